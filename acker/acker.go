@@ -1,0 +1,201 @@
+// Package acker defines how a message's outcome travels back to the source
+// it came from.
+//
+// Every message carries a reference to an Acknowledger (set by its source)
+// plus the source's per-message ack data. The stage that finishes a message
+// (a processor when the message goes to no batcher, otherwise a batch
+// processor) groups the outcomes of one chunk or batch by acknowledger and
+// calls each acknowledger once with all of its successful and failed
+// messages: one call per acknowledger per chunk or batch, never one call per
+// message.
+//
+// The package is a leaf: it knows nothing about message payloads, so sources,
+// stages and tests can all share it.
+package acker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+)
+
+// Acknowledger receives the outcomes of messages that came from one source
+// (or one consumer of a source).
+//
+// Ack is called with the messages that succeeded and those that failed; each
+// failed Outcome carries its error. Either slice may be empty, never both.
+// The slices and the Outcome values in them are only valid during the call:
+// an implementation that keeps them must copy them. Ack may be called from
+// several goroutines at once and must be safe for that. Ack may block (for
+// example to commit offsets); ctx is cancelled when the pipeline's shutdown
+// timeout passes. A panic in Ack is recovered and logged by the caller; the
+// outcomes it was given are then lost to that acknowledger.
+//
+// Implementations must be comparable (pointer types are the usual choice),
+// because outcomes are grouped by acknowledger identity.
+type Acknowledger interface {
+	Ack(ctx context.Context, successful, failed []Outcome)
+}
+
+// Disposition is how a failed message should be acknowledged. Sources
+// document what each disposition does for them; the failure hook of a stage
+// may change it before the message is acknowledged.
+type Disposition uint8
+
+const (
+	// DispositionDefault applies the source's documented failure policy.
+	DispositionDefault Disposition = iota
+	// DispositionRetry asks the source to deliver the message again
+	// (for example: do not advance a Kafka offset, nack a Pulsar message).
+	DispositionRetry
+	// DispositionDiscard tells the source the message is done with, even
+	// though it failed (for example: commit past a Kafka offset, ack a Pulsar
+	// message), so a poison message cannot stall its partition.
+	DispositionDiscard
+)
+
+// String returns "default", "retry" or "discard".
+func (d Disposition) String() string {
+	switch d {
+	case DispositionDefault:
+		return "default"
+	case DispositionRetry:
+		return "retry"
+	case DispositionDiscard:
+		return "discard"
+	}
+	return fmt.Sprintf("Disposition(%d)", uint8(d))
+}
+
+// Outcome is what an Acknowledger learns about one message.
+type Outcome struct {
+	// ID is the source's per-message identifier, set when the message was
+	// created (an offset, a sequence number, …).
+	ID uint64
+	// Data is the source's per-message ack data, set when the message was
+	// created (for example a Pulsar message id); nil when the source needs
+	// none.
+	Data any
+	// Err is why the message failed; nil for successful messages.
+	Err error
+	// Disposition is how a failed message should be acknowledged;
+	// DispositionDefault for successful messages.
+	Disposition Disposition
+	// Message is the *message.Message[T] as the last stage saw it, for
+	// acknowledgers that need the payload (tests, dead-letter routing). Only
+	// valid during the Ack call.
+	Message any
+}
+
+// Func adapts a function to the Acknowledger interface. Func values are not
+// comparable, so use a pointer to one: acker.Acknowledger(&f).
+type Func func(ctx context.Context, successful, failed []Outcome)
+
+// Ack calls f.
+func (f *Func) Ack(ctx context.Context, successful, failed []Outcome) { (*f)(ctx, successful, failed) }
+
+type discard struct{}
+
+func (discard) Ack(context.Context, []Outcome, []Outcome) {}
+
+// Discard is an Acknowledger that ignores every outcome. Messages created
+// without an acknowledger are acknowledged to it.
+var Discard Acknowledger = discard{}
+
+// Group collects the outcomes of one chunk or batch and delivers them with
+// one Ack call per acknowledger. The zero value is ready to use. A Group is
+// reused from chunk to chunk by one goroutine, so its buffers are kept and
+// steady-state grouping does not allocate. It is not safe for concurrent use.
+type Group struct {
+	groups []group
+	used   int
+	last   int
+}
+
+type group struct {
+	ack       Acknowledger
+	succeeded []Outcome
+	failed    []Outcome
+}
+
+// Add records o for a. o goes to the failed list when o.Err is not nil. A nil
+// acknowledger means Discard.
+func (g *Group) Add(a Acknowledger, o Outcome) {
+	if a == nil {
+		a = Discard
+	}
+	gr := g.find(a)
+	if o.Err != nil {
+		gr.failed = append(gr.failed, o)
+	} else {
+		gr.succeeded = append(gr.succeeded, o)
+	}
+}
+
+// Len reports how many outcomes are waiting to be flushed.
+func (g *Group) Len() int {
+	n := 0
+	for i := range g.used {
+		n += len(g.groups[i].succeeded) + len(g.groups[i].failed)
+	}
+	return n
+}
+
+func (g *Group) find(a Acknowledger) *group {
+	if g.last < g.used && g.groups[g.last].ack == a {
+		return &g.groups[g.last]
+	}
+	for i := range g.used {
+		if g.groups[i].ack == a {
+			g.last = i
+			return &g.groups[i]
+		}
+	}
+	if g.used == len(g.groups) {
+		g.groups = append(g.groups, group{})
+	}
+	g.last = g.used
+	gr := &g.groups[g.used]
+	gr.ack = a
+	g.used++
+	return gr
+}
+
+// Flush calls every acknowledger that has outcomes once, in the order they
+// were first added, then resets the group. A panicking acknowledger is
+// recovered and logged to log (which may be nil); the others are still
+// called.
+func (g *Group) Flush(ctx context.Context, log *slog.Logger) {
+	for i := range g.used {
+		gr := &g.groups[i]
+		if len(gr.succeeded) > 0 || len(gr.failed) > 0 {
+			Safe(ctx, log, gr.ack, gr.succeeded, gr.failed)
+		}
+		clear(gr.succeeded)
+		clear(gr.failed)
+		gr.succeeded = gr.succeeded[:0]
+		gr.failed = gr.failed[:0]
+		gr.ack = nil
+	}
+	g.used = 0
+	g.last = 0
+}
+
+// Safe invokes a.Ack and recovers a panic in it, logging it to log (which may
+// be nil). It reports whether Ack returned normally.
+func Safe(ctx context.Context, log *slog.Logger, a Acknowledger, successful, failed []Outcome) (ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			ok = false
+			if log != nil {
+				log.ErrorContext(ctx, "acknowledger panicked; its outcomes are lost",
+					slog.String("acknowledger", fmt.Sprintf("%T", a)),
+					slog.Int("successful", len(successful)),
+					slog.Int("failed", len(failed)),
+					slog.Any("panic", r))
+			}
+		}
+	}()
+	a.Ack(ctx, successful, failed)
+	return true
+}

@@ -1,0 +1,71 @@
+// Package batcher is the last stage of a pipeline: named batchers group the
+// messages processors route to them by batch key, emit a batch when it
+// reaches BatchSize, when BatchTimeout has passed since its first message, or
+// at once for a message in flush mode (and for everything when the pipeline
+// drains), and batch processors call the user's batch handler and
+// acknowledge the outcome of every message to its source.
+package batcher
+
+import (
+	"context"
+	"time"
+
+	"github.com/boulevard-go/boulevard/message"
+)
+
+// Defaults for zero Options fields.
+const (
+	DefaultBatchSize    = 100
+	DefaultBatchTimeout = time.Second
+	DefaultConcurrency  = 1
+)
+
+// Handler handles one batch. All messages share info.BatchKey. It may fail
+// single messages with m.Fail; returning an error fails every message of the
+// batch that has not failed yet, and a panic fails the whole batch. ctx is
+// cancelled when the pipeline's shutdown timeout passes.
+type Handler[T any] func(ctx context.Context, batch []*message.Message[T], info message.BatchInfo) error
+
+// Options configure one named batcher.
+type Options[T any] struct {
+	// Name is the batcher's name, which processors route to with
+	// m.SetBatcher; message.DefaultBatcher ("default") receives the
+	// messages nobody routed. Required, unique within a pipeline.
+	Name string `name:"name" validate:"required"`
+	// BatchSize is the number of messages at which a batch is emitted.
+	// Default 100.
+	BatchSize int `name:"batchSize" validate:"gte=1"`
+	// BatchTimeout is how long after its first message a batch that has not
+	// filled up is emitted anyway. Default 1s.
+	BatchTimeout time.Duration `name:"batchTimeout" validate:"gt=0"`
+	// Concurrency is the number of batch processors calling Handle. With
+	// PartitionBy it is also the number of batcher partitions, each with
+	// its own batch processor. Default 1.
+	Concurrency int `name:"concurrency" validate:"gte=1"`
+	// PartitionBy, when set, splits the batcher into Concurrency partitions:
+	// messages with the same key go to the same partition and are batched
+	// and handled in the order they arrived. Nil (the default) makes one
+	// batcher feed all batch processors.
+	PartitionBy func(m *message.Message[T]) string `name:"partitionBy"`
+	// Handle is called with every batch. Required.
+	Handle Handler[T] `name:"handle" validate:"required"`
+	// HandleFailed, when set, is called with the failed messages of a batch
+	// before they are acknowledged (Broadway's handle_failed). It may change
+	// how they are acknowledged with m.SetDisposition. A panic in it is
+	// logged and the messages are acknowledged as they were.
+	HandleFailed func(ctx context.Context, failed []*message.Message[T], info message.BatchInfo) `name:"handleFailed"`
+}
+
+// WithDefaults returns o with every zero field replaced by its default.
+func (o Options[T]) WithDefaults() Options[T] {
+	if o.BatchSize == 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	if o.BatchTimeout == 0 {
+		o.BatchTimeout = DefaultBatchTimeout
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	return o
+}

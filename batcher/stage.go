@@ -1,0 +1,375 @@
+package batcher
+
+import (
+	"context"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/topic"
+)
+
+// Config is what the pipeline gives a batcher besides the user's options.
+type Config struct {
+	// Name is the pipeline's name; the stage is named
+	// "<Name>.batcher.<batcher name>".
+	Name string
+	// Logger receives the stage's logs. Nil discards them.
+	Logger *slog.Logger
+}
+
+// minQueueCapacity is the smallest input queue a batcher partition gets.
+const minQueueCapacity = 64
+
+// recvChunk is how many messages a batcher takes from its queue at once.
+const recvChunk = 64
+
+// Stage is one named batcher with its batch processors.
+type Stage[T any] struct {
+	opts    Options[T]
+	log     *slog.Logger
+	name    string
+	input   *topic.Partitioned[*message.Message[T]]
+	batches []*topic.Queue[*message.Batch[T]]
+	done    chan struct{}
+}
+
+// New prepares the batcher. opts must already carry its defaults and be
+// validated; New starts nothing.
+//
+// Each batcher partition has an input queue of capacity max(2·BatchSize, 64);
+// batches wait for a batch processor in a queue of capacity 2·Concurrency
+// (2 per partition when partitioned).
+func New[T any](opts Options[T], cfg Config) *Stage[T] {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	name := cfg.Name + ".batcher." + opts.Name
+	s := &Stage[T]{
+		opts: opts,
+		log:  log.With(slog.String("stage", name)),
+		name: name,
+		done: make(chan struct{}),
+	}
+	inCap := max(2*opts.BatchSize, minQueueCapacity)
+	if opts.PartitionBy == nil {
+		s.input = topic.NewPartitioned[*message.Message[T]](1, inCap, nil)
+		s.batches = []*topic.Queue[*message.Batch[T]]{topic.NewQueue[*message.Batch[T]](2 * opts.Concurrency)}
+	} else {
+		s.input = topic.NewPartitioned(opts.Concurrency, inCap, opts.PartitionBy)
+		for range opts.Concurrency {
+			s.batches = append(s.batches, topic.NewQueue[*message.Batch[T]](2))
+		}
+	}
+	return s
+}
+
+// Name is the batcher's name.
+func (s *Stage[T]) Name() string { return s.opts.Name }
+
+// Publish hands messages to the batcher (to their partitions when
+// partitioned). It blocks while the batcher's input is full and returns how
+// many messages it took, with ctx.Err() or topic.ErrTopicClosed when it
+// stopped early.
+func (s *Stage[T]) Publish(ctx context.Context, msgs []*message.Message[T]) (int, error) {
+	return s.input.PublishBatch(ctx, msgs)
+}
+
+// CloseInput closes the batcher's input: each partition then emits its open
+// batches with trigger flush, and the batch processors return once every
+// batch is handled.
+func (s *Stage[T]) CloseInput() { s.input.Close() }
+
+// Done is closed when the batcher and its batch processors have returned.
+func (s *Stage[T]) Done() <-chan struct{} { return s.done }
+
+// Start launches the batcher partitions and the batch processors and returns
+// at once. ctx is the pipeline's hard-stop context: when it is cancelled,
+// open batches and queued messages stay unacknowledged.
+func (s *Stage[T]) Start(ctx context.Context, wg *sync.WaitGroup) {
+	var loops, procs sync.WaitGroup
+	for i := range s.input.Len() {
+		out := s.batches[min(i, len(s.batches)-1)]
+		b := &partition[T]{s: s, index: i, in: s.input.Partition(i), out: out}
+		loops.Add(1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer loops.Done()
+			b.loop(ctx)
+		}()
+	}
+	for i := range s.opts.Concurrency {
+		bp := &batchProcessor[T]{s: s, log: s.log.With(slog.Int("batch_processor", i))}
+		in := s.batches[min(i, len(s.batches)-1)]
+		procs.Add(1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer procs.Done()
+			bp.loop(ctx, in)
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		loops.Wait()
+		for _, q := range s.batches {
+			q.Close()
+		}
+		procs.Wait()
+		close(s.done)
+	}()
+}
+
+// open is a batch being filled.
+type open[T any] struct {
+	key      string
+	msgs     []*message.Message[T]
+	started  time.Time
+	deadline time.Time
+	gen      uint64
+}
+
+type slot[T any] struct {
+	b   *open[T]
+	gen uint64
+}
+
+// partition groups one partition's messages into batches.
+type partition[T any] struct {
+	s     *Stage[T]
+	index int
+	in    *topic.Queue[*message.Message[T]]
+	out   *topic.Queue[*message.Batch[T]]
+
+	byKey map[string]*open[T]
+	order []slot[T] // open batches by deadline (= arrival of first message)
+	head  int
+	free  []*open[T]
+}
+
+func (b *partition[T]) loop(ctx context.Context) {
+	b.byKey = make(map[string]*open[T])
+	buf := make([]*message.Message[T], recvChunk)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var armed time.Time
+	for {
+		var alarm <-chan time.Time
+		if first := b.first(); first != nil {
+			if !first.deadline.Equal(armed) {
+				armed = first.deadline
+				timer.Reset(time.Until(armed))
+			}
+			alarm = timer.C
+		}
+		n, err := b.in.ReceiveOr(ctx, buf, alarm)
+		if err != nil {
+			if ctx.Err() != nil {
+				b.leftBehind()
+				return
+			}
+			// Input closed and drained: the pipeline is draining.
+			for first := b.first(); first != nil; first = b.first() {
+				if !b.emit(ctx, first, message.TriggerFlush) {
+					return
+				}
+			}
+			return
+		}
+		if n == 0 {
+			// The alarm fired; the timer needs re-arming.
+			armed = time.Time{}
+		}
+		now := time.Now()
+		for _, m := range buf[:n] {
+			if !b.add(ctx, m, now) {
+				return
+			}
+		}
+		clear(buf[:n])
+		for first := b.first(); first != nil && !first.deadline.After(now); first = b.first() {
+			if !b.emit(ctx, first, message.TriggerTimeout) {
+				return
+			}
+		}
+	}
+}
+
+// first returns the open batch with the earliest deadline.
+func (b *partition[T]) first() *open[T] {
+	for b.head < len(b.order) {
+		sl := b.order[b.head]
+		if sl.b.gen == sl.gen && sl.b.msgs != nil {
+			return sl.b
+		}
+		b.order[b.head] = slot[T]{}
+		b.head++
+	}
+	b.order = b.order[:0]
+	b.head = 0
+	return nil
+}
+
+func (b *partition[T]) add(ctx context.Context, m *message.Message[T], now time.Time) bool {
+	key := m.BatchKey()
+	ob := b.byKey[key]
+	if ob == nil {
+		ob = b.newOpen(key, now)
+	}
+	ob.msgs = append(ob.msgs, m)
+	switch {
+	case m.BatchMode() == message.Flush:
+		return b.emit(ctx, ob, message.TriggerFlush)
+	case len(ob.msgs) >= b.s.opts.BatchSize:
+		return b.emit(ctx, ob, message.TriggerSize)
+	}
+	return true
+}
+
+func (b *partition[T]) newOpen(key string, now time.Time) *open[T] {
+	var ob *open[T]
+	if n := len(b.free); n > 0 {
+		ob = b.free[n-1]
+		b.free = b.free[:n-1]
+	} else {
+		ob = &open[T]{}
+	}
+	ob.key = key
+	ob.msgs = make([]*message.Message[T], 0, b.s.opts.BatchSize)
+	ob.started = now
+	ob.deadline = now.Add(b.s.opts.BatchTimeout)
+	b.byKey[key] = ob
+	if b.head > 0 && b.head == len(b.order) {
+		b.order = b.order[:0]
+		b.head = 0
+	}
+	b.order = append(b.order, slot[T]{b: ob, gen: ob.gen})
+	return ob
+}
+
+// emit hands ob to the batch processors. It reports false when the hard
+// stop came first.
+func (b *partition[T]) emit(ctx context.Context, ob *open[T], trigger message.Trigger) bool {
+	batch := &message.Batch[T]{
+		Messages: ob.msgs,
+		Info: message.BatchInfo{
+			Batcher:   b.s.opts.Name,
+			BatchKey:  ob.key,
+			Partition: b.index,
+			Size:      len(ob.msgs),
+			Trigger:   trigger,
+			Started:   ob.started,
+		},
+	}
+	delete(b.byKey, ob.key)
+	ob.msgs = nil
+	ob.key = ""
+	ob.gen++
+	b.free = append(b.free, ob)
+	if err := b.out.Publish(ctx, batch); err != nil {
+		b.s.log.Warn("batch not handed to a batch processor; its messages stay unacknowledged",
+			slog.Int("messages", batch.Info.Size), slog.Any("error", err))
+		b.leftBehind()
+		return false
+	}
+	return true
+}
+
+func (b *partition[T]) leftBehind() {
+	n := b.in.Len()
+	for _, ob := range b.byKey {
+		n += len(ob.msgs)
+	}
+	if n > 0 {
+		b.s.log.Warn("batcher stopped by the shutdown timeout; messages stay unacknowledged",
+			slog.Int("partition", b.index), slog.Int("messages", n))
+	}
+}
+
+// batchProcessor calls the batch handler and acknowledges.
+type batchProcessor[T any] struct {
+	s      *Stage[T]
+	log    *slog.Logger
+	acks   acker.Group
+	failed []*message.Message[T]
+}
+
+func (bp *batchProcessor[T]) loop(ctx context.Context, in *topic.Queue[*message.Batch[T]]) {
+	buf := make([]*message.Batch[T], 1)
+	for {
+		if _, err := in.Receive(ctx, buf); err != nil {
+			if ctx.Err() != nil {
+				if n := in.Len(); n > 0 {
+					bp.log.Warn("batch processor stopped by the shutdown timeout; queued batches stay unacknowledged",
+						slog.Int("batches", n))
+				}
+			}
+			return
+		}
+		bp.handle(ctx, buf[0])
+		buf[0] = nil
+	}
+}
+
+func (bp *batchProcessor[T]) handle(ctx context.Context, b *message.Batch[T]) {
+	opts := &bp.s.opts
+	if err := bp.call(ctx, b); err != nil {
+		if pe, ok := err.(*message.PanicError); ok {
+			bp.log.ErrorContext(ctx, "batch handler panicked; failing the whole batch",
+				slog.String("batch_key", b.Info.BatchKey), slog.Int("size", b.Info.Size),
+				slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))
+			for _, m := range b.Messages {
+				m.Fail(err)
+			}
+		} else {
+			bp.log.WarnContext(ctx, "batch handler failed the batch",
+				slog.String("batch_key", b.Info.BatchKey), slog.Int("size", b.Info.Size), slog.Any("error", err))
+			for _, m := range b.Messages {
+				if !m.Failed() {
+					m.Fail(err)
+				}
+			}
+		}
+	}
+	for _, m := range b.Messages {
+		if m.Failed() {
+			bp.failed = append(bp.failed, m)
+		}
+	}
+	if len(bp.failed) > 0 && opts.HandleFailed != nil {
+		bp.handleFailed(ctx, b.Info)
+	}
+	clear(bp.failed)
+	bp.failed = bp.failed[:0]
+	for _, m := range b.Messages {
+		a, _, _ := m.Acknowledger()
+		bp.acks.Add(a, m.Outcome())
+	}
+	bp.acks.Flush(ctx, bp.log)
+}
+
+func (bp *batchProcessor[T]) call(ctx context.Context, b *message.Batch[T]) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &message.PanicError{Value: r, Stack: debug.Stack()}
+		}
+	}()
+	return bp.s.opts.Handle(ctx, b.Messages, b.Info)
+}
+
+func (bp *batchProcessor[T]) handleFailed(ctx context.Context, info message.BatchInfo) {
+	defer func() {
+		if r := recover(); r != nil {
+			bp.log.ErrorContext(ctx, "HandleFailed panicked; acknowledging the messages as they were",
+				slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
+		}
+	}()
+	bp.s.opts.HandleFailed(ctx, bp.failed, info)
+}

@@ -1,0 +1,52 @@
+package message
+
+import "time"
+
+// Trigger says why a batch was emitted.
+type Trigger uint8
+
+const (
+	// TriggerSize: the batch reached its batcher's BatchSize.
+	TriggerSize Trigger = iota
+	// TriggerTimeout: BatchTimeout passed since the batch's first message.
+	TriggerTimeout
+	// TriggerFlush: a message in flush mode joined the batch, or the
+	// pipeline is draining.
+	TriggerFlush
+)
+
+// String returns "size", "timeout" or "flush".
+func (t Trigger) String() string {
+	switch t {
+	case TriggerSize:
+		return "size"
+	case TriggerTimeout:
+		return "timeout"
+	default:
+		return "flush"
+	}
+}
+
+// BatchInfo describes a batch to its batch handler.
+type BatchInfo struct {
+	// Batcher is the name of the batcher that built the batch.
+	Batcher string
+	// BatchKey is the batch key all messages of the batch share.
+	BatchKey string
+	// Partition is the batcher partition that built the batch: 0 unless the
+	// batcher is partitioned with PartitionBy.
+	Partition int
+	// Size is the number of messages in the batch.
+	Size int
+	// Trigger says why the batch was emitted.
+	Trigger Trigger
+	// Started is when the batch's first message arrived at the batcher.
+	Started time.Time
+}
+
+// Batch is a group of messages with the same batcher and batch key, as it
+// travels from a batcher to a batch processor.
+type Batch[T any] struct {
+	Messages []*Message[T]
+	Info     BatchInfo
+}

@@ -1,0 +1,228 @@
+// Package message defines the unit that flows through a pipeline: a payload
+// with its source's metadata, a reference to the acknowledger that must learn
+// its outcome, and the routing a processor gives it (batcher, batch key,
+// batch mode).
+//
+// The package starts no goroutines and does no I/O.
+package message
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/boulevard-go/boulevard/acker"
+)
+
+// DefaultBatcher is the batcher a message goes to unless a processor routes it
+// elsewhere with SetBatcher.
+const DefaultBatcher = "default"
+
+// ErrFailed is the error a message carries when it was failed with a nil
+// error.
+var ErrFailed = errors.New("message failed")
+
+// BatchMode says when the batch a message joins is emitted.
+type BatchMode uint8
+
+const (
+	// Bulk (the default) lets the batch grow until its size or timeout.
+	Bulk BatchMode = iota
+	// Flush emits the batch the message joins as soon as the message is
+	// added, with trigger Flush.
+	Flush
+)
+
+// String returns "bulk" or "flush".
+func (m BatchMode) String() string {
+	if m == Flush {
+		return "flush"
+	}
+	return "bulk"
+}
+
+// Status is where a message stands.
+type Status uint8
+
+const (
+	// StatusOK is a message that has not failed (yet).
+	StatusOK Status = iota
+	// StatusFailed is a message that was failed; Err says why.
+	StatusFailed
+)
+
+// String returns "ok" or "failed".
+func (s Status) String() string {
+	if s == StatusFailed {
+		return "failed"
+	}
+	return "ok"
+}
+
+// Message is one piece of data travelling through a pipeline.
+//
+// A source creates it with New (or Init) and sets Metadata; processors read
+// and replace Data, route it with SetBatcher / SetBatchKey / SetBatchMode and
+// may Fail it; batch handlers may Fail single messages of a batch. The last
+// stage that handles it reports its outcome to the acknowledger it carries.
+//
+// A Message is owned by one stage at a time and is not safe for concurrent
+// use.
+type Message[T any] struct {
+	// Data is the payload.
+	Data T
+	// Metadata is what the source knows about the message, as a typed value
+	// of the source's own (for example a *kafka.Metadata). Read it with
+	// MetadataAs.
+	Metadata any
+
+	h header
+}
+
+// header is everything but the payload; it is copied as a whole when a
+// processor turns a Message[In] into a Message[Out].
+type header struct {
+	ack         acker.Acknowledger
+	ackID       uint64
+	ackData     any
+	batcher     string
+	batchKey    string
+	mode        BatchMode
+	status      Status
+	disposition acker.Disposition
+	err         error
+}
+
+// New returns a message carrying data whose outcome goes to ack with the
+// per-message identifier id. A nil ack means acker.Discard.
+func New[T any](data T, ack acker.Acknowledger, id uint64) *Message[T] {
+	m := &Message[T]{}
+	m.Init(data, ack, id)
+	return m
+}
+
+// Init (re)initialises m in place, for sources that allocate messages in
+// blocks. It clears everything New would not set.
+func (m *Message[T]) Init(data T, ack acker.Acknowledger, id uint64) {
+	*m = Message[T]{Data: data}
+	m.h.ack = ack
+	m.h.ackID = id
+}
+
+// SetAckData attaches the source's per-message ack data (for example a broker
+// message id), handed back in acker.Outcome.Data.
+func (m *Message[T]) SetAckData(data any) { m.h.ackData = data }
+
+// Acknowledger returns the acknowledger the message's outcome goes to and the
+// per-message id and data it will be given.
+func (m *Message[T]) Acknowledger() (ack acker.Acknowledger, id uint64, data any) {
+	a := m.h.ack
+	if a == nil {
+		a = acker.Discard
+	}
+	return a, m.h.ackID, m.h.ackData
+}
+
+// Batcher returns the name of the batcher the message goes to after its
+// processor; DefaultBatcher unless SetBatcher changed it.
+func (m *Message[T]) Batcher() string {
+	if m.h.batcher == "" {
+		return DefaultBatcher
+	}
+	return m.h.batcher
+}
+
+// SetBatcher routes the message to the batcher called name.
+func (m *Message[T]) SetBatcher(name string) { m.h.batcher = name }
+
+// BatchKey returns the key that groups messages into batches within a
+// batcher; "" by default.
+func (m *Message[T]) BatchKey() string { return m.h.batchKey }
+
+// SetBatchKey sets the batch key. Messages with different keys never share a
+// batch.
+func (m *Message[T]) SetBatchKey(key string) { m.h.batchKey = key }
+
+// BatchMode returns the message's batch mode (Bulk by default).
+func (m *Message[T]) BatchMode() BatchMode { return m.h.mode }
+
+// SetBatchMode sets the batch mode.
+func (m *Message[T]) SetBatchMode(mode BatchMode) { m.h.mode = mode }
+
+// Status reports whether the message has failed.
+func (m *Message[T]) Status() Status { return m.h.status }
+
+// Failed reports whether the message has failed.
+func (m *Message[T]) Failed() bool { return m.h.status == StatusFailed }
+
+// Err returns why the message failed, or nil.
+func (m *Message[T]) Err() error { return m.h.err }
+
+// Fail marks the message as failed because of err (ErrFailed when err is
+// nil). A failed message is not handed to later stages; its acknowledger
+// receives it among the failed outcomes. Failing an already failed message
+// replaces the error.
+func (m *Message[T]) Fail(err error) {
+	if err == nil {
+		err = ErrFailed
+	}
+	m.h.status = StatusFailed
+	m.h.err = err
+}
+
+// Disposition returns how the message is acknowledged if it fails.
+func (m *Message[T]) Disposition() acker.Disposition { return m.h.disposition }
+
+// SetDisposition changes how the message is acknowledged if it fails, for
+// example from a failure hook: acker.DispositionDiscard to get past a poison
+// message, acker.DispositionRetry to have it delivered again. What each
+// disposition does is documented by the source.
+func (m *Message[T]) SetDisposition(d acker.Disposition) { m.h.disposition = d }
+
+// Outcome returns what the message's acknowledger learns about it.
+func (m *Message[T]) Outcome() acker.Outcome {
+	o := acker.Outcome{ID: m.h.ackID, Data: m.h.ackData, Message: m}
+	if m.h.status == StatusFailed {
+		o.Err = m.h.err
+		o.Disposition = m.h.disposition
+	}
+	return o
+}
+
+// String describes the message for logs without its payload.
+func (m *Message[T]) String() string {
+	s := fmt.Sprintf("message{id=%d batcher=%s key=%q mode=%s status=%s", m.h.ackID, m.Batcher(), m.h.batchKey, m.h.mode, m.h.status)
+	if m.h.err != nil {
+		s += fmt.Sprintf(" err=%q", m.h.err.Error())
+	}
+	return s + "}"
+}
+
+// LogValue describes the message for log/slog without its payload.
+func (m *Message[T]) LogValue() slog.Value {
+	attrs := []slog.Attr{
+		slog.Uint64("id", m.h.ackID),
+		slog.String("batcher", m.Batcher()),
+		slog.String("batch_key", m.h.batchKey),
+		slog.String("status", m.h.status.String()),
+	}
+	if m.h.err != nil {
+		attrs = append(attrs, slog.String("error", m.h.err.Error()))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// MetadataAs returns the message's metadata as an M, and whether it is one.
+func MetadataAs[M, T any](m *Message[T]) (M, bool) {
+	md, ok := m.Metadata.(M)
+	return md, ok
+}
+
+// Transfer makes dst carry src's metadata, acknowledger, routing and status
+// with data as its payload. Processors use it when their handler turns an In
+// payload into an Out payload.
+func Transfer[In, Out any](dst *Message[Out], src *Message[In], data Out) {
+	dst.Data = data
+	dst.Metadata = src.Metadata
+	dst.h = src.h
+}

@@ -1,0 +1,25 @@
+package message
+
+import "fmt"
+
+// PanicError is the error a message (or a whole batch) fails with when the
+// user code handling it panicked. It keeps the panic value and the stack of
+// the panicking goroutine.
+type PanicError struct {
+	// Value is what was passed to panic.
+	Value any
+	// Stack is the goroutine's stack at the point of recovery.
+	Stack []byte
+}
+
+// Error describes the panic value.
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
+
+// Unwrap returns the panic value when it is an error, so errors.Is sees
+// through a panic(err).
+func (e *PanicError) Unwrap() error {
+	if err, ok := e.Value.(error); ok {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,78 @@
+package pipeline
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+// DefaultShutdownTimeout is the default Options.ShutdownTimeout.
+const DefaultShutdownTimeout = 30 * time.Second
+
+// Options declare a pipeline. In is the payload type the source produces; Out
+// is the payload type processors turn it into, which batchers receive (use
+// the same type for both when processors do not change it).
+//
+// Zero fields take their documented defaults. New validates everything before
+// anything starts and reports every broken rule with the field's path, for
+// example "processors.concurrency must be ≥ 1".
+type Options[In, Out any] struct {
+	// Name identifies the pipeline in logs and stage names. Required.
+	Name string `name:"name" validate:"required"`
+	// Logger receives the pipeline's logs. Nil discards them.
+	Logger *slog.Logger `name:"-"`
+	// ShutdownTimeout bounds a drain: past it, handlers' contexts are
+	// cancelled and messages not yet handled stay unacknowledged (so the
+	// broker redelivers them). Default 30s.
+	ShutdownTimeout time.Duration `name:"shutdownTimeout" validate:"gt=0"`
+	// Producer configures the producer stages and their source.
+	Producer producer.Options[In] `name:"producer"`
+	// Processors configures the processors. Processors.Handle is required.
+	Processors processor.Options[In, Out] `name:"processors"`
+	// Batchers are the pipeline's named batchers. Without any, processors
+	// acknowledge messages themselves. With some, every message that does
+	// not fail goes to the batcher named by m.Batcher() ("default" unless a
+	// processor routed it elsewhere).
+	Batchers []batcher.Options[Out] `name:"batchers" validate:"dive"`
+}
+
+// withDefaults returns o with every zero field replaced by its default.
+func (o Options[In, Out]) withDefaults() Options[In, Out] {
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	o.Producer = o.Producer.WithDefaults()
+	o.Processors = o.Processors.WithDefaults()
+	if len(o.Batchers) > 0 {
+		bs := make([]batcher.Options[Out], len(o.Batchers))
+		for i, b := range o.Batchers {
+			bs[i] = b.WithDefaults()
+		}
+		o.Batchers = bs
+	}
+	return o
+}
+
+// validateOptions applies the struct-tag rules and the ones tags cannot
+// express.
+func validateOptions[In, Out any](o *Options[In, Out]) error {
+	errs := []error{validate.Struct("", o)}
+	seen := make(map[string]int, len(o.Batchers))
+	for i, b := range o.Batchers {
+		if b.Name == "" {
+			continue
+		}
+		if j, dup := seen[b.Name]; dup {
+			errs = append(errs, validate.Field(fmt.Sprintf("batchers[%d].name", i), "unique",
+				fmt.Sprintf("must be unique: %q is already the name of batchers[%d]", b.Name, j)))
+			continue
+		}
+		seen[b.Name] = i
+	}
+	return validate.Join(errs...)
+}

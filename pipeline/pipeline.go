@@ -1,0 +1,298 @@
+// Package pipeline declares and runs Broadway-style pipelines: producer
+// stages pull messages from a source under a permit window, processors handle
+// them one by one, batchers group them, batch processors handle the groups,
+// and every message's outcome is acknowledged to the source it came from.
+//
+// A pipeline is built once with New (which validates every option), started
+// with Start or Run, and stopped with Stop, which drains: sources stop
+// fetching, every message in flight is handled and acknowledged, batches are
+// flushed, and only then are the sources closed.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+var (
+	// ErrAlreadyStarted is returned by Start on a pipeline that was started
+	// before. A pipeline runs once; build a new one to run again.
+	ErrAlreadyStarted = errors.New("pipeline already started")
+	// ErrNotStarted is returned by Push and Test before Start.
+	ErrNotStarted = errors.New("pipeline not started")
+	// ErrStopped is returned by Push and Test once the pipeline no longer
+	// accepts messages.
+	ErrStopped = errors.New("pipeline stopped")
+	// ErrShutdownTimeout is returned by Stop and Run when the drain did not
+	// finish within ShutdownTimeout (or the context given to Stop): the
+	// messages still in flight were left unacknowledged.
+	ErrShutdownTimeout = errors.New("shutdown timeout: messages in flight were left unacknowledged")
+)
+
+type state uint8
+
+const (
+	stateNew state = iota
+	stateRunning
+	stateDone
+)
+
+// Pipeline is a running (or runnable) pipeline. Its methods are safe for
+// concurrent use.
+type Pipeline[In, Out any] struct {
+	opts     Options[In, Out]
+	log      *slog.Logger
+	prod     *producer.Producer[In]
+	proc     *processor.Stage[In, Out]
+	batchers []*batcher.Stage[Out]
+
+	mu         sync.Mutex
+	state      state
+	err        error
+	hardCancel context.CancelFunc
+	stopOnce   sync.Once
+	stopReq    chan struct{}
+	done       chan struct{}
+	wg         sync.WaitGroup
+}
+
+// New validates opts and builds the pipeline. Nothing starts until Start or
+// Run. An invalid option is reported as a validate.Errors value listing every
+// broken rule.
+func New[In, Out any](opts Options[In, Out]) (*Pipeline[In, Out], error) {
+	opts = opts.withDefaults()
+	if err := validateOptions(&opts); err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With(slog.String("pipeline", opts.Name))
+	p := &Pipeline[In, Out]{
+		opts:    opts,
+		log:     log,
+		stopReq: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	routes := make([]processor.NamedRoute[Out], 0, len(opts.Batchers))
+	for _, bo := range opts.Batchers {
+		b := batcher.New(bo, batcher.Config{Name: opts.Name, Logger: log})
+		p.batchers = append(p.batchers, b)
+		routes = append(routes, processor.NamedRoute[Out]{Name: bo.Name, Route: b})
+	}
+	p.proc = processor.New(opts.Processors, processor.Config[Out]{Name: opts.Name, Logger: log, Routes: routes})
+	p.prod = producer.New(opts.Producer, producer.Config[In]{Name: opts.Name, Logger: log, Output: p.proc})
+	return p, nil
+}
+
+// Start launches every stage and returns at once. ctx only carries values
+// (for example tracing) to the stages: cancelling it does not stop the
+// pipeline; call Stop for that, or use Run.
+func (p *Pipeline[In, Out]) Start(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.state != stateNew {
+		return ErrAlreadyStarted
+	}
+	p.state = stateRunning
+	hardCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	p.hardCancel = cancel
+
+	for _, b := range p.batchers {
+		b.Start(hardCtx, &p.wg)
+	}
+	p.proc.Start(hardCtx, &p.wg)
+	p.prod.Start(hardCtx, &p.wg, p.fatal)
+
+	stagesDone := make(chan struct{})
+	go p.supervise(hardCtx, stagesDone)
+	go p.enforceShutdownTimeout(stagesDone)
+	p.log.Info("pipeline started", slog.Any("topology", p.Topology()))
+	return nil
+}
+
+// supervise closes each stage's input once the stage before it has finished,
+// then closes the sources and marks the pipeline done.
+func (p *Pipeline[In, Out]) supervise(ctx context.Context, stagesDone chan struct{}) {
+	<-p.prod.Done()
+	p.proc.CloseInput()
+	<-p.proc.Done()
+	for _, b := range p.batchers {
+		b.CloseInput()
+	}
+	for _, b := range p.batchers {
+		<-b.Done()
+	}
+	p.wg.Wait()
+	close(stagesDone)
+
+	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.ShutdownTimeout)
+	if err := p.prod.Close(closeCtx); err != nil {
+		p.log.Error("closing the source failed", slog.Any("error", err))
+		p.setErr(fmt.Errorf("closing the source: %w", err))
+	}
+	cancel()
+	p.hardCancel()
+
+	p.mu.Lock()
+	p.state = stateDone
+	p.mu.Unlock()
+	p.log.Info("pipeline stopped")
+	close(p.done)
+}
+
+// enforceShutdownTimeout starts the drain when a stop is requested and cuts it
+// short when it takes longer than ShutdownTimeout.
+func (p *Pipeline[In, Out]) enforceShutdownTimeout(stagesDone chan struct{}) {
+	select {
+	case <-stagesDone:
+		return
+	case <-p.stopReq:
+	}
+	p.log.Info("pipeline draining", slog.Duration("shutdown_timeout", p.opts.ShutdownTimeout))
+	p.prod.StopFetching()
+	t := time.NewTimer(p.opts.ShutdownTimeout)
+	defer t.Stop()
+	select {
+	case <-stagesDone:
+	case <-t.C:
+		p.cutShort()
+	}
+}
+
+func (p *Pipeline[In, Out]) cutShort() {
+	p.log.Warn("shutdown timeout passed; stopping handlers and leaving unhandled messages unacknowledged")
+	p.setErr(ErrShutdownTimeout)
+	p.hardCancel()
+}
+
+func (p *Pipeline[In, Out]) setErr(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil && errors.Is(p.err, err) {
+		return
+	}
+	p.err = errors.Join(p.err, err)
+}
+
+// fatal is called by a producer stage that gave up on its source.
+func (p *Pipeline[In, Out]) fatal(err error) {
+	p.setErr(err)
+	p.requestStop()
+}
+
+func (p *Pipeline[In, Out]) requestStop() {
+	p.stopOnce.Do(func() { close(p.stopReq) })
+}
+
+// Stop drains the pipeline and waits until it has stopped: sources stop
+// fetching, every message in flight is handled and acknowledged (open
+// batches are emitted with trigger flush), then the sources are closed. The
+// drain is cut short when ShutdownTimeout passes or ctx is done, whichever is
+// first; what is left then stays unacknowledged and Stop returns
+// ErrShutdownTimeout. Stop also returns the error that stopped the pipeline
+// by itself, if any (a *producer.RestartError). No goroutine of the pipeline
+// is left when Stop returns. Stop may be called more than once and before
+// Start.
+func (p *Pipeline[In, Out]) Stop(ctx context.Context) error {
+	p.mu.Lock()
+	if p.state == stateNew {
+		p.state = stateDone
+		close(p.done)
+		p.mu.Unlock()
+		return nil
+	}
+	p.mu.Unlock()
+	p.requestStop()
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		select {
+		case <-p.done:
+		default:
+			p.cutShort()
+			<-p.done
+		}
+	}
+	return p.Err()
+}
+
+// Run starts the pipeline and blocks until ctx is cancelled, then drains it
+// like Stop. It also returns when the pipeline stops by itself: when every
+// source is exhausted and everything is handled (nil), or when a source
+// failed too often (a *producer.RestartError).
+func (p *Pipeline[In, Out]) Run(ctx context.Context) error {
+	if err := p.Start(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		return p.Stop(context.WithoutCancel(ctx))
+	case <-p.done:
+		return p.Err()
+	}
+}
+
+// Done is closed when the pipeline has stopped and every goroutine it started
+// has returned.
+func (p *Pipeline[In, Out]) Done() <-chan struct{} { return p.done }
+
+// Err returns what stopped the pipeline abnormally: a *producer.RestartError,
+// ErrShutdownTimeout, a source Close error, or several joined; nil otherwise.
+func (p *Pipeline[In, Out]) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+// Push hands messages to the processors directly, bypassing the producer
+// stages (Broadway's push_messages): for user code that receives messages by
+// other means, such as an HTTP handler. Each message's outcome goes to the
+// acknowledger it carries. Push blocks while the processors are busy and
+// returns ctx.Err() if ctx ends first, or ErrStopped once the pipeline no
+// longer accepts messages; in both cases the error says how many messages
+// were taken.
+func (p *Pipeline[In, Out]) Push(ctx context.Context, msgs ...*message.Message[In]) error {
+	p.mu.Lock()
+	st := p.state
+	p.mu.Unlock()
+	switch st {
+	case stateNew:
+		return ErrNotStarted
+	case stateDone:
+		return ErrStopped
+	}
+	n, err := p.proc.Publish(ctx, msgs)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, topic.ErrTopicClosed):
+		return fmt.Errorf("%w: %d of %d messages pushed", ErrStopped, n, len(msgs))
+	default:
+		return fmt.Errorf("push: %d of %d messages pushed: %w", n, len(msgs), err)
+	}
+}
+
+// SetRateLimit changes the rate limit shared by every producer stage while
+// the pipeline runs; nil removes it. An invalid limit is rejected.
+func (p *Pipeline[In, Out]) SetRateLimit(rl *producer.RateLimit) error {
+	if rl != nil {
+		if err := validate.Struct("rateLimit", rl); err != nil {
+			return err
+		}
+	}
+	p.prod.SetRateLimit(rl)
+	return nil
+}

@@ -1,0 +1,125 @@
+package pipeline
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/boulevard-go/boulevard/producer"
+)
+
+// Topology describes a pipeline's stages as they were configured, defaults
+// applied.
+type Topology struct {
+	// Name is the pipeline's name.
+	Name string
+	// Producer describes the producer stages.
+	Producer ProducerTopology
+	// Processors describes the processors.
+	Processors ProcessorTopology
+	// Batchers describes the batchers, in declaration order.
+	Batchers []BatcherTopology
+}
+
+// ProducerTopology describes the producer stages.
+type ProducerTopology struct {
+	// Stages are the producer stages' names (none for a push-only pipeline).
+	Stages []string
+	// Source is the source's Go type, or "" for a push-only pipeline.
+	Source string
+	// Flow is every feed's permit window.
+	Flow producer.Flow
+	// RateLimit is the configured rate limit, or nil.
+	RateLimit *producer.RateLimit
+}
+
+// ProcessorTopology describes the processors.
+type ProcessorTopology struct {
+	// Name is the stage's name, "<pipeline>.processor".
+	Name string
+	// Concurrency is the number of processors.
+	Concurrency int
+	// MaxDemand is the chunk size.
+	MaxDemand int
+	// Partitioned reports whether PartitionBy is set.
+	Partitioned bool
+}
+
+// BatcherTopology describes one batcher.
+type BatcherTopology struct {
+	// Name is the batcher's name.
+	Name string
+	// Stage is the stage's name, "<pipeline>.batcher.<name>".
+	Stage string
+	// BatchSize and BatchTimeout are the batch triggers.
+	BatchSize    int
+	BatchTimeout time.Duration
+	// Concurrency is the number of batch processors.
+	Concurrency int
+	// Partitioned reports whether PartitionBy is set.
+	Partitioned bool
+}
+
+// Topology describes the pipeline's stages.
+func (p *Pipeline[In, Out]) Topology() Topology {
+	o := &p.opts
+	t := Topology{
+		Name: o.Name,
+		Producer: ProducerTopology{
+			Flow:      o.Producer.Flow,
+			RateLimit: o.Producer.RateLimit,
+		},
+		Processors: ProcessorTopology{
+			Name:        o.Name + ".processor",
+			Concurrency: o.Processors.Concurrency,
+			MaxDemand:   o.Processors.MaxDemand,
+			Partitioned: o.Processors.PartitionBy != nil,
+		},
+	}
+	if o.Producer.Source != nil {
+		t.Producer.Source = fmt.Sprintf("%T", o.Producer.Source)
+	}
+	for _, s := range p.prod.Stages() {
+		t.Producer.Stages = append(t.Producer.Stages, s.Name())
+	}
+	for _, b := range o.Batchers {
+		t.Batchers = append(t.Batchers, BatcherTopology{
+			Name:         b.Name,
+			Stage:        o.Name + ".batcher." + b.Name,
+			BatchSize:    b.BatchSize,
+			BatchTimeout: b.BatchTimeout,
+			Concurrency:  b.Concurrency,
+			Partitioned:  b.PartitionBy != nil,
+		})
+	}
+	return t
+}
+
+// String renders the topology as an indented tree, one stage per line.
+func (t Topology) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "pipeline %s\n", t.Name)
+	if len(t.Producer.Stages) == 0 {
+		b.WriteString("  producer: none (push only)\n")
+	} else {
+		fmt.Fprintf(&b, "  producer: %d stage(s) of %s, flow %d/%d/%d",
+			len(t.Producer.Stages), t.Producer.Source, t.Producer.Flow.Initial, t.Producer.Flow.Threshold, t.Producer.Flow.Refill)
+		if rl := t.Producer.RateLimit; rl != nil {
+			fmt.Fprintf(&b, ", rate limit %d per %s", rl.Allowed, rl.Interval)
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "  processors: %d, max demand %d", t.Processors.Concurrency, t.Processors.MaxDemand)
+	if t.Processors.Partitioned {
+		b.WriteString(", partitioned")
+	}
+	b.WriteString("\n")
+	for _, bt := range t.Batchers {
+		fmt.Fprintf(&b, "  batcher %s: size %d, timeout %s, %d batch processor(s)", bt.Name, bt.BatchSize, bt.BatchTimeout, bt.Concurrency)
+		if bt.Partitioned {
+			b.WriteString(", partitioned")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}

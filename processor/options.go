@@ -1,0 +1,89 @@
+// Package processor is the middle stage of a pipeline: a pool of processors
+// that take messages in chunks from the producer stages, call the user's
+// handler on each, turn errors and panics into failed messages, and route
+// every message either to a batcher or, when the pipeline has none, straight
+// back to its acknowledger.
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+
+	"github.com/boulevard-go/boulevard/message"
+)
+
+// DefaultMaxDemand is the default chunk size a processor takes at once.
+const DefaultMaxDemand = 10
+
+// DefaultConcurrency is the default number of processors:
+// runtime.GOMAXPROCS(0) when the pipeline is created.
+func DefaultConcurrency() int { return runtime.GOMAXPROCS(0) }
+
+// Handler handles one message and returns the payload it becomes. Returning
+// an error fails the message (as does calling m.Fail and returning nil). The
+// handler may route the message with m.SetBatcher, m.SetBatchKey and
+// m.SetBatchMode. ctx is cancelled when the pipeline's shutdown timeout
+// passes.
+type Handler[In, Out any] func(ctx context.Context, m *message.Message[In]) (Out, error)
+
+// Options configure the processors of a pipeline.
+type Options[In, Out any] struct {
+	// Concurrency is the number of processors. Default
+	// runtime.GOMAXPROCS(0).
+	Concurrency int `name:"concurrency" validate:"gte=1"`
+	// MaxDemand is the largest chunk of messages a processor takes at once;
+	// Prepare sees one chunk, and the acknowledgements of a chunk are sent
+	// together. Default 10.
+	MaxDemand int `name:"maxDemand" validate:"gte=1"`
+	// PartitionBy, when set, makes messages with the same key go to the same
+	// processor, which handles them in the order they arrived. Nil (the
+	// default) balances messages over all processors.
+	PartitionBy func(m *message.Message[In]) string `name:"partitionBy"`
+	// Prepare, when set, is called with each chunk before the handler sees
+	// its messages (Broadway's prepare_messages), for work that is cheaper
+	// in bulk, such as one database query for the whole chunk. It may change
+	// the messages and fail some of them. An error or a panic fails every
+	// message of the chunk.
+	Prepare func(ctx context.Context, msgs []*message.Message[In]) error `name:"prepare"`
+	// Handle is called for every message. Required.
+	Handle Handler[In, Out] `name:"handle" validate:"required"`
+	// HandleFailed, when set, is called with the messages of a chunk that
+	// failed in this stage, before they are acknowledged (Broadway's
+	// handle_failed). It may change how they are acknowledged with
+	// m.SetDisposition, or replace their error with m.Fail. A panic in it is
+	// logged and the messages are acknowledged as they were.
+	HandleFailed func(ctx context.Context, failed []*message.Message[In]) `name:"handleFailed"`
+}
+
+// WithDefaults returns o with every zero field replaced by its default.
+func (o Options[In, Out]) WithDefaults() Options[In, Out] {
+	if o.Concurrency == 0 {
+		o.Concurrency = DefaultConcurrency()
+	}
+	if o.MaxDemand == 0 {
+		o.MaxDemand = DefaultMaxDemand
+	}
+	return o
+}
+
+// ErrUnknownBatcher is wrapped by *UnknownBatcherError.
+var ErrUnknownBatcher = errors.New("unknown batcher")
+
+// UnknownBatcherError fails a message that a processor routed to a batcher
+// the pipeline does not have.
+type UnknownBatcherError struct {
+	// Batcher is the name the message was routed to.
+	Batcher string
+	// Known lists the pipeline's batchers.
+	Known []string
+}
+
+// Error names the batcher and the ones that exist.
+func (e *UnknownBatcherError) Error() string {
+	return fmt.Sprintf("%v %q (the pipeline has %q)", ErrUnknownBatcher, e.Batcher, e.Known)
+}
+
+// Unwrap returns ErrUnknownBatcher.
+func (e *UnknownBatcherError) Unwrap() error { return ErrUnknownBatcher }

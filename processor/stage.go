@@ -1,0 +1,300 @@
+package processor
+
+import (
+	"context"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/topic"
+)
+
+// Route is where processors hand the messages bound for one batcher. Publish
+// blocks while the batcher is busy and returns how many messages it took
+// before an error.
+type Route[Out any] interface {
+	Publish(ctx context.Context, msgs []*message.Message[Out]) (int, error)
+}
+
+// NamedRoute is one batcher a processor can route to.
+type NamedRoute[Out any] struct {
+	Name  string
+	Route Route[Out]
+}
+
+// Config is what the pipeline gives its processors besides the user's
+// options.
+type Config[Out any] struct {
+	// Name is the pipeline's name; processors are named
+	// "<Name>.processor.<i>".
+	Name string
+	// Logger receives the stage's logs. Nil discards them.
+	Logger *slog.Logger
+	// Routes are the pipeline's batchers. Without any, processors
+	// acknowledge every message themselves.
+	Routes []NamedRoute[Out]
+}
+
+// minQueueCapacity is the smallest input queue a processor stage gets.
+const minQueueCapacity = 64
+
+// slabSize is how many Message[Out] values a processor allocates at once when
+// its handler changes the payload type.
+const slabSize = 64
+
+// Stage is the processors of one pipeline.
+type Stage[In, Out any] struct {
+	opts   Options[In, Out]
+	log    *slog.Logger
+	name   string
+	input  *topic.Partitioned[*message.Message[In]]
+	routes []NamedRoute[Out]
+	known  []string
+
+	done chan struct{}
+}
+
+// New prepares the processors. opts must already carry its defaults and be
+// validated; New starts nothing.
+//
+// Without PartitionBy the processors share one balanced queue of capacity
+// max(2·Concurrency·MaxDemand, 64); with PartitionBy each processor has its
+// own queue of capacity max(2·MaxDemand, 64), and a message goes to the queue
+// its key hashes to.
+func New[In, Out any](opts Options[In, Out], cfg Config[Out]) *Stage[In, Out] {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Stage[In, Out]{
+		opts:   opts,
+		log:    log,
+		name:   cfg.Name + ".processor",
+		routes: cfg.Routes,
+		done:   make(chan struct{}),
+	}
+	for _, r := range cfg.Routes {
+		s.known = append(s.known, r.Name)
+	}
+	if opts.PartitionBy == nil {
+		s.input = topic.NewPartitioned[*message.Message[In]](1, max(2*opts.Concurrency*opts.MaxDemand, minQueueCapacity), nil)
+	} else {
+		s.input = topic.NewPartitioned(opts.Concurrency, max(2*opts.MaxDemand, minQueueCapacity), opts.PartitionBy)
+	}
+	return s
+}
+
+// Publish hands msgs to the processors, in order: with PartitionBy each
+// message goes to the processor its key selects. It blocks while the
+// processors' queues are full and returns how many messages were taken, with
+// ctx.Err() or topic.ErrTopicClosed when it stopped early.
+func (s *Stage[In, Out]) Publish(ctx context.Context, msgs []*message.Message[In]) (int, error) {
+	return s.input.PublishBatch(ctx, msgs)
+}
+
+// Start launches the processors and returns at once. ctx is the pipeline's
+// hard-stop context. Each processor runs until its input is closed and
+// drained (CloseInput) or ctx is cancelled. wg tracks every goroutine; Done is
+// closed when all processors have returned.
+func (s *Stage[In, Out]) Start(ctx context.Context, wg *sync.WaitGroup) {
+	var mine sync.WaitGroup
+	for i := range s.opts.Concurrency {
+		in := s.input.Partition(min(i, s.input.Len()-1))
+		p := s.newProcessor(i)
+		mine.Add(1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer mine.Done()
+			p.loop(ctx, in)
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		mine.Wait()
+		close(s.done)
+	}()
+}
+
+// CloseInput closes the processors' queues: Publish fails from then on, and
+// each processor returns once it has handled what is queued.
+func (s *Stage[In, Out]) CloseInput() {
+	s.input.Close()
+}
+
+// Done is closed when every processor has returned.
+func (s *Stage[In, Out]) Done() <-chan struct{} { return s.done }
+
+// Queued reports how many messages wait in the processors' queues.
+func (s *Stage[In, Out]) Queued() int {
+	return s.input.Queued()
+}
+
+// processor is the state of one processor goroutine; everything in it is
+// reused from chunk to chunk.
+type processor[In, Out any] struct {
+	s       *Stage[In, Out]
+	log     *slog.Logger
+	buf     []*message.Message[In]
+	failed  []*message.Message[In]
+	pending [][]*message.Message[Out]
+	acks    acker.Group
+	same    bool
+	slab    []message.Message[Out]
+}
+
+func (s *Stage[In, Out]) newProcessor(i int) *processor[In, Out] {
+	_, same := any((*message.Message[In])(nil)).(*message.Message[Out])
+	return &processor[In, Out]{
+		s:       s,
+		log:     s.log.With(slog.String("stage", s.name), slog.Int("processor", i)),
+		buf:     make([]*message.Message[In], s.opts.MaxDemand),
+		failed:  make([]*message.Message[In], 0, s.opts.MaxDemand),
+		pending: make([][]*message.Message[Out], len(s.routes)),
+		same:    same,
+	}
+}
+
+func (p *processor[In, Out]) loop(ctx context.Context, in *topic.Queue[*message.Message[In]]) {
+	for {
+		n, err := in.Receive(ctx, p.buf)
+		if err != nil {
+			return
+		}
+		p.handleChunk(ctx, p.buf[:n])
+		clear(p.buf[:n])
+	}
+}
+
+func (p *processor[In, Out]) handleChunk(ctx context.Context, chunk []*message.Message[In]) {
+	s := p.s
+	if s.opts.Prepare != nil {
+		if err := p.prepare(ctx, chunk); err != nil {
+			p.log.WarnContext(ctx, "prepare failed; failing the whole chunk", slog.Any("error", err), slog.Int("messages", len(chunk)))
+			for _, m := range chunk {
+				if !m.Failed() {
+					m.Fail(err)
+				}
+			}
+		}
+	}
+	for _, m := range chunk {
+		if m.Failed() {
+			p.failed = append(p.failed, m)
+			continue
+		}
+		out, err := p.handle(ctx, m)
+		if err != nil {
+			m.Fail(err)
+			p.logFailure(ctx, m, err)
+		}
+		if m.Failed() {
+			p.failed = append(p.failed, m)
+			continue
+		}
+		if len(s.routes) == 0 {
+			om := p.convert(m, out)
+			a, _, _ := om.Acknowledger()
+			p.acks.Add(a, om.Outcome())
+			continue
+		}
+		r := p.route(m.Batcher())
+		if r < 0 {
+			m.Fail(&UnknownBatcherError{Batcher: m.Batcher(), Known: s.known})
+			p.logFailure(ctx, m, m.Err())
+			p.failed = append(p.failed, m)
+			continue
+		}
+		p.pending[r] = append(p.pending[r], p.convert(m, out))
+	}
+	if len(p.failed) > 0 {
+		if s.opts.HandleFailed != nil {
+			p.handleFailed(ctx, p.failed)
+		}
+		for _, m := range p.failed {
+			a, _, _ := m.Acknowledger()
+			p.acks.Add(a, m.Outcome())
+		}
+		clear(p.failed)
+		p.failed = p.failed[:0]
+	}
+	p.acks.Flush(ctx, p.log)
+	for r, msgs := range p.pending {
+		if len(msgs) == 0 {
+			continue
+		}
+		if n, err := s.routes[r].Route.Publish(ctx, msgs); err != nil {
+			p.log.WarnContext(ctx, "could not hand messages to their batcher; they stay unacknowledged",
+				slog.String("batcher", s.routes[r].Name), slog.Int("messages", len(msgs)-n), slog.Any("error", err))
+		}
+		clear(msgs)
+		p.pending[r] = msgs[:0]
+	}
+}
+
+func (p *processor[In, Out]) route(name string) int {
+	for i := range p.s.routes {
+		if p.s.routes[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// convert turns m into the Message[Out] that carries out. When In and Out
+// are the same type the message is reused; otherwise it comes from a slab so
+// that conversion does not allocate per message.
+func (p *processor[In, Out]) convert(m *message.Message[In], out Out) *message.Message[Out] {
+	if p.same {
+		om := any(m).(*message.Message[Out])
+		om.Data = out
+		return om
+	}
+	if len(p.slab) == 0 {
+		p.slab = make([]message.Message[Out], slabSize)
+	}
+	om := &p.slab[0]
+	p.slab = p.slab[1:]
+	message.Transfer(om, m, out)
+	return om
+}
+
+func (p *processor[In, Out]) handle(ctx context.Context, m *message.Message[In]) (out Out, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &message.PanicError{Value: r, Stack: debug.Stack()}
+		}
+	}()
+	return p.s.opts.Handle(ctx, m)
+}
+
+func (p *processor[In, Out]) prepare(ctx context.Context, chunk []*message.Message[In]) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &message.PanicError{Value: r, Stack: debug.Stack()}
+		}
+	}()
+	return p.s.opts.Prepare(ctx, chunk)
+}
+
+func (p *processor[In, Out]) handleFailed(ctx context.Context, failed []*message.Message[In]) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.log.ErrorContext(ctx, "HandleFailed panicked; acknowledging the messages as they were",
+				slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
+		}
+	}()
+	p.s.opts.HandleFailed(ctx, failed)
+}
+
+func (p *processor[In, Out]) logFailure(ctx context.Context, m *message.Message[In], err error) {
+	if pe, ok := err.(*message.PanicError); ok {
+		p.log.ErrorContext(ctx, "handler panicked; message failed",
+			slog.Any("message", m), slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))
+		return
+	}
+	p.log.WarnContext(ctx, "message failed", slog.Any("message", m), slog.Any("error", err))
+}

@@ -1,0 +1,187 @@
+// Package producer is the first stage of a pipeline: it runs a Source in one
+// or more producer stages, keeps every consumer of the source within its
+// permit window, applies the pipeline's rate limit, hands messages to the
+// processors, and restarts a failing source with backoff.
+package producer
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+
+	"golang.org/x/time/rate"
+)
+
+// Config is what the pipeline gives its producer besides the user's options.
+type Config[T any] struct {
+	// Name is the pipeline's name; stages are named "<Name>.producer.<i>".
+	Name string
+	// Logger receives the stages' logs. Nil discards them.
+	Logger *slog.Logger
+	// Output is the processors' input.
+	Output Output[T]
+}
+
+// Producer runs the producer stages of one pipeline.
+type Producer[T any] struct {
+	opts   Options[T]
+	stages []*Stage[T]
+	gate   *gate
+	log    *slog.Logger
+
+	fetchCancel context.CancelFunc
+	stopOnce    sync.Once
+	stopped     chan struct{}
+	done        chan struct{}
+}
+
+// New prepares the producer stages. opts must already carry its defaults
+// (Options.WithDefaults) and be validated; New starts nothing.
+func New[T any](opts Options[T], cfg Config[T]) *Producer[T] {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := &Producer[T]{
+		opts:    opts,
+		gate:    newGate(opts.RateLimit),
+		log:     log,
+		stopped: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	if opts.Source != nil {
+		for i := range opts.Concurrency {
+			name := stageName(cfg.Name, i)
+			p.stages = append(p.stages, &Stage[T]{
+				index: i,
+				name:  name,
+				log:   log.With(slog.String("stage", name)),
+				flow:  opts.Flow,
+				out:   cfg.Output,
+				gate:  p.gate,
+				wake:  make(chan struct{}, 1),
+			})
+		}
+	}
+	return p
+}
+
+// Stages returns the producer stages (none for a push-only pipeline).
+func (p *Producer[T]) Stages() []*Stage[T] { return p.stages }
+
+// Start launches, for each stage, the goroutine that runs the source and the
+// goroutine that dispatches its buffer, and returns at once. ctx is the
+// pipeline's hard-stop context: when it is cancelled, dispatching stops and
+// buffered messages stay unacknowledged. fatal is called (once per failing
+// stage, from the stage's goroutine) when a stage gives up restarting its
+// source. wg is incremented for every goroutine started and decremented when
+// it exits.
+func (p *Producer[T]) Start(ctx context.Context, wg *sync.WaitGroup, fatal func(error)) {
+	fetchCtx, cancel := context.WithCancel(ctx)
+	p.fetchCancel = cancel
+	var stagesWG sync.WaitGroup
+	for _, s := range p.stages {
+		stagesWG.Add(2)
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			defer stagesWG.Done()
+			if err := s.run(fetchCtx, p.opts.Source, p.opts.Restart); err != nil {
+				s.log.Error("producer stage gave up", slog.Any("error", err))
+				fatal(err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			defer stagesWG.Done()
+			s.dispatch(ctx)
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		stagesWG.Wait()
+		if len(p.stages) == 0 {
+			// A push-only pipeline has no source to exhaust: it is done
+			// when it is told to stop.
+			select {
+			case <-p.stopped:
+			case <-ctx.Done():
+			}
+		}
+		cancel()
+		close(p.done)
+	}()
+}
+
+// StopFetching tells every stage's source to stop fetching (its Run context
+// is cancelled). Buffered messages are still dispatched. Safe to call more
+// than once and before Start.
+func (p *Producer[T]) StopFetching() {
+	p.stopOnce.Do(func() {
+		close(p.stopped)
+		if p.fetchCancel != nil {
+			p.fetchCancel()
+		}
+	})
+}
+
+// Done is closed when every stage has finished: its source's Run returned
+// and its buffer was dispatched (or the hard-stop context was cancelled).
+func (p *Producer[T]) Done() <-chan struct{} { return p.done }
+
+// Close closes the source if it implements Closer. Call it once, after the
+// pipeline has delivered every outcome.
+func (p *Producer[T]) Close(ctx context.Context) error {
+	if c, ok := p.opts.Source.(Closer); ok {
+		return c.Close(ctx)
+	}
+	return nil
+}
+
+// SetRateLimit changes the rate limit shared by all stages; nil removes it.
+// The caller validates rl.
+func (p *Producer[T]) SetRateLimit(rl *RateLimit) { p.gate.set(rl) }
+
+// gate is the token bucket shared by all stages of a pipeline.
+type gate struct {
+	lim *rate.Limiter
+}
+
+func newGate(rl *RateLimit) *gate {
+	g := &gate{lim: rate.NewLimiter(rate.Inf, 0)}
+	g.set(rl)
+	return g
+}
+
+func (g *gate) set(rl *RateLimit) {
+	if rl == nil {
+		g.lim.SetLimit(rate.Inf)
+		return
+	}
+	g.lim.SetBurst(rl.Allowed)
+	g.lim.SetLimit(rate.Limit(float64(rl.Allowed) / rl.Interval.Seconds()))
+}
+
+// take waits until n messages may pass.
+func (g *gate) take(ctx context.Context, n int) error {
+	for n > 0 {
+		if g.lim.Limit() == rate.Inf {
+			return nil
+		}
+		k := min(n, max(g.lim.Burst(), 1))
+		if err := g.lim.WaitN(ctx, k); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if errors.Is(err, context.DeadlineExceeded) {
+				return err
+			}
+			// The burst shrank between Burst and WaitN: read it again.
+			continue
+		}
+		n -= k
+	}
+	return nil
+}

@@ -1,0 +1,103 @@
+package topic
+
+import (
+	"context"
+	"sync"
+)
+
+// Partitioned is a set of queues, one per partition, that routes each item to
+// the queue its key selects, so that items with the same key always reach the
+// same receiver in the order they were published. Pipelines use it for
+// PartitionBy.
+type Partitioned[T any] struct {
+	queues  []*Queue[T]
+	key     func(T) string
+	scratch sync.Pool // *[][]T
+}
+
+// NewPartitioned returns n queues of the given capacity and routes by key.
+// It panics if n < 1 or capacity < 1.
+func NewPartitioned[T any](n, capacity int, key func(T) string) *Partitioned[T] {
+	if n < 1 {
+		panic("topic: NewPartitioned needs at least one partition")
+	}
+	p := &Partitioned[T]{key: key}
+	for range n {
+		p.queues = append(p.queues, NewQueue[T](capacity))
+	}
+	return p
+}
+
+// Partition returns the queue of partition i.
+func (p *Partitioned[T]) Partition(i int) *Queue[T] { return p.queues[i] }
+
+// Len reports how many partitions there are.
+func (p *Partitioned[T]) Len() int { return len(p.queues) }
+
+// PublishBatch publishes every item to the partition its key selects,
+// keeping the order of items within a partition. It blocks while a selected
+// queue is full and returns how many items were published, with ctx.Err() or
+// ErrTopicClosed when it stopped early (items for other partitions may then
+// be published or not).
+func (p *Partitioned[T]) PublishBatch(ctx context.Context, items []T) (int, error) {
+	if len(p.queues) == 1 {
+		return p.queues[0].PublishBatch(ctx, items)
+	}
+	sp, _ := p.scratch.Get().(*[][]T)
+	if sp == nil {
+		parts := make([][]T, len(p.queues))
+		sp = &parts
+	}
+	parts := *sp
+	for _, it := range items {
+		i := KeyPartition(p.key(it), len(parts))
+		parts[i] = append(parts[i], it)
+	}
+	total := 0
+	var err error
+	for i, part := range parts {
+		if len(part) > 0 && err == nil {
+			var n int
+			n, err = p.queues[i].PublishBatch(ctx, part)
+			total += n
+		}
+		clear(part)
+		parts[i] = part[:0]
+	}
+	p.scratch.Put(sp)
+	return total, err
+}
+
+// Close closes every partition.
+func (p *Partitioned[T]) Close() {
+	for _, q := range p.queues {
+		q.Close()
+	}
+}
+
+// Queued reports how many items wait in all partitions together.
+func (p *Partitioned[T]) Queued() int {
+	n := 0
+	for _, q := range p.queues {
+		n += q.Len()
+	}
+	return n
+}
+
+// KeyPartition maps key to one of n partitions with FNV-1a: the same key
+// always maps to the same partition for the same n.
+func KeyPartition(key string, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	const (
+		offset64 = 14695981039346656037
+		prime64  = 1099511628211
+	)
+	h := uint64(offset64)
+	for i := 0; i < len(key); i++ {
+		h ^= uint64(key[i])
+		h *= prime64
+	}
+	return int(h % uint64(n))
+}

@@ -1,0 +1,234 @@
+// Package validate checks option structs before anything starts and turns
+// the findings of go-playground/validator into errors that name the option
+// field and the rule it breaks, for example
+//
+//	processors.concurrency must be ≥ 1
+//	producer.flow.threshold must be < initial
+//
+// Field names are the lower-camel form of the Go field names joined with dots,
+// rooted at the prefix the caller gives, so that the message points at the
+// place in the options literal the user has to change.
+package validate
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/go-playground/validator/v10"
+)
+
+// ErrInvalid is the sentinel every validation error wraps: errors.Is(err,
+// validate.ErrInvalid) tells an option problem from a runtime failure.
+var ErrInvalid = errors.New("invalid options")
+
+// FieldError is one broken rule on one field.
+type FieldError struct {
+	// Field is the dotted path of the field, for example "producer.flow.threshold".
+	Field string
+	// Rule is the validator tag that failed, for example "gte" or "ltfield".
+	Rule string
+	// Param is the rule's parameter, for example "1" for gte=1; for rules
+	// that compare two fields it is the other field's name.
+	Param string
+	// Message is the complete human sentence, for example
+	// "producer.flow.threshold must be < initial".
+	Message string
+}
+
+// Error returns the human sentence.
+func (e *FieldError) Error() string { return e.Message }
+
+// Unwrap returns ErrInvalid.
+func (e *FieldError) Unwrap() error { return ErrInvalid }
+
+// Errors is the list of every broken rule found in one options value. It is
+// returned as an error by Struct and carries all problems, not only the first.
+type Errors []*FieldError
+
+// Error joins the messages with "; ".
+func (es Errors) Error() string {
+	parts := make([]string, len(es))
+	for i, e := range es {
+		parts[i] = e.Message
+	}
+	return "invalid options: " + strings.Join(parts, "; ")
+}
+
+// Unwrap returns the individual field errors, so errors.Is(err, ErrInvalid)
+// and errors.As(err, new(*FieldError)) work on the list.
+func (es Errors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
+// Has reports whether the list holds an error for field, optionally for one
+// rule (empty rule matches any).
+func (es Errors) Has(field, rule string) bool {
+	for _, e := range es {
+		if e.Field == field && (rule == "" || e.Rule == rule) {
+			return true
+		}
+	}
+	return false
+}
+
+// validatorInstance is built once: validator caches per-type parsing of the
+// struct tags, which is the expensive part. It holds no configuration that
+// callers can change.
+var validatorInstance = sync.OnceValue(func() *validator.Validate {
+	v := validator.New(validator.WithRequiredStructEnabled())
+	v.RegisterTagNameFunc(func(f reflect.StructField) string {
+		if name, ok := f.Tag.Lookup("name"); ok {
+			if name == "-" {
+				return ""
+			}
+			return name
+		}
+		return lowerFirst(f.Name)
+	})
+	return v
+})
+
+// Struct validates v (a struct or pointer to struct) against its `validate`
+// tags. prefix replaces the struct's own type name at the root of every field
+// path ("" leaves the paths relative). It returns nil or an Errors value.
+func Struct(prefix string, v any) error {
+	err := validatorInstance().Struct(v)
+	if err == nil {
+		return nil
+	}
+	var verrs validator.ValidationErrors
+	if !errors.As(err, &verrs) {
+		// InvalidValidationError: a programming error (nil or non-struct).
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	out := make(Errors, 0, len(verrs))
+	for _, fe := range verrs {
+		out = append(out, convert(prefix, fe))
+	}
+	return out
+}
+
+// Join merges the results of several Struct calls (nil entries are skipped)
+// into one Errors value, or nil when there is none.
+func Join(errs ...error) error {
+	var out Errors
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		var es Errors
+		var fe *FieldError
+		switch {
+		case errors.As(err, &es):
+			out = append(out, es...)
+		case errors.As(err, &fe):
+			out = append(out, fe)
+		default:
+			out = append(out, &FieldError{Rule: "invalid", Message: err.Error()})
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// Field builds a FieldError for a rule that struct tags cannot express (for
+// example "batchers[1].name must be unique").
+func Field(field, rule, message string) *FieldError {
+	return &FieldError{Field: field, Rule: rule, Message: field + " " + message}
+}
+
+func convert(prefix string, fe validator.FieldError) *FieldError {
+	ns := fe.Namespace()
+	// Drop the root struct name validator puts first.
+	if i := strings.IndexByte(ns, '.'); i >= 0 {
+		ns = ns[i+1:]
+	} else {
+		ns = ""
+	}
+	field := ns
+	if prefix != "" {
+		if field == "" {
+			field = prefix
+		} else {
+			field = prefix + "." + field
+		}
+	}
+	param := fe.Param()
+	if strings.HasSuffix(fe.Tag(), "field") && param != "" {
+		param = lowerFirst(param)
+	}
+	return &FieldError{
+		Field:   field,
+		Rule:    fe.Tag(),
+		Param:   param,
+		Message: field + " " + phrase(fe.Tag(), param, fe.Kind()),
+	}
+}
+
+func phrase(tag, param string, kind reflect.Kind) string {
+	collection := kind == reflect.Slice || kind == reflect.Map || kind == reflect.String || kind == reflect.Array
+	switch tag {
+	case "required":
+		return "is required"
+	case "min", "gte":
+		if collection {
+			return "must have at least " + param + " element(s)"
+		}
+		return "must be ≥ " + param
+	case "max", "lte":
+		if collection {
+			return "must have at most " + param + " element(s)"
+		}
+		return "must be ≤ " + param
+	case "gt":
+		return "must be > " + param
+	case "lt":
+		return "must be < " + param
+	case "ltfield":
+		return "must be < " + param
+	case "ltefield":
+		return "must be ≤ " + param
+	case "gtfield":
+		return "must be > " + param
+	case "gtefield":
+		return "must be ≥ " + param
+	case "oneof":
+		return "must be one of [" + param + "]"
+	case "unique":
+		return "must not repeat a value"
+	case "excludesall":
+		return "must not contain any of " + fmt.Sprintf("%q", param)
+	case "hostname_port":
+		return "must be host:port"
+	case "url":
+		return "must be a URL"
+	default:
+		if param != "" {
+			return "breaks rule " + tag + "=" + param
+		}
+		return "breaks rule " + tag
+	}
+}
+
+func lowerFirst(s string) string {
+	r, n := utf8.DecodeRuneInString(s)
+	if r == utf8.RuneError || unicode.IsLower(r) {
+		return s
+	}
+	// Keep acronyms readable: "TLS" -> "tls", "URL" -> "url".
+	if len(s) > 1 && strings.ToUpper(s) == s {
+		return strings.ToLower(s)
+	}
+	return string(unicode.ToLower(r)) + s[n:]
+}
