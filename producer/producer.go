@@ -6,9 +6,11 @@ package producer
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"golang.org/x/time/rate"
 )
@@ -144,44 +146,61 @@ func (p *Producer[T]) Close(ctx context.Context) error {
 // The caller validates rl.
 func (p *Producer[T]) SetRateLimit(rl *RateLimit) { p.gate.set(rl) }
 
-// gate is the token bucket shared by all stages of a pipeline.
+// gate is the token bucket shared by all stages of a pipeline. Changing the
+// limit installs a new bucket, which starts full.
 type gate struct {
-	lim *rate.Limiter
+	lim atomic.Pointer[rate.Limiter] // nil: unlimited
 }
 
 func newGate(rl *RateLimit) *gate {
-	g := &gate{lim: rate.NewLimiter(rate.Inf, 0)}
+	g := &gate{}
 	g.set(rl)
 	return g
 }
 
 func (g *gate) set(rl *RateLimit) {
 	if rl == nil {
-		g.lim.SetLimit(rate.Inf)
+		g.lim.Store(nil)
 		return
 	}
-	g.lim.SetBurst(rl.Allowed)
-	g.lim.SetLimit(rate.Limit(float64(rl.Allowed) / rl.Interval.Seconds()))
+	g.lim.Store(rate.NewLimiter(rate.Limit(float64(rl.Allowed)/rl.Interval.Seconds()), rl.Allowed))
 }
 
-// take waits until n messages may pass.
-func (g *gate) take(ctx context.Context, n int) error {
-	for n > 0 {
-		if g.lim.Limit() == rate.Inf {
-			return nil
+// take waits until some of n messages may pass and returns how many: all n
+// when there is no limit, otherwise at most the bucket size. A limit changed
+// while it waits applies at once.
+func (g *gate) take(ctx context.Context, n int) (int, error) {
+	for {
+		lim := g.lim.Load()
+		if lim == nil {
+			return n, nil
 		}
-		k := min(n, max(g.lim.Burst(), 1))
-		if err := g.lim.WaitN(ctx, k); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if errors.Is(err, context.DeadlineExceeded) {
-				return err
-			}
-			// The burst shrank between Burst and WaitN: read it again.
-			continue
+		k := min(n, lim.Burst())
+		r := lim.ReserveN(time.Now(), k)
+		if !r.OK() {
+			return 0, fmt.Errorf("rate limit: cannot take %d messages at once", k)
 		}
-		n -= k
+		d := r.Delay()
+		if d == 0 {
+			return k, nil
+		}
+		t := time.NewTimer(min(d, rateRecheck))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			r.Cancel()
+			return 0, ctx.Err()
+		}
+		if d <= rateRecheck {
+			return k, nil
+		}
+		// Not due yet: give the tokens back and look again, so that a new
+		// limit (for example none) is seen promptly.
+		r.Cancel()
 	}
-	return nil
 }
+
+// rateRecheck is how often a stage waiting on the rate limit looks whether
+// the limit changed.
+const rateRecheck = 100 * time.Millisecond

@@ -153,8 +153,8 @@ func (s *Stage[T]) dispatch(ctx context.Context) {
 		s.mu.Unlock()
 
 		for i := 0; i < len(work); {
-			n := min(dispatchChunk, len(work)-i)
-			if err := s.gate.take(ctx, n); err != nil {
+			n, err := s.gate.take(ctx, min(dispatchChunk, len(work)-i))
+			if err != nil {
 				s.leftBehind(len(work) - i)
 				return
 			}

@@ -1,0 +1,170 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+func batchOK(context.Context, []*message.Message[uint64], message.BatchInfo) error { return nil }
+
+func validOptions() pipeline.Options[uint64, uint64] {
+	return pipeline.Options[uint64, uint64]{
+		Name:       "valid",
+		Producer:   producer.Options[uint64]{Source: &gridSource{}},
+		Processors: processor.Options[uint64, uint64]{Handle: identity},
+		Batchers:   []batcher.Options[uint64]{{Name: "default", Handle: batchOK}},
+	}
+}
+
+// Guarantee: every option rule is checked by New, before anything starts,
+// and the error names the field and the rule.
+func TestValidationRules(t *testing.T) {
+	cases := []struct {
+		name   string
+		mutate func(o *pipeline.Options[uint64, uint64])
+		field  string
+		rule   string
+		msg    string
+	}{
+		{"name required", func(o *pipeline.Options[uint64, uint64]) { o.Name = "" },
+			"name", "required", "name is required"},
+		{"shutdown timeout positive", func(o *pipeline.Options[uint64, uint64]) { o.ShutdownTimeout = -time.Second },
+			"shutdownTimeout", "gt", "shutdownTimeout must be > 0"},
+		{"producer concurrency", func(o *pipeline.Options[uint64, uint64]) { o.Producer.Concurrency = -1 },
+			"producer.concurrency", "gte", "producer.concurrency must be ≥ 1"},
+		{"flow initial", func(o *pipeline.Options[uint64, uint64]) { o.Producer.Flow = producer.Flow{Initial: -5, Threshold: -6, Refill: 1} },
+			"producer.flow.initial", "gte", "producer.flow.initial must be ≥ 1"}, // threshold -6 is reported too
+		{"flow threshold positive", func(o *pipeline.Options[uint64, uint64]) { o.Producer.Flow.Threshold = -1 },
+			"producer.flow.threshold", "gte", "producer.flow.threshold must be ≥ 1"},
+		{"flow threshold below initial", func(o *pipeline.Options[uint64, uint64]) {
+			o.Producer.Flow = producer.Flow{Initial: 10, Threshold: 10, Refill: 5}
+		}, "producer.flow.threshold", "ltfield", "producer.flow.threshold must be < initial"},
+		{"flow refill", func(o *pipeline.Options[uint64, uint64]) { o.Producer.Flow.Refill = -1 },
+			"producer.flow.refill", "gte", "producer.flow.refill must be ≥ 1"},
+		{"rate limit allowed", func(o *pipeline.Options[uint64, uint64]) {
+			o.Producer.RateLimit = &producer.RateLimit{Allowed: 0, Interval: time.Second}
+		}, "producer.rateLimit.allowed", "gte", "producer.rateLimit.allowed must be ≥ 1"},
+		{"rate limit interval", func(o *pipeline.Options[uint64, uint64]) {
+			o.Producer.RateLimit = &producer.RateLimit{Allowed: 10}
+		}, "producer.rateLimit.interval", "gt", "producer.rateLimit.interval must be > 0"},
+		{"restart max restarts", func(o *pipeline.Options[uint64, uint64]) { o.Producer.Restart.MaxRestarts = -1 },
+			"producer.restart.maxRestarts", "gte", "producer.restart.maxRestarts must be ≥ 1"},
+		{"restart window", func(o *pipeline.Options[uint64, uint64]) { o.Producer.Restart.Window = -time.Second },
+			"producer.restart.window", "gt", "producer.restart.window must be > 0"},
+		{"restart backoff", func(o *pipeline.Options[uint64, uint64]) { o.Producer.Restart.Backoff = -time.Second },
+			"producer.restart.backoff", "gt", "producer.restart.backoff must be > 0"},
+		{"restart max backoff", func(o *pipeline.Options[uint64, uint64]) {
+			o.Producer.Restart.Backoff = time.Second
+			o.Producer.Restart.MaxBackoff = time.Millisecond
+		}, "producer.restart.maxBackoff", "gtefield", "producer.restart.maxBackoff must be ≥ backoff"},
+		{"processors concurrency", func(o *pipeline.Options[uint64, uint64]) { o.Processors.Concurrency = -1 },
+			"processors.concurrency", "gte", "processors.concurrency must be ≥ 1"},
+		{"processors max demand", func(o *pipeline.Options[uint64, uint64]) { o.Processors.MaxDemand = -1 },
+			"processors.maxDemand", "gte", "processors.maxDemand must be ≥ 1"},
+		{"processors handle", func(o *pipeline.Options[uint64, uint64]) { o.Processors.Handle = nil },
+			"processors.handle", "required", "processors.handle is required"},
+		{"batcher name", func(o *pipeline.Options[uint64, uint64]) { o.Batchers[0].Name = "" },
+			"batchers[0].name", "required", "batchers[0].name is required"},
+		{"batcher name unique", func(o *pipeline.Options[uint64, uint64]) {
+			o.Batchers = append(o.Batchers, batcher.Options[uint64]{Name: "default", Handle: batchOK})
+		}, "batchers[1].name", "unique", `batchers[1].name must be unique: "default" is already the name of batchers[0]`},
+		{"batch size", func(o *pipeline.Options[uint64, uint64]) { o.Batchers[0].BatchSize = -1 },
+			"batchers[0].batchSize", "gte", "batchers[0].batchSize must be ≥ 1"},
+		{"batch timeout", func(o *pipeline.Options[uint64, uint64]) { o.Batchers[0].BatchTimeout = -time.Second },
+			"batchers[0].batchTimeout", "gt", "batchers[0].batchTimeout must be > 0"},
+		{"batcher concurrency", func(o *pipeline.Options[uint64, uint64]) { o.Batchers[0].Concurrency = -2 },
+			"batchers[0].concurrency", "gte", "batchers[0].concurrency must be ≥ 1"},
+		{"batcher handle", func(o *pipeline.Options[uint64, uint64]) { o.Batchers[0].Handle = nil },
+			"batchers[0].handle", "required", "batchers[0].handle is required"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := validOptions()
+			tc.mutate(&o)
+			p, err := pipeline.New(o)
+			if p != nil || err == nil {
+				t.Fatalf("New accepted invalid options (%s)", tc.name)
+			}
+			if !errors.Is(err, validate.ErrInvalid) {
+				t.Fatalf("error %v does not wrap validate.ErrInvalid", err)
+			}
+			var errs validate.Errors
+			if !errors.As(err, &errs) {
+				t.Fatalf("error %T is not validate.Errors", err)
+			}
+			var got *validate.FieldError
+			for _, e := range errs {
+				if e.Field == tc.field {
+					got = e
+				} else if tc.field != "producer.flow.initial" {
+					t.Fatalf("unexpected extra problem %q", e.Message)
+				}
+			}
+			if got == nil || got.Rule != tc.rule || got.Message != tc.msg {
+				t.Fatalf("got %v, want {%s %s %q}", err, tc.field, tc.rule, tc.msg)
+			}
+		})
+	}
+}
+
+// Guarantee: every broken rule is reported at once, not only the first.
+func TestValidationReportsEveryProblem(t *testing.T) {
+	o := validOptions()
+	o.Name = ""
+	o.Processors.Concurrency = -1
+	o.Batchers[0].BatchSize = -1
+	_, err := pipeline.New(o)
+	var errs validate.Errors
+	if !errors.As(err, &errs) || len(errs) != 3 {
+		t.Fatalf("New = %v, want 3 problems", err)
+	}
+	for _, f := range []string{"name", "processors.concurrency", "batchers[0].batchSize"} {
+		if !errs.Has(f, "") {
+			t.Fatalf("%v does not mention %s", err, f)
+		}
+	}
+}
+
+// Guarantee: zero values take the documented defaults, visible in Topology.
+func TestDefaults(t *testing.T) {
+	p := mustNew(t, validOptions())
+	top := p.Topology()
+	if top.Producer.Flow != (producer.Flow{Initial: 100, Threshold: 50, Refill: 50}) {
+		t.Fatalf("default flow %+v, want 100/50/50", top.Producer.Flow)
+	}
+	if len(top.Producer.Stages) != 1 || top.Producer.Stages[0] != "valid.producer.0" {
+		t.Fatalf("producer stages %v", top.Producer.Stages)
+	}
+	if top.Processors.Concurrency != processor.DefaultConcurrency() || top.Processors.MaxDemand != 10 {
+		t.Fatalf("processors %+v", top.Processors)
+	}
+	b := top.Batchers[0]
+	if b.BatchSize != 100 || b.BatchTimeout != time.Second || b.Concurrency != 1 || b.Stage != "valid.batcher.default" {
+		t.Fatalf("batcher %+v", b)
+	}
+	if err := p.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Guarantee: SetRateLimit rejects an invalid limit with a field error.
+func TestSetRateLimitValidates(t *testing.T) {
+	p := mustNew(t, validOptions())
+	err := p.SetRateLimit(&producer.RateLimit{Allowed: 0, Interval: time.Second})
+	var errs validate.Errors
+	if !errors.As(err, &errs) || !errs.Has("rateLimit.allowed", "gte") {
+		t.Fatalf("SetRateLimit = %v, want rateLimit.allowed error", err)
+	}
+	if err := p.SetRateLimit(nil); err != nil {
+		t.Fatal(err)
+	}
+}

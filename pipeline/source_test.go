@@ -1,0 +1,137 @@
+package pipeline_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/producer"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// gridSource is a test source that behaves like a broker consumer: each
+// producer stage opens `feeds` feeds, and each feed delivers only as many
+// messages as it has been granted. It hands out `perFeed` messages per feed
+// (0 = unlimited, until its context ends) and records, per feed, every grant
+// and the largest outstanding window seen (granted - dispatched).
+type gridSource struct {
+	feeds   int
+	perFeed int
+	ack     acker.Acknowledger
+	// keyOf, when set, sets each message's batch key.
+	keyOf func(id uint64) string
+
+	mu    sync.Mutex
+	stats map[string]*feedRecord
+	// fail, when set, is returned by Run (after delivering nothing).
+	fail func(stage int) error
+	runs int
+}
+
+type feedRecord struct {
+	grants         []int
+	maxOutstanding int
+	delivered      int
+}
+
+// id packs stage, feed and sequence into a message id.
+func gridID(stage, feed, seq int) uint64 {
+	return uint64(stage)<<48 | uint64(feed)<<32 | uint64(seq)
+}
+
+func (s *gridSource) record(name string) *feedRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stats == nil {
+		s.stats = make(map[string]*feedRecord)
+	}
+	r := &feedRecord{}
+	s.stats[name] = r
+	return r
+}
+
+func (s *gridSource) Run(ctx context.Context, st *producer.Stage[uint64]) error {
+	s.mu.Lock()
+	s.runs++
+	s.mu.Unlock()
+	if s.fail != nil {
+		if err := s.fail(st.Index()); err != nil {
+			return err
+		}
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for f := range s.feeds {
+		name := fmt.Sprintf("s%d-f%d", st.Index(), f)
+		rec := s.record(name)
+		permits := make(chan int, 64)
+		feed := st.NewFeed(name, func(n int) { permits <- n })
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			have, received, seq := 0, 0, 0
+			for s.perFeed == 0 || seq < s.perFeed {
+				for have == 0 {
+					select {
+					case n := <-permits:
+						have += n
+						received += n
+						s.noteGrant(rec, n, received-feed.Stats().Dispatched)
+					case <-ctx.Done():
+						return
+					}
+				}
+				id := gridID(st.Index(), f, seq)
+				m := message.New(id, s.ack, id)
+				if s.keyOf != nil {
+					m.SetBatchKey(s.keyOf(id))
+				}
+				feed.Deliver(m)
+				have--
+				seq++
+				s.mu.Lock()
+				rec.delivered++
+				s.mu.Unlock()
+				// Drain grants that arrived meanwhile without blocking.
+				select {
+				case n := <-permits:
+					have += n
+					received += n
+					s.noteGrant(rec, n, received-feed.Stats().Dispatched)
+				default:
+				}
+			}
+		}()
+	}
+	if s.perFeed == 0 {
+		<-ctx.Done()
+		return nil
+	}
+	wg.Wait()
+	return nil
+}
+
+// noteGrant records a grant of n and the window it opened: permits the
+// source has received minus messages that have left the stage buffer.
+func (s *gridSource) noteGrant(rec *feedRecord, n, outstanding int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec.grants = append(rec.grants, n)
+	rec.maxOutstanding = max(rec.maxOutstanding, outstanding)
+}
+
+func (s *gridSource) records() map[string]feedRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]feedRecord, len(s.stats))
+	for k, v := range s.stats {
+		out[k] = feedRecord{grants: append([]int(nil), v.grants...), maxOutstanding: v.maxOutstanding, delivered: v.delivered}
+	}
+	return out
+}
