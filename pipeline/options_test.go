@@ -41,7 +41,9 @@ func TestValidationRules(t *testing.T) {
 			"shutdownTimeout", "gt", "shutdownTimeout must be > 0"},
 		{"producer concurrency", func(o *pipeline.Options[uint64, uint64]) { o.Producer.Concurrency = -1 },
 			"producer.concurrency", "gte", "producer.concurrency must be ≥ 1"},
-		{"flow initial", func(o *pipeline.Options[uint64, uint64]) { o.Producer.Flow = producer.Flow{Initial: -5, Threshold: -6, Refill: 1} },
+		{"flow initial", func(o *pipeline.Options[uint64, uint64]) {
+			o.Producer.Flow = producer.Flow{Initial: -5, Threshold: -6, Refill: 1}
+		},
 			"producer.flow.initial", "gte", "producer.flow.initial must be ≥ 1"}, // threshold -6 is reported too
 		{"flow threshold positive", func(o *pipeline.Options[uint64, uint64]) { o.Producer.Flow.Threshold = -1 },
 			"producer.flow.threshold", "gte", "producer.flow.threshold must be ≥ 1"},
