@@ -1,0 +1,142 @@
+package acker_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/boulevard-go/boulevard/acker"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// Guarantee: a Group makes exactly one Ack call per acknowledger, with the
+// successful and failed outcomes split and in the order they were added.
+func TestGroupOneCallPerAcknowledger(t *testing.T) {
+	a, b := acker.NewRecorder(false), acker.NewRecorder(false)
+	var g acker.Group
+	errBad := context.Canceled
+	for i := range uint64(10) {
+		o := acker.Outcome{ID: i}
+		if i%3 == 0 {
+			o.Err = errBad
+		}
+		if i%2 == 0 {
+			g.Add(a, o)
+		} else {
+			g.Add(b, o)
+		}
+	}
+	if g.Len() != 10 {
+		t.Fatalf("Len = %d, want 10", g.Len())
+	}
+	g.Flush(context.Background(), nil)
+	if g.Len() != 0 {
+		t.Fatalf("Len after Flush = %d", g.Len())
+	}
+	for name, r := range map[string]*acker.Recorder{"a": a, "b": b} {
+		calls := r.Calls()
+		if len(calls) != 1 {
+			t.Fatalf("acknowledger %s got %d calls, want 1", name, len(calls))
+		}
+		for _, o := range calls[0].Failed {
+			if o.ID%3 != 0 || o.Err != errBad {
+				t.Fatalf("%s: outcome %d in failed list", name, o.ID)
+			}
+		}
+		for _, o := range calls[0].Successful {
+			if o.ID%3 == 0 {
+				t.Fatalf("%s: failed outcome %d in successful list", name, o.ID)
+			}
+		}
+		if len(calls[0].Failed)+len(calls[0].Successful) != 5 {
+			t.Fatalf("%s got %d outcomes, want 5", name, len(calls[0].Failed)+len(calls[0].Successful))
+		}
+	}
+	// Reuse: a second round makes a second call each, nothing carried over.
+	g.Add(a, acker.Outcome{ID: 99})
+	g.Flush(context.Background(), nil)
+	if calls := a.Calls(); len(calls) != 2 || len(calls[1].Successful) != 1 || calls[1].Successful[0].ID != 99 {
+		t.Fatalf("second round: %+v", calls)
+	}
+	if len(b.Calls()) != 1 {
+		t.Fatal("an acknowledger with no outcomes in a round must not be called")
+	}
+}
+
+// Guarantee: a panicking acknowledger is recovered and logged, and the other
+// acknowledgers of the same group are still called.
+func TestGroupRecoversPanickingAcknowledger(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	bad := acker.Func(func(context.Context, []acker.Outcome, []acker.Outcome) { panic("broken acker") })
+	good := acker.NewRecorder(false)
+	var g acker.Group
+	g.Add(&bad, acker.Outcome{ID: 1})
+	g.Add(good, acker.Outcome{ID: 2})
+	g.Flush(context.Background(), log)
+	if good.Total() != 1 {
+		t.Fatal("the healthy acknowledger was not called")
+	}
+	if !strings.Contains(buf.String(), "acknowledger panicked") || !strings.Contains(buf.String(), "broken acker") {
+		t.Fatalf("panic not logged: %s", buf.String())
+	}
+}
+
+// Guarantee: a nil acknowledger means Discard.
+func TestGroupNilAcknowledgerIsDiscard(t *testing.T) {
+	var g acker.Group
+	g.Add(nil, acker.Outcome{ID: 1})
+	g.Flush(context.Background(), nil) // must not panic
+}
+
+// Guarantee: steady-state grouping does not allocate.
+func TestGroupDoesNotAllocate(t *testing.T) {
+	var g acker.Group
+	a := acker.Discard
+	g.Add(a, acker.Outcome{ID: 1})
+	g.Flush(context.Background(), nil)
+	allocs := testing.AllocsPerRun(100, func() {
+		for i := range uint64(32) {
+			g.Add(a, acker.Outcome{ID: i})
+		}
+		g.Flush(context.Background(), nil)
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per chunk, want 0", allocs)
+	}
+}
+
+// Guarantee: Recorder counts per ID and Wait returns once enough outcomes
+// arrived, or with ctx's error.
+func TestRecorderWait(t *testing.T) {
+	r := acker.NewRecorder(false)
+	done := make(chan error, 1)
+	go func() { done <- r.Wait(context.Background(), 3) }()
+	r.Ack(context.Background(), []acker.Outcome{{ID: 1}, {ID: 2}}, nil)
+	r.Ack(context.Background(), nil, []acker.Outcome{{ID: 1, Err: context.Canceled}})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if r.Count(1) != 2 || r.Count(2) != 1 || r.FailedCount() != 1 || len(r.Successful()) != 2 || len(r.Failed()) != 1 {
+		t.Fatalf("counts %v", r.Counts())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := r.Wait(ctx, 4); err != context.DeadlineExceeded {
+		t.Fatalf("Wait = %v, want deadline exceeded", err)
+	}
+}
+
+func TestDispositionString(t *testing.T) {
+	for d, want := range map[acker.Disposition]string{acker.DispositionDefault: "default", acker.DispositionRetry: "retry", acker.DispositionDiscard: "discard", 9: "Disposition(9)"} {
+		if d.String() != want {
+			t.Fatalf("%d.String() = %q, want %q", d, d.String(), want)
+		}
+	}
+}

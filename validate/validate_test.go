@@ -1,0 +1,69 @@
+package validate_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+type inner struct {
+	Low  int `validate:"gte=1"`
+	High int `validate:"gtfield=Low"`
+}
+
+type outer struct {
+	Name   string  `validate:"required"`
+	Mode   string  `name:"mode" validate:"omitempty,oneof=a b"`
+	Inner  inner   `name:"inner"`
+	Items  []inner `validate:"dive"`
+	Hidden int     `name:"-" validate:"gte=0"`
+}
+
+// Guarantee: errors name the dotted lower-camel field path under the prefix
+// and the rule, and wrap ErrInvalid.
+func TestStructErrors(t *testing.T) {
+	err := validate.Struct("opts", outer{Mode: "c", Inner: inner{Low: 0, High: 0}, Items: []inner{{Low: 2, High: 1}}})
+	var errs validate.Errors
+	if !errors.As(err, &errs) || !errors.Is(err, validate.ErrInvalid) {
+		t.Fatalf("Struct = %v", err)
+	}
+	want := map[string]string{
+		"opts.name":          "opts.name is required",
+		"opts.mode":          "opts.mode must be one of [a b]",
+		"opts.inner.low":     "opts.inner.low must be ≥ 1",
+		"opts.items[0].high": "opts.items[0].high must be > low",
+	}
+	if len(errs) != len(want) {
+		t.Fatalf("got %d errors: %v", len(errs), err)
+	}
+	for _, e := range errs {
+		if want[e.Field] != e.Message {
+			t.Fatalf("field %s: %q, want %q", e.Field, e.Message, want[e.Field])
+		}
+	}
+	var fe *validate.FieldError
+	if !errors.As(err, &fe) {
+		t.Fatal("errors.As must find a *FieldError in Errors")
+	}
+}
+
+func TestValidStructIsNil(t *testing.T) {
+	if err := validate.Struct("", outer{Name: "x", Inner: inner{Low: 1, High: 2}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestJoinAndField(t *testing.T) {
+	if validate.Join(nil, nil) != nil {
+		t.Fatal("Join of nils must be nil")
+	}
+	err := validate.Join(validate.Struct("", outer{Inner: inner{Low: 1, High: 2}}), validate.Field("x[1].name", "unique", "must be unique"))
+	var errs validate.Errors
+	if !errors.As(err, &errs) || len(errs) != 2 || !errs.Has("x[1].name", "unique") || !errs.Has("name", "required") {
+		t.Fatalf("Join = %v", err)
+	}
+	if err.Error() != "invalid options: name is required; x[1].name must be unique" {
+		t.Fatalf("Error() = %q", err.Error())
+	}
+}
