@@ -32,6 +32,7 @@ func TestStructErrors(t *testing.T) {
 		"opts.name":          "opts.name is required",
 		"opts.mode":          "opts.mode must be one of [a b]",
 		"opts.inner.low":     "opts.inner.low must be ≥ 1",
+		"opts.inner.high":    "opts.inner.high must be > low",
 		"opts.items[0].high": "opts.items[0].high must be > low",
 	}
 	if len(errs) != len(want) {
