@@ -15,11 +15,15 @@ import (
 // receiver sees them in that order too. When several receivers share a
 // queue, each item goes to whichever receiver takes it first.
 //
-// Waiting goroutines are woken in the order they started waiting, but a
-// woken goroutine may be overtaken by a caller that arrives while it is being
-// scheduled; it then waits again. Wakeups are never lost: a waiter that gives
-// up (context cancelled, alarm fired) after it was chosen to be woken hands
-// the wakeup on to the next waiter.
+// Waiting goroutines are woken in the order they started waiting, and only
+// as many as the work needs: when items arrive, enough waiting receivers are
+// woken to take all of them, counting each as able to take len(buf) items
+// (it takes everything queued, up to len(buf), when it runs); when room
+// appears, enough waiting publishers are woken to fill it. A woken goroutine
+// may be overtaken by a caller that arrives while it is being scheduled; it
+// then waits again. Wakeups are never lost: a waiter that gives up (context
+// cancelled, alarm fired) after it was chosen to be woken hands the wakeup on
+// to the next waiter.
 //
 // A Queue must be created with [NewQueue]. All methods are safe for
 // concurrent use. The zero value is not usable.
@@ -70,6 +74,15 @@ type waitList struct {
 	// item or slot is covered by a goroutine that is already on its way, so
 	// no wakeup is missing, while not waking more goroutines than the
 	// available work can keep busy.
+	//
+	// Receivers only start waiting when the queue is empty and publishers
+	// only when it is full, so the invariant holds when a waiter is listed.
+	// A woken waiter lowers pending by its want but then takes (or fills)
+	// min(want, supply), which keeps it; adding items or freeing slots, and
+	// a signalled waiter giving up, can break it and are followed by
+	// wakeReceivers/wakePublishers. Every critical section that changes the
+	// queue calls both anyway, so the invariant can be checked locally; where
+	// there is nothing to do that costs one comparison.
 	pending int
 }
 
@@ -478,6 +491,8 @@ func (q *Queue[T]) abandon(l *waitList, w *waiter) {
 	if w.signalled {
 		<-w.ch // sent under q.mu before we locked it, so it is there
 		l.woke(w)
+		q.wakeReceivers()
+		q.wakePublishers()
 	} else {
 		l.remove(w)
 	}

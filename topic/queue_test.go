@@ -42,6 +42,29 @@ func listLen[T any](q *Queue[T], l *waitList) int {
 	return n
 }
 
+// checkInvariant verifies the wakeup invariant documented on
+// waitList.pending: while waiters are listed, the signalled ones cover every
+// queued item (receivers) or free slot (publishers), and no listed waiter is
+// marked signalled.
+func checkInvariant[T any](t *testing.T, q *Queue[T]) {
+	t.Helper()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, l := range []*waitList{&q.recv, &q.pub} {
+		for w := l.head; w != nil; w = w.next {
+			if w.signalled {
+				t.Fatal("a listed waiter is marked signalled")
+			}
+		}
+	}
+	if q.recv.head != nil && q.recv.pending < q.count {
+		t.Fatalf("receivers waiting but pending %d < %d queued items", q.recv.pending, q.count)
+	}
+	if room := len(q.items) - q.count; q.pub.head != nil && q.pub.pending < room {
+		t.Fatalf("publishers waiting but pending %d < %d free slots", q.pub.pending, room)
+	}
+}
+
 func recvWaiting[T any](q *Queue[T]) int { return listLen(q, &q.recv) }
 func pubWaiting[T any](q *Queue[T]) int  { return listLen(q, &q.pub) }
 
@@ -66,7 +89,7 @@ func expectResult(t *testing.T, ch <-chan result) result {
 // Behaviour: with several publishers and several receivers running
 // concurrently, every published item is received exactly once, and each
 // receiver sees any one publisher's items in publish order.
-func TestExactlyOnceConcurrent(t *testing.T) {
+func TestDeliveredOnceConcurrent(t *testing.T) {
 	const (
 		publishers = 4
 		receivers  = 5
@@ -111,6 +134,8 @@ func TestExactlyOnceConcurrent(t *testing.T) {
 					}
 					if ok {
 						i++
+					} else {
+						runtime.Gosched()
 					}
 				}
 			}
@@ -684,6 +709,7 @@ func TestNoLostWakeupStress(t *testing.T) {
 			}
 		}()
 		waitFor(t, "patient receiver to park", func() bool { return recvWaiting(q) == impatient+1 })
+		checkInvariant(t, q)
 
 		// Race the publish against the impatient receivers giving up.
 		var start sync.WaitGroup
@@ -711,6 +737,7 @@ func TestNoLostWakeupStress(t *testing.T) {
 		}
 		pcancel()
 		wg.Wait()
+		checkInvariant(t, q)
 		if q.Len() != 0 || len(got) != 0 {
 			t.Fatalf("round %d: item delivered more than once or left behind", round)
 		}
@@ -757,6 +784,7 @@ func TestNoLostPublisherWakeupStress(t *testing.T) {
 			}
 		}()
 		waitFor(t, "patient publisher to park", func() bool { return pubWaiting(q) == impatient+1 })
+		checkInvariant(t, q)
 
 		var start sync.WaitGroup
 		start.Add(1)
@@ -782,6 +810,7 @@ func TestNoLostPublisherWakeupStress(t *testing.T) {
 		}
 		pcancel()
 		wg.Wait()
+		checkInvariant(t, q)
 		if p := published.Load(); p != 1 || q.Len() != 1 {
 			t.Fatalf("round %d: %d publishes succeeded, Len %d; want 1, 1", round, p, q.Len())
 		}
@@ -794,7 +823,7 @@ func TestNoLostPublisherWakeupStress(t *testing.T) {
 // Behaviour: under concurrency, a Publish that times out never leaves its
 // item in the queue and one that succeeds is received exactly once; no
 // publisher wakeup is lost while impatient publishers give up.
-func TestPublishTimeoutsExactlyOnceStress(t *testing.T) {
+func TestPublishTimeoutsDeliveredOnceStress(t *testing.T) {
 	const (
 		publishers = 8
 		perPub     = 2000
