@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -122,4 +123,22 @@ func (t Topology) String() string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// LogValue renders the topology as structured attributes for log/slog.
+func (t Topology) LogValue() slog.Value {
+	attrs := []slog.Attr{
+		slog.String("name", t.Name),
+		slog.Int("producer_stages", len(t.Producer.Stages)),
+		slog.String("flow", fmt.Sprintf("%d/%d/%d", t.Producer.Flow.Initial, t.Producer.Flow.Threshold, t.Producer.Flow.Refill)),
+		slog.Int("processors", t.Processors.Concurrency),
+		slog.Int("max_demand", t.Processors.MaxDemand),
+	}
+	for _, b := range t.Batchers {
+		attrs = append(attrs, slog.Group("batcher_"+b.Name,
+			slog.Int("batch_size", b.BatchSize),
+			slog.Duration("batch_timeout", b.BatchTimeout),
+			slog.Int("concurrency", b.Concurrency)))
+	}
+	return slog.GroupValue(attrs...)
 }
