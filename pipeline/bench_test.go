@@ -1,0 +1,226 @@
+package pipeline_test
+
+// Benchmarks of the message path with trivial handlers. One op is one message
+// going from a source through the pipeline to its acknowledger. Each
+// benchmark builds and starts one pipeline, then times b.N messages from the
+// moment the source starts delivering until the pipeline has drained and
+// stopped by itself (the source is exhausted).
+//
+// Every benchmark has two sub-benchmarks:
+//
+//   - new:  the source creates each message with message.New, which is one
+//     allocation per message (as a real source does);
+//   - init: the source initialises messages of a slice allocated before the
+//     timer starts (msg.Init), so allocs/msg (allocs/op, not rounded)
+//     shows the framework's own per-message allocations.
+//
+// Run them with, for example:
+//
+//	go test -run '^$' -bench . -benchtime 1000000x ./pipeline/
+
+import (
+	"context"
+	"runtime"
+	"sync/atomic"
+	"testing"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+)
+
+// benchDeliverChunk is the most messages the benchmark source hands to its
+// feed at once.
+const benchDeliverChunk = 64
+
+// benchProcessors is the number of processors in every benchmark pipeline.
+const benchProcessors = 2
+
+// benchSource delivers n messages made by next, never more than its feed has
+// been granted permits for. It waits for start before delivering the first.
+type benchSource[T any] struct {
+	n     int
+	start <-chan struct{}
+	next  func(i int) *message.Message[T]
+}
+
+func (s *benchSource[T]) Run(ctx context.Context, st *producer.Stage[T]) error {
+	var permits atomic.Int64
+	wake := make(chan struct{}, 1)
+	feed := st.NewFeed("bench", func(n int) {
+		permits.Add(int64(n))
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	})
+	select {
+	case <-s.start:
+	case <-ctx.Done():
+		return nil
+	}
+	buf := make([]*message.Message[T], 0, benchDeliverChunk)
+	for i := 0; i < s.n; {
+		p := int(permits.Load())
+		if p <= 0 {
+			select {
+			case <-wake:
+			case <-ctx.Done():
+				return nil
+			}
+			continue
+		}
+		k := min(p, benchDeliverChunk, s.n-i)
+		for j := range k {
+			buf = append(buf, s.next(i+j))
+		}
+		permits.Add(-int64(k))
+		feed.Deliver(buf...)
+		clear(buf)
+		buf = buf[:0]
+		i += k
+	}
+	return nil
+}
+
+// benchAcker counts outcomes.
+type benchAcker struct {
+	ok     atomic.Int64
+	failed atomic.Int64
+	calls  atomic.Int64
+}
+
+func (a *benchAcker) Ack(_ context.Context, successful, failed []acker.Outcome) {
+	a.ok.Add(int64(len(successful)))
+	a.failed.Add(int64(len(failed)))
+	a.calls.Add(1)
+}
+
+// benchRecord is the Out payload of the conversion benchmark.
+type benchRecord struct {
+	Len   int
+	First byte
+	Last  byte
+}
+
+// benchSink keeps handler results alive so the compiler cannot drop them.
+var benchSink atomic.Int64
+
+// benchRun runs b.N messages carrying data(i) through a pipeline with two
+// processors calling handle and the given batchers. mode is "new" or "init".
+func benchRun[In, Out any](b *testing.B, mode string, data func(i int) In, handle processor.Handler[In, Out], batchers []batcher.Options[Out]) {
+	b.ReportAllocs()
+	ack := &benchAcker{}
+	start := make(chan struct{})
+	var next func(i int) *message.Message[In]
+	switch mode {
+	case "new":
+		next = func(i int) *message.Message[In] { return message.New(data(i), ack, uint64(i)) }
+	case "init":
+		slab := make([]message.Message[In], b.N)
+		// Fault the pages in before the timer starts, after the GC cycle
+		// that the large allocation started (so the writes take no
+		// write barriers).
+		runtime.GC()
+		var zero In
+		for i := range slab {
+			slab[i].Init(zero, ack, 0)
+		}
+		next = func(i int) *message.Message[In] {
+			m := &slab[i]
+			m.Init(data(i), ack, uint64(i))
+			return m
+		}
+	default:
+		b.Fatalf("unknown mode %q", mode)
+	}
+	p, err := pipeline.New(pipeline.Options[In, Out]{
+		Name:       "bench",
+		Producer:   producer.Options[In]{Source: &benchSource[In]{n: b.N, start: start, next: next}},
+		Processors: processor.Options[In, Out]{Concurrency: benchProcessors, Handle: handle},
+		Batchers:   batchers,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	b.ResetTimer()
+	close(start)
+	<-p.Done()
+	b.StopTimer()
+	runtime.ReadMemStats(&after)
+	if err := p.Err(); err != nil {
+		b.Fatal(err)
+	}
+	if ok, failed := ack.ok.Load(), ack.failed.Load(); ok != int64(b.N) || failed != 0 {
+		b.Fatalf("acknowledged %d successful and %d failed of %d messages", ok, failed, b.N)
+	}
+	if s := b.Elapsed().Seconds(); s > 0 {
+		b.ReportMetric(float64(b.N)/s, "msgs/s")
+	}
+	b.ReportMetric(float64(ack.calls.Load())/float64(b.N), "acks/msg")
+	// allocs/op, unrounded: the framework's share is a small fraction.
+	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N), "allocs/msg")
+}
+
+func benchIntData(i int) int { return i }
+
+func benchIntHandle(_ context.Context, m *message.Message[int]) (int, error) {
+	return m.Data*2 + 1, nil
+}
+
+func benchBatchHandle[T any](_ context.Context, batch []*message.Message[T], info message.BatchInfo) error {
+	benchSink.Add(int64(len(batch)))
+	return nil
+}
+
+var benchModes = []string{"new", "init"}
+
+// BenchmarkProcessorsOnly: source → 2 processors → ack, no batcher. Outcomes
+// are acknowledged once per processor chunk (MaxDemand 10).
+func BenchmarkProcessorsOnly(b *testing.B) {
+	for _, mode := range benchModes {
+		b.Run(mode, func(b *testing.B) {
+			benchRun(b, mode, benchIntData, benchIntHandle, nil)
+		})
+	}
+}
+
+// BenchmarkBatcher100: source → 2 processors → one batcher of BatchSize 100 →
+// one batch processor → ack once per batch.
+func BenchmarkBatcher100(b *testing.B) {
+	for _, mode := range benchModes {
+		b.Run(mode, func(b *testing.B) {
+			benchRun(b, mode, benchIntData, benchIntHandle, []batcher.Options[int]{
+				{Name: message.DefaultBatcher, BatchSize: 100, Handle: benchBatchHandle[int]},
+			})
+		})
+	}
+}
+
+// BenchmarkConvertBatcher100: like BenchmarkBatcher100, with processors
+// turning a []byte payload into a struct (In != Out), so every message is
+// carried over into a Message[benchRecord]. All messages share one payload
+// slice, so the payload itself allocates nothing.
+func BenchmarkConvertBatcher100(b *testing.B) {
+	payload := []byte(`{"id":1,"name":"boulevard"}`)
+	data := func(int) []byte { return payload }
+	handle := func(_ context.Context, m *message.Message[[]byte]) (benchRecord, error) {
+		d := m.Data
+		return benchRecord{Len: len(d), First: d[0], Last: d[len(d)-1]}, nil
+	}
+	for _, mode := range benchModes {
+		b.Run(mode, func(b *testing.B) {
+			benchRun(b, mode, data, handle, []batcher.Options[benchRecord]{
+				{Name: message.DefaultBatcher, BatchSize: 100, Handle: benchBatchHandle[benchRecord]},
+			})
+		})
+	}
+}
