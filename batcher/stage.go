@@ -246,12 +246,28 @@ func (b *partition[T]) newOpen(key string, now time.Time) *open[T] {
 	ob.started = now
 	ob.deadline = now.Add(b.s.opts.BatchTimeout)
 	b.byKey[key] = ob
-	if b.head > 0 && b.head == len(b.order) {
-		b.order = b.order[:0]
-		b.head = 0
+	if len(b.order) >= 2*len(b.byKey)+16 {
+		b.compact()
 	}
 	b.order = append(b.order, slot[T]{b: ob, gen: ob.gen})
 	return ob
+}
+
+// compact drops the slots of emitted batches from order, keeping the open
+// ones in deadline order. Without it order would grow by one slot per batch
+// for as long as some batch is always open (a steady stream, or a slow key
+// held open while a busy key emits batch after batch). newOpen calls it when
+// at least half the slots are dead, so it costs O(1) per batch amortised.
+func (b *partition[T]) compact() {
+	live := b.order[:0]
+	for _, sl := range b.order[b.head:] {
+		if sl.b.gen == sl.gen && sl.b.msgs != nil {
+			live = append(live, sl)
+		}
+	}
+	clear(b.order[len(live):])
+	b.order = live
+	b.head = 0
 }
 
 // emit hands ob to the batch processors. It reports false when the hard

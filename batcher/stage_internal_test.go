@@ -1,0 +1,89 @@
+package batcher
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/topic"
+)
+
+// newTestPartition returns a partition of a batcher with the given batch
+// size, driven by hand: messages go in with add, and the emitted batches are
+// taken from out with takeBatches.
+func newTestPartition(t *testing.T, batchSize int) *partition[int] {
+	t.Helper()
+	s := New(Options[int]{
+		Name:         "internal",
+		BatchSize:    batchSize,
+		BatchTimeout: time.Hour,
+		Handle:       func(context.Context, []*message.Message[int], message.BatchInfo) error { return nil },
+	}.WithDefaults(), Config{Name: t.Name()})
+	return &partition[int]{
+		s:     s,
+		in:    s.input.Partition(0),
+		out:   topic.NewQueue[*message.Batch[int]](4),
+		byKey: make(map[string]*open[int]),
+	}
+}
+
+// takeBatches empties b.out and returns how many batches it held.
+func takeBatches(t *testing.T, b *partition[int]) int {
+	t.Helper()
+	buf := make([]*message.Batch[int], 4)
+	n, err := b.out.TryReceive(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Guarantee: a batcher's bookkeeping of open batches stays proportional to
+// the number of batches open at once, however many batches it has emitted,
+// so a long-running batcher does not grow without bound — also when a slow
+// key stays open while a busy key emits batch after batch.
+func TestOpenBatchBookkeepingStaysBounded(t *testing.T) {
+	for _, slow := range []bool{false, true} {
+		t.Run("slowKeyOpen="+strconv.FormatBool(slow), func(t *testing.T) {
+			const batches = 10000
+			b := newTestPartition(t, 2)
+			ctx := context.Background()
+			now := time.Now()
+			add := func(id int, key string) {
+				m := message.New(id, nil, uint64(id))
+				m.SetBatchKey(key)
+				if !b.add(ctx, m, now) {
+					t.Fatal("add failed")
+				}
+			}
+			if slow {
+				add(-2, "slow") // stays open: the timeout is an hour away
+			}
+			add(-1, "busy")
+			emitted, maxOrder := 0, 0
+			for i := range batches {
+				// A steady stream: each chunk of two messages completes the
+				// open batch of key busy and opens the next one.
+				add(2*i, "busy")
+				add(2*i+1, "busy")
+				// The partition loop looks for the next deadline after every
+				// chunk it receives.
+				if b.first() == nil {
+					t.Fatal("no open batch, yet one was just opened")
+				}
+				emitted += takeBatches(t, b)
+				maxOrder = max(maxOrder, len(b.order))
+			}
+			if emitted != batches {
+				t.Fatalf("%d batches emitted, want %d", emitted, batches)
+			}
+			// At most two batches are open at once here; allow generous
+			// slack for amortised compaction, but not growth with traffic.
+			if maxOrder > 64 {
+				t.Errorf("deadline order grew to %d entries for at most 2 open batches after %d batches", maxOrder, batches)
+			}
+		})
+	}
+}
