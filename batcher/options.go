@@ -22,8 +22,9 @@ const (
 
 // Handler handles one batch. All messages share info.BatchKey. It may fail
 // single messages with m.Fail; returning an error fails every message of the
-// batch that has not failed yet, and a panic fails the whole batch. ctx is
-// cancelled when the pipeline's shutdown timeout passes.
+// batch that has not failed yet, and a panic fails the whole batch (replacing
+// errors set with m.Fail, since the handler's work on the batch is in doubt).
+// ctx is cancelled when the pipeline's shutdown timeout passes.
 type Handler[T any] func(ctx context.Context, batch []*message.Message[T], info message.BatchInfo) error
 
 // Options configure one named batcher.
@@ -52,7 +53,8 @@ type Options[T any] struct {
 	// HandleFailed, when set, is called with the failed messages of a batch
 	// before they are acknowledged (Broadway's handle_failed). It may change
 	// how they are acknowledged with m.SetDisposition. A panic in it is
-	// logged and the messages are acknowledged as they were.
+	// logged and the messages are acknowledged with whatever it changed
+	// before it panicked. The slice is reused: do not keep it after the call.
 	HandleFailed func(ctx context.Context, failed []*message.Message[T], info message.BatchInfo) `name:"handleFailed"`
 }
 

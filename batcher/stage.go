@@ -148,6 +148,7 @@ type partition[T any] struct {
 	out   *topic.Queue[*message.Batch[T]]
 
 	byKey map[string]*open[T]
+	last  *open[T] // the batch the previous message joined; may be emitted since
 	order []slot[T] // open batches by deadline (= arrival of first message)
 	head  int
 	free  []*open[T]
@@ -219,9 +220,14 @@ func (b *partition[T]) first() *open[T] {
 
 func (b *partition[T]) add(ctx context.Context, m *message.Message[T], now time.Time) bool {
 	key := m.BatchKey()
-	ob := b.byKey[key]
-	if ob == nil {
-		ob = b.newOpen(key, now)
+	// Consecutive messages usually share a key: try the last batch first.
+	ob := b.last
+	if ob == nil || ob.msgs == nil || ob.key != key {
+		ob = b.byKey[key]
+		if ob == nil {
+			ob = b.newOpen(key, now)
+		}
+		b.last = ob
 	}
 	ob.msgs = append(ob.msgs, m)
 	switch {

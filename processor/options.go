@@ -45,7 +45,8 @@ type Options[In, Out any] struct {
 	// its messages (Broadway's prepare_messages), for work that is cheaper
 	// in bulk, such as one database query for the whole chunk. It may change
 	// the messages and fail some of them. An error or a panic fails every
-	// message of the chunk.
+	// message of the chunk. The slice is reused for the next chunk: do not
+	// keep it after Prepare returns (the messages themselves may be kept).
 	Prepare func(ctx context.Context, msgs []*message.Message[In]) error `name:"prepare"`
 	// Handle is called for every message. Required.
 	Handle Handler[In, Out] `name:"handle" validate:"required"`
@@ -53,7 +54,8 @@ type Options[In, Out any] struct {
 	// failed in this stage, before they are acknowledged (Broadway's
 	// handle_failed). It may change how they are acknowledged with
 	// m.SetDisposition, or replace their error with m.Fail. A panic in it is
-	// logged and the messages are acknowledged as they were.
+	// logged and the messages are acknowledged with whatever it changed
+	// before it panicked. The slice is reused: do not keep it after the call.
 	HandleFailed func(ctx context.Context, failed []*message.Message[In]) `name:"handleFailed"`
 }
 

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"unsafe"
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/message"
@@ -13,7 +14,7 @@ import (
 
 // Route is where processors hand the messages bound for one batcher. Publish
 // blocks while the batcher is busy and returns how many messages it took
-// before an error.
+// before an error. The slice is reused by the caller once Publish returns.
 type Route[Out any] interface {
 	Publish(ctx context.Context, msgs []*message.Message[Out]) (int, error)
 }
@@ -40,9 +41,10 @@ type Config[Out any] struct {
 // minQueueCapacity is the smallest input queue a processor stage gets.
 const minQueueCapacity = 64
 
-// slabSize is how many Message[Out] values a processor allocates at once when
-// its handler changes the payload type.
-const slabSize = 64
+// slabBytes is the size of the block of Message[Out] values a processor
+// allocates at once when its handler changes the payload type: 8 KiB less the
+// allocator's header, so the block fills its size class without waste.
+const slabBytes = 8192 - 8
 
 // Stage is the processors of one pipeline.
 type Stage[In, Out any] struct {
@@ -254,7 +256,7 @@ func (p *processor[In, Out]) convert(m *message.Message[In], out Out) *message.M
 		return om
 	}
 	if len(p.slab) == 0 {
-		p.slab = make([]message.Message[Out], slabSize)
+		p.slab = make([]message.Message[Out], max(1, slabBytes/int(unsafe.Sizeof(message.Message[Out]{}))))
 	}
 	om := &p.slab[0]
 	p.slab = p.slab[1:]
