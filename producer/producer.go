@@ -32,7 +32,9 @@ type Producer[T any] struct {
 	gate   *gate
 	log    *slog.Logger
 
+	mu          sync.Mutex // guards fetchCancel and stopping
 	fetchCancel context.CancelFunc
+	stopping    bool // StopFetching was called
 	stopOnce    sync.Once
 	stopped     chan struct{}
 	done        chan struct{}
@@ -81,7 +83,13 @@ func (p *Producer[T]) Stages() []*Stage[T] { return p.stages }
 // it exits.
 func (p *Producer[T]) Start(ctx context.Context, wg *sync.WaitGroup, fatal func(error)) {
 	fetchCtx, cancel := context.WithCancel(ctx)
+	p.mu.Lock()
 	p.fetchCancel = cancel
+	if p.stopping {
+		// StopFetching came before Start: the sources start stopped.
+		cancel()
+	}
+	p.mu.Unlock()
 	var stagesWG sync.WaitGroup
 	for _, s := range p.stages {
 		stagesWG.Add(2)
@@ -123,8 +131,12 @@ func (p *Producer[T]) Start(ctx context.Context, wg *sync.WaitGroup, fatal func(
 func (p *Producer[T]) StopFetching() {
 	p.stopOnce.Do(func() {
 		close(p.stopped)
-		if p.fetchCancel != nil {
-			p.fetchCancel()
+		p.mu.Lock()
+		p.stopping = true
+		cancel := p.fetchCancel
+		p.mu.Unlock()
+		if cancel != nil {
+			cancel()
 		}
 	})
 }
@@ -147,9 +159,17 @@ func (p *Producer[T]) Close(ctx context.Context) error {
 func (p *Producer[T]) SetRateLimit(rl *RateLimit) { p.gate.set(rl) }
 
 // gate is the token bucket shared by all stages of a pipeline. Changing the
-// limit installs a new bucket, which starts full.
+// limit installs a new bucket, which starts full, and wakes every stage
+// waiting on the old one.
 type gate struct {
-	lim atomic.Pointer[rate.Limiter] // nil: unlimited
+	mu  sync.Mutex // serialises set
+	cur atomic.Pointer[bucket]
+}
+
+// bucket is one rate limit; changed is closed when it is replaced.
+type bucket struct {
+	lim     *rate.Limiter // nil: unlimited
+	changed chan struct{}
 }
 
 func newGate(rl *RateLimit) *gate {
@@ -159,24 +179,33 @@ func newGate(rl *RateLimit) *gate {
 }
 
 func (g *gate) set(rl *RateLimit) {
-	if rl == nil {
-		g.lim.Store(nil)
-		return
+	b := &bucket{changed: make(chan struct{})}
+	if rl != nil {
+		b.lim = rate.NewLimiter(rate.Limit(float64(rl.Allowed)/rl.Interval.Seconds()), rl.Allowed)
 	}
-	g.lim.Store(rate.NewLimiter(rate.Limit(float64(rl.Allowed)/rl.Interval.Seconds()), rl.Allowed))
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if old := g.cur.Swap(b); old != nil {
+		close(old.changed)
+	}
 }
 
 // take waits until some of n messages may pass and returns how many: all n
 // when there is no limit, otherwise at most the bucket size. A limit changed
 // while it waits applies at once.
+//
+// A reservation is kept until it is due: giving it back to look again would
+// lose its tokens whenever another stage reserved after it (rate.Reservation
+// restores only what nobody reserved since), and stages sharing the bucket
+// would then starve each other.
 func (g *gate) take(ctx context.Context, n int) (int, error) {
 	for {
-		lim := g.lim.Load()
-		if lim == nil {
+		b := g.cur.Load()
+		if b.lim == nil {
 			return n, nil
 		}
-		k := min(n, lim.Burst())
-		r := lim.ReserveN(time.Now(), k)
+		k := min(n, b.lim.Burst())
+		r := b.lim.ReserveN(time.Now(), k)
 		if !r.OK() {
 			return 0, fmt.Errorf("rate limit: cannot take %d messages at once", k)
 		}
@@ -184,23 +213,17 @@ func (g *gate) take(ctx context.Context, n int) (int, error) {
 		if d == 0 {
 			return k, nil
 		}
-		t := time.NewTimer(min(d, rateRecheck))
+		t := time.NewTimer(d)
 		select {
 		case <-t.C:
+			return k, nil
+		case <-b.changed:
+			// The bucket was replaced: wait on the new one instead.
+			t.Stop()
 		case <-ctx.Done():
 			t.Stop()
 			r.Cancel()
 			return 0, ctx.Err()
 		}
-		if d <= rateRecheck {
-			return k, nil
-		}
-		// Not due yet: give the tokens back and look again, so that a new
-		// limit (for example none) is seen promptly.
-		r.Cancel()
 	}
 }
-
-// rateRecheck is how often a stage waiting on the rate limit looks whether
-// the limit changed.
-const rateRecheck = 100 * time.Millisecond

@@ -153,6 +153,12 @@ func (s *Stage[T]) dispatch(ctx context.Context) {
 		s.mu.Unlock()
 
 		for i := 0; i < len(work); {
+			if ctx.Err() != nil {
+				// Hard stop: an Output with room may accept messages even
+				// with a cancelled ctx, so do not offer them.
+				s.leftBehind(len(work) - i)
+				return
+			}
 			n, err := s.gate.take(ctx, min(dispatchChunk, len(work)-i))
 			if err != nil {
 				s.leftBehind(len(work) - i)
