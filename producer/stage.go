@@ -2,6 +2,7 @@ package producer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -39,6 +40,7 @@ type Stage[T any] struct {
 	mu       sync.Mutex
 	pending  []entry[T]
 	finished bool
+	running  bool // inside a Run call: feeds may be registered
 	feeds    []*Feed[T]
 	wake     chan struct{}
 }
@@ -69,32 +71,56 @@ func (s *Stage[T]) Buffered() int {
 }
 
 // NewFeed registers one flow-controlled consumer of the source (a Pulsar
-// consumer, a Kafka partition, …) under name. grant is called with the number
-// of messages the consumer may fetch: once with Flow.Initial before NewFeed
-// returns, then with Flow.Refill each time the feed's remaining permits fall
-// to Flow.Threshold. grant is called from the stage's dispatching goroutine
-// and must not block (record the permits, wake a fetch loop, send a Flow
-// command asynchronously); a panic in it is recovered and logged.
+// consumer, a Kafka partition, …) under name, and grants it Flow.Initial
+// permits before it returns; later it grants Flow.Refill more each time the
+// feed's remaining permits fall to Flow.Threshold.
 //
-// The feed is closed, and gets no more grants, when Run returns or when the
-// source calls Feed.Close.
+// A source learns of its grants in one of two ways:
+//
+//   - grant != nil (push model, for brokers with their own permit protocol
+//     such as Pulsar's Flow command): grant is called with the number of new
+//     permits. It is called from the stage's dispatching goroutine and must
+//     neither block nor call Feed.Close; a panic in it is recovered and
+//     logged.
+//   - grant == nil (pull model, for sources that fetch in a loop): the
+//     permits accumulate in the feed, and the source takes them with
+//     Feed.Acquire or Feed.TryAcquire before it fetches that many messages.
+//
+// The feed is closed when Run returns, or when the source calls Feed.Close:
+// no grant happens after Close has returned. A feed registered outside Run
+// (for example from a goroutine that outlived it) is born closed and gets no
+// permits.
 func (s *Stage[T]) NewFeed(name string, grant func(n int)) *Feed[T] {
-	f := &Feed[T]{stage: s, name: name, grant: grant}
-	f.remaining.Store(int64(s.flow.Initial))
+	f := &Feed[T]{stage: s, name: name, grant: grant, wake: make(chan struct{}, 1)}
 	s.mu.Lock()
+	if !s.running {
+		s.mu.Unlock()
+		f.closed = true
+		s.log.Warn("feed registered outside the source's Run; it gets no permits", slog.String("feed", name))
+		return f
+	}
 	s.feeds = append(s.feeds, f)
 	s.mu.Unlock()
 	f.give(s.flow.Initial)
 	return f
 }
 
+// startRun marks the beginning of a Run call: feeds may be registered.
+func (s *Stage[T]) startRun() {
+	s.mu.Lock()
+	s.running = true
+	s.mu.Unlock()
+}
+
+// closeFeeds ends a Run call: every feed it registered is closed.
 func (s *Stage[T]) closeFeeds() {
 	s.mu.Lock()
 	feeds := s.feeds
 	s.feeds = nil
+	s.running = false
 	s.mu.Unlock()
 	for _, f := range feeds {
-		f.closed.Store(true)
+		f.Close()
 	}
 }
 
@@ -169,8 +195,11 @@ func (s *Stage[T]) dispatch(ctx context.Context) {
 				msgs = append(msgs, e.msg)
 			}
 			k, err := s.out.Publish(ctx, msgs)
-			s.charge(work[i : i+k])
-			if err != nil {
+			if err == nil {
+				s.charge(work[i : i+n])
+			} else {
+				// Stopping: which messages an Output took before failing
+				// need not be a prefix, and no feed will be refilled.
 				s.leftBehind(len(work) - i - k)
 				return
 			}
@@ -210,6 +239,7 @@ func (s *Stage[T]) run(ctx context.Context, src Source[T], rs Restart) error {
 	defer s.finish()
 	var failures []time.Time
 	for {
+		s.startRun()
 		err := s.runOnce(ctx, src)
 		s.closeFeeds()
 		if ctx.Err() != nil {
@@ -255,14 +285,27 @@ func (s *Stage[T]) runOnce(ctx context.Context, src Source[T]) (err error) {
 	return src.Run(ctx, s)
 }
 
+// ErrFeedClosed is returned by Feed.Acquire once the feed is closed: its Run
+// returned or the source closed it.
+var ErrFeedClosed = errors.New("producer: feed closed")
+
+// ErrPushFeed is returned by Feed.Acquire on a feed registered with a grant
+// callback: its permits go to the callback, not to Acquire.
+var ErrPushFeed = errors.New("producer: Acquire on a feed that has a grant callback")
+
 // Feed is one flow-controlled consumer of a source within a producer stage.
-// Deliver and Close may be called from any goroutine.
+// Its methods may be called from any goroutine.
 type Feed[T any] struct {
 	stage *Stage[T]
 	name  string
-	grant func(int)
+	grant func(int) // nil: pull model
 
-	closed     atomic.Bool
+	mu     sync.Mutex // serialises grants with Close; guards closed and avail
+	closed bool
+	avail  int           // pull model: granted and not yet acquired
+	wake   chan struct{} // pull model: signalled when avail grows or on Close
+
+	warned     atomic.Bool
 	remaining  atomic.Int64
 	granted    atomic.Int64
 	delivered  atomic.Int64
@@ -272,26 +315,93 @@ type Feed[T any] struct {
 // Name is the name the feed was registered with.
 func (f *Feed[T]) Name() string { return f.name }
 
-// Deliver puts messages into the stage buffer. It never blocks: a source
-// that respects its grants cannot overfill the buffer. Messages delivered
+// Acquire waits until the feed has permits and takes up to max of them,
+// returning how many (at least 1). The source then fetches and delivers at
+// most that many messages. It returns ErrFeedClosed once the feed is closed,
+// ctx.Err() when ctx ends first, and ErrPushFeed on a feed registered with a
+// grant callback.
+func (f *Feed[T]) Acquire(ctx context.Context, max int) (int, error) {
+	if f.grant != nil {
+		return 0, ErrPushFeed
+	}
+	for {
+		if n, closed := f.take(max); n > 0 || closed {
+			if n == 0 {
+				return 0, ErrFeedClosed
+			}
+			return n, nil
+		}
+		select {
+		case <-f.wake:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// TryAcquire takes up to max of the feed's permits without waiting and
+// returns how many (0 when it has none, is closed, or has a grant callback).
+func (f *Feed[T]) TryAcquire(max int) int {
+	if f.grant != nil {
+		return 0
+	}
+	n, _ := f.take(max)
+	return n
+}
+
+func (f *Feed[T]) take(max int) (n int, closed bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return 0, true
+	}
+	n = min(f.avail, max)
+	f.avail -= n
+	if f.avail > 0 && n > 0 {
+		f.signal() // another acquirer may take the rest
+	}
+	return n, false
+}
+
+func (f *Feed[T]) signal() {
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Deliver puts messages into the stage buffer. It never blocks. A source
+// must deliver only as many messages as it was granted permits: the window
+// is not checked message by message, but a feed that over-delivers is
+// logged once and shows it in FeedStats.Overdelivered. Messages delivered
 // after Run returned are dropped (not acknowledged) and logged.
 func (f *Feed[T]) Deliver(msgs ...*message.Message[T]) {
 	if len(msgs) == 0 {
 		return
 	}
-	f.delivered.Add(int64(len(msgs)))
+	if d := f.delivered.Add(int64(len(msgs))); d > f.granted.Load() && f.warned.CompareAndSwap(false, true) {
+		f.stage.log.Warn("feed delivered more messages than it was granted permits; the source does not honour the permit window",
+			slog.String("feed", f.name), slog.Int64("delivered", d), slog.Int64("granted", f.granted.Load()))
+	}
 	f.stage.deliver(f, msgs)
 }
 
 // Close stops the feed from receiving further grants, for a consumer that
-// ends before Run returns. Messages it already delivered are still
-// dispatched.
-func (f *Feed[T]) Close() { f.closed.Store(true) }
+// ends before Run returns; a grant in progress finishes first. Messages it
+// already delivered are still dispatched. Close is idempotent.
+func (f *Feed[T]) Close() {
+	f.mu.Lock()
+	f.closed = true
+	f.avail = 0
+	f.mu.Unlock()
+	f.signal()
+}
 
 // FeedStats are a feed's counters.
 type FeedStats struct {
 	// Remaining is the permits granted and not yet charged: how many more
-	// messages the consumer may have fetched or may fetch.
+	// messages the consumer may have fetched or may fetch. It never exceeds
+	// Flow.MaxWindow().
 	Remaining int
 	// Granted is the total number of permits granted.
 	Granted int
@@ -299,33 +409,52 @@ type FeedStats struct {
 	Delivered int
 	// Dispatched is the number of messages that left the stage buffer.
 	Dispatched int
+	// Overdelivered is how many more messages the source delivered than it
+	// was granted: 0 for a source that honours the window.
+	Overdelivered int
 }
 
 // Stats returns the feed's counters.
 func (f *Feed[T]) Stats() FeedStats {
-	return FeedStats{
+	st := FeedStats{
 		Remaining:  int(f.remaining.Load()),
 		Granted:    int(f.granted.Load()),
 		Delivered:  int(f.delivered.Load()),
 		Dispatched: int(f.dispatched.Load()),
 	}
+	st.Overdelivered = max(0, st.Delivered-st.Granted)
+	return st
 }
 
+// charge charges n permits and refills the feed while its remaining permits
+// are at or below the threshold.
 func (f *Feed[T]) charge(n int) {
 	f.dispatched.Add(int64(n))
 	rem := f.remaining.Add(-int64(n))
 	flow := f.stage.flow
-	for rem <= int64(flow.Threshold) && !f.closed.Load() {
-		rem = f.remaining.Add(int64(flow.Refill))
-		f.give(flow.Refill)
+	for rem <= int64(flow.Threshold) {
+		if !f.give(flow.Refill) {
+			return
+		}
+		rem = f.remaining.Load()
 	}
 }
 
-func (f *Feed[T]) give(n int) {
-	if f.closed.Load() {
-		return
+// give grants n permits unless the feed is closed, and reports whether it
+// did.
+func (f *Feed[T]) give(n int) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return false
 	}
+	f.remaining.Add(int64(n))
 	f.granted.Add(int64(n))
+	if f.grant == nil {
+		f.avail += n
+		f.signal()
+		return true
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			f.stage.log.Error("feed grant callback panicked",
@@ -333,6 +462,7 @@ func (f *Feed[T]) give(n int) {
 		}
 	}()
 	f.grant(n)
+	return true
 }
 
 func stageName(pipeline string, i int) string { return fmt.Sprintf("%s.producer.%d", pipeline, i) }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/message"
@@ -76,53 +75,33 @@ func newOrderSource(n int, customers []string, seed uint64, ack acker.Acknowledg
 // Run is called once per producer stage. It returns nil when the source is
 // exhausted and ctx.Err() when the pipeline stops it early.
 func (s *orderSource) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
-	// The grant callback runs on the stage's dispatching goroutine and must
-	// not block: it only adds to the permit count and wakes the loop below.
-	// It is called once with Flow.Initial before NewFeed returns, then with
-	// Flow.Refill each time the feed's unused permits fall to
-	// Flow.Threshold, which happens as messages leave the stage buffer for
-	// the processors.
-	var permits atomic.Int64
-	wake := make(chan struct{}, 1)
-	feed := stage.NewFeed("orders", func(n int) {
-		permits.Add(int64(n))
-		select {
-		case wake <- struct{}{}:
-		default: // a wake-up is already pending
-		}
-	})
+	// One feed: one flow-controlled consumer. Registered without a grant
+	// callback, it keeps its permits itself: Flow.Initial now, Flow.Refill
+	// more each time its unused permits fall to Flow.Threshold, which happens
+	// as messages leave the stage buffer for the processors.
+	feed := stage.NewFeed("orders", nil)
 	stage.Logger().Debug("order source started", "orders", s.n, "customers", len(s.customers))
 
 	var msgs []*message.Message[[]byte] // reused from delivery to delivery
-	for {
-		if s.exhausted() {
-			// In the feed's stats, Remaining (granted minus dispatched)
-			// covers what is buffered plus what may still be fetched; it
-			// never exceeds Flow.MaxWindow().
-			stage.Logger().Debug("order source exhausted", "feed", feed.Stats())
-			return nil
+	for !s.exhausted() {
+		// Wait for permits and take what there is. This is the
+		// back-pressure of the permit window reaching the "broker": when
+		// the processors are busy, no refill comes and the loop waits here.
+		n, err := feed.Acquire(ctx, 1000)
+		if err != nil {
+			return err // ctx cancelled: the pipeline is stopping
 		}
-		avail := permits.Load()
-		if avail == 0 {
-			// Out of permits: wait for a refill. This is the back-pressure
-			// of the permit window reaching the "broker".
-			select {
-			case <-wake:
-				continue
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		msgs = s.generate(msgs[:0], int(avail))
-		permits.Add(-int64(len(msgs)))
+		msgs = s.generate(msgs[:0], n)
 		// Deliver never blocks: it appends to the stage buffer, which
 		// cannot overflow because we never deliver more than granted.
 		feed.Deliver(msgs...)
 		clear(msgs) // do not keep delivered messages alive from here
-		if err := ctx.Err(); err != nil {
-			return err
-		}
 	}
+	// In the feed's stats, Remaining (granted minus dispatched) covers what
+	// is buffered plus what may still be fetched; it never exceeds
+	// Flow.MaxWindow().
+	stage.Logger().Debug("order source exhausted", "feed", feed.Stats())
+	return nil
 }
 
 func (s *orderSource) exhausted() bool {
