@@ -33,7 +33,7 @@ type Stage[T any] struct {
 	log     *slog.Logger
 	name    string
 	input   *topic.Partitioned[*message.Message[T]]
-	batches []*topic.Queue[*message.Batch[T]]
+	batches []*topic.Queue[message.Batch[T]]
 	done    chan struct{}
 }
 
@@ -58,11 +58,11 @@ func New[T any](opts Options[T], cfg Config) *Stage[T] {
 	inCap := max(2*opts.BatchSize, minQueueCapacity)
 	if opts.PartitionBy == nil {
 		s.input = topic.NewPartitioned[*message.Message[T]](1, inCap, nil)
-		s.batches = []*topic.Queue[*message.Batch[T]]{topic.NewQueue[*message.Batch[T]](2 * opts.Concurrency)}
+		s.batches = []*topic.Queue[message.Batch[T]]{topic.NewQueue[message.Batch[T]](2 * opts.Concurrency)}
 	} else {
 		s.input = topic.NewPartitioned(opts.Concurrency, inCap, opts.PartitionBy)
 		for range opts.Concurrency {
-			s.batches = append(s.batches, topic.NewQueue[*message.Batch[T]](2))
+			s.batches = append(s.batches, topic.NewQueue[message.Batch[T]](2))
 		}
 	}
 	return s
@@ -145,7 +145,7 @@ type partition[T any] struct {
 	s     *Stage[T]
 	index int
 	in    *topic.Queue[*message.Message[T]]
-	out   *topic.Queue[*message.Batch[T]]
+	out   *topic.Queue[message.Batch[T]]
 
 	byKey map[string]*open[T]
 	last  *open[T] // the batch the previous message joined; may be emitted since
@@ -279,7 +279,7 @@ func (b *partition[T]) compact() {
 // emit hands ob to the batch processors. It reports false when the hard
 // stop came first.
 func (b *partition[T]) emit(ctx context.Context, ob *open[T], trigger message.Trigger) bool {
-	batch := &message.Batch[T]{
+	batch := message.Batch[T]{
 		Messages: ob.msgs,
 		Info: message.BatchInfo{
 			Batcher:   b.s.opts.Name,
@@ -323,8 +323,8 @@ type batchProcessor[T any] struct {
 	failed []*message.Message[T]
 }
 
-func (bp *batchProcessor[T]) loop(ctx context.Context, in *topic.Queue[*message.Batch[T]]) {
-	buf := make([]*message.Batch[T], 1)
+func (bp *batchProcessor[T]) loop(ctx context.Context, in *topic.Queue[message.Batch[T]]) {
+	buf := make([]message.Batch[T], 1)
 	for {
 		if _, err := in.Receive(ctx, buf); err != nil {
 			if ctx.Err() != nil {
@@ -335,8 +335,8 @@ func (bp *batchProcessor[T]) loop(ctx context.Context, in *topic.Queue[*message.
 			}
 			return
 		}
-		bp.handle(ctx, buf[0])
-		buf[0] = nil
+		bp.handle(ctx, &buf[0])
+		buf[0] = message.Batch[T]{}
 	}
 }
 

@@ -24,7 +24,7 @@ func newTestPartition(t *testing.T, batchSize int) *partition[int] {
 	return &partition[int]{
 		s:     s,
 		in:    s.input.Partition(0),
-		out:   topic.NewQueue[*message.Batch[int]](4),
+		out:   topic.NewQueue[message.Batch[int]](4),
 		byKey: make(map[string]*open[int]),
 	}
 }
@@ -32,7 +32,7 @@ func newTestPartition(t *testing.T, batchSize int) *partition[int] {
 // takeBatches empties b.out and returns how many batches it held.
 func takeBatches(t *testing.T, b *partition[int]) int {
 	t.Helper()
-	buf := make([]*message.Batch[int], 4)
+	buf := make([]message.Batch[int], 4)
 	n, err := b.out.TryReceive(buf)
 	if err != nil {
 		t.Fatal(err)
