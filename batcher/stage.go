@@ -148,7 +148,7 @@ type partition[T any] struct {
 	out   *topic.Queue[message.Batch[T]]
 
 	byKey map[string]*open[T]
-	last  *open[T] // the batch the previous message joined; may be emitted since
+	last  *open[T]  // the batch the previous message joined; may be emitted since
 	order []slot[T] // open batches by deadline (= arrival of first message)
 	head  int
 	free  []*open[T]
