@@ -305,11 +305,12 @@ type Feed[T any] struct {
 	avail  int           // pull model: granted and not yet acquired
 	wake   chan struct{} // pull model: signalled when avail grows or on Close
 
-	warned     atomic.Bool
-	remaining  atomic.Int64
-	granted    atomic.Int64
-	delivered  atomic.Int64
-	dispatched atomic.Int64
+	warned        atomic.Bool
+	overdelivered atomic.Int64 // high-water mark of delivered - granted
+	remaining     atomic.Int64
+	granted       atomic.Int64
+	delivered     atomic.Int64
+	dispatched    atomic.Int64
 }
 
 // Name is the name the feed was registered with.
@@ -379,9 +380,14 @@ func (f *Feed[T]) Deliver(msgs ...*message.Message[T]) {
 	if len(msgs) == 0 {
 		return
 	}
-	if d := f.delivered.Add(int64(len(msgs))); d > f.granted.Load() && f.warned.CompareAndSwap(false, true) {
-		f.stage.log.Warn("feed delivered more messages than it was granted permits; the source does not honour the permit window",
-			slog.String("feed", f.name), slog.Int64("delivered", d), slog.Int64("granted", f.granted.Load()))
+	d := f.delivered.Add(int64(len(msgs)))
+	if over := d - f.granted.Load(); over > 0 {
+		for cur := f.overdelivered.Load(); over > cur && !f.overdelivered.CompareAndSwap(cur, over); cur = f.overdelivered.Load() {
+		}
+		if f.warned.CompareAndSwap(false, true) {
+			f.stage.log.Warn("feed delivered more messages than it was granted permits; the source does not honour the permit window",
+				slog.String("feed", f.name), slog.Int64("delivered", d), slog.Int64("granted", d-over))
+		}
 	}
 	f.stage.deliver(f, msgs)
 }
@@ -409,8 +415,9 @@ type FeedStats struct {
 	Delivered int
 	// Dispatched is the number of messages that left the stage buffer.
 	Dispatched int
-	// Overdelivered is how many more messages the source delivered than it
-	// was granted: 0 for a source that honours the window.
+	// Overdelivered is the most messages the source was ever ahead of its
+	// grants (delivered minus granted, at the time of a delivery): 0 for a
+	// source that honours the window.
 	Overdelivered int
 }
 
@@ -422,7 +429,7 @@ func (f *Feed[T]) Stats() FeedStats {
 		Delivered:  int(f.delivered.Load()),
 		Dispatched: int(f.dispatched.Load()),
 	}
-	st.Overdelivered = max(0, st.Delivered-st.Granted)
+	st.Overdelivered = int(f.overdelivered.Load())
 	return st
 }
 
