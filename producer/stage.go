@@ -374,10 +374,19 @@ func (f *Feed[T]) signal() {
 // Deliver puts messages into the stage buffer. It never blocks. A source
 // must deliver only as many messages as it was granted permits: the window
 // is not checked message by message, but a feed that over-delivers is
-// logged once and shows it in FeedStats.Overdelivered. Messages delivered
-// after Run returned are dropped (not acknowledged) and logged.
+// logged once and shows it in FeedStats.Overdelivered. A closed feed (its Run
+// returned, or the source closed it) accepts nothing: such messages are
+// dropped unacknowledged and logged.
 func (f *Feed[T]) Deliver(msgs ...*message.Message[T]) {
 	if len(msgs) == 0 {
+		return
+	}
+	f.mu.Lock()
+	closed := f.closed
+	f.mu.Unlock()
+	if closed {
+		f.stage.log.Warn("messages delivered to a closed feed are dropped unacknowledged",
+			slog.String("feed", f.name), slog.Int("messages", len(msgs)))
 		return
 	}
 	d := f.delivered.Add(int64(len(msgs)))
