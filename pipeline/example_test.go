@@ -139,3 +139,41 @@ func ExampleNew_validation() {
 	// Output:
 	// invalid options: producer.flow.threshold must be < initial; processors.concurrency must be ≥ 1; processors.handle is required
 }
+
+// Push feeds a pipeline from user code, for example an HTTP handler, with
+// messages that carry their own acknowledger.
+func ExamplePipeline_Push() {
+	p, err := pipeline.New(pipeline.Options[string, string]{
+		Name: "ingest",
+		Processors: processor.Options[string, string]{
+			Concurrency: 1,
+			Handle: func(_ context.Context, m *message.Message[string]) (string, error) {
+				return strings.TrimSpace(m.Data), nil
+			},
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := context.Background()
+	if err := p.Start(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	// The acknowledger learns each message's outcome; here it prints it.
+	done := acker.Func(func(_ context.Context, ok, failed []acker.Outcome) {
+		for _, o := range ok {
+			fmt.Printf("request %d handled: %q\n", o.ID, o.Message.(*message.Message[string]).Data)
+		}
+	})
+	if err := p.Push(ctx, message.New("  hello  ", &done, 1)); err != nil {
+		fmt.Println(err)
+	}
+	// Stop drains: the pushed message is handled and acknowledged first.
+	if err := p.Stop(ctx); err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// request 1 handled: "hello"
+}
