@@ -8,8 +8,10 @@ import (
 // Call is one recorded invocation of an Acknowledger: the outcomes it was
 // given, copied.
 type Call struct {
+	// Successful are the successful outcomes of the call.
 	Successful []Outcome
-	Failed     []Outcome
+	// Failed are the failed outcomes of the call.
+	Failed []Outcome
 }
 
 // Recorder is an Acknowledger for tests: it keeps a copy of every call and

@@ -47,6 +47,8 @@ type BatchInfo struct {
 // Batch is a group of messages with the same batcher and batch key, as it
 // travels from a batcher to a batch processor.
 type Batch[T any] struct {
+	// Messages are the batch's messages, in arrival order.
 	Messages []*Message[T]
-	Info     BatchInfo
+	// Info describes the batch.
+	Info BatchInfo
 }

@@ -20,8 +20,9 @@ type TestOutcome[Out any] struct {
 	// Disposition is how the failed message was to be acknowledged (after
 	// any failure hook).
 	Disposition acker.Disposition
-	// Batcher and BatchKey are the routing the message ended with.
-	Batcher  string
+	// Batcher is the batcher the message was routed to.
+	Batcher string
+	// BatchKey is the batch key the message ended with.
 	BatchKey string
 	// Acks is how many times the message was acknowledged: 1 in a correct
 	// pipeline.

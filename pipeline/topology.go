@@ -52,8 +52,9 @@ type BatcherTopology struct {
 	Name string
 	// Stage is the stage's name, "<pipeline>.batcher.<name>".
 	Stage string
-	// BatchSize and BatchTimeout are the batch triggers.
-	BatchSize    int
+	// BatchSize is the size trigger.
+	BatchSize int
+	// BatchTimeout is the timeout trigger.
 	BatchTimeout time.Duration
 	// Concurrency is the number of batch processors.
 	Concurrency int

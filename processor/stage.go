@@ -21,7 +21,9 @@ type Route[Out any] interface {
 
 // NamedRoute is one batcher a processor can route to.
 type NamedRoute[Out any] struct {
-	Name  string
+	// Name is the batcher's name, matched against Message.Batcher.
+	Name string
+	// Route receives the messages routed to that batcher.
 	Route Route[Out]
 }
 
