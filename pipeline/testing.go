@@ -12,8 +12,9 @@ import (
 
 // TestOutcome is what became of one message pushed by Test or TestBatch.
 type TestOutcome[Out any] struct {
-	// Data is the payload as the last stage saw it. It is the zero value
-	// when the message failed before a processor converted it.
+	// Data is the payload as the last stage saw it. For a message that
+	// failed in its processor it is the input payload when In and Out are
+	// the same type, and the zero value otherwise.
 	Data Out
 	// Err is why the message failed; nil when it succeeded.
 	Err error
