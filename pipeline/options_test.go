@@ -44,7 +44,7 @@ func TestValidationRules(t *testing.T) {
 		{"flow initial", func(o *pipeline.Options[uint64, uint64]) {
 			o.Producer.Flow = producer.Flow{Initial: -5, Threshold: -6, Refill: 1}
 		},
-			"producer.flow.initial", "gte", "producer.flow.initial must be ≥ 1"}, // threshold -6 is reported too
+			"producer.flow.initial", "gte", "producer.flow.initial must be ≥ 2"}, // threshold -6 is reported too
 		{"flow threshold positive", func(o *pipeline.Options[uint64, uint64]) { o.Producer.Flow.Threshold = -1 },
 			"producer.flow.threshold", "gte", "producer.flow.threshold must be ≥ 1"},
 		{"flow threshold below initial", func(o *pipeline.Options[uint64, uint64]) {
@@ -132,6 +132,24 @@ func TestValidationReportsEveryProblem(t *testing.T) {
 	for _, f := range []string{"name", "processors.concurrency", "batchers[0].batchSize"} {
 		if !errs.Has(f, "") {
 			t.Fatalf("%v does not mention %s", err, f)
+		}
+	}
+}
+
+// Guarantee: a Flow with only Initial set derives the rest from it.
+func TestFlowDefaultsFollowInitial(t *testing.T) {
+	for in, want := range map[producer.Flow]producer.Flow{
+		{}:                          {Initial: 100, Threshold: 50, Refill: 50},
+		{Initial: 10}:               {Initial: 10, Threshold: 5, Refill: 5},
+		{Initial: 7}:                {Initial: 7, Threshold: 3, Refill: 4},
+		{Initial: 20, Threshold: 5}: {Initial: 20, Threshold: 5, Refill: 15},
+		{Initial: 20, Refill: 3}:    {Initial: 20, Threshold: 10, Refill: 3},
+	} {
+		o := validOptions()
+		o.Producer.Flow = in
+		p := mustNew(t, o)
+		if got := p.Topology().Producer.Flow; got != want {
+			t.Errorf("Flow %+v became %+v, want %+v", in, got, want)
 		}
 	}
 }

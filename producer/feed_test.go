@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -168,4 +169,137 @@ func TestFeedOutsideRunGetsNoPermits(t *testing.T) {
 	if granted != 0 || f.Stats().Granted != 0 || f.TryAcquire(10) != 0 {
 		t.Fatalf("a feed registered outside Run was granted %d permits", granted)
 	}
+}
+
+// Guarantee: a grant callback may deliver messages (a push-model source
+// handing over what it prefetched) without deadlocking the stage.
+func TestGrantCallbackMayDeliver(t *testing.T) {
+	const total = 1000
+	var (
+		mu   sync.Mutex
+		feed *producer.Feed[item]
+		next int
+	)
+	deliver := func(n int) { // mu held
+		for ; n > 0 && next < total; n-- {
+			feed.Deliver(message.New(item{Feed: "p", Seq: next}, nil, 0))
+			next++
+		}
+	}
+	src := producer.SourceFunc[item](func(ctx context.Context, st *producer.Stage[item]) error {
+		f := st.NewFeed("p", func(n int) {
+			mu.Lock()
+			defer mu.Unlock()
+			if feed != nil { // the initial grant comes from NewFeed itself
+				deliver(n)
+			}
+		})
+		mu.Lock()
+		feed = f
+		deliver(st.Flow().Initial)
+		mu.Unlock()
+		<-ctx.Done()
+		return nil
+	})
+	rec := newRecorder()
+	h := start(t, "grant-deliver", producer.Options[item]{Source: src}, rec, nil)
+	waitFor(t, "every message to be published", func() bool { return rec.published() == total })
+	h.p.StopFetching()
+	waitDone(t, h)
+}
+
+// Guarantee: Feed.Close wakes every goroutine blocked in Acquire on that
+// feed, not only one.
+func TestFeedCloseWakesAllAcquirers(t *testing.T) {
+	res := make(chan error, 3)
+	src := producer.SourceFunc[item](func(ctx context.Context, st *producer.Stage[item]) error {
+		f := st.NewFeed("f", nil)
+		f.TryAcquire(1 << 30) // take the initial permits
+		var wg sync.WaitGroup
+		var waiting sync.WaitGroup
+		for range 3 {
+			wg.Add(1)
+			waiting.Add(1)
+			go func() {
+				defer wg.Done()
+				waiting.Done()
+				_, err := f.Acquire(ctx, 1)
+				res <- err
+			}()
+		}
+		waiting.Wait()
+		f.Close() // a revoked partition: ctx is not cancelled
+		wg.Wait()
+		<-ctx.Done()
+		return nil
+	})
+	h := start(t, "close-wakes", producer.Options[item]{Source: src}, newRecorder(), nil)
+	for i := range 3 {
+		select {
+		case err := <-res:
+			if !errors.Is(err, producer.ErrFeedClosed) {
+				t.Fatalf("acquirer %d: %v, want ErrFeedClosed", i, err)
+			}
+		case <-time.After(deadline):
+			t.Fatalf("acquirer %d still blocked after Feed.Close", i)
+		}
+	}
+	h.p.StopFetching()
+	waitDone(t, h)
+}
+
+// Guarantee: restarts do not stack permit windows: while the processors are
+// stalled, a source that keeps failing after fetching its window never has
+// more than one window of messages in the stage buffer.
+func TestRestartsDoNotStackWindows(t *testing.T) {
+	flow := producer.Flow{Initial: 10, Threshold: 5, Refill: 5}
+	var runs atomic.Int32
+	var stage atomic.Pointer[producer.Stage[item]]
+	src := producer.SourceFunc[item](func(ctx context.Context, st *producer.Stage[item]) error {
+		runs.Add(1)
+		stage.Store(st)
+		f := st.NewFeed("partition-0", nil)
+		n := f.TryAcquire(1 << 30)
+		f.Deliver(items(0, n)...)
+		return errors.New("connection reset")
+	})
+	rec := newRecorder()
+	release, blocked := rec.hold()
+	h := start(t, "stack", producer.Options[item]{Source: src, Flow: flow,
+		Restart: producer.Restart{MaxRestarts: 1000, Window: time.Hour, Backoff: time.Millisecond, MaxBackoff: time.Millisecond}}, rec, nil)
+	waitFor(t, "the dispatcher to block on the stalled processors", func() bool { return blocked.Load() > 0 })
+	time.Sleep(50 * time.Millisecond) // time for many restarts, if they were allowed
+	if n := stage.Load().Buffered(); n > flow.MaxWindow() {
+		t.Fatalf("stage buffer holds %d messages of one consumer after %d runs; the window is %d", n, runs.Load(), flow.MaxWindow())
+	}
+	if r := runs.Load(); r != 1 {
+		t.Fatalf("source restarted %d times while its messages were still buffered", r-1)
+	}
+	release()
+	waitFor(t, "a restart once the buffer drained", func() bool { return runs.Load() > 1 })
+	h.p.StopFetching()
+	waitDone(t, h)
+}
+
+// Guarantee: setting the rate limit again (the same or another value) keeps
+// the tokens already spent: repeated calls do not hand out fresh bursts.
+func TestRepeatedSetRateLimitKeepsTokens(t *testing.T) {
+	rec := newRecorder()
+	src, feed := feedSource()
+	h := start(t, "p", producer.Options[item]{Source: src, RateLimit: &producer.RateLimit{Allowed: 5, Interval: time.Hour}}, rec, nil)
+	waitFor(t, "the feed", func() bool { return feed() != nil })
+	feed().Deliver(items(0, 100)...)
+	waitFor(t, "the first burst", func() bool { return rec.published() == 5 })
+	for i := range 20 {
+		h.p.SetRateLimit(&producer.RateLimit{Allowed: 5, Interval: time.Hour})
+		h.p.SetRateLimit(&producer.RateLimit{Allowed: 5, Interval: time.Hour - time.Duration(i)*time.Second})
+	}
+	time.Sleep(20 * time.Millisecond)
+	if n := rec.published(); n != 5 {
+		t.Fatalf("%d messages passed a limit of 5 per hour after repeated SetRateLimit calls", n)
+	}
+	h.p.SetRateLimit(nil) // lifting it lets the rest through
+	waitFor(t, "the rest after lifting the limit", func() bool { return rec.published() == 100 })
+	h.cancel()
+	waitDone(t, h)
 }

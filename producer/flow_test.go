@@ -128,6 +128,7 @@ func TestNoGrantAfterRunReturned(t *testing.T) {
 		}
 	}
 	var calls atomic.Int32
+	firstReturning := make(chan struct{})
 	secondRun := make(chan struct{})
 	src := producer.SourceFunc[item](func(ctx context.Context, st *producer.Stage[item]) error {
 		if calls.Add(1) == 1 {
@@ -135,6 +136,7 @@ func TestNoGrantAfterRunReturned(t *testing.T) {
 			for i := range flow.Initial {
 				f.Deliver(message.New(item{Feed: "run1", Seq: i}, nil, 0))
 			}
+			close(firstReturning)
 			return errors.New("connection lost") // restarted after the backoff
 		}
 		close(secondRun)
@@ -144,12 +146,19 @@ func TestNoGrantAfterRunReturned(t *testing.T) {
 	})
 	h := start(t, "p", producer.Options[item]{Source: src, Flow: flow, Restart: producer.Restart{Backoff: time.Millisecond, Window: time.Hour}}, rec, nil)
 
+	<-firstReturning
+	// The restart waits until the failed run's messages have left the
+	// buffer, so the restarted consumers' windows do not stack on them.
+	time.Sleep(20 * time.Millisecond)
+	if isClosed(secondRun) {
+		t.Fatal("the source was restarted while the failed run's messages were still buffered")
+	}
+	release() // now the first Run's messages leave the buffer and are charged
 	select {
-	case <-secondRun: // the first Run returned and its feeds were closed
+	case <-secondRun:
 	case <-time.After(deadline):
 		t.Fatal("the failed source was not restarted")
 	}
-	release() // now the first Run's messages leave the buffer and are charged
 	waitFor(t, "the first Run's messages to be published", func() bool { return rec.count("run1") == flow.Initial })
 	h.p.StopFetching()
 	waitDone(t, h)

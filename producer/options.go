@@ -9,8 +9,8 @@ import (
 const (
 	DefaultConcurrency    = 1
 	DefaultFlowInitial    = 100
-	DefaultFlowThreshold  = 50
-	DefaultFlowRefill     = 50
+	DefaultFlowThreshold  = DefaultFlowInitial / 2
+	DefaultFlowRefill     = DefaultFlowInitial - DefaultFlowThreshold
 	DefaultMaxRestarts    = 3
 	DefaultRestartWindow  = 5 * time.Second
 	DefaultRestartBackoff = 100 * time.Millisecond
@@ -46,12 +46,15 @@ type Options[T any] struct {
 // allowed to be fetched.
 type Flow struct {
 	// Initial is the number of permits a consumer is granted when it starts.
-	// Default 100.
-	Initial int `name:"initial" validate:"gte=1"`
+	// At least 2 (Threshold must fit below it). Default 100.
+	Initial int `name:"initial" validate:"gte=2"`
 	// Threshold is the remaining-permit level at which a refill is granted.
-	// It must be less than Initial. Default 50.
+	// It must be less than Initial. Default Initial/2 (50 with the default
+	// Initial).
 	Threshold int `name:"threshold" validate:"gte=1,ltfield=Initial"`
-	// Refill is the number of permits granted by each refill. Default 50.
+	// Refill is the number of permits granted by each refill. Default
+	// Initial-Threshold (50 with the default Initial), which keeps the
+	// window at Initial.
 	Refill int `name:"refill" validate:"gte=1"`
 }
 
@@ -94,16 +97,19 @@ func (o Options[T]) WithDefaults() Options[T] {
 	return o
 }
 
-// WithDefaults returns f with every zero field replaced by its default.
+// WithDefaults returns f with every zero field replaced by its default:
+// Initial 100, Threshold Initial/2, Refill Initial-Threshold. The zero Flow
+// is therefore 100/50/50, and Flow{Initial: 10} is 10/5/5.
 func (f Flow) WithDefaults() Flow {
 	if f.Initial == 0 {
 		f.Initial = DefaultFlowInitial
 	}
-	if f.Threshold == 0 {
-		f.Threshold = DefaultFlowThreshold
+	if f.Threshold == 0 && f.Initial > 0 {
+		f.Threshold = f.Initial / 2
 	}
 	if f.Refill == 0 {
-		f.Refill = DefaultFlowRefill
+		// At least 1, so that a bad Threshold is reported alone.
+		f.Refill = max(1, f.Initial-f.Threshold)
 	}
 	return f
 }

@@ -159,8 +159,9 @@ func (p *Producer[T]) Close(ctx context.Context) error {
 func (p *Producer[T]) SetRateLimit(rl *RateLimit) { p.gate.set(rl) }
 
 // gate is the token bucket shared by all stages of a pipeline. Changing the
-// limit installs a new bucket, which starts full, and wakes every stage
-// waiting on the old one.
+// limit keeps the tokens the bucket holds (so calling SetRateLimit again does
+// not hand out a fresh burst) and wakes every stage waiting on it; switching
+// from no limit to a limit starts a full bucket.
 type gate struct {
 	mu  sync.Mutex // serialises set
 	cur atomic.Pointer[bucket]
@@ -169,6 +170,7 @@ type gate struct {
 // bucket is one rate limit; changed is closed when it is replaced.
 type bucket struct {
 	lim     *rate.Limiter // nil: unlimited
+	rl      RateLimit
 	changed chan struct{}
 }
 
@@ -179,13 +181,28 @@ func newGate(rl *RateLimit) *gate {
 }
 
 func (g *gate) set(rl *RateLimit) {
-	b := &bucket{changed: make(chan struct{})}
-	if rl != nil {
-		b.lim = rate.NewLimiter(rate.Limit(float64(rl.Allowed)/rl.Interval.Seconds()), rl.Allowed)
-	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if old := g.cur.Swap(b); old != nil {
+	old := g.cur.Load()
+	b := &bucket{changed: make(chan struct{})}
+	switch {
+	case rl == nil:
+		if old != nil && old.lim == nil {
+			return // unchanged
+		}
+	case old != nil && old.lim != nil:
+		if old.rl == *rl {
+			return // unchanged
+		}
+		b.lim, b.rl = old.lim, *rl
+		now := time.Now()
+		b.lim.SetLimitAt(now, rate.Limit(float64(rl.Allowed)/rl.Interval.Seconds()))
+		b.lim.SetBurstAt(now, rl.Allowed)
+	default:
+		b.lim, b.rl = rate.NewLimiter(rate.Limit(float64(rl.Allowed)/rl.Interval.Seconds()), rl.Allowed), *rl
+	}
+	g.cur.Store(b)
+	if old != nil {
 		close(old.changed)
 	}
 }
@@ -218,8 +235,9 @@ func (g *gate) take(ctx context.Context, n int) (int, error) {
 		case <-t.C:
 			return k, nil
 		case <-b.changed:
-			// The bucket was replaced: wait on the new one instead.
+			// The limit changed: reserve again under the new one.
 			t.Stop()
+			r.Cancel()
 		case <-ctx.Done():
 			t.Stop()
 			r.Cancel()

@@ -40,7 +40,9 @@ type Stage[T any] struct {
 	mu       sync.Mutex
 	pending  []entry[T]
 	finished bool
-	running  bool // inside a Run call: feeds may be registered
+	running  bool          // inside a Run call: feeds may be registered
+	busy     bool          // the dispatcher holds messages taken from pending
+	idle     chan struct{} // closed when pending is empty and !busy
 	feeds    []*Feed[T]
 	wake     chan struct{}
 }
@@ -79,9 +81,9 @@ func (s *Stage[T]) Buffered() int {
 //
 //   - grant != nil (push model, for brokers with their own permit protocol
 //     such as Pulsar's Flow command): grant is called with the number of new
-//     permits. It is called from the stage's dispatching goroutine and must
-//     neither block nor call Feed.Close; a panic in it is recovered and
-//     logged.
+//     permits: the first time from NewFeed itself, later from the stage's
+//     dispatching goroutine. It must neither block nor call Feed.Close (it
+//     may call Deliver); a panic in it is recovered and logged.
 //   - grant == nil (pull model, for sources that fetch in a loop): the
 //     permits accumulate in the feed, and the source takes them with
 //     Feed.Acquire or Feed.TryAcquire before it fetches that many messages.
@@ -91,11 +93,12 @@ func (s *Stage[T]) Buffered() int {
 // (for example from a goroutine that outlived it) is born closed and gets no
 // permits.
 func (s *Stage[T]) NewFeed(name string, grant func(n int)) *Feed[T] {
-	f := &Feed[T]{stage: s, name: name, grant: grant, wake: make(chan struct{}, 1)}
+	f := &Feed[T]{stage: s, name: name, grant: grant, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	s.mu.Lock()
 	if !s.running {
 		s.mu.Unlock()
-		f.closed = true
+		f.closed.Store(true)
+		close(f.done)
 		s.log.Warn("feed registered outside the source's Run; it gets no permits", slog.String("feed", name))
 		return f
 	}
@@ -162,6 +165,11 @@ func (s *Stage[T]) dispatch(ctx context.Context) {
 	msgs := make([]*message.Message[T], 0, dispatchChunk)
 	for {
 		s.mu.Lock()
+		s.busy = false
+		if len(s.pending) == 0 && s.idle != nil {
+			close(s.idle)
+			s.idle = nil
+		}
 		for len(s.pending) == 0 {
 			if s.finished {
 				s.mu.Unlock()
@@ -176,6 +184,7 @@ func (s *Stage[T]) dispatch(ctx context.Context) {
 			s.mu.Lock()
 		}
 		work, s.pending = s.pending, work[:0]
+		s.busy = true
 		s.mu.Unlock()
 
 		for i := 0; i < len(work); {
@@ -273,7 +282,33 @@ func (s *Stage[T]) run(ctx context.Context, src Source[T], rs Restart) error {
 			t.Stop()
 			return nil
 		}
+		// The failed run's messages still count against the window of the
+		// consumers the next run registers again: let them leave first, so
+		// restarts cannot stack windows in the stage buffer.
+		if s.waitIdle(ctx) != nil {
+			return nil
+		}
 	}
+}
+
+// waitIdle waits until every delivered message has left the stage buffer.
+func (s *Stage[T]) waitIdle(ctx context.Context) error {
+	s.mu.Lock()
+	for len(s.pending) > 0 || s.busy {
+		if s.idle == nil {
+			s.idle = make(chan struct{})
+		}
+		idle := s.idle
+		s.mu.Unlock()
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		s.mu.Lock()
+	}
+	s.mu.Unlock()
+	return nil
 }
 
 func (s *Stage[T]) runOnce(ctx context.Context, src Source[T]) (err error) {
@@ -300,10 +335,11 @@ type Feed[T any] struct {
 	name  string
 	grant func(int) // nil: pull model
 
-	mu     sync.Mutex // serialises grants with Close; guards closed and avail
-	closed bool
+	mu     sync.Mutex    // serialises grants with Close; guards avail
+	closed atomic.Bool   // set under mu; read without it by Deliver
 	avail  int           // pull model: granted and not yet acquired
-	wake   chan struct{} // pull model: signalled when avail grows or on Close
+	wake   chan struct{} // pull model: signalled when avail grows
+	done   chan struct{} // closed by Close
 
 	warned        atomic.Bool
 	overdelivered atomic.Int64 // high-water mark of delivered - granted
@@ -334,6 +370,7 @@ func (f *Feed[T]) Acquire(ctx context.Context, max int) (int, error) {
 		}
 		select {
 		case <-f.wake:
+		case <-f.done:
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		}
@@ -353,7 +390,7 @@ func (f *Feed[T]) TryAcquire(max int) int {
 func (f *Feed[T]) take(max int) (n int, closed bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.closed {
+	if f.closed.Load() {
 		return 0, true
 	}
 	n = min(f.avail, max)
@@ -381,10 +418,7 @@ func (f *Feed[T]) Deliver(msgs ...*message.Message[T]) {
 	if len(msgs) == 0 {
 		return
 	}
-	f.mu.Lock()
-	closed := f.closed
-	f.mu.Unlock()
-	if closed {
+	if f.closed.Load() {
 		f.stage.log.Warn("messages delivered to a closed feed are dropped unacknowledged",
 			slog.String("feed", f.name), slog.Int("messages", len(msgs)))
 		return
@@ -406,10 +440,13 @@ func (f *Feed[T]) Deliver(msgs ...*message.Message[T]) {
 // already delivered are still dispatched. Close is idempotent.
 func (f *Feed[T]) Close() {
 	f.mu.Lock()
-	f.closed = true
+	defer f.mu.Unlock()
+	if f.closed.Load() {
+		return
+	}
+	f.closed.Store(true)
 	f.avail = 0
-	f.mu.Unlock()
-	f.signal()
+	close(f.done)
 }
 
 // FeedStats are a feed's counters.
@@ -461,7 +498,7 @@ func (f *Feed[T]) charge(n int) {
 func (f *Feed[T]) give(n int) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.closed {
+	if f.closed.Load() {
 		return false
 	}
 	f.remaining.Add(int64(n))
