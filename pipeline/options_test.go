@@ -188,3 +188,21 @@ func TestSetRateLimitValidates(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+type order struct{ ID int }
+
+// Guarantee: field paths are clean when the payload types are named types
+// (a generic Options instantiated with them has dots in its type name).
+func TestValidationWithNamedPayloadTypes(t *testing.T) {
+	_, err := pipeline.New(pipeline.Options[order, order]{
+		Name: "orders",
+		Processors: processor.Options[order, order]{
+			Concurrency: -1,
+			Handle:      func(_ context.Context, m *message.Message[order]) (order, error) { return m.Data, nil },
+		},
+	})
+	var errs validate.Errors
+	if !errors.As(err, &errs) || len(errs) != 1 || errs[0].Message != "processors.concurrency must be ≥ 1" {
+		t.Fatalf("New = %v", err)
+	}
+}

@@ -110,9 +110,18 @@ func Struct(prefix string, v any) error {
 		// InvalidValidationError: a programming error (nil or non-struct).
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
+	// The namespace starts with the root type's name, which for a generic
+	// type holds package paths with dots in them: strip it whole.
+	root := ""
+	if t := reflect.TypeOf(v); t != nil {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		root = t.Name()
+	}
 	out := make(Errors, 0, len(verrs))
 	for _, fe := range verrs {
-		out = append(out, convert(prefix, fe))
+		out = append(out, convert(prefix, root, fe))
 	}
 	return out
 }
@@ -148,13 +157,20 @@ func Field(field, rule, message string) *FieldError {
 	return &FieldError{Field: field, Rule: rule, Message: field + " " + message}
 }
 
-func convert(prefix string, fe validator.FieldError) *FieldError {
+func convert(prefix, root string, fe validator.FieldError) *FieldError {
 	ns := fe.Namespace()
 	// Drop the root struct name validator puts first.
-	if i := strings.IndexByte(ns, '.'); i >= 0 {
-		ns = ns[i+1:]
-	} else {
+	switch {
+	case root != "" && strings.HasPrefix(ns, root+"."):
+		ns = ns[len(root)+1:]
+	case ns == root:
 		ns = ""
+	default:
+		if i := strings.IndexByte(ns, '.'); i >= 0 {
+			ns = ns[i+1:]
+		} else {
+			ns = ""
+		}
 	}
 	field := ns
 	if prefix != "" {

@@ -68,3 +68,24 @@ func TestJoinAndField(t *testing.T) {
 		t.Fatalf("Error() = %q", err.Error())
 	}
 }
+
+type payload struct{ ID int }
+
+type generic[T any] struct {
+	Value T
+	Count int `name:"count" validate:"gte=1"`
+}
+
+// Guarantee: field paths stay clean for generic option types instantiated
+// with named types from other packages (whose names contain dots).
+func TestGenericRootName(t *testing.T) {
+	err := validate.Struct("opts", &generic[payload]{})
+	var errs validate.Errors
+	if !errors.As(err, &errs) || len(errs) != 1 || errs[0].Field != "opts.count" || errs[0].Message != "opts.count must be ≥ 1" {
+		t.Fatalf("Struct = %v", err)
+	}
+	err = validate.Struct("", generic[payload]{})
+	if !errors.As(err, &errs) || !errs.Has("count", "gte") {
+		t.Fatalf("Struct without prefix = %v", err)
+	}
+}
