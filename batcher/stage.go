@@ -60,7 +60,11 @@ func New[T any](opts Options[T], cfg Config) *Stage[T] {
 		s.input = topic.NewPartitioned[*message.Message[T]](1, inCap, nil)
 		s.batches = []*topic.Queue[message.Batch[T]]{topic.NewQueue[message.Batch[T]](2 * opts.Concurrency)}
 	} else {
-		s.input = topic.NewPartitioned(opts.Concurrency, inCap, opts.PartitionBy)
+		key := message.GuardKey(opts.PartitionBy, func(m *message.Message[T], pe *message.PanicError) {
+			s.log.Error("PartitionBy panicked; message failed", slog.Any("message", m),
+				slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))
+		})
+		s.input = topic.NewPartitioned(opts.Concurrency, inCap, key)
 		for range opts.Concurrency {
 			s.batches = append(s.batches, topic.NewQueue[message.Batch[T]](2))
 		}
@@ -147,6 +151,7 @@ type partition[T any] struct {
 	in    *topic.Queue[*message.Message[T]]
 	out   *topic.Queue[message.Batch[T]]
 
+	acks  acker.Group
 	byKey map[string]*open[T]
 	last  *open[T]  // the batch the previous message joined; may be emitted since
 	order []slot[T] // open batches by deadline (= arrival of first message)
@@ -190,9 +195,19 @@ func (b *partition[T]) loop(ctx context.Context) {
 		}
 		now := time.Now()
 		for _, m := range buf[:n] {
+			if m.Failed() {
+				// Only a panicking PartitionBy fails a message on its way
+				// here: it joins no batch and is acknowledged at once.
+				a, _, _ := m.Acknowledger()
+				b.acks.Add(a, m.Outcome())
+				continue
+			}
 			if !b.add(ctx, m, now) {
 				return
 			}
+		}
+		if b.acks.Len() > 0 {
+			b.acks.Flush(ctx, b.s.log)
 		}
 		clear(buf[:n])
 		for first := b.first(); first != nil && !first.deadline.After(now); first = b.first() {

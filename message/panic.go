@@ -1,6 +1,9 @@
 package message
 
-import "fmt"
+import (
+	"fmt"
+	"runtime/debug"
+)
 
 // PanicError is the error a message (or a whole batch) fails with when the
 // user code handling it panicked. It keeps the panic value and the stack of
@@ -22,4 +25,23 @@ func (e *PanicError) Unwrap() error {
 		return err
 	}
 	return nil
+}
+
+// GuardKey wraps a user's key function (a PartitionBy) so that a panic in it
+// does not crash the process: the message fails with a *PanicError, gets the
+// empty key, and onPanic (which may be nil) is told.
+func GuardKey[T any](key func(*Message[T]) string, onPanic func(*Message[T], *PanicError)) func(*Message[T]) string {
+	return func(m *Message[T]) (k string) {
+		defer func() {
+			if r := recover(); r != nil {
+				pe := &PanicError{Value: r, Stack: debug.Stack()}
+				m.Fail(pe)
+				if onPanic != nil {
+					onPanic(m, pe)
+				}
+				k = ""
+			}
+		}()
+		return key(m)
+	}
 }

@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -345,5 +346,50 @@ func TestSetRateLimitWhileRunning(t *testing.T) {
 	assertExactlyOnce(t, rec, 500)
 	if err := p.Stop(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Guarantee: a panicking PartitionBy (of the processors or of a batcher)
+// fails that message only; the process and the pipeline keep running.
+func TestPartitionByPanicFailsMessage(t *testing.T) {
+	key := func(m *message.Message[int]) string {
+		if m.Data < 0 {
+			panic("no key")
+		}
+		return strconv.Itoa(m.Data % 3)
+	}
+	p := mustNew(t, pipeline.Options[int, int]{
+		Name: "keys",
+		Processors: processor.Options[int, int]{
+			Concurrency: 2,
+			PartitionBy: key,
+			Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+				if m.Data == 100 {
+					return -1, nil // the batcher's key function panics on this one
+				}
+				return m.Data, nil
+			},
+		},
+		Batchers: []batcher.Options[int]{{Name: "default", Concurrency: 2, PartitionBy: key,
+			Handle: func(context.Context, []*message.Message[int], message.BatchInfo) error { return nil }}},
+	})
+	ctx := ctxT(t, 10*time.Second)
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(ctx)
+	res, err := p.Test(ctx, 1, -5, 100, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pe *message.PanicError
+	if !errors.As(res[1].Err, &pe) || pe.Value != "no key" {
+		t.Fatalf("processor key panic: %+v", res[1])
+	}
+	if !errors.As(res[2].Err, &pe) || pe.Value != "no key" {
+		t.Fatalf("batcher key panic: %+v", res[2])
+	}
+	if res[0].Err != nil || res[3].Err != nil || res[3].Data != 2 {
+		t.Fatalf("other messages: %+v %+v", res[0], res[3])
 	}
 }

@@ -39,7 +39,8 @@ type Options[In, Out any] struct {
 	MaxDemand int `name:"maxDemand" validate:"gte=1"`
 	// PartitionBy, when set, makes messages with the same key go to the same
 	// processor, which handles them in the order they arrived. Nil (the
-	// default) balances messages over all processors.
+	// default) balances messages over all processors. A panic in it fails
+	// that message with a *message.PanicError.
 	PartitionBy func(m *message.Message[In]) string `name:"partitionBy"`
 	// Prepare, when set, is called with each chunk before the handler sees
 	// its messages (Broadway's prepare_messages), for work that is cheaper

@@ -85,7 +85,11 @@ func New[In, Out any](opts Options[In, Out], cfg Config[Out]) *Stage[In, Out] {
 	if opts.PartitionBy == nil {
 		s.input = topic.NewPartitioned[*message.Message[In]](1, max(2*opts.Concurrency*opts.MaxDemand, minQueueCapacity), nil)
 	} else {
-		s.input = topic.NewPartitioned(opts.Concurrency, max(2*opts.MaxDemand, minQueueCapacity), opts.PartitionBy)
+		key := message.GuardKey(opts.PartitionBy, func(m *message.Message[In], pe *message.PanicError) {
+			log.Error("PartitionBy panicked; message failed", slog.String("stage", s.name),
+				slog.Any("message", m), slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))
+		})
+		s.input = topic.NewPartitioned(opts.Concurrency, max(2*opts.MaxDemand, minQueueCapacity), key)
 	}
 	return s
 }
