@@ -263,7 +263,9 @@ func (b *partition[T]) newOpen(key string, now time.Time) *open[T] {
 		ob = &open[T]{}
 	}
 	ob.key = key
-	ob.msgs = make([]*message.Message[T], 0, b.s.opts.BatchSize)
+	// Many keys with few messages each must not reserve BatchSize slots
+	// apiece: start small and let append grow busy batches.
+	ob.msgs = make([]*message.Message[T], 0, min(b.s.opts.BatchSize, 256))
 	ob.started = now
 	ob.deadline = now.Add(b.s.opts.BatchTimeout)
 	b.byKey[key] = ob

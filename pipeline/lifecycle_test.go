@@ -393,3 +393,42 @@ func TestPartitionByPanicFailsMessage(t *testing.T) {
 		t.Fatalf("other messages: %+v %+v", res[0], res[3])
 	}
 }
+
+// slowCloser is a source whose Close takes until its context ends.
+type slowCloser struct {
+	gridSource
+	closeErr chan error
+}
+
+func (s *slowCloser) Close(ctx context.Context) error {
+	<-ctx.Done()
+	s.closeErr <- ctx.Err()
+	return nil
+}
+
+// Guarantee: when Stop's context ends while the source is closing (after a
+// complete drain), Stop reports no shutdown timeout, cancels Close's context
+// and returns.
+func TestStopContextDuringSourceClose(t *testing.T) {
+	rec := acker.NewRecorder(false)
+	src := &slowCloser{gridSource: gridSource{feeds: 1, perFeed: 0, ack: rec}, closeErr: make(chan error, 1)}
+	p := mustNew(t, pipeline.Options[uint64, uint64]{
+		Name:       "closing",
+		Producer:   producer.Options[uint64]{Source: src},
+		Processors: processor.Options[uint64, uint64]{Handle: identity},
+	})
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return rec.Total() > 10 })
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := p.Stop(ctx); err != nil {
+		t.Fatalf("Stop = %v; the drain was complete, only Close was slow", err)
+	}
+	if err := <-src.closeErr; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Close's context ended with %v, want it cancelled by Stop's context", err)
+	}
+	delivered := src.records()["s0-f0"].delivered
+	assertExactlyOnce(t, rec, delivered)
+}

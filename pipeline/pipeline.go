@@ -57,14 +57,17 @@ type Pipeline[In, Out any] struct {
 	proc     *processor.Stage[In, Out]
 	batchers []*batcher.Stage[Out]
 
-	mu         sync.Mutex
-	state      state
-	err        error
-	hardCancel context.CancelFunc
-	stopOnce   sync.Once
-	stopReq    chan struct{}
-	done       chan struct{}
-	wg         sync.WaitGroup
+	mu          sync.Mutex
+	state       state
+	err         error
+	hardCancel  context.CancelFunc // cancels the stages: the drain is cut short
+	closeCancel context.CancelFunc // cancels the context of the source's Close
+	stopOnce    sync.Once
+	stopReq     chan struct{}  // closed when a stop is requested
+	stagesDone  chan struct{}  // closed when every stage goroutine has returned
+	done        chan struct{}  // closed when the pipeline has stopped
+	wg          sync.WaitGroup // stage goroutines
+	enforcer    sync.WaitGroup // the shutdown-timeout goroutine
 }
 
 // New validates opts and builds the pipeline. Nothing starts until Start or
@@ -81,10 +84,11 @@ func New[In, Out any](opts Options[In, Out]) (*Pipeline[In, Out], error) {
 	}
 	log = log.With(slog.String("pipeline", opts.Name))
 	p := &Pipeline[In, Out]{
-		opts:    opts,
-		log:     log,
-		stopReq: make(chan struct{}),
-		done:    make(chan struct{}),
+		opts:       opts,
+		log:        log,
+		stopReq:    make(chan struct{}),
+		stagesDone: make(chan struct{}),
+		done:       make(chan struct{}),
 	}
 	routes := make([]processor.NamedRoute[Out], 0, len(opts.Batchers))
 	for _, bo := range opts.Batchers {
@@ -107,8 +111,11 @@ func (p *Pipeline[In, Out]) Start(ctx context.Context) error {
 		return ErrAlreadyStarted
 	}
 	p.state = stateRunning
-	hardCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	base := context.WithoutCancel(ctx)
+	hardCtx, cancel := context.WithCancel(base)
 	p.hardCancel = cancel
+	closeCtx, closeCancel := context.WithCancel(base)
+	p.closeCancel = closeCancel
 
 	for _, b := range p.batchers {
 		b.Start(hardCtx, &p.wg)
@@ -116,16 +123,21 @@ func (p *Pipeline[In, Out]) Start(ctx context.Context) error {
 	p.proc.Start(hardCtx, &p.wg)
 	p.prod.Start(hardCtx, &p.wg, p.fatal)
 
-	stagesDone := make(chan struct{})
-	go p.supervise(hardCtx, stagesDone)
-	go p.enforceShutdownTimeout(stagesDone)
+	p.enforcer.Add(1)
+	go func() {
+		defer p.enforcer.Done()
+		p.enforceShutdownTimeout()
+	}()
+	go p.supervise(closeCtx)
 	p.log.Info("pipeline started", slog.Any("topology", p.Topology()))
 	return nil
 }
 
 // supervise closes each stage's input once the stage before it has finished,
-// then closes the sources and marks the pipeline done.
-func (p *Pipeline[In, Out]) supervise(ctx context.Context, stagesDone chan struct{}) {
+// then closes the sources and marks the pipeline done. It is the last of the
+// pipeline's goroutines to return: it waits for every other one before it
+// closes Done.
+func (p *Pipeline[In, Out]) supervise(closeCtx context.Context) {
 	<-p.prod.Done()
 	p.proc.CloseInput()
 	<-p.proc.Done()
@@ -136,14 +148,18 @@ func (p *Pipeline[In, Out]) supervise(ctx context.Context, stagesDone chan struc
 		<-b.Done()
 	}
 	p.wg.Wait()
-	close(stagesDone)
+	close(p.stagesDone)
+	p.enforcer.Wait()
 
-	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.ShutdownTimeout)
+	// Every outcome has been delivered: the sources may let go of their
+	// connections. Close gets ShutdownTimeout, cut short by Stop's ctx.
+	closeCtx, cancel := context.WithTimeout(closeCtx, p.opts.ShutdownTimeout)
 	if err := p.prod.Close(closeCtx); err != nil {
 		p.log.Error("closing the source failed", slog.Any("error", err))
 		p.setErr(fmt.Errorf("closing the source: %w", err))
 	}
 	cancel()
+	p.closeCancel()
 	p.hardCancel()
 
 	p.mu.Lock()
@@ -155,9 +171,9 @@ func (p *Pipeline[In, Out]) supervise(ctx context.Context, stagesDone chan struc
 
 // enforceShutdownTimeout starts the drain when a stop is requested and cuts it
 // short when it takes longer than ShutdownTimeout.
-func (p *Pipeline[In, Out]) enforceShutdownTimeout(stagesDone chan struct{}) {
+func (p *Pipeline[In, Out]) enforceShutdownTimeout() {
 	select {
-	case <-stagesDone:
+	case <-p.stagesDone:
 		return
 	case <-p.stopReq:
 	}
@@ -166,13 +182,21 @@ func (p *Pipeline[In, Out]) enforceShutdownTimeout(stagesDone chan struct{}) {
 	t := time.NewTimer(p.opts.ShutdownTimeout)
 	defer t.Stop()
 	select {
-	case <-stagesDone:
+	case <-p.stagesDone:
 	case <-t.C:
 		p.cutShort()
 	}
 }
 
+// cutShort ends a drain that takes too long: handlers' contexts are
+// cancelled and what is left stays unacknowledged. Once the drain is complete
+// there is nothing to cut, and no timeout to report.
 func (p *Pipeline[In, Out]) cutShort() {
+	select {
+	case <-p.stagesDone:
+		return
+	default:
+	}
 	p.log.Warn("shutdown timeout passed; stopping handlers and leaving unhandled messages unacknowledged")
 	p.setErr(ErrShutdownTimeout)
 	p.hardCancel()
@@ -202,10 +226,12 @@ func (p *Pipeline[In, Out]) requestStop() {
 // batches are emitted with trigger flush), then the sources are closed. The
 // drain is cut short when ShutdownTimeout passes or ctx is done, whichever is
 // first; what is left then stays unacknowledged and Stop returns
-// ErrShutdownTimeout. Stop also returns the error that stopped the pipeline
-// by itself, if any (a *producer.RestartError). No goroutine of the pipeline
-// is left when Stop returns. Stop may be called more than once and before
-// Start.
+// ErrShutdownTimeout. The source's Close (see producer.Closer) gets its own
+// ShutdownTimeout, and its context is cancelled when ctx is done. Stop also
+// returns the error that stopped the pipeline by itself, if any (a
+// *producer.RestartError), and an error from the source's Close. No goroutine
+// of the pipeline is left when Stop returns. Stop may be called more than
+// once and before Start.
 func (p *Pipeline[In, Out]) Stop(ctx context.Context) error {
 	p.mu.Lock()
 	if p.state == stateNew {
@@ -219,12 +245,11 @@ func (p *Pipeline[In, Out]) Stop(ctx context.Context) error {
 	select {
 	case <-p.done:
 	case <-ctx.Done():
-		select {
-		case <-p.done:
-		default:
-			p.cutShort()
-			<-p.done
-		}
+		// The caller stops waiting: cut the drain short if it is still
+		// going, and hurry the sources' Close.
+		p.cutShort()
+		p.closeCancel()
+		<-p.done
 	}
 	return p.Err()
 }
@@ -263,7 +288,9 @@ func (p *Pipeline[In, Out]) Err() error {
 // acknowledger it carries. Push blocks while the processors are busy and
 // returns ctx.Err() if ctx ends first, or ErrStopped once the pipeline no
 // longer accepts messages; in both cases the error says how many messages
-// were taken.
+// were taken. Without PartitionBy those are the first ones of msgs; with
+// PartitionBy they need not be, so rely on the acknowledgers to learn which
+// messages were handled rather than pushing a suffix again.
 func (p *Pipeline[In, Out]) Push(ctx context.Context, msgs ...*message.Message[In]) error {
 	p.mu.Lock()
 	st := p.state
