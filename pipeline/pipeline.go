@@ -231,7 +231,8 @@ func (p *Pipeline[In, Out]) requestStop() {
 // returns the error that stopped the pipeline by itself, if any (a
 // *producer.RestartError), and an error from the source's Close. No goroutine
 // of the pipeline is left when Stop returns. Stop may be called more than
-// once and before Start.
+// once and before Start. Calling Stop from a handler or an acknowledger would
+// wait for that very handler: call it from another goroutine.
 func (p *Pipeline[In, Out]) Stop(ctx context.Context) error {
 	p.mu.Lock()
 	if p.state == stateNew {
