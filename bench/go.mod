@@ -2,7 +2,10 @@ module github.com/boulevard-go/boulevard/bench
 
 go 1.26.0
 
-require github.com/boulevard-go/boulevard v0.0.0
+require (
+	github.com/boulevard-go/boulevard v0.0.0
+	go.uber.org/goleak v1.3.0
+)
 
 require (
 	github.com/gabriel-vasile/mimetype v1.4.16 // indirect

@@ -5,7 +5,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // Checks: both pipelines acknowledge every message exactly once, with and
 // without pre-allocated messages, including a last partial batch.
