@@ -145,45 +145,9 @@ func NewQueue[T any](capacity int) *Queue[T] {
 // the queue is closed, or is closed while Publish waits; v is then not
 // published either.
 func (q *Queue[T]) Publish(ctx context.Context, v T) error {
-	done := ctx.Done()
-	if done != nil {
-		select {
-		case <-done:
-			return ctx.Err()
-		default:
-		}
-	}
-	q.mu.Lock()
-	var w *waiter
-	for {
-		if q.closed {
-			q.recycle(w)
-			q.mu.Unlock()
-			return ErrTopicClosed
-		}
-		if q.count < len(q.items) {
-			q.pushLocked(v)
-			q.recycle(w)
-			q.mu.Unlock()
-			return nil
-		}
-		if w == nil {
-			w = q.newWaiter()
-		}
-		w.want = 1
-		q.pub.pushBack(w)
-		q.mu.Unlock()
-		select {
-		case <-w.ch:
-			q.mu.Lock()
-			q.pub.woke(w)
-		case <-done:
-			q.mu.Lock()
-			q.abandon(&q.pub, w)
-			q.mu.Unlock()
-			return ctx.Err()
-		}
-	}
+	one := [1]T{v}
+	_, err := q.PublishBatch(ctx, one[:])
+	return err
 }
 
 // PublishBatch appends the items of vs to the queue, in order. It publishes
