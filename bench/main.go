@@ -194,27 +194,13 @@ type blvdSource struct {
 }
 
 func (s *blvdSource) Run(ctx context.Context, st *producer.Stage[uint64]) error {
-	var permits atomic.Int64
-	wake := make(chan struct{}, 1)
-	feed := st.NewFeed("compare", func(n int) {
-		permits.Add(int64(n))
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	})
+	feed := st.NewFeed("compare", nil)
 	buf := make([]*message.Message[uint64], 0, deliverChunk)
 	for i := 0; i < s.n; {
-		p := int(permits.Load())
-		if p <= 0 {
-			select {
-			case <-wake:
-			case <-ctx.Done():
-				return nil
-			}
-			continue
+		k, err := feed.Acquire(ctx, min(deliverChunk, s.n-i))
+		if err != nil {
+			return nil
 		}
-		k := min(p, deliverChunk, s.n-i)
 		for j := i; j < i+k; j++ {
 			var m *message.Message[uint64]
 			if s.slab != nil {
@@ -225,7 +211,6 @@ func (s *blvdSource) Run(ctx context.Context, st *producer.Stage[uint64]) error 
 			}
 			buf = append(buf, m)
 		}
-		permits.Add(-int64(k))
 		feed.Deliver(buf...)
 		clear(buf)
 		buf = buf[:0]

@@ -48,15 +48,7 @@ type benchSource[T any] struct {
 }
 
 func (s *benchSource[T]) Run(ctx context.Context, st *producer.Stage[T]) error {
-	var permits atomic.Int64
-	wake := make(chan struct{}, 1)
-	feed := st.NewFeed("bench", func(n int) {
-		permits.Add(int64(n))
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	})
+	feed := st.NewFeed("bench", nil)
 	select {
 	case <-s.start:
 	case <-ctx.Done():
@@ -64,20 +56,13 @@ func (s *benchSource[T]) Run(ctx context.Context, st *producer.Stage[T]) error {
 	}
 	buf := make([]*message.Message[T], 0, benchDeliverChunk)
 	for i := 0; i < s.n; {
-		p := int(permits.Load())
-		if p <= 0 {
-			select {
-			case <-wake:
-			case <-ctx.Done():
-				return nil
-			}
-			continue
+		k, err := feed.Acquire(ctx, min(benchDeliverChunk, s.n-i))
+		if err != nil {
+			return nil
 		}
-		k := min(p, benchDeliverChunk, s.n-i)
 		for j := range k {
 			buf = append(buf, s.next(i+j))
 		}
-		permits.Add(-int64(k))
 		feed.Deliver(buf...)
 		clear(buf)
 		buf = buf[:0]
