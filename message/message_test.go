@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/message"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 type kafkaMeta struct{ Partition int32 }
 

@@ -4,8 +4,12 @@ import (
 	"errors"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/boulevard-go/boulevard/validate"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 type inner struct {
 	Low  int `validate:"gte=1"`

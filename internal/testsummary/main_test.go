@@ -3,7 +3,11 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // Guarantee: tests are counted by outcome, package results are not counted
 // as tests, output is passed through, and non-JSON lines survive.
