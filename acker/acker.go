@@ -3,8 +3,8 @@
 //
 // Every message carries a reference to an Acknowledger (set by its source)
 // plus the source's per-message ack data. The stage that finishes a message
-// (a processor when the message goes to no batcher, otherwise a batch
-// processor) groups the outcomes of one chunk or batch by acknowledger and
+// (a processor when the message fails there or goes to no batcher, otherwise
+// a batch processor) groups the outcomes of one chunk or batch by acknowledger and
 // calls each acknowledger once with all of its successful and failed
 // messages: one call per acknowledger per chunk or batch, never one call per
 // message.

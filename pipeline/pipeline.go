@@ -26,8 +26,8 @@ import (
 )
 
 var (
-	// ErrAlreadyStarted is returned by Start on a pipeline that was started
-	// before. A pipeline runs once; build a new one to run again.
+	// ErrAlreadyStarted is returned by Start on a pipeline that was started,
+	// or stopped, before. A pipeline runs once; build a new one to run again.
 	ErrAlreadyStarted = errors.New("pipeline already started")
 	// ErrNotStarted is returned by Push and Test before Start.
 	ErrNotStarted = errors.New("pipeline not started")
@@ -286,12 +286,13 @@ func (p *Pipeline[In, Out]) Err() error {
 // Push hands messages to the processors directly, bypassing the producer
 // stages (Broadway's push_messages): for user code that receives messages by
 // other means, such as an HTTP handler. Each message's outcome goes to the
-// acknowledger it carries. Push blocks while the processors are busy and
-// returns ctx.Err() if ctx ends first, or ErrStopped once the pipeline no
-// longer accepts messages; in both cases the error says how many messages
-// were taken. Without PartitionBy those are the first ones of msgs; with
-// PartitionBy they need not be, so rely on the acknowledgers to learn which
-// messages were handled rather than pushing a suffix again.
+// acknowledger it carries. Push blocks while the processors are busy. It
+// returns an error wrapping ctx.Err() if ctx ends first, and one wrapping
+// ErrStopped once the pipeline no longer accepts messages (ErrNotStarted
+// before Start); when some messages were taken, the error says how many.
+// Without PartitionBy those are the first ones of msgs; with PartitionBy
+// they need not be, so rely on the acknowledgers to learn which messages were
+// handled rather than pushing a suffix again.
 func (p *Pipeline[In, Out]) Push(ctx context.Context, msgs ...*message.Message[In]) error {
 	p.mu.Lock()
 	st := p.state

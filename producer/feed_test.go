@@ -303,3 +303,23 @@ func TestRepeatedSetRateLimitKeepsTokens(t *testing.T) {
 	h.cancel()
 	waitDone(t, h)
 }
+
+// Guarantee: a non-positive max never creates permits: it counts as 1.
+func TestAcquireNonPositiveMax(t *testing.T) {
+	got := make(chan [3]int, 1)
+	src := producer.SourceFunc[item](func(ctx context.Context, st *producer.Stage[item]) error {
+		f := st.NewFeed("f", nil)
+		a := f.TryAcquire(-50)
+		b, _ := f.Acquire(ctx, 0)
+		c := f.TryAcquire(1000)
+		got <- [3]int{a, b, c}
+		<-ctx.Done()
+		return nil
+	})
+	h := start(t, "max", producer.Options[item]{Source: src}, newRecorder(), nil)
+	if r := <-got; r != [3]int{1, 1, producer.DefaultFlowInitial - 2} {
+		t.Fatalf("TryAcquire(-50), Acquire(0), TryAcquire(1000) = %v, want [1 1 %d]", r, producer.DefaultFlowInitial-2)
+	}
+	h.p.StopFetching()
+	waitDone(t, h)
+}

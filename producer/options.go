@@ -73,9 +73,11 @@ type RateLimit struct {
 }
 
 // Restart governs how a failing source is restarted. When its Run returns an
-// error, the stage waits a backoff (Backoff, doubling per consecutive failure
-// up to MaxBackoff) and calls Run again. More than MaxRestarts restarts
-// within Window stop the pipeline with a *RestartError.
+// error (or panics), the stage waits a backoff (Backoff, doubling with each
+// failure counted in the sliding Window, up to MaxBackoff) and calls Run
+// again, once the failed run's messages have left the stage buffer. More
+// than MaxRestarts failures within Window stop the pipeline with a
+// *RestartError.
 type Restart struct {
 	// MaxRestarts is how many restarts are tolerated within Window. Default 3.
 	MaxRestarts int `name:"maxRestarts" validate:"gte=1"`
@@ -83,7 +85,8 @@ type Restart struct {
 	Window time.Duration `name:"window" validate:"gt=0"`
 	// Backoff is the wait before the first restart. Default 100ms.
 	Backoff time.Duration `name:"backoff" validate:"gt=0"`
-	// MaxBackoff caps the doubling backoff. Default 5s; must be ≥ Backoff.
+	// MaxBackoff caps the doubling backoff. Default 5s, or Backoff if that
+	// is larger; must be ≥ Backoff.
 	MaxBackoff time.Duration `name:"maxBackoff" validate:"gtefield=Backoff"`
 }
 

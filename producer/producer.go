@@ -145,8 +145,8 @@ func (p *Producer[T]) StopFetching() {
 // and its buffer was dispatched (or the hard-stop context was cancelled).
 func (p *Producer[T]) Done() <-chan struct{} { return p.done }
 
-// Close closes the source if it implements Closer. Call it once, after the
-// pipeline has delivered every outcome.
+// Close closes the source if it implements Closer. Call it once, after every
+// stage goroutine has returned (see Closer).
 func (p *Producer[T]) Close(ctx context.Context) error {
 	if c, ok := p.opts.Source.(Closer); ok {
 		return c.Close(ctx)

@@ -33,9 +33,11 @@ type Source[T any] interface {
 }
 
 // Closer is implemented by sources that hold resources (connections,
-// consumer groups) to release after the pipeline has drained: every outcome
-// has been delivered to the source's acknowledgers when Close is called. It is
-// called once, after all Run calls have returned.
+// consumer groups) to release when the pipeline stops. Close is called once,
+// after every Run call and every stage goroutine has returned, so no Ack call
+// is running or will follow. After a complete drain every delivered message
+// has had its outcome; after a drain cut short by the shutdown timeout, the
+// messages still in flight never get one (the broker redelivers them).
 type Closer interface {
 	Close(ctx context.Context) error
 }

@@ -352,9 +352,9 @@ type Feed[T any] struct {
 // Name is the name the feed was registered with.
 func (f *Feed[T]) Name() string { return f.name }
 
-// Acquire waits until the feed has permits and takes up to max of them,
-// returning how many (at least 1). The source then fetches and delivers at
-// most that many messages. It returns ErrFeedClosed once the feed is closed,
+// Acquire waits until the feed has permits and takes up to max of them
+// (a max below 1 counts as 1), returning how many (at least 1). The source
+// then fetches and delivers at most that many messages. It returns ErrFeedClosed once the feed is closed,
 // ctx.Err() when ctx ends first, and ErrPushFeed on a feed registered with a
 // grant callback.
 func (f *Feed[T]) Acquire(ctx context.Context, max int) (int, error) {
@@ -377,8 +377,9 @@ func (f *Feed[T]) Acquire(ctx context.Context, max int) (int, error) {
 	}
 }
 
-// TryAcquire takes up to max of the feed's permits without waiting and
-// returns how many (0 when it has none, is closed, or has a grant callback).
+// TryAcquire takes up to max of the feed's permits (a max below 1 counts as
+// 1) without waiting and returns how many (0 when it has none, is closed, or
+// has a grant callback).
 func (f *Feed[T]) TryAcquire(max int) int {
 	if f.grant != nil {
 		return 0
@@ -387,13 +388,14 @@ func (f *Feed[T]) TryAcquire(max int) int {
 	return n
 }
 
-func (f *Feed[T]) take(max int) (n int, closed bool) {
+func (f *Feed[T]) take(limit int) (n int, closed bool) {
+	limit = max(limit, 1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed.Load() {
 		return 0, true
 	}
-	n = min(f.avail, max)
+	n = min(f.avail, limit)
 	f.avail -= n
 	if f.avail > 0 && n > 0 {
 		f.signal() // another acquirer may take the rest

@@ -14,8 +14,8 @@
 // context is already done when the call starts, the call returns ctx.Err()
 // without publishing or receiving anything; if it becomes done while the
 // call is waiting, the call stops waiting and returns ctx.Err(). A cancelled
-// publish never leaves its item in the queue, and a cancelled receive never
-// removes an item from it. [Queue.ReceiveOr] additionally accepts an alarm
+// Publish leaves nothing in the queue, a cancelled PublishBatch leaves exactly
+// the prefix it reports, and a cancelled receive never removes an item. [Queue.ReceiveOr] additionally accepts an alarm
 // channel (typically a reusable [time.Timer]'s C) and returns 0, nil when
 // the alarm fires before an item arrives, which is what a batcher waiting for
 // "the next item or the batch timeout" needs.

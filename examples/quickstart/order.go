@@ -36,7 +36,7 @@ type Order struct {
 // message belongs in.
 var (
 	errBadJSON         = errors.New("bad JSON")
-	errMissingField    = errors.New("missing field")
+	errMissingField    = errors.New("missing or non-positive field")
 	errBadQuantity     = errors.New("quantity must be positive")
 	errUnknownCurrency = errors.New("unknown currency")
 )
@@ -79,7 +79,8 @@ func decodeOrder(_ context.Context, m *message.Message[[]byte]) (Order, error) {
 }
 
 // validate checks the fields decodeOrder relies on. Each error names the
-// order, so a log line or a dead letter says which one was bad.
+// order when it has an id, so a log line or a dead letter says which one was
+// bad.
 func (o *Order) validate() error {
 	switch {
 	case o.ID == "":

@@ -51,7 +51,8 @@ func (k eventKind) reason() error {
 //     exhausted, and the pipeline drains and stops by itself.
 //
 // Run may be called by several producer stages at once (Concurrency > 1), so
-// the generator state is shared under a mutex, taken once per delivery.
+// the generator state is shared under a mutex, taken briefly for each check
+// and each generated block.
 type orderSource struct {
 	n         int
 	customers []string
@@ -77,8 +78,9 @@ func newOrderSource(n int, customers []string, seed uint64, ack acker.Acknowledg
 func (s *orderSource) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
 	// One feed: one flow-controlled consumer. Registered without a grant
 	// callback, it keeps its permits itself: Flow.Initial now, Flow.Refill
-	// more each time its unused permits fall to Flow.Threshold, which happens
-	// as messages leave the stage buffer for the processors.
+	// more each time its remaining permits (granted minus dispatched) fall
+	// to Flow.Threshold, which happens as messages leave the stage buffer
+	// for the processors.
 	feed := stage.NewFeed("orders", nil)
 	stage.Logger().Debug("order source started", "orders", s.n, "customers", len(s.customers))
 
@@ -92,8 +94,9 @@ func (s *orderSource) Run(ctx context.Context, stage *producer.Stage[[]byte]) er
 			return err // ctx cancelled: the pipeline is stopping
 		}
 		msgs = s.generate(msgs[:0], n)
-		// Deliver never blocks: it appends to the stage buffer, which
-		// cannot overflow because we never deliver more than granted.
+		// Deliver never blocks: it appends to the stage buffer, which stays
+		// within the permit window because we never deliver more than
+		// granted.
 		feed.Deliver(msgs...)
 		clear(msgs) // do not keep delivered messages alive from here
 	}
