@@ -281,8 +281,9 @@ func TestExhaustedSourceStopsPipeline(t *testing.T) {
 		Producer:   producer.Options[uint64]{Source: &gridSource{feeds: 1, perFeed: 10, ack: rec}},
 		Processors: processor.Options[uint64, uint64]{Handle: identity},
 	})
-	if err := p.Run(ctxT(t, 10*time.Second)); err != nil {
-		t.Fatal(err)
+	ctx := ctxT(t, 10*time.Second)
+	if err := p.Run(ctx); err != nil || ctx.Err() != nil {
+		t.Fatalf("Run = %v (context: %v), want nil before the context ends", err, ctx.Err())
 	}
 	assertExactlyOnce(t, rec, 10)
 	select {

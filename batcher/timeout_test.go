@@ -1,0 +1,127 @@
+package batcher_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/message"
+)
+
+// Guarantee: BatchTimeout runs from a batch's first message, not its latest:
+// a key that keeps receiving messages, never far enough apart for a timeout
+// of their own, still has its batches emitted with trigger timeout while the
+// messages keep coming.
+func TestBatchTimeoutNotExtendedByLaterMessages(t *testing.T) {
+	const (
+		timeout    = 100 * time.Millisecond
+		gap        = 10 * time.Millisecond
+		publishFor = 10 * timeout
+	)
+	rec := acker.NewRecorder(false)
+	h := start(t, batcher.Options[int]{BatchSize: 1_000_000, BatchTimeout: timeout})
+	first := time.Now()
+	n := 0
+	// The pauses are not synchronisation: they keep key k receiving
+	// messages for ten timeouts, never long enough apart for a timeout each.
+	for time.Since(first) < publishFor {
+		h.publish(t, msg(rec, n, "k"))
+		n++
+		time.Sleep(gap)
+	}
+	b := h.next(t)
+	if b.info.Trigger != message.TriggerTimeout || b.ids[0] != 0 {
+		t.Errorf("first batch %+v ids %v, want message 0's batch with trigger timeout", b.info, b.ids)
+	}
+	// Were the timeout extended by every message, the first batch would only
+	// be emitted after the last one, holding all of them.
+	if len(b.ids) == n {
+		t.Errorf("the first batch holds all %d messages: later messages extended its %v timeout", n, timeout)
+	}
+	h.drain(t)
+	assertOnce(t, rec, span(0, n))
+}
+
+// Guarantee: a message whose PartitionBy panicked joins no batch: neither the
+// batch handler nor HandleFailed sees it, and it is acknowledged once, as
+// failed with a *message.PanicError.
+func TestPartitionByPanicJoinsNoBatch(t *testing.T) {
+	rec := acker.NewRecorder(false)
+	var hooked atomic.Int64
+	h := start(t, batcher.Options[int]{
+		BatchSize:    3,
+		BatchTimeout: never,
+		Concurrency:  2,
+		PartitionBy: func(m *message.Message[int]) string {
+			if m.Data == 4 {
+				panic("no key")
+			}
+			return m.BatchKey()
+		},
+		HandleFailed: func(context.Context, []*message.Message[int], message.BatchInfo) { hooked.Add(1) },
+	})
+	h.publish(t, msgs(rec, 0, 9, "k")...)
+	batches := h.drain(t)
+
+	assertOnce(t, rec, span(0, 9))
+	for _, b := range batches {
+		if slices.Contains(b.ids, 4) {
+			t.Errorf("batch %+v ids %v holds message 4, whose PartitionBy panicked", b.info, b.ids)
+		}
+	}
+	f := rec.Failed()
+	var pe *message.PanicError
+	if len(f) != 1 || f[0].ID != 4 || !errors.As(f[0].Err, &pe) || pe.Value != "no key" {
+		t.Errorf("failed outcomes %v, want message 4 with a *message.PanicError", f)
+	}
+	if hooked.Load() != 0 {
+		t.Errorf("HandleFailed called %d times, want never: no batch had a failed message", hooked.Load())
+	}
+}
+
+// Guarantee: HandleFailed is called only for batches with failed messages,
+// and sees only the failed messages of its own batch.
+func TestHandleFailedSeesOnlyItsOwnBatchFailures(t *testing.T) {
+	rec := acker.NewRecorder(false)
+	var mu sync.Mutex
+	var calls [][]int
+	h := start(t, batcher.Options[int]{
+		BatchSize:    3,
+		BatchTimeout: never,
+		Handle: func(_ context.Context, batch []*message.Message[int], _ message.BatchInfo) error {
+			for _, m := range batch {
+				if m.Data == 1 || m.Data == 4 { // batches [0 1 2] and [3 4 5]; [6 7 8] is clean
+					m.Fail(errors.New("bad"))
+				}
+			}
+			return nil
+		},
+		HandleFailed: func(_ context.Context, failed []*message.Message[int], _ message.BatchInfo) {
+			var seen []int
+			for _, m := range failed {
+				seen = append(seen, m.Data)
+			}
+			mu.Lock()
+			calls = append(calls, seen)
+			mu.Unlock()
+		},
+	})
+	for i := 0; i < 9; i += 3 {
+		h.publish(t, msgs(rec, i, 3, "")...)
+		h.next(t)
+	}
+	h.drain(t)
+
+	assertOnce(t, rec, span(0, 9))
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.EqualFunc(calls, [][]int{{1}, {4}}, slices.Equal) {
+		t.Errorf("HandleFailed saw %v, want [[1] [4]]: once per batch with failures, only that batch's", calls)
+	}
+}

@@ -1,0 +1,66 @@
+package message_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/message"
+)
+
+// Guarantee: the outcome of a message that has not failed carries
+// DispositionDefault, whatever disposition was set on it; the disposition
+// only applies once the message fails.
+func TestOutcomeOfSuccessfulMessageHasDefaultDisposition(t *testing.T) {
+	m := message.New(1, nil, 1)
+	m.SetDisposition(acker.DispositionDiscard)
+	if o := m.Outcome(); o.Err != nil || o.Disposition != acker.DispositionDefault {
+		t.Fatalf("Outcome() of a successful message = %+v, want no error and DispositionDefault", o)
+	}
+	m.Fail(errors.New("bad"))
+	if o := m.Outcome(); o.Disposition != acker.DispositionDiscard {
+		t.Fatalf("Outcome() once failed = %+v, want DispositionDiscard", o)
+	}
+}
+
+// Guarantee: Transfer carries a failed message's status, error and
+// disposition to the Out message, so its outcome is still a failure.
+func TestTransferKeepsFailure(t *testing.T) {
+	boom := errors.New("boom")
+	in := message.New("x", nil, 3)
+	in.Fail(boom)
+	in.SetDisposition(acker.DispositionRetry)
+	var out message.Message[int]
+	message.Transfer(&out, in, 0)
+	if !out.Failed() || out.Status() != message.StatusFailed || out.Err() != boom || out.Disposition() != acker.DispositionRetry {
+		t.Fatalf("transferred: %v disposition %v, want failed with boom, retry", &out, out.Disposition())
+	}
+	if o := out.Outcome(); o.ID != 3 || o.Err != boom || o.Disposition != acker.DispositionRetry {
+		t.Fatalf("Outcome() = %+v, want id 3 failed with boom, retry", o)
+	}
+}
+
+// Guarantee: Init resets a reused message completely: metadata, ack data,
+// routing, batch mode, status, error and disposition of its previous life
+// are gone.
+func TestInitResetsReusedMessage(t *testing.T) {
+	rec := acker.NewRecorder(false)
+	m := message.New(1, nil, 1)
+	m.Metadata = &kafkaMeta{Partition: 1}
+	m.SetAckData("ledger:1")
+	m.SetBatcher("s3")
+	m.SetBatchKey("customer-1")
+	m.SetBatchMode(message.Flush)
+	m.Fail(errors.New("old"))
+	m.SetDisposition(acker.DispositionRetry)
+
+	m.Init(2, rec, 7)
+	a, id, data := m.Acknowledger()
+	if m.Data != 2 || m.Metadata != nil || a != acker.Acknowledger(rec) || id != 7 || data != nil {
+		t.Fatalf("after Init: data %v metadata %v acknowledger %v id %d ack data %v", m.Data, m.Metadata, a, id, data)
+	}
+	if m.Batcher() != message.DefaultBatcher || m.BatchKey() != "" || m.BatchMode() != message.Bulk ||
+		m.Failed() || m.Err() != nil || m.Disposition() != acker.DispositionDefault {
+		t.Fatalf("after Init: %v disposition %v, want a fresh message", m, m.Disposition())
+	}
+}

@@ -1,0 +1,188 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+)
+
+// Guarantee: a pipeline stopped before it was started refuses Push and Test
+// with ErrStopped; it never takes messages it will not handle.
+func TestPushAfterStopBeforeStart(t *testing.T) {
+	p := pushOnly(t)
+	if err := p.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rec := acker.NewRecorder(false)
+	if err := p.Push(context.Background(), message.New[uint64](1, rec, 1)); !errors.Is(err, pipeline.ErrStopped) {
+		t.Fatalf("Push after Stop before Start = %v, want ErrStopped", err)
+	}
+	if _, err := p.Test(ctxT(t, 10*time.Second), 2); !errors.Is(err, pipeline.ErrStopped) {
+		t.Fatalf("Test after Stop before Start = %v, want ErrStopped", err)
+	}
+}
+
+// Guarantee: when one producer stage gives up on its source, the whole
+// pipeline stops by itself (the other stages' sources are stopped too), Run
+// returns the *producer.RestartError, and what the healthy stage delivered is
+// drained.
+func TestGiveUpStopsEveryStage(t *testing.T) {
+	errBroker := errors.New("broker unreachable")
+	rec := acker.NewRecorder(false)
+	src := &gridSource{feeds: 1, perFeed: 0, ack: rec, fail: func(stage int) error {
+		if stage == 0 {
+			return errBroker
+		}
+		return nil // stage 1 delivers until it is told to stop
+	}}
+	p := mustNew(t, pipeline.Options[uint64, uint64]{
+		Name: "give-up",
+		Producer: producer.Options[uint64]{Source: src, Concurrency: 2, Restart: producer.Restart{
+			MaxRestarts: 1, Window: time.Minute, Backoff: time.Millisecond,
+		}},
+		Processors: processor.Options[uint64, uint64]{Handle: identity},
+	})
+	ctx := ctxT(t, 5*time.Second)
+	err := p.Run(ctx)
+	if ctx.Err() != nil {
+		t.Fatalf("Run returned only when its context ended (%v): the give-up did not stop the pipeline", err)
+	}
+	var re *producer.RestartError
+	if !errors.As(err, &re) || !errors.Is(err, errBroker) || re.Stage != "give-up.producer.0" {
+		t.Fatalf("Run = %v, want the *producer.RestartError of stage 0", err)
+	}
+	assertExactlyOnce(t, rec, src.records()["s1-f0"].delivered)
+}
+
+// Guarantee: Test reports ErrDuplicateAck when a message is acknowledged more
+// than once, with the outcome showing how often.
+func TestTestHelperReportsDuplicateAck(t *testing.T) {
+	p := mustNew(t, pipeline.Options[int, int]{
+		Name: "twice",
+		Processors: processor.Options[int, int]{
+			Concurrency: 1,
+			Handle: func(ctx context.Context, m *message.Message[int]) (int, error) {
+				if m.Data == 2 {
+					// A buggy handler that acknowledges on its own: the
+					// processor acknowledges the message again.
+					a, _, _ := m.Acknowledger()
+					a.Ack(ctx, []acker.Outcome{m.Outcome()}, nil)
+				}
+				return m.Data, nil
+			},
+		},
+	})
+	ctx := ctxT(t, 10*time.Second)
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(ctx)
+	res, err := p.Test(ctx, 1, 2, 3)
+	if !errors.Is(err, pipeline.ErrDuplicateAck) {
+		t.Fatalf("Test = %v, want ErrDuplicateAck", err)
+	}
+	if len(res) != 3 || res[0].Acks != 1 || res[1].Acks != 2 || res[2].Acks != 1 {
+		t.Fatalf("outcomes %+v, want message 2 acknowledged twice, the others once", res)
+	}
+}
+
+// Guarantee: a drain cut short both by ShutdownTimeout and by Stop's context
+// reports ErrShutdownTimeout once, not once per cause.
+func TestShutdownTimeoutReportedOnce(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{})
+	var calls atomic.Int64
+	p := mustNew(t, pipeline.Options[int, int]{
+		Name:            "stuck",
+		ShutdownTimeout: 50 * time.Millisecond,
+		Processors: processor.Options[int, int]{
+			Concurrency: 1,
+			Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+				if calls.Add(1) == 1 {
+					close(started)
+				}
+				<-release // ignores its context: the drain can only be cut short
+				return m.Data, nil
+			},
+		},
+	})
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Push(context.Background(), message.New(1, nil, 1)); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	// Both the shutdown timeout and Stop's context end the drain at 50ms; the
+	// handler lets go well after both.
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		close(release)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := p.Stop(ctx)
+	if !errors.Is(err, pipeline.ErrShutdownTimeout) || err.Error() != pipeline.ErrShutdownTimeout.Error() {
+		t.Fatalf("Stop = %q, want ErrShutdownTimeout reported once", err)
+	}
+}
+
+// Guarantee: the source is closed once, only after every outcome has been
+// delivered to its acknowledgers.
+func TestSourceClosedAfterEveryOutcome(t *testing.T) {
+	rec := acker.NewRecorder(false)
+	src := &countingCloser{gridSource: gridSource{feeds: 2, perFeed: 0, ack: rec}, rec: rec}
+	src.atClose.Store(-1)
+	p := mustNew(t, pipeline.Options[uint64, uint64]{
+		Name:       "close-last",
+		Producer:   producer.Options[uint64]{Source: src},
+		Processors: processor.Options[uint64, uint64]{Handle: identity},
+		// Everything waits in an open batch until the drain flushes it.
+		Batchers: []batcher.Options[uint64]{{Name: "default", BatchSize: 1_000_000, BatchTimeout: time.Hour, Handle: batchOK}},
+	})
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		n := 0
+		for _, r := range src.records() {
+			n += r.delivered
+		}
+		return n > 100
+	})
+	if err := p.Stop(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	delivered := 0
+	for _, r := range src.records() {
+		delivered += r.delivered
+	}
+	assertExactlyOnce(t, rec, delivered)
+	if n, at := src.closes.Load(), src.atClose.Load(); n != 1 || at != int64(delivered) {
+		t.Fatalf("source closed %d times, with %d of %d outcomes delivered; want once, after all of them", n, at, delivered)
+	}
+}
+
+// countingCloser is a gridSource that records, when it is closed, how many
+// outcomes its acknowledger had received.
+type countingCloser struct {
+	gridSource
+	rec     *acker.Recorder
+	closes  atomic.Int32
+	atClose atomic.Int64
+}
+
+func (s *countingCloser) Close(context.Context) error {
+	s.closes.Add(1)
+	s.atClose.Store(int64(s.rec.Total()))
+	return nil
+}

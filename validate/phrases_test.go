@@ -1,0 +1,57 @@
+package validate_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+type endpoint struct {
+	URL string `validate:"required"`
+	ID  int    `validate:"gte=1"`
+}
+
+// Guarantee: a field whose name is an all-capital acronym is lower-cased
+// whole in the path ("URL" -> "url", not "uRL").
+func TestAcronymFieldNames(t *testing.T) {
+	err := validate.Struct("opts", endpoint{})
+	var errs validate.Errors
+	if !errors.As(err, &errs) || !errs.Has("opts.url", "required") || !errs.Has("opts.id", "gte") {
+		t.Fatalf("Struct = %v, want opts.url and opts.id", err)
+	}
+}
+
+type limits struct {
+	Max   int      `name:"max" validate:"lte=5"`
+	Less  int      `name:"less" validate:"lt=5"`
+	Tags  []string `name:"tags" validate:"min=1"`
+	Names []string `name:"names" validate:"max=1"`
+	Low   int      `name:"low"`
+	High  int      `name:"high" validate:"ltefield=Low"`
+}
+
+// Guarantee: every rule the package phrases reads correctly, for numbers and
+// for collections.
+func TestRulePhrases(t *testing.T) {
+	err := validate.Struct("opts", limits{Max: 6, Less: 5, Names: []string{"a", "b"}, Low: 1, High: 2})
+	var errs validate.Errors
+	if !errors.As(err, &errs) {
+		t.Fatalf("Struct = %v", err)
+	}
+	want := map[string]string{
+		"opts.max":   "opts.max must be ≤ 5",
+		"opts.less":  "opts.less must be < 5",
+		"opts.tags":  "opts.tags must have at least 1 element(s)",
+		"opts.names": "opts.names must have at most 1 element(s)",
+		"opts.high":  "opts.high must be ≤ low",
+	}
+	if len(errs) != len(want) {
+		t.Fatalf("got %d errors: %v", len(errs), err)
+	}
+	for _, e := range errs {
+		if want[e.Field] != e.Message {
+			t.Errorf("field %s: %q, want %q", e.Field, e.Message, want[e.Field])
+		}
+	}
+}
