@@ -161,12 +161,8 @@ func (q *Queue[T]) Publish(ctx context.Context, v T) error {
 // returns 0, nil unless the queue is closed or ctx is already done.
 func (q *Queue[T]) PublishBatch(ctx context.Context, vs []T) (int, error) {
 	done := ctx.Done()
-	if done != nil {
-		select {
-		case <-done:
-			return 0, ctx.Err()
-		default:
-		}
+	if isDone(done) {
+		return 0, ctx.Err()
 	}
 	q.mu.Lock()
 	var w *waiter
@@ -258,12 +254,8 @@ func (q *Queue[T]) receive(ctx context.Context, buf []T, alarm <-chan time.Time)
 		panic("topic: Receive with an empty buffer")
 	}
 	done := ctx.Done()
-	if done != nil {
-		select {
-		case <-done:
-			return 0, ctx.Err()
-		default:
-		}
+	if isDone(done) {
+		return 0, ctx.Err()
 	}
 	q.mu.Lock()
 	var w *waiter
@@ -484,4 +476,15 @@ func (q *Queue[T]) recycle(w *waiter) {
 	w.prev = nil
 	w.next = q.free
 	q.free = w
+}
+
+// isDone reports whether done is closed; a nil done (a context that cannot
+// be cancelled) never is.
+func isDone(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
 }
