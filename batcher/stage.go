@@ -198,8 +198,7 @@ func (b *partition[T]) loop(ctx context.Context) {
 			if m.Failed() {
 				// Only a panicking PartitionBy fails a message on its way
 				// here: it joins no batch and is acknowledged at once.
-				a, _, _ := m.Acknowledger()
-				b.acks.Add(a, m.Outcome())
+				m.AddTo(&b.acks)
 				continue
 			}
 			if !b.add(ctx, m, now) {
@@ -388,8 +387,7 @@ func (bp *batchProcessor[T]) handle(ctx context.Context, b *message.Batch[T]) {
 	clear(bp.failed)
 	bp.failed = bp.failed[:0]
 	for _, m := range b.Messages {
-		a, _, _ := m.Acknowledger()
-		bp.acks.Add(a, m.Outcome())
+		m.AddTo(&bp.acks)
 	}
 	bp.acks.Flush(ctx, bp.log)
 }

@@ -91,6 +91,8 @@ type header struct {
 	status      Status
 	disposition acker.Disposition
 	err         error
+	partKey     string
+	deferred    bool
 }
 
 // New returns a message carrying data whose outcome goes to ack with the
@@ -187,6 +189,40 @@ func (m *Message[T]) Outcome() acker.Outcome {
 		o.Disposition = m.h.disposition
 	}
 	return o
+}
+
+// PartitionKey returns the ordering key the source gave the message with
+// SetPartitionKey; "" when it gave none.
+func (m *Message[T]) PartitionKey() string { return m.h.partKey }
+
+// SetPartitionKey records the source's ordering key: the Kafka source, for
+// example, gives every message of a partition the same key. When the source
+// asks for ordering (producer.Ordered) and the processors have no
+// PartitionBy, a pipeline routes messages by this key, so that messages with
+// the same key are handled by one processor in the order they were fetched.
+// Sources should reuse one string per key rather than build one per message.
+func (m *Message[T]) SetPartitionKey(key string) { m.h.partKey = key }
+
+// Defer takes the message's outcome out of the pipeline's hands: the stage
+// that would report it to the acknowledger (a processor without batchers, or
+// a batch processor) skips it. Whoever deferred it must report the outcome
+// exactly once, to the acknowledger Acknowledger returns, typically when a
+// downstream system has resolved it (a tracked topic publish, say). Defer is
+// meant for the last stage to handle the message; a deferred message that
+// still goes on to a batcher is batched as usual but not acknowledged there.
+func (m *Message[T]) Defer() { m.h.deferred = true }
+
+// Deferred reports whether Defer was called.
+func (m *Message[T]) Deferred() bool { return m.h.deferred }
+
+// AddTo adds the message's outcome to g, for the acknowledger the message
+// carries, unless the message was deferred. Stages use it to report outcomes.
+func (m *Message[T]) AddTo(g *acker.Group) {
+	if m.h.deferred {
+		return
+	}
+	a, _, _ := m.Acknowledger()
+	g.Add(a, m.Outcome())
 }
 
 // String describes the message for logs without its payload.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/validate"
@@ -48,6 +49,13 @@ func (o Options[In, Out]) withDefaults() Options[In, Out] {
 	}
 	o.Producer = o.Producer.WithDefaults()
 	o.Processors = o.Processors.WithDefaults()
+	if o.Processors.PartitionBy == nil {
+		// A source that needs ordering (Kafka partitions) keeps it unless
+		// the user partitions the processors their own way.
+		if src, ok := o.Producer.Source.(producer.Ordered); ok && src.Ordered() {
+			o.Processors.PartitionBy = (*message.Message[In]).PartitionKey
+		}
+	}
 	if len(o.Batchers) > 0 {
 		bs := make([]batcher.Options[Out], len(o.Batchers))
 		for i, b := range o.Batchers {
@@ -73,6 +81,9 @@ func validateOptions[In, Out any](o *Options[In, Out]) error {
 			continue
 		}
 		seen[b.Name] = i
+	}
+	if src, ok := o.Producer.Source.(producer.Validator); ok {
+		errs = append(errs, src.Validate())
 	}
 	return validate.Join(errs...)
 }

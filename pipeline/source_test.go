@@ -26,6 +26,10 @@ type gridSource struct {
 	ack     acker.Acknowledger
 	// keyOf, when set, sets each message's batch key.
 	keyOf func(id uint64) string
+	// partKeyOf, when set, sets each message's partition key.
+	partKeyOf func(id uint64) string
+	// ordered is what Ordered reports.
+	ordered bool
 
 	mu    sync.Mutex
 	stats map[string]*feedRecord
@@ -92,6 +96,9 @@ func (s *gridSource) Run(ctx context.Context, st *producer.Stage[uint64]) error 
 				if s.keyOf != nil {
 					m.SetBatchKey(s.keyOf(id))
 				}
+				if s.partKeyOf != nil {
+					m.SetPartitionKey(s.partKeyOf(id))
+				}
 				feed.Deliver(m)
 				have--
 				seq++
@@ -116,6 +123,9 @@ func (s *gridSource) Run(ctx context.Context, st *producer.Stage[uint64]) error 
 	wg.Wait()
 	return nil
 }
+
+// Ordered reports s.ordered (producer.Ordered).
+func (s *gridSource) Ordered() bool { return s.ordered }
 
 // noteGrant records a grant of n and the window it opened: permits the
 // source has received minus messages that have left the stage buffer.

@@ -204,9 +204,7 @@ func (p *processor[In, Out]) handleChunk(ctx context.Context, chunk []*message.M
 			continue
 		}
 		if len(s.routes) == 0 {
-			om := p.convert(m, out)
-			a, _, _ := om.Acknowledger()
-			p.acks.Add(a, om.Outcome())
+			p.convert(m, out).AddTo(&p.acks)
 			continue
 		}
 		r := p.route(m.Batcher())
@@ -223,8 +221,7 @@ func (p *processor[In, Out]) handleChunk(ctx context.Context, chunk []*message.M
 			p.handleFailed(ctx, p.failed)
 		}
 		for _, m := range p.failed {
-			a, _, _ := m.Acknowledger()
-			p.acks.Add(a, m.Outcome())
+			m.AddTo(&p.acks)
 		}
 		clear(p.failed)
 		p.failed = p.failed[:0]

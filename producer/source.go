@@ -72,3 +72,20 @@ func (e *RestartError) Error() string {
 
 // Unwrap returns ErrTooManyRestarts and the last source error.
 func (e *RestartError) Unwrap() []error { return []error{ErrTooManyRestarts, e.Last} }
+
+// Ordered is implemented by sources whose messages must be handled in order
+// per partition key (message.Message.SetPartitionKey), such as the Kafka
+// source, which gives every message of a partition the same key. When Ordered
+// reports true and the processors have no PartitionBy of their own, the
+// pipeline routes messages by that key: each key is handled by one processor,
+// in the order the source delivered it.
+type Ordered interface {
+	Ordered() bool
+}
+
+// Validator is implemented by sources whose options can be checked before
+// anything starts. The pipeline calls Validate when it is created, and
+// reports the error beside its own option errors.
+type Validator interface {
+	Validate() error
+}
