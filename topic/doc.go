@@ -1,7 +1,36 @@
-// Package topic provides the in-memory queues that pipeline stages use to
-// pass messages to each other.
+// Package topic is the topic layer: named topics that decouple publishers
+// from subscribers, inside a pipeline and between pipelines, and the
+// in-memory queues pipeline stages pass messages through.
 //
-// The building block is [Queue], a bounded, multi-producer, multi-consumer
+// # Topics
+//
+// A [Broker] registers named topics ([Broker.CreateTopic],
+// [Broker.CreateTopics], which is atomic). A topic ([Handle]) runs in one of
+// three modes chosen by [Options.Mode]:
+//
+//   - [BalancedOnly]: one consumer group; each message goes to exactly one
+//     member ([Balanced] subscriptions). Group queues are bounded:
+//     [Handle.Publish] waits for room, [Handle.TryPublish] reports
+//     [DroppedOnFull].
+//   - [BroadcastOnly]: every subscriber ([Broadcast]) receives every message
+//     published after it subscribed, through a bounded ring; a slow
+//     subscriber is told how many messages it missed (Item.Lagged) and either
+//     continues ([DropOldest]) or is disconnected ([Disconnect]). The
+//     publisher never waits for broadcast subscribers.
+//   - [Mixed]: any number of groups plus broadcast subscribers; a publish
+//     reaches all of them or none.
+//
+// A [TrackedPublisher] reports the terminal outcome of each publish (Acked,
+// Nacked, TimedOut, TopicClosed), fed by subscribers' [Subscription.Ack] and
+// [Subscription.Nack]; [AckAll] makes a broadcast publish wait for every
+// subscriber that was connected when it was published. Backends implement
+// [Backend] and declare [Capabilities], checked once when a topic is created.
+// The [InMemory] backend is built in; package topictest is the conformance
+// suite a backend must pass. docs/topics.md describes the semantics in full.
+//
+// # Queues
+//
+// The building block of the in-memory backend, and of the pipeline stages, is [Queue], a bounded, multi-producer, multi-consumer
 // FIFO with balanced delivery: every published item is received by exactly
 // one receiver. Producers block (or fail fast with [Queue.TryPublish]) when
 // the queue is full, which is how back-pressure propagates from a slow stage

@@ -14,3 +14,110 @@ var ErrTopicClosed = errors.New("topic: closed")
 // was in it has been received. It is the normal end-of-stream signal for a
 // consumer, not a failure.
 var ErrSubscriptionClosed = errors.New("topic: subscription closed")
+
+// ErrEmptyName is returned by [NewName] and [NewGroupName] (and by every
+// call that takes a name) for an empty name.
+var ErrEmptyName = errors.New("topic: empty name")
+
+// ErrTopicExists is returned (wrapped in a [*TopicError]) by
+// [Broker.CreateTopic] and [Broker.CreateTopics] when a topic of that name
+// is already registered, or a batch names the same topic twice.
+var ErrTopicExists = errors.New("topic: already exists")
+
+// ErrTopicNotFound is returned (wrapped in a [*TopicError]) when a topic
+// name is not registered with a broker.
+var ErrTopicNotFound = errors.New("topic: not found")
+
+// ErrSubscribeBalancedNotSupported is returned by [Handle.Subscribe] when a
+// balanced subscription is requested on a broadcast-only topic.
+var ErrSubscribeBalancedNotSupported = errors.New("topic: balanced subscription not supported by this topic's mode")
+
+// ErrSubscribeBroadcastNotSupported is returned by [Handle.Subscribe] when a
+// broadcast subscription is requested on a balanced-only topic.
+var ErrSubscribeBroadcastNotSupported = errors.New("topic: broadcast subscription not supported by this topic's mode")
+
+// ErrSubscribeSingleGroupViolation is returned by [Handle.Subscribe] when a
+// balanced-only topic, whose one consumer group is fixed by its first
+// balanced subscription, is asked for a subscription in another group.
+var ErrSubscribeSingleGroupViolation = errors.New("topic: balanced-only topic already has a different consumer group")
+
+// ErrMessageNotTracked is returned by [Subscription.Ack] and
+// [Subscription.Nack] for a message ID that was not published through a
+// tracked publisher, that this subscription did not receive, or whose
+// outcome is already settled (acked or nacked before, timed out, resolved by
+// another subscriber under ack_mode first, or the topic closed).
+var ErrMessageNotTracked = errors.New("topic: message not tracked")
+
+// ErrMaxInFlight is the error form of the [MaxInFlightReached] outcome: a
+// tracked publisher already has max_in_flight unresolved publishes.
+var ErrMaxInFlight = errors.New("topic: max in-flight tracked publishes reached")
+
+// ErrUnsupportedBackend is wrapped by the [*UnsupportedError] returned when a
+// topic names a backend that does not exist.
+var ErrUnsupportedBackend = errors.New("topic: unsupported backend")
+
+// ErrUnsupportedMode is wrapped by the [*UnsupportedError] returned when a
+// backend does not support the topic's mode.
+var ErrUnsupportedMode = errors.New("topic: unsupported mode")
+
+// ErrUnsupportedPolicy is wrapped by the [*UnsupportedError] returned when a
+// backend does not support one of the topic's policies.
+var ErrUnsupportedPolicy = errors.New("topic: unsupported policy")
+
+// ErrNoSubscribers is the Nack reason of a tracked publish that reached no
+// subscriber at all (no consumer group and no broadcast subscriber when it
+// was published, including an empty eligible set under ack_mode all).
+var ErrNoSubscribers = errors.New("topic: no subscriber to deliver to")
+
+// ErrDeliveryDropped is the Nack reason of a tracked publish whose delivery
+// a subscriber dropped without acking it: the subscription was closed with
+// the message received but unacked, or before receiving it.
+var ErrDeliveryDropped = errors.New("topic: delivery dropped by subscriber")
+
+// ErrLagged is the Nack reason of a tracked publish that a slow broadcast
+// subscriber missed because the ring overwrote it.
+var ErrLagged = errors.New("topic: broadcast subscriber lagged")
+
+// ErrPublisherClosed is returned by the publish methods of a closed
+// [TrackedPublisher], and is the Reason of the receipts it resolved as
+// [TopicClosed] when it was closed.
+var ErrPublisherClosed = errors.New("topic: tracked publisher closed")
+
+// TopicError names the topic an operation failed on. It wraps the cause
+// (for example [ErrTopicExists]).
+type TopicError struct {
+	Topic Name
+	Err   error
+}
+
+// Error returns "topic <name>: <cause>".
+func (e *TopicError) Error() string { return "topic " + string(e.Topic) + ": " + e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *TopicError) Unwrap() error { return e.Err }
+
+// UnsupportedError reports a capability a backend lacks. Err is one of
+// [ErrUnsupportedBackend], [ErrUnsupportedMode] or [ErrUnsupportedPolicy].
+type UnsupportedError struct {
+	// Backend is the backend's name, for example "in_memory".
+	Backend string
+	// What names the setting, for example "mode" or "broadcast.on_lag".
+	What string
+	// Value is the requested value, for example "mixed".
+	Value string
+	// Err is the sentinel.
+	Err error
+}
+
+// Error describes the unsupported combination.
+func (e *UnsupportedError) Error() string {
+	if errors.Is(e.Err, ErrUnsupportedBackend) {
+		return "topic: unsupported backend " + quote(e.Backend)
+	}
+	return "topic: backend " + quote(e.Backend) + " does not support " + e.What + " " + quote(e.Value)
+}
+
+// Unwrap returns the sentinel.
+func (e *UnsupportedError) Unwrap() error { return e.Err }
+
+func quote(s string) string { return "\"" + s + "\"" }

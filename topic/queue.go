@@ -488,3 +488,44 @@ func isDone(done <-chan struct{}) bool {
 		return false
 	}
 }
+
+// waitRoom blocks until the queue has a free slot, reserving nothing. It
+// returns nil when there is room, ErrTopicClosed if the queue is (or
+// becomes) closed, and ctx.Err() if ctx is done first. A mixed topic uses it
+// to wait for one full group without holding capacity in the others.
+func (q *Queue[T]) waitRoom(ctx context.Context) error {
+	done := ctx.Done()
+	q.mu.Lock()
+	var w *waiter
+	for {
+		if q.closed {
+			q.recycle(w)
+			q.mu.Unlock()
+			return ErrTopicClosed
+		}
+		if q.count < len(q.items) {
+			q.recycle(w)
+			// This waiter filled nothing: pass the wakeup on if another
+			// publisher needs it.
+			q.wakePublishers()
+			q.mu.Unlock()
+			return nil
+		}
+		if w == nil {
+			w = q.newWaiter()
+		}
+		w.want = 1
+		q.pub.pushBack(w)
+		q.mu.Unlock()
+		select {
+		case <-w.ch:
+			q.mu.Lock()
+			q.pub.woke(w)
+		case <-done:
+			q.mu.Lock()
+			q.abandon(&q.pub, w)
+			q.mu.Unlock()
+			return ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// The example wires its four pipelines, propagates fraud's rejections back
+// to ingest's source through two topic hops, and stops everything cleanly.
+func Example() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := run(ctx, os.Stdout, slog.New(slog.DiscardHandler), 12); err != nil {
+		panic(err)
+	}
+	// Output:
+	// topics:
+	//   audit   broadcast_only  ack_mode=all   propagation=auto  publishers=enrich  subscribers=broadcast archive, broadcast fraud
+	//   orders  balanced_only   ack_mode=first propagation=auto  publishers=ingest  subscribers=group enrichers
+	//
+	// ingest's source saw 12 outcomes:
+	//   order  1 acked
+	//   order  2 acked
+	//   order  3 acked
+	//   order  4 acked
+	//   order  5 acked
+	//   order  6 acked
+	//   order  7 acked
+	//   order  8 acked
+	//   order  9 acked
+	//   order 10 failed: topic orders: downstream nacked: topic audit: downstream nacked: order 10: suspicious amount
+	//   order 11 failed: topic orders: downstream nacked: topic audit: downstream nacked: order 11: suspicious amount
+	//   order 12 failed: topic orders: downstream nacked: topic audit: downstream nacked: order 12: suspicious amount
+	//
+	// archive handled 12 orders
+	// enrich: received 12 from orders (acked 9, nacked 3); published 12 into audit (acked 9, failed 3)
+	// topic orders: published 12, dropped 0, lagged 0, in flight 0
+	// topic audit: published 12, dropped 0, lagged 0, in flight 0
+}

@@ -1,0 +1,414 @@
+// Package topicsource is a pipeline source that reads an internal topic
+// (package topic): a balanced consumer group or a broadcast subscription.
+//
+// Import it as topicsource:
+//
+//	import topicsource "github.com/boulevard-go/boulevard/sources/topic"
+//
+// # Subscriptions and producer concurrency
+//
+// With a balanced mode (topic.Balanced(group)), every producer stage of the
+// pipeline (producer.Options.Concurrency = N) is one member of the group: N
+// subscriptions share the group's stream, each message reaching exactly one
+// of them. With topic.Broadcast(), the source holds one subscription, shared
+// by all N stages, so each message enters the pipeline once whatever N is;
+// the stages take turns receiving from it. In both cases each stage
+// registers one feed, and takes from its subscription only as many messages
+// as the feed has been granted permits: the permit window bounds read-ahead
+// exactly as for a broker consumer.
+//
+// New subscribes the first subscription (stage 0's, or the shared broadcast
+// one) at once, so that nothing published after New returns is missed by
+// the pipeline; the other balanced members subscribe when their stages
+// start. Close the source if the pipeline is never run.
+//
+// # Acknowledgement
+//
+// Each message carries its subscription as acknowledger and its topic
+// message ID as acker.Outcome.ID. A successful message is acked on the
+// subscription; a failed one is nacked with its error, which a tracked
+// upstream publisher sees as the Nack reason. A failed message with
+// acker.DispositionDiscard is acked instead (it is done with, and the
+// upstream must not retry it). Acks of messages that were published
+// untracked are answered topic.ErrMessageNotTracked by the topic; the source
+// counts them (Stats.NotTracked) and otherwise ignores them.
+//
+// # Lag
+//
+// A broadcast subscriber that falls more than the ring's capacity behind
+// receives a lag notice instead of the messages it missed. The source counts
+// the notices and the missed messages (Stats.LagNotices, Stats.Missed) and
+// logs each notice at warning level. Under on_lag drop_oldest it continues
+// with the oldest retained message; under on_lag disconnect the topic closes
+// the subscription after the notice, and the source subscribes again at once
+// (Stats.Resubscribes) and continues with the messages published from then
+// on.
+//
+// # End of stream
+//
+// When the topic is closed, the subscriptions end once everything delivered
+// to them was received; Run then returns nil, which tells the pipeline the
+// source is exhausted (it drains and stops when all its sources are).
+package topicsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+// DefaultMaxBatch is the default Options.MaxBatch.
+const DefaultMaxBatch = 64
+
+// ErrClosed is returned by Run after Close.
+var ErrClosed = errors.New("topicsource: source closed")
+
+// Options configure a Source.
+type Options[T any] struct {
+	// Topic is the topic to read. Required.
+	Topic *topic.Handle[T] `name:"topic" validate:"required"`
+	// Mode is topic.Balanced(group) or topic.Broadcast(). A balanced mode
+	// needs a non-empty group.
+	Mode topic.SubscriptionMode `name:"-"`
+	// MaxBatch is the largest number of messages taken from a subscription
+	// at once (never more than the feed has permits for). Default 64.
+	MaxBatch int `name:"maxBatch" validate:"gte=1"`
+	// Logger receives lag notices and acknowledgement problems. Nil
+	// discards them.
+	Logger *slog.Logger `name:"-"`
+}
+
+// WithDefaults returns o with every zero field replaced by its default.
+func (o Options[T]) WithDefaults() Options[T] {
+	if o.MaxBatch == 0 {
+		o.MaxBatch = DefaultMaxBatch
+	}
+	return o
+}
+
+// Validate checks o (after WithDefaults) and returns nil or a
+// validate.Errors naming every broken rule, for example
+// "topicsource.topic is required".
+func (o Options[T]) Validate() error {
+	var errs []error
+	errs = append(errs, validate.Struct("topicsource", &o))
+	if !o.Mode.IsBroadcast() && o.Mode.Group() == "" {
+		errs = append(errs, validate.Field("topicsource.mode", "required",
+			"needs a consumer group (topic.Balanced(group)) or topic.Broadcast()"))
+	}
+	return validate.Join(errs...)
+}
+
+// Metadata is what a message's Metadata holds (a *Metadata): where it came
+// from. It is shared by every message of one subscription slot: read it, do
+// not change it.
+type Metadata struct {
+	// Topic is the topic's name.
+	Topic topic.Name
+	// Mode is the subscription's mode.
+	Mode topic.SubscriptionMode
+	// Member is the producer stage index whose balanced subscription
+	// received the message (0 for broadcast, whose one subscription all
+	// stages share).
+	Member int
+}
+
+// Stats are a source's counters.
+type Stats struct {
+	// Received is the number of messages handed to the pipeline.
+	Received uint64
+	// LagNotices is the number of lag notices received.
+	LagNotices uint64
+	// Missed is the number of messages the lag notices reported missed.
+	Missed uint64
+	// Acked is the number of successful outcomes acked on the topic.
+	Acked uint64
+	// Nacked is the number of failed outcomes nacked on the topic.
+	Nacked uint64
+	// NotTracked is the number of acks and nacks the topic answered with
+	// topic.ErrMessageNotTracked (untracked publishes, or publishes already
+	// settled, timed out for instance).
+	NotTracked uint64
+	// Subscriptions is the number of subscriptions made.
+	Subscriptions uint64
+	// Resubscribes is the number of subscriptions made again after the
+	// topic disconnected a lagging one.
+	Resubscribes uint64
+}
+
+// Source reads a topic into a pipeline. It implements producer.Source,
+// producer.Closer and producer.Validator. Create it with New.
+type Source[T any] struct {
+	opts Options[T]
+	log  *slog.Logger
+
+	mu     sync.Mutex
+	slots  map[int]*slot[T]
+	all    []*subscription[T]
+	closed bool
+
+	received, lagNotices, missed atomic.Uint64
+	acked, nacked, notTracked    atomic.Uint64
+	subscriptions, resubscribes  atomic.Uint64
+}
+
+// slot is the subscription one stage (balanced) or every stage (broadcast)
+// receives from. The turn token serialises receiving, as a subscription
+// requires, and guards cur and buf.
+type slot[T any] struct {
+	turn chan struct{}
+	cur  *subscription[T]
+	buf  []topic.Item[T]
+	md   *Metadata
+}
+
+// subscription is one topic subscription and the acknowledger of the
+// messages received through it.
+type subscription[T any] struct {
+	src *Source[T]
+	sub *topic.Subscription[T]
+	// lagClosed is set when a lag notice arrived on a disconnect topic: the
+	// end of the subscription that follows is a disconnect, not the end of
+	// the topic.
+	lagClosed bool
+}
+
+// New validates opts and subscribes the first subscription.
+func New[T any](opts Options[T]) (*Source[T], error) {
+	opts = opts.WithDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Source[T]{
+		opts:  opts,
+		log:   log.With(slog.String("topic", string(opts.Topic.Name()))),
+		slots: map[int]*slot[T]{},
+	}
+	if _, err := s.slot(0); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Validate reports invalid options (producer.Validator); New has already
+// checked them, so it returns nil for a Source made by New.
+func (s *Source[T]) Validate() error { return s.opts.Validate() }
+
+// Stats returns the source's counters.
+func (s *Source[T]) Stats() Stats {
+	return Stats{
+		Received:      s.received.Load(),
+		LagNotices:    s.lagNotices.Load(),
+		Missed:        s.missed.Load(),
+		Acked:         s.acked.Load(),
+		Nacked:        s.nacked.Load(),
+		NotTracked:    s.notTracked.Load(),
+		Subscriptions: s.subscriptions.Load(),
+		Resubscribes:  s.resubscribes.Load(),
+	}
+}
+
+// slot returns the slot of a stage, subscribing it on first use.
+func (s *Source[T]) slot(index int) (*slot[T], error) {
+	if s.opts.Mode.IsBroadcast() {
+		index = 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if sl := s.slots[index]; sl != nil {
+		return sl, nil
+	}
+	sub, err := s.subscribeLocked()
+	if err != nil {
+		return nil, err
+	}
+	sl := &slot[T]{turn: make(chan struct{}, 1), cur: sub, buf: make([]topic.Item[T], s.opts.MaxBatch),
+		md: &Metadata{Topic: s.opts.Topic.Name(), Mode: s.opts.Mode, Member: index}}
+	sl.turn <- struct{}{}
+	s.slots[index] = sl
+	return sl, nil
+}
+
+func (s *Source[T]) subscribeLocked() (*subscription[T], error) {
+	ts, err := s.opts.Topic.Subscribe(s.opts.Mode, topic.SubscriberOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("topicsource: subscribe to %s: %w", s.opts.Topic.Name(), err)
+	}
+	sub := &subscription[T]{src: s, sub: ts}
+	s.all = append(s.all, sub)
+	s.subscriptions.Add(1)
+	return sub, nil
+}
+
+// resubscribe replaces a slot's disconnected subscription. The caller holds
+// the slot's turn.
+func (s *Source[T]) resubscribe(sl *slot[T]) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	sub, err := s.subscribeLocked()
+	if err != nil {
+		return err
+	}
+	sl.cur = sub
+	s.resubscribes.Add(1)
+	return nil
+}
+
+// Run receives from the stage's subscription under the stage's permit
+// window until ctx is cancelled (it returns nil) or the topic is closed and
+// drained (it returns nil: the source is exhausted). A subscription that
+// cannot be made is an error, and the stage restarts the source.
+func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
+	sl, err := s.slot(stage.Index())
+	if err != nil {
+		if errors.Is(err, topic.ErrTopicClosed) {
+			return nil
+		}
+		return err
+	}
+	feed := stage.NewFeed(fmt.Sprintf("%s/%d", s.opts.Topic.Name(), stage.Index()), nil)
+	ptrs := make([]*message.Message[T], 0, s.opts.MaxBatch)
+	have := 0
+	for {
+		if have == 0 {
+			n, err := feed.Acquire(ctx, s.opts.MaxBatch)
+			if err != nil {
+				return nil // ctx cancelled or the feed closed: stop fetching
+			}
+			have = n
+		}
+		select {
+		case <-sl.turn:
+		case <-ctx.Done():
+			return nil
+		}
+		sub := sl.cur
+		n, err := sub.sub.ReceiveBatch(ctx, sl.buf[:have])
+		ptrs = s.convert(sub, sl.md, sl.buf[:n], ptrs[:0])
+		if err != nil && ctx.Err() == nil && errors.Is(err, topic.ErrSubscriptionClosed) && sub.lagClosed {
+			// Disconnected for lagging: carry on with a new subscription.
+			s.log.Warn("topic disconnected the lagging subscription; subscribing again")
+			if rerr := s.resubscribe(sl); rerr == nil {
+				err = nil
+			} else if !errors.Is(rerr, topic.ErrTopicClosed) {
+				err = rerr
+			}
+		}
+		sl.turn <- struct{}{}
+		if len(ptrs) > 0 {
+			feed.Deliver(ptrs...)
+			have -= len(ptrs)
+			s.received.Add(uint64(len(ptrs)))
+			clear(ptrs)
+		}
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, topic.ErrSubscriptionClosed) || errors.Is(err, topic.ErrTopicClosed) || errors.Is(err, ErrClosed) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// convert turns received items into messages (one allocation per batch)
+// and handles lag notices.
+func (s *Source[T]) convert(sub *subscription[T], md *Metadata, items []topic.Item[T], ptrs []*message.Message[T]) []*message.Message[T] {
+	values := 0
+	for i := range items {
+		if items[i].Lagged == 0 {
+			values++
+		}
+	}
+	var block []message.Message[T]
+	if values > 0 {
+		block = make([]message.Message[T], values)
+	}
+	for i := range items {
+		it := &items[i]
+		if it.Lagged > 0 {
+			s.lagNotices.Add(1)
+			s.missed.Add(it.Lagged)
+			disconnect := s.opts.Topic.Options().Broadcast.OnLag == topic.Disconnect
+			if disconnect {
+				sub.lagClosed = true
+			}
+			s.log.Warn("topic subscriber lagged: messages missed",
+				slog.Uint64("missed", it.Lagged), slog.Uint64("missed_total", s.missed.Load()),
+				slog.Bool("disconnected", disconnect))
+			continue
+		}
+		m := &block[0]
+		block = block[1:]
+		m.Init(it.Value, sub, uint64(it.ID))
+		m.Metadata = md
+		ptrs = append(ptrs, m)
+		*it = topic.Item[T]{}
+	}
+	return ptrs
+}
+
+// Ack acks successful messages and nacks failed ones on the subscription
+// they came from (acker.Acknowledger).
+func (a *subscription[T]) Ack(ctx context.Context, successful, failed []acker.Outcome) {
+	s := a.src
+	for i := range successful {
+		s.note(ctx, a.sub.Ack(topic.MessageID(successful[i].ID)), &s.acked)
+	}
+	for i := range failed {
+		o := &failed[i]
+		if o.Disposition == acker.DispositionDiscard {
+			s.note(ctx, a.sub.Ack(topic.MessageID(o.ID)), &s.acked)
+			continue
+		}
+		s.note(ctx, a.sub.Nack(topic.MessageID(o.ID), o.Err), &s.nacked)
+	}
+}
+
+func (s *Source[T]) note(ctx context.Context, err error, ok *atomic.Uint64) {
+	switch {
+	case err == nil:
+		ok.Add(1)
+	case errors.Is(err, topic.ErrMessageNotTracked):
+		s.notTracked.Add(1)
+	default:
+		s.log.WarnContext(ctx, "could not settle a topic message", slog.Any("error", err))
+	}
+}
+
+// Close closes every subscription the source made (producer.Closer). Tracked
+// messages still unsettled resolve upstream as nacked with
+// topic.ErrDeliveryDropped. Idempotent.
+func (s *Source[T]) Close(context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	all := s.all
+	s.all = nil
+	s.mu.Unlock()
+	for _, sub := range all {
+		sub.sub.Close()
+	}
+	return nil
+}

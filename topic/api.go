@@ -1,0 +1,569 @@
+package topic
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"sync/atomic"
+)
+
+// PublishOutcome says what a publish did.
+type PublishOutcome int
+
+const (
+	// Published: the message was delivered to every current recipient.
+	Published PublishOutcome = iota
+	// DroppedOnFull: a balanced group queue was full and the publish did not
+	// wait; nothing was delivered anywhere.
+	DroppedOnFull
+	// MaxInFlightReached: a tracked try-publish found MaxInFlight publishes
+	// pending; nothing was published.
+	MaxInFlightReached
+)
+
+var publishOutcomeNames = []string{"published", "dropped_on_full", "max_in_flight_reached"}
+
+// String returns "published", "dropped_on_full" or "max_in_flight_reached".
+func (o PublishOutcome) String() string {
+	return enumString(publishOutcomeNames, int(o), "PublishOutcome")
+}
+
+// MessageID identifies one publish within a topic; subscribers ack and nack
+// by it.
+type MessageID uint64
+
+// Item is what a subscription receives: a message, or (Lagged > 0) a lag
+// notice saying how many broadcast messages the subscriber missed.
+type Item[T any] struct {
+	ID     MessageID
+	Value  T
+	Lagged uint64
+}
+
+// SubscriptionMode is a balanced group membership or a broadcast
+// subscription. Build it with [Balanced] or [Broadcast].
+type SubscriptionMode struct {
+	broadcast bool
+	group     GroupName
+}
+
+// Balanced subscribes as one member of the consumer group: each message
+// reaches exactly one member of each group.
+func Balanced(group GroupName) SubscriptionMode { return SubscriptionMode{group: group} }
+
+// Broadcast subscribes to every message published from now on.
+func Broadcast() SubscriptionMode { return SubscriptionMode{broadcast: true} }
+
+// IsBroadcast reports whether m is a broadcast subscription.
+func (m SubscriptionMode) IsBroadcast() bool { return m.broadcast }
+
+// Group returns the consumer group of a balanced subscription ("" for
+// broadcast).
+func (m SubscriptionMode) Group() GroupName { return m.group }
+
+// Stats is a snapshot of one topic's counters.
+type Stats struct {
+	// BalancedGroups is the number of consumer groups with subscribers.
+	BalancedGroups int
+	// BroadcastSubscribers is the number of connected broadcast subscribers.
+	BroadcastSubscribers int
+	// Published counts successful publishes (tracked or not).
+	Published uint64
+	// Dropped counts publishes that reported DroppedOnFull.
+	Dropped uint64
+	// Lagged counts broadcast messages missed by slow subscribers (the sum
+	// of all lag notices, including disconnects).
+	Lagged uint64
+	// InFlight is the number of unresolved tracked publishes.
+	InFlight int
+}
+
+// Declaration is one topic of a [Broker.CreateTopics] batch. A nil Backend
+// means [InMemory].
+type Declaration[T any] struct {
+	Name    Name
+	Options Options
+	Backend Backend[T]
+}
+
+// Broker is a registry of named topics. It is safe for concurrent use.
+type Broker[T any] struct {
+	mu     sync.Mutex
+	topics map[Name]*Handle[T]
+}
+
+// NewBroker returns an empty broker.
+func NewBroker[T any]() *Broker[T] {
+	return &Broker[T]{topics: make(map[Name]*Handle[T])}
+}
+
+// CreateTopic creates and registers one topic. See [Broker.CreateTopics].
+func (b *Broker[T]) CreateTopic(name Name, opts Options, backend Backend[T]) (*Handle[T], error) {
+	hs, err := b.CreateTopics([]Declaration[T]{{Name: name, Options: opts, Backend: backend}})
+	if err != nil {
+		return nil, err
+	}
+	return hs[0], nil
+}
+
+// CreateInMemoryTopic creates a topic on the [InMemory] backend.
+func (b *Broker[T]) CreateInMemoryTopic(name Name, opts Options) (*Handle[T], error) {
+	return b.CreateTopic(name, opts, InMemory[T]{})
+}
+
+// CreateTopics creates and registers every declared topic, or none: each
+// declaration gets defaults applied, is validated, checked against its
+// backend's capabilities and instantiated; if any step fails for any of
+// them, or a name is empty, repeated in the batch or already registered,
+// the topics already instantiated are closed, nothing is registered, and
+// the error names the topic (a [*TopicError] wrapping ErrEmptyName,
+// ErrTopicExists, a [validate.Errors], an [*UnsupportedError] or the
+// backend's error).
+func (b *Broker[T]) CreateTopics(decls []Declaration[T]) ([]*Handle[T], error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	seen := make(map[Name]bool, len(decls))
+	for _, d := range decls {
+		if d.Name == "" {
+			return nil, &TopicError{Topic: d.Name, Err: ErrEmptyName}
+		}
+		if seen[d.Name] || b.topics[d.Name] != nil {
+			return nil, &TopicError{Topic: d.Name, Err: ErrTopicExists}
+		}
+		seen[d.Name] = true
+	}
+	hs := make([]*Handle[T], 0, len(decls))
+	fail := func(name Name, err error) ([]*Handle[T], error) {
+		for _, h := range hs {
+			h.state.Close()
+		}
+		return nil, &TopicError{Topic: name, Err: err}
+	}
+	for _, d := range decls {
+		h, err := newHandle(d.Name, d.Options, d.Backend)
+		if err != nil {
+			return fail(d.Name, err)
+		}
+		hs = append(hs, h)
+	}
+	for _, h := range hs {
+		h.broker = b
+		b.topics[h.name] = h
+	}
+	return hs, nil
+}
+
+// NewTopic creates a topic that no broker registers (for tests and
+// single-owner uses). nil backend means InMemory.
+func NewTopic[T any](name Name, opts Options, backend Backend[T]) (*Handle[T], error) {
+	if name == "" {
+		return nil, &TopicError{Topic: name, Err: ErrEmptyName}
+	}
+	h, err := newHandle(name, opts, backend)
+	if err != nil {
+		return nil, &TopicError{Topic: name, Err: err}
+	}
+	return h, nil
+}
+
+func newHandle[T any](name Name, opts Options, backend Backend[T]) (*Handle[T], error) {
+	if backend == nil {
+		backend = InMemory[T]{}
+	}
+	opts = opts.WithDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if err := CheckCapabilities(backend.Name(), backend.Capabilities(), opts); err != nil {
+		return nil, err
+	}
+	st, err := backend.NewTopic(name, opts)
+	if err != nil {
+		return nil, err
+	}
+	h := &Handle[T]{name: name, opts: opts, backend: backend.Name(), state: st}
+	h.mem, _ = st.(*memTopic[T])
+	return h, nil
+}
+
+// Topic returns the registered topic of that name.
+func (b *Broker[T]) Topic(name Name) (*Handle[T], bool) {
+	b.mu.Lock()
+	h, ok := b.topics[name]
+	b.mu.Unlock()
+	return h, ok
+}
+
+// Names returns the registered topic names, sorted.
+func (b *Broker[T]) Names() []Name {
+	b.mu.Lock()
+	out := make([]Name, 0, len(b.topics))
+	for n := range b.topics {
+		out = append(out, n)
+	}
+	b.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// Remove unregisters and closes the topic; it reports whether the topic
+// was registered.
+func (b *Broker[T]) Remove(name Name) bool {
+	b.mu.Lock()
+	h, ok := b.topics[name]
+	delete(b.topics, name)
+	b.mu.Unlock()
+	if ok {
+		h.Close()
+	}
+	return ok
+}
+
+// Close unregisters and closes every topic.
+func (b *Broker[T]) Close() {
+	b.mu.Lock()
+	hs := make([]*Handle[T], 0, len(b.topics))
+	for _, h := range b.topics {
+		hs = append(hs, h)
+	}
+	clear(b.topics)
+	b.mu.Unlock()
+	for _, h := range hs {
+		h.Close()
+	}
+}
+
+// unregister removes h if it is still the topic registered under its name.
+func (b *Broker[T]) unregister(h *Handle[T]) {
+	b.mu.Lock()
+	if b.topics[h.name] == h {
+		delete(b.topics, h.name)
+	}
+	b.mu.Unlock()
+}
+
+// Handle is one topic: publish into it, subscribe to it, close it. It is
+// safe for concurrent use.
+type Handle[T any] struct {
+	name    Name
+	opts    Options
+	backend string
+	state   State[T]
+	mem     *memTopic[T] // state, when it is the in-memory backend's: called directly
+	broker  *Broker[T]
+
+	seq       atomic.Uint64
+	published atomic.Uint64
+	dropped   atomic.Uint64
+	inFlight  atomic.Int64
+
+	mu        sync.Mutex
+	closed    bool
+	closeDone chan struct{} // closed when the first Close has finished
+	trackers  map[*trackerCore]struct{}
+}
+
+// Name returns the topic's name.
+func (h *Handle[T]) Name() Name { return h.name }
+
+// Options returns the topic's options, defaults applied.
+func (h *Handle[T]) Options() Options { return h.opts }
+
+// Backend returns the name of the topic's backend.
+func (h *Handle[T]) Backend() string { return h.backend }
+
+func (h *Handle[T]) nextID() MessageID { return MessageID(h.seq.Add(1)) }
+
+// Publish publishes v, untracked, to every current recipient, applying the
+// topic's balanced.on_full when a group queue is full: with Block (the
+// default) it waits for room; with DropNewest it returns ErrDroppedOnFull.
+// It returns nil, ctx.Err(), ErrTopicClosed or ErrDroppedOnFull; on an error
+// nothing was published.
+func (h *Handle[T]) Publish(ctx context.Context, v T) error {
+	out, err := h.publishEnvelope(ctx, Envelope[T]{ID: h.nextID(), Value: v}, h.opts.Balanced.OnFull, false)
+	if err == nil && out == DroppedOnFull {
+		return ErrDroppedOnFull
+	}
+	return err
+}
+
+// PublishWith publishes v with the full-queue policy onFull (a per-publisher
+// override of balanced.on_full; broadcast never waits). It returns
+// Published, or DroppedOnFull under DropNewest when a group queue was full,
+// or an error (ctx.Err(), ErrTopicClosed) with nothing published.
+func (h *Handle[T]) PublishWith(ctx context.Context, v T, onFull OnFull) (PublishOutcome, error) {
+	return h.publishEnvelope(ctx, Envelope[T]{ID: h.nextID(), Value: v}, onFull, false)
+}
+
+// TryPublish publishes v without waiting: Published, or DroppedOnFull if a
+// balanced group queue is full (then nothing reaches any recipient, broadcast
+// included), or ErrTopicClosed.
+func (h *Handle[T]) TryPublish(v T) (PublishOutcome, error) {
+	return h.publishEnvelope(context.Background(), Envelope[T]{ID: h.nextID(), Value: v}, DropNewest, true)
+}
+
+func (h *Handle[T]) publishEnvelope(ctx context.Context, e Envelope[T], onFull OnFull, try bool) (PublishOutcome, error) {
+	var out PublishOutcome
+	var err error
+	switch {
+	case h.mem != nil:
+		out, err = h.mem.publish(ctx, e, try || onFull == DropNewest)
+	case try:
+		out, err = h.state.TryPublish(e)
+	default:
+		if err = ctx.Err(); err != nil {
+			return Published, err
+		}
+		out, err = h.state.Publish(ctx, e, onFull)
+	}
+	if err != nil {
+		return out, err
+	}
+	switch out {
+	case Published:
+		h.published.Add(1)
+	case DroppedOnFull:
+		h.dropped.Add(1)
+	}
+	return out, nil
+}
+
+// Subscribe adds a subscriber: Balanced(group) joins a consumer group
+// (created on its first member), Broadcast() receives every message
+// published from now on. It returns ErrSubscribeBalancedNotSupported,
+// ErrSubscribeBroadcastNotSupported, ErrSubscribeSingleGroupViolation or
+// ErrTopicClosed wrapped in a [*TopicError] naming the topic, or
+// ErrEmptyName (balanced with an empty group).
+func (h *Handle[T]) Subscribe(mode SubscriptionMode, opts SubscriberOptions) (*Subscription[T], error) {
+	if !mode.broadcast && mode.group == "" {
+		return nil, ErrEmptyName
+	}
+	st, err := h.state.Subscribe(mode, opts)
+	if err != nil {
+		return nil, &TopicError{Topic: h.name, Err: err}
+	}
+	s := &Subscription[T]{h: h, st: st, mode: mode}
+	s.member, _ = st.(*memMember[T])
+	return s, nil
+}
+
+// Tracked returns a new tracked publisher. Zero fields of opts take the
+// topic's ack_propagation values. It returns ErrTopicClosed on a closed
+// topic, or a validate.Errors for negative options.
+func (h *Handle[T]) Tracked(opts TrackedOptions) (*TrackedPublisher[T], error) {
+	if err := validateTracked(opts); err != nil {
+		return nil, err
+	}
+	if opts.MaxInFlight == 0 {
+		opts.MaxInFlight = h.opts.AckPropagation.MaxInFlight
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = h.opts.AckPropagation.Timeout
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, ErrTopicClosed
+	}
+	all := h.opts.Mode == BroadcastOnly && h.opts.Broadcast.AckMode == AckAll
+	c := newTrackerCore(all, opts.MaxInFlight, opts.Timeout, &h.inFlight)
+	if h.trackers == nil {
+		h.trackers = make(map[*trackerCore]struct{})
+	}
+	h.trackers[c] = struct{}{}
+	return &TrackedPublisher[T]{h: h, core: c, onFull: opts.OnFull}, nil
+}
+
+func (h *Handle[T]) detachTracker(c *trackerCore) {
+	h.mu.Lock()
+	delete(h.trackers, c)
+	h.mu.Unlock()
+}
+
+// Close closes the topic: publishing returns ErrTopicClosed, subscribers
+// receive what was already delivered to them and then ErrSubscriptionClosed,
+// new subscriptions are refused, every tracked publisher is closed and its
+// unresolved receipts resolve as TopicClosed (reason ErrTopicClosed). If a
+// broker registers the topic, it is unregistered. Idempotent; every call
+// returns only once all of that is done.
+func (h *Handle[T]) Close() {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		<-h.closeDone
+		return
+	}
+	h.closed = true
+	h.closeDone = make(chan struct{})
+	defer close(h.closeDone)
+	trackers := h.trackers
+	h.trackers = nil
+	h.mu.Unlock()
+	h.state.Close()
+	for c := range trackers {
+		c.close(ErrTopicClosed)
+	}
+	if h.broker != nil {
+		h.broker.unregister(h)
+	}
+}
+
+// Stats returns a snapshot of the topic's counters.
+func (h *Handle[T]) Stats() Stats {
+	ss := h.state.Stats()
+	return Stats{
+		BalancedGroups:       ss.BalancedGroups,
+		BroadcastSubscribers: ss.BroadcastSubscribers,
+		Published:            h.published.Load(),
+		Dropped:              h.dropped.Load(),
+		Lagged:               ss.Lagged,
+		InFlight:             int(h.inFlight.Load()),
+	}
+}
+
+// Subscription receives from a topic and acks / nacks what it received.
+// Receive and ReceiveBatch must not be called concurrently on one
+// subscription (use several subscriptions of one group for parallel
+// consumers); Ack, Nack and Close may be called from any goroutine.
+type Subscription[T any] struct {
+	h      *Handle[T]
+	st     SubscriptionState[T]
+	member *memMember[T] // st, when it is an in-memory group member: called directly
+	mode   SubscriptionMode
+	buf    []Envelope[T]
+
+	mu      sync.Mutex
+	closed  bool
+	pending map[MessageID]*Ticket // tracked deliveries received and not yet settled
+}
+
+// Mode returns how the subscription was made.
+func (s *Subscription[T]) Mode() SubscriptionMode { return s.mode }
+
+// Receive waits for the next item: a message, or a lag notice (Lagged > 0).
+// It returns ErrSubscriptionClosed once the subscription or topic is closed
+// and everything delivered to it was received, and ctx.Err() when ctx is
+// done first (nothing is consumed then).
+func (s *Subscription[T]) Receive(ctx context.Context) (Item[T], error) {
+	n, err := s.recv(ctx, 1)
+	if n == 0 {
+		return Item[T]{}, err
+	}
+	e := &s.buf[0]
+	it := Item[T]{ID: e.ID, Value: e.Value, Lagged: e.Lagged}
+	*e = Envelope[T]{}
+	return it, nil
+}
+
+// ReceiveBatch waits for at least one item and fills dst[:n] with up to
+// len(dst) items that are ready, without waiting for more. Errors are as
+// for Receive. It panics if dst is empty.
+func (s *Subscription[T]) ReceiveBatch(ctx context.Context, dst []Item[T]) (int, error) {
+	if len(dst) == 0 {
+		panic("topic: ReceiveBatch with an empty buffer")
+	}
+	n, err := s.recv(ctx, len(dst))
+	for i := range n {
+		e := &s.buf[i]
+		dst[i] = Item[T]{ID: e.ID, Value: e.Value, Lagged: e.Lagged}
+		*e = Envelope[T]{}
+	}
+	return n, err
+}
+
+func (s *Subscription[T]) recv(ctx context.Context, max int) (int, error) {
+	if len(s.buf) < max {
+		s.buf = make([]Envelope[T], max)
+	}
+	var n int
+	var err error
+	if s.member != nil {
+		n, err = s.member.Receive(ctx, s.buf[:max])
+	} else {
+		n, err = s.st.Receive(ctx, s.buf[:max])
+	}
+	if n == 0 {
+		return 0, err
+	}
+	tracked := false
+	for i := range n {
+		if s.buf[i].Ticket != nil {
+			tracked = true
+			break
+		}
+	}
+	if !tracked {
+		return n, nil
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		for i := range n {
+			s.buf[i].Ticket.Drop(ErrDeliveryDropped)
+			s.buf[i] = Envelope[T]{}
+		}
+		return 0, ErrSubscriptionClosed
+	}
+	if s.pending == nil {
+		s.pending = make(map[MessageID]*Ticket)
+	}
+	for i := range n {
+		if t := s.buf[i].Ticket; t != nil {
+			s.pending[s.buf[i].ID] = t
+		}
+	}
+	s.mu.Unlock()
+	return n, nil
+}
+
+// Ack acknowledges a received message. It returns ErrMessageNotTracked if
+// the message was not published tracked, was not received by this
+// subscription, or is already settled.
+func (s *Subscription[T]) Ack(id MessageID) error {
+	t := s.take(id)
+	if t == nil || !t.ack() {
+		return ErrMessageNotTracked
+	}
+	return nil
+}
+
+// Nack rejects a received message with reason (nil means ErrNacked); the
+// tracked publish resolves as Nacked with that reason. Errors are as for Ack.
+func (s *Subscription[T]) Nack(id MessageID, reason error) error {
+	t := s.take(id)
+	if t == nil || !t.nack(reason) {
+		return ErrMessageNotTracked
+	}
+	return nil
+}
+
+func (s *Subscription[T]) take(id MessageID) *Ticket {
+	s.mu.Lock()
+	t := s.pending[id]
+	if t != nil {
+		delete(s.pending, id)
+	}
+	s.mu.Unlock()
+	return t
+}
+
+// Close leaves the topic. Tracked messages received and not yet acked or
+// nacked, and (for the last member of a group or a broadcast subscriber)
+// those delivered to it but not yet received, resolve as Nacked with
+// ErrDeliveryDropped. A Receive waiting concurrently returns
+// ErrSubscriptionClosed. Idempotent.
+func (s *Subscription[T]) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	pending := s.pending
+	s.pending = nil
+	s.mu.Unlock()
+	s.st.Close()
+	for _, t := range pending {
+		t.Drop(ErrDeliveryDropped)
+	}
+}

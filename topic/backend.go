@@ -1,0 +1,146 @@
+package topic
+
+import (
+	"context"
+	"slices"
+)
+
+// Capabilities is what a backend supports. Topic creation checks a topic's
+// options against it with [CheckCapabilities] before the backend is asked to
+// create anything; publish and receive never look at it.
+type Capabilities struct {
+	// Modes the backend can run.
+	Modes []Mode
+	// OnFull policies for balanced groups.
+	OnFull []OnFull
+	// OnLag policies for broadcast subscribers.
+	OnLag []OnLag
+	// AckModes for broadcast tracked publishes.
+	AckModes []AckMode
+	// Propagation modes.
+	Propagation []PropagationMode
+}
+
+// CheckCapabilities reports the first setting of o that c does not support,
+// as an [*UnsupportedError] wrapping [ErrUnsupportedMode] or
+// [ErrUnsupportedPolicy]; backend is the backend's name, used in the
+// message. A backend that supports no mode at all is reported as
+// [ErrUnsupportedBackend]. Policies that the mode does not use (on_full on a
+// broadcast-only topic, on_lag and ack_mode on a balanced-only topic) are not
+// checked.
+func CheckCapabilities(backend string, c Capabilities, o Options) error {
+	if len(c.Modes) == 0 {
+		return &UnsupportedError{Backend: backend, Err: ErrUnsupportedBackend}
+	}
+	if !slices.Contains(c.Modes, o.Mode) {
+		return &UnsupportedError{Backend: backend, What: "mode", Value: o.Mode.String(), Err: ErrUnsupportedMode}
+	}
+	policy := func(what, value string) error {
+		return &UnsupportedError{Backend: backend, What: what, Value: value, Err: ErrUnsupportedPolicy}
+	}
+	if o.Mode != BroadcastOnly && !slices.Contains(c.OnFull, o.Balanced.OnFull) {
+		return policy("balanced.on_full", o.Balanced.OnFull.String())
+	}
+	if o.Mode != BalancedOnly {
+		if !slices.Contains(c.OnLag, o.Broadcast.OnLag) {
+			return policy("broadcast.on_lag", o.Broadcast.OnLag.String())
+		}
+		if !slices.Contains(c.AckModes, o.Broadcast.AckMode) {
+			return policy("broadcast.ack_mode", o.Broadcast.AckMode.String())
+		}
+	}
+	if !slices.Contains(c.Propagation, o.AckPropagation.Mode) {
+		return policy("ack_propagation.mode", o.AckPropagation.Mode.String())
+	}
+	return nil
+}
+
+// Backend creates the per-topic state of one kind of topic implementation.
+// [InMemory] is the built-in one.
+type Backend[T any] interface {
+	// Name is the backend's configuration name ("in_memory").
+	Name() string
+	// Capabilities declares what the backend supports.
+	Capabilities() Capabilities
+	// NewTopic creates the state of one topic. opts have had defaults
+	// applied and passed validation and the capability check.
+	NewTopic(name Name, opts Options) (State[T], error)
+}
+
+// BackendByName returns the built-in backend registered under name
+// ("in_memory"), or an [*UnsupportedError] wrapping [ErrUnsupportedBackend].
+func BackendByName[T any](name string) (Backend[T], error) {
+	if name == (InMemory[T]{}).Name() {
+		return InMemory[T]{}, nil
+	}
+	return nil, &UnsupportedError{Backend: name, Err: ErrUnsupportedBackend}
+}
+
+// State is the backend side of one topic. [Handle] wraps it; users never
+// call it directly. All methods must be safe for concurrent use.
+//
+// Delivery contract: a publish reaches every current recipient (each
+// balanced group once, each broadcast subscriber once) or none of them.
+// Before an envelope becomes visible to any subscriber, the backend calls
+// e.Ticket.SetRecipients with the number of deliveries it makes (a nil
+// Ticket accepts the call). Whenever a delivery of a tracked envelope is
+// lost before a subscriber received it (a lagging subscriber missed it, a
+// subscription or group went away with it still queued), the backend calls
+// e.Ticket.Drop once per lost delivery, without holding its own locks.
+type State[T any] interface {
+	// Publish delivers e, waiting for room when onFull is Block. It returns
+	// Published, or DroppedOnFull (onFull DropNewest and a group queue is
+	// full), or an error: ctx.Err() or ErrTopicClosed. On an error or
+	// DroppedOnFull nothing was delivered.
+	Publish(ctx context.Context, e Envelope[T], onFull OnFull) (PublishOutcome, error)
+	// TryPublish is Publish without waiting: DroppedOnFull when a group queue
+	// is full.
+	TryPublish(e Envelope[T]) (PublishOutcome, error)
+	// Subscribe adds a subscriber, or returns one of the ErrSubscribe*
+	// errors or ErrTopicClosed.
+	Subscribe(mode SubscriptionMode, opts SubscriberOptions) (SubscriptionState[T], error)
+	// Stats returns the backend-side counters.
+	Stats() StateStats
+	// Close closes the topic: publishes fail with ErrTopicClosed, receivers
+	// drain what was delivered to them and then get ErrSubscriptionClosed.
+	// Idempotent.
+	Close()
+}
+
+// StateStats are the counters a backend keeps.
+type StateStats struct {
+	// BalancedGroups is the number of consumer groups with subscribers.
+	BalancedGroups int
+	// BroadcastSubscribers is the number of connected broadcast subscribers.
+	BroadcastSubscribers int
+	// Lagged is the total number of messages broadcast subscribers missed.
+	Lagged uint64
+}
+
+// SubscriptionState is the backend side of one subscription.
+type SubscriptionState[T any] interface {
+	// Receive waits for at least one envelope and fills dst[:n] with up to
+	// len(dst) of them, in order. An envelope with Lagged > 0 is a lag
+	// notice carrying no value. After the subscription or topic is closed
+	// and drained it returns 0, ErrSubscriptionClosed; on ctx done 0,
+	// ctx.Err() with nothing consumed. It is not called concurrently for
+	// one subscription.
+	Receive(ctx context.Context, dst []Envelope[T]) (int, error)
+	// Close removes the subscriber; deliveries it had not received are
+	// dropped (Ticket.Drop). Idempotent; may be called concurrently with
+	// Receive, which then returns ErrSubscriptionClosed.
+	Close()
+}
+
+// Envelope is one message as a backend carries it.
+type Envelope[T any] struct {
+	// ID identifies the publish within its topic.
+	ID MessageID
+	// Value is the payload.
+	Value T
+	// Ticket tracks the outcome of a tracked publish; nil when untracked.
+	Ticket *Ticket
+	// Lagged > 0 marks a lag notice: the subscriber missed that many
+	// messages. Value and Ticket are then zero.
+	Lagged uint64
+}

@@ -1,0 +1,155 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/boulevard-go/boulevard/topic"
+)
+
+// TopicError names the declaration (by YAML path) that a creation-time
+// failure, such as an unsupported backend capability, belongs to.
+type TopicError struct {
+	// Path is the declaration's YAML path, for example "topics.ingress".
+	Path string
+	// Err is the cause, for example a *topic.UnsupportedError.
+	Err error
+}
+
+// Error returns "<path>: <cause>".
+func (e *TopicError) Error() string { return e.Path + ": " + e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *TopicError) Unwrap() error { return e.Err }
+
+// Subscription is one of a pipeline's subscriber bindings, ready for a topic
+// source.
+type Subscription[T any] struct {
+	// Alias is the name the pipeline used for the topic.
+	Alias string
+	// Binding is the pipeline's binding of the topic.
+	Binding topic.Binding[T]
+	// Mode is the subscription mode to subscribe with.
+	Mode topic.SubscriptionMode
+}
+
+// Wired is the result of Build: the created topics and each pipeline's
+// topic set.
+type Wired[T any] struct {
+	// Plan is the plan that was built.
+	Plan *Plan
+	// Topics are the created topics, by broker name.
+	Topics map[topic.Name]*topic.Handle[T]
+
+	sets map[string]*topic.TopicSet[T]
+	subs map[string][]Subscription[T]
+}
+
+// TopicSet returns the topic set of the pipeline called name (every topic it
+// subscribes to or publishes into, under the name it used), or nil for a
+// pipeline that is not in the wiring.
+func (w *Wired[T]) TopicSet(pipeline string) *topic.TopicSet[T] { return w.sets[pipeline] }
+
+// Subscriptions returns the pipeline's subscriptions in wiring order.
+func (w *Wired[T]) Subscriptions(pipeline string) []Subscription[T] {
+	return append([]Subscription[T](nil), w.subs[pipeline]...)
+}
+
+// Publisher returns the pipeline's binding for a topic it publishes into,
+// under the name it used in the wiring.
+func (w *Wired[T]) Publisher(pipeline, alias string) (topic.Binding[T], bool) {
+	s := w.sets[pipeline]
+	if s == nil {
+		return topic.Binding[T]{}, false
+	}
+	return s.Get(alias)
+}
+
+// Build creates the plan's topics on broker and binds them to the pipelines.
+//
+// Every topic is first checked against its backend: the backend named by
+// its declaration is looked up among backends (by Name), then among the
+// built-in ones (topic.BackendByName: "in_memory"); a missing backend, or
+// one whose Capabilities lack the topic's mode or a policy it uses, fails
+// with a *TopicError wrapping the *topic.UnsupportedError
+// (topic.ErrUnsupportedBackend, ErrUnsupportedMode, ErrUnsupportedPolicy).
+// All such problems are reported together, and nothing is created. Then all
+// topics are created at once with topic.Broker.CreateTopics: if one cannot
+// be (a topic of that name exists already), none is.
+func Build[T any](broker *topic.Broker[T], plan *Plan, backends ...topic.Backend[T]) (*Wired[T], error) {
+	if broker == nil || plan == nil {
+		return nil, errors.New("topic config: Build needs a broker and a plan")
+	}
+	byName := map[string]topic.Backend[T]{}
+	for _, b := range backends {
+		if b != nil {
+			byName[b.Name()] = b
+		}
+	}
+	decls := make([]topic.Declaration[T], 0, len(plan.Topics))
+	var errs []error
+	for _, tp := range plan.Topics {
+		b, ok := byName[tp.Backend]
+		if !ok {
+			var err error
+			if b, err = topic.BackendByName[T](tp.Backend); err != nil {
+				errs = append(errs, &TopicError{Path: tp.Path + ".backend", Err: err})
+				continue
+			}
+		}
+		if err := topic.CheckCapabilities(b.Name(), b.Capabilities(), tp.Options); err != nil {
+			errs = append(errs, &TopicError{Path: tp.Path, Err: err})
+			continue
+		}
+		decls = append(decls, topic.Declaration[T]{Name: tp.Name, Options: tp.Options, Backend: b})
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	handles, err := broker.CreateTopics(decls)
+	if err != nil {
+		return nil, fmt.Errorf("topic config: %w", err)
+	}
+	w := &Wired[T]{
+		Plan:   plan,
+		Topics: make(map[topic.Name]*topic.Handle[T], len(handles)),
+		sets:   make(map[string]*topic.TopicSet[T], len(plan.Pipelines)),
+		subs:   make(map[string][]Subscription[T], len(plan.Pipelines)),
+	}
+	for _, h := range handles {
+		w.Topics[h.Name()] = h
+	}
+	for _, pp := range plan.Pipelines {
+		set := topic.NewTopicSet[T]()
+		for _, bp := range pp.Bindings {
+			b := topic.Binding[T]{Handle: w.Topics[bp.Topic], OnFull: bp.OnFull, AckPropagation: bp.AckPropagation}
+			if err := set.Bind(bp.Alias, b); err != nil {
+				// Resolve rejected duplicate aliases; a hand-built plan may
+				// not have been resolved. Undo the creation: all or none.
+				for _, h := range handles {
+					broker.Remove(h.Name())
+				}
+				return nil, fmt.Errorf("topic config: pipeline %s: %w", pp.Name, err)
+			}
+			if bp.Role == Subscriber {
+				w.subs[pp.Name] = append(w.subs[pp.Name], Subscription[T]{Alias: bp.Alias, Binding: b, Mode: bp.SubscriptionMode()})
+			}
+		}
+		w.sets[pp.Name] = set
+	}
+	return w, nil
+}
+
+// Load parses a topic document, resolves the wiring against it and builds
+// the topics on broker: Parse, Resolve and Build in one call.
+func Load[T any](data []byte, wiring Wiring, broker *topic.Broker[T], backends ...topic.Backend[T]) (*Wired[T], error) {
+	cfg, err := Parse(data)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := Resolve(cfg, wiring)
+	if err != nil {
+		return nil, err
+	}
+	return Build(broker, plan, backends...)
+}

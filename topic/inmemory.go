@@ -1,0 +1,300 @@
+package topic
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// InMemory is the built-in backend: bounded in-process queues for balanced
+// groups (each group is a [Queue]) and a bounded ring for broadcast. It
+// supports every mode and policy. The zero value is ready to use.
+type InMemory[T any] struct{}
+
+// Name returns "in_memory".
+func (InMemory[T]) Name() string { return "in_memory" }
+
+// Capabilities returns every mode and policy.
+func (InMemory[T]) Capabilities() Capabilities {
+	return Capabilities{
+		Modes:       []Mode{BalancedOnly, BroadcastOnly, Mixed},
+		OnFull:      []OnFull{Block, DropNewest},
+		OnLag:       []OnLag{DropOldest, Disconnect},
+		AckModes:    []AckMode{AckFirst, AckAll},
+		Propagation: []PropagationMode{PropagationDisabled, PropagationAuto},
+	}
+}
+
+// NewTopic returns the state of one in-memory topic.
+func (InMemory[T]) NewTopic(_ Name, opts Options) (State[T], error) {
+	t := &memTopic[T]{opts: opts, groups: make(map[GroupName]*memGroup[T])}
+	if opts.Mode != BalancedOnly {
+		t.ring = newRing[T](opts.Broadcast.Capacity, opts.Broadcast.OnLag)
+	}
+	return t, nil
+}
+
+// memGroup is one balanced consumer group: a Queue shared by its members.
+type memGroup[T any] struct {
+	name    GroupName
+	q       *Queue[Envelope[T]]
+	members int // guarded by memTopic.mu
+}
+
+// memTopic is the in-memory State.
+//
+// Balanced-only topics publish straight into the one group's queue (no
+// topic lock). Mixed topics serialise publishes under mu, which makes a
+// publish all-or-nothing: under mu only publishers add to group queues, so
+// room seen there stays there until the publish has put the message into
+// every group and the ring. A publish that finds a group full releases mu
+// and waits for room in that group alone, so it holds no capacity anywhere
+// while it waits.
+type memTopic[T any] struct {
+	opts     Options
+	isClosed atomic.Bool
+	single   atomic.Pointer[memGroup[T]] // BalancedOnly: the live group, if any
+	ring     *ring[T]                    // nil for BalancedOnly
+
+	mu     sync.Mutex
+	closed bool
+	groups map[GroupName]*memGroup[T]
+	glist  []*memGroup[T]
+	bound  GroupName // BalancedOnly: the group fixed by the first subscription
+}
+
+// Publish implements State.
+func (t *memTopic[T]) Publish(ctx context.Context, e Envelope[T], onFull OnFull) (PublishOutcome, error) {
+	return t.publish(ctx, e, onFull == DropNewest)
+}
+
+// TryPublish implements State.
+func (t *memTopic[T]) TryPublish(e Envelope[T]) (PublishOutcome, error) {
+	return t.publish(context.Background(), e, true)
+}
+
+func (t *memTopic[T]) publish(ctx context.Context, e Envelope[T], noWait bool) (PublishOutcome, error) {
+	if (noWait || t.opts.Mode != BalancedOnly) && isDone(ctx.Done()) {
+		// (A blocking balanced-only publish leaves the check to the queue.)
+		return Published, ctx.Err()
+	}
+	switch t.opts.Mode {
+	case BalancedOnly:
+		return t.publishSingle(ctx, e, noWait)
+	case BroadcastOnly:
+		return t.ring.publish(e, 0)
+	default:
+		return t.publishMixed(ctx, e, noWait)
+	}
+}
+
+func (t *memTopic[T]) publishSingle(ctx context.Context, e Envelope[T], noWait bool) (PublishOutcome, error) {
+	for {
+		g := t.single.Load()
+		if g == nil {
+			if t.isClosed.Load() {
+				return Published, ErrTopicClosed
+			}
+			e.Ticket.SetRecipients(0)
+			return Published, nil
+		}
+		e.Ticket.SetRecipients(1)
+		var err error
+		if noWait {
+			var ok bool
+			ok, err = g.q.TryPublish(e)
+			if err == nil && !ok {
+				return DroppedOnFull, nil
+			}
+		} else {
+			err = g.q.Publish(ctx, e)
+		}
+		if err == nil {
+			return Published, nil
+		}
+		if !errors.Is(err, ErrTopicClosed) || t.isClosed.Load() {
+			return Published, err
+		}
+		// The group's last member left (its queue is closed and it is no
+		// longer t.single): look again.
+	}
+}
+
+func (t *memTopic[T]) publishMixed(ctx context.Context, e Envelope[T], noWait bool) (PublishOutcome, error) {
+	for {
+		t.mu.Lock()
+		if t.closed {
+			t.mu.Unlock()
+			return Published, ErrTopicClosed
+		}
+		var full *memGroup[T]
+		for _, g := range t.glist {
+			if g.q.Len() >= g.q.Cap() {
+				full = g
+				break
+			}
+		}
+		if full == nil {
+			evicted, dropped := t.ring.publishLocked(e, len(t.glist))
+			for _, g := range t.glist {
+				// Cannot fail: room was checked under mu, only mu holders
+				// add, and queues close only under mu.
+				_, _ = g.q.TryPublish(e)
+			}
+			t.mu.Unlock()
+			dropLagged(evicted, dropped)
+			return Published, nil
+		}
+		t.mu.Unlock()
+		if noWait {
+			return DroppedOnFull, nil
+		}
+		if err := full.q.waitRoom(ctx); err != nil && !errors.Is(err, ErrTopicClosed) {
+			return Published, err
+		}
+		// Room appeared, or the group went away, or the topic closed: look
+		// again.
+	}
+}
+
+// Subscribe implements State. Mode mismatches are checked before the
+// closed state, so they are reported even on a closed topic.
+func (t *memTopic[T]) Subscribe(mode SubscriptionMode, _ SubscriberOptions) (SubscriptionState[T], error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if mode.broadcast {
+		if t.opts.Mode == BalancedOnly {
+			return nil, ErrSubscribeBroadcastNotSupported
+		}
+		if t.closed {
+			return nil, ErrTopicClosed
+		}
+		return t.ring.subscribe(), nil
+	}
+	if t.opts.Mode == BroadcastOnly {
+		return nil, ErrSubscribeBalancedNotSupported
+	}
+	if t.opts.Mode == BalancedOnly && t.bound != "" && t.bound != mode.group {
+		return nil, ErrSubscribeSingleGroupViolation
+	}
+	if t.closed {
+		return nil, ErrTopicClosed
+	}
+	t.bound = mode.group
+	g := t.groups[mode.group]
+	if g == nil {
+		g = &memGroup[T]{name: mode.group, q: NewQueue[Envelope[T]](t.opts.Balanced.Capacity)}
+		t.groups[g.name] = g
+		t.glist = append(t.glist, g)
+		if t.opts.Mode == BalancedOnly {
+			t.single.Store(g)
+		}
+	}
+	g.members++
+	return &memMember[T]{t: t, g: g, stop: make(chan time.Time)}, nil
+}
+
+// leave removes one member of g; the last one removes the group, and the
+// tracked messages still queued in it are dropped.
+func (t *memTopic[T]) leave(g *memGroup[T]) {
+	var lost []*Ticket
+	t.mu.Lock()
+	g.members--
+	if g.members == 0 && t.groups[g.name] == g {
+		delete(t.groups, g.name)
+		for i, x := range t.glist {
+			if x == g {
+				t.glist = append(t.glist[:i], t.glist[i+1:]...)
+				break
+			}
+		}
+		if t.single.Load() == g {
+			t.single.Store(nil)
+		}
+		g.q.Close()
+		buf := make([]Envelope[T], 64)
+		for {
+			n, _ := g.q.TryReceive(buf)
+			if n == 0 {
+				break
+			}
+			for _, e := range buf[:n] {
+				if e.Ticket != nil {
+					lost = append(lost, e.Ticket)
+				}
+			}
+		}
+	}
+	t.mu.Unlock()
+	for _, tk := range lost {
+		tk.Drop(ErrDeliveryDropped)
+	}
+}
+
+// Stats implements State.
+func (t *memTopic[T]) Stats() StateStats {
+	t.mu.Lock()
+	s := StateStats{BalancedGroups: len(t.groups)}
+	t.mu.Unlock()
+	if t.ring != nil {
+		s.BroadcastSubscribers, s.Lagged = t.ring.stats()
+	}
+	return s
+}
+
+// Close implements State: group queues and the ring close; members and
+// subscribers drain what they hold.
+func (t *memTopic[T]) Close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	t.closed = true
+	t.isClosed.Store(true)
+	for _, g := range t.glist {
+		g.q.Close()
+	}
+	if t.ring != nil {
+		t.ring.close()
+	}
+}
+
+// memMember is one member of a balanced group.
+type memMember[T any] struct {
+	t      *memTopic[T]
+	g      *memGroup[T]
+	closed atomic.Bool
+	stop   chan time.Time // closed by Close; wakes a waiting Receive
+}
+
+// Receive implements SubscriptionState. Close wakes it through the stop
+// channel, used as the queue's alarm.
+func (m *memMember[T]) Receive(ctx context.Context, dst []Envelope[T]) (int, error) {
+	if m.closed.Load() {
+		return 0, ErrSubscriptionClosed
+	}
+	n, err := m.g.q.ReceiveOr(ctx, dst, m.stop)
+	if n == 0 && err == nil {
+		return 0, ErrSubscriptionClosed
+	}
+	return n, err
+}
+
+// Close implements SubscriptionState.
+func (m *memMember[T]) Close() {
+	if !m.closed.CompareAndSwap(false, true) {
+		return
+	}
+	close(m.stop)
+	m.t.leave(m.g)
+}
+
+func dropLagged(evicted *Ticket, dropped []*Ticket) {
+	evicted.Drop(ErrLagged)
+	for _, t := range dropped {
+		t.Drop(ErrLagged)
+	}
+}

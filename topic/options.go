@@ -1,0 +1,387 @@
+package topic
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+// Name is a topic name. Use [NewName] to build one from a string: it rejects
+// the empty name.
+type Name string
+
+// NewName returns s as a topic Name, or [ErrEmptyName] if s is empty.
+func NewName(s string) (Name, error) {
+	if s == "" {
+		return "", ErrEmptyName
+	}
+	return Name(s), nil
+}
+
+// String returns the name.
+func (n Name) String() string { return string(n) }
+
+// GroupName is the name of a balanced consumer group. Use [NewGroupName] to
+// build one from a string: it rejects the empty name.
+type GroupName string
+
+// NewGroupName returns s as a GroupName, or [ErrEmptyName] if s is empty.
+func NewGroupName(s string) (GroupName, error) {
+	if s == "" {
+		return "", ErrEmptyName
+	}
+	return GroupName(s), nil
+}
+
+// String returns the name.
+func (g GroupName) String() string { return string(g) }
+
+// Mode selects how a topic delivers: to balanced consumer groups only, to
+// broadcast subscribers only, or to both.
+type Mode int
+
+const (
+	// BalancedOnly topics have exactly one consumer group (fixed by the
+	// first balanced subscription); within it, each message goes to exactly
+	// one subscriber. Broadcast subscriptions are refused.
+	BalancedOnly Mode = iota
+	// BroadcastOnly topics deliver every message to every subscriber
+	// through a bounded ring. Balanced subscriptions are refused.
+	BroadcastOnly
+	// Mixed topics have any number of balanced groups plus broadcast
+	// subscribers; a publish reaches all of them or none.
+	Mixed
+)
+
+// OnFull is the balanced full-queue policy.
+type OnFull int
+
+const (
+	// Block (the default) makes Publish wait for room.
+	Block OnFull = iota
+	// DropNewest makes Publish drop the message being published and report
+	// [DroppedOnFull] when a group queue is full.
+	DropNewest
+)
+
+// OnLag is the broadcast slow-subscriber policy.
+type OnLag int
+
+const (
+	// DropOldest (the default): a subscriber that fell more than the ring's
+	// capacity behind gets a lag notice (Item.Lagged = number missed) and
+	// continues from the oldest retained message.
+	DropOldest OnLag = iota
+	// Disconnect: a subscriber that fell behind gets one final lag notice,
+	// then ErrSubscriptionClosed.
+	Disconnect
+)
+
+// AckMode is how the acks of broadcast subscribers combine into the outcome
+// of a tracked publish.
+type AckMode int
+
+const (
+	// AckFirst (the default): the first ack or nack of any recipient
+	// resolves the tracked publish.
+	AckFirst AckMode = iota
+	// AckAll: the publish is acked only after every subscriber eligible at
+	// publish time acked it; any nack, or an eligible subscriber going away
+	// first, nacks it; an empty eligible set nacks it at once. Requires a
+	// broadcast-only topic, on_lag disconnect and ack propagation auto.
+	AckAll
+)
+
+// PropagationMode says whether a topic hop bridges Ack/Nack between
+// pipelines.
+type PropagationMode int
+
+const (
+	// PropagationDisabled (the default): publishers into the topic are not
+	// tracked; the upstream message is settled when it is handed over.
+	PropagationDisabled PropagationMode = iota
+	// PropagationAuto: pipelines publish through a [TrackedPublisher] and
+	// settle the upstream message with the downstream outcome.
+	PropagationAuto
+)
+
+var (
+	modeNames        = []string{"balanced_only", "broadcast_only", "mixed"}
+	onFullNames      = []string{"block", "drop_newest"}
+	onLagNames       = []string{"drop_oldest", "disconnect"}
+	ackModeNames     = []string{"first", "all"}
+	propagationNames = []string{"disabled", "auto"}
+)
+
+func enumString(names []string, v int, kind string) string {
+	if v >= 0 && v < len(names) {
+		return names[v]
+	}
+	return fmt.Sprintf("%s(%d)", kind, v)
+}
+
+func enumParse(names []string, s, kind string) (int, error) {
+	for i, n := range names {
+		if n == s {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("topic: unknown %s %q, want one of %v", kind, s, names)
+}
+
+// String returns "balanced_only", "broadcast_only" or "mixed".
+func (m Mode) String() string { return enumString(modeNames, int(m), "Mode") }
+
+// ParseMode parses the String form.
+func ParseMode(s string) (Mode, error) {
+	v, err := enumParse(modeNames, s, "mode")
+	return Mode(v), err
+}
+
+// MarshalText returns the String form.
+func (m Mode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+// UnmarshalText parses the String form.
+func (m *Mode) UnmarshalText(b []byte) error {
+	v, err := ParseMode(string(b))
+	if err == nil {
+		*m = v
+	}
+	return err
+}
+
+// String returns "block" or "drop_newest".
+func (o OnFull) String() string { return enumString(onFullNames, int(o), "OnFull") }
+
+// ParseOnFull parses the String form.
+func ParseOnFull(s string) (OnFull, error) {
+	v, err := enumParse(onFullNames, s, "on_full")
+	return OnFull(v), err
+}
+
+// MarshalText returns the String form.
+func (o OnFull) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
+
+// UnmarshalText parses the String form.
+func (o *OnFull) UnmarshalText(b []byte) error {
+	v, err := ParseOnFull(string(b))
+	if err == nil {
+		*o = v
+	}
+	return err
+}
+
+// String returns "drop_oldest" or "disconnect".
+func (o OnLag) String() string { return enumString(onLagNames, int(o), "OnLag") }
+
+// ParseOnLag parses the String form.
+func ParseOnLag(s string) (OnLag, error) {
+	v, err := enumParse(onLagNames, s, "on_lag")
+	return OnLag(v), err
+}
+
+// MarshalText returns the String form.
+func (o OnLag) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
+
+// UnmarshalText parses the String form.
+func (o *OnLag) UnmarshalText(b []byte) error {
+	v, err := ParseOnLag(string(b))
+	if err == nil {
+		*o = v
+	}
+	return err
+}
+
+// String returns "first" or "all".
+func (a AckMode) String() string { return enumString(ackModeNames, int(a), "AckMode") }
+
+// ParseAckMode parses the String form.
+func ParseAckMode(s string) (AckMode, error) {
+	v, err := enumParse(ackModeNames, s, "ack_mode")
+	return AckMode(v), err
+}
+
+// MarshalText returns the String form.
+func (a AckMode) MarshalText() ([]byte, error) { return []byte(a.String()), nil }
+
+// UnmarshalText parses the String form.
+func (a *AckMode) UnmarshalText(b []byte) error {
+	v, err := ParseAckMode(string(b))
+	if err == nil {
+		*a = v
+	}
+	return err
+}
+
+// String returns "disabled" or "auto".
+func (p PropagationMode) String() string {
+	return enumString(propagationNames, int(p), "PropagationMode")
+}
+
+// ParsePropagationMode parses the String form.
+func ParsePropagationMode(s string) (PropagationMode, error) {
+	v, err := enumParse(propagationNames, s, "ack_propagation.mode")
+	return PropagationMode(v), err
+}
+
+// MarshalText returns the String form.
+func (p PropagationMode) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+
+// UnmarshalText parses the String form.
+func (p *PropagationMode) UnmarshalText(b []byte) error {
+	v, err := ParsePropagationMode(string(b))
+	if err == nil {
+		*p = v
+	}
+	return err
+}
+
+// Defaults applied by [Options.WithDefaults].
+const (
+	// DefaultBalancedCapacity is balanced.queue_capacity.
+	DefaultBalancedCapacity = 1024
+	// DefaultBroadcastCapacity is broadcast.queue_capacity.
+	DefaultBroadcastCapacity = 4096
+	// DefaultMaxInFlight is ack_propagation.max_in_flight.
+	DefaultMaxInFlight = 1024
+	// DefaultTimeout is ack_propagation.timeout.
+	DefaultTimeout = 30 * time.Second
+)
+
+// BalancedPolicy governs the bounded queue of each balanced consumer group.
+type BalancedPolicy struct {
+	// Capacity is how many messages each group queue holds. Default 1024.
+	Capacity int `name:"queue_capacity" validate:"gte=1"`
+	// OnFull is what Publish does when a group queue is full. Default Block.
+	// A publisher can override it with [Handle.PublishWith].
+	OnFull OnFull `name:"on_full"`
+}
+
+// BroadcastPolicy governs the broadcast ring.
+type BroadcastPolicy struct {
+	// Capacity is how many messages the ring retains. Default 4096.
+	Capacity int `name:"queue_capacity" validate:"gte=1"`
+	// OnLag is what happens to a subscriber that falls behind by more than
+	// Capacity. Default DropOldest.
+	OnLag OnLag `name:"on_lag"`
+	// AckMode combines broadcast acks for tracked publishes. Default AckFirst.
+	AckMode AckMode `name:"ack_mode"`
+}
+
+// AckPropagation configures tracked publishing.
+type AckPropagation struct {
+	// Mode says whether pipelines bridge Ack/Nack through the topic.
+	// Default PropagationDisabled.
+	Mode PropagationMode `name:"mode"`
+	// MaxInFlight bounds the unresolved tracked publishes per publisher.
+	// Default 1024.
+	MaxInFlight int `name:"max_in_flight" validate:"gte=1"`
+	// Timeout resolves a tracked publish as TimedOut when no outcome arrived
+	// in time. Default 30s; at least 1ms.
+	Timeout time.Duration `name:"timeout" validate:"gte=1ms"`
+}
+
+// Options configures one topic. The zero value, after WithDefaults, is a
+// balanced-only topic with a 1024-message queue that blocks when full.
+type Options struct {
+	// Mode is BalancedOnly (default), BroadcastOnly or Mixed.
+	Mode Mode `name:"mode"`
+	// Balanced applies to BalancedOnly and Mixed topics.
+	Balanced BalancedPolicy `name:"balanced"`
+	// Broadcast applies to BroadcastOnly and Mixed topics.
+	Broadcast BroadcastPolicy `name:"broadcast"`
+	// AckPropagation applies to tracked publishers of the topic.
+	AckPropagation AckPropagation `name:"ack_propagation"`
+}
+
+// WithDefaults returns o with every zero capacity, MaxInFlight and Timeout
+// replaced by its default. Enum fields default through their zero values.
+func (o Options) WithDefaults() Options {
+	if o.Balanced.Capacity == 0 {
+		o.Balanced.Capacity = DefaultBalancedCapacity
+	}
+	if o.Broadcast.Capacity == 0 {
+		o.Broadcast.Capacity = DefaultBroadcastCapacity
+	}
+	if o.AckPropagation.MaxInFlight == 0 {
+		o.AckPropagation.MaxInFlight = DefaultMaxInFlight
+	}
+	if o.AckPropagation.Timeout == 0 {
+		o.AckPropagation.Timeout = DefaultTimeout
+	}
+	return o
+}
+
+// Validate checks o (call WithDefaults first) and returns nil or a
+// [validate.Errors] naming every broken rule with the YAML field names, for
+// example "balanced.queue_capacity must be ≥ 1" or "broadcast.ack_mode all
+// requires broadcast.on_lag disconnect". The ack_mode all rules are: the
+// topic must be broadcast_only, on_lag must be disconnect and
+// ack_propagation.mode must be auto.
+func (o Options) Validate() error { return o.ValidateAs("") }
+
+// ValidateAs is Validate with every field path rooted at prefix (for
+// example "topics.ingress.policies").
+func (o Options) ValidateAs(prefix string) error {
+	field := func(f string) string {
+		if prefix == "" {
+			return f
+		}
+		return prefix + "." + f
+	}
+	var extra validate.Errors
+	enum := func(f string, v int, names []string) {
+		if v < 0 || v >= len(names) {
+			extra = append(extra, validate.Field(field(f), "oneof", fmt.Sprintf("must be one of %v", names)))
+		}
+	}
+	enum("mode", int(o.Mode), modeNames)
+	enum("balanced.on_full", int(o.Balanced.OnFull), onFullNames)
+	enum("broadcast.on_lag", int(o.Broadcast.OnLag), onLagNames)
+	enum("broadcast.ack_mode", int(o.Broadcast.AckMode), ackModeNames)
+	enum("ack_propagation.mode", int(o.AckPropagation.Mode), propagationNames)
+	if o.Broadcast.AckMode == AckAll {
+		if o.Mode != BroadcastOnly {
+			extra = append(extra, validate.Field(field("broadcast.ack_mode"), "requires",
+				"all requires mode broadcast_only, not "+o.Mode.String()))
+		}
+		if o.Broadcast.OnLag != Disconnect {
+			extra = append(extra, validate.Field(field("broadcast.ack_mode"), "requires",
+				"all requires broadcast.on_lag disconnect"))
+		}
+		if o.AckPropagation.Mode != PropagationAuto {
+			extra = append(extra, validate.Field(field("broadcast.ack_mode"), "requires",
+				"all requires ack_propagation.mode auto"))
+		}
+	}
+	var extraErr error
+	if len(extra) > 0 {
+		extraErr = extra
+	}
+	return validate.Join(validate.Struct(prefix, &o), extraErr)
+}
+
+// TrackedOptions configures one [TrackedPublisher]. Zero fields take the
+// topic's AckPropagation values.
+type TrackedOptions struct {
+	// MaxInFlight bounds unresolved publishes; Publish waits and TryPublish
+	// reports MaxInFlightReached at the bound.
+	MaxInFlight int `name:"max_in_flight" validate:"gte=0"`
+	// Timeout resolves a publish as TimedOut when no outcome arrived in time.
+	Timeout time.Duration `name:"timeout" validate:"gte=0"`
+	// OnFull is the balanced full-queue policy of Publish and PublishFunc
+	// (a per-publisher override of balanced.on_full). Default Block.
+	OnFull OnFull `name:"on_full"`
+}
+
+func validateTracked(o TrackedOptions) error {
+	var extra error
+	if o.OnFull < 0 || int(o.OnFull) >= len(onFullNames) {
+		extra = validate.Field("on_full", "oneof", fmt.Sprintf("must be one of %v", onFullNames))
+	}
+	return validate.Join(validate.Struct("", &o), extra)
+}
+
+// SubscriberOptions tunes one subscription. It has no fields yet.
+type SubscriberOptions struct{}

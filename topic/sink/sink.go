@@ -1,0 +1,493 @@
+// Package sink publishes a pipeline's processed messages (or batches) into
+// an internal topic, and with ack propagation carries the downstream outcome
+// back to the messages' own sources.
+//
+// A Sink is made from a pipeline's topic binding (topic.Binding, usually
+// from a topic.TopicSet built by package topic/config). Its behaviour
+// follows the binding's ack_propagation mode:
+//
+//   - disabled: each message is published untracked with the binding's
+//     queue_on_full, and the pipeline acknowledges it as usual once the
+//     handler returns: the upstream message is settled when it is handed to
+//     the topic. A message dropped by queue_on_full drop_newest counts as
+//     handed over (Stats.Dropped counts it).
+//   - auto: each message is published through a topic.TrackedPublisher and
+//     deferred (message.Message.Defer), so the pipeline does not acknowledge
+//     it; when the tracked publish resolves, the sink reports the outcome
+//     to the message's acknowledger itself: acked when the downstream
+//     subscribers acked, failed with an *OutcomeError when they nacked
+//     (carrying their reason), when it timed out, or when the topic or the
+//     publisher closed first. A publish that cannot happen at all (the
+//     context ends, the topic is closed, or drop_newest found a full queue)
+//     is an error returned to the handler, which fails the message in the
+//     pipeline as usual.
+//
+// Outcomes are reported by callback from the goroutine that settles the
+// publish (the downstream subscriber's acknowledgement, or the publisher's
+// timeout goroutine): no goroutine is started per message, and the
+// bookkeeping of a publish is recycled, so a warm sink does not allocate per
+// message beyond what the topic needs. Outcomes of a batch published with
+// PublishBatch are reported together, one Ack call per acknowledger, once
+// the whole batch has resolved.
+//
+// # Shutting down
+//
+// A pipeline stops acknowledging deferred messages itself, so its sources
+// must not be closed while the sink still waits for downstream outcomes.
+// Wrap the pipeline's source with GuardSource: its Close first waits (within
+// the pipeline's shutdown timeout) until every tracked publish has resolved
+// and been reported, then closes the sink's publisher and finally the
+// source. Stop the upstream pipeline before the downstream ones: a
+// downstream pipeline that stops first closes its subscriptions, and the
+// messages it had not acked resolve upstream as failed
+// (topic.ErrDeliveryDropped).
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+// Sentinels wrapped by *OutcomeError, one per failed receipt outcome.
+var (
+	// ErrNacked: a downstream subscriber nacked the message (or the topic
+	// nacked it for it: no subscriber, delivery dropped, lagged).
+	ErrNacked = errors.New("sink: downstream nacked")
+	// ErrTimedOut: no downstream outcome arrived within the timeout.
+	ErrTimedOut = errors.New("sink: downstream outcome timed out")
+	// ErrClosed: the topic or the sink's publisher was closed before the
+	// downstream outcome arrived.
+	ErrClosed = errors.New("sink: closed before the downstream outcome")
+)
+
+// OutcomeError is the error a deferred message fails with when its tracked
+// publish did not resolve as acked. errors.Is matches its sentinel
+// (ErrNacked, ErrTimedOut, ErrClosed) and the topic's reason (for a nack,
+// the downstream subscriber's own error).
+type OutcomeError struct {
+	// Topic is the topic the message was published into.
+	Topic topic.Name
+	// Result is the tracked publish's outcome.
+	Result topic.Result
+}
+
+// Error describes the outcome, for example
+// "topic audit: downstream nacked: bad record".
+func (e *OutcomeError) Error() string {
+	s := "topic " + string(e.Topic) + ": "
+	switch e.Result.Outcome {
+	case topic.Nacked:
+		s += "downstream nacked"
+	case topic.TimedOut:
+		s += "downstream outcome timed out"
+	case topic.TopicClosed:
+		s += "closed before the downstream outcome"
+	default:
+		s += e.Result.Outcome.String()
+	}
+	if e.Result.Reason != nil {
+		s += ": " + e.Result.Reason.Error()
+	}
+	return s
+}
+
+// Unwrap returns the outcome's sentinel and the reason.
+func (e *OutcomeError) Unwrap() []error {
+	var sentinel error
+	switch e.Result.Outcome {
+	case topic.Nacked:
+		sentinel = ErrNacked
+	case topic.TimedOut:
+		sentinel = ErrTimedOut
+	case topic.TopicClosed:
+		sentinel = ErrClosed
+	}
+	out := make([]error, 0, 2)
+	if sentinel != nil {
+		out = append(out, sentinel)
+	}
+	if e.Result.Reason != nil {
+		out = append(out, e.Result.Reason)
+	}
+	return out
+}
+
+// Options configure a Sink.
+type Options[T any] struct {
+	// Binding is the pipeline's binding of the topic: the topic handle, the
+	// resolved queue_on_full and ack_propagation. Binding.Handle is
+	// required.
+	Binding topic.Binding[T] `name:"-"`
+	// Logger receives publishing problems. Nil discards them.
+	Logger *slog.Logger `name:"-"`
+}
+
+// Stats are a sink's counters.
+type Stats struct {
+	// Published is the number of messages published.
+	Published uint64
+	// Dropped is the number of messages dropped by drop_newest (untracked).
+	Dropped uint64
+	// Acked is the number of deferred messages reported successful upstream.
+	Acked uint64
+	// Failed is the number of deferred messages reported failed upstream.
+	Failed uint64
+	// InFlight is the number of tracked publishes not yet reported.
+	InFlight int
+}
+
+// Sink publishes messages into one topic. Create it with New; it is safe
+// for concurrent use.
+type Sink[T any] struct {
+	b       topic.Binding[T]
+	tracked *topic.TrackedPublisher[T]
+	log     *slog.Logger
+	ctx     context.Context // for upstream Ack calls
+	pool    sync.Pool       // *pending[T]
+
+	published, dropped, acked, failed atomic.Uint64
+
+	inFlight atomic.Int64
+	mu       sync.Mutex
+	idle     chan struct{} // closed when inFlight returns to 0; nil when nobody waits
+	closed   bool
+}
+
+// New returns a sink for the binding. With ack propagation auto it creates
+// the binding's tracked publisher (MaxInFlight, Timeout, OnFull from the
+// binding); Close releases it.
+func New[T any](opts Options[T]) (*Sink[T], error) {
+	if opts.Binding.Handle == nil {
+		return nil, validate.Join(validate.Field("sink.binding.handle", "required", "is required"))
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Sink[T]{
+		b:   opts.Binding,
+		log: log.With(slog.String("topic", string(opts.Binding.Handle.Name()))),
+		ctx: context.Background(),
+	}
+	s.pool.New = func() any {
+		p := &pending[T]{s: s}
+		p.fn = p.done // bound once: publishing does not allocate a closure
+		return p
+	}
+	if opts.Binding.AckPropagation.Mode == topic.PropagationAuto {
+		tp, err := opts.Binding.Tracked()
+		if err != nil {
+			return nil, fmt.Errorf("sink: tracked publisher for %s: %w", opts.Binding.Handle.Name(), err)
+		}
+		s.tracked = tp
+	}
+	return s, nil
+}
+
+// Tracked reports whether the sink publishes tracked (ack propagation auto).
+func (s *Sink[T]) Tracked() bool { return s.tracked != nil }
+
+// Stats returns the sink's counters.
+func (s *Sink[T]) Stats() Stats {
+	return Stats{
+		Published: s.published.Load(),
+		Dropped:   s.dropped.Load(),
+		Acked:     s.acked.Load(),
+		Failed:    s.failed.Load(),
+		InFlight:  int(s.inFlight.Load()),
+	}
+}
+
+// pending is the bookkeeping of one tracked publish: where its outcome goes.
+type pending[T any] struct {
+	s     *Sink[T]
+	fn    func(topic.Result)
+	ack   acker.Acknowledger
+	id    uint64
+	data  any
+	batch *batchOutcomes
+	one   [1]acker.Outcome
+}
+
+// batchOutcomes collects the outcomes of one PublishBatch call and reports
+// them together once the last one is in.
+type batchOutcomes struct {
+	mu   sync.Mutex
+	g    acker.Group
+	left int // outcomes still expected, plus one while publishing
+}
+
+// Publish publishes m.Data (see PublishValue).
+func (s *Sink[T]) Publish(ctx context.Context, m *message.Message[T]) error {
+	return PublishValue(ctx, s, m, m.Data)
+}
+
+// PublishValue publishes v on behalf of m, which may carry another payload
+// type (a processor handler publishing what it made of its message). With
+// ack propagation auto, m is deferred and its outcome is reported when the
+// tracked publish resolves; otherwise the pipeline acknowledges m as usual.
+// It waits while the topic applies backpressure (queue_on_full block) or the
+// publisher has max_in_flight publishes unresolved. It returns an error,
+// with nothing published and m not deferred, when ctx ends, the topic is
+// closed, or (auto only) drop_newest found a queue full
+// (topic.ErrDroppedOnFull).
+func PublishValue[In, T any](ctx context.Context, s *Sink[T], m *message.Message[In], v T) error {
+	ack, id, data := m.Acknowledger()
+	if err := s.publish(ctx, v, ack, id, data, nil); err != nil {
+		return err
+	}
+	if s.tracked != nil {
+		m.Defer()
+	}
+	return nil
+}
+
+func (s *Sink[T]) publish(ctx context.Context, v T, ack acker.Acknowledger, id uint64, data any, batch *batchOutcomes) error {
+	if s.tracked == nil {
+		out, err := s.b.Publish(ctx, v)
+		if err != nil {
+			return fmt.Errorf("sink: publish into %s: %w", s.b.Handle.Name(), err)
+		}
+		if out == topic.DroppedOnFull {
+			s.dropped.Add(1)
+		} else {
+			s.published.Add(1)
+		}
+		return nil
+	}
+	p := s.pool.Get().(*pending[T])
+	p.ack, p.id, p.data, p.batch = ack, id, data, batch
+	s.inFlight.Add(1)
+	if err := s.tracked.PublishFunc(ctx, v, p.fn); err != nil {
+		s.release(p)
+		s.settled()
+		return fmt.Errorf("sink: publish into %s: %w", s.b.Handle.Name(), err)
+	}
+	s.published.Add(1)
+	return nil
+}
+
+// done receives the tracked publish's outcome and reports it upstream.
+func (p *pending[T]) done(r topic.Result) {
+	s := p.s
+	o := acker.Outcome{ID: p.id, Data: p.data}
+	if r.Outcome == topic.Acked {
+		s.acked.Add(1)
+	} else {
+		s.failed.Add(1)
+		o.Err = &OutcomeError{Topic: s.b.Handle.Name(), Result: r}
+	}
+	if b := p.batch; b != nil {
+		ack := p.ack
+		s.release(p)
+		b.mu.Lock()
+		b.g.Add(ack, o)
+		b.left--
+		last := b.left == 0
+		b.mu.Unlock()
+		if last {
+			b.g.Flush(s.ctx, s.log)
+		}
+	} else {
+		// The outcome slice lives in p, so reporting does not allocate; p
+		// is recycled only after the call.
+		p.one[0] = o
+		if o.Err == nil {
+			acker.Safe(s.ctx, s.log, p.ack, p.one[:], nil)
+		} else {
+			acker.Safe(s.ctx, s.log, p.ack, nil, p.one[:])
+		}
+		s.release(p)
+	}
+	s.settled()
+}
+
+func (s *Sink[T]) release(p *pending[T]) {
+	p.ack, p.data, p.batch = nil, nil, nil
+	p.one[0] = acker.Outcome{}
+	s.pool.Put(p)
+}
+
+// settled counts one tracked publish as reported and wakes Wait at zero.
+func (s *Sink[T]) settled() {
+	if s.inFlight.Add(-1) != 0 {
+		return
+	}
+	s.mu.Lock()
+	if s.idle != nil && s.inFlight.Load() == 0 {
+		close(s.idle)
+		s.idle = nil
+	}
+	s.mu.Unlock()
+}
+
+// PublishBatch publishes every message of a batch that has not failed, in
+// order. With ack propagation auto the published messages are deferred and
+// their outcomes are reported together once all of them have resolved. A
+// message that cannot be published is failed (m.Fail) with the error, and
+// the pipeline acknowledges it as failed. It returns nil: per-message
+// problems are on the messages.
+func (s *Sink[T]) PublishBatch(ctx context.Context, batch []*message.Message[T]) error {
+	var b *batchOutcomes
+	if s.tracked != nil {
+		b = &batchOutcomes{left: 1}
+	}
+	for _, m := range batch {
+		if m.Failed() {
+			continue
+		}
+		ack, id, data := m.Acknowledger()
+		if b != nil {
+			b.mu.Lock()
+			b.left++
+			b.mu.Unlock()
+		}
+		if err := s.publish(ctx, m.Data, ack, id, data, b); err != nil {
+			if b != nil {
+				b.mu.Lock()
+				b.left--
+				b.mu.Unlock()
+			}
+			m.Fail(err)
+			continue
+		}
+		if b != nil {
+			m.Defer()
+		}
+	}
+	if b != nil {
+		b.mu.Lock()
+		b.left--
+		last := b.left == 0
+		b.mu.Unlock()
+		if last && b.g.Len() > 0 {
+			b.g.Flush(s.ctx, s.log)
+		}
+	}
+	return nil
+}
+
+// Handler returns a processor handler that publishes each message's payload
+// unchanged (for a pipeline whose processors only forward into the topic).
+func (s *Sink[T]) Handler() processor.Handler[T, T] {
+	return func(ctx context.Context, m *message.Message[T]) (T, error) {
+		return m.Data, s.Publish(ctx, m)
+	}
+}
+
+// BatchHandler returns a batch handler that publishes each batch with
+// PublishBatch.
+func (s *Sink[T]) BatchHandler() batcher.Handler[T] {
+	return func(ctx context.Context, batch []*message.Message[T], _ message.BatchInfo) error {
+		return s.PublishBatch(ctx, batch)
+	}
+}
+
+// Wait blocks until every tracked publish has resolved and been reported
+// upstream, or ctx ends (it returns ctx.Err()). Publishes made while it
+// waits are waited for too.
+func (s *Sink[T]) Wait(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		if s.inFlight.Load() == 0 {
+			s.mu.Unlock()
+			return nil
+		}
+		if s.idle == nil {
+			s.idle = make(chan struct{})
+		}
+		idle := s.idle
+		s.mu.Unlock()
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Close closes the tracked publisher: later publishes fail, and publishes
+// still unresolved are reported upstream as failed (ErrClosed). It waits
+// until they are reported. It never closes the topic. Idempotent.
+func (s *Sink[T]) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.mu.Unlock()
+	if s.tracked != nil {
+		s.tracked.Close()
+	}
+}
+
+// Drain waits (until ctx ends) for every tracked publish to be reported,
+// then closes the sink. It returns ctx.Err() when it stopped waiting; the
+// publishes left were then reported as failed by Close.
+func (s *Sink[T]) Drain(ctx context.Context) error {
+	err := s.Wait(ctx)
+	s.Close()
+	return err
+}
+
+// Drainer is what GuardSource waits for: a Sink of any payload type.
+type Drainer interface {
+	Drain(ctx context.Context) error
+}
+
+// GuardSource wraps a pipeline's source so that closing it first drains the
+// sinks (Drain with the Close context, which the pipeline bounds by its
+// shutdown timeout) and only then closes src (if it is a producer.Closer).
+// The wrapper passes Validate and Ordered through to src.
+func GuardSource[T any](src producer.Source[T], sinks ...Drainer) producer.Source[T] {
+	return &guarded[T]{src: src, sinks: sinks}
+}
+
+type guarded[T any] struct {
+	src   producer.Source[T]
+	sinks []Drainer
+}
+
+// Run runs the wrapped source.
+func (g *guarded[T]) Run(ctx context.Context, st *producer.Stage[T]) error { return g.src.Run(ctx, st) }
+
+// Close drains the sinks, then closes the source.
+func (g *guarded[T]) Close(ctx context.Context) error {
+	var errs []error
+	for _, s := range g.sinks {
+		if err := s.Drain(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("sink: draining before closing the source: %w", err))
+		}
+	}
+	if c, ok := g.src.(producer.Closer); ok {
+		errs = append(errs, c.Close(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// Validate passes src's Validate through.
+func (g *guarded[T]) Validate() error {
+	if v, ok := g.src.(producer.Validator); ok {
+		return v.Validate()
+	}
+	return nil
+}
+
+// Ordered passes src's Ordered through.
+func (g *guarded[T]) Ordered() bool {
+	o, ok := g.src.(producer.Ordered)
+	return ok && o.Ordered()
+}

@@ -1,0 +1,1329 @@
+// Package topictest is the conformance suite for topic backends: every
+// guarantee of the topic layer as one subtest, run against the topics a
+// backend creates through a [topic.Broker].
+//
+// A backend package runs it from a test:
+//
+//	func TestConformance(t *testing.T) {
+//		topictest.Run(t, func() topic.Backend[int] { return mybackend.New[int]() })
+//	}
+//
+// Subtests whose options the backend declares unsupported (its
+// Capabilities) are skipped with that reason.
+package topictest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/topic"
+)
+
+// Run runs the conformance suite. newBackend is called once per subtest.
+// Set TOPICTEST_SCALE (an integer ≥ 1) to multiply the message counts of
+// the concurrency tests.
+func Run(t *testing.T, newBackend func() topic.Backend[int]) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.run(newSuite(t, newBackend))
+		})
+	}
+}
+
+type testCase struct {
+	name string
+	run  func(s *suite)
+}
+
+var cases = []testCase{
+	// Names: empty topic and group names are rejected everywhere.
+	{"EmptyNamesRejected", testEmptyNames},
+	// Broker: create, lookup, sorted list, remove-and-close, close-all.
+	{"BrokerLifecycle", testBrokerLifecycle},
+	// Broker: CreateTopics is atomic, a bad declaration inserts nothing.
+	{"CreateTopicsAtomic", testCreateTopicsAtomic},
+	// TopicSet.Remove detaches the alias only; the topic stays open.
+	{"TopicSetRemoveDoesNotClose", testTopicSetRemove},
+	// Explicit mode-mismatch errors on subscribe.
+	{"ModeMismatchErrors", testModeMismatch},
+	// Balanced: within a group each message goes to exactly one subscriber, under concurrency.
+	{"BalancedExactlyOnceConcurrent", testExactlyOnce},
+	// Each subscriber receives one publisher's messages in publish order.
+	{"OrderPerSubscriber", testOrder},
+	// Different balanced groups each receive the whole stream independently.
+	{"IndependentGroups", testIndependentGroups},
+	// Balanced publish waits under backpressure and publishes nothing when cancelled.
+	{"Backpressure", testBackpressure},
+	// TryPublish and on_full drop_newest report DroppedOnFull and deliver nothing.
+	{"DropOnFull", testDropOnFull},
+	// Broadcast drop_oldest: a slow subscriber gets Lagged{Missed} and continues from the oldest retained message; the fast one and the publisher are unaffected.
+	{"LagDropOldest", testLagDropOldest},
+	// Broadcast disconnect: a slow subscriber gets one final Lagged, then ErrSubscriptionClosed.
+	{"LagDisconnect", testLagDisconnect},
+	// Broadcast under concurrency: each subscriber's messages plus its lag notices account for every message once, in order.
+	{"LagAccountingConcurrent", testLagAccounting},
+	// Mixed: TryPublish is all-or-nothing across groups and broadcast.
+	{"MixedTryPublishAllOrNothing", testMixedAllOrNothing},
+	// Mixed: a publish blocked on one full group delivers nowhere and holds no room in the others while it waits.
+	{"MixedBlockedPublishHoldsNothing", testMixedBlocked},
+	// A cancelled publish delivers nothing anywhere.
+	{"CancelledPublishDeliversNothing", testCancelledPublish},
+	// No replay: a late subscriber only sees messages published after it subscribed.
+	{"NoReplayForLateSubscribers", testNoReplay},
+	// Close: publish fails, receivers drain then see ErrSubscriptionClosed, subscribe is refused, waiters wake.
+	{"CloseSemantics", testClose},
+	// Tracked: an ack resolves the receipt as Acked.
+	{"TrackedAck", testTrackedAck},
+	// Tracked: a nack resolves as Nacked with the subscriber's reason.
+	{"TrackedNackWithReason", testTrackedNack},
+	// Tracked: no outcome within the timeout resolves as TimedOut.
+	{"TrackedTimedOut", testTrackedTimeout},
+	// Tracked: closing the topic resolves pending receipts as TopicClosed.
+	{"TrackedTopicClosed", testTrackedTopicClosed},
+	// Tracked: max_in_flight bounds pending publishes; TryPublish reports MaxInFlightReached.
+	{"TrackedMaxInFlight", testTrackedMaxInFlight},
+	// Tracked: ack/nack of untracked, unknown or already-resolved messages returns ErrMessageNotTracked.
+	{"AckNotTracked", testAckNotTracked},
+	// Tracked: a delivery dropped without an ack nacks the publish.
+	{"DroppedDeliveryNacks", testDroppedDelivery},
+	// Tracked: a publish that reaches no subscriber is nacked at once.
+	{"NoSubscriberNacks", testNoSubscriber},
+	// Tracked: callback form, DropNewest publisher, and closing the publisher.
+	{"TrackedFuncAndClose", testTrackedFuncAndClose},
+	// ack_mode first: the first recipient outcome wins.
+	{"AckFirstWins", testAckFirst},
+	// ack_mode all: Acked only after every subscriber eligible at publish time acked.
+	{"AckAllWaitsForEveryEligible", testAckAllEvery},
+	// ack_mode all: any required nack resolves as Nacked with its reason.
+	{"AckAllAnyNack", testAckAllNack},
+	// ack_mode all: an eligible subscriber leaving (or disconnected for lag) before acking resolves as Nacked.
+	{"AckAllSubscriberLeaves", testAckAllLeaves},
+	// ack_mode all: an empty eligible set resolves at once as Nacked.
+	{"AckAllEmptyEligibleSet", testAckAllEmpty},
+	// ack_mode all is rejected at creation without propagation auto, without on_lag disconnect, and on mixed or balanced-only topics.
+	{"AckAllStartupRejections", testAckAllRejections},
+	// Stats: groups, broadcast subscribers, published, dropped, lagged, in-flight.
+	{"Stats", testStats},
+	// Capabilities: every declared mode can be created, and undeclared ones are refused at creation.
+	{"Capabilities", testCapabilities},
+}
+
+func testEmptyNames(s *suite) {
+	t := s.t
+	_, err := topic.NewName("")
+	isErr(t, "NewName", err, topic.ErrEmptyName)
+	_, err = topic.NewGroupName("")
+	isErr(t, "NewGroupName", err, topic.ErrEmptyName)
+	if n, err := topic.NewName("x"); err != nil || n != "x" {
+		t.Fatalf("NewName(x) = %q, %v", n, err)
+	}
+	_, err = s.broker.CreateTopic("", topic.Options{}, s.backend)
+	isErr(t, "CreateTopic", err, topic.ErrEmptyName)
+	h := s.topic("t", balanced(4))
+	_, err = h.Subscribe(topic.Balanced(""), topic.SubscriberOptions{})
+	isErr(t, "Subscribe(Balanced(\"\"))", err, topic.ErrEmptyName)
+	if len(s.broker.Names()) != 1 {
+		t.Fatalf("Names = %v", s.broker.Names())
+	}
+}
+
+func testBrokerLifecycle(s *suite) {
+	t := s.t
+	b := s.broker
+	c := s.topic("c", balanced(4))
+	a := s.topic("a", balanced(4))
+	if got := b.Names(); !slices.Equal(got, []topic.Name{"a", "c"}) {
+		t.Fatalf("Names = %v", got)
+	}
+	if h, ok := b.Topic("a"); !ok || h != a {
+		t.Fatalf("Topic(a) = %v, %v", h, ok)
+	}
+	if _, ok := b.Topic("zz"); ok {
+		t.Fatal("Topic(zz) found")
+	}
+	_, err := b.CreateTopic("a", topic.Options{}, s.backend)
+	isErr(t, "duplicate CreateTopic", err, topic.ErrTopicExists)
+	var te *topic.TopicError
+	if !errors.As(err, &te) || te.Topic != "a" {
+		t.Fatalf("error %v does not name the topic", err)
+	}
+	if !b.Remove("a") {
+		t.Fatal("Remove(a) = false")
+	}
+	if b.Remove("a") {
+		t.Fatal("second Remove(a) = true")
+	}
+	isErr(t, "publish after Remove", a.Publish(ctxT(t), 1), topic.ErrTopicClosed)
+	if _, ok := b.Topic("a"); ok {
+		t.Fatal("removed topic still registered")
+	}
+	// A removed name can be created again.
+	s.topic("a", balanced(4))
+	b.Close()
+	isErr(t, "publish after broker Close", c.Publish(ctxT(t), 1), topic.ErrTopicClosed)
+	if len(b.Names()) != 0 {
+		t.Fatalf("Names after Close = %v", b.Names())
+	}
+}
+
+func testCreateTopicsAtomic(s *suite) {
+	t := s.t
+	b := s.broker
+	s.topic("existing", balanced(4))
+	ok := topic.Options{Mode: topic.BalancedOnly}
+	for _, batch := range [][]topic.Declaration[int]{
+		// the last declaration collides with a registered topic
+		{{Name: "n1", Options: ok, Backend: s.backend}, {Name: "n2", Options: ok, Backend: s.backend}, {Name: "existing", Options: ok, Backend: s.backend}},
+		// a name repeated inside the batch
+		{{Name: "n1", Options: ok, Backend: s.backend}, {Name: "n1", Options: ok, Backend: s.backend}},
+		// one declaration has invalid options
+		{{Name: "n1", Options: ok, Backend: s.backend}, {Name: "n2", Options: topic.Options{Balanced: topic.BalancedPolicy{Capacity: -1}}, Backend: s.backend}},
+		// one declaration has an empty name
+		{{Name: "n1", Options: ok, Backend: s.backend}, {Name: "", Options: ok, Backend: s.backend}},
+	} {
+		hs, err := b.CreateTopics(batch)
+		if err == nil || hs != nil {
+			t.Fatalf("CreateTopics(%v) = %v, %v; want an error", batch, hs, err)
+		}
+		if got := b.Names(); !slices.Equal(got, []topic.Name{"existing"}) {
+			t.Fatalf("after failed batch (%v) Names = %v", err, got)
+		}
+	}
+	_, err := b.CreateTopics([]topic.Declaration[int]{{Name: "x", Options: ok}, {Name: "existing", Options: ok}})
+	isErr(t, "batch with existing", err, topic.ErrTopicExists)
+	hs, err := b.CreateTopics([]topic.Declaration[int]{{Name: "n1", Options: ok, Backend: s.backend}, {Name: "n2", Options: ok, Backend: s.backend}})
+	if err != nil || len(hs) != 2 || hs[0].Name() != "n1" || hs[1].Name() != "n2" {
+		t.Fatalf("good batch = %v, %v", hs, err)
+	}
+	if got := b.Names(); !slices.Equal(got, []topic.Name{"existing", "n1", "n2"}) {
+		t.Fatalf("Names = %v", got)
+	}
+}
+
+func testTopicSetRemove(s *suite) {
+	t := s.t
+	h := s.topic("t", balanced(4))
+	sub := s.sub(h, group("g"))
+	set := topic.NewTopicSet[int]()
+	if err := set.Bind("in", topic.Binding[int]{Handle: h, OnFull: topic.DropNewest}); err != nil {
+		t.Fatal(err)
+	}
+	isErr(t, "Bind twice", set.Bind("in", topic.Binding[int]{Handle: h}), topic.ErrAliasExists)
+	isErr(t, "Bind empty alias", set.Bind("", topic.Binding[int]{Handle: h}), topic.ErrEmptyName)
+	bd, ok := set.Get("in")
+	if !ok || bd.Handle != h || bd.OnFull != topic.DropNewest {
+		t.Fatalf("Get = %+v, %v", bd, ok)
+	}
+	if out, err := bd.Publish(ctxT(t), 1); err != nil || out != topic.Published {
+		t.Fatalf("Binding.Publish = %v, %v", out, err)
+	}
+	if !set.Remove("in") || set.Remove("in") {
+		t.Fatal("Remove results wrong")
+	}
+	if _, ok := set.Get("in"); ok || len(set.Aliases()) != 0 {
+		t.Fatal("alias still bound")
+	}
+	// The topic is still open: publishing and receiving still work.
+	publish(t, h, 2)
+	recvValue(t, sub, 1)
+	recvValue(t, sub, 2)
+	if _, ok := s.broker.Topic("t"); !ok {
+		t.Fatal("topic unregistered by TopicSet.Remove")
+	}
+}
+
+func testModeMismatch(s *suite) {
+	t := s.t
+	bo := s.topic("bal", balanced(4))
+	_, err := bo.Subscribe(topic.Broadcast(), topic.SubscriberOptions{})
+	isErr(t, "broadcast on balanced-only", err, topic.ErrSubscribeBroadcastNotSupported)
+	s.sub(bo, group("g1"))
+	s.sub(bo, group("g1"))
+	_, err = bo.Subscribe(group("g2"), topic.SubscriberOptions{})
+	isErr(t, "second group on balanced-only", err, topic.ErrSubscribeSingleGroupViolation)
+	bc := s.topic("bc", broadcast(4, topic.DropOldest))
+	_, err = bc.Subscribe(group("g"), topic.SubscriberOptions{})
+	isErr(t, "balanced on broadcast-only", err, topic.ErrSubscribeBalancedNotSupported)
+	mx := s.topic("mx", mixed(4, 4))
+	s.sub(mx, group("g1"))
+	s.sub(mx, group("g2"))
+	s.sub(mx, topic.Broadcast())
+}
+
+func scale() int {
+	var n int
+	if _, err := fmt.Sscan(getenv("TOPICTEST_SCALE"), &n); err != nil || n < 1 {
+		return 1
+	}
+	return n
+}
+
+func testExactlyOnce(s *suite) {
+	t := s.t
+	const publishers, members = 4, 4
+	perPub := 2000 * scale()
+	h := s.topic("t", balanced(16))
+	subs := make([]*topic.Subscription[int], members)
+	for i := range subs {
+		subs[i] = s.sub(h, group("g"))
+	}
+	var mu sync.Mutex
+	seen := make(map[int]int)
+	perMember := make([]int, members)
+	var rwg sync.WaitGroup
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i, sub := range subs {
+		rwg.Add(1)
+		go func() {
+			defer rwg.Done()
+			buf := make([]topic.Item[int], 8)
+			for {
+				n, err := sub.ReceiveBatch(ctx, buf)
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				for _, it := range buf[:n] {
+					seen[it.Value]++
+				}
+				perMember[i] += n
+				mu.Unlock()
+			}
+		}()
+	}
+	var pwg sync.WaitGroup
+	errs := make(chan error, publishers)
+	for p := range publishers {
+		pwg.Add(1)
+		go func() {
+			defer pwg.Done()
+			for i := range perPub {
+				if err := h.Publish(ctx, p*perPub+i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	pwg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("Publish: %v", err)
+	}
+	total := publishers * perPub
+	eventually(t, "every message received", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) == total
+	})
+	h.Close()
+	rwg.Wait()
+	for v, n := range seen {
+		if n != 1 {
+			t.Fatalf("message %d received %d times", v, n)
+		}
+	}
+	sum := 0
+	for _, n := range perMember {
+		sum += n
+	}
+	if sum != total {
+		t.Fatalf("members received %d deliveries, want %d", sum, total)
+	}
+}
+
+func testOrder(s *suite) {
+	t := s.t
+	n := 500 * scale()
+	// Broadcast: every subscriber sees every message in order.
+	bc := s.topic("bc", broadcast(n, topic.DropOldest))
+	subs := []*topic.Subscription[int]{s.sub(bc, topic.Broadcast()), s.sub(bc, topic.Broadcast()), s.sub(bc, topic.Broadcast())}
+	// Balanced: a single member sees the stream in order.
+	bal := s.topic("bal", balanced(16))
+	bsub := s.sub(bal, group("g"))
+	var wg sync.WaitGroup
+	failures := make(chan string, 8)
+	check := func(sub *topic.Subscription[int]) {
+		defer wg.Done()
+		for want := range n {
+			ctx, cancel := context.WithTimeout(context.Background(), patience)
+			it, err := sub.Receive(ctx)
+			cancel()
+			if err != nil || it.Lagged != 0 || it.Value != want {
+				failures <- fmt.Sprintf("got %+v, %v; want %d", it, err, want)
+				return
+			}
+		}
+	}
+	for _, sub := range append(subs, bsub) {
+		wg.Add(1)
+		go check(sub)
+	}
+	for i := range n {
+		publish(t, bc, i)
+		publish(t, bal, i)
+	}
+	wg.Wait()
+	close(failures)
+	for f := range failures {
+		t.Fatal(f)
+	}
+}
+
+func testIndependentGroups(s *suite) {
+	t := s.t
+	const n = 200
+	h := s.topic("t", mixed(n, n))
+	a1, a2 := s.sub(h, group("a")), s.sub(h, group("a"))
+	b := s.sub(h, group("b"))
+	for i := range n {
+		publish(t, h, i)
+	}
+	got := map[string][]int{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	drain := func(name string, sub *topic.Subscription[int], want *int) {
+		defer wg.Done()
+		for {
+			mu.Lock()
+			done := len(got["a"]) == n && name == "a" || len(got["b"]) == n && name == "b"
+			mu.Unlock()
+			if done {
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), quiet)
+			it, err := sub.Receive(ctx)
+			cancel()
+			if err == nil {
+				mu.Lock()
+				got[name] = append(got[name], it.Value)
+				mu.Unlock()
+			}
+			_ = want
+		}
+	}
+	wg.Add(3)
+	go drain("a", a1, nil)
+	go drain("a", a2, nil)
+	go drain("b", b, nil)
+	wg.Wait()
+	for _, g := range []string{"a", "b"} {
+		vs := got[g]
+		slices.Sort(vs)
+		for i := range n {
+			if vs[i] != i {
+				t.Fatalf("group %s received %v, want each of 0..%d once", g, vs, n-1)
+			}
+		}
+	}
+	recvNothing(t, a1)
+	recvNothing(t, b)
+}
+
+func testBackpressure(s *suite) {
+	t := s.t
+	h := s.topic("t", balanced(2))
+	sub := s.sub(h, group("g"))
+	publish(t, h, 1, 2)
+	// Full: a publish with a deadline waits and then gives up, publishing nothing.
+	ctx, cancel := context.WithTimeout(context.Background(), quiet)
+	err := h.Publish(ctx, 99)
+	cancel()
+	isErr(t, "Publish on full queue", err, context.DeadlineExceeded)
+	// A blocked publish completes once a receive makes room.
+	done := make(chan error, 1)
+	go func() { done <- h.Publish(context.Background(), 3) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Publish on a full queue returned %v without waiting", err)
+	case <-time.After(quiet):
+	}
+	recvValue(t, sub, 1)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(patience):
+		t.Fatal("blocked Publish not released by a receive")
+	}
+	recvValue(t, sub, 2)
+	recvValue(t, sub, 3)
+	recvNothing(t, sub)
+}
+
+func testDropOnFull(s *suite) {
+	t := s.t
+	h := s.topic("t", balanced(1))
+	sub := s.sub(h, group("g"))
+	if out, err := h.TryPublish(1); err != nil || out != topic.Published {
+		t.Fatalf("TryPublish = %v, %v", out, err)
+	}
+	if out, err := h.TryPublish(2); err != nil || out != topic.DroppedOnFull {
+		t.Fatalf("TryPublish on full = %v, %v; want DroppedOnFull", out, err)
+	}
+	if out, err := h.PublishWith(ctxT(t), 3, topic.DropNewest); err != nil || out != topic.DroppedOnFull {
+		t.Fatalf("PublishWith(DropNewest) on full = %v, %v", out, err)
+	}
+	bd := topic.Binding[int]{Handle: h, OnFull: topic.DropNewest}
+	if out, err := bd.Publish(ctxT(t), 4); err != nil || out != topic.DroppedOnFull {
+		t.Fatalf("Binding(DropNewest).Publish on full = %v, %v", out, err)
+	}
+	recvValue(t, sub, 1)
+	recvNothing(t, sub)
+	if st := h.Stats(); st.Dropped != 3 || st.Published != 1 {
+		t.Fatalf("Stats = %+v, want 1 published, 3 dropped", st)
+	}
+	// A topic configured with on_full drop_newest: Binding carries it.
+	d := s.topic("d", topic.Options{Mode: topic.BalancedOnly, Balanced: topic.BalancedPolicy{Capacity: 1, OnFull: topic.DropNewest}})
+	s.sub(d, group("g"))
+	bd = topic.Binding[int]{Handle: d, OnFull: d.Options().Balanced.OnFull}
+	if out, _ := bd.Publish(ctxT(t), 1); out != topic.Published {
+		t.Fatalf("first publish %v", out)
+	}
+	if out, _ := bd.Publish(ctxT(t), 2); out != topic.DroppedOnFull {
+		t.Fatalf("publish on full drop_newest topic %v", out)
+	}
+	// Handle.Publish applies the topic's on_full too.
+	isErr(t, "Publish on full drop_newest topic", d.Publish(ctxT(t), 3), topic.ErrDroppedOnFull)
+	if st := d.Stats(); st.Dropped != 2 || st.Published != 1 {
+		t.Fatalf("Stats = %+v, want 1 published, 2 dropped", st)
+	}
+	// PublishWith(Block) overrides it and waits.
+	ctx, cancel := context.WithTimeout(context.Background(), quiet)
+	defer cancel()
+	if _, err := d.PublishWith(ctx, 4, topic.Block); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("PublishWith(Block) on full = %v, want it to wait", err)
+	}
+}
+
+func testLagDropOldest(s *suite) {
+	t := s.t
+	const capacity, n = 4, 10
+	h := s.topic("t", broadcast(capacity, topic.DropOldest))
+	slow := s.sub(h, topic.Broadcast())
+	fast := s.sub(h, topic.Broadcast())
+	for i := range n {
+		// The publisher never waits, whatever the slow subscriber does.
+		if out, err := h.TryPublish(i); err != nil || out != topic.Published {
+			t.Fatalf("TryPublish(%d) = %v, %v", i, out, err)
+		}
+		recvValue(t, fast, i)
+	}
+	it := recv(t, slow)
+	if it.Lagged != n-capacity {
+		t.Fatalf("slow subscriber got %+v, want Lagged=%d", it, n-capacity)
+	}
+	for i := n - capacity; i < n; i++ {
+		recvValue(t, slow, i)
+	}
+	publish(t, h, n)
+	recvValue(t, slow, n)
+	recvValue(t, fast, n)
+	if st := h.Stats(); st.Lagged != n-capacity || st.BroadcastSubscribers != 2 {
+		t.Fatalf("Stats = %+v", st)
+	}
+}
+
+func testLagDisconnect(s *suite) {
+	t := s.t
+	const capacity, n = 4, 10
+	h := s.topic("t", broadcast(capacity, topic.Disconnect))
+	slow := s.sub(h, topic.Broadcast())
+	fast := s.sub(h, topic.Broadcast())
+	for i := range n {
+		if out, err := h.TryPublish(i); err != nil || out != topic.Published {
+			t.Fatalf("TryPublish(%d) = %v, %v", i, out, err)
+		}
+		recvValue(t, fast, i)
+	}
+	it := recv(t, slow)
+	if it.Lagged == 0 {
+		t.Fatalf("slow subscriber got %+v, want a final lag notice", it)
+	}
+	recvClosed(t, slow)
+	recvClosed(t, slow)
+	publish(t, h, n)
+	recvValue(t, fast, n)
+	if st := h.Stats(); st.BroadcastSubscribers != 1 || st.Lagged == 0 {
+		t.Fatalf("Stats = %+v, want 1 subscriber left and lag counted", st)
+	}
+}
+
+func testLagAccounting(s *suite) {
+	t := s.t
+	n := 20000 * scale()
+	h := s.topic("t", broadcast(16, topic.DropOldest))
+	const subs = 4
+	type result struct {
+		values, lagged int
+		err            string
+	}
+	results := make(chan result, subs)
+	var wg sync.WaitGroup
+	for i := range subs {
+		sub := s.sub(h, topic.Broadcast())
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]topic.Item[int], 1+i*5) // different batch sizes
+			next, r := 0, result{}
+			for {
+				k, err := sub.ReceiveBatch(context.Background(), buf)
+				if err != nil {
+					break
+				}
+				for _, it := range buf[:k] {
+					if it.Lagged > 0 {
+						next += int(it.Lagged)
+						r.lagged += int(it.Lagged)
+						continue
+					}
+					if it.Value != next && r.err == "" {
+						r.err = fmt.Sprintf("got %d, want %d", it.Value, next)
+					}
+					next++
+					r.values++
+				}
+			}
+			if next != n && r.err == "" {
+				r.err = fmt.Sprintf("accounted for %d of %d messages", next, n)
+			}
+			results <- r
+		}()
+	}
+	for i := range n {
+		if out, err := h.TryPublish(i); err != nil || out != topic.Published {
+			t.Fatalf("TryPublish = %v, %v", out, err)
+		}
+	}
+	h.Close()
+	wg.Wait()
+	close(results)
+	totalLag := 0
+	for r := range results {
+		if r.err != "" {
+			t.Fatal(r.err)
+		}
+		totalLag += r.lagged
+	}
+	if st := h.Stats(); st.Lagged != uint64(totalLag) {
+		t.Fatalf("Stats.Lagged = %d, subscribers saw %d", st.Lagged, totalLag)
+	}
+}
+
+func testMixedAllOrNothing(s *suite) {
+	t := s.t
+	h := s.topic("t", mixed(1, 16))
+	full := s.sub(h, group("full"))
+	roomy := s.sub(h, group("roomy"))
+	bc := s.sub(h, topic.Broadcast())
+	if out, err := h.TryPublish(1); err != nil || out != topic.Published {
+		t.Fatalf("TryPublish = %v, %v", out, err)
+	}
+	recvValue(t, roomy, 1) // group "roomy" has room again, "full" does not
+	if out, err := h.TryPublish(2); err != nil || out != topic.DroppedOnFull {
+		t.Fatalf("TryPublish with one full group = %v, %v; want DroppedOnFull", out, err)
+	}
+	if out, err := h.PublishWith(ctxT(t), 3, topic.DropNewest); err != nil || out != topic.DroppedOnFull {
+		t.Fatalf("PublishWith(DropNewest) = %v, %v", out, err)
+	}
+	recvValue(t, full, 1)
+	publish(t, h, 4)
+	// Neither the broadcast subscriber nor the group with room saw 2 or 3.
+	recvValue(t, bc, 1)
+	recvValue(t, bc, 4)
+	recvValue(t, roomy, 4)
+	recvValue(t, full, 4)
+	recvNothing(t, bc)
+	recvNothing(t, roomy)
+}
+
+func testMixedBlocked(s *suite) {
+	t := s.t
+	h := s.topic("t", mixed(1, 16))
+	full := s.sub(h, group("full"))
+	roomy := s.sub(h, group("roomy"))
+	bc := s.sub(h, topic.Broadcast())
+	publish(t, h, 1)
+	recvValue(t, roomy, 1)
+	recvValue(t, bc, 1)
+	done := make(chan error, 1)
+	go func() { done <- h.Publish(context.Background(), 2) }()
+	// While 2 waits for "full", it is nowhere: not in "roomy", not broadcast.
+	recvNothing(t, roomy)
+	recvNothing(t, bc)
+	// "roomy" keeps its room while the publish waits: other traffic into it
+	// is not held up by a reservation (a try-publish still finds only "full"
+	// full, and after "full" drains the waiting publish goes through).
+	select {
+	case err := <-done:
+		t.Fatalf("Publish returned %v while a group was full", err)
+	default:
+	}
+	recvValue(t, full, 1)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(patience):
+		t.Fatal("blocked publish never completed")
+	}
+	recvValue(t, full, 2)
+	recvValue(t, roomy, 2)
+	recvValue(t, bc, 2)
+}
+
+func testCancelledPublish(s *suite) {
+	t := s.t
+	h := s.topic("t", mixed(1, 16))
+	full := s.sub(h, group("full"))
+	roomy := s.sub(h, group("roomy"))
+	bc := s.sub(h, topic.Broadcast())
+	publish(t, h, 1)
+	recvValue(t, roomy, 1)
+	recvValue(t, bc, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Publish(ctx, 2) }()
+	recvNothing(t, roomy)
+	cancel()
+	select {
+	case err := <-done:
+		isErr(t, "cancelled Publish", err, context.Canceled)
+	case <-time.After(patience):
+		t.Fatal("cancelled publish did not return")
+	}
+	recvValue(t, full, 1)
+	publish(t, h, 3)
+	for _, sub := range []*topic.Subscription[int]{full, roomy, bc} {
+		recvValue(t, sub, 3)
+		recvNothing(t, sub)
+	}
+	// A context already cancelled publishes nothing, even with room.
+	isErr(t, "Publish with cancelled ctx", h.Publish(ctx, 4), context.Canceled)
+	recvNothing(t, bc)
+	if st := h.Stats(); st.Published != 2 {
+		t.Fatalf("Published = %d, want 2", st.Published)
+	}
+}
+
+func testNoReplay(s *suite) {
+	t := s.t
+	for _, o := range []topic.Options{balanced(8), broadcast(8, topic.DropOldest), mixed(8, 8)} {
+		h := s.topic(o.Mode.String(), o)
+		publish(t, h, 1, 2, 3)
+		var sub *topic.Subscription[int]
+		if o.Mode == topic.BroadcastOnly {
+			sub = s.sub(h, topic.Broadcast())
+		} else {
+			sub = s.sub(h, group("g"))
+		}
+		publish(t, h, 4)
+		recvValue(t, sub, 4)
+		recvNothing(t, sub)
+		if o.Mode == topic.Mixed {
+			late := s.sub(h, topic.Broadcast())
+			publish(t, h, 5)
+			recvValue(t, late, 5)
+		}
+	}
+}
+
+func testClose(s *suite) {
+	t := s.t
+	h := s.topic("t", mixed(2, 8))
+	g := s.sub(h, group("g"))
+	bc := s.sub(h, topic.Broadcast())
+	waiter := s.sub(h, topic.Broadcast())
+	publish(t, h, 1, 2)
+	recvValue(t, waiter, 1)
+	recvValue(t, waiter, 2)
+	// A publisher blocked on the full group and a receiver waiting for the
+	// next message are both woken by Close.
+	pubDone := make(chan error, 1)
+	go func() { pubDone <- h.Publish(context.Background(), 3) }()
+	recvDone := make(chan error, 1)
+	go func() {
+		_, err := waiter.Receive(context.Background())
+		recvDone <- err
+	}()
+	recvValue(t, bc, 1)
+	recvValue(t, bc, 2)
+	h.Close()
+	h.Close() // idempotent
+	for name, ch := range map[string]chan error{"publish": pubDone, "receive": recvDone} {
+		select {
+		case err := <-ch:
+			want := topic.ErrTopicClosed
+			if name == "receive" {
+				want = topic.ErrSubscriptionClosed
+			}
+			isErr(t, "blocked "+name+" after Close", err, want)
+		case <-time.After(patience):
+			t.Fatalf("blocked %s not woken by Close", name)
+		}
+	}
+	isErr(t, "Publish after Close", h.Publish(ctxT(t), 4), topic.ErrTopicClosed)
+	_, err := h.TryPublish(4)
+	isErr(t, "TryPublish after Close", err, topic.ErrTopicClosed)
+	// The group drains what it holds, then reports closed.
+	recvValue(t, g, 1)
+	recvValue(t, g, 2)
+	recvClosed(t, g)
+	recvClosed(t, bc)
+	_, err = h.Subscribe(group("g"), topic.SubscriberOptions{})
+	isErr(t, "balanced Subscribe after Close", err, topic.ErrTopicClosed)
+	_, err = h.Subscribe(group("other"), topic.SubscriberOptions{})
+	isErr(t, "new group after Close", err, topic.ErrTopicClosed)
+	_, err = h.Subscribe(topic.Broadcast(), topic.SubscriberOptions{})
+	isErr(t, "broadcast Subscribe after Close", err, topic.ErrTopicClosed)
+	_, err = h.Tracked(topic.TrackedOptions{})
+	isErr(t, "Tracked after Close", err, topic.ErrTopicClosed)
+	// Closing a subscription ends its own stream even when the topic is open.
+	o := s.topic("open", balanced(4))
+	a, b := s.sub(o, group("g")), s.sub(o, group("g"))
+	a.Close()
+	recvClosed(t, a)
+	publish(t, o, 7)
+	recvValue(t, b, 7)
+}
+
+func testTrackedAck(s *suite) {
+	t := s.t
+	h := s.topic("t", balanced(8))
+	sub := s.sub(h, group("g"))
+	p := s.tracked(h, topic.TrackedOptions{})
+	r, err := p.Publish(ctxT(t), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending(t, r)
+	if st := h.Stats(); st.InFlight != 1 {
+		t.Fatalf("InFlight = %d, want 1", st.InFlight)
+	}
+	it := recvValue(t, sub, 1)
+	pending(t, r)
+	if err := sub.Ack(it.ID); err != nil {
+		t.Fatal(err)
+	}
+	expectResult(t, r, topic.Acked, nil)
+	if st := h.Stats(); st.InFlight != 0 {
+		t.Fatalf("InFlight after ack = %d", st.InFlight)
+	}
+	select {
+	case <-r.Done():
+	default:
+		t.Fatal("Done not closed")
+	}
+}
+
+func testTrackedNack(s *suite) {
+	t := s.t
+	h := s.topic("t", balanced(8))
+	sub := s.sub(h, group("g"))
+	p := s.tracked(h, topic.TrackedOptions{})
+	r, err := p.Publish(ctxT(t), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := recvValue(t, sub, 1)
+	reason := errors.New("bad record")
+	if err := sub.Nack(it.ID, reason); err != nil {
+		t.Fatal(err)
+	}
+	expectResult(t, r, topic.Nacked, reason)
+	// A nack without a reason carries ErrNacked.
+	r, _ = p.Publish(ctxT(t), 2)
+	it = recvValue(t, sub, 2)
+	if err := sub.Nack(it.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	expectResult(t, r, topic.Nacked, topic.ErrNacked)
+}
+
+func testTrackedTimeout(s *suite) {
+	t := s.t
+	h := s.topic("t", balanced(8))
+	sub := s.sub(h, group("g"))
+	p := s.tracked(h, topic.TrackedOptions{Timeout: 20 * time.Millisecond})
+	r1, _ := p.Publish(ctxT(t), 1)
+	r2, _ := p.Publish(ctxT(t), 2)
+	expectResult(t, r1, topic.TimedOut, nil)
+	expectResult(t, r2, topic.TimedOut, nil)
+	it := recvValue(t, sub, 1)
+	isErr(t, "Ack after timeout", sub.Ack(it.ID), topic.ErrMessageNotTracked)
+	if st := h.Stats(); st.InFlight != 0 {
+		t.Fatalf("InFlight = %d", st.InFlight)
+	}
+	// The publisher keeps working after timeouts.
+	r3, _ := p.Publish(ctxT(t), 3)
+	recvValue(t, sub, 2)
+	it = recvValue(t, sub, 3)
+	if err := sub.Ack(it.ID); err != nil {
+		t.Fatal(err)
+	}
+	res := wait(t, r3)
+	if res.Outcome != topic.Acked && res.Outcome != topic.TimedOut {
+		t.Fatalf("outcome %v", res.Outcome)
+	}
+}
+
+func testTrackedTopicClosed(s *suite) {
+	t := s.t
+	h := s.topic("t", broadcast(8, topic.DropOldest))
+	sub := s.sub(h, topic.Broadcast())
+	p := s.tracked(h, topic.TrackedOptions{})
+	r, _ := p.Publish(ctxT(t), 1)
+	it := recvValue(t, sub, 1)
+	h.Close()
+	expectResult(t, r, topic.TopicClosed, topic.ErrTopicClosed)
+	isErr(t, "Ack after close", sub.Ack(it.ID), topic.ErrMessageNotTracked)
+	_, err := p.Publish(ctxT(t), 2)
+	isErr(t, "tracked Publish after topic Close", err, topic.ErrTopicClosed)
+	_, _, err = p.TryPublish(2)
+	isErr(t, "tracked TryPublish after topic Close", err, topic.ErrTopicClosed)
+	if st := h.Stats(); st.InFlight != 0 {
+		t.Fatalf("InFlight = %d", st.InFlight)
+	}
+}
+
+func testTrackedMaxInFlight(s *suite) {
+	t := s.t
+	h := s.topic("t", balanced(8))
+	sub := s.sub(h, group("g"))
+	p := s.tracked(h, topic.TrackedOptions{MaxInFlight: 2})
+	r1, _ := p.Publish(ctxT(t), 1)
+	r2, out, err := p.TryPublish(2)
+	if err != nil || out != topic.Published || r2 == nil {
+		t.Fatalf("TryPublish = %v, %v", out, err)
+	}
+	r3, out, err := p.TryPublish(3)
+	if err != nil || out != topic.MaxInFlightReached || r3 != nil {
+		t.Fatalf("TryPublish at the bound = %v, %v, %v; want MaxInFlightReached", r3, out, err)
+	}
+	if out, err := p.TryPublishFunc(3, func(topic.Result) {}); err != nil || out != topic.MaxInFlightReached {
+		t.Fatalf("TryPublishFunc at the bound = %v, %v", out, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), quiet)
+	_, err = p.Publish(ctx, 3)
+	cancel()
+	isErr(t, "Publish at the bound", err, context.DeadlineExceeded)
+	// A blocked Publish proceeds when an outcome frees a slot.
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Publish(context.Background(), 4)
+		done <- err
+	}()
+	it := recvValue(t, sub, 1)
+	if err := sub.Ack(it.ID); err != nil {
+		t.Fatal(err)
+	}
+	expectResult(t, r1, topic.Acked, nil)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(patience):
+		t.Fatal("blocked tracked Publish never got a slot")
+	}
+	recvValue(t, sub, 2)
+	recvValue(t, sub, 4) // 3 was never published
+	if p.InFlight() != 2 || h.Stats().InFlight != 2 {
+		t.Fatalf("InFlight = %d / %d, want 2", p.InFlight(), h.Stats().InFlight)
+	}
+}
+
+func testAckNotTracked(s *suite) {
+	t := s.t
+	h := s.topic("t", balanced(8))
+	sub := s.sub(h, group("g"))
+	publish(t, h, 1)
+	it := recvValue(t, sub, 1)
+	isErr(t, "Ack untracked", sub.Ack(it.ID), topic.ErrMessageNotTracked)
+	isErr(t, "Nack untracked", sub.Nack(it.ID, nil), topic.ErrMessageNotTracked)
+	isErr(t, "Ack unknown", sub.Ack(123456), topic.ErrMessageNotTracked)
+	p := s.tracked(h, topic.TrackedOptions{})
+	r, _ := p.Publish(ctxT(t), 2)
+	it = recvValue(t, sub, 2)
+	if err := sub.Ack(it.ID); err != nil {
+		t.Fatal(err)
+	}
+	expectResult(t, r, topic.Acked, nil)
+	isErr(t, "second Ack", sub.Ack(it.ID), topic.ErrMessageNotTracked)
+	isErr(t, "Nack after Ack", sub.Nack(it.ID, nil), topic.ErrMessageNotTracked)
+}
+
+func testDroppedDelivery(s *suite) {
+	t := s.t
+	// Received, then the subscription closes without acking.
+	h := s.topic("t", balanced(8))
+	sub := s.sub(h, group("g"))
+	p := s.tracked(h, topic.TrackedOptions{})
+	r, _ := p.Publish(ctxT(t), 1)
+	recvValue(t, sub, 1)
+	sub.Close()
+	expectResult(t, r, topic.Nacked, topic.ErrDeliveryDropped)
+	// Queued in a group whose last member leaves before receiving it.
+	sub2 := s.sub(h, group("g"))
+	r, _ = p.Publish(ctxT(t), 2)
+	sub2.Close()
+	expectResult(t, r, topic.Nacked, topic.ErrDeliveryDropped)
+	// Another member of the group still gets it when one leaves.
+	m1, m2 := s.sub(h, group("g")), s.sub(h, group("g"))
+	r, _ = p.Publish(ctxT(t), 3)
+	m1.Close()
+	pending(t, r)
+	it := recvValue(t, m2, 3)
+	if err := m2.Ack(it.ID); err != nil {
+		t.Fatal(err)
+	}
+	expectResult(t, r, topic.Acked, nil)
+	// Broadcast: delivered, never received, subscriber closes.
+	b := s.topic("b", broadcast(8, topic.DropOldest))
+	bs := s.sub(b, topic.Broadcast())
+	bp := s.tracked(b, topic.TrackedOptions{})
+	r, _ = bp.Publish(ctxT(t), 1)
+	bs.Close()
+	expectResult(t, r, topic.Nacked, topic.ErrDeliveryDropped)
+	// Broadcast drop_oldest: overwritten before the subscriber read it.
+	l := s.topic("l", broadcast(2, topic.DropOldest))
+	ls := s.sub(l, topic.Broadcast())
+	lp := s.tracked(l, topic.TrackedOptions{})
+	r, _ = lp.Publish(ctxT(t), 1)
+	publish(t, l, 2, 3)
+	expectResult(t, r, topic.Nacked, topic.ErrLagged)
+	if it := recv(t, ls); it.Lagged != 1 {
+		t.Fatalf("got %+v, want Lagged=1", it)
+	}
+}
+
+func testNoSubscriber(s *suite) {
+	t := s.t
+	for _, o := range []topic.Options{balanced(8), broadcast(8, topic.DropOldest), mixed(8, 8)} {
+		h := s.topic(o.Mode.String(), o)
+		p := s.tracked(h, topic.TrackedOptions{})
+		r, err := p.Publish(ctxT(t), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		expectResult(t, r, topic.Nacked, topic.ErrNoSubscribers)
+	}
+}
+
+func testTrackedFuncAndClose(s *suite) {
+	t := s.t
+	h := s.topic("t", balanced(1))
+	sub := s.sub(h, group("g"))
+	p := s.tracked(h, topic.TrackedOptions{})
+	got := make(chan topic.Result, 4)
+	if err := p.PublishFunc(ctxT(t), 1, func(r topic.Result) { got <- r }); err != nil {
+		t.Fatal(err)
+	}
+	it := recvValue(t, sub, 1)
+	if err := sub.Ack(it.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-got:
+		if r.Outcome != topic.Acked {
+			t.Fatalf("callback got %v", r.Outcome)
+		}
+	case <-time.After(patience):
+		t.Fatal("callback never called")
+	}
+	// A DropNewest tracked publisher reports a full queue as ErrDroppedOnFull.
+	dp := s.tracked(h, topic.TrackedOptions{OnFull: topic.DropNewest})
+	if _, err := dp.Publish(ctxT(t), 2); err != nil {
+		t.Fatal(err)
+	}
+	_, err := dp.Publish(ctxT(t), 3)
+	isErr(t, "DropNewest Publish on full", err, topic.ErrDroppedOnFull)
+	if out, err := dp.TryPublishFunc(3, func(topic.Result) { t.Error("callback for a dropped publish") }); err != nil || out != topic.DroppedOnFull {
+		t.Fatalf("TryPublishFunc on full = %v, %v", out, err)
+	}
+	if dp.InFlight() != 1 {
+		t.Fatalf("InFlight = %d, want 1 (dropped publishes are not in flight)", dp.InFlight())
+	}
+	// Closing a tracked publisher resolves what it has pending.
+	r, _, _ := p.TryPublish(4) // queue full: dropped
+	if r != nil {
+		t.Fatal("receipt for a dropped try-publish")
+	}
+	recvValue(t, sub, 2)
+	r, _ = p.Publish(ctxT(t), 5)
+	dp.Close()
+	p.Close()
+	p.Close()
+	expectResult(t, r, topic.TopicClosed, topic.ErrPublisherClosed)
+	_, err = p.Publish(ctxT(t), 6)
+	isErr(t, "Publish on closed publisher", err, topic.ErrPublisherClosed)
+	_, _, err = p.TryPublish(6)
+	isErr(t, "TryPublish on closed publisher", err, topic.ErrPublisherClosed)
+	if h.Stats().InFlight != 0 {
+		t.Fatalf("InFlight = %d", h.Stats().InFlight)
+	}
+}
+
+func testAckFirst(s *suite) {
+	t := s.t
+	h := s.topic("t", broadcast(8, topic.DropOldest))
+	a, b := s.sub(h, topic.Broadcast()), s.sub(h, topic.Broadcast())
+	p := s.tracked(h, topic.TrackedOptions{})
+	r, _ := p.Publish(ctxT(t), 1)
+	ia, ib := recvValue(t, a, 1), recvValue(t, b, 1)
+	if err := a.Ack(ia.ID); err != nil {
+		t.Fatal(err)
+	}
+	expectResult(t, r, topic.Acked, nil)
+	isErr(t, "second subscriber's Nack after the first ack", b.Nack(ib.ID, errors.New("late")), topic.ErrMessageNotTracked)
+	// A nack first wins too.
+	r, _ = p.Publish(ctxT(t), 2)
+	ia, ib = recvValue(t, a, 2), recvValue(t, b, 2)
+	reason := errors.New("first says no")
+	if err := b.Nack(ib.ID, reason); err != nil {
+		t.Fatal(err)
+	}
+	expectResult(t, r, topic.Nacked, reason)
+	isErr(t, "Ack after the first nack", a.Ack(ia.ID), topic.ErrMessageNotTracked)
+	// Mixed: a group member's ack resolves it.
+	m := s.topic("m", mixed(8, 8))
+	g := s.sub(m, group("g"))
+	bc := s.sub(m, topic.Broadcast())
+	mp := s.tracked(m, topic.TrackedOptions{})
+	r, _ = mp.Publish(ctxT(t), 1)
+	recvValue(t, bc, 1)
+	it := recvValue(t, g, 1)
+	if err := g.Ack(it.ID); err != nil {
+		t.Fatal(err)
+	}
+	expectResult(t, r, topic.Acked, nil)
+}
+
+func testAckAllEvery(s *suite) {
+	t := s.t
+	h := s.topic("t", ackAll(8))
+	subs := []*topic.Subscription[int]{s.sub(h, topic.Broadcast()), s.sub(h, topic.Broadcast()), s.sub(h, topic.Broadcast())}
+	p := s.tracked(h, topic.TrackedOptions{})
+	r, err := p.Publish(ctxT(t), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A subscriber that joins after the publish is not required.
+	late := s.sub(h, topic.Broadcast())
+	for i, sub := range subs {
+		it := recvValue(t, sub, 1)
+		pending(t, r)
+		if err := sub.Ack(it.ID); err != nil {
+			t.Fatal(err)
+		}
+		if i < len(subs)-1 {
+			pending(t, r)
+		}
+	}
+	expectResult(t, r, topic.Acked, nil)
+	recvNothing(t, late)
+	// Concurrent acks from every subscriber resolve it exactly once.
+	for round := range 50 {
+		r, err := p.Publish(ctxT(t), 100+round)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for _, sub := range append(subs, late) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), patience)
+				defer cancel()
+				it, err := sub.Receive(ctx)
+				if err == nil {
+					_ = sub.Ack(it.ID)
+				}
+			}()
+		}
+		wg.Wait()
+		expectResult(t, r, topic.Acked, nil)
+	}
+}
+
+func testAckAllNack(s *suite) {
+	t := s.t
+	h := s.topic("t", ackAll(8))
+	a, b, c := s.sub(h, topic.Broadcast()), s.sub(h, topic.Broadcast()), s.sub(h, topic.Broadcast())
+	p := s.tracked(h, topic.TrackedOptions{})
+	r, _ := p.Publish(ctxT(t), 1)
+	ia, ib := recvValue(t, a, 1), recvValue(t, b, 1)
+	recvValue(t, c, 1)
+	if err := a.Ack(ia.ID); err != nil {
+		t.Fatal(err)
+	}
+	reason := errors.New("sink C failed")
+	if err := b.Nack(ib.ID, reason); err != nil {
+		t.Fatal(err)
+	}
+	expectResult(t, r, topic.Nacked, reason)
+}
+
+func testAckAllLeaves(s *suite) {
+	t := s.t
+	h := s.topic("t", ackAll(8))
+	a, b := s.sub(h, topic.Broadcast()), s.sub(h, topic.Broadcast())
+	p := s.tracked(h, topic.TrackedOptions{})
+	// b leaves without even receiving it.
+	r, _ := p.Publish(ctxT(t), 1)
+	it := recvValue(t, a, 1)
+	if err := a.Ack(it.ID); err != nil {
+		t.Fatal(err)
+	}
+	pending(t, r)
+	b.Close()
+	expectResult(t, r, topic.Nacked, topic.ErrDeliveryDropped)
+	// c receives it and leaves before acking.
+	c := s.sub(h, topic.Broadcast())
+	r, _ = p.Publish(ctxT(t), 2)
+	recvValue(t, c, 2)
+	c.Close()
+	expectResult(t, r, topic.Nacked, topic.ErrDeliveryDropped)
+	it = recvValue(t, a, 2)
+	isErr(t, "Ack after the publish was nacked", a.Ack(it.ID), topic.ErrMessageNotTracked)
+	// d is disconnected for lag (on_lag disconnect) before acking.
+	d := s.sub(h, topic.Broadcast())
+	r, _ = p.Publish(ctxT(t), 3)
+	it = recvValue(t, a, 3)
+	for i := range 8 {
+		publish(t, h, 10+i)
+	}
+	expectResult(t, r, topic.Nacked, topic.ErrLagged)
+	if it := recv(t, d); it.Lagged == 0 {
+		t.Fatalf("lagging subscriber got %+v, want its final lag notice", it)
+	}
+	recvClosed(t, d)
+	isErr(t, "Ack after nack", a.Ack(it.ID), topic.ErrMessageNotTracked)
+}
+
+func testAckAllEmpty(s *suite) {
+	t := s.t
+	h := s.topic("t", ackAll(8))
+	p := s.tracked(h, topic.TrackedOptions{})
+	r, err := p.Publish(ctxT(t), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectResult(t, r, topic.Nacked, topic.ErrNoSubscribers)
+	got := make(chan topic.Result, 1)
+	if out, err := p.TryPublishFunc(2, func(r topic.Result) { got <- r }); err != nil || out != topic.Published {
+		t.Fatalf("TryPublishFunc = %v, %v", out, err)
+	}
+	select {
+	case r := <-got:
+		if r.Outcome != topic.Nacked || !errors.Is(r.Reason, topic.ErrNoSubscribers) {
+			t.Fatalf("got %+v", r)
+		}
+	default:
+		t.Fatal("empty eligible set not resolved at once")
+	}
+}
+
+func testAckAllRejections(s *suite) {
+	t := s.t
+	good := ackAll(8)
+	for name, mutate := range map[string]func(*topic.Options){
+		"propagation disabled": func(o *topic.Options) { o.AckPropagation.Mode = topic.PropagationDisabled },
+		"on_lag drop_oldest":   func(o *topic.Options) { o.Broadcast.OnLag = topic.DropOldest },
+		"mixed topic":          func(o *topic.Options) { o.Mode = topic.Mixed },
+		"balanced-only topic":  func(o *topic.Options) { o.Mode = topic.BalancedOnly },
+	} {
+		o := good
+		mutate(&o)
+		_, err := s.broker.CreateTopic(topic.Name(name), o, s.backend)
+		if err == nil {
+			t.Fatalf("%s: ack_mode all accepted", name)
+		}
+		if !contains(err.Error(), "broadcast.ack_mode") {
+			t.Fatalf("%s: error %q does not name broadcast.ack_mode", name, err)
+		}
+		if _, ok := s.broker.Topic(topic.Name(name)); ok {
+			t.Fatalf("%s: rejected topic registered", name)
+		}
+	}
+	s.topic("good", good)
+}
+
+func testStats(s *suite) {
+	t := s.t
+	h := s.topic("t", mixed(1, 2))
+	if st := h.Stats(); st != (topic.Stats{}) {
+		t.Fatalf("fresh Stats = %+v", st)
+	}
+	g1 := s.sub(h, group("a"))
+	s.sub(h, group("a"))
+	g2 := s.sub(h, group("b"))
+	b1 := s.sub(h, topic.Broadcast())
+	s.sub(h, topic.Broadcast())
+	publish(t, h, 1)
+	if out, _ := h.TryPublish(2); out != topic.DroppedOnFull {
+		t.Fatalf("TryPublish = %v", out)
+	}
+	recvValue(t, g1, 1)
+	recvValue(t, g2, 1)
+	p := s.tracked(h, topic.TrackedOptions{})
+	if _, err := p.Publish(ctxT(t), 3); err != nil {
+		t.Fatal(err)
+	}
+	recvValue(t, g1, 3)
+	recvValue(t, g2, 3)
+	publish(t, h, 4) // b1 has read nothing: ring of 2 overwrote 1
+	st := h.Stats()
+	want := topic.Stats{BalancedGroups: 2, BroadcastSubscribers: 2, Published: 3, Dropped: 1, InFlight: 1}
+	if st != want {
+		t.Fatalf("Stats = %+v, want %+v", st, want)
+	}
+	if it := recv(t, b1); it.Lagged != 1 {
+		t.Fatalf("got %+v, want Lagged=1", it)
+	}
+	if st := h.Stats(); st.Lagged != 1 {
+		t.Fatalf("Lagged = %d, want 1", st.Lagged)
+	}
+	g2.Close()
+	if st := h.Stats(); st.BalancedGroups != 1 {
+		t.Fatalf("BalancedGroups after the last member of b left = %d", st.BalancedGroups)
+	}
+}
+
+func testCapabilities(s *suite) {
+	t := s.t
+	c := s.backend.Capabilities()
+	if len(c.Modes) == 0 {
+		t.Fatal("backend declares no mode")
+	}
+	for _, m := range c.Modes {
+		o := topic.Options{Mode: m}.WithDefaults()
+		if err := topic.CheckCapabilities(s.backend.Name(), c, o); err != nil {
+			// Defaults use the zero policies; a backend must support them.
+			t.Fatalf("default options of declared mode %v: %v", m, err)
+		}
+		h, err := s.broker.CreateTopic(topic.Name("cap-"+m.String()), o, s.backend)
+		if err != nil {
+			t.Fatalf("declared mode %v: %v", m, err)
+		}
+		if h.Options().Mode != m {
+			t.Fatalf("mode %v, want %v", h.Options().Mode, m)
+		}
+	}
+	for _, m := range []topic.Mode{topic.BalancedOnly, topic.BroadcastOnly, topic.Mixed} {
+		if slices.Contains(c.Modes, m) {
+			continue
+		}
+		_, err := s.broker.CreateTopic("undeclared", topic.Options{Mode: m}, s.backend)
+		isErr(t, "undeclared mode", err, topic.ErrUnsupportedMode)
+	}
+}
