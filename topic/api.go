@@ -67,7 +67,8 @@ type Stats struct {
 	BalancedGroups int
 	// BroadcastSubscribers is the number of connected broadcast subscribers.
 	BroadcastSubscribers int
-	// Published counts successful publishes (tracked or not).
+	// Published counts publishes (tracked or not) that did not fail or get
+	// dropped; a publish still waiting for room is already counted.
 	Published uint64
 	// Dropped counts publishes that reported DroppedOnFull.
 	Dropped uint64
@@ -252,10 +253,13 @@ type Handle[T any] struct {
 	mem     *memTopic[T] // state, when it is the in-memory backend's: called directly
 	broker  *Broker[T]
 
-	seq       atomic.Uint64
-	published atomic.Uint64
-	dropped   atomic.Uint64
-	inFlight  atomic.Int64
+	// seq numbers every publish attempt (its MessageID); unpublished counts
+	// the attempts that failed or were dropped, so that the hot path pays
+	// for one atomic add, not two: Published = seq - unpublished.
+	seq         atomic.Uint64
+	unpublished atomic.Uint64
+	dropped     atomic.Uint64
+	inFlight    atomic.Int64
 
 	mu        sync.Mutex
 	closed    bool
@@ -311,21 +315,17 @@ func (h *Handle[T]) publishEnvelope(ctx context.Context, e Envelope[T], onFull O
 	case try:
 		out, err = h.state.TryPublish(e)
 	default:
-		if err = ctx.Err(); err != nil {
-			return Published, err
+		if err = ctx.Err(); err == nil {
+			out, err = h.state.Publish(ctx, e, onFull)
 		}
-		out, err = h.state.Publish(ctx, e, onFull)
 	}
-	if err != nil {
-		return out, err
+	if err != nil || out != Published {
+		h.unpublished.Add(1)
+		if err == nil && out == DroppedOnFull {
+			h.dropped.Add(1)
+		}
 	}
-	switch out {
-	case Published:
-		h.published.Add(1)
-	case DroppedOnFull:
-		h.dropped.Add(1)
-	}
-	return out, nil
+	return out, err
 }
 
 // Subscribe adds a subscriber: Balanced(group) joins a consumer group
@@ -411,10 +411,12 @@ func (h *Handle[T]) Close() {
 // Stats returns a snapshot of the topic's counters.
 func (h *Handle[T]) Stats() Stats {
 	ss := h.state.Stats()
+	unpublished := h.unpublished.Load() // before seq, so the difference is ≥ 0
+	published := h.seq.Load() - unpublished
 	return Stats{
 		BalancedGroups:       ss.BalancedGroups,
 		BroadcastSubscribers: ss.BroadcastSubscribers,
-		Published:            h.published.Load(),
+		Published:            published,
 		Dropped:              h.dropped.Load(),
 		Lagged:               ss.Lagged,
 		InFlight:             int(h.inFlight.Load()),

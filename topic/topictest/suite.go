@@ -71,6 +71,8 @@ var cases = []testCase{
 	{"MixedTryPublishAllOrNothing", testMixedAllOrNothing},
 	// Mixed: a publish blocked on one full group delivers nowhere and holds no room in the others while it waits.
 	{"MixedBlockedPublishHoldsNothing", testMixedBlocked},
+	// Mixed under concurrency: blocked publishers never lose a wakeup, and every group and broadcast subscriber gets every message once.
+	{"MixedBackpressureConcurrent", testMixedConcurrent},
 	// A cancelled publish delivers nothing anywhere.
 	{"CancelledPublishDeliversNothing", testCancelledPublish},
 	// No replay: a late subscriber only sees messages published after it subscribed.
@@ -388,11 +390,12 @@ func testIndependentGroups(s *suite) {
 	got := map[string][]int{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	drain := func(name string, sub *topic.Subscription[int], want *int) {
+	deadline := time.Now().Add(patience)
+	drain := func(name string, sub *topic.Subscription[int]) {
 		defer wg.Done()
-		for {
+		for time.Now().Before(deadline) {
 			mu.Lock()
-			done := len(got["a"]) == n && name == "a" || len(got["b"]) == n && name == "b"
+			done := len(got[name]) >= n
 			mu.Unlock()
 			if done {
 				return
@@ -405,16 +408,18 @@ func testIndependentGroups(s *suite) {
 				got[name] = append(got[name], it.Value)
 				mu.Unlock()
 			}
-			_ = want
 		}
 	}
 	wg.Add(3)
-	go drain("a", a1, nil)
-	go drain("a", a2, nil)
-	go drain("b", b, nil)
+	go drain("a", a1)
+	go drain("a", a2)
+	go drain("b", b)
 	wg.Wait()
 	for _, g := range []string{"a", "b"} {
 		vs := got[g]
+		if len(vs) != n {
+			t.Fatalf("group %s received %d messages, want %d", g, len(vs), n)
+		}
 		slices.Sort(vs)
 		for i := range n {
 			if vs[i] != i {
@@ -679,6 +684,82 @@ func testMixedBlocked(s *suite) {
 	recvValue(t, full, 2)
 	recvValue(t, roomy, 2)
 	recvValue(t, bc, 2)
+}
+
+func testMixedConcurrent(s *suite) {
+	t := s.t
+	const publishers = 4
+	perPub := 1000 * scale()
+	total := publishers * perPub
+	h := s.topic("t", mixed(2, total))
+	type member struct {
+		group string
+		sub   *topic.Subscription[int]
+	}
+	var members []member
+	for _, g := range []string{"a", "b"} {
+		for range 2 {
+			members = append(members, member{g, s.sub(h, group(g))})
+		}
+	}
+	bc := s.sub(h, topic.Broadcast())
+	var mu sync.Mutex
+	seen := map[string]map[int]int{"a": {}, "b": {}, "bc": {}}
+	var wg sync.WaitGroup
+	drain := func(name string, sub *topic.Subscription[int]) {
+		defer wg.Done()
+		buf := make([]topic.Item[int], 3)
+		for {
+			n, err := sub.ReceiveBatch(context.Background(), buf)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			for _, it := range buf[:n] {
+				seen[name][it.Value]++
+			}
+			mu.Unlock()
+		}
+	}
+	for _, m := range members {
+		wg.Add(1)
+		go drain(m.group, m.sub)
+	}
+	wg.Add(1)
+	go drain("bc", bc)
+	var pwg sync.WaitGroup
+	errs := make(chan error, publishers)
+	for p := range publishers {
+		pwg.Add(1)
+		go func() {
+			defer pwg.Done()
+			for i := range perPub {
+				if err := h.Publish(ctxT(t), p*perPub+i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	pwg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("Publish: %v", err)
+	}
+	eventually(t, "every subscriber drained", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen["a"]) == total && len(seen["b"]) == total && len(seen["bc"]) == total
+	})
+	h.Close()
+	wg.Wait()
+	for name, m := range seen {
+		for v, n := range m {
+			if n != 1 {
+				t.Fatalf("%s received %d %d times", name, v, n)
+			}
+		}
+	}
 }
 
 func testCancelledPublish(s *suite) {
