@@ -1,0 +1,288 @@
+// Command pulsar runs a Boulevard pipeline on Apache Pulsar topics.
+//
+// By default it starts the in-process broker of pulsartest on a loopback
+// port, so it needs nothing installed:
+//
+//	go run ./examples/pulsar
+//	go run ./examples/pulsar -n 50000 -concurrency 2 -v
+//
+// With -url it talks to a real Pulsar instead, for example the standalone
+// one of examples/docker-compose.yml:
+//
+//	docker compose -f examples/docker-compose.yml up -d pulsar
+//	go run ./examples/pulsar -url pulsar://127.0.0.1:6650
+//
+// Either way the program first publishes -n events with a pulsar-client-go
+// producer (batched, keyed by customer), then consumes them with the
+// Pulsar source. The processors parse each event; every 250th one fails on
+// its first delivery and is nacked, so the broker redelivers it after
+// -nack-delay and it succeeds the second time. The batcher groups the events
+// by customer and the batch handler totals them. When every event has been
+// handled the program stops the pipeline (drain, acks, consumer close),
+// prints the totals and, on the in-process broker, the permits each
+// consumer granted as the broker saw them.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
+
+	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
+	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
+)
+
+// config is what the flags set.
+type config struct {
+	url          string        // "" = in-process broker
+	topic        string        // topic to publish to and consume
+	subscription string        // subscription name
+	n            int           // events to publish and consume
+	customers    int           // distinct keys
+	concurrency  int           // producer stages
+	nackDelay    time.Duration // redelivery delay of a failed event
+	logger       *slog.Logger
+}
+
+func main() {
+	var cfg config
+	var verbose bool
+	flag.StringVar(&cfg.url, "url", "", "Pulsar service URL (default: start an in-process broker)")
+	flag.StringVar(&cfg.topic, "topic", "", "topic (default: a fresh name per run)")
+	flag.StringVar(&cfg.subscription, "subscription", "boulevard-example", "subscription name")
+	flag.IntVar(&cfg.n, "n", 10000, "number of events to publish and consume")
+	flag.IntVar(&cfg.customers, "customers", 5, "number of customers (message keys)")
+	flag.IntVar(&cfg.concurrency, "concurrency", 1, "producer stages (one consumer each)")
+	flag.DurationVar(&cfg.nackDelay, "nack-delay", time.Second, "redelivery delay of a failed event")
+	flag.BoolVar(&verbose, "v", false, "log at debug level to stderr")
+	flag.Parse()
+	level := slog.LevelError
+	if verbose {
+		level = slog.LevelDebug
+	}
+	cfg.logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if cfg.topic == "" {
+		cfg.topic = fmt.Sprintf("boulevard-example-%d", time.Now().UnixNano())
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if _, err := run(ctx, cfg, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "pulsar example:", err)
+		os.Exit(1)
+	}
+}
+
+// result is what a run observed.
+type result struct {
+	handled     int            // distinct events handled successfully
+	duplicates  int            // events handled successfully again (at-least-once redelivery)
+	redelivered int            // deliveries with a redelivery count above 0
+	failed      int            // deliveries that failed (and were nacked)
+	totals      map[string]int // events per customer, from the batch handler
+	flows       [][]uint32     // per consumer, the permits the in-process broker saw
+}
+
+// run publishes cfg.n events, consumes them with a pipeline and reports.
+func run(ctx context.Context, cfg config, out io.Writer) (*result, error) {
+	var broker *pulsartest.Broker
+	url := cfg.url
+	if url == "" {
+		b, err := pulsartest.Start(ctx, pulsartest.Options{Logger: cfg.logger})
+		if err != nil {
+			return nil, err
+		}
+		defer b.Close()
+		broker, url = b, b.URL()
+		fmt.Fprintf(out, "in-process Pulsar broker at %s\n", url)
+	}
+	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: url, Logger: plog.NewLoggerWithSlog(cfg.logger)})
+	if err != nil {
+		return nil, err
+	}
+	// The client outlives the pipeline: the source shares it, never closes it.
+	defer client.Close()
+
+	if err := publish(ctx, client, cfg); err != nil {
+		return nil, fmt.Errorf("publish: %w", err)
+	}
+	fmt.Fprintf(out, "published %d events to %s\n", cfg.n, cfg.topic)
+
+	res := &result{totals: map[string]int{}}
+	var (
+		mu      sync.Mutex
+		seen    = make(map[int]bool, cfg.n)
+		all     = make(chan struct{})
+		handled atomic.Int64
+	)
+	handle := func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
+		md, _ := message.MetadataAs[*bpulsar.Metadata](m)
+		customer, seq, err := parse(m.Data)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if md.RedeliveryCount > 0 {
+			res.redelivered++
+		}
+		if seq%250 == 0 && md.RedeliveryCount == 0 {
+			res.failed++
+			return nil, fmt.Errorf("event %d: simulated transient failure", seq) // nacked, redelivered
+		}
+		if seen[seq] {
+			// Delivery is at least once: a nacked message of a batch can
+			// bring back siblings whose acks had not reached the broker yet.
+			res.duplicates++
+			m.SetBatchKey(duplicateKey)
+			return m.Data, nil
+		}
+		seen[seq] = true
+		m.SetBatchKey(customer)
+		if handled.Add(1) == int64(cfg.n) {
+			close(all)
+		}
+		return m.Data, nil
+	}
+	totalBatch := func(_ context.Context, batch []*message.Message[[]byte], info message.BatchInfo) error {
+		if info.BatchKey == duplicateKey {
+			return nil
+		}
+		mu.Lock()
+		res.totals[info.BatchKey] += len(batch)
+		mu.Unlock()
+		return nil
+	}
+
+	src := bpulsar.New(bpulsar.Options{
+		Client:       client,
+		Topics:       []string{cfg.topic},
+		Subscription: cfg.subscription,
+		Consumer: pulsar.ConsumerOptions{
+			SubscriptionInitialPosition:    pulsar.SubscriptionPositionEarliest,
+			NackRedeliveryDelay:            cfg.nackDelay,
+			EnableBatchIndexAcknowledgment: true,
+		},
+		Logger: cfg.logger,
+	})
+	p, err := pipeline.New(pipeline.Options[[]byte, []byte]{
+		Name:       "pulsar-example",
+		Logger:     cfg.logger,
+		Producer:   producer.Options[[]byte]{Source: src, Concurrency: cfg.concurrency},
+		Processors: processor.Options[[]byte, []byte]{Handle: handle},
+		Batchers:   []batcher.Options[[]byte]{{Name: "default", BatchSize: 100, BatchTimeout: 100 * time.Millisecond, Handle: totalBatch}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	if err := p.Start(ctx); err != nil {
+		return nil, err
+	}
+	select {
+	case <-all:
+	case <-ctx.Done():
+	case <-p.Done():
+	}
+	elapsed := time.Since(start)
+	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.Stop(stopCtx); err != nil {
+		return nil, fmt.Errorf("stop: %w", err)
+	}
+	res.handled = int(handled.Load())
+	if broker != nil {
+		for _, c := range broker.Consumers(cfg.topic, cfg.subscription) {
+			res.flows = append(res.flows, c.Flows)
+		}
+	}
+	report(out, res, elapsed, src.Stats())
+	if res.handled < cfg.n && ctx.Err() == nil {
+		return res, errors.New("stopped before every event was handled")
+	}
+	return res, nil
+}
+
+// duplicateKey is the batch key of events handled a second time.
+const duplicateKey = "duplicate"
+
+// publish sends cfg.n events "customer-K:SEQ", keyed by customer, batched.
+func publish(ctx context.Context, client pulsar.Client, cfg config) error {
+	prod, err := client.CreateProducer(pulsar.ProducerOptions{Topic: cfg.topic, SendTimeout: -1})
+	if err != nil {
+		return err
+	}
+	defer prod.Close()
+	errs := make(chan error, 1)
+	for i := range cfg.n {
+		customer := fmt.Sprintf("customer-%d", i%cfg.customers)
+		prod.SendAsync(ctx, &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "%s:%d", customer, i), Key: customer},
+			func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+				if err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			})
+	}
+	if err := prod.FlushWithCtx(ctx); err != nil {
+		return err
+	}
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
+}
+
+// parse splits "customer-K:SEQ".
+func parse(b []byte) (customer string, seq int, err error) {
+	c, s, ok := strings.Cut(string(b), ":")
+	if !ok {
+		return "", 0, fmt.Errorf("malformed event %q", b)
+	}
+	seq, err = strconv.Atoi(s)
+	return c, seq, err
+}
+
+func report(out io.Writer, res *result, elapsed time.Duration, st bpulsar.Stats) {
+	fmt.Fprintf(out, "handled %d events in %s (%.0f/s); %d failed once and came back (%d redeliveries, %d duplicates)\n",
+		res.handled, elapsed.Round(time.Millisecond), float64(res.handled)/elapsed.Seconds(), res.failed, res.redelivered, res.duplicates)
+	keys := make([]string, 0, len(res.totals))
+	for k := range res.totals {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(out, "  %-12s %d\n", k, res.totals[k])
+	}
+	fmt.Fprintf(out, "source: %d consumers replaced, %d outcomes dropped\n", st.Replaced, st.DroppedAcks)
+	for i, f := range res.flows {
+		shown := f
+		if len(shown) > 8 {
+			shown = shown[:8]
+		}
+		fmt.Fprintf(out, "consumer %d permits at the broker: %v… (%d grants)\n", i, shown, len(f))
+	}
+}

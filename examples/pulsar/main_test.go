@@ -1,0 +1,59 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// Every test must leave no goroutine of the pipeline, client or broker behind.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// On the in-process broker every published event is handled, the failed
+// ones come back once through nack redelivery, the batches add up to every
+// event per customer, and each consumer granted the broker 100 permits when
+// it subscribed. (Later grants are 50, plus the permits pulsar-client-go
+// returns at once for the already-acked messages of a redelivered batch.)
+func TestRunInProcess(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	cfg := config{topic: "example-test", subscription: "s", n: 2000, customers: 4, concurrency: 2,
+		nackDelay: 300 * time.Millisecond, logger: slog.New(slog.DiscardHandler)}
+	res, err := run(ctx, cfg, &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if res.handled != 2000 {
+		t.Errorf("handled %d events, want 2000", res.handled)
+	}
+	if res.failed != 8 || res.redelivered < 8 {
+		t.Errorf("%d failures, %d redeliveries; want 8 failures (every 250th) each redelivered", res.failed, res.redelivered)
+	}
+	sum := 0
+	for k, v := range res.totals {
+		if v != 500 {
+			t.Errorf("%s: %d events batched, want 500", k, v)
+		}
+		sum += v
+	}
+	if sum != 2000 || len(res.totals) != 4 {
+		t.Errorf("batches total %d over %d customers, want 2000 over 4", sum, len(res.totals))
+	}
+	if len(res.flows) != 2 {
+		t.Fatalf("want 2 consumers at the broker, got %d", len(res.flows))
+	}
+	for i, f := range res.flows {
+		if len(f) < 2 || f[0] != 100 || f[1] != 50 {
+			t.Errorf("consumer %d grants %v, want 100 then 50", i, f)
+		}
+	}
+	if !strings.Contains(out.String(), "handled 2000 events") {
+		t.Errorf("report does not say what was handled:\n%s", out.String())
+	}
+}

@@ -1,0 +1,71 @@
+package pulsar
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrSubscribe is wrapped by the *ConsumerError a stage fails with when a
+// consumer cannot subscribe. The pipeline restarts the stage with backoff.
+var ErrSubscribe = errors.New("pulsar: subscribe failed")
+
+// ErrConsumerClosed is wrapped by the *ConsumerError a stage fails with when
+// one of its consumers was closed while the stage was running (by the
+// client, or by code that got hold of it through ActiveState.Consumer). The
+// pipeline restarts the stage, which closes its other consumers and
+// subscribes new ones.
+var ErrConsumerClosed = errors.New("pulsar: consumer closed while consuming")
+
+// ErrCallbackPanic is wrapped by *CallbackPanicError.
+var ErrCallbackPanic = errors.New("pulsar: active state callback panicked")
+
+// ConsumerError is why a producer stage's consumers were replaced.
+type ConsumerError struct {
+	// Stage is the index of the producer stage.
+	Stage int
+	// Topic is the configured topic of the consumer that failed.
+	Topic string
+	// Subscription is the subscription name.
+	Subscription string
+	// Kind is ErrSubscribe or ErrConsumerClosed.
+	Kind error
+	// Err is the client's error, when it gave one.
+	Err error
+}
+
+// Error names the stage, topic, subscription and cause.
+func (e *ConsumerError) Error() string {
+	s := fmt.Sprintf("%v (stage %d, topic %q, subscription %q)", e.Kind, e.Stage, e.Topic, e.Subscription)
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns Kind and, when there is one, the client's error.
+func (e *ConsumerError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{e.Kind}
+	}
+	return []error{e.Kind, e.Err}
+}
+
+// CallbackPanicError is logged when Options.ActiveStateCallback panics. The
+// panic is contained: the consumer keeps running.
+type CallbackPanicError struct {
+	// State is the report the callback was given.
+	State ActiveState
+	// Value is what the callback panicked with.
+	Value any
+	// Stack is the callback's stack at the panic.
+	Stack []byte
+}
+
+// Error says which report the callback panicked on, and with what.
+func (e *CallbackPanicError) Error() string {
+	return fmt.Sprintf("%v on active=%t topic %q subscription %q: %v",
+		ErrCallbackPanic, e.State.Active, e.State.Topic, e.State.Subscription, e.Value)
+}
+
+// Unwrap returns ErrCallbackPanic.
+func (e *CallbackPanicError) Unwrap() error { return ErrCallbackPanic }

@@ -1,0 +1,188 @@
+package pulsar_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
+	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
+)
+
+const waitLimit = 20 * time.Second
+
+// env is one in-process broker and one client on it, torn down with the test.
+type env struct {
+	t      *testing.T
+	broker *pulsartest.Broker
+	client pulsar.Client
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	b, err := pulsartest.Start(context.Background(), pulsartest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	c, err := newClient(b.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return &env{t: t, broker: b, client: c}
+}
+
+// newClient is the client every test uses.
+func newClient(url string) (pulsar.Client, error) {
+	return pulsar.NewClient(pulsar.ClientOptions{URL: url, OperationTimeout: 5 * time.Second, Logger: quietLogger()})
+}
+
+// testLogger is the pipeline's and source's logger: silent unless
+// PULSAR_TEST_LOG is set.
+func testLogger() *slog.Logger {
+	if os.Getenv("PULSAR_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// publish stores n unbatched messages "<prefix>-<i>" on topic.
+func (e *env) publish(topic, prefix string, n int) []string {
+	e.t.Helper()
+	msgs := make([]pulsartest.Message, n)
+	want := make([]string, n)
+	for i := range msgs {
+		want[i] = fmt.Sprintf("%s-%d", prefix, i)
+		msgs[i] = pulsartest.Message{Payload: []byte(want[i])}
+	}
+	if _, err := e.broker.Publish(context.Background(), topic, msgs...); err != nil {
+		e.t.Fatal(err)
+	}
+	return want
+}
+
+// received records what the handler saw.
+type received struct {
+	mu    sync.Mutex
+	count map[string]int
+	meta  []bpulsar.Metadata
+	total int
+}
+
+func newReceived() *received { return &received{count: make(map[string]int)} }
+
+func (r *received) add(m *message.Message[[]byte]) {
+	md, _ := message.MetadataAs[*bpulsar.Metadata](m)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.count[string(m.Data)]++
+	r.total++
+	if md != nil {
+		r.meta = append(r.meta, *md)
+	}
+}
+
+func (r *received) distinct() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.count)
+}
+
+func (r *received) snapshot() (map[string]int, []bpulsar.Metadata) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := make(map[string]int, len(r.count))
+	for k, v := range r.count {
+		c[k] = v
+	}
+	return c, append([]bpulsar.Metadata(nil), r.meta...)
+}
+
+// run starts a pipeline over src with handle and stops it at the end of the
+// test (or when the test calls the returned stop).
+func run(t *testing.T, src *bpulsar.Source, concurrency int, flow producer.Flow, handle processor.Handler[[]byte, []byte]) (p *pipeline.Pipeline[[]byte, []byte], stop func() error) {
+	t.Helper()
+	p, err := pipeline.New(pipeline.Options[[]byte, []byte]{
+		Name:            "pulsar-test",
+		Logger:          testLogger(),
+		ShutdownTimeout: 10 * time.Second,
+		Producer:        producer.Options[[]byte]{Source: src, Concurrency: concurrency, Flow: flow},
+		Processors:      processor.Options[[]byte, []byte]{Concurrency: 2, Handle: handle},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	var stopErr error
+	stop = func() error {
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			stopErr = p.Stop(ctx)
+		})
+		return stopErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	return p, stop
+}
+
+// recordAll is a handler that records every message and succeeds.
+func recordAll(r *received) processor.Handler[[]byte, []byte] {
+	return func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
+		r.add(m)
+		return m.Data, nil
+	}
+}
+
+// waitFor polls cond until it holds or the wait limit passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// earliest is the consumer option every test uses so that messages
+// published before the subscription are delivered.
+func earliest() pulsar.ConsumerOptions {
+	return pulsar.ConsumerOptions{SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest}
+}
+
+// sumAcked adds up what the broker counted as acked over every consumer of
+// subscription on topic (and its partitions, when parts > 0).
+func (e *env) sumAcked(topic, sub string, parts int) int64 {
+	var n int64
+	for _, c := range e.consumerStats(topic, sub, parts) {
+		n += c.Acked
+	}
+	return n
+}
+
+func (e *env) consumerStats(topic, sub string, parts int) []pulsartest.ConsumerStats {
+	if parts == 0 {
+		return e.broker.Consumers(topic, sub)
+	}
+	var out []pulsartest.ConsumerStats
+	for i := range parts {
+		out = append(out, e.broker.Consumers(pulsartest.PartitionTopic(topic, i), sub)...)
+	}
+	return out
+}

@@ -1,0 +1,283 @@
+package pulsar_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
+	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
+)
+
+// stateLog records active-state reports.
+type stateLog struct {
+	mu     sync.Mutex
+	states []bpulsar.ActiveState
+}
+
+func (l *stateLog) add(s bpulsar.ActiveState) {
+	l.mu.Lock()
+	l.states = append(l.states, s)
+	l.mu.Unlock()
+}
+
+func (l *stateLog) last() (bpulsar.ActiveState, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.states) == 0 {
+		return bpulsar.ActiveState{}, false
+	}
+	return l.states[len(l.states)-1], true
+}
+
+// On a failover subscription the callback hears which consumer is active;
+// when the active one goes away the standby is told it took over and
+// receives the messages. A panicking callback is contained and counted, and
+// its consumer keeps working.
+func TestFailoverActiveStateCallback(t *testing.T) {
+	e := newEnv(t)
+	e.publish("fo", "x", 1) // create the topic
+	var first, second stateLog
+	r1, r2 := newReceived(), newReceived()
+	src1 := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"fo"}, Subscription: "sub",
+		SubscriptionType: bpulsar.Failover, ActiveStateCallback: first.add, Consumer: earliest(), Logger: testLogger()})
+	_, stop1 := run(t, src1, 1, producer.Flow{}, recordAll(r1))
+	waitFor(t, "the first consumer to be reported active", func() bool { s, ok := first.last(); return ok && s.Active })
+
+	panicked := false
+	src2 := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"fo"}, Subscription: "sub",
+		SubscriptionType: bpulsar.Failover, Consumer: earliest(), Logger: testLogger(),
+		ActiveStateCallback: func(s bpulsar.ActiveState) {
+			second.add(s)
+			if !panicked {
+				panicked = true
+				panic("callback bug")
+			}
+		}})
+	_, stop2 := run(t, src2, 1, producer.Flow{}, recordAll(r2))
+	waitFor(t, "the second consumer to be reported passive", func() bool { s, ok := second.last(); return ok && !s.Active })
+	waitFor(t, "the panic to be counted", func() bool { return src2.Stats().CallbackPanics == 1 })
+
+	if err := stop1(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the second consumer to take over", func() bool { s, ok := second.last(); return ok && s.Active })
+	e.publish("fo", "after", 20)
+	waitFor(t, "the new active consumer to handle the messages", func() bool { return r2.distinct() >= 20 })
+	if err := stop2(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, _ := second.last()
+	if s.Topic != pulsartest.FullTopicName("fo") || s.BaseTopic != s.Topic || s.Partition != -1 {
+		t.Errorf("report names topic %q base %q partition %d", s.Topic, s.BaseTopic, s.Partition)
+	}
+	if s.Subscription != "sub" || s.Consumer == nil || s.Stage != 0 {
+		t.Errorf("report subscription %q consumer %v stage %d", s.Subscription, s.Consumer, s.Stage)
+	}
+	f, _ := first.last()
+	if f.Consumer == s.Consumer {
+		t.Error("both pipelines reported the same consumer")
+	}
+	if src1.Stats().CallbackPanics != 0 {
+		t.Error("a callback that did not panic was counted")
+	}
+}
+
+// A consumer closed under its stage makes the stage fail and restart with a
+// new consumer: nothing is lost, and outcomes of the messages the old
+// consumer delivered are dropped (and counted), the broker redelivering them.
+func TestConsumerClosedRestarts(t *testing.T) {
+	e := newEnv(t)
+	want := e.publish("death", "m", 400)
+	r := newReceived()
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	releaseAll := func() { releaseOnce.Do(func() { close(release) }) }
+	var blockOnce sync.Once
+	blocked := make(chan struct{})
+	handle := func(ctx context.Context, m *message.Message[[]byte]) ([]byte, error) {
+		r.add(m)
+		md, _ := message.MetadataAs[*bpulsar.Metadata](m)
+		if md.RedeliveryCount == 0 && string(m.Data) == "m-100" {
+			blockOnce.Do(func() { close(blocked) })
+			<-release
+		}
+		return m.Data, nil
+	}
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"death"}, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
+	p, err := pipeline.New(pipeline.Options[[]byte, []byte]{
+		Name:   "death",
+		Logger: testLogger(),
+		// A window larger than the topic: while the handler is blocked the
+		// stage still has permits, so its consumer is waiting on the client
+		// (where a closed consumer shows) rather than on the stage. A
+		// consumer closed while its stage has no permits is noticed when
+		// permits come back.
+		Producer:   producer.Options[[]byte]{Source: src, Flow: producer.Flow{Initial: 1000}, Restart: producer.Restart{Backoff: 20 * time.Millisecond}},
+		Processors: processor.Options[[]byte, []byte]{Concurrency: 1, Handle: handle},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = p.Stop(ctx)
+	}()
+	defer releaseAll() // before the stop, even when the test fails
+	<-blocked
+	waitFor(t, "the stage to take every message from the client", func() bool {
+		cs := e.broker.Consumers("death", "sub")
+		return len(cs) == 1 && cs[0].Dispatched == int64(len(want))
+	})
+	if !src.CloseConsumerForTest() {
+		t.Fatal("no open consumer to close")
+	}
+	waitFor(t, "the stage to replace its consumer", func() bool { return src.Stats().Replaced == 1 })
+	releaseAll()
+	waitFor(t, "every message handled", func() bool { return r.distinct() == len(want) })
+	waitFor(t, "the backlog to empty", func() bool { return e.broker.Backlog("death", "sub") == 0 })
+	if src.Stats().DroppedAcks == 0 {
+		t.Error("outcomes of the replaced consumer's messages were not dropped")
+	}
+	cs := e.broker.Consumers("death", "sub")
+	if len(cs) < 2 || !cs[len(cs)-1].Connected {
+		t.Errorf("want the replacement consumer connected after the closed one, got %+v", cs)
+	}
+	if err := p.Err(); err != nil {
+		t.Errorf("pipeline error after a restart: %v", err)
+	}
+}
+
+// When the broker drops every connection the client reconnects its
+// consumers and the unacknowledged messages come back: nothing is lost.
+func TestDropConnectionsNothingLost(t *testing.T) {
+	e := newEnv(t)
+	want := e.publish("drop", "m", 1000)
+	r := newReceived()
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"drop"}, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
+	_, stop := run(t, src, 2, producer.Flow{Initial: 10}, func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
+		r.add(m)
+		time.Sleep(100 * time.Microsecond)
+		return m.Data, nil
+	})
+	waitFor(t, "some messages handled", func() bool { return r.distinct() >= 200 })
+	e.broker.DropConnections()
+	waitFor(t, "every message handled", func() bool { return r.distinct() == len(want) })
+	waitFor(t, "the backlog to empty", func() bool { return e.broker.Backlog("drop", "sub") == 0 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A subscribe the broker refuses fails the stage, which is restarted with
+// backoff until the broker accepts; a refusal that lasts stops the pipeline
+// with a restart error wrapping ErrSubscribe.
+func TestRefusedSubscribe(t *testing.T) {
+	t.Run("recovers", func(t *testing.T) {
+		e := newEnv(t)
+		want := e.publish("refuse", "m", 50)
+		e.broker.RefuseSubscribe("refuse", "sub", errors.New("not now"))
+		r := newReceived()
+		src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"refuse"}, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
+		p, err := pipeline.New(pipeline.Options[[]byte, []byte]{
+			Name:       "refuse",
+			Logger:     testLogger(),
+			Producer:   producer.Options[[]byte]{Source: src, Restart: producer.Restart{MaxRestarts: 50, Window: time.Minute, Backoff: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}},
+			Processors: processor.Options[[]byte, []byte]{Handle: recordAll(r)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		if r.distinct() != 0 {
+			t.Fatal("messages consumed through a refused subscription")
+		}
+		e.broker.RefuseSubscribe("refuse", "sub", nil)
+		waitFor(t, "every message handled", func() bool { return r.distinct() == len(want) })
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := p.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("gives up", func(t *testing.T) {
+		e := newEnv(t)
+		e.publish("refuse", "m", 1)
+		e.broker.RefuseSubscribe("refuse", "sub", errors.New("never"))
+		src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"refuse"}, Subscription: "sub", Logger: testLogger()})
+		p, err := pipeline.New(pipeline.Options[[]byte, []byte]{
+			Name:       "refuse",
+			Logger:     testLogger(),
+			Producer:   producer.Options[[]byte]{Source: src, Restart: producer.Restart{MaxRestarts: 2, Window: time.Minute, Backoff: 10 * time.Millisecond}},
+			Processors: processor.Options[[]byte, []byte]{Handle: func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) { return m.Data, nil }},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		defer cancel()
+		err = p.Run(ctx)
+		var re *producer.RestartError
+		if !errors.As(err, &re) || !errors.Is(err, bpulsar.ErrSubscribe) {
+			t.Fatalf("want a restart error wrapping ErrSubscribe, got %v", err)
+		}
+		var ce *bpulsar.ConsumerError
+		if !errors.As(err, &ce) || ce.Topic != "refuse" || ce.Subscription != "sub" {
+			t.Fatalf("want a *ConsumerError naming topic and subscription, got %v", err)
+		}
+	})
+}
+
+// Stopping drains: every message handled before the stop is acked, nothing
+// unhandled is acked, and the rest stays in the backlog for the next run.
+func TestDrain(t *testing.T) {
+	e := newEnv(t)
+	want := e.publish("drain", "m", 300)
+	r := newReceived()
+	slow := func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
+		time.Sleep(2 * time.Millisecond)
+		r.add(m)
+		return m.Data, nil
+	}
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"drain"}, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
+	_, stop := run(t, src, 1, producer.Flow{Initial: 20}, slow)
+	waitFor(t, "some messages handled", func() bool { return r.distinct() >= 50 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	handled := r.distinct()
+	if handled >= len(want) {
+		t.Fatalf("all %d messages were handled before the stop took effect", handled)
+	}
+	waitFor(t, "the broker to count the drained acks", func() bool { return e.sumAcked("drain", "sub", 0) == int64(handled) })
+	if b := e.broker.Backlog("drain", "sub"); b != int64(len(want)-handled) {
+		t.Errorf("backlog %d after %d of %d were handled, want %d", b, handled, len(want), len(want)-handled)
+	}
+	// The next run picks up exactly the rest.
+	src2 := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"drain"}, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
+	_, stop2 := run(t, src2, 1, producer.Flow{}, recordAll(r))
+	waitFor(t, "the rest handled", func() bool { return r.distinct() == len(want) })
+	if err := stop2(); err != nil {
+		t.Fatal(err)
+	}
+	counts, _ := r.snapshot()
+	for _, w := range want {
+		if counts[w] != 1 {
+			t.Errorf("%s handled %d times across the two runs, want 1", w, counts[w])
+		}
+	}
+}

@@ -1,0 +1,204 @@
+package pulsar
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+// SubscriptionType is the kind of Pulsar subscription the source's consumers
+// join. Its zero value is Shared, the default, so that several producer
+// stages can consume one topic side by side.
+type SubscriptionType uint8
+
+const (
+	// Shared spreads the messages of a topic over every consumer of the
+	// subscription (the default).
+	Shared SubscriptionType = iota
+	// Exclusive lets one consumer alone attach to the subscription: with
+	// producer concurrency above 1 the other stages fail to subscribe and
+	// keep restarting.
+	Exclusive
+	// Failover makes one consumer per topic or partition active and the
+	// others standby; Options.ActiveStateCallback reports the changes.
+	Failover
+	// KeyShared spreads messages over consumers by key: one key, one
+	// consumer at a time.
+	KeyShared
+)
+
+// String returns "shared", "exclusive", "failover" or "key_shared".
+func (t SubscriptionType) String() string {
+	switch t {
+	case Shared:
+		return "shared"
+	case Exclusive:
+		return "exclusive"
+	case Failover:
+		return "failover"
+	case KeyShared:
+		return "key_shared"
+	}
+	return fmt.Sprintf("SubscriptionType(%d)", uint8(t))
+}
+
+func (t SubscriptionType) pulsar() pulsar.SubscriptionType {
+	switch t {
+	case Exclusive:
+		return pulsar.Exclusive
+	case Failover:
+		return pulsar.Failover
+	case KeyShared:
+		return pulsar.KeyShared
+	}
+	return pulsar.Shared
+}
+
+// ActiveState is one report of a failover consumer becoming active or
+// passive for a topic or partition, as the broker announced it.
+type ActiveState struct {
+	// Active is true when the consumer became the active one, false when it
+	// became passive (standby).
+	Active bool
+	// Topic is the topic whose state changed: for a partitioned topic, the
+	// individual partition's topic.
+	Topic string
+	// BaseTopic is Topic without its partition suffix (fully qualified, as
+	// the client names topics).
+	BaseTopic string
+	// Partition is the partition index, or -1 when the topic is not
+	// partitioned.
+	Partition int32
+	// Subscription is the subscription name.
+	Subscription string
+	// Stage is the index of the producer stage that owns the consumer.
+	Stage int
+	// Consumer is the underlying pulsar-client-go consumer. Track ownership
+	// by this value, not by topic alone: with producer concurrency above 1
+	// several consumers report on the same topic. Do not close it; the
+	// source owns it.
+	Consumer pulsar.Consumer
+}
+
+// Options configure a Source. The zero value of every optional field takes
+// the default documented on it; New does not validate, Validate (called by
+// pipeline.New) and Run do.
+//
+// The permit window is not among them: it is the pipeline's
+// producer.Options.Flow (default 100/50/50), which the source maps onto each
+// consumer's ReceiverQueueSize and enforces with one feed per consumer.
+type Options struct {
+	// Client is the pulsar-client-go client the consumers are created on.
+	// Required. The source shares it and never closes it: create it before
+	// the pipeline and close it after the pipeline has stopped.
+	Client pulsar.Client `name:"client" validate:"required"`
+	// Topics are the topics to consume. Required, non-empty, no duplicates,
+	// no empty names. Each producer stage subscribes one consumer per topic
+	// (for a partitioned topic, that consumer covers every partition).
+	Topics []string `name:"topics" validate:"required,min=1,unique,dive,required"`
+	// Subscription is the subscription name. Required.
+	Subscription string `name:"subscription" validate:"required"`
+	// SubscriptionType is the kind of subscription. Default Shared.
+	SubscriptionType SubscriptionType `name:"subscriptionType" validate:"lte=3"`
+	// Consumer holds any other pulsar-client-go consumer option, applied to
+	// every consumer the source creates (for example
+	// SubscriptionInitialPosition, NackRedeliveryDelay, DLQ,
+	// EnableBatchIndexAcknowledgment, KeySharedPolicy, AckGroupingOptions).
+	// The fields the source sets itself must be left zero, or Validate
+	// rejects them: Topic, Topics, TopicsPattern, SubscriptionName, Type,
+	// Name, EventListener, MessageChannel, ReceiverQueueSize,
+	// EnableZeroQueueConsumer, EnableAutoScaledReceiverQueueSize.
+	Consumer pulsar.ConsumerOptions `name:"consumer" validate:"-"`
+	// ActiveStateCallback, when set, receives every active/passive change
+	// the broker reports for a Failover subscription's consumers. It is only
+	// allowed with SubscriptionType Failover. It runs synchronously on the
+	// client's connection goroutine and must return promptly. A panic in it
+	// is recovered, logged at error level as a *CallbackPanicError and
+	// counted in Stats().CallbackPanics; the consumer keeps running. Reports
+	// are observations, not a lock: the same state may be reported twice and
+	// a consumer that closes need not report passive first.
+	ActiveStateCallback func(ActiveState) `name:"activeStateCallback" validate:"-"`
+	// Logger receives the source's logs. Nil discards them.
+	Logger *slog.Logger `name:"-" validate:"-"`
+}
+
+// WithDefaults returns o with every zero field replaced by its default.
+func (o Options) WithDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Validate checks the options and returns every broken rule at once, as a
+// validate.Errors naming each field under "pulsar.", for example
+// "pulsar.topics is required" or "pulsar.consumer.topic is set by the
+// source; use pulsar.topics".
+func (o Options) Validate() error {
+	errs := []error{validate.Struct("pulsar", &o)}
+	owned := func(field, what string) {
+		errs = append(errs, validate.Field("pulsar.consumer."+field, "owned", "is set by the source; "+what))
+	}
+	c := &o.Consumer
+	if c.Topic != "" {
+		owned("topic", "use pulsar.topics")
+	}
+	if len(c.Topics) > 0 {
+		owned("topics", "use pulsar.topics")
+	}
+	if c.TopicsPattern != "" {
+		owned("topicsPattern", "list the topics in pulsar.topics")
+	}
+	if c.SubscriptionName != "" {
+		owned("subscriptionName", "use pulsar.subscription")
+	}
+	if c.Type != pulsar.Exclusive {
+		owned("type", "use pulsar.subscriptionType")
+	}
+	if c.Name != "" {
+		owned("name", "consumers are named after their producer stage")
+	}
+	if c.EventListener != nil {
+		owned("eventListener", "use pulsar.activeStateCallback")
+	}
+	if c.MessageChannel != nil {
+		owned("messageChannel", "the source reads each consumer's messages itself")
+	}
+	if c.ReceiverQueueSize != 0 {
+		owned("receiverQueueSize", "it is derived from the producer flow window (producer.flow.initial); leave it zero")
+	}
+	if c.EnableZeroQueueConsumer {
+		owned("enableZeroQueueConsumer", "the permit window needs a receiver queue")
+	}
+	if c.EnableAutoScaledReceiverQueueSize {
+		owned("enableAutoScaledReceiverQueueSize", "the receiver queue is sized from the producer flow window")
+	}
+	if o.ActiveStateCallback != nil && o.SubscriptionType != Failover {
+		errs = append(errs, validate.Field("pulsar.activeStateCallback", "failover",
+			"needs pulsar.subscriptionType Failover (it is "+o.SubscriptionType.String()+")"))
+	}
+	return validate.Join(errs...)
+}
+
+// validateFlow checks the window a stage hands the source with the producer
+// package's own rules, for a source started outside a pipeline.
+func validateFlow(f producer.Flow) error {
+	return validate.Struct("producer.flow", &f)
+}
+
+// queueSize maps the seed's permit window onto pulsar-client-go's: the client
+// grants its ReceiverQueueSize when a consumer subscribes and, each time half
+// of it (rounded down) has left its queue for the source, grants that many
+// again. With ReceiverQueueSize = Initial this is exactly Initial / Threshold
+// / Refill when Threshold = Refill = Initial/2 (the 100/50/50 default).
+// Other windows keep Initial as the first grant the broker sees, and the
+// stage's feed enforces Threshold and Refill on what the source takes from
+// the client.
+func queueSize(f producer.Flow) (size int, exact bool) {
+	half := f.Initial / 2
+	return f.Initial, f.Initial%2 == 0 && f.Threshold == half && f.Refill == half
+}

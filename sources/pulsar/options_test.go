@@ -1,0 +1,212 @@
+package pulsar_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+// newIdleClient returns a client that is never used to connect (the source
+// only checks it is set); it is closed with the test.
+func newIdleClient(t *testing.T) pulsar.Client {
+	t.Helper()
+	c, err := pulsar.NewClient(pulsar.ClientOptions{URL: "pulsar://127.0.0.1:1", Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func fieldErrors(t *testing.T, err error) validate.Errors {
+	t.Helper()
+	var es validate.Errors
+	if !errors.As(err, &es) {
+		t.Fatalf("want validate.Errors, got %T %v", err, err)
+	}
+	if !errors.Is(err, validate.ErrInvalid) {
+		t.Fatalf("validation error does not wrap validate.ErrInvalid: %v", err)
+	}
+	return es
+}
+
+// Every option rule of the seed is enforced by Validate, each naming its
+// field and rule, all reported at once.
+func TestValidateRules(t *testing.T) {
+	client := newIdleClient(t)
+	valid := func() bpulsar.Options {
+		return bpulsar.Options{Client: client, Topics: []string{"a"}, Subscription: "s"}
+	}
+	if err := bpulsar.New(valid()).Validate(); err != nil {
+		t.Fatalf("valid options rejected: %v", err)
+	}
+	cases := []struct {
+		name   string
+		mutate func(*bpulsar.Options)
+		field  string
+		rule   string
+		text   string
+	}{
+		{"client required", func(o *bpulsar.Options) { o.Client = nil }, "pulsar.client", "required", "pulsar.client is required"},
+		{"topics required", func(o *bpulsar.Options) { o.Topics = nil }, "pulsar.topics", "required", "pulsar.topics is required"},
+		{"topics non-empty", func(o *bpulsar.Options) { o.Topics = []string{} }, "pulsar.topics", "", "pulsar.topics"},
+		{"topic names non-empty", func(o *bpulsar.Options) { o.Topics = []string{"a", ""} }, "pulsar.topics[1]", "required", "pulsar.topics[1] is required"},
+		{"topics unique", func(o *bpulsar.Options) { o.Topics = []string{"a", "a"} }, "pulsar.topics", "unique", "pulsar.topics must not repeat a value"},
+		{"subscription required", func(o *bpulsar.Options) { o.Subscription = "" }, "pulsar.subscription", "required", "pulsar.subscription is required"},
+		{"subscription type known", func(o *bpulsar.Options) { o.SubscriptionType = 9 }, "pulsar.subscriptionType", "lte", "pulsar.subscriptionType must be ≤ 3"},
+		{"callback needs failover", func(o *bpulsar.Options) { o.ActiveStateCallback = func(bpulsar.ActiveState) {} }, "pulsar.activeStateCallback", "failover", "needs pulsar.subscriptionType Failover"},
+		{"owned topic", func(o *bpulsar.Options) { o.Consumer.Topic = "x" }, "pulsar.consumer.topic", "owned", "use pulsar.topics"},
+		{"owned topics", func(o *bpulsar.Options) { o.Consumer.Topics = []string{"x"} }, "pulsar.consumer.topics", "owned", "use pulsar.topics"},
+		{"owned topics pattern", func(o *bpulsar.Options) { o.Consumer.TopicsPattern = "x.*" }, "pulsar.consumer.topicsPattern", "owned", "is set by the source"},
+		{"owned subscription name", func(o *bpulsar.Options) { o.Consumer.SubscriptionName = "x" }, "pulsar.consumer.subscriptionName", "owned", "use pulsar.subscription"},
+		{"owned type", func(o *bpulsar.Options) { o.Consumer.Type = pulsar.Shared }, "pulsar.consumer.type", "owned", "use pulsar.subscriptionType"},
+		{"owned name", func(o *bpulsar.Options) { o.Consumer.Name = "x" }, "pulsar.consumer.name", "owned", "is set by the source"},
+		{"owned event listener", func(o *bpulsar.Options) { o.Consumer.EventListener = nopListener{} }, "pulsar.consumer.eventListener", "owned", "use pulsar.activeStateCallback"},
+		{"owned message channel", func(o *bpulsar.Options) { o.Consumer.MessageChannel = make(chan pulsar.ConsumerMessage) }, "pulsar.consumer.messageChannel", "owned", "is set by the source"},
+		{"owned receiver queue", func(o *bpulsar.Options) { o.Consumer.ReceiverQueueSize = 10 }, "pulsar.consumer.receiverQueueSize", "owned", "producer.flow.initial"},
+		{"owned zero queue", func(o *bpulsar.Options) { o.Consumer.EnableZeroQueueConsumer = true }, "pulsar.consumer.enableZeroQueueConsumer", "owned", "is set by the source"},
+		{"owned auto queue", func(o *bpulsar.Options) { o.Consumer.EnableAutoScaledReceiverQueueSize = true }, "pulsar.consumer.enableAutoScaledReceiverQueueSize", "owned", "is set by the source"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := valid()
+			tc.mutate(&o)
+			err := bpulsar.New(o).Validate()
+			if err == nil {
+				t.Fatal("invalid options accepted")
+			}
+			es := fieldErrors(t, err)
+			if !es.Has(tc.field, tc.rule) {
+				t.Fatalf("want an error on %s (rule %q), got %v", tc.field, tc.rule, err)
+			}
+			if !strings.Contains(err.Error(), tc.text) {
+				t.Fatalf("error %q does not say %q", err, tc.text)
+			}
+		})
+	}
+}
+
+// Options the source passes through (DLQ, nack delay, batch-index acks,
+// initial position) are accepted, and a failover subscription may have a
+// callback.
+func TestValidateAcceptsPassThrough(t *testing.T) {
+	o := bpulsar.Options{
+		Client:              newIdleClient(t),
+		Topics:              []string{"a", "b"},
+		Subscription:        "s",
+		SubscriptionType:    bpulsar.Failover,
+		ActiveStateCallback: func(bpulsar.ActiveState) {},
+		Consumer: pulsar.ConsumerOptions{
+			SubscriptionInitialPosition:    pulsar.SubscriptionPositionEarliest,
+			DLQ:                            &pulsar.DLQPolicy{MaxDeliveries: 3, DeadLetterTopic: "dlq"},
+			NackRedeliveryDelay:            1,
+			EnableBatchIndexAcknowledgment: true,
+		},
+	}
+	if err := bpulsar.New(o).Validate(); err != nil {
+		t.Fatalf("valid options rejected: %v", err)
+	}
+}
+
+// Several broken rules are reported together, not one at a time.
+func TestValidateReportsAll(t *testing.T) {
+	err := bpulsar.New(bpulsar.Options{Consumer: pulsar.ConsumerOptions{ReceiverQueueSize: 5}}).Validate()
+	es := fieldErrors(t, err)
+	for _, f := range []string{"pulsar.client", "pulsar.topics", "pulsar.subscription", "pulsar.consumer.receiverQueueSize"} {
+		if !es.Has(f, "") {
+			t.Errorf("missing error for %s in %v", f, err)
+		}
+	}
+}
+
+// The subscription types print their Pulsar names.
+func TestSubscriptionTypeString(t *testing.T) {
+	want := map[bpulsar.SubscriptionType]string{bpulsar.Shared: "shared", bpulsar.Exclusive: "exclusive", bpulsar.Failover: "failover", bpulsar.KeyShared: "key_shared", 7: "SubscriptionType(7)"}
+	for st, s := range want {
+		if st.String() != s {
+			t.Errorf("%d prints %q, want %q", st, st.String(), s)
+		}
+	}
+	var zero bpulsar.SubscriptionType
+	if zero != bpulsar.Shared {
+		t.Error("the zero subscription type is not Shared")
+	}
+}
+
+type nopListener struct{}
+
+func (nopListener) BecameActive(pulsar.Consumer, string, int32)   {}
+func (nopListener) BecameInactive(pulsar.Consumer, string, int32) {}
+
+// pipeline.New reports the source's option errors beside its own, before
+// any stage starts.
+func TestPipelineNewReportsSourceErrors(t *testing.T) {
+	src := bpulsar.New(bpulsar.Options{Client: newIdleClient(t), Topics: []string{"a"}})
+	_, err := pipeline.New(pipeline.Options[[]byte, []byte]{
+		Name:       "p",
+		Producer:   producer.Options[[]byte]{Source: src, Flow: producer.Flow{Initial: 10, Threshold: 10}},
+		Processors: processor.Options[[]byte, []byte]{Handle: func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) { return m.Data, nil }},
+	})
+	es := fieldErrors(t, err)
+	if !es.Has("pulsar.subscription", "required") || !es.Has("producer.flow.threshold", "ltfield") {
+		t.Fatalf("want the source's and the flow's errors together, got %v", err)
+	}
+}
+
+// A source started outside a pipeline validates its options and the stage's
+// flow window when Run starts, and fails without subscribing.
+func TestRunValidatesOutsidePipeline(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		opts  bpulsar.Options
+		flow  producer.Flow
+		field string
+	}{
+		{"options", bpulsar.Options{Topics: []string{"a"}, Subscription: "s"}, producer.Flow{Initial: 10, Threshold: 5, Refill: 5}, "pulsar.client"},
+		{"flow", bpulsar.Options{Client: newIdleClient(t), Topics: []string{"a"}, Subscription: "s"}, producer.Flow{Initial: 10, Threshold: 12, Refill: 5}, "producer.flow.threshold"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := bpulsar.New(tc.opts)
+			p := producer.New(producer.Options[[]byte]{Source: src, Concurrency: 1, Flow: tc.flow,
+				Restart: producer.Restart{MaxRestarts: 1, Window: time.Minute, Backoff: time.Millisecond, MaxBackoff: time.Millisecond}},
+				producer.Config[[]byte]{Name: "outside", Output: discardOutput{}})
+			errs := make(chan error, 1)
+			var wg sync.WaitGroup
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			p.Start(ctx, &wg, func(err error) { errs <- err })
+			err := <-errs
+			p.StopFetching()
+			cancel()
+			wg.Wait()
+			if err := p.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			es := fieldErrors(t, err)
+			if !es.Has(tc.field, "") {
+				t.Fatalf("want an error on %s, got %v", tc.field, err)
+			}
+			if src.Stats().Consumers != 0 {
+				t.Fatal("a consumer was created with invalid options")
+			}
+		})
+	}
+}
+
+type discardOutput struct{}
+
+func (discardOutput) Publish(_ context.Context, msgs []*message.Message[[]byte]) (int, error) {
+	return len(msgs), nil
+}

@@ -1,0 +1,525 @@
+package pulsartest
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// Message is one message stored on a topic, as published through the test
+// API or by a client.
+type Message struct {
+	// Key is the partition key; OrderingKey the ordering key.
+	Key, OrderingKey string
+	Payload          []byte
+	Properties       map[string]string
+	// EventTime is zero when the message has none.
+	EventTime time.Time
+	// ProducerName defaults to "pulsartest" when publishing through the API.
+	ProducerName string
+	// PublishTime defaults to now when publishing through the API.
+	PublishTime time.Time
+	// DeliverAt delays delivery on shared and key-shared subscriptions
+	// (zero: deliver at once).
+	DeliverAt time.Time
+	// ID is set by Messages and ignored by Publish.
+	ID MessageID
+}
+
+// MessageID identifies a stored message.
+type MessageID struct {
+	LedgerID, EntryID uint64
+	// Partition is the partition index, -1 for a non-partitioned topic.
+	Partition int32
+	// BatchIndex is the index within a batched entry, -1 when unbatched.
+	BatchIndex int32
+}
+
+// String formats the id like pulsar-client-go: "ledger:entry:partition".
+func (id MessageID) String() string {
+	return fmt.Sprintf("%d:%d:%d", id.LedgerID, id.EntryID, id.Partition)
+}
+
+// ConsumerStats is what the broker observed of one consumer. Counts are in
+// messages: a batch entry of n messages counts n.
+type ConsumerStats struct {
+	ConsumerID   uint64
+	Name         string
+	Topic        string
+	Subscription string
+	// SubType is "Exclusive", "Shared", "Failover" or "Key_Shared".
+	SubType string
+	// Flows lists every FLOW command's permit count, in order.
+	Flows []uint32
+	// PermitsGranted is the sum of Flows.
+	PermitsGranted int64
+	// Available is permits not yet used. It can go negative only when an
+	// entry larger than half of MaxAvailable was sent on a partial budget.
+	Available int64
+	// MaxAvailable is the highest Available ever reached: the consumer's
+	// read-ahead bound.
+	MaxAvailable int64
+	// Dispatched counts messages pushed, Acked messages acknowledged,
+	// Nacked messages the consumer asked to have redelivered, Redelivered
+	// messages pushed again after a nack, an ack timeout, a consumer leaving
+	// or a failover switch.
+	Dispatched, Acked, Nacked, Redelivered int64
+	// Active is true for the consumer that receives messages on an
+	// exclusive or failover subscription, and for every connected consumer
+	// of a shared or key-shared one.
+	Active bool
+	// Connected is false once the consumer closed, unsubscribed or lost its
+	// connection.
+	Connected bool
+}
+
+// CreateTopic creates topic with the given number of partitions (0 =
+// non-partitioned). Short names get persistent://public/default/. Creating
+// an existing topic with the same partition count is a no-op. Clients
+// create non-partitioned topics on first use, so CreateTopic is needed only
+// for partitioned topics or to make Messages find an unused topic.
+func (b *Broker) CreateTopic(topic string, partitions int) error {
+	if partitions < 0 {
+		return fmt.Errorf("pulsartest: CreateTopic %q: partitions must be ≥ 0, got %d", topic, partitions)
+	}
+	tn, err := parseTopic(topic)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	cur, isPart := b.partitioned[tn.full]
+	_, isPlain := b.topics[tn.full]
+	switch {
+	case partitions == 0 && isPart, partitions > 0 && isPart && cur != partitions, partitions > 0 && isPlain:
+		return fmt.Errorf("%w: %s", ErrTopicExists, tn.full)
+	}
+	if partitions == 0 {
+		b.topicLocked(tn, true)
+		return nil
+	}
+	if tn.partition >= 0 {
+		return fmt.Errorf("%w: %q names a partition", ErrInvalidTopic, topic)
+	}
+	b.partitioned[tn.full] = partitions
+	for i := range partitions {
+		pn, _ := parseTopic(fmt.Sprintf("%s%s%d", tn.full, partitionSuffix, i))
+		b.topicLocked(pn, true)
+	}
+	return nil
+}
+
+// Publish stores msgs on topic, one unbatched entry each, and returns their
+// ids. On a partitioned topic a message with a key goes to the partition
+// its key hashes to, others round-robin.
+func (b *Broker) Publish(ctx context.Context, topic string, msgs ...Message) ([]MessageID, error) {
+	return b.publish(ctx, topic, false, msgs)
+}
+
+// PublishBatch stores msgs on topic as one batched entry, exactly as a
+// batching producer would, and returns their ids (same entry, batch
+// indexes 0..n-1). On a partitioned topic the batch goes to the partition
+// of the first message's key, or round-robin.
+func (b *Broker) PublishBatch(ctx context.Context, topic string, msgs ...Message) ([]MessageID, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	return b.publish(ctx, topic, true, msgs)
+}
+
+func (b *Broker) publish(ctx context.Context, name string, batch bool, msgs []Message) ([]MessageID, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	tn, err := parseTopic(name)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, ErrClosed
+	}
+	target := func(m Message) *topic {
+		n := b.partitioned[tn.full]
+		if n == 0 {
+			return b.topicLocked(tn, true)
+		}
+		var p int
+		if m.Key != "" {
+			p = int(murmur3([]byte(m.Key)) % uint32(n))
+		} else {
+			b.nextProdNum++
+			p = int(b.nextProdNum % uint64(n))
+		}
+		pn, _ := parseTopic(fmt.Sprintf("%s%s%d", tn.full, partitionSuffix, p))
+		return b.topicLocked(pn, true)
+	}
+	now := time.Now()
+	ids := make([]MessageID, 0, len(msgs))
+	if batch {
+		t := target(msgs[0])
+		data := encodeBatch(msgs, uint64(len(t.entries)), now)
+		m, _ := decodeMetadata(mustMeta(data), false)
+		e := b.appendLocked(t, data, m)
+		for i := range msgs {
+			ids = append(ids, MessageID{LedgerID: t.ledger, EntryID: e, Partition: t.name.partition, BatchIndex: int32(i)})
+		}
+		return ids, nil
+	}
+	for _, msg := range msgs {
+		t := target(msg)
+		data := encodeSingle(msg, uint64(len(t.entries)), now)
+		m, _ := decodeMetadata(mustMeta(data), false)
+		e := b.appendLocked(t, data, m)
+		ids = append(ids, MessageID{LedgerID: t.ledger, EntryID: e, Partition: t.name.partition, BatchIndex: -1})
+	}
+	return ids, nil
+}
+
+func mustMeta(data []byte) []byte {
+	meta, _, _ := splitPayloadSection(data)
+	return meta
+}
+
+func appendProps(b []byte, num protowire.Number, props map[string]string) []byte {
+	for _, k := range slices.Sorted(maps.Keys(props)) {
+		start := len(b)
+		b = appendStringField(b, 1, k)
+		b = appendStringField(b, 2, props[k])
+		b = endNested(b, num, start)
+	}
+	return b
+}
+
+func millis(t time.Time) uint64 {
+	if t.IsZero() {
+		return 0
+	}
+	return uint64(t.UnixMilli())
+}
+
+func appendMetaHead(b []byte, m Message, seq uint64, now time.Time) []byte {
+	name := m.ProducerName
+	if name == "" {
+		name = "pulsartest"
+	}
+	pub := m.PublishTime
+	if pub.IsZero() {
+		pub = now
+	}
+	b = appendStringField(b, 1, name)
+	b = appendVarintField(b, 2, seq)
+	b = appendVarintField(b, 3, millis(pub))
+	return b
+}
+
+func encodeSingle(m Message, seq uint64, now time.Time) []byte {
+	meta := appendMetaHead(nil, m, seq, now)
+	meta = appendProps(meta, 4, m.Properties)
+	if m.Key != "" {
+		meta = appendStringField(meta, 6, m.Key)
+	}
+	if !m.EventTime.IsZero() {
+		meta = appendVarintField(meta, 12, millis(m.EventTime))
+	}
+	if m.OrderingKey != "" {
+		meta = appendBytesField(meta, 18, []byte(m.OrderingKey))
+	}
+	if !m.DeliverAt.IsZero() {
+		meta = appendVarintField(meta, 19, millis(m.DeliverAt))
+	}
+	return buildPayloadSection(meta, m.Payload)
+}
+
+func encodeBatch(msgs []Message, seq uint64, now time.Time) []byte {
+	meta := appendMetaHead(nil, msgs[0], seq, now)
+	if msgs[0].Key != "" {
+		meta = appendStringField(meta, 6, msgs[0].Key)
+	}
+	meta = appendVarintField(meta, 11, uint64(len(msgs)))
+	if msgs[0].OrderingKey != "" {
+		meta = appendBytesField(meta, 18, []byte(msgs[0].OrderingKey))
+	}
+	if !msgs[0].DeliverAt.IsZero() {
+		meta = appendVarintField(meta, 19, millis(msgs[0].DeliverAt))
+	}
+	var payload []byte
+	var smm []byte
+	for i, m := range msgs {
+		smm = appendProps(smm[:0], 1, m.Properties)
+		if m.Key != "" {
+			smm = appendStringField(smm, 2, m.Key)
+		}
+		smm = appendVarintField(smm, 3, uint64(len(m.Payload)))
+		if !m.EventTime.IsZero() {
+			smm = appendVarintField(smm, 5, millis(m.EventTime))
+		}
+		if m.OrderingKey != "" {
+			smm = appendBytesField(smm, 7, []byte(m.OrderingKey))
+		}
+		smm = appendVarintField(smm, 8, seq+uint64(i))
+		payload = binary.BigEndian.AppendUint32(payload, uint32(len(smm)))
+		payload = append(payload, smm...)
+		payload = append(payload, m.Payload...)
+	}
+	return buildPayloadSection(meta, payload)
+}
+
+// Messages returns every message stored on topic name in order: for a
+// partitioned topic, partition 0's messages, then partition 1's, and so
+// on. Batched entries are split into their messages; LZ4 and ZLIB entries
+// are decompressed (ZSTD and SNAPPY entries are returned as one Message
+// carrying the compressed bytes as its Payload). An unknown topic yields nil.
+func (b *Broker) Messages(name string) []Message {
+	tn, err := parseTopic(name)
+	if err != nil {
+		return nil
+	}
+	b.mu.Lock()
+	var ts []*topic
+	if n := b.partitioned[tn.full]; n > 0 {
+		for i := range n {
+			pn, _ := parseTopic(fmt.Sprintf("%s%s%d", tn.full, partitionSuffix, i))
+			if t := b.topics[pn.full]; t != nil {
+				ts = append(ts, t)
+			}
+		}
+	} else if t := b.topics[tn.full]; t != nil {
+		ts = append(ts, t)
+	}
+	type snap struct {
+		ledger  uint64
+		part    int32
+		entries []*entry
+	}
+	snaps := make([]snap, len(ts))
+	for i, t := range ts {
+		snaps[i] = snap{t.ledger, t.name.partition, slices.Clone(t.entries)}
+	}
+	b.mu.Unlock()
+	var out []Message
+	for _, s := range snaps {
+		for id, e := range s.entries {
+			out = appendDecoded(out, e, MessageID{LedgerID: s.ledger, EntryID: uint64(id), Partition: s.part, BatchIndex: -1})
+		}
+	}
+	return out
+}
+
+func appendDecoded(out []Message, e *entry, id MessageID) []Message {
+	metaB, payload, err := splitPayloadSection(e.data)
+	if err != nil {
+		return out
+	}
+	m, err := decodeMetadata(metaB, true)
+	if err != nil {
+		return out
+	}
+	base := Message{
+		ProducerName: m.producerName,
+		PublishTime:  time.UnixMilli(int64(m.publishTime)),
+		ID:           id,
+	}
+	if m.deliverAt > 0 {
+		base.DeliverAt = time.UnixMilli(m.deliverAt)
+	}
+	if m.compression != compressNone {
+		if plain, err := decompress(m.compression, payload, m.uncompressed); err == nil {
+			payload = plain
+			m.compression = compressNone
+		}
+	}
+	if !m.batched || m.compression != compressNone {
+		msg := base
+		msg.Key = m.partitionKey
+		msg.OrderingKey = string(m.orderingKey)
+		msg.Payload = payload
+		msg.Properties = m.properties
+		if m.eventTime > 0 {
+			msg.EventTime = time.UnixMilli(int64(m.eventTime))
+		}
+		return append(out, msg)
+	}
+	for i := int32(0); i < m.numMessages; i++ {
+		if len(payload) < 4 {
+			return out
+		}
+		n := int(binary.BigEndian.Uint32(payload))
+		if n > len(payload)-4 {
+			return out
+		}
+		sm, err := decodeSingleMeta(payload[4 : 4+n])
+		if err != nil || sm.payloadSize < 0 || sm.payloadSize > len(payload)-4-n {
+			return out
+		}
+		msg := base
+		msg.ID.BatchIndex = i
+		msg.Key = sm.partitionKey
+		msg.OrderingKey = string(sm.orderingKey)
+		msg.Properties = sm.properties
+		msg.Payload = payload[4+n : 4+n+sm.payloadSize]
+		if sm.eventTime > 0 {
+			msg.EventTime = time.UnixMilli(int64(sm.eventTime))
+		}
+		out = append(out, msg)
+		payload = payload[4+n+sm.payloadSize:]
+	}
+	return out
+}
+
+// Consumers returns the stats of every consumer that ever subscribed to
+// subscription on topic, in subscribe order; consumers that left have
+// Connected false. A client that reconnects appears again as a new entry.
+// Pass a partition's own name (PartitionTopic) for one partition; the base
+// name of a partitioned topic returns partition 0's consumers, then
+// partition 1's, and so on (each entry's Topic names its partition).
+func (b *Broker) Consumers(topic, subscription string) []ConsumerStats {
+	tn, err := parseTopic(topic)
+	if err != nil {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n := b.partitioned[tn.full]; n > 0 {
+		var out []ConsumerStats
+		for i := range n {
+			pn, _ := parseTopic(fmt.Sprintf("%s%s%d", tn.full, partitionSuffix, i))
+			out = b.consumerStatsLocked(out, pn, subscription)
+		}
+		return out
+	}
+	return b.consumerStatsLocked(nil, tn, subscription)
+}
+
+func (b *Broker) consumerStatsLocked(out []ConsumerStats, tn topicName, subscription string) []ConsumerStats {
+	t := b.topics[tn.full]
+	if t == nil {
+		return out
+	}
+	s := t.subs[subscription]
+	if s == nil {
+		return out
+	}
+	for _, c := range s.history {
+		st := c.st
+		st.Flows = slices.Clone(c.st.Flows)
+		st.Available = c.permits
+		switch s.typ {
+		case subExclusive, subFailover:
+			st.Active = st.Connected && s.active == c
+		default:
+			st.Active = st.Connected
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// Backlog returns how many messages of subscription on topic are not yet
+// acknowledged, or -1 if there is no such subscription. For the base name
+// of a partitioned topic it sums the partitions that have the subscription.
+func (b *Broker) Backlog(topic, subscription string) int64 {
+	tn, err := parseTopic(topic)
+	if err != nil {
+		return -1
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n := b.partitioned[tn.full]; n > 0 {
+		total := int64(-1)
+		for i := range n {
+			pn, _ := parseTopic(fmt.Sprintf("%s%s%d", tn.full, partitionSuffix, i))
+			if v := b.backlogLocked(pn, subscription); v >= 0 {
+				total = max(total, 0) + v
+			}
+		}
+		return total
+	}
+	return b.backlogLocked(tn, subscription)
+}
+
+func (b *Broker) backlogLocked(tn topicName, subscription string) int64 {
+	t := b.topics[tn.full]
+	if t == nil || t.subs[subscription] == nil {
+		return -1
+	}
+	s := t.subs[subscription]
+	var n int64
+	for id := s.markDelete; id < uint64(len(t.entries)); id++ {
+		if s.full[id] {
+			continue
+		}
+		n += int64(t.entries[id].nmsgs) - int64(popcount(s.partial[id]))
+	}
+	return n
+}
+
+// DropConnections closes every client connection abruptly, as a crashing
+// broker would. Consumers are detached at once and their unacknowledged
+// messages become available for redelivery; clients reconnect on their own.
+func (b *Broker) DropConnections() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for c := range b.conns {
+		c.close()
+		b.removeConnLocked(c)
+	}
+}
+
+// RefuseSubscribe makes every following SUBSCRIBE to subscription on topic
+// fail with a protocol error until called again with a nil err. A
+// *ServerError chooses the code the client sees; any other error is sent as
+// ServiceNotReady with its text. For a partitioned topic, the base name
+// refuses every partition.
+func (b *Broker) RefuseSubscribe(topic, subscription string, err error) {
+	tn, perr := parseTopic(topic)
+	if perr != nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k := subKey{tn.full, subscription}
+	if err == nil {
+		delete(b.refused, k)
+		return
+	}
+	b.refused[k] = err
+}
+
+// StallDispatch stops (stalled true) or resumes pushing messages on topic
+// (for a partitioned topic, on all its partitions). While stalled, FLOW
+// permits are still counted and acks processed; on resume the broker
+// dispatches what the permits allow.
+func (b *Broker) StallDispatch(topic string, stalled bool) {
+	tn, err := parseTopic(topic)
+	if err != nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if stalled {
+		b.stalled[tn.full] = true
+	} else {
+		delete(b.stalled, tn.full)
+	}
+	for _, t := range b.topics {
+		if t.name.full != tn.full && t.name.base != tn.full {
+			continue
+		}
+		t.stalled = stalled
+		if !stalled {
+			for _, s := range t.subs {
+				s.dispatch()
+			}
+		}
+	}
+}

@@ -1,0 +1,349 @@
+// Package pulsartest is an in-process Pulsar broker for tests. It speaks the
+// Pulsar binary protocol on a loopback port, well enough that
+// github.com/apache/pulsar-client-go works against it unchanged: connect,
+// lookup, partitioned-topic metadata, producers with send receipts (batched
+// payloads are stored and redelivered byte for byte), exclusive, shared,
+// failover and key-shared subscriptions, flow permits, individual,
+// cumulative and batch-index acks, redelivery with redelivery counts,
+// delayed delivery, unsubscribe, last message id and ping/pong. Anything
+// else is answered with a protocol error naming the command.
+//
+// Alongside the protocol it offers a test API: create topics, publish and
+// read back messages, observe per consumer the permits it granted and the
+// messages dispatched, acked, nacked and redelivered, and inject faults
+// (drop connections, refuse subscribes, stall dispatch).
+//
+// Everything is kept in memory; a Broker is meant to live for one test.
+package pulsartest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+// Errors returned by the test API.
+var (
+	// ErrClosed is returned by calls on a closed Broker.
+	ErrClosed = errors.New("pulsartest: broker closed")
+	// ErrPartitioned is returned when a call needs a non-partitioned topic
+	// (or one partition) but was given a partitioned topic, or when a
+	// topic is created again with a different partition count.
+	ErrPartitioned = errors.New("pulsartest: topic is partitioned")
+	// ErrTopicExists is returned by CreateTopic for a topic that already
+	// exists with a different partition count.
+	ErrTopicExists = errors.New("pulsartest: topic exists with another partition count")
+	// ErrInvalidTopic is returned for topic names the broker cannot parse.
+	ErrInvalidTopic = errors.New("pulsartest: invalid topic name")
+	// ErrChecksum is wrapped when a published payload fails its CRC32-C check.
+	ErrChecksum = errors.New("pulsartest: checksum mismatch")
+)
+
+// Options configure a Broker. The zero value is usable; see WithDefaults.
+type Options struct {
+	// Addr is the TCP address to listen on. Default "127.0.0.1:0" (a free
+	// loopback port).
+	Addr string `validate:"required"`
+	// Logger receives connection-level events. Default: discard.
+	Logger *slog.Logger
+	// ServerVersion is reported to clients in CONNECTED. Default "pulsartest".
+	ServerVersion string `validate:"required"`
+	// MaxMessageSize is announced to clients in CONNECTED; producers chunk
+	// or reject messages above it. Default 5 MiB, at most 5 MiB.
+	MaxMessageSize int `validate:"gte=1024,lte=5242880"`
+}
+
+// WithDefaults returns o with every unset field set to its default.
+func (o Options) WithDefaults() Options {
+	if o.Addr == "" {
+		o.Addr = "127.0.0.1:0"
+	}
+	if o.ServerVersion == "" {
+		o.ServerVersion = "pulsartest"
+	}
+	if o.MaxMessageSize == 0 {
+		o.MaxMessageSize = maxMessageSize
+	}
+	return o
+}
+
+// Broker is a running in-process Pulsar broker. It owns its listener and
+// every goroutine it starts; Close stops them all.
+type Broker struct {
+	opts Options
+	log  *slog.Logger
+	ln   net.Listener
+	url  string
+
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	done      chan struct{}
+	wakeTimer chan struct{}
+
+	mu          sync.Mutex
+	closed      bool
+	topics      map[string]*topic
+	partitioned map[string]int
+	conns       map[*conn]struct{}
+	nextLedger  uint64
+	nextConnID  uint64
+	nextProdNum uint64
+	refused     map[subKey]error
+	stalled     map[string]bool
+	stats       BrokerStats
+}
+
+// BrokerStats counts connection-level events.
+type BrokerStats struct {
+	// ConnectionsAccepted counts TCP connections accepted so far.
+	ConnectionsAccepted int
+	// ConnectionsOpen is the number of connections currently open.
+	ConnectionsOpen int
+	// Pings counts PING commands received (each answered with PONG).
+	Pings int64
+	// UnsupportedCommands counts commands answered with a protocol error
+	// because the broker does not implement them.
+	UnsupportedCommands int64
+}
+
+// Stats returns the connection-level counters.
+func (b *Broker) Stats() BrokerStats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := b.stats
+	st.ConnectionsOpen = len(b.conns)
+	return st
+}
+
+type subKey struct{ topic, sub string }
+
+// Start validates opts, listens at once and serves until Close. ctx bounds
+// only the start-up; cancel it afterwards and the broker keeps running.
+func Start(ctx context.Context, opts Options) (*Broker, error) {
+	opts = opts.WithDefaults()
+	if err := validate.Struct("pulsartest", &opts); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", opts.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("pulsartest: listen on %s: %w", opts.Addr, err)
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	b := &Broker{
+		opts:        opts,
+		log:         logger,
+		ln:          ln,
+		url:         "pulsar://" + ln.Addr().String(),
+		done:        make(chan struct{}),
+		wakeTimer:   make(chan struct{}, 1),
+		topics:      map[string]*topic{},
+		partitioned: map[string]int{},
+		conns:       map[*conn]struct{}{},
+		nextLedger:  100,
+		refused:     map[subKey]error{},
+		stalled:     map[string]bool{},
+	}
+	b.wg.Add(2)
+	go b.acceptLoop()
+	go b.timerLoop()
+	b.log.Info("pulsartest broker listening", "url", b.url)
+	return b, nil
+}
+
+// URL returns the service URL for clients, "pulsar://127.0.0.1:PORT".
+func (b *Broker) URL() string { return b.url }
+
+// Addr returns the address the broker listens on.
+func (b *Broker) Addr() net.Addr { return b.ln.Addr() }
+
+// Close stops listening, closes every client connection and waits for all
+// of the broker's goroutines. Stored topics stay readable through Messages.
+// Close is idempotent.
+func (b *Broker) Close() error {
+	var err error
+	b.closeOnce.Do(func() {
+		b.mu.Lock()
+		b.closed = true
+		conns := make([]*conn, 0, len(b.conns))
+		for c := range b.conns {
+			conns = append(conns, c)
+		}
+		b.mu.Unlock()
+		close(b.done)
+		err = b.ln.Close()
+		for _, c := range conns {
+			c.close()
+		}
+		b.wg.Wait()
+		if errors.Is(err, net.ErrClosed) {
+			err = nil
+		}
+	})
+	return err
+}
+
+func (b *Broker) acceptLoop() {
+	defer b.wg.Done()
+	for {
+		nc, err := b.ln.Accept()
+		if err != nil {
+			select {
+			case <-b.done:
+				return
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			b.log.Warn("pulsartest accept failed", "err", err)
+			return
+		}
+		b.mu.Lock()
+		if b.closed {
+			b.mu.Unlock()
+			_ = nc.Close()
+			return
+		}
+		b.nextConnID++
+		b.stats.ConnectionsAccepted++
+		c := newConn(b, nc, b.nextConnID)
+		b.conns[c] = struct{}{}
+		b.wg.Add(2)
+		b.mu.Unlock()
+		go c.readLoop()
+		go c.writeLoop()
+	}
+}
+
+// timerLoop releases delayed messages (deliver-at times) when they fall due.
+func (b *Broker) timerLoop() {
+	defer b.wg.Done()
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.done:
+			return
+		case <-t.C:
+		case <-b.wakeTimer:
+		}
+		b.mu.Lock()
+		next := b.releaseDelayedLocked(time.Now())
+		b.mu.Unlock()
+		if !t.Stop() {
+			select {
+			case <-t.C:
+			default:
+			}
+		}
+		if next.IsZero() {
+			t.Reset(time.Hour)
+		} else {
+			t.Reset(max(time.Until(next), time.Millisecond))
+		}
+	}
+}
+
+func (b *Broker) kickTimer() {
+	select {
+	case b.wakeTimer <- struct{}{}:
+	default:
+	}
+}
+
+// ---- topic names ----
+
+const persistentPrefix = "persistent://"
+
+// topicName is a parsed topic name.
+type topicName struct {
+	full      string // persistent://tenant/ns/local
+	base      string // full name without -partition-N
+	partition int32  // -1 when not a partition
+}
+
+const partitionSuffix = "-partition-"
+
+// parseTopic completes short names ("x" → persistent://public/default/x,
+// "t/ns/x" → persistent://t/ns/x) and splits off a partition suffix.
+// non-persistent:// topics are served like persistent ones.
+func parseTopic(name string) (topicName, error) {
+	rest := name
+	scheme := persistentPrefix
+	if i := strings.Index(name, "://"); i >= 0 {
+		scheme = name[:i+3]
+		rest = name[i+3:]
+		if scheme != persistentPrefix && scheme != "non-persistent://" {
+			return topicName{}, fmt.Errorf("%w: %q has an unknown domain", ErrInvalidTopic, name)
+		}
+	}
+	switch strings.Count(rest, "/") {
+	case 0:
+		if i := strings.Index(name, "://"); i >= 0 {
+			return topicName{}, fmt.Errorf("%w: %q", ErrInvalidTopic, name)
+		}
+		rest = "public/default/" + rest
+	case 2:
+	default:
+		return topicName{}, fmt.Errorf("%w: %q", ErrInvalidTopic, name)
+	}
+	parts := strings.Split(rest, "/")
+	for _, p := range parts {
+		if p == "" {
+			return topicName{}, fmt.Errorf("%w: %q has an empty part", ErrInvalidTopic, name)
+		}
+	}
+	tn := topicName{full: scheme + rest, base: scheme + rest, partition: -1}
+	if i := strings.LastIndex(tn.full, partitionSuffix); i >= 0 {
+		n := 0
+		digits := tn.full[i+len(partitionSuffix):]
+		ok := digits != ""
+		for _, r := range digits {
+			if r < '0' || r > '9' || n > 1<<20 {
+				ok = false
+				break
+			}
+			n = n*10 + int(r-'0')
+		}
+		if ok {
+			tn.base = tn.full[:i]
+			tn.partition = int32(n)
+		}
+	}
+	return tn, nil
+}
+
+// PartitionTopic returns the name of partition i of topic, completing a
+// short name: PartitionTopic("x", 2) is "persistent://public/default/x-partition-2".
+func PartitionTopic(topic string, i int) string {
+	tn, err := parseTopic(topic)
+	if err != nil {
+		return topic + partitionSuffix + fmt.Sprint(i)
+	}
+	return fmt.Sprintf("%s%s%d", tn.base, partitionSuffix, i)
+}
+
+// FullTopicName completes a short topic name the way the broker does:
+// "x" → "persistent://public/default/x".
+func FullTopicName(topic string) string {
+	tn, err := parseTopic(topic)
+	if err != nil {
+		return topic
+	}
+	return tn.full
+}

@@ -1,0 +1,388 @@
+package pulsartest
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+)
+
+// conn is one client connection: a reader goroutine that decodes frames and
+// runs the handlers, and a writer goroutine that flushes what handlers and
+// dispatchers append to out. Handlers never block on the network.
+type conn struct {
+	b  *Broker
+	nc net.Conn
+	id uint64
+
+	mu     sync.Mutex // guards out, spare, closed
+	out    []byte
+	spare  []byte
+	closed bool
+	wake   chan struct{}
+	done   chan struct{}
+	once   sync.Once
+
+	// Guarded by Broker.mu.
+	connected bool
+	removed   bool
+	producers map[uint64]*producer
+	consumers map[uint64]*consumer
+}
+
+type producer struct {
+	id    uint64
+	name  string
+	topic *topic
+}
+
+func newConn(b *Broker, nc net.Conn, id uint64) *conn {
+	return &conn{
+		b: b, nc: nc, id: id,
+		wake:      make(chan struct{}, 1),
+		done:      make(chan struct{}),
+		producers: map[uint64]*producer{},
+		consumers: map[uint64]*consumer{},
+	}
+}
+
+// close shuts the socket; the reader and writer then exit. Idempotent.
+func (c *conn) close() {
+	c.once.Do(func() {
+		c.mu.Lock()
+		c.closed = true
+		c.mu.Unlock()
+		close(c.done)
+		_ = c.nc.Close()
+	})
+}
+
+// write appends one frame produced by enc to the output buffer and wakes
+// the writer. It never blocks on the network.
+func (c *conn) write(enc func([]byte) []byte) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.out = enc(c.out)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *conn) writeLoop() {
+	defer c.b.wg.Done()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-c.wake:
+		}
+		c.mu.Lock()
+		buf := c.out
+		c.out = c.spare[:0]
+		c.mu.Unlock()
+		if len(buf) > 0 {
+			if _, err := c.nc.Write(buf); err != nil {
+				c.b.log.Debug("pulsartest write failed", "conn", c.id, "err", err)
+				c.close()
+				return
+			}
+		}
+		c.mu.Lock()
+		if cap(buf) <= 1<<20 {
+			c.spare = buf[:0]
+		} else {
+			c.spare = nil
+		}
+		c.mu.Unlock()
+	}
+}
+
+func (c *conn) readLoop() {
+	defer c.b.wg.Done()
+	defer func() {
+		c.close()
+		c.b.mu.Lock()
+		c.b.removeConnLocked(c)
+		c.b.mu.Unlock()
+	}()
+	r := bufio.NewReaderSize(c.nc, 64<<10)
+	var hdr [8]byte
+	var scratch []byte
+	for {
+		if _, err := io.ReadFull(r, hdr[:4]); err != nil {
+			c.logReadErr(err)
+			return
+		}
+		total := binary.BigEndian.Uint32(hdr[:4])
+		if total < 4 || total > maxFrameSize {
+			c.b.log.Warn("pulsartest: bad frame size, closing connection", "conn", c.id, "size", total)
+			return
+		}
+		if _, err := io.ReadFull(r, hdr[4:8]); err != nil {
+			c.logReadErr(err)
+			return
+		}
+		cmdSize := binary.BigEndian.Uint32(hdr[4:8])
+		if cmdSize > total-4 {
+			c.b.log.Warn("pulsartest: bad command size, closing connection", "conn", c.id, "size", cmdSize)
+			return
+		}
+		var frame []byte
+		if cmdSize == total-4 {
+			if cap(scratch) < int(cmdSize) {
+				scratch = make([]byte, cmdSize)
+			}
+			frame = scratch[:cmdSize]
+		} else {
+			// Payload frames are kept: the payload becomes the stored entry.
+			frame = make([]byte, total-4)
+		}
+		if _, err := io.ReadFull(r, frame); err != nil {
+			c.logReadErr(err)
+			return
+		}
+		cmd, err := decodeBase(frame[:cmdSize])
+		if err != nil {
+			c.b.log.Warn("pulsartest: undecodable command, closing connection", "conn", c.id, "err", err)
+			return
+		}
+		var payload []byte
+		if cmdSize < total-4 {
+			payload = frame[cmdSize:]
+		}
+		if !c.handle(cmd, payload) {
+			return
+		}
+	}
+}
+
+func (c *conn) logReadErr(err error) {
+	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+		c.b.log.Debug("pulsartest connection closed", "conn", c.id)
+		return
+	}
+	c.b.log.Debug("pulsartest read failed", "conn", c.id, "err", err)
+}
+
+// handle runs one command; false closes the connection.
+func (c *conn) handle(cmd command, payload []byte) bool {
+	b := c.b
+	if !c.connected && cmd.typ != cmdConnect {
+		b.log.Warn("pulsartest: command before CONNECT, closing connection", "conn", c.id, "command", cmdName(cmd.typ))
+		return false
+	}
+	switch cmd.typ {
+	case cmdConnect:
+		return c.handleConnect(cmd.body)
+	case cmdPing:
+		b.mu.Lock()
+		b.stats.Pings++
+		b.mu.Unlock()
+		c.write(func(o []byte) []byte {
+			o, fs, bs := beginFrame(o, cmdPong)
+			return endFrame(o, cmdPong, fs, bs, nil)
+		})
+		return true
+	case cmdPong:
+		return true
+	case cmdPartitionedMeta:
+		return c.handlePartitionedMeta(cmd.body)
+	case cmdLookup:
+		return c.handleLookup(cmd.body)
+	case cmdProducer:
+		return b.handleProducer(c, cmd.body)
+	case cmdSend:
+		return b.handleSend(c, cmd.body, payload)
+	case cmdCloseProducer:
+		return b.handleCloseProducer(c, cmd.body)
+	case cmdSubscribe:
+		return b.handleSubscribe(c, cmd.body)
+	case cmdFlow:
+		return b.handleFlow(c, cmd.body)
+	case cmdAck:
+		return b.handleAck(c, cmd.body)
+	case cmdRedeliver:
+		return b.handleRedeliver(c, cmd.body)
+	case cmdCloseConsumer:
+		return b.handleCloseConsumer(c, cmd.body)
+	case cmdUnsubscribe:
+		return b.handleUnsubscribe(c, cmd.body)
+	case cmdGetLastMessageID:
+		return b.handleGetLastMessageID(c, cmd.body)
+	case cmdSeek:
+		return b.handleSeek(c, cmd.body)
+	case cmdGetTopicsOfNamespace:
+		return b.handleGetTopicsOfNamespace(c, cmd.body)
+	default:
+		return c.unsupported(cmd)
+	}
+}
+
+// unsupported answers a command the broker does not implement with an
+// ERROR carrying the command's request id, so the client call fails at
+// once with a message that names the command.
+func (c *conn) unsupported(cmd command) bool {
+	msg := "pulsartest does not support " + cmdName(cmd.typ)
+	c.b.mu.Lock()
+	c.b.stats.UnsupportedCommands++
+	c.b.mu.Unlock()
+	c.b.log.Warn("pulsartest: unsupported command", "conn", c.id, "command", cmdName(cmd.typ))
+	num, ok := requestIDField[cmd.typ]
+	if !ok {
+		// No request to fail; the client would wait for nothing. Closing
+		// the connection makes the failure visible.
+		return false
+	}
+	f, err := decodeFlat(cmd.body)
+	if err != nil {
+		return false
+	}
+	c.sendError(f.u[num], NotAllowedError, msg)
+	return true
+}
+
+func (c *conn) handleConnect(body []byte) bool {
+	f, err := decodeFlat(body)
+	if err != nil {
+		return false
+	}
+	if c.connected {
+		c.sendError(0, NotAllowedError, "pulsartest: duplicate CONNECT")
+		return true
+	}
+	version := int32(f.u[4])
+	if version > maxProtocolVersion {
+		version = maxProtocolVersion
+	}
+	c.b.mu.Lock()
+	c.connected = true
+	c.b.mu.Unlock()
+	c.b.log.Debug("pulsartest client connected", "conn", c.id, "client", f.str(1), "protocol", version)
+	maxSize := c.b.opts.MaxMessageSize
+	server := c.b.opts.ServerVersion
+	c.write(func(o []byte) []byte {
+		o, fs, bs := beginFrame(o, cmdConnected)
+		o = appendStringField(o, 1, server)
+		o = appendVarintField(o, 2, uint64(version))
+		o = appendVarintField(o, 3, uint64(maxSize))
+		return endFrame(o, cmdConnected, fs, bs, nil)
+	})
+	return true
+}
+
+func (c *conn) handlePartitionedMeta(body []byte) bool {
+	f, err := decodeFlat(body)
+	if err != nil {
+		return false
+	}
+	reqID := f.u[2]
+	tn, err := parseTopic(f.str(1))
+	if err != nil {
+		c.write(func(o []byte) []byte {
+			o, fs, bs := beginFrame(o, cmdPartitionedMetaResp)
+			o = appendVarintField(o, 2, reqID)
+			o = appendVarintField(o, 3, 1)
+			o = appendVarintField(o, 4, uint64(InvalidTopicName))
+			o = appendStringField(o, 5, err.Error())
+			return endFrame(o, cmdPartitionedMetaResp, fs, bs, nil)
+		})
+		return true
+	}
+	c.b.mu.Lock()
+	n := c.b.partitioned[tn.full]
+	c.b.mu.Unlock()
+	c.write(func(o []byte) []byte {
+		o, fs, bs := beginFrame(o, cmdPartitionedMetaResp)
+		o = appendVarintField(o, 1, uint64(n))
+		o = appendVarintField(o, 2, reqID)
+		o = appendVarintField(o, 3, 0)
+		return endFrame(o, cmdPartitionedMetaResp, fs, bs, nil)
+	})
+	return true
+}
+
+func (c *conn) handleLookup(body []byte) bool {
+	f, err := decodeFlat(body)
+	if err != nil {
+		return false
+	}
+	reqID := f.u[2]
+	url := c.b.url
+	if _, err := parseTopic(f.str(1)); err != nil {
+		c.write(func(o []byte) []byte {
+			o, fs, bs := beginFrame(o, cmdLookupResp)
+			o = appendVarintField(o, 3, 2) // Failed
+			o = appendVarintField(o, 4, reqID)
+			o = appendVarintField(o, 6, uint64(InvalidTopicName))
+			o = appendStringField(o, 7, err.Error())
+			return endFrame(o, cmdLookupResp, fs, bs, nil)
+		})
+		return true
+	}
+	c.write(func(o []byte) []byte {
+		o, fs, bs := beginFrame(o, cmdLookupResp)
+		o = appendStringField(o, 1, url)
+		o = appendVarintField(o, 3, 1) // Connect
+		o = appendVarintField(o, 4, reqID)
+		o = appendBoolField(o, 5, true)
+		o = appendBoolField(o, 8, false)
+		return endFrame(o, cmdLookupResp, fs, bs, nil)
+	})
+	return true
+}
+
+// ---- replies used by several handlers ----
+
+func (c *conn) sendSuccess(reqID uint64) {
+	c.write(func(o []byte) []byte {
+		o, fs, bs := beginFrame(o, cmdSuccess)
+		o = appendVarintField(o, 1, reqID)
+		return endFrame(o, cmdSuccess, fs, bs, nil)
+	})
+}
+
+func (c *conn) sendError(reqID uint64, code ServerErrorCode, msg string) {
+	c.write(func(o []byte) []byte {
+		o, fs, bs := beginFrame(o, cmdError)
+		o = appendVarintField(o, 1, reqID)
+		o = appendVarintField(o, 2, uint64(code))
+		o = appendStringField(o, 3, msg)
+		return endFrame(o, cmdError, fs, bs, nil)
+	})
+}
+
+func (c *conn) sendActiveChange(consumerID uint64, active bool) {
+	c.write(func(o []byte) []byte {
+		o, fs, bs := beginFrame(o, cmdActiveConsumerChange)
+		o = appendVarintField(o, 1, consumerID)
+		o = appendBoolField(o, 2, active)
+		return endFrame(o, cmdActiveConsumerChange, fs, bs, nil)
+	})
+}
+
+// sendMessage pushes one entry to a consumer. ackSet, when not nil, lists
+// the batch indexes still unacknowledged (bit set = deliver).
+func (c *conn) sendMessage(consumerID uint64, id msgID, redeliveries uint32, ackSet []uint64, data []byte) {
+	c.write(func(o []byte) []byte {
+		o, fs, bs := beginFrame(o, cmdMessage)
+		o = appendVarintField(o, 1, consumerID)
+		o = appendMsgID(o, 2, id)
+		if redeliveries > 0 {
+			o = appendVarintField(o, 3, uint64(redeliveries))
+		}
+		for _, w := range ackSet {
+			o = appendVarintField(o, 4, w)
+		}
+		return endFrame(o, cmdMessage, fs, bs, data)
+	})
+}
+
+func (c *conn) String() string { return fmt.Sprintf("conn %d (%s)", c.id, c.nc.RemoteAddr()) }

@@ -1,0 +1,101 @@
+package pulsartest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// pulsar-client-go v0.19.0 producer_partition.go: failTimeoutMessages
+		// loops on `for range timer.C` and checks for a closed producer only
+		// when its SendTimeout timer (default 30s) fires; Producer.Close does
+		// not stop it, so it outlives every closed producer for up to
+		// SendTimeout. Producers the client creates itself (DLQ, retry) use
+		// the default timeout, so the tests cannot disable it everywhere.
+		goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.(*partitionProducer).failTimeoutMessages"),
+	)
+}
+
+// startBroker starts a broker closed at the end of the test.
+func startBroker(t *testing.T) *Broker {
+	t.Helper()
+	b, err := Start(context.Background(), Options{})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return b
+}
+
+// newClient returns a pulsar-client-go client on b with short timeouts,
+// closed at the end of the test.
+func newClient(t *testing.T, b *Broker) pulsar.Client {
+	t.Helper()
+	c, err := pulsar.NewClient(pulsar.ClientOptions{
+		URL:               b.URL(),
+		OperationTimeout:  5 * time.Second,
+		ConnectionTimeout: 5 * time.Second,
+		Logger:            plog.DefaultNopLogger(),
+	})
+	if err != nil {
+		t.Fatalf("NewClient: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func uniqueTopic(t *testing.T) string {
+	name := strings.NewReplacer("/", "_", "=", "_").Replace(t.Name())
+	return fmt.Sprintf("persistent://public/default/%s-%d", name, time.Now().UnixNano())
+}
+
+// eventually polls cond until it holds or 10s pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func receive(t *testing.T, ctx context.Context, c pulsar.Consumer) pulsar.Message {
+	t.Helper()
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	m, err := c.Receive(rctx)
+	if err != nil {
+		t.Fatalf("Receive: %v", err)
+	}
+	return m
+}
+
+// noMessage asserts that nothing arrives on c within d.
+func noMessage(t *testing.T, c pulsar.Consumer, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	if m, err := c.Receive(ctx); err == nil {
+		t.Fatalf("unexpected message %q (%v)", m.Payload(), m.ID())
+	}
+}

@@ -1,0 +1,114 @@
+package pulsartest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+// Invalid options are rejected before listening, naming the field and rule.
+func TestOptionsValidated(t *testing.T) {
+	_, err := Start(context.Background(), Options{MaxMessageSize: 10})
+	if !errors.Is(err, validate.ErrInvalid) || !strings.Contains(err.Error(), "pulsartest.maxMessageSize") {
+		t.Fatalf("error %v", err)
+	}
+	_, err = Start(context.Background(), Options{Addr: "127.0.0.1:notaport"})
+	if err == nil || errors.Is(err, validate.ErrInvalid) {
+		t.Fatalf("bad address error %v", err)
+	}
+}
+
+// Defaults are documented values: loopback on a free port, 5 MiB messages.
+func TestOptionsDefaults(t *testing.T) {
+	o := Options{}.WithDefaults()
+	if o.Addr != "127.0.0.1:0" || o.MaxMessageSize != 5<<20 || o.ServerVersion != "pulsartest" {
+		t.Fatalf("defaults %+v", o)
+	}
+	b := startBroker(t)
+	if !strings.HasPrefix(b.URL(), "pulsar://127.0.0.1:") || strings.HasSuffix(b.URL(), ":0") {
+		t.Fatalf("URL %s", b.URL())
+	}
+}
+
+// Topic names are completed like Pulsar does, and partition names parsed.
+func TestTopicNames(t *testing.T) {
+	cases := map[string]string{
+		"x":                             "persistent://public/default/x",
+		"t/ns/x":                        "persistent://t/ns/x",
+		"persistent://t/ns/x":           "persistent://t/ns/x",
+		"non-persistent://public/dev/y": "non-persistent://public/dev/y",
+	}
+	for in, want := range cases {
+		if got := FullTopicName(in); got != want {
+			t.Errorf("FullTopicName(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := PartitionTopic("x", 3); got != "persistent://public/default/x-partition-3" {
+		t.Errorf("PartitionTopic = %q", got)
+	}
+	tn, err := parseTopic("persistent://public/default/x-partition-3")
+	if err != nil || tn.partition != 3 || tn.base != "persistent://public/default/x" {
+		t.Errorf("parse partition: %+v %v", tn, err)
+	}
+	for _, bad := range []string{"a/b", "ftp://a/b/c", "persistent://a/b", "a//b"} {
+		if _, err := parseTopic(bad); !errors.Is(err, ErrInvalidTopic) {
+			t.Errorf("parseTopic(%q) error %v", bad, err)
+		}
+	}
+}
+
+// The test API's Publish and Messages round-trip every field, batched and
+// unbatched, and partitioned topics route keyed messages by key hash.
+func TestPublishAndMessagesRoundTrip(t *testing.T) {
+	b := startBroker(t)
+	ctx := ctxT(t)
+	in := Message{
+		Key: "k", OrderingKey: "ok", Payload: []byte("p"), Properties: map[string]string{"a": "1"},
+		EventTime: time.UnixMilli(1_700_000_000_000), ProducerName: "me", PublishTime: time.UnixMilli(1_700_000_000_500),
+	}
+	for _, batch := range []bool{false, true} {
+		topic := fmt.Sprint("rt-", batch)
+		var ids []MessageID
+		var err error
+		if batch {
+			ids, err = b.PublishBatch(ctx, topic, in, in)
+		} else {
+			ids, err = b.Publish(ctx, topic, in, in)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := b.Messages(topic)
+		if len(out) != 2 {
+			t.Fatalf("%d messages", len(out))
+		}
+		for i, m := range out {
+			if m.ID != ids[i] {
+				t.Errorf("id %+v, Publish returned %+v", m.ID, ids[i])
+			}
+			m.ID = MessageID{}
+			if !reflect.DeepEqual(m, in) {
+				t.Errorf("batch=%v: got %+v, want %+v", batch, m, in)
+			}
+		}
+	}
+	if err := b.CreateTopic("rt-part", 4); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := b.Publish(ctx, "rt-part", Message{Key: "same"}, Message{Key: "same"}, Message{Key: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids[0].Partition != ids[1].Partition || ids[0].Partition < 0 {
+		t.Fatalf("same key on partitions %d and %d", ids[0].Partition, ids[1].Partition)
+	}
+	if len(b.Messages(PartitionTopic("rt-part", int(ids[0].Partition)))) < 2 {
+		t.Fatal("partition messages missing")
+	}
+}

@@ -1,0 +1,625 @@
+package pulsartest
+
+import (
+	"cmp"
+	"fmt"
+	"math/bits"
+	"slices"
+	"time"
+)
+
+// entry is one stored ledger entry: the payload section exactly as the
+// producer sent it ([magic][crc][metadata size][metadata][payload]), plus
+// what dispatch needs from its metadata.
+type entry struct {
+	data      []byte
+	nmsgs     int32
+	batched   bool
+	key       []byte // routing key for key-shared: ordering key, else partition key
+	hash      uint32 // murmur3(key)
+	deliverAt int64  // unix ms; 0 = immediately
+}
+
+type topic struct {
+	b         *Broker
+	name      topicName
+	ledger    uint64
+	entries   []*entry
+	subs      map[string]*subscription
+	producers int
+	stalled   bool
+}
+
+// subscription is a cursor over a topic plus the consumers attached to it.
+type subscription struct {
+	t       *topic
+	name    string
+	typ     int
+	durable bool
+
+	consumers []*consumer // connected, in join order
+	history   []*consumer // every consumer ever attached, in join order
+
+	readPos    uint64              // next entry never read by the dispatcher
+	markDelete uint64              // every entry below is fully acked
+	full       map[uint64]bool     // fully acked entries ≥ markDelete
+	partial    map[uint64][]uint64 // batch entry → bitset of acked indexes
+	pending    map[uint64]*consumer
+	replay     []uint64 // sorted entries to dispatch before readPos
+	redeliver  map[uint64]bool
+	redelivery map[uint64]uint32
+	delayed    map[uint64]int64
+	rr         int
+	active     *consumer
+	ring       []ringPoint      // key-shared auto-split ring, sorted by hash
+	holds      map[uint32]*hold // key-shared: key hash → consumer with unacked entries of it
+}
+
+// hold records that consumer c has n dispatched, unacked entries of one key
+// hash on a key-shared subscription.
+type hold struct {
+	c *consumer
+	n int
+}
+
+// unpend forgets that entry id is dispatched (acked, or back for
+// redelivery) and releases its key-shared hold.
+func (s *subscription) unpend(id uint64) {
+	if _, ok := s.pending[id]; !ok {
+		return
+	}
+	delete(s.pending, id)
+	if s.holds == nil {
+		return
+	}
+	e := s.t.entries[id]
+	if h := s.holds[e.hash]; h != nil {
+		if h.n--; h.n <= 0 {
+			delete(s.holds, e.hash)
+		}
+	}
+}
+
+type consumer struct {
+	conn     *conn
+	id       uint64
+	name     string
+	sub      *subscription
+	priority int32
+	ranges   [][2]int32 // key-shared sticky hash ranges, inclusive
+
+	permits int64
+	// recentUntil, for a key-shared consumer that joined while messages
+	// were outstanding, is the read position at its join: it gets no entry
+	// at or after it until every entry before it is acked (0 = no limit).
+	recentUntil uint64
+	ready       bool // sent at least one FLOW: the client has registered its handler
+	notified    int8 // last active state notified: -1 none, 0 inactive, 1 active
+	st          ConsumerStats
+}
+
+func (b *Broker) topicLocked(tn topicName, create bool) *topic {
+	t := b.topics[tn.full]
+	if t == nil && create {
+		b.nextLedger++
+		t = &topic{b: b, name: tn, ledger: b.nextLedger, subs: map[string]*subscription{}, stalled: b.stalled[tn.full]}
+		if tn.partition >= 0 && b.stalled[tn.base] {
+			t.stalled = true
+		}
+		b.topics[tn.full] = t
+	}
+	return t
+}
+
+// appendLocked stores one entry and dispatches it.
+func (b *Broker) appendLocked(t *topic, data []byte, m entryMeta) uint64 {
+	e := &entry{data: data, nmsgs: max(m.numMessages, 1), batched: m.batched, deliverAt: m.deliverAt}
+	if len(m.orderingKey) > 0 {
+		e.key = m.orderingKey
+	} else if len(m.keyRaw) > 0 {
+		e.key = m.keyRaw
+	} else if m.batched {
+		e.key = firstBatchKey(data)
+	}
+	e.hash = murmur3(e.key)
+	id := uint64(len(t.entries))
+	t.entries = append(t.entries, e)
+	for _, s := range t.subs {
+		s.dispatch()
+	}
+	return id
+}
+
+// firstBatchKey returns the key of the first message of a batch, which
+// pulsar-client-go's key-based batching shares with the whole batch.
+func firstBatchKey(data []byte) []byte {
+	meta, payload, err := splitPayloadSection(data)
+	if err != nil {
+		return nil
+	}
+	m, err := decodeMetadata(meta, false)
+	if err != nil {
+		return nil
+	}
+	if payload, err = decompress(m.compression, payload, m.uncompressed); err != nil || len(payload) < 4 {
+		return nil
+	}
+	n := int(uint32(payload[0])<<24 | uint32(payload[1])<<16 | uint32(payload[2])<<8 | uint32(payload[3]))
+	if n > len(payload)-4 {
+		return nil
+	}
+	sm, err := decodeSingleMeta(payload[4 : 4+n])
+	if err != nil {
+		return nil
+	}
+	if len(sm.orderingKey) > 0 {
+		return sm.orderingKey
+	}
+	return []byte(sm.partitionKey)
+}
+
+func newSubscription(t *topic, name string, typ int, durable bool) *subscription {
+	return &subscription{
+		t: t, name: name, typ: typ, durable: durable,
+		full:       map[uint64]bool{},
+		partial:    map[uint64][]uint64{},
+		pending:    map[uint64]*consumer{},
+		redeliver:  map[uint64]bool{},
+		redelivery: map[uint64]uint32{},
+		delayed:    map[uint64]int64{},
+	}
+}
+
+// ---- dispatch ----
+
+// fits reports whether c may receive e now. A batch entry costs its number
+// of messages, as pulsar-client-go returns one permit per message. An entry
+// larger than half the most permits c ever had could never fit under the
+// client's refill policy (it refills at half its queue); it is sent as soon
+// as c has any permit, and Available goes negative.
+func fits(c *consumer, e *entry) bool {
+	need := int64(e.nmsgs)
+	return c.permits >= need || (c.permits > 0 && 2*need > c.st.MaxAvailable)
+}
+
+func (s *subscription) delays() bool { return s.typ == subShared || s.typ == subKeyShared }
+
+// pick chooses the consumer for entry id, or nil if the right one has no
+// room.
+func (s *subscription) pick(id uint64, e *entry) *consumer {
+	n := len(s.consumers)
+	if n == 0 {
+		return nil
+	}
+	switch s.typ {
+	case subExclusive, subFailover:
+		if s.active != nil && fits(s.active, e) {
+			return s.active
+		}
+		return nil
+	case subShared:
+		for i := range n {
+			c := s.consumers[(s.rr+i)%n]
+			if fits(c, e) {
+				s.rr = (s.rr + i + 1) % n
+				return c
+			}
+		}
+		return nil
+	default: // key-shared
+		c := s.keyOwner(e.hash)
+		if c == nil || !fits(c, e) {
+			return nil
+		}
+		if h := s.holds[e.hash]; h != nil && h.c != c {
+			// Another consumer still holds unacked entries of this key
+			// hash (it owned the key before consumers changed): wait for
+			// them, so the key is never processed by two consumers at once.
+			return nil
+		}
+		return c
+	}
+}
+
+// ringPoints is how many points each consumer has on the key-shared
+// consistent-hash ring.
+const ringPoints = 100
+
+type ringPoint struct {
+	hash uint32
+	c    *consumer
+}
+
+// rebuildRing recomputes the auto-split consistent-hash ring: each consumer
+// owns ringPoints points, so a joining or leaving consumer moves only the
+// keys next to its own points.
+func (s *subscription) rebuildRing() {
+	s.ring = s.ring[:0]
+	if s.typ != subKeyShared {
+		return
+	}
+	var buf []byte
+	for _, c := range s.consumers {
+		for i := range ringPoints {
+			buf = fmt.Appendf(buf[:0], "%s/%d/%d/%d", c.name, c.conn.id, c.id, i)
+			s.ring = append(s.ring, ringPoint{murmur3(buf), c})
+		}
+	}
+	slices.SortFunc(s.ring, func(a, b ringPoint) int { return cmp.Compare(a.hash, b.hash) })
+}
+
+// keyOwner maps a key to its key-shared consumer: with sticky hash ranges
+// the consumer whose range holds murmur3(key) mod 65536, else (auto-split)
+// the owner of the first ring point at or after murmur3(key).
+func (s *subscription) keyOwner(full uint32) *consumer {
+	h := int32(full % keyHashRange)
+	sticky := false
+	for _, c := range s.consumers {
+		for _, r := range c.ranges {
+			sticky = true
+			if h >= r[0] && h <= r[1] {
+				return c
+			}
+		}
+	}
+	if sticky || len(s.ring) == 0 {
+		return nil
+	}
+	i, _ := slices.BinarySearchFunc(s.ring, full, func(p ringPoint, h uint32) int { return cmp.Compare(p.hash, h) })
+	if i == len(s.ring) {
+		i = 0
+	}
+	return s.ring[i].c
+}
+
+func (s *subscription) anyPermits() bool {
+	for _, c := range s.consumers {
+		if c.permits > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// dispatch pushes as many entries as permits allow: first the replay list
+// (redeliveries, in entry order), then new entries from the read position.
+func (s *subscription) dispatch() {
+	t := s.t
+	if t.stalled || len(s.consumers) == 0 {
+		return
+	}
+	keyShared := s.typ == subKeyShared
+	// In one pass, once an entry of a key hash is held back every later
+	// entry of that hash is too, so a key's entries never overtake.
+	var blocked map[uint32]bool
+	skip := func(e *entry) bool { return blocked != nil && blocked[e.hash] }
+	block := func(e *entry) {
+		if blocked == nil {
+			blocked = map[uint32]bool{}
+		}
+		blocked[e.hash] = true
+	}
+	if len(s.replay) > 0 {
+		kept := s.replay[:0]
+		stop := false
+		for _, id := range s.replay {
+			if !stop {
+				e := t.entries[id]
+				if !keyShared || !skip(e) {
+					if c := s.pick(id, e); c != nil {
+						s.send(c, id)
+						continue
+					}
+				}
+				if !keyShared || !s.anyPermits() {
+					stop = true
+				} else {
+					block(e)
+				}
+			}
+			kept = append(kept, id)
+		}
+		s.replay = kept
+	}
+	now := time.Now().UnixMilli()
+	for s.readPos < uint64(len(t.entries)) {
+		id := s.readPos
+		if id < s.markDelete || s.full[id] {
+			s.readPos++
+			continue
+		}
+		e := t.entries[id]
+		if e.deliverAt > now && s.delays() {
+			s.delayed[id] = e.deliverAt
+			s.readPos++
+			t.b.kickTimer()
+			continue
+		}
+		var c *consumer
+		if !keyShared || !skip(e) {
+			c = s.pick(id, e)
+		}
+		if c == nil {
+			if keyShared && s.anyPermits() {
+				// Keep the key's order: park it in the replay list, which
+				// is dispatched first, and serve other keys meanwhile.
+				block(e)
+				s.replay = append(s.replay, id)
+				s.readPos++
+				continue
+			}
+			return
+		}
+		s.readPos++
+		s.send(c, id)
+	}
+}
+
+func (s *subscription) send(c *consumer, id uint64) {
+	e := s.t.entries[id]
+	c.permits -= int64(e.nmsgs)
+	s.pending[id] = c
+	if s.typ == subKeyShared {
+		if s.holds == nil {
+			s.holds = map[uint32]*hold{}
+		}
+		h := s.holds[e.hash]
+		if h == nil {
+			h = &hold{c: c}
+			s.holds[e.hash] = h
+		}
+		h.n++
+	}
+	var ackSet []uint64
+	live := int64(e.nmsgs)
+	if acked, ok := s.partial[id]; ok {
+		ackSet = make([]uint64, len(acked))
+		for i := int32(0); i < e.nmsgs; i++ {
+			if acked[i/64]&(1<<(i%64)) == 0 {
+				ackSet[i/64] |= 1 << (i % 64)
+			}
+		}
+		live -= int64(popcount(acked))
+	}
+	c.st.Dispatched += live
+	if s.redeliver[id] {
+		delete(s.redeliver, id)
+		c.st.Redelivered += live
+	}
+	mid := msgID{ledger: s.t.ledger, entry: id, partition: s.t.name.partition, batchIndex: -1}
+	c.conn.sendMessage(c.id, mid, s.redelivery[id], ackSet, e.data)
+}
+
+func popcount(ws []uint64) int {
+	n := 0
+	for _, w := range ws {
+		n += bits.OnesCount64(w)
+	}
+	return n
+}
+
+// requeue puts a dispatched entry back for redelivery.
+func (s *subscription) requeue(id uint64, count bool) {
+	s.unpend(id)
+	if count {
+		s.redelivery[id]++
+	}
+	s.redeliver[id] = true
+	i, found := slices.BinarySearch(s.replay, id)
+	if !found {
+		s.replay = slices.Insert(s.replay, i, id)
+	}
+}
+
+// ---- acks ----
+
+// ack records an ack of entry id by c. ackSet, when not nil, is the
+// client's batch bitset (bit set = still unacknowledged). It returns the
+// number of messages newly acked.
+func (s *subscription) ack(c *consumer, id uint64, ackSet []int64) int64 {
+	t := s.t
+	if id >= uint64(len(t.entries)) || id < s.markDelete || s.full[id] {
+		return 0
+	}
+	e := t.entries[id]
+	prev := s.partial[id]
+	already := int64(popcount(prev))
+	if ackSet != nil && e.batched {
+		words := (int(e.nmsgs) + 63) / 64
+		acked := make([]uint64, words)
+		copy(acked, prev)
+		for i := int32(0); i < e.nmsgs; i++ {
+			w := int(i / 64)
+			unacked := w < len(ackSet) && uint64(ackSet[w])&(1<<(i%64)) != 0
+			if !unacked {
+				acked[w] |= 1 << (i % 64)
+			}
+		}
+		if n := int64(popcount(acked)); n < int64(e.nmsgs) {
+			s.partial[id] = acked
+			if c != nil {
+				c.st.Acked += n - already
+			}
+			return n - already
+		}
+	}
+	delete(s.partial, id)
+	s.full[id] = true
+	s.unpend(id)
+	delete(s.redeliver, id)
+	delete(s.redelivery, id)
+	delete(s.delayed, id)
+	if i, found := slices.BinarySearch(s.replay, id); found {
+		s.replay = slices.Delete(s.replay, i, i+1)
+	}
+	for s.full[s.markDelete] {
+		delete(s.full, s.markDelete)
+		s.markDelete++
+	}
+	n := int64(e.nmsgs) - already
+	if c != nil {
+		c.st.Acked += n
+	}
+	return n
+}
+
+// ---- consumers joining and leaving ----
+
+// activeFor returns the consumer that should be active on a failover or
+// exclusive subscription: among the highest-priority (lowest level)
+// consumers, the first to join for a non-partitioned topic, or for
+// partition i the (i mod n)-th by consumer name, as Pulsar does.
+func (s *subscription) activeFor() *consumer {
+	if len(s.consumers) == 0 {
+		return nil
+	}
+	best := s.consumers[0].priority
+	for _, c := range s.consumers {
+		best = min(best, c.priority)
+	}
+	var group []*consumer
+	for _, c := range s.consumers {
+		if c.priority == best {
+			group = append(group, c)
+		}
+	}
+	if p := s.t.name.partition; p >= 0 {
+		slices.SortStableFunc(group, func(a, b *consumer) int { return cmp.Compare(a.name, b.name) })
+		return group[int(p)%len(group)]
+	}
+	return group[0]
+}
+
+// updateActive re-elects the active consumer; on a change the previous
+// active consumer's unacked entries are rewound to the new one, and
+// consumers whose state changed are told.
+func (s *subscription) updateActive() {
+	if s.typ != subFailover && s.typ != subExclusive {
+		return
+	}
+	next := s.activeFor()
+	if next != s.active {
+		if prev := s.active; prev != nil {
+			for id, c := range s.pending {
+				if c == prev {
+					s.requeue(id, false)
+				}
+			}
+		}
+		s.active = next
+	}
+	if s.typ == subFailover {
+		for _, c := range s.consumers {
+			s.notify(c)
+		}
+	}
+}
+
+// notify sends c its active state if it changed since last told. Nothing
+// is sent before c's first FLOW: pulsar-client-go registers a consumer's
+// handler only after SUBSCRIBE succeeds, so an earlier notice would be lost.
+func (s *subscription) notify(c *consumer) {
+	if !c.ready || s.typ != subFailover {
+		return
+	}
+	state := int8(0)
+	if s.active == c {
+		state = 1
+	}
+	if c.notified != state {
+		c.notified = state
+		c.conn.sendActiveChange(c.id, state == 1)
+	}
+}
+
+// removeConsumer detaches c; its unacked entries go back for redelivery to
+// the remaining consumers (without raising their redelivery count, as
+// Pulsar does).
+func (b *Broker) removeConsumerLocked(c *consumer) {
+	s := c.sub
+	i := slices.Index(s.consumers, c)
+	if i < 0 {
+		return
+	}
+	s.consumers = slices.Delete(s.consumers, i, i+1)
+	s.rebuildRing()
+	c.st.Connected = false
+	delete(c.conn.consumers, c.id)
+	if len(s.consumers) > 0 {
+		s.rr %= len(s.consumers)
+	} else {
+		s.rr = 0
+	}
+	for id, pc := range s.pending {
+		if pc == c {
+			s.requeue(id, false)
+		}
+	}
+	if s.active == c {
+		s.active = nil
+	}
+	s.updateActive()
+	if len(s.consumers) == 0 && !s.durable {
+		delete(s.t.subs, s.name)
+		return
+	}
+	s.dispatch()
+}
+
+func (b *Broker) removeConnLocked(c *conn) {
+	if c.removed {
+		return
+	}
+	c.removed = true
+	delete(b.conns, c)
+	for _, p := range c.producers {
+		p.topic.producers--
+	}
+	clear(c.producers)
+	cs := make([]*consumer, 0, len(c.consumers))
+	for _, cons := range c.consumers {
+		cs = append(cs, cons)
+	}
+	slices.SortFunc(cs, func(x, y *consumer) int { return cmp.Compare(x.id, y.id) })
+	for _, cons := range cs {
+		b.removeConsumerLocked(cons)
+	}
+}
+
+// releaseDelayedLocked moves due delayed entries to the replay lists,
+// dispatches them and returns the next due time (zero if none).
+func (b *Broker) releaseDelayedLocked(now time.Time) time.Time {
+	nowMs := now.UnixMilli()
+	for _, t := range b.topics {
+		for _, s := range t.subs {
+			released := false
+			for id, at := range s.delayed {
+				if at <= nowMs {
+					delete(s.delayed, id)
+					i, found := slices.BinarySearch(s.replay, id)
+					if !found {
+						s.replay = slices.Insert(s.replay, i, id)
+					}
+					released = true
+				}
+			}
+			if released {
+				s.dispatch()
+			}
+		}
+	}
+	var next int64
+	for _, t := range b.topics {
+		for _, s := range t.subs {
+			for _, at := range s.delayed {
+				if next == 0 || at < next {
+					next = at
+				}
+			}
+		}
+	}
+	if next == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(next)
+}

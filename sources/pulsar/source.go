@@ -1,0 +1,287 @@
+// Package pulsar is a Boulevard source that consumes Apache Pulsar topics
+// with github.com/apache/pulsar-client-go, under the producer stage's permit
+// window.
+//
+// Each producer stage subscribes one consumer per configured topic on the
+// client the user created and shares (the source never closes it). A message
+// that a pipeline handles successfully is acked; one that fails is nacked,
+// and the broker redelivers it after ConsumerOptions.NackRedeliveryDelay
+// (pulsar-client-go's default is one minute), up to a DLQ policy's
+// MaxDeliveries when one is set. See docs/pulsar.md for the permit mapping,
+// failure handling and metadata.
+//
+// The sub-package pulsartest is an in-process Pulsar broker for tests.
+package pulsar
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+// Source consumes Pulsar topics for a pipeline. It implements
+// producer.Source[[]byte] (the payload is the message's bytes),
+// producer.Validator and producer.Closer. Create it with New.
+type Source struct {
+	opts Options
+	log  *slog.Logger
+
+	mu     sync.Mutex
+	live   map[*consumer]struct{}
+	closed bool
+	bg     sync.WaitGroup // subscribe calls that outlived their Run
+	warned atomic.Bool
+
+	droppedAcks    atomic.Int64
+	replaced       atomic.Int64
+	callbackPanics atomic.Int64
+}
+
+var (
+	_ producer.Source[[]byte] = (*Source)(nil)
+	_ producer.Validator      = (*Source)(nil)
+	_ producer.Closer         = (*Source)(nil)
+)
+
+// New returns a source with opts. It does not validate them: pipeline.New
+// calls Validate, and Run validates again.
+func New(opts Options) *Source {
+	opts = opts.WithDefaults()
+	opts.Topics = append([]string(nil), opts.Topics...)
+	return &Source{opts: opts, log: opts.Logger, live: make(map[*consumer]struct{})}
+}
+
+// Validate reports every broken option rule (see Options.Validate).
+func (s *Source) Validate() error { return s.opts.Validate() }
+
+// Stats are the source's counters.
+type Stats struct {
+	// Consumers is the number of consumers currently open.
+	Consumers int
+	// Replaced is the number of consumers closed because their stage
+	// failed and was restarted.
+	Replaced int64
+	// DroppedAcks is the number of outcomes dropped because their consumer
+	// had been closed or replaced (the broker redelivers those messages).
+	DroppedAcks int64
+	// CallbackPanics is the number of panics recovered from
+	// Options.ActiveStateCallback.
+	CallbackPanics int64
+}
+
+// Stats returns the source's counters.
+func (s *Source) Stats() Stats {
+	s.mu.Lock()
+	n := len(s.live)
+	s.mu.Unlock()
+	return Stats{
+		Consumers:      n,
+		Replaced:       s.replaced.Load(),
+		DroppedAcks:    s.droppedAcks.Load(),
+		CallbackPanics: s.callbackPanics.Load(),
+	}
+}
+
+// Run subscribes one consumer per topic for this producer stage and moves
+// their messages into the stage, each consumer within its own feed's
+// permits. It returns nil when ctx is cancelled, leaving the consumers open
+// so that the draining pipeline can still acknowledge what they delivered
+// (Close closes them). It returns an error, after closing every consumer of
+// the stage, when the options are invalid, when a consumer cannot subscribe
+// or when one is closed under it: the pipeline then restarts the stage with
+// new consumers.
+func (s *Source) Run(ctx context.Context, st *producer.Stage[[]byte]) error {
+	flow := st.Flow()
+	if err := validate.Join(s.opts.Validate(), validateFlow(flow)); err != nil {
+		return err
+	}
+	q, exact := queueSize(flow)
+	if !exact && s.warned.CompareAndSwap(false, true) {
+		s.log.Info("pulsar-client-go refills half its receiver queue at a time; the stage feed enforces the rest of the producer flow window",
+			slog.Int("receiver_queue_size", q), slog.Int("initial", flow.Initial),
+			slog.Int("threshold", flow.Threshold), slog.Int("refill", flow.Refill))
+	}
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	cs := make([]*consumer, 0, len(s.opts.Topics))
+	for _, topic := range s.opts.Topics {
+		c, err := s.subscribe(runCtx, st, topic, q)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			s.retire(cs)
+			return err
+		}
+		cs = append(cs, c)
+	}
+
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		feed := st.NewFeed(c.name+"/"+c.topic, nil)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.receive(runCtx, feed, flow.MaxWindow()); err != nil {
+				cancel(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return nil
+	}
+	err := context.Cause(runCtx)
+	if err == nil {
+		// Every receive loop ended without a reason: never "exhausted".
+		err = &ConsumerError{Stage: st.Index(), Subscription: s.opts.Subscription, Kind: ErrConsumerClosed}
+	}
+	s.retire(cs)
+	st.Logger().Warn("pulsar consumers replaced", slog.Any("error", err))
+	return err
+}
+
+// channelSize is the capacity of the channel through which pulsar-client-go
+// hands a consumer's messages to the source: the size the client gives its
+// own channel when none is passed. The client counts a message as consumed
+// (towards its next permit grant) when it enters this channel.
+const channelSize = 10
+
+// subscribe creates the stage's consumer of topic. ctx ends the wait, not
+// the client's Subscribe call: a consumer that subscribes after Run gave up
+// is closed at once.
+func (s *Source) subscribe(ctx context.Context, st *producer.Stage[[]byte], topic string, q int) (*consumer, error) {
+	co := s.opts.Consumer
+	co.Topic = topic
+	co.SubscriptionName = s.opts.Subscription
+	co.Type = s.opts.SubscriptionType.pulsar()
+	co.Name = st.Name()
+	co.ReceiverQueueSize = q
+	ch := make(chan pulsar.ConsumerMessage, channelSize)
+	co.MessageChannel = ch
+	if s.opts.ActiveStateCallback != nil {
+		co.EventListener = &listener{src: s, stage: st.Index()}
+	}
+
+	type result struct {
+		c   pulsar.Consumer
+		err error
+	}
+	res := make(chan result)
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		pc, err := s.opts.Client.Subscribe(co)
+		select {
+		case res <- result{pc, err}:
+		case <-ctx.Done():
+			if err == nil {
+				pc.Close()
+			}
+		}
+	}()
+	var r result
+	select {
+	case r = <-res:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if r.err != nil {
+		return nil, &ConsumerError{Stage: st.Index(), Topic: topic, Subscription: s.opts.Subscription, Kind: ErrSubscribe, Err: r.err}
+	}
+	c := &consumer{
+		src:   s,
+		stage: st.Index(),
+		topic: topic,
+		name:  st.Name(),
+		c:     r.c,
+		ch:    ch,
+		log:   st.Logger().With(slog.String("topic", topic)),
+	}
+	s.mu.Lock()
+	closed := s.closed
+	if !closed {
+		s.live[c] = struct{}{}
+	}
+	s.mu.Unlock()
+	if closed {
+		c.close()
+		return nil, fmt.Errorf("pulsar: source closed: %w", ErrSubscribe)
+	}
+	return c, nil
+}
+
+// retire closes the consumers of a failed stage run, so that their
+// replacements can subscribe (an exclusive subscription admits one).
+func (s *Source) retire(cs []*consumer) {
+	s.mu.Lock()
+	for _, c := range cs {
+		delete(s.live, c)
+	}
+	s.mu.Unlock()
+	closeAll(cs)
+	s.replaced.Add(int64(len(cs)))
+}
+
+func closeAll(cs []*consumer) {
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.close()
+		}()
+	}
+	wg.Wait()
+}
+
+// Close closes every consumer the source still has open, which flushes the
+// acknowledgements the client still groups, and waits for subscribe calls
+// that outlived their stage. It does not close the client. It waits for the
+// client's own close requests (bounded by ClientOptions.OperationTimeout);
+// ctx is only reported: Close returns ctx.Err() if it expired meanwhile.
+func (s *Source) Close(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	cs := make([]*consumer, 0, len(s.live))
+	for c := range s.live {
+		cs = append(cs, c)
+	}
+	clear(s.live)
+	s.mu.Unlock()
+	closeAll(cs)
+	s.bg.Wait()
+	return ctx.Err()
+}
+
+// report calls the active-state callback, containing a panic.
+func (s *Source) report(stage int, active bool, c pulsar.Consumer, topic string) {
+	base, part := splitPartition(topic)
+	st := ActiveState{
+		Active:       active,
+		Topic:        topic,
+		BaseTopic:    base,
+		Partition:    part,
+		Subscription: s.opts.Subscription,
+		Stage:        stage,
+		Consumer:     c,
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			s.callbackPanics.Add(1)
+			err := &CallbackPanicError{State: st, Value: r, Stack: debug.Stack()}
+			s.log.Error("pulsar active state callback panicked; the consumer keeps running",
+				slog.Any("error", err), slog.String("stack", string(err.Stack)))
+		}
+	}()
+	s.opts.ActiveStateCallback(st)
+}
