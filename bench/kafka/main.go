@@ -1,0 +1,472 @@
+// Command kafka compares the Boulevard Kafka source with a plain sarama
+// consumer-group loop, on one in-process kfake cluster.
+//
+// For each backlog size (flag -n, default "100000,1000000") it starts a kfake
+// cluster (3 brokers on 127.0.0.1, flag -partitions partitions) in a child
+// process (the program itself, told so by an environment variable, so the cluster's copy of
+// the backlog stays out of the measured heap), seeds the topic with that
+// many records of -size bytes, then reads the whole topic twice, each time
+// with a fresh consumer group:
+//
+//   - plain: one sarama consumer-group member whose ConsumeClaim marks every
+//     message (session.MarkMessage) and counts it; offsets auto-commit;
+//   - boulevard: the kafka source (one member) feeding a pipeline whose
+//     processors (GOMAXPROCS of them, per-partition order kept) return the
+//     payload unchanged; every message is acknowledged and its offset
+//     committed through the source's checkpoint.
+//
+// A run ends when every record has been handled; its time includes joining
+// the group. It prints records/s of both, the ratio, and the peak Go heap
+// above the baseline measured after seeding (runtime/metrics, sampled every
+// 5ms), which shows whether consumer memory grows with the backlog. The
+// cluster keeps the backlog in memory, hence the baseline subtraction.
+//
+// Usage (from the bench directory):
+//
+//	go run ./kafka
+//	go run ./kafka -n 100000,1000000 -rounds 3
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/metrics"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/sources/kafka"
+)
+
+const topic = "bench"
+
+type config struct {
+	Sizes      []int
+	Partitions int
+	RecordSize int
+	Rounds     int
+	Timeout    time.Duration
+	// Window is the pipeline's permit window per partition
+	// (producer.Flow.Initial); 0 keeps the default (100).
+	Window int
+}
+
+func main() {
+	cfg := config{}
+	var sizes string
+	flag.StringVar(&sizes, "n", "100000,1000000", "comma-separated backlog sizes")
+	flag.IntVar(&cfg.Partitions, "partitions", 6, "partitions of the topic")
+	flag.IntVar(&cfg.RecordSize, "size", 100, "record value size in bytes")
+	flag.IntVar(&cfg.Rounds, "rounds", 5, "runs of each side per size (alternating which goes first; medians reported)")
+	flag.DurationVar(&cfg.Timeout, "timeout", 5*time.Minute, "give up a run after this long")
+	flag.IntVar(&cfg.Window, "window", 0, "Boulevard permit window per partition (producer.Flow.Initial); 0 = default 100")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	flag.Parse()
+	if maybeServeCluster() {
+		return
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	for s := range strings.SplitSeq(sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			fmt.Fprintf(os.Stderr, "bad size %q\n", s)
+			os.Exit(2)
+		}
+		cfg.Sizes = append(cfg.Sizes, n)
+	}
+	if _, err := run(cfg, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+// result is one backlog size's figures.
+type result struct {
+	N                  int
+	PlainRate, BlvRate float64 // records/s, medians
+	PlainHeap, BlvHeap uint64  // peak heap above baseline, bytes, max over rounds
+}
+
+func run(cfg config, out io.Writer) ([]result, error) {
+	fmt.Fprintf(out, "kfake, 3 brokers, %d partitions, %d-byte records, GOMAXPROCS %d, %d round(s), Boulevard window %d\n",
+		cfg.Partitions, cfg.RecordSize, runtime.GOMAXPROCS(0), cfg.Rounds, producer.Flow{Initial: cfg.Window}.WithDefaults().MaxWindow())
+	fmt.Fprintf(out, "%10s %14s %14s %7s %16s %16s\n", "records", "plain rec/s", "boulevard rec/s", "ratio", "plain peak heap", "blvd peak heap")
+	var results []result
+	for _, n := range cfg.Sizes {
+		r, err := runSize(cfg, n)
+		if err != nil {
+			return results, err
+		}
+		results = append(results, r)
+		fmt.Fprintf(out, "%10d %14.0f %14.0f %6.1f%% %13.1f MiB %13.1f MiB\n", n, r.PlainRate, r.BlvRate,
+			100*r.BlvRate/r.PlainRate, mib(r.PlainHeap), mib(r.BlvHeap))
+	}
+	return results, nil
+}
+
+func mib(b uint64) float64 { return float64(b) / (1 << 20) }
+
+// serveEnv, set in the child process, holds the number of partitions of the
+// cluster it serves.
+const serveEnv = "BOULEVARD_BENCH_KFAKE_PARTITIONS"
+
+// maybeServeCluster serves the cluster and exits when this is the child
+// process; it reports false in the parent.
+func maybeServeCluster() bool {
+	v := os.Getenv(serveEnv)
+	if v == "" {
+		return false
+	}
+	parts, err := strconv.Atoi(v)
+	if err == nil {
+		err = serveCluster(parts)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cluster:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+	return true
+}
+
+// serveCluster runs the cluster of the child process.
+func serveCluster(partitions int) error {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(int32(partitions), topic),
+		kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	defer cluster.Close()
+	fmt.Println(strings.Join(cluster.ListenAddrs(), ","))
+	_, _ = io.Copy(io.Discard, os.Stdin) // until the parent closes it
+	return nil
+}
+
+// childCluster is a kfake cluster in a child process, so that its memory
+// (the whole backlog) stays out of the measured heap.
+type childCluster struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	addrs []string
+}
+
+func startChildCluster(partitions int) (*childCluster, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), serveEnv+"="+strconv.Itoa(partitions))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		_ = stdin.Close()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("cluster process: %w", err)
+	}
+	return &childCluster{cmd: cmd, stdin: stdin, addrs: strings.Split(strings.TrimSpace(line), ",")}, nil
+}
+
+func (c *childCluster) Close() error {
+	_ = c.stdin.Close()
+	return c.cmd.Wait()
+}
+
+func runSize(cfg config, n int) (result, error) {
+	cluster, err := startChildCluster(cfg.Partitions)
+	if err != nil {
+		return result{}, err
+	}
+	defer cluster.Close()
+	if err := seed(cluster.addrs, n, cfg.RecordSize); err != nil {
+		return result{}, err
+	}
+	r := result{N: n}
+	var plain, blv []float64
+	type side struct {
+		name  string
+		fn    func(ctx context.Context, cfg config, brokers []string, group string, c *clock) error
+		rates *[]float64
+		heap  *uint64
+	}
+	sides := []side{
+		{"plain", runPlain, &plain, &r.PlainHeap},
+		{"boulevard", runBoulevard, &blv, &r.BlvHeap},
+	}
+	for round := range cfg.Rounds {
+		// Alternate which side goes first: the second run of a round finds
+		// the cluster warmer and the heap in another state.
+		order := sides
+		if round%2 == 1 {
+			order = []side{sides[1], sides[0]}
+		}
+		for _, side := range order {
+			rate, heap, err := measure(cfg, side.fn, cluster.addrs, fmt.Sprintf("%s-%d", side.name, round), n)
+			if err != nil {
+				return r, fmt.Errorf("%s, %d records: %w", side.name, n, err)
+			}
+			*side.rates = append(*side.rates, rate)
+			*side.heap = max(*side.heap, heap)
+		}
+	}
+	r.PlainRate, r.BlvRate = median(plain), median(blv)
+	return r, nil
+}
+
+func median(xs []float64) float64 {
+	slices.Sort(xs)
+	return xs[len(xs)/2]
+}
+
+// seed produces n records round-robin over the topic's partitions.
+func seed(brokers []string, n, size int) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.ProducerBatchMaxBytes(256<<10),
+		// Uncompressed, so that sarama's fetch size (1 MiB per partition)
+		// bounds the records a fetch decodes.
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	val := make([]byte, size)
+	for i := range val {
+		val[i] = byte('a' + i%26)
+	}
+	var firstErr atomic.Pointer[error]
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		cl.Produce(context.Background(), &kgo.Record{Key: []byte(strconv.Itoa(i)), Value: val}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				firstErr.CompareAndSwap(nil, &err)
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	if p := firstErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// heapBytes reads the live heap as of the last GC.
+func heapBytes(s []metrics.Sample) uint64 {
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+const liveHeap = "/gc/heap/live:bytes"
+
+// clock records when the first and the last of n records were handled.
+type clock struct {
+	n           int64
+	count       atomic.Int64
+	first, last atomic.Int64 // unix nanoseconds
+	done        chan struct{}
+}
+
+func newClock(n int) *clock { return &clock{n: int64(n), done: make(chan struct{})} }
+
+// tick counts one handled record.
+func (c *clock) tick() {
+	switch k := c.count.Add(1); k {
+	case 1:
+		c.first.Store(time.Now().UnixNano())
+		if c.n == 1 {
+			c.last.Store(c.first.Load())
+			close(c.done)
+		}
+	case c.n:
+		c.last.Store(time.Now().UnixNano())
+		close(c.done)
+	}
+}
+
+func (c *clock) check(side string) error {
+	if got := c.count.Load(); got < c.n {
+		return fmt.Errorf("%s: %d of %d records before the timeout", side, got, c.n)
+	}
+	return nil
+}
+
+// measure runs fn once and returns its records/s (from the first to the last
+// record handled, so joining the group is not counted) and its peak live heap
+// above the baseline taken just before.
+func measure(cfg config, fn func(context.Context, config, []string, string, *clock) error, brokers []string, group string, n int) (float64, uint64, error) {
+	samples := []metrics.Sample{{Name: liveHeap}}
+	runtime.GC()
+	runtime.GC()
+	base := heapBytes(samples)
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		s := []metrics.Sample{{Name: liveHeap}}
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if h := heapBytes(s); h > peak.Load() {
+				peak.Store(h)
+			}
+			select {
+			case <-t.C:
+			case <-stop:
+				return
+			}
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
+	defer cancel()
+	c := newClock(n)
+	err := fn(ctx, cfg, brokers, group, c)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		return 0, 0, err
+	}
+	p := peak.Load()
+	if p < base {
+		p = base
+	}
+	elapsed := time.Duration(c.last.Load() - c.first.Load())
+	return float64(n-1) / elapsed.Seconds(), p - base, nil
+}
+
+func saramaConfig() *sarama.Config {
+	c := sarama.NewConfig()
+	c.Version = sarama.V3_0_0_0
+	c.Consumer.Offsets.Initial = sarama.OffsetOldest
+	c.Consumer.Group.Heartbeat.Interval = 200 * time.Millisecond
+	c.Consumer.Group.Session.Timeout = 3 * time.Second
+	return c
+}
+
+// plainHandler marks every message and counts it.
+type plainHandler struct{ c *clock }
+
+func (h *plainHandler) Setup(sarama.ConsumerGroupSession) error   { return nil }
+func (h *plainHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+func (h *plainHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	for {
+		select {
+		case msg, ok := <-claim.Messages():
+			if !ok {
+				return nil
+			}
+			sess.MarkMessage(msg, "")
+			h.c.tick()
+		case <-sess.Context().Done():
+			return nil
+		}
+	}
+}
+
+func runPlain(ctx context.Context, _ config, brokers []string, group string, c *clock) error {
+	cg, err := sarama.NewConsumerGroup(brokers, group, saramaConfig())
+	if err != nil {
+		return err
+	}
+	h := &plainHandler{c: c}
+	cctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var consumeErr error
+	wg.Go(func() {
+		for cctx.Err() == nil {
+			if err := cg.Consume(cctx, []string{topic}, h); err != nil && cctx.Err() == nil {
+				consumeErr = err
+				cancel()
+			}
+		}
+	})
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+	}
+	cancel()
+	wg.Wait()
+	if err := cg.Close(); err != nil {
+		return err
+	}
+	if consumeErr != nil {
+		return consumeErr
+	}
+	return c.check("plain")
+}
+
+func runBoulevard(ctx context.Context, cfg config, brokers []string, group string, c *clock) error {
+	src, err := kafka.New(kafka.Options{
+		Brokers:       brokers,
+		GroupID:       group,
+		Topics:        []string{topic},
+		InitialOffset: kafka.OffsetEarliest,
+		Config:        saramaConfig(),
+	})
+	if err != nil {
+		return err
+	}
+	p, err := pipeline.New(pipeline.Options[[]byte, []byte]{
+		Name:     "bench",
+		Producer: producer.Options[[]byte]{Source: src, Flow: producer.Flow{Initial: cfg.Window}},
+		Processors: processor.Options[[]byte, []byte]{
+			Handle: func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
+				c.tick()
+				return m.Data, nil
+			},
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if err := p.Start(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+	}
+	stopErr := p.Stop(context.Background())
+	return errors.Join(c.check("boulevard"), stopErr)
+}

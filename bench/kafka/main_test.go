@@ -1,0 +1,37 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	maybeServeCluster() // the child process serving the cluster exits here
+	goleak.VerifyTestMain(m,
+		// rcrowley/go-metrics (sarama's metric registry) starts one
+		// process-wide meter ticker on first use and cannot stop it.
+		goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"),
+	)
+}
+
+// Checks: on a small backlog both sides read every record (a side that
+// misses one fails the run) and the report has one line per size with both
+// rates and heaps.
+func TestSmallRunReportsBothSides(t *testing.T) {
+	var out bytes.Buffer
+	res, err := run(config{Sizes: []int{3000}, Partitions: 3, RecordSize: 50, Rounds: 1, Timeout: time.Minute}, &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if len(res) != 1 || res[0].N != 3000 || res[0].PlainRate <= 0 || res[0].BlvRate <= 0 {
+		t.Fatalf("unexpected results %+v", res)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[2], "3000") || !strings.Contains(lines[2], "%") {
+		t.Fatalf("unexpected report:\n%s", out.String())
+	}
+}

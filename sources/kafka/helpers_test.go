@@ -1,0 +1,333 @@
+package kafka_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/goleak"
+
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/sources/kafka"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// rcrowley/go-metrics (used by sarama for its metric registry)
+		// starts one process-wide meter ticker on first use and offers no
+		// way to stop it.
+		goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"),
+	)
+}
+
+const testTopic = "events"
+
+// records is the load size: BOULEVARD_KAFKA_RECORDS, or def.
+func records(def int) int {
+	if v, err := strconv.Atoi(os.Getenv("BOULEVARD_KAFKA_RECORDS")); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// newCluster starts a kfake cluster of 3 brokers with the test topic.
+func newCluster(t testing.TB, partitions int32, opts ...kfake.Opt) *kfake.Cluster {
+	t.Helper()
+	opts = append([]kfake.Opt{
+		kfake.NumBrokers(3),
+		kfake.SeedTopics(partitions, testTopic),
+		kfake.GroupMinSessionTimeout(100 * time.Millisecond),
+	}, opts...)
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// produce writes n records spread round-robin over the partitions, with key
+// "k<i>" and value "v<i>", and returns how many went to each partition.
+func produce(t testing.TB, c *kfake.Cluster, partitions int32, from, n int) map[int32]int64 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	recs := make([]*kgo.Record, 0, n)
+	counts := map[int32]int64{}
+	for i := from; i < from+n; i++ {
+		p := int32(i) % partitions
+		counts[p]++
+		recs = append(recs, &kgo.Record{Topic: testTopic, Partition: p,
+			Key: []byte("k" + strconv.Itoa(i)), Value: []byte("v" + strconv.Itoa(i))})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	return counts
+}
+
+// testConfig is a sarama config tuned for fast group operations on kfake.
+func testConfig() *sarama.Config {
+	c := sarama.NewConfig()
+	c.Version = sarama.V3_0_0_0
+	c.ClientID = "boulevard-test"
+	c.Consumer.Group.Session.Timeout = 2 * time.Second
+	c.Consumer.Group.Heartbeat.Interval = 100 * time.Millisecond
+	c.Consumer.Group.Rebalance.Timeout = 4 * time.Second
+	c.Consumer.Group.Rebalance.Retry.Backoff = 100 * time.Millisecond
+	c.Consumer.MaxWaitTime = 100 * time.Millisecond
+	c.Consumer.Retry.Backoff = 50 * time.Millisecond
+	c.Metadata.Retry.Backoff = 50 * time.Millisecond
+	c.Consumer.Offsets.Retry.Max = 5
+	return c
+}
+
+// sourceOptions are the options most tests share.
+func sourceOptions(c *kfake.Cluster, group string) kafka.Options {
+	return kafka.Options{
+		Brokers:           c.ListenAddrs(),
+		GroupID:           group,
+		Topics:            []string{testTopic},
+		InitialOffset:     kafka.OffsetEarliest,
+		CommitInterval:    100 * time.Millisecond,
+		RevokeTimeout:     2 * time.Second,
+		RedeliveryBackoff: 100 * time.Millisecond,
+		Config:            testConfig(),
+		Logger:            testLogger(),
+	}
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("BOULEVARD_KAFKA_DEBUG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return nil
+}
+
+// rec identifies a record.
+type rec struct {
+	P   int32
+	Off int64
+}
+
+// ledger records what the handlers saw, before they return (so before the
+// ack), safe for concurrent use.
+type ledger struct {
+	mu      sync.Mutex
+	seen    map[rec]int
+	order   map[int32][]int64
+	total   int
+	changed chan struct{}
+}
+
+func newLedger() *ledger {
+	return &ledger{seen: map[rec]int{}, order: map[int32][]int64{}, changed: make(chan struct{}, 1)}
+}
+
+func (l *ledger) add(md *kafka.Metadata) {
+	l.mu.Lock()
+	l.seen[rec{md.Partition, md.Offset}]++
+	l.order[md.Partition] = append(l.order[md.Partition], md.Offset)
+	l.total++
+	l.mu.Unlock()
+	select {
+	case l.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (l *ledger) handled(r rec) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seen[r] > 0
+}
+
+// covers reports whether every offset below ends[p] was seen.
+func (l *ledger) covers(ends map[int32]int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for p, end := range ends {
+		for o := int64(0); o < end; o++ {
+			if l.seen[rec{p, o}] == 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// duplicates counts extra deliveries.
+func (l *ledger) duplicates() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d := 0
+	for _, n := range l.seen {
+		d += n - 1
+	}
+	return d
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// committed returns the group's committed offsets on the test topic.
+func committed(c *kfake.Cluster, group string) map[int32]int64 {
+	out := map[int32]int64{}
+	gi := c.GroupInfo(group)
+	if gi == nil {
+		return out
+	}
+	for p, gc := range gi.Commits[testTopic] {
+		out[p] = gc.Offset
+	}
+	return out
+}
+
+func equalOffsets(a, b map[int32]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for p, o := range a {
+		if b[p] != o {
+			return false
+		}
+	}
+	return true
+}
+
+// commitAudit fails the test if the group ever commits an offset past a
+// record the handlers have not seen. It observes OffsetCommit requests at the
+// broker.
+type commitAudit struct {
+	mu         sync.Mutex
+	violations []string
+	commits    int
+}
+
+func auditCommits(c *kfake.Cluster, group string, l *ledger) *commitAudit {
+	a := &commitAudit{}
+	c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		r := req.(*kmsg.OffsetCommitRequest)
+		if r.Group != group {
+			return nil, nil, false
+		}
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		a.commits++
+		for _, tp := range r.Topics {
+			for _, pp := range tp.Partitions {
+				// Everything below the committed offset must have been
+				// handled; checking the last few keeps this cheap.
+				for o := max(0, pp.Offset-50); o < pp.Offset; o++ {
+					if !l.handled(rec{pp.Partition, o}) {
+						a.violations = append(a.violations, fmt.Sprintf("partition %d committed at %d but offset %d not handled", pp.Partition, pp.Offset, o))
+						break
+					}
+				}
+			}
+		}
+		return nil, nil, false
+	})
+	return a
+}
+
+func (a *commitAudit) check(t testing.TB) {
+	t.Helper()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.violations) > 0 {
+		t.Fatalf("%d commits past unhandled records, first: %s", len(a.violations), a.violations[0])
+	}
+	if a.commits == 0 {
+		t.Fatal("the group never committed")
+	}
+}
+
+// pipelineOpts builds a pipeline around src whose handler records every
+// message in l and then calls extra (which may fail it).
+func pipelineOpts(name string, src *kafka.Source, members int, l *ledger, extra func(m *message.Message[[]byte]) error) pipeline.Options[[]byte, []byte] {
+	return pipeline.Options[[]byte, []byte]{
+		Name:            name,
+		ShutdownTimeout: 10 * time.Second,
+		Producer: producer.Options[[]byte]{
+			Source:      src,
+			Concurrency: members,
+			Flow:        producer.Flow{Initial: 50},
+		},
+		Processors: processor.Options[[]byte, []byte]{
+			Concurrency: 4,
+			Handle: func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
+				md, ok := message.MetadataAs[*kafka.Metadata](m)
+				if !ok {
+					return nil, fmt.Errorf("no kafka metadata")
+				}
+				if extra != nil {
+					if err := extra(m); err != nil {
+						return nil, err
+					}
+				}
+				l.add(md)
+				return m.Data, nil
+			},
+		},
+	}
+}
+
+// startPipeline creates and starts a pipeline; the caller stops it.
+func startPipeline(t testing.TB, opts pipeline.Options[[]byte, []byte]) *pipeline.Pipeline[[]byte, []byte] {
+	t.Helper()
+	p, err := pipeline.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func stopPipeline(t testing.TB, p *pipeline.Pipeline[[]byte, []byte]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.Stop(ctx); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+}
+
+func newSource(t testing.TB, opts kafka.Options) *kafka.Source {
+	t.Helper()
+	src, err := kafka.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
+}

@@ -1,0 +1,203 @@
+package kafka
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+// Default values of the source options. A zero field in Options takes the
+// matching default.
+const (
+	DefaultInitialOffset     = OffsetLatest
+	DefaultCommitInterval    = time.Second
+	DefaultFailurePolicy     = FailureCommit
+	DefaultRedeliveryBackoff = time.Second
+	DefaultRevokeTimeout     = 10 * time.Second
+)
+
+// Initial offsets a group starts at on a partition it has no committed offset
+// for.
+const (
+	// OffsetEarliest starts at the oldest record the broker still has.
+	OffsetEarliest = "earliest"
+	// OffsetLatest starts after the newest record: only records produced
+	// after the group first joined are read (Kafka's own default).
+	OffsetLatest = "latest"
+)
+
+// FailurePolicy says what a failed message with acker.DispositionDefault does
+// to its partition's committed offset.
+type FailurePolicy string
+
+const (
+	// FailureCommit treats a failed message as done once the processor's
+	// HandleFailed hook (or the batcher's) has run: the offset is committed
+	// past it, so a poison message never stalls its partition. This is
+	// BroadwayKafka's behaviour. It is the default.
+	FailureCommit FailurePolicy = "commit"
+	// FailureRedeliver stops the partition at the failed message: the
+	// committed offset does not pass it, the partition's messages after it
+	// are no longer dispatched, and after RedeliveryBackoff the partition is
+	// fetched again from the failed message on.
+	FailureRedeliver FailurePolicy = "redeliver"
+)
+
+// Rebalance strategies accepted by Options.Rebalance.
+const (
+	RebalanceRange             = "range"
+	RebalanceRoundRobin        = "roundrobin"
+	RebalanceSticky            = "sticky"
+	RebalanceCooperativeSticky = "cooperative-sticky"
+)
+
+// Options configure a Source. Zero fields take the documented defaults;
+// New validates everything before anything connects.
+//
+// The permit window per partition is the pipeline's producer.Options.Flow
+// (each claimed partition is one feed), and the number of consumer-group
+// members a pipeline runs is producer.Options.Concurrency: every producer
+// stage is one member with its own connections.
+type Options struct {
+	// Brokers are the bootstrap brokers, as host:port. Required.
+	Brokers []string `name:"brokers" validate:"required,dive,hostname_port"`
+	// GroupID is the consumer group. Required.
+	GroupID string `name:"groupID" validate:"required"`
+	// Topics are the topics the group subscribes to. Required.
+	Topics []string `name:"topics" validate:"required,dive,required"`
+	// InitialOffset is where the group starts on a partition without a
+	// committed offset: OffsetEarliest or OffsetLatest. Default
+	// OffsetLatest.
+	InitialOffset string `name:"initialOffset" validate:"oneof=earliest latest"`
+	// Rebalance, when set, chooses the partition assignment strategy:
+	// "range", "roundrobin", "sticky" or "cooperative-sticky" (incremental
+	// rebalancing: partitions that stay assigned keep flowing). Empty keeps
+	// Config.Consumer.Group.Rebalance.GroupStrategies (sarama's default:
+	// range).
+	Rebalance string `name:"rebalance" validate:"omitempty,oneof=range roundrobin sticky cooperative-sticky"`
+	// CommitInterval is how often marked offsets are committed. Offsets are
+	// also committed when a partition is released and when the source
+	// closes; never once per message. Default 1s.
+	CommitInterval time.Duration `name:"commitInterval" validate:"gt=0"`
+	// FailurePolicy is what a failed message with DispositionDefault does.
+	// Default FailureCommit. DispositionDiscard always commits past the
+	// message and DispositionRetry always redelivers it, whatever the
+	// policy.
+	FailurePolicy FailurePolicy `name:"failurePolicy" validate:"oneof=commit redeliver"`
+	// RedeliveryBackoff is how long a partition waits before it fetches a
+	// message to redeliver again. Default 1s.
+	RedeliveryBackoff time.Duration `name:"redeliveryBackoff" validate:"gt=0"`
+	// RevokeTimeout bounds how long a revoked (or closing) partition waits
+	// for its in-flight messages before it commits what was handled and lets
+	// the partition go. It must be below
+	// Config.Consumer.Group.Rebalance.Timeout. Default 10s.
+	RevokeTimeout time.Duration `name:"revokeTimeout" validate:"gt=0"`
+	// Unordered relaxes per-partition ordering: messages are balanced over
+	// all processors instead of one processor per partition. Offsets are
+	// still committed only up to the contiguous handled prefix. Default
+	// false (a partition is handled in offset order by one processor).
+	Unordered bool `name:"unordered"`
+	// Config is the sarama configuration for everything sarama offers (TLS,
+	// SASL, version, client id, fetch sizes, session and rebalance
+	// timeouts, strategies). Nil means sarama.NewConfig(). The source copies
+	// it and owns these fields, whatever they hold:
+	// Consumer.Offsets.Initial (from InitialOffset),
+	// Consumer.Offsets.AutoCommit (enabled, every CommitInterval),
+	// Consumer.Return.Errors (true: errors are logged), and
+	// ChannelBufferSize (sized to the permit window). It is checked with
+	// sarama's own Validate.
+	Config *sarama.Config `name:"config" validate:"-"`
+	// Logger receives the source's logs. Nil discards them.
+	Logger *slog.Logger `name:"-" validate:"-"`
+}
+
+// WithDefaults returns o with every zero field replaced by its default.
+func (o Options) WithDefaults() Options {
+	if o.InitialOffset == "" {
+		o.InitialOffset = DefaultInitialOffset
+	}
+	if o.CommitInterval == 0 {
+		o.CommitInterval = DefaultCommitInterval
+	}
+	if o.FailurePolicy == "" {
+		o.FailurePolicy = DefaultFailurePolicy
+	}
+	if o.RedeliveryBackoff == 0 {
+		o.RedeliveryBackoff = DefaultRedeliveryBackoff
+	}
+	if o.RevokeTimeout == 0 {
+		o.RevokeTimeout = DefaultRevokeTimeout
+	}
+	if o.Config == nil {
+		o.Config = sarama.NewConfig()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// validateOptions applies the tag rules and the ones tags cannot express. o
+// has its defaults applied.
+func validateOptions(o *Options) error {
+	errs := []error{validate.Struct("kafka", o)}
+	if o.Config != nil {
+		if o.RevokeTimeout >= o.Config.Consumer.Group.Rebalance.Timeout {
+			errs = append(errs, validate.Field("kafka.revokeTimeout", "ltfield",
+				fmt.Sprintf("must be < config.Consumer.Group.Rebalance.Timeout (%s)", o.Config.Consumer.Group.Rebalance.Timeout)))
+		}
+		cfg, err := o.saramaConfig(100)
+		if err == nil {
+			err = cfg.Validate()
+		}
+		if err != nil {
+			errs = append(errs, validate.Field("kafka.config", "sarama", fmt.Sprintf("is rejected by sarama: %v", err)))
+		}
+	}
+	return validate.Join(errs...)
+}
+
+// saramaConfig copies the user's config and sets the fields the source
+// owns. window is the permit window of one partition.
+func (o *Options) saramaConfig(window int) (*sarama.Config, error) {
+	cfg := *o.Config // shallow copy: only value fields are changed below
+	switch o.InitialOffset {
+	case OffsetEarliest:
+		cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
+	default:
+		cfg.Consumer.Offsets.Initial = sarama.OffsetNewest
+	}
+	cfg.Consumer.Offsets.AutoCommit.Enable = true
+	cfg.Consumer.Offsets.AutoCommit.Interval = o.CommitInterval
+	cfg.Consumer.Return.Errors = true
+	// sarama's per-partition channel holds what it fetched ahead of the
+	// source; it never needs more than one refill's worth.
+	cfg.ChannelBufferSize = max(1, window/2)
+	switch o.Rebalance {
+	case RebalanceRange:
+		cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyRange()}
+	case RebalanceRoundRobin:
+		cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyRoundRobin()}
+	case RebalanceSticky:
+		cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategySticky()}
+	case RebalanceCooperativeSticky:
+		cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyCooperativeSticky()}
+	}
+	return &cfg, nil
+}
+
+// disposition maps a failed outcome to what the partition does with it.
+func (o *Options) redeliver(d acker.Disposition) bool {
+	switch d {
+	case acker.DispositionRetry:
+		return true
+	case acker.DispositionDiscard:
+		return false
+	}
+	return o.FailurePolicy == FailureRedeliver
+}

@@ -1,0 +1,486 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/producer"
+)
+
+// partition is one claim of one partition within one group generation: its
+// feed, its read-ahead queue and its acknowledger. A later claim of the same
+// partition (another generation, or the same one after a cooperative
+// revoke and re-assign) gets a new partition value, so acks of an older claim
+// can never move a newer claim's offset.
+type partition struct {
+	m          *member
+	sess       sarama.ConsumerGroupSession
+	topic      string
+	part       int32
+	key        string // partition key and feed name: one string per claim
+	generation int32
+	memberID   string
+	feed       *producer.Feed[[]byte]
+
+	permits atomic.Int64  // granted and not yet used
+	grantCh chan struct{} // signalled by grants
+
+	mu       sync.Mutex
+	cp       *acker.Checkpoint
+	released bool
+	retryAt  int64 // lowest offset to redeliver, -1 when none
+	retryCh  chan struct{}
+	settled  chan struct{} // signalled when nothing is pending
+}
+
+// Ack records the outcomes of the claim's messages and marks the contiguous
+// handled prefix for the next commit. It ignores outcomes that arrive after
+// the claim was released.
+func (p *partition) Ack(_ context.Context, successful, failed []acker.Outcome) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.released {
+		return
+	}
+	advanced := false
+	for i := range successful {
+		if p.cp.Done(successful[i].ID) {
+			advanced = true
+		}
+	}
+	discarded, redeliver := 0, 0
+	for i := range failed {
+		o := &failed[i]
+		if p.m.opts.redeliver(o.Disposition) {
+			if p.cp.IsPending(o.ID) {
+				redeliver++
+				if p.retryAt < 0 || int64(o.ID) < p.retryAt {
+					p.retryAt = int64(o.ID)
+				}
+			}
+			continue
+		}
+		discarded++
+		if p.cp.Done(o.ID) {
+			advanced = true
+		}
+	}
+	if len(failed) > 0 {
+		p.m.log.Warn("kafka messages failed",
+			slog.String("partition", p.key), slog.Int("committed_past", discarded), slog.Int("to_redeliver", redeliver),
+			slog.Any("error", failed[0].Err))
+	}
+	if redeliver > 0 {
+		signal(p.retryCh)
+	}
+	if advanced {
+		p.sess.MarkOffset(p.topic, p.part, int64(p.cp.Next()), "")
+	}
+	if p.cp.Pending() == 0 {
+		signal(p.settled)
+	}
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+func (p *partition) grant(n int) {
+	p.permits.Add(int64(n))
+	signal(p.grantCh)
+}
+
+// slotBlock is how many slots are allocated at once.
+const slotBlock = 16
+
+// slot is a message and its metadata, allocated in blocks.
+type slot struct {
+	msg message.Message[[]byte]
+	md  Metadata
+}
+
+// pauser is what sarama's partition consumers (and so its group claims)
+// offer to stop and restart fetching one partition.
+type pauser interface {
+	Pause()
+	Resume()
+}
+
+// consumeClaim runs for as long as the member holds the partition.
+func (m *member) consumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	p := &partition{
+		m:          m,
+		sess:       sess,
+		topic:      claim.Topic(),
+		part:       claim.Partition(),
+		key:        fmt.Sprintf("%s/%d", claim.Topic(), claim.Partition()),
+		generation: sess.GenerationID(),
+		memberID:   sess.MemberID(),
+		grantCh:    make(chan struct{}, 1),
+		retryAt:    -1,
+		retryCh:    make(chan struct{}, 1),
+		settled:    make(chan struct{}, 1),
+	}
+	start := claim.InitialOffset()
+	if start < 0 {
+		start = 0
+	}
+	p.cp = acker.NewCheckpoint(uint64(start))
+	p.feed = m.stage.NewFeed(p.key, p.grant)
+	log := m.log.With(slog.String("partition", p.key), slog.Int("generation", int(p.generation)))
+	log.Debug("kafka partition claimed", slog.Int64("offset", claim.InitialOffset()))
+
+	r := reader{p: p, claim: claim, in: claim.Messages(), log: log}
+	if ps, ok := claim.(pauser); ok {
+		r.claimPause = ps
+	}
+	r.run()
+
+	// Stop dispatching: nothing more is delivered, the read-ahead is
+	// dropped (the next owner fetches it again).
+	p.feed.Close()
+	r.closeOwn()
+	p.release(log)
+	return nil
+}
+
+// release waits, at most RevokeTimeout, for the claim's in-flight messages,
+// then stops accepting acks and commits what was handled.
+func (p *partition) release(log *slog.Logger) {
+	t := time.NewTimer(p.m.opts.RevokeTimeout)
+	defer t.Stop()
+	for {
+		p.mu.Lock()
+		pending := p.cp.Pending()
+		p.mu.Unlock()
+		if pending == 0 {
+			break
+		}
+		select {
+		case <-p.settled:
+			continue
+		case <-t.C:
+		case <-p.m.hurry:
+		}
+		log.Warn("kafka partition released with messages still in flight; they will be delivered again",
+			slog.Int("pending", pending))
+		break
+	}
+	// Acks marked every advance of the handled prefix already; the claim
+	// stops taking them and commits.
+	p.mu.Lock()
+	p.released = true
+	next := p.cp.Next()
+	p.mu.Unlock()
+	p.sess.Commit()
+	log.Debug("kafka partition released", slog.Uint64("committed", next))
+}
+
+// reader moves records from sarama to the feed as permits allow.
+type reader struct {
+	p          *partition
+	claim      sarama.ConsumerGroupClaim
+	in         <-chan *sarama.ConsumerMessage // the claim's messages
+	claimPause pauser
+	log        *slog.Logger
+
+	own       sarama.PartitionConsumer // set while rewound to redeliver
+	ownErrors <-chan *sarama.ConsumerError
+	paused    bool
+
+	q    []*sarama.ConsumerMessage
+	msgs []*message.Message[[]byte]
+}
+
+// setPaused pauses or resumes fetching the partition from whichever
+// consumer is reading it.
+func (r *reader) setPaused(v bool) {
+	if v == r.paused {
+		return
+	}
+	r.paused = v
+	var ps pauser = r.claimPause
+	if r.own != nil {
+		ps = r.own
+	}
+	if ps == nil {
+		tp := map[string][]int32{r.p.topic: {r.p.part}}
+		if v {
+			r.p.m.group.Pause(tp)
+		} else {
+			r.p.m.group.Resume(tp)
+		}
+		return
+	}
+	if v {
+		ps.Pause()
+	} else {
+		ps.Resume()
+	}
+}
+
+func (r *reader) closeOwn() {
+	if r.own == nil {
+		return
+	}
+	r.own.AsyncClose()
+	for range r.own.Messages() {
+	}
+	for range r.own.Errors() {
+	}
+	r.own, r.ownErrors = nil, nil
+}
+
+// stallTimeout is how long a claim with a full read-ahead and no permits
+// leaves sarama's channel unread before it pauses the partition and reads
+// the channel again (to notice a revoke while the processors are stuck).
+const stallTimeout = 100 * time.Millisecond
+
+// run returns when the claim is revoked or its session ends.
+//
+// Flow control: the claim delivers as many records as it holds permits, and
+// keeps at most one window of records taken from sarama but not delivered.
+// When that read-ahead is full, it stops reading sarama's channel, so sarama
+// stops fetching the partition once its channel (half a window) is full: the
+// steady state costs no pause / resume round trips, which would make sarama
+// nap for 100ms whenever every partition of a broker is paused. If no permit
+// comes back within stallTimeout (the processors are stuck), the claim
+// pauses the partition and reads sarama's channel again, so that a revoke
+// (which closes the channel) is still noticed; the read-ahead then grows at
+// most by what sarama had already fetched.
+func (r *reader) run() {
+	p := r.p
+	window := p.m.stage.Flow().MaxWindow()
+	limit := window
+	r.q = make([]*sarama.ConsumerMessage, 0, window)
+	r.msgs = make([]*message.Message[[]byte], 0, window)
+	sessDone := p.sess.Context().Done()
+	drainCh := p.m.drainCh
+	draining, stalled := false, false
+	stall := time.NewTimer(stallTimeout)
+	stall.Stop()
+	armed := false
+	defer stall.Stop()
+	for {
+		if draining {
+			clear(r.q)
+			r.q = r.q[:0]
+		} else if len(r.q) > 0 {
+			if n := min(int64(len(r.q)), p.permits.Load()); n > 0 {
+				p.permits.Add(-n)
+				r.deliver(int(n))
+			}
+		}
+		if stalled && len(r.q) < limit {
+			stalled = false
+		}
+		r.setPaused(draining || (stalled && int64(len(r.q)) >= p.permits.Load()))
+
+		var src <-chan *sarama.ConsumerMessage
+		if draining || stalled || len(r.q) < limit {
+			src = r.in
+			if r.own != nil {
+				src = r.own.Messages()
+			}
+			if armed {
+				stall.Stop()
+				armed = false
+			}
+		} else if !armed {
+			stall.Reset(stallTimeout)
+			armed = true
+		}
+		var stallC <-chan time.Time
+		if armed {
+			stallC = stall.C
+		}
+		select {
+		case msg, ok := <-src:
+			if !ok {
+				if r.own != nil {
+					r.log.Warn("kafka redelivery consumer stopped; ending the claim")
+				}
+				return // revoked, or the session ended
+			}
+			if !draining {
+				r.q = append(r.q, msg)
+				r.fill(src, limit)
+			}
+		case <-stallC:
+			armed = false
+			stalled = true
+		case msg, ok := <-r.inWhileOwn():
+			// While rewound, the claim's own consumer is paused; what it
+			// still hands over is fetched again by the rewound one.
+			_ = msg
+			if !ok {
+				return
+			}
+		case err, ok := <-r.ownErrors:
+			if ok {
+				r.log.Warn("kafka redelivery consumer error", slog.Any("error", err))
+			} else {
+				r.ownErrors = nil
+			}
+		case <-p.grantCh:
+		case <-p.retryCh:
+			if draining {
+				continue
+			}
+			if !r.redeliver() {
+				return
+			}
+		case <-drainCh:
+			draining = true
+			drainCh = nil
+		case <-sessDone:
+			return
+		}
+	}
+}
+
+// inWhileOwn returns the claim's channel while a rewound consumer reads the
+// partition (to notice the revoke), nil otherwise.
+func (r *reader) inWhileOwn() <-chan *sarama.ConsumerMessage {
+	if r.own == nil {
+		return nil
+	}
+	return r.in
+}
+
+// fill takes what src already holds, without waiting, up to limit.
+func (r *reader) fill(src <-chan *sarama.ConsumerMessage, limit int) {
+	for len(r.q) < limit {
+		select {
+		case msg, ok := <-src:
+			if !ok {
+				return // seen again by the select in run
+			}
+			r.q = append(r.q, msg)
+		default:
+			return
+		}
+	}
+}
+
+// deliver hands the first n queued records to the feed.
+func (r *reader) deliver(n int) {
+	p := r.p
+	recs := r.q[:n]
+	nh := 0
+	for _, rec := range recs {
+		nh += len(rec.Headers)
+	}
+	var slots []slot
+	var hdrs []Header
+	if nh > 0 {
+		hdrs = make([]Header, 0, nh)
+	}
+	r.msgs = r.msgs[:0]
+	p.mu.Lock()
+	for i, rec := range recs {
+		if len(slots) == 0 {
+			// Small blocks: one allocation per slotBlock messages, in a
+			// small-object size class (a large block would be a slower,
+			// zeroed large-object allocation).
+			slots = make([]slot, min(slotBlock, n-i))
+		}
+		s := &slots[0]
+		slots = slots[1:]
+		p.cp.Track(uint64(rec.Offset))
+		s.md = Metadata{
+			Topic:        p.topic,
+			Partition:    p.part,
+			Offset:       rec.Offset,
+			Key:          rec.Key,
+			Timestamp:    rec.Timestamp,
+			GenerationID: p.generation,
+			MemberID:     p.memberID,
+		}
+		if len(rec.Headers) > 0 {
+			start := len(hdrs)
+			for _, h := range rec.Headers {
+				hdrs = append(hdrs, Header{Key: h.Key, Value: h.Value})
+			}
+			s.md.Headers = hdrs[start:len(hdrs):len(hdrs)]
+		}
+		s.msg.Init(rec.Value, p, uint64(rec.Offset))
+		s.msg.Metadata = &s.md
+		s.msg.SetPartitionKey(p.key)
+		r.msgs = append(r.msgs, &s.msg)
+	}
+	p.mu.Unlock()
+	p.feed.Deliver(r.msgs...)
+	clear(r.msgs)
+	rest := copy(r.q, r.q[n:])
+	clear(r.q[rest:])
+	r.q = r.q[:rest]
+}
+
+// redeliver rewinds the partition to the lowest failed offset: what was
+// fetched after it is dropped, and after RedeliveryBackoff a consumer of the
+// member reads the partition again from there. It reports false when the
+// claim ended meanwhile.
+func (r *reader) redeliver() bool {
+	p := r.p
+	p.mu.Lock()
+	at := p.retryAt
+	p.mu.Unlock()
+	if at < 0 {
+		return true
+	}
+	r.q = r.q[:0]
+	r.closeOwn()
+	r.paused = false
+	r.setPaused(true)
+	r.log.Info("kafka partition rewinds to redeliver a failed message",
+		slog.Int64("offset", at), slog.Duration("backoff", p.m.opts.RedeliveryBackoff))
+	t := time.NewTimer(p.m.opts.RedeliveryBackoff)
+	defer t.Stop()
+	sessDone := p.sess.Context().Done()
+wait:
+	for {
+		select {
+		case _, ok := <-r.in:
+			if !ok {
+				return false
+			}
+		case <-t.C:
+			break wait
+		case <-sessDone:
+			return false
+		case <-p.m.drainCh:
+			return true // draining: nothing more is delivered anyway
+		}
+	}
+	p.mu.Lock()
+	at = p.retryAt
+	p.retryAt = -1
+	if at >= 0 {
+		p.cp.Truncate(uint64(at))
+	}
+	p.mu.Unlock()
+	if at < 0 {
+		return true
+	}
+	pc, err := p.m.consumer.ConsumePartition(p.topic, p.part, at)
+	if err != nil {
+		r.log.Error("kafka partition cannot be rewound; ending the claim so that the group resumes from the committed offset",
+			slog.Int64("offset", at), slog.Any("error", err))
+		return false
+	}
+	r.own, r.ownErrors = pc, pc.Errors()
+	r.paused = false
+	return true
+}

@@ -1,0 +1,323 @@
+// Package kafka is a Boulevard source that reads Kafka topics through an
+// IBM/sarama consumer group.
+//
+// Every producer stage of the pipeline is one group member; every partition
+// the member claims is one flow-controlled feed with the pipeline's permit
+// window; every message carries a *Metadata and is acknowledged to its
+// partition claim, which commits the contiguous prefix of handled offsets on
+// an interval, when the partition is released and when the source closes.
+// See docs/kafka.md for the semantics in full.
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/producer"
+)
+
+// ErrClosed is returned by Run once the source has been closed.
+var ErrClosed = errors.New("kafka: source closed")
+
+// ErrConnect is wrapped by the error Run returns when the member cannot
+// reach the cluster; the pipeline then restarts the source with backoff.
+var ErrConnect = errors.New("kafka: cannot connect")
+
+// ErrConsume is wrapped by the error Run returns when joining the group kept
+// failing (Options.Config.Consumer.Group.Rebalance.Retry governs sarama's own
+// retries, after which the source gives up maxConsumeFailures times in a row).
+var ErrConsume = errors.New("kafka: consumer group keeps failing")
+
+// maxConsumeFailures is how many failed Consume calls in a row make Run fail.
+const maxConsumeFailures = 10
+
+// Source reads Kafka topics through a sarama consumer group. It implements
+// producer.Source[[]byte] (the payload is the record value),
+// producer.Closer, producer.Ordered and producer.Validator. Create it with
+// New.
+type Source struct {
+	opts Options
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	members map[*member]struct{}
+	closed  bool
+	seq     int
+}
+
+var (
+	_ producer.Source[[]byte] = (*Source)(nil)
+	_ producer.Closer         = (*Source)(nil)
+	_ producer.Ordered        = (*Source)(nil)
+	_ producer.Validator      = (*Source)(nil)
+)
+
+// New validates opts and returns a source. Nothing connects until the
+// pipeline runs it. An invalid option is reported as a validate.Errors value
+// naming each field and rule, for example "kafka.brokers is required".
+func New(opts Options) (*Source, error) {
+	o := opts.WithDefaults()
+	if err := validateOptions(&o); err != nil {
+		return nil, err
+	}
+	return &Source{opts: o, log: o.Logger, members: make(map[*member]struct{})}, nil
+}
+
+// Options returns the source's options with their defaults applied.
+func (s *Source) Options() Options { return s.opts }
+
+// Validate checks the options again (New already did); the pipeline calls it
+// when it is created.
+func (s *Source) Validate() error { return validateOptions(&s.opts) }
+
+// Ordered reports whether a partition's messages must be handled in offset
+// order by one processor: true unless Options.Unordered.
+func (s *Source) Ordered() bool { return !s.opts.Unordered }
+
+// Run joins the consumer group as one member and feeds the stage with the
+// records of the partitions it claims, until ctx is cancelled. The member
+// then stops fetching but stays in the group, so that the messages it
+// delivered can still be acknowledged and committed, until Close.
+//
+// Run returns an error wrapping ErrConnect when the cluster cannot be
+// reached, or ErrConsume when joining the group keeps failing; the pipeline
+// restarts it with backoff. It returns ErrClosed after Close.
+func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
+	m, err := s.startMember(stage)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		m.drain()
+		return nil
+	case err := <-m.failed:
+		m.close(ctx)
+		s.mu.Lock()
+		delete(s.members, m)
+		s.mu.Unlock()
+		return err
+	}
+}
+
+// Close commits what was handled, leaves the group and releases every
+// connection of every member. It waits for the partitions' in-flight
+// messages at most Options.RevokeTimeout, or until ctx is done. Errors while
+// leaving the group are logged; Close returns an error only when a client's
+// connections could not be closed.
+func (s *Source) Close(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	ms := make([]*member, 0, len(s.members))
+	for m := range s.members {
+		ms = append(ms, m)
+	}
+	clear(s.members)
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	errs := make([]error, len(ms))
+	for i, m := range ms {
+		wg.Go(func() { errs[i] = m.close(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (s *Source) startMember(stage *producer.Stage[[]byte]) (*member, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
+	s.seq++
+	id := s.seq
+	s.mu.Unlock()
+
+	cfg, err := s.opts.saramaConfig(stage.Flow().MaxWindow())
+	if err != nil {
+		return nil, err
+	}
+	client, err := sarama.NewClient(s.opts.Brokers, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConnect, err)
+	}
+	group, err := sarama.NewConsumerGroupFromClient(s.opts.GroupID, client)
+	if err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("%w: %w", ErrConnect, err)
+	}
+	consumer, err := sarama.NewConsumerFromClient(client)
+	if err != nil {
+		_ = group.Close()
+		_ = client.Close()
+		return nil, fmt.Errorf("%w: %w", ErrConnect, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &member{
+		src:      s,
+		opts:     &s.opts,
+		stage:    stage,
+		log:      s.log.With(slog.String("stage", stage.Name()), slog.Int("member", id)),
+		client:   client,
+		group:    group,
+		consumer: consumer,
+		ctx:      ctx,
+		cancel:   cancel,
+		drainCh:  make(chan struct{}),
+		hurry:    make(chan struct{}),
+		failed:   make(chan error, 1),
+		loopDone: make(chan struct{}),
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		cancel()
+		_ = consumer.Close()
+		_ = group.Close()
+		_ = client.Close()
+		return nil, ErrClosed
+	}
+	s.members[m] = struct{}{}
+	s.mu.Unlock()
+	m.wg.Go(m.logErrors)
+	go m.loop()
+	return m, nil
+}
+
+// member is one consumer-group member: one producer stage's Run.
+type member struct {
+	src      *Source
+	opts     *Options
+	stage    *producer.Stage[[]byte]
+	log      *slog.Logger
+	client   sarama.Client
+	group    sarama.ConsumerGroup
+	consumer sarama.Consumer // for partitions rewound to redeliver a message
+
+	ctx    context.Context // the Consume context: cancelled by close
+	cancel context.CancelFunc
+
+	drainOnce sync.Once
+	drainCh   chan struct{} // closed when Run's ctx ends: stop delivering
+	hurryOnce sync.Once
+	hurry     chan struct{} // closed when Close's ctx ends: stop waiting
+	closeOnce sync.Once
+	closeErr  error
+	failed    chan error
+	loopDone  chan struct{}
+	wg        sync.WaitGroup // logErrors
+}
+
+func (m *member) draining() bool {
+	select {
+	case <-m.drainCh:
+		return true
+	default:
+		return false
+	}
+}
+
+func (m *member) drain() { m.drainOnce.Do(func() { close(m.drainCh) }) }
+
+// loop calls Consume for each session until the member closes or drains.
+func (m *member) loop() {
+	defer close(m.loopDone)
+	failures := 0
+	for {
+		err := m.group.Consume(m.ctx, m.opts.Topics, (*handler)(m))
+		if m.ctx.Err() != nil || errors.Is(err, sarama.ErrClosedConsumerGroup) {
+			return
+		}
+		if m.draining() {
+			// Do not claim new partitions while the pipeline drains: leave
+			// the group now, so the rebalance need not wait for this member.
+			if err := m.group.Close(); err != nil {
+				m.log.Warn("kafka consumer group left with an error", slog.Any("error", err))
+			}
+			return
+		}
+		if err == nil {
+			failures = 0
+			continue
+		}
+		failures++
+		m.log.Warn("kafka consumer group session failed", slog.Any("error", err), slog.Int("failures", failures))
+		if failures >= maxConsumeFailures {
+			m.failed <- fmt.Errorf("%w: %w", ErrConsume, err)
+			return
+		}
+		t := time.NewTimer(m.client.Config().Consumer.Group.Rebalance.Retry.Backoff)
+		select {
+		case <-t.C:
+		case <-m.ctx.Done():
+			t.Stop()
+			return
+		case <-m.drainCh:
+			t.Stop()
+			return
+		}
+	}
+}
+
+func (m *member) logErrors() {
+	for err := range m.group.Errors() {
+		m.log.Warn("kafka consumer error", slog.Any("error", err))
+	}
+}
+
+// close ends the member's sessions (each partition waits for its in-flight
+// messages, commits and lets go), leaves the group and closes the
+// connections.
+func (m *member) close(ctx context.Context) error {
+	m.closeOnce.Do(func() {
+		m.drain()
+		m.cancel()
+		select {
+		case <-m.loopDone:
+		case <-ctx.Done():
+			m.hurryOnce.Do(func() { close(m.hurry) })
+			<-m.loopDone
+		}
+		// sarama's Close reports the last error of the group's error
+		// channel as well as its own, which are not the caller's concern:
+		// they are logged, and what is left for the caller is whether the
+		// connections could be closed.
+		if err := m.consumer.Close(); err != nil {
+			m.log.Warn("kafka consumer closed with an error", slog.Any("error", err))
+		}
+		if err := m.group.Close(); err != nil {
+			m.log.Warn("kafka consumer group closed with an error", slog.Any("error", err))
+		}
+		m.wg.Wait()
+		if err := m.client.Close(); err != nil && !errors.Is(err, sarama.ErrClosedClient) {
+			m.closeErr = fmt.Errorf("kafka: close client: %w", err)
+		}
+	})
+	return m.closeErr
+}
+
+// handler is the member's sarama.ConsumerGroupHandler.
+type handler member
+
+func (h *handler) Setup(sess sarama.ConsumerGroupSession) error {
+	h.log.Info("kafka group session started",
+		slog.String("member", sess.MemberID()), slog.Int("generation", int(sess.GenerationID())),
+		slog.Any("claims", sess.Claims()))
+	return nil
+}
+
+func (h *handler) Cleanup(sess sarama.ConsumerGroupSession) error {
+	h.log.Info("kafka group session ended",
+		slog.String("member", sess.MemberID()), slog.Int("generation", int(sess.GenerationID())))
+	return nil
+}
+
+func (h *handler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	return (*member)(h).consumeClaim(sess, claim)
+}

@@ -1,0 +1,91 @@
+package kafka_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/sources/kafka"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+// Guarantee: in a normal run with several group members, every record is
+// handled exactly once and the group commits every partition to its end.
+func TestEveryRecordOnceSeveralMembers(t *testing.T) {
+	const parts = 6
+	c := newCluster(t, parts)
+	n := records(3000)
+	ends := produce(t, c, parts, 0, n)
+	l := newLedger()
+	audit := auditCommits(c, "g-normal", l)
+	src := newSource(t, sourceOptions(c, "g-normal"))
+	p := startPipeline(t, pipelineOpts("normal", src, 3, l, nil))
+	waitFor(t, 30*time.Second, "every record handled", func() bool { return l.covers(ends) })
+	waitFor(t, 10*time.Second, "commits at the end offsets", func() bool { return equalOffsets(committed(c, "g-normal"), ends) })
+	stopPipeline(t, p)
+	if d := l.duplicates(); d != 0 {
+		t.Fatalf("%d records handled twice in a run without failures", d)
+	}
+	if got := committed(c, "g-normal"); !equalOffsets(got, ends) {
+		t.Fatalf("committed %v after stop, want %v", got, ends)
+	}
+	audit.check(t)
+}
+
+// Guarantee: invalid options are rejected by New, naming the field and the
+// rule, before anything connects.
+func TestOptionsValidated(t *testing.T) {
+	_, err := kafka.New(kafka.Options{InitialOffset: "middle", FailurePolicy: "retry-forever", Brokers: []string{"no-port"}})
+	if err == nil {
+		t.Fatal("New accepted invalid options")
+	}
+	if !errors.Is(err, validate.ErrInvalid) {
+		t.Fatalf("error %v does not wrap validate.ErrInvalid", err)
+	}
+	var es validate.Errors
+	if !errors.As(err, &es) {
+		t.Fatalf("error %T is not validate.Errors", err)
+	}
+	for _, want := range []struct{ field, rule string }{
+		{"kafka.groupID", "required"},
+		{"kafka.topics", "required"},
+		{"kafka.initialOffset", "oneof"},
+		{"kafka.failurePolicy", "oneof"},
+		{"kafka.brokers[0]", "hostname_port"},
+	} {
+		if !es.Has(want.field, want.rule) {
+			t.Errorf("no %s/%s error in %v", want.field, want.rule, err)
+		}
+	}
+	// A revoke timeout that does not fit in sarama's rebalance timeout.
+	cfg := testConfig()
+	_, err = kafka.New(kafka.Options{Brokers: []string{"127.0.0.1:9092"}, GroupID: "g", Topics: []string{"t"},
+		RevokeTimeout: time.Minute, Config: cfg})
+	if err == nil || !errors.As(err, &es) || !es.Has("kafka.revokeTimeout", "ltfield") {
+		t.Fatalf("revoke timeout above the rebalance timeout not rejected: %v", err)
+	}
+	// Something sarama itself rejects.
+	cfg = testConfig()
+	cfg.Consumer.Fetch.Default = 0
+	_, err = kafka.New(kafka.Options{Brokers: []string{"127.0.0.1:9092"}, GroupID: "g", Topics: []string{"t"}, Config: cfg})
+	if err == nil || !errors.As(err, &es) || !es.Has("kafka.config", "sarama") {
+		t.Fatalf("sarama config error not reported: %v", err)
+	}
+}
+
+// Guarantee: a closed source refuses to run again.
+func TestRunAfterClose(t *testing.T) {
+	opts := kafka.Options{Brokers: []string{"127.0.0.1:1"}, GroupID: "g", Topics: []string{"t"}, Config: testConfig(),
+		RevokeTimeout: time.Second}
+	src, err := kafka.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Run(context.Background(), nil); !errors.Is(err, kafka.ErrClosed) {
+		t.Fatalf("Run after Close = %v, want ErrClosed", err)
+	}
+}
