@@ -20,9 +20,21 @@
 // after one warm-up run of each, and the medians are compared. Allocations
 // are runtime.MemStats.Mallocs deltas around each run divided by N.
 //
+// With -topic the workload crosses an internal topic (see topic.go): on the
+// Boulevard side pipeline A publishes every message into a balanced
+// in-memory topic through topic/sink, and pipeline B reads it with the topic
+// source (sources/topic) and does the processing, batching and batch
+// handling; on the hand-written side the same two stages are joined by one
+// buffered channel. -topic disabled runs it with ack_propagation disabled
+// (A's messages are acknowledged once handed over), -topic auto with
+// ack_propagation auto (A's source is acknowledged only after B handled the
+// message: one acknowledgement per message, on both sides), -topic both
+// runs the two one after the other.
+//
 // Usage (from the bench directory):
 //
 //	go run . -n 1000000
+//	go run . -n 1000000 -topic both
 package main
 
 import (
@@ -69,6 +81,23 @@ type config struct {
 	// allocating one per message, so that the allocation figures show the
 	// pipelines' own allocations only.
 	Prealloc bool
+	// Topic selects the topic-hop workload (see topic.go): topicNone is
+	// the single pipeline.
+	Topic topicMode
+	// HopCap is the topic's balanced queue_capacity and the hand-written
+	// hop channel's capacity; 0 means the topic default, 1024.
+	HopCap int
+	// MaxInFlight is the topic's ack_propagation.max_in_flight (-topic
+	// auto); 0 means the default, 1024.
+	MaxInFlight int
+}
+
+// runners returns the two sides of cfg's workload.
+func (c config) runners() (boulevard, hand runner) {
+	if c.Topic == topicNone {
+		return runBoulevard, runHand
+	}
+	return runBoulevardTopic, runHandTopic
 }
 
 // Queue capacities of the hand-written pipeline: the ones Boulevard gives
@@ -110,6 +139,16 @@ type tally struct {
 	calls    int
 	failed   int
 	checksum atomic.Uint64
+	// done counts the messages the batch handlers have handled; acked
+	// those acknowledged. early counts the ack calls after which more
+	// messages were acknowledged than handled: an acknowledgement that did
+	// not wait for the batch handler (expected only with -topic disabled,
+	// where A acknowledges on hand-off).
+	done  atomic.Int64
+	acked int64
+	early int
+	// hop is what the Boulevard side of a topic run saw of its topic.
+	hop hopStats
 
 	blvdSlab []message.Message[uint64]
 	handSlab []handMsg
@@ -124,6 +163,9 @@ func (t *tally) reset(cfg config) {
 	clear(t.seen)
 	t.calls, t.failed = 0, 0
 	t.checksum.Store(0)
+	t.done.Store(0)
+	t.acked, t.early = 0, 0
+	t.hop = hopStats{}
 	if cfg.Prealloc {
 		if len(t.blvdSlab) < n {
 			t.blvdSlab = make([]message.Message[uint64], n)
@@ -140,9 +182,27 @@ func (t *tally) reset(cfg config) {
 	}
 }
 
+// handled records a batch of n messages whose payloads sum to sum, before
+// the batch is acknowledged.
+func (t *tally) handled(sum uint64, n int) {
+	t.checksum.Add(sum)
+	t.done.Add(int64(n))
+}
+
+// acks records an ack call for n messages; the caller holds t.mu.
+func (t *tally) acks(n int) {
+	t.calls++
+	t.acked += int64(n)
+	if t.acked > t.done.Load() {
+		t.early++
+	}
+}
+
 // verify checks that every message was acknowledged exactly once, none
-// failed, and the batch handlers saw every transformed payload.
-func (t *tally) verify(n int) error {
+// failed, the batch handlers saw every transformed payload, and, except for
+// -topic disabled, no message was acknowledged before it was handled.
+func (t *tally) verify(cfg config) error {
+	n := cfg.N
 	var errs []error
 	missing, dup := 0, 0
 	for _, c := range t.seen[:n] {
@@ -162,6 +222,9 @@ func (t *tally) verify(n int) error {
 	if got, want := t.checksum.Load(), expectedChecksum(n); got != want {
 		errs = append(errs, fmt.Errorf("batch handlers' checksum %d, want %d", got, want))
 	}
+	if cfg.Topic != topicDisabled && t.early > 0 {
+		errs = append(errs, fmt.Errorf("%d ack calls acknowledged messages before the batch handler had handled them", t.early))
+	}
 	return errors.Join(errs...)
 }
 
@@ -179,7 +242,7 @@ func (a *blvdAcker) Ack(_ context.Context, successful, failed []acker.Outcome) {
 		a.t.seen[failed[i].ID]++
 	}
 	a.t.failed += len(failed)
-	a.t.calls++
+	a.t.acks(len(successful) + len(failed))
 	a.t.mu.Unlock()
 }
 
@@ -243,7 +306,7 @@ func runBoulevard(cfg config, t *tally) error {
 				for _, m := range batch {
 					s += m.Data
 				}
-				t.checksum.Add(s)
+				t.handled(s, len(batch))
 				return nil
 			},
 		}},
@@ -278,7 +341,7 @@ func (a *handTally) Ack(batch []*handMsg) {
 	for _, m := range batch {
 		a.t.seen[m.id]++
 	}
-	a.t.calls++
+	a.t.acks(len(batch))
 	a.t.mu.Unlock()
 }
 
@@ -368,7 +431,7 @@ func runHand(cfg config, t *tally) error {
 			for _, m := range batch {
 				s += m.data
 			}
-			t.checksum.Add(s)
+			t.handled(s, len(batch))
 			batch[0].ack.Ack(batch) // every message has the same acknowledger
 		}
 	}()
@@ -385,6 +448,11 @@ type sample struct {
 	AllocsPer  float64 // mallocs per message
 	BytesPer   float64 // bytes allocated per message
 	AcksPer    float64 // ack calls per message
+	// EarlyAcks is the number of ack calls that acknowledged messages
+	// before the batch handler had handled them (tally.early).
+	EarlyAcks int
+	// Hop is what a Boulevard topic run saw of its topic.
+	Hop hopStats
 }
 
 type runner func(config, *tally) error
@@ -407,7 +475,7 @@ func measure(name string, run runner, cfg config, t *tally) (sample, error) {
 	if err != nil {
 		return sample{}, err
 	}
-	if err := t.verify(cfg.N); err != nil {
+	if err := t.verify(cfg); err != nil {
 		return sample{}, err
 	}
 	n := float64(cfg.N)
@@ -417,6 +485,8 @@ func measure(name string, run runner, cfg config, t *tally) (sample, error) {
 		AllocsPer:  float64(after.Mallocs-before.Mallocs) / n,
 		BytesPer:   float64(after.TotalAlloc-before.TotalAlloc) / n,
 		AcksPer:    float64(t.calls) / n,
+		EarlyAcks:  t.early,
+		Hop:        t.hop,
 	}, nil
 }
 
@@ -450,10 +520,11 @@ func (r report) Ratio() float64 {
 func compare(cfg config, rounds int, warmup int, progress io.Writer) (report, error) {
 	r := report{Config: cfg, Boulevard: side{Name: "boulevard"}, Hand: side{Name: "hand-written"}}
 	var t tally
+	blvd, hand := cfg.runners()
 	if warmup > 0 {
 		wcfg := cfg
 		wcfg.N = warmup
-		for name, run := range map[string]runner{"boulevard": runBoulevard, "hand": runHand} {
+		for name, run := range map[string]runner{"boulevard": blvd, "hand": hand} {
 			if _, err := measure(name, run, wcfg, &t); err != nil {
 				return r, fmt.Errorf("warm-up: %w", err)
 			}
@@ -461,9 +532,9 @@ func compare(cfg config, rounds int, warmup int, progress io.Writer) (report, er
 	}
 	for i := range rounds {
 		for _, s := range []*side{&r.Boulevard, &r.Hand} {
-			name, run := "boulevard", runner(runBoulevard)
+			name, run := "boulevard", blvd
 			if s == &r.Hand {
-				name, run = "hand", runHand
+				name, run = "hand", hand
 			}
 			smp, err := measure(name, run, cfg, &t)
 			if err != nil {
@@ -471,8 +542,12 @@ func compare(cfg config, rounds int, warmup int, progress io.Writer) (report, er
 			}
 			s.Samples = append(s.Samples, smp)
 			if progress != nil {
-				fmt.Fprintf(progress, "round %d %-12s %6.3fs %12.0f msgs/s %7.4f allocs/msg %7.1f B/msg %.4f acks/msg\n",
+				fmt.Fprintf(progress, "round %d %-12s %6.3fs %12.0f msgs/s %7.4f allocs/msg %7.1f B/msg %.4f acks/msg",
 					i+1, s.Name, smp.Elapsed.Seconds(), smp.MsgsPerSec, smp.AllocsPer, smp.BytesPer, smp.AcksPer)
+				if cfg.Topic != topicNone {
+					fmt.Fprintf(progress, " %d early ack calls", smp.EarlyAcks)
+				}
+				fmt.Fprintln(progress)
 			}
 		}
 	}
@@ -487,11 +562,18 @@ func (r report) print(w io.Writer) {
 	if r.Config.Prealloc {
 		perMsg = 0
 	}
-	fmt.Fprintf(w, "\nmedian of %d rounds:\n", len(r.Boulevard.Samples))
+	if r.Config.Topic == topicNone {
+		fmt.Fprintf(w, "\nmedian of %d rounds:\n", len(r.Boulevard.Samples))
+	} else {
+		fmt.Fprintf(w, "\nmedian of %d rounds, topic hop with ack_propagation %s:\n", len(r.Boulevard.Samples), r.Config.Topic)
+	}
 	fmt.Fprintf(w, "  %-12s %12.0f msgs/s  %7.4f allocs/msg (%+.4f beyond the message)  %7.1f B/msg\n",
 		"boulevard", b.MsgsPerSec, b.AllocsPer, b.AllocsPer-perMsg, b.BytesPer)
 	fmt.Fprintf(w, "  %-12s %12.0f msgs/s  %7.4f allocs/msg (%+.4f beyond the message)  %7.1f B/msg\n",
 		"hand-written", h.MsgsPerSec, h.AllocsPer, h.AllocsPer-perMsg, h.BytesPer)
+	if r.Config.Topic != topicNone {
+		fmt.Fprintf(w, "  ack calls per message: boulevard %.4f, hand-written %.4f\n", b.AcksPer, h.AcksPer)
+	}
 	ratio := r.Ratio()
 	fmt.Fprintf(w, "  ratio boulevard/hand-written throughput: %.2f\n", ratio)
 	fmt.Fprintf(w, "targets: throughput ratio >= 0.50: %s; boulevard allocs/msg beyond the message <= 1: %s\n",
@@ -517,9 +599,17 @@ func main() {
 	rounds := flag.Int("rounds", 3, "measured runs of each pipeline, alternating")
 	warmup := flag.Int("warmup", 100_000, "messages of the warm-up run of each pipeline (0: none)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the warm-up and measured rounds to this file (goroutines are labelled side=boulevard or side=hand)")
+	topicFlag := flag.String("topic", "none", "workload across an internal topic hop: none, disabled or auto (ack_propagation), or both (disabled, then auto)")
+	flag.IntVar(&cfg.HopCap, "hopcap", 0, "with -topic: the topic's balanced queue_capacity and the hand-written hop channel's capacity (0: default 1024)")
+	flag.IntVar(&cfg.MaxInFlight, "inflight", 0, "with -topic auto: the topic's ack_propagation.max_in_flight (0: default 1024); below -batch, every batch of B waits for -timeout")
 	flag.Parse()
-	if cfg.N < 1 || cfg.Processors < 1 || cfg.BatchSize < 1 || cfg.Timeout <= 0 || *rounds < 1 {
-		fmt.Fprintln(os.Stderr, "compare: -n, -processors, -batch, -rounds must be >= 1 and -timeout > 0")
+	if cfg.N < 1 || cfg.Processors < 1 || cfg.BatchSize < 1 || cfg.Timeout <= 0 || *rounds < 1 || cfg.HopCap < 0 || cfg.MaxInFlight < 0 {
+		fmt.Fprintln(os.Stderr, "compare: -n, -processors, -batch, -rounds must be >= 1, -timeout > 0, -hopcap and -inflight >= 0")
+		os.Exit(2)
+	}
+	modes, err := parseTopicModes(*topicFlag)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(2)
 	}
 
@@ -527,8 +617,16 @@ func main() {
 	fl := cfg.flow().WithDefaults()
 	fmt.Printf("workload: %d messages, %d processors, batch size %d, batch timeout %s, prealloc %v, %d rounds each after a %d-message warm-up\n",
 		cfg.N, cfg.Processors, cfg.BatchSize, cfg.Timeout, cfg.Prealloc, *rounds, *warmup)
-	fmt.Printf("boulevard: max demand %d, permit window %d/%d/%d; hand-written: channel capacities %d, %d, %d\n",
-		cfg.demand(), fl.Initial, fl.Threshold, fl.Refill, cfg.handInCap(), cfg.handOutCap(), cfg.handBatchCap())
+	if modes[0] == topicNone {
+		fmt.Printf("boulevard: max demand %d, permit window %d/%d/%d; hand-written: channel capacities %d, %d, %d\n",
+			cfg.demand(), fl.Initial, fl.Threshold, fl.Refill, cfg.handInCap(), cfg.handOutCap(), cfg.handBatchCap())
+	} else {
+		to := cfg.topicOptions(topicAuto)
+		fmt.Printf("topic hop: boulevard pipeline A (%d processors publishing through topic/sink) -> in-memory balanced topic (capacity %d; max_in_flight %d with auto) -> pipeline B (topic source, %d processors, batcher); max demand %d, permit windows %d/%d/%d\n",
+			cfg.Processors, to.Balanced.Capacity, to.AckPropagation.MaxInFlight, cfg.Processors, cfg.demand(), fl.Initial, fl.Threshold, fl.Refill)
+		fmt.Printf("hand-written: channel capacities %d (A), %d (hop), %d, %d (B)\n",
+			cfg.handInCap(), cfg.handHopCap(), cfg.handOutCap(), cfg.handBatchCap())
+	}
 
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -543,11 +641,17 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	r, err := compare(cfg, *rounds, *warmup, os.Stdout)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "compare:", err)
-		pprof.StopCPUProfile()
-		os.Exit(1)
+	for _, mode := range modes {
+		cfg.Topic = mode
+		if mode != topicNone {
+			fmt.Printf("\n-- topic hop, ack_propagation %s --\n", mode)
+		}
+		r, err := compare(cfg, *rounds, *warmup, os.Stdout)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "compare:", err)
+			pprof.StopCPUProfile()
+			os.Exit(1)
+		}
+		r.print(os.Stdout)
 	}
-	r.print(os.Stdout)
 }
