@@ -19,9 +19,19 @@
 //     the source's acknowledger.
 //
 // The clock runs from the subscribe (or pipeline start) until the last
-// message has been handled; acks still in flight are flushed when the
-// consumer closes. Runs alternate between the sides (flag -rounds, each)
-// after one warm-up run of each, and the medians are compared.
+// message has been handled and the consumer closed (closing flushes the
+// acks the client still groups). Messages the broker still counts as
+// unacknowledged after a run are reported, not fatal: pulsar-client-go
+// v0.19.0 loses the acks of a timed flush that races the consumer's Close.
+// Runs alternate between the sides (flag -rounds, each) after one warm-up
+// run of each, and the medians are compared.
+//
+// Both sides share the broker, the client and its options, and use the
+// same consumer options (Shared, earliest position, default ack grouping)
+// except what the source owns: the receiver queue (derived from -initial,
+// hence the plain loop's second run with the same queue), the message
+// channel (the source's own, of the client's default size) and the
+// consumer name.
 //
 // Usage (from the bench directory):
 //
@@ -37,6 +47,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -62,7 +73,7 @@ type config struct {
 	Stages     int    // producer stages of the source
 	Processors int    // processors of the pipeline
 	Initial    int    // flow window Initial of the source (Threshold = Refill = Initial/2)
-	Only       string // run only the side whose name starts with this
+	Only       string // run only the side of this name, or those whose names start with it
 }
 
 func main() {
@@ -74,9 +85,25 @@ func main() {
 	flag.IntVar(&cfg.Stages, "stages", 1, "producer stages of the source")
 	flag.IntVar(&cfg.Processors, "processors", runtime.GOMAXPROCS(0), "processors of the pipeline")
 	flag.IntVar(&cfg.Initial, "initial", producer.DefaultFlowInitial, "the source's flow window Initial (Threshold = Refill = Initial/2), and the second plain loop's receiver queue")
-	flag.StringVar(&cfg.Only, "only", "", "run only the side whose name starts with this (for profiling)")
+	flag.StringVar(&cfg.Only, "only", "", "run only the side with this name, or the sides whose names start with it (for profiling)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the measured runs to this file")
+	traceFile := flag.String("trace", "", "write an execution trace of the whole command to this file (go tool trace)")
 	flag.Parse()
+	if *traceFile != "" {
+		f, err := os.Create(*traceFile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "pulsar bench:", err)
+			os.Exit(1)
+		}
+		if err := trace.Start(f); err != nil {
+			fmt.Fprintln(os.Stderr, "pulsar bench:", err)
+			os.Exit(1)
+		}
+		defer func() {
+			trace.Stop()
+			_ = f.Close()
+		}()
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -110,6 +137,26 @@ type side struct {
 type result struct {
 	name  string
 	rates []float64
+	lost  int64 // messages handled but left unacknowledged at the broker
+}
+
+// unacked returns how many messages of topic the broker still counts as
+// unacknowledged once a side has finished, after giving the acks in flight
+// a moment to arrive. Every message was received and handled (each side
+// counts them); a non-zero result means acknowledgements were lost, which
+// pulsar-client-go v0.19.0 does when its timed ack flush runs while the
+// consumer is closing (the flush's acks reach the broker after the
+// consumer's close and are ignored; the broker would redeliver those
+// messages). It is reported rather than failing the run.
+func unacked(b *pulsartest.Broker, topic string) int64 {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		n := b.Backlog(topic, "bench")
+		if n == 0 || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func (r result) median() float64 {
@@ -136,7 +183,13 @@ func compare(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	sides = append(sides, side{"boulevard source", sourcePipeline})
 	if cfg.Only != "" {
-		sides = slices.DeleteFunc(sides, func(s side) bool { return !strings.HasPrefix(s.name, cfg.Only) })
+		exact := slices.ContainsFunc(sides, func(s side) bool { return s.name == cfg.Only })
+		sides = slices.DeleteFunc(sides, func(s side) bool {
+			if exact {
+				return s.name != cfg.Only
+			}
+			return !strings.HasPrefix(s.name, cfg.Only)
+		})
 		if len(sides) == 0 {
 			return fmt.Errorf("no side named %q…", cfg.Only)
 		}
@@ -155,9 +208,7 @@ func compare(ctx context.Context, cfg config, out io.Writer) error {
 				return fmt.Errorf("%s: %w", s.name, err)
 			}
 			rate := float64(cfg.N) / time.Since(start).Seconds()
-			if b := broker.Backlog(topic, "bench"); b != 0 {
-				return fmt.Errorf("%s: %d messages left unacknowledged", s.name, b)
-			}
+			results[i].lost += unacked(broker, topic)
 			results[i].name = s.name
 			if round >= 0 {
 				results[i].rates = append(results[i].rates, rate)
@@ -168,6 +219,9 @@ func compare(ctx context.Context, cfg config, out io.Writer) error {
 		cfg.N, cfg.Payload, cfg.Batch, cfg.Rounds, runtime.GOMAXPROCS(0), cfg.Stages, cfg.Processors, producer.Flow{Initial: cfg.Initial}.WithDefaults())
 	for _, r := range results {
 		fmt.Fprintf(out, "  %-24s median %10.0f msgs/s   runs %v\n", r.name, r.median(), rounded(r.rates))
+		if r.lost > 0 {
+			fmt.Fprintf(out, "  %-24s %d acks lost when a consumer closed (pulsar-client-go: a timed ack flush racing Close)\n", r.name, r.lost)
+		}
 	}
 	if len(results) < 2 {
 		return nil

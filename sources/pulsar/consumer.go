@@ -5,8 +5,10 @@ import (
 	"errors"
 	"log/slog"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
@@ -65,7 +67,11 @@ func (c *consumer) receive(ctx context.Context, feed *producer.Feed[[]byte], max
 	sub := c.src.opts.Subscription
 	var tc topicCache
 	for {
-		n, err := feed.Acquire(ctx, maxTake)
+		n, gone, err := c.acquire(ctx, feed, maxTake)
+		if gone != nil {
+			closed = true
+			return &ConsumerError{Stage: c.stage, Topic: c.topic, Subscription: sub, Kind: ErrConsumerClosed, Err: gone}
+		}
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, producer.ErrFeedClosed) {
 				return nil
@@ -99,6 +105,82 @@ func (c *consumer) receive(ctx context.Context, feed *producer.Feed[[]byte], max
 		}
 		flush()
 	}
+}
+
+// probeInterval is how long a consumer waits for permits before the source
+// checks, and then how often it checks again while the wait lasts, that
+// the consumer is still open.
+const probeInterval = time.Second
+
+// acquire takes up to maxTake of the feed's permits, waiting for them when
+// there are none. A consumer closed under its stage shows only in the
+// client's Receive, which the source does not call without a permit: so
+// after probeInterval without permits (the processors are busy and the
+// stage holds the whole window) a prober asks the client for the
+// consumer's last message id, once per probeInterval. For a closed
+// consumer the client refuses at once, without a request to the broker,
+// and acquire returns that refusal as gone. ctx ending, or the feed
+// closing, is err.
+func (c *consumer) acquire(ctx context.Context, feed *producer.Feed[[]byte], maxTake int) (n int, gone, err error) {
+	if n := feed.TryAcquire(maxTake); n > 0 {
+		return n, nil, nil
+	}
+	wait, cancel := context.WithTimeout(ctx, probeInterval)
+	n, err = feed.Acquire(wait, maxTake)
+	cancel()
+	if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+		return n, nil, err
+	}
+	probed, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	// The prober may be inside a request when the wait ends (bounded by
+	// ClientOptions.OperationTimeout); Source.Close waits for it, Run does
+	// not.
+	c.src.bg.Add(1)
+	go func() {
+		defer c.src.bg.Done()
+		c.probe(probed, stop)
+	}()
+	n, err = feed.Acquire(probed, maxTake)
+	if err != nil && ctx.Err() == nil {
+		var pe *probeError
+		if errors.As(context.Cause(probed), &pe) {
+			return 0, pe.err, nil
+		}
+	}
+	return n, nil, err
+}
+
+// probeError carries the client's refusal out of the prober.
+type probeError struct{ err error }
+
+func (e *probeError) Error() string { return e.err.Error() }
+
+// probe checks at once, then every probeInterval until ctx ends, whether
+// the client still considers the consumer open, and cancels ctx with a
+// *probeError when it does not. Any other failure (the broker is
+// unreachable and the client is reconnecting) is not a closure.
+func (c *consumer) probe(ctx context.Context, found context.CancelCauseFunc) {
+	t := time.NewTicker(probeInterval)
+	defer t.Stop()
+	for {
+		if _, err := c.c.GetLastMessageIDs(); err != nil && closedByClient(err) {
+			found(&probeError{err: err})
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// closedByClient reports whether err is pulsar-client-go's refusal to serve
+// a closed or closing consumer (it has no sentinel for it; the phrase is
+// the same in every refusal of that kind).
+func closedByClient(err error) bool {
+	return strings.Contains(err.Error(), "closing or closed consumer")
 }
 
 // next returns the consumer's next message. When none is waiting and some

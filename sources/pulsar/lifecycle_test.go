@@ -117,9 +117,8 @@ func TestConsumerClosedRestarts(t *testing.T) {
 		Logger: testLogger(),
 		// A window larger than the topic: while the handler is blocked the
 		// stage still has permits, so its consumer is waiting on the client
-		// (where a closed consumer shows) rather than on the stage. A
-		// consumer closed while its stage has no permits is noticed when
-		// permits come back.
+		// (where a closed consumer shows at once) rather than on the stage.
+		// TestConsumerClosedWithoutPermitsNoticed covers the other case.
 		Producer:   producer.Options[[]byte]{Source: src, Flow: producer.Flow{Initial: 1000}, Restart: producer.Restart{Backoff: 20 * time.Millisecond}},
 		Processors: processor.Options[[]byte, []byte]{Concurrency: 1, Handle: handle},
 	})
@@ -279,5 +278,72 @@ func TestDrain(t *testing.T) {
 		if counts[w] != 1 {
 			t.Errorf("%s handled %d times across the two runs, want 1", w, counts[w])
 		}
+	}
+}
+
+// A consumer closed while its stage has no permits (the processors are
+// stuck and the stage holds the whole window) is noticed while they are
+// still stuck: the stage fails and its consumers are replaced without
+// waiting for permits to come back, and nothing is lost.
+func TestConsumerClosedWithoutPermitsNoticed(t *testing.T) {
+	e := newEnv(t)
+	want := e.publish("starved", "m", 2000)
+	r := newReceived()
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	releaseAll := func() { releaseOnce.Do(func() { close(release) }) }
+	handle := func(ctx context.Context, m *message.Message[[]byte]) ([]byte, error) {
+		<-release
+		r.add(m)
+		return m.Data, nil
+	}
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"starved"}, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
+	p, err := pipeline.New(pipeline.Options[[]byte, []byte]{
+		Name:       "starved",
+		Logger:     testLogger(),
+		Producer:   producer.Options[[]byte]{Source: src, Flow: producer.Flow{Initial: 10}, Restart: producer.Restart{Backoff: 20 * time.Millisecond}},
+		Processors: processor.Options[[]byte, []byte]{Concurrency: 1, Handle: handle},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = p.Stop(ctx)
+	}()
+	defer releaseAll() // before the stop, even when the test fails
+	// The stage is out of permits once the broker stops dispatching: the
+	// client's queue, its channel, the stage buffer and the processors'
+	// input are full.
+	var last int64 = -1
+	stable := 0
+	waitFor(t, "dispatch to stop while the handler is stuck", func() bool {
+		cs := e.broker.Consumers("starved", "sub")
+		if len(cs) != 1 {
+			return false
+		}
+		if cs[0].Dispatched == last {
+			stable++
+		} else {
+			last, stable = cs[0].Dispatched, 0
+		}
+		return stable >= 20 // 200 ms without a dispatch
+	})
+	if last >= int64(len(want)) {
+		t.Fatalf("the broker dispatched all %d messages; the stage never ran out of permits", last)
+	}
+	if !src.CloseConsumerForTest() {
+		t.Fatal("no open consumer to close")
+	}
+	waitFor(t, "the closed consumer to be noticed while the handler is stuck", func() bool { return src.Stats().Replaced == 1 })
+	releaseAll()
+	waitFor(t, "every message handled", func() bool { return r.distinct() == len(want) })
+	waitFor(t, "the backlog to empty", func() bool { return e.broker.Backlog("starved", "sub") == 0 })
+	if err := p.Err(); err != nil {
+		t.Errorf("pipeline error after a restart: %v", err)
 	}
 }
