@@ -287,30 +287,7 @@ func runBoulevard(cfg config, t *tally) error {
 	if cfg.Prealloc {
 		src.slab = t.blvdSlab[:cfg.N]
 	}
-	p, err := pipeline.New(pipeline.Options[uint64, uint64]{
-		Name:     "compare",
-		Producer: producer.Options[uint64]{Source: src, Flow: cfg.flow()},
-		Processors: processor.Options[uint64, uint64]{
-			Concurrency: cfg.Processors,
-			MaxDemand:   cfg.demand(),
-			Handle: func(_ context.Context, m *message.Message[uint64]) (uint64, error) {
-				return transform(m.Data), nil
-			},
-		},
-		Batchers: []batcher.Options[uint64]{{
-			Name:         message.DefaultBatcher,
-			BatchSize:    cfg.BatchSize,
-			BatchTimeout: cfg.Timeout,
-			Handle: func(_ context.Context, batch []*message.Message[uint64], _ message.BatchInfo) error {
-				var s uint64
-				for _, m := range batch {
-					s += m.Data
-				}
-				t.handled(s, len(batch))
-				return nil
-			},
-		}},
-	})
+	p, err := pipeline.New(batchingOptions("compare", src, cfg, t))
 	if err != nil {
 		return err
 	}
@@ -332,6 +309,36 @@ type handMsg struct {
 // handAcker receives the outcome of a batch in one call.
 type handAcker interface {
 	Ack(batch []*handMsg)
+}
+
+// batchingOptions is the comparison's Boulevard pipeline from src on: the
+// processors transform each payload, one batcher groups them by
+// cfg.BatchSize, and the batch handler sums the batch into t.
+func batchingOptions(name string, src producer.Source[uint64], cfg config, t *tally) pipeline.Options[uint64, uint64] {
+	return pipeline.Options[uint64, uint64]{
+		Name:     name,
+		Producer: producer.Options[uint64]{Source: src, Flow: cfg.flow()},
+		Processors: processor.Options[uint64, uint64]{
+			Concurrency: cfg.Processors,
+			MaxDemand:   cfg.demand(),
+			Handle: func(_ context.Context, m *message.Message[uint64]) (uint64, error) {
+				return transform(m.Data), nil
+			},
+		},
+		Batchers: []batcher.Options[uint64]{{
+			Name:         message.DefaultBatcher,
+			BatchSize:    cfg.BatchSize,
+			BatchTimeout: cfg.Timeout,
+			Handle: func(_ context.Context, batch []*message.Message[uint64], _ message.BatchInfo) error {
+				var s uint64
+				for _, m := range batch {
+					s += m.Data
+				}
+				t.handled(s, len(batch))
+				return nil
+			},
+		}},
+	}
 }
 
 type handTally struct{ t *tally }

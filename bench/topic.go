@@ -34,8 +34,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/boulevard-go/boulevard/batcher"
-	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
@@ -137,30 +135,7 @@ func runBoulevardTopic(cfg config, t *tally) (err error) {
 	}
 	defer tsrc.Close(ctx)
 
-	b, err := pipeline.New(pipeline.Options[uint64, uint64]{
-		Name:     "compare-b",
-		Producer: producer.Options[uint64]{Source: tsrc, Flow: cfg.flow()},
-		Processors: processor.Options[uint64, uint64]{
-			Concurrency: cfg.Processors,
-			MaxDemand:   cfg.demand(),
-			Handle: func(_ context.Context, m *message.Message[uint64]) (uint64, error) {
-				return transform(m.Data), nil
-			},
-		},
-		Batchers: []batcher.Options[uint64]{{
-			Name:         message.DefaultBatcher,
-			BatchSize:    cfg.BatchSize,
-			BatchTimeout: cfg.Timeout,
-			Handle: func(_ context.Context, batch []*message.Message[uint64], _ message.BatchInfo) error {
-				var s uint64
-				for _, m := range batch {
-					s += m.Data
-				}
-				t.handled(s, len(batch))
-				return nil
-			},
-		}},
-	})
+	b, err := pipeline.New(batchingOptions("compare-b", tsrc, cfg, t))
 	if err != nil {
 		return err
 	}
