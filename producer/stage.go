@@ -38,11 +38,12 @@ type Stage[T any] struct {
 	gate  *gate
 
 	mu       sync.Mutex
-	pending  []entry[T]
+	pending  []entry[T] // pending[head:] wait to be dispatched, in delivery order
+	head     int
 	finished bool
 	running  bool          // inside a Run call: feeds may be registered
-	busy     bool          // the dispatcher holds messages taken from pending
-	idle     chan struct{} // closed when pending is empty and !busy
+	busy     bool          // the dispatcher holds a chunk taken from pending
+	idle     chan struct{} // closed when nothing is queued and !busy
 	feeds    []*Feed[T]
 	wake     chan struct{}
 }
@@ -69,8 +70,11 @@ func (s *Stage[T]) Flow() Flow { return s.flow }
 func (s *Stage[T]) Buffered() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.pending)
+	return s.queuedLocked()
 }
+
+// queuedLocked is the number of messages waiting in the stage buffer.
+func (s *Stage[T]) queuedLocked() int { return len(s.pending) - s.head }
 
 // NewFeed registers one flow-controlled consumer of the source (a Pulsar
 // consumer, a Kafka partition, …) under name, and grants it Flow.Initial
@@ -160,17 +164,21 @@ func (s *Stage[T]) finish() {
 // dispatch moves buffered messages to the output until the source has
 // finished and the buffer is empty, or until ctx (the pipeline's hard-stop
 // context) is cancelled, in which case what is left stays unacknowledged.
+//
+// It takes the buffer one chunk (at most dispatchChunk messages) at a time,
+// so that everything but the chunk being handed over stays in the buffer,
+// where Feed.Withdraw can still remove it.
 func (s *Stage[T]) dispatch(ctx context.Context) {
-	var work []entry[T]
+	chunk := make([]entry[T], 0, dispatchChunk)
 	msgs := make([]*message.Message[T], 0, dispatchChunk)
 	for {
 		s.mu.Lock()
 		s.busy = false
-		if len(s.pending) == 0 && s.idle != nil {
+		if s.queuedLocked() == 0 && s.idle != nil {
 			close(s.idle)
 			s.idle = nil
 		}
-		for len(s.pending) == 0 {
+		for s.queuedLocked() == 0 {
 			if s.finished {
 				s.mu.Unlock()
 				return
@@ -183,45 +191,105 @@ func (s *Stage[T]) dispatch(ctx context.Context) {
 			}
 			s.mu.Lock()
 		}
-		work, s.pending = s.pending, work[:0]
-		s.busy = true
+		want := min(dispatchChunk, s.queuedLocked())
 		s.mu.Unlock()
 
-		for i := 0; i < len(work); {
-			if ctx.Err() != nil {
-				// Hard stop: an Output with room may accept messages even
-				// with a cancelled ctx, so do not offer them.
-				s.leftBehind(len(work) - i)
-				return
-			}
-			n, err := s.gate.take(ctx, min(dispatchChunk, len(work)-i))
-			if err != nil {
-				s.leftBehind(len(work) - i)
-				return
-			}
-			msgs = msgs[:0]
-			for _, e := range work[i : i+n] {
-				msgs = append(msgs, e.msg)
-			}
-			k, err := s.out.Publish(ctx, msgs)
-			if err == nil {
-				s.charge(work[i : i+n])
-			} else {
-				// Stopping: which messages an Output took before failing
-				// need not be a prefix, and no feed will be refilled.
-				s.leftBehind(len(work) - i - k)
-				return
-			}
-			i += n
+		if ctx.Err() != nil {
+			// Hard stop: an Output with room may accept messages even
+			// with a cancelled ctx, so do not offer them.
+			s.leftBehind(0)
+			return
 		}
-		clear(work)
-		clear(msgs[:cap(msgs)])
+		n, err := s.gate.take(ctx, want)
+		if err != nil {
+			s.leftBehind(0)
+			return
+		}
+		// Take at most n: the buffer may have shrunk meanwhile
+		// (Feed.Withdraw), never grown at its front.
+		s.mu.Lock()
+		k := min(n, s.queuedLocked())
+		chunk = append(chunk[:0], s.pending[s.head:s.head+k]...)
+		s.take(k)
+		s.busy = k > 0
+		s.mu.Unlock()
+		if k == 0 {
+			continue
+		}
+		msgs = msgs[:0]
+		for _, e := range chunk {
+			msgs = append(msgs, e.msg)
+		}
+		if ctx.Err() != nil {
+			s.leftBehind(len(chunk))
+			return
+		}
+		got, err := s.out.Publish(ctx, msgs)
+		if err != nil {
+			// Stopping: which messages an Output took before failing
+			// need not be a prefix, and no feed will be refilled.
+			s.leftBehind(len(chunk) - got)
+			return
+		}
+		s.charge(chunk)
+		clear(chunk)
+		clear(msgs)
 	}
+}
+
+// take removes the first k queued entries (already copied out) from the
+// buffer. The caller holds s.mu.
+func (s *Stage[T]) take(k int) {
+	clear(s.pending[s.head : s.head+k])
+	s.head += k
+	switch {
+	case s.head == len(s.pending):
+		s.pending, s.head = s.pending[:0], 0
+	case s.head >= 4*dispatchChunk && s.head >= len(s.pending)/2:
+		// Move the rest to the front, so the buffer does not creep
+		// through ever new arrays; amortised O(1) per entry.
+		n := copy(s.pending, s.pending[s.head:])
+		clear(s.pending[n:])
+		s.pending, s.head = s.pending[:n], 0
+	}
+}
+
+// withdraw removes f's queued entries, keeping the others in order, and
+// appends the removed messages to dst.
+func (s *Stage[T]) withdraw(f *Feed[T], collect bool, dst []*message.Message[T]) ([]*message.Message[T], int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.pending[s.head:]
+	kept, removed := 0, 0
+	for i := range q {
+		if q[i].feed == f {
+			if collect {
+				dst = append(dst, q[i].msg)
+			}
+			removed++
+			continue
+		}
+		q[kept] = q[i]
+		kept++
+	}
+	if removed == 0 {
+		return dst, 0
+	}
+	clear(q[kept:])
+	s.pending = s.pending[:s.head+kept]
+	if kept == 0 {
+		s.pending, s.head = s.pending[:0], 0
+		if !s.busy && s.idle != nil {
+			close(s.idle)
+			s.idle = nil
+		}
+	}
+	return dst, removed
 }
 
 func (s *Stage[T]) leftBehind(n int) {
 	s.mu.Lock()
-	n += len(s.pending)
+	n += s.queuedLocked()
 	s.mu.Unlock()
 	if n > 0 {
 		s.log.Warn("producer stage stopped before dispatching every buffered message; they stay unacknowledged",
@@ -294,7 +362,7 @@ func (s *Stage[T]) run(ctx context.Context, src Source[T], rs Restart) error {
 // waitIdle waits until every delivered message has left the stage buffer.
 func (s *Stage[T]) waitIdle(ctx context.Context) error {
 	s.mu.Lock()
-	for len(s.pending) > 0 || s.busy {
+	for s.queuedLocked() > 0 || s.busy {
 		if s.idle == nil {
 			s.idle = make(chan struct{})
 		}
@@ -347,6 +415,7 @@ type Feed[T any] struct {
 	granted       atomic.Int64
 	delivered     atomic.Int64
 	dispatched    atomic.Int64
+	withdrawn     atomic.Int64
 }
 
 // Name is the name the feed was registered with.
@@ -425,7 +494,7 @@ func (f *Feed[T]) Deliver(msgs ...*message.Message[T]) {
 			slog.String("feed", f.name), slog.Int("messages", len(msgs)))
 		return
 	}
-	d := f.delivered.Add(int64(len(msgs)))
+	d := f.delivered.Add(int64(len(msgs))) - f.withdrawn.Load()
 	if over := d - f.granted.Load(); over > 0 {
 		for cur := f.overdelivered.Load(); over > cur && !f.overdelivered.CompareAndSwap(cur, over); cur = f.overdelivered.Load() {
 		}
@@ -437,9 +506,41 @@ func (f *Feed[T]) Deliver(msgs ...*message.Message[T]) {
 	f.stage.deliver(f, msgs)
 }
 
+// Withdraw removes the feed's messages that still wait in the stage buffer
+// (delivered, not yet handed to the processors) and returns how many it
+// removed. It is for a consumer that loses the right to have its messages
+// handled, such as a Kafka partition revoked by a rebalance: the broker
+// delivers them again to the next owner.
+//
+// Withdrawn messages are never dispatched and get no outcome (their
+// acknowledger is not called for them). They are not charged: the permits
+// they used count as unused, so the source may deliver that many messages
+// again without a new grant (with a pull-model feed, Acquire does not hand
+// them out again; the source keeps the count Withdraw returns). The messages
+// the stage is handing to the processors at that moment (at most one chunk
+// of 64) are past withdrawing and are dispatched as usual; so are the
+// messages delivered after Withdraw returns. Withdraw works on open and
+// closed feeds and is safe to call from any goroutine.
+func (f *Feed[T]) Withdraw() int {
+	_, n := f.stage.withdraw(f, false, nil)
+	f.withdrawn.Add(int64(n))
+	return n
+}
+
+// WithdrawAppend is Withdraw that also appends the withdrawn messages to
+// dst, in the order they were delivered, and returns the extended slice
+// (dst itself when nothing was withdrawn). A source uses them to learn which
+// positions it must fetch again.
+func (f *Feed[T]) WithdrawAppend(dst []*message.Message[T]) []*message.Message[T] {
+	dst, n := f.stage.withdraw(f, true, dst)
+	f.withdrawn.Add(int64(n))
+	return dst
+}
+
 // Close stops the feed from receiving further grants, for a consumer that
 // ends before Run returns; a grant in progress finishes first. Messages it
-// already delivered are still dispatched. Close is idempotent.
+// already delivered are still dispatched, unless the source withdraws them
+// first (Withdraw). Close is idempotent.
 func (f *Feed[T]) Close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -463,6 +564,9 @@ type FeedStats struct {
 	Delivered int
 	// Dispatched is the number of messages that left the stage buffer.
 	Dispatched int
+	// Withdrawn is the number of messages the source took back out of the
+	// stage buffer with Withdraw; they were neither dispatched nor charged.
+	Withdrawn int
 	// Overdelivered is the most messages the source was ever ahead of its
 	// grants (delivered minus granted, at the time of a delivery): 0 for a
 	// source that honours the window.
@@ -476,6 +580,7 @@ func (f *Feed[T]) Stats() FeedStats {
 		Granted:    int(f.granted.Load()),
 		Delivered:  int(f.delivered.Load()),
 		Dispatched: int(f.dispatched.Load()),
+		Withdrawn:  int(f.withdrawn.Load()),
 	}
 	st.Overdelivered = int(f.overdelivered.Load())
 	return st

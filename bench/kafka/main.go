@@ -15,16 +15,33 @@
 //     payload unchanged; every message is acknowledged and its offset
 //     committed through the source's checkpoint.
 //
-// A run ends when every record has been handled; its time includes joining
-// the group. It prints records/s of both, the ratio, and the peak Go heap
-// above the baseline measured after seeding (runtime/metrics, sampled every
-// 5ms), which shows whether consumer memory grows with the backlog. The
-// cluster keeps the backlog in memory, hence the baseline subtraction.
+// Both sides get the same sarama configuration (saramaConfig); the source
+// then sets the fields it owns (auto-commit, initial offset, returned errors,
+// and ChannelBufferSize: half the permit window, where the plain loop keeps
+// sarama's 256). Each run uses a fresh group on the same topic. Every size
+// starts with -warmup unmeasured rounds; then each round runs both sides,
+// alternating which goes first, and the medians over -rounds are reported.
+//
+// A run ends when every record has been handled; its rate is taken from the
+// first to the last record handled, so joining the group is not counted. It
+// prints records/s of both, the ratio, the peak Go heap above the baseline
+// measured after seeding (runtime/metrics, sampled every 5ms), which shows
+// whether consumer memory grows with the backlog, and the process CPU time
+// (user + system, GC included) per record, which is steadier than the rate
+// on a shared machine. The cluster keeps the backlog in memory, hence the
+// child process and the baseline subtraction.
+//
+// -window, -processors, -maxdemand and -unordered set the Boulevard side's
+// permit window, processor count, processor chunk size and ordering.
+// -cpuprofile profiles the whole run; samples carry a pprof label
+// side=plain|boulevard (-tagfocus side=boulevard). -memprofile writes an
+// allocation profile.
 //
 // Usage (from the bench directory):
 //
 //	go run ./kafka
-//	go run ./kafka -n 100000,1000000 -rounds 3
+//	go run ./kafka -n 100000,1000000 -rounds 5
+//	go run ./kafka -window 512 -maxdemand 64 -cpuprofile cpu.out
 package main
 
 import (
@@ -44,6 +61,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -64,10 +82,18 @@ type config struct {
 	Partitions int
 	RecordSize int
 	Rounds     int
-	Timeout    time.Duration
+	// Warmup rounds are run before the measured ones and not counted.
+	Warmup  int
+	Timeout time.Duration
 	// Window is the pipeline's permit window per partition
 	// (producer.Flow.Initial); 0 keeps the default (100).
 	Window int
+	// Processors and MaxDemand are the pipeline's processor options; 0
+	// keeps the defaults (GOMAXPROCS and 10).
+	Processors, MaxDemand int
+	// Unordered sets the source's Unordered option (no per-partition
+	// order: messages are balanced over the processors).
+	Unordered bool
 }
 
 func main() {
@@ -77,8 +103,13 @@ func main() {
 	flag.IntVar(&cfg.Partitions, "partitions", 6, "partitions of the topic")
 	flag.IntVar(&cfg.RecordSize, "size", 100, "record value size in bytes")
 	flag.IntVar(&cfg.Rounds, "rounds", 5, "runs of each side per size (alternating which goes first; medians reported)")
+	flag.IntVar(&cfg.Warmup, "warmup", 1, "unmeasured rounds of each side per size before the measured ones")
 	flag.DurationVar(&cfg.Timeout, "timeout", 5*time.Minute, "give up a run after this long")
 	flag.IntVar(&cfg.Window, "window", 0, "Boulevard permit window per partition (producer.Flow.Initial); 0 = default 100")
+	flag.IntVar(&cfg.Processors, "processors", 0, "Boulevard processors (processor.Options.Concurrency); 0 = default GOMAXPROCS")
+	flag.IntVar(&cfg.MaxDemand, "maxdemand", 0, "Boulevard processor chunk size (processor.Options.MaxDemand); 0 = default 10")
+	flag.BoolVar(&cfg.Unordered, "unordered", false, "Boulevard source with Unordered: true (no per-partition order)")
+	memprofile := flag.String("memprofile", "", "write an allocation profile of the whole run to this file")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
 	if maybeServeCluster() {
@@ -108,6 +139,16 @@ func main() {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
+	if *memprofile != "" {
+		f, err := os.Create(*memprofile)
+		if err == nil {
+			err = errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
 }
 
 // result is one backlog size's figures.
@@ -115,12 +156,16 @@ type result struct {
 	N                  int
 	PlainRate, BlvRate float64 // records/s, medians
 	PlainHeap, BlvHeap uint64  // peak heap above baseline, bytes, max over rounds
+	PlainCPU, BlvCPU   float64 // process CPU ns per record, medians
 }
 
 func run(cfg config, out io.Writer) ([]result, error) {
-	fmt.Fprintf(out, "kfake, 3 brokers, %d partitions, %d-byte records, GOMAXPROCS %d, %d round(s), Boulevard window %d\n",
-		cfg.Partitions, cfg.RecordSize, runtime.GOMAXPROCS(0), cfg.Rounds, producer.Flow{Initial: cfg.Window}.WithDefaults().MaxWindow())
-	fmt.Fprintf(out, "%10s %14s %14s %7s %16s %16s\n", "records", "plain rec/s", "boulevard rec/s", "ratio", "plain peak heap", "blvd peak heap")
+	po := processor.Options[[]byte, []byte]{Concurrency: cfg.Processors, MaxDemand: cfg.MaxDemand}.WithDefaults()
+	fmt.Fprintf(out, "kfake, 3 brokers, %d partitions, %d-byte records, GOMAXPROCS %d, %d round(s), Boulevard window %d, %d processors, max demand %d, unordered %v\n",
+		cfg.Partitions, cfg.RecordSize, runtime.GOMAXPROCS(0), cfg.Rounds, producer.Flow{Initial: cfg.Window}.WithDefaults().MaxWindow(),
+		po.Concurrency, po.MaxDemand, cfg.Unordered)
+	fmt.Fprintf(out, "%10s %14s %14s %7s %16s %16s %10s %10s\n", "records", "plain rec/s", "boulevard rec/s", "ratio",
+		"plain peak heap", "blvd peak heap", "plain cpu", "blvd cpu")
 	var results []result
 	for _, n := range cfg.Sizes {
 		r, err := runSize(cfg, n)
@@ -128,8 +173,8 @@ func run(cfg config, out io.Writer) ([]result, error) {
 			return results, err
 		}
 		results = append(results, r)
-		fmt.Fprintf(out, "%10d %14.0f %14.0f %6.1f%% %13.1f MiB %13.1f MiB\n", n, r.PlainRate, r.BlvRate,
-			100*r.BlvRate/r.PlainRate, mib(r.PlainHeap), mib(r.BlvHeap))
+		fmt.Fprintf(out, "%10d %14.0f %14.0f %6.1f%% %13.1f MiB %13.1f MiB %7.0f ns %7.0f ns\n", n, r.PlainRate, r.BlvRate,
+			100*r.BlvRate/r.PlainRate, mib(r.PlainHeap), mib(r.BlvHeap), r.PlainCPU, r.BlvCPU)
 	}
 	return results, nil
 }
@@ -223,34 +268,40 @@ func runSize(cfg config, n int) (result, error) {
 		return result{}, err
 	}
 	r := result{N: n}
-	var plain, blv []float64
+	var plain, blv, plainCPU, blvCPU []float64
 	type side struct {
-		name  string
-		fn    func(ctx context.Context, cfg config, brokers []string, group string, c *clock) error
-		rates *[]float64
-		heap  *uint64
+		name       string
+		fn         func(ctx context.Context, cfg config, brokers []string, group string, c *clock) error
+		rates, cpu *[]float64
+		heap       *uint64
 	}
 	sides := []side{
-		{"plain", runPlain, &plain, &r.PlainHeap},
-		{"boulevard", runBoulevard, &blv, &r.BlvHeap},
+		{"plain", runPlain, &plain, &plainCPU, &r.PlainHeap},
+		{"boulevard", runBoulevard, &blv, &blvCPU, &r.BlvHeap},
 	}
-	for round := range cfg.Rounds {
+	for round := -cfg.Warmup; round < cfg.Rounds; round++ {
 		// Alternate which side goes first: the second run of a round finds
-		// the cluster warmer and the heap in another state.
+		// the cluster warmer and the heap in another state. Warm-up rounds
+		// (negative) are run the same way and not counted.
 		order := sides
-		if round%2 == 1 {
+		if (round+cfg.Warmup)%2 == 1 {
 			order = []side{sides[1], sides[0]}
 		}
 		for _, side := range order {
-			rate, heap, err := measure(cfg, side.fn, cluster.addrs, fmt.Sprintf("%s-%d", side.name, round), n)
+			m, err := measure(cfg, side.fn, cluster.addrs, fmt.Sprintf("%s-%d", side.name, round+cfg.Warmup), n)
 			if err != nil {
 				return r, fmt.Errorf("%s, %d records: %w", side.name, n, err)
 			}
-			*side.rates = append(*side.rates, rate)
-			*side.heap = max(*side.heap, heap)
+			if round < 0 {
+				continue
+			}
+			*side.rates = append(*side.rates, m.rate)
+			*side.cpu = append(*side.cpu, m.cpuPerRecord)
+			*side.heap = max(*side.heap, m.heap)
 		}
 	}
 	r.PlainRate, r.BlvRate = median(plain), median(blv)
+	r.PlainCPU, r.BlvCPU = median(plainCPU), median(blvCPU)
 	return r, nil
 }
 
@@ -332,10 +383,19 @@ func (c *clock) check(side string) error {
 	return nil
 }
 
+// measurement is one run of one side.
+type measurement struct {
+	rate         float64 // records/s, first to last record handled
+	cpuPerRecord float64 // process CPU time (user+system) per record, ns
+	heap         uint64  // peak live heap above the baseline, bytes
+}
+
 // measure runs fn once and returns its records/s (from the first to the last
-// record handled, so joining the group is not counted) and its peak live heap
-// above the baseline taken just before.
-func measure(cfg config, fn func(context.Context, config, []string, string, *clock) error, brokers []string, group string, n int) (float64, uint64, error) {
+// record handled, so joining the group is not counted), the CPU time the
+// process spent per record (the cluster runs in another process, so this is
+// the consumer's own cost, GC included) and its peak live heap above the
+// baseline taken just before.
+func measure(cfg config, fn func(context.Context, config, []string, string, *clock) error, brokers []string, group string, n int) (measurement, error) {
 	samples := []metrics.Sample{{Name: liveHeap}}
 	runtime.GC()
 	runtime.GC()
@@ -361,18 +421,38 @@ func measure(cfg config, fn func(context.Context, config, []string, string, *clo
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
 	defer cancel()
 	c := newClock(n)
-	err := fn(ctx, cfg, brokers, group, c)
+	cpu0 := cpuTime()
+	var err error
+	// The side's goroutines (sarama's included) inherit the label, so a
+	// -cpuprofile can be split with -tagfocus side=plain|boulevard.
+	pprof.Do(ctx, pprof.Labels("side", strings.SplitN(group, "-", 2)[0]), func(ctx context.Context) {
+		err = fn(ctx, cfg, brokers, group, c)
+	})
+	cpu := cpuTime() - cpu0
 	close(stop)
 	wg.Wait()
 	if err != nil {
-		return 0, 0, err
+		return measurement{}, err
 	}
 	p := peak.Load()
 	if p < base {
 		p = base
 	}
 	elapsed := time.Duration(c.last.Load() - c.first.Load())
-	return float64(n-1) / elapsed.Seconds(), p - base, nil
+	return measurement{
+		rate:         float64(n-1) / elapsed.Seconds(),
+		cpuPerRecord: float64(cpu.Nanoseconds()) / float64(n),
+		heap:         p - base,
+	}, nil
+}
+
+// cpuTime is the user and system CPU time the process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func saramaConfig() *sarama.Config {
@@ -442,6 +522,7 @@ func runBoulevard(ctx context.Context, cfg config, brokers []string, group strin
 		GroupID:       group,
 		Topics:        []string{topic},
 		InitialOffset: kafka.OffsetEarliest,
+		Unordered:     cfg.Unordered,
 		Config:        saramaConfig(),
 	})
 	if err != nil {
@@ -451,6 +532,8 @@ func runBoulevard(ctx context.Context, cfg config, brokers []string, group strin
 		Name:     "bench",
 		Producer: producer.Options[[]byte]{Source: src, Flow: producer.Flow{Initial: cfg.Window}},
 		Processors: processor.Options[[]byte, []byte]{
+			Concurrency: cfg.Processors,
+			MaxDemand:   cfg.MaxDemand,
 			Handle: func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
 				c.tick()
 				return m.Data, nil

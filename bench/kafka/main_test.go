@@ -20,18 +20,19 @@ func TestMain(m *testing.M) {
 
 // Checks: on a small backlog both sides read every record (a side that
 // misses one fails the run) and the report has one line per size with both
-// rates and heaps.
+// rates, heaps and CPU costs per record.
 func TestSmallRunReportsBothSides(t *testing.T) {
 	var out bytes.Buffer
 	res, err := run(config{Sizes: []int{3000}, Partitions: 3, RecordSize: 50, Rounds: 1, Timeout: time.Minute}, &out)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	if len(res) != 1 || res[0].N != 3000 || res[0].PlainRate <= 0 || res[0].BlvRate <= 0 {
+	if len(res) != 1 || res[0].N != 3000 || res[0].PlainRate <= 0 || res[0].BlvRate <= 0 ||
+		res[0].PlainCPU <= 0 || res[0].BlvCPU <= 0 {
 		t.Fatalf("unexpected results %+v", res)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 3 || !strings.Contains(lines[2], "3000") || !strings.Contains(lines[2], "%") {
+	if len(lines) != 3 || !strings.Contains(lines[2], "3000") || !strings.Contains(lines[2], "%") || strings.Count(lines[2], " ns") != 2 {
 		t.Fatalf("unexpected report:\n%s", out.String())
 	}
 }

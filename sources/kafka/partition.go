@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/IBM/sarama"
 
@@ -101,10 +102,18 @@ func (p *partition) grant(n int) {
 	signal(p.grantCh)
 }
 
-// slotBlock is how many slots are allocated at once.
-const slotBlock = 16
+// slotBlockBytes is the size of one block of slots: 8 KiB less the
+// allocator's header, so that a block fills a small-object size class
+// without waste (a block above 32 KiB would be a slower, zeroed large-object
+// allocation).
+const slotBlockBytes = 8192 - 8
 
-// slot is a message and its metadata, allocated in blocks.
+// slotBlock is how many slots are allocated at once.
+const slotBlock = slotBlockBytes / int(unsafe.Sizeof(slot{}))
+
+// slot is a message and its metadata, allocated in blocks: one allocation
+// per slotBlock messages, and the metadata is stored by value beside its
+// message.
 type slot struct {
 	msg message.Message[[]byte]
 	md  Metadata
@@ -147,8 +156,12 @@ func (m *member) consumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Con
 	}
 	r.run()
 
-	// Stop dispatching: nothing more is delivered, the read-ahead is
-	// dropped (the next owner fetches it again).
+	// Stop dispatching: nothing more is delivered, what still waits in the
+	// stage buffer is withdrawn and the read-ahead is dropped (the next
+	// owner fetches them again).
+	if n := r.withdraw(); n > 0 {
+		log.Debug("kafka partition withdrew its undispatched messages", slog.Int("messages", n))
+	}
 	p.feed.Close()
 	r.closeOwn()
 	p.release(log)
@@ -199,7 +212,8 @@ type reader struct {
 	ownErrors <-chan *sarama.ConsumerError
 	paused    bool
 
-	q    []*sarama.ConsumerMessage
+	q    []*sarama.ConsumerMessage // read ahead, a window over qbuf
+	qbuf []*sarama.ConsumerMessage
 	msgs []*message.Message[[]byte]
 }
 
@@ -263,7 +277,8 @@ func (r *reader) run() {
 	p := r.p
 	window := p.m.stage.Flow().MaxWindow()
 	limit := window
-	r.q = make([]*sarama.ConsumerMessage, 0, window)
+	r.qbuf = make([]*sarama.ConsumerMessage, 0, 2*window)
+	r.q = r.qbuf
 	r.msgs = make([]*message.Message[[]byte], 0, window)
 	sessDone := p.sess.Context().Done()
 	drainCh := p.m.drainCh
@@ -274,8 +289,7 @@ func (r *reader) run() {
 	defer stall.Stop()
 	for {
 		if draining {
-			clear(r.q)
-			r.q = r.q[:0]
+			r.consume(len(r.q))
 		} else if len(r.q) > 0 {
 			if n := min(int64(len(r.q)), p.permits.Load()); n > 0 {
 				p.permits.Add(-n)
@@ -378,54 +392,107 @@ func (r *reader) fill(src <-chan *sarama.ConsumerMessage, limit int) {
 func (r *reader) deliver(n int) {
 	p := r.p
 	recs := r.q[:n]
-	nh := 0
-	for _, rec := range recs {
-		nh += len(rec.Headers)
-	}
 	var slots []slot
 	var hdrs []Header
-	if nh > 0 {
-		hdrs = make([]Header, 0, nh)
-	}
 	r.msgs = r.msgs[:0]
-	p.mu.Lock()
 	for i, rec := range recs {
 		if len(slots) == 0 {
-			// Small blocks: one allocation per slotBlock messages, in a
-			// small-object size class (a large block would be a slower,
-			// zeroed large-object allocation).
+			// Blocks do not outlive the delivery: a block kept for the
+			// next one would keep its used slots' records (and their
+			// fetch buffers) alive after they were handled.
 			slots = make([]slot, min(slotBlock, n-i))
 		}
 		s := &slots[0]
 		slots = slots[1:]
-		p.cp.Track(uint64(rec.Offset))
-		s.md = Metadata{
-			Topic:        p.topic,
-			Partition:    p.part,
-			Offset:       rec.Offset,
-			Key:          rec.Key,
-			Timestamp:    rec.Timestamp,
-			GenerationID: p.generation,
-			MemberID:     p.memberID,
-		}
+		// The slot is fresh (zeroed): set the fields one by one rather
+		// than copy whole structs, which costs bulk write barriers while
+		// the GC runs.
+		md := &s.md
+		md.Topic = p.topic
+		md.Partition = p.part
+		md.Offset = rec.Offset
+		md.Key = rec.Key
+		md.Timestamp = rec.Timestamp
+		md.GenerationID = p.generation
+		md.MemberID = p.memberID
 		if len(rec.Headers) > 0 {
+			if hdrs == nil {
+				// One array for the headers of this delivery.
+				nh := 0
+				for _, rec := range recs[i:] {
+					nh += len(rec.Headers)
+				}
+				hdrs = make([]Header, 0, nh)
+			}
 			start := len(hdrs)
 			for _, h := range rec.Headers {
 				hdrs = append(hdrs, Header{Key: h.Key, Value: h.Value})
 			}
-			s.md.Headers = hdrs[start:len(hdrs):len(hdrs)]
+			md.Headers = hdrs[start:len(hdrs):len(hdrs)]
 		}
 		s.msg.Init(rec.Value, p, uint64(rec.Offset))
-		s.msg.Metadata = &s.md
+		s.msg.Metadata = md
 		s.msg.SetPartitionKey(p.key)
 		r.msgs = append(r.msgs, &s.msg)
+	}
+	// Track the offsets in one short critical section (acks of earlier
+	// messages take the same lock), before any of them can be acked.
+	p.mu.Lock()
+	for _, rec := range recs {
+		p.cp.Track(uint64(rec.Offset))
 	}
 	p.mu.Unlock()
 	p.feed.Deliver(r.msgs...)
 	clear(r.msgs)
-	rest := copy(r.q, r.q[n:])
-	clear(r.q[rest:])
-	r.q = r.q[:rest]
+	r.consume(n)
+}
+
+// consume drops the first n queued records. The queue is a window over qbuf
+// that moves forward; it goes back to the start of qbuf when it is empty, or
+// is copied there once it nears the end of qbuf, so records are not shifted
+// on every delivery.
+func (r *reader) consume(n int) {
+	clear(r.q[:n])
+	r.q = r.q[n:]
+	switch {
+	case len(r.q) == 0:
+		r.q = r.qbuf[:0]
+	case cap(r.q) < cap(r.qbuf)/2 && len(r.q) <= cap(r.qbuf)/2:
+		// Disjoint: r.q starts beyond the first half of qbuf (or is an
+		// array of its own after the read-ahead outgrew qbuf).
+		k := copy(r.qbuf[:cap(r.qbuf)], r.q)
+		clear(r.q)
+		r.q = r.qbuf[:k]
+	}
+}
+
+// withdraw takes the claim's messages that are still in the stage buffer
+// back out, forgets their offsets (the claim no longer waits for them, and
+// they are fetched again: by the next owner, or by the claim after a rewind)
+// and returns their permits to the claim. It reports how many it withdrew.
+func (r *reader) withdraw() int {
+	p := r.p
+	w := p.feed.WithdrawAppend(r.msgs[:0])
+	if len(w) == 0 {
+		return 0
+	}
+	_, low, _ := w[0].Acknowledger()
+	for _, m := range w[1:] {
+		if _, id, _ := m.Acknowledger(); id < low {
+			low = id
+		}
+	}
+	n := len(w)
+	clear(w)
+	r.msgs = w[:0]
+	p.mu.Lock()
+	p.cp.Truncate(low)
+	if p.cp.Pending() == 0 {
+		signal(p.settled)
+	}
+	p.mu.Unlock()
+	p.permits.Add(int64(n))
+	return n
 }
 
 // redeliver rewinds the partition to the lowest failed offset: what was
@@ -440,7 +507,10 @@ func (r *reader) redeliver() bool {
 	if at < 0 {
 		return true
 	}
-	r.q = r.q[:0]
+	// What was fetched after the failed message is dropped: the read-ahead,
+	// and what still waits in the stage buffer.
+	r.consume(len(r.q))
+	r.withdraw()
 	r.closeOwn()
 	r.paused = false
 	r.setPaused(true)

@@ -1,0 +1,116 @@
+package kafka_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/sources/kafka"
+)
+
+// Guarantee: when a partition is revoked, the records it had delivered but
+// that still waited in the producer stage buffer are withdrawn: the old
+// owner never handles them after the revoke (only what had already left the
+// stage buffer: the processor's queue, the message in the handler and the
+// chunk being handed over), and the new owners handle them, so nothing is
+// lost and nothing is committed unhandled.
+func TestRevokeWithdrawsBufferedRecords(t *testing.T) {
+	const (
+		parts   = 2
+		perPart = 400
+		window  = 300
+		// What had left A's stage buffer when the revoke came: the
+		// message in its only handler, its queue (64 with partition
+		// keys) and one dispatch chunk (64) blocked on that queue.
+		dispatched = 1 + 64 + 64
+	)
+	group := "g-withdraw"
+	c := newCluster(t, parts)
+	ends := produce(t, c, parts, 0, parts*perPart)
+
+	var mu sync.Mutex
+	fetched := map[int32]int64{} // highest fetch offset asked for, per partition
+	c.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, tp := range req.(*kmsg.FetchRequest).Topics {
+			for _, pp := range tp.Partitions {
+				fetched[pp.Partition] = max(fetched[pp.Partition], pp.FetchOffset)
+			}
+		}
+		return nil, nil, false
+	})
+
+	l := newLedger()
+	audit := auditCommits(c, group, l)
+	opts := sourceOptions(c, group)
+	opts.RevokeTimeout = time.Second
+
+	// A: one member, one processor stuck in its first message until
+	// release; it records the generation of every record it handles.
+	release := make(chan struct{})
+	stuck := make(chan struct{})
+	var stuckOnce sync.Once
+	firstGen := int32(-1)
+	byGen := map[int32]int{}
+	poA := pipelineOpts("a", newSource(t, opts), 1, l, func(m *message.Message[[]byte]) error {
+		md, _ := message.MetadataAs[*kafka.Metadata](m)
+		mu.Lock()
+		if firstGen < 0 {
+			firstGen = md.GenerationID
+		}
+		byGen[md.GenerationID]++
+		mu.Unlock()
+		stuckOnce.Do(func() { close(stuck) })
+		<-release
+		return nil
+	})
+	poA.Producer.Flow = producer.Flow{Initial: window}
+	poA.Processors.Concurrency = 1
+	poA.Processors.MaxDemand = 1
+	a := startPipeline(t, poA)
+	unblock := sync.OnceFunc(func() { close(release) })
+	defer unblock()
+
+	<-stuck
+	// A delivers a whole window per partition at once: wait until it has
+	// fetched that far, and a little more for the delivery itself.
+	waitFor(t, 10*time.Second, "A to fetch a window of each partition", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(fetched) == parts && fetched[0] >= window && fetched[1] >= window
+	})
+	time.Sleep(300 * time.Millisecond)
+
+	// B joins: the rebalance revokes both partitions from A.
+	b := startPipeline(t, pipelineOpts("b", newSource(t, opts), 1, l, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.WaitGroupInfo(ctx, group, func(gi *kfake.GroupInfo) bool {
+		return len(gi.Members) == 2 && gi.Members[0].NumAssigned() > 0 && gi.Members[1].NumAssigned() > 0
+	}); err != nil {
+		t.Fatalf("the group did not rebalance onto both members: %v", err)
+	}
+	unblock()
+	waitFor(t, 30*time.Second, "every record to be handled", func() bool { return l.covers(ends) })
+	waitFor(t, 10*time.Second, "the commits to reach the end", func() bool { return equalOffsets(committed(c, group), ends) })
+	stopPipeline(t, b)
+	stopPipeline(t, a)
+	audit.check(t)
+
+	mu.Lock()
+	defer mu.Unlock()
+	old := byGen[firstGen]
+	t.Logf("A handled %d records of its first generation (%d delivered per partition), %v by generation; %d duplicates overall",
+		old, window, byGen, l.duplicates())
+	if old > dispatched {
+		t.Fatalf("A handled %d records of the revoked claims; at most %d had left its stage buffer: the rest should have been withdrawn", old, dispatched)
+	}
+}
