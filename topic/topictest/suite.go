@@ -107,6 +107,8 @@ var cases = []testCase{
 	{"AckAllSubscriberLeaves", testAckAllLeaves},
 	// ack_mode all: an empty eligible set resolves at once as Nacked.
 	{"AckAllEmptyEligibleSet", testAckAllEmpty},
+	// ack_mode all: a second ack (or a nack) of one delivery by the same subscriber is refused and does not count toward the eligible set.
+	{"AckAllDuplicateAckCountsOnce", testAckAllDuplicateAck},
 	// ack_mode all is rejected at creation without propagation auto, without on_lag disconnect, and on mixed or balanced-only topics.
 	{"AckAllStartupRejections", testAckAllRejections},
 	// Stats: groups, broadcast subscribers, published, dropped, lagged, in-flight.
@@ -1407,4 +1409,23 @@ func testCapabilities(s *suite) {
 		_, err := s.broker.CreateTopic("undeclared", topic.Options{Mode: m}, s.backend)
 		isErr(t, "undeclared mode", err, topic.ErrUnsupportedMode)
 	}
+}
+
+func testAckAllDuplicateAck(s *suite) {
+	t := s.t
+	h := s.topic("t", ackAll(8))
+	a, b := s.sub(h, topic.Broadcast()), s.sub(h, topic.Broadcast())
+	p := s.tracked(h, topic.TrackedOptions{})
+	r, _ := p.Publish(ctxT(t), 1)
+	ia, ib := recvValue(t, a, 1), recvValue(t, b, 1)
+	if err := a.Ack(ia.ID); err != nil {
+		t.Fatal(err)
+	}
+	isErr(t, "second Ack by the same subscriber", a.Ack(ia.ID), topic.ErrMessageNotTracked)
+	isErr(t, "Nack after Ack by the same subscriber", a.Nack(ia.ID, nil), topic.ErrMessageNotTracked)
+	pending(t, r)
+	if err := b.Ack(ib.ID); err != nil {
+		t.Fatal(err)
+	}
+	expectResult(t, r, topic.Acked, nil)
 }
