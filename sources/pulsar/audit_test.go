@@ -1,0 +1,150 @@
+package pulsar_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
+	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
+)
+
+// With several topics, one consumer closed while its stage has no permits
+// fails the whole stage (not just its own receive loop): every consumer of
+// the stage is replaced and nothing of either topic is lost.
+func TestAuditClosedConsumerFailsMultiTopicStage(t *testing.T) {
+	e := newEnv(t)
+	topics := []string{"starved-a", "starved-b"}
+	var want []string
+	for _, tp := range topics {
+		want = append(want, e.publish(tp, tp, 300)...)
+	}
+	r := newReceived()
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	releaseAll := func() { releaseOnce.Do(func() { close(release) }) }
+	handle := func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
+		<-release
+		r.add(m)
+		return m.Data, nil
+	}
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: topics, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
+	p, err := pipeline.New(pipeline.Options[[]byte, []byte]{
+		Name:       "starved-multi",
+		Logger:     testLogger(),
+		Producer:   producer.Options[[]byte]{Source: src, Flow: producer.Flow{Initial: 10}, Restart: producer.Restart{Backoff: 20 * time.Millisecond}},
+		Processors: processor.Options[[]byte, []byte]{Concurrency: 1, Handle: handle},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = p.Stop(ctx)
+	}()
+	defer releaseAll()
+	// Both consumers run out of permits: dispatch stops on both topics.
+	last := map[string]int64{}
+	stable := 0
+	waitFor(t, "dispatch to stop on both topics", func() bool {
+		changed := false
+		for _, tp := range topics {
+			cs := e.broker.Consumers(tp, "sub")
+			if len(cs) != 1 || cs[0].Dispatched == 0 {
+				return false
+			}
+			if cs[0].Dispatched != last[tp] {
+				last[tp], changed = cs[0].Dispatched, true
+			}
+		}
+		if changed {
+			stable = 0
+		} else {
+			stable++
+		}
+		return stable >= 20
+	})
+	if !src.CloseConsumerForTest() {
+		t.Fatal("no open consumer to close")
+	}
+	waitFor(t, "the stage to replace both consumers while the handler is stuck", func() bool { return src.Stats().Replaced == int64(len(topics)) })
+	releaseAll()
+	waitFor(t, "every message of both topics handled", func() bool { return r.distinct() == len(want) })
+	for _, tp := range topics {
+		waitFor(t, "the backlog of "+tp+" to empty", func() bool { return e.broker.Backlog(tp, "sub") == 0 })
+	}
+}
+
+// Failover reports on a partitioned topic name the partition's topic, the
+// configured base topic, the partition index and the producer stage that
+// owns the consumer (named after that stage); each partition ends with
+// exactly one active stage.
+func TestAuditFailoverReportsPartitionAndStage(t *testing.T) {
+	e := newEnv(t)
+	if err := e.broker.CreateTopic("fo-part", 2); err != nil {
+		t.Fatal(err)
+	}
+	var log stateLog
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"fo-part"}, Subscription: "sub",
+		SubscriptionType: bpulsar.Failover, ActiveStateCallback: log.add, Consumer: earliest(), Logger: testLogger()})
+	_, stop := run(t, src, 2, producer.Flow{}, recordAll(newReceived()))
+	type key struct {
+		stage int
+		part  int32
+	}
+	latest := func() map[key]bpulsar.ActiveState {
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		m := map[key]bpulsar.ActiveState{}
+		for _, s := range log.states {
+			m[key{s.Stage, s.Partition}] = s
+		}
+		return m
+	}
+	waitFor(t, "both stages to report on both partitions, one active per partition", func() bool {
+		m := latest()
+		if len(m) != 4 {
+			return false
+		}
+		for p := range int32(2) {
+			if m[key{0, p}].Active == m[key{1, p}].Active {
+				return false
+			}
+		}
+		return true
+	})
+	// Consumers are named after their producer stage, <pipeline>.producer.<i>.
+	for p := range 2 {
+		names := map[string]bool{}
+		for _, c := range e.broker.Consumers(pulsartest.PartitionTopic("fo-part", p), "sub") {
+			names[c.Name] = true
+		}
+		if len(names) != 2 || !names["pulsar-test.producer.0"] || !names["pulsar-test.producer.1"] {
+			t.Errorf("partition %d: consumer names %v, want the stage names", p, names)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	for k, s := range latest() {
+		if k.stage != 0 && k.stage != 1 || k.part != 0 && k.part != 1 {
+			t.Errorf("report from stage %d on partition %d", k.stage, k.part)
+			continue
+		}
+		if s.Topic != pulsartest.PartitionTopic("fo-part", int(k.part)) || s.BaseTopic != pulsartest.FullTopicName("fo-part") {
+			t.Errorf("stage %d partition %d: topic %q base %q", k.stage, k.part, s.Topic, s.BaseTopic)
+		}
+		if s.Subscription != "sub" || s.Consumer == nil {
+			t.Errorf("stage %d partition %d: subscription %q consumer %v", k.stage, k.part, s.Subscription, s.Consumer)
+		}
+	}
+}
