@@ -397,38 +397,7 @@ func runHand(cfg config, t *tally) error {
 
 	// Batcher: emit at BatchSize, after Timeout since the batch's first
 	// message, or when the input ends.
-	go func() {
-		defer close(batches)
-		batch := make([]*handMsg, 0, cfg.BatchSize)
-		timer := time.NewTimer(cfg.Timeout)
-		timer.Stop()
-		defer timer.Stop()
-		for {
-			select {
-			case m, ok := <-out:
-				if !ok {
-					if len(batch) > 0 {
-						batches <- batch
-					}
-					return
-				}
-				if len(batch) == 0 {
-					timer.Reset(cfg.Timeout)
-				}
-				batch = append(batch, m)
-				if len(batch) == cfg.BatchSize {
-					timer.Stop()
-					batches <- batch
-					batch = make([]*handMsg, 0, cfg.BatchSize)
-				}
-			case <-timer.C:
-				if len(batch) > 0 {
-					batches <- batch
-					batch = make([]*handMsg, 0, cfg.BatchSize)
-				}
-			}
-		}
-	}()
+	go handBatcher(cfg, out, batches)
 
 	// Batch processor: handle the batch, then one ack call per batch.
 	go func() {
