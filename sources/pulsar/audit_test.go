@@ -34,23 +34,12 @@ func TestAuditClosedConsumerFailsMultiTopicStage(t *testing.T) {
 		return m.Data, nil
 	}
 	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: topics, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
-	p, err := pipeline.New(pipeline.Options[[]byte, []byte]{
+	start(t, pipeline.Options[[]byte, []byte]{
 		Name:       "starved-multi",
 		Logger:     testLogger(),
 		Producer:   producer.Options[[]byte]{Source: src, Flow: producer.Flow{Initial: 10}, Restart: producer.Restart{Backoff: 20 * time.Millisecond}},
 		Processors: processor.Options[[]byte, []byte]{Concurrency: 1, Handle: handle},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = p.Stop(ctx)
-	}()
 	defer releaseAll()
 	// Both consumers run out of permits: dispatch stops on both topics.
 	last := map[string]int64{}

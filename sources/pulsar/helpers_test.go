@@ -113,13 +113,21 @@ func (r *received) snapshot() (map[string]int, []bpulsar.Metadata) {
 // test (or when the test calls the returned stop).
 func run(t *testing.T, src *bpulsar.Source, concurrency int, flow producer.Flow, handle processor.Handler[[]byte, []byte]) (p *pipeline.Pipeline[[]byte, []byte], stop func() error) {
 	t.Helper()
-	p, err := pipeline.New(pipeline.Options[[]byte, []byte]{
+	return start(t, pipeline.Options[[]byte, []byte]{
 		Name:            "pulsar-test",
 		Logger:          testLogger(),
 		ShutdownTimeout: 10 * time.Second,
 		Producer:        producer.Options[[]byte]{Source: src, Concurrency: concurrency, Flow: flow},
 		Processors:      processor.Options[[]byte, []byte]{Concurrency: 2, Handle: handle},
 	})
+}
+
+// start builds and starts a pipeline from opts and stops it at the end of
+// the test, after the test's own deferred calls (or when the test calls the
+// returned stop).
+func start(t *testing.T, opts pipeline.Options[[]byte, []byte]) (p *pipeline.Pipeline[[]byte, []byte], stop func() error) {
+	t.Helper()
+	p, err := pipeline.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

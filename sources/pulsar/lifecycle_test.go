@@ -112,7 +112,7 @@ func TestConsumerClosedRestarts(t *testing.T) {
 		return m.Data, nil
 	}
 	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"death"}, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
-	p, err := pipeline.New(pipeline.Options[[]byte, []byte]{
+	p, _ := start(t, pipeline.Options[[]byte, []byte]{
 		Name:   "death",
 		Logger: testLogger(),
 		// A window larger than the topic: while the handler is blocked the
@@ -122,17 +122,6 @@ func TestConsumerClosedRestarts(t *testing.T) {
 		Producer:   producer.Options[[]byte]{Source: src, Flow: producer.Flow{Initial: 1000}, Restart: producer.Restart{Backoff: 20 * time.Millisecond}},
 		Processors: processor.Options[[]byte, []byte]{Concurrency: 1, Handle: handle},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = p.Stop(ctx)
-	}()
 	defer releaseAll() // before the stop, even when the test fails
 	<-blocked
 	waitFor(t, "the stage to take every message from the client", func() bool {
@@ -298,23 +287,12 @@ func TestConsumerClosedWithoutPermitsNoticed(t *testing.T) {
 		return m.Data, nil
 	}
 	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"starved"}, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
-	p, err := pipeline.New(pipeline.Options[[]byte, []byte]{
+	p, _ := start(t, pipeline.Options[[]byte, []byte]{
 		Name:       "starved",
 		Logger:     testLogger(),
 		Producer:   producer.Options[[]byte]{Source: src, Flow: producer.Flow{Initial: 10}, Restart: producer.Restart{Backoff: 20 * time.Millisecond}},
 		Processors: processor.Options[[]byte, []byte]{Concurrency: 1, Handle: handle},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = p.Stop(ctx)
-	}()
 	defer releaseAll() // before the stop, even when the test fails
 	// The stage is out of permits once the broker stops dispatching: the
 	// client's queue, its channel, the stage buffer and the processors'
