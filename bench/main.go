@@ -311,6 +311,22 @@ type handAcker interface {
 	Ack(batch []*handMsg)
 }
 
+// handSource sends the hand-written side's cfg.N messages into in, from slab
+// when it is not nil, then closes in.
+func handSource(cfg config, slab []handMsg, ack *handTally, in chan<- *handMsg) {
+	for i := range cfg.N {
+		var m *handMsg
+		if slab != nil {
+			m = &slab[i]
+			*m = handMsg{data: uint64(i), id: uint64(i), ack: ack}
+		} else {
+			m = &handMsg{data: uint64(i), id: uint64(i), ack: ack}
+		}
+		in <- m
+	}
+	close(in)
+}
+
 // batchingOptions is the comparison's Boulevard pipeline from src on: the
 // processors transform each payload, one batcher groups them by
 // cfg.BatchSize, and the batch handler sums the batch into t.
@@ -364,19 +380,7 @@ func runHand(cfg config, t *tally) error {
 	done := make(chan struct{})
 
 	// Source.
-	go func() {
-		for i := range cfg.N {
-			var m *handMsg
-			if slab != nil {
-				m = &slab[i]
-				*m = handMsg{data: uint64(i), id: uint64(i), ack: ack}
-			} else {
-				m = &handMsg{data: uint64(i), id: uint64(i), ack: ack}
-			}
-			in <- m
-		}
-		close(in)
-	}()
+	go handSource(cfg, slab, ack, in)
 
 	// Processors.
 	var procs sync.WaitGroup

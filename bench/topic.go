@@ -226,19 +226,7 @@ func runHandTopic(cfg config, t *tally) error {
 		slab = t.handSlab[:cfg.N]
 	}
 	in := make(chan *handMsg, cfg.handInCap())
-	go func() {
-		for i := range cfg.N {
-			var m *handMsg
-			if slab != nil {
-				m = &slab[i]
-				*m = handMsg{data: uint64(i), id: uint64(i), ack: ack}
-			} else {
-				m = &handMsg{data: uint64(i), id: uint64(i), ack: ack}
-			}
-			in <- m
-		}
-		close(in)
-	}()
+	go handSource(cfg, slab, ack, in)
 	if cfg.Topic == topicAuto {
 		handHopTracked(cfg, t, in)
 	} else {
