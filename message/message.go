@@ -68,6 +68,15 @@ func (s Status) String() string {
 //
 // A Message is owned by one stage at a time and is not safe for concurrent
 // use.
+//
+// Once its outcome has been reported to its acknowledger, a message belongs
+// to its source again, which may reuse it for a later message: the Kafka
+// source does, so that it allocates nothing per record. Handlers, batch
+// handlers and hooks must therefore not keep a *Message, or its Metadata,
+// past the call that handed it to them (a deferred message, see Defer,
+// until its outcome is reported); copy what is needed instead. The payload
+// itself is not reused by the framework (whether its bytes are is up to the
+// source, and documented there).
 type Message[T any] struct {
 	// Data is the payload.
 	Data T

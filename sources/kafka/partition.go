@@ -36,6 +36,8 @@ type partition struct {
 
 	mu       sync.Mutex
 	cp       *acker.Checkpoint
+	free     []*slot // slots whose messages were acknowledged, for reuse
+	maxFree  int     // bound of free
 	released bool
 	retryAt  int64 // lowest offset to redeliver, -1 when none
 	retryCh  chan struct{}
@@ -56,10 +58,12 @@ func (p *partition) Ack(_ context.Context, successful, failed []acker.Outcome) {
 		if p.cp.Done(successful[i].ID) {
 			advanced = true
 		}
+		p.recycle(successful[i].Data)
 	}
 	discarded, redeliver := 0, 0
 	for i := range failed {
 		o := &failed[i]
+		p.recycle(o.Data)
 		if p.m.opts.redeliver(o.Disposition) {
 			if p.cp.IsPending(o.ID) {
 				redeliver++
@@ -113,10 +117,68 @@ const slotBlock = slotBlockBytes / int(unsafe.Sizeof(slot{}))
 
 // slot is a message and its metadata, allocated in blocks: one allocation
 // per slotBlock messages, and the metadata is stored by value beside its
-// message.
+// message. Once the message's outcome has reached the claim, the slot goes
+// back to the claim's free list and carries a later record: in the steady
+// state the source allocates nothing per record (message.Message documents
+// that a message is not used after its outcome was reported).
 type slot struct {
 	msg message.Message[[]byte]
 	md  Metadata
+	// live is set while the slot's message is out in the pipeline; an
+	// outcome for a slot that is not live (a second outcome for one
+	// message, which the pipeline never sends) does not recycle it twice.
+	live bool
+}
+
+// maxFreeSlots bounds a claim's free list, in windows: more slots than
+// that are only kept after a burst larger than the pipeline's queues hold
+// in the steady state, and are left to the garbage collector.
+const maxFreeSlots = 4
+
+// takeSlots appends n slots to dst, from the free list first, and marks
+// them live. The caller holds p.mu.
+func (p *partition) takeSlots(dst []*slot, n int) []*slot {
+	k := min(n, len(p.free))
+	rest := p.free[len(p.free)-k:]
+	dst = append(dst, rest...)
+	clear(rest)
+	p.free = p.free[:len(p.free)-k]
+	for n -= k; n > 0; {
+		// A block of up to slotBlock slots: what the delivery needs, and
+		// what the free list has room for.
+		block := make([]slot, min(slotBlock, n+max(0, p.maxFree-len(p.free))))
+		for i := range block {
+			if n > 0 {
+				dst = append(dst, &block[i])
+				n--
+			} else {
+				p.free = append(p.free, &block[i])
+			}
+		}
+	}
+	for _, s := range dst {
+		s.live = true
+	}
+	return dst
+}
+
+// recycle puts the slot behind an outcome's ack data back on the free list,
+// dropping its references to the record (and so to sarama's fetch buffer).
+// The caller holds p.mu.
+func (p *partition) recycle(data any) {
+	s, ok := data.(*slot)
+	if !ok || !s.live {
+		return
+	}
+	s.live = false
+	if len(p.free) >= p.maxFree {
+		return
+	}
+	s.msg.Data = nil
+	s.md.Key = nil
+	s.md.Headers = nil
+	s.msg.Metadata = nil
+	p.free = append(p.free, s)
 }
 
 // pauser is what sarama's partition consumers (and so its group claims)
@@ -137,6 +199,7 @@ func (m *member) consumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Con
 		generation: sess.GenerationID(),
 		memberID:   sess.MemberID(),
 		grantCh:    make(chan struct{}, 1),
+		maxFree:    maxFreeSlots * m.stage.Flow().MaxWindow(),
 		retryAt:    -1,
 		retryCh:    make(chan struct{}, 1),
 		settled:    make(chan struct{}, 1),
@@ -212,9 +275,10 @@ type reader struct {
 	ownErrors <-chan *sarama.ConsumerError
 	paused    bool
 
-	q    []*sarama.ConsumerMessage // read ahead, a window over qbuf
-	qbuf []*sarama.ConsumerMessage
-	msgs []*message.Message[[]byte]
+	q     []*sarama.ConsumerMessage // read ahead, a window over qbuf
+	qbuf  []*sarama.ConsumerMessage
+	msgs  []*message.Message[[]byte]
+	slots []*slot
 }
 
 // setPaused pauses or resumes fetching the partition from whichever
@@ -280,6 +344,7 @@ func (r *reader) run() {
 	r.qbuf = make([]*sarama.ConsumerMessage, 0, 2*window)
 	r.q = r.qbuf
 	r.msgs = make([]*message.Message[[]byte], 0, window)
+	r.slots = make([]*slot, 0, window)
 	sessDone := p.sess.Context().Done()
 	drainCh := p.m.drainCh
 	draining, stalled := false, false
@@ -392,21 +457,21 @@ func (r *reader) fill(src <-chan *sarama.ConsumerMessage, limit int) {
 func (r *reader) deliver(n int) {
 	p := r.p
 	recs := r.q[:n]
-	var slots []slot
+	// Track the offsets and take the slots in one short critical section
+	// (acks of earlier messages take the same lock), before any of them can
+	// be acked.
+	p.mu.Lock()
+	for _, rec := range recs {
+		p.cp.Track(uint64(rec.Offset))
+	}
+	r.slots = p.takeSlots(r.slots[:0], n)
+	p.mu.Unlock()
 	var hdrs []Header
 	r.msgs = r.msgs[:0]
 	for i, rec := range recs {
-		if len(slots) == 0 {
-			// Blocks do not outlive the delivery: a block kept for the
-			// next one would keep its used slots' records (and their
-			// fetch buffers) alive after they were handled.
-			slots = make([]slot, min(slotBlock, n-i))
-		}
-		s := &slots[0]
-		slots = slots[1:]
-		// The slot is fresh (zeroed): set the fields one by one rather
-		// than copy whole structs, which costs bulk write barriers while
-		// the GC runs.
+		s := r.slots[i]
+		// Set the fields one by one rather than copy whole structs, which
+		// costs bulk write barriers while the GC runs.
 		md := &s.md
 		md.Topic = p.topic
 		md.Partition = p.part
@@ -415,6 +480,7 @@ func (r *reader) deliver(n int) {
 		md.Timestamp = rec.Timestamp
 		md.GenerationID = p.generation
 		md.MemberID = p.memberID
+		md.Headers = nil
 		if len(rec.Headers) > 0 {
 			if hdrs == nil {
 				// One array for the headers of this delivery.
@@ -431,17 +497,12 @@ func (r *reader) deliver(n int) {
 			md.Headers = hdrs[start:len(hdrs):len(hdrs)]
 		}
 		s.msg.Init(rec.Value, p, uint64(rec.Offset))
+		s.msg.SetAckData(s)
 		s.msg.Metadata = md
 		s.msg.SetPartitionKey(p.key)
 		r.msgs = append(r.msgs, &s.msg)
 	}
-	// Track the offsets in one short critical section (acks of earlier
-	// messages take the same lock), before any of them can be acked.
-	p.mu.Lock()
-	for _, rec := range recs {
-		p.cp.Track(uint64(rec.Offset))
-	}
-	p.mu.Unlock()
+	clear(r.slots)
 	p.feed.Deliver(r.msgs...)
 	clear(r.msgs)
 	r.consume(n)
@@ -483,9 +544,13 @@ func (r *reader) withdraw() int {
 		}
 	}
 	n := len(w)
+	p.mu.Lock()
+	for _, m := range w {
+		_, _, data := m.Acknowledger()
+		p.recycle(data)
+	}
 	clear(w)
 	r.msgs = w[:0]
-	p.mu.Lock()
 	p.cp.Truncate(low)
 	if p.cp.Pending() == 0 {
 		signal(p.settled)
