@@ -28,7 +28,9 @@ type Options[T any] struct {
 	// Default 1.
 	Concurrency int `name:"concurrency" validate:"gte=1"`
 	// Flow is the permit window of every consumer (feed) of the source.
-	// Default {Initial: 100, Threshold: 50, Refill: 50}.
+	// Default {Initial: 100, Threshold: 50, Refill: 50}, except that a
+	// source implementing WindowAdvisor chooses the default Initial (the
+	// Kafka source: 512).
 	Flow Flow `name:"flow"`
 	// RateLimit caps how many messages all producer stages together hand to
 	// the processors per interval. Nil (the default) means no limit. It can
@@ -94,6 +96,11 @@ type Restart struct {
 func (o Options[T]) WithDefaults() Options[T] {
 	if o.Concurrency == 0 {
 		o.Concurrency = DefaultConcurrency
+	}
+	if o.Flow.Initial == 0 {
+		if wa, ok := o.Source.(WindowAdvisor); ok {
+			o.Flow.Initial = wa.DefaultWindow()
+		}
 	}
 	o.Flow = o.Flow.WithDefaults()
 	o.Restart = o.Restart.WithDefaults()

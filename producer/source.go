@@ -89,3 +89,13 @@ type Ordered interface {
 type Validator interface {
 	Validate() error
 }
+
+// WindowAdvisor is implemented by sources whose brokers hand out messages in
+// batches much larger than the default window of 100 suits: a Kafka fetch
+// returns up to a megabyte per partition, and a window of 100 would stall
+// the fetch loop. When Options.Flow.Initial is 0 the producer takes it from
+// DefaultWindow (the other Flow fields then follow from it as usual); a
+// result of 0 keeps the default. A window the user sets always wins.
+type WindowAdvisor interface {
+	DefaultWindow() int
+}

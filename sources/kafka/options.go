@@ -19,6 +19,12 @@ const (
 	DefaultFailurePolicy     = FailureCommit
 	DefaultRedeliveryBackoff = time.Second
 	DefaultRevokeTimeout     = 10 * time.Second
+	// DefaultWindow is the permit window per partition when the pipeline's
+	// producer.Options.Flow.Initial is 0 (Source.DefaultWindow). A Kafka
+	// fetch returns up to Config.Consumer.Fetch.Default bytes per
+	// partition; with a smaller window sarama's fetch loop waits for the
+	// pipeline more often.
+	DefaultWindow = 512
 )
 
 // Initial offsets a group starts at on a partition it has no committed offset
@@ -60,7 +66,8 @@ const (
 // New validates everything before anything connects.
 //
 // The permit window per partition is the pipeline's producer.Options.Flow
-// (each claimed partition is one feed), and the number of consumer-group
+// (each claimed partition is one feed; DefaultWindow when its Initial is
+// 0), and the number of consumer-group
 // members a pipeline runs is producer.Options.Concurrency: every producer
 // stage is one member with its own connections.
 type Options struct {

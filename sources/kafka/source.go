@@ -80,6 +80,12 @@ func (s *Source) Validate() error { return validateOptions(&s.opts) }
 // order by one processor: true unless Options.Unordered.
 func (s *Source) Ordered() bool { return !s.opts.Unordered }
 
+// DefaultWindow is the permit window per partition the pipeline uses when
+// its producer.Options.Flow.Initial is 0: DefaultWindow (512), so that
+// sarama's per-partition channel, half the window, keeps sarama's own
+// default size of 256.
+func (s *Source) DefaultWindow() int { return DefaultWindow }
+
 // Run joins the consumer group as one member and feeds the stage with the
 // records of the partitions it claims, until ctx is cancelled. The member
 // then stops fetching but stays in the group, so that the messages it

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/kafka"
 	"github.com/boulevard-go/boulevard/validate"
 )
@@ -87,5 +89,30 @@ func TestRunAfterClose(t *testing.T) {
 	}
 	if err := src.Run(context.Background(), nil); !errors.Is(err, kafka.ErrClosed) {
 		t.Fatalf("Run after Close = %v, want ErrClosed", err)
+	}
+}
+
+// Guarantee: a pipeline that leaves the permit window unset gets the
+// source's DefaultWindow, so that sarama's channel keeps its own default
+// size; a window set in the options wins.
+func TestDefaultWindow(t *testing.T) {
+	c := newCluster(t, 1)
+	src := newSource(t, sourceOptions(c, "g-window"))
+	if got := src.DefaultWindow(); got != kafka.DefaultWindow {
+		t.Fatalf("DefaultWindow() = %d, want %d", got, kafka.DefaultWindow)
+	}
+	for _, tc := range []struct {
+		flow producer.Flow
+		want int
+	}{{producer.Flow{}, kafka.DefaultWindow}, {producer.Flow{Initial: 30}, 30}} {
+		o := pipelineOpts("window", src, 1, newLedger(), nil)
+		o.Producer.Flow = tc.flow
+		p, err := pipeline.New(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Topology().Producer.Flow.Initial; got != tc.want {
+			t.Fatalf("window %d with Flow %+v, want %d", got, tc.flow, tc.want)
+		}
 	}
 }
