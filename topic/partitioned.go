@@ -49,8 +49,14 @@ func (p *Partitioned[T]) PublishBatch(ctx context.Context, items []T) (int, erro
 		sp = &parts
 	}
 	parts := *sp
+	// Items come in runs of one key (a source's partition): hash a key only
+	// when it differs from the previous item's.
+	var last string
+	i := -1
 	for _, it := range items {
-		i := KeyPartition(p.key(it), len(parts))
+		if k := p.key(it); i < 0 || k != last {
+			last, i = k, KeyPartition(k, len(parts))
+		}
 		parts[i] = append(parts[i], it)
 	}
 	total := 0

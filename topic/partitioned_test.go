@@ -48,3 +48,39 @@ func TestPartitionedPublishReportsPartialFailure(t *testing.T) {
 		t.Fatalf("PublishBatch with partition 0 closed = %d, %v; want at most 1, ErrTopicClosed", n, err)
 	}
 }
+
+// Guarantee: in a batch that mixes keys, in runs and alone (PublishBatch
+// hashes a key only when it differs from the previous item's), every item
+// reaches its key's partition, in order.
+func TestPartitionedRoutesRunsAndSingleKeys(t *testing.T) {
+	p := NewPartitioned(3, 64, func(s string) string { return s[:1] })
+	batch := []string{"a1", "a2", "a3", "b1", "c1", "b2", "b3", "a4", "c2", "c3", "a5"}
+	if n, err := p.PublishBatch(context.Background(), batch); n != len(batch) || err != nil {
+		t.Fatalf("PublishBatch = %d, %v", n, err)
+	}
+	want := map[int][]string{}
+	for _, it := range batch {
+		i := KeyPartition(it[:1], 3)
+		want[i] = append(want[i], it)
+	}
+	for i := range 3 {
+		q := p.Partition(i)
+		got := make([]string, 0, q.Len())
+		buf := make([]string, 64)
+		for q.Len() > 0 {
+			n, err := q.TryReceive(buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, buf[:n]...)
+		}
+		if len(got) != len(want[i]) {
+			t.Fatalf("partition %d holds %v, want %v", i, got, want[i])
+		}
+		for j := range got {
+			if got[j] != want[i][j] {
+				t.Fatalf("partition %d holds %v, want %v", i, got, want[i])
+			}
+		}
+	}
+}
