@@ -21,6 +21,7 @@ package pipeline_test
 import (
 	"context"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -208,4 +209,120 @@ func BenchmarkConvertBatcher100(b *testing.B) {
 			})
 		})
 	}
+}
+
+// orderedBenchSource is the shape of the Kafka source: benchFeeds feeds (one
+// per partition), each message carrying its feed's partition key, the
+// source asking for per-key order, and messages reused once acknowledged.
+// It delivers n messages round robin over the feeds, as many at a time as a
+// feed has permits, from one goroutine.
+type orderedBenchSource struct {
+	n     int
+	start <-chan struct{}
+	ack   *recyclingAcker
+}
+
+const benchFeeds = 6
+
+func (s *orderedBenchSource) Ordered() bool { return true }
+
+func (s *orderedBenchSource) Run(ctx context.Context, st *producer.Stage[int]) error {
+	feeds := make([]*producer.Feed[int], benchFeeds)
+	keys := make([]string, benchFeeds)
+	for i := range feeds {
+		keys[i] = "bench/" + string(rune('0'+i))
+		feeds[i] = st.NewFeed(keys[i], nil)
+	}
+	select {
+	case <-s.start:
+	case <-ctx.Done():
+		return nil
+	}
+	buf := make([]*message.Message[int], 0, 512)
+	for i, f := 0, 0; i < s.n; f = (f + 1) % benchFeeds {
+		k := feeds[f].TryAcquire(min(512, s.n-i))
+		if k == 0 {
+			// Nothing granted to this feed yet: wait on it, as a
+			// partition reader waits for its grants.
+			var err error
+			if k, err = feeds[f].Acquire(ctx, min(512, s.n-i)); err != nil {
+				return nil
+			}
+		}
+		buf = s.ack.take(buf, k)
+		for j, m := range buf {
+			m.Init(i+j, s.ack, uint64(i+j))
+			m.SetPartitionKey(keys[f])
+		}
+		feeds[f].Deliver(buf...)
+		clear(buf)
+		buf = buf[:0]
+		i += k
+	}
+	return nil
+}
+
+// recyclingAcker counts outcomes and keeps the acknowledged messages for the
+// source to reuse, as the Kafka source's partitions do.
+type recyclingAcker struct {
+	benchAcker
+	mu   sync.Mutex
+	free []*message.Message[int]
+}
+
+func (a *recyclingAcker) Ack(ctx context.Context, successful, failed []acker.Outcome) {
+	a.benchAcker.Ack(ctx, successful, failed)
+	a.mu.Lock()
+	for _, o := range successful {
+		a.free = append(a.free, o.Message.(*message.Message[int]))
+	}
+	a.mu.Unlock()
+}
+
+// take appends k messages to dst: reused ones first, then new ones.
+func (a *recyclingAcker) take(dst []*message.Message[int], k int) []*message.Message[int] {
+	a.mu.Lock()
+	r := min(k, len(a.free))
+	dst = append(dst, a.free[len(a.free)-r:]...)
+	clear(a.free[len(a.free)-r:])
+	a.free = a.free[:len(a.free)-r]
+	a.mu.Unlock()
+	for range k - r {
+		dst = append(dst, new(message.Message[int]))
+	}
+	return dst
+}
+
+// BenchmarkOrderedFeeds: the Kafka source's path without a broker: six
+// feeds with a window of 512, per-key order (one processor per key), two
+// processors, ack once per processor chunk, messages reused.
+func BenchmarkOrderedFeeds(b *testing.B) {
+	b.ReportAllocs()
+	ack := &recyclingAcker{}
+	start := make(chan struct{})
+	p, err := pipeline.New(pipeline.Options[int, int]{
+		Name: "bench",
+		Producer: producer.Options[int]{
+			Source: &orderedBenchSource{n: b.N, start: start, ack: ack},
+			Flow:   producer.Flow{Initial: 512},
+		},
+		Processors: processor.Options[int, int]{Concurrency: benchProcessors, Handle: benchIntHandle},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	close(start)
+	<-p.Done()
+	b.StopTimer()
+	if err := p.Err(); err != nil {
+		b.Fatal(err)
+	}
+	if ok := ack.ok.Load(); ok != int64(b.N) {
+		b.Fatalf("acknowledged %d of %d messages", ok, b.N)
+	}
+	b.ReportMetric(float64(ack.calls.Load())/float64(b.N), "acks/msg")
 }
