@@ -86,7 +86,8 @@ type config struct {
 	Warmup  int
 	Timeout time.Duration
 	// Window is the pipeline's permit window per partition
-	// (producer.Flow.Initial); 0 keeps the default (100).
+	// (producer.Flow.Initial); 0 keeps the source's default
+	// (kafka.DefaultWindow).
 	Window int
 	// Processors and MaxDemand are the pipeline's processor options; 0
 	// keeps the defaults (GOMAXPROCS and 10).
@@ -105,7 +106,7 @@ func main() {
 	flag.IntVar(&cfg.Rounds, "rounds", 5, "runs of each side per size (alternating which goes first; medians reported)")
 	flag.IntVar(&cfg.Warmup, "warmup", 1, "unmeasured rounds of each side per size before the measured ones")
 	flag.DurationVar(&cfg.Timeout, "timeout", 5*time.Minute, "give up a run after this long")
-	flag.IntVar(&cfg.Window, "window", 0, "Boulevard permit window per partition (producer.Flow.Initial); 0 = default 100")
+	flag.IntVar(&cfg.Window, "window", 0, "Boulevard permit window per partition (producer.Flow.Initial); 0 = the source's default (kafka.DefaultWindow)")
 	flag.IntVar(&cfg.Processors, "processors", 0, "Boulevard processors (processor.Options.Concurrency); 0 = default GOMAXPROCS")
 	flag.IntVar(&cfg.MaxDemand, "maxdemand", 0, "Boulevard processor chunk size (processor.Options.MaxDemand); 0 = default 10")
 	flag.BoolVar(&cfg.Unordered, "unordered", false, "Boulevard source with Unordered: true (no per-partition order)")
@@ -157,15 +158,18 @@ type result struct {
 	PlainRate, BlvRate float64 // records/s, medians
 	PlainHeap, BlvHeap uint64  // peak heap above baseline, bytes, max over rounds
 	PlainCPU, BlvCPU   float64 // process CPU ns per record, medians
+	// PlainClusterCPU and BlvClusterCPU are the cluster process's CPU ns
+	// per record while each side read, medians (0 where /proc is missing).
+	PlainClusterCPU, BlvClusterCPU float64
 }
 
 func run(cfg config, out io.Writer) ([]result, error) {
 	po := processor.Options[[]byte, []byte]{Concurrency: cfg.Processors, MaxDemand: cfg.MaxDemand}.WithDefaults()
 	fmt.Fprintf(out, "kfake, 3 brokers, %d partitions, %d-byte records, GOMAXPROCS %d, %d round(s), Boulevard window %d, %d processors, max demand %d, unordered %v\n",
-		cfg.Partitions, cfg.RecordSize, runtime.GOMAXPROCS(0), cfg.Rounds, producer.Flow{Initial: cfg.Window}.WithDefaults().MaxWindow(),
+		cfg.Partitions, cfg.RecordSize, runtime.GOMAXPROCS(0), cfg.Rounds, window(cfg),
 		po.Concurrency, po.MaxDemand, cfg.Unordered)
-	fmt.Fprintf(out, "%10s %14s %14s %7s %16s %16s %10s %10s\n", "records", "plain rec/s", "boulevard rec/s", "ratio",
-		"plain peak heap", "blvd peak heap", "plain cpu", "blvd cpu")
+	fmt.Fprintf(out, "%10s %14s %14s %7s %16s %16s %10s %10s %12s\n", "records", "plain rec/s", "boulevard rec/s", "ratio",
+		"plain peak heap", "blvd peak heap", "plain cpu", "blvd cpu", "cluster cpu")
 	var results []result
 	for _, n := range cfg.Sizes {
 		r, err := runSize(cfg, n)
@@ -173,10 +177,18 @@ func run(cfg config, out io.Writer) ([]result, error) {
 			return results, err
 		}
 		results = append(results, r)
-		fmt.Fprintf(out, "%10d %14.0f %14.0f %6.1f%% %13.1f MiB %13.1f MiB %7.0f ns %7.0f ns\n", n, r.PlainRate, r.BlvRate,
-			100*r.BlvRate/r.PlainRate, mib(r.PlainHeap), mib(r.BlvHeap), r.PlainCPU, r.BlvCPU)
+		fmt.Fprintf(out, "%10d %14.0f %14.0f %6.1f%% %13.1f MiB %13.1f MiB %7.0f ns %7.0f ns %5.0f/%.0f ns\n", n, r.PlainRate, r.BlvRate,
+			100*r.BlvRate/r.PlainRate, mib(r.PlainHeap), mib(r.BlvHeap), r.PlainCPU, r.BlvCPU, r.PlainClusterCPU, r.BlvClusterCPU)
 	}
 	return results, nil
+}
+
+// window is the Boulevard side's permit window.
+func window(cfg config) int {
+	if cfg.Window == 0 {
+		return kafka.DefaultWindow
+	}
+	return producer.Flow{Initial: cfg.Window}.WithDefaults().MaxWindow()
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
@@ -253,6 +265,30 @@ func startChildCluster(partitions int) (*childCluster, error) {
 	return &childCluster{cmd: cmd, stdin: stdin, addrs: strings.Split(strings.TrimSpace(line), ",")}, nil
 }
 
+// cpuTime is the user and system CPU time the cluster process has used, at
+// the kernel's clock-tick resolution; 0 without /proc.
+func (c *childCluster) cpuTime() time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name (which ends at the last ')')
+	// start with the state (field 3); utime and stime are fields 14 and
+	// 15, in clock ticks.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	const ticks = 100 // USER_HZ on Linux
+	return time.Duration(ut+st) * time.Second / ticks
+}
+
 func (c *childCluster) Close() error {
 	_ = c.stdin.Close()
 	return c.cmd.Wait()
@@ -268,16 +304,17 @@ func runSize(cfg config, n int) (result, error) {
 		return result{}, err
 	}
 	r := result{N: n}
-	var plain, blv, plainCPU, blvCPU []float64
+	var plain, blv, plainCPU, blvCPU, plainCl, blvCl []float64
 	type side struct {
 		name       string
 		fn         func(ctx context.Context, cfg config, brokers []string, group string, c *clock) error
 		rates, cpu *[]float64
+		clusterCPU *[]float64
 		heap       *uint64
 	}
 	sides := []side{
-		{"plain", runPlain, &plain, &plainCPU, &r.PlainHeap},
-		{"boulevard", runBoulevard, &blv, &blvCPU, &r.BlvHeap},
+		{"plain", runPlain, &plain, &plainCPU, &plainCl, &r.PlainHeap},
+		{"boulevard", runBoulevard, &blv, &blvCPU, &blvCl, &r.BlvHeap},
 	}
 	for round := -cfg.Warmup; round < cfg.Rounds; round++ {
 		// Alternate which side goes first: the second run of a round finds
@@ -288,7 +325,9 @@ func runSize(cfg config, n int) (result, error) {
 			order = []side{sides[1], sides[0]}
 		}
 		for _, side := range order {
+			cl0 := cluster.cpuTime()
 			m, err := measure(cfg, side.fn, cluster.addrs, fmt.Sprintf("%s-%d", side.name, round+cfg.Warmup), n)
+			cl := cluster.cpuTime() - cl0
 			if err != nil {
 				return r, fmt.Errorf("%s, %d records: %w", side.name, n, err)
 			}
@@ -297,11 +336,13 @@ func runSize(cfg config, n int) (result, error) {
 			}
 			*side.rates = append(*side.rates, m.rate)
 			*side.cpu = append(*side.cpu, m.cpuPerRecord)
+			*side.clusterCPU = append(*side.clusterCPU, float64(cl.Nanoseconds())/float64(n))
 			*side.heap = max(*side.heap, m.heap)
 		}
 	}
 	r.PlainRate, r.BlvRate = median(plain), median(blv)
 	r.PlainCPU, r.BlvCPU = median(plainCPU), median(blvCPU)
+	r.PlainClusterCPU, r.BlvClusterCPU = median(plainCl), median(blvCl)
 	return r, nil
 }
 
