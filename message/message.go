@@ -122,6 +122,28 @@ func (m *Message[T]) Init(data T, ack acker.Acknowledger, id uint64) {
 	m.h.ackID = id
 }
 
+// Reuse prepares m, whose outcome has been reported, to carry data under the
+// per-message identifier id, for sources that reuse their messages. It
+// keeps what the source set for the previous message (acknowledger, ack
+// data, Metadata, partition key) and clears what stages set (status,
+// error, disposition, batcher, batch key, batch mode, deferral), as Init
+// would. It writes a field only when it changes, which keeps the garbage
+// collector's write barriers off the unchanged ones.
+func (m *Message[T]) Reuse(data T, id uint64) {
+	m.Data = data
+	m.h.ackID = id
+	m.h.status, m.h.disposition, m.h.mode, m.h.deferred = StatusOK, acker.DispositionDefault, Bulk, false
+	if m.h.err != nil {
+		m.h.err = nil
+	}
+	if m.h.batcher != "" {
+		m.h.batcher = ""
+	}
+	if m.h.batchKey != "" {
+		m.h.batchKey = ""
+	}
+}
+
 // SetAckData attaches the source's per-message ack data (for example a broker
 // message id), handed back in acker.Outcome.Data.
 func (m *Message[T]) SetAckData(data any) { m.h.ackData = data }

@@ -97,3 +97,35 @@ func TestStrings(t *testing.T) {
 		t.Fatalf("String() = %s", got)
 	}
 }
+
+// Guarantee: Reuse clears what stages set on the previous message (status,
+// error, disposition, routing, deferral) and keeps what the source set
+// (acknowledger, ack data, metadata, partition key), without allocating.
+func TestReuse(t *testing.T) {
+	ack := acker.NewRecorder(false)
+	type md struct{ n int }
+	meta := &md{1}
+	m := message.New("first", ack, 1)
+	m.SetAckData("slot")
+	m.Metadata = meta
+	m.SetPartitionKey("t/0")
+	m.Fail(errors.New("boom"))
+	m.SetDisposition(acker.DispositionRetry)
+	m.SetBatcher("other")
+	m.SetBatchKey("k")
+	m.SetBatchMode(message.Flush)
+	m.Defer()
+
+	m.Reuse("second", 2)
+	if m.Data != "second" || m.Failed() || m.Err() != nil || m.Disposition() != acker.DispositionDefault ||
+		m.Batcher() != message.DefaultBatcher || m.BatchKey() != "" || m.BatchMode() != message.Bulk || m.Deferred() {
+		t.Fatalf("after Reuse: %v data %q disposition %v deferred %v", m, m.Data, m.Disposition(), m.Deferred())
+	}
+	a, id, data := m.Acknowledger()
+	if a != acker.Acknowledger(ack) || id != 2 || data != "slot" || m.Metadata != any(meta) || m.PartitionKey() != "t/0" {
+		t.Fatalf("after Reuse: acknowledger %v id %d data %v metadata %v key %q", a, id, data, m.Metadata, m.PartitionKey())
+	}
+	if n := testing.AllocsPerRun(100, func() { m.Reuse("third", 3) }); n != 0 {
+		t.Fatalf("Reuse allocates %v times", n)
+	}
+}
