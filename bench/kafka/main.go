@@ -21,6 +21,10 @@
 // sarama's 256). Each run uses a fresh group on the same topic. Every size
 // starts with -warmup unmeasured rounds; then each round runs both sides,
 // alternating which goes first, and the medians over -rounds are reported.
+// The ratio is the median of the rounds' own ratios (Boulevard's rate over
+// the plain loop's in the same round), with their range: the two runs of a
+// round are seconds apart, so a machine whose speed drifts (a shared VM)
+// moves both, where the ratio of the two medians mixes rounds.
 //
 // A run ends when every record has been handled; its rate is taken from the
 // first to the last record handled, so joining the group is not counted. It
@@ -158,6 +162,9 @@ type result struct {
 	PlainRate, BlvRate float64 // records/s, medians
 	PlainHeap, BlvHeap uint64  // peak heap above baseline, bytes, max over rounds
 	PlainCPU, BlvCPU   float64 // process CPU ns per record, medians
+	// Ratio is the median over rounds of BlvRate/PlainRate within a round;
+	// RatioMin and RatioMax are their range.
+	Ratio, RatioMin, RatioMax float64
 	// PlainClusterCPU and BlvClusterCPU are the cluster process's CPU ns
 	// per record while each side read, medians (0 where /proc is missing).
 	PlainClusterCPU, BlvClusterCPU float64
@@ -168,8 +175,8 @@ func run(cfg config, out io.Writer) ([]result, error) {
 	fmt.Fprintf(out, "kfake, 3 brokers, %d partitions, %d-byte records, GOMAXPROCS %d, %d round(s), Boulevard window %d, %d processors, max demand %d, unordered %v\n",
 		cfg.Partitions, cfg.RecordSize, runtime.GOMAXPROCS(0), cfg.Rounds, window(cfg),
 		po.Concurrency, po.MaxDemand, cfg.Unordered)
-	fmt.Fprintf(out, "%10s %14s %14s %7s %16s %16s %10s %10s %12s\n", "records", "plain rec/s", "boulevard rec/s", "ratio",
-		"plain peak heap", "blvd peak heap", "plain cpu", "blvd cpu", "cluster cpu")
+	fmt.Fprintf(out, "%10s %14s %14s %7s %13s %16s %16s %10s %10s %12s\n", "records", "plain rec/s", "boulevard rec/s", "ratio",
+		"ratio range", "plain peak heap", "blvd peak heap", "plain cpu", "blvd cpu", "cluster cpu")
 	var results []result
 	for _, n := range cfg.Sizes {
 		r, err := runSize(cfg, n)
@@ -177,8 +184,8 @@ func run(cfg config, out io.Writer) ([]result, error) {
 			return results, err
 		}
 		results = append(results, r)
-		fmt.Fprintf(out, "%10d %14.0f %14.0f %6.1f%% %13.1f MiB %13.1f MiB %7.0f ns %7.0f ns %5.0f/%.0f ns\n", n, r.PlainRate, r.BlvRate,
-			100*r.BlvRate/r.PlainRate, mib(r.PlainHeap), mib(r.BlvHeap), r.PlainCPU, r.BlvCPU, r.PlainClusterCPU, r.BlvClusterCPU)
+		fmt.Fprintf(out, "%10d %14.0f %14.0f %6.1f%% %5.1f–%5.1f%% %13.1f MiB %13.1f MiB %7.0f ns %7.0f ns %5.0f/%.0f ns\n", n, r.PlainRate, r.BlvRate,
+			100*r.Ratio, 100*r.RatioMin, 100*r.RatioMax, mib(r.PlainHeap), mib(r.BlvHeap), r.PlainCPU, r.BlvCPU, r.PlainClusterCPU, r.BlvClusterCPU)
 	}
 	return results, nil
 }
@@ -304,7 +311,7 @@ func runSize(cfg config, n int) (result, error) {
 		return result{}, err
 	}
 	r := result{N: n}
-	var plain, blv, plainCPU, blvCPU, plainCl, blvCl []float64
+	var plain, blv, plainCPU, blvCPU, plainCl, blvCl, ratios []float64
 	type side struct {
 		name       string
 		fn         func(ctx context.Context, cfg config, brokers []string, group string, c *clock) error
@@ -339,16 +346,24 @@ func runSize(cfg config, n int) (result, error) {
 			*side.clusterCPU = append(*side.clusterCPU, float64(cl.Nanoseconds())/float64(n))
 			*side.heap = max(*side.heap, m.heap)
 		}
+		if round >= 0 {
+			ratios = append(ratios, blv[len(blv)-1]/plain[len(plain)-1])
+		}
 	}
+	r.Ratio = median(ratios)
+	r.RatioMin, r.RatioMax = slices.Min(ratios), slices.Max(ratios)
 	r.PlainRate, r.BlvRate = median(plain), median(blv)
 	r.PlainCPU, r.BlvCPU = median(plainCPU), median(blvCPU)
 	r.PlainClusterCPU, r.BlvClusterCPU = median(plainCl), median(blvCl)
 	return r, nil
 }
 
+// median returns the median of xs (the upper one of an even count),
+// leaving xs as it was.
 func median(xs []float64) float64 {
-	slices.Sort(xs)
-	return xs[len(xs)/2]
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 // seed produces n records round-robin over the topic's partitions.

@@ -28,11 +28,11 @@ func TestSmallRunReportsBothSides(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	if len(res) != 1 || res[0].N != 3000 || res[0].PlainRate <= 0 || res[0].BlvRate <= 0 ||
-		res[0].PlainCPU <= 0 || res[0].BlvCPU <= 0 {
+		res[0].PlainCPU <= 0 || res[0].BlvCPU <= 0 || res[0].Ratio != res[0].BlvRate/res[0].PlainRate {
 		t.Fatalf("unexpected results %+v", res)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 3 || !strings.Contains(lines[2], "3000") || !strings.Contains(lines[2], "%") || strings.Count(lines[2], " ns") != 2 {
+	if len(lines) != 3 || !strings.Contains(lines[2], "3000") || !strings.Contains(lines[2], "%") || strings.Count(lines[2], " ns") != 3 {
 		t.Fatalf("unexpected report:\n%s", out.String())
 	}
 }
