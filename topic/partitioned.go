@@ -74,6 +74,32 @@ func (p *Partitioned[T]) PublishBatch(ctx context.Context, items []T) (int, erro
 	return total, err
 }
 
+// TryPublishBatch publishes, without blocking, the longest prefix of items
+// whose partitions have room, keeping the order of items within a
+// partition, and returns its length. It stops at the first item its
+// partition cannot take (so no item passes an earlier one that stayed
+// behind), and returns ErrTopicClosed when that partition is closed.
+func (p *Partitioned[T]) TryPublishBatch(items []T) (int, error) {
+	if len(p.queues) == 1 {
+		return p.queues[0].TryPublishBatch(items)
+	}
+	total := 0
+	for total < len(items) {
+		// One run of items with the same key goes to its queue at once.
+		k := p.key(items[total])
+		end := total + 1
+		for end < len(items) && p.key(items[end]) == k {
+			end++
+		}
+		n, err := p.queues[KeyPartition(k, len(p.queues))].TryPublishBatch(items[total:end])
+		total += n
+		if err != nil || total < end {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
 // Close closes every partition.
 func (p *Partitioned[T]) Close() {
 	for _, q := range p.queues {

@@ -84,3 +84,44 @@ func TestPartitionedRoutesRunsAndSingleKeys(t *testing.T) {
 		}
 	}
 }
+
+// Guarantee: TryPublishBatch never blocks and publishes the longest prefix
+// whose partitions have room: it stops at the first item its partition
+// cannot take, so no item passes one that stayed behind, and it reports a
+// closed partition.
+func TestPartitionedTryPublishBatchPrefix(t *testing.T) {
+	key := func(s string) string { return s[:1] }
+	var k0, k1 string
+	for _, k := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
+		if KeyPartition(k, 2) == 0 && k0 == "" {
+			k0 = k
+		}
+		if KeyPartition(k, 2) == 1 && k1 == "" {
+			k1 = k
+		}
+	}
+	p := NewPartitioned(2, 2, key)
+	// Partition 0 takes two items; the third item of k0 does not fit, so
+	// the k1 item after it must not be published either.
+	batch := []string{k1 + "1", k0 + "1", k0 + "2", k0 + "3", k1 + "2"}
+	n, err := p.TryPublishBatch(batch)
+	if n != 3 || err != nil {
+		t.Fatalf("TryPublishBatch = %d, %v; want the prefix of 3 that fits, nil", n, err)
+	}
+	if l0, l1 := p.Partition(0).Len(), p.Partition(1).Len(); l0 != 2 || l1 != 1 {
+		t.Fatalf("partitions hold %d and %d items, want 2 and 1", l0, l1)
+	}
+	// Full partition 0 first: nothing is published.
+	if n, err := p.TryPublishBatch([]string{k0 + "4", k1 + "3"}); n != 0 || err != nil {
+		t.Fatalf("TryPublishBatch on a full partition = %d, %v; want 0, nil", n, err)
+	}
+	p.Partition(1).Close()
+	if n, err := p.TryPublishBatch([]string{k1 + "4"}); n != 0 || !errors.Is(err, ErrTopicClosed) {
+		t.Fatalf("TryPublishBatch on a closed partition = %d, %v; want 0, ErrTopicClosed", n, err)
+	}
+	// One partition: the queue's own TryPublishBatch.
+	q := NewPartitioned(1, 3, key)
+	if n, err := q.TryPublishBatch([]string{"a", "b", "c", "d"}); n != 3 || err != nil {
+		t.Fatalf("single-partition TryPublishBatch = %d, %v; want 3, nil", n, err)
+	}
+}

@@ -199,6 +199,20 @@ func (q *Queue[T]) PublishBatch(ctx context.Context, vs []T) (int, error) {
 	}
 }
 
+// TryPublishBatch appends as many items of vs as there is room for, in
+// order, under one lock acquisition. It never blocks.
+//
+// It returns how many items were queued (a prefix of vs), and
+// ErrTopicClosed (with 0) when the queue is closed.
+func (q *Queue[T]) TryPublishBatch(vs []T) (int, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return 0, ErrTopicClosed
+	}
+	return q.putLocked(vs), nil
+}
+
 // TryPublish appends v to the queue if there is room. It never blocks.
 //
 // It returns true, nil if v was queued; false, nil if the queue is full; and
