@@ -153,3 +153,33 @@ func TestDeferredMessagesAreLeftToTheirOwner(t *testing.T) {
 		assertExactlyOnce(t, rec, 600)
 	}
 }
+
+// Guarantee: each processor queue holds at least one permit window, so that
+// a source's delivery usually goes straight to the processors; partitioned
+// or not.
+func TestProcessorQueueHoldsAWindow(t *testing.T) {
+	handle := func(_ context.Context, m *message.Message[int]) (int, error) { return m.Data, nil }
+	for _, tc := range []struct {
+		name string
+		flow producer.Flow
+		by   func(*message.Message[int]) string
+		want int
+	}{
+		{"default window", producer.Flow{}, nil, producer.DefaultFlowInitial},
+		{"large window", producer.Flow{Initial: 300}, nil, 300},
+		{"large window, partitioned", producer.Flow{Initial: 300}, func(*message.Message[int]) string { return "" }, 300},
+		{"small window", producer.Flow{Initial: 10}, nil, 64},
+	} {
+		p, err := pipeline.New(pipeline.Options[int, int]{
+			Name:       "q",
+			Producer:   producer.Options[int]{Flow: tc.flow},
+			Processors: processor.Options[int, int]{Concurrency: 2, Handle: handle, PartitionBy: tc.by},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Topology().Processors.QueueCapacity; got != tc.want {
+			t.Errorf("%s: queue capacity %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}

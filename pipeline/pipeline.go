@@ -96,7 +96,7 @@ func New[In, Out any](opts Options[In, Out]) (*Pipeline[In, Out], error) {
 		p.batchers = append(p.batchers, b)
 		routes = append(routes, processor.NamedRoute[Out]{Name: bo.Name, Route: b})
 	}
-	p.proc = processor.New(opts.Processors, processor.Config[Out]{Name: opts.Name, Logger: log, Routes: routes})
+	p.proc = processor.New(opts.Processors, processor.Config[Out]{Name: opts.Name, Logger: log, Routes: routes, MinQueue: opts.Producer.Flow.MaxWindow()})
 	p.prod = producer.New(opts.Producer, producer.Config[In]{Name: opts.Name, Logger: log, Output: p.proc})
 	return p, nil
 }

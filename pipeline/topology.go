@@ -44,6 +44,10 @@ type ProcessorTopology struct {
 	MaxDemand int
 	// Partitioned reports whether PartitionBy is set.
 	Partitioned bool
+	// QueueCapacity is the capacity of each processor's queue (of the one
+	// shared queue when not partitioned): at least the producer's permit
+	// window, so that a delivery usually goes straight to the processors.
+	QueueCapacity int
 }
 
 // BatcherTopology describes one batcher.
@@ -72,10 +76,11 @@ func (p *Pipeline[In, Out]) Topology() Topology {
 			RateLimit: o.Producer.RateLimit,
 		},
 		Processors: ProcessorTopology{
-			Name:        o.Name + ".processor",
-			Concurrency: o.Processors.Concurrency,
-			MaxDemand:   o.Processors.MaxDemand,
-			Partitioned: o.Processors.PartitionBy != nil,
+			Name:          o.Name + ".processor",
+			Concurrency:   o.Processors.Concurrency,
+			MaxDemand:     o.Processors.MaxDemand,
+			Partitioned:   o.Processors.PartitionBy != nil,
+			QueueCapacity: p.proc.QueueCapacity(),
 		},
 	}
 	if o.Producer.Source != nil {

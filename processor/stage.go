@@ -38,6 +38,11 @@ type Config[Out any] struct {
 	// Routes are the pipeline's batchers. Without any, processors
 	// acknowledge every message themselves.
 	Routes []NamedRoute[Out]
+	// MinQueue is the least capacity of each processor queue. The pipeline
+	// sets it to the producer's permit window, so that one delivery of a
+	// source usually fits in a queue and goes to it directly
+	// (producer.TryOutput).
+	MinQueue int
 }
 
 // minQueueCapacity is the smallest input queue a processor stage gets.
@@ -64,9 +69,9 @@ type Stage[In, Out any] struct {
 // validated; New starts nothing.
 //
 // Without PartitionBy the processors share one balanced queue of capacity
-// max(2·Concurrency·MaxDemand, 64); with PartitionBy each processor has its
-// own queue of capacity max(2·MaxDemand, 64), and a message goes to the queue
-// its key hashes to.
+// max(2·Concurrency·MaxDemand, 64, cfg.MinQueue); with PartitionBy each
+// processor has its own queue of capacity max(2·MaxDemand, 64,
+// cfg.MinQueue), and a message goes to the queue its key hashes to.
 func New[In, Out any](opts Options[In, Out], cfg Config[Out]) *Stage[In, Out] {
 	log := cfg.Logger
 	if log == nil {
@@ -83,13 +88,13 @@ func New[In, Out any](opts Options[In, Out], cfg Config[Out]) *Stage[In, Out] {
 		s.known = append(s.known, r.Name)
 	}
 	if opts.PartitionBy == nil {
-		s.input = topic.NewPartitioned[*message.Message[In]](1, max(2*opts.Concurrency*opts.MaxDemand, minQueueCapacity), nil)
+		s.input = topic.NewPartitioned[*message.Message[In]](1, max(2*opts.Concurrency*opts.MaxDemand, minQueueCapacity, cfg.MinQueue), nil)
 	} else {
 		key := message.GuardKey(opts.PartitionBy, func(m *message.Message[In], pe *message.PanicError) {
 			log.Error("PartitionBy panicked; message failed", slog.String("stage", s.name),
 				slog.Any("message", m), slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))
 		})
-		s.input = topic.NewPartitioned(opts.Concurrency, max(2*opts.MaxDemand, minQueueCapacity), key)
+		s.input = topic.NewPartitioned(opts.Concurrency, max(2*opts.MaxDemand, minQueueCapacity, cfg.MinQueue), key)
 	}
 	return s
 }
@@ -101,6 +106,17 @@ func New[In, Out any](opts Options[In, Out], cfg Config[Out]) *Stage[In, Out] {
 func (s *Stage[In, Out]) Publish(ctx context.Context, msgs []*message.Message[In]) (int, error) {
 	return s.input.PublishBatch(ctx, msgs)
 }
+
+// TryPublish hands over, without blocking, the longest prefix of msgs the
+// processors' queues have room for (see topic.Partitioned.TryPublishBatch)
+// and returns its length; topic.ErrTopicClosed once the input is closed.
+func (s *Stage[In, Out]) TryPublish(msgs []*message.Message[In]) (int, error) {
+	return s.input.TryPublishBatch(msgs)
+}
+
+// QueueCapacity is the capacity of each processor queue (of the one shared
+// queue without PartitionBy).
+func (s *Stage[In, Out]) QueueCapacity() int { return s.input.Partition(0).Cap() }
 
 // Start launches the processors and returns at once. ctx is the pipeline's
 // hard-stop context. Each processor runs until its input is closed and
