@@ -63,6 +63,7 @@ func New[T any](opts Options[T], cfg Config[T]) *Producer[T] {
 				log:   log.With(slog.String("stage", name)),
 				flow:  opts.Flow,
 				out:   cfg.Output,
+				try:   tryOutput(cfg.Output),
 				gate:  p.gate,
 				wake:  make(chan struct{}, 1),
 			})
@@ -92,6 +93,9 @@ func (p *Producer[T]) Start(ctx context.Context, wg *sync.WaitGroup, fatal func(
 	p.mu.Unlock()
 	var stagesWG sync.WaitGroup
 	for _, s := range p.stages {
+		s.mu.Lock()
+		s.stop = ctx
+		s.mu.Unlock()
 		stagesWG.Add(2)
 		wg.Add(2)
 		go func() {
@@ -205,6 +209,15 @@ func (g *gate) set(rl *RateLimit) {
 	if old != nil {
 		close(old.changed)
 	}
+}
+
+// unlimited reports whether no rate limit is set.
+func (g *gate) unlimited() bool { return g.cur.Load().lim == nil }
+
+// tryOutput returns out as a TryOutput when it is one.
+func tryOutput[T any](out Output[T]) TryOutput[T] {
+	t, _ := out.(TryOutput[T])
+	return t
 }
 
 // take waits until some of n messages may pass and returns how many: all n

@@ -25,6 +25,18 @@ type Output[T any] interface {
 	Publish(ctx context.Context, msgs []*message.Message[T]) (int, error)
 }
 
+// TryOutput is an Output that can also take messages without waiting. When
+// the pipeline's processors offer it, a delivery that finds the stage
+// buffer empty goes straight to them, as far as they have room, instead of
+// through the stage's dispatching goroutine; permits are charged the same
+// way, when the messages leave for the processors.
+type TryOutput[T any] interface {
+	Output[T]
+	// TryPublish takes the longest prefix of msgs it has room for, without
+	// blocking, and returns its length, with an error once it is closed.
+	TryPublish(msgs []*message.Message[T]) (int, error)
+}
+
 // Stage is one producer stage: the handle a Source's Run receives. It owns
 // the stage buffer that the source's feeds deliver into and the goroutine
 // that moves buffered messages to the processors, charging permits as they
@@ -35,6 +47,8 @@ type Stage[T any] struct {
 	log   *slog.Logger
 	flow  Flow
 	out   Output[T]
+	try   TryOutput[T]    // out, when it can take messages without waiting
+	stop  context.Context // the dispatcher's (hard-stop) context, set by start
 	gate  *gate
 
 	mu       sync.Mutex
@@ -46,6 +60,10 @@ type Stage[T any] struct {
 	idle     chan struct{} // closed when nothing is queued and !busy
 	feeds    []*Feed[T]
 	wake     chan struct{}
+	// refills are push-model feeds whose permits fell to the threshold in
+	// a direct hand-off (deliver): the dispatcher grants their refill, so
+	// that a grant callback never runs inside the source's own Deliver.
+	refills, spare []*Feed[T]
 }
 
 type entry[T any] struct {
@@ -139,14 +157,42 @@ func (s *Stage[T]) deliver(f *Feed[T], msgs []*message.Message[T]) {
 			slog.String("feed", f.name), slog.Int("messages", len(msgs)))
 		return
 	}
-	for _, m := range msgs {
+	direct := 0
+	if s.directLocked() {
+		// Nothing waits before these messages: hand over what the
+		// processors have room for now, saving the dispatcher's hop. The
+		// stage mutex is held throughout, so the dispatcher cannot take a
+		// later delivery first; an error (closed processors) leaves the
+		// rest to the dispatcher, which reports it.
+		direct, _ = s.try.TryPublish(msgs)
+	}
+	for _, m := range msgs[direct:] {
 		s.pending = append(s.pending, entry[T]{msg: m, feed: f})
 	}
 	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
+	wake := direct < len(msgs)
+	if direct > 0 && f.chargeDirect(direct) {
+		s.mu.Lock()
+		s.refills = append(s.refills, f)
+		s.mu.Unlock()
+		wake = true
 	}
+	if wake {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// directLocked reports whether a delivery may go straight to the
+// processors: they can take messages without waiting, the buffer is empty
+// and the dispatcher holds no chunk (so nothing delivered earlier is still
+// on its way), there is no rate limit, and the pipeline has not been
+// stopped hard. The caller holds s.mu.
+func (s *Stage[T]) directLocked() bool {
+	return s.try != nil && s.queuedLocked() == 0 && !s.busy && s.gate.unlimited() &&
+		s.stop != nil && s.stop.Err() == nil
 }
 
 // finish marks the source as done delivering; the dispatcher exits once the
@@ -178,7 +224,7 @@ func (s *Stage[T]) dispatch(ctx context.Context) {
 			close(s.idle)
 			s.idle = nil
 		}
-		for s.queuedLocked() == 0 {
+		for s.queuedLocked() == 0 && len(s.refills) == 0 {
 			if s.finished {
 				s.mu.Unlock()
 				return
@@ -190,6 +236,16 @@ func (s *Stage[T]) dispatch(ctx context.Context) {
 				return
 			}
 			s.mu.Lock()
+		}
+		if len(s.refills) > 0 {
+			refills := s.refills
+			s.refills, s.spare = s.spare[:0], refills
+			s.mu.Unlock()
+			for _, f := range refills {
+				f.charge(0) // grants the refills that are due
+			}
+			clear(refills)
+			continue
 		}
 		want := min(dispatchChunk, s.queuedLocked())
 		s.mu.Unlock()
@@ -588,6 +644,20 @@ func (f *Feed[T]) Stats() FeedStats {
 
 // charge charges n permits and refills the feed while its remaining permits
 // are at or below the threshold.
+// chargeDirect charges n permits for messages handed over by Deliver
+// itself. A pull-model feed is refilled at once; for a push-model feed it
+// reports whether a refill is due, which the dispatcher then grants (a
+// grant callback must not run inside the source's Deliver, which may hold
+// the source's locks).
+func (f *Feed[T]) chargeDirect(n int) (refillDue bool) {
+	if f.grant == nil {
+		f.charge(n)
+		return false
+	}
+	f.dispatched.Add(int64(n))
+	return f.remaining.Add(-int64(n)) <= int64(f.stage.flow.Threshold)
+}
+
 func (f *Feed[T]) charge(n int) {
 	f.dispatched.Add(int64(n))
 	rem := f.remaining.Add(-int64(n))
