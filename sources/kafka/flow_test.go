@@ -87,11 +87,11 @@ func TestPermitWindowBoundsFetching(t *testing.T) {
 		stopPipeline(t, p)
 	}()
 
-	// Processor queue (64 per processor with partition keys) + the message
-	// in the handler, then per partition the window (delivered), the
-	// source's read-ahead (one window), sarama's channel (window/2) and one
-	// fetch response in flight.
-	bound := int64(64 + 1 + 2*window + window/2 + 2)
+	// The processor's queue + the message in the handler, then per
+	// partition the window (delivered), the source's read-ahead (one
+	// window), sarama's channel (window/2) and one fetch response in
+	// flight.
+	bound := int64(p.Topology().Processors.QueueCapacity + 1 + 2*window + window/2 + 2)
 	waitFor(t, 10*time.Second, "fetching to start", func() bool {
 		mu.Lock()
 		defer mu.Unlock()

@@ -178,8 +178,9 @@ func TestAbruptStopAndRestart(t *testing.T) {
 	waitFor(t, 10*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
 	stopPipeline(t, second)
 	// In flight per partition at most: its window, plus the processors'
-	// queues (4 processors × 64) and chunks shared by all partitions.
-	bound := parts*po.Producer.Flow.WithDefaults().MaxWindow() + 4*(64+10)
+	// queues and chunks shared by all partitions.
+	topo := first.Topology().Processors
+	bound := parts*po.Producer.Flow.WithDefaults().MaxWindow() + topo.Concurrency*(topo.QueueCapacity+topo.MaxDemand)
 	if d := l.duplicates(); d > bound {
 		t.Fatalf("%d records handled twice after an abrupt stop; bound %d", d, bound)
 	}

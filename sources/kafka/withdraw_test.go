@@ -25,10 +25,6 @@ func TestRevokeWithdrawsBufferedRecords(t *testing.T) {
 		parts   = 2
 		perPart = 400
 		window  = 300
-		// What had left A's stage buffer when the revoke came: the
-		// message in its only handler, its queue (64 with partition
-		// keys) and one dispatch chunk (64) blocked on that queue.
-		dispatched = 1 + 64 + 64
 	)
 	group := "g-withdraw"
 	c := newCluster(t, parts)
@@ -76,6 +72,10 @@ func TestRevokeWithdrawsBufferedRecords(t *testing.T) {
 	poA.Processors.Concurrency = 1
 	poA.Processors.MaxDemand = 1
 	a := startPipeline(t, poA)
+	// What can have left A's stage buffer when the revoke comes: the
+	// message in its only handler, its queue (one window: less than the two
+	// windows A fetches) and one dispatch chunk (64) blocked on that queue.
+	dispatched := 1 + a.Topology().Processors.QueueCapacity + 64
 	unblock := sync.OnceFunc(func() { close(release) })
 	defer unblock()
 
