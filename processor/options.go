@@ -47,7 +47,8 @@ type Options[In, Out any] struct {
 	// in bulk, such as one database query for the whole chunk. It may change
 	// the messages and fail some of them. An error or a panic fails every
 	// message of the chunk. The slice is reused for the next chunk: do not
-	// keep it after Prepare returns (the messages themselves may be kept).
+	// keep it after Prepare returns (nor the messages past their outcome:
+	// a source may reuse them, see message.Message).
 	Prepare func(ctx context.Context, msgs []*message.Message[In]) error `name:"prepare"`
 	// Handle is called for every message. Required.
 	Handle Handler[In, Out] `name:"handle" validate:"required"`
