@@ -642,8 +642,6 @@ func (f *Feed[T]) Stats() FeedStats {
 	return st
 }
 
-// charge charges n permits and refills the feed while its remaining permits
-// are at or below the threshold.
 // chargeDirect charges n permits for messages handed over by Deliver
 // itself. A pull-model feed is refilled at once; for a push-model feed it
 // reports whether a refill is due, which the dispatcher then grants (a
@@ -658,6 +656,8 @@ func (f *Feed[T]) chargeDirect(n int) (refillDue bool) {
 	return f.remaining.Add(-int64(n)) <= int64(f.stage.flow.Threshold)
 }
 
+// charge charges n permits and refills the feed while its remaining permits
+// are at or below the threshold.
 func (f *Feed[T]) charge(n int) {
 	f.dispatched.Add(int64(n))
 	rem := f.remaining.Add(-int64(n))

@@ -83,19 +83,26 @@ func (p *Partitioned[T]) TryPublishBatch(items []T) (int, error) {
 	if len(p.queues) == 1 {
 		return p.queues[0].TryPublishBatch(items)
 	}
+	// One run of items with the same key goes to its queue at once; each
+	// item's key is computed once.
 	total := 0
+	k := ""
+	if len(items) > 0 {
+		k = p.key(items[0])
+	}
 	for total < len(items) {
-		// One run of items with the same key goes to its queue at once.
-		k := p.key(items[total])
-		end := total + 1
-		for end < len(items) && p.key(items[end]) == k {
-			end++
+		end, next := total+1, ""
+		for ; end < len(items); end++ {
+			if next = p.key(items[end]); next != k {
+				break
+			}
 		}
 		n, err := p.queues[KeyPartition(k, len(p.queues))].TryPublishBatch(items[total:end])
 		total += n
 		if err != nil || total < end {
 			return total, err
 		}
+		k = next
 	}
 	return total, nil
 }
