@@ -15,9 +15,23 @@ package acker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 )
+
+// ErrShutdown is wrapped by the error of a failed outcome whose failure the
+// pipeline's own shutdown caused: the handler's context was cancelled by
+// Stop or by the shutdown timeout, and the handler returned an error that is
+// or wraps context.Canceled or context.DeadlineExceeded. Such an outcome
+// always carries DispositionRetry, whatever a failure hook set: the message
+// was not handled, so no built-in source commits or acknowledges it; it is
+// left for the broker to deliver again. Use Interrupted to test an Outcome.
+var ErrShutdown = errors.New("interrupted by the pipeline's shutdown")
+
+// Interrupted reports whether o failed because the pipeline shut down while
+// it was being handled (its error wraps ErrShutdown).
+func Interrupted(o Outcome) bool { return o.Err != nil && errors.Is(o.Err, ErrShutdown) }
 
 // Acknowledger receives the outcomes of messages that came from one source
 // (or one consumer of a source).
