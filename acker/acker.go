@@ -33,6 +33,40 @@ var ErrShutdown = errors.New("interrupted by the pipeline's shutdown")
 // it was being handled (its error wraps ErrShutdown).
 func Interrupted(o Outcome) bool { return o.Err != nil && errors.Is(o.Err, ErrShutdown) }
 
+// ShutdownError is the error of a failed outcome whose failure the
+// pipeline's shutdown caused. It wraps both ErrShutdown and the error the
+// handler returned, so errors.Is(err, ErrShutdown) and, for example,
+// errors.Is(err, context.Canceled) both hold.
+type ShutdownError struct {
+	// Err is the error the handler (or hook) failed the message with.
+	Err error
+}
+
+// Error names the shutdown and the handler's error.
+func (e *ShutdownError) Error() string { return ErrShutdown.Error() + ": " + e.Err.Error() }
+
+// Unwrap returns ErrShutdown and the handler's error.
+func (e *ShutdownError) Unwrap() []error { return []error{ErrShutdown, e.Err} }
+
+// WrapShutdown returns err wrapped in a *ShutdownError, or err itself when
+// it already wraps ErrShutdown. A nil err stays nil.
+func WrapShutdown(err error) error {
+	if err == nil || errors.Is(err, ErrShutdown) {
+		return err
+	}
+	return &ShutdownError{Err: err}
+}
+
+// CausedByShutdown reports whether err, returned by user code that was given
+// ctx by a pipeline stage, is a failure the pipeline's shutdown caused: ctx
+// is done (the pipeline cancels it only when it cuts a drain short) and err
+// is or wraps context.Canceled or context.DeadlineExceeded. A handler's own
+// deadline that passes while the pipeline runs is not one: ctx is not done.
+func CausedByShutdown(ctx context.Context, err error) bool {
+	return err != nil && ctx.Err() != nil &&
+		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
+}
+
 // Acknowledger receives the outcomes of messages that came from one source
 // (or one consumer of a source).
 //

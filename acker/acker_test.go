@@ -3,6 +3,7 @@ package acker_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -138,5 +139,23 @@ func TestDispositionString(t *testing.T) {
 		if d.String() != want {
 			t.Fatalf("%d.String() = %q, want %q", d, d.String(), want)
 		}
+	}
+}
+
+// Guarantee: WrapShutdown keeps the wrapped error visible to errors.Is and
+// wraps only once.
+func TestWrapShutdown(t *testing.T) {
+	err := acker.WrapShutdown(context.Canceled)
+	if !errors.Is(err, acker.ErrShutdown) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("%v does not wrap both ErrShutdown and context.Canceled", err)
+	}
+	if again := acker.WrapShutdown(err); again != err {
+		t.Fatalf("wrapping twice gave %v, want the same error", again)
+	}
+	if acker.WrapShutdown(nil) != nil {
+		t.Fatal("WrapShutdown(nil) is not nil")
+	}
+	if !acker.Interrupted(acker.Outcome{Err: err}) || acker.Interrupted(acker.Outcome{Err: context.Canceled}) {
+		t.Fatal("Interrupted does not follow ErrShutdown")
 	}
 }

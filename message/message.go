@@ -7,6 +7,7 @@
 package message
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -100,6 +101,7 @@ type header struct {
 	disposition acker.Disposition
 	mode        BatchMode
 	deferred    bool
+	interrupted bool
 	err         error
 	partKey     string
 	batcher     string
@@ -126,13 +128,13 @@ func (m *Message[T]) Init(data T, ack acker.Acknowledger, id uint64) {
 // per-message identifier id, for sources that reuse their messages. It
 // keeps what the source set for the previous message (acknowledger, ack
 // data, Metadata, partition key) and clears what stages set (status,
-// error, disposition, batcher, batch key, batch mode, deferral), as Init
-// would. It writes a field only when it changes, which keeps the garbage
+// error, disposition, batcher, batch key, batch mode, deferral,
+// interruption), as Init would. It writes a field only when it changes, which keeps the garbage
 // collector's write barriers off the unchanged ones.
 func (m *Message[T]) Reuse(data T, id uint64) {
 	m.Data = data
 	m.h.ackID = id
-	m.h.status, m.h.disposition, m.h.mode, m.h.deferred = StatusOK, acker.DispositionDefault, Bulk, false
+	m.h.status, m.h.disposition, m.h.mode, m.h.deferred, m.h.interrupted = StatusOK, acker.DispositionDefault, Bulk, false, false
 	if m.h.err != nil {
 		m.h.err = nil
 	}
@@ -196,17 +198,52 @@ func (m *Message[T]) Err() error { return m.h.err }
 // Fail marks the message as failed because of err (ErrFailed when err is
 // nil). A failed message is not handed to later stages; its acknowledger
 // receives it among the failed outcomes. Failing an already failed message
-// replaces the error.
+// replaces the error; on an interrupted message (see Interrupted) the new
+// error is wrapped in an *acker.ShutdownError, since the shutdown still
+// caused the failure.
 func (m *Message[T]) Fail(err error) {
 	if err == nil {
 		err = ErrFailed
+	}
+	if m.h.interrupted {
+		err = acker.WrapShutdown(err)
 	}
 	m.h.status = StatusFailed
 	m.h.err = err
 }
 
-// Disposition returns how the message is acknowledged if it fails.
-func (m *Message[T]) Disposition() acker.Disposition { return m.h.disposition }
+// Disposition returns how the message is acknowledged if it fails:
+// acker.DispositionRetry for an interrupted message (see Interrupted),
+// whatever SetDisposition set.
+func (m *Message[T]) Disposition() acker.Disposition {
+	if m.h.interrupted {
+		return acker.DispositionRetry
+	}
+	return m.h.disposition
+}
+
+// MarkInterrupted marks m as interrupted by the pipeline's shutdown when it
+// failed with an error acker.CausedByShutdown accepts for ctx, the context
+// its handler was given, and reports whether m is interrupted. The stages
+// call it on every failed message before the failure hook runs. An
+// interrupted message's error wraps acker.ErrShutdown (and the handler's
+// error) and its outcome carries acker.DispositionRetry whatever a hook
+// does later: it was not handled, so its source must deliver it again.
+func (m *Message[T]) MarkInterrupted(ctx context.Context) bool {
+	if m.h.interrupted {
+		return true
+	}
+	if m.h.status != StatusFailed || !acker.CausedByShutdown(ctx, m.h.err) {
+		return false
+	}
+	m.h.interrupted = true
+	m.h.err = acker.WrapShutdown(m.h.err)
+	return true
+}
+
+// Interrupted reports whether m failed because the pipeline's shutdown
+// interrupted its handling (see MarkInterrupted).
+func (m *Message[T]) Interrupted() bool { return m.h.interrupted }
 
 // SetDisposition changes how the message is acknowledged if it fails, for
 // example from a failure hook: acker.DispositionDiscard to get past a poison
@@ -219,7 +256,7 @@ func (m *Message[T]) Outcome() acker.Outcome {
 	o := acker.Outcome{ID: m.h.ackID, Data: m.h.ackData, Message: m}
 	if m.h.status == StatusFailed {
 		o.Err = m.h.err
-		o.Disposition = m.h.disposition
+		o.Disposition = m.Disposition()
 	}
 	return o
 }
