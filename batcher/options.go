@@ -20,6 +20,14 @@ const (
 	DefaultConcurrency  = 1
 )
 
+// Upper bounds of the options, checked when the pipeline is built.
+const (
+	// BatchSizeLimit is the largest BatchSize.
+	BatchSizeLimit = 1_000_000
+	// ConcurrencyLimit is the largest Concurrency.
+	ConcurrencyLimit = 10_000
+)
+
 // Handler handles one batch. All messages share info.BatchKey. It may fail
 // single messages with m.Fail; returning an error fails every message of the
 // batch that has not failed yet, and a panic fails the whole batch (replacing
@@ -33,16 +41,16 @@ type Options[T any] struct {
 	// m.SetBatcher; message.DefaultBatcher ("default") receives the
 	// messages nobody routed. Required, unique within a pipeline.
 	Name string `name:"name" validate:"required"`
-	// BatchSize is the number of messages at which a batch is emitted.
-	// Default 100.
-	BatchSize int `name:"batchSize" validate:"gte=1"`
+	// BatchSize is the number of messages at which a batch is emitted, at
+	// most BatchSizeLimit. Default 100.
+	BatchSize int `name:"batchSize" validate:"gte=1,lte=1000000"`
 	// BatchTimeout is how long after its first message a batch that has not
 	// filled up is emitted anyway. Default 1s.
 	BatchTimeout time.Duration `name:"batchTimeout" validate:"gt=0"`
 	// Concurrency is the number of batch processors calling Handle. With
 	// PartitionBy it is also the number of batcher partitions, each with
-	// its own batch processor. Default 1.
-	Concurrency int `name:"concurrency" validate:"gte=1"`
+	// its own batch processor. At most ConcurrencyLimit. Default 1.
+	Concurrency int `name:"concurrency" validate:"gte=1,lte=10000"`
 	// PartitionBy, when set, splits the batcher into Concurrency partitions:
 	// messages with the same key go to the same partition and are batched
 	// and handled in the order they arrived. Nil (the default) makes one

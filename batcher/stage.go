@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/boulevard-go/boulevard/acker"
@@ -24,6 +25,12 @@ type Config struct {
 // minQueueCapacity is the smallest input queue a batcher partition gets.
 const minQueueCapacity = 64
 
+// queueSlotBudget bounds the input queues of a batcher's partitions, all of
+// them together, beyond their minimum: a huge BatchSize, or many
+// partitions, must not reserve memory for messages that never come. A
+// batch grows as its messages arrive, whatever the queue's capacity.
+const queueSlotBudget = 1 << 20
+
 // recvChunk is how many messages a batcher takes from its queue at once.
 const recvChunk = 64
 
@@ -35,14 +42,19 @@ type Stage[T any] struct {
 	input   *topic.Partitioned[*message.Message[T]]
 	batches []*topic.Queue[message.Batch[T]]
 	done    chan struct{}
+
+	// loops[i] and procs[i]: partition i's goroutine, batch processor i's
+	// goroutine has not returned.
+	loops, procs []atomic.Bool
 }
 
 // New prepares the batcher. opts must already carry its defaults and be
 // validated; New starts nothing.
 //
-// Each batcher partition has an input queue of capacity max(2·BatchSize, 64);
-// batches wait for a batch processor in a queue of capacity 2·Concurrency
-// (2 per partition when partitioned).
+// Each batcher partition has an input queue of capacity
+// max(min(2·BatchSize, 2²⁰/partitions), 64); batches wait for a batch
+// processor in a queue of capacity 2·Concurrency (2 per partition when
+// partitioned).
 func New[T any](opts Options[T], cfg Config) *Stage[T] {
 	log := cfg.Logger
 	if log == nil {
@@ -55,7 +67,11 @@ func New[T any](opts Options[T], cfg Config) *Stage[T] {
 		name: name,
 		done: make(chan struct{}),
 	}
-	inCap := max(2*opts.BatchSize, minQueueCapacity)
+	partitions := 1
+	if opts.PartitionBy != nil {
+		partitions = opts.Concurrency
+	}
+	inCap := max(min(2*opts.BatchSize, queueSlotBudget/partitions), minQueueCapacity)
 	if opts.PartitionBy == nil {
 		s.input = topic.NewPartitioned[*message.Message[T]](1, inCap, nil)
 		s.batches = []*topic.Queue[message.Batch[T]]{topic.NewQueue[message.Batch[T]](2 * opts.Concurrency)}
@@ -91,19 +107,43 @@ func (s *Stage[T]) CloseInput() { s.input.Close() }
 // Done is closed when the batcher and its batch processors have returned.
 func (s *Stage[T]) Done() <-chan struct{} { return s.done }
 
+// StageName is the stage's name, "<pipeline>.batcher.<name>".
+func (s *Stage[T]) StageName() string { return s.name }
+
+// Running returns the indexes of the batcher partitions and of the batch
+// processors whose goroutine has not returned yet (after Start; none
+// before).
+func (s *Stage[T]) Running() (partitions, batchProcessors []int) {
+	return runningIn(s.loops), runningIn(s.procs)
+}
+
+func runningIn(flags []atomic.Bool) []int {
+	var idx []int
+	for i := range flags {
+		if flags[i].Load() {
+			idx = append(idx, i)
+		}
+	}
+	return idx
+}
+
 // Start launches the batcher partitions and the batch processors and returns
 // at once. ctx is the pipeline's hard-stop context: when it is cancelled,
 // open batches and queued messages stay unacknowledged.
 func (s *Stage[T]) Start(ctx context.Context, wg *sync.WaitGroup) {
 	var loops, procs sync.WaitGroup
+	s.loops = make([]atomic.Bool, s.input.Len())
+	s.procs = make([]atomic.Bool, s.opts.Concurrency)
 	for i := range s.input.Len() {
 		out := s.batches[min(i, len(s.batches)-1)]
 		b := &partition[T]{s: s, index: i, in: s.input.Partition(i), out: out}
 		loops.Add(1)
 		wg.Add(1)
+		s.loops[i].Store(true)
 		go func() {
 			defer wg.Done()
 			defer loops.Done()
+			defer s.loops[i].Store(false)
 			b.loop(ctx)
 		}()
 	}
@@ -112,9 +152,11 @@ func (s *Stage[T]) Start(ctx context.Context, wg *sync.WaitGroup) {
 		in := s.batches[min(i, len(s.batches)-1)]
 		procs.Add(1)
 		wg.Add(1)
+		s.procs[i].Store(true)
 		go func() {
 			defer wg.Done()
 			defer procs.Done()
+			defer s.procs[i].Store(false)
 			bp.loop(ctx, in)
 		}()
 	}
@@ -358,6 +400,13 @@ func (bp *batchProcessor[T]) loop(ctx context.Context, in *topic.Queue[message.B
 
 func (bp *batchProcessor[T]) handle(ctx context.Context, b *message.Batch[T]) {
 	opts := &bp.s.opts
+	if ctx.Err() != nil {
+		// The drain was cut short before the handler saw the batch: it
+		// stays unacknowledged, for the source to deliver again.
+		bp.log.Warn("batch processor stopped by the shutdown timeout; a batch stays unacknowledged",
+			slog.Int("messages", b.Info.Size))
+		return
+	}
 	if err := bp.call(ctx, b); err != nil {
 		if pe, ok := err.(*message.PanicError); ok {
 			bp.log.ErrorContext(ctx, "batch handler panicked; failing the whole batch",
@@ -378,6 +427,9 @@ func (bp *batchProcessor[T]) handle(ctx context.Context, b *message.Batch[T]) {
 	}
 	for _, m := range b.Messages {
 		if m.Failed() {
+			// Before the hook, so that it cannot make a failure the
+			// shutdown caused look handled.
+			m.MarkInterrupted(ctx)
 			bp.failed = append(bp.failed, m)
 		}
 	}

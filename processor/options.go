@@ -11,11 +11,27 @@ import (
 	"fmt"
 	"runtime"
 
+	"github.com/boulevard-go/boulevard/validate"
+
 	"github.com/boulevard-go/boulevard/message"
 )
 
 // DefaultMaxDemand is the default chunk size a processor takes at once.
 const DefaultMaxDemand = 10
+
+// Upper bounds of the options, checked when the pipeline is built. Each
+// processor holds a chunk buffer of MaxDemand entries and the processors'
+// queues hold about 2·Concurrency·MaxDemand, so their product is bounded
+// too: the processors' own memory stays below a few tens of MiB whatever
+// the options say.
+const (
+	// ConcurrencyLimit is the largest Concurrency.
+	ConcurrencyLimit = 10_000
+	// MaxDemandLimit is the largest MaxDemand.
+	MaxDemandLimit = 10_000
+	// ChunkSlotsLimit is the largest Concurrency × MaxDemand.
+	ChunkSlotsLimit = 1 << 20
+)
 
 // DefaultConcurrency is the default number of processors:
 // runtime.GOMAXPROCS(0) when the pipeline is created.
@@ -30,13 +46,14 @@ type Handler[In, Out any] func(ctx context.Context, m *message.Message[In]) (Out
 
 // Options configure the processors of a pipeline.
 type Options[In, Out any] struct {
-	// Concurrency is the number of processors. Default
-	// runtime.GOMAXPROCS(0).
-	Concurrency int `name:"concurrency" validate:"gte=1"`
+	// Concurrency is the number of processors, at most ConcurrencyLimit.
+	// Default runtime.GOMAXPROCS(0).
+	Concurrency int `name:"concurrency" validate:"gte=1,lte=10000"`
 	// MaxDemand is the largest chunk of messages a processor takes at once;
 	// Prepare sees one chunk, and the acknowledgements of a chunk are sent
-	// together. Default 10.
-	MaxDemand int `name:"maxDemand" validate:"gte=1"`
+	// together. At most MaxDemandLimit, and Concurrency × MaxDemand at most
+	// ChunkSlotsLimit. Default 10.
+	MaxDemand int `name:"maxDemand" validate:"gte=1,lte=10000"`
 	// PartitionBy, when set, makes messages with the same key go to the same
 	// processor, which handles them in the order they arrived. Nil (the
 	// default) balances messages over all processors. A panic in it fails
@@ -70,6 +87,22 @@ func (o Options[In, Out]) WithDefaults() Options[In, Out] {
 		o.MaxDemand = DefaultMaxDemand
 	}
 	return o
+}
+
+// CheckBounds reports the rule between fields that struct tags cannot
+// express: Concurrency × MaxDemand must be at most ChunkSlotsLimit. prefix
+// is the options' path in the error ("processors"). It returns nil when the
+// fields are out of their own bounds, which the tags report.
+func (o Options[In, Out]) CheckBounds(prefix string) error {
+	if o.Concurrency < 1 || o.Concurrency > ConcurrencyLimit || o.MaxDemand < 1 || o.MaxDemand > MaxDemandLimit {
+		return nil
+	}
+	if o.Concurrency*o.MaxDemand <= ChunkSlotsLimit {
+		return nil
+	}
+	return validate.Field(prefix+".maxDemand", "chunkSlots", fmt.Sprintf(
+		"must be ≤ %d with %s.concurrency %d (concurrency × maxDemand must be ≤ %d)",
+		ChunkSlotsLimit/o.Concurrency, prefix, o.Concurrency, ChunkSlotsLimit))
 }
 
 // ErrUnknownBatcher is wrapped by *UnknownBatcherError.

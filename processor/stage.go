@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/boulevard-go/boulevard/acker"
@@ -48,6 +49,11 @@ type Config[Out any] struct {
 // minQueueCapacity is the smallest input queue a processor stage gets.
 const minQueueCapacity = 64
 
+// queueSlotBudget bounds what Config.MinQueue adds to the processors'
+// queues, all of them together: a huge permit window must not make every
+// queue huge.
+const queueSlotBudget = 1 << 20
+
 // slabBytes is the size of the block of Message[Out] values a processor
 // allocates at once when its handler changes the payload type: 8 KiB less the
 // allocator's header, so the block fills its size class without waste.
@@ -62,16 +68,18 @@ type Stage[In, Out any] struct {
 	routes []NamedRoute[Out]
 	known  []string
 
-	done chan struct{}
+	done    chan struct{}
+	running []atomic.Bool // running[i]: processor i's goroutine has not returned
 }
 
 // New prepares the processors. opts must already carry its defaults and be
 // validated; New starts nothing.
 //
 // Without PartitionBy the processors share one balanced queue of capacity
-// max(2·Concurrency·MaxDemand, 64, cfg.MinQueue); with PartitionBy each
-// processor has its own queue of capacity max(2·MaxDemand, 64,
-// cfg.MinQueue), and a message goes to the queue its key hashes to.
+// max(2·Concurrency·MaxDemand, 64, min(cfg.MinQueue, 2²⁰)); with
+// PartitionBy each processor has its own queue of capacity max(2·MaxDemand,
+// 64, min(cfg.MinQueue, 2²⁰/Concurrency)), and a message goes to the queue
+// its key hashes to.
 func New[In, Out any](opts Options[In, Out], cfg Config[Out]) *Stage[In, Out] {
 	log := cfg.Logger
 	if log == nil {
@@ -88,13 +96,13 @@ func New[In, Out any](opts Options[In, Out], cfg Config[Out]) *Stage[In, Out] {
 		s.known = append(s.known, r.Name)
 	}
 	if opts.PartitionBy == nil {
-		s.input = topic.NewPartitioned[*message.Message[In]](1, max(2*opts.Concurrency*opts.MaxDemand, minQueueCapacity, cfg.MinQueue), nil)
+		s.input = topic.NewPartitioned[*message.Message[In]](1, max(2*opts.Concurrency*opts.MaxDemand, minQueueCapacity, min(cfg.MinQueue, queueSlotBudget)), nil)
 	} else {
 		key := message.GuardKey(opts.PartitionBy, func(m *message.Message[In], pe *message.PanicError) {
 			log.Error("PartitionBy panicked; message failed", slog.String("stage", s.name),
 				slog.Any("message", m), slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))
 		})
-		s.input = topic.NewPartitioned(opts.Concurrency, max(2*opts.MaxDemand, minQueueCapacity, cfg.MinQueue), key)
+		s.input = topic.NewPartitioned(opts.Concurrency, max(2*opts.MaxDemand, minQueueCapacity, min(cfg.MinQueue, queueSlotBudget/opts.Concurrency)), key)
 	}
 	return s
 }
@@ -124,14 +132,17 @@ func (s *Stage[In, Out]) QueueCapacity() int { return s.input.Partition(0).Cap()
 // closed when all processors have returned.
 func (s *Stage[In, Out]) Start(ctx context.Context, wg *sync.WaitGroup) {
 	var mine sync.WaitGroup
+	s.running = make([]atomic.Bool, s.opts.Concurrency)
 	for i := range s.opts.Concurrency {
 		in := s.input.Partition(min(i, s.input.Len()-1))
 		p := s.newProcessor(i)
 		mine.Add(1)
 		wg.Add(1)
+		s.running[i].Store(true)
 		go func() {
 			defer wg.Done()
 			defer mine.Done()
+			defer s.running[i].Store(false)
 			p.loop(ctx, in)
 		}()
 	}
@@ -151,6 +162,21 @@ func (s *Stage[In, Out]) CloseInput() {
 
 // Done is closed when every processor has returned.
 func (s *Stage[In, Out]) Done() <-chan struct{} { return s.done }
+
+// Name is the stage's name, "<pipeline>.processor".
+func (s *Stage[In, Out]) Name() string { return s.name }
+
+// Running returns the indexes of the processors whose goroutine has not
+// returned yet (after Start; none before).
+func (s *Stage[In, Out]) Running() []int {
+	var idx []int
+	for i := range s.running {
+		if s.running[i].Load() {
+			idx = append(idx, i)
+		}
+	}
+	return idx
+}
 
 // Queued reports how many messages wait in the processors' queues.
 func (s *Stage[In, Out]) Queued() int {
@@ -195,6 +221,9 @@ func (p *processor[In, Out]) loop(ctx context.Context, in *topic.Queue[*message.
 
 func (p *processor[In, Out]) handleChunk(ctx context.Context, chunk []*message.Message[In]) {
 	s := p.s
+	if chunk = p.dropNil(chunk); len(chunk) == 0 {
+		return
+	}
 	if s.opts.Prepare != nil {
 		if err := p.prepare(ctx, chunk); err != nil {
 			p.log.WarnContext(ctx, "prepare failed; failing the whole chunk", slog.Any("error", err), slog.Int("messages", len(chunk)))
@@ -205,9 +234,16 @@ func (p *processor[In, Out]) handleChunk(ctx context.Context, chunk []*message.M
 			}
 		}
 	}
+	left := 0
 	for _, m := range chunk {
 		if m.Failed() {
 			p.failed = append(p.failed, m)
+			continue
+		}
+		if ctx.Err() != nil {
+			// The drain was cut short: a message the handler has not
+			// seen stays unacknowledged, for the source to deliver again.
+			left++
 			continue
 		}
 		out, err := p.handle(ctx, m)
@@ -232,7 +268,16 @@ func (p *processor[In, Out]) handleChunk(ctx context.Context, chunk []*message.M
 		}
 		p.pending[r] = append(p.pending[r], p.convert(m, out))
 	}
+	if left > 0 {
+		p.log.WarnContext(ctx, "processor stopped by the shutdown timeout; unhandled messages of its chunk stay unacknowledged",
+			slog.Int("messages", left))
+	}
 	if len(p.failed) > 0 {
+		for _, m := range p.failed {
+			// Before the hook, so that it cannot make a failure the
+			// shutdown caused look handled.
+			m.MarkInterrupted(ctx)
+		}
 		if s.opts.HandleFailed != nil {
 			p.handleFailed(ctx, p.failed)
 		}
@@ -254,6 +299,23 @@ func (p *processor[In, Out]) handleChunk(ctx context.Context, chunk []*message.M
 		clear(msgs)
 		p.pending[r] = msgs[:0]
 	}
+}
+
+// dropNil removes nil entries from chunk, which only a misbehaving source
+// delivers (Push rejects them), so that a nil never reaches the handler.
+func (p *processor[In, Out]) dropNil(chunk []*message.Message[In]) []*message.Message[In] {
+	n := 0
+	for _, m := range chunk {
+		if m != nil {
+			chunk[n] = m
+			n++
+		}
+	}
+	if n < len(chunk) {
+		p.log.Error("nil messages dropped; a source delivered them", slog.Int("messages", len(chunk)-n))
+		clear(chunk[n:])
+	}
+	return chunk[:n]
 }
 
 func (p *processor[In, Out]) route(name string) int {
