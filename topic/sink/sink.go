@@ -451,7 +451,9 @@ type Drainer interface {
 // GuardSource wraps a pipeline's source so that closing it first drains the
 // sinks (Drain with the Close context, which the pipeline bounds by its
 // shutdown timeout) and only then closes src (if it is a producer.Closer).
-// The wrapper passes Validate and Ordered through to src.
+// The wrapper passes every optional interface of package producer through
+// to src: Validate, Ordered and DefaultWindow answer as src does, and as if
+// src did not implement them when it does not.
 func GuardSource[T any](src producer.Source[T], sinks ...Drainer) producer.Source[T] {
 	return &guarded[T]{src: src, sinks: sinks}
 }
@@ -490,4 +492,13 @@ func (g *guarded[T]) Validate() error {
 func (g *guarded[T]) Ordered() bool {
 	o, ok := g.src.(producer.Ordered)
 	return ok && o.Ordered()
+}
+
+// DefaultWindow passes src's DefaultWindow through (0, the producer's own
+// default, when src advises none).
+func (g *guarded[T]) DefaultWindow() int {
+	if w, ok := g.src.(producer.WindowAdvisor); ok {
+		return w.DefaultWindow()
+	}
+	return 0
 }
