@@ -3,6 +3,7 @@ package kafka
 import (
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -19,6 +20,17 @@ const (
 	DefaultFailurePolicy     = FailureCommit
 	DefaultRedeliveryBackoff = time.Second
 	DefaultRevokeTimeout     = 10 * time.Second
+	// DefaultConnectTimeout bounds the connection check every Run starts
+	// with (Options.ConnectTimeout).
+	DefaultConnectTimeout = 5 * time.Second
+	// DefaultDialTimeout is Config.Net.DialTimeout when the Config leaves
+	// it at sarama's default (30s).
+	DefaultDialTimeout = 5 * time.Second
+	// DefaultMetadataTimeout is Config.Metadata.Timeout when the Config
+	// leaves it at sarama's default (0: no bound, so a metadata refresh
+	// against unresponsive brokers could take ReadTimeout × brokers ×
+	// (Metadata.Retry.Max+1)).
+	DefaultMetadataTimeout = 10 * time.Second
 	// DefaultWindow is the permit window per partition when the pipeline's
 	// producer.Options.Flow.Initial is 0 (Source.DefaultWindow). A Kafka
 	// fetch returns up to Config.Consumer.Fetch.Default bytes per
@@ -104,6 +116,14 @@ type Options struct {
 	// the partition go. It must be below
 	// Config.Consumer.Group.Rebalance.Timeout. Default 10s.
 	RevokeTimeout time.Duration `name:"revokeTimeout" validate:"gt=0"`
+	// ConnectTimeout bounds the connection check each Run starts with:
+	// every bootstrap broker is dialled at once and asked for its API
+	// versions (TLS and SASL included), each attempt bounded by
+	// ConnectTimeout (or by Config.Net's own timeouts when they are
+	// shorter). When no broker answers, Run fails with ErrConnect naming
+	// every broker and its cause, and the pipeline logs it at WARN and
+	// restarts the source. Default 5s.
+	ConnectTimeout time.Duration `name:"connectTimeout" validate:"gt=0"`
 	// Unordered relaxes per-partition ordering: messages are balanced over
 	// all processors instead of one processor per partition. Offsets are
 	// still committed only up to the contiguous handled prefix. Default
@@ -116,10 +136,19 @@ type Options struct {
 	// Consumer.Offsets.Initial (from InitialOffset),
 	// Consumer.Offsets.AutoCommit (enabled, every CommitInterval),
 	// Consumer.Return.Errors (true: errors are logged), and
-	// ChannelBufferSize (sized to the permit window). It is checked with
-	// sarama's own Validate.
+	// ChannelBufferSize (sized to the permit window). A few timeouts take
+	// the source's defaults when they still hold sarama.NewConfig's value
+	// (see SaramaDefaults); any other value is the user's and is kept. It
+	// is checked with sarama's own Validate.
+	//
+	// The options print with their credentials redacted (see String):
+	// nothing of Config is printed but its version, client id and whether
+	// TLS and SASL are on.
 	Config *sarama.Config `name:"config" validate:"-"`
-	// Logger receives the source's logs. Nil discards them.
+	// Logger, when set, receives the source's logs (annotated with the
+	// stage name). Nil means the producer stage's logger (the pipeline's
+	// Logger, annotated with the stage name), or slog.Default() when that
+	// is nil too.
 	Logger *slog.Logger `name:"-" validate:"-"`
 }
 
@@ -140,13 +169,44 @@ func (o Options) WithDefaults() Options {
 	if o.RevokeTimeout == 0 {
 		o.RevokeTimeout = DefaultRevokeTimeout
 	}
+	if o.ConnectTimeout == 0 {
+		o.ConnectTimeout = DefaultConnectTimeout
+	}
 	if o.Config == nil {
 		o.Config = sarama.NewConfig()
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
 	return o
+}
+
+// saramaDefaults is sarama.NewConfig(), to tell the fields a user left at
+// sarama's default from those they set.
+var saramaDefaults = sync.OnceValue(sarama.NewConfig)
+
+// SaramaDefaults sets the timeouts the source chooses in cfg, for each
+// field that still holds sarama.NewConfig's value (or zero): a value that
+// differs is the user's and is kept. The source applies it to its copy of
+// Options.Config; it is exported so that the choice is visible and
+// testable.
+//
+//   - Net.DialTimeout: DefaultDialTimeout (5s; sarama's is 30s).
+//   - Metadata.Timeout: DefaultMetadataTimeout (10s; sarama's is 0, no
+//     bound), so that a metadata refresh against unresponsive brokers gives
+//     up instead of retrying each broker for Net.ReadTimeout.
+//
+// Net.ReadTimeout and Net.WriteTimeout keep sarama's 30s: a JoinGroup
+// request waits for the whole rebalance (up to the other members'
+// RevokeTimeout), and sarama bounds it by Net.ReadTimeout, so a shorter one
+// would break rebalances. The first attempt to reach the cluster is bounded
+// by Options.ConnectTimeout instead. Metadata.Retry keeps sarama's 3
+// retries 250ms apart.
+func SaramaDefaults(cfg *sarama.Config) {
+	def := saramaDefaults()
+	if cfg.Net.DialTimeout == def.Net.DialTimeout || cfg.Net.DialTimeout == 0 {
+		cfg.Net.DialTimeout = DefaultDialTimeout
+	}
+	if cfg.Metadata.Timeout == def.Metadata.Timeout {
+		cfg.Metadata.Timeout = DefaultMetadataTimeout
+	}
 }
 
 // validateOptions applies the tag rules and the ones tags cannot express. o
@@ -173,6 +233,7 @@ func validateOptions(o *Options) error {
 // owns. window is the permit window of one partition.
 func (o *Options) saramaConfig(window int) (*sarama.Config, error) {
 	cfg := *o.Config // shallow copy: only value fields are changed below
+	SaramaDefaults(&cfg)
 	switch o.InitialOffset {
 	case OffsetEarliest:
 		cfg.Consumer.Offsets.Initial = sarama.OffsetOldest

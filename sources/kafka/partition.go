@@ -40,6 +40,7 @@ type partition struct {
 	maxFree  int     // bound of free
 	released bool
 	retryAt  int64 // lowest offset to redeliver, -1 when none
+	holdAt   int64 // lowest offset interrupted by the shutdown, -1 when none: never committed past
 	retryCh  chan struct{}
 	settled  chan struct{} // signalled when nothing is pending
 }
@@ -47,6 +48,13 @@ type partition struct {
 // Ack records the outcomes of the claim's messages and marks the contiguous
 // handled prefix for the next commit. It ignores outcomes that arrive after
 // the claim was released.
+//
+// A failure the pipeline's shutdown caused (acker.Interrupted) holds the
+// claim's commit below its offset for good, whatever its disposition or the
+// failure policy: the record was not handled, so it is left for the next
+// owner. The claim does not rewind for it (the pipeline is stopping), and
+// it stops waiting for the records after it (they are delivered again
+// anyway), so that the release is not held up by them.
 func (p *partition) Ack(_ context.Context, successful, failed []acker.Outcome) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -60,10 +68,17 @@ func (p *partition) Ack(_ context.Context, successful, failed []acker.Outcome) {
 		}
 		p.recycle(successful[i].Data)
 	}
-	discarded, redeliver := 0, 0
+	discarded, redeliver, interrupted := 0, 0, 0
 	for i := range failed {
 		o := &failed[i]
 		p.recycle(o.Data)
+		if acker.Interrupted(*o) {
+			interrupted++
+			if p.holdAt < 0 || int64(o.ID) < p.holdAt {
+				p.holdAt = int64(o.ID)
+			}
+			continue
+		}
 		if p.m.opts.redeliver(o.Disposition) {
 			if p.cp.IsPending(o.ID) {
 				redeliver++
@@ -78,20 +93,38 @@ func (p *partition) Ack(_ context.Context, successful, failed []acker.Outcome) {
 			advanced = true
 		}
 	}
+	if interrupted > 0 {
+		// Forget the tracked offsets from the held one on: the claim no
+		// longer waits for them, and their acks cannot move the commit.
+		p.cp.Truncate(uint64(p.holdAt))
+	}
 	if len(failed) > 0 {
-		p.m.log.Warn("kafka messages failed",
+		// The stage that failed the messages logged each of them; this
+		// line only says what the claim does with them.
+		p.m.log.Debug("kafka messages failed",
 			slog.String("partition", p.key), slog.Int("committed_past", discarded), slog.Int("to_redeliver", redeliver),
-			slog.Any("error", failed[0].Err))
+			slog.Int("interrupted", interrupted))
 	}
 	if redeliver > 0 {
 		signal(p.retryCh)
 	}
 	if advanced {
-		p.sess.MarkOffset(p.topic, p.part, int64(p.cp.Next()), "")
+		p.sess.MarkOffset(p.topic, p.part, p.committable(), "")
 	}
 	if p.cp.Pending() == 0 {
 		signal(p.settled)
 	}
+}
+
+// committable is the offset the claim may commit: the end of the handled
+// prefix, never past an offset the shutdown interrupted. The caller holds
+// p.mu.
+func (p *partition) committable() int64 {
+	next := int64(p.cp.Next())
+	if p.holdAt >= 0 && next > p.holdAt {
+		return p.holdAt
+	}
+	return next
 }
 
 func signal(ch chan struct{}) {
@@ -202,6 +235,7 @@ func (m *member) consumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Con
 		grantCh:    make(chan struct{}, 1),
 		maxFree:    maxFreeSlots * m.stage.Flow().MaxWindow(),
 		retryAt:    -1,
+		holdAt:     -1,
 		retryCh:    make(chan struct{}, 1),
 		settled:    make(chan struct{}, 1),
 	}
@@ -237,6 +271,10 @@ func (m *member) consumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Con
 func (p *partition) release(log *slog.Logger) {
 	t := time.NewTimer(p.m.opts.RevokeTimeout)
 	defer t.Stop()
+	p.mu.Lock()
+	inFlight := p.cp.Pending()
+	p.mu.Unlock()
+	log.Debug("kafka partition releasing", slog.Int("in_flight", inFlight))
 	for {
 		p.mu.Lock()
 		pending := p.cp.Pending()
@@ -258,10 +296,10 @@ func (p *partition) release(log *slog.Logger) {
 	// stops taking them and commits.
 	p.mu.Lock()
 	p.released = true
-	next := p.cp.Next()
+	next := p.committable()
 	p.mu.Unlock()
 	p.sess.Commit()
-	log.Debug("kafka partition released", slog.Uint64("committed", next))
+	log.Debug("kafka partition released", slog.Int64("committed", next))
 }
 
 // reader moves records from sarama to the feed as permits allow.

@@ -27,7 +27,14 @@ var ErrClosed = errors.New("kafka: source closed")
 
 // ErrConnect is wrapped by the error Run returns when the member cannot
 // reach the cluster; the pipeline then restarts the source with backoff.
+// The error names every bootstrap broker and why it could not be reached.
 var ErrConnect = errors.New("kafka: cannot connect")
+
+// ErrUnknownTopic is wrapped by the error Run returns when a subscribed
+// topic does not exist in the cluster; the error names the topics. Run
+// returns it at once instead of retrying, so the pipeline's restart policy
+// decides how long to wait for the topic.
+var ErrUnknownTopic = errors.New("kafka: unknown topic")
 
 // ErrConsume is wrapped by the error Run returns when joining the group kept
 // failing (Options.Config.Consumer.Group.Rebalance.Retry governs sarama's own
@@ -43,12 +50,12 @@ const maxConsumeFailures = 10
 // New.
 type Source struct {
 	opts Options
-	log  *slog.Logger
+
+	probes sync.WaitGroup // connection checks still closing their connections
 
 	mu      sync.Mutex
 	members map[*member]struct{}
 	closed  bool
-	seq     int
 }
 
 var (
@@ -66,7 +73,7 @@ func New(opts Options) (*Source, error) {
 	if err := validateOptions(&o); err != nil {
 		return nil, err
 	}
-	return &Source{opts: o, log: o.Logger, members: make(map[*member]struct{})}, nil
+	return &Source{opts: o, members: make(map[*member]struct{})}, nil
 }
 
 // Options returns the source's options with their defaults applied.
@@ -91,12 +98,15 @@ func (s *Source) DefaultWindow() int { return DefaultWindow }
 // then stops fetching but stays in the group, so that the messages it
 // delivered can still be acknowledged and committed, until Close.
 //
-// Run returns an error wrapping ErrConnect when the cluster cannot be
-// reached, or ErrConsume when joining the group keeps failing; the pipeline
-// restarts it with backoff. It returns ErrClosed after Close.
+// Run first checks that a bootstrap broker answers (Options.ConnectTimeout)
+// and that every topic exists. It returns an error wrapping ErrConnect when
+// the cluster cannot be reached, ErrUnknownTopic when a topic does not
+// exist, or ErrConsume when joining the group keeps failing; the pipeline
+// logs it and restarts the source with backoff. It returns ErrClosed after
+// Close. No error message contains a newline.
 func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
-	m, err := s.startMember(stage)
-	if err != nil {
+	m, err := s.startMember(ctx, stage)
+	if err != nil || m == nil {
 		return err
 	}
 	select {
@@ -126,6 +136,12 @@ func (s *Source) Close(ctx context.Context) error {
 	}
 	clear(s.members)
 	s.mu.Unlock()
+	probed := make(chan struct{})
+	go func() { s.probes.Wait(); close(probed) }()
+	select {
+	case <-probed:
+	case <-ctx.Done():
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(ms))
 	for i, m := range ms {
@@ -135,41 +151,60 @@ func (s *Source) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (s *Source) startMember(stage *producer.Stage[[]byte]) (*member, error) {
+// logger is the logger of a member run by stage: Options.Logger (with the
+// stage name), else the stage's, else slog.Default() (with the stage name).
+func (s *Source) logger(stage *producer.Stage[[]byte]) *slog.Logger {
+	log := s.opts.Logger
+	if log == nil {
+		if log = stage.Logger(); log != nil {
+			return log
+		}
+		log = slog.Default()
+	}
+	return log.With(slog.String("stage", stage.Name()))
+}
+
+// startMember connects a member. It returns nil, nil when ctx ended first.
+func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byte]) (*member, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return nil, ErrClosed
 	}
-	s.seq++
-	id := s.seq
 	s.mu.Unlock()
 
 	cfg, err := s.opts.saramaConfig(stage.Flow().MaxWindow())
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkBrokers(runCtx, cfg); err != nil || runCtx.Err() != nil {
+		return nil, err
+	}
 	client, err := sarama.NewClient(s.opts.Brokers, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConnect, err)
+		return nil, fmt.Errorf("%w (brokers %s): %w", ErrConnect, quoteAll(s.opts.Brokers), flat(err))
+	}
+	if err := checkTopics(client, s.opts.Topics); err != nil {
+		_ = client.Close()
+		return nil, err
 	}
 	group, err := sarama.NewConsumerGroupFromClient(s.opts.GroupID, client)
 	if err != nil {
 		_ = client.Close()
-		return nil, fmt.Errorf("%w: %w", ErrConnect, err)
+		return nil, fmt.Errorf("%w: consumer group %q: %w", ErrConnect, s.opts.GroupID, flat(err))
 	}
 	consumer, err := sarama.NewConsumerFromClient(client)
 	if err != nil {
 		_ = group.Close()
 		_ = client.Close()
-		return nil, fmt.Errorf("%w: %w", ErrConnect, err)
+		return nil, fmt.Errorf("%w: %w", ErrConnect, flat(err))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &member{
 		src:      s,
 		opts:     &s.opts,
 		stage:    stage,
-		log:      s.log.With(slog.String("stage", stage.Name()), slog.Int("member", id)),
+		log:      s.logger(stage).With(slog.String("group", s.opts.GroupID)),
 		client:   client,
 		group:    group,
 		consumer: consumer,
@@ -244,7 +279,7 @@ func (m *member) loop() {
 			// Do not claim new partitions while the pipeline drains: leave
 			// the group now, so the rebalance need not wait for this member.
 			if err := m.group.Close(); err != nil {
-				m.log.Warn("kafka consumer group left with an error", slog.Any("error", err))
+				m.log.Warn("kafka consumer group left with an error", slog.Any("error", flat(err)))
 			}
 			return
 		}
@@ -252,12 +287,21 @@ func (m *member) loop() {
 			failures = 0
 			continue
 		}
+		if errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
+			// A topic went away (or never existed): fail now, so that the
+			// pipeline's restart policy decides, rather than rejoining
+			// forever.
+			if terr := checkTopics(m.client, m.opts.Topics); terr != nil {
+				m.failed <- terr
+				return
+			}
+		}
 		failures++
-		m.log.Warn("kafka consumer group session failed", slog.Any("error", err), slog.Int("failures", failures))
 		if failures >= maxConsumeFailures {
-			m.failed <- fmt.Errorf("%w: %w", ErrConsume, err)
+			m.failed <- fmt.Errorf("%w: %w", ErrConsume, flat(err))
 			return
 		}
+		m.log.Warn("kafka consumer group session failed", slog.Any("error", flat(err)), slog.Int("failures", failures))
 		t := time.NewTimer(m.client.Config().Consumer.Group.Rebalance.Retry.Backoff)
 		select {
 		case <-t.C:
@@ -273,7 +317,7 @@ func (m *member) loop() {
 
 func (m *member) logErrors() {
 	for err := range m.group.Errors() {
-		m.log.Warn("kafka consumer error", slog.Any("error", err))
+		m.log.Warn("kafka consumer error", slog.Any("error", flat(err)))
 	}
 }
 
@@ -295,14 +339,14 @@ func (m *member) close(ctx context.Context) error {
 		// they are logged, and what is left for the caller is whether the
 		// connections could be closed.
 		if err := m.consumer.Close(); err != nil {
-			m.log.Warn("kafka consumer closed with an error", slog.Any("error", err))
+			m.log.Warn("kafka consumer closed with an error", slog.Any("error", flat(err)))
 		}
 		if err := m.group.Close(); err != nil {
-			m.log.Warn("kafka consumer group closed with an error", slog.Any("error", err))
+			m.log.Warn("kafka consumer group closed with an error", slog.Any("error", flat(err)))
 		}
 		m.wg.Wait()
 		if err := m.client.Close(); err != nil && !errors.Is(err, sarama.ErrClosedClient) {
-			m.closeErr = fmt.Errorf("kafka: close client: %w", err)
+			m.closeErr = fmt.Errorf("kafka: close client: %w", flat(err))
 		}
 	})
 	return m.closeErr

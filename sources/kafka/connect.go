@@ -1,0 +1,131 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/IBM/sarama"
+)
+
+// checkBrokers dials every bootstrap broker at once and asks each for its
+// API versions (after TLS and SASL, when enabled), each attempt bounded by
+// Options.ConnectTimeout. It returns nil as soon as one broker answers, or
+// when ctx ends; otherwise an error wrapping ErrConnect that names every
+// broker with its cause. Attempts still running when it returns close
+// their connections in the background (Close waits for them).
+func (s *Source) checkBrokers(ctx context.Context, cfg *sarama.Config) error {
+	pc := *cfg
+	pc.Net.DialTimeout = min(pc.Net.DialTimeout, s.opts.ConnectTimeout)
+	pc.Net.ReadTimeout = min(pc.Net.ReadTimeout, s.opts.ConnectTimeout)
+	pc.Net.WriteTimeout = min(pc.Net.WriteTimeout, s.opts.ConnectTimeout)
+	// sarama's own ApiVersions exchange in Open does not fail on a timeout
+	// (it retries with another version and goes on): ask explicitly below.
+	pc.ApiVersionsRequest = false
+
+	type result struct {
+		addr string
+		err  error
+	}
+	results := make(chan result, len(s.opts.Brokers))
+	for _, addr := range s.opts.Brokers {
+		s.probes.Go(func() { results <- result{addr, probeBroker(addr, &pc)} })
+	}
+	errs := make([]error, 0, len(s.opts.Brokers))
+	for range s.opts.Brokers {
+		select {
+		case r := <-results:
+			if r.err == nil {
+				return nil
+			}
+			errs = append(errs, fmt.Errorf("%q: %w", r.addr, flat(r.err)))
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: no broker answered within %s: %w", ErrConnect, s.opts.ConnectTimeout, errList(errs))
+}
+
+// probeBroker connects to addr and exchanges one request.
+func probeBroker(addr string, cfg *sarama.Config) error {
+	b := sarama.NewBroker(addr)
+	if err := b.Open(cfg); err != nil {
+		return err
+	}
+	defer func() { _ = b.Close() }()
+	if ok, err := b.Connected(); err != nil || !ok {
+		if err == nil {
+			err = sarama.ErrNotConnected
+		}
+		return err
+	}
+	_, err := b.ApiVersions(&sarama.ApiVersionsRequest{})
+	return err
+}
+
+// checkTopics reports the topics the cluster does not have, as an error
+// wrapping ErrUnknownTopic (and sarama's error), or the first other error
+// met while asking.
+func checkTopics(client sarama.Client, topics []string) error {
+	var missing []string
+	var cause error
+	for _, t := range topics {
+		_, err := client.Partitions(t)
+		switch {
+		case err == nil:
+		case errors.Is(err, sarama.ErrUnknownTopicOrPartition):
+			missing = append(missing, t)
+			cause = err
+		default:
+			return fmt.Errorf("%w: topic %q: %w", ErrConnect, t, flat(err))
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w %s (subscribed topics must exist): %w", ErrUnknownTopic, quoteAll(missing), flat(cause))
+}
+
+// quoteAll quotes and escapes each string, comma-separated.
+func quoteAll(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return strings.Join(q, ", ")
+}
+
+// flat returns err, or, when its message spans several lines (sarama joins
+// errors with newlines), an error with the lines joined by "; " that
+// unwraps to err.
+func flat(err error) error {
+	if err == nil || !strings.ContainsAny(err.Error(), "\r\n") {
+		return err
+	}
+	return flatError{err}
+}
+
+type flatError struct{ err error }
+
+func (e flatError) Error() string { return oneLine(e.err.Error()) }
+func (e flatError) Unwrap() error { return e.err }
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	s = strings.ReplaceAll(s, "\r", "\n")
+	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r == '\n' }), "; ")
+}
+
+// errList is several errors reported on one line, separated by "; ".
+type errList []error
+
+func (l errList) Error() string {
+	s := make([]string, len(l))
+	for i, e := range l {
+		s[i] = oneLine(e.Error())
+	}
+	return strings.Join(s, "; ")
+}
+
+func (l errList) Unwrap() []error { return l }

@@ -1,0 +1,315 @@
+package kafka_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/sources/kafka"
+)
+
+// silentListener accepts TCP connections on 127.0.0.1 and never answers;
+// it returns the address. Everything is closed at cleanup.
+func silentListener(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// closedPort returns an address on 127.0.0.1 where nothing listens.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+// Guarantee: a source that cannot reach its broker (a port that accepts
+// TCP but never answers, or nothing listening) with sarama's default
+// configuration gets its first connection failure logged at WARN within
+// 10s of the start, naming the broker and the cause, on one line.
+func TestUnreachableBrokerWarnsWithinTenSeconds(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		addr  func(*testing.T) string
+		cause string
+	}{
+		{"silent listener", silentListener, "i/o timeout"},
+		{"nothing listening", closedPort, "connection refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := tc.addr(t)
+			book := newLogBook()
+			src := newSource(t, kafka.Options{Brokers: []string{addr}, GroupID: "g-unreachable", Topics: []string{testTopic}})
+			po := pipelineOpts("unreachable", src, 1, newLedger(), nil)
+			po.Logger = book.logger()
+			start := time.Now()
+			p := startPipeline(t, po)
+			defer stopPipeline(t, p)
+			var warned []logRecord
+			waitFor(t, 10*time.Second-time.Since(start), "a WARN naming the broker", func() bool {
+				warned = book.find(func(r logRecord) bool { return r.Level >= slog.LevelWarn && strings.Contains(r.Text, addr) })
+				return len(warned) > 0
+			})
+			t.Logf("after %s: %s", time.Since(start).Round(time.Millisecond), warned[0].Text)
+			if !strings.Contains(warned[0].Text, tc.cause) {
+				t.Errorf("the WARN does not give the cause %q: %s", tc.cause, warned[0].Text)
+			}
+			if strings.ContainsAny(warned[0].Text, "\r\n") {
+				t.Errorf("the WARN spans several lines: %q", warned[0].Text)
+			}
+		})
+	}
+}
+
+// runStage runs src as the only stage of a producer with nothing
+// downstream, and returns Run's error, or fails the test when Run has not
+// returned within limit.
+func runStage(t *testing.T, src *kafka.Source, limit time.Duration) error {
+	t.Helper()
+	prod := producer.New(producer.Options[[]byte]{Source: src}.WithDefaults(), producer.Config[[]byte]{Name: "direct"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx, prod.Stages()[0]) }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(limit):
+		cancel()
+		<-done
+		t.Fatalf("Run did not return within %s", limit)
+		return nil
+	}
+}
+
+// Guarantee: a subscribed topic the cluster does not have makes Run fail
+// promptly with an error wrapping ErrUnknownTopic that names the topic
+// (quoted), instead of retrying inside sarama forever.
+func TestMissingTopicFailsRun(t *testing.T) {
+	c := newCluster(t, 1)
+	opts := sourceOptions(c, "g-missing-topic")
+	opts.Topics = []string{testTopic, "evnets\n"}
+	src := newSource(t, opts)
+	defer func() { _ = src.Close(context.Background()) }()
+	err := runStage(t, src, 15*time.Second)
+	if !errors.Is(err, kafka.ErrUnknownTopic) || !errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
+		t.Fatalf("Run = %v, want ErrUnknownTopic", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, `"evnets\n"`) || strings.Contains(msg, `"`+testTopic+`"`) ||
+		strings.ContainsAny(msg, "\r\n") {
+		t.Fatalf("error %q must name the missing topic quoted, only it, on one line", msg)
+	}
+}
+
+// deleteTopic deletes topic from the cluster.
+func deleteTopic(t *testing.T, c *kfake.Cluster, topic string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrDeleteTopicsRequest()
+	rt := kmsg.NewDeleteTopicsRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	req.TopicNames = []string{topic}
+	req.TimeoutMillis = 5000
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err == nil && len(resp.Topics) == 1 && resp.Topics[0].ErrorCode != 0 {
+		err = fmt.Errorf("error code %d", resp.Topics[0].ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("delete topic %q: %v", topic, err)
+	}
+}
+
+// Guarantee: a topic that is deleted while the member runs makes Run fail
+// with ErrUnknownTopic at the next rebalance, rather than rejoin the group
+// forever.
+func TestDeletedTopicFailsRun(t *testing.T) {
+	c := newCluster(t, 1, kfake.SeedTopics(1, "other"))
+	src := newSource(t, sourceOptions(c, "g-deleted-topic"))
+	defer func() { _ = src.Close(context.Background()) }()
+	prod := producer.New(producer.Options[[]byte]{Source: src}.WithDefaults(), producer.Config[[]byte]{Name: "direct"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx, prod.Stages()[0]) }()
+	if _, err := c.WaitGroupInfo(ctx, "g-deleted-topic", func(gi *kfake.GroupInfo) bool { return gi != nil && gi.NumAssigned() == 1 }); err != nil {
+		t.Fatal(err)
+	}
+	deleteTopic(t, c, testTopic)
+	// Another member joins: the rebalance starts a new session, which
+	// finds the topic gone.
+	bo := sourceOptions(c, "g-deleted-topic")
+	bo.Topics = []string{"other"}
+	b := startPipeline(t, pipelineOpts("b", newSource(t, bo), 1, newLedger(), nil))
+	defer stopPipeline(t, b)
+	select {
+	case err := <-done:
+		if !errors.Is(err, kafka.ErrUnknownTopic) || !strings.Contains(err.Error(), `"`+testTopic+`"`) {
+			t.Fatalf("Run = %v, want ErrUnknownTopic naming %q", err, testTopic)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run kept going after its topic was deleted")
+	}
+}
+
+// Guarantee: the source logs through the producer stage's logger when its
+// own Logger is nil, and a failed message is logged at WARN once (by the
+// stage that failed it), not once more by the source, even when the source
+// and the pipeline share one logger.
+func TestFailedMessageLoggedOnce(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		name := "stage logger"
+		if shared {
+			name = "same logger given to the source"
+		}
+		t.Run(name, func(t *testing.T) {
+			c := newCluster(t, 1)
+			ends := produce(t, c, 1, 0, 20)
+			group := "g-logged-once"
+			if shared {
+				group += "-shared"
+			}
+			book := newLogBook()
+			opts := sourceOptions(c, group)
+			opts.Logger = nil
+			if shared {
+				opts.Logger = book.logger()
+			}
+			l := newLedger()
+			po := pipelineOpts("logged-once", newSource(t, opts), 1, l, func(m *message.Message[[]byte]) error {
+				if md, _ := message.MetadataAs[*kafka.Metadata](m); md.Offset%5 == 2 {
+					l.add(md)
+					return errors.New("poison record")
+				}
+				return nil
+			})
+			po.Logger = book.logger()
+			p := startPipeline(t, po)
+			waitFor(t, 20*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
+			stopPipeline(t, p)
+			warned := book.find(func(r logRecord) bool {
+				return r.Level >= slog.LevelWarn && strings.Contains(r.Text, "poison record")
+			})
+			if len(warned) != 4 {
+				for _, r := range warned {
+					t.Log(r.Text)
+				}
+				t.Fatalf("%d WARN lines for 4 failed messages, want one each", len(warned))
+			}
+			if got := book.find(func(r logRecord) bool { return r.Msg == "kafka group session started" }); len(got) == 0 {
+				t.Fatal("the source's lines did not reach the logger")
+			} else if !strings.Contains(got[0].Text, "stage=logged-once.producer.0") {
+				t.Fatalf("the source's line does not name its stage: %s", got[0].Text)
+			}
+		})
+	}
+}
+
+// Guarantee: no line the source logs repeats an attribute key (its
+// logger's attributes included).
+func TestLogLinesHaveUniqueKeys(t *testing.T) {
+	c := newCluster(t, 2)
+	ends := produce(t, c, 2, 0, 40)
+	book := newLogBook()
+	opts := sourceOptions(c, "g-unique-keys")
+	opts.Logger = nil
+	po := pipelineOpts("unique-keys", newSource(t, opts), 1, newLedger(), nil)
+	po.Logger = book.logger()
+	p := startPipeline(t, po)
+	waitFor(t, 20*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, "g-unique-keys"), ends) })
+	stopPipeline(t, p)
+	kafkaLines := 0
+	for _, r := range book.records() {
+		if !strings.HasPrefix(r.Msg, "kafka ") {
+			continue
+		}
+		kafkaLines++
+		seen := map[string]bool{}
+		for _, k := range r.Keys {
+			if seen[k] {
+				t.Errorf("key %q repeated in %s", k, r.Text)
+			}
+			seen[k] = true
+		}
+	}
+	if kafkaLines == 0 {
+		t.Fatal("the source logged nothing")
+	}
+}
+
+// Guarantee: the source's own timeouts apply only to fields the user left
+// at sarama's defaults; a value set in the user's Config is kept.
+func TestSaramaDefaultsKeepExplicitValues(t *testing.T) {
+	def := sarama.NewConfig()
+	kafka.SaramaDefaults(def)
+	if def.Net.DialTimeout != kafka.DefaultDialTimeout || def.Metadata.Timeout != kafka.DefaultMetadataTimeout {
+		t.Fatalf("defaults not applied: dial %s, metadata %s", def.Net.DialTimeout, def.Metadata.Timeout)
+	}
+	if want := sarama.NewConfig(); def.Net.ReadTimeout != want.Net.ReadTimeout || def.Metadata.Retry.Max != want.Metadata.Retry.Max || def.Metadata.Retry.Backoff != want.Metadata.Retry.Backoff {
+		t.Fatalf("read timeout %s / metadata retry %+v changed; sarama's are kept", def.Net.ReadTimeout, def.Metadata.Retry)
+	}
+	own := sarama.NewConfig()
+	own.Net.DialTimeout = 12 * time.Second
+	own.Metadata.Timeout = 3 * time.Second
+	kafka.SaramaDefaults(own)
+	if own.Net.DialTimeout != 12*time.Second || own.Metadata.Timeout != 3*time.Second {
+		t.Fatalf("explicit values overridden: dial %s, metadata %s", own.Net.DialTimeout, own.Metadata.Timeout)
+	}
+}
+
+// keep the imports used by the tests above when some are skipped.
+var (
+	_ = pipeline.ErrShutdownTimeout
+	_ = processor.DefaultMaxDemand
+)

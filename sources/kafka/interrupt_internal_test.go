@@ -1,0 +1,137 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/acker"
+)
+
+// markSession is a sarama.ConsumerGroupSession that records the offsets
+// marked for commit.
+type markSession struct {
+	sarama.ConsumerGroupSession
+	mu     sync.Mutex
+	marked []int64
+}
+
+func (s *markSession) MarkOffset(_ string, _ int32, offset int64, _ string) {
+	s.mu.Lock()
+	s.marked = append(s.marked, offset)
+	s.mu.Unlock()
+}
+
+func (s *markSession) last() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.marked) == 0 {
+		return -1
+	}
+	return s.marked[len(s.marked)-1]
+}
+
+// newTestPartition returns a claim of one partition with offsets 0..n-1
+// delivered, under policy.
+func newTestPartition(policy FailurePolicy, n int) (*partition, *markSession) {
+	sess := &markSession{}
+	p := &partition{
+		m:       &member{opts: &Options{FailurePolicy: policy}, log: slog.New(slog.DiscardHandler)},
+		sess:    sess,
+		topic:   "t",
+		key:     "t/0",
+		cp:      acker.NewCheckpoint(0),
+		retryAt: -1,
+		holdAt:  -1,
+		retryCh: make(chan struct{}, 1),
+		settled: make(chan struct{}, 1),
+	}
+	for i := range n {
+		p.cp.Track(uint64(i))
+	}
+	return p, sess
+}
+
+func outcomes(ids ...uint64) []acker.Outcome {
+	os := make([]acker.Outcome, len(ids))
+	for i, id := range ids {
+		os[i] = acker.Outcome{ID: id}
+	}
+	return os
+}
+
+// interruptedOutcome is what the core reports for a message whose handler
+// returned ctx.Err() because the pipeline's shutdown cancelled it.
+func interruptedOutcome(id uint64, d acker.Disposition) acker.Outcome {
+	return acker.Outcome{ID: id, Err: fmt.Errorf("%w: %w", acker.ErrShutdown, context.Canceled), Disposition: d}
+}
+
+// Guarantee: a failure the pipeline's shutdown caused is never committed
+// past, under either failure policy and whatever its disposition (even
+// Discard), not even once the records after it are handled; the claim does
+// not rewind for it, and it no longer waits for the records after it.
+func TestInterruptedOutcomeHoldsCommit(t *testing.T) {
+	for _, policy := range []FailurePolicy{FailureCommit, FailureRedeliver} {
+		for _, d := range []acker.Disposition{acker.DispositionRetry, acker.DispositionDefault, acker.DispositionDiscard} {
+			t.Run(fmt.Sprintf("%s/%s", policy, d), func(t *testing.T) {
+				p, sess := newTestPartition(policy, 10)
+				p.Ack(context.Background(), outcomes(0, 1, 2), nil)
+				if got := sess.last(); got != 3 {
+					t.Fatalf("marked %d after 0..2 handled, want 3", got)
+				}
+				p.Ack(context.Background(), outcomes(4, 5), []acker.Outcome{interruptedOutcome(3, d)})
+				p.Ack(context.Background(), outcomes(6, 7, 8, 9), nil)
+				if got := sess.last(); got != 3 {
+					t.Fatalf("marked %d after offset 3 was interrupted by the shutdown, want 3", got)
+				}
+				if got := p.committable(); got != 3 {
+					t.Fatalf("committable %d, want 3", got)
+				}
+				select {
+				case <-p.retryCh:
+					t.Fatal("the claim was asked to rewind for an interrupted record while stopping")
+				default:
+				}
+				if n := p.cp.Pending(); n != 0 {
+					t.Fatalf("the claim still waits for %d records after the interrupted one", n)
+				}
+			})
+		}
+	}
+}
+
+// Guarantee: an ordinary failure under FailureCommit is still committed
+// past (the hold is only for shutdown interruptions).
+func TestOrdinaryFailureCommitsPast(t *testing.T) {
+	p, sess := newTestPartition(FailureCommit, 4)
+	p.Ack(context.Background(), outcomes(0, 2, 3), []acker.Outcome{{ID: 1, Err: context.Canceled}})
+	if got := sess.last(); got != 4 {
+		t.Fatalf("marked %d, want 4", got)
+	}
+}
+
+// Guarantee: errors built from sarama's multi-line errors are on one line
+// and still unwrap to what they wrap.
+func TestErrorsOnOneLine(t *testing.T) {
+	inner := errors.Join(context.DeadlineExceeded, errors.New("connection error"))
+	err := fmt.Errorf("%w: %w", ErrConnect, flat(inner))
+	if strings.ContainsAny(err.Error(), "\r\n") {
+		t.Fatalf("error spans lines: %q", err)
+	}
+	if want := "kafka: cannot connect: context deadline exceeded; connection error"; err.Error() != want {
+		t.Fatalf("error %q, want %q", err, want)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrConnect) {
+		t.Fatalf("error %v does not unwrap", err)
+	}
+	list := errList{errors.New("a\r\nb"), flat(inner)}
+	if got := list.Error(); got != "a; b; context deadline exceeded; connection error" || !errors.Is(list, context.DeadlineExceeded) {
+		t.Fatalf("errList %q", got)
+	}
+}
