@@ -69,7 +69,7 @@ func (o Options[In, Out]) withDefaults() Options[In, Out] {
 // validateOptions applies the struct-tag rules and the ones tags cannot
 // express.
 func validateOptions[In, Out any](o *Options[In, Out]) error {
-	errs := []error{validate.Struct("", o)}
+	errs := []error{validate.Struct("", o), o.Producer.ValidateDerived("producer")}
 	seen := make(map[string]int, len(o.Batchers))
 	for i, b := range o.Batchers {
 		if b.Name == "" {

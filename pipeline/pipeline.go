@@ -325,3 +325,27 @@ func (p *Pipeline[In, Out]) SetRateLimit(rl *producer.RateLimit) error {
 	p.prod.SetRateLimit(rl)
 	return nil
 }
+
+// RateLimit returns a copy of the rate limit in force (the configured one, or
+// the last one SetRateLimit set), or nil when there is none.
+func (p *Pipeline[In, Out]) RateLimit() *producer.RateLimit { return p.prod.RateLimit() }
+
+// SourceStatus returns the state of every producer stage, in stage order
+// (none for a push-only pipeline): whether its source is connecting,
+// running, restarting after a failure (with the restart count, the failures
+// in a row and the last error), stopped or failed. It is a snapshot, safe to
+// call from any goroutine at any time, and cheap enough to back a health
+// check polled every second: one short lock per stage, no I/O.
+func (p *Pipeline[In, Out]) SourceStatus() []producer.StageStatus {
+	st := p.prod.Status()
+	p.mu.Lock()
+	over := p.state == stateDone
+	p.mu.Unlock()
+	for i := range st {
+		if over && st[i].State == producer.StateStarting {
+			// Stopped before Start: the stage never ran.
+			st[i].State = producer.StateStopped
+		}
+	}
+	return st
+}

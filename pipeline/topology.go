@@ -10,7 +10,8 @@ import (
 )
 
 // Topology describes a pipeline's stages as they were configured, defaults
-// applied.
+// applied, except for the rate limit, which is the one in force when
+// Topology was called.
 type Topology struct {
 	// Name is the pipeline's name.
 	Name string
@@ -30,7 +31,8 @@ type ProducerTopology struct {
 	Source string
 	// Flow is every feed's permit window.
 	Flow producer.Flow
-	// RateLimit is the configured rate limit, or nil.
+	// RateLimit is the rate limit in force (the configured one, or the
+	// last one Pipeline.SetRateLimit set), or nil when there is none.
 	RateLimit *producer.RateLimit
 }
 
@@ -73,7 +75,7 @@ func (p *Pipeline[In, Out]) Topology() Topology {
 		Name: o.Name,
 		Producer: ProducerTopology{
 			Flow:      o.Producer.Flow,
-			RateLimit: o.Producer.RateLimit,
+			RateLimit: p.prod.RateLimit(),
 		},
 		Processors: ProcessorTopology{
 			Name:          o.Name + ".processor",
@@ -139,6 +141,9 @@ func (t Topology) LogValue() slog.Value {
 		slog.String("flow", fmt.Sprintf("%d/%d/%d", t.Producer.Flow.Initial, t.Producer.Flow.Threshold, t.Producer.Flow.Refill)),
 		slog.Int("processors", t.Processors.Concurrency),
 		slog.Int("max_demand", t.Processors.MaxDemand),
+	}
+	if rl := t.Producer.RateLimit; rl != nil {
+		attrs = append(attrs, slog.String("rate_limit", fmt.Sprintf("%d per %s", rl.Allowed, rl.Interval)))
 	}
 	for _, b := range t.Batchers {
 		attrs = append(attrs, slog.Group("batcher_"+b.Name,

@@ -1,7 +1,10 @@
 package producer
 
 import (
+	"fmt"
 	"time"
+
+	"github.com/boulevard-go/boulevard/validate"
 )
 
 // Default values of the producer options. A zero field in Options, Flow or
@@ -15,6 +18,34 @@ const (
 	DefaultRestartWindow  = 5 * time.Second
 	DefaultRestartBackoff = 100 * time.Millisecond
 	DefaultMaxBackoff     = 5 * time.Second
+	// DefaultMaxConsecutiveFailures is the default
+	// Restart.MaxConsecutiveFailures (raised to MaxRestarts+1 when the
+	// user allows more restarts within Window).
+	DefaultMaxConsecutiveFailures = 5
+	// DefaultMaxFailingTime is the default Restart.MaxFailingTime.
+	DefaultMaxFailingTime = 2 * time.Minute
+)
+
+// Upper bounds of the producer options, enforced by validation. Each is far
+// above what a pipeline needs; they keep a mistyped value (an extra zero, a
+// unit confusion) from allocating without limit or starting a goroutine
+// storm. The struct tags of Options, Flow, RateLimit and Restart repeat these
+// numbers.
+const (
+	// MaxConcurrency bounds Options.Concurrency: producer stages, each a
+	// source consumer (a Kafka group member) with two goroutines.
+	MaxConcurrency = 1024
+	// MaxFlowPermits bounds Flow.Initial and Flow.Refill: permits a
+	// consumer may be granted at once. The processors' queues are sized to
+	// hold a whole window, so the window is memory allocated up front.
+	MaxFlowPermits = 1 << 16
+	// MaxRateLimitAllowed bounds RateLimit.Allowed, the token bucket's size.
+	MaxRateLimitAllowed = 1 << 30
+	// MaxRestartCount bounds Restart.MaxRestarts and
+	// Restart.MaxConsecutiveFailures.
+	MaxRestartCount = 1 << 16
+	// MaxFailingTimeLimit bounds Restart.MaxFailingTime.
+	MaxFailingTimeLimit = 24 * time.Hour
 )
 
 // Options configure the producer stages of a pipeline.
@@ -25,8 +56,8 @@ type Options[T any] struct {
 	Source Source[T] `name:"source"`
 	// Concurrency is the number of producer stages, each running the
 	// source's Run concurrently (for Kafka: consumer-group members).
-	// Default 1.
-	Concurrency int `name:"concurrency" validate:"gte=1"`
+	// Default 1, at most MaxConcurrency (1024).
+	Concurrency int `name:"concurrency" validate:"gte=1,lte=1024"`
 	// Flow is the permit window of every consumer (feed) of the source.
 	// Default {Initial: 100, Threshold: 50, Refill: 50}, except that a
 	// source implementing WindowAdvisor chooses the default Initial (the
@@ -48,16 +79,17 @@ type Options[T any] struct {
 // allowed to be fetched.
 type Flow struct {
 	// Initial is the number of permits a consumer is granted when it starts.
-	// At least 2 (Threshold must fit below it). Default 100.
-	Initial int `name:"initial" validate:"gte=2"`
+	// At least 2 (Threshold must fit below it), at most MaxFlowPermits
+	// (65536). Default 100.
+	Initial int `name:"initial" validate:"gte=2,lte=65536"`
 	// Threshold is the remaining-permit level at which a refill is granted.
-	// It must be less than Initial. Default Initial/2 (50 with the default
-	// Initial).
-	Threshold int `name:"threshold" validate:"gte=1,ltfield=Initial"`
-	// Refill is the number of permits granted by each refill. Default
-	// Initial-Threshold (50 with the default Initial), which keeps the
-	// window at Initial.
-	Refill int `name:"refill" validate:"gte=1"`
+	// It must be at least 1 and less than Initial. Default Initial/2 (50
+	// with the default Initial).
+	Threshold int `name:"threshold" validate:"omitempty,gte=1,ltfield=Initial"`
+	// Refill is the number of permits granted by each refill, at most
+	// MaxFlowPermits (65536). Default Initial-Threshold (50 with the default
+	// Initial), which keeps the window at Initial.
+	Refill int `name:"refill" validate:"gte=1,lte=65536"`
 }
 
 // MaxWindow is the largest number of permits a consumer can hold:
@@ -68,21 +100,38 @@ func (f Flow) MaxWindow() int { return max(f.Initial, f.Threshold+f.Refill) }
 // producer stage of the pipeline (a token bucket of Allowed tokens refilled
 // at Allowed/Interval).
 type RateLimit struct {
-	// Allowed is the number of messages per Interval. Required, ≥ 1.
-	Allowed int `name:"allowed" validate:"gte=1"`
+	// Allowed is the number of messages per Interval. Required, ≥ 1, at most
+	// MaxRateLimitAllowed (1073741824).
+	Allowed int `name:"allowed" validate:"gte=1,lte=1073741824"`
 	// Interval is the length of the period. Required, > 0.
 	Interval time.Duration `name:"interval" validate:"gt=0"`
 }
 
 // Restart governs how a failing source is restarted. When its Run returns an
 // error (or panics), the stage waits a backoff (Backoff, doubling with each
-// failure counted in the sliding Window, up to MaxBackoff) and calls Run
-// again, once the failed run's messages have left the stage buffer. More
-// than MaxRestarts failures within Window stop the pipeline with a
-// *RestartError.
+// failure counted by the rules below, up to MaxBackoff) and calls Run again,
+// once the failed run's messages have left the stage buffer.
+//
+// Three rules stop the pipeline with a *RestartError naming the rule that
+// tripped; each is checked when a run fails (a run in progress is never
+// interrupted):
+//
+//   - more than MaxRestarts failures within the sliding Window: a source
+//     that fails fast, again and again;
+//   - MaxConsecutiveFailures runs in a row that failed without delivering
+//     a message, however long each took: a source that cannot connect,
+//     where every attempt ends in a timeout;
+//   - MaxFailingTime spent failing since the last message was delivered:
+//     the time of the failed runs before they created their first feed
+//     (connected), plus the backoffs between them. Time a run spent
+//     connected does not count, so a source on an idle topic that loses
+//     its connection now and then is not given up on by this rule.
+//
+// A run that delivered at least one message resets the last two rules.
 type Restart struct {
-	// MaxRestarts is how many restarts are tolerated within Window. Default 3.
-	MaxRestarts int `name:"maxRestarts" validate:"gte=1"`
+	// MaxRestarts is how many restarts are tolerated within Window. Default
+	// 3, at most MaxRestartCount (65536).
+	MaxRestarts int `name:"maxRestarts" validate:"gte=1,lte=65536"`
 	// Window is the period over which restarts are counted. Default 5s.
 	Window time.Duration `name:"window" validate:"gt=0"`
 	// Backoff is the wait before the first restart. Default 100ms.
@@ -90,6 +139,16 @@ type Restart struct {
 	// MaxBackoff caps the doubling backoff. Default 5s, or Backoff if that
 	// is larger; must be ≥ Backoff.
 	MaxBackoff time.Duration `name:"maxBackoff" validate:"gtefield=Backoff"`
+	// MaxConsecutiveFailures is how many runs in a row may fail without
+	// delivering a message: the stage gives up when that many have.
+	// Default 5, or MaxRestarts+1 when that is larger (so that this rule
+	// never gives up on fast failures that MaxRestarts tolerates); at most
+	// MaxRestartCount (65536).
+	MaxConsecutiveFailures int `name:"maxConsecutiveFailures" validate:"gte=1,lte=65536"`
+	// MaxFailingTime is how long the stage may spend failing without
+	// delivering a message (see Restart) before it gives up. Default 2m, at
+	// most MaxFailingTimeLimit (24h).
+	MaxFailingTime time.Duration `name:"maxFailingTime" validate:"gt=0,lte=24h"`
 }
 
 // WithDefaults returns o with every zero field replaced by its default.
@@ -109,7 +168,9 @@ func (o Options[T]) WithDefaults() Options[T] {
 
 // WithDefaults returns f with every zero field replaced by its default:
 // Initial 100, Threshold Initial/2, Refill Initial-Threshold. The zero Flow
-// is therefore 100/50/50, and Flow{Initial: 10} is 10/5/5.
+// is therefore 100/50/50, and Flow{Initial: 10} is 10/5/5. A derived Refill
+// is kept within 1..MaxFlowPermits, so that an Initial out of bounds is
+// reported alone.
 func (f Flow) WithDefaults() Flow {
 	if f.Initial == 0 {
 		f.Initial = DefaultFlowInitial
@@ -118,10 +179,37 @@ func (f Flow) WithDefaults() Flow {
 		f.Threshold = f.Initial / 2
 	}
 	if f.Refill == 0 {
-		// At least 1, so that a bad Threshold is reported alone.
-		f.Refill = max(1, f.Initial-f.Threshold)
+		f.Refill = min(max(1, f.Initial-f.Threshold), MaxFlowPermits)
 	}
 	return f
+}
+
+// ValidateDerived reports the problems struct tags cannot name well: a
+// Threshold the user left to its default that cannot be derived from
+// Initial. The tags (checked with validate.Struct) report every other rule;
+// pipeline.New checks both. prefix roots the field paths ("producer" in a
+// pipeline). f carries its defaults (WithDefaults).
+func (f Flow) ValidateDerived(prefix string) error {
+	if f.Threshold == 0 && f.Initial == 1 {
+		// Set by WithDefaults from Initial: Threshold 0 is no user value.
+		return validate.Field(join(prefix, "threshold"), "gte", fmt.Sprintf(
+			"(derived as initial/2 = %d) must be ≥ 1; set %s ≥ 2", f.Initial/2, join(prefix, "initial")))
+	}
+	return nil
+}
+
+// ValidateDerived reports the problems of o (defaults applied) that struct
+// tags cannot name well (see Flow.ValidateDerived), with field paths rooted
+// at prefix; validate.Struct reports the rest.
+func (o Options[T]) ValidateDerived(prefix string) error {
+	return validate.Join(o.Flow.ValidateDerived(join(prefix, "flow")))
+}
+
+func join(prefix, field string) string {
+	if prefix == "" {
+		return field
+	}
+	return prefix + "." + field
 }
 
 // WithDefaults returns r with every zero field replaced by its default.
@@ -138,5 +226,29 @@ func (r Restart) WithDefaults() Restart {
 	if r.MaxBackoff == 0 {
 		r.MaxBackoff = max(DefaultMaxBackoff, r.Backoff)
 	}
+	if r.MaxConsecutiveFailures == 0 {
+		// A MaxRestarts out of bounds is reported alone: the derived value
+		// stays within bounds.
+		r.MaxConsecutiveFailures = DefaultMaxConsecutiveFailures
+		if r.MaxRestarts >= DefaultMaxConsecutiveFailures {
+			r.MaxConsecutiveFailures = min(r.MaxRestarts, MaxRestartCount-1) + 1
+		}
+	}
+	if r.MaxFailingTime == 0 {
+		r.MaxFailingTime = DefaultMaxFailingTime
+	}
 	return r
+}
+
+// backoff is the wait before the restart that follows the n-th counted
+// failure (n ≥ 1): Backoff doubled n-1 times, capped at MaxBackoff.
+func (r Restart) backoff(n int) time.Duration {
+	d := r.Backoff
+	for i := 1; i < n && d < r.MaxBackoff; i++ {
+		if d > r.MaxBackoff/2 {
+			return r.MaxBackoff
+		}
+		d *= 2
+	}
+	return min(d, r.MaxBackoff)
 }

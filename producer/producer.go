@@ -55,17 +55,19 @@ func New[T any](opts Options[T], cfg Config[T]) *Producer[T] {
 		done:    make(chan struct{}),
 	}
 	if opts.Source != nil {
+		now := time.Now()
 		for i := range opts.Concurrency {
 			name := stageName(cfg.Name, i)
 			p.stages = append(p.stages, &Stage[T]{
-				index: i,
-				name:  name,
-				log:   log.With(slog.String("stage", name)),
-				flow:  opts.Flow,
-				out:   cfg.Output,
-				try:   tryOutput(cfg.Output),
-				gate:  p.gate,
-				wake:  make(chan struct{}, 1),
+				index:  i,
+				name:   name,
+				log:    log.With(slog.String("stage", name)),
+				flow:   opts.Flow,
+				out:    cfg.Output,
+				try:    tryOutput(cfg.Output),
+				gate:   p.gate,
+				wake:   make(chan struct{}, 1),
+				status: StageStatus{Stage: name, State: StateStarting, Since: now},
 			})
 		}
 	}
@@ -161,6 +163,17 @@ func (p *Producer[T]) Close(ctx context.Context) error {
 // SetRateLimit changes the rate limit shared by all stages; nil removes it.
 // The caller validates rl.
 func (p *Producer[T]) SetRateLimit(rl *RateLimit) { p.gate.set(rl) }
+
+// RateLimit returns a copy of the rate limit in force, or nil when there is
+// none.
+func (p *Producer[T]) RateLimit() *RateLimit {
+	b := p.gate.cur.Load()
+	if b.lim == nil {
+		return nil
+	}
+	rl := b.rl
+	return &rl
+}
 
 // gate is the token bucket shared by all stages of a pipeline. Changing the
 // limit keeps the tokens the bucket holds (so calling SetRateLimit again does

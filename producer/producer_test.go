@@ -665,17 +665,19 @@ func TestCloseClosesSource(t *testing.T) {
 // ---------------------------------------------------------------------------
 // Restart.
 
-// scriptedSource calls script with the 1-based number of each Run call and
-// records when each call started and returned.
+// scriptedSource calls script (or run, which also gets the stage) with the
+// 1-based number of each Run call and records when each call started and
+// returned.
 type scriptedSource struct {
 	script func(ctx context.Context, call int) error
+	run    func(ctx context.Context, st *producer.Stage[item], call int) error
 
 	mu      sync.Mutex
 	started []time.Time
 	ended   []time.Time
 }
 
-func (s *scriptedSource) Run(ctx context.Context, _ *producer.Stage[item]) error {
+func (s *scriptedSource) Run(ctx context.Context, st *producer.Stage[item]) error {
 	s.mu.Lock()
 	s.started = append(s.started, time.Now())
 	n := len(s.started)
@@ -685,6 +687,9 @@ func (s *scriptedSource) Run(ctx context.Context, _ *producer.Stage[item]) error
 		s.ended = append(s.ended, time.Now())
 		s.mu.Unlock()
 	}()
+	if s.run != nil {
+		return s.run(ctx, st, n)
+	}
 	return s.script(ctx, n)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -51,27 +52,77 @@ func (f SourceFunc[T]) Run(ctx context.Context, stage *Stage[T]) error { return 
 // ErrTooManyRestarts is wrapped by *RestartError.
 var ErrTooManyRestarts = errors.New("source restarted too often")
 
-// RestartError is returned when a producer stage's source failed more than
-// Restart.MaxRestarts times within Restart.Window. The pipeline stops.
+// RestartRule names the Restart rule that made a stage give up: the name of
+// the option to raise to tolerate more.
+type RestartRule string
+
+// The rules of Restart.
+const (
+	// RuleMaxRestarts: more than Restart.MaxRestarts failures within
+	// Restart.Window.
+	RuleMaxRestarts RestartRule = "maxRestarts"
+	// RuleMaxConsecutiveFailures: Restart.MaxConsecutiveFailures runs in a
+	// row failed without delivering a message.
+	RuleMaxConsecutiveFailures RestartRule = "maxConsecutiveFailures"
+	// RuleMaxFailingTime: Restart.MaxFailingTime spent failing without
+	// delivering a message.
+	RuleMaxFailingTime RestartRule = "maxFailingTime"
+)
+
+// RestartError is returned when a producer stage gives up on its source
+// under one of the rules of Restart. The pipeline stops.
 type RestartError struct {
 	// Stage is the name of the producer stage that gave up.
 	Stage string
+	// Rule is the rule that tripped.
+	Rule RestartRule
 	// Restarts is how many restarts happened within Window.
 	Restarts int
 	// Window is Restart.Window.
 	Window time.Duration
+	// ConsecutiveFailures is how many runs in a row failed without
+	// delivering a message, the last one included.
+	ConsecutiveFailures int
+	// Failing is the time spent failing since the last delivered message:
+	// failed runs before they connected, and the backoffs between them.
+	Failing time.Duration
 	// Last is the error of the last failed Run.
 	Last error
 }
 
-// Error says which stage gave up, how often it restarted and why it failed.
+// Error says which stage gave up, under which rule, and why its source
+// failed last. It is one line: line breaks in the source's error are
+// replaced by "; ".
 func (e *RestartError) Error() string {
-	return fmt.Sprintf("producer stage %s: %v (%d restarts within %s); last error: %v",
-		e.Stage, ErrTooManyRestarts, e.Restarts, e.Window, e.Last)
+	var why string
+	switch e.Rule {
+	case RuleMaxConsecutiveFailures:
+		why = fmt.Sprintf("%d runs in a row failed without delivering a message", e.ConsecutiveFailures)
+	case RuleMaxFailingTime:
+		why = fmt.Sprintf("failing for %s without delivering a message", e.Failing)
+	default:
+		why = fmt.Sprintf("%d restarts within %s", e.Restarts, e.Window)
+	}
+	last := "<nil>"
+	if e.Last != nil {
+		last = oneLine(e.Last.Error())
+	}
+	return fmt.Sprintf("producer stage %q: %v (%s; restart.%s); last error: %s",
+		e.Stage, ErrTooManyRestarts, why, e.Rule, last)
 }
 
 // Unwrap returns ErrTooManyRestarts and the last source error.
 func (e *RestartError) Unwrap() []error { return []error{ErrTooManyRestarts, e.Last} }
+
+// oneLine replaces the line breaks of s (errors.Join puts them between the
+// errors it joins) by "; ".
+func oneLine(s string) string {
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	lines := strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' })
+	return strings.Join(lines, "; ")
+}
 
 // Ordered is implemented by sources whose messages must be handled in order
 // per partition key (message.Message.SetPartitionKey), such as the Kafka

@@ -64,6 +64,14 @@ type Stage[T any] struct {
 	// a direct hand-off (deliver): the dispatcher grants their refill, so
 	// that a grant callback never runs inside the source's own Deliver.
 	refills, spare []*Feed[T]
+	// The current run of the source: its number, when it created its first
+	// feed (zero: not yet) and whether one of its feeds delivered.
+	attempt     int
+	connectedAt time.Time
+	delivered   bool
+
+	stMu   sync.Mutex // guards status; taken after mu when both are held
+	status StageStatus
 }
 
 type entry[T any] struct {
@@ -117,6 +125,11 @@ func (s *Stage[T]) queuedLocked() int { return len(s.pending) - s.head }
 func (s *Stage[T]) NewFeed(name string, grant func(n int)) *Feed[T] {
 	f := &Feed[T]{stage: s, name: name, grant: grant, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	s.mu.Lock()
+	if s.running && s.connectedAt.IsZero() {
+		s.connectedAt = time.Now()
+		s.setState(StateRunning, s.connectedAt, nil)
+	}
+	f.attempt = s.attempt
 	if !s.running {
 		s.mu.Unlock()
 		f.closed.Store(true)
@@ -131,22 +144,30 @@ func (s *Stage[T]) NewFeed(name string, grant func(n int)) *Feed[T] {
 }
 
 // startRun marks the beginning of a Run call: feeds may be registered.
-func (s *Stage[T]) startRun() {
+func (s *Stage[T]) startRun(now time.Time) {
 	s.mu.Lock()
 	s.running = true
+	s.attempt++
+	s.connectedAt = time.Time{}
+	s.delivered = false
+	s.setState(StateConnecting, now, nil)
 	s.mu.Unlock()
 }
 
-// closeFeeds ends a Run call: every feed it registered is closed.
-func (s *Stage[T]) closeFeeds() {
+// closeFeeds ends a Run call: every feed it registered is closed. It
+// reports when the run created its first feed (zero if it created none) and
+// whether it delivered a message.
+func (s *Stage[T]) closeFeeds() (connectedAt time.Time, delivered bool) {
 	s.mu.Lock()
 	feeds := s.feeds
 	s.feeds = nil
 	s.running = false
+	connectedAt, delivered = s.connectedAt, s.delivered
 	s.mu.Unlock()
 	for _, f := range feeds {
 		f.Close()
 	}
+	return connectedAt, delivered
 }
 
 func (s *Stage[T]) deliver(f *Feed[T], msgs []*message.Message[T]) {
@@ -156,6 +177,13 @@ func (s *Stage[T]) deliver(f *Feed[T], msgs []*message.Message[T]) {
 		s.log.Warn("messages delivered after the source's Run returned are dropped unacknowledged",
 			slog.String("feed", f.name), slog.Int("messages", len(msgs)))
 		return
+	}
+	if !s.delivered && f.attempt == s.attempt {
+		// The run makes progress: the failures before it no longer count.
+		s.delivered = true
+		s.stMu.Lock()
+		s.status.ConsecutiveFailures = 0
+		s.stMu.Unlock()
 	}
 	direct := 0
 	if s.directLocked() {
@@ -367,49 +395,90 @@ func (s *Stage[T]) charge(es []entry[T]) {
 }
 
 // run calls the source's Run until ctx is cancelled, the source is
-// exhausted, or it failed too often.
+// exhausted, or it failed too often under the rules of Restart.
 func (s *Stage[T]) run(ctx context.Context, src Source[T], rs Restart) error {
 	defer s.finish()
-	var failures []time.Time
+	var (
+		windowed    []time.Time   // failures within rs.Window
+		consecutive int           // runs in a row that failed without delivering
+		failing     time.Duration // time failing since the last delivery
+		failedAt    time.Time     // end of the last failed run of the streak
+	)
 	for {
-		s.startRun()
+		start := time.Now()
+		s.startRun(start)
 		err := s.runOnce(ctx, src)
-		s.closeFeeds()
+		connectedAt, delivered := s.closeFeeds()
+		now := time.Now()
 		if ctx.Err() != nil {
+			s.setState(StateStopped, now, nil)
 			return nil
 		}
 		if err == nil {
 			s.log.Info("source exhausted")
+			s.setState(StateStopped, now, nil)
 			return nil
 		}
-		now := time.Now()
-		kept := failures[:0]
-		for _, t := range failures {
+		kept := windowed[:0]
+		for _, t := range windowed {
 			if now.Sub(t) < rs.Window {
 				kept = append(kept, t)
 			}
 		}
-		failures = append(kept, now)
-		if len(failures) > rs.MaxRestarts {
-			return &RestartError{Stage: s.name, Restarts: len(failures) - 1, Window: rs.Window, Last: err}
+		windowed = append(kept, now)
+		if delivered {
+			consecutive, failing, failedAt = 0, 0, time.Time{}
+		} else {
+			// Unconnected time: the backoff since the streak's last
+			// failure, then this run until its first feed, if any.
+			if !failedAt.IsZero() {
+				failing += start.Sub(failedAt)
+			}
+			if connectedAt.IsZero() {
+				connectedAt = now
+			}
+			failing += connectedAt.Sub(start)
+			consecutive++
+			failedAt = now
 		}
-		backoff := rs.Backoff << (len(failures) - 1)
-		if backoff > rs.MaxBackoff || backoff <= 0 {
-			backoff = rs.MaxBackoff
+		var rule RestartRule
+		switch {
+		case len(windowed) > rs.MaxRestarts:
+			rule = RuleMaxRestarts
+		case consecutive >= rs.MaxConsecutiveFailures:
+			rule = RuleMaxConsecutiveFailures
+		case consecutive > 0 && failing >= rs.MaxFailingTime:
+			rule = RuleMaxFailingTime
 		}
+		if rule != "" {
+			s.setState(StateFailed, now, func(st *StageStatus) {
+				st.ConsecutiveFailures, st.LastError = consecutive, err
+			})
+			return &RestartError{Stage: s.name, Rule: rule, Restarts: len(windowed) - 1, Window: rs.Window,
+				ConsecutiveFailures: consecutive, Failing: failing, Last: err}
+		}
+		backoff := rs.backoff(max(len(windowed), consecutive))
 		s.log.Warn("source failed; restarting",
-			slog.Any("error", err), slog.Int("failures_in_window", len(failures)), slog.Duration("backoff", backoff))
+			slog.Any("error", err), slog.Int("failures_in_window", len(windowed)),
+			slog.Int("consecutive_failures", consecutive), slog.Duration("failing", failing),
+			slog.Duration("backoff", backoff))
+		s.setState(StateRestarting, now, func(st *StageStatus) {
+			st.Restarts++
+			st.ConsecutiveFailures, st.LastError = consecutive, err
+		})
 		t := time.NewTimer(backoff)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
+			s.setState(StateStopped, time.Now(), nil)
 			return nil
 		}
 		// The failed run's messages still count against the window of the
 		// consumers the next run registers again: let them leave first, so
 		// restarts cannot stack windows in the stage buffer.
 		if s.waitIdle(ctx) != nil {
+			s.setState(StateStopped, time.Now(), nil)
 			return nil
 		}
 	}
@@ -455,9 +524,10 @@ var ErrPushFeed = errors.New("producer: Acquire on a feed that has a grant callb
 // Feed is one flow-controlled consumer of a source within a producer stage.
 // Its methods may be called from any goroutine.
 type Feed[T any] struct {
-	stage *Stage[T]
-	name  string
-	grant func(int) // nil: pull model
+	stage   *Stage[T]
+	name    string
+	grant   func(int) // nil: pull model
+	attempt int       // the stage's run that registered the feed
 
 	mu     sync.Mutex    // serialises grants with Close; guards avail
 	closed atomic.Bool   // set under mu; read without it by Deliver

@@ -1,0 +1,237 @@
+package producer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/boulevard-go/boulevard/producer"
+)
+
+// sleepCtx waits d (fake time in a bubble) or until ctx ends, and reports
+// whether the full d passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// giveUp waits, at most limit of (fake) time, for the producer to finish
+// and returns its single fatal error as a *RestartError.
+func giveUp(t *testing.T, h *harness, limit time.Duration) *producer.RestartError {
+	t.Helper()
+	select {
+	case <-h.p.Done():
+	case <-time.After(limit):
+		t.Fatalf("the stage still restarts its source after %v", limit)
+	}
+	fatals := h.fatalErrs()
+	if len(fatals) != 1 {
+		t.Fatalf("fatal called %d times (%v), want once", len(fatals), fatals)
+	}
+	var re *producer.RestartError
+	if !errors.As(fatals[0], &re) || !errors.Is(fatals[0], producer.ErrTooManyRestarts) {
+		t.Fatalf("fatal error %v, want a *RestartError wrapping ErrTooManyRestarts", fatals[0])
+	}
+	return re
+}
+
+// Guarantee: a source that can never connect, each attempt failing only
+// after a timeout longer than the restart window can see, is given up after
+// MaxConsecutiveFailures attempts (default 5): Run does not restart it
+// forever.
+func TestSlowFailuresGiveUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		errTimeout := errors.New("dial tcp 10.0.0.1:9092: i/o timeout")
+		src := &scriptedSource{run: func(ctx context.Context, _ *producer.Stage[item], _ int) error {
+			if !sleepCtx(ctx, 3*time.Second) {
+				return ctx.Err()
+			}
+			return errTimeout
+		}}
+		h := start(t, "orders", producer.Options[item]{Source: src}, newRecorder(), nil)
+		re := giveUp(t, h, time.Hour)
+		if re.Rule != producer.RuleMaxConsecutiveFailures || re.ConsecutiveFailures != producer.DefaultMaxConsecutiveFailures {
+			t.Errorf("RestartError = %+v, want rule %s after %d failures", re, producer.RuleMaxConsecutiveFailures, producer.DefaultMaxConsecutiveFailures)
+		}
+		if n := src.calls(); n != producer.DefaultMaxConsecutiveFailures {
+			t.Errorf("Run called %d times, want %d", n, producer.DefaultMaxConsecutiveFailures)
+		}
+		if !errors.Is(re, errTimeout) || re.Stage != "orders.producer.0" {
+			t.Errorf("RestartError = %+v, want stage orders.producer.0 and the last error", re)
+		}
+		for _, want := range []string{`"orders.producer.0"`, "5 runs in a row", "restart.maxConsecutiveFailures", errTimeout.Error()} {
+			if !strings.Contains(re.Error(), want) {
+				t.Errorf("error %q does not say %q", re, want)
+			}
+		}
+	})
+}
+
+// Guarantee: a stage that spends MaxFailingTime failing without delivering
+// (attempts that never connect, and the backoffs between them) gives up,
+// even before MaxConsecutiveFailures attempts; the error says how long.
+func TestFailingTimeGivesUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &scriptedSource{run: func(ctx context.Context, _ *producer.Stage[item], _ int) error {
+			if !sleepCtx(ctx, 50*time.Second) {
+				return ctx.Err()
+			}
+			return errors.New("subscribe: operation timed out")
+		}}
+		h := start(t, "p", producer.Options[item]{Source: src, Restart: producer.Restart{MaxConsecutiveFailures: 100}}, newRecorder(), nil)
+		re := giveUp(t, h, time.Hour)
+		// 50s + 100ms backoff + 50s + 200ms backoff + 50s ≥ 2m.
+		const want = 150*time.Second + 300*time.Millisecond
+		if re.Rule != producer.RuleMaxFailingTime || re.Failing != want || re.ConsecutiveFailures != 3 {
+			t.Errorf("RestartError = %+v, want rule %s after %v failing and 3 failures", re, producer.RuleMaxFailingTime, want)
+		}
+		if !strings.Contains(re.Error(), "failing for 2m30.3s") {
+			t.Errorf("error %q does not say how long the stage was failing", re)
+		}
+	})
+}
+
+// Guarantee: a run that delivered a message, even one that then failed,
+// resets the count of consecutive failures and the failing time.
+func TestDeliveringRunResetsConsecutiveFailures(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &scriptedSource{run: func(ctx context.Context, st *producer.Stage[item], call int) error {
+			if call == 10 {
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			if call == 5 {
+				f := st.NewFeed("p0", nil)
+				f.Deliver(items(0, 1)...)
+			}
+			if !sleepCtx(ctx, 3*time.Second) {
+				return ctx.Err()
+			}
+			return fmt.Errorf("connection reset (%d)", call)
+		}}
+		h := start(t, "p", producer.Options[item]{Source: src}, newRecorder(), nil)
+		for src.calls() < 10 {
+			synctest.Wait()
+			if isClosed(h.p.Done()) {
+				t.Fatalf("the stage gave up (%v) though run 5 delivered a message", h.fatalErrs())
+			}
+			time.Sleep(time.Second)
+		}
+		if st := h.p.Status()[0]; st.ConsecutiveFailures != 4 || st.Restarts != 9 {
+			t.Errorf("status %+v, want 4 consecutive failures (runs 6-9) after 9 restarts", st)
+		}
+		h.p.StopFetching()
+		synctest.Wait()
+		if errs := h.fatalErrs(); len(errs) != 0 {
+			t.Errorf("fatal called with %v", errs)
+		}
+	})
+}
+
+// Guarantee: time a run spent connected (with a feed) does not count as
+// failing: a source on an idle topic whose connection breaks now and then
+// after a long time is restarted, not given up.
+func TestConnectedTimeIsNotFailingTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &scriptedSource{run: func(ctx context.Context, st *producer.Stage[item], call int) error {
+			st.NewFeed("p0", nil)
+			if call > 3 || !sleepCtx(ctx, 10*time.Minute) {
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			return errors.New("connection reset by peer")
+		}}
+		h := start(t, "p", producer.Options[item]{Source: src}, newRecorder(), nil)
+		for src.calls() < 4 && !isClosed(h.p.Done()) {
+			time.Sleep(time.Minute)
+		}
+		synctest.Wait()
+		if errs := h.fatalErrs(); len(errs) != 0 {
+			t.Fatalf("fatal called with %v for a source that was connected for 10 minutes each run", errs)
+		}
+		if st := h.p.Status()[0]; st.State != producer.StateRunning || st.ConsecutiveFailures != 3 {
+			t.Errorf("status %+v, want running after 3 failures in a row", st)
+		}
+		h.p.StopFetching()
+	})
+}
+
+// Guarantee: the backoff doubles with each consecutive failure even when the
+// failures are further apart than Window, and never exceeds MaxBackoff,
+// however many failures there were.
+func TestBackoffDoublesWithConsecutiveFailures(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const runs = 70
+		src := &scriptedSource{run: func(ctx context.Context, _ *producer.Stage[item], call int) error {
+			if call > runs || !sleepCtx(ctx, 6*time.Second) {
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			return errors.New("refused")
+		}}
+		rs := producer.Restart{Backoff: 100 * time.Millisecond, MaxBackoff: time.Minute, MaxConsecutiveFailures: runs + 1, MaxFailingTime: 24 * time.Hour}
+		h := start(t, "p", producer.Options[item]{Source: src, Restart: rs}, newRecorder(), nil)
+		for src.calls() <= runs && !isClosed(h.p.Done()) {
+			time.Sleep(time.Minute)
+		}
+		synctest.Wait()
+		if errs := h.fatalErrs(); len(errs) != 0 {
+			t.Fatalf("fatal called with %v", errs)
+		}
+		gaps := src.gaps()
+		if len(gaps) != runs {
+			t.Fatalf("%d restarts, want %d", len(gaps), runs)
+		}
+		want := rs.Backoff
+		for i, g := range gaps {
+			if g != want {
+				t.Fatalf("restart %d came %v after the failure, want %v", i+1, g, want)
+			}
+			want = min(2*want, rs.MaxBackoff)
+		}
+		h.p.StopFetching()
+	})
+}
+
+// Guarantee: a fast-failing source still gives up under the sliding window
+// (more than MaxRestarts failures within Window) and says so, with the
+// consecutive-failure default raised so it never trips first.
+func TestWindowRuleNamedInError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &scriptedSource{run: func(context.Context, *producer.Stage[item], int) error {
+			return errors.New("bad credentials")
+		}}
+		h := start(t, "p", producer.Options[item]{Source: src, Restart: producer.Restart{MaxRestarts: 8, Window: time.Hour}}, newRecorder(), nil)
+		re := giveUp(t, h, 24*time.Hour)
+		if re.Rule != producer.RuleMaxRestarts || re.Restarts != 8 || re.ConsecutiveFailures != 9 {
+			t.Errorf("RestartError = %+v, want rule %s after 8 restarts", re, producer.RuleMaxRestarts)
+		}
+		if !strings.Contains(re.Error(), "8 restarts within 1h0m0s; restart.maxRestarts") {
+			t.Errorf("error %q does not name the window rule", re)
+		}
+	})
+}
+
+// Guarantee: a RestartError's message is one line, even when the source's
+// error spans several (errors.Join).
+func TestRestartErrorIsOneLine(t *testing.T) {
+	last := errors.Join(errors.New("context deadline exceeded"), errors.New("connection error"))
+	re := &producer.RestartError{Stage: "p.producer.0", Rule: producer.RuleMaxConsecutiveFailures, ConsecutiveFailures: 5, Last: last}
+	msg := re.Error()
+	if strings.ContainsAny(msg, "\r\n") || !strings.Contains(msg, "context deadline exceeded; connection error") {
+		t.Fatalf("error %q, want one line joining the source's error lines with \"; \"", msg)
+	}
+	if !errors.Is(re, last) {
+		t.Fatalf("%v does not wrap the last error", re)
+	}
+}
