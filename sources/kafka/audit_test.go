@@ -267,7 +267,8 @@ func TestAuditRevokeWaitsForInFlight(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("B never joined the group")
 	}
-	time.Sleep(700 * time.Millisecond) // A notices the rebalance (heartbeat 100ms) and is releasing
+	// A notices the rebalance and its claim waits for the stuck message.
+	waitFor(t, 10*time.Second, "A's partition to be releasing", func() bool { return logs.has("kafka partition releasing") })
 	unblock()
 	waitFor(t, 20*time.Second, "every record", func() bool { return l.covers(ends) })
 	waitFor(t, 10*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
@@ -455,6 +456,8 @@ func TestAuditStaleClaimAckCooperative(t *testing.T) {
 	opts.Rebalance = kafka.RebalanceCooperativeSticky
 	opts.Unordered = true
 	opts.RevokeTimeout = 300 * time.Millisecond
+	logs := logCapture{mu: &sync.Mutex{}, msgs: &[]string{}}
+	opts.Logger = slog.New(logs)
 	po := pipelineOpts("a", newSource(t, opts), 1, l, func(m *message.Message[[]byte]) error {
 		md, _ := message.MetadataAs[*kafka.Metadata](m)
 		mu.Lock()
@@ -510,7 +513,9 @@ func TestAuditStaleClaimAckCooperative(t *testing.T) {
 	mu.Lock()
 	moved = rm.partitions()[0]
 	mu.Unlock()
-	time.Sleep(time.Second) // A's old claim gives up on offset 5 (RevokeTimeout) and is released
+	waitFor(t, 10*time.Second, "A's old claim to give up on offset 5 (RevokeTimeout) and be released", func() bool {
+		return logs.has("kafka partition released with messages still in flight; they will be delivered again")
+	})
 	cancel()
 	<-done
 	if err := raw.Close(); err != nil {

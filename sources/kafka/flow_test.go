@@ -3,8 +3,10 @@ package kafka_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,12 +94,20 @@ func TestPermitWindowBoundsFetching(t *testing.T) {
 	// window), sarama's channel (window/2) and one fetch response in
 	// flight.
 	bound := int64(p.Topology().Processors.QueueCapacity + 1 + 2*window + window/2 + 2)
-	waitFor(t, 10*time.Second, "fetching to start", func() bool {
+	// The claim must fetch at least its window (delivered) and its
+	// read-ahead (another window) of each partition; then wait until the
+	// fetch positions stop moving: the consumer fetched as far as it is
+	// allowed.
+	waitFor(t, 10*time.Second, "fetching a window and a read-ahead of each partition", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(fetched) == parts
+		return len(fetched) == parts && fetched[0] >= 2*window && fetched[1] >= 2*window
 	})
-	time.Sleep(time.Second) // let the consumer fetch as far as it is allowed
+	waitStable(t, 10*time.Second, 5*100*time.Millisecond, "the fetch positions to stop moving", func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return fmt.Sprint(fetched)
+	})
 	mu.Lock()
 	t.Logf("fetch positions with the handler stuck: %v (bound %d, backlog %d per partition)", fetched, bound, backlog)
 	for part, off := range fetched {
@@ -153,6 +163,21 @@ func TestOutOfOrderAcksCommitPrefix(t *testing.T) {
 	src := newSource(t, opts)
 	release := make(chan struct{})
 	const slow = 37
+	// Every commit made while the slow record is unhandled must stop at it.
+	var passed atomic.Int64
+	c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if r := req.(*kmsg.OffsetCommitRequest); r.Group == "g-prefix" && !l.handled(rec{0, slow}) {
+			for _, tp := range r.Topics {
+				for _, pp := range tp.Partitions {
+					if pp.Offset > slow {
+						passed.Store(pp.Offset)
+					}
+				}
+			}
+		}
+		return nil, nil, false
+	})
 	po := pipelineOpts("prefix", src, 1, l, func(m *message.Message[[]byte]) error {
 		if md, _ := message.MetadataAs[*kafka.Metadata](m); md.Offset == slow {
 			<-release
@@ -169,13 +194,16 @@ func TestOutOfOrderAcksCommitPrefix(t *testing.T) {
 	// Everything but the slow record gets handled (the window lets the
 	// other processors run ahead of it) …
 	waitFor(t, 10*time.Second, "records after the slow one", func() bool { return l.handled(rec{0, 120}) })
-	time.Sleep(300 * time.Millisecond) // several commit intervals
-	if got := committed(c, "g-prefix")[0]; got != slow {
+	waitFor(t, 10*time.Second, "the commit to reach the slow record", func() bool { return committed(c, "g-prefix")[0] == slow })
+	if got := passed.Load(); got != 0 {
 		t.Fatalf("committed %d while offset %d is in flight; want %d", got, slow, slow)
 	}
 	// … and once it is handled the commit reaches the end.
 	unblock()
 	waitFor(t, 10*time.Second, "commit at the end", func() bool { return equalOffsets(committed(c, "g-prefix"), ends) })
+	if got := passed.Load(); got != 0 {
+		t.Fatalf("committed %d while offset %d was in flight; want %d", got, slow, slow)
+	}
 }
 
 // Guarantee: with FailureCommit (the default), a failed message is committed

@@ -67,12 +67,25 @@ func TestMembersJoinAndLeaveDuringLoad(t *testing.T) {
 			var wg sync.WaitGroup
 			wg.Go(func() { ends = produceOverTime(t, c, parts, records(3000), 2*time.Second) })
 
+			// Each membership change waits until the group has settled on
+			// the members of the previous step, with records flowing.
+			settled := func(members int) {
+				t.Helper()
+				waitFor(t, 20*time.Second, "records handled", func() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.total > 0 })
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				if _, err := c.WaitGroupInfo(ctx, group, func(gi *kfake.GroupInfo) bool {
+					return gi != nil && len(gi.Members) == members && gi.NumAssigned() == parts
+				}); err != nil {
+					t.Fatalf("the group did not settle on %d members: %v", members, err)
+				}
+			}
 			a := startPipeline(t, pipelineOpts("a", newSource(t, opts), 2, l, slow))
-			time.Sleep(500 * time.Millisecond)
+			settled(2)
 			b := startPipeline(t, pipelineOpts("b", newSource(t, opts), 1, l, slow)) // joins
-			time.Sleep(700 * time.Millisecond)
+			settled(3)
 			stopPipeline(t, a) // leaves
-			time.Sleep(300 * time.Millisecond)
+			settled(1)
 			c2 := startPipeline(t, pipelineOpts("c", newSource(t, opts), 1, l, slow)) // joins
 			wg.Wait()
 			if ends == nil {

@@ -14,6 +14,31 @@ import (
 	"github.com/boulevard-go/boulevard/sources/kafka"
 )
 
+// stageSpy is a Kafka source that keeps the producer stage it runs in, to
+// observe its buffer.
+type stageSpy struct {
+	*kafka.Source
+	mu    sync.Mutex
+	stage *producer.Stage[[]byte]
+}
+
+func (s *stageSpy) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
+	s.mu.Lock()
+	s.stage = stage
+	s.mu.Unlock()
+	return s.Source.Run(ctx, stage)
+}
+
+// buffered is how many delivered messages wait in the stage buffer.
+func (s *stageSpy) buffered() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stage == nil {
+		return 0
+	}
+	return s.stage.Buffered()
+}
+
 // Guarantee: when a partition is revoked, the records it had delivered but
 // that still waited in the producer stage buffer are withdrawn: the old
 // owner never handles them after the revoke (only what had already left the
@@ -71,6 +96,8 @@ func TestRevokeWithdrawsBufferedRecords(t *testing.T) {
 	poA.Producer.Flow = producer.Flow{Initial: window}
 	poA.Processors.Concurrency = 1
 	poA.Processors.MaxDemand = 1
+	spyA := &stageSpy{Source: poA.Producer.Source.(*kafka.Source)}
+	poA.Producer.Source = spyA
 	a := startPipeline(t, poA)
 	// What can have left A's stage buffer when the revoke comes: the
 	// message in its only handler, its queue (one window: less than the two
@@ -81,13 +108,16 @@ func TestRevokeWithdrawsBufferedRecords(t *testing.T) {
 
 	<-stuck
 	// A delivers a whole window per partition at once: wait until it has
-	// fetched that far, and a little more for the delivery itself.
+	// fetched that far and delivered it (what did not leave its stage
+	// buffer waits there).
 	waitFor(t, 10*time.Second, "A to fetch a window of each partition", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(fetched) == parts && fetched[0] >= window && fetched[1] >= window
 	})
-	time.Sleep(300 * time.Millisecond)
+	waitFor(t, 10*time.Second, "A to deliver a window of each partition", func() bool {
+		return spyA.buffered() >= max(1, parts*window-dispatched)
+	})
 
 	// B joins: the rebalance revokes both partitions from A.
 	b := startPipeline(t, pipelineOpts("b", newSource(t, opts), 1, l, nil))
