@@ -39,8 +39,9 @@ type Handler[T any] func(ctx context.Context, batch []*message.Message[T], info 
 type Options[T any] struct {
 	// Name is the batcher's name, which processors route to with
 	// m.SetBatcher; message.DefaultBatcher ("default") receives the
-	// messages nobody routed. Required, unique within a pipeline.
-	Name string `name:"name" validate:"required"`
+	// messages nobody routed. Required, unique within a pipeline, and made
+	// of letters, digits and "-_.:/@" only (see validate.ValidName).
+	Name string `name:"name" validate:"required,name"`
 	// BatchSize is the number of messages at which a batch is emitted, at
 	// most BatchSizeLimit. Default 100.
 	BatchSize int `name:"batchSize" validate:"gte=1,lte=1000000"`

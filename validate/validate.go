@@ -94,8 +94,37 @@ var validatorInstance = sync.OnceValue(func() *validator.Validate {
 		}
 		return lowerFirst(f.Name)
 	})
+	if err := v.RegisterValidation("name", func(fl validator.FieldLevel) bool {
+		return fl.Field().Kind() == reflect.String && ValidName(fl.Field().String())
+	}); err != nil {
+		panic(err) // a programming error: the tag name is fixed
+	}
 	return v
 })
+
+// NameMaxLen is the longest name, in bytes, the "name" rule accepts.
+const NameMaxLen = 255
+
+// NamePunctuation is the punctuation a name may hold besides letters and
+// digits.
+const NamePunctuation = "-_.:/@"
+
+// ValidName reports whether s is a valid name for a pipeline, a stage or a
+// batcher (the "name" rule): 1 to NameMaxLen bytes of Unicode letters,
+// Unicode digits and the characters of NamePunctuation. Whitespace, control
+// characters, quotes and invalid UTF-8 are refused, so that a name can be
+// written into logs and error messages as it is.
+func ValidName(s string) bool {
+	if s == "" || len(s) > NameMaxLen || !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && !strings.ContainsRune(NamePunctuation, r) {
+			return false
+		}
+	}
+	return true
+}
 
 // Struct validates v (a struct or pointer to struct) against its `validate`
 // tags. prefix replaces the struct's own type name at the root of every field
@@ -229,6 +258,8 @@ func phrase(tag, param string, kind reflect.Kind) string {
 		return "must be host:port"
 	case "url":
 		return "must be a URL"
+	case "name":
+		return fmt.Sprintf("must be 1 to %d letters, digits or %q", NameMaxLen, NamePunctuation)
 	default:
 		if param != "" {
 			return "breaks rule " + tag + "=" + param

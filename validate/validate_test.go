@@ -2,6 +2,7 @@ package validate_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -91,5 +92,32 @@ func TestGenericRootName(t *testing.T) {
 	err = validate.Struct("", generic[payload]{})
 	if !errors.As(err, &errs) || !errs.Has("count", "gte") {
 		t.Fatalf("Struct without prefix = %v", err)
+	}
+}
+
+type named struct {
+	Name string `name:"name" validate:"required,name"`
+}
+
+// Guarantee: the "name" rule accepts letters, digits and NamePunctuation and
+// refuses whitespace, control characters, quotes and over-long names, with
+// an error that does not echo the value.
+func TestNameRule(t *testing.T) {
+	for _, good := range []string{"orders", "orders-v2.eu_west:1/a@b", "zahlungsströme", "支付"} {
+		if err := validate.Struct("opts", named{Name: good}); err != nil || !validate.ValidName(good) {
+			t.Errorf("%q refused: %v", good, err)
+		}
+	}
+	long := strings.Repeat("a", validate.NameMaxLen+1)
+	for _, bad := range []string{"a b", "a\nb", "evil\x1b[31m", "tab\t", `q"uote`, "\xff", long} {
+		err := validate.Struct("opts", named{Name: bad})
+		var errs validate.Errors
+		if !errors.As(err, &errs) || !errs.Has("opts.name", "name") || validate.ValidName(bad) {
+			t.Errorf("%q accepted: %v", bad, err)
+			continue
+		}
+		if msg := err.Error(); strings.ContainsAny(msg, "\n\x1b\t") || strings.Contains(msg, "evil") {
+			t.Errorf("error for %q echoes it raw: %q", bad, msg)
+		}
 	}
 }
