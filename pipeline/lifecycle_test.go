@@ -198,7 +198,8 @@ func TestUnknownBatcherFailsMessage(t *testing.T) {
 			m.SetBatcher(m.Data)
 			return m.Data, nil
 		}},
-		Batchers: []batcher.Options[string]{{Name: "s3", Handle: func(context.Context, []*message.Message[string], message.BatchInfo) error { return nil }}},
+		Batchers:        []batcher.Options[string]{{Name: "s3", Handle: func(context.Context, []*message.Message[string], message.BatchInfo) error { return nil }}},
+		ExplicitRouting: true,
 	})
 	ctx := ctxT(t, 10*time.Second)
 	if err := p.Start(ctx); err != nil {

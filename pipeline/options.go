@@ -23,8 +23,11 @@ const DefaultShutdownTimeout = 30 * time.Second
 // anything starts and reports every broken rule with the field's path, for
 // example "processors.concurrency must be ≥ 1".
 type Options[In, Out any] struct {
-	// Name identifies the pipeline in logs and stage names. Required.
-	Name string `name:"name" validate:"required"`
+	// Name identifies the pipeline in logs and stage names. Required: 1 to
+	// 255 bytes of letters, digits and "-_.:/@" (no whitespace or control
+	// characters, see validate.ValidName), so that it can be written into
+	// logs and errors as it is.
+	Name string `name:"name" validate:"required,name"`
 	// Logger receives the pipeline's logs. Nil discards them.
 	Logger *slog.Logger `name:"-"`
 	// ShutdownTimeout bounds a drain: past it, handlers' contexts are
@@ -38,8 +41,16 @@ type Options[In, Out any] struct {
 	// Batchers are the pipeline's named batchers. Without any, processors
 	// acknowledge messages themselves. With some, every message that does
 	// not fail goes to the batcher named by m.Batcher() ("default" unless a
-	// processor routed it elsewhere).
+	// processor routed it elsewhere), so one of them must be named
+	// "default" unless ExplicitRouting is set.
 	Batchers []batcher.Options[Out] `name:"batchers" validate:"dive"`
+	// ExplicitRouting declares that the processors route every message
+	// with m.SetBatcher, so that the pipeline needs no batcher named
+	// "default". Without it, New rejects a pipeline that has batchers but
+	// none named "default", whose unrouted messages would all fail. With
+	// it, a message left unrouted fails with a *processor.UnknownBatcherError,
+	// as one routed to any missing batcher does. Default false.
+	ExplicitRouting bool `name:"explicitRouting"`
 }
 
 // withDefaults returns o with every zero field replaced by its default.
@@ -70,9 +81,12 @@ func (o Options[In, Out]) withDefaults() Options[In, Out] {
 // express.
 func validateOptions[In, Out any](o *Options[In, Out]) error {
 	errs := []error{validate.Struct("", o), o.Producer.ValidateDerived("producer")}
+	errs = append(errs, o.Processors.CheckBounds("processors"))
 	seen := make(map[string]int, len(o.Batchers))
+	unnamed := false
 	for i, b := range o.Batchers {
 		if b.Name == "" {
+			unnamed = true
 			continue
 		}
 		if j, dup := seen[b.Name]; dup {
@@ -81,6 +95,11 @@ func validateOptions[In, Out any](o *Options[In, Out]) error {
 			continue
 		}
 		seen[b.Name] = i
+	}
+	if _, ok := seen[message.DefaultBatcher]; len(o.Batchers) > 0 && !ok && !unnamed && !o.ExplicitRouting {
+		errs = append(errs, validate.Field("batchers", "default", fmt.Sprintf(
+			"must include one named %q, which receives the messages no processor routes elsewhere (or set explicitRouting when every message is routed with SetBatcher)",
+			message.DefaultBatcher)))
 	}
 	if src, ok := o.Producer.Source.(producer.Validator); ok {
 		errs = append(errs, src.Validate())

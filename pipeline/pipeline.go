@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/boulevard-go/boulevard/batcher"
@@ -36,7 +37,9 @@ var (
 	ErrStopped = errors.New("pipeline stopped")
 	// ErrShutdownTimeout is returned by Stop and Run when the drain did not
 	// finish within ShutdownTimeout (or the context given to Stop): the
-	// messages still in flight were left unacknowledged.
+	// messages still in flight were left unacknowledged. When goroutines
+	// running user code were also left running, the error is a
+	// *ShutdownTimeoutError naming them, which wraps ErrShutdownTimeout.
 	ErrShutdownTimeout = errors.New("shutdown timeout: messages in flight were left unacknowledged")
 )
 
@@ -59,12 +62,19 @@ type Pipeline[In, Out any] struct {
 
 	mu          sync.Mutex
 	state       state
-	err         error
+	neverRan    bool    // Stop came before Start
+	errs        []error // what stopped the pipeline abnormally, see Err
+	abandonErr  *ShutdownTimeoutError
 	hardCancel  context.CancelFunc // cancels the stages: the drain is cut short
 	closeCancel context.CancelFunc // cancels the context of the source's Close
 	stopOnce    sync.Once
-	stopReq     chan struct{}  // closed when a stop is requested
-	stagesDone  chan struct{}  // closed when every stage goroutine has returned
+	stopReq     chan struct{} // closed when a stop is requested
+	stagesDone  chan struct{} // closed when every stage goroutine has returned
+	cutOnce     sync.Once
+	cut         chan struct{} // closed when the drain is cut short
+	giveUpOnce  sync.Once
+	abandoned   chan struct{}  // closed when Stop and Run stop waiting for stragglers
+	closing     atomic.Int32   // closeNotStarted, closeRunning, closeReturned
 	done        chan struct{}  // closed when the pipeline has stopped
 	wg          sync.WaitGroup // stage goroutines
 	enforcer    sync.WaitGroup // the shutdown-timeout goroutine
@@ -88,6 +98,8 @@ func New[In, Out any](opts Options[In, Out]) (*Pipeline[In, Out], error) {
 		log:        log,
 		stopReq:    make(chan struct{}),
 		stagesDone: make(chan struct{}),
+		cut:        make(chan struct{}),
+		abandoned:  make(chan struct{}),
 		done:       make(chan struct{}),
 	}
 	routes := make([]processor.NamedRoute[Out], 0, len(opts.Batchers))
@@ -107,6 +119,9 @@ func New[In, Out any](opts Options[In, Out]) (*Pipeline[In, Out], error) {
 func (p *Pipeline[In, Out]) Start(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.neverRan {
+		return ErrStoppedBeforeStart
+	}
 	if p.state != stateNew {
 		return ErrAlreadyStarted
 	}
@@ -154,7 +169,13 @@ func (p *Pipeline[In, Out]) supervise(closeCtx context.Context) {
 	// Every outcome has been delivered: the sources may let go of their
 	// connections. Close gets ShutdownTimeout, cut short by Stop's ctx.
 	closeCtx, cancel := context.WithTimeout(closeCtx, p.opts.ShutdownTimeout)
-	if err := p.prod.Close(closeCtx); err != nil {
+	closed := make(chan struct{})
+	go p.watchClose(closed)
+	p.closing.Store(closeRunning)
+	err := p.prod.Close(closeCtx)
+	p.closing.Store(closeReturned)
+	close(closed)
+	if err != nil {
 		p.log.Error("closing the source failed", slog.Any("error", err))
 		p.setErr(fmt.Errorf("closing the source: %w", err))
 	}
@@ -183,8 +204,19 @@ func (p *Pipeline[In, Out]) enforceShutdownTimeout() {
 	defer t.Stop()
 	select {
 	case <-p.stagesDone:
+		return
 	case <-t.C:
 		p.cutShort()
+	case <-p.cut: // by Stop's ctx
+	}
+	// The handlers' contexts are cancelled: give them CancelGrace to
+	// return before Stop and Run stop waiting for them.
+	g := time.NewTimer(CancelGrace)
+	defer g.Stop()
+	select {
+	case <-p.stagesDone:
+	case <-g.C:
+		p.giveUp()
 	}
 }
 
@@ -197,18 +229,23 @@ func (p *Pipeline[In, Out]) cutShort() {
 		return
 	default:
 	}
-	p.log.Warn("shutdown timeout passed; stopping handlers and leaving unhandled messages unacknowledged")
-	p.setErr(ErrShutdownTimeout)
-	p.hardCancel()
+	p.cutOnce.Do(func() {
+		p.log.Warn("shutdown timeout passed; stopping handlers and leaving unhandled messages unacknowledged")
+		p.setErr(ErrShutdownTimeout)
+		p.hardCancel()
+		close(p.cut)
+	})
 }
 
 func (p *Pipeline[In, Out]) setErr(err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.err != nil && errors.Is(p.err, err) {
-		return
+	for _, e := range p.errs {
+		if errors.Is(e, err) {
+			return
+		}
 	}
-	p.err = errors.Join(p.err, err)
+	p.errs = append(p.errs, err)
 }
 
 // fatal is called by a producer stage that gave up on its source.
@@ -223,42 +260,81 @@ func (p *Pipeline[In, Out]) requestStop() {
 
 // Stop drains the pipeline and waits until it has stopped: sources stop
 // fetching, every message in flight is handled and acknowledged (open
-// batches are emitted with trigger flush), then the sources are closed. The
-// drain is cut short when ShutdownTimeout passes or ctx is done, whichever is
-// first; what is left then stays unacknowledged and Stop returns
-// ErrShutdownTimeout. The source's Close (see producer.Closer) gets its own
-// ShutdownTimeout, and its context is cancelled when ctx is done. Stop also
-// returns the error that stopped the pipeline by itself, if any (a
-// *producer.RestartError), and an error from the source's Close. No goroutine
-// of the pipeline is left when Stop returns. Stop may be called more than
-// once and before Start. Calling Stop from a handler or an acknowledger would
-// wait for that very handler: call it from another goroutine.
+// batches are emitted with trigger flush), then the sources are closed.
+//
+// Stop returns by ctx's deadline (or as soon as ctx is cancelled), whatever
+// user code does. The drain is cut short (the handlers' contexts are
+// cancelled) when ShutdownTimeout passes, or CancelGrace (at most a quarter
+// of the time left) before ctx's deadline, or when ctx is cancelled,
+// whichever is first; what is left then stays unacknowledged and Stop
+// returns ErrShutdownTimeout. The source's Close (see producer.Closer) gets
+// its own ShutdownTimeout, and its context is cancelled at the same point
+// before ctx's deadline, or when ctx is cancelled.
+// Whatever ctx says, Stop stops waiting for goroutines that ignore their
+// context CancelGrace after the drain was cut short, and for a Close that
+// ignores its own CancelGrace after its ShutdownTimeout. When it returns
+// while such goroutines still run, the error is a *ShutdownTimeoutError
+// naming them, and its documentation says what they may still do; in every
+// other case no goroutine of the pipeline is left when Stop returns.
+//
+// Stop also returns the error that stopped the pipeline by itself, if any
+// (a *producer.RestartError), and an error from the source's Close. Stop
+// may be called more than once and before Start (a pipeline stopped before
+// it ran refuses Start with ErrStoppedBeforeStart). Calling Stop from a
+// handler or an acknowledger would wait for that very handler: call it from
+// another goroutine.
 func (p *Pipeline[In, Out]) Stop(ctx context.Context) error {
 	p.mu.Lock()
 	if p.state == stateNew {
 		p.state = stateDone
+		p.neverRan = true
 		close(p.done)
 		p.mu.Unlock()
 		return nil
 	}
 	p.mu.Unlock()
 	p.requestStop()
+	early, release := stopEarly(ctx)
+	defer release()
 	select {
 	case <-p.done:
-	case <-ctx.Done():
-		// The caller stops waiting: cut the drain short if it is still
-		// going, and hurry the sources' Close.
+		return p.stopResult(nil)
+	case <-p.abandoned:
+		return p.stopResult(nil)
+	case <-early:
+		// Leave the cancelled handlers, or the source's Close, time to
+		// return before ctx ends.
 		p.cutShort()
 		p.closeCancel()
-		<-p.done
+		select {
+		case <-p.done:
+			return p.stopResult(nil)
+		case <-p.abandoned:
+			return p.stopResult(nil)
+		case <-ctx.Done():
+		}
+	case <-ctx.Done():
 	}
-	return p.Err()
+	// The caller stops waiting: cut the drain short if it is still going,
+	// and hurry the source's Close.
+	p.cutShort()
+	p.closeCancel()
+	select {
+	case <-p.done:
+		return p.stopResult(nil)
+	default:
+	}
+	return p.stopResult(&ShutdownTimeoutError{Pipeline: p.opts.Name, Running: p.stragglers()})
 }
 
 // Run starts the pipeline and blocks until ctx is cancelled, then drains it
-// like Stop. It also returns when the pipeline stops by itself: when every
-// source is exhausted and everything is handled (nil), or when a source
-// failed too often (a *producer.RestartError).
+// like Stop with a context that never ends: the drain is cut short after
+// ShutdownTimeout, and Run stops waiting for goroutines that ignore their
+// context CancelGrace later (or for a source's Close that ignores its own,
+// CancelGrace after its ShutdownTimeout), returning a *ShutdownTimeoutError
+// that names them. It also returns when the pipeline stops by itself: when
+// every source is exhausted and everything is handled (nil), or when a
+// source failed too often (a *producer.RestartError).
 func (p *Pipeline[In, Out]) Run(ctx context.Context) error {
 	if err := p.Start(ctx); err != nil {
 		return err
@@ -267,12 +343,14 @@ func (p *Pipeline[In, Out]) Run(ctx context.Context) error {
 	case <-ctx.Done():
 		return p.Stop(context.WithoutCancel(ctx))
 	case <-p.done:
-		return p.Err()
+	case <-p.abandoned:
 	}
+	return p.stopResult(nil)
 }
 
 // Done is closed when the pipeline has stopped and every goroutine it started
-// has returned.
+// has returned. After a *ShutdownTimeoutError it is closed only once the
+// goroutines it names have returned, if ever.
 func (p *Pipeline[In, Out]) Done() <-chan struct{} { return p.done }
 
 // Err returns what stopped the pipeline abnormally: a *producer.RestartError,
@@ -280,13 +358,22 @@ func (p *Pipeline[In, Out]) Done() <-chan struct{} { return p.done }
 func (p *Pipeline[In, Out]) Err() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.err
+	switch len(p.errs) {
+	case 0:
+		return nil
+	case 1:
+		return p.errs[0]
+	}
+	return errors.Join(p.errs...)
 }
 
 // Push hands messages to the processors directly, bypassing the producer
 // stages (Broadway's push_messages): for user code that receives messages by
 // other means, such as an HTTP handler. Each message's outcome goes to the
-// acknowledger it carries. Push blocks while the processors are busy. It
+// acknowledger it carries; a message created without one (a nil
+// acknowledger, or a zero Message) is acknowledged to acker.Discard. A nil
+// message is refused: Push then returns an error wrapping ErrNilMessage and
+// pushes none of msgs. Push blocks while the processors are busy. It
 // returns an error wrapping ctx.Err() if ctx ends first, and one wrapping
 // ErrStopped once the pipeline no longer accepts messages (ErrNotStarted
 // before Start); when some messages were taken, the error says how many.
@@ -302,6 +389,11 @@ func (p *Pipeline[In, Out]) Push(ctx context.Context, msgs ...*message.Message[I
 		return ErrNotStarted
 	case stateDone:
 		return ErrStopped
+	}
+	for i, m := range msgs {
+		if m == nil {
+			return fmt.Errorf("push: message %d of %d: %w", i, len(msgs), ErrNilMessage)
+		}
 	}
 	n, err := p.proc.Publish(ctx, msgs)
 	switch {

@@ -130,6 +130,9 @@ func runPipeline(ctx context.Context, cfg config, stdout io.Writer) (*results, e
 			Concurrency:  2, // batch processors calling bill.handle
 			Handle:       bill.handle,
 		}},
+		// decodeOrder routes every order to the billing batcher with
+		// SetBatcher, so the pipeline needs no batcher named "default".
+		ExplicitRouting: true,
 	})
 	if err != nil {
 		// A validate.Errors value naming every broken option, for example

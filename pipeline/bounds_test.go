@@ -1,0 +1,103 @@
+package pipeline_test
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"testing"
+
+	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+// measureNew calls New and reports its error and how many bytes it
+// allocated.
+func measureNew(o pipeline.Options[uint64, uint64]) (error, uint64) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	p, err := pipeline.New(o)
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(p)
+	return err, after.TotalAlloc - before.TotalAlloc
+}
+
+// stageField is one bounded processor or batcher option.
+type stageField struct {
+	field string
+	set   func(o *pipeline.Options[uint64, uint64], v int64)
+	max   int64
+}
+
+var stageFields = []stageField{
+	{"processors.concurrency", func(o *pipeline.Options[uint64, uint64], v int64) { o.Processors.Concurrency = int(v) }, processor.ConcurrencyLimit},
+	{"processors.maxDemand", func(o *pipeline.Options[uint64, uint64], v int64) { o.Processors.MaxDemand = int(v) }, processor.MaxDemandLimit},
+	{"batchers[0].batchSize", func(o *pipeline.Options[uint64, uint64], v int64) { o.Batchers[0].BatchSize = int(v) }, batcher.BatchSizeLimit},
+	{"batchers[0].concurrency", func(o *pipeline.Options[uint64, uint64], v int64) { o.Batchers[0].Concurrency = int(v) }, batcher.ConcurrencyLimit},
+}
+
+// Guarantee: an extreme value of any size or concurrency option of the
+// processors or batchers (1e12, 1e9, MaxInt64, the bound plus one, negative,
+// MinInt64) is an error naming the field and the rule, never a panic or a
+// large allocation.
+func TestStageOptionExtremes(t *testing.T) {
+	for _, f := range stageFields {
+		for _, v := range []int64{1e12, 1e9, math.MaxInt64, f.max + 1, -1, math.MinInt64} {
+			t.Run(fmt.Sprintf("%s=%d", f.field, v), func(t *testing.T) {
+				o := validOptions()
+				f.set(&o, v)
+				err, allocated := measureNew(o)
+				var errs validate.Errors
+				if !errors.Is(err, validate.ErrInvalid) || !errors.As(err, &errs) || !errs.Has(f.field, "") {
+					t.Fatalf("New = %v, want an error naming %s", err, f.field)
+				}
+				if v > f.max && !errs.Has(f.field, "lte") {
+					t.Errorf("New = %v, want %s's upper bound named", err, f.field)
+				}
+				if allocated > 1<<20 {
+					t.Errorf("New allocated %d bytes for an invalid option", allocated)
+				}
+			})
+		}
+	}
+}
+
+// Guarantee: processors' Concurrency × MaxDemand beyond ChunkSlotsLimit is
+// an error naming processors.maxDemand and the product rule, even though
+// each field is within its own bound.
+func TestProcessorChunkSlotsBound(t *testing.T) {
+	o := validOptions()
+	o.Processors.Concurrency = processor.ConcurrencyLimit
+	o.Processors.MaxDemand = processor.MaxDemandLimit
+	err, allocated := measureNew(o)
+	var errs validate.Errors
+	if !errors.As(err, &errs) || !errs.Has("processors.maxDemand", "chunkSlots") || len(errs) != 1 {
+		t.Fatalf("New = %v, want only the concurrency × maxDemand rule", err)
+	}
+	if allocated > 1<<20 {
+		t.Errorf("New allocated %d bytes for an invalid option", allocated)
+	}
+}
+
+// Guarantee: a pipeline built with every processor and batcher option at
+// its documented bound is accepted and reserves a bounded amount of memory
+// (well under 128 MiB) before it runs.
+func TestLargestStageOptionsStayBounded(t *testing.T) {
+	o := validOptions()
+	o.Processors.Concurrency = processor.ConcurrencyLimit
+	o.Processors.MaxDemand = processor.ChunkSlotsLimit / processor.ConcurrencyLimit
+	o.Batchers[0].BatchSize = batcher.BatchSizeLimit
+	o.Batchers[0].Concurrency = batcher.ConcurrencyLimit
+	o.Batchers[0].PartitionBy = func(*message.Message[uint64]) string { return "" }
+	err, allocated := measureNew(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if allocated > 128<<20 {
+		t.Fatalf("New allocated %d MiB at the documented bounds", allocated>>20)
+	}
+	t.Logf("New at the bounds allocated %d MiB", allocated>>20)
+}

@@ -1,0 +1,394 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+// stuckHandler returns a handler that, for message 1, signals started and
+// then ignores its context until release is closed; it then returns its
+// context's error, as a handler that noticed the cancellation late would.
+// Every other message is handled at once.
+func stuckHandler(started, release chan struct{}) processor.Handler[uint64, uint64] {
+	return func(ctx context.Context, m *message.Message[uint64]) (uint64, error) {
+		if m.Data == 1 {
+			close(started)
+			<-release
+			return 0, fmt.Errorf("write: %w", ctx.Err())
+		}
+		return m.Data, nil
+	}
+}
+
+// assertStraggler fails unless err is a *ShutdownTimeoutError wrapping
+// ErrShutdownTimeout whose Running holds want, named in its message.
+func assertStraggler(t *testing.T, err error, want pipeline.Straggler) {
+	t.Helper()
+	var ste *pipeline.ShutdownTimeoutError
+	if !errors.Is(err, pipeline.ErrShutdownTimeout) || !errors.As(err, &ste) {
+		t.Fatalf("error %v, want a *ShutdownTimeoutError", err)
+	}
+	if !slices.Contains(ste.Running, want) || !strings.Contains(err.Error(), want.String()) {
+		t.Fatalf("error %q (running %v), want it to name %v", err, ste.Running, want)
+	}
+}
+
+// Guarantee: Stop returns by its context's deadline even though a handler
+// ignores its context, with a *ShutdownTimeoutError naming the processor;
+// the stuck message, once its handler returns its context's error, is
+// reported as interrupted (retry), and the messages queued behind it are
+// never acknowledged.
+func TestStopReturnsByDeadlineWithStuckHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		started, release := make(chan struct{}), make(chan struct{})
+		unblock := sync.OnceFunc(func() { close(release) })
+		defer unblock() // so that nothing is left blocked if the test fails
+		rec := acker.NewRecorder(false)
+		p := mustNew(t, pipeline.Options[uint64, uint64]{
+			Name:            "stuck",
+			ShutdownTimeout: time.Minute,
+			Processors:      processor.Options[uint64, uint64]{Concurrency: 1, MaxDemand: 1, Handle: stuckHandler(started, release)},
+		})
+		if err := p.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		msgs := []*message.Message[uint64]{message.New[uint64](1, rec, 1), message.New[uint64](2, rec, 2), message.New[uint64](3, rec, 3)}
+		if err := p.Push(context.Background(), msgs...); err != nil {
+			t.Fatal(err)
+		}
+		<-started
+		const deadline = 500 * time.Millisecond
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		defer cancel()
+		begin := time.Now()
+		err := p.Stop(ctx)
+		if took := time.Since(begin); took > deadline {
+			t.Fatalf("Stop took %v, past its %v deadline", took, deadline)
+		}
+		assertStraggler(t, err, pipeline.Straggler{Kind: pipeline.KindProcessor, Stage: "stuck.processor", Index: 0})
+		if rec.Total() != 0 {
+			t.Fatalf("%d outcomes before the stuck handler returned, want none", rec.Total())
+		}
+		unblock()
+		<-p.Done()
+		if rec.Total() != 1 || rec.FailedCount() != 1 {
+			t.Fatalf("outcomes: %d successful, %d failed; want only the stuck message, failed", len(rec.Successful()), rec.FailedCount())
+		}
+		if o := rec.Failed()[0]; o.ID != 1 || !acker.Interrupted(o) || !errors.Is(o.Err, context.Canceled) || o.Disposition != acker.DispositionRetry {
+			t.Fatalf("stuck message's outcome %+v, want interrupted (ErrShutdown, context.Canceled, retry)", o)
+		}
+	})
+}
+
+// Guarantee: with a context that never ends, Stop (and so Run) stops
+// waiting for a handler that ignores its context CancelGrace after
+// ShutdownTimeout, naming it.
+func TestRunReturnsAfterShutdownTimeoutWithStuckHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		started, release := make(chan struct{}), make(chan struct{})
+		unblock := sync.OnceFunc(func() { close(release) })
+		defer unblock() // so that nothing is left blocked if the test fails
+		const timeout = 2 * time.Second
+		p := mustNew(t, pipeline.Options[uint64, uint64]{
+			Name:            "run-stuck",
+			ShutdownTimeout: timeout,
+			Processors:      processor.Options[uint64, uint64]{Concurrency: 2, MaxDemand: 1, Handle: stuckHandler(started, release)},
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		runErr := make(chan error, 1)
+		go func() { runErr <- p.Run(ctx) }()
+		synctest.Wait() // Run has started the pipeline
+		if err := p.Push(context.Background(), message.New[uint64](1, nil, 1)); err != nil {
+			t.Fatal(err)
+		}
+		<-started
+		cancel()
+		begin := time.Now()
+		err := <-runErr
+		if took := time.Since(begin); took != timeout+pipeline.CancelGrace {
+			t.Fatalf("Run returned %v after its context was cancelled, want ShutdownTimeout + CancelGrace = %v", took, timeout+pipeline.CancelGrace)
+		}
+		var ste *pipeline.ShutdownTimeoutError
+		if !errors.Is(err, pipeline.ErrShutdownTimeout) || !errors.As(err, &ste) || len(ste.Running) != 1 {
+			t.Fatalf("Run = %v, want a *ShutdownTimeoutError naming only the stuck processor (the idle one returned)", err)
+		}
+		// Either processor may have taken the message.
+		if st := ste.Running[0]; st.Kind != pipeline.KindProcessor || st.Stage != "run-stuck.processor" || !strings.Contains(err.Error(), st.String()) {
+			t.Fatalf("Run = %v, want the stuck processor named", err)
+		}
+		unblock()
+		<-p.Done()
+	})
+}
+
+// closeIgnoringSource delivers nothing; its Close ignores its context until
+// release is closed.
+type closeIgnoringSource struct{ release chan struct{} }
+
+func (s *closeIgnoringSource) Run(ctx context.Context, _ *producer.Stage[uint64]) error {
+	<-ctx.Done()
+	return nil
+}
+
+func (s *closeIgnoringSource) Close(context.Context) error {
+	<-s.release
+	return nil
+}
+
+// Guarantee: Stop returns by its context's deadline even though the
+// source's Close ignores its context, naming the source's Close; with a
+// context that never ends it stops waiting CancelGrace after Close's
+// ShutdownTimeout.
+func TestStopReturnsByDeadlineWithStuckClose(t *testing.T) {
+	for _, withDeadline := range []bool{true, false} {
+		t.Run(fmt.Sprintf("deadline=%v", withDeadline), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				src := &closeIgnoringSource{release: make(chan struct{})}
+				unblock := sync.OnceFunc(func() { close(src.release) })
+				defer unblock()
+				const timeout = 3 * time.Second
+				p := mustNew(t, pipeline.Options[uint64, uint64]{
+					Name:            "closing",
+					ShutdownTimeout: timeout,
+					Producer:        producer.Options[uint64]{Source: src},
+					Processors:      processor.Options[uint64, uint64]{Handle: identity},
+				})
+				if err := p.Start(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				ctx, want := context.Background(), timeout+pipeline.CancelGrace
+				if withDeadline {
+					c, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+					defer cancel()
+					ctx, want = c, 200*time.Millisecond
+				}
+				begin := time.Now()
+				err := p.Stop(ctx)
+				if took := time.Since(begin); took > want {
+					t.Fatalf("Stop took %v, want at most %v", took, want)
+				}
+				assertStraggler(t, err, pipeline.Straggler{Kind: pipeline.KindSourceClose, Stage: "closing.producer", Index: -1})
+				unblock()
+				<-p.Done()
+			})
+		})
+	}
+}
+
+// Guarantee: a source whose Run ignores its context is named as a producer
+// stage when Stop gives up on it.
+func TestStopNamesStuckProducerStage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		unblock := sync.OnceFunc(func() { close(release) })
+		defer unblock()
+		src := producer.SourceFunc[uint64](func(context.Context, *producer.Stage[uint64]) error {
+			<-release
+			return nil
+		})
+		p := mustNew(t, pipeline.Options[uint64, uint64]{
+			Name:            "fetching",
+			ShutdownTimeout: time.Second,
+			Producer:        producer.Options[uint64]{Source: src, Concurrency: 2},
+			Processors:      processor.Options[uint64, uint64]{Handle: identity},
+		})
+		if err := p.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		err := p.Stop(ctx)
+		assertStraggler(t, err, pipeline.Straggler{Kind: pipeline.KindProducerStage, Stage: "fetching.producer.1", Index: -1})
+		unblock()
+		<-p.Done()
+	})
+}
+
+// Guarantee: a batch handler that ignores its context is named as a batch
+// processor when Stop gives up on it.
+func TestStopNamesStuckBatchProcessor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		started, release := make(chan struct{}), make(chan struct{})
+		unblock := sync.OnceFunc(func() { close(release) })
+		defer unblock() // so that nothing is left blocked if the test fails
+		p := mustNew(t, pipeline.Options[uint64, uint64]{
+			Name:       "batching",
+			Processors: processor.Options[uint64, uint64]{Handle: identity},
+			Batchers: []batcher.Options[uint64]{{Name: "default", BatchSize: 1, Concurrency: 1,
+				Handle: func(context.Context, []*message.Message[uint64], message.BatchInfo) error {
+					close(started)
+					<-release
+					return nil
+				}}},
+		})
+		if err := p.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Push(context.Background(), message.New[uint64](1, nil, 1)); err != nil {
+			t.Fatal(err)
+		}
+		<-started
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		err := p.Stop(ctx)
+		assertStraggler(t, err, pipeline.Straggler{Kind: pipeline.KindBatchProcessor, Stage: "batching.batcher.default", Index: 0})
+		unblock()
+		<-p.Done()
+	})
+}
+
+// Guarantee: when every handler honours its context, a Stop whose deadline
+// comes before the drain ends cuts it short early enough that everything
+// has returned when Stop does: it reports the plain ErrShutdownTimeout
+// (nothing left running) and Done is closed.
+func TestStopDeadlineWithPoliteHandlerLeavesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		started := make(chan struct{})
+		rec := acker.NewRecorder(false)
+		p := mustNew(t, pipeline.Options[uint64, uint64]{
+			Name:            "polite",
+			ShutdownTimeout: time.Minute,
+			Processors: processor.Options[uint64, uint64]{Concurrency: 1, MaxDemand: 1, Handle: func(ctx context.Context, m *message.Message[uint64]) (uint64, error) {
+				if m.Data == 1 {
+					close(started)
+					<-ctx.Done()
+					return 0, ctx.Err()
+				}
+				return m.Data, nil
+			}},
+		})
+		if err := p.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Push(context.Background(), message.New[uint64](1, rec, 1), message.New[uint64](2, rec, 2)); err != nil {
+			t.Fatal(err)
+		}
+		<-started
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		err := p.Stop(ctx)
+		var ste *pipeline.ShutdownTimeoutError
+		if !errors.Is(err, pipeline.ErrShutdownTimeout) || errors.As(err, &ste) {
+			t.Fatalf("Stop = %v, want the plain ErrShutdownTimeout", err)
+		}
+		select {
+		case <-p.Done():
+		default:
+			t.Fatal("Done not closed when Stop returned")
+		}
+		if rec.Total() != 1 || !acker.Interrupted(rec.Failed()[0]) || rec.Failed()[0].Disposition != acker.DispositionRetry {
+			t.Fatalf("outcomes %v / %v, want only message 1, interrupted", rec.Successful(), rec.Failed())
+		}
+	})
+}
+
+// Guarantee: Push refuses a nil message with ErrNilMessage and pushes none
+// of the batch; a message without an acknowledger is handled and
+// acknowledged to acker.Discard, without a crash.
+func TestPushBadMessages(t *testing.T) {
+	handled := make(chan uint64, 4)
+	p := mustNew(t, pipeline.Options[uint64, uint64]{
+		Name: "bad-input",
+		Processors: processor.Options[uint64, uint64]{Handle: func(_ context.Context, m *message.Message[uint64]) (uint64, error) {
+			handled <- m.Data
+			return m.Data, nil
+		}},
+	})
+	ctx := ctxT(t, 10*time.Second)
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err := p.Push(ctx, message.New[uint64](1, nil, 1), nil)
+	if !errors.Is(err, pipeline.ErrNilMessage) {
+		t.Fatalf("Push with a nil message = %v, want ErrNilMessage", err)
+	}
+	if err := p.Push(ctx, message.New[uint64](2, nil, 2), &message.Message[uint64]{Data: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	close(handled)
+	var got []uint64
+	for d := range handled {
+		got = append(got, d)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []uint64{2, 3}) {
+		t.Fatalf("handled %v, want [2 3]: nothing of the batch with a nil message", got)
+	}
+}
+
+// Guarantee: Start and Run on a pipeline stopped before it ran say so
+// (ErrStoppedBeforeStart, which is also ErrStopped and ErrAlreadyStarted).
+func TestStartAfterStopBeforeStart(t *testing.T) {
+	p := pushOnly(t)
+	if err := p.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for name, start := range map[string]func(context.Context) error{"Start": p.Start, "Run": p.Run} {
+		err := start(context.Background())
+		if !errors.Is(err, pipeline.ErrStoppedBeforeStart) || !errors.Is(err, pipeline.ErrStopped) || !errors.Is(err, pipeline.ErrAlreadyStarted) {
+			t.Fatalf("%s = %v, want ErrStoppedBeforeStart", name, err)
+		}
+		if !strings.Contains(err.Error(), "stopped before it ran") {
+			t.Fatalf("%s = %q, want it to say the pipeline was stopped before it ran", name, err)
+		}
+	}
+}
+
+// Guarantee: a pipeline with batchers but none named "default" is refused
+// at New, naming the rule, unless ExplicitRouting says every message is
+// routed.
+func TestDefaultBatcherRequired(t *testing.T) {
+	o := validOptions()
+	o.Batchers[0].Name = "s3"
+	_, err := pipeline.New(o)
+	if !errors.Is(err, validate.ErrInvalid) || !strings.Contains(err.Error(), `batchers must include one named "default"`) {
+		t.Fatalf("New = %v, want the default-batcher rule", err)
+	}
+	o.ExplicitRouting = true
+	if _, err := pipeline.New(o); err != nil {
+		t.Fatalf("New with ExplicitRouting = %v", err)
+	}
+}
+
+// Guarantee: pipeline and batcher names with whitespace or control
+// characters are refused at New, and the error carries none of them raw.
+func TestNamesRefuseControlCharacters(t *testing.T) {
+	for _, bad := range []string{"orders\nlevel=ERROR msg=FORGED", "red\x1b[31m", "two words"} {
+		for _, field := range []string{"name", "batchers[0].name"} {
+			o := validOptions()
+			if field == "name" {
+				o.Name = bad
+			} else {
+				o.Batchers[0].Name = bad
+				o.ExplicitRouting = true
+			}
+			_, err := pipeline.New(o)
+			if err == nil {
+				t.Fatalf("%s %q accepted", field, bad)
+			}
+			if msg := err.Error(); !strings.Contains(msg, field+" must be") || strings.ContainsAny(msg, "\n\x1b") || strings.Contains(msg, "FORGED") {
+				t.Fatalf("%s %q: error %q, want the rule without the raw name", field, bad, msg)
+			}
+		}
+	}
+}
