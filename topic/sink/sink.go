@@ -41,6 +41,16 @@
 // downstream pipeline that stops first closes its subscriptions, and the
 // messages it had not acked resolve upstream as failed
 // (topic.ErrDeliveryDropped).
+//
+// A message that was not handled because a pipeline shut down is never
+// reported upstream as handled: it fails with acker.DispositionRetry, which
+// asks its source to deliver it again instead of committing past it. That
+// is the case when the downstream handler was interrupted by its
+// pipeline's shutdown (the nack reason wraps acker.ErrShutdown), when the
+// downstream subscription was closed before acking it
+// (topic.ErrDeliveryDropped), and when the sink was closed before the
+// downstream outcome arrived, as GuardSource does once the shutdown timeout
+// passes (OutcomeError.Shutdown; the error wraps acker.ErrShutdown).
 package sink
 
 import (
@@ -75,18 +85,27 @@ var (
 // OutcomeError is the error a deferred message fails with when its tracked
 // publish did not resolve as acked. errors.Is matches its sentinel
 // (ErrNacked, ErrTimedOut, ErrClosed) and the topic's reason (for a nack,
-// the downstream subscriber's own error).
+// the downstream subscriber's own error), and acker.ErrShutdown when
+// Shutdown is set.
 type OutcomeError struct {
 	// Topic is the topic the message was published into.
 	Topic topic.Name
 	// Result is the tracked publish's outcome.
 	Result topic.Result
+	// Shutdown is set when the sink itself was closed before the downstream
+	// outcome arrived (GuardSource closes it when the pipeline's shutdown
+	// timeout cuts the wait short): the message was not handled downstream,
+	// and the error wraps acker.ErrShutdown.
+	Shutdown bool
 }
 
 // Error describes the outcome, for example
 // "topic audit: downstream nacked: bad record".
 func (e *OutcomeError) Error() string {
 	s := "topic " + string(e.Topic) + ": "
+	if e.Shutdown {
+		s = acker.ErrShutdown.Error() + ": " + s
+	}
 	switch e.Result.Outcome {
 	case topic.Nacked:
 		s += "downstream nacked"
@@ -103,7 +122,8 @@ func (e *OutcomeError) Error() string {
 	return s
 }
 
-// Unwrap returns the outcome's sentinel and the reason.
+// Unwrap returns the outcome's sentinel, the reason, and acker.ErrShutdown
+// when Shutdown is set.
 func (e *OutcomeError) Unwrap() []error {
 	var sentinel error
 	switch e.Result.Outcome {
@@ -114,7 +134,10 @@ func (e *OutcomeError) Unwrap() []error {
 	case topic.TopicClosed:
 		sentinel = ErrClosed
 	}
-	out := make([]error, 0, 2)
+	out := make([]error, 0, 3)
+	if e.Shutdown {
+		out = append(out, acker.ErrShutdown)
+	}
 	if sentinel != nil {
 		out = append(out, sentinel)
 	}
@@ -287,7 +310,8 @@ func (p *pending[T]) done(r topic.Result) {
 		s.acked.Add(1)
 	} else {
 		s.failed.Add(1)
-		o.Err = &OutcomeError{Topic: s.b.Handle.Name(), Result: r}
+		e := newOutcomeError(s.b.Handle.Name(), r)
+		o.Err, o.Disposition = e, e.disposition()
 	}
 	if b := p.batch; b != nil {
 		ack := p.ack
@@ -312,6 +336,27 @@ func (p *pending[T]) done(r topic.Result) {
 		s.release(p)
 	}
 	s.settled()
+}
+
+// newOutcomeError describes a tracked publish that did not resolve as
+// acked. A publish the sink's own Close resolved is marked Shutdown.
+func newOutcomeError(name topic.Name, r topic.Result) *OutcomeError {
+	return &OutcomeError{Topic: name, Result: r,
+		Shutdown: r.Outcome == topic.TopicClosed && errors.Is(r.Reason, topic.ErrPublisherClosed)}
+}
+
+// disposition is how the upstream source should settle the message. One
+// that was not handled downstream because a pipeline shut down (this sink
+// was closed before the outcome arrived, the downstream handler was
+// interrupted, or the downstream subscription was closed before acking it)
+// asks for a retry, so that no source commits past it; any other failure
+// keeps the default, the source's documented failure policy.
+func (e *OutcomeError) disposition() acker.Disposition {
+	if e.Shutdown || e.Result.Outcome == topic.Nacked &&
+		(errors.Is(e.Result.Reason, acker.ErrShutdown) || errors.Is(e.Result.Reason, topic.ErrDeliveryDropped)) {
+		return acker.DispositionRetry
+	}
+	return acker.DispositionDefault
 }
 
 func (s *Sink[T]) release(p *pending[T]) {

@@ -1,0 +1,123 @@
+package sink_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/sink"
+)
+
+// A tracked publish left unhandled by a shutdown is reported upstream as a
+// failure asking for a retry, never as handled or as a failure the source
+// may commit past; any other failure keeps the source's default policy.
+func TestUnhandledByShutdownIsRetried(t *testing.T) {
+	errBad := errors.New("bad record")
+	cases := []struct {
+		name string
+		// settle makes the publish of value 1 resolve, given the subscription
+		// that received it.
+		settle      func(t *testing.T, h *topic.Handle[int], sub *topic.Subscription[int], s *sink.Sink[int], it topic.Item[int])
+		wrap        []error // what the upstream error must wrap
+		disposition acker.Disposition
+		interrupted bool
+	}{
+		{
+			name: "downstream handler interrupted",
+			settle: func(t *testing.T, _ *topic.Handle[int], sub *topic.Subscription[int], _ *sink.Sink[int], it topic.Item[int]) {
+				if err := sub.Nack(it.ID, acker.WrapShutdown(fmt.Errorf("store: %w", context.Canceled))); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wrap:        []error{sink.ErrNacked, acker.ErrShutdown, context.Canceled},
+			disposition: acker.DispositionRetry, interrupted: true,
+		},
+		{
+			name: "downstream subscription closed before acking",
+			settle: func(_ *testing.T, _ *topic.Handle[int], sub *topic.Subscription[int], _ *sink.Sink[int], _ topic.Item[int]) {
+				sub.Close()
+			},
+			wrap:        []error{sink.ErrNacked, topic.ErrDeliveryDropped},
+			disposition: acker.DispositionRetry,
+		},
+		{
+			name: "sink closed before the downstream outcome",
+			settle: func(_ *testing.T, _ *topic.Handle[int], _ *topic.Subscription[int], s *sink.Sink[int], _ topic.Item[int]) {
+				s.Close()
+			},
+			wrap:        []error{sink.ErrClosed, topic.ErrPublisherClosed, acker.ErrShutdown},
+			disposition: acker.DispositionRetry, interrupted: true,
+		},
+		{
+			name: "downstream nacked",
+			settle: func(t *testing.T, _ *topic.Handle[int], sub *topic.Subscription[int], _ *sink.Sink[int], it topic.Item[int]) {
+				if err := sub.Nack(it.ID, errBad); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wrap:        []error{sink.ErrNacked, errBad},
+			disposition: acker.DispositionDefault,
+		},
+		{
+			name: "topic closed",
+			settle: func(_ *testing.T, h *topic.Handle[int], _ *topic.Subscription[int], _ *sink.Sink[int], _ topic.Item[int]) {
+				h.Close()
+			},
+			wrap:        []error{sink.ErrClosed, topic.ErrTopicClosed},
+			disposition: acker.DispositionDefault,
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h, sub, s := rig(t, autoOpts(0), topic.Block, topic.Balanced("g"))
+			rec := acker.NewRecorder(false)
+			publishOne(t, s, rec, 1)
+			it, err := sub.Receive(ctxT(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.settle(t, h, sub, s, it)
+			err = failedWith(t, rec, c.wrap...)
+			o := rec.Failed()[0]
+			if o.Disposition != c.disposition || acker.Interrupted(o) != c.interrupted {
+				t.Fatalf("outcome %v: disposition %v, interrupted %v; want %v, %v",
+					err, o.Disposition, acker.Interrupted(o), c.disposition, c.interrupted)
+			}
+		})
+	}
+}
+
+// A batch whose publishes a draining GuardSource gives up on (its Close
+// context ends) is reported upstream as interrupted and retried, in one Ack
+// call.
+func TestGuardSourceDeadlineRetriesBatch(t *testing.T) {
+	_, _, s := rig(t, autoOpts(0), topic.Block, topic.Balanced("g"))
+	rec := acker.NewRecorder(false)
+	batch := []*message.Message[int]{message.New(1, rec, 1), message.New(2, rec, 2), message.New(3, rec, 3)}
+	if err := s.PublishBatch(ctxT(t), batch); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	g := sink.GuardSource[int](&orderSource{}, s)
+	if err := g.(producer.Closer).Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close = %v, want the drain cut short", err)
+	}
+	if err := rec.Wait(ctxT(t), 3); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Calls()) != 1 || rec.FailedCount() != 3 {
+		t.Fatalf("calls %+v, want one call with three failures", rec.Calls())
+	}
+	for _, o := range rec.Failed() {
+		if !acker.Interrupted(o) || o.Disposition != acker.DispositionRetry {
+			t.Fatalf("outcome %d: %v (disposition %v), want interrupted and retried", o.ID, o.Err, o.Disposition)
+		}
+	}
+}
