@@ -29,7 +29,11 @@
 // subscription; a failed one is nacked with its error, which a tracked
 // upstream publisher sees as the Nack reason. A failed message with
 // acker.DispositionDiscard is acked instead (it is done with, and the
-// upstream must not retry it). Acks of messages that were published
+// upstream must not retry it), unless its failure was caused by the
+// pipeline's shutdown (acker.Interrupted): such a message was not handled,
+// so it is always nacked, and its reason, which wraps acker.ErrShutdown,
+// tells a tracked upstream publisher (a sink, package topic/sink) to have
+// it delivered again. Acks of messages that were published
 // untracked are answered topic.ErrMessageNotTracked by the topic; the source
 // counts them (Stats.NotTracked) and otherwise ignores them.
 //
@@ -375,7 +379,7 @@ func (a *subscription[T]) Ack(ctx context.Context, successful, failed []acker.Ou
 	}
 	for i := range failed {
 		o := &failed[i]
-		if o.Disposition == acker.DispositionDiscard {
+		if o.Disposition == acker.DispositionDiscard && !acker.Interrupted(*o) {
 			s.note(ctx, a.sub.Ack(topic.MessageID(o.ID)), &s.acked)
 			continue
 		}
@@ -396,7 +400,8 @@ func (s *Source[T]) note(ctx context.Context, err error, ok *atomic.Uint64) {
 
 // Close closes every subscription the source made (producer.Closer). Tracked
 // messages still unsettled resolve upstream as nacked with
-// topic.ErrDeliveryDropped. Idempotent.
+// topic.ErrDeliveryDropped, which a sink reports to its source as a retry.
+// Idempotent.
 func (s *Source[T]) Close(context.Context) error {
 	s.mu.Lock()
 	if s.closed {
