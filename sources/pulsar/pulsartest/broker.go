@@ -24,6 +24,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/boulevard-go/boulevard/validate"
@@ -51,14 +52,22 @@ type Options struct {
 	// Addr is the TCP address to listen on. Default "127.0.0.1:0" (a free
 	// loopback port).
 	Addr string `validate:"required"`
-	// Logger receives connection-level events. Default: discard.
+	// Logger receives connection-level events. Nil means slog.Default().
 	Logger *slog.Logger
 	// ServerVersion is reported to clients in CONNECTED. Default "pulsartest".
 	ServerVersion string `validate:"required"`
 	// MaxMessageSize is announced to clients in CONNECTED; producers chunk
 	// or reject messages above it. Default 5 MiB, at most 5 MiB.
 	MaxMessageSize int `validate:"gte=1024,lte=5242880"`
+	// HandshakeTimeout bounds the time from accepting a connection to
+	// receiving its CONNECT command; a connection that has not completed
+	// it by then (silent, or sending its bytes slowly) is closed. Until
+	// CONNECT a frame may be at most 64 KiB. Default 10 s, at least 1 ms.
+	HandshakeTimeout time.Duration `validate:"gte=1ms"`
 }
+
+// DefaultHandshakeTimeout is the default Options.HandshakeTimeout.
+const DefaultHandshakeTimeout = 10 * time.Second
 
 // WithDefaults returns o with every unset field set to its default.
 func (o Options) WithDefaults() Options {
@@ -70,6 +79,9 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.MaxMessageSize == 0 {
 		o.MaxMessageSize = maxMessageSize
+	}
+	if o.HandshakeTimeout == 0 {
+		o.HandshakeTimeout = DefaultHandshakeTimeout
 	}
 	return o
 }
@@ -84,8 +96,11 @@ type Broker struct {
 
 	wg        sync.WaitGroup
 	closeOnce sync.Once
-	done      chan struct{}
-	wakeTimer chan struct{}
+	// framesBegun counts frame headers read, for tests that need to know
+	// the broker has seen a frame's declared size.
+	framesBegun atomic.Int64
+	done        chan struct{}
+	wakeTimer   chan struct{}
 
 	mu          sync.Mutex
 	closed      bool
@@ -141,7 +156,7 @@ func Start(ctx context.Context, opts Options) (*Broker, error) {
 	}
 	logger := opts.Logger
 	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+		logger = slog.Default()
 	}
 	b := &Broker{
 		opts:        opts,
@@ -160,7 +175,7 @@ func Start(ctx context.Context, opts Options) (*Broker, error) {
 	b.wg.Add(2)
 	go b.acceptLoop()
 	go b.timerLoop()
-	b.log.Info("pulsartest broker listening", "url", b.url)
+	b.log.Debug("pulsartest broker listening", "url", b.url)
 	return b, nil
 }
 

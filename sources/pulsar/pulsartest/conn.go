@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"slices"
 	"sync"
+	"time"
 )
 
 // conn is one client connection: a reader goroutine that decodes frames and
@@ -105,6 +108,16 @@ func (c *conn) writeLoop() {
 	}
 }
 
+// readChunk is the most the read loop allocates for a frame before its
+// bytes arrive: a frame's buffer starts at this size (or the frame's, if
+// smaller) and doubles as bytes come in, so a peer that declares a large
+// frame and sends nothing holds almost no memory.
+const readChunk = 4 << 10
+
+// maxHandshakeFrame caps the frames a connection may send before CONNECT.
+// A CONNECT with its authentication data fits easily.
+const maxHandshakeFrame = 64 << 10
+
 func (c *conn) readLoop() {
 	defer c.b.wg.Done()
 	defer func() {
@@ -113,40 +126,53 @@ func (c *conn) readLoop() {
 		c.b.removeConnLocked(c)
 		c.b.mu.Unlock()
 	}()
-	r := bufio.NewReaderSize(c.nc, 64<<10)
+	// The handshake (every byte up to and including CONNECT) has a
+	// deadline: a peer that connects and then stays silent, or sends its
+	// bytes one at a time, is closed when it passes.
+	handshaking := true
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.b.opts.HandshakeTimeout))
+	r := bufio.NewReaderSize(c.nc, 16<<10)
 	var hdr [8]byte
 	var scratch []byte
 	for {
 		if _, err := io.ReadFull(r, hdr[:4]); err != nil {
-			c.logReadErr(err)
+			c.logReadErr(err, handshaking)
 			return
 		}
 		total := binary.BigEndian.Uint32(hdr[:4])
-		if total < 4 || total > maxFrameSize {
-			c.b.log.Warn("pulsartest: bad frame size, closing connection", "conn", c.id, "size", total)
+		limit := uint32(maxFrameSize)
+		if handshaking {
+			limit = maxHandshakeFrame
+		}
+		if total < 4 || total > limit {
+			c.b.log.Warn("pulsartest: bad frame size, closing connection", "conn", c.id, "size", total, "limit", limit)
 			return
 		}
 		if _, err := io.ReadFull(r, hdr[4:8]); err != nil {
-			c.logReadErr(err)
+			c.logReadErr(err, handshaking)
 			return
 		}
 		cmdSize := binary.BigEndian.Uint32(hdr[4:8])
+		c.b.framesBegun.Add(1)
 		if cmdSize > total-4 {
 			c.b.log.Warn("pulsartest: bad command size, closing connection", "conn", c.id, "size", cmdSize)
 			return
 		}
-		var frame []byte
+		var (
+			frame []byte
+			err   error
+		)
 		if cmdSize == total-4 {
-			if cap(scratch) < int(cmdSize) {
-				scratch = make([]byte, cmdSize)
+			frame, err = readGrowing(r, scratch, int(cmdSize))
+			if cap(frame) <= 1<<20 {
+				scratch = frame[:0]
 			}
-			frame = scratch[:cmdSize]
 		} else {
 			// Payload frames are kept: the payload becomes the stored entry.
-			frame = make([]byte, total-4)
+			frame, err = readGrowing(r, nil, int(total-4))
 		}
-		if _, err := io.ReadFull(r, frame); err != nil {
-			c.logReadErr(err)
+		if err != nil {
+			c.logReadErr(err, handshaking)
 			return
 		}
 		cmd, err := decodeBase(frame[:cmdSize])
@@ -161,10 +187,45 @@ func (c *conn) readLoop() {
 		if !c.handle(cmd, payload) {
 			return
 		}
+		if handshaking && cmd.typ == cmdConnect {
+			handshaking = false
+			_ = c.nc.SetReadDeadline(time.Time{})
+		}
 	}
 }
 
-func (c *conn) logReadErr(err error) {
+// readGrowing reads exactly n bytes from r into buf's backing array when it
+// is large enough, else into a buffer that starts at readChunk bytes and
+// doubles (up to n) as bytes arrive.
+func readGrowing(r io.Reader, buf []byte, n int) ([]byte, error) {
+	if cap(buf) >= n {
+		buf = buf[:n]
+		_, err := io.ReadFull(r, buf)
+		return buf, err
+	}
+	buf = buf[:0]
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(max(cap(buf), readChunk), n-len(buf)))
+		}
+		m, err := r.Read(buf[len(buf):min(cap(buf), n)])
+		buf = buf[:len(buf)+m]
+		if err != nil && len(buf) < n {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return buf, err
+		}
+	}
+	return buf, nil
+}
+
+func (c *conn) logReadErr(err error, handshaking bool) {
+	if handshaking && errors.Is(err, os.ErrDeadlineExceeded) {
+		c.b.log.Warn("pulsartest: no CONNECT within the handshake timeout, closing connection",
+			"conn", c.id, "timeout", c.b.opts.HandshakeTimeout)
+		return
+	}
 	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
 		c.b.log.Debug("pulsartest connection closed", "conn", c.id)
 		return

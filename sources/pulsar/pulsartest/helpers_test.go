@@ -3,6 +3,7 @@ package pulsartest
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,7 @@ func TestMain(m *testing.M) {
 // startBroker starts a broker closed at the end of the test.
 func startBroker(t *testing.T) *Broker {
 	t.Helper()
-	b, err := Start(context.Background(), Options{})
+	b, err := Start(context.Background(), Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}

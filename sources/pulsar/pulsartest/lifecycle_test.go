@@ -168,11 +168,13 @@ func TestPartitionedTopic(t *testing.T) {
 }
 
 // The client's keep-alive pings are answered, so a client idle for many
-// keep-alive intervals keeps its single connection.
+// keep-alive intervals keeps its single connection. (The client drops a
+// connection that received nothing for two intervals, so the interval is
+// long enough for a busy machine to answer a ping well within it.)
 func TestKeepAlive(t *testing.T) {
 	b := startBroker(t)
 	cl, err := pulsar.NewClient(pulsar.ClientOptions{
-		URL: b.URL(), OperationTimeout: 5 * time.Second, KeepAliveInterval: 100 * time.Millisecond,
+		URL: b.URL(), OperationTimeout: 5 * time.Second, KeepAliveInterval: 500 * time.Millisecond,
 		Logger: plog.DefaultNopLogger(),
 	})
 	if err != nil {
@@ -184,7 +186,7 @@ func TestKeepAlive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	eventually(t, "pings", func() bool { return b.Stats().Pings >= 4 })
+	eventually(t, "pings", func() bool { return b.Stats().Pings >= 3 })
 	if st := b.Stats(); st.ConnectionsAccepted != 1 || st.ConnectionsOpen != 1 {
 		t.Fatalf("stats %+v", st)
 	}
