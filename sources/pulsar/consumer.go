@@ -70,7 +70,7 @@ func (c *consumer) receive(ctx context.Context, feed *producer.Feed[[]byte], max
 		n, gone, err := c.acquire(ctx, feed, maxTake)
 		if gone != nil {
 			closed = true
-			return &ConsumerError{Stage: c.stage, Topic: c.topic, Subscription: sub, Kind: ErrConsumerClosed, Err: gone}
+			return &ConsumerError{Stage: c.stage, Topic: c.topic, Subscription: sub, Broker: c.src.broker, Kind: ErrConsumerClosed, Err: gone}
 		}
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, producer.ErrFeedClosed) {
@@ -85,7 +85,7 @@ func (c *consumer) receive(ctx context.Context, feed *producer.Feed[[]byte], max
 					return nil
 				}
 				closed = true
-				return &ConsumerError{Stage: c.stage, Topic: c.topic, Subscription: sub, Kind: ErrConsumerClosed, Err: err}
+				return &ConsumerError{Stage: c.stage, Topic: c.topic, Subscription: sub, Broker: c.src.broker, Kind: ErrConsumerClosed, Err: err}
 			}
 			if len(msgs) == 0 {
 				msgs = make([]message.Message[[]byte], slabSize)
@@ -208,7 +208,11 @@ func (c *consumer) next(ctx context.Context, buffered bool, flush func()) (pulsa
 
 // Ack acknowledges successful messages, and failed ones per their
 // disposition: DispositionDiscard acks, any other nacks (redelivered after
-// ConsumerOptions.NackRedeliveryDelay). Outcomes for a consumer that was
+// ConsumerOptions.NackRedeliveryDelay). A failure the pipeline's shutdown
+// caused (acker.Interrupted) is neither acked nor nacked, whatever its
+// disposition: the message stays unacknowledged and the broker delivers it
+// again once the consumer closes, without counting a redelivery against
+// it. Outcomes for a consumer that was
 // replaced or closed are dropped and logged: the broker redelivers those
 // messages to the consumer that replaced it.
 func (c *consumer) Ack(ctx context.Context, successful, failed []acker.Outcome) {
@@ -240,6 +244,9 @@ func (c *consumer) Ack(ctx context.Context, successful, failed []acker.Outcome) 
 	}
 	for i := range failed {
 		o := &failed[i]
+		if acker.Interrupted(*o) {
+			continue
+		}
 		if o.Disposition == acker.DispositionDiscard {
 			ack(o)
 			continue
@@ -267,12 +274,13 @@ func (c *consumer) close() {
 type listener struct {
 	src   *Source
 	stage int
+	log   *slog.Logger
 }
 
 func (l *listener) BecameActive(c pulsar.Consumer, topic string, _ int32) {
-	l.src.report(l.stage, true, c, topic)
+	l.src.report(l.log, l.stage, true, c, topic)
 }
 
 func (l *listener) BecameInactive(c pulsar.Consumer, topic string, _ int32) {
-	l.src.report(l.stage, false, c, topic)
+	l.src.report(l.log, l.stage, false, c, topic)
 }

@@ -3,6 +3,7 @@ package pulsar
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // ErrSubscribe is wrapped by the *ConsumerError a stage fails with when a
@@ -23,6 +24,9 @@ var ErrCallbackPanic = errors.New("pulsar: active state callback panicked")
 type ConsumerError struct {
 	// Stage is the index of the producer stage.
 	Stage int
+	// Broker is the service URL of the client, its user information
+	// redacted, when the client was created with NewClient; empty otherwise.
+	Broker string
 	// Topic is the configured topic of the consumer that failed.
 	Topic string
 	// Subscription is the subscription name.
@@ -33,13 +37,21 @@ type ConsumerError struct {
 	Err error
 }
 
-// Error names the stage, topic, subscription and cause.
+// Error names the stage, broker (when known), topic, subscription and
+// cause, on one line: line breaks in the client's error are replaced and
+// user information in any URL it names is redacted.
 func (e *ConsumerError) Error() string {
-	s := fmt.Sprintf("%v (stage %d, topic %q, subscription %q)", e.Kind, e.Stage, e.Topic, e.Subscription)
-	if e.Err != nil {
-		s += ": " + e.Err.Error()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v (stage %d", e.Kind, e.Stage)
+	if e.Broker != "" {
+		fmt.Fprintf(&b, ", broker %q", e.Broker)
 	}
-	return s
+	fmt.Fprintf(&b, ", topic %q, subscription %q)", e.Topic, e.Subscription)
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(RedactURL(oneLine(e.Err.Error())))
+	}
+	return b.String()
 }
 
 // Unwrap returns Kind and, when there is one, the client's error.
@@ -63,8 +75,8 @@ type CallbackPanicError struct {
 
 // Error says which report the callback panicked on, and with what.
 func (e *CallbackPanicError) Error() string {
-	return fmt.Sprintf("%v on active=%t topic %q subscription %q: %v",
-		ErrCallbackPanic, e.State.Active, e.State.Topic, e.State.Subscription, e.Value)
+	return oneLine(fmt.Sprintf("%v on active=%t topic %q subscription %q: %v",
+		ErrCallbackPanic, e.State.Active, e.State.Topic, e.State.Subscription, e.Value))
 }
 
 // Unwrap returns ErrCallbackPanic.

@@ -122,16 +122,46 @@ type Options struct {
 	// are observations, not a lock: the same state may be reported twice and
 	// a consumer that closes need not report passive first.
 	ActiveStateCallback func(ActiveState) `name:"activeStateCallback" validate:"-"`
-	// Logger receives the source's logs. Nil discards them.
+	// Logger is ignored: the source logs through its producer stage's
+	// logger (the pipeline's Logger, annotated with the stage; nil there
+	// means slog.Default()). To route pulsar-client-go's own logs to the
+	// same place, create the client with NewClient or ClientLogger.
+	//
+	// Deprecated: set the pipeline's Logger instead.
 	Logger *slog.Logger `name:"-" validate:"-"`
 }
 
 // WithDefaults returns o with every zero field replaced by its default.
-func (o Options) WithDefaults() Options {
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	return o
+// (No field of Options has a default other than its zero value today.)
+func (o Options) WithDefaults() Options { return o }
+
+// String describes the options without anything that can hold a
+// credential: the client shows as its redacted service URL (for one made
+// by NewClient) or as "set", and of the consumer options only the
+// subscription settings the source reads.
+func (o Options) String() string {
+	client := clientName(o.Client)
+	return fmt.Sprintf("pulsar.Options{client: %s, topics: %q, subscription: %q, subscriptionType: %v, dlq: %t, activeStateCallback: %t}",
+		client, o.Topics, o.Subscription, o.SubscriptionType, o.Consumer.DLQ != nil, o.ActiveStateCallback != nil)
+}
+
+// GoString is String, so that %#v shows no credential either.
+func (o Options) GoString() string { return o.String() }
+
+// Format writes String for every verb (%q quotes it), so that no verb
+// reaches the client's or the consumer options' internals.
+func (o Options) Format(f fmt.State, verb rune) { formatRedacted(f, verb, o.String()) }
+
+// LogValue logs what String shows, as a group.
+func (o Options) LogValue() slog.Value {
+	client := clientName(o.Client)
+	return slog.GroupValue(
+		slog.String("client", client),
+		slog.Any("topics", o.Topics),
+		slog.String("subscription", o.Subscription),
+		slog.String("subscription_type", o.SubscriptionType.String()),
+		slog.Bool("dlq", o.Consumer.DLQ != nil),
+	)
 }
 
 // Validate checks the options and returns every broken rule at once, as a
@@ -201,4 +231,16 @@ func validateFlow(f producer.Flow) error {
 func queueSize(f producer.Flow) (size int, exact bool) {
 	half := f.Initial / 2
 	return f.Initial, f.Initial%2 == 0 && f.Threshold == half && f.Refill == half
+}
+
+// clientName is how options show their client: its redacted service URL
+// when it has one (a *Client), "set" or "<nil>" otherwise.
+func clientName(c pulsar.Client) string {
+	if c == nil {
+		return "<nil>"
+	}
+	if u, ok := c.(interface{ ServiceURL() string }); ok {
+		return RedactURL(u.ServiceURL())
+	}
+	return "set"
 }

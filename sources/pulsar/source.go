@@ -20,6 +20,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
@@ -31,8 +32,8 @@ import (
 // producer.Source[[]byte] (the payload is the message's bytes),
 // producer.Validator and producer.Closer. Create it with New.
 type Source struct {
-	opts Options
-	log  *slog.Logger
+	opts   Options
+	broker string // the client's redacted service URL, when known
 
 	mu     sync.Mutex
 	live   map[*consumer]struct{}
@@ -56,7 +57,11 @@ var (
 func New(opts Options) *Source {
 	opts = opts.WithDefaults()
 	opts.Topics = append([]string(nil), opts.Topics...)
-	return &Source{opts: opts, log: opts.Logger, live: make(map[*consumer]struct{})}
+	s := &Source{opts: opts, live: make(map[*consumer]struct{})}
+	if c, ok := opts.Client.(interface{ ServiceURL() string }); ok {
+		s.broker = RedactURL(c.ServiceURL())
+	}
+	return s
 }
 
 // Validate reports every broken option rule (see Options.Validate).
@@ -105,7 +110,7 @@ func (s *Source) Run(ctx context.Context, st *producer.Stage[[]byte]) error {
 	}
 	q, exact := queueSize(flow)
 	if !exact && s.warned.CompareAndSwap(false, true) {
-		s.log.Info("pulsar-client-go refills half its receiver queue at a time; the stage feed enforces the rest of the producer flow window",
+		st.Logger().Info("pulsar-client-go refills half its receiver queue at a time; the stage feed enforces the rest of the producer flow window",
 			slog.Int("receiver_queue_size", q), slog.Int("initial", flow.Initial),
 			slog.Int("threshold", flow.Threshold), slog.Int("refill", flow.Refill))
 	}
@@ -143,10 +148,10 @@ func (s *Source) Run(ctx context.Context, st *producer.Stage[[]byte]) error {
 	err := context.Cause(runCtx)
 	if err == nil {
 		// Every receive loop ended without a reason: never "exhausted".
-		err = &ConsumerError{Stage: st.Index(), Subscription: s.opts.Subscription, Kind: ErrConsumerClosed}
+		err = &ConsumerError{Stage: st.Index(), Broker: s.broker, Subscription: s.opts.Subscription, Kind: ErrConsumerClosed}
 	}
+	// The producer stage logs err once, when it restarts the stage.
 	s.retire(cs)
-	st.Logger().Warn("pulsar consumers replaced", slog.Any("error", err))
 	return err
 }
 
@@ -169,7 +174,7 @@ func (s *Source) subscribe(ctx context.Context, st *producer.Stage[[]byte], topi
 	ch := make(chan pulsar.ConsumerMessage, channelSize)
 	co.MessageChannel = ch
 	if s.opts.ActiveStateCallback != nil {
-		co.EventListener = &listener{src: s, stage: st.Index()}
+		co.EventListener = &listener{src: s, stage: st.Index(), log: st.Logger()}
 	}
 
 	type result struct {
@@ -177,6 +182,7 @@ func (s *Source) subscribe(ctx context.Context, st *producer.Stage[[]byte], topi
 		err error
 	}
 	res := make(chan result)
+	began := time.Now()
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
@@ -196,7 +202,12 @@ func (s *Source) subscribe(ctx context.Context, st *producer.Stage[[]byte], topi
 		return nil, ctx.Err()
 	}
 	if r.err != nil {
-		return nil, &ConsumerError{Stage: st.Index(), Topic: topic, Subscription: s.opts.Subscription, Kind: ErrSubscribe, Err: r.err}
+		if c, ok := s.opts.Client.(*Client); ok {
+			if cause := c.last.since(began); cause != "" {
+				r.err = fmt.Errorf("%w (the client's last connection failure: %s)", r.err, cause)
+			}
+		}
+		return nil, &ConsumerError{Stage: st.Index(), Broker: s.broker, Topic: topic, Subscription: s.opts.Subscription, Kind: ErrSubscribe, Err: r.err}
 	}
 	c := &consumer{
 		src:   s,
@@ -263,8 +274,9 @@ func (s *Source) Close(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// report calls the active-state callback, containing a panic.
-func (s *Source) report(stage int, active bool, c pulsar.Consumer, topic string) {
+// report calls the active-state callback, containing a panic, which it
+// logs to log (the stage's logger).
+func (s *Source) report(log *slog.Logger, stage int, active bool, c pulsar.Consumer, topic string) {
 	base, part := splitPartition(topic)
 	st := ActiveState{
 		Active:       active,
@@ -279,7 +291,7 @@ func (s *Source) report(stage int, active bool, c pulsar.Consumer, topic string)
 		if r := recover(); r != nil {
 			s.callbackPanics.Add(1)
 			err := &CallbackPanicError{State: st, Value: r, Stack: debug.Stack()}
-			s.log.Error("pulsar active state callback panicked; the consumer keeps running",
+			log.Error("pulsar active state callback panicked; the consumer keeps running",
 				slog.Any("error", err), slog.String("stack", string(err.Stack)))
 		}
 	}()

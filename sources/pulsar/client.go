@@ -1,0 +1,278 @@
+package pulsar
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
+)
+
+// Defaults ClientDefaults gives the pulsar-client-go options that bound how
+// long a broker that cannot be reached takes to show. With them a subscribe
+// fails within about DefaultOperationTimeout whether nothing listens at the
+// address (the client retries the lookup until the operation timeout) or a
+// listener accepts the connection and never answers (the client's handshake
+// waits KeepAliveInterval), so the stage's first failure, which the
+// producer stage logs at WARN with the broker address and the cause, comes
+// within 10 s of the start.
+const (
+	// DefaultConnectionTimeout bounds one TCP connect. pulsar-client-go's
+	// own default is no bound (the operating system's).
+	DefaultConnectionTimeout = 5 * time.Second
+	// DefaultOperationTimeout bounds a lookup, subscribe or close, retries
+	// included. pulsar-client-go's own default is 30 s.
+	DefaultOperationTimeout = 7 * time.Second
+	// DefaultKeepAliveInterval is the ping interval, and also the bound
+	// pulsar-client-go puts on the connection handshake. A connection that
+	// receives nothing for two intervals is closed as stale.
+	// pulsar-client-go's own default is 30 s.
+	DefaultKeepAliveInterval = 7 * time.Second
+)
+
+// ClientDefaults returns o with the connection, operation and keep-alive
+// timeouts that are zero set to DefaultConnectionTimeout,
+// DefaultOperationTimeout and DefaultKeepAliveInterval, and, when o.Logger
+// is nil, pulsar-client-go's logs sent to logger through ClientLogger (a
+// nil logger means slog.Default()). Values the caller set are kept.
+func ClientDefaults(o pulsar.ClientOptions, logger *slog.Logger) pulsar.ClientOptions {
+	if o.ConnectionTimeout == 0 {
+		o.ConnectionTimeout = DefaultConnectionTimeout
+	}
+	if o.OperationTimeout == 0 {
+		o.OperationTimeout = DefaultOperationTimeout
+	}
+	if o.KeepAliveInterval == 0 {
+		o.KeepAliveInterval = DefaultKeepAliveInterval
+	}
+	if o.Logger == nil {
+		o.Logger = ClientLogger(logger)
+	}
+	return o
+}
+
+// Client is a pulsar-client-go client created by NewClient. It remembers
+// the broker's service URL, with any user information redacted, so that
+// the source's errors can name the broker.
+type Client struct {
+	pulsar.Client
+	url  string // redacted
+	last *lastFailure
+}
+
+// lastFailure is the latest warning or error the client logged with an
+// error attached (a refused connection, a handshake that timed out): the
+// cause a failed operation's own error ("connection error") leaves out.
+type lastFailure struct {
+	mu  sync.Mutex
+	at  time.Time
+	msg string
+}
+
+func (l *lastFailure) set(msg string) {
+	l.mu.Lock()
+	l.at, l.msg = time.Now(), msg
+	l.mu.Unlock()
+}
+
+// since returns the latest failure logged at or after t, or "".
+func (l *lastFailure) since(t time.Time) string {
+	if l == nil {
+		return ""
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.at.Before(t) {
+		return ""
+	}
+	return l.msg
+}
+
+// ServiceURL returns the service URL the client was created with, its user
+// information (a password, a token) redacted.
+func (c *Client) ServiceURL() string { return c.url }
+
+// String returns "pulsar client for <redacted service URL>".
+func (c *Client) String() string { return "pulsar client for " + c.url }
+
+// GoString is String: the client's internals hold credentials.
+func (c *Client) GoString() string { return c.String() }
+
+// Format writes String for every verb (%q quotes it).
+func (c *Client) Format(f fmt.State, verb rune) { formatRedacted(f, verb, c.String()) }
+
+// LogValue logs the redacted service URL only.
+func (c *Client) LogValue() slog.Value { return slog.StringValue(c.String()) }
+
+// NewClient creates a pulsar-client-go client with ClientDefaults(o, logger).
+// Its error, like the client's logs, never shows the URL's user
+// information. The caller closes the client once every pipeline using it
+// has stopped.
+func NewClient(o pulsar.ClientOptions, logger *slog.Logger) (*Client, error) {
+	last := new(lastFailure)
+	if o.Logger == nil {
+		o.Logger = clientLogger(logger, last)
+	}
+	o = ClientDefaults(o, logger)
+	url := RedactURL(o.URL)
+	c, err := pulsar.NewClient(o)
+	if err != nil {
+		return nil, &redactedError{msg: fmt.Sprintf("pulsar: create client for %q: %s", url, RedactURL(err.Error())), err: err}
+	}
+	return &Client{Client: c, url: url, last: last}, nil
+}
+
+// redactedError shows a message with the credentials taken out, and
+// unwraps to the original error.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return oneLine(e.msg) }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// userInfo matches the user information of every URL in a text.
+var userInfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)([^/?#\s@]*)@`)
+
+// RedactURL returns s with the user information of every URL in it
+// replaced: "pulsar://user:secret@host" becomes "pulsar://user:xxxxx@host",
+// and "pulsar+ssl://token@host" becomes "pulsar+ssl://xxxxx@host".
+func RedactURL(s string) string {
+	if !strings.Contains(s, "@") {
+		return s
+	}
+	return userInfo.ReplaceAllStringFunc(s, func(m string) string {
+		sub := userInfo.FindStringSubmatch(m)
+		if user, _, ok := strings.Cut(sub[2], ":"); ok {
+			return sub[1] + user + ":xxxxx@"
+		}
+		return sub[1] + "xxxxx@"
+	})
+}
+
+// ClientLogger adapts logger (nil: slog.Default()) to pulsar-client-go's
+// logging interface, one slog record per client log call. The user
+// information of any URL in a message or field is redacted (the client
+// logs its service URL on many lines), and the client's Info lines
+// (connections opened, consumers created) are logged at Debug; its
+// warnings and errors keep their level.
+func ClientLogger(logger *slog.Logger) plog.Logger { return clientLogger(logger, nil) }
+
+func clientLogger(logger *slog.Logger, last *lastFailure) plog.Logger {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return plog.NewLoggerWithSlog(slog.New(&redactingHandler{h: logger.Handler(), last: last}))
+}
+
+// redactingHandler redacts URLs' user information and lowers Info to
+// Debug before handing records on. With last set, it also remembers the
+// latest warning or error that carries an error, enabled or not.
+type redactingHandler struct {
+	h    slog.Handler
+	last *lastFailure
+	err  string // an "error" attribute given to WithAttrs
+}
+
+func clientLevel(l slog.Level) slog.Level {
+	if l == slog.LevelInfo {
+		return slog.LevelDebug
+	}
+	return l
+}
+
+func (r *redactingHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return (r.last != nil && l >= slog.LevelWarn) || r.h.Enabled(ctx, clientLevel(l))
+}
+
+func (r *redactingHandler) Handle(ctx context.Context, rec slog.Record) error {
+	msg := oneLine(RedactURL(rec.Message))
+	out := slog.NewRecord(rec.Time, clientLevel(rec.Level), msg, rec.PC)
+	errText := r.err
+	rec.Attrs(func(a slog.Attr) bool {
+		a = redactAttr(a)
+		if a.Key == "error" {
+			errText = a.Value.String()
+		}
+		out.AddAttrs(a)
+		return true
+	})
+	if r.last != nil && rec.Level >= slog.LevelWarn && errText != "" {
+		r.last.set(msg + ": " + oneLine(errText))
+	}
+	if !r.h.Enabled(ctx, out.Level) {
+		return nil
+	}
+	return r.h.Handle(ctx, out)
+}
+
+func (r *redactingHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	c := *r
+	red := make([]slog.Attr, len(as))
+	for i, a := range as {
+		red[i] = redactAttr(a)
+		if red[i].Key == "error" {
+			c.err = red[i].Value.String()
+		}
+	}
+	c.h = r.h.WithAttrs(red)
+	return &c
+}
+
+func (r *redactingHandler) WithGroup(name string) slog.Handler {
+	c := *r
+	c.h = r.h.WithGroup(name)
+	return &c
+}
+
+// redactAttr returns a with any URL user information in its value
+// redacted. A value of any other kind than string, group or number is
+// formatted first, so a *url.URL or an error naming one is caught too.
+func redactAttr(a slog.Attr) slog.Attr {
+	v := a.Value.Resolve()
+	switch v.Kind() {
+	case slog.KindString:
+		return slog.String(a.Key, RedactURL(v.String()))
+	case slog.KindGroup:
+		g := v.Group()
+		red := make([]any, len(g))
+		for i, x := range g {
+			red[i] = redactAttr(x)
+		}
+		return slog.Group(a.Key, red...)
+	case slog.KindAny:
+		s := fmt.Sprint(v.Any())
+		if red := RedactURL(s); red != s {
+			return slog.String(a.Key, red)
+		}
+		if err, ok := v.Any().(error); ok && strings.ContainsAny(s, "\r\n") {
+			return slog.String(a.Key, oneLine(err.Error()))
+		}
+	}
+	return slog.Attr{Key: a.Key, Value: v}
+}
+
+// formatRedacted writes s for any verb, quoted for %q.
+func formatRedacted(f fmt.State, verb rune, s string) {
+	if verb == 'q' {
+		s = fmt.Sprintf("%q", s)
+	}
+	_, _ = fmt.Fprint(f, s)
+}
+
+// oneLine replaces the line breaks in s, so that an error message or a log
+// message stays on one line ("a\nb" becomes "a; b").
+func oneLine(s string) string {
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	s = strings.ReplaceAll(s, "\r", "\n")
+	return strings.ReplaceAll(s, "\n", "; ")
+}
