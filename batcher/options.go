@@ -32,7 +32,13 @@ const (
 // single messages with m.Fail; returning an error fails every message of the
 // batch that has not failed yet, and a panic fails the whole batch (replacing
 // errors set with m.Fail, since the handler's work on the batch is in doubt).
-// ctx is cancelled when the pipeline's shutdown timeout passes.
+// ctx is cancelled when the pipeline cuts a drain short; a failure it
+// causes (an error that is or wraps context.Canceled or
+// context.DeadlineExceeded, returned or given to m.Fail once ctx is
+// cancelled) interrupts the message: its error wraps acker.ErrShutdown and
+// its disposition is acker.DispositionRetry whatever HandleFailed sets, so
+// that its source delivers it again. A batch not yet handed to the handler
+// when ctx is cancelled stays unacknowledged.
 type Handler[T any] func(ctx context.Context, batch []*message.Message[T], info message.BatchInfo) error
 
 // Options configure one named batcher.
@@ -65,7 +71,9 @@ type Options[T any] struct {
 	// before they are acknowledged (Broadway's handle_failed). It may change
 	// how they are acknowledged with m.SetDisposition. A panic in it is
 	// logged and the messages are acknowledged with whatever it changed
-	// before it panicked. The slice is reused: do not keep it after the call.
+	// before it panicked. It sees interrupted messages (see Handler) too,
+	// but cannot make them anything but a retry. The slice is reused: do
+	// not keep it after the call.
 	HandleFailed func(ctx context.Context, failed []*message.Message[T], info message.BatchInfo) `name:"handleFailed"`
 }
 

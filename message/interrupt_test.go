@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,5 +99,18 @@ func TestReuseClearsInterrupted(t *testing.T) {
 	m.SetDisposition(acker.DispositionDiscard)
 	if m.Interrupted() || m.Outcome().Disposition != acker.DispositionDiscard {
 		t.Fatalf("reused message still interrupted: %v", m.Outcome())
+	}
+}
+
+// Guarantee: String quotes and escapes what user code set (batcher, key,
+// error), so a message in a log line cannot forge another line.
+func TestStringEscapesUserStrings(t *testing.T) {
+	m := message.New(1, nil, 1)
+	m.SetBatcher("b\nlevel=ERROR")
+	m.SetBatchKey("k\x1b[31m")
+	m.Fail(errors.New("e\r\n"))
+	s := m.String()
+	if strings.ContainsAny(s, "\n\r\x1b") {
+		t.Fatalf("String() = %q holds raw control characters", s)
 	}
 }

@@ -297,7 +297,7 @@ func (m *Message[T]) AddTo(g *acker.Group) {
 
 // String describes the message for logs without its payload.
 func (m *Message[T]) String() string {
-	s := fmt.Sprintf("message{id=%d batcher=%s key=%q mode=%s status=%s", m.h.ackID, m.Batcher(), m.h.batchKey, m.h.mode, m.h.status)
+	s := fmt.Sprintf("message{id=%d batcher=%q key=%q mode=%s status=%s", m.h.ackID, m.Batcher(), m.h.batchKey, m.h.mode, m.h.status)
 	if m.h.err != nil {
 		s += fmt.Sprintf(" err=%q", m.h.err.Error())
 	}

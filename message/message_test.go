@@ -93,7 +93,7 @@ func TestStrings(t *testing.T) {
 	}
 	m := message.New(1, nil, 5)
 	m.Fail(errors.New("x"))
-	if got := m.String(); got != `message{id=5 batcher=default key="" mode=bulk status=failed err="x"}` {
+	if got := m.String(); got != `message{id=5 batcher="default" key="" mode=bulk status=failed err="x"}` {
 		t.Fatalf("String() = %s", got)
 	}
 }

@@ -32,7 +32,9 @@ type Options[In, Out any] struct {
 	Logger *slog.Logger `name:"-"`
 	// ShutdownTimeout bounds a drain: past it, handlers' contexts are
 	// cancelled and messages not yet handled stay unacknowledged (so the
-	// broker redelivers them). Default 30s.
+	// broker redelivers them). The source's Close gets as long again. Stop
+	// and Run stop waiting for what ignores its context CancelGrace after
+	// either (see Stop). Default 30s.
 	ShutdownTimeout time.Duration `name:"shutdownTimeout" validate:"gt=0"`
 	// Producer configures the producer stages and their source.
 	Producer producer.Options[In] `name:"producer"`

@@ -6,7 +6,10 @@
 // A pipeline is built once with New (which validates every option), started
 // with Start or Run, and stopped with Stop, which drains: sources stop
 // fetching, every message in flight is handled and acknowledged, batches are
-// flushed, and only then are the sources closed.
+// flushed, and only then are the sources closed. Stop returns by its
+// context's deadline whatever user code does; a drain cut short leaves what
+// it did not handle unacknowledged, for the broker to deliver again, and
+// never acknowledges it as handled.
 package pipeline
 
 import (

@@ -40,8 +40,14 @@ func DefaultConcurrency() int { return runtime.GOMAXPROCS(0) }
 // Handler handles one message and returns the payload it becomes. Returning
 // an error fails the message (as does calling m.Fail and returning nil). The
 // handler may route the message with m.SetBatcher, m.SetBatchKey and
-// m.SetBatchMode. ctx is cancelled when the pipeline's shutdown timeout
-// passes.
+// m.SetBatchMode. ctx is cancelled when the pipeline cuts a drain short
+// (its shutdown timeout passed, or Stop's context is ending); an error that
+// is or wraps context.Canceled or context.DeadlineExceeded returned then is
+// a failure the shutdown caused: the message is interrupted (its error wraps
+// acker.ErrShutdown, its disposition is acker.DispositionRetry whatever
+// HandleFailed sets), so that its source delivers it again. A handler's own
+// deadline passing while the pipeline runs is an ordinary failure. Once ctx
+// is cancelled the processor hands no further message to the handler.
 type Handler[In, Out any] func(ctx context.Context, m *message.Message[In]) (Out, error)
 
 // Options configure the processors of a pipeline.
@@ -61,7 +67,9 @@ type Options[In, Out any] struct {
 	PartitionBy func(m *message.Message[In]) string `name:"partitionBy"`
 	// Prepare, when set, is called with each chunk before the handler sees
 	// its messages (Broadway's prepare_messages), for work that is cheaper
-	// in bulk, such as one database query for the whole chunk. It may change
+	// in bulk, such as one database query for the whole chunk. An error it
+	// returns because the pipeline cut a drain short interrupts the chunk,
+	// as for Handler. It may change
 	// the messages and fail some of them. An error or a panic fails every
 	// message of the chunk. The slice is reused for the next chunk: do not
 	// keep it after Prepare returns (nor the messages past their outcome:
@@ -74,7 +82,9 @@ type Options[In, Out any] struct {
 	// handle_failed). It may change how they are acknowledged with
 	// m.SetDisposition, or replace their error with m.Fail. A panic in it is
 	// logged and the messages are acknowledged with whatever it changed
-	// before it panicked. The slice is reused: do not keep it after the call.
+	// before it panicked. It sees interrupted messages (see Handler) too,
+	// but cannot make them anything but a retry. The slice is reused: do
+	// not keep it after the call.
 	HandleFailed func(ctx context.Context, failed []*message.Message[In]) `name:"handleFailed"`
 }
 
