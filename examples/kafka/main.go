@@ -120,11 +120,13 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		InitialOffset: kafka.OffsetEarliest,
 		Rebalance:     cfg.strategy,
 		Config:        scfg,
-		Logger:        log,
+		// No Logger: the source logs through the pipeline's logger.
 	})
 	if err != nil {
 		return err
 	}
+	// Options print with their credentials (SASL, TLS keys) left out.
+	log.Debug("kafka source", slog.Any("options", src.Options()))
 
 	var st stats
 	st.sensors = map[string]*sensor{}
