@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/boulevard-go/boulevard/batcher"
@@ -25,7 +26,7 @@ func measureNew(o pipeline.Options[uint64, uint64]) (error, uint64) {
 	return err, after.TotalAlloc - before.TotalAlloc
 }
 
-// stageField is one bounded processor or batcher option.
+// stageField is one bounded producer, processor or batcher option.
 type stageField struct {
 	field string
 	set   func(o *pipeline.Options[uint64, uint64], v int64)
@@ -40,12 +41,15 @@ var stageFields = []stageField{
 }
 
 // Guarantee: an extreme value of any size or concurrency option of the
-// processors or batchers (1e12, 1e9, MaxInt64, the bound plus one, negative,
-// MinInt64) is an error naming the field and the rule, never a panic or a
-// large allocation.
+// producer, processors or batchers (1e12, 1e9, MaxInt64, the bound plus one,
+// negative, MinInt64) is an error naming the field and the rule, never a
+// panic or a large allocation.
 func TestStageOptionExtremes(t *testing.T) {
-	for _, f := range stageFields {
+	for _, f := range slices.Concat(stageFields, producerFields) {
 		for _, v := range []int64{1e12, 1e9, math.MaxInt64, f.max + 1, -1, math.MinInt64} {
+			if v > 0 && v <= f.max {
+				continue // within bounds (1e9 messages per interval, a 1e12ns failing time)
+			}
 			t.Run(fmt.Sprintf("%s=%d", f.field, v), func(t *testing.T) {
 				o := validOptions()
 				f.set(&o, v)

@@ -235,3 +235,36 @@ func TestRestartErrorIsOneLine(t *testing.T) {
 		t.Fatalf("%v does not wrap the last error", re)
 	}
 }
+
+// Guarantee: each failed run is logged once, at WARN, with the source's
+// error, the failure counts, the failing time and the backoff; giving up is
+// logged once, at ERROR.
+func TestFailedRunLoggedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log, records := newLogRecorder()
+		src := &scriptedSource{script: func(ctx context.Context, _ int) error {
+			if !sleepCtx(ctx, 10*time.Second) {
+				return ctx.Err()
+			}
+			return errors.New("dial tcp 192.0.2.1:9092: i/o timeout")
+		}}
+		h := start(t, "orders", producer.Options[item]{Source: src, Restart: producer.Restart{MaxConsecutiveFailures: 2}}, newRecorder(), log)
+		giveUp(t, h, time.Hour)
+		var warns, errs []string
+		for _, r := range records() {
+			switch {
+			case strings.HasPrefix(r, "WARN "):
+				warns = append(warns, r)
+			case strings.HasPrefix(r, "ERROR "):
+				errs = append(errs, r)
+			}
+		}
+		want := `WARN source failed; restarting stage=orders.producer.0 error=dial tcp 192.0.2.1:9092: i/o timeout failures_in_window=1 consecutive_failures=1 failing=10s backoff=100ms`
+		if len(warns) != 1 || warns[0] != want {
+			t.Errorf("WARN lines %q, want one: %q", warns, want)
+		}
+		if len(errs) != 1 || !strings.HasPrefix(errs[0], "ERROR producer stage gave up stage=orders.producer.0 error=") {
+			t.Errorf("ERROR lines %q, want one saying the stage gave up", errs)
+		}
+	})
+}
