@@ -29,6 +29,12 @@ import (
 //     drains and stops by itself;
 //   - an error (or a panic, recovered): the stage restarts the source after a
 //     backoff, as Options.Restart says.
+//
+// The restart rules are checked when a run ends, and they tell a run that
+// connected from one that did not by whether it created a feed. So a source
+// should create its feeds as soon as it is connected, and bound every
+// connection attempt (a connect or operation timeout): a Run that waits
+// forever on a broker that never answers is neither restarted nor given up.
 type Source[T any] interface {
 	Run(ctx context.Context, stage *Stage[T]) error
 }
