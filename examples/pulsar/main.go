@@ -40,7 +40,6 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
-	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
 	"github.com/boulevard-go/boulevard/batcher"
 	"github.com/boulevard-go/boulevard/message"
@@ -87,7 +86,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if _, err := run(ctx, cfg, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "pulsar example:", err)
+		fmt.Fprintln(os.Stderr, "pulsar example:", bpulsar.RedactURL(err.Error()))
 		os.Exit(1)
 	}
 }
@@ -115,7 +114,9 @@ func run(ctx context.Context, cfg config, out io.Writer) (*result, error) {
 		broker, url = b, b.URL()
 		fmt.Fprintf(out, "in-process Pulsar broker at %s\n", url)
 	}
-	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: url, Logger: plog.NewLoggerWithSlog(cfg.logger)})
+	// NewClient bounds connect and operation times, and logs the client's
+	// own lines through cfg.logger with the URL's password redacted.
+	client, err := bpulsar.NewClient(pulsar.ClientOptions{URL: url}, cfg.logger)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +183,6 @@ func run(ctx context.Context, cfg config, out io.Writer) (*result, error) {
 			NackRedeliveryDelay:            cfg.nackDelay,
 			EnableBatchIndexAcknowledgment: true,
 		},
-		Logger: cfg.logger,
 	})
 	p, err := pipeline.New(pipeline.Options[[]byte, []byte]{
 		Name:       "pulsar-example",

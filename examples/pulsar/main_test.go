@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
 )
 
 // Every test must leave no goroutine of the pipeline, client or broker behind.
@@ -55,5 +58,34 @@ func TestRunInProcess(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "handled 2000 events") {
 		t.Errorf("report does not say what was handled:\n%s", out.String())
+	}
+}
+
+// Given a URL with a password in its user information, the program never
+// prints it: not in its output, not in its debug log (pulsar-client-go's
+// lines included), not in its error.
+func TestURLPasswordNeverPrinted(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close() // nothing listens: the run fails after trying
+	var out, logs bytes.Buffer
+	cfg := config{url: "pulsar://alice:pw-5e4d3c@" + addr, topic: "t", subscription: "s", n: 1, customers: 1, concurrency: 1,
+		nackDelay: time.Second, logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, err = run(ctx, cfg, &out)
+	if err == nil {
+		t.Fatal("a run against nothing listening succeeded")
+	}
+	for what, s := range map[string]string{"output": out.String(), "log": logs.String(), "error": bpulsar.RedactURL(err.Error())} {
+		if strings.Contains(s, "pw-5e4d3c") {
+			t.Errorf("the %s shows the password:\n%s", what, s)
+		}
+	}
+	if !strings.Contains(logs.String(), "alice:xxxxx@"+addr) {
+		t.Errorf("the debug log never names the (redacted) broker URL:\n%s", logs.String())
 	}
 }
