@@ -41,8 +41,9 @@ type StageStatus struct {
 	State State
 	// Since is when the stage entered State.
 	Since time.Time
-	// Restarts is how many times the stage has run its source again after
-	// a failure.
+	// Restarts is how many times the stage has restarted its source after
+	// a failure, counting the restart it is waiting for when
+	// StateRestarting.
 	Restarts int
 	// ConsecutiveFailures is how many runs in a row failed without
 	// delivering a message (see Restart.MaxConsecutiveFailures); it drops
