@@ -1,0 +1,63 @@
+package pulsar_test
+
+import (
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
+)
+
+// The source logs through its producer stage's logger only (Options.Logger
+// receives nothing), and one event is one line: a consumer closed under
+// its stage is logged once, by the stage that restarts.
+func TestSourceLogsThroughStageLoggerOnce(t *testing.T) {
+	e := newEnv(t)
+	want := e.publish("logs", "m", 50)
+	own, stage := newRecords(), newRecords()
+	r := newReceived()
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"logs"}, Subscription: "sub", Consumer: earliest(),
+		Logger: slog.New(own)})
+	start(t, pipeline.Options[[]byte, []byte]{
+		Name:   "logs",
+		Logger: slog.New(stage),
+		// Not a half-and-half window: the source says once how it maps it.
+		Producer: producer.Options[[]byte]{Source: src, Flow: producer.Flow{Initial: 30, Threshold: 10, Refill: 20},
+			Restart: producer.Restart{Backoff: 20 * time.Millisecond}},
+		Processors: processor.Options[[]byte, []byte]{Handle: recordAll(r)},
+	})
+	waitFor(t, "every message handled", func() bool { return r.distinct() == len(want) })
+	if !src.CloseConsumerForTest() {
+		t.Fatal("no open consumer to close")
+	}
+	closedLines := func() (n int) {
+		for _, l := range stage.snapshot() {
+			for _, a := range l.attrs {
+				if err, ok := a.Value.Any().(error); ok && errors.Is(err, bpulsar.ErrConsumerClosed) {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	waitFor(t, "the closed consumer to be logged", func() bool { return closedLines() > 0 })
+	waitFor(t, "the stage to subscribe again", func() bool { st := src.Stats(); return st.Replaced == 1 && st.Consumers == 1 })
+	if n := closedLines(); n != 1 {
+		t.Errorf("the closed consumer was logged %d times, want once", n)
+	}
+	if got := own.snapshot(); len(got) != 0 {
+		t.Errorf("Options.Logger received %d records, want none: %v", len(got), got[0].text)
+	}
+	mapped := false
+	for _, l := range stage.snapshot() {
+		mapped = mapped || strings.Contains(l.msg, "receiver queue")
+	}
+	if !mapped {
+		t.Error("the window mapping note did not reach the stage's logger")
+	}
+}
