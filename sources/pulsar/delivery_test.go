@@ -174,7 +174,7 @@ func TestDeadLetterAfterMaxDeliveries(t *testing.T) {
 
 // With EnableBatchIndexAcknowledgment a failed message of a batch comes back
 // alone; without it, the siblings the pipeline already handled come back
-// with it (the seed's warning).
+// with it (the documented warning).
 func TestBatchIndexAck(t *testing.T) {
 	for _, indexAck := range []bool{true, false} {
 		t.Run(fmt.Sprintf("batchIndexAck=%t", indexAck), func(t *testing.T) {

@@ -220,7 +220,7 @@ func validateFlow(f producer.Flow) error {
 	return validate.Struct("producer.flow", &f)
 }
 
-// queueSize maps the seed's permit window onto pulsar-client-go's: the client
+// queueSize maps the producer's permit window onto pulsar-client-go's: the client
 // grants its ReceiverQueueSize when a consumer subscribes and, each time half
 // of it (rounded down) has left its queue for the source, grants that many
 // again. With ReceiverQueueSize = Initial this is exactly Initial / Threshold

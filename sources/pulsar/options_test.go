@@ -42,7 +42,7 @@ func fieldErrors(t *testing.T, err error) validate.Errors {
 	return es
 }
 
-// Every option rule of the seed is enforced by Validate, each naming its
+// Every documented option rule is enforced by Validate, each naming its
 // field and rule, all reported at once.
 func TestValidateRules(t *testing.T) {
 	client := newIdleClient(t)
