@@ -13,7 +13,7 @@ import (
 // API versions (after TLS and SASL, when enabled), each attempt bounded by
 // Options.ConnectTimeout. It returns nil as soon as one broker answers, or
 // when ctx ends; otherwise an error wrapping ErrConnect that names every
-// broker with its cause. Attempts still running when it returns close
+// broker with its cause (ErrClosed once the source is closed). Attempts still running when it returns close
 // their connections in the background (Close waits for them).
 func (s *Source) checkBrokers(ctx context.Context, cfg *sarama.Config) error {
 	pc := *cfg
@@ -29,8 +29,20 @@ func (s *Source) checkBrokers(ctx context.Context, cfg *sarama.Config) error {
 		err  error
 	}
 	results := make(chan result, len(s.opts.Brokers))
+	// Registered under s.mu: once Close has marked the source closed (and
+	// may be waiting for the probes), no probe starts.
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	s.probes.Add(len(s.opts.Brokers))
+	s.mu.Unlock()
 	for _, addr := range s.opts.Brokers {
-		s.probes.Go(func() { results <- result{addr, probeBroker(addr, &pc)} })
+		go func() {
+			defer s.probes.Done()
+			results <- result{addr, probeBroker(addr, &pc)}
+		}()
 	}
 	errs := make([]error, 0, len(s.opts.Brokers))
 	for range s.opts.Brokers {
