@@ -64,7 +64,9 @@ func (s Straggler) String() string {
 // ShutdownTimeoutError is returned by Stop and Run when they stopped waiting
 // while goroutines running user code had not returned: a handler or a
 // source's Run that ignores its context, or a source's Close that ignores
-// its own. It wraps ErrShutdownTimeout.
+// its own. It wraps ErrShutdownTimeout. When the source's Close is all that
+// still runs, the drain completed and nothing was left unacknowledged; its
+// message says so, and Err reports no timeout.
 //
 // What it names is left behind, still running. The pipeline never
 // acknowledges for them what they did not handle: a processor or batch
@@ -88,7 +90,12 @@ type ShutdownTimeoutError struct {
 // Error names the pipeline and what is still running.
 func (e *ShutdownTimeoutError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "pipeline %q: %v; still running: ", e.Pipeline, ErrShutdownTimeout)
+	if len(e.Running) == 1 && e.Running[0].Kind == KindSourceClose {
+		// Every stage has returned: nothing was left unacknowledged.
+		fmt.Fprintf(&b, "pipeline %q: shutdown timeout: the drain completed but the source's Close did not return; still running: ", e.Pipeline)
+	} else {
+		fmt.Fprintf(&b, "pipeline %q: %v; still running: ", e.Pipeline, ErrShutdownTimeout)
+	}
 	if len(e.Running) == 0 {
 		b.WriteString("only the pipeline's own bookkeeping")
 	}
@@ -167,7 +174,6 @@ func (p *Pipeline[In, Out]) giveUp() {
 		p.mu.Lock()
 		p.abandonErr = err
 		p.mu.Unlock()
-		p.setErr(ErrShutdownTimeout)
 		p.closeCancel()
 		p.log.Error("shutdown timeout: giving up on goroutines that ignore their context; they are left running",
 			slog.Any("running", err.Running))

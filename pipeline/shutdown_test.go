@@ -184,6 +184,9 @@ func TestStopReturnsByDeadlineWithStuckClose(t *testing.T) {
 					t.Fatalf("Stop took %v, want at most %v", took, want)
 				}
 				assertStraggler(t, err, pipeline.Straggler{Kind: pipeline.KindSourceClose, Stage: "closing.producer", Index: -1})
+				if !strings.Contains(err.Error(), "the drain completed but the source's Close did not return") || p.Err() != nil {
+					t.Fatalf("Stop = %q, Err = %v; want it to say only Close is late, with nothing left unacknowledged", err, p.Err())
+				}
 				unblock()
 				<-p.Done()
 			})
