@@ -115,18 +115,18 @@ func (b *Broker[T]) CreateInMemoryTopic(name Name, opts Options) (*Handle[T], er
 // CreateTopics creates and registers every declared topic, or none: each
 // declaration gets defaults applied, is validated, checked against its
 // backend's capabilities and instantiated; if any step fails for any of
-// them, or a name is empty, repeated in the batch or already registered,
-// the topics already instantiated are closed, nothing is registered, and
-// the error names the topic (a [*TopicError] wrapping ErrEmptyName,
-// ErrTopicExists, a [validate.Errors], an [*UnsupportedError] or the
-// backend's error).
+// them, or a name is empty or invalid (see [Name]), repeated in the batch
+// or already registered, the topics already instantiated are closed,
+// nothing is registered, and the error names the topic (a [*TopicError]
+// wrapping ErrEmptyName, a [*NameError], ErrTopicExists, a
+// [validate.Errors], an [*UnsupportedError] or the backend's error).
 func (b *Broker[T]) CreateTopics(decls []Declaration[T]) ([]*Handle[T], error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	seen := make(map[Name]bool, len(decls))
 	for _, d := range decls {
-		if d.Name == "" {
-			return nil, &TopicError{Topic: d.Name, Err: ErrEmptyName}
+		if err := d.Name.Validate(); err != nil {
+			return nil, &TopicError{Topic: d.Name, Err: err}
 		}
 		if seen[d.Name] || b.topics[d.Name] != nil {
 			return nil, &TopicError{Topic: d.Name, Err: ErrTopicExists}
@@ -155,10 +155,11 @@ func (b *Broker[T]) CreateTopics(decls []Declaration[T]) ([]*Handle[T], error) {
 }
 
 // NewTopic creates a topic that no broker registers (for tests and
-// single-owner uses). nil backend means InMemory.
+// single-owner uses). nil backend means InMemory. Errors are as for
+// [Broker.CreateTopics].
 func NewTopic[T any](name Name, opts Options, backend Backend[T]) (*Handle[T], error) {
-	if name == "" {
-		return nil, &TopicError{Topic: name, Err: ErrEmptyName}
+	if err := name.Validate(); err != nil {
+		return nil, &TopicError{Topic: name, Err: err}
 	}
 	h, err := newHandle(name, opts, backend)
 	if err != nil {
@@ -332,11 +333,14 @@ func (h *Handle[T]) publishEnvelope(ctx context.Context, e Envelope[T], onFull O
 // (created on its first member), Broadcast() receives every message
 // published from now on. It returns ErrSubscribeBalancedNotSupported,
 // ErrSubscribeBroadcastNotSupported, ErrSubscribeSingleGroupViolation or
-// ErrTopicClosed wrapped in a [*TopicError] naming the topic, or
-// ErrEmptyName (balanced with an empty group).
+// ErrTopicClosed wrapped in a [*TopicError] naming the topic, or, for a
+// balanced mode whose group breaks the rules of [GroupName], ErrEmptyName
+// or a [*NameError].
 func (h *Handle[T]) Subscribe(mode SubscriptionMode, opts SubscriberOptions) (*Subscription[T], error) {
-	if !mode.broadcast && mode.group == "" {
-		return nil, ErrEmptyName
+	if !mode.broadcast {
+		if err := mode.group.Validate(); err != nil {
+			return nil, err
+		}
 	}
 	st, err := h.state.Subscribe(mode, opts)
 	if err != nil {
@@ -349,7 +353,8 @@ func (h *Handle[T]) Subscribe(mode SubscriptionMode, opts SubscriberOptions) (*S
 
 // Tracked returns a new tracked publisher. Zero fields of opts take the
 // topic's ack_propagation values. It returns ErrTopicClosed on a closed
-// topic, or a validate.Errors for negative options.
+// topic, or a validate.Errors for negative options or a MaxInFlight above
+// MaxInFlightLimit.
 func (h *Handle[T]) Tracked(opts TrackedOptions) (*TrackedPublisher[T], error) {
 	if err := validateTracked(opts); err != nil {
 		return nil, err

@@ -46,11 +46,13 @@ func NewTopicSet[T any]() *TopicSet[T] {
 	return &TopicSet[T]{m: make(map[string]Binding[T])}
 }
 
-// Bind adds alias → b. It returns ErrEmptyName for an empty alias or a nil
-// handle's absence, and ErrAliasExists when alias is already bound.
+// Bind adds alias → b. An alias follows the rules of a topic [Name]. It
+// returns ErrEmptyName for an empty alias, a [*NameError] for an invalid
+// one, an error for a nil handle, and ErrAliasExists when alias is already
+// bound.
 func (s *TopicSet[T]) Bind(alias string, b Binding[T]) error {
-	if alias == "" {
-		return ErrEmptyName
+	if err := checkName("alias", alias, true); err != nil {
+		return err
 	}
 	if b.Handle == nil {
 		return errors.New("topic: Bind with a nil handle")

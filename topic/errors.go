@@ -1,6 +1,10 @@
 package topic
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/boulevard-go/boulevard/topic/internal/quote"
+)
 
 // ErrTopicClosed is returned by the publish operations (Publish,
 // PublishBatch, TryPublish) once the queue or topic has been closed. A
@@ -18,6 +22,30 @@ var ErrSubscriptionClosed = errors.New("topic: subscription closed")
 // ErrEmptyName is returned by [NewName] and [NewGroupName] (and by every
 // call that takes a name) for an empty name.
 var ErrEmptyName = errors.New("topic: empty name")
+
+// ErrInvalidName is wrapped by the [*NameError] returned for a topic, group
+// or alias name that breaks the rules of [Name] or [GroupName].
+var ErrInvalidName = errors.New("topic: invalid name")
+
+// NameError reports a name outside the rules of [Name] (topics and aliases)
+// or [GroupName] (consumer groups). It wraps [ErrInvalidName].
+type NameError struct {
+	// Kind is "topic", "group" or "alias".
+	Kind string
+	// Name is the rejected name.
+	Name string
+	// Reason says which rule it breaks.
+	Reason string
+}
+
+// Error returns, for example, `topic: invalid group name "a b": has " " at
+// byte 1; a name is …`, the name quoted and escaped.
+func (e *NameError) Error() string {
+	return "topic: invalid " + e.Kind + " name " + quote.Value(e.Name) + ": " + e.Reason
+}
+
+// Unwrap returns ErrInvalidName.
+func (e *NameError) Unwrap() error { return ErrInvalidName }
 
 // ErrTopicExists is returned (wrapped in a [*TopicError]) by
 // [Broker.CreateTopic] and [Broker.CreateTopics] when a topic of that name
@@ -90,8 +118,11 @@ type TopicError struct {
 	Err   error
 }
 
-// Error returns "topic <name>: <cause>".
-func (e *TopicError) Error() string { return "topic " + string(e.Topic) + ": " + e.Err.Error() }
+// Error returns "topic <name>: <cause>"; a name that is not valid is shown
+// quoted and escaped (see [SafeName]).
+func (e *TopicError) Error() string {
+	return "topic " + SafeName(string(e.Topic)) + ": " + e.Err.Error()
+}
 
 // Unwrap returns the cause.
 func (e *TopicError) Unwrap() error { return e.Err }
@@ -109,15 +140,14 @@ type UnsupportedError struct {
 	Err error
 }
 
-// Error describes the unsupported combination.
+// Error describes the unsupported combination, with the backend's name and
+// the value quoted and escaped.
 func (e *UnsupportedError) Error() string {
 	if errors.Is(e.Err, ErrUnsupportedBackend) {
-		return "topic: unsupported backend " + quote(e.Backend)
+		return "topic: unsupported backend " + quote.Value(e.Backend)
 	}
-	return "topic: backend " + quote(e.Backend) + " does not support " + e.What + " " + quote(e.Value)
+	return "topic: backend " + quote.Value(e.Backend) + " does not support " + e.What + " " + quote.Value(e.Value)
 }
 
 // Unwrap returns the sentinel.
 func (e *UnsupportedError) Unwrap() error { return e.Err }
-
-func quote(s string) string { return "\"" + s + "\"" }

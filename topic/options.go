@@ -3,39 +3,105 @@ package topic
 import (
 	"fmt"
 	"time"
+	"unicode/utf8"
 
+	"github.com/boulevard-go/boulevard/topic/internal/quote"
 	"github.com/boulevard-go/boulevard/validate"
 )
 
-// Name is a topic name. Use [NewName] to build one from a string: it rejects
-// the empty name.
+// MaxNameLen is the longest topic, group or alias name, in bytes (249, as
+// for Kafka topic names).
+const MaxNameLen = 249
+
+// Name is a topic name: 1 to [MaxNameLen] bytes of ASCII letters, digits,
+// '.', '_' and '-', in one or more segments joined by '/' (the form
+// "<group>/<name>" that package topic/config gives a group's topics); no
+// whitespace, no control character, no empty segment. Use [NewName] to
+// build one from a string; every call that takes a Name checks it.
 type Name string
 
-// NewName returns s as a topic Name, or [ErrEmptyName] if s is empty.
+// NewName returns s as a topic Name, [ErrEmptyName] if s is empty, or a
+// [*NameError] (wrapping [ErrInvalidName]) if s breaks the rules of [Name].
 func NewName(s string) (Name, error) {
-	if s == "" {
-		return "", ErrEmptyName
+	if err := Name(s).Validate(); err != nil {
+		return "", err
 	}
 	return Name(s), nil
 }
 
+// Validate returns nil for a valid topic name, [ErrEmptyName] for the empty
+// name, or a [*NameError] saying which rule of [Name] it breaks.
+func (n Name) Validate() error { return checkName("topic", string(n), true) }
+
 // String returns the name.
 func (n Name) String() string { return string(n) }
 
-// GroupName is the name of a balanced consumer group. Use [NewGroupName] to
-// build one from a string: it rejects the empty name.
+// GroupName is the name of a balanced consumer group: 1 to [MaxNameLen]
+// bytes of ASCII letters, digits, '.', '_' and '-'. Use [NewGroupName] to
+// build one from a string; [Handle.Subscribe] checks it.
 type GroupName string
 
-// NewGroupName returns s as a GroupName, or [ErrEmptyName] if s is empty.
+// NewGroupName returns s as a GroupName, [ErrEmptyName] if s is empty, or
+// a [*NameError] (wrapping [ErrInvalidName]) if s breaks the rules of
+// [GroupName].
 func NewGroupName(s string) (GroupName, error) {
-	if s == "" {
-		return "", ErrEmptyName
+	if err := GroupName(s).Validate(); err != nil {
+		return "", err
 	}
 	return GroupName(s), nil
 }
 
+// Validate returns nil for a valid group name, [ErrEmptyName] for the empty
+// name, or a [*NameError] saying which rule of [GroupName] it breaks.
+func (g GroupName) Validate() error { return checkName("group", string(g), false) }
+
 // String returns the name.
 func (g GroupName) String() string { return string(g) }
+
+// NameRule is the character set of names, as error messages state it.
+const NameRule = "1 to 249 ASCII letters, digits, '.', '_' or '-'"
+
+// checkName applies the name rules; slashes allows '/' between segments
+// (topic names).
+func checkName(kind, s string, slashes bool) error {
+	if s == "" {
+		return ErrEmptyName
+	}
+	if len(s) > MaxNameLen {
+		return &NameError{Kind: kind, Name: s, Reason: fmt.Sprintf("is %d bytes long, more than %d", len(s), MaxNameLen)}
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
+		case c == '/' && slashes:
+			if i == 0 || i == len(s)-1 || s[i-1] == '/' {
+				return &NameError{Kind: kind, Name: s, Reason: "has an empty segment around '/'"}
+			}
+		default:
+			_, size := utf8.DecodeRuneInString(s[i:])
+			return &NameError{Kind: kind, Name: s, Reason: fmt.Sprintf("has %s at byte %d; a name is %s", quote.Value(s[i:i+size]), i, nameRule(slashes))}
+		}
+	}
+	return nil
+}
+
+func nameRule(slashes bool) string {
+	if slashes {
+		return NameRule + ", in segments joined by '/'"
+	}
+	return NameRule
+}
+
+// SafeName returns s as is when it is empty or a valid topic name, and
+// quoted and escaped otherwise: the form in which error messages show a
+// name.
+func SafeName(s string) string {
+	if s == "" || checkName("", s, true) == nil {
+		return s
+	}
+	return quote.Value(s)
+}
 
 // Mode selects how a topic delivers: to balanced consumer groups only, to
 // broadcast subscribers only, or to both.
@@ -127,7 +193,7 @@ func enumParse(names []string, s, kind string) (int, error) {
 			return i, nil
 		}
 	}
-	return 0, fmt.Errorf("topic: unknown %s %q, want one of %v", kind, s, names)
+	return 0, fmt.Errorf("topic: unknown %s %s, want one of %v", kind, quote.Value(s), names)
 }
 
 // String returns "balanced_only", "broadcast_only" or "mixed".
@@ -249,10 +315,26 @@ const (
 	DefaultTimeout = 30 * time.Second
 )
 
+// Upper bounds checked by [Options.Validate] (and by [Handle.Tracked] for
+// [TrackedOptions]), so that a mistyped size is an error, not an
+// allocation that exhausts memory. The struct tags repeat the values.
+const (
+	// MaxCapacity is the largest balanced.queue_capacity and
+	// broadcast.queue_capacity: 1048576 (1 << 20) messages. A queue
+	// allocates its whole capacity up front: the ring when the topic is
+	// created, a group's queue when its first member subscribes.
+	MaxCapacity = 1 << 20
+	// MaxInFlightLimit is the largest ack_propagation.max_in_flight (and
+	// TrackedOptions.MaxInFlight): 1048576 (1 << 20) unresolved publishes
+	// per tracked publisher.
+	MaxInFlightLimit = 1 << 20
+)
+
 // BalancedPolicy governs the bounded queue of each balanced consumer group.
 type BalancedPolicy struct {
-	// Capacity is how many messages each group queue holds. Default 1024.
-	Capacity int `name:"queue_capacity" validate:"gte=1"`
+	// Capacity is how many messages each group queue holds: 1 to
+	// MaxCapacity. Default 1024.
+	Capacity int `name:"queue_capacity" validate:"gte=1,lte=1048576"`
 	// OnFull is what Publish does when a group queue is full. Default Block.
 	// A publisher can override it with [Handle.PublishWith].
 	OnFull OnFull `name:"on_full"`
@@ -260,8 +342,9 @@ type BalancedPolicy struct {
 
 // BroadcastPolicy governs the broadcast ring.
 type BroadcastPolicy struct {
-	// Capacity is how many messages the ring retains. Default 4096.
-	Capacity int `name:"queue_capacity" validate:"gte=1"`
+	// Capacity is how many messages the ring retains: 1 to MaxCapacity.
+	// Default 4096.
+	Capacity int `name:"queue_capacity" validate:"gte=1,lte=1048576"`
 	// OnLag is what happens to a subscriber that falls behind by more than
 	// Capacity. Default DropOldest.
 	OnLag OnLag `name:"on_lag"`
@@ -274,9 +357,9 @@ type AckPropagation struct {
 	// Mode says whether pipelines bridge Ack/Nack through the topic.
 	// Default PropagationDisabled.
 	Mode PropagationMode `name:"mode"`
-	// MaxInFlight bounds the unresolved tracked publishes per publisher.
-	// Default 1024.
-	MaxInFlight int `name:"max_in_flight" validate:"gte=1"`
+	// MaxInFlight bounds the unresolved tracked publishes per publisher: 1
+	// to MaxInFlightLimit. Default 1024.
+	MaxInFlight int `name:"max_in_flight" validate:"gte=1,lte=1048576"`
 	// Timeout resolves a tracked publish as TimedOut when no outcome arrived
 	// in time. Default 30s; at least 1ms.
 	Timeout time.Duration `name:"timeout" validate:"gte=1ms"`
@@ -366,8 +449,8 @@ func (o Options) ValidateAs(prefix string) error {
 // topic's AckPropagation values.
 type TrackedOptions struct {
 	// MaxInFlight bounds unresolved publishes; Publish waits and TryPublish
-	// reports MaxInFlightReached at the bound.
-	MaxInFlight int `name:"max_in_flight" validate:"gte=0"`
+	// reports MaxInFlightReached at the bound. At most MaxInFlightLimit.
+	MaxInFlight int `name:"max_in_flight" validate:"gte=0,lte=1048576"`
 	// Timeout resolves a publish as TimedOut when no outcome arrived in time.
 	Timeout time.Duration `name:"timeout" validate:"gte=0"`
 	// OnFull is the balanced full-queue policy of Publish and PublishFunc

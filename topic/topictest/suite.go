@@ -1320,10 +1320,10 @@ func testAckAllRejections(s *suite) {
 	t := s.t
 	good := ackAll(8)
 	for name, mutate := range map[string]func(*topic.Options){
-		"propagation disabled": func(o *topic.Options) { o.AckPropagation.Mode = topic.PropagationDisabled },
-		"on_lag drop_oldest":   func(o *topic.Options) { o.Broadcast.OnLag = topic.DropOldest },
-		"mixed topic":          func(o *topic.Options) { o.Mode = topic.Mixed },
-		"balanced-only topic":  func(o *topic.Options) { o.Mode = topic.BalancedOnly },
+		"propagation-disabled": func(o *topic.Options) { o.AckPropagation.Mode = topic.PropagationDisabled },
+		"on_lag-drop_oldest":   func(o *topic.Options) { o.Broadcast.OnLag = topic.DropOldest },
+		"mixed-topic":          func(o *topic.Options) { o.Mode = topic.Mixed },
+		"balanced-only-topic":  func(o *topic.Options) { o.Mode = topic.BalancedOnly },
 	} {
 		o := good
 		mutate(&o)
