@@ -3,8 +3,10 @@ package config
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/internal/quote"
 )
 
 // TopicError names the declaration (by YAML path) that a creation-time
@@ -16,11 +18,39 @@ type TopicError struct {
 	Err error
 }
 
-// Error returns "<path>: <cause>".
-func (e *TopicError) Error() string { return e.Path + ": " + e.Err.Error() }
+// Error returns "<path>: <cause>". A path that holds a control character
+// or invalid UTF-8 (possible only in a Plan built by hand) is quoted and
+// escaped.
+func (e *TopicError) Error() string {
+	path := e.Path
+	if quote.Text(path) != path {
+		path = quote.Value(path)
+	}
+	return path + ": " + e.Err.Error()
+}
 
 // Unwrap returns the cause.
 func (e *TopicError) Unwrap() error { return e.Err }
+
+// joinedError is several errors reported together on one line.
+type joinedError []error
+
+// Error joins the first MaxListedErrors messages with "; " and counts the
+// rest.
+func (e joinedError) Error() string {
+	parts := make([]string, 0, min(len(e), MaxListedErrors+1))
+	for i, err := range e {
+		if i == MaxListedErrors {
+			parts = append(parts, fmt.Sprintf("and %d more", len(e)-i))
+			break
+		}
+		parts = append(parts, err.Error())
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Unwrap returns every error.
+func (e joinedError) Unwrap() []error { return e }
 
 // Subscription is one of a pipeline's subscriber bindings, ready for a topic
 // source.
@@ -73,7 +103,9 @@ func (w *Wired[T]) Publisher(pipeline, alias string) (topic.Binding[T], bool) {
 // one whose Capabilities lack the topic's mode or a policy it uses, fails
 // with a *TopicError wrapping the *topic.UnsupportedError
 // (topic.ErrUnsupportedBackend, ErrUnsupportedMode, ErrUnsupportedPolicy).
-// All such problems are reported together, and nothing is created. Then all
+// All such problems are reported together, in one error whose message
+// joins theirs with "; " (at most MaxListedErrors, then "and N more") and
+// whose Unwrap returns all of them; nothing is created. Then all
 // topics are created at once with topic.Broker.CreateTopics: if one cannot
 // be (a topic of that name exists already), none is.
 func Build[T any](broker *topic.Broker[T], plan *Plan, backends ...topic.Backend[T]) (*Wired[T], error) {
@@ -103,8 +135,8 @@ func Build[T any](broker *topic.Broker[T], plan *Plan, backends ...topic.Backend
 		}
 		decls = append(decls, topic.Declaration[T]{Name: tp.Name, Options: tp.Options, Backend: b})
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	if len(errs) > 0 {
+		return nil, joinedError(errs)
 	}
 	handles, err := broker.CreateTopics(decls)
 	if err != nil {
@@ -129,7 +161,7 @@ func Build[T any](broker *topic.Broker[T], plan *Plan, backends ...topic.Backend
 				for _, h := range handles {
 					broker.Remove(h.Name())
 				}
-				return nil, fmt.Errorf("topic config: pipeline %s: %w", pp.Name, err)
+				return nil, fmt.Errorf("topic config: pipeline %s: %w", topic.SafeName(pp.Name), err)
 			}
 			if bp.Role == Subscriber {
 				w.subs[pp.Name] = append(w.subs[pp.Name], Subscription[T]{Alias: bp.Alias, Binding: b, Mode: bp.SubscriptionMode()})

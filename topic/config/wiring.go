@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/internal/quote"
 	"github.com/boulevard-go/boulevard/validate"
 )
 
@@ -208,19 +209,25 @@ func Resolve(cfg *Config, w Wiring) (*Plan, error) {
 	if cfg == nil {
 		cfg = &Config{}
 	}
-	// Every declaration, global and group-scoped.
+	// Every declaration, global and group-scoped. Parse checked the names;
+	// a Config built by hand may hold any.
+	var errs problems
 	var decls []*declared
 	globals := map[string]*declared{}
 	scoped := map[string]map[string]*declared{}
 	for _, name := range sortedKeys(cfg.Topics) {
-		d := &declared{name: topic.Name(name), path: "topics." + name, spec: cfg.Topics[name]}
+		d := &declared{name: topic.Name(name), path: "topics." + topic.SafeName(name), spec: cfg.Topics[name]}
+		errs.add(checkName(d.path, name))
 		decls = append(decls, d)
 		globals[name] = d
 	}
 	for _, g := range sortedKeys(cfg.Groups) {
+		gpath := "groups." + topic.SafeName(g)
+		errs.add(checkName(gpath, g))
 		scoped[g] = map[string]*declared{}
 		for _, name := range sortedKeys(cfg.Groups[g].Topics) {
-			d := &declared{name: topic.Name(g + "/" + name), path: "groups." + g + ".topics." + name, spec: cfg.Groups[g].Topics[name]}
+			d := &declared{name: topic.Name(g + "/" + name), path: gpath + ".topics." + topic.SafeName(name), spec: cfg.Groups[g].Topics[name]}
+			errs.add(checkName(d.path, name))
 			decls = append(decls, d)
 			scoped[g][name] = d
 		}
@@ -233,12 +240,11 @@ func Resolve(cfg *Config, w Wiring) (*Plan, error) {
 	}
 
 	plan := &Plan{}
-	var errs []error
 	for _, d := range decls {
 		opts, err := d.spec.Options()
 		if err != nil {
 			// Parse validated the spec; only a Config built by hand gets here.
-			errs = append(errs, validate.Field(d.path, "invalid", err.Error()))
+			errs.add(validate.Field(d.path, "invalid", quote.Text(err.Error())))
 		}
 		plan.Topics = append(plan.Topics, TopicPlan{Name: d.name, Path: d.path, Backend: d.spec.Backend, Options: opts})
 	}
@@ -250,17 +256,19 @@ func Resolve(cfg *Config, w Wiring) (*Plan, error) {
 		d.plan = &plan.Topics[i]
 	}
 
-	errs = append(errs, validate.Struct("wiring", &w))
+	errs.add(validate.Struct("wiring", &w))
 	pipelineAt := map[string]int{}
 	// edges of the wiring graph, for the cycle check
 	publishesTo := make([][]*declared, len(w.Pipelines))
 	subscribers := map[topic.Name][]int{}
 	for pi, p := range w.Pipelines {
 		ppath := fmt.Sprintf("wiring.pipelines[%d]", pi)
+		errs.add(wiringName(ppath+".name", p.Name))
+		errs.add(wiringName(ppath+".group", p.Group))
 		if p.Name != "" {
 			if j, dup := pipelineAt[p.Name]; dup {
-				errs = append(errs, validate.Field(ppath+".name", "unique",
-					fmt.Sprintf("must be unique: %q is already the name of wiring.pipelines[%d]", p.Name, j)))
+				errs.add(validate.Field(ppath+".name", "unique",
+					fmt.Sprintf("must be unique: %s is already the name of wiring.pipelines[%d]", quote.Value(p.Name), j)))
 			} else {
 				pipelineAt[p.Name] = pi
 			}
@@ -269,8 +277,8 @@ func Resolve(cfg *Config, w Wiring) (*Plan, error) {
 		aliases := map[string]string{}
 		useAlias := func(field, alias string) bool {
 			if prev, dup := aliases[alias]; dup {
-				errs = append(errs, validate.Field(field, "unique",
-					fmt.Sprintf("%q is already used by %s of the same pipeline", alias, prev)))
+				errs.add(validate.Field(field, "unique",
+					fmt.Sprintf("%s is already used by %s of the same pipeline", quote.Value(alias), prev)))
 				return false
 			}
 			aliases[alias] = field
@@ -278,12 +286,13 @@ func Resolve(cfg *Config, w Wiring) (*Plan, error) {
 		}
 		for si, s := range p.Subscribes {
 			field := fmt.Sprintf("%s.subscribes[%d].topic", ppath, si)
+			errs.add(wiringName(fmt.Sprintf("%s.subscribes[%d].consumer_group", ppath, si), s.ConsumerGroup))
 			if s.Topic == "" {
 				continue // reported by validate.Struct
 			}
 			d := lookup(p.Group, s.Topic)
 			if d == nil {
-				errs = append(errs, notDeclared(field, p.Group, s.Topic))
+				errs.add(notDeclared(field, p.Group, s.Topic))
 				continue
 			}
 			if !useAlias(field, s.Topic) {
@@ -303,7 +312,7 @@ func Resolve(cfg *Config, w Wiring) (*Plan, error) {
 				}
 			case Broadcast:
 				if s.ConsumerGroup != "" {
-					errs = append(errs, validate.Field(fmt.Sprintf("%s.subscribes[%d].consumer_group", ppath, si), "excluded_with",
+					errs.add(validate.Field(fmt.Sprintf("%s.subscribes[%d].consumer_group", ppath, si), "excluded_with",
 						"must be empty for a broadcast subscription"))
 				}
 				d.plan.Broadcasters = append(d.plan.Broadcasters, p.Name)
@@ -318,7 +327,7 @@ func Resolve(cfg *Config, w Wiring) (*Plan, error) {
 			}
 			d := lookup(p.Group, q.Topic)
 			if d == nil {
-				errs = append(errs, notDeclared(field, p.Group, q.Topic))
+				errs.add(notDeclared(field, p.Group, q.Topic))
 				continue
 			}
 			if prev, dup := aliases[q.Topic]; dup && strings.Contains(prev, ".subscribes[") {
@@ -350,20 +359,20 @@ func Resolve(cfg *Config, w Wiring) (*Plan, error) {
 		tp.Options.Mode = inferMode(d.spec, tp)
 		if d.spec.Policies.Broadcast.AckMode == "all" && tp.Options.Mode != topic.BroadcastOnly &&
 			d.spec.ImplSelection != ImplForceMixed { // force_mixed is reported by Parse
-			errs = append(errs, validate.Field(d.path+".policies.broadcast.ack_mode", "ack_mode_all",
+			errs.add(validate.Field(d.path+".policies.broadcast.ack_mode", "ack_mode_all",
 				fmt.Sprintf("all requires a broadcast-only topic, but balanced consumer group(s) %s subscribe, which makes it %s",
 					groupList(tp.BalancedGroups), tp.Options.Mode)))
 		}
 	}
-	if err := validate.Join(errs...); err != nil {
+	if err := errs.err(); err != nil {
 		return nil, err
 	}
 	// A hand-built Config may hold what Parse would have rejected: check the
 	// options the broker will get.
 	for _, tp := range plan.Topics {
-		errs = append(errs, tp.Options.ValidateAs(tp.Path+".policies"))
+		errs.add(tp.Options.ValidateAs(tp.Path + ".policies"))
 	}
-	if err := validate.Join(errs...); err != nil {
+	if err := errs.err(); err != nil {
 		return nil, err
 	}
 	if err := findCycle(w, publishesTo, subscribers); err != nil {
@@ -373,17 +382,33 @@ func Resolve(cfg *Config, w Wiring) (*Plan, error) {
 }
 
 func notDeclared(field, group, alias string) error {
-	where := "topics." + alias
+	where := "topics." + topic.SafeName(alias)
 	if group != "" {
-		where = "groups." + group + ".topics." + alias + " or " + where
+		where = "groups." + topic.SafeName(group) + ".topics." + topic.SafeName(alias) + " or " + where
 	}
-	return validate.Field(field, "declared", fmt.Sprintf("%q is not declared (no %s)", alias, where))
+	return validate.Field(field, "declared", fmt.Sprintf("%s is not declared (no %s)", quote.Value(alias), where))
 }
 
+// wiringName checks a name the wiring gives (a pipeline, its group, a
+// consumer group): "" is left to the required rules, anything else must
+// be a valid topic.GroupName.
+func wiringName(field, name string) error {
+	var ne *topic.NameError
+	if err := topic.GroupName(name).Validate(); name != "" && errors.As(err, &ne) {
+		return validate.Field(field, "name", quote.Value(name)+" "+ne.Reason)
+	}
+	return nil
+}
+
+// groupList names at most MaxListedErrors groups, then how many more.
 func groupList(gs []topic.GroupName) string {
-	parts := make([]string, len(gs))
+	parts := make([]string, 0, len(gs))
 	for i, g := range gs {
-		parts[i] = string(g)
+		if i == MaxListedErrors {
+			parts = append(parts, fmt.Sprintf("and %d more", len(gs)-i))
+			break
+		}
+		parts = append(parts, topic.SafeName(string(g)))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -424,16 +449,16 @@ func findCycle(w Wiring, publishesTo [][]*declared, subscribers map[topic.Name][
 	var visit func(pi int) *CycleError
 	visit = func(pi int) *CycleError {
 		color[pi] = grey
-		stack = append(stack, "pipeline "+w.Pipelines[pi].Name)
+		stack = append(stack, "pipeline "+topic.SafeName(w.Pipelines[pi].Name))
 		onStack = append(onStack, pi)
 		for _, d := range publishesTo[pi] {
-			stack = append(stack, "topic "+string(d.name))
+			stack = append(stack, "topic "+topic.SafeName(string(d.name)))
 			for _, next := range subscribers[d.name] {
 				switch color[next] {
 				case grey:
 					// The cycle starts where next entered the stack.
 					start := slices.Index(onStack, next) * 2
-					path := append(slices.Clone(stack[start:]), "pipeline "+w.Pipelines[next].Name)
+					path := append(slices.Clone(stack[start:]), "pipeline "+topic.SafeName(w.Pipelines[next].Name))
 					return &CycleError{Path: path}
 				case white:
 					if c := visit(next); c != nil {

@@ -298,8 +298,8 @@ topics:
 			t.Errorf("error %v does not wrap %v", err, sentinel)
 		}
 	}
-	want := `topics.ghost.backend: topic: unsupported backend "kafka"` + "\n" +
-		`topics.lag: topic: backend "no_disconnect" does not support broadcast.on_lag "disconnect"` + "\n" +
+	want := `topics.ghost.backend: topic: unsupported backend "kafka"` + "; " +
+		`topics.lag: topic: backend "no_disconnect" does not support broadcast.on_lag "disconnect"` + "; " +
 		`topics.mixed: topic: backend "balanced_only_backend" does not support mode "mixed"`
 	if err.Error() != want {
 		t.Fatalf("error\n got %q\nwant %q", err.Error(), want)

@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/internal/quote"
 	"github.com/boulevard-go/boulevard/validate"
 )
 
@@ -76,9 +79,9 @@ type PolicySpec struct {
 
 // BalancedSpec is policies.balanced.
 type BalancedSpec struct {
-	// QueueCapacity is the capacity of each consumer group's queue. Default
-	// 1024.
-	QueueCapacity int `name:"queue_capacity" validate:"gte=1"`
+	// QueueCapacity is the capacity of each consumer group's queue, at
+	// most topic.MaxCapacity (1048576). Default 1024.
+	QueueCapacity int `name:"queue_capacity" validate:"gte=1,lte=1048576"`
 	// OnFull is what a publish does when a group's queue is full: "block"
 	// (default) waits, "drop_newest" drops the message being published.
 	// A publisher may override it with queue_on_full.
@@ -87,8 +90,9 @@ type BalancedSpec struct {
 
 // BroadcastSpec is policies.broadcast.
 type BroadcastSpec struct {
-	// QueueCapacity is the size of the broadcast ring. Default 4096.
-	QueueCapacity int `name:"queue_capacity" validate:"gte=1"`
+	// QueueCapacity is the size of the broadcast ring, at most
+	// topic.MaxCapacity (1048576). Default 4096.
+	QueueCapacity int `name:"queue_capacity" validate:"gte=1,lte=1048576"`
 	// OnLag is what happens to a subscriber the ring has overtaken:
 	// "drop_oldest" (default) reports the gap and continues from the oldest
 	// retained message, "disconnect" reports the gap and closes the
@@ -106,9 +110,9 @@ type AckPropagationSpec struct {
 	// outcomes) or "auto" (publishers publish tracked and resolve their
 	// upstream messages from the downstream Ack/Nack).
 	Mode string `name:"mode" validate:"oneof=disabled auto"`
-	// MaxInFlight bounds a publisher's unresolved tracked publishes.
-	// Default 1024.
-	MaxInFlight int `name:"max_in_flight" validate:"gte=1"`
+	// MaxInFlight bounds a publisher's unresolved tracked publishes, at
+	// most topic.MaxInFlightLimit (1048576). Default 1024.
+	MaxInFlight int `name:"max_in_flight" validate:"gte=1,lte=1048576"`
 	// Timeout is how long a tracked publish may stay unresolved before it
 	// resolves as timed out, written like "30s" or "1m30s"; at least 1ms.
 	// Default 30s.
@@ -203,75 +207,184 @@ type rawAckPropagation struct {
 	Timeout     *string `yaml:"timeout"`
 }
 
+// Limits on what Parse reads, so that any document, however hostile, costs
+// bounded time and memory and gets a bounded error.
+const (
+	// MaxDocumentSize is the largest document Parse accepts: 1 MiB
+	// (1048576 bytes). A larger one fails with ErrTooLarge.
+	MaxDocumentSize = 1 << 20
+	// MaxAliasNodes is how many nodes a document may reach through aliases
+	// (*name) and merge keys (<<: *name), counting every node of an
+	// aliased value each time it is used: 10000. Past it, Parse fails with
+	// ErrTooManyAliases before decoding anything.
+	MaxAliasNodes = 10000
+	// MaxMappingKeys is how many keys one mapping of a document may hold:
+	// 1000.
+	MaxMappingKeys = 1000
+	// MaxTopics is how many topics a document may declare, global and
+	// group-scoped together (a declaration reached through an alias
+	// counts each time): 1000.
+	MaxTopics = 1000
+	// MaxListedErrors is how many problems an error of Parse or Resolve
+	// lists; the rest are counted in a last entry, "and N more".
+	MaxListedErrors = 20
+)
+
+// ErrTooLarge is wrapped by the error Parse returns for a document larger
+// than MaxDocumentSize.
+var ErrTooLarge = errors.New("topic config: document too large")
+
+// ErrTooManyAliases is wrapped by the error Parse returns for a document
+// whose aliases and merge keys reach more than MaxAliasNodes nodes, or
+// refer to a value that contains them.
+var ErrTooManyAliases = errors.New("topic config: too many alias expansions")
+
 // Parse reads a topic document. An empty document declares no topics.
 //
-// It rejects malformed YAML (ErrSyntax), unknown keys and values of the
-// wrong kind (naming the key's YAML path and line), and every value that
-// breaks a rule, as one validate.Errors listing all of them, for example
+// It rejects a document larger than MaxDocumentSize (ErrTooLarge), one
+// whose aliases expand past MaxAliasNodes (ErrTooManyAliases), malformed
+// YAML (ErrSyntax), unknown keys and values of the wrong kind (naming the
+// key's YAML path and line), names that are not valid topic or group names
+// (1 to 249 ASCII letters, digits, '.', '_' or '-'; see topic.NameRule),
+// and every value that breaks a rule, as one validate.Errors listing all of
+// them (at most MaxListedErrors, then "and N more"), for example
 //
 //	topics.ingress.policies.balanced.queue_capacity must be ≥ 1
-//	topics.audit.policies.broadcast.ack_mode all requires policies.ack_propagation.mode auto
+//	topics.audit.policies.broadcast.ack_mode all requires policies.ack_propagation.mode auto, not disabled
+//
+// Every string of the document that an error repeats (a name, a key, a
+// value) is quoted and escaped, and cut after 64 bytes with its length, so
+// an error never holds a control character or a line break from the input.
 //
 // The rules that depend on how pipelines use a topic (its mode) are checked
 // by Resolve.
 func Parse(data []byte) (*Config, error) {
+	if len(data) > MaxDocumentSize {
+		return nil, fmt.Errorf("%w: %d bytes, more than the limit of %d bytes (1 MiB)", ErrTooLarge, len(data), MaxDocumentSize)
+	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrSyntax, err)
+		return nil, fmt.Errorf("%w: %w", ErrSyntax, foreignError{err})
 	}
-	var errs []error
+	w := walker{active: map[*yaml.Node]bool{}}
 	if len(root.Content) > 0 {
-		checkNode("", root.Content[0], reflect.TypeFor[rawDocument](), &errs)
+		w.check("", root.Content[0], reflect.TypeFor[rawDocument]())
 	}
-	if len(errs) > 0 {
-		return nil, validate.Join(errs...)
+	if w.over != "" {
+		return nil, fmt.Errorf("%w: %s", ErrTooManyAliases, w.over)
+	}
+	if err := w.problems.err(); err != nil {
+		return nil, err
 	}
 	// The walk above names the path of every unknown key; strict decoding
-	// is the backstop that guarantees no key is silently ignored.
+	// is the backstop that guarantees no key is silently ignored. The walk
+	// followed every alias the decoder follows, so its work is bounded too.
 	var raw rawDocument
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&raw); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%w: %w", validate.ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %w", validate.ErrInvalid, foreignError{err})
 	}
 	cfg := &Config{Topics: map[string]TopicSpec{}, Groups: map[string]GroupSpec{}}
+	var errs problems
 	for _, name := range sortedKeys(raw.Topics) {
-		path := "topics." + name
-		errs = append(errs, checkName(path, name))
+		path := "topics." + topic.SafeName(name)
+		errs.add(checkName(path, name))
 		spec, err := buildSpec(path, raw.Topics[name])
-		errs = append(errs, err)
+		errs.add(err)
 		cfg.Topics[name] = spec
 	}
 	for _, g := range sortedKeys(raw.Groups) {
-		gpath := "groups." + g
-		errs = append(errs, checkName(gpath, g))
+		gpath := "groups." + topic.SafeName(g)
+		errs.add(checkName(gpath, g))
 		gs := GroupSpec{Topics: map[string]TopicSpec{}}
 		if rg := raw.Groups[g]; rg != nil {
 			for _, name := range sortedKeys(rg.Topics) {
-				path := gpath + ".topics." + name
-				errs = append(errs, checkName(path, name))
+				path := gpath + ".topics." + topic.SafeName(name)
+				errs.add(checkName(path, name))
 				spec, err := buildSpec(path, rg.Topics[name])
-				errs = append(errs, err)
+				errs.add(err)
 				gs.Topics[name] = spec
 			}
 		}
 		cfg.Groups[g] = gs
 	}
-	if err := validate.Join(errs...); err != nil {
+	if err := errs.err(); err != nil {
 		return nil, err
 	}
 	return cfg, nil
 }
 
+// foreignError carries an error of the YAML library with its message made
+// safe to print (quote.Text): no line breaks, no control characters,
+// bounded length. Unwrap returns the original.
+type foreignError struct{ err error }
+
+func (e foreignError) Error() string { return quote.Text(e.err.Error()) }
+
+func (e foreignError) Unwrap() error { return e.err }
+
+// moreRule is the Rule of the last entry of a capped list, "and N more";
+// its Param is N.
+const moreRule = "more"
+
+// problems collects the field errors of a document, keeping the first
+// MaxListedErrors and counting the rest.
+type problems struct {
+	list validate.Errors
+	more int
+}
+
+// add records every field error err holds (nil is nothing).
+func (p *problems) add(err error) {
+	if err == nil {
+		return
+	}
+	var es validate.Errors
+	if !errors.As(validate.Join(err), &es) {
+		return
+	}
+	for _, e := range es {
+		if e.Rule == moreRule {
+			// a list capped before: count what it left out
+			n, _ := strconv.Atoi(e.Param)
+			p.more += n
+			continue
+		}
+		if len(p.list) < MaxListedErrors {
+			p.list = append(p.list, e)
+		} else {
+			p.more++
+		}
+	}
+}
+
+// err returns the collected errors as one validate.Errors, ending with
+// "and N more" when some were left out, or nil.
+func (p *problems) err() error {
+	if len(p.list) == 0 && p.more == 0 {
+		return nil
+	}
+	out := slices.Clone(p.list)
+	if p.more > 0 {
+		out = append(out, &validate.FieldError{Rule: moreRule, Param: strconv.Itoa(p.more), Message: fmt.Sprintf("and %d more", p.more)})
+	}
+	return out
+}
+
 // checkName rejects names that cannot be topic or group names: empty ones,
-// and ones holding "/" (which separates a group from its topic in the
-// broker's names).
+// ones holding "/" (which separates a group from its topic in the broker's
+// names) and any other outside the character set of topic.GroupName.
 func checkName(path, name string) error {
 	switch {
 	case name == "":
 		return validate.Field(path, "required", "must have a non-empty name")
 	case strings.Contains(name, "/"):
-		return validate.Field(path, "excludes", fmt.Sprintf("name %q must not contain \"/\"", name))
+		return validate.Field(path, "excludes", fmt.Sprintf("name %s must not contain \"/\"", quote.Value(name)))
+	}
+	var ne *topic.NameError
+	if err := topic.GroupName(name).Validate(); errors.As(err, &ne) {
+		return validate.Field(path, "name", "name "+ne.Reason)
 	}
 	return nil
 }
@@ -300,7 +413,7 @@ func buildSpec(path string, r *rawTopic) (TopicSpec, error) {
 					d, err := time.ParseDuration(*a.Timeout)
 					if err != nil {
 						errs = append(errs, validate.Field(path+".policies.ack_propagation.timeout", "duration",
-							fmt.Sprintf("must be a duration such as 30s or 1m30s, not %q", *a.Timeout)))
+							"must be a duration such as 30s or 1m30s, not "+quote.Value(*a.Timeout)))
 						d = s.Policies.AckPropagation.Timeout // keep validating the rest
 					}
 					s.Policies.AckPropagation.Timeout = d
@@ -324,17 +437,26 @@ func staticRules(path string, s TopicSpec) error {
 	var errs []error
 	if s.Policies.AckPropagation.Mode != "auto" {
 		errs = append(errs, validate.Field(field, "ack_mode_all",
-			"all requires policies.ack_propagation.mode auto, not "+s.Policies.AckPropagation.Mode))
+			"all requires policies.ack_propagation.mode auto, not "+known(s.Policies.AckPropagation.Mode, topic.ParsePropagationMode)))
 	}
 	if s.Policies.Broadcast.OnLag != "disconnect" {
 		errs = append(errs, validate.Field(field, "ack_mode_all",
-			"all requires policies.broadcast.on_lag disconnect, not "+s.Policies.Broadcast.OnLag))
+			"all requires policies.broadcast.on_lag disconnect, not "+known(s.Policies.Broadcast.OnLag, topic.ParseOnLag)))
 	}
 	if s.ImplSelection == ImplForceMixed {
 		errs = append(errs, validate.Field(field, "ack_mode_all",
 			"all requires a broadcast-only topic, but impl_selection force_mixed makes it mixed"))
 	}
 	return validate.Join(errs...)
+}
+
+// known returns v as is when parse accepts it (one of the fixed words of
+// the setting) and quoted and escaped otherwise.
+func known[E any](v string, parse func(string) (E, error)) string {
+	if _, err := parse(v); err == nil {
+		return v
+	}
+	return quote.Value(v)
 }
 
 func setString(dst *string, v *string) {
@@ -358,12 +480,46 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// checkNode walks the YAML tree against the raw type t and reports unknown
-// keys and values of the wrong kind with their YAML path. A null value is
-// an absent one.
-func checkNode(path string, n *yaml.Node, t reflect.Type, errs *[]error) {
-	for n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
+// walker checks the YAML tree against the raw types before anything is
+// decoded: it reports unknown keys and values of the wrong kind with their
+// YAML path, and bounds the work aliases can cause.
+type walker struct {
+	problems
+	aliased int                 // nodes reached through an alias so far
+	depth   int                 // how many aliases the current node is reached through
+	active  map[*yaml.Node]bool // aliased values being walked: a use inside one is a cycle
+	over    string              // why the walk stopped: MaxAliasNodes exceeded, or a cycle
+	topics  int                 // topic declarations seen, aliases included
+	tooMany bool                // MaxTopics exceeded (reported once)
+}
+
+// check walks n against the raw type t. A null value is an absent one.
+func (w *walker) check(path string, n *yaml.Node, t reflect.Type) {
+	if w.over != "" {
+		return
+	}
+	if w.depth > 0 {
+		if w.aliased++; w.aliased > MaxAliasNodes {
+			w.over = fmt.Sprintf("aliases and merge keys reach more than %d nodes", MaxAliasNodes)
+			return
+		}
+	}
+	if n.Kind == yaml.AliasNode {
+		target := n.Alias
+		if target == nil {
+			return
+		}
+		if w.active[target] {
+			// An anchor used inside its own value would expand forever.
+			w.over = fmt.Sprintf("alias *%s (line %d) is used inside its own value", n.Value, n.Line)
+			return
+		}
+		w.active[target] = true
+		w.depth++
+		w.check(path, target, t)
+		w.depth--
+		delete(w.active, target)
+		return
 	}
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return
@@ -379,14 +535,17 @@ func checkNode(path string, n *yaml.Node, t reflect.Type, errs *[]error) {
 	}
 	join := func(key string) string {
 		if path == "" {
-			return key
+			return topic.SafeName(key)
 		}
-		return path + "." + key
+		return path + "." + topic.SafeName(key)
 	}
 	switch t.Kind() {
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
-			*errs = append(*errs, validate.Field(at(path), "mapping", fmt.Sprintf("must be a mapping (line %d)", n.Line)))
+			w.add(validate.Field(at(path), "mapping", fmt.Sprintf("must be a mapping (line %d)", n.Line)))
+			return
+		}
+		if !w.entries(path, n) {
 			return
 		}
 		known := make(map[string]reflect.StructField, t.NumField())
@@ -407,34 +566,103 @@ func checkNode(path string, n *yaml.Node, t reflect.Type, errs *[]error) {
 					merged = v.Content
 				}
 				for _, m := range merged {
-					checkNode(path, m, t, errs)
+					w.check(path, m, t)
 				}
 				continue
 			}
-			f, ok := known[k.Value]
+			key, ok := w.key(path, k)
 			if !ok {
-				*errs = append(*errs, validate.Field(join(k.Value), "known",
+				continue
+			}
+			f, ok := known[key]
+			if !ok {
+				w.add(validate.Field(join(key), "known",
 					fmt.Sprintf("is not a known key (line %d); %s accepts: %s", k.Line, at(path), strings.Join(names, ", "))))
 				continue
 			}
-			checkNode(join(k.Value), v, f.Type, errs)
+			w.check(join(key), v, f.Type)
 		}
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode {
-			*errs = append(*errs, validate.Field(at(path), "mapping", fmt.Sprintf("must be a mapping (line %d)", n.Line)))
+			w.add(validate.Field(at(path), "mapping", fmt.Sprintf("must be a mapping (line %d)", n.Line)))
 			return
 		}
+		if !w.entries(path, n) {
+			return
+		}
+		if t.Elem() == reflect.TypeFor[*rawTopic]() {
+			if w.topics += len(n.Content) / 2; w.topics > MaxTopics && !w.tooMany {
+				w.tooMany = true
+				w.add(validate.Field(at(path), "max_topics",
+					fmt.Sprintf("brings the document to more than %d topic declarations (line %d)", MaxTopics, n.Line)))
+			}
+		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			checkNode(join(n.Content[i].Value), n.Content[i+1], t.Elem(), errs)
+			if key, ok := w.key(path, n.Content[i]); ok {
+				w.check(join(key), n.Content[i+1], t.Elem())
+			}
 		}
 	case reflect.Int:
 		if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
-			*errs = append(*errs, validate.Field(at(path), "integer",
-				fmt.Sprintf("must be an integer, not %q (line %d)", n.Value, n.Line)))
+			w.add(validate.Field(at(path), "integer",
+				fmt.Sprintf("must be an integer, not %s (line %d)", quote.Value(n.Value), n.Line)))
 		}
 	case reflect.String:
 		if n.Kind != yaml.ScalarNode {
-			*errs = append(*errs, validate.Field(at(path), "scalar", fmt.Sprintf("must be a single value (line %d)", n.Line)))
+			w.add(validate.Field(at(path), "scalar", fmt.Sprintf("must be a single value (line %d)", n.Line)))
 		}
 	}
+}
+
+// entries checks a mapping's size and that no key repeats, reporting what
+// it finds; it returns false when the mapping is too large to walk. This
+// keeps the decoder, which compares every pair of keys of a mapping, from
+// quadratic work.
+func (w *walker) entries(path string, n *yaml.Node) bool {
+	where := path
+	if where == "" {
+		where = "document"
+	}
+	if len(n.Content)/2 > MaxMappingKeys {
+		w.add(validate.Field(where, "max_keys",
+			fmt.Sprintf("has %d keys, more than %d (line %d)", len(n.Content)/2, MaxMappingKeys, n.Line)))
+		return false
+	}
+	seen := make(map[string]int, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		if k.Kind == yaml.AliasNode && k.Alias != nil {
+			k = k.Alias
+		}
+		if k.Kind != yaml.ScalarNode {
+			continue // reported by key
+		}
+		if line, dup := seen[k.Value]; dup {
+			key := topic.SafeName(k.Value)
+			if path != "" {
+				key = path + "." + key
+			}
+			w.add(validate.Field(key, "unique", fmt.Sprintf("is repeated (lines %d and %d)", line, n.Content[i].Line)))
+			continue
+		}
+		seen[k.Value] = n.Content[i].Line
+	}
+	return true
+}
+
+// key returns the text of a mapping key, following an alias to a scalar;
+// a key that is a mapping or a sequence is reported.
+func (w *walker) key(path string, k *yaml.Node) (string, bool) {
+	if k.Kind == yaml.AliasNode && k.Alias != nil {
+		k = k.Alias
+	}
+	if k.Kind != yaml.ScalarNode {
+		where := path
+		if where == "" {
+			where = "document"
+		}
+		w.add(validate.Field(where, "key", fmt.Sprintf("has a key that is not a single value (line %d)", k.Line)))
+		return "", false
+	}
+	return k.Value, true
 }
