@@ -13,6 +13,7 @@ import (
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/sink"
 )
 
 // deferred is a message the test settles itself through its acknowledger.
@@ -129,5 +130,68 @@ func TestShutdownOfDownstreamRetriesUpstream(t *testing.T) {
 		if !acker.Interrupted(o) || o.Disposition != acker.DispositionRetry {
 			t.Fatalf("message %d: %v (disposition %v), want interrupted and retried", o.ID, o.Err, o.Disposition)
 		}
+	}
+}
+
+// When the upstream pipeline's own shutdown timeout cuts it short while its
+// sink waits (publishes blocked on a full topic, and with ack propagation
+// tracked publishes no subscriber settles), the messages left unhandled are
+// reported to its source as interrupted retries: none is reported handled
+// except, without ack propagation, what was already handed to the topic.
+func TestShutdownOfUpstreamRetriesUnsettledPublishes(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		opts    topic.Options
+		handled int // successes expected: messages handed over untracked
+	}{
+		{"untracked", topic.Options{Balanced: topic.BalancedPolicy{Capacity: 1}}, 1},
+		{"tracked", auto(topic.Options{Balanced: topic.BalancedPolicy{Capacity: 1}}), 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			const n = 4
+			h := newTopic(t, "t", c.opts)
+			// A member that never receives: the group queue fills at one.
+			sub, err := h.Subscribe(topic.Balanced("b"), topic.SubscriberOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(sub.Close)
+			s, err := sink.New(sink.Options[int]{Binding: binding(h)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := acker.NewRecorder(false)
+			a, err := pipeline.New(pipeline.Options[int, int]{
+				Name:            "a",
+				ShutdownTimeout: 50 * time.Millisecond,
+				Producer:        producer.Options[int]{Source: sink.GuardSource[int](&listSource{n: n, ack: rec}, s)},
+				Processors:      processor.Options[int, int]{Concurrency: 2, MaxDemand: 1, Handle: s.Handler()},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			// Both processors block: one publish fills the queue, the next
+			// two wait for room.
+			waitFor(t, "the queue to fill", func() bool { return h.Stats().Published >= 1 })
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			defer cancel()
+			if err := a.Stop(ctx); !errors.Is(err, pipeline.ErrShutdownTimeout) {
+				t.Fatalf("stopping A: %v, want the drain cut short", err)
+			}
+			if got := len(rec.Successful()); got != c.handled {
+				t.Fatalf("%d messages reported handled, want %d", got, c.handled)
+			}
+			if rec.FailedCount() == 0 {
+				t.Fatal("no message reported failed: the blocked publishes were lost")
+			}
+			for _, o := range rec.Failed() {
+				if !acker.Interrupted(o) || o.Disposition != acker.DispositionRetry {
+					t.Fatalf("message %d: %v (disposition %v), want interrupted and retried", o.ID, o.Err, o.Disposition)
+				}
+			}
+		})
 	}
 }
