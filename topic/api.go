@@ -68,7 +68,9 @@ type Stats struct {
 	// BroadcastSubscribers is the number of connected broadcast subscribers.
 	BroadcastSubscribers int
 	// Published counts publishes (tracked or not) that did not fail or get
-	// dropped; a publish still waiting for room is already counted.
+	// dropped. A publish is counted when it starts: one still waiting for
+	// room is already counted, and is taken back if it then fails (its ctx
+	// ends, the topic closes) or is dropped.
 	Published uint64
 	// Dropped counts publishes that reported DroppedOnFull.
 	Dropped uint64
