@@ -18,7 +18,7 @@ type Config struct {
 	// Name is the pipeline's name; the stage is named
 	// "<Name>.batcher.<batcher name>".
 	Name string
-	// Logger receives the stage's logs. Nil discards them.
+	// Logger receives the stage's logs. Nil means slog.Default().
 	Logger *slog.Logger
 }
 
@@ -58,7 +58,7 @@ type Stage[T any] struct {
 func New[T any](opts Options[T], cfg Config) *Stage[T] {
 	log := cfg.Logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = slog.Default()
 	}
 	name := cfg.Name + ".batcher." + opts.Name
 	s := &Stage[T]{

@@ -28,7 +28,7 @@ type Options[In, Out any] struct {
 	// characters, see validate.ValidName), so that it can be written into
 	// logs and errors as it is.
 	Name string `name:"name" validate:"required,name"`
-	// Logger receives the pipeline's logs. Nil discards them.
+	// Logger receives the pipeline's logs. Nil means slog.Default().
 	Logger *slog.Logger `name:"-"`
 	// ShutdownTimeout bounds a drain: past it, handlers' contexts are
 	// cancelled and messages not yet handled stay unacknowledged (so the

@@ -93,7 +93,7 @@ func New[In, Out any](opts Options[In, Out]) (*Pipeline[In, Out], error) {
 	}
 	log := opts.Logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = slog.Default()
 	}
 	log = log.With(slog.String("pipeline", opts.Name))
 	p := &Pipeline[In, Out]{

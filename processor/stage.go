@@ -34,7 +34,7 @@ type Config[Out any] struct {
 	// Name is the pipeline's name; processors are named
 	// "<Name>.processor.<i>".
 	Name string
-	// Logger receives the stage's logs. Nil discards them.
+	// Logger receives the stage's logs. Nil means slog.Default().
 	Logger *slog.Logger
 	// Routes are the pipeline's batchers. Without any, processors
 	// acknowledge every message themselves.
@@ -83,7 +83,7 @@ type Stage[In, Out any] struct {
 func New[In, Out any](opts Options[In, Out], cfg Config[Out]) *Stage[In, Out] {
 	log := cfg.Logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = slog.Default()
 	}
 	s := &Stage[In, Out]{
 		opts:   opts,

@@ -19,7 +19,7 @@ import (
 type Config[T any] struct {
 	// Name is the pipeline's name; stages are named "<Name>.producer.<i>".
 	Name string
-	// Logger receives the stages' logs. Nil discards them.
+	// Logger receives the stages' logs. Nil means slog.Default().
 	Logger *slog.Logger
 	// Output is the processors' input.
 	Output Output[T]
@@ -45,7 +45,7 @@ type Producer[T any] struct {
 func New[T any](opts Options[T], cfg Config[T]) *Producer[T] {
 	log := cfg.Logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = slog.Default()
 	}
 	p := &Producer[T]{
 		opts:    opts,

@@ -46,7 +46,7 @@ type config struct {
 	seed uint64
 	// sample is how many batches per customer are printed as they happen.
 	sample int
-	// logger receives the pipeline's logs; nil discards them.
+	// logger receives the pipeline's logs; nil means slog.Default().
 	logger *slog.Logger
 }
 

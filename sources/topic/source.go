@@ -86,8 +86,8 @@ type Options[T any] struct {
 	// MaxBatch is the largest number of messages taken from a subscription
 	// at once (never more than the feed has permits for). Default 64.
 	MaxBatch int `name:"maxBatch" validate:"gte=1"`
-	// Logger receives lag notices and acknowledgement problems. Nil
-	// discards them.
+	// Logger receives lag notices and acknowledgement problems. Nil means
+	// slog.Default().
 	Logger *slog.Logger `name:"-"`
 }
 
@@ -194,7 +194,7 @@ func New[T any](opts Options[T]) (*Source[T], error) {
 	}
 	log := opts.Logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = slog.Default()
 	}
 	s := &Source[T]{
 		opts:  opts,

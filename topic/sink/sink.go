@@ -153,7 +153,7 @@ type Options[T any] struct {
 	// resolved queue_on_full and ack_propagation. Binding.Handle is
 	// required.
 	Binding topic.Binding[T] `name:"-"`
-	// Logger receives publishing problems. Nil discards them.
+	// Logger receives publishing problems. Nil means slog.Default().
 	Logger *slog.Logger `name:"-"`
 }
 
@@ -197,7 +197,7 @@ func New[T any](opts Options[T]) (*Sink[T], error) {
 	}
 	log := opts.Logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = slog.Default()
 	}
 	s := &Sink[T]{
 		b:   opts.Binding,
