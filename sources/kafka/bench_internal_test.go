@@ -1,0 +1,39 @@
+package kafka
+
+import (
+	"testing"
+
+	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/acker"
+)
+
+// BenchmarkAck measures a claim's acknowledgement path: 64 offsets tracked
+// as one delivery, then acknowledged in chunks of 8, as processors do.
+func BenchmarkAck(b *testing.B) {
+	p, _ := newTestPartition(FailureCommit, 0)
+	p.sess = nopSession{}
+	succ := make([]acker.Outcome, 8)
+	next := uint64(0)
+	b.ReportAllocs()
+	for b.Loop() {
+		p.mu.Lock()
+		for i := range uint64(64) {
+			p.cp.Track(next + i)
+		}
+		p.mu.Unlock()
+		for c := uint64(0); c < 64; c += 8 {
+			for i := range succ {
+				succ[i] = acker.Outcome{ID: next + c + uint64(i)}
+			}
+			p.Ack(b.Context(), succ, nil)
+		}
+		next += 64
+	}
+}
+
+// nopSession is a sarama.ConsumerGroupSession whose MarkOffset does
+// nothing.
+type nopSession struct{ sarama.ConsumerGroupSession }
+
+func (nopSession) MarkOffset(string, int32, int64, string) {}
