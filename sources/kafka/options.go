@@ -16,6 +16,8 @@ import (
 // matching default.
 const (
 	DefaultInitialOffset     = OffsetLatest
+	DefaultBeginOffset       = BeginCommitted
+	DefaultCommitMode        = CommitInterval
 	DefaultCommitInterval    = time.Second
 	DefaultFailurePolicy     = FailureCommit
 	DefaultRedeliveryBackoff = time.Second
@@ -47,6 +49,37 @@ const (
 	// OffsetLatest starts after the newest record: only records produced
 	// after the group first joined are read (Kafka's own default).
 	OffsetLatest = "latest"
+	// OffsetTimestamp starts at the first record whose timestamp is at or
+	// after Options.StartTime (found with a ListOffsets request by time),
+	// or after the newest record when none is that recent. This is
+	// BroadwayKafka's offset_reset_policy {:timestamp, t}.
+	OffsetTimestamp = "timestamp"
+)
+
+// Where a claimed partition starts (Options.BeginOffset).
+const (
+	// BeginCommitted starts at the group's committed offset, and at
+	// InitialOffset only when there is none.
+	BeginCommitted = "committed"
+	// BeginReset starts every claimed partition at InitialOffset, whatever
+	// the group committed: each assignment replays (or skips) from there.
+	// This is BroadwayKafka's begin_offset: :reset.
+	BeginReset = "reset"
+)
+
+// When handled offsets are committed (Options.CommitMode).
+const (
+	// CommitInterval commits the handled offsets of every claimed
+	// partition every Options.CommitInterval, in one request per member.
+	CommitInterval = "interval"
+	// CommitOnAck commits as soon as a partition's handled prefix advances:
+	// advances are coalesced, and each member has at most one commit
+	// request in flight (so at most one per partition); the advances that
+	// arrive meanwhile go out in the next request, as soon as it returns.
+	// A crash then replays only what was handled while a commit was on its
+	// way. This is BroadwayKafka's offset_commit_on_ack. A failed commit is
+	// retried at the next advance or after Options.CommitInterval.
+	CommitOnAck = "ack"
 )
 
 // FailurePolicy says what a failed message with acker.DispositionDefault does
@@ -90,18 +123,33 @@ type Options struct {
 	// Topics are the topics the group subscribes to. Required.
 	Topics []string `name:"topics" validate:"required,dive,required"`
 	// InitialOffset is where the group starts on a partition without a
-	// committed offset: OffsetEarliest or OffsetLatest. Default
-	// OffsetLatest.
-	InitialOffset string `name:"initialOffset" validate:"oneof=earliest latest"`
+	// committed offset (on every claimed partition with BeginReset):
+	// OffsetEarliest, OffsetLatest or OffsetTimestamp (with StartTime).
+	// Default OffsetLatest.
+	InitialOffset string `name:"initialOffset" validate:"oneof=earliest latest timestamp"`
+	// StartTime is the time OffsetTimestamp starts at: a partition starts
+	// at its first record whose timestamp is at or after StartTime.
+	// Required with OffsetTimestamp, and only allowed with it.
+	StartTime time.Time `name:"startTime" validate:"-"`
+	// BeginOffset says whether a claimed partition starts at the group's
+	// committed offset (BeginCommitted) or, whatever was committed, at
+	// InitialOffset (BeginReset). Default BeginCommitted.
+	BeginOffset string `name:"beginOffset" validate:"oneof=committed reset"`
+	// CommitMode says when handled offsets are committed: CommitInterval
+	// (every CommitInterval) or CommitOnAck (as soon as a partition's
+	// handled prefix advances). Default CommitInterval.
+	CommitMode string `name:"commitMode" validate:"oneof=interval ack"`
 	// Rebalance, when set, chooses the partition assignment strategy:
 	// "range", "roundrobin", "sticky" or "cooperative-sticky" (incremental
 	// rebalancing: partitions that stay assigned keep flowing). Empty keeps
 	// Config.Consumer.Group.Rebalance.GroupStrategies (sarama's default:
 	// range).
 	Rebalance string `name:"rebalance" validate:"omitempty,oneof=range roundrobin sticky cooperative-sticky"`
-	// CommitInterval is how often marked offsets are committed. Offsets are
-	// also committed when a partition is released and when the source
-	// closes; never once per message. Default 1s.
+	// CommitInterval is how often handled offsets are committed with
+	// CommitMode CommitInterval, and how soon a failed commit is retried
+	// with CommitOnAck. Offsets are also committed when a partition is
+	// released and when the source closes; never once per message. Default
+	// 1s.
 	CommitInterval time.Duration `name:"commitInterval" validate:"gt=0"`
 	// FailurePolicy is what a failed message with DispositionDefault does.
 	// Default FailureCommit. DispositionDiscard always commits past the
@@ -134,7 +182,8 @@ type Options struct {
 	// timeouts, strategies). Nil means sarama.NewConfig(). The source copies
 	// it and owns these fields, whatever they hold:
 	// Consumer.Offsets.Initial (from InitialOffset),
-	// Consumer.Offsets.AutoCommit (enabled, every CommitInterval),
+	// Consumer.Offsets.AutoCommit (disabled: the source commits itself, as
+	// CommitMode says),
 	// Consumer.Return.Errors (true: errors are logged), and
 	// ChannelBufferSize (sized to the permit window). A few timeouts take
 	// the source's defaults when they still hold sarama.NewConfig's value
@@ -156,6 +205,12 @@ type Options struct {
 func (o Options) WithDefaults() Options {
 	if o.InitialOffset == "" {
 		o.InitialOffset = DefaultInitialOffset
+	}
+	if o.BeginOffset == "" {
+		o.BeginOffset = DefaultBeginOffset
+	}
+	if o.CommitMode == "" {
+		o.CommitMode = DefaultCommitMode
 	}
 	if o.CommitInterval == 0 {
 		o.CommitInterval = DefaultCommitInterval
@@ -213,6 +268,14 @@ func SaramaDefaults(cfg *sarama.Config) {
 // has its defaults applied.
 func validateOptions(o *Options) error {
 	errs := []error{validate.Struct("kafka", o)}
+	switch {
+	case o.InitialOffset == OffsetTimestamp && o.StartTime.IsZero():
+		errs = append(errs, validate.Field("kafka.startTime", "required_if",
+			fmt.Sprintf("is required when initialOffset is %q", OffsetTimestamp)))
+	case o.InitialOffset != OffsetTimestamp && !o.StartTime.IsZero():
+		errs = append(errs, validate.Field("kafka.startTime", "excluded_unless",
+			fmt.Sprintf("is only allowed when initialOffset is %q", OffsetTimestamp)))
+	}
 	if o.Config != nil {
 		if o.RevokeTimeout >= o.Config.Consumer.Group.Rebalance.Timeout {
 			errs = append(errs, validate.Field("kafka.revokeTimeout", "ltfield",
@@ -238,9 +301,13 @@ func (o *Options) saramaConfig(window int) (*sarama.Config, error) {
 	case OffsetEarliest:
 		cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
 	default:
+		// OffsetTimestamp: the claim starts at the newest record, then the
+		// source moves it to the offset for StartTime before delivering.
 		cfg.Consumer.Offsets.Initial = sarama.OffsetNewest
 	}
-	cfg.Consumer.Offsets.AutoCommit.Enable = true
+	// The source sends its own OffsetCommit requests (commit.go), so that
+	// it knows what the broker accepted and can commit on ack.
+	cfg.Consumer.Offsets.AutoCommit.Enable = false
 	cfg.Consumer.Offsets.AutoCommit.Interval = o.CommitInterval
 	cfg.Consumer.Return.Errors = true
 	// sarama's per-partition channel holds what it fetched ahead of the

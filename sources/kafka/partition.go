@@ -34,6 +34,14 @@ type partition struct {
 	permits atomic.Int64  // granted and not yet used
 	grantCh chan struct{} // signalled by grants
 
+	// For commits and Stats; written where the claim already works on them.
+	marked    atomic.Int64                // end of the handled prefix: the offset to commit
+	committed atomic.Int64                // the offset the broker last accepted, -1 when none
+	next      atomic.Int64                // the offset after the last record taken from sarama
+	readAhead atomic.Int32                // records taken from sarama, not yet delivered
+	claimPC   highWater                   // the claim's consumer
+	ownPC     atomic.Pointer[ownConsumer] // while rewound or moved to a start offset
+
 	mu       sync.Mutex
 	cp       *acker.Checkpoint
 	free     []*slot // slots whose messages were acknowledged, for reuse
@@ -109,7 +117,10 @@ func (p *partition) Ack(_ context.Context, successful, failed []acker.Outcome) {
 		signal(p.retryCh)
 	}
 	if advanced {
-		p.sess.MarkOffset(p.topic, p.part, p.committable(), "")
+		next := p.committable()
+		p.sess.MarkOffset(p.topic, p.part, next, "")
+		p.marked.Store(next)
+		signal(p.m.commitWake) // CommitOnAck (nil otherwise: a no-op)
 	}
 	if p.cp.Pending() == 0 {
 		signal(p.settled)
@@ -126,6 +137,14 @@ func (p *partition) committable() int64 {
 	}
 	return next
 }
+
+// highWater is what sarama's partition consumers offer to read the
+// partition's high-water mark (from their latest fetch response).
+type highWater interface{ HighWaterMarkOffset() int64 }
+
+// ownConsumer is a partition consumer of the member reading a claimed
+// partition instead of the claim's own.
+type ownConsumer struct{ pc sarama.PartitionConsumer }
 
 func signal(ch chan struct{}) {
 	select {
@@ -239,19 +258,39 @@ func (m *member) consumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Con
 		retryCh:    make(chan struct{}, 1),
 		settled:    make(chan struct{}, 1),
 	}
-	start := claim.InitialOffset()
+	log := m.log.With(slog.String("partition", p.key), slog.Int("generation", int(p.generation)))
+	committed := claim.InitialOffset() // the group's committed offset, when there is one
+	if committed < 0 {
+		committed = -1
+	}
+	p.committed.Store(committed)
+	p.marked.Store(committed)
+	p.claimPC = claim
+	start, move, err := m.startOffset(claim)
+	if err != nil {
+		log.Error("kafka partition start offset cannot be found; ending the claim so that the group rejoins",
+			slog.String("initial_offset", m.opts.InitialOffset), slog.Any("error", flat(err)))
+		return nil
+	}
+	p.next.Store(max(start, -1)) // -1 when the claim starts at sarama's newest or oldest: unknown until the first record
 	if start < 0 {
 		start = 0
 	}
 	p.cp = acker.NewCheckpoint(uint64(start))
-	p.feed = m.stage.NewFeed(p.key, p.grant)
-	log := m.log.With(slog.String("partition", p.key), slog.Int("generation", int(p.generation)))
-	log.Debug("kafka partition claimed", slog.Int64("offset", claim.InitialOffset()))
 
 	r := reader{p: p, claim: claim, in: claim.Messages(), log: log}
 	if ps, ok := claim.(pauser); ok {
 		r.claimPause = ps
 	}
+	if move && !r.moveTo(start) {
+		return nil
+	}
+	p.feed = m.stage.NewFeed(p.key, p.grant)
+	m.claimsMu.Lock()
+	m.noteSession(sess)
+	m.claims[p] = struct{}{}
+	m.claimsMu.Unlock()
+	log.Debug("kafka partition claimed", slog.Int64("offset", start), slog.Int64("committed", committed))
 	r.run()
 
 	// Stop dispatching: nothing more is delivered, what still waits in the
@@ -263,7 +302,39 @@ func (m *member) consumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Con
 	p.feed.Close()
 	r.closeOwn()
 	p.release(log)
+	m.claimsMu.Lock()
+	delete(m.claims, p)
+	m.claimsMu.Unlock()
 	return nil
+}
+
+// startOffset returns where a new claim starts and whether it must be
+// moved there (its consumer starts elsewhere): with BeginReset, a
+// partition the group committed starts at InitialOffset's offset; with
+// OffsetTimestamp, a partition without a committed offset starts at the
+// first record at or after StartTime (after the newest when none is), found
+// with a ListOffsets request by time.
+func (m *member) startOffset(claim sarama.ConsumerGroupClaim) (int64, bool, error) {
+	init := claim.InitialOffset()
+	hasCommitted := init >= 0
+	if !(m.opts.BeginOffset == BeginReset && hasCommitted) && !(m.opts.InitialOffset == OffsetTimestamp && !hasCommitted) {
+		return init, false, nil
+	}
+	at := sarama.OffsetNewest
+	switch m.opts.InitialOffset {
+	case OffsetEarliest:
+		at = sarama.OffsetOldest
+	case OffsetTimestamp:
+		at = m.opts.StartTime.UnixMilli()
+	}
+	off, err := m.client.GetOffset(claim.Topic(), claim.Partition(), at)
+	if err == nil && off < 0 {
+		off, err = m.client.GetOffset(claim.Topic(), claim.Partition(), sarama.OffsetNewest)
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	return off, off != init, nil
 }
 
 // release waits, at most RevokeTimeout, for the claim's in-flight messages,
@@ -296,10 +367,9 @@ func (p *partition) release(log *slog.Logger) {
 	// stops taking them and commits.
 	p.mu.Lock()
 	p.released = true
-	next := p.committable()
 	p.mu.Unlock()
-	p.sess.Commit()
-	log.Debug("kafka partition released", slog.Int64("committed", next))
+	p.m.commitFinal(p)
+	log.Debug("kafka partition released", slog.Int64("committed", p.committed.Load()))
 }
 
 // reader moves records from sarama to the feed as permits allow.
@@ -351,6 +421,7 @@ func (r *reader) closeOwn() {
 	if r.own == nil {
 		return
 	}
+	r.p.ownPC.Store(nil)
 	r.own.AsyncClose()
 	for range r.own.Messages() {
 	}
@@ -400,6 +471,7 @@ func (r *reader) run() {
 				r.deliver(int(n))
 			}
 		}
+		p.readAhead.Store(int32(len(r.q)))
 		if stalled && len(r.q) < limit {
 			stalled = false
 		}
@@ -434,7 +506,9 @@ func (r *reader) run() {
 			if !draining {
 				r.q = append(r.q, msg)
 				r.fill(src, limit)
+				msg = r.q[len(r.q)-1]
 			}
+			p.next.Store(msg.Offset + 1)
 		case <-stallC:
 			armed = false
 			stalled = true
@@ -663,7 +737,31 @@ wait:
 			slog.Int64("offset", at), slog.Any("error", err))
 		return false
 	}
+	r.setOwn(pc)
+	return true
+}
+
+// setOwn makes pc the consumer the claim reads (the claim's own is
+// paused).
+func (r *reader) setOwn(pc sarama.PartitionConsumer) {
 	r.own, r.ownErrors = pc, pc.Errors()
+	r.p.ownPC.Store(&ownConsumer{pc})
 	r.paused = false
+}
+
+// moveTo makes the claim read from offset at on: the claim's consumer,
+// which started elsewhere, is paused and a consumer of the member reads the
+// partition instead, as for a redelivery. It reports false when that
+// consumer cannot be opened (the claim then ends, and the group rejoins).
+func (r *reader) moveTo(at int64) bool {
+	r.paused = false
+	r.setPaused(true)
+	pc, err := r.p.m.consumer.ConsumePartition(r.p.topic, r.p.part, at)
+	if err != nil {
+		r.log.Error("kafka partition cannot be moved to its start offset; ending the claim so that the group rejoins",
+			slog.Int64("offset", at), slog.Any("error", flat(err)))
+		return false
+	}
+	r.setOwn(pc)
 	return true
 }

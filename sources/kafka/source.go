@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -214,6 +215,13 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		hurry:    make(chan struct{}),
 		failed:   make(chan error, 1),
 		loopDone: make(chan struct{}),
+
+		commitVersion: commitVersion(cfg.Version),
+		claims:        make(map[*partition]struct{}),
+		generation:    -1,
+	}
+	if s.opts.CommitMode == CommitOnAck {
+		m.commitWake = make(chan struct{}, 1)
 	}
 	s.mu.Lock()
 	if s.closed {
@@ -227,6 +235,7 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 	s.members[m] = struct{}{}
 	s.mu.Unlock()
 	m.wg.Go(m.logErrors)
+	m.wg.Go(m.commitLoop)
 	go m.loop()
 	return m, nil
 }
@@ -252,7 +261,33 @@ type member struct {
 	closeErr  error
 	failed    chan error
 	loopDone  chan struct{}
-	wg        sync.WaitGroup // logErrors
+	wg        sync.WaitGroup // logErrors, commitLoop
+
+	// Commits (commit.go): one request in flight at a time.
+	commitMu      sync.Mutex
+	commitBuf     []commitBlock
+	commitWake    chan struct{} // CommitOnAck: an advance to commit; nil otherwise
+	commitVersion int16
+	commits       atomic.Int64 // OffsetCommit requests answered
+	commitErrors  atomic.Int64 // commits (or parts of them) that failed
+	lastCommitErr lastCommitErr
+
+	// The member's claims and session, for commits and Stats.
+	claimsMu   sync.Mutex
+	claims     map[*partition]struct{}
+	sess       sarama.ConsumerGroupSession // the latest session
+	generation int32                       // the latest generation seen, -1 before the first
+	rebalances int64                       // generations seen
+}
+
+// noteSession records the member's current session and counts a new
+// generation. The caller holds claimsMu.
+func (m *member) noteSession(sess sarama.ConsumerGroupSession) {
+	m.sess = sess
+	if g := sess.GenerationID(); g != m.generation {
+		m.generation = g
+		m.rebalances++
+	}
 }
 
 func (m *member) draining() bool {
@@ -356,6 +391,9 @@ func (m *member) close(ctx context.Context) error {
 type handler member
 
 func (h *handler) Setup(sess sarama.ConsumerGroupSession) error {
+	h.claimsMu.Lock()
+	(*member)(h).noteSession(sess)
+	h.claimsMu.Unlock()
 	h.log.Info("kafka group session started",
 		slog.String("member", sess.MemberID()), slog.Int("generation", int(sess.GenerationID())),
 		slog.Any("claims", sess.Claims()))
