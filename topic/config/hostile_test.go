@@ -235,6 +235,18 @@ func TestParseBoundsMappings(t *testing.T) {
 	if err != nil || len(cfg.Topics) != config.MaxTopics {
 		t.Fatalf("a document of %d topics: %v", config.MaxTopics, err)
 	}
+	// Every topic written whole through an alias stays within MaxAliasNodes.
+	var aliased strings.Builder
+	aliased.WriteString("topics:\n  t0: &full {backend: in_memory, impl_selection: auto, policies: {" +
+		"balanced: {queue_capacity: 8, on_full: block}, broadcast: {queue_capacity: 8, on_lag: disconnect, ack_mode: first}, " +
+		"ack_propagation: {mode: auto, max_in_flight: 4, timeout: 5s}}}\n")
+	for i := 1; i < config.MaxTopics; i++ {
+		fmt.Fprintf(&aliased, "  t%d: *full\n", i)
+	}
+	cfg, err = config.Parse([]byte(aliased.String()))
+	if err != nil || len(cfg.Topics) != config.MaxTopics || cfg.Topics["t999"].Policies.AckPropagation.MaxInFlight != 4 {
+		t.Fatalf("%d topics through one alias: %v", config.MaxTopics, err)
+	}
 }
 
 // A document larger than MaxDocumentSize is refused before it is parsed,

@@ -20,8 +20,9 @@ import (
 )
 
 // ErrSyntax is wrapped by the error Parse returns for a document that is not
-// well-formed YAML. Every other problem Parse finds is a validate.Errors value
-// (wrapping validate.ErrInvalid) naming the YAML path.
+// well-formed YAML. Apart from ErrTooLarge and ErrTooManyAliases, every
+// other problem Parse finds is a validate.Errors value (wrapping
+// validate.ErrInvalid) naming the YAML path.
 var ErrSyntax = errors.New("topic config: malformed YAML")
 
 // DefaultBackend is the backend a topic uses when it names none: the
@@ -215,9 +216,10 @@ const (
 	MaxDocumentSize = 1 << 20
 	// MaxAliasNodes is how many nodes a document may reach through aliases
 	// (*name) and merge keys (<<: *name), counting every node of an
-	// aliased value each time it is used: 10000. Past it, Parse fails with
-	// ErrTooManyAliases before decoding anything.
-	MaxAliasNodes = 10000
+	// aliased value each time it is used: 20000, enough for each of
+	// MaxTopics declarations to be written whole through an alias. Past
+	// it, Parse fails with ErrTooManyAliases before decoding anything.
+	MaxAliasNodes = 20000
 	// MaxMappingKeys is how many keys one mapping of a document may hold:
 	// 1000.
 	MaxMappingKeys = 1000
@@ -243,18 +245,22 @@ var ErrTooManyAliases = errors.New("topic config: too many alias expansions")
 //
 // It rejects a document larger than MaxDocumentSize (ErrTooLarge), one
 // whose aliases expand past MaxAliasNodes (ErrTooManyAliases), malformed
-// YAML (ErrSyntax), unknown keys and values of the wrong kind (naming the
-// key's YAML path and line), names that are not valid topic or group names
-// (1 to 249 ASCII letters, digits, '.', '_' or '-'; see topic.NameRule),
-// and every value that breaks a rule, as one validate.Errors listing all of
-// them (at most MaxListedErrors, then "and N more"), for example
+// YAML (ErrSyntax), and then, as one validate.Errors listing all of them
+// (at most MaxListedErrors, then "and N more"): a mapping of more than
+// MaxMappingKeys keys, more than MaxTopics topic declarations, a key
+// repeated in one mapping, unknown keys and values of the wrong kind
+// (naming the key's YAML path and line), names that are not valid topic or
+// group names (1 to 249 ASCII letters, digits, '.', '_' or '-'; see
+// topic.NameRule), and every value that breaks a rule, for example
 //
 //	topics.ingress.policies.balanced.queue_capacity must be ≥ 1
 //	topics.audit.policies.broadcast.ack_mode all requires policies.ack_propagation.mode auto, not disabled
 //
-// Every string of the document that an error repeats (a name, a key, a
-// value) is quoted and escaped, and cut after 64 bytes with its length, so
-// an error never holds a control character or a line break from the input.
+// A string of the document that an error repeats (a name, a key, a value)
+// is printed as is only when it is a valid name or one of the setting's
+// fixed words; anything else is quoted and escaped, and cut after 64 bytes
+// with its length, so an error never holds a control character or a line
+// break from the input.
 //
 // The rules that depend on how pipelines use a topic (its mode) are checked
 // by Resolve.
