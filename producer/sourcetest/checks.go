@@ -1,0 +1,313 @@
+package sourcetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/producer"
+)
+
+// errChosen is the failure of the messages the suite's handler fails.
+var errChosen = errors.New("sourcetest: chosen to fail")
+
+// chosen reports whether the handler fails the message with this key: about
+// one in four, the same ones every time.
+func chosen(key string) bool {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return h.Sum32()%4 == 1
+}
+
+// checkWindow: no feed ever has more than Flow.MaxWindow() messages fetched
+// but not dispatched. A rate limit holds the stage's dispatcher after a few
+// messages, so what the source delivers stays in the stage buffer: exactly
+// one window per feed, less what was dispatched, however long it is given.
+func checkWindow[T any](t testing.TB, h Harness[T]) {
+	e, src := setup(t, h, true)
+	bound := e.feeds * flow.MaxWindow()
+	var peak atomic.Int64
+	sample := func() int {
+		b := src.buffered()
+		for cur := peak.Load(); int64(b) > cur && !peak.CompareAndSwap(cur, int64(b)); cur = peak.Load() {
+		}
+		return b
+	}
+
+	l := newLedger()
+	p := e.start("sourcetest-window", src, l, holding, nil)
+	// Sample the stage buffer for as long as the pipeline runs (from
+	// after pipeline.New, which reads the source's fields).
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			sample()
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	defer func() { close(done); wg.Wait() }()
+	want := e.feeds*flow.Initial - held
+	waitFor(t, fmt.Sprintf("%d messages handled and the stage buffer at %d (%d feeds × Initial %d, less %d), or above",
+		held, want, e.feeds, flow.Initial, held), func() bool {
+		calls, _, _ := l.counts()
+		return calls == held && sample() >= want
+	})
+	// Give an over-eager source every chance to deliver more.
+	for range 500 {
+		if b := sample(); b != want {
+			t.Fatalf("%d messages wait in the stage buffer with %d feeds of window %d (%d dispatched), want %d",
+				b, e.feeds, flow.Initial, held, want)
+		}
+		runtime.Gosched()
+	}
+	release(t, p)
+	waitFor(t, "every message handled", func() bool { return l.covers(e.keys) })
+	if err := stop(p); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if b := int(peak.Load()); b > bound {
+		t.Fatalf("the stage buffer held up to %d messages, more than %d feeds × window %d", b, e.feeds, flow.MaxWindow())
+	}
+}
+
+// checkOneOutcome: every message is handled once and the broker counts
+// exactly one settlement for each, the failed ones included.
+func checkOneOutcome[T any](t testing.TB, h Harness[T]) {
+	e, src := setup(t, h, false)
+	var failed atomic.Int64
+	l := newLedger()
+	p := e.start("sourcetest-outcome", src, l, nil, func(_ context.Context, m *message.Message[T]) error {
+		if chosen(e.fx.Key(m)) {
+			failed.Add(1)
+			m.SetDisposition(acker.DispositionDiscard)
+			return errChosen
+		}
+		return nil
+	})
+	waitFor(t, "every message handled", func() bool { return l.covers(e.keys) })
+	if err := stop(p); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if failed.Load() == 0 {
+		t.Fatal("the handler failed no message; the subtest proves nothing about failures")
+	}
+	for k, c := range l.snapshot() {
+		if c != 1 {
+			t.Errorf("message %q handled %d times in a run without failures", k, c)
+		}
+	}
+	if u := l.unknown(e.keys); len(u) > 0 {
+		t.Errorf("handled messages that were not published: %q", u)
+	}
+	if got := e.waitSettled(len(e.keys)); got != len(e.keys) {
+		t.Errorf("the broker counts %d settlements for %d messages each handled once", got, len(e.keys))
+	}
+}
+
+// checkCloseAfterRun: the pipeline closes the source once, after every Run
+// returned, and the messages the handlers finish after Run returned are
+// acknowledged at the broker.
+func checkCloseAfterRun[T any](t testing.TB, h Harness[T]) {
+	e, src, l := drain(t, h)
+	active, runs, closes := src.state()
+	if runs == 0 || active != 0 {
+		t.Fatalf("after Stop: %d Run calls, %d still running", runs, active)
+	}
+	if isCloser(src.inner) {
+		src.mu.Lock()
+		closeAt, lastRunAt, activeAtClose := src.closeAt, src.lastRunAt, src.activeAtClose
+		src.mu.Unlock()
+		if closes != 1 {
+			t.Fatalf("Close called %d times, want once", closes)
+		}
+		if activeAtClose != 0 || closeAt.Before(lastRunAt) {
+			t.Fatalf("Close called while %d Run calls were in progress", activeAtClose)
+		}
+	}
+	handled := len(l.snapshot())
+	if got := e.waitSettled(handled); got != handled {
+		t.Errorf("the broker counts %d settlements for the %d messages handled before Stop returned", got, handled)
+	}
+}
+
+// checkDrain: Stop hands every delivered message to the handlers and every
+// outcome to the broker before Close; a new source on the same stream
+// delivers none of them again, and the rest.
+func checkDrain[T any](t testing.TB, h Harness[T]) {
+	e, _, first := drain(t, h)
+	handled := first.snapshot()
+	if got := e.waitSettled(len(handled)); got != len(handled) {
+		t.Fatalf("the broker counts %d settlements for the %d messages handled before Stop returned", got, len(handled))
+	}
+	second := newLedger()
+	p := e.start("sourcetest-resume", e.source(), second, nil, nil)
+	waitFor(t, "the rest of the messages handled by a new source", func() bool {
+		for _, k := range e.keys {
+			if handled[k] == 0 && !second.covers([]string{k}) {
+				return false
+			}
+		}
+		return true
+	})
+	if err := stop(p); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	again := 0
+	for k := range second.snapshot() {
+		if handled[k] > 0 {
+			again++
+		}
+	}
+	if again > 0 {
+		t.Errorf("%d messages handled and settled before the first Stop were delivered again", again)
+	}
+	if got := e.waitSettled(len(e.keys)); got != len(e.keys) {
+		t.Errorf("the broker counts %d settlements for %d messages", got, len(e.keys))
+	}
+}
+
+// drain runs a pipeline held by its rate limit until every feed has filled
+// its window, stops it, waits until the source's Run has returned, then
+// lifts the limit: the buffered messages are handled, and acknowledged,
+// during the drain. It returns the first source and what its pipeline
+// handled.
+func drain[T any](t testing.TB, h Harness[T]) (*env[T], *observed[T], *ledger) {
+	t.Helper()
+	e, src := setup(t, h, true)
+	l := newLedger()
+	p := e.start("sourcetest-drain", src, l, holding, nil)
+	e.fill(src, l)
+	buffered := src.buffered()
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop(p) }()
+	waitFor(t, "the source's Run to return after Stop", func() bool {
+		active, _, _ := src.state()
+		return active == 0
+	})
+	if _, _, closes := src.state(); closes != 0 {
+		t.Fatal("the source was closed before the drain finished")
+	}
+	release(t, p)
+	var err error
+	select {
+	case err = <-stopped:
+	case <-time.After(waitLimit):
+		t.Fatalf("Stop did not return within %s", waitLimit)
+	}
+	if err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	calls, _, distinct := l.counts()
+	if calls != distinct {
+		t.Errorf("%d handler calls for %d messages in a run without failures", calls, distinct)
+	}
+	if distinct != held+buffered {
+		t.Errorf("the pipeline handled %d messages; %d were handled and %d waited in the stage buffer when Stop began",
+			distinct, held, buffered)
+	}
+	return e, src, l
+}
+
+// checkRestart: a run that fails is restarted; the source delivers every
+// message, and the broker settles each delivery at most once.
+func checkRestart[T any](t testing.TB, h Harness[T]) {
+	e, src := setup(t, h, true)
+	if e.fx.Fail == nil {
+		t.Skip("the harness cannot make the source's Run fail (Fixture.Fail is nil)")
+	}
+	l := newLedger()
+	p := e.start("sourcetest-restart", src, l, holding, nil)
+	e.fill(src, l)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	if err := e.fx.Fail(ctx); err != nil {
+		if errors.Is(err, ErrUnsupported) {
+			t.Skipf("the harness cannot make the source's Run fail: %v", err)
+		}
+		t.Fatalf("inject a failure: %v", err)
+	}
+	// The stage restarts the source once the failed run's messages have
+	// left its buffer: they are handled, and acknowledged, after that run
+	// returned.
+	release(t, p)
+	waitFor(t, "the stage to restart the source", func() bool {
+		st := p.SourceStatus()
+		_, runs, _ := src.state()
+		return len(st) > 0 && st[0].Restarts >= 1 && st[0].State == producer.StateRunning && runs >= 2
+	})
+	waitFor(t, "every message handled after the restart", func() bool { return l.covers(e.keys) })
+	if err := stop(p); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if err := p.Err(); err != nil {
+		t.Fatalf("the pipeline failed: %v", err)
+	}
+	settledAtMostOnce(t, e, l)
+}
+
+// settledAtMostOnce checks that the broker settled every message, and no
+// more often than the handlers saw it: one settlement per delivery at most.
+func settledAtMostOnce[T any](t testing.TB, e *env[T], l *ledger) {
+	t.Helper()
+	calls, _, distinct := l.counts()
+	if distinct != len(e.keys) {
+		t.Fatalf("%d of %d messages handled", distinct, len(e.keys))
+	}
+	if u := l.unknown(e.keys); len(u) > 0 {
+		t.Errorf("handled messages that were not published: %q", u)
+	}
+	got := e.waitSettled(len(e.keys))
+	if got > calls {
+		t.Errorf("the broker counts %d settlements for %d deliveries of %d messages", got, calls, len(e.keys))
+	}
+	if calls > distinct {
+		t.Logf("%d messages delivered again after the failure (at least once)", calls-distinct)
+	}
+}
+
+// checkMemberJoin: a second consumer joins while the first one's stage
+// buffer holds a window per feed. Messages the first one
+// withdraws go to the second; nothing is lost, no delivery is settled
+// twice, and both pipelines stop cleanly.
+func checkMemberJoin[T any](t testing.TB, h Harness[T]) {
+	e, src := setup(t, h, true)
+	l := newLedger()
+	p1 := e.start("sourcetest-member-1", src, l, holding, nil)
+	e.fill(src, l)
+	p2 := e.start("sourcetest-member-2", e.source(), l, nil, nil)
+	waitFor(t, "the second consumer to connect", func() bool {
+		st := p2.SourceStatus()
+		return len(st) > 0 && st[0].State == producer.StateRunning
+	})
+	release(t, p1)
+	waitFor(t, "every message handled by one of the consumers", func() bool { return l.covers(e.keys) })
+	var errs []error
+	for _, p := range []interface{ Stop(context.Context) error }{p1, p2} {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		if err := p.Stop(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		cancel()
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	settledAtMostOnce(t, e, l)
+}

@@ -1,0 +1,287 @@
+package sourcetest
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/producer"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// memBroker is an in-memory queue with at-least-once delivery: a message is
+// leased when a source takes it, settled when the source acknowledges it
+// (counting every acknowledgement), and offered again when its lease is
+// given back (a nack, or the consumer leaving without settling it).
+type memBroker struct {
+	mu      sync.Mutex
+	keys    []string
+	ready   []int // indexes of the messages to deliver, in order
+	settled map[int]int
+	total   int
+	wake    chan struct{}
+}
+
+func newMemBroker(n int) *memBroker {
+	b := &memBroker{settled: map[int]int{}, wake: make(chan struct{}, 1)}
+	for i := range n {
+		b.keys = append(b.keys, fmt.Sprintf("m%d", i))
+	}
+	return b
+}
+
+func (b *memBroker) publish(context.Context) ([]string, error) {
+	b.mu.Lock()
+	for i := range b.keys {
+		b.ready = append(b.ready, i)
+	}
+	b.mu.Unlock()
+	b.signal()
+	return append([]string(nil), b.keys...), nil
+}
+
+func (b *memBroker) signal() {
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take leases up to k messages, waiting until there is one.
+func (b *memBroker) take(ctx context.Context, k int) ([]int, error) {
+	for {
+		b.mu.Lock()
+		if len(b.ready) > 0 {
+			k = min(k, len(b.ready))
+			out := append([]int(nil), b.ready[:k]...)
+			b.ready = b.ready[k:]
+			more := len(b.ready) > 0
+			b.mu.Unlock()
+			if more {
+				b.signal()
+			}
+			return out, nil
+		}
+		b.mu.Unlock()
+		select {
+		case <-b.wake:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (b *memBroker) settle(i int) {
+	b.mu.Lock()
+	b.settled[i]++
+	b.total++
+	b.mu.Unlock()
+}
+
+func (b *memBroker) giveBack(i int) {
+	b.mu.Lock()
+	b.ready = append(b.ready, i)
+	b.mu.Unlock()
+	b.signal()
+}
+
+func (b *memBroker) settledCount(context.Context) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.total, nil
+}
+
+// memSource is a correct pull-model source on a memBroker. The faults make
+// it break one rule each, to prove that the suite notices.
+type memSource struct {
+	b      *memBroker
+	faults faults
+	closed bool
+}
+
+type faults struct {
+	overDeliver  bool // deliver twice what was acquired
+	doubleAck    bool // settle every successful message twice
+	ackOnlyInRun bool // ignore acknowledgements that arrive after Run returned
+}
+
+type memAck struct {
+	s   *memSource
+	mu  sync.Mutex
+	run bool
+}
+
+func (a *memAck) Ack(_ context.Context, successful, failed []acker.Outcome) {
+	a.mu.Lock()
+	run := a.run
+	a.mu.Unlock()
+	if a.s.faults.ackOnlyInRun && !run {
+		return
+	}
+	for _, o := range successful {
+		a.s.b.settle(int(o.ID))
+		if a.s.faults.doubleAck {
+			a.s.b.settle(int(o.ID))
+		}
+	}
+	for _, o := range failed {
+		if o.Disposition == acker.DispositionDiscard && !acker.Interrupted(o) {
+			a.s.b.settle(int(o.ID))
+		} else {
+			a.s.b.giveBack(int(o.ID))
+		}
+	}
+}
+
+func (s *memSource) Run(ctx context.Context, st *producer.Stage[string]) error {
+	ack := &memAck{s: s, run: true}
+	defer func() {
+		ack.mu.Lock()
+		ack.run = false
+		ack.mu.Unlock()
+	}()
+	feed := st.NewFeed("mem", nil)
+	for {
+		k, err := feed.Acquire(ctx, 16)
+		if err != nil {
+			return nil
+		}
+		if s.faults.overDeliver {
+			k *= 2
+		}
+		idx, err := s.b.take(ctx, k)
+		if err != nil {
+			return nil
+		}
+		msgs := make([]*message.Message[string], len(idx))
+		for j, i := range idx {
+			msgs[j] = message.New(s.b.keys[i], acker.Acknowledger(ack), uint64(i))
+		}
+		feed.Deliver(msgs...)
+	}
+}
+
+func (s *memSource) Close(context.Context) error {
+	s.closed = true
+	return nil
+}
+
+func memHarness(f faults) Harness[string] {
+	return Harness[string]{Start: func(t testing.TB, n int) Fixture[string] {
+		b := newMemBroker(n)
+		fail := &Failing[string]{}
+		return Fixture[string]{
+			NewSource: func() (producer.Source[string], error) { return fail.Wrap(&memSource{b: b, faults: f}), nil },
+			Publish:   b.publish,
+			Key:       func(m *message.Message[string]) string { return m.Data },
+			Settled:   b.settledCount,
+			Fail:      fail.Fail,
+		}
+	}}
+}
+
+// A correct source passes every subtest.
+func TestReferenceSourcePasses(t *testing.T) {
+	Run(t, memHarness(faults{}))
+}
+
+// fakeT runs one subtest's check in its own goroutine and keeps its
+// failures instead of reporting them, so that a test can assert that a
+// check fails.
+type fakeT struct {
+	testing.TB
+	mu       sync.Mutex
+	failures []string
+	skipped  bool
+	cleanups []func()
+}
+
+func (f *fakeT) fail(msg string) {
+	f.mu.Lock()
+	f.failures = append(f.failures, msg)
+	f.mu.Unlock()
+}
+
+func (f *fakeT) Errorf(format string, args ...any) { f.fail(fmt.Sprintf(format, args...)) }
+func (f *fakeT) Error(args ...any)                 { f.fail(fmt.Sprint(args...)) }
+func (f *fakeT) Fatalf(format string, args ...any) {
+	f.fail(fmt.Sprintf(format, args...))
+	runtime.Goexit()
+}
+func (f *fakeT) Fatal(args ...any)    { f.fail(fmt.Sprint(args...)); runtime.Goexit() }
+func (f *fakeT) FailNow()             { f.fail("FailNow"); runtime.Goexit() }
+func (f *fakeT) Skipf(string, ...any) { f.skipped = true; runtime.Goexit() }
+func (f *fakeT) Skip(...any)          { f.skipped = true; runtime.Goexit() }
+func (f *fakeT) Cleanup(fn func())    { f.cleanups = append(f.cleanups, fn) }
+
+func (f *fakeT) Failed() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.failures) > 0
+}
+
+// runCheck runs the named check against h and returns its failures.
+func runCheck(t *testing.T, name string, h Harness[string]) []string {
+	t.Helper()
+	f := &fakeT{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() {
+			for i := len(f.cleanups) - 1; i >= 0; i-- {
+				f.cleanups[i]()
+			}
+		}()
+		for _, c := range checks[string]() {
+			if c.name == name {
+				c.run(f, h)
+				return
+			}
+		}
+		f.fail("no check " + name)
+	}()
+	<-done
+	return f.failures
+}
+
+// Each check fails for a source that breaks the rule it checks.
+func TestChecksCatchBrokenSources(t *testing.T) {
+	defer func(d time.Duration) { waitLimit = d }(waitLimit)
+	waitLimit = 2 * time.Second
+	for _, c := range []struct {
+		check  string
+		faults faults
+		want   string
+	}{
+		// A source that delivers more than its permits fills the stage buffer past the window.
+		{"PermitWindow", faults{overDeliver: true}, "permit window"},
+		// A source that acknowledges a message twice is counted twice at the broker.
+		{"OneOutcomePerMessage", faults{doubleAck: true}, "settlements"},
+		// A source whose acknowledger stops with Run loses the outcomes of the drain.
+		{"CloseAfterRun", faults{ackOnlyInRun: true}, "settle"},
+		// The same source leaves messages handled during the drain unsettled, so they come again.
+		{"DrainFlushesEverything", faults{ackOnlyInRun: true}, "settle"},
+		// The same source loses the outcomes of the failed run's messages.
+		{"RestartKeepsDelivering", faults{ackOnlyInRun: true}, "settle"},
+	} {
+		t.Run(c.check, func(t *testing.T) {
+			got := runCheck(t, c.check, memHarness(c.faults))
+			t.Logf("failures: %q", got)
+			if len(got) == 0 {
+				t.Fatalf("%s passed a source with faults %+v", c.check, c.faults)
+			}
+			if !strings.Contains(strings.Join(got, "\n"), c.want) {
+				t.Fatalf("%s failed for another reason than expected (%q): %q", c.check, c.want, got)
+			}
+		})
+	}
+}
