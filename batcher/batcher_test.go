@@ -17,8 +17,8 @@ import (
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/internal/queue"
 	"github.com/boulevard-go/boulevard/message"
-	"github.com/boulevard-go/boulevard/topic"
 )
 
 func TestMain(m *testing.M) {
@@ -404,7 +404,7 @@ func TestFlushModeEmitsImmediately(t *testing.T) {
 
 // Guarantee: CloseInput emits every open batch with trigger flush, every
 // message is acknowledged exactly once before Done closes, and Publish then
-// fails with topic.ErrTopicClosed.
+// fails with queue.ErrClosed.
 func TestCloseInputDrainsOpenBatches(t *testing.T) {
 	const (
 		n     = 100
@@ -438,8 +438,8 @@ func TestCloseInputDrainsOpenBatches(t *testing.T) {
 	if len(batches) != nKeys*(perKey/size+1) || len(flushes) != nKeys {
 		t.Errorf("%d batches, flushed keys %v; want %d batches and one flush per key", len(batches), flushes, nKeys*(perKey/size+1))
 	}
-	if k, err := h.s.Publish(context.Background(), msgs(rec, n, 1, "late")); k != 0 || !errors.Is(err, topic.ErrTopicClosed) {
-		t.Errorf("Publish after CloseInput = %d, %v; want 0, topic.ErrTopicClosed", k, err)
+	if k, err := h.s.Publish(context.Background(), msgs(rec, n, 1, "late")); k != 0 || !errors.Is(err, queue.ErrClosed) {
+		t.Errorf("Publish after CloseInput = %d, %v; want 0, queue.ErrClosed", k, err)
 	}
 }
 
@@ -697,7 +697,7 @@ func TestPartitionedBatcherKeepsKeyOnOnePartitionInOrder(t *testing.T) {
 	var all []*message.Message[int]
 	for i := range nKeys * perKey {
 		k := "key" + strconv.Itoa(i%nKeys)
-		partitions[topic.KeyPartition(k, concurrency)] = true
+		partitions[queue.KeyPartition(k, concurrency)] = true
 		all = append(all, msg(rec, i, k))
 	}
 	if len(partitions) < 2 {
@@ -718,7 +718,7 @@ func TestPartitionedBatcherKeepsKeyOnOnePartitionInOrder(t *testing.T) {
 	procs := map[uint64]bool{}
 	for _, b := range batches {
 		k := b.info.BatchKey
-		if want := topic.KeyPartition(k, concurrency); b.info.Partition != want {
+		if want := queue.KeyPartition(k, concurrency); b.info.Partition != want {
 			t.Errorf("key %s batched by partition %d, want %d", k, b.info.Partition, want)
 		}
 		if w, ok := byKey[k]; ok && w != (where{b.info.Partition, b.g}) {

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/internal/queue"
 	"github.com/boulevard-go/boulevard/message"
-	"github.com/boulevard-go/boulevard/topic"
 )
 
 // Config is what the pipeline gives a batcher besides the user's options.
@@ -39,8 +39,8 @@ type Stage[T any] struct {
 	opts    Options[T]
 	log     *slog.Logger
 	name    string
-	input   *topic.Partitioned[*message.Message[T]]
-	batches []*topic.Queue[message.Batch[T]]
+	input   *queue.Partitioned[*message.Message[T]]
+	batches []*queue.Queue[message.Batch[T]]
 	done    chan struct{}
 
 	// loops[i] and procs[i]: partition i's goroutine, batch processor i's
@@ -73,16 +73,16 @@ func New[T any](opts Options[T], cfg Config) *Stage[T] {
 	}
 	inCap := max(min(2*opts.BatchSize, queueSlotBudget/partitions), minQueueCapacity)
 	if opts.PartitionBy == nil {
-		s.input = topic.NewPartitioned[*message.Message[T]](1, inCap, nil)
-		s.batches = []*topic.Queue[message.Batch[T]]{topic.NewQueue[message.Batch[T]](2 * opts.Concurrency)}
+		s.input = queue.NewPartitioned[*message.Message[T]](1, inCap, nil)
+		s.batches = []*queue.Queue[message.Batch[T]]{queue.New[message.Batch[T]](2 * opts.Concurrency)}
 	} else {
 		key := message.GuardKey(opts.PartitionBy, func(m *message.Message[T], pe *message.PanicError) {
 			s.log.Error("PartitionBy panicked; message failed", slog.Any("message", m),
 				slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))
 		})
-		s.input = topic.NewPartitioned(opts.Concurrency, inCap, key)
+		s.input = queue.NewPartitioned(opts.Concurrency, inCap, key)
 		for range opts.Concurrency {
-			s.batches = append(s.batches, topic.NewQueue[message.Batch[T]](2))
+			s.batches = append(s.batches, queue.New[message.Batch[T]](2))
 		}
 	}
 	return s
@@ -93,7 +93,7 @@ func (s *Stage[T]) Name() string { return s.opts.Name }
 
 // Publish hands messages to the batcher (to their partitions when
 // partitioned). It blocks while the batcher's input is full and returns how
-// many messages it took, with ctx.Err() or topic.ErrTopicClosed when it
+// many messages it took, with ctx.Err() or queue.ErrClosed when it
 // stopped early.
 func (s *Stage[T]) Publish(ctx context.Context, msgs []*message.Message[T]) (int, error) {
 	return s.input.PublishBatch(ctx, msgs)
@@ -190,8 +190,8 @@ type slot[T any] struct {
 type partition[T any] struct {
 	s     *Stage[T]
 	index int
-	in    *topic.Queue[*message.Message[T]]
-	out   *topic.Queue[message.Batch[T]]
+	in    *queue.Queue[*message.Message[T]]
+	out   *queue.Queue[message.Batch[T]]
 
 	acks  acker.Group
 	byKey map[string]*open[T]
@@ -381,7 +381,7 @@ type batchProcessor[T any] struct {
 	failed []*message.Message[T]
 }
 
-func (bp *batchProcessor[T]) loop(ctx context.Context, in *topic.Queue[message.Batch[T]]) {
+func (bp *batchProcessor[T]) loop(ctx context.Context, in *queue.Queue[message.Batch[T]]) {
 	buf := make([]message.Batch[T], 1)
 	for {
 		if _, err := in.Receive(ctx, buf); err != nil {

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/queue"
 	"github.com/boulevard-go/boulevard/message"
-	"github.com/boulevard-go/boulevard/topic"
 )
 
 // newTestPartition returns a partition of a batcher with the given batch
@@ -24,7 +24,7 @@ func newTestPartition(t *testing.T, batchSize int) *partition[int] {
 	return &partition[int]{
 		s:     s,
 		in:    s.input.Partition(0),
-		out:   topic.NewQueue[message.Batch[int]](4),
+		out:   queue.New[message.Batch[int]](4),
 		byKey: make(map[string]*open[int]),
 	}
 }

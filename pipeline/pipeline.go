@@ -22,10 +22,10 @@ import (
 	"time"
 
 	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/internal/queue"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
-	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/validate"
 )
 
@@ -402,7 +402,7 @@ func (p *Pipeline[In, Out]) Push(ctx context.Context, msgs ...*message.Message[I
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, topic.ErrTopicClosed):
+	case errors.Is(err, queue.ErrClosed):
 		return fmt.Errorf("%w: %d of %d messages pushed", ErrStopped, n, len(msgs))
 	default:
 		return fmt.Errorf("push: %d of %d messages pushed: %w", n, len(msgs), err)

@@ -17,9 +17,9 @@ import (
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/internal/queue"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/processor"
-	"github.com/boulevard-go/boulevard/topic"
 )
 
 func TestMain(m *testing.M) {
@@ -483,7 +483,7 @@ func TestPartitionBySameKeySameProcessorInOrder(t *testing.T) {
 	partitions := map[int]bool{}
 	for i := range msgs {
 		k := "key-" + strconv.Itoa(i%nKeys)
-		partitions[topic.KeyPartition(k, concurrency)] = true
+		partitions[queue.KeyPartition(k, concurrency)] = true
 		msgs[i] = message.New(keyed{key: k, seq: i}, rec, uint64(i))
 	}
 	if len(partitions) < 2 {
@@ -843,7 +843,7 @@ func TestRoutesByBatcherNameUnknownBatcherFails(t *testing.T) {
 // never acknowledged as if handled downstream.
 func TestRouteErrorLeavesMessagesUnacked(t *testing.T) {
 	rec := acker.NewRecorder(false)
-	route := &fakeRoute[int]{err: topic.ErrTopicClosed}
+	route := &fakeRoute[int]{err: queue.ErrClosed}
 	var handled atomic.Int64
 	s := newStage(t, processor.Options[int, int]{
 		Concurrency: 1,
@@ -922,7 +922,7 @@ func TestCloseInputDrainsQueuedMessages(t *testing.T) {
 }
 
 // Guarantee: Publish after CloseInput takes nothing and returns
-// topic.ErrTopicClosed.
+// queue.ErrClosed.
 func TestPublishAfterCloseInputFails(t *testing.T) {
 	rec := acker.NewRecorder(false)
 	s := newStage(t, processor.Options[int, int]{
@@ -932,8 +932,8 @@ func TestPublishAfterCloseInputFails(t *testing.T) {
 	publish(t, s, ints(rec, 0, 5))
 	drain(t, s)
 	n, err := s.Publish(context.Background(), ints(rec, 5, 5))
-	if n != 0 || !errors.Is(err, topic.ErrTopicClosed) {
-		t.Errorf("Publish after CloseInput = %d, %v; want 0, topic.ErrTopicClosed", n, err)
+	if n != 0 || !errors.Is(err, queue.ErrClosed) {
+		t.Errorf("Publish after CloseInput = %d, %v; want 0, queue.ErrClosed", n, err)
 	}
 	assertOnce(t, rec, seq(0, 5))
 }

@@ -9,8 +9,8 @@ import (
 	"unsafe"
 
 	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/internal/queue"
 	"github.com/boulevard-go/boulevard/message"
-	"github.com/boulevard-go/boulevard/topic"
 )
 
 // Route is where processors hand the messages bound for one batcher. Publish
@@ -64,7 +64,7 @@ type Stage[In, Out any] struct {
 	opts   Options[In, Out]
 	log    *slog.Logger
 	name   string
-	input  *topic.Partitioned[*message.Message[In]]
+	input  *queue.Partitioned[*message.Message[In]]
 	routes []NamedRoute[Out]
 	known  []string
 
@@ -96,13 +96,13 @@ func New[In, Out any](opts Options[In, Out], cfg Config[Out]) *Stage[In, Out] {
 		s.known = append(s.known, r.Name)
 	}
 	if opts.PartitionBy == nil {
-		s.input = topic.NewPartitioned[*message.Message[In]](1, max(2*opts.Concurrency*opts.MaxDemand, minQueueCapacity, min(cfg.MinQueue, queueSlotBudget)), nil)
+		s.input = queue.NewPartitioned[*message.Message[In]](1, max(2*opts.Concurrency*opts.MaxDemand, minQueueCapacity, min(cfg.MinQueue, queueSlotBudget)), nil)
 	} else {
 		key := message.GuardKey(opts.PartitionBy, func(m *message.Message[In], pe *message.PanicError) {
 			log.Error("PartitionBy panicked; message failed", slog.String("stage", s.name),
 				slog.Any("message", m), slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))
 		})
-		s.input = topic.NewPartitioned(opts.Concurrency, max(2*opts.MaxDemand, minQueueCapacity, min(cfg.MinQueue, queueSlotBudget/opts.Concurrency)), key)
+		s.input = queue.NewPartitioned(opts.Concurrency, max(2*opts.MaxDemand, minQueueCapacity, min(cfg.MinQueue, queueSlotBudget/opts.Concurrency)), key)
 	}
 	return s
 }
@@ -110,14 +110,14 @@ func New[In, Out any](opts Options[In, Out], cfg Config[Out]) *Stage[In, Out] {
 // Publish hands msgs to the processors, in order: with PartitionBy each
 // message goes to the processor its key selects. It blocks while the
 // processors' queues are full and returns how many messages were taken, with
-// ctx.Err() or topic.ErrTopicClosed when it stopped early.
+// ctx.Err() or queue.ErrClosed when it stopped early.
 func (s *Stage[In, Out]) Publish(ctx context.Context, msgs []*message.Message[In]) (int, error) {
 	return s.input.PublishBatch(ctx, msgs)
 }
 
 // TryPublish hands over, without blocking, the longest prefix of msgs the
-// processors' queues have room for (see topic.Partitioned.TryPublishBatch)
-// and returns its length; topic.ErrTopicClosed once the input is closed.
+// processors' queues have room for (see queue.Partitioned.TryPublishBatch)
+// and returns its length; queue.ErrClosed once the input is closed.
 func (s *Stage[In, Out]) TryPublish(msgs []*message.Message[In]) (int, error) {
 	return s.input.TryPublishBatch(msgs)
 }
@@ -208,7 +208,7 @@ func (s *Stage[In, Out]) newProcessor(i int) *processor[In, Out] {
 	}
 }
 
-func (p *processor[In, Out]) loop(ctx context.Context, in *topic.Queue[*message.Message[In]]) {
+func (p *processor[In, Out]) loop(ctx context.Context, in *queue.Queue[*message.Message[In]]) {
 	for {
 		n, err := in.Receive(ctx, p.buf)
 		if err != nil {

@@ -3,21 +3,23 @@ package topic
 import (
 	"errors"
 
+	"github.com/boulevard-go/boulevard/internal/queue"
 	"github.com/boulevard-go/boulevard/topic/internal/quote"
 )
 
 // ErrTopicClosed is returned by the publish operations (Publish,
-// PublishBatch, TryPublish) once the queue or topic has been closed. A
-// publisher that is blocked waiting for room when Close is called is woken
-// and also gets ErrTopicClosed; the item it was trying to publish is not
-// published.
-var ErrTopicClosed = errors.New("topic: closed")
+// PublishBatch, TryPublish) once the topic has been closed. A publisher
+// that is blocked waiting for room when Close is called is woken and also
+// gets ErrTopicClosed; the item it was trying to publish is not published.
+// It is the same value as the closed error of the queues the in-memory
+// backend is built on.
+var ErrTopicClosed = queue.ErrClosed
 
-// ErrSubscriptionClosed is returned by the receive operations (Receive,
-// ReceiveOr, TryReceive) once the queue has been closed and every item that
-// was in it has been received. It is the normal end-of-stream signal for a
-// consumer, not a failure.
-var ErrSubscriptionClosed = errors.New("topic: subscription closed")
+// ErrSubscriptionClosed is returned by the receive operations once the
+// subscription or its topic has been closed and every item delivered to it
+// has been received. It is the normal end-of-stream signal for a consumer,
+// not a failure.
+var ErrSubscriptionClosed = queue.ErrDrained
 
 // ErrEmptyName is returned by [NewName] and [NewGroupName] (and by every
 // call that takes a name) for an empty name.

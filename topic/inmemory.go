@@ -6,10 +6,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/boulevard-go/boulevard/internal/queue"
 )
 
 // InMemory is the built-in backend: bounded in-process queues for balanced
-// groups (each group is a [Queue]) and a bounded ring for broadcast. It
+// groups (each group is a queue) and a bounded ring for broadcast. It
 // supports every mode and policy. The zero value is ready to use.
 type InMemory[T any] struct{}
 
@@ -39,7 +41,7 @@ func (InMemory[T]) NewTopic(_ Name, opts Options) (State[T], error) {
 // memGroup is one balanced consumer group: a Queue shared by its members.
 type memGroup[T any] struct {
 	name    GroupName
-	q       *Queue[Envelope[T]]
+	q       *queue.Queue[Envelope[T]]
 	members int // guarded by memTopic.mu
 }
 
@@ -151,7 +153,7 @@ func (t *memTopic[T]) publishMixed(ctx context.Context, e Envelope[T], noWait bo
 		if noWait {
 			return DroppedOnFull, nil
 		}
-		if err := full.q.waitRoom(ctx); err != nil && !errors.Is(err, ErrTopicClosed) {
+		if err := full.q.WaitRoom(ctx); err != nil && !errors.Is(err, ErrTopicClosed) {
 			return Published, err
 		}
 		// Room appeared, or the group went away, or the topic closed: look
@@ -185,7 +187,7 @@ func (t *memTopic[T]) Subscribe(mode SubscriptionMode, _ SubscriberOptions) (Sub
 	t.bound = mode.group
 	g := t.groups[mode.group]
 	if g == nil {
-		g = &memGroup[T]{name: mode.group, q: NewQueue[Envelope[T]](t.opts.Balanced.Capacity)}
+		g = &memGroup[T]{name: mode.group, q: queue.New[Envelope[T]](t.opts.Balanced.Capacity)}
 		t.groups[g.name] = g
 		t.glist = append(t.glist, g)
 		if t.opts.Mode == BalancedOnly {

@@ -1,4 +1,4 @@
-package topic
+package queue
 
 import (
 	"context"
@@ -19,11 +19,11 @@ type Partitioned[T any] struct {
 // It panics if n < 1 or capacity < 1.
 func NewPartitioned[T any](n, capacity int, key func(T) string) *Partitioned[T] {
 	if n < 1 {
-		panic("topic: NewPartitioned needs at least one partition")
+		panic("queue: NewPartitioned needs at least one partition")
 	}
 	p := &Partitioned[T]{key: key}
 	for range n {
-		p.queues = append(p.queues, NewQueue[T](capacity))
+		p.queues = append(p.queues, New[T](capacity))
 	}
 	return p
 }
@@ -37,7 +37,7 @@ func (p *Partitioned[T]) Len() int { return len(p.queues) }
 // PublishBatch publishes every item to the partition its key selects,
 // keeping the order of items within a partition. It blocks while a selected
 // queue is full and returns how many items were published, with ctx.Err() or
-// ErrTopicClosed when it stopped early (items for other partitions may then
+// ErrClosed when it stopped early (items for other partitions may then
 // be published or not).
 func (p *Partitioned[T]) PublishBatch(ctx context.Context, items []T) (int, error) {
 	if len(p.queues) == 1 {
@@ -78,7 +78,7 @@ func (p *Partitioned[T]) PublishBatch(ctx context.Context, items []T) (int, erro
 // whose partitions have room, keeping the order of items within a
 // partition, and returns its length. It stops at the first item its
 // partition cannot take (so no item passes an earlier one that stayed
-// behind), and returns ErrTopicClosed when that partition is closed.
+// behind), and returns ErrClosed when that partition is closed.
 func (p *Partitioned[T]) TryPublishBatch(items []T) (int, error) {
 	if len(p.queues) == 1 {
 		return p.queues[0].TryPublishBatch(items)

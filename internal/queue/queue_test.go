@@ -1,4 +1,4 @@
-package topic
+package queue
 
 import (
 	"context"
@@ -95,7 +95,7 @@ func TestDeliveredOnceConcurrent(t *testing.T) {
 		receivers  = 5
 		perPub     = 20000
 	)
-	q := NewQueue[int](8)
+	q := New[int](8)
 	ctx := context.Background()
 
 	var pubWG sync.WaitGroup
@@ -161,7 +161,7 @@ func TestDeliveredOnceConcurrent(t *testing.T) {
 				} else {
 					n, err = q.Receive(ctx, buf)
 				}
-				if errors.Is(err, ErrSubscriptionClosed) {
+				if errors.Is(err, ErrDrained) {
 					return
 				}
 				if err != nil {
@@ -203,7 +203,7 @@ func TestDeliveredOnceConcurrent(t *testing.T) {
 // across ring wrap-around and blocking on a full queue.
 func TestFIFOSinglePublisherSingleReceiver(t *testing.T) {
 	const total = 50000
-	q := NewQueue[int](3)
+	q := New[int](3)
 	ctx := context.Background()
 	go func() {
 		for i := range total {
@@ -218,7 +218,7 @@ func TestFIFOSinglePublisherSingleReceiver(t *testing.T) {
 	next := 0
 	for {
 		n, err := q.Receive(ctx, buf)
-		if errors.Is(err, ErrSubscriptionClosed) {
+		if errors.Is(err, ErrDrained) {
 			break
 		}
 		if err != nil {
@@ -239,7 +239,7 @@ func TestFIFOSinglePublisherSingleReceiver(t *testing.T) {
 // Behaviour: Publish blocks while the queue is full and completes as soon as
 // a receiver takes an item.
 func TestPublishBlocksWhenFull(t *testing.T) {
-	q := NewQueue[int](2)
+	q := New[int](2)
 	ctx := context.Background()
 	for i := range 2 {
 		if err := q.Publish(ctx, i); err != nil {
@@ -272,7 +272,7 @@ func TestPublishBlocksWhenFull(t *testing.T) {
 // Behaviour: TryPublish reports a full queue with false, nil and does not
 // queue the item.
 func TestTryPublishReportsFull(t *testing.T) {
-	q := NewQueue[string](1)
+	q := New[string](1)
 	if ok, err := q.TryPublish("a"); !ok || err != nil {
 		t.Fatalf("TryPublish into empty = %v, %v; want true, nil", ok, err)
 	}
@@ -294,7 +294,7 @@ func TestTryPublishReportsFull(t *testing.T) {
 // Behaviour: PublishBatch publishes what fits, waits for room for the rest,
 // and returns all of vs in order once there is room.
 func TestPublishBatchWaitsForRoom(t *testing.T) {
-	q := NewQueue[int](4)
+	q := New[int](4)
 	ctx := context.Background()
 	vs := make([]int, 25)
 	for i := range vs {
@@ -327,7 +327,7 @@ func TestPublishBatchWaitsForRoom(t *testing.T) {
 // Behaviour: when ctx is cancelled, PublishBatch returns how many items it
 // published (a prefix of vs) and ctx.Err(); the rest are not published.
 func TestPublishBatchPrefixOnCancel(t *testing.T) {
-	q := NewQueue[int](4)
+	q := New[int](4)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	vs := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}
@@ -368,7 +368,7 @@ func TestPublishBatchPrefixOnCancel(t *testing.T) {
 // Behaviour: cancelling ctx unblocks a Receive waiting on an empty queue
 // with ctx.Err(), and the queue keeps working afterwards.
 func TestReceiveCancel(t *testing.T) {
-	q := NewQueue[int](4)
+	q := New[int](4)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan result, 1)
 	go func() {
@@ -403,7 +403,7 @@ func TestReceiveCancel(t *testing.T) {
 // Behaviour: cancelling ctx unblocks a Publish waiting on a full queue with
 // ctx.Err(), and its item is not published.
 func TestPublishCancel(t *testing.T) {
-	q := NewQueue[string](1)
+	q := New[string](1)
 	if err := q.Publish(context.Background(), "kept"); err != nil {
 		t.Fatal(err)
 	}
@@ -430,7 +430,7 @@ func TestPublishCancel(t *testing.T) {
 // Behaviour: a ctx that is already done makes the blocking calls fail
 // immediately without publishing or receiving, even when they could proceed.
 func TestDoneContextOnEntry(t *testing.T) {
-	q := NewQueue[int](4)
+	q := New[int](4)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := q.Publish(ctx, 1); !errors.Is(err, context.Canceled) {
@@ -460,7 +460,7 @@ func TestDoneContextOnEntry(t *testing.T) {
 // to be woken passes the wakeup on, so another waiting receiver gets the item.
 func TestSignalledReceiverGivingUpPassesWakeupOn(t *testing.T) {
 	for attempt := range 20 {
-		q := NewQueue[int](4)
+		q := New[int](4)
 		ctx1, cancel1 := context.WithCancel(context.Background())
 		r1 := make(chan result, 1)
 		r2 := make(chan result, 1)
@@ -493,7 +493,7 @@ func TestSignalledReceiverGivingUpPassesWakeupOn(t *testing.T) {
 			// The first receiver took the token path after all (scheduling);
 			// the item is delivered, but the interesting path was not hit.
 			q.Close()
-			if r := expectResult(t, r2); !errors.Is(r.err, ErrSubscriptionClosed) {
+			if r := expectResult(t, r2); !errors.Is(r.err, ErrDrained) {
 				t.Fatalf("second receiver = %d, %v", r.n, r.err)
 			}
 			continue
@@ -518,7 +518,7 @@ func TestSignalledReceiverGivingUpPassesWakeupOn(t *testing.T) {
 // free slot.
 func TestSignalledPublisherGivingUpPassesWakeupOn(t *testing.T) {
 	for range 20 {
-		q := NewQueue[int](1)
+		q := New[int](1)
 		if err := q.Publish(context.Background(), 0); err != nil {
 			t.Fatal(err)
 		}
@@ -580,7 +580,7 @@ func TestShortTimeoutReceiversStress(t *testing.T) {
 	if testing.Short() {
 		items = 500
 	}
-	q := NewQueue[int](4)
+	q := New[int](4)
 	got := make(chan int, 1)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -674,7 +674,7 @@ func TestNoLostWakeupStress(t *testing.T) {
 		rounds = 100
 	}
 	const impatient = 6
-	q := NewQueue[int](4)
+	q := New[int](4)
 	for round := range rounds {
 		got := make(chan int, impatient+1)
 		var wg sync.WaitGroup
@@ -754,7 +754,7 @@ func TestNoLostPublisherWakeupStress(t *testing.T) {
 		rounds = 100
 	}
 	const impatient = 6
-	q := NewQueue[int](1)
+	q := New[int](1)
 	buf := make([]int, 1)
 	for round := range rounds {
 		if err := q.Publish(context.Background(), -1); err != nil { // fill
@@ -828,7 +828,7 @@ func TestPublishTimeoutsDeliveredOnceStress(t *testing.T) {
 		publishers = 8
 		perPub     = 2000
 	)
-	q := NewQueue[int](2)
+	q := New[int](2)
 	var published [publishers * perPub]atomic.Bool
 	var wg sync.WaitGroup
 	for p := range publishers {
@@ -881,9 +881,9 @@ func TestPublishTimeoutsDeliveredOnceStress(t *testing.T) {
 }
 
 // Behaviour: after Close, the items still queued are received, then
-// receivers get ErrSubscriptionClosed; Close is idempotent.
+// receivers get ErrDrained; Close is idempotent.
 func TestCloseDrainsThenReportsClosed(t *testing.T) {
-	q := NewQueue[int](8)
+	q := New[int](8)
 	ctx := context.Background()
 	if n, err := q.PublishBatch(ctx, []int{1, 2, 3}); n != 3 || err != nil {
 		t.Fatal(n, err)
@@ -900,21 +900,21 @@ func TestCloseDrainsThenReportsClosed(t *testing.T) {
 	if n, err := q.TryReceive(buf); n != 1 || err != nil || buf[0] != 3 {
 		t.Fatalf("TryReceive = %d, %v, %v; want 1, nil, [3]", n, err, buf[:n])
 	}
-	if n, err := q.Receive(ctx, buf); n != 0 || !errors.Is(err, ErrSubscriptionClosed) {
-		t.Fatalf("Receive on drained = %d, %v; want 0, ErrSubscriptionClosed", n, err)
+	if n, err := q.Receive(ctx, buf); n != 0 || !errors.Is(err, ErrDrained) {
+		t.Fatalf("Receive on drained = %d, %v; want 0, ErrDrained", n, err)
 	}
-	if n, err := q.ReceiveOr(ctx, buf, nil); n != 0 || !errors.Is(err, ErrSubscriptionClosed) {
-		t.Fatalf("ReceiveOr on drained = %d, %v; want 0, ErrSubscriptionClosed", n, err)
+	if n, err := q.ReceiveOr(ctx, buf, nil); n != 0 || !errors.Is(err, ErrDrained) {
+		t.Fatalf("ReceiveOr on drained = %d, %v; want 0, ErrDrained", n, err)
 	}
-	if n, err := q.TryReceive(buf); n != 0 || !errors.Is(err, ErrSubscriptionClosed) {
-		t.Fatalf("TryReceive on drained = %d, %v; want 0, ErrSubscriptionClosed", n, err)
+	if n, err := q.TryReceive(buf); n != 0 || !errors.Is(err, ErrDrained) {
+		t.Fatalf("TryReceive on drained = %d, %v; want 0, ErrDrained", n, err)
 	}
 }
 
 // Behaviour: receivers blocked on an empty queue when it closes get
-// ErrSubscriptionClosed.
+// ErrDrained.
 func TestCloseWakesBlockedReceivers(t *testing.T) {
-	q := NewQueue[int](2)
+	q := New[int](2)
 	const receivers = 3
 	done := make(chan result, receivers)
 	for i := range receivers {
@@ -932,16 +932,16 @@ func TestCloseWakesBlockedReceivers(t *testing.T) {
 	waitFor(t, "receivers to block", func() bool { return recvWaiting(q) == receivers })
 	q.Close()
 	for range receivers {
-		if r := expectResult(t, done); r.n != 0 || !errors.Is(r.err, ErrSubscriptionClosed) {
-			t.Fatalf("blocked receiver = %d, %v; want 0, ErrSubscriptionClosed", r.n, r.err)
+		if r := expectResult(t, done); r.n != 0 || !errors.Is(r.err, ErrDrained) {
+			t.Fatalf("blocked receiver = %d, %v; want 0, ErrDrained", r.n, r.err)
 		}
 	}
 }
 
 // Behaviour: publishers blocked on a full queue when it closes get
-// ErrTopicClosed and their items are not published.
+// ErrClosed and their items are not published.
 func TestCloseWakesBlockedPublishers(t *testing.T) {
-	q := NewQueue[int](1)
+	q := New[int](1)
 	ctx := context.Background()
 	if err := q.Publish(ctx, 0); err != nil {
 		t.Fatal(err)
@@ -958,32 +958,32 @@ func TestCloseWakesBlockedPublishers(t *testing.T) {
 	waitFor(t, "publishers to block", func() bool { return pubWaiting(q) == publishers+1 })
 	q.Close()
 	for range publishers + 1 {
-		if r := expectResult(t, done); r.n != 0 || !errors.Is(r.err, ErrTopicClosed) {
-			t.Fatalf("blocked publisher = %d, %v; want 0, ErrTopicClosed", r.n, r.err)
+		if r := expectResult(t, done); r.n != 0 || !errors.Is(r.err, ErrClosed) {
+			t.Fatalf("blocked publisher = %d, %v; want 0, ErrClosed", r.n, r.err)
 		}
 	}
 	buf := make([]int, 8)
 	if n, err := q.Receive(ctx, buf); n != 1 || err != nil || buf[0] != 0 {
 		t.Fatalf("Receive = %d, %v, %v; want only the item published before Close", n, err, buf[:n])
 	}
-	if n, err := q.Receive(ctx, buf); n != 0 || !errors.Is(err, ErrSubscriptionClosed) {
-		t.Fatalf("Receive = %d, %v; want 0, ErrSubscriptionClosed", n, err)
+	if n, err := q.Receive(ctx, buf); n != 0 || !errors.Is(err, ErrDrained) {
+		t.Fatalf("Receive = %d, %v; want 0, ErrDrained", n, err)
 	}
 }
 
 // Behaviour: every publish operation on a closed queue returns
-// ErrTopicClosed and queues nothing.
+// ErrClosed and queues nothing.
 func TestPublishAfterClose(t *testing.T) {
-	q := NewQueue[int](4)
+	q := New[int](4)
 	q.Close()
-	if err := q.Publish(context.Background(), 1); !errors.Is(err, ErrTopicClosed) {
-		t.Fatalf("Publish = %v, want ErrTopicClosed", err)
+	if err := q.Publish(context.Background(), 1); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Publish = %v, want ErrClosed", err)
 	}
-	if ok, err := q.TryPublish(1); ok || !errors.Is(err, ErrTopicClosed) {
-		t.Fatalf("TryPublish = %v, %v; want false, ErrTopicClosed", ok, err)
+	if ok, err := q.TryPublish(1); ok || !errors.Is(err, ErrClosed) {
+		t.Fatalf("TryPublish = %v, %v; want false, ErrClosed", ok, err)
 	}
-	if n, err := q.PublishBatch(context.Background(), []int{1, 2}); n != 0 || !errors.Is(err, ErrTopicClosed) {
-		t.Fatalf("PublishBatch = %d, %v; want 0, ErrTopicClosed", n, err)
+	if n, err := q.PublishBatch(context.Background(), []int{1, 2}); n != 0 || !errors.Is(err, ErrClosed) {
+		t.Fatalf("PublishBatch = %d, %v; want 0, ErrClosed", n, err)
 	}
 	if q.Len() != 0 {
 		t.Fatalf("Len = %d, want 0", q.Len())
@@ -993,7 +993,7 @@ func TestPublishAfterClose(t *testing.T) {
 // Behaviour: ReceiveOr returns 0, nil when the alarm fires first (consuming
 // the alarm's value), and still receives items published later.
 func TestReceiveOrAlarm(t *testing.T) {
-	q := NewQueue[int](4)
+	q := New[int](4)
 	ctx := context.Background()
 	buf := make([]int, 4)
 	timer := time.NewTimer(5 * time.Millisecond)
@@ -1041,27 +1041,27 @@ func TestReceiveOrAlarm(t *testing.T) {
 	}
 }
 
-// Behaviour: NewQueue panics on a capacity below 1.
-func TestNewQueuePanicsBelowOne(t *testing.T) {
+// Behaviour: New panics on a capacity below 1.
+func TestNewPanicsBelowOne(t *testing.T) {
 	for _, c := range []int{0, -1} {
 		func() {
 			defer func() {
 				if recover() == nil {
-					t.Errorf("NewQueue(%d) did not panic", c)
+					t.Errorf("New(%d) did not panic", c)
 				}
 			}()
-			NewQueue[int](c)
+			New[int](c)
 		}()
 	}
-	if q := NewQueue[int](1); q.Cap() != 1 || q.Len() != 0 || q.Closed() {
-		t.Fatalf("NewQueue(1): Cap=%d Len=%d Closed=%v", q.Cap(), q.Len(), q.Closed())
+	if q := New[int](1); q.Cap() != 1 || q.Len() != 0 || q.Closed() {
+		t.Fatalf("New(1): Cap=%d Len=%d Closed=%v", q.Cap(), q.Len(), q.Closed())
 	}
 }
 
 // Behaviour: receiving into an empty buffer is a programming error and
 // panics rather than spinning or returning an ambiguous 0, nil.
 func TestReceiveEmptyBufferPanics(t *testing.T) {
-	q := NewQueue[int](1)
+	q := New[int](1)
 	calls := map[string]func(){
 		"Receive":    func() { _, _ = q.Receive(context.Background(), nil) },
 		"ReceiveOr":  func() { _, _ = q.ReceiveOr(context.Background(), []int{}, nil) },
@@ -1085,7 +1085,7 @@ func TestReceiveEmptyBufferPanics(t *testing.T) {
 func TestRingMatchesModel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, capacity := range []int{1, 2, 3, 7, 16} {
-		q := NewQueue[*int](capacity)
+		q := New[*int](capacity)
 		var model []*int
 		next := 0
 		for step := range 5000 {
@@ -1152,7 +1152,7 @@ func TestRingMatchesModel(t *testing.T) {
 // Behaviour: once warm, Publish/Receive and their batch and Try variants do
 // not allocate.
 func TestSteadyStateDoesNotAllocate(t *testing.T) {
-	q := NewQueue[int](64)
+	q := New[int](64)
 	bg := context.Background()
 	cctx, cancel := context.WithCancel(bg)
 	defer cancel()
@@ -1182,7 +1182,7 @@ func TestSteadyStateDoesNotAllocate(t *testing.T) {
 // Behaviour: blocked waits reuse recycled waiters, so a queue allocates at
 // most one waiter per concurrently waiting goroutine, not one per wait.
 func TestWaitersAreRecycled(t *testing.T) {
-	q := NewQueue[int](1)
+	q := New[int](1)
 	const receivers = 4
 	var wg sync.WaitGroup
 	for range receivers {

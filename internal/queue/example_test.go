@@ -1,16 +1,16 @@
-package topic_test
+package queue_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
 
-	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/internal/queue"
 )
 
 func ExampleQueue() {
 	ctx := context.Background()
-	q := topic.NewQueue[string](8)
+	q := queue.New[string](8)
 
 	// Publish blocks only while the queue is full.
 	for _, s := range []string{"a", "b", "c"} {
@@ -25,14 +25,14 @@ func ExampleQueue() {
 	fmt.Println(buf[:n], err)
 
 	// After Close, publishing fails and receivers get the items still
-	// queued, then ErrSubscriptionClosed.
+	// queued, then ErrDrained.
 	_ = q.Publish(ctx, "d")
 	q.Close()
 	fmt.Println(q.Publish(ctx, "e"))
 	n, err = q.Receive(ctx, buf)
 	fmt.Println(buf[:n], err)
 	n, err = q.Receive(ctx, buf)
-	fmt.Println(n, err, errors.Is(err, topic.ErrSubscriptionClosed))
+	fmt.Println(n, err, errors.Is(err, queue.ErrDrained))
 
 	// Output:
 	// [a b c] <nil>

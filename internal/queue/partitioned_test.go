@@ -1,4 +1,4 @@
-package topic
+package queue
 
 import (
 	"context"
@@ -44,8 +44,8 @@ func TestPartitionedPublishReportsPartialFailure(t *testing.T) {
 	p.Partition(0).Close()
 	n, err := p.PublishBatch(context.Background(), []string{k0, k1})
 	// Whether partition 1 took its item is left open; the error is not.
-	if !errors.Is(err, ErrTopicClosed) || n > 1 {
-		t.Fatalf("PublishBatch with partition 0 closed = %d, %v; want at most 1, ErrTopicClosed", n, err)
+	if !errors.Is(err, ErrClosed) || n > 1 {
+		t.Fatalf("PublishBatch with partition 0 closed = %d, %v; want at most 1, ErrClosed", n, err)
 	}
 }
 
@@ -116,8 +116,8 @@ func TestPartitionedTryPublishBatchPrefix(t *testing.T) {
 		t.Fatalf("TryPublishBatch on a full partition = %d, %v; want 0, nil", n, err)
 	}
 	p.Partition(1).Close()
-	if n, err := p.TryPublishBatch([]string{k1 + "4"}); n != 0 || !errors.Is(err, ErrTopicClosed) {
-		t.Fatalf("TryPublishBatch on a closed partition = %d, %v; want 0, ErrTopicClosed", n, err)
+	if n, err := p.TryPublishBatch([]string{k1 + "4"}); n != 0 || !errors.Is(err, ErrClosed) {
+		t.Fatalf("TryPublishBatch on a closed partition = %d, %v; want 0, ErrClosed", n, err)
 	}
 	// One partition: the queue's own TryPublishBatch.
 	q := NewPartitioned(1, 3, key)

@@ -1,4 +1,4 @@
-package topic
+package queue
 
 import (
 	"context"
@@ -7,28 +7,28 @@ import (
 	"time"
 )
 
-// waitRoom returns at once when there is room, returns when a receive makes
+// WaitRoom returns at once when there is room, returns when a receive makes
 // room, reports a close and a done context, reserves nothing, and does not
 // swallow the wakeup of a publisher waiting beside it.
 func TestQueueWaitRoom(t *testing.T) {
 	ctx := context.Background()
-	q := NewQueue[int](1)
-	if err := q.waitRoom(ctx); err != nil {
+	q := New[int](1)
+	if err := q.WaitRoom(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if q.Len() != 0 {
-		t.Fatal("waitRoom reserved or added something")
+		t.Fatal("WaitRoom reserved or added something")
 	}
 	_ = q.Publish(ctx, 1)
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
-	if err := q.waitRoom(cctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("waitRoom on full queue with deadline = %v", err)
+	if err := q.WaitRoom(cctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitRoom on full queue with deadline = %v", err)
 	}
 	cancel()
 	checkInvariant(t, q)
 
 	roomDone := make(chan error, 1)
-	go func() { roomDone <- q.waitRoom(ctx) }()
+	go func() { roomDone <- q.WaitRoom(ctx) }()
 	waitFor(t, "room waiter parked", func() bool { return listLen(q, &q.pub) == 1 })
 	pubDone := make(chan error, 1)
 	go func() { pubDone <- q.Publish(ctx, 2) }()
@@ -50,10 +50,10 @@ func TestQueueWaitRoom(t *testing.T) {
 	checkInvariant(t, q)
 
 	_ = q.Publish(ctx, 3)
-	go func() { roomDone <- q.waitRoom(ctx) }()
+	go func() { roomDone <- q.WaitRoom(ctx) }()
 	waitFor(t, "room waiter parked", func() bool { return listLen(q, &q.pub) == 1 })
 	q.Close()
-	if err := <-roomDone; !errors.Is(err, ErrTopicClosed) {
-		t.Fatalf("waitRoom after Close = %v", err)
+	if err := <-roomDone; !errors.Is(err, ErrClosed) {
+		t.Fatalf("WaitRoom after Close = %v", err)
 	}
 }

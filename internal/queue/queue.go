@@ -1,0 +1,545 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Queue is a bounded multi-producer multi-consumer FIFO. Each item goes to
+// exactly one receiver.
+//
+// Items are received in the order they were published: items published by
+// one goroutine are received in that goroutine's publish order, and a single
+// receiver sees them in that order too. When several receivers share a
+// queue, each item goes to whichever receiver takes it first.
+//
+// Waiting goroutines are woken in the order they started waiting, and only
+// as many as the work needs: when items arrive, enough waiting receivers are
+// woken to take all of them, counting each as able to take len(buf) items
+// (it takes everything queued, up to len(buf), when it runs); when room
+// appears, enough waiting publishers are woken to fill it. A woken goroutine
+// may be overtaken by a caller that arrives while it is being scheduled; it
+// then waits again. Wakeups are never lost: a waiter that gives up (context
+// cancelled, alarm fired) after it was chosen to be woken hands the wakeup on
+// to the next waiter.
+//
+// A Queue must be created with [New]. All methods are safe for
+// concurrent use. The zero value is not usable.
+type Queue[T any] struct {
+	mu     sync.Mutex
+	items  []T // ring storage; len(items) is the capacity and never changes
+	head   int // index of the oldest queued item
+	count  int // number of queued items
+	closed bool
+
+	recv waitList // receivers waiting for items
+	pub  waitList // publishers waiting for room
+	free *waiter  // recycled waiters, linked through next
+}
+
+// waiter is one goroutine parked in a blocking operation. It is owned by that
+// goroutine for the duration of the call and recycled through Queue.free
+// afterwards, so steady-state waiting does not allocate.
+//
+// Protocol (all fields guarded by Queue.mu): a waiter is pushed onto a
+// waitList, then its goroutine releases the mutex and selects on ch. To wake
+// it, the queue pops it off the list, sets signalled, adds want to the list's
+// pending total and sends one token on ch (which never blocks: ch has
+// capacity 1 and holds at most one token). Every waiter is therefore either
+// on its list or signalled, never both. When the goroutine reacquires the
+// mutex after taking the token it calls waitList.woke; when it gives up
+// instead, it calls Queue.abandon, which either unlinks it (not signalled)
+// or consumes the token and passes the wakeup on (signalled).
+type waiter struct {
+	ch         chan struct{}
+	prev, next *waiter
+	// want is how many items (receiver) or free slots (publisher) this
+	// waiter can absorb when it runs, in 1..capacity.
+	want      int
+	signalled bool
+}
+
+// waitList is an intrusive FIFO of waiters.
+type waitList struct {
+	head, tail *waiter
+	// pending is the sum of want over the waiters that have been signalled
+	// and have not yet run (woke or abandon). The queue keeps the invariant
+	//
+	//	list empty || pending >= supply
+	//
+	// after every critical section, where supply is the number of queued
+	// items (for receivers) or free slots (for publishers). It means every
+	// item or slot is covered by a goroutine that is already on its way, so
+	// no wakeup is missing, while not waking more goroutines than the
+	// available work can keep busy.
+	//
+	// Receivers only start waiting when the queue is empty and publishers
+	// only when it is full, so the invariant holds when a waiter is listed.
+	// A woken waiter lowers pending by its want but then takes (or fills)
+	// min(want, supply), which keeps it; adding items or freeing slots, and
+	// a signalled waiter giving up, can break it and are followed by
+	// wakeReceivers/wakePublishers. Every critical section that changes the
+	// queue calls both anyway, so the invariant can be checked locally; where
+	// there is nothing to do that costs one comparison.
+	pending int
+}
+
+func (l *waitList) pushBack(w *waiter) {
+	w.next = nil
+	w.prev = l.tail
+	if l.tail != nil {
+		l.tail.next = w
+	} else {
+		l.head = w
+	}
+	l.tail = w
+}
+
+func (l *waitList) remove(w *waiter) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		l.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		l.tail = w.prev
+	}
+	w.prev, w.next = nil, nil
+}
+
+// signalFront wakes the oldest waiter. The list must not be empty.
+func (l *waitList) signalFront() {
+	w := l.head
+	l.remove(w)
+	l.pending += w.want
+	w.signalled = true
+	w.ch <- struct{}{} // never blocks: the token slot is empty while w is listed
+}
+
+// woke records that the signalled waiter w has taken its token and holds the
+// mutex again.
+func (l *waitList) woke(w *waiter) {
+	l.pending -= w.want
+	w.signalled = false
+}
+
+// New returns an empty open queue that holds at most capacity items.
+// It does not block. It panics if capacity < 1: that is a programming error,
+// and callers are expected to have validated their options first.
+func New[T any](capacity int) *Queue[T] {
+	if capacity < 1 {
+		panic(fmt.Sprintf("queue: New capacity %d, must be at least 1", capacity))
+	}
+	return &Queue[T]{items: make([]T, capacity)}
+}
+
+// Publish appends v to the queue. It blocks while the queue is full.
+//
+// It returns nil once v is queued. It returns ctx.Err() if ctx is done before
+// room becomes available (including when ctx is already done on entry, even
+// if there is room); v is then not published. It returns ErrClosed if
+// the queue is closed, or is closed while Publish waits; v is then not
+// published either.
+func (q *Queue[T]) Publish(ctx context.Context, v T) error {
+	one := [1]T{v}
+	_, err := q.PublishBatch(ctx, one[:])
+	return err
+}
+
+// PublishBatch appends the items of vs to the queue, in order. It publishes
+// as many as fit at once under a single lock acquisition, then blocks until
+// there is room for the rest, repeating until all are queued.
+//
+// It returns how many items were published, always a prefix of vs, and nil
+// when that is all of them. If it stops early it returns the count so far and
+// ctx.Err() (ctx done, including already done on entry) or ErrClosed
+// (queue closed); the items after the prefix were not published. An empty vs
+// returns 0, nil unless the queue is closed or ctx is already done.
+func (q *Queue[T]) PublishBatch(ctx context.Context, vs []T) (int, error) {
+	done := ctx.Done()
+	if IsDone(done) {
+		return 0, ctx.Err()
+	}
+	q.mu.Lock()
+	var w *waiter
+	published := 0
+	for {
+		if q.closed {
+			q.recycle(w)
+			q.mu.Unlock()
+			return published, ErrClosed
+		}
+		published += q.putLocked(vs[published:])
+		if published == len(vs) {
+			q.recycle(w)
+			q.mu.Unlock()
+			return published, nil
+		}
+		// The queue is full and items remain.
+		if w == nil {
+			w = q.newWaiter()
+		}
+		w.want = min(len(vs)-published, len(q.items))
+		q.pub.pushBack(w)
+		q.mu.Unlock()
+		select {
+		case <-w.ch:
+			q.mu.Lock()
+			q.pub.woke(w)
+		case <-done:
+			q.mu.Lock()
+			q.abandon(&q.pub, w)
+			q.mu.Unlock()
+			return published, ctx.Err()
+		}
+	}
+}
+
+// TryPublishBatch appends as many items of vs as there is room for, in
+// order, under one lock acquisition. It never blocks.
+//
+// It returns how many items were queued (a prefix of vs), and
+// ErrClosed (with 0) when the queue is closed.
+func (q *Queue[T]) TryPublishBatch(vs []T) (int, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return 0, ErrClosed
+	}
+	return q.putLocked(vs), nil
+}
+
+// TryPublish appends v to the queue if there is room. It never blocks.
+//
+// It returns true, nil if v was queued; false, nil if the queue is full; and
+// false, ErrClosed if the queue is closed.
+func (q *Queue[T]) TryPublish(v T) (bool, error) {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return false, ErrClosed
+	}
+	if q.count == len(q.items) {
+		q.mu.Unlock()
+		return false, nil
+	}
+	q.pushLocked(v)
+	q.mu.Unlock()
+	return true, nil
+}
+
+// Receive moves up to len(buf) of the oldest items into buf[:n], in FIFO
+// order. It blocks until at least one item is available, then takes as many
+// as are queued (up to len(buf)) under a single lock acquisition, without
+// waiting for more.
+//
+// It returns n >= 1 and nil on success. After Close it keeps returning the
+// remaining items and then returns 0, ErrDrained. It returns 0,
+// ctx.Err() if ctx is done before an item arrives (including when ctx is
+// already done on entry, even if items are queued); nothing is removed from
+// the queue then. It panics if len(buf) == 0, which is a programming error
+// (a zero-length receive could never make progress).
+func (q *Queue[T]) Receive(ctx context.Context, buf []T) (int, error) {
+	return q.receive(ctx, buf, nil)
+}
+
+// ReceiveOr is like [Queue.Receive] but also stops waiting when alarm
+// delivers a value, and then returns 0, nil; a nil alarm never fires. If
+// items are already queued they are returned without looking at alarm. It
+// blocks until an item arrives, the queue is closed and drained, ctx is done,
+// or alarm fires.
+//
+// It returns n >= 1, nil when it received items; 0, nil only when it consumed
+// a value from alarm; 0, ErrDrained when the queue is closed and
+// drained; and 0, ctx.Err() when ctx is done. It is meant for a batcher that
+// waits for "the next item or the batch timeout" using one reusable
+// [time.Timer]: pass the timer's C as alarm, and on 0, nil treat the timer as
+// fired (its value has been consumed). It panics if len(buf) == 0.
+func (q *Queue[T]) ReceiveOr(ctx context.Context, buf []T, alarm <-chan time.Time) (int, error) {
+	return q.receive(ctx, buf, alarm)
+}
+
+func (q *Queue[T]) receive(ctx context.Context, buf []T, alarm <-chan time.Time) (int, error) {
+	if len(buf) == 0 {
+		panic("queue: Receive with an empty buffer")
+	}
+	done := ctx.Done()
+	if IsDone(done) {
+		return 0, ctx.Err()
+	}
+	q.mu.Lock()
+	var w *waiter
+	for {
+		if q.count > 0 {
+			n := q.takeLocked(buf)
+			q.recycle(w)
+			q.mu.Unlock()
+			return n, nil
+		}
+		if q.closed {
+			q.recycle(w)
+			q.mu.Unlock()
+			return 0, ErrDrained
+		}
+		if w == nil {
+			w = q.newWaiter()
+		}
+		w.want = min(len(buf), len(q.items))
+		q.recv.pushBack(w)
+		q.mu.Unlock()
+		select {
+		case <-w.ch:
+			q.mu.Lock()
+			q.recv.woke(w)
+		case <-done:
+			q.mu.Lock()
+			q.abandon(&q.recv, w)
+			q.mu.Unlock()
+			return 0, ctx.Err()
+		case <-alarm:
+			q.mu.Lock()
+			q.abandon(&q.recv, w)
+			q.mu.Unlock()
+			return 0, nil
+		}
+	}
+}
+
+// TryReceive moves up to len(buf) of the oldest items into buf[:n] if any are
+// queued. It never blocks.
+//
+// It returns n >= 1, nil when it received items; 0, nil when the queue is
+// empty and open; and 0, ErrDrained when the queue is closed and
+// drained. It panics if len(buf) == 0.
+func (q *Queue[T]) TryReceive(buf []T) (int, error) {
+	if len(buf) == 0 {
+		panic("queue: TryReceive with an empty buffer")
+	}
+	q.mu.Lock()
+	if q.count > 0 {
+		n := q.takeLocked(buf)
+		q.mu.Unlock()
+		return n, nil
+	}
+	closed := q.closed
+	q.mu.Unlock()
+	if closed {
+		return 0, ErrDrained
+	}
+	return 0, nil
+}
+
+// Close closes the queue. It does not block (beyond the internal lock) and
+// returns nothing. It is idempotent.
+//
+// After Close, every publish operation returns ErrClosed, including
+// those blocked at the time of the call, which are woken. Receivers are
+// woken too; they receive the items still queued and then get
+// ErrDrained.
+func (q *Queue[T]) Close() {
+	q.mu.Lock()
+	if !q.closed {
+		q.closed = true
+		for q.recv.head != nil {
+			q.recv.signalFront()
+		}
+		for q.pub.head != nil {
+			q.pub.signalFront()
+		}
+	}
+	q.mu.Unlock()
+}
+
+// Len returns the number of items currently queued. It does not block
+// (beyond the internal lock). The value may be stale as soon as it returns.
+func (q *Queue[T]) Len() int {
+	q.mu.Lock()
+	n := q.count
+	q.mu.Unlock()
+	return n
+}
+
+// Cap returns the capacity the queue was created with. It does not block.
+func (q *Queue[T]) Cap() int {
+	return len(q.items)
+}
+
+// Closed reports whether Close has been called. It does not block (beyond
+// the internal lock). A closed queue may still hold items to be received.
+func (q *Queue[T]) Closed() bool {
+	q.mu.Lock()
+	c := q.closed
+	q.mu.Unlock()
+	return c
+}
+
+// pushLocked appends v. The queue must be open and not full.
+func (q *Queue[T]) pushLocked(v T) {
+	tail := q.head + q.count
+	if tail >= len(q.items) {
+		tail -= len(q.items)
+	}
+	q.items[tail] = v
+	q.count++
+	q.wakeReceivers()
+	q.wakePublishers()
+}
+
+// putLocked appends as many items of vs as fit and returns how many.
+func (q *Queue[T]) putLocked(vs []T) int {
+	size := len(q.items)
+	n := min(len(vs), size-q.count)
+	if n == 0 {
+		return 0
+	}
+	tail := q.head + q.count
+	if tail >= size {
+		tail -= size
+	}
+	k := copy(q.items[tail:], vs[:n])
+	copy(q.items, vs[k:n])
+	q.count += n
+	q.wakeReceivers()
+	q.wakePublishers()
+	return n
+}
+
+// takeLocked moves up to len(buf) items into buf, zeroing the slots they
+// leave so the queue does not keep them reachable. There must be at least
+// one item.
+func (q *Queue[T]) takeLocked(buf []T) int {
+	size := len(q.items)
+	n := min(len(buf), q.count)
+	if end := q.head + n; end <= size {
+		copy(buf, q.items[q.head:end])
+		clear(q.items[q.head:end])
+		q.head = end
+	} else {
+		k := copy(buf, q.items[q.head:])
+		clear(q.items[q.head:])
+		copy(buf[k:n], q.items[:n-k])
+		clear(q.items[:n-k])
+		q.head = n - k
+	}
+	q.count -= n
+	if q.count == 0 || q.head == size {
+		// Restart at the front so later batches are contiguous.
+		q.head = 0
+	}
+	q.wakePublishers()
+	q.wakeReceivers()
+	return n
+}
+
+// wakeReceivers signals receive waiters, oldest first, until the signalled
+// ones can absorb every queued item or none are left. Called after anything
+// that adds items or lowers recv.pending.
+func (q *Queue[T]) wakeReceivers() {
+	for q.recv.head != nil && q.recv.pending < q.count {
+		q.recv.signalFront()
+	}
+}
+
+// wakePublishers signals publish waiters, oldest first, until the signalled
+// ones can fill every free slot or none are left. Called after anything that
+// frees slots or lowers pub.pending.
+func (q *Queue[T]) wakePublishers() {
+	for q.pub.head != nil && q.pub.pending < len(q.items)-q.count {
+		q.pub.signalFront()
+	}
+}
+
+// abandon removes w, whose goroutine stopped waiting without using a wakeup,
+// from l. If w had already been signalled, its token is consumed and the
+// wakeup is passed on to whichever waiters now need it, so it is not lost.
+// w is recycled. q.mu must be held.
+func (q *Queue[T]) abandon(l *waitList, w *waiter) {
+	if w.signalled {
+		<-w.ch // sent under q.mu before we locked it, so it is there
+		l.woke(w)
+		q.wakeReceivers()
+		q.wakePublishers()
+	} else {
+		l.remove(w)
+	}
+	q.recycle(w)
+}
+
+// newWaiter returns a waiter from the free list, or a new one. q.mu must be
+// held.
+func (q *Queue[T]) newWaiter() *waiter {
+	w := q.free
+	if w == nil {
+		return &waiter{ch: make(chan struct{}, 1)}
+	}
+	q.free = w.next
+	w.next = nil
+	return w
+}
+
+// recycle puts w (which may be nil) on the free list. w must be off every
+// wait list, unsignalled, and its channel empty. q.mu must be held.
+func (q *Queue[T]) recycle(w *waiter) {
+	if w == nil {
+		return
+	}
+	w.prev = nil
+	w.next = q.free
+	q.free = w
+}
+
+// IsDone reports whether done is closed; a nil done (a context that cannot
+// be cancelled) never is.
+func IsDone(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
+// WaitRoom blocks until the queue has a free slot, reserving nothing. It
+// returns nil when there is room, ErrClosed if the queue is (or
+// becomes) closed, and ctx.Err() if ctx is done first. A mixed topic uses it
+// to wait for one full group without holding capacity in the others.
+func (q *Queue[T]) WaitRoom(ctx context.Context) error {
+	done := ctx.Done()
+	q.mu.Lock()
+	var w *waiter
+	for {
+		if q.closed {
+			q.recycle(w)
+			q.mu.Unlock()
+			return ErrClosed
+		}
+		if q.count < len(q.items) {
+			q.recycle(w)
+			// This waiter filled nothing: pass the wakeup on if another
+			// publisher needs it.
+			q.wakePublishers()
+			q.mu.Unlock()
+			return nil
+		}
+		if w == nil {
+			w = q.newWaiter()
+		}
+		w.want = 1
+		q.pub.pushBack(w)
+		q.mu.Unlock()
+		select {
+		case <-w.ch:
+			q.mu.Lock()
+			q.pub.woke(w)
+		case <-done:
+			q.mu.Lock()
+			q.abandon(&q.pub, w)
+			q.mu.Unlock()
+			return ctx.Err()
+		}
+	}
+}
