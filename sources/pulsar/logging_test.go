@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/pulsar-client-go/pulsar"
+
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
@@ -59,5 +61,42 @@ func TestSourceLogsThroughStageLoggerOnce(t *testing.T) {
 	}
 	if !mapped {
 		t.Error("the window mapping note did not reach the stage's logger")
+	}
+}
+
+// A DLQ policy on a failover subscription can never fire (the broker keeps
+// no redelivery counts there): the source says so once, at WARN, however
+// many stages run; on a shared subscription it says nothing.
+func TestDLQOnFailoverWarnedOnce(t *testing.T) {
+	for _, typ := range []bpulsar.SubscriptionType{bpulsar.Failover, bpulsar.Shared} {
+		t.Run(typ.String(), func(t *testing.T) {
+			e := newEnv(t)
+			want := e.publish("dlq-"+typ.String(), "m", 10)
+			recs := newRecords()
+			r := newReceived()
+			co := earliest()
+			co.DLQ = &pulsar.DLQPolicy{MaxDeliveries: 3, DeadLetterTopic: "dlq-" + typ.String() + "-dead"}
+			src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"dlq-" + typ.String()}, Subscription: "sub",
+				SubscriptionType: typ, Consumer: co})
+			_, stop := start(t, pipeline.Options[[]byte, []byte]{
+				Name:       "dlq",
+				Logger:     slog.New(recs),
+				Producer:   producer.Options[[]byte]{Source: src, Concurrency: 2},
+				Processors: processor.Options[[]byte, []byte]{Handle: recordAll(r)},
+			})
+			waitFor(t, "every message handled", func() bool { return r.distinct() == len(want) })
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, l := range recs.snapshot() {
+				if l.level == slog.LevelWarn && strings.Contains(l.msg, "DLQ policy never fires") {
+					n++
+				}
+			}
+			if wantN := map[bpulsar.SubscriptionType]int{bpulsar.Failover: 1, bpulsar.Shared: 0}[typ]; n != wantN {
+				t.Fatalf("%d warnings about the DLQ policy, want %d", n, wantN)
+			}
+		})
 	}
 }

@@ -40,6 +40,9 @@ type Source struct {
 	closed bool
 	bg     sync.WaitGroup // subscribe calls that outlived their Run
 	warned atomic.Bool
+	// warnedDLQ is set once the source has said that a DLQ policy cannot
+	// fire on its subscription type.
+	warnedDLQ atomic.Bool
 
 	droppedAcks    atomic.Int64
 	replaced       atomic.Int64
@@ -113,6 +116,11 @@ func (s *Source) Run(ctx context.Context, st *producer.Stage[[]byte]) error {
 		st.Logger().Info("pulsar-client-go refills half its receiver queue at a time; the stage feed enforces the rest of the producer flow window",
 			slog.Int("receiver_queue_size", q), slog.Int("initial", flow.Initial),
 			slog.Int("threshold", flow.Threshold), slog.Int("refill", flow.Refill))
+	}
+	if t := s.opts.SubscriptionType; s.opts.Consumer.DLQ != nil && (t == Exclusive || t == Failover) &&
+		s.warnedDLQ.CompareAndSwap(false, true) {
+		st.Logger().Warn("a DLQ policy never fires on an exclusive or failover subscription: the broker keeps no redelivery counts there, and a nack brings back every unacknowledged message",
+			slog.String("subscription_type", t.String()), slog.Int("max_deliveries", int(s.opts.Consumer.DLQ.MaxDeliveries)))
 	}
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

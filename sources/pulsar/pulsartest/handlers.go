@@ -438,6 +438,28 @@ func (b *Broker) handleRedeliver(c *conn, body []byte) bool {
 		return true
 	}
 	s := cons.sub
+	if s.singleActive() {
+		// As a real broker does (ServerCnx.handleRedeliverUnacknowledged):
+		// only Shared and Key_Shared redeliver the messages named; on
+		// Exclusive and Failover any request rewinds the subscription and
+		// every unacknowledged message comes back, uncounted. A request
+		// from a consumer that is not the active one is ignored.
+		if cons != s.active {
+			return true
+		}
+		for id := range s.pending {
+			named := len(ids) == 0
+			for _, m := range ids {
+				named = named || (m.ledger == s.t.ledger && m.entry == id)
+			}
+			if named {
+				cons.st.Nacked += int64(s.t.entries[id].nmsgs) - int64(popcount(s.partial[id]))
+			}
+		}
+		s.rewind()
+		s.dispatch()
+		return true
+	}
 	nack := func(id uint64) {
 		e := s.t.entries[id]
 		cons.st.Nacked += int64(e.nmsgs) - int64(popcount(s.partial[id]))

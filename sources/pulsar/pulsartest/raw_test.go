@@ -240,8 +240,10 @@ func TestRawUnsubscribe(t *testing.T) {
 }
 
 // REDELIVER_UNACKNOWLEDGED_MESSAGES without ids redelivers everything the
-// consumer holds unacked, with the redelivery count raised; payload bytes
-// are pushed exactly as stored.
+// consumer holds unacked, with the redelivery count raised on a Shared
+// subscription (on Exclusive and Failover counts stay 0, see
+// TestSingleActiveRedeliveryRewinds); payload bytes are pushed exactly as
+// stored.
 func TestRawRedeliverAll(t *testing.T) {
 	b := startBroker(t)
 	if _, err := b.Publish(ctxT(t), "rd", Message{Payload: []byte("a")}, Message{Payload: []byte("b")}); err != nil {
@@ -249,7 +251,7 @@ func TestRawRedeliverAll(t *testing.T) {
 	}
 	r := dialRaw(t, b)
 	r.connect(20)
-	rawSubscribe(r, "rd", "s", subExclusive, 3, 9)
+	rawSubscribe(r, "rd", "s", subShared, 3, 9)
 	r.send(cmdFlow, func(o []byte) []byte {
 		o = appendVarintField(o, 1, 3)
 		return appendVarintField(o, 2, 10)

@@ -398,6 +398,27 @@ func popcount(ws []uint64) int {
 	return n
 }
 
+// singleActive reports whether one consumer at a time receives the
+// subscription's messages (Exclusive and Failover).
+func (s *subscription) singleActive() bool { return s.typ == subExclusive || s.typ == subFailover }
+
+// rewind is what a real broker does on a single-active-consumer
+// subscription when the consumer asks for redelivery or the active
+// consumer changes (PersistentDispatcherSingleActiveConsumer, which calls
+// ManagedCursor.rewind): the read position goes back to the first
+// unacknowledged entry, so every dispatched and unacknowledged entry is
+// sent again, in order, and individually acknowledged ones are skipped.
+// Such dispatchers keep no redelivery counts (their redelivery tracker is
+// disabled): the entries come back with a count of 0.
+func (s *subscription) rewind() {
+	for id := range s.pending {
+		s.redeliver[id] = true
+	}
+	clear(s.pending)
+	s.replay = s.replay[:0]
+	s.readPos = s.markDelete
+}
+
 // requeue puts a dispatched entry back for redelivery.
 func (s *subscription) requeue(id uint64, count bool) {
 	s.unpend(id)
@@ -499,12 +520,8 @@ func (s *subscription) updateActive() {
 	}
 	next := s.activeFor()
 	if next != s.active {
-		if prev := s.active; prev != nil {
-			for id, c := range s.pending {
-				if c == prev {
-					s.requeue(id, false)
-				}
-			}
+		if s.active != nil {
+			s.rewind()
 		}
 		s.active = next
 	}
@@ -550,9 +567,15 @@ func (b *Broker) removeConsumerLocked(c *consumer) {
 	} else {
 		s.rr = 0
 	}
-	for id, pc := range s.pending {
-		if pc == c {
-			s.requeue(id, false)
+	if s.singleActive() {
+		if s.active == c {
+			s.rewind()
+		}
+	} else {
+		for id, pc := range s.pending {
+			if pc == c {
+				s.requeue(id, false)
+			}
 		}
 	}
 	if s.active == c {

@@ -1,0 +1,68 @@
+package pulsar_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/producer"
+	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
+)
+
+// On a failover subscription a failed message is nacked, and the broker,
+// as a real one does, rewinds the subscription: the failed message and
+// every other unacknowledged one come back, with a redelivery count of 0.
+// Nothing is lost and the failed message is handled again.
+func TestFailoverNackRedeliversEverythingInFlight(t *testing.T) {
+	e := newEnv(t)
+	want := e.publish("failover-nack", "m", 200)
+	var (
+		mu       sync.Mutex
+		attempts = map[string]int{}
+		counted  int
+	)
+	co := earliest()
+	co.NackRedeliveryDelay = 50 * time.Millisecond
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"failover-nack"}, Subscription: "sub",
+		SubscriptionType: bpulsar.Failover, Consumer: co})
+	_, stop := run(t, src, 2, producer.Flow{Initial: 20}, func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
+		md, _ := message.MetadataAs[*bpulsar.Metadata](m)
+		mu.Lock()
+		defer mu.Unlock()
+		attempts[string(m.Data)]++
+		if md.RedeliveryCount > 0 {
+			counted++
+		}
+		if string(m.Data) == "m-50" && attempts["m-50"] == 1 {
+			return nil, errors.New("transient")
+		}
+		return m.Data, nil
+	})
+	waitFor(t, "every message acked", func() bool { return e.sumAcked("failover-nack", "sub", 0) == int64(len(want)) })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, w := range want {
+		if attempts[w] == 0 {
+			t.Fatalf("%s never handled", w)
+		}
+	}
+	if attempts["m-50"] < 2 {
+		t.Errorf("the failed message was handled %d times, want it back", attempts["m-50"])
+	}
+	if counted != 0 {
+		t.Errorf("%d deliveries carried a redelivery count; a failover subscription keeps none", counted)
+	}
+	var redelivered int64
+	for _, c := range e.broker.Consumers("failover-nack", "sub") {
+		redelivered += c.Redelivered
+	}
+	if redelivered < 1 {
+		t.Errorf("the broker redelivered nothing after the nack")
+	}
+}
