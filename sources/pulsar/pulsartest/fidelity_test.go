@@ -67,3 +67,57 @@ func TestSingleActiveRedeliveryRewinds(t *testing.T) {
 		})
 	}
 }
+
+// On a Shared subscription redelivery counts rise with each redelivery
+// request and are forgotten when the last consumer leaves, as a real broker
+// does (PersistentDispatcherMultipleConsumers.removeConsumer clears its
+// redelivery tracker): the next consumer gets the message with count 0.
+// While another consumer stays, the count is kept.
+func TestSharedRedeliveryCountsClearedWithLastConsumer(t *testing.T) {
+	for _, stays := range []bool{false, true} {
+		t.Run(fmt.Sprintf("another consumer stays=%t", stays), func(t *testing.T) {
+			b := startBroker(t)
+			cl := newClient(t, b)
+			ctx := ctxT(t)
+			topic := uniqueTopic(t)
+			opts := pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared,
+				SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, NackRedeliveryDelay: 20 * time.Millisecond}
+			first, err := cl.Subscribe(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			publishN(t, b, topic, 1)
+			for want := uint32(0); want < 3; want++ {
+				m := receive(t, ctx, first)
+				if m.RedeliveryCount() != want {
+					t.Fatalf("redelivery count %d, want %d", m.RedeliveryCount(), want)
+				}
+				if want < 2 {
+					first.Nack(m)
+				}
+			}
+			var next pulsar.Consumer
+			if stays {
+				// The second consumer joins before the first leaves.
+				if next, err = cl.Subscribe(opts); err != nil {
+					t.Fatal(err)
+				}
+			}
+			first.Close() // with the message unacknowledged
+			if !stays {
+				if next, err = cl.Subscribe(opts); err != nil {
+					t.Fatal(err)
+				}
+			}
+			defer next.Close()
+			m := receive(t, ctx, next)
+			want := uint32(0)
+			if stays {
+				want = 2
+			}
+			if m.RedeliveryCount() != want {
+				t.Fatalf("after the first consumer left, redelivery count %d, want %d", m.RedeliveryCount(), want)
+			}
+		})
+	}
+}

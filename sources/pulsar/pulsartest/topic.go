@@ -581,6 +581,13 @@ func (b *Broker) removeConsumerLocked(c *consumer) {
 	if s.active == c {
 		s.active = nil
 	}
+	if len(s.consumers) == 0 && !s.singleActive() {
+		// A real broker forgets redelivery counts when the last consumer
+		// of a Shared or Key_Shared subscription leaves
+		// (PersistentDispatcherMultipleConsumers.removeConsumer clears its
+		// redelivery tracker), so the next consumer starts them at 0.
+		clear(s.redelivery)
+	}
 	s.updateActive()
 	if len(s.consumers) == 0 && !s.durable {
 		delete(s.t.subs, s.name)
