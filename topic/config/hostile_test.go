@@ -395,3 +395,27 @@ func FuzzParse(f *testing.F) {
 		safeText(t, "Parse", msg)
 	})
 }
+
+// A document of many topics, each at the largest queue capacity, is
+// rejected as a whole: the sum of the capacities is bounded, so Load never
+// sets aside more than MaxTotalCapacity queue slots for one document.
+func TestParseBoundsTotalCapacity(t *testing.T) {
+	doc := func(topics int) []byte {
+		var b strings.Builder
+		b.WriteString("topics:\n")
+		for i := range topics {
+			fmt.Fprintf(&b, "  t%d: {policies: {balanced: {queue_capacity: %d}, broadcast: {queue_capacity: 1}}}\n", i, topic.MaxCapacity)
+		}
+		return []byte(b.String())
+	}
+	// The largest number of such topics that fits, and one more.
+	fit := config.MaxTotalCapacity / (topic.MaxCapacity + 1)
+	if _, err := config.Parse(doc(fit)); err != nil {
+		t.Fatalf("%d topics within the total: %v", fit, err)
+	}
+	_, err := config.Parse(doc(fit + 1))
+	var es validate.Errors
+	if !errors.As(err, &es) || !es.Has("topics", "lte") || !strings.Contains(err.Error(), "more than the limit of 8388608") {
+		t.Fatalf("%d topics over the total: got %v, want a topics lte error naming the limit", fit+1, err)
+	}
+}

@@ -227,6 +227,13 @@ const (
 	// group-scoped together (a declaration reached through an alias
 	// counts each time): 1000.
 	MaxTopics = 1000
+	// MaxTotalCapacity is the largest sum, over every topic a document
+	// declares, of its balanced and broadcast queue_capacity: 8388608
+	// (1 << 23) messages. Each value is bounded by topic.MaxCapacity; this
+	// bounds the document as a whole, since the in-memory backend sets
+	// aside a queue's capacity when the queue is made. A balanced topic
+	// makes one queue per consumer group, so count that when sizing.
+	MaxTotalCapacity = 1 << 23
 	// MaxListedErrors is how many problems an error of Parse or Resolve
 	// lists; the rest are counted in a last entry, "and N more".
 	MaxListedErrors = 20
@@ -315,10 +322,32 @@ func Parse(data []byte) (*Config, error) {
 		}
 		cfg.Groups[g] = gs
 	}
+	if total := cfg.totalCapacity(); total > MaxTotalCapacity {
+		errs.add(validate.Field("topics", "lte", fmt.Sprintf(
+			"queue capacities add up to %d messages over all topics, more than the limit of %d", total, MaxTotalCapacity)))
+	}
 	if err := errs.err(); err != nil {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// totalCapacity adds up the balanced and broadcast queue capacities of every
+// topic of c, global and group-scoped.
+func (c *Config) totalCapacity() int {
+	total := 0
+	add := func(s TopicSpec) {
+		total += s.Policies.Balanced.QueueCapacity + s.Policies.Broadcast.QueueCapacity
+	}
+	for _, s := range c.Topics {
+		add(s)
+	}
+	for _, g := range c.Groups {
+		for _, s := range g.Topics {
+			add(s)
+		}
+	}
+	return total
 }
 
 // foreignError carries an error of the YAML library with its message made
