@@ -21,10 +21,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/boulevard-go/boulevard/batcher"
 	"github.com/boulevard-go/boulevard/internal/queue"
+	"github.com/boulevard-go/boulevard/internal/stage/batching"
+	"github.com/boulevard-go/boulevard/internal/stage/processing"
 	"github.com/boulevard-go/boulevard/message"
-	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/validate"
 )
@@ -60,8 +60,8 @@ type Pipeline[In, Out any] struct {
 	opts     Options[In, Out]
 	log      *slog.Logger
 	prod     *producer.Producer[In]
-	proc     *processor.Stage[In, Out]
-	batchers []*batcher.Stage[Out]
+	proc     *processing.Stage[In, Out]
+	batchers []*batching.Stage[Out]
 
 	mu          sync.Mutex
 	state       state
@@ -105,13 +105,13 @@ func New[In, Out any](opts Options[In, Out]) (*Pipeline[In, Out], error) {
 		abandoned:  make(chan struct{}),
 		done:       make(chan struct{}),
 	}
-	routes := make([]processor.NamedRoute[Out], 0, len(opts.Batchers))
+	routes := make([]processing.NamedRoute[Out], 0, len(opts.Batchers))
 	for _, bo := range opts.Batchers {
-		b := batcher.New(bo, batcher.Config{Name: opts.Name, Logger: log})
+		b := batching.New(bo, batching.Config{Name: opts.Name, Logger: log})
 		p.batchers = append(p.batchers, b)
-		routes = append(routes, processor.NamedRoute[Out]{Name: bo.Name, Route: b})
+		routes = append(routes, processing.NamedRoute[Out]{Name: bo.Name, Route: b})
 	}
-	p.proc = processor.New(opts.Processors, processor.Config[Out]{Name: opts.Name, Logger: log, Routes: routes, MinQueue: opts.Producer.Flow.MaxWindow()})
+	p.proc = processing.New(opts.Processors, processing.Config[Out]{Name: opts.Name, Logger: log, Routes: routes, MinQueue: opts.Producer.Flow.MaxWindow()})
 	p.prod = producer.New(opts.Producer, producer.Config[In]{Name: opts.Name, Logger: log, Output: p.proc})
 	return p, nil
 }

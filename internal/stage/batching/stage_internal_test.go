@@ -1,4 +1,4 @@
-package batcher
+package batching
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boulevard-go/boulevard/batcher"
 	"github.com/boulevard-go/boulevard/internal/queue"
 	"github.com/boulevard-go/boulevard/message"
 )
@@ -15,7 +16,7 @@ import (
 // taken from out with takeBatches.
 func newTestPartition(t *testing.T, batchSize int) *partition[int] {
 	t.Helper()
-	s := New(Options[int]{
+	s := New(batcher.Options[int]{
 		Name:         "internal",
 		BatchSize:    batchSize,
 		BatchTimeout: time.Hour,

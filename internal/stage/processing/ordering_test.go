@@ -1,4 +1,4 @@
-package processor_test
+package processing_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/internal/stage/processing"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/processor"
 )
@@ -45,7 +46,7 @@ func TestFailedAckedBeforeForwardingToBatchers(t *testing.T) {
 			}
 			return m.Data, nil
 		},
-	}, processor.NamedRoute[int]{Name: message.DefaultBatcher, Route: route})
+	}, processing.NamedRoute[int]{Name: message.DefaultBatcher, Route: route})
 	// Queued before the processor starts, the two messages form one chunk.
 	publish(t, s, ints(rec, 0, 2))
 	run(t, s)

@@ -1,4 +1,4 @@
-package batcher_test
+package batching_test
 
 import (
 	"context"

@@ -1,4 +1,9 @@
-package processor
+// Package processing runs the processors of a pipeline: a pool of
+// goroutines that take messages in chunks from the producer stages, call the
+// user's handler on each, turn errors and panics into failed messages, and
+// route every message either to a batcher or, when the pipeline has none,
+// straight back to its acknowledger. Only package pipeline uses it.
+package processing
 
 import (
 	"context"
@@ -11,6 +16,7 @@ import (
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/internal/queue"
 	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/processor"
 )
 
 // Route is where processors hand the messages bound for one batcher. Publish
@@ -61,7 +67,7 @@ const slabBytes = 8192 - 8
 
 // Stage is the processors of one pipeline.
 type Stage[In, Out any] struct {
-	opts   Options[In, Out]
+	opts   processor.Options[In, Out]
 	log    *slog.Logger
 	name   string
 	input  *queue.Partitioned[*message.Message[In]]
@@ -80,7 +86,7 @@ type Stage[In, Out any] struct {
 // PartitionBy each processor has its own queue of capacity max(2·MaxDemand,
 // 64, min(cfg.MinQueue, 2²⁰/Concurrency)), and a message goes to the queue
 // its key hashes to.
-func New[In, Out any](opts Options[In, Out], cfg Config[Out]) *Stage[In, Out] {
+func New[In, Out any](opts processor.Options[In, Out], cfg Config[Out]) *Stage[In, Out] {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
@@ -183,9 +189,9 @@ func (s *Stage[In, Out]) Queued() int {
 	return s.input.Queued()
 }
 
-// processor is the state of one processor goroutine; everything in it is
+// worker is the state of one processor goroutine; everything in it is
 // reused from chunk to chunk.
-type processor[In, Out any] struct {
+type worker[In, Out any] struct {
 	s       *Stage[In, Out]
 	log     *slog.Logger
 	buf     []*message.Message[In]
@@ -196,9 +202,9 @@ type processor[In, Out any] struct {
 	slab    []message.Message[Out]
 }
 
-func (s *Stage[In, Out]) newProcessor(i int) *processor[In, Out] {
+func (s *Stage[In, Out]) newProcessor(i int) *worker[In, Out] {
 	_, same := any((*message.Message[In])(nil)).(*message.Message[Out])
-	return &processor[In, Out]{
+	return &worker[In, Out]{
 		s:       s,
 		log:     s.log.With(slog.String("stage", s.name), slog.Int("processor", i)),
 		buf:     make([]*message.Message[In], s.opts.MaxDemand),
@@ -208,7 +214,7 @@ func (s *Stage[In, Out]) newProcessor(i int) *processor[In, Out] {
 	}
 }
 
-func (p *processor[In, Out]) loop(ctx context.Context, in *queue.Queue[*message.Message[In]]) {
+func (p *worker[In, Out]) loop(ctx context.Context, in *queue.Queue[*message.Message[In]]) {
 	for {
 		n, err := in.Receive(ctx, p.buf)
 		if err != nil {
@@ -219,7 +225,7 @@ func (p *processor[In, Out]) loop(ctx context.Context, in *queue.Queue[*message.
 	}
 }
 
-func (p *processor[In, Out]) handleChunk(ctx context.Context, chunk []*message.Message[In]) {
+func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Message[In]) {
 	s := p.s
 	if chunk = p.dropNil(chunk); len(chunk) == 0 {
 		return
@@ -261,7 +267,7 @@ func (p *processor[In, Out]) handleChunk(ctx context.Context, chunk []*message.M
 		}
 		r := p.route(m.Batcher())
 		if r < 0 {
-			m.Fail(&UnknownBatcherError{Batcher: m.Batcher(), Known: s.known})
+			m.Fail(&processor.UnknownBatcherError{Batcher: m.Batcher(), Known: s.known})
 			p.logFailure(ctx, m, m.Err())
 			p.failed = append(p.failed, m)
 			continue
@@ -303,7 +309,7 @@ func (p *processor[In, Out]) handleChunk(ctx context.Context, chunk []*message.M
 
 // dropNil removes nil entries from chunk, which only a misbehaving source
 // delivers (Push rejects them), so that a nil never reaches the handler.
-func (p *processor[In, Out]) dropNil(chunk []*message.Message[In]) []*message.Message[In] {
+func (p *worker[In, Out]) dropNil(chunk []*message.Message[In]) []*message.Message[In] {
 	n := 0
 	for _, m := range chunk {
 		if m != nil {
@@ -318,7 +324,7 @@ func (p *processor[In, Out]) dropNil(chunk []*message.Message[In]) []*message.Me
 	return chunk[:n]
 }
 
-func (p *processor[In, Out]) route(name string) int {
+func (p *worker[In, Out]) route(name string) int {
 	for i := range p.s.routes {
 		if p.s.routes[i].Name == name {
 			return i
@@ -330,7 +336,7 @@ func (p *processor[In, Out]) route(name string) int {
 // convert turns m into the Message[Out] that carries out. When In and Out
 // are the same type the message is reused; otherwise it comes from a slab so
 // that conversion does not allocate per message.
-func (p *processor[In, Out]) convert(m *message.Message[In], out Out) *message.Message[Out] {
+func (p *worker[In, Out]) convert(m *message.Message[In], out Out) *message.Message[Out] {
 	if p.same {
 		om := any(m).(*message.Message[Out])
 		om.Data = out
@@ -345,7 +351,7 @@ func (p *processor[In, Out]) convert(m *message.Message[In], out Out) *message.M
 	return om
 }
 
-func (p *processor[In, Out]) handle(ctx context.Context, m *message.Message[In]) (out Out, err error) {
+func (p *worker[In, Out]) handle(ctx context.Context, m *message.Message[In]) (out Out, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = &message.PanicError{Value: r, Stack: debug.Stack()}
@@ -354,7 +360,7 @@ func (p *processor[In, Out]) handle(ctx context.Context, m *message.Message[In])
 	return p.s.opts.Handle(ctx, m)
 }
 
-func (p *processor[In, Out]) prepare(ctx context.Context, chunk []*message.Message[In]) (err error) {
+func (p *worker[In, Out]) prepare(ctx context.Context, chunk []*message.Message[In]) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = &message.PanicError{Value: r, Stack: debug.Stack()}
@@ -363,7 +369,7 @@ func (p *processor[In, Out]) prepare(ctx context.Context, chunk []*message.Messa
 	return p.s.opts.Prepare(ctx, chunk)
 }
 
-func (p *processor[In, Out]) handleFailed(ctx context.Context, failed []*message.Message[In]) {
+func (p *worker[In, Out]) handleFailed(ctx context.Context, failed []*message.Message[In]) {
 	defer func() {
 		if r := recover(); r != nil {
 			p.log.ErrorContext(ctx, "HandleFailed panicked; acknowledging the messages as they were",
@@ -373,7 +379,7 @@ func (p *processor[In, Out]) handleFailed(ctx context.Context, failed []*message
 	p.s.opts.HandleFailed(ctx, failed)
 }
 
-func (p *processor[In, Out]) logFailure(ctx context.Context, m *message.Message[In], err error) {
+func (p *worker[In, Out]) logFailure(ctx context.Context, m *message.Message[In], err error) {
 	if pe, ok := err.(*message.PanicError); ok {
 		p.log.ErrorContext(ctx, "handler panicked; message failed",
 			slog.Any("message", m), slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))

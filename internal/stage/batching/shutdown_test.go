@@ -1,4 +1,4 @@
-package batcher_test
+package batching_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/internal/stage/batching"
 	"github.com/boulevard-go/boulevard/message"
 )
 
@@ -138,11 +139,11 @@ func TestRunningNamesStuckBatchProcessor(t *testing.T) {
 func TestLargestOptionsReserveLittle(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	s := batcher.New(batcher.Options[int]{
+	s := batching.New(batcher.Options[int]{
 		Name: "big", BatchSize: batcher.BatchSizeLimit, BatchTimeout: time.Second, Concurrency: batcher.ConcurrencyLimit,
 		PartitionBy: func(*message.Message[int]) string { return "" },
 		Handle:      func(context.Context, []*message.Message[int], message.BatchInfo) error { return nil },
-	}, batcher.Config{Name: "p"})
+	}, batching.Config{Name: "p"})
 	runtime.ReadMemStats(&after)
 	runtime.KeepAlive(s)
 	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {

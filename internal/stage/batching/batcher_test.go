@@ -1,4 +1,4 @@
-package batcher_test
+package batching_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/batcher"
 	"github.com/boulevard-go/boulevard/internal/queue"
+	"github.com/boulevard-go/boulevard/internal/stage/batching"
 	"github.com/boulevard-go/boulevard/message"
 )
 
@@ -43,7 +44,7 @@ type seen struct {
 
 // harness runs one batcher whose handler reports every batch on a channel.
 type harness struct {
-	s       *batcher.Stage[int]
+	s       *batching.Stage[int]
 	batches chan seen
 	cancel  context.CancelFunc
 }
@@ -71,7 +72,7 @@ func start(t *testing.T, opts batcher.Options[int]) *harness {
 	if opts.Name == "" {
 		opts.Name = "test"
 	}
-	h.s = batcher.New(opts.WithDefaults(), batcher.Config{Name: t.Name()})
+	h.s = batching.New(opts.WithDefaults(), batching.Config{Name: t.Name()})
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	var wg sync.WaitGroup

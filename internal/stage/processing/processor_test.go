@@ -1,4 +1,4 @@
-package processor_test
+package processing_test
 
 import (
 	"context"
@@ -18,6 +18,8 @@ import (
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/batcher"
 	"github.com/boulevard-go/boulevard/internal/queue"
+	"github.com/boulevard-go/boulevard/internal/stage/batching"
+	"github.com/boulevard-go/boulevard/internal/stage/processing"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/processor"
 )
@@ -31,15 +33,15 @@ func TestMain(m *testing.M) {
 const patience = 10 * time.Second
 
 // newStage builds a processor stage without starting it.
-func newStage[In, Out any](t *testing.T, opts processor.Options[In, Out], routes ...processor.NamedRoute[Out]) *processor.Stage[In, Out] {
+func newStage[In, Out any](t *testing.T, opts processor.Options[In, Out], routes ...processing.NamedRoute[Out]) *processing.Stage[In, Out] {
 	t.Helper()
-	return processor.New(opts.WithDefaults(), processor.Config[Out]{Name: t.Name(), Routes: routes})
+	return processing.New(opts.WithDefaults(), processing.Config[Out]{Name: t.Name(), Routes: routes})
 }
 
 // run starts s. The test's cleanup cancels the stage's context and waits for
 // every goroutine it started. The returned function cancels the context
 // (the hard stop).
-func run[In, Out any](t *testing.T, s *processor.Stage[In, Out]) context.CancelFunc {
+func run[In, Out any](t *testing.T, s *processing.Stage[In, Out]) context.CancelFunc {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -52,7 +54,7 @@ func run[In, Out any](t *testing.T, s *processor.Stage[In, Out]) context.CancelF
 }
 
 // publish hands msgs to s and fails the test unless all were taken.
-func publish[In, Out any](t *testing.T, s *processor.Stage[In, Out], msgs []*message.Message[In]) {
+func publish[In, Out any](t *testing.T, s *processing.Stage[In, Out], msgs []*message.Message[In]) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
@@ -88,7 +90,7 @@ func waitDone(t *testing.T, ch <-chan struct{}, what string) {
 }
 
 // drain closes the input of s and waits until every processor returned.
-func drain[In, Out any](t *testing.T, s *processor.Stage[In, Out]) {
+func drain[In, Out any](t *testing.T, s *processing.Stage[In, Out]) {
 	t.Helper()
 	s.CloseInput()
 	waitDone(t, s.Done(), "the processors to return")
@@ -403,7 +405,7 @@ func TestConvertedPayloadReachesRouteWithRouting(t *testing.T) {
 			}
 			return strconv.Itoa(m.Data), nil
 		},
-	}, processor.NamedRoute[string]{Name: "out", Route: route})
+	}, processing.NamedRoute[string]{Name: "out", Route: route})
 	run(t, s)
 	msgs := ints(rec, 0, 100)
 	for i, m := range msgs {
@@ -798,7 +800,7 @@ func TestRoutesByBatcherNameUnknownBatcherFails(t *testing.T) {
 			} // case 3: left to message.DefaultBatcher, which this stage lacks
 			return m.Data, nil
 		},
-	}, processor.NamedRoute[int]{Name: "a", Route: a}, processor.NamedRoute[int]{Name: "b", Route: b})
+	}, processing.NamedRoute[int]{Name: "a", Route: a}, processing.NamedRoute[int]{Name: "b", Route: b})
 	run(t, s)
 	publish(t, s, ints(rec, 0, 40))
 	drain(t, s)
@@ -851,7 +853,7 @@ func TestRouteErrorLeavesMessagesUnacked(t *testing.T) {
 			handled.Add(1)
 			return m.Data, nil
 		},
-	}, processor.NamedRoute[int]{Name: message.DefaultBatcher, Route: route})
+	}, processing.NamedRoute[int]{Name: message.DefaultBatcher, Route: route})
 	run(t, s)
 	publish(t, s, ints(rec, 0, 30))
 	drain(t, s)
@@ -989,7 +991,7 @@ func TestCancelStopsAndLeavesQueuedUnacked(t *testing.T) {
 func TestProcessorsFeedBatcher(t *testing.T) {
 	rec := acker.NewRecorder(false)
 	var batched atomic.Int64
-	b := batcher.New(batcher.Options[string]{
+	b := batching.New(batcher.Options[string]{
 		Name:         "words",
 		BatchSize:    7,
 		BatchTimeout: time.Hour,
@@ -1002,7 +1004,7 @@ func TestProcessorsFeedBatcher(t *testing.T) {
 			batched.Add(int64(len(batch)))
 			return nil
 		},
-	}.WithDefaults(), batcher.Config{Name: t.Name()})
+	}.WithDefaults(), batching.Config{Name: t.Name()})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() {
@@ -1017,7 +1019,7 @@ func TestProcessorsFeedBatcher(t *testing.T) {
 			m.SetBatchKey(strconv.Itoa(m.Data % 3))
 			return "w" + strconv.Itoa(m.Data), nil
 		},
-	}, processor.NamedRoute[string]{Name: b.Name(), Route: b})
+	}, processing.NamedRoute[string]{Name: b.Name(), Route: b})
 	run(t, s)
 	publish(t, s, ints(rec, 0, 500))
 	drain(t, s)

@@ -1,4 +1,8 @@
-package batcher
+// Package batching runs the batchers of a pipeline: each named batcher
+// groups the messages routed to it by batch key, emits a batch on size,
+// timeout or flush, and its batch processors call the user's batch handler
+// and acknowledge every message. Only package pipeline uses it.
+package batching
 
 import (
 	"context"
@@ -9,6 +13,7 @@ import (
 	"time"
 
 	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/batcher"
 	"github.com/boulevard-go/boulevard/internal/queue"
 	"github.com/boulevard-go/boulevard/message"
 )
@@ -36,7 +41,7 @@ const recvChunk = 64
 
 // Stage is one named batcher with its batch processors.
 type Stage[T any] struct {
-	opts    Options[T]
+	opts    batcher.Options[T]
 	log     *slog.Logger
 	name    string
 	input   *queue.Partitioned[*message.Message[T]]
@@ -55,7 +60,7 @@ type Stage[T any] struct {
 // max(min(2·BatchSize, 2²⁰/partitions), 64); batches wait for a batch
 // processor in a queue of capacity 2·Concurrency (2 per partition when
 // partitioned).
-func New[T any](opts Options[T], cfg Config) *Stage[T] {
+func New[T any](opts batcher.Options[T], cfg Config) *Stage[T] {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
