@@ -45,9 +45,17 @@ func TestFailoverActiveStateCallback(t *testing.T) {
 	e.publish("fo", "x", 1) // create the topic
 	var first, second stateLog
 	r1, r2 := newReceived(), newReceived()
+	// Consumers are named after their stage, "<pipeline>.producer.<i>": for
+	// the topic "fo" the broker's hash ring makes fo-first's consumer the
+	// active one whichever joins first.
+	named := func(name string, src *bpulsar.Source, r *received) pipeline.Options[[]byte, []byte] {
+		return pipeline.Options[[]byte, []byte]{Name: name, Logger: testLogger(), ShutdownTimeout: 10 * time.Second,
+			Producer:   producer.Options[[]byte]{Source: src},
+			Processors: processor.Options[[]byte, []byte]{Concurrency: 2, Handle: recordAll(r)}}
+	}
 	src1 := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"fo"}, Subscription: "sub",
 		SubscriptionType: bpulsar.Failover, ActiveStateCallback: first.add, Consumer: earliest(), Logger: testLogger()})
-	_, stop1 := run(t, src1, 1, producer.Flow{}, recordAll(r1))
+	_, stop1 := start(t, named("fo-first", src1, r1))
 	waitFor(t, "the first consumer to be reported active", func() bool { s, ok := first.last(); return ok && s.Active })
 
 	panicked := false
@@ -60,7 +68,7 @@ func TestFailoverActiveStateCallback(t *testing.T) {
 				panic("callback bug")
 			}
 		}})
-	_, stop2 := run(t, src2, 1, producer.Flow{}, recordAll(r2))
+	_, stop2 := start(t, named("fo-second", src2, r2))
 	waitFor(t, "the second consumer to be reported passive", func() bool { s, ok := second.last(); return ok && !s.Active })
 	waitFor(t, "the panic to be counted", func() bool { return src2.Stats().CallbackPanics == 1 })
 

@@ -121,3 +121,48 @@ func TestSharedRedeliveryCountsClearedWithLastConsumer(t *testing.T) {
 		})
 	}
 }
+
+// The active consumer of a non-partitioned failover topic is picked as
+// Pulsar 4.0 does (AbstractDispatcherSingleActiveConsumer): a hash ring of
+// consumer names against the topic name, not the first to join. For
+// "failover-0" the ring picks "b" over "a", whichever joins first; with two
+// consumers of the same name, the later joiner wins.
+func TestFailoverActiveByHashRing(t *testing.T) {
+	cases := []struct {
+		name   string
+		topic  string
+		joins  []string
+		active int // index in joins
+	}{
+		{"ring picks the second joiner", "failover-0", []string{"a", "b"}, 1},
+		{"ring picks the first joiner", "failover-1", []string{"a", "b"}, 0},
+		{"ring ignores join order", "failover-0", []string{"b", "a"}, 0},
+		{"identical names: the later joiner", "failover-0", []string{"same", "same"}, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := startBroker(t)
+			cl := newClient(t, b)
+			ctx := ctxT(t)
+			topic := FullTopicName(tc.topic)
+			var cs []pulsar.Consumer
+			for _, n := range tc.joins {
+				c, err := cl.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Failover, Name: n})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				cs = append(cs, c)
+			}
+			publishN(t, b, topic, 1)
+			m := receive(t, ctx, cs[tc.active])
+			_ = cs[tc.active].Ack(m)
+			st := b.Consumers(topic, "s")
+			for i, c := range st {
+				if c.Active != (i == tc.active) {
+					t.Fatalf("consumer %d (%s) active=%t, want consumer %d active: %+v", i, c.Name, c.Active, tc.active, st)
+				}
+			}
+		})
+	}
+}

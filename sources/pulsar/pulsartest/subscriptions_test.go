@@ -36,14 +36,15 @@ func (r *activeRecorder) last() string {
 	return r.events[len(r.events)-1]
 }
 
-// Failover: the first consumer is active and gets every message, the second
-// is told it is passive; when the active one leaves, the other is told it
-// became active and receives the unacked and the new messages.
+// Failover: the active consumer gets every message, the other is told it
+// is passive; when the active one leaves, the other is told it became
+// active and receives the unacked and the new messages. (On this topic
+// name the broker's hash ring picks "a", which joins first.)
 func TestFailoverTakeover(t *testing.T) {
 	b := startBroker(t)
 	cl := newClient(t, b)
 	ctx := ctxT(t)
-	topic := uniqueTopic(t)
+	topic := FullTopicName("failover-1")
 	var ra, rb activeRecorder
 	ca, err := cl.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Failover, Name: "a", EventListener: &ra})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -486,10 +487,26 @@ func (s *subscription) ack(c *consumer, id uint64, ackSet []int64) int64 {
 
 // ---- consumers joining and leaving ----
 
+// failoverReplicas is how many points each consumer name has on the hash
+// ring that picks a non-partitioned topic's active failover consumer
+// (AbstractDispatcherSingleActiveConsumer.CONSUMER_CONSISTENT_HASH_REPLICAS).
+const failoverReplicas = 100
+
+// javaHash is Pulsar's Murmur3_32Hash.makeHash: the 32-bit Murmur3 hash of
+// the UTF-8 bytes, with the sign bit cleared.
+func javaHash(s string) uint32 { return murmur3([]byte(s)) & 0x7fffffff }
+
 // activeFor returns the consumer that should be active on a failover or
-// exclusive subscription: among the highest-priority (lowest level)
-// consumers, the first to join for a non-partitioned topic, or for
-// partition i the (i mod n)-th by consumer name, as Pulsar does.
+// exclusive subscription, as Pulsar 4.0's
+// AbstractDispatcherSingleActiveConsumer.pickAndScheduleActiveConsumer
+// does: the consumers are sorted by priority level, then by name (ties keep
+// their join order), and only the highest-priority ones compete. For
+// partition i of a partitioned topic the (i mod n)-th of them is active.
+// For a non-partitioned topic (since Pulsar 3.0) each name puts 100 points
+// (the hash of name+j, j = 0..99) on a ring, a later consumer's point
+// replacing an earlier one's on a collision, and the consumer owning the
+// first point at or after the hash of the topic name is active: so with
+// identical names the later joiner wins.
 func (s *subscription) activeFor() *consumer {
 	if len(s.consumers) == 0 {
 		return nil
@@ -504,11 +521,34 @@ func (s *subscription) activeFor() *consumer {
 			group = append(group, c)
 		}
 	}
+	slices.SortStableFunc(group, func(a, b *consumer) int { return cmp.Compare(a.name, b.name) })
 	if p := s.t.name.partition; p >= 0 {
-		slices.SortStableFunc(group, func(a, b *consumer) int { return cmp.Compare(a.name, b.name) })
 		return group[int(p)%len(group)]
 	}
-	return group[0]
+	ring := make(map[uint32]int, len(group)*failoverReplicas)
+	for i, c := range group {
+		for j := range failoverReplicas {
+			ring[javaHash(c.name+strconv.Itoa(j))] = i
+		}
+	}
+	target := javaHash(s.t.name.full)
+	var (
+		ceil, lowest    uint32
+		hasCeil, hasLow bool
+		ceilIdx, lowIdx int
+	)
+	for h, i := range ring {
+		if h >= target && (!hasCeil || h < ceil) {
+			ceil, ceilIdx, hasCeil = h, i, true
+		}
+		if !hasLow || h < lowest {
+			lowest, lowIdx, hasLow = h, i, true
+		}
+	}
+	if hasCeil {
+		return group[ceilIdx]
+	}
+	return group[lowIdx]
 }
 
 // updateActive re-elects the active consumer; on a change the previous
