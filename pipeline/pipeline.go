@@ -21,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/group"
 	"github.com/boulevard-go/boulevard/internal/queue"
 	"github.com/boulevard-go/boulevard/internal/stage/batching"
 	"github.com/boulevard-go/boulevard/internal/stage/processing"
@@ -76,11 +77,10 @@ type Pipeline[In, Out any] struct {
 	cutOnce     sync.Once
 	cut         chan struct{} // closed when the drain is cut short
 	giveUpOnce  sync.Once
-	abandoned   chan struct{}  // closed when Stop and Run stop waiting for stragglers
-	closing     atomic.Int32   // closeNotStarted, closeRunning, closeReturned
-	done        chan struct{}  // closed when the pipeline has stopped
-	wg          sync.WaitGroup // stage goroutines
-	enforcer    sync.WaitGroup // the shutdown-timeout goroutine
+	abandoned   chan struct{} // closed when Stop and Run stop waiting for stragglers
+	closing     atomic.Int32  // closeNotStarted, closeRunning, closeReturned
+	prodDone    atomic.Bool   // the producer's Run has returned
+	done        chan struct{} // closed when the pipeline has stopped
 }
 
 // New validates opts and builds the pipeline. Nothing starts until Start or
@@ -135,49 +135,47 @@ func (p *Pipeline[In, Out]) Start(ctx context.Context) error {
 	closeCtx, closeCancel := context.WithCancel(base)
 	p.closeCancel = closeCancel
 
-	for _, b := range p.batchers {
-		b.Start(hardCtx, &p.wg)
-	}
-	p.proc.Start(hardCtx, &p.wg)
-	p.prod.Start(hardCtx, &p.wg, p.fatal)
-
-	p.enforcer.Add(1)
-	go func() {
-		defer p.enforcer.Done()
-		p.enforceShutdownTimeout()
-	}()
-	go p.supervise(closeCtx)
+	go p.run(hardCtx, closeCtx)
 	p.log.Info("pipeline started", slog.Any("topology", p.Topology()))
 	return nil
 }
 
-// supervise closes each stage's input once the stage before it has finished,
-// then closes the sources and marks the pipeline done. It is the last of the
-// pipeline's goroutines to return: it waits for every other one before it
-// closes Done.
-func (p *Pipeline[In, Out]) supervise(closeCtx context.Context) {
-	<-p.prod.Done()
-	p.proc.CloseInput()
-	<-p.proc.Done()
+// run owns every goroutine of the pipeline: it launches the stages, each
+// closing the input of the stage after it once it has returned, and the
+// shutdown-timeout enforcer, waits for them, then closes the sources and
+// closes Done as the last thing it does. Stop and Run wait for Done (or
+// give up on it, see ShutdownTimeoutError).
+func (p *Pipeline[In, Out]) run(hardCtx, closeCtx context.Context) {
+	var stages, aux group.Group
+	aux.Go(p.enforceShutdownTimeout)
+	stages.Go(func() {
+		p.prod.Run(hardCtx, p.fatal)
+		p.prodDone.Store(true)
+		p.proc.CloseInput()
+	})
+	stages.Go(func() {
+		p.proc.Run(hardCtx)
+		for _, b := range p.batchers {
+			b.CloseInput()
+		}
+	})
 	for _, b := range p.batchers {
-		b.CloseInput()
+		stages.Go(func() { b.Run(hardCtx) })
 	}
-	for _, b := range p.batchers {
-		<-b.Done()
-	}
-	p.wg.Wait()
+	stages.Wait()
 	close(p.stagesDone)
-	p.enforcer.Wait()
+	aux.Wait()
 
 	// Every outcome has been delivered: the sources may let go of their
 	// connections. Close gets ShutdownTimeout, cut short by Stop's ctx.
 	closeCtx, cancel := context.WithTimeout(closeCtx, p.opts.ShutdownTimeout)
 	closed := make(chan struct{})
-	go p.watchClose(closed)
+	aux.Go(func() { p.watchClose(closed) })
 	p.closing.Store(closeRunning)
 	err := p.prod.Close(closeCtx)
 	p.closing.Store(closeReturned)
 	close(closed)
+	aux.Wait()
 	if err != nil {
 		p.log.Error("closing the source failed", slog.Any("error", err))
 		p.setErr(fmt.Errorf("closing the source: %w", err))

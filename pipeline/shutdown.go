@@ -138,9 +138,7 @@ const (
 // stragglers lists the goroutines running user code that have not returned.
 func (p *Pipeline[In, Out]) stragglers() []Straggler {
 	var out []Straggler
-	select {
-	case <-p.prod.Done():
-	default:
+	if !p.prodDone.Load() {
 		for _, st := range p.prod.Status() {
 			if st.State != producer.StateStopped && st.State != producer.StateFailed {
 				out = append(out, Straggler{Kind: KindProducerStage, Stage: st.Stage, Index: -1})

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/boulevard-go/boulevard/internal/group"
 )
 
 // Config is what the pipeline gives its producer besides the user's options.
@@ -77,57 +79,57 @@ func New[T any](opts Options[T], cfg Config[T]) *Producer[T] {
 // Stages returns the producer stages (none for a push-only pipeline).
 func (p *Producer[T]) Stages() []*Stage[T] { return p.stages }
 
-// Start launches, for each stage, the goroutine that runs the source and the
-// goroutine that dispatches its buffer, and returns at once. ctx is the
-// pipeline's hard-stop context: when it is cancelled, dispatching stops and
-// buffered messages stay unacknowledged. fatal is called (once per failing
-// stage, from the stage's goroutine) when a stage gives up restarting its
-// source. wg is incremented for every goroutine started and decremented when
-// it exits.
-func (p *Producer[T]) Start(ctx context.Context, wg *sync.WaitGroup, fatal func(error)) {
+// Run runs, for each stage, the goroutine that runs the source and the
+// goroutine that dispatches its buffer, and returns when all of them have
+// returned (a push-only producer, which has no stage, returns once
+// StopFetching is called or ctx is cancelled); Done is closed then. ctx is
+// the pipeline's hard-stop context: when it is cancelled, dispatching stops
+// and buffered messages stay unacknowledged. fatal is called (once per
+// failing stage, from the stage's goroutine) when a stage gives up
+// restarting its source. Call Run, or Start, once.
+func (p *Producer[T]) Run(ctx context.Context, fatal func(error)) {
 	fetchCtx, cancel := context.WithCancel(ctx)
+	defer close(p.done)
+	defer cancel()
 	p.mu.Lock()
 	p.fetchCancel = cancel
 	if p.stopping {
-		// StopFetching came before Start: the sources start stopped.
+		// StopFetching came before Run: the sources start stopped.
 		cancel()
 	}
 	p.mu.Unlock()
-	var stagesWG sync.WaitGroup
+	var g group.Group
 	for _, s := range p.stages {
 		s.mu.Lock()
 		s.stop = ctx
 		s.mu.Unlock()
-		stagesWG.Add(2)
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			defer stagesWG.Done()
+		g.Go(func() {
 			if err := s.run(fetchCtx, p.opts.Source, p.opts.Restart); err != nil {
 				s.log.Error("producer stage gave up", slog.Any("error", err))
 				fatal(err)
 			}
-		}()
-		go func() {
-			defer wg.Done()
-			defer stagesWG.Done()
-			s.dispatch(ctx)
-		}()
+		})
+		g.Go(func() { s.dispatch(ctx) })
 	}
+	g.Wait()
+	if len(p.stages) == 0 {
+		// A push-only pipeline has no source to exhaust: it is done when
+		// it is told to stop.
+		select {
+		case <-p.stopped:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// Start calls Run in a new goroutine that wg tracks, and returns at once.
+// It is for running a source in producer stages outside a pipeline, as the
+// sources' own tests do.
+func (p *Producer[T]) Start(ctx context.Context, wg *sync.WaitGroup, fatal func(error)) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		stagesWG.Wait()
-		if len(p.stages) == 0 {
-			// A push-only pipeline has no source to exhaust: it is done
-			// when it is told to stop.
-			select {
-			case <-p.stopped:
-			case <-ctx.Done():
-			}
-		}
-		cancel()
-		close(p.done)
+		p.Run(ctx, fatal)
 	}()
 }
 
@@ -147,8 +149,9 @@ func (p *Producer[T]) StopFetching() {
 	})
 }
 
-// Done is closed when every stage has finished: its source's Run returned
-// and its buffer was dispatched (or the hard-stop context was cancelled).
+// Done is closed when Run returns: every stage has finished, its source's
+// Run returned and its buffer was dispatched (or the hard-stop context was
+// cancelled).
 func (p *Producer[T]) Done() <-chan struct{} { return p.done }
 
 // Close closes the source if it implements Closer. Call it once, after every

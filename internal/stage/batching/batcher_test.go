@@ -19,6 +19,7 @@ import (
 	"github.com/boulevard-go/boulevard/batcher"
 	"github.com/boulevard-go/boulevard/internal/queue"
 	"github.com/boulevard-go/boulevard/internal/stage/batching"
+	"github.com/boulevard-go/boulevard/internal/stage/stagetest"
 	"github.com/boulevard-go/boulevard/message"
 )
 
@@ -75,11 +76,10 @@ func start(t *testing.T, opts batcher.Options[int]) *harness {
 	h.s = batching.New(opts.WithDefaults(), batching.Config{Name: t.Name()})
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
-	var wg sync.WaitGroup
-	h.s.Start(ctx, &wg)
+	done := stagetest.Go(ctx, h.s)
 	t.Cleanup(func() {
 		cancel()
-		waitGroup(t, &wg)
+		stagetest.WaitStopped(t, done, patience)
 	})
 	return h
 }
@@ -121,7 +121,7 @@ func (h *harness) none(t *testing.T, why string) {
 func (h *harness) drain(t *testing.T) []seen {
 	t.Helper()
 	h.s.CloseInput()
-	waitDone(t, h.s.Done(), "the batcher to return")
+	waitDone(t, stagetest.Done(h.s), "the batcher to return")
 	var out []seen
 	for {
 		select {
@@ -130,22 +130,6 @@ func (h *harness) drain(t *testing.T) []seen {
 		default:
 			return out
 		}
-	}
-}
-
-// waitGroup waits for wg, failing the test instead of hanging when a
-// goroutine of the stage does not return after the hard stop.
-func waitGroup(t *testing.T, wg *sync.WaitGroup) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(patience):
-		t.Error("timed out waiting for every goroutine of the stage to return after the hard stop")
 	}
 }
 
@@ -764,7 +748,7 @@ func TestHardCancelLeavesUnhandledUnacked(t *testing.T) {
 	h.publish(t, msgs(rec, 0, 21, "")...) // ten full batches and one open
 	waitDone(t, started, "the first batch to be handled")
 	h.cancel()
-	waitDone(t, h.s.Done(), "the batcher to stop")
+	waitDone(t, stagetest.Done(h.s), "the batcher to stop")
 
 	if calls.Load() != 1 {
 		t.Errorf("batch handler called %d times, want only the batch in hand when the hard stop came", calls.Load())

@@ -8,12 +8,12 @@ import (
 	"context"
 	"log/slog"
 	"runtime/debug"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/internal/group"
 	"github.com/boulevard-go/boulevard/internal/queue"
 	"github.com/boulevard-go/boulevard/message"
 )
@@ -46,10 +46,9 @@ type Stage[T any] struct {
 	name    string
 	input   *queue.Partitioned[*message.Message[T]]
 	batches []*queue.Queue[message.Batch[T]]
-	done    chan struct{}
 
-	// loops[i] and procs[i]: partition i's goroutine, batch processor i's
-	// goroutine has not returned.
+	// loops[i] and procs[i]: partition i, batch processor i has not
+	// returned.
 	loops, procs []atomic.Bool
 }
 
@@ -70,7 +69,6 @@ func New[T any](opts batcher.Options[T], cfg Config) *Stage[T] {
 		opts: opts,
 		log:  log.With(slog.String("stage", name)),
 		name: name,
-		done: make(chan struct{}),
 	}
 	partitions := 1
 	if opts.PartitionBy != nil {
@@ -88,6 +86,13 @@ func New[T any](opts batcher.Options[T], cfg Config) *Stage[T] {
 		s.input = queue.NewPartitioned(opts.Concurrency, inCap, key)
 		for range opts.Concurrency {
 			s.batches = append(s.batches, queue.New[message.Batch[T]](2))
+		}
+	}
+	s.loops = make([]atomic.Bool, s.input.Len())
+	s.procs = make([]atomic.Bool, opts.Concurrency)
+	for _, flags := range [][]atomic.Bool{s.loops, s.procs} {
+		for i := range flags {
+			flags[i].Store(true)
 		}
 	}
 	return s
@@ -109,15 +114,11 @@ func (s *Stage[T]) Publish(ctx context.Context, msgs []*message.Message[T]) (int
 // batch is handled.
 func (s *Stage[T]) CloseInput() { s.input.Close() }
 
-// Done is closed when the batcher and its batch processors have returned.
-func (s *Stage[T]) Done() <-chan struct{} { return s.done }
-
 // StageName is the stage's name, "<pipeline>.batcher.<name>".
 func (s *Stage[T]) StageName() string { return s.name }
 
 // Running returns the indexes of the batcher partitions and of the batch
-// processors whose goroutine has not returned yet (after Start; none
-// before).
+// processors that have not returned yet (all of them before Run).
 func (s *Stage[T]) Running() (partitions, batchProcessors []int) {
 	return runningIn(s.loops), runningIn(s.procs)
 }
@@ -132,49 +133,35 @@ func runningIn(flags []atomic.Bool) []int {
 	return idx
 }
 
-// Start launches the batcher partitions and the batch processors and returns
-// at once. ctx is the pipeline's hard-stop context: when it is cancelled,
-// open batches and queued messages stay unacknowledged.
-func (s *Stage[T]) Start(ctx context.Context, wg *sync.WaitGroup) {
-	var loops, procs sync.WaitGroup
-	s.loops = make([]atomic.Bool, s.input.Len())
-	s.procs = make([]atomic.Bool, s.opts.Concurrency)
+// Run runs the batcher partitions and the batch processors and returns when
+// all of them have returned: the partitions once the input is closed and
+// drained (CloseInput) and their open batches emitted, the batch processors
+// once every batch is handled. ctx is the pipeline's hard-stop context: when
+// it is cancelled, open batches and queued messages stay unacknowledged.
+// Call it once.
+func (s *Stage[T]) Run(ctx context.Context) {
+	var loops, procs group.Group
 	for i := range s.input.Len() {
 		out := s.batches[min(i, len(s.batches)-1)]
 		b := &partition[T]{s: s, index: i, in: s.input.Partition(i), out: out}
-		loops.Add(1)
-		wg.Add(1)
-		s.loops[i].Store(true)
-		go func() {
-			defer wg.Done()
-			defer loops.Done()
+		loops.Go(func() {
 			defer s.loops[i].Store(false)
 			b.loop(ctx)
-		}()
+		})
 	}
 	for i := range s.opts.Concurrency {
 		bp := &batchProcessor[T]{s: s, log: s.log.With(slog.Int("batch_processor", i))}
 		in := s.batches[min(i, len(s.batches)-1)]
-		procs.Add(1)
-		wg.Add(1)
-		s.procs[i].Store(true)
-		go func() {
-			defer wg.Done()
-			defer procs.Done()
+		procs.Go(func() {
 			defer s.procs[i].Store(false)
 			bp.loop(ctx, in)
-		}()
+		})
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		loops.Wait()
-		for _, q := range s.batches {
-			q.Close()
-		}
-		procs.Wait()
-		close(s.done)
-	}()
+	loops.Wait()
+	for _, q := range s.batches {
+		q.Close()
+	}
+	procs.Wait()
 }
 
 // open is a batch being filled.

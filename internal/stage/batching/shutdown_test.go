@@ -12,6 +12,7 @@ import (
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/batcher"
 	"github.com/boulevard-go/boulevard/internal/stage/batching"
+	"github.com/boulevard-go/boulevard/internal/stage/stagetest"
 	"github.com/boulevard-go/boulevard/message"
 )
 
@@ -51,7 +52,7 @@ func TestBatchCancelledByHardStopIsRetried(t *testing.T) {
 			h.publish(t, msgs(rec, 1, 2, "")...)
 			waitDone(t, inHandler, "the batch handler to start")
 			h.cancel()
-			waitDone(t, h.s.Done(), "the batcher to return")
+			waitDone(t, stagetest.Done(h.s), "the batcher to return")
 			wantFailed := 2
 			if perMessage {
 				wantFailed = 1
@@ -123,7 +124,7 @@ func TestRunningNamesStuckBatchProcessor(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	close(release)
-	waitDone(t, h.s.Done(), "the batcher to return")
+	waitDone(t, stagetest.Done(h.s), "the batcher to return")
 	if parts, procs := h.s.Running(); len(parts)+len(procs) != 0 {
 		t.Fatalf("Running() = %v, %v after the batcher returned", parts, procs)
 	}

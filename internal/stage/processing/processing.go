@@ -9,11 +9,11 @@ import (
 	"context"
 	"log/slog"
 	"runtime/debug"
-	"sync"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/internal/group"
 	"github.com/boulevard-go/boulevard/internal/queue"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/processor"
@@ -74,8 +74,7 @@ type Stage[In, Out any] struct {
 	routes []NamedRoute[Out]
 	known  []string
 
-	done    chan struct{}
-	running []atomic.Bool // running[i]: processor i's goroutine has not returned
+	running []atomic.Bool // running[i]: processor i has not returned
 }
 
 // New prepares the processors. opts must already carry its defaults and be
@@ -92,11 +91,14 @@ func New[In, Out any](opts processor.Options[In, Out], cfg Config[Out]) *Stage[I
 		log = slog.Default()
 	}
 	s := &Stage[In, Out]{
-		opts:   opts,
-		log:    log,
-		name:   cfg.Name + ".processor",
-		routes: cfg.Routes,
-		done:   make(chan struct{}),
+		opts:    opts,
+		log:     log,
+		name:    cfg.Name + ".processor",
+		routes:  cfg.Routes,
+		running: make([]atomic.Bool, opts.Concurrency),
+	}
+	for i := range s.running {
+		s.running[i].Store(true)
 	}
 	for _, r := range cfg.Routes {
 		s.known = append(s.known, r.Name)
@@ -132,32 +134,20 @@ func (s *Stage[In, Out]) TryPublish(msgs []*message.Message[In]) (int, error) {
 // queue without PartitionBy).
 func (s *Stage[In, Out]) QueueCapacity() int { return s.input.Partition(0).Cap() }
 
-// Start launches the processors and returns at once. ctx is the pipeline's
-// hard-stop context. Each processor runs until its input is closed and
-// drained (CloseInput) or ctx is cancelled. wg tracks every goroutine; Done is
-// closed when all processors have returned.
-func (s *Stage[In, Out]) Start(ctx context.Context, wg *sync.WaitGroup) {
-	var mine sync.WaitGroup
-	s.running = make([]atomic.Bool, s.opts.Concurrency)
+// Run runs the processors and returns when every one of them has returned:
+// each runs until its input is closed and drained (CloseInput) or ctx, the
+// pipeline's hard-stop context, is cancelled. Call it once.
+func (s *Stage[In, Out]) Run(ctx context.Context) {
+	var g group.Group
 	for i := range s.opts.Concurrency {
 		in := s.input.Partition(min(i, s.input.Len()-1))
 		p := s.newProcessor(i)
-		mine.Add(1)
-		wg.Add(1)
-		s.running[i].Store(true)
-		go func() {
-			defer wg.Done()
-			defer mine.Done()
+		g.Go(func() {
 			defer s.running[i].Store(false)
 			p.loop(ctx, in)
-		}()
+		})
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		mine.Wait()
-		close(s.done)
-	}()
+	g.Wait()
 }
 
 // CloseInput closes the processors' queues: Publish fails from then on, and
@@ -166,14 +156,11 @@ func (s *Stage[In, Out]) CloseInput() {
 	s.input.Close()
 }
 
-// Done is closed when every processor has returned.
-func (s *Stage[In, Out]) Done() <-chan struct{} { return s.done }
-
 // Name is the stage's name, "<pipeline>.processor".
 func (s *Stage[In, Out]) Name() string { return s.name }
 
-// Running returns the indexes of the processors whose goroutine has not
-// returned yet (after Start; none before).
+// Running returns the indexes of the processors that have not returned yet
+// (all of them before Run).
 func (s *Stage[In, Out]) Running() []int {
 	var idx []int
 	for i := range s.running {

@@ -20,6 +20,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/queue"
 	"github.com/boulevard-go/boulevard/internal/stage/batching"
 	"github.com/boulevard-go/boulevard/internal/stage/processing"
+	"github.com/boulevard-go/boulevard/internal/stage/stagetest"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/processor"
 )
@@ -44,11 +45,10 @@ func newStage[In, Out any](t *testing.T, opts processor.Options[In, Out], routes
 func run[In, Out any](t *testing.T, s *processing.Stage[In, Out]) context.CancelFunc {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	s.Start(ctx, &wg)
+	done := stagetest.Go(ctx, s)
 	t.Cleanup(func() {
 		cancel()
-		waitGroup(t, &wg)
+		stagetest.WaitStopped(t, done, patience)
 	})
 	return cancel
 }
@@ -60,22 +60,6 @@ func publish[In, Out any](t *testing.T, s *processing.Stage[In, Out], msgs []*me
 	defer cancel()
 	if n, err := s.Publish(ctx, msgs); err != nil || n != len(msgs) {
 		t.Fatalf("Publish took %d of %d messages: %v", n, len(msgs), err)
-	}
-}
-
-// waitGroup waits for wg, failing the test instead of hanging when a
-// goroutine of the stage does not return after the hard stop.
-func waitGroup(t *testing.T, wg *sync.WaitGroup) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(patience):
-		t.Error("timed out waiting for every goroutine of the stage to return after the hard stop")
 	}
 }
 
@@ -93,7 +77,7 @@ func waitDone(t *testing.T, ch <-chan struct{}, what string) {
 func drain[In, Out any](t *testing.T, s *processing.Stage[In, Out]) {
 	t.Helper()
 	s.CloseInput()
-	waitDone(t, s.Done(), "the processors to return")
+	waitDone(t, stagetest.Done(s), "the processors to return")
 }
 
 // waitAcks waits until rec recorded at least n outcomes.
@@ -916,7 +900,7 @@ func TestCloseInputDrainsQueuedMessages(t *testing.T) {
 	publish(t, s, ints(rec, 0, 60)) // capacity is at least 64
 	s.CloseInput()
 	run(t, s)
-	waitDone(t, s.Done(), "the processors to drain")
+	waitDone(t, stagetest.Done(s), "the processors to drain")
 	assertOnce(t, rec, seq(0, 60))
 	if s.Queued() != 0 {
 		t.Errorf("%d messages still queued after Done", s.Queued())
@@ -967,7 +951,7 @@ func TestCancelStopsAndLeavesQueuedUnacked(t *testing.T) {
 	publish(t, s, ints(rec, 0, 20))
 	waitDone(t, started, "the first message to be handled")
 	cancel()
-	waitDone(t, s.Done(), "the processors to stop")
+	waitDone(t, stagetest.Done(s), "the processors to stop")
 
 	if calls.Load() != 1 {
 		t.Errorf("handler called %d times after the hard stop, want only the message in hand", calls.Load())
@@ -1006,12 +990,11 @@ func TestProcessorsFeedBatcher(t *testing.T) {
 		},
 	}.WithDefaults(), batching.Config{Name: t.Name()})
 	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
+	done := stagetest.Go(ctx, b)
 	t.Cleanup(func() {
 		cancel()
-		waitGroup(t, &wg)
+		stagetest.WaitStopped(t, done, patience)
 	})
-	b.Start(ctx, &wg)
 	s := newStage(t, processor.Options[int, string]{
 		Concurrency: 3,
 		Handle: func(_ context.Context, m *message.Message[int]) (string, error) {
@@ -1024,7 +1007,7 @@ func TestProcessorsFeedBatcher(t *testing.T) {
 	publish(t, s, ints(rec, 0, 500))
 	drain(t, s)
 	b.CloseInput()
-	waitDone(t, b.Done(), "the batcher to drain")
+	waitDone(t, stagetest.Done(b), "the batcher to drain")
 
 	assertOnce(t, rec, seq(0, 500))
 	if batched.Load() != 500 || rec.FailedCount() != 0 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/internal/stage/stagetest"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/processor"
 )
@@ -115,7 +116,7 @@ func TestPrepareCancelledByHardStopIsRetried(t *testing.T) {
 	waitDone(t, inPrepare, "Prepare to start")
 	cancel()
 	waitAcks(t, rec, 3)
-	waitDone(t, s.Done(), "the processors to return")
+	waitDone(t, stagetest.Done(s), "the processors to return")
 	if handled != 0 || len(hooked) != 3 || len(rec.Failed()) != 3 {
 		t.Fatalf("handled %d, hook saw %v, %d failed; want none handled, all 3 failed and hooked", handled, hooked, len(rec.Failed()))
 	}
@@ -152,7 +153,7 @@ func TestHardStopLeavesRestOfChunkUnacked(t *testing.T) {
 	}
 	cancel()
 	close(release)
-	waitDone(t, s.Done(), "the processors to return")
+	waitDone(t, stagetest.Done(s), "the processors to return")
 	if got := s.Running(); len(got) != 0 {
 		t.Fatalf("Running() = %v after every processor returned, want none", got)
 	}
