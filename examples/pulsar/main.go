@@ -106,7 +106,9 @@ func run(ctx context.Context, cfg config, out io.Writer) (*result, error) {
 	var broker *pulsartest.Broker
 	url := cfg.url
 	if url == "" {
-		b, err := pulsartest.Start(ctx, pulsartest.Options{Logger: cfg.logger})
+		// The consumers use batch-index acks: let the broker honour them,
+		// as a Pulsar broker with acknowledgmentAtBatchIndexLevelEnabled.
+		b, err := pulsartest.Start(ctx, pulsartest.Options{Logger: cfg.logger, BatchIndexAck: true})
 		if err != nil {
 			return nil, err
 		}

@@ -30,7 +30,13 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	b, err := pulsartest.Start(context.Background(), pulsartest.Options{})
+	return newEnvWith(t, pulsartest.Options{})
+}
+
+// newEnvWith is newEnv on a broker started with opts.
+func newEnvWith(t *testing.T, opts pulsartest.Options) *env {
+	t.Helper()
+	b, err := pulsartest.Start(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

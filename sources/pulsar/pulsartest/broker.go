@@ -64,6 +64,13 @@ type Options struct {
 	// it by then (silent, or sending its bytes slowly) is closed. Until
 	// CONNECT a frame may be at most 64 KiB. Default 10 s, at least 1 ms.
 	HandshakeTimeout time.Duration `validate:"gte=1ms"`
+	// BatchIndexAck honours batch-index acknowledgements (an ack that
+	// carries an ack_set, acknowledging some messages of a batch), as a
+	// broker with acknowledgmentAtBatchIndexLevelEnabled does. Default
+	// false, as in Pulsar 4.0: such an ack is ignored, the batch stays
+	// unacknowledged until an ack of the whole entry, and a redelivered
+	// batch comes back whole.
+	BatchIndexAck bool
 }
 
 // DefaultHandshakeTimeout is the default Options.HandshakeTimeout.

@@ -380,15 +380,22 @@ func (b *Broker) handleAck(c *conn, body []byte) bool {
 			if id.ledger != s.t.ledger {
 				continue
 			}
+			partialIgnored := id.ackSet != nil && !b.opts.BatchIndexAck
 			if cumulative {
 				last := min(id.entry, uint64(len(s.t.entries)))
 				for e := s.markDelete; e < last; e++ {
 					s.ack(cons, e, nil)
 				}
-				if id.entry < uint64(len(s.t.entries)) {
+				if id.entry < uint64(len(s.t.entries)) && !partialIgnored {
 					s.ack(cons, id.entry, id.ackSet)
 				}
 				s.readPos = max(s.readPos, min(id.entry+1, uint64(len(s.t.entries))))
+				continue
+			}
+			if partialIgnored {
+				// Without batch-index acknowledgement a real broker's cursor
+				// drops an ack that carries an ack_set
+				// (ManagedCursorImpl.asyncDelete keeps no batch indexes).
 				continue
 			}
 			s.ack(cons, id.entry, id.ackSet)

@@ -28,7 +28,17 @@ func TestMain(m *testing.M) {
 // startBroker starts a broker closed at the end of the test.
 func startBroker(t *testing.T) *Broker {
 	t.Helper()
-	b, err := Start(context.Background(), Options{Logger: slog.New(slog.DiscardHandler)})
+	return startBrokerWith(t, Options{})
+}
+
+// startBrokerWith starts a broker with opts (logging nowhere unless
+// opts.Logger is set), closed at the end of the test.
+func startBrokerWith(t *testing.T, opts Options) *Broker {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	b, err := Start(context.Background(), opts)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}

@@ -193,7 +193,7 @@ func TestCumulativeAck(t *testing.T) {
 // With batch-index acks, acking some messages of a batch is recorded by the
 // broker, and a redelivery of the batch carries only the unacked ones.
 func TestBatchIndexAck(t *testing.T) {
-	b := startBroker(t)
+	b := startBrokerWith(t, Options{BatchIndexAck: true})
 	cl := newClient(t, b)
 	ctx := ctxT(t)
 	topic := uniqueTopic(t)
@@ -507,4 +507,55 @@ func TestChunkedMessage(t *testing.T) {
 	}
 	_ = c.Ack(m)
 	eventually(t, "all chunks acked", func() bool { return b.Backlog(topic, "s") == 0 })
+}
+
+// Without Options.BatchIndexAck (the default, as in Pulsar 4.0, where
+// acknowledgmentAtBatchIndexLevelEnabled is off) the broker ignores an ack
+// that carries an ack_set: a partly acknowledged batch stays whole in the
+// backlog and comes back whole to the next consumer.
+func TestBatchIndexAckOffByDefault(t *testing.T) {
+	b := startBroker(t)
+	cl := newClient(t, b)
+	ctx := ctxT(t)
+	topic := uniqueTopic(t)
+	var msgs []Message
+	for i := range 4 {
+		msgs = append(msgs, Message{Payload: []byte(fmt.Sprint(i))})
+	}
+	if _, err := b.PublishBatch(ctx, topic, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	opts := pulsar.ConsumerOptions{
+		Topic: topic, SubscriptionName: "s", Type: pulsar.Shared, EnableBatchIndexAcknowledgment: true,
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, AckWithResponse: true,
+	}
+	c, err := cl.Subscribe(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		m := receive(t, ctx, c)
+		if i%2 == 0 {
+			if err := c.Ack(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := b.Backlog(topic, "s"); n != 4 {
+		t.Fatalf("backlog %d after acking 2 of a batch of 4, want 4 (partial acks ignored)", n)
+	}
+	c.Close()
+	c2, err := cl.Subscribe(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	for _, want := range []string{"0", "1", "2", "3"} {
+		m := receive(t, ctx, c2)
+		if string(m.Payload()) != want {
+			t.Fatalf("got %q, want %q", m.Payload(), want)
+		}
+		_ = c2.Ack(m)
+	}
+	eventually(t, "batch fully acked", func() bool { return b.Backlog(topic, "s") == 0 })
 }
