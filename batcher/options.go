@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/validate"
 )
 
 // Defaults for zero Options fields.
@@ -75,6 +76,15 @@ type Options[T any] struct {
 	// but cannot make them anything but a retry. The slice is reused: do
 	// not keep it after the call.
 	HandleFailed func(ctx context.Context, failed []*message.Message[T], info message.BatchInfo) `name:"handleFailed"`
+}
+
+// Validate reports every broken rule of o, which carries its defaults (see
+// WithDefaults). path roots the field paths ("batchers[0]" in a pipeline;
+// "" for none). It returns nil or a validate.Errors value. pipeline.New
+// calls it; uniqueness of names and the "default" batcher are the
+// pipeline's rules.
+func (o Options[T]) Validate(path string) error {
+	return validate.Struct(path, &o)
 }
 
 // WithDefaults returns o with every zero field replaced by its default.

@@ -27,14 +27,25 @@ func (e *PanicError) Unwrap() error {
 	return nil
 }
 
+// Recover, deferred by a function that calls user code
+// (defer message.Recover(&err)), turns a panic in that function into a
+// *PanicError in *err, keeping the panic value and the stack of the
+// panicking goroutine; the function then returns normally. Without a panic
+// it leaves *err alone.
+func Recover(err *error) {
+	if r := recover(); r != nil {
+		*err = &PanicError{Value: r, Stack: debug.Stack()}
+	}
+}
+
 // GuardKey wraps a user's key function (a PartitionBy) so that a panic in it
 // does not crash the process: the message fails with a *PanicError, gets the
 // empty key, and onPanic (which may be nil) is told.
 func GuardKey[T any](key func(*Message[T]) string, onPanic func(*Message[T], *PanicError)) func(*Message[T]) string {
 	return func(m *Message[T]) (k string) {
+		var err error
 		defer func() {
-			if r := recover(); r != nil {
-				pe := &PanicError{Value: r, Stack: debug.Stack()}
+			if pe, ok := err.(*PanicError); ok {
 				m.Fail(pe)
 				if onPanic != nil {
 					onPanic(m, pe)
@@ -42,6 +53,7 @@ func GuardKey[T any](key func(*Message[T]) string, onPanic func(*Message[T], *Pa
 				k = ""
 			}
 		}()
+		defer Recover(&err)
 		return key(m)
 	}
 }

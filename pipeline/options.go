@@ -37,15 +37,15 @@ type Options[In, Out any] struct {
 	// either (see Stop). Default 30s.
 	ShutdownTimeout time.Duration `name:"shutdownTimeout" validate:"gt=0"`
 	// Producer configures the producer stages and their source.
-	Producer producer.Options[In] `name:"producer"`
+	Producer producer.Options[In] `name:"producer" validate:"-"`
 	// Processors configures the processors. Processors.Handle is required.
-	Processors processor.Options[In, Out] `name:"processors"`
+	Processors processor.Options[In, Out] `name:"processors" validate:"-"`
 	// Batchers are the pipeline's named batchers. Without any, processors
 	// acknowledge messages themselves. With some, every message that does
 	// not fail goes to the batcher named by m.Batcher() ("default" unless a
 	// processor routed it elsewhere), so one of them must be named
 	// "default" unless ExplicitRouting is set.
-	Batchers []batcher.Options[Out] `name:"batchers" validate:"dive"`
+	Batchers []batcher.Options[Out] `name:"batchers" validate:"-"`
 	// ExplicitRouting declares that the processors route every message
 	// with m.SetBatcher, so that the pipeline needs no batcher named
 	// "default". Without it, New rejects a pipeline that has batchers but
@@ -55,8 +55,11 @@ type Options[In, Out any] struct {
 	ExplicitRouting bool `name:"explicitRouting"`
 }
 
-// withDefaults returns o with every zero field replaced by its default.
-func (o Options[In, Out]) withDefaults() Options[In, Out] {
+// WithDefaults returns o with every zero field replaced by its default,
+// those of Producer, Processors and each batcher included. When the source
+// is Ordered and Processors.PartitionBy is nil, PartitionBy becomes the
+// message's partition key. New applies it.
+func (o Options[In, Out]) WithDefaults() Options[In, Out] {
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = DefaultShutdownTimeout
 	}
@@ -79,14 +82,18 @@ func (o Options[In, Out]) withDefaults() Options[In, Out] {
 	return o
 }
 
-// validateOptions applies the struct-tag rules and the ones tags cannot
-// express.
-func validateOptions[In, Out any](o *Options[In, Out]) error {
-	errs := []error{validate.Struct("", o), o.Producer.ValidateDerived("producer")}
-	errs = append(errs, o.Processors.CheckBounds("processors"))
+// Validate reports every broken rule of o, which carries its defaults (see
+// WithDefaults): its own fields', those of Producer, Processors and each
+// batcher (through their Validate, with paths such as
+// "processors.concurrency" and "batchers[0].batchSize"), unique batcher
+// names and the "default" batcher, and the source's own options. It
+// returns nil or an error listing every problem. New calls it.
+func (o Options[In, Out]) Validate() error {
+	errs := []error{validate.Struct("", &o), o.Producer.Validate("producer"), o.Processors.Validate("processors")}
 	seen := make(map[string]int, len(o.Batchers))
 	unnamed := false
 	for i, b := range o.Batchers {
+		errs = append(errs, b.Validate(fmt.Sprintf("batchers[%d]", i)))
 		if b.Name == "" {
 			unnamed = true
 			continue
@@ -102,9 +109,6 @@ func validateOptions[In, Out any](o *Options[In, Out]) error {
 		errs = append(errs, validate.Field("batchers", "default", fmt.Sprintf(
 			"must include one named %q, which receives the messages no processor routes elsewhere (or set explicitRouting when every message is routed with SetBatcher)",
 			message.DefaultBatcher)))
-	}
-	if src, ok := o.Producer.Source.(producer.Validator); ok {
-		errs = append(errs, src.Validate())
 	}
 	return validate.Join(errs...)
 }

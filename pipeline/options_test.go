@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -164,7 +165,7 @@ func TestDefaults(t *testing.T) {
 	if len(top.Producer.Stages) != 1 || top.Producer.Stages[0] != "valid.producer.0" {
 		t.Fatalf("producer stages %v", top.Producer.Stages)
 	}
-	if top.Processors.Concurrency != processor.DefaultConcurrency() || top.Processors.MaxDemand != 10 {
+	if top.Processors.Concurrency != runtime.GOMAXPROCS(0) || top.Processors.MaxDemand != 10 {
 		t.Fatalf("processors %+v", top.Processors)
 	}
 	b := top.Batchers[0]

@@ -87,8 +87,8 @@ type Pipeline[In, Out any] struct {
 // Run. An invalid option is reported as a validate.Errors value listing every
 // broken rule.
 func New[In, Out any](opts Options[In, Out]) (*Pipeline[In, Out], error) {
-	opts = opts.withDefaults()
-	if err := validateOptions(&opts); err != nil {
+	opts = opts.WithDefaults()
+	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	log := opts.Logger

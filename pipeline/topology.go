@@ -78,7 +78,7 @@ func (p *Pipeline[In, Out]) Topology() Topology {
 			RateLimit: p.prod.RateLimit(),
 		},
 		Processors: ProcessorTopology{
-			Name:          o.Name + ".processor",
+			Name:          p.proc.Name(),
 			Concurrency:   o.Processors.Concurrency,
 			MaxDemand:     o.Processors.MaxDemand,
 			Partitioned:   o.Processors.PartitionBy != nil,
@@ -91,10 +91,10 @@ func (p *Pipeline[In, Out]) Topology() Topology {
 	for _, s := range p.prod.Stages() {
 		t.Producer.Stages = append(t.Producer.Stages, s.Name())
 	}
-	for _, b := range o.Batchers {
+	for i, b := range o.Batchers {
 		t.Batchers = append(t.Batchers, BatcherTopology{
 			Name:         b.Name,
-			Stage:        o.Name + ".batcher." + b.Name,
+			Stage:        p.batchers[i].StageName(),
 			BatchSize:    b.BatchSize,
 			BatchTimeout: b.BatchTimeout,
 			Concurrency:  b.Concurrency,

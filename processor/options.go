@@ -33,10 +33,6 @@ const (
 	ChunkSlotsLimit = 1 << 20
 )
 
-// DefaultConcurrency is the default number of processors:
-// runtime.GOMAXPROCS(0) when the pipeline is created.
-func DefaultConcurrency() int { return runtime.GOMAXPROCS(0) }
-
 // Handler handles one message and returns the payload it becomes. Returning
 // an error fails the message (as does calling m.Fail and returning nil). The
 // handler may route the message with m.SetBatcher, m.SetBatchKey and
@@ -53,7 +49,8 @@ type Handler[In, Out any] func(ctx context.Context, m *message.Message[In]) (Out
 // Options configure the processors of a pipeline.
 type Options[In, Out any] struct {
 	// Concurrency is the number of processors, at most ConcurrencyLimit.
-	// Default runtime.GOMAXPROCS(0).
+	// Default runtime.GOMAXPROCS(0), read by WithDefaults (the one default
+	// that depends on the machine, so it is not a constant).
 	Concurrency int `name:"concurrency" validate:"gte=1,lte=10000"`
 	// MaxDemand is the largest chunk of messages a processor takes at once;
 	// Prepare sees one chunk, and the acknowledgements of a chunk are sent
@@ -88,10 +85,11 @@ type Options[In, Out any] struct {
 	HandleFailed func(ctx context.Context, failed []*message.Message[In]) `name:"handleFailed"`
 }
 
-// WithDefaults returns o with every zero field replaced by its default.
+// WithDefaults returns o with every zero field replaced by its default:
+// Concurrency runtime.GOMAXPROCS(0), MaxDemand DefaultMaxDemand.
 func (o Options[In, Out]) WithDefaults() Options[In, Out] {
 	if o.Concurrency == 0 {
-		o.Concurrency = DefaultConcurrency()
+		o.Concurrency = runtime.GOMAXPROCS(0)
 	}
 	if o.MaxDemand == 0 {
 		o.MaxDemand = DefaultMaxDemand
@@ -99,20 +97,36 @@ func (o Options[In, Out]) WithDefaults() Options[In, Out] {
 	return o
 }
 
-// CheckBounds reports the rule between fields that struct tags cannot
-// express: Concurrency × MaxDemand must be at most ChunkSlotsLimit. prefix
-// is the options' path in the error ("processors"). It returns nil when the
-// fields are out of their own bounds, which the tags report.
-func (o Options[In, Out]) CheckBounds(prefix string) error {
+// Validate reports every broken rule of o, which carries its defaults (see
+// WithDefaults): the struct tags, and Concurrency × MaxDemand at most
+// ChunkSlotsLimit. path roots the field paths ("processors" in a pipeline;
+// "" for none). It returns nil or a validate.Errors value. pipeline.New
+// calls it.
+func (o Options[In, Out]) Validate(path string) error {
+	return validate.Join(validate.Struct(path, &o), o.checkBounds(path))
+}
+
+// checkBounds reports the rule between fields that struct tags cannot
+// express: Concurrency × MaxDemand must be at most ChunkSlotsLimit. It
+// returns nil when the fields are out of their own bounds, which the tags
+// report.
+func (o Options[In, Out]) checkBounds(path string) error {
 	if o.Concurrency < 1 || o.Concurrency > ConcurrencyLimit || o.MaxDemand < 1 || o.MaxDemand > MaxDemandLimit {
 		return nil
 	}
 	if o.Concurrency*o.MaxDemand <= ChunkSlotsLimit {
 		return nil
 	}
-	return validate.Field(prefix+".maxDemand", "chunkSlots", fmt.Sprintf(
-		"must be ≤ %d with %s.concurrency %d (concurrency × maxDemand must be ≤ %d)",
-		ChunkSlotsLimit/o.Concurrency, prefix, o.Concurrency, ChunkSlotsLimit))
+	return validate.Field(join(path, "maxDemand"), "chunkSlots", fmt.Sprintf(
+		"must be ≤ %d with %s (concurrency × maxDemand must be ≤ %d)",
+		ChunkSlotsLimit/o.Concurrency, join(path, fmt.Sprintf("concurrency %d", o.Concurrency)), ChunkSlotsLimit))
+}
+
+func join(path, field string) string {
+	if path == "" {
+		return field
+	}
+	return path + "." + field
 }
 
 // ErrUnknownBatcher is wrapped by *UnknownBatcherError.

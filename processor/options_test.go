@@ -1,11 +1,13 @@
 package processor_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 
 	"go.uber.org/goleak"
 
+	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/validate"
 )
@@ -15,26 +17,30 @@ func TestMain(m *testing.M) {
 }
 
 // Guarantee: Concurrency × MaxDemand beyond ChunkSlotsLimit is an error
-// naming the field and the rule; within it, or with a field out of its own
-// bounds (which its tag reports), CheckBounds says nothing.
-func TestCheckBounds(t *testing.T) {
-	ok := processor.Options[int, int]{Concurrency: processor.ConcurrencyLimit, MaxDemand: processor.ChunkSlotsLimit / processor.ConcurrencyLimit}
-	if err := ok.CheckBounds("processors"); err != nil {
+// naming the field and the rule; within it, Validate says nothing, and with
+// a field out of its own bounds only its tag's rule is reported, not the
+// product's.
+func TestValidateChunkSlots(t *testing.T) {
+	handle := func(context.Context, *message.Message[int]) (int, error) { return 0, nil }
+	ok := processor.Options[int, int]{Concurrency: processor.ConcurrencyLimit, MaxDemand: processor.ChunkSlotsLimit / processor.ConcurrencyLimit, Handle: handle}
+	if err := ok.Validate("processors"); err != nil {
 		t.Fatalf("%+v: %v", ok, err)
 	}
 	over := ok
 	over.MaxDemand++
-	err := over.CheckBounds("processors")
-	var fe *validate.FieldError
-	if !errors.As(err, &fe) || fe.Field != "processors.maxDemand" || !errors.Is(err, validate.ErrInvalid) {
+	err := over.Validate("processors")
+	var fe validate.Errors
+	if !errors.As(err, &fe) || len(fe) != 1 || fe[0].Field != "processors.maxDemand" || fe[0].Rule != "chunkSlots" || !errors.Is(err, validate.ErrInvalid) {
 		t.Fatalf("%+v: %v, want a FieldError on processors.maxDemand", over, err)
 	}
 	for _, o := range []processor.Options[int, int]{
-		{Concurrency: 0, MaxDemand: 1 << 30},
-		{Concurrency: processor.ConcurrencyLimit + 1, MaxDemand: processor.MaxDemandLimit},
+		{Concurrency: 0, MaxDemand: 1 << 30, Handle: handle},
+		{Concurrency: processor.ConcurrencyLimit + 1, MaxDemand: processor.MaxDemandLimit, Handle: handle},
 	} {
-		if err := o.CheckBounds("processors"); err != nil {
-			t.Fatalf("%+v: %v, want nil (the tags report it)", o, err)
+		err := o.Validate("processors")
+		var errs validate.Errors
+		if !errors.As(err, &errs) || errs.Has("processors.maxDemand", "chunkSlots") || len(errs) == 0 {
+			t.Fatalf("%+v: %v, want only the tags' rules", o, err)
 		}
 	}
 }

@@ -184,12 +184,10 @@ func (f Flow) WithDefaults() Flow {
 	return f
 }
 
-// ValidateDerived reports the problems struct tags cannot name well: a
+// validateDerived reports the problems struct tags cannot name well: a
 // Threshold the user left to its default that cannot be derived from
-// Initial. The tags (checked with validate.Struct) report every other rule;
-// pipeline.New checks both. prefix roots the field paths ("producer" in a
-// pipeline). f carries its defaults (WithDefaults).
-func (f Flow) ValidateDerived(prefix string) error {
+// Initial. prefix roots the field paths. f carries its defaults.
+func (f Flow) validateDerived(prefix string) error {
 	if f.Threshold == 0 && f.Initial == 1 {
 		// Set by WithDefaults from Initial: Threshold 0 is no user value.
 		return validate.Field(join(prefix, "threshold"), "gte", fmt.Sprintf(
@@ -198,11 +196,19 @@ func (f Flow) ValidateDerived(prefix string) error {
 	return nil
 }
 
-// ValidateDerived reports the problems of o (defaults applied) that struct
-// tags cannot name well (see Flow.ValidateDerived), with field paths rooted
-// at prefix; validate.Struct reports the rest.
-func (o Options[T]) ValidateDerived(prefix string) error {
-	return validate.Join(o.Flow.ValidateDerived(join(prefix, "flow")))
+// Validate reports every broken rule of o, which carries its defaults (see
+// WithDefaults): the struct tags, the rules tags cannot name well (a
+// Threshold left to its default that cannot be derived from Initial), and
+// the source's own options when it is a Validator. path roots the field
+// paths ("producer" in a pipeline; "" for none). It returns nil or an error
+// listing every problem (a validate.Errors value unless the source reports
+// otherwise). pipeline.New calls it.
+func (o Options[T]) Validate(path string) error {
+	errs := []error{validate.Struct(path, &o), o.Flow.validateDerived(join(path, "flow"))}
+	if src, ok := o.Source.(Validator); ok {
+		errs = append(errs, src.Validate())
+	}
+	return validate.Join(errs...)
 }
 
 func join(prefix, field string) string {

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/panics"
 	"github.com/boulevard-go/boulevard/message"
 )
 
@@ -505,11 +505,7 @@ func (s *Stage[T]) waitIdle(ctx context.Context) error {
 }
 
 func (s *Stage[T]) runOnce(ctx context.Context, src Source[T]) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = &message.PanicError{Value: r, Stack: debug.Stack()}
-		}
-	}()
+	defer message.Recover(&err)
 	return src.Run(ctx, s)
 }
 
@@ -755,12 +751,7 @@ func (f *Feed[T]) give(n int) bool {
 		f.signal()
 		return true
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			f.stage.log.Error("feed grant callback panicked",
-				slog.String("feed", f.name), slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
-		}
-	}()
+	defer panics.Log(context.Background(), f.stage.log, "feed grant callback panicked", slog.String("feed", f.name))
 	f.grant(n)
 	return true
 }

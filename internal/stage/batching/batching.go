@@ -7,13 +7,13 @@ package batching
 import (
 	"context"
 	"log/slog"
-	"runtime/debug"
 	"sync/atomic"
 	"time"
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/batcher"
 	"github.com/boulevard-go/boulevard/internal/group"
+	"github.com/boulevard-go/boulevard/internal/panics"
 	"github.com/boulevard-go/boulevard/internal/queue"
 	"github.com/boulevard-go/boulevard/message"
 )
@@ -437,20 +437,11 @@ func (bp *batchProcessor[T]) handle(ctx context.Context, b *message.Batch[T]) {
 }
 
 func (bp *batchProcessor[T]) call(ctx context.Context, b *message.Batch[T]) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = &message.PanicError{Value: r, Stack: debug.Stack()}
-		}
-	}()
+	defer message.Recover(&err)
 	return bp.s.opts.Handle(ctx, b.Messages, b.Info)
 }
 
 func (bp *batchProcessor[T]) handleFailed(ctx context.Context, info message.BatchInfo) {
-	defer func() {
-		if r := recover(); r != nil {
-			bp.log.ErrorContext(ctx, "HandleFailed panicked; acknowledging the messages as they were",
-				slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
-		}
-	}()
+	defer panics.Log(ctx, bp.log, "HandleFailed panicked; acknowledging the messages as they were")
 	bp.s.opts.HandleFailed(ctx, bp.failed, info)
 }

@@ -8,12 +8,12 @@ package processing
 import (
 	"context"
 	"log/slog"
-	"runtime/debug"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/internal/group"
+	"github.com/boulevard-go/boulevard/internal/panics"
 	"github.com/boulevard-go/boulevard/internal/queue"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/processor"
@@ -339,30 +339,17 @@ func (p *worker[In, Out]) convert(m *message.Message[In], out Out) *message.Mess
 }
 
 func (p *worker[In, Out]) handle(ctx context.Context, m *message.Message[In]) (out Out, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = &message.PanicError{Value: r, Stack: debug.Stack()}
-		}
-	}()
+	defer message.Recover(&err)
 	return p.s.opts.Handle(ctx, m)
 }
 
 func (p *worker[In, Out]) prepare(ctx context.Context, chunk []*message.Message[In]) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = &message.PanicError{Value: r, Stack: debug.Stack()}
-		}
-	}()
+	defer message.Recover(&err)
 	return p.s.opts.Prepare(ctx, chunk)
 }
 
 func (p *worker[In, Out]) handleFailed(ctx context.Context, failed []*message.Message[In]) {
-	defer func() {
-		if r := recover(); r != nil {
-			p.log.ErrorContext(ctx, "HandleFailed panicked; acknowledging the messages as they were",
-				slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
-		}
-	}()
+	defer panics.Log(ctx, p.log, "HandleFailed panicked; acknowledging the messages as they were")
 	p.s.opts.HandleFailed(ctx, failed)
 }
 
