@@ -62,12 +62,6 @@ func newCluster(t testing.TB, partitions int32, opts ...kfake.Opt) *kfake.Cluste
 // "k<i>" and value "v<i>", and returns how many went to each partition.
 func produce(t testing.TB, c *kfake.Cluster, partitions int32, from, n int) map[int32]int64 {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerLinger(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	recs := make([]*kgo.Record, 0, n)
 	counts := map[int32]int64{}
 	for i := from; i < from+n; i++ {
@@ -76,12 +70,24 @@ func produce(t testing.TB, c *kfake.Cluster, partitions int32, from, n int) map[
 		recs = append(recs, &kgo.Record{Topic: testTopic, Partition: p,
 			Key: []byte("k" + strconv.Itoa(i)), Value: []byte("v" + strconv.Itoa(i))})
 	}
+	produceSync(t, c, recs)
+	return counts
+}
+
+// produceSync writes recs to the partitions they name.
+func produceSync(t testing.TB, c *kfake.Cluster, recs []*kgo.Record) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	return counts
 }
 
 // testConfig is a sarama config tuned for fast group operations on kfake.

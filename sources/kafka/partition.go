@@ -120,7 +120,9 @@ func (p *partition) Ack(_ context.Context, successful, failed []acker.Outcome) {
 		next := p.committable()
 		p.sess.MarkOffset(p.topic, p.part, next, "")
 		p.marked.Store(next)
-		signal(p.m.commitWake) // CommitOnAck (nil otherwise: a no-op)
+		if p.m.commitWake != nil { // CommitOnAck
+			signal(p.m.commitWake)
+		}
 	}
 	if p.cp.Pending() == 0 {
 		signal(p.settled)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/IBM/sarama"
 )
@@ -21,6 +22,15 @@ func (o Options) String() string {
 	fmt.Fprintf(&b, "Brokers:%q GroupID:%q Topics:%q", o.Brokers, o.GroupID, o.Topics)
 	if o.InitialOffset != "" {
 		fmt.Fprintf(&b, " InitialOffset:%q", o.InitialOffset)
+	}
+	if !o.StartTime.IsZero() {
+		fmt.Fprintf(&b, " StartTime:%s", o.StartTime.Format(time.RFC3339Nano))
+	}
+	if o.BeginOffset != "" {
+		fmt.Fprintf(&b, " BeginOffset:%q", o.BeginOffset)
+	}
+	if o.CommitMode != "" {
+		fmt.Fprintf(&b, " CommitMode:%q", o.CommitMode)
 	}
 	if o.Rebalance != "" {
 		fmt.Fprintf(&b, " Rebalance:%q", o.Rebalance)
@@ -76,6 +86,9 @@ func (o Options) LogValue() slog.Value {
 		slog.String("group_id", o.GroupID),
 		slog.Any("topics", o.Topics),
 		slog.String("initial_offset", o.InitialOffset),
+		slog.Time("start_time", o.StartTime),
+		slog.String("begin_offset", o.BeginOffset),
+		slog.String("commit_mode", o.CommitMode),
 		slog.String("rebalance", o.Rebalance),
 		slog.Duration("commit_interval", o.CommitInterval),
 		slog.String("failure_policy", string(o.FailurePolicy)),

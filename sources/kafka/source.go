@@ -5,7 +5,9 @@
 // the member claims is one flow-controlled feed with the pipeline's permit
 // window; every message carries a *Metadata and is acknowledged to its
 // partition claim, which commits the contiguous prefix of handled offsets on
-// an interval, when the partition is released and when the source closes.
+// an interval (or as soon as it advances, with CommitOnAck), when the
+// partition is released and when the source closes. Stats reports each
+// member's claims, committed offsets and lag.
 // See docs/kafka.md for the semantics in full.
 package kafka
 

@@ -1,0 +1,232 @@
+package kafka_test
+
+import (
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/sources/kafka"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+// produceAt writes n records to partition 0, record i with timestamp
+// base + i seconds.
+func produceAt(t *testing.T, c *kfake.Cluster, from, n int, base time.Time) {
+	t.Helper()
+	recs := make([]*kgo.Record, 0, n)
+	for i := from; i < from+n; i++ {
+		recs = append(recs, &kgo.Record{Topic: testTopic, Partition: 0, Value: []byte("v" + strconv.Itoa(i)),
+			Timestamp: base.Add(time.Duration(i) * time.Second)})
+	}
+	produceSync(t, c, recs)
+}
+
+// timestampOptions are the options of a group starting at start on
+// partitions it has not committed.
+func timestampOptions(c *kfake.Cluster, group string, start time.Time) kafka.Options {
+	opts := sourceOptions(c, group)
+	opts.InitialOffset = kafka.OffsetTimestamp
+	opts.StartTime = start
+	return opts
+}
+
+// first returns the first offset handled on partition 0, or -1.
+func (l *ledger) first() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.order[0]) == 0 {
+		return -1
+	}
+	return l.order[0][0]
+}
+
+// lowest returns the lowest offset handled on partition 0, or -1.
+func (l *ledger) lowest() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	low := int64(-1)
+	for _, o := range l.order[0] {
+		if low < 0 || o < low {
+			low = o
+		}
+	}
+	return low
+}
+
+// Guarantee: with OffsetTimestamp, a partition without a committed offset
+// starts at its first record whose timestamp is at or after StartTime; a
+// partition with a committed offset resumes there.
+func TestStartFromTimestamp(t *testing.T) {
+	group := "g-timestamp"
+	c := newCluster(t, 1)
+	base := time.Now().Add(-time.Hour).Truncate(time.Second)
+	produceAt(t, c, 0, 30, base)
+	opts := timestampOptions(c, group, base.Add(10*time.Second+500*time.Millisecond)) // between records 10 and 11
+	l := newLedger()
+	p := startPipeline(t, pipelineOpts("ts", newSource(t, opts), 1, l, nil))
+	waitFor(t, 20*time.Second, "the records from offset 11 on", func() bool {
+		return equalOffsets(committed(c, group), map[int32]int64{0: 30})
+	})
+	stopPipeline(t, p)
+	if first, low := l.first(), l.lowest(); first != 11 || low != 11 {
+		t.Fatalf("first handled offset %d, lowest %d; want 11 (the first record at or after the start time)", first, low)
+	}
+	for o := int64(11); o < 30; o++ {
+		if !l.handled(rec{0, o}) {
+			t.Fatalf("offset %d not handled", o)
+		}
+	}
+
+	// The group has committed: the start time no longer applies.
+	produceAt(t, c, 30, 5, base)
+	l2 := newLedger()
+	p2 := startPipeline(t, pipelineOpts("ts2", newSource(t, opts), 1, l2, nil))
+	waitFor(t, 20*time.Second, "the new records", func() bool {
+		return equalOffsets(committed(c, group), map[int32]int64{0: 35})
+	})
+	stopPipeline(t, p2)
+	if low := l2.lowest(); low != 30 {
+		t.Fatalf("after a commit at 30 the group resumed at %d, want 30", low)
+	}
+}
+
+// Guarantee: a start time after every record starts after the newest one.
+func TestStartFromTimestampAfterNewest(t *testing.T) {
+	group := "g-timestamp-late"
+	c := newCluster(t, 1)
+	base := time.Now().Add(-time.Hour).Truncate(time.Second)
+	produceAt(t, c, 0, 10, base)
+	opts := timestampOptions(c, group, base.Add(time.Minute))
+	src := newSource(t, opts)
+	l := newLedger()
+	p := startPipeline(t, pipelineOpts("ts-late", src, 1, l, nil))
+	defer stopPipeline(t, p)
+	waitFor(t, 20*time.Second, "the partition claimed", func() bool {
+		st := src.Stats()
+		return len(st.Members) == 1 && len(st.Members[0].Partitions) == 1
+	})
+	produceAt(t, c, 10, 3, base.Add(2*time.Minute))
+	waitFor(t, 20*time.Second, "the new records", func() bool {
+		return equalOffsets(committed(c, group), map[int32]int64{0: 13})
+	})
+	if low := l.lowest(); low != 10 {
+		t.Fatalf("lowest handled offset %d, want 10: the start time is after every older record", low)
+	}
+}
+
+// Guarantee: with BeginReset, a claimed partition starts at InitialOffset
+// even though the group committed an offset, and the commit then follows
+// the replay.
+func TestBeginResetIgnoresCommittedOffset(t *testing.T) {
+	group := "g-reset"
+	c := newCluster(t, 1)
+	ends := produce(t, c, 1, 0, 50)
+	l := newLedger()
+	p := startPipeline(t, pipelineOpts("before", newSource(t, sourceOptions(c, group)), 1, l, nil))
+	waitFor(t, 20*time.Second, "the first run's commit", func() bool { return equalOffsets(committed(c, group), ends) })
+	stopPipeline(t, p)
+
+	opts := sourceOptions(c, group)
+	opts.BeginOffset = kafka.BeginReset
+	src := newSource(t, opts)
+	gate := make(chan struct{})
+	open := sync.OnceFunc(func() { close(gate) })
+	l2 := newLedger()
+	p2 := startPipeline(t, pipelineOpts("reset", src, 1, l2, func(m *message.Message[[]byte]) error {
+		if md, _ := message.MetadataAs[*kafka.Metadata](m); md.Offset == 20 {
+			<-gate
+		}
+		return nil
+	}))
+	defer stopPipeline(t, p2)
+	defer open() // before the stop
+	// The replay commits backwards, to the handled prefix.
+	waitFor(t, 20*time.Second, "the replay's commit at 20", func() bool {
+		return equalOffsets(committed(c, group), map[int32]int64{0: 20})
+	})
+	if first := l2.first(); first != 0 {
+		t.Fatalf("first handled offset after the reset %d, want 0", first)
+	}
+	open()
+	waitFor(t, 20*time.Second, "the replay to the end", func() bool {
+		return l2.covers(ends) && equalOffsets(committed(c, group), ends)
+	})
+}
+
+// Guarantee: with CommitOnAck, the broker's committed offset follows the
+// acknowledgements without waiting for the commit interval (an hour here).
+func TestCommitOnAckFollowsAcks(t *testing.T) {
+	group := "g-commit-on-ack"
+	c := newCluster(t, 1)
+	ends := produce(t, c, 1, 0, 100)
+	opts := sourceOptions(c, group)
+	opts.CommitMode = kafka.CommitOnAck
+	opts.CommitInterval = time.Hour
+	src := newSource(t, opts)
+	gate := make(chan struct{})
+	open := sync.OnceFunc(func() { close(gate) })
+	po := pipelineOpts("on-ack", src, 1, newLedger(), func(m *message.Message[[]byte]) error {
+		if md, _ := message.MetadataAs[*kafka.Metadata](m); md.Offset == 30 {
+			<-gate
+		}
+		return nil
+	})
+	po.Processors.MaxDemand = 1 // each message acknowledged once handled
+	p := startPipeline(t, po)
+	defer stopPipeline(t, p)
+	defer open() // before the stop
+	waitFor(t, 10*time.Second, "a commit at 30 while offset 30 is in its handler", func() bool {
+		return equalOffsets(committed(c, group), map[int32]int64{0: 30})
+	})
+	open()
+	waitFor(t, 10*time.Second, "a commit at the end", func() bool { return equalOffsets(committed(c, group), ends) })
+	ms := src.Stats().Members[0]
+	if ms.Commits == 0 || ms.Partitions[0].Committed != ends[0] {
+		t.Fatalf("stats after commits on ack: %+v", ms)
+	}
+}
+
+// Guarantee: the replay and commit options are validated: unknown values,
+// and a start time that is missing or given without OffsetTimestamp, are
+// errors naming the field and the rule.
+func TestReplayOptionsValidated(t *testing.T) {
+	base := kafka.Options{Brokers: []string{"127.0.0.1:9092"}, GroupID: "g", Topics: []string{"t"},
+		RevokeTimeout: time.Second, Config: testConfig()}
+	cases := []struct {
+		name        string
+		edit        func(*kafka.Options)
+		field, rule string
+	}{
+		{"timestamp without start time", func(o *kafka.Options) { o.InitialOffset = kafka.OffsetTimestamp }, "kafka.startTime", "required_if"},
+		{"start time without timestamp", func(o *kafka.Options) { o.StartTime = time.Now() }, "kafka.startTime", "excluded_unless"},
+		{"unknown begin offset", func(o *kafka.Options) { o.BeginOffset = "assigned" }, "kafka.beginOffset", "oneof"},
+		{"unknown commit mode", func(o *kafka.Options) { o.CommitMode = "sync" }, "kafka.commitMode", "oneof"},
+	}
+	for _, tc := range cases {
+		o := base
+		tc.edit(&o)
+		_, err := kafka.New(o)
+		var es validate.Errors
+		if err == nil || !errors.As(err, &es) || !es.Has(tc.field, tc.rule) {
+			t.Errorf("%s: error %v, want %s/%s", tc.name, err, tc.field, tc.rule)
+		}
+	}
+	o := base
+	o.InitialOffset, o.StartTime, o.BeginOffset, o.CommitMode = kafka.OffsetTimestamp, time.Now(), kafka.BeginReset, kafka.CommitOnAck
+	if _, err := kafka.New(o); err != nil {
+		t.Fatalf("valid replay options rejected: %v", err)
+	}
+	src, err := kafka.New(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := src.Options(); got.BeginOffset != kafka.BeginCommitted || got.CommitMode != kafka.CommitInterval {
+		t.Fatalf("defaults: begin offset %q, commit mode %q", got.BeginOffset, got.CommitMode)
+	}
+}
