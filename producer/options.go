@@ -71,7 +71,8 @@ type Options[T any] struct {
 	Restart Restart `name:"restart"`
 }
 
-// Flow is the permit window of seed 002: a consumer is granted Initial
+// Flow is the permit window every consumer of a source works within: a
+// consumer is granted Initial
 // permits when it starts; one permit is charged each time one of its messages
 // leaves the stage buffer for the processors; when its remaining permits fall
 // to Threshold it is granted Refill more. A consumer therefore never has more
