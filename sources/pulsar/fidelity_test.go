@@ -10,6 +10,7 @@ import (
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
 	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
+	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 )
 
 // On a failover subscription a failed message is nacked, and the broker,
@@ -64,5 +65,50 @@ func TestFailoverNackRedeliversEverythingInFlight(t *testing.T) {
 	}
 	if redelivered < 1 {
 		t.Errorf("the broker redelivered nothing after the nack")
+	}
+}
+
+// When the broker unloads a topic it closes the consumers from its side
+// (CLOSE_CONSUMER); pulsar-client-go reconnects them, the stage keeps
+// running and every message is handled and acked: nothing is lost.
+func TestUnloadNothingLost(t *testing.T) {
+	e := newEnv(t)
+	if err := e.broker.CreateTopic("unload", 2); err != nil {
+		t.Fatal(err)
+	}
+	want := e.publish("unload", "m", 600)
+	r := newReceived()
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"unload"}, Subscription: "sub", Consumer: earliest()})
+	p, stop := run(t, src, 2, producer.Flow{Initial: 10}, func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
+		r.add(m)
+		time.Sleep(100 * time.Microsecond) // keep messages in flight across the unload
+		return m.Data, nil
+	})
+	waitFor(t, "some messages handled", func() bool { return r.distinct() >= 100 })
+	if err := e.broker.Unload("unload"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "every message handled", func() bool { return r.distinct() == len(want) })
+	waitFor(t, "the backlog to empty", func() bool {
+		return e.broker.Backlog(pulsartest.PartitionTopic("unload", 0), "sub")+e.broker.Backlog(pulsartest.PartitionTopic("unload", 1), "sub") == 0
+	})
+	if err := p.Err(); err != nil {
+		t.Errorf("pipeline error after the unload: %v", err)
+	}
+	// Each stage's consumer of each partition was closed by the broker and
+	// reconnected by the client.
+	waitFor(t, "2 stages × 2 partitions reconnected", func() bool {
+		connected, closed := 0, 0
+		for _, c := range e.consumerStats("unload", "sub", 2) {
+			if c.Connected {
+				connected++
+			} else {
+				closed++
+			}
+		}
+		return connected == 4 && closed == 4
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -523,3 +523,53 @@ func (b *Broker) StallDispatch(topic string, stalled bool) {
 		}
 	}
 }
+
+// Unload does what a real broker does when it unloads topic (an operator's
+// "pulsar-admin topics unload", or a bundle moving to another broker): it
+// sends CLOSE_CONSUMER to every consumer and CLOSE_PRODUCER to every
+// producer of the topic (for a partitioned topic, of each partition). The
+// consumers' unacknowledged messages go back for redelivery without raising
+// their redelivery counts; subscriptions keep their cursors. Clients look
+// the topic up again and reconnect. It returns an error for a name it
+// cannot parse, or ErrClosed.
+func (b *Broker) Unload(topic string) error {
+	tn, err := parseTopic(topic)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	names := []string{tn.full}
+	if n := b.partitioned[tn.full]; n > 0 {
+		names = names[:0]
+		for i := range n {
+			names = append(names, fmt.Sprintf("%s%s%d", tn.full, partitionSuffix, i))
+		}
+	}
+	for _, name := range names {
+		t := b.topics[name]
+		if t == nil {
+			continue
+		}
+		for _, s := range t.subs {
+			for _, c := range slices.Clone(s.consumers) {
+				b.removeConsumerLocked(c)
+				c.conn.sendClose(cmdCloseConsumer, c.id)
+			}
+		}
+		for c := range b.conns {
+			for pid, p := range c.producers {
+				if p.topic != t {
+					continue
+				}
+				t.producers--
+				delete(c.producers, pid)
+				c.sendClose(cmdCloseProducer, pid)
+			}
+		}
+	}
+	return nil
+}

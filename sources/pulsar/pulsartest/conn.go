@@ -420,6 +420,18 @@ func (c *conn) sendError(reqID uint64, code ServerErrorCode, msg string) {
 	})
 }
 
+// sendClose tells the client the broker closed its consumer or producer
+// id (typ is cmdCloseConsumer or cmdCloseProducer; both carry the id in
+// field 1 and a request id in field 2): the client reconnects it.
+func (c *conn) sendClose(typ int, id uint64) {
+	c.write(func(o []byte) []byte {
+		o, fs, bs := beginFrame(o, typ)
+		o = appendVarintField(o, 1, id)
+		o = appendVarintField(o, 2, 0)
+		return endFrame(o, typ, fs, bs, nil)
+	})
+}
+
 func (c *conn) sendActiveChange(consumerID uint64, active bool) {
 	c.write(func(o []byte) []byte {
 		o, fs, bs := beginFrame(o, cmdActiveConsumerChange)

@@ -166,3 +166,66 @@ func TestFailoverActiveByHashRing(t *testing.T) {
 		})
 	}
 }
+
+// Unload closes every consumer and producer of a topic from the broker's
+// side, as a real broker unloading the topic does (CLOSE_CONSUMER,
+// CLOSE_PRODUCER): pulsar-client-go reconnects both, the unacknowledged
+// messages come back without a raised redelivery count, and a send after
+// the unload is stored. Nothing is lost.
+func TestUnloadReconnectsClients(t *testing.T) {
+	b := startBroker(t)
+	cl := newClient(t, b)
+	ctx := ctxT(t)
+	topic := uniqueTopic(t)
+	c, err := cl.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared,
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, AckWithResponse: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for i := range 4 {
+		if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "m-%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 4 {
+		m := receive(t, ctx, c)
+		if i < 2 {
+			if err := c.Ack(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := b.Unload(topic); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the consumer to reconnect", func() bool {
+		st := b.Consumers(topic, "s")
+		return len(st) == 2 && !st[0].Connected && st[1].Connected
+	})
+	if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("m-4")}); err != nil {
+		t.Fatalf("send after the unload: %v", err)
+	}
+	got := map[string]uint32{}
+	for len(got) < 3 {
+		m := receive(t, ctx, c)
+		got[string(m.Payload())] = m.RedeliveryCount()
+		if err := c.Ack(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range []string{"m-2", "m-3", "m-4"} {
+		if n, ok := got[k]; !ok || n != 0 {
+			t.Fatalf("after the unload got %v, want m-2, m-3 (unacked) and m-4 with redelivery count 0", got)
+		}
+	}
+	eventually(t, "the backlog to empty", func() bool { return b.Backlog(topic, "s") == 0 })
+	if n := len(b.Messages(topic)); n != 5 {
+		t.Fatalf("%d messages stored, want 5", n)
+	}
+}

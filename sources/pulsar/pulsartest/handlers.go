@@ -648,13 +648,7 @@ func (b *Broker) handleSeek(c *conn, body []byte) bool {
 	s.replay = s.replay[:0]
 	for _, other := range slices.Clone(s.consumers) {
 		b.removeConsumerLocked(other)
-		oid := other.id
-		other.conn.write(func(o []byte) []byte {
-			o, fs, bs := beginFrame(o, cmdCloseConsumer)
-			o = appendVarintField(o, 1, oid)
-			o = appendVarintField(o, 2, 0)
-			return endFrame(o, cmdCloseConsumer, fs, bs, nil)
-		})
+		other.conn.sendClose(cmdCloseConsumer, other.id)
 	}
 	c.sendSuccess(reqID)
 	return true
