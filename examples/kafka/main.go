@@ -58,6 +58,9 @@ type config struct {
 	produce    bool
 	strategy   string
 	verbose    bool
+	// sourceStats prints the Kafka source's stats (members, claims,
+	// committed offsets, lag) once every record is handled; -v sets it.
+	sourceStats bool
 }
 
 func main() {
@@ -70,8 +73,9 @@ func main() {
 	flag.IntVar(&cfg.members, "members", 2, "consumer-group members (producer stages)")
 	flag.BoolVar(&cfg.produce, "produce", true, "produce the n records before consuming")
 	flag.StringVar(&cfg.strategy, "rebalance", kafka.RebalanceCooperativeSticky, "range, roundrobin, sticky or cooperative-sticky")
-	flag.BoolVar(&cfg.verbose, "v", false, "log at debug level to stderr")
+	flag.BoolVar(&cfg.verbose, "v", false, "log at debug level to stderr, and print the source's stats")
 	flag.Parse()
+	cfg.sourceStats = cfg.verbose
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -183,6 +187,9 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	case <-p.Done():
 	}
 	elapsed := time.Since(start)
+	if cfg.sourceStats {
+		printSourceStats(out, src.Stats())
+	}
 	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := p.Stop(stopCtx); err != nil {
@@ -190,6 +197,19 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	st.print(out, elapsed)
 	return nil
+}
+
+// printSourceStats prints, per group member, its generation and, per
+// claimed partition, the committed offset, high-water mark and lag.
+func printSourceStats(out io.Writer, st kafka.Stats) {
+	for _, m := range st.Members {
+		fmt.Fprintf(out, "member %s (%s): generation %d, %d rebalance(s), %d commit(s), %d failed\n",
+			m.Stage, m.MemberID, m.GenerationID, m.Rebalances, m.Commits, m.CommitErrors)
+		for _, p := range m.Partitions {
+			fmt.Fprintf(out, "  %s/%d: committed %d, high water %d, lag %d, in flight %d\n",
+				p.Topic, p.Partition, p.Committed, p.HighWater, p.Lag, p.InFlight)
+		}
+	}
 }
 
 func splitBrokers(s string) []string {

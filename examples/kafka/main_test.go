@@ -102,6 +102,40 @@ func TestInProcessClusterRun(t *testing.T) {
 	checkReport(t, out.String(), n)
 }
 
+var partitionLine = regexp.MustCompile(`(?m)^  (readings/\d+): committed (-?\d+), high water (\d+), lag (\d+), in flight (\d+)$`)
+
+// With -v the program prints the source's stats: the member, and every
+// partition once with its high-water mark (the readings it holds, all
+// produced by the run). One member, so that no rebalance can be under way
+// when the stats are printed.
+func TestVerboseRunPrintsSourceStats(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	const n = 1000
+	cfg := config{topic: "readings", group: "example-stats", n: n, partitions: 4, members: 1, produce: true,
+		strategy: "cooperative-sticky", sourceStats: true}
+	if err := run(ctx, cfg, &out); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	if got := strings.Count(out.String(), "\nmember "); got != 1 {
+		t.Errorf("%d member lines, want 1:\n%s", got, out.String())
+	}
+	seen := map[string]bool{}
+	var hw int64
+	for _, m := range partitionLine.FindAllStringSubmatch(out.String(), -1) {
+		if seen[m[1]] {
+			t.Errorf("partition %s printed twice:\n%s", m[1], out.String())
+		}
+		seen[m[1]] = true
+		h, _ := strconv.ParseInt(m[3], 10, 64)
+		hw += h
+	}
+	if len(seen) != 4 || hw != n {
+		t.Fatalf("%d partitions with high-water marks summing to %d, want 4 and %d:\n%s", len(seen), hw, n, out.String())
+	}
+}
+
 // With -brokers the program uses the given cluster; once it returns, the
 // drain has committed the group's offsets up to the end of every partition,
 // so a restart would not read the records again.
