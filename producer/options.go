@@ -72,12 +72,11 @@ type Options[T any] struct {
 }
 
 // Flow is the permit window every consumer of a source works within: a
-// consumer is granted Initial
-// permits when it starts; one permit is charged each time one of its messages
-// leaves the stage buffer for the processors; when its remaining permits fall
-// to Threshold it is granted Refill more. A consumer therefore never has more
-// than max(Initial, Threshold+Refill) messages fetched-but-not-dispatched or
-// allowed to be fetched.
+// consumer is granted Initial permits when it starts; one permit is charged
+// each time one of its messages leaves the stage buffer for the processors;
+// when its remaining permits fall to Threshold it is granted Refill more. A
+// consumer therefore never has more than max(Initial, Threshold+Refill)
+// messages fetched-but-not-dispatched or allowed to be fetched.
 type Flow struct {
 	// Initial is the number of permits a consumer is granted when it starts.
 	// At least 2 (Threshold must fit below it), at most MaxFlowPermits
