@@ -61,8 +61,8 @@ type Pipeline[In, Out any] struct {
 	opts     Options[In, Out]
 	log      *slog.Logger
 	prod     *producer.Producer[In]
-	proc     *processing.Stage[In, Out]
-	batchers []*batching.Stage[Out]
+	proc     *processing.Pool[In, Out]
+	batchers []*batching.Batcher[Out]
 
 	mu          sync.Mutex
 	state       state

@@ -45,7 +45,7 @@ type seen struct {
 
 // harness runs one batcher whose handler reports every batch on a channel.
 type harness struct {
-	s       *batching.Stage[int]
+	s       *batching.Batcher[int]
 	batches chan seen
 	cancel  context.CancelFunc
 }

@@ -39,8 +39,8 @@ const queueSlotBudget = 1 << 20
 // recvChunk is how many messages a batcher takes from its queue at once.
 const recvChunk = 64
 
-// Stage is one named batcher with its batch processors.
-type Stage[T any] struct {
+// Batcher is one named batcher with its batch processors.
+type Batcher[T any] struct {
 	opts    batcher.Options[T]
 	log     *slog.Logger
 	name    string
@@ -59,13 +59,13 @@ type Stage[T any] struct {
 // max(min(2·BatchSize, 2²⁰/partitions), 64); batches wait for a batch
 // processor in a queue of capacity 2·Concurrency (2 per partition when
 // partitioned).
-func New[T any](opts batcher.Options[T], cfg Config) *Stage[T] {
+func New[T any](opts batcher.Options[T], cfg Config) *Batcher[T] {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
 	}
 	name := cfg.Name + ".batcher." + opts.Name
-	s := &Stage[T]{
+	s := &Batcher[T]{
 		opts: opts,
 		log:  log.With(slog.String("stage", name)),
 		name: name,
@@ -99,27 +99,27 @@ func New[T any](opts batcher.Options[T], cfg Config) *Stage[T] {
 }
 
 // Name is the batcher's name.
-func (s *Stage[T]) Name() string { return s.opts.Name }
+func (s *Batcher[T]) Name() string { return s.opts.Name }
 
 // Publish hands messages to the batcher (to their partitions when
 // partitioned). It blocks while the batcher's input is full and returns how
 // many messages it took, with ctx.Err() or queue.ErrClosed when it
 // stopped early.
-func (s *Stage[T]) Publish(ctx context.Context, msgs []*message.Message[T]) (int, error) {
+func (s *Batcher[T]) Publish(ctx context.Context, msgs []*message.Message[T]) (int, error) {
 	return s.input.PublishBatch(ctx, msgs)
 }
 
 // CloseInput closes the batcher's input: each partition then emits its open
 // batches with trigger flush, and the batch processors return once every
 // batch is handled.
-func (s *Stage[T]) CloseInput() { s.input.Close() }
+func (s *Batcher[T]) CloseInput() { s.input.Close() }
 
 // StageName is the stage's name, "<pipeline>.batcher.<name>".
-func (s *Stage[T]) StageName() string { return s.name }
+func (s *Batcher[T]) StageName() string { return s.name }
 
 // Running returns the indexes of the batcher partitions and of the batch
 // processors that have not returned yet (all of them before Run).
-func (s *Stage[T]) Running() (partitions, batchProcessors []int) {
+func (s *Batcher[T]) Running() (partitions, batchProcessors []int) {
 	return runningIn(s.loops), runningIn(s.procs)
 }
 
@@ -139,7 +139,7 @@ func runningIn(flags []atomic.Bool) []int {
 // once every batch is handled. ctx is the pipeline's hard-stop context: when
 // it is cancelled, open batches and queued messages stay unacknowledged.
 // Call it once.
-func (s *Stage[T]) Run(ctx context.Context) {
+func (s *Batcher[T]) Run(ctx context.Context) {
 	var loops, procs group.Group
 	for i := range s.input.Len() {
 		out := s.batches[min(i, len(s.batches)-1)]
@@ -180,7 +180,7 @@ type slot[T any] struct {
 
 // partition groups one partition's messages into batches.
 type partition[T any] struct {
-	s     *Stage[T]
+	s     *Batcher[T]
 	index int
 	in    *queue.Queue[*message.Message[T]]
 	out   *queue.Queue[message.Batch[T]]
@@ -367,7 +367,7 @@ func (b *partition[T]) leftBehind() {
 
 // batchProcessor calls the batch handler and acknowledges.
 type batchProcessor[T any] struct {
-	s      *Stage[T]
+	s      *Batcher[T]
 	log    *slog.Logger
 	acks   acker.Group
 	failed []*message.Message[T]

@@ -65,8 +65,8 @@ const queueSlotBudget = 1 << 20
 // allocator's header, so the block fills its size class without waste.
 const slabBytes = 8192 - 8
 
-// Stage is the processors of one pipeline.
-type Stage[In, Out any] struct {
+// Pool is the processors of one pipeline.
+type Pool[In, Out any] struct {
 	opts   processor.Options[In, Out]
 	log    *slog.Logger
 	name   string
@@ -85,12 +85,12 @@ type Stage[In, Out any] struct {
 // PartitionBy each processor has its own queue of capacity max(2·MaxDemand,
 // 64, min(cfg.MinQueue, 2²⁰/Concurrency)), and a message goes to the queue
 // its key hashes to.
-func New[In, Out any](opts processor.Options[In, Out], cfg Config[Out]) *Stage[In, Out] {
+func New[In, Out any](opts processor.Options[In, Out], cfg Config[Out]) *Pool[In, Out] {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Stage[In, Out]{
+	s := &Pool[In, Out]{
 		opts:    opts,
 		log:     log,
 		name:    cfg.Name + ".processor",
@@ -119,25 +119,25 @@ func New[In, Out any](opts processor.Options[In, Out], cfg Config[Out]) *Stage[I
 // message goes to the processor its key selects. It blocks while the
 // processors' queues are full and returns how many messages were taken, with
 // ctx.Err() or queue.ErrClosed when it stopped early.
-func (s *Stage[In, Out]) Publish(ctx context.Context, msgs []*message.Message[In]) (int, error) {
+func (s *Pool[In, Out]) Publish(ctx context.Context, msgs []*message.Message[In]) (int, error) {
 	return s.input.PublishBatch(ctx, msgs)
 }
 
 // TryPublish hands over, without blocking, the longest prefix of msgs the
 // processors' queues have room for (see queue.Partitioned.TryPublishBatch)
 // and returns its length; queue.ErrClosed once the input is closed.
-func (s *Stage[In, Out]) TryPublish(msgs []*message.Message[In]) (int, error) {
+func (s *Pool[In, Out]) TryPublish(msgs []*message.Message[In]) (int, error) {
 	return s.input.TryPublishBatch(msgs)
 }
 
 // QueueCapacity is the capacity of each processor queue (of the one shared
 // queue without PartitionBy).
-func (s *Stage[In, Out]) QueueCapacity() int { return s.input.Partition(0).Cap() }
+func (s *Pool[In, Out]) QueueCapacity() int { return s.input.Partition(0).Cap() }
 
 // Run runs the processors and returns when every one of them has returned:
 // each runs until its input is closed and drained (CloseInput) or ctx, the
 // pipeline's hard-stop context, is cancelled. Call it once.
-func (s *Stage[In, Out]) Run(ctx context.Context) {
+func (s *Pool[In, Out]) Run(ctx context.Context) {
 	var g group.Group
 	for i := range s.opts.Concurrency {
 		in := s.input.Partition(min(i, s.input.Len()-1))
@@ -152,16 +152,16 @@ func (s *Stage[In, Out]) Run(ctx context.Context) {
 
 // CloseInput closes the processors' queues: Publish fails from then on, and
 // each processor returns once it has handled what is queued.
-func (s *Stage[In, Out]) CloseInput() {
+func (s *Pool[In, Out]) CloseInput() {
 	s.input.Close()
 }
 
 // Name is the stage's name, "<pipeline>.processor".
-func (s *Stage[In, Out]) Name() string { return s.name }
+func (s *Pool[In, Out]) Name() string { return s.name }
 
 // Running returns the indexes of the processors that have not returned yet
 // (all of them before Run).
-func (s *Stage[In, Out]) Running() []int {
+func (s *Pool[In, Out]) Running() []int {
 	var idx []int
 	for i := range s.running {
 		if s.running[i].Load() {
@@ -172,14 +172,14 @@ func (s *Stage[In, Out]) Running() []int {
 }
 
 // Queued reports how many messages wait in the processors' queues.
-func (s *Stage[In, Out]) Queued() int {
+func (s *Pool[In, Out]) Queued() int {
 	return s.input.Queued()
 }
 
 // worker is the state of one processor goroutine; everything in it is
 // reused from chunk to chunk.
 type worker[In, Out any] struct {
-	s       *Stage[In, Out]
+	s       *Pool[In, Out]
 	log     *slog.Logger
 	buf     []*message.Message[In]
 	failed  []*message.Message[In]
@@ -189,7 +189,7 @@ type worker[In, Out any] struct {
 	slab    []message.Message[Out]
 }
 
-func (s *Stage[In, Out]) newProcessor(i int) *worker[In, Out] {
+func (s *Pool[In, Out]) newProcessor(i int) *worker[In, Out] {
 	_, same := any((*message.Message[In])(nil)).(*message.Message[Out])
 	return &worker[In, Out]{
 		s:       s,

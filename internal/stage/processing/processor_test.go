@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 const patience = 10 * time.Second
 
 // newStage builds a processor stage without starting it.
-func newStage[In, Out any](t *testing.T, opts processor.Options[In, Out], routes ...processing.NamedRoute[Out]) *processing.Stage[In, Out] {
+func newStage[In, Out any](t *testing.T, opts processor.Options[In, Out], routes ...processing.NamedRoute[Out]) *processing.Pool[In, Out] {
 	t.Helper()
 	return processing.New(opts.WithDefaults(), processing.Config[Out]{Name: t.Name(), Routes: routes})
 }
@@ -42,7 +42,7 @@ func newStage[In, Out any](t *testing.T, opts processor.Options[In, Out], routes
 // run starts s. The test's cleanup cancels the stage's context and waits for
 // every goroutine it started. The returned function cancels the context
 // (the hard stop).
-func run[In, Out any](t *testing.T, s *processing.Stage[In, Out]) context.CancelFunc {
+func run[In, Out any](t *testing.T, s *processing.Pool[In, Out]) context.CancelFunc {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := stagetest.Go(ctx, s)
@@ -54,7 +54,7 @@ func run[In, Out any](t *testing.T, s *processing.Stage[In, Out]) context.Cancel
 }
 
 // publish hands msgs to s and fails the test unless all were taken.
-func publish[In, Out any](t *testing.T, s *processing.Stage[In, Out], msgs []*message.Message[In]) {
+func publish[In, Out any](t *testing.T, s *processing.Pool[In, Out], msgs []*message.Message[In]) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
@@ -74,7 +74,7 @@ func waitDone(t *testing.T, ch <-chan struct{}, what string) {
 }
 
 // drain closes the input of s and waits until every processor returned.
-func drain[In, Out any](t *testing.T, s *processing.Stage[In, Out]) {
+func drain[In, Out any](t *testing.T, s *processing.Pool[In, Out]) {
 	t.Helper()
 	s.CloseInput()
 	waitDone(t, stagetest.Done(s), "the processors to return")
