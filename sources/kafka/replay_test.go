@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/sources/kafka"
@@ -228,5 +230,69 @@ func TestReplayOptionsValidated(t *testing.T) {
 	}
 	if got := src.Options(); got.BeginOffset != kafka.BeginCommitted || got.CommitMode != kafka.CommitInterval {
 		t.Fatalf("defaults: begin offset %q, commit mode %q", got.BeginOffset, got.CommitMode)
+	}
+}
+
+// Guarantee: with CommitOnAck a member has at most one commit in flight,
+// and the advances made while it is on its way are coalesced into the next
+// commit, sent as soon as it returns.
+func TestCommitOnAckCoalesces(t *testing.T) {
+	group := "g-commit-coalesce"
+	c := newCluster(t, 1)
+	ends := produce(t, c, 1, 0, 100)
+	var (
+		mu      sync.Mutex
+		offsets []int64 // of each OffsetCommit request, as it arrives
+	)
+	hold := make(chan struct{})
+	release := sync.OnceFunc(func() { close(hold) })
+	defer release()
+	c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		r := req.(*kmsg.OffsetCommitRequest)
+		if r.Group != group {
+			return nil, nil, false
+		}
+		mu.Lock()
+		offsets = append(offsets, r.Topics[0].Partitions[0].Offset)
+		first := len(offsets) == 1
+		mu.Unlock()
+		if first {
+			c.SleepControl(func() { <-hold }) // the first commit stays on its way
+		}
+		return nil, nil, false
+	})
+	sent := func() []int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(offsets)
+	}
+	opts := sourceOptions(c, group)
+	opts.CommitMode = kafka.CommitOnAck
+	opts.CommitInterval = time.Hour
+	// The held commit delays the heartbeats behind it on the coordinator's
+	// connection: keep the session alive meanwhile.
+	opts.Config.Consumer.Group.Session.Timeout = 10 * time.Second
+	src := newSource(t, opts)
+	l := newLedger()
+	po := pipelineOpts("coalesce", src, 1, l, nil)
+	po.Processors.MaxDemand = 1 // each message acknowledged once handled: one advance each
+	p := startPipeline(t, po)
+	defer stopPipeline(t, p)
+	defer release() // before the stop
+
+	waitFor(t, 10*time.Second, "the first commit", func() bool { return len(sent()) == 1 })
+	waitFor(t, 10*time.Second, "every record handled and marked", func() bool {
+		st := src.Stats()
+		return l.covers(ends) && len(st.Members) == 1 && len(st.Members[0].Partitions) == 1 &&
+			st.Members[0].Partitions[0].Marked == ends[0]
+	})
+	if got := sent(); len(got) != 1 {
+		t.Fatalf("commits %v sent while the first was on its way", got)
+	}
+	release()
+	waitFor(t, 10*time.Second, "the coalesced commit", func() bool { return equalOffsets(committed(c, group), ends) })
+	if got := sent(); len(got) != 2 || got[1] != ends[0] {
+		t.Fatalf("commits %v, want the first and then one at %d", got, ends[0])
 	}
 }
