@@ -229,3 +229,58 @@ func TestUnloadReconnectsClients(t *testing.T) {
 		t.Fatalf("%d messages stored, want 5", n)
 	}
 }
+
+// On Key_Shared, entries without an ordering or partition key in their
+// metadata, batched or not, hash as "NONE_KEY", as a real broker's
+// Commands.peekStickyKey does (it never looks into a batch's messages):
+// with sticky ranges they all go to the consumer whose range holds
+// murmur3("NONE_KEY") mod 65536.
+func TestKeylessEntriesHashAsNoneKey(t *testing.T) {
+	b := startBroker(t)
+	cl := newClient(t, b)
+	ctx := ctxT(t)
+	topic := uniqueTopic(t)
+	h := int(murmur3([]byte("NONE_KEY")) % keyHashRange)
+	if h == 0 {
+		t.Fatal("NONE_KEY hashes to 0: the ranges below cannot tell it from an empty key")
+	}
+	sub := func(lo, hi int) pulsar.Consumer {
+		p, err := pulsar.NewKeySharedPolicySticky([]int{lo, hi})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := cl.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.KeyShared,
+			KeySharedPolicy: p, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	_ = sub(0, h-1)     // holds the hash of an empty key, 0
+	owner := sub(h, keyHashRange-1)
+	if _, err := b.Publish(ctx, topic, Message{Payload: []byte("plain")}); err != nil {
+		t.Fatal(err)
+	}
+	// A client batch whose first message has no key carries no key in its
+	// metadata, whatever its other messages' keys.
+	p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, BatchingMaxMessages: 2, BatchingMaxPublishDelay: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for _, key := range []string{"", "k"} {
+		p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: []byte("batched-" + key), Key: key}, func(pulsar.MessageID, *pulsar.ProducerMessage, error) {})
+	}
+	if err := p.FlushWithCtx(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		m := receive(t, ctx, owner)
+		_ = owner.Ack(m)
+	}
+	st := b.Consumers(topic, "s")
+	if st[0].Dispatched != 0 || st[1].Dispatched != 3 {
+		t.Fatalf("keyless entries went to %d / %d messages, want all 3 to the NONE_KEY range's owner", st[0].Dispatched, st[1].Dispatched)
+	}
+}

@@ -28,7 +28,6 @@ func FuzzDecoders(f *testing.F) {
 		if meta, payload, err := splitPayloadSection(b); err == nil {
 			_, _ = decodeMetadata(meta, true)
 			_ = appendDecoded(nil, &entry{data: b}, MessageID{})
-			_ = firstBatchKey(b)
 			_ = payload
 		}
 	})

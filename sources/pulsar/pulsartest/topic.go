@@ -115,12 +115,13 @@ func (b *Broker) topicLocked(tn topicName, create bool) *topic {
 // appendLocked stores one entry and dispatches it.
 func (b *Broker) appendLocked(t *topic, data []byte, m entryMeta) uint64 {
 	e := &entry{data: data, nmsgs: max(m.numMessages, 1), batched: m.batched, deliverAt: m.deliverAt}
-	if len(m.orderingKey) > 0 {
+	switch {
+	case len(m.orderingKey) > 0:
 		e.key = m.orderingKey
-	} else if len(m.keyRaw) > 0 {
+	case len(m.keyRaw) > 0:
 		e.key = m.keyRaw
-	} else if m.batched {
-		e.key = firstBatchKey(data)
+	default:
+		e.key = noneKey
 	}
 	e.hash = murmur3(e.key)
 	id := uint64(len(t.entries))
@@ -131,33 +132,11 @@ func (b *Broker) appendLocked(t *topic, data []byte, m entryMeta) uint64 {
 	return id
 }
 
-// firstBatchKey returns the key of the first message of a batch, which
-// pulsar-client-go's key-based batching shares with the whole batch.
-func firstBatchKey(data []byte) []byte {
-	meta, payload, err := splitPayloadSection(data)
-	if err != nil {
-		return nil
-	}
-	m, err := decodeMetadata(meta, false)
-	if err != nil {
-		return nil
-	}
-	if payload, err = decompress(m.compression, payload, m.uncompressed); err != nil || len(payload) < 4 {
-		return nil
-	}
-	n := int(uint32(payload[0])<<24 | uint32(payload[1])<<16 | uint32(payload[2])<<8 | uint32(payload[3]))
-	if n > len(payload)-4 {
-		return nil
-	}
-	sm, err := decodeSingleMeta(payload[4 : 4+n])
-	if err != nil {
-		return nil
-	}
-	if len(sm.orderingKey) > 0 {
-		return sm.orderingKey
-	}
-	return []byte(sm.partitionKey)
-}
+// noneKey is the sticky key of an entry whose metadata has neither an
+// ordering key nor a partition key: a real broker
+// (Commands.peekStickyKey) hashes such entries, batched or not, as
+// "NONE_KEY", without looking into a batch's messages.
+var noneKey = []byte("NONE_KEY")
 
 func newSubscription(t *topic, name string, typ int, durable bool) *subscription {
 	return &subscription{
