@@ -257,7 +257,7 @@ func TestKeylessEntriesHashAsNoneKey(t *testing.T) {
 		t.Cleanup(c.Close)
 		return c
 	}
-	_ = sub(0, h-1)     // holds the hash of an empty key, 0
+	_ = sub(0, h-1) // holds the hash of an empty key, 0
 	owner := sub(h, keyHashRange-1)
 	if _, err := b.Publish(ctx, topic, Message{Payload: []byte("plain")}); err != nil {
 		t.Fatal(err)
