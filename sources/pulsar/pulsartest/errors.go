@@ -26,6 +26,7 @@ const (
 	TooManyRequests         ServerErrorCode = 14
 	ProducerBusy            ServerErrorCode = 16
 	InvalidTopicName        ServerErrorCode = 17
+	ConsumerAssignError     ServerErrorCode = 19
 	NotAllowedError         ServerErrorCode = 22
 )
 

@@ -2,6 +2,7 @@ package pulsartest
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -283,4 +284,37 @@ func TestKeylessEntriesHashAsNoneKey(t *testing.T) {
 	if st[0].Dispatched != 0 || st[1].Dispatched != 3 {
 		t.Fatalf("keyless entries went to %d / %d messages, want all 3 to the NONE_KEY range's owner", st[0].Dispatched, st[1].Dispatched)
 	}
+}
+
+// A Key_Shared consumer whose sticky hash ranges overlap a connected
+// consumer's is refused with ConsumerAssignError ("Range conflict"), as a
+// real broker does (HashRangeExclusiveStickyKeyConsumerSelector); one with
+// disjoint ranges is admitted.
+func TestStickyRangeConflictRefused(t *testing.T) {
+	b := startBroker(t)
+	cl := newClient(t, b)
+	topic := uniqueTopic(t)
+	sub := func(lo, hi int) (pulsar.Consumer, error) {
+		p, err := pulsar.NewKeySharedPolicySticky([]int{lo, hi})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.KeyShared, KeySharedPolicy: p})
+	}
+	first, err := sub(0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	if c, err := sub(1000, 2000); err == nil {
+		c.Close()
+		t.Fatal("a consumer with an overlapping range was admitted")
+	} else if !strings.Contains(err.Error(), "Range conflict") {
+		t.Fatalf("refusal %v does not say Range conflict", err)
+	}
+	second, err := sub(1001, 2000)
+	if err != nil {
+		t.Fatalf("a consumer with a disjoint range was refused: %v", err)
+	}
+	second.Close()
 }

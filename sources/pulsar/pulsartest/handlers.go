@@ -260,6 +260,13 @@ func (b *Broker) handleSubscribe(c *conn, body []byte) bool {
 			return true
 		}
 	}
+	if s != nil && cmd.typ == subKeyShared {
+		if other := rangeConflict(s, cmd.ranges); other != nil {
+			// As a real broker does (HashRangeExclusiveStickyKeyConsumerSelector).
+			c.sendError(cmd.reqID, ConsumerAssignError, fmt.Sprintf("Range conflict with consumer %q", other.name))
+			return true
+		}
+	}
 	if s == nil {
 		s = newSubscription(t, cmd.sub, cmd.typ, cmd.durable)
 		s.readPos = startPosition(t, cmd)
@@ -703,4 +710,19 @@ func (b *Broker) handleGetTopicsOfNamespace(c *conn, body []byte) bool {
 		return endFrame(o, cmdGetTopicsOfNamespaceResp, fs, bs, nil)
 	})
 	return true
+}
+
+// rangeConflict returns a consumer of s whose sticky hash ranges overlap
+// ranges, or nil.
+func rangeConflict(s *subscription, ranges [][2]int32) *consumer {
+	for _, other := range s.consumers {
+		for _, a := range other.ranges {
+			for _, r := range ranges {
+				if r[0] <= a[1] && a[0] <= r[1] {
+					return other
+				}
+			}
+		}
+	}
+	return nil
 }
