@@ -1,11 +1,18 @@
 package kafka_test
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/sources/kafka"
@@ -175,5 +182,56 @@ func TestStatsConcurrentWithFlow(t *testing.T) {
 	wg.Wait()
 	if polls == 0 {
 		t.Fatal("Stats never returned")
+	}
+}
+
+// Guarantee: a commit the broker refuses is reported in Stats (count, last
+// error naming its partitions) and its offsets go out again with the next
+// commit.
+func TestStatsReportCommitErrors(t *testing.T) {
+	const parts = 2
+	group := "g-stats-commit-error"
+	c := newCluster(t, parts)
+	ends := produce(t, c, parts, 0, 100)
+	var refused atomic.Int32
+	c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		r := req.(*kmsg.OffsetCommitRequest)
+		if r.Group != group || refused.Load() >= 2 {
+			return nil, nil, false
+		}
+		refused.Add(1)
+		resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewOffsetCommitResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	src := newSource(t, sourceOptions(c, group))
+	l := newLedger()
+	p := startPipeline(t, pipelineOpts("commit-errors", src, 1, l, nil))
+	defer stopPipeline(t, p)
+	waitFor(t, 20*time.Second, "the refused commits, then the offsets committed", func() bool {
+		return refused.Load() == 2 && equalOffsets(committed(c, group), ends)
+	})
+	ms := onlyMember(t, src)
+	if ms.CommitErrors < 2 || ms.LastCommitError == nil || !errors.Is(ms.LastCommitError, sarama.ErrOffsetMetadataTooLarge) {
+		t.Fatalf("commit errors %d, last %v: want 2 refusals reported", ms.CommitErrors, ms.LastCommitError)
+	}
+	if ce := ms.LastCommitError; len(ce.Partitions) == 0 || ce.At.IsZero() || strings.ContainsAny(ce.Error(), "\r\n") {
+		t.Fatalf("last commit error %+v: want its partitions and time, on one line", ce)
+	}
+	for _, p := range ms.Partitions {
+		if p.Committed != ends[p.Partition] {
+			t.Fatalf("partition %d: stats committed %d, the broker %d", p.Partition, p.Committed, ends[p.Partition])
+		}
 	}
 }
