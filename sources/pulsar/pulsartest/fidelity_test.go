@@ -318,3 +318,39 @@ func TestStickyRangeConflictRefused(t *testing.T) {
 	}
 	second.Close()
 }
+
+// A cumulative ack on a Shared subscription is ignored, as a real broker
+// ignores it (Consumer.messageAcked); on Exclusive it acknowledges every
+// message up to the one named. (pulsar-client-go refuses to send one on
+// Shared, so the raw protocol is used.)
+func TestCumulativeAckIgnoredOnShared(t *testing.T) {
+	for name, typ := range map[string]int{"shared": subShared, "exclusive": subExclusive} {
+		t.Run(name, func(t *testing.T) {
+			b := startBroker(t)
+			topic := FullTopicName("cumulative")
+			publishN(t, b, topic, 3)
+			r := dialRaw(t, b)
+			r.connect(20)
+			rawSubscribe(r, topic, "s", typ, 1, 1)
+			r.send(cmdFlow, func(o []byte) []byte {
+				o = appendVarintField(o, 1, 1)
+				return appendVarintField(o, 2, 10)
+			}, nil)
+			for range 3 {
+				r.expect(cmdMessage)
+			}
+			last := b.Messages(topic)[2].ID
+			r.send(cmdAck, func(o []byte) []byte {
+				o = appendVarintField(o, 1, 1)
+				o = appendVarintField(o, 2, 1) // cumulative
+				return appendMsgID(o, 3, msgID{ledger: last.LedgerID, entry: last.EntryID, partition: -1, batchIndex: -1})
+			}, nil)
+			r.send(cmdPing, nil, nil)
+			r.expect(cmdPong) // the ack before it has been handled
+			want := map[int]int64{subShared: 3, subExclusive: 0}[typ]
+			if n := b.Backlog(topic, "s"); n != want {
+				t.Fatalf("backlog %d after a cumulative ack of the last message, want %d", n, want)
+			}
+		})
+	}
+}

@@ -388,6 +388,12 @@ func (b *Broker) handleAck(c *conn, body []byte) bool {
 				continue
 			}
 			partialIgnored := id.ackSet != nil && !b.opts.BatchIndexAck
+			if cumulative && !s.singleActive() {
+				// A real broker ignores a cumulative ack on Shared and
+				// Key_Shared subscriptions (Consumer.messageAcked: "Received
+				// cumulative ack on shared subscription, ignoring").
+				continue
+			}
 			if cumulative {
 				last := min(id.entry, uint64(len(s.t.entries)))
 				for e := s.markDelete; e < last; e++ {
