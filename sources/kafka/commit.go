@@ -72,7 +72,11 @@ func (m *member) commit(only *partition) error {
 		}
 		m.claimsMu.Unlock()
 	}
-	defer func() { clear(blocks); m.commitBuf = blocks[:0] }()
+	defer func() {
+		all := blocks[:cap(blocks)] // also the blocks of another session dropped below
+		clear(all)
+		m.commitBuf = all[:0]
+	}()
 	if len(blocks) == 0 {
 		return nil
 	}
