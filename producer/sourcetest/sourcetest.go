@@ -78,6 +78,10 @@ type Harness[T any] struct {
 	// partition, consumer, …). It bounds the stage buffer at Feeds ×
 	// Flow.MaxWindow(). Zero means 1.
 	Feeds int
+	// Known maps the name of a subtest the source is known to fail to the
+	// defect that makes it fail; that subtest is skipped, naming the
+	// defect. An entry is removed once the defect is fixed.
+	Known map[string]string
 }
 
 // Fixture is one subtest's broker and the way to build sources on it.
@@ -121,7 +125,12 @@ func Run[T any](t *testing.T, h Harness[T]) {
 		h.Feeds = 1
 	}
 	for _, c := range checks[T]() {
-		t.Run(c.name, func(t *testing.T) { c.run(t, h) })
+		t.Run(c.name, func(t *testing.T) {
+			if defect, ok := h.Known[c.name]; ok {
+				t.Skipf("known defect of this source: %s", defect)
+			}
+			c.run(t, h)
+		})
 	}
 }
 

@@ -68,6 +68,13 @@ var ErrInjected = errors.New("sourcetest: injected source failure")
 // ErrInjected: the producer stage sees a failed run and restarts the source,
 // whose acknowledgers must keep working for the messages the failed run
 // delivered. Use one Failing per fixture and wrap every source with Wrap.
+//
+// A cancelled context tells a source that the pipeline is stopping, so this
+// fault only suits sources that leave nothing behind when Run returns on
+// one. A source that keeps resources open for the drain until Close (the
+// Pulsar source keeps its consumers, and with them the messages they
+// prefetched) needs a fault of its own broker instead: a consumer closed
+// under it, a refused subscription.
 type Failing[T any] struct {
 	mu   sync.Mutex
 	runs map[*failRun]struct{}
