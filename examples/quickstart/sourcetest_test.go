@@ -37,6 +37,10 @@ func TestConformance(t *testing.T) {
 				},
 				Settled: func(context.Context) (int, error) { return rec.Total(), nil },
 				Fail:    fail.Fail,
+				Fetched: func(context.Context) (int, error) {
+					total, _ := gen.Generated()
+					return total, nil
+				},
 			}
 		},
 	})

@@ -85,6 +85,41 @@ func checkWindow[T any](t testing.TB, h Harness[T]) {
 	}
 }
 
+// readAheadWatch is how long the read-ahead subtest watches the broker once
+// every feed has delivered its window: a client that refills a queue of its
+// own does so within a few round trips of the source taking from it.
+const readAheadWatch = 250 * time.Millisecond
+
+// checkReadAhead: the broker never hands the consumers more than
+// Flow.MaxWindow() messages per feed beyond those that left the stage, so
+// that nothing fetches ahead of the window (a client's own receive queue,
+// a channel between the client and the source).
+func checkReadAhead[T any](t testing.TB, h Harness[T]) {
+	e, src := setup(t, h, true)
+	if e.fx.Fetched == nil {
+		t.Skip("the harness cannot count what the broker hands out (Fixture.Fetched is nil)")
+	}
+	l := newLedger()
+	p := e.start("sourcetest-read-ahead", src, l, holding, nil)
+	e.fill(src, l)
+	bound := e.feeds * flow.MaxWindow()
+	// This watches for something that must not happen, so it watches for
+	// a while rather than waiting for a condition.
+	for end := time.Now().Add(readAheadWatch); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+		fetched := e.fetched()
+		calls, _, _ := l.counts()
+		if fetched-calls > bound {
+			t.Fatalf("the broker handed out %d messages while %d left the stage: %d ahead, more than %d feeds × window %d",
+				fetched, calls, fetched-calls, e.feeds, flow.MaxWindow())
+		}
+	}
+	release(t, p)
+	waitFor(t, "every message handled", func() bool { return l.covers(e.keys) })
+	if err := stop(p); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+}
+
 // checkOneOutcome: every message is handled once and the broker counts
 // exactly one settlement for each, the failed ones included.
 func checkOneOutcome[T any](t testing.TB, h Harness[T]) {

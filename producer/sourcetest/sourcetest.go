@@ -26,6 +26,9 @@
 //     more than Flow.MaxWindow() messages per feed, the source fills its
 //     window (so the check is not vacuous), and the pipeline never reports
 //     that the source over-delivered;
+//   - ReadAheadAtBroker: the same, seen from the broker: it never has
+//     handed the consumers more than Flow.MaxWindow() messages per feed
+//     beyond those that left the stage (Fixture.Fetched; skipped without);
 //   - OneOutcomePerMessage: with the handlers succeeding and failing a
 //     chosen subset (failures with acker.DispositionDiscard, which every
 //     source settles for good), every message is handled once and the broker
@@ -113,6 +116,10 @@ type Fixture[T any] struct {
 	// error wrapping ErrUnsupported, skips the restart subtest. Failing
 	// wraps a source so that it can be made to fail this way.
 	Fail func(ctx context.Context) error
+	// Fetched reports how many messages the broker has handed to the
+	// fixture's consumers so far (pushed to them or fetched by them,
+	// counting a redelivery again). Nil skips the read-ahead subtest.
+	Fetched func(ctx context.Context) (int, error)
 }
 
 // Run runs every subtest of the suite against the sources h builds.
@@ -143,6 +150,8 @@ func checks[T any]() []check[T] {
 	return []check[T]{
 		// No feed ever has more than Flow.MaxWindow() messages fetched but not dispatched.
 		{"PermitWindow", checkWindow[T]},
+		// The broker hands a consumer no more than its window beyond what left the stage.
+		{"ReadAheadAtBroker", checkReadAhead[T]},
 		// Every message gets exactly one outcome, and the broker settles it once.
 		{"OneOutcomePerMessage", checkOneOutcome[T]},
 		// Close comes once, after every Run returned; acknowledgers keep working during the drain.

@@ -24,6 +24,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // given back (a nack, or the consumer leaving without settling it).
 type memBroker struct {
 	mu      sync.Mutex
+	taken   int // messages leased, counting a redelivery again
 	keys    []string
 	ready   []int // indexes of the messages to deliver, in order
 	settled map[int]int
@@ -63,6 +64,7 @@ func (b *memBroker) take(ctx context.Context, k int) ([]int, error) {
 		if len(b.ready) > 0 {
 			k = min(k, len(b.ready))
 			out := append([]int(nil), b.ready[:k]...)
+			b.taken += k
 			b.ready = b.ready[k:]
 			more := len(b.ready) > 0
 			b.mu.Unlock()
@@ -94,6 +96,12 @@ func (b *memBroker) giveBack(i int) {
 	b.signal()
 }
 
+func (b *memBroker) takenCount(context.Context) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.taken, nil
+}
+
 func (b *memBroker) settledCount(context.Context) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -103,12 +111,14 @@ func (b *memBroker) settledCount(context.Context) (int, error) {
 // memSource is a correct pull-model source on a memBroker. The faults make
 // it break one rule each, to prove that the suite notices.
 type memSource struct {
-	b      *memBroker
-	faults faults
-	closed bool
+	b          *memBroker
+	faults     faults
+	closed     bool
+	prefetched []int
 }
 
 type faults struct {
+	readAhead    bool // lease a window more than acquired, and keep it for the next delivery
 	overDeliver  bool // deliver twice what was acquired
 	doubleAck    bool // settle every successful message twice
 	ackOnlyInRun bool // ignore acknowledgements that arrive after Run returned
@@ -162,6 +172,16 @@ func (s *memSource) Run(ctx context.Context, st *producer.Stage[string]) error {
 		if err != nil {
 			return nil
 		}
+		if s.faults.readAhead {
+			// Prefetch a window into a queue of the source's own, as a
+			// client library with a receive queue does.
+			more, err := s.b.take(ctx, st.Flow().MaxWindow())
+			if err != nil {
+				return nil
+			}
+			s.prefetched = append(s.prefetched, more...)
+			idx, s.prefetched = append(s.prefetched[:0:0], s.prefetched[:min(k, len(s.prefetched))]...), s.prefetched[min(k, len(s.prefetched)):]
+		}
 		msgs := make([]*message.Message[string], len(idx))
 		for j, i := range idx {
 			msgs[j] = message.New(s.b.keys[i], acker.Acknowledger(ack), uint64(i))
@@ -185,6 +205,7 @@ func memHarness(f faults) Harness[string] {
 			Key:       func(m *message.Message[string]) string { return m.Data },
 			Settled:   b.settledCount,
 			Fail:      fail.Fail,
+			Fetched:   b.takenCount,
 		}
 	}}
 }
@@ -264,6 +285,8 @@ func TestChecksCatchBrokenSources(t *testing.T) {
 	}{
 		// A source that delivers more than its permits fills the stage buffer past the window.
 		{"PermitWindow", faults{overDeliver: true}, "permit window"},
+		// A source that prefetches a window of its own is ahead of the window at the broker.
+		{"ReadAheadAtBroker", faults{readAhead: true}, "ahead"},
 		// A source that acknowledges a message twice is counted twice at the broker.
 		{"OneOutcomePerMessage", faults{doubleAck: true}, "settlements"},
 		// A source whose acknowledger stops with Run loses the outcomes of the drain.

@@ -42,6 +42,10 @@ func TestConformance(t *testing.T) {
 			}
 			t.Cleanup(pub.Close)
 			up := &redeliverer{pub: pub}
+			var (
+				mu      sync.Mutex
+				sources []*topicsource.Source[int]
+			)
 			fail := &sourcetest.Failing[int]{}
 			return sourcetest.Fixture[int]{
 				NewSource: func() (producer.Source[int], error) {
@@ -49,6 +53,9 @@ func TestConformance(t *testing.T) {
 					if err != nil {
 						return nil, err
 					}
+					mu.Lock()
+					sources = append(sources, src)
+					mu.Unlock()
 					// Subscribed: what the topic dropped can be delivered now.
 					if err := up.redeliver(context.Background()); err != nil {
 						return nil, err
@@ -68,6 +75,17 @@ func TestConformance(t *testing.T) {
 				Key:     func(m *message.Message[int]) string { return strconv.Itoa(m.Data) },
 				Settled: up.settled,
 				Fail:    fail.Fail,
+				// The in-memory topic counts nothing per group: what its
+				// subscriptions handed out is what the sources received.
+				Fetched: func(context.Context) (int, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					n := 0
+					for _, src := range sources {
+						n += int(src.Stats().Received)
+					}
+					return n, nil
+				},
 			}
 		},
 	})
