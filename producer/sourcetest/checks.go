@@ -99,9 +99,7 @@ func checkReadAhead[T any](t testing.TB, h Harness[T]) {
 	if e.fx.Fetched == nil {
 		t.Skip("the harness cannot count what the broker hands out (Fixture.Fetched is nil)")
 	}
-	l := newLedger()
-	p := e.start("sourcetest-read-ahead", src, l, holding, nil)
-	e.fill(src, l)
+	p, l := e.startHeld("sourcetest-read-ahead", src)
 	bound := e.feeds * flow.MaxWindow()
 	// This watches for something that must not happen, so it watches for
 	// a while rather than waiting for a condition.
@@ -224,9 +222,7 @@ func checkDrain[T any](t testing.TB, h Harness[T]) {
 func drain[T any](t testing.TB, h Harness[T]) (*env[T], *observed[T], *ledger) {
 	t.Helper()
 	e, src := setup(t, h, true)
-	l := newLedger()
-	p := e.start("sourcetest-drain", src, l, holding, nil)
-	e.fill(src, l)
+	p, l := e.startHeld("sourcetest-drain", src)
 	stopped := make(chan error, 1)
 	go func() { stopped <- stop(p) }()
 	waitFor(t, "the source's Run to return after Stop", func() bool {
@@ -264,9 +260,7 @@ func checkRestart[T any](t testing.TB, h Harness[T]) {
 	if e.fx.Fail == nil {
 		t.Skip("the harness cannot make the source's Run fail (Fixture.Fail is nil)")
 	}
-	l := newLedger()
-	p := e.start("sourcetest-restart", src, l, holding, nil)
-	e.fill(src, l)
+	p, l := e.startHeld("sourcetest-restart", src)
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	if err := e.fx.Fail(ctx); err != nil {
@@ -326,9 +320,7 @@ func settledAtMostOnce[T any](t testing.TB, e *env[T], l *ledger) {
 // twice, and both pipelines stop cleanly.
 func checkMemberJoin[T any](t testing.TB, h Harness[T]) {
 	e, src := setup(t, h, true)
-	l := newLedger()
-	p1 := e.start("sourcetest-member-1", src, l, holding, nil)
-	e.fill(src, l)
+	p1, l := e.startHeld("sourcetest-member-1", src)
 	p2 := e.start("sourcetest-member-2", e.source(), l, nil, nil)
 	waitFor(t, "the second consumer to connect", func() bool {
 		st := p2.SourceStatus()

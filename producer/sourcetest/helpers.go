@@ -274,15 +274,31 @@ func stop[T any](p *pipeline.Pipeline[T, T]) error {
 }
 
 // settled reads the broker's settlement count.
-func (e *env[T]) settled() int {
+func (e *env[T]) settled() int { return e.read("what the broker settled", e.fx.Settled) }
+
+// fetched reads how many messages the broker has handed out.
+func (e *env[T]) fetched() int { return e.read("what the broker handed out", e.fx.Fetched) }
+
+// read calls one of the fixture's counters.
+func (e *env[T]) read(what string, count func(context.Context) (int, error)) int {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	n, err := e.fx.Settled(ctx)
+	n, err := count(ctx)
 	if err != nil {
-		e.t.Fatalf("reading what the broker settled: %v", err)
+		e.t.Fatalf("reading %s: %v", what, err)
 	}
 	return n
+}
+
+// startHeld starts a pipeline over src held by its rate limit, and waits
+// until it is full (see fill).
+func (e *env[T]) startHeld(name string, src *observed[T]) (*pipeline.Pipeline[T, T], *ledger) {
+	e.t.Helper()
+	l := newLedger()
+	p := e.start(name, src, l, holding, nil)
+	e.fill(src, l)
+	return p, l
 }
 
 // fill waits until every feed of the held pipeline has delivered its first
@@ -311,18 +327,6 @@ func release[T any](t testing.TB, p *pipeline.Pipeline[T, T]) {
 	if err := p.SetRateLimit(nil); err != nil {
 		t.Fatalf("lift the rate limit: %v", err)
 	}
-}
-
-// fetched reads how many messages the broker has handed out.
-func (e *env[T]) fetched() int {
-	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-	defer cancel()
-	n, err := e.fx.Fetched(ctx)
-	if err != nil {
-		e.t.Fatalf("reading what the broker handed out: %v", err)
-	}
-	return n
 }
 
 // waitSettled waits until the broker has settled at least want messages,
