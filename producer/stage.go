@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/cond"
 	"github.com/boulevard-go/boulevard/internal/panics"
 	"github.com/boulevard-go/boulevard/message"
 )
@@ -55,9 +56,9 @@ type Stage[T any] struct {
 	pending  []entry[T] // pending[head:] wait to be dispatched, in delivery order
 	head     int
 	finished bool
-	running  bool          // inside a Run call: feeds may be registered
-	busy     bool          // the dispatcher holds a chunk taken from pending
-	idle     chan struct{} // closed when nothing is queued and !busy
+	running  bool        // inside a Run call: feeds may be registered
+	busy     bool        // the dispatcher holds a chunk taken from pending
+	idle     cond.Signal // broadcast when nothing is queued and !busy
 	feeds    []*Feed[T]
 	wake     chan struct{}
 	// refills are push-model feeds whose permits fell to the threshold in
@@ -250,9 +251,8 @@ func (s *Stage[T]) dispatch(ctx context.Context) {
 	for {
 		s.mu.Lock()
 		s.busy = false
-		if s.queuedLocked() == 0 && s.idle != nil {
-			close(s.idle)
-			s.idle = nil
+		if s.queuedLocked() == 0 {
+			s.idle.Broadcast()
 		}
 		for s.queuedLocked() == 0 && len(s.refills) == 0 {
 			if s.finished {
@@ -365,9 +365,8 @@ func (s *Stage[T]) withdraw(f *Feed[T], collect bool, dst []*message.Message[T])
 	s.pending = s.pending[:s.head+kept]
 	if kept == 0 {
 		s.pending, s.head = s.pending[:0], 0
-		if !s.busy && s.idle != nil {
-			close(s.idle)
-			s.idle = nil
+		if !s.busy {
+			s.idle.Broadcast()
 		}
 	}
 	return dst, removed
@@ -489,21 +488,8 @@ func (s *Stage[T]) run(ctx context.Context, src Source[T], rs Restart) error {
 // waitIdle waits until every delivered message has left the stage buffer.
 func (s *Stage[T]) waitIdle(ctx context.Context) error {
 	s.mu.Lock()
-	for s.queuedLocked() > 0 || s.busy {
-		if s.idle == nil {
-			s.idle = make(chan struct{})
-		}
-		idle := s.idle
-		s.mu.Unlock()
-		select {
-		case <-idle:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		s.mu.Lock()
-	}
-	s.mu.Unlock()
-	return nil
+	defer s.mu.Unlock()
+	return s.idle.Wait(ctx, &s.mu, func() bool { return s.queuedLocked() == 0 && !s.busy })
 }
 
 func (s *Stage[T]) runOnce(ctx context.Context, src Source[T]) (err error) {

@@ -47,12 +47,14 @@ var rules = []rule{
 	// The stage queues sit under both the stages and the in-memory topic
 	// backend, so they import nothing of the module.
 	{from: "internal/queue", only: []string{}, why: "the stage queues import nothing of the module"},
-	// The goroutine group and the panic logger are leaves the stages use.
+	// The goroutine group, the panic logger and the wait condition are
+	// leaves the stages use.
 	{from: "internal/group", only: []string{}, why: "internal/group imports nothing of the module"},
 	{from: "internal/panics", only: []string{}, why: "internal/panics imports nothing of the module"},
+	{from: "internal/cond", only: []string{}, why: "internal/cond imports nothing of the module"},
 	// The public stage packages hold options, handler types and the source
 	// contract; their runtime depends on them, never the reverse.
-	{from: "producer", only: []string{"message", "validate", "internal/group", "internal/panics"}, why: "producer imports only message, validate and the internal leaves"},
+	{from: "producer", only: []string{"message", "validate", "internal/group", "internal/panics", "internal/cond"}, why: "producer imports only message, validate and the internal leaves"},
 	{from: "processor", only: []string{"message", "validate"}, why: "processor imports only message and validate"},
 	{from: "batcher", only: []string{"message", "validate"}, why: "batcher imports only message and validate"},
 	// The core stages move messages through internal/queue, never through
