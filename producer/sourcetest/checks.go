@@ -103,14 +103,17 @@ func checkReadAhead[T any](t testing.TB, h Harness[T]) {
 	bound := e.feeds * flow.MaxWindow()
 	// This watches for something that must not happen, so it watches for
 	// a while rather than waiting for a condition.
+	peak := 0
 	for end := time.Now().Add(readAheadWatch); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
 		fetched := e.fetched()
 		calls, _, _ := l.counts()
+		peak = max(peak, fetched-calls)
 		if fetched-calls > bound {
 			t.Fatalf("the broker handed out %d messages while %d left the stage: %d ahead, more than %d feeds × window %d",
 				fetched, calls, fetched-calls, e.feeds, flow.MaxWindow())
 		}
 	}
+	t.Logf("read-ahead at the broker peaked at %d messages (bound %d)", peak, bound)
 	release(t, p)
 	waitFor(t, "every message handled", func() bool { return l.covers(e.keys) })
 	if err := stop(p); err != nil {

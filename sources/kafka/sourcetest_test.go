@@ -3,7 +3,12 @@ package kafka_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
@@ -13,7 +18,9 @@ import (
 
 // The Kafka source passes the source conformance suite on a kfake cluster:
 // two partitions (two feeds per member), one consumer group, outcomes read
-// back as the group's committed offsets.
+// back as the group's committed offsets. A failure is the group
+// coordinator ending the session and refusing to let the member join again
+// until the member gives up (Run returns ErrConsume).
 func TestConformance(t *testing.T) {
 	const parts = 2
 	sourcetest.Run(t, sourcetest.Harness[[]byte]{
@@ -21,14 +28,14 @@ func TestConformance(t *testing.T) {
 		Start: func(t testing.TB, n int) sourcetest.Fixture[[]byte] {
 			const group = "g-conformance"
 			c := newCluster(t, parts)
-			fail := &sourcetest.Failing[[]byte]{}
+			f := failGroup(c, group)
 			return sourcetest.Fixture[[]byte]{
 				NewSource: func() (producer.Source[[]byte], error) {
 					src, err := kafka.New(sourceOptions(c, group))
 					if err != nil {
 						return nil, err
 					}
-					return fail.Wrap(src), nil
+					return src, nil
 				},
 				Publish: func(context.Context) ([]string, error) {
 					produce(t, c, parts, 0, n)
@@ -53,10 +60,61 @@ func TestConformance(t *testing.T) {
 					}
 					return n, nil
 				},
-				Fail: fail.Fail,
+				// No Fetched: kfake shows the offsets fetches ask for, not
+				// the records it answers with, so it cannot tell how far
+				// the members read ahead.
+				Fail: f.fail,
 			}
 		},
 	})
+}
+
+// groupWatch injects a kfake group's failures.
+type groupWatch struct {
+	mu      sync.Mutex
+	next    map[int32]int64 // highest fetch offset asked for, per partition
+	endNext bool            // end the next session (a heartbeat answers a rebalance)
+	refused string          // the member whose session was ended: its joins are refused
+}
+
+func failGroup(c *kfake.Cluster, group string) *groupWatch {
+	w := &groupWatch{}
+	c.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		r := req.(*kmsg.HeartbeatRequest)
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if r.Group != group || !w.endNext {
+			return nil, nil, false
+		}
+		w.endNext, w.refused = false, r.MemberID
+		resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.ErrorCode = kerr.RebalanceInProgress.Code
+		return resp, nil, true
+	})
+	c.ControlKey(int16(kmsg.JoinGroup), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		r := req.(*kmsg.JoinGroupRequest)
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if r.Group != group || r.MemberID == "" || r.MemberID != w.refused {
+			return nil, nil, false
+		}
+		resp := r.ResponseKind().(*kmsg.JoinGroupResponse)
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil, true
+	})
+	return w
+}
+
+// fail ends the session of the next member to send a heartbeat and refuses
+// every join of that member from then on: it keeps trying until its Run
+// fails, and the run the stage starts next joins as a new member.
+func (w *groupWatch) fail(context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.endNext = true
+	return nil
 }
 
 func recordKey(p int32, off int64) string { return fmt.Sprintf("%d@%d", p, off) }
