@@ -68,7 +68,7 @@ func checkWindow[T any](t testing.TB, h Harness[T]) {
 	// window per feed.
 	want := e.feeds * flow.Initial
 	for range 500 {
-		calls, _, _ := l.counts()
+		calls, _ := l.counts()
 		if b := sample(); calls+b > want {
 			t.Fatalf("%d messages dispatched and %d in the stage buffer with %d feeds of window %d: more than %d",
 				calls, b, e.feeds, flow.Initial, want)
@@ -106,7 +106,7 @@ func checkReadAhead[T any](t testing.TB, h Harness[T]) {
 	peak := 0
 	for end := time.Now().Add(readAheadWatch); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
 		fetched := e.fetched()
-		calls, _, _ := l.counts()
+		calls, _ := l.counts()
 		peak = max(peak, fetched-calls)
 		if fetched-calls > bound {
 			t.Fatalf("the broker handed out %d messages while %d left the stage: %d ahead, more than %d feeds × window %d",
@@ -245,7 +245,7 @@ func drain[T any](t testing.TB, h Harness[T]) (*env[T], *observed[T], *ledger) {
 	if err != nil {
 		t.Fatalf("stop: %v", err)
 	}
-	calls, _, distinct := l.counts()
+	calls, distinct := l.counts()
 	if calls != distinct {
 		t.Errorf("%d handler calls for %d messages in a run without failures", calls, distinct)
 	}
@@ -301,7 +301,7 @@ func connected(st producer.StageStatus) bool {
 // more often than the handlers saw it: one settlement per delivery at most.
 func settledAtMostOnce[T any](t testing.TB, e *env[T], l *ledger) {
 	t.Helper()
-	calls, _, distinct := l.counts()
+	calls, distinct := l.counts()
 	if distinct != len(e.keys) {
 		t.Fatalf("%d of %d messages handled", distinct, len(e.keys))
 	}

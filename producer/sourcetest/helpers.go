@@ -60,19 +60,12 @@ func waitState(t testing.TB, what string, cond func() bool, state func() string)
 
 // ledger records what the handlers saw, before they return.
 type ledger struct {
-	mu      sync.Mutex
-	seen    map[string]int
-	calls   int // handler calls
-	entered int // handler calls that began
+	mu    sync.Mutex
+	seen  map[string]int
+	calls int // handler calls
 }
 
 func newLedger() *ledger { return &ledger{seen: map[string]int{}} }
-
-func (l *ledger) enter() {
-	l.mu.Lock()
-	l.entered++
-	l.mu.Unlock()
-}
 
 func (l *ledger) add(key string) {
 	l.mu.Lock()
@@ -81,12 +74,11 @@ func (l *ledger) add(key string) {
 	l.mu.Unlock()
 }
 
-// counts returns the handler calls, the calls that began and the distinct
-// keys handled.
-func (l *ledger) counts() (calls, entered, distinct int) {
+// counts returns the handler calls and the distinct keys handled.
+func (l *ledger) counts() (calls, distinct int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.calls, l.entered, len(l.seen)
+	return l.calls, len(l.seen)
 }
 
 func (l *ledger) snapshot() map[string]int {
@@ -241,7 +233,6 @@ func (e *env[T]) start(name string, src *observed[T], l *ledger, rl *producer.Ra
 			Concurrency: handlers,
 			MaxDemand:   1,
 			Handle: func(ctx context.Context, m *message.Message[T]) (T, error) {
-				l.enter()
 				var err error
 				if do != nil {
 					err = do(ctx, m)
@@ -309,14 +300,14 @@ func (e *env[T]) fill(src *observed[T], l *ledger) {
 	want := e.feeds * flow.Initial
 	waitState(e.t, fmt.Sprintf("%d messages (%d feeds × Initial %d) handled or in the stage buffer",
 		want, e.feeds, flow.Initial), func() bool {
-		calls, _, _ := l.counts()
+		calls, _ := l.counts()
 		return calls+src.buffered() >= want
 	}, func() string { return heldState(src, l) })
 }
 
 // heldState describes a held pipeline.
 func heldState[T any](src *observed[T], l *ledger) string {
-	calls, _, _ := l.counts()
+	calls, _ := l.counts()
 	active, runs, _ := src.state()
 	return fmt.Sprintf("%d handled, %d buffered, %d of %d runs active", calls, src.buffered(), active, runs)
 }
