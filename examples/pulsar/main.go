@@ -108,7 +108,10 @@ func run(ctx context.Context, cfg config, out io.Writer) (*result, error) {
 	if url == "" {
 		// The consumers use batch-index acks: let the broker honour them,
 		// as a Pulsar broker with acknowledgmentAtBatchIndexLevelEnabled.
-		b, err := pulsartest.Start(ctx, pulsartest.Options{Logger: cfg.logger, BatchIndexAck: true})
+		// StrictBatchPermits keeps every batch within the permits, so the
+		// grants printed at the end show the window exactly; a real broker
+		// sends whole reads of batches and overshoots them.
+		b, err := pulsartest.Start(ctx, pulsartest.Options{Logger: cfg.logger, BatchIndexAck: true, StrictBatchPermits: true})
 		if err != nil {
 			return nil, err
 		}

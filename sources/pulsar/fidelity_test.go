@@ -3,6 +3,7 @@ package pulsar_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -110,5 +111,48 @@ func TestUnloadNothingLost(t *testing.T) {
 	})
 	if err := stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A broker that sends whole reads of batches past the permits (as a real
+// one does) does not disturb the source: every message is handled once
+// and acked, though the broker had dispatched all of them while the first
+// were still being handled.
+func TestBatchedOvershootHandledOnce(t *testing.T) {
+	e := newEnv(t)
+	for i := range 20 {
+		msgs := make([]pulsartest.Message, 30)
+		for j := range msgs {
+			msgs[j] = pulsartest.Message{Payload: fmt.Appendf(nil, "b%d-%d", i, j)}
+		}
+		if _, err := e.broker.PublishBatch(context.Background(), "overshoot", msgs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release := make(chan struct{})
+	var once sync.Once
+	defer once.Do(func() { close(release) })
+	r := newReceived()
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"overshoot"}, Subscription: "sub", Consumer: earliest()})
+	_, stop := run(t, src, 1, producer.Flow{}, func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
+		<-release
+		r.add(m)
+		return m.Data, nil
+	})
+	waitFor(t, "the broker to overshoot the 100 permits", func() bool {
+		cs := e.broker.Consumers("overshoot", "sub")
+		return len(cs) == 1 && cs[0].Dispatched > 100 && cs[0].Available < 0
+	})
+	once.Do(func() { close(release) })
+	waitFor(t, "every message handled", func() bool { return r.distinct() == 600 })
+	waitFor(t, "the backlog to empty", func() bool { return e.broker.Backlog("overshoot", "sub") == 0 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	counts, _ := r.snapshot()
+	for k, n := range counts {
+		if n != 1 {
+			t.Fatalf("%s handled %d times, want once", k, n)
+		}
 	}
 }

@@ -58,8 +58,11 @@ type ConsumerStats struct {
 	Flows []uint32
 	// PermitsGranted is the sum of Flows.
 	PermitsGranted int64
-	// Available is permits not yet used. It can go negative only when an
-	// entry larger than half of MaxAvailable was sent on a partial budget.
+	// Available is permits not yet used. It goes negative when batches
+	// were sent past the permits, as a real broker sends them (a whole
+	// read of up to min(permits, 100) entries); on Key_Shared and with
+	// Options.StrictBatchPermits, only when an entry larger than half of
+	// MaxAvailable was sent on a partial budget.
 	Available int64
 	// MaxAvailable is the highest Available ever reached: the consumer's
 	// read-ahead bound.

@@ -71,6 +71,15 @@ type Options struct {
 	// unacknowledged until an ack of the whole entry, and a redelivered
 	// batch comes back whole.
 	BatchIndexAck bool
+	// StrictBatchPermits sends an entry only when the consumer's permits
+	// cover all its messages, so that what is in flight never exceeds what
+	// the consumer granted, even with batches. A real broker does not do
+	// this (see Semantics in docs/pulsartest.md: it reads up to
+	// min(permits, 100) entries and sends them all, so with batches the
+	// permits go negative); use it to test a client's own permit
+	// accounting. Default false. Key_Shared subscriptions always work
+	// this way.
+	StrictBatchPermits bool
 }
 
 // DefaultHandshakeTimeout is the default Options.HandshakeTimeout.

@@ -354,3 +354,54 @@ func TestCumulativeAckIgnoredOnShared(t *testing.T) {
 		})
 	}
 }
+
+// With batches a real broker overshoots the permits: while a consumer has
+// permits it reads up to min(permits, 100) entries and sends them all, each
+// costing its messages (PersistentDispatcherSingleActiveConsumer,
+// dispatcherMaxReadBatchSize). 20 batches of 30 messages to a consumer that
+// granted 100 permits: all 600 are dispatched and its permits go to -500.
+// With unbatched entries the permits are never exceeded.
+func TestBatchPermitsOvershootLikeABroker(t *testing.T) {
+	b := startBroker(t)
+	topic := FullTopicName("overshoot")
+	for i := range 20 {
+		msgs := make([]Message, 30)
+		for j := range msgs {
+			msgs[j] = Message{Payload: fmt.Appendf(nil, "b%d-%d", i, j)}
+		}
+		if _, err := b.PublishBatch(ctxT(t), topic, msgs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := dialRaw(t, b)
+	r.connect(20)
+	rawSubscribe(r, topic, "s", subExclusive, 1, 1)
+	r.send(cmdFlow, func(o []byte) []byte {
+		o = appendVarintField(o, 1, 1)
+		return appendVarintField(o, 2, 100)
+	}, nil)
+	for range 20 {
+		r.expect(cmdMessage)
+	}
+	r.send(cmdPing, nil, nil)
+	r.expect(cmdPong) // nothing more was sent before the pong
+	st := b.Consumers(topic, "s")[0]
+	if st.Dispatched != 600 || st.Available != -500 {
+		t.Fatalf("dispatched %d, available %d; want all 600 batched messages and -500", st.Dispatched, st.Available)
+	}
+	// Nothing goes out while the permits are negative; once they are back
+	// above zero, unbatched entries go out one permit each.
+	publishN(t, b, topic, 150)
+	r.send(cmdFlow, func(o []byte) []byte {
+		o = appendVarintField(o, 1, 1)
+		return appendVarintField(o, 2, 510)
+	}, nil)
+	for range 10 {
+		r.expect(cmdMessage)
+	}
+	r.send(cmdPing, nil, nil)
+	r.expect(cmdPong)
+	if st := b.Consumers(topic, "s")[0]; st.Dispatched != 610 || st.Available != 0 {
+		t.Fatalf("dispatched %d, available %d after 510 more permits; want 610 and 0", st.Dispatched, st.Available)
+	}
+}

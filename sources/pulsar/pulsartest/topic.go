@@ -94,9 +94,12 @@ type consumer struct {
 	// were outstanding, is the read position at its join: it gets no entry
 	// at or after it until every entry before it is acked (0 = no limit).
 	recentUntil uint64
-	ready       bool // sent at least one FLOW: the client has registered its handler
-	notified    int8 // last active state notified: -1 none, 0 inactive, 1 active
-	st          ConsumerStats
+	// readLeft is how many more entries the consumer's current read may
+	// send (see fits); a read ends with the dispatch pass that began it.
+	readLeft int64
+	ready    bool // sent at least one FLOW: the client has registered its handler
+	notified int8 // last active state notified: -1 none, 0 inactive, 1 active
+	st       ConsumerStats
 }
 
 func (b *Broker) topicLocked(tn topicName, create bool) *topic {
@@ -152,12 +155,29 @@ func newSubscription(t *topic, name string, typ int, durable bool) *subscription
 
 // ---- dispatch ----
 
-// fits reports whether c may receive e now. A batch entry costs its number
-// of messages, as pulsar-client-go returns one permit per message. An entry
-// larger than half the most permits c ever had could never fit under the
-// client's refill policy (it refills at half its queue); it is sent as soon
-// as c has any permit, and Available goes negative.
+// maxReadEntries is how many entries a real broker reads for a consumer at
+// once (dispatcherMaxReadBatchSize, default 100).
+const maxReadEntries = 100
+
+// fits reports whether c may receive e now. On Exclusive, Failover and
+// Shared subscriptions it follows a real broker's dispatchers: while a
+// consumer has permits it reads up to min(permits, 100) entries and sends
+// every one of them, each costing its messages (minus the indexes already
+// acked), so with batches the permits go negative and what is in flight
+// overshoots the permits granted. On Key_Shared, and with
+// Options.StrictBatchPermits, an entry is sent only when the permits cover
+// its messages (or, for a batch larger than half the
+// most permits the consumer ever had, as soon as it has any).
 func fits(c *consumer, e *entry) bool {
+	if c.sub.typ != subKeyShared && !c.sub.t.b.opts.StrictBatchPermits {
+		if c.readLeft == 0 {
+			if c.permits <= 0 {
+				return false
+			}
+			c.readLeft = min(c.permits, maxReadEntries)
+		}
+		return true
+	}
 	need := int64(e.nmsgs)
 	return c.permits >= need || (c.permits > 0 && 2*need > c.st.MaxAvailable)
 }
@@ -263,7 +283,15 @@ func (s *subscription) anyPermits() bool {
 
 // dispatch pushes as many entries as permits allow: first the replay list
 // (redeliveries, in entry order), then new entries from the read position.
+// Each consumer's read ends with the pass.
 func (s *subscription) dispatch() {
+	s.dispatchPass()
+	for _, c := range s.consumers {
+		c.readLeft = 0
+	}
+}
+
+func (s *subscription) dispatchPass() {
 	t := s.t
 	if t.stalled || len(s.consumers) == 0 {
 		return
@@ -337,7 +365,9 @@ func (s *subscription) dispatch() {
 
 func (s *subscription) send(c *consumer, id uint64) {
 	e := s.t.entries[id]
-	c.permits -= int64(e.nmsgs)
+	if c.readLeft > 0 {
+		c.readLeft--
+	}
 	s.pending[id] = c
 	if s.typ == subKeyShared {
 		if s.holds == nil {
@@ -360,6 +390,12 @@ func (s *subscription) send(c *consumer, id uint64) {
 			}
 		}
 		live -= int64(popcount(acked))
+	}
+	if s.typ == subKeyShared || s.t.b.opts.StrictBatchPermits {
+		c.permits -= int64(e.nmsgs)
+	} else {
+		// A real broker charges the messages it actually sends.
+		c.permits -= live
 	}
 	c.st.Dispatched += live
 	if s.redeliver[id] {
