@@ -22,10 +22,11 @@
 //
 // The subtests are:
 //
-//   - PermitWindow: with the handlers held, the stage buffer never holds
-//     more than Flow.MaxWindow() messages per feed, the source fills its
-//     window (so the check is not vacuous), and the pipeline never reports
-//     that the source over-delivered;
+//   - PermitWindow: with the stage's dispatcher held by a rate limit, every
+//     feed delivers its window (so the check is not vacuous) and not one
+//     message more, the stage buffer never holds more than Flow.MaxWindow()
+//     messages per feed, and the pipeline never reports that the source
+//     over-delivered;
 //   - ReadAheadAtBroker: the same, seen from the broker: it never has
 //     handed the consumers more than Flow.MaxWindow() messages per feed
 //     beyond those that left the stage (Fixture.Fetched; skipped without);
@@ -43,13 +44,19 @@
 //     and the source delivers everything, with no message lost and no
 //     delivery settled twice;
 //   - MemberJoinWithdraws: a second consumer joining the stream while the
-//     first one's stage buffer is full (a Kafka rebalance, where the source
+//     first one's stage buffer holds a window per feed (a Kafka rebalance, where the source
 //     withdraws what it buffered for a revoked partition with
 //     Feed.Withdraw) loses nothing and settles no delivery twice.
 //
+// A pipeline is held still with a rate limit (Pipeline.SetRateLimit lifts
+// it) rather than with blocked handlers: the dispatcher then leaves what the
+// source delivers in the stage buffer, where Stage.Buffered counts it.
+// Every subtest also fails when the pipeline logs that the source delivered
+// beyond its permits or delivered messages that were dropped unacknowledged.
+//
 // The message count of each subtest is the larger of what the subtest needs
-// to fill the pipeline and BOULEVARD_SOURCETEST_N (default 64). Every wait
-// is a bounded wait on a condition (30 seconds).
+// to fill every feed's window twice and BOULEVARD_SOURCETEST_N (default 64).
+// Every wait is a bounded wait on a condition (30 seconds).
 package sourcetest
 
 import (
