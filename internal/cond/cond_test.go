@@ -30,15 +30,26 @@ func TestWaitUntilCondition(t *testing.T) {
 	mu.Unlock()
 
 	returned := make(chan error, 1)
+	entered := make(chan struct{})
 	go func() {
 		mu.Lock()
-		err := sig.Wait(context.Background(), &mu, func() bool { return n == 0 })
+		first := true
+		err := sig.Wait(context.Background(), &mu, func() bool {
+			if first {
+				// Called on entry, with mu held: once the test gets mu
+				// after this, the waiter is parked.
+				first = false
+				close(entered)
+			}
+			return n == 0
+		})
 		if n != 0 {
 			err = errors.New("returned before the condition held")
 		}
 		mu.Unlock() // panics if Wait returned without the mutex
 		returned <- err
 	}()
+	<-entered
 	for range 3 {
 		mu.Lock()
 		n--
