@@ -312,7 +312,9 @@ const partitionSuffix = "-partition-"
 
 // parseTopic completes short names ("x" → persistent://public/default/x,
 // "t/ns/x" → persistent://t/ns/x) and splits off a partition suffix.
-// non-persistent:// topics are served like persistent ones.
+// non-persistent:// topics are stored like persistent ones (Messages
+// reads them back) but dispatched as a real broker dispatches them: see
+// topic.nonPersistent.
 func parseTopic(name string) (topicName, error) {
 	rest := name
 	scheme := persistentPrefix

@@ -405,3 +405,47 @@ func TestBatchPermitsOvershootLikeABroker(t *testing.T) {
 		t.Fatalf("dispatched %d, available %d after 510 more permits; want 610 and 0", st.Dispatched, st.Available)
 	}
 }
+
+// A non-persistent topic keeps nothing for its consumers, as a real
+// broker's NonPersistentDispatcher: a message published while the consumer
+// has no permits is dropped, a message a consumer nacks or leaves unacked
+// when it closes is never redelivered, and a new subscription gets only
+// what is published after it.
+func TestNonPersistentDropsAndNeverRedelivers(t *testing.T) {
+	b := startBroker(t)
+	topic := "non-persistent://public/default/np"
+	if _, err := b.Publish(ctxT(t), topic, Message{Payload: []byte("before")}); err != nil {
+		t.Fatal(err)
+	}
+	r := dialRaw(t, b)
+	r.connect(20)
+	rawSubscribe(r, topic, "s", subShared, 1, 1) // earliest: still nothing from before
+	publishN(t, b, topic, 1)                     // m-0: no permits yet, dropped
+	r.send(cmdFlow, func(o []byte) []byte {
+		o = appendVarintField(o, 1, 1)
+		return appendVarintField(o, 2, 1)
+	}, nil)
+	r.send(cmdPing, nil, nil)
+	r.expect(cmdPong) // the permit has arrived
+	if _, err := b.Publish(ctxT(t), topic, Message{Payload: []byte("sent")}); err != nil {
+		t.Fatal(err)
+	}
+	_, p := r.expect(cmdMessage)
+	if _, payload, err := splitPayloadSection(p); err != nil || string(payload) != "sent" {
+		t.Fatalf("got %q (%v), want the message published with a permit", payload, err)
+	}
+	r.send(cmdFlow, func(o []byte) []byte {
+		o = appendVarintField(o, 1, 1)
+		return appendVarintField(o, 2, 10)
+	}, nil)
+	r.send(cmdRedeliver, func(o []byte) []byte { return appendVarintField(o, 1, 1) }, nil)
+	r.send(cmdPing, nil, nil)
+	r.expect(cmdPong) // no redelivery came before it
+	if n := b.Backlog(topic, "s"); n != 0 {
+		t.Fatalf("backlog %d on a non-persistent topic, want 0", n)
+	}
+	st := b.Consumers(topic, "s")[0]
+	if st.Dispatched != 1 || st.Redelivered != 0 {
+		t.Fatalf("stats %+v, want 1 dispatched and nothing redelivered", st)
+	}
+}

@@ -270,6 +270,11 @@ func (b *Broker) handleSubscribe(c *conn, body []byte) bool {
 	if s == nil {
 		s = newSubscription(t, cmd.sub, cmd.typ, cmd.durable)
 		s.readPos = startPosition(t, cmd)
+		if t.nonPersistent() {
+			// A non-persistent topic keeps no messages for a subscription
+			// that did not exist when they were published.
+			s.readPos = uint64(len(t.entries))
+		}
 		s.markDelete = s.readPos
 		t.subs[cmd.sub] = s
 	}

@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -347,6 +348,14 @@ func (s *subscription) dispatchPass() {
 		if !keyShared || !skip(e) {
 			c = s.pick(id, e)
 		}
+		if c == nil && t.nonPersistent() {
+			// A non-persistent topic keeps nothing for a consumer without
+			// room: the message is dropped for this subscription, as a
+			// real broker's NonPersistentDispatcher drops it.
+			s.readPos++
+			s.ack(nil, id, nil)
+			continue
+		}
 		if c == nil {
 			if keyShared && s.anyPermits() {
 				// Keep the key's order: park it in the replay list, which
@@ -433,10 +442,27 @@ func (s *subscription) rewind() {
 	clear(s.pending)
 	s.replay = s.replay[:0]
 	s.readPos = s.markDelete
+	if s.t.nonPersistent() {
+		// Nothing to rewind to: what was in flight is gone.
+		for id := s.markDelete; id < uint64(len(s.t.entries)); id++ {
+			if s.redeliver[id] {
+				s.ack(nil, id, nil)
+			}
+		}
+		s.readPos = max(s.readPos, s.markDelete)
+	}
 }
 
-// requeue puts a dispatched entry back for redelivery.
+// nonPersistent reports whether t is a non-persistent:// topic.
+func (t *topic) nonPersistent() bool { return strings.HasPrefix(t.name.full, "non-persistent://") }
+
+// requeue puts a dispatched entry back for redelivery. On a
+// non-persistent topic, which never redelivers, it drops it instead.
 func (s *subscription) requeue(id uint64, count bool) {
+	if s.t.nonPersistent() {
+		s.ack(nil, id, nil)
+		return
+	}
 	s.unpend(id)
 	if count {
 		s.redelivery[id]++
