@@ -52,8 +52,10 @@ const (
 type Options[T any] struct {
 	// Source supplies the messages. Its Run method is called once per
 	// producer stage. Nil makes a pipeline that is fed only through
-	// Pipeline.Push.
-	Source Source[T] `name:"source"`
+	// Pipeline.Push. Validation never looks inside it (a source may be
+	// in use by a running pipeline); a source checks its own options by
+	// implementing Validator.
+	Source Source[T] `name:"source" validate:"-"`
 	// Concurrency is the number of producer stages, each running the
 	// source's Run concurrently (for Kafka: consumer-group members).
 	// Default 1, at most MaxConcurrency (1024).

@@ -78,8 +78,9 @@ var ErrClosed = errors.New("topicsource: source closed")
 
 // Options configure a Source.
 type Options[T any] struct {
-	// Topic is the topic to read. Required.
-	Topic *topic.Handle[T] `name:"topic" validate:"required"`
+	// Topic is the topic to read. Required. Validation checks only that it
+	// is set: the handle may be in use by running subscriptions.
+	Topic *topic.Handle[T] `name:"topic" validate:"-"`
 	// Mode is topic.Balanced(group) or topic.Broadcast(). A balanced mode
 	// needs a non-empty group.
 	Mode topic.SubscriptionMode `name:"-"`
@@ -105,6 +106,9 @@ func (o Options[T]) WithDefaults() Options[T] {
 func (o Options[T]) Validate() error {
 	var errs []error
 	errs = append(errs, validate.Struct("topicsource", &o))
+	if o.Topic == nil {
+		errs = append(errs, validate.Field("topicsource.topic", "required", "is required"))
+	}
 	if !o.Mode.IsBroadcast() && o.Mode.Group() == "" {
 		errs = append(errs, validate.Field("topicsource.mode", "required",
 			"needs a consumer group (topic.Balanced(group)) or topic.Broadcast()"))

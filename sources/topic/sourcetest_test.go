@@ -23,11 +23,6 @@ import (
 // as an upstream pipeline's sink has its own source redeliver it.
 func TestConformance(t *testing.T) {
 	sourcetest.Run(t, sourcetest.Harness[int]{
-		Known: map[string]string{
-			"MemberJoinWithdraws": "topicsource.New on a topic in use is a data race: Options.Validate " +
-				"walks the live *topic.Handle with the struct validator, reading the atomic counters " +
-				"its subscriptions' Acks write (go test -race)",
-		},
 		Start: func(t testing.TB, n int) sourcetest.Fixture[int] {
 			opts := topic.Options{Balanced: topic.BalancedPolicy{Capacity: n}}
 			opts.AckPropagation.Mode = topic.PropagationAuto
