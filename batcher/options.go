@@ -1,6 +1,7 @@
 // Package batcher is the last stage of a pipeline: named batchers group the
 // messages processors route to them by batch key, emit a batch when it
-// reaches BatchSize, when BatchTimeout has passed since its first message, or
+// reaches BatchSize (or, with Weight, before it would pass MaxWeight), when
+// BatchTimeout has passed since its first message, or
 // at once for a message in flush mode (and for everything when the pipeline
 // drains), and batch processors call the user's batch handler and
 // acknowledge the outcome of every message to its source.
@@ -27,6 +28,9 @@ const (
 	BatchSizeLimit = 1_000_000
 	// ConcurrencyLimit is the largest Concurrency.
 	ConcurrencyLimit = 10_000
+	// MaxWeightLimit is the largest MaxWeight: 2⁴⁰, a TiB when weights
+	// are bytes.
+	MaxWeightLimit = 1 << 40
 )
 
 // Handler handles one batch. All messages share info.BatchKey. It may fail
@@ -52,6 +56,22 @@ type Options[T any] struct {
 	// BatchSize is the number of messages at which a batch is emitted, at
 	// most BatchSizeLimit. Default 100.
 	BatchSize int `name:"batchSize" validate:"gte=1,lte=1000000"`
+	// Weight, when set, gives each message a weight (for example its size
+	// in bytes) and bounds batches by their total weight as well as by
+	// BatchSize (Broadway's batch_size: {acc, fun}). A batch is emitted
+	// with trigger message.TriggerWeight before a message would push its
+	// total past MaxWeight (that message starts the next batch), or as
+	// soon as its total reaches MaxWeight. A message heavier than
+	// MaxWeight on its own makes a batch by itself. A negative weight
+	// counts as 0. It is called once per message, on the batcher's
+	// goroutine; a panic in it fails that message with a
+	// *message.PanicError, which joins no batch and is acknowledged at
+	// once. Set both Weight and MaxWeight, or neither. Default nil.
+	Weight func(m *message.Message[T]) int `name:"weight"`
+	// MaxWeight is the largest total weight of a batch, between 1 and
+	// MaxWeightLimit; see Weight, which it requires. Default 0 (no weight
+	// bound).
+	MaxWeight int `name:"maxWeight" validate:"omitempty,gte=1,lte=1099511627776"`
 	// BatchTimeout is how long after its first message a batch that has not
 	// filled up is emitted anyway. Default 1s.
 	BatchTimeout time.Duration `name:"batchTimeout" validate:"gt=0"`
@@ -84,7 +104,26 @@ type Options[T any] struct {
 // calls it; uniqueness of names and the "default" batcher are the
 // pipeline's rules.
 func (o Options[T]) Validate(path string) error {
-	return validate.Struct(path, &o)
+	return validate.Join(validate.Struct(path, &o), o.checkWeight(path))
+}
+
+// checkWeight reports the rule between Weight and MaxWeight, which struct
+// tags cannot phrase: both or neither.
+func (o Options[T]) checkWeight(path string) error {
+	switch {
+	case o.Weight != nil && o.MaxWeight == 0:
+		return validate.Field(join(path, "maxWeight"), "required_with", "is required with weight")
+	case o.Weight == nil && o.MaxWeight != 0:
+		return validate.Field(join(path, "weight"), "required_with", "is required with maxWeight")
+	}
+	return nil
+}
+
+func join(path, field string) string {
+	if path == "" {
+		return field
+	}
+	return path + "." + field
 }
 
 // WithDefaults returns o with every zero field replaced by its default.

@@ -13,15 +13,20 @@ const (
 	// TriggerFlush: a message in flush mode joined the batch, or the
 	// pipeline is draining.
 	TriggerFlush
+	// TriggerWeight: the batch reached its batcher's MaxWeight, or the
+	// next message would have pushed it past MaxWeight.
+	TriggerWeight
 )
 
-// String returns "size", "timeout" or "flush".
+// String returns "size", "timeout", "flush" or "weight".
 func (t Trigger) String() string {
 	switch t {
 	case TriggerSize:
 		return "size"
 	case TriggerTimeout:
 		return "timeout"
+	case TriggerWeight:
+		return "weight"
 	default:
 		return "flush"
 	}
@@ -38,6 +43,9 @@ type BatchInfo struct {
 	Partition int
 	// Size is the number of messages in the batch.
 	Size int
+	// Weight is the total weight of the batch's messages when its batcher
+	// has a Weight function; 0 otherwise.
+	Weight int
 	// Trigger says why the batch was emitted.
 	Trigger Trigger
 	// Started is when the batch's first message arrived at the batcher.

@@ -1,6 +1,6 @@
 // Package batching runs the batchers of a pipeline: each named batcher
 // groups the messages routed to it by batch key, emits a batch on size,
-// timeout or flush, and its batch processors call the user's batch handler
+// weight, timeout or flush, and its batch processors call the user's batch handler
 // and acknowledge every message. Only package pipeline uses it.
 package batching
 
@@ -50,6 +50,7 @@ type Batcher[T any] struct {
 	// loops[i] and procs[i]: partition i, batch processor i has not
 	// returned.
 	loops, procs []atomic.Bool
+	st           batcherStats
 }
 
 // New prepares the batcher. opts must already carry its defaults and be
@@ -90,6 +91,7 @@ func New[T any](opts batcher.Options[T], cfg Config) *Batcher[T] {
 	}
 	s.loops = make([]atomic.Bool, s.input.Len())
 	s.procs = make([]atomic.Bool, opts.Concurrency)
+	s.st = newBatcherStats(s.input.Len(), opts.Concurrency)
 	for _, flags := range [][]atomic.Bool{s.loops, s.procs} {
 		for i := range flags {
 			flags[i].Store(true)
@@ -143,14 +145,14 @@ func (s *Batcher[T]) Run(ctx context.Context) {
 	var loops, procs group.Group
 	for i := range s.input.Len() {
 		out := s.batches[min(i, len(s.batches)-1)]
-		b := &partition[T]{s: s, index: i, in: s.input.Partition(i), out: out}
+		b := &partition[T]{s: s, index: i, in: s.input.Partition(i), out: out, st: s.st.parts[i]}
 		loops.Go(func() {
 			defer s.loops[i].Store(false)
 			b.loop(ctx)
 		})
 	}
 	for i := range s.opts.Concurrency {
-		bp := &batchProcessor[T]{s: s, log: s.log.With(slog.Int("batch_processor", i))}
+		bp := &batchProcessor[T]{s: s, log: s.log.With(slog.Int("batch_processor", i)), st: s.st.procs[i]}
 		in := s.batches[min(i, len(s.batches)-1)]
 		procs.Go(func() {
 			defer s.procs[i].Store(false)
@@ -168,6 +170,7 @@ func (s *Batcher[T]) Run(ctx context.Context) {
 type open[T any] struct {
 	key      string
 	msgs     []*message.Message[T]
+	weight   int // total weight of msgs, with a Weight function
 	started  time.Time
 	deadline time.Time
 	gen      uint64
@@ -184,8 +187,10 @@ type partition[T any] struct {
 	index int
 	in    *queue.Queue[*message.Message[T]]
 	out   *queue.Queue[message.Batch[T]]
+	st    *partShard
 
 	acks  acker.Group
+	weigh func(*message.Message[T]) int // opts.Weight guarded against panics; nil without
 	byKey map[string]*open[T]
 	last  *open[T]  // the batch the previous message joined; may be emitted since
 	order []slot[T] // open batches by deadline (= arrival of first message)
@@ -195,6 +200,9 @@ type partition[T any] struct {
 
 func (b *partition[T]) loop(ctx context.Context) {
 	b.byKey = make(map[string]*open[T])
+	if b.s.opts.Weight != nil {
+		b.weigh = guardWeight(b.s.opts.Weight, b.s.log)
+	}
 	buf := make([]*message.Message[T], recvChunk)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -228,14 +236,21 @@ func (b *partition[T]) loop(ctx context.Context) {
 			armed = time.Time{}
 		}
 		now := time.Now()
+		b.st.in.Add(uint64(n))
 		for _, m := range buf[:n] {
+			w := 0
+			if !m.Failed() && b.weigh != nil {
+				w = b.weigh(m)
+			}
 			if m.Failed() {
-				// Only a panicking PartitionBy fails a message on its way
-				// here: it joins no batch and is acknowledged at once.
+				// Only a panicking PartitionBy or Weight fails a message on
+				// its way here: it joins no batch and is acknowledged at
+				// once.
+				b.st.failed.Count(uint8(m.Disposition()))
 				m.AddTo(&b.acks)
 				continue
 			}
-			if !b.add(ctx, m, now) {
+			if !b.add(ctx, m, w, now) {
 				return
 			}
 		}
@@ -266,7 +281,9 @@ func (b *partition[T]) first() *open[T] {
 	return nil
 }
 
-func (b *partition[T]) add(ctx context.Context, m *message.Message[T], now time.Time) bool {
+// add puts m, of weight w, into the open batch of its key and emits what
+// is due.
+func (b *partition[T]) add(ctx context.Context, m *message.Message[T], w int, now time.Time) bool {
 	key := m.BatchKey()
 	// Consecutive messages usually share a key: try the last batch first.
 	ob := b.last
@@ -277,14 +294,45 @@ func (b *partition[T]) add(ctx context.Context, m *message.Message[T], now time.
 		}
 		b.last = ob
 	}
+	if b.weigh != nil && len(ob.msgs) > 0 && ob.weight > b.s.opts.MaxWeight-w {
+		// m would push the batch past MaxWeight: it starts the next one.
+		if !b.emit(ctx, ob, message.TriggerWeight) {
+			return false
+		}
+		ob = b.newOpen(key, now)
+		b.last = ob
+	}
 	ob.msgs = append(ob.msgs, m)
+	ob.weight += w
 	switch {
 	case m.BatchMode() == message.Flush:
 		return b.emit(ctx, ob, message.TriggerFlush)
 	case len(ob.msgs) >= b.s.opts.BatchSize:
 		return b.emit(ctx, ob, message.TriggerSize)
+	case b.weigh != nil && ob.weight >= b.s.opts.MaxWeight:
+		return b.emit(ctx, ob, message.TriggerWeight)
 	}
 	return true
+}
+
+// guardWeight wraps the user's Weight function: a negative weight counts as
+// 0, and a panic fails the message with a *message.PanicError (logged) and
+// weighs it 0.
+func guardWeight[T any](weight func(*message.Message[T]) int, log *slog.Logger) func(*message.Message[T]) int {
+	return func(m *message.Message[T]) (w int) {
+		var err error
+		func() {
+			defer message.Recover(&err)
+			w = weight(m)
+		}()
+		if pe, ok := err.(*message.PanicError); ok {
+			log.Error("Weight panicked; message failed", slog.Any("message", m),
+				slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))
+			m.Fail(pe)
+			return 0
+		}
+		return max(w, 0)
+	}
 }
 
 func (b *partition[T]) newOpen(key string, now time.Time) *open[T] {
@@ -336,13 +384,16 @@ func (b *partition[T]) emit(ctx context.Context, ob *open[T], trigger message.Tr
 			BatchKey:  ob.key,
 			Partition: b.index,
 			Size:      len(ob.msgs),
+			Weight:    ob.weight,
 			Trigger:   trigger,
 			Started:   ob.started,
 		},
 	}
+	b.st.emitted(trigger, len(ob.msgs))
 	delete(b.byKey, ob.key)
 	ob.msgs = nil
 	ob.key = ""
+	ob.weight = 0
 	ob.gen++
 	b.free = append(b.free, ob)
 	if err := b.out.Publish(ctx, batch); err != nil {
@@ -371,6 +422,7 @@ type batchProcessor[T any] struct {
 	log    *slog.Logger
 	acks   acker.Group
 	failed []*message.Message[T]
+	st     *procShard
 }
 
 func (bp *batchProcessor[T]) loop(ctx context.Context, in *queue.Queue[message.Batch[T]]) {
@@ -399,7 +451,7 @@ func (bp *batchProcessor[T]) handle(ctx context.Context, b *message.Batch[T]) {
 			slog.Int("messages", b.Info.Size))
 		return
 	}
-	if err := bp.call(ctx, b); err != nil {
+	if err := bp.callTimed(ctx, b); err != nil {
 		if pe, ok := err.(*message.PanicError); ok {
 			bp.log.ErrorContext(ctx, "batch handler panicked; failing the whole batch",
 				slog.String("batch_key", b.Info.BatchKey), slog.Int("size", b.Info.Size),
@@ -431,6 +483,7 @@ func (bp *batchProcessor[T]) handle(ctx context.Context, b *message.Batch[T]) {
 	clear(bp.failed)
 	bp.failed = bp.failed[:0]
 	for _, m := range b.Messages {
+		bp.st.count(m.Failed(), uint8(m.Disposition()))
 		m.AddTo(&bp.acks)
 	}
 	bp.acks.Flush(ctx, bp.log)

@@ -55,7 +55,7 @@ func TestOpenBatchBookkeepingStaysBounded(t *testing.T) {
 			add := func(id int, key string) {
 				m := message.New(id, nil, uint64(id))
 				m.SetBatchKey(key)
-				if !b.add(ctx, m, now) {
+				if !b.add(ctx, m, 0, now) {
 					t.Fatal("add failed")
 				}
 			}

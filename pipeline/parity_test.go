@@ -1,0 +1,114 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+// batchLog records the batches a batch handler saw.
+type batchLog struct {
+	mu    sync.Mutex
+	data  [][]uint64
+	infos []message.BatchInfo
+}
+
+func (l *batchLog) handle(_ context.Context, batch []*message.Message[uint64], info message.BatchInfo) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var d []uint64
+	for _, m := range batch {
+		d = append(d, m.Data)
+	}
+	l.data = append(l.data, d)
+	l.infos = append(l.infos, info)
+	return nil
+}
+
+func (l *batchLog) snapshot() ([][]uint64, []message.BatchInfo) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.data), slices.Clone(l.infos)
+}
+
+func startPipeline[In, Out any](t *testing.T, p *pipeline.Pipeline[In, Out]) {
+	t.Helper()
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := p.Stop(ctxT(t, 10*time.Second)); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+}
+
+// Guarantee: a batcher with Weight and MaxWeight emits, through a running
+// pipeline, batches whose total weight stays within MaxWeight, with trigger
+// weight and the total in BatchInfo.
+func TestPipelineBatchesBoundedByWeight(t *testing.T) {
+	var log batchLog
+	p := pushOnly(t, batcher.Options[uint64]{
+		Name: "default", BatchSize: 100, BatchTimeout: time.Hour, Concurrency: 1,
+		Weight:    func(m *message.Message[uint64]) int { return int(m.Data) },
+		MaxWeight: 10,
+		Handle:    log.handle,
+	})
+	startPipeline(t, p)
+	// Whatever order the processors hand them over in, weights of 5 make
+	// two batches of total weight 10.
+	if _, err := p.TestBatch(ctxT(t, 10*time.Second), 5, 5, 5, 5); err != nil {
+		t.Fatalf("TestBatch: %v", err)
+	}
+	data, infos := log.snapshot()
+	for i, info := range infos {
+		var sum uint64
+		for _, d := range data[i] {
+			sum += d
+		}
+		if info.Trigger != message.TriggerWeight || info.Weight != 10 || sum != 10 {
+			t.Errorf("batch %d: %v %+v, want total weight 10 with trigger weight", i, data[i], info)
+		}
+	}
+}
+
+// Guarantee: Weight and MaxWeight are set together, and MaxWeight is
+// within its bounds; New names the field and the rule.
+func TestWeightOptionsValidated(t *testing.T) {
+	weight := func(*message.Message[uint64]) int { return 1 }
+	cases := []struct {
+		name        string
+		weight      func(*message.Message[uint64]) int
+		max         int
+		field, rule string
+	}{
+		{"weight without max", weight, 0, "batchers[0].maxWeight", "required_with"},
+		{"max without weight", nil, 5, "batchers[0].weight", "required_with"},
+		{"max negative", weight, -1, "batchers[0].maxWeight", "gte"},
+		{"max too large", weight, batcher.MaxWeightLimit + 1, "batchers[0].maxWeight", "lte"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := validOptions()
+			o.Batchers[0].Weight, o.Batchers[0].MaxWeight = tc.weight, tc.max
+			_, err := pipeline.New(o)
+			var errs validate.Errors
+			if !errors.As(err, &errs) || !errs.Has(tc.field, tc.rule) {
+				t.Fatalf("New = %v, want %s breaking %s", err, tc.field, tc.rule)
+			}
+		})
+	}
+	o := validOptions()
+	o.Batchers[0].Weight, o.Batchers[0].MaxWeight = weight, batcher.MaxWeightLimit
+	if _, err := pipeline.New(o); err != nil {
+		t.Fatalf("New with both set: %v", err)
+	}
+}
