@@ -519,12 +519,19 @@ type Feed[T any] struct {
 	wake   chan struct{} // pull model: signalled when avail grows
 	done   chan struct{} // closed by Close
 
+	// cmu guards the permit counters, so that Stats reads them as one
+	// snapshot even while a direct hand-off charges the feed on the
+	// source's goroutine. It is only ever held to update or read them,
+	// never across a call out of the package, so a grant callback may call
+	// Stats or Deliver.
+	cmu        sync.Mutex
+	remaining  int // granted and not yet charged
+	granted    int
+	dispatched int
+
 	warned        atomic.Bool
 	overdelivered atomic.Int64 // high-water mark of delivered - granted
-	remaining     atomic.Int64
-	granted       atomic.Int64
 	delivered     atomic.Int64
-	dispatched    atomic.Int64
 	withdrawn     atomic.Int64
 }
 
@@ -605,7 +612,10 @@ func (f *Feed[T]) Deliver(msgs ...*message.Message[T]) {
 		return
 	}
 	d := f.delivered.Add(int64(len(msgs))) - f.withdrawn.Load()
-	if over := d - f.granted.Load(); over > 0 {
+	f.cmu.Lock()
+	granted := int64(f.granted)
+	f.cmu.Unlock()
+	if over := d - granted; over > 0 {
 		for cur := f.overdelivered.Load(); over > cur && !f.overdelivered.CompareAndSwap(cur, over); cur = f.overdelivered.Load() {
 		}
 		if f.warned.CompareAndSwap(false, true) {
@@ -683,17 +693,25 @@ type FeedStats struct {
 	Overdelivered int
 }
 
-// Stats returns the feed's counters.
+// Stats returns the feed's counters. Remaining, Granted and Dispatched are
+// one snapshot: Remaining is always Granted - Dispatched.
 func (f *Feed[T]) Stats() FeedStats {
-	st := FeedStats{
-		Remaining:  int(f.remaining.Load()),
-		Granted:    int(f.granted.Load()),
-		Delivered:  int(f.delivered.Load()),
-		Dispatched: int(f.dispatched.Load()),
-		Withdrawn:  int(f.withdrawn.Load()),
-	}
+	f.cmu.Lock()
+	st := FeedStats{Remaining: f.remaining, Granted: f.granted, Dispatched: f.dispatched}
+	f.cmu.Unlock()
+	st.Delivered = int(f.delivered.Load())
+	st.Withdrawn = int(f.withdrawn.Load())
 	st.Overdelivered = int(f.overdelivered.Load())
 	return st
+}
+
+// account charges n permits and returns the permits left.
+func (f *Feed[T]) account(n int) int {
+	f.cmu.Lock()
+	defer f.cmu.Unlock()
+	f.dispatched += n
+	f.remaining -= n
+	return f.remaining
 }
 
 // chargeDirect charges n permits for messages handed over by Deliver
@@ -706,22 +724,30 @@ func (f *Feed[T]) chargeDirect(n int) (refillDue bool) {
 		f.charge(n)
 		return false
 	}
-	f.dispatched.Add(int64(n))
-	return f.remaining.Add(-int64(n)) <= int64(f.stage.flow.Threshold)
+	return f.account(n) <= f.stage.flow.Threshold
 }
 
 // charge charges n permits and refills the feed while its remaining permits
 // are at or below the threshold.
 func (f *Feed[T]) charge(n int) {
-	f.dispatched.Add(int64(n))
-	rem := f.remaining.Add(-int64(n))
-	flow := f.stage.flow
-	for rem <= int64(flow.Threshold) {
-		if !f.give(flow.Refill) {
-			return
-		}
-		rem = f.remaining.Load()
+	if f.account(n) > f.stage.flow.Threshold {
+		return
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	// Decided under f.mu, which serialises grants: two charges of the same
+	// feed at once (deliveries from two goroutines) refill it once, not
+	// once each, so the window is never exceeded.
+	for f.due() && f.giveLocked(f.stage.flow.Refill) {
+	}
+}
+
+// due reports whether the feed's remaining permits are at or below the
+// threshold.
+func (f *Feed[T]) due() bool {
+	f.cmu.Lock()
+	defer f.cmu.Unlock()
+	return f.remaining <= f.stage.flow.Threshold
 }
 
 // give grants n permits unless the feed is closed, and reports whether it
@@ -729,11 +755,18 @@ func (f *Feed[T]) charge(n int) {
 func (f *Feed[T]) give(n int) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.giveLocked(n)
+}
+
+// giveLocked is give with f.mu held.
+func (f *Feed[T]) giveLocked(n int) bool {
 	if f.closed.Load() {
 		return false
 	}
-	f.remaining.Add(int64(n))
-	f.granted.Add(int64(n))
+	f.cmu.Lock()
+	f.remaining += n
+	f.granted += n
+	f.cmu.Unlock()
 	if f.grant == nil {
 		f.avail += n
 		f.signal()
