@@ -81,6 +81,7 @@ type Pipeline[In, Out any] struct {
 	closing     atomic.Int32  // closeNotStarted, closeRunning, closeReturned
 	prodDone    atomic.Bool   // the producer's Run has returned
 	done        chan struct{} // closed when the pipeline has stopped
+	startedAt   atomic.Int64  // Unix nanoseconds of Start, for Stats
 }
 
 // New validates opts and builds the pipeline. Nothing starts until Start or
@@ -129,6 +130,7 @@ func (p *Pipeline[In, Out]) Start(ctx context.Context) error {
 		return ErrAlreadyStarted
 	}
 	p.state = stateRunning
+	p.startedAt.Store(time.Now().UnixNano())
 	base := context.WithoutCancel(ctx)
 	hardCtx, cancel := context.WithCancel(base)
 	p.hardCancel = cancel

@@ -1,6 +1,6 @@
 // Package batching runs the batchers of a pipeline: each named batcher
 // groups the messages routed to it by batch key, emits a batch on size,
-// weight, timeout or flush, and its batch processors call the user's batch handler
+// timeout or flush, and its batch processors call the user's batch handler
 // and acknowledge every message. Only package pipeline uses it.
 package batching
 
@@ -170,7 +170,6 @@ func (s *Batcher[T]) Run(ctx context.Context) {
 type open[T any] struct {
 	key      string
 	msgs     []*message.Message[T]
-	weight   int // total weight of msgs, with a Weight function
 	started  time.Time
 	deadline time.Time
 	gen      uint64
@@ -190,7 +189,6 @@ type partition[T any] struct {
 	st    *partShard
 
 	acks  acker.Group
-	weigh func(*message.Message[T]) int // opts.Weight guarded against panics; nil without
 	byKey map[string]*open[T]
 	last  *open[T]  // the batch the previous message joined; may be emitted since
 	order []slot[T] // open batches by deadline (= arrival of first message)
@@ -200,9 +198,6 @@ type partition[T any] struct {
 
 func (b *partition[T]) loop(ctx context.Context) {
 	b.byKey = make(map[string]*open[T])
-	if b.s.opts.Weight != nil {
-		b.weigh = guardWeight(b.s.opts.Weight, b.s.log)
-	}
 	buf := make([]*message.Message[T], recvChunk)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -236,21 +231,16 @@ func (b *partition[T]) loop(ctx context.Context) {
 			armed = time.Time{}
 		}
 		now := time.Now()
-		b.st.in.Add(uint64(n))
+		b.st.received(n)
 		for _, m := range buf[:n] {
-			w := 0
-			if !m.Failed() && b.weigh != nil {
-				w = b.weigh(m)
-			}
 			if m.Failed() {
-				// Only a panicking PartitionBy or Weight fails a message on
-				// its way here: it joins no batch and is acknowledged at
-				// once.
-				b.st.failed.Count(uint8(m.Disposition()))
+				// Only a panicking PartitionBy fails a message on its way
+				// here: it joins no batch and is acknowledged at once.
+				b.st.rejected(m.Disposition())
 				m.AddTo(&b.acks)
 				continue
 			}
-			if !b.add(ctx, m, w, now) {
+			if !b.add(ctx, m, now) {
 				return
 			}
 		}
@@ -281,9 +271,7 @@ func (b *partition[T]) first() *open[T] {
 	return nil
 }
 
-// add puts m, of weight w, into the open batch of its key and emits what
-// is due.
-func (b *partition[T]) add(ctx context.Context, m *message.Message[T], w int, now time.Time) bool {
+func (b *partition[T]) add(ctx context.Context, m *message.Message[T], now time.Time) bool {
 	key := m.BatchKey()
 	// Consecutive messages usually share a key: try the last batch first.
 	ob := b.last
@@ -294,45 +282,14 @@ func (b *partition[T]) add(ctx context.Context, m *message.Message[T], w int, no
 		}
 		b.last = ob
 	}
-	if b.weigh != nil && len(ob.msgs) > 0 && ob.weight > b.s.opts.MaxWeight-w {
-		// m would push the batch past MaxWeight: it starts the next one.
-		if !b.emit(ctx, ob, message.TriggerWeight) {
-			return false
-		}
-		ob = b.newOpen(key, now)
-		b.last = ob
-	}
 	ob.msgs = append(ob.msgs, m)
-	ob.weight += w
 	switch {
 	case m.BatchMode() == message.Flush:
 		return b.emit(ctx, ob, message.TriggerFlush)
 	case len(ob.msgs) >= b.s.opts.BatchSize:
 		return b.emit(ctx, ob, message.TriggerSize)
-	case b.weigh != nil && ob.weight >= b.s.opts.MaxWeight:
-		return b.emit(ctx, ob, message.TriggerWeight)
 	}
 	return true
-}
-
-// guardWeight wraps the user's Weight function: a negative weight counts as
-// 0, and a panic fails the message with a *message.PanicError (logged) and
-// weighs it 0.
-func guardWeight[T any](weight func(*message.Message[T]) int, log *slog.Logger) func(*message.Message[T]) int {
-	return func(m *message.Message[T]) (w int) {
-		var err error
-		func() {
-			defer message.Recover(&err)
-			w = weight(m)
-		}()
-		if pe, ok := err.(*message.PanicError); ok {
-			log.Error("Weight panicked; message failed", slog.Any("message", m),
-				slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))
-			m.Fail(pe)
-			return 0
-		}
-		return max(w, 0)
-	}
 }
 
 func (b *partition[T]) newOpen(key string, now time.Time) *open[T] {
@@ -384,7 +341,6 @@ func (b *partition[T]) emit(ctx context.Context, ob *open[T], trigger message.Tr
 			BatchKey:  ob.key,
 			Partition: b.index,
 			Size:      len(ob.msgs),
-			Weight:    ob.weight,
 			Trigger:   trigger,
 			Started:   ob.started,
 		},
@@ -393,7 +349,6 @@ func (b *partition[T]) emit(ctx context.Context, ob *open[T], trigger message.Tr
 	delete(b.byKey, ob.key)
 	ob.msgs = nil
 	ob.key = ""
-	ob.weight = 0
 	ob.gen++
 	b.free = append(b.free, ob)
 	if err := b.out.Publish(ctx, batch); err != nil {
@@ -483,7 +438,7 @@ func (bp *batchProcessor[T]) handle(ctx context.Context, b *message.Batch[T]) {
 	clear(bp.failed)
 	bp.failed = bp.failed[:0]
 	for _, m := range b.Messages {
-		bp.st.count(m.Failed(), uint8(m.Disposition()))
+		bp.st.count(m.Failed(), m.Disposition())
 		m.AddTo(&bp.acks)
 	}
 	bp.acks.Flush(ctx, bp.log)

@@ -75,6 +75,7 @@ type Pool[In, Out any] struct {
 	known  []string
 
 	running []atomic.Bool // running[i]: processor i has not returned
+	st      poolStats
 }
 
 // New prepares the processors. opts must already carry its defaults and be
@@ -96,6 +97,7 @@ func New[In, Out any](opts processor.Options[In, Out], cfg Config[Out]) *Pool[In
 		name:    cfg.Name + ".processor",
 		routes:  cfg.Routes,
 		running: make([]atomic.Bool, opts.Concurrency),
+		st:      newPoolStats(opts.Concurrency),
 	}
 	for i := range s.running {
 		s.running[i].Store(true)
@@ -187,6 +189,7 @@ type worker[In, Out any] struct {
 	acks    acker.Group
 	same    bool
 	slab    []message.Message[Out]
+	st      *shard
 }
 
 func (s *Pool[In, Out]) newProcessor(i int) *worker[In, Out] {
@@ -198,6 +201,7 @@ func (s *Pool[In, Out]) newProcessor(i int) *worker[In, Out] {
 		failed:  make([]*message.Message[In], 0, s.opts.MaxDemand),
 		pending: make([][]*message.Message[Out], len(s.routes)),
 		same:    same,
+		st:      s.st.shards[i],
 	}
 }
 
@@ -217,6 +221,7 @@ func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Mess
 	if chunk = p.dropNil(chunk); len(chunk) == 0 {
 		return
 	}
+	defer p.st.end(p.st.begin(len(chunk)))
 	if s.opts.Prepare != nil {
 		if err := p.prepare(ctx, chunk); err != nil {
 			p.log.WarnContext(ctx, "prepare failed; failing the whole chunk", slog.Any("error", err), slog.Int("messages", len(chunk)))
@@ -239,7 +244,7 @@ func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Mess
 			left++
 			continue
 		}
-		out, err := p.handle(ctx, m)
+		out, err := p.handleTimed(ctx, m)
 		if err != nil {
 			m.Fail(err)
 			p.logFailure(ctx, m, err)
@@ -259,9 +264,19 @@ func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Mess
 			p.failed = append(p.failed, m)
 			continue
 		}
+		if m.AckRequested() {
+			// Acknowledged now, with the chunk; the batcher gets a copy
+			// the source cannot reuse under it.
+			m.AddTo(&p.acks)
+			om := p.fromSlab()
+			message.Detach(om, m, out)
+			p.pending[r] = append(p.pending[r], om)
+			continue
+		}
 		p.pending[r] = append(p.pending[r], p.convert(m, out))
 	}
 	if left > 0 {
+		p.st.chunkLeft = uint64(left)
 		p.log.WarnContext(ctx, "processor stopped by the shutdown timeout; unhandled messages of its chunk stay unacknowledged",
 			slog.Int("messages", left))
 	}
@@ -275,6 +290,7 @@ func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Mess
 			p.handleFailed(ctx, p.failed)
 		}
 		for _, m := range p.failed {
+			p.st.fail(uint8(m.Disposition()))
 			m.AddTo(&p.acks)
 		}
 		clear(p.failed)
@@ -329,12 +345,18 @@ func (p *worker[In, Out]) convert(m *message.Message[In], out Out) *message.Mess
 		om.Data = out
 		return om
 	}
+	om := p.fromSlab()
+	message.Transfer(om, m, out)
+	return om
+}
+
+// fromSlab returns a fresh Message[Out] from the processor's slab.
+func (p *worker[In, Out]) fromSlab() *message.Message[Out] {
 	if len(p.slab) == 0 {
 		p.slab = make([]message.Message[Out], max(1, slabBytes/int(unsafe.Sizeof(message.Message[Out]{}))))
 	}
 	om := &p.slab[0]
 	p.slab = p.slab[1:]
-	message.Transfer(om, m, out)
 	return om
 }
 

@@ -1,0 +1,142 @@
+package batching
+
+import (
+	"context"
+	"time"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/internal/stats"
+	"github.com/boulevard-go/boulevard/message"
+)
+
+// maxTriggers bounds the triggers counted apart; a trigger beyond it is
+// counted with the last one.
+const maxTriggers = 8
+
+// partShard is one batcher partition's counters, written only by its
+// goroutine.
+type partShard struct {
+	_       [64]byte // keeps the counters off the previous allocation's cache line
+	in      stats.Counter
+	failed  stats.FailureCounters // failed on their way in (a panicking PartitionBy)
+	batches [maxTriggers]stats.Counter
+	sizes   *stats.Recorder
+}
+
+// procShard is one batch processor's counters, written only by its
+// goroutine.
+type procShard struct {
+	_         [64]byte
+	succeeded stats.Counter
+	failed    stats.FailureCounters
+	busy      stats.Counter // nanoseconds in the batch handler
+	latency   *stats.Recorder
+}
+
+type batcherStats struct {
+	parts []*partShard
+	procs []*procShard
+}
+
+func newBatcherStats(partitions, processors int) batcherStats {
+	st := batcherStats{parts: make([]*partShard, partitions), procs: make([]*procShard, processors)}
+	for i := range st.parts {
+		st.parts[i] = &partShard{sizes: stats.NewSize()}
+	}
+	for i := range st.procs {
+		st.procs[i] = &procShard{latency: stats.NewLatency()}
+	}
+	return st
+}
+
+// A partition or batch processor built without counters (by a test)
+// counts nothing: every hook accepts a nil shard.
+
+// received counts n messages taken from the partition's queue.
+func (sh *partShard) received(n int) {
+	if sh != nil {
+		sh.in.Add(uint64(n))
+	}
+}
+
+// rejected counts a message failed on its way in.
+func (sh *partShard) rejected(d acker.Disposition) {
+	if sh != nil {
+		sh.failed.Count(uint8(d))
+	}
+}
+
+// emitted counts a batch of size messages emitted by trigger.
+func (sh *partShard) emitted(trigger message.Trigger, size int) {
+	if sh == nil {
+		return
+	}
+	sh.batches[min(int(trigger), maxTriggers-1)].Add(1)
+	sh.sizes.ObserveSize(size)
+}
+
+// count counts the outcome of one message of a handled batch.
+func (sh *procShard) count(failed bool, d acker.Disposition) {
+	switch {
+	case sh == nil:
+	case failed:
+		sh.failed.Count(uint8(d))
+	default:
+		sh.succeeded.Add(1)
+	}
+}
+
+// callTimed calls the batch handler and records how long it took.
+func (bp *batchProcessor[T]) callTimed(ctx context.Context, b *message.Batch[T]) error {
+	if bp.st == nil {
+		return bp.call(ctx, b)
+	}
+	start := time.Now()
+	err := bp.call(ctx, b)
+	d := time.Since(start)
+	bp.st.busy.Add(uint64(d))
+	bp.st.latency.ObserveDuration(d)
+	return err
+}
+
+// Stats returns a snapshot of the batcher's counters; wall is the time
+// since the pipeline started (0 before), for the busy ratio. Safe to call
+// from any goroutine at any time.
+func (s *Batcher[T]) Stats(wall time.Duration) stats.Batcher {
+	st := stats.Batcher{
+		Name:          s.opts.Name,
+		Stage:         s.name,
+		Concurrency:   s.opts.Concurrency,
+		Batches:       make(map[string]uint64),
+		Queued:        s.input.Queued(),
+		QueueCapacity: s.input.Partition(0).Cap() * s.input.Len(),
+	}
+	for _, q := range s.batches {
+		st.QueuedBatches += q.Len()
+	}
+	// Outcomes before what was taken in, so that InFlight is never
+	// negative: a message is counted in before its outcome is.
+	for _, sh := range s.st.procs {
+		st.Succeeded += sh.succeeded.Load()
+		sh.failed.AddTo(&st.Failed)
+		st.Busy += time.Duration(sh.busy.Load())
+		sh.latency.AddTo(&st.Latency)
+	}
+	for _, sh := range s.st.parts {
+		sh.failed.AddTo(&st.Failed)
+	}
+	for _, sh := range s.st.parts {
+		st.In += sh.in.Load()
+		for i := range sh.batches {
+			if n := sh.batches[i].Load(); n > 0 {
+				st.Batches[message.Trigger(i).String()] += n
+			}
+		}
+		sh.sizes.AddTo(&st.Sizes)
+	}
+	if done := st.Succeeded + st.Failed.Total(); st.In > done {
+		st.InFlight = int(st.In - done)
+	}
+	st.BusyRatio = stats.Ratio(st.Busy, st.Concurrency, wall)
+	return st
+}

@@ -1,0 +1,108 @@
+package processing
+
+import (
+	"context"
+	"time"
+
+	"github.com/boulevard-go/boulevard/internal/stats"
+	"github.com/boulevard-go/boulevard/message"
+)
+
+// shard is one processor's counters: only that processor's goroutine
+// writes them, once per chunk (and once per failed message), so that
+// counting adds no contention and no allocation to the hot path.
+type shard struct {
+	_         [64]byte // keeps the counters off the previous allocation's cache line
+	in        stats.Counter
+	succeeded stats.Counter
+	unhandled stats.Counter
+	inFlight  stats.Counter
+	busy      stats.Counter // nanoseconds
+	failed    stats.FailureCounters
+	latency   *stats.Recorder
+
+	// Owned by the processor goroutine, not read by Stats.
+	chunkFailed uint64
+	chunkLeft   uint64
+	sample      bool
+}
+
+// poolStats are the shards of a pool's processors.
+type poolStats struct {
+	shards []*shard
+}
+
+func newPoolStats(processors int) poolStats {
+	st := poolStats{shards: make([]*shard, processors)}
+	for i := range st.shards {
+		st.shards[i] = &shard{latency: stats.NewLatency()}
+	}
+	return st
+}
+
+// begin counts a chunk of n messages taken in and returns when it started.
+func (sh *shard) begin(n int) time.Time {
+	sh.in.Add(uint64(n))
+	sh.inFlight.Add(uint64(n))
+	sh.sample = true
+	return time.Now()
+}
+
+// end counts the chunk's outcomes and the time it took. Deferred by
+// handleChunk, so it runs once the chunk's messages are acknowledged or
+// handed to their batchers.
+func (sh *shard) end(start time.Time) {
+	n := sh.inFlight.Load()
+	sh.succeeded.Add(n - sh.chunkFailed - sh.chunkLeft)
+	sh.unhandled.Add(sh.chunkLeft)
+	sh.busy.Add(uint64(time.Since(start)))
+	sh.inFlight.Add(-n)
+	sh.chunkFailed, sh.chunkLeft = 0, 0
+}
+
+// fail counts a failed message by the disposition it is acknowledged with.
+func (sh *shard) fail(d uint8) {
+	sh.failed.Count(d)
+	sh.chunkFailed++
+}
+
+// handleTimed calls the handler, timing the first call of each chunk.
+func (p *worker[In, Out]) handleTimed(ctx context.Context, m *message.Message[In]) (Out, error) {
+	if !p.st.sample {
+		return p.handle(ctx, m)
+	}
+	p.st.sample = false
+	start := time.Now()
+	out, err := p.handle(ctx, m)
+	p.st.latency.ObserveDuration(time.Since(start))
+	return out, err
+}
+
+// Stats returns a snapshot of the processors' counters; wall is the time
+// since the pipeline started (0 before), for the busy ratio. Safe to call
+// from any goroutine at any time.
+func (s *Pool[In, Out]) Stats(wall time.Duration) stats.Processors {
+	st := stats.Processors{
+		Stage:         s.name,
+		Concurrency:   s.opts.Concurrency,
+		Running:       len(s.Running()),
+		Queued:        s.input.Queued(),
+		QueueCapacity: s.QueueCapacity() * s.input.Len(),
+	}
+	for _, sh := range s.st.shards {
+		// Outcomes before what was taken in, so that a chunk ending
+		// meanwhile never shows more outcomes than messages.
+		sh.failed.AddTo(&st.Failed)
+		st.Succeeded += sh.succeeded.Load()
+		st.Unhandled += sh.unhandled.Load()
+		st.InFlight += int(sh.inFlight.Load())
+		st.In += sh.in.Load()
+		st.Busy += time.Duration(sh.busy.Load())
+		sh.latency.AddTo(&st.Latency)
+	}
+	if st.Latency.Bounds == nil {
+		stats.NewLatency().AddTo(&st.Latency)
+	}
+	st.BusyRatio = stats.Ratio(st.Busy, st.Concurrency, wall)
+	return st
+}

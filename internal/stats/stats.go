@@ -1,0 +1,247 @@
+// Package stats holds the counters the stage runtime keeps for
+// Pipeline.Stats: per-goroutine shards that only their owner goroutine
+// writes (an atomic load and store, no read-modify-write, no lock, no
+// allocation) and any goroutine may read at any time, and the snapshot
+// types they add up to.
+package stats
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Counter is a counter written by one goroutine and read by any. Add must
+// only be called by its owner: it is a plain load and store, cheaper than
+// an atomic add, and correct because no other goroutine writes.
+type Counter struct{ v atomic.Uint64 }
+
+// Add adds n; only the owner goroutine calls it.
+func (c *Counter) Add(n uint64) { c.v.Store(c.v.Load() + n) }
+
+// Load returns the counter's value.
+func (c *Counter) Load() uint64 { return c.v.Load() }
+
+// LatencyBounds are the upper bounds, in seconds, of the buckets of every
+// handler-duration histogram.
+var LatencyBounds = []float64{0.00001, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10}
+
+// SizeBounds are the upper bounds of the buckets of every batch-size
+// histogram.
+var SizeBounds = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000}
+
+// maxBuckets is the most buckets a Recorder has (bounds plus +Inf).
+const maxBuckets = 16
+
+// Recorder is a histogram written by one goroutine and read by any.
+type Recorder struct {
+	bounds []float64
+	counts [maxBuckets]Counter
+	sum    Counter // in the unit's smallest integer step (ns for durations)
+	scale  float64 // sum·scale is the sum in the histogram's unit
+}
+
+// NewLatency returns a recorder of durations in LatencyBounds.
+func NewLatency() *Recorder { return &Recorder{bounds: LatencyBounds, scale: 1e-9} }
+
+// NewSize returns a recorder of sizes in SizeBounds.
+func NewSize() *Recorder { return &Recorder{bounds: SizeBounds, scale: 1} }
+
+// ObserveDuration records d; only the owner goroutine calls it.
+func (r *Recorder) ObserveDuration(d time.Duration) {
+	if d < 0 {
+		d = 0
+	}
+	r.observe(d.Seconds(), uint64(d))
+}
+
+// ObserveSize records n; only the owner goroutine calls it.
+func (r *Recorder) ObserveSize(n int) { r.observe(float64(n), uint64(n)) }
+
+func (r *Recorder) observe(v float64, raw uint64) {
+	i := 0
+	for i < len(r.bounds) && v > r.bounds[i] {
+		i++
+	}
+	r.counts[i].Add(1)
+	r.sum.Add(raw)
+}
+
+// AddTo adds the recorder's counts to h, whose Bounds it sets when empty.
+func (r *Recorder) AddTo(h *Histogram) {
+	if h.Bounds == nil {
+		h.Bounds = r.bounds
+		h.Counts = make([]uint64, len(r.bounds)+1)
+	}
+	// The sum before the counts: a reader never sees a count without its
+	// sum, only (briefly) a sum ahead of its counts.
+	h.Sum += float64(r.sum.Load()) * r.scale
+	for i := range h.Counts {
+		c := r.counts[i].Load()
+		h.Counts[i] += c
+		h.Count += c
+	}
+}
+
+// Histogram is a snapshot of a distribution.
+type Histogram struct {
+	// Bounds are the buckets' upper bounds (inclusive), ascending; a last
+	// bucket, +Inf, is implied.
+	Bounds []float64
+	// Counts are the observations per bucket (not cumulative), one more
+	// than Bounds: the last one counts what is above every bound.
+	Counts []uint64
+	// Count is the number of observations, Sum their sum (seconds for
+	// durations, messages for sizes).
+	Count uint64
+	Sum   float64
+}
+
+// Quantile estimates the q-quantile (0 ≤ q ≤ 1) by linear interpolation
+// inside the bucket it falls in, as Prometheus's histogram_quantile does;
+// 0 without observations. A quantile in the last bucket is reported as the
+// highest bound.
+func (h Histogram) Quantile(q float64) float64 {
+	if h.Count == 0 {
+		return 0
+	}
+	rank := q * float64(h.Count)
+	var seen float64
+	for i, c := range h.Counts {
+		if c == 0 || seen+float64(c) < rank {
+			seen += float64(c)
+			continue
+		}
+		if i == len(h.Bounds) {
+			return h.Bounds[len(h.Bounds)-1]
+		}
+		lo := 0.0
+		if i > 0 {
+			lo = h.Bounds[i-1]
+		}
+		return lo + (h.Bounds[i]-lo)*(rank-seen)/float64(c)
+	}
+	return h.Bounds[len(h.Bounds)-1]
+}
+
+// Failures counts failed messages by the disposition they were
+// acknowledged with.
+type Failures struct {
+	// Default: the source's own failure policy applies.
+	Default uint64
+	// Retry: the source is asked to deliver the message again (this
+	// includes what the pipeline's own shutdown interrupted).
+	Retry uint64
+	// Discard: the source is told the message is done with.
+	Discard uint64
+}
+
+// Total is the number of failed messages.
+func (f Failures) Total() uint64 { return f.Default + f.Retry + f.Discard }
+
+// Add adds g to f.
+func (f *Failures) Add(g Failures) {
+	f.Default += g.Default
+	f.Retry += g.Retry
+	f.Discard += g.Discard
+}
+
+// FailureCounters is Failures as counters owned by one goroutine.
+type FailureCounters struct{ Default, Retry, Discard Counter }
+
+// Count counts one failure with disposition d (acker.Disposition's
+// values: 0 default, 1 retry, 2 discard); only the owner calls it.
+func (f *FailureCounters) Count(d uint8) {
+	switch d {
+	case 1:
+		f.Retry.Add(1)
+	case 2:
+		f.Discard.Add(1)
+	default:
+		f.Default.Add(1)
+	}
+}
+
+// AddTo adds the counters to dst.
+func (f *FailureCounters) AddTo(dst *Failures) {
+	dst.Default += f.Default.Load()
+	dst.Retry += f.Retry.Load()
+	dst.Discard += f.Discard.Load()
+}
+
+// Processors is a snapshot of a pipeline's processors.
+type Processors struct {
+	// Stage is the stage's name, "<pipeline>.processor".
+	Stage string
+	// Concurrency is the number of processors; Running how many of them
+	// have not returned.
+	Concurrency, Running int
+	// In counts the messages the processors took from their queues.
+	In uint64
+	// Succeeded counts the messages the handler returned without error
+	// (acknowledged, or handed to their batcher); Failed the messages that
+	// failed (in Prepare, the handler, routing or PartitionBy), by
+	// disposition once HandleFailed ran.
+	Succeeded uint64
+	Failed    Failures
+	// Unhandled counts the messages left unacknowledged because the drain
+	// was cut short before the handler saw them.
+	Unhandled uint64
+	// InFlight is the number of messages in the chunks the processors
+	// hold now.
+	InFlight int
+	// Queued is the number of messages waiting in the processors' queues,
+	// QueueCapacity the capacity of all of them together.
+	Queued, QueueCapacity int
+	// Busy is the time the processors spent handling chunks, all of them
+	// together; BusyRatio is Busy ÷ (Concurrency × the time since Start),
+	// from 0 (idle) to 1 (every processor always busy).
+	Busy      time.Duration
+	BusyRatio float64
+	// Latency is the handler's duration, sampled on the first message of
+	// every chunk (seconds).
+	Latency Histogram
+}
+
+// Batcher is a snapshot of one batcher and its batch processors.
+type Batcher struct {
+	// Name is the batcher's name, Stage the stage's name,
+	// "<pipeline>.batcher.<name>".
+	Name, Stage string
+	// Concurrency is the number of batch processors.
+	Concurrency int
+	// In counts the messages the batcher took from its queue.
+	In uint64
+	// Batches counts the batches emitted, by trigger name ("size",
+	// "timeout", "flush", …).
+	Batches map[string]uint64
+	// Sizes is the distribution of the emitted batches' sizes (messages).
+	Sizes Histogram
+	// Succeeded and Failed count the messages of handled batches by
+	// outcome (Failed by disposition once HandleFailed ran).
+	Succeeded uint64
+	Failed    Failures
+	// InFlight is the number of messages taken in and not yet
+	// acknowledged: in open batches, waiting for a batch processor, or in
+	// the batch handler.
+	InFlight int
+	// Queued is the number of messages waiting in the batcher's input
+	// queues, QueueCapacity their capacity together; QueuedBatches the
+	// batches waiting for a batch processor.
+	Queued, QueueCapacity, QueuedBatches int
+	// Busy is the time the batch processors spent in the batch handler,
+	// all of them together; BusyRatio is Busy ÷ (Concurrency × the time
+	// since Start).
+	Busy      time.Duration
+	BusyRatio float64
+	// Latency is the batch handler's duration per batch (seconds).
+	Latency Histogram
+}
+
+// Ratio is busy ÷ (workers × wall), clamped to [0, 1]; 0 when wall or
+// workers is not positive.
+func Ratio(busy time.Duration, workers int, wall time.Duration) float64 {
+	if wall <= 0 || workers <= 0 {
+		return 0
+	}
+	return min(max(float64(busy)/(float64(workers)*float64(wall)), 0), 1)
+}

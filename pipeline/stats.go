@@ -1,0 +1,91 @@
+package pipeline
+
+import (
+	"time"
+
+	"github.com/boulevard-go/boulevard/internal/stats"
+	"github.com/boulevard-go/boulevard/producer"
+)
+
+// Stats is a snapshot of a running pipeline (Pipeline.Stats). Counters
+// count from Start and never go down.
+type Stats struct {
+	// Name is the pipeline's name.
+	Name string
+	// Time is when the snapshot was taken; Started when the pipeline
+	// started (zero before Start).
+	Time, Started time.Time
+	// Stopped reports whether the pipeline has stopped; Err is what
+	// stopped it abnormally (see Pipeline.Err), nil otherwise.
+	Stopped bool
+	Err     error
+	// Producers are the producer stages, in stage order (none for a
+	// push-only pipeline).
+	Producers []ProducerStats
+	// Processors are the processors' counters.
+	Processors ProcessorStats
+	// Batchers are the batchers' counters, in declaration order.
+	Batchers []BatcherStats
+	// RateLimit is the rate limit in force, nil when there is none.
+	RateLimit *producer.RateLimit
+}
+
+// ProducerStats is one producer stage.
+type ProducerStats struct {
+	// Status is the stage's state, restarts and last error, as
+	// Pipeline.SourceStatus reports it.
+	producer.StageStatus
+	// Buffered is the number of delivered messages waiting in the stage
+	// buffer for room in the processors' queues.
+	Buffered int
+}
+
+// ProcessorStats is a snapshot of the processors: messages in, succeeded,
+// failed by disposition, in flight, queue fill, busy ratio and the
+// handler's duration. See docs/observability.md for every field.
+type ProcessorStats = stats.Processors
+
+// BatcherStats is a snapshot of one batcher and its batch processors:
+// messages in, batches by trigger, batch sizes, the batch handler's
+// duration, outcomes and busy ratio. See docs/observability.md.
+type BatcherStats = stats.Batcher
+
+// Histogram is a snapshot of a distribution: bucket bounds, the count in
+// each bucket, and the observations' count and sum.
+type Histogram = stats.Histogram
+
+// Failures counts failed messages by disposition.
+type Failures = stats.Failures
+
+// Stats returns a snapshot of the pipeline's counters. It is safe to call
+// from any goroutine at any time, takes no lock on the message path (the
+// stages keep their counters in per-goroutine atomics) and allocates only
+// the snapshot: cheap enough to poll every second.
+func (p *Pipeline[In, Out]) Stats() Stats {
+	now := time.Now()
+	st := Stats{Name: p.opts.Name, Time: now, RateLimit: p.prod.RateLimit()}
+	var wall time.Duration
+	if ns := p.startedAt.Load(); ns != 0 {
+		st.Started = time.Unix(0, ns)
+		wall = now.Sub(st.Started)
+	}
+	select {
+	case <-p.done:
+		st.Stopped = true
+	default:
+	}
+	st.Err = p.Err()
+	stages := p.prod.Stages()
+	for i, s := range p.SourceStatus() {
+		ps := ProducerStats{StageStatus: s}
+		if i < len(stages) {
+			ps.Buffered = stages[i].Buffered()
+		}
+		st.Producers = append(st.Producers, ps)
+	}
+	st.Processors = p.proc.Stats(wall)
+	for _, b := range p.batchers {
+		st.Batchers = append(st.Batchers, b.Stats(wall))
+	}
+	return st
+}
