@@ -35,7 +35,10 @@ type consumer struct {
 	// or by Close): acknowledgements for its messages are dropped.
 	gone      atomic.Bool
 	closeOnce sync.Once
-	seq       uint64 // receive goroutine only
+	// events is the consumer's active-state listener; nil without an
+	// ActiveStateCallback.
+	events *listener
+	seq    uint64 // receive goroutine only
 }
 
 // receive moves messages from the client to the stage, never more than the
@@ -94,6 +97,9 @@ func (c *consumer) receive(ctx context.Context, feed *producer.Feed[[]byte], max
 			m, md := &msgs[0], &mds[0]
 			msgs, mds = msgs[1:], mds[1:]
 			md.fill(pm, sub, &tc)
+			if c.events != nil {
+				c.events.received(c.c, pm.Topic())
+			}
 			c.seq++
 			m.Init(pm.Payload(), c, c.seq)
 			m.Metadata = md
@@ -270,17 +276,56 @@ func (c *consumer) close() {
 }
 
 // listener turns pulsar-client-go's active-consumer events into
-// ActiveState reports.
+// ActiveState reports, and remembers the last state reported per topic (or
+// partition) so that the consumer's first message on a topic with no report
+// yet can report it active.
 type listener struct {
 	src   *Source
 	stage int
 	log   *slog.Logger
+
+	mu     sync.Mutex
+	active map[string]bool // topic → last state reported
 }
 
 func (l *listener) BecameActive(c pulsar.Consumer, topic string, _ int32) {
+	l.set(c, topic, true)
 	l.src.report(l.log, l.stage, true, c, topic)
 }
 
 func (l *listener) BecameInactive(c pulsar.Consumer, topic string, _ int32) {
+	l.set(c, topic, false)
 	l.src.report(l.log, l.stage, false, c, topic)
+}
+
+func (l *listener) set(_ pulsar.Consumer, topic string, active bool) {
+	l.mu.Lock()
+	if l.active == nil {
+		l.active = map[string]bool{}
+	}
+	l.active[topic] = active
+	l.mu.Unlock()
+}
+
+// received reports the consumer active on topic when it receives a
+// message there before any report on that topic: a failover consumer
+// receives messages only while it is the active one, and the broker's
+// first notice can be lost (pulsar-client-go v0.19.0 drops a notice that
+// arrives while the consumer subscribes, which is when a real broker sends
+// it). Once a topic has had a report, only the broker's notices count:
+// messages still queued in the client after a switch to passive must not
+// report it active again.
+func (l *listener) received(c pulsar.Consumer, topic string) {
+	l.mu.Lock()
+	_, reported := l.active[topic]
+	if !reported {
+		if l.active == nil {
+			l.active = map[string]bool{}
+		}
+		l.active[topic] = true
+	}
+	l.mu.Unlock()
+	if !reported {
+		l.src.report(l.log, l.stage, true, c, topic)
+	}
 }

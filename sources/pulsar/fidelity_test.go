@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
 	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
@@ -154,5 +156,46 @@ func TestBatchedOvershootHandledOnce(t *testing.T) {
 		if n != 1 {
 			t.Fatalf("%s handled %d times, want once", k, n)
 		}
+	}
+}
+
+// With a real broker's timing the first active-consumer notice is lost
+// (pulsar-client-go v0.19.0 drops what arrives while it subscribes): the
+// source still reports the active consumer active when it receives its
+// first message, the standby gets no report while nothing changes, and it
+// is reported active when it takes over.
+func TestFailoverCallbackWithRealNoticeTiming(t *testing.T) {
+	e := newEnv(t)
+	e.publish("fo", "x", 1)
+	var first, second stateLog
+	r1, r2 := newReceived(), newReceived()
+	named := func(name string, src *bpulsar.Source, r *received) pipeline.Options[[]byte, []byte] {
+		return pipeline.Options[[]byte, []byte]{Name: name, ShutdownTimeout: 10 * time.Second,
+			Producer:   producer.Options[[]byte]{Source: src},
+			Processors: processor.Options[[]byte, []byte]{Handle: recordAll(r)}}
+	}
+	// For the topic "fo" the broker's hash ring makes fo-first's consumer
+	// the active one.
+	src1 := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"fo"}, Subscription: "sub",
+		SubscriptionType: bpulsar.Failover, ActiveStateCallback: first.add, Consumer: earliest()})
+	_, stop1 := start(t, named("fo-first", src1, r1))
+	waitFor(t, "the first consumer to be reported active", func() bool { s, ok := first.last(); return ok && s.Active })
+	src2 := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"fo"}, Subscription: "sub",
+		SubscriptionType: bpulsar.Failover, ActiveStateCallback: second.add, Consumer: earliest()})
+	_, stop2 := start(t, named("fo-second", src2, r2))
+	waitFor(t, "the standby to subscribe", func() bool { return len(e.broker.Consumers("fo", "sub")) == 2 })
+	e.publish("fo", "while-first", 5)
+	waitFor(t, "the active consumer to handle the messages", func() bool { return r1.distinct() == 6 })
+	if s, ok := second.last(); ok {
+		t.Fatalf("the standby was reported %+v while nothing changed", s)
+	}
+	if err := stop1(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the standby to be reported active", func() bool { s, ok := second.last(); return ok && s.Active })
+	e.publish("fo", "after", 5)
+	waitFor(t, "the new active consumer to handle the messages", func() bool { return r2.distinct() >= 5 })
+	if err := stop2(); err != nil {
+		t.Fatal(err)
 	}
 }

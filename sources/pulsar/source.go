@@ -181,8 +181,10 @@ func (s *Source) subscribe(ctx context.Context, st *producer.Stage[[]byte], topi
 	co.ReceiverQueueSize = q
 	ch := make(chan pulsar.ConsumerMessage, channelSize)
 	co.MessageChannel = ch
+	var events *listener
 	if s.opts.ActiveStateCallback != nil {
-		co.EventListener = &listener{src: s, stage: st.Index(), log: st.Logger()}
+		events = &listener{src: s, stage: st.Index(), log: st.Logger()}
+		co.EventListener = events
 	}
 
 	type result struct {
@@ -218,13 +220,14 @@ func (s *Source) subscribe(ctx context.Context, st *producer.Stage[[]byte], topi
 		return nil, &ConsumerError{Stage: st.Index(), Broker: s.broker, Topic: topic, Subscription: s.opts.Subscription, Kind: ErrSubscribe, Err: r.err}
 	}
 	c := &consumer{
-		src:   s,
-		stage: st.Index(),
-		topic: topic,
-		name:  st.Name(),
-		c:     r.c,
-		ch:    ch,
-		log:   st.Logger().With(slog.String("topic", topic)),
+		src:    s,
+		stage:  st.Index(),
+		topic:  topic,
+		name:   st.Name(),
+		c:      r.c,
+		ch:     ch,
+		log:    st.Logger().With(slog.String("topic", topic)),
+		events: events,
 	}
 	s.mu.Lock()
 	closed := s.closed

@@ -80,6 +80,13 @@ type Options struct {
 	// accounting. Default false. Key_Shared subscriptions always work
 	// this way.
 	StrictBatchPermits bool
+	// HoldFirstActiveNotice delays a failover consumer's first
+	// ACTIVE_CONSUMER_CHANGE until its first FLOW, so that every notice
+	// reaches a client that registers its consumer only once SUBSCRIBE has
+	// succeeded (pulsar-client-go v0.19.0 drops earlier notices). Default
+	// false: the notice is sent while the consumer subscribes, before the
+	// SUCCESS response, as a real broker sends it.
+	HoldFirstActiveNotice bool
 }
 
 // DefaultHandshakeTimeout is the default Options.HandshakeTimeout.

@@ -449,3 +449,55 @@ func TestNonPersistentDropsAndNeverRedelivers(t *testing.T) {
 		t.Fatalf("stats %+v, want 1 dispatched and nothing redelivered", st)
 	}
 }
+
+// A failover consumer's first ACTIVE_CONSUMER_CHANGE is sent while it
+// subscribes, before the SUCCESS response, as a real broker sends it
+// (AbstractDispatcherSingleActiveConsumer.addConsumer runs before
+// ServerCnx answers). pulsar-client-go v0.19.0 drops that notice, so its
+// listener hears only later changes; Options.HoldFirstActiveNotice delays
+// the first notice until the consumer's first FLOW instead.
+func TestFirstActiveNoticeBeforeSubscribeSuccess(t *testing.T) {
+	t.Run("raw order", func(t *testing.T) {
+		b := startBroker(t)
+		r := dialRaw(t, b)
+		r.connect(20)
+		r.send(cmdSubscribe, func(o []byte) []byte {
+			o = appendStringField(o, 1, FullTopicName("notice"))
+			o = appendStringField(o, 2, "s")
+			o = appendVarintField(o, 3, subFailover)
+			o = appendVarintField(o, 4, 1)
+			return appendVarintField(o, 5, 7)
+		}, nil)
+		if f, _ := r.expect(cmdActiveConsumerChange); f.u[1] != 1 {
+			t.Fatalf("notice %+v, want one for consumer 1 first", f)
+		}
+		if f, _ := r.expect(cmdSuccess); f.u[1] != 7 {
+			t.Fatalf("success %+v", f)
+		}
+	})
+	t.Run("pulsar-client-go hears only later changes", func(t *testing.T) {
+		b := startBroker(t)
+		cl := newClient(t, b)
+		topic := FullTopicName("failover-1") // the ring picks "a"
+		var ra, rb activeRecorder
+		ca, err := cl.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Failover, Name: "a", EventListener: &ra})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cb, err := cl.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Failover, Name: "b", EventListener: &rb})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cb.Close()
+		// Both consumers are registered and have sent FLOW: no notice came.
+		eventually(t, "both consumers to grant permits", func() bool {
+			st := b.Consumers(topic, "s")
+			return len(st) == 2 && st[0].PermitsGranted > 0 && st[1].PermitsGranted > 0
+		})
+		if ra.last() != "" || rb.last() != "" {
+			t.Fatalf("notices heard at subscribe: a %q, b %q; a v0.19.0 client drops them", ra.last(), rb.last())
+		}
+		ca.Close()
+		eventually(t, "the standby to hear that it took over", func() bool { return rb.last() == "active" })
+	})
+}

@@ -288,8 +288,11 @@ func (b *Broker) handleSubscribe(c *conn, body []byte) bool {
 	s.history = append(s.history, cons)
 	s.rebuildRing()
 	c.consumers[cmd.consumerID] = cons
-	c.sendSuccess(cmd.reqID)
+	// A real broker adds the consumer, elects the active one and sends the
+	// notices (AbstractDispatcherSingleActiveConsumer.addConsumer) before
+	// it answers the subscribe.
 	s.updateActive()
+	c.sendSuccess(cmd.reqID)
 	s.dispatch()
 	b.log.Debug("pulsartest subscribed", "conn", c.id, "topic", tn.full, "subscription", cmd.sub, "type", subTypeNames[cmd.typ], "consumer", cmd.consumerID)
 	return true

@@ -613,11 +613,13 @@ func (s *subscription) updateActive() {
 	}
 }
 
-// notify sends c its active state if it changed since last told. Nothing
-// is sent before c's first FLOW: pulsar-client-go registers a consumer's
-// handler only after SUBSCRIBE succeeds, so an earlier notice would be lost.
+// notify sends c its active state if it changed since last told. With
+// Options.HoldFirstActiveNotice nothing is sent before c's first FLOW
+// (pulsar-client-go v0.19.0 registers a consumer's handler only after
+// SUBSCRIBE succeeds, and drops an earlier notice); by default the first
+// notice goes out while c subscribes, as a real broker sends it.
 func (s *subscription) notify(c *consumer) {
-	if !c.ready || s.typ != subFailover {
+	if (!c.ready && s.t.b.opts.HoldFirstActiveNotice) || s.typ != subFailover {
 		return
 	}
 	state := int8(0)
