@@ -1,6 +1,6 @@
 // Package batching runs the batchers of a pipeline: each named batcher
 // groups the messages routed to it by batch key, emits a batch on size,
-// timeout or flush, and its batch processors call the user's batch handler
+// weight, timeout or flush, and its batch processors call the user's batch handler
 // and acknowledge every message. Only package pipeline uses it.
 package batching
 
@@ -170,6 +170,7 @@ func (s *Batcher[T]) Run(ctx context.Context) {
 type open[T any] struct {
 	key      string
 	msgs     []*message.Message[T]
+	weight   int // total weight of msgs, with a Weight function
 	started  time.Time
 	deadline time.Time
 	gen      uint64
@@ -189,6 +190,7 @@ type partition[T any] struct {
 	st    *partShard
 
 	acks  acker.Group
+	weigh func(*message.Message[T]) int // opts.Weight guarded against panics; nil without
 	byKey map[string]*open[T]
 	last  *open[T]  // the batch the previous message joined; may be emitted since
 	order []slot[T] // open batches by deadline (= arrival of first message)
@@ -198,6 +200,9 @@ type partition[T any] struct {
 
 func (b *partition[T]) loop(ctx context.Context) {
 	b.byKey = make(map[string]*open[T])
+	if b.s.opts.Weight != nil {
+		b.weigh = guardWeight(b.s.opts.Weight, b.s.log)
+	}
 	buf := make([]*message.Message[T], recvChunk)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -233,14 +238,19 @@ func (b *partition[T]) loop(ctx context.Context) {
 		now := time.Now()
 		b.st.received(n)
 		for _, m := range buf[:n] {
+			w := 0
+			if !m.Failed() && b.weigh != nil {
+				w = b.weigh(m)
+			}
 			if m.Failed() {
-				// Only a panicking PartitionBy fails a message on its way
-				// here: it joins no batch and is acknowledged at once.
+				// Only a panicking PartitionBy or Weight fails a message on
+				// its way here: it joins no batch and is acknowledged at
+				// once.
 				b.st.rejected(m.Disposition())
 				m.AddTo(&b.acks)
 				continue
 			}
-			if !b.add(ctx, m, now) {
+			if !b.add(ctx, m, w, now) {
 				return
 			}
 		}
@@ -271,7 +281,9 @@ func (b *partition[T]) first() *open[T] {
 	return nil
 }
 
-func (b *partition[T]) add(ctx context.Context, m *message.Message[T], now time.Time) bool {
+// add puts m, of weight w, into the open batch of its key and emits what
+// is due.
+func (b *partition[T]) add(ctx context.Context, m *message.Message[T], w int, now time.Time) bool {
 	key := m.BatchKey()
 	// Consecutive messages usually share a key: try the last batch first.
 	ob := b.last
@@ -282,14 +294,45 @@ func (b *partition[T]) add(ctx context.Context, m *message.Message[T], now time.
 		}
 		b.last = ob
 	}
+	if b.weigh != nil && len(ob.msgs) > 0 && ob.weight > b.s.opts.MaxWeight-w {
+		// m would push the batch past MaxWeight: it starts the next one.
+		if !b.emit(ctx, ob, message.TriggerWeight) {
+			return false
+		}
+		ob = b.newOpen(key, now)
+		b.last = ob
+	}
 	ob.msgs = append(ob.msgs, m)
+	ob.weight += w
 	switch {
 	case m.BatchMode() == message.Flush:
 		return b.emit(ctx, ob, message.TriggerFlush)
 	case len(ob.msgs) >= b.s.opts.BatchSize:
 		return b.emit(ctx, ob, message.TriggerSize)
+	case b.weigh != nil && ob.weight >= b.s.opts.MaxWeight:
+		return b.emit(ctx, ob, message.TriggerWeight)
 	}
 	return true
+}
+
+// guardWeight wraps the user's Weight function: a negative weight counts as
+// 0, and a panic fails the message with a *message.PanicError (logged) and
+// weighs it 0.
+func guardWeight[T any](weight func(*message.Message[T]) int, log *slog.Logger) func(*message.Message[T]) int {
+	return func(m *message.Message[T]) (w int) {
+		var err error
+		func() {
+			defer message.Recover(&err)
+			w = weight(m)
+		}()
+		if pe, ok := err.(*message.PanicError); ok {
+			log.Error("Weight panicked; message failed", slog.Any("message", m),
+				slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))
+			m.Fail(pe)
+			return 0
+		}
+		return max(w, 0)
+	}
 }
 
 func (b *partition[T]) newOpen(key string, now time.Time) *open[T] {
@@ -341,6 +384,7 @@ func (b *partition[T]) emit(ctx context.Context, ob *open[T], trigger message.Tr
 			BatchKey:  ob.key,
 			Partition: b.index,
 			Size:      len(ob.msgs),
+			Weight:    ob.weight,
 			Trigger:   trigger,
 			Started:   ob.started,
 		},
@@ -349,6 +393,7 @@ func (b *partition[T]) emit(ctx context.Context, ob *open[T], trigger message.Tr
 	delete(b.byKey, ob.key)
 	ob.msgs = nil
 	ob.key = ""
+	ob.weight = 0
 	ob.gen++
 	b.free = append(b.free, ob)
 	if err := b.out.Publish(ctx, batch); err != nil {
