@@ -102,6 +102,8 @@ type header struct {
 	mode        BatchMode
 	deferred    bool
 	interrupted bool
+	ackNow      bool // AckImmediately was called
+	acked       bool // the outcome was reported already: AddTo skips it
 	err         error
 	partKey     string
 	batcher     string
@@ -129,12 +131,13 @@ func (m *Message[T]) Init(data T, ack acker.Acknowledger, id uint64) {
 // keeps what the source set for the previous message (acknowledger, ack
 // data, Metadata, partition key) and clears what stages set (status,
 // error, disposition, batcher, batch key, batch mode, deferral,
-// interruption), as Init would. It writes a field only when it changes, which keeps the garbage
+// interruption, immediate acknowledgement), as Init would. It writes a field only when it changes, which keeps the garbage
 // collector's write barriers off the unchanged ones.
 func (m *Message[T]) Reuse(data T, id uint64) {
 	m.Data = data
 	m.h.ackID = id
 	m.h.status, m.h.disposition, m.h.mode, m.h.deferred, m.h.interrupted = StatusOK, acker.DispositionDefault, Bulk, false, false
+	m.h.ackNow, m.h.acked = false, false
 	if m.h.err != nil {
 		m.h.err = nil
 	}
@@ -285,10 +288,52 @@ func (m *Message[T]) Defer() { m.h.deferred = true }
 // Deferred reports whether Defer was called.
 func (m *Message[T]) Deferred() bool { return m.h.deferred }
 
+// AckImmediately asks for m's outcome to be reported before its batch is
+// handled (Broadway's ack_immediately), for at-most-once delivery or for
+// long batch work that must not hold up the source. Call it from a
+// processor's Handle or Prepare. The processor reports the outcome as soon
+// as the handlers of m's chunk have returned, in the chunk's acknowledgement
+// (one call per acknowledger, like every other), before it hands m to its
+// batcher: successful then, unless m fails in that processor. m then goes on
+// to its batcher as a copy that no longer belongs to its source: it carries
+// the payload and routing but no Metadata (the source may reuse it), and
+// whatever becomes of it in the batch stage, its outcome is not reported
+// again. In a pipeline without batchers, and on a deferred message (see
+// Defer), it changes nothing.
+func (m *Message[T]) AckImmediately() { m.h.ackNow = true }
+
+// AckImmediately calls AckImmediately on every message of msgs.
+func AckImmediately[T any](msgs ...*Message[T]) {
+	for _, m := range msgs {
+		m.AckImmediately()
+	}
+}
+
+// AckRequested reports whether AckImmediately was called on m.
+func (m *Message[T]) AckRequested() bool { return m.h.ackNow }
+
+// Acknowledged reports whether m's outcome was already reported by the
+// processor that handled it (see AckImmediately): a batch stage does not
+// report it again.
+func (m *Message[T]) Acknowledged() bool { return m.h.acked }
+
+// Detach makes dst a copy of src carrying data as its payload, its routing
+// and status, but nothing of its source: no acknowledger, ack data,
+// Metadata or partition key. dst is marked Acknowledged, so that AddTo
+// skips it. Processors use it for a message acknowledged immediately that
+// goes on to a batcher, since its source may reuse src once its outcome
+// is reported.
+func Detach[In, Out any](dst *Message[Out], src *Message[In], data Out) {
+	*dst = Message[Out]{Data: data, h: src.h}
+	dst.h.ack, dst.h.ackData, dst.h.partKey = nil, nil, ""
+	dst.h.acked = true
+}
+
 // AddTo adds the message's outcome to g, for the acknowledger the message
-// carries, unless the message was deferred. Stages use it to report outcomes.
+// carries, unless the message was deferred or already acknowledged (see
+// AckImmediately). Stages use it to report outcomes.
 func (m *Message[T]) AddTo(g *acker.Group) {
-	if m.h.deferred {
+	if m.h.deferred || m.h.acked {
 		return
 	}
 	a, _, _ := m.Acknowledger()

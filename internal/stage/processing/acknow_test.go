@@ -1,0 +1,87 @@
+package processing_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/internal/stage/processing"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/processor"
+)
+
+// Guarantee: a message acknowledged immediately is reported by its
+// processor, grouped with its chunk (one Ack call per acknowledger per
+// chunk), before it reaches its batcher; the batcher gets a copy that is
+// marked acknowledged and carries nothing of the source; a message that
+// then fails in the same processor is reported once, as failed; messages
+// that did not ask are left to the batch stage.
+func TestAckImmediatelyReportsBeforeTheBatcher(t *testing.T) {
+	recA, recB := acker.NewRecorder(false), acker.NewRecorder(false)
+	route := &fakeRoute[int]{}
+	var chunks atomic.Int32
+	s := newStage(t, processor.Options[int, int]{
+		Concurrency: 1, MaxDemand: 100,
+		Prepare: func(_ context.Context, msgs []*message.Message[int]) error {
+			chunks.Add(1)
+			return nil
+		},
+		Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+			if m.Data%2 == 1 {
+				m.AckImmediately()
+			}
+			if m.Data == 7 {
+				return 0, errors.New("seven")
+			}
+			return m.Data * 10, nil
+		},
+	}, processing.NamedRoute[int]{Name: message.DefaultBatcher, Route: route})
+	run(t, s)
+	var in []*message.Message[int]
+	for i := range 10 {
+		rec := recA
+		if i >= 5 {
+			rec = recB
+		}
+		m := message.New(i, rec, uint64(i))
+		m.Metadata = "from the source"
+		in = append(in, m)
+	}
+	publish(t, s, in)
+	drain(t, s)
+
+	// Odd ids asked: 1, 3 to recA, 5, 9 to recB as successes, 7 failed.
+	assertOnce(t, recA, []uint64{1, 3})
+	assertOnce(t, recB, []uint64{5, 7, 9})
+	if f := recB.Failed(); len(f) != 1 || f[0].ID != 7 {
+		t.Errorf("recB failed outcomes %+v, want only 7", f)
+	}
+	for _, rec := range []*acker.Recorder{recA, recB} {
+		if calls := len(rec.Calls()); calls > int(chunks.Load()) {
+			t.Errorf("%d Ack calls for %d chunks: outcomes not grouped per chunk", calls, chunks.Load())
+		}
+	}
+	routed := route.routed()
+	if len(routed) != 9 {
+		t.Fatalf("%d messages routed, want 9 (all but the failed one)", len(routed))
+	}
+	for _, m := range routed {
+		asked := m.Data/10%2 == 1
+		a, _, _ := m.Acknowledger()
+		if asked != m.Acknowledged() {
+			t.Errorf("routed %v: Acknowledged = %v, want %v", m, m.Acknowledged(), asked)
+		}
+		if asked && (m.Metadata != nil || a != acker.Discard || m.Data%10 != 0) {
+			t.Errorf("routed copy of %d keeps its source (metadata %v, acknowledger %T) or lost its payload", m.Data, m.Metadata, a)
+		}
+		if asked {
+			for _, orig := range in {
+				if orig == m {
+					t.Errorf("message %d acknowledged immediately was routed itself, not a copy", m.Data)
+				}
+			}
+		}
+	}
+}
