@@ -5,12 +5,15 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/batcher"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/validate"
 )
 
@@ -110,5 +113,58 @@ func TestWeightOptionsValidated(t *testing.T) {
 	o.Batchers[0].Weight, o.Batchers[0].MaxWeight = weight, batcher.MaxWeightLimit
 	if _, err := pipeline.New(o); err != nil {
 		t.Fatalf("New with both set: %v", err)
+	}
+}
+
+// Guarantee: messages acknowledged immediately are acknowledged exactly
+// once, as successes, before their batch is handled, even when the batch
+// handler then fails them; the others are acknowledged once with their
+// batch's outcome.
+func TestAckImmediatelyExactlyOnce(t *testing.T) {
+	rec := acker.NewRecorder(false)
+	var handled atomic.Int32
+	p := mustNew(t, pipeline.Options[uint64, uint64]{
+		Name: "ack-now",
+		Processors: processor.Options[uint64, uint64]{Concurrency: 2, Handle: func(_ context.Context, m *message.Message[uint64]) (uint64, error) {
+			if m.Data%2 == 1 {
+				message.AckImmediately(m)
+			}
+			return m.Data, nil
+		}},
+		Batchers: []batcher.Options[uint64]{{Name: "default", BatchSize: 1000, BatchTimeout: time.Hour,
+			Handle: func(context.Context, []*message.Message[uint64], message.BatchInfo) error {
+				handled.Add(1)
+				return errors.New("batch failed")
+			}}},
+	})
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var msgs []*message.Message[uint64]
+	for i := range 40 {
+		msgs = append(msgs, message.New(uint64(i), rec, uint64(i)))
+	}
+	if err := p.Push(ctxT(t, 10*time.Second), msgs...); err != nil {
+		t.Fatal(err)
+	}
+	// The batch stays open until the drain: the odd ones are acknowledged
+	// before any batch handler runs.
+	if err := rec.Wait(ctxT(t, 10*time.Second), 20); err != nil {
+		t.Fatalf("waiting for the immediate acknowledgements: %v", err)
+	}
+	if n := handled.Load(); n != 0 {
+		t.Fatalf("%d batches handled before the immediate acknowledgements", n)
+	}
+	if err := p.Stop(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	assertExactlyOnce(t, rec, 40)
+	for _, o := range rec.Successful() {
+		if o.ID%2 == 0 {
+			t.Errorf("message %d succeeded; its batch failed", o.ID)
+		}
+	}
+	if f := rec.FailedCount(); f != 20 {
+		t.Errorf("%d failed outcomes, want the 20 even messages", f)
 	}
 }
