@@ -264,6 +264,15 @@ func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Mess
 			p.failed = append(p.failed, m)
 			continue
 		}
+		if m.AckRequested() {
+			// Acknowledged now, with the chunk; the batcher gets a copy
+			// the source cannot reuse under it.
+			m.AddTo(&p.acks)
+			om := p.fromSlab()
+			message.Detach(om, m, out)
+			p.pending[r] = append(p.pending[r], om)
+			continue
+		}
 		p.pending[r] = append(p.pending[r], p.convert(m, out))
 	}
 	if left > 0 {
@@ -336,12 +345,18 @@ func (p *worker[In, Out]) convert(m *message.Message[In], out Out) *message.Mess
 		om.Data = out
 		return om
 	}
+	om := p.fromSlab()
+	message.Transfer(om, m, out)
+	return om
+}
+
+// fromSlab returns a fresh Message[Out] from the processor's slab.
+func (p *worker[In, Out]) fromSlab() *message.Message[Out] {
 	if len(p.slab) == 0 {
 		p.slab = make([]message.Message[Out], max(1, slabBytes/int(unsafe.Sizeof(message.Message[Out]{}))))
 	}
 	om := &p.slab[0]
 	p.slab = p.slab[1:]
-	message.Transfer(om, m, out)
 	return om
 }
 
