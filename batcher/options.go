@@ -20,6 +20,7 @@ const (
 	DefaultBatchSize    = 100
 	DefaultBatchTimeout = time.Second
 	DefaultConcurrency  = 1
+	DefaultMaxDemand    = 64
 )
 
 // Upper bounds of the options, checked when the pipeline is built.
@@ -28,6 +29,8 @@ const (
 	BatchSizeLimit = 1_000_000
 	// ConcurrencyLimit is the largest Concurrency.
 	ConcurrencyLimit = 10_000
+	// MaxDemandLimit is the largest MaxDemand.
+	MaxDemandLimit = 10_000
 	// MaxWeightLimit is the largest MaxWeight: 2⁴⁰, a TiB when weights
 	// are bytes.
 	MaxWeightLimit = 1 << 40
@@ -75,6 +78,12 @@ type Options[T any] struct {
 	// BatchTimeout is how long after its first message a batch that has not
 	// filled up is emitted anyway. Default 1s.
 	BatchTimeout time.Duration `name:"batchTimeout" validate:"gt=0"`
+	// MaxDemand is how many messages a batcher partition takes from its
+	// input queue at once before it sorts them into batches (Broadway's
+	// max_demand of a batcher). Larger takes fewer turns under load; a
+	// batch still grows to BatchSize whatever MaxDemand is. At most
+	// MaxDemandLimit. Default 64.
+	MaxDemand int `name:"maxDemand" validate:"gte=1,lte=10000"`
 	// Concurrency is the number of batch processors calling Handle. With
 	// PartitionBy it is also the number of batcher partitions, each with
 	// its own batch processor. At most ConcurrencyLimit. Default 1.
@@ -136,6 +145,9 @@ func (o Options[T]) WithDefaults() Options[T] {
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = DefaultConcurrency
+	}
+	if o.MaxDemand == 0 {
+		o.MaxDemand = DefaultMaxDemand
 	}
 	return o
 }

@@ -168,3 +168,42 @@ func TestAckImmediatelyExactlyOnce(t *testing.T) {
 		t.Errorf("%d failed outcomes, want the 20 even messages", f)
 	}
 }
+
+// Guarantee: MinDemand is below the processors' MaxDemand and a batcher's
+// MaxDemand within its bounds; New names the field and the rule.
+func TestDemandOptionsValidated(t *testing.T) {
+	cases := []struct {
+		name        string
+		mutate      func(o *pipeline.Options[uint64, uint64])
+		field, rule string
+	}{
+		{"min demand negative", func(o *pipeline.Options[uint64, uint64]) { o.Processors.MinDemand = -1 }, "processors.minDemand", "gte"},
+		{"min demand not below max", func(o *pipeline.Options[uint64, uint64]) {
+			o.Processors.MaxDemand, o.Processors.MinDemand = 5, 5
+		}, "processors.minDemand", "ltfield"},
+		{"batcher max demand negative", func(o *pipeline.Options[uint64, uint64]) { o.Batchers[0].MaxDemand = -1 }, "batchers[0].maxDemand", "gte"},
+		{"batcher max demand too large", func(o *pipeline.Options[uint64, uint64]) {
+			o.Batchers[0].MaxDemand = batcher.MaxDemandLimit + 1
+		}, "batchers[0].maxDemand", "lte"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := validOptions()
+			tc.mutate(&o)
+			_, err := pipeline.New(o)
+			var errs validate.Errors
+			if !errors.As(err, &errs) || !errs.Has(tc.field, tc.rule) {
+				t.Fatalf("New = %v, want %s breaking %s", err, tc.field, tc.rule)
+			}
+		})
+	}
+	o := validOptions()
+	if got := o.Batchers[0].WithDefaults().MaxDemand; got != batcher.DefaultMaxDemand {
+		t.Errorf("default batcher MaxDemand %d, want %d", got, batcher.DefaultMaxDemand)
+	}
+	o.Processors.MaxDemand, o.Processors.MinDemand = 10, 9
+	o.Batchers[0].MaxDemand = batcher.MaxDemandLimit
+	if _, err := pipeline.New(o); err != nil {
+		t.Fatalf("New with demands at their bounds: %v", err)
+	}
+}

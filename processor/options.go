@@ -57,6 +57,14 @@ type Options[In, Out any] struct {
 	// together. At most MaxDemandLimit, and Concurrency × MaxDemand at most
 	// ChunkSlotsLimit. Default 10.
 	MaxDemand int `name:"maxDemand" validate:"gte=1,lte=10000"`
+	// MinDemand makes a processor take chunks of at most MaxDemand −
+	// MinDemand messages, as a GenStage consumer asks for more events once
+	// it is down to min_demand of its max_demand: MaxDemand then still
+	// sizes the processors' queues (how much is read ahead), while the
+	// chunks that Prepare sees and whose acknowledgements travel together
+	// are smaller. At least 0 and less than MaxDemand. Default 0 (chunks
+	// of up to MaxDemand).
+	MinDemand int `name:"minDemand" validate:"gte=0,ltfield=MaxDemand"`
 	// PartitionBy, when set, makes messages with the same key go to the same
 	// processor, which handles them in the order they arrived. Nil (the
 	// default) balances messages over all processors. A panic in it fails
@@ -86,7 +94,8 @@ type Options[In, Out any] struct {
 }
 
 // WithDefaults returns o with every zero field replaced by its default:
-// Concurrency runtime.GOMAXPROCS(0), MaxDemand DefaultMaxDemand.
+// Concurrency runtime.GOMAXPROCS(0), MaxDemand DefaultMaxDemand (MinDemand
+// stays 0).
 func (o Options[In, Out]) WithDefaults() Options[In, Out] {
 	if o.Concurrency == 0 {
 		o.Concurrency = runtime.GOMAXPROCS(0)

@@ -36,9 +36,6 @@ const minQueueCapacity = 64
 // batch grows as its messages arrive, whatever the queue's capacity.
 const queueSlotBudget = 1 << 20
 
-// recvChunk is how many messages a batcher takes from its queue at once.
-const recvChunk = 64
-
 // Batcher is one named batcher with its batch processors.
 type Batcher[T any] struct {
 	opts    batcher.Options[T]
@@ -203,7 +200,7 @@ func (b *partition[T]) loop(ctx context.Context) {
 	if b.s.opts.Weight != nil {
 		b.weigh = guardWeight(b.s.opts.Weight, b.s.log)
 	}
-	buf := make([]*message.Message[T], recvChunk)
+	buf := make([]*message.Message[T], b.s.opts.MaxDemand)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()

@@ -100,3 +100,21 @@ func TestWeightNegativeAndPanic(t *testing.T) {
 	}
 	t.Errorf("message 1 not failed with a *message.PanicError: %+v", rec.Failed())
 }
+
+// Guarantee: a batcher partition takes at most MaxDemand messages from its
+// queue at once: the messages it acknowledges on arrival (those a
+// panicking Weight failed) are flushed per turn, so no Ack call carries
+// more than MaxDemand of them.
+func TestMaxDemandBoundsATurn(t *testing.T) {
+	rec := acker.NewRecorder(false)
+	weight := func(*message.Message[int]) int { panic("no weight") }
+	h := start(t, batcher.Options[int]{Name: "d", BatchTimeout: never, MaxDemand: 3, Weight: weight, MaxWeight: 10})
+	h.publish(t, msgs(rec, 0, 10, "")...)
+	h.drain(t)
+	assertOnce(t, rec, span(0, 10))
+	for _, c := range rec.Calls() {
+		if n := len(c.Successful) + len(c.Failed); n > 3 {
+			t.Errorf("one turn acknowledged %d messages, want at most MaxDemand 3", n)
+		}
+	}
+}

@@ -85,3 +85,30 @@ func TestAckImmediatelyReportsBeforeTheBatcher(t *testing.T) {
 		}
 	}
 }
+
+// Guarantee: with MinDemand a processor takes chunks of at most MaxDemand −
+// MinDemand messages, and every message is still handled once.
+func TestMinDemandShrinksChunks(t *testing.T) {
+	rec := acker.NewRecorder(false)
+	var largest atomic.Int32
+	s := newStage(t, processor.Options[int, int]{
+		Concurrency: 1, MaxDemand: 10, MinDemand: 7,
+		Prepare: func(_ context.Context, msgs []*message.Message[int]) error {
+			for n := int32(len(msgs)); ; {
+				old := largest.Load()
+				if n <= old || largest.CompareAndSwap(old, n) {
+					break
+				}
+			}
+			return nil
+		},
+		Handle: func(_ context.Context, m *message.Message[int]) (int, error) { return m.Data, nil },
+	})
+	run(t, s)
+	publish(t, s, ints(rec, 0, 50))
+	drain(t, s)
+	assertOnce(t, rec, seq(0, 50))
+	if n := largest.Load(); n > 3 || n == 0 {
+		t.Errorf("largest chunk %d, want 1..3 (MaxDemand 10 − MinDemand 7)", n)
+	}
+}

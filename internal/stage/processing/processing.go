@@ -197,8 +197,8 @@ func (s *Pool[In, Out]) newProcessor(i int) *worker[In, Out] {
 	return &worker[In, Out]{
 		s:       s,
 		log:     s.log.With(slog.String("stage", s.name), slog.Int("processor", i)),
-		buf:     make([]*message.Message[In], s.opts.MaxDemand),
-		failed:  make([]*message.Message[In], 0, s.opts.MaxDemand),
+		buf:     make([]*message.Message[In], s.opts.MaxDemand-s.opts.MinDemand),
+		failed:  make([]*message.Message[In], 0, s.opts.MaxDemand-s.opts.MinDemand),
 		pending: make([][]*message.Message[Out], len(s.routes)),
 		same:    same,
 		st:      s.st.shards[i],
