@@ -1,0 +1,187 @@
+package observe
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/boulevard-go/boulevard/internal/stats"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/producer"
+)
+
+// Label names. Every label has a bounded set of values: the names of the
+// pipelines, stages, batchers and topics the program declares, the fixed
+// sets of states, dispositions and triggers, and the partitions of the
+// consumed Kafka topics.
+const (
+	lPipeline    = "pipeline"
+	lStage       = "stage"
+	lBatcher     = "batcher"
+	lState       = "state"
+	lDisposition = "disposition"
+	lTrigger     = "trigger"
+	lGroup       = "group"
+	lTopic       = "topic"
+	lPartition   = "partition"
+)
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc("boulevard_"+name, help, labels, nil)
+}
+
+var (
+	pipelineUp        = desc("pipeline_up", "1 while the pipeline runs, 0 once it has stopped.", lPipeline)
+	pipelineRateLimit = desc("pipeline_rate_limit_messages_per_second", "The rate limit in force, in messages per second; absent when there is none.", lPipeline)
+
+	producerState     = desc("producer_state", "1 for the state the producer stage is in (starting, connecting, running, restarting, stopped, failed), 0 for the others.", lPipeline, lStage, lState)
+	producerRestarts  = desc("producer_restarts_total", "Restarts of the stage's source after a failure.", lPipeline, lStage)
+	producerFailures  = desc("producer_consecutive_failures", "Runs of the source in a row that failed without delivering a message.", lPipeline, lStage)
+	producerBuffered  = desc("producer_buffered_messages", "Delivered messages waiting in the stage buffer for room in the processors' queues.", lPipeline, lStage)
+	producerStateTime = desc("producer_state_since_seconds", "Unix time at which the stage entered its current state.", lPipeline, lStage)
+
+	procReceived  = desc("processor_messages_received_total", "Messages the processors took from their queues.", lPipeline)
+	procSucceeded = desc("processor_messages_succeeded_total", "Messages the processor handler returned without error.", lPipeline)
+	procFailed    = desc("processor_messages_failed_total", "Messages that failed in the processors, by the disposition they were acknowledged with.", lPipeline, lDisposition)
+	procUnhandled = desc("processor_messages_unhandled_total", "Messages left unacknowledged because the drain was cut short before the handler saw them.", lPipeline)
+	procInFlight  = desc("processor_messages_in_flight", "Messages in the chunks the processors hold.", lPipeline)
+	procQueued    = desc("processor_queue_messages", "Messages waiting in the processors' queues.", lPipeline)
+	procQueueCap  = desc("processor_queue_capacity_messages", "Capacity of the processors' queues together.", lPipeline)
+	procBusy      = desc("processor_busy_seconds_total", "Time the processors spent handling chunks, all processors together.", lPipeline)
+	procWorkers   = desc("processor_concurrency", "Number of processors.", lPipeline)
+	procDuration  = desc("processor_handler_duration_seconds", "Duration of the processor handler, sampled on the first message of each chunk.", lPipeline)
+
+	batReceived  = desc("batcher_messages_received_total", "Messages the batcher took from its queues.", lPipeline, lBatcher)
+	batBatches   = desc("batcher_batches_total", "Batches emitted, by trigger.", lPipeline, lBatcher, lTrigger)
+	batSize      = desc("batcher_batch_size_messages", "Sizes of the emitted batches.", lPipeline, lBatcher)
+	batSucceeded = desc("batcher_messages_succeeded_total", "Messages of handled batches that succeeded.", lPipeline, lBatcher)
+	batFailed    = desc("batcher_messages_failed_total", "Messages of handled batches that failed, by the disposition they were acknowledged with.", lPipeline, lBatcher, lDisposition)
+	batInFlight  = desc("batcher_messages_in_flight", "Messages taken in and not yet acknowledged: in open batches, waiting for a batch processor, or being handled.", lPipeline, lBatcher)
+	batQueued    = desc("batcher_queue_messages", "Messages waiting in the batcher's input queues.", lPipeline, lBatcher)
+	batQueueCap  = desc("batcher_queue_capacity_messages", "Capacity of the batcher's input queues together.", lPipeline, lBatcher)
+	batBatchesQ  = desc("batcher_queued_batches", "Batches waiting for a batch processor.", lPipeline, lBatcher)
+	batBusy      = desc("batcher_busy_seconds_total", "Time the batch processors spent in the batch handler, all together.", lPipeline, lBatcher)
+	batWorkers   = desc("batcher_concurrency", "Number of batch processors.", lPipeline, lBatcher)
+	batDuration  = desc("batcher_handler_duration_seconds", "Duration of the batch handler per batch.", lPipeline, lBatcher)
+)
+
+var states = []producer.State{producer.StateStarting, producer.StateConnecting, producer.StateRunning,
+	producer.StateRestarting, producer.StateStopped, producer.StateFailed}
+
+var allDescs = []*prometheus.Desc{
+	pipelineUp, pipelineRateLimit,
+	producerState, producerRestarts, producerFailures, producerBuffered, producerStateTime,
+	procReceived, procSucceeded, procFailed, procUnhandled, procInFlight, procQueued, procQueueCap, procBusy, procWorkers, procDuration,
+	batReceived, batBatches, batSize, batSucceeded, batFailed, batInFlight, batQueued, batQueueCap, batBatchesQ, batBusy, batWorkers, batDuration,
+}
+
+// Describe sends the descriptions of every metric the Observer may
+// collect (prometheus.Collector).
+func (o *Observer) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range allDescs {
+		ch <- d
+	}
+	for _, d := range kafkaDescs {
+		ch <- d
+	}
+	for _, d := range topicDescs {
+		ch <- d
+	}
+}
+
+// Collect reads a snapshot of every pipeline, Kafka source and topic added
+// and sends them as metrics (prometheus.Collector).
+func (o *Observer) Collect(ch chan<- prometheus.Metric) {
+	pipes, kafkas, topics := o.snapshot()
+	for _, p := range pipes {
+		collectPipeline(ch, p.Stats())
+	}
+	for _, k := range kafkas {
+		collectKafka(ch, k.Stats())
+	}
+	for _, t := range topics {
+		collectTopic(ch, t.name, t.t.Stats())
+	}
+}
+
+func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+}
+
+func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+}
+
+func histogram(ch chan<- prometheus.Metric, d *prometheus.Desc, h stats.Histogram, labels ...string) {
+	buckets := make(map[float64]uint64, len(h.Bounds))
+	var cum uint64
+	for i, b := range h.Bounds {
+		cum += h.Counts[i]
+		buckets[b] = cum
+	}
+	ch <- prometheus.MustNewConstHistogram(d, h.Count, h.Sum, buckets, labels...)
+}
+
+func failures(ch chan<- prometheus.Metric, d *prometheus.Desc, f stats.Failures, labels ...string) {
+	for _, x := range []struct {
+		name string
+		v    uint64
+	}{{"default", f.Default}, {"retry", f.Retry}, {"discard", f.Discard}} {
+		counter(ch, d, float64(x.v), append(labels, x.name)...)
+	}
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func collectPipeline(ch chan<- prometheus.Metric, st pipeline.Stats) {
+	name := st.Name
+	gauge(ch, pipelineUp, boolValue(!st.Stopped), name)
+	if rl := st.RateLimit; rl != nil {
+		gauge(ch, pipelineRateLimit, float64(rl.Allowed)/rl.Interval.Seconds(), name)
+	}
+	for _, ps := range st.Producers {
+		for _, s := range states {
+			gauge(ch, producerState, boolValue(ps.State == s), name, ps.Stage, string(s))
+		}
+		counter(ch, producerRestarts, float64(ps.Restarts), name, ps.Stage)
+		gauge(ch, producerFailures, float64(ps.ConsecutiveFailures), name, ps.Stage)
+		gauge(ch, producerBuffered, float64(ps.Buffered), name, ps.Stage)
+		if !ps.Since.IsZero() {
+			gauge(ch, producerStateTime, float64(ps.Since.UnixNano())/1e9, name, ps.Stage)
+		}
+	}
+	pr := st.Processors
+	counter(ch, procReceived, float64(pr.In), name)
+	counter(ch, procSucceeded, float64(pr.Succeeded), name)
+	failures(ch, procFailed, pr.Failed, name)
+	counter(ch, procUnhandled, float64(pr.Unhandled), name)
+	gauge(ch, procInFlight, float64(pr.InFlight), name)
+	gauge(ch, procQueued, float64(pr.Queued), name)
+	gauge(ch, procQueueCap, float64(pr.QueueCapacity), name)
+	counter(ch, procBusy, pr.Busy.Seconds(), name)
+	gauge(ch, procWorkers, float64(pr.Concurrency), name)
+	histogram(ch, procDuration, pr.Latency, name)
+	for _, b := range st.Batchers {
+		counter(ch, batReceived, float64(b.In), name, b.Name)
+		for trigger, n := range b.Batches {
+			counter(ch, batBatches, float64(n), name, b.Name, trigger)
+		}
+		histogram(ch, batSize, b.Sizes, name, b.Name)
+		counter(ch, batSucceeded, float64(b.Succeeded), name, b.Name)
+		failures(ch, batFailed, b.Failed, name, b.Name)
+		gauge(ch, batInFlight, float64(b.InFlight), name, b.Name)
+		gauge(ch, batQueued, float64(b.Queued), name, b.Name)
+		gauge(ch, batQueueCap, float64(b.QueueCapacity), name, b.Name)
+		gauge(ch, batBatchesQ, float64(b.QueuedBatches), name, b.Name)
+		counter(ch, batBusy, b.Busy.Seconds(), name, b.Name)
+		gauge(ch, batWorkers, float64(b.Concurrency), name, b.Name)
+		histogram(ch, batDuration, b.Latency, name, b.Name)
+	}
+}
+
+func partitionLabel(p int32) string { return strconv.FormatInt(int64(p), 10) }

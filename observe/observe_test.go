@@ -1,0 +1,209 @@
+package observe_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/goleak"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/observe"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// pushPipeline is a started push-only pipeline with one batcher; every
+// message whose payload is odd fails in the processor.
+func pushPipeline(t *testing.T, name string) *pipeline.Pipeline[int, int] {
+	t.Helper()
+	p, err := pipeline.New(pipeline.Options[int, int]{
+		Name: name,
+		Processors: processor.Options[int, int]{
+			Concurrency: 2,
+			Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+				if m.Data%2 == 1 {
+					return 0, errors.New("odd")
+				}
+				return m.Data, nil
+			},
+		},
+		Batchers: []batcher.Options[int]{{
+			Name: "default", BatchSize: 5, BatchTimeout: 10 * time.Millisecond,
+			Handle: func(context.Context, []*message.Message[int], message.BatchInfo) error { return nil },
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Stop(context.Background()) })
+	return p
+}
+
+func push(t *testing.T, p *pipeline.Pipeline[int, int], rec *acker.Recorder, from, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := from; i < from+n; i++ {
+		if err := p.Push(ctx, message.New(i, rec, uint64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 20s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// find returns the value of the metric name with the given label values
+// (a subset of its labels), and whether it was found.
+func find(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string) (float64, bool) {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				have[lp.GetName()] = lp.GetValue()
+			}
+			for k, v := range labels {
+				if have[k] != v {
+					continue next
+				}
+			}
+			return value(m), true
+		}
+	}
+	return 0, false
+}
+
+func value(m *dto.Metric) float64 {
+	switch {
+	case m.Counter != nil:
+		return m.Counter.GetValue()
+	case m.Gauge != nil:
+		return m.Gauge.GetValue()
+	case m.Histogram != nil:
+		return float64(m.Histogram.GetSampleCount())
+	}
+	return 0
+}
+
+// Guarantee: the collector reports each stage's counters under the
+// documented names and labels, with the values Pipeline.Stats holds, and
+// its output passes client_golang's linter.
+func TestCollectorReportsPipelineStats(t *testing.T) {
+	p := pushPipeline(t, "orders")
+	rec := acker.NewRecorder(false)
+	push(t, p, rec, 0, 40)
+	waitFor(t, "every message acknowledged", func() bool { return rec.Total() == 40 })
+	obs := observe.New(observe.Options{})
+	obs.Add(p)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(obs)
+	waitFor(t, "the batcher's outcomes counted", func() bool {
+		v, _ := find(t, reg, "boulevard_batcher_messages_succeeded_total", map[string]string{"pipeline": "orders", "batcher": "default"})
+		return v == 20
+	})
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"boulevard_pipeline_up", map[string]string{"pipeline": "orders"}, 1},
+		{"boulevard_processor_messages_received_total", map[string]string{"pipeline": "orders"}, 40},
+		{"boulevard_processor_messages_succeeded_total", map[string]string{"pipeline": "orders"}, 20},
+		{"boulevard_processor_messages_failed_total", map[string]string{"pipeline": "orders", "disposition": "default"}, 20},
+		{"boulevard_processor_messages_failed_total", map[string]string{"pipeline": "orders", "disposition": "discard"}, 0},
+		{"boulevard_processor_concurrency", map[string]string{"pipeline": "orders"}, 2},
+		{"boulevard_batcher_messages_received_total", map[string]string{"pipeline": "orders", "batcher": "default"}, 20},
+		{"boulevard_batcher_messages_in_flight", map[string]string{"pipeline": "orders", "batcher": "default"}, 0},
+	} {
+		if got, ok := find(t, reg, c.name, c.labels); !ok || got != c.want {
+			t.Errorf("%s%v = %v (found %v), want %v", c.name, c.labels, got, ok, c.want)
+		}
+	}
+	if n, ok := find(t, reg, "boulevard_batcher_batch_size_messages", map[string]string{"batcher": "default"}); !ok || n == 0 {
+		t.Errorf("batch size histogram has %v observations (found %v), want some", n, ok)
+	}
+	if n, ok := find(t, reg, "boulevard_processor_handler_duration_seconds", nil); !ok || n == 0 {
+		t.Errorf("handler duration histogram has %v observations (found %v), want some", n, ok)
+	}
+	problems, err := testutil.CollectAndLint(obs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pr := range problems {
+		t.Errorf("lint: %s: %s", pr.Metric, pr.Text)
+	}
+	if err := p.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := find(t, reg, "boulevard_pipeline_up", nil); v != 0 {
+		t.Errorf("boulevard_pipeline_up = %v after Stop, want 0", v)
+	}
+}
+
+// Guarantee: promtool, Prometheus's own checker, accepts the /metrics
+// output (skipped when promtool is not installed).
+func TestMetricsPassPromtool(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool not installed (Debian package prometheus); .ci/run installs it")
+	}
+	p := pushPipeline(t, "checked")
+	rec := acker.NewRecorder(false)
+	push(t, p, rec, 0, 10)
+	waitFor(t, "every message acknowledged", func() bool { return rec.Total() == 10 })
+	obs := observe.New(observe.Options{})
+	obs.Add(p)
+	srv := httptest.NewServer(obs.Handler(nil))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(body), "boulevard_processor_messages_received_total") {
+		t.Fatalf("/metrics lacks the processors' counters:\n%s", body)
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(string(body))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("promtool check metrics: %v\n%s", err, out)
+	}
+}

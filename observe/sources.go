@@ -1,0 +1,61 @@
+package observe
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/boulevard-go/boulevard/sources/kafka"
+	"github.com/boulevard-go/boulevard/topic"
+)
+
+var (
+	kafkaLag        = desc("kafka_consumer_lag_messages", "High-water mark minus the group's committed offset: what a restart would read.", lGroup, lTopic, lPartition)
+	kafkaFetchLag   = desc("kafka_fetch_lag_messages", "High-water mark minus the next offset to fetch: what is not fetched yet.", lGroup, lTopic, lPartition)
+	kafkaCommitted  = desc("kafka_committed_offset", "The offset the broker last accepted for the group; -1 when none.", lGroup, lTopic, lPartition)
+	kafkaHighWater  = desc("kafka_high_water_offset", "The partition's high-water mark as of the latest fetch.", lGroup, lTopic, lPartition)
+	kafkaInFlight   = desc("kafka_in_flight_messages", "Records delivered to the pipeline whose outcome has not reached the claim.", lGroup, lTopic, lPartition)
+	kafkaAssigned   = desc("kafka_assigned_partitions", "Partitions the group member claims.", lGroup, lStage)
+	kafkaGeneration = desc("kafka_generation", "Group generation of the member's latest session; -1 before its first join.", lGroup, lStage)
+	kafkaRebalances = desc("kafka_rebalances_total", "Group generations the member took part in.", lGroup, lStage)
+	kafkaCommits    = desc("kafka_commits_total", "OffsetCommit requests the broker answered.", lGroup, lStage)
+	kafkaCommitErrs = desc("kafka_commit_errors_total", "Commits the broker did not accept, or that could not be sent.", lGroup, lStage)
+
+	topicPublished   = desc("topic_published_total", "Publishes that did not fail or get dropped.", lTopic)
+	topicDropped     = desc("topic_dropped_total", "Publishes dropped because the topic was full.", lTopic)
+	topicLagged      = desc("topic_lagged_total", "Broadcast messages missed by slow subscribers.", lTopic)
+	topicInFlight    = desc("topic_in_flight_publishes", "Tracked publishes not resolved yet.", lTopic)
+	topicGroups      = desc("topic_balanced_groups", "Consumer groups with subscribers.", lTopic)
+	topicSubscribers = desc("topic_broadcast_subscribers", "Connected broadcast subscribers.", lTopic)
+)
+
+var kafkaDescs = []*prometheus.Desc{kafkaLag, kafkaFetchLag, kafkaCommitted, kafkaHighWater, kafkaInFlight,
+	kafkaAssigned, kafkaGeneration, kafkaRebalances, kafkaCommits, kafkaCommitErrs}
+
+var topicDescs = []*prometheus.Desc{topicPublished, topicDropped, topicLagged, topicInFlight, topicGroups, topicSubscribers}
+
+func collectKafka(ch chan<- prometheus.Metric, st kafka.Stats) {
+	g := st.GroupID
+	for _, m := range st.Members {
+		gauge(ch, kafkaAssigned, float64(len(m.Partitions)), g, m.Stage)
+		gauge(ch, kafkaGeneration, float64(m.GenerationID), g, m.Stage)
+		counter(ch, kafkaRebalances, float64(m.Rebalances), g, m.Stage)
+		counter(ch, kafkaCommits, float64(m.Commits), g, m.Stage)
+		counter(ch, kafkaCommitErrs, float64(m.CommitErrors), g, m.Stage)
+		for _, p := range m.Partitions {
+			part := partitionLabel(p.Partition)
+			gauge(ch, kafkaLag, float64(p.Lag), g, p.Topic, part)
+			gauge(ch, kafkaFetchLag, float64(p.FetchLag), g, p.Topic, part)
+			gauge(ch, kafkaCommitted, float64(p.Committed), g, p.Topic, part)
+			gauge(ch, kafkaHighWater, float64(p.HighWater), g, p.Topic, part)
+			gauge(ch, kafkaInFlight, float64(p.InFlight), g, p.Topic, part)
+		}
+	}
+}
+
+func collectTopic(ch chan<- prometheus.Metric, name string, st topic.Stats) {
+	counter(ch, topicPublished, float64(st.Published), name)
+	counter(ch, topicDropped, float64(st.Dropped), name)
+	counter(ch, topicLagged, float64(st.Lagged), name)
+	gauge(ch, topicInFlight, float64(st.InFlight), name)
+	gauge(ch, topicGroups, float64(st.BalancedGroups), name)
+	gauge(ch, topicSubscribers, float64(st.BroadcastSubscribers), name)
+}
