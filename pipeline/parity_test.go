@@ -14,6 +14,7 @@ import (
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/validate"
 )
 
@@ -205,5 +206,43 @@ func TestDemandOptionsValidated(t *testing.T) {
 	o.Batchers[0].MaxDemand = batcher.MaxDemandLimit
 	if _, err := pipeline.New(o); err != nil {
 		t.Fatalf("New with demands at their bounds: %v", err)
+	}
+}
+
+// Guarantee: UpdateRateLimit changes only the fields its function changes,
+// validates the result (leaving the limit alone when it is invalid), and
+// both it and ResetRateLimit report producer.ErrNoRateLimit without a
+// limit.
+func TestUpdateRateLimitValidatesOneField(t *testing.T) {
+	p := mustNew(t, pipeline.Options[uint64, uint64]{
+		Name:       "rate",
+		Producer:   producer.Options[uint64]{RateLimit: &producer.RateLimit{Allowed: 10, Interval: time.Second}},
+		Processors: processor.Options[uint64, uint64]{Handle: identity},
+	})
+	if err := p.UpdateRateLimit(func(rl *producer.RateLimit) { rl.Allowed = 500 }); err != nil {
+		t.Fatalf("UpdateRateLimit: %v", err)
+	}
+	if rl := p.RateLimit(); *rl != (producer.RateLimit{Allowed: 500, Interval: time.Second}) {
+		t.Fatalf("limit %+v, want Allowed 500 and Interval kept", rl)
+	}
+	err := p.UpdateRateLimit(func(rl *producer.RateLimit) { rl.Interval = 0 })
+	var errs validate.Errors
+	if !errors.As(err, &errs) || !errs.Has("rateLimit.interval", "gt") {
+		t.Fatalf("UpdateRateLimit to interval 0 = %v, want rateLimit.interval breaking gt", err)
+	}
+	if rl := p.RateLimit(); rl.Interval != time.Second {
+		t.Fatalf("an invalid update changed the limit to %+v", rl)
+	}
+	if err := p.ResetRateLimit(); err != nil {
+		t.Fatalf("ResetRateLimit: %v", err)
+	}
+	if err := p.SetRateLimit(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.UpdateRateLimit(func(*producer.RateLimit) {}); !errors.Is(err, producer.ErrNoRateLimit) {
+		t.Errorf("UpdateRateLimit without a limit = %v", err)
+	}
+	if err := p.ResetRateLimit(); !errors.Is(err, producer.ErrNoRateLimit) {
+		t.Errorf("ResetRateLimit without a limit = %v", err)
 	}
 }

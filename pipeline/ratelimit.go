@@ -1,0 +1,42 @@
+package pipeline
+
+import (
+	"fmt"
+
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+// UpdateRateLimit changes some fields of the rate limit in force while the
+// pipeline runs (Broadway's update_rate_limiting): fn is given a copy of
+// the current limit, and what it leaves becomes the limit once validated,
+// atomically with respect to other changes. For example
+//
+//	p.UpdateRateLimit(func(rl *producer.RateLimit) { rl.Allowed = 500 })
+//
+// The tokens the bucket holds are kept (use ResetRateLimit to refill it).
+// An invalid result leaves the limit as it was and is returned as a
+// validate.Errors value; without a rate limit the error wraps
+// producer.ErrNoRateLimit (set one with SetRateLimit).
+func (p *Pipeline[In, Out]) UpdateRateLimit(fn func(rl *producer.RateLimit)) error {
+	err := p.prod.UpdateRateLimit(func(rl *producer.RateLimit) error {
+		fn(rl)
+		return validate.Struct("rateLimit", rl)
+	})
+	if err != nil {
+		return fmt.Errorf("update rate limit: %w", err)
+	}
+	return nil
+}
+
+// ResetRateLimit refills the rate limit's token bucket (Broadway's
+// update_rate_limiting with reset: true): the whole Allowed may pass at
+// once, whatever the current interval used, and producer stages waiting
+// for tokens go on from the full bucket. Without a rate limit the error
+// wraps producer.ErrNoRateLimit.
+func (p *Pipeline[In, Out]) ResetRateLimit() error {
+	if err := p.prod.ResetRateLimit(); err != nil {
+		return fmt.Errorf("reset rate limit: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,92 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// rateProducer is a push-only producer with rl, enough to drive its gate.
+func rateProducer(rl *RateLimit) *Producer[int] {
+	return New(Options[int]{RateLimit: rl}.WithDefaults(), Config[int]{Name: "rate"})
+}
+
+// Guarantee: ResetRateLimit refills the bucket at once, and a stage waiting
+// for tokens of the old bucket takes them from the full one without
+// waiting for the interval.
+func TestResetRateLimitRefillsTheBucket(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := rateProducer(&RateLimit{Allowed: 5, Interval: time.Hour})
+		ctx := context.Background()
+		if n, err := p.gate.take(ctx, 5); n != 5 || err != nil {
+			t.Fatalf("first take = %d, %v; want the full bucket", n, err)
+		}
+		start := time.Now()
+		got := make(chan int, 1)
+		go func() {
+			n, _ := p.gate.take(ctx, 5)
+			got <- n
+		}()
+		synctest.Wait() // the stage waits for the next interval
+		select {
+		case n := <-got:
+			t.Fatalf("take returned %d with an empty bucket", n)
+		default:
+		}
+		if err := p.ResetRateLimit(); err != nil {
+			t.Fatalf("ResetRateLimit: %v", err)
+		}
+		if n := <-got; n != 5 {
+			t.Fatalf("take after reset = %d, want 5", n)
+		}
+		if waited := time.Since(start); waited != 0 {
+			t.Errorf("the waiting stage waited %v after the reset, want 0", waited)
+		}
+		if rl := p.RateLimit(); *rl != (RateLimit{Allowed: 5, Interval: time.Hour}) {
+			t.Errorf("limit after reset %+v, want it unchanged", rl)
+		}
+	})
+}
+
+// Guarantee: UpdateRateLimit changes only what fn changes, keeps the
+// tokens the bucket holds (no fresh burst), applies the new rate to a
+// waiting stage, and leaves the limit alone when fn fails.
+func TestUpdateRateLimitChangesOneField(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := rateProducer(&RateLimit{Allowed: 4, Interval: 4 * time.Second})
+		ctx := context.Background()
+		if n, _ := p.gate.take(ctx, 4); n != 4 {
+			t.Fatalf("first take = %d, want 4", n)
+		}
+		errNo := errors.New("refused")
+		if err := p.UpdateRateLimit(func(rl *RateLimit) error { rl.Allowed = 99; return errNo }); !errors.Is(err, errNo) {
+			t.Fatalf("UpdateRateLimit with a failing fn = %v", err)
+		}
+		if rl := p.RateLimit(); rl.Allowed != 4 {
+			t.Fatalf("a refused update changed the limit to %+v", rl)
+		}
+		// Interval 4s → 1s: one token per second becomes four.
+		if err := p.UpdateRateLimit(func(rl *RateLimit) error { rl.Interval = time.Second; return nil }); err != nil {
+			t.Fatalf("UpdateRateLimit: %v", err)
+		}
+		if rl := p.RateLimit(); *rl != (RateLimit{Allowed: 4, Interval: time.Second}) {
+			t.Fatalf("limit %+v, want Allowed kept and Interval 1s", rl)
+		}
+		start := time.Now()
+		if n, _ := p.gate.take(ctx, 1); n != 1 {
+			t.Fatalf("take = %d", n)
+		}
+		// The bucket was empty (no fresh burst): one token at 4 per second.
+		if waited := time.Since(start); waited != 250*time.Millisecond {
+			t.Errorf("waited %v for a token, want 250ms at the new rate", waited)
+		}
+	})
+	if err := rateProducer(nil).UpdateRateLimit(func(*RateLimit) error { return nil }); !errors.Is(err, ErrNoRateLimit) {
+		t.Errorf("UpdateRateLimit without a limit = %v, want ErrNoRateLimit", err)
+	}
+	if err := rateProducer(nil).ResetRateLimit(); !errors.Is(err, ErrNoRateLimit) {
+		t.Errorf("ResetRateLimit without a limit = %v, want ErrNoRateLimit", err)
+	}
+}
