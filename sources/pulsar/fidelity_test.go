@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/pulsar-client-go/pulsar"
+
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -197,5 +199,59 @@ func TestFailoverCallbackWithRealNoticeTiming(t *testing.T) {
 	waitFor(t, "the new active consumer to handle the messages", func() bool { return r2.distinct() >= 5 })
 	if err := stop2(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// DLQ on Shared with a stage restart: a broker forgets redelivery counts
+// when the last consumer of the subscription leaves, and a one-stage
+// pipeline's restart is exactly that, so a poison message needs
+// MaxDeliveries deliveries after the restart before pulsar-client-go moves
+// it to the dead letter topic; nothing else is affected.
+func TestDeadLetterCountsRestartWithTheStage(t *testing.T) {
+	e := newEnv(t)
+	e.publish("restart-dlq", "m", 3)
+	var (
+		mu     sync.Mutex
+		counts []uint32 // redelivery counts m-1 was seen with
+	)
+	handle := func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
+		if string(m.Data) != "m-1" {
+			return m.Data, nil
+		}
+		md, _ := message.MetadataAs[*bpulsar.Metadata](m)
+		mu.Lock()
+		counts = append(counts, md.RedeliveryCount)
+		mu.Unlock()
+		return nil, errors.New("always fails")
+	}
+	seen := func() int { mu.Lock(); defer mu.Unlock(); return len(counts) }
+	co := earliest()
+	co.NackRedeliveryDelay = 50 * time.Millisecond
+	co.DLQ = &pulsar.DLQPolicy{MaxDeliveries: 3, DeadLetterTopic: "restart-dlq-dead", InitialSubscriptionName: "dead",
+		ProducerOptions: pulsar.ProducerOptions{SendTimeout: -1}}
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"restart-dlq"}, Subscription: "sub", Consumer: co})
+	start(t, pipeline.Options[[]byte, []byte]{
+		Name:       "restart-dlq",
+		Producer:   producer.Options[[]byte]{Source: src, Restart: producer.Restart{Backoff: 20 * time.Millisecond}},
+		Processors: processor.Options[[]byte, []byte]{Handle: handle},
+	})
+	waitFor(t, "the poison message delivered twice", func() bool { return seen() >= 2 })
+	if !src.CloseConsumerForTest() {
+		t.Fatal("no open consumer to close")
+	}
+	waitFor(t, "the poison message in the dead letter topic", func() bool { return len(e.broker.Messages("restart-dlq-dead")) == 1 })
+	waitFor(t, "the backlog to empty", func() bool { return e.broker.Backlog("restart-dlq", "sub") == 0 })
+	mu.Lock()
+	defer mu.Unlock()
+	// Before the restart 0, 1 (maybe 2, if the second nack's redelivery
+	// came first); after it the count starts again at 0 and reaches 2.
+	restarted := -1
+	for i := 1; i < len(counts); i++ {
+		if counts[i] < counts[i-1] {
+			restarted = i
+		}
+	}
+	if restarted < 0 || counts[restarted] != 0 || len(counts)-restarted != 3 {
+		t.Fatalf("redelivery counts %v: want them to start again at 0 after the restart and the message to reach the dead letter topic after 3 more deliveries", counts)
 	}
 }
