@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,14 @@ import (
 	"github.com/boulevard-go/boulevard/processor"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// rcrowley/go-metrics (used by sarama for its metric registry)
+		// starts one process-wide meter ticker on first use and offers no
+		// way to stop it.
+		goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"),
+	)
+}
 
 // pushPipeline is a started push-only pipeline with one batcher; every
 // message whose payload is odd fails in the processor.
@@ -206,4 +214,16 @@ func TestMetricsPassPromtool(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("promtool check metrics: %v\n%s", err, out)
 	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// newRegistry returns a pedantic registry holding c.
+func newRegistry(t *testing.T, c prometheus.Collector) *prometheus.Registry {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	return reg
 }
