@@ -246,3 +246,61 @@ func TestUpdateRateLimitValidatesOneField(t *testing.T) {
 		t.Errorf("ResetRateLimit without a limit = %v", err)
 	}
 }
+
+// Guarantee: a message Prepare fails is not given to Handle (unlike
+// Broadway's handle_message), is seen by HandleFailed, never reaches a
+// batcher, and is acknowledged once as failed with Prepare's error.
+func TestPrepareFailedMessagesSkipHandle(t *testing.T) {
+	errPrep := errors.New("not prepared")
+	var handledFailed, sawInHandle, sawInBatch, sawInHook atomic.Int32
+	p := mustNew(t, pipeline.Options[uint64, uint64]{
+		Name: "prepare",
+		Processors: processor.Options[uint64, uint64]{
+			Concurrency: 1,
+			Prepare: func(_ context.Context, msgs []*message.Message[uint64]) error {
+				for _, m := range msgs {
+					if m.Data == 3 {
+						m.Fail(errPrep)
+					}
+				}
+				return nil
+			},
+			Handle: func(_ context.Context, m *message.Message[uint64]) (uint64, error) {
+				if m.Data == 3 {
+					sawInHandle.Add(1)
+				}
+				return m.Data, nil
+			},
+			HandleFailed: func(_ context.Context, failed []*message.Message[uint64]) {
+				for _, m := range failed {
+					if m.Data == 3 {
+						sawInHook.Add(1)
+					}
+				}
+				handledFailed.Add(int32(len(failed)))
+			},
+		},
+		Batchers: []batcher.Options[uint64]{{Name: "default", Handle: func(_ context.Context, b []*message.Message[uint64], _ message.BatchInfo) error {
+			for _, m := range b {
+				if m.Data == 3 {
+					sawInBatch.Add(1)
+				}
+			}
+			return nil
+		}}},
+	})
+	startPipeline(t, p)
+	res, err := p.Test(ctxT(t, 10*time.Second), 1, 2, 3, 4)
+	if err != nil {
+		t.Fatalf("Test: %v", err)
+	}
+	for i, r := range res {
+		if wantErr := i == 2; (r.Err != nil) != wantErr || r.Acks != 1 || (wantErr && !errors.Is(r.Err, errPrep)) {
+			t.Errorf("message %d: %+v, want one outcome, failed with Prepare's error only for the third", i, r)
+		}
+	}
+	if sawInHandle.Load() != 0 || sawInBatch.Load() != 0 || sawInHook.Load() != 1 || handledFailed.Load() != 1 {
+		t.Errorf("message failed in Prepare seen by Handle %d, batch handler %d, HandleFailed %d times (failed seen %d); want 0, 0, 1 (1)",
+			sawInHandle.Load(), sawInBatch.Load(), sawInHook.Load(), handledFailed.Load())
+	}
+}
