@@ -251,6 +251,7 @@ const deliverChunk = 64
 
 // blvdSource makes n messages and delivers them within its feed's permits.
 type blvdSource struct {
+	producer.Basic
 	n    int
 	ack  *blvdAcker
 	slab []message.Message[uint64] // non-nil with config.Prealloc

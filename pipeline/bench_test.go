@@ -43,6 +43,7 @@ const benchProcessors = 2
 // benchSource delivers n messages made by next, never more than its feed has
 // been granted permits for. It waits for start before delivering the first.
 type benchSource[T any] struct {
+	producer.Basic
 	n     int
 	start <-chan struct{}
 	next  func(i int) *message.Message[T]
@@ -217,6 +218,7 @@ func BenchmarkConvertBatcher100(b *testing.B) {
 // It delivers n messages round robin over the feeds, as many at a time as a
 // feed has permits, from one goroutine.
 type orderedBenchSource struct {
+	producer.Basic
 	n     int
 	start <-chan struct{}
 	ack   *recyclingAcker
@@ -224,7 +226,7 @@ type orderedBenchSource struct {
 
 const benchFeeds = 6
 
-func (s *orderedBenchSource) Ordered() bool { return true }
+func (s *orderedBenchSource) Info() (producer.Info, error) { return producer.Info{Ordered: true}, nil }
 
 func (s *orderedBenchSource) Run(ctx context.Context, st *producer.Stage[int]) error {
 	feeds := make([]*producer.Feed[int], benchFeeds)

@@ -57,7 +57,7 @@ func runOrdered(t *testing.T, ordered bool) (map[string][]uint64, pipeline.Topol
 	return seen, p.Topology()
 }
 
-// Guarantee: a source that asks for ordering (producer.Ordered) has each
+// Guarantee: a source that asks for ordering (producer.Info.Ordered) has each
 // partition key handled in delivery order when the processors have no
 // PartitionBy of their own.
 func TestOrderedSourceKeepsPartitionKeyOrder(t *testing.T) {
@@ -87,8 +87,8 @@ func TestUnorderedSourceStaysBalanced(t *testing.T) {
 // validatingSource reports a broken option of its own.
 type validatingSource struct{ producer.SourceFunc[uint64] }
 
-func (validatingSource) Validate() error {
-	return validate.Errors{validate.Field("kafka.brokers", "required", "is required")}
+func (validatingSource) Info() (producer.Info, error) {
+	return producer.Info{}, validate.Errors{validate.Field("kafka.brokers", "required", "is required")}
 }
 
 // Guarantee: a source's own option errors are reported by pipeline.New,

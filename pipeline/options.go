@@ -53,22 +53,44 @@ type Options[In, Out any] struct {
 	// it, a message left unrouted fails with a *processor.UnknownBatcherError,
 	// as one routed to any missing batcher does. Default false.
 	ExplicitRouting bool `name:"explicitRouting"`
+	// PartitionBy, when set, partitions the processors and every batcher
+	// by the same key (Broadway's top-level partition_by), so that one
+	// function keeps a key's messages in order from the first stage to the
+	// last: messages with the same key go to the same processor and, in
+	// each batcher, to the same partition (each with its own batch
+	// processor), and are handled in the order they arrived. A key maps to
+	// partition FNV-1a(key) mod n, where n is Processors.Concurrency for
+	// the processors and a batcher's Concurrency for that batcher; the
+	// same key always maps to the same partition for the same n, and
+	// different keys may share one. It sees a message through
+	// message.Keyed, whatever its payload type; at a batcher, a message
+	// acknowledged immediately carries no Metadata (see
+	// message.AckImmediately). A panic in it fails that message with a
+	// *message.PanicError. It replaces Processors.PartitionBy and every
+	// Batchers[].PartitionBy, which must then be nil, and the partition
+	// key an ordered source asks for (it decides ordering itself). Default
+	// nil.
+	PartitionBy func(m message.Keyed) string `name:"partitionBy"`
+
+	// partitioned: WithDefaults copied PartitionBy into every stage.
+	partitioned bool
 }
 
 // WithDefaults returns o with every zero field replaced by its default,
 // those of Producer, Processors and each batcher included. When the source
-// is Ordered and Processors.PartitionBy is nil, PartitionBy becomes the
-// message's partition key. New applies it.
+// is ordered (producer.Info.Ordered) and Processors.PartitionBy is nil,
+// PartitionBy becomes the message's partition key. New applies it.
 func (o Options[In, Out]) WithDefaults() Options[In, Out] {
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	o.Producer = o.Producer.WithDefaults()
 	o.Processors = o.Processors.WithDefaults()
+	o = o.withPartitionBy()
 	if o.Processors.PartitionBy == nil {
 		// A source that needs ordering (Kafka partitions) keeps it unless
 		// the user partitions the processors their own way.
-		if src, ok := o.Producer.Source.(producer.Ordered); ok && src.Ordered() {
+		if src := o.Producer.Source; src != nil && ordered(src) {
 			o.Processors.PartitionBy = (*message.Message[In]).PartitionKey
 		}
 	}
@@ -110,5 +132,43 @@ func (o Options[In, Out]) Validate() error {
 			"must include one named %q, which receives the messages no processor routes elsewhere (or set explicitRouting when every message is routed with SetBatcher)",
 			message.DefaultBatcher)))
 	}
+	if o.PartitionBy != nil && !o.partitioned {
+		errs = append(errs, validate.Field("partitionBy", "excluded_with",
+			"must not be set with processors.partitionBy or a batcher's partitionBy: it partitions every stage"))
+	}
 	return validate.Join(errs...)
+}
+
+// withPartitionBy copies PartitionBy into the processors and every batcher
+// when none of them has its own (Validate reports the conflict otherwise).
+func (o Options[In, Out]) withPartitionBy() Options[In, Out] {
+	if o.PartitionBy == nil || o.partitioned {
+		return o
+	}
+	if o.Processors.PartitionBy != nil {
+		return o
+	}
+	for _, b := range o.Batchers {
+		if b.PartitionBy != nil {
+			return o
+		}
+	}
+	key := o.PartitionBy
+	o.Processors.PartitionBy = func(m *message.Message[In]) string { return key(m) }
+	bs := make([]batcher.Options[Out], len(o.Batchers))
+	for i, b := range o.Batchers {
+		b.PartitionBy = func(m *message.Message[Out]) string { return key(m) }
+		bs[i] = b
+	}
+	o.Batchers = bs
+	o.partitioned = true
+	return o
+}
+
+// ordered reports whether src asks for its messages to be handled in order
+// per partition key (producer.Info.Ordered). An error is Validate's to
+// report.
+func ordered[T any](src producer.Source[T]) bool {
+	info, _ := src.Info()
+	return info.Ordered
 }

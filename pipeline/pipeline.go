@@ -270,7 +270,7 @@ func (p *Pipeline[In, Out]) requestStop() {
 // cancelled) when ShutdownTimeout passes, or CancelGrace (at most a quarter
 // of the time left) before ctx's deadline, or when ctx is cancelled,
 // whichever is first; what is left then stays unacknowledged and Stop
-// returns ErrShutdownTimeout. The source's Close (see producer.Closer) gets
+// returns ErrShutdownTimeout. The source's Close (see producer.Source) gets
 // its own ShutdownTimeout, and its context is cancelled at the same point
 // before ctx's deadline, or when ctx is cancelled.
 // Whatever ctx says, Stop stops waiting for goroutines that ignore their

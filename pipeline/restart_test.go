@@ -18,6 +18,7 @@ import (
 // unreachableSource never connects: each Run waits connectFor (a client's
 // connect timeout), then fails without creating a feed.
 type unreachableSource struct {
+	producer.Basic
 	connectFor time.Duration
 	err        error
 	runs       atomic.Int32

@@ -35,7 +35,7 @@ const (
 	// KindBatchProcessor is a batch processor running the batch handler,
 	// HandleFailed or an acknowledger.
 	KindBatchProcessor Kind = "batch processor"
-	// KindSourceClose is the source's Close (producer.Closer).
+	// KindSourceClose is the source's Close (producer.Source).
 	KindSourceClose Kind = "source Close"
 )
 

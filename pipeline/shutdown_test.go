@@ -138,7 +138,10 @@ func TestRunReturnsAfterShutdownTimeoutWithStuckHandler(t *testing.T) {
 
 // closeIgnoringSource delivers nothing; its Close ignores its context until
 // release is closed.
-type closeIgnoringSource struct{ release chan struct{} }
+type closeIgnoringSource struct {
+	producer.Basic
+	release chan struct{}
+}
 
 func (s *closeIgnoringSource) Run(ctx context.Context, _ *producer.Stage[uint64]) error {
 	<-ctx.Done()

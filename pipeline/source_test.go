@@ -21,6 +21,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // (0 = unlimited, until its context ends) and records, per feed, every grant
 // and the largest outstanding window seen (granted - dispatched).
 type gridSource struct {
+	producer.Basic
 	feeds   int
 	perFeed int
 	ack     acker.Acknowledger
@@ -124,8 +125,8 @@ func (s *gridSource) Run(ctx context.Context, st *producer.Stage[uint64]) error 
 	return nil
 }
 
-// Ordered reports s.ordered (producer.Ordered).
-func (s *gridSource) Ordered() bool { return s.ordered }
+// Info reports s.ordered.
+func (s *gridSource) Info() (producer.Info, error) { return producer.Info{Ordered: s.ordered}, nil }
 
 // noteGrant records a grant of n and the window it opened: permits the
 // source has received minus messages that have left the stage buffer.

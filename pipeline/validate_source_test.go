@@ -15,6 +15,7 @@ import (
 // busySource is a source whose exported state changes while it is in use,
 // as a source shared with a running pipeline does.
 type busySource struct {
+	producer.Basic
 	Delivered atomic.Int64
 	Lag       int64 // written atomically by its owner
 }

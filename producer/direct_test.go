@@ -67,6 +67,7 @@ func TestDirectHandOffKeepsOrderAndWindow(t *testing.T) {
 // lockingSource delivers while holding its own mutex, which its grant
 // callback takes too: a callback run inside Deliver would deadlock.
 type lockingSource struct {
+	producer.Basic
 	n       int
 	mu      sync.Mutex
 	permits int

@@ -17,6 +17,7 @@ import (
 // pullSource fetches with Feed.Acquire (no grant callback), like a Kafka
 // partition loop, and checks the window after every acquisition.
 type pullSource struct {
+	producer.Basic
 	total   int
 	maxSeen atomic.Int64
 	overdue atomic.Int64

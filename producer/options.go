@@ -53,8 +53,8 @@ type Options[T any] struct {
 	// Source supplies the messages. Its Run method is called once per
 	// producer stage. Nil makes a pipeline that is fed only through
 	// Pipeline.Push. Validation never looks inside it (a source may be
-	// in use by a running pipeline); a source checks its own options by
-	// implementing Validator.
+	// in use by a running pipeline); a source checks its own options in
+	// its Info.
 	Source Source[T] `name:"source" validate:"-"`
 	// Concurrency is the number of producer stages, each running the
 	// source's Run concurrently (for Kafka: consumer-group members).
@@ -62,8 +62,8 @@ type Options[T any] struct {
 	Concurrency int `name:"concurrency" validate:"gte=1,lte=1024"`
 	// Flow is the permit window of every consumer (feed) of the source.
 	// Default {Initial: 100, Threshold: 50, Refill: 50}, except that a
-	// source implementing WindowAdvisor chooses the default Initial (the
-	// Kafka source: 512).
+	// source's Info.Window chooses the default Initial (the Kafka source:
+	// 512).
 	Flow Flow `name:"flow"`
 	// RateLimit caps how many messages all producer stages together hand to
 	// the processors per interval. Nil (the default) means no limit. It can
@@ -159,8 +159,9 @@ func (o Options[T]) WithDefaults() Options[T] {
 		o.Concurrency = DefaultConcurrency
 	}
 	if o.Flow.Initial == 0 {
-		if wa, ok := o.Source.(WindowAdvisor); ok {
-			o.Flow.Initial = wa.DefaultWindow()
+		if o.Source != nil {
+			info, _ := o.Source.Info() // an error is Validate's to report
+			o.Flow.Initial = info.Window
 		}
 	}
 	o.Flow = o.Flow.WithDefaults()
@@ -201,14 +202,15 @@ func (f Flow) validateDerived(prefix string) error {
 // Validate reports every broken rule of o, which carries its defaults (see
 // WithDefaults): the struct tags, the rules tags cannot name well (a
 // Threshold left to its default that cannot be derived from Initial), and
-// the source's own options when it is a Validator. path roots the field
+// the source's own options (the error of its Info). path roots the field
 // paths ("producer" in a pipeline; "" for none). It returns nil or an error
 // listing every problem (a validate.Errors value unless the source reports
 // otherwise). pipeline.New calls it.
 func (o Options[T]) Validate(path string) error {
 	errs := []error{validate.Struct(path, &o), o.Flow.validateDerived(join(path, "flow"))}
-	if src, ok := o.Source.(Validator); ok {
-		errs = append(errs, src.Validate())
+	if o.Source != nil {
+		_, err := o.Source.Info()
+		errs = append(errs, err)
 	}
 	return validate.Join(errs...)
 }

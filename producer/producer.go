@@ -2,6 +2,12 @@
 // or more producer stages, keeps every consumer of the source within its
 // permit window, applies the pipeline's rate limit, hands messages to the
 // processors, and restarts a failing source with backoff.
+//
+// A source implements Source: Run feeds the pipeline through the Stage it
+// is given, Info describes the source (ordering, the permit window it
+// needs, whether its options are valid) and Close releases what it holds.
+// Embedding Basic gives the plain Info and Close; a wrapper that embeds
+// the source it wraps passes the whole contract on.
 package producer
 
 import (
@@ -154,13 +160,13 @@ func (p *Producer[T]) StopFetching() {
 // cancelled).
 func (p *Producer[T]) Done() <-chan struct{} { return p.done }
 
-// Close closes the source if it implements Closer. Call it once, after every
-// stage goroutine has returned (see Closer).
+// Close closes the source. Call it once, after every stage goroutine has
+// returned (see Source).
 func (p *Producer[T]) Close(ctx context.Context) error {
-	if c, ok := p.opts.Source.(Closer); ok {
-		return c.Close(ctx)
+	if p.opts.Source == nil {
+		return nil
 	}
-	return nil
+	return p.opts.Source.Close(ctx)
 }
 
 // SetRateLimit changes the rate limit shared by all stages; nil removes it.

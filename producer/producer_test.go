@@ -128,6 +128,7 @@ func (r *recorder) hold() (release func(), blocked *atomic.Int32) {
 // messages; Run returns nil (exhausted) once every feed delivered them all,
 // or ctx.Err() when the stage stops fetching first.
 type brokerSource struct {
+	producer.Basic
 	feedsPerStage int
 	perFeed       int
 	panicInGrant  bool // the grant callback panics after recording the permits
@@ -649,7 +650,7 @@ func (c *closingSource) Close(context.Context) error {
 	return errors.New("close failed")
 }
 
-// Guarantee: Close closes a source that implements Closer and returns its error.
+// Guarantee: Close closes the source and returns its error.
 func TestCloseClosesSource(t *testing.T) {
 	src := &closingSource{SourceFunc: func(context.Context, *producer.Stage[item]) error { return nil }}
 	h := start(t, "p", producer.Options[item]{Source: src}, newRecorder(), nil)
@@ -669,6 +670,7 @@ func TestCloseClosesSource(t *testing.T) {
 // 1-based number of each Run call and records when each call started and
 // returned.
 type scriptedSource struct {
+	producer.Basic
 	script func(ctx context.Context, call int) error
 	run    func(ctx context.Context, st *producer.Stage[item], call int) error
 

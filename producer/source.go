@@ -9,7 +9,11 @@ import (
 )
 
 // Source is anything that supplies messages to a pipeline: a Kafka consumer
-// group, Pulsar consumers, an internal topic, a generator, a test.
+// group, Pulsar consumers, an internal topic, a generator, a test. Its three
+// methods are the whole contract between a source and the pipeline, so a
+// wrapper that embeds the Source it wraps passes all of it on, and one that
+// does not must say what each method does. A source with nothing to
+// describe or release embeds Basic.
 //
 // Run is called once per producer stage, concurrently when Concurrency > 1,
 // each time with its own *Stage. Within Run the source creates one Feed per
@@ -19,8 +23,8 @@ import (
 //
 // Run must return when ctx is cancelled: that is how the pipeline stops a
 // source from fetching. The acknowledgers of the messages it delivered must
-// keep working after Run returns, until Close (if the source implements
-// Closer), because a draining pipeline still acknowledges them.
+// keep working after Run returns, until Close, because a draining pipeline
+// still acknowledges them.
 //
 // Run's result decides what happens next:
 //   - ctx cancelled: the stage is stopping, the result is ignored;
@@ -35,25 +39,68 @@ import (
 // should create its feeds as soon as it is connected, and bound every
 // connection attempt (a connect or operation timeout): a Run that waits
 // forever on a broker that never answers is neither restarted nor given up.
+//
+// Info describes the source to the pipeline, which calls it when it is
+// created (pipeline.New), before any Run: an error means the source's own
+// options are invalid and is reported beside the pipeline's option errors.
+// Info must read only what New fixed (the options), never state a running
+// source changes.
+//
+// Close releases what the source holds (connections, consumer groups). The
+// pipeline calls it once, after every Run call and every stage goroutine has
+// returned, so no Ack call is running or will follow. After a complete
+// drain every delivered message has had its outcome; after a drain cut
+// short by the shutdown timeout, the messages still in flight never get one
+// (the broker redelivers them).
 type Source[T any] interface {
 	Run(ctx context.Context, stage *Stage[T]) error
-}
-
-// Closer is implemented by sources that hold resources (connections,
-// consumer groups) to release when the pipeline stops. Close is called once,
-// after every Run call and every stage goroutine has returned, so no Ack call
-// is running or will follow. After a complete drain every delivered message
-// has had its outcome; after a drain cut short by the shutdown timeout, the
-// messages still in flight never get one (the broker redelivers them).
-type Closer interface {
+	Info() (Info, error)
 	Close(ctx context.Context) error
 }
+
+// Info is what a source tells the pipeline about itself. The zero Info is
+// an unordered source with the default window.
+type Info struct {
+	// Ordered asks for the messages to be handled in order per partition
+	// key (message.Message.SetPartitionKey), as the Kafka source does, which
+	// gives every message of a partition the same key. When it is true and
+	// the processors have no PartitionBy of their own, the pipeline routes
+	// messages by that key: each key is handled by one processor, in the
+	// order the source delivered it.
+	Ordered bool
+	// Window is the permit window per feed the source needs when the user
+	// leaves Options.Flow.Initial at 0 (the other Flow fields then follow
+	// from it as usual); 0 keeps DefaultFlowInitial. It is for brokers that
+	// hand out messages in batches much larger than the default window
+	// suits: a Kafka fetch returns up to a megabyte per partition, and a
+	// window of 100 would stall its fetch loop. A window the user sets
+	// always wins.
+	Window int
+}
+
+// Basic is the part of the Source contract a source with nothing to
+// describe or release shares: embedded in a source type, it gives it an
+// Info that is the zero Info with valid options, and a Close that does
+// nothing. The source defines Run, and whichever of the two it needs.
+type Basic struct{}
+
+// Info returns the zero Info and no error.
+func (Basic) Info() (Info, error) { return Info{}, nil }
+
+// Close does nothing and returns nil.
+func (Basic) Close(context.Context) error { return nil }
 
 // SourceFunc adapts a function to the Source interface.
 type SourceFunc[T any] func(ctx context.Context, stage *Stage[T]) error
 
 // Run calls f.
 func (f SourceFunc[T]) Run(ctx context.Context, stage *Stage[T]) error { return f(ctx, stage) }
+
+// Info returns the zero Info and no error.
+func (f SourceFunc[T]) Info() (Info, error) { return Info{}, nil }
+
+// Close does nothing and returns nil.
+func (f SourceFunc[T]) Close(context.Context) error { return nil }
 
 // ErrTooManyRestarts is wrapped by *RestartError.
 var ErrTooManyRestarts = errors.New("source restarted too often")
@@ -128,31 +175,4 @@ func oneLine(s string) string {
 	}
 	lines := strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' })
 	return strings.Join(lines, "; ")
-}
-
-// Ordered is implemented by sources whose messages must be handled in order
-// per partition key (message.Message.SetPartitionKey), such as the Kafka
-// source, which gives every message of a partition the same key. When Ordered
-// reports true and the processors have no PartitionBy of their own, the
-// pipeline routes messages by that key: each key is handled by one processor,
-// in the order the source delivered it.
-type Ordered interface {
-	Ordered() bool
-}
-
-// Validator is implemented by sources whose options can be checked before
-// anything starts. The pipeline calls Validate when it is created, and
-// reports the error beside its own option errors.
-type Validator interface {
-	Validate() error
-}
-
-// WindowAdvisor is implemented by sources whose brokers hand out messages in
-// batches much larger than the default window of 100 suits: a Kafka fetch
-// returns up to a megabyte per partition, and a window of 100 would stall
-// the fetch loop. When Options.Flow.Initial is 0 the producer takes it from
-// DefaultWindow (the other Flow fields then follow from it as usual); a
-// result of 0 keeps the default. A window the user sets always wins.
-type WindowAdvisor interface {
-	DefaultWindow() int
 }

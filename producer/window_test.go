@@ -8,19 +8,22 @@ import (
 )
 
 // advisingSource suggests its own permit window.
-type advisingSource struct{ window int }
+type advisingSource struct {
+	producer.Basic
+	window int
+}
+
+func (s advisingSource) Info() (producer.Info, error) { return producer.Info{Window: s.window}, nil }
 
 func (s advisingSource) Run(ctx context.Context, _ *producer.Stage[int]) error {
 	<-ctx.Done()
 	return nil
 }
 
-func (s advisingSource) DefaultWindow() int { return s.window }
-
-// Guarantee: a source implementing WindowAdvisor sets the window when the
+// Guarantee: a source's Info.Window sets the window when the
 // options leave Flow.Initial at 0 (Threshold and Refill following from it);
 // a window the user sets wins, and an advice of 0 keeps the default.
-func TestWindowAdvisor(t *testing.T) {
+func TestSourceInfoWindowIsTheDefaultWindow(t *testing.T) {
 	cases := []struct {
 		name   string
 		advice int
@@ -34,7 +37,7 @@ func TestWindowAdvisor(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			o := producer.Options[int]{Source: advisingSource{c.advice}, Flow: c.flow}.WithDefaults()
+			o := producer.Options[int]{Source: advisingSource{window: c.advice}, Flow: c.flow}.WithDefaults()
 			if o.Flow != c.want {
 				t.Fatalf("flow %+v, want %+v", o.Flow, c.want)
 			}

@@ -16,6 +16,7 @@ import (
 // the test, then waits until the test lets Run return (nil: exhausted) or the
 // stage stops fetching.
 type withdrawSource struct {
+	producer.Basic
 	names []string
 	ready chan []*producer.Feed[item]
 	stage chan *producer.Stage[item]

@@ -54,6 +54,7 @@ func (k eventKind) reason() error {
 // the generator state is shared under a mutex, taken briefly for each check
 // and each generated block.
 type orderSource struct {
+	producer.Basic
 	n         int
 	customers []string
 	ack       acker.Acknowledger

@@ -240,6 +240,7 @@ func publisher(w *config.Wired[Order], pipeline, alias string, log *slog.Logger)
 // generator delivers orders 1..n under its feed's permits, then waits until
 // the pipeline stops it.
 type generator struct {
+	producer.Basic
 	n   int
 	ack acker.Acknowledger
 }

@@ -164,16 +164,14 @@ func checkCloseAfterRun[T any](t testing.TB, h Harness[T]) {
 	if runs == 0 || active != 0 {
 		t.Fatalf("after Stop: %d Run calls, %d still running", runs, active)
 	}
-	if isCloser(src.inner) {
-		src.mu.Lock()
-		closeAt, lastRunAt, activeAtClose := src.closeAt, src.lastRunAt, src.activeAtClose
-		src.mu.Unlock()
-		if closes != 1 {
-			t.Fatalf("Close called %d times, want once", closes)
-		}
-		if activeAtClose != 0 || closeAt.Before(lastRunAt) {
-			t.Fatalf("Close called while %d Run calls were in progress", activeAtClose)
-		}
+	src.mu.Lock()
+	closeAt, lastRunAt, activeAtClose := src.closeAt, src.lastRunAt, src.activeAtClose
+	src.mu.Unlock()
+	if closes != 1 {
+		t.Fatalf("Close called %d times, want once", closes)
+	}
+	if activeAtClose != 0 || closeAt.Before(lastRunAt) {
+		t.Fatalf("Close called while %d Run calls were in progress", activeAtClose)
 	}
 	handled := len(l.snapshot())
 	if got := e.waitSettled(handled); got != handled {

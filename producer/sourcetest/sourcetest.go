@@ -34,7 +34,7 @@
 //     chosen subset (failures with acker.DispositionDiscard, which every
 //     source settles for good), every message is handled once and the broker
 //     counts exactly one settlement per message;
-//   - CloseAfterRun: the source's Close (producer.Closer) is called once,
+//   - CloseAfterRun: the source's Close is called once,
 //     after every Run has returned, and the messages still in flight when
 //     Run returned are acknowledged at the broker during the drain;
 //   - DrainFlushesEverything: Stop hands every delivered message to the

@@ -111,6 +111,7 @@ func (b *memBroker) settledCount(context.Context) (int, error) {
 // memSource is a correct pull-model source on a memBroker. The faults make
 // it break one rule each, to prove that the suite notices.
 type memSource struct {
+	producer.Basic
 	b          *memBroker
 	faults     faults
 	closed     bool

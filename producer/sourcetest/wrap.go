@@ -9,53 +9,10 @@ import (
 	"github.com/boulevard-go/boulevard/producer"
 )
 
-// forward passes the optional source interfaces (producer.Closer,
-// Validator, Ordered, WindowAdvisor) through a wrapper. A wrapper that
-// embeds it implements all of them; for a source that lacks one, the method
-// does what the pipeline does without it.
-type forward[T any] struct{ inner producer.Source[T] }
-
-// unwrap returns the wrapped source.
-func (f forward[T]) unwrap() producer.Source[T] { return f.inner }
-
-// isCloser reports whether src, or the source it wraps, implements
-// producer.Closer.
-func isCloser[T any](src producer.Source[T]) bool {
-	for {
-		w, ok := src.(interface{ unwrap() producer.Source[T] })
-		if !ok {
-			_, closer := src.(producer.Closer)
-			return closer
-		}
-		src = w.unwrap()
-	}
-}
-
-func (f forward[T]) Close(ctx context.Context) error {
-	if c, ok := f.inner.(producer.Closer); ok {
-		return c.Close(ctx)
-	}
-	return nil
-}
-
-func (f forward[T]) Validate() error {
-	if v, ok := f.inner.(producer.Validator); ok {
-		return v.Validate()
-	}
-	return nil
-}
-
-func (f forward[T]) Ordered() bool {
-	o, ok := f.inner.(producer.Ordered)
-	return ok && o.Ordered()
-}
-
-func (f forward[T]) DefaultWindow() int {
-	if w, ok := f.inner.(producer.WindowAdvisor); ok {
-		return w.DefaultWindow()
-	}
-	return 0
-}
+// forward is the base of the suite's wrappers: it embeds the wrapped
+// source, so that a wrapper passes on every part of the source contract it
+// does not change itself.
+type forward[T any] struct{ producer.Source[T] }
 
 // ErrInjected is the error a source wrapped by Failing returns from Run
 // when Fail ends that run.
@@ -88,7 +45,7 @@ type failRun struct {
 
 // Wrap returns src wrapped so that Fail reaches its runs.
 func (f *Failing[T]) Wrap(src producer.Source[T]) producer.Source[T] {
-	return &failingSource[T]{forward: forward[T]{src}, f: f}
+	return &failingSource[T]{forward: forward[T]{Source: src}, f: f}
 }
 
 // Fail ends every run in progress with ErrInjected and returns once their
@@ -130,7 +87,7 @@ func (s *failingSource[T]) Run(ctx context.Context, st *producer.Stage[T]) error
 	}
 	s.f.runs[r] = struct{}{}
 	s.f.mu.Unlock()
-	err := s.inner.Run(runCtx, st)
+	err := s.Source.Run(runCtx, st)
 	cancel()
 	s.f.mu.Lock()
 	delete(s.f.runs, r)
@@ -160,7 +117,7 @@ type observed[T any] struct {
 }
 
 func observe[T any](src producer.Source[T]) *observed[T] {
-	return &observed[T]{forward: forward[T]{src}}
+	return &observed[T]{forward: forward[T]{Source: src}}
 }
 
 func (o *observed[T]) Run(ctx context.Context, st *producer.Stage[T]) error {
@@ -177,7 +134,7 @@ func (o *observed[T]) Run(ctx context.Context, st *producer.Stage[T]) error {
 		o.lastRunAt = time.Now()
 		o.mu.Unlock()
 	}()
-	return o.inner.Run(ctx, st)
+	return o.Source.Run(ctx, st)
 }
 
 func (o *observed[T]) Close(ctx context.Context) error {
@@ -186,7 +143,7 @@ func (o *observed[T]) Close(ctx context.Context) error {
 	o.closeAt = time.Now()
 	o.activeAtClose = o.active
 	o.mu.Unlock()
-	return o.forward.Close(ctx)
+	return o.Source.Close(ctx)
 }
 
 func containsStage[T any](ss []*producer.Stage[T], st *producer.Stage[T]) bool {

@@ -48,9 +48,8 @@ var ErrConsume = errors.New("kafka: consumer group keeps failing")
 const maxConsumeFailures = 10
 
 // Source reads Kafka topics through a sarama consumer group. It implements
-// producer.Source[[]byte] (the payload is the record value),
-// producer.Closer, producer.Ordered and producer.Validator. Create it with
-// New.
+// producer.Source[[]byte] (the payload is the record value). Create it
+// with New.
 type Source struct {
 	opts Options
 
@@ -61,12 +60,7 @@ type Source struct {
 	closed  bool
 }
 
-var (
-	_ producer.Source[[]byte] = (*Source)(nil)
-	_ producer.Closer         = (*Source)(nil)
-	_ producer.Ordered        = (*Source)(nil)
-	_ producer.Validator      = (*Source)(nil)
-)
+var _ producer.Source[[]byte] = (*Source)(nil)
 
 // New validates opts and returns a source. Nothing connects until the
 // pipeline runs it. An invalid option is reported as a validate.Errors value
@@ -82,19 +76,21 @@ func New(opts Options) (*Source, error) {
 // Options returns the source's options with their defaults applied.
 func (s *Source) Options() Options { return s.opts }
 
-// Validate checks the options again (New already did); the pipeline calls it
-// when it is created.
+// Validate checks the options again (New already did).
 func (s *Source) Validate() error { return validateOptions(&s.opts) }
 
-// Ordered reports whether a partition's messages must be handled in offset
-// order by one processor: true unless Options.Unordered.
-func (s *Source) Ordered() bool { return !s.opts.Unordered }
-
-// DefaultWindow is the permit window per partition the pipeline uses when
-// its producer.Options.Flow.Initial is 0: DefaultWindow (512), so that
-// sarama's per-partition channel, half the window, keeps sarama's own
-// default size of 256.
-func (s *Source) DefaultWindow() int { return DefaultWindow }
+// Info describes the source to the pipeline, which reads it when it is
+// created:
+//   - Ordered unless Options.Unordered: a partition's messages are handled
+//     in offset order by one processor;
+//   - Window DefaultWindow (512), the permit window per partition when the
+//     pipeline's producer.Options.Flow.Initial is 0, so that sarama's
+//     per-partition channel, half the window, keeps sarama's own default
+//     size of 256;
+//   - the errors of Validate.
+func (s *Source) Info() (producer.Info, error) {
+	return producer.Info{Ordered: !s.opts.Unordered, Window: DefaultWindow}, s.Validate()
+}
 
 // Run joins the consumer group as one member and feeds the stage with the
 // records of the partitions it claims, until ctx is cancelled. The member

@@ -93,13 +93,13 @@ func TestRunAfterClose(t *testing.T) {
 }
 
 // Guarantee: a pipeline that leaves the permit window unset gets the
-// source's DefaultWindow, so that sarama's channel keeps its own default
+// window of the source's Info, so that sarama's channel keeps its own default
 // size; a window set in the options wins.
 func TestDefaultWindow(t *testing.T) {
 	c := newCluster(t, 1)
 	src := newSource(t, sourceOptions(c, "g-window"))
-	if got := src.DefaultWindow(); got != kafka.DefaultWindow {
-		t.Fatalf("DefaultWindow() = %d, want %d", got, kafka.DefaultWindow)
+	if info, err := src.Info(); err != nil || info.Window != kafka.DefaultWindow || !info.Ordered {
+		t.Fatalf("Info() = %+v, %v, want an ordered source with window %d", info, err, kafka.DefaultWindow)
 	}
 	for _, tc := range []struct {
 		flow producer.Flow

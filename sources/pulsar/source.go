@@ -29,8 +29,8 @@ import (
 )
 
 // Source consumes Pulsar topics for a pipeline. It implements
-// producer.Source[[]byte] (the payload is the message's bytes),
-// producer.Validator and producer.Closer. Create it with New.
+// producer.Source[[]byte] (the payload is the message's bytes). Create it
+// with New.
 type Source struct {
 	opts   Options
 	broker string // the client's redacted service URL, when known
@@ -49,11 +49,7 @@ type Source struct {
 	callbackPanics atomic.Int64
 }
 
-var (
-	_ producer.Source[[]byte] = (*Source)(nil)
-	_ producer.Validator      = (*Source)(nil)
-	_ producer.Closer         = (*Source)(nil)
-)
+var _ producer.Source[[]byte] = (*Source)(nil)
 
 // New returns a source with opts. It does not validate them: pipeline.New
 // calls Validate, and Run validates again.
@@ -69,6 +65,10 @@ func New(opts Options) *Source {
 
 // Validate reports every broken option rule (see Options.Validate).
 func (s *Source) Validate() error { return s.opts.Validate() }
+
+// Info describes the source to the pipeline: unordered, the default
+// window, and the errors of Validate.
+func (s *Source) Info() (producer.Info, error) { return producer.Info{}, s.Validate() }
 
 // Stats are the source's counters.
 type Stats struct {

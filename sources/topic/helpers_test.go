@@ -37,6 +37,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // (each with its value as ack id) under its feed's permits, then waits
 // until the pipeline stops it.
 type listSource struct {
+	producer.Basic
 	n   int
 	ack acker.Acknowledger
 }

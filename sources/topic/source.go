@@ -153,8 +153,8 @@ type Stats struct {
 	Resubscribes uint64
 }
 
-// Source reads a topic into a pipeline. It implements producer.Source,
-// producer.Closer and producer.Validator. Create it with New.
+// Source reads a topic into a pipeline. It implements producer.Source.
+// Create it with New.
 type Source[T any] struct {
 	opts Options[T]
 	log  *slog.Logger
@@ -211,9 +211,13 @@ func New[T any](opts Options[T]) (*Source[T], error) {
 	return s, nil
 }
 
-// Validate reports invalid options (producer.Validator); New has already
-// checked them, so it returns nil for a Source made by New.
+// Validate reports invalid options; New has already checked them, so it
+// returns nil for a Source made by New.
 func (s *Source[T]) Validate() error { return s.opts.Validate() }
+
+// Info describes the source to the pipeline: unordered, the default
+// window, and the errors of Validate.
+func (s *Source[T]) Info() (producer.Info, error) { return producer.Info{}, s.Validate() }
 
 // Stats returns the source's counters.
 func (s *Source[T]) Stats() Stats {
@@ -402,7 +406,7 @@ func (s *Source[T]) note(ctx context.Context, err error, ok *atomic.Uint64) {
 	}
 }
 
-// Close closes every subscription the source made (producer.Closer). Tracked
+// Close closes every subscription the source made. Tracked
 // messages still unsettled resolve upstream as nacked with
 // topic.ErrDeliveryDropped, which a sink reports to its source as a retry.
 // Idempotent.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/message"
-	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/sink"
 )
@@ -106,7 +105,7 @@ func TestGuardSourceDeadlineRetriesBatch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
 	g := sink.GuardSource[int](&orderSource{}, s)
-	if err := g.(producer.Closer).Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+	if err := g.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Close = %v, want the drain cut short", err)
 	}
 	if err := rec.Wait(ctxT(t), 3); err != nil {

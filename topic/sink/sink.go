@@ -495,21 +495,17 @@ type Drainer interface {
 
 // GuardSource wraps a pipeline's source so that closing it first drains the
 // sinks (Drain with the Close context, which the pipeline bounds by its
-// shutdown timeout) and only then closes src (if it is a producer.Closer).
-// The wrapper passes every optional interface of package producer through
-// to src: Validate, Ordered and DefaultWindow answer as src does, and as if
-// src did not implement them when it does not.
+// shutdown timeout) and only then closes src. Everything else of the source
+// contract (Run, Info) is src's own: the wrapper embeds src and changes only
+// Close.
 func GuardSource[T any](src producer.Source[T], sinks ...Drainer) producer.Source[T] {
-	return &guarded[T]{src: src, sinks: sinks}
+	return &guarded[T]{Source: src, sinks: sinks}
 }
 
 type guarded[T any] struct {
-	src   producer.Source[T]
+	producer.Source[T]
 	sinks []Drainer
 }
-
-// Run runs the wrapped source.
-func (g *guarded[T]) Run(ctx context.Context, st *producer.Stage[T]) error { return g.src.Run(ctx, st) }
 
 // Close drains the sinks, then closes the source.
 func (g *guarded[T]) Close(ctx context.Context) error {
@@ -519,31 +515,6 @@ func (g *guarded[T]) Close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("sink: draining before closing the source: %w", err))
 		}
 	}
-	if c, ok := g.src.(producer.Closer); ok {
-		errs = append(errs, c.Close(ctx))
-	}
+	errs = append(errs, g.Source.Close(ctx))
 	return errors.Join(errs...)
-}
-
-// Validate passes src's Validate through.
-func (g *guarded[T]) Validate() error {
-	if v, ok := g.src.(producer.Validator); ok {
-		return v.Validate()
-	}
-	return nil
-}
-
-// Ordered passes src's Ordered through.
-func (g *guarded[T]) Ordered() bool {
-	o, ok := g.src.(producer.Ordered)
-	return ok && o.Ordered()
-}
-
-// DefaultWindow passes src's DefaultWindow through (0, the producer's own
-// default, when src advises none).
-func (g *guarded[T]) DefaultWindow() int {
-	if w, ok := g.src.(producer.WindowAdvisor); ok {
-		return w.DefaultWindow()
-	}
-	return 0
 }

@@ -273,29 +273,31 @@ func (o *orderSource) note(s string) {
 
 func (o *orderSource) Run(context.Context, *producer.Stage[int]) error { return nil }
 func (o *orderSource) Close(context.Context) error                     { o.note("source closed"); return nil }
-func (o *orderSource) Validate() error                                 { return errors.New("bad source") }
-func (o *orderSource) Ordered() bool                                   { return true }
+func (o *orderSource) Info() (producer.Info, error) {
+	return producer.Info{Ordered: true, Window: 7}, errors.New("bad source")
+}
 
 type drainer struct{ o *orderSource }
 
 func (d drainer) Drain(context.Context) error { d.o.note("sink drained"); return nil }
 
 // GuardSource drains the sinks before it closes the source, and passes
-// Validate and Ordered through.
+// Info (ordering, window, option errors) through.
 func TestGuardSource(t *testing.T) {
 	o := &orderSource{}
 	g := sink.GuardSource[int](o, drainer{o}, drainer{o})
-	if err := g.(producer.Closer).Close(context.Background()); err != nil {
+	if err := g.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{"sink drained", "sink drained", "source closed"}; !slices.Equal(o.calls, want) {
 		t.Fatalf("calls %v, want %v", o.calls, want)
 	}
-	if err := g.(producer.Validator).Validate(); err == nil || err.Error() != "bad source" {
-		t.Fatalf("Validate: %v", err)
+	info, err := g.Info()
+	if err == nil || err.Error() != "bad source" {
+		t.Fatalf("Info: %v", err)
 	}
-	if !g.(producer.Ordered).Ordered() {
-		t.Fatal("Ordered not passed through")
+	if info != (producer.Info{Ordered: true, Window: 7}) {
+		t.Fatalf("Info %+v not passed through", info)
 	}
 }
 
