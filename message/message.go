@@ -296,9 +296,9 @@ func (m *Message[T]) Deferred() bool { return m.h.deferred }
 // (one call per acknowledger, like every other), before it hands m to its
 // batcher: successful then, unless m fails in that processor. m then goes on
 // to its batcher as a copy that no longer belongs to its source: it carries
-// the payload and routing but no Metadata (the source may reuse it), and
-// whatever becomes of it in the batch stage, its outcome is not reported
-// again. In a pipeline without batchers, and on a deferred message (see
+// the payload, routing and partition key but no Metadata (the source may
+// reuse it), and whatever becomes of it in the batch stage, its outcome is
+// not reported again. In a pipeline without batchers, and on a deferred message (see
 // Defer), it changes nothing.
 func (m *Message[T]) AckImmediately() { m.h.ackNow = true }
 
@@ -317,15 +317,15 @@ func (m *Message[T]) AckRequested() bool { return m.h.ackNow }
 // report it again.
 func (m *Message[T]) Acknowledged() bool { return m.h.acked }
 
-// Detach makes dst a copy of src carrying data as its payload, its routing
-// and status, but nothing of its source: no acknowledger, ack data,
-// Metadata or partition key. dst is marked Acknowledged, so that AddTo
-// skips it. Processors use it for a message acknowledged immediately that
+// Detach makes dst a copy of src carrying data as its payload, its routing,
+// status and partition key, but nothing else of its source: no
+// acknowledger, ack data or Metadata. dst is marked Acknowledged, so that
+// AddTo skips it. Processors use it for a message acknowledged immediately that
 // goes on to a batcher, since its source may reuse src once its outcome
 // is reported.
 func Detach[In, Out any](dst *Message[Out], src *Message[In], data Out) {
 	*dst = Message[Out]{Data: data, h: src.h}
-	dst.h.ack, dst.h.ackData, dst.h.partKey = nil, nil, ""
+	dst.h.ack, dst.h.ackData = nil, nil
 	dst.h.acked = true
 }
 
@@ -362,6 +362,26 @@ func (m *Message[T]) LogValue() slog.Value {
 	}
 	return slog.GroupValue(attrs...)
 }
+
+// Keyed is what every *Message[T] offers whatever its payload type T: its
+// source's partition key and metadata, and its routing. A partition
+// function for a whole pipeline (pipeline.Options.PartitionBy) sees
+// messages through it, since processors and batchers may carry different
+// payload types.
+type Keyed interface {
+	// PartitionKey is the source's ordering key (see SetPartitionKey).
+	PartitionKey() string
+	// BatchKey is the batch key, "" until a processor sets one.
+	BatchKey() string
+	// Batcher is the batcher the message is routed to.
+	Batcher() string
+	// SourceMetadata is the message's Metadata field.
+	SourceMetadata() any
+}
+
+// SourceMetadata returns m.Metadata, so that code that sees m as a Keyed
+// can read it.
+func (m *Message[T]) SourceMetadata() any { return m.Metadata }
 
 // MetadataAs returns the message's metadata as an M, and whether it is one.
 func MetadataAs[M, T any](m *Message[T]) (M, bool) {

@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"errors"
+	"hash/fnv"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -302,5 +303,91 @@ func TestPrepareFailedMessagesSkipHandle(t *testing.T) {
 	if sawInHandle.Load() != 0 || sawInBatch.Load() != 0 || sawInHook.Load() != 1 || handledFailed.Load() != 1 {
 		t.Errorf("message failed in Prepare seen by Handle %d, batch handler %d, HandleFailed %d times (failed seen %d); want 0, 0, 1 (1)",
 			sawInHandle.Load(), sawInBatch.Load(), sawInHook.Load(), handledFailed.Load())
+	}
+}
+
+// Guarantee: one top-level PartitionBy partitions the processors and every
+// batcher: a key's messages reach the batch handler in the order they were
+// pushed, always in batcher partition FNV-1a(key) mod Concurrency.
+func TestTopLevelPartitionByKeepsKeysInOrder(t *testing.T) {
+	const batchers = 3
+	var mu sync.Mutex
+	seenBy := map[string][]uint64{}
+	partOf := map[string]map[int]bool{}
+	p := mustNew(t, pipeline.Options[uint64, uint64]{
+		Name:        "partitioned",
+		PartitionBy: message.Keyed.PartitionKey,
+		Processors: processor.Options[uint64, uint64]{Concurrency: 4, MaxDemand: 3, Handle: func(_ context.Context, m *message.Message[uint64]) (uint64, error) {
+			m.SetBatchKey(m.PartitionKey())
+			return m.Data, nil
+		}},
+		Batchers: []batcher.Options[uint64]{{Name: "default", Concurrency: batchers, BatchSize: 4, BatchTimeout: time.Millisecond,
+			Handle: func(_ context.Context, b []*message.Message[uint64], info message.BatchInfo) error {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, m := range b {
+					k := m.PartitionKey()
+					seenBy[k] = append(seenBy[k], m.Data)
+					if partOf[k] == nil {
+						partOf[k] = map[int]bool{}
+					}
+					partOf[k][info.Partition] = true
+				}
+				return nil
+			}}},
+	})
+	startPipeline(t, p)
+	rec := acker.NewRecorder(false)
+	keys := []string{"a", "b", "c", "d", "e", "f", "g"}
+	var msgs []*message.Message[uint64]
+	for i := range 700 {
+		m := message.New(uint64(i), rec, uint64(i))
+		m.SetPartitionKey(keys[i%len(keys)])
+		msgs = append(msgs, m)
+	}
+	if err := p.Push(ctxT(t, 10*time.Second), msgs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Wait(ctxT(t, 10*time.Second), len(msgs)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, k := range keys {
+		if !slices.IsSorted(seenBy[k]) || len(seenBy[k]) != 100 {
+			t.Errorf("key %s: %d messages, in order %v; want 100 in push order", k, len(seenBy[k]), slices.IsSorted(seenBy[k]))
+		}
+		h := fnv.New64a()
+		h.Write([]byte(k))
+		want := int(h.Sum64() % batchers)
+		if len(partOf[k]) != 1 || !partOf[k][want] {
+			t.Errorf("key %s in batcher partitions %v, want only %d", k, partOf[k], want)
+		}
+	}
+}
+
+// Guarantee: the top-level PartitionBy is not set together with a stage's
+// own; New names the field and the rule.
+func TestTopLevelPartitionByExcludesStageOnes(t *testing.T) {
+	byKey := func(m *message.Message[uint64]) string { return m.PartitionKey() }
+	for name, mutate := range map[string]func(o *pipeline.Options[uint64, uint64]){
+		"processors": func(o *pipeline.Options[uint64, uint64]) { o.Processors.PartitionBy = byKey },
+		"batcher":    func(o *pipeline.Options[uint64, uint64]) { o.Batchers[0].PartitionBy = byKey },
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := validOptions()
+			o.PartitionBy = message.Keyed.PartitionKey
+			mutate(&o)
+			_, err := pipeline.New(o)
+			var errs validate.Errors
+			if !errors.As(err, &errs) || !errs.Has("partitionBy", "excluded_with") {
+				t.Fatalf("New = %v, want partitionBy breaking excluded_with", err)
+			}
+		})
+	}
+	o := validOptions()
+	o.PartitionBy = message.Keyed.PartitionKey
+	if _, err := pipeline.New(o.WithDefaults()); err != nil {
+		t.Fatalf("New with only the top-level PartitionBy (defaults applied twice): %v", err)
 	}
 }
