@@ -78,8 +78,8 @@ type Options[In, Out any] struct {
 
 // WithDefaults returns o with every zero field replaced by its default,
 // those of Producer, Processors and each batcher included. When the source
-// is Ordered and Processors.PartitionBy is nil, PartitionBy becomes the
-// message's partition key. New applies it.
+// is ordered (producer.Info.Ordered) and Processors.PartitionBy is nil,
+// PartitionBy becomes the message's partition key. New applies it.
 func (o Options[In, Out]) WithDefaults() Options[In, Out] {
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = DefaultShutdownTimeout
@@ -90,7 +90,7 @@ func (o Options[In, Out]) WithDefaults() Options[In, Out] {
 	if o.Processors.PartitionBy == nil {
 		// A source that needs ordering (Kafka partitions) keeps it unless
 		// the user partitions the processors their own way.
-		if src, ok := o.Producer.Source.(producer.Ordered); ok && src.Ordered() {
+		if src := o.Producer.Source; src != nil && ordered(src) {
 			o.Processors.PartitionBy = (*message.Message[In]).PartitionKey
 		}
 	}
@@ -163,4 +163,12 @@ func (o Options[In, Out]) withPartitionBy() Options[In, Out] {
 	o.Batchers = bs
 	o.partitioned = true
 	return o
+}
+
+// ordered reports whether src asks for its messages to be handled in order
+// per partition key (producer.Info.Ordered). An error is Validate's to
+// report.
+func ordered[T any](src producer.Source[T]) bool {
+	info, _ := src.Info()
+	return info.Ordered
 }
