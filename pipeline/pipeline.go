@@ -137,6 +137,7 @@ func (p *Pipeline[In, Out]) Start(ctx context.Context) error {
 	closeCtx, closeCancel := context.WithCancel(base)
 	p.closeCancel = closeCancel
 
+	register(p.opts.Name, p)
 	go p.run(hardCtx, closeCtx)
 	p.log.Info("pipeline started", slog.Any("topology", p.Topology()))
 	return nil
@@ -190,6 +191,7 @@ func (p *Pipeline[In, Out]) run(hardCtx, closeCtx context.Context) {
 	p.state = stateDone
 	p.mu.Unlock()
 	p.log.Info("pipeline stopped")
+	unregister(p)
 	close(p.done)
 }
 
