@@ -48,6 +48,9 @@ type config struct {
 	sample int
 	// logger receives the pipeline's logs; nil means slog.Default().
 	logger *slog.Logger
+	// http is the address the metrics and health endpoints are served on
+	// while the pipeline runs ("" serves nothing).
+	http string
 }
 
 func main() {
@@ -57,6 +60,7 @@ func main() {
 	flag.IntVar(&cfg.customers, "customers", 5, "number of customers")
 	flag.Uint64Var(&cfg.seed, "seed", 1, "random seed for the generated orders")
 	flag.BoolVar(&verbose, "v", false, "log at debug level to stderr (every failed order is logged)")
+	flag.StringVar(&cfg.http, "http", "", "serve /metrics, /healthz and /readyz on this address while the pipeline runs, e.g. 127.0.0.1:8080 (off by default)")
 	flag.Parse()
 
 	// The pipeline logs each failed message at warn level. The report counts
@@ -140,6 +144,13 @@ func runPipeline(ctx context.Context, cfg config, stdout io.Writer) (*results, e
 		return nil, err
 	}
 
+	if cfg.http != "" {
+		stopServing, err := serve(cfg.http, p, stdout)
+		if err != nil {
+			return nil, err
+		}
+		defer stopServing()
+	}
 	fmt.Fprintf(stdout, "quickstart: %d orders for %d customers (seed %d)\n\n", cfg.n, cfg.customers, cfg.seed)
 	fmt.Fprintf(stdout, "first %d batches per customer:\n", cfg.sample)
 	start := time.Now()

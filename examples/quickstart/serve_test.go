@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Guarantee: with -http the quickstart serves the pipeline's metrics on the
+// given address while it runs, and stops serving when it returns.
+func TestHTTPFlagServesMetricsWhileRunning(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		// Enough orders to outlast the request below; cancelled after it.
+		_, err := runPipeline(ctx, config{n: 1 << 30, customers: 2, seed: 1, http: "127.0.0.1:0"}, &out)
+		done <- err
+	}()
+	re := regexp.MustCompile(`http://(127\.0\.0\.1:\d+)/metrics`)
+	var addr string
+	deadline := time.Now().Add(10 * time.Second)
+	for addr == "" {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			addr = m[1]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no metrics address printed within 10s:\n%s", out.String())
+		} else {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `boulevard_pipeline_up{pipeline="quickstart"} 1`) {
+		t.Errorf("/metrics while running lacks boulevard_pipeline_up 1:\n%.2000s", body)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := http.Get("http://" + addr + "/metrics"); err == nil {
+		t.Error("still serving after the pipeline returned")
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
