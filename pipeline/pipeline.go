@@ -108,6 +108,7 @@ func New[In, Out any](opts Options[In, Out]) (*Pipeline[In, Out], error) {
 	}
 	routes := make([]processing.NamedRoute[Out], 0, len(opts.Batchers))
 	for _, bo := range opts.Batchers {
+		bo.Handle = watchTestBatches(bo.Handle)
 		b := batching.New(bo, batching.Config{Name: opts.Name, Logger: log})
 		p.batchers = append(p.batchers, b)
 		routes = append(routes, processing.NamedRoute[Out]{Name: bo.Name, Route: b})

@@ -1,12 +1,16 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/batcher"
 	"github.com/boulevard-go/boulevard/message"
 )
 
@@ -41,26 +45,93 @@ var ErrDuplicateAck = errors.New("message acknowledged more than once")
 // so far), when the pipeline stops before every outcome arrived, or when a
 // message was acknowledged twice.
 func (p *Pipeline[In, Out]) Test(ctx context.Context, data ...In) ([]TestOutcome[Out], error) {
-	return p.test(ctx, message.Flush, data)
+	r, err := p.TestWith(ctx, TestOptions{Mode: message.Flush}, data...)
+	return r.Outcomes, err
 }
 
 // TestBatch is Test with the messages in bulk mode (Broadway's test_batch):
 // they are batched as the batchers' BatchSize and BatchTimeout say, so a
 // test can observe real batches.
 func (p *Pipeline[In, Out]) TestBatch(ctx context.Context, data ...In) ([]TestOutcome[Out], error) {
-	return p.test(ctx, message.Bulk, data)
+	r, err := p.TestWith(ctx, TestOptions{Mode: message.Bulk}, data...)
+	return r.Outcomes, err
 }
 
-func (p *Pipeline[In, Out]) test(ctx context.Context, mode message.BatchMode, data []In) ([]TestOutcome[Out], error) {
-	ta := &testAcker[Out]{results: make([]TestOutcome[Out], len(data)), remaining: len(data), done: make(chan struct{})}
+// TestOptions shape the messages TestWith pushes (Broadway's test_message
+// and test_batch options).
+type TestOptions struct {
+	// Mode is the messages' batch mode: message.Bulk (the default, as
+	// TestBatch) lets the batchers' BatchSize and BatchTimeout decide;
+	// message.Flush (as Test) emits each message's batch at once.
+	Mode message.BatchMode
+	// Metadata is given to every message as its Metadata, for a handler
+	// that reads a source's metadata (a *kafka.Metadata, say). Nil for
+	// none.
+	Metadata any
+	// MetadataFor, when set, gives message i (in push order) its own
+	// Metadata instead.
+	MetadataFor func(i int) any
+	// Batcher, when not "", routes every message to that batcher before
+	// the processors see it (they may route it elsewhere).
+	Batcher string
+	// BatchKey, when not "", is every message's batch key before the
+	// processors see it.
+	BatchKey string
+	// Acknowledger, when set, is also called with every acknowledgement
+	// the messages get, after TestWith has recorded it: the outcomes' IDs
+	// are the messages' indexes in push order.
+	Acknowledger acker.Acknowledger
+}
+
+// TestBatchResult is one batch a batch handler was called with during a
+// TestWith call.
+type TestBatchResult struct {
+	// Info is the BatchInfo the handler was given.
+	Info message.BatchInfo
+	// Messages are the indexes, in push order, of the call's messages in
+	// the batch, in batch order (the batch may hold others too, from
+	// concurrent calls or sources).
+	Messages []int
+}
+
+// TestReport is what TestWith observed.
+type TestReport[Out any] struct {
+	// Outcomes are the messages' outcomes, in push order.
+	Outcomes []TestOutcome[Out]
+	// Batches are the batches that held the messages, in the order their
+	// handlers were called: which messages were handled together. A
+	// message acknowledged immediately (see message.AckImmediately) goes
+	// to its batcher as a copy that no batch here lists.
+	Batches []TestBatchResult
+}
+
+// TestWith pushes one message per data into the running pipeline, shaped
+// by opts, waits until every one has been acknowledged, and reports their
+// outcomes in push order and the batches they were handled in. It returns
+// an error when ctx ends first (with what was gathered so far), when the
+// pipeline stops before every outcome arrived, or when a message was
+// acknowledged twice.
+func (p *Pipeline[In, Out]) TestWith(ctx context.Context, opts TestOptions, data ...In) (TestReport[Out], error) {
 	if len(data) == 0 {
-		return nil, nil
+		return TestReport[Out]{}, nil
 	}
+	ta := &testAcker[Out]{results: make([]TestOutcome[Out], len(data)), remaining: len(data), done: make(chan struct{}), forward: opts.Acknowledger}
 	msgs := make([]*message.Message[In], len(data))
 	for i, d := range data {
-		msgs[i] = message.New(d, ta, uint64(i))
-		msgs[i].SetBatchMode(mode)
+		m := message.New(d, ta, uint64(i))
+		m.SetBatchMode(opts.Mode)
+		m.Metadata = opts.Metadata
+		if opts.MetadataFor != nil {
+			m.Metadata = opts.MetadataFor(i)
+		}
+		if opts.Batcher != "" {
+			m.SetBatcher(opts.Batcher)
+		}
+		m.SetBatchKey(opts.BatchKey)
+		msgs[i] = m
 	}
+	testsRunning.Add(1)
+	defer testsRunning.Add(-1)
 	if err := p.Push(ctx, msgs...); err != nil {
 		return ta.snapshot(), err
 	}
@@ -76,7 +147,7 @@ func (p *Pipeline[In, Out]) test(ctx context.Context, mode message.BatchMode, da
 		}
 	}
 	res := ta.snapshot()
-	for i, r := range res {
+	for i, r := range res.Outcomes {
 		if r.Acks > 1 {
 			return res, fmt.Errorf("message %d: %w (%d times)", i, ErrDuplicateAck, r.Acks)
 		}
@@ -84,15 +155,71 @@ func (p *Pipeline[In, Out]) test(ctx context.Context, mode message.BatchMode, da
 	return res, nil
 }
 
+// testsRunning counts the TestWith calls in progress in the process: batch
+// handlers look for test messages only while there is one, so that a
+// pipeline pays one atomic load per batch for the feature.
+var testsRunning atomic.Int32
+
+// batchSeq orders the batches test calls observe.
+var batchSeq atomic.Uint64
+
+// watchTestBatches wraps a batch handler so that, while a TestWith call is
+// in progress, each test message's batch is recorded with its BatchInfo
+// before the handler runs.
+func watchTestBatches[Out any](h batcher.Handler[Out]) batcher.Handler[Out] {
+	return func(ctx context.Context, batch []*message.Message[Out], info message.BatchInfo) error {
+		if testsRunning.Load() > 0 {
+			seq := batchSeq.Add(1)
+			for _, m := range batch {
+				if a, id, _ := m.Acknowledger(); a != nil {
+					if ta, ok := a.(*testAcker[Out]); ok {
+						ta.inBatch(seq, info, int(id))
+					}
+				}
+			}
+		}
+		return h(ctx, batch, info)
+	}
+}
+
 // testAcker collects the outcomes of the messages of one Test call.
 type testAcker[Out any] struct {
+	forward acker.Acknowledger // opts.Acknowledger, or nil
+
 	mu        sync.Mutex
 	results   []TestOutcome[Out]
+	batches   []testBatch
 	remaining int
 	done      chan struct{}
 }
 
-func (t *testAcker[Out]) Ack(_ context.Context, successful, failed []acker.Outcome) {
+// testBatch is a batch seen by watchTestBatches, numbered by seq.
+type testBatch struct {
+	seq uint64
+	TestBatchResult
+}
+
+// inBatch records that message i was in batch seq.
+func (t *testAcker[Out]) inBatch(seq uint64, info message.BatchInfo, i int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for j := len(t.batches) - 1; j >= 0; j-- {
+		if t.batches[j].seq == seq {
+			t.batches[j].Messages = append(t.batches[j].Messages, i)
+			return
+		}
+	}
+	t.batches = append(t.batches, testBatch{seq: seq, TestBatchResult: TestBatchResult{Info: info, Messages: []int{i}}})
+}
+
+func (t *testAcker[Out]) Ack(ctx context.Context, successful, failed []acker.Outcome) {
+	t.record(successful, failed)
+	if t.forward != nil {
+		t.forward.Ack(ctx, successful, failed)
+	}
+}
+
+func (t *testAcker[Out]) record(successful, failed []acker.Outcome) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, list := range [2][]acker.Outcome{successful, failed} {
@@ -120,10 +247,17 @@ func (t *testAcker[Out]) Ack(_ context.Context, successful, failed []acker.Outco
 	}
 }
 
-func (t *testAcker[Out]) snapshot() []TestOutcome[Out] {
+func (t *testAcker[Out]) snapshot() TestReport[Out] {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return append([]TestOutcome[Out](nil), t.results...)
+	r := TestReport[Out]{Outcomes: slices.Clone(t.results)}
+	bs := slices.Clone(t.batches)
+	slices.SortFunc(bs, func(a, b testBatch) int { return cmp.Compare(a.seq, b.seq) })
+	for _, b := range bs {
+		b.Messages = slices.Clone(b.Messages)
+		r.Batches = append(r.Batches, b.TestBatchResult)
+	}
+	return r
 }
 
 func (t *testAcker[Out]) left() int {

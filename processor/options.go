@@ -64,7 +64,7 @@ type Options[In, Out any] struct {
 	// chunks that Prepare sees and whose acknowledgements travel together
 	// are smaller. At least 0 and less than MaxDemand. Default 0 (chunks
 	// of up to MaxDemand).
-	MinDemand int `name:"minDemand" validate:"gte=0,ltfield=MaxDemand"`
+	MinDemand int `name:"minDemand" validate:"omitempty,gte=0,ltfield=MaxDemand"`
 	// PartitionBy, when set, makes messages with the same key go to the same
 	// processor, which handles them in the order they arrived. Nil (the
 	// default) balances messages over all processors. A panic in it fails

@@ -1,0 +1,81 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+)
+
+// testMeta is a source's metadata type, as a handler reads it.
+type testMeta struct{ Partition int }
+
+// Guarantee: TestWith gives the messages its metadata, batcher and batch
+// key, forwards every acknowledgement to a custom acknowledger, and
+// reports which messages were handled together with their BatchInfo.
+func TestTestWithOptionsAndBatchBoundaries(t *testing.T) {
+	p := mustNew(t, pipeline.Options[uint64, uint64]{
+		Name: "test-with",
+		Processors: processor.Options[uint64, uint64]{Concurrency: 1, Handle: func(_ context.Context, m *message.Message[uint64]) (uint64, error) {
+			md, ok := message.MetadataAs[*testMeta](m)
+			if !ok {
+				return 0, errNoMeta
+			}
+			return m.Data*100 + uint64(md.Partition), nil
+		}},
+		Batchers: []batcher.Options[uint64]{
+			{Name: "default", BatchSize: 100, BatchTimeout: time.Hour, Handle: batchOK},
+			{Name: "pairs", BatchSize: 2, BatchTimeout: time.Hour, Handle: batchOK},
+		},
+	})
+	startPipeline(t, p)
+	rec := acker.NewRecorder(false)
+	r, err := p.TestWith(ctxT(t, 10*time.Second), pipeline.TestOptions{
+		Batcher:      "pairs",
+		BatchKey:     "k",
+		MetadataFor:  func(i int) any { return &testMeta{Partition: i} },
+		Acknowledger: rec,
+	}, 1, 2, 3, 4)
+	if err != nil {
+		t.Fatalf("TestWith: %v", err)
+	}
+	for i, o := range r.Outcomes {
+		if o.Err != nil || o.Data != uint64((i+1)*100+i) || o.Batcher != "pairs" || o.BatchKey != "k" || o.Acks != 1 {
+			t.Errorf("outcome %d: %+v, want data %d in batcher pairs, key k, once", i, o, (i+1)*100+i)
+		}
+	}
+	if len(r.Batches) != 2 {
+		t.Fatalf("batches %+v, want two pairs", r.Batches)
+	}
+	for i, b := range r.Batches {
+		want := []int{2 * i, 2*i + 1}
+		if !slices.Equal(b.Messages, want) || b.Info.Batcher != "pairs" || b.Info.BatchKey != "k" || b.Info.Size != 2 || b.Info.Trigger != message.TriggerSize {
+			t.Errorf("batch %d: %+v, want messages %v in a size-2 batch of pairs/k", i, b, want)
+		}
+	}
+	if rec.Total() != 4 || rec.FailedCount() != 0 {
+		t.Errorf("custom acknowledger saw %d outcomes (%d failed), want 4 successes", rec.Total(), rec.FailedCount())
+	}
+
+	// Flush mode: one batch per message, with trigger flush; the shared
+	// Metadata reaches every message.
+	r, err = p.TestWith(ctxT(t, 10*time.Second), pipeline.TestOptions{Mode: message.Flush, Metadata: &testMeta{Partition: 7}}, 5, 6)
+	if err != nil {
+		t.Fatalf("TestWith flush: %v", err)
+	}
+	if r.Outcomes[0].Data != 507 || r.Outcomes[1].Data != 607 {
+		t.Errorf("outcomes %+v, want 507 and 607", r.Outcomes)
+	}
+	if len(r.Batches) != 2 || r.Batches[0].Info.Trigger != message.TriggerFlush || r.Batches[0].Info.Batcher != "default" || len(r.Batches[0].Messages) != 1 {
+		t.Errorf("flush batches %+v, want one default batch per message, trigger flush", r.Batches)
+	}
+}
+
+var errNoMeta = errors.New("no metadata")
