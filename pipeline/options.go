@@ -9,6 +9,7 @@ import (
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/telemetry"
 	"github.com/boulevard-go/boulevard/validate"
 )
 
@@ -30,6 +31,10 @@ type Options[In, Out any] struct {
 	Name string `name:"name" validate:"required,name"`
 	// Logger receives the pipeline's logs. Nil means slog.Default().
 	Logger *slog.Logger `name:"-"`
+	// Telemetry, when set, is called at the points of the pipeline's work
+	// that package telemetry lists (Broadway's :telemetry events). Nil
+	// (the default) is off and costs a nil check per chunk and per batch.
+	Telemetry *telemetry.Hooks `name:"-"`
 	// ShutdownTimeout bounds a drain: past it, handlers' contexts are
 	// cancelled and messages not yet handled stay unacknowledged (so the
 	// broker redelivers them). The source's Close gets as long again. Stop

@@ -109,11 +109,11 @@ func New[In, Out any](opts Options[In, Out]) (*Pipeline[In, Out], error) {
 	routes := make([]processing.NamedRoute[Out], 0, len(opts.Batchers))
 	for _, bo := range opts.Batchers {
 		bo.Handle = watchTestBatches(bo.Handle)
-		b := batching.New(bo, batching.Config{Name: opts.Name, Logger: log})
+		b := batching.New(bo, batching.Config{Name: opts.Name, Logger: log, Hooks: opts.Telemetry})
 		p.batchers = append(p.batchers, b)
 		routes = append(routes, processing.NamedRoute[Out]{Name: bo.Name, Route: b})
 	}
-	p.proc = processing.New(opts.Processors, processing.Config[Out]{Name: opts.Name, Logger: log, Routes: routes, MinQueue: opts.Producer.Flow.MaxWindow()})
+	p.proc = processing.New(opts.Processors, processing.Config[Out]{Name: opts.Name, Logger: log, Hooks: opts.Telemetry, Routes: routes, MinQueue: opts.Producer.Flow.MaxWindow()})
 	p.prod = producer.New(opts.Producer, producer.Config[In]{Name: opts.Name, Logger: log, Output: p.proc})
 	return p, nil
 }
@@ -139,6 +139,7 @@ func (p *Pipeline[In, Out]) Start(ctx context.Context) error {
 	p.closeCancel = closeCancel
 
 	register(p.opts.Name, p)
+	p.hookStart(ctx)
 	go p.run(hardCtx, closeCtx)
 	p.log.Info("pipeline started", slog.Any("topology", p.Topology()))
 	return nil
@@ -150,6 +151,7 @@ func (p *Pipeline[In, Out]) Start(ctx context.Context) error {
 // closes Done as the last thing it does. Stop and Run wait for Done (or
 // give up on it, see ShutdownTimeoutError).
 func (p *Pipeline[In, Out]) run(hardCtx, closeCtx context.Context) {
+	started := time.Now()
 	var stages, aux group.Group
 	aux.Go(p.enforceShutdownTimeout)
 	stages.Go(func() {
@@ -193,6 +195,7 @@ func (p *Pipeline[In, Out]) run(hardCtx, closeCtx context.Context) {
 	p.mu.Unlock()
 	p.log.Info("pipeline stopped")
 	unregister(p)
+	p.hookStop(started)
 	close(p.done)
 }
 

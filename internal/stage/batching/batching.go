@@ -16,6 +16,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/panics"
 	"github.com/boulevard-go/boulevard/internal/queue"
 	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/telemetry"
 )
 
 // Config is what the pipeline gives a batcher besides the user's options.
@@ -25,6 +26,8 @@ type Config struct {
 	Name string
 	// Logger receives the stage's logs. Nil means slog.Default().
 	Logger *slog.Logger
+	// Hooks are the pipeline's telemetry hooks; nil is off.
+	Hooks *telemetry.Hooks
 }
 
 // minQueueCapacity is the smallest input queue a batcher partition gets.
@@ -43,6 +46,7 @@ type Batcher[T any] struct {
 	name    string
 	input   *queue.Partitioned[*message.Message[T]]
 	batches []*queue.Queue[message.Batch[T]]
+	hooks   *telemetry.Hooks
 
 	// loops[i] and procs[i]: partition i, batch processor i has not
 	// returned.
@@ -64,9 +68,10 @@ func New[T any](opts batcher.Options[T], cfg Config) *Batcher[T] {
 	}
 	name := cfg.Name + ".batcher." + opts.Name
 	s := &Batcher[T]{
-		opts: opts,
-		log:  log.With(slog.String("stage", name)),
-		name: name,
+		opts:  opts,
+		log:   log.With(slog.String("stage", name)),
+		name:  name,
+		hooks: cfg.Hooks,
 	}
 	partitions := 1
 	if opts.PartitionBy != nil {
@@ -149,7 +154,7 @@ func (s *Batcher[T]) Run(ctx context.Context) {
 		})
 	}
 	for i := range s.opts.Concurrency {
-		bp := &batchProcessor[T]{s: s, log: s.log.With(slog.Int("batch_processor", i)), st: s.st.procs[i]}
+		bp := &batchProcessor[T]{s: s, log: s.log.With(slog.Int("batch_processor", i)), st: s.st.procs[i], index: i}
 		in := s.batches[min(i, len(s.batches)-1)]
 		procs.Go(func() {
 			defer s.procs[i].Store(false)
@@ -387,6 +392,9 @@ func (b *partition[T]) emit(ctx context.Context, ob *open[T], trigger message.Tr
 		},
 	}
 	b.st.emitted(trigger, len(ob.msgs))
+	if b.s.hooks != nil {
+		b.s.emitHook(ctx, batch.Info)
+	}
 	delete(b.byKey, ob.key)
 	ob.msgs = nil
 	ob.key = ""
@@ -420,6 +428,7 @@ type batchProcessor[T any] struct {
 	acks   acker.Group
 	failed []*message.Message[T]
 	st     *procShard
+	index  int
 }
 
 func (bp *batchProcessor[T]) loop(ctx context.Context, in *queue.Queue[message.Batch[T]]) {
@@ -448,6 +457,9 @@ func (bp *batchProcessor[T]) handle(ctx context.Context, b *message.Batch[T]) {
 			slog.Int("messages", b.Info.Size))
 		return
 	}
+	if bp.s.hooks != nil {
+		defer bp.batchStop(ctx, b, bp.batchStart(ctx, b))
+	}
 	if err := bp.callTimed(ctx, b); err != nil {
 		if pe, ok := err.(*message.PanicError); ok {
 			bp.log.ErrorContext(ctx, "batch handler panicked; failing the whole batch",
@@ -475,7 +487,7 @@ func (bp *batchProcessor[T]) handle(ctx context.Context, b *message.Batch[T]) {
 		}
 	}
 	if len(bp.failed) > 0 && opts.HandleFailed != nil {
-		bp.handleFailed(ctx, b.Info)
+		bp.handleFailedHooked(ctx, b.Info)
 	}
 	clear(bp.failed)
 	bp.failed = bp.failed[:0]

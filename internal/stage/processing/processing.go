@@ -17,6 +17,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/queue"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/telemetry"
 )
 
 // Route is where processors hand the messages bound for one batcher. Publish
@@ -45,6 +46,8 @@ type Config[Out any] struct {
 	// Routes are the pipeline's batchers. Without any, processors
 	// acknowledge every message themselves.
 	Routes []NamedRoute[Out]
+	// Hooks are the pipeline's telemetry hooks; nil is off.
+	Hooks *telemetry.Hooks
 	// MinQueue is the least capacity of each processor queue. The pipeline
 	// sets it to the producer's permit window, so that one delivery of a
 	// source usually fits in a queue and goes to it directly
@@ -73,6 +76,7 @@ type Pool[In, Out any] struct {
 	input  *queue.Partitioned[*message.Message[In]]
 	routes []NamedRoute[Out]
 	known  []string
+	hooks  *telemetry.Hooks
 
 	running []atomic.Bool // running[i]: processor i has not returned
 	st      poolStats
@@ -96,6 +100,7 @@ func New[In, Out any](opts processor.Options[In, Out], cfg Config[Out]) *Pool[In
 		log:     log,
 		name:    cfg.Name + ".processor",
 		routes:  cfg.Routes,
+		hooks:   cfg.Hooks,
 		running: make([]atomic.Bool, opts.Concurrency),
 		st:      newPoolStats(opts.Concurrency),
 	}
@@ -190,6 +195,7 @@ type worker[In, Out any] struct {
 	same    bool
 	slab    []message.Message[Out]
 	st      *shard
+	index   int
 }
 
 func (s *Pool[In, Out]) newProcessor(i int) *worker[In, Out] {
@@ -202,6 +208,7 @@ func (s *Pool[In, Out]) newProcessor(i int) *worker[In, Out] {
 		pending: make([][]*message.Message[Out], len(s.routes)),
 		same:    same,
 		st:      s.st.shards[i],
+		index:   i,
 	}
 }
 
@@ -222,6 +229,9 @@ func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Mess
 		return
 	}
 	defer p.st.end(p.st.begin(len(chunk)))
+	if s.hooks != nil {
+		defer p.chunkStop(ctx, p.chunkStart(ctx, len(chunk)))
+	}
 	if s.opts.Prepare != nil {
 		if err := p.prepare(ctx, chunk); err != nil {
 			p.log.WarnContext(ctx, "prepare failed; failing the whole chunk", slog.Any("error", err), slog.Int("messages", len(chunk)))
@@ -244,7 +254,7 @@ func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Mess
 			left++
 			continue
 		}
-		out, err := p.handleTimed(ctx, m)
+		out, err := p.handleHooked(ctx, m)
 		if err != nil {
 			m.Fail(err)
 			p.logFailure(ctx, m, err)
@@ -287,7 +297,7 @@ func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Mess
 			m.MarkInterrupted(ctx)
 		}
 		if s.opts.HandleFailed != nil {
-			p.handleFailed(ctx, p.failed)
+			p.handleFailedHooked(ctx, p.failed)
 		}
 		for _, m := range p.failed {
 			p.st.fail(uint8(m.Disposition()))

@@ -1,0 +1,123 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/telemetry"
+)
+
+// hookCounts counts telemetry events.
+type hookCounts struct {
+	pipeStart, pipeStop, chunkStart, chunkStop, msgStart, msgStop, msgExc, failed, emit, batchStart, batchStop, batched, msgErr atomic.Int64
+	mu                                                                                                                          sync.Mutex
+	stages                                                                                                                      []string
+}
+
+func (c *hookCounts) hooks() *telemetry.Hooks {
+	return &telemetry.Hooks{
+		PipelineStart: func(_ context.Context, e telemetry.Pipeline) {
+			c.pipeStart.Add(1)
+			c.mu.Lock()
+			c.stages = slices.Clone(e.Stages)
+			c.mu.Unlock()
+		},
+		PipelineStop: func(context.Context, telemetry.Pipeline) { c.pipeStop.Add(1) },
+		ChunkStart:   func(context.Context, telemetry.Chunk) { c.chunkStart.Add(1) },
+		ChunkStop:    func(context.Context, telemetry.Chunk) { c.chunkStop.Add(1) },
+		MessageStart: func(context.Context, telemetry.Message) { c.msgStart.Add(1) },
+		MessageStop: func(_ context.Context, e telemetry.Message) {
+			c.msgStop.Add(1)
+			if e.Err != nil {
+				c.msgErr.Add(1)
+			}
+		},
+		MessageException: func(context.Context, telemetry.Message) { c.msgExc.Add(1) },
+		HandleFailed:     func(_ context.Context, e telemetry.Failed) { c.failed.Add(int64(e.Count)) },
+		BatchEmit:        func(context.Context, telemetry.Batch) { c.emit.Add(1) },
+		BatchStart:       func(context.Context, telemetry.Batch) { c.batchStart.Add(1) },
+		BatchStop: func(_ context.Context, e telemetry.Batch) {
+			c.batchStop.Add(1)
+			c.batched.Add(int64(e.Info.Size - e.Failed))
+		},
+	}
+}
+
+// Guarantee: every telemetry hook is called for its event: pipeline start
+// (with the stage names) and stop, each chunk, each message (a panic as an
+// exception, a failure with its error), HandleFailed, each batch emitted
+// and handled.
+func TestTelemetryHooksSeeEveryEvent(t *testing.T) {
+	var c hookCounts
+	p := mustNew(t, pipeline.Options[uint64, uint64]{
+		Name:      "hooked",
+		Telemetry: c.hooks(),
+		Processors: processor.Options[uint64, uint64]{
+			Concurrency: 2,
+			Handle: func(_ context.Context, m *message.Message[uint64]) (uint64, error) {
+				switch m.Data {
+				case 1:
+					panic("one")
+				case 2:
+					return 0, errors.New("two")
+				}
+				return m.Data, nil
+			},
+			HandleFailed: func(context.Context, []*message.Message[uint64]) {},
+		},
+		Batchers: []batcher.Options[uint64]{{Name: "default", BatchSize: 4, BatchTimeout: time.Millisecond, Handle: batchOK}},
+	})
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rec := acker.NewRecorder(false)
+	var msgs []*message.Message[uint64]
+	for i := range 20 {
+		msgs = append(msgs, message.New(uint64(i), rec, uint64(i)))
+	}
+	if err := p.Push(ctxT(t, 10*time.Second), msgs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Wait(ctxT(t, 10*time.Second), 20); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Stop(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][2]int64{
+		"pipeline start":      {c.pipeStart.Load(), 1},
+		"pipeline stop":       {c.pipeStop.Load(), 1},
+		"message start":       {c.msgStart.Load(), 20},
+		"message stop":        {c.msgStop.Load(), 19},
+		"message stop errors": {c.msgErr.Load(), 1},
+		"message exception":   {c.msgExc.Load(), 1},
+		"handle failed":       {c.failed.Load(), 2},
+		"messages in batches": {c.batched.Load(), 18},
+		"chunk stop = start":  {c.chunkStop.Load(), c.chunkStart.Load()},
+		"batch start = emit":  {c.batchStart.Load(), c.emit.Load()},
+		"batch stop = start":  {c.batchStop.Load(), c.batchStart.Load()},
+	}
+	for what, got := range want {
+		if got[0] != got[1] {
+			t.Errorf("%s: %d, want %d", what, got[0], got[1])
+		}
+	}
+	if c.chunkStart.Load() == 0 || c.emit.Load() < 5 {
+		t.Errorf("%d chunks, %d batches emitted; want some chunks and at least 5 batches of ≤ 4", c.chunkStart.Load(), c.emit.Load())
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !slices.Equal(c.stages, []string{"hooked.processor", "hooked.batcher.default"}) {
+		t.Errorf("stages %q", c.stages)
+	}
+}

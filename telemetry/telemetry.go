@@ -1,0 +1,119 @@
+// Package telemetry is the pipeline's hook API, in the manner of Broadway's
+// :telemetry events: functions a pipeline calls when a processor starts
+// and ends a chunk and a message, when HandleFailed has run, when a
+// batcher emits a batch and a batch processor handles it, and when the
+// pipeline starts and stops. Metrics collectors and tracing sit on it, and
+// users attach their own.
+//
+// Every hook is optional: a nil *Hooks, or a nil field, is off and costs a
+// nil check. A hook is called synchronously on the stage's goroutine, with
+// its event passed by value, so that calling it allocates nothing: it must
+// be quick, safe for concurrent use (stages call it from many goroutines)
+// and must not keep what the event points to. A panic in a hook is not
+// recovered.
+package telemetry
+
+import (
+	"context"
+	"time"
+
+	"github.com/boulevard-go/boulevard/message"
+)
+
+// Hooks are the functions a pipeline calls; nil fields are off.
+type Hooks struct {
+	// PipelineStart is called when the pipeline has started, with its
+	// stages (Broadway's topology init).
+	PipelineStart func(ctx context.Context, e Pipeline)
+	// PipelineStop is called when the pipeline has stopped, with what
+	// stopped it abnormally, if anything.
+	PipelineStop func(ctx context.Context, e Pipeline)
+	// ChunkStart is called when a processor takes a chunk (Broadway's
+	// [:broadway, :processor, :start]).
+	ChunkStart func(ctx context.Context, e Chunk)
+	// ChunkStop is called when a processor is done with a chunk: its
+	// messages handled, acknowledged or handed to their batchers.
+	ChunkStop func(ctx context.Context, e Chunk)
+	// MessageStart is called before the handler is given a message
+	// ([:broadway, :processor, :message, :start]).
+	MessageStart func(ctx context.Context, e Message)
+	// MessageStop is called when the handler returned, Err set when it
+	// failed the message.
+	MessageStop func(ctx context.Context, e Message)
+	// MessageException is called instead of MessageStop when the handler
+	// panicked; Err is the *message.PanicError.
+	MessageException func(ctx context.Context, e Message)
+	// HandleFailed is called once a stage's HandleFailed hook has run on
+	// its failed messages.
+	HandleFailed func(ctx context.Context, e Failed)
+	// BatchEmit is called when a batcher emits a batch ([:broadway,
+	// :batcher, ...]), before a batch processor takes it.
+	BatchEmit func(ctx context.Context, e Batch)
+	// BatchStart is called before the batch handler is given a batch
+	// ([:broadway, :batch_processor, :start]).
+	BatchStart func(ctx context.Context, e Batch)
+	// BatchStop is called when the batch's outcomes have been
+	// acknowledged.
+	BatchStop func(ctx context.Context, e Batch)
+}
+
+// Pipeline describes a pipeline starting or stopping.
+type Pipeline struct {
+	// Name is the pipeline's name.
+	Name string
+	// Stages are the pipeline's stage names: producer stages, the
+	// processors, the batchers. Shared: do not change it.
+	Stages []string
+	// Err is what stopped the pipeline abnormally (stop only).
+	Err error
+	// Duration is how long it ran (stop only).
+	Duration time.Duration
+}
+
+// Chunk describes a processor's chunk.
+type Chunk struct {
+	// Stage is the processors' stage name, "<pipeline>.processor".
+	Stage string
+	// Processor is the processor's index.
+	Processor int
+	// Size is the number of messages in the chunk.
+	Size int
+	// Duration is how long the processor spent on it (stop only).
+	Duration time.Duration
+}
+
+// Message describes one message at its handler.
+type Message struct {
+	// Stage is the processors' stage name.
+	Stage string
+	// Processor is the processor's index.
+	Processor int
+	// Err is why the handler failed the message (stop and exception).
+	Err error
+	// Duration is how long the handler took (stop and exception).
+	Duration time.Duration
+}
+
+// Failed describes a HandleFailed call.
+type Failed struct {
+	// Stage is the processors' or the batcher's stage name.
+	Stage string
+	// Count is the number of failed messages it was given.
+	Count int
+	// Duration is how long it took.
+	Duration time.Duration
+}
+
+// Batch describes a batch.
+type Batch struct {
+	// Stage is the batcher's stage name, "<pipeline>.batcher.<name>".
+	Stage string
+	// BatchProcessor is the batch processor's index (start and stop).
+	BatchProcessor int
+	// Info is the batch's BatchInfo.
+	Info message.BatchInfo
+	// Failed is the number of its messages that failed (stop only).
+	Failed int
+	// Duration is how long the batch processor spent on it (stop only).
+	Duration time.Duration
+}
