@@ -57,7 +57,7 @@ func TestNamesOutsideTheCharacterSetAreRejected(t *testing.T) {
 			t.Errorf("Bind(%q) = %v, want ErrInvalidName", name, err)
 		}
 	}
-	h := auditTopic(t, topic.Options{})
+	h := newIntTopic(t, topic.Options{})
 	for _, name := range append([]string{"g/x"}, bad...) {
 		if _, err := topic.NewGroupName(name); !errors.Is(err, topic.ErrInvalidName) {
 			t.Errorf("NewGroupName(%q) = %v, want ErrInvalidName", name, err)
@@ -159,7 +159,7 @@ func TestOptionUpperBounds(t *testing.T) {
 			}
 		}
 	}
-	h := auditTopic(t, topic.Options{})
+	h := newIntTopic(t, topic.Options{})
 	if _, err := h.Tracked(topic.TrackedOptions{MaxInFlight: math.MaxInt}); err == nil || !strings.Contains(err.Error(), "max_in_flight must be ≤ 1048576") {
 		t.Fatalf("Tracked(MaxInFlight: MaxInt) = %v, want the upper bound", err)
 	}
@@ -175,8 +175,8 @@ func TestOptionUpperBounds(t *testing.T) {
 // waiting for room is counted, and taken back if it then fails.
 func TestStatsPublishedCountsAWaitingPublish(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := auditTopic(t, topic.Options{Balanced: topic.BalancedPolicy{Capacity: 1}})
-		auditSub(t, h, topic.Balanced("g"))
+		h := newIntTopic(t, topic.Options{Balanced: topic.BalancedPolicy{Capacity: 1}})
+		subscribeInt(t, h, topic.Balanced("g"))
 		if err := h.Publish(t.Context(), 1); err != nil {
 			t.Fatal(err)
 		}

@@ -214,7 +214,7 @@ func TestFailureCommitPolicy(t *testing.T) {
 	c := newCluster(t, parts)
 	ends := produce(t, c, parts, 0, 300)
 	l := newLedger()
-	audit := auditCommits(c, "g-fail-commit", l)
+	watch := watchCommits(c, "g-fail-commit", l)
 	src := newSource(t, sourceOptions(c, "g-fail-commit"))
 	var hookMu sync.Mutex
 	hooked := map[rec]int{}
@@ -245,7 +245,7 @@ func TestFailureCommitPolicy(t *testing.T) {
 		t.Fatalf("failure hook saw %d messages, want 30", len(hooked))
 	}
 	hookMu.Unlock()
-	audit.check(t)
+	watch.check(t)
 }
 
 // Guarantee: with FailureRedeliver the partition does not commit past a
@@ -257,7 +257,7 @@ func TestFailureRedeliverPolicy(t *testing.T) {
 	c := newCluster(t, parts)
 	ends := produce(t, c, parts, 0, 200)
 	l := newLedger()
-	audit := auditCommits(c, "g-fail-redeliver", l)
+	watch := watchCommits(c, "g-fail-redeliver", l)
 	opts := sourceOptions(c, "g-fail-redeliver")
 	opts.FailurePolicy = kafka.FailureRedeliver
 	src := newSource(t, opts)
@@ -305,7 +305,7 @@ func TestFailureRedeliverPolicy(t *testing.T) {
 	if !l.covers(ends) {
 		t.Fatal("records lost")
 	}
-	audit.check(t)
+	watch.check(t)
 }
 
 // keep the imports used by helpers in other files referenced here.

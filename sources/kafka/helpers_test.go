@@ -245,17 +245,17 @@ func equalOffsets(a, b map[int32]int64) bool {
 	return true
 }
 
-// commitAudit fails the test if the group ever commits an offset past a
+// commitWatch fails the test if the group ever commits an offset past a
 // record the handlers have not seen. It observes OffsetCommit requests at the
 // broker.
-type commitAudit struct {
+type commitWatch struct {
 	mu         sync.Mutex
 	violations []string
 	commits    int
 }
 
-func auditCommits(c *kfake.Cluster, group string, l *ledger) *commitAudit {
-	a := &commitAudit{}
+func watchCommits(c *kfake.Cluster, group string, l *ledger) *commitWatch {
+	a := &commitWatch{}
 	c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		r := req.(*kmsg.OffsetCommitRequest)
@@ -282,7 +282,7 @@ func auditCommits(c *kfake.Cluster, group string, l *ledger) *commitAudit {
 	return a
 }
 
-func (a *commitAudit) check(t testing.TB) {
+func (a *commitWatch) check(t testing.TB) {
 	t.Helper()
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -58,7 +58,7 @@ func TestMembersJoinAndLeaveDuringLoad(t *testing.T) {
 			group := "g-rebalance-" + strategy
 			c := newCluster(t, parts)
 			l := newLedger()
-			audit := auditCommits(c, group, l)
+			watch := watchCommits(c, group, l)
 			opts := sourceOptions(c, group)
 			opts.Rebalance = strategy
 			slow := func(*message.Message[[]byte]) error { time.Sleep(200 * time.Microsecond); return nil }
@@ -95,7 +95,7 @@ func TestMembersJoinAndLeaveDuringLoad(t *testing.T) {
 			waitFor(t, 15*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
 			stopPipeline(t, b)
 			stopPipeline(t, c2)
-			audit.check(t)
+			watch.check(t)
 			t.Logf("%s: %d records, %d handled twice", strategy, l.total-l.duplicates(), l.duplicates())
 		})
 	}
@@ -174,7 +174,7 @@ func TestAbruptStopAndRestart(t *testing.T) {
 	c := newCluster(t, parts)
 	ends := produce(t, c, parts, 0, records(4000))
 	l := newLedger()
-	audit := auditCommits(c, group, l)
+	watch := watchCommits(c, group, l)
 	slow := func(*message.Message[[]byte]) error { time.Sleep(100 * time.Microsecond); return nil }
 	po := pipelineOpts("first", newSource(t, sourceOptions(c, group)), 2, l, slow)
 	first := startPipeline(t, po)
@@ -197,7 +197,7 @@ func TestAbruptStopAndRestart(t *testing.T) {
 	if d := l.duplicates(); d > bound {
 		t.Fatalf("%d records handled twice after an abrupt stop; bound %d", d, bound)
 	}
-	audit.check(t)
+	watch.check(t)
 }
 
 // Guarantee: broker faults injected at the broker (fetch errors, coordinator
@@ -209,7 +209,7 @@ func TestBrokerFaultsRecovered(t *testing.T) {
 	group := "g-faults"
 	c := newCluster(t, parts)
 	l := newLedger()
-	audit := auditCommits(c, group, l)
+	watch := watchCommits(c, group, l)
 	ends := produce(t, c, parts, 0, records(2000))
 	// Fetch errors on the topic, coordinator errors for the group.
 	fetchFaults := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: testTopic, Err: kerr.NotLeaderForPartition, Count: 8})
@@ -238,7 +238,7 @@ func TestBrokerFaultsRecovered(t *testing.T) {
 	waitFor(t, 40*time.Second, "every record despite faults", func() bool { return l.covers(ends) })
 	waitFor(t, 20*time.Second, "commits at the end despite faults", func() bool { return equalOffsets(committed(c, group), ends) })
 	stopPipeline(t, p)
-	audit.check(t)
+	watch.check(t)
 	mu.Lock()
 	defer mu.Unlock()
 	if fetchFaults.Hits() == 0 || coordFaults.Hits() == 0 || drops == 0 {

@@ -20,7 +20,7 @@ func TestEveryRecordOnceSeveralMembers(t *testing.T) {
 	n := records(3000)
 	ends := produce(t, c, parts, 0, n)
 	l := newLedger()
-	audit := auditCommits(c, "g-normal", l)
+	watch := watchCommits(c, "g-normal", l)
 	src := newSource(t, sourceOptions(c, "g-normal"))
 	p := startPipeline(t, pipelineOpts("normal", src, 3, l, nil))
 	waitFor(t, 30*time.Second, "every record handled", func() bool { return l.covers(ends) })
@@ -32,7 +32,7 @@ func TestEveryRecordOnceSeveralMembers(t *testing.T) {
 	if got := committed(c, "g-normal"); !equalOffsets(got, ends) {
 		t.Fatalf("committed %v after stop, want %v", got, ends)
 	}
-	audit.check(t)
+	watch.check(t)
 }
 
 // Guarantee: invalid options are rejected by New, naming the field and the

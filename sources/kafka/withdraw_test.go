@@ -70,7 +70,7 @@ func TestRevokeWithdrawsBufferedRecords(t *testing.T) {
 	})
 
 	l := newLedger()
-	audit := auditCommits(c, group, l)
+	watch := watchCommits(c, group, l)
 	opts := sourceOptions(c, group)
 	opts.RevokeTimeout = time.Second
 
@@ -133,7 +133,7 @@ func TestRevokeWithdrawsBufferedRecords(t *testing.T) {
 	waitFor(t, 10*time.Second, "the commits to reach the end", func() bool { return equalOffsets(committed(c, group), ends) })
 	stopPipeline(t, b)
 	stopPipeline(t, a)
-	audit.check(t)
+	watch.check(t)
 
 	mu.Lock()
 	defer mu.Unlock()

@@ -7,11 +7,9 @@ import (
 	"github.com/boulevard-go/boulevard/topic"
 )
 
-// Tests added by the mutation audit: each one failed under a deliberate bug
-// that no earlier test caught.
-
-// Closing the source leaves the topic: its consumer group membership and broadcast subscription end.
-func TestAuditCloseLeavesTopic(t *testing.T) {
+// Guarantee: closing the source leaves the topic: its consumer group
+// membership and broadcast subscription end.
+func TestCloseLeavesTopic(t *testing.T) {
 	for _, mode := range []topic.SubscriptionMode{topic.Balanced("g"), topic.Broadcast()} {
 		o := topic.Options{Mode: topic.Mixed}
 		h := newTopic(t, "t", o)

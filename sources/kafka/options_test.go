@@ -1,0 +1,56 @@
+package kafka_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/sources/kafka"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+// Guarantee: the source owns the sarama fields it documents: whatever the
+// user's Config holds for the initial offset and auto-commit, InitialOffset
+// and CommitInterval decide (the group reads from the start and commits on
+// the interval while running).
+func TestOwnedConfigFieldsOverridden(t *testing.T) {
+	const parts = 2
+	group := "g-owned"
+	c := newCluster(t, parts)
+	ends := produce(t, c, parts, 0, 100)
+	opts := sourceOptions(c, group)
+	opts.Config.Consumer.Offsets.Initial = sarama.OffsetNewest
+	opts.Config.Consumer.Offsets.AutoCommit.Enable = false
+	opts.Config.Consumer.Offsets.AutoCommit.Interval = time.Hour
+	l := newLedger()
+	p := startPipeline(t, pipelineOpts("owned", newSource(t, opts), 1, l, nil))
+	defer stopPipeline(t, p)
+	waitFor(t, 20*time.Second, "every record from the earliest offset", func() bool { return l.covers(ends) })
+	// Still running: only the interval commits.
+	waitFor(t, 10*time.Second, "interval commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
+}
+
+// Guarantee: option rules the tags express are enforced: durations must be
+// positive, the strategy must be known and no topic may be empty.
+func TestOptionRules(t *testing.T) {
+	_, err := kafka.New(kafka.Options{Brokers: []string{"127.0.0.1:9092"}, GroupID: "g", Topics: []string{""},
+		CommitInterval: -time.Second, RedeliveryBackoff: -time.Second, RevokeTimeout: -time.Second,
+		Rebalance: "bogus", Config: testConfig()})
+	var es validate.Errors
+	if err == nil || !errors.As(err, &es) {
+		t.Fatalf("invalid options accepted or not reported as validate.Errors: %v", err)
+	}
+	for _, want := range []struct{ field, rule string }{
+		{"kafka.topics[0]", "required"},
+		{"kafka.commitInterval", "gt"},
+		{"kafka.redeliveryBackoff", "gt"},
+		{"kafka.revokeTimeout", "gt"},
+		{"kafka.rebalance", "oneof"},
+	} {
+		if !es.Has(want.field, want.rule) {
+			t.Errorf("no %s/%s error in %v", want.field, want.rule, err)
+		}
+	}
+}
