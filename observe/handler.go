@@ -39,7 +39,10 @@ type PipelineReport struct {
 //   - /healthz: 200 while no pipeline was stopped by a fatal error (a
 //     source that failed too often), 503 otherwise;
 //   - /readyz: 200 when every pipeline runs and its sources are connected,
-//     503 with the reasons otherwise.
+//     503 with the reasons otherwise;
+//   - /stats: a JSON Snapshot of everything added;
+//   - /dashboard: a live page drawing each pipeline's stages from /stats,
+//     refreshed every second (embedded: no external resource).
 //
 // Both checks answer with a JSON Report. Any other path is 404.
 func (o *Observer) Handler(g prometheus.Gatherer) http.Handler {
@@ -59,6 +62,8 @@ func (o *Observer) Handler(g prometheus.Gatherer) http.Handler {
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		o.writeReport(w, o.Readiness(), "not ready")
 	})
+	mux.HandleFunc("GET /stats", o.serveStats)
+	mux.HandleFunc("GET /dashboard", serveDashboard)
 	return mux
 }
 

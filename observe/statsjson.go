@@ -1,0 +1,99 @@
+package observe
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/boulevard-go/boulevard/internal/stats"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/sources/kafka"
+	"github.com/boulevard-go/boulevard/topic"
+)
+
+// Snapshot is the JSON body of /stats: one snapshot of everything added to
+// the Observer. Errors are given as their messages.
+type Snapshot struct {
+	Time      time.Time          `json:"time"`
+	Pipelines []PipelineSnapshot `json:"pipelines"`
+	Kafka     []kafka.Stats      `json:"kafka"`
+	Topics    []TopicSnapshot    `json:"topics"`
+}
+
+// PipelineSnapshot is one pipeline's pipeline.Stats, as JSON.
+type PipelineSnapshot struct {
+	Name       string             `json:"name"`
+	Started    time.Time          `json:"started"`
+	Stopped    bool               `json:"stopped"`
+	Err        string             `json:"err,omitempty"`
+	Producers  []ProducerSnapshot `json:"producers"`
+	Processors stats.Processors   `json:"processors"`
+	Batchers   []stats.Batcher    `json:"batchers"`
+	// RateLimit is the rate limit in force in messages per second, 0 when
+	// there is none.
+	RateLimit float64 `json:"rateLimit"`
+}
+
+// ProducerSnapshot is one producer stage, as JSON.
+type ProducerSnapshot struct {
+	Stage               string    `json:"stage"`
+	State               string    `json:"state"`
+	Since               time.Time `json:"since"`
+	Restarts            int       `json:"restarts"`
+	ConsecutiveFailures int       `json:"consecutiveFailures"`
+	LastError           string    `json:"lastError,omitempty"`
+	Buffered            int       `json:"buffered"`
+}
+
+// TopicSnapshot is one topic's topic.Stats, with its name.
+type TopicSnapshot struct {
+	Name string `json:"name"`
+	topic.Stats
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// Snapshot reads the stats of everything added to the Observer once.
+func (o *Observer) Snapshot() Snapshot {
+	pipes, kafkas, topics := o.snapshot()
+	snap := Snapshot{Time: time.Now(), Pipelines: []PipelineSnapshot{}, Kafka: []kafka.Stats{}, Topics: []TopicSnapshot{}}
+	for _, p := range pipes {
+		snap.Pipelines = append(snap.Pipelines, pipelineSnapshot(p.Stats()))
+	}
+	for _, k := range kafkas {
+		snap.Kafka = append(snap.Kafka, k.Stats())
+	}
+	for _, t := range topics {
+		snap.Topics = append(snap.Topics, TopicSnapshot{Name: t.name, Stats: t.t.Stats()})
+	}
+	return snap
+}
+
+func pipelineSnapshot(st pipeline.Stats) PipelineSnapshot {
+	ps := PipelineSnapshot{Name: st.Name, Started: st.Started, Stopped: st.Stopped, Err: errString(st.Err),
+		Producers: []ProducerSnapshot{}, Processors: st.Processors, Batchers: st.Batchers}
+	if ps.Batchers == nil {
+		ps.Batchers = []stats.Batcher{}
+	}
+	if rl := st.RateLimit; rl != nil {
+		ps.RateLimit = float64(rl.Allowed) / rl.Interval.Seconds()
+	}
+	for _, p := range st.Producers {
+		ps.Producers = append(ps.Producers, ProducerSnapshot{Stage: p.Stage, State: string(p.State), Since: p.Since,
+			Restarts: p.Restarts, ConsecutiveFailures: p.ConsecutiveFailures, LastError: errString(p.LastError), Buffered: p.Buffered})
+	}
+	return ps
+}
+
+func (o *Observer) serveStats(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	if err := json.NewEncoder(w).Encode(o.Snapshot()); err != nil {
+		o.log.Debug("writing stats failed", "error", err)
+	}
+}
