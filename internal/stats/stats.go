@@ -193,12 +193,14 @@ type Processors struct {
 	// QueueCapacity the capacity of all of them together.
 	Queued, QueueCapacity int
 	// Busy is the time the processors spent handling chunks, all of them
-	// together; BusyRatio is Busy ÷ (Concurrency × the time since Start),
-	// from 0 (idle) to 1 (every processor always busy).
+	// together, estimated from one chunk in 16 (each processor times its
+	// 1st, 17th, … chunk and counts it 16 times); BusyRatio is Busy ÷
+	// (Concurrency × the time since Start), from 0 (idle) to 1 (every
+	// processor always busy; the estimate is clamped there).
 	Busy      time.Duration
 	BusyRatio float64
-	// Latency is the handler's duration, sampled on the first message of
-	// every chunk (seconds).
+	// Latency is the handler's duration (seconds), sampled on the first
+	// message of the chunks timed for Busy.
 	Latency Histogram
 }
 
