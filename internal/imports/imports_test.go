@@ -52,6 +52,8 @@ var rules = []rule{
 	{from: "internal/group", only: []string{}, why: "internal/group imports nothing of the module"},
 	{from: "internal/panics", only: []string{}, why: "internal/panics imports nothing of the module"},
 	{from: "internal/cond", only: []string{}, why: "internal/cond imports nothing of the module"},
+	// The set of a source's live resources, closed once.
+	{from: "internal/liveset", only: []string{}, why: "internal/liveset imports nothing of the module"},
 	// The public stage packages hold options, handler types and the source
 	// contract; their runtime depends on them, never the reverse.
 	{from: "producer", only: []string{"message", "validate", "internal/group", "internal/panics", "internal/cond"}, why: "producer imports only message, validate and the internal leaves"},

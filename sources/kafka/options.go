@@ -264,10 +264,14 @@ func SaramaDefaults(cfg *sarama.Config) {
 	}
 }
 
-// validateOptions applies the tag rules and the ones tags cannot express. o
-// has its defaults applied.
-func validateOptions(o *Options) error {
-	errs := []error{validate.Struct("kafka", o)}
+// Validate reports every broken rule of o, which carries its defaults (see
+// WithDefaults): the struct tags and the rules tags cannot express (the
+// start time with the initial offset, the revoke timeout against sarama's
+// rebalance timeout, sarama's own checks of the config). It returns nil or
+// a validate.Errors naming each field under "kafka.", for example
+// "kafka.brokers is required". New calls it.
+func (o Options) Validate() error {
+	errs := []error{validate.Struct("kafka", &o)}
 	switch {
 	case o.InitialOffset == OffsetTimestamp && o.StartTime.IsZero():
 		errs = append(errs, validate.Field("kafka.startTime", "required_if",

@@ -54,3 +54,16 @@ func TestOptionRules(t *testing.T) {
 		}
 	}
 }
+
+// Guarantee: Options.Validate reports, on options with their defaults, the
+// same broken rules New does, naming each field.
+func TestOptionsValidate(t *testing.T) {
+	if err := (kafka.Options{Brokers: []string{"127.0.0.1:9092"}, GroupID: "g", Topics: []string{"t"}}).WithDefaults().Validate(); err != nil {
+		t.Fatalf("valid options rejected: %v", err)
+	}
+	err := kafka.Options{}.WithDefaults().Validate()
+	var es validate.Errors
+	if !errors.As(err, &es) || !es.Has("kafka.brokers", "required") || !es.Has("kafka.groupID", "required") {
+		t.Fatalf("Validate() = %v, want kafka.brokers and kafka.groupID required", err)
+	}
+}

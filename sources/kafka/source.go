@@ -22,6 +22,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/liveset"
 	"github.com/boulevard-go/boulevard/producer"
 )
 
@@ -67,7 +68,7 @@ var _ producer.Source[[]byte] = (*Source)(nil)
 // naming each field and rule, for example "kafka.brokers is required".
 func New(opts Options) (*Source, error) {
 	o := opts.WithDefaults()
-	if err := validateOptions(&o); err != nil {
+	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	return &Source{opts: o, members: make(map[*member]struct{})}, nil
@@ -77,7 +78,7 @@ func New(opts Options) (*Source, error) {
 func (s *Source) Options() Options { return s.opts }
 
 // Validate checks the options again (New already did).
-func (s *Source) Validate() error { return validateOptions(&s.opts) }
+func (s *Source) Validate() error { return s.opts.Validate() }
 
 // Info describes the source to the pipeline, which reads it when it is
 // created:
@@ -127,14 +128,7 @@ func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
 // leaving the group are logged; Close returns an error only when a client's
 // connections could not be closed.
 func (s *Source) Close(ctx context.Context) error {
-	s.mu.Lock()
-	s.closed = true
-	ms := make([]*member, 0, len(s.members))
-	for m := range s.members {
-		ms = append(ms, m)
-	}
-	clear(s.members)
-	s.mu.Unlock()
+	ms := liveset.Close(&s.mu, &s.closed, s.members)
 	probed := make(chan struct{})
 	go func() { s.probes.Wait(); close(probed) }()
 	select {

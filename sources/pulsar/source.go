@@ -17,13 +17,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/boulevard-go/boulevard/internal/liveset"
+	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/validate"
 )
@@ -272,14 +273,7 @@ func closeAll(cs []*consumer) {
 // client's own close requests (bounded by ClientOptions.OperationTimeout);
 // ctx is only reported: Close returns ctx.Err() if it expired meanwhile.
 func (s *Source) Close(ctx context.Context) error {
-	s.mu.Lock()
-	s.closed = true
-	cs := make([]*consumer, 0, len(s.live))
-	for c := range s.live {
-		cs = append(cs, c)
-	}
-	clear(s.live)
-	s.mu.Unlock()
+	cs := liveset.Close(&s.mu, &s.closed, s.live)
 	closeAll(cs)
 	s.bg.Wait()
 	return ctx.Err()
@@ -298,13 +292,19 @@ func (s *Source) report(log *slog.Logger, stage int, active bool, c pulsar.Consu
 		Stage:        stage,
 		Consumer:     c,
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			s.callbackPanics.Add(1)
-			err := &CallbackPanicError{State: st, Value: r, Stack: debug.Stack()}
-			log.Error("pulsar active state callback panicked; the consumer keeps running",
-				slog.Any("error", err), slog.String("stack", string(err.Stack)))
-		}
-	}()
-	s.opts.ActiveStateCallback(st)
+	if pe := callRecovering(func() { s.opts.ActiveStateCallback(st) }); pe != nil {
+		s.callbackPanics.Add(1)
+		err := &CallbackPanicError{State: st, Value: pe.Value, Stack: pe.Stack}
+		log.Error("pulsar active state callback panicked; the consumer keeps running",
+			slog.Any("error", err), slog.String("stack", string(err.Stack)))
+	}
+}
+
+// callRecovering calls f and returns the panic it recovered, if any.
+func callRecovering(f func()) (pe *message.PanicError) {
+	var err error
+	defer func() { pe, _ = err.(*message.PanicError) }()
+	defer message.Recover(&err)
+	f()
+	return nil
 }

@@ -63,6 +63,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/internal/cond"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
@@ -184,7 +185,7 @@ type Sink[T any] struct {
 
 	inFlight atomic.Int64
 	mu       sync.Mutex
-	idle     chan struct{} // closed when inFlight returns to 0; nil when nobody waits
+	idle     cond.Signal // broadcast when inFlight returns to 0
 	closed   bool
 }
 
@@ -371,9 +372,8 @@ func (s *Sink[T]) settled() {
 		return
 	}
 	s.mu.Lock()
-	if s.idle != nil && s.inFlight.Load() == 0 {
-		close(s.idle)
-		s.idle = nil
+	if s.inFlight.Load() == 0 {
+		s.idle.Broadcast()
 	}
 	s.mu.Unlock()
 }
@@ -444,23 +444,9 @@ func (s *Sink[T]) BatchHandler() batcher.Handler[T] {
 // upstream, or ctx ends (it returns ctx.Err()). Publishes made while it
 // waits are waited for too.
 func (s *Sink[T]) Wait(ctx context.Context) error {
-	for {
-		s.mu.Lock()
-		if s.inFlight.Load() == 0 {
-			s.mu.Unlock()
-			return nil
-		}
-		if s.idle == nil {
-			s.idle = make(chan struct{})
-		}
-		idle := s.idle
-		s.mu.Unlock()
-		select {
-		case <-idle:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.idle.Wait(ctx, &s.mu, func() bool { return s.inFlight.Load() == 0 })
 }
 
 // Close closes the tracked publisher: later publishes fail, and publishes
