@@ -270,7 +270,7 @@ func (m *Message[T]) PartitionKey() string { return m.h.partKey }
 
 // SetPartitionKey records the source's ordering key: the Kafka source, for
 // example, gives every message of a partition the same key. When the source
-// asks for ordering (producer.Ordered) and the processors have no
+// asks for ordering (producer.Info.Ordered) and the processors have no
 // PartitionBy, a pipeline routes messages by this key, so that messages with
 // the same key are handled by one processor in the order they were fetched.
 // Sources should reuse one string per key rather than build one per message.
