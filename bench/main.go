@@ -23,7 +23,7 @@
 // With -topic the workload crosses an internal topic (see topic.go): on the
 // Boulevard side pipeline A publishes every message into a balanced
 // in-memory topic through topic/sink, and pipeline B reads it with the topic
-// source (sources/topic) and does the processing, batching and batch
+// source (topic/source) and does the processing, batching and batch
 // handling; on the hand-written side the same two stages are joined by one
 // buffered channel. -topic disabled runs it with ack_propagation disabled
 // (A's messages are acknowledged once handed over), -topic auto with

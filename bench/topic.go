@@ -6,7 +6,7 @@ package main
 // Boulevard: pipeline A (the compare source → processors whose handler is a
 // topic/sink publishing each payload) → balanced in-memory topic
 // (queue_capacity 1024 or -hopcap, on_full block) → pipeline B (a topic source,
-// sources/topic, in group "b" → processors applying transform → batcher →
+// topic/source, in group "b" → processors applying transform → batcher →
 // batch processor summing). With -topic disabled the topic has
 // ack_propagation disabled: A acknowledges each message once its processor
 // handed it to the topic, B's acks on the subscription are no-ops. With
@@ -37,9 +37,9 @@ import (
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
-	topicsource "github.com/boulevard-go/boulevard/sources/topic"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/sink"
+	"github.com/boulevard-go/boulevard/topic/source"
 )
 
 // topicMode selects the workload: no topic, or the topic hop with ack
@@ -129,7 +129,7 @@ func runBoulevardTopic(cfg config, t *tally) (err error) {
 	}
 	defer snk.Close()
 	// Subscribed here, before A publishes: a topic does not replay.
-	tsrc, err := topicsource.New(topicsource.Options[uint64]{Topic: h, Mode: topic.Balanced("b")})
+	tsrc, err := source.New(source.Options[uint64]{Topic: h, Mode: topic.Balanced("b")})
 	if err != nil {
 		return err
 	}

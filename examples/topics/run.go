@@ -16,10 +16,10 @@ import (
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
-	topicsource "github.com/boulevard-go/boulevard/sources/topic"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/config"
 	"github.com/boulevard-go/boulevard/topic/sink"
+	"github.com/boulevard-go/boulevard/topic/source"
 )
 
 // topicsYAML declares the two topics. Their modes are not written down:
@@ -220,12 +220,12 @@ func run(ctx context.Context, out io.Writer, log *slog.Logger, n int) error {
 }
 
 // subscriber makes the topic source of a pipeline's (only) subscription.
-func subscriber(w *config.Wired[Order], pipeline string, log *slog.Logger) (*topicsource.Source[Order], error) {
+func subscriber(w *config.Wired[Order], pipeline string, log *slog.Logger) (*source.Source[Order], error) {
 	subs := w.Subscriptions(pipeline)
 	if len(subs) != 1 {
 		return nil, fmt.Errorf("pipeline %s has %d subscriptions, want 1", pipeline, len(subs))
 	}
-	return topicsource.New(topicsource.Options[Order]{Topic: subs[0].Binding.Handle, Mode: subs[0].Mode, Logger: log})
+	return source.New(source.Options[Order]{Topic: subs[0].Binding.Handle, Mode: subs[0].Mode, Logger: log})
 }
 
 // publisher makes the sink of a pipeline's binding of a topic.

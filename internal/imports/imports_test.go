@@ -65,13 +65,14 @@ var rules = []rule{
 	{from: "processor", never: []string{"topic/..."}, why: "core stages never depend on the topic broker"},
 	{from: "batcher", never: []string{"topic/..."}, why: "core stages never depend on the topic broker"},
 	{from: "internal/stage/...", never: []string{"topic/...", "pipeline"}, why: "the stage runtime depends on neither the broker nor the pipeline"},
-	{from: "pipeline", never: []string{"topic/...", "sources/..."}, why: "the pipeline depends on neither the broker nor any source"},
+	{from: "pipeline", never: []string{"topic/...", "sources/..."}, why: "the pipeline depends on neither the broker nor any source (the topic source is topic/source)"},
 	// The broker is its backends' contract and the in-memory backend: it
 	// builds on the queues and the outcome contract only.
 	{from: "topic", only: []string{"message", "acker", "validate", "internal/queue", "topic/internal/..."}, why: "topic imports only message, acker, validate, internal/queue and its own internal packages"},
 	// Sources implement the producer contract; the pipeline runs them, so
 	// they never depend on it (their tests may).
 	{from: "sources/...", never: []string{"pipeline", "internal/stage/..."}, why: "sources never depend on the pipeline or the stage runtime outside their tests"},
+	{from: "topic/source", never: []string{"pipeline", "internal/stage/..."}, why: "sources never depend on the pipeline or the stage runtime outside their tests"},
 }
 
 // match reports whether the module-relative path p matches pattern.

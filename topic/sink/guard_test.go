@@ -15,9 +15,9 @@ import (
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/kafka"
 	"github.com/boulevard-go/boulevard/sources/pulsar"
-	topicsource "github.com/boulevard-go/boulevard/sources/topic"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/sink"
+	"github.com/boulevard-go/boulevard/topic/source"
 )
 
 // The source contract is one interface, so that a wrapper cannot drop part
@@ -96,8 +96,8 @@ func guardCases() []guardCase {
 				t.Fatal(err)
 			}
 			t.Cleanup(h.Close)
-			mk := func() *topicsource.Source[int] {
-				s, err := topicsource.New(topicsource.Options[int]{Topic: h, Mode: topic.Balanced("g")})
+			mk := func() *source.Source[int] {
+				s, err := source.New(source.Options[int]{Topic: h, Mode: topic.Balanced("g")})
 				if err != nil {
 					t.Fatal(err)
 				}

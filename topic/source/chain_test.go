@@ -1,4 +1,4 @@
-package topicsource_test
+package source_test
 
 import (
 	"context"
@@ -13,10 +13,10 @@ import (
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
-	topicsource "github.com/boulevard-go/boulevard/sources/topic"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/config"
 	"github.com/boulevard-go/boulevard/topic/sink"
+	"github.com/boulevard-go/boulevard/topic/source"
 )
 
 // chainMessages is the load of TestChainUnderLoad: 3000 by default, more
@@ -63,9 +63,9 @@ topics:
 	if err != nil {
 		t.Fatal(err)
 	}
-	source := func(name string) *topicsource.Source[int] {
+	sourceFor := func(name string) *source.Source[int] {
 		sub := wired.Subscriptions(name)[0]
-		src, err := topicsource.New(topicsource.Options[int]{Topic: sub.Binding.Handle, Mode: sub.Mode})
+		src, err := source.New(source.Options[int]{Topic: sub.Binding.Handle, Mode: sub.Mode})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,7 +95,7 @@ topics:
 	for _, name := range []string{"c", "d"} {
 		start(pipeline.Options[int, int]{
 			Name:     name,
-			Producer: producer.Options[int]{Source: source(name), Concurrency: 2},
+			Producer: producer.Options[int]{Source: sourceFor(name), Concurrency: 2},
 			Processors: processor.Options[int, int]{Concurrency: 3, Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
 				if name == "d" && m.Data%31 == 5 {
 					return 0, fmt.Errorf("%d: %w", m.Data, errD)
@@ -107,7 +107,7 @@ topics:
 	t2 := newSink("b", "t2")
 	start(pipeline.Options[int, int]{
 		Name:     "b",
-		Producer: producer.Options[int]{Source: sink.GuardSource[int](source("b"), t2), Concurrency: 3},
+		Producer: producer.Options[int]{Source: sink.GuardSource[int](sourceFor("b"), t2), Concurrency: 3},
 		Processors: processor.Options[int, int]{Concurrency: 3, Handle: func(ctx context.Context, m *message.Message[int]) (int, error) {
 			if m.Data%17 == 3 {
 				return 0, fmt.Errorf("%d: %w", m.Data, errB)

@@ -1,4 +1,4 @@
-package topicsource_test
+package source_test
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
-	topicsource "github.com/boulevard-go/boulevard/sources/topic"
 	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/source"
 )
 
 // A pipeline reads a topic as one member of the consumer group "workers";
@@ -17,7 +17,7 @@ import (
 // itself.
 func ExampleNew() {
 	h, _ := topic.NewTopic[string]("jobs", topic.Options{}, nil)
-	src, err := topicsource.New(topicsource.Options[string]{Topic: h, Mode: topic.Balanced("workers")})
+	src, err := source.New(source.Options[string]{Topic: h, Mode: topic.Balanced("workers")})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -26,7 +26,7 @@ func ExampleNew() {
 		Name:     "workers",
 		Producer: producer.Options[string]{Source: src},
 		Processors: processor.Options[string, string]{Concurrency: 1, Handle: func(_ context.Context, m *message.Message[string]) (string, error) {
-			md, _ := message.MetadataAs[*topicsource.Metadata](m)
+			md, _ := message.MetadataAs[*source.Metadata](m)
 			fmt.Printf("%s from %s\n", m.Data, md.Topic)
 			return m.Data, nil
 		}},

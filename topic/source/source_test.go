@@ -1,4 +1,4 @@
-package topicsource_test
+package source_test
 
 import (
 	"context"
@@ -13,9 +13,9 @@ import (
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
-	topicsource "github.com/boulevard-go/boulevard/sources/topic"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/sink"
+	"github.com/boulevard-go/boulevard/topic/source"
 	"github.com/boulevard-go/boulevard/validate"
 )
 
@@ -39,9 +39,9 @@ func binding(h *topic.Handle[int]) topic.Binding[int] {
 	return topic.Binding[int]{Handle: h, OnFull: o.Balanced.OnFull, AckPropagation: o.AckPropagation}
 }
 
-func newSource(t *testing.T, h *topic.Handle[int], mode topic.SubscriptionMode) *topicsource.Source[int] {
+func newSource(t *testing.T, h *topic.Handle[int], mode topic.SubscriptionMode) *source.Source[int] {
 	t.Helper()
-	src, err := topicsource.New(topicsource.Options[int]{Topic: h, Mode: mode})
+	src, err := source.New(source.Options[int]{Topic: h, Mode: mode})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func upstream(t *testing.T, name string, n int, rec acker.Acknowledger, b topic.
 }
 
 // downstream starts a pipeline reading src whose handler is h.
-func downstream(t *testing.T, name string, src *topicsource.Source[int], concurrency int, h processor.Handler[int, int]) *pipeline.Pipeline[int, int] {
+func downstream(t *testing.T, name string, src *source.Source[int], concurrency int, h processor.Handler[int, int]) *pipeline.Pipeline[int, int] {
 	t.Helper()
 	return run(t, pipeline.Options[int, int]{
 		Name:       name,
@@ -77,24 +77,24 @@ func downstream(t *testing.T, name string, src *topicsource.Source[int], concurr
 }
 
 func member(m *message.Message[int]) int {
-	md, _ := message.MetadataAs[*topicsource.Metadata](m)
+	md, _ := message.MetadataAs[*source.Metadata](m)
 	return md.Member
 }
 
 // Options are validated, naming the field and the rule.
 func TestOptionsValidate(t *testing.T) {
-	_, err := topicsource.New(topicsource.Options[int]{})
+	_, err := source.New(source.Options[int]{})
 	want := "invalid options: topicsource.topic is required; topicsource.mode needs a consumer group (topic.Balanced(group)) or topic.Broadcast()"
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %q", err, want)
 	}
 	h := newTopic(t, "t", topic.Options{})
-	_, err = topicsource.New(topicsource.Options[int]{Topic: h, Mode: topic.Balanced("g"), MaxBatch: -1})
+	_, err = source.New(source.Options[int]{Topic: h, Mode: topic.Balanced("g"), MaxBatch: -1})
 	if !errors.Is(err, validate.ErrInvalid) || err.Error() != "invalid options: topicsource.maxBatch must be ≥ 1" {
 		t.Fatalf("got %v", err)
 	}
 	// A subscription the topic refuses is reported by New.
-	_, err = topicsource.New(topicsource.Options[int]{Topic: h, Mode: topic.Broadcast()})
+	_, err = source.New(source.Options[int]{Topic: h, Mode: topic.Broadcast()})
 	if !errors.Is(err, topic.ErrSubscribeBroadcastNotSupported) {
 		t.Fatalf("got %v, want ErrSubscribeBroadcastNotSupported", err)
 	}

@@ -1,4 +1,4 @@
-package topicsource_test
+package source_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
-	topicsource "github.com/boulevard-go/boulevard/sources/topic"
 	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/source"
 )
 
 // lead is how far the benchmark's publisher may run ahead of the handler.
@@ -25,7 +25,7 @@ func benchHop(b *testing.B, mode topic.SubscriptionMode, opts topic.Options) {
 		b.Fatal(err)
 	}
 	defer h.Close()
-	src, err := topicsource.New(topicsource.Options[int]{Topic: h, Mode: mode})
+	src, err := source.New(source.Options[int]{Topic: h, Mode: mode})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package topicsource_test
+package source_test
 
 import (
 	"context"
@@ -12,9 +12,9 @@ import (
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
-	topicsource "github.com/boulevard-go/boulevard/sources/topic"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/config"
+	"github.com/boulevard-go/boulevard/topic/source"
 )
 
 const auditDoc = `
@@ -47,7 +47,7 @@ func wire(t *testing.T, n int, bGot, cGot *counter, c processor.Handler[int, int
 	}
 	for _, name := range []string{"b", "c"} {
 		sub := w.Subscriptions(name)[0]
-		src, err := topicsource.New(topicsource.Options[int]{Topic: sub.Binding.Handle, Mode: sub.Mode})
+		src, err := source.New(source.Options[int]{Topic: sub.Binding.Handle, Mode: sub.Mode})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,10 +124,10 @@ func TestBroadcastAckAllFailureInOneSubscriber(t *testing.T) {
 
 // lagRig publishes n values into a broadcast topic of capacity 4 while the
 // downstream pipeline's handler is held, so that its subscriber lags.
-func lagRig(t *testing.T, onLag topic.OnLag, n int, log *slog.Logger) (*topicsource.Source[int], *topic.Handle[int], *gate, *counter) {
+func lagRig(t *testing.T, onLag topic.OnLag, n int, log *slog.Logger) (*source.Source[int], *topic.Handle[int], *gate, *counter) {
 	t.Helper()
 	h := newTopic(t, "t", topic.Options{Mode: topic.BroadcastOnly, Broadcast: topic.BroadcastPolicy{Capacity: 4, OnLag: onLag}})
-	src, err := topicsource.New(topicsource.Options[int]{Topic: h, Mode: topic.Broadcast(), Logger: log})
+	src, err := source.New(source.Options[int]{Topic: h, Mode: topic.Broadcast(), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,9 @@
-// Package topicsource is a pipeline source that reads an internal topic
+// Package source is a pipeline source that reads an internal topic
 // (package topic): a balanced consumer group or a broadcast subscription.
+// Its twin, package sink (topic/sink), is the pipeline's side that
+// publishes to a topic.
 //
-// Import it as topicsource:
-//
-//	import topicsource "github.com/boulevard-go/boulevard/sources/topic"
+//	import "github.com/boulevard-go/boulevard/topic/source"
 //
 // # Subscriptions and producer concurrency
 //
@@ -53,7 +53,7 @@
 // When the topic is closed, the subscriptions end once everything delivered
 // to them was received; Run then returns nil, which tells the pipeline the
 // source is exhausted (it drains and stops when all its sources are).
-package topicsource
+package source
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package topicsource_test
+package source_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package topicsource_test
+package source_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/producer/sourcetest"
-	topicsource "github.com/boulevard-go/boulevard/sources/topic"
 	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/source"
 )
 
 // The topic source passes the source conformance suite on an in-memory
@@ -39,12 +39,12 @@ func TestConformance(t *testing.T) {
 			up := &redeliverer{pub: pub}
 			var (
 				mu      sync.Mutex
-				sources []*topicsource.Source[int]
+				sources []*source.Source[int]
 			)
 			fail := &sourcetest.Failing[int]{}
 			return sourcetest.Fixture[int]{
 				NewSource: func() (producer.Source[int], error) {
-					src, err := topicsource.New(topicsource.Options[int]{Topic: h, Mode: topic.Balanced("g")})
+					src, err := source.New(source.Options[int]{Topic: h, Mode: topic.Balanced("g")})
 					if err != nil {
 						return nil, err
 					}
