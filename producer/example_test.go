@@ -6,18 +6,10 @@ import (
 	"sync"
 
 	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
 )
-
-// printer stands for the processors: it prints what it is handed.
-type printer struct{}
-
-func (printer) Publish(_ context.Context, msgs []*message.Message[string]) (int, error) {
-	for _, m := range msgs {
-		fmt.Println("processing", m.Data)
-	}
-	return len(msgs), nil
-}
 
 // A source registers one feed per flow-controlled consumer, fetches only as
 // many messages as the feed has been granted, and delivers them. The stage
@@ -65,15 +57,28 @@ func ExampleSourceFunc() {
 		return nil
 	})
 
-	p := producer.New(producer.Options[string]{
-		Source: src,
-		Flow:   producer.Flow{Initial: 3, Threshold: 1, Refill: 2}, // at most 3 fetched ahead
-	}.WithDefaults(), producer.Config[string]{Name: "shop", Output: printer{}})
-
-	var wg sync.WaitGroup
-	p.Start(context.Background(), &wg, func(err error) { fmt.Println("gave up:", err) })
-	<-p.Done() // the source is exhausted and its buffer dispatched
-	wg.Wait()
+	p, err := pipeline.New(pipeline.Options[string, string]{
+		Name: "shop",
+		Producer: producer.Options[string]{
+			Source: src,
+			Flow:   producer.Flow{Initial: 3, Threshold: 1, Refill: 2}, // at most 3 fetched ahead
+		},
+		Processors: processor.Options[string, string]{
+			Concurrency: 1,
+			Handle: func(_ context.Context, m *message.Message[string]) (string, error) {
+				fmt.Println("processing", m.Data)
+				return m.Data, nil
+			},
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// The source is exhausted: the pipeline drains and Run returns.
+	if err := p.Run(context.Background()); err != nil {
+		fmt.Println("stopped:", err)
+	}
 
 	st := feed.Stats()
 	fmt.Printf("delivered %d, dispatched %d\n", st.Delivered, st.Dispatched)
