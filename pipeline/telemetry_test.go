@@ -77,23 +77,7 @@ func TestTelemetryHooksSeeEveryEvent(t *testing.T) {
 		},
 		Batchers: []batcher.Options[uint64]{{Name: "default", BatchSize: 4, BatchTimeout: time.Millisecond, Handle: batchOK}},
 	})
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	rec := acker.NewRecorder(false)
-	var msgs []*message.Message[uint64]
-	for i := range 20 {
-		msgs = append(msgs, message.New(uint64(i), rec, uint64(i)))
-	}
-	if err := p.Push(ctxT(t, 10*time.Second), msgs...); err != nil {
-		t.Fatal(err)
-	}
-	if err := rec.Wait(ctxT(t, 10*time.Second), 20); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Stop(ctxT(t, 10*time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	runThrough(t, p, 20)
 	want := map[string][2]int64{
 		"pipeline start":      {c.pipeStart.Load(), 1},
 		"pipeline stop":       {c.pipeStop.Load(), 1},
@@ -119,5 +103,122 @@ func TestTelemetryHooksSeeEveryEvent(t *testing.T) {
 	defer c.mu.Unlock()
 	if !slices.Equal(c.stages, []string{"hooked.processor", "hooked.batcher.default"}) {
 		t.Errorf("stages %q", c.stages)
+	}
+}
+
+// durations records the Duration of each timed event.
+type durations struct {
+	mu                        sync.Mutex
+	msg, chunk, batch, failed []time.Duration
+}
+
+func (d *durations) add(to *[]time.Duration, v time.Duration) {
+	d.mu.Lock()
+	*to = append(*to, v)
+	d.mu.Unlock()
+}
+
+func (d *durations) hooks(noDurations bool) *telemetry.Hooks {
+	return &telemetry.Hooks{
+		NoDurations:  noDurations,
+		ChunkStop:    func(_ context.Context, e telemetry.Chunk) { d.add(&d.chunk, e.Duration) },
+		MessageStop:  func(_ context.Context, e telemetry.Message) { d.add(&d.msg, e.Duration) },
+		HandleFailed: func(_ context.Context, e telemetry.Failed) { d.add(&d.failed, e.Duration) },
+		BatchStop:    func(_ context.Context, e telemetry.Batch) { d.add(&d.batch, e.Duration) },
+	}
+}
+
+// runTimed runs 6 messages through a pipeline whose handler, HandleFailed
+// and batch handler each take at least work; every third message fails.
+func runTimed(t *testing.T, hooks *telemetry.Hooks, work time.Duration) {
+	t.Helper()
+	p := mustNew(t, pipeline.Options[uint64, uint64]{
+		Name:      "timed",
+		Telemetry: hooks,
+		Processors: processor.Options[uint64, uint64]{
+			Concurrency: 1,
+			Handle: func(_ context.Context, m *message.Message[uint64]) (uint64, error) {
+				time.Sleep(work)
+				if m.Data%3 == 0 {
+					return 0, errors.New("third")
+				}
+				return m.Data, nil
+			},
+			HandleFailed: func(context.Context, []*message.Message[uint64]) { time.Sleep(work) },
+		},
+		Batchers: []batcher.Options[uint64]{{Name: "default", BatchSize: 2, BatchTimeout: time.Millisecond,
+			Handle: func(context.Context, []*message.Message[uint64], message.BatchInfo) error {
+				time.Sleep(work)
+				return nil
+			}}},
+	})
+	runThrough(t, p, 6)
+}
+
+// Guarantee: a message's, a chunk's, a batch's and a HandleFailed call's
+// Duration cover the time their handler took, even though the processor
+// reads the clock once per message.
+func TestTelemetryDurationsCoverTheHandlers(t *testing.T) {
+	const work = 2 * time.Millisecond
+	var d durations
+	runTimed(t, d.hooks(false), work)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for what, ds := range map[string][]time.Duration{"message": d.msg, "chunk": d.chunk, "batch": d.batch, "handle failed": d.failed} {
+		if len(ds) == 0 {
+			t.Errorf("no %s event", what)
+		}
+		for _, v := range ds {
+			if v < work {
+				t.Errorf("%s duration %v, want ≥ %v: %v", what, v, work, ds)
+				break
+			}
+		}
+	}
+	if len(d.msg) != 6 {
+		t.Errorf("%d message events, want 6", len(d.msg))
+	}
+}
+
+// Guarantee: with NoDurations the pipeline reads no clock for the hooks:
+// every event still comes, with a zero Duration.
+func TestTelemetryNoDurationsLeavesDurationsZero(t *testing.T) {
+	var d durations
+	runTimed(t, d.hooks(true), time.Millisecond)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.msg) != 6 || len(d.chunk) == 0 || len(d.batch) == 0 || len(d.failed) == 0 {
+		t.Fatalf("events: %d messages, %d chunks, %d batches, %d HandleFailed", len(d.msg), len(d.chunk), len(d.batch), len(d.failed))
+	}
+	for what, ds := range map[string][]time.Duration{"message": d.msg, "chunk": d.chunk, "batch": d.batch, "handle failed": d.failed} {
+		for _, v := range ds {
+			if v != 0 {
+				t.Errorf("%s duration %v with NoDurations, want 0", what, v)
+				break
+			}
+		}
+	}
+}
+
+// runThrough starts p, pushes messages 0 to n-1, waits for all their
+// outcomes and stops p.
+func runThrough(t *testing.T, p *pipeline.Pipeline[uint64, uint64], n int) {
+	t.Helper()
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rec := acker.NewRecorder(false)
+	var msgs []*message.Message[uint64]
+	for i := range n {
+		msgs = append(msgs, message.New(uint64(i), rec, uint64(i)))
+	}
+	if err := p.Push(ctxT(t, 10*time.Second), msgs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Wait(ctxT(t, 10*time.Second), n); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Stop(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -55,6 +55,12 @@ type Hooks struct {
 	// BatchStop is called when the batch's outcomes have been
 	// acknowledged.
 	BatchStop func(ctx context.Context, e Batch)
+
+	// NoDurations, when true, tells the pipeline that these hooks do not
+	// read the events' Duration: it then reads no clock for them and
+	// every Duration is 0 (Pipeline.Duration excepted). Hooks that only
+	// count pay then only for their calls.
+	NoDurations bool
 }
 
 // Pipeline describes a pipeline starting or stopping.

@@ -154,7 +154,7 @@ func (s *Batcher[T]) Run(ctx context.Context) {
 		})
 	}
 	for i := range s.opts.Concurrency {
-		bp := &batchProcessor[T]{s: s, log: s.log.With(slog.Int("batch_processor", i)), st: s.st.procs[i], index: i}
+		bp := &batchProcessor[T]{s: s, log: s.log.With(slog.Int("batch_processor", i)), st: s.st.procs[i], index: i, epoch: time.Now()}
 		in := s.batches[min(i, len(s.batches)-1)]
 		procs.Go(func() {
 			defer s.procs[i].Store(false)
@@ -429,6 +429,10 @@ type batchProcessor[T any] struct {
 	failed []*message.Message[T]
 	st     *procShard
 	index  int
+	// For the telemetry hooks: the clock's origin and the number of
+	// failed messages of the batch being handled.
+	epoch       time.Time
+	batchFailed int
 }
 
 func (bp *batchProcessor[T]) loop(ctx context.Context, in *queue.Queue[message.Batch[T]]) {
@@ -486,6 +490,7 @@ func (bp *batchProcessor[T]) handle(ctx context.Context, b *message.Batch[T]) {
 			bp.failed = append(bp.failed, m)
 		}
 	}
+	bp.batchFailed = len(bp.failed)
 	if len(bp.failed) > 0 && opts.HandleFailed != nil {
 		bp.handleFailedHooked(ctx, b.Info)
 	}

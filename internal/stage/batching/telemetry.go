@@ -15,26 +15,37 @@ func (s *Batcher[T]) emitHook(ctx context.Context, info message.BatchInfo) {
 	}
 }
 
-// batchStart calls the BatchStart hook and returns when the batch started.
-// Only called with hooks set.
-func (bp *batchProcessor[T]) batchStart(ctx context.Context, b *message.Batch[T]) time.Time {
-	if h := bp.s.hooks.BatchStart; h != nil {
-		h(ctx, telemetry.Batch{Stage: bp.s.name, BatchProcessor: bp.index, Info: b.Info})
+// hookNow is one monotonic clock reading (a runtime nanotime, half the
+// cost of time.Now), or 0 when the hooks want no durations.
+func (bp *batchProcessor[T]) hookNow() time.Duration {
+	if bp.s.hooks.NoDurations {
+		return 0
 	}
-	return time.Now()
+	return time.Since(bp.epoch)
+}
+
+// batchStart calls the BatchStart hook and returns when the batch started,
+// when BatchStop will want it. Only called with hooks set.
+func (bp *batchProcessor[T]) batchStart(ctx context.Context, b *message.Batch[T]) time.Duration {
+	hs := bp.s.hooks
+	if hs.BatchStart != nil {
+		hs.BatchStart(ctx, telemetry.Batch{Stage: bp.s.name, BatchProcessor: bp.index, Info: b.Info})
+	}
+	if hs.BatchStop == nil {
+		return 0
+	}
+	return bp.hookNow()
 }
 
 // batchStop calls the BatchStop hook once the batch is acknowledged.
-func (bp *batchProcessor[T]) batchStop(ctx context.Context, b *message.Batch[T], start time.Time) {
+func (bp *batchProcessor[T]) batchStop(ctx context.Context, b *message.Batch[T], start time.Duration) {
 	h := bp.s.hooks.BatchStop
 	if h == nil {
 		return
 	}
-	e := telemetry.Batch{Stage: bp.s.name, BatchProcessor: bp.index, Info: b.Info, Duration: time.Since(start)}
-	for _, m := range b.Messages {
-		if m.Failed() {
-			e.Failed++
-		}
+	e := telemetry.Batch{Stage: bp.s.name, BatchProcessor: bp.index, Info: b.Info, Failed: bp.batchFailed}
+	if !bp.s.hooks.NoDurations {
+		e.Duration = bp.hookNow() - start
 	}
 	h(ctx, e)
 }
@@ -46,7 +57,7 @@ func (bp *batchProcessor[T]) handleFailedHooked(ctx context.Context, info messag
 		bp.handleFailed(ctx, info)
 		return
 	}
-	start := time.Now()
+	start := bp.hookNow()
 	bp.handleFailed(ctx, info)
-	h.HandleFailed(ctx, telemetry.Failed{Stage: bp.s.name, Count: len(bp.failed), Duration: time.Since(start)})
+	h.HandleFailed(ctx, telemetry.Failed{Stage: bp.s.name, Count: len(bp.failed), Duration: bp.hookNow() - start})
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"log/slog"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/boulevard-go/boulevard/acker"
@@ -77,6 +78,7 @@ type Pool[In, Out any] struct {
 	routes []NamedRoute[Out]
 	known  []string
 	hooks  *telemetry.Hooks
+	plan   hookPlan
 
 	running []atomic.Bool // running[i]: processor i has not returned
 	st      poolStats
@@ -101,6 +103,7 @@ func New[In, Out any](opts processor.Options[In, Out], cfg Config[Out]) *Pool[In
 		name:    cfg.Name + ".processor",
 		routes:  cfg.Routes,
 		hooks:   cfg.Hooks,
+		plan:    planHooks(cfg.Hooks),
 		running: make([]atomic.Bool, opts.Concurrency),
 		st:      newPoolStats(opts.Concurrency),
 	}
@@ -196,6 +199,7 @@ type worker[In, Out any] struct {
 	slab    []message.Message[Out]
 	st      *shard
 	index   int
+	clock   hookClock
 }
 
 func (s *Pool[In, Out]) newProcessor(i int) *worker[In, Out] {
@@ -209,6 +213,7 @@ func (s *Pool[In, Out]) newProcessor(i int) *worker[In, Out] {
 		same:    same,
 		st:      s.st.shards[i],
 		index:   i,
+		clock:   hookClock{epoch: time.Now()},
 	}
 }
 
@@ -230,7 +235,7 @@ func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Mess
 	}
 	defer p.st.end(p.st.begin(len(chunk)))
 	if s.hooks != nil {
-		defer p.chunkStop(ctx, p.chunkStart(ctx, len(chunk)))
+		defer p.chunkStop(ctx, len(chunk), p.chunkStart(ctx, len(chunk)))
 	}
 	if s.opts.Prepare != nil {
 		if err := p.prepare(ctx, chunk); err != nil {
@@ -240,6 +245,9 @@ func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Mess
 					m.Fail(err)
 				}
 			}
+		}
+		if s.hooks != nil {
+			p.preparedMark()
 		}
 	}
 	left := 0
@@ -254,7 +262,13 @@ func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Mess
 			left++
 			continue
 		}
-		out, err := p.handleHooked(ctx, m)
+		var out Out
+		var err error
+		if s.plan.messages {
+			out, err = p.handleHooked(ctx, m)
+		} else {
+			out, err = p.handleTimed(ctx, m)
+		}
 		if err != nil {
 			m.Fail(err)
 			p.logFailure(ctx, m, err)

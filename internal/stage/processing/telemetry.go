@@ -8,54 +8,100 @@ import (
 	"github.com/boulevard-go/boulevard/telemetry"
 )
 
-// chunkSpan is a chunk's event and when it started.
-type chunkSpan struct {
-	e     telemetry.Chunk
-	start time.Time
+// hookClock is a processor's monotonic clock for the telemetry hooks: one
+// reading is one runtime nanotime (time.Since of a time carrying a
+// monotonic reading), half the cost of time.Now, which also reads the
+// wall clock.
+type hookClock struct {
+	epoch time.Time
+	mark  time.Duration // the latest reading: a message's start
 }
 
-// chunkStart calls the ChunkStart hook. Only called with hooks set.
-func (p *worker[In, Out]) chunkStart(ctx context.Context, n int) chunkSpan {
-	e := telemetry.Chunk{Stage: p.s.name, Processor: p.index, Size: n}
-	if h := p.s.hooks.ChunkStart; h != nil {
-		h(ctx, e)
+func (c *hookClock) now() time.Duration { return time.Since(c.epoch) }
+
+// hookPlan is what a pool's hooks need, decided once when the pool is
+// built so that the loops test a bool rather than several fields.
+type hookPlan struct {
+	// messages: a message hook is set, so the handler is called through
+	// handleHooked.
+	messages bool
+	// chunkClock: read the clock when a chunk starts (ChunkStop or the
+	// message hooks want durations).
+	chunkClock bool
+}
+
+func planHooks(h *telemetry.Hooks) hookPlan {
+	if h == nil {
+		return hookPlan{}
 	}
-	return chunkSpan{e: e, start: time.Now()}
+	msgs := h.MessageStart != nil || h.MessageStop != nil || h.MessageException != nil
+	return hookPlan{
+		messages:   msgs,
+		chunkClock: !h.NoDurations && (h.ChunkStop != nil || h.MessageStop != nil || h.MessageException != nil),
+	}
+}
+
+// chunkStart calls the ChunkStart hook and reads the clock when a duration
+// will be wanted. Only called with hooks set.
+func (p *worker[In, Out]) chunkStart(ctx context.Context, n int) time.Duration {
+	if h := p.s.hooks.ChunkStart; h != nil {
+		h(ctx, telemetry.Chunk{Stage: p.s.name, Processor: p.index, Size: n})
+	}
+	if !p.s.plan.chunkClock {
+		return 0
+	}
+	p.clock.mark = p.clock.now()
+	return p.clock.mark
 }
 
 // chunkStop calls the ChunkStop hook with the chunk's duration.
-func (p *worker[In, Out]) chunkStop(ctx context.Context, sp chunkSpan) {
-	if h := p.s.hooks.ChunkStop; h != nil {
-		sp.e.Duration = time.Since(sp.start)
-		h(ctx, sp.e)
+func (p *worker[In, Out]) chunkStop(ctx context.Context, n int, start time.Duration) {
+	h := p.s.hooks.ChunkStop
+	if h == nil {
+		return
+	}
+	e := telemetry.Chunk{Stage: p.s.name, Processor: p.index, Size: n}
+	if p.s.plan.chunkClock {
+		e.Duration = p.clock.now() - start
+	}
+	h(ctx, e)
+}
+
+// preparedMark restarts the message clock once Prepare has run, so that
+// the first message's duration does not include it.
+func (p *worker[In, Out]) preparedMark() {
+	if p.s.plan.messages && p.s.plan.chunkClock {
+		p.clock.mark = p.clock.now()
 	}
 }
 
-// handleHooked calls the handler, with the message hooks around it when
-// they are set.
+// handleHooked calls the handler between the message hooks. It reads the
+// clock once: a message's start is the previous message's stop in the
+// same chunk (or the chunk's start, after Prepare).
 func (p *worker[In, Out]) handleHooked(ctx context.Context, m *message.Message[In]) (Out, error) {
 	hs := p.s.hooks
-	if hs == nil || (hs.MessageStart == nil && hs.MessageStop == nil && hs.MessageException == nil) {
-		return p.handleTimed(ctx, m)
-	}
 	e := telemetry.Message{Stage: p.s.name, Processor: p.index}
 	if hs.MessageStart != nil {
 		hs.MessageStart(ctx, e)
 	}
-	start := time.Now()
 	out, err := p.handleTimed(ctx, m)
-	e.Duration = time.Since(start)
+	if p.s.plan.chunkClock {
+		now := p.clock.now()
+		e.Duration = now - p.clock.mark
+		p.clock.mark = now
+	}
+	stop := hs.MessageStop
+	if pe, panicked := err.(*message.PanicError); panicked && pe != nil {
+		stop = hs.MessageException
+	}
+	if stop == nil {
+		return out, err
+	}
 	e.Err = err
 	if err == nil && m.Failed() {
 		e.Err = m.Err()
 	}
-	if _, panicked := err.(*message.PanicError); panicked {
-		if hs.MessageException != nil {
-			hs.MessageException(ctx, e)
-		}
-	} else if hs.MessageStop != nil {
-		hs.MessageStop(ctx, e)
-	}
+	stop(ctx, e)
 	return out, err
 }
 
@@ -66,7 +112,13 @@ func (p *worker[In, Out]) handleFailedHooked(ctx context.Context, failed []*mess
 		p.handleFailed(ctx, failed)
 		return
 	}
-	start := time.Now()
-	p.handleFailed(ctx, failed)
-	h.HandleFailed(ctx, telemetry.Failed{Stage: p.s.name, Count: len(failed), Duration: time.Since(start)})
+	e := telemetry.Failed{Stage: p.s.name, Count: len(failed)}
+	if h.NoDurations {
+		p.handleFailed(ctx, failed)
+	} else {
+		start := p.clock.now()
+		p.handleFailed(ctx, failed)
+		e.Duration = p.clock.now() - start
+	}
+	h.HandleFailed(ctx, e)
 }
