@@ -31,6 +31,7 @@ import (
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/telemetry"
 )
 
 // benchDeliverChunk is the most messages the benchmark source hands to its
@@ -99,6 +100,11 @@ var benchSink atomic.Int64
 // benchRun runs b.N messages carrying data(i) through a pipeline with two
 // processors calling handle and the given batchers. mode is "new" or "init".
 func benchRun[In, Out any](b *testing.B, mode string, data func(i int) In, handle processor.Handler[In, Out], batchers []batcher.Options[Out]) {
+	benchRunWith(b, mode, data, handle, batchers, nil)
+}
+
+// benchRunWith is benchRun with the telemetry hooks given (nil is off).
+func benchRunWith[In, Out any](b *testing.B, mode string, data func(i int) In, handle processor.Handler[In, Out], batchers []batcher.Options[Out], hooks *telemetry.Hooks) {
 	b.ReportAllocs()
 	ack := &benchAcker{}
 	start := make(chan struct{})
@@ -126,6 +132,7 @@ func benchRun[In, Out any](b *testing.B, mode string, data func(i int) In, handl
 	}
 	p, err := pipeline.New(pipeline.Options[In, Out]{
 		Name:       "bench",
+		Telemetry:  hooks,
 		Producer:   producer.Options[In]{Source: &benchSource[In]{n: b.N, start: start, next: next}},
 		Processors: processor.Options[In, Out]{Concurrency: benchProcessors, Handle: handle},
 		Batchers:   batchers,

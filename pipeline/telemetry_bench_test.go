@@ -2,14 +2,11 @@ package pipeline_test
 
 import (
 	"context"
-	"runtime"
+	"encoding/json"
 	"testing"
 
 	"github.com/boulevard-go/boulevard/batcher"
 	"github.com/boulevard-go/boulevard/message"
-	"github.com/boulevard-go/boulevard/pipeline"
-	"github.com/boulevard-go/boulevard/processor"
-	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/telemetry"
 )
 
@@ -36,49 +33,59 @@ var coarseHooks = func() *telemetry.Hooks {
 	return &h
 }()
 
+// untimedHooks are emptyHooks with NoDurations: every call, no clock.
+var untimedHooks = func() *telemetry.Hooks {
+	h := *emptyHooks
+	h.NoDurations = true
+	return &h
+}()
+
+// benchHookSets are the hook configurations BenchmarkTelemetry compares.
+var benchHookSets = []struct {
+	name  string
+	hooks *telemetry.Hooks
+}{{"off", nil}, {"coarse", coarseHooks}, {"all", emptyHooks}, {"all-untimed", untimedHooks}}
+
+// benchOrder is the payload of the JSON handler, an order as the
+// quickstart example decodes it.
+type benchOrder struct {
+	ID             string `json:"id"`
+	Customer       string `json:"customer"`
+	SKU            string `json:"sku"`
+	Quantity       int    `json:"quantity"`
+	UnitPriceCents int64  `json:"unit_price_cents"`
+	Currency       string `json:"currency"`
+}
+
+var benchOrderJSON = []byte(`{"id":"o-1","customer":"c-42","sku":"SKU-7","quantity":3,"unit_price_cents":1250,"currency":"EUR"}`)
+
+func benchJSONHandle(_ context.Context, m *message.Message[[]byte]) (int64, error) {
+	var o benchOrder
+	if err := json.Unmarshal(m.Data, &o); err != nil {
+		return 0, err
+	}
+	return int64(o.Quantity) * o.UnitPriceCents, nil
+}
+
 // BenchmarkTelemetry: source → 2 processors → batcher of 100, with the
 // hooks off, with the chunk, batch and pipeline hooks set to empty
-// functions, and with every hook set.
+// functions (coarse), with every hook set (all), and with every hook set
+// and NoDurations (all-untimed); with the trivial handler of the other
+// benchmarks (empty) and with one decoding a small JSON order (json).
 func BenchmarkTelemetry(b *testing.B) {
-	for _, tc := range []struct {
-		name  string
-		hooks *telemetry.Hooks
-	}{{"off", nil}, {"coarse", coarseHooks}, {"all", emptyHooks}} {
-		b.Run(tc.name, func(b *testing.B) {
-			b.ReportAllocs()
-			ack := &benchAcker{}
-			start := make(chan struct{})
-			slab := make([]message.Message[int], b.N)
-			runtime.GC()
-			next := func(i int) *message.Message[int] {
-				m := &slab[i]
-				m.Init(i, ack, uint64(i))
-				return m
-			}
-			p, err := pipeline.New(pipeline.Options[int, int]{
-				Name:       "bench",
-				Telemetry:  tc.hooks,
-				Producer:   producer.Options[int]{Source: &benchSource[int]{n: b.N, start: start, next: next}},
-				Processors: processor.Options[int, int]{Concurrency: benchProcessors, Handle: benchIntHandle},
-				Batchers:   []batcher.Options[int]{{Name: "default", BatchSize: 100, Handle: benchBatchHandle[int]}},
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := p.Start(context.Background()); err != nil {
-				b.Fatal(err)
-			}
-			var before, after runtime.MemStats
-			runtime.ReadMemStats(&before)
-			b.ResetTimer()
-			close(start)
-			<-p.Done()
-			b.StopTimer()
-			runtime.ReadMemStats(&after)
-			if ok := ack.ok.Load(); ok != int64(b.N) {
-				b.Fatalf("acknowledged %d of %d messages", ok, b.N)
-			}
-			b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N), "allocs/msg")
+	for _, hs := range benchHookSets {
+		b.Run("empty/"+hs.name, func(b *testing.B) {
+			benchRunWith(b, "init", benchIntData, benchIntHandle, []batcher.Options[int]{
+				{Name: message.DefaultBatcher, BatchSize: 100, Handle: benchBatchHandle[int]},
+			}, hs.hooks)
+		})
+	}
+	data := func(int) []byte { return benchOrderJSON }
+	for _, hs := range benchHookSets {
+		b.Run("json/"+hs.name, func(b *testing.B) {
+			benchRunWith(b, "init", data, benchJSONHandle, []batcher.Options[int64]{
+				{Name: message.DefaultBatcher, BatchSize: 100, Handle: benchBatchHandle[int64]},
+			}, hs.hooks)
 		})
 	}
 }
