@@ -56,6 +56,16 @@ type Hooks struct {
 	// acknowledged.
 	BatchStop func(ctx context.Context, e Batch)
 
+	// PartitionAssigned is called by a Kafka source whose Options carry
+	// these hooks when its group member starts consuming a partition
+	// (BroadwayKafka's assignments events). It is not a pipeline event:
+	// the pipeline's Telemetry option does not reach the source.
+	PartitionAssigned func(ctx context.Context, e Assignment)
+	// PartitionRevoked is called by such a source when the member has
+	// let a partition go: its claim ended, its messages were settled and
+	// its offsets committed (or the commit given up).
+	PartitionRevoked func(ctx context.Context, e Assignment)
+
 	// NoDurations, when true, tells the pipeline that these hooks do not
 	// read the events' Duration: it then reads no clock for them and
 	// every Duration is 0 (Pipeline.Duration excepted). Hooks that only
@@ -122,4 +132,19 @@ type Batch struct {
 	Failed int
 	// Duration is how long the batch processor spent on it (stop only).
 	Duration time.Duration
+}
+
+// Assignment describes one partition of a consumer group member's
+// assignment, given or taken away.
+type Assignment struct {
+	// Group is the consumer group.
+	Group string
+	// Member is the member id the group coordinator gave the member.
+	Member string
+	// Generation is the group generation in which the partition was
+	// claimed.
+	Generation int32
+	// Topic and Partition are the partition.
+	Topic     string
+	Partition int32
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/telemetry"
 	"github.com/boulevard-go/boulevard/validate"
 )
 
@@ -199,6 +200,11 @@ type Options struct {
 	// Logger, annotated with the stage name), or slog.Default() when that
 	// is nil too.
 	Logger *slog.Logger `name:"-" validate:"-"`
+	// Telemetry, when set, has its PartitionAssigned and PartitionRevoked
+	// hooks called as the member claims and lets go of each partition
+	// (see docs/kafka.md); its other hooks are the pipeline's and are not
+	// called by the source. Nil (the default) is off.
+	Telemetry *telemetry.Hooks `name:"-" validate:"-"`
 }
 
 // WithDefaults returns o with every zero field replaced by its default.

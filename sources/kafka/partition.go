@@ -293,6 +293,7 @@ func (m *member) consumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Con
 	m.claims[p] = struct{}{}
 	m.claimsMu.Unlock()
 	log.Debug("kafka partition claimed", slog.Int64("offset", start), slog.Int64("committed", committed))
+	m.hookAssigned(p)
 	r.run()
 
 	// Stop dispatching: nothing more is delivered, what still waits in the
@@ -307,6 +308,7 @@ func (m *member) consumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Con
 	m.claimsMu.Lock()
 	delete(m.claims, p)
 	m.claimsMu.Unlock()
+	m.hookRevoked(p)
 	return nil
 }
 
