@@ -2,15 +2,58 @@
 // :telemetry events: functions a pipeline calls when a processor starts
 // and ends a chunk and a message, when HandleFailed has run, when a
 // batcher emits a batch and a batch processor handles it, and when the
-// pipeline starts and stops. Metrics collectors and tracing sit on it, and
-// users attach their own.
+// pipeline starts and stops; and functions a Kafka source calls when its
+// group member is assigned a partition and when it lets one go. Metrics
+// collectors and tracing sit on it, and users attach their own.
 //
-// Every hook is optional: a nil *Hooks, or a nil field, is off and costs a
-// nil check. A hook is called synchronously on the stage's goroutine, with
-// its event passed by value, so that calling it allocates nothing: it must
-// be quick, safe for concurrent use (stages call it from many goroutines)
-// and must not keep what the event points to. A panic in a hook is not
-// recovered.
+// Every hook is optional: a nil *Hooks, or a nil field, is off. A hook is
+// called synchronously on the stage's goroutine, with its event passed by
+// value, so that calling it allocates nothing: it must be quick, safe for
+// concurrent use (stages call it from many goroutines) and must not keep
+// what the event points to. A panic in a hook is not recovered.
+//
+// # Events and their cost
+//
+// A duration is the difference of two readings of the monotonic clock (one
+// runtime nanotime each, about half the cost of time.Now). Where a reading
+// is shared, the sharing is part of the event's meaning, as listed:
+//
+//   - PipelineStart: Name, Stages. Once per run; allocates the stage list.
+//   - PipelineStop: Name, Stages, Err, Duration (from the start of the
+//     run to its end). Once per run.
+//   - ChunkStart: Stage, Processor, Size. One call per chunk, no clock.
+//   - ChunkStop: the same and Duration, from before Prepare to after the
+//     chunk's outcomes were acknowledged and its messages handed to their
+//     batchers. One reading at each end of the chunk.
+//   - MessageStart: Stage, Processor, before the handler is given the
+//     message. One call per message, no clock.
+//   - MessageStop and MessageException: Stage, Processor, Err (what the
+//     handler returned or failed the message with; the *message.PanicError
+//     for an exception) and Duration. The processor reads the clock once
+//     per message, after its handler returns: a message's Duration runs
+//     from the previous message's stop in the same chunk (for the chunk's
+//     first message, from the chunk's start or the end of Prepare) to its
+//     own stop. It therefore includes, beside the handler, the
+//     processor's own work on the message before it (routing it, tens of
+//     nanoseconds), MessageStart's own time, and any message of the chunk
+//     that skipped the handler (failed in Prepare).
+//   - HandleFailed: Stage, Count, Duration of the HandleFailed call. Two
+//     readings per call, only for chunks or batches with failures.
+//   - BatchEmit: Stage, Info. One call per batch, no clock.
+//   - BatchStart: Stage, BatchProcessor, Info, before the batch handler.
+//     One call per batch.
+//   - BatchStop: the same, Failed and Duration, from before the handler
+//     to after the batch's outcomes were acknowledged. Two readings per
+//     batch.
+//   - PartitionAssigned and PartitionRevoked (Kafka source): one call per
+//     partition claimed or let go, no clock.
+//
+// The stage loops test once, when the pipeline is built, which hooks are
+// set: without message hooks a processor pays nothing per message, and
+// without hooks at all a nil check per chunk and per batch. NoDurations
+// declares that the hooks read no Duration: the pipeline then reads no
+// clock for them, and a hook set that only counts pays for its calls
+// alone. docs/performance.md ("Telemetry hooks") has the measured cost.
 package telemetry
 
 import (
