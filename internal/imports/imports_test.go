@@ -54,6 +54,10 @@ var rules = []rule{
 	{from: "internal/cond", only: []string{}, why: "internal/cond imports nothing of the module"},
 	// The set of a source's live resources, closed once.
 	{from: "internal/liveset", only: []string{}, why: "internal/liveset imports nothing of the module"},
+	// The telemetry hooks are called by the stage runtime and by the
+	// sources, which never import each other: the hook API depends on
+	// neither, only on the message types its events name.
+	{from: "telemetry", only: []string{"message"}, why: "telemetry imports only message"},
 	// The public stage packages hold options, handler types and the source
 	// contract; their runtime depends on them, never the reverse.
 	{from: "producer", only: []string{"message", "validate", "internal/group", "internal/panics", "internal/cond"}, why: "producer imports only message, validate and the internal leaves"},
