@@ -55,22 +55,22 @@ type Options[T any] struct {
 	// Pipeline.Push. Validation never looks inside it (a source may be
 	// in use by a running pipeline); a source checks its own options in
 	// its Info.
-	Source Source[T] `name:"source" validate:"-"`
+	Source Source[T] `validate:"-"`
 	// Concurrency is the number of producer stages, each running the
 	// source's Run concurrently (for Kafka: consumer-group members).
 	// Default 1, at most MaxConcurrency (1024).
-	Concurrency int `name:"concurrency" validate:"gte=1,lte=1024"`
+	Concurrency int `validate:"gte=1,lte=1024"`
 	// Flow is the permit window of every consumer (feed) of the source.
 	// Default {Initial: 100, Threshold: 50, Refill: 50}, except that a
 	// source's Info.Window chooses the default Initial (the Kafka source:
 	// 512).
-	Flow Flow `name:"flow"`
+	Flow Flow
 	// RateLimit caps how many messages all producer stages together hand to
 	// the processors per interval. Nil (the default) means no limit. It can
 	// be changed while the pipeline runs with Pipeline.SetRateLimit.
-	RateLimit *RateLimit `name:"rateLimit"`
+	RateLimit *RateLimit
 	// Restart governs what happens when the source's Run returns an error.
-	Restart Restart `name:"restart"`
+	Restart Restart
 }
 
 // Flow is the permit window every consumer of a source works within: a
@@ -83,15 +83,15 @@ type Flow struct {
 	// Initial is the number of permits a consumer is granted when it starts.
 	// At least 2 (Threshold must fit below it), at most MaxFlowPermits
 	// (65536). Default 100.
-	Initial int `name:"initial" validate:"gte=2,lte=65536"`
+	Initial int `validate:"gte=2,lte=65536"`
 	// Threshold is the remaining-permit level at which a refill is granted.
 	// It must be at least 1 and less than Initial. Default Initial/2 (50
 	// with the default Initial).
-	Threshold int `name:"threshold" validate:"omitempty,gte=1,ltfield=Initial"`
+	Threshold int `validate:"omitempty,gte=1,ltfield=Initial"`
 	// Refill is the number of permits granted by each refill, at most
 	// MaxFlowPermits (65536). Default Initial-Threshold (50 with the default
 	// Initial), which keeps the window at Initial.
-	Refill int `name:"refill" validate:"gte=1,lte=65536"`
+	Refill int `validate:"gte=1,lte=65536"`
 }
 
 // MaxWindow is the largest number of permits a consumer can hold:
@@ -104,9 +104,9 @@ func (f Flow) MaxWindow() int { return max(f.Initial, f.Threshold+f.Refill) }
 type RateLimit struct {
 	// Allowed is the number of messages per Interval. Required, ≥ 1, at most
 	// MaxRateLimitAllowed (1073741824).
-	Allowed int `name:"allowed" validate:"gte=1,lte=1073741824"`
+	Allowed int `validate:"gte=1,lte=1073741824"`
 	// Interval is the length of the period. Required, > 0.
-	Interval time.Duration `name:"interval" validate:"gt=0"`
+	Interval time.Duration `validate:"gt=0"`
 }
 
 // Restart governs how a failing source is restarted. When its Run returns an
@@ -133,24 +133,24 @@ type RateLimit struct {
 type Restart struct {
 	// MaxRestarts is how many restarts are tolerated within Window. Default
 	// 3, at most MaxRestartCount (65536).
-	MaxRestarts int `name:"maxRestarts" validate:"gte=1,lte=65536"`
+	MaxRestarts int `validate:"gte=1,lte=65536"`
 	// Window is the period over which restarts are counted. Default 5s.
-	Window time.Duration `name:"window" validate:"gt=0"`
+	Window time.Duration `validate:"gt=0"`
 	// Backoff is the wait before the first restart. Default 100ms.
-	Backoff time.Duration `name:"backoff" validate:"gt=0"`
+	Backoff time.Duration `validate:"gt=0"`
 	// MaxBackoff caps the doubling backoff. Default 5s, or Backoff if that
 	// is larger; must be ≥ Backoff.
-	MaxBackoff time.Duration `name:"maxBackoff" validate:"gtefield=Backoff"`
+	MaxBackoff time.Duration `validate:"gtefield=Backoff"`
 	// MaxConsecutiveFailures is how many runs in a row may fail without
 	// delivering a message: the stage gives up when that many have.
 	// Default 5, or MaxRestarts+1 when that is larger (so that this rule
 	// never gives up on fast failures that MaxRestarts tolerates); at most
 	// MaxRestartCount (65536).
-	MaxConsecutiveFailures int `name:"maxConsecutiveFailures" validate:"gte=1,lte=65536"`
+	MaxConsecutiveFailures int `validate:"gte=1,lte=65536"`
 	// MaxFailingTime is how long the stage may spend failing without
 	// delivering a message (see Restart) before it gives up. Default 2m, at
 	// most MaxFailingTimeLimit (24h).
-	MaxFailingTime time.Duration `name:"maxFailingTime" validate:"gt=0,lte=24h"`
+	MaxFailingTime time.Duration `validate:"gt=0,lte=24h"`
 }
 
 // WithDefaults returns o with every zero field replaced by its default.

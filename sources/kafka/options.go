@@ -118,53 +118,53 @@ const (
 // stage is one member with its own connections.
 type Options struct {
 	// Brokers are the bootstrap brokers, as host:port. Required.
-	Brokers []string `name:"brokers" validate:"required,dive,hostname_port"`
+	Brokers []string `validate:"required,dive,hostname_port"`
 	// GroupID is the consumer group. Required.
-	GroupID string `name:"groupID" validate:"required"`
+	GroupID string `validate:"required"`
 	// Topics are the topics the group subscribes to. Required.
-	Topics []string `name:"topics" validate:"required,dive,required"`
+	Topics []string `validate:"required,dive,required"`
 	// InitialOffset is where the group starts on a partition without a
 	// committed offset (on every claimed partition with BeginReset):
 	// OffsetEarliest, OffsetLatest or OffsetTimestamp (with StartTime).
 	// Default OffsetLatest.
-	InitialOffset string `name:"initialOffset" validate:"oneof=earliest latest timestamp"`
+	InitialOffset string `validate:"oneof=earliest latest timestamp"`
 	// StartTime is the time OffsetTimestamp starts at: a partition starts
 	// at its first record whose timestamp is at or after StartTime.
 	// Required with OffsetTimestamp, and only allowed with it.
-	StartTime time.Time `name:"startTime" validate:"-"`
+	StartTime time.Time `validate:"-"`
 	// BeginOffset says whether a claimed partition starts at the group's
 	// committed offset (BeginCommitted) or, whatever was committed, at
 	// InitialOffset (BeginReset). Default BeginCommitted.
-	BeginOffset string `name:"beginOffset" validate:"oneof=committed reset"`
+	BeginOffset string `validate:"oneof=committed reset"`
 	// CommitMode says when handled offsets are committed: CommitInterval
 	// (every CommitInterval) or CommitOnAck (as soon as a partition's
 	// handled prefix advances). Default CommitInterval.
-	CommitMode string `name:"commitMode" validate:"oneof=interval ack"`
+	CommitMode string `validate:"oneof=interval ack"`
 	// Rebalance, when set, chooses the partition assignment strategy:
 	// "range", "roundrobin", "sticky" or "cooperative-sticky" (incremental
 	// rebalancing: partitions that stay assigned keep flowing). Empty keeps
 	// Config.Consumer.Group.Rebalance.GroupStrategies (sarama's default:
 	// range).
-	Rebalance string `name:"rebalance" validate:"omitempty,oneof=range roundrobin sticky cooperative-sticky"`
+	Rebalance string `validate:"omitempty,oneof=range roundrobin sticky cooperative-sticky"`
 	// CommitInterval is how often handled offsets are committed with
 	// CommitMode CommitInterval, and how soon a failed commit is retried
 	// with CommitOnAck. Offsets are also committed when a partition is
 	// released and when the source closes; never once per message. Default
 	// 1s.
-	CommitInterval time.Duration `name:"commitInterval" validate:"gt=0"`
+	CommitInterval time.Duration `validate:"gt=0"`
 	// FailurePolicy is what a failed message with DispositionDefault does.
 	// Default FailureCommit. DispositionDiscard always commits past the
 	// message and DispositionRetry always redelivers it, whatever the
 	// policy.
-	FailurePolicy FailurePolicy `name:"failurePolicy" validate:"oneof=commit redeliver"`
+	FailurePolicy FailurePolicy `validate:"oneof=commit redeliver"`
 	// RedeliveryBackoff is how long a partition waits before it fetches a
 	// message to redeliver again. Default 1s.
-	RedeliveryBackoff time.Duration `name:"redeliveryBackoff" validate:"gt=0"`
+	RedeliveryBackoff time.Duration `validate:"gt=0"`
 	// RevokeTimeout bounds how long a revoked (or closing) partition waits
 	// for its in-flight messages before it commits what was handled and lets
 	// the partition go. It must be below
 	// Config.Consumer.Group.Rebalance.Timeout. Default 10s.
-	RevokeTimeout time.Duration `name:"revokeTimeout" validate:"gt=0"`
+	RevokeTimeout time.Duration `validate:"gt=0"`
 	// ConnectTimeout bounds the connection check each Run starts with:
 	// every bootstrap broker is dialled at once and asked for its API
 	// versions (TLS and SASL included), each attempt bounded by
@@ -172,12 +172,12 @@ type Options struct {
 	// shorter). When no broker answers, Run fails with ErrConnect naming
 	// every broker and its cause, and the pipeline logs it at WARN and
 	// restarts the source. Default 5s.
-	ConnectTimeout time.Duration `name:"connectTimeout" validate:"gt=0"`
+	ConnectTimeout time.Duration `validate:"gt=0"`
 	// Unordered relaxes per-partition ordering: messages are balanced over
 	// all processors instead of one processor per partition. Offsets are
 	// still committed only up to the contiguous handled prefix. Default
 	// false (a partition is handled in offset order by one processor).
-	Unordered bool `name:"unordered"`
+	Unordered bool
 	// Config is the sarama configuration for everything sarama offers (TLS,
 	// SASL, version, client id, fetch sizes, session and rebalance
 	// timeouts, strategies). Nil means sarama.NewConfig(). The source copies
@@ -194,7 +194,7 @@ type Options struct {
 	// The options print with their credentials redacted (see String):
 	// nothing of Config is printed but its version, client id and whether
 	// TLS and SASL are on.
-	Config *sarama.Config `name:"config" validate:"-"`
+	Config *sarama.Config `validate:"-"`
 	// Logger, when set, receives the source's logs (annotated with the
 	// stage name). Nil means the producer stage's logger (the pipeline's
 	// Logger, annotated with the stage name), or slog.Default() when that
@@ -291,11 +291,7 @@ func (o Options) Validate() error {
 			errs = append(errs, validate.Field("kafka.revokeTimeout", "ltfield",
 				fmt.Sprintf("must be < config.Consumer.Group.Rebalance.Timeout (%s)", o.Config.Consumer.Group.Rebalance.Timeout)))
 		}
-		cfg, err := o.saramaConfig(100)
-		if err == nil {
-			err = cfg.Validate()
-		}
-		if err != nil {
+		if err := o.saramaConfig(100).Validate(); err != nil {
 			errs = append(errs, validate.Field("kafka.config", "sarama", fmt.Sprintf("is rejected by sarama: %v", err)))
 		}
 	}
@@ -304,7 +300,7 @@ func (o Options) Validate() error {
 
 // saramaConfig copies the user's config and sets the fields the source
 // owns. window is the permit window of one partition.
-func (o *Options) saramaConfig(window int) (*sarama.Config, error) {
+func (o *Options) saramaConfig(window int) *sarama.Config {
 	cfg := *o.Config // shallow copy: only value fields are changed below
 	SaramaDefaults(&cfg)
 	switch o.InitialOffset {
@@ -333,10 +329,12 @@ func (o *Options) saramaConfig(window int) (*sarama.Config, error) {
 	case RebalanceCooperativeSticky:
 		cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyCooperativeSticky()}
 	}
-	return &cfg, nil
+	return &cfg
 }
 
-// disposition maps a failed outcome to what the partition does with it.
+// redeliver reports whether a failed message with disposition d is fetched
+// again (true) or committed past (false): Retry and Discard decide alone,
+// DispositionDefault follows FailurePolicy.
 func (o *Options) redeliver(d acker.Disposition) bool {
 	switch d {
 	case acker.DispositionRetry:

@@ -166,10 +166,7 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 	}
 	s.mu.Unlock()
 
-	cfg, err := s.opts.saramaConfig(stage.Flow().MaxWindow())
-	if err != nil {
-		return nil, err
-	}
+	cfg := s.opts.saramaConfig(stage.Flow().MaxWindow())
 	if err := s.checkBrokers(runCtx, cfg); err != nil || runCtx.Err() != nil {
 		return nil, err
 	}

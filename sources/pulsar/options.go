@@ -95,15 +95,15 @@ type Options struct {
 	// Client is the pulsar-client-go client the consumers are created on.
 	// Required. The source shares it and never closes it: create it before
 	// the pipeline and close it after the pipeline has stopped.
-	Client pulsar.Client `name:"client" validate:"required"`
+	Client pulsar.Client `validate:"required"`
 	// Topics are the topics to consume. Required, non-empty, no duplicates,
 	// no empty names. Each producer stage subscribes one consumer per topic
 	// (for a partitioned topic, that consumer covers every partition).
-	Topics []string `name:"topics" validate:"required,min=1,unique,dive,required"`
+	Topics []string `validate:"required,min=1,unique,dive,required"`
 	// Subscription is the subscription name. Required.
-	Subscription string `name:"subscription" validate:"required"`
+	Subscription string `validate:"required"`
 	// SubscriptionType is the kind of subscription. Default Shared.
-	SubscriptionType SubscriptionType `name:"subscriptionType" validate:"lte=3"`
+	SubscriptionType SubscriptionType `validate:"lte=3"`
 	// Consumer holds any other pulsar-client-go consumer option, applied to
 	// every consumer the source creates (for example
 	// SubscriptionInitialPosition, NackRedeliveryDelay, DLQ,
@@ -112,7 +112,7 @@ type Options struct {
 	// rejects them: Topic, Topics, TopicsPattern, SubscriptionName, Type,
 	// Name, EventListener, MessageChannel, ReceiverQueueSize,
 	// EnableZeroQueueConsumer, EnableAutoScaledReceiverQueueSize.
-	Consumer pulsar.ConsumerOptions `name:"consumer" validate:"-"`
+	Consumer pulsar.ConsumerOptions `validate:"-"`
 	// ActiveStateCallback, when set, receives every active/passive change
 	// the broker reports for a Failover subscription's consumers. It is only
 	// allowed with SubscriptionType Failover. It runs synchronously on the
@@ -121,7 +121,7 @@ type Options struct {
 	// counted in Stats().CallbackPanics; the consumer keeps running. Reports
 	// are observations, not a lock: the same state may be reported twice and
 	// a consumer that closes need not report passive first.
-	ActiveStateCallback func(ActiveState) `name:"activeStateCallback" validate:"-"`
+	ActiveStateCallback func(ActiveState) `validate:"-"`
 	// Logger is ignored: the source logs through its producer stage's
 	// logger (the pipeline's Logger, annotated with the stage; nil there
 	// means slog.Default()). To route pulsar-client-go's own logs to the
