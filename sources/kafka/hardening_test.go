@@ -108,22 +108,41 @@ func TestUnreachableBrokerWarnsWithinTenSeconds(t *testing.T) {
 	}
 }
 
-// runStage runs src as the only stage of a producer with nothing
-// downstream, and returns Run's error, or fails the test when Run has not
-// returned within limit.
+// onceSource runs the Kafka source's Run once and reports its result on
+// done; it then reports itself exhausted, so that the pipeline drains and
+// stops by itself instead of restarting the source.
+type onceSource struct {
+	*kafka.Source
+	done chan error
+}
+
+func (s onceSource) Run(ctx context.Context, st *producer.Stage[[]byte]) error {
+	s.done <- s.Source.Run(ctx, st)
+	return nil
+}
+
+// runOnce runs src once as the only stage of a pipeline and returns a
+// channel that receives what its Run returned; the pipeline is stopped when
+// the test ends.
+func runOnce(t *testing.T, name string, src *kafka.Source) <-chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	opts := pipelineOpts(name, src, 1, newLedger(), nil)
+	opts.Producer.Source = onceSource{Source: src, done: done}
+	p := startPipeline(t, opts)
+	t.Cleanup(func() { stopPipeline(t, p) })
+	return done
+}
+
+// runStage runs src once as the only stage of a pipeline and returns Run's
+// error, or fails the test when Run has not returned within limit.
 func runStage(t *testing.T, src *kafka.Source, limit time.Duration) error {
 	t.Helper()
-	prod := producer.New(producer.Options[[]byte]{Source: src}.WithDefaults(), producer.Config[[]byte]{Name: "direct"})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- src.Run(ctx, prod.Stages()[0]) }()
+	done := runOnce(t, "direct", src)
 	select {
 	case err := <-done:
 		return err
 	case <-time.After(limit):
-		cancel()
-		<-done
 		t.Fatalf("Run did not return within %s", limit)
 		return nil
 	}
@@ -178,11 +197,9 @@ func TestDeletedTopicFailsRun(t *testing.T) {
 	c := newCluster(t, 1, kfake.SeedTopics(1, "other"))
 	src := newSource(t, sourceOptions(c, "g-deleted-topic"))
 	defer func() { _ = src.Close(context.Background()) }()
-	prod := producer.New(producer.Options[[]byte]{Source: src}.WithDefaults(), producer.Config[[]byte]{Name: "direct"})
+	done := runOnce(t, "direct", src)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- src.Run(ctx, prod.Stages()[0]) }()
 	if _, err := c.WaitGroupInfo(ctx, "g-deleted-topic", func(gi *kfake.GroupInfo) bool { return gi != nil && gi.NumAssigned() == 1 }); err != nil {
 		t.Fatal(err)
 	}

@@ -80,13 +80,13 @@ var ErrClosed = errors.New("topicsource: source closed")
 type Options[T any] struct {
 	// Topic is the topic to read. Required. Validation checks only that it
 	// is set: the handle may be in use by running subscriptions.
-	Topic *topic.Handle[T] `name:"topic" validate:"-"`
+	Topic *topic.Handle[T] `validate:"-"`
 	// Mode is topic.Balanced(group) or topic.Broadcast(). A balanced mode
 	// needs a non-empty group.
 	Mode topic.SubscriptionMode `name:"-"`
 	// MaxBatch is the largest number of messages taken from a subscription
 	// at once (never more than the feed has permits for). Default 64.
-	MaxBatch int `name:"maxBatch" validate:"gte=1"`
+	MaxBatch int `validate:"gte=1"`
 	// Logger receives lag notices and acknowledgement problems. Nil means
 	// slog.Default().
 	Logger *slog.Logger `name:"-"`
@@ -327,9 +327,12 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 		}
 		sl.turn <- struct{}{}
 		if len(ptrs) > 0 {
+			// Counted before Deliver, which may hand them straight to the
+			// processors: Stats never shows a message acked before it
+			// was received.
+			s.received.Add(uint64(len(ptrs)))
 			feed.Deliver(ptrs...)
 			have -= len(ptrs)
-			s.received.Add(uint64(len(ptrs)))
 			clear(ptrs)
 		}
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/batcher"
@@ -100,31 +101,26 @@ func TestOptionsValidate(t *testing.T) {
 	}
 }
 
-// blocked is a producer output that never takes a message.
-type blocked struct{}
-
-func (blocked) Publish(ctx context.Context, _ []*message.Message[int]) (int, error) {
-	<-ctx.Done()
-	return 0, ctx.Err()
-}
-
 // The source takes from its subscription only what its feed was granted:
-// with the processors not taking anything, exactly Flow.Initial messages
-// leave the topic and the rest stay queued in it.
+// with a rate limit that lets one message per hour reach the processors (so
+// no refill is due), exactly Flow.Initial messages leave the topic and the
+// rest stay queued in it.
 func TestPermitWindow(t *testing.T) {
 	h := newTopic(t, "t", topic.Options{Balanced: topic.BalancedPolicy{Capacity: 100}})
 	src := newSource(t, h, topic.Balanced("g"))
 	defer src.Close(context.Background())
-	ctx, cancel := context.WithCancel(context.Background())
 	for i := range 60 {
-		if err := h.Publish(ctx, i); err != nil {
+		if err := h.Publish(context.Background(), i); err != nil {
 			t.Fatal(err)
 		}
 	}
 	flow := producer.Flow{Initial: 7, Threshold: 3, Refill: 4}
-	p := producer.New(producer.Options[int]{Source: src, Flow: flow}.WithDefaults(), producer.Config[int]{Name: "w", Output: blocked{}})
-	var wg sync.WaitGroup
-	p.Start(ctx, &wg, func(err error) { t.Errorf("fatal: %v", err) })
+	p := run(t, pipeline.Options[int, int]{
+		Name: "w",
+		Producer: producer.Options[int]{Source: src, Flow: flow,
+			RateLimit: &producer.RateLimit{Allowed: 1, Interval: time.Hour}},
+		Processors: processor.Options[int, int]{Handle: func(_ context.Context, m *message.Message[int]) (int, error) { return m.Data, nil }},
+	})
 	waitFor(t, "the first window", func() bool { return src.Stats().Received == 7 })
 	// Give an over-eager source every chance to take more.
 	for range 50 {
@@ -133,10 +129,10 @@ func TestPermitWindow(t *testing.T) {
 		}
 		yield()
 	}
-	cancel()
-	wg.Wait()
-	// The 53 others are still in the topic for the group.
-	src.Close(context.Background())
+	// Let the held messages through, so that the pipeline drains at cleanup.
+	if err := p.SetRateLimit(nil); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // With ack_propagation auto, pipeline A's source learns a message's outcome
