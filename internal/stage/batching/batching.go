@@ -500,6 +500,7 @@ func (bp *batchProcessor[T]) handle(ctx context.Context, b *message.Batch[T]) {
 		bp.st.count(m.Failed(), m.Disposition())
 		m.AddTo(&bp.acks)
 	}
+	bp.st.batchDone()
 	bp.acks.Flush(ctx, bp.log)
 }
 

@@ -31,6 +31,7 @@ type procShard struct {
 	failed    stats.FailureCounters
 	busy      stats.Counter // nanoseconds in the batch handler
 	latency   *stats.Recorder
+	batchOK   uint64 // successes of the batch being counted; owner only
 }
 
 type batcherStats struct {
@@ -75,14 +76,24 @@ func (sh *partShard) emitted(trigger message.Trigger, size int) {
 	sh.sizes.ObserveSize(size)
 }
 
-// count counts the outcome of one message of a handled batch.
+// count counts the outcome of one message of a handled batch: a failure
+// at once, a success in the batch's tally, stored by batchDone (one atomic
+// store per batch rather than per message).
 func (sh *procShard) count(failed bool, d acker.Disposition) {
 	switch {
 	case sh == nil:
 	case failed:
 		sh.failed.Count(uint8(d))
 	default:
-		sh.succeeded.Add(1)
+		sh.batchOK++
+	}
+}
+
+// batchDone stores the successes of the batch just handled.
+func (sh *procShard) batchDone() {
+	if sh != nil && sh.batchOK > 0 {
+		sh.succeeded.Add(sh.batchOK)
+		sh.batchOK = 0
 	}
 }
 
