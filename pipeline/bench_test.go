@@ -145,10 +145,12 @@ func benchRunWith[In, Out any](b *testing.B, mode string, data func(i int) In, h
 	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
+	cpu := processCPU()
 	b.ResetTimer()
 	close(start)
 	<-p.Done()
 	b.StopTimer()
+	cpu = processCPU() - cpu
 	runtime.ReadMemStats(&after)
 	if err := p.Err(); err != nil {
 		b.Fatal(err)
@@ -158,6 +160,9 @@ func benchRunWith[In, Out any](b *testing.B, mode string, data func(i int) In, h
 	}
 	if s := b.Elapsed().Seconds(); s > 0 {
 		b.ReportMetric(float64(b.N)/s, "msgs/s")
+	}
+	if cpu > 0 {
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/msg")
 	}
 	b.ReportMetric(float64(ack.calls.Load())/float64(b.N), "acks/msg")
 	// allocs/op, unrounded: the framework's share is a small fraction.
