@@ -1,0 +1,171 @@
+package observe_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/observe"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+)
+
+// chromium returns the path of a Chromium or Chrome binary, or "".
+func chromium() string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// Guarantee: in a real browser, the dashboard loads without console
+// errors, draws one node per stage of a running pipeline (2 producer
+// stages, the processors, 2 batchers), and its numbers change while
+// messages flow. The screenshot goes to $BOULEVARD_DASHBOARD_SCREENSHOT
+// when set (docs/images/dashboard.png is made that way), to a temporary
+// directory otherwise. Skipped when no Chromium is installed.
+func TestDashboardInARealBrowser(t *testing.T) {
+	bin := chromium()
+	if bin == "" {
+		t.Skip("chromium not installed (Debian package chromium); .ci/run installs it")
+	}
+	p, err := pipeline.New(pipeline.Options[int, int]{
+		Name: "orders",
+		Producer: producer.Options[int]{Source: endless(), Concurrency: 2,
+			RateLimit: &producer.RateLimit{Allowed: 100, Interval: 100 * time.Millisecond}},
+		Processors: processor.Options[int, int]{Concurrency: 4, Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+			time.Sleep(time.Millisecond) // a handler that does some work
+			if m.Data%50 == 0 {
+				return 0, fmt.Errorf("order %d is malformed", m.Data)
+			}
+			if m.Data%3 == 0 {
+				m.SetBatcher("audit")
+			}
+			return m.Data, nil
+		}},
+		Batchers: []batcher.Options[int]{
+			{Name: "default", BatchSize: 20, BatchTimeout: 100 * time.Millisecond,
+				Handle: func(context.Context, []*message.Message[int], message.BatchInfo) error { return nil }},
+			{Name: "audit", BatchSize: 50, BatchTimeout: 200 * time.Millisecond,
+				Handle: func(context.Context, []*message.Message[int], message.BatchInfo) error { return nil }},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := observe.New(observe.Options{})
+	obs.Add(p)
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Stop(context.Background()) })
+	srv := httptest.NewServer(obs.Handler(nil))
+	t.Cleanup(srv.Close)
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
+		chromedp.WindowSize(1280, 720), chromedp.UserDataDir(t.TempDir()))
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancelBrowser := chromedp.NewContext(allocCtx)
+	defer cancelBrowser()
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+
+	var mu sync.Mutex
+	var consoleErrors []string
+	listenErr := chromedp.Listen(ctx, func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch ev := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.ConsoleAPICalledTypeError {
+				var args []string
+				for _, a := range ev.Args {
+					args = append(args, string(a.Value))
+				}
+				consoleErrors = append(consoleErrors, strings.Join(args, " "))
+			}
+		case *runtime.EventExceptionThrown:
+			d := ev.ExceptionDetails
+			msg := d.Text
+			if d.Exception != nil {
+				msg += " " + d.Exception.Description
+			}
+			consoleErrors = append(consoleErrors, msg)
+		}
+	})
+	if listenErr != nil {
+		t.Fatal(listenErr)
+	}
+
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/dashboard"),
+		chromedp.WaitVisible(chromedp.CSS(`.node.batcher`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll(".node").length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nodes != 5 {
+		t.Errorf("%d stage nodes, want 5 (2 producer stages, processors, 2 batchers)", nodes)
+	}
+	text := func() string {
+		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`[data-stage="orders.processor"]`)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	first := text()
+	deadline := time.Now().Add(20 * time.Second)
+	for text() == first {
+		if time.Now().After(deadline) {
+			t.Fatalf("the processors' node did not change within 20s: %q", first)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Let the throughput chart gather a few points before the screenshot.
+	var points int
+	for points < 5 && time.Now().Before(deadline) {
+		time.Sleep(500 * time.Millisecond)
+		if points, err = chromedp.Run(ctx, chromedp.Evaluate[int](`(samples["orders"] || []).length`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // quality 100: PNG
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := os.Getenv("BOULEVARD_DASHBOARD_SCREENSHOT")
+	if out == "" {
+		out = filepath.Join(t.TempDir(), "dashboard.png")
+	}
+	if err := os.WriteFile(out, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(consoleErrors) > 0 {
+		t.Errorf("console errors: %q", consoleErrors)
+	}
+	cancel()
+	cancelBrowser()
+	cancelAlloc()
+}
