@@ -23,6 +23,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/group"
 	"github.com/boulevard-go/boulevard/internal/queue"
+	"github.com/boulevard-go/boulevard/internal/sourcewire"
 	"github.com/boulevard-go/boulevard/internal/stage/batching"
 	"github.com/boulevard-go/boulevard/internal/stage/processing"
 	"github.com/boulevard-go/boulevard/message"
@@ -60,7 +61,7 @@ const (
 type Pipeline[In, Out any] struct {
 	opts     Options[In, Out]
 	log      *slog.Logger
-	prod     *producer.Producer[In]
+	prod     producerRuntime[In]
 	proc     *processing.Pool[In, Out]
 	batchers []*batching.Batcher[Out]
 
@@ -114,7 +115,7 @@ func New[In, Out any](opts Options[In, Out]) (*Pipeline[In, Out], error) {
 		routes = append(routes, processing.NamedRoute[Out]{Name: bo.Name, Route: b})
 	}
 	p.proc = processing.New(opts.Processors, processing.Config[Out]{Name: opts.Name, Logger: log, Hooks: opts.Telemetry, Routes: routes, MinQueue: opts.Producer.Flow.MaxWindow()})
-	p.prod = producer.New(opts.Producer, producer.Config[In]{Name: opts.Name, Logger: log, Output: p.proc})
+	p.prod = sourcewire.New(opts.Producer, opts.Name, log, p.proc).(producerRuntime[In])
 	return p, nil
 }
 

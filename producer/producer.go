@@ -23,18 +23,18 @@ import (
 	"github.com/boulevard-go/boulevard/internal/group"
 )
 
-// Config is what the pipeline gives its producer besides the user's options.
-type Config[T any] struct {
+// runtimeConfig is what the pipeline gives its producer besides the user's options.
+type runtimeConfig[T any] struct {
 	// Name is the pipeline's name; stages are named "<Name>.producer.<i>".
 	Name string
 	// Logger receives the stages' logs. Nil means slog.Default().
 	Logger *slog.Logger
 	// Output is the processors' input.
-	Output Output[T]
+	Output output[T]
 }
 
 // Producer runs the producer stages of one pipeline.
-type Producer[T any] struct {
+type runtime[T any] struct {
 	opts   Options[T]
 	stages []*Stage[T]
 	gate   *gate
@@ -50,12 +50,12 @@ type Producer[T any] struct {
 
 // New prepares the producer stages. opts must already carry its defaults
 // (Options.WithDefaults) and be validated; New starts nothing.
-func New[T any](opts Options[T], cfg Config[T]) *Producer[T] {
+func newRuntime[T any](opts Options[T], cfg runtimeConfig[T]) *runtime[T] {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	p := &Producer[T]{
+	p := &runtime[T]{
 		opts:    opts,
 		gate:    newGate(opts.RateLimit),
 		log:     log,
@@ -83,7 +83,7 @@ func New[T any](opts Options[T], cfg Config[T]) *Producer[T] {
 }
 
 // Stages returns the producer stages (none for a push-only pipeline).
-func (p *Producer[T]) Stages() []*Stage[T] { return p.stages }
+func (p *runtime[T]) Stages() []*Stage[T] { return p.stages }
 
 // Run runs, for each stage, the goroutine that runs the source and the
 // goroutine that dispatches its buffer, and returns when all of them have
@@ -93,7 +93,7 @@ func (p *Producer[T]) Stages() []*Stage[T] { return p.stages }
 // and buffered messages stay unacknowledged. fatal is called (once per
 // failing stage, from the stage's goroutine) when a stage gives up
 // restarting its source. Call Run, or Start, once.
-func (p *Producer[T]) Run(ctx context.Context, fatal func(error)) {
+func (p *runtime[T]) Run(ctx context.Context, fatal func(error)) {
 	fetchCtx, cancel := context.WithCancel(ctx)
 	defer close(p.done)
 	defer cancel()
@@ -131,7 +131,7 @@ func (p *Producer[T]) Run(ctx context.Context, fatal func(error)) {
 // Start calls Run in a new goroutine that wg tracks, and returns at once.
 // It is for running a source in producer stages outside a pipeline, as the
 // sources' own tests do.
-func (p *Producer[T]) Start(ctx context.Context, wg *sync.WaitGroup, fatal func(error)) {
+func (p *runtime[T]) Start(ctx context.Context, wg *sync.WaitGroup, fatal func(error)) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -142,7 +142,7 @@ func (p *Producer[T]) Start(ctx context.Context, wg *sync.WaitGroup, fatal func(
 // StopFetching tells every stage's source to stop fetching (its Run context
 // is cancelled). Buffered messages are still dispatched. Safe to call more
 // than once and before Start.
-func (p *Producer[T]) StopFetching() {
+func (p *runtime[T]) StopFetching() {
 	p.stopOnce.Do(func() {
 		close(p.stopped)
 		p.mu.Lock()
@@ -158,11 +158,11 @@ func (p *Producer[T]) StopFetching() {
 // Done is closed when Run returns: every stage has finished, its source's
 // Run returned and its buffer was dispatched (or the hard-stop context was
 // cancelled).
-func (p *Producer[T]) Done() <-chan struct{} { return p.done }
+func (p *runtime[T]) Done() <-chan struct{} { return p.done }
 
 // Close closes the source. Call it once, after every stage goroutine has
 // returned (see Source).
-func (p *Producer[T]) Close(ctx context.Context) error {
+func (p *runtime[T]) Close(ctx context.Context) error {
 	if p.opts.Source == nil {
 		return nil
 	}
@@ -171,11 +171,11 @@ func (p *Producer[T]) Close(ctx context.Context) error {
 
 // SetRateLimit changes the rate limit shared by all stages; nil removes it.
 // The caller validates rl.
-func (p *Producer[T]) SetRateLimit(rl *RateLimit) { p.gate.set(rl) }
+func (p *runtime[T]) SetRateLimit(rl *RateLimit) { p.gate.set(rl) }
 
 // RateLimit returns a copy of the rate limit in force, or nil when there is
 // none.
-func (p *Producer[T]) RateLimit() *RateLimit {
+func (p *runtime[T]) RateLimit() *RateLimit {
 	b := p.gate.cur.Load()
 	if b.lim == nil {
 		return nil
@@ -236,9 +236,9 @@ func (g *gate) set(rl *RateLimit) {
 // unlimited reports whether no rate limit is set.
 func (g *gate) unlimited() bool { return g.cur.Load().lim == nil }
 
-// tryOutput returns out as a TryOutput when it is one.
-func tryOutput[T any](out Output[T]) TryOutput[T] {
-	t, _ := out.(TryOutput[T])
+// tryOutput returns out as a directOutput when it is one.
+func tryOutput[T any](out output[T]) directOutput[T] {
+	t, _ := out.(directOutput[T])
 	return t
 }
 

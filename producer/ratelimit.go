@@ -18,7 +18,7 @@ var ErrNoRateLimit = errors.New("no rate limit set")
 // as it was and the error is returned. Like SetRateLimit it keeps the
 // tokens the bucket holds and wakes the stages waiting on it. It returns
 // ErrNoRateLimit when no limit is set.
-func (p *Producer[T]) UpdateRateLimit(fn func(rl *RateLimit) error) error {
+func (p *runtime[T]) UpdateRateLimit(fn func(rl *RateLimit) error) error {
 	return p.gate.replace(func(old *bucket) (*bucket, error) {
 		rl := old.rl
 		if err := fn(&rl); err != nil || rl == old.rl {
@@ -35,7 +35,7 @@ func (p *Producer[T]) UpdateRateLimit(fn func(rl *RateLimit) error) error {
 // with reset): the whole Allowed may pass at once, whatever was used in
 // the current interval, and stages waiting for tokens reserve again from
 // the full bucket. It returns ErrNoRateLimit when no limit is set.
-func (p *Producer[T]) ResetRateLimit() error {
+func (p *runtime[T]) ResetRateLimit() error {
 	return p.gate.replace(func(old *bucket) (*bucket, error) {
 		return &bucket{lim: rate.NewLimiter(limitOf(old.rl), old.rl.Allowed), rl: old.rl, changed: make(chan struct{})}, nil
 	})

@@ -18,21 +18,21 @@ import (
 // processors (and charges to feeds) at once.
 const dispatchChunk = 64
 
-// Output is where producer stages hand their messages: the processors'
+// output is where producer stages hand their messages: the processors'
 // input. Publish blocks while the processors are busy (that is the
 // backpressure the permit window rests on) and returns how many messages it
 // took before an error.
-type Output[T any] interface {
+type output[T any] interface {
 	Publish(ctx context.Context, msgs []*message.Message[T]) (int, error)
 }
 
-// TryOutput is an Output that can also take messages without waiting. When
+// directOutput is an output that can also take messages without waiting. When
 // the pipeline's processors offer it, a delivery that finds the stage
 // buffer empty goes straight to them, as far as they have room, instead of
 // through the stage's dispatching goroutine; permits are charged the same
 // way, when the messages leave for the processors.
-type TryOutput[T any] interface {
-	Output[T]
+type directOutput[T any] interface {
+	output[T]
 	// TryPublish takes the longest prefix of msgs it has room for, without
 	// blocking, and returns its length, with an error once it is closed.
 	TryPublish(msgs []*message.Message[T]) (int, error)
@@ -47,8 +47,8 @@ type Stage[T any] struct {
 	name  string
 	log   *slog.Logger
 	flow  Flow
-	out   Output[T]
-	try   TryOutput[T]    // out, when it can take messages without waiting
+	out   output[T]
+	try   directOutput[T] // out, when it can take messages without waiting
 	stop  context.Context // the dispatcher's (hard-stop) context, set by start
 	gate  *gate
 

@@ -65,7 +65,7 @@ func (s *Stage[T]) Status() StageStatus {
 
 // Status returns a snapshot of every producer stage's state, in stage order
 // (none for a push-only pipeline).
-func (p *Producer[T]) Status() []StageStatus {
+func (p *runtime[T]) Status() []StageStatus {
 	out := make([]StageStatus, len(p.stages))
 	for i, s := range p.stages {
 		out[i] = s.Status()

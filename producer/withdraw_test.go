@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -270,10 +271,11 @@ func TestWithdrawConcurrentWithDispatch(t *testing.T) {
 }
 
 // gatedPrinter stands for busy processors: its first Publish signals entered
-// and waits for release, then it prints what it is handed.
+// and waits for release, then it notes what it is handed.
 type gatedPrinter struct {
 	entered, release chan struct{}
 	once             sync.Once
+	log              *[]string // written by one goroutine at a time, in turn
 }
 
 func (g *gatedPrinter) Publish(_ context.Context, msgs []*message.Message[string]) (int, error) {
@@ -282,17 +284,18 @@ func (g *gatedPrinter) Publish(_ context.Context, msgs []*message.Message[string
 		<-g.release
 	})
 	for _, m := range msgs {
-		fmt.Println("processing", m.Data)
+		*g.log = append(*g.log, "processing "+m.Data)
 	}
 	return len(msgs), nil
 }
 
-// A consumer that loses its messages' ownership (a revoked partition) takes
-// back what still waits in the stage buffer: those messages are never
-// dispatched, get no outcome and are not charged to the window; what was
-// already handed to the processors goes on.
-func ExampleFeed_Withdraw() {
-	out := &gatedPrinter{entered: make(chan struct{}), release: make(chan struct{})}
+// Guarantee: a consumer that loses its messages' ownership (a revoked
+// partition) takes back what still waits in the stage buffer: those messages
+// are never dispatched, get no outcome and are not charged to the window;
+// what was already handed to the processors goes on.
+func TestFeedWithdrawTakesBackTheBuffer(t *testing.T) {
+	var lines []string
+	out := &gatedPrinter{entered: make(chan struct{}), release: make(chan struct{}), log: &lines}
 	var feed *producer.Feed[string]
 	src := producer.SourceFunc[string](func(ctx context.Context, stage *producer.Stage[string]) error {
 		feed = stage.NewFeed("partition-0", nil)
@@ -307,7 +310,7 @@ func ExampleFeed_Withdraw() {
 		}
 		// The partition is revoked: take back what was not dispatched.
 		for _, m := range feed.WithdrawAppend(nil) {
-			fmt.Println("withdrawn", m.Data)
+			lines = append(lines, "withdrawn "+m.Data)
 		}
 		close(out.release)
 		return nil
@@ -315,16 +318,20 @@ func ExampleFeed_Withdraw() {
 	p := producer.New(producer.Options[string]{Source: src, Flow: producer.Flow{Initial: 5}}.WithDefaults(),
 		producer.Config[string]{Name: "example", Output: out})
 	var wg sync.WaitGroup
-	p.Start(context.Background(), &wg, func(err error) { fmt.Println("gave up:", err) })
+	p.Start(context.Background(), &wg, func(err error) { t.Errorf("gave up: %v", err) })
 	<-p.Done()
 	wg.Wait()
 	st := feed.Stats()
-	fmt.Printf("delivered %d, dispatched %d, withdrawn %d\n", st.Delivered, st.Dispatched, st.Withdrawn)
-	// Output:
-	// withdrawn record-1
-	// withdrawn record-2
-	// withdrawn record-3
-	// withdrawn record-4
-	// processing record-0
-	// delivered 5, dispatched 1, withdrawn 4
+	lines = append(lines, fmt.Sprintf("delivered %d, dispatched %d, withdrawn %d", st.Delivered, st.Dispatched, st.Withdrawn))
+	want := []string{
+		"withdrawn record-1",
+		"withdrawn record-2",
+		"withdrawn record-3",
+		"withdrawn record-4",
+		"processing record-0",
+		"delivered 5, dispatched 1, withdrawn 4",
+	}
+	if !slices.Equal(lines, want) {
+		t.Fatalf("got\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
 }

@@ -54,13 +54,14 @@ var rules = []rule{
 	{from: "internal/cond", only: []string{}, why: "internal/cond imports nothing of the module"},
 	// The set of a source's live resources, closed once.
 	{from: "internal/liveset", only: []string{}, why: "internal/liveset imports nothing of the module"},
+	{from: "internal/sourcewire", only: []string{}, why: "internal/sourcewire imports nothing of the module"},
 	// The telemetry hooks are called by the stage runtime and by the
 	// sources, which never import each other: the hook API depends on
 	// neither, only on the message types its events name.
 	{from: "telemetry", only: []string{"message"}, why: "telemetry imports only message"},
 	// The public stage packages hold options, handler types and the source
 	// contract; their runtime depends on them, never the reverse.
-	{from: "producer", only: []string{"message", "validate", "internal/group", "internal/panics", "internal/cond"}, why: "producer imports only message, validate and the internal leaves"},
+	{from: "producer", only: []string{"message", "validate", "internal/group", "internal/panics", "internal/cond", "internal/sourcewire"}, why: "producer imports only message, validate and the internal leaves"},
 	{from: "processor", only: []string{"message", "validate"}, why: "processor imports only message and validate"},
 	{from: "batcher", only: []string{"message", "validate"}, why: "batcher imports only message and validate"},
 	// The core stages move messages through internal/queue, never through

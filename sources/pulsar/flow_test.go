@@ -72,10 +72,10 @@ func (o *gatedOutput) counts() (taken, completed int) {
 
 // startProducer runs the source in producer stages outside a pipeline,
 // feeding out; it is stopped and the source closed at the end of the test.
-func startProducer(t *testing.T, src *bpulsar.Source, concurrency int, flow producer.Flow, out producer.Output[[]byte]) *producer.Producer[[]byte] {
+func startProducer(t *testing.T, src *bpulsar.Source, concurrency int, flow producer.Flow, out producerOutput) producerRuntime {
 	t.Helper()
 	opts := producer.Options[[]byte]{Source: src, Concurrency: concurrency, Flow: flow}.WithDefaults()
-	p := producer.New(opts, producer.Config[[]byte]{Name: "flow", Logger: testLogger(), Output: out})
+	p := newProducerRuntime(opts, "flow", testLogger(), out)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	p.Start(ctx, &wg, func(err error) { t.Errorf("producer gave up: %v", err) })

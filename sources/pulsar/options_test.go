@@ -179,9 +179,9 @@ func TestRunValidatesOutsidePipeline(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := bpulsar.New(tc.opts)
-			p := producer.New(producer.Options[[]byte]{Source: src, Concurrency: 1, Flow: tc.flow,
+			p := newProducerRuntime(producer.Options[[]byte]{Source: src, Concurrency: 1, Flow: tc.flow,
 				Restart: producer.Restart{MaxRestarts: 1, Window: time.Minute, Backoff: time.Millisecond, MaxBackoff: time.Millisecond}},
-				producer.Config[[]byte]{Name: "outside", Output: discardOutput{}})
+				"outside", nil, discardOutput{})
 			errs := make(chan error, 1)
 			var wg sync.WaitGroup
 			ctx, cancel := context.WithCancel(context.Background())

@@ -52,7 +52,7 @@ type Config[Out any] struct {
 	// MinQueue is the least capacity of each processor queue. The pipeline
 	// sets it to the producer's permit window, so that one delivery of a
 	// source usually fits in a queue and goes to it directly
-	// (producer.TryOutput).
+	// (its TryPublish).
 	MinQueue int
 }
 

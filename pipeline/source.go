@@ -1,0 +1,33 @@
+package pipeline
+
+import (
+	"context"
+
+	"github.com/boulevard-go/boulevard/producer"
+)
+
+// producerRuntime is what the pipeline uses of the producer runtime, which
+// package producer keeps unexported and builds through internal/sourcewire:
+// the producer stages that run the source, dispatch its messages to the
+// processors and restart it.
+type producerRuntime[T any] interface {
+	// Run runs every producer stage until the source is exhausted, or
+	// ctx (the hard stop) is cancelled; fatal is told when a stage gives
+	// up on its source.
+	Run(ctx context.Context, fatal func(error))
+	// StopFetching ends the source's Run calls; what was delivered is
+	// still dispatched.
+	StopFetching()
+	// Close closes the source, once every stage has returned.
+	Close(ctx context.Context) error
+	// Stages are the producer stages, in order.
+	Stages() []*producer.Stage[T]
+	// Status is the state of every stage, in order.
+	Status() []producer.StageStatus
+	// SetRateLimit, RateLimit, UpdateRateLimit and ResetRateLimit read
+	// and change the rate limit all stages share.
+	SetRateLimit(rl *producer.RateLimit)
+	RateLimit() *producer.RateLimit
+	UpdateRateLimit(fn func(rl *producer.RateLimit) error) error
+	ResetRateLimit() error
+}
