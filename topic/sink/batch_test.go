@@ -9,11 +9,8 @@ import (
 	"github.com/boulevard-go/boulevard/topic"
 )
 
-// Tests added by the mutation audit: each one failed under a deliberate bug
-// that no earlier test caught.
-
-// PublishBatch with propagation auto defers every message and reports each one's upstream outcome (ack, or nack with the reason) only once the subscriber settled it.
-func TestAuditBatchDeferredUntilDownstreamOutcome(t *testing.T) {
+// Guarantee: PublishBatch with propagation auto defers every message and reports each one's upstream outcome (ack, or nack with the reason) only once the subscriber settled it.
+func TestBatchDeferredUntilDownstreamOutcome(t *testing.T) {
 	_, sub, s := rig(t, autoOpts(0), topic.Block, topic.Balanced("g"))
 	rec := acker.NewRecorder(false)
 	batch := []*message.Message[int]{message.New(1, rec, 1), message.New(2, rec, 2)}
@@ -52,8 +49,8 @@ func TestAuditBatchDeferredUntilDownstreamOutcome(t *testing.T) {
 	}
 }
 
-// PublishBatch skips messages that already failed: they are not published downstream and not deferred.
-func TestAuditBatchSkipsFailedMessages(t *testing.T) {
+// Guarantee: PublishBatch skips messages that already failed: they are not published downstream and not deferred.
+func TestBatchSkipsFailedMessages(t *testing.T) {
 	h, sub, s := rig(t, autoOpts(0), topic.Block, topic.Balanced("g"))
 	rec := acker.NewRecorder(false)
 	bad, good := message.New(1, rec, 1), message.New(2, rec, 2)
