@@ -193,8 +193,8 @@ type Processors struct {
 	// QueueCapacity the capacity of all of them together.
 	Queued, QueueCapacity int
 	// Busy is the time the processors spent handling chunks, all of them
-	// together, estimated from one chunk in 32 (each processor times its
-	// 1st, 33rd, … chunk and counts it 32 times); BusyRatio is Busy ÷
+	// together, estimated from one chunk in 64 (each processor times its
+	// 1st, 65th, … chunk and counts it 64 times); BusyRatio is Busy ÷
 	// (Concurrency × the time since Start), from 0 (idle) to 1 (every
 	// processor always busy; the estimate is clamped there).
 	Busy      time.Duration
