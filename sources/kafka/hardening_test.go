@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,47 +15,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/boulevard-go/boulevard/internal/testnet"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/kafka"
 )
-
-// silentListener accepts TCP connections on 127.0.0.1 and never answers;
-// it returns the address. Everything is closed at cleanup.
-func silentListener(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	return ln.Addr().String()
-}
 
 // closedPort returns an address on 127.0.0.1 where nothing listens.
 func closedPort(t *testing.T) string {
@@ -80,7 +45,7 @@ func TestUnreachableBrokerWarnsWithinTenSeconds(t *testing.T) {
 		addr  func(*testing.T) string
 		cause string
 	}{
-		{"silent listener", silentListener, "i/o timeout"},
+		{"silent listener", func(t *testing.T) string { return testnet.SilentListener(t) }, "i/o timeout"},
 		{"nothing listening", closedPort, "connection refused"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,46 @@
+// Package testnet holds network fixtures shared by the sources' tests.
+package testnet
+
+import (
+	"net"
+	"sync"
+	"testing"
+)
+
+// SilentListener listens on 127.0.0.1, accepts every TCP connection and
+// never answers on it, as a broker that hangs does; it returns the address.
+// The listener, its accepting goroutine and every accepted connection are
+// closed and awaited at t's cleanup.
+func SilentListener(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+		wg    sync.WaitGroup
+	)
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	})
+	t.Cleanup(func() {
+		_ = ln.Close()
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return ln.Addr().String()
+}

@@ -1,0 +1,31 @@
+package testnet_test
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/internal/testnet"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// A silent listener accepts a connection and sends nothing on it.
+func TestSilentListenerAcceptsAndNeverAnswers(t *testing.T) {
+	addr := testnet.SilentListener(t)
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("hello")); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	var b [1]byte
+	n, err := c.Read(b[:])
+	if ne, ok := err.(net.Error); n != 0 || !ok || !ne.Timeout() {
+		t.Fatalf("read: got %d bytes, %v; want a timeout with nothing read", n, err)
+	}
+}
