@@ -49,7 +49,7 @@ var (
 	procQueueCap  = desc("processor_queue_capacity_messages", "Capacity of the processors' queues together.", lPipeline)
 	procBusy      = desc("processor_busy_seconds_total", "Time the processors spent handling chunks, all processors together.", lPipeline)
 	procWorkers   = desc("processor_concurrency", "Number of processors.", lPipeline)
-	procDuration  = desc("processor_handler_duration_seconds", "Duration of the processor handler, sampled on the first message of each chunk.", lPipeline)
+	procDuration  = desc("processor_handler_duration_seconds", "Duration of the processor handler, sampled on the first message of one chunk in 64.", lPipeline)
 
 	batReceived  = desc("batcher_messages_received_total", "Messages the batcher took from its queues.", lPipeline, lBatcher)
 	batBatches   = desc("batcher_batches_total", "Batches emitted, by trigger.", lPipeline, lBatcher, lTrigger)
