@@ -1,0 +1,118 @@
+package topology
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrClosed is returned by the operations of a backend, or of queues it
+// declared, after it was closed.
+var ErrClosed = errors.New("topology: closed")
+
+// Letter is one message as the queues of a topology carry it: the payload
+// and what the topology knows about its history.
+type Letter[T any] struct {
+	// Value is the payload.
+	Value T
+	// Key is the sequence key of a sequenced topology ("" otherwise, and for
+	// messages published without a key).
+	Key string
+	// Shard is the routing shard the key hashes to (0 when not sequenced).
+	Shard int
+	// Retries is how many times the message was retried.
+	Retries int
+	// FirstFailure and LastFailure are when it first and last failed; zero
+	// while it never failed.
+	FirstFailure, LastFailure time.Time
+	// Death is set on a dead letter: why and where it died.
+	Death *Death
+	// Receipt is the backend's handle on this delivery (an offset, a broker
+	// message id), given back to [Reader.Settle]; nil when the backend
+	// needs none.
+	Receipt any
+
+	// resume marks a sequenced message returning from a hold queue: it
+	// still holds its key, so it is delivered ahead of the later messages
+	// of that key that the consumer holds back.
+	resume bool
+}
+
+// Death is the death metadata a dead letter carries.
+type Death struct {
+	// Reason is why it was dead-lettered.
+	Reason Reason
+	// Error is the text of the failure that killed it.
+	Error string
+	// Topic is the main topic it was published to.
+	Topic string
+	// Group is the consumer group that dead-lettered it.
+	Group string
+	// Retries is how many times it had been retried.
+	Retries int
+	// FirstFailure and LastFailure are when it first and last failed.
+	FirstFailure, LastFailure time.Time
+}
+
+// Backend declares topologies on one kind of broker. [Memory] is the
+// in-memory one.
+type Backend[T any] interface {
+	// Name is the backend's name ("in_memory").
+	Name() string
+	// Declare creates whatever t needs (the main topic, its consumer group,
+	// the hold queues, the DLQ) that does not exist yet, and returns the
+	// queues. It is idempotent: declaring the same topology again, on every
+	// restart for instance, creates nothing new and returns queues over the
+	// same state.
+	Declare(ctx context.Context, t *Topology) (Queues[T], error)
+}
+
+// Queues are the declared queues of one topology, as a backend provides
+// them. All methods are safe for concurrent use and return ErrClosed once
+// the backend is closed.
+type Queues[T any] interface {
+	// Topology is the topology they were declared for.
+	Topology() *Topology
+	// Publish appends l to the main topic: every consumer group of it
+	// receives it (a broadcast topology's every consumer). It may wait for
+	// room; ctx bounds the wait.
+	Publish(ctx context.Context, l Letter[T]) error
+	// Subscribe adds a consumer of the topology's consumer group (of its own
+	// ephemeral subscription, for a broadcast topology). It receives the
+	// main topic's messages and the messages this group's hold queues
+	// release.
+	Subscribe(ctx context.Context) (Reader[T], error)
+	// Hold parks l in hold queue i (an index into Topology().Holds()) until
+	// its delay has passed, then delivers it to this consumer group again,
+	// and to no other group.
+	Hold(ctx context.Context, i int, l Letter[T]) error
+	// Requeue delivers l to this consumer group again at once.
+	Requeue(ctx context.Context, l Letter[T]) error
+	// DeadLetter appends l, whose Death is set, to the DLQ. It returns
+	// ErrNoDLQ when the topology has none.
+	DeadLetter(ctx context.Context, l Letter[T]) error
+	// SubscribeDead adds a consumer of the DLQ; ErrNoDLQ when there is
+	// none. Consumers of one DLQ share its messages.
+	SubscribeDead(ctx context.Context) (Reader[T], error)
+}
+
+// ErrNoDLQ is returned by DeadLetter and SubscribeDead on a topology without
+// a dead-letter queue.
+var ErrNoDLQ = errors.New("topology: no dead-letter queue")
+
+// Reader receives letters from a queue.
+type Reader[T any] interface {
+	// Receive waits for at least one letter and fills dst[:n] with up to
+	// len(dst) of them, in order. It returns ctx.Err() when ctx is done
+	// first (nothing consumed), ErrClosed when the reader or its backend was
+	// closed.
+	Receive(ctx context.Context, dst []Letter[T]) (int, error)
+	// TryReceive is Receive without waiting: 0, nil when nothing is ready.
+	TryReceive(dst []Letter[T]) (int, error)
+	// Settle records that l's fate is sealed: handled, held, requeued or
+	// dead-lettered elsewhere. A durable backend commits it then and not
+	// before, so that a crash in between delivers it again.
+	Settle(ctx context.Context, l *Letter[T]) error
+	// Close ends the reader. Idempotent.
+	Close()
+}

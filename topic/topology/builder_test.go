@@ -1,0 +1,123 @@
+package topology_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/topic/topology"
+)
+
+// Guarantee: Build derives every name exactly: {name}-hold-{secs}s and
+// {name}-dlq, namespaced by the consumer group wherever ForConsumerGroup is
+// called in the chain; DLQNamed is verbatim; the defaults hold.
+func TestBuildNames(t *testing.T) {
+	cases := []struct {
+		name   string
+		b      *topology.Builder
+		names  []string
+		group  string
+		shards int
+	}{
+		{"main only", topology.New("orders"), []string{"orders"}, "orders", 0},
+		{"holds and dlq", topology.New("order-settlement").Hold(5 * time.Second).Hold(30 * time.Second).DLQ(),
+			[]string{"order-settlement", "order-settlement-hold-5s", "order-settlement-hold-30s", "order-settlement-dlq"}, "order-settlement", 0},
+		{"group first", topology.New("order-settlement").ForConsumerGroup("settlement-audit").Hold(5 * time.Second).DLQ(),
+			[]string{"order-settlement", "order-settlement.settlement-audit-hold-5s", "order-settlement.settlement-audit-dlq"}, "settlement-audit", 0},
+		{"group last", topology.New("order-settlement").Hold(5 * time.Second).DLQ().ForConsumerGroup("settlement-audit"),
+			[]string{"order-settlement", "order-settlement.settlement-audit-hold-5s", "order-settlement.settlement-audit-dlq"}, "settlement-audit", 0},
+		{"dlq named verbatim under a group", topology.New("a").ForConsumerGroup("g").DLQNamed("shared-dlq"),
+			[]string{"a", "shared-dlq"}, "g", 0},
+		{"minutes in seconds", topology.New("a").Hold(2 * time.Minute), []string{"a", "a-hold-120s"}, "a", 0},
+		{"sequenced default shards", topology.New("ledger").Sequenced(topology.FailAll).DLQ(), []string{"ledger", "ledger-dlq"}, "ledger", 8},
+		{"sequenced shards", topology.New("ledger").Sequenced(topology.Skip).RoutingShards(3).AllowMessageLoss(), []string{"ledger"}, "ledger", 3},
+		{"broadcast", topology.New("ticks").Broadcast(), []string{"ticks"}, "", 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			top, err := c.b.Build()
+			if err != nil {
+				t.Fatalf("Build: %v", err)
+			}
+			if got := strings.Join(top.Names(), " "); got != strings.Join(c.names, " ") {
+				t.Errorf("Names = %s, want %s", got, strings.Join(c.names, " "))
+			}
+			if top.ConsumerGroup() != c.group {
+				t.Errorf("ConsumerGroup = %q, want %q", top.ConsumerGroup(), c.group)
+			}
+			if top.RoutingShards() != c.shards {
+				t.Errorf("RoutingShards = %d, want %d", top.RoutingShards(), c.shards)
+			}
+		})
+	}
+}
+
+// Guarantee: Build reports every conflict the builder can express, each
+// naming the methods involved, as a *BuildError wrapping ErrConflict.
+func TestBuildConflicts(t *testing.T) {
+	cases := []struct {
+		name string
+		b    *topology.Builder
+		want []string // one substring per conflict, in order
+	}{
+		{"broadcast with group", topology.New("a").Broadcast().ForConsumerGroup("g"), []string{"Broadcast conflicts with ForConsumerGroup"}},
+		{"broadcast with dlq", topology.New("a").Broadcast().DLQ(), []string{"Broadcast conflicts with DLQ"}},
+		{"broadcast with dlq named", topology.New("a").DLQNamed("x").Broadcast(), []string{"Broadcast conflicts with DLQNamed"}},
+		{"broadcast with hold", topology.New("a").Hold(time.Second).Broadcast(), []string{"Broadcast conflicts with Hold"}},
+		{"broadcast with sequenced", topology.New("a").Broadcast().Sequenced(topology.Skip), []string{"Broadcast conflicts with Sequenced"}},
+		{"sequenced without dlq or hold", topology.New("a").Sequenced(topology.FailAll), []string{"Sequenced without DLQ, DLQNamed or Hold"}},
+		{"routing shards without sequenced", topology.New("a").RoutingShards(4), []string{"RoutingShards without Sequenced"}},
+		{"routing shards before sequenced", topology.New("a").RoutingShards(4).Sequenced(topology.Skip).DLQ(), []string{"RoutingShards before Sequenced"}},
+		{"routing shards zero", topology.New("a").Sequenced(topology.Skip).DLQ().RoutingShards(0), []string{"RoutingShards(0): must be 1 to 4096"}},
+		{"routing shards too many", topology.New("a").Sequenced(topology.Skip).DLQ().RoutingShards(5000), []string{"RoutingShards(5000)"}},
+		{"dlq and dlq named", topology.New("a").DLQ().DLQNamed("x"), []string{"DLQ conflicts with DLQNamed"}},
+		{"hold below a second", topology.New("a").Hold(500 * time.Millisecond), []string{"Hold(500ms): a hold must be at least 1s"}},
+		{"hold not whole seconds", topology.New("a").Hold(1500 * time.Millisecond), []string{"Hold(1.5s): a hold must be a whole number of seconds"}},
+		{"holds out of order", topology.New("a").Hold(30 * time.Second).Hold(5 * time.Second), []string{"Hold(5s) after Hold(30s)"}},
+		{"holds repeated", topology.New("a").Hold(5 * time.Second).Hold(5 * time.Second), []string{"Hold(5s) after Hold(5s)"}},
+		{"bad sequence policy", topology.New("a").Sequenced(topology.SequenceFailure(9)).DLQ(), []string{"Sequenced(SequenceFailure(9))"}},
+		{"empty name", topology.New(""), []string{"New: "}},
+		{"bad name", topology.New("a b"), []string{`New: topic: invalid topic name "a b"`}},
+		{"bad group", topology.New("a").ForConsumerGroup("g/h"), []string{"ForConsumerGroup: "}},
+		{"bad dlq name", topology.New("a").DLQNamed("x\ny"), []string{"DLQNamed: "}},
+		{"derived name too long", topology.New(strings.Repeat("a", 245)).DLQ().Hold(5 * time.Second), []string{"is longer than 249 bytes"}},
+		{"several at once", topology.New("a").Broadcast().ForConsumerGroup("g").DLQ().Hold(time.Second),
+			[]string{"ForConsumerGroup", "with DLQ", "with Hold"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			top, err := c.b.Build()
+			if err == nil {
+				t.Fatalf("Build = %v, want an error", top)
+			}
+			var be *topology.BuildError
+			if !errors.As(err, &be) || !errors.Is(err, topology.ErrConflict) {
+				t.Fatalf("Build error %v (%T) is not a *BuildError wrapping ErrConflict", err, err)
+			}
+			if len(be.Conflicts) != len(c.want) {
+				t.Fatalf("conflicts = %q, want %d", be.Conflicts, len(c.want))
+			}
+			for i, w := range c.want {
+				if !strings.Contains(be.Conflicts[i].Error(), w) {
+					t.Errorf("conflict %d = %q, want it to contain %q", i, be.Conflicts[i], w)
+				}
+			}
+			if strings.ContainsAny(err.Error(), "\r\n") {
+				t.Errorf("error has a line break: %q", err)
+			}
+		})
+	}
+}
+
+// Guarantee: AllowMessageLoss lifts the DLQ-or-hold rule of sequenced
+// topologies, and Broadcast implies it.
+func TestAllowMessageLoss(t *testing.T) {
+	if _, err := topology.New("a").Sequenced(topology.Skip).AllowMessageLoss().Build(); err != nil {
+		t.Fatalf("sequenced with AllowMessageLoss: %v", err)
+	}
+	top, err := topology.New("a").Broadcast().Build()
+	if err != nil || !top.AllowsMessageLoss() || !top.IsBroadcast() {
+		t.Fatalf("broadcast: %v, allows loss %v", err, top.AllowsMessageLoss())
+	}
+}

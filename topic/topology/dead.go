@@ -1,0 +1,103 @@
+package topology
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/boulevard-go/boulevard/message"
+)
+
+// HandleDead adapts a handler of dead letters to a processor handler for a
+// pipeline over a source made by NewDeadSource: h sees the payload and its
+// death metadata. A message that does not come from a dead source fails
+// with ErrNotDead.
+func HandleDead[T, Out any](h func(ctx context.Context, v T, d Death) (Out, error)) func(context.Context, *message.Message[T]) (Out, error) {
+	return func(ctx context.Context, m *message.Message[T]) (Out, error) {
+		md, ok := DeliveryOf(m)
+		if !ok || md.Death == nil {
+			var zero Out
+			return zero, ErrNotDead
+		}
+		return h(ctx, m.Data, *md.Death)
+	}
+}
+
+// ErrNotDead fails a message given to a HandleDead handler that carries no
+// death metadata.
+var ErrNotDead = errors.New("topology: not a dead letter")
+
+// ReplayOptions say which dead letters Replay puts back.
+type ReplayOptions[T any] struct {
+	// Filter selects the dead letters to replay; nil selects all of them.
+	// Letters whose Death.Topic is not the topology's main topic (a DLQ
+	// shared through DLQNamed) are never replayed here.
+	Filter func(l *Letter[T]) bool
+	// DryRun reports what would be replayed and leaves every letter in the
+	// DLQ.
+	DryRun bool
+}
+
+// ReplayReport is what Replay did (or, on a dry run, would have done).
+type ReplayReport[T any] struct {
+	// Replayed are the letters put back on the main topic (as they were in
+	// the DLQ, Death included).
+	Replayed []Letter[T]
+	// Kept is the number of letters left in the DLQ.
+	Kept int
+}
+
+// Replay takes every letter the DLQ of q holds now, puts those the filter
+// selects back to q's consumer group on the main topic, with their retry
+// count, failure times and death cleared, and returns the others to the
+// DLQ (all of them on a dry run). Letters that reach the DLQ while it runs
+// may be looked at or not. The replayed letters go to the topology's own
+// consumer group only: other groups of the topic never failed them.
+//
+// Replay is meant for an operator, with the topology's consumers running or
+// not; it reads the DLQ as one more consumer, so it must not run while a
+// dead source consumes the same DLQ. It stops at the first queue error,
+// returning what it did so far.
+func Replay[T any](ctx context.Context, q Queues[T], opts ReplayOptions[T]) (ReplayReport[T], error) {
+	var rep ReplayReport[T]
+	t := q.Topology()
+	r, err := q.SubscribeDead(ctx)
+	if err != nil {
+		return rep, err
+	}
+	defer r.Close()
+	var all []Letter[T]
+	buf := make([]Letter[T], 64)
+	for {
+		n, err := r.TryReceive(buf)
+		if err != nil {
+			return rep, err
+		}
+		if n == 0 {
+			break
+		}
+		all = append(all, buf[:n]...)
+	}
+	for i := range all {
+		l := &all[i]
+		pick := l.Death != nil && l.Death.Topic == t.name && (opts.Filter == nil || opts.Filter(l))
+		if pick {
+			rep.Replayed = append(rep.Replayed, *l)
+		}
+		if pick && !opts.DryRun {
+			fresh := Letter[T]{Value: l.Value, Key: l.Key, Shard: l.Shard}
+			if err := q.Requeue(ctx, fresh); err != nil {
+				return rep, fmt.Errorf("topology %s: replay: %w", t.name, err)
+			}
+		} else {
+			if err := q.DeadLetter(ctx, *l); err != nil {
+				return rep, fmt.Errorf("topology %s: replay: keep a dead letter: %w", t.name, err)
+			}
+			rep.Kept++
+		}
+		if err := r.Settle(ctx, l); err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}

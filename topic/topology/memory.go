@@ -1,0 +1,441 @@
+package topology
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/boulevard-go/boulevard/internal/queue"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+// DefaultMemoryCapacity is the default MemoryOptions.Capacity.
+const DefaultMemoryCapacity = 4096
+
+// MemoryOptions configure a [Memory] backend.
+type MemoryOptions struct {
+	// Capacity is how many letters each consumer group's queue and each DLQ
+	// holds (1 to 1048576, allocated when the queue is declared). A publish,
+	// a dead-lettering or a hold release waits while the queue it goes to is
+	// full. Default DefaultMemoryCapacity.
+	Capacity int `name:"capacity" validate:"gte=1,lte=1048576"`
+}
+
+// WithDefaults returns o with every zero field replaced by its default.
+func (o MemoryOptions) WithDefaults() MemoryOptions {
+	if o.Capacity == 0 {
+		o.Capacity = DefaultMemoryCapacity
+	}
+	return o
+}
+
+// Validate checks o (after WithDefaults) and returns nil or a
+// validate.Errors naming every broken rule ("memory.capacity must be ≥ 1").
+func (o MemoryOptions) Validate() error { return validate.Struct("memory", &o) }
+
+// Memory is the in-memory topology backend. Each topic (a main topic or a
+// DLQ) is a set of bounded queues, one per consumer group, created when a
+// topology declares the group and kept until Close whether or not a
+// consumer is connected, so nothing published or dead-lettered in between
+// is lost. A hold queue is a timed queue: one goroutine per hold queue, a
+// timer set for its earliest due letter, no goroutine or timer per letter.
+// Nothing survives the process.
+//
+// Create it with NewMemory and Close it when done. It is safe for
+// concurrent use.
+type Memory[T any] struct {
+	capacity int
+
+	mu     sync.Mutex
+	closed bool
+	topics map[string]*memTopic[T]
+	holds  map[string]*holdQueue[T]
+	ctx    context.Context // done once Close starts: stops the hold queues
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// NewMemory returns an empty in-memory backend, or the validate.Errors of
+// opts.
+func NewMemory[T any](opts MemoryOptions) (*Memory[T], error) {
+	opts = opts.WithDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Memory[T]{
+		capacity: opts.Capacity,
+		topics:   map[string]*memTopic[T]{},
+		holds:    map[string]*holdQueue[T]{},
+		ctx:      ctx,
+		cancel:   cancel,
+	}, nil
+}
+
+// Name returns "in_memory".
+func (m *Memory[T]) Name() string { return "in_memory" }
+
+// deadGroup is the one consumer group of a DLQ topic.
+const deadGroup = "dead"
+
+// Declare creates, if they do not exist yet, the main topic with the
+// topology's consumer group, its hold queues and its DLQ. It never fails
+// for a built topology, except with ErrClosed.
+func (m *Memory[T]) Declare(ctx context.Context, t *Topology) (Queues[T], error) {
+	if t == nil {
+		return nil, errors.New("topology: Declare with a nil topology")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	q := &memQueues[T]{m: m, t: t, main: m.topicLocked(t.name)}
+	if !t.broadcast {
+		q.group = q.main.group(t.ConsumerGroup(), m.capacity)
+	}
+	for _, h := range t.holds {
+		hq := m.holds[h.Name]
+		if hq == nil {
+			hq = &holdQueue[T]{name: h.Name, delay: h.Delay, target: q.group, wake: make(chan struct{}, 1), ctx: m.ctx}
+			m.holds[h.Name] = hq
+			m.wg.Go(hq.run)
+		}
+		q.holds = append(q.holds, hq)
+	}
+	if t.dlq != "" {
+		q.dead = m.topicLocked(t.dlq).group(deadGroup, m.capacity)
+	}
+	return q, nil
+}
+
+func (m *Memory[T]) topicLocked(name string) *memTopic[T] {
+	tp := m.topics[name]
+	if tp == nil {
+		tp = &memTopic[T]{name: name, groups: map[string]*queue.Queue[Letter[T]]{}}
+		m.topics[name] = tp
+	}
+	return tp
+}
+
+// Close stops the hold queues (what they hold is lost, as everything else
+// in memory), closes every queue (readers receive what is left, then
+// ErrClosed) and waits for the hold queues' goroutines. Idempotent.
+func (m *Memory[T]) Close() {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		m.wg.Wait()
+		return
+	}
+	m.closed = true
+	m.cancel()
+	topics := m.topics
+	m.mu.Unlock()
+	for _, tp := range topics {
+		tp.close()
+	}
+	m.wg.Wait()
+}
+
+// Held returns how many letters the hold queue called name holds (0 for an
+// unknown name).
+func (m *Memory[T]) Held(name string) int {
+	m.mu.Lock()
+	hq := m.holds[name]
+	m.mu.Unlock()
+	if hq == nil {
+		return 0
+	}
+	hq.mu.Lock()
+	defer hq.mu.Unlock()
+	return len(hq.items) - hq.head
+}
+
+// Queued returns how many letters the consumer group's queue of the topic
+// called name holds (for a DLQ, group is ignored).
+func (m *Memory[T]) Queued(name, group string) int {
+	m.mu.Lock()
+	tp := m.topics[name]
+	m.mu.Unlock()
+	if tp == nil {
+		return 0
+	}
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	if g := tp.groups[deadGroup]; g != nil {
+		return g.Len()
+	}
+	if g := tp.groups[group]; g != nil {
+		return g.Len()
+	}
+	return 0
+}
+
+// memTopic is a main topic or a DLQ: one queue per consumer group.
+type memTopic[T any] struct {
+	name      string
+	mu        sync.Mutex
+	closed    bool
+	groups    map[string]*queue.Queue[Letter[T]]
+	ephemeral atomic.Uint64
+}
+
+func (tp *memTopic[T]) group(name string, capacity int) *queue.Queue[Letter[T]] {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	g := tp.groups[name]
+	if g == nil {
+		g = queue.New[Letter[T]](capacity)
+		if tp.closed {
+			g.Close()
+		}
+		tp.groups[name] = g
+	}
+	return g
+}
+
+func (tp *memTopic[T]) remove(name string) {
+	tp.mu.Lock()
+	g := tp.groups[name]
+	delete(tp.groups, name)
+	tp.mu.Unlock()
+	if g != nil {
+		g.Close()
+	}
+}
+
+func (tp *memTopic[T]) publish(ctx context.Context, l Letter[T]) error {
+	tp.mu.Lock()
+	gs := make([]*queue.Queue[Letter[T]], 0, len(tp.groups))
+	for _, g := range tp.groups {
+		gs = append(gs, g)
+	}
+	tp.mu.Unlock()
+	for _, g := range gs {
+		if err := g.Publish(ctx, l); err != nil {
+			return mapQueueErr(err)
+		}
+	}
+	return nil
+}
+
+func (tp *memTopic[T]) close() {
+	tp.mu.Lock()
+	tp.closed = true
+	for _, g := range tp.groups {
+		g.Close()
+	}
+	tp.mu.Unlock()
+}
+
+func mapQueueErr(err error) error {
+	if errors.Is(err, queue.ErrClosed) || errors.Is(err, queue.ErrDrained) {
+		return ErrClosed
+	}
+	return err
+}
+
+// memQueues are the queues of one declared topology.
+type memQueues[T any] struct {
+	m     *Memory[T]
+	t     *Topology
+	main  *memTopic[T]
+	group *queue.Queue[Letter[T]] // nil for broadcast
+	holds []*holdQueue[T]
+	dead  *queue.Queue[Letter[T]] // nil without DLQ
+}
+
+func (q *memQueues[T]) Topology() *Topology { return q.t }
+
+func (q *memQueues[T]) Publish(ctx context.Context, l Letter[T]) error {
+	l.Receipt, l.resume = nil, false
+	return q.main.publish(ctx, l)
+}
+
+func (q *memQueues[T]) Subscribe(ctx context.Context) (Reader[T], error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if q.group == nil {
+		name := "broadcast-" + strconv.FormatUint(q.main.ephemeral.Add(1), 10)
+		g := q.main.group(name, q.m.capacity)
+		return newMemReader(g, func() { q.main.remove(name) }), nil
+	}
+	return newMemReader(q.group, nil), nil
+}
+
+func (q *memQueues[T]) Hold(ctx context.Context, i int, l Letter[T]) error {
+	if i < 0 || i >= len(q.holds) {
+		return fmt.Errorf("topology: hold queue %d of %d", i, len(q.holds))
+	}
+	return q.holds[i].add(ctx, l)
+}
+
+func (q *memQueues[T]) Requeue(ctx context.Context, l Letter[T]) error {
+	if q.group == nil {
+		return errors.New("topology: a broadcast topology cannot requeue")
+	}
+	l.Receipt = nil
+	return mapQueueErr(q.group.Publish(ctx, l))
+}
+
+func (q *memQueues[T]) DeadLetter(ctx context.Context, l Letter[T]) error {
+	if q.dead == nil {
+		return ErrNoDLQ
+	}
+	l.Receipt, l.resume = nil, false
+	return mapQueueErr(q.dead.Publish(ctx, l))
+}
+
+func (q *memQueues[T]) SubscribeDead(ctx context.Context) (Reader[T], error) {
+	if q.dead == nil {
+		return nil, ErrNoDLQ
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return newMemReader(q.dead, nil), nil
+}
+
+// memReader reads one group queue.
+type memReader[T any] struct {
+	q       *queue.Queue[Letter[T]]
+	stop    chan time.Time // closed by Close: wakes a waiting Receive
+	once    sync.Once
+	onClose func()
+}
+
+func newMemReader[T any](q *queue.Queue[Letter[T]], onClose func()) *memReader[T] {
+	return &memReader[T]{q: q, stop: make(chan time.Time), onClose: onClose}
+}
+
+func (r *memReader[T]) Receive(ctx context.Context, dst []Letter[T]) (int, error) {
+	n, err := r.q.ReceiveOr(ctx, dst, r.stop)
+	if n == 0 && err == nil {
+		return 0, ErrClosed
+	}
+	if err != nil {
+		return 0, mapQueueErr(err)
+	}
+	return n, nil
+}
+
+func (r *memReader[T]) TryReceive(dst []Letter[T]) (int, error) {
+	select {
+	case <-r.stop:
+		return 0, ErrClosed
+	default:
+	}
+	n, err := r.q.TryReceive(dst)
+	return n, mapQueueErr(err)
+}
+
+// Settle does nothing: a letter leaves the in-memory queue when received.
+func (r *memReader[T]) Settle(context.Context, *Letter[T]) error { return nil }
+
+func (r *memReader[T]) Close() {
+	r.once.Do(func() {
+		close(r.stop)
+		if r.onClose != nil {
+			r.onClose()
+		}
+	})
+}
+
+// holdQueue is a timed queue. Every letter in it waits the same delay, so
+// letters fall due in the order they were added: the queue is a FIFO whose
+// head is always the earliest due, and one timer, set for the head, is all
+// it needs.
+type holdQueue[T any] struct {
+	name   string
+	delay  time.Duration
+	target *queue.Queue[Letter[T]]
+	wake   chan struct{}
+	ctx    context.Context // the backend's: done when it closes
+
+	mu    sync.Mutex
+	items []held[T]
+	head  int
+}
+
+type held[T any] struct {
+	due time.Time
+	l   Letter[T]
+}
+
+func (h *holdQueue[T]) add(ctx context.Context, l Letter[T]) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if h.ctx.Err() != nil {
+		return ErrClosed
+	}
+	l.Receipt = nil
+	h.mu.Lock()
+	h.items = append(h.items, held[T]{due: time.Now().Add(h.delay), l: l})
+	first := len(h.items)-h.head == 1
+	h.mu.Unlock()
+	if first {
+		select {
+		case h.wake <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// run releases letters when they fall due, until the backend closes.
+func (h *holdQueue[T]) run() {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	var due []Letter[T]
+	for {
+		h.mu.Lock()
+		now := time.Now()
+		for h.head < len(h.items) && !h.items[h.head].due.After(now) {
+			due = append(due, h.items[h.head].l)
+			h.items[h.head] = held[T]{}
+			h.head++
+		}
+		if h.head == len(h.items) {
+			h.items, h.head = h.items[:0], 0
+		} else if h.head > len(h.items)/2 && h.head > 64 {
+			n := copy(h.items, h.items[h.head:])
+			clear(h.items[n:])
+			h.items, h.head = h.items[:n], 0
+		}
+		var next time.Duration = -1
+		if h.head < len(h.items) {
+			next = h.items[h.head].due.Sub(now)
+		}
+		h.mu.Unlock()
+		for i := range due {
+			if h.target.Publish(h.ctx, due[i]) != nil {
+				return // closed
+			}
+		}
+		clear(due)
+		due = due[:0]
+		var fire <-chan time.Time
+		if next >= 0 {
+			timer.Reset(next)
+			fire = timer.C
+		}
+		select {
+		case <-fire:
+		case <-h.wake:
+			timer.Stop()
+		case <-h.ctx.Done():
+			timer.Stop()
+			return
+		}
+	}
+}

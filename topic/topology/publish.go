@@ -1,0 +1,72 @@
+package topology
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+)
+
+// PublisherOptions configure a [Publisher].
+type PublisherOptions[T any] struct {
+	// Key returns a message's sequence key. Required on a sequenced
+	// topology, not allowed on any other.
+	Key func(T) string
+}
+
+// ErrKey is returned by NewPublisher when PublisherOptions.Key is missing
+// on a sequenced topology or set on another.
+var ErrKey = errors.New("topology: a sequenced topology needs a key function, and only a sequenced one takes one")
+
+// Publisher publishes messages to a topology's main topic, routing the
+// messages of a sequenced topology to their key's shard. It is safe for
+// concurrent use; messages of one key keep their order when they are
+// published from one goroutine.
+type Publisher[T any] struct {
+	q      Queues[T]
+	key    func(T) string
+	shards int
+}
+
+// NewPublisher returns a publisher into q's main topic.
+func NewPublisher[T any](q Queues[T], opts PublisherOptions[T]) (*Publisher[T], error) {
+	t := q.Topology()
+	if _, seq := t.Sequenced(); seq != (opts.Key != nil) {
+		return nil, ErrKey
+	}
+	return &Publisher[T]{q: q, key: opts.Key, shards: t.shards}, nil
+}
+
+// Publish appends v to the main topic. It may wait for room; it returns
+// ctx.Err() or ErrClosed when nothing was published.
+func (p *Publisher[T]) Publish(ctx context.Context, v T) error {
+	l := Letter[T]{Value: v}
+	if p.key != nil {
+		l.Key = p.key(v)
+		l.Shard = ShardOf(l.Key, p.shards)
+	}
+	return p.q.Publish(ctx, l)
+}
+
+// ShardOf returns the shard, in [0, shards), that key is routed to: a jump
+// consistent hash of the key's 64-bit FNV-1a hash, so changing the number
+// of shards from n to n+1 moves only about 1/(n+1) of the keys. shards < 1
+// is treated as 1.
+func ShardOf(key string, shards int) int {
+	if shards <= 1 {
+		return 0
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	return jump(h.Sum64(), shards)
+}
+
+// jump is Lamping and Veach's jump consistent hash.
+func jump(key uint64, buckets int) int {
+	var b, j int64 = -1, 0
+	for j < int64(buckets) {
+		b = j
+		key = key*2862933555777941757 + 1
+		j = int64(float64(b+1) * (float64(int64(1)<<31) / float64((key>>33)+1)))
+	}
+	return int(b)
+}

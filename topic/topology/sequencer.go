@@ -1,0 +1,138 @@
+package topology
+
+import (
+	"context"
+	"sync"
+)
+
+// pendingLetter is a letter and the reader it came from.
+type pendingLetter[T any] struct {
+	l Letter[T]
+	r Reader[T]
+}
+
+type admission uint8
+
+const (
+	admitDeliver  admission = iota // hand it to the pipeline now
+	admitHeldBack                  // a message of its key is in flight or held
+	admitPoisoned                  // its key is poisoned: dead-letter it
+)
+
+// keyState is one key with a message in flight (or held for a retry).
+type keyState[T any] struct {
+	poisoned bool
+	waiting  []pendingLetter[T] // later messages of the key, in order
+}
+
+// sequencer keeps one message per key in flight. A key is in keys while
+// one of its messages is in flight or held, and for the consumer's lifetime
+// once poisoned.
+type sequencer[T any] struct {
+	policy SequenceFailure
+
+	mu     sync.Mutex
+	keys   map[string]*keyState[T]
+	ready  []pendingLetter[T] // released messages waiting for a permit
+	held   int                // letters in waiting lists
+	wakers map[*waker]struct{}
+}
+
+// waker stops a Run waiting on its reader when letters become ready.
+type waker struct{ cancel context.CancelFunc }
+
+func (q *sequencer[T]) admit(l Letter[T], r Reader[T]) admission {
+	if l.Key == "" {
+		return admitDeliver
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ks := q.keys[l.Key]
+	switch {
+	case ks == nil:
+		q.keys[l.Key] = &keyState[T]{}
+		return admitDeliver
+	case ks.poisoned:
+		return admitPoisoned
+	case l.resume:
+		// Back from a hold queue: it still holds its key.
+		return admitDeliver
+	}
+	ks.waiting = append(ks.waiting, pendingLetter[T]{l: l, r: r})
+	q.held++
+	return admitHeldBack
+}
+
+// release ends the turn of key's message in flight: the next one waiting
+// becomes ready, or the key is forgotten.
+func (q *sequencer[T]) release(key string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ks := q.keys[key]
+	if ks == nil || ks.poisoned {
+		return
+	}
+	if len(ks.waiting) == 0 {
+		delete(q.keys, key)
+		return
+	}
+	next := ks.waiting[0]
+	ks.waiting[0] = pendingLetter[T]{}
+	ks.waiting = ks.waiting[1:]
+	q.held--
+	q.ready = append(q.ready, next)
+	for w := range q.wakers {
+		w.cancel()
+	}
+}
+
+// poison marks key poisoned and returns the messages of it held back.
+func (q *sequencer[T]) poison(key string) []pendingLetter[T] {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ks := q.keys[key]
+	if ks == nil {
+		ks = &keyState[T]{}
+		q.keys[key] = ks
+	}
+	ks.poisoned = true
+	out := ks.waiting
+	ks.waiting = nil
+	q.held -= len(out)
+	return out
+}
+
+// takeReady moves up to max ready letters to out.
+func (q *sequencer[T]) takeReady(out []pendingLetter[T], max int) []pendingLetter[T] {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := min(max, len(q.ready))
+	out = append(out, q.ready[:n]...)
+	rest := copy(q.ready, q.ready[n:])
+	clear(q.ready[rest:])
+	q.ready = q.ready[:rest]
+	return out
+}
+
+// register adds w, unless letters are ready already (false).
+func (q *sequencer[T]) register(w *waker) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.ready) > 0 {
+		return false
+	}
+	q.wakers[w] = struct{}{}
+	return true
+}
+
+func (q *sequencer[T]) unregister(w *waker) {
+	q.mu.Lock()
+	delete(q.wakers, w)
+	q.mu.Unlock()
+}
+
+func (q *sequencer[T]) heldBack() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.held + len(q.ready)
+}

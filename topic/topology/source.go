@@ -1,0 +1,522 @@
+package topology
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+// DefaultMaxRetries is the default SourceOptions.MaxRetries.
+const DefaultMaxRetries = 10
+
+// DefaultMaxBatch is the default SourceOptions.MaxBatch.
+const DefaultMaxBatch = 64
+
+// SourceOptions configure a [Source].
+type SourceOptions[T any] struct {
+	// Queues are the declared queues to consume (from Backend.Declare).
+	// Required.
+	Queues Queues[T] `name:"-" validate:"-"`
+	// MaxRetries is how many times a message may be retried; a Retry past
+	// it dead-letters the message with reason max_retries (timeout when
+	// its last attempt timed out). 0 means DefaultMaxRetries (10); -1 means
+	// none: a Retry is dead-lettered at once.
+	MaxRetries int `name:"maxRetries" validate:"gte=-1,lte=1000000"`
+	// MaxBatch is the most letters taken from the queues at once (never
+	// more than the feed has permits for). Default DefaultMaxBatch.
+	MaxBatch int `name:"maxBatch" validate:"gte=1,lte=65536"`
+	// Logger receives one line per discarded message and per queue error.
+	// Nil means slog.Default().
+	Logger *slog.Logger `name:"-"`
+}
+
+// WithDefaults returns o with every zero field replaced by its default.
+func (o SourceOptions[T]) WithDefaults() SourceOptions[T] {
+	if o.MaxRetries == 0 {
+		o.MaxRetries = DefaultMaxRetries
+	}
+	if o.MaxBatch == 0 {
+		o.MaxBatch = DefaultMaxBatch
+	}
+	return o
+}
+
+// Validate checks o (after WithDefaults) and returns nil or a
+// validate.Errors naming every broken rule ("topology.queues is
+// required").
+func (o SourceOptions[T]) Validate() error {
+	errs := []error{validate.Struct("topology", &o)}
+	if o.Queues == nil {
+		errs = append(errs, validate.Field("topology.queues", "required", "is required"))
+	}
+	return validate.Join(errs...)
+}
+
+// Delivery is the Metadata of every message a [Source] delivers (a
+// *Delivery): where it comes from and its history. Read it, do not change
+// it; it is valid until the message's outcome is reported.
+type Delivery struct {
+	// Topic is the main topic.
+	Topic string
+	// Group is the consumer group ("" for broadcast).
+	Group string
+	// Key and Shard are the sequence key and its routing shard.
+	Key   string
+	Shard int
+	// Retries is how many times the message was retried before this
+	// delivery.
+	Retries int
+	// FirstFailure and LastFailure are when it first and last failed.
+	FirstFailure, LastFailure time.Time
+	// Death is the death metadata of a dead letter (a source made by
+	// NewDeadSource); nil otherwise.
+	Death *Death
+}
+
+// DeliveryOf returns the Delivery of a message a Source delivered.
+func DeliveryOf[T any](m *message.Message[T]) (*Delivery, bool) {
+	return message.MetadataAs[*Delivery](m)
+}
+
+// Stats are a Source's counters.
+type Stats struct {
+	// Received is the number of letters taken from the queues.
+	Received uint64
+	// Acked, Retried, Deferred and Requeued count outcomes.
+	Acked, Retried, Deferred, Requeued uint64
+	// DeadLettered counts letters sent to the DLQ (by a dead source: put
+	// back), Discarded those dropped with a warning (no DLQ, or a
+	// broadcast retry).
+	DeadLettered, Discarded uint64
+	// Poisoned counts letters dead-lettered because their key was poisoned
+	// (included in DeadLettered).
+	Poisoned uint64
+	// HeldBack is the number of messages of a sequenced topology waiting
+	// for an earlier message of their key.
+	HeldBack int
+}
+
+// Source consumes a declared topology into a pipeline (it implements
+// producer.Source) and carries out each message's outcome: an ack settles
+// it, a retry parks it in a hold queue, a reject dead-letters it. See
+// Decide for how an outcome is read from the message's error and
+// disposition.
+//
+// On a sequenced topology the source hands the pipeline one message per key
+// at a time, in the order they were published: later messages of a key wait
+// in the source while one of the key is in flight or held for a retry, and
+// messages of other keys are not held up. It reports itself ordered, with
+// each message's partition key its shard, so a pipeline keeps each shard on
+// one processor.
+//
+// Create it with NewSource (or NewDeadSource for the DLQ).
+type Source[T any] struct {
+	opts   SourceOptions[T]
+	t      *Topology
+	q      Queues[T]
+	log    *slog.Logger
+	dead   bool
+	seq    *sequencer[T]
+	shards []string
+
+	mu      sync.Mutex
+	readers []Reader[T]
+	closed  bool
+
+	received, acked, retried, deferred, requeued atomic.Uint64
+	deadLettered, discarded, poisoned            atomic.Uint64
+}
+
+// NewSource validates opts and returns a source over the main topic of
+// opts.Queues.
+func NewSource[T any](opts SourceOptions[T]) (*Source[T], error) {
+	return newSource(opts, false)
+}
+
+// NewDeadSource validates opts and returns a source over the DLQ of
+// opts.Queues. Its messages carry the dead letters' Delivery with Death
+// set. A message that succeeds is removed from the DLQ; one that fails goes
+// back to the DLQ's tail, unless its disposition is
+// acker.DispositionDiscard (it is then dropped). MaxRetries does not apply.
+func NewDeadSource[T any](opts SourceOptions[T]) (*Source[T], error) {
+	return newSource(opts, true)
+}
+
+func newSource[T any](opts SourceOptions[T], dead bool) (*Source[T], error) {
+	opts = opts.WithDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	t := opts.Queues.Topology()
+	if dead && t.dlq == "" {
+		return nil, fmt.Errorf("topology %s: %w", t.name, ErrNoDLQ)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Source[T]{opts: opts, t: t, q: opts.Queues, dead: dead,
+		log: log.With(slog.String("topology", t.name))}
+	if f, ok := t.Sequenced(); ok && !dead {
+		s.seq = &sequencer[T]{policy: f, keys: map[string]*keyState[T]{}, wakers: map[*waker]struct{}{}}
+		s.shards = make([]string, t.shards)
+		for i := range s.shards {
+			s.shards[i] = t.name + "#" + strconv.Itoa(i)
+		}
+	}
+	return s, nil
+}
+
+// Info reports the source ordered when its topology is sequenced.
+func (s *Source[T]) Info() (producer.Info, error) {
+	return producer.Info{Ordered: s.seq != nil}, s.opts.Validate()
+}
+
+// Stats returns the source's counters.
+func (s *Source[T]) Stats() Stats {
+	st := Stats{
+		Received: s.received.Load(), Acked: s.acked.Load(), Retried: s.retried.Load(),
+		Deferred: s.deferred.Load(), Requeued: s.requeued.Load(),
+		DeadLettered: s.deadLettered.Load(), Discarded: s.discarded.Load(), Poisoned: s.poisoned.Load(),
+	}
+	if s.seq != nil {
+		st.HeldBack = s.seq.heldBack()
+	}
+	return st
+}
+
+// record is the ack data of one delivered message.
+type record[T any] struct {
+	l  Letter[T]
+	r  Reader[T]
+	md Delivery
+}
+
+// Run subscribes one reader for the stage and delivers letters under the
+// stage's permit window until ctx is cancelled or the queues are closed
+// (then it returns nil: the source is exhausted).
+func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
+	r, err := s.subscribe(ctx)
+	if err != nil {
+		if errors.Is(err, ErrClosed) || ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	feed := stage.NewFeed(fmt.Sprintf("%s/%d", s.t.name, stage.Index()), nil)
+	buf := make([]Letter[T], s.opts.MaxBatch)
+	out := make([]pendingLetter[T], 0, s.opts.MaxBatch)
+	have := 0
+	for {
+		if have == 0 {
+			n, err := feed.Acquire(ctx, s.opts.MaxBatch)
+			if err != nil {
+				return nil
+			}
+			have = n
+		}
+		out = out[:0]
+		if s.seq != nil {
+			out = s.seq.takeReady(out, have)
+		}
+		if len(out) == 0 {
+			n, err := s.receive(ctx, r, buf[:have])
+			if err != nil {
+				if ctx.Err() != nil || errors.Is(err, ErrClosed) {
+					return nil
+				}
+				return err
+			}
+			s.received.Add(uint64(n))
+			for i := range n {
+				out = s.admit(ctx, out, buf[i], r)
+				buf[i] = Letter[T]{}
+			}
+		}
+		if len(out) > 0 {
+			feed.Deliver(s.messages(out)...)
+			have -= len(out)
+			clear(out)
+		}
+	}
+}
+
+func (s *Source[T]) subscribe(ctx context.Context) (Reader[T], error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	var r Reader[T]
+	var err error
+	if s.dead {
+		r, err = s.q.SubscribeDead(ctx)
+	} else {
+		r, err = s.q.Subscribe(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.readers = append(s.readers, r)
+	return r, nil
+}
+
+// receive waits for letters; on a sequenced topology it also stops waiting
+// when held-back letters become ready (it then returns 0, nil).
+func (s *Source[T]) receive(ctx context.Context, r Reader[T], dst []Letter[T]) (int, error) {
+	if s.seq == nil {
+		return r.Receive(ctx, dst)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	w := &waker{cancel: cancel}
+	if !s.seq.register(w) {
+		cancel()
+		return 0, nil
+	}
+	n, err := r.Receive(rctx, dst)
+	s.seq.unregister(w)
+	cancel()
+	if err != nil && ctx.Err() == nil && rctx.Err() != nil {
+		return 0, nil // woken: ready letters wait
+	}
+	return n, err
+}
+
+// admit appends l to out if it may be delivered now.
+func (s *Source[T]) admit(ctx context.Context, out []pendingLetter[T], l Letter[T], r Reader[T]) []pendingLetter[T] {
+	if s.seq == nil {
+		return append(out, pendingLetter[T]{l: l, r: r})
+	}
+	switch s.seq.admit(l, r) {
+	case admitDeliver:
+		out = append(out, pendingLetter[T]{l: l, r: r})
+	case admitPoisoned:
+		s.poisonLetter(ctx, pendingLetter[T]{l: l, r: r}, "")
+	}
+	return out
+}
+
+// messages turns letters into messages, allocating one block per batch.
+func (s *Source[T]) messages(ls []pendingLetter[T]) []*message.Message[T] {
+	msgs := make([]message.Message[T], len(ls))
+	recs := make([]record[T], len(ls))
+	ptrs := make([]*message.Message[T], len(ls))
+	for i := range ls {
+		rec := &recs[i]
+		rec.l, rec.r = ls[i].l, ls[i].r
+		l := &rec.l
+		rec.md = Delivery{Topic: s.t.name, Group: s.t.ConsumerGroup(), Key: l.Key, Shard: l.Shard,
+			Retries: l.Retries, FirstFailure: l.FirstFailure, LastFailure: l.LastFailure, Death: l.Death}
+		m := &msgs[i]
+		m.Init(l.Value, s, 0)
+		m.SetAckData(rec)
+		m.Metadata = &rec.md
+		if s.seq != nil && l.Shard >= 0 && l.Shard < len(s.shards) {
+			m.SetPartitionKey(s.shards[l.Shard])
+		}
+		ptrs[i] = m
+	}
+	return ptrs
+}
+
+// Ack carries out the outcome of each message (acker.Acknowledger).
+func (s *Source[T]) Ack(ctx context.Context, successful, failed []acker.Outcome) {
+	for i := range successful {
+		if rec, ok := successful[i].Data.(*record[T]); ok {
+			s.settle(ctx, rec, OutcomeAck, false, nil)
+		}
+	}
+	for i := range failed {
+		if rec, ok := failed[i].Data.(*record[T]); ok {
+			out, timeout := Decide(failed[i])
+			s.settle(ctx, rec, out, timeout, failed[i].Err)
+		}
+	}
+}
+
+func (s *Source[T]) settle(ctx context.Context, rec *record[T], out Outcome, timeout bool, err error) {
+	if s.dead {
+		s.settleDead(ctx, rec, out, err)
+		return
+	}
+	p := pendingLetter[T]{l: rec.l, r: rec.r}
+	now := time.Now()
+	switch out {
+	case OutcomeAck:
+		s.acked.Add(1)
+		s.done(ctx, p)
+		s.release(p.l)
+	case OutcomeRetry:
+		stamp(&p.l, now)
+		if p.l.Retries >= max(s.opts.MaxRetries, 0) {
+			reason := ReasonMaxRetries
+			if timeout {
+				reason = ReasonTimeout
+			}
+			s.kill(ctx, p, reason, err)
+			return
+		}
+		s.retried.Add(1)
+		p.l.Retries++
+		s.hold(ctx, p, s.t.holdFor(p.l.Retries-1))
+	case OutcomeDefer:
+		s.deferred.Add(1)
+		s.hold(ctx, p, s.t.holdFor(p.l.Retries))
+	case OutcomeReject:
+		stamp(&p.l, now)
+		s.kill(ctx, p, ReasonRejected, err)
+	default: // OutcomeRequeue
+		s.requeued.Add(1)
+		s.requeue(ctx, p)
+	}
+}
+
+func stamp[T any](l *Letter[T], now time.Time) {
+	if l.FirstFailure.IsZero() {
+		l.FirstFailure = now
+	}
+	l.LastFailure = now
+}
+
+// done settles p on its reader.
+func (s *Source[T]) done(ctx context.Context, p pendingLetter[T]) {
+	if err := p.r.Settle(ctx, &p.l); err != nil {
+		s.log.WarnContext(ctx, "could not settle a letter", slog.Any("error", err))
+	}
+}
+
+// release lets the next held-back message of l's key go.
+func (s *Source[T]) release(l Letter[T]) {
+	if s.seq != nil && l.Key != "" {
+		s.seq.release(l.Key)
+	}
+}
+
+// hold parks p in hold queue i; without hold queues it is delivered again at
+// once, and on a broadcast topology (which has neither) it is discarded.
+func (s *Source[T]) hold(ctx context.Context, p pendingLetter[T], i int) {
+	if s.t.broadcast {
+		s.discard(ctx, p, "a broadcast topology cannot retry")
+		return
+	}
+	if len(s.t.holds) == 0 {
+		s.requeue(ctx, p)
+		return
+	}
+	p.l.resume = s.seq != nil && p.l.Key != ""
+	if err := s.q.Hold(ctx, i, p.l); err != nil {
+		s.log.ErrorContext(ctx, "could not hold a letter; it is lost",
+			slog.String("hold", s.t.holds[i].Name), slog.Any("error", err))
+	}
+	s.done(ctx, p)
+}
+
+func (s *Source[T]) requeue(ctx context.Context, p pendingLetter[T]) {
+	if s.t.broadcast {
+		s.discard(ctx, p, "a broadcast topology cannot deliver again")
+		return
+	}
+	p.l.resume = s.seq != nil && p.l.Key != ""
+	if err := s.q.Requeue(ctx, p.l); err != nil {
+		s.log.ErrorContext(ctx, "could not requeue a letter; it is lost", slog.Any("error", err))
+	}
+	s.done(ctx, p)
+}
+
+func (s *Source[T]) discard(ctx context.Context, p pendingLetter[T], why string) {
+	s.discarded.Add(1)
+	s.log.WarnContext(ctx, "message discarded", slog.String("why", why),
+		slog.String("key", p.l.Key), slog.Int("retries", p.l.Retries))
+	s.done(ctx, p)
+}
+
+// kill dead-letters p; on a sequenced FailAll topology it poisons p's key
+// (unless it is empty) and dead-letters the messages of the key held back.
+func (s *Source[T]) kill(ctx context.Context, p pendingLetter[T], reason Reason, err error) {
+	text := ""
+	if err != nil {
+		text = err.Error()
+	}
+	if s.seq != nil && s.seq.policy == FailAll && p.l.Key != "" {
+		s.poisonLetter(ctx, p, text)
+		for _, w := range s.seq.poison(p.l.Key) {
+			s.poisonLetter(ctx, w, "key "+strconv.Quote(p.l.Key)+" poisoned by an earlier message: "+text)
+		}
+		return
+	}
+	s.deadLetter(ctx, p, reason, text)
+	s.release(p.l)
+}
+
+func (s *Source[T]) poisonLetter(ctx context.Context, p pendingLetter[T], text string) {
+	if text == "" {
+		text = "key " + strconv.Quote(p.l.Key) + " poisoned by an earlier message"
+	}
+	stamp(&p.l, time.Now())
+	s.poisoned.Add(1)
+	s.deadLetter(ctx, p, ReasonPoisoned, text)
+}
+
+func (s *Source[T]) deadLetter(ctx context.Context, p pendingLetter[T], reason Reason, text string) {
+	if s.t.dlq == "" {
+		s.discard(ctx, p, "no dead-letter queue: "+string(reason)+": "+text)
+		return
+	}
+	l := p.l
+	l.Death = &Death{Reason: reason, Error: text, Topic: s.t.name, Group: s.t.ConsumerGroup(),
+		Retries: l.Retries, FirstFailure: l.FirstFailure, LastFailure: l.LastFailure}
+	if err := s.q.DeadLetter(ctx, l); err != nil {
+		s.log.ErrorContext(ctx, "could not dead-letter a message; it is lost",
+			slog.String("dlq", s.t.dlq), slog.String("reason", string(reason)), slog.Any("error", err))
+	} else {
+		s.deadLettered.Add(1)
+	}
+	s.done(ctx, p)
+}
+
+// settleDead carries out the outcome of a dead letter: success removes it,
+// a failure puts it back on the DLQ unless it is to be discarded.
+func (s *Source[T]) settleDead(ctx context.Context, rec *record[T], out Outcome, err error) {
+	p := pendingLetter[T]{l: rec.l, r: rec.r}
+	switch out {
+	case OutcomeAck:
+		s.acked.Add(1)
+	case OutcomeReject:
+		s.discarded.Add(1)
+		s.log.WarnContext(ctx, "dead letter discarded", slog.Any("error", err))
+	default:
+		if qerr := s.q.DeadLetter(ctx, p.l); qerr != nil {
+			s.log.ErrorContext(ctx, "could not put a dead letter back; it is lost", slog.Any("error", qerr))
+		} else {
+			s.deadLettered.Add(1)
+		}
+	}
+	s.done(ctx, p)
+}
+
+// Close closes the readers the source subscribed. Idempotent.
+func (s *Source[T]) Close(context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	rs := s.readers
+	s.readers = nil
+	s.mu.Unlock()
+	for _, r := range rs {
+		r.Close()
+	}
+	return nil
+}
