@@ -2,6 +2,8 @@ package topic
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -123,6 +125,13 @@ func (b *Broker[T]) CreateInMemoryTopic(name Name, opts Options) (*Handle[T], er
 // wrapping ErrEmptyName, a [*NameError], ErrTopicExists, a
 // [validate.Errors], an [*UnsupportedError] or the backend's error).
 func (b *Broker[T]) CreateTopics(decls []Declaration[T]) ([]*Handle[T], error) {
+	return b.CreateTopicsContext(context.Background(), decls)
+}
+
+// CreateTopicsContext is [Broker.CreateTopics] with ctx bounding what the
+// backends do on their brokers to declare the topics. The broker's lock is
+// held throughout, so declarations through one broker do not overlap.
+func (b *Broker[T]) CreateTopicsContext(ctx context.Context, decls []Declaration[T]) ([]*Handle[T], error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	seen := make(map[Name]bool, len(decls))
@@ -143,7 +152,7 @@ func (b *Broker[T]) CreateTopics(decls []Declaration[T]) ([]*Handle[T], error) {
 		return nil, &TopicError{Topic: name, Err: err}
 	}
 	for _, d := range decls {
-		h, err := newHandle(d.Name, d.Options, d.Backend)
+		h, err := newHandle(ctx, d.Name, d.Options, d.Backend)
 		if err != nil {
 			return fail(d.Name, err)
 		}
@@ -163,14 +172,14 @@ func NewTopic[T any](name Name, opts Options, backend Backend[T]) (*Handle[T], e
 	if err := name.Validate(); err != nil {
 		return nil, &TopicError{Topic: name, Err: err}
 	}
-	h, err := newHandle(name, opts, backend)
+	h, err := newHandle(context.Background(), name, opts, backend)
 	if err != nil {
 		return nil, &TopicError{Topic: name, Err: err}
 	}
 	return h, nil
 }
 
-func newHandle[T any](name Name, opts Options, backend Backend[T]) (*Handle[T], error) {
+func newHandle[T any](ctx context.Context, name Name, opts Options, backend Backend[T]) (*Handle[T], error) {
 	if backend == nil {
 		backend = InMemory[T]{}
 	}
@@ -181,11 +190,12 @@ func newHandle[T any](name Name, opts Options, backend Backend[T]) (*Handle[T], 
 	if err := CheckCapabilities(backend.Name(), backend.Capabilities(), opts); err != nil {
 		return nil, err
 	}
-	st, err := backend.NewTopic(name, opts)
+	st, err := backend.NewTopic(ctx, name, opts)
 	if err != nil {
 		return nil, err
 	}
-	h := &Handle[T]{name: name, opts: opts, backend: backend.Name(), state: st}
+	h := &Handle[T]{name: name, opts: opts, backend: backend.Name(), state: st,
+		tracks: slices.Contains(backend.Capabilities().Propagation, PropagationAuto)}
 	h.mem, _ = st.(*memTopic[T])
 	return h, nil
 }
@@ -252,6 +262,7 @@ type Handle[T any] struct {
 	name    Name
 	opts    Options
 	backend string
+	tracks  bool // the backend declares PropagationAuto: tracked publishers are allowed
 	state   State[T]
 	mem     *memTopic[T] // state, when it is the in-memory backend's: called directly
 	broker  *Broker[T]
@@ -355,8 +366,10 @@ func (h *Handle[T]) Subscribe(mode SubscriptionMode, opts SubscriberOptions) (*S
 
 // Tracked returns a new tracked publisher. Zero fields of opts take the
 // topic's ack_propagation values. It returns ErrTopicClosed on a closed
-// topic, or a validate.Errors for negative options or a MaxInFlight above
-// MaxInFlightLimit.
+// topic, a validate.Errors for negative options or a MaxInFlight above
+// MaxInFlightLimit, or, when the topic's backend does not declare
+// PropagationAuto (it cannot carry outcomes back to publishers), an
+// [*UnsupportedError] naming ack_propagation.mode auto.
 func (h *Handle[T]) Tracked(opts TrackedOptions) (*TrackedPublisher[T], error) {
 	if err := validateTracked(opts); err != nil {
 		return nil, err
@@ -371,6 +384,10 @@ func (h *Handle[T]) Tracked(opts TrackedOptions) (*TrackedPublisher[T], error) {
 	defer h.mu.Unlock()
 	if h.closed {
 		return nil, ErrTopicClosed
+	}
+	if !h.tracks {
+		return nil, &UnsupportedError{Backend: h.backend, What: "ack_propagation.mode",
+			Value: PropagationAuto.String(), Err: ErrUnsupportedPolicy}
 	}
 	all := h.opts.Mode == BroadcastOnly && h.opts.Broadcast.AckMode == AckAll
 	c := newTrackerCore(all, opts.MaxInFlight, opts.Timeout, &h.inFlight)
@@ -525,22 +542,46 @@ func (s *Subscription[T]) recv(ctx context.Context, max int) (int, error) {
 	return n, nil
 }
 
-// Ack acknowledges a received message. It returns ErrMessageNotTracked if
-// the message was not published tracked, was not received by this
-// subscription, or is already settled.
+// Ack acknowledges a received message: a tracked publish resolves as
+// Acked, and a backend with [FeatureDurable] commits it. It returns
+// ErrMessageNotTracked if neither happened: the message was not received by
+// this subscription or is already settled, or it was published untracked on
+// a backend that does not settle deliveries (in memory).
 func (s *Subscription[T]) Ack(id MessageID) error {
-	t := s.take(id)
-	if t == nil || !t.ack() {
-		return ErrMessageNotTracked
-	}
-	return nil
+	return s.settle(id, nil)
 }
 
-// Nack rejects a received message with reason (nil means ErrNacked); the
-// tracked publish resolves as Nacked with that reason. Errors are as for Ack.
+// Nack rejects a received message with reason (nil means ErrNacked): a
+// tracked publish resolves as Nacked with that reason, and a backend with
+// [FeatureDurable] delivers the message again. Errors are as for Ack.
 func (s *Subscription[T]) Nack(id MessageID, reason error) error {
-	t := s.take(id)
-	if t == nil || !t.nack(reason) {
+	if reason == nil {
+		reason = ErrNacked
+	}
+	return s.settle(id, reason)
+}
+
+// settle resolves the tracked ticket of id, if any, and tells a backend
+// that settles deliveries. An error of the backend other than
+// ErrMessageNotTracked is returned even when the ticket resolved.
+func (s *Subscription[T]) settle(id MessageID, reason error) error {
+	settled := false
+	if t := s.take(id); t != nil {
+		if reason == nil {
+			settled = t.ack()
+		} else {
+			settled = t.nack(reason)
+		}
+	}
+	if s.member == nil { // the in-memory backend's members settle nothing
+		switch err := s.st.Settle(id, reason); {
+		case err == nil:
+			settled = true
+		case !errors.Is(err, ErrMessageNotTracked):
+			return err
+		}
+	}
+	if !settled {
 		return ErrMessageNotTracked
 	}
 	return nil

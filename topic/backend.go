@@ -19,7 +19,52 @@ type Capabilities struct {
 	AckModes []AckMode
 	// Propagation modes.
 	Propagation []PropagationMode
+	// Features are the behaviours beyond modes and policies that the
+	// backend has; see [Feature].
+	Features []Feature
 }
+
+// Feature is a behaviour a backend may or may not have. The in-memory
+// backend has [FeatureGroupBackpressure] and [FeatureBroadcastCapacity]; a
+// backend on a distributed log has [FeatureDurable] instead. Features are
+// not options: a topic's options never ask for one, so topic creation does
+// not check them; they tell users (and the conformance suite, package
+// topictest) which guarantees hold.
+type Feature int
+
+const (
+	// FeatureGroupBackpressure: a balanced group's queue holds at most
+	// balanced.capacity messages, and a publish waits for room in it
+	// (on_full block) or is dropped (drop_newest) when it is full, so slow
+	// consumers push back on publishers. A log stores every publish and does
+	// not push back for slow consumers; there balanced.capacity bounds each
+	// member's read-ahead instead.
+	FeatureGroupBackpressure Feature = iota
+	// FeatureBroadcastCapacity: a broadcast subscriber that falls
+	// broadcast.capacity messages behind misses messages, as on_lag says. A
+	// log keeps messages by retention instead: a subscriber misses messages
+	// only when it falls below the start of the log.
+	FeatureBroadcastCapacity
+	// FeatureDurable: deliveries are settled with the backend. A message a
+	// balanced member acked is never delivered to its group again; one it
+	// nacked, or received and did not settle before it closed (or its
+	// process died), is delivered again to a member of the group. Messages
+	// survive the publishing and subscribing processes.
+	FeatureDurable
+)
+
+var featureNames = []string{"group_backpressure", "broadcast_capacity", "durable"}
+
+// String returns "group_backpressure", "broadcast_capacity" or "durable".
+func (f Feature) String() string { return enumString(featureNames, int(f), "Feature") }
+
+// Features returns every feature, in declaration order.
+func Features() []Feature {
+	return []Feature{FeatureGroupBackpressure, FeatureBroadcastCapacity, FeatureDurable}
+}
+
+// Has reports whether c declares f.
+func (c Capabilities) Has(f Feature) bool { return slices.Contains(c.Features, f) }
 
 // CheckCapabilities reports the first setting of o that c does not support,
 // as an [*UnsupportedError] wrapping [ErrUnsupportedMode] or
@@ -56,15 +101,18 @@ func CheckCapabilities(backend string, c Capabilities, o Options) error {
 }
 
 // Backend creates the per-topic state of one kind of topic implementation.
-// [InMemory] is the built-in one.
+// [InMemory] is the built-in one; packages topic/kafkatopic and
+// topic/pulsartopic put topics on Kafka and Pulsar.
 type Backend[T any] interface {
 	// Name is the backend's configuration name ("in_memory").
 	Name() string
 	// Capabilities declares what the backend supports.
 	Capabilities() Capabilities
 	// NewTopic creates the state of one topic. opts have had defaults
-	// applied and passed validation and the capability check.
-	NewTopic(name Name, opts Options) (State[T], error)
+	// applied and passed validation and the capability check. ctx bounds
+	// whatever the backend does on a broker to declare the topic; declaring
+	// a topic that already exists with compatible settings succeeds.
+	NewTopic(ctx context.Context, name Name, opts Options) (State[T], error)
 }
 
 // BackendByName returns the built-in backend registered under name
@@ -126,6 +174,14 @@ type SubscriptionState[T any] interface {
 	// ctx.Err() with nothing consumed. It is not called concurrently for
 	// one subscription.
 	Receive(ctx context.Context, dst []Envelope[T]) (int, error)
+	// Settle reports the outcome of a received message: reason nil for an
+	// ack, non-nil for a nack. A backend with [FeatureDurable] commits acked
+	// messages (a log: once every earlier message of the partition is
+	// settled) and delivers nacked ones again, and returns nil; one that
+	// does not settle deliveries (in memory), or does not know id, or
+	// settled it already, returns ErrMessageNotTracked. It may be called
+	// from any goroutine, concurrently with Receive.
+	Settle(id MessageID, reason error) error
 	// Close removes the subscriber; deliveries it had not received are
 	// dropped (Ticket.Drop). Idempotent; may be called concurrently with
 	// Receive, which then returns ErrSubscriptionClosed.
@@ -134,7 +190,9 @@ type SubscriptionState[T any] interface {
 
 // Envelope is one message as a backend carries it.
 type Envelope[T any] struct {
-	// ID identifies the publish within its topic.
+	// ID identifies the message: within its topic for the in-memory
+	// backend; a backend that settles deliveries may number them per
+	// subscription instead (IDs must be unique within one subscription).
 	ID MessageID
 	// Value is the payload.
 	Value T

@@ -18,7 +18,8 @@ type InMemory[T any] struct{}
 // Name returns "in_memory".
 func (InMemory[T]) Name() string { return "in_memory" }
 
-// Capabilities returns every mode and policy.
+// Capabilities returns every mode and policy, and the features of bounded
+// in-process queues (not [FeatureDurable]).
 func (InMemory[T]) Capabilities() Capabilities {
 	return Capabilities{
 		Modes:       []Mode{BalancedOnly, BroadcastOnly, Mixed},
@@ -26,11 +27,12 @@ func (InMemory[T]) Capabilities() Capabilities {
 		OnLag:       []OnLag{DropOldest, Disconnect},
 		AckModes:    []AckMode{AckFirst, AckAll},
 		Propagation: []PropagationMode{PropagationDisabled, PropagationAuto},
+		Features:    []Feature{FeatureGroupBackpressure, FeatureBroadcastCapacity},
 	}
 }
 
 // NewTopic returns the state of one in-memory topic.
-func (InMemory[T]) NewTopic(_ Name, opts Options) (State[T], error) {
+func (InMemory[T]) NewTopic(_ context.Context, _ Name, opts Options) (State[T], error) {
 	t := &memTopic[T]{opts: opts, groups: make(map[GroupName]*memGroup[T])}
 	if opts.Mode != BalancedOnly {
 		t.ring = newRing[T](opts.Broadcast.Capacity, opts.Broadcast.OnLag)
@@ -284,6 +286,10 @@ func (m *memMember[T]) Receive(ctx context.Context, dst []Envelope[T]) (int, err
 	}
 	return n, err
 }
+
+// Settle implements SubscriptionState: the in-memory backend does not
+// settle deliveries.
+func (m *memMember[T]) Settle(MessageID, error) error { return ErrMessageNotTracked }
 
 // Close implements SubscriptionState.
 func (m *memMember[T]) Close() {

@@ -171,9 +171,9 @@ func (b limitedBackend) Capabilities() topic.Capabilities {
 	b.asked.Add(1)
 	return b.caps
 }
-func (b limitedBackend) NewTopic(n topic.Name, o topic.Options) (topic.State[int], error) {
+func (b limitedBackend) NewTopic(ctx context.Context, n topic.Name, o topic.Options) (topic.State[int], error) {
 	b.created.Add(1)
-	return topic.InMemory[int]{}.NewTopic(n, o)
+	return topic.InMemory[int]{}.NewTopic(ctx, n, o)
 }
 
 // Creation fails with unsupported-mode / unsupported-policy errors naming

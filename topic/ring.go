@@ -238,6 +238,10 @@ func (s *ringSub[T]) Receive(ctx context.Context, dst []Envelope[T]) (int, error
 	}
 }
 
+// Settle implements SubscriptionState: the in-memory backend does not
+// settle deliveries.
+func (s *ringSub[T]) Settle(MessageID, error) error { return ErrMessageNotTracked }
+
 // Close implements SubscriptionState: the subscriber leaves and drops the
 // tracked messages it has not read.
 func (s *ringSub[T]) Close() {

@@ -119,7 +119,9 @@ func (heldBackend) Capabilities() topic.Capabilities {
 	}
 }
 
-func (b heldBackend) NewTopic(topic.Name, topic.Options) (topic.State[int], error) { return b.st, nil }
+func (b heldBackend) NewTopic(context.Context, topic.Name, topic.Options) (topic.State[int], error) {
+	return b.st, nil
+}
 
 type heldState struct {
 	release chan struct{}
@@ -143,6 +145,8 @@ func (s *heldState) Subscribe(topic.SubscriptionMode, topic.SubscriberOptions) (
 func (s *heldState) Stats() topic.StateStats { return topic.StateStats{} }
 
 func (s *heldState) Close() {}
+
+func (s *heldState) Settle(topic.MessageID, error) error { return topic.ErrMessageNotTracked }
 
 func (s *heldState) Receive(ctx context.Context, dst []topic.Envelope[int]) (int, error) {
 	select {

@@ -255,8 +255,8 @@ type restricted struct {
 
 func (r restricted) Name() string                     { return r.name }
 func (r restricted) Capabilities() topic.Capabilities { return r.caps }
-func (r restricted) NewTopic(name topic.Name, o topic.Options) (topic.State[int], error) {
-	return topic.InMemory[int]{}.NewTopic(name, o)
+func (r restricted) NewTopic(ctx context.Context, name topic.Name, o topic.Options) (topic.State[int], error) {
+	return topic.InMemory[int]{}.NewTopic(ctx, name, o)
 }
 
 // Build checks every topic against its backend's capabilities before it

@@ -21,23 +21,42 @@ type suite struct {
 	t       *testing.T
 	backend topic.Backend[int]
 	broker  *topic.Broker[int]
+	skips   *skips
 }
 
-func newSuite(t *testing.T, newBackend func() topic.Backend[int]) *suite {
+func newSuite(t *testing.T, newBackend func(*testing.T) topic.Backend[int], rec *skips) *suite {
 	t.Helper()
-	s := &suite{t: t, backend: newBackend(), broker: topic.NewBroker[int]()}
+	s := &suite{t: t, backend: newBackend(t), broker: topic.NewBroker[int](), skips: rec}
 	t.Cleanup(s.broker.Close)
 	return s
 }
 
+// skip skips the subtest for the capability named what (as [unsupported]
+// names it), recording it for SkipsMatchCapabilities.
+func (s *suite) skip(what string) {
+	s.t.Helper()
+	s.skips.mu.Lock()
+	s.skips.seen[what] = true
+	s.skips.mu.Unlock()
+	s.t.Skipf("backend %q does not declare %s", s.backend.Name(), what)
+}
+
+// skipUnsupported skips the subtest if err says the backend does not
+// support a setting (a declared limitation, not a failure).
+func (s *suite) skipUnsupported(err error) {
+	s.t.Helper()
+	var ue *topic.UnsupportedError
+	if errors.As(err, &ue) && ue.What != "" {
+		s.skip(ue.What + " " + ue.Value)
+	}
+}
+
 // topic creates a topic, skipping the test if the backend declares it does
-// not support the options (a declared limitation, not a failure).
+// not support the options.
 func (s *suite) topic(name string, o topic.Options) *topic.Handle[int] {
 	s.t.Helper()
 	o = o.WithDefaults()
-	if err := topic.CheckCapabilities(s.backend.Name(), s.backend.Capabilities(), o); err != nil {
-		s.t.Skipf("backend declares it does not support these options: %v", err)
-	}
+	s.skipUnsupported(topic.CheckCapabilities(s.backend.Name(), s.backend.Capabilities(), o))
 	h, err := s.broker.CreateTopic(topic.Name(name), o, s.backend)
 	if err != nil {
 		s.t.Fatalf("CreateTopic(%s): %v", name, err)
@@ -58,6 +77,7 @@ func (s *suite) sub(h *topic.Handle[int], mode topic.SubscriptionMode) *topic.Su
 func (s *suite) tracked(h *topic.Handle[int], o topic.TrackedOptions) *topic.TrackedPublisher[int] {
 	s.t.Helper()
 	p, err := h.Tracked(o)
+	s.skipUnsupported(err)
 	if err != nil {
 		s.t.Fatalf("Tracked: %v", err)
 	}

@@ -8,8 +8,12 @@
 //		topictest.Run(t, func() topic.Backend[int] { return mybackend.New[int]() })
 //	}
 //
-// Subtests whose options the backend declares unsupported (its
-// Capabilities) are skipped with that reason.
+// A subtest is skipped only for a capability the backend does not
+// declare (a feature, mode or policy of [topic.Capabilities]), with a
+// reason naming it; the last subtest, SkipsMatchCapabilities, fails unless
+// the capabilities that caused skips are exactly the ones the backend does
+// not declare. Backends that need per-subtest cleanup (an in-process broker
+// to stop) use [RunWith].
 package topictest
 
 import (
@@ -28,93 +32,170 @@ import (
 // Set TOPICTEST_SCALE (an integer ≥ 1) to multiply the message counts of
 // the concurrency tests.
 func Run(t *testing.T, newBackend func() topic.Backend[int]) {
+	RunWith(t, func(*testing.T) topic.Backend[int] { return newBackend() })
+}
+
+// RunWith is [Run] with newBackend given the subtest, so that it can
+// register cleanups (t.Cleanup) for what it starts. It is called once per
+// subtest, and once more for SkipsMatchCapabilities.
+func RunWith(t *testing.T, newBackend func(t *testing.T) topic.Backend[int]) {
+	rec := &skips{seen: make(map[string]bool)}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			c.run(newSuite(t, newBackend))
+			s := newSuite(t, newBackend, rec)
+			for _, f := range c.needs {
+				if !s.backend.Capabilities().Has(f) {
+					s.skip("feature " + f.String())
+				}
+			}
+			c.run(s)
 		})
 	}
+	// Every skip above named a capability the backend does not declare,
+	// and every capability it does not declare skipped some subtest.
+	t.Run("SkipsMatchCapabilities", func(t *testing.T) {
+		be := newBackend(t)
+		want := unsupported(be.Capabilities())
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		for k := range rec.seen {
+			if !want[k] {
+				t.Errorf("a subtest was skipped for %s, which the backend declares", k)
+			}
+		}
+		for k := range want {
+			if !rec.seen[k] {
+				t.Errorf("the backend does not declare %s, but no subtest was skipped for it", k)
+			}
+		}
+	})
+}
+
+// skips records the capabilities that caused subtests to skip.
+type skips struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+// unsupported names every feature, mode and policy c does not declare, as
+// the suite's skip reasons name them.
+func unsupported(c topic.Capabilities) map[string]bool {
+	out := make(map[string]bool)
+	for _, f := range topic.Features() {
+		if !c.Has(f) {
+			out["feature "+f.String()] = true
+		}
+	}
+	add := func(what string, declared bool, value string) {
+		if !declared {
+			out[what+" "+value] = true
+		}
+	}
+	for _, m := range []topic.Mode{topic.BalancedOnly, topic.BroadcastOnly, topic.Mixed} {
+		add("mode", slices.Contains(c.Modes, m), m.String())
+	}
+	for _, v := range []topic.OnFull{topic.Block, topic.DropNewest} {
+		add("balanced.on_full", slices.Contains(c.OnFull, v), v.String())
+	}
+	for _, v := range []topic.OnLag{topic.DropOldest, topic.Disconnect} {
+		add("broadcast.on_lag", slices.Contains(c.OnLag, v), v.String())
+	}
+	for _, v := range []topic.AckMode{topic.AckFirst, topic.AckAll} {
+		add("broadcast.ack_mode", slices.Contains(c.AckModes, v), v.String())
+	}
+	for _, v := range []topic.PropagationMode{topic.PropagationDisabled, topic.PropagationAuto} {
+		add("ack_propagation.mode", slices.Contains(c.Propagation, v), v.String())
+	}
+	return out
 }
 
 type testCase struct {
-	name string
-	run  func(s *suite)
+	name  string
+	needs []topic.Feature // skipped unless the backend declares every one
+	run   func(s *suite)
 }
 
 var cases = []testCase{
 	// Names: empty topic and group names are rejected everywhere.
-	{"EmptyNamesRejected", testEmptyNames},
+	{"EmptyNamesRejected", nil, testEmptyNames},
 	// Broker: create, lookup, sorted list, remove-and-close, close-all.
-	{"BrokerLifecycle", testBrokerLifecycle},
+	{"BrokerLifecycle", nil, testBrokerLifecycle},
 	// Broker: CreateTopics is atomic, a bad declaration inserts nothing.
-	{"CreateTopicsAtomic", testCreateTopicsAtomic},
+	{"CreateTopicsAtomic", nil, testCreateTopicsAtomic},
 	// TopicSet.Remove detaches the alias only; the topic stays open.
-	{"TopicSetRemoveDoesNotClose", testTopicSetRemove},
+	{"TopicSetRemoveDoesNotClose", nil, testTopicSetRemove},
 	// Explicit mode-mismatch errors on subscribe.
-	{"ModeMismatchErrors", testModeMismatch},
+	{"ModeMismatchErrors", nil, testModeMismatch},
 	// Balanced: within a group each message goes to exactly one subscriber, under concurrency.
-	{"BalancedExactlyOnceConcurrent", testExactlyOnce},
+	{"BalancedExactlyOnceConcurrent", nil, testExactlyOnce},
 	// Each subscriber receives one publisher's messages in publish order.
-	{"OrderPerSubscriber", testOrder},
+	{"OrderPerSubscriber", nil, testOrder},
 	// Different balanced groups each receive the whole stream independently.
-	{"IndependentGroups", testIndependentGroups},
+	{"IndependentGroups", nil, testIndependentGroups},
 	// Balanced publish waits under backpressure and publishes nothing when cancelled.
-	{"Backpressure", testBackpressure},
+	{"Backpressure", []topic.Feature{topic.FeatureGroupBackpressure}, testBackpressure},
 	// TryPublish and on_full drop_newest report DroppedOnFull and deliver nothing.
-	{"DropOnFull", testDropOnFull},
+	{"DropOnFull", []topic.Feature{topic.FeatureGroupBackpressure}, testDropOnFull},
 	// Broadcast drop_oldest: a slow subscriber gets Lagged{Missed} and continues from the oldest retained message; the fast one and the publisher are unaffected.
-	{"LagDropOldest", testLagDropOldest},
+	{"LagDropOldest", []topic.Feature{topic.FeatureBroadcastCapacity}, testLagDropOldest},
 	// Broadcast disconnect: a slow subscriber gets one final Lagged, then ErrSubscriptionClosed.
-	{"LagDisconnect", testLagDisconnect},
+	{"LagDisconnect", []topic.Feature{topic.FeatureBroadcastCapacity}, testLagDisconnect},
 	// Broadcast under concurrency: each subscriber's messages plus its lag notices account for every message once, in order.
-	{"LagAccountingConcurrent", testLagAccounting},
+	{"LagAccountingConcurrent", []topic.Feature{topic.FeatureBroadcastCapacity}, testLagAccounting},
 	// Mixed: TryPublish is all-or-nothing across groups and broadcast.
-	{"MixedTryPublishAllOrNothing", testMixedAllOrNothing},
+	{"MixedTryPublishAllOrNothing", []topic.Feature{topic.FeatureGroupBackpressure}, testMixedAllOrNothing},
 	// Mixed: a publish blocked on one full group delivers nowhere and holds no room in the others while it waits.
-	{"MixedBlockedPublishHoldsNothing", testMixedBlocked},
+	{"MixedBlockedPublishHoldsNothing", []topic.Feature{topic.FeatureGroupBackpressure}, testMixedBlocked},
 	// Mixed under concurrency: blocked publishers never lose a wakeup, and every group and broadcast subscriber gets every message once.
-	{"MixedBackpressureConcurrent", testMixedConcurrent},
+	{"MixedBackpressureConcurrent", nil, testMixedConcurrent},
 	// A cancelled publish delivers nothing anywhere.
-	{"CancelledPublishDeliversNothing", testCancelledPublish},
+	{"CancelledPublishDeliversNothing", nil, testCancelledPublish},
 	// No replay: a late subscriber only sees messages published after it subscribed.
-	{"NoReplayForLateSubscribers", testNoReplay},
+	{"NoReplayForLateSubscribers", nil, testNoReplay},
 	// Close: publish fails, receivers drain then see ErrSubscriptionClosed, subscribe is refused, waiters wake.
-	{"CloseSemantics", testClose},
+	{"CloseSemantics", nil, testClose},
 	// Tracked: an ack resolves the receipt as Acked.
-	{"TrackedAck", testTrackedAck},
+	{"TrackedAck", nil, testTrackedAck},
 	// Tracked: a nack resolves as Nacked with the subscriber's reason.
-	{"TrackedNackWithReason", testTrackedNack},
+	{"TrackedNackWithReason", nil, testTrackedNack},
 	// Tracked: no outcome within the timeout resolves as TimedOut.
-	{"TrackedTimedOut", testTrackedTimeout},
+	{"TrackedTimedOut", nil, testTrackedTimeout},
 	// Tracked: closing the topic resolves pending receipts as TopicClosed.
-	{"TrackedTopicClosed", testTrackedTopicClosed},
+	{"TrackedTopicClosed", nil, testTrackedTopicClosed},
 	// Tracked: max_in_flight bounds pending publishes; TryPublish reports MaxInFlightReached.
-	{"TrackedMaxInFlight", testTrackedMaxInFlight},
+	{"TrackedMaxInFlight", nil, testTrackedMaxInFlight},
 	// Tracked: ack/nack of untracked, unknown or already-resolved messages returns ErrMessageNotTracked.
-	{"AckNotTracked", testAckNotTracked},
+	{"AckNotTracked", nil, testAckNotTracked},
 	// Tracked: a delivery dropped without an ack nacks the publish.
-	{"DroppedDeliveryNacks", testDroppedDelivery},
+	{"DroppedDeliveryNacks", []topic.Feature{topic.FeatureBroadcastCapacity}, testDroppedDelivery},
 	// Tracked: a publish that reaches no subscriber is nacked at once.
-	{"NoSubscriberNacks", testNoSubscriber},
+	{"NoSubscriberNacks", nil, testNoSubscriber},
 	// Tracked: callback form, DropNewest publisher, and closing the publisher.
-	{"TrackedFuncAndClose", testTrackedFuncAndClose},
+	{"TrackedFuncAndClose", nil, testTrackedFuncAndClose},
 	// ack_mode first: the first recipient outcome wins.
-	{"AckFirstWins", testAckFirst},
+	{"AckFirstWins", nil, testAckFirst},
 	// ack_mode all: Acked only after every subscriber eligible at publish time acked.
-	{"AckAllWaitsForEveryEligible", testAckAllEvery},
+	{"AckAllWaitsForEveryEligible", nil, testAckAllEvery},
 	// ack_mode all: any required nack resolves as Nacked with its reason.
-	{"AckAllAnyNack", testAckAllNack},
+	{"AckAllAnyNack", nil, testAckAllNack},
 	// ack_mode all: an eligible subscriber leaving (or disconnected for lag) before acking resolves as Nacked.
-	{"AckAllSubscriberLeaves", testAckAllLeaves},
+	{"AckAllSubscriberLeaves", nil, testAckAllLeaves},
 	// ack_mode all: an empty eligible set resolves at once as Nacked.
-	{"AckAllEmptyEligibleSet", testAckAllEmpty},
+	{"AckAllEmptyEligibleSet", nil, testAckAllEmpty},
 	// ack_mode all: a second ack (or a nack) of one delivery by the same subscriber is refused and does not count toward the eligible set.
-	{"AckAllDuplicateAckCountsOnce", testAckAllDuplicateAck},
+	{"AckAllDuplicateAckCountsOnce", nil, testAckAllDuplicateAck},
 	// ack_mode all is rejected at creation without propagation auto, without on_lag disconnect, and on mixed or balanced-only topics.
-	{"AckAllStartupRejections", testAckAllRejections},
+	{"AckAllStartupRejections", nil, testAckAllRejections},
 	// Stats: groups, broadcast subscribers, published, dropped, lagged, in-flight.
-	{"Stats", testStats},
+	{"Stats", []topic.Feature{topic.FeatureGroupBackpressure, topic.FeatureBroadcastCapacity}, testStats},
 	// Capabilities: every declared mode can be created, and undeclared ones are refused at creation.
-	{"Capabilities", testCapabilities},
+	{"Capabilities", nil, testCapabilities},
+	// Durable: messages a balanced member received and did not settle before it closed are delivered again to its group; acked ones are not.
+	{"DurableRedeliversUnsettled", []topic.Feature{topic.FeatureDurable}, testDurableRedelivers},
+	// Durable: a nacked message is delivered again to its group.
+	{"DurableNackRedelivers", []topic.Feature{topic.FeatureDurable}, testDurableNack},
+	// Durable: an untracked message is settled with the backend; settling it twice, or an unknown id, is refused.
+	{"DurableSettlesUntracked", []topic.Feature{topic.FeatureDurable}, testDurableSettles},
 }
 
 func testEmptyNames(s *suite) {
@@ -1031,8 +1112,11 @@ func testAckNotTracked(s *suite) {
 	sub := s.sub(h, group("g"))
 	publish(t, h, 1)
 	it := recvValue(t, sub, 1)
-	isErr(t, "Ack untracked", sub.Ack(it.ID), topic.ErrMessageNotTracked)
-	isErr(t, "Nack untracked", sub.Nack(it.ID, nil), topic.ErrMessageNotTracked)
+	if !s.backend.Capabilities().Has(topic.FeatureDurable) {
+		// A durable backend settles untracked messages too (DurableSettlesUntracked).
+		isErr(t, "Ack untracked", sub.Ack(it.ID), topic.ErrMessageNotTracked)
+		isErr(t, "Nack untracked", sub.Nack(it.ID, nil), topic.ErrMessageNotTracked)
+	}
 	isErr(t, "Ack unknown", sub.Ack(123456), topic.ErrMessageNotTracked)
 	p := s.tracked(h, topic.TrackedOptions{})
 	r, _ := p.Publish(ctxT(t), 2)
@@ -1428,4 +1512,61 @@ func testAckAllDuplicateAck(s *suite) {
 		t.Fatal(err)
 	}
 	expectResult(t, r, topic.Acked, nil)
+}
+
+func testDurableRedelivers(s *suite) {
+	t := s.t
+	h := s.topic("t", balanced(8))
+	m1 := s.sub(h, group("g"))
+	publish(t, h, 1, 2, 3)
+	it := recvValue(t, m1, 1)
+	if err := m1.Ack(it.ID); err != nil {
+		t.Fatalf("Ack: %v", err)
+	}
+	recvValue(t, m1, 2)
+	recvValue(t, m1, 3)
+	m1.Close() // 2 and 3 received, never settled
+	m2 := s.sub(h, group("g"))
+	recvValue(t, m2, 2)
+	recvValue(t, m2, 3)
+	recvNothing(t, m2) // 1 was acked: never again
+	// Another group is independent of g's settlements.
+	publish(t, h, 4)
+	recvValue(t, m2, 4)
+}
+
+func testDurableNack(s *suite) {
+	t := s.t
+	h := s.topic("t", balanced(8))
+	m := s.sub(h, group("g"))
+	publish(t, h, 1)
+	it := recvValue(t, m, 1)
+	reason := errors.New("handler failed")
+	if err := m.Nack(it.ID, reason); err != nil {
+		t.Fatalf("Nack: %v", err)
+	}
+	again := recvValue(t, m, 1)
+	if err := m.Ack(again.ID); err != nil {
+		t.Fatalf("Ack of the redelivery: %v", err)
+	}
+	m.Close()
+	m2 := s.sub(h, group("g"))
+	recvNothing(t, m2)
+}
+
+func testDurableSettles(s *suite) {
+	t := s.t
+	h := s.topic("t", balanced(8))
+	m := s.sub(h, group("g"))
+	publish(t, h, 1, 2)
+	a, b := recvValue(t, m, 1), recvValue(t, m, 2)
+	if err := m.Ack(a.ID); err != nil {
+		t.Fatalf("Ack untracked: %v", err)
+	}
+	if err := m.Nack(b.ID, nil); err != nil {
+		t.Fatalf("Nack untracked: %v", err)
+	}
+	isErr(t, "second Ack", m.Ack(a.ID), topic.ErrMessageNotTracked)
+	isErr(t, "Ack after Nack", m.Ack(b.ID), topic.ErrMessageNotTracked)
+	isErr(t, "Ack unknown", m.Ack(123456), topic.ErrMessageNotTracked)
 }

@@ -1,0 +1,79 @@
+package topic
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"strconv"
+)
+
+// Codec turns a topic's values into bytes and back, for backends that
+// carry messages outside the process (packages topic/kafkatopic and
+// topic/pulsartopic). The in-memory backend needs none. Implementations
+// must be safe for concurrent use. Decode gets a slice it may keep.
+type Codec[T any] interface {
+	Encode(v T) ([]byte, error)
+	Decode(b []byte) (T, error)
+}
+
+// BytesCodec carries []byte values as they are.
+type BytesCodec struct{}
+
+// Encode returns v.
+func (BytesCodec) Encode(v []byte) ([]byte, error) { return v, nil }
+
+// Decode returns b.
+func (BytesCodec) Decode(b []byte) ([]byte, error) { return b, nil }
+
+// StringCodec carries string values as their UTF-8 bytes.
+type StringCodec struct{}
+
+// Encode returns the bytes of v.
+func (StringCodec) Encode(v string) ([]byte, error) { return []byte(v), nil }
+
+// Decode returns b as a string.
+func (StringCodec) Decode(b []byte) (string, error) { return string(b), nil }
+
+// JSONCodec carries values as JSON (encoding/json).
+type JSONCodec[T any] struct{}
+
+// Encode marshals v.
+func (JSONCodec[T]) Encode(v T) ([]byte, error) { return json.Marshal(v) }
+
+// Decode unmarshals b.
+func (JSONCodec[T]) Decode(b []byte) (T, error) {
+	var v T
+	err := json.Unmarshal(b, &v)
+	return v, err
+}
+
+// IntCodec carries int values as 8-byte big-endian integers, so that tools
+// reading the topic see a fixed-width number.
+type IntCodec struct{}
+
+// Encode returns v as 8 big-endian bytes.
+func (IntCodec) Encode(v int) ([]byte, error) {
+	return binary.BigEndian.AppendUint64(make([]byte, 0, 8), uint64(v)), nil
+}
+
+// Decode reads 8 big-endian bytes; any other length is a [*DecodeError].
+func (IntCodec) Decode(b []byte) (int, error) {
+	if len(b) != 8 {
+		return 0, &DecodeError{Codec: "int", Err: fmt.Errorf("want 8 bytes, got %s", strconv.Itoa(len(b)))}
+	}
+	return int(binary.BigEndian.Uint64(b)), nil
+}
+
+// DecodeError is a received payload that a codec could not decode.
+type DecodeError struct {
+	// Codec names the codec ("int", "json", ...).
+	Codec string
+	// Err is the codec's error.
+	Err error
+}
+
+// Error returns "topic: <codec> codec: <err>".
+func (e *DecodeError) Error() string { return "topic: " + e.Codec + " codec: " + e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *DecodeError) Unwrap() error { return e.Err }
