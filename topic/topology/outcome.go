@@ -79,10 +79,10 @@ type OutcomeError struct {
 	Err error
 }
 
-// Error returns the outcome and the failure.
-func (e *OutcomeError) Error() string {
-	return e.Outcome.String() + ": " + e.Err.Error()
-}
+// Error returns the failure's text: the outcome it asks for is not part of
+// the message, so a dead letter's death metadata reads as the handler's
+// own error.
+func (e *OutcomeError) Error() string { return e.Err.Error() }
 
 // Unwrap returns the failure.
 func (e *OutcomeError) Unwrap() error { return e.Err }

@@ -101,6 +101,9 @@ type Stats struct {
 	// Poisoned counts letters dead-lettered because their key was poisoned
 	// (included in DeadLettered).
 	Poisoned uint64
+	// Subscriptions is the number of readers the source subscribed (one
+	// per producer stage run).
+	Subscriptions int
 	// HeldBack is the number of messages of a sequenced topology waiting
 	// for an earlier message of their key.
 	HeldBack int
@@ -192,6 +195,9 @@ func (s *Source[T]) Stats() Stats {
 	if s.seq != nil {
 		st.HeldBack = s.seq.heldBack()
 	}
+	s.mu.Lock()
+	st.Subscriptions = len(s.readers)
+	s.mu.Unlock()
 	return st
 }
 

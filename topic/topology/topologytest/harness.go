@@ -1,0 +1,216 @@
+package topologytest
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/topic/topology"
+)
+
+// h is one subtest's harness.
+type h struct {
+	*testing.T
+	cfg  Config
+	be   topology.Backend[Msg]
+	ctx  context.Context
+	logs *recorder
+}
+
+func newHarness(t *testing.T, cfg Config) *h {
+	s := &h{T: t, cfg: cfg, ctx: t.Context(), logs: &recorder{}}
+	s.be = cfg.NewBackend(t)
+	return s
+}
+
+// declare builds and declares a topology.
+func (s *h) declare(b *topology.Builder) topology.Queues[Msg] {
+	s.Helper()
+	top, err := b.Build()
+	if err != nil {
+		s.Fatalf("Build: %v", err)
+	}
+	q, err := s.be.Declare(s.ctx, top)
+	if err != nil {
+		s.Fatalf("Declare %s: %v", top, err)
+	}
+	return q
+}
+
+// publish publishes msgs in order.
+func (s *h) publish(q topology.Queues[Msg], msgs ...Msg) {
+	s.Helper()
+	opts := topology.PublisherOptions[Msg]{}
+	if _, seq := q.Topology().Sequenced(); seq {
+		opts.Key = func(m Msg) string { return m.Key }
+	}
+	p, err := topology.NewPublisher(q, opts)
+	if err != nil {
+		s.Fatalf("NewPublisher: %v", err)
+	}
+	for _, m := range msgs {
+		if err := p.Publish(s.ctx, m); err != nil {
+			s.Fatalf("Publish %v: %v", m, err)
+		}
+	}
+}
+
+// attempt is one call of a consumer's handler.
+type attempt struct {
+	Msg
+	Retries int
+	At      time.Time
+	Death   *topology.Death
+}
+
+// consumer is a running pipeline over a topology source that records
+// every handler call.
+type consumer struct {
+	src *topology.Source[Msg]
+	mu  sync.Mutex
+	log []attempt
+}
+
+func (c *consumer) attempts() []attempt {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.log)
+}
+
+// of returns the attempts at messages of key.
+func (c *consumer) of(key string) []attempt {
+	var out []attempt
+	for _, a := range c.attempts() {
+		if a.Key == key {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// handler decides a message's fate from its payload and delivery.
+type handler func(ctx context.Context, m Msg, d *topology.Delivery) error
+
+// consume starts a pipeline over q (over its DLQ when dead) and stops it
+// when the subtest ends.
+func (s *h) consume(q topology.Queues[Msg], dead bool, opts topology.SourceOptions[Msg], handle handler, failed func(context.Context, []*message.Message[Msg])) *consumer {
+	s.Helper()
+	opts.Queues = q
+	opts.Logger = slog.New(s.logs)
+	var src *topology.Source[Msg]
+	var err error
+	if dead {
+		src, err = topology.NewDeadSource(opts)
+	} else {
+		src, err = topology.NewSource(opts)
+	}
+	if err != nil {
+		s.Fatalf("NewSource: %v", err)
+	}
+	c := &consumer{src: src}
+	p, err := pipeline.New(pipeline.Options[Msg, Msg]{
+		Name:     "topologytest",
+		Logger:   slog.New(slog.DiscardHandler),
+		Producer: producer.Options[Msg]{Source: src},
+		Processors: processor.Options[Msg, Msg]{
+			Concurrency: 2,
+			Handle: func(ctx context.Context, m *message.Message[Msg]) (Msg, error) {
+				d, _ := topology.DeliveryOf(m)
+				c.mu.Lock()
+				c.log = append(c.log, attempt{Msg: m.Data, Retries: d.Retries, At: time.Now(), Death: d.Death})
+				c.mu.Unlock()
+				return m.Data, handle(ctx, m.Data, d)
+			},
+			HandleFailed: failed,
+		},
+	})
+	if err != nil {
+		s.Fatalf("pipeline.New: %v", err)
+	}
+	if err := p.Start(s.ctx); err != nil {
+		s.Fatalf("Start: %v", err)
+	}
+	s.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 30*time.Second)
+		defer cancel()
+		if err := p.Stop(ctx); err != nil {
+			s.Errorf("Stop: %v", err)
+		}
+	})
+	return c
+}
+
+// eventually waits until cond holds: in a synctest bubble by letting fake
+// time pass, otherwise by polling, within bound of (fake or real) time.
+func (s *h) eventually(what string, bound time.Duration, cond func() bool) {
+	s.Helper()
+	deadline := time.Now().Add(bound)
+	for {
+		if s.cfg.Synctest {
+			synctest.Wait()
+		}
+		if cond() {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.Fatalf("still waiting after %s for %s", bound, what)
+		}
+		time.Sleep(5 * time.Millisecond) // a poll interval (fake time in a bubble)
+	}
+}
+
+// settle lets everything that is ready happen: in a bubble it waits until
+// every goroutine is blocked; otherwise it polls cond.
+func (s *h) quiet() {
+	if s.cfg.Synctest {
+		synctest.Wait()
+	}
+}
+
+// dead drains the DLQ of q through Replay's dry run and returns its
+// letters (they stay in the DLQ).
+func (s *h) dead(q topology.Queues[Msg]) []topology.Letter[Msg] {
+	s.Helper()
+	rep, err := topology.Replay(s.ctx, q, topology.ReplayOptions[Msg]{DryRun: true})
+	if err != nil {
+		s.Fatalf("Replay dry run: %v", err)
+	}
+	return rep.Replayed
+}
+
+// recorder is a slog.Handler that keeps the records it is given.
+type recorder struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	r.recs = append(r.recs, rec.Clone())
+	r.mu.Unlock()
+	return nil
+}
+func (r *recorder) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *recorder) WithGroup(string) slog.Handler      { return r }
+
+// count returns how many records at level carry msg.
+func (r *recorder) count(level slog.Level, msg string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, rec := range r.recs {
+		if rec.Level == level && rec.Message == msg {
+			n++
+		}
+	}
+	return n
+}

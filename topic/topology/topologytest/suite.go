@@ -1,0 +1,610 @@
+// Package topologytest is the suite every topology backend passes: each
+// guarantee of package topology (hold queues, retries, the DLQ and its
+// death metadata, consumer groups, sequenced topics, replay) as one
+// subtest, run through real pipelines over the backend's declared queues.
+//
+// A backend package runs it from a test:
+//
+//	func TestTopology(t *testing.T) {
+//		topologytest.Run(t, topologytest.Config{
+//			NewBackend: func(t *testing.T) topology.Backend[topologytest.Msg] { … },
+//		})
+//	}
+//
+// The hold queues of the suite are 1s and 2s long. A backend whose timers
+// are the standard library's and that does no I/O sets Config.Synctest, and
+// every subtest then runs in a testing/synctest bubble where those seconds
+// pass at once and delays are measured exactly; the others run in real
+// time, and their delays are checked within Config.Slack.
+package topologytest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/topic/topology"
+)
+
+// Msg is the payload of the suite's messages.
+type Msg struct {
+	Key string `json:"key"`
+	N   int    `json:"n"`
+}
+
+func (m Msg) String() string { return fmt.Sprintf("%s%d", m.Key, m.N) }
+
+// Config describes the backend under test.
+type Config struct {
+	// NewBackend returns a fresh backend for one subtest, registering its
+	// cleanup with t (closing it). In a synctest bubble it is called inside
+	// the bubble. Required.
+	NewBackend func(t *testing.T) topology.Backend[Msg]
+	// Synctest runs every subtest in a testing/synctest bubble.
+	Synctest bool
+	// Slack is how much later than its hold a retried message may be
+	// delivered again (ignored with Synctest, where it is exact).
+	// Default 2s.
+	Slack time.Duration
+	// Restart, when set, simulates a crash of the process and returns a
+	// backend over the same broker state: what it lost is what a crash
+	// loses. Nil skips the crash test (an in-memory backend loses
+	// everything by design).
+	Restart func(t *testing.T, old topology.Backend[Msg]) topology.Backend[Msg]
+}
+
+// The holds every subtest uses.
+const (
+	hold1 = time.Second
+	hold2 = 2 * time.Second
+)
+
+type testCase struct {
+	name string
+	run  func(s *h)
+}
+
+var cases = []testCase{
+	{"EscalatingHolds", escalatingHolds},
+	{"MaxRetriesDeadLetters", maxRetriesDeadLetters},
+	{"TimeoutCountsAsRetry", timeoutCountsAsRetry},
+	{"DeferDoesNotCount", deferDoesNotCount},
+	{"RejectWithoutDLQDiscardsWithWarning", rejectWithoutDLQ},
+	{"PlainErrorsFollowDispositions", plainErrorsFollowDispositions},
+	{"ConsumerGroupsHaveOwnChains", consumerGroupsHaveOwnChains},
+	{"SharedNamedDLQ", sharedNamedDLQ},
+	{"DeclareIsIdempotent", declareIsIdempotent},
+	{"SequencedSkip", func(s *h) { sequencedTable(s, topology.Skip) }},
+	{"SequencedFailAll", func(s *h) { sequencedTable(s, topology.FailAll) }},
+	{"SequencedEmptyKeyNeverPoisoned", emptyKeyNeverPoisoned},
+	{"SequencedOrderThroughRetries", orderThroughRetries},
+	{"DeadSourceSeesDeath", deadSourceSeesDeath},
+	{"ReplayPutsBack", replayPutsBack},
+	{"BroadcastReachesEveryConsumer", broadcastReachesEveryConsumer},
+	{"CrashWhileHeldLosesNothing", crashWhileHeld},
+}
+
+// Run runs the suite against cfg's backend.
+func Run(t *testing.T, cfg Config) {
+	if cfg.Slack == 0 {
+		cfg.Slack = 2 * time.Second
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if cfg.Synctest {
+				synctest.Test(t, func(t *testing.T) { c.run(newHarness(t, cfg)) })
+				return
+			}
+			c.run(newHarness(t, cfg))
+		})
+	}
+}
+
+// gap checks that b came d after a (exactly in a bubble, within Slack
+// otherwise).
+func (s *h) gap(what string, a, b time.Time, d time.Duration) {
+	s.Helper()
+	got := b.Sub(a)
+	slack := s.cfg.Slack
+	if s.cfg.Synctest {
+		slack = 0
+	}
+	if got < d || got > d+slack {
+		s.Errorf("%s: %s apart, want %s (+%s)", what, got, d, slack)
+	}
+}
+
+var errFlaky = errors.New("downstream unavailable")
+
+// Guarantee: retries escalate through the hold queues, the n-th retry
+// using hold min(n-1, len-1), so a message retried twice waits the first
+// plus the second hold; each delivery carries its retry count.
+func escalatingHolds(s *h) {
+	q := s.declare(topology.New("esc").Hold(hold1).Hold(hold2).DLQ())
+	c := s.consume(q, false, topology.SourceOptions[Msg]{}, func(_ context.Context, m Msg, d *topology.Delivery) error {
+		if d.Retries < 3 {
+			return topology.Retry(errFlaky)
+		}
+		return nil
+	}, nil)
+	s.publish(q, Msg{N: 1})
+	s.eventually("4 attempts", time.Minute, func() bool { return len(c.attempts()) == 4 })
+	as := c.attempts()
+	for i, a := range as {
+		if a.Retries != i {
+			s.Errorf("attempt %d has retry count %d", i, a.Retries)
+		}
+	}
+	s.gap("first retry", as[0].At, as[1].At, hold1)
+	s.gap("second retry", as[1].At, as[2].At, hold2)
+	s.gap("third retry (stays on the last hold)", as[2].At, as[3].At, hold2)
+	s.gap("retried twice", as[0].At, as[2].At, hold1+hold2)
+	s.eventually("the ack", time.Minute, func() bool { return c.src.Stats().Acked == 1 })
+	if st := c.src.Stats(); st.Retried != 3 || st.DeadLettered != 0 {
+		s.Errorf("stats %+v, want 3 retries and no dead letter", st)
+	}
+}
+
+// Guarantee: past MaxRetries a Retry dead-letters the message with reason
+// max_retries and complete death metadata (error text, topic, group,
+// retry count, first and last failure times).
+func maxRetriesDeadLetters(s *h) {
+	q := s.declare(topology.New("maxr").Hold(hold1).DLQ())
+	start := time.Now()
+	c := s.consume(q, false, topology.SourceOptions[Msg]{MaxRetries: 2}, func(context.Context, Msg, *topology.Delivery) error {
+		return topology.Retry(errFlaky)
+	}, nil)
+	s.publish(q, Msg{N: 7})
+	s.eventually("the dead letter", time.Minute, func() bool { return c.src.Stats().DeadLettered == 1 })
+	as := c.attempts()
+	if len(as) != 3 {
+		s.Fatalf("%d attempts, want 3 (the first and 2 retries)", len(as))
+	}
+	dl := s.dead(q)
+	if len(dl) != 1 {
+		s.Fatalf("DLQ holds %d letters, want 1", len(dl))
+	}
+	d := dl[0].Death
+	if dl[0].Value.N != 7 || d.Reason != topology.ReasonMaxRetries || d.Retries != 2 ||
+		!strings.Contains(d.Error, errFlaky.Error()) || d.Topic != "maxr" || d.Group != "maxr" {
+		s.Errorf("dead letter %v %+v", dl[0].Value, d)
+	}
+	if d.FirstFailure.Before(start) || !d.FirstFailure.Equal(as[0].At) && d.FirstFailure.Before(as[0].At) ||
+		d.LastFailure.Before(as[2].At) || !d.LastFailure.After(d.FirstFailure) {
+		s.Errorf("failure times first %v last %v, attempts at %v, %v, %v", d.FirstFailure, d.LastFailure, as[0].At, as[1].At, as[2].At)
+	}
+}
+
+// Guarantee: a handler that exceeds its timeout counts as a Retry, and a
+// message whose last allowed attempt timed out dies with reason timeout.
+func timeoutCountsAsRetry(s *h) {
+	q := s.declare(topology.New("slow").Hold(hold1).DLQ())
+	c := s.consume(q, false, topology.SourceOptions[Msg]{MaxRetries: 1}, func(ctx context.Context, m Msg, d *topology.Delivery) error {
+		h := topology.WithTimeout(100*time.Millisecond, func(ctx context.Context, _ *message.Message[Msg]) (Msg, error) {
+			<-ctx.Done()
+			return Msg{}, ctx.Err()
+		})
+		_, err := h(ctx, message.New(m, nil, 0))
+		return err
+	}, nil)
+	s.publish(q, Msg{N: 1})
+	s.eventually("the dead letter", time.Minute, func() bool { return c.src.Stats().DeadLettered == 1 })
+	if st := c.src.Stats(); st.Retried != 1 {
+		s.Errorf("stats %+v, want 1 retry", st)
+	}
+	dl := s.dead(q)
+	if len(dl) != 1 || dl[0].Death.Reason != topology.ReasonTimeout || !strings.Contains(dl[0].Death.Error, "timed out") {
+		s.Fatalf("dead letters %+v, want one with reason timeout", dl)
+	}
+}
+
+// Guarantee: Defer goes back through a hold queue without counting a retry.
+func deferDoesNotCount(s *h) {
+	q := s.declare(topology.New("later").Hold(hold1).Hold(hold2).DLQ())
+	var n atomic.Int32
+	c := s.consume(q, false, topology.SourceOptions[Msg]{MaxRetries: 1}, func(context.Context, Msg, *topology.Delivery) error {
+		if n.Add(1) <= 3 {
+			return topology.Defer()
+		}
+		return nil
+	}, nil)
+	s.publish(q, Msg{N: 1})
+	s.eventually("the ack", time.Minute, func() bool { return c.src.Stats().Acked == 1 })
+	as := c.attempts()
+	for i, a := range as {
+		if a.Retries != 0 {
+			s.Errorf("attempt %d has retry count %d, want 0", i, a.Retries)
+		}
+	}
+	if len(as) != 4 {
+		s.Fatalf("%d attempts, want 4", len(as))
+	}
+	s.gap("deferred", as[0].At, as[1].At, hold1)
+	if st := c.src.Stats(); st.Deferred != 3 || st.Retried != 0 || st.DeadLettered != 0 {
+		s.Errorf("stats %+v, want 3 deferrals past MaxRetries 1 and nothing dead", st)
+	}
+}
+
+// Guarantee: a Reject on a topology without DLQ discards the message with
+// one warning.
+func rejectWithoutDLQ(s *h) {
+	q := s.declare(topology.New("nodlq").Hold(hold1))
+	c := s.consume(q, false, topology.SourceOptions[Msg]{}, func(context.Context, Msg, *topology.Delivery) error {
+		return topology.Reject(errors.New("malformed"))
+	}, nil)
+	s.publish(q, Msg{N: 1})
+	s.eventually("the discard", time.Minute, func() bool { return c.src.Stats().Discarded == 1 })
+	if n := s.logs.count(slog.LevelWarn, "message discarded"); n != 1 {
+		s.Errorf("%d warnings, want 1", n)
+	}
+	if len(c.attempts()) != 1 {
+		s.Errorf("%d attempts, want 1", len(c.attempts()))
+	}
+}
+
+// Guarantee: a plain error keeps its meaning: the source's default policy
+// (a retry), and a failure hook's DispositionDiscard makes it a reject.
+func plainErrorsFollowDispositions(s *h) {
+	q := s.declare(topology.New("plain").Hold(hold1).DLQ())
+	c := s.consume(q, false, topology.SourceOptions[Msg]{}, func(_ context.Context, m Msg, d *topology.Delivery) error {
+		if m.N == 1 && d.Retries == 0 {
+			return errFlaky // default disposition: retried
+		}
+		if m.N == 2 {
+			return errors.New("poison")
+		}
+		return nil
+	}, func(_ context.Context, failed []*message.Message[Msg]) {
+		for _, m := range failed {
+			if m.Data.N == 2 {
+				m.SetDisposition(acker.DispositionDiscard)
+			}
+		}
+	})
+	s.publish(q, Msg{N: 1}, Msg{N: 2})
+	s.eventually("both settled", time.Minute, func() bool {
+		st := c.src.Stats()
+		return st.Acked == 1 && st.DeadLettered == 1
+	})
+	if st := c.src.Stats(); st.Retried != 1 {
+		s.Errorf("stats %+v, want 1 retry", st)
+	}
+	dl := s.dead(q)
+	if len(dl) != 1 || dl[0].Value.N != 2 || dl[0].Death.Reason != topology.ReasonRejected || dl[0].Death.Error != "poison" {
+		s.Errorf("dead letters %+v, want message 2 rejected", dl)
+	}
+}
+
+// Guarantee: two consumer groups of one topic each get every message, and
+// retry and dead-letter through their own chains: neither drains the
+// other's holds or DLQ.
+func consumerGroupsHaveOwnChains(s *h) {
+	a := s.declare(topology.New("shared").Hold(hold1).DLQ())
+	b := s.declare(topology.New("shared").ForConsumerGroup("audit").Hold(hold1).DLQ())
+	retryOnce := func(_ context.Context, m Msg, d *topology.Delivery) error {
+		if d.Retries == 0 {
+			return topology.Retry(errFlaky)
+		}
+		return nil
+	}
+	ca := s.consume(a, false, topology.SourceOptions[Msg]{}, retryOnce, nil)
+	cb := s.consume(b, false, topology.SourceOptions[Msg]{}, func(ctx context.Context, m Msg, d *topology.Delivery) error {
+		if m.N == 3 {
+			return topology.Reject(errors.New("audit refuses 3"))
+		}
+		return retryOnce(ctx, m, d)
+	}, nil)
+	s.publish(a, Msg{N: 1}, Msg{N: 2}, Msg{N: 3})
+	s.eventually("both groups done", time.Minute, func() bool {
+		return ca.src.Stats().Acked == 3 && cb.src.Stats().Acked == 2 && cb.src.Stats().DeadLettered == 1
+	})
+	s.quiet()
+	if n := len(ca.attempts()); n != 6 {
+		s.Errorf("group %q handled %d attempts, want 6 (each message twice)", "shared", n)
+	}
+	if n := len(cb.attempts()); n != 5 {
+		s.Errorf("group %q handled %d attempts, want 5", "audit", n)
+	}
+	if dl := s.dead(a); len(dl) != 0 {
+		s.Errorf("the default group's DLQ holds %v", dl)
+	}
+	if dl := s.dead(b); len(dl) != 1 || dl[0].Death.Group != "audit" {
+		s.Errorf("the audit group's DLQ holds %+v, want message 3", dl)
+	}
+}
+
+// Guarantee: topologies naming the same DLQ share it; each dead letter
+// says which group killed it.
+func sharedNamedDLQ(s *h) {
+	a := s.declare(topology.New("pay").DLQNamed("all-dead"))
+	b := s.declare(topology.New("pay").ForConsumerGroup("audit").DLQNamed("all-dead"))
+	reject := func(context.Context, Msg, *topology.Delivery) error { return topology.Reject(nil) }
+	ca := s.consume(a, false, topology.SourceOptions[Msg]{}, reject, nil)
+	cb := s.consume(b, false, topology.SourceOptions[Msg]{}, reject, nil)
+	s.publish(a, Msg{N: 1})
+	s.eventually("both dead letters", time.Minute, func() bool {
+		return ca.src.Stats().DeadLettered == 1 && cb.src.Stats().DeadLettered == 1
+	})
+	groups := map[string]bool{}
+	for _, l := range s.dead(a) {
+		groups[l.Death.Group] = true
+	}
+	if !groups["pay"] || !groups["audit"] || len(groups) != 2 {
+		s.Errorf("shared DLQ holds letters of groups %v, want pay and audit", groups)
+	}
+}
+
+// Guarantee: declaring a topology again creates nothing new and loses
+// nothing: messages queued, held and dead-lettered before are still there.
+func declareIsIdempotent(s *h) {
+	b := topology.New("again").Hold(hold1).DLQ()
+	q1 := s.declare(b)
+	s.publish(q1, Msg{N: 1}, Msg{N: 2}, Msg{N: 3})
+	q2 := s.declare(b)
+	c := s.consume(q2, false, topology.SourceOptions[Msg]{}, func(_ context.Context, m Msg, d *topology.Delivery) error {
+		switch {
+		case m.N == 2 && d.Retries == 0:
+			return topology.Retry(errFlaky)
+		case m.N == 3:
+			return topology.Reject(nil)
+		}
+		return nil
+	}, nil)
+	s.eventually("the retry held", time.Minute, func() bool { return c.src.Stats().Retried == 1 })
+	q3 := s.declare(b)
+	s.eventually("everything settled", time.Minute, func() bool {
+		st := c.src.Stats()
+		return st.Acked == 2 && st.DeadLettered == 1
+	})
+	if dl := s.dead(q3); len(dl) != 1 || dl[0].Value.N != 3 {
+		s.Errorf("DLQ after a third declaration holds %v", dl)
+	}
+}
+
+// Guarantee: given messages 1–5 of key A with 3 rejected, Skip acks
+// 1,2,4,5 and dead-letters 3; FailAll acks 1,2 and dead-letters 3,4,5 with
+// reason poisoned; key B is handled in full, in order, either way.
+func sequencedTable(s *h, policy topology.SequenceFailure) {
+	q := s.declare(topology.New("ledger").Sequenced(policy).RoutingShards(4).DLQ())
+	c := s.consume(q, false, topology.SourceOptions[Msg]{}, func(_ context.Context, m Msg, _ *topology.Delivery) error {
+		if m.Key == "A" && m.N == 3 {
+			return topology.Reject(errors.New("overdrawn"))
+		}
+		return nil
+	}, nil)
+	var msgs []Msg
+	for n := 1; n <= 5; n++ {
+		msgs = append(msgs, Msg{Key: "A", N: n}, Msg{Key: "B", N: n})
+	}
+	s.publish(q, msgs...)
+	wantAcked, wantDead, wantA := 9, 1, "A1 A2 A3 A4 A5"
+	if policy == topology.FailAll {
+		wantAcked, wantDead, wantA = 7, 3, "A1 A2 A3"
+	}
+	s.eventually("all settled", time.Minute, func() bool {
+		st := c.src.Stats()
+		return int(st.Acked) == wantAcked && int(st.DeadLettered) == wantDead
+	})
+	s.quiet()
+	if got := names(c.of("A")); got != wantA {
+		s.Errorf("key A handled %s, want %s", got, wantA)
+	}
+	if got := names(c.of("B")); got != "B1 B2 B3 B4 B5" {
+		s.Errorf("key B handled %s, want B1 to B5 in order", got)
+	}
+	dl := s.dead(q)
+	var dead []string
+	for _, l := range dl {
+		dead = append(dead, l.Value.String()+":"+string(l.Death.Reason))
+	}
+	want := "A3:rejected"
+	if policy == topology.FailAll {
+		want = "A3:poisoned A4:poisoned A5:poisoned"
+	}
+	if got := strings.Join(dead, " "); got != want {
+		s.Errorf("dead letters %s, want %s", got, want)
+	}
+	if policy == topology.FailAll {
+		// The key stays poisoned for the consumer's lifetime.
+		s.publish(q, Msg{Key: "A", N: 6}, Msg{Key: "B", N: 6})
+		s.eventually("A6 dead, B6 acked", time.Minute, func() bool {
+			st := c.src.Stats()
+			return st.DeadLettered == 4 && st.Acked == 8
+		})
+	}
+}
+
+// Guarantee: under FailAll the empty key is never poisoned: a rejected
+// message without key dies alone.
+func emptyKeyNeverPoisoned(s *h) {
+	q := s.declare(topology.New("nokey").Sequenced(topology.FailAll).DLQ())
+	c := s.consume(q, false, topology.SourceOptions[Msg]{}, func(_ context.Context, m Msg, _ *topology.Delivery) error {
+		if m.N == 1 {
+			return topology.Reject(nil)
+		}
+		return nil
+	}, nil)
+	s.publish(q, Msg{N: 1}, Msg{N: 2}, Msg{N: 3})
+	s.eventually("all settled", time.Minute, func() bool {
+		st := c.src.Stats()
+		return st.Acked == 2 && st.DeadLettered == 1
+	})
+	if dl := s.dead(q); len(dl) != 1 || dl[0].Death.Reason != topology.ReasonRejected {
+		s.Errorf("dead letters %+v, want one rejected", dl)
+	}
+}
+
+// Guarantee: per key, messages are handled in publish order through
+// retries: a retrying message holds back the later messages of its key
+// only, never those of other keys.
+func orderThroughRetries(s *h) {
+	q := s.declare(topology.New("ordered").Sequenced(topology.Skip).Hold(hold1).Hold(hold2).DLQ())
+	c := s.consume(q, false, topology.SourceOptions[Msg]{}, func(_ context.Context, m Msg, d *topology.Delivery) error {
+		if m.Key == "A" && m.N == 2 && d.Retries < 2 {
+			return topology.Retry(errFlaky)
+		}
+		return nil
+	}, nil)
+	var msgs []Msg
+	for n := 1; n <= 5; n++ {
+		msgs = append(msgs, Msg{Key: "A", N: n}, Msg{Key: "B", N: n})
+	}
+	s.publish(q, msgs...)
+	s.eventually("all acked", time.Minute, func() bool { return c.src.Stats().Acked == 10 })
+	if got := names(c.of("A")); got != "A1 A2 A2 A2 A3 A4 A5" {
+		s.Errorf("key A handled %s, want A1 A2 A2 A2 A3 A4 A5", got)
+	}
+	if got := names(c.of("B")); got != "B1 B2 B3 B4 B5" {
+		s.Errorf("key B handled %s", got)
+	}
+	a, b := c.of("A"), c.of("B")
+	if !b[4].At.Before(a[2].At) {
+		s.Errorf("B5 was handled at %v, after A2's first retry at %v: key B waited for key A", b[4].At, a[2].At)
+	}
+	s.gap("A3 after A2's last retry", a[0].At, a[4].At, hold1+hold2)
+}
+
+// Guarantee: a DLQ is consumable as a pipeline source whose messages carry
+// their death metadata; a handled dead letter leaves the DLQ, a failed one
+// goes back to it.
+func deadSourceSeesDeath(s *h) {
+	q := s.declare(topology.New("graveyard").DLQ())
+	s.consume(q, false, topology.SourceOptions[Msg]{}, func(context.Context, Msg, *topology.Delivery) error {
+		return topology.Reject(errors.New("bad amount"))
+	}, nil)
+	s.publish(q, Msg{N: 1}, Msg{N: 2})
+	var mu sync.Mutex
+	var seen []string
+	keep := true
+	dc := s.consume(q, true, topology.SourceOptions[Msg]{}, func(_ context.Context, m Msg, d *topology.Delivery) error {
+		hd := topology.HandleDead(func(_ context.Context, v Msg, death topology.Death) (Msg, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, fmt.Sprintf("%v:%s:%s:%s", v, death.Reason, death.Error, death.Topic))
+			if v.N == 2 && keep {
+				keep = false
+				return v, errors.New("not yet")
+			}
+			return v, nil
+		})
+		mm := message.New(m, nil, 0)
+		mm.Metadata = d
+		_, err := hd(context.Background(), mm)
+		return err
+	}, nil)
+	s.eventually("both dead letters handled", time.Minute, func() bool { return dc.src.Stats().Acked == 2 })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 3 || !strings.Contains(seen[0], "rejected:bad amount:graveyard") {
+		s.Errorf("dead handler saw %q", seen)
+	}
+	if dl := s.dead(q); len(dl) != 0 {
+		s.Errorf("DLQ still holds %v", dl)
+	}
+}
+
+// Guarantee: Replay puts the dead letters its filter selects back on the
+// main topic, with a fresh history, where they are handled again; a dry run
+// only reports; the others stay dead.
+func replayPutsBack(s *h) {
+	q := s.declare(topology.New("replay").DLQ())
+	var fixed atomic.Bool
+	c := s.consume(q, false, topology.SourceOptions[Msg]{}, func(_ context.Context, m Msg, d *topology.Delivery) error {
+		if !fixed.Load() || m.N == 3 {
+			return topology.Reject(errors.New("bug"))
+		}
+		return nil
+	}, nil)
+	s.publish(q, Msg{N: 1}, Msg{N: 2}, Msg{N: 3})
+	s.eventually("three dead", time.Minute, func() bool { return c.src.Stats().DeadLettered == 3 })
+	s.quiet()
+	pick := func(l *topology.Letter[Msg]) bool { return l.Value.N != 2 }
+	dry, err := topology.Replay(s.ctx, q, topology.ReplayOptions[Msg]{Filter: pick, DryRun: true})
+	if err != nil || len(dry.Replayed) != 2 || dry.Kept != 3 {
+		s.Fatalf("dry run: %+v, %v; want 2 selected and 3 kept", dry, err)
+	}
+	if len(s.dead(q)) != 3 {
+		s.Fatalf("a dry run changed the DLQ")
+	}
+	fixed.Store(true)
+	rep, err := topology.Replay(s.ctx, q, topology.ReplayOptions[Msg]{Filter: pick})
+	if err != nil || len(rep.Replayed) != 2 || rep.Kept != 1 {
+		s.Fatalf("replay: %+v, %v; want 2 replayed and 1 kept", rep, err)
+	}
+	s.eventually("message 1 acked and 3 dead again", time.Minute, func() bool {
+		st := c.src.Stats()
+		return st.Acked == 1 && st.DeadLettered == 4
+	})
+	as := c.attempts()
+	if last := as[len(as)-1]; last.Retries != 0 {
+		s.Errorf("a replayed message arrived with retry count %d", last.Retries)
+	}
+	var left []int
+	for _, l := range s.dead(q) {
+		left = append(left, l.Value.N)
+	}
+	if fmt.Sprint(left) != "[2 3]" {
+		s.Errorf("DLQ holds %v, want [2 3]", left)
+	}
+}
+
+// Guarantee: on a broadcast topology every consumer receives every
+// message, and a retry (there is no hold queue) discards with a warning.
+func broadcastReachesEveryConsumer(s *h) {
+	q := s.declare(topology.New("ticks").Broadcast())
+	ok := func(_ context.Context, m Msg, _ *topology.Delivery) error {
+		if m.N == 2 {
+			return topology.Retry(errFlaky)
+		}
+		return nil
+	}
+	c1 := s.consume(q, false, topology.SourceOptions[Msg]{}, ok, nil)
+	c2 := s.consume(q, false, topology.SourceOptions[Msg]{}, ok, nil)
+	s.eventually("both subscribed", time.Minute, func() bool {
+		return c1.src.Stats().Subscriptions == 1 && c2.src.Stats().Subscriptions == 1
+	})
+	s.publish(q, Msg{N: 1}, Msg{N: 2}, Msg{N: 3})
+	s.eventually("both consumers done", time.Minute, func() bool {
+		return c1.src.Stats().Acked == 2 && c2.src.Stats().Acked == 2 &&
+			c1.src.Stats().Discarded == 1 && c2.src.Stats().Discarded == 1
+	})
+	if n := s.logs.count(slog.LevelWarn, "message discarded"); n != 2 {
+		s.Errorf("%d warnings, want 2", n)
+	}
+}
+
+// Guarantee: a crash while messages are held loses nothing: after a
+// restart they are delivered when due.
+func crashWhileHeld(s *h) {
+	if s.cfg.Restart == nil {
+		s.Skip("the backend keeps nothing across a restart (Config.Restart is nil)")
+	}
+	b := topology.New("durable").Hold(hold1).DLQ()
+	q := s.declare(b)
+	c := s.consume(q, false, topology.SourceOptions[Msg]{}, func(context.Context, Msg, *topology.Delivery) error {
+		return topology.Retry(errFlaky)
+	}, nil)
+	s.publish(q, Msg{N: 1}, Msg{N: 2})
+	s.eventually("both held", time.Minute, func() bool { return c.src.Stats().Retried == 2 })
+	s.be = s.cfg.Restart(s.T, s.be)
+	q = s.declare(b)
+	c2 := s.consume(q, false, topology.SourceOptions[Msg]{}, func(context.Context, Msg, *topology.Delivery) error { return nil }, nil)
+	s.eventually("both delivered after the restart", time.Minute, func() bool { return c2.src.Stats().Acked == 2 })
+}
+
+func names(as []attempt) string {
+	out := make([]string, len(as))
+	for i, a := range as {
+		out[i] = a.String()
+	}
+	return strings.Join(out, " ")
+}
