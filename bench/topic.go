@@ -14,8 +14,8 @@ package main
 // timeout 30s):
 // the sink publishes tracked and defers A's messages, and A's source is
 // acked, one call per message, when B's batch processor has handled and
-// acked the message downstream. A's source is wrapped with sink.GuardSource
-// so that A does not close it before every outcome has come back.
+// acked the message downstream. A drains the sink (pipeline.Options.Drainers)
+// so that it does not close its source before every outcome has come back.
 //
 // Hand-written: source goroutine → chan (in) → processor goroutines → one
 // buffered channel of the topic's capacity → processor goroutines
@@ -144,14 +144,15 @@ func runBoulevardTopic(cfg config, t *tally) (err error) {
 	if cfg.Prealloc {
 		src.slab = t.blvdSlab[:cfg.N]
 	}
-	var asrc producer.Source[uint64] = src
+	var drainers []pipeline.Drainer
 	if auto {
 		// A must not close its source before B's outcomes came back.
-		asrc = sink.GuardSource[uint64](src, snk)
+		drainers = []pipeline.Drainer{snk}
 	}
 	a, err := pipeline.New(pipeline.Options[uint64, uint64]{
 		Name:     "compare-a",
-		Producer: producer.Options[uint64]{Source: asrc, Flow: cfg.flow()},
+		Drainers: drainers,
+		Producer: producer.Options[uint64]{Source: src, Flow: cfg.flow()},
 		Processors: processor.Options[uint64, uint64]{
 			Concurrency: cfg.Processors,
 			MaxDemand:   cfg.demand(),

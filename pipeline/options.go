@@ -41,6 +41,16 @@ type Options[In, Out any] struct {
 	// and Run stop waiting for what ignores its context CancelGrace after
 	// either (see Stop). Default 30s.
 	ShutdownTimeout time.Duration `name:"shutdownTimeout" validate:"gt=0"`
+	// Drainers are waited for, in order, once every stage has returned
+	// and before the source is closed: each one's Drain gets the context
+	// the source's Close gets (ShutdownTimeout, shared with Close), so
+	// that what settles messages after their handler returned (a topic
+	// sink publishing with ack propagation, whose outcomes come from
+	// downstream) has reported them before the source lets go of its
+	// connections. A Drain that fails is returned by Stop, Run and Err as
+	// a *DrainError; the others and the source's Close still run.
+	// Default none.
+	Drainers []Drainer `name:"-"`
 	// Producer configures the producer stages and their source.
 	Producer producer.Options[In] `name:"producer" validate:"-"`
 	// Processors configures the processors. Processors.Handle is required.

@@ -80,6 +80,7 @@ type Pipeline[In, Out any] struct {
 	giveUpOnce  sync.Once
 	abandoned   chan struct{} // closed when Stop and Run stop waiting for stragglers
 	closing     atomic.Int32  // closeNotStarted, closeRunning, closeReturned
+	draining    atomic.Int32  // 1 + the index of the Drainer being drained; 0 when none
 	prodDone    atomic.Bool   // the producer's Run has returned
 	done        chan struct{} // closed when the pipeline has stopped
 	startedAt   atomic.Int64  // Unix nanoseconds of Start, for Stats
@@ -173,13 +174,13 @@ func (p *Pipeline[In, Out]) run(hardCtx, closeCtx context.Context) {
 	close(p.stagesDone)
 	aux.Wait()
 
-	// Every outcome has been delivered: the sources may let go of their
-	// connections. Close gets ShutdownTimeout, cut short by Stop's ctx.
+	// Every outcome has been delivered, once the drainers have settled
+	// theirs: the sources may let go of their connections. The drainers
+	// and Close share ShutdownTimeout, cut short by Stop's ctx.
 	closeCtx, cancel := context.WithTimeout(closeCtx, p.opts.ShutdownTimeout)
 	closed := make(chan struct{})
 	aux.Go(func() { p.watchClose(closed) })
-	p.closing.Store(closeRunning)
-	err := p.prod.Close(closeCtx)
+	err := p.drainAndClose(closeCtx)
 	p.closing.Store(closeReturned)
 	close(closed)
 	aux.Wait()
@@ -270,7 +271,8 @@ func (p *Pipeline[In, Out]) requestStop() {
 
 // Stop drains the pipeline and waits until it has stopped: sources stop
 // fetching, every message in flight is handled and acknowledged (open
-// batches are emitted with trigger flush), then the sources are closed.
+// batches are emitted with trigger flush), then the Drainers are drained
+// and the sources are closed.
 //
 // Stop returns by ctx's deadline (or as soon as ctx is cancelled), whatever
 // user code does. The drain is cut short (the handlers' contexts are

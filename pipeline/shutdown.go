@@ -37,6 +37,9 @@ const (
 	KindBatchProcessor Kind = "batch processor"
 	// KindSourceClose is the source's Close (producer.Source).
 	KindSourceClose Kind = "source Close"
+	// KindDrainer is a Drainer's Drain (Options.Drainers); its Index is
+	// the drainer's.
+	KindDrainer Kind = "drainer"
 )
 
 // Straggler is one goroutine of the pipeline that had not returned when Stop
@@ -45,10 +48,12 @@ type Straggler struct {
 	// Kind is what the goroutine does.
 	Kind Kind
 	// Stage is the stage's name: "<pipeline>.producer.<i>",
-	// "<pipeline>.processor", "<pipeline>.batcher.<name>", or
-	// "<pipeline>.producer" for the source's Close.
+	// "<pipeline>.processor", "<pipeline>.batcher.<name>",
+	// "<pipeline>.producer" for the source's Close, or "<pipeline>" for a
+	// drainer.
 	Stage string
-	// Index is the processor, batcher partition or batch processor within
+	// Index is the processor, batcher partition, batch processor or
+	// drainer (its index in Options.Drainers) within
 	// its stage; -1 when the stage is one goroutine.
 	Index int
 }
@@ -81,8 +86,8 @@ type ShutdownTimeoutError struct {
 	// Pipeline is the pipeline's name.
 	Pipeline string
 	// Running lists the goroutines still running, producer stages first,
-	// then processors, batchers and batch processors, then the source's
-	// Close. It is empty in the rare case where only the pipeline's own
+	// then processors, batchers and batch processors, then a drainer or
+	// the source's Close. It is empty in the rare case where only the pipeline's own
 	// bookkeeping was left.
 	Running []Straggler
 }
@@ -157,6 +162,9 @@ func (p *Pipeline[In, Out]) stragglers() []Straggler {
 			out = append(out, Straggler{Kind: KindBatchProcessor, Stage: b.StageName(), Index: i})
 		}
 	}
+	if i := p.draining.Load(); i > 0 {
+		out = append(out, Straggler{Kind: KindDrainer, Stage: p.opts.Name, Index: int(i - 1)})
+	}
 	if p.closing.Load() == closeRunning {
 		out = append(out, Straggler{Kind: KindSourceClose, Stage: p.opts.Name + ".producer", Index: -1})
 	}
@@ -179,9 +187,10 @@ func (p *Pipeline[In, Out]) giveUp() {
 	})
 }
 
-// watchClose gives up on the source's Close when it has not returned
-// ShutdownTimeout plus CancelGrace after it was called (its context ends
-// after ShutdownTimeout). It returns when Close has returned.
+// watchClose gives up on the drainers and the source's Close when they
+// have not returned ShutdownTimeout plus CancelGrace after the first was
+// called (their context ends after ShutdownTimeout). It returns when Close
+// has returned.
 func (p *Pipeline[In, Out]) watchClose(returned <-chan struct{}) {
 	t := time.NewTimer(p.opts.ShutdownTimeout + CancelGrace)
 	defer t.Stop()

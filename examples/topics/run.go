@@ -146,8 +146,9 @@ func run(ctx context.Context, out io.Writer, log *slog.Logger, n int) error {
 		}
 	}
 
-	// enrich reads orders (two group members) and publishes into audit; its
-	// source is guarded so that stopping it waits for audit's outcomes.
+	// enrich reads orders (two group members) and publishes into audit; it
+	// drains its audit sink before closing its source, so that stopping it
+	// waits for audit's outcomes.
 	ordersSrc, err := subscriber(wired, "enrich", log)
 	if err != nil {
 		return err
@@ -158,7 +159,8 @@ func run(ctx context.Context, out io.Writer, log *slog.Logger, n int) error {
 	}
 	enrich, err := pipeline.New(pipeline.Options[Order, Order]{
 		Name: "enrich", Logger: log,
-		Producer: producer.Options[Order]{Source: sink.GuardSource[Order](ordersSrc, auditSink), Concurrency: 2},
+		Drainers: []pipeline.Drainer{auditSink},
+		Producer: producer.Options[Order]{Source: ordersSrc, Concurrency: 2},
 		Processors: processor.Options[Order, Order]{Concurrency: 2, Handle: func(ctx context.Context, m *message.Message[Order]) (Order, error) {
 			m.Data.Region = []string{"north", "south", "east"}[m.Data.ID%3]
 			return m.Data, auditSink.Publish(ctx, m)
@@ -179,7 +181,8 @@ func run(ctx context.Context, out io.Writer, log *slog.Logger, n int) error {
 	}
 	ingest, err := pipeline.New(pipeline.Options[Order, Order]{
 		Name: "ingest", Logger: log,
-		Producer:   producer.Options[Order]{Source: sink.GuardSource[Order](&generator{n: n, ack: ledger}, ordersSink)},
+		Drainers:   []pipeline.Drainer{ordersSink},
+		Producer:   producer.Options[Order]{Source: &generator{n: n, ack: ledger}},
 		Processors: processor.Options[Order, Order]{Concurrency: 2, Handle: ordersSink.Handler()},
 	})
 	if err != nil {
@@ -192,8 +195,8 @@ func run(ctx context.Context, out io.Writer, log *slog.Logger, n int) error {
 	if err := ledger.wait(ctx, n); err != nil {
 		return fmt.Errorf("waiting for the orders' outcomes: %w", err)
 	}
-	// Stop upstream first: each guarded source waits for its sink's
-	// downstream outcomes before it closes.
+	// Stop upstream first: each pipeline drains its sink (waits for the
+	// downstream outcomes) before it closes its source.
 	for i := len(stops) - 1; i >= 0; i-- {
 		if err := stops[i](); err != nil {
 			return err

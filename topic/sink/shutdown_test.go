@@ -92,10 +92,10 @@ func TestUnhandledByShutdownIsRetried(t *testing.T) {
 	}
 }
 
-// A batch whose publishes a draining GuardSource gives up on (its Close
-// context ends) is reported upstream as interrupted and retried, in one Ack
-// call.
-func TestGuardSourceDeadlineRetriesBatch(t *testing.T) {
+// A batch whose publishes a Drain gives up on (its context ends, as the
+// pipeline's shutdown timeout ends it) is reported upstream as interrupted
+// and retried, in one Ack call.
+func TestDrainDeadlineRetriesBatch(t *testing.T) {
 	_, _, s := rig(t, autoOpts(0), topic.Block, topic.Balanced("g"))
 	rec := acker.NewRecorder(false)
 	batch := []*message.Message[int]{message.New(1, rec, 1), message.New(2, rec, 2), message.New(3, rec, 3)}
@@ -104,9 +104,8 @@ func TestGuardSourceDeadlineRetriesBatch(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
-	g := sink.GuardSource[int](&orderSource{}, s)
-	if err := g.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Close = %v, want the drain cut short", err)
+	if err := s.Drain(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Drain = %v, want the drain cut short", err)
 	}
 	if err := rec.Wait(ctxT(t), 3); err != nil {
 		t.Fatal(err)

@@ -34,10 +34,11 @@
 //
 // A pipeline stops acknowledging deferred messages itself, so its sources
 // must not be closed while the sink still waits for downstream outcomes.
-// Wrap the pipeline's source with GuardSource: its Close first waits (within
-// the pipeline's shutdown timeout) until every tracked publish has resolved
-// and been reported, then closes the sink's publisher and finally the
-// source. Stop the upstream pipeline before the downstream ones: a
+// List the sink in the pipeline's Drainers (pipeline.Options.Drainers, a
+// Sink is a pipeline.Drainer): once every stage has returned, the pipeline
+// calls Drain, which waits (within the pipeline's shutdown timeout) until
+// every tracked publish has resolved and been reported, then closes the
+// sink's publisher, and only then closes the source. Stop the upstream pipeline before the downstream ones: a
 // downstream pipeline that stops first closes its subscriptions, and the
 // messages it had not acked resolve upstream as failed
 // (topic.ErrDeliveryDropped).
@@ -49,8 +50,8 @@
 // pipeline's shutdown (the nack reason wraps acker.ErrShutdown), when the
 // downstream subscription was closed before acking it
 // (topic.ErrDeliveryDropped), and when the sink was closed before the
-// downstream outcome arrived, as GuardSource does once the shutdown timeout
-// passes (OutcomeError.Shutdown; the error wraps acker.ErrShutdown).
+// downstream outcome arrived, as Drain does once the pipeline's shutdown
+// timeout passes (OutcomeError.Shutdown; the error wraps acker.ErrShutdown).
 package sink
 
 import (
@@ -66,7 +67,6 @@ import (
 	"github.com/boulevard-go/boulevard/internal/cond"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/processor"
-	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/validate"
 )
@@ -94,7 +94,7 @@ type OutcomeError struct {
 	// Result is the tracked publish's outcome.
 	Result topic.Result
 	// Shutdown is set when the sink itself was closed before the downstream
-	// outcome arrived (GuardSource closes it when the pipeline's shutdown
+	// outcome arrived (Drain closes it when the pipeline's shutdown
 	// timeout cuts the wait short): the message was not handled downstream,
 	// and the error wraps acker.ErrShutdown.
 	Shutdown bool
@@ -467,40 +467,12 @@ func (s *Sink[T]) Close() {
 
 // Drain waits (until ctx ends) for every tracked publish to be reported,
 // then closes the sink. It returns ctx.Err() when it stopped waiting; the
-// publishes left were then reported as failed by Close.
+// publishes left were then reported as failed by Close, as interrupted by
+// the shutdown (acker.DispositionRetry). It is the sink's part of
+// pipeline.Drainer: a pipeline that lists the sink in its Drainers calls
+// it, with its shutdown timeout, before it closes its source.
 func (s *Sink[T]) Drain(ctx context.Context) error {
 	err := s.Wait(ctx)
 	s.Close()
 	return err
-}
-
-// Drainer is what GuardSource waits for: a Sink of any payload type.
-type Drainer interface {
-	Drain(ctx context.Context) error
-}
-
-// GuardSource wraps a pipeline's source so that closing it first drains the
-// sinks (Drain with the Close context, which the pipeline bounds by its
-// shutdown timeout) and only then closes src. Everything else of the source
-// contract (Run, Info) is src's own: the wrapper embeds src and changes only
-// Close.
-func GuardSource[T any](src producer.Source[T], sinks ...Drainer) producer.Source[T] {
-	return &guarded[T]{Source: src, sinks: sinks}
-}
-
-type guarded[T any] struct {
-	producer.Source[T]
-	sinks []Drainer
-}
-
-// Close drains the sinks, then closes the source.
-func (g *guarded[T]) Close(ctx context.Context) error {
-	var errs []error
-	for _, s := range g.sinks {
-		if err := s.Drain(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("sink: draining before closing the source: %w", err))
-		}
-	}
-	errs = append(errs, g.Source.Close(ctx))
-	return errors.Join(errs...)
 }

@@ -3,8 +3,8 @@ package sink_test
 import (
 	"context"
 	"errors"
-	"slices"
-	"sync"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +12,8 @@ import (
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/sink"
@@ -259,45 +261,93 @@ func TestWaitAndDrain(t *testing.T) {
 	}
 }
 
-// orderSource records the order of the calls GuardSource makes.
-type orderSource struct {
-	mu    sync.Mutex
-	calls []string
+// closeSource delivers n values (ack id = value) under its feed's permits,
+// then returns; its Close records how many outcomes its acknowledger had
+// been given by then.
+type closeSource struct {
+	producer.Basic
+	n        int
+	rec      *acker.Recorder
+	atClose  atomic.Int64
+	closings atomic.Int32
 }
 
-func (o *orderSource) note(s string) {
-	o.mu.Lock()
-	o.calls = append(o.calls, s)
-	o.mu.Unlock()
+func (c *closeSource) Run(ctx context.Context, st *producer.Stage[int]) error {
+	feed := st.NewFeed("values", nil)
+	for i := 0; i < c.n; {
+		k, err := feed.Acquire(ctx, c.n-i)
+		if err != nil {
+			return nil
+		}
+		for range k {
+			feed.Deliver(message.New(i, c.rec, uint64(i)))
+			i++
+		}
+	}
+	return nil
 }
 
-func (o *orderSource) Run(context.Context, *producer.Stage[int]) error { return nil }
-func (o *orderSource) Close(context.Context) error                     { o.note("source closed"); return nil }
-func (o *orderSource) Info() (producer.Info, error) {
-	return producer.Info{Ordered: true, Window: 7}, errors.New("bad source")
+func (c *closeSource) Close(context.Context) error {
+	c.atClose.Store(int64(c.rec.Total()))
+	c.closings.Add(1)
+	return nil
 }
 
-type drainer struct{ o *orderSource }
-
-func (d drainer) Drain(context.Context) error { d.o.note("sink drained"); return nil }
-
-// GuardSource drains the sinks before it closes the source, and passes
-// Info (ordering, window, option errors) through.
-func TestGuardSource(t *testing.T) {
-	o := &orderSource{}
-	g := sink.GuardSource[int](o, drainer{o}, drainer{o})
-	if err := g.Close(context.Background()); err != nil {
+// A Sink is a pipeline.Drainer: a pipeline that lists it in its Drainers
+// closes its source only once every tracked publish has had its downstream
+// outcome reported to the source's acknowledger, even when the downstream
+// acks come after every stage of the pipeline has returned.
+func TestPipelineDrainsSinkBeforeClosingSource(t *testing.T) {
+	const n = 20
+	_, sub, s := rig(t, autoOpts(0), topic.Block, topic.Balanced("g"))
+	var _ pipeline.Drainer = s
+	src := &closeSource{n: n, rec: acker.NewRecorder(false)}
+	var handled atomic.Int32
+	publish := s.Handler()
+	p, err := pipeline.New(pipeline.Options[int, int]{
+		Name:     "upstream",
+		Drainers: []pipeline.Drainer{s},
+		Producer: producer.Options[int]{Source: src},
+		Processors: processor.Options[int, int]{Handle: func(ctx context.Context, m *message.Message[int]) (int, error) {
+			defer handled.Add(1)
+			return publish(ctx, m)
+		}},
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"sink drained", "sink drained", "source closed"}; !slices.Equal(o.calls, want) {
-		t.Fatalf("calls %v, want %v", o.calls, want)
+	ran := make(chan error, 1)
+	go func() { ran <- p.Run(ctxT(t)) }()
+	// Every message handled and deferred: the stages return now, while
+	// no downstream outcome has arrived yet.
+	for deadline := time.Now().Add(10 * time.Second); handled.Load() < n; {
+		select {
+		case err := <-ran:
+			t.Fatalf("Run returned (%v) with %d of %d messages handled", err, handled.Load(), n)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d messages handled within 10s", handled.Load(), n)
+		}
+		runtime.Gosched()
 	}
-	info, err := g.Info()
-	if err == nil || err.Error() != "bad source" {
-		t.Fatalf("Info: %v", err)
+	for range n {
+		it, err := sub.Receive(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if src.closings.Load() != 0 {
+			t.Fatal("the source was closed before the downstream outcomes arrived")
+		}
+		if err := sub.Ack(it.ID); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if info != (producer.Info{Ordered: true, Window: 7}) {
-		t.Fatalf("Info %+v not passed through", info)
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	if got := src.atClose.Load(); got != n || src.rec.FailedCount() != 0 {
+		t.Fatalf("the source was closed with %d of %d outcomes reported (%d failed)", got, n, src.rec.FailedCount())
 	}
 }
 

@@ -107,7 +107,8 @@ topics:
 	t2 := newSink("b", "t2")
 	start(pipeline.Options[int, int]{
 		Name:     "b",
-		Producer: producer.Options[int]{Source: sink.GuardSource[int](sourceFor("b"), t2), Concurrency: 3},
+		Drainers: []pipeline.Drainer{t2},
+		Producer: producer.Options[int]{Source: sourceFor("b"), Concurrency: 3},
 		Processors: processor.Options[int, int]{Concurrency: 3, Handle: func(ctx context.Context, m *message.Message[int]) (int, error) {
 			if m.Data%17 == 3 {
 				return 0, fmt.Errorf("%d: %w", m.Data, errB)
@@ -119,7 +120,8 @@ topics:
 	t1 := newSink("a", "t1")
 	start(pipeline.Options[int, int]{
 		Name:       "a",
-		Producer:   producer.Options[int]{Source: sink.GuardSource[int](&listSource{n: n, ack: rec}, t1)},
+		Drainers:   []pipeline.Drainer{t1},
+		Producer:   producer.Options[int]{Source: &listSource{n: n, ack: rec}},
 		Processors: processor.Options[int, int]{Concurrency: 4, Handle: t1.Handler()},
 	})
 	waitFor(t, "a's outcomes", func() bool { return rec.Total() >= n })

@@ -164,7 +164,8 @@ func TestShutdownOfUpstreamRetriesUnsettledPublishes(t *testing.T) {
 			a, err := pipeline.New(pipeline.Options[int, int]{
 				Name:            "a",
 				ShutdownTimeout: 50 * time.Millisecond,
-				Producer:        producer.Options[int]{Source: sink.GuardSource[int](&listSource{n: n, ack: rec}, s)},
+				Drainers:        []pipeline.Drainer{s},
+				Producer:        producer.Options[int]{Source: &listSource{n: n, ack: rec}},
 				Processors:      processor.Options[int, int]{Concurrency: 2, MaxDemand: 1, Handle: s.Handler()},
 			})
 			if err != nil {

@@ -61,7 +61,8 @@ func upstream(t *testing.T, name string, n int, rec acker.Acknowledger, b topic.
 	}
 	p := run(t, pipeline.Options[int, int]{
 		Name:       name,
-		Producer:   producer.Options[int]{Source: sink.GuardSource[int](&listSource{n: n, ack: rec}, s)},
+		Drainers:   []pipeline.Drainer{s},
+		Producer:   producer.Options[int]{Source: &listSource{n: n, ack: rec}},
 		Processors: processor.Options[int, int]{Concurrency: 2, Handle: s.Handler()},
 	})
 	return p, s
@@ -312,7 +313,8 @@ func TestBatchPublish(t *testing.T) {
 	bh := s.BatchHandler()
 	run(t, pipeline.Options[int, int]{
 		Name:       "a",
-		Producer:   producer.Options[int]{Source: sink.GuardSource[int](&listSource{n: n, ack: rec}, s)},
+		Drainers:   []pipeline.Drainer{s},
+		Producer:   producer.Options[int]{Source: &listSource{n: n, ack: rec}},
 		Processors: processor.Options[int, int]{Concurrency: 1, Handle: func(_ context.Context, m *message.Message[int]) (int, error) { return m.Data, nil }},
 		Batchers: []batcher.Options[int]{{Name: "default", BatchSize: size, BatchTimeout: deadline,
 			Handle: func(ctx context.Context, b []*message.Message[int], info message.BatchInfo) error {

@@ -1,0 +1,182 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+)
+
+// callLog records, in order, the drains and the source's Close.
+type callLog struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (l *callLog) note(s string) {
+	l.mu.Lock()
+	l.calls = append(l.calls, s)
+	l.mu.Unlock()
+}
+
+func (l *callLog) list() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.calls)
+}
+
+// loggedSource is a gridSource whose Close is logged.
+type loggedSource struct {
+	*gridSource
+	log *callLog
+}
+
+func (s loggedSource) Close(context.Context) error { s.log.note("source closed"); return nil }
+
+// funcDrainer is a Drainer made of a function.
+type funcDrainer func(ctx context.Context) error
+
+func (f funcDrainer) Drain(ctx context.Context) error { return f(ctx) }
+
+// Guarantee: the drainers are drained in order, after every message's
+// outcome has been delivered and before the source is closed.
+func TestDrainersRunAfterOutcomesBeforeSourceClose(t *testing.T) {
+	const n = 20
+	rec := acker.NewRecorder(false)
+	log := &callLog{}
+	drainer := func(i int) pipeline.Drainer {
+		return funcDrainer(func(context.Context) error {
+			log.note(fmt.Sprintf("drainer %d drained after %d outcomes", i, rec.Total()))
+			return nil
+		})
+	}
+	p := mustNew(t, pipeline.Options[uint64, uint64]{
+		Name:       "drained",
+		Drainers:   []pipeline.Drainer{drainer(0), drainer(1)},
+		Producer:   producer.Options[uint64]{Source: loggedSource{&gridSource{feeds: 1, perFeed: n, ack: rec}, log}},
+		Processors: processor.Options[uint64, uint64]{Handle: identity},
+	})
+	if err := p.Run(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"drainer 0 drained after 20 outcomes", "drainer 1 drained after 20 outcomes", "source closed"}
+	if got := log.list(); !slices.Equal(got, want) {
+		t.Fatalf("calls %q, want %q", got, want)
+	}
+	assertExactlyOnce(t, rec, n)
+}
+
+// waitingSource delivers nothing until its context ends; its Close is
+// logged.
+type waitingSource struct {
+	producer.Basic
+	log *callLog
+}
+
+func (s *waitingSource) Run(ctx context.Context, _ *producer.Stage[uint64]) error {
+	<-ctx.Done()
+	return nil
+}
+
+func (s *waitingSource) Close(context.Context) error { s.log.note("source closed"); return nil }
+
+// Guarantee: a drain the shutdown timeout cuts short is returned by Stop and
+// Err as a *DrainError (wrapping ErrDrain and the context's error), and the
+// next drainers and the source's Close still run.
+func TestDrainCutShortIsReportedAndSourceStillCloses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		const timeout = 3 * time.Second
+		p := mustNew(t, pipeline.Options[uint64, uint64]{
+			Name:            "drain-cut",
+			ShutdownTimeout: timeout,
+			Drainers: []pipeline.Drainer{
+				funcDrainer(func(ctx context.Context) error {
+					<-ctx.Done()
+					log.note("drainer 0 gave up")
+					return ctx.Err()
+				}),
+				funcDrainer(func(context.Context) error { log.note("drainer 1 drained"); return nil }),
+			},
+			Producer:   producer.Options[uint64]{Source: &waitingSource{log: log}},
+			Processors: processor.Options[uint64, uint64]{Handle: identity},
+		})
+		if err := p.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		begin := time.Now()
+		err := p.Stop(context.Background())
+		if took := time.Since(begin); took != timeout {
+			t.Errorf("Stop took %v, want the drain to wait ShutdownTimeout (%v)", took, timeout)
+		}
+		var de *pipeline.DrainError
+		if !errors.As(err, &de) || de.Index != 0 || !errors.Is(err, pipeline.ErrDrain) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Stop = %v, want a *DrainError of drainers[0] wrapping ErrDrain and the deadline", err)
+		}
+		if want := "pipeline: draining before closing the source: drainers[0]: context deadline exceeded"; err.Error() != want {
+			t.Fatalf("Stop = %q, want %q", err, want)
+		}
+		if !errors.Is(p.Err(), pipeline.ErrDrain) {
+			t.Fatalf("Err = %v, want the drain error", p.Err())
+		}
+		want := []string{"drainer 0 gave up", "drainer 1 drained", "source closed"}
+		if got := log.list(); !slices.Equal(got, want) {
+			t.Fatalf("calls %q, want %q", got, want)
+		}
+	})
+}
+
+// Guarantee: a Drain that ignores its context does not hold Stop: Stop
+// stops waiting CancelGrace after its ShutdownTimeout and names the drainer;
+// the source is closed once it returns.
+func TestStuckDrainerIsNamed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		release := make(chan struct{})
+		unblock := sync.OnceFunc(func() { close(release) })
+		defer unblock()
+		const timeout = 3 * time.Second
+		p := mustNew(t, pipeline.Options[uint64, uint64]{
+			Name:            "drain-stuck",
+			ShutdownTimeout: timeout,
+			Drainers: []pipeline.Drainer{
+				funcDrainer(func(context.Context) error { return nil }),
+				funcDrainer(func(context.Context) error { <-release; return nil }),
+			},
+			Producer:   producer.Options[uint64]{Source: &waitingSource{log: log}},
+			Processors: processor.Options[uint64, uint64]{Handle: identity},
+		})
+		if err := p.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		begin := time.Now()
+		err := p.Stop(context.Background())
+		if took, want := time.Since(begin), timeout+pipeline.CancelGrace; took != want {
+			t.Errorf("Stop took %v, want %v", took, want)
+		}
+		assertStraggler(t, err, pipeline.Straggler{Kind: pipeline.KindDrainer, Stage: "drain-stuck", Index: 1})
+		if !strings.Contains(err.Error(), `drainer 1 of "drain-stuck"`) {
+			t.Fatalf("Stop = %q, want the drainer named", err)
+		}
+		if got := log.list(); len(got) != 0 {
+			t.Fatalf("calls %q before the drainer returned, want none", got)
+		}
+		unblock()
+		<-p.Done()
+		if got := log.list(); !slices.Equal(got, []string{"source closed"}) {
+			t.Fatalf("calls %q, want the source closed once the drainer returned", got)
+		}
+	})
+}
