@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -71,8 +72,35 @@ type Wired[T any] struct {
 	// Topics are the created topics, by broker name.
 	Topics map[topic.Name]*topic.Handle[T]
 
-	sets map[string]*topic.TopicSet[T]
-	subs map[string][]Subscription[T]
+	sets      map[string]*topic.TopicSet[T]
+	subs      map[string][]Subscription[T]
+	connected []topic.Backend[T] // made by the Connector, closed by Close
+}
+
+// BuildOptions are the optional inputs of [BuildContext].
+type BuildOptions[T any] struct {
+	// Backends are backends the document can name in backend:, by their
+	// Name, besides the built-in "in_memory".
+	Backends []topic.Backend[T]
+	// Connect makes the backend of each connection a kafka or pulsar topic
+	// uses. Required when the plan has such topics.
+	Connect Connector[T]
+}
+
+// Close closes every topic Build created and then every backend the
+// Connector made (those with a Close(context.Context) error method), and
+// returns their errors joined.
+func (w *Wired[T]) Close(ctx context.Context) error {
+	for _, h := range w.Topics {
+		h.Close()
+	}
+	var errs []error
+	for _, b := range w.connected {
+		if c, ok := b.(interface{ Close(context.Context) error }); ok {
+			errs = append(errs, c.Close(ctx))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // TopicSet returns the topic set of the pipeline called name (every topic it
@@ -109,18 +137,47 @@ func (w *Wired[T]) Publisher(pipeline, alias string) (topic.Binding[T], bool) {
 // topics are created at once with topic.Broker.CreateTopics: if one cannot
 // be (a topic of that name exists already), none is.
 func Build[T any](broker *topic.Broker[T], plan *Plan, backends ...topic.Backend[T]) (*Wired[T], error) {
+	return BuildContext(context.Background(), broker, plan, BuildOptions[T]{Backends: backends})
+}
+
+// BuildContext is [Build] for plans whose topics may live on Kafka or
+// Pulsar: a topic with a connection gets its backend from opts.Connect,
+// called once per connection (its Name must be the connection's kind), and
+// ctx bounds connecting and declaring the topics. If anything fails, the
+// backends already made are closed. [Wired.Close] closes them later.
+func BuildContext[T any](ctx context.Context, broker *topic.Broker[T], plan *Plan, opts BuildOptions[T]) (w *Wired[T], err error) {
 	if broker == nil || plan == nil {
 		return nil, errors.New("topic config: Build needs a broker and a plan")
 	}
 	byName := map[string]topic.Backend[T]{}
-	for _, b := range backends {
+	for _, b := range opts.Backends {
 		if b != nil {
 			byName[b.Name()] = b
 		}
 	}
+	connected := map[string]topic.Backend[T]{}
+	var made []topic.Backend[T]
+	defer func() {
+		if err != nil {
+			(&Wired[T]{connected: made}).Close(context.WithoutCancel(ctx))
+		}
+	}()
 	decls := make([]topic.Declaration[T], 0, len(plan.Topics))
 	var errs []error
 	for _, tp := range plan.Topics {
+		if tp.Conn != nil {
+			b, cerr := connect(ctx, opts.Connect, *tp.Conn, connected, &made)
+			if cerr != nil {
+				errs = append(errs, &TopicError{Path: tp.Path + ".connection", Err: cerr})
+				continue
+			}
+			if err := topic.CheckCapabilities(b.Name(), b.Capabilities(), tp.Options); err != nil {
+				errs = append(errs, &TopicError{Path: tp.Path, Err: err})
+				continue
+			}
+			decls = append(decls, topic.Declaration[T]{Name: tp.Name, Options: tp.Options, Backend: b})
+			continue
+		}
 		b, ok := byName[tp.Backend]
 		if !ok {
 			var err error
@@ -138,15 +195,16 @@ func Build[T any](broker *topic.Broker[T], plan *Plan, backends ...topic.Backend
 	if len(errs) > 0 {
 		return nil, joinedError(errs)
 	}
-	handles, err := broker.CreateTopics(decls)
+	handles, err := broker.CreateTopicsContext(ctx, decls)
 	if err != nil {
 		return nil, fmt.Errorf("topic config: %w", err)
 	}
-	w := &Wired[T]{
-		Plan:   plan,
-		Topics: make(map[topic.Name]*topic.Handle[T], len(handles)),
-		sets:   make(map[string]*topic.TopicSet[T], len(plan.Pipelines)),
-		subs:   make(map[string][]Subscription[T], len(plan.Pipelines)),
+	w = &Wired[T]{
+		Plan:      plan,
+		Topics:    make(map[topic.Name]*topic.Handle[T], len(handles)),
+		sets:      make(map[string]*topic.TopicSet[T], len(plan.Pipelines)),
+		subs:      make(map[string][]Subscription[T], len(plan.Pipelines)),
+		connected: made,
 	}
 	for _, h := range handles {
 		w.Topics[h.Name()] = h
@@ -175,6 +233,12 @@ func Build[T any](broker *topic.Broker[T], plan *Plan, backends ...topic.Backend
 // Load parses a topic document, resolves the wiring against it and builds
 // the topics on broker: Parse, Resolve and Build in one call.
 func Load[T any](data []byte, wiring Wiring, broker *topic.Broker[T], backends ...topic.Backend[T]) (*Wired[T], error) {
+	return LoadContext(context.Background(), data, wiring, broker, BuildOptions[T]{Backends: backends})
+}
+
+// LoadContext is [Load] with [BuildContext]: for documents whose topics
+// live on Kafka or Pulsar.
+func LoadContext[T any](ctx context.Context, data []byte, wiring Wiring, broker *topic.Broker[T], opts BuildOptions[T]) (*Wired[T], error) {
 	cfg, err := Parse(data)
 	if err != nil {
 		return nil, err
@@ -183,5 +247,34 @@ func Load[T any](data []byte, wiring Wiring, broker *topic.Broker[T], backends .
 	if err != nil {
 		return nil, err
 	}
-	return Build(broker, plan, backends...)
+	return BuildContext(ctx, broker, plan, opts)
+}
+
+// ErrNoConnector is wrapped by the error of BuildContext when a topic
+// needs a connection but BuildOptions.Connect is nil.
+var ErrNoConnector = errors.New("topic config: no connector for kafka or pulsar topics (set BuildOptions.Connect)")
+
+// connect returns the backend of connection c, making it with fn the
+// first time.
+func connect[T any](ctx context.Context, fn Connector[T], c ConnectionSpec, cache map[string]topic.Backend[T], made *[]topic.Backend[T]) (topic.Backend[T], error) {
+	if b, ok := cache[c.Name]; ok {
+		return b, nil
+	}
+	if fn == nil {
+		return nil, ErrNoConnector
+	}
+	b, err := fn(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if b == nil || b.Name() != c.Kind {
+		name := "nil"
+		if b != nil {
+			name = quote.Value(b.Name())
+		}
+		return nil, fmt.Errorf("topic config: the connector made backend %s for a %s connection", name, c.Kind)
+	}
+	cache[c.Name] = b
+	*made = append(*made, b)
+	return b, nil
 }

@@ -174,12 +174,12 @@ topics:
 		{"unknown top-level key", `
 topic:
   ingress: {}
-`, "topic is not a known key (line 1); document accepts: topics, groups"},
+`, "topic is not a known key (line 1); document accepts: defaults, connections, topics, groups"},
 		{"unknown topic key", `
 topics:
   ingress:
     capacity: 10
-`, "topics.ingress.capacity is not a known key (line 3); topics.ingress accepts: backend, impl_selection, policies"},
+`, "topics.ingress.capacity is not a known key (line 3); topics.ingress accepts: backend, connection, impl_selection, policies"},
 		{"unknown policy", `
 topics:
   ingress:

@@ -113,6 +113,10 @@ type TopicPlan struct {
 	Path string
 	// Backend is the name of the backend that implements it.
 	Backend string
+	// Connection is the name of the connection a kafka or pulsar topic
+	// uses ("" for other backends), and Conn that connection.
+	Connection string
+	Conn       *ConnectionSpec
 	// Options are the topic's options, with Mode inferred from the wiring.
 	Options topic.Options
 	// BalancedGroups are the consumer groups that subscribe to it, sorted.
@@ -246,7 +250,11 @@ func Resolve(cfg *Config, w Wiring) (*Plan, error) {
 			// Parse validated the spec; only a Config built by hand gets here.
 			errs.add(validate.Field(d.path, "invalid", quote.Text(err.Error())))
 		}
-		plan.Topics = append(plan.Topics, TopicPlan{Name: d.name, Path: d.path, Backend: d.spec.Backend, Options: opts})
+		tp := TopicPlan{Name: d.name, Path: d.path, Backend: d.spec.Backend, Connection: d.spec.Connection, Options: opts}
+		if c, ok := cfg.Connections[d.spec.Connection]; ok && d.spec.Connection != "" {
+			tp.Conn = &c
+		}
+		plan.Topics = append(plan.Topics, tp)
 	}
 	slices.SortFunc(plan.Topics, func(a, b TopicPlan) int { return strings.Compare(string(a.Name), string(b.Name)) })
 	for _, d := range decls {

@@ -273,7 +273,7 @@ topics:
     policies:
       broadcast: {on_lag: disconnect}
   ghost:
-    backend: kafka
+    backend: rabbitmq
 `)
 	plan, err := config.Resolve(cfg, config.Wiring{Pipelines: []config.Pipeline{
 		{Name: "p", Subscribes: []config.Subscribe{{Topic: "lag", Mode: config.Broadcast}}},
@@ -298,7 +298,7 @@ topics:
 			t.Errorf("error %v does not wrap %v", err, sentinel)
 		}
 	}
-	want := `topics.ghost.backend: topic: unsupported backend "kafka"` + "; " +
+	want := `topics.ghost.backend: topic: unsupported backend "rabbitmq"` + "; " +
 		`topics.lag: topic: backend "no_disconnect" does not support broadcast.on_lag "disconnect"` + "; " +
 		`topics.mixed: topic: backend "balanced_only_backend" does not support mode "mixed"`
 	if err.Error() != want {

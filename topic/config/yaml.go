@@ -41,6 +41,9 @@ const (
 // Config is a parsed and validated topic document, with every default
 // filled in.
 type Config struct {
+	// Connections are the declared broker connections, by name
+	// (connections.<name>), for topics on the kafka and pulsar backends.
+	Connections map[string]ConnectionSpec
 	// Topics are the global topic declarations, by name (topics.<name>).
 	Topics map[string]TopicSpec
 	// Groups are the pipeline groups' topic declarations, by group name
@@ -58,9 +61,13 @@ type GroupSpec struct {
 // groups.<group>.topics.<name>). Field names in validation errors are the
 // YAML keys.
 type TopicSpec struct {
-	// Backend names the backend that implements the topic. Default
-	// "in_memory".
+	// Backend names the backend that implements the topic: "in_memory",
+	// "kafka", "pulsar", or the Name of a backend passed to Build. Default
+	// defaults.backend, else "in_memory".
 	Backend string `name:"backend" validate:"required"`
+	// Connection names the entry of connections that a kafka or pulsar
+	// topic reaches its broker through. Default defaults.connection.
+	Connection string `name:"connection"`
 	// ImplSelection is "auto" (default: the mode is inferred from how the
 	// topic is subscribed to) or "force_mixed" (always topic.Mixed).
 	ImplSelection string `name:"impl_selection" validate:"oneof=auto force_mixed"`
@@ -171,8 +178,10 @@ func (s TopicSpec) Options() (topic.Options, error) {
 // The raw types mirror the YAML document. Pointers tell an absent key (which
 // takes its default) from an explicit value (which is validated as given).
 type rawDocument struct {
-	Topics map[string]*rawTopic `yaml:"topics"`
-	Groups map[string]*rawGroup `yaml:"groups"`
+	Defaults    *rawDefaults              `yaml:"defaults"`
+	Connections map[string]*rawConnection `yaml:"connections"`
+	Topics      map[string]*rawTopic      `yaml:"topics"`
+	Groups      map[string]*rawGroup      `yaml:"groups"`
 }
 
 type rawGroup struct {
@@ -181,6 +190,7 @@ type rawGroup struct {
 
 type rawTopic struct {
 	Backend       *string      `yaml:"backend"`
+	Connection    *string      `yaml:"connection"`
 	ImplSelection *string      `yaml:"impl_selection"`
 	Policies      *rawPolicies `yaml:"policies"`
 }
@@ -298,12 +308,28 @@ func Parse(data []byte) (*Config, error) {
 	if err := dec.Decode(&raw); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%w: %w", validate.ErrInvalid, foreignError{err})
 	}
-	cfg := &Config{Topics: map[string]TopicSpec{}, Groups: map[string]GroupSpec{}}
+	cfg := &Config{Connections: map[string]ConnectionSpec{}, Topics: map[string]TopicSpec{}, Groups: map[string]GroupSpec{}}
 	var errs problems
+	if len(raw.Connections) > MaxConnections {
+		errs.add(validate.Field("connections", "max",
+			fmt.Sprintf("declares %d connections, more than the limit of %d", len(raw.Connections), MaxConnections)))
+	}
+	for _, name := range sortedKeys(raw.Connections) {
+		path := "connections." + topic.SafeName(name)
+		errs.add(checkName(path, name))
+		c, err := buildConnection(path, name, raw.Connections[name])
+		errs.add(err)
+		cfg.Connections[name] = c
+	}
+	base := DefaultTopicSpec()
+	if d := raw.Defaults; d != nil {
+		setString(&base.Backend, d.Backend)
+		setString(&base.Connection, d.Connection)
+	}
 	for _, name := range sortedKeys(raw.Topics) {
 		path := "topics." + topic.SafeName(name)
 		errs.add(checkName(path, name))
-		spec, err := buildSpec(path, raw.Topics[name])
+		spec, err := buildSpec(path, base, raw.Topics[name])
 		errs.add(err)
 		cfg.Topics[name] = spec
 	}
@@ -315,7 +341,7 @@ func Parse(data []byte) (*Config, error) {
 			for _, name := range sortedKeys(rg.Topics) {
 				path := gpath + ".topics." + topic.SafeName(name)
 				errs.add(checkName(path, name))
-				spec, err := buildSpec(path, rg.Topics[name])
+				spec, err := buildSpec(path, base, rg.Topics[name])
 				errs.add(err)
 				gs.Topics[name] = spec
 			}
@@ -325,6 +351,9 @@ func Parse(data []byte) (*Config, error) {
 	if total := cfg.totalCapacity(); total > MaxTotalCapacity {
 		errs.add(validate.Field("topics", "lte", fmt.Sprintf(
 			"queue capacities add up to %d messages over all topics, more than the limit of %d", total, MaxTotalCapacity)))
+	}
+	if errs.err() == nil {
+		errs.add(checkConnections(cfg))
 	}
 	if err := errs.err(); err != nil {
 		return nil, err
@@ -424,12 +453,13 @@ func checkName(path, name string) error {
 	return nil
 }
 
-// buildSpec fills the defaults into a raw declaration and validates it.
-func buildSpec(path string, r *rawTopic) (TopicSpec, error) {
-	s := DefaultTopicSpec()
+// buildSpec fills the defaults (base) into a raw declaration and validates it.
+func buildSpec(path string, base TopicSpec, r *rawTopic) (TopicSpec, error) {
+	s := base
 	var errs []error
 	if r != nil {
 		setString(&s.Backend, r.Backend)
+		setString(&s.Connection, r.Connection)
 		setString(&s.ImplSelection, r.ImplSelection)
 		if p := r.Policies; p != nil {
 			if b := p.Balanced; b != nil {
@@ -645,6 +675,24 @@ func (w *walker) check(path string, n *yaml.Node, t reflect.Type) {
 	case reflect.String:
 		if n.Kind != yaml.ScalarNode {
 			w.add(validate.Field(at(path), "scalar", fmt.Sprintf("must be a single value (line %d)", n.Line)))
+		}
+	case reflect.Bool:
+		if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
+			w.add(validate.Field(at(path), "boolean",
+				fmt.Sprintf("must be true or false, not %s (line %d)", quote.Value(n.Value), n.Line)))
+		}
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			w.add(validate.Field(at(path), "sequence", fmt.Sprintf("must be a list (line %d)", n.Line)))
+			return
+		}
+		if len(n.Content) > MaxMappingKeys {
+			w.add(validate.Field(at(path), "max_items",
+				fmt.Sprintf("has %d items, more than %d (line %d)", len(n.Content), MaxMappingKeys, n.Line)))
+			return
+		}
+		for i, item := range n.Content {
+			w.check(path+"."+strconv.Itoa(i), item, t.Elem())
 		}
 	}
 }

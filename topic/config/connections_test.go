@@ -1,0 +1,277 @@
+package config_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/config"
+)
+
+const connectedDoc = `
+defaults:
+  backend: kafka
+  connection: main
+connections:
+  main:
+    kind: kafka
+    brokers: [127.0.0.1:9092, "kafka-2:9093"]
+    tls:
+      ca_file: /etc/ssl/ca.pem
+    sasl:
+      mechanism: SCRAM-SHA-512
+      username: svc
+      password_env: BOULEVARD_TEST_KAFKA_PASSWORD
+  events:
+    kind: pulsar
+    service_url: pulsar+ssl://pulsar:6651
+    token_env: BOULEVARD_TEST_PULSAR_TOKEN
+topics:
+  orders: {}
+  audit:
+    backend: pulsar
+    connection: events
+  scratch:
+    backend: in_memory
+    connection: ""
+`
+
+// Connections are parsed with their defaults, and topics reach them by
+// name, directly or through defaults.
+func TestParseConnections(t *testing.T) {
+	cfg := mustParse(t, connectedDoc)
+	main := cfg.Connections["main"]
+	if main.Kind != "kafka" || len(main.Brokers) != 2 || main.Brokers[1] != "kafka-2:9093" {
+		t.Fatalf("main = %+v", main)
+	}
+	if main.TLS == nil || !main.TLS.Enabled || main.TLS.CAFile != "/etc/ssl/ca.pem" {
+		t.Fatalf("main.TLS = %+v, want enabled with the CA file", main.TLS)
+	}
+	if main.SASL == nil || main.SASL.Mechanism != "SCRAM-SHA-512" || main.SASL.Password.Env != "BOULEVARD_TEST_KAFKA_PASSWORD" {
+		t.Fatalf("main.SASL = %+v", main.SASL)
+	}
+	if ev := cfg.Connections["events"]; ev.Kind != "pulsar" || ev.ServiceURL != "pulsar+ssl://pulsar:6651" || ev.Token.Env != "BOULEVARD_TEST_PULSAR_TOKEN" {
+		t.Fatalf("events = %+v", ev)
+	}
+	for name, want := range map[string][2]string{"orders": {"kafka", "main"}, "audit": {"pulsar", "events"}, "scratch": {"in_memory", ""}} {
+		if s := cfg.Topics[name]; s.Backend != want[0] || s.Connection != want[1] {
+			t.Errorf("topic %s: backend %q connection %q, want %q %q", name, s.Backend, s.Connection, want[0], want[1])
+		}
+	}
+	plan, err := config.Resolve(cfg, config.Wiring{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range plan.Topics {
+		if (tp.Conn != nil) != (tp.Connection != "") || (tp.Conn != nil && tp.Conn.Name != tp.Connection) {
+			t.Errorf("plan of %s: Connection %q, Conn %+v", tp.Name, tp.Connection, tp.Conn)
+		}
+	}
+}
+
+// Every connection mistake is reported with its YAML path, all together.
+func TestParseRejectsBadConnections(t *testing.T) {
+	cases := []struct{ name, doc, want string }{
+		{"kafka without brokers", `
+connections:
+  k: {kind: kafka}`, "connections.k.brokers is required for a kafka connection"},
+		{"broker not host:port", `
+connections:
+  k: {kind: kafka, brokers: ["localhost"]}`, `connections.k.brokers.0 must be host:port, not "localhost"`},
+		{"unknown kind", `
+connections:
+  k: {kind: rabbitmq}`, "connections.k.kind"},
+		{"pulsar scheme", `
+connections:
+  p: {kind: pulsar, service_url: "http://x:1"}`, `connections.p.service_url must be pulsar://host:port or pulsar+ssl://host:port, not "http://x:1"`},
+		{"sasl on pulsar", `
+connections:
+  p: {kind: pulsar, service_url: "pulsar://x:1", sasl: {mechanism: PLAIN, username: u, password_env: P}}`, "connections.p.sasl is for kafka connections"},
+		{"token on kafka", `
+connections:
+  k: {kind: kafka, brokers: ["x:1"], token_env: T}`, "connections.k.token_env is for pulsar connections"},
+		{"a secret written in the document", `
+connections:
+  k: {kind: kafka, brokers: ["x:1"], sasl: {mechanism: PLAIN, username: u, password: hunter2}}`, "connections.k.sasl.password is not a known key"},
+		{"sasl without password_env", `
+connections:
+  k: {kind: kafka, brokers: ["x:1"], sasl: {mechanism: PLAIN, username: u}}`, "connections.k.sasl.password_env is required"},
+		{"bad environment variable name", `
+connections:
+  p: {kind: pulsar, service_url: "pulsar://x:1", token_env: "1 bad"}`, `connections.p.token_env must be an environment variable name`},
+		{"certificate without key", `
+connections:
+  k: {kind: kafka, brokers: ["x:1"], tls: {cert_file: c.pem}}`, "connections.k.tls"},
+		{"enabled not a boolean", `
+connections:
+  k: {kind: kafka, brokers: ["x:1"], tls: {enabled: maybe}}`, `connections.k.tls.enabled must be true or false, not "maybe"`},
+		{"brokers not a list", `
+connections:
+  k: {kind: kafka, brokers: "x:1"}`, "connections.k.brokers must be a list"},
+		{"kafka topic without connection", `
+topics:
+  t: {backend: kafka}`, "topics.t.connection is required for backend kafka"},
+		{"unknown connection", `
+connections:
+  k: {kind: kafka, brokers: ["x:1"]}
+topics:
+  t: {backend: kafka, connection: nope}`, `topics.t.connection names no declared connection: "nope"`},
+		{"kind mismatch", `
+connections:
+  k: {kind: kafka, brokers: ["x:1"]}
+groups:
+  g:
+    topics:
+      t: {backend: pulsar, connection: k}`, "groups.g.topics.t.connection names k, a kafka connection, but the topic's backend is pulsar"},
+		{"connection on in_memory", `
+connections:
+  k: {kind: kafka, brokers: ["x:1"]}
+topics:
+  t: {connection: k}`, "topics.t.connection must not be set for backend in_memory"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := config.Parse(yamlDoc(c.doc))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Parse error = %v, want one containing %q", err, c.want)
+			}
+		})
+	}
+}
+
+// A secret's value is read from its environment variable when asked for,
+// and appears in no error, formatted value or log line.
+func TestSecretsStayOutOfErrorsAndLogs(t *testing.T) {
+	const password, token = "s3cr3t-kafka-pw", "s3cr3t-pulsar-token"
+	t.Setenv("BOULEVARD_TEST_KAFKA_PASSWORD", password)
+	t.Setenv("BOULEVARD_TEST_PULSAR_TOKEN", token)
+	cfg := mustParse(t, connectedDoc)
+	main, events := cfg.Connections["main"], cfg.Connections["events"]
+	if v, err := main.SASL.Password.Value(); err != nil || v != password {
+		t.Fatalf("Password.Value() = %q, %v", v, err)
+	}
+	if v, err := events.Token.Value(); err != nil || v != token {
+		t.Fatalf("Token.Value() = %q, %v", v, err)
+	}
+	var out strings.Builder
+	for _, c := range []config.ConnectionSpec{main, events} {
+		fmt.Fprintf(&out, "%v %+v %#v %s\n", c, c, c, c.Token)
+		if c.SASL != nil {
+			fmt.Fprintf(&out, "%v %+v %#v\n", *c.SASL, *c.SASL, *c.SASL)
+		}
+	}
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	log.Info("connection", "main", main, "events", events, "password", main.SASL.Password, "token", events.Token)
+	out.WriteString(logs.String())
+	t.Setenv("BOULEVARD_TEST_PULSAR_TOKEN", "")
+	_, err := events.Token.Value()
+	if !errors.Is(err, config.ErrSecretUnset) || !strings.Contains(err.Error(), "BOULEVARD_TEST_PULSAR_TOKEN") {
+		t.Fatalf("unset token: %v, want ErrSecretUnset naming the variable", err)
+	}
+	for _, secret := range []string{password, token} {
+		if strings.Contains(out.String(), secret) {
+			t.Fatalf("a secret leaked into formatted output or logs:\n%s", out.String())
+		}
+	}
+	if !strings.Contains(logs.String(), "$BOULEVARD_TEST_KAFKA_PASSWORD") {
+		t.Fatalf("the log names no variable: %s", logs.String())
+	}
+}
+
+// fakeBackend is the in-memory backend under another name, counting Close.
+type fakeBackend struct {
+	topic.InMemory[int]
+	name   string
+	closed *int
+}
+
+func (f fakeBackend) Name() string { return f.name }
+
+func (f fakeBackend) Close(context.Context) error { *f.closed++; return nil }
+
+// BuildContext asks the connector once per connection, creates the topics
+// on the backends it returns, and Wired.Close closes those backends.
+func TestBuildContextConnectsOncePerConnection(t *testing.T) {
+	cfg := mustParse(t, connectedDoc+`
+  payments: {}
+`)
+	plan, err := config.Resolve(cfg, config.Wiring{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]int{}
+	closed := 0
+	connect := func(_ context.Context, c config.ConnectionSpec) (topic.Backend[int], error) {
+		calls[c.Name]++
+		return fakeBackend{name: c.Kind, closed: &closed}, nil
+	}
+	broker := topic.NewBroker[int]()
+	defer broker.Close()
+	w, err := config.BuildContext(t.Context(), broker, plan, config.BuildOptions[int]{Connect: connect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls["main"] != 1 || calls["events"] != 1 || len(calls) != 2 {
+		t.Fatalf("connector calls = %v, want one per connection", calls)
+	}
+	for name, backend := range map[topic.Name]string{"orders": "kafka", "payments": "kafka", "audit": "pulsar", "scratch": "in_memory"} {
+		if h := w.Topics[name]; h == nil || h.Backend() != backend {
+			t.Fatalf("topic %s on %v, want %s", name, h, backend)
+		}
+	}
+	if err := w.Close(t.Context()); err != nil || closed != 2 {
+		t.Fatalf("Close = %v, closed %d backends, want 2", err, closed)
+	}
+}
+
+// Without a connector, or with one that fails or makes the wrong kind of
+// backend, nothing is created, the error names the topic's connection
+// path, and the backends already made are closed.
+func TestBuildContextConnectorFailures(t *testing.T) {
+	plan, err := config.Resolve(mustParse(t, connectedDoc), config.Wiring{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := errors.New("connection refused")
+	closed := 0
+	cases := []struct {
+		name    string
+		connect config.Connector[int]
+		want    error
+		text    string
+	}{
+		{"none", nil, config.ErrNoConnector, "topics.orders.connection"},
+		{"fails", func(_ context.Context, c config.ConnectionSpec) (topic.Backend[int], error) {
+			if c.Kind == "pulsar" {
+				return nil, refused
+			}
+			return fakeBackend{name: c.Kind, closed: &closed}, nil
+		}, refused, "topics.audit.connection: connection refused"},
+		{"wrong kind", func(_ context.Context, c config.ConnectionSpec) (topic.Backend[int], error) {
+			return fakeBackend{name: "in_memory", closed: &closed}, nil
+		}, nil, `made backend "in_memory" for a kafka connection`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			closed = 0
+			broker := topic.NewBroker[int]()
+			defer broker.Close()
+			_, err := config.BuildContext(t.Context(), broker, plan, config.BuildOptions[int]{Connect: c.connect})
+			if err == nil || (c.want != nil && !errors.Is(err, c.want)) || !strings.Contains(err.Error(), c.text) {
+				t.Fatalf("BuildContext = %v, want %v containing %q", err, c.want, c.text)
+			}
+			if n := broker.Names(); len(n) != 0 {
+				t.Fatalf("topics created despite the error: %v", n)
+			}
+			if c.name == "fails" && closed != 1 {
+				t.Fatalf("closed %d backends after the failure, want the kafka one", closed)
+			}
+		})
+	}
+}
