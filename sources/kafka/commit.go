@@ -2,51 +2,24 @@ package kafka
 
 import (
 	"errors"
-	"fmt"
-	"log/slog"
-	"sync/atomic"
-	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
 )
 
 // CommitError is the last commit of a member the broker did not accept
-// (MemberStats.LastCommitError): the error, when it happened, and the
-// partitions whose offsets it left uncommitted. The offsets stay marked and
-// go out with the next commit.
-type CommitError struct {
-	Err        error
-	At         time.Time
-	Partitions []string // "topic/partition"
-}
-
-func (e *CommitError) Error() string {
-	return fmt.Sprintf("kafka: commit of %d partition(s) failed: %v", len(e.Partitions), e.Err)
-}
-
-func (e *CommitError) Unwrap() error { return e.Err }
-
-// commitBlock is one partition's offset in a commit request.
-type commitBlock struct {
-	p   *partition
-	off int64
-}
+// (MemberStats.LastCommitError): Err, the error; At, when it happened; and
+// Partitions, the partitions ("topic/partition") whose offsets it left
+// uncommitted. The offsets stay marked and go out with the next commit. It
+// unwraps to Err.
+type CommitError = claim.CommitError
 
 // commitLoop commits on the interval, and on every advance with
 // CommitOnAck, until the member's sessions are over (each claim commits on
 // its release itself).
 func (m *member) commitLoop() {
-	t := time.NewTicker(m.opts.CommitInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-		case <-m.commitWake:
-		case <-m.loopDone:
-			return
-		}
-		_ = m.commit(nil) // recorded and logged
-	}
+	m.cm.CommitLoop(m.opts.CommitInterval, m.loopDone, func() { _ = m.commit(nil) }) // recorded and logged
 }
 
 // commit sends, in one OffsetCommit request, the handled offsets of the
@@ -55,34 +28,19 @@ func (m *member) commitLoop() {
 // a member are serialised: at most one request is in flight per member,
 // hence per partition.
 func (m *member) commit(only *partition) error {
-	m.commitMu.Lock()
-	defer m.commitMu.Unlock()
-	blocks := m.commitBuf[:0]
-	add := func(p *partition) {
-		if off := p.marked.Load(); off >= 0 && off != p.committed.Load() {
-			blocks = append(blocks, commitBlock{p, off})
-		}
-	}
+	var c *claim.Claim
 	if only != nil {
-		add(only)
-	} else {
-		m.claimsMu.Lock()
-		for p := range m.claims {
-			add(p)
-		}
-		m.claimsMu.Unlock()
+		c = only.Claim
 	}
-	defer func() {
-		all := blocks[:cap(blocks)] // also the blocks of another session dropped below
-		clear(all)
-		m.commitBuf = all[:0]
-	}()
-	if len(blocks) == 0 {
-		return nil
-	}
+	return m.cm.Commit(c, m.send)
+}
+
+// send is the member's claim.Send: one OffsetCommit request through the
+// group's coordinator.
+func (m *member) send(blocks []claim.Block) ([]claim.Block, error) {
 	// One session's generation and member id per request: claims of an
 	// older session (there are none once it has ended) wait for the next.
-	sess := blocks[0].p.sess
+	sess := blocks[0].C.Session.(sarama.ConsumerGroupSession)
 	req := &sarama.OffsetCommitRequest{
 		Version:                 m.commitVersion,
 		ConsumerGroup:           m.opts.GroupID,
@@ -102,8 +60,8 @@ func (m *member) commit(only *partition) error {
 	}
 	n := 0
 	for _, b := range blocks {
-		if b.p.sess == sess {
-			req.AddBlockWithLeaderEpoch(b.p.topic, b.p.part, b.off, -1, ts, "")
+		if b.C.Session == any(sess) {
+			req.AddBlockWithLeaderEpoch(b.C.Topic, b.C.Part, b.Off, -1, ts, "")
 			blocks[n] = b
 			n++
 		}
@@ -120,45 +78,29 @@ func (m *member) commit(only *partition) error {
 		}
 	}
 	if err != nil {
-		return m.commitFailed(err, blocks)
+		m.refreshCoordinator(err)
+		return blocks, flat(err)
 	}
-	var failed []commitBlock
-	var ferr error
-	for _, b := range blocks {
-		kerr, ok := resp.Errors[b.p.topic][b.p.part]
-		if ok && kerr == sarama.ErrNoError {
-			b.p.committed.Store(b.off)
-			continue
-		}
-		failed = append(failed, b)
-		ferr = sarama.ErrIncompleteResponse
-		if ok {
-			ferr = kerr
+	for i := range blocks {
+		b := &blocks[i]
+		kerr, ok := resp.Errors[b.C.Topic][b.C.Part]
+		switch {
+		case !ok:
+			b.Err = sarama.ErrIncompleteResponse
+		case kerr != sarama.ErrNoError:
+			b.Err = kerr
+			m.refreshCoordinator(kerr)
 		}
 	}
-	m.commits.Add(1)
-	if len(failed) > 0 {
-		return m.commitFailed(ferr, failed)
-	}
-	return nil
+	return blocks, nil
 }
 
-// commitFailed records and logs a commit the broker did not accept, and
-// returns the error. The caller holds commitMu.
-func (m *member) commitFailed(err error, blocks []commitBlock) *CommitError {
+// refreshCoordinator asks sarama to find the group's coordinator again
+// when err says it moved.
+func (m *member) refreshCoordinator(err error) {
 	if errors.Is(err, sarama.ErrNotCoordinatorForConsumer) || errors.Is(err, sarama.ErrConsumerCoordinatorNotAvailable) {
 		_ = m.client.RefreshCoordinator(m.opts.GroupID)
 	}
-	parts := make([]string, len(blocks))
-	for i, b := range blocks {
-		parts[i] = b.p.key
-	}
-	ce := &CommitError{Err: flat(err), At: time.Now(), Partitions: parts}
-	m.lastCommitErr.Store(ce)
-	m.commitErrors.Add(1)
-	m.log.Warn("kafka commit failed; the offsets go out with the next commit",
-		slog.Any("partitions", parts), slog.Any("error", ce.Err))
-	return ce
 }
 
 // commitFinal commits p's handled offsets on its release, retrying up to
@@ -193,6 +135,3 @@ func commitVersion(v sarama.KafkaVersion) int16 {
 	}
 	return 1
 }
-
-// lastCommitErr holds a *CommitError.
-type lastCommitErr = atomic.Pointer[CommitError]

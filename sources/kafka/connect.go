@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
 )
 
 // checkBrokers dials every bootstrap broker at once and asks each for its
@@ -100,44 +101,12 @@ func checkTopics(client sarama.Client, topics []string) error {
 }
 
 // quoteAll quotes and escapes each string, comma-separated.
-func quoteAll(ss []string) string {
-	q := make([]string, len(ss))
-	for i, s := range ss {
-		q[i] = fmt.Sprintf("%q", s)
-	}
-	return strings.Join(q, ", ")
-}
+func quoteAll(ss []string) string { return claim.QuoteAll(ss) }
 
 // flat returns err, or, when its message spans several lines (sarama joins
 // errors with newlines), an error with the lines joined by "; " that
 // unwraps to err.
-func flat(err error) error {
-	if err == nil || !strings.ContainsAny(err.Error(), "\r\n") {
-		return err
-	}
-	return flatError{err}
-}
-
-type flatError struct{ err error }
-
-func (e flatError) Error() string { return oneLine(e.err.Error()) }
-func (e flatError) Unwrap() error { return e.err }
-
-func oneLine(s string) string {
-	s = strings.ReplaceAll(s, "\r\n", "\n")
-	s = strings.ReplaceAll(s, "\r", "\n")
-	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r == '\n' }), "; ")
-}
+func flat(err error) error { return claim.Flat(err) }
 
 // errList is several errors reported on one line, separated by "; ".
-type errList []error
-
-func (l errList) Error() string {
-	s := make([]string, len(l))
-	for i, e := range l {
-		s[i] = oneLine(e.Error())
-	}
-	return strings.Join(s, "; ")
-}
-
-func (l errList) Unwrap() []error { return l }
+type errList = claim.ErrList

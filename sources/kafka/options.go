@@ -8,7 +8,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
 	"github.com/boulevard-go/boulevard/telemetry"
 	"github.com/boulevard-go/boulevard/validate"
 )
@@ -46,33 +46,33 @@ const (
 // for.
 const (
 	// OffsetEarliest starts at the oldest record the broker still has.
-	OffsetEarliest = "earliest"
+	OffsetEarliest = claim.OffsetEarliest
 	// OffsetLatest starts after the newest record: only records produced
 	// after the group first joined are read (Kafka's own default).
-	OffsetLatest = "latest"
+	OffsetLatest = claim.OffsetLatest
 	// OffsetTimestamp starts at the first record whose timestamp is at or
 	// after Options.StartTime (found with a ListOffsets request by time),
 	// or after the newest record when none is that recent. This is
 	// BroadwayKafka's offset_reset_policy {:timestamp, t}.
-	OffsetTimestamp = "timestamp"
+	OffsetTimestamp = claim.OffsetTimestamp
 )
 
 // Where a claimed partition starts (Options.BeginOffset).
 const (
 	// BeginCommitted starts at the group's committed offset, and at
 	// InitialOffset only when there is none.
-	BeginCommitted = "committed"
+	BeginCommitted = claim.BeginCommitted
 	// BeginReset starts every claimed partition at InitialOffset, whatever
 	// the group committed: each assignment replays (or skips) from there.
 	// This is BroadwayKafka's begin_offset: :reset.
-	BeginReset = "reset"
+	BeginReset = claim.BeginReset
 )
 
 // When handled offsets are committed (Options.CommitMode).
 const (
 	// CommitInterval commits the handled offsets of every claimed
 	// partition every Options.CommitInterval, in one request per member.
-	CommitInterval = "interval"
+	CommitInterval = claim.CommitInterval
 	// CommitOnAck commits as soon as a partition's handled prefix advances:
 	// advances are coalesced, and each member has at most one commit
 	// request in flight (so at most one per partition); the advances that
@@ -80,32 +80,32 @@ const (
 	// A crash then replays only what was handled while a commit was on its
 	// way. This is BroadwayKafka's offset_commit_on_ack. A failed commit is
 	// retried at the next advance or after Options.CommitInterval.
-	CommitOnAck = "ack"
+	CommitOnAck = claim.CommitOnAck
 )
 
 // FailurePolicy says what a failed message with acker.DispositionDefault does
-// to its partition's committed offset.
-type FailurePolicy string
+// to its partition's committed offset: FailureCommit or FailureRedeliver.
+type FailurePolicy = claim.FailurePolicy
 
 const (
 	// FailureCommit treats a failed message as done once the processor's
 	// HandleFailed hook (or the batcher's) has run: the offset is committed
 	// past it, so a poison message never stalls its partition. This is
 	// BroadwayKafka's behaviour. It is the default.
-	FailureCommit FailurePolicy = "commit"
+	FailureCommit = claim.FailureCommit
 	// FailureRedeliver stops the partition at the failed message: the
 	// committed offset does not pass it, the partition's messages after it
 	// are no longer dispatched, and after RedeliveryBackoff the partition is
 	// fetched again from the failed message on.
-	FailureRedeliver FailurePolicy = "redeliver"
+	FailureRedeliver = claim.FailureRedeliver
 )
 
 // Rebalance strategies accepted by Options.Rebalance.
 const (
-	RebalanceRange             = "range"
-	RebalanceRoundRobin        = "roundrobin"
-	RebalanceSticky            = "sticky"
-	RebalanceCooperativeSticky = "cooperative-sticky"
+	RebalanceRange             = claim.RebalanceRange
+	RebalanceRoundRobin        = claim.RebalanceRoundRobin
+	RebalanceSticky            = claim.RebalanceSticky
+	RebalanceCooperativeSticky = claim.RebalanceCooperativeSticky
 )
 
 // Options configure a Source. Zero fields take the documented defaults;
@@ -278,14 +278,7 @@ func SaramaDefaults(cfg *sarama.Config) {
 // "kafka.brokers is required". New calls it.
 func (o Options) Validate() error {
 	errs := []error{validate.Struct("kafka", &o)}
-	switch {
-	case o.InitialOffset == OffsetTimestamp && o.StartTime.IsZero():
-		errs = append(errs, validate.Field("kafka.startTime", "required_if",
-			fmt.Sprintf("is required when initialOffset is %q", OffsetTimestamp)))
-	case o.InitialOffset != OffsetTimestamp && !o.StartTime.IsZero():
-		errs = append(errs, validate.Field("kafka.startTime", "excluded_unless",
-			fmt.Sprintf("is only allowed when initialOffset is %q", OffsetTimestamp)))
-	}
+	errs = append(errs, claim.StartTimeRule("kafka", o.InitialOffset, o.StartTime))
 	if o.Config != nil {
 		if o.RevokeTimeout >= o.Config.Consumer.Group.Rebalance.Timeout {
 			errs = append(errs, validate.Field("kafka.revokeTimeout", "ltfield",
@@ -330,17 +323,4 @@ func (o *Options) saramaConfig(window int) *sarama.Config {
 		cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyCooperativeSticky()}
 	}
 	return &cfg
-}
-
-// redeliver reports whether a failed message with disposition d is fetched
-// again (true) or committed past (false): Retry and Discard decide alone,
-// DispositionDefault follows FailurePolicy.
-func (o *Options) redeliver(d acker.Disposition) bool {
-	switch d {
-	case acker.DispositionRetry:
-		return true
-	case acker.DispositionDiscard:
-		return false
-	}
-	return o.FailurePolicy == FailureRedeliver
 }

@@ -17,13 +17,13 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/internal/liveset"
 	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
 )
 
 // ErrClosed is returned by Run once the source has been closed.
@@ -206,12 +206,8 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		loopDone: make(chan struct{}),
 
 		commitVersion: commitVersion(cfg.Version),
-		claims:        make(map[*partition]struct{}),
-		generation:    -1,
 	}
-	if s.opts.CommitMode == CommitOnAck {
-		m.commitWake = make(chan struct{}, 1)
-	}
+	m.cm = claim.NewMember(s.opts.GroupID, stage.Name(), m.log, s.opts.CommitMode == CommitOnAck)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -252,31 +248,10 @@ type member struct {
 	loopDone  chan struct{}
 	wg        sync.WaitGroup // logErrors, commitLoop
 
-	// Commits (commit.go): one request in flight at a time.
-	commitMu      sync.Mutex
-	commitBuf     []commitBlock
-	commitWake    chan struct{} // CommitOnAck: an advance to commit; nil otherwise
+	// The member's claims, session and commit bookkeeping (commit.go: one
+	// request in flight at a time).
+	cm            *claim.Member
 	commitVersion int16
-	commits       atomic.Int64 // OffsetCommit requests answered
-	commitErrors  atomic.Int64 // commits (or parts of them) that failed
-	lastCommitErr lastCommitErr
-
-	// The member's claims and session, for commits and Stats.
-	claimsMu   sync.Mutex
-	claims     map[*partition]struct{}
-	sess       sarama.ConsumerGroupSession // the latest session
-	generation int32                       // the latest generation seen, -1 before the first
-	rebalances int64                       // generations seen
-}
-
-// noteSession records the member's current session and counts a new
-// generation. The caller holds claimsMu.
-func (m *member) noteSession(sess sarama.ConsumerGroupSession) {
-	m.sess = sess
-	if g := sess.GenerationID(); g != m.generation {
-		m.generation = g
-		m.rebalances++
-	}
 }
 
 func (m *member) draining() bool {
@@ -380,9 +355,7 @@ func (m *member) close(ctx context.Context) error {
 type handler member
 
 func (h *handler) Setup(sess sarama.ConsumerGroupSession) error {
-	h.claimsMu.Lock()
-	(*member)(h).noteSession(sess)
-	h.claimsMu.Unlock()
+	h.cm.NoteSession(sess.MemberID(), sess.GenerationID())
 	h.log.Info("kafka group session started",
 		slog.String("member", sess.MemberID()), slog.Int("generation", int(sess.GenerationID())),
 		slog.Any("claims", sess.Claims()))

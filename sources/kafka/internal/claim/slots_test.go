@@ -1,4 +1,4 @@
-package kafka
+package claim
 
 import (
 	"testing"
@@ -9,7 +9,7 @@ import (
 // Guarantee: slots come from the free list before new blocks are allocated,
 // and every slot handed out is live.
 func TestTakeSlotsReusesFreeOnes(t *testing.T) {
-	p := &partition{maxFree: 100}
+	p := &Claim{maxFree: 100}
 	first := p.takeSlots(nil, 3)
 	if len(first) != 3 {
 		t.Fatalf("took %d slots, want 3", len(first))
@@ -42,7 +42,7 @@ func TestTakeSlotsReusesFreeOnes(t *testing.T) {
 // sarama's fetch buffer), a second outcome for the same message does not
 // put its slot on the free list twice, and the free list stays bounded.
 func TestRecycle(t *testing.T) {
-	p := &partition{maxFree: 2}
+	p := &Claim{maxFree: 2}
 	s := p.takeSlots(nil, 1)[0]
 	s.md.Key = []byte("k")
 	s.md.Headers = []Header{{Key: []byte("h")}}
@@ -81,7 +81,7 @@ func TestRecycle(t *testing.T) {
 // Guarantee: a delivery reuses acknowledged slots and allocates nothing per
 // record in the steady state.
 func TestSteadyStateDeliveryDoesNotAllocate(t *testing.T) {
-	p := &partition{maxFree: 4 * 64}
+	p := &Claim{maxFree: 4 * 64}
 	var dst []*slot
 	cycle := func() {
 		dst = p.takeSlots(dst[:0], 64)

@@ -1,28 +1,25 @@
-package kafka
+package claim
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
-	"strings"
 	"sync"
 	"testing"
 
-	"github.com/IBM/sarama"
+	"go.uber.org/goleak"
 
 	"github.com/boulevard-go/boulevard/acker"
 )
 
-// markSession is a sarama.ConsumerGroupSession that records the offsets
-// marked for commit.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// markSession records the offsets a claim marked for commit.
 type markSession struct {
-	sarama.ConsumerGroupSession
 	mu     sync.Mutex
 	marked []int64
 }
 
-func (s *markSession) MarkOffset(_ string, _ int32, offset int64, _ string) {
+func (s *markSession) mark(offset int64) {
 	s.mu.Lock()
 	s.marked = append(s.marked, offset)
 	s.mu.Unlock()
@@ -39,19 +36,9 @@ func (s *markSession) last() int64 {
 
 // newTestPartition returns a claim of one partition with offsets 0..n-1
 // delivered, under policy.
-func newTestPartition(policy FailurePolicy, n int) (*partition, *markSession) {
+func newTestPartition(policy FailurePolicy, n int) (*Claim, *markSession) {
 	sess := &markSession{}
-	p := &partition{
-		m:       &member{opts: &Options{FailurePolicy: policy}, log: slog.New(slog.DiscardHandler)},
-		sess:    sess,
-		topic:   "t",
-		key:     "t/0",
-		cp:      acker.NewCheckpoint(0),
-		retryAt: -1,
-		holdAt:  -1,
-		retryCh: make(chan struct{}, 1),
-		settled: make(chan struct{}, 1),
-	}
+	p := New(Config{Topic: "t", Policy: policy, OnAdvance: sess.mark})
 	for i := range n {
 		p.cp.Track(uint64(i))
 	}
@@ -94,7 +81,7 @@ func TestInterruptedOutcomeHoldsCommit(t *testing.T) {
 					t.Fatalf("committable %d, want 3", got)
 				}
 				select {
-				case <-p.retryCh:
+				case <-p.RetryCh:
 					t.Fatal("the claim was asked to rewind for an interrupted record while stopping")
 				default:
 				}
@@ -113,25 +100,5 @@ func TestOrdinaryFailureCommitsPast(t *testing.T) {
 	p.Ack(context.Background(), outcomes(0, 2, 3), []acker.Outcome{{ID: 1, Err: context.Canceled}})
 	if got := sess.last(); got != 4 {
 		t.Fatalf("marked %d, want 4", got)
-	}
-}
-
-// Guarantee: errors built from sarama's multi-line errors are on one line
-// and still unwrap to what they wrap.
-func TestErrorsOnOneLine(t *testing.T) {
-	inner := errors.Join(context.DeadlineExceeded, errors.New("connection error"))
-	err := fmt.Errorf("%w: %w", ErrConnect, flat(inner))
-	if strings.ContainsAny(err.Error(), "\r\n") {
-		t.Fatalf("error spans lines: %q", err)
-	}
-	if want := "kafka: cannot connect: context deadline exceeded; connection error"; err.Error() != want {
-		t.Fatalf("error %q, want %q", err, want)
-	}
-	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrConnect) {
-		t.Fatalf("error %v does not unwrap", err)
-	}
-	list := errList{errors.New("a\r\nb"), flat(inner)}
-	if got := list.Error(); got != "a; b; context deadline exceeded; connection error" || !errors.Is(list, context.DeadlineExceeded) {
-		t.Fatalf("errList %q", got)
 	}
 }

@@ -1,9 +1,7 @@
-package kafka
+package claim
 
 import (
 	"testing"
-
-	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/acker"
 )
@@ -12,7 +10,6 @@ import (
 // as one delivery, then acknowledged in chunks of 8, as processors do.
 func BenchmarkAck(b *testing.B) {
 	p, _ := newTestPartition(FailureCommit, 0)
-	p.sess = nopSession{}
 	succ := make([]acker.Outcome, 8)
 	next := uint64(0)
 	b.ReportAllocs()
@@ -31,9 +28,3 @@ func BenchmarkAck(b *testing.B) {
 		next += 64
 	}
 }
-
-// nopSession is a sarama.ConsumerGroupSession whose MarkOffset does
-// nothing.
-type nopSession struct{ sarama.ConsumerGroupSession }
-
-func (nopSession) MarkOffset(string, int32, int64, string) {}

@@ -1,0 +1,407 @@
+package claim
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/producer"
+)
+
+// Config describes a new claim.
+type Config struct {
+	Topic      string
+	Partition  int32
+	Generation int32
+	MemberID   string
+	// Session is the client's session the claim belongs to (compared, never
+	// used, by the code that commits).
+	Session any
+	// Policy is the source's failure policy.
+	Policy FailurePolicy
+	// Window is the pipeline's permit window per partition: the free list
+	// of slots is bounded by maxFreeSlots windows.
+	Window int
+	// Committed is the group's committed offset, -1 when there is none.
+	Committed int64
+	// Start is where the claim starts reading; -1 when unknown (the oldest
+	// or newest record).
+	Start int64
+	Log   *slog.Logger
+	// OnAdvance, when set, is called (under the claim's lock) with the new
+	// end of the handled prefix each time it advances.
+	OnAdvance func(next int64)
+	// HighWater, when set, reads the partition's high-water mark for Stats.
+	HighWater func() int64
+}
+
+// Claim is one claim of one partition within one group generation: its
+// feed, its permits, its handled prefix and its acknowledger. A later
+// claim of the same partition (another generation, or the same one after a
+// cooperative revoke and re-assign) is a new Claim, so acks of an older
+// claim can never move a newer claim's offset. Its methods are safe for
+// concurrent use, except Deliver and Withdraw, which the claim's reader
+// calls.
+type Claim struct {
+	Topic      string
+	Part       int32
+	Key        string // partition key and feed name: one string per claim
+	Generation int32
+	MemberID   string
+	Session    any
+	Feed       *producer.Feed[[]byte]
+
+	policy    FailurePolicy
+	log       *slog.Logger
+	onAdvance func(int64)
+	highWater func() int64
+
+	permits atomic.Int64 // granted and not yet used
+	// GrantCh is signalled by grants.
+	GrantCh chan struct{}
+	// RetryCh is signalled when a failed message is to be redelivered.
+	RetryCh chan struct{}
+
+	// For commits and Stats.
+	Marked    atomic.Int64 // end of the handled prefix: the offset to commit
+	Committed atomic.Int64 // the offset the broker last accepted, -1 when none
+	Next      atomic.Int64 // the offset after the last record taken from the client
+	ReadAhead atomic.Int32 // records taken from the client, not yet delivered
+
+	mu       sync.Mutex
+	cp       *acker.Checkpoint
+	free     []*slot // slots whose messages were acknowledged, for reuse
+	maxFree  int     // bound of free
+	released bool
+	retryAt  int64 // lowest offset to redeliver, -1 when none
+	holdAt   int64 // lowest offset interrupted by the shutdown, -1 when none: never committed past
+	settled  chan struct{}
+
+	// The reader's scratch space (Deliver, Withdraw).
+	msgs  []*message.Message[[]byte]
+	slots []*slot
+}
+
+// New returns a claim as cfg says. Its feed is opened with Open.
+func New(cfg Config) *Claim {
+	c := &Claim{
+		Topic:      cfg.Topic,
+		Part:       cfg.Partition,
+		Key:        cfg.Topic + "/" + itoa(cfg.Partition),
+		Generation: cfg.Generation,
+		MemberID:   cfg.MemberID,
+		Session:    cfg.Session,
+		policy:     cfg.Policy,
+		log:        cfg.Log,
+		onAdvance:  cfg.OnAdvance,
+		highWater:  cfg.HighWater,
+		GrantCh:    make(chan struct{}, 1),
+		RetryCh:    make(chan struct{}, 1),
+		maxFree:    maxFreeSlots * cfg.Window,
+		retryAt:    -1,
+		holdAt:     -1,
+		settled:    make(chan struct{}, 1),
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	committed := max(cfg.Committed, -1)
+	c.Committed.Store(committed)
+	c.Marked.Store(committed)
+	c.Next.Store(max(cfg.Start, -1))
+	c.cp = acker.NewCheckpoint(uint64(max(cfg.Start, 0)))
+	return c
+}
+
+func itoa(n int32) string {
+	var b [12]byte
+	i := len(b)
+	u := int64(n)
+	neg := u < 0
+	if neg {
+		u = -u
+	}
+	for {
+		i--
+		b[i] = byte('0' + u%10)
+		u /= 10
+		if u == 0 {
+			break
+		}
+	}
+	if neg {
+		i--
+		b[i] = '-'
+	}
+	return string(b[i:])
+}
+
+// Open creates the claim's feed in stage.
+func (c *Claim) Open(stage *producer.Stage[[]byte]) {
+	c.Feed = stage.NewFeed(c.Key, c.Grant)
+}
+
+// Grant adds n permits and wakes the reader.
+func (c *Claim) Grant(n int) {
+	c.permits.Add(int64(n))
+	Signal(c.GrantCh)
+}
+
+// Take takes up to n of the claim's permits and reports how many.
+func (c *Claim) Take(n int) int {
+	k := min(int64(n), c.permits.Load())
+	if k <= 0 {
+		return 0
+	}
+	c.permits.Add(-k)
+	return int(k)
+}
+
+// Permits reports the permits granted and not yet used.
+func (c *Claim) Permits() int64 { return c.permits.Load() }
+
+// Signal wakes whoever waits on ch, without blocking.
+func Signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// Redeliver reports whether a failed message with disposition d is fetched
+// again (true) or committed past (false): Retry and Discard decide alone,
+// DispositionDefault follows policy.
+func Redeliver(policy FailurePolicy, d acker.Disposition) bool {
+	switch d {
+	case acker.DispositionRetry:
+		return true
+	case acker.DispositionDiscard:
+		return false
+	}
+	return policy == FailureRedeliver
+}
+
+// Ack records the outcomes of the claim's messages and marks the contiguous
+// handled prefix for the next commit. It ignores outcomes that arrive after
+// the claim was released.
+//
+// A failure the pipeline's shutdown caused (acker.Interrupted) holds the
+// claim's commit below its offset for good, whatever its disposition or the
+// failure policy: the record was not handled, so it is left for the next
+// owner. The claim does not rewind for it (the pipeline is stopping), and
+// it stops waiting for the records after it (they are delivered again
+// anyway), so that the release is not held up by them.
+func (c *Claim) Ack(_ context.Context, successful, failed []acker.Outcome) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.released {
+		return
+	}
+	advanced := false
+	for i := range successful {
+		if c.cp.Done(successful[i].ID) {
+			advanced = true
+		}
+		c.recycle(successful[i].Data)
+	}
+	discarded, redeliver, interrupted := 0, 0, 0
+	for i := range failed {
+		o := &failed[i]
+		c.recycle(o.Data)
+		if acker.Interrupted(*o) {
+			interrupted++
+			if c.holdAt < 0 || int64(o.ID) < c.holdAt {
+				c.holdAt = int64(o.ID)
+			}
+			continue
+		}
+		if Redeliver(c.policy, o.Disposition) {
+			if c.cp.IsPending(o.ID) {
+				redeliver++
+				if c.retryAt < 0 || int64(o.ID) < c.retryAt {
+					c.retryAt = int64(o.ID)
+				}
+			}
+			continue
+		}
+		discarded++
+		if c.cp.Done(o.ID) {
+			advanced = true
+		}
+	}
+	if interrupted > 0 {
+		// Forget the tracked offsets from the held one on: the claim no
+		// longer waits for them, and their acks cannot move the commit.
+		c.cp.Truncate(uint64(c.holdAt))
+	}
+	if len(failed) > 0 {
+		// The stage that failed the messages logged each of them; this
+		// line only says what the claim does with them.
+		c.log.Debug("kafka messages failed",
+			slog.String("partition", c.Key), slog.Int("committed_past", discarded), slog.Int("to_redeliver", redeliver),
+			slog.Int("interrupted", interrupted))
+	}
+	if redeliver > 0 {
+		Signal(c.RetryCh)
+	}
+	if advanced {
+		next := c.committable()
+		c.Marked.Store(next)
+		if c.onAdvance != nil {
+			c.onAdvance(next)
+		}
+	}
+	if c.cp.Pending() == 0 {
+		Signal(c.settled)
+	}
+}
+
+// Committable is the offset the claim may commit: the end of the handled
+// prefix, never past an offset the shutdown interrupted.
+func (c *Claim) Committable() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.committable()
+}
+
+// committable is Committable; the caller holds c.mu.
+func (c *Claim) committable() int64 {
+	next := int64(c.cp.Next())
+	if c.holdAt >= 0 && next > c.holdAt {
+		return c.holdAt
+	}
+	return next
+}
+
+// Pending reports how many delivered records wait for their outcome (or
+// behind one that does).
+func (c *Claim) Pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cp.Pending()
+}
+
+// TakeRetry returns the lowest offset to redeliver and forgets it (the
+// tracked offsets from it on are dropped: they are fetched again), or -1
+// when there is none.
+func (c *Claim) TakeRetry() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at := c.retryAt
+	c.retryAt = -1
+	if at >= 0 {
+		c.cp.Truncate(uint64(at))
+	}
+	return at
+}
+
+// RetryAt returns the lowest offset to redeliver, -1 when none.
+func (c *Claim) RetryAt() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.retryAt
+}
+
+// Withdraw takes the claim's messages that are still in the stage buffer
+// back out, forgets their offsets (the claim no longer waits for them, and
+// they are fetched again: by the next owner, or by the claim after a
+// rewind) and returns their permits to the claim. It reports how many it
+// withdrew.
+func (c *Claim) Withdraw() int {
+	w := c.Feed.WithdrawAppend(c.msgs[:0])
+	if len(w) == 0 {
+		return 0
+	}
+	_, low, _ := w[0].Acknowledger()
+	for _, m := range w[1:] {
+		if _, id, _ := m.Acknowledger(); id < low {
+			low = id
+		}
+	}
+	n := len(w)
+	c.mu.Lock()
+	for _, m := range w {
+		_, _, data := m.Acknowledger()
+		c.recycle(data)
+	}
+	clear(w)
+	c.msgs = w[:0]
+	c.cp.Truncate(low)
+	if c.cp.Pending() == 0 {
+		Signal(c.settled)
+	}
+	c.mu.Unlock()
+	c.permits.Add(int64(n))
+	return n
+}
+
+// Release waits, at most timeout (or until hurry is closed), for the
+// claim's in-flight messages, then stops accepting acks. The caller then
+// commits what was handled.
+func (c *Claim) Release(log *slog.Logger, timeout time.Duration, hurry <-chan struct{}) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	log.Debug("kafka partition releasing", slog.Int("in_flight", c.Pending()))
+	for {
+		pending := c.Pending()
+		if pending == 0 {
+			break
+		}
+		select {
+		case <-c.settled:
+			continue
+		case <-t.C:
+		case <-hurry:
+		}
+		log.Warn("kafka partition released with messages still in flight; they will be delivered again",
+			slog.Int("pending", pending))
+		break
+	}
+	// Acks marked every advance of the handled prefix already; the claim
+	// stops taking them.
+	c.mu.Lock()
+	c.released = true
+	c.mu.Unlock()
+}
+
+// Stats returns the claim's figures.
+func (c *Claim) Stats() PartitionStats {
+	ps := PartitionStats{
+		Topic:        c.Topic,
+		Partition:    c.Part,
+		GenerationID: c.Generation,
+		Committed:    c.Committed.Load(),
+		Marked:       c.Marked.Load(),
+		Next:         c.Next.Load(),
+		ReadAhead:    int(c.ReadAhead.Load()),
+	}
+	if c.highWater != nil {
+		ps.HighWater = c.highWater()
+	}
+	if ps.HighWater > 0 {
+		ps.Lag = max(0, ps.HighWater-max(0, ps.Committed))
+		if ps.Next >= 0 {
+			ps.FetchLag = max(0, ps.HighWater-ps.Next)
+		}
+	}
+	ps.InFlight = c.Pending()
+	return ps
+}
+
+// Begin sets where a claim whose start was not known when it was created
+// starts: committed is the group's committed offset (-1 when none) and
+// start the offset of the first record it reads (-1 when unknown). It is
+// called before any record of the claim is delivered.
+func (c *Claim) Begin(committed, start int64) {
+	committed = max(committed, -1)
+	c.Committed.Store(committed)
+	c.Marked.Store(committed)
+	c.Next.Store(max(start, -1))
+	c.mu.Lock()
+	c.cp.Reset(uint64(max(start, 0)))
+	c.mu.Unlock()
+}

@@ -1,0 +1,254 @@
+package claim
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/boulevard-go/boulevard/telemetry"
+)
+
+// Member is what a consumer-group member keeps whatever its client: its
+// claims, its latest session, and its commit bookkeeping. Commits are
+// serialised: at most one request is in flight per member, hence per
+// partition.
+type Member struct {
+	Group string
+	Stage string
+	Log   *slog.Logger
+	// Wake is signalled by claims whose handled prefix advanced, with
+	// CommitMode CommitOnAck; nil otherwise.
+	Wake chan struct{}
+
+	mu         sync.Mutex
+	claims     map[*Claim]struct{}
+	memberID   string
+	generation int32 // the latest generation seen, -1 before the first
+	rebalances int64 // generations seen
+	joined     bool
+
+	commitMu     sync.Mutex
+	commitBuf    []Block
+	commits      atomic.Int64 // OffsetCommit requests answered
+	commitErrors atomic.Int64 // commits (or parts of them) that failed
+	lastErr      atomic.Pointer[CommitError]
+}
+
+// NewMember returns a member of group running in stage; onAck says whether
+// claims wake the commit loop on every advance (CommitOnAck).
+func NewMember(group, stage string, log *slog.Logger, onAck bool) *Member {
+	m := &Member{Group: group, Stage: stage, Log: log, claims: make(map[*Claim]struct{}), generation: -1}
+	if onAck {
+		m.Wake = make(chan struct{}, 1)
+	}
+	return m
+}
+
+// Advanced is a claim's OnAdvance for this member: with CommitOnAck it
+// wakes the commit loop.
+func (m *Member) Advanced(int64) {
+	if m.Wake != nil {
+		Signal(m.Wake)
+	}
+}
+
+// NoteSession records the member's current session and counts a new
+// generation.
+func (m *Member) NoteSession(memberID string, generation int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.noteSession(memberID, generation)
+}
+
+func (m *Member) noteSession(memberID string, generation int32) {
+	m.memberID, m.joined = memberID, true
+	if generation != m.generation {
+		m.generation = generation
+		m.rebalances++
+	}
+}
+
+// Add registers a claim (in its session).
+func (m *Member) Add(c *Claim) {
+	m.mu.Lock()
+	m.noteSession(c.MemberID, c.Generation)
+	m.claims[c] = struct{}{}
+	m.mu.Unlock()
+}
+
+// Remove forgets a claim.
+func (m *Member) Remove(c *Claim) {
+	m.mu.Lock()
+	delete(m.claims, c)
+	m.mu.Unlock()
+}
+
+// Claims returns the member's current claims.
+func (m *Member) Claims() []*Claim {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cs := make([]*Claim, 0, len(m.claims))
+	for c := range m.claims {
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+// Block is one partition's offset in a commit request, and what the broker
+// said of it.
+type Block struct {
+	C   *Claim
+	Off int64
+	// Err is the broker's error for this partition, set by the send
+	// function; nil when it accepted the offset.
+	Err error
+}
+
+// Send commits blocks in one request. It returns the blocks it sent (a
+// prefix of blocks, reordered as it likes: those it left out wait for the
+// next commit) with each Err set, or an error when the request failed as a
+// whole.
+type Send func(blocks []Block) (sent []Block, err error)
+
+// Commit sends, in one request, the handled offsets of the member's claims
+// that differ from what they last committed (only c's when only is not
+// nil), and records what the broker accepted. It returns the failure, if
+// any, as a *CommitError (also logged and kept for Stats).
+func (m *Member) Commit(only *Claim, send Send) error {
+	m.commitMu.Lock()
+	defer m.commitMu.Unlock()
+	blocks := m.commitBuf[:0]
+	add := func(c *Claim) {
+		if off := c.Marked.Load(); off >= 0 && off != c.Committed.Load() {
+			blocks = append(blocks, Block{C: c, Off: off})
+		}
+	}
+	if only != nil {
+		add(only)
+	} else {
+		m.mu.Lock()
+		for c := range m.claims {
+			add(c)
+		}
+		m.mu.Unlock()
+	}
+	defer func() {
+		all := blocks[:cap(blocks)] // also the blocks the send left out
+		clear(all)
+		m.commitBuf = all[:0]
+	}()
+	if len(blocks) == 0 {
+		return nil
+	}
+	sent, err := send(blocks)
+	if err != nil {
+		return m.failed(err, sent)
+	}
+	var failed []Block
+	var ferr error
+	for _, b := range sent {
+		if b.Err == nil {
+			b.C.Committed.Store(b.Off)
+			continue
+		}
+		failed = append(failed, b)
+		ferr = b.Err
+	}
+	m.commits.Add(1)
+	if len(failed) > 0 {
+		return m.failed(ferr, failed)
+	}
+	return nil
+}
+
+// failed records and logs a commit the broker did not accept, and returns
+// the error. The caller holds commitMu.
+func (m *Member) failed(err error, blocks []Block) *CommitError {
+	parts := make([]string, len(blocks))
+	for i, b := range blocks {
+		parts[i] = b.C.Key
+	}
+	ce := &CommitError{Err: err, At: time.Now(), Partitions: parts}
+	m.lastErr.Store(ce)
+	m.commitErrors.Add(1)
+	m.Log.Warn("kafka commit failed; the offsets go out with the next commit",
+		slog.Any("partitions", parts), slog.Any("error", ce.Err))
+	return ce
+}
+
+// CommitLoop commits on the interval, and on every advance with
+// CommitOnAck, until done is closed (each claim commits on its release
+// itself).
+func (m *Member) CommitLoop(interval time.Duration, done <-chan struct{}, commit func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-m.Wake:
+		case <-done:
+			return
+		}
+		commit()
+	}
+}
+
+// Stats returns the member's figures.
+func (m *Member) Stats() MemberStats {
+	ms := MemberStats{
+		Stage:           m.Stage,
+		GenerationID:    -1,
+		Commits:         m.commits.Load(),
+		CommitErrors:    m.commitErrors.Load(),
+		LastCommitError: m.lastErr.Load(),
+	}
+	m.mu.Lock()
+	if m.joined {
+		ms.MemberID, ms.GenerationID = m.memberID, m.generation
+	}
+	ms.Rebalances = m.rebalances
+	cs := make([]*Claim, 0, len(m.claims))
+	for c := range m.claims {
+		cs = append(cs, c)
+	}
+	m.mu.Unlock()
+	ms.Partitions = make([]PartitionStats, 0, len(cs))
+	for _, c := range cs {
+		ms.Partitions = append(ms.Partitions, c.Stats())
+	}
+	slices.SortFunc(ms.Partitions, func(a, b PartitionStats) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	return ms
+}
+
+// SourceStats assembles a source's Stats from its members' figures.
+func SourceStats(group string, members []MemberStats) Stats {
+	slices.SortFunc(members, func(a, b MemberStats) int { return cmp.Compare(a.Stage, b.Stage) })
+	return Stats{GroupID: group, Members: members}
+}
+
+// Assigned calls h's PartitionAssigned, if any, for a partition the member
+// has just claimed.
+func (m *Member) Assigned(ctx context.Context, h *telemetry.Hooks, c *Claim) {
+	if h != nil && h.PartitionAssigned != nil {
+		h.PartitionAssigned(ctx, m.assignment(c))
+	}
+}
+
+// Revoked calls h's PartitionRevoked, if any, for a partition the member
+// has let go. The member's context may be over (the source is closing), so
+// the hook gets a context of its own.
+func (m *Member) Revoked(ctx context.Context, h *telemetry.Hooks, c *Claim) {
+	if h != nil && h.PartitionRevoked != nil {
+		h.PartitionRevoked(context.WithoutCancel(ctx), m.assignment(c))
+	}
+}
+
+func (m *Member) assignment(c *Claim) telemetry.Assignment {
+	return telemetry.Assignment{Group: m.Group, Member: c.MemberID, Generation: c.Generation, Topic: c.Topic, Partition: c.Part}
+}

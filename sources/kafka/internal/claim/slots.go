@@ -1,0 +1,204 @@
+package claim
+
+import (
+	"time"
+	"unsafe"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/message"
+)
+
+// slotBlockBytes is the size of one block of slots: 8 KiB less the
+// allocator's header, so that a block fills a small-object size class
+// without waste (a block above 32 KiB would be a slower, zeroed large-object
+// allocation).
+const slotBlockBytes = 8192 - 8
+
+// slotBlock is how many slots are allocated at once.
+const slotBlock = slotBlockBytes / int(unsafe.Sizeof(slot{}))
+
+// slot is a message and its metadata, allocated in blocks: one allocation
+// per slotBlock messages, and the metadata is stored by value beside its
+// message. Once the message's outcome has reached the claim, the slot goes
+// back to the claim's free list and carries a later record: in the steady
+// state the source allocates nothing per record (message.Message documents
+// that a message is not used after its outcome was reported).
+type slot struct {
+	msg message.Message[[]byte]
+	md  Metadata
+	// live is set while the slot's message is out in the pipeline; an
+	// outcome for a slot that is not live (a second outcome for one
+	// message, which the pipeline never sends) does not recycle it twice.
+	live bool
+}
+
+// maxFreeSlots bounds a claim's free list, in windows: more slots than
+// that are only kept after a burst larger than the pipeline's queues hold
+// in the steady state, and are left to the garbage collector.
+const maxFreeSlots = 4
+
+// takeSlots appends n slots to dst, from the free list first, and marks
+// them live. The caller holds c.mu.
+func (c *Claim) takeSlots(dst []*slot, n int) []*slot {
+	k := min(n, len(c.free))
+	rest := c.free[len(c.free)-k:]
+	dst = append(dst, rest...)
+	clear(rest)
+	c.free = c.free[:len(c.free)-k]
+	for n -= k; n > 0; {
+		// A block of up to slotBlock slots: what the delivery needs, and
+		// what the free list has room for.
+		block := make([]slot, min(slotBlock, n+max(0, c.maxFree-len(c.free))))
+		for i := range block {
+			if n > 0 {
+				dst = append(dst, &block[i])
+				n--
+			} else {
+				c.free = append(c.free, &block[i])
+			}
+		}
+	}
+	for _, s := range dst {
+		s.live = true
+	}
+	return dst
+}
+
+// recycle puts the slot behind an outcome's ack data back on the free list,
+// dropping its references to the record (and so to the client's fetch
+// buffer). The caller holds c.mu.
+func (c *Claim) recycle(data any) {
+	s, ok := data.(*slot)
+	if !ok || !s.live {
+		return
+	}
+	s.live = false
+	if len(c.free) >= c.maxFree {
+		return
+	}
+	s.msg.Data = nil
+	s.md.Key = nil
+	if s.md.Headers != nil {
+		s.md.Headers = nil
+	}
+	c.free = append(c.free, s)
+}
+
+// Record is what a delivery takes from a client's record.
+type Record struct {
+	Offset    int64
+	Key       []byte
+	Value     []byte
+	Timestamp time.Time
+	// Headers is how many headers the record has; the headers themselves
+	// are appended by the delivery's header function.
+	Headers int
+}
+
+// Deliver hands recs, the next records of the partition in offset order,
+// to the claim's feed: each becomes a message (from the claim's slots)
+// carrying a *Metadata, acknowledged to the claim. get reads a record;
+// headers appends a record's headers to dst (it is called only for records
+// with headers). The caller has taken a permit per record.
+func Deliver[R any](c *Claim, recs []R, get func(R) Record, headers func(dst []Header, r R) []Header) {
+	// Track the offsets and take the slots in one short critical section
+	// (acks of earlier messages take the same lock), before any of them can
+	// be acked.
+	n := len(recs)
+	c.mu.Lock()
+	for _, r := range recs {
+		c.cp.Track(uint64(get(r).Offset))
+	}
+	c.slots = c.takeSlots(c.slots[:0], n)
+	c.mu.Unlock()
+	var hdrs []Header
+	c.msgs = c.msgs[:0]
+	for i, r := range recs {
+		rec := get(r)
+		s := c.slots[i]
+		// A slot stays with its claim, so most fields already hold what
+		// they should: write only what changes, which keeps the garbage
+		// collector's write barriers (taken by every pointer store while
+		// it marks) off the rest.
+		md := &s.md
+		if md.Topic != c.Topic || md.Partition != c.Part || md.GenerationID != c.Generation || md.MemberID != c.MemberID {
+			md.Topic, md.Partition, md.GenerationID, md.MemberID = c.Topic, c.Part, c.Generation, c.MemberID
+		}
+		md.Offset = rec.Offset
+		md.Key = rec.Key
+		md.Timestamp = rec.Timestamp
+		if md.Headers != nil {
+			md.Headers = nil
+		}
+		if rec.Headers > 0 {
+			if hdrs == nil {
+				// One array for the headers of this delivery.
+				nh := 0
+				for _, r := range recs[i:] {
+					nh += get(r).Headers
+				}
+				hdrs = make([]Header, 0, nh)
+			}
+			start := len(hdrs)
+			hdrs = headers(hdrs, r)
+			md.Headers = hdrs[start:len(hdrs):len(hdrs)]
+		}
+		if a, _, data := s.msg.Acknowledger(); a == acker.Acknowledger(c) && data == any(s) &&
+			s.msg.Metadata == any(md) && s.msg.PartitionKey() == c.Key {
+			s.msg.Reuse(rec.Value, uint64(rec.Offset))
+		} else {
+			// A fresh slot (or one a handler changed).
+			s.msg.Init(rec.Value, c, uint64(rec.Offset))
+			s.msg.SetAckData(s)
+			s.msg.Metadata = md
+			s.msg.SetPartitionKey(c.Key)
+		}
+		c.msgs = append(c.msgs, &s.msg)
+	}
+	clear(c.slots)
+	c.Feed.Deliver(c.msgs...)
+	clear(c.msgs)
+}
+
+// Queue is a claim's read-ahead: records taken from the client and not yet
+// delivered. It is a window over a buffer that moves forward; it goes back
+// to the start of the buffer when it is empty, or is copied there once it
+// nears the end, so records are not shifted on every delivery. It is not
+// safe for concurrent use.
+type Queue[R any] struct {
+	q, buf []R
+}
+
+// NewQueue returns a queue with room for capacity records before it grows.
+func NewQueue[R any](capacity int) Queue[R] {
+	buf := make([]R, 0, capacity)
+	return Queue[R]{q: buf, buf: buf}
+}
+
+// Len reports how many records the queue holds.
+func (q *Queue[R]) Len() int { return len(q.q) }
+
+// Head returns the first n records (they stay queued).
+func (q *Queue[R]) Head(n int) []R { return q.q[:n] }
+
+// Last returns the last record; the queue is not empty.
+func (q *Queue[R]) Last() R { return q.q[len(q.q)-1] }
+
+// Push appends records.
+func (q *Queue[R]) Push(rs ...R) { q.q = append(q.q, rs...) }
+
+// Consume drops the first n records.
+func (q *Queue[R]) Consume(n int) {
+	clear(q.q[:n])
+	q.q = q.q[n:]
+	switch {
+	case len(q.q) == 0:
+		q.q = q.buf[:0]
+	case cap(q.q) < cap(q.buf)/2 && len(q.q) <= cap(q.buf)/2:
+		// Disjoint: q.q starts beyond the first half of buf (or is an
+		// array of its own after the read-ahead outgrew buf).
+		k := copy(q.buf[:cap(q.buf)], q.q)
+		clear(q.q)
+		q.q = q.buf[:k]
+	}
+}
