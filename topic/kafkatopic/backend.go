@@ -1,0 +1,246 @@
+package kafkatopic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/topic"
+)
+
+// Name is the backend's configuration name.
+const Name = "kafka"
+
+// Backend is the Kafka backend of the topic layer: each topic is a Kafka
+// topic, each balanced group a Kafka consumer group, each broadcast
+// subscriber a group-less consumer of every partition. Create it with
+// [New]; it is safe for concurrent use. Close releases its clients.
+type Backend[T any] struct {
+	opts   Options[T]
+	cfg    *sarama.Config
+	red    redactor
+	log    *slog.Logger
+	client sarama.Client // metadata, offsets, the producer
+	admin  sarama.ClusterAdmin
+	prod   *producer
+
+	mu     sync.Mutex
+	closed bool
+	topics map[*kTopic[T]]struct{}
+}
+
+// New validates opts, connects to the cluster and starts the producer. It
+// returns a [validate.Errors] for invalid options, or an error wrapping
+// [ErrConnect] when the cluster cannot be reached.
+func New[T any](opts Options[T]) (*Backend[T], error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	cfg := opts.saramaConfig()
+	b := &Backend[T]{opts: opts, cfg: cfg, red: newRedactor(cfg), log: opts.Logger, topics: make(map[*kTopic[T]]struct{})}
+	client, err := sarama.NewClient(opts.Brokers, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: brokers %q: %w", ErrConnect, opts.Brokers, b.red.err(err))
+	}
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.err(err))
+	}
+	prod, err := newProducer(client, opts.PublishBuffer)
+	if err != nil {
+		_ = admin.Close()
+		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.err(err))
+	}
+	b.client, b.admin, b.prod = client, admin, prod
+	return b, nil
+}
+
+// Name returns "kafka".
+func (b *Backend[T]) Name() string { return Name }
+
+// Capabilities declares what a Kafka topic honours: every mode; both
+// on_full policies, applied to the producer's buffer (a log stores every
+// publish, so no consumer group pushes back: block waits for room in the
+// buffer, drop_newest drops the publish when it is full; and
+// balanced.queue_capacity bounds each member's read-ahead); both on_lag
+// policies, applied when a broadcast subscriber falls below the log start;
+// ack_mode first; ack propagation disabled (a tracked publish would need
+// the downstream outcome to travel back across processes). Features:
+// durable, not group back-pressure nor broadcast capacity.
+func (b *Backend[T]) Capabilities() topic.Capabilities {
+	return topic.Capabilities{
+		Modes:       []topic.Mode{topic.BalancedOnly, topic.BroadcastOnly, topic.Mixed},
+		OnFull:      []topic.OnFull{topic.Block, topic.DropNewest},
+		OnLag:       []topic.OnLag{topic.DropOldest, topic.Disconnect},
+		AckModes:    []topic.AckMode{topic.AckFirst},
+		Propagation: []topic.PropagationMode{topic.PropagationDisabled},
+		Features:    []topic.Feature{topic.FeatureDurable},
+	}
+}
+
+// KafkaTopic returns the Kafka topic name of a topic: name with each '/'
+// replaced by '.', since Kafka topic names have no '/'. ("a/b" and "a.b"
+// are therefore the same Kafka topic.)
+func KafkaTopic(name topic.Name) string { return strings.ReplaceAll(string(name), "/", ".") }
+
+// GroupID returns the Kafka consumer group id of balanced group g of a
+// topic: "<kafka topic>:<group>". The colon appears in neither a topic nor
+// a group name, so each (topic, group) pair has its own consumer group.
+func GroupID(name topic.Name, g topic.GroupName) string { return KafkaTopic(name) + ":" + string(g) }
+
+// NewTopic creates the Kafka topic if it does not exist (Options.Partitions
+// partitions, Options.ReplicationFactor replicas), or checks that the
+// existing one has at least Options.Partitions partitions (a
+// [*PartitionsError] otherwise; more is fine), and returns its state. ctx
+// and Options.AdminTimeout bound the requests.
+func (b *Backend[T]) NewTopic(ctx context.Context, name topic.Name, opts topic.Options) (topic.State[T], error) {
+	b.mu.Lock()
+	closed := b.closed
+	b.mu.Unlock()
+	if closed {
+		return nil, topic.ErrTopicClosed
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.opts.AdminTimeout)
+	defer cancel()
+	kname := KafkaTopic(name)
+	if err := b.ensureTopic(ctx, kname); err != nil {
+		return nil, err
+	}
+	t := newKTopic(b, name, kname, opts)
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil, topic.ErrTopicClosed
+	}
+	b.topics[t] = struct{}{}
+	b.mu.Unlock()
+	return t, nil
+}
+
+// ensureTopic creates kname or checks its partition count, then waits
+// until the client's metadata shows every partition.
+func (b *Backend[T]) ensureTopic(ctx context.Context, kname string) error {
+	want := b.opts.Partitions
+	err := b.admin.CreateTopic(kname, &sarama.TopicDetail{NumPartitions: want, ReplicationFactor: b.opts.ReplicationFactor}, false)
+	switch {
+	case err == nil:
+	case errors.Is(err, sarama.ErrTopicAlreadyExists):
+		md, derr := b.admin.DescribeTopics([]string{kname})
+		if derr != nil {
+			return fmt.Errorf("%w: describing topic %q: %w", ErrAdmin, kname, b.red.err(derr))
+		}
+		if len(md) != 1 || !errors.Is(md[0].Err, sarama.ErrNoError) {
+			var merr error = sarama.ErrUnknownTopicOrPartition
+			if len(md) == 1 {
+				merr = md[0].Err
+			}
+			return fmt.Errorf("%w: describing topic %q: %w", ErrAdmin, kname, merr)
+		}
+		if have := int32(len(md[0].Partitions)); have < want {
+			return &PartitionsError{Topic: kname, Have: have, Want: want}
+		}
+	default:
+		return fmt.Errorf("%w: creating topic %q: %w", ErrAdmin, kname, b.red.err(err))
+	}
+	return poll(ctx, func() (bool, error) {
+		if err := b.client.RefreshMetadata(kname); err != nil {
+			return false, nil
+		}
+		ps, err := b.client.Partitions(kname)
+		return err == nil && int32(len(ps)) >= want, nil
+	}, func(err error) error {
+		return fmt.Errorf("%w: topic %q not visible in the cluster metadata: %w", ErrAdmin, kname, err)
+	})
+}
+
+// poll calls cond until it reports done or an error, backing off up to
+// 100ms between calls; when ctx ends first it returns wrap(ctx.Err()).
+func poll(ctx context.Context, cond func() (bool, error), wrap func(error) error) error {
+	wait := time.Millisecond
+	for {
+		done, err := cond()
+		if err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return wrap(ctx.Err())
+		case <-t.C:
+		}
+		wait = min(2*wait, 100*time.Millisecond)
+	}
+}
+
+// Close closes every topic the backend created (their subscribers leave
+// their groups), lets the producer finish what it was handed, and closes
+// the clients. It returns ctx.Err() if ctx ends first (the closing goes on
+// in the background then). Idempotent.
+func (b *Backend[T]) Close(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.close()
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (b *Backend[T]) close() {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return
+	}
+	b.closed = true
+	ts := make([]*kTopic[T], 0, len(b.topics))
+	for t := range b.topics {
+		ts = append(ts, t)
+	}
+	b.mu.Unlock()
+	for _, t := range ts {
+		t.Close()
+	}
+	b.prod.close()
+	_ = b.admin.Close() // closes b.client too
+}
+
+func (b *Backend[T]) forget(t *kTopic[T]) {
+	b.mu.Lock()
+	delete(b.topics, t)
+	b.mu.Unlock()
+}
+
+// newClient returns a client of its own for one subscriber: consumer
+// group traffic (a join waits for the whole group) and long-polling
+// fetches must not queue behind each other or behind the producer on a
+// shared connection.
+func (b *Backend[T]) newClient() (sarama.Client, error) {
+	c, err := sarama.NewClient(b.opts.Brokers, b.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.err(err))
+	}
+	return c, nil
+}
+
+var (
+	_ topic.Backend[int]           = (*Backend[int])(nil)
+	_ topic.SubscriptionState[int] = (*member[int])(nil)
+	_ topic.SubscriptionState[int] = (*bsub[int])(nil)
+)

@@ -1,0 +1,327 @@
+package kafkatopic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/topic"
+)
+
+// bsub is one broadcast subscriber: a consumer of every partition of the
+// topic, from the log end as of Subscribe, with a client of its own and no
+// consumer group. A broadcast subscriber has no durable position to resume
+// from (as an in-memory broadcast subscriber, it sees what is published
+// while it is subscribed), so it neither joins a group nor commits: a
+// group per subscriber would leave one abandoned group in the cluster for
+// every subscriber that ever existed.
+//
+// Its read-ahead is bounded by broadcast.queue_capacity; a subscriber that
+// reads slower than the topic is written stops fetching, and the log keeps
+// the records by retention. If it falls below the log start (retention
+// deleted records it had not fetched), it gets a lag notice with the number
+// it missed on that partition: under drop_oldest it continues from the
+// oldest record kept; under disconnect the notice is final (counting
+// everything it had not read) and the subscription ends.
+type bsub[T any] struct {
+	t      *kTopic[T]
+	client sarama.Client
+	cons   sarama.Consumer
+
+	stopCh   chan struct{}
+	stopOne  sync.Once
+	pumps    sync.WaitGroup
+	teardown sync.Once
+
+	mu      sync.Mutex
+	queue   []bitem[T]
+	head    int
+	nextID  topic.MessageID
+	closed  bool // Close: Receive ends at once
+	ended   bool // no more records: Receive drains, then ends
+	dataSig chan struct{}
+	room    chan struct{}
+}
+
+// bitem is a fetched value, or (lagged > 0) a lag notice.
+type bitem[T any] struct {
+	v      T
+	lagged uint64
+}
+
+func (t *kTopic[T]) subscribeBroadcast() (*bsub[T], error) {
+	b := t.b
+	client, err := b.newClient()
+	if err != nil {
+		return nil, err
+	}
+	cons, err := sarama.NewConsumerFromClient(client)
+	if err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.err(err))
+	}
+	s := &bsub[T]{t: t, client: client, cons: cons, stopCh: make(chan struct{}), dataSig: make(chan struct{}, 1)}
+	fail := func(err error) (*bsub[T], error) {
+		s.shutdown()
+		return nil, fmt.Errorf("%w: starting a broadcast subscriber of topic %q: %w", ErrAdmin, t.kname, b.red.err(err))
+	}
+	parts, err := client.Partitions(t.kname)
+	if err != nil {
+		return fail(err)
+	}
+	for _, p := range parts {
+		off, err := client.GetOffset(t.kname, p, sarama.OffsetNewest)
+		if err != nil {
+			return fail(err)
+		}
+		pc, err := cons.ConsumePartition(t.kname, p, off)
+		if err != nil {
+			return fail(err)
+		}
+		s.pumps.Add(1)
+		go s.pump(p, pc, off)
+	}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		s.shutdown()
+		return nil, topic.ErrTopicClosed
+	}
+	t.broadcasts[s] = struct{}{}
+	t.mu.Unlock()
+	return s, nil
+}
+
+// pump queues one partition's records, from offset next on.
+func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
+	defer s.pumps.Done()
+	b := s.t.b
+	for {
+		msgs, errs, stop := pc.Messages(), pc.Errors(), s.stopCh
+		outOfRange := false
+		for msgs != nil || errs != nil {
+			select {
+			case rec, ok := <-msgs:
+				if !ok {
+					msgs = nil
+					continue
+				}
+				next = rec.Offset + 1
+				if stop == nil {
+					continue // closing: drained, not queued
+				}
+				v, err := b.opts.Codec.Decode(rec.Value)
+				if err != nil {
+					b.log.Warn("kafkatopic: record does not decode; skipped",
+						slog.String("topic", rec.Topic), slog.Int("partition", int(rec.Partition)),
+						slog.Int64("offset", rec.Offset), slog.Any("error", err))
+					continue
+				}
+				if !s.push(bitem[T]{v: v}) {
+					pc.AsyncClose()
+					stop = nil
+				}
+			case cerr, ok := <-errs:
+				if !ok {
+					errs = nil
+					continue
+				}
+				if errors.Is(cerr.Err, sarama.ErrOffsetOutOfRange) {
+					outOfRange = true
+					continue
+				}
+				b.log.Warn("kafkatopic: broadcast consumer error", slog.String("topic", s.t.kname),
+					slog.Int("partition", int(part)), slog.Any("error", b.red.err(cerr.Err)))
+			case <-stop:
+				pc.AsyncClose()
+				stop = nil
+			}
+		}
+		if stop == nil || !outOfRange {
+			return
+		}
+		var err error
+		if pc, next, err = s.lagged(part, next); err != nil || pc == nil {
+			if err != nil {
+				b.log.Warn("kafkatopic: broadcast subscriber cannot continue on a partition after falling below the log start",
+					slog.String("topic", s.t.kname), slog.Int("partition", int(part)), slog.Any("error", b.red.err(err)))
+			}
+			return
+		}
+	}
+}
+
+// lagged handles a partition whose next offset fell below the log start:
+// it queues the lag notice and, under drop_oldest, returns a consumer from
+// the oldest record kept; under disconnect it ends the subscription and
+// returns nil.
+func (s *bsub[T]) lagged(part int32, next int64) (sarama.PartitionConsumer, int64, error) {
+	t := s.t
+	oldest, err := s.client.GetOffset(t.kname, part, sarama.OffsetOldest)
+	if err != nil {
+		return nil, next, err
+	}
+	missed := uint64(max(oldest-next, 1))
+	if t.opts.Broadcast.OnLag == topic.Disconnect {
+		newest, err := s.client.GetOffset(t.kname, part, sarama.OffsetNewest)
+		if err != nil {
+			newest = oldest
+		}
+		s.disconnect(uint64(max(newest-next, 1)))
+		return nil, next, nil
+	}
+	t.b.log.Warn("kafkatopic: broadcast subscriber fell below the log start and missed records",
+		slog.String("topic", t.kname), slog.Int("partition", int(part)), slog.Uint64("missed", missed))
+	t.lagged.Add(missed)
+	if !s.push(bitem[T]{lagged: missed}) {
+		return nil, next, nil
+	}
+	pc, err := s.cons.ConsumePartition(t.kname, part, oldest)
+	return pc, oldest, err
+}
+
+// disconnect ends the subscription with one final lag notice counting
+// unread, the unread records of the partition, plus what was queued.
+func (s *bsub[T]) disconnect(unread uint64) {
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return
+	}
+	for _, it := range s.queue[s.head:] {
+		if it.lagged > 0 {
+			unread += it.lagged
+		} else {
+			unread++
+		}
+	}
+	clear(s.queue)
+	s.queue = append(s.queue[:0], bitem[T]{lagged: unread})
+	s.head = 0
+	s.ended = true
+	s.mu.Unlock()
+	s.t.lagged.Add(unread)
+	s.t.b.log.Warn("kafkatopic: broadcast subscriber fell below the log start; disconnected",
+		slog.String("topic", s.t.kname), slog.Uint64("missed", unread))
+	s.signal()
+	s.stopOne.Do(func() { close(s.stopCh) })
+}
+
+// push queues it, waiting for room; false once the subscriber stopped.
+func (s *bsub[T]) push(it bitem[T]) bool {
+	capacity := s.t.opts.Broadcast.Capacity
+	s.mu.Lock()
+	for len(s.queue)-s.head >= capacity && it.lagged == 0 {
+		if s.ended {
+			s.mu.Unlock()
+			return false
+		}
+		if s.room == nil {
+			s.room = make(chan struct{})
+		}
+		room := s.room
+		s.mu.Unlock()
+		select {
+		case <-room:
+		case <-s.stopCh:
+			return false
+		}
+		s.mu.Lock()
+	}
+	if s.ended {
+		s.mu.Unlock()
+		return false
+	}
+	s.queue = append(s.queue, it)
+	s.mu.Unlock()
+	s.signal()
+	return true
+}
+
+func (s *bsub[T]) signal() {
+	select {
+	case s.dataSig <- struct{}{}:
+	default:
+	}
+}
+
+// Receive implements topic.SubscriptionState.
+func (s *bsub[T]) Receive(ctx context.Context, dst []topic.Envelope[T]) (int, error) {
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return 0, topic.ErrSubscriptionClosed
+		}
+		n := 0
+		for n < len(dst) && s.head < len(s.queue) {
+			it := s.queue[s.head]
+			s.queue[s.head] = bitem[T]{}
+			s.head++
+			s.nextID++
+			dst[n] = topic.Envelope[T]{ID: s.nextID, Value: it.v, Lagged: it.lagged}
+			n++
+		}
+		if s.head == len(s.queue) {
+			s.queue, s.head = s.queue[:0], 0
+		}
+		if n > 0 {
+			if s.room != nil {
+				close(s.room)
+				s.room = nil
+			}
+			s.mu.Unlock()
+			return n, nil
+		}
+		ended := s.ended
+		s.mu.Unlock()
+		if ended {
+			return 0, topic.ErrSubscriptionClosed
+		}
+		select {
+		case <-s.dataSig:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// Settle implements topic.SubscriptionState: a broadcast subscriber has no
+// group to settle with, so it returns ErrMessageNotTracked.
+func (s *bsub[T]) Settle(topic.MessageID, error) error { return topic.ErrMessageNotTracked }
+
+// Close implements topic.SubscriptionState.
+func (s *bsub[T]) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.stop(true)
+}
+
+// stop stops fetching; Receive then drains what was fetched (unless
+// closed) and ends.
+func (s *bsub[T]) stop(bool) {
+	s.mu.Lock()
+	s.ended = true
+	s.mu.Unlock()
+	s.signal()
+	s.shutdown()
+	t := s.t
+	t.mu.Lock()
+	delete(t.broadcasts, s)
+	t.mu.Unlock()
+}
+
+// shutdown stops the pumps and closes the consumer and client.
+func (s *bsub[T]) shutdown() {
+	s.teardown.Do(func() {
+		s.stopOne.Do(func() { close(s.stopCh) })
+		s.pumps.Wait()
+		_ = s.cons.Close()
+		_ = s.client.Close()
+	})
+}

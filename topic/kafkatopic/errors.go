@@ -1,0 +1,110 @@
+package kafkatopic
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/IBM/sarama"
+)
+
+// ErrConnect is wrapped by the error [New] returns when no broker could be
+// reached or a client could not be created.
+var ErrConnect = errors.New("kafkatopic: cannot connect to the Kafka cluster")
+
+// ErrPartitions is wrapped by [*PartitionsError].
+var ErrPartitions = errors.New("kafkatopic: topic has fewer partitions than configured")
+
+// ErrAdmin is wrapped by the errors of creating or checking a topic and of
+// resolving a group's starting offsets.
+var ErrAdmin = errors.New("kafkatopic: administrative request failed")
+
+// ErrJoin is wrapped by the error of a balanced Subscribe whose member did
+// not join its consumer group within Options.AdminTimeout.
+var ErrJoin = errors.New("kafkatopic: consumer group join failed")
+
+// ErrTrackedPublish is returned by a tracked publish (topic.TrackedPublisher)
+// into a Kafka topic: the outcome of a message handled in another process
+// cannot travel back through this backend, so it refuses the publish
+// instead of reporting an outcome it does not know.
+var ErrTrackedPublish = errors.New("kafkatopic: tracked publishing is not supported by the kafka backend")
+
+// ErrRevoked is returned by settling (Subscription.Ack or Nack) a message
+// whose partition the consumer group had already moved to another member:
+// the settlement cannot be committed, and the group delivers the message
+// again.
+var ErrRevoked = errors.New("kafkatopic: partition revoked before the message was settled; the group delivers it again")
+
+// PartitionsError reports an existing topic with fewer partitions than
+// Options.Partitions. It wraps [ErrPartitions].
+type PartitionsError struct {
+	// Topic is the Kafka topic name.
+	Topic string
+	// Have is the topic's partition count.
+	Have int32
+	// Want is Options.Partitions.
+	Want int32
+}
+
+// Error names the topic and both counts.
+func (e *PartitionsError) Error() string {
+	return fmt.Sprintf("kafkatopic: topic %q has %d partition(s), fewer than the %d configured", e.Topic, e.Have, e.Want)
+}
+
+// Unwrap returns ErrPartitions.
+func (e *PartitionsError) Unwrap() error { return ErrPartitions }
+
+// redactor removes the configured credentials from error text, so that no
+// error or log line of the backend carries them, whatever a broker or
+// client library put in its message.
+type redactor struct{ secrets []string }
+
+func newRedactor(c *sarama.Config) redactor {
+	var r redactor
+	for _, s := range []string{c.Net.SASL.Password, c.Net.SASL.User} {
+		if len(s) >= 3 {
+			r.secrets = append(r.secrets, s)
+		}
+	}
+	return r
+}
+
+// err returns err with its message on one line and the credentials
+// replaced by "[redacted]"; it unwraps to err.
+func (r redactor) err(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	clean := r.text(oneLine(msg))
+	if clean == msg {
+		return err
+	}
+	return &cleanError{msg: clean, err: err}
+}
+
+func (r redactor) text(s string) string {
+	for _, sec := range r.secrets {
+		s = strings.ReplaceAll(s, sec, "[redacted]")
+	}
+	return s
+}
+
+type cleanError struct {
+	msg string
+	err error
+}
+
+func (e *cleanError) Error() string { return e.msg }
+func (e *cleanError) Unwrap() error { return e.err }
+
+// oneLine joins the lines of s with "; " (sarama joins errors with
+// newlines).
+func oneLine(s string) string {
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	s = strings.ReplaceAll(s, "\r", "\n")
+	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r == '\n' }), "; ")
+}

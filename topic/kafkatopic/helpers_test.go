@@ -1,0 +1,142 @@
+package kafkatopic_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/kafkatopic"
+)
+
+// patience bounds every wait for something that must happen.
+const patience = 30 * time.Second
+
+// newCluster starts an in-process Kafka cluster (kfake) for one test.
+func newCluster(t testing.TB, opts ...kfake.Opt) *kfake.Cluster {
+	t.Helper()
+	opts = append([]kfake.Opt{kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(100 * time.Millisecond)}, opts...)
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// testConfig is a sarama config tuned for fast group operations on kfake.
+func testConfig() *sarama.Config {
+	c := sarama.NewConfig()
+	c.ClientID = "boulevard-test"
+	c.Consumer.Group.Session.Timeout = 2 * time.Second
+	c.Consumer.Group.Heartbeat.Interval = 100 * time.Millisecond
+	c.Consumer.Group.Rebalance.Timeout = 4 * time.Second
+	c.Consumer.Group.Rebalance.Retry.Backoff = 100 * time.Millisecond
+	c.Consumer.MaxWaitTime = 100 * time.Millisecond
+	c.Consumer.Retry.Backoff = 50 * time.Millisecond
+	c.Consumer.Offsets.AutoCommit.Interval = 100 * time.Millisecond
+	c.Metadata.Retry.Backoff = 50 * time.Millisecond
+	return c
+}
+
+// logBuffer collects log lines, safe for concurrent use.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// testOptions are the backend options most tests share.
+func testOptions[T any](c *kfake.Cluster, codec topic.Codec[T]) kafkatopic.Options[T] {
+	return kafkatopic.Options[T]{
+		Brokers:       c.ListenAddrs(),
+		Config:        testConfig(),
+		Codec:         codec,
+		AdminTimeout:  patience,
+		RevokeTimeout: 2 * time.Second,
+		Logger:        slog.New(slog.DiscardHandler),
+	}
+}
+
+// newBackend starts a backend on c, closed when the test ends.
+func newBackend[T any](t testing.TB, opts kafkatopic.Options[T]) *kafkatopic.Backend[T] {
+	t.Helper()
+	b, err := kafkatopic.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return b
+}
+
+// newTopic creates a topic on b, closed when the test ends.
+func newTopic[T any](t testing.TB, b *kafkatopic.Backend[T], name topic.Name, o topic.Options) *topic.Handle[T] {
+	t.Helper()
+	h, err := topic.NewTopic(name, o, topic.Backend[T](b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	return h
+}
+
+func subscribe[T any](t testing.TB, h *topic.Handle[T], mode topic.SubscriptionMode) *topic.Subscription[T] {
+	t.Helper()
+	s, err := h.Subscribe(mode, topic.SubscriberOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// recv receives one item within patience.
+func recv[T any](t testing.TB, s *topic.Subscription[T]) topic.Item[T] {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	it, err := s.Receive(ctx)
+	if err != nil {
+		t.Fatalf("Receive: %v", err)
+	}
+	return it
+}
+
+// eventually polls cond until it holds, within patience.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -1,0 +1,467 @@
+package kafkatopic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/topic"
+)
+
+// member is one balanced subscriber: a member of the group's Kafka
+// consumer group, with a client of its own.
+//
+// Records fetched from the partitions it is assigned wait in queue (at
+// most balanced.queue_capacity: the member's read-ahead) until Receive
+// hands them out under a MessageID of this member. Each partition claim
+// tracks the offsets it fetched in order; when a message is acked, the
+// claim's contiguous prefix of settled offsets is marked for commit
+// (sarama's offset manager commits marks every
+// Consumer.Offsets.AutoCommit.Interval, and the claim commits once more
+// when it is released). A nacked message goes back to the end of the
+// queue. Messages never acked are never committed: when the member leaves
+// or its process dies, the group delivers them again from the committed
+// offset.
+type member[T any] struct {
+	t      *kTopic[T]
+	group  topic.GroupName
+	gid    string
+	client sarama.Client
+	cg     sarama.ConsumerGroup
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	ready     chan struct{} // closed by the first session's Setup
+	readyOnce sync.Once
+	loopDone  chan struct{}
+	errsDone  chan struct{}
+	stopOnce  sync.Once
+
+	mu          sync.Mutex
+	queue       []delivery[T] // fetched, not yet received; queue[head:] live
+	head        int
+	outstanding map[topic.MessageID]delivery[T] // received, not yet settled
+	nextID      topic.MessageID
+	closed      bool          // the subscription was closed: Receive ends at once
+	ended       bool          // consumption stopped: Receive drains queue, then ends
+	stopped     chan struct{} // closed when consumption stops
+	dataSig     chan struct{} // cap 1: something to receive, or ended
+	room        chan struct{} // closed (and replaced) when queue has room again
+	lastErr     error
+}
+
+// delivery is one fetched record of a claim.
+type delivery[T any] struct {
+	c   *claim
+	off int64
+	v   T
+}
+
+// claim is one partition of one group session held by a member.
+type claim struct {
+	topic   string
+	part    int32
+	sess    sarama.ConsumerGroupSession
+	ents    []entry // fetched offsets in order; ents[head:] live
+	head    int
+	handed  int           // received by the subscriber and not settled
+	idle    chan struct{} // cap 1: handed fell to zero
+	revoked bool
+}
+
+// entry is one fetched offset and whether it is settled.
+type entry struct {
+	off  int64
+	done bool
+}
+
+// joinGroup resolves the group's starting offsets, starts a member and
+// waits until it has joined the group (its first assignment), bounded by
+// Options.AdminTimeout. The caller counted the member in t.groups; on an
+// error joinGroup uncounts it.
+func (t *kTopic[T]) joinGroup(g topic.GroupName) (*member[T], error) {
+	b := t.b
+	gid := GroupID(t.name, g)
+	ctx, cancel := context.WithTimeout(context.Background(), b.opts.AdminTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-t.closedCh:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := b.startOffsets(ctx, t.kname, gid); err != nil {
+		t.leaveGroup(g)
+		return nil, err
+	}
+	client, err := b.newClient()
+	if err != nil {
+		t.leaveGroup(g)
+		return nil, err
+	}
+	cg, err := sarama.NewConsumerGroupFromClient(gid, client)
+	if err != nil {
+		_ = client.Close()
+		t.leaveGroup(g)
+		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.err(err))
+	}
+	m := &member[T]{
+		t: t, group: g, gid: gid, client: client, cg: cg,
+		ready: make(chan struct{}), loopDone: make(chan struct{}), errsDone: make(chan struct{}),
+		outstanding: make(map[topic.MessageID]delivery[T]),
+		stopped:     make(chan struct{}), dataSig: make(chan struct{}, 1),
+	}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		m.cancel()
+		_ = cg.Close()
+		_ = client.Close()
+		t.leaveGroup(g)
+		return nil, topic.ErrTopicClosed
+	}
+	t.members[m] = struct{}{}
+	t.mu.Unlock()
+	go m.loop()
+	go m.logErrors()
+	select {
+	case <-m.ready:
+		return m, nil
+	case <-ctx.Done():
+	}
+	m.mu.Lock()
+	last := m.lastErr
+	m.mu.Unlock()
+	m.teardown(true)
+	select {
+	case <-t.closedCh:
+		return nil, topic.ErrTopicClosed
+	default:
+	}
+	if last == nil {
+		last = ctx.Err()
+	}
+	return nil, fmt.Errorf("%w: group %q did not assign partitions within %s: %w", ErrJoin, gid, b.opts.AdminTimeout, last)
+}
+
+// loop runs the member's group sessions one after the other until it
+// stops.
+func (m *member[T]) loop() {
+	defer close(m.loopDone)
+	backoff := m.client.Config().Consumer.Group.Rebalance.Retry.Backoff
+	for {
+		err := m.cg.Consume(m.ctx, []string{m.t.kname}, m)
+		if m.ctx.Err() != nil || errors.Is(err, sarama.ErrClosedConsumerGroup) {
+			return
+		}
+		if err != nil {
+			err = m.t.b.red.err(err)
+			m.mu.Lock()
+			m.lastErr = err
+			m.mu.Unlock()
+			m.t.b.log.Warn("kafkatopic: consumer group session failed; joining again",
+				slog.String("topic", m.t.kname), slog.String("group", m.gid), slog.Any("error", err))
+			t := time.NewTimer(backoff)
+			select {
+			case <-m.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// logErrors logs the consumer group's asynchronous errors, one line each.
+func (m *member[T]) logErrors() {
+	defer close(m.errsDone)
+	for err := range m.cg.Errors() {
+		m.t.b.log.Warn("kafkatopic: consumer group error",
+			slog.String("topic", m.t.kname), slog.String("group", m.gid), slog.Any("error", m.t.b.red.err(err)))
+	}
+}
+
+// Setup implements sarama.ConsumerGroupHandler: the first session marks
+// the member joined.
+func (m *member[T]) Setup(sarama.ConsumerGroupSession) error {
+	m.readyOnce.Do(func() { close(m.ready) })
+	return nil
+}
+
+// Cleanup implements sarama.ConsumerGroupHandler.
+func (m *member[T]) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+
+// ConsumeClaim implements sarama.ConsumerGroupHandler: it queues the
+// partition's records for Receive, waiting for room, until the claim ends,
+// then releases it.
+func (m *member[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.ConsumerGroupClaim) error {
+	c := &claim{topic: gc.Topic(), part: gc.Partition(), sess: sess, idle: make(chan struct{}, 1)}
+	defer m.release(c)
+	codec := m.t.b.opts.Codec
+	for {
+		select {
+		case rec, ok := <-gc.Messages():
+			if !ok {
+				return nil
+			}
+			v, err := codec.Decode(rec.Value)
+			if err != nil {
+				m.t.b.log.Warn("kafkatopic: record does not decode; skipped and committed",
+					slog.String("topic", rec.Topic), slog.Int("partition", int(rec.Partition)),
+					slog.Int64("offset", rec.Offset), slog.Any("error", err))
+				m.skip(c, rec.Offset)
+				continue
+			}
+			if !m.push(sess.Context(), c, rec.Offset, v) {
+				return nil
+			}
+		case <-sess.Context().Done():
+			return nil
+		}
+	}
+}
+
+// push queues one record, waiting while the member's read-ahead is full.
+// It returns false if the session or the member ended first.
+func (m *member[T]) push(ctx context.Context, c *claim, off int64, v T) bool {
+	capacity := m.t.opts.Balanced.Capacity
+	m.mu.Lock()
+	for len(m.queue)-m.head >= capacity {
+		if m.ended {
+			m.mu.Unlock()
+			return false
+		}
+		if m.room == nil {
+			m.room = make(chan struct{})
+		}
+		room := m.room
+		m.mu.Unlock()
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return false
+		case <-m.stopped:
+			return false
+		}
+		m.mu.Lock()
+	}
+	if m.ended {
+		m.mu.Unlock()
+		return false
+	}
+	c.ents = append(c.ents, entry{off: off})
+	m.queue = append(m.queue, delivery[T]{c: c, off: off, v: v})
+	m.mu.Unlock()
+	m.signal()
+	return true
+}
+
+// skip records a fetched offset that is settled at once.
+func (m *member[T]) skip(c *claim, off int64) {
+	m.mu.Lock()
+	c.ents = append(c.ents, entry{off: off, done: true})
+	m.advance(c)
+	m.mu.Unlock()
+}
+
+func (m *member[T]) signal() {
+	select {
+	case m.dataSig <- struct{}{}:
+	default:
+	}
+}
+
+// Receive implements topic.SubscriptionState.
+func (m *member[T]) Receive(ctx context.Context, dst []topic.Envelope[T]) (int, error) {
+	for {
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			return 0, topic.ErrSubscriptionClosed
+		}
+		if n := m.take(dst); n > 0 {
+			m.mu.Unlock()
+			return n, nil
+		}
+		if m.ended {
+			m.mu.Unlock()
+			return 0, topic.ErrSubscriptionClosed
+		}
+		m.mu.Unlock()
+		select {
+		case <-m.dataSig:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// take moves up to len(dst) queued records to dst; the caller holds mu.
+func (m *member[T]) take(dst []topic.Envelope[T]) int {
+	n := 0
+	for n < len(dst) && m.head < len(m.queue) {
+		d := m.queue[m.head]
+		m.queue[m.head] = delivery[T]{}
+		m.head++
+		if d.c.revoked {
+			continue
+		}
+		m.nextID++
+		m.outstanding[m.nextID] = d
+		d.c.handed++
+		dst[n] = topic.Envelope[T]{ID: m.nextID, Value: d.v}
+		n++
+	}
+	if m.head == len(m.queue) {
+		m.queue, m.head = m.queue[:0], 0
+	} else if m.head > 1024 && m.head > len(m.queue)/2 {
+		k := copy(m.queue, m.queue[m.head:])
+		clear(m.queue[k:])
+		m.queue, m.head = m.queue[:k], 0
+	}
+	if n > 0 && m.room != nil {
+		close(m.room)
+		m.room = nil
+	}
+	return n
+}
+
+// Settle implements topic.SubscriptionState: an ack settles the message's
+// offset (committed once every earlier offset of its partition is
+// settled), a nack queues the message to be received again.
+// ErrMessageNotTracked for an unknown or already settled id; ErrRevoked
+// when its partition has moved to another member (which delivers it
+// again).
+func (m *member[T]) Settle(id topic.MessageID, reason error) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d, ok := m.outstanding[id]
+	if !ok {
+		return topic.ErrMessageNotTracked
+	}
+	delete(m.outstanding, id)
+	c := d.c
+	if c.revoked {
+		return ErrRevoked
+	}
+	c.handed--
+	if c.handed == 0 {
+		select {
+		case c.idle <- struct{}{}:
+		default:
+		}
+	}
+	if reason != nil {
+		if m.ended {
+			return nil // not committed: the group delivers it again
+		}
+		m.queue = append(m.queue, d)
+		m.signal()
+		return nil
+	}
+	i := c.head + sort.Search(len(c.ents)-c.head, func(i int) bool { return c.ents[c.head+i].off >= d.off })
+	if i < len(c.ents) && c.ents[i].off == d.off {
+		c.ents[i].done = true
+	}
+	m.advance(c)
+	return nil
+}
+
+// advance marks the end of c's settled prefix for commit; the caller
+// holds mu.
+func (m *member[T]) advance(c *claim) {
+	moved := false
+	var next int64
+	for c.head < len(c.ents) && c.ents[c.head].done {
+		next = c.ents[c.head].off + 1
+		c.head++
+		moved = true
+	}
+	if c.head == len(c.ents) {
+		c.ents, c.head = c.ents[:0], 0
+	} else if c.head > 1024 && c.head > len(c.ents)/2 {
+		k := copy(c.ents, c.ents[c.head:])
+		c.ents, c.head = c.ents[:k], 0
+	}
+	if moved && !c.revoked {
+		c.sess.MarkOffset(c.topic, c.part, next, "")
+	}
+}
+
+// release ends a claim: records of it still queued are dropped (the next
+// owner fetches them again), the messages of it the subscriber holds get
+// up to Options.RevokeTimeout to be settled (none when the member is
+// stopping), and what is settled is committed.
+func (m *member[T]) release(c *claim) {
+	m.mu.Lock()
+	k := m.head
+	for i := m.head; i < len(m.queue); i++ {
+		if m.queue[i].c != c {
+			m.queue[k] = m.queue[i]
+			k++
+		}
+	}
+	clear(m.queue[k:])
+	m.queue = m.queue[:k]
+	if c.handed > 0 && !m.ended {
+		timer := time.NewTimer(m.t.b.opts.RevokeTimeout)
+		for c.handed > 0 && !m.ended {
+			m.mu.Unlock()
+			select {
+			case <-c.idle:
+			case <-m.stopped:
+			case <-timer.C:
+				m.mu.Lock()
+				goto done
+			}
+			m.mu.Lock()
+		}
+		timer.Stop()
+	}
+done:
+	c.revoked = true
+	m.mu.Unlock()
+	c.sess.Commit()
+}
+
+// Close implements topic.SubscriptionState: the member leaves its group;
+// what it received and did not ack is delivered again to the group.
+func (m *member[T]) Close() { m.teardown(true) }
+
+// stop ends consumption (the topic closed): Receive returns what was
+// fetched, then ErrSubscriptionClosed.
+func (m *member[T]) stop(bool) { m.teardown(false) }
+
+func (m *member[T]) teardown(closing bool) {
+	m.mu.Lock()
+	if closing {
+		m.closed = true
+	}
+	m.mu.Unlock()
+	m.stopOnce.Do(func() {
+		m.mu.Lock()
+		m.ended = true
+		close(m.stopped)
+		m.mu.Unlock()
+		m.signal()
+		m.cancel()
+		_ = m.cg.Close() // leaves the group once every claim is released
+		<-m.loopDone
+		<-m.errsDone
+		_ = m.client.Close()
+		t := m.t
+		t.mu.Lock()
+		delete(t.members, m)
+		t.mu.Unlock()
+		t.leaveGroup(m.group)
+	})
+	m.signal()
+}

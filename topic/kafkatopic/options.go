@@ -1,0 +1,235 @@
+package kafkatopic
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+// Defaults applied by [New] to zero fields of [Options].
+const (
+	// DefaultPartitions is Options.Partitions: one partition, as Kafka's own
+	// num.partitions default, which keeps every publisher's order.
+	DefaultPartitions = 1
+	// DefaultReplicationFactor is Options.ReplicationFactor.
+	DefaultReplicationFactor = 1
+	// DefaultAcks is Options.Acks: every in-sync replica stores a record
+	// before its publish returns.
+	DefaultAcks = AcksAll
+	// DefaultAdminTimeout is Options.AdminTimeout.
+	DefaultAdminTimeout = 30 * time.Second
+	// DefaultConnectTimeout is Options.ConnectTimeout.
+	DefaultConnectTimeout = 10 * time.Second
+	// DefaultRevokeTimeout is Options.RevokeTimeout.
+	DefaultRevokeTimeout = 5 * time.Second
+	// DefaultPublishBuffer is Options.PublishBuffer.
+	DefaultPublishBuffer = 256
+)
+
+// Acks values: how many replicas store a record before the broker
+// acknowledges it (Kafka's acks setting).
+const (
+	// AcksAll is acks=all: every in-sync replica (the default).
+	AcksAll = "all"
+	// AcksLeader is acks=1: the partition leader only.
+	AcksLeader = "leader"
+	// AcksNone is acks=0: the broker does not answer; a publish returns
+	// once the record is written to the connection.
+	AcksNone = "none"
+)
+
+// Options configures a [Backend]. Zero fields take the documented defaults.
+type Options[T any] struct {
+	// Brokers are the bootstrap brokers, "host:port". Required.
+	Brokers []string `name:"brokers" validate:"required,min=1,dive,hostname_port"`
+	// Config is the sarama configuration the backend's clients start from:
+	// protocol version, client id, TLS, SASL, fetch and producer tuning. It
+	// is copied, never modified; the backend then sets what its guarantees
+	// need (producer successes and errors returned, RequiredAcks from Acks,
+	// consumer errors returned, group offsets committed by the backend,
+	// Net.DialTimeout from ConnectTimeout, Admin.Timeout from
+	// AdminTimeout). Nil means sarama.NewConfig(). Its credentials never
+	// appear in errors, logs or the String form of the options.
+	Config *sarama.Config `name:"-"`
+	// Codec turns values into record payloads and back. Required.
+	Codec Codec[T] `name:"codec" validate:"required"`
+	// Key returns a value's record key. Records with the same key go to
+	// the same partition (sarama's hash partitioner, unless Config names
+	// another), so one key's records keep their order for every consumer.
+	// Nil means no key: records spread over the partitions.
+	Key func(T) []byte `name:"-"`
+	// Headers returns a value's record headers. Nil means none.
+	Headers func(T) []sarama.RecordHeader `name:"-"`
+	// Partitions is the partition count of the topics the backend creates,
+	// and the least an existing topic must have. Default 1.
+	Partitions int32 `name:"partitions" validate:"gte=0,lte=100000"`
+	// ReplicationFactor is the replication factor of the topics the
+	// backend creates. Default 1.
+	ReplicationFactor int16 `name:"replication_factor" validate:"gte=0,lte=32"`
+	// Acks is "all" (default), "leader" or "none"; see AcksAll.
+	Acks string `name:"acks" validate:"omitempty,oneof=all leader none"`
+	// AdminTimeout bounds each administrative step: creating or checking a
+	// topic, resolving a new group's starting offsets, and a member's first
+	// join of its group. Default 30s.
+	AdminTimeout time.Duration `name:"admin_timeout" validate:"gte=0"`
+	// ConnectTimeout bounds each attempt to connect to a broker
+	// (sarama's Net.DialTimeout). Default 10s.
+	ConnectTimeout time.Duration `name:"connect_timeout" validate:"gte=0"`
+	// RevokeTimeout is how long a member whose partition the group moves to
+	// another member waits for the messages of that partition it handed
+	// out to be settled before it lets the partition go; what is still
+	// unsettled then is delivered again by the next owner. Default 5s.
+	RevokeTimeout time.Duration `name:"revoke_timeout" validate:"gte=0"`
+	// PublishBuffer is how many publishes may wait to be handed to the
+	// producer; TryPublish reports DroppedOnFull when it is full, Publish
+	// waits for room. Default 256.
+	PublishBuffer int `name:"publish_buffer" validate:"gte=0,lte=1048576"`
+	// Logger receives one line per event (a failed join, a record that
+	// does not decode, a lag). Nil means slog.Default().
+	Logger *slog.Logger `name:"-"`
+}
+
+// withDefaults returns o with every zero field set to its default.
+func (o Options[T]) withDefaults() Options[T] {
+	if o.Partitions == 0 {
+		o.Partitions = DefaultPartitions
+	}
+	if o.ReplicationFactor == 0 {
+		o.ReplicationFactor = DefaultReplicationFactor
+	}
+	if o.Acks == "" {
+		o.Acks = DefaultAcks
+	}
+	if o.AdminTimeout == 0 {
+		o.AdminTimeout = DefaultAdminTimeout
+	}
+	if o.ConnectTimeout == 0 {
+		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	if o.RevokeTimeout == 0 {
+		o.RevokeTimeout = DefaultRevokeTimeout
+	}
+	if o.PublishBuffer == 0 {
+		o.PublishBuffer = DefaultPublishBuffer
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// Validate checks o and returns nil or a [validate.Errors] naming each
+// broken rule by field ("brokers is required", "acks must be one of all
+// leader none", "config: …" for a sarama configuration sarama refuses).
+func (o Options[T]) Validate() error {
+	var cfgErr error
+	if o.Config != nil {
+		c := o.withDefaults().saramaConfig()
+		if err := c.Validate(); err != nil {
+			cfgErr = validate.Field("config", "valid", "config: "+oneLine(err.Error()))
+		}
+	}
+	return validate.Join(validate.Struct("", &o), cfgErr)
+}
+
+// saramaConfig is the configuration of every client of the backend: a
+// copy of o.Config with what the backend relies on set.
+func (o Options[T]) saramaConfig() *sarama.Config {
+	var c sarama.Config
+	if o.Config != nil {
+		c = *o.Config
+	} else {
+		c = *sarama.NewConfig()
+	}
+	c.Producer.Return.Successes = true
+	c.Producer.Return.Errors = true
+	switch o.Acks {
+	case AcksLeader:
+		c.Producer.RequiredAcks = sarama.WaitForLocal
+	case AcksNone:
+		c.Producer.RequiredAcks = sarama.NoResponse
+	default:
+		c.Producer.RequiredAcks = sarama.WaitForAll
+	}
+	c.Consumer.Return.Errors = true
+	// Starting offsets are committed when a group is created; this applies
+	// only when a group's offset fell below the log start (retention), and
+	// then the member continues from the oldest record kept.
+	c.Consumer.Offsets.Initial = sarama.OffsetOldest
+	c.Consumer.Offsets.AutoCommit.Enable = true
+	if o.ConnectTimeout > 0 {
+		c.Net.DialTimeout = o.ConnectTimeout
+	}
+	if o.AdminTimeout > 0 {
+		c.Admin.Timeout = o.AdminTimeout
+	}
+	if c.Version.IsAtLeast(sarama.V0_10_1_0) == false {
+		c.Version = sarama.DefaultVersion
+	}
+	return &c
+}
+
+// String describes the options with every credential left out: of Config
+// only the protocol version, the client id and whether TLS and SASL are on
+// (and the SASL mechanism). %v, %+v, %s, %q and %#v all print this.
+func (o Options[T]) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "kafkatopic.Options{Brokers:%q Partitions:%d ReplicationFactor:%d", o.Brokers, o.Partitions, o.ReplicationFactor)
+	if o.Acks != "" {
+		fmt.Fprintf(&b, " Acks:%q", o.Acks)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"AdminTimeout", o.AdminTimeout}, {"ConnectTimeout", o.ConnectTimeout}, {"RevokeTimeout", o.RevokeTimeout}} {
+		if d.v != 0 {
+			fmt.Fprintf(&b, " %s:%s", d.name, d.v)
+		}
+	}
+	if o.PublishBuffer != 0 {
+		fmt.Fprintf(&b, " PublishBuffer:%d", o.PublishBuffer)
+	}
+	if o.Config != nil {
+		b.WriteString(" Config:")
+		b.WriteString(configSummary(o.Config))
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+// GoString is String.
+func (o Options[T]) GoString() string { return o.String() }
+
+// Format prints String for every verb (quoted for %q).
+func (o Options[T]) Format(f fmt.State, verb rune) {
+	s := o.String()
+	if verb == 'q' {
+		s = strconv.Quote(s)
+	}
+	_, _ = f.Write([]byte(s))
+}
+
+// LogValue logs the options' non-secret fields.
+func (o Options[T]) LogValue() slog.Value { return slog.StringValue(o.String()) }
+
+// MarshalJSON encodes String, so that no encoder reaches Config's
+// credentials.
+func (o Options[T]) MarshalJSON() ([]byte, error) { return json.Marshal(o.String()) }
+
+// configSummary is what of a sarama config is safe to print.
+func configSummary(c *sarama.Config) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "{Version:%s ClientID:%q TLS:%t SASL:%t", c.Version, c.ClientID, c.Net.TLS.Enable, c.Net.SASL.Enable)
+	if c.Net.SASL.Enable {
+		fmt.Fprintf(&b, " SASLMechanism:%q credentials:redacted", string(c.Net.SASL.Mechanism))
+	}
+	b.WriteString("}")
+	return b.String()
+}

@@ -1,0 +1,200 @@
+package kafkatopic
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/topic"
+)
+
+// kTopic is the state of one topic on Kafka.
+type kTopic[T any] struct {
+	b     *Backend[T]
+	name  topic.Name
+	kname string
+	opts  topic.Options
+
+	closedCh  chan struct{}
+	closeOnce sync.Once
+	lagged    atomic.Uint64
+
+	mu         sync.Mutex
+	closed     bool
+	bound      topic.GroupName         // BalancedOnly: the group fixed by the first subscription
+	groups     map[topic.GroupName]int // members per group in this process
+	members    map[*member[T]]struct{} // live balanced members
+	broadcasts map[*bsub[T]]struct{}   // live broadcast subscribers
+}
+
+func newKTopic[T any](b *Backend[T], name topic.Name, kname string, opts topic.Options) *kTopic[T] {
+	return &kTopic[T]{
+		b: b, name: name, kname: kname, opts: opts,
+		closedCh:   make(chan struct{}),
+		groups:     make(map[topic.GroupName]int),
+		members:    make(map[*member[T]]struct{}),
+		broadcasts: make(map[*bsub[T]]struct{}),
+	}
+}
+
+// Publish writes e's value as one record and waits for the broker's
+// acknowledgement (Options.Acks). It waits for room in the producer's
+// buffer under Block; under DropNewest a full buffer reports
+// DroppedOnFull. If ctx ends after the record was handed to the producer,
+// Publish returns ctx.Err() but the record may still be stored, as with
+// any Kafka producer.
+func (t *kTopic[T]) Publish(ctx context.Context, e topic.Envelope[T], onFull topic.OnFull) (topic.PublishOutcome, error) {
+	return t.publish(ctx, e, onFull == topic.Block)
+}
+
+// TryPublish is Publish without waiting for room in the producer's buffer:
+// DroppedOnFull when it is full. A record it hands over is waited for
+// until the broker acknowledges or the producer gives up on it (sarama's
+// Producer.Retry and Producer.Timeout bound that).
+func (t *kTopic[T]) TryPublish(e topic.Envelope[T]) (topic.PublishOutcome, error) {
+	return t.publish(context.Background(), e, false)
+}
+
+func (t *kTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool) (topic.PublishOutcome, error) {
+	if e.Ticket != nil {
+		return topic.Published, ErrTrackedPublish
+	}
+	if err := ctx.Err(); err != nil {
+		return topic.Published, err
+	}
+	select {
+	case <-t.closedCh:
+		return topic.Published, topic.ErrTopicClosed
+	default:
+	}
+	payload, err := t.b.opts.Codec.Encode(e.Value)
+	if err != nil {
+		return topic.Published, fmt.Errorf("kafkatopic: encoding the value for topic %q: %w", t.kname, err)
+	}
+	p := t.b.prod
+	c := p.get()
+	c.msg.Topic = t.kname
+	c.msg.Value = sarama.ByteEncoder(payload)
+	if t.b.opts.Key != nil {
+		if k := t.b.opts.Key(e.Value); k != nil {
+			c.msg.Key = sarama.ByteEncoder(k)
+		}
+	}
+	if t.b.opts.Headers != nil {
+		c.msg.Headers = t.b.opts.Headers(e.Value)
+	}
+	ok, err := p.enqueue(ctx, c, wait, t.closedCh, topic.ErrTopicClosed)
+	if err != nil || !ok {
+		p.put(c)
+		if err != nil {
+			return topic.Published, err
+		}
+		return topic.DroppedOnFull, nil
+	}
+	select {
+	case err = <-c.done:
+		p.put(c)
+	case <-ctx.Done():
+		// c is abandoned to the result goroutine (its channel has room).
+		return topic.Published, ctx.Err()
+	}
+	if err != nil {
+		return topic.Published, fmt.Errorf("kafkatopic: publishing to topic %q: %w", t.kname, t.b.red.err(err))
+	}
+	return topic.Published, nil
+}
+
+// Subscribe joins a balanced group (its consumer group is GroupID; a new
+// group starts at the log end as of Subscribe returning) or adds a
+// broadcast subscriber that reads every partition from the log end as of
+// Subscribe returning.
+func (t *kTopic[T]) Subscribe(mode topic.SubscriptionMode, _ topic.SubscriberOptions) (topic.SubscriptionState[T], error) {
+	t.mu.Lock()
+	if mode.IsBroadcast() {
+		if t.opts.Mode == topic.BalancedOnly {
+			t.mu.Unlock()
+			return nil, topic.ErrSubscribeBroadcastNotSupported
+		}
+		if t.closed {
+			t.mu.Unlock()
+			return nil, topic.ErrTopicClosed
+		}
+		t.mu.Unlock()
+		s, err := t.subscribeBroadcast()
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+	g := mode.Group()
+	if t.opts.Mode == topic.BroadcastOnly {
+		t.mu.Unlock()
+		return nil, topic.ErrSubscribeBalancedNotSupported
+	}
+	if t.opts.Mode == topic.BalancedOnly && t.bound != "" && t.bound != g {
+		t.mu.Unlock()
+		return nil, topic.ErrSubscribeSingleGroupViolation
+	}
+	if t.closed {
+		t.mu.Unlock()
+		return nil, topic.ErrTopicClosed
+	}
+	t.bound = g
+	t.groups[g]++ // counted while joining, so the group stays bound
+	t.mu.Unlock()
+	m, err := t.joinGroup(g)
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// leaveGroup uncounts one member of g.
+func (t *kTopic[T]) leaveGroup(g topic.GroupName) {
+	t.mu.Lock()
+	if t.groups[g]--; t.groups[g] <= 0 {
+		delete(t.groups, g)
+	}
+	t.mu.Unlock()
+}
+
+// Stats counts this process's groups and broadcast subscribers, and the
+// records broadcast subscribers missed.
+func (t *kTopic[T]) Stats() topic.StateStats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return topic.StateStats{BalancedGroups: len(t.groups), BroadcastSubscribers: len(t.broadcasts), Lagged: t.lagged.Load()}
+}
+
+// Close closes the topic: publishes fail with ErrTopicClosed, members
+// leave their groups and subscribers stop fetching; each then returns what
+// it had fetched and ErrSubscriptionClosed. The Kafka topic and the
+// groups' committed offsets stay. Idempotent.
+func (t *kTopic[T]) Close() {
+	t.closeOnce.Do(func() {
+		t.mu.Lock()
+		t.closed = true
+		close(t.closedCh)
+		ms := make([]*member[T], 0, len(t.members))
+		for m := range t.members {
+			ms = append(ms, m)
+		}
+		bs := make([]*bsub[T], 0, len(t.broadcasts))
+		for s := range t.broadcasts {
+			bs = append(bs, s)
+		}
+		t.mu.Unlock()
+		var wg sync.WaitGroup
+		for _, m := range ms {
+			wg.Go(func() { m.stop(false) })
+		}
+		for _, s := range bs {
+			wg.Go(func() { s.stop(false) })
+		}
+		wg.Wait()
+		t.b.forget(t)
+	})
+}
