@@ -1,0 +1,407 @@
+// Package tracing traces a pipeline's work with OpenTelemetry: a span per
+// message a processor handles and a span per batch a batch processor
+// handles, linked to the spans of its messages. A message's span continues
+// the trace its producer started when the message carries W3C trace
+// context: in its Kafka record headers or its Pulsar message properties
+// ("traceparent", "tracestate"), so that a trace follows a message from
+// the program that produced it into the pipeline.
+//
+// Tracing is off unless Options.TracerProvider is set; off, Instrument
+// returns the pipeline's options unchanged and the pipeline runs exactly
+// the code it runs without this package.
+//
+//	opts, err := tracing.Instrument(opts, tracing.Options{TracerProvider: tp})
+//	p, err := pipeline.New(opts)
+//
+// Spans are made around the handlers (Instrument wraps Processors.Handle
+// and every batcher's Handle), so that the context a handler is given
+// carries its span: the spans a handler starts for its own calls (a
+// database query, an HTTP request) are children of the message's or the
+// batch's span.
+package tracing
+
+import (
+	"context"
+	"reflect"
+	"strconv"
+	"sync"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/sources/kafka"
+	"github.com/boulevard-go/boulevard/sources/pulsar"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+// ScopeName is the instrumentation scope of the tracer the package asks
+// the TracerProvider for.
+const ScopeName = "github.com/boulevard-go/boulevard/observe/tracing"
+
+// DefaultMaxPending is the default Options.MaxPending.
+const DefaultMaxPending = 1 << 16
+
+// Attribute keys the spans carry beside OpenTelemetry's messaging
+// attributes (messaging.system, messaging.destination.name,
+// messaging.destination.partition.id, messaging.kafka.offset,
+// messaging.message.id, messaging.consumer.group.name,
+// messaging.batch.message_count).
+const (
+	// AttrPipeline is the pipeline's name.
+	AttrPipeline = attribute.Key("boulevard.pipeline")
+	// AttrStage is the stage's name: "<pipeline>.processor" or
+	// "<pipeline>.batcher.<name>".
+	AttrStage = attribute.Key("boulevard.stage")
+	// AttrBatcher is the batcher's name (batch spans).
+	AttrBatcher = attribute.Key("boulevard.batcher")
+	// AttrBatchKey is the batch key (batch spans).
+	AttrBatchKey = attribute.Key("boulevard.batch.key")
+	// AttrBatchTrigger is why the batch was emitted: size, timeout, flush
+	// or weight (batch spans).
+	AttrBatchTrigger = attribute.Key("boulevard.batch.trigger")
+	// AttrBatchFailed is the number of the batch's messages that failed
+	// (batch spans).
+	AttrBatchFailed = attribute.Key("boulevard.batch.failed")
+)
+
+// Options configure tracing. The zero value is off.
+type Options struct {
+	// TracerProvider makes the tracer the spans come from. Nil (the
+	// default) is off: Instrument returns the options it is given.
+	TracerProvider trace.TracerProvider `name:"-"`
+	// Propagator reads trace context from a message's carrier. Default
+	// propagation.TraceContext{} (W3C traceparent and tracestate).
+	Propagator propagation.TextMapPropagator `name:"-"`
+	// Carrier returns the carrier of a message's Metadata, or nil when it
+	// has none. Default: the headers of a *kafka.Metadata, the properties
+	// of a *pulsar.Metadata, and any Metadata that is itself a
+	// propagation.TextMapCarrier.
+	Carrier func(metadata any) propagation.TextMapCarrier `name:"-"`
+	// MaxPending bounds how many message span contexts are remembered
+	// between a message's processor and its batch, for the batch span's
+	// links (a table keyed by the message's acknowledger and id). A
+	// message that waits behind more than MaxPending/2 others has its
+	// batch linked to the context it arrived with instead of its processor
+	// span. 0 means DefaultMaxPending; at most 1<<24.
+	MaxPending int `name:"maxPending" validate:"gte=0,lte=16777216"`
+}
+
+// Instrument returns opts with its processor handler and every batcher's
+// handler wrapped so that each message and each batch they handle is a
+// span, or opts unchanged when o.TracerProvider is nil. It reports an
+// invalid o as a validate.Errors naming the field.
+func Instrument[In, Out any](opts pipeline.Options[In, Out], o Options) (pipeline.Options[In, Out], error) {
+	if err := validate.Struct("tracing", &o); err != nil {
+		return opts, err
+	}
+	if o.TracerProvider == nil {
+		return opts, nil
+	}
+	t := newTracer(o)
+	batched := len(opts.Batchers) > 0
+	if h := opts.Processors.Handle; h != nil {
+		opts.Processors.Handle = wrapHandler(t, opts.Name, batched, h)
+	}
+	if batched {
+		bs := make([]batcher.Options[Out], len(opts.Batchers))
+		copy(bs, opts.Batchers)
+		for i := range bs {
+			if h := bs[i].Handle; h != nil {
+				bs[i].Handle = wrapBatchHandler(t, opts.Name, bs[i].Name, h)
+			}
+		}
+		opts.Batchers = bs
+	}
+	return opts, nil
+}
+
+type tracer struct {
+	tracer  trace.Tracer
+	prop    propagation.TextMapPropagator
+	carrier func(any) propagation.TextMapCarrier
+	links   *linkTable
+}
+
+func newTracer(o Options) *tracer {
+	t := &tracer{
+		tracer:  o.TracerProvider.Tracer(ScopeName),
+		prop:    o.Propagator,
+		carrier: o.Carrier,
+		links:   newLinkTable(o.MaxPending),
+	}
+	if t.prop == nil {
+		t.prop = propagation.TraceContext{}
+	}
+	if t.carrier == nil {
+		t.carrier = DefaultCarrier
+	}
+	return t
+}
+
+// DefaultCarrier is the default Options.Carrier: the record headers of a
+// *kafka.Metadata, the properties of a *pulsar.Metadata, a Metadata that
+// is a propagation.TextMapCarrier itself, and nil for anything else.
+func DefaultCarrier(metadata any) propagation.TextMapCarrier {
+	switch md := metadata.(type) {
+	case *kafka.Metadata:
+		if md == nil || len(md.Headers) == 0 {
+			return nil
+		}
+		return kafkaHeaders{md}
+	case *pulsar.Metadata:
+		if md == nil || len(md.Properties) == 0 {
+			return nil
+		}
+		return propagation.MapCarrier(md.Properties)
+	case propagation.TextMapCarrier:
+		return md
+	}
+	return nil
+}
+
+// kafkaHeaders reads a record's headers as a carrier. Extraction only
+// reads: Set does nothing, as the record was consumed.
+type kafkaHeaders struct{ md *kafka.Metadata }
+
+func (h kafkaHeaders) Get(key string) string {
+	v, _ := h.md.Header(key)
+	return string(v)
+}
+
+func (h kafkaHeaders) Set(string, string) {}
+
+func (h kafkaHeaders) Keys() []string {
+	keys := make([]string, len(h.md.Headers))
+	for i, hd := range h.md.Headers {
+		keys[i] = string(hd.Key)
+	}
+	return keys
+}
+
+// remote returns ctx with the trace context the message carries, if any.
+func (t *tracer) remote(ctx context.Context, md any) context.Context {
+	if c := t.carrier(md); c != nil {
+		return t.prop.Extract(ctx, c)
+	}
+	return ctx
+}
+
+// sourceAttrs are the messaging attributes of a message's Metadata.
+func sourceAttrs(md any) []attribute.KeyValue {
+	switch md := md.(type) {
+	case *kafka.Metadata:
+		if md == nil {
+			return nil
+		}
+		return []attribute.KeyValue{
+			attribute.String("messaging.system", "kafka"),
+			attribute.String("messaging.destination.name", md.Topic),
+			attribute.String("messaging.destination.partition.id", strconv.Itoa(int(md.Partition))),
+			attribute.Int64("messaging.kafka.offset", md.Offset),
+		}
+	case *pulsar.Metadata:
+		if md == nil {
+			return nil
+		}
+		return []attribute.KeyValue{
+			attribute.String("messaging.system", "pulsar"),
+			attribute.String("messaging.destination.name", md.Topic),
+			attribute.String("messaging.consumer.group.name", md.Subscription),
+			attribute.String("messaging.message.id", md.MessageIDString()),
+		}
+	}
+	return nil
+}
+
+// wrapHandler makes a span per message around h, a child of the trace
+// context the message carries. When the pipeline has batchers, it keeps
+// the span's context for the batch span's link.
+func wrapHandler[In, Out any](t *tracer, pipe string, batched bool, h processor.Handler[In, Out]) processor.Handler[In, Out] {
+	stage := pipe + ".processor"
+	base := []attribute.KeyValue{AttrPipeline.String(pipe), AttrStage.String(stage)}
+	return func(ctx context.Context, m *message.Message[In]) (Out, error) {
+		attrs := append(append(make([]attribute.KeyValue, 0, len(base)+4), base...), sourceAttrs(m.Metadata)...)
+		sctx, span := t.tracer.Start(t.remote(ctx, m.Metadata), stage,
+			trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
+		key, keyed := linkKeyOf(m)
+		done := false
+		defer func() {
+			if !done { // the handler panicked: the processor recovers it
+				span.SetStatus(codes.Error, "handler panicked")
+				if keyed {
+					t.links.forget(key)
+				}
+				span.End()
+			}
+		}()
+		out, err := h(sctx, m)
+		done = true
+		if err == nil && m.Failed() {
+			err = m.Err()
+		}
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		if batched && keyed {
+			if err == nil && !m.AckRequested() {
+				t.links.remember(key, span.SpanContext())
+			} else {
+				t.links.forget(key)
+			}
+		}
+		span.End()
+		return out, err
+	}
+}
+
+// wrapBatchHandler makes a span per batch around h, a new root linked to
+// each message's processor span (or, when that is not known, to the
+// trace context the message arrived with).
+func wrapBatchHandler[T any](t *tracer, pipe, name string, h batcher.Handler[T]) batcher.Handler[T] {
+	stage := pipe + ".batcher." + name
+	return func(ctx context.Context, batch []*message.Message[T], info message.BatchInfo) error {
+		links := make([]trace.Link, 0, len(batch))
+		for _, m := range batch {
+			sc, ok := t.linkOf(m)
+			if ok {
+				links = append(links, trace.Link{SpanContext: sc})
+			}
+		}
+		sctx, span := t.tracer.Start(ctx, stage,
+			trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindConsumer), trace.WithLinks(links...),
+			trace.WithAttributes(
+				AttrPipeline.String(pipe), AttrStage.String(stage), AttrBatcher.String(name),
+				AttrBatchKey.String(info.BatchKey), AttrBatchTrigger.String(info.Trigger.String()),
+				attribute.Int("messaging.batch.message_count", len(batch)),
+			))
+		done := false
+		defer func() {
+			if !done {
+				span.SetStatus(codes.Error, "batch handler panicked")
+				span.End()
+			}
+		}()
+		err := h(sctx, batch, info)
+		done = true
+		failed := 0
+		for _, m := range batch {
+			if m.Failed() {
+				failed++
+			}
+		}
+		span.SetAttributes(AttrBatchFailed.Int(failed))
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+		return err
+	}
+}
+
+// linkOf is the span context a batch span links to for m: its processor
+// span's, else the one it arrived with.
+func (t *tracer) linkOf(m message.Keyed) (trace.SpanContext, bool) {
+	if key, ok := linkKeyOf(m); ok {
+		if sc, ok := t.links.take(key); ok {
+			return sc, true
+		}
+	}
+	sc := trace.SpanContextFromContext(t.remote(context.Background(), m.SourceMetadata()))
+	return sc, sc.IsValid()
+}
+
+// linkKey identifies a message while it is in flight: its acknowledger and
+// the id it will be acknowledged with, which a processor's output message
+// keeps (message.Transfer).
+type linkKey struct {
+	ack acker.Acknowledger
+	id  uint64
+}
+
+type acknowledged interface {
+	Acknowledger() (acker.Acknowledger, uint64, any)
+}
+
+// linkKeyOf is m's key, when its acknowledger is a pointer (which compares
+// by identity and so can key a map safely) other than acker.Discard.
+func linkKeyOf(m any) (linkKey, bool) {
+	a, ok := m.(acknowledged)
+	if !ok {
+		return linkKey{}, false
+	}
+	ack, id, _ := a.Acknowledger()
+	if ack == nil || reflect.TypeOf(ack).Kind() != reflect.Pointer || ack == acker.Discard {
+		return linkKey{}, false
+	}
+	return linkKey{ack, id}, true
+}
+
+// linkTable remembers the span contexts of messages between their
+// processor and their batch. It holds at most max entries in two
+// generations: when the current one fills half, it becomes the previous
+// one and the one before is dropped, so that entries of messages that
+// never reached a batch (failed in the batcher, left unhandled by a cut
+// drain) age out.
+type linkTable struct {
+	mu        sync.Mutex
+	half      int
+	cur, prev map[linkKey]trace.SpanContext
+}
+
+func newLinkTable(max int) *linkTable {
+	if max <= 0 {
+		max = DefaultMaxPending
+	}
+	half := max / 2
+	if half < 1 {
+		half = 1
+	}
+	return &linkTable{half: half, cur: make(map[linkKey]trace.SpanContext)}
+}
+
+func (l *linkTable) remember(k linkKey, sc trace.SpanContext) {
+	l.mu.Lock()
+	if len(l.cur) >= l.half {
+		l.prev, l.cur = l.cur, make(map[linkKey]trace.SpanContext, l.half)
+	}
+	delete(l.prev, k)
+	l.cur[k] = sc
+	l.mu.Unlock()
+}
+
+func (l *linkTable) forget(k linkKey) {
+	l.mu.Lock()
+	delete(l.cur, k)
+	delete(l.prev, k)
+	l.mu.Unlock()
+}
+
+func (l *linkTable) take(k linkKey) (trace.SpanContext, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if sc, ok := l.cur[k]; ok {
+		delete(l.cur, k)
+		return sc, true
+	}
+	if sc, ok := l.prev[k]; ok {
+		delete(l.prev, k)
+		return sc, true
+	}
+	return trace.SpanContext{}, false
+}
+
+// size is the number of remembered span contexts.
+func (l *linkTable) size() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.cur) + len(l.prev)
+}

@@ -1,0 +1,331 @@
+package tracing_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/goleak"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/observe/tracing"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/sources/kafka"
+	"github.com/boulevard-go/boulevard/sources/pulsar"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// upstream is the span context of a producer in another program.
+var upstream = trace.NewSpanContext(trace.SpanContextConfig{
+	TraceID:    trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36},
+	SpanID:     trace.SpanID{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7},
+	TraceFlags: trace.FlagsSampled,
+	Remote:     true,
+})
+
+// traceparent is upstream as the W3C header a producer writes.
+func traceparent() map[string]string {
+	c := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(trace.ContextWithSpanContext(context.Background(), upstream), c)
+	return c
+}
+
+type recorded struct {
+	rec *tracetest.SpanRecorder
+	tp  *sdktrace.TracerProvider
+}
+
+func newRecorded(t *testing.T) recorded {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return recorded{rec, tp}
+}
+
+// run builds opts instrumented with r's provider, starts the pipeline,
+// pushes msgs and stops it, which drains every message.
+func run[T any](t *testing.T, r recorded, opts pipeline.Options[T, T], msgs ...*message.Message[T]) {
+	t.Helper()
+	opts, err := tracing.Instrument(opts, tracing.Options{TracerProvider: r.tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pipeline.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range msgs {
+		if err := p.Push(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
+	m := map[attribute.Key]attribute.Value{}
+	for _, kv := range s.Attributes() {
+		m[kv.Key] = kv.Value
+	}
+	return m
+}
+
+func spansNamed(r recorded, name string) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range r.rec.Ended() {
+		if s.Name() == name {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func echo[T any](_ context.Context, m *message.Message[T]) (T, error) { return m.Data, nil }
+
+func noBatch[T any](context.Context, []*message.Message[T], message.BatchInfo) error { return nil }
+
+// A message whose Kafka record carries a traceparent header is handled in a
+// span that is a child of the producer's span, with the record's
+// coordinates as attributes.
+func TestMessageSpanContinuesTheKafkaRecordsTrace(t *testing.T) {
+	r := newRecorded(t)
+	rec := acker.NewRecorder(false)
+	m := message.New(1, rec, 1)
+	var hdrs []kafka.Header
+	for k, v := range traceparent() {
+		hdrs = append(hdrs, kafka.Header{Key: []byte(k), Value: []byte(v)})
+	}
+	m.Metadata = &kafka.Metadata{Topic: "orders", Partition: 3, Offset: 42, Headers: hdrs}
+	run(t, r, pipeline.Options[int, int]{Name: "kt", Processors: processor.Options[int, int]{Concurrency: 1, Handle: echo[int]}}, m)
+
+	spans := spansNamed(r, "kt.processor")
+	if len(spans) != 1 {
+		t.Fatalf("got %d processor spans, want 1", len(spans))
+	}
+	s := spans[0]
+	if s.Parent().SpanID() != upstream.SpanID() || s.SpanContext().TraceID() != upstream.TraceID() || !s.Parent().IsRemote() {
+		t.Fatalf("span parent %v trace %v, want the remote producer span %v", s.Parent(), s.SpanContext().TraceID(), upstream)
+	}
+	if s.SpanKind() != trace.SpanKindConsumer {
+		t.Errorf("kind %v, want consumer", s.SpanKind())
+	}
+	a := attrs(s)
+	want := map[attribute.Key]attribute.Value{
+		"messaging.system":                   attribute.StringValue("kafka"),
+		"messaging.destination.name":         attribute.StringValue("orders"),
+		"messaging.destination.partition.id": attribute.StringValue("3"),
+		"messaging.kafka.offset":             attribute.Int64Value(42),
+		tracing.AttrPipeline:                 attribute.StringValue("kt"),
+		tracing.AttrStage:                    attribute.StringValue("kt.processor"),
+	}
+	for k, v := range want {
+		if a[k] != v {
+			t.Errorf("attribute %s = %v, want %v", k, a[k].Emit(), v.Emit())
+		}
+	}
+}
+
+// A message whose Pulsar properties carry a traceparent is handled in a
+// child span of the producer's span.
+func TestMessageSpanContinuesThePulsarMessagesTrace(t *testing.T) {
+	r := newRecorded(t)
+	m := message.New("x", acker.NewRecorder(false), 1)
+	m.Metadata = &pulsar.Metadata{Topic: "persistent://public/default/in", Subscription: "sub", Partition: -1, Properties: traceparent()}
+	run(t, r, pipeline.Options[string, string]{Name: "pt", Processors: processor.Options[string, string]{Concurrency: 1, Handle: echo[string]}}, m)
+
+	spans := spansNamed(r, "pt.processor")
+	if len(spans) != 1 {
+		t.Fatalf("got %d processor spans, want 1", len(spans))
+	}
+	s := spans[0]
+	if s.Parent().SpanID() != upstream.SpanID() || s.SpanContext().TraceID() != upstream.TraceID() {
+		t.Fatalf("span parent %v, want %v", s.Parent(), upstream)
+	}
+	a := attrs(s)
+	if a["messaging.system"].AsString() != "pulsar" || a["messaging.consumer.group.name"].AsString() != "sub" || a["messaging.destination.name"].AsString() != "persistent://public/default/in" {
+		t.Errorf("attributes %v", s.Attributes())
+	}
+}
+
+// A message without trace context starts a trace of its own.
+func TestMessageWithoutTraceContextStartsATrace(t *testing.T) {
+	r := newRecorded(t)
+	run(t, r, pipeline.Options[int, int]{Name: "root", Processors: processor.Options[int, int]{Concurrency: 1, Handle: echo[int]}},
+		message.New(1, acker.NewRecorder(false), 1))
+	spans := spansNamed(r, "root.processor")
+	if len(spans) != 1 || spans[0].Parent().IsValid() {
+		t.Fatalf("spans %v: want one root span", spans)
+	}
+}
+
+// The context a handler is given carries the message's span, so that the
+// spans the handler starts are its children.
+func TestHandlerSpansAreChildrenOfTheMessageSpan(t *testing.T) {
+	r := newRecorded(t)
+	inner := r.tp.Tracer("handler")
+	h := func(ctx context.Context, m *message.Message[int]) (int, error) {
+		_, s := inner.Start(ctx, "query")
+		s.End()
+		return m.Data, nil
+	}
+	run(t, r, pipeline.Options[int, int]{Name: "nest", Processors: processor.Options[int, int]{Concurrency: 1, Handle: h}},
+		message.New(1, acker.NewRecorder(false), 1))
+	msg, q := spansNamed(r, "nest.processor"), spansNamed(r, "query")
+	if len(msg) != 1 || len(q) != 1 {
+		t.Fatalf("got %d message and %d handler spans", len(msg), len(q))
+	}
+	if q[0].Parent().SpanID() != msg[0].SpanContext().SpanID() {
+		t.Fatalf("handler span's parent %v, want the message span %v", q[0].Parent().SpanID(), msg[0].SpanContext().SpanID())
+	}
+}
+
+// A batch is handled in a span of its own, linked to the span of each of
+// its messages in the processor, with the batch's size and trigger.
+func TestBatchSpanLinksItsMessagesSpans(t *testing.T) {
+	r := newRecorded(t)
+	rec := acker.NewRecorder(false)
+	var msgs []*message.Message[int]
+	for i := range 3 {
+		m := message.New(i, rec, uint64(i))
+		if i == 0 {
+			var hdrs []kafka.Header
+			for k, v := range traceparent() {
+				hdrs = append(hdrs, kafka.Header{Key: []byte(k), Value: []byte(v)})
+			}
+			m.Metadata = &kafka.Metadata{Topic: "t", Headers: hdrs}
+		}
+		msgs = append(msgs, m)
+	}
+	run(t, r, pipeline.Options[int, int]{
+		Name:       "bt",
+		Processors: processor.Options[int, int]{Concurrency: 1, Handle: echo[int]},
+		Batchers:   []batcher.Options[int]{{Name: "default", BatchSize: 3, BatchTimeout: time.Minute, Handle: noBatch[int]}},
+	}, msgs...)
+
+	procs, batches := spansNamed(r, "bt.processor"), spansNamed(r, "bt.batcher.default")
+	if len(procs) != 3 || len(batches) != 1 {
+		t.Fatalf("got %d message spans and %d batch spans, want 3 and 1", len(procs), len(batches))
+	}
+	b := batches[0]
+	if b.Parent().IsValid() {
+		t.Errorf("batch span has parent %v, want a root", b.Parent())
+	}
+	linked := map[trace.SpanID]bool{}
+	for _, l := range b.Links() {
+		linked[l.SpanContext.SpanID()] = true
+	}
+	for _, p := range procs {
+		if !linked[p.SpanContext().SpanID()] {
+			t.Errorf("message span %v not linked from the batch span (links %v)", p.SpanContext().SpanID(), b.Links())
+		}
+	}
+	if len(b.Links()) != 3 {
+		t.Errorf("batch span has %d links, want 3", len(b.Links()))
+	}
+	a := attrs(b)
+	if a["messaging.batch.message_count"].AsInt64() != 3 || a[tracing.AttrBatchTrigger].AsString() != "size" || a[tracing.AttrBatcher].AsString() != "default" {
+		t.Errorf("batch attributes %v", b.Attributes())
+	}
+}
+
+// A message the handler fails, fails with m.Fail, or panics on ends its
+// span with an error status; a failing batch handler does the same to its
+// batch span and counts the failed messages.
+func TestFailuresEndSpansWithErrorStatus(t *testing.T) {
+	r := newRecorded(t)
+	h := func(_ context.Context, m *message.Message[int]) (int, error) {
+		switch m.Data {
+		case 1:
+			return 0, errors.New("bad payload")
+		case 2:
+			m.Fail(errors.New("marked failed"))
+		case 3:
+			panic("boom")
+		}
+		return m.Data, nil
+	}
+	bh := func(_ context.Context, b []*message.Message[int], _ message.BatchInfo) error {
+		b[0].Fail(errors.New("one bad"))
+		return nil
+	}
+	rec := acker.NewRecorder(false)
+	run(t, r, pipeline.Options[int, int]{
+		Name:       "fail",
+		Processors: processor.Options[int, int]{Concurrency: 1, Handle: h},
+		Batchers:   []batcher.Options[int]{{Name: "default", BatchSize: 1, BatchTimeout: time.Minute, Handle: bh}},
+	}, message.New(1, rec, 1), message.New(2, rec, 2), message.New(3, rec, 3), message.New(4, rec, 4))
+
+	status := map[string]int{}
+	for _, s := range spansNamed(r, "fail.processor") {
+		status[s.Status().Description] += int(s.Status().Code)
+	}
+	for _, d := range []string{"bad payload", "marked failed", "handler panicked"} {
+		if status[d] != int(codes.Error) {
+			t.Errorf("no error span %q among %v", d, status)
+		}
+	}
+	if status[""] != int(codes.Unset) {
+		t.Errorf("the successful message's span has status %v", status[""])
+	}
+	bs := spansNamed(r, "fail.batcher.default")
+	if len(bs) != 1 || attrs(bs[0])[tracing.AttrBatchFailed].AsInt64() != 1 {
+		t.Fatalf("batch spans %v, want one with one failed message", bs)
+	}
+}
+
+// Off (no TracerProvider), Instrument returns the options it was given:
+// the pipeline runs the handlers it was declared with and pays nothing.
+func TestOffLeavesTheHandlersAlone(t *testing.T) {
+	opts := pipeline.Options[int, int]{
+		Name:       "off",
+		Processors: processor.Options[int, int]{Handle: echo[int]},
+		Batchers:   []batcher.Options[int]{{Name: "default", Handle: noBatch[int]}},
+	}
+	got, err := tracing.Instrument(opts, tracing.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reflect.ValueOf(got.Processors.Handle).Pointer() != reflect.ValueOf(opts.Processors.Handle).Pointer() ||
+		reflect.ValueOf(got.Batchers[0].Handle).Pointer() != reflect.ValueOf(opts.Batchers[0].Handle).Pointer() {
+		t.Fatal("Instrument without a TracerProvider replaced a handler")
+	}
+	on, err := tracing.Instrument(opts, tracing.Options{TracerProvider: trace.NewNoopTracerProvider()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reflect.ValueOf(on.Processors.Handle).Pointer() == reflect.ValueOf(opts.Processors.Handle).Pointer() {
+		t.Fatal("Instrument with a TracerProvider left the handler unwrapped")
+	}
+	if reflect.ValueOf(opts.Batchers[0].Handle).Pointer() != reflect.ValueOf(noBatch[int]).Pointer() {
+		t.Fatal("Instrument changed the caller's batcher options")
+	}
+}
+
+// An invalid option is an error naming the field and the rule.
+func TestInvalidOptionsNameTheField(t *testing.T) {
+	_, err := tracing.Instrument(pipeline.Options[int, int]{}, tracing.Options{MaxPending: -1})
+	var es validate.Errors
+	if !errors.As(err, &es) || !es.Has("tracing.maxPending", "gte") {
+		t.Fatalf("got %v, want a gte error on tracing.maxPending", err)
+	}
+}
