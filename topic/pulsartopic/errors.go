@@ -1,0 +1,63 @@
+package pulsartopic
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	spulsar "github.com/boulevard-go/boulevard/sources/pulsar"
+)
+
+// ErrPartitionMismatch is wrapped by the [*PartitionError] returned when a
+// topic exists on the broker with another partition count than the options
+// ask for.
+var ErrPartitionMismatch = errors.New("pulsartopic: partition count mismatch")
+
+// ErrNoAdmin is returned when a partitioned topic does not exist and
+// Options.Admin is nil, so the backend cannot create it.
+var ErrNoAdmin = errors.New("pulsartopic: partitioned topic does not exist and no Admin is set to create it")
+
+// ErrBackendClosed is returned by NewTopic after the backend's Close.
+var ErrBackendClosed = errors.New("pulsartopic: backend closed")
+
+// PartitionError reports a topic whose partition count on the broker is
+// not the one the options ask for. It wraps [ErrPartitionMismatch].
+type PartitionError struct {
+	// Topic is the full Pulsar topic name.
+	Topic string
+	// Have is the count on the broker (0: not partitioned); Want the count
+	// Options.Partitions asks for.
+	Have, Want int
+}
+
+// Error names the topic and both counts.
+func (e *PartitionError) Error() string {
+	return fmt.Sprintf("pulsartopic: topic %q has %d partitions on the broker, options ask for %d", e.Topic, e.Have, e.Want)
+}
+
+// Unwrap returns ErrPartitionMismatch.
+func (e *PartitionError) Unwrap() error { return ErrPartitionMismatch }
+
+// Error is an error from the broker or the client, with what the backend
+// was doing. Its message never holds a URL's user information nor a line
+// break; Unwrap returns the client's error.
+type Error struct {
+	// Op is what failed, for example "create producer".
+	Op string
+	// Topic is the full Pulsar topic name.
+	Topic string
+	// Err is the cause.
+	Err error
+}
+
+// Error returns "pulsartopic: <op> <topic>: <cause>".
+func (e *Error) Error() string {
+	s := "pulsartopic: " + e.Op + " " + fmt.Sprintf("%q", e.Topic) + ": " + spulsar.RedactURL(e.Err.Error())
+	if strings.ContainsAny(s, "\r\n") {
+		s = strings.NewReplacer("\r\n", "; ", "\n", "; ", "\r", "; ").Replace(s)
+	}
+	return s
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }

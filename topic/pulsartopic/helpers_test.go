@@ -1,0 +1,87 @@
+package pulsartopic_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/pulsartopic"
+)
+
+// patience bounds every wait for something that must happen.
+const patience = 20 * time.Second
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// quiet discards logs unless PULSAR_TEST_LOG is set.
+func quiet() *slog.Logger {
+	if os.Getenv("PULSAR_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// startBroker starts an in-process broker closed at t's cleanup.
+func startBroker(t testing.TB) *pulsartest.Broker {
+	t.Helper()
+	b, err := pulsartest.Start(context.Background(), pulsartest.Options{Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+// testOptions are backend options for a broker, with short timeouts and no
+// send timeout (whose timer outlives a closed producer in pulsar-client-go
+// v0.19.0).
+func testOptions[T any](b *pulsartest.Broker, codec topic.Codec[T]) pulsartopic.Options[T] {
+	o := pulsartopic.Options[T]{
+		ServiceURL:          b.URL(),
+		Codec:               codec,
+		SendTimeout:         -1,
+		NackRedeliveryDelay: 50 * time.Millisecond,
+		Logger:              quiet(),
+		Admin: pulsartopic.AdminFunc(func(_ context.Context, name string, n int) error {
+			return b.CreateTopic(name, n)
+		}),
+	}
+	o.ClientOptions.OperationTimeout = 5 * time.Second
+	o.ClientOptions.ConnectionTimeout = 5 * time.Second
+	return o
+}
+
+// newBackend starts a backend on b, closed at t's cleanup.
+func newBackend[T any](t testing.TB, o pulsartopic.Options[T]) *pulsartopic.Backend[T] {
+	t.Helper()
+	be, err := pulsartopic.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := be.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return be
+}
+
+// waitFor polls cond until it holds, failing t after patience.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

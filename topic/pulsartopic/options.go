@@ -1,0 +1,214 @@
+package pulsartopic
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	spulsar "github.com/boulevard-go/boulevard/sources/pulsar"
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+// Defaults of [Options].
+const (
+	// DefaultTenant and DefaultNamespace place topics in Pulsar's
+	// public/default namespace.
+	DefaultTenant    = "public"
+	DefaultNamespace = "default"
+	// DefaultMaxPendingMessages is the producer's pending queue: publishes
+	// sent and not yet confirmed by the broker (pulsar-client-go's own
+	// default).
+	DefaultMaxPendingMessages = 1000
+	// DefaultSendTimeout bounds the wait for the broker's receipt of one
+	// publish (pulsar-client-go's own default).
+	DefaultSendTimeout = 30 * time.Second
+	// DefaultNackRedeliveryDelay is how long a nacked message waits before
+	// the broker delivers it again. pulsar-client-go's own default is one
+	// minute; a topic nack asks for a prompt retry.
+	DefaultNackRedeliveryDelay = time.Second
+	// DefaultAdminTimeout bounds one topic declaration (the partition
+	// metadata lookup and, when needed, Admin.CreatePartitionedTopic).
+	DefaultAdminTimeout = 10 * time.Second
+	// MaxPartitions is the largest partition count Options.Partitions
+	// accepts.
+	MaxPartitions = 4096
+)
+
+// Admin creates partitioned topics. A Pulsar client cannot create a
+// partitioned topic over the binary protocol (a non-partitioned one is
+// created on first use); a broker's admin REST API can, for example with
+// pulsar-client-go's pulsaradmin package:
+//
+//	admin.Topics().Create(*utils.GetTopicName(topic), partitions)
+type Admin interface {
+	// CreatePartitionedTopic creates topic (a full name,
+	// persistent://tenant/namespace/local) with that many partitions.
+	CreatePartitionedTopic(ctx context.Context, topic string, partitions int) error
+}
+
+// AdminFunc is an [Admin] made of a function.
+type AdminFunc func(ctx context.Context, topic string, partitions int) error
+
+// CreatePartitionedTopic calls f.
+func (f AdminFunc) CreatePartitionedTopic(ctx context.Context, topic string, partitions int) error {
+	return f(ctx, topic, partitions)
+}
+
+// Options configure a [Backend]. Zero fields take the defaults documented
+// on them; [New] applies them and validates.
+type Options[T any] struct {
+	// ServiceURL is the broker's service URL, for example
+	// "pulsar://127.0.0.1:6650" or "pulsar+ssl://broker:6651". Required
+	// unless Client is set (then it must be empty). It is never shown in an
+	// error or a log line with its user information.
+	ServiceURL string `validate:"required_without=Client,excluded_with=Client"`
+	// Client is an existing pulsar-client-go client to use instead of one
+	// made from ServiceURL. The backend shares it and never closes it.
+	Client pulsar.Client `validate:"-"`
+	// ClientOptions are passed to pulsar-client-go when the backend makes
+	// its own client: authentication (pulsar.NewAuthenticationToken, TLS
+	// certificates, OAuth2), TLS trust settings, timeouts. URL must be
+	// left empty (ServiceURL sets it). Connection, operation and keep-alive
+	// timeouts left zero take package sources/pulsar's bounded defaults
+	// (ClientDefaults), and the client's logs go to Logger with the URL's
+	// user information redacted.
+	ClientOptions pulsar.ClientOptions `validate:"-"`
+	// Codec turns values into message payloads and back. Required.
+	Codec topic.Codec[T] `validate:"required"`
+	// Key, when set, gives each message its Pulsar key: a partitioned
+	// topic routes it by key, and balanced groups subscribe Key_Shared, so
+	// the messages of one key reach one member at a time, in order. Nil:
+	// no key, balanced groups subscribe Shared.
+	Key func(T) string `validate:"-"`
+	// Tenant and Namespace place the topics. Defaults "public" and
+	// "default".
+	Tenant    string `validate:"omitempty,excludesall=/ "`
+	Namespace string `validate:"omitempty,excludesall=/ "`
+	// NonPersistent puts topics in the non-persistent domain (messages
+	// are not stored: nothing is delivered again after a nack or a member
+	// leaving). Default false: persistent.
+	NonPersistent bool
+	// TopicName maps a topic's name to its full Pulsar name. Nil: the
+	// default, "<domain>://<tenant>/<namespace>/<name>" with each "/" of the
+	// name written "~" ("edge/raw" becomes
+	// "persistent://public/default/edge~raw"); Boulevard names never hold
+	// "~", so two names never map to one topic.
+	TopicName func(topic.Name) string `validate:"-"`
+	// Partitions is the partition count topics are declared with: 0 (the
+	// default) for a non-partitioned topic. Declaring a topic that exists
+	// with another count (or partitioned when 0 is asked) is an error naming
+	// both counts.
+	Partitions int `validate:"gte=0,lte=4096"`
+	// Admin creates a partitioned topic that does not exist yet. Required
+	// for Partitions > 0 unless every topic is created beforehand.
+	Admin Admin `validate:"-"`
+	// AdminTimeout bounds one topic declaration on the broker (within the
+	// context NewTopic is given). Default 10s.
+	AdminTimeout time.Duration `validate:"gte=0"`
+	// MaxPendingMessages is the producer's pending queue per topic:
+	// publishes sent and not yet confirmed by the broker. A publish with
+	// on_full block waits for room in it; TryPublish and drop_newest report
+	// DroppedOnFull when it is full. Default 1000.
+	MaxPendingMessages int `validate:"gte=0,lte=1048576"`
+	// SendTimeout bounds the wait for the broker's receipt; a publish that
+	// gets none in time fails. Default 30s; negative disables it (a
+	// publish then waits as long as its context allows).
+	SendTimeout time.Duration
+	// Batching lets the producer group concurrent publishes into batch
+	// entries (each publish still waits for its own receipt). Default off:
+	// with one publisher waiting for each receipt a batch only adds its
+	// delay.
+	Batching bool
+	// BatchingMaxPublishDelay is the longest a batch waits to fill (with
+	// Batching). Default pulsar-client-go's, 10ms.
+	BatchingMaxPublishDelay time.Duration `validate:"gte=0"`
+	// NackRedeliveryDelay is how long a nacked message waits before it is
+	// delivered again. Default 1s.
+	NackRedeliveryDelay time.Duration `validate:"gte=0"`
+	// Logger receives the backend's events (a record that cannot be
+	// decoded) and, for a client the backend makes, pulsar-client-go's
+	// logs. Nil means slog.Default().
+	Logger *slog.Logger `validate:"-"`
+}
+
+// WithDefaults returns o with every zero field that has a default set.
+func (o Options[T]) WithDefaults() Options[T] {
+	if o.Tenant == "" {
+		o.Tenant = DefaultTenant
+	}
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
+	if o.AdminTimeout == 0 {
+		o.AdminTimeout = DefaultAdminTimeout
+	}
+	if o.MaxPendingMessages == 0 {
+		o.MaxPendingMessages = DefaultMaxPendingMessages
+	}
+	if o.SendTimeout == 0 {
+		o.SendTimeout = DefaultSendTimeout
+	}
+	if o.NackRedeliveryDelay == 0 {
+		o.NackRedeliveryDelay = DefaultNackRedeliveryDelay
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// Validate checks the options and returns every broken rule at once, as a
+// validate.Errors naming each field under "pulsartopic.", for example
+// "pulsartopic.codec is required".
+func (o Options[T]) Validate() error {
+	errs := []error{validate.Struct("pulsartopic", &o)}
+	if o.Client != nil && o.ClientOptions.URL != "" {
+		errs = append(errs, validate.Field("pulsartopic.clientOptions.url", "excluded_with",
+			"must be empty with pulsartopic.client"))
+	}
+	if o.Client == nil && o.ClientOptions.URL != "" {
+		errs = append(errs, validate.Field("pulsartopic.clientOptions.url", "owned",
+			"is set by the backend; use pulsartopic.serviceURL"))
+	}
+	return validate.Join(errs...)
+}
+
+// String describes the options without anything that can hold a
+// credential: the service URL with its user information redacted, and
+// whether authentication is set, never what it holds.
+func (o Options[T]) String() string {
+	return fmt.Sprintf("pulsartopic.Options{serviceURL: %q, client: %t, authentication: %t, tenant: %q, namespace: %q, partitions: %d}",
+		spulsar.RedactURL(o.ServiceURL), o.Client != nil, o.ClientOptions.Authentication != nil, o.Tenant, o.Namespace, o.Partitions)
+}
+
+// GoString is String, so that %#v shows no credential either.
+func (o Options[T]) GoString() string { return o.String() }
+
+// Format writes String for every verb (%q quotes it).
+func (o Options[T]) Format(f fmt.State, verb rune) {
+	s := o.String()
+	if verb == 'q' {
+		s = fmt.Sprintf("%q", s)
+	}
+	_, _ = fmt.Fprint(f, s)
+}
+
+// LogValue logs what String shows.
+func (o Options[T]) LogValue() slog.Value { return slog.StringValue(o.String()) }
+
+// topicName is the default mapping of a topic name to a full Pulsar name.
+func (o Options[T]) topicName(n topic.Name) string {
+	if o.TopicName != nil {
+		return o.TopicName(n)
+	}
+	domain := "persistent"
+	if o.NonPersistent {
+		domain = "non-persistent"
+	}
+	return domain + "://" + o.Tenant + "/" + o.Namespace + "/" + strings.ReplaceAll(string(n), "/", "~")
+}

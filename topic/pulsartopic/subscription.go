@@ -1,0 +1,206 @@
+package pulsartopic
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/boulevard-go/boulevard/topic"
+)
+
+// BroadcastPrefix starts the name of every broadcast subscription; the
+// rest is random, so that each subscriber has its own.
+const BroadcastPrefix = "boulevard-broadcast-"
+
+// maxChannel bounds the channel between pulsar-client-go's consumer and
+// Receive: it is part of the read-ahead, taken out of the receiver queue.
+const maxChannel = 64
+
+// pSub is one subscription: one pulsar-client-go consumer.
+type pSub[T any] struct {
+	t        *pTopic[T]
+	mode     topic.SubscriptionMode
+	name     string // the Pulsar subscription
+	consumer pulsar.Consumer
+	ch       chan pulsar.ConsumerMessage
+	log      *slog.Logger
+
+	closed   atomic.Bool // Close was called
+	stopOnce sync.Once
+	stop     chan struct{} // closed by Close, or when the topic closes
+
+	next    topic.MessageID    // only Receive uses it
+	ids     []pulsar.MessageID // only Receive uses it
+	mu      sync.Mutex
+	pending map[topic.MessageID]pulsar.MessageID // received, not yet settled
+}
+
+// readAhead splits a capacity into the consumer's channel and its receiver
+// queue per partition, so that channel + queues ≤ capacity (at least one
+// message per partition).
+func readAhead(capacity, partitions int) (channel, queue int) {
+	channel = min(maxChannel, capacity/4)
+	queue = max(1, (capacity-channel)/max(1, partitions))
+	return channel, queue
+}
+
+func newSub[T any](t *pTopic[T], mode topic.SubscriptionMode) (*pSub[T], error) {
+	o := t.b.o
+	capacity := t.opts.Balanced.Capacity
+	co := pulsar.ConsumerOptions{
+		Topic:                       t.full,
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionLatest,
+		NackRedeliveryDelay:         o.NackRedeliveryDelay,
+	}
+	if mode.IsBroadcast() {
+		capacity = t.opts.Broadcast.Capacity
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		co.SubscriptionName = BroadcastPrefix + hex.EncodeToString(b[:])
+		co.Type = pulsar.Exclusive
+		co.SubscriptionMode = pulsar.NonDurable
+	} else {
+		co.SubscriptionName = string(mode.Group())
+		co.Type = pulsar.Shared
+		if o.Key != nil {
+			co.Type = pulsar.KeyShared
+		}
+	}
+	channel, queue := readAhead(capacity, t.partitions)
+	ch := make(chan pulsar.ConsumerMessage, channel)
+	co.MessageChannel = ch
+	co.ReceiverQueueSize = queue
+	c, err := t.b.client.Subscribe(co)
+	if err != nil {
+		return nil, &Error{Op: "subscribe " + quoteSub(co.SubscriptionName) + " to", Topic: t.full, Err: err}
+	}
+	return &pSub[T]{
+		t: t, mode: mode, name: co.SubscriptionName, consumer: c, ch: ch,
+		log:     o.Logger.With(slog.String("topic", t.full), slog.String("subscription", co.SubscriptionName)),
+		stop:    make(chan struct{}),
+		pending: make(map[topic.MessageID]pulsar.MessageID),
+	}, nil
+}
+
+func quoteSub(s string) string { return "subscription \"" + s + "\"" }
+
+// Receive implements topic.SubscriptionState: it waits for one message,
+// then takes what else is ready, up to len(dst). A record the codec cannot
+// decode is logged at WARN and acked, so that it is not delivered again.
+// Once the topic is closed it no longer waits: it returns what the
+// consumer already holds, then ErrSubscriptionClosed.
+func (s *pSub[T]) Receive(ctx context.Context, dst []topic.Envelope[T]) (int, error) {
+	if len(s.ids) < len(dst) {
+		s.ids = make([]pulsar.MessageID, len(dst))
+	}
+	ids := s.ids
+	n := 0
+	for n == 0 {
+		if s.closed.Load() {
+			return 0, topic.ErrSubscriptionClosed
+		}
+		select {
+		case cm := <-s.ch:
+			n = s.take(cm, dst, ids, n)
+		case <-s.stop:
+			if s.closed.Load() {
+				return 0, topic.ErrSubscriptionClosed
+			}
+			select { // the topic closed: drain without waiting
+			case cm := <-s.ch:
+				n = s.take(cm, dst, ids, n)
+			default:
+				return 0, topic.ErrSubscriptionClosed
+			}
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	drain:
+		for n < len(dst) {
+			select {
+			case cm := <-s.ch:
+				n = s.take(cm, dst, ids, n)
+			default:
+				break drain
+			}
+		}
+	}
+	s.mu.Lock()
+	if s.pending == nil { // closed meanwhile: the broker delivers them again
+		s.mu.Unlock()
+		clear(dst[:n])
+		clear(ids[:n])
+		return 0, topic.ErrSubscriptionClosed
+	}
+	for i := range n {
+		s.pending[dst[i].ID] = ids[i]
+		ids[i] = nil
+	}
+	s.mu.Unlock()
+	return n, nil
+}
+
+// take decodes cm into dst[n] and returns the new count.
+func (s *pSub[T]) take(cm pulsar.ConsumerMessage, dst []topic.Envelope[T], ids []pulsar.MessageID, n int) int {
+	v, err := s.t.b.o.Codec.Decode(cm.Payload())
+	if err != nil {
+		s.log.Warn("pulsartopic: cannot decode a message; it is acked and skipped",
+			slog.String("message_id", cm.ID().String()), slog.String("error", err.Error()))
+		_ = s.consumer.AckID(cm.ID())
+		return n
+	}
+	s.next++
+	dst[n] = topic.Envelope[T]{ID: s.next, Value: v}
+	ids[n] = cm.ID()
+	return n + 1
+}
+
+// Settle implements topic.SubscriptionState: an ack acknowledges the
+// message on the broker, so the group never receives it again; a nack asks
+// the broker to deliver it again after Options.NackRedeliveryDelay. It
+// returns topic.ErrMessageNotTracked for an id this subscription did not
+// receive, settled already, or that its closing handed back to the broker.
+func (s *pSub[T]) Settle(id topic.MessageID, reason error) error {
+	s.mu.Lock()
+	mid, ok := s.pending[id]
+	if ok {
+		delete(s.pending, id)
+	}
+	s.mu.Unlock()
+	if !ok {
+		return topic.ErrMessageNotTracked
+	}
+	if reason != nil {
+		s.consumer.NackID(mid)
+		return nil
+	}
+	if err := s.consumer.AckID(mid); err != nil {
+		return &Error{Op: "ack on " + quoteSub(s.name) + " of", Topic: s.t.full, Err: err}
+	}
+	return nil
+}
+
+// Close implements topic.SubscriptionState: the consumer leaves its
+// subscription, and what it received without settling is the broker's to
+// deliver again (to another member, for a balanced group; a broadcast
+// subscription ends with it). A Receive waiting returns
+// ErrSubscriptionClosed. Idempotent.
+func (s *pSub[T]) Close() {
+	if s.closed.Swap(true) {
+		return
+	}
+	s.topicClosed()
+	s.mu.Lock()
+	s.pending = nil
+	s.mu.Unlock()
+	s.consumer.Close()
+	s.t.leave(s)
+}
+
+// topicClosed stops Receive from waiting for more messages.
+func (s *pSub[T]) topicClosed() { s.stopOnce.Do(func() { close(s.stop) }) }

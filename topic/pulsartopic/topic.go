@@ -1,0 +1,284 @@
+package pulsartopic
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/boulevard-go/boulevard/topic"
+)
+
+// pTopic is the state of one topic: its producer, and the subscriptions
+// this process opened on it.
+type pTopic[T any] struct {
+	b          *Backend[T]
+	name       topic.Name
+	full       string
+	partitions int
+	opts       topic.Options
+	producer   pulsar.Producer
+
+	// slots mirrors the producer's pending queue: one token per publish
+	// sent and not yet confirmed. A blocking publish waits for a token
+	// (with its ctx), a try-publish takes one or reports DroppedOnFull.
+	// Tokens are given back in the send callback, after pulsar-client-go
+	// has released its own slot, so the client's queue (same size) is never
+	// found full.
+	slots chan struct{}
+	sends sync.Pool // *send
+
+	closed  atomic.Bool
+	closing chan struct{} // closed by Close
+
+	mu        sync.Mutex
+	subs      map[*pSub[T]]struct{}
+	groups    map[topic.GroupName]int // members per group, in this process
+	broadcast int
+	bound     topic.GroupName // BalancedOnly: the group of the first balanced subscription
+}
+
+// send is the completion of one publish: the producer's callback reports
+// the broker's receipt on done. Pooled, with its callback bound once, so a
+// publish does not allocate a closure or a channel.
+type send struct {
+	done chan error
+	fn   func(pulsar.MessageID, *pulsar.ProducerMessage, error)
+	msg  pulsar.ProducerMessage
+}
+
+func newTopic[T any](b *Backend[T], name topic.Name, full string, partitions int, opts topic.Options) (*pTopic[T], error) {
+	po := pulsar.ProducerOptions{
+		Topic:                   full,
+		MaxPendingMessages:      b.o.MaxPendingMessages,
+		DisableBlockIfQueueFull: true,
+		DisableBatching:         !b.o.Batching,
+		BatchingMaxPublishDelay: b.o.BatchingMaxPublishDelay,
+		SendTimeout:             b.o.SendTimeout,
+	}
+	if b.o.Key != nil {
+		// Keys route to partitions; batches keep one key each, so Key_Shared
+		// consumers can route them.
+		po.BatcherBuilderType = pulsar.KeyBasedBatchBuilder
+	}
+	p, err := b.client.CreateProducer(po)
+	if err != nil {
+		return nil, &Error{Op: "create producer for", Topic: full, Err: err}
+	}
+	t := &pTopic[T]{
+		b: b, name: name, full: full, partitions: partitions, opts: opts, producer: p,
+		slots:   make(chan struct{}, b.o.MaxPendingMessages),
+		closing: make(chan struct{}),
+		subs:    make(map[*pSub[T]]struct{}),
+		groups:  make(map[topic.GroupName]int),
+	}
+	t.sends.New = func() any {
+		s := &send{done: make(chan error, 1)}
+		s.fn = func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+			<-t.slots
+			s.done <- err
+		}
+		return s
+	}
+	return t, nil
+}
+
+// errTracked refuses a tracked publish: the outcome of a message handled
+// by a subscriber in another process cannot reach the publisher.
+var errTracked = &topic.UnsupportedError{Backend: Name, What: "ack_propagation.mode", Value: topic.PropagationAuto.String(), Err: topic.ErrUnsupportedPolicy}
+
+// Publish implements topic.State: it sends the message and waits for the
+// broker's receipt. With onFull Block it waits for room in the producer's
+// pending queue; with DropNewest it reports DroppedOnFull when the queue is
+// full. If ctx ends while the receipt is awaited, it returns ctx.Err() and
+// the message may still have been stored.
+func (t *pTopic[T]) Publish(ctx context.Context, e topic.Envelope[T], onFull topic.OnFull) (topic.PublishOutcome, error) {
+	if onFull == topic.DropNewest {
+		return t.publish(ctx, e, false)
+	}
+	return t.publish(ctx, e, true)
+}
+
+// TryPublish implements topic.State: DroppedOnFull when the producer's
+// pending queue is full, otherwise it sends the message and waits for the
+// broker's receipt (bounded by Options.SendTimeout).
+func (t *pTopic[T]) TryPublish(e topic.Envelope[T]) (topic.PublishOutcome, error) {
+	return t.publish(context.Background(), e, false)
+}
+
+func (t *pTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool) (topic.PublishOutcome, error) {
+	if e.Ticket != nil {
+		return topic.Published, errTracked
+	}
+	if t.closed.Load() {
+		return topic.Published, topic.ErrTopicClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return topic.Published, err
+	}
+	payload, err := t.b.o.Codec.Encode(e.Value)
+	if err != nil {
+		return topic.Published, &Error{Op: "encode a message for", Topic: t.full, Err: err}
+	}
+	select {
+	case t.slots <- struct{}{}:
+	default:
+		if !wait {
+			return topic.DroppedOnFull, nil
+		}
+		select {
+		case t.slots <- struct{}{}:
+		case <-ctx.Done():
+			return topic.Published, ctx.Err()
+		case <-t.closing:
+			return topic.Published, topic.ErrTopicClosed
+		}
+	}
+	s := t.sends.Get().(*send)
+	s.msg = pulsar.ProducerMessage{Payload: payload}
+	if t.b.o.Key != nil {
+		s.msg.Key = t.b.o.Key(e.Value)
+	}
+	t.producer.SendAsync(ctx, &s.msg, s.fn)
+	select {
+	case err = <-s.done:
+		s.msg = pulsar.ProducerMessage{}
+		t.sends.Put(s)
+	case <-ctx.Done():
+		// The callback still comes (the send timeout bounds it); s is left
+		// to it and not reused.
+		return topic.Published, ctx.Err()
+	}
+	switch {
+	case err == nil:
+		return topic.Published, nil
+	case errors.Is(err, pulsar.ErrSendQueueIsFull), errors.Is(err, pulsar.ErrMemoryBufferIsFull):
+		if !wait {
+			return topic.DroppedOnFull, nil
+		}
+		return topic.Published, &Error{Op: "publish to", Topic: t.full, Err: err}
+	case errors.Is(err, pulsar.ErrProducerClosed):
+		return topic.Published, topic.ErrTopicClosed
+	case ctx.Err() != nil && errors.Is(err, pulsar.ErrContextExpired):
+		return topic.Published, ctx.Err()
+	}
+	return topic.Published, &Error{Op: "publish to", Topic: t.full, Err: err}
+}
+
+// Subscribe implements topic.State. Mode mismatches are reported before the
+// closed state, as the in-memory backend does.
+func (t *pTopic[T]) Subscribe(mode topic.SubscriptionMode, _ topic.SubscriberOptions) (topic.SubscriptionState[T], error) {
+	t.mu.Lock()
+	if mode.IsBroadcast() {
+		if t.opts.Mode == topic.BalancedOnly {
+			t.mu.Unlock()
+			return nil, topic.ErrSubscribeBroadcastNotSupported
+		}
+	} else {
+		if t.opts.Mode == topic.BroadcastOnly {
+			t.mu.Unlock()
+			return nil, topic.ErrSubscribeBalancedNotSupported
+		}
+		if t.opts.Mode == topic.BalancedOnly && t.bound != "" && t.bound != mode.Group() {
+			t.mu.Unlock()
+			return nil, topic.ErrSubscribeSingleGroupViolation
+		}
+	}
+	if t.closed.Load() {
+		t.mu.Unlock()
+		return nil, topic.ErrTopicClosed
+	}
+	if !mode.IsBroadcast() {
+		t.bound = mode.Group()
+	}
+	t.mu.Unlock()
+	s, err := newSub(t, mode)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	if t.closed.Load() {
+		t.mu.Unlock()
+		s.Close()
+		return nil, topic.ErrTopicClosed
+	}
+	t.subs[s] = struct{}{}
+	if mode.IsBroadcast() {
+		t.broadcast++
+	} else {
+		t.groups[mode.Group()]++
+	}
+	t.mu.Unlock()
+	return s, nil
+}
+
+// leave forgets s (called once, by s.Close). The backend forgets a closed
+// topic once its last subscription has left.
+func (t *pTopic[T]) leave(s *pSub[T]) {
+	t.mu.Lock()
+	if _, ok := t.subs[s]; !ok {
+		t.mu.Unlock()
+		return
+	}
+	delete(t.subs, s)
+	if s.mode.IsBroadcast() {
+		t.broadcast--
+	} else {
+		g := s.mode.Group()
+		if t.groups[g]--; t.groups[g] == 0 {
+			delete(t.groups, g)
+		}
+	}
+	last := t.closed.Load() && len(t.subs) == 0
+	t.mu.Unlock()
+	if last {
+		t.b.forget(t)
+	}
+}
+
+// Stats implements topic.State: the groups and broadcast subscribers of
+// this process. Nothing lags on a log.
+func (t *pTopic[T]) Stats() topic.StateStats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return topic.StateStats{BalancedGroups: len(t.groups), BroadcastSubscribers: t.broadcast}
+}
+
+// Close implements topic.State: publishes fail with topic.ErrTopicClosed
+// (those waiting for room are woken), the producer is closed once the
+// publishes already sent have their receipts, and the subscribers of this
+// process stop waiting: they receive what their consumers already hold,
+// then ErrSubscriptionClosed. Each consumer stays attached, so that what was
+// received can still be acked, until its Subscription is closed (or the
+// backend is): what it had not acked is then delivered again by the broker.
+// Idempotent.
+func (t *pTopic[T]) Close() { t.close(false) }
+
+// close closes the topic, and with subs its subscriptions too.
+func (t *pTopic[T]) close(subs bool) {
+	t.mu.Lock()
+	first := !t.closed.Swap(true)
+	if first {
+		close(t.closing)
+	}
+	ss := make([]*pSub[T], 0, len(t.subs))
+	for s := range t.subs {
+		ss = append(ss, s)
+	}
+	t.mu.Unlock()
+	for _, s := range ss {
+		if subs {
+			s.Close()
+		} else {
+			s.topicClosed()
+		}
+	}
+	if first {
+		t.producer.Close()
+	}
+	if subs || len(ss) == 0 {
+		t.b.forget(t)
+	}
+}
