@@ -296,7 +296,7 @@ func (a *commitWatch) check(t testing.TB) {
 
 // pipelineOpts builds a pipeline around src whose handler records every
 // message in l and then calls extra (which may fail it).
-func pipelineOpts(name string, src *kafka.Source, members int, l *ledger, extra func(m *message.Message[[]byte]) error) pipeline.Options[[]byte, []byte] {
+func pipelineOpts(name string, src producer.Source[[]byte], members int, l *ledger, extra func(m *message.Message[[]byte]) error) pipeline.Options[[]byte, []byte] {
 	return pipeline.Options[[]byte, []byte]{
 		Name:            name,
 		ShutdownTimeout: 10 * time.Second,

@@ -16,12 +16,18 @@ import (
 	"github.com/boulevard-go/boulevard/sources/kafka"
 )
 
-// The Kafka source passes the source conformance suite on a kfake cluster:
+// Both Kafka sources (sarama and franz-go) pass the source conformance suite on a kfake cluster:
 // two partitions (two feeds per member), one consumer group, outcomes read
 // back as the group's committed offsets. A failure is the group
 // coordinator ending the session and refusing to let the member join again
 // until the member gives up (Run returns ErrConsume).
 func TestConformance(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl client) {
+		conformance(t, cl)
+	})
+}
+
+func conformance(t *testing.T, cl client) {
 	const parts = 2
 	sourcetest.Run(t, sourcetest.Harness[[]byte]{
 		Feeds: parts,
@@ -31,11 +37,7 @@ func TestConformance(t *testing.T) {
 			f := failGroup(c, group)
 			return sourcetest.Fixture[[]byte]{
 				NewSource: func() (producer.Source[[]byte], error) {
-					src, err := kafka.New(sourceOptions(c, group))
-					if err != nil {
-						return nil, err
-					}
-					return src, nil
+					return cl.new(t, sourceOptions(c, group)), nil
 				},
 				Publish: func(context.Context) ([]string, error) {
 					produce(t, c, parts, 0, n)

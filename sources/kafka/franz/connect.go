@@ -1,0 +1,105 @@
+package franz
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
+)
+
+// checkBrokers dials every bootstrap broker at once, with the client
+// options (TLS, SASL), and asks each for its API versions, each attempt
+// bounded by Options.ConnectTimeout. It returns nil as soon as one broker
+// answers, or when ctx ends; otherwise an error wrapping ErrConnect that
+// names every broker with its cause (ErrClosed once the source is closed).
+// Attempts still running when it returns close their clients in the
+// background (Close waits for them).
+func (s *Source) checkBrokers(ctx context.Context) error {
+	type result struct {
+		addr string
+		err  error
+	}
+	results := make(chan result, len(s.opts.Brokers))
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	s.probes.Add(len(s.opts.Brokers))
+	s.mu.Unlock()
+	for _, addr := range s.opts.Brokers {
+		go func() {
+			defer s.probes.Done()
+			results <- result{addr, s.probeBroker(addr)}
+		}()
+	}
+	errs := make([]error, 0, len(s.opts.Brokers))
+	for range s.opts.Brokers {
+		select {
+		case r := <-results:
+			if r.err == nil {
+				return nil
+			}
+			errs = append(errs, fmt.Errorf("%q: %w", r.addr, claim.Flat(r.err)))
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: no broker answered within %s: %w", ErrConnect, s.opts.ConnectTimeout, claim.ErrList(errs))
+}
+
+// probeBroker connects to addr and exchanges one request.
+func (s *Source) probeBroker(addr string) error {
+	opts := append(append([]kgo.Opt(nil), s.opts.ClientOptions...),
+		kgo.SeedBrokers(addr), kgo.DialTimeout(s.opts.ConnectTimeout), kgo.RequestRetries(0))
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.ConnectTimeout)
+	defer cancel()
+	_, err = cl.Request(ctx, kmsg.NewPtrApiVersionsRequest())
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("no answer within %s: %w", s.opts.ConnectTimeout, err)
+	}
+	return err
+}
+
+// checkTopics reports the topics the cluster does not have, as an error
+// wrapping ErrUnknownTopic (and the broker's error), or the first other
+// error met while asking.
+func checkTopics(ctx context.Context, cl *kgo.Client, topics []string) error {
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return fmt.Errorf("%w: metadata: %w", ErrConnect, claim.Flat(err))
+	}
+	var missing []string
+	var cause error
+	for _, t := range resp.Topics {
+		err := kerr.ErrorForCode(t.ErrorCode)
+		switch {
+		case err == nil:
+		case errors.Is(err, kerr.UnknownTopicOrPartition):
+			missing = append(missing, *t.Topic)
+			cause = err
+		default:
+			return fmt.Errorf("%w: topic %q: %w", ErrConnect, *t.Topic, err)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w %s (subscribed topics must exist): %w", ErrUnknownTopic, claim.QuoteAll(missing), cause)
+}

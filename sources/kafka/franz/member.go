@@ -1,0 +1,429 @@
+package franz
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
+)
+
+// member is one consumer-group member: one producer stage's Run, with its
+// own franz-go client.
+type member struct {
+	src   *Source
+	opts  *Options
+	stage *producer.Stage[[]byte]
+	log   *slog.Logger
+	cl    *kgo.Client
+	cm    *claim.Member
+	reset kgo.Offset
+
+	ctx        context.Context // cancelled when the member has closed
+	cancel     context.CancelFunc
+	pollCtx    context.Context // cancelled when the member drains: stop polling
+	pollCancel context.CancelFunc
+
+	drainOnce sync.Once
+	drainCh   chan struct{} // closed when Run's ctx ends: stop delivering
+	hurryOnce sync.Once
+	hurry     chan struct{} // closed when Close's ctx ends: stop waiting
+	closeOnce sync.Once
+	failOnce  sync.Once
+	failed    chan error
+	pollDone  chan struct{}
+	stopped   chan struct{} // closed when the member closes: the commit loop ends
+	wg        sync.WaitGroup
+
+	mu      sync.Mutex
+	parts   map[topicPartition]*partition
+	closing bool // no new claims
+}
+
+type topicPartition struct {
+	topic string
+	part  int32
+}
+
+// startMember connects a member. It returns nil, nil when ctx ended first.
+func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byte]) (*member, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
+	s.mu.Unlock()
+	if err := s.checkBrokers(runCtx); err != nil || runCtx.Err() != nil {
+		return nil, err
+	}
+	log := s.logger(stage).With(slog.String("group", s.opts.GroupID))
+	ctx, cancel := context.WithCancel(context.Background())
+	pollCtx, pollCancel := context.WithCancel(ctx)
+	m := &member{
+		src:        s,
+		opts:       &s.opts,
+		stage:      stage,
+		log:        log,
+		cm:         claim.NewMember(s.opts.GroupID, stage.Name(), log, s.opts.CommitMode == CommitOnAck),
+		reset:      s.opts.resetOffset(),
+		ctx:        ctx,
+		cancel:     cancel,
+		pollCtx:    pollCtx,
+		pollCancel: pollCancel,
+		drainCh:    make(chan struct{}),
+		hurry:      make(chan struct{}),
+		failed:     make(chan error, 1),
+		pollDone:   make(chan struct{}),
+		stopped:    make(chan struct{}),
+		parts:      make(map[topicPartition]*partition),
+	}
+	opts := append(append([]kgo.Opt(nil), s.opts.ClientOptions...),
+		kgo.SeedBrokers(s.opts.Brokers...),
+		kgo.ConsumerGroup(s.opts.GroupID),
+		kgo.ConsumeTopics(s.opts.Topics...),
+		kgo.DisableAutoCommit(),
+		kgo.ConsumeResetOffset(m.reset),
+		kgo.OnPartitionsAssigned(m.assigned),
+		kgo.OnPartitionsRevoked(m.revoked),
+		kgo.OnPartitionsLost(m.lost),
+		kgo.AdjustFetchOffsetsFn(m.adjust),
+	)
+	if b := s.opts.balancer(); b != nil {
+		opts = append(opts, kgo.Balancers(b))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("%w: %w", ErrConnect, claim.Flat(err))
+	}
+	m.cl = cl
+	tctx, tcancel := context.WithTimeout(runCtx, s.opts.ConnectTimeout)
+	err = checkTopics(tctx, cl, s.opts.Topics)
+	tcancel()
+	if err != nil && runCtx.Err() == nil {
+		m.abort()
+		return nil, err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		m.abort()
+		return nil, ErrClosed
+	}
+	s.members[m] = struct{}{}
+	s.mu.Unlock()
+	m.wg.Go(func() {
+		m.cm.CommitLoop(m.opts.CommitInterval, m.stopped, func() { _ = m.commit(nil) }) // recorded and logged
+	})
+	go m.poll()
+	return m, nil
+}
+
+// abort closes a member that never started polling.
+func (m *member) abort() {
+	m.drain()
+	m.release(m.take(nil), false)
+	m.cl.Close()
+	m.cancel()
+}
+
+func (m *member) drain() {
+	m.drainOnce.Do(func() {
+		m.mu.Lock()
+		m.closing = true
+		m.mu.Unlock()
+		close(m.drainCh)
+		m.pollCancel()
+	})
+}
+
+func (m *member) fail(err error) {
+	m.failOnce.Do(func() { m.failed <- err })
+}
+
+// pollMax bounds the records one poll returns.
+const pollMax = 10_000
+
+// poll moves polled records to their partitions' readers, until the member
+// drains.
+func (m *member) poll() {
+	defer close(m.pollDone)
+	failures := 0
+	for {
+		fs := m.cl.PollRecords(m.pollCtx, pollMax)
+		if m.pollCtx.Err() != nil || fs.IsClientClosed() {
+			return
+		}
+		var groupErr error
+		topicGone := false
+		fs.EachError(func(topic string, part int32, err error) {
+			if errors.Is(err, context.Canceled) {
+				return
+			}
+			if errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID) {
+				topicGone = true
+			}
+			if topic == "" {
+				groupErr = err
+			}
+			m.log.Warn("kafka consumer error", slog.String("topic", topic), slog.Int("partition", int(part)), slog.Any("error", claim.Flat(err)))
+		})
+		if topicGone {
+			// A topic went away: fail now, so that the pipeline's restart
+			// policy decides, rather than polling it forever.
+			ctx, cancel := context.WithTimeout(m.pollCtx, m.opts.ConnectTimeout)
+			err := checkTopics(ctx, m.cl, m.opts.Topics)
+			cancel()
+			if errors.Is(err, ErrUnknownTopic) {
+				m.fail(err)
+				return
+			}
+		}
+		got := false
+		fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
+			if len(ftp.Records) == 0 {
+				return
+			}
+			got = true
+			m.mu.Lock()
+			p := m.parts[topicPartition{ftp.Topic, ftp.Partition}]
+			m.mu.Unlock()
+			if p != nil {
+				p.push(ftp.Records, ftp.HighWatermark)
+			}
+		})
+		switch {
+		case got:
+			failures = 0
+		case groupErr != nil:
+			if failures++; failures >= maxConsumeFailures {
+				m.fail(fmt.Errorf("%w: %w", ErrConsume, claim.Flat(groupErr)))
+				return
+			}
+		}
+	}
+}
+
+// assigned is the client's OnPartitionsAssigned: each partition becomes a
+// claim with its feed and its reader.
+func (m *member) assigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
+	memberID, gen := cl.GroupMetadata()
+	m.cm.NoteSession(memberID, gen)
+	m.log.Info("kafka group session started",
+		slog.String("member", memberID), slog.Int("generation", int(gen)), slog.Any("claims", assigned))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closing {
+		return // draining: nothing more is delivered
+	}
+	for topic, parts := range assigned {
+		for _, part := range parts {
+			p := m.newPartition(topic, part, gen, memberID)
+			m.parts[topicPartition{topic, part}] = p
+			p.Open(m.stage)
+			m.cm.Add(p.Claim)
+			m.cm.Assigned(m.ctx, m.opts.Telemetry, p.Claim)
+			go p.run()
+		}
+	}
+}
+
+// adjust is the client's AdjustFetchOffsetsFn: it learns where each new
+// claim starts (the group's committed offset, or InitialOffset's), and with
+// BeginReset moves every claim to InitialOffset's.
+func (m *member) adjust(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for topic, parts := range offsets {
+		for part, o := range parts {
+			committed := int64(-1)
+			if o != m.reset {
+				committed = o.EpochOffset().Offset
+			}
+			start := committed
+			if committed >= 0 && m.opts.BeginOffset == BeginReset {
+				parts[part] = m.reset
+				start = -1
+			}
+			if p := m.parts[topicPartition{topic, part}]; p != nil {
+				p.Begin(committed, start)
+				p.log.Debug("kafka partition claimed", slog.Int64("offset", start), slog.Int64("committed", committed))
+			}
+		}
+	}
+	return offsets, nil
+}
+
+// revoked is the client's OnPartitionsRevoked: each partition stops, waits
+// for its in-flight messages and commits what was handled before the
+// rebalance goes on.
+func (m *member) revoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	m.release(m.take(revoked), true)
+}
+
+// lost is the client's OnPartitionsLost: the partitions already belong to
+// another member, so they stop at once and commit nothing.
+func (m *member) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	ps := m.take(lost)
+	if len(ps) > 0 {
+		m.log.Warn("kafka partitions lost; their in-flight messages will be delivered again", slog.Any("partitions", lost))
+	}
+	m.release(ps, false)
+}
+
+// take removes the claims of tps (all of them when tps is nil) from the
+// member's partitions and returns them.
+func (m *member) take(tps map[string][]int32) []*partition {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var ps []*partition
+	if tps == nil {
+		for k, p := range m.parts {
+			ps = append(ps, p)
+			delete(m.parts, k)
+		}
+		return ps
+	}
+	for topic, parts := range tps {
+		for _, part := range parts {
+			k := topicPartition{topic, part}
+			if p := m.parts[k]; p != nil {
+				ps = append(ps, p)
+				delete(m.parts, k)
+			}
+		}
+	}
+	return ps
+}
+
+// release stops each partition's reader, withdraws its undispatched
+// messages, waits for its in-flight ones (RevokeTimeout, none when it was
+// lost) and, when commit is set, commits what was handled.
+func (m *member) release(ps []*partition, commit bool) {
+	var wg sync.WaitGroup
+	for _, p := range ps {
+		wg.Go(func() {
+			p.stop()
+			if n := p.Withdraw(); n > 0 {
+				p.log.Debug("kafka partition withdrew its undispatched messages", slog.Int("messages", n))
+			}
+			p.Feed.Close()
+			wait := m.opts.RevokeTimeout
+			if !commit {
+				wait = 0
+			}
+			p.Release(p.log, wait, m.hurry)
+			if commit {
+				m.commitFinal(p)
+			}
+			p.log.Debug("kafka partition released", slog.Int64("committed", p.Committed.Load()))
+			m.cm.Remove(p.Claim)
+			m.cm.Revoked(m.ctx, m.opts.Telemetry, p.Claim)
+		})
+	}
+	wg.Wait()
+}
+
+// close stops polling, releases every claim (each waits for its in-flight
+// messages and commits), leaves the group and closes the client.
+func (m *member) close(ctx context.Context) {
+	m.closeOnce.Do(func() {
+		m.drain()
+		<-m.pollDone
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			select {
+			case <-ctx.Done():
+				m.hurryOnce.Do(func() { close(m.hurry) })
+			case <-done:
+			}
+		}()
+		m.release(m.take(nil), true)
+		close(m.stopped)
+		m.wg.Wait()
+		m.cl.Close() // leaves the group
+		m.cancel()
+	})
+}
+
+// commit sends the handled offsets of the member's claims (only p's when
+// only is not nil) in one OffsetCommit request.
+func (m *member) commit(only *partition) error {
+	var c *claim.Claim
+	if only != nil {
+		c = only.Claim
+	}
+	return m.cm.Commit(c, m.send)
+}
+
+// send is the member's claim.Send: one synchronous commit through the
+// client, which sends the group's current generation and member id.
+func (m *member) send(blocks []claim.Block) ([]claim.Block, error) {
+	offs := make(map[string]map[int32]kgo.EpochOffset, 1)
+	for _, b := range blocks {
+		t := offs[b.C.Topic]
+		if t == nil {
+			t = make(map[int32]kgo.EpochOffset, len(blocks))
+			offs[b.C.Topic] = t
+		}
+		t[b.C.Part] = kgo.EpochOffset{Epoch: -1, Offset: b.Off}
+	}
+	ctx, cancel := context.WithTimeout(m.ctx, m.opts.RevokeTimeout)
+	defer cancel()
+	var resp *kmsg.OffsetCommitResponse
+	var err error
+	m.cl.CommitOffsetsSync(ctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, r *kmsg.OffsetCommitResponse, e error) {
+		resp, err = r, e
+	})
+	if err != nil {
+		return blocks, claim.Flat(err)
+	}
+	got := make(map[topicPartition]error, len(blocks))
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			got[topicPartition{t.Topic, p.Partition}] = kerr.ErrorForCode(p.ErrorCode)
+		}
+	}
+	for i := range blocks {
+		b := &blocks[i]
+		kerrv, ok := got[topicPartition{b.C.Topic, b.C.Part}]
+		switch {
+		case !ok:
+			b.Err = errNoAnswer
+		case kerrv != nil:
+			b.Err = kerrv
+		}
+	}
+	return blocks, nil
+}
+
+// errNoAnswer is a commit's error for a partition the broker's answer left
+// out.
+var errNoAnswer = errors.New("franz: the commit response does not answer for the partition")
+
+// commitFinal commits p's handled offsets on its release, retrying a few
+// times unless the group has moved on (the member's generation is over).
+func (m *member) commitFinal(p *partition) {
+	for range 3 {
+		err := m.commit(p)
+		if err == nil || errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.UnknownMemberID) ||
+			errors.Is(err, kerr.RebalanceInProgress) || errors.Is(err, kgo.ErrClientClosed) ||
+			errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-m.hurry:
+			return
+		}
+	}
+}

@@ -1,0 +1,296 @@
+package franz
+
+import (
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
+	"github.com/boulevard-go/boulevard/telemetry"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+// Values of Options.InitialOffset, BeginOffset, CommitMode and Rebalance;
+// they mean what they mean for the sarama source (package kafka), which
+// documents each.
+const (
+	OffsetEarliest  = claim.OffsetEarliest
+	OffsetLatest    = claim.OffsetLatest
+	OffsetTimestamp = claim.OffsetTimestamp
+
+	BeginCommitted = claim.BeginCommitted
+	BeginReset     = claim.BeginReset
+
+	CommitInterval = claim.CommitInterval
+	CommitOnAck    = claim.CommitOnAck
+
+	RebalanceRange             = claim.RebalanceRange
+	RebalanceRoundRobin        = claim.RebalanceRoundRobin
+	RebalanceSticky            = claim.RebalanceSticky
+	RebalanceCooperativeSticky = claim.RebalanceCooperativeSticky
+)
+
+// FailurePolicy says what a failed message with acker.DispositionDefault does
+// to its partition's committed offset: FailureCommit (commit past it, the
+// default) or FailureRedeliver (fetch the partition again from it after
+// RedeliveryBackoff). It is the sarama source's type.
+type FailurePolicy = claim.FailurePolicy
+
+// Failure policies.
+const (
+	FailureCommit    = claim.FailureCommit
+	FailureRedeliver = claim.FailureRedeliver
+)
+
+// Default values of the source options. A zero field in Options takes the
+// matching default; they are the sarama source's.
+const (
+	DefaultInitialOffset     = claim.DefaultInitialOffset
+	DefaultBeginOffset       = claim.DefaultBeginOffset
+	DefaultCommitMode        = claim.DefaultCommitMode
+	DefaultCommitInterval    = claim.DefaultCommitInterval
+	DefaultFailurePolicy     = claim.DefaultFailurePolicy
+	DefaultRedeliveryBackoff = claim.DefaultRedeliveryBackoff
+	DefaultRevokeTimeout     = claim.DefaultRevokeTimeout
+	DefaultConnectTimeout    = claim.DefaultConnectTimeout
+	// DefaultWindow is the permit window per partition when the pipeline's
+	// producer.Options.Flow.Initial is 0 (the sarama source's too).
+	DefaultWindow = 512
+)
+
+// Options configure a Source. They are the sarama source's options
+// (kafka.Options), field for field, except Config: the franz-go client is
+// configured with ClientOptions. Zero fields take the documented defaults;
+// New validates everything before anything connects.
+//
+// The permit window per partition is the pipeline's producer.Options.Flow
+// (each claimed partition is one feed; DefaultWindow when its Initial is
+// 0), and the number of consumer-group members a pipeline runs is
+// producer.Options.Concurrency: every producer stage is one member with its
+// own client.
+type Options struct {
+	// Brokers are the bootstrap brokers, as host:port. Required.
+	Brokers []string `validate:"required,dive,hostname_port"`
+	// GroupID is the consumer group. Required.
+	GroupID string `validate:"required"`
+	// Topics are the topics the group subscribes to. Required.
+	Topics []string `validate:"required,dive,required"`
+	// InitialOffset is where the group starts on a partition without a
+	// committed offset (on every claimed partition with BeginReset):
+	// OffsetEarliest, OffsetLatest or OffsetTimestamp (with StartTime).
+	// Default OffsetLatest.
+	InitialOffset string `validate:"oneof=earliest latest timestamp"`
+	// StartTime is the time OffsetTimestamp starts at: a partition starts
+	// at its first record whose timestamp is at or after StartTime (after
+	// the newest when none is). Required with OffsetTimestamp, and only
+	// allowed with it.
+	StartTime time.Time `validate:"-"`
+	// BeginOffset says whether a claimed partition starts at the group's
+	// committed offset (BeginCommitted) or, whatever was committed, at
+	// InitialOffset (BeginReset). Default BeginCommitted.
+	BeginOffset string `validate:"oneof=committed reset"`
+	// CommitMode says when handled offsets are committed: CommitInterval
+	// (every CommitInterval) or CommitOnAck (as soon as a partition's
+	// handled prefix advances, one request in flight per member). Default
+	// CommitInterval.
+	CommitMode string `validate:"oneof=interval ack"`
+	// Rebalance, when set, chooses the partition assignment strategy:
+	// "range", "roundrobin", "sticky" or "cooperative-sticky". Empty keeps
+	// the balancers of ClientOptions, or franz-go's default:
+	// cooperative-sticky (incremental rebalancing: partitions that stay
+	// assigned keep flowing).
+	Rebalance string `validate:"omitempty,oneof=range roundrobin sticky cooperative-sticky"`
+	// CommitInterval is how often handled offsets are committed with
+	// CommitMode CommitInterval, and how soon a failed commit is retried
+	// with CommitOnAck. Offsets are also committed when a partition is
+	// released and when the source closes; never once per message.
+	// Default 1s.
+	CommitInterval time.Duration `validate:"gt=0"`
+	// FailurePolicy is what a failed message with DispositionDefault does.
+	// Default FailureCommit. DispositionDiscard always commits past the
+	// message and DispositionRetry always redelivers it, whatever the
+	// policy.
+	FailurePolicy FailurePolicy `validate:"oneof=commit redeliver"`
+	// RedeliveryBackoff is how long a partition waits before it fetches a
+	// message to redeliver again. Default 1s.
+	RedeliveryBackoff time.Duration `validate:"gt=0"`
+	// RevokeTimeout bounds how long a revoked (or closing) partition waits
+	// for its in-flight messages before it commits what was handled and
+	// lets the partition go. It must be below the client's
+	// kgo.RebalanceTimeout (franz-go's default 60s). Default 10s.
+	RevokeTimeout time.Duration `validate:"gt=0"`
+	// ConnectTimeout bounds the connection check each Run starts with:
+	// every bootstrap broker is dialled at once (with ClientOptions' TLS
+	// and SASL) and asked for its API versions. When no broker answers
+	// within ConnectTimeout, Run fails with ErrConnect naming every broker
+	// and its cause. Default 5s.
+	ConnectTimeout time.Duration `validate:"gt=0"`
+	// Unordered relaxes per-partition ordering: messages are balanced over
+	// all processors instead of one processor per partition. Offsets are
+	// still committed only up to the contiguous handled prefix. Default
+	// false (a partition is handled in offset order by one processor).
+	Unordered bool
+	// ClientOptions are franz-go options for everything the client offers
+	// (TLS with kgo.DialTLSConfig, SASL, client id, fetch sizes, session
+	// and rebalance timeouts, balancers). The source adds, after them, the
+	// options it owns: kgo.SeedBrokers (Brokers), kgo.ConsumerGroup,
+	// kgo.ConsumeTopics, kgo.DisableAutoCommit (the source commits itself,
+	// as CommitMode says), kgo.ConsumeResetOffset (from InitialOffset),
+	// kgo.AdjustFetchOffsetsFn, the partition callbacks
+	// (OnPartitionsAssigned, Revoked, Lost) and, when Rebalance is set,
+	// kgo.Balancers. New checks them by building a client.
+	//
+	// The options print without them (see String): they may hold
+	// credentials.
+	ClientOptions []kgo.Opt `validate:"-"`
+	// Logger, when set, receives the source's logs (annotated with the
+	// stage name). Nil means the producer stage's logger, or
+	// slog.Default() when that is nil too.
+	Logger *slog.Logger `name:"-" validate:"-"`
+	// Telemetry, when set, has its PartitionAssigned and PartitionRevoked
+	// hooks called as the member claims and lets go of each partition;
+	// its other hooks are the pipeline's. Nil (the default) is off.
+	Telemetry *telemetry.Hooks `name:"-" validate:"-"`
+}
+
+// WithDefaults returns o with every zero field replaced by its default.
+func (o Options) WithDefaults() Options {
+	if o.InitialOffset == "" {
+		o.InitialOffset = DefaultInitialOffset
+	}
+	if o.BeginOffset == "" {
+		o.BeginOffset = DefaultBeginOffset
+	}
+	if o.CommitMode == "" {
+		o.CommitMode = DefaultCommitMode
+	}
+	if o.CommitInterval == 0 {
+		o.CommitInterval = DefaultCommitInterval
+	}
+	if o.FailurePolicy == "" {
+		o.FailurePolicy = DefaultFailurePolicy
+	}
+	if o.RedeliveryBackoff == 0 {
+		o.RedeliveryBackoff = DefaultRedeliveryBackoff
+	}
+	if o.RevokeTimeout == 0 {
+		o.RevokeTimeout = DefaultRevokeTimeout
+	}
+	if o.ConnectTimeout == 0 {
+		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	return o
+}
+
+// Validate reports every broken rule of o, which carries its defaults (see
+// WithDefaults): the struct tags, the start time against the initial
+// offset, the revoke timeout against the client's rebalance timeout, and
+// franz-go's own checks of ClientOptions. It returns nil or a
+// validate.Errors naming each field under "franz.", for example
+// "franz.brokers is required". New calls it.
+func (o Options) Validate() error {
+	errs := []error{validate.Struct("franz", &o), claim.StartTimeRule("franz", o.InitialOffset, o.StartTime)}
+	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), o.ClientOptions...), kgo.SeedBrokers(o.seeds()...))...)
+	if err != nil {
+		errs = append(errs, validate.Field("franz.clientOptions", "kgo", fmt.Sprintf("are rejected by franz-go: %v", claim.Flat(err))))
+	} else {
+		rt, _ := cl.OptValue(kgo.RebalanceTimeout).(time.Duration)
+		cl.Close()
+		if rt > 0 && o.RevokeTimeout >= rt {
+			errs = append(errs, validate.Field("franz.revokeTimeout", "ltfield",
+				fmt.Sprintf("must be < the client's RebalanceTimeout (%s)", rt)))
+		}
+	}
+	return validate.Join(errs...)
+}
+
+// seeds are the brokers to build a client with while validating: Brokers
+// when they are all host:port, else a placeholder (the broken field is
+// reported by the tags).
+func (o *Options) seeds() []string {
+	for _, b := range o.Brokers {
+		if _, port, ok := strings.Cut(b, ":"); !ok || port == "" {
+			return []string{"127.0.0.1:9092"}
+		}
+	}
+	if len(o.Brokers) == 0 {
+		return []string{"127.0.0.1:9092"}
+	}
+	return o.Brokers
+}
+
+// resetOffset is the offset franz-go starts a partition at when the group
+// has none for it (or, with BeginReset, always).
+func (o *Options) resetOffset() kgo.Offset {
+	switch o.InitialOffset {
+	case OffsetEarliest:
+		return kgo.NewOffset().AtStart()
+	case OffsetTimestamp:
+		return kgo.NewOffset().AfterMilli(o.StartTime.UnixMilli())
+	}
+	return kgo.NewOffset().AtEnd()
+}
+
+// balancer returns the balancer Rebalance names, nil when it is empty.
+func (o *Options) balancer() kgo.GroupBalancer {
+	switch o.Rebalance {
+	case RebalanceRange:
+		return kgo.RangeBalancer()
+	case RebalanceRoundRobin:
+		return kgo.RoundRobinBalancer()
+	case RebalanceSticky:
+		return kgo.StickyBalancer()
+	case RebalanceCooperativeSticky:
+		return kgo.CooperativeStickyBalancer()
+	}
+	return nil
+}
+
+// String describes the options without ClientOptions, which may hold
+// credentials (only how many there are is shown). fmt's %v, %+v and %s
+// print this.
+func (o Options) String() string {
+	var b strings.Builder
+	b.WriteString("franz.Options{")
+	fmt.Fprintf(&b, "Brokers:%q GroupID:%q Topics:%q", o.Brokers, o.GroupID, o.Topics)
+	for _, f := range []struct{ name, v string }{
+		{"InitialOffset", o.InitialOffset}, {"BeginOffset", o.BeginOffset}, {"CommitMode", o.CommitMode},
+		{"Rebalance", o.Rebalance}, {"FailurePolicy", string(o.FailurePolicy)},
+	} {
+		if f.v != "" {
+			fmt.Fprintf(&b, " %s:%q", f.name, f.v)
+		}
+	}
+	if !o.StartTime.IsZero() {
+		fmt.Fprintf(&b, " StartTime:%s", o.StartTime.Format(time.RFC3339Nano))
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"CommitInterval", o.CommitInterval}, {"RedeliveryBackoff", o.RedeliveryBackoff},
+		{"RevokeTimeout", o.RevokeTimeout}, {"ConnectTimeout", o.ConnectTimeout},
+	} {
+		if f.v != 0 {
+			fmt.Fprintf(&b, " %s:%s", f.name, f.v)
+		}
+	}
+	if o.Unordered {
+		b.WriteString(" Unordered:true")
+	}
+	if len(o.ClientOptions) > 0 {
+		b.WriteString(" ClientOptions:" + strconv.Itoa(len(o.ClientOptions)) + "(redacted)")
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+// GoString is String: the options never print their client options.
+func (o Options) GoString() string { return o.String() }
+
+// LogValue logs the options as String does.
+func (o Options) LogValue() slog.Value { return slog.StringValue(o.String()) }

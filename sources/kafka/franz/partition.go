@@ -1,0 +1,215 @@
+package franz
+
+import (
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
+)
+
+// partition is one claim of one partition: the shared claim state
+// (permits, handled prefix, slots, acknowledger) and what franz-go adds
+// (the records the poll loop hands over, the high-water mark, pausing and
+// rewinding through the client).
+type partition struct {
+	*claim.Claim
+	m   *member
+	log *slog.Logger
+	hw  atomic.Int64
+
+	inMu     sync.Mutex
+	inbox    []*kgo.Record // polled, not yet taken by the reader
+	spare    []*kgo.Record // the reader's last inbox, for reuse
+	rewindAt int64         // while rewinding: records after it are from before the rewind, -1 otherwise
+	wake     chan struct{}
+
+	stopOnce sync.Once
+	stopCh   chan struct{} // closed when the claim is revoked or lost
+	done     chan struct{} // closed when the reader has returned
+}
+
+func (m *member) newPartition(topic string, part, gen int32, memberID string) *partition {
+	p := &partition{m: m, rewindAt: -1, wake: make(chan struct{}, 1), stopCh: make(chan struct{}), done: make(chan struct{})}
+	p.Claim = claim.New(claim.Config{
+		Topic:      topic,
+		Partition:  part,
+		Generation: gen,
+		MemberID:   memberID,
+		Policy:     m.opts.FailurePolicy,
+		Window:     m.stage.Flow().MaxWindow(),
+		Committed:  -1,
+		Start:      -1,
+		Log:        m.log,
+		OnAdvance:  m.cm.Advanced,
+		HighWater:  p.hw.Load,
+	})
+	p.log = m.log.With(slog.String("partition", p.Key), slog.Int("generation", int(gen)))
+	return p
+}
+
+// push hands polled records (in offset order) to the reader. It never
+// blocks on the reader: the reader pauses the partition once a window of
+// records waits.
+func (p *partition) push(recs []*kgo.Record, hw int64) {
+	p.hw.Store(hw)
+	p.inMu.Lock()
+	if p.rewindAt >= 0 {
+		// Records fetched before the rewind come after the offset it
+		// rewinds to; the first one at or before it is the rewound fetch.
+		i := 0
+		for i < len(recs) && recs[i].Offset > p.rewindAt {
+			i++
+		}
+		recs = recs[i:]
+		if len(recs) > 0 {
+			p.rewindAt = -1
+		}
+	}
+	p.inbox = append(p.inbox, recs...)
+	p.inMu.Unlock()
+	claim.Signal(p.wake)
+}
+
+// takeInbox returns what the poll loop handed over since the last call.
+// The slice is the reader's until the next call.
+func (p *partition) takeInbox() []*kgo.Record {
+	p.inMu.Lock()
+	in := p.inbox
+	clear(p.spare)
+	p.inbox, p.spare = p.spare[:0], in
+	p.inMu.Unlock()
+	return in
+}
+
+// stop ends the reader and waits for it.
+func (p *partition) stop() {
+	p.stopOnce.Do(func() { close(p.stopCh) })
+	<-p.done
+}
+
+// setPaused pauses or resumes fetching the partition.
+func (p *partition) setPaused(paused *bool, v bool) {
+	if *paused == v {
+		return
+	}
+	*paused = v
+	tp := map[string][]int32{p.Topic: {p.Part}}
+	if v {
+		p.m.cl.PauseFetchPartitions(tp)
+	} else {
+		p.m.cl.ResumeFetchPartitions(tp)
+	}
+}
+
+// run moves records from the poll loop to the feed as permits allow,
+// until the claim is revoked or lost.
+//
+// Flow control: the claim delivers as many records as it holds permits;
+// once a window of records taken from the client waits undelivered, it
+// pauses the partition (franz-go then stops fetching it, and keeps no
+// records of it buffered), and resumes it when the read-ahead falls below
+// the window. The read-ahead is so bounded by a window plus what one poll
+// returned for the partition.
+func (p *partition) run() {
+	defer close(p.done)
+	window := p.m.stage.Flow().MaxWindow()
+	q := claim.NewQueue[*kgo.Record](2 * window)
+	paused, draining := false, false
+	drainCh := p.m.drainCh
+	defer func() {
+		// A paused partition stays paused in the client, even when it is
+		// assigned again later.
+		p.setPaused(&paused, false)
+	}()
+	for {
+		if in := p.takeInbox(); len(in) > 0 {
+			p.Next.Store(in[len(in)-1].Offset + 1)
+			if !draining {
+				q.Push(in...)
+			}
+		}
+		if draining {
+			q.Consume(q.Len())
+		} else if q.Len() > 0 {
+			if n := p.Take(q.Len()); n > 0 {
+				claim.Deliver(p.Claim, q.Head(n), kgoRecord, kgoHeaders)
+				q.Consume(n)
+			}
+		}
+		p.ReadAhead.Store(int32(q.Len()))
+		p.setPaused(&paused, draining || q.Len() >= window)
+		select {
+		case <-p.wake:
+		case <-p.GrantCh:
+		case <-p.RetryCh:
+			if !draining && !p.redeliver(&q, &paused) {
+				return
+			}
+		case <-drainCh:
+			draining = true
+			drainCh = nil
+		case <-p.stopCh:
+			return
+		}
+	}
+}
+
+func kgoRecord(r *kgo.Record) claim.Record {
+	return claim.Record{Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Headers: len(r.Headers)}
+}
+
+func kgoHeaders(dst []claim.Header, r *kgo.Record) []claim.Header {
+	for _, h := range r.Headers {
+		dst = append(dst, claim.Header{Key: []byte(h.Key), Value: h.Value})
+	}
+	return dst
+}
+
+// redeliver rewinds the partition to the lowest failed offset: what was
+// fetched after it is dropped, and after RedeliveryBackoff the client
+// fetches the partition again from there. It reports false when the claim
+// ended meanwhile.
+func (p *partition) redeliver(q *claim.Queue[*kgo.Record], paused *bool) bool {
+	at := p.RetryAt()
+	if at < 0 {
+		return true
+	}
+	// What was fetched after the failed message is dropped: the read-ahead,
+	// what the poll loop still hands over, and what still waits in the
+	// stage buffer.
+	p.setPaused(paused, true)
+	p.inMu.Lock()
+	p.rewindAt = at
+	clear(p.inbox)
+	p.inbox = p.inbox[:0]
+	p.inMu.Unlock()
+	q.Consume(q.Len())
+	p.Withdraw()
+	p.log.Info("kafka partition rewinds to redeliver a failed message",
+		slog.Int64("offset", at), slog.Duration("backoff", p.m.opts.RedeliveryBackoff))
+	t := time.NewTimer(p.m.opts.RedeliveryBackoff)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-p.stopCh:
+		return false
+	case <-p.m.drainCh:
+		return true // draining: nothing more is delivered anyway
+	}
+	if at = p.TakeRetry(); at < 0 {
+		return true
+	}
+	p.inMu.Lock()
+	p.rewindAt = at
+	clear(p.inbox)
+	p.inbox = p.inbox[:0]
+	p.inMu.Unlock()
+	p.m.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{p.Topic: {p.Part: {Epoch: -1, Offset: at}}})
+	p.Next.Store(at)
+	p.setPaused(paused, false)
+	return true
+}

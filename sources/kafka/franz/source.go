@@ -1,0 +1,192 @@
+// Package franz is a Boulevard source that reads Kafka topics through a
+// franz-go (github.com/twmb/franz-go/pkg/kgo) consumer group.
+//
+// It is the sarama source of package kafka with another client underneath:
+// the same options (ClientOptions in place of the sarama Config), the same
+// *Metadata on every message, the same Stats, and the same semantics,
+// because both share one implementation of everything that does not talk
+// to the client. Every producer stage of the pipeline is one group member;
+// every partition the member claims is one flow-controlled feed with the
+// pipeline's permit window; every message is acknowledged to its
+// partition claim, which commits the contiguous prefix of handled offsets
+// on an interval (or as soon as it advances, with CommitOnAck), when the
+// partition is revoked and when the source closes. A revoked partition's
+// messages still in the stage buffer are withdrawn, and its in-flight
+// messages are waited for (at most RevokeTimeout) before the final commit,
+// with eager and cooperative rebalancing alike.
+// See docs/kafka.md for the semantics in full, and for when to choose
+// which client.
+package franz
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+
+	"github.com/boulevard-go/boulevard/internal/liveset"
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
+)
+
+// ErrClosed is returned by Run once the source has been closed.
+var ErrClosed = errors.New("franz: source closed")
+
+// ErrConnect is wrapped by the error Run returns when the member cannot
+// reach the cluster; the pipeline then restarts the source with backoff.
+// The error names every bootstrap broker and why it could not be reached.
+var ErrConnect = errors.New("franz: cannot connect")
+
+// ErrUnknownTopic is wrapped by the error Run returns when a subscribed
+// topic does not exist in the cluster (when Run starts, or when it is
+// deleted while the member consumes); the error names the topics. Run
+// returns it at once instead of retrying, so the pipeline's restart policy
+// decides how long to wait for the topic.
+var ErrUnknownTopic = errors.New("franz: unknown topic")
+
+// ErrConsume is wrapped by the error Run returns when the group kept
+// failing: maxConsumeFailures group errors in a row, with no record
+// fetched in between.
+var ErrConsume = errors.New("franz: consumer group keeps failing")
+
+// maxConsumeFailures is how many group errors in a row make Run fail.
+const maxConsumeFailures = 10
+
+// Metadata is what a handler learns about a record; it is the sarama
+// source's kafka.Metadata (the same type), read with
+// message.MetadataAs[*franz.Metadata](m) or
+// message.MetadataAs[*kafka.Metadata](m).
+type Metadata = claim.Metadata
+
+// Header is one record header.
+type Header = claim.Header
+
+// Stats is a snapshot of a source's members and their claimed partitions;
+// it is the sarama source's kafka.Stats (the same type).
+type Stats = claim.Stats
+
+// CommitError is the last commit of a member the broker did not accept; it
+// is the sarama source's kafka.CommitError.
+type CommitError = claim.CommitError
+
+// Source reads Kafka topics through a franz-go consumer group. It
+// implements producer.Source[[]byte] (the payload is the record value).
+// Create it with New.
+type Source struct {
+	opts Options
+
+	probes sync.WaitGroup // connection checks still closing their clients
+
+	mu      sync.Mutex
+	members map[*member]struct{}
+	closed  bool
+}
+
+var _ producer.Source[[]byte] = (*Source)(nil)
+
+// New validates opts and returns a source. Nothing connects until the
+// pipeline runs it. An invalid option is reported as a validate.Errors value
+// naming each field and rule, for example "franz.brokers is required".
+func New(opts Options) (*Source, error) {
+	o := opts.WithDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	return &Source{opts: o, members: make(map[*member]struct{})}, nil
+}
+
+// Options returns the source's options with their defaults applied.
+func (s *Source) Options() Options { return s.opts }
+
+// Validate checks the options again (New already did).
+func (s *Source) Validate() error { return s.opts.Validate() }
+
+// Info describes the source to the pipeline: Ordered unless
+// Options.Unordered (a partition's messages are handled in offset order by
+// one processor), Window DefaultWindow when the pipeline's
+// producer.Options.Flow.Initial is 0, and the errors of Validate.
+func (s *Source) Info() (producer.Info, error) {
+	return producer.Info{Ordered: !s.opts.Unordered, Window: DefaultWindow}, s.Validate()
+}
+
+// String describes the source by its options, client options left out.
+func (s *Source) String() string { return "franz.Source(" + s.opts.String() + ")" }
+
+// Run joins the consumer group as one member and feeds the stage with the
+// records of the partitions it claims, until ctx is cancelled. The member
+// then stops fetching but stays in the group, so that the messages it
+// delivered can still be acknowledged and committed, until Close.
+//
+// Run first checks that a bootstrap broker answers (Options.ConnectTimeout)
+// and that every topic exists. It returns an error wrapping ErrConnect when
+// the cluster cannot be reached, ErrUnknownTopic when a topic does not
+// exist, or ErrConsume when the group keeps failing; the pipeline logs it
+// and restarts the source with backoff. It returns ErrClosed after Close.
+// No error message contains a newline.
+func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
+	m, err := s.startMember(ctx, stage)
+	if err != nil || m == nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		m.drain()
+		return nil
+	case err := <-m.failed:
+		m.close(ctx)
+		s.mu.Lock()
+		delete(s.members, m)
+		s.mu.Unlock()
+		return err
+	}
+}
+
+// Close commits what was handled, leaves the group and closes every
+// member's client. It waits for the partitions' in-flight messages at most
+// Options.RevokeTimeout, or until ctx is done. It returns nil: errors while
+// leaving the group are logged.
+func (s *Source) Close(ctx context.Context) error {
+	ms := liveset.Close(&s.mu, &s.closed, s.members)
+	probed := make(chan struct{})
+	go func() { s.probes.Wait(); close(probed) }()
+	select {
+	case <-probed:
+	case <-ctx.Done():
+	}
+	var wg sync.WaitGroup
+	for _, m := range ms {
+		wg.Go(func() { m.close(ctx) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// Stats returns a snapshot of the source's members and their claimed
+// partitions. It is safe for concurrent use and costs nothing when not
+// called.
+func (s *Source) Stats() Stats {
+	s.mu.Lock()
+	ms := make([]*member, 0, len(s.members))
+	for m := range s.members {
+		ms = append(ms, m)
+	}
+	s.mu.Unlock()
+	st := make([]claim.MemberStats, 0, len(ms))
+	for _, m := range ms {
+		st = append(st, m.cm.Stats())
+	}
+	return claim.SourceStats(s.opts.GroupID, st)
+}
+
+// logger is the logger of a member run by stage: Options.Logger (with the
+// stage name), else the stage's, else slog.Default() (with the stage name).
+func (s *Source) logger(stage *producer.Stage[[]byte]) *slog.Logger {
+	log := s.opts.Logger
+	if log == nil {
+		if log = stage.Logger(); log != nil {
+			return log
+		}
+		log = slog.Default()
+	}
+	return log.With(slog.String("stage", stage.Name()))
+}
