@@ -1,0 +1,202 @@
+package connector_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"go.uber.org/goleak"
+
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/config"
+	"github.com/boulevard-go/boulevard/topic/connector"
+	"github.com/boulevard-go/boulevard/topic/kafkatopic"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// sarama's metric registry starts one process-wide ticker and never stops it.
+		goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"),
+	)
+}
+
+const password = "pw-5ecret-for-svc" // what must never appear in errors or logs
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func saslCluster(t *testing.T) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(),
+		kfake.Superuser("SCRAM-SHA-512", "svc", password))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func doc(addr, env string) []byte {
+	return []byte(`
+connections:
+  main:
+    kind: kafka
+    brokers: [` + addr + `]
+    sasl: {mechanism: SCRAM-SHA-512, username: svc, password_env: ` + env + `}
+topics:
+  orders: {backend: kafka, connection: main}
+`)
+}
+
+func newConnector(t *testing.T, log *slog.Logger) config.Connector[string] {
+	t.Helper()
+	conn, err := connector.New(connector.Options[string]{
+		Codec:  topic.StringCodec{},
+		Logger: log,
+		Kafka: func(_ config.ConnectionSpec, o *kafkatopic.Options[string]) {
+			o.ConnectTimeout = 2 * time.Second
+			o.AdminTimeout = 10 * time.Second
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// A document's Kafka connection authenticates with SCRAM-SHA-512, its
+// password read from the environment, and its topic carries messages.
+func TestKafkaConnectionAuthenticatesFromEnvironment(t *testing.T) {
+	c := saslCluster(t)
+	t.Setenv("BOULEVARD_TEST_PW", password)
+	var logs syncBuffer
+	broker := topic.NewBroker[string]()
+	defer broker.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w, err := config.LoadContext(ctx, doc(c.ListenAddrs()[0], "BOULEVARD_TEST_PW"),
+		config.Wiring{Pipelines: []config.Pipeline{{Name: "p", Subscribes: []config.Subscribe{{Topic: "orders", Mode: config.Balanced, ConsumerGroup: "billing"}}}}},
+		broker, config.BuildOptions[string]{Connect: newConnector(t, slog.New(slog.NewTextHandler(&logs, nil)))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := w.Close(context.Background()); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}()
+	h := w.Topics["orders"]
+	if h.Backend() != "kafka" {
+		t.Fatalf("orders on %s", h.Backend())
+	}
+	sub, err := h.Subscribe(topic.Balanced("billing"), topic.SubscriberOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if err := h.Publish(ctx, "order-1"); err != nil {
+		t.Fatal(err)
+	}
+	it, err := sub.Receive(ctx)
+	if err != nil || it.Value != "order-1" {
+		t.Fatalf("Receive = %+v, %v", it, err)
+	}
+	if err := sub.Ack(it.ID); err != nil {
+		t.Fatalf("Ack: %v", err)
+	}
+	if strings.Contains(logs.String(), password) {
+		t.Fatalf("the password reached the log:\n%s", logs.String())
+	}
+}
+
+// A wrong password fails within the connect bound, naming the topic's
+// connection, and neither the error nor the log holds the password.
+func TestKafkaConnectionRejectedKeepsSecret(t *testing.T) {
+	c := saslCluster(t)
+	t.Setenv("BOULEVARD_TEST_PW", password+"-wrong")
+	var logs syncBuffer
+	broker := topic.NewBroker[string]()
+	defer broker.Close()
+	start := time.Now()
+	_, err := config.LoadContext(t.Context(), doc(c.ListenAddrs()[0], "BOULEVARD_TEST_PW"), config.Wiring{},
+		broker, config.BuildOptions[string]{Connect: newConnector(t, slog.New(slog.NewTextHandler(&logs, nil)))})
+	if err == nil {
+		t.Fatal("connected with a wrong password")
+	}
+	if !strings.Contains(err.Error(), "topics.orders.connection") {
+		t.Fatalf("error %q does not name the connection path", err)
+	}
+	t.Logf("refused: %v", err)
+	if took := time.Since(start); took > 25*time.Second {
+		t.Fatalf("the refusal took %v", took)
+	}
+	for _, s := range []string{err.Error(), logs.String()} {
+		if strings.Contains(s, password) {
+			t.Fatalf("the password leaked: %s", s)
+		}
+	}
+	if len(broker.Names()) != 0 {
+		t.Fatalf("topics created: %v", broker.Names())
+	}
+}
+
+// An unset secret or an unreadable CA file is a connection error naming
+// the setting, before anything dials.
+func TestConnectionSettingsErrors(t *testing.T) {
+	conn := newConnector(t, nil)
+	t.Setenv("BOULEVARD_TEST_UNSET", "")
+	cfg, err := config.Parse(doc("127.0.0.1:1", "BOULEVARD_TEST_UNSET"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = conn(t.Context(), cfg.Connections["main"])
+	if !errors.Is(err, connector.ErrConnection) || !errors.Is(err, config.ErrSecretUnset) ||
+		!strings.Contains(err.Error(), "connections.main.sasl.password_env") {
+		t.Fatalf("unset secret: %v", err)
+	}
+	cfg, err = config.Parse([]byte(`
+connections:
+  tls:
+    kind: kafka
+    brokers: [127.0.0.1:1]
+    tls: {ca_file: /nonexistent/ca.pem}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = conn(t.Context(), cfg.Connections["tls"])
+	if !errors.Is(err, connector.ErrConnection) || !strings.Contains(err.Error(), "connections.tls.tls.ca_file") {
+		t.Fatalf("missing CA file: %v", err)
+	}
+}
+
+// A connector without a codec is refused, naming the field.
+func TestConnectorNeedsCodec(t *testing.T) {
+	_, err := connector.New(connector.Options[string]{})
+	var es validate.Errors
+	if !errors.As(err, &es) || !es.Has("connector.codec", "required") {
+		t.Fatalf("New without codec = %v", err)
+	}
+}
