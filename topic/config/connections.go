@@ -124,7 +124,7 @@ func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
 // Connector makes the backend for a connection: called by [BuildContext]
 // once per connection that a topic uses, with the validated connection. It
 // must return a backend whose Name is the connection's Kind. Package
-// topic/backends has one for Kafka and Pulsar.
+// topic/connector makes them for Kafka and Pulsar.
 type Connector[T any] func(ctx context.Context, c ConnectionSpec) (topic.Backend[T], error)
 
 type rawConnection struct {
