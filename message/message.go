@@ -86,17 +86,20 @@ type Message[T any] struct {
 	// MetadataAs.
 	Metadata any
 
-	h header
+	// What every message needs to be acknowledged comes next, 48 bytes
+	// with Metadata's 16 making the 64-byte header (see
+	// docs/architecture.md, "The message in memory").
+	ack acker.Acknowledger
+	id  uint64
+	// aux is the source's ack data (SetAckData), or, once a rarely used
+	// field is set, the *extra that holds the ack data with those fields.
+	// Only this package can make an *extra, so the two never mix up.
+	aux any
+	st  state
 }
 
-// header is everything but the payload; it is copied as a whole when a
-// processor turns a Message[In] into a Message[Out]. The fields every stage
-// reads to acknowledge a message come first, next to each other, so that
-// reporting an outcome touches as few cache lines as possible.
-type header struct {
-	ack         acker.Acknowledger
-	ackID       uint64
-	ackData     any
+// state is the message's flags, 7 bytes that clear in one store.
+type state struct {
 	status      Status
 	disposition acker.Disposition
 	mode        BatchMode
@@ -104,26 +107,66 @@ type header struct {
 	interrupted bool
 	ackNow      bool // AckImmediately was called
 	acked       bool // the outcome was reported already: AddTo skips it
-	err         error
-	partKey     string
-	batcher     string
-	batchKey    string
+}
+
+// extra holds the fields most messages never set: the error of a failed
+// message, the routing a processor chose, the source's partition key. It
+// is allocated the first time one of them is set to something other than
+// its zero value, so the common message costs no second allocation.
+type extra struct {
+	ackData  any
+	err      error
+	partKey  string
+	batcher  string
+	batchKey string
+}
+
+// extra returns m's extra fields, nil when none was ever set.
+func (m *Message[T]) extra() *extra {
+	x, _ := m.aux.(*extra)
+	return x
+}
+
+// ensureExtra returns m's extra fields, allocating them on first use and
+// moving the ack data into them.
+func (m *Message[T]) ensureExtra() *extra {
+	if x, ok := m.aux.(*extra); ok {
+		return x
+	}
+	x := &extra{ackData: m.aux}
+	m.aux = x
+	return x
+}
+
+// ackData is the source's ack data.
+func (m *Message[T]) ackData() any {
+	if x, ok := m.aux.(*extra); ok {
+		return x.ackData
+	}
+	return m.aux
 }
 
 // New returns a message carrying data whose outcome goes to ack with the
 // per-message identifier id. A nil ack means acker.Discard.
 func New[T any](data T, ack acker.Acknowledger, id uint64) *Message[T] {
-	m := &Message[T]{}
-	m.Init(data, ack, id)
-	return m
+	return &Message[T]{Data: data, ack: ack, id: id}
 }
 
 // Init (re)initialises m in place, for sources that allocate messages in
-// blocks. It clears everything New would not set.
+// blocks. It clears everything New would not set. It writes field by field
+// rather than the whole struct, so that a message in a block the garbage
+// collector is scanning costs a few write barriers, not a bulk one.
 func (m *Message[T]) Init(data T, ack acker.Acknowledger, id uint64) {
-	*m = Message[T]{Data: data}
-	m.h.ack = ack
-	m.h.ackID = id
+	m.Data = data
+	if m.Metadata != nil {
+		m.Metadata = nil
+	}
+	m.ack = ack
+	m.id = id
+	if m.aux != nil {
+		m.aux = nil
+	}
+	m.st = state{}
 }
 
 // Reuse prepares m, whose outcome has been reported, to carry data under the
@@ -131,72 +174,102 @@ func (m *Message[T]) Init(data T, ack acker.Acknowledger, id uint64) {
 // keeps what the source set for the previous message (acknowledger, ack
 // data, Metadata, partition key) and clears what stages set (status,
 // error, disposition, batcher, batch key, batch mode, deferral,
-// interruption, immediate acknowledgement), as Init would. It writes a field only when it changes, which keeps the garbage
-// collector's write barriers off the unchanged ones.
+// interruption, immediate acknowledgement), as Init would. It writes a
+// field only when it changes, which keeps the garbage collector's write
+// barriers off the unchanged ones.
 func (m *Message[T]) Reuse(data T, id uint64) {
 	m.Data = data
-	m.h.ackID = id
-	m.h.status, m.h.disposition, m.h.mode, m.h.deferred, m.h.interrupted = StatusOK, acker.DispositionDefault, Bulk, false, false
-	m.h.ackNow, m.h.acked = false, false
-	if m.h.err != nil {
-		m.h.err = nil
-	}
-	if m.h.batcher != "" {
-		m.h.batcher = ""
-	}
-	if m.h.batchKey != "" {
-		m.h.batchKey = ""
+	m.id = id
+	m.st = state{}
+	if x := m.extra(); x != nil {
+		if x.err != nil {
+			x.err = nil
+		}
+		if x.batcher != "" {
+			x.batcher = ""
+		}
+		if x.batchKey != "" {
+			x.batchKey = ""
+		}
 	}
 }
 
 // SetAckData attaches the source's per-message ack data (for example a broker
 // message id), handed back in acker.Outcome.Data.
-func (m *Message[T]) SetAckData(data any) { m.h.ackData = data }
+func (m *Message[T]) SetAckData(data any) {
+	if x := m.extra(); x != nil {
+		x.ackData = data
+		return
+	}
+	m.aux = data
+}
 
 // Acknowledger returns the acknowledger the message's outcome goes to and the
 // per-message id and data it will be given.
 func (m *Message[T]) Acknowledger() (ack acker.Acknowledger, id uint64, data any) {
-	a := m.h.ack
+	a := m.ack
 	if a == nil {
 		a = acker.Discard
 	}
-	return a, m.h.ackID, m.h.ackData
+	return a, m.id, m.ackData()
 }
 
 // Batcher returns the name of the batcher the message goes to after its
 // processor; DefaultBatcher unless SetBatcher changed it.
 func (m *Message[T]) Batcher() string {
-	if m.h.batcher == "" {
-		return DefaultBatcher
+	if x := m.extra(); x != nil && x.batcher != "" {
+		return x.batcher
 	}
-	return m.h.batcher
+	return DefaultBatcher
 }
 
 // SetBatcher routes the message to the batcher called name.
-func (m *Message[T]) SetBatcher(name string) { m.h.batcher = name }
+func (m *Message[T]) SetBatcher(name string) {
+	if x := m.extra(); x != nil {
+		x.batcher = name
+	} else if name != "" && name != DefaultBatcher {
+		m.ensureExtra().batcher = name
+	}
+}
 
 // BatchKey returns the key that groups messages into batches within a
 // batcher; "" by default.
-func (m *Message[T]) BatchKey() string { return m.h.batchKey }
+func (m *Message[T]) BatchKey() string {
+	if x := m.extra(); x != nil {
+		return x.batchKey
+	}
+	return ""
+}
 
 // SetBatchKey sets the batch key. Messages with different keys never share a
 // batch.
-func (m *Message[T]) SetBatchKey(key string) { m.h.batchKey = key }
+func (m *Message[T]) SetBatchKey(key string) {
+	if x := m.extra(); x != nil {
+		x.batchKey = key
+	} else if key != "" {
+		m.ensureExtra().batchKey = key
+	}
+}
 
 // BatchMode returns the message's batch mode (Bulk by default).
-func (m *Message[T]) BatchMode() BatchMode { return m.h.mode }
+func (m *Message[T]) BatchMode() BatchMode { return m.st.mode }
 
 // SetBatchMode sets the batch mode.
-func (m *Message[T]) SetBatchMode(mode BatchMode) { m.h.mode = mode }
+func (m *Message[T]) SetBatchMode(mode BatchMode) { m.st.mode = mode }
 
 // Status reports whether the message has failed.
-func (m *Message[T]) Status() Status { return m.h.status }
+func (m *Message[T]) Status() Status { return m.st.status }
 
 // Failed reports whether the message has failed.
-func (m *Message[T]) Failed() bool { return m.h.status == StatusFailed }
+func (m *Message[T]) Failed() bool { return m.st.status == StatusFailed }
 
 // Err returns why the message failed, or nil.
-func (m *Message[T]) Err() error { return m.h.err }
+func (m *Message[T]) Err() error {
+	if x := m.extra(); x != nil {
+		return x.err
+	}
+	return nil
+}
 
 // Fail marks the message as failed because of err (ErrFailed when err is
 // nil). A failed message is not handed to later stages; its acknowledger
@@ -208,21 +281,21 @@ func (m *Message[T]) Fail(err error) {
 	if err == nil {
 		err = ErrFailed
 	}
-	if m.h.interrupted {
+	if m.st.interrupted {
 		err = acker.WrapShutdown(err)
 	}
-	m.h.status = StatusFailed
-	m.h.err = err
+	m.st.status = StatusFailed
+	m.ensureExtra().err = err
 }
 
 // Disposition returns how the message is acknowledged if it fails:
 // acker.DispositionRetry for an interrupted message (see Interrupted),
 // whatever SetDisposition set.
 func (m *Message[T]) Disposition() acker.Disposition {
-	if m.h.interrupted {
+	if m.st.interrupted {
 		return acker.DispositionRetry
 	}
-	return m.h.disposition
+	return m.st.disposition
 }
 
 // MarkInterrupted marks m as interrupted by the pipeline's shutdown when it
@@ -233,32 +306,33 @@ func (m *Message[T]) Disposition() acker.Disposition {
 // error) and its outcome carries acker.DispositionRetry whatever a hook
 // does later: it was not handled, so its source must deliver it again.
 func (m *Message[T]) MarkInterrupted(ctx context.Context) bool {
-	if m.h.interrupted {
+	if m.st.interrupted {
 		return true
 	}
-	if m.h.status != StatusFailed || !acker.CausedByShutdown(ctx, m.h.err) {
+	if m.st.status != StatusFailed || !acker.CausedByShutdown(ctx, m.Err()) {
 		return false
 	}
-	m.h.interrupted = true
-	m.h.err = acker.WrapShutdown(m.h.err)
+	m.st.interrupted = true
+	x := m.ensureExtra()
+	x.err = acker.WrapShutdown(x.err)
 	return true
 }
 
 // Interrupted reports whether m failed because the pipeline's shutdown
 // interrupted its handling (see MarkInterrupted).
-func (m *Message[T]) Interrupted() bool { return m.h.interrupted }
+func (m *Message[T]) Interrupted() bool { return m.st.interrupted }
 
 // SetDisposition changes how the message is acknowledged if it fails, for
 // example from a failure hook: acker.DispositionDiscard to get past a poison
 // message, acker.DispositionRetry to have it delivered again. What each
 // disposition does is documented by the source.
-func (m *Message[T]) SetDisposition(d acker.Disposition) { m.h.disposition = d }
+func (m *Message[T]) SetDisposition(d acker.Disposition) { m.st.disposition = d }
 
 // Outcome returns what the message's acknowledger learns about it.
 func (m *Message[T]) Outcome() acker.Outcome {
-	o := acker.Outcome{ID: m.h.ackID, Data: m.h.ackData, Message: m}
-	if m.h.status == StatusFailed {
-		o.Err = m.h.err
+	o := acker.Outcome{ID: m.id, Data: m.ackData(), Message: m}
+	if m.st.status == StatusFailed {
+		o.Err = m.Err()
 		o.Disposition = m.Disposition()
 	}
 	return o
@@ -266,7 +340,12 @@ func (m *Message[T]) Outcome() acker.Outcome {
 
 // PartitionKey returns the ordering key the source gave the message with
 // SetPartitionKey; "" when it gave none.
-func (m *Message[T]) PartitionKey() string { return m.h.partKey }
+func (m *Message[T]) PartitionKey() string {
+	if x := m.extra(); x != nil {
+		return x.partKey
+	}
+	return ""
+}
 
 // SetPartitionKey records the source's ordering key: the Kafka source, for
 // example, gives every message of a partition the same key. When the source
@@ -274,7 +353,13 @@ func (m *Message[T]) PartitionKey() string { return m.h.partKey }
 // PartitionBy, a pipeline routes messages by this key, so that messages with
 // the same key are handled by one processor in the order they were fetched.
 // Sources should reuse one string per key rather than build one per message.
-func (m *Message[T]) SetPartitionKey(key string) { m.h.partKey = key }
+func (m *Message[T]) SetPartitionKey(key string) {
+	if x := m.extra(); x != nil {
+		x.partKey = key
+	} else if key != "" {
+		m.ensureExtra().partKey = key
+	}
+}
 
 // Defer takes the message's outcome out of the pipeline's hands: the stage
 // that would report it to the acknowledger (a processor without batchers, or
@@ -283,10 +368,10 @@ func (m *Message[T]) SetPartitionKey(key string) { m.h.partKey = key }
 // downstream system has resolved it (a tracked topic publish, say). Defer is
 // meant for the last stage to handle the message; a deferred message that
 // still goes on to a batcher is batched as usual but not acknowledged there.
-func (m *Message[T]) Defer() { m.h.deferred = true }
+func (m *Message[T]) Defer() { m.st.deferred = true }
 
 // Deferred reports whether Defer was called.
-func (m *Message[T]) Deferred() bool { return m.h.deferred }
+func (m *Message[T]) Deferred() bool { return m.st.deferred }
 
 // AckImmediately asks for m's outcome to be reported before its batch is
 // handled (Broadway's ack_immediately), for at-most-once delivery or for
@@ -300,7 +385,7 @@ func (m *Message[T]) Deferred() bool { return m.h.deferred }
 // reuse it), and whatever becomes of it in the batch stage, its outcome is
 // not reported again. In a pipeline without batchers, and on a deferred message (see
 // Defer), it changes nothing.
-func (m *Message[T]) AckImmediately() { m.h.ackNow = true }
+func (m *Message[T]) AckImmediately() { m.st.ackNow = true }
 
 // AckImmediately calls AckImmediately on every message of msgs.
 func AckImmediately[T any](msgs ...*Message[T]) {
@@ -310,12 +395,12 @@ func AckImmediately[T any](msgs ...*Message[T]) {
 }
 
 // AckRequested reports whether AckImmediately was called on m.
-func (m *Message[T]) AckRequested() bool { return m.h.ackNow }
+func (m *Message[T]) AckRequested() bool { return m.st.ackNow }
 
 // Acknowledged reports whether m's outcome was already reported by the
 // processor that handled it (see AckImmediately): a batch stage does not
 // report it again.
-func (m *Message[T]) Acknowledged() bool { return m.h.acked }
+func (m *Message[T]) Acknowledged() bool { return m.st.acked }
 
 // Detach makes dst a copy of src carrying data as its payload, its routing,
 // status and partition key, but nothing else of its source: no
@@ -324,16 +409,19 @@ func (m *Message[T]) Acknowledged() bool { return m.h.acked }
 // goes on to a batcher, since its source may reuse src once its outcome
 // is reported.
 func Detach[In, Out any](dst *Message[Out], src *Message[In], data Out) {
-	*dst = Message[Out]{Data: data, h: src.h}
-	dst.h.ack, dst.h.ackData = nil, nil
-	dst.h.acked = true
+	dst.Init(data, nil, src.id)
+	dst.st = src.st
+	dst.st.acked = true
+	if x := src.extra(); x != nil {
+		dst.aux = &extra{err: x.err, partKey: x.partKey, batcher: x.batcher, batchKey: x.batchKey}
+	}
 }
 
 // AddTo adds the message's outcome to g, for the acknowledger the message
 // carries, unless the message was deferred or already acknowledged (see
 // AckImmediately). Stages use it to report outcomes.
 func (m *Message[T]) AddTo(g *acker.Group) {
-	if m.h.deferred || m.h.acked {
+	if m.st.deferred || m.st.acked {
 		return
 	}
 	a, _, _ := m.Acknowledger()
@@ -342,9 +430,9 @@ func (m *Message[T]) AddTo(g *acker.Group) {
 
 // String describes the message for logs without its payload.
 func (m *Message[T]) String() string {
-	s := fmt.Sprintf("message{id=%d batcher=%q key=%q mode=%s status=%s", m.h.ackID, m.Batcher(), m.h.batchKey, m.h.mode, m.h.status)
-	if m.h.err != nil {
-		s += fmt.Sprintf(" err=%q", m.h.err.Error())
+	s := fmt.Sprintf("message{id=%d batcher=%q key=%q mode=%s status=%s", m.id, m.Batcher(), m.BatchKey(), m.st.mode, m.st.status)
+	if err := m.Err(); err != nil {
+		s += fmt.Sprintf(" err=%q", err.Error())
 	}
 	return s + "}"
 }
@@ -352,13 +440,13 @@ func (m *Message[T]) String() string {
 // LogValue describes the message for log/slog without its payload.
 func (m *Message[T]) LogValue() slog.Value {
 	attrs := []slog.Attr{
-		slog.Uint64("id", m.h.ackID),
+		slog.Uint64("id", m.id),
 		slog.String("batcher", m.Batcher()),
-		slog.String("batch_key", m.h.batchKey),
-		slog.String("status", m.h.status.String()),
+		slog.String("batch_key", m.BatchKey()),
+		slog.String("status", m.st.status.String()),
 	}
-	if m.h.err != nil {
-		attrs = append(attrs, slog.String("error", m.h.err.Error()))
+	if err := m.Err(); err != nil {
+		attrs = append(attrs, slog.String("error", err.Error()))
 	}
 	return slog.GroupValue(attrs...)
 }
@@ -391,9 +479,14 @@ func MetadataAs[M, T any](m *Message[T]) (M, bool) {
 
 // Transfer makes dst carry src's metadata, acknowledger, routing and status
 // with data as its payload. Processors use it when their handler turns an In
-// payload into an Out payload.
+// payload into an Out payload. dst takes over src: the two share the rarely
+// set fields (error, routing, partition key) from then on, so only dst
+// may be changed until its outcome is reported.
 func Transfer[In, Out any](dst *Message[Out], src *Message[In], data Out) {
 	dst.Data = data
 	dst.Metadata = src.Metadata
-	dst.h = src.h
+	dst.ack = src.ack
+	dst.id = src.id
+	dst.aux = src.aux
+	dst.st = src.st
 }
