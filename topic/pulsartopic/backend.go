@@ -21,6 +21,8 @@ type Backend[T any] struct {
 	client pulsar.Client
 	owned  bool // the backend made client and closes it
 
+	lookups sync.WaitGroup // partition lookups still running; Close waits for them
+
 	mu     sync.Mutex
 	closed bool
 	topics map[*pTopic[T]]struct{}
@@ -157,7 +159,7 @@ func (b *Backend[T]) partitions(ctx context.Context, full string) (int, error) {
 		err error
 	}
 	ch := make(chan result, 1)
-	go func() {
+	b.lookups.Go(func() {
 		// TopicPartitions takes no context; the client's operation timeout
 		// bounds it, so this goroutine ends by then.
 		ps, err := b.client.TopicPartitions(full)
@@ -166,7 +168,7 @@ func (b *Backend[T]) partitions(ctx context.Context, full string) (int, error) {
 			n = len(ps)
 		}
 		ch <- result{n, err}
-	}()
+	})
 	select {
 	case r := <-ch:
 		if r.err != nil {
@@ -185,8 +187,10 @@ func (b *Backend[T]) forget(t *pTopic[T]) {
 }
 
 // Close closes every topic the backend created that is still open (their
-// publishes fail with topic.ErrTopicClosed, their subscribers are closed)
-// and, when the backend made its own client, the client. It returns
+// publishes fail with topic.ErrTopicClosed, their subscribers are closed),
+// waits for partition lookups a cancelled declaration left running (the
+// client's operation timeout bounds them) and, when the backend made its
+// own client, closes the client. It returns
 // ctx.Err() if ctx ends first (the rest is then closed in the
 // background). Idempotent.
 func (b *Backend[T]) Close(ctx context.Context) error {
@@ -207,6 +211,7 @@ func (b *Backend[T]) Close(ctx context.Context) error {
 		for _, t := range ts {
 			t.close(true)
 		}
+		b.lookups.Wait()
 		if b.owned {
 			b.client.Close()
 		}

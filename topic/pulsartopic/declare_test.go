@@ -1,0 +1,133 @@
+package pulsartopic_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/internal/testnet"
+	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/pulsartopic"
+)
+
+// Guarantee: declaring a topic that already exists with the same partition
+// count succeeds and uses it, from the same backend or another one (as a
+// second process would): the partitioned topic is created once.
+func TestDeclareIdempotent(t *testing.T) {
+	b := startBroker(t)
+	var creates atomic.Int32
+	opts := testOptions[int](b, topic.IntCodec{})
+	opts.Partitions = 3
+	opts.Admin = pulsartopic.AdminFunc(func(_ context.Context, name string, n int) error {
+		creates.Add(1)
+		return b.CreateTopic(name, n)
+	})
+	first, second := newBackend(t, opts), newBackend(t, opts)
+	for i, be := range []*pulsartopic.Backend[int]{first, first, second} {
+		h, err := topic.NewTopic[int]("orders", topic.Options{}, be)
+		if err != nil {
+			t.Fatalf("declaration %d: %v", i, err)
+		}
+		if err := h.Publish(ctxT(t), i); err != nil {
+			t.Fatalf("Publish after declaration %d: %v", i, err)
+		}
+		h.Close()
+	}
+	if n := creates.Load(); n != 1 {
+		t.Fatalf("Admin created the topic %d times, want once", n)
+	}
+	if got := len(b.Messages(first.TopicName("orders"))); got != 3 {
+		t.Fatalf("%d messages stored on the topic, want 3", got)
+	}
+}
+
+// Guarantee: a topic that exists with another partition count is an error
+// naming both counts (partitioned or not), and nothing is published to it.
+func TestDeclarePartitionMismatch(t *testing.T) {
+	b := startBroker(t)
+	for _, c := range []struct{ have, want int }{{2, 3}, {2, 0}} {
+		opts := testOptions[int](b, topic.IntCodec{})
+		opts.Partitions = c.want
+		be := newBackend(t, opts)
+		name := topic.Name("p" + string(rune('a'+c.want)))
+		if err := b.CreateTopic(be.TopicName(name), c.have); err != nil {
+			t.Fatal(err)
+		}
+		_, err := topic.NewTopic[int](name, topic.Options{}, be)
+		var pe *pulsartopic.PartitionError
+		if !errors.As(err, &pe) || !errors.Is(err, pulsartopic.ErrPartitionMismatch) || pe.Have != c.have || pe.Want != c.want {
+			t.Fatalf("have %d, want %d: NewTopic error %v, want a PartitionError with both counts", c.have, c.want, err)
+		}
+		for _, n := range []string{"has 2 partitions", "ask for " + string(rune('0'+c.want))} {
+			if !strings.Contains(err.Error(), n) {
+				t.Fatalf("error %q does not say %q", err, n)
+			}
+		}
+	}
+}
+
+// Guarantee: a partitioned topic that does not exist, with no Admin to
+// create it, is refused with ErrNoAdmin (not created non-partitioned).
+func TestDeclareWithoutAdmin(t *testing.T) {
+	b := startBroker(t)
+	opts := testOptions[int](b, topic.IntCodec{})
+	opts.Partitions, opts.Admin = 2, nil
+	be := newBackend(t, opts)
+	if _, err := topic.NewTopic[int]("orders", topic.Options{}, be); !errors.Is(err, pulsartopic.ErrNoAdmin) {
+		t.Fatalf("NewTopic = %v, want ErrNoAdmin", err)
+	}
+	if ms := b.Messages(be.TopicName("orders")); ms != nil {
+		t.Fatalf("the topic was written: %v", ms)
+	}
+}
+
+// Guarantee: the context given to the declaration bounds it: against a
+// broker that never answers, CreateTopicsContext returns the context's
+// error when it ends, long before the client's own timeouts.
+func TestDeclareHonoursContext(t *testing.T) {
+	addr := testnet.SilentListener(t)
+	o := pulsartopic.Options[int]{ServiceURL: "pulsar://" + addr, Codec: topic.IntCodec{}, Logger: quiet()}
+	// The abandoned lookup ends by then (the handshake waits one keep-alive
+	// interval), so the backend's Close does not wait long for it.
+	o.ClientOptions.OperationTimeout = time.Second
+	o.ClientOptions.KeepAliveInterval = time.Second
+	be := newBackend(t, o)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := topic.NewBroker[int]().CreateTopicsContext(ctx, []topic.Declaration[int]{{Name: "orders", Backend: be}})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("CreateTopicsContext = %v, want the context's deadline", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("declaration took %v after its context ended", d)
+	}
+}
+
+// Guarantee: a topic name with "/" maps to one Pulsar topic (its "/"
+// written "~"), distinct from every other valid name.
+func TestTopicNameMapping(t *testing.T) {
+	b := startBroker(t)
+	be := newBackend(t, testOptions[int](b, topic.IntCodec{}))
+	if got, want := be.TopicName("edge/raw"), "persistent://public/default/edge~raw"; got != want {
+		t.Fatalf("TopicName(edge/raw) = %q, want %q", got, want)
+	}
+	if be.TopicName("edge/raw") == be.TopicName("edge.raw") || be.TopicName("edge/raw") == be.TopicName("edge_raw") {
+		t.Fatal("two topic names map to one Pulsar topic")
+	}
+	h, err := topic.NewTopic[int]("edge/raw", topic.Options{}, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := h.Publish(ctxT(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(b.Messages(pulsartest.FullTopicName("edge~raw"))); n != 1 {
+		t.Fatalf("%d messages on edge~raw, want 1", n)
+	}
+}
