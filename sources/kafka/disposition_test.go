@@ -15,41 +15,43 @@ import (
 // Guarantee: a message whose failure hook sets DispositionRetry is
 // redelivered even under the default FailureCommit policy.
 func TestRetryDispositionRedelivers(t *testing.T) {
-	const parts = 1
-	group := "g-retry"
-	c := newCluster(t, parts)
-	ends := produce(t, c, parts, 0, 50)
-	l := newLedger()
-	var mu sync.Mutex
-	attempts := 0
-	const target = 20
-	po := pipelineOpts("retry", newSource(t, sourceOptions(c, group)), 1, l, func(m *message.Message[[]byte]) error {
-		md, _ := message.MetadataAs[*kafka.Metadata](m)
-		if md.Offset != target {
+	eachClient(t, func(t *testing.T, cl client) {
+		const parts = 1
+		group := "g-retry"
+		c := newCluster(t, parts)
+		ends := produce(t, c, parts, 0, 50)
+		l := newLedger()
+		var mu sync.Mutex
+		attempts := 0
+		const target = 20
+		po := pipelineOpts("retry", cl.new(t, sourceOptions(c, group)), 1, l, func(m *message.Message[[]byte]) error {
+			md, _ := message.MetadataAs[*kafka.Metadata](m)
+			if md.Offset != target {
+				return nil
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			attempts++
+			if attempts == 1 {
+				return errors.New("first attempt fails")
+			}
 			return nil
+		})
+		po.Processors.HandleFailed = func(_ context.Context, failed []*message.Message[[]byte]) {
+			for _, m := range failed {
+				m.SetDisposition(acker.DispositionRetry)
+			}
 		}
+		p := startPipeline(t, po)
+		waitFor(t, 20*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
+		stopPipeline(t, p)
 		mu.Lock()
 		defer mu.Unlock()
-		attempts++
-		if attempts == 1 {
-			return errors.New("first attempt fails")
+		if attempts != 2 {
+			t.Fatalf("offset %d attempted %d times; DispositionRetry must redeliver it once", target, attempts)
 		}
-		return nil
+		if !l.handled(rec{0, target}) {
+			t.Fatal("the retried record was never handled successfully")
+		}
 	})
-	po.Processors.HandleFailed = func(_ context.Context, failed []*message.Message[[]byte]) {
-		for _, m := range failed {
-			m.SetDisposition(acker.DispositionRetry)
-		}
-	}
-	p := startPipeline(t, po)
-	waitFor(t, 20*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
-	stopPipeline(t, p)
-	mu.Lock()
-	defer mu.Unlock()
-	if attempts != 2 {
-		t.Fatalf("offset %d attempted %d times; DispositionRetry must redeliver it once", target, attempts)
-	}
-	if !l.handled(rec{0, target}) {
-		t.Fatal("the retried record was never handled successfully")
-	}
 }

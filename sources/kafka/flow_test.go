@@ -47,205 +47,213 @@ func produceOneByOne(t *testing.T, addrs []string, parts int32, n int) {
 // processors' queue, far below the backlog, and it resumes once handling
 // goes on.
 func TestPermitWindowBoundsFetching(t *testing.T) {
-	const parts = 2
-	backlog := records(300)
-	c := newCluster(t, parts)
-	produceOneByOne(t, c.ListenAddrs(), parts, backlog)
+	eachClient(t, func(t *testing.T, cl client) {
+		const parts = 2
+		backlog := records(300)
+		c := newCluster(t, parts)
+		produceOneByOne(t, c.ListenAddrs(), parts, backlog)
 
-	var mu sync.Mutex
-	fetched := map[int32]int64{} // highest fetch offset asked for, per partition
-	c.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
+		var mu sync.Mutex
+		fetched := map[int32]int64{} // highest fetch offset asked for, per partition
+		c.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			c.KeepControl()
+			mu.Lock()
+			defer mu.Unlock()
+			for _, tp := range req.(*kmsg.FetchRequest).Topics {
+				for _, pp := range tp.Partitions {
+					fetched[pp.Partition] = max(fetched[pp.Partition], pp.FetchOffset)
+				}
+			}
+			return nil, nil, false
+		})
+
+		opts := sourceOptions(c, "g-window")
+		opts.Config.Consumer.Fetch.Default = 1 // one record batch per fetch
+		src := cl.new(t, opts)
+		release := make(chan struct{})
+		l := newLedger()
+		const window = 10
+		po := pipelineOpts("window", src, 1, l, func(*message.Message[[]byte]) error {
+			<-release
+			return nil
+		})
+		po.Producer.Flow = producer.Flow{Initial: window}
+		po.Processors.Concurrency = 1
+		po.Processors.MaxDemand = 1
+		p := startPipeline(t, po)
+		defer func() {
+			select {
+			case <-release:
+			default:
+				close(release)
+			}
+			stopPipeline(t, p)
+		}()
+
+		// The processor's queue + the message in the handler, then per
+		// partition the window (delivered), the source's read-ahead (one
+		// window), sarama's channel (window/2) and one fetch response in
+		// flight.
+		bound := int64(p.Topology().Processors.QueueCapacity + 1 + 2*window + window/2 + 2)
+		// The claim must fetch at least its window (delivered) and its
+		// read-ahead (another window) of each partition; then wait until the
+		// fetch positions stop moving: the consumer fetched as far as it is
+		// allowed.
+		waitFor(t, 10*time.Second, "fetching a window and a read-ahead of each partition", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(fetched) == parts && fetched[0] >= 2*window && fetched[1] >= 2*window
+		})
+		waitStable(t, 10*time.Second, 5*100*time.Millisecond, "the fetch positions to stop moving", func() string {
+			mu.Lock()
+			defer mu.Unlock()
+			return fmt.Sprint(fetched)
+		})
 		mu.Lock()
-		defer mu.Unlock()
-		for _, tp := range req.(*kmsg.FetchRequest).Topics {
-			for _, pp := range tp.Partitions {
-				fetched[pp.Partition] = max(fetched[pp.Partition], pp.FetchOffset)
+		t.Logf("fetch positions with the handler stuck: %v (bound %d, backlog %d per partition)", fetched, bound, backlog)
+		for part, off := range fetched {
+			if off > bound {
+				t.Errorf("partition %d fetched up to offset %d with the handler stuck; bound %d (backlog %d)", part, off, bound, backlog)
 			}
 		}
-		return nil, nil, false
+		mu.Unlock()
+		close(release)
+		ends := map[int32]int64{0: int64(backlog), 1: int64(backlog)}
+		waitFor(t, 30*time.Second, "the backlog after the handler resumed", func() bool { return l.covers(ends) })
 	})
-
-	opts := sourceOptions(c, "g-window")
-	opts.Config.Consumer.Fetch.Default = 1 // one record batch per fetch
-	src := newSource(t, opts)
-	release := make(chan struct{})
-	l := newLedger()
-	const window = 10
-	po := pipelineOpts("window", src, 1, l, func(*message.Message[[]byte]) error {
-		<-release
-		return nil
-	})
-	po.Producer.Flow = producer.Flow{Initial: window}
-	po.Processors.Concurrency = 1
-	po.Processors.MaxDemand = 1
-	p := startPipeline(t, po)
-	defer func() {
-		select {
-		case <-release:
-		default:
-			close(release)
-		}
-		stopPipeline(t, p)
-	}()
-
-	// The processor's queue + the message in the handler, then per
-	// partition the window (delivered), the source's read-ahead (one
-	// window), sarama's channel (window/2) and one fetch response in
-	// flight.
-	bound := int64(p.Topology().Processors.QueueCapacity + 1 + 2*window + window/2 + 2)
-	// The claim must fetch at least its window (delivered) and its
-	// read-ahead (another window) of each partition; then wait until the
-	// fetch positions stop moving: the consumer fetched as far as it is
-	// allowed.
-	waitFor(t, 10*time.Second, "fetching a window and a read-ahead of each partition", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(fetched) == parts && fetched[0] >= 2*window && fetched[1] >= 2*window
-	})
-	waitStable(t, 10*time.Second, 5*100*time.Millisecond, "the fetch positions to stop moving", func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return fmt.Sprint(fetched)
-	})
-	mu.Lock()
-	t.Logf("fetch positions with the handler stuck: %v (bound %d, backlog %d per partition)", fetched, bound, backlog)
-	for part, off := range fetched {
-		if off > bound {
-			t.Errorf("partition %d fetched up to offset %d with the handler stuck; bound %d (backlog %d)", part, off, bound, backlog)
-		}
-	}
-	mu.Unlock()
-	close(release)
-	ends := map[int32]int64{0: int64(backlog), 1: int64(backlog)}
-	waitFor(t, 30*time.Second, "the backlog after the handler resumed", func() bool { return l.covers(ends) })
 }
 
 // Guarantee: by default a partition's messages are handled in offset order,
 // even with many processors.
 func TestPartitionOrder(t *testing.T) {
-	const parts = 4
-	c := newCluster(t, parts)
-	ends := produce(t, c, parts, 0, records(2000))
-	l := newLedger()
-	src := newSource(t, sourceOptions(c, "g-order"))
-	po := pipelineOpts("order", src, 2, l, func(m *message.Message[[]byte]) error {
-		if md, _ := message.MetadataAs[*kafka.Metadata](m); md.Offset%7 == 0 {
-			time.Sleep(100 * time.Microsecond) // uneven handling times
-		}
-		return nil
-	})
-	po.Processors.Concurrency = 8
-	p := startPipeline(t, po)
-	waitFor(t, 30*time.Second, "every record", func() bool { return l.covers(ends) })
-	stopPipeline(t, p)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for part, offs := range l.order {
-		for i := 1; i < len(offs); i++ {
-			if offs[i] <= offs[i-1] {
-				t.Fatalf("partition %d handled offset %d after %d", part, offs[i], offs[i-1])
+	eachClient(t, func(t *testing.T, cl client) {
+		const parts = 4
+		c := newCluster(t, parts)
+		ends := produce(t, c, parts, 0, records(2000))
+		l := newLedger()
+		src := cl.new(t, sourceOptions(c, "g-order"))
+		po := pipelineOpts("order", src, 2, l, func(m *message.Message[[]byte]) error {
+			if md, _ := message.MetadataAs[*kafka.Metadata](m); md.Offset%7 == 0 {
+				time.Sleep(100 * time.Microsecond) // uneven handling times
+			}
+			return nil
+		})
+		po.Processors.Concurrency = 8
+		p := startPipeline(t, po)
+		waitFor(t, 30*time.Second, "every record", func() bool { return l.covers(ends) })
+		stopPipeline(t, p)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for part, offs := range l.order {
+			for i := 1; i < len(offs); i++ {
+				if offs[i] <= offs[i-1] {
+					t.Fatalf("partition %d handled offset %d after %d", part, offs[i], offs[i-1])
+				}
 			}
 		}
-	}
+	})
 }
 
 // Guarantee: with acks arriving out of order (unordered processors, one slow
 // message), the committed offset stops at the first unhandled message and
 // moves to the end once it is handled.
 func TestOutOfOrderAcksCommitPrefix(t *testing.T) {
-	const parts = 1
-	c := newCluster(t, parts)
-	ends := produce(t, c, parts, 0, 200)
-	l := newLedger()
-	opts := sourceOptions(c, "g-prefix")
-	opts.Unordered = true
-	src := newSource(t, opts)
-	release := make(chan struct{})
-	const slow = 37
-	// Every commit made while the slow record is unhandled must stop at it.
-	var passed atomic.Int64
-	c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if r := req.(*kmsg.OffsetCommitRequest); r.Group == "g-prefix" && !l.handled(rec{0, slow}) {
-			for _, tp := range r.Topics {
-				for _, pp := range tp.Partitions {
-					if pp.Offset > slow {
-						passed.Store(pp.Offset)
+	eachClient(t, func(t *testing.T, cl client) {
+		const parts = 1
+		c := newCluster(t, parts)
+		ends := produce(t, c, parts, 0, 200)
+		l := newLedger()
+		opts := sourceOptions(c, "g-prefix")
+		opts.Unordered = true
+		src := cl.new(t, opts)
+		release := make(chan struct{})
+		const slow = 37
+		// Every commit made while the slow record is unhandled must stop at it.
+		var passed atomic.Int64
+		c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			c.KeepControl()
+			if r := req.(*kmsg.OffsetCommitRequest); r.Group == "g-prefix" && !l.handled(rec{0, slow}) {
+				for _, tp := range r.Topics {
+					for _, pp := range tp.Partitions {
+						if pp.Offset > slow {
+							passed.Store(pp.Offset)
+						}
 					}
 				}
 			}
+			return nil, nil, false
+		})
+		po := pipelineOpts("prefix", src, 1, l, func(m *message.Message[[]byte]) error {
+			if md, _ := message.MetadataAs[*kafka.Metadata](m); md.Offset == slow {
+				<-release
+			}
+			return nil
+		})
+		po.Processors.Concurrency = 4
+		po.Processors.MaxDemand = 1 // a chunk's acks travel together: one message per chunk
+		p := startPipeline(t, po)
+		defer stopPipeline(t, p)
+		var once sync.Once
+		unblock := func() { once.Do(func() { close(release) }) }
+		defer unblock() // runs before the stop, even when the test fails
+		// Everything but the slow record gets handled (the window lets the
+		// other processors run ahead of it) …
+		waitFor(t, 10*time.Second, "records after the slow one", func() bool { return l.handled(rec{0, 120}) })
+		waitFor(t, 10*time.Second, "the commit to reach the slow record", func() bool { return committed(c, "g-prefix")[0] == slow })
+		if got := passed.Load(); got != 0 {
+			t.Fatalf("committed %d while offset %d is in flight; want %d", got, slow, slow)
 		}
-		return nil, nil, false
-	})
-	po := pipelineOpts("prefix", src, 1, l, func(m *message.Message[[]byte]) error {
-		if md, _ := message.MetadataAs[*kafka.Metadata](m); md.Offset == slow {
-			<-release
+		// … and once it is handled the commit reaches the end.
+		unblock()
+		waitFor(t, 10*time.Second, "commit at the end", func() bool { return equalOffsets(committed(c, "g-prefix"), ends) })
+		if got := passed.Load(); got != 0 {
+			t.Fatalf("committed %d while offset %d was in flight; want %d", got, slow, slow)
 		}
-		return nil
 	})
-	po.Processors.Concurrency = 4
-	po.Processors.MaxDemand = 1 // a chunk's acks travel together: one message per chunk
-	p := startPipeline(t, po)
-	defer stopPipeline(t, p)
-	var once sync.Once
-	unblock := func() { once.Do(func() { close(release) }) }
-	defer unblock() // runs before the stop, even when the test fails
-	// Everything but the slow record gets handled (the window lets the
-	// other processors run ahead of it) …
-	waitFor(t, 10*time.Second, "records after the slow one", func() bool { return l.handled(rec{0, 120}) })
-	waitFor(t, 10*time.Second, "the commit to reach the slow record", func() bool { return committed(c, "g-prefix")[0] == slow })
-	if got := passed.Load(); got != 0 {
-		t.Fatalf("committed %d while offset %d is in flight; want %d", got, slow, slow)
-	}
-	// … and once it is handled the commit reaches the end.
-	unblock()
-	waitFor(t, 10*time.Second, "commit at the end", func() bool { return equalOffsets(committed(c, "g-prefix"), ends) })
-	if got := passed.Load(); got != 0 {
-		t.Fatalf("committed %d while offset %d was in flight; want %d", got, slow, slow)
-	}
 }
 
 // Guarantee: with FailureCommit (the default), a failed message is committed
 // past after the failure hook ran, so it never stalls the partition and is
 // not delivered again.
 func TestFailureCommitPolicy(t *testing.T) {
-	const parts = 3
-	c := newCluster(t, parts)
-	ends := produce(t, c, parts, 0, 300)
-	l := newLedger()
-	watch := watchCommits(c, "g-fail-commit", l)
-	src := newSource(t, sourceOptions(c, "g-fail-commit"))
-	var hookMu sync.Mutex
-	hooked := map[rec]int{}
-	po := pipelineOpts("fail-commit", src, 1, l, func(m *message.Message[[]byte]) error {
-		md, _ := message.MetadataAs[*kafka.Metadata](m)
-		if md.Offset%10 == 3 {
-			l.add(md) // handled, unsuccessfully
-			return errors.New("poison")
-		}
-		return nil
-	})
-	po.Processors.HandleFailed = func(_ context.Context, failed []*message.Message[[]byte]) {
-		hookMu.Lock()
-		defer hookMu.Unlock()
-		for _, m := range failed {
+	eachClient(t, func(t *testing.T, cl client) {
+		const parts = 3
+		c := newCluster(t, parts)
+		ends := produce(t, c, parts, 0, 300)
+		l := newLedger()
+		watch := watchCommits(c, "g-fail-commit", l)
+		src := cl.new(t, sourceOptions(c, "g-fail-commit"))
+		var hookMu sync.Mutex
+		hooked := map[rec]int{}
+		po := pipelineOpts("fail-commit", src, 1, l, func(m *message.Message[[]byte]) error {
 			md, _ := message.MetadataAs[*kafka.Metadata](m)
-			hooked[rec{md.Partition, md.Offset}]++
+			if md.Offset%10 == 3 {
+				l.add(md) // handled, unsuccessfully
+				return errors.New("poison")
+			}
+			return nil
+		})
+		po.Processors.HandleFailed = func(_ context.Context, failed []*message.Message[[]byte]) {
+			hookMu.Lock()
+			defer hookMu.Unlock()
+			for _, m := range failed {
+				md, _ := message.MetadataAs[*kafka.Metadata](m)
+				hooked[rec{md.Partition, md.Offset}]++
+			}
 		}
-	}
-	p := startPipeline(t, po)
-	waitFor(t, 20*time.Second, "commits at the end despite failures", func() bool { return equalOffsets(committed(c, "g-fail-commit"), ends) })
-	stopPipeline(t, p)
-	if d := l.duplicates(); d != 0 {
-		t.Fatalf("%d redeliveries under the commit policy", d)
-	}
-	hookMu.Lock()
-	if len(hooked) != 30 {
-		t.Fatalf("failure hook saw %d messages, want 30", len(hooked))
-	}
-	hookMu.Unlock()
-	watch.check(t)
+		p := startPipeline(t, po)
+		waitFor(t, 20*time.Second, "commits at the end despite failures", func() bool { return equalOffsets(committed(c, "g-fail-commit"), ends) })
+		stopPipeline(t, p)
+		if d := l.duplicates(); d != 0 {
+			t.Fatalf("%d redeliveries under the commit policy", d)
+		}
+		hookMu.Lock()
+		if len(hooked) != 30 {
+			t.Fatalf("failure hook saw %d messages, want 30", len(hooked))
+		}
+		hookMu.Unlock()
+		watch.check(t)
+	})
 }
 
 // Guarantee: with FailureRedeliver the partition does not commit past a
@@ -253,59 +261,61 @@ func TestFailureCommitPolicy(t *testing.T) {
 // the messages after it), until it succeeds; a DispositionDiscard set by the
 // failure hook overrides the policy and commits past its message.
 func TestFailureRedeliverPolicy(t *testing.T) {
-	const parts = 2
-	c := newCluster(t, parts)
-	ends := produce(t, c, parts, 0, 200)
-	l := newLedger()
-	watch := watchCommits(c, "g-fail-redeliver", l)
-	opts := sourceOptions(c, "g-fail-redeliver")
-	opts.FailurePolicy = kafka.FailureRedeliver
-	src := newSource(t, opts)
-	var mu sync.Mutex
-	attempts := map[rec]int{}
-	// flaky (partition 0) fails twice; poison (partition 1) always fails.
-	flaky, poison := rec{0, 42}, rec{1, 77}
-	po := pipelineOpts("fail-redeliver", src, 1, l, func(m *message.Message[[]byte]) error {
-		md, _ := message.MetadataAs[*kafka.Metadata](m)
-		if r := (rec{md.Partition, md.Offset}); r != flaky && r != poison {
-			return nil
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		r := rec{md.Partition, md.Offset}
-		attempts[r]++
-		if r == poison || attempts[r] <= 2 {
-			return errors.New("not yet")
-		}
-		return nil
-	})
-	po.Processors.HandleFailed = func(_ context.Context, failed []*message.Message[[]byte]) {
-		for _, m := range failed {
+	eachClient(t, func(t *testing.T, cl client) {
+		const parts = 2
+		c := newCluster(t, parts)
+		ends := produce(t, c, parts, 0, 200)
+		l := newLedger()
+		watch := watchCommits(c, "g-fail-redeliver", l)
+		opts := sourceOptions(c, "g-fail-redeliver")
+		opts.FailurePolicy = kafka.FailureRedeliver
+		src := cl.new(t, opts)
+		var mu sync.Mutex
+		attempts := map[rec]int{}
+		// flaky (partition 0) fails twice; poison (partition 1) always fails.
+		flaky, poison := rec{0, 42}, rec{1, 77}
+		po := pipelineOpts("fail-redeliver", src, 1, l, func(m *message.Message[[]byte]) error {
 			md, _ := message.MetadataAs[*kafka.Metadata](m)
+			if r := (rec{md.Partition, md.Offset}); r != flaky && r != poison {
+				return nil
+			}
 			mu.Lock()
-			n := attempts[rec{md.Partition, md.Offset}]
-			mu.Unlock()
-			if (rec{md.Partition, md.Offset}) == poison && n >= 2 {
-				l.add(md) // given up on: handled, unsuccessfully
-				m.SetDisposition(acker.DispositionDiscard)
+			defer mu.Unlock()
+			r := rec{md.Partition, md.Offset}
+			attempts[r]++
+			if r == poison || attempts[r] <= 2 {
+				return errors.New("not yet")
+			}
+			return nil
+		})
+		po.Processors.HandleFailed = func(_ context.Context, failed []*message.Message[[]byte]) {
+			for _, m := range failed {
+				md, _ := message.MetadataAs[*kafka.Metadata](m)
+				mu.Lock()
+				n := attempts[rec{md.Partition, md.Offset}]
+				mu.Unlock()
+				if (rec{md.Partition, md.Offset}) == poison && n >= 2 {
+					l.add(md) // given up on: handled, unsuccessfully
+					m.SetDisposition(acker.DispositionDiscard)
+				}
 			}
 		}
-	}
-	p := startPipeline(t, po)
-	waitFor(t, 20*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, "g-fail-redeliver"), ends) })
-	stopPipeline(t, p)
-	mu.Lock()
-	defer mu.Unlock()
-	if got := attempts[flaky]; got != 3 {
-		t.Fatalf("flaky record attempted %d times, want 3", got)
-	}
-	if got := attempts[poison]; got != 2 {
-		t.Fatalf("poison record attempted %d times, want 2 (then discarded by the hook)", got)
-	}
-	if !l.covers(ends) {
-		t.Fatal("records lost")
-	}
-	watch.check(t)
+		p := startPipeline(t, po)
+		waitFor(t, 20*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, "g-fail-redeliver"), ends) })
+		stopPipeline(t, p)
+		mu.Lock()
+		defer mu.Unlock()
+		if got := attempts[flaky]; got != 3 {
+			t.Fatalf("flaky record attempted %d times, want 3", got)
+		}
+		if got := attempts[poison]; got != 2 {
+			t.Fatalf("poison record attempted %d times, want 2 (then discarded by the hook)", got)
+		}
+		if !l.covers(ends) {
+			t.Fatal("records lost")
+		}
+		watch.check(t)
+	})
 }
 
 // keep the imports used by helpers in other files referenced here.
