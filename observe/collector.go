@@ -24,6 +24,7 @@ const (
 	lGroup       = "group"
 	lTopic       = "topic"
 	lPartition   = "partition"
+	lFeed        = "feed"
 )
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
@@ -39,6 +40,11 @@ var (
 	producerFailures  = desc("producer_consecutive_failures", "Runs of the source in a row that failed without delivering a message.", lPipeline, lStage)
 	producerBuffered  = desc("producer_buffered_messages", "Delivered messages waiting in the stage buffer for room in the processors' queues.", lPipeline, lStage)
 	producerStateTime = desc("producer_state_since_seconds", "Unix time at which the stage entered its current state.", lPipeline, lStage)
+
+	feedGranted     = desc("producer_feed_permits_granted_total", "Permits granted to the feed since the source registered it.", lPipeline, lStage, lFeed)
+	feedOutstanding = desc("producer_feed_permits_outstanding", "Permits granted to the feed and not yet charged: how many more messages its consumer may have fetched or may fetch.", lPipeline, lStage, lFeed)
+	feedDelivered   = desc("producer_feed_messages_delivered_total", "Messages the feed delivered into the stage buffer since the source registered it.", lPipeline, lStage, lFeed)
+	feedDispatched  = desc("producer_feed_messages_dispatched_total", "Messages of the feed that left the stage buffer for the processors.", lPipeline, lStage, lFeed)
 
 	procReceived  = desc("processor_messages_received_total", "Messages the processors took from their queues.", lPipeline)
 	procSucceeded = desc("processor_messages_succeeded_total", "Messages the processor handler returned without error.", lPipeline)
@@ -71,6 +77,7 @@ var states = []producer.State{producer.StateStarting, producer.StateConnecting, 
 var allDescs = []*prometheus.Desc{
 	pipelineUp, pipelineRateLimit,
 	producerState, producerRestarts, producerFailures, producerBuffered, producerStateTime,
+	feedGranted, feedOutstanding, feedDelivered, feedDispatched,
 	procReceived, procSucceeded, procFailed, procUnhandled, procInFlight, procQueued, procQueueCap, procBusy, procWorkers, procDuration,
 	batReceived, batBatches, batSize, batSucceeded, batFailed, batInFlight, batQueued, batQueueCap, batBatchesQ, batBusy, batWorkers, batDuration,
 }
@@ -154,6 +161,7 @@ func collectPipeline(ch chan<- prometheus.Metric, st pipeline.Stats) {
 		if !ps.Since.IsZero() {
 			gauge(ch, producerStateTime, float64(ps.Since.UnixNano())/1e9, name, ps.Stage)
 		}
+		collectFeeds(ch, name, ps.Stage, ps.Feeds)
 	}
 	pr := st.Processors
 	counter(ch, procReceived, float64(pr.In), name)
@@ -181,6 +189,37 @@ func collectPipeline(ch chan<- prometheus.Metric, st pipeline.Stats) {
 		counter(ch, batBusy, b.Busy.Seconds(), name, b.Name)
 		gauge(ch, batWorkers, float64(b.Concurrency), name, b.Name)
 		histogram(ch, batDuration, b.Latency, name, b.Name)
+	}
+}
+
+// collectFeeds sends the permit counters of a stage's open feeds. Two open
+// feeds of a stage with the same name (a source that registers the same
+// consumer twice) are sent as one, their counters added, so that the
+// label set stays unique.
+func collectFeeds(ch chan<- prometheus.Metric, pipe, stage string, feeds []producer.NamedFeedStats) {
+	if len(feeds) == 0 {
+		return
+	}
+	sum := make(map[string]*producer.FeedStats, len(feeds))
+	order := make([]string, 0, len(feeds))
+	for _, f := range feeds {
+		t, ok := sum[f.Name]
+		if !ok {
+			t = &producer.FeedStats{}
+			sum[f.Name] = t
+			order = append(order, f.Name)
+		}
+		t.Granted += f.Granted
+		t.Remaining += f.Remaining
+		t.Delivered += f.Delivered
+		t.Dispatched += f.Dispatched
+	}
+	for _, n := range order {
+		t := sum[n]
+		counter(ch, feedGranted, float64(t.Granted), pipe, stage, n)
+		gauge(ch, feedOutstanding, float64(t.Remaining), pipe, stage, n)
+		counter(ch, feedDelivered, float64(t.Delivered), pipe, stage, n)
+		counter(ch, feedDispatched, float64(t.Dispatched), pipe, stage, n)
 	}
 }
 

@@ -36,13 +36,27 @@ type PipelineSnapshot struct {
 
 // ProducerSnapshot is one producer stage, as JSON.
 type ProducerSnapshot struct {
-	Stage               string    `json:"stage"`
-	State               string    `json:"state"`
-	Since               time.Time `json:"since"`
-	Restarts            int       `json:"restarts"`
-	ConsecutiveFailures int       `json:"consecutiveFailures"`
-	LastError           string    `json:"lastError,omitempty"`
-	Buffered            int       `json:"buffered"`
+	Stage               string         `json:"stage"`
+	State               string         `json:"state"`
+	Since               time.Time      `json:"since"`
+	Restarts            int            `json:"restarts"`
+	ConsecutiveFailures int            `json:"consecutiveFailures"`
+	LastError           string         `json:"lastError,omitempty"`
+	Buffered            int            `json:"buffered"`
+	Feeds               []FeedSnapshot `json:"feeds"`
+}
+
+// FeedSnapshot is one open feed's permit counters, as JSON
+// (producer.NamedFeedStats).
+type FeedSnapshot struct {
+	Name string `json:"name"`
+	// Granted is the permits granted; Outstanding those not yet charged.
+	Granted     int `json:"granted"`
+	Outstanding int `json:"outstanding"`
+	// Delivered and Dispatched are the messages delivered into the stage
+	// buffer and those that left it.
+	Delivered  int `json:"delivered"`
+	Dispatched int `json:"dispatched"`
 }
 
 // TopicSnapshot is one topic's topic.Stats, with its name.
@@ -84,8 +98,12 @@ func pipelineSnapshot(st pipeline.Stats) PipelineSnapshot {
 		ps.RateLimit = float64(rl.Allowed) / rl.Interval.Seconds()
 	}
 	for _, p := range st.Producers {
+		feeds := make([]FeedSnapshot, len(p.Feeds))
+		for i, f := range p.Feeds {
+			feeds[i] = FeedSnapshot{Name: f.Name, Granted: f.Granted, Outstanding: f.Remaining, Delivered: f.Delivered, Dispatched: f.Dispatched}
+		}
 		ps.Producers = append(ps.Producers, ProducerSnapshot{Stage: p.Stage, State: string(p.State), Since: p.Since,
-			Restarts: p.Restarts, ConsecutiveFailures: p.ConsecutiveFailures, LastError: errString(p.LastError), Buffered: p.Buffered})
+			Restarts: p.Restarts, ConsecutiveFailures: p.ConsecutiveFailures, LastError: errString(p.LastError), Buffered: p.Buffered, Feeds: feeds})
 	}
 	return ps
 }

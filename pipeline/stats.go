@@ -38,6 +38,10 @@ type ProducerStats struct {
 	// Buffered is the number of delivered messages waiting in the stage
 	// buffer for room in the processors' queues.
 	Buffered int
+	// Feeds are the permit counters of the feeds the stage's source has
+	// open (producer.Stage.FeedStats): permits granted and outstanding,
+	// messages delivered and dispatched.
+	Feeds []producer.NamedFeedStats
 }
 
 // ProcessorStats is a snapshot of the processors: messages in, succeeded,
@@ -80,6 +84,7 @@ func (p *Pipeline[In, Out]) Stats() Stats {
 		ps := ProducerStats{StageStatus: s}
 		if i < len(stages) {
 			ps.Buffered = stages[i].Buffered()
+			ps.Feeds = stages[i].FeedStats()
 		}
 		st.Producers = append(st.Producers, ps)
 	}
