@@ -1,0 +1,137 @@
+package topology
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// Guarantee: a hold queue runs one goroutine whatever it holds, and
+// releases its letters to its group in order, each when its delay has
+// passed.
+func TestHoldQueueOneGoroutine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, err := NewMemory[int](MemoryOptions{Capacity: 2000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		top, err := New("h").Hold(5 * time.Second).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := m.Declare(t.Context(), top)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := runtime.NumGoroutine()
+		start := time.Now()
+		for i := range 1000 {
+			if err := q.Hold(t.Context(), 0, Letter[int]{Value: i}); err != nil {
+				t.Fatal(err)
+			}
+			if i == 499 {
+				time.Sleep(time.Second) // fake time: the second half is due a second later
+			}
+		}
+		synctest.Wait()
+		if n := runtime.NumGoroutine(); n != before {
+			t.Errorf("%d goroutines while holding 1000 letters, %d before", n, before)
+		}
+		if got := m.Held("h-hold-5s"); got != 1000 {
+			t.Fatalf("Held = %d, want 1000", got)
+		}
+		r, err := q.Subscribe(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		buf := make([]Letter[int], 1000)
+		got := 0
+		for got < 1000 {
+			n, err := r.Receive(t.Context(), buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			at := time.Since(start)
+			for _, l := range buf[:n] {
+				if l.Value != got {
+					t.Fatalf("released %d, want %d", l.Value, got)
+				}
+				want := 5 * time.Second
+				if got >= 500 {
+					want = 6 * time.Second
+				}
+				if at != want {
+					t.Fatalf("letter %d released after %s, want %s", got, at, want)
+				}
+				got++
+			}
+		}
+	})
+}
+
+// Guarantee: a closed backend refuses declarations and every queue
+// operation with ErrClosed, and its readers end with ErrClosed once
+// drained.
+func TestMemoryClosed(t *testing.T) {
+	m, err := NewMemory[int](MemoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, _ := New("c").Hold(time.Second).DLQ().Build()
+	q, err := m.Declare(t.Context(), top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := q.Subscribe(t.Context())
+	if err := q.Publish(t.Context(), Letter[int]{Value: 1}); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	m.Close()
+	buf := make([]Letter[int], 4)
+	if n, err := r.Receive(t.Context(), buf); n != 1 || err != nil {
+		t.Errorf("Receive after Close = %d, %v; want the queued letter", n, err)
+	}
+	if _, err := r.Receive(t.Context(), buf); !errors.Is(err, ErrClosed) {
+		t.Errorf("Receive when drained = %v, want ErrClosed", err)
+	}
+	if _, err := m.Declare(t.Context(), top); !errors.Is(err, ErrClosed) {
+		t.Errorf("Declare = %v", err)
+	}
+	for name, err := range map[string]error{
+		"Publish":    q.Publish(t.Context(), Letter[int]{}),
+		"Hold":       q.Hold(t.Context(), 0, Letter[int]{}),
+		"Requeue":    q.Requeue(t.Context(), Letter[int]{}),
+		"DeadLetter": q.DeadLetter(t.Context(), Letter[int]{}),
+	} {
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("%s after Close = %v, want ErrClosed", name, err)
+		}
+	}
+}
+
+// Guarantee: a closed reader wakes a Receive waiting on it.
+func TestReaderCloseWakesReceive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, _ := NewMemory[int](MemoryOptions{})
+		defer m.Close()
+		top, _ := New("w").Build()
+		q, _ := m.Declare(t.Context(), top)
+		r, _ := q.Subscribe(context.Background())
+		done := make(chan error)
+		go func() {
+			_, err := r.Receive(context.Background(), make([]Letter[int], 1))
+			done <- err
+		}()
+		synctest.Wait()
+		r.Close()
+		if err := <-done; !errors.Is(err, ErrClosed) {
+			t.Errorf("Receive = %v, want ErrClosed", err)
+		}
+	})
+}

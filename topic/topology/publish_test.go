@@ -1,0 +1,85 @@
+package topology_test
+
+import (
+	"errors"
+	"strconv"
+	"testing"
+
+	"github.com/boulevard-go/boulevard/topic/topology"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+// Guarantee: ShardOf is stable, stays in range, spreads keys, and is
+// consistent: one more shard moves only about 1/(n+1) of the keys, each to
+// the new shard.
+func TestShardOf(t *testing.T) {
+	const keys = 20000
+	counts := make([]int, 8)
+	moved := 0
+	for i := range keys {
+		k := "account-" + strconv.Itoa(i)
+		s8 := topology.ShardOf(k, 8)
+		if s8 != topology.ShardOf(k, 8) || s8 < 0 || s8 >= 8 {
+			t.Fatalf("ShardOf(%q, 8) = %d", k, s8)
+		}
+		counts[s8]++
+		if s9 := topology.ShardOf(k, 9); s9 != s8 {
+			moved++
+			if s9 != 8 {
+				t.Fatalf("key %q moved from %d to %d, not to the new shard", k, s8, s9)
+			}
+		}
+	}
+	for i, c := range counts {
+		if c < keys/8*8/10 || c > keys/8*12/10 {
+			t.Errorf("shard %d has %d of %d keys", i, c, keys)
+		}
+	}
+	if moved < keys/9*8/10 || moved > keys/9*12/10 {
+		t.Errorf("%d of %d keys moved going from 8 to 9 shards, want about %d", moved, keys, keys/9)
+	}
+	if topology.ShardOf("x", 1) != 0 || topology.ShardOf("x", 0) != 0 {
+		t.Error("one shard (or fewer) is shard 0")
+	}
+}
+
+// Guarantee: a sequenced topology's publisher needs a key function, and
+// no other publisher takes one.
+func TestPublisherKey(t *testing.T) {
+	m, _ := topology.NewMemory[int](topology.MemoryOptions{})
+	defer m.Close()
+	seq, _ := topology.New("s").Sequenced(topology.Skip).DLQ().Build()
+	plain, _ := topology.New("p").Build()
+	sq, _ := m.Declare(t.Context(), seq)
+	pq, _ := m.Declare(t.Context(), plain)
+	key := func(int) string { return "k" }
+	if _, err := topology.NewPublisher(sq, topology.PublisherOptions[int]{}); !errors.Is(err, topology.ErrKey) {
+		t.Errorf("sequenced without key: %v", err)
+	}
+	if _, err := topology.NewPublisher(pq, topology.PublisherOptions[int]{Key: key}); !errors.Is(err, topology.ErrKey) {
+		t.Errorf("plain with key: %v", err)
+	}
+	if _, err := topology.NewPublisher(sq, topology.PublisherOptions[int]{Key: key}); err != nil {
+		t.Errorf("sequenced with key: %v", err)
+	}
+}
+
+// Guarantee: invalid options are errors naming the field and the rule.
+func TestOptionsValidation(t *testing.T) {
+	_, err := topology.NewMemory[int](topology.MemoryOptions{Capacity: -1})
+	var errs validate.Errors
+	if !errors.As(err, &errs) || !errs.Has("memory.capacity", "gte") {
+		t.Errorf("NewMemory: %v", err)
+	}
+	_, err = topology.NewSource(topology.SourceOptions[int]{MaxRetries: -2, MaxBatch: -1})
+	if !errors.As(err, &errs) || !errs.Has("topology.queues", "required") || !errs.Has("topology.maxRetries", "gte") || !errs.Has("topology.maxBatch", "gte") {
+		t.Errorf("NewSource: %v", err)
+	}
+	m, _ := topology.NewMemory[int](topology.MemoryOptions{})
+	defer m.Close()
+	top, _ := topology.New("nodlq").Build()
+	q, _ := m.Declare(t.Context(), top)
+	if _, err := topology.NewDeadSource(topology.SourceOptions[int]{Queues: q}); !errors.Is(err, topology.ErrNoDLQ) {
+		t.Errorf("NewDeadSource without DLQ: %v", err)
+	}
+}
