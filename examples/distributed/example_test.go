@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain runs a child's role when the coordinator started this test
+// binary as one of its processes, and the tests otherwise.
+func TestMain(m *testing.M) {
+	if role := os.Getenv(roleEnv); role != "" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+		err := runRole(ctx, os.Stdout, role, childConfig())
+		stop()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", role, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"))
+}
+
+func coordinateIn(t *testing.T, backend string, orders int) (*report, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	rep, err := coordinate(ctx, &out, coordConfig{backend: backend, orders: orders, kill: true,
+		exe: os.Args[0], log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatalf("%v\noutput so far:\n%s", err, out.String())
+	}
+	return rep, out.String()
+}
+
+// Pipelines in separate processes, linked by Kafka topics: with one enrich
+// process killed by SIGKILL mid-run and replaced, every order is enriched
+// at least once, and archive and fraud each handle every order.
+func TestDistributedOverKafkaSurvivesAKilledMember(t *testing.T) {
+	checkRun(t, "kafka")
+}
+
+// The same on Pulsar.
+func TestDistributedOverPulsarSurvivesAKilledMember(t *testing.T) {
+	checkRun(t, "pulsar")
+}
+
+func checkRun(t *testing.T, backend string) {
+	const orders = 40
+	rep, out := coordinateIn(t, backend, orders)
+	for id := 1; id <= orders; id++ {
+		if rep.enriched[id] == 0 || !rep.archived[id] || rep.checked[id] == "" {
+			t.Fatalf("order %d: enriched %d times, archived %v, fraud %q\n%s", id, rep.enriched[id], rep.archived[id], rep.checked[id], out)
+		}
+		if want := id * 37 % 1000; (want > 900) != strings.HasPrefix(rep.checked[id], "rejected") {
+			t.Fatalf("order %d (amount %d): fraud said %q", id, want, rep.checked[id])
+		}
+	}
+	if rep.killed != "enrich-1" || rep.per["enrich-3"]+rep.per["enrich-2"] == 0 {
+		t.Fatalf("no member took over after the kill: %v\n%s", rep.per, out)
+	}
+	if len(rep.archived) != orders || len(rep.checked) != orders {
+		t.Fatalf("archive %d, fraud %d, want %d each", len(rep.archived), len(rep.checked), orders)
+	}
+	t.Log(out)
+}
