@@ -82,15 +82,32 @@ func (r *Receipt) Result() (Result, bool) {
 
 // Ticket carries the outcome of one tracked publish through a backend. A
 // backend only calls [Ticket.SetRecipients] and [Ticket.Drop]; both accept a
-// nil Ticket (an untracked publish).
+// nil Ticket (an untracked publish). Each delivery of a publish is reported
+// at most once: acked or nacked through its subscription, or dropped.
+//
+// A ticket reporting through a callback (PublishFunc, TryPublishFunc) is
+// recycled for a later publish once nothing can report on it any more:
+// its publish has returned, its outcome has been delivered, and every
+// delivery the backend made has been reported. Its generation (the high
+// half of word) changes when it is recycled, and the timeout goroutine and
+// Close, which find tickets on the deadline list rather than through a
+// delivery, settle a ticket only in the generation they found it in: a
+// stale timeout for a recycled ticket is ignored. A ticket behind a
+// Receipt is never recycled, since its holder may keep the receipt.
 type Ticket struct {
-	core       *trackerCore
-	state      atomic.Uint32 // ticketPending, ticketResolved, ticketCancelled
-	remaining  atomic.Int32  // acks still needed under ack_mode all
-	recipients int32         // set by the backend during the publish call
+	core *trackerCore
+	// word is the generation (high 32 bits) and the state (low 32 bits:
+	// ticketPending, ticketResolved, ticketCancelled, ticketFree).
+	word atomic.Uint64
+	// refs counts what may still touch the ticket: the publishing call
+	// until it returns, the outcome until it is delivered, and each
+	// delivery until it is reported. The ticket is recycled at zero.
+	refs       atomic.Int32
+	remaining  atomic.Int32 // acks still needed under ack_mode all
+	recipients int32        // set by the backend during the publish call
 	deadline   time.Time
-	prev, next *Ticket // in core's timeout list, guarded by core.mu
-	linked     bool    // on that list; guarded by core.mu
+	prev, next *Ticket // in core's timeout list (or free list), guarded by core.mu
+	linked     bool    // on the timeout list; guarded by core.mu
 	done       func(Result)
 	rc         Receipt
 }
@@ -99,7 +116,19 @@ const (
 	ticketPending uint32 = iota
 	ticketResolved
 	ticketCancelled
+	ticketFree // on the core's free list
 )
+
+// state is the ticket's state, without its generation.
+func (t *Ticket) state() uint32 { return uint32(t.word.Load()) }
+
+// release drops one of the ticket's references and recycles it when that
+// was the last one.
+func (t *Ticket) release() {
+	if t.refs.Add(-1) == 0 && t.done != nil {
+		t.core.recycle(t)
+	}
+}
 
 // SetRecipients records how many deliveries the publish makes. The backend
 // calls it during Publish/TryPublish, on the publishing goroutine, before
@@ -109,6 +138,9 @@ func (t *Ticket) SetRecipients(n int) {
 	if t == nil {
 		return
 	}
+	// A backend may set the count again when it retries the publish:
+	// only the last count is references.
+	t.refs.Add(int32(n) - t.recipients)
 	t.recipients = int32(n)
 	t.remaining.Store(int32(n))
 }
@@ -121,12 +153,14 @@ func (t *Ticket) Drop(reason error) {
 		return
 	}
 	t.resolve(Result{Outcome: Nacked, Reason: reason})
+	t.release()
 }
 
 // ack applies one recipient's ack. It returns false if the publish was
 // already settled.
 func (t *Ticket) ack() bool {
-	if t.state.Load() != ticketPending {
+	defer t.release()
+	if t.state() != ticketPending {
 		return false
 	}
 	if t.core.all {
@@ -141,17 +175,28 @@ func (t *Ticket) ack() bool {
 // nack applies one recipient's nack. It returns false if the publish was
 // already settled.
 func (t *Ticket) nack(reason error) bool {
+	defer t.release()
 	if reason == nil {
 		reason = ErrNacked
 	}
 	return t.resolve(Result{Outcome: Nacked, Reason: reason})
 }
 
-// resolve settles the publish once; later calls return false.
+// resolve settles the publish once; later calls return false. The caller
+// holds a reference, so the ticket is in the generation it means.
 func (t *Ticket) resolve(r Result) bool {
-	if !t.state.CompareAndSwap(ticketPending, ticketResolved) {
+	return t.resolveFrom(t.word.Load(), r)
+}
+
+// resolveFrom settles the publish if the ticket is still pending in the
+// generation of w, a value of t.word read earlier; otherwise (settled, or
+// recycled since) it does nothing and returns false.
+func (t *Ticket) resolveFrom(w uint64, r Result) bool {
+	if uint32(w) != ticketPending || !t.word.CompareAndSwap(w, w&^0xffffffff|uint64(ticketResolved)) {
 		return false
 	}
+	// The outcome's reference keeps the ticket from being recycled until
+	// done has returned.
 	t.core.finish(t)
 	if t.done != nil {
 		t.done(r)
@@ -159,6 +204,7 @@ func (t *Ticket) resolve(r Result) bool {
 		t.rc.res = r
 		close(t.rc.done)
 	}
+	t.release()
 	return true
 }
 
@@ -175,6 +221,8 @@ type trackerCore struct {
 	head, tail *Ticket
 	closed     bool
 	closeErr   error         // what publishing returns after close
+	free       *Ticket       // recycled tickets, linked through next
+	nfree      int
 	kick       chan struct{} // wakes run when the list becomes non-empty
 	stop       chan struct{}
 	closeDone  chan struct{} // closed when close has resolved everything
@@ -231,8 +279,19 @@ func (c *trackerCore) begin(ctx context.Context, wait bool, done func(Result)) (
 		<-c.sem
 		return nil, false, cerr
 	}
+	var t *Ticket
+	if done != nil && c.free != nil {
+		t = c.free
+		c.free, t.next = t.next, nil
+		c.nfree--
+		t.word.Store(t.word.Load()&^0xffffffff | uint64(ticketPending))
+	}
 	c.mu.Unlock()
-	t := &Ticket{core: c}
+	if t == nil {
+		t = &Ticket{core: c}
+	}
+	// The publishing call's reference and the outcome's.
+	t.refs.Store(2)
 	if done != nil {
 		t.done = done
 	} else {
@@ -240,6 +299,25 @@ func (c *trackerCore) begin(ctx context.Context, wait bool, done func(Result)) (
 	}
 	c.inFlight.Add(1)
 	return t, true, nil
+}
+
+// recycle puts t, which nothing references any more, on the free list in
+// a new generation, unless the list already holds as many tickets as may
+// be in flight.
+func (c *trackerCore) recycle(t *Ticket) {
+	gen := t.word.Load()>>32 + 1
+	t.word.Store(gen<<32 | uint64(ticketFree))
+	t.done = nil
+	t.recipients = 0
+	t.remaining.Store(0)
+	t.deadline = time.Time{}
+	c.mu.Lock()
+	if c.nfree < cap(c.sem) {
+		t.next = c.free
+		c.free = t
+		c.nfree++
+	}
+	c.mu.Unlock()
 }
 
 // published starts the timeout of a ticket whose message was published: it
@@ -253,7 +331,7 @@ func (c *trackerCore) published(t *Ticket) {
 		t.resolve(Result{Outcome: TopicClosed, Reason: cerr})
 		return
 	}
-	if t.state.Load() != ticketPending {
+	if t.state() != ticketPending {
 		c.mu.Unlock()
 		return
 	}
@@ -278,8 +356,10 @@ func (c *trackerCore) published(t *Ticket) {
 
 // cancel withdraws a ticket whose publish did not happen.
 func (c *trackerCore) cancel(t *Ticket) {
-	if t.state.CompareAndSwap(ticketPending, ticketCancelled) {
+	w := t.word.Load()
+	if uint32(w) == ticketPending && t.word.CompareAndSwap(w, w&^0xffffffff|uint64(ticketCancelled)) {
 		c.finish(t)
+		t.release() // the outcome's reference: there is none to deliver
 	}
 }
 
@@ -315,12 +395,14 @@ func (c *trackerCore) run() {
 		c.mu.Lock()
 		t := c.head
 		var wait time.Duration
+		var w uint64
 		if t != nil {
 			wait = time.Until(t.deadline)
+			w = t.word.Load()
 		}
 		c.mu.Unlock()
 		if t != nil && wait <= 0 {
-			t.resolve(Result{Outcome: TimedOut})
+			t.resolveFrom(w, Result{Outcome: TimedOut})
 			continue
 		}
 		var fire <-chan time.Time
@@ -358,11 +440,15 @@ func (c *trackerCore) close(reason error) {
 	for {
 		c.mu.Lock()
 		t := c.head
+		var w uint64
+		if t != nil {
+			w = t.word.Load()
+		}
 		c.mu.Unlock()
 		if t == nil {
 			return
 		}
-		if !t.resolve(Result{Outcome: TopicClosed, Reason: reason}) {
+		if !t.resolveFrom(w, Result{Outcome: TopicClosed, Reason: reason}) {
 			// Settled concurrently; its resolver unlinks it. Yield the lock
 			// order by re-reading.
 			c.waitUnlinked(t)
@@ -451,9 +537,11 @@ func (p *TrackedPublisher[T]) publish(ctx context.Context, v T, done func(Result
 	}
 	if err != nil {
 		p.core.cancel(t)
+		t.release()
 		return nil, err
 	}
 	p.settle(t)
+	t.release()
 	return t, nil
 }
 
@@ -468,9 +556,11 @@ func (p *TrackedPublisher[T]) try(v T, done func(Result)) (*Ticket, PublishOutco
 	out, err := p.h.publishEnvelope(context.Background(), Envelope[T]{ID: p.h.nextID(), Value: v, Ticket: t}, DropNewest, true)
 	if err != nil || out != Published {
 		p.core.cancel(t)
+		t.release()
 		return nil, out, err
 	}
 	p.settle(t)
+	t.release()
 	return t, Published, nil
 }
 
