@@ -41,7 +41,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/examples/internal/monitor"
 	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/observe"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
@@ -61,6 +63,8 @@ type config struct {
 	// sourceStats prints the Kafka source's stats (members, claims,
 	// committed offsets, lag) once every record is handled; -v sets it.
 	sourceStats bool
+	// monitor holds -http and -linger.
+	monitor monitor.Flags
 }
 
 func main() {
@@ -74,6 +78,7 @@ func main() {
 	flag.BoolVar(&cfg.produce, "produce", true, "produce the n records before consuming")
 	flag.StringVar(&cfg.strategy, "rebalance", kafka.RebalanceCooperativeSticky, "range, roundrobin, sticky or cooperative-sticky")
 	flag.BoolVar(&cfg.verbose, "v", false, "log at debug level to stderr, and print the source's stats")
+	cfg.monitor.Register(flag.CommandLine)
 	flag.Parse()
 	cfg.sourceStats = cfg.verbose
 
@@ -177,6 +182,14 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	obs := observe.New(observe.Options{})
+	obs.Add(p)
+	obs.AddKafka(src)
+	srv, err := cfg.monitor.Serve(obs, out)
+	if err != nil {
+		return err
+	}
+	defer srv.Close(ctx) // after the report, for as long as -linger says
 	start := time.Now()
 	if err := p.Start(ctx); err != nil {
 		return err

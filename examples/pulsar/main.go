@@ -42,7 +42,9 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/examples/internal/monitor"
 	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/observe"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
@@ -60,6 +62,7 @@ type config struct {
 	concurrency  int           // producer stages
 	nackDelay    time.Duration // redelivery delay of a failed event
 	logger       *slog.Logger
+	monitor      monitor.Flags // -http and -linger
 }
 
 func main() {
@@ -73,6 +76,7 @@ func main() {
 	flag.IntVar(&cfg.concurrency, "concurrency", 1, "producer stages (one consumer each)")
 	flag.DurationVar(&cfg.nackDelay, "nack-delay", time.Second, "redelivery delay of a failed event")
 	flag.BoolVar(&verbose, "v", false, "log at debug level to stderr")
+	cfg.monitor.Register(flag.CommandLine)
 	flag.Parse()
 	level := slog.LevelError
 	if verbose {
@@ -199,6 +203,13 @@ func run(ctx context.Context, cfg config, out io.Writer) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
+	obs := observe.New(observe.Options{})
+	obs.Add(p)
+	srv, err := cfg.monitor.Serve(obs, out)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Close(ctx) // after the report, for as long as -linger says
 	start := time.Now()
 	if err := p.Start(ctx); err != nil {
 		return nil, err

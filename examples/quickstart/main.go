@@ -31,6 +31,8 @@ import (
 	"time"
 
 	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/examples/internal/monitor"
+	"github.com/boulevard-go/boulevard/observe"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
@@ -48,9 +50,11 @@ type config struct {
 	sample int
 	// logger receives the pipeline's logs; nil means slog.Default().
 	logger *slog.Logger
-	// http is the address the metrics and health endpoints are served on
-	// while the pipeline runs ("" serves nothing).
-	http string
+	// monitor holds -http and -linger: where to serve the metrics, health
+	// checks and dashboard, and how long after the run.
+	monitor monitor.Flags
+	// observe, when set, is given the pipeline before it runs.
+	observe func(...observe.Pipeline)
 }
 
 func main() {
@@ -60,7 +64,7 @@ func main() {
 	flag.IntVar(&cfg.customers, "customers", 5, "number of customers")
 	flag.Uint64Var(&cfg.seed, "seed", 1, "random seed for the generated orders")
 	flag.BoolVar(&verbose, "v", false, "log at debug level to stderr (every failed order is logged)")
-	flag.StringVar(&cfg.http, "http", "", "serve /metrics, /healthz and /readyz on this address while the pipeline runs, e.g. 127.0.0.1:8080 (off by default)")
+	cfg.monitor.Register(flag.CommandLine)
 	flag.Parse()
 
 	// The pipeline logs each failed message at warn level. The report counts
@@ -85,6 +89,13 @@ func main() {
 // run runs the pipeline until the source is exhausted (or ctx is cancelled),
 // prints the report to stdout, and checks that every order was accounted for.
 func run(ctx context.Context, cfg config, stdout io.Writer) error {
+	obs := observe.New(observe.Options{})
+	srv, err := cfg.monitor.Serve(obs, stdout)
+	if err != nil {
+		return err
+	}
+	defer srv.Close(ctx) // after the report, for as long as -linger says
+	cfg.observe = obs.Add
 	res, err := runPipeline(ctx, cfg, stdout)
 	if err != nil {
 		return err
@@ -144,12 +155,8 @@ func runPipeline(ctx context.Context, cfg config, stdout io.Writer) (*results, e
 		return nil, err
 	}
 
-	if cfg.http != "" {
-		stopServing, err := serve(cfg.http, p, stdout)
-		if err != nil {
-			return nil, err
-		}
-		defer stopServing()
+	if cfg.observe != nil {
+		cfg.observe(p)
 	}
 	fmt.Fprintf(stdout, "quickstart: %d orders for %d customers (seed %d)\n\n", cfg.n, cfg.customers, cfg.seed)
 	fmt.Fprintf(stdout, "first %d batches per customer:\n", cfg.sample)

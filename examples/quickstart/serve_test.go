@@ -10,10 +10,13 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/boulevard-go/boulevard/examples/internal/monitor"
 )
 
 // Guarantee: with -http the quickstart serves the pipeline's metrics on the
-// given address while it runs, and stops serving when it returns.
+// given address while it runs, and stops serving when it returns (without
+// -linger).
 func TestHTTPFlagServesMetricsWhileRunning(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -21,8 +24,7 @@ func TestHTTPFlagServesMetricsWhileRunning(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		// Enough orders to outlast the request below; cancelled after it.
-		_, err := runPipeline(ctx, config{n: 1 << 30, customers: 2, seed: 1, http: "127.0.0.1:0"}, &out)
-		done <- err
+		done <- run(ctx, config{n: 1 << 30, customers: 2, seed: 1, monitor: monitor.Flags{HTTP: "127.0.0.1:0"}}, &out)
 	}()
 	re := regexp.MustCompile(`http://(127\.0\.0\.1:\d+)/metrics`)
 	var addr string

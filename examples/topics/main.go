@@ -10,7 +10,7 @@
 // back through audit, enrich and orders to ingest's source, with fraud's
 // reason. It prints what happened and exits.
 //
-//	go run ./examples/topics [-orders 12] [-v]
+//	go run ./examples/topics [-orders 12] [-v] [-http 127.0.0.1:8080 [-linger]]
 package main
 
 import (
@@ -19,20 +19,34 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"time"
+
+	"github.com/boulevard-go/boulevard/examples/internal/monitor"
+	"github.com/boulevard-go/boulevard/observe"
 )
 
 func main() {
 	orders := flag.Int("orders", 12, "number of orders to ingest")
 	verbose := flag.Bool("v", false, "log the pipelines' activity to stderr")
+	var mon monitor.Flags
+	mon.Register(flag.CommandLine)
 	flag.Parse()
 	log := slog.New(slog.DiscardHandler)
 	if *verbose {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	interrupt, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	ctx, cancel := context.WithTimeout(interrupt, 30*time.Second)
 	defer cancel()
-	if err := run(ctx, os.Stdout, log, *orders); err != nil {
+	obs := observe.New(observe.Options{})
+	srv, err := mon.Serve(obs, os.Stdout)
+	if err == nil {
+		err = runObserved(ctx, os.Stdout, log, *orders, obs)
+		srv.Close(interrupt) // for as long as -linger says
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "topics:", err)
 		os.Exit(1)
 	}

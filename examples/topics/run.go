@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/observe"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
@@ -73,11 +76,22 @@ var errSuspicious = errors.New("suspicious amount")
 // run wires the pipelines, ingests n orders, waits for every outcome, stops
 // the pipelines upstream first and reports to out.
 func run(ctx context.Context, out io.Writer, log *slog.Logger, n int) error {
+	return runObserved(ctx, out, log, n, nil)
+}
+
+// runObserved is run with every pipeline and topic added to obs, when it
+// is not nil, before anything starts.
+func runObserved(ctx context.Context, out io.Writer, log *slog.Logger, n int, obs *observe.Observer) error {
 	broker := topic.NewBroker[Order]()
 	defer broker.Close()
 	wired, err := config.Load([]byte(topicsYAML), wiring, broker)
 	if err != nil {
 		return err
+	}
+	if obs != nil {
+		for _, name := range slices.Sorted(maps.Keys(wired.Topics)) {
+			obs.AddTopic(string(name), wired.Topics[name])
+		}
 	}
 	fmt.Fprintln(out, "topics:")
 	for _, tp := range wired.Plan.Topics {
@@ -105,7 +119,11 @@ func run(ctx context.Context, out io.Writer, log *slog.Logger, n int) error {
 	start := func(p interface {
 		Start(context.Context) error
 		Stop(context.Context) error
+		Stats() pipeline.Stats
 	}) error {
+		if obs != nil {
+			obs.Add(p)
+		}
 		if err := p.Start(ctx); err != nil {
 			return err
 		}

@@ -1,0 +1,131 @@
+package monitor
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/boulevard-go/boulevard/observe"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// -linger alone means until interrupted, -linger=d that long, and a bad
+// value is refused.
+func TestLingerFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want Linger
+		bad  bool
+	}{
+		{nil, 0, false},
+		{[]string{"-linger"}, Forever, false},
+		{[]string{"-linger=30s"}, Linger(30 * time.Second), false},
+		{[]string{"-linger=false"}, 0, false},
+		{[]string{"-linger=soon"}, 0, true},
+		{[]string{"-linger=-1s"}, 0, true},
+	} {
+		var f Flags
+		fs := flag.NewFlagSet("x", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		f.Register(fs)
+		err := fs.Parse(append(c.args, "-http", "127.0.0.1:0"))
+		if (err != nil) != c.bad {
+			t.Errorf("%v: error %v, want error %v", c.args, err, c.bad)
+			continue
+		}
+		if !c.bad && (f.Linger != c.want || f.HTTP != "127.0.0.1:0") {
+			t.Errorf("%v: linger %v http %q, want %v", c.args, f.Linger, f.HTTP, c.want)
+		}
+	}
+}
+
+// Without -http nothing is served and Close does nothing.
+func TestNoHTTPServesNothing(t *testing.T) {
+	s, err := Flags{}.Serve(observe.New(observe.Options{}), io.Discard)
+	if err != nil || s != nil {
+		t.Fatalf("got %v, %v; want no server", s, err)
+	}
+	s.Close(context.Background())
+}
+
+func get(addr string) error {
+	resp, err := http.Get("http://" + addr + "/healthz")
+	if err == nil {
+		resp.Body.Close()
+	}
+	return err
+}
+
+// With -linger the handler keeps answering after the run, until the
+// context ends; then the server stops.
+func TestLingerKeepsServingUntilInterrupted(t *testing.T) {
+	var out syncBuffer
+	s, err := Flags{HTTP: "127.0.0.1:0", Linger: Forever}.Serve(observe.New(observe.Options{}), &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	closed := make(chan struct{})
+	go func() { s.Close(ctx); close(closed) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !bytes.Contains(out.Bytes(), []byte("until interrupted")) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never said it lingers:\n%s", out.Bytes())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := get(s.Addr); err != nil {
+		t.Fatalf("not serving while lingering: %v", err)
+	}
+	select {
+	case <-closed:
+		t.Fatal("Close returned before the context ended")
+	default:
+	}
+	cancel()
+	<-closed
+	if err := get(s.Addr); err == nil {
+		t.Fatal("still serving after Close")
+	}
+}
+
+// -linger=d stops serving once d has passed.
+func TestLingerDurationEnds(t *testing.T) {
+	s, err := Flags{HTTP: "127.0.0.1:0", Linger: Linger(50 * time.Millisecond)}.Serve(observe.New(observe.Options{}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	s.Close(context.Background())
+	if el := time.Since(start); el < 50*time.Millisecond {
+		t.Fatalf("Close returned after %v, before the 50ms linger", el)
+	}
+	if err := get(s.Addr); err == nil {
+		t.Fatal("still serving after Close")
+	}
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]byte(nil), b.buf.Bytes()...)
+}
