@@ -220,8 +220,8 @@ type trackerCore struct {
 	mu         sync.Mutex
 	head, tail *Ticket
 	closed     bool
-	closeErr   error         // what publishing returns after close
-	free       *Ticket       // recycled tickets, linked through next
+	closeErr   error   // what publishing returns after close
+	free       *Ticket // recycled tickets, linked through next
 	nfree      int
 	kick       chan struct{} // wakes run when the list becomes non-empty
 	stop       chan struct{}
