@@ -136,3 +136,22 @@ func (q *sequencer[T]) heldBack() int {
 	defer q.mu.Unlock()
 	return q.held + len(q.ready)
 }
+
+// drain removes and returns every letter the sequencer holds (ready ones
+// first, then each key's waiting ones in order) and forgets every key that
+// is not poisoned.
+func (q *sequencer[T]) drain() []pendingLetter[T] {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := q.ready
+	q.ready = nil
+	for k, ks := range q.keys {
+		out = append(out, ks.waiting...)
+		ks.waiting = nil
+		if !ks.poisoned {
+			delete(q.keys, k)
+		}
+	}
+	q.held = 0
+	return out
+}

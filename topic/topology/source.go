@@ -510,8 +510,10 @@ func (s *Source[T]) settleDead(ctx context.Context, rec *record[T], out Outcome,
 	s.done(ctx, p)
 }
 
-// Close closes the readers the source subscribed. Idempotent.
-func (s *Source[T]) Close(context.Context) error {
+// Close hands the messages a sequenced source still holds back to the
+// backend to be delivered again (Requeue; a durable backend leaves them
+// unsettled), then closes the readers the source subscribed. Idempotent.
+func (s *Source[T]) Close(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -521,6 +523,16 @@ func (s *Source[T]) Close(context.Context) error {
 	rs := s.readers
 	s.readers = nil
 	s.mu.Unlock()
+	if s.seq != nil {
+		for _, p := range s.seq.drain() {
+			p.l.resume = false
+			if err := s.q.Requeue(ctx, p.l); err != nil {
+				s.log.ErrorContext(ctx, "could not requeue a held-back letter; it is lost", slog.Any("error", err))
+				continue
+			}
+			s.done(ctx, p)
+		}
+	}
 	for _, r := range rs {
 		r.Close()
 	}

@@ -75,6 +75,7 @@ type attempt struct {
 // every handler call.
 type consumer struct {
 	src *topology.Source[Msg]
+	p   *pipeline.Pipeline[Msg, Msg]
 	mu  sync.Mutex
 	log []attempt
 }
@@ -138,14 +139,19 @@ func (s *h) consume(q topology.Queues[Msg], dead bool, opts topology.SourceOptio
 	if err := p.Start(s.ctx); err != nil {
 		s.Fatalf("Start: %v", err)
 	}
-	s.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 30*time.Second)
-		defer cancel()
-		if err := p.Stop(ctx); err != nil {
-			s.Errorf("Stop: %v", err)
-		}
-	})
+	c.p = p
+	s.Cleanup(func() { s.stop(c) })
 	return c
+}
+
+// stop drains and stops c's pipeline (again: a no-op).
+func (s *h) stop(c *consumer) {
+	s.Helper()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 30*time.Second)
+	defer cancel()
+	if err := c.p.Stop(ctx); err != nil {
+		s.Errorf("Stop: %v", err)
+	}
 }
 
 // eventually waits until cond holds: in a synctest bubble by letting fake

@@ -87,6 +87,7 @@ var cases = []testCase{
 	{"SequencedFailAll", func(s *h) { sequencedTable(s, topology.FailAll) }},
 	{"SequencedEmptyKeyNeverPoisoned", emptyKeyNeverPoisoned},
 	{"SequencedOrderThroughRetries", orderThroughRetries},
+	{"SequencedStopLosesNothing", sequencedStopLosesNothing},
 	{"DeadSourceSeesDeath", deadSourceSeesDeath},
 	{"ReplayPutsBack", replayPutsBack},
 	{"BroadcastReachesEveryConsumer", broadcastReachesEveryConsumer},
@@ -471,6 +472,35 @@ func orderThroughRetries(s *h) {
 		s.Errorf("B5 was handled at %v, after A2's first retry at %v: key B waited for key A", b[4].At, a[2].At)
 	}
 	s.gap("A3 after A2's last retry", a[0].At, a[4].At, hold1+hold2)
+}
+
+// Guarantee: stopping a sequenced consumer while it holds messages back
+// behind a held retry loses none of them: the next consumer handles them
+// all.
+func sequencedStopLosesNothing(s *h) {
+	b := topology.New("pause").Sequenced(topology.Skip).Hold(hold1).DLQ()
+	q := s.declare(b)
+	c1 := s.consume(q, false, topology.SourceOptions[Msg]{}, func(_ context.Context, m Msg, _ *topology.Delivery) error {
+		if m.Key == "A" && m.N == 1 {
+			return topology.Retry(errFlaky)
+		}
+		return nil
+	}, nil)
+	s.publish(q, Msg{Key: "A", N: 1}, Msg{Key: "A", N: 2}, Msg{Key: "A", N: 3}, Msg{Key: "B", N: 1})
+	s.eventually("A2 and A3 held back", time.Minute, func() bool {
+		st := c1.src.Stats()
+		return st.HeldBack == 2 && st.Acked == 1
+	})
+	s.stop(c1)
+	c2 := s.consume(q, false, topology.SourceOptions[Msg]{}, func(context.Context, Msg, *topology.Delivery) error { return nil }, nil)
+	s.eventually("A1 to A3 handled by the next consumer", time.Minute, func() bool { return c2.src.Stats().Acked == 3 })
+	got := map[string]bool{}
+	for _, a := range c2.of("A") {
+		got[a.String()] = true
+	}
+	if len(got) != 3 {
+		s.Errorf("the next consumer handled %v, want A1, A2 and A3", got)
+	}
 }
 
 // Guarantee: a DLQ is consumable as a pipeline source whose messages carry
