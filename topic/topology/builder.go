@@ -44,7 +44,7 @@ func (f SequenceFailure) String() string {
 }
 
 // ErrConflict is wrapped by every [*ConflictError].
-var ErrConflict = errors.New("topology conflict")
+var ErrConflict = errors.New("topology: conflict")
 
 // ConflictError is one reason a [Builder] could not build its topology.
 type ConflictError struct {

@@ -63,10 +63,10 @@ const (
 // ErrHandlerTimeout is wrapped by the error of a message whose handler ran
 // longer than the timeout given to [WithTimeout]. Such a failure counts as a
 // Retry.
-var ErrHandlerTimeout = errors.New("handler timed out")
+var ErrHandlerTimeout = errors.New("topology: handler timed out")
 
 // ErrDeferred is the error of a message failed with [Defer].
-var ErrDeferred = errors.New("deferred")
+var ErrDeferred = errors.New("topology: deferred")
 
 // OutcomeError asks a topology consumer for a given outcome. Handlers return
 // one made by Retry, Reject or Defer (or fail the message with it, or

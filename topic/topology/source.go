@@ -211,7 +211,14 @@ type record[T any] struct {
 // Run subscribes one reader for the stage and delivers letters under the
 // stage's permit window until ctx is cancelled or the queues are closed
 // (then it returns nil: the source is exhausted).
+//
+// A broadcast topology is read by the first producer stage only (the others
+// return at once), so that each message enters the pipeline once whatever
+// the producer concurrency.
 func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
+	if s.t.broadcast && stage.Index() > 0 {
+		return nil
+	}
 	r, err := s.subscribe(ctx)
 	if err != nil {
 		if errors.Is(err, ErrClosed) || ctx.Err() != nil {

@@ -1,0 +1,103 @@
+package topology_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/topic/topology"
+)
+
+// Guarantee: whatever the producer concurrency, each message of a
+// topology enters a pipeline once, broadcast included, and a sequenced
+// source reports itself ordered.
+func TestProducerConcurrencyDeliversOnce(t *testing.T) {
+	for _, b := range []*topology.Builder{
+		topology.New("bal"),
+		topology.New("bc").Broadcast(),
+		topology.New("seq").Sequenced(topology.Skip).DLQ(),
+	} {
+		top, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(top.Name(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m, _ := topology.NewMemory[int](topology.MemoryOptions{})
+				defer m.Close()
+				q, err := m.Declare(t.Context(), top)
+				if err != nil {
+					t.Fatal(err)
+				}
+				src, err := topology.NewSource(topology.SourceOptions[int]{Queues: q})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if info, _ := src.Info(); info.Ordered != (top.Name() == "seq") {
+					t.Errorf("Info().Ordered = %v", info.Ordered)
+				}
+				var mu sync.Mutex
+				seen := map[int]int{}
+				p, err := pipeline.New(pipeline.Options[int, int]{
+					Name:     "once",
+					Producer: producer.Options[int]{Source: src, Concurrency: 3},
+					Processors: processor.Options[int, int]{Concurrency: 2, Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+						mu.Lock()
+						seen[m.Data]++
+						mu.Unlock()
+						return m.Data, nil
+					}},
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := p.Start(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				defer p.Stop(context.Background())
+				waitFor(t, func() bool { return src.Stats().Subscriptions > 0 })
+				opts := topology.PublisherOptions[int]{}
+				if top.Name() == "seq" {
+					opts.Key = func(v int) string { return string(rune('a' + v%5)) }
+				}
+				pub, _ := topology.NewPublisher(q, opts)
+				for i := range 100 {
+					if err := pub.Publish(t.Context(), i); err != nil {
+						t.Fatal(err)
+					}
+				}
+				waitFor(t, func() bool { return src.Stats().Acked == 100 })
+				mu.Lock()
+				defer mu.Unlock()
+				for i := range 100 {
+					if seen[i] != 1 {
+						t.Errorf("message %d handled %d times", i, seen[i])
+					}
+				}
+			})
+		})
+	}
+}
+
+// waitFor lets fake time pass in a synctest bubble until cond holds, for
+// at most a minute of it.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		synctest.Wait()
+		if cond() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("condition still false after a minute")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
