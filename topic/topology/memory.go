@@ -253,13 +253,17 @@ type memQueues[T any] struct {
 	dead  *queue.Queue[Letter[T]] // nil without DLQ
 }
 
+// Topology implements Queues.
 func (q *memQueues[T]) Topology() *Topology { return q.t }
 
+// Publish implements Queues: every group's queue gets l, waiting for room in each.
 func (q *memQueues[T]) Publish(ctx context.Context, l Letter[T]) error {
 	l.Receipt, l.resume = nil, false
 	return q.main.publish(ctx, l)
 }
 
+// Subscribe implements Queues: a reader of the group's queue, or of a new
+// ephemeral group for a broadcast topology.
 func (q *memQueues[T]) Subscribe(ctx context.Context) (Reader[T], error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -272,6 +276,7 @@ func (q *memQueues[T]) Subscribe(ctx context.Context) (Reader[T], error) {
 	return newMemReader(q.group, nil), nil
 }
 
+// Hold implements Queues.
 func (q *memQueues[T]) Hold(ctx context.Context, i int, l Letter[T]) error {
 	if i < 0 || i >= len(q.holds) {
 		return fmt.Errorf("topology: hold queue %d of %d", i, len(q.holds))
@@ -279,6 +284,7 @@ func (q *memQueues[T]) Hold(ctx context.Context, i int, l Letter[T]) error {
 	return q.holds[i].add(ctx, l)
 }
 
+// Requeue implements Queues: l goes to the tail of the group's queue.
 func (q *memQueues[T]) Requeue(ctx context.Context, l Letter[T]) error {
 	if q.group == nil {
 		return errors.New("topology: a broadcast topology cannot requeue")
@@ -287,6 +293,7 @@ func (q *memQueues[T]) Requeue(ctx context.Context, l Letter[T]) error {
 	return mapQueueErr(q.group.Publish(ctx, l))
 }
 
+// DeadLetter implements Queues.
 func (q *memQueues[T]) DeadLetter(ctx context.Context, l Letter[T]) error {
 	if q.dead == nil {
 		return ErrNoDLQ
@@ -295,6 +302,7 @@ func (q *memQueues[T]) DeadLetter(ctx context.Context, l Letter[T]) error {
 	return mapQueueErr(q.dead.Publish(ctx, l))
 }
 
+// SubscribeDead implements Queues.
 func (q *memQueues[T]) SubscribeDead(ctx context.Context) (Reader[T], error) {
 	if q.dead == nil {
 		return nil, ErrNoDLQ
@@ -317,6 +325,7 @@ func newMemReader[T any](q *queue.Queue[Letter[T]], onClose func()) *memReader[T
 	return &memReader[T]{q: q, stop: make(chan time.Time), onClose: onClose}
 }
 
+// Receive implements Reader.
 func (r *memReader[T]) Receive(ctx context.Context, dst []Letter[T]) (int, error) {
 	n, err := r.q.ReceiveOr(ctx, dst, r.stop)
 	if n == 0 && err == nil {
@@ -328,6 +337,7 @@ func (r *memReader[T]) Receive(ctx context.Context, dst []Letter[T]) (int, error
 	return n, nil
 }
 
+// TryReceive implements Reader.
 func (r *memReader[T]) TryReceive(dst []Letter[T]) (int, error) {
 	select {
 	case <-r.stop:
@@ -341,6 +351,8 @@ func (r *memReader[T]) TryReceive(dst []Letter[T]) (int, error) {
 // Settle does nothing: a letter leaves the in-memory queue when received.
 func (r *memReader[T]) Settle(context.Context, *Letter[T]) error { return nil }
 
+// Close implements Reader: it wakes a waiting Receive and removes an
+// ephemeral group.
 func (r *memReader[T]) Close() {
 	r.once.Do(func() {
 		close(r.stop)

@@ -41,6 +41,7 @@ type Msg struct {
 	N   int    `json:"n"`
 }
 
+// String returns the key followed by the number: "A3".
 func (m Msg) String() string { return fmt.Sprintf("%s%d", m.Key, m.N) }
 
 // Config describes the backend under test.
