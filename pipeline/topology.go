@@ -42,8 +42,12 @@ type ProcessorTopology struct {
 	Name string
 	// Concurrency is the number of processors.
 	Concurrency int
-	// MaxDemand is the chunk size.
+	// MaxDemand is the largest demand of a processor; MinDemand what it
+	// keeps in reserve: it takes chunks of at most MaxDemand − MinDemand
+	// messages (GenStage's max_demand and min_demand).
 	MaxDemand int
+	// MinDemand is the processors' MinDemand (0 by default).
+	MinDemand int
 	// Partitioned reports whether PartitionBy is set.
 	Partitioned bool
 	// QueueCapacity is the capacity of each processor's queue (of the one
@@ -60,8 +64,14 @@ type BatcherTopology struct {
 	Stage string
 	// BatchSize is the size trigger.
 	BatchSize int
+	// MaxWeight is the weight trigger: the largest total weight of a
+	// batch; 0 when the batcher has no weight rule.
+	MaxWeight int
 	// BatchTimeout is the timeout trigger.
 	BatchTimeout time.Duration
+	// MaxDemand is how many messages a batcher partition takes from its
+	// queue at once.
+	MaxDemand int
 	// Concurrency is the number of batch processors.
 	Concurrency int
 	// Partitioned reports whether PartitionBy is set.
@@ -81,6 +91,7 @@ func (p *Pipeline[In, Out]) Topology() Topology {
 			Name:          p.proc.Name(),
 			Concurrency:   o.Processors.Concurrency,
 			MaxDemand:     o.Processors.MaxDemand,
+			MinDemand:     o.Processors.MinDemand,
 			Partitioned:   o.Processors.PartitionBy != nil,
 			QueueCapacity: p.proc.QueueCapacity(),
 		},
@@ -96,7 +107,9 @@ func (p *Pipeline[In, Out]) Topology() Topology {
 			Name:         b.Name,
 			Stage:        p.batchers[i].StageName(),
 			BatchSize:    b.BatchSize,
+			MaxWeight:    b.MaxWeight,
 			BatchTimeout: b.BatchTimeout,
+			MaxDemand:    b.MaxDemand,
 			Concurrency:  b.Concurrency,
 			Partitioned:  b.PartitionBy != nil,
 		})
@@ -119,12 +132,19 @@ func (t Topology) String() string {
 		b.WriteString("\n")
 	}
 	fmt.Fprintf(&b, "  processors: %d, max demand %d", t.Processors.Concurrency, t.Processors.MaxDemand)
+	if t.Processors.MinDemand > 0 {
+		fmt.Fprintf(&b, ", min demand %d", t.Processors.MinDemand)
+	}
 	if t.Processors.Partitioned {
 		b.WriteString(", partitioned")
 	}
 	b.WriteString("\n")
 	for _, bt := range t.Batchers {
-		fmt.Fprintf(&b, "  batcher %s: size %d, timeout %s, %d batch processor(s)", bt.Name, bt.BatchSize, bt.BatchTimeout, bt.Concurrency)
+		fmt.Fprintf(&b, "  batcher %s: size %d", bt.Name, bt.BatchSize)
+		if bt.MaxWeight > 0 {
+			fmt.Fprintf(&b, ", max weight %d", bt.MaxWeight)
+		}
+		fmt.Fprintf(&b, ", timeout %s, max demand %d, %d batch processor(s)", bt.BatchTimeout, bt.MaxDemand, bt.Concurrency)
 		if bt.Partitioned {
 			b.WriteString(", partitioned")
 		}
@@ -142,14 +162,22 @@ func (t Topology) LogValue() slog.Value {
 		slog.Int("processors", t.Processors.Concurrency),
 		slog.Int("max_demand", t.Processors.MaxDemand),
 	}
+	if t.Processors.MinDemand > 0 {
+		attrs = append(attrs, slog.Int("min_demand", t.Processors.MinDemand))
+	}
 	if rl := t.Producer.RateLimit; rl != nil {
 		attrs = append(attrs, slog.String("rate_limit", fmt.Sprintf("%d per %s", rl.Allowed, rl.Interval)))
 	}
 	for _, b := range t.Batchers {
-		attrs = append(attrs, slog.Group("batcher_"+b.Name,
-			slog.Int("batch_size", b.BatchSize),
+		battrs := []any{slog.Int("batch_size", b.BatchSize)}
+		if b.MaxWeight > 0 {
+			battrs = append(battrs, slog.Int("max_weight", b.MaxWeight))
+		}
+		battrs = append(battrs,
 			slog.Duration("batch_timeout", b.BatchTimeout),
-			slog.Int("concurrency", b.Concurrency)))
+			slog.Int("max_demand", b.MaxDemand),
+			slog.Int("concurrency", b.Concurrency))
+		attrs = append(attrs, slog.Group("batcher_"+b.Name, battrs...))
 	}
 	return slog.GroupValue(attrs...)
 }
