@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/boulevard-go/boulevard/producer"
@@ -24,12 +25,16 @@ type testSource interface {
 type client struct {
 	name string
 	new  func(t testing.TB, o kafka.Options) testSource
+	// brokerErr is the client's error for a broker's error code.
+	brokerErr func(*kerr.Error) error
 }
 
 var (
-	saramaClient = client{"sarama", func(t testing.TB, o kafka.Options) testSource { return newSource(t, o) }}
-	franzClient  = client{"franz", func(t testing.TB, o kafka.Options) testSource { return newFranz(t, o) }}
-	clients      = []client{saramaClient, franzClient}
+	saramaClient = client{"sarama", func(t testing.TB, o kafka.Options) testSource { return newSource(t, o) },
+		func(e *kerr.Error) error { return sarama.KError(e.Code) }}
+	franzClient = client{"franz", func(t testing.TB, o kafka.Options) testSource { return newFranz(t, o) },
+		func(e *kerr.Error) error { return e }}
+	clients = []client{saramaClient, franzClient}
 )
 
 // eachClient runs f once per client, as a subtest named after it.

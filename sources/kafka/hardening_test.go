@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -77,23 +78,23 @@ func TestUnreachableBrokerWarnsWithinTenSeconds(t *testing.T) {
 // done; it then reports itself exhausted, so that the pipeline drains and
 // stops by itself instead of restarting the source.
 type onceSource struct {
-	*kafka.Source
+	testSource
 	done chan error
 }
 
 func (s onceSource) Run(ctx context.Context, st *producer.Stage[[]byte]) error {
-	s.done <- s.Source.Run(ctx, st)
+	s.done <- s.testSource.Run(ctx, st)
 	return nil
 }
 
 // runOnce runs src once as the only stage of a pipeline and returns a
 // channel that receives what its Run returned; the pipeline is stopped when
 // the test ends.
-func runOnce(t *testing.T, name string, src *kafka.Source) <-chan error {
+func runOnce(t *testing.T, name string, src testSource) <-chan error {
 	t.Helper()
 	done := make(chan error, 1)
 	opts := pipelineOpts(name, src, 1, newLedger(), nil)
-	opts.Producer.Source = onceSource{Source: src, done: done}
+	opts.Producer.Source = onceSource{testSource: src, done: done}
 	p := startPipeline(t, opts)
 	t.Cleanup(func() { stopPipeline(t, p) })
 	return done
@@ -101,7 +102,7 @@ func runOnce(t *testing.T, name string, src *kafka.Source) <-chan error {
 
 // runStage runs src once as the only stage of a pipeline and returns Run's
 // error, or fails the test when Run has not returned within limit.
-func runStage(t *testing.T, src *kafka.Source, limit time.Duration) error {
+func runStage(t *testing.T, src testSource, limit time.Duration) error {
 	t.Helper()
 	done := runOnce(t, "direct", src)
 	select {
@@ -117,19 +118,21 @@ func runStage(t *testing.T, src *kafka.Source, limit time.Duration) error {
 // promptly with an error wrapping ErrUnknownTopic that names the topic
 // (quoted), instead of retrying inside sarama forever.
 func TestMissingTopicFailsRun(t *testing.T) {
-	c := newCluster(t, 1)
-	opts := sourceOptions(c, "g-missing-topic")
-	opts.Topics = []string{testTopic, "evnets\n"}
-	src := newSource(t, opts)
-	defer func() { _ = src.Close(context.Background()) }()
-	err := runStage(t, src, 15*time.Second)
-	if !errors.Is(err, kafka.ErrUnknownTopic) || !errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
-		t.Fatalf("Run = %v, want ErrUnknownTopic", err)
-	}
-	if msg := err.Error(); !strings.Contains(msg, `"evnets\n"`) || strings.Contains(msg, `"`+testTopic+`"`) ||
-		strings.ContainsAny(msg, "\r\n") {
-		t.Fatalf("error %q must name the missing topic quoted, only it, on one line", msg)
-	}
+	eachClient(t, func(t *testing.T, cl client) {
+		c := newCluster(t, 1)
+		opts := sourceOptions(c, "g-missing-topic")
+		opts.Topics = []string{testTopic, "evnets\n"}
+		src := cl.new(t, opts)
+		defer func() { _ = src.Close(context.Background()) }()
+		err := runStage(t, src, 15*time.Second)
+		if !errors.Is(err, kafka.ErrUnknownTopic) || !errors.Is(err, cl.brokerErr(kerr.UnknownTopicOrPartition)) {
+			t.Fatalf("Run = %v, want ErrUnknownTopic", err)
+		}
+		if msg := err.Error(); !strings.Contains(msg, `"evnets\n"`) || strings.Contains(msg, `"`+testTopic+`"`) ||
+			strings.ContainsAny(msg, "\r\n") {
+			t.Fatalf("error %q must name the missing topic quoted, only it, on one line", msg)
+		}
+	})
 }
 
 // deleteTopic deletes topic from the cluster.
@@ -159,30 +162,32 @@ func deleteTopic(t *testing.T, c *kfake.Cluster, topic string) {
 // with ErrUnknownTopic at the next rebalance, rather than rejoin the group
 // forever.
 func TestDeletedTopicFailsRun(t *testing.T) {
-	c := newCluster(t, 1, kfake.SeedTopics(1, "other"))
-	src := newSource(t, sourceOptions(c, "g-deleted-topic"))
-	defer func() { _ = src.Close(context.Background()) }()
-	done := runOnce(t, "direct", src)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if _, err := c.WaitGroupInfo(ctx, "g-deleted-topic", func(gi *kfake.GroupInfo) bool { return gi != nil && gi.NumAssigned() == 1 }); err != nil {
-		t.Fatal(err)
-	}
-	deleteTopic(t, c, testTopic)
-	// Another member joins: the rebalance starts a new session, which
-	// finds the topic gone.
-	bo := sourceOptions(c, "g-deleted-topic")
-	bo.Topics = []string{"other"}
-	b := startPipeline(t, pipelineOpts("b", newSource(t, bo), 1, newLedger(), nil))
-	defer stopPipeline(t, b)
-	select {
-	case err := <-done:
-		if !errors.Is(err, kafka.ErrUnknownTopic) || !strings.Contains(err.Error(), `"`+testTopic+`"`) {
-			t.Fatalf("Run = %v, want ErrUnknownTopic naming %q", err, testTopic)
+	eachClient(t, func(t *testing.T, cl client) {
+		c := newCluster(t, 1, kfake.SeedTopics(1, "other"))
+		src := cl.new(t, sourceOptions(c, "g-deleted-topic"))
+		defer func() { _ = src.Close(context.Background()) }()
+		done := runOnce(t, "direct", src)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		if _, err := c.WaitGroupInfo(ctx, "g-deleted-topic", func(gi *kfake.GroupInfo) bool { return gi != nil && gi.NumAssigned() == 1 }); err != nil {
+			t.Fatal(err)
 		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Run kept going after its topic was deleted")
-	}
+		deleteTopic(t, c, testTopic)
+		// Another member joins: the rebalance starts a new session, which
+		// finds the topic gone.
+		bo := sourceOptions(c, "g-deleted-topic")
+		bo.Topics = []string{"other"}
+		b := startPipeline(t, pipelineOpts("b", cl.new(t, bo), 1, newLedger(), nil))
+		defer stopPipeline(t, b)
+		select {
+		case err := <-done:
+			if !errors.Is(err, kafka.ErrUnknownTopic) || !strings.Contains(err.Error(), `"`+testTopic+`"`) {
+				t.Fatalf("Run = %v, want ErrUnknownTopic naming %q", err, testTopic)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("Run kept going after its topic was deleted")
+		}
+	})
 }
 
 // Guarantee: the source logs through the producer stage's logger when its

@@ -52,53 +52,55 @@ func produceOverTime(t *testing.T, c *kfake.Cluster, parts int32, n int, d time.
 // (range) and the cooperative-sticky strategies, lose no record and never
 // commit past a record that was not handled.
 func TestMembersJoinAndLeaveDuringLoad(t *testing.T) {
-	for _, strategy := range []string{kafka.RebalanceRange, kafka.RebalanceCooperativeSticky} {
-		t.Run(strategy, func(t *testing.T) {
-			const parts = 6
-			group := "g-rebalance-" + strategy
-			c := newCluster(t, parts)
-			l := newLedger()
-			watch := watchCommits(c, group, l)
-			opts := sourceOptions(c, group)
-			opts.Rebalance = strategy
-			slow := func(*message.Message[[]byte]) error { time.Sleep(200 * time.Microsecond); return nil }
+	eachClient(t, func(t *testing.T, cl client) {
+		for _, strategy := range []string{kafka.RebalanceRange, kafka.RebalanceCooperativeSticky} {
+			t.Run(strategy, func(t *testing.T) {
+				const parts = 6
+				group := "g-rebalance-" + strategy
+				c := newCluster(t, parts)
+				l := newLedger()
+				watch := watchCommits(c, group, l)
+				opts := sourceOptions(c, group)
+				opts.Rebalance = strategy
+				slow := func(*message.Message[[]byte]) error { time.Sleep(200 * time.Microsecond); return nil }
 
-			var ends map[int32]int64
-			var wg sync.WaitGroup
-			wg.Go(func() { ends = produceOverTime(t, c, parts, records(3000), 2*time.Second) })
+				var ends map[int32]int64
+				var wg sync.WaitGroup
+				wg.Go(func() { ends = produceOverTime(t, c, parts, records(3000), 2*time.Second) })
 
-			// Each membership change waits until the group has settled on
-			// the members of the previous step, with records flowing.
-			settled := func(members int) {
-				t.Helper()
-				waitFor(t, 20*time.Second, "records handled", func() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.total > 0 })
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				defer cancel()
-				if _, err := c.WaitGroupInfo(ctx, group, func(gi *kfake.GroupInfo) bool {
-					return gi != nil && len(gi.Members) == members && gi.NumAssigned() == parts
-				}); err != nil {
-					t.Fatalf("the group did not settle on %d members: %v", members, err)
+				// Each membership change waits until the group has settled on
+				// the members of the previous step, with records flowing.
+				settled := func(members int) {
+					t.Helper()
+					waitFor(t, 20*time.Second, "records handled", func() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.total > 0 })
+					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					defer cancel()
+					if _, err := c.WaitGroupInfo(ctx, group, func(gi *kfake.GroupInfo) bool {
+						return gi != nil && len(gi.Members) == members && gi.NumAssigned() == parts
+					}); err != nil {
+						t.Fatalf("the group did not settle on %d members: %v", members, err)
+					}
 				}
-			}
-			a := startPipeline(t, pipelineOpts("a", newSource(t, opts), 2, l, slow))
-			settled(2)
-			b := startPipeline(t, pipelineOpts("b", newSource(t, opts), 1, l, slow)) // joins
-			settled(3)
-			stopPipeline(t, a) // leaves
-			settled(1)
-			c2 := startPipeline(t, pipelineOpts("c", newSource(t, opts), 1, l, slow)) // joins
-			wg.Wait()
-			if ends == nil {
-				t.FailNow()
-			}
-			waitFor(t, 30*time.Second, "every record handled", func() bool { return l.covers(ends) })
-			waitFor(t, 15*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
-			stopPipeline(t, b)
-			stopPipeline(t, c2)
-			watch.check(t)
-			t.Logf("%s: %d records, %d handled twice", strategy, l.total-l.duplicates(), l.duplicates())
-		})
-	}
+				a := startPipeline(t, pipelineOpts("a", cl.new(t, opts), 2, l, slow))
+				settled(2)
+				b := startPipeline(t, pipelineOpts("b", cl.new(t, opts), 1, l, slow)) // joins
+				settled(3)
+				stopPipeline(t, a) // leaves
+				settled(1)
+				c2 := startPipeline(t, pipelineOpts("c", cl.new(t, opts), 1, l, slow)) // joins
+				wg.Wait()
+				if ends == nil {
+					t.FailNow()
+				}
+				waitFor(t, 30*time.Second, "every record handled", func() bool { return l.covers(ends) })
+				waitFor(t, 15*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
+				stopPipeline(t, b)
+				stopPipeline(t, c2)
+				watch.check(t)
+				t.Logf("%s: %d records, %d handled twice", strategy, l.total-l.duplicates(), l.duplicates())
+			})
+		}
+	})
 }
 
 // Guarantee: under cooperative-sticky, a member joining does not stop the
@@ -106,98 +108,102 @@ func TestMembersJoinAndLeaveDuringLoad(t *testing.T) {
 // their records carry the generation they were first claimed in), while the
 // partitions that move are claimed by the new member in a later generation.
 func TestCooperativeKeepsRetainedPartitionsFlowing(t *testing.T) {
-	const parts = 4
-	group := "g-coop-flow"
-	c := newCluster(t, parts)
-	l := newLedger()
-	opts := sourceOptions(c, group)
-	opts.Rebalance = kafka.RebalanceCooperativeSticky
-	var mu sync.Mutex
-	// partition -> member -> claim generations seen in its records
-	claims := map[int32]map[string]map[int32]bool{}
-	track := func(m *message.Message[[]byte]) error {
-		md, _ := message.MetadataAs[*kafka.Metadata](m)
+	eachClient(t, func(t *testing.T, cl client) {
+		const parts = 4
+		group := "g-coop-flow"
+		c := newCluster(t, parts)
+		l := newLedger()
+		opts := sourceOptions(c, group)
+		opts.Rebalance = kafka.RebalanceCooperativeSticky
+		var mu sync.Mutex
+		// partition -> member -> claim generations seen in its records
+		claims := map[int32]map[string]map[int32]bool{}
+		track := func(m *message.Message[[]byte]) error {
+			md, _ := message.MetadataAs[*kafka.Metadata](m)
+			mu.Lock()
+			defer mu.Unlock()
+			if claims[md.Partition] == nil {
+				claims[md.Partition] = map[string]map[int32]bool{}
+			}
+			if claims[md.Partition][md.MemberID] == nil {
+				claims[md.Partition][md.MemberID] = map[int32]bool{}
+			}
+			claims[md.Partition][md.MemberID][md.GenerationID] = true
+			return nil
+		}
+		produce(t, c, parts, 0, 400)
+		a := startPipeline(t, pipelineOpts("a", cl.new(t, opts), 1, l, track))
+		waitFor(t, 10*time.Second, "first batch", func() bool { return l.covers(map[int32]int64{0: 100, 1: 100, 2: 100, 3: 100}) })
+		b := startPipeline(t, pipelineOpts("b", cl.new(t, opts), 1, l, track))
+		if _, err := c.WaitGroupInfo(context.Background(), group, func(gi *kfake.GroupInfo) bool {
+			return gi.NumAssigned() == parts && len(gi.Members) == 2 && gi.Members[0].NumAssigned() > 0 && gi.Members[1].NumAssigned() > 0
+		}); err != nil {
+			t.Fatal(err)
+		}
+		ends := produce(t, c, parts, 400, 400)
+		for p := range ends {
+			ends[p] += 100
+		}
+		waitFor(t, 20*time.Second, "second batch", func() bool { return l.covers(ends) })
+		stopPipeline(t, b)
+		stopPipeline(t, a)
 		mu.Lock()
 		defer mu.Unlock()
-		if claims[md.Partition] == nil {
-			claims[md.Partition] = map[string]map[int32]bool{}
-		}
-		if claims[md.Partition][md.MemberID] == nil {
-			claims[md.Partition][md.MemberID] = map[int32]bool{}
-		}
-		claims[md.Partition][md.MemberID][md.GenerationID] = true
-		return nil
-	}
-	produce(t, c, parts, 0, 400)
-	a := startPipeline(t, pipelineOpts("a", newSource(t, opts), 1, l, track))
-	waitFor(t, 10*time.Second, "first batch", func() bool { return l.covers(map[int32]int64{0: 100, 1: 100, 2: 100, 3: 100}) })
-	b := startPipeline(t, pipelineOpts("b", newSource(t, opts), 1, l, track))
-	if _, err := c.WaitGroupInfo(context.Background(), group, func(gi *kfake.GroupInfo) bool {
-		return gi.NumAssigned() == parts && len(gi.Members) == 2 && gi.Members[0].NumAssigned() > 0 && gi.Members[1].NumAssigned() > 0
-	}); err != nil {
-		t.Fatal(err)
-	}
-	ends := produce(t, c, parts, 400, 400)
-	for p := range ends {
-		ends[p] += 100
-	}
-	waitFor(t, 20*time.Second, "second batch", func() bool { return l.covers(ends) })
-	stopPipeline(t, b)
-	stopPipeline(t, a)
-	mu.Lock()
-	defer mu.Unlock()
-	retained, moved := 0, 0
-	for part, members := range claims {
-		switch len(members) {
-		case 1: // kept by the first member all along
-			for member, gens := range members {
-				if len(gens) != 1 {
-					t.Errorf("partition %d stayed with %s but was claimed again (generations %v): it was revoked", part, member, gens)
+		retained, moved := 0, 0
+		for part, members := range claims {
+			switch len(members) {
+			case 1: // kept by the first member all along
+				for member, gens := range members {
+					if len(gens) != 1 {
+						t.Errorf("partition %d stayed with %s but was claimed again (generations %v): it was revoked", part, member, gens)
+					}
 				}
+				retained++
+			case 2:
+				moved++
 			}
-			retained++
-		case 2:
-			moved++
 		}
-	}
-	if retained == 0 || moved == 0 {
-		t.Fatalf("%d partitions retained, %d moved; the new member should take some and leave the rest", retained, moved)
-	}
+		if retained == 0 || moved == 0 {
+			t.Fatalf("%d partitions retained, %d moved; the new member should take some and leave the rest", retained, moved)
+		}
+	})
 }
 
 // Guarantee: after an abrupt stop (the drain cut short, nothing waited for)
 // and a restart, no record is lost and the records handled twice are bounded
 // by what was in flight: the window and the processors' queues.
 func TestAbruptStopAndRestart(t *testing.T) {
-	const parts = 4
-	group := "g-abrupt"
-	c := newCluster(t, parts)
-	ends := produce(t, c, parts, 0, records(4000))
-	l := newLedger()
-	watch := watchCommits(c, group, l)
-	slow := func(*message.Message[[]byte]) error { time.Sleep(100 * time.Microsecond); return nil }
-	po := pipelineOpts("first", newSource(t, sourceOptions(c, group)), 2, l, slow)
-	first := startPipeline(t, po)
-	waitFor(t, 20*time.Second, "a quarter of the records", func() bool {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return l.total >= len(l.seen) && l.total > 1000
+	eachClient(t, func(t *testing.T, cl client) {
+		const parts = 4
+		group := "g-abrupt"
+		c := newCluster(t, parts)
+		ends := produce(t, c, parts, 0, records(4000))
+		l := newLedger()
+		watch := watchCommits(c, group, l)
+		slow := func(*message.Message[[]byte]) error { time.Sleep(100 * time.Microsecond); return nil }
+		po := pipelineOpts("first", cl.new(t, sourceOptions(c, group)), 2, l, slow)
+		first := startPipeline(t, po)
+		waitFor(t, 20*time.Second, "a quarter of the records", func() bool {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			return l.total >= len(l.seen) && l.total > 1000
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = first.Stop(ctx) // cut short: reports ErrShutdownTimeout or nothing
+		second := startPipeline(t, pipelineOpts("second", cl.new(t, sourceOptions(c, group)), 2, l, nil))
+		waitFor(t, 30*time.Second, "every record after the restart", func() bool { return l.covers(ends) })
+		waitFor(t, 10*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
+		stopPipeline(t, second)
+		// In flight per partition at most: its window, plus the processors'
+		// queues and chunks shared by all partitions.
+		topo := first.Topology().Processors
+		bound := parts*po.Producer.Flow.WithDefaults().MaxWindow() + topo.Concurrency*(topo.QueueCapacity+topo.MaxDemand)
+		if d := l.duplicates(); d > bound {
+			t.Fatalf("%d records handled twice after an abrupt stop; bound %d", d, bound)
+		}
+		watch.check(t)
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_ = first.Stop(ctx) // cut short: reports ErrShutdownTimeout or nothing
-	second := startPipeline(t, pipelineOpts("second", newSource(t, sourceOptions(c, group)), 2, l, nil))
-	waitFor(t, 30*time.Second, "every record after the restart", func() bool { return l.covers(ends) })
-	waitFor(t, 10*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
-	stopPipeline(t, second)
-	// In flight per partition at most: its window, plus the processors'
-	// queues and chunks shared by all partitions.
-	topo := first.Topology().Processors
-	bound := parts*po.Producer.Flow.WithDefaults().MaxWindow() + topo.Concurrency*(topo.QueueCapacity+topo.MaxDemand)
-	if d := l.duplicates(); d > bound {
-		t.Fatalf("%d records handled twice after an abrupt stop; bound %d", d, bound)
-	}
-	watch.check(t)
 }
 
 // Guarantee: broker faults injected at the broker (fetch errors, coordinator
@@ -261,94 +267,96 @@ var errDropped = droppedError{}
 // every commit of a generation covers only offsets handled in that
 // generation (from where the generation started), checked at the broker.
 func TestStaleAckDoesNotMoveNewerGeneration(t *testing.T) {
-	group := "g-stale"
-	c := newCluster(t, 1, kfake.SeedTopics(1, "other"))
-	ends := produce(t, c, 1, 0, 100)
+	eachClient(t, func(t *testing.T, cl client) {
+		group := "g-stale"
+		c := newCluster(t, 1, kfake.SeedTopics(1, "other"))
+		ends := produce(t, c, 1, 0, 100)
 
-	var mu sync.Mutex
-	handledIn := map[int32]map[int64]bool{} // generation -> offsets handled in it
-	var violations []string
-	c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		r := req.(*kmsg.OffsetCommitRequest)
-		if r.Group != group {
-			return nil, nil, false
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		seen := handledIn[r.Generation]
-		start := int64(-1)
-		for o := range seen {
-			if start < 0 || o < start {
-				start = o
+		var mu sync.Mutex
+		handledIn := map[int32]map[int64]bool{} // generation -> offsets handled in it
+		var violations []string
+		c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			c.KeepControl()
+			r := req.(*kmsg.OffsetCommitRequest)
+			if r.Group != group {
+				return nil, nil, false
 			}
-		}
-		for _, tp := range r.Topics {
-			if tp.Topic != testTopic {
-				continue
+			mu.Lock()
+			defer mu.Unlock()
+			seen := handledIn[r.Generation]
+			start := int64(-1)
+			for o := range seen {
+				if start < 0 || o < start {
+					start = o
+				}
 			}
-			for _, pp := range tp.Partitions {
-				for o := max(start, 0); start >= 0 && o < pp.Offset; o++ {
-					if !seen[o] {
-						violations = append(violations, fmt.Sprintf("generation %d committed %d but did not handle %d", r.Generation, pp.Offset, o))
-						break
+			for _, tp := range r.Topics {
+				if tp.Topic != testTopic {
+					continue
+				}
+				for _, pp := range tp.Partitions {
+					for o := max(start, 0); start >= 0 && o < pp.Offset; o++ {
+						if !seen[o] {
+							violations = append(violations, fmt.Sprintf("generation %d committed %d but did not handle %d", r.Generation, pp.Offset, o))
+							break
+						}
 					}
 				}
 			}
-		}
-		return nil, nil, false
-	})
+			return nil, nil, false
+		})
 
-	release := make(chan struct{})
-	var releaseOnce sync.Once
-	unblock := func() { releaseOnce.Do(func() { close(release) }) }
-	defer unblock()
-	var firstGen atomic.Int32
-	firstGen.Store(-1)
-	l := newLedger()
-	opts := sourceOptions(c, group)
-	opts.Unordered = true
-	opts.RevokeTimeout = 300 * time.Millisecond
-	po := pipelineOpts("a", newSource(t, opts), 1, l, func(m *message.Message[[]byte]) error {
-		md, _ := message.MetadataAs[*kafka.Metadata](m)
-		firstGen.CompareAndSwap(-1, md.GenerationID)
-		if md.GenerationID == firstGen.Load() {
-			if md.Offset == 5 {
-				<-release // stuck past the revoke; acknowledged in a later generation
+		release := make(chan struct{})
+		var releaseOnce sync.Once
+		unblock := func() { releaseOnce.Do(func() { close(release) }) }
+		defer unblock()
+		var firstGen atomic.Int32
+		firstGen.Store(-1)
+		l := newLedger()
+		opts := sourceOptions(c, group)
+		opts.Unordered = true
+		opts.RevokeTimeout = 300 * time.Millisecond
+		po := pipelineOpts("a", cl.new(t, opts), 1, l, func(m *message.Message[[]byte]) error {
+			md, _ := message.MetadataAs[*kafka.Metadata](m)
+			firstGen.CompareAndSwap(-1, md.GenerationID)
+			if md.GenerationID == firstGen.Load() {
+				if md.Offset == 5 {
+					<-release // stuck past the revoke; acknowledged in a later generation
+				}
+			} else {
+				unblock()
+				time.Sleep(5 * time.Millisecond) // the new generation goes slowly
 			}
-		} else {
-			unblock()
-			time.Sleep(5 * time.Millisecond) // the new generation goes slowly
-		}
-		mu.Lock()
-		if handledIn[md.GenerationID] == nil {
-			handledIn[md.GenerationID] = map[int64]bool{}
-		}
-		handledIn[md.GenerationID][md.Offset] = true
-		mu.Unlock()
-		return nil
-	})
-	po.Processors.Concurrency = 4
-	po.Processors.MaxDemand = 1
-	a := startPipeline(t, po)
-	waitFor(t, 10*time.Second, "generation 1 to handle all but offset 5", func() bool { return l.handled(rec{0, 99}) })
-	waitFor(t, 5*time.Second, "generation 1 to commit up to offset 5", func() bool { return committed(c, group)[0] == 5 })
+			mu.Lock()
+			if handledIn[md.GenerationID] == nil {
+				handledIn[md.GenerationID] = map[int64]bool{}
+			}
+			handledIn[md.GenerationID][md.Offset] = true
+			mu.Unlock()
+			return nil
+		})
+		po.Processors.Concurrency = 4
+		po.Processors.MaxDemand = 1
+		a := startPipeline(t, po)
+		waitFor(t, 10*time.Second, "generation 1 to handle all but offset 5", func() bool { return l.handled(rec{0, 99}) })
+		waitFor(t, 5*time.Second, "generation 1 to commit up to offset 5", func() bool { return committed(c, group)[0] == 5 })
 
-	// Another member joins (on another topic): the eager rebalance revokes
-	// the partition and gives it back to the first member, in generation 2.
-	bo := sourceOptions(c, group)
-	bo.Topics = []string{"other"}
-	b := startPipeline(t, pipelineOpts("b", newSource(t, bo), 1, newLedger(), nil))
-	waitFor(t, 20*time.Second, "commit at the end", func() bool { return equalOffsets(committed(c, group), ends) })
-	stopPipeline(t, b)
-	unblock()
-	stopPipeline(t, a)
-	mu.Lock()
-	defer mu.Unlock()
-	if len(handledIn) < 2 {
-		t.Fatalf("the partition was not claimed again in a new generation (generations %v)", len(handledIn))
-	}
-	if len(violations) > 0 {
-		t.Fatalf("%d commits covered offsets not handled in their generation; first: %s", len(violations), violations[0])
-	}
+		// Another member joins (on another topic): the eager rebalance revokes
+		// the partition and gives it back to the first member, in generation 2.
+		bo := sourceOptions(c, group)
+		bo.Topics = []string{"other"}
+		b := startPipeline(t, pipelineOpts("b", cl.new(t, bo), 1, newLedger(), nil))
+		waitFor(t, 20*time.Second, "commit at the end", func() bool { return equalOffsets(committed(c, group), ends) })
+		stopPipeline(t, b)
+		unblock()
+		stopPipeline(t, a)
+		mu.Lock()
+		defer mu.Unlock()
+		if len(handledIn) < 2 {
+			t.Fatalf("the partition was not claimed again in a new generation (generations %v)", len(handledIn))
+		}
+		if len(violations) > 0 {
+			t.Fatalf("%d commits covered offsets not handled in their generation; first: %s", len(violations), violations[0])
+		}
+	})
 }

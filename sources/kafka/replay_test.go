@@ -65,133 +65,141 @@ func (l *ledger) lowest() int64 {
 // starts at its first record whose timestamp is at or after StartTime; a
 // partition with a committed offset resumes there.
 func TestStartFromTimestamp(t *testing.T) {
-	group := "g-timestamp"
-	c := newCluster(t, 1)
-	base := time.Now().Add(-time.Hour).Truncate(time.Second)
-	produceAt(t, c, 0, 30, base)
-	opts := timestampOptions(c, group, base.Add(10*time.Second+500*time.Millisecond)) // between records 10 and 11
-	l := newLedger()
-	p := startPipeline(t, pipelineOpts("ts", newSource(t, opts), 1, l, nil))
-	waitFor(t, 20*time.Second, "the records from offset 11 on", func() bool {
-		return equalOffsets(committed(c, group), map[int32]int64{0: 30})
-	})
-	stopPipeline(t, p)
-	if first, low := l.first(), l.lowest(); first != 11 || low != 11 {
-		t.Fatalf("first handled offset %d, lowest %d; want 11 (the first record at or after the start time)", first, low)
-	}
-	for o := int64(11); o < 30; o++ {
-		if !l.handled(rec{0, o}) {
-			t.Fatalf("offset %d not handled", o)
+	eachClient(t, func(t *testing.T, cl client) {
+		group := "g-timestamp"
+		c := newCluster(t, 1)
+		base := time.Now().Add(-time.Hour).Truncate(time.Second)
+		produceAt(t, c, 0, 30, base)
+		opts := timestampOptions(c, group, base.Add(10*time.Second+500*time.Millisecond)) // between records 10 and 11
+		l := newLedger()
+		p := startPipeline(t, pipelineOpts("ts", cl.new(t, opts), 1, l, nil))
+		waitFor(t, 20*time.Second, "the records from offset 11 on", func() bool {
+			return equalOffsets(committed(c, group), map[int32]int64{0: 30})
+		})
+		stopPipeline(t, p)
+		if first, low := l.first(), l.lowest(); first != 11 || low != 11 {
+			t.Fatalf("first handled offset %d, lowest %d; want 11 (the first record at or after the start time)", first, low)
 		}
-	}
+		for o := int64(11); o < 30; o++ {
+			if !l.handled(rec{0, o}) {
+				t.Fatalf("offset %d not handled", o)
+			}
+		}
 
-	// The group has committed: the start time no longer applies.
-	produceAt(t, c, 30, 5, base)
-	l2 := newLedger()
-	p2 := startPipeline(t, pipelineOpts("ts2", newSource(t, opts), 1, l2, nil))
-	waitFor(t, 20*time.Second, "the new records", func() bool {
-		return equalOffsets(committed(c, group), map[int32]int64{0: 35})
+		// The group has committed: the start time no longer applies.
+		produceAt(t, c, 30, 5, base)
+		l2 := newLedger()
+		p2 := startPipeline(t, pipelineOpts("ts2", cl.new(t, opts), 1, l2, nil))
+		waitFor(t, 20*time.Second, "the new records", func() bool {
+			return equalOffsets(committed(c, group), map[int32]int64{0: 35})
+		})
+		stopPipeline(t, p2)
+		if low := l2.lowest(); low != 30 {
+			t.Fatalf("after a commit at 30 the group resumed at %d, want 30", low)
+		}
 	})
-	stopPipeline(t, p2)
-	if low := l2.lowest(); low != 30 {
-		t.Fatalf("after a commit at 30 the group resumed at %d, want 30", low)
-	}
 }
 
 // Guarantee: a start time after every record starts after the newest one.
 func TestStartFromTimestampAfterNewest(t *testing.T) {
-	group := "g-timestamp-late"
-	c := newCluster(t, 1)
-	base := time.Now().Add(-time.Hour).Truncate(time.Second)
-	produceAt(t, c, 0, 10, base)
-	opts := timestampOptions(c, group, base.Add(time.Minute))
-	src := newSource(t, opts)
-	l := newLedger()
-	p := startPipeline(t, pipelineOpts("ts-late", src, 1, l, nil))
-	defer stopPipeline(t, p)
-	waitFor(t, 20*time.Second, "the partition claimed", func() bool {
-		st := src.Stats()
-		return len(st.Members) == 1 && len(st.Members[0].Partitions) == 1
+	eachClient(t, func(t *testing.T, cl client) {
+		group := "g-timestamp-late"
+		c := newCluster(t, 1)
+		base := time.Now().Add(-time.Hour).Truncate(time.Second)
+		produceAt(t, c, 0, 10, base)
+		opts := timestampOptions(c, group, base.Add(time.Minute))
+		src := cl.new(t, opts)
+		l := newLedger()
+		p := startPipeline(t, pipelineOpts("ts-late", src, 1, l, nil))
+		defer stopPipeline(t, p)
+		waitFor(t, 20*time.Second, "the partition claimed", func() bool {
+			st := src.Stats()
+			return len(st.Members) == 1 && len(st.Members[0].Partitions) == 1
+		})
+		produceAt(t, c, 10, 3, base.Add(2*time.Minute))
+		waitFor(t, 20*time.Second, "the new records", func() bool {
+			return equalOffsets(committed(c, group), map[int32]int64{0: 13})
+		})
+		if low := l.lowest(); low != 10 {
+			t.Fatalf("lowest handled offset %d, want 10: the start time is after every older record", low)
+		}
 	})
-	produceAt(t, c, 10, 3, base.Add(2*time.Minute))
-	waitFor(t, 20*time.Second, "the new records", func() bool {
-		return equalOffsets(committed(c, group), map[int32]int64{0: 13})
-	})
-	if low := l.lowest(); low != 10 {
-		t.Fatalf("lowest handled offset %d, want 10: the start time is after every older record", low)
-	}
 }
 
 // Guarantee: with BeginReset, a claimed partition starts at InitialOffset
 // even though the group committed an offset, and the commit then follows
 // the replay.
 func TestBeginResetIgnoresCommittedOffset(t *testing.T) {
-	group := "g-reset"
-	c := newCluster(t, 1)
-	ends := produce(t, c, 1, 0, 50)
-	l := newLedger()
-	p := startPipeline(t, pipelineOpts("before", newSource(t, sourceOptions(c, group)), 1, l, nil))
-	waitFor(t, 20*time.Second, "the first run's commit", func() bool { return equalOffsets(committed(c, group), ends) })
-	stopPipeline(t, p)
+	eachClient(t, func(t *testing.T, cl client) {
+		group := "g-reset"
+		c := newCluster(t, 1)
+		ends := produce(t, c, 1, 0, 50)
+		l := newLedger()
+		p := startPipeline(t, pipelineOpts("before", cl.new(t, sourceOptions(c, group)), 1, l, nil))
+		waitFor(t, 20*time.Second, "the first run's commit", func() bool { return equalOffsets(committed(c, group), ends) })
+		stopPipeline(t, p)
 
-	opts := sourceOptions(c, group)
-	opts.BeginOffset = kafka.BeginReset
-	src := newSource(t, opts)
-	gate := make(chan struct{})
-	open := sync.OnceFunc(func() { close(gate) })
-	l2 := newLedger()
-	p2 := startPipeline(t, pipelineOpts("reset", src, 1, l2, func(m *message.Message[[]byte]) error {
-		if md, _ := message.MetadataAs[*kafka.Metadata](m); md.Offset == 20 {
-			<-gate
+		opts := sourceOptions(c, group)
+		opts.BeginOffset = kafka.BeginReset
+		src := cl.new(t, opts)
+		gate := make(chan struct{})
+		open := sync.OnceFunc(func() { close(gate) })
+		l2 := newLedger()
+		p2 := startPipeline(t, pipelineOpts("reset", src, 1, l2, func(m *message.Message[[]byte]) error {
+			if md, _ := message.MetadataAs[*kafka.Metadata](m); md.Offset == 20 {
+				<-gate
+			}
+			return nil
+		}))
+		defer stopPipeline(t, p2)
+		defer open() // before the stop
+		// The replay commits backwards, to the handled prefix.
+		waitFor(t, 20*time.Second, "the replay's commit at 20", func() bool {
+			return equalOffsets(committed(c, group), map[int32]int64{0: 20})
+		})
+		if first := l2.first(); first != 0 {
+			t.Fatalf("first handled offset after the reset %d, want 0", first)
 		}
-		return nil
-	}))
-	defer stopPipeline(t, p2)
-	defer open() // before the stop
-	// The replay commits backwards, to the handled prefix.
-	waitFor(t, 20*time.Second, "the replay's commit at 20", func() bool {
-		return equalOffsets(committed(c, group), map[int32]int64{0: 20})
-	})
-	if first := l2.first(); first != 0 {
-		t.Fatalf("first handled offset after the reset %d, want 0", first)
-	}
-	open()
-	waitFor(t, 20*time.Second, "the replay to the end", func() bool {
-		return l2.covers(ends) && equalOffsets(committed(c, group), ends)
+		open()
+		waitFor(t, 20*time.Second, "the replay to the end", func() bool {
+			return l2.covers(ends) && equalOffsets(committed(c, group), ends)
+		})
 	})
 }
 
 // Guarantee: with CommitOnAck, the broker's committed offset follows the
 // acknowledgements without waiting for the commit interval (an hour here).
 func TestCommitOnAckFollowsAcks(t *testing.T) {
-	group := "g-commit-on-ack"
-	c := newCluster(t, 1)
-	ends := produce(t, c, 1, 0, 100)
-	opts := sourceOptions(c, group)
-	opts.CommitMode = kafka.CommitOnAck
-	opts.CommitInterval = time.Hour
-	src := newSource(t, opts)
-	gate := make(chan struct{})
-	open := sync.OnceFunc(func() { close(gate) })
-	po := pipelineOpts("on-ack", src, 1, newLedger(), func(m *message.Message[[]byte]) error {
-		if md, _ := message.MetadataAs[*kafka.Metadata](m); md.Offset == 30 {
-			<-gate
+	eachClient(t, func(t *testing.T, cl client) {
+		group := "g-commit-on-ack"
+		c := newCluster(t, 1)
+		ends := produce(t, c, 1, 0, 100)
+		opts := sourceOptions(c, group)
+		opts.CommitMode = kafka.CommitOnAck
+		opts.CommitInterval = time.Hour
+		src := cl.new(t, opts)
+		gate := make(chan struct{})
+		open := sync.OnceFunc(func() { close(gate) })
+		po := pipelineOpts("on-ack", src, 1, newLedger(), func(m *message.Message[[]byte]) error {
+			if md, _ := message.MetadataAs[*kafka.Metadata](m); md.Offset == 30 {
+				<-gate
+			}
+			return nil
+		})
+		po.Processors.MaxDemand = 1 // each message acknowledged once handled
+		p := startPipeline(t, po)
+		defer stopPipeline(t, p)
+		defer open() // before the stop
+		waitFor(t, 10*time.Second, "a commit at 30 while offset 30 is in its handler", func() bool {
+			return equalOffsets(committed(c, group), map[int32]int64{0: 30})
+		})
+		open()
+		waitFor(t, 10*time.Second, "a commit at the end", func() bool { return equalOffsets(committed(c, group), ends) })
+		ms := src.Stats().Members[0]
+		if ms.Commits == 0 || ms.Partitions[0].Committed != ends[0] {
+			t.Fatalf("stats after commits on ack: %+v", ms)
 		}
-		return nil
 	})
-	po.Processors.MaxDemand = 1 // each message acknowledged once handled
-	p := startPipeline(t, po)
-	defer stopPipeline(t, p)
-	defer open() // before the stop
-	waitFor(t, 10*time.Second, "a commit at 30 while offset 30 is in its handler", func() bool {
-		return equalOffsets(committed(c, group), map[int32]int64{0: 30})
-	})
-	open()
-	waitFor(t, 10*time.Second, "a commit at the end", func() bool { return equalOffsets(committed(c, group), ends) })
-	ms := src.Stats().Members[0]
-	if ms.Commits == 0 || ms.Partitions[0].Committed != ends[0] {
-		t.Fatalf("stats after commits on ack: %+v", ms)
-	}
 }
 
 // Guarantee: the replay and commit options are validated: unknown values,
@@ -237,62 +245,64 @@ func TestReplayOptionsValidated(t *testing.T) {
 // and the advances made while it is on its way are coalesced into the next
 // commit, sent as soon as it returns.
 func TestCommitOnAckCoalesces(t *testing.T) {
-	group := "g-commit-coalesce"
-	c := newCluster(t, 1)
-	ends := produce(t, c, 1, 0, 100)
-	var (
-		mu      sync.Mutex
-		offsets []int64 // of each OffsetCommit request, as it arrives
-	)
-	hold := make(chan struct{})
-	release := sync.OnceFunc(func() { close(hold) })
-	defer release()
-	c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		r := req.(*kmsg.OffsetCommitRequest)
-		if r.Group != group {
+	eachClient(t, func(t *testing.T, cl client) {
+		group := "g-commit-coalesce"
+		c := newCluster(t, 1)
+		ends := produce(t, c, 1, 0, 100)
+		var (
+			mu      sync.Mutex
+			offsets []int64 // of each OffsetCommit request, as it arrives
+		)
+		hold := make(chan struct{})
+		release := sync.OnceFunc(func() { close(hold) })
+		defer release()
+		c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			c.KeepControl()
+			r := req.(*kmsg.OffsetCommitRequest)
+			if r.Group != group {
+				return nil, nil, false
+			}
+			mu.Lock()
+			offsets = append(offsets, r.Topics[0].Partitions[0].Offset)
+			first := len(offsets) == 1
+			mu.Unlock()
+			if first {
+				c.SleepControl(func() { <-hold }) // the first commit stays on its way
+			}
 			return nil, nil, false
+		})
+		sent := func() []int64 {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Clone(offsets)
 		}
-		mu.Lock()
-		offsets = append(offsets, r.Topics[0].Partitions[0].Offset)
-		first := len(offsets) == 1
-		mu.Unlock()
-		if first {
-			c.SleepControl(func() { <-hold }) // the first commit stays on its way
-		}
-		return nil, nil, false
-	})
-	sent := func() []int64 {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(offsets)
-	}
-	opts := sourceOptions(c, group)
-	opts.CommitMode = kafka.CommitOnAck
-	opts.CommitInterval = time.Hour
-	// The held commit delays the heartbeats behind it on the coordinator's
-	// connection: keep the session alive meanwhile.
-	opts.Config.Consumer.Group.Session.Timeout = 10 * time.Second
-	src := newSource(t, opts)
-	l := newLedger()
-	po := pipelineOpts("coalesce", src, 1, l, nil)
-	po.Processors.MaxDemand = 1 // each message acknowledged once handled: one advance each
-	p := startPipeline(t, po)
-	defer stopPipeline(t, p)
-	defer release() // before the stop
+		opts := sourceOptions(c, group)
+		opts.CommitMode = kafka.CommitOnAck
+		opts.CommitInterval = time.Hour
+		// The held commit delays the heartbeats behind it on the coordinator's
+		// connection: keep the session alive meanwhile.
+		opts.Config.Consumer.Group.Session.Timeout = 10 * time.Second
+		src := cl.new(t, opts)
+		l := newLedger()
+		po := pipelineOpts("coalesce", src, 1, l, nil)
+		po.Processors.MaxDemand = 1 // each message acknowledged once handled: one advance each
+		p := startPipeline(t, po)
+		defer stopPipeline(t, p)
+		defer release() // before the stop
 
-	waitFor(t, 10*time.Second, "the first commit", func() bool { return len(sent()) == 1 })
-	waitFor(t, 10*time.Second, "every record handled and marked", func() bool {
-		st := src.Stats()
-		return l.covers(ends) && len(st.Members) == 1 && len(st.Members[0].Partitions) == 1 &&
-			st.Members[0].Partitions[0].Marked == ends[0]
+		waitFor(t, 10*time.Second, "the first commit", func() bool { return len(sent()) == 1 })
+		waitFor(t, 10*time.Second, "every record handled and marked", func() bool {
+			st := src.Stats()
+			return l.covers(ends) && len(st.Members) == 1 && len(st.Members[0].Partitions) == 1 &&
+				st.Members[0].Partitions[0].Marked == ends[0]
+		})
+		if got := sent(); len(got) != 1 {
+			t.Fatalf("commits %v sent while the first was on its way", got)
+		}
+		release()
+		waitFor(t, 10*time.Second, "the coalesced commit", func() bool { return equalOffsets(committed(c, group), ends) })
+		if got := sent(); len(got) != 2 || got[1] != ends[0] {
+			t.Fatalf("commits %v, want the first and then one at %d", got, ends[0])
+		}
 	})
-	if got := sent(); len(got) != 1 {
-		t.Fatalf("commits %v sent while the first was on its way", got)
-	}
-	release()
-	waitFor(t, 10*time.Second, "the coalesced commit", func() bool { return equalOffsets(committed(c, group), ends) })
-	if got := sent(); len(got) != 2 || got[1] != ends[0] {
-		t.Fatalf("commits %v, want the first and then one at %d", got, ends[0])
-	}
 }

@@ -27,23 +27,23 @@ import (
 )
 
 // ErrClosed is returned by Run once the source has been closed.
-var ErrClosed = errors.New("kafka: source closed")
+var ErrClosed = claim.ErrClosed
 
 // ErrConnect is wrapped by the error Run returns when the member cannot
 // reach the cluster; the pipeline then restarts the source with backoff.
 // The error names every bootstrap broker and why it could not be reached.
-var ErrConnect = errors.New("kafka: cannot connect")
+var ErrConnect = claim.ErrConnect
 
 // ErrUnknownTopic is wrapped by the error Run returns when a subscribed
 // topic does not exist in the cluster; the error names the topics. Run
 // returns it at once instead of retrying, so the pipeline's restart policy
 // decides how long to wait for the topic.
-var ErrUnknownTopic = errors.New("kafka: unknown topic")
+var ErrUnknownTopic = claim.ErrUnknownTopic
 
 // ErrConsume is wrapped by the error Run returns when joining the group kept
 // failing (Options.Config.Consumer.Group.Rebalance.Retry governs sarama's own
 // retries, after which the source gives up maxConsumeFailures times in a row).
-var ErrConsume = errors.New("kafka: consumer group keeps failing")
+var ErrConsume = claim.ErrConsume
 
 // maxConsumeFailures is how many failed Consume calls in a row make Run fail.
 const maxConsumeFailures = 10

@@ -15,24 +15,26 @@ import (
 // Guarantee: in a normal run with several group members, every record is
 // handled exactly once and the group commits every partition to its end.
 func TestEveryRecordOnceSeveralMembers(t *testing.T) {
-	const parts = 6
-	c := newCluster(t, parts)
-	n := records(3000)
-	ends := produce(t, c, parts, 0, n)
-	l := newLedger()
-	watch := watchCommits(c, "g-normal", l)
-	src := newSource(t, sourceOptions(c, "g-normal"))
-	p := startPipeline(t, pipelineOpts("normal", src, 3, l, nil))
-	waitFor(t, 30*time.Second, "every record handled", func() bool { return l.covers(ends) })
-	waitFor(t, 10*time.Second, "commits at the end offsets", func() bool { return equalOffsets(committed(c, "g-normal"), ends) })
-	stopPipeline(t, p)
-	if d := l.duplicates(); d != 0 {
-		t.Fatalf("%d records handled twice in a run without failures", d)
-	}
-	if got := committed(c, "g-normal"); !equalOffsets(got, ends) {
-		t.Fatalf("committed %v after stop, want %v", got, ends)
-	}
-	watch.check(t)
+	eachClient(t, func(t *testing.T, cl client) {
+		const parts = 6
+		c := newCluster(t, parts)
+		n := records(3000)
+		ends := produce(t, c, parts, 0, n)
+		l := newLedger()
+		watch := watchCommits(c, "g-normal", l)
+		src := cl.new(t, sourceOptions(c, "g-normal"))
+		p := startPipeline(t, pipelineOpts("normal", src, 3, l, nil))
+		waitFor(t, 30*time.Second, "every record handled", func() bool { return l.covers(ends) })
+		waitFor(t, 10*time.Second, "commits at the end offsets", func() bool { return equalOffsets(committed(c, "g-normal"), ends) })
+		stopPipeline(t, p)
+		if d := l.duplicates(); d != 0 {
+			t.Fatalf("%d records handled twice in a run without failures", d)
+		}
+		if got := committed(c, "g-normal"); !equalOffsets(got, ends) {
+			t.Fatalf("committed %v after stop, want %v", got, ends)
+		}
+		watch.check(t)
+	})
 }
 
 // Guarantee: invalid options are rejected by New, naming the field and the

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -30,7 +29,7 @@ func claimed(ms kafka.MemberStats) []int32 {
 }
 
 // onlyMember returns the single member of a source's stats.
-func onlyMember(t *testing.T, src *kafka.Source) kafka.MemberStats {
+func onlyMember(t *testing.T, src testSource) kafka.MemberStats {
 	t.Helper()
 	st := src.Stats()
 	if len(st.Members) != 1 {
@@ -44,194 +43,200 @@ func onlyMember(t *testing.T, src *kafka.Source) kafka.MemberStats {
 // part of the backlog is handled, and a new generation and assignment after
 // a second member joins.
 func TestStatsReportAssignmentCommittedAndLag(t *testing.T) {
-	const parts, n, stop = 3, 300, 40
-	group := "g-stats"
-	c := newCluster(t, parts)
-	ends := produce(t, c, parts, 0, n)
-	gate := make(chan struct{})
-	open := sync.OnceFunc(func() { close(gate) })
-	opts := sourceOptions(c, group)
-	opts.Unordered = true
-	src := newSource(t, opts)
-	l := newLedger()
-	po := pipelineOpts("stats", src, 1, l, func(m *message.Message[[]byte]) error {
-		if md, _ := message.MetadataAs[*kafka.Metadata](m); md.Offset == stop {
-			<-gate // each partition's commit stops at offset 40
-		}
-		return nil
-	})
-	// One message per processor at a time: the three stuck ones hold three
-	// processors, the others handle the rest.
-	po.Processors.Concurrency = 2 * parts
-	po.Processors.MaxDemand = 1
-	a := startPipeline(t, po)
-	defer stopPipeline(t, a)
-	defer open() // before the stop
+	eachClient(t, func(t *testing.T, cl client) {
+		const parts, n, stop = 3, 300, 40
+		group := "g-stats"
+		c := newCluster(t, parts)
+		ends := produce(t, c, parts, 0, n)
+		gate := make(chan struct{})
+		open := sync.OnceFunc(func() { close(gate) })
+		opts := sourceOptions(c, group)
+		opts.Unordered = true
+		src := cl.new(t, opts)
+		l := newLedger()
+		po := pipelineOpts("stats", src, 1, l, func(m *message.Message[[]byte]) error {
+			if md, _ := message.MetadataAs[*kafka.Metadata](m); md.Offset == stop {
+				<-gate // each partition's commit stops at offset 40
+			}
+			return nil
+		})
+		// One message per processor at a time: the three stuck ones hold three
+		// processors, the others handle the rest.
+		po.Processors.Concurrency = 2 * parts
+		po.Processors.MaxDemand = 1
+		a := startPipeline(t, po)
+		defer stopPipeline(t, a)
+		defer open() // before the stop
 
-	want := map[int32]int64{0: stop, 1: stop, 2: stop}
-	waitFor(t, 20*time.Second, "the broker to hold offset 40 as committed on every partition", func() bool {
-		return equalOffsets(committed(c, group), want)
-	})
-	// The broker's view and the source's agree.
-	waitFor(t, 10*time.Second, "stats to match the broker", func() bool {
-		ms := onlyMember(t, src)
-		if len(ms.Partitions) != parts {
-			return false
-		}
-		broker := committed(c, group)
-		for _, p := range ms.Partitions {
-			if p.Committed != broker[p.Partition] || p.HighWater != ends[p.Partition] {
+		want := map[int32]int64{0: stop, 1: stop, 2: stop}
+		waitFor(t, 20*time.Second, "the broker to hold offset 40 as committed on every partition", func() bool {
+			return equalOffsets(committed(c, group), want)
+		})
+		// The broker's view and the source's agree.
+		waitFor(t, 10*time.Second, "stats to match the broker", func() bool {
+			ms := onlyMember(t, src)
+			if len(ms.Partitions) != parts {
 				return false
 			}
-		}
-		return true
-	})
-	ms := onlyMember(t, src)
-	if ms.MemberID == "" || ms.GenerationID < 1 || ms.Rebalances != 1 {
-		t.Fatalf("member id %q, generation %d, rebalances %d: want an id, a generation and 1 rebalance", ms.MemberID, ms.GenerationID, ms.Rebalances)
-	}
-	if gi := c.GroupInfo(group); gi == nil || gi.Epoch != ms.GenerationID || len(gi.Members) != 1 || gi.Members[0].MemberID != ms.MemberID {
-		t.Fatalf("stats generation %d, member %q; the broker's group: %+v", ms.GenerationID, ms.MemberID, gi)
-	}
-	if got := claimed(ms); !slices.Equal(got, []int32{0, 1, 2}) {
-		t.Fatalf("stats assignment %v, want [0 1 2]", got)
-	}
-	for _, p := range ms.Partitions {
-		if p.Committed != stop || p.Marked != stop || p.Lag != ends[p.Partition]-stop {
-			t.Errorf("partition %d: committed %d, marked %d, lag %d; want %d, %d, %d", p.Partition, p.Committed, p.Marked, p.Lag,
-				stop, stop, ends[p.Partition]-stop)
-		}
-		if p.Next <= stop || p.Next > ends[p.Partition] || p.FetchLag != p.HighWater-p.Next {
-			t.Errorf("partition %d: next %d, fetch lag %d, high water %d", p.Partition, p.Next, p.FetchLag, p.HighWater)
-		}
-		if p.InFlight < 1 {
-			t.Errorf("partition %d: %d in flight while its record %d is in a handler", p.Partition, p.InFlight, stop)
-		}
-	}
-	if ms.Commits == 0 || ms.CommitErrors != 0 || ms.LastCommitError != nil {
-		t.Fatalf("commits %d, errors %d (%v): want commits and no error", ms.Commits, ms.CommitErrors, ms.LastCommitError)
-	}
-
-	// Everything handled: the lag drops to 0.
-	open()
-	waitFor(t, 20*time.Second, "lag 0 on every partition", func() bool {
+			broker := committed(c, group)
+			for _, p := range ms.Partitions {
+				if p.Committed != broker[p.Partition] || p.HighWater != ends[p.Partition] {
+					return false
+				}
+			}
+			return true
+		})
 		ms := onlyMember(t, src)
+		if ms.MemberID == "" || ms.GenerationID < 1 || ms.Rebalances != 1 {
+			t.Fatalf("member id %q, generation %d, rebalances %d: want an id, a generation and 1 rebalance", ms.MemberID, ms.GenerationID, ms.Rebalances)
+		}
+		if gi := c.GroupInfo(group); gi == nil || gi.Epoch != ms.GenerationID || len(gi.Members) != 1 || gi.Members[0].MemberID != ms.MemberID {
+			t.Fatalf("stats generation %d, member %q; the broker's group: %+v", ms.GenerationID, ms.MemberID, gi)
+		}
+		if got := claimed(ms); !slices.Equal(got, []int32{0, 1, 2}) {
+			t.Fatalf("stats assignment %v, want [0 1 2]", got)
+		}
 		for _, p := range ms.Partitions {
-			if p.Lag != 0 || p.Committed != ends[p.Partition] {
-				return false
+			if p.Committed != stop || p.Marked != stop || p.Lag != ends[p.Partition]-stop {
+				t.Errorf("partition %d: committed %d, marked %d, lag %d; want %d, %d, %d", p.Partition, p.Committed, p.Marked, p.Lag,
+					stop, stop, ends[p.Partition]-stop)
+			}
+			if p.Next <= stop || p.Next > ends[p.Partition] || p.FetchLag != p.HighWater-p.Next {
+				t.Errorf("partition %d: next %d, fetch lag %d, high water %d", p.Partition, p.Next, p.FetchLag, p.HighWater)
+			}
+			if p.InFlight < 1 {
+				t.Errorf("partition %d: %d in flight while its record %d is in a handler", p.Partition, p.InFlight, stop)
 			}
 		}
-		return len(ms.Partitions) == parts
-	})
-
-	// A second member joins: a new generation, and the partitions split.
-	gen := ms.GenerationID
-	srcB := newSource(t, sourceOptions(c, group))
-	b := startPipeline(t, pipelineOpts("stats-b", srcB, 1, newLedger(), nil))
-	defer stopPipeline(t, b)
-	waitFor(t, 20*time.Second, "the partitions split over two members in a new generation", func() bool {
-		sa, sb := src.Stats(), srcB.Stats()
-		if len(sa.Members) != 1 || len(sb.Members) != 1 {
-			return false
+		if ms.Commits == 0 || ms.CommitErrors != 0 || ms.LastCommitError != nil {
+			t.Fatalf("commits %d, errors %d (%v): want commits and no error", ms.Commits, ms.CommitErrors, ms.LastCommitError)
 		}
-		ma, mb := sa.Members[0], sb.Members[0]
-		all := append(claimed(ma), claimed(mb)...)
-		slices.Sort(all)
-		return ma.GenerationID > gen && mb.GenerationID == ma.GenerationID && ma.Rebalances >= 2 &&
-			len(claimed(ma)) > 0 && len(claimed(mb)) > 0 && slices.Equal(all, []int32{0, 1, 2}) &&
-			ma.MemberID != mb.MemberID
+
+		// Everything handled: the lag drops to 0.
+		open()
+		waitFor(t, 20*time.Second, "lag 0 on every partition", func() bool {
+			ms := onlyMember(t, src)
+			for _, p := range ms.Partitions {
+				if p.Lag != 0 || p.Committed != ends[p.Partition] {
+					return false
+				}
+			}
+			return len(ms.Partitions) == parts
+		})
+
+		// A second member joins: a new generation, and the partitions split.
+		gen := ms.GenerationID
+		srcB := cl.new(t, sourceOptions(c, group))
+		b := startPipeline(t, pipelineOpts("stats-b", srcB, 1, newLedger(), nil))
+		defer stopPipeline(t, b)
+		waitFor(t, 20*time.Second, "the partitions split over two members in a new generation", func() bool {
+			sa, sb := src.Stats(), srcB.Stats()
+			if len(sa.Members) != 1 || len(sb.Members) != 1 {
+				return false
+			}
+			ma, mb := sa.Members[0], sb.Members[0]
+			all := append(claimed(ma), claimed(mb)...)
+			slices.Sort(all)
+			return ma.GenerationID > gen && mb.GenerationID == ma.GenerationID && ma.Rebalances >= 2 &&
+				len(claimed(ma)) > 0 && len(claimed(mb)) > 0 && slices.Equal(all, []int32{0, 1, 2}) &&
+				ma.MemberID != mb.MemberID
+		})
 	})
 }
 
 // Guarantee: Stats is safe to call while records flow and members come
 // and go (run with -race).
 func TestStatsConcurrentWithFlow(t *testing.T) {
-	const parts = 2
-	group := "g-stats-race"
-	c := newCluster(t, parts)
-	ends := produce(t, c, parts, 0, 400)
-	src := newSource(t, sourceOptions(c, group))
-	l := newLedger()
-	done := make(chan struct{})
-	var polls int
-	var wg sync.WaitGroup
-	// pipeline.New validates its options, reading the source: poll once
-	// the pipeline runs.
-	p := startPipeline(t, pipelineOpts("stats-race", src, 2, l, nil))
-	wg.Go(func() {
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			st := src.Stats()
-			polls++
-			for _, m := range st.Members {
-				for _, p := range m.Partitions {
-					if p.Lag < 0 || p.FetchLag < 0 || p.InFlight < 0 {
-						panic(fmt.Sprintf("negative stats: %+v", p))
+	eachClient(t, func(t *testing.T, cl client) {
+		const parts = 2
+		group := "g-stats-race"
+		c := newCluster(t, parts)
+		ends := produce(t, c, parts, 0, 400)
+		src := cl.new(t, sourceOptions(c, group))
+		l := newLedger()
+		done := make(chan struct{})
+		var polls int
+		var wg sync.WaitGroup
+		// pipeline.New validates its options, reading the source: poll once
+		// the pipeline runs.
+		p := startPipeline(t, pipelineOpts("stats-race", src, 2, l, nil))
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				st := src.Stats()
+				polls++
+				for _, m := range st.Members {
+					for _, p := range m.Partitions {
+						if p.Lag < 0 || p.FetchLag < 0 || p.InFlight < 0 {
+							panic(fmt.Sprintf("negative stats: %+v", p))
+						}
 					}
 				}
 			}
+		})
+		waitFor(t, 20*time.Second, "every record", func() bool { return l.covers(ends) })
+		stopPipeline(t, p)
+		close(done)
+		wg.Wait()
+		if polls == 0 {
+			t.Fatal("Stats never returned")
 		}
 	})
-	waitFor(t, 20*time.Second, "every record", func() bool { return l.covers(ends) })
-	stopPipeline(t, p)
-	close(done)
-	wg.Wait()
-	if polls == 0 {
-		t.Fatal("Stats never returned")
-	}
 }
 
 // Guarantee: a commit the broker refuses is reported in Stats (count, last
 // error naming its partitions) and its offsets go out again with the next
 // commit.
 func TestStatsReportCommitErrors(t *testing.T) {
-	const parts = 2
-	group := "g-stats-commit-error"
-	c := newCluster(t, parts)
-	ends := produce(t, c, parts, 0, 100)
-	var refused atomic.Int32
-	c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		r := req.(*kmsg.OffsetCommitRequest)
-		if r.Group != group || refused.Load() >= 2 {
-			return nil, nil, false
-		}
-		refused.Add(1)
-		resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
-		for _, rt := range r.Topics {
-			st := kmsg.NewOffsetCommitResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewOffsetCommitResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
-				st.Partitions = append(st.Partitions, sp)
+	eachClient(t, func(t *testing.T, cl client) {
+		const parts = 2
+		group := "g-stats-commit-error"
+		c := newCluster(t, parts)
+		ends := produce(t, c, parts, 0, 100)
+		var refused atomic.Int32
+		c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			c.KeepControl()
+			r := req.(*kmsg.OffsetCommitRequest)
+			if r.Group != group || refused.Load() >= 2 {
+				return nil, nil, false
 			}
-			resp.Topics = append(resp.Topics, st)
+			refused.Add(1)
+			resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
+			for _, rt := range r.Topics {
+				st := kmsg.NewOffsetCommitResponseTopic()
+				st.Topic, st.TopicID = rt.Topic, rt.TopicID
+				for _, rp := range rt.Partitions {
+					sp := kmsg.NewOffsetCommitResponseTopicPartition()
+					sp.Partition = rp.Partition
+					sp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
+					st.Partitions = append(st.Partitions, sp)
+				}
+				resp.Topics = append(resp.Topics, st)
+			}
+			return resp, nil, true
+		})
+		src := cl.new(t, sourceOptions(c, group))
+		l := newLedger()
+		p := startPipeline(t, pipelineOpts("commit-errors", src, 1, l, nil))
+		defer stopPipeline(t, p)
+		waitFor(t, 20*time.Second, "the refused commits, then the offsets committed", func() bool {
+			return refused.Load() == 2 && equalOffsets(committed(c, group), ends)
+		})
+		ms := onlyMember(t, src)
+		if ms.CommitErrors < 2 || ms.LastCommitError == nil || !errors.Is(ms.LastCommitError, cl.brokerErr(kerr.OffsetMetadataTooLarge)) {
+			t.Fatalf("commit errors %d, last %v: want 2 refusals reported", ms.CommitErrors, ms.LastCommitError)
 		}
-		return resp, nil, true
-	})
-	src := newSource(t, sourceOptions(c, group))
-	l := newLedger()
-	p := startPipeline(t, pipelineOpts("commit-errors", src, 1, l, nil))
-	defer stopPipeline(t, p)
-	waitFor(t, 20*time.Second, "the refused commits, then the offsets committed", func() bool {
-		return refused.Load() == 2 && equalOffsets(committed(c, group), ends)
-	})
-	ms := onlyMember(t, src)
-	if ms.CommitErrors < 2 || ms.LastCommitError == nil || !errors.Is(ms.LastCommitError, sarama.ErrOffsetMetadataTooLarge) {
-		t.Fatalf("commit errors %d, last %v: want 2 refusals reported", ms.CommitErrors, ms.LastCommitError)
-	}
-	if ce := ms.LastCommitError; len(ce.Partitions) == 0 || ce.At.IsZero() || strings.ContainsAny(ce.Error(), "\r\n") {
-		t.Fatalf("last commit error %+v: want its partitions and time, on one line", ce)
-	}
-	for _, p := range ms.Partitions {
-		if p.Committed != ends[p.Partition] {
-			t.Fatalf("partition %d: stats committed %d, the broker %d", p.Partition, p.Committed, ends[p.Partition])
+		if ce := ms.LastCommitError; len(ce.Partitions) == 0 || ce.At.IsZero() || strings.ContainsAny(ce.Error(), "\r\n") {
+			t.Fatalf("last commit error %+v: want its partitions and time, on one line", ce)
 		}
-	}
+		for _, p := range ms.Partitions {
+			if p.Committed != ends[p.Partition] {
+				t.Fatalf("partition %d: stats committed %d, the broker %d", p.Partition, p.Committed, ends[p.Partition])
+			}
+		}
+	})
 }

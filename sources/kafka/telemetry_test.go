@@ -74,67 +74,69 @@ func (l *assignLog) revokedCount() int {
 // stopping the pipelines revokes every partition still held, each exactly
 // once.
 func TestTelemetryAssignedAndRevokedOnRebalance(t *testing.T) {
-	for _, strategy := range []string{kafka.RebalanceRange, kafka.RebalanceCooperativeSticky} {
-		t.Run(strategy, func(t *testing.T) {
-			const parts = 4
-			group := "g-telemetry-" + strategy
-			c := newCluster(t, parts)
-			produce(t, c, parts, 0, 40)
-			l := newLedger()
-			var la, lb assignLog
-			optsA, optsB := sourceOptions(c, group), sourceOptions(c, group)
-			optsA.Rebalance, optsB.Rebalance = strategy, strategy
-			optsA.Telemetry, optsB.Telemetry = la.hooks(), lb.hooks()
+	eachClient(t, func(t *testing.T, cl client) {
+		for _, strategy := range []string{kafka.RebalanceRange, kafka.RebalanceCooperativeSticky} {
+			t.Run(strategy, func(t *testing.T) {
+				const parts = 4
+				group := "g-telemetry-" + strategy
+				c := newCluster(t, parts)
+				produce(t, c, parts, 0, 40)
+				l := newLedger()
+				var la, lb assignLog
+				optsA, optsB := sourceOptions(c, group), sourceOptions(c, group)
+				optsA.Rebalance, optsB.Rebalance = strategy, strategy
+				optsA.Telemetry, optsB.Telemetry = la.hooks(), lb.hooks()
 
-			a := startPipeline(t, pipelineOpts("a", newSource(t, optsA), 1, l, nil))
-			waitFor(t, 20*time.Second, "every partition assigned to the first member", func() bool { return len(la.held()) == parts })
-			b := startPipeline(t, pipelineOpts("b", newSource(t, optsB), 1, l, nil))
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			if _, err := c.WaitGroupInfo(ctx, group, func(gi *kfake.GroupInfo) bool {
-				return gi != nil && len(gi.Members) == 2 && gi.Members[0].NumAssigned() > 0 && gi.Members[1].NumAssigned() > 0
-			}); err != nil {
-				t.Fatalf("the group did not settle on 2 members: %v", err)
-			}
-			waitFor(t, 20*time.Second, "the partitions split between the members", func() bool {
-				ha, hb := la.held(), lb.held()
-				all := maps.Clone(ha)
-				maps.Copy(all, hb)
-				return len(ha) > 0 && len(hb) > 0 && len(ha)+len(hb) == parts && len(all) == parts
-			})
-			if la.revokedCount() == 0 {
-				t.Error("the second member joined, yet the first saw no partition revoked")
-			}
-			for name, h := range map[string]map[int32]telemetry.Assignment{"a": la.held(), "b": lb.held()} {
-				for _, e := range h {
-					if e.Group != group || e.Member == "" || e.Generation <= 0 || e.Topic != testTopic {
-						t.Errorf("member %s: event %+v, want group %q, a member id, a generation and topic %q", name, e, group, testTopic)
+				a := startPipeline(t, pipelineOpts("a", cl.new(t, optsA), 1, l, nil))
+				waitFor(t, 20*time.Second, "every partition assigned to the first member", func() bool { return len(la.held()) == parts })
+				b := startPipeline(t, pipelineOpts("b", cl.new(t, optsB), 1, l, nil))
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				if _, err := c.WaitGroupInfo(ctx, group, func(gi *kfake.GroupInfo) bool {
+					return gi != nil && len(gi.Members) == 2 && gi.Members[0].NumAssigned() > 0 && gi.Members[1].NumAssigned() > 0
+				}); err != nil {
+					t.Fatalf("the group did not settle on 2 members: %v", err)
+				}
+				waitFor(t, 20*time.Second, "the partitions split between the members", func() bool {
+					ha, hb := la.held(), lb.held()
+					all := maps.Clone(ha)
+					maps.Copy(all, hb)
+					return len(ha) > 0 && len(hb) > 0 && len(ha)+len(hb) == parts && len(all) == parts
+				})
+				if la.revokedCount() == 0 {
+					t.Error("the second member joined, yet the first saw no partition revoked")
+				}
+				for name, h := range map[string]map[int32]telemetry.Assignment{"a": la.held(), "b": lb.held()} {
+					for _, e := range h {
+						if e.Group != group || e.Member == "" || e.Generation <= 0 || e.Topic != testTopic {
+							t.Errorf("member %s: event %+v, want group %q, a member id, a generation and topic %q", name, e, group, testTopic)
+						}
 					}
 				}
-			}
-			ids := map[string][]string{}
-			for name, h := range map[string]map[int32]telemetry.Assignment{"a": la.held(), "b": lb.held()} {
-				for _, e := range h {
-					ids[name] = append(ids[name], e.Member)
+				ids := map[string][]string{}
+				for name, h := range map[string]map[int32]telemetry.Assignment{"a": la.held(), "b": lb.held()} {
+					for _, e := range h {
+						ids[name] = append(ids[name], e.Member)
+					}
+					ids[name] = slices.Compact(slices.Sorted(slices.Values(ids[name])))
 				}
-				ids[name] = slices.Compact(slices.Sorted(slices.Values(ids[name])))
-			}
-			if len(ids["a"]) != 1 || len(ids["b"]) != 1 || ids["a"][0] == ids["b"][0] {
-				t.Errorf("member ids of the partitions held: a %q, b %q; want one each, different", ids["a"], ids["b"])
-			}
+				if len(ids["a"]) != 1 || len(ids["b"]) != 1 || ids["a"][0] == ids["b"][0] {
+					t.Errorf("member ids of the partitions held: a %q, b %q; want one each, different", ids["a"], ids["b"])
+				}
 
-			stopPipeline(t, a)
-			stopPipeline(t, b)
-			for name, lg := range map[string]*assignLog{"a": &la, "b": &lb} {
-				if h := lg.held(); len(h) != 0 {
-					t.Errorf("member %s stopped, still holding %v", name, slices.Sorted(maps.Keys(h)))
+				stopPipeline(t, a)
+				stopPipeline(t, b)
+				for name, lg := range map[string]*assignLog{"a": &la, "b": &lb} {
+					if h := lg.held(); len(h) != 0 {
+						t.Errorf("member %s stopped, still holding %v", name, slices.Sorted(maps.Keys(h)))
+					}
+					lg.mu.Lock()
+					for _, e := range lg.errs {
+						t.Errorf("member %s: %s", name, e)
+					}
+					lg.mu.Unlock()
 				}
-				lg.mu.Lock()
-				for _, e := range lg.errs {
-					t.Errorf("member %s: %s", name, e)
-				}
-				lg.mu.Unlock()
-			}
-		})
-	}
+			})
+		}
+	})
 }

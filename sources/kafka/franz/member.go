@@ -214,11 +214,21 @@ func (m *member) poll() {
 
 // assigned is the client's OnPartitionsAssigned: each partition becomes a
 // claim with its feed and its reader.
-func (m *member) assigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
+func (m *member) assigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	memberID, gen := cl.GroupMetadata()
 	m.cm.NoteSession(memberID, gen)
 	m.log.Info("kafka group session started",
 		slog.String("member", memberID), slog.Int("generation", int(gen)), slog.Any("claims", assigned))
+	// A topic deleted while the member runs is still assigned from the
+	// client's metadata: fail at the new session, so that the pipeline's
+	// restart policy decides, rather than consume it forever.
+	tctx, cancel := context.WithTimeout(ctx, m.opts.ConnectTimeout)
+	err := checkTopics(tctx, cl, m.opts.Topics)
+	cancel()
+	if errors.Is(err, ErrUnknownTopic) {
+		m.fail(err)
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closing {
@@ -379,18 +389,28 @@ func (m *member) send(blocks []claim.Block) ([]claim.Block, error) {
 	}
 	ctx, cancel := context.WithTimeout(m.ctx, m.opts.RevokeTimeout)
 	defer cancel()
+	var req *kmsg.OffsetCommitRequest
 	var resp *kmsg.OffsetCommitResponse
 	var err error
-	m.cl.CommitOffsetsSync(ctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, r *kmsg.OffsetCommitResponse, e error) {
-		resp, err = r, e
+	m.cl.CommitOffsetsSync(ctx, offs, func(_ *kgo.Client, q *kmsg.OffsetCommitRequest, r *kmsg.OffsetCommitResponse, e error) {
+		req, resp, err = q, r, e
 	})
 	if err != nil {
 		return blocks, claim.Flat(err)
 	}
+	// Newer protocol versions name topics by id in the answer.
+	names := make(map[[16]byte]string, len(req.Topics))
+	for _, t := range req.Topics {
+		names[t.TopicID] = t.Topic
+	}
 	got := make(map[topicPartition]error, len(blocks))
 	for _, t := range resp.Topics {
+		topic := t.Topic
+		if topic == "" {
+			topic = names[t.TopicID]
+		}
 		for _, p := range t.Partitions {
-			got[topicPartition{t.Topic, p.Partition}] = kerr.ErrorForCode(p.ErrorCode)
+			got[topicPartition{topic, p.Partition}] = kerr.ErrorForCode(p.ErrorCode)
 		}
 	}
 	for i := range blocks {

@@ -20,7 +20,6 @@ package franz
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 
@@ -29,25 +28,27 @@ import (
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
 )
 
-// ErrClosed is returned by Run once the source has been closed.
-var ErrClosed = errors.New("franz: source closed")
+// ErrClosed is returned by Run once the source has been closed. It and
+// the other errors below are the sarama source's (kafka.ErrClosed, …):
+// errors.Is matches either package's sentinel.
+var ErrClosed = claim.ErrClosed
 
 // ErrConnect is wrapped by the error Run returns when the member cannot
 // reach the cluster; the pipeline then restarts the source with backoff.
 // The error names every bootstrap broker and why it could not be reached.
-var ErrConnect = errors.New("franz: cannot connect")
+var ErrConnect = claim.ErrConnect
 
 // ErrUnknownTopic is wrapped by the error Run returns when a subscribed
 // topic does not exist in the cluster (when Run starts, or when it is
 // deleted while the member consumes); the error names the topics. Run
 // returns it at once instead of retrying, so the pipeline's restart policy
 // decides how long to wait for the topic.
-var ErrUnknownTopic = errors.New("franz: unknown topic")
+var ErrUnknownTopic = claim.ErrUnknownTopic
 
 // ErrConsume is wrapped by the error Run returns when the group kept
 // failing: maxConsumeFailures group errors in a row, with no record
 // fetched in between.
-var ErrConsume = errors.New("franz: consumer group keeps failing")
+var ErrConsume = claim.ErrConsume
 
 // maxConsumeFailures is how many group errors in a row make Run fail.
 const maxConsumeFailures = 10

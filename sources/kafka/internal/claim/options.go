@@ -1,6 +1,7 @@
 package claim
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -96,3 +97,12 @@ func (l ErrList) Error() string {
 }
 
 func (l ErrList) Unwrap() []error { return l }
+
+// The errors both Kafka sources return, so that a caller checks them the
+// same way whichever client runs (each source documents them).
+var (
+	ErrClosed       = errors.New("kafka: source closed")
+	ErrConnect      = errors.New("kafka: cannot connect")
+	ErrUnknownTopic = errors.New("kafka: unknown topic")
+	ErrConsume      = errors.New("kafka: consumer group keeps failing")
+)
