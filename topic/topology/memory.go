@@ -221,10 +221,19 @@ func (tp *memTopic[T]) publish(ctx context.Context, l Letter[T]) error {
 	tp.mu.Unlock()
 	for _, g := range gs {
 		if err := g.Publish(ctx, l); err != nil {
+			if errors.Is(err, queue.ErrClosed) && !tp.isClosed() {
+				continue // an ephemeral group removed since the snapshot
+			}
 			return mapQueueErr(err)
 		}
 	}
 	return nil
+}
+
+func (tp *memTopic[T]) isClosed() bool {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	return tp.closed
 }
 
 func (tp *memTopic[T]) close() {

@@ -135,3 +135,63 @@ func TestReaderCloseWakesReceive(t *testing.T) {
 		}
 	})
 }
+
+// Guarantee: broadcast consumers coming and going never make a publish
+// fail, and every consumer connected throughout receives every message.
+func TestBroadcastChurnNeverFailsPublish(t *testing.T) {
+	m, _ := NewMemory[int](MemoryOptions{Capacity: 1 << 14})
+	defer m.Close()
+	top, _ := New("churn").Broadcast().Build()
+	q, _ := m.Declare(t.Context(), top)
+	steady, _ := q.Subscribe(t.Context())
+	defer steady.Close()
+	stop := make(chan struct{})
+	churned := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				churned <- n
+				return
+			default:
+			}
+			r, err := q.Subscribe(t.Context())
+			if err != nil {
+				t.Error(err)
+			}
+			r.Close()
+			n++
+		}
+	}()
+	halt := func() int {
+		select {
+		case <-stop:
+			return 0
+		default:
+		}
+		close(stop)
+		return <-churned
+	}
+	defer halt()
+	const msgs = 5000
+	for i := range msgs {
+		if err := q.Publish(t.Context(), Letter[int]{Value: i}); err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+	}
+	t.Logf("%d subscriptions came and went", halt())
+	buf := make([]Letter[int], 256)
+	for got := 0; got < msgs; {
+		n, err := steady.TryReceive(buf)
+		if err != nil || n == 0 {
+			t.Fatalf("steady consumer got %d of %d: %v", got, msgs, err)
+		}
+		for _, l := range buf[:n] {
+			if l.Value != got {
+				t.Fatalf("got %d, want %d", l.Value, got)
+			}
+			got++
+		}
+	}
+}
