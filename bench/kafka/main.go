@@ -1,5 +1,7 @@
 // Command kafka compares the Boulevard Kafka source with a plain sarama
-// consumer-group loop, on one in-process kfake cluster.
+// consumer-group loop, on one in-process kfake cluster; with -client franz
+// it compares the franz-go source with a plain franz-go poll loop instead
+// (franz.go).
 //
 // For each backlog size (flag -n, default "100000,1000000") it starts a kfake
 // cluster (3 brokers on 127.0.0.1, flag -partitions partitions) in a child
@@ -46,6 +48,7 @@
 //	go run ./kafka
 //	go run ./kafka -n 100000,1000000 -rounds 5
 //	go run ./kafka -window 512 -maxdemand 64 -cpuprofile cpu.out
+//	go run ./kafka -client franz -n 1000000 -rounds 7
 package main
 
 import (
@@ -99,6 +102,10 @@ type config struct {
 	// Unordered sets the source's Unordered option (no per-partition
 	// order: messages are balanced over the processors).
 	Unordered bool
+	// Client is "sarama" (the kafka source against a plain sarama group
+	// loop, the default) or "franz" (the franz source against a plain
+	// franz-go poll loop; see franz.go).
+	Client string
 }
 
 func main() {
@@ -114,6 +121,7 @@ func main() {
 	flag.IntVar(&cfg.Processors, "processors", 0, "Boulevard processors (processor.Options.Concurrency); 0 = default GOMAXPROCS")
 	flag.IntVar(&cfg.MaxDemand, "maxdemand", 0, "Boulevard processor chunk size (processor.Options.MaxDemand); 0 = default 10")
 	flag.BoolVar(&cfg.Unordered, "unordered", false, "Boulevard source with Unordered: true (no per-partition order)")
+	flag.StringVar(&cfg.Client, "client", "sarama", "Kafka client of both sides: sarama or franz (franz-go)")
 	memprofile := flag.String("memprofile", "", "write an allocation profile of the whole run to this file")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
@@ -172,8 +180,14 @@ type result struct {
 
 func run(cfg config, out io.Writer) ([]result, error) {
 	po := processor.Options[[]byte, []byte]{Concurrency: cfg.Processors, MaxDemand: cfg.MaxDemand}.WithDefaults()
-	fmt.Fprintf(out, "kfake, 3 brokers, %d partitions, %d-byte records, GOMAXPROCS %d, %d round(s), Boulevard window %d, %d processors, max demand %d, unordered %v\n",
-		cfg.Partitions, cfg.RecordSize, runtime.GOMAXPROCS(0), cfg.Rounds, window(cfg),
+	if cfg.Client == "" {
+		cfg.Client = "sarama"
+	}
+	if cfg.Client != "sarama" && cfg.Client != "franz" {
+		return nil, fmt.Errorf("unknown client %q (sarama or franz)", cfg.Client)
+	}
+	fmt.Fprintf(out, "kfake, 3 brokers, %d partitions, %d-byte records, GOMAXPROCS %d, %d round(s), client %s, Boulevard window %d, %d processors, max demand %d, unordered %v\n",
+		cfg.Partitions, cfg.RecordSize, runtime.GOMAXPROCS(0), cfg.Rounds, cfg.Client, window(cfg),
 		po.Concurrency, po.MaxDemand, cfg.Unordered)
 	fmt.Fprintf(out, "%10s %14s %14s %7s %13s %16s %16s %10s %10s %12s\n", "records", "plain rec/s", "boulevard rec/s", "ratio",
 		"ratio range", "plain peak heap", "blvd peak heap", "plain cpu", "blvd cpu", "cluster cpu")
@@ -322,6 +336,9 @@ func runSize(cfg config, n int) (result, error) {
 	sides := []side{
 		{"plain", runPlain, &plain, &plainCPU, &plainCl, &r.PlainHeap},
 		{"boulevard", runBoulevard, &blv, &blvCPU, &blvCl, &r.BlvHeap},
+	}
+	if cfg.Client == "franz" {
+		sides[0].fn, sides[1].fn = runPlainFranz, runBoulevardFranz
 	}
 	for round := -cfg.Warmup; round < cfg.Rounds; round++ {
 		// Alternate which side goes first: the second run of a round finds

@@ -36,3 +36,15 @@ func TestSmallRunReportsBothSides(t *testing.T) {
 		t.Fatalf("unexpected report:\n%s", out.String())
 	}
 }
+
+// Checks: the franz-go comparison reads every record on both sides too.
+func TestSmallFranzRunReportsBothSides(t *testing.T) {
+	var out bytes.Buffer
+	res, err := run(config{Sizes: []int{3000}, Partitions: 3, RecordSize: 50, Rounds: 1, Timeout: time.Minute, Client: "franz"}, &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if len(res) != 1 || res[0].PlainRate <= 0 || res[0].BlvRate <= 0 || !strings.Contains(out.String(), "client franz") {
+		t.Fatalf("unexpected results %+v\n%s", res, out.String())
+	}
+}

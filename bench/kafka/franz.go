@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/sources/kafka/franz"
+)
+
+// The franz-go comparison (-client franz): the same backlog read by
+//
+//   - plain: one franz-go group member polling in a loop (PollFetches) and
+//     counting every record, its offsets auto-committed every second (the
+//     offsets of what it polled);
+//   - boulevard: the franz-go source (package franz, one member) feeding
+//     the same pipeline as the sarama comparison; it commits the handled
+//     prefix every second (its default CommitInterval).
+//
+// Both sides get the same client options (franzOptions): group timeouts
+// like saramaConfig's and franz-go's defaults for everything else (fetch
+// sizes, the cooperative-sticky balancer); the source then adds the options
+// it owns (manual commits, the reset offset, the partition callbacks).
+
+// commitEvery is the commit cadence of both franz-go sides: kgo's
+// auto-commit interval for the plain loop, the source's CommitInterval.
+const commitEvery = time.Second
+
+// franzOptions are the client options both franz-go sides share.
+func franzOptions() []kgo.Opt {
+	return []kgo.Opt{
+		kgo.HeartbeatInterval(200 * time.Millisecond),
+		kgo.SessionTimeout(3 * time.Second),
+	}
+}
+
+func runPlainFranz(ctx context.Context, _ config, brokers []string, group string, c *clock) error {
+	opts := append(franzOptions(),
+		kgo.SeedBrokers(brokers...),
+		kgo.ConsumerGroup(group),
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.AutoCommitInterval(commitEvery),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	for {
+		select {
+		case <-c.done:
+			return c.check("plain")
+		default:
+		}
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return c.check("plain")
+		}
+		if errs := fs.Errors(); len(errs) > 0 {
+			return errs[0].Err
+		}
+		fs.EachRecord(func(*kgo.Record) { c.tick() })
+	}
+}
+
+func runBoulevardFranz(ctx context.Context, cfg config, brokers []string, group string, c *clock) error {
+	src, err := franz.New(franz.Options{
+		Brokers:        brokers,
+		GroupID:        group,
+		Topics:         []string{topic},
+		InitialOffset:  franz.OffsetEarliest,
+		CommitInterval: commitEvery,
+		Unordered:      cfg.Unordered,
+		ClientOptions:  franzOptions(),
+	})
+	if err != nil {
+		return err
+	}
+	p, err := pipeline.New(pipeline.Options[[]byte, []byte]{
+		Name:     "bench",
+		Producer: producer.Options[[]byte]{Source: src, Flow: producer.Flow{Initial: cfg.Window}},
+		Processors: processor.Options[[]byte, []byte]{
+			Concurrency: cfg.Processors,
+			MaxDemand:   cfg.MaxDemand,
+			Handle: func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
+				c.tick()
+				return m.Data, nil
+			},
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if err := p.Start(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+	}
+	stopErr := p.Stop(context.Background())
+	return errors.Join(c.check("boulevard"), stopErr)
+}
