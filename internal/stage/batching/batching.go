@@ -59,8 +59,10 @@ type Batcher[T any] struct {
 //
 // Each batcher partition has an input queue of capacity
 // max(min(2·BatchSize, 2²⁰/partitions), 64); batches wait for a batch
-// processor in a queue of capacity 2·Concurrency (2 per partition when
-// partitioned).
+// processor in a queue of capacity max(2·Concurrency, ⌈64/BatchSize⌉)
+// (max(2, ⌈64/BatchSize⌉) per partition when partitioned): small batches
+// queue as many messages as one processor chunk's worth, so that a batch
+// processor wakes once for several of them.
 func New[T any](opts batcher.Options[T], cfg Config) *Batcher[T] {
 	log := cfg.Logger
 	if log == nil {
@@ -78,9 +80,10 @@ func New[T any](opts batcher.Options[T], cfg Config) *Batcher[T] {
 		partitions = opts.Concurrency
 	}
 	inCap := max(min(2*opts.BatchSize, queueSlotBudget/partitions), minQueueCapacity)
+	small := (minQueueCapacity + opts.BatchSize - 1) / opts.BatchSize
 	if opts.PartitionBy == nil {
 		s.input = queue.NewPartitioned[*message.Message[T]](1, inCap, nil)
-		s.batches = []*queue.Queue[message.Batch[T]]{queue.New[message.Batch[T]](2 * opts.Concurrency)}
+		s.batches = []*queue.Queue[message.Batch[T]]{queue.New[message.Batch[T]](max(2*opts.Concurrency, small))}
 	} else {
 		key := message.GuardKey(opts.PartitionBy, func(m *message.Message[T], pe *message.PanicError) {
 			s.log.Error("PartitionBy panicked; message failed", slog.Any("message", m),
@@ -88,7 +91,7 @@ func New[T any](opts batcher.Options[T], cfg Config) *Batcher[T] {
 		})
 		s.input = queue.NewPartitioned(opts.Concurrency, inCap, key)
 		for range opts.Concurrency {
-			s.batches = append(s.batches, queue.New[message.Batch[T]](2))
+			s.batches = append(s.batches, queue.New[message.Batch[T]](max(2, small)))
 		}
 	}
 	s.loops = make([]atomic.Bool, s.input.Len())
@@ -287,6 +290,17 @@ func (b *partition[T]) first() *open[T] {
 // is due.
 func (b *partition[T]) add(ctx context.Context, m *message.Message[T], w int, now time.Time) bool {
 	key := m.BatchKey()
+	if b.s.opts.BatchSize == 1 && b.weigh == nil {
+		// Every message is a batch of its own: no open batch to keep.
+		trigger := message.TriggerSize
+		if m.BatchMode() == message.Flush {
+			trigger = message.TriggerFlush
+		}
+		return b.publish(ctx, message.Batch[T]{
+			Messages: []*message.Message[T]{m},
+			Info:     b.info(key, 1, w, trigger, now),
+		})
+	}
 	// Consecutive messages usually share a key: try the last batch first.
 	ob := b.last
 	if ob == nil || ob.msgs == nil || ob.key != key {
@@ -381,19 +395,7 @@ func (b *partition[T]) compact() {
 func (b *partition[T]) emit(ctx context.Context, ob *open[T], trigger message.Trigger) bool {
 	batch := message.Batch[T]{
 		Messages: ob.msgs,
-		Info: message.BatchInfo{
-			Batcher:   b.s.opts.Name,
-			BatchKey:  ob.key,
-			Partition: b.index,
-			Size:      len(ob.msgs),
-			Weight:    ob.weight,
-			Trigger:   trigger,
-			Started:   ob.started,
-		},
-	}
-	b.st.emitted(trigger, len(ob.msgs))
-	if b.s.hooks != nil {
-		b.s.emitHook(ctx, batch.Info)
+		Info:     b.info(ob.key, len(ob.msgs), ob.weight, trigger, ob.started),
 	}
 	delete(b.byKey, ob.key)
 	ob.msgs = nil
@@ -401,6 +403,29 @@ func (b *partition[T]) emit(ctx context.Context, ob *open[T], trigger message.Tr
 	ob.weight = 0
 	ob.gen++
 	b.free = append(b.free, ob)
+	return b.publish(ctx, batch)
+}
+
+// info describes a batch this partition emits.
+func (b *partition[T]) info(key string, size, weight int, trigger message.Trigger, started time.Time) message.BatchInfo {
+	return message.BatchInfo{
+		Batcher:   b.s.opts.Name,
+		BatchKey:  key,
+		Partition: b.index,
+		Size:      size,
+		Weight:    weight,
+		Trigger:   trigger,
+		Started:   started,
+	}
+}
+
+// publish counts batch as emitted and hands it to the batch processors.
+// It reports false when the hard stop came first.
+func (b *partition[T]) publish(ctx context.Context, batch message.Batch[T]) bool {
+	b.st.emitted(batch.Info.Trigger, batch.Info.Size)
+	if b.s.hooks != nil {
+		b.s.emitHook(ctx, batch.Info)
+	}
 	if err := b.out.Publish(ctx, batch); err != nil {
 		b.s.log.Warn("batch not handed to a batch processor; its messages stay unacknowledged",
 			slog.Int("messages", batch.Info.Size), slog.Any("error", err))
@@ -436,9 +461,17 @@ type batchProcessor[T any] struct {
 }
 
 func (bp *batchProcessor[T]) loop(ctx context.Context, in *queue.Queue[message.Batch[T]]) {
+	// A batch processor alone on its queue takes small batches several at
+	// a time (up to 64 messages), each still handled and acknowledged on
+	// its own. Batch processors that share a queue take one at a time, so
+	// that a batch never waits behind another while a sibling is idle.
 	buf := make([]message.Batch[T], 1)
+	if bp.s.opts.Concurrency == 1 || bp.s.opts.PartitionBy != nil {
+		buf = make([]message.Batch[T], max(1, min(16, minQueueCapacity/bp.s.opts.BatchSize)))
+	}
 	for {
-		if _, err := in.Receive(ctx, buf); err != nil {
+		n, err := in.Receive(ctx, buf)
+		if err != nil {
 			if ctx.Err() != nil {
 				if n := in.Len(); n > 0 {
 					bp.log.Warn("batch processor stopped by the shutdown timeout; queued batches stay unacknowledged",
@@ -447,8 +480,10 @@ func (bp *batchProcessor[T]) loop(ctx context.Context, in *queue.Queue[message.B
 			}
 			return
 		}
-		bp.handle(ctx, &buf[0])
-		buf[0] = message.Batch[T]{}
+		for i := range buf[:n] {
+			bp.handle(ctx, &buf[i])
+			buf[i] = message.Batch[T]{}
+		}
 	}
 }
 
