@@ -31,11 +31,13 @@ type Letter[T any] struct {
 	// message id), given back to [Reader.Settle]; nil when the backend
 	// needs none.
 	Receipt any
-
-	// resume marks a sequenced message returning from a hold queue: it
-	// still holds its key, so it is delivered ahead of the later messages
-	// of that key that the consumer holds back.
-	resume bool
+	// Resume is set by a sequenced topology's source on a letter it sends
+	// through a hold queue or puts back: the letter still holds its key,
+	// so when it comes back it goes ahead of the later messages of that
+	// key the source holds back. A backend carries it with the letter
+	// (in a header, say) through Hold and Requeue; Publish and DeadLetter
+	// clear it.
+	Resume bool
 }
 
 // Death is the death metadata a dead letter carries.

@@ -267,7 +267,7 @@ func (q *memQueues[T]) Topology() *Topology { return q.t }
 
 // Publish implements Queues: every group's queue gets l, waiting for room in each.
 func (q *memQueues[T]) Publish(ctx context.Context, l Letter[T]) error {
-	l.Receipt, l.resume = nil, false
+	l.Receipt, l.Resume = nil, false
 	return q.main.publish(ctx, l)
 }
 
@@ -307,7 +307,7 @@ func (q *memQueues[T]) DeadLetter(ctx context.Context, l Letter[T]) error {
 	if q.dead == nil {
 		return ErrNoDLQ
 	}
-	l.Receipt, l.resume = nil, false
+	l.Receipt, l.Resume = nil, false
 	return mapQueueErr(q.dead.Publish(ctx, l))
 }
 

@@ -54,7 +54,7 @@ func (q *sequencer[T]) admit(l Letter[T], r Reader[T]) admission {
 		return admitDeliver
 	case ks.poisoned:
 		return admitPoisoned
-	case l.resume:
+	case l.Resume:
 		// Back from a hold queue: it still holds its key.
 		return admitDeliver
 	}

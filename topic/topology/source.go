@@ -426,7 +426,7 @@ func (s *Source[T]) hold(ctx context.Context, p pendingLetter[T], i int) {
 		s.requeue(ctx, p)
 		return
 	}
-	p.l.resume = s.seq != nil && p.l.Key != ""
+	p.l.Resume = s.seq != nil && p.l.Key != ""
 	if err := s.q.Hold(ctx, i, p.l); err != nil {
 		s.log.ErrorContext(ctx, "could not hold a letter; it is lost",
 			slog.String("hold", s.t.holds[i].Name), slog.Any("error", err))
@@ -439,7 +439,7 @@ func (s *Source[T]) requeue(ctx context.Context, p pendingLetter[T]) {
 		s.discard(ctx, p, "a broadcast topology cannot deliver again")
 		return
 	}
-	p.l.resume = s.seq != nil && p.l.Key != ""
+	p.l.Resume = s.seq != nil && p.l.Key != ""
 	if err := s.q.Requeue(ctx, p.l); err != nil {
 		s.log.ErrorContext(ctx, "could not requeue a letter; it is lost", slog.Any("error", err))
 	}
@@ -532,7 +532,7 @@ func (s *Source[T]) Close(ctx context.Context) error {
 	s.mu.Unlock()
 	if s.seq != nil {
 		for _, p := range s.seq.drain() {
-			p.l.resume = false
+			p.l.Resume = false
 			if err := s.q.Requeue(ctx, p.l); err != nil {
 				s.log.ErrorContext(ctx, "could not requeue a held-back letter; it is lost", slog.Any("error", err))
 				continue
