@@ -21,6 +21,7 @@ import (
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/topic"
 )
 
 // chromium returns the path of a Chromium or Chrome binary, or "".
@@ -33,6 +34,114 @@ func chromium() string {
 	return ""
 }
 
+// browser starts a headless Chromium for the test (skipping it when none
+// is installed) and returns its context, which ends with the test, and a
+// function listing the console errors and exceptions the pages raised.
+func browser(t *testing.T) (context.Context, func() []string) {
+	t.Helper()
+	bin := chromium()
+	if bin == "" {
+		t.Skip("chromium not installed (Debian package chromium); .ci/run installs it")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
+		chromedp.WindowSize(1280, 720), chromedp.UserDataDir(t.TempDir()))
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelBrowser := chromedp.NewContext(allocCtx)
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	t.Cleanup(func() {
+		cancel()
+		cancelBrowser()
+		cancelAlloc()
+	})
+	var mu sync.Mutex
+	var consoleErrors []string
+	listenErr := chromedp.Listen(ctx, func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch ev := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.ConsoleAPICalledTypeError {
+				var args []string
+				for _, a := range ev.Args {
+					args = append(args, string(a.Value))
+				}
+				consoleErrors = append(consoleErrors, strings.Join(args, " "))
+			}
+		case *runtime.EventExceptionThrown:
+			d := ev.ExceptionDetails
+			msg := d.Text
+			if d.Exception != nil {
+				msg += " " + d.Exception.Description
+			}
+			consoleErrors = append(consoleErrors, msg)
+		}
+	})
+	if listenErr != nil {
+		t.Fatal(listenErr)
+	}
+	return ctx, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), consoleErrors...)
+	}
+}
+
+// Guarantee: in a real browser, the dashboard draws a topic that
+// LinkTopic connects in both pipelines' graphs, after the publisher's
+// stages and before the subscriber's, each linking to the pipeline at the
+// other end. Skipped when no Chromium is installed.
+func TestDashboardDrawsTopicLinks(t *testing.T) {
+	ctx, consoleErrors := browser(t)
+	obs := observe.New(observe.Options{})
+	obs.Add(pushPipeline(t, "ingest"), pushPipeline(t, "enrich"))
+	broker := topic.NewBroker[int]()
+	t.Cleanup(broker.Close)
+	h, err := broker.CreateInMemoryTopic("orders", topic.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs.AddTopic("orders", h)
+	obs.LinkTopic("orders", observe.TopicLinks{Publishers: []string{"ingest"}, Subscribers: []string{"enrich"}})
+	srv := httptest.NewServer(obs.Handler(nil))
+	t.Cleanup(srv.Close)
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/dashboard"),
+		chromedp.WaitVisible(chromedp.CSS(`.node.topic`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	// For each pipeline: the index of the topic node among the graph's
+	// nodes, and where its link points.
+	type drawn struct {
+		Index int    `json:"index"`
+		Nodes int    `json:"nodes"`
+		Href  string `json:"href"`
+	}
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]drawn](`(() => {
+		const out = {};
+		for (const box of document.querySelectorAll(".pipeline")) {
+			const nodes = [...box.querySelectorAll(".node")];
+			const i = nodes.findIndex(n => n.dataset.topic === "orders");
+			out[box.dataset.pipeline] = {index: i, nodes: nodes.length, href: i < 0 ? "" : nodes[i].querySelector("a").getAttribute("href")};
+		}
+		return out;
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A push pipeline with one batcher draws the processors and the
+	// batcher; the topic comes last in ingest and first in enrich.
+	want := map[string]drawn{"ingest": {2, 3, "#pipeline-enrich"}, "enrich": {0, 3, "#pipeline-ingest"}}
+	for name, w := range want {
+		if got[name] != w {
+			t.Errorf("pipeline %s: topic drawn %+v, want %+v", name, got[name], w)
+		}
+	}
+	if errs := consoleErrors(); len(errs) > 0 {
+		t.Errorf("console errors: %q", errs)
+	}
+}
+
 // Guarantee: in a real browser, the dashboard loads without console
 // errors, draws one node per stage of a running pipeline (2 producer
 // stages, the processors, 2 batchers), and its numbers change while
@@ -40,10 +149,6 @@ func chromium() string {
 // when set (docs/images/dashboard.png is made that way), to a temporary
 // directory otherwise. Skipped when no Chromium is installed.
 func TestDashboardInARealBrowser(t *testing.T) {
-	bin := chromium()
-	if bin == "" {
-		t.Skip("chromium not installed (Debian package chromium); .ci/run installs it")
-	}
 	p, err := pipeline.New(pipeline.Options[int, int]{
 		Name: "orders",
 		Producer: producer.Options[int]{Source: endless(), Concurrency: 2,
@@ -77,41 +182,7 @@ func TestDashboardInARealBrowser(t *testing.T) {
 	srv := httptest.NewServer(obs.Handler(nil))
 	t.Cleanup(srv.Close)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 720), chromedp.UserDataDir(t.TempDir()))
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancelBrowser := chromedp.NewContext(allocCtx)
-	defer cancelBrowser()
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-
-	var mu sync.Mutex
-	var consoleErrors []string
-	listenErr := chromedp.Listen(ctx, func(ev any) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch ev := ev.(type) {
-		case *runtime.EventConsoleAPICalled:
-			if ev.Type == runtime.ConsoleAPICalledTypeError {
-				var args []string
-				for _, a := range ev.Args {
-					args = append(args, string(a.Value))
-				}
-				consoleErrors = append(consoleErrors, strings.Join(args, " "))
-			}
-		case *runtime.EventExceptionThrown:
-			d := ev.ExceptionDetails
-			msg := d.Text
-			if d.Exception != nil {
-				msg += " " + d.Exception.Description
-			}
-			consoleErrors = append(consoleErrors, msg)
-		}
-	})
-	if listenErr != nil {
-		t.Fatal(listenErr)
-	}
+	ctx, consoleErrors := browser(t)
 
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(srv.URL+"/dashboard"),
@@ -160,12 +231,7 @@ func TestDashboardInARealBrowser(t *testing.T) {
 	if err := os.WriteFile(out, png, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(consoleErrors) > 0 {
-		t.Errorf("console errors: %q", consoleErrors)
+	if errs := consoleErrors(); len(errs) > 0 {
+		t.Errorf("console errors: %q", errs)
 	}
-	cancel()
-	cancelBrowser()
-	cancelAlloc()
 }

@@ -18,6 +18,7 @@ package observe
 
 import (
 	"log/slog"
+	"maps"
 	"sync"
 
 	"github.com/boulevard-go/boulevard/pipeline"
@@ -60,11 +61,42 @@ type Observer struct {
 	pipelines []Pipeline
 	kafka     []KafkaSource
 	topics    []namedTopic
+	links     map[string]TopicLinks
 }
 
 type namedTopic struct {
 	name string
 	t    Topic
+}
+
+// TopicLinks are the pipelines a topic connects: those that publish into
+// it and those that subscribe to it.
+type TopicLinks struct {
+	Publishers  []string `json:"publishers"`
+	Subscribers []string `json:"subscribers"`
+}
+
+// LinkTopic records which pipelines (by name) publish into the topic
+// name and which subscribe to it, so that the dashboard draws the topic
+// between them. A later call for the same topic replaces the links. The
+// topic need not be added with AddTopic; its counters are shown only if
+// it is.
+func (o *Observer) LinkTopic(name string, links TopicLinks) {
+	links.Publishers = append([]string(nil), links.Publishers...)
+	links.Subscribers = append([]string(nil), links.Subscribers...)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.links == nil {
+		o.links = map[string]TopicLinks{}
+	}
+	o.links[name] = links
+}
+
+// topicLinks returns a copy of the links LinkTopic recorded.
+func (o *Observer) topicLinks() map[string]TopicLinks {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return maps.Clone(o.links)
 }
 
 // New returns an Observer with nothing added yet.

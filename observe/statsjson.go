@@ -18,6 +18,9 @@ type Snapshot struct {
 	Pipelines []PipelineSnapshot `json:"pipelines"`
 	Kafka     []kafka.Stats      `json:"kafka"`
 	Topics    []TopicSnapshot    `json:"topics"`
+	// Links are the topics' publishing and subscribing pipelines, by topic
+	// name (Observer.LinkTopic).
+	Links map[string]TopicLinks `json:"links"`
 }
 
 // PipelineSnapshot is one pipeline's pipeline.Stats, as JSON.
@@ -75,7 +78,10 @@ func errString(err error) string {
 // Snapshot reads the stats of everything added to the Observer once.
 func (o *Observer) Snapshot() Snapshot {
 	pipes, kafkas, topics := o.snapshot()
-	snap := Snapshot{Time: time.Now(), Pipelines: []PipelineSnapshot{}, Kafka: []kafka.Stats{}, Topics: []TopicSnapshot{}}
+	snap := Snapshot{Time: time.Now(), Pipelines: []PipelineSnapshot{}, Kafka: []kafka.Stats{}, Topics: []TopicSnapshot{}, Links: o.topicLinks()}
+	if snap.Links == nil {
+		snap.Links = map[string]TopicLinks{}
+	}
 	for _, p := range pipes {
 		snap.Pipelines = append(snap.Pipelines, pipelineSnapshot(p.Stats()))
 	}

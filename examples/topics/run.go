@@ -92,6 +92,24 @@ func runObserved(ctx context.Context, out io.Writer, log *slog.Logger, n int, ob
 		for _, name := range slices.Sorted(maps.Keys(wired.Topics)) {
 			obs.AddTopic(string(name), wired.Topics[name])
 		}
+		links := map[topic.Name]*observe.TopicLinks{}
+		for _, pp := range wired.Plan.Pipelines {
+			for _, b := range pp.Bindings {
+				l := links[b.Topic]
+				if l == nil {
+					l = &observe.TopicLinks{}
+					links[b.Topic] = l
+				}
+				if b.Role == config.Publisher {
+					l.Publishers = append(l.Publishers, pp.Name)
+				} else {
+					l.Subscribers = append(l.Subscribers, pp.Name)
+				}
+			}
+		}
+		for name, l := range links {
+			obs.LinkTopic(string(name), *l)
+		}
 	}
 	fmt.Fprintln(out, "topics:")
 	for _, tp := range wired.Plan.Topics {
