@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -42,6 +43,11 @@ type member struct {
 	pollDone  chan struct{}
 	stopped   chan struct{} // closed when the member closes: the commit loop ends
 	wg        sync.WaitGroup
+
+	// blocked counts the claims whose read-ahead is full: the poll loop
+	// waits for room (signalled when it falls to 0) before it polls.
+	blocked atomic.Int32
+	room    chan struct{}
 
 	mu      sync.Mutex
 	parts   map[topicPartition]*partition
@@ -84,6 +90,7 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		pollDone:   make(chan struct{}),
 		stopped:    make(chan struct{}),
 		parts:      make(map[topicPartition]*partition),
+		room:       make(chan struct{}, 1),
 	}
 	opts := append(append([]kgo.Opt(nil), s.opts.ClientOptions...),
 		kgo.SeedBrokers(s.opts.Brokers...),
@@ -158,6 +165,13 @@ func (m *member) poll() {
 	defer close(m.pollDone)
 	failures := 0
 	for {
+		for m.blocked.Load() > 0 {
+			select {
+			case <-m.room:
+			case <-m.pollCtx.Done():
+				return
+			}
+		}
 		fs := m.cl.PollRecords(m.pollCtx, pollMax)
 		if m.pollCtx.Err() != nil || fs.IsClientClosed() {
 			return

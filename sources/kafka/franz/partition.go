@@ -105,22 +105,50 @@ func (p *partition) setPaused(paused *bool, v bool) {
 	}
 }
 
+// stallTimeout is how long a claim with a full read-ahead holds the
+// member's poll loop back before it pauses its partition instead (the
+// processors are stuck), so that the member's other partitions keep
+// flowing.
+const stallTimeout = 100 * time.Millisecond
+
+// setBlocking records whether the claim holds the member's poll loop back.
+func (p *partition) setBlocking(blocking *bool, v bool) {
+	if *blocking == v {
+		return
+	}
+	*blocking = v
+	if v {
+		p.m.blocked.Add(1)
+	} else if p.m.blocked.Add(-1) == 0 {
+		claim.Signal(p.m.room)
+	}
+}
+
 // run moves records from the poll loop to the feed as permits allow,
 // until the claim is revoked or lost.
 //
-// Flow control: the claim delivers as many records as it holds permits;
-// once a window of records taken from the client waits undelivered, it
-// pauses the partition (franz-go then stops fetching it, and keeps no
-// records of it buffered), and resumes it when the read-ahead falls below
-// the window. The read-ahead is so bounded by a window plus what one poll
-// returned for the partition.
+// Flow control: the claim delivers as many records as it holds permits.
+// While a window of records taken from the client waits undelivered, the
+// claim holds the member's poll loop back: franz-go then keeps at most one
+// fetch per broker buffered, and the steady state costs no pause / resume
+// of fetch sessions. If no permit comes back within stallTimeout (the
+// processors are stuck), the claim pauses its partition (franz-go stops
+// fetching it and drops what it buffered of it) and lets the poll loop go
+// on for the other partitions; it resumes the partition once its
+// read-ahead falls below the window. The read-ahead is so bounded by a
+// window plus what one poll returned for the partition.
 func (p *partition) run() {
 	defer close(p.done)
 	window := p.m.stage.Flow().MaxWindow()
 	q := claim.NewQueue[*kgo.Record](2 * window)
-	paused, draining := false, false
+	paused, blocking, stalled, draining := false, false, false, false
 	drainCh := p.m.drainCh
+	stall := time.NewTimer(stallTimeout)
+	stall.Stop()
+	armed := false
 	defer func() {
+		stall.Stop()
+		p.setBlocking(&blocking, false)
 		// A paused partition stays paused in the client, even when it is
 		// assigned again later.
 		p.setPaused(&paused, false)
@@ -141,10 +169,29 @@ func (p *partition) run() {
 			}
 		}
 		p.ReadAhead.Store(int32(q.Len()))
-		p.setPaused(&paused, draining || q.Len() >= window)
+		full := !draining && q.Len() >= window
+		if !full {
+			stalled = false
+			if armed {
+				stall.Stop()
+				armed = false
+			}
+		} else if !stalled && !armed {
+			stall.Reset(stallTimeout)
+			armed = true
+		}
+		p.setBlocking(&blocking, full && !stalled)
+		p.setPaused(&paused, draining || (full && stalled))
+		var stallC <-chan time.Time
+		if armed {
+			stallC = stall.C
+		}
 		select {
 		case <-p.wake:
 		case <-p.GrantCh:
+		case <-stallC:
+			armed = false
+			stalled = true
 		case <-p.RetryCh:
 			if !draining && !p.redeliver(&q, &paused) {
 				return
