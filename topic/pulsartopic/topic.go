@@ -74,15 +74,17 @@ func newTopic[T any](b *Backend[T], name topic.Name, full string, partitions int
 		subs:    make(map[*pSub[T]]struct{}),
 		groups:  make(map[topic.GroupName]int),
 	}
-	t.sends.New = func() any {
-		s := &send{done: make(chan error, 1)}
-		s.fn = func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
-			<-t.slots
-			s.done <- err
-		}
-		return s
-	}
+	t.sends.New = func() any { return t.newSend() }
 	return t, nil
+}
+
+func (t *pTopic[T]) newSend() *send {
+	s := &send{done: make(chan error, 1)}
+	s.fn = func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+		<-t.slots
+		s.done <- err
+	}
+	return s
 }
 
 // errTracked refuses a tracked publish: the outcome of a message handled

@@ -1,0 +1,214 @@
+package pulsartopic_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/pulsartopic"
+)
+
+func newHandle(t *testing.T, be *pulsartopic.Backend[int], name topic.Name, o topic.Options) *topic.Handle[int] {
+	t.Helper()
+	h, err := topic.NewTopic[int](name, o, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	return h
+}
+
+func subscribe(t *testing.T, h *topic.Handle[int], mode topic.SubscriptionMode) *topic.Subscription[int] {
+	t.Helper()
+	s, err := h.Subscribe(mode, topic.SubscriberOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Guarantee: a publish that returned nil is stored on the broker: Publish
+// waits for the broker's receipt.
+func TestPublishStoredWhenItReturns(t *testing.T) {
+	b := startBroker(t)
+	be := newBackend(t, testOptions[int](b, topic.IntCodec{}))
+	h := newHandle(t, be, "t", topic.Options{})
+	for i := range 20 {
+		if err := h.Publish(ctxT(t), i); err != nil {
+			t.Fatal(err)
+		}
+		ms := b.Messages(be.TopicName("t"))
+		if len(ms) != i+1 {
+			t.Fatalf("after Publish(%d) returned, the broker holds %d messages", i, len(ms))
+		}
+		if v, _ := (topic.IntCodec{}).Decode(ms[i].Payload); v != i {
+			t.Fatalf("stored message %d is %d", i, v)
+		}
+	}
+}
+
+// Guarantee: without a key, a balanced group is a durable Shared
+// subscription named after the group; with Options.Key it is Key_Shared,
+// messages carry their key, and the members each see one key's messages
+// in publish order.
+func TestGroupSubscriptionTypes(t *testing.T) {
+	b := startBroker(t)
+	plain := newBackend(t, testOptions[int](b, topic.IntCodec{}))
+	subscribe(t, newHandle(t, plain, "plain", topic.Options{}), topic.Balanced("workers"))
+	if cs := b.Consumers(plain.TopicName("plain"), "workers"); len(cs) != 1 || cs[0].SubType != "Shared" {
+		t.Fatalf("consumers without a key: %+v, want one Shared", cs)
+	}
+
+	o := testOptions[int](b, topic.IntCodec{})
+	o.Key = func(v int) string { return fmt.Sprint(v % 3) }
+	keyed := newBackend(t, o)
+	h := newHandle(t, keyed, "keyed", topic.Options{})
+	members := []*topic.Subscription[int]{subscribe(t, h, topic.Balanced("workers")), subscribe(t, h, topic.Balanced("workers"))}
+	if cs := b.Consumers(keyed.TopicName("keyed"), "workers"); len(cs) != 2 || cs[0].SubType != "Key_Shared" {
+		t.Fatalf("consumers with a key: %+v, want two Key_Shared", cs)
+	}
+	const n = 300
+	for i := range n {
+		if err := h.Publish(ctxT(t), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ms := b.Messages(keyed.TopicName("keyed")); ms[4].Key != "1" {
+		t.Fatalf("message 4 has key %q, want \"1\"", ms[4].Key)
+	}
+	var mu sync.Mutex
+	last := map[int]int{0: -3, 1: -2, 2: -1}
+	owner := map[int]int{}
+	total := 0
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	for m, sub := range members {
+		wg.Go(func() {
+			for {
+				it, err := sub.Receive(ctx)
+				if err != nil {
+					return
+				}
+				_ = sub.Ack(it.ID)
+				mu.Lock()
+				k := it.Value % 3
+				if o, ok := owner[k]; ok && o != m {
+					t.Errorf("key %d reached members %d and %d", k, o, m)
+				}
+				owner[k] = m
+				if it.Value != last[k]+3 {
+					t.Errorf("key %d: %d after %d", k, it.Value, last[k])
+				}
+				last[k] = it.Value
+				total++
+				done := total == n
+				mu.Unlock()
+				if done {
+					cancel()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if total != n {
+		t.Fatalf("received %d of %d", total, n)
+	}
+}
+
+// Guarantee: a member reads ahead at most balanced.queue_capacity messages:
+// the broker never dispatches more to it than that before it receives.
+func TestReadAheadBoundedByCapacity(t *testing.T) {
+	b := startBroker(t)
+	be := newBackend(t, testOptions[int](b, topic.IntCodec{}))
+	const capacity = 16
+	h := newHandle(t, be, "t", topic.Options{Balanced: topic.BalancedPolicy{Capacity: capacity}})
+	sub := subscribe(t, h, topic.Balanced("g"))
+	for i := range 100 {
+		if err := h.Publish(ctxT(t), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stats := func() pulsartest.ConsumerStats { return b.Consumers(be.TopicName("t"), "g")[0] }
+	waitFor(t, "the consumer's permits to be used", func() bool { s := stats(); return s.Dispatched > 0 && s.Available == 0 })
+	if s := stats(); s.Dispatched > capacity || s.MaxAvailable > capacity {
+		t.Fatalf("dispatched %d (read-ahead bound %d) before any receive; capacity %d", s.Dispatched, s.MaxAvailable, capacity)
+	}
+	for i := range 100 {
+		it, err := sub.Receive(ctxT(t))
+		if err != nil || it.Value != i {
+			t.Fatalf("Receive = %+v, %v; want %d", it, err, i)
+		}
+		_ = sub.Ack(it.ID)
+	}
+}
+
+// Guarantee: a record the codec cannot decode is logged once at WARN and
+// acked (not delivered again), and the subscriber receives the next one.
+func TestUndecodableRecordSkipped(t *testing.T) {
+	b := startBroker(t)
+	var logs syncBuffer
+	o := testOptions[int](b, topic.IntCodec{})
+	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	be := newBackend(t, o)
+	h := newHandle(t, be, "t", topic.Options{})
+	sub := subscribe(t, h, topic.Balanced("g"))
+	if _, err := b.Publish(ctxT(t), be.TopicName("t"), pulsartest.Message{Payload: []byte("not an int")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Publish(ctxT(t), 9); err != nil {
+		t.Fatal(err)
+	}
+	it, err := sub.Receive(ctxT(t))
+	if err != nil || it.Value != 9 {
+		t.Fatalf("Receive = %+v, %v; want 9", it, err)
+	}
+	if err := sub.Ack(it.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "both messages acked", func() bool { return b.Backlog(be.TopicName("t"), "g") == 0 })
+	if n := strings.Count(logs.String(), "level=WARN"); n != 1 || !strings.Contains(logs.String(), "cannot decode") {
+		t.Fatalf("logs %q, want one WARN about the undecodable record", logs.String())
+	}
+}
+
+// Guarantee: on a partitioned topic, keyed messages spread over the
+// partitions and a group receives every one of them.
+func TestPartitionedRoundTrip(t *testing.T) {
+	b := startBroker(t)
+	o := testOptions[int](b, topic.IntCodec{})
+	o.Partitions = 3
+	o.Key = func(v int) string { return fmt.Sprint(v) }
+	be := newBackend(t, o)
+	h := newHandle(t, be, "t", topic.Options{})
+	sub := subscribe(t, h, topic.Balanced("g"))
+	const n = 60
+	for i := range n {
+		if err := h.Publish(ctxT(t), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p := range 3 {
+		if len(b.Messages(pulsartest.PartitionTopic(be.TopicName("t"), p))) == 0 {
+			t.Fatalf("partition %d got no message", p)
+		}
+	}
+	seen := make(map[int]bool)
+	for range n {
+		it, err := sub.Receive(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[it.Value] = true
+		_ = sub.Ack(it.ID)
+	}
+	if len(seen) != n {
+		t.Fatalf("received %d distinct messages of %d", len(seen), n)
+	}
+}

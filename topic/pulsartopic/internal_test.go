@@ -1,0 +1,200 @@
+package pulsartopic
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
+	"github.com/boulevard-go/boulevard/topic"
+)
+
+// heldProducer holds every send until release is called: a broker that
+// has not sent its receipts yet.
+type heldProducer struct {
+	pulsar.Producer
+	mu   sync.Mutex
+	held []func(pulsar.MessageID, *pulsar.ProducerMessage, error)
+}
+
+func (p *heldProducer) SendAsync(ctx context.Context, m *pulsar.ProducerMessage, cb func(pulsar.MessageID, *pulsar.ProducerMessage, error)) {
+	if err := ctx.Err(); err != nil {
+		cb(nil, m, err)
+		return
+	}
+	p.mu.Lock()
+	p.held = append(p.held, cb)
+	p.mu.Unlock()
+}
+
+func (p *heldProducer) pending() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.held)
+}
+
+// release sends the receipts of every held send.
+func (p *heldProducer) release(err error) {
+	p.mu.Lock()
+	held := p.held
+	p.held = nil
+	p.mu.Unlock()
+	for _, cb := range held {
+		cb(nil, nil, err)
+	}
+}
+
+func (p *heldProducer) Close() {}
+
+// heldTopic is a topic whose producer holds its sends, with a pending
+// queue of size pending.
+func heldTopic(t *testing.T, pending int) (*pTopic[int], *heldProducer) {
+	t.Helper()
+	b := &Backend[int]{o: Options[int]{Codec: topic.IntCodec{}, MaxPendingMessages: pending}.WithDefaults(), topics: map[*pTopic[int]]struct{}{}}
+	p := &heldProducer{}
+	tp := &pTopic[int]{b: b, producer: p, opts: topic.Options{}.WithDefaults(),
+		slots: make(chan struct{}, pending), closing: make(chan struct{}),
+		subs: map[*pSub[int]]struct{}{}, groups: map[topic.GroupName]int{}}
+	tp.sends.New = func() any { return tp.newSend() }
+	return tp, p
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Guarantee: while the producer's pending queue is full (every slot
+// awaiting a receipt), TryPublish and drop_newest report DroppedOnFull and
+// send nothing; a blocking publish waits for room, honours its context
+// while waiting, and goes out once a receipt frees a slot.
+func TestPendingQueueFull(t *testing.T) {
+	tp, p := heldTopic(t, 2)
+	results := make(chan error, 2)
+	for i := range 2 {
+		go func() {
+			_, err := tp.Publish(context.Background(), topic.Envelope[int]{Value: i}, topic.Block)
+			results <- err
+		}()
+	}
+	waitUntil(t, "two sends awaiting receipts", func() bool { return p.pending() == 2 })
+	if out, err := tp.TryPublish(topic.Envelope[int]{Value: 3}); err != nil || out != topic.DroppedOnFull {
+		t.Fatalf("TryPublish = %v, %v; want DroppedOnFull", out, err)
+	}
+	if out, err := tp.Publish(context.Background(), topic.Envelope[int]{Value: 3}, topic.DropNewest); err != nil || out != topic.DroppedOnFull {
+		t.Fatalf("drop_newest Publish = %v, %v; want DroppedOnFull", out, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := tp.Publish(ctx, topic.Envelope[int]{Value: 3}, topic.Block); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("blocked Publish = %v, want its context's error", err)
+	}
+	if n := p.pending(); n != 2 {
+		t.Fatalf("%d sends, want the 2 first only", n)
+	}
+	blocked := make(chan error, 1)
+	go func() {
+		_, err := tp.Publish(context.Background(), topic.Envelope[int]{Value: 4}, topic.Block)
+		blocked <- err
+	}()
+	p.release(nil) // the two receipts arrive
+	for range 2 {
+		if err := <-results; err != nil {
+			t.Fatalf("first publishes: %v", err)
+		}
+	}
+	waitUntil(t, "the blocked publish to be sent", func() bool { return p.pending() == 1 })
+	p.release(nil)
+	if err := <-blocked; err != nil {
+		t.Fatalf("blocked publish: %v", err)
+	}
+}
+
+// Guarantee: closing the topic wakes a publish waiting for room with
+// ErrTopicClosed, and later publishes fail with it at once.
+func TestCloseWakesBlockedPublish(t *testing.T) {
+	tp, p := heldTopic(t, 1)
+	first := make(chan error, 1)
+	go func() {
+		_, err := tp.Publish(context.Background(), topic.Envelope[int]{Value: 1}, topic.Block)
+		first <- err
+	}()
+	waitUntil(t, "one send awaiting its receipt", func() bool { return p.pending() == 1 })
+	blocked := make(chan error, 1)
+	go func() {
+		_, err := tp.Publish(context.Background(), topic.Envelope[int]{Value: 2}, topic.Block)
+		blocked <- err
+	}()
+	tp.closed.Store(true)
+	close(tp.closing)
+	if err := <-blocked; !errors.Is(err, topic.ErrTopicClosed) {
+		t.Fatalf("blocked Publish = %v, want ErrTopicClosed", err)
+	}
+	if _, err := tp.TryPublish(topic.Envelope[int]{Value: 3}); !errors.Is(err, topic.ErrTopicClosed) {
+		t.Fatalf("TryPublish after close = %v", err)
+	}
+	p.release(pulsar.ErrProducerClosed)
+	if err := <-first; !errors.Is(err, topic.ErrTopicClosed) {
+		t.Fatalf("publish whose producer closed = %v, want ErrTopicClosed", err)
+	}
+}
+
+// Guarantee: each broadcast subscriber has its own exclusive non-durable
+// subscription, and it ends when the subscriber closes.
+func TestBroadcastSubscriptions(t *testing.T) {
+	b, err := pulsartest.Start(context.Background(), pulsartest.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	co := pulsar.ClientOptions{OperationTimeout: 5 * time.Second}
+	be, err := New(Options[int]{ServiceURL: b.URL(), Codec: topic.IntCodec{}, SendTimeout: -1, ClientOptions: co, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close(context.Background())
+	st, err := be.NewTopic(context.Background(), "t", topic.Options{Mode: topic.BroadcastOnly}.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var subs []*pSub[int]
+	for range 2 {
+		s, err := st.Subscribe(topic.Broadcast(), topic.SubscriberOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		subs = append(subs, s.(*pSub[int]))
+	}
+	full := be.TopicName("t")
+	if subs[0].name == subs[1].name {
+		t.Fatalf("two broadcast subscribers share subscription %q", subs[0].name)
+	}
+	for _, s := range subs {
+		cs := b.Consumers(full, s.name)
+		if !strings.HasPrefix(s.name, BroadcastPrefix) || len(cs) != 1 || cs[0].SubType != "Exclusive" {
+			t.Fatalf("subscription %q: %+v, want one exclusive consumer", s.name, cs)
+		}
+	}
+	if got := st.Stats().BroadcastSubscribers; got != 2 {
+		t.Fatalf("BroadcastSubscribers = %d", got)
+	}
+	subs[0].Close()
+	waitUntil(t, "the closed subscriber's subscription to go", func() bool { return b.Backlog(full, subs[0].name) == -1 })
+	if b.Backlog(full, subs[1].name) == -1 {
+		t.Fatal("the other subscriber's subscription went too")
+	}
+}

@@ -1,0 +1,111 @@
+package pulsartopic_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/boulevard-go/boulevard/internal/testnet"
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/pulsartopic"
+)
+
+// syncBuffer is a bytes.Buffer safe for the client's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+const (
+	password = "pAssw0rd-in-URL"
+	token    = "t0ken-SECRET-value"
+)
+
+// Guarantee: neither a token nor a password in the service URL appears in
+// any error or log line (debug included), whether the broker cannot be
+// reached or works.
+func TestSecretsNeverInErrorsOrLogs(t *testing.T) {
+	var logs syncBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	check := func(what, s string) {
+		t.Helper()
+		for _, secret := range []string{password, token} {
+			if strings.Contains(s, secret) {
+				t.Fatalf("%s shows a secret: %s", what, s)
+			}
+		}
+	}
+
+	// A broker that never answers: the declaration fails.
+	addr := testnet.SilentListener(t)
+	o := pulsartopic.Options[int]{
+		ServiceURL: "pulsar://user:" + password + "@" + addr,
+		Codec:      topic.IntCodec{}, Logger: logger,
+		ClientOptions: pulsar.ClientOptions{
+			Authentication:    pulsar.NewAuthenticationToken(token),
+			OperationTimeout:  time.Second,
+			KeepAliveInterval: time.Second,
+		},
+	}
+	be, err := pulsartopic.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("backend", be.String())
+	_, err = topic.NewTopic[int]("orders", topic.Options{}, be)
+	if err == nil {
+		t.Fatal("declaration against a silent broker succeeded")
+	}
+	check("declaration error", err.Error())
+	if err := be.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	// A working broker, with the same credentials.
+	b := startBroker(t)
+	o.ServiceURL = strings.Replace(b.URL(), "pulsar://", "pulsar://user:"+password+"@", 1)
+	o.ClientOptions.OperationTimeout = 5 * time.Second
+	o.SendTimeout = -1
+	be = newBackend(t, o)
+	h, err := topic.NewTopic[int]("orders", topic.Options{}, be)
+	if err != nil {
+		t.Fatalf("declaration: %v", err)
+	}
+	sub, err := h.Subscribe(topic.Balanced("g"), topic.SubscriberOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Publish(ctxT(t), 7); err != nil {
+		t.Fatal(err)
+	}
+	if it, err := sub.Receive(ctxT(t)); err != nil || it.Value != 7 {
+		t.Fatalf("Receive = %+v, %v", it, err)
+	}
+	sub.Close()
+	h.Close()
+	if err := h.Publish(ctxT(t), 8); err != nil {
+		check("publish error", err.Error())
+	}
+	if logs.String() == "" {
+		t.Fatal("nothing was logged: the check would prove nothing")
+	}
+	check("logs", logs.String())
+}
