@@ -37,7 +37,8 @@ type Backend[T any] struct {
 
 // New validates opts, connects to the cluster and starts the producer. It
 // returns a [validate.Errors] for invalid options, or an error wrapping
-// [ErrConnect] when the cluster cannot be reached.
+// [ErrConnect] when no bootstrap broker answers within
+// Options.ConnectTimeout.
 func New[T any](opts Options[T]) (*Backend[T], error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -45,6 +46,9 @@ func New[T any](opts Options[T]) (*Backend[T], error) {
 	opts = opts.withDefaults()
 	cfg := opts.saramaConfig()
 	b := &Backend[T]{opts: opts, cfg: cfg, red: newRedactor(cfg), log: opts.Logger, topics: make(map[*kTopic[T]]struct{})}
+	if err := b.probe(); err != nil {
+		return nil, err
+	}
 	client, err := sarama.NewClient(opts.Brokers, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: brokers %q: %w", ErrConnect, opts.Brokers, b.red.err(err))

@@ -65,8 +65,12 @@ func (l *logBuffer) String() string {
 
 // testOptions are the backend options most tests share.
 func testOptions[T any](c *kfake.Cluster, codec topic.Codec[T]) kafkatopic.Options[T] {
+	var brokers []string
+	if c != nil {
+		brokers = c.ListenAddrs()
+	}
 	return kafkatopic.Options[T]{
-		Brokers:       c.ListenAddrs(),
+		Brokers:       brokers,
 		Config:        testConfig(),
 		Codec:         codec,
 		AdminTimeout:  patience,

@@ -1,0 +1,224 @@
+package kafkatopic_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/kafkatopic"
+)
+
+// recvNothing checks that nothing arrives for a short while.
+func recvNothing[T any](t testing.TB, s *topic.Subscription[T]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if it, err := s.Receive(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Receive = %+v, %v; want nothing", it, err)
+	}
+}
+
+// recvValues receives n messages and returns their values in order.
+func recvValues[T any](t testing.TB, s *topic.Subscription[T], n int) ([]T, []topic.MessageID) {
+	t.Helper()
+	vs := make([]T, 0, n)
+	ids := make([]topic.MessageID, 0, n)
+	for range n {
+		it := recv(t, s)
+		if it.Lagged != 0 {
+			t.Fatalf("lag notice %+v on a balanced subscription", it)
+		}
+		vs = append(vs, it.Value)
+		ids = append(ids, it.ID)
+	}
+	return vs, ids
+}
+
+// Members of one group in one process share the topic's partitions:
+// each message reaches exactly one of them, and both get a share.
+func TestMembersSharePartitions(t *testing.T) {
+	c := newCluster(t)
+	o := testOptions[string](c, topic.StringCodec{})
+	o.Partitions = 4
+	o.Key = func(v string) []byte { return []byte(v) }
+	b := newBackend(t, o)
+	h := newTopic(t, b, "shared", topic.Options{})
+	m1, m2 := subscribe(t, h, topic.Balanced("g")), subscribe(t, h, topic.Balanced("g"))
+	const n = 200
+	for i := range n {
+		if err := h.Publish(ctxT(t), "k"+strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	per := [2]int{}
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i, m := range []*topic.Subscription[string]{m1, m2} {
+		wg.Go(func() {
+			for {
+				it, err := m.Receive(ctx)
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				seen[it.Value]++
+				per[i]++
+				mu.Unlock()
+				if err := m.Ack(it.ID); err != nil {
+					t.Errorf("Ack: %v", err)
+				}
+			}
+		})
+	}
+	eventually(t, "every message received", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) == n
+	})
+	cancel()
+	wg.Wait()
+	for v, k := range seen {
+		if k != 1 {
+			t.Fatalf("%s received %d times", v, k)
+		}
+	}
+	if per[0] == 0 || per[1] == 0 {
+		t.Fatalf("shares %v: a member got nothing", per)
+	}
+}
+
+// A group commits only the contiguous prefix of settled messages: acks
+// after an unsettled message are delivered again with it when the member
+// leaves; once the prefix is settled nothing is delivered again.
+func TestCommitsContiguousPrefix(t *testing.T) {
+	c := newCluster(t)
+	b := newBackend(t, testOptions[int](c, topic.IntCodec{}))
+	h := newTopic(t, b, "prefix", topic.Options{})
+	m := subscribe(t, h, topic.Balanced("g"))
+	for i := 1; i <= 5; i++ {
+		if err := h.Publish(ctxT(t), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, ids := recvValues(t, m, 5)
+	for _, id := range ids[1:] { // 2..5 acked, 1 not
+		if err := m.Ack(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.Close()
+	m = subscribe(t, h, topic.Balanced("g"))
+	vs, ids := recvValues(t, m, 5)
+	if want := []int{1, 2, 3, 4, 5}; !equal(vs, want) {
+		t.Fatalf("after leaving with 1 unsettled: %v, want %v", vs, want)
+	}
+	for _, id := range ids {
+		if err := m.Ack(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.Close()
+	m = subscribe(t, h, topic.Balanced("g"))
+	recvNothing(t, m)
+	if err := h.Publish(ctxT(t), 6); err != nil {
+		t.Fatal(err)
+	}
+	if vs, _ := recvValues(t, m, 1); vs[0] != 6 {
+		t.Fatalf("received %v, want 6", vs)
+	}
+}
+
+func equal[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// A record the codec cannot decode is logged once and committed past; the
+// members go on with the next record.
+func TestUndecodableRecordSkipped(t *testing.T) {
+	c := newCluster(t)
+	var logs logBuffer
+	o := testOptions[int](c, topic.IntCodec{})
+	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	b := newBackend(t, o)
+	h := newTopic(t, b, "mixed-bytes", topic.Options{})
+	m := subscribe(t, h, topic.Balanced("g"))
+	pc := testConfig()
+	pc.Producer.Return.Successes = true
+	p, err := sarama.NewSyncProducer(c.ListenAddrs(), pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: "mixed-bytes", Value: sarama.StringEncoder("not an int")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Publish(ctxT(t), 7); err != nil {
+		t.Fatal(err)
+	}
+	vs, ids := recvValues(t, m, 1)
+	if vs[0] != 7 {
+		t.Fatalf("received %v, want 7", vs)
+	}
+	if err := m.Ack(ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(logs.String(), "does not decode"); n != 1 {
+		t.Fatalf("%d decode warnings, want 1: %s", n, logs.String())
+	}
+	m.Close()
+	m = subscribe(t, h, topic.Balanced("g"))
+	recvNothing(t, m)
+	if n := strings.Count(logs.String(), "does not decode"); n != 1 {
+		t.Fatalf("the undecodable record was read again: %s", logs.String())
+	}
+}
+
+// A member's read-ahead is bounded by balanced.queue_capacity: with
+// nobody receiving it fetches that many records and stops, the publisher
+// is not slowed down, and a receive makes room for one more.
+func TestReadAheadBoundedByCapacity(t *testing.T) {
+	c := newCluster(t)
+	b := newBackend(t, testOptions[int](c, topic.IntCodec{}))
+	h := newTopic(t, b, "slow", topic.Options{Balanced: topic.BalancedPolicy{Capacity: 4}})
+	m := subscribe(t, h, topic.Balanced("g"))
+	ctx := ctxT(t)
+	for i := range 100 {
+		if err := h.Publish(ctx, i); err != nil {
+			t.Fatalf("Publish %d: %v", i, err)
+		}
+	}
+	full := func() bool { ra := kafkatopic.ReadAhead(b); return len(ra) == 1 && ra[0] == 4 }
+	eventually(t, "the member's read-ahead to fill", full)
+	for range 20 { // it stays at the bound
+		if ra := kafkatopic.ReadAhead(b); len(ra) != 1 || ra[0] > 4 {
+			t.Fatalf("read-ahead %v, want at most 4", ra)
+		}
+		time.Sleep(5 * time.Millisecond) // sampling, not synchronising: the bound must hold at every sample
+	}
+	if vs, _ := recvValues(t, m, 1); vs[0] != 0 {
+		t.Fatalf("received %v, want 0", vs)
+	}
+	eventually(t, "the read-ahead to refill", full)
+	if st := h.Stats(); st.Published != 100 || st.BalancedGroups != 1 {
+		t.Fatalf("Stats = %+v", st)
+	}
+}

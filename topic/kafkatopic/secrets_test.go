@@ -1,0 +1,88 @@
+package kafkatopic_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/kafkatopic"
+)
+
+const (
+	saslUser     = "alice"
+	saslPassword = "pw-9f3c1e-right"
+	wrongPass    = "pw-77ab02-wrong"
+)
+
+func saslOptions(c *kfake.Cluster, pass string, logs *logBuffer) kafkatopic.Options[string] {
+	o := testOptions[string](c, topic.StringCodec{})
+	o.Config.Net.SASL.Enable = true
+	o.Config.Net.SASL.Mechanism = sarama.SASLTypePlaintext
+	o.Config.Net.SASL.User = saslUser
+	o.Config.Net.SASL.Password = pass
+	o.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return o
+}
+
+// Credentials never appear in errors, log lines, or the options however
+// they are printed; SASL from the sarama config is used as given.
+func TestSecretsNeverPrintedOrLogged(t *testing.T) {
+	c := newCluster(t, kfake.EnableSASL(), kfake.Superuser(sarama.SASLTypePlaintext, saslUser, saslPassword))
+	var logs logBuffer
+
+	// A wrong password: New fails, and says nothing of the password.
+	bad := saslOptions(c, wrongPass, &logs)
+	_, err := kafkatopic.New(bad)
+	if err == nil {
+		t.Fatal("New with a wrong password succeeded")
+	}
+	if strings.Contains(err.Error(), wrongPass) {
+		t.Fatalf("error shows the password: %v", err)
+	}
+	// The options, printed every way and logged as JSON.
+	var printed []string
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q"} {
+		printed = append(printed, fmt.Sprintf(verb, bad))
+	}
+	j, err := json.Marshal(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	printed = append(printed, string(j))
+	slog.New(slog.NewJSONHandler(&logs, nil)).Info("options", "opts", bad)
+	slog.New(slog.NewTextHandler(&logs, nil)).Info("options", "opts", bad)
+	for _, p := range printed {
+		if strings.Contains(p, wrongPass) {
+			t.Fatalf("printed options show the password: %s", p)
+		}
+	}
+	if !strings.Contains(printed[0], "credentials:redacted") {
+		t.Fatalf("printed options %s do not say the credentials were left out", printed[0])
+	}
+
+	// The right password: the backend works through SASL.
+	b := newBackend(t, saslOptions(c, saslPassword, &logs))
+	h := newTopic(t, b, "secure", topic.Options{Mode: topic.Mixed})
+	g := subscribe(t, h, topic.Balanced("g"))
+	bc := subscribe(t, h, topic.Broadcast())
+	if err := h.Publish(ctxT(t), "hello"); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*topic.Subscription[string]{g, bc} {
+		if it := recv(t, s); it.Value != "hello" {
+			t.Fatalf("received %+v", it)
+		}
+	}
+	// Nothing logged along the way shows a password.
+	for _, secret := range []string{saslPassword, wrongPass} {
+		if strings.Contains(logs.String(), secret) {
+			t.Fatalf("logs show a password: %s", logs.String())
+		}
+	}
+}
