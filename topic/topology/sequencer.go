@@ -36,6 +36,27 @@ type sequencer[T any] struct {
 	ready  []pendingLetter[T] // released messages waiting for a permit
 	held   int                // letters in waiting lists
 	wakers map[*waker]struct{}
+	free   []*keyState[T] // states of forgotten keys, for reuse
+}
+
+// newKey returns a state for a key that is not in keys.
+func (q *sequencer[T]) newKey() *keyState[T] {
+	if n := len(q.free); n > 0 {
+		ks := q.free[n-1]
+		q.free[n-1] = nil
+		q.free = q.free[:n-1]
+		return ks
+	}
+	return &keyState[T]{}
+}
+
+// forget removes an idle key, keeping its state for reuse.
+func (q *sequencer[T]) forget(key string, ks *keyState[T]) {
+	delete(q.keys, key)
+	if len(q.free) < 1024 {
+		ks.waiting = ks.waiting[:0]
+		q.free = append(q.free, ks)
+	}
 }
 
 // waker stops a Run waiting on its reader when letters become ready.
@@ -50,7 +71,7 @@ func (q *sequencer[T]) admit(l Letter[T], r Reader[T]) admission {
 	ks := q.keys[l.Key]
 	switch {
 	case ks == nil:
-		q.keys[l.Key] = &keyState[T]{}
+		q.keys[l.Key] = q.newKey()
 		return admitDeliver
 	case ks.poisoned:
 		return admitPoisoned
@@ -73,7 +94,7 @@ func (q *sequencer[T]) release(key string) {
 		return
 	}
 	if len(ks.waiting) == 0 {
-		delete(q.keys, key)
+		q.forget(key, ks)
 		return
 	}
 	next := ks.waiting[0]
@@ -92,7 +113,7 @@ func (q *sequencer[T]) poison(key string) []pendingLetter[T] {
 	defer q.mu.Unlock()
 	ks := q.keys[key]
 	if ks == nil {
-		ks = &keyState[T]{}
+		ks = q.newKey()
 		q.keys[key] = ks
 	}
 	ks.poisoned = true
@@ -149,7 +170,7 @@ func (q *sequencer[T]) drain() []pendingLetter[T] {
 		out = append(out, ks.waiting...)
 		ks.waiting = nil
 		if !ks.poisoned {
-			delete(q.keys, k)
+			q.forget(k, ks)
 		}
 	}
 	q.held = 0

@@ -203,8 +203,7 @@ func (s *Source[T]) Stats() Stats {
 
 // record is the ack data of one delivered message.
 type record[T any] struct {
-	l  Letter[T]
-	r  Reader[T]
+	pendingLetter[T]
 	md Delivery
 }
 
@@ -287,7 +286,9 @@ func (s *Source[T]) subscribe(ctx context.Context) (Reader[T], error) {
 // receive waits for letters; on a sequenced topology it also stops waiting
 // when held-back letters become ready (it then returns 0, nil).
 func (s *Source[T]) receive(ctx context.Context, r Reader[T], dst []Letter[T]) (int, error) {
-	if s.seq == nil {
+	if s.seq == nil || s.seq.heldBack() == 0 {
+		// Nothing held back: no letter can become ready before this stage
+		// (or another, which then waits as below) admits one.
 		return r.Receive(ctx, dst)
 	}
 	rctx, cancel := context.WithCancel(ctx)
@@ -314,7 +315,7 @@ func (s *Source[T]) admit(ctx context.Context, out []pendingLetter[T], l Letter[
 	case admitDeliver:
 		out = append(out, pendingLetter[T]{l: l, r: r})
 	case admitPoisoned:
-		s.poisonLetter(ctx, pendingLetter[T]{l: l, r: r}, "")
+		s.poisonLetter(ctx, &pendingLetter[T]{l: l, r: r}, "")
 	}
 	return out
 }
@@ -362,7 +363,7 @@ func (s *Source[T]) settle(ctx context.Context, rec *record[T], out Outcome, tim
 		s.settleDead(ctx, rec, out, err)
 		return
 	}
-	p := pendingLetter[T]{l: rec.l, r: rec.r}
+	p := &rec.pendingLetter
 	now := time.Now()
 	switch out {
 	case OutcomeAck:
@@ -402,7 +403,7 @@ func stamp[T any](l *Letter[T], now time.Time) {
 }
 
 // done settles p on its reader.
-func (s *Source[T]) done(ctx context.Context, p pendingLetter[T]) {
+func (s *Source[T]) done(ctx context.Context, p *pendingLetter[T]) {
 	if err := p.r.Settle(ctx, &p.l); err != nil {
 		s.log.WarnContext(ctx, "could not settle a letter", slog.Any("error", err))
 	}
@@ -417,7 +418,7 @@ func (s *Source[T]) release(l Letter[T]) {
 
 // hold parks p in hold queue i; without hold queues it is delivered again at
 // once, and on a broadcast topology (which has neither) it is discarded.
-func (s *Source[T]) hold(ctx context.Context, p pendingLetter[T], i int) {
+func (s *Source[T]) hold(ctx context.Context, p *pendingLetter[T], i int) {
 	if s.t.broadcast {
 		s.discard(ctx, p, "a broadcast topology cannot retry")
 		return
@@ -434,7 +435,7 @@ func (s *Source[T]) hold(ctx context.Context, p pendingLetter[T], i int) {
 	s.done(ctx, p)
 }
 
-func (s *Source[T]) requeue(ctx context.Context, p pendingLetter[T]) {
+func (s *Source[T]) requeue(ctx context.Context, p *pendingLetter[T]) {
 	if s.t.broadcast {
 		s.discard(ctx, p, "a broadcast topology cannot deliver again")
 		return
@@ -446,7 +447,7 @@ func (s *Source[T]) requeue(ctx context.Context, p pendingLetter[T]) {
 	s.done(ctx, p)
 }
 
-func (s *Source[T]) discard(ctx context.Context, p pendingLetter[T], why string) {
+func (s *Source[T]) discard(ctx context.Context, p *pendingLetter[T], why string) {
 	s.discarded.Add(1)
 	s.log.WarnContext(ctx, "message discarded", slog.String("why", why),
 		slog.String("key", p.l.Key), slog.Int("retries", p.l.Retries))
@@ -455,15 +456,16 @@ func (s *Source[T]) discard(ctx context.Context, p pendingLetter[T], why string)
 
 // kill dead-letters p; on a sequenced FailAll topology it poisons p's key
 // (unless it is empty) and dead-letters the messages of the key held back.
-func (s *Source[T]) kill(ctx context.Context, p pendingLetter[T], reason Reason, err error) {
+func (s *Source[T]) kill(ctx context.Context, p *pendingLetter[T], reason Reason, err error) {
 	text := ""
 	if err != nil {
 		text = err.Error()
 	}
 	if s.seq != nil && s.seq.policy == FailAll && p.l.Key != "" {
 		s.poisonLetter(ctx, p, text)
-		for _, w := range s.seq.poison(p.l.Key) {
-			s.poisonLetter(ctx, w, "key "+strconv.Quote(p.l.Key)+" poisoned by an earlier message: "+text)
+		ws := s.seq.poison(p.l.Key)
+		for i := range ws {
+			s.poisonLetter(ctx, &ws[i], "key "+strconv.Quote(p.l.Key)+" poisoned by an earlier message: "+text)
 		}
 		return
 	}
@@ -471,7 +473,7 @@ func (s *Source[T]) kill(ctx context.Context, p pendingLetter[T], reason Reason,
 	s.release(p.l)
 }
 
-func (s *Source[T]) poisonLetter(ctx context.Context, p pendingLetter[T], text string) {
+func (s *Source[T]) poisonLetter(ctx context.Context, p *pendingLetter[T], text string) {
 	if text == "" {
 		text = "key " + strconv.Quote(p.l.Key) + " poisoned by an earlier message"
 	}
@@ -480,7 +482,7 @@ func (s *Source[T]) poisonLetter(ctx context.Context, p pendingLetter[T], text s
 	s.deadLetter(ctx, p, ReasonPoisoned, text)
 }
 
-func (s *Source[T]) deadLetter(ctx context.Context, p pendingLetter[T], reason Reason, text string) {
+func (s *Source[T]) deadLetter(ctx context.Context, p *pendingLetter[T], reason Reason, text string) {
 	if s.t.dlq == "" {
 		s.discard(ctx, p, "no dead-letter queue: "+string(reason)+": "+text)
 		return
@@ -500,7 +502,7 @@ func (s *Source[T]) deadLetter(ctx context.Context, p pendingLetter[T], reason R
 // settleDead carries out the outcome of a dead letter: success removes it,
 // a failure puts it back on the DLQ unless it is to be discarded.
 func (s *Source[T]) settleDead(ctx context.Context, rec *record[T], out Outcome, err error) {
-	p := pendingLetter[T]{l: rec.l, r: rec.r}
+	p := &rec.pendingLetter
 	switch out {
 	case OutcomeAck:
 		s.acked.Add(1)
@@ -531,7 +533,9 @@ func (s *Source[T]) Close(ctx context.Context) error {
 	s.readers = nil
 	s.mu.Unlock()
 	if s.seq != nil {
-		for _, p := range s.seq.drain() {
+		held := s.seq.drain()
+		for i := range held {
+			p := &held[i]
 			p.l.Resume = false
 			if err := s.q.Requeue(ctx, p.l); err != nil {
 				s.log.ErrorContext(ctx, "could not requeue a held-back letter; it is lost", slog.Any("error", err))
