@@ -39,11 +39,38 @@ type consumer struct {
 	// ActiveStateCallback.
 	events *listener
 	seq    uint64 // receive goroutine only
+
+	// plan sizes the client's queue and the reserve the gate counts.
+	plan queuePlan
+	// permits are the feed's grants the source has not spent yet.
+	permits atomic.Int64
+	// wake is signalled by a grant and by an acknowledgement (a message
+	// left the stage, so the gate may have room again).
+	wake chan struct{}
+	// taken counts the messages the source took from the client (receive
+	// goroutine only).
+	taken int
+}
+
+// grant is the feed's grant callback: the stage calls it with new permits.
+func (c *consumer) grant(n int) {
+	c.permits.Add(int64(n))
+	c.signal()
+}
+
+// signal wakes a receive loop waiting for permits or room.
+func (c *consumer) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
 }
 
 // receive moves messages from the client to the stage, never more than the
-// feed has granted: the client refills the broker as messages leave its
-// queue, and they leave it only as fast as the stage dispatches them.
+// feed has granted and never more than leaves the broker's side of the
+// window room for (see queuePlan): the client refills the broker as the
+// source takes messages, and the source takes them only as fast as the
+// stage dispatches them.
 func (c *consumer) receive(ctx context.Context, feed *producer.Feed[[]byte], maxTake int) error {
 	var (
 		buf  = make([]*message.Message[[]byte], 0, slabSize)
@@ -76,13 +103,18 @@ func (c *consumer) receive(ctx context.Context, feed *producer.Feed[[]byte], max
 			return &ConsumerError{Stage: c.stage, Topic: c.topic, Subscription: sub, Broker: c.src.broker, Kind: ErrConsumerClosed, Err: gone}
 		}
 		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, producer.ErrFeedClosed) {
+			if ctx.Err() != nil {
 				return nil
 			}
 			return err
 		}
 		for ; n > 0; n-- {
 			pm, err := c.next(ctx, len(buf) > 0, flush)
+			// Spent before the hand-off is known complete: the client may
+			// grant the broker a permit for the next message as soon as it
+			// has handed this one over.
+			c.permits.Add(-1)
+			c.taken++
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil
@@ -118,21 +150,23 @@ func (c *consumer) receive(ctx context.Context, feed *producer.Feed[[]byte], max
 // the consumer is still open.
 const probeInterval = time.Second
 
-// acquire takes up to maxTake of the feed's permits, waiting for them when
-// there are none. A consumer closed under its stage shows only in the
-// client's Receive, which the source does not call without a permit: so
-// after probeInterval without permits (the processors are busy and the
-// stage holds the whole window) a prober asks the client for the
-// consumer's last message id, once per probeInterval. For a closed
-// consumer the client refuses at once, without a request to the broker,
-// and acquire returns that refusal as gone. ctx ending, or the feed
-// closing, is err.
+// acquire returns how many messages the source may take now (up to
+// maxTake): permits the feed granted and the source has not spent, within
+// the room the gate leaves (queuePlan). It waits when there are none: for a
+// grant, or for an acknowledgement, which tells that messages left the
+// stage. A consumer closed under its stage shows only in the client's
+// Receive, which the source does not call while it waits: so after
+// probeInterval of waiting (the processors are busy and the stage holds the
+// window) a prober asks the client for the consumer's last message id, once
+// per probeInterval. For a closed consumer the client refuses at once,
+// without a request to the broker, and acquire returns that refusal as
+// gone. ctx ending is err.
 func (c *consumer) acquire(ctx context.Context, feed *producer.Feed[[]byte], maxTake int) (n int, gone, err error) {
-	if n := feed.TryAcquire(maxTake); n > 0 {
+	if n := c.ready(feed, maxTake); n > 0 {
 		return n, nil, nil
 	}
 	wait, cancel := context.WithTimeout(ctx, probeInterval)
-	n, err = feed.Acquire(wait, maxTake)
+	n, err = c.await(wait, feed, maxTake)
 	cancel()
 	if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
 		return n, nil, err
@@ -147,7 +181,7 @@ func (c *consumer) acquire(ctx context.Context, feed *producer.Feed[[]byte], max
 		defer c.src.bg.Done()
 		c.probe(probed, stop)
 	}()
-	n, err = feed.Acquire(probed, maxTake)
+	n, err = c.await(probed, feed, maxTake)
 	if err != nil && ctx.Err() == nil {
 		var pe *probeError
 		if errors.As(context.Cause(probed), &pe) {
@@ -155,6 +189,29 @@ func (c *consumer) acquire(ctx context.Context, feed *producer.Feed[[]byte], max
 		}
 	}
 	return n, nil, err
+}
+
+// ready is how many messages the source may take without waiting.
+func (c *consumer) ready(feed *producer.Feed[[]byte], maxTake int) int {
+	n := min(int(c.permits.Load()), maxTake)
+	if n <= 0 {
+		return 0
+	}
+	return min(n, c.plan.room(c.taken-feed.Stats().Dispatched))
+}
+
+// await waits until ready is positive, or ctx ends.
+func (c *consumer) await(ctx context.Context, feed *producer.Feed[[]byte], maxTake int) (int, error) {
+	for {
+		if n := c.ready(feed, maxTake); n > 0 {
+			return n, nil
+		}
+		select {
+		case <-c.wake:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
 }
 
 // probeError carries the client's refusal out of the prober.
@@ -265,6 +322,8 @@ func (c *consumer) Ack(ctx context.Context, successful, failed []acker.Outcome) 
 		c.log.WarnContext(ctx, "pulsar acknowledgements failed; the broker redelivers those messages",
 			slog.Int("failed_acks", errs), slog.Any("error", firstErr))
 	}
+	// These messages left the stage: the gate may have room again.
+	c.signal()
 }
 
 // close marks the consumer gone and closes it once.

@@ -20,7 +20,7 @@ func TestFailoverReportsPartitionAndStage(t *testing.T) {
 		t.Fatal(err)
 	}
 	var log stateLog
-	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"fo-part"}, Subscription: "sub",
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"fo-part"}, Subscription: "sub", NameSuffix: "r1",
 		SubscriptionType: bpulsar.Failover, ActiveStateCallback: log.add, Consumer: earliest(), Logger: testLogger()})
 	_, stop := run(t, src, 2, producer.Flow{}, recordAll(newReceived()))
 	type key struct {
@@ -48,14 +48,15 @@ func TestFailoverReportsPartitionAndStage(t *testing.T) {
 		}
 		return true
 	})
-	// Consumers are named after their producer stage, <pipeline>.producer.<i>.
+	// Consumers are named after their producer stage and the source's
+	// suffix, <pipeline>.producer.<i>-<suffix>.
 	for p := range 2 {
 		names := map[string]bool{}
 		for _, c := range e.broker.Consumers(pulsartest.PartitionTopic("fo-part", p), "sub") {
 			names[c.Name] = true
 		}
-		if len(names) != 2 || !names["pulsar-test.producer.0"] || !names["pulsar-test.producer.1"] {
-			t.Errorf("partition %d: consumer names %v, want the stage names", p, names)
+		if len(names) != 2 || !names["pulsar-test.producer.0-r1"] || !names["pulsar-test.producer.1-r1"] {
+			t.Errorf("partition %d: consumer names %v, want the stage names with the suffix", p, names)
 		}
 	}
 	if err := stop(); err != nil {

@@ -177,12 +177,12 @@ func TestFailoverCallbackWithRealNoticeTiming(t *testing.T) {
 			Processors: processor.Options[[]byte, []byte]{Handle: recordAll(r)}}
 	}
 	// For the topic "fo" the broker's hash ring makes fo-first's consumer
-	// the active one.
-	src1 := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"fo"}, Subscription: "sub",
+	// ("fo-first.producer.0-t") the active one.
+	src1 := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"fo"}, Subscription: "sub", NameSuffix: "t",
 		SubscriptionType: bpulsar.Failover, ActiveStateCallback: first.add, Consumer: earliest()})
 	_, stop1 := start(t, named("fo-first", src1, r1))
 	waitFor(t, "the first consumer to be reported active", func() bool { s, ok := first.last(); return ok && s.Active })
-	src2 := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"fo"}, Subscription: "sub",
+	src2 := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"fo"}, Subscription: "sub", NameSuffix: "t",
 		SubscriptionType: bpulsar.Failover, ActiveStateCallback: second.add, Consumer: earliest()})
 	_, stop2 := start(t, named("fo-second", src2, r2))
 	waitFor(t, "the standby to subscribe", func() bool { return len(e.broker.Consumers("fo", "sub")) == 2 })

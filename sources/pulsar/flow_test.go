@@ -3,7 +3,6 @@ package pulsar_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -112,11 +111,13 @@ func settle(t *testing.T, e *env, topic, sub string, parts, consumers int) []pul
 	}
 }
 
-// The default 100/50/50 window is what the broker sees: each consumer grants
-// 100 permits when it subscribes and then refills of exactly 50, every one
-// after 50 messages left the stage; the broker never holds more than 100
-// permits for it, and what it was granted stays within the receiver queue,
-// the client's channel and the stage window of what left the stage.
+// With the default 100/50/50 window the broker never hands a consumer more
+// than the window beyond what left the stage: the client's receiver queue
+// (12, an eighth of the window) is counted against it, so the stage holds
+// 88 when nothing leaves it, and the client's queue the rest. Each step
+// lets 50 messages leave the stage; after each, the broker has handed out
+// at most 100 more than that, and the client never held more than its
+// queue's permits.
 func TestFlowDefaultWindowAtBroker(t *testing.T) {
 	e := newEnv(t)
 	e.publish("flow", "m", 1000)
@@ -124,65 +125,50 @@ func TestFlowDefaultWindowAtBroker(t *testing.T) {
 	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"flow"}, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
 	startProducer(t, src, 1, producer.Flow{}, out)
 
-	// Nothing leaves the stage: the consumer holds its first window in the
-	// stage and the client's queue refilled once behind it.
 	st := settle(t, e, "flow", "sub", 0, 1)
 	if len(st) != 1 {
 		t.Fatalf("want 1 consumer, got %d", len(st))
 	}
 	c := st[0]
-	if !slices.Equal(c.Flows, []uint32{100, 50, 50}) {
-		t.Fatalf("flows before anything was dispatched: %v, want [100 50 50]", c.Flows)
+	if c.Flows[0] != 12 {
+		t.Fatalf("first grant %d, want the receiver queue of 12 (flows %v)", c.Flows[0], c.Flows)
 	}
-	checkWindow(t, c, 100, 0, readAhead(100, 100))
+	checkWindow(t, c, 12, 0, 100)
+	// Not vacuous: the stage took its 88 and the client read ahead of it.
+	if c.Dispatched <= 88 {
+		t.Fatalf("broker pushed %d messages with nothing dispatched, want more than the stage's 88", c.Dispatched)
+	}
 
-	// Let messages leave the stage 50 at a time: each 50 brings one refill of 50.
 	for step := 1; step <= 6; step++ {
 		out.allow(50)
 		waitFor(t, "the output to take its budget", func() bool { taken, _ := out.counts(); return taken == 50*step })
 		st = settle(t, e, "flow", "sub", 0, 1)
-		c = st[0]
 		_, done := out.counts()
-		for i, f := range c.Flows[1:] {
-			if f != 50 {
-				t.Fatalf("refill %d was %d permits, want 50 (flows %v)", i+1, f, c.Flows)
-			}
-		}
-		if c.Flows[0] != 100 {
-			t.Fatalf("first grant %d, want 100", c.Flows[0])
-		}
-		// The stage refills 50 per 50 charged; each refill lets the source
-		// take 50 more from the client, which then refills the broker.
-		if want := 3 + done/50; len(c.Flows) != want {
-			t.Fatalf("after %d dispatched: %d grants %v, want %d", done, len(c.Flows), c.Flows, want)
-		}
-		checkWindow(t, c, 100, done, readAhead(100, 100))
+		checkWindow(t, st[0], 12, done, 100)
 	}
 }
 
-// readAhead is the most a consumer can have been granted at the broker
-// beyond what left the stage: the client's receiver queue (queue), the
-// channel through which the client hands messages to the source (10), and
-// the stage feed's window (window).
-func readAhead(queue, window int) int64 { return int64(queue + 10 + window) }
-
 // checkWindow asserts the broker never held more than queue permits for the
-// consumer and granted no more than bound beyond what left the stage.
-func checkWindow(t *testing.T, c pulsartest.ConsumerStats, queue int64, dispatched int, bound int64) {
+// consumer, and neither granted nor pushed more than window beyond what left
+// the stage (dispatched).
+func checkWindow(t *testing.T, c pulsartest.ConsumerStats, queue int64, dispatched int, window int64) {
 	t.Helper()
 	if c.MaxAvailable > queue {
 		t.Errorf("consumer %d: broker held up to %d permits, want ≤ %d", c.ConsumerID, c.MaxAvailable, queue)
 	}
-	if read := c.PermitsGranted - int64(dispatched); read > bound {
-		t.Errorf("consumer %d: %d permits granted with %d messages dispatched from the stage: read-ahead %d > %d",
-			c.ConsumerID, c.PermitsGranted, dispatched, read, bound)
+	if read := c.PermitsGranted - int64(dispatched); read > window {
+		t.Errorf("consumer %d: %d permits granted with %d messages dispatched from the stage: %d ahead, more than the window %d",
+			c.ConsumerID, c.PermitsGranted, dispatched, read, window)
+	}
+	if read := c.Dispatched - int64(dispatched); read > window {
+		t.Errorf("consumer %d: %d messages pushed with %d dispatched from the stage: %d ahead, more than the window %d",
+			c.ConsumerID, c.Dispatched, dispatched, read, window)
 	}
 }
 
-// A custom window (10/3/4, max window 10) keeps its first grant of 10 at the
-// broker; the client refills half its queue (5) at a time and the stage feed
-// bounds what the source takes from it, so read-ahead stays within queue +
-// channel + max window of what left the stage.
+// A custom window (10/3/4, max window 10) gets a receiver queue of 1: the
+// client grants one permit per message the source takes, and the broker
+// stays within the window of what left the stage at every step.
 func TestFlowCustomWindowAtBroker(t *testing.T) {
 	e := newEnv(t)
 	e.publish("custom", "m", 300)
@@ -191,32 +177,29 @@ func TestFlowCustomWindowAtBroker(t *testing.T) {
 	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"custom"}, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
 	startProducer(t, src, 1, flow, out)
 	st := settle(t, e, "custom", "sub", 0, 1)
-	c := st[0]
-	if c.Flows[0] != 10 {
-		t.Fatalf("first grant %d, want Initial = 10 (flows %v)", c.Flows[0], c.Flows)
-	}
-	checkWindow(t, c, 10, 0, readAhead(10, 10))
-	if c.Dispatched > readAhead(10, 10) {
-		t.Fatalf("broker pushed %d messages with nothing dispatched from the stage, want ≤ %d", c.Dispatched, readAhead(10, 10))
+	checkWindow(t, st[0], 1, 0, 10)
+	if st[0].Dispatched != 10 {
+		t.Fatalf("broker pushed %d messages with nothing dispatched from the stage, want the window of 10", st[0].Dispatched)
 	}
 	for step := 1; step <= 10; step++ {
 		out.allow(7)
 		waitFor(t, "the output to take its budget", func() bool { taken, _ := out.counts(); return taken == 7*step })
 		st = settle(t, e, "custom", "sub", 0, 1)
 		_, done := out.counts()
-		checkWindow(t, st[0], 10, done, readAhead(10, 10))
-		for _, f := range st[0].Flows[1:] {
-			if f > 5 {
-				t.Fatalf("refill of %d permits, want ≤ 5 (flows %v)", f, st[0].Flows)
+		checkWindow(t, st[0], 1, done, 10)
+		for _, f := range st[0].Flows {
+			if f != 1 {
+				t.Fatalf("a grant of %d permits, want 1 (flows %v)", f, st[0].Flows)
 			}
 		}
 	}
 }
 
 // With several topics and several producer stages, every consumer (one per
-// topic per stage) has its own window at the broker: 100 granted first,
-// never more than 100 held, nothing beyond its stage window taken while the
-// stages are blocked.
+// topic per stage) has its own window at the broker. A partitioned topic's
+// partitions share it: each partition's queue is the topic's share divided
+// by the partitions (6 for 2 partitions of the default window), and with
+// the stages blocked no stage is handed more than its window of a topic.
 func TestFlowPerConsumerWithTopicsAndConcurrency(t *testing.T) {
 	e := newEnv(t)
 	if err := e.broker.CreateTopic("parted", 2); err != nil {
@@ -233,41 +216,33 @@ func TestFlowPerConsumerWithTopicsAndConcurrency(t *testing.T) {
 		t.Fatalf("want 3 consumers on plain and 3×2 partition consumers on parted, got %d and %d", len(plain), len(parted))
 	}
 	names := map[string]bool{}
-	for _, c := range append(plain, parted...) {
-		names[c.Name] = true
-		if c.Flows[0] != 100 {
-			t.Errorf("consumer %s/%d first grant %d, want 100", c.Topic, c.ConsumerID, c.Flows[0])
-		}
-		for _, f := range c.Flows[1:] {
-			if f != 50 {
-				t.Errorf("consumer %s/%d refill %d, want 50 (%v)", c.Topic, c.ConsumerID, f, c.Flows)
+	for _, cs := range []struct {
+		stats []pulsartest.ConsumerStats
+		queue uint32
+	}{{plain, 12}, {parted, 6}} {
+		for _, c := range cs.stats {
+			names[c.Name] = true
+			if c.Flows[0] != cs.queue {
+				t.Errorf("consumer %s/%d first grant %d, want its queue of %d", c.Topic, c.ConsumerID, c.Flows[0], cs.queue)
 			}
-		}
-		if c.MaxAvailable > 100 {
-			t.Errorf("consumer %s/%d: broker held %d permits, want ≤ 100", c.Topic, c.ConsumerID, c.MaxAvailable)
+			if c.MaxAvailable > int64(cs.queue) {
+				t.Errorf("consumer %s/%d: broker held %d permits, want ≤ %d", c.Topic, c.ConsumerID, c.MaxAvailable, cs.queue)
+			}
 		}
 	}
 	if len(names) != 3 {
 		t.Errorf("consumers named %v, want one name per producer stage", names)
 	}
-	// Per stage and topic: at most the stage window (100) taken from the
-	// client plus the client's queue of 100 per partition consumer.
-	for _, cs := range [][]pulsartest.ConsumerStats{plain} {
-		for _, c := range cs {
-			if c.Dispatched > readAhead(100, 100) {
-				t.Errorf("consumer %d got %d messages with nothing dispatched, want ≤ %d", c.ConsumerID, c.Dispatched, readAhead(100, 100))
-			}
-		}
-	}
 	perStage := map[string]int64{}
+	for _, c := range plain {
+		perStage["plain "+c.Name] += c.Dispatched
+	}
 	for _, c := range parted {
-		perStage[c.Name] += c.Dispatched
+		perStage["parted "+c.Name] += c.Dispatched
 	}
 	for name, n := range perStage {
-		// Two partition consumers, each with its own client queue, share
-		// one channel and one stage feed.
-		if bound := readAhead(2*100, 100); n > bound {
-			t.Errorf("stage %s got %d messages of the 2-partition topic with nothing dispatched, want ≤ %d", name, n, bound)
+		if n > 100 {
+			t.Errorf("%s: %d messages pushed with nothing dispatched, more than the window of 100", name, n)
 		}
 	}
 	// Release everything: all 4000 messages come through.

@@ -48,21 +48,21 @@ func TestFailoverActiveStateCallback(t *testing.T) {
 	e.publish("fo", "x", 1) // create the topic
 	var first, second stateLog
 	r1, r2 := newReceived(), newReceived()
-	// Consumers are named after their stage, "<pipeline>.producer.<i>": for
-	// the topic "fo" the broker's hash ring makes fo-first's consumer the
-	// active one whichever joins first.
+	// Consumers are named after their stage and the source's suffix,
+	// "<pipeline>.producer.<i>-t": for the topic "fo" the broker's hash ring
+	// makes fo-first's consumer the active one whichever joins first.
 	named := func(name string, src *bpulsar.Source, r *received) pipeline.Options[[]byte, []byte] {
 		return pipeline.Options[[]byte, []byte]{Name: name, Logger: testLogger(), ShutdownTimeout: 10 * time.Second,
 			Producer:   producer.Options[[]byte]{Source: src},
 			Processors: processor.Options[[]byte, []byte]{Concurrency: 2, Handle: recordAll(r)}}
 	}
-	src1 := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"fo"}, Subscription: "sub",
+	src1 := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"fo"}, Subscription: "sub", NameSuffix: "t",
 		SubscriptionType: bpulsar.Failover, ActiveStateCallback: first.add, Consumer: earliest(), Logger: testLogger()})
 	_, stop1 := start(t, named("fo-first", src1, r1))
 	waitFor(t, "the first consumer to be reported active", func() bool { s, ok := first.last(); return ok && s.Active })
 
 	panicked := false
-	src2 := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"fo"}, Subscription: "sub",
+	src2 := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"fo"}, Subscription: "sub", NameSuffix: "t",
 		SubscriptionType: bpulsar.Failover, Consumer: earliest(), Logger: testLogger(),
 		ActiveStateCallback: func(s bpulsar.ActiveState) {
 			second.add(s)

@@ -59,25 +59,35 @@ func TestSplitPartition(t *testing.T) {
 	}
 }
 
-// The 100/50/50 default (and any even Initial with Threshold = Refill =
-// Initial/2) maps exactly onto the client's receiver queue; other windows
-// keep Initial as the queue size and are marked inexact.
-func TestQueueSizeMapping(t *testing.T) {
-	cases := []struct {
-		flow  producer.Flow
-		size  int
-		exact bool
-	}{
-		{producer.Flow{}.WithDefaults(), 100, true},
-		{producer.Flow{Initial: 10, Threshold: 5, Refill: 5}, 10, true},
-		{producer.Flow{Initial: 10, Threshold: 3, Refill: 4}, 10, false},
-		{producer.Flow{Initial: 11}.WithDefaults(), 11, false},
-		{producer.Flow{Initial: 100, Threshold: 50, Refill: 80}, 100, false},
-	}
-	for _, tc := range cases {
-		size, exact := queueSize(tc.flow)
-		if size != tc.size || exact != tc.exact {
-			t.Errorf("%+v: got %d %t, want %d %t", tc.flow, size, exact, tc.size, tc.exact)
+// The queue plan leaves the source room to take a message whenever the feed
+// refills and when it starts, never lets the client's queues (the reserve)
+// take more than an eighth of the window or the part above Threshold, and counts
+// every partition's queue while they fit that budget.
+func TestQueuePlanLeavesRoomAtEveryRefill(t *testing.T) {
+	for initial := 2; initial <= 40; initial++ {
+		for threshold := 0; threshold < initial; threshold++ {
+			for _, refill := range []int{1, 2, initial / 2, initial, 3 * initial} {
+				f := producer.Flow{Initial: initial, Threshold: threshold, Refill: max(refill, 1)}
+				w := f.MaxWindow()
+				for parts := 1; parts <= 9; parts++ {
+					p := newQueuePlan(f, parts)
+					share := min(max(0, w-threshold-1), max(1, w/8))
+					switch {
+					case p.size < 1:
+						t.Fatalf("%+v, %d partitions: queue size %d", f, parts, p.size)
+					case p.room(0) < 1 || p.room(threshold) < 1:
+						t.Fatalf("%+v, %d partitions: no room at the start (%d) or at a refill (%d)", f, parts, p.room(0), p.room(threshold))
+					case p.reserve > share:
+						t.Fatalf("%+v, %d partitions: reserve %d above the share %d (an eighth of the window, at most the part above Threshold)", f, parts, p.reserve, share)
+					case parts*p.size <= share && p.reserve != parts*p.size:
+						t.Fatalf("%+v, %d partitions: reserve %d does not count %d queues of %d", f, parts, p.reserve, parts, p.size)
+					}
+				}
+			}
 		}
+	}
+	// The default window: one queue of 12, the stage holding the rest.
+	if p := newQueuePlan(producer.Flow{}.WithDefaults(), 1); p.size != 12 || p.reserve != 12 || p.room(0) != 88 {
+		t.Errorf("default window: %+v, room %d", p, p.room(0))
 	}
 }

@@ -122,6 +122,16 @@ type Options struct {
 	// are observations, not a lock: the same state may be reported twice and
 	// a consumer that closes need not report passive first.
 	ActiveStateCallback func(ActiveState) `validate:"-"`
+	// NameSuffix ends the name of every consumer the source creates,
+	// "<pipeline>.producer.<i>-<NameSuffix>". Default: 8 hex digits derived
+	// from the host name, the process id and the source's number in the
+	// process, so that the consumers of two processes (replicas of one
+	// pipeline) or of two sources never share a name, and a restarted stage
+	// keeps its own. A failover subscription picks its active consumer by
+	// name: set a suffix that stays the same across process restarts (the
+	// host name, a replica number) for a choice that survives them too. At
+	// most 64 printable characters, no spaces.
+	NameSuffix string `validate:"omitempty,max=64,printascii,excludes= "`
 	// Logger is ignored: the source logs through its producer stage's
 	// logger (the pipeline's Logger, annotated with the stage; nil there
 	// means slog.Default()). To route pulsar-client-go's own logs to the
@@ -190,7 +200,7 @@ func (o Options) Validate() error {
 		owned("type", "use pulsar.subscriptionType")
 	}
 	if c.Name != "" {
-		owned("name", "consumers are named after their producer stage")
+		owned("name", "consumers are named after their producer stage; use pulsar.nameSuffix")
 	}
 	if c.EventListener != nil {
 		owned("eventListener", "use pulsar.activeStateCallback")
@@ -220,18 +230,45 @@ func validateFlow(f producer.Flow) error {
 	return validate.Struct("producer.flow", &f)
 }
 
-// queueSize maps the producer's permit window onto pulsar-client-go's: the client
-// grants its ReceiverQueueSize when a consumer subscribes and, each time half
-// of it (rounded down) has left its queue for the source, grants that many
-// again. With ReceiverQueueSize = Initial this is exactly Initial / Threshold
-// / Refill when Threshold = Refill = Initial/2 (the 100/50/50 default).
-// Other windows keep Initial as the first grant the broker sees, and the
-// stage's feed enforces Threshold and Refill on what the source takes from
-// the client.
-func queueSize(f producer.Flow) (size int, exact bool) {
-	half := f.Initial / 2
-	return f.Initial, f.Initial%2 == 0 && f.Threshold == half && f.Refill == half
+// queuePlan is how a consumer of a topic with parts partitions shares the
+// producer's window with pulsar-client-go.
+//
+// The client grants the broker its ReceiverQueueSize (size) when a
+// partition consumer connects and, each time max(size/2, 1) messages have
+// moved from its queue into the source's unbuffered channel, grants that
+// many again: so the broker is never owed more than size messages per
+// partition beyond what the source took. Those messages, pushed to the
+// client or about to be, are the reserve: the source counts them against
+// the window, taking a message only while what it took and has not left
+// the stage, plus the reserve, stays within Flow.MaxWindow(). The broker
+// then never hands out more than the window beyond what left the stage.
+//
+// The reserve is at most the share: an eighth of the window (at least
+// one), so that the stage buffer can still hold all but that much of the
+// window, and at most MaxWindow - Threshold - 1, so that whenever the feed
+// refills (its remaining permits fell to Threshold) the source has room to
+// take again: it waits for a refill or an acknowledgement, never for a
+// timer. A topic with more partitions than the share still needs one
+// message per partition; its gate then counts only the share, and the
+// broker can be owed parts - share more.
+type queuePlan struct {
+	size    int // ReceiverQueueSize, per partition consumer
+	window  int // Flow.MaxWindow()
+	reserve int // what the gate counts for the client: min(parts × size, share)
 }
+
+func newQueuePlan(f producer.Flow, parts int) queuePlan {
+	w := f.MaxWindow()
+	budget := max(0, w-f.Threshold-1)
+	share := min(budget, max(1, w/8))
+	parts = max(parts, 1)
+	size := max(1, share/parts)
+	return queuePlan{size: size, window: w, reserve: min(parts*size, share)}
+}
+
+// room is how many messages the source may take now, having taken held
+// that have not left the stage.
+func (p queuePlan) room(held int) int { return p.window - p.reserve - held }
 
 // clientName is how options show their client: its redacted service URL
 // when it has one (a *Client), "set" or "<nil>" otherwise.

@@ -16,7 +16,9 @@ package pulsar
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,12 +37,12 @@ import (
 type Source struct {
 	opts   Options
 	broker string // the client's redacted service URL, when known
+	suffix string // ends every consumer name: this process and source
 
 	mu     sync.Mutex
 	live   map[*consumer]struct{}
 	closed bool
 	bg     sync.WaitGroup // subscribe calls that outlived their Run
-	warned atomic.Bool
 	// warnedDLQ is set once the source has said that a DLQ policy cannot
 	// fire on its subscription type.
 	warnedDLQ atomic.Bool
@@ -57,7 +59,10 @@ var _ producer.Source[[]byte] = (*Source)(nil)
 func New(opts Options) *Source {
 	opts = opts.WithDefaults()
 	opts.Topics = append([]string(nil), opts.Topics...)
-	s := &Source{opts: opts, live: make(map[*consumer]struct{})}
+	s := &Source{opts: opts, live: make(map[*consumer]struct{}), suffix: opts.NameSuffix}
+	if s.suffix == "" {
+		s.suffix = nameSuffix(sources.Add(1))
+	}
 	if c, ok := opts.Client.(interface{ ServiceURL() string }); ok {
 		s.broker = RedactURL(c.ServiceURL())
 	}
@@ -112,12 +117,6 @@ func (s *Source) Run(ctx context.Context, st *producer.Stage[[]byte]) error {
 	if err := validate.Join(s.opts.Validate(), validateFlow(flow)); err != nil {
 		return err
 	}
-	q, exact := queueSize(flow)
-	if !exact && s.warned.CompareAndSwap(false, true) {
-		st.Logger().Info("pulsar-client-go refills half its receiver queue at a time; the stage feed enforces the rest of the producer flow window",
-			slog.Int("receiver_queue_size", q), slog.Int("initial", flow.Initial),
-			slog.Int("threshold", flow.Threshold), slog.Int("refill", flow.Refill))
-	}
 	if t := s.opts.SubscriptionType; s.opts.Consumer.DLQ != nil && (t == Exclusive || t == Failover) &&
 		s.warnedDLQ.CompareAndSwap(false, true) {
 		st.Logger().Warn("a DLQ policy never fires on an exclusive or failover subscription: the broker keeps no redelivery counts there, and a nack brings back every unacknowledged message",
@@ -128,7 +127,7 @@ func (s *Source) Run(ctx context.Context, st *producer.Stage[[]byte]) error {
 
 	cs := make([]*consumer, 0, len(s.opts.Topics))
 	for _, topic := range s.opts.Topics {
-		c, err := s.subscribe(runCtx, st, topic, q)
+		c, err := s.subscribe(runCtx, st, topic, flow)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -141,7 +140,7 @@ func (s *Source) Run(ctx context.Context, st *producer.Stage[[]byte]) error {
 
 	var wg sync.WaitGroup
 	for _, c := range cs {
-		feed := st.NewFeed(c.name+"/"+c.topic, nil)
+		feed := st.NewFeed(c.name+"/"+c.topic, c.grant)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -164,23 +163,19 @@ func (s *Source) Run(ctx context.Context, st *producer.Stage[[]byte]) error {
 	return err
 }
 
-// channelSize is the capacity of the channel through which pulsar-client-go
-// hands a consumer's messages to the source: the size the client gives its
-// own channel when none is passed. The client counts a message as consumed
-// (towards its next permit grant) when it enters this channel.
-const channelSize = 10
-
-// subscribe creates the stage's consumer of topic. ctx ends the wait, not
-// the client's Subscribe call: a consumer that subscribes after Run gave up
-// is closed at once.
-func (s *Source) subscribe(ctx context.Context, st *producer.Stage[[]byte], topic string, q int) (*consumer, error) {
+// subscribe creates the stage's consumer of topic, its receiver queue
+// sized from the window and the topic's partitions (queuePlan). ctx ends
+// the wait, not the client's calls: a consumer that subscribes after Run
+// gave up is closed at once.
+func (s *Source) subscribe(ctx context.Context, st *producer.Stage[[]byte], topic string, flow producer.Flow) (*consumer, error) {
 	co := s.opts.Consumer
 	co.Topic = topic
 	co.SubscriptionName = s.opts.Subscription
 	co.Type = s.opts.SubscriptionType.pulsar()
-	co.Name = st.Name()
-	co.ReceiverQueueSize = q
-	ch := make(chan pulsar.ConsumerMessage, channelSize)
+	co.Name = s.consumerName(st)
+	// Unbuffered: the client counts a message as consumed, towards its
+	// next grant to the broker, when the source takes it.
+	ch := make(chan pulsar.ConsumerMessage)
 	co.MessageChannel = ch
 	var events *listener
 	if s.opts.ActiveStateCallback != nil {
@@ -189,17 +184,29 @@ func (s *Source) subscribe(ctx context.Context, st *producer.Stage[[]byte], topi
 	}
 
 	type result struct {
-		c   pulsar.Consumer
-		err error
+		c    pulsar.Consumer
+		plan queuePlan
+		err  error
 	}
 	res := make(chan result)
 	began := time.Now()
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
-		pc, err := s.opts.Client.Subscribe(co)
+		// Subscribe looks the partitions up first too: failing here is
+		// failing to subscribe, with the same error.
+		var (
+			pc   pulsar.Consumer
+			plan queuePlan
+		)
+		parts, err := s.opts.Client.TopicPartitions(topic)
+		if err == nil {
+			plan = newQueuePlan(flow, len(parts))
+			co.ReceiverQueueSize = plan.size
+			pc, err = s.opts.Client.Subscribe(co)
+		}
 		select {
-		case res <- result{pc, err}:
+		case res <- result{pc, plan, err}:
 		case <-ctx.Done():
 			if err == nil {
 				pc.Close()
@@ -224,11 +231,13 @@ func (s *Source) subscribe(ctx context.Context, st *producer.Stage[[]byte], topi
 		src:    s,
 		stage:  st.Index(),
 		topic:  topic,
-		name:   st.Name(),
+		name:   co.Name,
 		c:      r.c,
 		ch:     ch,
 		log:    st.Logger().With(slog.String("topic", topic)),
 		events: events,
+		plan:   r.plan,
+		wake:   make(chan struct{}, 1),
 	}
 	s.mu.Lock()
 	closed := s.closed
@@ -240,7 +249,30 @@ func (s *Source) subscribe(ctx context.Context, st *producer.Stage[[]byte], topi
 		c.close()
 		return nil, fmt.Errorf("pulsar: source closed: %w", ErrSubscribe)
 	}
+	c.log.Debug("pulsar consumer subscribed", slog.String("consumer", c.name),
+		slog.Int("receiver_queue_size", r.plan.size), slog.Int("reserve", r.plan.reserve))
 	return c, nil
+}
+
+// sources numbers the sources of this process, for their consumer names.
+var sources atomic.Uint64
+
+// nameSuffix is 8 hex digits of a hash of the host name, the process id and
+// the source's number in the process: the same for every consumer of one
+// source, so that a restarted stage keeps its name, and different for
+// another source or another process, such as a replica of the pipeline.
+func nameSuffix(n uint64) string {
+	host, _ := os.Hostname()
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%s\x00%d\x00%d", host, os.Getpid(), n)
+	return fmt.Sprintf("%08x", h.Sum32())
+}
+
+// consumerName names the stage's consumers: the stage name, then the
+// source's suffix (Options.NameSuffix or nameSuffix),
+// "<pipeline>.producer.<i>-<suffix>".
+func (s *Source) consumerName(st *producer.Stage[[]byte]) string {
+	return st.Name() + "-" + s.suffix
 }
 
 // retire closes the consumers of a failed stage run, so that their

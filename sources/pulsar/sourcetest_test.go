@@ -21,12 +21,6 @@ import (
 func TestConformance(t *testing.T) {
 	const topic, sub = "conformance", "sub"
 	sourcetest.Run(t, sourcetest.Harness[[]byte]{
-		Known: map[string]string{
-			"ReadAheadAtBroker": "the broker pushes a consumer up to its receiver queue, plus the " +
-				"client's message channel, plus the stage window beyond what left the stage (24 pushed, " +
-				"3 dispatched, window 8/4/4): pulsar-client-go grants the broker new permits as the " +
-				"source takes messages from its queue, not as they leave the stage",
-		},
 		Start: func(t testing.TB, n int) sourcetest.Fixture[[]byte] {
 			tt, ok := t.(*testing.T)
 			if !ok {
