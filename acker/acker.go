@@ -27,7 +27,7 @@ import (
 // always carries DispositionRetry, whatever a failure hook set: the message
 // was not handled, so no built-in source commits or acknowledges it; it is
 // left for the broker to deliver again. Use Interrupted to test an Outcome.
-var ErrShutdown = errors.New("interrupted by the pipeline's shutdown")
+var ErrShutdown = errors.New("acker: interrupted by the pipeline's shutdown")
 
 // Interrupted reports whether o failed because the pipeline shut down while
 // it was being handled (its error wraps ErrShutdown).

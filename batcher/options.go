@@ -55,10 +55,10 @@ type Options[T any] struct {
 	// m.SetBatcher; message.DefaultBatcher ("default") receives the
 	// messages nobody routed. Required, unique within a pipeline, and made
 	// of letters, digits and "-_.:/@" only (see validate.ValidName).
-	Name string `name:"name" validate:"required,name"`
+	Name string `validate:"required,name"`
 	// BatchSize is the number of messages at which a batch is emitted, at
 	// most BatchSizeLimit. Default 100.
-	BatchSize int `name:"batchSize" validate:"gte=1,lte=1000000"`
+	BatchSize int `validate:"gte=1,lte=1000000"`
 	// Weight, when set, gives each message a weight (for example its size
 	// in bytes) and bounds batches by their total weight as well as by
 	// BatchSize (Broadway's batch_size: {acc, fun}). A batch is emitted
@@ -70,33 +70,33 @@ type Options[T any] struct {
 	// goroutine; a panic in it fails that message with a
 	// *message.PanicError, which joins no batch and is acknowledged at
 	// once. Set both Weight and MaxWeight, or neither. Default nil.
-	Weight func(m *message.Message[T]) int `name:"weight"`
+	Weight func(m *message.Message[T]) int
 	// MaxWeight is the largest total weight of a batch, between 1 and
 	// MaxWeightLimit; see Weight, which it requires. Default 0 (no weight
 	// bound).
-	MaxWeight int `name:"maxWeight" validate:"omitempty,gte=1,lte=1099511627776"`
+	MaxWeight int `validate:"omitempty,gte=1,lte=1099511627776"`
 	// BatchTimeout is how long after its first message a batch that has not
 	// filled up is emitted anyway. Default 1s.
-	BatchTimeout time.Duration `name:"batchTimeout" validate:"gt=0"`
+	BatchTimeout time.Duration `validate:"gt=0"`
 	// MaxDemand is how many messages a batcher partition takes from its
 	// input queue at once before it sorts them into batches (Broadway's
 	// max_demand of a batcher). Larger takes fewer turns under load; a
 	// batch still grows to BatchSize whatever MaxDemand is. At most
 	// MaxDemandLimit. Default 64.
-	MaxDemand int `name:"maxDemand" validate:"gte=1,lte=10000"`
+	MaxDemand int `validate:"gte=1,lte=10000"`
 	// Concurrency is the number of batch processors calling Handle. With
 	// PartitionBy it is also the number of batcher partitions, each with
 	// its own batch processor. At most ConcurrencyLimit. Default 1.
-	Concurrency int `name:"concurrency" validate:"gte=1,lte=10000"`
+	Concurrency int `validate:"gte=1,lte=10000"`
 	// PartitionBy, when set, splits the batcher into Concurrency partitions:
 	// messages with the same key go to the same partition and are batched
 	// and handled in the order they arrived. Nil (the default) makes one
 	// batcher feed all batch processors. A panic in it fails that message
 	// with a *message.PanicError; it joins no batch and is acknowledged at
 	// once (HandleFailed does not see it).
-	PartitionBy func(m *message.Message[T]) string `name:"partitionBy"`
+	PartitionBy func(m *message.Message[T]) string
 	// Handle is called with every batch. Required.
-	Handle Handler[T] `name:"handle" validate:"required"`
+	Handle Handler[T] `validate:"required"`
 	// HandleFailed, when set, is called with the failed messages of a batch
 	// before they are acknowledged (Broadway's handle_failed). It may change
 	// how they are acknowledged with m.SetDisposition. A panic in it is
@@ -104,7 +104,7 @@ type Options[T any] struct {
 	// before it panicked. It sees interrupted messages (see Handler) too,
 	// but cannot make them anything but a retry. The slice is reused: do
 	// not keep it after the call.
-	HandleFailed func(ctx context.Context, failed []*message.Message[T], info message.BatchInfo) `name:"handleFailed"`
+	HandleFailed func(ctx context.Context, failed []*message.Message[T], info message.BatchInfo)
 }
 
 // Validate reports every broken rule of o, which carries its defaults (see

@@ -21,7 +21,7 @@ const DefaultBatcher = "default"
 
 // ErrFailed is the error a message carries when it was failed with a nil
 // error.
-var ErrFailed = errors.New("message failed")
+var ErrFailed = errors.New("message: failed")
 
 // BatchMode says when the batch a message joins is emitted.
 type BatchMode uint8

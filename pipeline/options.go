@@ -28,19 +28,20 @@ type Options[In, Out any] struct {
 	// 255 bytes of letters, digits and "-_.:/@" (no whitespace or control
 	// characters, see validate.ValidName), so that it can be written into
 	// logs and errors as it is.
-	Name string `name:"name" validate:"required,name"`
+	Name string `validate:"required,name"`
 	// Logger receives the pipeline's logs. Nil means slog.Default().
 	Logger *slog.Logger `name:"-"`
 	// Telemetry, when set, is called at the points of the pipeline's work
 	// that package telemetry lists (Broadway's :telemetry events). Nil
 	// (the default) is off and costs a nil check per chunk and per batch.
-	Telemetry *telemetry.Hooks `name:"-"`
+	// Its DurationSampling is validated with the rest.
+	Telemetry *telemetry.Hooks
 	// ShutdownTimeout bounds a drain: past it, handlers' contexts are
 	// cancelled and messages not yet handled stay unacknowledged (so the
 	// broker redelivers them). The source's Close gets as long again. Stop
 	// and Run stop waiting for what ignores its context CancelGrace after
 	// either (see Stop). Default 30s.
-	ShutdownTimeout time.Duration `name:"shutdownTimeout" validate:"gt=0"`
+	ShutdownTimeout time.Duration `validate:"gt=0"`
 	// Drainers are waited for, in order, once every stage has returned
 	// and before the source is closed: each one's Drain gets the context
 	// the source's Close gets (ShutdownTimeout, shared with Close), so
@@ -52,22 +53,22 @@ type Options[In, Out any] struct {
 	// Default none.
 	Drainers []Drainer `name:"-"`
 	// Producer configures the producer stages and their source.
-	Producer producer.Options[In] `name:"producer" validate:"-"`
+	Producer producer.Options[In] `validate:"-"`
 	// Processors configures the processors. Processors.Handle is required.
-	Processors processor.Options[In, Out] `name:"processors" validate:"-"`
+	Processors processor.Options[In, Out] `validate:"-"`
 	// Batchers are the pipeline's named batchers. Without any, processors
 	// acknowledge messages themselves. With some, every message that does
 	// not fail goes to the batcher named by m.Batcher() ("default" unless a
 	// processor routed it elsewhere), so one of them must be named
 	// "default" unless ExplicitRouting is set.
-	Batchers []batcher.Options[Out] `name:"batchers" validate:"-"`
+	Batchers []batcher.Options[Out] `validate:"-"`
 	// ExplicitRouting declares that the processors route every message
 	// with m.SetBatcher, so that the pipeline needs no batcher named
 	// "default". Without it, New rejects a pipeline that has batchers but
 	// none named "default", whose unrouted messages would all fail. With
 	// it, a message left unrouted fails with a *processor.UnknownBatcherError,
 	// as one routed to any missing batcher does. Default false.
-	ExplicitRouting bool `name:"explicitRouting"`
+	ExplicitRouting bool
 	// PartitionBy, when set, partitions the processors and every batcher
 	// by the same key (Broadway's top-level partition_by), so that one
 	// function keeps a key's messages in order from the first stage to the
@@ -85,7 +86,7 @@ type Options[In, Out any] struct {
 	// Batchers[].PartitionBy, which must then be nil, and the partition
 	// key an ordered source asks for (it decides ordering itself). Default
 	// nil.
-	PartitionBy func(m message.Keyed) string `name:"partitionBy"`
+	PartitionBy func(m message.Keyed) string
 
 	// partitioned: WithDefaults copied PartitionBy into every stage.
 	partitioned bool

@@ -34,18 +34,18 @@ import (
 var (
 	// ErrAlreadyStarted is returned by Start on a pipeline that was started,
 	// or stopped, before. A pipeline runs once; build a new one to run again.
-	ErrAlreadyStarted = errors.New("pipeline already started")
+	ErrAlreadyStarted = errors.New("pipeline: already started")
 	// ErrNotStarted is returned by Push and Test before Start.
-	ErrNotStarted = errors.New("pipeline not started")
+	ErrNotStarted = errors.New("pipeline: not started")
 	// ErrStopped is returned by Push and Test once the pipeline no longer
 	// accepts messages.
-	ErrStopped = errors.New("pipeline stopped")
+	ErrStopped = errors.New("pipeline: stopped")
 	// ErrShutdownTimeout is returned by Stop and Run when the drain did not
 	// finish within ShutdownTimeout (or the context given to Stop): the
 	// messages still in flight were left unacknowledged. When goroutines
 	// running user code were also left running, the error is a
 	// *ShutdownTimeoutError naming them, which wraps ErrShutdownTimeout.
-	ErrShutdownTimeout = errors.New("shutdown timeout: messages in flight were left unacknowledged")
+	ErrShutdownTimeout = errors.New("pipeline: shutdown timeout: messages in flight were left unacknowledged")
 )
 
 type state uint8
@@ -186,7 +186,7 @@ func (p *Pipeline[In, Out]) run(hardCtx, closeCtx context.Context) {
 	aux.Wait()
 	if err != nil {
 		p.log.Error("closing the source failed", slog.Any("error", err))
-		p.setErr(fmt.Errorf("closing the source: %w", err))
+		p.setErr(fmt.Errorf("pipeline: closing the source: %w", err))
 	}
 	cancel()
 	p.closeCancel()
@@ -404,7 +404,7 @@ func (p *Pipeline[In, Out]) Push(ctx context.Context, msgs ...*message.Message[I
 	}
 	for i, m := range msgs {
 		if m == nil {
-			return fmt.Errorf("push: message %d of %d: %w", i, len(msgs), ErrNilMessage)
+			return fmt.Errorf("%w: message %d of %d", ErrNilMessage, i, len(msgs))
 		}
 	}
 	n, err := p.proc.Publish(ctx, msgs)
@@ -414,7 +414,7 @@ func (p *Pipeline[In, Out]) Push(ctx context.Context, msgs ...*message.Message[I
 	case errors.Is(err, queue.ErrClosed):
 		return fmt.Errorf("%w: %d of %d messages pushed", ErrStopped, n, len(msgs))
 	default:
-		return fmt.Errorf("push: %d of %d messages pushed: %w", n, len(msgs), err)
+		return fmt.Errorf("pipeline: push: %d of %d messages pushed: %w", n, len(msgs), err)
 	}
 }
 

@@ -24,7 +24,7 @@ func (p *Pipeline[In, Out]) UpdateRateLimit(fn func(rl *producer.RateLimit)) err
 		return validate.Struct("rateLimit", rl)
 	})
 	if err != nil {
-		return fmt.Errorf("update rate limit: %w", err)
+		return fmt.Errorf("pipeline: update rate limit: %w", err)
 	}
 	return nil
 }
@@ -36,7 +36,7 @@ func (p *Pipeline[In, Out]) UpdateRateLimit(fn func(rl *producer.RateLimit)) err
 // wraps producer.ErrNoRateLimit.
 func (p *Pipeline[In, Out]) ResetRateLimit() error {
 	if err := p.prod.ResetRateLimit(); err != nil {
-		return fmt.Errorf("reset rate limit: %w", err)
+		return fmt.Errorf("pipeline: reset rate limit: %w", err)
 	}
 	return nil
 }

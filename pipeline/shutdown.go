@@ -97,9 +97,9 @@ func (e *ShutdownTimeoutError) Error() string {
 	var b strings.Builder
 	if len(e.Running) == 1 && e.Running[0].Kind == KindSourceClose {
 		// Every stage has returned: nothing was left unacknowledged.
-		fmt.Fprintf(&b, "pipeline %q: shutdown timeout: the drain completed but the source's Close did not return; still running: ", e.Pipeline)
+		fmt.Fprintf(&b, "pipeline: shutdown timeout (pipeline %q): the drain completed but the source's Close did not return; still running: ", e.Pipeline)
 	} else {
-		fmt.Fprintf(&b, "pipeline %q: %v; still running: ", e.Pipeline, ErrShutdownTimeout)
+		fmt.Fprintf(&b, "%v (pipeline %q); still running: ", ErrShutdownTimeout, e.Pipeline)
 	}
 	if len(e.Running) == 0 {
 		b.WriteString("only the pipeline's own bookkeeping")
@@ -118,7 +118,7 @@ func (e *ShutdownTimeoutError) Unwrap() error { return ErrShutdownTimeout }
 
 // ErrNilMessage is returned by Push when one of the messages is nil; none of
 // them is pushed then.
-var ErrNilMessage = errors.New("nil message")
+var ErrNilMessage = errors.New("pipeline: push: nil message")
 
 // ErrStoppedBeforeStart is returned by Start and Run on a pipeline that was
 // stopped before it ever ran. It wraps ErrStopped and, since a pipeline runs
@@ -128,7 +128,7 @@ var ErrStoppedBeforeStart error = stoppedBeforeStart{}
 type stoppedBeforeStart struct{}
 
 func (stoppedBeforeStart) Error() string {
-	return "pipeline was stopped before it ran; build a new one to run it"
+	return "pipeline: stopped before it ran; build a new one to run it"
 }
 
 func (stoppedBeforeStart) Unwrap() []error { return []error{ErrStopped, ErrAlreadyStarted} }

@@ -36,7 +36,7 @@ type TestOutcome[Out any] struct {
 
 // ErrDuplicateAck is reported by Test and TestBatch when a message was
 // acknowledged more than once.
-var ErrDuplicateAck = errors.New("message acknowledged more than once")
+var ErrDuplicateAck = errors.New("pipeline: message acknowledged more than once")
 
 // Test pushes one message per data into the running pipeline, each in flush
 // mode so that its batch is emitted at once (Broadway's test_message), waits
@@ -138,7 +138,7 @@ func (p *Pipeline[In, Out]) TestWith(ctx context.Context, opts TestOptions, data
 	select {
 	case <-ta.done:
 	case <-ctx.Done():
-		return ta.snapshot(), fmt.Errorf("waiting for %d outcome(s): %w", ta.left(), ctx.Err())
+		return ta.snapshot(), fmt.Errorf("pipeline: waiting for %d outcome(s): %w", ta.left(), ctx.Err())
 	case <-p.done:
 		select {
 		case <-ta.done:
@@ -149,7 +149,7 @@ func (p *Pipeline[In, Out]) TestWith(ctx context.Context, opts TestOptions, data
 	res := ta.snapshot()
 	for i, r := range res.Outcomes {
 		if r.Acks > 1 {
-			return res, fmt.Errorf("message %d: %w (%d times)", i, ErrDuplicateAck, r.Acks)
+			return res, fmt.Errorf("%w: message %d (%d times)", ErrDuplicateAck, i, r.Acks)
 		}
 	}
 	return res, nil

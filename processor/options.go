@@ -51,12 +51,12 @@ type Options[In, Out any] struct {
 	// Concurrency is the number of processors, at most ConcurrencyLimit.
 	// Default runtime.GOMAXPROCS(0), read by WithDefaults (the one default
 	// that depends on the machine, so it is not a constant).
-	Concurrency int `name:"concurrency" validate:"gte=1,lte=10000"`
+	Concurrency int `validate:"gte=1,lte=10000"`
 	// MaxDemand is the largest chunk of messages a processor takes at once;
 	// Prepare sees one chunk, and the acknowledgements of a chunk are sent
 	// together. At most MaxDemandLimit, and Concurrency × MaxDemand at most
 	// ChunkSlotsLimit. Default 10.
-	MaxDemand int `name:"maxDemand" validate:"gte=1,lte=10000"`
+	MaxDemand int `validate:"gte=1,lte=10000"`
 	// MinDemand makes a processor take chunks of at most MaxDemand −
 	// MinDemand messages, as a GenStage consumer asks for more events once
 	// it is down to min_demand of its max_demand: MaxDemand then still
@@ -64,12 +64,12 @@ type Options[In, Out any] struct {
 	// chunks that Prepare sees and whose acknowledgements travel together
 	// are smaller. At least 0 and less than MaxDemand. Default 0 (chunks
 	// of up to MaxDemand).
-	MinDemand int `name:"minDemand" validate:"omitempty,gte=0,ltfield=MaxDemand"`
+	MinDemand int `validate:"omitempty,gte=0,ltfield=MaxDemand"`
 	// PartitionBy, when set, makes messages with the same key go to the same
 	// processor, which handles them in the order they arrived. Nil (the
 	// default) balances messages over all processors. A panic in it fails
 	// that message with a *message.PanicError.
-	PartitionBy func(m *message.Message[In]) string `name:"partitionBy"`
+	PartitionBy func(m *message.Message[In]) string
 	// Prepare, when set, is called with each chunk before the handler sees
 	// its messages (Broadway's prepare_messages), for work that is cheaper
 	// in bulk, such as one database query for the whole chunk. An error it
@@ -79,9 +79,9 @@ type Options[In, Out any] struct {
 	// message of the chunk. The slice is reused for the next chunk: do not
 	// keep it after Prepare returns (nor the messages past their outcome:
 	// a source may reuse them, see message.Message).
-	Prepare func(ctx context.Context, msgs []*message.Message[In]) error `name:"prepare"`
+	Prepare func(ctx context.Context, msgs []*message.Message[In]) error
 	// Handle is called for every message. Required.
-	Handle Handler[In, Out] `name:"handle" validate:"required"`
+	Handle Handler[In, Out] `validate:"required"`
 	// HandleFailed, when set, is called with the messages of a chunk that
 	// failed in this stage, before they are acknowledged (Broadway's
 	// handle_failed). It may change how they are acknowledged with
@@ -90,7 +90,7 @@ type Options[In, Out any] struct {
 	// before it panicked. It sees interrupted messages (see Handler) too,
 	// but cannot make them anything but a retry. The slice is reused: do
 	// not keep it after the call.
-	HandleFailed func(ctx context.Context, failed []*message.Message[In]) `name:"handleFailed"`
+	HandleFailed func(ctx context.Context, failed []*message.Message[In])
 }
 
 // WithDefaults returns o with every zero field replaced by its default:
@@ -139,7 +139,7 @@ func join(path, field string) string {
 }
 
 // ErrUnknownBatcher is wrapped by *UnknownBatcherError.
-var ErrUnknownBatcher = errors.New("unknown batcher")
+var ErrUnknownBatcher = errors.New("processor: unknown batcher")
 
 // UnknownBatcherError fails a message that a processor routed to a batcher
 // the pipeline does not have.

@@ -259,7 +259,7 @@ func (g *gate) take(ctx context.Context, n int) (int, error) {
 		k := min(n, b.lim.Burst())
 		r := b.lim.ReserveN(time.Now(), k)
 		if !r.OK() {
-			return 0, fmt.Errorf("rate limit: cannot take %d messages at once", k)
+			return 0, fmt.Errorf("producer: rate limit: cannot take %d messages at once", k)
 		}
 		d := r.Delay()
 		if d == 0 {

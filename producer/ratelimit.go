@@ -9,7 +9,7 @@ import (
 // ErrNoRateLimit is returned by UpdateRateLimit and ResetRateLimit when no
 // rate limit is in force: there is no field to change and no bucket to
 // refill (Broadway's update_rate_limiting refuses the same).
-var ErrNoRateLimit = errors.New("no rate limit set")
+var ErrNoRateLimit = errors.New("producer: no rate limit set")
 
 // UpdateRateLimit changes the rate limit in force through fn, which is
 // given a copy of it to change (for example only Allowed): the change is

@@ -103,7 +103,7 @@ func (f SourceFunc[T]) Info() (Info, error) { return Info{}, nil }
 func (f SourceFunc[T]) Close(context.Context) error { return nil }
 
 // ErrTooManyRestarts is wrapped by *RestartError.
-var ErrTooManyRestarts = errors.New("source restarted too often")
+var ErrTooManyRestarts = errors.New("producer: source restarted too often")
 
 // RestartRule names the Restart rule that made a stage give up: the name of
 // the option to raise to tolerate more.
@@ -160,8 +160,8 @@ func (e *RestartError) Error() string {
 	if e.Last != nil {
 		last = oneLine(e.Last.Error())
 	}
-	return fmt.Sprintf("producer stage %q: %v (%s; restart.%s); last error: %s",
-		e.Stage, ErrTooManyRestarts, why, e.Rule, last)
+	return fmt.Sprintf("%v: stage %q (%s; restart.%s); last error: %s",
+		ErrTooManyRestarts, e.Stage, why, e.Rule, last)
 }
 
 // Unwrap returns ErrTooManyRestarts and the last source error.

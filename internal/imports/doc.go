@@ -1,5 +1,6 @@
 // Package imports holds the test that keeps the module's import graph
 // pointing one way: message and acker at the bottom, then the stage queues,
 // the core stages, the pipeline, and the topic glue, sources and examples
-// on top. It has no code of its own.
+// on top, and the test that every exported sentinel error names its
+// package. It has no code of its own.
 package imports

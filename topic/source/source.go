@@ -74,7 +74,7 @@ import (
 const DefaultMaxBatch = 64
 
 // ErrClosed is returned by Run after Close.
-var ErrClosed = errors.New("topicsource: source closed")
+var ErrClosed = errors.New("source: closed")
 
 // Options configure a Source.
 type Options[T any] struct {
@@ -102,15 +102,15 @@ func (o Options[T]) WithDefaults() Options[T] {
 
 // Validate checks o (after WithDefaults) and returns nil or a
 // validate.Errors naming every broken rule, for example
-// "topicsource.topic is required".
+// "source.topic is required".
 func (o Options[T]) Validate() error {
 	var errs []error
-	errs = append(errs, validate.Struct("topicsource", &o))
+	errs = append(errs, validate.Struct("source", &o))
 	if o.Topic == nil {
-		errs = append(errs, validate.Field("topicsource.topic", "required", "is required"))
+		errs = append(errs, validate.Field("source.topic", "required", "is required"))
 	}
 	if !o.Mode.IsBroadcast() && o.Mode.Group() == "" {
-		errs = append(errs, validate.Field("topicsource.mode", "required",
+		errs = append(errs, validate.Field("source.mode", "required",
 			"needs a consumer group (topic.Balanced(group)) or topic.Broadcast()"))
 	}
 	return validate.Join(errs...)
@@ -260,7 +260,7 @@ func (s *Source[T]) slot(index int) (*slot[T], error) {
 func (s *Source[T]) subscribeLocked() (*subscription[T], error) {
 	ts, err := s.opts.Topic.Subscribe(s.opts.Mode, topic.SubscriberOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("topicsource: subscribe to %s: %w", s.opts.Topic.Name(), err)
+		return nil, fmt.Errorf("source: subscribe to %q: %w", s.opts.Topic.Name(), err)
 	}
 	sub := &subscription[T]{src: s, sub: ts}
 	s.all = append(s.all, sub)

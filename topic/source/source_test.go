@@ -86,13 +86,13 @@ func member(m *message.Message[int]) int {
 // Options are validated, naming the field and the rule.
 func TestOptionsValidate(t *testing.T) {
 	_, err := source.New(source.Options[int]{})
-	want := "invalid options: topicsource.topic is required; topicsource.mode needs a consumer group (topic.Balanced(group)) or topic.Broadcast()"
+	want := "invalid options: source.topic is required; source.mode needs a consumer group (topic.Balanced(group)) or topic.Broadcast()"
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %q", err, want)
 	}
 	h := newTopic(t, "t", topic.Options{})
 	_, err = source.New(source.Options[int]{Topic: h, Mode: topic.Balanced("g"), MaxBatch: -1})
-	if !errors.Is(err, validate.ErrInvalid) || err.Error() != "invalid options: topicsource.maxBatch must be ≥ 1" {
+	if !errors.Is(err, validate.ErrInvalid) || err.Error() != "invalid options: source.maxBatch must be ≥ 1" {
 		t.Fatalf("got %v", err)
 	}
 	// A subscription the topic refuses is reported by New.
