@@ -40,11 +40,19 @@ var untimedHooks = func() *telemetry.Hooks {
 	return &h
 }()
 
+// everyHooks are emptyHooks timing every chunk and message
+// (DurationSampling 1): a clock reading per message.
+var everyHooks = func() *telemetry.Hooks {
+	h := *emptyHooks
+	h.DurationSampling = 1
+	return &h
+}()
+
 // benchHookSets are the hook configurations BenchmarkTelemetry compares.
 var benchHookSets = []struct {
 	name  string
 	hooks *telemetry.Hooks
-}{{"off", nil}, {"coarse", coarseHooks}, {"all", emptyHooks}, {"all-untimed", untimedHooks}}
+}{{"off", nil}, {"coarse", coarseHooks}, {"all", emptyHooks}, {"all-every", everyHooks}, {"all-untimed", untimedHooks}}
 
 // benchOrder is the payload of the JSON handler, an order as the
 // quickstart example decodes it.
@@ -69,9 +77,11 @@ func benchJSONHandle(_ context.Context, m *message.Message[[]byte]) (int64, erro
 
 // BenchmarkTelemetry: source → 2 processors → batcher of 100, with the
 // hooks off, with the chunk, batch and pipeline hooks set to empty
-// functions (coarse), with every hook set (all), and with every hook set
-// and NoDurations (all-untimed); with the trivial handler of the other
-// benchmarks (empty) and with one decoding a small JSON order (json).
+// functions (coarse), with every hook set and the default duration
+// sampling (all), with every hook set and every chunk timed (all-every),
+// and with every hook set and NoDurations (all-untimed); with the trivial
+// handler of the other benchmarks (empty) and with one decoding a small
+// JSON order (json).
 func BenchmarkTelemetry(b *testing.B) {
 	for _, hs := range benchHookSets {
 		b.Run("empty/"+hs.name, func(b *testing.B) {

@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -118,9 +119,10 @@ func (d *durations) add(to *[]time.Duration, v time.Duration) {
 	d.mu.Unlock()
 }
 
-func (d *durations) hooks(noDurations bool) *telemetry.Hooks {
+func (d *durations) hooks(noDurations bool, sampling int) *telemetry.Hooks {
 	return &telemetry.Hooks{
-		NoDurations:  noDurations,
+		NoDurations:      noDurations,
+		DurationSampling: sampling,
 		ChunkStop:    func(_ context.Context, e telemetry.Chunk) { d.add(&d.chunk, e.Duration) },
 		MessageStop:  func(_ context.Context, e telemetry.Message) { d.add(&d.msg, e.Duration) },
 		HandleFailed: func(_ context.Context, e telemetry.Failed) { d.add(&d.failed, e.Duration) },
@@ -155,13 +157,14 @@ func runTimed(t *testing.T, hooks *telemetry.Hooks, work time.Duration) {
 	runThrough(t, p, 6)
 }
 
-// Guarantee: a message's, a chunk's, a batch's and a HandleFailed call's
-// Duration cover the time their handler took, even though the processor
-// reads the clock once per message.
+// Guarantee: with every chunk timed (DurationSampling 1), a message's, a
+// chunk's, a batch's and a HandleFailed call's Duration cover the time
+// their handler took, even though the processor reads the clock once per
+// message.
 func TestTelemetryDurationsCoverTheHandlers(t *testing.T) {
 	const work = 2 * time.Millisecond
 	var d durations
-	runTimed(t, d.hooks(false), work)
+	runTimed(t, d.hooks(false, 1), work)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for what, ds := range map[string][]time.Duration{"message": d.msg, "chunk": d.chunk, "batch": d.batch, "handle failed": d.failed} {
@@ -184,7 +187,7 @@ func TestTelemetryDurationsCoverTheHandlers(t *testing.T) {
 // every event still comes, with a zero Duration.
 func TestTelemetryNoDurationsLeavesDurationsZero(t *testing.T) {
 	var d durations
-	runTimed(t, d.hooks(true), time.Millisecond)
+	runTimed(t, d.hooks(true, 1), time.Millisecond)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if len(d.msg) != 6 || len(d.chunk) == 0 || len(d.batch) == 0 || len(d.failed) == 0 {
@@ -197,6 +200,88 @@ func TestTelemetryNoDurationsLeavesDurationsZero(t *testing.T) {
 				break
 			}
 		}
+	}
+}
+
+// Guarantee: a processor times one chunk in DurationSampling (64 when 0),
+// its 1st, then every DurationSampling-th: that chunk's ChunkStop and
+// MessageStop events have Timed set and a Duration covering the handler;
+// every other chunk's events still come, untimed, with Duration 0.
+func TestTelemetryDurationSamplingTimesOneChunkInN(t *testing.T) {
+	const work = 200 * time.Microsecond
+	for _, c := range []struct{ sampling, every, chunks int }{{3, 3, 10}, {0, telemetry.DefaultDurationSampling, 130}} {
+		t.Run(fmt.Sprintf("sampling=%d", c.sampling), func(t *testing.T) {
+			type event struct {
+				chunk bool
+				timed bool
+				d     time.Duration
+			}
+			var (
+				mu     sync.Mutex
+				events []event
+			)
+			note := func(e event) { mu.Lock(); events = append(events, e); mu.Unlock() }
+			p := mustNew(t, pipeline.Options[uint64, uint64]{
+				Name: "sampled",
+				Telemetry: &telemetry.Hooks{
+					DurationSampling: c.sampling,
+					ChunkStop:        func(_ context.Context, e telemetry.Chunk) { note(event{true, e.Timed, e.Duration}) },
+					MessageStop:      func(_ context.Context, e telemetry.Message) { note(event{false, e.Timed, e.Duration}) },
+				},
+				Processors: processor.Options[uint64, uint64]{Concurrency: 1, Handle: func(_ context.Context, m *message.Message[uint64]) (uint64, error) {
+					time.Sleep(work)
+					return m.Data, nil
+				}},
+			})
+			if err := p.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			rec := acker.NewRecorder(false)
+			for i := range c.chunks {
+				// One message at a time, each its own chunk.
+				if err := p.Push(ctxT(t, 10*time.Second), message.New(uint64(i), rec, uint64(i))); err != nil {
+					t.Fatal(err)
+				}
+				if err := rec.Wait(ctxT(t, 10*time.Second), i+1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := p.Stop(ctxT(t, 10*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(events) != 2*c.chunks {
+				t.Fatalf("%d events, want a message and a chunk event for each of %d chunks", len(events), c.chunks)
+			}
+			for i := 0; i < len(events); i += 2 {
+				chunk := i / 2
+				msg, ch := events[i], events[i+1]
+				want := chunk%c.every == 0
+				if msg.chunk || !ch.chunk {
+					t.Fatalf("events of chunk %d out of order: %+v", chunk, events[i:i+2])
+				}
+				for what, e := range map[string]event{"message": msg, "chunk": ch} {
+					if e.timed != want || (want && e.d < work) || (!want && e.d != 0) {
+						t.Errorf("chunk %d: %s event timed=%v duration %v; want timed=%v with a duration %s", chunk, what, e.timed, e.d, want,
+							map[bool]string{true: "≥ the handler's", false: "of 0"}[want])
+					}
+				}
+			}
+		})
+	}
+}
+
+// Guarantee: a negative DurationSampling is rejected by New, naming the
+// field.
+func TestTelemetryDurationSamplingValidated(t *testing.T) {
+	_, err := pipeline.New(pipeline.Options[uint64, uint64]{
+		Name:       "bad-sampling",
+		Telemetry:  &telemetry.Hooks{DurationSampling: -1},
+		Processors: processor.Options[uint64, uint64]{Handle: identity},
+	})
+	if want := "invalid options: telemetry.durationSampling must be ≥ 0"; err == nil || err.Error() != want {
+		t.Fatalf("New = %v, want %q", err, want)
 	}
 }
 

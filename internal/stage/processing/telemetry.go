@@ -13,8 +13,10 @@ import (
 // monotonic reading), half the cost of time.Now, which also reads the
 // wall clock.
 type hookClock struct {
-	epoch time.Time
-	mark  time.Duration // the latest reading: a message's start
+	epoch  time.Time
+	mark   time.Duration // the latest reading: a message's start
+	chunks uint32        // chunks taken, for the sampling
+	timed  bool          // the current chunk is timed
 }
 
 func (c *hookClock) now() time.Duration { return time.Since(c.epoch) }
@@ -25,9 +27,11 @@ type hookPlan struct {
 	// messages: a message hook is set, so the handler is called through
 	// handleHooked.
 	messages bool
-	// chunkClock: read the clock when a chunk starts (ChunkStop or the
-	// message hooks want durations).
+	// chunkClock: read the clock when a timed chunk starts (ChunkStop or
+	// the message hooks want durations).
 	chunkClock bool
+	// every: time one chunk in every (Hooks.DurationSampling).
+	every uint32
 }
 
 func planHooks(h *telemetry.Hooks) hookPlan {
@@ -35,14 +39,20 @@ func planHooks(h *telemetry.Hooks) hookPlan {
 		return hookPlan{}
 	}
 	msgs := h.MessageStart != nil || h.MessageStop != nil || h.MessageException != nil
+	every := uint32(telemetry.DefaultDurationSampling)
+	if h.DurationSampling > 0 {
+		every = uint32(h.DurationSampling)
+	}
 	return hookPlan{
 		messages:   msgs,
 		chunkClock: !h.NoDurations && (h.ChunkStop != nil || h.MessageStop != nil || h.MessageException != nil),
+		every:      every,
 	}
 }
 
-// chunkStart calls the ChunkStart hook and reads the clock when a duration
-// will be wanted. Only called with hooks set.
+// chunkStart calls the ChunkStart hook and, on a timed chunk (one in
+// plan.every) when a duration will be wanted, reads the clock. Only called
+// with hooks set.
 func (p *worker[In, Out]) chunkStart(ctx context.Context, n int) time.Duration {
 	if h := p.s.hooks.ChunkStart; h != nil {
 		h(ctx, telemetry.Chunk{Stage: p.s.name, Processor: p.index, Size: n})
@@ -50,8 +60,14 @@ func (p *worker[In, Out]) chunkStart(ctx context.Context, n int) time.Duration {
 	if !p.s.plan.chunkClock {
 		return 0
 	}
-	p.clock.mark = p.clock.now()
-	return p.clock.mark
+	c := &p.clock
+	c.timed = c.chunks%p.s.plan.every == 0
+	c.chunks++
+	if !c.timed {
+		return 0
+	}
+	c.mark = c.now()
+	return c.mark
 }
 
 // chunkStop calls the ChunkStop hook with the chunk's duration.
@@ -61,8 +77,8 @@ func (p *worker[In, Out]) chunkStop(ctx context.Context, n int, start time.Durat
 		return
 	}
 	e := telemetry.Chunk{Stage: p.s.name, Processor: p.index, Size: n}
-	if p.s.plan.chunkClock {
-		e.Duration = p.clock.now() - start
+	if p.clock.timed {
+		e.Duration, e.Timed = p.clock.now()-start, true
 	}
 	h(ctx, e)
 }
@@ -70,14 +86,14 @@ func (p *worker[In, Out]) chunkStop(ctx context.Context, n int, start time.Durat
 // preparedMark restarts the message clock once Prepare has run, so that
 // the first message's duration does not include it.
 func (p *worker[In, Out]) preparedMark() {
-	if p.s.plan.messages && p.s.plan.chunkClock {
+	if p.s.plan.messages && p.clock.timed {
 		p.clock.mark = p.clock.now()
 	}
 }
 
-// handleHooked calls the handler between the message hooks. It reads the
-// clock once: a message's start is the previous message's stop in the
-// same chunk (or the chunk's start, after Prepare).
+// handleHooked calls the handler between the message hooks. In a timed
+// chunk it reads the clock once: a message's start is the previous
+// message's stop in the same chunk (or the chunk's start, after Prepare).
 func (p *worker[In, Out]) handleHooked(ctx context.Context, m *message.Message[In]) (Out, error) {
 	hs := p.s.hooks
 	e := telemetry.Message{Stage: p.s.name, Processor: p.index}
@@ -85,9 +101,9 @@ func (p *worker[In, Out]) handleHooked(ctx context.Context, m *message.Message[I
 		hs.MessageStart(ctx, e)
 	}
 	out, err := p.handleTimed(ctx, m)
-	if p.s.plan.chunkClock {
+	if p.clock.timed {
 		now := p.clock.now()
-		e.Duration = now - p.clock.mark
+		e.Duration, e.Timed = now-p.clock.mark, true
 		p.clock.mark = now
 	}
 	stop := hs.MessageStop
