@@ -101,8 +101,9 @@ type Stats struct {
 	// Poisoned counts letters dead-lettered because their key was poisoned
 	// (included in DeadLettered).
 	Poisoned uint64
-	// Subscriptions is the number of readers the source subscribed (one
-	// per producer stage run).
+	// Subscriptions is the number of readers the source holds open (one
+	// per running producer stage; a broadcast source closes its reader
+	// when its run ends, the others when the source closes).
 	Subscriptions int
 	// HeldBack is the number of messages of a sequenced topology waiting
 	// for an earlier message of their key.
@@ -225,6 +226,12 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 		}
 		return err
 	}
+	if s.t.broadcast {
+		// The ephemeral subscription must not outlive the run: it would
+		// keep collecting every message (and, full, hold publishers up)
+		// until the source closes. What it delivered needs no settling.
+		defer s.unsubscribe(r)
+	}
 	feed := stage.NewFeed(fmt.Sprintf("%s/%d", s.t.name, stage.Index()), nil)
 	buf := make([]Letter[T], s.opts.MaxBatch)
 	out := make([]pendingLetter[T], 0, s.opts.MaxBatch)
@@ -281,6 +288,19 @@ func (s *Source[T]) subscribe(ctx context.Context) (Reader[T], error) {
 	}
 	s.readers = append(s.readers, r)
 	return r, nil
+}
+
+// unsubscribe closes r and forgets it.
+func (s *Source[T]) unsubscribe(r Reader[T]) {
+	s.mu.Lock()
+	for i, x := range s.readers {
+		if x == r {
+			s.readers = append(s.readers[:i], s.readers[i+1:]...)
+			break
+		}
+	}
+	s.mu.Unlock()
+	r.Close()
 }
 
 // receive waits for letters; on a sequenced topology it also stops waiting

@@ -2,6 +2,8 @@ package topology_test
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -100,4 +102,96 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// failOnce wraps queues so that the first reader fails its first
+// Receive, and counts the readers open.
+type failOnce[T any] struct {
+	topology.Queues[T]
+	mu     sync.Mutex
+	failed bool
+	open   int
+}
+
+type countedReader[T any] struct {
+	topology.Reader[T]
+	q    *failOnce[T]
+	fail bool
+	once sync.Once
+}
+
+func (q *failOnce[T]) Subscribe(ctx context.Context) (topology.Reader[T], error) {
+	r, err := q.Queues.Subscribe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.open++
+	fail := !q.failed
+	q.failed = true
+	return &countedReader[T]{Reader: r, q: q, fail: fail}, nil
+}
+
+func (q *failOnce[T]) openReaders() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.open
+}
+
+func (r *countedReader[T]) Receive(ctx context.Context, dst []topology.Letter[T]) (int, error) {
+	if r.fail {
+		r.fail = false
+		return 0, errors.New("connection reset")
+	}
+	return r.Reader.Receive(ctx, dst)
+}
+
+func (r *countedReader[T]) Close() {
+	r.once.Do(func() {
+		r.q.mu.Lock()
+		r.q.open--
+		r.q.mu.Unlock()
+		r.Reader.Close()
+	})
+}
+
+// Guarantee: a broadcast source whose run fails closes that run's
+// subscription before the stage restarts it, so no abandoned subscription
+// keeps collecting messages.
+func TestBroadcastRestartClosesItsSubscription(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, _ := topology.NewMemory[int](topology.MemoryOptions{})
+		defer m.Close()
+		top, _ := topology.New("bc").Broadcast().Build()
+		mq, _ := m.Declare(t.Context(), top)
+		q := &failOnce[int]{Queues: mq}
+		src, err := topology.NewSource(topology.SourceOptions[int]{Queues: q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := pipeline.New(pipeline.Options[int, int]{
+			Name:     "restart",
+			Logger:   slog.New(slog.DiscardHandler),
+			Producer: producer.Options[int]{Source: src},
+			Processors: processor.Options[int, int]{Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+				return m.Data, nil
+			}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		defer p.Stop(context.Background())
+		waitFor(t, func() bool {
+			q.mu.Lock()
+			defer q.mu.Unlock()
+			return q.failed && src.Stats().Subscriptions == 1
+		})
+		if n := q.openReaders(); n != 1 {
+			t.Errorf("%d subscriptions open after a restart, want 1", n)
+		}
+	})
 }
