@@ -111,6 +111,7 @@ type failOnce[T any] struct {
 	mu     sync.Mutex
 	failed bool
 	open   int
+	subs   int
 }
 
 type countedReader[T any] struct {
@@ -128,6 +129,7 @@ func (q *failOnce[T]) Subscribe(ctx context.Context) (topology.Reader[T], error)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.open++
+	q.subs++
 	fail := !q.failed
 	q.failed = true
 	return &countedReader[T]{Reader: r, q: q, fail: fail}, nil
@@ -188,7 +190,7 @@ func TestBroadcastRestartClosesItsSubscription(t *testing.T) {
 		waitFor(t, func() bool {
 			q.mu.Lock()
 			defer q.mu.Unlock()
-			return q.failed && src.Stats().Subscriptions == 1
+			return q.subs == 2 && src.Stats().Subscriptions == 1
 		})
 		if n := q.openReaders(); n != 1 {
 			t.Errorf("%d subscriptions open after a restart, want 1", n)
