@@ -256,6 +256,10 @@ func TestCommitOnAckCoalesces(t *testing.T) {
 		hold := make(chan struct{})
 		release := sync.OnceFunc(func() { close(hold) })
 		defer release()
+		// The records after the first wait for the first commit, so that it
+		// is sent before they are handled.
+		firstSent := make(chan struct{})
+		noteFirst := sync.OnceFunc(func() { close(firstSent) })
 		c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
 			c.KeepControl()
 			r := req.(*kmsg.OffsetCommitRequest)
@@ -267,6 +271,7 @@ func TestCommitOnAckCoalesces(t *testing.T) {
 			first := len(offsets) == 1
 			mu.Unlock()
 			if first {
+				noteFirst()
 				c.SleepControl(func() { <-hold }) // the first commit stays on its way
 			}
 			return nil, nil, false
@@ -284,7 +289,12 @@ func TestCommitOnAckCoalesces(t *testing.T) {
 		opts.Config.Consumer.Group.Session.Timeout = 10 * time.Second
 		src := cl.new(t, opts)
 		l := newLedger()
-		po := pipelineOpts("coalesce", src, 1, l, nil)
+		po := pipelineOpts("coalesce", src, 1, l, func(m *message.Message[[]byte]) error {
+			if md, _ := message.MetadataAs[*kafka.Metadata](m); md.Offset > 0 {
+				<-firstSent
+			}
+			return nil
+		})
 		po.Processors.MaxDemand = 1 // each message acknowledged once handled: one advance each
 		p := startPipeline(t, po)
 		defer stopPipeline(t, p)

@@ -193,7 +193,7 @@ func (p *partition) run() {
 			armed = false
 			stalled = true
 		case <-p.RetryCh:
-			if !draining && !p.redeliver(&q, &paused) {
+			if !draining && !p.redeliver(&q, &paused, &blocking) {
 				return
 			}
 		case <-drainCh:
@@ -220,7 +220,7 @@ func kgoHeaders(dst []claim.Header, r *kgo.Record) []claim.Header {
 // fetched after it is dropped, and after RedeliveryBackoff the client
 // fetches the partition again from there. It reports false when the claim
 // ended meanwhile.
-func (p *partition) redeliver(q *claim.Queue[*kgo.Record], paused *bool) bool {
+func (p *partition) redeliver(q *claim.Queue[*kgo.Record], paused, blocking *bool) bool {
 	at := p.RetryAt()
 	if at < 0 {
 		return true
@@ -235,6 +235,7 @@ func (p *partition) redeliver(q *claim.Queue[*kgo.Record], paused *bool) bool {
 	p.inbox = p.inbox[:0]
 	p.inMu.Unlock()
 	q.Consume(q.Len())
+	p.setBlocking(blocking, false)
 	p.Withdraw()
 	p.log.Info("kafka partition rewinds to redeliver a failed message",
 		slog.Int64("offset", at), slog.Duration("backoff", p.m.opts.RedeliveryBackoff))
