@@ -55,6 +55,7 @@ type consumer struct {
 // grant is the feed's grant callback: the stage calls it with new permits.
 func (c *consumer) grant(n int) {
 	c.permits.Add(int64(n))
+	c.src.granted.Add(int64(n))
 	c.signal()
 }
 
@@ -80,6 +81,7 @@ func (c *consumer) receive(ctx context.Context, feed *producer.Feed[[]byte], max
 	flush := func() {
 		if len(buf) > 0 {
 			feed.Deliver(buf...)
+			c.src.received.Add(int64(len(buf)))
 			clear(buf)
 			buf = buf[:0]
 		}
@@ -129,6 +131,9 @@ func (c *consumer) receive(ctx context.Context, feed *producer.Feed[[]byte], max
 			m, md := &msgs[0], &mds[0]
 			msgs, mds = msgs[1:], mds[1:]
 			md.fill(pm, sub, &tc)
+			if md.RedeliveryCount > 0 {
+				c.src.redelivered.Add(1)
+			}
 			if c.events != nil {
 				c.events.received(c.c, pm.Topic())
 			}
@@ -316,6 +321,7 @@ func (c *consumer) Ack(ctx context.Context, successful, failed []acker.Outcome) 
 		}
 		if id, ok := o.Data.(pulsar.MessageID); ok {
 			c.c.NackID(id)
+			c.src.nacked.Add(1)
 		}
 	}
 	if errs > 0 {

@@ -19,6 +19,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +51,11 @@ type Source struct {
 	droppedAcks    atomic.Int64
 	replaced       atomic.Int64
 	callbackPanics atomic.Int64
+	received       atomic.Int64
+	redelivered    atomic.Int64
+	nacked         atomic.Int64
+	deadLettered   atomic.Int64
+	granted        atomic.Int64
 }
 
 var _ producer.Source[[]byte] = (*Source)(nil)
@@ -76,7 +82,9 @@ func (s *Source) Validate() error { return s.opts.Validate() }
 // window, and the errors of Validate.
 func (s *Source) Info() (producer.Info, error) { return producer.Info{}, s.Validate() }
 
-// Stats are the source's counters.
+// Stats are the source's counters, summed over its consumers (every
+// producer stage and topic). Counters ending in a total only grow; the
+// others describe the open consumers now.
 type Stats struct {
 	// Consumers is the number of consumers currently open.
 	Consumers int
@@ -89,19 +97,54 @@ type Stats struct {
 	// CallbackPanics is the number of panics recovered from
 	// Options.ActiveStateCallback.
 	CallbackPanics int64
+	// Received is the number of messages the source took from the client
+	// and delivered to its stages.
+	Received int64
+	// Redelivered is the number of those that the broker had delivered
+	// before (a RedeliveryCount above 0). On Exclusive and Failover
+	// subscriptions the broker counts nothing, so a rewound message is not
+	// counted here.
+	Redelivered int64
+	// Nacked is the number of messages the source asked the broker to
+	// redeliver (failed outcomes other than DispositionDiscard).
+	Nacked int64
+	// DeadLettered is the number of messages the client routed to the
+	// dead-letter topic instead of delivering them (ConsumerOptions.DLQ:
+	// their redelivery count reached MaxDeliveries).
+	DeadLettered int64
+	// PermitsGranted is the number of permits the stages' feeds granted the
+	// consumers, since the source started.
+	PermitsGranted int64
+	// PermitsAvailable is the number of those the open consumers have not
+	// used yet.
+	PermitsAvailable int64
+	// ClientQueue is how many messages the clients of the open consumers
+	// may hold or be owed by the broker beyond what the source took: the
+	// sum of their reserves (receiver queue × partitions, see
+	// docs/pulsar.md, Flow control).
+	ClientQueue int
 }
 
 // Stats returns the source's counters.
 func (s *Source) Stats() Stats {
-	s.mu.Lock()
-	n := len(s.live)
-	s.mu.Unlock()
-	return Stats{
-		Consumers:      n,
+	st := Stats{
 		Replaced:       s.replaced.Load(),
 		DroppedAcks:    s.droppedAcks.Load(),
 		CallbackPanics: s.callbackPanics.Load(),
+		Received:       s.received.Load(),
+		Redelivered:    s.redelivered.Load(),
+		Nacked:         s.nacked.Load(),
+		DeadLettered:   s.deadLettered.Load(),
+		PermitsGranted: s.granted.Load(),
 	}
+	s.mu.Lock()
+	st.Consumers = len(s.live)
+	for c := range s.live {
+		st.PermitsAvailable += max(0, c.permits.Load())
+		st.ClientQueue += c.plan.reserve
+	}
+	s.mu.Unlock()
+	return st
 }
 
 // Run subscribes one consumer per topic for this producer stage and moves
@@ -177,6 +220,9 @@ func (s *Source) subscribe(ctx context.Context, st *producer.Stage[[]byte], topi
 	// next grant to the broker, when the source takes it.
 	ch := make(chan pulsar.ConsumerMessage)
 	co.MessageChannel = ch
+	if dlq := co.DLQ; dlq != nil && dlq.MaxDeliveries > 0 {
+		co.Interceptors = append(slices.Clip(co.Interceptors), deadLetterCounter{n: &s.deadLettered, max: dlq.MaxDeliveries})
+	}
 	var events *listener
 	if s.opts.ActiveStateCallback != nil {
 		events = &listener{src: s, stage: st.Index(), log: st.Logger()}
@@ -274,6 +320,25 @@ func nameSuffix(n uint64) string {
 func (s *Source) consumerName(st *producer.Stage[[]byte]) string {
 	return st.Name() + "-" + s.suffix
 }
+
+// deadLetterCounter counts the messages pulsar-client-go will route to the
+// dead-letter topic: it sees every message the client queues, and the
+// client routes those whose redelivery count reached MaxDeliveries
+// (dlqRouter.shouldSendToDlq) instead of handing them to the source.
+type deadLetterCounter struct {
+	n   *atomic.Int64
+	max uint32
+}
+
+func (d deadLetterCounter) BeforeConsume(m pulsar.ConsumerMessage) {
+	if m.Message != nil && m.RedeliveryCount() >= d.max {
+		d.n.Add(1)
+	}
+}
+
+func (deadLetterCounter) OnAcknowledge(pulsar.Consumer, pulsar.MessageID) {}
+
+func (deadLetterCounter) OnNegativeAcksSend(pulsar.Consumer, []pulsar.MessageID) {}
 
 // retire closes the consumers of a failed stage run, so that their
 // replacements can subscribe (an exclusive subscription admits one).
