@@ -14,10 +14,16 @@ import (
 	"github.com/boulevard-go/boulevard/producer"
 )
 
-// BenchmarkSourceKfake reads a backlog of 20000 records from 4 partitions of
-// an in-process kfake cluster through a pipeline whose handlers return the
+// BenchmarkSourceKfake reads, with each client, a backlog of 20000 records
+// from 4 partitions of an in-process kfake cluster through a pipeline whose handlers return the
 // payload; each iteration reads the whole backlog with a fresh group.
 func BenchmarkSourceKfake(b *testing.B) {
+	for _, cl := range clients {
+		b.Run(cl.name, func(b *testing.B) { benchSource(b, cl) })
+	}
+}
+
+func benchSource(b *testing.B, cl client) {
 	const parts, n = 4, 20000
 	c := newCluster(b, parts)
 	produce(b, c, parts, 0, n)
@@ -34,7 +40,7 @@ func BenchmarkSourceKfake(b *testing.B) {
 			Name:            "bench",
 			Logger:          slog.New(slog.DiscardHandler),
 			ShutdownTimeout: 10 * time.Second,
-			Producer:        producer.Options[[]byte]{Source: newSource(b, opts)},
+			Producer:        producer.Options[[]byte]{Source: cl.new(b, opts)},
 			Processors: processor.Options[[]byte, []byte]{
 				Concurrency: 2,
 				Handle: func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {

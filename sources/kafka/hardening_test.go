@@ -44,33 +44,41 @@ func TestUnreachableBrokerWarnsWithinTenSeconds(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		addr  func(*testing.T) string
-		cause string
+		cause map[string]string // per client
 	}{
-		{"silent listener", func(t *testing.T) string { return testnet.SilentListener(t) }, "i/o timeout"},
-		{"nothing listening", closedPort, "connection refused"},
+		{"silent listener", func(t *testing.T) string { return testnet.SilentListener(t) },
+			map[string]string{"sarama": "i/o timeout", "franz": "no answer within"}},
+		{"nothing listening", closedPort, map[string]string{"sarama": "connection refused", "franz": "connection refused"}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			addr := tc.addr(t)
-			book := newLogBook()
-			src := newSource(t, kafka.Options{Brokers: []string{addr}, GroupID: "g-unreachable", Topics: []string{testTopic}})
-			po := pipelineOpts("unreachable", src, 1, newLedger(), nil)
-			po.Logger = book.logger()
-			start := time.Now()
-			p := startPipeline(t, po)
-			defer stopPipeline(t, p)
-			var warned []logRecord
-			waitFor(t, 10*time.Second-time.Since(start), "a WARN naming the broker", func() bool {
-				warned = book.find(func(r logRecord) bool { return r.Level >= slog.LevelWarn && strings.Contains(r.Text, addr) })
-				return len(warned) > 0
+		eachClient(t, func(t *testing.T, cl client) {
+			t.Run(tc.name, func(t *testing.T) {
+				unreachableWarns(t, cl, tc.addr(t), tc.cause[cl.name])
 			})
-			t.Logf("after %s: %s", time.Since(start).Round(time.Millisecond), warned[0].Text)
-			if !strings.Contains(warned[0].Text, tc.cause) {
-				t.Errorf("the WARN does not give the cause %q: %s", tc.cause, warned[0].Text)
-			}
-			if strings.ContainsAny(warned[0].Text, "\r\n") {
-				t.Errorf("the WARN spans several lines: %q", warned[0].Text)
-			}
 		})
+	}
+}
+
+// unreachableWarns checks that a source of cl that cannot reach addr logs
+// a WARN naming it and cause within 10s.
+func unreachableWarns(t *testing.T, cl client, addr, cause string) {
+	book := newLogBook()
+	src := cl.new(t, kafka.Options{Brokers: []string{addr}, GroupID: "g-unreachable", Topics: []string{testTopic}})
+	po := pipelineOpts("unreachable", src, 1, newLedger(), nil)
+	po.Logger = book.logger()
+	start := time.Now()
+	p := startPipeline(t, po)
+	defer stopPipeline(t, p)
+	var warned []logRecord
+	waitFor(t, 10*time.Second-time.Since(start), "a WARN naming the broker", func() bool {
+		warned = book.find(func(r logRecord) bool { return r.Level >= slog.LevelWarn && strings.Contains(r.Text, addr) })
+		return len(warned) > 0
+	})
+	t.Logf("after %s: %s", time.Since(start).Round(time.Millisecond), warned[0].Text)
+	if !strings.Contains(warned[0].Text, cause) {
+		t.Errorf("the WARN does not give the cause %q: %s", cause, warned[0].Text)
+	}
+	if strings.ContainsAny(warned[0].Text, "\r\n") {
+		t.Errorf("the WARN spans several lines: %q", warned[0].Text)
 	}
 }
 
@@ -195,84 +203,88 @@ func TestDeletedTopicFailsRun(t *testing.T) {
 // stage that failed it), not once more by the source, even when the source
 // and the pipeline share one logger.
 func TestFailedMessageLoggedOnce(t *testing.T) {
-	for _, shared := range []bool{false, true} {
-		name := "stage logger"
-		if shared {
-			name = "same logger given to the source"
+	eachClient(t, func(t *testing.T, cl client) {
+		for _, shared := range []bool{false, true} {
+			name := "stage logger"
+			if shared {
+				name = "same logger given to the source"
+			}
+			t.Run(name, func(t *testing.T) {
+				c := newCluster(t, 1)
+				ends := produce(t, c, 1, 0, 20)
+				group := "g-logged-once"
+				if shared {
+					group += "-shared"
+				}
+				book := newLogBook()
+				opts := sourceOptions(c, group)
+				opts.Logger = nil
+				if shared {
+					opts.Logger = book.logger()
+				}
+				l := newLedger()
+				po := pipelineOpts("logged-once", cl.new(t, opts), 1, l, func(m *message.Message[[]byte]) error {
+					if md, _ := message.MetadataAs[*kafka.Metadata](m); md.Offset%5 == 2 {
+						l.add(md)
+						return errors.New("poison record")
+					}
+					return nil
+				})
+				po.Logger = book.logger()
+				p := startPipeline(t, po)
+				waitFor(t, 20*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
+				stopPipeline(t, p)
+				warned := book.find(func(r logRecord) bool {
+					return r.Level >= slog.LevelWarn && strings.Contains(r.Text, "poison record")
+				})
+				if len(warned) != 4 {
+					for _, r := range warned {
+						t.Log(r.Text)
+					}
+					t.Fatalf("%d WARN lines for 4 failed messages, want one each", len(warned))
+				}
+				if got := book.find(func(r logRecord) bool { return r.Msg == "kafka group session started" }); len(got) == 0 {
+					t.Fatal("the source's lines did not reach the logger")
+				} else if !strings.Contains(got[0].Text, "stage=logged-once.producer.0") {
+					t.Fatalf("the source's line does not name its stage: %s", got[0].Text)
+				}
+			})
 		}
-		t.Run(name, func(t *testing.T) {
-			c := newCluster(t, 1)
-			ends := produce(t, c, 1, 0, 20)
-			group := "g-logged-once"
-			if shared {
-				group += "-shared"
-			}
-			book := newLogBook()
-			opts := sourceOptions(c, group)
-			opts.Logger = nil
-			if shared {
-				opts.Logger = book.logger()
-			}
-			l := newLedger()
-			po := pipelineOpts("logged-once", newSource(t, opts), 1, l, func(m *message.Message[[]byte]) error {
-				if md, _ := message.MetadataAs[*kafka.Metadata](m); md.Offset%5 == 2 {
-					l.add(md)
-					return errors.New("poison record")
-				}
-				return nil
-			})
-			po.Logger = book.logger()
-			p := startPipeline(t, po)
-			waitFor(t, 20*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
-			stopPipeline(t, p)
-			warned := book.find(func(r logRecord) bool {
-				return r.Level >= slog.LevelWarn && strings.Contains(r.Text, "poison record")
-			})
-			if len(warned) != 4 {
-				for _, r := range warned {
-					t.Log(r.Text)
-				}
-				t.Fatalf("%d WARN lines for 4 failed messages, want one each", len(warned))
-			}
-			if got := book.find(func(r logRecord) bool { return r.Msg == "kafka group session started" }); len(got) == 0 {
-				t.Fatal("the source's lines did not reach the logger")
-			} else if !strings.Contains(got[0].Text, "stage=logged-once.producer.0") {
-				t.Fatalf("the source's line does not name its stage: %s", got[0].Text)
-			}
-		})
-	}
+	})
 }
 
 // Guarantee: no line the source logs repeats an attribute key (its
 // logger's attributes included).
 func TestLogLinesHaveUniqueKeys(t *testing.T) {
-	c := newCluster(t, 2)
-	ends := produce(t, c, 2, 0, 40)
-	book := newLogBook()
-	opts := sourceOptions(c, "g-unique-keys")
-	opts.Logger = nil
-	po := pipelineOpts("unique-keys", newSource(t, opts), 1, newLedger(), nil)
-	po.Logger = book.logger()
-	p := startPipeline(t, po)
-	waitFor(t, 20*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, "g-unique-keys"), ends) })
-	stopPipeline(t, p)
-	kafkaLines := 0
-	for _, r := range book.records() {
-		if !strings.HasPrefix(r.Msg, "kafka ") {
-			continue
-		}
-		kafkaLines++
-		seen := map[string]bool{}
-		for _, k := range r.Keys {
-			if seen[k] {
-				t.Errorf("key %q repeated in %s", k, r.Text)
+	eachClient(t, func(t *testing.T, cl client) {
+		c := newCluster(t, 2)
+		ends := produce(t, c, 2, 0, 40)
+		book := newLogBook()
+		opts := sourceOptions(c, "g-unique-keys")
+		opts.Logger = nil
+		po := pipelineOpts("unique-keys", cl.new(t, opts), 1, newLedger(), nil)
+		po.Logger = book.logger()
+		p := startPipeline(t, po)
+		waitFor(t, 20*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, "g-unique-keys"), ends) })
+		stopPipeline(t, p)
+		kafkaLines := 0
+		for _, r := range book.records() {
+			if !strings.HasPrefix(r.Msg, "kafka ") {
+				continue
 			}
-			seen[k] = true
+			kafkaLines++
+			seen := map[string]bool{}
+			for _, k := range r.Keys {
+				if seen[k] {
+					t.Errorf("key %q repeated in %s", k, r.Text)
+				}
+				seen[k] = true
+			}
 		}
-	}
-	if kafkaLines == 0 {
-		t.Fatal("the source logged nothing")
-	}
+		if kafkaLines == 0 {
+			t.Fatal("the source logged nothing")
+		}
+	})
 }
 
 // Guarantee: the source's own timeouts apply only to fields the user left

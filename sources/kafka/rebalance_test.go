@@ -211,48 +211,50 @@ func TestAbruptStopAndRestart(t *testing.T) {
 // recovered from: every record is handled and committed, nothing is
 // committed unhandled.
 func TestBrokerFaultsRecovered(t *testing.T) {
-	const parts = 6
-	group := "g-faults"
-	c := newCluster(t, parts)
-	l := newLedger()
-	watch := watchCommits(c, group, l)
-	ends := produce(t, c, parts, 0, records(2000))
-	// Fetch errors on the topic, coordinator errors for the group.
-	fetchFaults := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: testTopic, Err: kerr.NotLeaderForPartition, Count: 8})
-	coordFaults := c.Fault(
-		kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Group: group, TopLevel: false, Err: kerr.NotCoordinator, Count: 3},
-		kfake.Fault{Keys: []kmsg.Key{kmsg.Heartbeat}, Group: group, TopLevel: true, Err: kerr.NotCoordinator, Count: 3},
-	)
-	defer fetchFaults.Remove()
-	defer coordFaults.Remove()
-	// Dropped connections: every 3rd fetch closes its connection, 5 times.
-	var mu sync.Mutex
-	fetches, drops := 0, 0
-	c.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
+	eachClient(t, func(t *testing.T, cl client) {
+		const parts = 6
+		group := "g-faults"
+		c := newCluster(t, parts)
+		l := newLedger()
+		watch := watchCommits(c, group, l)
+		ends := produce(t, c, parts, 0, records(2000))
+		// Fetch errors on the topic, coordinator errors for the group.
+		fetchFaults := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: testTopic, Err: kerr.NotLeaderForPartition, Count: 8})
+		coordFaults := c.Fault(
+			kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Group: group, TopLevel: false, Err: kerr.NotCoordinator, Count: 3},
+			kfake.Fault{Keys: []kmsg.Key{kmsg.Heartbeat}, Group: group, TopLevel: true, Err: kerr.NotCoordinator, Count: 3},
+		)
+		defer fetchFaults.Remove()
+		defer coordFaults.Remove()
+		// Dropped connections: every 3rd fetch closes its connection, 5 times.
+		var mu sync.Mutex
+		fetches, drops := 0, 0
+		c.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
+			c.KeepControl()
+			mu.Lock()
+			defer mu.Unlock()
+			fetches++
+			if fetches%3 == 0 && drops < 5 {
+				drops++
+				return nil, errDropped, true
+			}
+			return nil, nil, false
+		})
+		slow := func(*message.Message[[]byte]) error { time.Sleep(100 * time.Microsecond); return nil }
+		p := startPipeline(t, pipelineOpts("faults", cl.new(t, sourceOptions(c, group)), 2, l, slow))
+		waitFor(t, 40*time.Second, "every record despite faults", func() bool { return l.covers(ends) })
+		waitFor(t, 20*time.Second, "commits at the end despite faults", func() bool { return equalOffsets(committed(c, group), ends) })
+		stopPipeline(t, p)
+		watch.check(t)
 		mu.Lock()
 		defer mu.Unlock()
-		fetches++
-		if fetches%3 == 0 && drops < 5 {
-			drops++
-			return nil, errDropped, true
+		if fetchFaults.Hits() == 0 || coordFaults.Hits() == 0 || drops == 0 {
+			t.Fatalf("faults not exercised: fetch errors %d, coordinator errors %d, dropped connections %d",
+				fetchFaults.Hits(), coordFaults.Hits(), drops)
 		}
-		return nil, nil, false
+		t.Logf("fetch errors %d, coordinator errors %d, dropped connections %d, records handled twice %d",
+			fetchFaults.Hits(), coordFaults.Hits(), drops, l.duplicates())
 	})
-	slow := func(*message.Message[[]byte]) error { time.Sleep(100 * time.Microsecond); return nil }
-	p := startPipeline(t, pipelineOpts("faults", newSource(t, sourceOptions(c, group)), 2, l, slow))
-	waitFor(t, 40*time.Second, "every record despite faults", func() bool { return l.covers(ends) })
-	waitFor(t, 20*time.Second, "commits at the end despite faults", func() bool { return equalOffsets(committed(c, group), ends) })
-	stopPipeline(t, p)
-	watch.check(t)
-	mu.Lock()
-	defer mu.Unlock()
-	if fetchFaults.Hits() == 0 || coordFaults.Hits() == 0 || drops == 0 {
-		t.Fatalf("faults not exercised: fetch errors %d, coordinator errors %d, dropped connections %d",
-			fetchFaults.Hits(), coordFaults.Hits(), drops)
-	}
-	t.Logf("fetch errors %d, coordinator errors %d, dropped connections %d, records handled twice %d",
-		fetchFaults.Hits(), coordFaults.Hits(), drops, l.duplicates())
 }
 
 type droppedError struct{}

@@ -80,41 +80,42 @@ func TestOptionsValidated(t *testing.T) {
 
 // Guarantee: a closed source refuses to run again.
 func TestRunAfterClose(t *testing.T) {
-	opts := kafka.Options{Brokers: []string{"127.0.0.1:1"}, GroupID: "g", Topics: []string{"t"}, Config: testConfig(),
-		RevokeTimeout: time.Second}
-	src, err := kafka.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := src.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if err := src.Run(context.Background(), nil); !errors.Is(err, kafka.ErrClosed) {
-		t.Fatalf("Run after Close = %v, want ErrClosed", err)
-	}
+	eachClient(t, func(t *testing.T, cl client) {
+		opts := kafka.Options{Brokers: []string{"127.0.0.1:1"}, GroupID: "g", Topics: []string{"t"}, Config: testConfig(),
+			RevokeTimeout: time.Second}
+		src := cl.new(t, opts)
+		if err := src.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := src.Run(context.Background(), nil); !errors.Is(err, kafka.ErrClosed) {
+			t.Fatalf("Run after Close = %v, want ErrClosed", err)
+		}
+	})
 }
 
 // Guarantee: a pipeline that leaves the permit window unset gets the
 // window of the source's Info, so that sarama's channel keeps its own default
 // size; a window set in the options wins.
 func TestDefaultWindow(t *testing.T) {
-	c := newCluster(t, 1)
-	src := newSource(t, sourceOptions(c, "g-window"))
-	if info, err := src.Info(); err != nil || info.Window != kafka.DefaultWindow || !info.Ordered {
-		t.Fatalf("Info() = %+v, %v, want an ordered source with window %d", info, err, kafka.DefaultWindow)
-	}
-	for _, tc := range []struct {
-		flow producer.Flow
-		want int
-	}{{producer.Flow{}, kafka.DefaultWindow}, {producer.Flow{Initial: 30}, 30}} {
-		o := pipelineOpts("window", src, 1, newLedger(), nil)
-		o.Producer.Flow = tc.flow
-		p, err := pipeline.New(o)
-		if err != nil {
-			t.Fatal(err)
+	eachClient(t, func(t *testing.T, cl client) {
+		c := newCluster(t, 1)
+		src := cl.new(t, sourceOptions(c, "g-window"))
+		if info, err := src.Info(); err != nil || info.Window != kafka.DefaultWindow || !info.Ordered {
+			t.Fatalf("Info() = %+v, %v, want an ordered source with window %d", info, err, kafka.DefaultWindow)
 		}
-		if got := p.Topology().Producer.Flow.Initial; got != tc.want {
-			t.Fatalf("window %d with Flow %+v, want %d", got, tc.flow, tc.want)
+		for _, tc := range []struct {
+			flow producer.Flow
+			want int
+		}{{producer.Flow{}, kafka.DefaultWindow}, {producer.Flow{Initial: 30}, 30}} {
+			o := pipelineOpts("window", src, 1, newLedger(), nil)
+			o.Producer.Flow = tc.flow
+			p, err := pipeline.New(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := p.Topology().Producer.Flow.Initial; got != tc.want {
+				t.Fatalf("window %d with Flow %+v, want %d", got, tc.flow, tc.want)
+			}
 		}
-	}
+	})
 }
