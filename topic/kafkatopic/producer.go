@@ -17,8 +17,9 @@ type completion struct {
 	done chan error // buffered 1
 }
 
-// producer feeds one sarama AsyncProducer from a bounded buffer and
-// reports each record's outcome to its completion.
+// producer feeds one sarama AsyncProducer, directly or through a bounded
+// buffer (Options.PublishBuffer) that TryPublish can use without waiting,
+// and reports each record's outcome to its completion.
 type producer struct {
 	ap   sarama.AsyncProducer
 	in   chan *completion
@@ -58,7 +59,6 @@ func (p *producer) put(c *completion) {
 func (p *producer) feed() {
 	defer p.wg.Done()
 	for c := range p.in {
-		c.msg.Metadata = c
 		p.ap.Input() <- &c.msg
 	}
 	p.ap.AsyncClose()
@@ -86,17 +86,22 @@ func (p *producer) results() {
 	}
 }
 
-// enqueue hands c to the producer: with wait false it reports false at
-// once when the buffer is full; with wait true it waits for room until ctx
-// or abort ends, returning their error. errClosed is returned once the
-// producer is closed.
+// enqueue hands c to the producer: straight to sarama's input when it is
+// ready to take it, or into the buffer. With wait false it reports false
+// at once when neither has room; with wait true it waits for sarama's
+// input until ctx or abort ends, returning their error. errClosed is
+// returned once the producer is closed.
 func (p *producer) enqueue(ctx context.Context, c *completion, wait bool, abort <-chan struct{}, errClosed error) (bool, error) {
+	c.msg.Metadata = c
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.closed {
 		return false, errClosed
 	}
+	input := p.ap.Input()
 	select {
+	case input <- &c.msg:
+		return true, nil
 	case p.in <- c:
 		return true, nil
 	default:
@@ -105,7 +110,7 @@ func (p *producer) enqueue(ctx context.Context, c *completion, wait bool, abort 
 		return false, nil
 	}
 	select {
-	case p.in <- c:
+	case input <- &c.msg:
 		return true, nil
 	case <-ctx.Done():
 		return false, ctx.Err()

@@ -1,0 +1,151 @@
+package kafkatopic_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/topic"
+)
+
+// benchPublishers is how many goroutines publish at once; each waits for
+// the broker's acknowledgement of every message, in both benchmarks.
+const benchPublishers = 32
+
+// publishAll runs publish for b.N values spread over benchPublishers
+// goroutines.
+func publishAll(b *testing.B, publish func(v int) error) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range benchPublishers {
+		wg.Go(func() {
+			for {
+				v := next.Add(1)
+				if v > int64(b.N) {
+					return
+				}
+				if err := publish(int(v)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// BenchmarkPublishSubscribe is one message published through the Kafka
+// backend (waiting for the broker's acknowledgement) and received and
+// acked by a balanced group member, on an in-process kfake cluster.
+func BenchmarkPublishSubscribe(b *testing.B) {
+	c := newCluster(b)
+	be := newBackend(b, testOptions[int](c, topic.IntCodec{}))
+	h := newTopic(b, be, "bench", topic.Options{})
+	sub := subscribe(b, h, topic.Balanced("g"))
+	b.ReportAllocs()
+	b.ResetTimer()
+	got := make(chan struct{})
+	go func() {
+		defer close(got)
+		buf := make([]topic.Item[int], 256)
+		for n := 0; n < b.N; {
+			k, err := sub.ReceiveBatch(context.Background(), buf)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			for _, it := range buf[:k] {
+				_ = sub.Ack(it.ID)
+			}
+			n += k
+		}
+	}()
+	ctx := context.Background()
+	publishAll(b, func(v int) error { return h.Publish(ctx, v) })
+	<-got
+}
+
+// BenchmarkPlainSarama is the same loop written directly on sarama: a
+// SyncProducer per message and a consumer group marking each message.
+func BenchmarkPlainSarama(b *testing.B) {
+	c := newCluster(b)
+	cfg := testConfig()
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
+	admin, err := sarama.NewClusterAdmin(c.ListenAddrs(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := admin.CreateTopic("bench", &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1}, false); err != nil {
+		b.Fatal(err)
+	}
+	_ = admin.Close()
+	prod, err := sarama.NewSyncProducer(c.ListenAddrs(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer prod.Close()
+	cg, err := sarama.NewConsumerGroup(c.ListenAddrs(), "g", cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ready := make(chan struct{})
+	h := &benchHandler{n: b.N, ready: ready, done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	consumed := make(chan struct{})
+	go func() {
+		defer close(consumed)
+		for ctx.Err() == nil {
+			if err := cg.Consume(ctx, []string{"bench"}, h); err != nil {
+				return
+			}
+		}
+	}()
+	<-ready
+	codec := topic.IntCodec{}
+	b.ReportAllocs()
+	b.ResetTimer()
+	publishAll(b, func(v int) error {
+		payload, _ := codec.Encode(v)
+		_, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: "bench", Value: sarama.ByteEncoder(payload)})
+		return err
+	})
+	<-h.done
+	b.StopTimer()
+	cancel()
+	<-consumed
+	_ = cg.Close()
+}
+
+type benchHandler struct {
+	n     int
+	seen  int
+	ready chan struct{}
+	once  sync.Once
+	done  chan struct{}
+}
+
+func (h *benchHandler) Setup(sarama.ConsumerGroupSession) error {
+	h.once.Do(func() { close(h.ready) })
+	return nil
+}
+
+func (h *benchHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+
+func (h *benchHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	codec := topic.IntCodec{}
+	for m := range claim.Messages() {
+		if _, err := codec.Decode(m.Value); err != nil {
+			return err
+		}
+		sess.MarkMessage(m, "")
+		if h.seen++; h.seen == h.n {
+			close(h.done)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,121 @@
+package kafkatopic_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/boulevard-go/boulevard/topic"
+)
+
+// TryPublish does not wait for room: while the broker holds every produce
+// request and the producer's buffers are full, it reports DroppedOnFull
+// and the dropped value never reaches the log; the publishes it accepted
+// return Published once the broker acknowledges them, and a blocking
+// Publish whose context ends while it waits for room publishes nothing.
+func TestTryPublishDropsWhenTheProducerIsFull(t *testing.T) {
+	c := newCluster(t)
+	o := testOptions[int](c, topic.IntCodec{})
+	o.PublishBuffer = 1
+	o.Config.ChannelBufferSize = 1
+	o.Config.Producer.Flush.MaxMessages = 1
+	o.Config.Net.MaxOpenRequests = 1
+	b := newBackend(t, o)
+	h := newTopic(t, b, "full", topic.Options{})
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		c.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+
+	const k = 200
+	type result struct {
+		v   int
+		out topic.PublishOutcome
+		err error
+	}
+	results := make(chan result, k)
+	for v := range k {
+		go func() {
+			out, err := h.TryPublish(v)
+			results <- result{v, out, err}
+		}()
+	}
+	var got []result
+	eventually(t, "a TryPublish to report DroppedOnFull", func() bool {
+		for {
+			select {
+			case r := <-results:
+				got = append(got, r)
+			default:
+				for _, r := range got {
+					if r.out == topic.DroppedOnFull {
+						return true
+					}
+				}
+				return false
+			}
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := h.Publish(ctx, -1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Publish with an ended context = %v", err)
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer wcancel()
+	if err := h.Publish(wctx, -2); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Publish waiting for room past its deadline = %v", err)
+	}
+	unblock()
+	for len(got) < k {
+		got = append(got, <-results)
+	}
+	published := map[int]bool{}
+	dropped := 0
+	for _, r := range got {
+		switch {
+		case r.err != nil:
+			t.Fatalf("TryPublish(%d): %v", r.v, r.err)
+		case r.out == topic.Published:
+			published[r.v] = true
+		default:
+			dropped++
+		}
+	}
+	if st := h.Stats(); st.Dropped != uint64(dropped) || st.Published != uint64(len(published)) {
+		t.Fatalf("Stats = %+v, want %d published and %d dropped", st, len(published), dropped)
+	}
+	// The log holds exactly the published values.
+	cons, err := sarama.NewConsumer(c.ListenAddrs(), testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	pc, err := cons.ConsumePartition("full", 0, sarama.OffsetOldest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	codec := topic.IntCodec{}
+	for range published {
+		rec := <-pc.Messages()
+		v, err := codec.Decode(rec.Value)
+		if err != nil || !published[v] {
+			t.Fatalf("the log holds %d (%v), which was not published", v, err)
+		}
+		delete(published, v)
+	}
+	if hw := pc.HighWaterMarkOffset(); hw != int64(k-dropped) {
+		t.Fatalf("the log holds %d records, want %d", hw, k-dropped)
+	}
+}
