@@ -1,0 +1,101 @@
+package franz_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"go.uber.org/goleak"
+
+	"github.com/boulevard-go/boulevard/sources/kafka"
+	"github.com/boulevard-go/boulevard/sources/kafka/franz"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// rcrowley/go-metrics (sarama's metric registry, linked through the
+		// kafka package this test compares with) starts one process-wide
+		// ticker on first use.
+		goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"),
+	)
+}
+
+// Guarantee: invalid options fail New with a validate.Errors naming each
+// field under "franz." and its rule, the rules tags cannot express
+// included (start time, revoke timeout against the client's rebalance
+// timeout, options franz-go rejects).
+func TestOptionsValidated(t *testing.T) {
+	_, err := franz.New(franz.Options{InitialOffset: "middle", FailurePolicy: "retry-forever", Brokers: []string{"no-port"},
+		StartTime: time.Now(), CommitInterval: -time.Second, Rebalance: "bogus"})
+	var es validate.Errors
+	if !errors.As(err, &es) {
+		t.Fatalf("New = %v, want validate.Errors", err)
+	}
+	for _, want := range []struct{ field, rule string }{
+		{"franz.brokers[0]", "hostname_port"},
+		{"franz.groupID", "required"},
+		{"franz.topics", "required"},
+		{"franz.initialOffset", "oneof"},
+		{"franz.failurePolicy", "oneof"},
+		{"franz.startTime", "excluded_unless"},
+		{"franz.commitInterval", "gt"},
+		{"franz.rebalance", "oneof"},
+	} {
+		if !es.Has(want.field, want.rule) {
+			t.Errorf("no %s/%s error in %v", want.field, want.rule, err)
+		}
+	}
+	base := franz.Options{Brokers: []string{"127.0.0.1:9092"}, GroupID: "g", Topics: []string{"t"}}
+	o := base
+	o.RevokeTimeout = 30 * time.Second
+	o.ClientOptions = []kgo.Opt{kgo.RebalanceTimeout(20 * time.Second)}
+	if _, err := franz.New(o); !errors.As(err, &es) || !es.Has("franz.revokeTimeout", "ltfield") {
+		t.Fatalf("revoke timeout above the rebalance timeout: %v", err)
+	}
+	o = base
+	o.ClientOptions = []kgo.Opt{kgo.ClientID(strings.Repeat("x", 300))} // longer than franz-go allows
+	if _, err := franz.New(o); !errors.As(err, &es) || !es.Has("franz.clientOptions", "kgo") {
+		t.Fatalf("client options franz-go rejects: %v", err)
+	}
+	if _, err := franz.New(base); err != nil {
+		t.Fatalf("valid options rejected: %v", err)
+	}
+}
+
+// Guarantee: the options never print their client options (which hold TLS
+// and SASL credentials), with any verb.
+func TestOptionsRedactClientOptions(t *testing.T) {
+	o := franz.Options{Brokers: []string{"b:9092"}, GroupID: "g", Topics: []string{"t"},
+		ClientOptions: []kgo.Opt{kgo.SASL(plain.Auth{User: "alice", Pass: "s3cret"}.AsMechanism())}}
+	for _, verb := range []string{"%v", "%+v", "%s", "%#v"} {
+		out := fmt.Sprintf(verb, o)
+		if strings.Contains(out, "s3cret") || strings.Contains(out, "alice") || !strings.Contains(out, `GroupID:"g"`) {
+			t.Errorf("%s prints %q", verb, out)
+		}
+	}
+}
+
+// Guarantee: the franz-go source shares the sarama source's types and
+// errors, so a handler or a caller works with either: a *franz.Metadata is
+// a *kafka.Metadata, and errors.Is matches either package's sentinel.
+func TestSharedTypesAndErrors(t *testing.T) {
+	var md *franz.Metadata = &kafka.Metadata{Topic: "t"}
+	var st kafka.Stats = franz.Stats{GroupID: "g"}
+	if md.Topic != "t" || st.GroupID != "g" {
+		t.Fatal("types differ")
+	}
+	for _, pair := range [][2]error{{franz.ErrClosed, kafka.ErrClosed}, {franz.ErrConnect, kafka.ErrConnect},
+		{franz.ErrUnknownTopic, kafka.ErrUnknownTopic}, {franz.ErrConsume, kafka.ErrConsume}} {
+		if !errors.Is(fmt.Errorf("wrapped: %w", pair[0]), pair[1]) {
+			t.Errorf("%v does not match %v", pair[0], pair[1])
+		}
+	}
+	if franz.FailureRedeliver != kafka.FailureRedeliver || franz.DefaultWindow != kafka.DefaultWindow {
+		t.Error("option values differ")
+	}
+}
