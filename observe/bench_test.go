@@ -1,0 +1,216 @@
+package observe_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/observe"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+)
+
+// benchScrapeInterval is how often the "on" benchmarks read /metrics and
+// /stats: ten times as often as the examples' Prometheus scrapes and the
+// dashboard polls.
+const benchScrapeInterval = 100 * time.Millisecond
+
+// discardWriter is an http.ResponseWriter that drops the body, as a
+// server streaming it to the scraper keeps none of it (httptest's
+// recorder would add the cost of growing a buffer to every scrape).
+type discardWriter struct{ h http.Header }
+
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w *discardWriter) WriteHeader(int)             {}
+
+// scrape serves one GET of path from h.
+func scrape(h http.Handler, path string) {
+	h.ServeHTTP(&discardWriter{h: http.Header{}}, httptest.NewRequest("GET", path, nil))
+}
+
+// countAcker counts acknowledged messages.
+type countAcker struct{ n atomic.Int64 }
+
+func (a *countAcker) Ack(_ context.Context, ok, failed []acker.Outcome) {
+	a.n.Add(int64(len(ok) + len(failed)))
+}
+
+// slabSource delivers n reused messages from a slab, in chunks of 64, as
+// its permits allow, once start is closed.
+type slabSource struct {
+	producer.Basic
+	n     int
+	start chan struct{}
+	slab  []message.Message[int]
+	ack   acker.Acknowledger
+}
+
+func (s *slabSource) Run(ctx context.Context, st *producer.Stage[int]) error {
+	feed := st.NewFeed("bench", nil)
+	select {
+	case <-s.start:
+	case <-ctx.Done():
+		return nil
+	}
+	buf := make([]*message.Message[int], 0, 64)
+	for i := 0; i < s.n; {
+		k, err := feed.Acquire(ctx, min(64, s.n-i))
+		if err != nil {
+			return nil
+		}
+		for j := range k {
+			m := &s.slab[i+j]
+			m.Init(i+j, s.ack, uint64(i+j))
+			buf = append(buf, m)
+		}
+		feed.Deliver(buf...)
+		clear(buf)
+		buf = buf[:0]
+		i += k
+	}
+	return nil
+}
+
+// benchMetrics runs b.N messages through a pipeline with two processors
+// (and a batcher of 100 when batched); with on, an Observer registered on
+// a registry is scraped through its handler (/metrics and /stats) every
+// benchScrapeInterval while they flow.
+func benchMetrics(b *testing.B, batched, on bool) {
+	b.ReportAllocs()
+	ack := &countAcker{}
+	src := &slabSource{n: b.N, start: make(chan struct{}), slab: make([]message.Message[int], b.N), ack: ack}
+	runtime.GC()
+	opts := pipeline.Options[int, int]{
+		Name:     "bench",
+		Logger:   slog.New(slog.DiscardHandler),
+		Producer: producer.Options[int]{Source: src},
+		Processors: processor.Options[int, int]{Concurrency: 2, Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+			return m.Data*2 + 1, nil
+		}},
+	}
+	if batched {
+		opts.Batchers = []batcher.Options[int]{{Name: "default", BatchSize: 100,
+			Handle: func(context.Context, []*message.Message[int], message.BatchInfo) error { return nil }}}
+	}
+	p, err := pipeline.New(opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	if on {
+		obs := observe.New(observe.Options{})
+		obs.Add(p)
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(obs)
+		h := obs.Handler(reg)
+		wg.Go(func() {
+			t := time.NewTicker(benchScrapeInterval)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+				}
+				scrape(h, "/metrics")
+				scrape(h, "/stats")
+			}
+		})
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	cpu := processCPU()
+	b.ResetTimer()
+	close(src.start)
+	<-p.Done()
+	b.StopTimer()
+	cpu = processCPU() - cpu
+	runtime.ReadMemStats(&after)
+	close(stop)
+	wg.Wait()
+	if n := ack.n.Load(); n != int64(b.N) {
+		b.Fatalf("acknowledged %d of %d messages", n, b.N)
+	}
+	if s := b.Elapsed().Seconds(); s > 0 {
+		b.ReportMetric(float64(b.N)/s, "msgs/s")
+	}
+	if cpu > 0 {
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/msg")
+	}
+	// Includes the scrapes' own allocations, which do not grow with b.N.
+	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N), "allocs/msg")
+}
+
+// BenchmarkMetricsCost measures what exporting metrics costs a pipeline
+// that does almost nothing per message: off, no Observer; on, an Observer
+// scraped every benchScrapeInterval. Run both in alternation (see
+// docs/performance.md).
+func BenchmarkMetricsCost(b *testing.B) {
+	for _, c := range []struct {
+		name    string
+		batched bool
+	}{{"processors", false}, {"batcher100", true}} {
+		for _, on := range []bool{false, true} {
+			name := c.name + "/off"
+			if on {
+				name = c.name + "/on"
+			}
+			b.Run(name, func(b *testing.B) { benchMetrics(b, c.batched, on) })
+		}
+	}
+}
+
+// BenchmarkScrape measures one scrape of a running pipeline with a
+// batcher: the Observer's handler serving /metrics, and /stats.
+func BenchmarkScrape(b *testing.B) {
+	p, err := pipeline.New(pipeline.Options[int, int]{
+		Name:     "scraped",
+		Logger:   slog.New(slog.DiscardHandler),
+		Producer: producer.Options[int]{Source: endless(), RateLimit: &producer.RateLimit{Allowed: 10, Interval: time.Second}},
+		Processors: processor.Options[int, int]{Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+			return m.Data, nil
+		}},
+		Batchers: []batcher.Options[int]{{Name: "default", Handle: func(context.Context, []*message.Message[int], message.BatchInfo) error { return nil }}},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = p.Stop(context.Background()) })
+	obs := observe.New(observe.Options{})
+	obs.Add(p)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(obs)
+	h := obs.Handler(reg)
+	for _, path := range []string{"/metrics", "/stats"} {
+		b.Run(path[1:], func(b *testing.B) {
+			b.ReportAllocs()
+			cpu := processCPU()
+			for b.Loop() {
+				scrape(h, path)
+			}
+			if cpu = processCPU() - cpu; cpu > 0 {
+				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+			}
+		})
+	}
+}
