@@ -71,7 +71,11 @@ type Backend[T any] interface {
 
 // Queues are the declared queues of one topology, as a backend provides
 // them. All methods are safe for concurrent use and return ErrClosed once
-// the backend is closed.
+// the backend is closed. Their ctx bounds only waiting: an operation that
+// can complete at once must complete even when ctx is done, because a
+// source carries out outcomes with its pipeline's acknowledgement context,
+// which the pipeline cancels when it cuts a drain short, and a message
+// interrupted then must still be put back.
 type Queues[T any] interface {
 	// Topology is the topology they were declared for.
 	Topology() *Topology

@@ -220,8 +220,8 @@ func (tp *memTopic[T]) publish(ctx context.Context, l Letter[T]) error {
 	}
 	tp.mu.Unlock()
 	for _, g := range gs {
-		if err := g.Publish(ctx, l); err != nil {
-			if errors.Is(err, queue.ErrClosed) && !tp.isClosed() {
+		if err := put(ctx, g, l); err != nil {
+			if errors.Is(err, ErrClosed) && !tp.isClosed() {
 				continue // an ephemeral group removed since the snapshot
 			}
 			return mapQueueErr(err)
@@ -243,6 +243,18 @@ func (tp *memTopic[T]) close() {
 		g.Close()
 	}
 	tp.mu.Unlock()
+}
+
+// put appends l to g, waiting for room only when there is none: ctx bounds
+// the wait, so an append that needs no wait succeeds even with ctx done (a
+// source settles outcomes with a context its pipeline cancels when a drain
+// is cut short).
+func put[T any](ctx context.Context, g *queue.Queue[Letter[T]], l Letter[T]) error {
+	ok, err := g.TryPublish(l)
+	if err != nil || ok {
+		return mapQueueErr(err)
+	}
+	return mapQueueErr(g.Publish(ctx, l))
 }
 
 func mapQueueErr(err error) error {
@@ -299,7 +311,7 @@ func (q *memQueues[T]) Requeue(ctx context.Context, l Letter[T]) error {
 		return errors.New("topology: a broadcast topology cannot requeue")
 	}
 	l.Receipt = nil
-	return mapQueueErr(q.group.Publish(ctx, l))
+	return put(ctx, q.group, l)
 }
 
 // DeadLetter implements Queues.
@@ -308,7 +320,7 @@ func (q *memQueues[T]) DeadLetter(ctx context.Context, l Letter[T]) error {
 		return ErrNoDLQ
 	}
 	l.Receipt, l.Resume = nil, false
-	return mapQueueErr(q.dead.Publish(ctx, l))
+	return put(ctx, q.dead, l)
 }
 
 // SubscribeDead implements Queues.
@@ -392,10 +404,7 @@ type held[T any] struct {
 	l   Letter[T]
 }
 
-func (h *holdQueue[T]) add(ctx context.Context, l Letter[T]) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+func (h *holdQueue[T]) add(_ context.Context, l Letter[T]) error {
 	if h.ctx.Err() != nil {
 		return ErrClosed
 	}

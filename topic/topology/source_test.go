@@ -48,6 +48,7 @@ func TestProducerConcurrencyDeliversOnce(t *testing.T) {
 				seen := map[int]int{}
 				p, err := pipeline.New(pipeline.Options[int, int]{
 					Name:     "once",
+					Logger:   slog.New(slog.DiscardHandler),
 					Producer: producer.Options[int]{Source: src, Concurrency: 3},
 					Processors: processor.Options[int, int]{Concurrency: 2, Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
 						mu.Lock()
@@ -194,6 +195,48 @@ func TestBroadcastRestartClosesItsSubscription(t *testing.T) {
 		})
 		if n := q.openReaders(); n != 1 {
 			t.Errorf("%d subscriptions open after a restart, want 1", n)
+		}
+	})
+}
+
+// Guarantee: a message whose handling the pipeline's shutdown interrupts
+// is put back on its group's queue, not counted as a retry, whatever the
+// handler asked for.
+func TestInterruptedIsRequeued(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, _ := topology.NewMemory[int](topology.MemoryOptions{})
+		defer m.Close()
+		top, _ := topology.New("cut").Hold(time.Second).DLQ().Build()
+		q, _ := m.Declare(t.Context(), top)
+		src, _ := topology.NewSource(topology.SourceOptions[int]{Queues: q})
+		p, err := pipeline.New(pipeline.Options[int, int]{
+			Name:            "cut",
+			Logger:          slog.New(slog.DiscardHandler),
+			ShutdownTimeout: time.Second,
+			Producer:        producer.Options[int]{Source: src},
+			Processors: processor.Options[int, int]{Handle: func(ctx context.Context, m *message.Message[int]) (int, error) {
+				<-ctx.Done()
+				return 0, topology.Reject(ctx.Err())
+			}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		pub, _ := topology.NewPublisher(q, topology.PublisherOptions[int]{})
+		if err := pub.Publish(t.Context(), 42); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, func() bool { return src.Stats().Received == 1 })
+		_ = p.Stop(context.Background())
+		st := src.Stats()
+		if st.Requeued != 1 || st.Retried != 0 || st.DeadLettered != 0 {
+			t.Errorf("stats %+v, want one requeue", st)
+		}
+		if n := m.Queued("cut", "cut"); n != 1 {
+			t.Errorf("%d letters back on the group's queue, want 1", n)
 		}
 	})
 }
