@@ -214,9 +214,10 @@ type record[T any] struct {
 //
 // A broadcast topology is read by the first producer stage only (the others
 // return at once), so that each message enters the pipeline once whatever
-// the producer concurrency.
+// the producer concurrency; so is a sequenced one, whose order per key is
+// the order in which its one reader receives.
 func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
-	if s.t.broadcast && stage.Index() > 0 {
+	if (s.t.broadcast || s.seq != nil) && stage.Index() > 0 {
 		return nil
 	}
 	r, err := s.subscribe(ctx)
@@ -307,8 +308,8 @@ func (s *Source[T]) unsubscribe(r Reader[T]) {
 // when held-back letters become ready (it then returns 0, nil).
 func (s *Source[T]) receive(ctx context.Context, r Reader[T], dst []Letter[T]) (int, error) {
 	if s.seq == nil || s.seq.heldBack() == 0 {
-		// Nothing held back: no letter can become ready before this stage
-		// (or another, which then waits as below) admits one.
+		// Nothing held back: no letter can become ready before this run
+		// (a sequenced source's only one) admits one.
 		return r.Receive(ctx, dst)
 	}
 	rctx, cancel := context.WithCancel(ctx)

@@ -23,6 +23,8 @@ type h struct {
 	be   topology.Backend[Msg]
 	ctx  context.Context
 	logs *recorder
+	// producers is the producer concurrency of the next consume (0: 1).
+	producers int
 }
 
 func newHarness(t *testing.T, cfg Config) *h {
@@ -120,7 +122,7 @@ func (s *h) consume(q topology.Queues[Msg], dead bool, opts topology.SourceOptio
 	p, err := pipeline.New(pipeline.Options[Msg, Msg]{
 		Name:     "topologytest",
 		Logger:   slog.New(slog.DiscardHandler),
-		Producer: producer.Options[Msg]{Source: src},
+		Producer: producer.Options[Msg]{Source: src, Concurrency: s.producers},
 		Processors: processor.Options[Msg, Msg]{
 			Concurrency: 2,
 			Handle: func(ctx context.Context, m *message.Message[Msg]) (Msg, error) {
