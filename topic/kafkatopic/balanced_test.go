@@ -222,3 +222,37 @@ func TestReadAheadBoundedByCapacity(t *testing.T) {
 		t.Fatalf("Stats = %+v", st)
 	}
 }
+
+// A new group starts at the log end as of its first Subscribe returning,
+// even when no member is left to read by the time messages arrive:
+// records published before are not delivered, records published after
+// are, to whichever member joins later.
+func TestNewGroupStartsAtSubscribe(t *testing.T) {
+	c := newCluster(t)
+	o := testOptions[int](c, topic.IntCodec{})
+	o.Partitions = 2
+	b := newBackend(t, o)
+	h := newTopic(t, b, "start", topic.Options{})
+	for _, v := range []int{1, 2} {
+		if err := h.Publish(ctxT(t), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := subscribe(t, h, topic.Balanced("late"))
+	m.Close()
+	for _, v := range []int{3, 4, 5} {
+		if err := h.Publish(ctxT(t), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m = subscribe(t, h, topic.Balanced("late"))
+	got := map[int]bool{}
+	vs, _ := recvValues(t, m, 3)
+	for _, v := range vs {
+		got[v] = true
+	}
+	if !got[3] || !got[4] || !got[5] {
+		t.Fatalf("received %v, want 3, 4 and 5", vs)
+	}
+	recvNothing(t, m)
+}

@@ -209,6 +209,10 @@ func (s *bsub[T]) disconnect(unread uint64) {
 		slog.String("topic", s.t.kname), slog.Uint64("missed", unread))
 	s.signal()
 	s.stopOne.Do(func() { close(s.stopCh) })
+	t := s.t
+	t.mu.Lock()
+	delete(t.broadcasts, s) // no longer a connected subscriber
+	t.mu.Unlock()
 }
 
 // push queues it, waiting for room; false once the subscriber stopped.

@@ -107,7 +107,7 @@ func TestBroadcastDisconnectBelowLogStart(t *testing.T) {
 	if _, err := s.Receive(ctx); !errors.Is(err, topic.ErrSubscriptionClosed) {
 		t.Fatalf("Receive after the final notice = %v, want ErrSubscriptionClosed", err)
 	}
-	if st := h.Stats(); st.Lagged != uint64(n-next) {
-		t.Fatalf("Stats.Lagged = %d, want %d", st.Lagged, n-next)
+	if st := h.Stats(); st.Lagged != uint64(n-next) || st.BroadcastSubscribers != 0 {
+		t.Fatalf("Stats = %+v, want Lagged %d and no connected subscriber", st, n-next)
 	}
 }

@@ -170,7 +170,7 @@ func (o Options[T]) saramaConfig() *sarama.Config {
 	if o.AdminTimeout > 0 {
 		c.Admin.Timeout = o.AdminTimeout
 	}
-	if c.Version.IsAtLeast(sarama.V0_10_1_0) == false {
+	if !c.Version.IsAtLeast(sarama.V0_10_1_0) { // topic creation needs 0.10.1
 		c.Version = sarama.DefaultVersion
 	}
 	return &c
