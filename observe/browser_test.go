@@ -144,8 +144,8 @@ func TestDashboardDrawsTopicLinks(t *testing.T) {
 
 // Guarantee: in a real browser, the dashboard loads without console
 // errors, draws one node per stage of a running pipeline (2 producer
-// stages, the processors, 2 batchers), and its numbers change while
-// messages flow. The screenshot goes to $BOULEVARD_DASHBOARD_SCREENSHOT
+// stages, with their feeds' permits, the processors, 2 batchers), and
+// its numbers change while messages flow. The screenshot goes to $BOULEVARD_DASHBOARD_SCREENSHOT
 // when set (docs/images/dashboard.png is made that way), to a temporary
 // directory otherwise. Skipped when no Chromium is installed.
 func TestDashboardInARealBrowser(t *testing.T) {
@@ -203,6 +203,13 @@ func TestDashboardInARealBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 		return s
+	}
+	producerText, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`[data-stage="orders.producer.0"]`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(producerText, "feed numbers:") || !strings.Contains(producerText, "permits out") {
+		t.Errorf("the producer stage's node does not show its feed's permits: %q", producerText)
 	}
 	first := text()
 	deadline := time.Now().Add(20 * time.Second)
