@@ -10,6 +10,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -330,7 +331,7 @@ func TestSetRateLimitWhileRunning(t *testing.T) {
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return rec.Total() == 1 })
+	wait.For(t, "the first outcome", func() bool { return rec.Total() == 1 })
 	// Held back by the limit: one message per hour.
 	time.Sleep(20 * time.Millisecond)
 	if n := rec.Total(); n != 1 {
@@ -421,7 +422,7 @@ func TestStopContextDuringSourceClose(t *testing.T) {
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return rec.Total() > 10 })
+	wait.For(t, "more than 10 outcomes", func() bool { return rec.Total() > 10 })
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if err := p.Stop(ctx); err != nil {

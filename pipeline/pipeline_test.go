@@ -13,6 +13,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -198,7 +199,7 @@ func TestStopDrainsInFlightMessages(t *testing.T) {
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return handled.Load() > 500 })
+	wait.For(t, "more than 500 messages handled", func() bool { return handled.Load() > 500 })
 	if err := p.Stop(ctxT(t, 20*time.Second)); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
@@ -250,7 +251,7 @@ func TestShutdownTimeoutLeavesUnhandledUnacked(t *testing.T) {
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return started.Load() >= 5 })
+	wait.For(t, "5 handlers started", func() bool { return started.Load() >= 5 })
 	err := p.Stop(ctxT(t, 20*time.Second))
 	close(release)
 	if !errors.Is(err, pipeline.ErrShutdownTimeout) {
@@ -421,15 +422,4 @@ func TestSourceRecoversAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertExactlyOnce(t, rec, 50)
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(time.Millisecond)
-	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -70,9 +71,9 @@ func TestStatsCountMessagesByStageAndOutcome(t *testing.T) {
 	// 54 reach the batcher: 6 in flush batches of their own key, 48 in
 	// size batches of 4 on the default key, so all are emitted without a
 	// timeout or a stop.
-	waitFor(t, func() bool { return rec.Total() == n })
+	wait.For(t, "every outcome", func() bool { return rec.Total() == n })
 	var st pipeline.Stats
-	waitFor(t, func() bool {
+	wait.For(t, "the batcher's outcomes of 54 messages", func() bool {
 		st = p.Stats()
 		return st.Batchers[0].Succeeded+st.Batchers[0].Failed.Total() == 54
 	})
@@ -133,7 +134,7 @@ func TestStatsReportInFlightWhileHandlersRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, func() bool {
+	wait.For(t, "2 messages in flight and 3 queued", func() bool {
 		st := p.Stats().Processors
 		return st.InFlight == 2 && st.Queued == 3 && st.In == 2
 	})
@@ -141,7 +142,7 @@ func TestStatsReportInFlightWhileHandlersRun(t *testing.T) {
 		t.Errorf("queue capacity %d, running %d; want ≥ 3 and 2", st.QueueCapacity, st.Running)
 	}
 	open()
-	waitFor(t, func() bool {
+	wait.For(t, "5 successes and nothing in flight or queued", func() bool {
 		st := p.Stats().Processors
 		return st.Succeeded == 5 && st.InFlight == 0 && st.Queued == 0
 	})

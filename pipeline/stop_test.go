@@ -10,6 +10,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -153,7 +154,7 @@ func TestSourceClosedAfterEveryOutcome(t *testing.T) {
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
+	wait.For(t, "every message delivered", func() bool {
 		n := 0
 		for _, r := range src.records() {
 			n += r.delivered

@@ -123,10 +123,10 @@ func (d *durations) hooks(noDurations bool, sampling int) *telemetry.Hooks {
 	return &telemetry.Hooks{
 		NoDurations:      noDurations,
 		DurationSampling: sampling,
-		ChunkStop:    func(_ context.Context, e telemetry.Chunk) { d.add(&d.chunk, e.Duration) },
-		MessageStop:  func(_ context.Context, e telemetry.Message) { d.add(&d.msg, e.Duration) },
-		HandleFailed: func(_ context.Context, e telemetry.Failed) { d.add(&d.failed, e.Duration) },
-		BatchStop:    func(_ context.Context, e telemetry.Batch) { d.add(&d.batch, e.Duration) },
+		ChunkStop:        func(_ context.Context, e telemetry.Chunk) { d.add(&d.chunk, e.Duration) },
+		MessageStop:      func(_ context.Context, e telemetry.Message) { d.add(&d.msg, e.Duration) },
+		HandleFailed:     func(_ context.Context, e telemetry.Failed) { d.add(&d.failed, e.Duration) },
+		BatchStop:        func(_ context.Context, e telemetry.Batch) { d.add(&d.batch, e.Duration) },
 	}
 }
 

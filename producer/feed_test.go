@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
 )
@@ -204,7 +205,7 @@ func TestGrantCallbackMayDeliver(t *testing.T) {
 	})
 	rec := newRecorder()
 	h := start(t, "grant-deliver", producer.Options[item]{Source: src}, rec, nil)
-	waitFor(t, "every message to be published", func() bool { return rec.published() == total })
+	wait.For(t, "every message to be published", func() bool { return rec.published() == total })
 	h.p.StopFetching()
 	waitDone(t, h)
 }
@@ -268,7 +269,7 @@ func TestRestartsDoNotStackWindows(t *testing.T) {
 	release, blocked := rec.hold()
 	h := start(t, "stack", producer.Options[item]{Source: src, Flow: flow,
 		Restart: producer.Restart{MaxRestarts: 1000, Window: time.Hour, Backoff: time.Millisecond, MaxBackoff: time.Millisecond}}, rec, nil)
-	waitFor(t, "the dispatcher to block on the stalled processors", func() bool { return blocked.Load() > 0 })
+	wait.For(t, "the dispatcher to block on the stalled processors", func() bool { return blocked.Load() > 0 })
 	time.Sleep(50 * time.Millisecond) // time for many restarts, if they were allowed
 	if n := stage.Load().Buffered(); n > flow.MaxWindow() {
 		t.Fatalf("stage buffer holds %d messages of one consumer after %d runs; the window is %d", n, runs.Load(), flow.MaxWindow())
@@ -277,7 +278,7 @@ func TestRestartsDoNotStackWindows(t *testing.T) {
 		t.Fatalf("source restarted %d times while its messages were still buffered", r-1)
 	}
 	release()
-	waitFor(t, "a restart once the buffer drained", func() bool { return runs.Load() > 1 })
+	wait.For(t, "a restart once the buffer drained", func() bool { return runs.Load() > 1 })
 	h.p.StopFetching()
 	waitDone(t, h)
 }
@@ -288,9 +289,9 @@ func TestRepeatedSetRateLimitKeepsTokens(t *testing.T) {
 	rec := newRecorder()
 	src, feed := feedSource()
 	h := start(t, "p", producer.Options[item]{Source: src, RateLimit: &producer.RateLimit{Allowed: 5, Interval: time.Hour}}, rec, nil)
-	waitFor(t, "the feed", func() bool { return feed() != nil })
+	wait.For(t, "the feed", func() bool { return feed() != nil })
 	feed().Deliver(items(0, 100)...)
-	waitFor(t, "the first burst", func() bool { return rec.published() == 5 })
+	wait.For(t, "the first burst", func() bool { return rec.published() == 5 })
 	for i := range 20 {
 		h.p.SetRateLimit(&producer.RateLimit{Allowed: 5, Interval: time.Hour})
 		h.p.SetRateLimit(&producer.RateLimit{Allowed: 5, Interval: time.Hour - time.Duration(i)*time.Second})
@@ -300,7 +301,7 @@ func TestRepeatedSetRateLimitKeepsTokens(t *testing.T) {
 		t.Fatalf("%d messages passed a limit of 5 per hour after repeated SetRateLimit calls", n)
 	}
 	h.p.SetRateLimit(nil) // lifting it lets the rest through
-	waitFor(t, "the rest after lifting the limit", func() bool { return rec.published() == 100 })
+	wait.For(t, "the rest after lifting the limit", func() bool { return rec.published() == 100 })
 	h.cancel()
 	waitDone(t, h)
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
 )
@@ -82,7 +83,7 @@ func TestPermitsChargedOnDispatchNotDelivery(t *testing.T) {
 	src := &brokerSource{feedsPerStage: 3, perFeed: 30}
 	h := start(t, "p", producer.Options[item]{Source: src, Flow: flow, Concurrency: 2}, rec, nil)
 
-	waitFor(t, "every feed to use its Initial permits while the Output is busy", func() bool {
+	wait.For(t, "every feed to use its Initial permits while the Output is busy", func() bool {
 		fs := src.all()
 		if len(fs) != 6 || blocked.Load() != 2 {
 			return false
@@ -159,7 +160,7 @@ func TestNoGrantAfterRunReturned(t *testing.T) {
 	case <-time.After(deadline):
 		t.Fatal("the failed source was not restarted")
 	}
-	waitFor(t, "the first Run's messages to be published", func() bool { return rec.count("run1") == flow.Initial })
+	wait.For(t, "the first Run's messages to be published", func() bool { return rec.count("run1") == flow.Initial })
 	h.p.StopFetching()
 	waitDone(t, h)
 
@@ -214,7 +215,7 @@ func TestFeedCloseStopsGrants(t *testing.T) {
 	})
 	h := start(t, "p", producer.Options[item]{Source: src, Flow: flow}, rec, nil)
 	<-delivered
-	waitFor(t, "the Output to be busy", func() bool { return blocked.Load() == 1 })
+	wait.For(t, "the Output to be busy", func() bool { return blocked.Load() == 1 })
 	release()
 	waitDone(t, h)
 

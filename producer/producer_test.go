@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
 )
@@ -369,22 +370,6 @@ func (h *harness) fatalErrs() []error {
 
 const deadline = 10 * time.Second
 
-// waitFor polls cond until it holds, failing the test after a generous
-// deadline.
-func waitFor(t *testing.T, what string, cond func() bool, state ...func() string) {
-	t.Helper()
-	end := time.Now().Add(deadline)
-	for !cond() {
-		if time.Now().After(end) {
-			for _, s := range state {
-				what += "; " + s()
-			}
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(200 * time.Microsecond)
-	}
-}
-
 // waitDone waits for the producer's Done, failing after a generous deadline.
 func waitDone(t *testing.T, h *harness) {
 	t.Helper()
@@ -474,7 +459,7 @@ func TestExhaustedSourceFinishesAfterDispatch(t *testing.T) {
 	src := &brokerSource{feedsPerStage: 2, perFeed: 30}
 	h := start(t, "p", producer.Options[item]{Source: src}, rec, nil)
 
-	waitFor(t, "every message to be delivered", func() bool {
+	wait.For(t, "every message to be delivered", func() bool {
 		fs := src.all()
 		return len(fs) == 2 && fs[0].fetched.Load() == 30 && fs[1].fetched.Load() == 30
 	})
@@ -507,7 +492,7 @@ func TestStopFetchingCancelsRunAndDrainsBuffer(t *testing.T) {
 		return ctx.Err()
 	})
 	h := start(t, "p", producer.Options[item]{Source: src}, rec, nil)
-	waitFor(t, "the Output to be busy", func() bool { return blocked.Load() == 1 && feed.Load() != nil && feed.Load().Stats().Delivered == 40 })
+	wait.For(t, "the Output to be busy", func() bool { return blocked.Load() == 1 && feed.Load() != nil && feed.Load().Stats().Delivered == 40 })
 
 	h.p.StopFetching()
 	h.p.StopFetching() // safe to call twice
@@ -723,7 +708,7 @@ func TestRestartAfterBackoff(t *testing.T) {
 		return nil
 	}}
 	h := start(t, "p", producer.Options[item]{Source: src, Restart: producer.Restart{MaxRestarts: 5, Window: time.Hour, Backoff: backoff, MaxBackoff: time.Second}}, newRecorder(), nil)
-	waitFor(t, "the fourth Run call", func() bool { return src.calls() == 4 })
+	wait.For(t, "the fourth Run call", func() bool { return src.calls() == 4 })
 	for i, g := range src.gaps() {
 		if want := backoff << i; g < want {
 			t.Errorf("restart %d came %v after the failure, want at least the backoff %v", i+1, g, want)
@@ -812,7 +797,7 @@ func TestFailuresSpreadWiderThanWindowKeepRestarting(t *testing.T) {
 		return errors.New("connection reset")
 	}}
 	h := start(t, "p", producer.Options[item]{Source: src, Restart: producer.Restart{MaxRestarts: 1, Window: window, Backoff: time.Millisecond}}, newRecorder(), nil)
-	waitFor(t, "the fifth Run call", func() bool { return src.calls() == 5 })
+	wait.For(t, "the fifth Run call", func() bool { return src.calls() == 5 })
 	h.p.StopFetching()
 	waitDone(t, h)
 	if errs := h.fatalErrs(); len(errs) != 0 {
@@ -875,15 +860,15 @@ func TestSetRateLimitLiftsLimitWhileRunning(t *testing.T) {
 	rec := newRecorder()
 	src, feed := feedSource()
 	h := start(t, "p", producer.Options[item]{Source: src, RateLimit: &producer.RateLimit{Allowed: 2, Interval: time.Hour}}, rec, nil)
-	waitFor(t, "the feed", func() bool { return feed() != nil })
+	wait.For(t, "the feed", func() bool { return feed() != nil })
 	feed().Deliver(items(0, 20)...)
 	// The bucket's 2 tokens let 2 through; the next ones are due in half an hour.
-	waitFor(t, "the bucket's 2 tokens to be used", func() bool { return rec.published() >= 2 })
+	wait.For(t, "the bucket's 2 tokens to be used", func() bool { return rec.published() >= 2 })
 	if got := rec.published(); got != 2 {
 		t.Fatalf("%d messages published under a limit of 2 per hour", got)
 	}
 	h.p.SetRateLimit(nil)
-	waitFor(t, "the rest to be published once the limit is lifted", func() bool { return rec.published() == 20 })
+	wait.For(t, "the rest to be published once the limit is lifted", func() bool { return rec.published() == 20 })
 	if got := rec.seqs("only"); !slices.Equal(got, seqRange(20)) {
 		t.Errorf("published %v, want the 20 messages in order", abbrev(got))
 	}
@@ -895,14 +880,14 @@ func TestSetRateLimitTightensWhileRunning(t *testing.T) {
 	release, blocked := rec.hold()
 	src, feed := feedSource()
 	h := start(t, "p", producer.Options[item]{Source: src}, rec, nil)
-	waitFor(t, "the feed", func() bool { return feed() != nil })
+	wait.For(t, "the feed", func() bool { return feed() != nil })
 	feed().Deliver(items(0, 1)...)
-	waitFor(t, "the Output to be busy with the first message", func() bool { return blocked.Load() == 1 })
+	wait.For(t, "the Output to be busy with the first message", func() bool { return blocked.Load() == 1 })
 	feed().Deliver(items(1, 100)...) // buffered while the Output is busy
 
 	h.p.SetRateLimit(&producer.RateLimit{Allowed: 5, Interval: time.Hour})
 	release()
-	waitFor(t, "the call in flight and a call under the new limit", func() bool { return len(rec.history()) >= 2 })
+	wait.For(t, "the call in flight and a call under the new limit", func() bool { return len(rec.history()) >= 2 })
 	var sizes []int
 	for _, c := range rec.history() {
 		sizes = append(sizes, c.size)
@@ -919,7 +904,7 @@ func TestHardStopInterruptsRateLimitWait(t *testing.T) {
 	rec := newRecorder()
 	src := &brokerSource{feedsPerStage: 1, perFeed: 10}
 	h := start(t, "p", producer.Options[item]{Source: src, RateLimit: &producer.RateLimit{Allowed: 1, Interval: time.Hour}}, rec, nil)
-	waitFor(t, "the bucket's token to be used", func() bool { return rec.published() == 1 })
+	wait.For(t, "the bucket's token to be used", func() bool { return rec.published() == 1 })
 	h.cancel()
 	waitDone(t, h)
 	if got := rec.published(); got != 1 {

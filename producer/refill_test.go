@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
 )
@@ -57,11 +58,11 @@ func TestRefillWhileRemainingAtOrBelowThreshold(t *testing.T) {
 			fs := <-feeds
 			// One Deliver call: the stage takes, publishes and charges them together.
 			fs[0].Deliver(feedItems("a", 0, tc.deliver)...)
-			waitFor(t, "feed a's messages to be published", func() bool { return rec.count("a") == tc.deliver })
+			wait.For(t, "feed a's messages to be published", func() bool { return rec.count("a") == tc.deliver })
 			// The stage charges a's messages before it dispatches anything
 			// delivered afterwards: once the barrier is published, a's refills are done.
 			fs[1].Deliver(feedItems("barrier", 0, 1)...)
-			waitFor(t, "the barrier to be published", func() bool { return rec.count("barrier") == 1 })
+			wait.For(t, "the barrier to be published", func() bool { return rec.count("barrier") == 1 })
 			mu.Lock()
 			got := slices.Clone(grants)
 			mu.Unlock()
@@ -149,7 +150,7 @@ func TestRestartBackoffCappedAtMaxBackoff(t *testing.T) {
 		return nil
 	}}
 	h := start(t, "p", producer.Options[item]{Source: src, Restart: producer.Restart{MaxRestarts: 10, Window: time.Hour, Backoff: backoff, MaxBackoff: backoff}}, newRecorder(), nil)
-	waitFor(t, "the seventh Run call", func() bool { return src.calls() == 7 })
+	wait.For(t, "the seventh Run call", func() bool { return src.calls() == 7 })
 	for i, g := range src.gaps() {
 		// Uncapped, the fifth restart would wait 16 × 20ms = 320ms.
 		if g < backoff || g > 10*backoff {
@@ -172,7 +173,7 @@ func TestStoppingIsNotAFailure(t *testing.T) {
 		return ctx.Err() // what most sources return when told to stop
 	}}
 	h := start(t, "p", producer.Options[item]{Source: src, Restart: producer.Restart{MaxRestarts: 1, Window: time.Hour, Backoff: time.Millisecond}}, newRecorder(), nil)
-	waitFor(t, "the restart", func() bool { return src.calls() == 2 })
+	wait.For(t, "the restart", func() bool { return src.calls() == 2 })
 	h.p.StopFetching()
 	waitDone(t, h)
 	if errs := h.fatalErrs(); len(errs) != 0 {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
 )
@@ -95,7 +96,7 @@ func TestWithdrawRemovesOnlyTheFeedsBufferedMessages(t *testing.T) {
 	// The dispatcher takes a0-9 and blocks on them in the Output; then
 	// everything else waits in the stage buffer.
 	deliver(t, a, 0, 10)
-	waitFor(t, "the dispatcher to block on a0-9", func() bool { return blocked.Load() == 1 && st.Buffered() == 0 })
+	wait.For(t, "the dispatcher to block on a0-9", func() bool { return blocked.Load() == 1 && st.Buffered() == 0 })
 	deliver(t, b, 0, 10)
 	for i := 10; i < 150; i += 10 {
 		deliver(t, a, i, 10)
@@ -117,7 +118,7 @@ func TestWithdrawRemovesOnlyTheFeedsBufferedMessages(t *testing.T) {
 	}
 
 	release()
-	waitFor(t, "b to be dispatched", func() bool { return rec.count("b") == 150 })
+	wait.For(t, "b to be dispatched", func() bool { return rec.count("b") == 150 })
 	close(src.done)
 	waitDone(t, h)
 	if got := rec.seqs("a"); !slices.Equal(got, seqRange(10)) {
@@ -152,7 +153,7 @@ func TestWithdrawnPermitsMayBeUsedAgain(t *testing.T) {
 	st, feeds := <-src.stage, <-src.ready
 	a := feeds[0]
 	deliver(t, a, 0, 100) // the whole window
-	waitFor(t, "the dispatcher to block", func() bool { return blocked.Load() == 1 && st.Buffered() == 36 })
+	wait.For(t, "the dispatcher to block", func() bool { return blocked.Load() == 1 && st.Buffered() == 36 })
 	n := a.Withdraw()
 	if n != 36 {
 		t.Fatalf("Withdraw = %d, want 36 (100 delivered, 64 in the blocked chunk)", n)
@@ -162,7 +163,7 @@ func TestWithdrawnPermitsMayBeUsedAgain(t *testing.T) {
 	}
 	deliverAgain(a, 64, n)
 	release()
-	waitFor(t, "everything to be dispatched", func() bool { return rec.count("a") == 100 })
+	wait.For(t, "everything to be dispatched", func() bool { return rec.count("a") == 100 })
 	close(src.done)
 	waitDone(t, h)
 	if got := rec.seqs("a"); !slices.Equal(got, seqRange(100)) {
@@ -185,7 +186,7 @@ func TestWithdrawEmptiedBufferLetsTheStageFinish(t *testing.T) {
 	st, feeds := <-src.stage, <-src.ready
 	a := feeds[0]
 	deliver(t, a, 0, 100)
-	waitFor(t, "the dispatcher to block", func() bool { return blocked.Load() == 1 })
+	wait.For(t, "the dispatcher to block", func() bool { return blocked.Load() == 1 })
 	if n := feeds[1].Withdraw(); n != 0 {
 		t.Fatalf("Withdraw of a feed with nothing buffered = %d, want 0", n)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -86,12 +87,12 @@ func TestBroadcastAckAllWaitsForEverySubscriber(t *testing.T) {
 	if h.Options().Mode != topic.BroadcastOnly {
 		t.Fatalf("audit inferred %s", h.Options().Mode)
 	}
-	waitFor(t, "B to handle everything", func() bool { return bGot.count() == n })
+	wait.For(t, "B to handle everything", func() bool { return bGot.count() == n })
 	if rec.Total() != 0 {
 		t.Fatalf("A's source got %d outcomes while C still holds every message", rec.Total())
 	}
 	g.open()
-	waitFor(t, "A's outcomes", func() bool { return rec.Total() == n })
+	wait.For(t, "A's outcomes", func() bool { return rec.Total() == n })
 	if rec.FailedCount() != 0 || cGot.count() != n {
 		t.Fatalf("failed %d, C handled %d", rec.FailedCount(), cGot.count())
 	}
@@ -109,7 +110,7 @@ func TestBroadcastAckAllFailureInOneSubscriber(t *testing.T) {
 		}
 		return m.Data, nil
 	})
-	waitFor(t, "A's outcomes", func() bool { return rec.Total() == n })
+	wait.For(t, "A's outcomes", func() bool { return rec.Total() == n })
 	f := rec.Failed()
 	if len(f) != 1 || f[0].ID != 17 {
 		t.Fatalf("failed outcomes %v, want only 17", f)
@@ -160,7 +161,7 @@ func TestLagDropOldestCounted(t *testing.T) {
 	logs := &logCounter{}
 	src, h, g, got := lagRig(t, topic.DropOldest, n, slog.New(logs))
 	g.open()
-	waitFor(t, "every message received or missed", func() bool {
+	wait.For(t, "every message received or missed", func() bool {
 		st := src.Stats()
 		return st.Received+st.Missed == n
 	})
@@ -171,7 +172,7 @@ func TestLagDropOldestCounted(t *testing.T) {
 	if ts := h.Stats(); ts.Lagged != st.Missed {
 		t.Fatalf("source counted %d missed, topic %d", st.Missed, ts.Lagged)
 	}
-	waitFor(t, "the received messages to be handled", func() bool { return uint64(got.count()) == st.Received })
+	wait.For(t, "the received messages to be handled", func() bool { return uint64(got.count()) == st.Received })
 	if st.Resubscribes != 0 {
 		t.Fatalf("drop_oldest resubscribed: %+v", st)
 	}
@@ -191,7 +192,7 @@ func TestLagDisconnectResubscribes(t *testing.T) {
 	// values were published (it resubscribes as soon as it sees the
 	// notice); once it has caught up, every notice was followed by a new
 	// subscription, and exactly one is connected.
-	waitFor(t, "the source to subscribe again", func() bool {
+	wait.For(t, "the source to subscribe again", func() bool {
 		st := src.Stats()
 		return st.LagNotices >= 1 && st.Resubscribes == st.LagNotices && h.Stats().BroadcastSubscribers == 1
 	})
@@ -204,7 +205,7 @@ func TestLagDisconnectResubscribes(t *testing.T) {
 		if err := h.Publish(context.Background(), 1000+i); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "a message published after the disconnect", func() bool {
+		wait.For(t, "a message published after the disconnect", func() bool {
 			seen, _ := got.snapshot()
 			return seen[1000+i] == 1
 		})

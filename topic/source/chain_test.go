@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -124,7 +125,7 @@ topics:
 		Producer:   producer.Options[int]{Source: &listSource{n: n, ack: rec}},
 		Processors: processor.Options[int, int]{Concurrency: 4, Handle: t1.Handler()},
 	})
-	waitFor(t, "a's outcomes", func() bool { return rec.Total() >= n })
+	wait.For(t, "a's outcomes", func() bool { return rec.Total() >= n })
 	for i := len(pipelines) - 1; i >= 0; i-- {
 		stop(t, pipelines[i])
 	}

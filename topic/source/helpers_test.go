@@ -19,20 +19,6 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const deadline = 15 * time.Second
 
-// waitFor polls cond until it holds, failing the test after a generous
-// deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(deadline)
-	for !cond() {
-		if time.Now().After(end) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("timed out waiting for %s\n%s", what, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // listSource is the upstream test source: it delivers the values 0..n-1
 // (each with its value as ack id) under its feed's permits, then waits
 // until the pipeline stops it.

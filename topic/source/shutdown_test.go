@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -176,7 +177,7 @@ func TestShutdownOfUpstreamRetriesUnsettledPublishes(t *testing.T) {
 			}
 			// Both processors block: one publish fills the queue, the next
 			// two wait for room.
-			waitFor(t, "the queue to fill", func() bool { return h.Stats().Published >= 1 })
+			wait.For(t, "the queue to fill", func() bool { return h.Stats().Published >= 1 })
 			ctx, cancel := context.WithTimeout(context.Background(), deadline)
 			defer cancel()
 			if err := a.Stop(ctx); !errors.Is(err, pipeline.ErrShutdownTimeout) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -122,7 +123,7 @@ func TestPermitWindow(t *testing.T) {
 			RateLimit: &producer.RateLimit{Allowed: 1, Interval: time.Hour}},
 		Processors: processor.Options[int, int]{Handle: func(_ context.Context, m *message.Message[int]) (int, error) { return m.Data, nil }},
 	})
-	waitFor(t, "the first window", func() bool { return src.Stats().Received == 7 })
+	wait.For(t, "the first window", func() bool { return src.Stats().Received == 7 })
 	// Give an over-eager source every chance to take more.
 	for range 50 {
 		if r := src.Stats().Received; r != 7 {
@@ -154,12 +155,12 @@ func TestAutoPropagationAcksAfterDownstream(t *testing.T) {
 	_, s := upstream(t, "a", n, rec, binding(h))
 	// A has published everything (B holds some and the topic the rest), yet
 	// none of A's messages is acknowledged.
-	waitFor(t, "A to publish everything", func() bool { return s.Stats().Published == n })
+	wait.For(t, "A to publish everything", func() bool { return s.Stats().Published == n })
 	if rec.Total() != 0 {
 		t.Fatalf("A's source got %d outcomes before B acked anything", rec.Total())
 	}
 	g.open()
-	waitFor(t, "A's outcomes", func() bool { return rec.Total() == n })
+	wait.For(t, "A's outcomes", func() bool { return rec.Total() == n })
 	if rec.FailedCount() != 0 {
 		t.Fatalf("%d outcomes failed: %v", rec.FailedCount(), rec.Failed())
 	}
@@ -188,7 +189,7 @@ func TestAutoPropagationFailure(t *testing.T) {
 	})
 	rec := acker.NewRecorder(false)
 	upstream(t, "a", n, rec, binding(h))
-	waitFor(t, "A's outcomes", func() bool { return rec.Total() == n })
+	wait.For(t, "A's outcomes", func() bool { return rec.Total() == n })
 	failed := rec.Failed()
 	if len(failed) != 5 {
 		t.Fatalf("%d failed outcomes, want 5", len(failed))
@@ -216,7 +217,7 @@ func TestDisabledPropagationAcksOnHandOver(t *testing.T) {
 	})
 	rec := acker.NewRecorder(false)
 	_, s := upstream(t, "a", n, rec, binding(h))
-	waitFor(t, "A's outcomes while B holds", func() bool { return rec.Total() == n })
+	wait.For(t, "A's outcomes while B holds", func() bool { return rec.Total() == n })
 	if rec.FailedCount() != 0 || s.Tracked() {
 		t.Fatalf("failed %d, tracked %v", rec.FailedCount(), s.Tracked())
 	}
@@ -240,7 +241,7 @@ func TestBalancedSpread(t *testing.T) {
 	})
 	rec := acker.NewRecorder(false)
 	upstream(t, "a", n, rec, binding(h))
-	waitFor(t, "A's outcomes", func() bool { return rec.Total() == n })
+	wait.For(t, "A's outcomes", func() bool { return rec.Total() == n })
 	seen, perMember := got.snapshot()
 	if len(seen) != n || rec.FailedCount() != 0 {
 		t.Fatalf("B handled %d distinct values (failed %d), want %d", len(seen), rec.FailedCount(), n)
@@ -255,7 +256,7 @@ func TestBalancedSpread(t *testing.T) {
 	}
 	// The source counts an ack once the topic call returns, which is after
 	// the upstream outcome was reported.
-	waitFor(t, "the source's ack count", func() bool { return src.Stats().Acked == n })
+	wait.For(t, "the source's ack count", func() bool { return src.Stats().Acked == n })
 	if st := src.Stats(); st.Subscriptions != members || st.Received != n {
 		t.Fatalf("source stats %+v", st)
 	}
@@ -277,7 +278,7 @@ func TestBroadcastSharedSubscription(t *testing.T) {
 	})
 	rec := acker.NewRecorder(false)
 	upstream(t, "a", n, rec, binding(h))
-	waitFor(t, "A's outcomes", func() bool { return rec.Total() == n })
+	wait.For(t, "A's outcomes", func() bool { return rec.Total() == n })
 	seen, _ := got.snapshot()
 	for v := range n {
 		if seen[v] != 1 {
@@ -322,7 +323,7 @@ func TestBatchPublish(t *testing.T) {
 				return bh(ctx, b, info)
 			}}},
 	})
-	waitFor(t, "A's outcomes", func() bool { return rec.Total() == n })
+	wait.For(t, "A's outcomes", func() bool { return rec.Total() == n })
 	batches.Wait()
 	calls := rec.Calls()
 	if len(calls) != n/size {
@@ -351,7 +352,7 @@ func TestDrainBothPipelines(t *testing.T) {
 	})
 	rec := acker.NewRecorder(false)
 	a, s := upstream(t, "a", n, rec, binding(h))
-	waitFor(t, "A to publish everything", func() bool { return s.Stats().Published == n })
+	wait.For(t, "A to publish everything", func() bool { return s.Stats().Published == n })
 	stop(t, a)
 	if rec.Total() != n || rec.FailedCount() != 0 {
 		t.Fatalf("after A stopped: %d outcomes (%d failed), want %d successful", rec.Total(), rec.FailedCount(), n)
@@ -384,7 +385,7 @@ func TestTopicCloseEndsSource(t *testing.T) {
 		}
 	}
 	h.Close()
-	waitFor(t, "B to stop by itself", func() bool {
+	wait.For(t, "B to stop by itself", func() bool {
 		select {
 		case <-b.Done():
 			return true
@@ -428,7 +429,7 @@ func TestDiscardDispositionAcks(t *testing.T) {
 	})
 	rec := acker.NewRecorder(false)
 	upstream(t, "a", n, rec, binding(h))
-	waitFor(t, "A's outcomes", func() bool { return rec.Total() == n })
+	wait.For(t, "A's outcomes", func() bool { return rec.Total() == n })
 	for _, o := range rec.Failed() {
 		if o.ID%4 != 2 {
 			t.Fatalf("message %d failed (%v): only values ≡ 2 mod 4 should", o.ID, o.Err)
