@@ -29,8 +29,9 @@ type Letter[T any] struct {
 	Death *Death
 	// Receipt is the backend's handle on this delivery (an offset, a broker
 	// message id), given back to [Reader.Settle]; nil when the backend
-	// needs none.
-	Receipt any
+	// needs none. It is never encoded: a backend that carries letters as
+	// JSON (topic.JSONCodec) leaves it out.
+	Receipt any `json:"-"`
 	// Resume is set by a sequenced topology's source on a letter it sends
 	// through a hold queue or puts back: the letter still holds its key,
 	// so when it comes back it goes ahead of the later messages of that

@@ -1,9 +1,12 @@
 package topology_test
 
 import (
+	"encoding/json"
 	"errors"
+	"reflect"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/boulevard-go/boulevard/topic/topology"
 	"github.com/boulevard-go/boulevard/validate"
@@ -81,5 +84,26 @@ func TestOptionsValidation(t *testing.T) {
 	q, _ := m.Declare(t.Context(), top)
 	if _, err := topology.NewDeadSource(topology.SourceOptions[int]{Queues: q}); !errors.Is(err, topology.ErrNoDLQ) {
 		t.Errorf("NewDeadSource without DLQ: %v", err)
+	}
+}
+
+// Guarantee: a letter survives a JSON round trip (how a networked backend
+// may carry it) with everything but its receipt.
+func TestLetterJSON(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	l := topology.Letter[string]{Value: "v", Key: "k", Shard: 3, Retries: 2, FirstFailure: now, LastFailure: now.Add(time.Second),
+		Death: &topology.Death{Reason: topology.ReasonPoisoned, Error: "e", Topic: "t", Group: "g", Retries: 2, FirstFailure: now, LastFailure: now},
+		Receipt: 42, Resume: true}
+	b, err := json.Marshal(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back topology.Letter[string]
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	l.Receipt = nil
+	if !reflect.DeepEqual(back, l) {
+		t.Errorf("round trip %+v, want %+v", back, l)
 	}
 }
