@@ -92,7 +92,7 @@ func TestOptionsValidation(t *testing.T) {
 func TestLetterJSON(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	l := topology.Letter[string]{Value: "v", Key: "k", Shard: 3, Retries: 2, FirstFailure: now, LastFailure: now.Add(time.Second),
-		Death: &topology.Death{Reason: topology.ReasonPoisoned, Error: "e", Topic: "t", Group: "g", Retries: 2, FirstFailure: now, LastFailure: now},
+		Death:   &topology.Death{Reason: topology.ReasonPoisoned, Error: "e", Topic: "t", Group: "g", Retries: 2, FirstFailure: now, LastFailure: now},
 		Receipt: 42, Resume: true}
 	b, err := json.Marshal(l)
 	if err != nil {
