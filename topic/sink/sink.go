@@ -189,12 +189,28 @@ type Sink[T any] struct {
 	closed   bool
 }
 
+// WithDefaults returns o with every zero field replaced by its default.
+// A sink has none to fill: a nil Logger means slog.Default() when used,
+// and the binding carries its own resolved settings. New applies it.
+func (o Options[T]) WithDefaults() Options[T] { return o }
+
+// Validate reports every broken rule of o, with paths rooted at "sink"
+// (for example "sink.binding.handle is required"); nil when there is none.
+// New calls it.
+func (o Options[T]) Validate() error {
+	if o.Binding.Handle == nil {
+		return validate.Join(validate.Field("sink.binding.handle", "required", "is required"))
+	}
+	return nil
+}
+
 // New returns a sink for the binding. With ack propagation auto it creates
 // the binding's tracked publisher (MaxInFlight, Timeout, OnFull from the
 // binding); Close releases it.
 func New[T any](opts Options[T]) (*Sink[T], error) {
-	if opts.Binding.Handle == nil {
-		return nil, validate.Join(validate.Field("sink.binding.handle", "required", "is required"))
+	opts = opts.WithDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
 	}
 	log := opts.Logger
 	if log == nil {

@@ -357,4 +357,15 @@ func TestNewValidates(t *testing.T) {
 	if !errors.Is(err, validate.ErrInvalid) || err.Error() != "invalid options: sink.binding.handle is required" {
 		t.Fatalf("got %v", err)
 	}
+	if verr := (sink.Options[int]{}).WithDefaults().Validate(); verr == nil || verr.Error() != err.Error() {
+		t.Fatalf("Validate = %v, want what New reports", verr)
+	}
+	h, err := topic.NewTopic[int]("t", topic.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := (sink.Options[int]{Binding: topic.Binding[int]{Handle: h}}).Validate(); err != nil {
+		t.Fatalf("Validate of a binding with a handle = %v", err)
+	}
 }
