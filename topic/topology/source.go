@@ -101,9 +101,10 @@ type Stats struct {
 	// Poisoned counts letters dead-lettered because their key was poisoned
 	// (included in DeadLettered).
 	Poisoned uint64
-	// Subscriptions is the number of readers the source holds open (one
-	// per running producer stage; a broadcast source closes its reader
-	// when its run ends, the others when the source closes).
+	// Subscriptions is the number of readers the source holds open: one
+	// per running producer stage that reads (a broadcast or sequenced
+	// source reads with one). A broadcast source closes its reader when
+	// its run ends, the others when the source closes.
 	Subscriptions int
 	// HeldBack is the number of messages of a sequenced topology waiting
 	// for an earlier message of their key.
@@ -116,8 +117,8 @@ type Stats struct {
 // Decide for how an outcome is read from the message's error and
 // disposition.
 //
-// On a sequenced topology the source hands the pipeline one message per key
-// at a time, in the order they were published: later messages of a key wait
+// On a sequenced topology the source reads with one producer stage and
+// hands the pipeline one message per key at a time, in the order they were published: later messages of a key wait
 // in the source while one of the key is in flight or held for a retry, and
 // messages of other keys are not held up. It reports itself ordered, with
 // each message's partition key its shard, so a pipeline keeps each shard on
