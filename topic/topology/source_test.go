@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -64,7 +65,7 @@ func TestProducerConcurrencyDeliversOnce(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer p.Stop(context.Background())
-				waitFor(t, func() bool { return src.Stats().Subscriptions > 0 })
+				wait.Within(t, time.Minute, "the subscription", func() bool { return src.Stats().Subscriptions > 0 })
 				opts := topology.PublisherOptions[int]{}
 				if top.Name() == "seq" {
 					opts.Key = func(v int) string { return string(rune('a' + v%5)) }
@@ -75,7 +76,7 @@ func TestProducerConcurrencyDeliversOnce(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				waitFor(t, func() bool { return src.Stats().Acked == 100 })
+				wait.Within(t, time.Minute, "100 acks", func() bool { return src.Stats().Acked == 100 })
 				mu.Lock()
 				defer mu.Unlock()
 				for i := range 100 {
@@ -85,23 +86,6 @@ func TestProducerConcurrencyDeliversOnce(t *testing.T) {
 				}
 			})
 		})
-	}
-}
-
-// waitFor lets fake time pass in a synctest bubble until cond holds, for
-// at most a minute of it.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		synctest.Wait()
-		if cond() {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("condition still false after a minute")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -188,7 +172,7 @@ func TestBroadcastRestartClosesItsSubscription(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer p.Stop(context.Background())
-		waitFor(t, func() bool {
+		wait.Within(t, time.Minute, "the second subscription after the failed run", func() bool {
 			q.mu.Lock()
 			defer q.mu.Unlock()
 			return q.subs == 2 && src.Stats().Subscriptions == 1
@@ -229,7 +213,7 @@ func TestInterruptedIsRequeued(t *testing.T) {
 		if err := pub.Publish(t.Context(), 42); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, func() bool { return src.Stats().Received == 1 })
+		wait.Within(t, time.Minute, "the second subscription after the failed run", func() bool { return src.Stats().Received == 1 })
 		_ = p.Stop(context.Background())
 		st := src.Stats()
 		if st.Requeued != 1 || st.Retried != 0 || st.DeadLettered != 0 {
