@@ -60,9 +60,9 @@ type ConsumerStats struct {
 	PermitsGranted int64
 	// Available is permits not yet used. It goes negative when batches
 	// were sent past the permits, as a real broker sends them (a whole
-	// read of up to min(permits, 100) entries); on Key_Shared and with
-	// Options.StrictBatchPermits, only when an entry larger than half of
-	// MaxAvailable was sent on a partial budget.
+	// read of up to min(permits, 100) entries; on Shared, one turn of at
+	// least one entry); with Options.StrictBatchPermits, only when an
+	// entry larger than half of MaxAvailable was sent on a partial budget.
 	Available int64
 	// MaxAvailable is the highest Available ever reached: the consumer's
 	// read-ahead bound.

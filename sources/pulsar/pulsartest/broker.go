@@ -73,12 +73,12 @@ type Options struct {
 	BatchIndexAck bool
 	// StrictBatchPermits sends an entry only when the consumer's permits
 	// cover all its messages, so that what is in flight never exceeds what
-	// the consumer granted, even with batches. A real broker does not do
-	// this (see Semantics in docs/pulsartest.md: it reads up to
-	// min(permits, 100) entries and sends them all, so with batches the
-	// permits go negative); use it to test a client's own permit
-	// accounting. Default false. Key_Shared subscriptions always work
-	// this way.
+	// the consumer granted, even with batches, and makes Shared
+	// subscriptions go round-robin one entry at a time. A real broker does
+	// not do this (see Semantics in docs/pulsartest.md: it reads up to
+	// min(permits, 100) entries and sends them, so with batches the permits
+	// go negative, and Shared hands out turns of up to 20 messages); use it
+	// to test a client's own permit accounting. Default false.
 	StrictBatchPermits bool
 	// HoldFirstActiveNotice delays a failover consumer's first
 	// ACTIVE_CONSUMER_CHANGE until its first FLOW, so that every notice

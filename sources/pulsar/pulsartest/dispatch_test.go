@@ -118,8 +118,11 @@ func TestKeySharedHoldAcrossJoin(t *testing.T) {
 // Key-shared keeps a key's order when its parked entry does not fit yet: a
 // batch of key k waiting in the redelivery list for enough permits holds
 // back the later single message of k, even though that one would fit.
+// (With StrictBatchPermits, where a batch needs permits for all its
+// messages; a real broker sends it with any permit, see
+// TestKeySharedBatchesCountEntries.)
 func TestKeySharedParkedEntryKeepsKeyOrder(t *testing.T) {
-	b := startBroker(t)
+	b := startBrokerWith(t, Options{StrictBatchPermits: true})
 	ctx := ctxT(t)
 	r := dialRaw(t, b)
 	r.connect(20)
@@ -240,5 +243,48 @@ func TestExclusiveAdmitsOne(t *testing.T) {
 	}
 	if st := b.Consumers(topic, "s"); len(st) != 1 {
 		t.Fatalf("want the one exclusive consumer, got %+v", st)
+	}
+}
+
+// A Shared subscription hands out a backlog in turns of 20 messages, as a
+// real Pulsar 4.0 broker does (PersistentDispatcherMultipleConsumers,
+// dispatcherMaxRoundRobinBatchSize 20): two consumers with room for
+// everything, 100 messages waiting, get m-0..19, m-40..59 and m-80..99 (the
+// first to subscribe) and m-20..39 and m-60..79 (the other), each in order.
+func TestSharedDispatchesTurnsOfTwenty(t *testing.T) {
+	b := startBroker(t)
+	cl := newClient(t, b)
+	ctx := ctxT(t)
+	topic := uniqueTopic(t)
+	b.StallDispatch(topic, true)
+	publishN(t, b, topic, 100)
+	var cs []pulsar.Consumer
+	for range 2 {
+		c, err := cl.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared,
+			ReceiverQueueSize: 1000, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		cs = append(cs, c)
+	}
+	eventually(t, "both consumers to grant permits", func() bool {
+		st := b.Consumers(topic, "s")
+		return len(st) == 2 && st[0].PermitsGranted == 1000 && st[1].PermitsGranted == 1000
+	})
+	b.StallDispatch(topic, false)
+	want := [2][]string{}
+	for i := range 100 {
+		turn := i / 20 % 2
+		want[turn] = append(want[turn], fmt.Sprintf("m-%d", i))
+	}
+	for i, c := range cs {
+		var got []string
+		for range len(want[i]) {
+			got = append(got, string(receive(t, ctx, c).Payload()))
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want[i]) {
+			t.Errorf("consumer %d received %v, want %v", i, got, want[i])
+		}
 	}
 }

@@ -402,6 +402,102 @@ func TestBatchPermitsOvershootLikeABroker(t *testing.T) {
 	}
 }
 
+// rawFlow grants consumer id n permits on r.
+func rawFlow(r *rawConn, id, n uint64) {
+	r.send(cmdFlow, func(o []byte) []byte {
+		o = appendVarintField(o, 1, id)
+		return appendVarintField(o, 2, n)
+	}, nil)
+}
+
+// publishBatches stores n batches of size messages each on topic, every
+// message keyed key.
+func publishBatches(t *testing.T, b *Broker, topic, key string, n, size int) {
+	t.Helper()
+	for i := range n {
+		msgs := make([]Message, size)
+		for j := range msgs {
+			msgs[j] = Message{Key: key, Payload: fmt.Appendf(nil, "b%d-%d", i, j)}
+		}
+		if _, err := b.PublishBatch(ctxT(t), topic, msgs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// batchedConsumer stores 5 batches of 30 messages of key k on topic and
+// subscribes raw consumer 1 of type typ to it from the earliest position.
+func batchedConsumer(t *testing.T, b *Broker, topic string, typ int) *rawConn {
+	t.Helper()
+	publishBatches(t, b, topic, "k", 5, 30)
+	r := dialRaw(t, b)
+	r.connect(20)
+	rawSubscribe(r, topic, "s", typ, 1, 1)
+	return r
+}
+
+// quiet returns once the broker answered a PING: nothing it pushed before
+// is still unread by then.
+func (r *rawConn) quiet() {
+	r.t.Helper()
+	r.send(cmdPing, nil, nil)
+	r.expect(cmdPong)
+}
+
+// wantPushed fails unless topic's only consumer of "s" was pushed
+// dispatched messages and has available permits left.
+func wantPushed(t *testing.T, b *Broker, topic string, dispatched, available int64) {
+	t.Helper()
+	if st := b.Consumers(topic, "s")[0]; st.Dispatched != dispatched || st.Available != available {
+		t.Fatalf("dispatched %d, available %d; want %d and %d", st.Dispatched, st.Available, dispatched, available)
+	}
+}
+
+// On a Shared subscription a real broker overshoots by at most one batch
+// per turn (PersistentDispatcherMultipleConsumers.trySendMessagesToConsumers:
+// a turn is max(min(permits, 20) / batch size, 1) entries, and a consumer
+// whose permits are gone gets no further turn): 5 batches of 30 messages
+// to a consumer that granted 10 permits send one batch, and its permits go
+// to -20; the next batch waits until refills bring them above zero.
+func TestSharedBatchOneEntryPerTurn(t *testing.T) {
+	b := startBroker(t)
+	topic := FullTopicName("shared-batches")
+	r := batchedConsumer(t, b, topic, subShared)
+	rawFlow(r, 1, 10)
+	r.expect(cmdMessage)
+	r.quiet()
+	wantPushed(t, b, topic, 30, -20)
+	rawFlow(r, 1, 20) // back to 0: still nothing
+	r.quiet()
+	rawFlow(r, 1, 1)
+	r.expect(cmdMessage)
+	r.quiet()
+	wantPushed(t, b, topic, 60, -29)
+}
+
+// On Key_Shared a real Pulsar 4.0 broker counts a consumer's permits in
+// entries for each read (PersistentStickyKeyDispatcherMultipleConsumers
+// .filterAndGroupEntriesForDispatching), and charges the messages it
+// sends: 5 batches of 30 messages of one key to a consumer that granted 10
+// permits are all sent (150 messages, permits -140), and nothing more
+// until the permits are above zero again.
+func TestKeySharedBatchesCountEntries(t *testing.T) {
+	b := startBroker(t)
+	topic := FullTopicName("ks-batches")
+	r := batchedConsumer(t, b, topic, subKeyShared)
+	rawFlow(r, 1, 10)
+	for range 5 {
+		r.expect(cmdMessage)
+	}
+	r.quiet()
+	wantPushed(t, b, topic, 150, -140)
+	publishN(t, b, topic, 1)
+	rawFlow(r, 1, 140) // back to 0: the new message waits
+	r.quiet()
+	rawFlow(r, 1, 1)
+	r.expect(cmdMessage)
+}
+
 // A non-persistent topic keeps nothing for its consumers, as a real
 // broker's NonPersistentDispatcher: a message published while the consumer
 // has no permits is dropped, a message a consumer nacks or leaves unacked

@@ -53,8 +53,14 @@ type subscription struct {
 	delayed    map[uint64]int64
 	rr         int
 	active     *consumer
-	ring       []ringPoint      // key-shared auto-split ring, sorted by hash
-	holds      map[uint32]*hold // key-shared: key hash → consumer with unacked entries of it
+	// Shared, as a real broker's round-robin dispatch: readLeft is how many
+	// entries of the current read are left to hand out, turn the consumer
+	// whose turn it is and turnLeft how many more entries it gets.
+	readLeft int64
+	turn     *consumer
+	turnLeft int64
+	ring     []ringPoint      // key-shared auto-split ring, sorted by hash
+	holds    map[uint32]*hold // key-shared: key hash → consumer with unacked entries of it
 }
 
 // hold records that consumer c has n dispatched, unacked entries of one key
@@ -161,16 +167,19 @@ func newSubscription(t *topic, name string, typ int, durable bool) *subscription
 const maxReadEntries = 100
 
 // fits reports whether c may receive e now. On Exclusive, Failover and
-// Shared subscriptions it follows a real broker's dispatchers: while a
-// consumer has permits it reads up to min(permits, 100) entries and sends
-// every one of them, each costing its messages (minus the indexes already
-// acked), so with batches the permits go negative and what is in flight
-// overshoots the permits granted. On Key_Shared, and with
-// Options.StrictBatchPermits, an entry is sent only when the permits cover
-// its messages (or, for a batch larger than half the
-// most permits the consumer ever had, as soon as it has any).
+// Key_Shared subscriptions it follows a real Pulsar 4.0 broker's
+// dispatchers: while a consumer has permits it reads up to min(permits,
+// 100) entries and sends every one of them, each costing its messages
+// (minus the indexes already acked), so with batches the permits go
+// negative and what is in flight overshoots the permits granted
+// (PersistentDispatcherSingleActiveConsumer; on Key_Shared,
+// PersistentStickyKeyDispatcherMultipleConsumers.filterAndGroupEntriesForDispatching
+// counts a consumer's permits in entries for each read). Shared follows
+// its own rule (pickShared). With Options.StrictBatchPermits an entry is
+// sent only when the permits cover its messages (or, for a batch larger
+// than half the most permits the consumer ever had, as soon as it has any).
 func fits(c *consumer, e *entry) bool {
-	if c.sub.typ != subKeyShared && !c.sub.t.b.opts.StrictBatchPermits {
+	if !c.sub.t.b.opts.StrictBatchPermits {
 		if c.readLeft == 0 {
 			if c.permits <= 0 {
 				return false
@@ -199,6 +208,9 @@ func (s *subscription) pick(id uint64, e *entry) *consumer {
 		}
 		return nil
 	case subShared:
+		if !s.t.b.opts.StrictBatchPermits {
+			return s.pickShared(e)
+		}
 		for i := range n {
 			c := s.consumers[(s.rr+i)%n]
 			if fits(c, e) {
@@ -220,6 +232,54 @@ func (s *subscription) pick(id uint64, e *entry) *consumer {
 		}
 		return c
 	}
+}
+
+// roundRobinBatch is the most messages a Shared subscription hands one
+// consumer in one turn (dispatcherMaxRoundRobinBatchSize, default 20).
+const roundRobinBatch = 20
+
+// pickShared chooses the consumer of a Shared subscription for e as a real
+// Pulsar 4.0 broker does (PersistentDispatcherMultipleConsumers
+// .trySendMessagesToConsumers): the dispatcher reads min(total permits,
+// 100) entries at a time and hands them out in turns, round-robin over
+// the consumers that have permits; a turn is max(min(permits, 20) / batch
+// size, 1) consecutive entries, all sent even if the consumer's permits go
+// negative on the way. So a consumer gets runs of up to 20 messages, and
+// at most one batch beyond its permits. The batch size is the turn's first
+// entry's (the broker averages over the read; the same for even batches).
+// The read ends with the pass (dispatch), and the next starts with the
+// next consumer.
+func (s *subscription) pickShared(e *entry) *consumer {
+	if s.readLeft == 0 {
+		var total int64
+		for _, c := range s.consumers {
+			total += max(c.permits, 0)
+		}
+		if total == 0 {
+			return nil
+		}
+		s.readLeft, s.turnLeft = min(total, maxReadEntries), 0
+	}
+	if s.turnLeft == 0 || !slices.Contains(s.consumers, s.turn) {
+		n := len(s.consumers)
+		s.turn = nil
+		for i := range n {
+			if c := s.consumers[(s.rr+i)%n]; c.permits > 0 {
+				s.turn, s.rr = c, (s.rr+i+1)%n
+				break
+			}
+		}
+		if s.turn == nil {
+			// No consumer has permits: the rest of the read waits.
+			s.readLeft = 0
+			return nil
+		}
+		msgs := min(s.turn.permits, roundRobinBatch)
+		s.turnLeft = min(max(msgs/max(int64(e.nmsgs), 1), 1), s.readLeft)
+	}
+	s.turnLeft--
+	s.readLeft--
+	return s.turn
 }
 
 // ringPoints is how many points each consumer has on the key-shared
@@ -290,6 +350,7 @@ func (s *subscription) dispatch() {
 	for _, c := range s.consumers {
 		c.readLeft = 0
 	}
+	s.readLeft, s.turn, s.turnLeft = 0, nil, 0
 }
 
 func (s *subscription) dispatchPass() {
@@ -400,7 +461,7 @@ func (s *subscription) send(c *consumer, id uint64) {
 		}
 		live -= int64(popcount(acked))
 	}
-	if s.typ == subKeyShared || s.t.b.opts.StrictBatchPermits {
+	if s.t.b.opts.StrictBatchPermits {
 		c.permits -= int64(e.nmsgs)
 	} else {
 		// A real broker charges the messages it actually sends.
