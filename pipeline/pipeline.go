@@ -13,6 +13,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -94,10 +95,7 @@ func New[In, Out any](opts Options[In, Out]) (*Pipeline[In, Out], error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := cmp.Or(opts.Logger, slog.Default())
 	log = log.With(slog.String("pipeline", opts.Name))
 	p := &Pipeline[In, Out]{
 		opts:       opts,

@@ -11,6 +11,7 @@
 package producer
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -51,10 +52,7 @@ type runtime[T any] struct {
 // New prepares the producer stages. opts must already carry its defaults
 // (Options.WithDefaults) and be validated; New starts nothing.
 func newRuntime[T any](opts Options[T], cfg runtimeConfig[T]) *runtime[T] {
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := cmp.Or(cfg.Logger, slog.Default())
 	p := &runtime[T]{
 		opts:    opts,
 		gate:    newGate(opts.RateLimit),

@@ -55,6 +55,7 @@
 package sink
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -212,10 +213,7 @@ func New[T any](opts Options[T]) (*Sink[T], error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := cmp.Or(opts.Logger, slog.Default())
 	s := &Sink[T]{
 		b:   opts.Binding,
 		log: log.With(slog.String("topic", string(opts.Binding.Handle.Name()))),

@@ -56,6 +56,7 @@
 package source
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -196,10 +197,7 @@ func New[T any](opts Options[T]) (*Source[T], error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := cmp.Or(opts.Logger, slog.Default())
 	s := &Source[T]{
 		opts:  opts,
 		log:   log.With(slog.String("topic", string(opts.Topic.Name()))),
