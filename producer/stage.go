@@ -111,13 +111,14 @@ func (s *Stage[T]) queuedLocked() int { return len(s.pending) - s.head }
 // A source learns of its grants in one of two ways:
 //
 //   - grant != nil (push model, for sources whose consumers are told of new
-//     permits, such as the Kafka source, whose partition readers wait for
-//     a grant): grant is called with the number of new
+//     permits, such as the Kafka and Pulsar sources, whose partition
+//     readers and receive loops wait for a grant): grant is called with
+//     the number of new
 //     permits: the first time from NewFeed itself, later from the stage's
 //     dispatching goroutine. It must neither block nor call Feed.Close (it
 //     may call Deliver); a panic in it is recovered and logged.
 //   - grant == nil (pull model, for sources that fetch in a loop, such as
-//     the Pulsar and topic sources): the
+//     the topic source): the
 //     permits accumulate in the feed, and the source takes them with
 //     Feed.Acquire or Feed.TryAcquire before it fetches that many messages.
 //
