@@ -209,7 +209,7 @@ func (o Options) Validate() error {
 		owned("messageChannel", "the source reads each consumer's messages itself")
 	}
 	if c.ReceiverQueueSize != 0 {
-		owned("receiverQueueSize", "it is derived from the producer flow window (producer.flow.initial); leave it zero")
+		owned("receiverQueueSize", "it is derived from the producer flow window (producer.flow) and the topic's partitions; leave it zero")
 	}
 	if c.EnableZeroQueueConsumer {
 		owned("enableZeroQueueConsumer", "the permit window needs a receiver queue")

@@ -78,7 +78,7 @@ func TestValidateRules(t *testing.T) {
 		{"name suffix short", func(o *bpulsar.Options) { o.NameSuffix = strings.Repeat("h", 65) }, "pulsar.nameSuffix", "max", "pulsar.nameSuffix"},
 		{"owned event listener", func(o *bpulsar.Options) { o.Consumer.EventListener = nopListener{} }, "pulsar.consumer.eventListener", "owned", "use pulsar.activeStateCallback"},
 		{"owned message channel", func(o *bpulsar.Options) { o.Consumer.MessageChannel = make(chan pulsar.ConsumerMessage) }, "pulsar.consumer.messageChannel", "owned", "is set by the source"},
-		{"owned receiver queue", func(o *bpulsar.Options) { o.Consumer.ReceiverQueueSize = 10 }, "pulsar.consumer.receiverQueueSize", "owned", "producer.flow.initial"},
+		{"owned receiver queue", func(o *bpulsar.Options) { o.Consumer.ReceiverQueueSize = 10 }, "pulsar.consumer.receiverQueueSize", "owned", "derived from the producer flow window"},
 		{"owned zero queue", func(o *bpulsar.Options) { o.Consumer.EnableZeroQueueConsumer = true }, "pulsar.consumer.enableZeroQueueConsumer", "owned", "is set by the source"},
 		{"owned auto queue", func(o *bpulsar.Options) { o.Consumer.EnableAutoScaledReceiverQueueSize = true }, "pulsar.consumer.enableAutoScaledReceiverQueueSize", "owned", "is set by the source"},
 	}
