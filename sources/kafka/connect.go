@@ -25,39 +25,8 @@ func (s *Source) checkBrokers(ctx context.Context, cfg *sarama.Config) error {
 	// (it retries with another version and goes on): ask explicitly below.
 	pc.ApiVersionsRequest = false
 
-	type result struct {
-		addr string
-		err  error
-	}
-	results := make(chan result, len(s.opts.Brokers))
-	// Registered under s.mu: once Close has marked the source closed (and
-	// may be waiting for the probes), no probe starts.
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return ErrClosed
-	}
-	s.probes.Add(len(s.opts.Brokers))
-	s.mu.Unlock()
-	for _, addr := range s.opts.Brokers {
-		go func() {
-			defer s.probes.Done()
-			results <- result{addr, probeBroker(addr, &pc)}
-		}()
-	}
-	errs := make([]error, 0, len(s.opts.Brokers))
-	for range s.opts.Brokers {
-		select {
-		case r := <-results:
-			if r.err == nil {
-				return nil
-			}
-			errs = append(errs, fmt.Errorf("%q: %w", r.addr, flat(r.err)))
-		case <-ctx.Done():
-			return nil
-		}
-	}
-	return fmt.Errorf("%w: no broker answered within %s: %w", ErrConnect, s.opts.ConnectTimeout, errList(errs))
+	return s.probes.Check(ctx, &s.mu, &s.closed, s.opts.Brokers, s.opts.ConnectTimeout,
+		func(addr string) error { return probeBroker(addr, &pc) })
 }
 
 // probeBroker connects to addr and exchanges one request.

@@ -54,7 +54,7 @@ const maxConsumeFailures = 10
 type Source struct {
 	opts Options
 
-	probes sync.WaitGroup // connection checks still closing their connections
+	probes claim.Probes // connection checks still closing their connections
 
 	mu      sync.Mutex
 	members map[*member]struct{}
@@ -129,12 +129,7 @@ func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
 // connections could not be closed.
 func (s *Source) Close(ctx context.Context) error {
 	ms := liveset.Close(&s.mu, &s.closed, s.members)
-	probed := make(chan struct{})
-	go func() { s.probes.Wait(); close(probed) }()
-	select {
-	case <-probed:
-	case <-ctx.Done():
-	}
+	s.probes.Wait(ctx)
 	var wg sync.WaitGroup
 	errs := make([]error, len(ms))
 	for i, m := range ms {

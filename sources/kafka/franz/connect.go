@@ -20,37 +20,7 @@ import (
 // Attempts still running when it returns close their clients in the
 // background (Close waits for them).
 func (s *Source) checkBrokers(ctx context.Context) error {
-	type result struct {
-		addr string
-		err  error
-	}
-	results := make(chan result, len(s.opts.Brokers))
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return ErrClosed
-	}
-	s.probes.Add(len(s.opts.Brokers))
-	s.mu.Unlock()
-	for _, addr := range s.opts.Brokers {
-		go func() {
-			defer s.probes.Done()
-			results <- result{addr, s.probeBroker(addr)}
-		}()
-	}
-	errs := make([]error, 0, len(s.opts.Brokers))
-	for range s.opts.Brokers {
-		select {
-		case r := <-results:
-			if r.err == nil {
-				return nil
-			}
-			errs = append(errs, fmt.Errorf("%q: %w", r.addr, claim.Flat(r.err)))
-		case <-ctx.Done():
-			return nil
-		}
-	}
-	return fmt.Errorf("%w: no broker answered within %s: %w", ErrConnect, s.opts.ConnectTimeout, claim.ErrList(errs))
+	return s.probes.Check(ctx, &s.mu, &s.closed, s.opts.Brokers, s.opts.ConnectTimeout, s.probeBroker)
 }
 
 // probeBroker connects to addr and exchanges one request.

@@ -76,7 +76,7 @@ type CommitError = claim.CommitError
 type Source struct {
 	opts Options
 
-	probes sync.WaitGroup // connection checks still closing their clients
+	probes claim.Probes // connection checks still closing their clients
 
 	mu      sync.Mutex
 	members map[*member]struct{}
@@ -148,12 +148,7 @@ func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
 // leaving the group are logged.
 func (s *Source) Close(ctx context.Context) error {
 	ms := liveset.Close(&s.mu, &s.closed, s.members)
-	probed := make(chan struct{})
-	go func() { s.probes.Wait(); close(probed) }()
-	select {
-	case <-probed:
-	case <-ctx.Done():
-	}
+	s.probes.Wait(ctx)
 	var wg sync.WaitGroup
 	for _, m := range ms {
 		wg.Go(func() { m.close(ctx) })

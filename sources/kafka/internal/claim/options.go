@@ -1,9 +1,11 @@
 package claim
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/boulevard-go/boulevard/validate"
@@ -106,3 +108,61 @@ var (
 	ErrUnknownTopic = errors.New("kafka: unknown topic")
 	ErrConsume      = errors.New("kafka: consumer group keeps failing")
 )
+
+// Probes is a source's connection check: every bootstrap broker asked at
+// once, the first answer enough. Close waits for the probes still running.
+type Probes struct {
+	wg sync.WaitGroup
+}
+
+// Check runs probe for every broker at once, each in its own goroutine,
+// unless closed reports that the source is closed (checked and registered
+// under mu, so that once Close has marked the source closed no probe
+// starts: Check then returns ErrClosed). It returns nil as soon as one
+// probe succeeds, or when ctx ends; otherwise an error wrapping ErrConnect
+// that names every broker (quoted) with its cause, on one line. Probes
+// still running when it returns finish in the background.
+func (ps *Probes) Check(ctx context.Context, mu *sync.Mutex, closed *bool, brokers []string, timeout time.Duration,
+	probe func(addr string) error) error {
+	type result struct {
+		addr string
+		err  error
+	}
+	results := make(chan result, len(brokers))
+	mu.Lock()
+	if *closed {
+		mu.Unlock()
+		return ErrClosed
+	}
+	ps.wg.Add(len(brokers))
+	mu.Unlock()
+	for _, addr := range brokers {
+		go func() {
+			defer ps.wg.Done()
+			results <- result{addr, probe(addr)}
+		}()
+	}
+	errs := make([]error, 0, len(brokers))
+	for range brokers {
+		select {
+		case r := <-results:
+			if r.err == nil {
+				return nil
+			}
+			errs = append(errs, fmt.Errorf("%q: %w", r.addr, Flat(r.err)))
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: no broker answered within %s: %w", ErrConnect, timeout, ErrList(errs))
+}
+
+// Wait waits for the probes still running, or until ctx ends.
+func (ps *Probes) Wait(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { ps.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
