@@ -90,6 +90,27 @@ func (s *waitingSource) Run(ctx context.Context, _ *producer.Stage[uint64]) erro
 
 func (s *waitingSource) Close(context.Context) error { s.log.note("source closed"); return nil }
 
+// stopDraining starts a pipeline named name whose source waits for its
+// context and whose drainers are ds, then stops it (inside a synctest
+// bubble): the pipeline, how long Stop took and what it returned.
+func stopDraining(t *testing.T, name string, timeout time.Duration, log *callLog, ds ...pipeline.Drainer) (*pipeline.Pipeline[uint64, uint64], time.Duration, error) {
+	t.Helper()
+	p := mustNew(t, pipeline.Options[uint64, uint64]{
+		Name:            name,
+		ShutdownTimeout: timeout,
+		Drainers:        ds,
+		Producer:        producer.Options[uint64]{Source: &waitingSource{log: log}},
+		Processors:      processor.Options[uint64, uint64]{Handle: identity},
+	})
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait()
+	begin := time.Now()
+	err := p.Stop(context.Background())
+	return p, time.Since(begin), err
+}
+
 // Guarantee: a drain the shutdown timeout cuts short is returned by Stop and
 // Err as a *DrainError (wrapping ErrDrain and the context's error), and the
 // next drainers and the source's Close still run.
@@ -97,27 +118,14 @@ func TestDrainCutShortIsReportedAndSourceStillCloses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		log := &callLog{}
 		const timeout = 3 * time.Second
-		p := mustNew(t, pipeline.Options[uint64, uint64]{
-			Name:            "drain-cut",
-			ShutdownTimeout: timeout,
-			Drainers: []pipeline.Drainer{
-				funcDrainer(func(ctx context.Context) error {
-					<-ctx.Done()
-					log.note("drainer 0 gave up")
-					return ctx.Err()
-				}),
-				funcDrainer(func(context.Context) error { log.note("drainer 1 drained"); return nil }),
-			},
-			Producer:   producer.Options[uint64]{Source: &waitingSource{log: log}},
-			Processors: processor.Options[uint64, uint64]{Handle: identity},
-		})
-		if err := p.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		begin := time.Now()
-		err := p.Stop(context.Background())
-		if took := time.Since(begin); took != timeout {
+		p, took, err := stopDraining(t, "drain-cut", timeout, log,
+			funcDrainer(func(ctx context.Context) error {
+				<-ctx.Done()
+				log.note("drainer 0 gave up")
+				return ctx.Err()
+			}),
+			funcDrainer(func(context.Context) error { log.note("drainer 1 drained"); return nil }))
+		if took != timeout {
 			t.Errorf("Stop took %v, want the drain to wait ShutdownTimeout (%v)", took, timeout)
 		}
 		var de *pipeline.DrainError
@@ -147,23 +155,10 @@ func TestStuckDrainerIsNamed(t *testing.T) {
 		unblock := sync.OnceFunc(func() { close(release) })
 		defer unblock()
 		const timeout = 3 * time.Second
-		p := mustNew(t, pipeline.Options[uint64, uint64]{
-			Name:            "drain-stuck",
-			ShutdownTimeout: timeout,
-			Drainers: []pipeline.Drainer{
-				funcDrainer(func(context.Context) error { return nil }),
-				funcDrainer(func(context.Context) error { <-release; return nil }),
-			},
-			Producer:   producer.Options[uint64]{Source: &waitingSource{log: log}},
-			Processors: processor.Options[uint64, uint64]{Handle: identity},
-		})
-		if err := p.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		begin := time.Now()
-		err := p.Stop(context.Background())
-		if took, want := time.Since(begin), timeout+pipeline.CancelGrace; took != want {
+		p, took, err := stopDraining(t, "drain-stuck", timeout, log,
+			funcDrainer(func(context.Context) error { return nil }),
+			funcDrainer(func(context.Context) error { <-release; return nil }))
+		if want := timeout + pipeline.CancelGrace; took != want {
 			t.Errorf("Stop took %v, want %v", took, want)
 		}
 		assertStraggler(t, err, pipeline.Straggler{Kind: pipeline.KindDrainer, Stage: "drain-stuck", Index: 1})
