@@ -21,6 +21,7 @@ import (
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/sources/pulsar"
 	"github.com/boulevard-go/boulevard/topic"
 )
 
@@ -89,7 +90,8 @@ func browser(t *testing.T) (context.Context, func() []string) {
 // Guarantee: in a real browser, the dashboard draws a topic that
 // LinkTopic connects in both pipelines' graphs, after the publisher's
 // stages and before the subscriber's, each linking to the pipeline at the
-// other end. Skipped when no Chromium is installed.
+// other end, and lists the Pulsar sources. Skipped when no Chromium is
+// installed.
 func TestDashboardDrawsTopicLinks(t *testing.T) {
 	ctx, consoleErrors := browser(t)
 	obs := observe.New(observe.Options{})
@@ -102,6 +104,7 @@ func TestDashboardDrawsTopicLinks(t *testing.T) {
 	}
 	obs.AddTopic("orders", h)
 	obs.LinkTopic("orders", observe.TopicLinks{Publishers: []string{"ingest"}, Subscribers: []string{"enrich"}})
+	obs.AddPulsar("billing", fixedPulsar(pulsar.Stats{Consumers: 1, Received: 42}))
 	srv := httptest.NewServer(obs.Handler(nil))
 	t.Cleanup(srv.Close)
 	if err := chromedp.Do(ctx,
@@ -136,6 +139,13 @@ func TestDashboardDrawsTopicLinks(t *testing.T) {
 		if got[name] != w {
 			t.Errorf("pipeline %s: topic drawn %+v, want %+v", name, got[name], w)
 		}
+	}
+	pulsarRow, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll("#pulsar td")].map(td => td.textContent).join(" ")`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(pulsarRow, "billing 1 ") || !strings.Contains(pulsarRow, " 42 ") {
+		t.Errorf("Pulsar table row %q, want the billing source with 1 consumer and 42 received", pulsarRow)
 	}
 	if errs := consoleErrors(); len(errs) > 0 {
 		t.Errorf("console errors: %q", errs)

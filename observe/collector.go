@@ -94,6 +94,9 @@ func (o *Observer) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range topicDescs {
 		ch <- d
 	}
+	for _, d := range pulsarDescs {
+		ch <- d
+	}
 }
 
 // Collect reads a snapshot of every pipeline, Kafka source and topic added
@@ -108,6 +111,9 @@ func (o *Observer) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, t := range topics {
 		collectTopic(ch, t.name, t.t.Stats())
+	}
+	for _, p := range o.pulsarSources() {
+		collectPulsar(ch, p.subscription, p.s.Stats())
 	}
 }
 

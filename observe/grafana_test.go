@@ -23,6 +23,7 @@ import (
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/kafka"
+	"github.com/boulevard-go/boulevard/sources/pulsar"
 	"github.com/boulevard-go/boulevard/topic"
 )
 
@@ -61,8 +62,9 @@ type panel struct {
 
 // liveFamilies starts a pipeline with every kind of stage (a producer
 // stage with a feed and a rate limit, processors, a batcher), a Kafka
-// source with claimed partitions on an in-process cluster and a topic, and
-// returns the metric families an Observer of them exports, by name.
+// source with claimed partitions on an in-process cluster, a Pulsar
+// source's stats and a topic, and returns the metric families an Observer
+// of them exports, by name.
 func liveFamilies(t *testing.T) map[string]*dto.MetricFamily {
 	t.Helper()
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "events"), kfake.GroupMinSessionTimeout(100*time.Millisecond))
@@ -109,6 +111,8 @@ func liveFamilies(t *testing.T) map[string]*dto.MetricFamily {
 	obs.Add(p, kp)
 	obs.AddKafka(src)
 	obs.AddTopic("orders", h)
+	// The Pulsar metrics' names and labels, from stats given here.
+	obs.AddPulsar("billing", fixedPulsar(pulsar.Stats{Consumers: 1}))
 	reg := newRegistry(t, obs)
 	for _, pp := range []interface{ Start(context.Context) error }{p, kp} {
 		if err := pp.Start(context.Background()); err != nil {

@@ -61,6 +61,7 @@ type Observer struct {
 	pipelines []Pipeline
 	kafka     []KafkaSource
 	topics    []namedTopic
+	pulsar    []namedPulsar
 	links     map[string]TopicLinks
 }
 

@@ -18,6 +18,7 @@ type Snapshot struct {
 	Pipelines []PipelineSnapshot `json:"pipelines"`
 	Kafka     []kafka.Stats      `json:"kafka"`
 	Topics    []TopicSnapshot    `json:"topics"`
+	Pulsar    []PulsarSnapshot   `json:"pulsar"`
 	// Links are the topics' publishing and subscribing pipelines, by topic
 	// name (Observer.LinkTopic).
 	Links map[string]TopicLinks `json:"links"`
@@ -90,6 +91,10 @@ func (o *Observer) Snapshot() Snapshot {
 	}
 	for _, t := range topics {
 		snap.Topics = append(snap.Topics, TopicSnapshot{Name: t.name, Stats: t.t.Stats()})
+	}
+	snap.Pulsar = []PulsarSnapshot{}
+	for _, p := range o.pulsarSources() {
+		snap.Pulsar = append(snap.Pulsar, PulsarSnapshot{Subscription: p.subscription, Stats: p.s.Stats()})
 	}
 	return snap
 }

@@ -205,6 +205,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (*result, error) {
 	}
 	obs := observe.New(observe.Options{})
 	obs.Add(p)
+	obs.AddPulsar(cfg.subscription, src)
 	srv, err := cfg.monitor.Serve(obs, out)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,75 @@
+package observe
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/boulevard-go/boulevard/sources/pulsar"
+)
+
+// PulsarSource is what the Observer reads of a Pulsar source:
+// *pulsar.Source implements it.
+type PulsarSource interface {
+	Stats() pulsar.Stats
+}
+
+type namedPulsar struct {
+	subscription string
+	s            PulsarSource
+}
+
+const lSubscription = "subscription"
+
+var (
+	pulsarConsumers    = desc("pulsar_consumers", "Consumers the source has open.", lSubscription)
+	pulsarReceived     = desc("pulsar_messages_received_total", "Messages the source took from the client and delivered to its stages.", lSubscription)
+	pulsarRedelivered  = desc("pulsar_messages_redelivered_total", "Received messages the broker had delivered before (redelivery count above 0).", lSubscription)
+	pulsarNacked       = desc("pulsar_messages_nacked_total", "Messages the source asked the broker to redeliver.", lSubscription)
+	pulsarDeadLettered = desc("pulsar_messages_dead_lettered_total", "Messages the client routed to the dead-letter topic.", lSubscription)
+	pulsarDroppedAcks  = desc("pulsar_acks_dropped_total", "Outcomes dropped because their consumer had been closed or replaced; the broker redelivers those messages.", lSubscription)
+	pulsarReplaced     = desc("pulsar_consumers_replaced_total", "Consumers closed because their stage failed and was restarted.", lSubscription)
+	pulsarGranted      = desc("pulsar_permits_granted_total", "Permits the stages' feeds granted the consumers.", lSubscription)
+	pulsarAvailable    = desc("pulsar_permits_available", "Granted permits the open consumers have not used yet.", lSubscription)
+	pulsarClientQueue  = desc("pulsar_client_queue_messages", "Messages the clients of the open consumers may hold or be owed by the broker beyond what the source took.", lSubscription)
+	pulsarPanics       = desc("pulsar_callback_panics_total", "Panics recovered from the active-state callback.", lSubscription)
+)
+
+var pulsarDescs = []*prometheus.Desc{pulsarConsumers, pulsarReceived, pulsarRedelivered, pulsarNacked, pulsarDeadLettered,
+	pulsarDroppedAcks, pulsarReplaced, pulsarGranted, pulsarAvailable, pulsarClientQueue, pulsarPanics}
+
+// AddPulsar adds a Pulsar source under its subscription's name: its
+// consumers, deliveries, redeliveries, nacks, dead letters, dropped acks
+// and permits become metrics labelled subscription=subscription. The
+// source's pipeline must be added with Add for its health to count.
+func (o *Observer) AddPulsar(subscription string, s PulsarSource) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.pulsar = append(o.pulsar, namedPulsar{subscription: subscription, s: s})
+}
+
+// pulsarSources copies the list, so that reading stats holds no lock.
+func (o *Observer) pulsarSources() []namedPulsar {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]namedPulsar(nil), o.pulsar...)
+}
+
+func collectPulsar(ch chan<- prometheus.Metric, sub string, st pulsar.Stats) {
+	gauge(ch, pulsarConsumers, float64(st.Consumers), sub)
+	counter(ch, pulsarReceived, float64(st.Received), sub)
+	counter(ch, pulsarRedelivered, float64(st.Redelivered), sub)
+	counter(ch, pulsarNacked, float64(st.Nacked), sub)
+	counter(ch, pulsarDeadLettered, float64(st.DeadLettered), sub)
+	counter(ch, pulsarDroppedAcks, float64(st.DroppedAcks), sub)
+	counter(ch, pulsarReplaced, float64(st.Replaced), sub)
+	counter(ch, pulsarGranted, float64(st.PermitsGranted), sub)
+	gauge(ch, pulsarAvailable, float64(st.PermitsAvailable), sub)
+	gauge(ch, pulsarClientQueue, float64(st.ClientQueue), sub)
+	counter(ch, pulsarPanics, float64(st.CallbackPanics), sub)
+}
+
+// PulsarSnapshot is one Pulsar source's pulsar.Stats, with the
+// subscription it was added under.
+type PulsarSnapshot struct {
+	Subscription string `json:"subscription"`
+	pulsar.Stats
+}
