@@ -1,0 +1,353 @@
+package kafkatopology
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/kafkatopic"
+	"github.com/boulevard-go/boulevard/topic/topology"
+)
+
+// ErrAdmin wraps a failure to create a topic or to commit a group's
+// starting offsets.
+var ErrAdmin = errors.New("kafkatopology: administrative request failed")
+
+// ErrConnect wraps a failure to connect to the cluster.
+var ErrConnect = errors.New("kafkatopology: cannot connect")
+
+// Backend is the Kafka topology backend. Create it with [New] and Close it
+// when done; it is safe for concurrent use.
+type Backend[T any] struct {
+	opts   Options[T]
+	cfg    *sarama.Config
+	log    *slog.Logger
+	client sarama.Client
+	admin  sarama.ClusterAdmin
+	prod   sarama.SyncProducer
+	rr     atomic.Uint32 // round-robin partition choice
+
+	prodMu     sync.RWMutex // held shared while producing, exclusively to close
+	prodClosed bool
+
+	// crashed is set by crash: from then on nothing is marked for commit
+	// and nothing is released, as if the process had died.
+	crashed atomic.Bool
+
+	mu        sync.Mutex
+	closed    bool
+	releasers map[string]*releaser[T]
+	readers   map[closer]struct{}
+}
+
+type closer interface{ Close() }
+
+// New validates opts, connects to the cluster and starts the producer.
+func New[T any](opts Options[T]) (*Backend[T], error) {
+	opts = opts.WithDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	cfg := opts.saramaConfig()
+	client, err := sarama.NewClient(opts.Brokers, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: brokers %q: %w", ErrConnect, opts.Brokers, err)
+	}
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("%w: %w", ErrConnect, err)
+	}
+	prod, err := sarama.NewSyncProducerFromClient(client)
+	if err != nil {
+		_ = admin.Close()
+		return nil, fmt.Errorf("%w: %w", ErrConnect, err)
+	}
+	return &Backend[T]{opts: opts, cfg: cfg, log: opts.Logger, client: client, admin: admin, prod: prod,
+		releasers: map[string]*releaser[T]{}, readers: map[closer]struct{}{}}, nil
+}
+
+// Name returns "kafka".
+func (b *Backend[T]) Name() string { return "kafka" }
+
+// kafkaName is the Kafka topic of a topology name.
+func kafkaName(name string) string { return kafkatopic.KafkaTopic(topic.Name(name)) }
+
+// Declare creates the main topic, the hold topics and the DLQ that do not
+// exist, commits the consumer group's starting offsets on the main topic
+// where it has none (the log end), and starts a releaser for each hold
+// topic this backend does not release yet. Options.AdminTimeout and ctx
+// bound it.
+func (b *Backend[T]) Declare(ctx context.Context, t *topology.Topology) (topology.Queues[T], error) {
+	if t == nil {
+		return nil, errors.New("kafkatopology: Declare with a nil topology")
+	}
+	if b.isClosed() {
+		return nil, topology.ErrClosed
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.opts.AdminTimeout)
+	defer cancel()
+	q := &queues[T]{b: b, t: t, main: kafkaName(t.Name()), group: t.ConsumerGroup()}
+	mainParts := b.opts.Partitions
+	if _, seq := t.Sequenced(); seq {
+		mainParts = int32(t.RoutingShards())
+	}
+	if err := b.ensureTopic(ctx, q.main, mainParts); err != nil {
+		return nil, err
+	}
+	for _, h := range t.Holds() {
+		name := kafkaName(h.Name)
+		if err := b.ensureTopic(ctx, name, b.opts.Partitions); err != nil {
+			return nil, err
+		}
+		q.holds = append(q.holds, hold{name: name, delay: h.Delay})
+	}
+	if dlq, ok := t.DLQ(); ok {
+		q.dlq = kafkaName(dlq)
+		if err := b.ensureTopic(ctx, q.dlq, b.opts.Partitions); err != nil {
+			return nil, err
+		}
+	}
+	if !t.IsBroadcast() {
+		if err := b.startOffsets(ctx, q.main, q.groupID()); err != nil {
+			return nil, err
+		}
+	}
+	for _, h := range q.holds {
+		if err := b.release(h.name); err != nil {
+			return nil, err
+		}
+	}
+	return q, nil
+}
+
+func (b *Backend[T]) isClosed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed
+}
+
+// ensureTopic creates kname with parts partitions unless it exists, then
+// waits until the client's metadata shows it.
+func (b *Backend[T]) ensureTopic(ctx context.Context, kname string, parts int32) error {
+	err := b.admin.CreateTopic(kname, &sarama.TopicDetail{NumPartitions: parts, ReplicationFactor: b.opts.ReplicationFactor}, false)
+	if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
+		return fmt.Errorf("%w: creating topic %q: %w", ErrAdmin, kname, err)
+	}
+	return poll(ctx, func() bool {
+		if err := b.client.RefreshMetadata(kname); err != nil {
+			return false
+		}
+		ps, err := b.client.Partitions(kname)
+		return err == nil && len(ps) > 0
+	}, func(err error) error {
+		return fmt.Errorf("%w: topic %q not visible in the cluster metadata: %w", ErrAdmin, kname, err)
+	})
+}
+
+// startOffsets commits the log end as group gid's offset on every
+// partition of kname without a committed offset, outside any group
+// generation (accepted while the group has no member). If the commit is
+// refused (members elsewhere got there first), the partitions without an
+// offset start at the oldest record: nothing is missed either way.
+func (b *Backend[T]) startOffsets(ctx context.Context, kname, gid string) error {
+	fail := func(what string, err error) error {
+		return fmt.Errorf("%w: %s for group %q on topic %q: %w", ErrAdmin, what, gid, kname, err)
+	}
+	parts, err := b.client.Partitions(kname)
+	if err != nil {
+		return fail("listing partitions", err)
+	}
+	var resp *sarama.OffsetFetchResponse
+	if err := poll(ctx, func() bool {
+		resp, err = b.admin.ListConsumerGroupOffsets(gid, map[string][]int32{kname: parts})
+		if errors.Is(err, sarama.ErrGroupIDNotFound) {
+			resp, err = nil, nil // a group never seen: no offsets
+			return true
+		}
+		return err == nil && errors.Is(resp.Err, sarama.ErrNoError)
+	}, func(err error) error { return fail("fetching committed offsets", err) }); err != nil {
+		return err
+	}
+	req := &sarama.OffsetCommitRequest{Version: 2, ConsumerGroup: gid, ConsumerGroupGeneration: -1, RetentionTime: -1}
+	missing := 0
+	for _, p := range parts {
+		if resp == nil {
+			// no offsets at all
+		} else if blk := resp.GetBlock(kname, p); blk != nil && blk.Offset >= 0 {
+			continue
+		}
+		end, err := b.client.GetOffset(kname, p, sarama.OffsetNewest)
+		if err != nil {
+			return fail(fmt.Sprintf("reading the log end of partition %d", p), err)
+		}
+		req.AddBlock(kname, p, end, 0, "")
+		missing++
+	}
+	if missing == 0 {
+		return nil
+	}
+	var refused error
+	err = poll(ctx, func() bool {
+		coord, err := b.client.Coordinator(gid)
+		if err != nil {
+			return false
+		}
+		resp, err := coord.CommitOffset(req)
+		if err != nil {
+			_ = b.client.RefreshCoordinator(gid)
+			return false
+		}
+		for _, errs := range resp.Errors {
+			for _, kerr := range errs {
+				switch {
+				case errors.Is(kerr, sarama.ErrNoError):
+				case errors.Is(kerr, sarama.ErrNotCoordinatorForConsumer), errors.Is(kerr, sarama.ErrConsumerCoordinatorNotAvailable),
+					errors.Is(kerr, sarama.ErrOffsetsLoadInProgress):
+					_ = b.client.RefreshCoordinator(gid)
+					return false
+				default:
+					refused = kerr
+				}
+			}
+		}
+		return true
+	}, func(err error) error { return fail("committing starting offsets", err) })
+	if err != nil {
+		return err
+	}
+	if refused != nil {
+		b.log.Warn("kafkatopology: the starting offsets of a consumer group were refused; partitions without a committed offset start at the oldest record",
+			slog.String("topic", kname), slog.String("group", gid), slog.Any("error", refused))
+	}
+	return nil
+}
+
+// poll calls cond until it holds, backing off up to 100ms; when ctx ends
+// first it returns wrap(ctx.Err()).
+func poll(ctx context.Context, cond func() bool, wrap func(error) error) error {
+	wait := time.Millisecond
+	for !cond() {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return wrap(ctx.Err())
+		case <-t.C:
+		}
+		wait = min(2*wait, 100*time.Millisecond)
+	}
+	return nil
+}
+
+// partition chooses the partition of a record to kname: the shard's for a
+// sequenced letter, round-robin otherwise.
+func (b *Backend[T]) partition(kname string, shard int, sequenced bool) (int32, error) {
+	ps, err := b.client.Partitions(kname)
+	if err != nil {
+		return 0, err
+	}
+	if len(ps) == 0 {
+		return 0, sarama.ErrUnknownTopicOrPartition
+	}
+	if sequenced {
+		return ps[shard%len(ps)], nil
+	}
+	return ps[int(b.rr.Add(1))%len(ps)], nil
+}
+
+// send produces msg and waits for the broker's acknowledgement.
+func (b *Backend[T]) send(msg *sarama.ProducerMessage) error {
+	b.prodMu.RLock()
+	defer b.prodMu.RUnlock()
+	if b.prodClosed || b.crashed.Load() {
+		return topology.ErrClosed
+	}
+	if _, _, err := b.prod.SendMessage(msg); err != nil {
+		return fmt.Errorf("kafkatopology: producing to topic %q: %w", msg.Topic, err)
+	}
+	return nil
+}
+
+// release starts the releaser of hold topic kname unless it runs.
+func (b *Backend[T]) release(kname string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return topology.ErrClosed
+	}
+	if b.releasers[kname] != nil {
+		return nil
+	}
+	r, err := newReleaser(b, kname)
+	if err != nil {
+		return err
+	}
+	b.releasers[kname] = r
+	return nil
+}
+
+// track registers a reader to close with the backend; false when closed.
+func (b *Backend[T]) track(c closer) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.readers[c] = struct{}{}
+	return true
+}
+
+func (b *Backend[T]) untrack(c closer) {
+	b.mu.Lock()
+	delete(b.readers, c)
+	b.mu.Unlock()
+}
+
+// Close stops the releasers (what they hold stays in the hold topics),
+// closes every reader (each commits what was settled and leaves its
+// group), then the producer and the clients. Idempotent.
+func (b *Backend[T]) Close() {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return
+	}
+	b.closed = true
+	rs := make([]closer, 0, len(b.readers)+len(b.releasers))
+	for r := range b.readers {
+		rs = append(rs, r)
+	}
+	for _, r := range b.releasers {
+		rs = append(rs, r)
+	}
+	b.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, r := range rs {
+		wg.Go(r.Close)
+	}
+	wg.Wait()
+	b.prodMu.Lock()
+	b.prodClosed = true
+	_ = b.prod.Close()
+	b.prodMu.Unlock()
+	_ = b.admin.Close() // closes b.client too
+}
+
+// crash closes the backend as a crash would: from the call on, nothing
+// more is marked for commit, released or produced; what was marked before
+// is committed as the consumers leave (a crash may lose even that, which
+// only delivers more again).
+func (b *Backend[T]) crash() {
+	b.crashed.Store(true)
+	b.Close()
+}
+
+var _ topology.Backend[int] = (*Backend[int])(nil)

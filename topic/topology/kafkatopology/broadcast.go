@@ -1,0 +1,118 @@
+package kafkatopology
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/topic/topology"
+)
+
+// broadcastReader reads every partition of the main topic without a
+// consumer group, from the log end as of its creation, and delivers the
+// records that are for no group in particular.
+type broadcastReader[T any] struct {
+	buffer[T]
+	b      *Backend[T]
+	client sarama.Client
+	cons   sarama.Consumer
+	pcs    []sarama.PartitionConsumer
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+func newBroadcastReader[T any](_ context.Context, b *Backend[T], kname string) (*broadcastReader[T], error) {
+	client, err := sarama.NewClient(b.opts.Brokers, b.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConnect, err)
+	}
+	r := &broadcastReader[T]{buffer: newBuffer[T](b.opts.ReadAhead), b: b, client: client}
+	fail := func(err error) (*broadcastReader[T], error) {
+		r.shut()
+		return nil, err
+	}
+	if r.cons, err = sarama.NewConsumerFromClient(client); err != nil {
+		return fail(fmt.Errorf("%w: %w", ErrConnect, err))
+	}
+	parts, err := client.Partitions(kname)
+	if err != nil {
+		return fail(fmt.Errorf("kafkatopology: partitions of topic %q: %w", kname, err))
+	}
+	for _, p := range parts {
+		end, err := client.GetOffset(kname, p, sarama.OffsetNewest)
+		if err != nil {
+			return fail(fmt.Errorf("kafkatopology: log end of topic %q partition %d: %w", kname, p, err))
+		}
+		pc, err := r.cons.ConsumePartition(kname, p, end)
+		if err != nil {
+			return fail(fmt.Errorf("kafkatopology: consuming topic %q partition %d: %w", kname, p, err))
+		}
+		r.pcs = append(r.pcs, pc)
+		r.wg.Go(func() { r.pump(pc) })
+		r.wg.Go(func() {
+			for range pc.Errors() { // a partition consumer retries by itself
+			}
+		})
+	}
+	if !b.track(r) {
+		return fail(topology.ErrClosed)
+	}
+	return r, nil
+}
+
+// pump buffers one partition's records until the partition consumer
+// closes.
+func (r *broadcastReader[T]) pump(pc sarama.PartitionConsumer) {
+	for rec := range pc.Messages() {
+		l, m, err := decodeLetter(r.b, rec)
+		if err != nil || m.group != "" {
+			continue
+		}
+		r.mu.Lock()
+		if r.waitRoom(nil) {
+			r.items = append(r.items, l)
+			notify(r.sig)
+		}
+		r.mu.Unlock()
+	}
+}
+
+// Receive implements topology.Reader.
+func (r *broadcastReader[T]) Receive(ctx context.Context, dst []topology.Letter[T]) (int, error) {
+	return r.receive(ctx, dst)
+}
+
+// TryReceive implements topology.Reader: what is buffered.
+func (r *broadcastReader[T]) TryReceive(dst []topology.Letter[T]) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return 0, topology.ErrClosed
+	}
+	return r.take(dst), nil
+}
+
+// Settle does nothing: a broadcast reader commits nothing.
+func (r *broadcastReader[T]) Settle(context.Context, *topology.Letter[T]) error { return nil }
+
+// Close implements topology.Reader. Idempotent.
+func (r *broadcastReader[T]) Close() {
+	r.once.Do(func() {
+		r.shut()
+		r.b.untrack(r)
+	})
+}
+
+func (r *broadcastReader[T]) shut() {
+	r.close()
+	for _, pc := range r.pcs {
+		pc.AsyncClose()
+	}
+	r.wg.Wait()
+	if r.cons != nil {
+		_ = r.cons.Close()
+	}
+	_ = r.client.Close()
+}

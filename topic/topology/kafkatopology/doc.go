@@ -1,0 +1,65 @@
+// Package kafkatopology is the Kafka backend of package topology, on
+// sarama: a topology's main topic, hold queues and dead-letter queue are
+// Kafka topics with the names the builder derives (each '/' turned into
+// '.', as topic/kafkatopic names topics), and its consumer group is a
+// Kafka consumer group.
+//
+// # Mapping
+//
+//   - Declare creates the main topic (a sequenced topology's with one
+//     partition per routing shard), every hold topic and the DLQ when they
+//     do not exist, and commits the log end as the starting offset of the
+//     consumer group on every partition of the main topic that has none,
+//     so a group reads everything published after Declare returns, however
+//     late its first consumer joins. It is idempotent: a group with
+//     committed offsets keeps them.
+//   - A letter travels as a record: the value encoded by Options.Codec,
+//     the sequence key as the record key, and its history in headers
+//     (topology-shard, topology-retries, topology-first-failure,
+//     topology-last-failure, topology-resume; on a hold record
+//     topology-due, topology-topic and topology-group; on a dead letter the
+//     topology-death-* headers). Times are RFC 3339 with nanoseconds.
+//   - Publish produces to the main topic and returns once the broker has
+//     acknowledged the record (acks=all). A sequenced letter goes to the
+//     partition of its shard (shard modulo the partition count, so a key
+//     always lands on one partition and keeps its order); the others are
+//     spread round-robin.
+//   - Hold produces the letter to the hold topic with its due time. Each
+//     backend runs one releaser per hold topic it declared, a member of the
+//     Kafka consumer group "<hold topic>:release": it reads a partition in
+//     order (every record of a hold topic waits the same delay, so the head
+//     is the earliest due), pauses the partition (sarama's
+//     ConsumerGroup.Pause) and sleeps on one timer until the head is due,
+//     produces it back to the main topic, and marks its offset for commit
+//     only after the broker acknowledged that produce. A crash while a
+//     letter is held therefore loses nothing: the record stays in the hold
+//     topic, uncommitted, and the next releaser releases it (at least once:
+//     a crash between the produce and the commit releases it twice).
+//   - The main topic is read by every consumer group, and a released retry
+//     must reach only the group that held it. A record produced back by a
+//     release, a Requeue or a Replay carries the header topology-group; the
+//     readers of other groups (and broadcast readers) skip it and commit
+//     past it. This keeps the broker's topics exactly the builder's names
+//     (no extra return topic per group to create, secure and clean up), and
+//     keeps a retried record on its shard's partition of the main topic.
+//     The cost is that every group fetches the retries of the others.
+//   - Settle marks a record's offset; a partition's contiguous prefix of
+//     settled offsets is committed (sarama's auto-commit), so a record is
+//     committed only once it and every record before it on its partition
+//     have their fate sealed. A letter whose hand-off failed (Hold, Requeue
+//     or DeadLetter returned an error) is never committed: its partition's
+//     commits stop there and the group delivers it again after the next
+//     rebalance or restart.
+//   - SubscribeDead reads the DLQ in the consumer group "<dlq>:dead", from
+//     the oldest record not yet committed. TryReceive, which Replay uses,
+//     returns 0 only once the reader has fetched every record the log held
+//     when it was called.
+//   - A broadcast consumer reads every partition of the main topic without
+//     a group, from the log end as of Subscribe.
+//
+// Every Queues operation waits for the broker's acknowledgement, bounded
+// by sarama's Producer.Timeout and Producer.Retry, and not by its context:
+// a source hands letters on with a context that is cancelled when a drain
+// is cut short, and a hand-off abandoned half way would leave a letter
+// neither delivered nor held.
+package kafkatopology

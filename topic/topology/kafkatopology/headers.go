@@ -1,0 +1,139 @@
+package kafkatopology
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/topic/topology"
+)
+
+// Record headers: what a letter knows about its history.
+const (
+	HeaderShard        = "topology-shard"
+	HeaderRetries      = "topology-retries"
+	HeaderFirstFailure = "topology-first-failure"
+	HeaderLastFailure  = "topology-last-failure"
+	HeaderResume       = "topology-resume"
+	// HeaderGroup names the only consumer group a record of the main topic
+	// is for (a released retry, a requeued or replayed letter); readers of
+	// other groups skip it. On a hold record it is the group to release to.
+	HeaderGroup = "topology-group"
+	// HeaderDue is when a hold record falls due.
+	HeaderDue = "topology-due"
+	// HeaderTopic is, on a hold record, the Kafka topic to release it to.
+	HeaderTopic = "topology-topic"
+
+	HeaderDeathReason       = "topology-death-reason"
+	HeaderDeathError        = "topology-death-error"
+	HeaderDeathTopic        = "topology-death-topic"
+	HeaderDeathGroup        = "topology-death-group"
+	HeaderDeathRetries      = "topology-death-retries"
+	HeaderDeathFirstFailure = "topology-death-first-failure"
+	HeaderDeathLastFailure  = "topology-death-last-failure"
+)
+
+func header(k, v string) sarama.RecordHeader {
+	return sarama.RecordHeader{Key: []byte(k), Value: []byte(v)}
+}
+
+func timeHeader(k string, t time.Time) sarama.RecordHeader {
+	return header(k, t.UTC().Format(time.RFC3339Nano))
+}
+
+// letterHeaders returns l's history as headers (nothing for a fresh,
+// unsequenced letter).
+func letterHeaders[T any](l *topology.Letter[T], hs []sarama.RecordHeader) []sarama.RecordHeader {
+	if l.Shard != 0 {
+		hs = append(hs, header(HeaderShard, strconv.Itoa(l.Shard)))
+	}
+	if l.Retries != 0 {
+		hs = append(hs, header(HeaderRetries, strconv.Itoa(l.Retries)))
+	}
+	if !l.FirstFailure.IsZero() {
+		hs = append(hs, timeHeader(HeaderFirstFailure, l.FirstFailure))
+	}
+	if !l.LastFailure.IsZero() {
+		hs = append(hs, timeHeader(HeaderLastFailure, l.LastFailure))
+	}
+	if l.Resume {
+		hs = append(hs, header(HeaderResume, "1"))
+	}
+	if d := l.Death; d != nil {
+		hs = append(hs, header(HeaderDeathReason, string(d.Reason)), header(HeaderDeathError, d.Error),
+			header(HeaderDeathTopic, d.Topic), header(HeaderDeathGroup, d.Group),
+			header(HeaderDeathRetries, strconv.Itoa(d.Retries)))
+		if !d.FirstFailure.IsZero() {
+			hs = append(hs, timeHeader(HeaderDeathFirstFailure, d.FirstFailure))
+		}
+		if !d.LastFailure.IsZero() {
+			hs = append(hs, timeHeader(HeaderDeathLastFailure, d.LastFailure))
+		}
+	}
+	return hs
+}
+
+// meta is what a record's headers say besides the letter's own fields.
+type meta struct {
+	group, topic string
+	due          time.Time
+	shard        int // the letter's, for a releaser
+}
+
+// readHeaders fills l's history from rec's headers and returns the rest.
+func readHeaders[T any](rec *sarama.ConsumerMessage, l *topology.Letter[T]) (meta, error) {
+	var m meta
+	var d topology.Death
+	dead := false
+	for _, h := range rec.Headers {
+		if h == nil {
+			continue
+		}
+		v := string(h.Value)
+		var err error
+		switch string(h.Key) {
+		case HeaderShard:
+			l.Shard, err = strconv.Atoi(v)
+		case HeaderRetries:
+			l.Retries, err = strconv.Atoi(v)
+		case HeaderFirstFailure:
+			l.FirstFailure, err = time.Parse(time.RFC3339Nano, v)
+		case HeaderLastFailure:
+			l.LastFailure, err = time.Parse(time.RFC3339Nano, v)
+		case HeaderResume:
+			l.Resume = v == "1"
+		case HeaderGroup:
+			m.group = v
+		case HeaderTopic:
+			m.topic = v
+		case HeaderDue:
+			m.due, err = time.Parse(time.RFC3339Nano, v)
+		case HeaderDeathReason:
+			d.Reason, dead = topology.Reason(v), true
+		case HeaderDeathError:
+			d.Error = v
+		case HeaderDeathTopic:
+			d.Topic = v
+		case HeaderDeathGroup:
+			d.Group = v
+		case HeaderDeathRetries:
+			d.Retries, err = strconv.Atoi(v)
+		case HeaderDeathFirstFailure:
+			d.FirstFailure, err = time.Parse(time.RFC3339Nano, v)
+		case HeaderDeathLastFailure:
+			d.LastFailure, err = time.Parse(time.RFC3339Nano, v)
+		}
+		if err != nil {
+			return m, fmt.Errorf("kafkatopology: header %q: %w", string(h.Key), err)
+		}
+	}
+	if len(rec.Key) > 0 {
+		l.Key = string(rec.Key)
+	}
+	if dead {
+		l.Death = &d
+	}
+	return m, nil
+}

@@ -1,0 +1,114 @@
+package kafkatopology
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+// Defaults applied to zero fields of [Options].
+const (
+	// DefaultPartitions is Options.Partitions.
+	DefaultPartitions = 1
+	// DefaultReplicationFactor is Options.ReplicationFactor.
+	DefaultReplicationFactor = 1
+	// DefaultAdminTimeout is Options.AdminTimeout.
+	DefaultAdminTimeout = 30 * time.Second
+	// DefaultReadAhead is Options.ReadAhead.
+	DefaultReadAhead = 1024
+)
+
+// Options configure a [Backend]. Zero fields take the documented defaults.
+type Options[T any] struct {
+	// Brokers are the bootstrap brokers, "host:port". Required.
+	Brokers []string `name:"brokers" validate:"required,min=1,dive,hostname_port"`
+	// Config is the sarama configuration the backend's clients start from
+	// (version, client id, TLS, SASL, timeouts). It is copied, never
+	// modified; the backend then sets what its guarantees need: producer
+	// successes returned, acks=all, its own partitioner, consumer errors
+	// returned, offsets committed automatically from what is settled,
+	// groups without a committed offset starting at the oldest record, and
+	// at least protocol version 0.11 (record headers). Nil means
+	// sarama.NewConfig().
+	Config *sarama.Config `name:"-"`
+	// Codec turns values into record payloads and back. Required.
+	Codec topic.Codec[T] `name:"codec" validate:"required"`
+	// Partitions is the partition count of the topics the backend creates,
+	// except the main topic of a sequenced topology, which gets one
+	// partition per routing shard. Default 1.
+	Partitions int32 `name:"partitions" validate:"gte=0,lte=100000"`
+	// ReplicationFactor is the replication factor of the topics the
+	// backend creates. Default 1.
+	ReplicationFactor int16 `name:"replication_factor" validate:"gte=0,lte=32"`
+	// AdminTimeout bounds each administrative step: creating a topic,
+	// committing a group's starting offsets, and a TryReceive catching up
+	// with the log. Default 30s.
+	AdminTimeout time.Duration `name:"admin_timeout" validate:"gte=0"`
+	// ReadAhead is how many fetched letters each reader keeps ready for
+	// Receive. Default 1024.
+	ReadAhead int `name:"read_ahead" validate:"gte=0,lte=1048576"`
+	// Logger receives one line per event (a record that does not decode, a
+	// failed release, a consumer group error). Nil means slog.Default().
+	Logger *slog.Logger `name:"-"`
+}
+
+// WithDefaults returns o with every zero field replaced by its default.
+func (o Options[T]) WithDefaults() Options[T] {
+	if o.Partitions == 0 {
+		o.Partitions = DefaultPartitions
+	}
+	if o.ReplicationFactor == 0 {
+		o.ReplicationFactor = DefaultReplicationFactor
+	}
+	if o.AdminTimeout == 0 {
+		o.AdminTimeout = DefaultAdminTimeout
+	}
+	if o.ReadAhead == 0 {
+		o.ReadAhead = DefaultReadAhead
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// Validate checks o (after WithDefaults) and returns nil or a
+// validate.Errors naming every broken rule ("kafkatopology.brokers is
+// required").
+func (o Options[T]) Validate() error {
+	var cfgErr error
+	if o.Config != nil {
+		if err := o.saramaConfig().Validate(); err != nil {
+			cfgErr = validate.Field("kafkatopology.config", "valid", "kafkatopology.config: "+err.Error())
+		}
+	}
+	return validate.Join(validate.Struct("kafkatopology", &o), cfgErr)
+}
+
+// saramaConfig is the configuration of every client of the backend.
+func (o Options[T]) saramaConfig() *sarama.Config {
+	var c sarama.Config
+	if o.Config != nil {
+		c = *o.Config
+	} else {
+		c = *sarama.NewConfig()
+	}
+	c.Producer.Return.Successes = true
+	c.Producer.Return.Errors = true
+	c.Producer.RequiredAcks = sarama.WaitForAll
+	c.Producer.Partitioner = sarama.NewManualPartitioner
+	c.Consumer.Return.Errors = true
+	c.Consumer.Offsets.Initial = sarama.OffsetOldest
+	c.Consumer.Offsets.AutoCommit.Enable = true
+	if o.AdminTimeout > 0 {
+		c.Admin.Timeout = o.AdminTimeout
+	}
+	if !c.Version.IsAtLeast(sarama.V0_11_0_0) {
+		c.Version = sarama.DefaultVersion
+	}
+	return &c
+}

@@ -1,0 +1,138 @@
+package kafkatopology
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/kafkatopic"
+	"github.com/boulevard-go/boulevard/topic/topology"
+)
+
+// hold is one declared hold topic.
+type hold struct {
+	name  string
+	delay time.Duration
+}
+
+// queues are the declared queues of one topology.
+type queues[T any] struct {
+	b     *Backend[T]
+	t     *topology.Topology
+	main  string // Kafka topic names
+	holds []hold
+	dlq   string
+	group string // "" for broadcast
+}
+
+// groupID is the Kafka consumer group of the topology's group on the main
+// topic, as topic/kafkatopic names a balanced group: "<topic>:<group>".
+func (q *queues[T]) groupID() string {
+	return kafkatopic.GroupID(topic.Name(q.t.Name()), topic.GroupName(q.group))
+}
+
+// Topology implements topology.Queues.
+func (q *queues[T]) Topology() *topology.Topology { return q.t }
+
+// record builds the record of l to kname.
+func (q *queues[T]) record(kname string, l *topology.Letter[T], extra ...sarama.RecordHeader) (*sarama.ProducerMessage, error) {
+	payload, err := q.b.opts.Codec.Encode(l.Value)
+	if err != nil {
+		return nil, fmt.Errorf("kafkatopology: encoding a value for topic %q: %w", kname, err)
+	}
+	_, seq := q.t.Sequenced()
+	part, err := q.b.partition(kname, l.Shard, seq)
+	if err != nil {
+		return nil, fmt.Errorf("kafkatopology: partitions of topic %q: %w", kname, err)
+	}
+	msg := &sarama.ProducerMessage{Topic: kname, Partition: part, Value: sarama.ByteEncoder(payload)}
+	if l.Key != "" {
+		msg.Key = sarama.StringEncoder(l.Key)
+	}
+	msg.Headers = append(letterHeaders(l, make([]sarama.RecordHeader, 0, 4+len(extra))), extra...)
+	return msg, nil
+}
+
+// produce sends l to kname; when that fails, the letter's delivery is
+// kept from being committed, so the group delivers it again.
+func (q *queues[T]) produce(kname string, l *topology.Letter[T], extra ...sarama.RecordHeader) error {
+	msg, err := q.record(kname, l, extra...)
+	if err == nil {
+		err = q.b.send(msg)
+	}
+	if err != nil {
+		if rc, ok := l.Receipt.(*receipt); ok {
+			rc.keep()
+		}
+	}
+	return err
+}
+
+// Publish implements topology.Queues: it produces l to the main topic and
+// returns once the broker acknowledged it. ctx is not consulted (see the
+// package documentation).
+func (q *queues[T]) Publish(_ context.Context, l topology.Letter[T]) error {
+	l.Receipt, l.Resume = nil, false
+	return q.produce(q.main, &l)
+}
+
+// Subscribe implements topology.Queues: a member of the group's Kafka
+// consumer group on the main topic, or a broadcast reader.
+func (q *queues[T]) Subscribe(ctx context.Context) (topology.Reader[T], error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if q.t.IsBroadcast() {
+		return newBroadcastReader(ctx, q.b, q.main)
+	}
+	return newGroupReader(q.b, q.main, q.groupID(), q.group)
+}
+
+// Hold implements topology.Queues: l goes to hold topic i with its due
+// time and group; the releaser produces it back to the main topic, for
+// this group only, when it is due.
+func (q *queues[T]) Hold(_ context.Context, i int, l topology.Letter[T]) error {
+	if i < 0 || i >= len(q.holds) {
+		return fmt.Errorf("kafkatopology: hold queue %d of %d", i, len(q.holds))
+	}
+	if q.group == "" {
+		return errors.New("kafkatopology: a broadcast topology cannot hold")
+	}
+	h := q.holds[i]
+	return q.produce(h.name, &l, timeHeader(HeaderDue, time.Now().Add(h.delay)),
+		header(HeaderGroup, q.group), header(HeaderTopic, q.main))
+}
+
+// Requeue implements topology.Queues: l goes back to the main topic for
+// this group only.
+func (q *queues[T]) Requeue(_ context.Context, l topology.Letter[T]) error {
+	if q.group == "" {
+		return errors.New("kafkatopology: a broadcast topology cannot requeue")
+	}
+	return q.produce(q.main, &l, header(HeaderGroup, q.group))
+}
+
+// DeadLetter implements topology.Queues.
+func (q *queues[T]) DeadLetter(_ context.Context, l topology.Letter[T]) error {
+	if q.dlq == "" {
+		return topology.ErrNoDLQ
+	}
+	l.Resume = false
+	return q.produce(q.dlq, &l)
+}
+
+// SubscribeDead implements topology.Queues: a member of the DLQ's consumer
+// group "<dlq>:dead".
+func (q *queues[T]) SubscribeDead(ctx context.Context) (topology.Reader[T], error) {
+	if q.dlq == "" {
+		return nil, topology.ErrNoDLQ
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return newGroupReader(q.b, q.dlq, q.dlq+":dead", "")
+}

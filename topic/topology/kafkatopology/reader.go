@@ -1,0 +1,473 @@
+package kafkatopology
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/topic/topology"
+)
+
+// ErrCatchUp is returned by TryReceive when the reader could not fetch
+// what the log held within Options.AdminTimeout.
+var ErrCatchUp = errors.New("kafkatopology: the reader did not catch up with the log")
+
+// ErrNotCommitted is returned by Settle for a letter whose hand-off (hold,
+// requeue or dead-lettering) failed: it is left uncommitted, to be
+// delivered again.
+var ErrNotCommitted = errors.New("kafkatopology: not committed, its hand-off failed; it will be delivered again")
+
+// buffer is a reader's read-ahead: fetched letters waiting for Receive.
+type buffer[T any] struct {
+	mu      sync.Mutex
+	items   []topology.Letter[T]
+	head    int
+	cap     int
+	closed  bool
+	stop    chan struct{} // closed by close
+	sig     chan struct{} // cap 1: something to receive, or closed
+	room    chan struct{} // closed (and replaced) when items has room again
+	fetched chan struct{} // cap 1: a claim's position moved
+}
+
+func newBuffer[T any](capacity int) buffer[T] {
+	return buffer[T]{cap: capacity, stop: make(chan struct{}), sig: make(chan struct{}, 1), fetched: make(chan struct{}, 1)}
+}
+
+func notify(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// waitRoom waits, with mu held (and released while waiting), until the
+// buffer has room; false when done or the buffer closed first.
+func (bf *buffer[T]) waitRoom(done <-chan struct{}) bool {
+	for len(bf.items)-bf.head >= bf.cap {
+		if bf.closed {
+			return false
+		}
+		if bf.room == nil {
+			bf.room = make(chan struct{})
+		}
+		room := bf.room
+		bf.mu.Unlock()
+		select {
+		case <-room:
+		case <-done:
+			bf.mu.Lock()
+			return false
+		case <-bf.stop:
+		}
+		bf.mu.Lock()
+	}
+	return !bf.closed
+}
+
+// take moves up to len(dst) letters to dst; the caller holds mu.
+func (bf *buffer[T]) take(dst []topology.Letter[T]) int {
+	n := copy(dst, bf.items[bf.head:])
+	clear(bf.items[bf.head : bf.head+n])
+	bf.head += n
+	if bf.head == len(bf.items) {
+		bf.items, bf.head = bf.items[:0], 0
+	} else if bf.head > 1024 && bf.head > len(bf.items)/2 {
+		k := copy(bf.items, bf.items[bf.head:])
+		clear(bf.items[k:])
+		bf.items, bf.head = bf.items[:k], 0
+	}
+	if n > 0 && bf.room != nil {
+		close(bf.room)
+		bf.room = nil
+	}
+	return n
+}
+
+// receive implements Reader.Receive over the buffer.
+func (bf *buffer[T]) receive(ctx context.Context, dst []topology.Letter[T]) (int, error) {
+	for {
+		bf.mu.Lock()
+		if bf.closed {
+			bf.mu.Unlock()
+			return 0, topology.ErrClosed
+		}
+		n := bf.take(dst)
+		bf.mu.Unlock()
+		if n > 0 {
+			return n, nil
+		}
+		select {
+		case <-bf.sig:
+		case <-bf.stop:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// close ends the buffer; it reports whether it was open.
+func (bf *buffer[T]) close() bool {
+	bf.mu.Lock()
+	defer bf.mu.Unlock()
+	if bf.closed {
+		return false
+	}
+	bf.closed = true
+	close(bf.stop)
+	return true
+}
+
+// groupReader is a member of a Kafka consumer group on one topic. Each
+// claimed partition tracks its fetched offsets in order; Settle marks the
+// contiguous prefix of settled ones for commit.
+type groupReader[T any] struct {
+	buffer[T]
+	b      *Backend[T]
+	topic  string
+	gid    string
+	group  string // the group whose targeted records it delivers
+	cg     sarama.ConsumerGroup
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+
+	// guarded by buffer.mu
+	claims  map[int32]*claim
+	want    int  // partitions the current session assigned
+	inSess  bool // a session is running
+	joined  bool // a session has started once
+	lastErr error
+}
+
+// claim is one partition of one session.
+type claim struct {
+	part    int32
+	sess    sarama.ConsumerGroupSession
+	next    int64   // the offset after the last fetched
+	ents    []entry // fetched offsets in order; ents[head:] live
+	head    int
+	revoked bool
+}
+
+type entry struct {
+	off  int64
+	done bool
+}
+
+// receipt is a letter's handle on its record.
+type receipt struct {
+	owner any         // the reader
+	mu    *sync.Mutex // the reader's
+	c     *claim
+	off   int64
+	kept  bool // its hand-off failed: never commit it
+}
+
+// keep marks the receipt's record never to be committed.
+func (rc *receipt) keep() {
+	rc.mu.Lock()
+	rc.kept = true
+	rc.mu.Unlock()
+}
+
+func newGroupReader[T any](b *Backend[T], kname, gid, group string) (*groupReader[T], error) {
+	cg, err := sarama.NewConsumerGroup(b.opts.Brokers, gid, b.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: consumer group %q: %w", ErrConnect, gid, err)
+	}
+	r := &groupReader[T]{buffer: newBuffer[T](b.opts.ReadAhead), b: b, topic: kname, gid: gid, group: group,
+		cg: cg, done: make(chan struct{}), claims: map[int32]*claim{}}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	if !b.track(r) {
+		r.cancel()
+		_ = cg.Close()
+		return nil, topology.ErrClosed
+	}
+	go r.loop()
+	return r, nil
+}
+
+// loop runs the group sessions one after the other and logs the group's
+// errors, until the reader closes.
+func (r *groupReader[T]) loop() {
+	defer close(r.done)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for err := range r.cg.Errors() {
+			r.b.log.Warn("kafkatopology: consumer group error", slog.String("topic", r.topic),
+				slog.String("group", r.gid), slog.Any("error", err))
+		}
+	})
+	defer wg.Wait()
+	backoff := r.b.cfg.Consumer.Group.Rebalance.Retry.Backoff
+	for {
+		err := r.cg.Consume(r.ctx, []string{r.topic}, r)
+		if r.ctx.Err() != nil || errors.Is(err, sarama.ErrClosedConsumerGroup) {
+			return
+		}
+		if err != nil {
+			r.mu.Lock()
+			r.lastErr = err
+			r.mu.Unlock()
+			r.b.log.Warn("kafkatopology: consumer group session failed; joining again",
+				slog.String("topic", r.topic), slog.String("group", r.gid), slog.Any("error", err))
+			t := time.NewTimer(backoff)
+			select {
+			case <-r.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// Setup implements sarama.ConsumerGroupHandler.
+func (r *groupReader[T]) Setup(sess sarama.ConsumerGroupSession) error {
+	r.mu.Lock()
+	r.want = len(sess.Claims()[r.topic])
+	r.inSess, r.joined = true, true
+	r.mu.Unlock()
+	notify(r.fetched)
+	return nil
+}
+
+// Cleanup implements sarama.ConsumerGroupHandler.
+func (r *groupReader[T]) Cleanup(sarama.ConsumerGroupSession) error {
+	r.mu.Lock()
+	r.inSess = false
+	r.mu.Unlock()
+	return nil
+}
+
+// ConsumeClaim implements sarama.ConsumerGroupHandler: it buffers the
+// partition's records for Receive, skipping (and settling) those for
+// another group and those that do not decode.
+func (r *groupReader[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.ConsumerGroupClaim) error {
+	c := &claim{part: gc.Partition(), sess: sess, next: gc.InitialOffset()}
+	if c.next < 0 {
+		off, err := r.b.client.GetOffset(r.topic, c.part, c.next)
+		if err != nil {
+			return err
+		}
+		c.next = off
+	}
+	r.mu.Lock()
+	r.claims[c.part] = c
+	r.mu.Unlock()
+	notify(r.fetched)
+	defer r.release(c)
+	for {
+		select {
+		case rec, ok := <-gc.Messages():
+			if !ok {
+				return nil
+			}
+			l, skip := r.decode(rec)
+			r.mu.Lock()
+			c.next = rec.Offset + 1
+			if skip {
+				c.ents = append(c.ents, entry{off: rec.Offset, done: true})
+				r.advance(c)
+			} else {
+				if !r.waitRoom(sess.Context().Done()) {
+					r.mu.Unlock()
+					return nil
+				}
+				c.ents = append(c.ents, entry{off: rec.Offset})
+				l.Receipt = &receipt{owner: r, mu: &r.mu, c: c, off: rec.Offset}
+				r.items = append(r.items, l)
+				notify(r.sig)
+			}
+			r.mu.Unlock()
+			notify(r.fetched)
+		case <-sess.Context().Done():
+			return nil
+		}
+	}
+}
+
+// decode turns rec into a letter; skip when it is for another group or
+// does not decode.
+func (r *groupReader[T]) decode(rec *sarama.ConsumerMessage) (topology.Letter[T], bool) {
+	l, m, err := decodeLetter(r.b, rec)
+	if err != nil {
+		return l, true
+	}
+	return l, m.group != "" && m.group != r.group
+}
+
+// decodeLetter decodes a record, logging one line when it cannot.
+func decodeLetter[T any](b *Backend[T], rec *sarama.ConsumerMessage) (topology.Letter[T], meta, error) {
+	var l topology.Letter[T]
+	m, err := readHeaders(rec, &l)
+	if err == nil {
+		l.Value, err = b.opts.Codec.Decode(rec.Value)
+	}
+	if err != nil {
+		b.log.Warn("kafkatopology: record does not decode; skipped and committed",
+			slog.String("topic", rec.Topic), slog.Int("partition", int(rec.Partition)),
+			slog.Int64("offset", rec.Offset), slog.Any("error", err))
+	}
+	return l, m, err
+}
+
+// release ends a claim: its buffered letters are dropped (the partition's
+// next owner fetches them again) and later settles of its letters commit
+// nothing.
+func (r *groupReader[T]) release(c *claim) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := r.head
+	for i := r.head; i < len(r.items); i++ {
+		if rc, _ := r.items[i].Receipt.(*receipt); rc == nil || rc.c != c {
+			r.items[k] = r.items[i]
+			k++
+		}
+	}
+	clear(r.items[k:])
+	r.items = r.items[:k]
+	c.revoked = true
+	if r.claims[c.part] == c {
+		delete(r.claims, c.part)
+	}
+}
+
+// advance marks the end of c's settled prefix for commit; mu is held.
+func (r *groupReader[T]) advance(c *claim) {
+	moved := false
+	var next int64
+	for c.head < len(c.ents) && c.ents[c.head].done {
+		next = c.ents[c.head].off + 1
+		c.head++
+		moved = true
+	}
+	if c.head == len(c.ents) {
+		c.ents, c.head = c.ents[:0], 0
+	} else if c.head > 1024 && c.head > len(c.ents)/2 {
+		k := copy(c.ents, c.ents[c.head:])
+		c.ents, c.head = c.ents[:k], 0
+	}
+	if moved && !c.revoked && !r.b.crashed.Load() {
+		c.sess.MarkOffset(r.topic, c.part, next, "")
+	}
+}
+
+// Receive implements topology.Reader.
+func (r *groupReader[T]) Receive(ctx context.Context, dst []topology.Letter[T]) (int, error) {
+	return r.receive(ctx, dst)
+}
+
+// TryReceive implements topology.Reader. A Kafka reader cannot tell that
+// nothing is ready without asking: it returns at once what it has
+// buffered; with nothing buffered it waits until it has joined its group
+// and fetched, on every partition it was assigned, up to the log end as
+// of the call (or until something arrives), bounded by
+// Options.AdminTimeout (ErrCatchUp).
+func (r *groupReader[T]) TryReceive(dst []topology.Letter[T]) (int, error) {
+	deadline := time.NewTimer(r.b.opts.AdminTimeout)
+	defer deadline.Stop()
+	var ends map[int32]int64
+	for {
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			return 0, topology.ErrClosed
+		}
+		n := r.take(dst)
+		ready := r.joined && r.inSess && len(r.claims) == r.want
+		var parts []int32
+		if ready && n == 0 {
+			for p := range r.claims {
+				parts = append(parts, p)
+			}
+		}
+		r.mu.Unlock()
+		if n > 0 {
+			return n, nil
+		}
+		if ready {
+			if ends == nil {
+				ends = map[int32]int64{}
+			}
+			caught := true
+			for _, p := range parts {
+				end, ok := ends[p]
+				if !ok {
+					var err error
+					if end, err = r.b.client.GetOffset(r.topic, p, sarama.OffsetNewest); err != nil {
+						caught = false
+						continue
+					}
+					ends[p] = end
+				}
+				r.mu.Lock()
+				c := r.claims[p]
+				if c == nil || c.next < end {
+					caught = false
+				}
+				r.mu.Unlock()
+			}
+			if caught {
+				return 0, nil
+			}
+		}
+		select {
+		case <-r.fetched:
+		case <-r.sig:
+		case <-r.stop:
+		case <-deadline.C:
+			r.mu.Lock()
+			last := r.lastErr
+			r.mu.Unlock()
+			return 0, fmt.Errorf("%w: topic %q, group %q, within %s (last error: %v)", ErrCatchUp, r.topic, r.gid, r.b.opts.AdminTimeout, last)
+		}
+	}
+}
+
+// Settle implements topology.Reader: the letter's offset is settled, and
+// its partition's contiguous prefix of settled offsets marked for commit.
+// A letter whose hand-off failed is not (ErrNotCommitted).
+func (r *groupReader[T]) Settle(_ context.Context, l *topology.Letter[T]) error {
+	rc, ok := l.Receipt.(*receipt)
+	if !ok || rc.owner != r {
+		return nil
+	}
+	return r.settle(rc)
+}
+
+func (r *groupReader[T]) settle(rc *receipt) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rc.kept {
+		return ErrNotCommitted
+	}
+	c := rc.c
+	i := c.head + sort.Search(len(c.ents)-c.head, func(i int) bool { return c.ents[c.head+i].off >= rc.off })
+	if i < len(c.ents) && c.ents[i].off == rc.off {
+		c.ents[i].done = true
+	}
+	r.advance(c)
+	return nil
+}
+
+// Close implements topology.Reader: the member commits what was settled
+// and leaves its group; what it received and did not settle is delivered
+// again to the group. Idempotent.
+func (r *groupReader[T]) Close() {
+	r.once.Do(func() {
+		r.close()
+		r.cancel()
+		_ = r.cg.Close()
+		<-r.done
+		r.b.untrack(r)
+	})
+}

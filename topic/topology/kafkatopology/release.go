@@ -1,0 +1,173 @@
+package kafkatopology
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/topic/topology"
+)
+
+// releaser produces the records of one hold topic back to their main
+// topic when they fall due. It is a member of the Kafka consumer group
+// "<hold topic>:release", so the releasers of several processes share a
+// hold topic's partitions, and it commits a hold record only after the
+// broker acknowledged its release.
+type releaser[T any] struct {
+	b      *Backend[T]
+	topic  string
+	cg     sarama.ConsumerGroup
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+}
+
+func newReleaser[T any](b *Backend[T], kname string) (*releaser[T], error) {
+	gid := kname + ":release"
+	cg, err := sarama.NewConsumerGroup(b.opts.Brokers, gid, b.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: consumer group %q: %w", ErrConnect, gid, err)
+	}
+	r := &releaser[T]{b: b, topic: kname, cg: cg, done: make(chan struct{})}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	go r.loop(gid)
+	return r, nil
+}
+
+func (r *releaser[T]) loop(gid string) {
+	defer close(r.done)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for err := range r.cg.Errors() {
+			r.b.log.Warn("kafkatopology: hold consumer group error", slog.String("topic", r.topic),
+				slog.String("group", gid), slog.Any("error", err))
+		}
+	})
+	defer wg.Wait()
+	backoff := r.b.cfg.Consumer.Group.Rebalance.Retry.Backoff
+	for {
+		err := r.cg.Consume(r.ctx, []string{r.topic}, r)
+		if r.ctx.Err() != nil || errors.Is(err, sarama.ErrClosedConsumerGroup) {
+			return
+		}
+		if err != nil && !sleep(r.ctx, backoff) {
+			return
+		}
+	}
+}
+
+// sleep waits d; false when ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// Setup implements sarama.ConsumerGroupHandler.
+func (r *releaser[T]) Setup(sarama.ConsumerGroupSession) error { return nil }
+
+// Cleanup implements sarama.ConsumerGroupHandler.
+func (r *releaser[T]) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+
+// ConsumeClaim implements sarama.ConsumerGroupHandler: it releases the
+// partition's records in order, each when it is due. While the head is not
+// due the partition is paused and the claim waits on one timer.
+func (r *releaser[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.ConsumerGroupClaim) error {
+	ctx := sess.Context()
+	paused := map[string][]int32{r.topic: {gc.Partition()}}
+	for {
+		var rec *sarama.ConsumerMessage
+		select {
+		case m, ok := <-gc.Messages():
+			if !ok {
+				return nil
+			}
+			rec = m
+		case <-ctx.Done():
+			return nil
+		}
+		var l topology.Letter[T]
+		m, err := readHeaders(rec, &l)
+		m.shard = l.Shard
+		if err != nil || m.topic == "" || m.group == "" {
+			r.b.log.Warn("kafkatopology: hold record without a valid due time, topic and group; skipped and committed",
+				slog.String("topic", rec.Topic), slog.Int("partition", int(rec.Partition)),
+				slog.Int64("offset", rec.Offset), slog.Any("error", err))
+			sess.MarkOffset(r.topic, rec.Partition, rec.Offset+1, "")
+			continue
+		}
+		if wait := time.Until(m.due); wait > 0 {
+			r.cg.Pause(paused)
+			ok := sleep(ctx, wait)
+			r.cg.Resume(paused)
+			if !ok {
+				return nil
+			}
+		}
+		if !r.releaseRecord(ctx, rec, m) {
+			return nil
+		}
+		sess.MarkOffset(r.topic, rec.Partition, rec.Offset+1, "")
+	}
+}
+
+// releaseRecord produces rec back to its main topic, keeping its value,
+// key and headers but the due time and the release topic, and retries
+// until the broker acknowledges it. false when the claim ended or the
+// backend crashed first (the record then stays uncommitted).
+func (r *releaser[T]) releaseRecord(ctx context.Context, rec *sarama.ConsumerMessage, m meta) bool {
+	hs := make([]sarama.RecordHeader, 0, len(rec.Headers))
+	for _, h := range rec.Headers {
+		if k := string(h.Key); k != HeaderDue && k != HeaderTopic {
+			hs = append(hs, *h)
+		}
+	}
+	// A keyed letter (sequenced) goes back to its shard's partition, so it
+	// reaches the member whose source holds its key.
+	keyed := len(rec.Key) > 0
+	part, err := r.b.partition(m.topic, m.shard, keyed)
+	msg := &sarama.ProducerMessage{Topic: m.topic, Partition: part, Value: sarama.ByteEncoder(rec.Value), Headers: hs}
+	if len(rec.Key) > 0 {
+		msg.Key = sarama.ByteEncoder(rec.Key)
+	}
+	backoff := 100 * time.Millisecond
+	for {
+		if err == nil {
+			err = r.b.send(msg)
+		}
+		if err == nil {
+			return true
+		}
+		if r.b.crashed.Load() || errors.Is(err, topology.ErrClosed) {
+			return false
+		}
+		r.b.log.Warn("kafkatopology: releasing a held record failed; retrying",
+			slog.String("topic", r.topic), slog.Int64("offset", rec.Offset), slog.Any("error", err))
+		if !sleep(ctx, backoff) {
+			return false
+		}
+		backoff = min(2*backoff, 5*time.Second)
+		msg.Partition, err = r.b.partition(m.topic, m.shard, keyed)
+	}
+}
+
+// Close stops the releaser: what it has not released stays in the hold
+// topic, uncommitted. Idempotent.
+func (r *releaser[T]) Close() {
+	r.once.Do(func() {
+		r.cancel()
+		_ = r.cg.Close()
+		<-r.done
+	})
+}
