@@ -35,6 +35,11 @@ var ErrTrackedPublish = errors.New("kafkatopic: tracked publishing is not suppor
 // again.
 var ErrRevoked = errors.New("kafkatopic: partition revoked before the message was settled; the group delivers it again")
 
+// ErrUnconfirmed is wrapped, with the context's error, by a publish whose
+// context ended after the record was handed to the producer and before the
+// broker acknowledged it: the record may or may not be stored.
+var ErrUnconfirmed = errors.New("kafkatopic: the record was handed to the producer before the context ended and may be stored")
+
 // PartitionsError reports an existing topic with fewer partitions than
 // Options.Partitions. It wraps [ErrPartitions].
 type PartitionsError struct {

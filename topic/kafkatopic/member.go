@@ -201,66 +201,105 @@ func (m *member[T]) Cleanup(sarama.ConsumerGroupSession) error { return nil }
 
 // ConsumeClaim implements sarama.ConsumerGroupHandler: it queues the
 // partition's records for Receive, waiting for room, until the claim ends,
-// then releases it.
+// then releases it. Records already fetched are queued together (one lock
+// and one wake-up for all of them).
 func (m *member[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.ConsumerGroupClaim) error {
 	c := &claim{topic: gc.Topic(), part: gc.Partition(), sess: sess, idle: make(chan struct{}, 1)}
 	defer m.release(c)
-	codec := m.t.b.opts.Codec
+	ctx := sess.Context()
+	batch := make([]delivery[T], 0, pushBatch)
+	msgs := gc.Messages()
+	// add decodes rec into batch; a record that does not decode is logged
+	// once and settled at once, after what batch holds is queued.
+	add := func(rec *sarama.ConsumerMessage) bool {
+		v, err := m.t.b.opts.Codec.Decode(rec.Value)
+		if err == nil {
+			batch = append(batch, delivery[T]{c: c, off: rec.Offset, v: v})
+			return true
+		}
+		m.t.b.log.Warn("kafkatopic: record does not decode; skipped and committed",
+			slog.String("topic", rec.Topic), slog.Int("partition", int(rec.Partition)),
+			slog.Int64("offset", rec.Offset), slog.Any("error", err))
+		if !m.push(ctx, c, batch) {
+			return false
+		}
+		batch = batch[:0]
+		m.skip(c, rec.Offset)
+		return true
+	}
 	for {
 		select {
-		case rec, ok := <-gc.Messages():
-			if !ok {
+		case rec, ok := <-msgs:
+			if !ok || !add(rec) {
 				return nil
 			}
-			v, err := codec.Decode(rec.Value)
-			if err != nil {
-				m.t.b.log.Warn("kafkatopic: record does not decode; skipped and committed",
-					slog.String("topic", rec.Topic), slog.Int("partition", int(rec.Partition)),
-					slog.Int64("offset", rec.Offset), slog.Any("error", err))
-				m.skip(c, rec.Offset)
-				continue
+		more:
+			for len(batch) < cap(batch) {
+				select {
+				case rec, ok := <-msgs:
+					if !ok {
+						break more
+					}
+					if !add(rec) {
+						return nil
+					}
+				default:
+					break more
+				}
 			}
-			if !m.push(sess.Context(), c, rec.Offset, v) {
+			if !m.push(ctx, c, batch) {
 				return nil
 			}
-		case <-sess.Context().Done():
+			clear(batch)
+			batch = batch[:0]
+		case <-ctx.Done():
 			return nil
 		}
 	}
 }
 
-// push queues one record, waiting while the member's read-ahead is full.
-// It returns false if the session or the member ended first.
-func (m *member[T]) push(ctx context.Context, c *claim, off int64, v T) bool {
+// pushBatch is the most records a claim queues at once.
+const pushBatch = 64
+
+// push queues batch, waiting while the member's read-ahead is full. It
+// returns false if the session or the member ended first.
+func (m *member[T]) push(ctx context.Context, c *claim, batch []delivery[T]) bool {
 	capacity := m.t.opts.Balanced.Capacity
 	m.mu.Lock()
-	for len(m.queue)-m.head >= capacity {
+	for len(batch) > 0 {
+		// (a loop: the batch may be larger than the room there is)
+		for len(m.queue)-m.head >= capacity {
+			if m.ended {
+				m.mu.Unlock()
+				return false
+			}
+			if m.room == nil {
+				m.room = make(chan struct{})
+			}
+			room := m.room
+			m.mu.Unlock()
+			select {
+			case <-room:
+			case <-ctx.Done():
+				return false
+			case <-m.stopped:
+				return false
+			}
+			m.mu.Lock()
+		}
 		if m.ended {
 			m.mu.Unlock()
 			return false
 		}
-		if m.room == nil {
-			m.room = make(chan struct{})
+		n := min(len(batch), capacity-(len(m.queue)-m.head))
+		for _, d := range batch[:n] {
+			c.ents = append(c.ents, entry{off: d.off})
 		}
-		room := m.room
-		m.mu.Unlock()
-		select {
-		case <-room:
-		case <-ctx.Done():
-			return false
-		case <-m.stopped:
-			return false
-		}
-		m.mu.Lock()
+		m.queue = append(m.queue, batch[:n]...)
+		batch = batch[n:]
+		m.signal()
 	}
-	if m.ended {
-		m.mu.Unlock()
-		return false
-	}
-	c.ents = append(c.ents, entry{off: off})
-	m.queue = append(m.queue, delivery[T]{c: c, off: off, v: v})
 	m.mu.Unlock()
-	m.signal()
 	return true
 }
 

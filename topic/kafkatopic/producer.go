@@ -86,11 +86,11 @@ func (p *producer) results() {
 	}
 }
 
-// enqueue hands c to the producer: straight to sarama's input when it is
-// ready to take it, or into the buffer. With wait false it reports false
-// at once when neither has room; with wait true it waits for sarama's
-// input until ctx or abort ends, returning their error. errClosed is
-// returned once the producer is closed.
+// enqueue hands c to the producer. With wait true it sends it straight to
+// sarama's input, waiting until sarama takes it or ctx or abort ends
+// (their error is returned, nothing was sent). With wait false it never
+// waits: sarama's input if it is ready, else the buffer, else it reports
+// false. errClosed is returned once the producer is closed.
 func (p *producer) enqueue(ctx context.Context, c *completion, wait bool, abort <-chan struct{}, errClosed error) (bool, error) {
 	c.msg.Metadata = c
 	p.mu.RLock()
@@ -99,15 +99,15 @@ func (p *producer) enqueue(ctx context.Context, c *completion, wait bool, abort 
 		return false, errClosed
 	}
 	input := p.ap.Input()
-	select {
-	case input <- &c.msg:
-		return true, nil
-	case p.in <- c:
-		return true, nil
-	default:
-	}
 	if !wait {
-		return false, nil
+		select {
+		case input <- &c.msg:
+			return true, nil
+		case p.in <- c:
+			return true, nil
+		default:
+			return false, nil
+		}
 	}
 	select {
 	case input <- &c.msg:

@@ -43,9 +43,10 @@ func newKTopic[T any](b *Backend[T], name topic.Name, kname string, opts topic.O
 // Publish writes e's value as one record and waits for the broker's
 // acknowledgement (Options.Acks). It waits for room in the producer's
 // buffer under Block; under DropNewest a full buffer reports
-// DroppedOnFull. If ctx ends after the record was handed to the producer,
-// Publish returns ctx.Err() but the record may still be stored, as with
-// any Kafka producer.
+// DroppedOnFull. If ctx ends while Publish waits for room, nothing is
+// published and it returns ctx.Err(); if it ends after the record was
+// handed to the producer, the error wraps both ErrUnconfirmed and
+// ctx.Err(): the record may still be stored, as with any Kafka producer.
 func (t *kTopic[T]) Publish(ctx context.Context, e topic.Envelope[T], onFull topic.OnFull) (topic.PublishOutcome, error) {
 	return t.publish(ctx, e, onFull == topic.Block)
 }
@@ -99,7 +100,7 @@ func (t *kTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool)
 		p.put(c)
 	case <-ctx.Done():
 		// c is abandoned to the result goroutine (its channel has room).
-		return topic.Published, ctx.Err()
+		return topic.Published, fmt.Errorf("%w: %w", ErrUnconfirmed, ctx.Err())
 	}
 	if err != nil {
 		return topic.Published, fmt.Errorf("kafkatopic: publishing to topic %q: %w", t.kname, t.b.red.err(err))
