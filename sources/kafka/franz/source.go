@@ -66,6 +66,14 @@ type Header = claim.Header
 // it is the sarama source's kafka.Stats (the same type).
 type Stats = claim.Stats
 
+// MemberStats is one consumer-group member of Stats; it is the sarama
+// source's kafka.MemberStats.
+type MemberStats = claim.MemberStats
+
+// PartitionStats is one claimed partition of MemberStats; it is the sarama
+// source's kafka.PartitionStats.
+type PartitionStats = claim.PartitionStats
+
 // CommitError is the last commit of a member the broker did not accept; it
 // is the sarama source's kafka.CommitError.
 type CommitError = claim.CommitError
