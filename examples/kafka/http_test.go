@@ -6,31 +6,11 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/boulevard-go/boulevard/examples/internal/monitor"
 )
-
-// lockedBuffer is a strings.Builder safe for one writer and concurrent
-// readers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // With -http and -linger the example keeps serving its metrics after the
 // run, until interrupted: they show the finished run (every record
@@ -39,7 +19,7 @@ func TestHTTPWithLingerServesTheFinishedRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	interrupt, stop := context.WithCancel(ctx)
-	var out lockedBuffer
+	var out monitor.Buffer
 	const n = 500
 	cfg := config{topic: "readings", group: "example-http", n: n, partitions: 2, members: 1, produce: true,
 		strategy: "cooperative-sticky", monitor: monitor.Flags{HTTP: "127.0.0.1:0", Linger: monitor.Forever}}

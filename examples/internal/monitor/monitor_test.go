@@ -1,12 +1,11 @@
 package monitor
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"io"
 	"net/http"
-	"sync"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,7 +66,7 @@ func get(addr string) error {
 // With -linger the handler keeps answering after the run, until the
 // context ends; then the server stops.
 func TestLingerKeepsServingUntilInterrupted(t *testing.T) {
-	var out syncBuffer
+	var out Buffer
 	s, err := Flags{HTTP: "127.0.0.1:0", Linger: Forever}.Serve(observe.New(observe.Options{}), &out)
 	if err != nil {
 		t.Fatal(err)
@@ -76,9 +75,9 @@ func TestLingerKeepsServingUntilInterrupted(t *testing.T) {
 	closed := make(chan struct{})
 	go func() { s.Close(ctx); close(closed) }()
 	deadline := time.Now().Add(10 * time.Second)
-	for !bytes.Contains(out.Bytes(), []byte("until interrupted")) {
+	for !strings.Contains(out.String(), "until interrupted") {
 		if time.Now().After(deadline) {
-			t.Fatalf("never said it lingers:\n%s", out.Bytes())
+			t.Fatalf("never said it lingers:\n%s", out.String())
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -111,21 +110,4 @@ func TestLingerDurationEnds(t *testing.T) {
 	if err := get(s.Addr); err == nil {
 		t.Fatal("still serving after Close")
 	}
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) Bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([]byte(nil), b.buf.Bytes()...)
 }
