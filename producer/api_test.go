@@ -57,7 +57,7 @@ func TestExportsOnlyUserAPI(t *testing.T) {
 	slices.Sort(got)
 	want := []string{
 		"Basic", "ErrFeedClosed", "ErrNoRateLimit", "ErrPushFeed", "ErrTooManyRestarts",
-		"Feed", "FeedStats", "Flow", "Info", "Options", "RateLimit", "Restart", "RestartError",
+		"Feed", "FeedStats", "Flow", "Info", "NamedFeedStats", "Options", "RateLimit", "Restart", "RestartError",
 		"RestartRule", "Source", "SourceFunc", "Stage", "StageStatus", "State",
 	}
 	if !slices.Equal(got, want) {
