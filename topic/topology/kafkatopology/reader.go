@@ -375,49 +375,44 @@ func (r *groupReader[T]) Receive(ctx context.Context, dst []topology.Letter[T]) 
 func (r *groupReader[T]) TryReceive(dst []topology.Letter[T]) (int, error) {
 	deadline := time.NewTimer(r.b.opts.AdminTimeout)
 	defer deadline.Stop()
-	var ends map[int32]int64
+	ends := map[int32]int64{}
 	for {
 		r.mu.Lock()
 		if r.closed {
 			r.mu.Unlock()
 			return 0, topology.ErrClosed
 		}
-		n := r.take(dst)
+		if n := r.take(dst); n > 0 {
+			r.mu.Unlock()
+			return n, nil
+		}
 		ready := r.joined && r.inSess && len(r.claims) == r.want
 		var parts []int32
-		if ready && n == 0 {
-			for p := range r.claims {
+		for p := range r.claims {
+			if _, ok := ends[p]; !ok && ready {
 				parts = append(parts, p)
 			}
 		}
 		r.mu.Unlock()
-		if n > 0 {
-			return n, nil
+		for _, p := range parts { // the log ends as of the first look
+			if end, err := r.b.client.GetOffset(r.topic, p, sarama.OffsetNewest); err == nil {
+				ends[p] = end
+			}
 		}
 		if ready {
-			if ends == nil {
-				ends = map[int32]int64{}
-			}
-			caught := true
-			for _, p := range parts {
-				end, ok := ends[p]
-				if !ok {
-					var err error
-					if end, err = r.b.client.GetOffset(r.topic, p, sarama.OffsetNewest); err != nil {
-						caught = false
-						continue
-					}
-					ends[p] = end
-				}
-				r.mu.Lock()
-				c := r.claims[p]
-				if c == nil || c.next < end {
+			// Checked with what was buffered, under one lock: a record
+			// fetched meanwhile is either taken here or not yet counted.
+			r.mu.Lock()
+			n := r.take(dst)
+			caught := r.inSess && len(r.claims) == r.want
+			for p, c := range r.claims {
+				if end, ok := ends[p]; !ok || c.next < end {
 					caught = false
 				}
-				r.mu.Unlock()
 			}
-			if caught {
-				return 0, nil
+			r.mu.Unlock()
+			if n > 0 || caught {
+				return n, nil
 			}
 		}
 		select {
