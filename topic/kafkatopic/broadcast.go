@@ -187,6 +187,10 @@ func (s *bsub[T]) lagged(part int32, next int64) (sarama.PartitionConsumer, int6
 // disconnect ends the subscription with one final lag notice counting
 // unread, the unread records of the partition, plus what was queued.
 func (s *bsub[T]) disconnect(unread uint64) {
+	t := s.t
+	t.mu.Lock()
+	delete(t.broadcasts, s) // no longer a connected subscriber
+	t.mu.Unlock()
 	s.mu.Lock()
 	if s.ended {
 		s.mu.Unlock()
@@ -203,16 +207,12 @@ func (s *bsub[T]) disconnect(unread uint64) {
 	s.queue = append(s.queue[:0], bitem[T]{lagged: unread})
 	s.head = 0
 	s.ended = true
+	t.lagged.Add(unread) // before the notice can be received
 	s.mu.Unlock()
-	s.t.lagged.Add(unread)
-	s.t.b.log.Warn("kafkatopic: broadcast subscriber fell below the log start; disconnected",
-		slog.String("topic", s.t.kname), slog.Uint64("missed", unread))
+	t.b.log.Warn("kafkatopic: broadcast subscriber fell below the log start; disconnected",
+		slog.String("topic", t.kname), slog.Uint64("missed", unread))
 	s.signal()
 	s.stopOne.Do(func() { close(s.stopCh) })
-	t := s.t
-	t.mu.Lock()
-	delete(t.broadcasts, s) // no longer a connected subscriber
-	t.mu.Unlock()
 }
 
 // push queues it, waiting for room; false once the subscriber stopped.
