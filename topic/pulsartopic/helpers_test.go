@@ -2,6 +2,7 @@ package pulsartopic_test
 
 import (
 	"context"
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
 	"log/slog"
 	"os"
 	"testing"
@@ -85,3 +86,6 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// quietClientLogger is quiet() for pulsar-client-go's own logging.
+func quietClientLogger() plog.Logger { return plog.NewLoggerWithSlog(quiet()) }

@@ -23,6 +23,7 @@ func TestOptionsValidation(t *testing.T) {
 	}{
 		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650"}, "pulsartopic.codec", "required"},
 		{pulsartopic.Options[int]{Codec: topic.IntCodec{}}, "pulsartopic.serviceURL", "required_without"},
+		{pulsartopic.Options[int]{Codec: topic.IntCodec{}, ServiceURL: "pulsar://x:6650", Client: sharedClient{}}, "pulsartopic.serviceURL", "excluded_with"},
 		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, Partitions: -1}, "pulsartopic.partitions", "gte"},
 		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, Partitions: 5000}, "pulsartopic.partitions", "lte"},
 		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, MaxPendingMessages: -1}, "pulsartopic.maxPendingMessages", "gte"},
@@ -59,3 +60,6 @@ func TestOptionsNeverShowSecrets(t *testing.T) {
 		t.Fatalf("String %q does not say authentication is set", o)
 	}
 }
+
+// sharedClient stands for a client made elsewhere.
+type sharedClient struct{ pulsar.Client }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -87,7 +88,7 @@ func newSub[T any](t *pTopic[T], mode topic.SubscriptionMode) (*pSub[T], error) 
 	}, nil
 }
 
-func quoteSub(s string) string { return "subscription \"" + s + "\"" }
+func quoteSub(s string) string { return "subscription " + strconv.Quote(s) }
 
 // Receive implements topic.SubscriptionState: it waits for one message,
 // then takes what else is ready, up to len(dst). A record the codec cannot

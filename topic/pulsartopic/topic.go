@@ -192,27 +192,32 @@ func (t *pTopic[T]) Subscribe(mode topic.SubscriptionMode, _ topic.SubscriberOpt
 		t.mu.Unlock()
 		return nil, topic.ErrTopicClosed
 	}
-	if !mode.IsBroadcast() {
-		t.bound = mode.Group()
-	}
 	t.mu.Unlock()
 	s, err := newSub(t, mode)
 	if err != nil {
 		return nil, err
 	}
 	t.mu.Lock()
-	if t.closed.Load() {
-		t.mu.Unlock()
-		s.Close()
-		return nil, topic.ErrTopicClosed
-	}
-	t.subs[s] = struct{}{}
-	if mode.IsBroadcast() {
+	var refused error
+	switch {
+	case t.closed.Load():
+		refused = topic.ErrTopicClosed
+	case mode.IsBroadcast():
 		t.broadcast++
-	} else {
+	case t.opts.Mode == topic.BalancedOnly && t.bound != "" && t.bound != mode.Group():
+		refused = topic.ErrSubscribeSingleGroupViolation // another group subscribed meanwhile
+	default:
+		t.bound = mode.Group()
 		t.groups[mode.Group()]++
 	}
+	if refused == nil {
+		t.subs[s] = struct{}{}
+	}
 	t.mu.Unlock()
+	if refused != nil {
+		s.consumer.Close()
+		return nil, refused
+	}
 	return s, nil
 }
 
