@@ -1,0 +1,272 @@
+package pulsartopology
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	spulsar "github.com/boulevard-go/boulevard/sources/pulsar"
+	"github.com/boulevard-go/boulevard/topic/topology"
+)
+
+// ErrDeclare wraps a failure to create a topic's producer or a
+// subscription while declaring a topology.
+var ErrDeclare = errors.New("pulsartopology: declaring a topology failed")
+
+// DeadSubscription is the subscription dead-letter readers share on a DLQ.
+const DeadSubscription = "dead"
+
+// Backend is the Pulsar topology backend. Create it with [New] and Close
+// it when done; it is safe for concurrent use.
+type Backend[T any] struct {
+	opts   Options[T]
+	client pulsar.Client
+	owned  bool
+	log    *slog.Logger
+
+	// crashed is set by crash: from then on nothing is sent or
+	// acknowledged, as if the process had died.
+	crashed atomic.Bool
+
+	mu        sync.Mutex
+	closed    bool
+	producers map[string]pulsar.Producer
+	readers   map[*reader[T]]struct{}
+}
+
+// New validates opts and returns a backend. With ServiceURL it makes its
+// own client through sources/pulsar's NewClient (bounded timeouts, logs
+// with the URL's user information redacted); nothing is sent to the broker
+// before the first Declare.
+func New[T any](opts Options[T]) (*Backend[T], error) {
+	opts = opts.WithDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	b := &Backend[T]{opts: opts, client: opts.Client, log: opts.Logger,
+		producers: map[string]pulsar.Producer{}, readers: map[*reader[T]]struct{}{}}
+	if b.client == nil {
+		co := opts.ClientOptions
+		co.URL = opts.ServiceURL
+		c, err := spulsar.NewClient(co, opts.Logger)
+		if err != nil {
+			return nil, err
+		}
+		b.client, b.owned = c, true
+	}
+	return b, nil
+}
+
+// Name returns "pulsar".
+func (b *Backend[T]) Name() string { return "pulsar" }
+
+// TopicName returns the full Pulsar topic of a topology name (a main
+// topic, a hold queue or a DLQ): persistent://<tenant>/<namespace>/<name>,
+// each '/' of the name written '~', as package topic/pulsartopic names
+// topics.
+func (b *Backend[T]) TopicName(name string) string {
+	return "persistent://" + b.opts.Tenant + "/" + b.opts.Namespace + "/" + strings.ReplaceAll(name, "/", "~")
+}
+
+// Declare creates what t needs and does not exist yet: the main topic, the
+// hold topics and the DLQ (each by creating its producer), the consumer
+// group's subscription on the main topic at its latest message (so the
+// group receives everything published after Declare returns, however late
+// its first reader subscribes) and on every hold topic, and the DLQ's
+// subscription DeadSubscription. Subscribing to an existing subscription
+// keeps its position, so Declare is idempotent. ctx and
+// Options.OperationTimeout bound it.
+func (b *Backend[T]) Declare(ctx context.Context, t *topology.Topology) (topology.Queues[T], error) {
+	if t == nil {
+		return nil, errors.New("pulsartopology: Declare with a nil topology")
+	}
+	if b.isClosed() {
+		return nil, topology.ErrClosed
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.opts.OperationTimeout)
+	defer cancel()
+	q := &queues[T]{b: b, t: t, main: b.TopicName(t.Name()), subType: pulsar.Shared}
+	if _, seq := t.Sequenced(); seq {
+		q.subType = pulsar.KeyShared
+	}
+	if !t.IsBroadcast() {
+		q.group = t.ConsumerGroup()
+	}
+	if err := b.ensureTopic(ctx, q.main); err != nil {
+		return nil, err
+	}
+	for _, h := range t.Holds() {
+		full := b.TopicName(h.Name)
+		if err := b.ensureTopic(ctx, full); err != nil {
+			return nil, err
+		}
+		q.holds = append(q.holds, hold{full: full, delay: h.Delay})
+	}
+	if dlq, ok := t.DLQ(); ok {
+		q.dlq = b.TopicName(dlq)
+		if err := b.ensureTopic(ctx, q.dlq); err != nil {
+			return nil, err
+		}
+		if err := b.ensureSubscription(ctx, q.dlq, DeadSubscription, pulsar.Shared, pulsar.SubscriptionPositionEarliest); err != nil {
+			return nil, err
+		}
+	}
+	if q.group != "" {
+		if err := b.ensureSubscription(ctx, q.main, q.group, q.subType, pulsar.SubscriptionPositionLatest); err != nil {
+			return nil, err
+		}
+		for _, h := range q.holds {
+			if err := b.ensureSubscription(ctx, h.full, q.group, q.subType, pulsar.SubscriptionPositionEarliest); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return q, nil
+}
+
+func (b *Backend[T]) isClosed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed
+}
+
+// ensureTopic creates the producer of full unless the backend has it; a
+// producer creates a missing non-partitioned topic.
+func (b *Backend[T]) ensureTopic(ctx context.Context, full string) error {
+	_, err := b.producer(ctx, full)
+	return err
+}
+
+// producer returns the backend's producer on full, creating it once.
+func (b *Backend[T]) producer(ctx context.Context, full string) (pulsar.Producer, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, topology.ErrClosed
+	}
+	if p := b.producers[full]; p != nil {
+		return p, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: topic %q: %w", ErrDeclare, full, err)
+	}
+	// No send timeout: each send is bounded by its context instead (the
+	// send timeout's timer outlives a closed producer in pulsar-client-go
+	// v0.19.0).
+	p, err := b.client.CreateProducer(pulsar.ProducerOptions{Topic: full, DisableBatching: true, SendTimeout: -1})
+	if err != nil {
+		return nil, fmt.Errorf("%w: creating a producer on topic %q: %w", ErrDeclare, full, err)
+	}
+	b.producers[full] = p
+	return p, nil
+}
+
+// ensureSubscription creates the durable subscription sub on full, at pos,
+// unless it exists: a consumer with no receiver queue (it is granted no
+// message) subscribes and leaves.
+func (b *Backend[T]) ensureSubscription(ctx context.Context, full, sub string, typ pulsar.SubscriptionType, pos pulsar.SubscriptionInitialPosition) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: subscription %q on topic %q: %w", ErrDeclare, sub, full, err)
+	}
+	c, err := b.client.Subscribe(pulsar.ConsumerOptions{
+		Topic: full, SubscriptionName: sub, Type: typ,
+		SubscriptionInitialPosition: pos, EnableZeroQueueConsumer: true,
+	})
+	if err != nil {
+		return fmt.Errorf("%w: subscription %q on topic %q: %w", ErrDeclare, sub, full, err)
+	}
+	c.Close()
+	return nil
+}
+
+// send publishes msg to full and waits for the broker's receipt, for at
+// most Options.OperationTimeout, and however ctx ends: an operation of the
+// queues must complete even with its context done.
+func (b *Backend[T]) send(ctx context.Context, full string, msg *pulsar.ProducerMessage) error {
+	if b.crashed.Load() {
+		return topology.ErrClosed
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.opts.OperationTimeout)
+	defer cancel()
+	p, err := b.producer(ctx, full)
+	if err != nil {
+		return err
+	}
+	if _, err := p.Send(ctx, msg); err != nil {
+		if errors.Is(err, pulsar.ErrProducerClosed) {
+			return topology.ErrClosed
+		}
+		return fmt.Errorf("pulsartopology: sending to topic %q: %w", full, err)
+	}
+	return nil
+}
+
+// track registers a reader to close with the backend; false when closed.
+func (b *Backend[T]) track(r *reader[T]) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.readers[r] = struct{}{}
+	return true
+}
+
+func (b *Backend[T]) untrack(r *reader[T]) {
+	b.mu.Lock()
+	delete(b.readers, r)
+	b.mu.Unlock()
+}
+
+// Close closes every reader (what each received and did not settle is
+// delivered again to its subscription by the broker), the producers and,
+// when the backend made it, the client. What the hold topics and the DLQ
+// hold stays on the broker. Idempotent.
+func (b *Backend[T]) Close() {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return
+	}
+	b.closed = true
+	rs := make([]*reader[T], 0, len(b.readers))
+	for r := range b.readers {
+		rs = append(rs, r)
+	}
+	ps := b.producers
+	b.producers = nil
+	b.mu.Unlock()
+	for _, r := range rs {
+		r.Close()
+	}
+	for _, p := range ps {
+		p.Close()
+	}
+	if b.owned {
+		b.client.Close()
+	}
+}
+
+// crash closes the backend as a crash would: from the call on nothing more
+// is sent or acknowledged, so what a reader received and did not settle is
+// delivered again, and what a hold topic holds is released when due to the
+// next process.
+func (b *Backend[T]) crash() {
+	b.crashed.Store(true)
+	b.Close()
+}
+
+// hold is one declared hold topic.
+type hold struct {
+	full  string
+	delay time.Duration
+}
+
+var _ topology.Backend[int] = (*Backend[int])(nil)

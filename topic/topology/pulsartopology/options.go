@@ -1,0 +1,88 @@
+package pulsartopology
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+// Defaults applied to zero fields of [Options].
+const (
+	// DefaultTenant and DefaultNamespace place the topics in Pulsar's
+	// public/default namespace.
+	DefaultTenant    = "public"
+	DefaultNamespace = "default"
+	// DefaultOperationTimeout is Options.OperationTimeout.
+	DefaultOperationTimeout = 30 * time.Second
+	// DefaultReadAhead is Options.ReadAhead.
+	DefaultReadAhead = 1000
+)
+
+// Options configure a [Backend]. Zero fields take the documented defaults.
+type Options[T any] struct {
+	// ServiceURL is the broker's service URL ("pulsar://127.0.0.1:6650").
+	// Required unless Client is set (then it must be empty). It is never
+	// shown in an error or a log line with its user information.
+	ServiceURL string `name:"serviceURL" validate:"required_without=Client,excluded_with=Client"`
+	// Client is an existing pulsar-client-go client to use instead of one
+	// made from ServiceURL. The backend shares it and never closes it.
+	Client pulsar.Client `name:"-" validate:"-"`
+	// ClientOptions are passed to pulsar-client-go when the backend makes
+	// its own client (authentication, TLS); URL must be empty. Zero
+	// timeouts take sources/pulsar's bounded defaults (ClientDefaults).
+	ClientOptions pulsar.ClientOptions `name:"-" validate:"-"`
+	// Codec turns values into message payloads and back. Required.
+	Codec topic.Codec[T] `name:"codec" validate:"required"`
+	// Tenant and Namespace place the topics. Defaults "public" and
+	// "default".
+	Tenant    string `name:"tenant" validate:"omitempty,excludesall=/ "`
+	Namespace string `name:"namespace" validate:"omitempty,excludesall=/ "`
+	// OperationTimeout bounds each broker operation the backend waits for:
+	// a Declare, a send's receipt, and a dead-letter reader's TryReceive
+	// catching up with the DLQ. Default 30s.
+	OperationTimeout time.Duration `name:"operationTimeout" validate:"gte=0"`
+	// ReadAhead is the receiver queue of each reader's consumer: how many
+	// messages the broker may push ahead of Receive, per topic read.
+	// Default 1000 (pulsar-client-go's own default).
+	ReadAhead int `name:"readAhead" validate:"gte=0,lte=1048576"`
+	// Logger receives one line per event (a message that does not decode)
+	// and, for a client the backend makes, pulsar-client-go's logs. Nil
+	// means slog.Default().
+	Logger *slog.Logger `name:"-" validate:"-"`
+}
+
+// WithDefaults returns o with every zero field replaced by its default.
+func (o Options[T]) WithDefaults() Options[T] {
+	if o.Tenant == "" {
+		o.Tenant = DefaultTenant
+	}
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
+	if o.OperationTimeout == 0 {
+		o.OperationTimeout = DefaultOperationTimeout
+	}
+	if o.ReadAhead == 0 {
+		o.ReadAhead = DefaultReadAhead
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// Validate checks o (after WithDefaults) and returns nil or a
+// validate.Errors naming every broken rule ("pulsartopology.codec is
+// required").
+func (o Options[T]) Validate() error {
+	errs := []error{validate.Struct("pulsartopology", &o)}
+	if o.ClientOptions.URL != "" {
+		errs = append(errs, validate.Field("pulsartopology.clientOptions.url", "owned",
+			"must be empty; use pulsartopology.serviceURL"))
+	}
+	return validate.Join(errs...)
+}

@@ -1,0 +1,111 @@
+package pulsartopology
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/boulevard-go/boulevard/topic/topology"
+)
+
+// The message properties a letter's history travels in. Absent properties
+// are zero values; times are RFC 3339 with nanoseconds.
+const (
+	PropShard        = "topology-shard"
+	PropRetries      = "topology-retries"
+	PropFirstFailure = "topology-first-failure"
+	PropLastFailure  = "topology-last-failure"
+	PropResume       = "topology-resume"
+	// PropGroup names the only consumer group a message is for: set on a
+	// retry released from a hold topic and on a message put back on the
+	// main topic for one group (Requeue, Replay). Every other group's
+	// readers acknowledge it without delivering it.
+	PropGroup = "topology-group"
+	// The death metadata of a dead letter.
+	PropDeathReason       = "topology-death-reason"
+	PropDeathError        = "topology-death-error"
+	PropDeathTopic        = "topology-death-topic"
+	PropDeathGroup        = "topology-death-group"
+	PropDeathRetries      = "topology-death-retries"
+	PropDeathFirstFailure = "topology-death-first-failure"
+	PropDeathLastFailure  = "topology-death-last-failure"
+	// PropMarker marks a message a dead-letter reader publishes to its DLQ
+	// to know when it has read everything before it (TryReceive). Readers
+	// never deliver it.
+	PropMarker = "topology-marker"
+)
+
+// properties encodes l's history, with group as its only consumer group
+// when not empty.
+func properties[T any](l *topology.Letter[T], group string) map[string]string {
+	p := make(map[string]string, 4)
+	if l.Shard != 0 {
+		p[PropShard] = strconv.Itoa(l.Shard)
+	}
+	if l.Retries != 0 {
+		p[PropRetries] = strconv.Itoa(l.Retries)
+	}
+	putTime(p, PropFirstFailure, l.FirstFailure)
+	putTime(p, PropLastFailure, l.LastFailure)
+	if l.Resume {
+		p[PropResume] = "true"
+	}
+	if group != "" {
+		p[PropGroup] = group
+	}
+	if d := l.Death; d != nil {
+		p[PropDeathReason] = string(d.Reason)
+		p[PropDeathError] = d.Error
+		p[PropDeathTopic] = d.Topic
+		p[PropDeathGroup] = d.Group
+		p[PropDeathRetries] = strconv.Itoa(d.Retries)
+		putTime(p, PropDeathFirstFailure, d.FirstFailure)
+		putTime(p, PropDeathLastFailure, d.LastFailure)
+	}
+	return p
+}
+
+func putTime(p map[string]string, k string, t time.Time) {
+	if !t.IsZero() {
+		p[k] = t.Format(time.RFC3339Nano)
+	}
+}
+
+// readProperties decodes a letter's history from p into l and returns the
+// group the message is for ("" for every group).
+func readProperties[T any](p map[string]string, l *topology.Letter[T]) (string, error) {
+	var err error
+	num := func(k string) int {
+		v, ok := p[k]
+		if !ok || err != nil {
+			return 0
+		}
+		n, e := strconv.Atoi(v)
+		if e != nil {
+			err = fmt.Errorf("property %s: %w", k, e)
+		}
+		return n
+	}
+	tm := func(k string) time.Time {
+		v, ok := p[k]
+		if !ok || err != nil {
+			return time.Time{}
+		}
+		t, e := time.Parse(time.RFC3339Nano, v)
+		if e != nil {
+			err = fmt.Errorf("property %s: %w", k, e)
+		}
+		return t
+	}
+	l.Shard = num(PropShard)
+	l.Retries = num(PropRetries)
+	l.FirstFailure = tm(PropFirstFailure)
+	l.LastFailure = tm(PropLastFailure)
+	l.Resume = p[PropResume] == "true"
+	if r, ok := p[PropDeathReason]; ok {
+		l.Death = &topology.Death{Reason: topology.Reason(r), Error: p[PropDeathError],
+			Topic: p[PropDeathTopic], Group: p[PropDeathGroup], Retries: num(PropDeathRetries),
+			FirstFailure: tm(PropDeathFirstFailure), LastFailure: tm(PropDeathLastFailure)}
+	}
+	return p[PropGroup], err
+}

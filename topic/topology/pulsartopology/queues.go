@@ -1,0 +1,139 @@
+package pulsartopology
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/boulevard-go/boulevard/topic/topology"
+)
+
+// BroadcastPrefix starts the name of every broadcast reader's
+// subscription; the rest is random.
+const BroadcastPrefix = "topology-broadcast-"
+
+// queues are the declared topics of one topology.
+type queues[T any] struct {
+	b       *Backend[T]
+	t       *topology.Topology
+	main    string
+	holds   []hold
+	dlq     string // "" without DLQ
+	group   string // "" for broadcast
+	subType pulsar.SubscriptionType
+}
+
+// Topology implements topology.Queues.
+func (q *queues[T]) Topology() *topology.Topology { return q.t }
+
+// message encodes l as a producer message for group ("" for every group).
+func (q *queues[T]) message(l *topology.Letter[T], group string) (*pulsar.ProducerMessage, error) {
+	payload, err := q.b.opts.Codec.Encode(l.Value)
+	if err != nil {
+		return nil, fmt.Errorf("pulsartopology: encoding a message of topology %q: %w", q.t.Name(), err)
+	}
+	return &pulsar.ProducerMessage{Payload: payload, Key: l.Key, Properties: properties(l, group)}, nil
+}
+
+// Publish implements topology.Queues: every group's subscription on the
+// main topic receives l (the key is the message's key, so a sequenced
+// topology's Key_Shared subscription keeps a key on one consumer).
+func (q *queues[T]) Publish(ctx context.Context, l topology.Letter[T]) error {
+	l.Resume = false
+	m, err := q.message(&l, "")
+	if err != nil {
+		return err
+	}
+	return q.b.send(ctx, q.main, m)
+}
+
+// Hold implements topology.Queues: l goes to hold topic i with delayed
+// delivery after the hold's delay; the group's subscription on that topic
+// delivers it to the group's readers when it is due.
+func (q *queues[T]) Hold(ctx context.Context, i int, l topology.Letter[T]) error {
+	if i < 0 || i >= len(q.holds) {
+		return fmt.Errorf("pulsartopology: hold queue %d of %d", i, len(q.holds))
+	}
+	if q.group == "" {
+		return errors.New("pulsartopology: a broadcast topology cannot hold")
+	}
+	m, err := q.message(&l, q.group)
+	if err != nil {
+		return err
+	}
+	m.DeliverAfter = q.holds[i].delay
+	return q.b.send(ctx, q.holds[i].full, m)
+}
+
+// Requeue implements topology.Queues: l goes back to the main topic marked
+// for this group only.
+func (q *queues[T]) Requeue(ctx context.Context, l topology.Letter[T]) error {
+	if q.group == "" {
+		return errors.New("pulsartopology: a broadcast topology cannot requeue")
+	}
+	m, err := q.message(&l, q.group)
+	if err != nil {
+		return err
+	}
+	return q.b.send(ctx, q.main, m)
+}
+
+// DeadLetter implements topology.Queues.
+func (q *queues[T]) DeadLetter(ctx context.Context, l topology.Letter[T]) error {
+	if q.dlq == "" {
+		return topology.ErrNoDLQ
+	}
+	l.Resume = false
+	m, err := q.message(&l, "")
+	if err != nil {
+		return err
+	}
+	return q.b.send(ctx, q.dlq, m)
+}
+
+// Subscribe implements topology.Queues: one consumer of the group's
+// subscription on the main topic and every hold topic (Key_Shared on a
+// sequenced topology, Shared otherwise); for a broadcast topology, an
+// exclusive non-durable subscription of its own on the main topic,
+// starting at its latest message.
+func (q *queues[T]) Subscribe(ctx context.Context) (topology.Reader[T], error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	co := pulsar.ConsumerOptions{ReceiverQueueSize: q.b.opts.ReadAhead}
+	if q.group == "" {
+		var rnd [8]byte
+		_, _ = rand.Read(rnd[:])
+		co.Topic = q.main
+		co.SubscriptionName = BroadcastPrefix + hex.EncodeToString(rnd[:])
+		co.Type = pulsar.Exclusive
+		co.SubscriptionMode = pulsar.NonDurable
+		co.SubscriptionInitialPosition = pulsar.SubscriptionPositionLatest
+	} else {
+		co.Topics = []string{q.main}
+		for _, h := range q.holds {
+			co.Topics = append(co.Topics, h.full)
+		}
+		co.SubscriptionName = q.group
+		co.Type = q.subType
+	}
+	return newReader(q.b, co, q.group, "")
+}
+
+// SubscribeDead implements topology.Queues: a consumer of the DLQ's
+// subscription DeadSubscription (Shared).
+func (q *queues[T]) SubscribeDead(ctx context.Context) (topology.Reader[T], error) {
+	if q.dlq == "" {
+		return nil, topology.ErrNoDLQ
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	co := pulsar.ConsumerOptions{Topic: q.dlq, SubscriptionName: DeadSubscription, Type: pulsar.Shared,
+		ReceiverQueueSize: q.b.opts.ReadAhead, NackRedeliveryDelay: markerNackDelay}
+	return newReader(q.b, co, "", q.dlq)
+}

@@ -1,0 +1,230 @@
+package pulsartopology
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/boulevard-go/boulevard/topic/topology"
+)
+
+// ErrCatchUp is returned by a dead-letter reader's TryReceive when its
+// marker did not come back within Options.OperationTimeout.
+var ErrCatchUp = errors.New("pulsartopology: the reader did not catch up with the DLQ")
+
+const (
+	// markerNackDelay is how soon a marker another reader received comes
+	// back to the subscription.
+	markerNackDelay = 100 * time.Millisecond
+	// markerLife is how long a marker is passed on between readers before
+	// it is dropped (its reader is gone).
+	markerLife = time.Minute
+	// channelSize is the channel between pulsar-client-go's consumer and
+	// Receive.
+	channelSize = 64
+)
+
+// reader is one pulsar-client-go consumer. Receive delivers the letters
+// meant for its group; Settle acknowledges them.
+type reader[T any] struct {
+	b     *Backend[T]
+	cons  pulsar.Consumer
+	ch    chan pulsar.ConsumerMessage
+	group string // the group whose targeted messages it delivers
+	dlq   string // a dead-letter reader's DLQ: where its markers go
+	stop  chan struct{}
+	once  sync.Once
+
+	// only the receiving goroutine uses these
+	marker   string // the marker TryReceive waits for
+	markerAt time.Time
+}
+
+func newReader[T any](b *Backend[T], co pulsar.ConsumerOptions, group, dlq string) (*reader[T], error) {
+	ch := make(chan pulsar.ConsumerMessage, channelSize)
+	co.MessageChannel = ch
+	c, err := b.client.Subscribe(co)
+	if err != nil {
+		if b.isClosed() {
+			return nil, topology.ErrClosed
+		}
+		return nil, fmt.Errorf("pulsartopology: subscribing %q: %w", co.SubscriptionName, err)
+	}
+	r := &reader[T]{b: b, cons: c, ch: ch, group: group, dlq: dlq, stop: make(chan struct{})}
+	if !b.track(r) {
+		c.Close()
+		return nil, topology.ErrClosed
+	}
+	return r, nil
+}
+
+// Receive implements topology.Reader.
+func (r *reader[T]) Receive(ctx context.Context, dst []topology.Letter[T]) (int, error) {
+	n := 0
+	for n == 0 {
+		select {
+		case cm := <-r.ch:
+			n = r.take(cm, dst, n)
+		case <-r.stop:
+			return 0, topology.ErrClosed
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		n = r.drain(dst, n)
+	}
+	return n, nil
+}
+
+// drain takes what is ready without waiting.
+func (r *reader[T]) drain(dst []topology.Letter[T], n int) int {
+	for n < len(dst) {
+		select {
+		case cm := <-r.ch:
+			n = r.take(cm, dst, n)
+		default:
+			return n
+		}
+	}
+	return n
+}
+
+// TryReceive implements topology.Reader. A reader of the main topic
+// returns what its consumer holds already. A dead-letter reader, which
+// cannot tell that nothing is left without asking, catches up with the
+// DLQ when it has nothing to return: it publishes a marker to the DLQ and
+// receives until the marker comes back, returning what arrives before it,
+// or 0 once it is back (bounded by Options.OperationTimeout, ErrCatchUp).
+// Another reader of the subscription that receives the marker hands it
+// back to the subscription.
+func (r *reader[T]) TryReceive(dst []topology.Letter[T]) (int, error) {
+	select {
+	case <-r.stop:
+		return 0, topology.ErrClosed
+	default:
+	}
+	n := r.drain(dst, 0)
+	if n > 0 || r.dlq == "" || len(dst) == 0 {
+		return n, nil
+	}
+	if r.marker == "" {
+		var rnd [8]byte
+		_, _ = rand.Read(rnd[:])
+		tok := hex.EncodeToString(rnd[:])
+		now := time.Now()
+		err := r.b.send(context.Background(), r.dlq, &pulsar.ProducerMessage{
+			Payload:    []byte{},
+			Properties: map[string]string{PropMarker: tok + "@" + strconv.FormatInt(now.UnixMilli(), 10)},
+		})
+		if err != nil {
+			return 0, err
+		}
+		r.marker, r.markerAt = tok, now
+	}
+	deadline := time.NewTimer(r.b.opts.OperationTimeout)
+	defer deadline.Stop()
+	for r.marker != "" {
+		select {
+		case cm := <-r.ch:
+			n = r.drain(dst, r.take(cm, dst, 0))
+			if n > 0 {
+				return n, nil
+			}
+		case <-r.stop:
+			return 0, topology.ErrClosed
+		case <-deadline.C:
+			return 0, fmt.Errorf("%w: topic %q, within %s", ErrCatchUp, r.dlq, r.b.opts.OperationTimeout)
+		}
+	}
+	return 0, nil
+}
+
+// take decodes cm into dst[n] when it is a letter for this reader and
+// returns the new count; anything else is acknowledged and skipped (a
+// foreign marker still young is handed back).
+func (r *reader[T]) take(cm pulsar.ConsumerMessage, dst []topology.Letter[T], n int) int {
+	props := cm.Properties()
+	if m, ok := props[PropMarker]; ok {
+		r.marked(cm, m)
+		return n
+	}
+	var l topology.Letter[T]
+	group, err := readProperties(props, &l)
+	if err == nil {
+		l.Value, err = r.b.opts.Codec.Decode(cm.Payload())
+	}
+	if err != nil {
+		r.b.log.Warn("pulsartopology: a message does not decode; acknowledged and skipped",
+			slog.String("topic", cm.Topic()), slog.String("message_id", cm.ID().String()), slog.Any("error", err))
+		r.ack(cm.ID())
+		return n
+	}
+	if group != "" && group != r.group {
+		r.ack(cm.ID())
+		return n
+	}
+	l.Key = cm.Key()
+	l.Receipt = cm.ID()
+	dst[n] = l
+	return n + 1
+}
+
+// marked handles a marker: this reader's own ends its catch-up; another
+// reader's goes back to the subscription until it is too old to matter.
+func (r *reader[T]) marked(cm pulsar.ConsumerMessage, m string) {
+	tok, at, _ := strings.Cut(m, "@")
+	if r.marker != "" && tok == r.marker {
+		r.marker = ""
+		r.ack(cm.ID())
+		return
+	}
+	if ms, err := strconv.ParseInt(at, 10, 64); err == nil && time.Since(time.UnixMilli(ms)) < markerLife {
+		r.cons.NackID(cm.ID())
+		return
+	}
+	r.ack(cm.ID())
+}
+
+func (r *reader[T]) ack(id pulsar.MessageID) {
+	if r.b.crashed.Load() {
+		return
+	}
+	if err := r.cons.AckID(id); err != nil {
+		r.b.log.Warn("pulsartopology: acknowledging a skipped message failed", slog.Any("error", err))
+	}
+}
+
+// Settle implements topology.Reader: it acknowledges the letter's message
+// on its subscription; the group never receives it again.
+func (r *reader[T]) Settle(_ context.Context, l *topology.Letter[T]) error {
+	id, ok := l.Receipt.(pulsar.MessageID)
+	if !ok {
+		return nil
+	}
+	if r.b.crashed.Load() {
+		return topology.ErrClosed
+	}
+	if err := r.cons.AckID(id); err != nil {
+		return fmt.Errorf("pulsartopology: acknowledging: %w", err)
+	}
+	return nil
+}
+
+// Close implements topology.Reader: the consumer leaves its subscription,
+// and the broker delivers what it received without settling to the group
+// again. Idempotent.
+func (r *reader[T]) Close() {
+	r.once.Do(func() {
+		close(r.stop)
+		r.cons.Close()
+		r.b.untrack(r)
+	})
+}
