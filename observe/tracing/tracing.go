@@ -225,11 +225,20 @@ func sourceAttrs(md any) []attribute.KeyValue {
 // the span's context for the batch span's link.
 func wrapHandler[In, Out any](t *tracer, pipe string, batched bool, h processor.Handler[In, Out]) processor.Handler[In, Out] {
 	stage := pipe + ".processor"
+	// Attributes are set on recording spans only, after the sampler
+	// decided (it sees the span's name, kind and parent), so that a
+	// message whose span is not sampled costs only the span and its
+	// context.
+	start := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
 	base := []attribute.KeyValue{AttrPipeline.String(pipe), AttrStage.String(stage)}
 	return func(ctx context.Context, m *message.Message[In]) (Out, error) {
-		attrs := append(append(make([]attribute.KeyValue, 0, len(base)+4), base...), sourceAttrs(m.Metadata)...)
-		sctx, span := t.tracer.Start(t.remote(ctx, m.Metadata), stage,
-			trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
+		sctx, span := t.tracer.Start(t.remote(ctx, m.Metadata), stage, start...)
+		if span.IsRecording() {
+			span.SetAttributes(base...)
+			if attrs := sourceAttrs(m.Metadata); attrs != nil {
+				span.SetAttributes(attrs...)
+			}
+		}
 		key, keyed := linkKeyOf(m)
 		done := false
 		defer func() {

@@ -1,0 +1,124 @@
+package tracing_test
+
+import (
+	"context"
+	"log/slog"
+	"runtime"
+	"sync/atomic"
+	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/observe/tracing"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+)
+
+type countAcker struct{ n atomic.Int64 }
+
+func (a *countAcker) Ack(_ context.Context, ok, failed []acker.Outcome) {
+	a.n.Add(int64(len(ok) + len(failed)))
+}
+
+// slabSource delivers n reused messages, in chunks of 64, as its permits
+// allow, once start is closed.
+type slabSource struct {
+	producer.Basic
+	n     int
+	start chan struct{}
+	slab  []message.Message[int]
+	ack   acker.Acknowledger
+}
+
+func (s *slabSource) Run(ctx context.Context, st *producer.Stage[int]) error {
+	feed := st.NewFeed("bench", nil)
+	select {
+	case <-s.start:
+	case <-ctx.Done():
+		return nil
+	}
+	buf := make([]*message.Message[int], 0, 64)
+	for i := 0; i < s.n; {
+		k, err := feed.Acquire(ctx, min(64, s.n-i))
+		if err != nil {
+			return nil
+		}
+		for j := range k {
+			m := &s.slab[i+j]
+			m.Init(i+j, s.ack, uint64(i+j))
+			buf = append(buf, m)
+		}
+		feed.Deliver(buf...)
+		clear(buf)
+		buf = buf[:0]
+		i += k
+	}
+	return nil
+}
+
+// BenchmarkTracing runs b.N messages through two processors and a batcher
+// of 100: without tracing (off), with every message and batch sampled into
+// an SDK provider that exports nothing (sampled), and with a provider that
+// samples nothing (unsampled).
+func BenchmarkTracing(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		tp   func() *sdktrace.TracerProvider
+	}{
+		{"off", nil},
+		{"sampled", func() *sdktrace.TracerProvider {
+			return sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
+		}},
+		{"unsampled", func() *sdktrace.TracerProvider {
+			return sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample()))
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			ack := &countAcker{}
+			src := &slabSource{n: b.N, start: make(chan struct{}), slab: make([]message.Message[int], b.N), ack: ack}
+			opts := pipeline.Options[int, int]{
+				Name:     "bench",
+				Logger:   slog.New(slog.DiscardHandler),
+				Producer: producer.Options[int]{Source: src},
+				Processors: processor.Options[int, int]{Concurrency: 2, Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+					return m.Data*2 + 1, nil
+				}},
+				Batchers: []batcher.Options[int]{{Name: "default", BatchSize: 100,
+					Handle: func(context.Context, []*message.Message[int], message.BatchInfo) error { return nil }}},
+			}
+			var o tracing.Options
+			if c.tp != nil {
+				tp := c.tp()
+				b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+				o.TracerProvider = tp
+			}
+			opts, err := tracing.Instrument(opts, o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p, err := pipeline.New(opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := p.Start(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			runtime.GC()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			b.ResetTimer()
+			close(src.start)
+			<-p.Done()
+			b.StopTimer()
+			runtime.ReadMemStats(&after)
+			if n := ack.n.Load(); n != int64(b.N) {
+				b.Fatalf("acknowledged %d of %d messages", n, b.N)
+			}
+			b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N), "allocs/msg")
+		})
+	}
+}
