@@ -24,7 +24,7 @@ type member struct {
 	opts  *Options
 	stage *producer.Stage[[]byte]
 	log   *slog.Logger
-	cl    *kgo.Client
+	cl    atomic.Pointer[kgo.Client] // set once NewClient returns, or by the first callback
 	cm    *claim.Member
 	reset kgo.Offset
 
@@ -111,7 +111,7 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		cancel()
 		return nil, fmt.Errorf("%w: %w", ErrConnect, claim.Flat(err))
 	}
-	m.cl = cl
+	m.cl.CompareAndSwap(nil, cl)
 	tctx, tcancel := context.WithTimeout(runCtx, s.opts.ConnectTimeout)
 	err = checkTopics(tctx, cl, s.opts.Topics)
 	tcancel()
@@ -134,11 +134,16 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 	return m, nil
 }
 
+// client is the member's franz-go client. The partition callbacks may run
+// before NewClient has returned to startMember: each stores the client it
+// was given first.
+func (m *member) client() *kgo.Client { return m.cl.Load() }
+
 // abort closes a member that never started polling.
 func (m *member) abort() {
 	m.drain()
 	m.release(m.take(nil), false)
-	m.cl.Close()
+	m.client().Close()
 	m.cancel()
 }
 
@@ -172,7 +177,7 @@ func (m *member) poll() {
 				return
 			}
 		}
-		fs := m.cl.PollRecords(m.pollCtx, pollMax)
+		fs := m.client().PollRecords(m.pollCtx, pollMax)
 		if m.pollCtx.Err() != nil || fs.IsClientClosed() {
 			return
 		}
@@ -194,7 +199,7 @@ func (m *member) poll() {
 			// A topic went away: fail now, so that the pipeline's restart
 			// policy decides, rather than polling it forever.
 			ctx, cancel := context.WithTimeout(m.pollCtx, m.opts.ConnectTimeout)
-			err := checkTopics(ctx, m.cl, m.opts.Topics)
+			err := checkTopics(ctx, m.client(), m.opts.Topics)
 			cancel()
 			if errors.Is(err, ErrUnknownTopic) {
 				m.fail(err)
@@ -229,6 +234,7 @@ func (m *member) poll() {
 // assigned is the client's OnPartitionsAssigned: each partition becomes a
 // claim with its feed and its reader.
 func (m *member) assigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
+	m.cl.CompareAndSwap(nil, cl)
 	memberID, gen := cl.GroupMetadata()
 	m.cm.NoteSession(memberID, gen)
 	m.log.Info("kafka group session started",
@@ -289,13 +295,15 @@ func (m *member) adjust(_ context.Context, offsets map[string]map[int32]kgo.Offs
 // revoked is the client's OnPartitionsRevoked: each partition stops, waits
 // for its in-flight messages and commits what was handled before the
 // rebalance goes on.
-func (m *member) revoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+func (m *member) revoked(_ context.Context, cl *kgo.Client, revoked map[string][]int32) {
+	m.cl.CompareAndSwap(nil, cl)
 	m.release(m.take(revoked), true)
 }
 
 // lost is the client's OnPartitionsLost: the partitions already belong to
 // another member, so they stop at once and commit nothing.
-func (m *member) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+func (m *member) lost(_ context.Context, cl *kgo.Client, lost map[string][]int32) {
+	m.cl.CompareAndSwap(nil, cl)
 	ps := m.take(lost)
 	if len(ps) > 0 {
 		m.log.Warn("kafka partitions lost; their in-flight messages will be delivered again", slog.Any("partitions", lost))
@@ -374,7 +382,7 @@ func (m *member) close(ctx context.Context) {
 		m.release(m.take(nil), true)
 		close(m.stopped)
 		m.wg.Wait()
-		m.cl.Close() // leaves the group
+		m.client().Close() // leaves the group
 		m.cancel()
 	})
 }
@@ -406,7 +414,7 @@ func (m *member) send(blocks []claim.Block) ([]claim.Block, error) {
 	var req *kmsg.OffsetCommitRequest
 	var resp *kmsg.OffsetCommitResponse
 	var err error
-	m.cl.CommitOffsetsSync(ctx, offs, func(_ *kgo.Client, q *kmsg.OffsetCommitRequest, r *kmsg.OffsetCommitResponse, e error) {
+	m.client().CommitOffsetsSync(ctx, offs, func(_ *kgo.Client, q *kmsg.OffsetCommitRequest, r *kmsg.OffsetCommitResponse, e error) {
 		req, resp, err = q, r, e
 	})
 	if err != nil {
