@@ -256,3 +256,87 @@ func TestNewGroupStartsAtSubscribe(t *testing.T) {
 	}
 	recvNothing(t, m)
 }
+
+// Rebalancing: a member that loses a partition waits up to RevokeTimeout
+// for the messages of it that it handed out; settled in time, they are
+// committed and nobody receives them again. Settled too late, the ack is
+// refused with ErrRevoked and the group delivers the message again.
+func TestRevokeWaitsForHandedOutMessages(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+		settled bool // acked while the member still holds the partition
+	}{{"in time", patience, true}, {"too late", time.Millisecond, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t)
+			o := testOptions[int](c, topic.IntCodec{})
+			o.RevokeTimeout = tc.timeout
+			b := newBackend(t, o)
+			h := newTopic(t, b, "revoke", topic.Options{})
+			a := subscribe(t, h, topic.Balanced("g"))
+			if err := h.Publish(ctxT(t), 1); err != nil {
+				t.Fatal(err)
+			}
+			it := recv(t, a)
+			joined := make(chan *topic.Subscription[int], 1)
+			go func() {
+				s, err := h.Subscribe(topic.Balanced("g"), topic.SubscriberOptions{})
+				if err != nil {
+					t.Error(err)
+				}
+				joined <- s
+			}()
+			var second *topic.Subscription[int]
+			if tc.settled {
+				// The join waits for a to let its partition go, which waits
+				// for the message a holds.
+				select {
+				case second = <-joined:
+					t.Fatal("the new member joined while the message was still held")
+				case <-time.After(200 * time.Millisecond): // a check that something does not happen
+				}
+				if err := a.Ack(it.ID); err != nil {
+					t.Fatalf("Ack during the rebalance: %v", err)
+				}
+				second = <-joined
+			} else {
+				second = <-joined
+				if err := a.Ack(it.ID); !errors.Is(err, kafkatopic.ErrRevoked) {
+					t.Fatalf("Ack after the partition moved = %v, want ErrRevoked", err)
+				}
+			}
+			if second == nil {
+				t.FailNow()
+			}
+			defer second.Close()
+			// Whoever holds the partition now receives 1 again only if it
+			// was not committed.
+			got := make(chan topic.Item[int], 2)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			var wg sync.WaitGroup
+			for _, s := range []*topic.Subscription[int]{a, second} {
+				wg.Go(func() {
+					if it, err := s.Receive(ctx); err == nil {
+						got <- it
+					}
+				})
+			}
+			wg.Wait()
+			close(got)
+			n := 0
+			for it := range got {
+				if it.Value != 1 {
+					t.Fatalf("received %+v", it)
+				}
+				n++
+			}
+			if tc.settled && n != 0 {
+				t.Fatalf("a message acked during the rebalance was delivered %d more times", n)
+			}
+			if !tc.settled && n != 1 {
+				t.Fatalf("a message acked too late was delivered %d more times, want 1", n)
+			}
+		})
+	}
+}
