@@ -33,6 +33,7 @@ type Backend[T any] struct {
 	admin  sarama.ClusterAdmin
 	prod   sarama.SyncProducer
 	rr     atomic.Uint32 // round-robin partition choice
+	pauses atomic.Uint64 // how many times a releaser paused a partition
 
 	prodMu     sync.RWMutex // held shared while producing, exclusively to close
 	prodClosed bool

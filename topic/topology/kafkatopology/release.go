@@ -109,6 +109,7 @@ func (r *releaser[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.C
 		}
 		if wait := time.Until(m.due); wait > 0 {
 			r.cg.Pause(paused)
+			r.b.pauses.Add(1)
 			ok := sleep(ctx, wait)
 			r.cg.Resume(paused)
 			if !ok {

@@ -1,0 +1,209 @@
+package kafkatopology
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/topology"
+	"github.com/boulevard-go/boulevard/topic/topology/topologytest"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+type msg = topologytest.Msg
+
+func declare(t *testing.T, b *Backend[msg], tb *topology.Builder) topology.Queues[msg] {
+	t.Helper()
+	top, err := tb.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := b.Declare(t.Context(), top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+func subscribe(t *testing.T, q topology.Queues[msg]) topology.Reader[msg] {
+	t.Helper()
+	r, err := q.Subscribe(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return r
+}
+
+// receiveOne waits for one letter.
+func receiveOne(t *testing.T, r topology.Reader[msg]) topology.Letter[msg] {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	buf := make([]topology.Letter[msg], 1)
+	if _, err := r.Receive(ctx, buf); err != nil {
+		t.Fatalf("Receive: %v", err)
+	}
+	return buf[0]
+}
+
+// Guarantee: a letter held when its backend closes stays in the hold topic
+// and, once the topology is declared again by a new backend, is delivered
+// to its group when due (not before), with its history.
+func TestHeldAcrossRestartDeliveredWhenDue(t *testing.T) {
+	brokers := newCluster(t).ListenAddrs()
+	tb := topology.New("settle").Hold(2 * time.Second).DLQ()
+	b1 := newBackend(t, brokers)
+	q1 := declare(t, b1, tb)
+	r1 := subscribe(t, q1)
+	if err := q1.Publish(t.Context(), topology.Letter[msg]{Value: msg{N: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	l := receiveOne(t, r1)
+	failed := time.Now().Add(-time.Minute).Round(0)
+	l.Retries, l.FirstFailure, l.LastFailure = 1, failed, failed
+	held := time.Now()
+	if err := q1.Hold(t.Context(), 0, l); err != nil {
+		t.Fatal(err)
+	}
+	if err := r1.Settle(t.Context(), &l); err != nil {
+		t.Fatal(err)
+	}
+	b1.Close()
+
+	b2 := newBackend(t, brokers)
+	r2 := subscribe(t, declare(t, b2, tb))
+	got := receiveOne(t, r2)
+	if since := time.Since(held); since < 2*time.Second {
+		t.Errorf("delivered %s after it was held, before its 2s hold", since)
+	}
+	if got.Value.N != 1 || got.Retries != 1 || !got.FirstFailure.Equal(failed) || !got.LastFailure.Equal(failed) {
+		t.Errorf("delivered %+v, want message 1 with retry count 1 and its failure times", got)
+	}
+}
+
+// Guarantee: while the head of a hold partition is not due, the releaser
+// pauses the partition: it is not fetched again until the letter is
+// released (no polling of the broker while it waits).
+func TestReleaserPausesUntilDue(t *testing.T) {
+	c := newCluster(t)
+	var fetching atomic.Bool
+	var fetches atomic.Int64
+	const holdTopic = "idle-hold-2s"
+	c.ControlKey(kmsg.Fetch.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if !fetching.Load() {
+			return nil, nil, false
+		}
+		for _, tp := range req.(*kmsg.FetchRequest).Topics {
+			if tp.Topic == holdTopic {
+				fetches.Add(1)
+			}
+		}
+		return nil, nil, false
+	})
+	b := newBackend(t, c.ListenAddrs())
+	q := declare(t, b, topology.New("idle").Hold(2*time.Second))
+	r := subscribe(t, q)
+	if err := q.Hold(t.Context(), 0, topology.Letter[msg]{Value: msg{N: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, "the releaser to pause", func() bool { return b.pauses.Load() == 1 })
+	fetching.Store(true)
+	if got := receiveOne(t, r); got.Value.N != 1 {
+		t.Fatalf("released %+v", got)
+	}
+	fetching.Store(false)
+	// One fetch may have been in flight when the partition was paused.
+	if n := fetches.Load(); n > 1 {
+		t.Errorf("the hold topic was fetched %d times while its head was waiting", n)
+	}
+}
+
+// Guarantee: a record released from a hold topic is committed there only
+// after its release was acknowledged: a releaser stopped before the due
+// time (a crash) leaves it to the next one, which releases it exactly once.
+func TestReleaseCommitsAfterAck(t *testing.T) {
+	brokers := newCluster(t).ListenAddrs()
+	tb := topology.New("once").Hold(time.Second)
+	b1 := newBackend(t, brokers)
+	q1 := declare(t, b1, tb)
+	if err := q1.Hold(t.Context(), 0, topology.Letter[msg]{Value: msg{N: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, "the releaser to hold the record", func() bool { return b1.pauses.Load() == 1 })
+	b1.crash()
+	b2 := newBackend(t, brokers)
+	q2 := declare(t, b2, tb)
+	r := subscribe(t, q2)
+	got := receiveOne(t, r)
+	if got.Value.N != 1 {
+		t.Fatalf("released %+v", got)
+	}
+	if err := r.Settle(t.Context(), &got); err != nil {
+		t.Fatal(err)
+	}
+	// The released record was committed: a third backend's releaser
+	// releases nothing more.
+	wait.For(t, "the release committed", func() bool {
+		resp, err := b2.admin.ListConsumerGroupOffsets("once-hold-1s:release", map[string][]int32{"once-hold-1s": {0}})
+		return err == nil && resp.GetBlock("once-hold-1s", 0) != nil && resp.GetBlock("once-hold-1s", 0).Offset == 1
+	})
+	b2.Close()
+	b3 := newBackend(t, brokers)
+	q3 := declare(t, b3, tb)
+	if err := q3.Publish(t.Context(), topology.Letter[msg]{Value: msg{N: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	r3 := subscribe(t, q3)
+	if got := receiveOne(t, r3); got.Value.N != 2 {
+		t.Errorf("after the restart the group received %+v first, want the new message 2 (message 1 released twice?)", got)
+	}
+}
+
+// Guarantee: invalid options are refused with errors naming each field.
+func TestOptionsValidate(t *testing.T) {
+	_, err := New(Options[msg]{Partitions: -1})
+	var verrs validate.Errors
+	if !errors.As(err, &verrs) {
+		t.Fatalf("New: %v, want validate.Errors", err)
+	}
+	for _, want := range []string{"kafkatopology.brokers", "kafkatopology.codec", "kafkatopology.partitions"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+	if _, err := New(Options[msg]{Brokers: []string{"127.0.0.1:1"}, Codec: topic.JSONCodec[msg]{}, AdminTimeout: -1}); err == nil ||
+		!strings.Contains(err.Error(), "kafkatopology.admin_timeout") {
+		t.Errorf("New with a negative admin timeout: %v", err)
+	}
+}
+
+// Guarantee: a consumer group starts where the main topic's log ended when
+// its topology was first declared: it receives everything published after
+// Declare returned, even before its first consumer joined, and nothing
+// published before (as the in-memory backend, whose group queue is created
+// by Declare).
+func TestNewGroupStartsAtDeclare(t *testing.T) {
+	b := newBackend(t, newCluster(t).ListenAddrs())
+	first := declare(t, b, topology.New("orders"))
+	if err := first.Publish(t.Context(), topology.Letter[msg]{Value: msg{N: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	audit := declare(t, b, topology.New("orders").ForConsumerGroup("audit"))
+	if err := first.Publish(t.Context(), topology.Letter[msg]{Value: msg{N: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := receiveOne(t, subscribe(t, audit)); got.Value.N != 2 {
+		t.Errorf("the audit group, declared between two publishes, received message %d first, want 2", got.Value.N)
+	}
+	if got := receiveOne(t, subscribe(t, first)); got.Value.N != 1 {
+		t.Errorf("the first group received message %d first, want 1", got.Value.N)
+	}
+}
