@@ -1,6 +1,7 @@
 package pulsartest
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 	"time"
@@ -287,4 +288,74 @@ func TestSharedDispatchesTurnsOfTwenty(t *testing.T) {
 			t.Errorf("consumer %d received %v, want %v", i, got, want[i])
 		}
 	}
+}
+
+// On a Shared subscription every chunk of a message goes to the consumer
+// that got its first chunk, as a real broker's chunk assignment does
+// (PersistentDispatcherMultipleConsumers.sendChunkedMessagesToConsumers):
+// with two consumers, every chunked message is reassembled whole, once.
+func TestSharedChunksStayWithOneConsumer(t *testing.T) {
+	b := startBrokerWith(t, Options{MaxMessageSize: 2048})
+	cl := newClient(t, b)
+	ctx := ctxT(t)
+	topic := uniqueTopic(t)
+	got := make(chan string, 100)
+	for range 2 {
+		// pulsar-client-go starts one sleeping goroutine per chunked
+		// message for ExpireTimeOfIncompleteChunk: keep it short.
+		c, err := cl.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared,
+			ExpireTimeOfIncompleteChunk: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		go func() {
+			for {
+				m, err := c.Receive(ctx)
+				if err != nil {
+					return
+				}
+				got <- string(m.Payload())
+				_ = c.Ack(m)
+			}
+		}()
+	}
+	prod, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true, EnableChunking: true, SendTimeout: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	want := map[string]int{}
+	for i := range 6 {
+		big := bytes.Repeat([]byte{byte('a' + i)}, 7000)
+		want[string(big)] = 0
+		if _, err := prod.Send(ctx, &pulsar.ProducerMessage{Payload: big}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 6 {
+		select {
+		case p := <-got:
+			if _, ok := want[p]; !ok {
+				t.Fatalf("received %d bytes that were not sent whole", len(p))
+			}
+			want[p]++
+		case <-ctx.Done():
+			t.Fatalf("timed out: received %v of 6 messages (by first byte and count)", summary(want))
+		}
+	}
+	for p, n := range want {
+		if n != 1 {
+			t.Errorf("message of %q received %d times", p[:1], n)
+		}
+	}
+}
+
+// summary shows how many times each message (named by its first byte) came.
+func summary(m map[string]int) map[string]int {
+	out := map[string]int{}
+	for p, n := range m {
+		out[p[:1]] = n
+	}
+	return out
 }

@@ -20,6 +20,10 @@ type entry struct {
 	key       []byte // routing key for key-shared: ordering key, else partition key
 	hash      uint32 // murmur3(key)
 	deliverAt int64  // unix ms; 0 = immediately
+	// chunk is the message id of a chunked message's entry ("" when not a
+	// chunk); lastChunk marks its final chunk.
+	chunk     string
+	lastChunk bool
 }
 
 type topic struct {
@@ -59,8 +63,11 @@ type subscription struct {
 	readLeft int64
 	turn     *consumer
 	turnLeft int64
-	ring     []ringPoint      // key-shared auto-split ring, sorted by hash
-	holds    map[uint32]*hold // key-shared: key hash → consumer with unacked entries of it
+	// chunkOwner maps a chunked message being dispatched on a Shared
+	// subscription to the consumer that got its first chunk.
+	chunkOwner map[string]*consumer
+	ring       []ringPoint      // key-shared auto-split ring, sorted by hash
+	holds      map[uint32]*hold // key-shared: key hash → consumer with unacked entries of it
 }
 
 // hold records that consumer c has n dispatched, unacked entries of one key
@@ -125,6 +132,9 @@ func (b *Broker) topicLocked(tn topicName, create bool) *topic {
 // appendLocked stores one entry and dispatches it.
 func (b *Broker) appendLocked(t *topic, data []byte, m entryMeta) uint64 {
 	e := &entry{data: data, nmsgs: max(m.numMessages, 1), batched: m.batched, deliverAt: m.deliverAt}
+	if m.numChunks > 1 {
+		e.chunk, e.lastChunk = string(m.uuid), m.chunkID == m.numChunks-1
+	}
 	switch {
 	case len(m.orderingKey) > 0:
 		e.key = m.orderingKey
@@ -250,6 +260,42 @@ const roundRobinBatch = 20
 // The read ends with the pass (dispatch), and the next starts with the
 // next consumer.
 func (s *subscription) pickShared(e *entry) *consumer {
+	if e.chunk != "" {
+		return s.pickChunk(e)
+	}
+	return s.pickTurn(e)
+}
+
+// pickChunk sends every chunk of a message to the consumer that got its
+// first chunk, as a real broker's chunk assignment does
+// (PersistentDispatcherMultipleConsumers.sendChunkedMessagesToConsumers),
+// waiting for that consumer's permits; the first chunk, or one whose
+// consumer has left, takes a turn like any entry.
+func (s *subscription) pickChunk(e *entry) *consumer {
+	c := s.chunkOwner[e.chunk]
+	switch {
+	case c != nil && slices.Contains(s.consumers, c):
+		if c.permits <= 0 {
+			return nil
+		}
+		s.readLeft = max(s.readLeft-1, 0)
+	default:
+		if c = s.pickTurn(e); c == nil {
+			return nil
+		}
+		if s.chunkOwner == nil {
+			s.chunkOwner = map[string]*consumer{}
+		}
+		s.chunkOwner[e.chunk] = c
+	}
+	if e.lastChunk {
+		delete(s.chunkOwner, e.chunk)
+	}
+	return c
+}
+
+// pickTurn hands e to the consumer whose turn it is (see pickShared).
+func (s *subscription) pickTurn(e *entry) *consumer {
 	if s.readLeft == 0 {
 		var total int64
 		for _, c := range s.consumers {

@@ -357,6 +357,8 @@ type entryMeta struct {
 	eventTime    uint64
 	deliverAt    int64
 	numChunks    int32
+	uuid         []byte // chunked message id, aliasing the input
+	chunkID      int32
 }
 
 // decodeMetadata reads MessageMetadata. With full false (the SEND path) it
@@ -404,8 +406,12 @@ func decodeMetadata(b []byte, full bool) (entryMeta, error) {
 			m.orderingKey = bs
 		case 19:
 			m.deliverAt = int64(v)
+		case 26:
+			m.uuid = bs
 		case 27:
 			m.numChunks = int32(v)
+		case 29:
+			m.chunkID = int32(v)
 		}
 		return nil
 	})
