@@ -207,3 +207,53 @@ func TestNewGroupStartsAtDeclare(t *testing.T) {
 		t.Errorf("the first group received message %d first, want 1", got.Value.N)
 	}
 }
+
+// Guarantee: a sequenced topology's main topic has one partition per
+// routing shard, and a letter goes to its shard's partition, on publish
+// and again when its hold releases it, so a key's letters stay on one
+// partition (and with one member of the group).
+func TestSequencedShardsArePartitions(t *testing.T) {
+	b := newBackend(t, newCluster(t).ListenAddrs())
+	q := declare(t, b, topology.New("ledger").Sequenced(topology.Skip).RoutingShards(4).Hold(time.Second).DLQ())
+	parts, err := b.client.Partitions("ledger")
+	if err != nil || len(parts) != 4 {
+		t.Fatalf("main topic partitions %v, %v; want 4", parts, err)
+	}
+	pub, err := topology.NewPublisher(q, topology.PublisherOptions[msg]{Key: func(m msg) string { return m.Key }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	for _, k := range keys {
+		if err := pub.Publish(t.Context(), msg{Key: k, N: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := subscribe(t, q)
+	partOf := func(l topology.Letter[msg]) int32 { return l.Receipt.(*receipt).c.part }
+	seen := map[int]bool{}
+	for range keys {
+		l := receiveOne(t, r)
+		seen[l.Shard] = true
+		if want := topology.ShardOf(l.Key, 4); l.Shard != want || partOf(l) != int32(want) {
+			t.Errorf("key %q (shard %d) came with shard %d from partition %d", l.Key, want, l.Shard, partOf(l))
+		}
+		if l.Key == "a" || l.Key == "b" {
+			if err := q.Hold(t.Context(), 0, l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r.Settle(t.Context(), &l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(seen) < 2 {
+		t.Fatalf("all keys hashed to shards %v: the test checks nothing", seen)
+	}
+	for range 2 {
+		l := receiveOne(t, r)
+		if l.Shard != topology.ShardOf(l.Key, 4) || partOf(l) != int32(l.Shard) {
+			t.Errorf("released key %q (shard %d) came from partition %d", l.Key, l.Shard, partOf(l))
+		}
+	}
+}

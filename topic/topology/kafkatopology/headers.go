@@ -10,13 +10,20 @@ import (
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
-// Record headers: what a letter knows about its history.
+// Record headers: what a letter knows about its history. Times are RFC
+// 3339 with nanoseconds, counts decimal.
 const (
-	HeaderShard        = "topology-shard"
-	HeaderRetries      = "topology-retries"
+	// HeaderShard is the letter's routing shard (absent: 0).
+	HeaderShard = "topology-shard"
+	// HeaderRetries is how many times it was retried (absent: 0).
+	HeaderRetries = "topology-retries"
+	// HeaderFirstFailure is when it first failed.
 	HeaderFirstFailure = "topology-first-failure"
-	HeaderLastFailure  = "topology-last-failure"
-	HeaderResume       = "topology-resume"
+	// HeaderLastFailure is when it last failed.
+	HeaderLastFailure = "topology-last-failure"
+	// HeaderResume is "1" on a letter of a sequenced topology that still
+	// holds its key (Letter.Resume).
+	HeaderResume = "topology-resume"
 	// HeaderGroup names the only consumer group a record of the main topic
 	// is for (a released retry, a requeued or replayed letter); readers of
 	// other groups skip it. On a hold record it is the group to release to.
@@ -26,13 +33,20 @@ const (
 	// HeaderTopic is, on a hold record, the Kafka topic to release it to.
 	HeaderTopic = "topology-topic"
 
-	HeaderDeathReason       = "topology-death-reason"
-	HeaderDeathError        = "topology-death-error"
-	HeaderDeathTopic        = "topology-death-topic"
-	HeaderDeathGroup        = "topology-death-group"
-	HeaderDeathRetries      = "topology-death-retries"
+	// HeaderDeathReason is a dead letter's Death.Reason.
+	HeaderDeathReason = "topology-death-reason"
+	// HeaderDeathError is its Death.Error.
+	HeaderDeathError = "topology-death-error"
+	// HeaderDeathTopic is its Death.Topic (the topology's main topic name).
+	HeaderDeathTopic = "topology-death-topic"
+	// HeaderDeathGroup is its Death.Group.
+	HeaderDeathGroup = "topology-death-group"
+	// HeaderDeathRetries is its Death.Retries.
+	HeaderDeathRetries = "topology-death-retries"
+	// HeaderDeathFirstFailure is its Death.FirstFailure.
 	HeaderDeathFirstFailure = "topology-death-first-failure"
-	HeaderDeathLastFailure  = "topology-death-last-failure"
+	// HeaderDeathLastFailure is its Death.LastFailure.
+	HeaderDeathLastFailure = "topology-death-last-failure"
 )
 
 func header(k, v string) sarama.RecordHeader {
