@@ -147,7 +147,7 @@ func Build[T any](broker *topic.Broker[T], plan *Plan, backends ...topic.Backend
 // backends already made are closed. [Wired.Close] closes them later.
 func BuildContext[T any](ctx context.Context, broker *topic.Broker[T], plan *Plan, opts BuildOptions[T]) (w *Wired[T], err error) {
 	if broker == nil || plan == nil {
-		return nil, errors.New("topic config: Build needs a broker and a plan")
+		return nil, errors.New("config: Build needs a broker and a plan")
 	}
 	byName := map[string]topic.Backend[T]{}
 	for _, b := range opts.Backends {
@@ -197,7 +197,7 @@ func BuildContext[T any](ctx context.Context, broker *topic.Broker[T], plan *Pla
 	}
 	handles, err := broker.CreateTopicsContext(ctx, decls)
 	if err != nil {
-		return nil, fmt.Errorf("topic config: %w", err)
+		return nil, fmt.Errorf("config: %w", err)
 	}
 	w = &Wired[T]{
 		Plan:      plan,
@@ -219,7 +219,7 @@ func BuildContext[T any](ctx context.Context, broker *topic.Broker[T], plan *Pla
 				for _, h := range handles {
 					broker.Remove(h.Name())
 				}
-				return nil, fmt.Errorf("topic config: pipeline %s: %w", topic.SafeName(pp.Name), err)
+				return nil, fmt.Errorf("config: pipeline %s: %w", topic.SafeName(pp.Name), err)
 			}
 			if bp.Role == Subscriber {
 				w.subs[pp.Name] = append(w.subs[pp.Name], Subscription[T]{Alias: bp.Alias, Binding: b, Mode: bp.SubscriptionMode()})
@@ -252,7 +252,7 @@ func LoadContext[T any](ctx context.Context, data []byte, wiring Wiring, broker 
 
 // ErrNoConnector is wrapped by the error of BuildContext when a topic
 // needs a connection but BuildOptions.Connect is nil.
-var ErrNoConnector = errors.New("topic config: no connector for kafka or pulsar topics (set BuildOptions.Connect)")
+var ErrNoConnector = errors.New("config: no connector for kafka or pulsar topics (set BuildOptions.Connect)")
 
 // connect returns the backend of connection c, making it with fn the
 // first time.
@@ -272,7 +272,7 @@ func connect[T any](ctx context.Context, fn Connector[T], c ConnectionSpec, cach
 		if b != nil {
 			name = quote.Value(b.Name())
 		}
-		return nil, fmt.Errorf("topic config: the connector made backend %s for a %s connection", name, c.Kind)
+		return nil, fmt.Errorf("config: the connector made backend %s for a %s connection", name, c.Kind)
 	}
 	cache[c.Name] = b
 	*made = append(*made, b)

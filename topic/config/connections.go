@@ -33,14 +33,14 @@ const MaxConnections = 64
 // the topics are built, and no error or log line repeats their values.
 type ConnectionSpec struct {
 	// Name is the connection's name (the key under connections).
-	Name string `name:"name"`
+	Name string
 	// Path is the connection's YAML path, for example "connections.main".
-	Path string `name:"path"`
+	Path string
 	// Kind is "kafka" or "pulsar". Required.
-	Kind string `name:"kind" validate:"required,oneof=kafka pulsar"`
+	Kind string `validate:"required,oneof=kafka pulsar"`
 	// Brokers are the Kafka bootstrap addresses, host:port (kafka only;
 	// at least one, at most 64).
-	Brokers []string `name:"brokers" validate:"max=64"`
+	Brokers []string `validate:"max=64"`
 	// ServiceURL is the Pulsar service URL, pulsar://host:port or
 	// pulsar+ssl://host:port (pulsar only).
 	ServiceURL string `name:"service_url"`
@@ -57,7 +57,7 @@ type ConnectionSpec struct {
 // TLSSpec is connections.<name>.tls. Files are PEM.
 type TLSSpec struct {
 	// Enabled turns TLS on. Default true once tls is present.
-	Enabled bool `name:"enabled"`
+	Enabled bool
 	// CAFile verifies the brokers' certificates; empty means the system pool.
 	CAFile string `name:"ca_file"`
 	// CertFile and KeyFile are the client certificate, for mutual TLS; both or neither.
@@ -72,9 +72,9 @@ type TLSSpec struct {
 // SASLSpec is connections.<name>.sasl.
 type SASLSpec struct {
 	// Mechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512. Required.
-	Mechanism string `name:"mechanism" validate:"required,oneof=PLAIN SCRAM-SHA-256 SCRAM-SHA-512"`
+	Mechanism string `validate:"required,oneof=PLAIN SCRAM-SHA-256 SCRAM-SHA-512"`
 	// Username is the SASL user. Required.
-	Username string `name:"username" validate:"required"`
+	Username string `validate:"required"`
 	// Password is read from the environment variable named by password_env.
 	Password Secret `name:"password_env"`
 }
@@ -91,7 +91,7 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 
 // ErrSecretUnset is wrapped by the error of [Secret.Value] when the
 // environment variable is not set or empty.
-var ErrSecretUnset = errors.New("topic config: secret environment variable is not set")
+var ErrSecretUnset = errors.New("config: secret environment variable is not set")
 
 // Value reads the secret from its environment variable. An unset or
 // empty variable is an error wrapping ErrSecretUnset that names the

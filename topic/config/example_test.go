@@ -55,7 +55,7 @@ func ExampleResolve_cycle() {
 	}})
 	fmt.Println(err)
 	// Output:
-	// topic wiring cycle: pipeline a → topic t1 → pipeline b → topic t2 → pipeline a
+	// config: wiring cycle: pipeline a → topic t1 → pipeline b → topic t2 → pipeline a
 }
 
 // Parse names the YAML path and the rule of every problem.

@@ -12,7 +12,7 @@ import (
 )
 
 // ErrWiringCycle is wrapped by *CycleError.
-var ErrWiringCycle = errors.New("topic wiring cycle")
+var ErrWiringCycle = errors.New("config: wiring cycle")
 
 // CycleError reports a loop in the wiring graph: a message published by a
 // pipeline could come back to it through topics. Path alternates pipelines
@@ -23,7 +23,7 @@ type CycleError struct {
 	Path []string
 }
 
-// Error returns "topic wiring cycle: pipeline a → topic t1 → … → pipeline a".
+// Error returns "config: wiring cycle: pipeline a → topic t1 → … → pipeline a".
 func (e *CycleError) Error() string {
 	return ErrWiringCycle.Error() + ": " + strings.Join(e.Path, " → ")
 }
@@ -56,7 +56,7 @@ func (k Kind) String() string {
 // Wiring says which pipelines subscribe to and publish to which topics.
 type Wiring struct {
 	// Pipelines are the pipelines, each with a unique name.
-	Pipelines []Pipeline `name:"pipelines" validate:"dive"`
+	Pipelines []Pipeline `validate:"dive"`
 }
 
 // Pipeline is one pipeline's use of topics. A topic is named as the
@@ -64,22 +64,22 @@ type Wiring struct {
 // precedence over a global one of the same name.
 type Pipeline struct {
 	// Name identifies the pipeline. Required, unique.
-	Name string `name:"name" validate:"required"`
+	Name string `validate:"required"`
 	// Group is the pipeline group the pipeline belongs to; "" for none.
 	// It selects the group-scoped topics the pipeline sees.
-	Group string `name:"group"`
+	Group string
 	// Subscribes are the topics the pipeline's sources read.
-	Subscribes []Subscribe `name:"subscribes" validate:"dive"`
+	Subscribes []Subscribe `validate:"dive"`
 	// Publishes are the topics the pipeline publishes into.
-	Publishes []Publish `name:"publishes" validate:"dive"`
+	Publishes []Publish `validate:"dive"`
 }
 
 // Subscribe is one subscription of a pipeline.
 type Subscribe struct {
 	// Topic is the topic's name as the pipeline sees it. Required.
-	Topic string `name:"topic" validate:"required"`
+	Topic string `validate:"required"`
 	// Mode is Balanced (default) or Broadcast.
-	Mode Kind `name:"mode" validate:"gte=0,lte=1"`
+	Mode Kind `validate:"gte=0,lte=1"`
 	// ConsumerGroup is the balanced consumer group. Default: the
 	// pipeline's name. Must be empty for Broadcast.
 	ConsumerGroup string `name:"consumer_group"`
@@ -88,7 +88,7 @@ type Subscribe struct {
 // Publish is one topic a pipeline publishes into.
 type Publish struct {
 	// Topic is the topic's name as the pipeline sees it. Required.
-	Topic string `name:"topic" validate:"required"`
+	Topic string `validate:"required"`
 	// QueueOnFull overrides the topic's policies.balanced.on_full for this
 	// publisher: "block" or "drop_newest"; "" (default) keeps the topic's.
 	// It does not change the broadcast lag policy.

@@ -151,7 +151,7 @@ func TestResolveSamePipelineCycle(t *testing.T) {
 	if !errors.As(err, &ce) || !errors.Is(err, config.ErrWiringCycle) {
 		t.Fatalf("got %v, want a *CycleError", err)
 	}
-	if got, want := err.Error(), "topic wiring cycle: pipeline a → topic t1 → pipeline a"; got != want {
+	if got, want := err.Error(), "config: wiring cycle: pipeline a → topic t1 → pipeline a"; got != want {
 		t.Fatalf("error\n got %q\nwant %q", got, want)
 	}
 }
@@ -167,7 +167,7 @@ func TestResolveMultiPipelineCycle(t *testing.T) {
 	if !errors.Is(err, config.ErrWiringCycle) {
 		t.Fatalf("got %v, want ErrWiringCycle", err)
 	}
-	want := "topic wiring cycle: pipeline a → topic t1 → pipeline b → topic t2 → pipeline c → topic t3 → pipeline a"
+	want := "config: wiring cycle: pipeline a → topic t1 → pipeline b → topic t2 → pipeline c → topic t3 → pipeline a"
 	if err.Error() != want {
 		t.Fatalf("error\n got %q\nwant %q", err.Error(), want)
 	}
@@ -185,7 +185,7 @@ func TestResolveCycleOffTheStart(t *testing.T) {
 		{Name: "x", Subscribes: []config.Subscribe{{Topic: "t1"}, {Topic: "t3"}}, Publishes: []config.Publish{{Topic: "t2"}}},
 		{Name: "y", Subscribes: []config.Subscribe{{Topic: "t2"}}, Publishes: []config.Publish{{Topic: "t3"}}},
 	}})
-	want := "topic wiring cycle: pipeline x → topic t2 → pipeline y → topic t3 → pipeline x"
+	want := "config: wiring cycle: pipeline x → topic t2 → pipeline y → topic t3 → pipeline x"
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %q", err, want)
 	}

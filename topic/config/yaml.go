@@ -23,7 +23,7 @@ import (
 // well-formed YAML. Apart from ErrTooLarge and ErrTooManyAliases, every
 // other problem Parse finds is a validate.Errors value (wrapping
 // validate.ErrInvalid) naming the YAML path.
-var ErrSyntax = errors.New("topic config: malformed YAML")
+var ErrSyntax = errors.New("config: malformed YAML")
 
 // DefaultBackend is the backend a topic uses when it names none: the
 // built-in in-memory backend.
@@ -64,23 +64,23 @@ type TopicSpec struct {
 	// Backend names the backend that implements the topic: "in_memory",
 	// "kafka", "pulsar", or the Name of a backend passed to Build. Default
 	// defaults.backend, else "in_memory".
-	Backend string `name:"backend" validate:"required"`
+	Backend string `validate:"required"`
 	// Connection names the entry of connections that a kafka or pulsar
 	// topic reaches its broker through. Default defaults.connection.
-	Connection string `name:"connection"`
+	Connection string
 	// ImplSelection is "auto" (default: the mode is inferred from how the
 	// topic is subscribed to) or "force_mixed" (always topic.Mixed).
 	ImplSelection string `name:"impl_selection" validate:"oneof=auto force_mixed"`
 	// Policies are the topic's policies.
-	Policies PolicySpec `name:"policies"`
+	Policies PolicySpec
 }
 
 // PolicySpec is policies.* of a topic declaration.
 type PolicySpec struct {
 	// Balanced governs the consumer-group queues.
-	Balanced BalancedSpec `name:"balanced"`
+	Balanced BalancedSpec
 	// Broadcast governs the broadcast ring.
-	Broadcast BroadcastSpec `name:"broadcast"`
+	Broadcast BroadcastSpec
 	// AckPropagation governs tracked publishing across the topic.
 	AckPropagation AckPropagationSpec `name:"ack_propagation"`
 }
@@ -117,14 +117,14 @@ type AckPropagationSpec struct {
 	// Mode is "disabled" (default: publishers do not learn downstream
 	// outcomes) or "auto" (publishers publish tracked and resolve their
 	// upstream messages from the downstream Ack/Nack).
-	Mode string `name:"mode" validate:"oneof=disabled auto"`
+	Mode string `validate:"oneof=disabled auto"`
 	// MaxInFlight bounds a publisher's unresolved tracked publishes, at
 	// most topic.MaxInFlightLimit (1048576). Default 1024.
 	MaxInFlight int `name:"max_in_flight" validate:"gte=1,lte=1048576"`
 	// Timeout is how long a tracked publish may stay unresolved before it
 	// resolves as timed out, written like "30s" or "1m30s"; at least 1ms.
 	// Default 30s.
-	Timeout time.Duration `name:"timeout" validate:"gte=1ms"`
+	Timeout time.Duration `validate:"gte=1ms"`
 }
 
 // DefaultTopicSpec returns the declaration a topic gets when it sets
@@ -251,12 +251,12 @@ const (
 
 // ErrTooLarge is wrapped by the error Parse returns for a document larger
 // than MaxDocumentSize.
-var ErrTooLarge = errors.New("topic config: document too large")
+var ErrTooLarge = errors.New("config: document too large")
 
 // ErrTooManyAliases is wrapped by the error Parse returns for a document
 // whose aliases and merge keys reach more than MaxAliasNodes nodes, or
 // refer to a value that contains them.
-var ErrTooManyAliases = errors.New("topic config: too many alias expansions")
+var ErrTooManyAliases = errors.New("config: too many alias expansions")
 
 // Parse reads a topic document. An empty document declares no topics.
 //

@@ -32,7 +32,7 @@ import (
 // Options configures the backends [New] makes. Codec is required.
 type Options[T any] struct {
 	// Codec turns values into payloads and back, on both kinds.
-	Codec topic.Codec[T] `name:"codec" validate:"required"`
+	Codec topic.Codec[T] `validate:"required"`
 	// KafkaKey gives each Kafka record its key (records of one key keep
 	// their order). Nil: no key.
 	KafkaKey func(T) []byte `name:"-"`
