@@ -356,24 +356,24 @@ type BroadcastPolicy struct {
 type AckPropagation struct {
 	// Mode says whether pipelines bridge Ack/Nack through the topic.
 	// Default PropagationDisabled.
-	Mode PropagationMode `name:"mode"`
+	Mode PropagationMode
 	// MaxInFlight bounds the unresolved tracked publishes per publisher: 1
 	// to MaxInFlightLimit. Default 1024.
 	MaxInFlight int `name:"max_in_flight" validate:"gte=1,lte=1048576"`
 	// Timeout resolves a tracked publish as TimedOut when no outcome arrived
 	// in time. Default 30s; at least 1ms.
-	Timeout time.Duration `name:"timeout" validate:"gte=1ms"`
+	Timeout time.Duration `validate:"gte=1ms"`
 }
 
 // Options configures one topic. The zero value, after WithDefaults, is a
 // balanced-only topic with a 1024-message queue that blocks when full.
 type Options struct {
 	// Mode is BalancedOnly (default), BroadcastOnly or Mixed.
-	Mode Mode `name:"mode"`
+	Mode Mode
 	// Balanced applies to BalancedOnly and Mixed topics.
-	Balanced BalancedPolicy `name:"balanced"`
+	Balanced BalancedPolicy
 	// Broadcast applies to BroadcastOnly and Mixed topics.
-	Broadcast BroadcastPolicy `name:"broadcast"`
+	Broadcast BroadcastPolicy
 	// AckPropagation applies to tracked publishers of the topic.
 	AckPropagation AckPropagation `name:"ack_propagation"`
 }
@@ -452,7 +452,7 @@ type TrackedOptions struct {
 	// reports MaxInFlightReached at the bound. At most MaxInFlightLimit.
 	MaxInFlight int `name:"max_in_flight" validate:"gte=0,lte=1048576"`
 	// Timeout resolves a publish as TimedOut when no outcome arrived in time.
-	Timeout time.Duration `name:"timeout" validate:"gte=0"`
+	Timeout time.Duration `validate:"gte=0"`
 	// OnFull is the balanced full-queue policy of Publish and PublishFunc
 	// (a per-publisher override of balanced.on_full). Default Block.
 	OnFull OnFull `name:"on_full"`
