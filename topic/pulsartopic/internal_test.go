@@ -198,3 +198,17 @@ func TestBroadcastSubscriptions(t *testing.T) {
 		t.Fatal("the other subscriber's subscription went too")
 	}
 }
+
+// Guarantee: a tracked envelope is refused with ErrUnsupportedPolicy and
+// nothing is sent: the outcome of a message handled in another process
+// cannot reach its publisher.
+func TestTrackedEnvelopeRefused(t *testing.T) {
+	tp, p := heldTopic(t, 1)
+	_, err := tp.Publish(context.Background(), topic.Envelope[int]{Value: 1, Ticket: new(topic.Ticket)}, topic.Block)
+	if !errors.Is(err, topic.ErrUnsupportedPolicy) {
+		t.Fatalf("tracked Publish = %v, want ErrUnsupportedPolicy", err)
+	}
+	if p.pending() != 0 {
+		t.Fatal("a tracked envelope was sent")
+	}
+}

@@ -16,9 +16,10 @@ import (
 
 // Defaults of [Options].
 const (
-	// DefaultTenant and DefaultNamespace place topics in Pulsar's
-	// public/default namespace.
-	DefaultTenant    = "public"
+	// DefaultTenant is the tenant of Pulsar's public/default namespace.
+	DefaultTenant = "public"
+	// DefaultNamespace is the namespace of Pulsar's public/default
+	// namespace.
 	DefaultNamespace = "default"
 	// DefaultMaxPendingMessages is the producer's pending queue: publishes
 	// sent and not yet confirmed by the broker (pulsar-client-go's own
@@ -85,9 +86,10 @@ type Options[T any] struct {
 	// the messages of one key reach one member at a time, in order. Nil:
 	// no key, balanced groups subscribe Shared.
 	Key func(T) string `validate:"-"`
-	// Tenant and Namespace place the topics. Defaults "public" and
+	// Tenant is the Pulsar tenant of the topics. Default "public".
+	Tenant string `validate:"omitempty,excludesall=/ "`
+	// Namespace is the namespace of the topics within Tenant. Default
 	// "default".
-	Tenant    string `validate:"omitempty,excludesall=/ "`
 	Namespace string `validate:"omitempty,excludesall=/ "`
 	// NonPersistent puts topics in the non-persistent domain (messages
 	// are not stored: nothing is delivered again after a nack or a member
