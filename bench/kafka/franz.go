@@ -2,15 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/boulevard-go/boulevard/message"
-	"github.com/boulevard-go/boulevard/pipeline"
-	"github.com/boulevard-go/boulevard/processor"
-	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/kafka/franz"
 )
 
@@ -83,28 +78,5 @@ func runBoulevardFranz(ctx context.Context, cfg config, brokers []string, group 
 	if err != nil {
 		return err
 	}
-	p, err := pipeline.New(pipeline.Options[[]byte, []byte]{
-		Name:     "bench",
-		Producer: producer.Options[[]byte]{Source: src, Flow: producer.Flow{Initial: cfg.Window}},
-		Processors: processor.Options[[]byte, []byte]{
-			Concurrency: cfg.Processors,
-			MaxDemand:   cfg.MaxDemand,
-			Handle: func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
-				c.tick()
-				return m.Data, nil
-			},
-		},
-	})
-	if err != nil {
-		return err
-	}
-	if err := p.Start(ctx); err != nil {
-		return err
-	}
-	select {
-	case <-c.done:
-	case <-ctx.Done():
-	}
-	stopErr := p.Stop(context.Background())
-	return errors.Join(c.check("boulevard"), stopErr)
+	return runPipeline(ctx, cfg, src, c)
 }

@@ -601,6 +601,13 @@ func runBoulevard(ctx context.Context, cfg config, brokers []string, group strin
 	if err != nil {
 		return err
 	}
+	return runPipeline(ctx, cfg, src, c)
+}
+
+// runPipeline runs the Boulevard side's pipeline on src (either client's
+// source) until every record has been handled: handlers that count and
+// return the payload, the processor options and window of cfg.
+func runPipeline(ctx context.Context, cfg config, src producer.Source[[]byte], c *clock) error {
 	p, err := pipeline.New(pipeline.Options[[]byte, []byte]{
 		Name:     "bench",
 		Producer: producer.Options[[]byte]{Source: src, Flow: producer.Flow{Initial: cfg.Window}},
