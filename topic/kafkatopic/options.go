@@ -48,7 +48,7 @@ const (
 // Options configures a [Backend]. Zero fields take the documented defaults.
 type Options[T any] struct {
 	// Brokers are the bootstrap brokers, "host:port". Required.
-	Brokers []string `name:"brokers" validate:"required,min=1,dive,hostname_port"`
+	Brokers []string `validate:"required,min=1,dive,hostname_port"`
 	// Config is the sarama configuration the backend's clients start from:
 	// protocol version, client id, TLS, SASL, fetch and producer tuning. It
 	// is copied, never modified; the backend then sets what its guarantees
@@ -59,7 +59,7 @@ type Options[T any] struct {
 	// appear in errors, logs or the String form of the options.
 	Config *sarama.Config `name:"-"`
 	// Codec turns values into record payloads and back. Required.
-	Codec Codec[T] `name:"codec" validate:"required"`
+	Codec Codec[T] `validate:"required"`
 	// Key returns a value's record key. Records with the same key go to
 	// the same partition (sarama's hash partitioner, unless Config names
 	// another), so one key's records keep their order for every consumer.
@@ -69,12 +69,12 @@ type Options[T any] struct {
 	Headers func(T) []sarama.RecordHeader `name:"-"`
 	// Partitions is the partition count of the topics the backend creates,
 	// and the least an existing topic must have. Default 1.
-	Partitions int32 `name:"partitions" validate:"gte=0,lte=100000"`
+	Partitions int32 `validate:"gte=0,lte=100000"`
 	// ReplicationFactor is the replication factor of the topics the
 	// backend creates. Default 1.
 	ReplicationFactor int16 `name:"replication_factor" validate:"gte=0,lte=32"`
 	// Acks is "all" (default), "leader" or "none"; see AcksAll.
-	Acks string `name:"acks" validate:"omitempty,oneof=all leader none"`
+	Acks string `validate:"omitempty,oneof=all leader none"`
 	// AdminTimeout bounds each administrative step: creating or checking a
 	// topic, resolving a new group's starting offsets, and a member's first
 	// join of its group. Default 30s.
