@@ -1,0 +1,53 @@
+// Package pulsartopology is the Apache Pulsar backend of package topology,
+// on github.com/apache/pulsar-client-go: a topology's main topic, hold
+// queues and dead-letter queue are Pulsar topics with the names the
+// builder derives (persistent://<tenant>/<namespace>/<name>, each '/'
+// written '~' as package topic/pulsartopic writes it), and its consumer
+// group is a durable subscription named after the group.
+//
+// # Mapping
+//
+//   - Declare creates each topic's producer (which creates a missing
+//     non-partitioned topic), the group's subscription on the main topic at
+//     its latest message and on every hold topic, and the DLQ's
+//     subscription "dead". A subscription that exists keeps its position,
+//     so Declare is idempotent, and a group receives everything published
+//     after Declare returns however late its first reader subscribes. The
+//     subscriptions are Shared, or Key_Shared on a sequenced topology (the
+//     sequence key is the message key, so one key's messages go to one
+//     consumer).
+//   - A letter travels as a message: the value encoded by Options.Codec,
+//     the sequence key as the message key, its history in properties
+//     (topology-shard, topology-retries, topology-first-failure,
+//     topology-last-failure, topology-resume; the topology-death-*
+//     properties on a dead letter). Times are RFC 3339 with nanoseconds.
+//   - Hold sends the letter to the hold topic with delayed delivery
+//     (DeliverAfter the hold's delay) and the property topology-group: the
+//     broker keeps it from the group's Shared subscription until it is due.
+//     A reader consumes the main topic and the group's hold topics under
+//     one subscription name, so a released retry reaches the group that
+//     held it and no other. A crash while a letter is held loses nothing:
+//     it is on the broker, and the held message is acknowledged on the
+//     main topic only after the broker stored it in the hold topic.
+//   - Requeue (an interrupted message, a retry without hold queues, a
+//     replayed dead letter, a stopped sequenced source's held-back
+//     messages) sends the letter to the main topic with topology-group set:
+//     the other groups' readers acknowledge it without delivering it.
+//   - DeadLetter sends the letter to the DLQ; dead sources and Replay read
+//     the DLQ's Shared subscription "dead".
+//   - Settle acknowledges the message on its subscription. Closing a
+//     reader, or a crash, leaves what it received unacknowledged, and the
+//     broker delivers it to the subscription again.
+//   - A broadcast topology's reader has an exclusive non-durable
+//     subscription of its own, starting at the latest message.
+//
+// A dead-letter reader's TryReceive, which Replay uses to read everything
+// the DLQ holds, publishes a marker message (property topology-marker) to
+// the DLQ and receives until the marker comes back; readers never deliver
+// markers.
+//
+// pulsar-client-go's own ConsumerOptions.DLQ policy and its retry-letter
+// topic work per subscription inside the client and know nothing of
+// holds, death metadata or sequencing: do not set them on a topology's
+// subscriptions. See docs/topology.md for which to use when.
+package pulsartopology

@@ -1,0 +1,254 @@
+package pulsartopology_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/topology"
+	"github.com/boulevard-go/boulevard/topic/topology/pulsartopology"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+const patience = 20 * time.Second
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func full(name string) string { return "persistent://public/default/" + name }
+
+func build(t testing.TB, b *topology.Builder) *topology.Topology {
+	t.Helper()
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return top
+}
+
+// Guarantee: Declare creates the topics with the names the builder derives
+// and the subscriptions on them (the group's on the main topic and the hold
+// topics, "dead" on the DLQ) before it returns, so a message published
+// right after reaches the group; declaring again keeps what they hold.
+func TestDeclareCreatesDerivedTopicsAndSubscriptions(t *testing.T) {
+	br := startBroker(t)
+	be := newBackend(t, options(br, topic.Codec[string](topic.StringCodec{})))
+	top := build(t, topology.New("order-settlement").ForConsumerGroup("audit").Hold(5*time.Second).Hold(30*time.Second).DLQ())
+	q, err := be.Declare(ctxT(t), top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []struct{ topic, sub string }{
+		{"order-settlement", "audit"},
+		{"order-settlement.audit-hold-5s", "audit"},
+		{"order-settlement.audit-hold-30s", "audit"},
+		{"order-settlement.audit-dlq", pulsartopology.DeadSubscription},
+	} {
+		if n := br.Backlog(full(s.topic), s.sub); n != 0 {
+			t.Errorf("subscription %q on %q: backlog %d, want 0 (an existing, empty subscription)", s.sub, s.topic, n)
+		}
+	}
+	if err := q.Publish(ctxT(t), topology.Letter[string]{Value: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := be.Declare(ctxT(t), top); err != nil {
+		t.Fatal(err)
+	}
+	if n := br.Backlog(full("order-settlement"), "audit"); n != 1 {
+		t.Errorf("after a second Declare the group's backlog is %d, want the 1 message published before", n)
+	}
+}
+
+// Guarantee: a hold is a delayed message on the hold topic, marked for the
+// group, with the letter's history in properties; a dead letter carries
+// its death metadata in properties.
+func TestHoldAndDeathTravelInProperties(t *testing.T) {
+	br := startBroker(t)
+	be := newBackend(t, options(br, topic.Codec[string](topic.StringCodec{})))
+	q, err := be.Declare(ctxT(t), build(t, topology.New("props").Hold(3*time.Second).DLQ()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	last := first.Add(time.Minute)
+	before := time.Now()
+	if err := q.Hold(ctxT(t), 0, topology.Letter[string]{Value: "h", Key: "k", Shard: 2, Retries: 1,
+		FirstFailure: first, LastFailure: last, Resume: true}); err != nil {
+		t.Fatal(err)
+	}
+	ms := br.Messages(full("props-hold-3s"))
+	if len(ms) != 1 {
+		t.Fatalf("hold topic holds %d messages, want 1", len(ms))
+	}
+	m := ms[0]
+	if d := m.DeliverAt.Sub(before); d < 3*time.Second-time.Millisecond || d > 3*time.Second+patience {
+		t.Errorf("deliver at %v, %v after the hold, want about 3s", m.DeliverAt, d)
+	}
+	want := map[string]string{
+		pulsartopology.PropGroup: "props", pulsartopology.PropShard: "2", pulsartopology.PropRetries: "1",
+		pulsartopology.PropFirstFailure: first.Format(time.RFC3339Nano), pulsartopology.PropLastFailure: last.Format(time.RFC3339Nano),
+		pulsartopology.PropResume: "true",
+	}
+	for k, v := range want {
+		if m.Properties[k] != v {
+			t.Errorf("property %s = %q, want %q", k, m.Properties[k], v)
+		}
+	}
+	if m.Key != "k" || string(m.Payload) != "h" {
+		t.Errorf("key %q payload %q", m.Key, m.Payload)
+	}
+	death := &topology.Death{Reason: topology.ReasonMaxRetries, Error: "boom", Topic: "props", Group: "props",
+		Retries: 4, FirstFailure: first, LastFailure: last}
+	if err := q.DeadLetter(ctxT(t), topology.Letter[string]{Value: "d", Retries: 4, Death: death, Resume: true}); err != nil {
+		t.Fatal(err)
+	}
+	dl := br.Messages(full("props-dlq"))
+	if len(dl) != 1 {
+		t.Fatalf("DLQ holds %d messages, want 1", len(dl))
+	}
+	p := dl[0].Properties
+	if p[pulsartopology.PropDeathReason] != "max_retries" || p[pulsartopology.PropDeathError] != "boom" ||
+		p[pulsartopology.PropDeathTopic] != "props" || p[pulsartopology.PropDeathGroup] != "props" ||
+		p[pulsartopology.PropDeathRetries] != "4" || p[pulsartopology.PropDeathFirstFailure] != first.Format(time.RFC3339Nano) ||
+		p[pulsartopology.PropDeathLastFailure] != last.Format(time.RFC3339Nano) {
+		t.Errorf("dead letter properties %v", p)
+	}
+	if _, ok := p[pulsartopology.PropResume]; ok {
+		t.Errorf("a dead letter keeps %s", pulsartopology.PropResume)
+	}
+	// Read back, the dead letter is what was sent.
+	r, err := q.SubscribeDead(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	buf := make([]topology.Letter[string], 4)
+	n, err := r.Receive(ctxT(t), buf)
+	if err != nil || n != 1 {
+		t.Fatalf("Receive: %d, %v", n, err)
+	}
+	got := buf[0]
+	if got.Value != "d" || got.Retries != 4 || got.Resume || got.Death == nil || *got.Death != *death {
+		t.Errorf("read back %+v (death %+v), want %+v", got, got.Death, death)
+	}
+}
+
+// Guarantee: a message put back on the main topic for one group (Requeue)
+// reaches that group only; the other group's reader acknowledges it
+// without delivering it.
+func TestRequeueReachesOnlyItsGroup(t *testing.T) {
+	br := startBroker(t)
+	be := newBackend(t, options(br, topic.Codec[string](topic.StringCodec{})))
+	a, err := be.Declare(ctxT(t), build(t, topology.New("shared").Hold(time.Second)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := be.Declare(ctxT(t), build(t, topology.New("shared").ForConsumerGroup("other").Hold(time.Second)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Requeue(ctxT(t), topology.Letter[string]{Value: "for a"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Publish(ctxT(t), topology.Letter[string]{Value: "for all"}); err != nil {
+		t.Fatal(err)
+	}
+	rb, err := b.Subscribe(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rb.Close()
+	buf := make([]topology.Letter[string], 4)
+	n, err := rb.Receive(ctxT(t), buf)
+	if err != nil || n != 1 || buf[0].Value != "for all" {
+		t.Fatalf("group other received %d %v: %v, want only the message for all", n, err, buf[:n])
+	}
+	if err := rb.Settle(ctxT(t), &buf[0]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "group other's backlog to empty", func() bool { return br.Backlog(full("shared"), "other") == 0 })
+	if n := br.Backlog(full("shared"), "shared"); n != 2 {
+		t.Errorf("group shared's backlog is %d, want both messages", n)
+	}
+}
+
+// Guarantee: a dead-letter reader's TryReceive returns everything the DLQ
+// holds, then 0 once it has caught up (its marker came back), and never a
+// marker; an empty DLQ gives 0 at once after the catch-up.
+func TestDeadTryReceiveCatchesUp(t *testing.T) {
+	br := startBroker(t)
+	be := newBackend(t, options(br, topic.Codec[string](topic.StringCodec{})))
+	q, err := be.Declare(ctxT(t), build(t, topology.New("catch").DLQ()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func() []string {
+		r, err := q.SubscribeDead(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		var got []string
+		buf := make([]topology.Letter[string], 2)
+		for {
+			n, err := r.TryReceive(buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				return got
+			}
+			for _, l := range buf[:n] {
+				got = append(got, l.Value)
+			}
+		}
+	}
+	if got := read(); len(got) != 0 {
+		t.Fatalf("empty DLQ gave %v", got)
+	}
+	for _, v := range []string{"a", "b", "c", "d", "e"} {
+		if err := q.DeadLetter(ctxT(t), topology.Letter[string]{Value: v, Death: &topology.Death{Reason: topology.ReasonRejected}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := strings.Join(read(), ""); got != "abcde" {
+		t.Errorf("TryReceive gave %q, want abcde", got)
+	}
+	// Unacknowledged, they are all still there for the next reader.
+	if got := strings.Join(read(), ""); got != "abcde" {
+		t.Errorf("second reader got %q, want abcde", got)
+	}
+}
+
+// Guarantee: options are validated, each broken rule named.
+func TestOptionsValidated(t *testing.T) {
+	_, err := pulsartopology.New(pulsartopology.Options[string]{})
+	var es validate.Errors
+	if !errors.As(err, &es) || !es.Has("pulsartopology.codec", "required") || !es.Has("pulsartopology.serviceURL", "required_without") {
+		t.Fatalf("New with no options: %v", err)
+	}
+	o := pulsartopology.Options[string]{ServiceURL: "pulsar://x:6650", Codec: topic.StringCodec{}, ReadAhead: -1}
+	o.ClientOptions.URL = "pulsar://y:6650"
+	_, err = pulsartopology.New(o)
+	if !errors.As(err, &es) || !es.Has("pulsartopology.readAhead", "gte") || !es.Has("pulsartopology.clientOptions.url", "owned") {
+		t.Fatalf("New with a negative read-ahead and a client URL: %v", err)
+	}
+}
+
