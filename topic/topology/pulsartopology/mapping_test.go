@@ -251,4 +251,3 @@ func TestOptionsValidated(t *testing.T) {
 		t.Fatalf("New with a negative read-ahead and a client URL: %v", err)
 	}
 }
-
