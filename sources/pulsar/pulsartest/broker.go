@@ -87,7 +87,18 @@ type Options struct {
 	// false: the notice is sent while the consumer subscribes, before the
 	// SUCCESS response, as a real broker sends it.
 	HoldFirstActiveNotice bool
+	// MaxUnackedPerConsumer stops dispatch to a Shared or Key_Shared
+	// consumer once it holds that many unacknowledged messages, until its
+	// acks bring them down to half, as a real broker's
+	// maxUnackedMessagesPerConsumer does (a redelivery of everything it
+	// holds unblocks it at once). Default 50 000, as in Pulsar 4.0; a
+	// negative value sets no limit.
+	MaxUnackedPerConsumer int
 }
+
+// DefaultMaxUnackedPerConsumer is the default Options.MaxUnackedPerConsumer
+// (Pulsar's maxUnackedMessagesPerConsumer).
+const DefaultMaxUnackedPerConsumer = 50000
 
 // DefaultHandshakeTimeout is the default Options.HandshakeTimeout.
 const DefaultHandshakeTimeout = 10 * time.Second
@@ -105,6 +116,9 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.HandshakeTimeout == 0 {
 		o.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if o.MaxUnackedPerConsumer == 0 {
+		o.MaxUnackedPerConsumer = DefaultMaxUnackedPerConsumer
 	}
 	return o
 }

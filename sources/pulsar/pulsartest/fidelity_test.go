@@ -498,6 +498,56 @@ func TestKeySharedBatchesCountEntries(t *testing.T) {
 	r.expect(cmdMessage)
 }
 
+// rawAck acknowledges entry of ledger on consumer 1 of r, individually.
+func rawAck(r *rawConn, ledger, entry uint64) {
+	r.send(cmdAck, func(o []byte) []byte {
+		o = appendVarintField(o, 1, 1)
+		o = appendVarintField(o, 2, 0) // individual
+		return appendMsgID(o, 3, msgID{ledger: ledger, entry: entry, partition: -1, batchIndex: -1})
+	}, nil)
+}
+
+// A Shared consumer that holds MaxUnackedPerConsumer unacknowledged
+// messages gets nothing more, whatever its permits, until its acks bring
+// them down to half the limit, as a real broker blocks it
+// (maxUnackedMessagesPerConsumer, Consumer.updateBlockedConsumerOnUnackedMsgs);
+// a redelivery of everything it holds unblocks it.
+func TestUnackedLimitBlocksConsumer(t *testing.T) {
+	b := startBrokerWith(t, Options{MaxUnackedPerConsumer: 10})
+	topic := FullTopicName("unacked-limit")
+	publishN(t, b, topic, 40)
+	r := dialRaw(t, b)
+	r.connect(20)
+	rawSubscribe(r, topic, "s", subShared, 1, 1)
+	rawFlow(r, 1, 100)
+	var ids []msgID
+	take := func(n int) {
+		t.Helper()
+		for range n {
+			f, _ := r.expect(cmdMessage)
+			id, err := decodeMsgID(f.bs[2])
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		r.quiet()
+	}
+	take(10) // blocked at 10 unacked, with 90 permits left
+	wantPushed(t, b, topic, 10, 90)
+	for _, id := range ids[:4] {
+		rawAck(r, id.ledger, id.entry)
+	}
+	r.quiet() // 6 unacked: still above half the limit
+	wantPushed(t, b, topic, 10, 90)
+	rawAck(r, ids[4].ledger, ids[4].entry)
+	take(5) // 5 unacked: unblocked, and blocked again at 10
+	wantPushed(t, b, topic, 15, 85)
+	r.send(cmdRedeliver, func(o []byte) []byte { return appendVarintField(o, 1, 1) }, nil)
+	take(10) // the 10 held come back first, and block it again
+	wantPushed(t, b, topic, 25, 75)
+}
+
 // A non-persistent topic keeps nothing for its consumers, as a real
 // broker's NonPersistentDispatcher: a message published while the consumer
 // has no permits is dropped, a message a consumer nacks or leaves unacked

@@ -662,6 +662,7 @@ func (b *Broker) handleSeek(c *conn, body []byte) bool {
 	clear(s.full)
 	clear(s.partial)
 	clear(s.pending)
+	clear(s.unacked)
 	clear(s.holds)
 	clear(s.redeliver)
 	clear(s.redelivery)

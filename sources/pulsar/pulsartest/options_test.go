@@ -24,10 +24,11 @@ func TestOptionsValidated(t *testing.T) {
 	}
 }
 
-// Defaults are documented values: loopback on a free port, 5 MiB messages.
+// Defaults are documented values: loopback on a free port, 5 MiB messages,
+// 50 000 unacked messages per consumer.
 func TestOptionsDefaults(t *testing.T) {
 	o := Options{}.WithDefaults()
-	if o.Addr != "127.0.0.1:0" || o.MaxMessageSize != 5<<20 || o.ServerVersion != "pulsartest" {
+	if o.Addr != "127.0.0.1:0" || o.MaxMessageSize != 5<<20 || o.ServerVersion != "pulsartest" || o.MaxUnackedPerConsumer != 50000 {
 		t.Fatalf("defaults %+v", o)
 	}
 	b := startBroker(t)

@@ -51,7 +51,8 @@ type subscription struct {
 	full       map[uint64]bool     // fully acked entries ≥ markDelete
 	partial    map[uint64][]uint64 // batch entry → bitset of acked indexes
 	pending    map[uint64]*consumer
-	replay     []uint64 // sorted entries to dispatch before readPos
+	unacked    map[uint64]int64 // pending entry → its messages counted in its consumer's unacked
+	replay     []uint64         // sorted entries to dispatch before readPos
 	redeliver  map[uint64]bool
 	redelivery map[uint64]uint32
 	delayed    map[uint64]int64
@@ -80,10 +81,13 @@ type hold struct {
 // unpend forgets that entry id is dispatched (acked, or back for
 // redelivery) and releases its key-shared hold.
 func (s *subscription) unpend(id uint64) {
-	if _, ok := s.pending[id]; !ok {
+	owner, ok := s.pending[id]
+	if !ok {
 		return
 	}
 	delete(s.pending, id)
+	s.settled(owner, s.unacked[id])
+	delete(s.unacked, id)
 	if s.holds == nil {
 		return
 	}
@@ -92,6 +96,16 @@ func (s *subscription) unpend(id uint64) {
 		if h.n--; h.n <= 0 {
 			delete(s.holds, e.hash)
 		}
+	}
+}
+
+// settled takes n messages off c's unacknowledged count, and unblocks c
+// once it is down to half the limit (Consumer
+// .updateBlockedConsumerOnUnackedMsgs).
+func (s *subscription) settled(c *consumer, n int64) {
+	c.unacked -= n
+	if c.blocked && c.unacked <= int64(s.t.b.opts.MaxUnackedPerConsumer/2) {
+		c.blocked = false
 	}
 }
 
@@ -104,6 +118,12 @@ type consumer struct {
 	ranges   [][2]int32 // key-shared sticky hash ranges, inclusive
 
 	permits int64
+	// unacked counts the messages dispatched to the consumer and not yet
+	// acked or back for redelivery; blocked is set when it reached
+	// Options.MaxUnackedPerConsumer on a Shared or Key_Shared
+	// subscription.
+	unacked int64
+	blocked bool
 	// recentUntil, for a key-shared consumer that joined while messages
 	// were outstanding, is the read position at its join: it gets no entry
 	// at or after it until every entry before it is acked (0 = no limit).
@@ -189,6 +209,9 @@ const maxReadEntries = 100
 // sent only when the permits cover its messages (or, for a batch larger
 // than half the most permits the consumer ever had, as soon as it has any).
 func fits(c *consumer, e *entry) bool {
+	if c.blocked {
+		return false
+	}
 	if !c.sub.t.b.opts.StrictBatchPermits {
 		if c.readLeft == 0 {
 			if c.permits <= 0 {
@@ -255,10 +278,10 @@ const roundRobinBatch = 20
 // the consumers that have permits; a turn is max(min(permits, 20) / batch
 // size, 1) consecutive entries, all sent even if the consumer's permits go
 // negative on the way. So a consumer gets runs of up to 20 messages, and
-// at most one batch beyond its permits. The batch size is the turn's first
-// entry's (the broker averages over the read; the same for even batches).
-// The read ends with the pass (dispatch), and the next starts with the
-// next consumer.
+// at most one batch beyond its permits (or its unacked limit). The batch
+// size is the turn's first entry's (the broker averages over the read; the
+// same for even batches). The read ends with the pass (dispatch), and the
+// next starts with the next consumer.
 func (s *subscription) pickShared(e *entry) *consumer {
 	if e.chunk != "" {
 		return s.pickChunk(e)
@@ -275,7 +298,7 @@ func (s *subscription) pickChunk(e *entry) *consumer {
 	c := s.chunkOwner[e.chunk]
 	switch {
 	case c != nil && slices.Contains(s.consumers, c):
-		if c.permits <= 0 {
+		if c.permits <= 0 || c.blocked {
 			return nil
 		}
 		s.readLeft = max(s.readLeft-1, 0)
@@ -299,18 +322,20 @@ func (s *subscription) pickTurn(e *entry) *consumer {
 	if s.readLeft == 0 {
 		var total int64
 		for _, c := range s.consumers {
-			total += max(c.permits, 0)
+			if !c.blocked {
+				total += max(c.permits, 0)
+			}
 		}
 		if total == 0 {
 			return nil
 		}
 		s.readLeft, s.turnLeft = min(total, maxReadEntries), 0
 	}
-	if s.turnLeft == 0 || !slices.Contains(s.consumers, s.turn) {
+	if s.turnLeft == 0 || s.turn.blocked || !slices.Contains(s.consumers, s.turn) {
 		n := len(s.consumers)
 		s.turn = nil
 		for i := range n {
-			if c := s.consumers[(s.rr+i)%n]; c.permits > 0 {
+			if c := s.consumers[(s.rr+i)%n]; c.permits > 0 && !c.blocked {
 				s.turn, s.rr = c, (s.rr+i+1)%n
 				break
 			}
@@ -321,6 +346,10 @@ func (s *subscription) pickTurn(e *entry) *consumer {
 			return nil
 		}
 		msgs := min(s.turn.permits, roundRobinBatch)
+		if limit := int64(s.t.b.opts.MaxUnackedPerConsumer); limit > 0 {
+			// A consumer's turn also stops at its unacked limit.
+			msgs = min(msgs, max(limit-s.turn.unacked, 0))
+		}
 		s.turnLeft = min(max(msgs/max(int64(e.nmsgs), 1), 1), s.readLeft)
 	}
 	s.turnLeft--
@@ -381,7 +410,7 @@ func (s *subscription) keyOwner(full uint32) *consumer {
 
 func (s *subscription) anyPermits() bool {
 	for _, c := range s.consumers {
-		if c.permits > 0 {
+		if c.permits > 0 && !c.blocked {
 			return true
 		}
 	}
@@ -514,6 +543,15 @@ func (s *subscription) send(c *consumer, id uint64) {
 		c.permits -= live
 	}
 	c.st.Dispatched += live
+	if s.unacked == nil {
+		s.unacked = map[uint64]int64{}
+	}
+	s.unacked[id] = live
+	c.unacked += live
+	if limit := s.t.b.opts.MaxUnackedPerConsumer; limit > 0 && (s.typ == subShared || s.typ == subKeyShared) &&
+		c.unacked >= int64(limit) {
+		c.blocked = true
+	}
 	if s.redeliver[id] {
 		delete(s.redeliver, id)
 		c.st.Redelivered += live
@@ -543,10 +581,12 @@ func (s *subscription) singleActive() bool { return s.typ == subExclusive || s.t
 // Such dispatchers keep no redelivery counts (their redelivery tracker is
 // disabled): the entries come back with a count of 0.
 func (s *subscription) rewind() {
-	for id := range s.pending {
+	for id, c := range s.pending {
 		s.redeliver[id] = true
+		s.settled(c, s.unacked[id])
 	}
 	clear(s.pending)
+	clear(s.unacked)
 	s.replay = s.replay[:0]
 	s.readPos = s.markDelete
 	if s.t.nonPersistent() {
@@ -607,6 +647,11 @@ func (s *subscription) ack(c *consumer, id uint64, ackSet []int64) int64 {
 		}
 		if n := int64(popcount(acked)); n < int64(e.nmsgs) {
 			s.partial[id] = acked
+			if owner := s.pending[id]; owner != nil && s.unacked[id] > 0 {
+				d := min(n-already, s.unacked[id])
+				s.unacked[id] -= d
+				s.settled(owner, d)
+			}
 			if c != nil {
 				c.st.Acked += n - already
 			}
