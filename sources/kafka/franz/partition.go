@@ -22,9 +22,9 @@ type partition struct {
 	hw  atomic.Int64
 
 	inMu     sync.Mutex
-	inbox    [][]*kgo.Record // polled, not yet taken by the reader: each poll's records, as franz-go returned them
-	spare    [][]*kgo.Record // the reader's last inbox, for reuse
-	rewindAt int64           // while rewinding: records after it are from before the rewind, -1 otherwise
+	inbox    []*kgo.Record // polled, not yet taken by the reader
+	spare    []*kgo.Record // the reader's last inbox, for reuse
+	rewindAt int64         // while rewinding: records after it are from before the rewind, -1 otherwise
 	wake     chan struct{}
 
 	stopOnce sync.Once
@@ -69,16 +69,14 @@ func (p *partition) push(recs []*kgo.Record, hw int64) {
 			p.rewindAt = -1
 		}
 	}
-	if len(recs) > 0 {
-		p.inbox = append(p.inbox, recs)
-	}
+	p.inbox = append(p.inbox, recs...)
 	p.inMu.Unlock()
 	claim.Signal(p.wake)
 }
 
-// takeInbox returns what the poll loop handed over since the last call,
-// one slice per poll. The slice is the reader's until the next call.
-func (p *partition) takeInbox() [][]*kgo.Record {
+// takeInbox returns what the poll loop handed over since the last call.
+// The slice is the reader's until the next call.
+func (p *partition) takeInbox() []*kgo.Record {
 	p.inMu.Lock()
 	in := p.inbox
 	clear(p.spare)
@@ -142,7 +140,7 @@ func (p *partition) setBlocking(blocking *bool, v bool) {
 func (p *partition) run() {
 	defer close(p.done)
 	window := p.m.stage.Flow().MaxWindow()
-	var q polled
+	q := claim.NewQueue[*kgo.Record](2 * window)
 	paused, blocking, stalled, draining := false, false, false, false
 	drainCh := p.m.drainCh
 	stall := time.NewTimer(stallTimeout)
@@ -157,24 +155,21 @@ func (p *partition) run() {
 	}()
 	for {
 		if in := p.takeInbox(); len(in) > 0 {
-			last := in[len(in)-1]
-			p.Next.Store(last[len(last)-1].Offset + 1)
+			p.Next.Store(in[len(in)-1].Offset + 1)
 			if !draining {
-				q.push(in)
+				q.Push(in...)
 			}
 		}
 		if draining {
-			q.drop()
-		} else if q.n > 0 {
-			for n := p.Take(q.n); n > 0; {
-				recs := q.front(n)
-				claim.Deliver(p.Claim, recs, kgoRecord, kgoHeaders)
-				q.consume(len(recs))
-				n -= len(recs)
+			q.Consume(q.Len())
+		} else if q.Len() > 0 {
+			if n := p.Take(q.Len()); n > 0 {
+				claim.Deliver(p.Claim, q.Head(n), kgoRecord, kgoHeaders)
+				q.Consume(n)
 			}
 		}
-		p.ReadAhead.Store(int32(q.n))
-		full := !draining && q.n >= window
+		p.ReadAhead.Store(int32(q.Len()))
+		full := !draining && q.Len() >= window
 		if !full {
 			stalled = false
 			if armed {
@@ -210,46 +205,6 @@ func (p *partition) run() {
 	}
 }
 
-// polled is a claim's read-ahead: the records taken from the poll loop and
-// not yet delivered, kept in the slices franz-go returned them in (no copy),
-// oldest first.
-type polled struct {
-	batches [][]*kgo.Record // batches[0] is delivered from its start
-	n       int             // records in all batches
-}
-
-func (q *polled) push(bs [][]*kgo.Record) {
-	for _, b := range bs {
-		q.batches = append(q.batches, b)
-		q.n += len(b)
-	}
-}
-
-// front returns the oldest records, at most max, from one batch.
-func (q *polled) front(max int) []*kgo.Record {
-	b := q.batches[0]
-	return b[:min(max, len(b))]
-}
-
-// consume drops the first k records, which front returned.
-func (q *polled) consume(k int) {
-	q.n -= k
-	if b := q.batches[0]; k < len(b) {
-		q.batches[0] = b[k:]
-		return
-	}
-	// The batch is done: its records can go as soon as their messages do.
-	n := copy(q.batches, q.batches[1:])
-	q.batches[n] = nil
-	q.batches = q.batches[:n]
-}
-
-// drop forgets every record.
-func (q *polled) drop() {
-	clear(q.batches)
-	q.batches, q.n = q.batches[:0], 0
-}
-
 func kgoRecord(r *kgo.Record) claim.Record {
 	return claim.Record{Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Headers: len(r.Headers)}
 }
@@ -265,7 +220,7 @@ func kgoHeaders(dst []claim.Header, r *kgo.Record) []claim.Header {
 // fetched after it is dropped, and after RedeliveryBackoff the client
 // fetches the partition again from there. It reports false when the claim
 // ended meanwhile.
-func (p *partition) redeliver(q *polled, paused, blocking *bool) bool {
+func (p *partition) redeliver(q *claim.Queue[*kgo.Record], paused, blocking *bool) bool {
 	at := p.RetryAt()
 	if at < 0 {
 		return true
@@ -279,7 +234,7 @@ func (p *partition) redeliver(q *polled, paused, blocking *bool) bool {
 	clear(p.inbox)
 	p.inbox = p.inbox[:0]
 	p.inMu.Unlock()
-	q.drop()
+	q.Consume(q.Len())
 	p.setBlocking(blocking, false)
 	p.Withdraw()
 	p.log.Info("kafka partition rewinds to redeliver a failed message",

@@ -84,7 +84,6 @@ type Claim struct {
 	// The reader's scratch space (Deliver, Withdraw).
 	msgs  []*message.Message[[]byte]
 	slots []*slot
-	offs  []uint64
 }
 
 // New returns a claim as cfg says. Its feed is opened with Open.

@@ -101,17 +101,20 @@ type Record struct {
 // headers appends a record's headers to dst (it is called only for records
 // with headers). The caller has taken a permit per record.
 func Deliver[R any](c *Claim, recs []R, get func(R) Record, headers func(dst []Header, r R) []Header) {
-	// Take the slots (acks of earlier messages take the same lock and give
-	// slots back).
+	// Track the offsets and take the slots in one short critical section
+	// (acks of earlier messages take the same lock), before any of them can
+	// be acked.
 	n := len(recs)
 	c.mu.Lock()
+	for _, r := range recs {
+		c.cp.Track(uint64(get(r).Offset))
+	}
 	c.slots = c.takeSlots(c.slots[:0], n)
 	c.mu.Unlock()
 	var hdrs []Header
 	c.msgs = c.msgs[:0]
 	for i, r := range recs {
 		rec := get(r)
-		c.offs = append(c.offs, uint64(rec.Offset))
 		s := c.slots[i]
 		// A slot stays with its claim, so most fields already hold what
 		// they should: write only what changes, which keeps the garbage
@@ -153,14 +156,6 @@ func Deliver[R any](c *Claim, recs []R, get func(R) Record, headers func(dst []H
 		c.msgs = append(c.msgs, &s.msg)
 	}
 	clear(c.slots)
-	// Track the offsets before any of the messages can be acknowledged
-	// (acks of earlier messages take the same lock).
-	c.mu.Lock()
-	for _, off := range c.offs {
-		c.cp.Track(off)
-	}
-	c.mu.Unlock()
-	c.offs = c.offs[:0]
 	c.Feed.Deliver(c.msgs...)
 	clear(c.msgs)
 }
