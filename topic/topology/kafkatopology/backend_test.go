@@ -180,7 +180,7 @@ func TestOptionsValidate(t *testing.T) {
 		}
 	}
 	if _, err := New(Options[msg]{Brokers: []string{"127.0.0.1:1"}, Codec: topic.JSONCodec[msg]{}, AdminTimeout: -1}); err == nil ||
-		!strings.Contains(err.Error(), "kafkatopology.admin_timeout") {
+		!strings.Contains(err.Error(), "kafkatopology.adminTimeout") {
 		t.Errorf("New with a negative admin timeout: %v", err)
 	}
 }

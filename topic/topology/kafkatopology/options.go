@@ -25,7 +25,7 @@ const (
 // Options configure a [Backend]. Zero fields take the documented defaults.
 type Options[T any] struct {
 	// Brokers are the bootstrap brokers, "host:port". Required.
-	Brokers []string `name:"brokers" validate:"required,min=1,dive,hostname_port"`
+	Brokers []string `validate:"required,min=1,dive,hostname_port"`
 	// Config is the sarama configuration the backend's clients start from
 	// (version, client id, TLS, SASL, timeouts). It is copied, never
 	// modified; the backend then sets what its guarantees need: producer
@@ -36,21 +36,21 @@ type Options[T any] struct {
 	// sarama.NewConfig().
 	Config *sarama.Config `name:"-"`
 	// Codec turns values into record payloads and back. Required.
-	Codec topic.Codec[T] `name:"codec" validate:"required"`
+	Codec topic.Codec[T] `validate:"required"`
 	// Partitions is the partition count of the topics the backend creates,
 	// except the main topic of a sequenced topology, which gets one
 	// partition per routing shard. Default 1.
-	Partitions int32 `name:"partitions" validate:"gte=0,lte=100000"`
+	Partitions int32 `validate:"gte=0,lte=100000"`
 	// ReplicationFactor is the replication factor of the topics the
 	// backend creates. Default 1.
-	ReplicationFactor int16 `name:"replication_factor" validate:"gte=0,lte=32"`
+	ReplicationFactor int16 `validate:"gte=0,lte=32"`
 	// AdminTimeout bounds each administrative step: creating a topic,
 	// committing a group's starting offsets, and a TryReceive catching up
 	// with the log. Default 30s.
-	AdminTimeout time.Duration `name:"admin_timeout" validate:"gte=0"`
+	AdminTimeout time.Duration `validate:"gte=0"`
 	// ReadAhead is how many fetched letters each reader keeps ready for
 	// Receive. Default 1024.
-	ReadAhead int `name:"read_ahead" validate:"gte=0,lte=1048576"`
+	ReadAhead int `validate:"gte=0,lte=1048576"`
 	// Logger receives one line per event (a record that does not decode, a
 	// failed release, a consumer group error). Nil means slog.Default().
 	Logger *slog.Logger `name:"-"`

@@ -423,7 +423,11 @@ func (r *groupReader[T]) TryReceive(dst []topology.Letter[T]) (int, error) {
 			r.mu.Lock()
 			last := r.lastErr
 			r.mu.Unlock()
-			return 0, fmt.Errorf("%w: topic %q, group %q, within %s (last error: %v)", ErrCatchUp, r.topic, r.gid, r.b.opts.AdminTimeout, last)
+			err := fmt.Errorf("%w: topic %q, group %q, within %s", ErrCatchUp, r.topic, r.gid, r.b.opts.AdminTimeout)
+			if last != nil {
+				err = fmt.Errorf("%w: %w", err, last)
+			}
+			return 0, err
 		}
 	}
 }
