@@ -257,3 +257,29 @@ func TestSequencedShardsArePartitions(t *testing.T) {
 		}
 	}
 }
+
+// Guarantee: a record sent back to one group (a requeue, a released
+// retry) reaches neither the other groups of the main topic nor its
+// broadcast consumers.
+func TestTargetedRecordsReachTheirGroupOnly(t *testing.T) {
+	b := newBackend(t, newCluster(t).ListenAddrs())
+	owner := declare(t, b, topology.New("ticks").ForConsumerGroup("owner"))
+	other := declare(t, b, topology.New("ticks").ForConsumerGroup("other"))
+	bq := declare(t, b, topology.New("ticks").Broadcast())
+	rb := subscribe(t, bq)
+	if err := owner.Requeue(t.Context(), topology.Letter[msg]{Value: msg{N: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.Publish(t.Context(), topology.Letter[msg]{Value: msg{N: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := receiveOne(t, subscribe(t, owner)); got.Value.N != 1 {
+		t.Errorf("the owner group received message %d first, want its requeued 1", got.Value.N)
+	}
+	if got := receiveOne(t, subscribe(t, other)); got.Value.N != 2 {
+		t.Errorf("another group received message %d first, want 2 (1 was requeued for the owner)", got.Value.N)
+	}
+	if got := receiveOne(t, rb); got.Value.N != 2 {
+		t.Errorf("a broadcast consumer received message %d first, want 2 (1 was requeued for the owner)", got.Value.N)
+	}
+}
