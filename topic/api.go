@@ -37,9 +37,42 @@ type MessageID uint64
 // Item is what a subscription receives: a message, or (Lagged > 0) a lag
 // notice saying how many broadcast messages the subscriber missed.
 type Item[T any] struct {
-	ID     MessageID
-	Value  T
-	Lagged uint64
+	ID    MessageID
+	Value T
+	// Headers are the headers the message was published with (see
+	// [Handle.PublishWithHeaders]); nil when it has none, and on a lag
+	// notice. Every recipient of a publish may see the same map: read it,
+	// do not change it.
+	Headers Headers
+	Lagged  uint64
+}
+
+// Headers are a message's optional key/value headers: W3C trace context
+// (traceparent, tracestate) or anything else a publisher attaches to a
+// message beside its value. Nil means none, and costs nothing: a publish
+// without headers carries one nil map reference and allocates nothing for
+// it. Headers travel with the message unchanged, through every backend
+// (see [Envelope.Headers]), to every recipient.
+//
+// Get, Set and Keys make Headers an OpenTelemetry
+// propagation.TextMapCarrier, so a propagator reads and writes them
+// directly. Once published, headers are shared by the topic and every
+// recipient, and must not be changed.
+type Headers map[string]string
+
+// Get returns the value of key, or "" when h has no such key (or is nil).
+func (h Headers) Get(key string) string { return h[key] }
+
+// Set sets key to value. h must not be nil: make it first.
+func (h Headers) Set(key, value string) { h[key] = value }
+
+// Keys returns h's keys, in no particular order.
+func (h Headers) Keys() []string {
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	return keys
 }
 
 // SubscriptionMode is a balanced group membership or a broadcast
@@ -313,6 +346,14 @@ func (h *Handle[T]) PublishWith(ctx context.Context, v T, onFull OnFull) (Publis
 	return h.publishEnvelope(ctx, Envelope[T]{ID: h.nextID(), Value: v}, onFull, false)
 }
 
+// PublishWithHeaders is [Handle.PublishWith] with headers: every recipient
+// receives hdr with the message, in [Item.Headers]. A nil hdr publishes
+// exactly as PublishWith does. The topic keeps hdr as it is given, without
+// copying it: do not change it after the call.
+func (h *Handle[T]) PublishWithHeaders(ctx context.Context, v T, hdr Headers, onFull OnFull) (PublishOutcome, error) {
+	return h.publishEnvelope(ctx, Envelope[T]{ID: h.nextID(), Value: v, Headers: hdr}, onFull, false)
+}
+
 // TryPublish publishes v without waiting: Published, or DroppedOnFull if a
 // balanced group queue is full (then nothing reaches any recipient, broadcast
 // included), or ErrTopicClosed.
@@ -476,7 +517,7 @@ func (s *Subscription[T]) Receive(ctx context.Context) (Item[T], error) {
 		return Item[T]{}, err
 	}
 	e := &s.buf[0]
-	it := Item[T]{ID: e.ID, Value: e.Value, Lagged: e.Lagged}
+	it := Item[T]{ID: e.ID, Value: e.Value, Headers: e.Headers, Lagged: e.Lagged}
 	*e = Envelope[T]{}
 	return it, nil
 }
@@ -491,7 +532,7 @@ func (s *Subscription[T]) ReceiveBatch(ctx context.Context, dst []Item[T]) (int,
 	n, err := s.recv(ctx, len(dst))
 	for i := range n {
 		e := &s.buf[i]
-		dst[i] = Item[T]{ID: e.ID, Value: e.Value, Lagged: e.Lagged}
+		dst[i] = Item[T]{ID: e.ID, Value: e.Value, Headers: e.Headers, Lagged: e.Lagged}
 		*e = Envelope[T]{}
 	}
 	return n, err

@@ -135,6 +135,11 @@ func BackendByName[T any](name string) (Backend[T], error) {
 // lost before a subscriber received it (a lagging subscriber missed it, a
 // subscription or group went away with it still queued), the backend calls
 // e.Ticket.Drop once per lost delivery, without holding its own locks.
+//
+// Headers contract: a backend carries e.Headers (see [Envelope.Headers])
+// with the message and hands them, with the same keys and values, to every
+// subscriber that receives it, tracked or not. It never changes the map it
+// is given.
 type State[T any] interface {
 	// Publish delivers e, waiting for room when onFull is Block. It returns
 	// Published, or DroppedOnFull (onFull DropNewest and a group queue is
@@ -196,6 +201,26 @@ type Envelope[T any] struct {
 	ID MessageID
 	// Value is the payload.
 	Value T
+	// Headers are the message's headers; nil means none. A backend carries
+	// them from Publish to every Receive of the message unchanged:
+	//
+	//   - in memory, in the envelope itself: every recipient gets the map
+	//     the publisher gave, which nobody changes after the publish;
+	//   - on Kafka, as record headers: one header per entry, its key the
+	//     entry's key and its value the entry's value as bytes (header
+	//     order is unspecified). Headers the backend writes itself, from
+	//     its options or for its own bookkeeping, are written too; on a key
+	//     both use, the envelope's value is the one a consumer reads last;
+	//   - on Pulsar, as message properties: one property per entry, merged
+	//     with the properties the backend writes itself, the envelope's
+	//     value winning on a key both use.
+	//
+	// On receive, a backend on a broker sets Headers to the message's
+	// headers or properties as a map of strings (for a key a Kafka record
+	// repeats, the last value), or nil when the message has none; it may
+	// leave out the keys it writes for its own bookkeeping. A lag notice
+	// has none.
+	Headers Headers
 	// Ticket tracks the outcome of a tracked publish; nil when untracked.
 	Ticket *Ticket
 	// Lagged > 0 marks a lag notice: the subscriber missed that many

@@ -12,7 +12,9 @@ import (
 
 // InMemory is the built-in backend: bounded in-process queues for balanced
 // groups (each group is a queue) and a bounded ring for broadcast. It
-// supports every mode and policy. The zero value is ready to use.
+// supports every mode and policy. A message's headers travel in its
+// envelope: every recipient receives the publisher's map itself, with no
+// copy. The zero value is ready to use.
 type InMemory[T any] struct{}
 
 // Name returns "in_memory".

@@ -486,7 +486,14 @@ type TrackedPublisher[T any] struct {
 // closed), or ErrDroppedOnFull (OnFull
 // DropNewest and a group queue was full); nothing was published then.
 func (p *TrackedPublisher[T]) Publish(ctx context.Context, v T) (*Receipt, error) {
-	t, err := p.publish(ctx, v, nil, true)
+	return p.PublishHeaders(ctx, v, nil)
+}
+
+// PublishHeaders is Publish with headers: every recipient receives hdr with
+// the message, in [Item.Headers] (see [Handle.PublishWithHeaders]). A nil
+// hdr publishes exactly as Publish does.
+func (p *TrackedPublisher[T]) PublishHeaders(ctx context.Context, v T, hdr Headers) (*Receipt, error) {
+	t, err := p.publish(ctx, v, hdr, nil)
 	if t == nil {
 		return nil, err
 	}
@@ -500,7 +507,14 @@ func (p *TrackedPublisher[T]) Publish(ctx context.Context, v T) (*Receipt, error
 // goroutine, which may be the one running done). It is not called when
 // PublishFunc returns an error.
 func (p *TrackedPublisher[T]) PublishFunc(ctx context.Context, v T, done func(Result)) error {
-	_, err := p.publish(ctx, v, done, true)
+	_, err := p.publish(ctx, v, nil, done)
+	return err
+}
+
+// PublishFuncHeaders is PublishFunc with headers, as PublishHeaders is
+// Publish with headers.
+func (p *TrackedPublisher[T]) PublishFuncHeaders(ctx context.Context, v T, hdr Headers, done func(Result)) error {
+	_, err := p.publish(ctx, v, hdr, done)
 	return err
 }
 
@@ -523,15 +537,15 @@ func (p *TrackedPublisher[T]) TryPublishFunc(v T, done func(Result)) (PublishOut
 	return out, err
 }
 
-func (p *TrackedPublisher[T]) publish(ctx context.Context, v T, done func(Result), wait bool) (*Ticket, error) {
+func (p *TrackedPublisher[T]) publish(ctx context.Context, v T, hdr Headers, done func(Result)) (*Ticket, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	t, _, err := p.core.begin(ctx, wait, done)
+	t, _, err := p.core.begin(ctx, true, done)
 	if err != nil {
 		return nil, err
 	}
-	out, err := p.h.publishEnvelope(ctx, Envelope[T]{ID: p.h.nextID(), Value: v, Ticket: t}, p.onFull, false)
+	out, err := p.h.publishEnvelope(ctx, Envelope[T]{ID: p.h.nextID(), Value: v, Headers: hdr, Ticket: t}, p.onFull, false)
 	if err == nil && out == DroppedOnFull {
 		err = ErrDroppedOnFull
 	}
