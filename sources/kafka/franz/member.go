@@ -36,7 +36,9 @@ type member struct {
 	drainOnce sync.Once
 	drainCh   chan struct{} // closed when Run's ctx ends: stop delivering
 	hurryOnce sync.Once
-	hurry     chan struct{} // closed when Close's ctx ends: stop waiting
+	hurry     chan struct{}   // closed when Close's ctx ends: stop waiting
+	hurryCtx  context.Context // cancelled with hurry: commits give up too
+	hurryStop context.CancelFunc
 	closeOnce sync.Once
 	failOnce  sync.Once
 	failed    chan error
@@ -73,6 +75,7 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 	log := s.logger(stage).With(slog.String("group", s.opts.GroupID))
 	ctx, cancel := context.WithCancel(context.Background())
 	pollCtx, pollCancel := context.WithCancel(ctx)
+	hurryCtx, hurryStop := context.WithCancel(ctx)
 	m := &member{
 		src:        s,
 		opts:       &s.opts,
@@ -86,6 +89,8 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		pollCancel: pollCancel,
 		drainCh:    make(chan struct{}),
 		hurry:      make(chan struct{}),
+		hurryCtx:   hurryCtx,
+		hurryStop:  hurryStop,
 		failed:     make(chan error, 1),
 		pollDone:   make(chan struct{}),
 		stopped:    make(chan struct{}),
@@ -375,7 +380,7 @@ func (m *member) close(ctx context.Context) {
 		go func() {
 			select {
 			case <-ctx.Done():
-				m.hurryOnce.Do(func() { close(m.hurry) })
+				m.hurryOnce.Do(func() { close(m.hurry); m.hurryStop() })
 			case <-done:
 			}
 		}()
@@ -409,7 +414,7 @@ func (m *member) send(blocks []claim.Block) ([]claim.Block, error) {
 		}
 		t[b.C.Part] = kgo.EpochOffset{Epoch: -1, Offset: b.Off}
 	}
-	ctx, cancel := context.WithTimeout(m.ctx, m.opts.RevokeTimeout)
+	ctx, cancel := context.WithTimeout(m.hurryCtx, m.opts.RevokeTimeout)
 	defer cancel()
 	var req *kmsg.OffsetCommitRequest
 	var resp *kmsg.OffsetCommitResponse
