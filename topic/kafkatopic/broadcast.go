@@ -50,6 +50,7 @@ type bsub[T any] struct {
 // bitem is a fetched value, or (lagged > 0) a lag notice.
 type bitem[T any] struct {
 	v      T
+	hdr    topic.Headers
 	lagged uint64
 }
 
@@ -121,7 +122,7 @@ func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 						slog.Int64("offset", rec.Offset), slog.Any("error", err))
 					continue
 				}
-				if !s.push(bitem[T]{v: v}) {
+				if !s.push(bitem[T]{v: v, hdr: envelopeHeaders(rec.Headers)}) {
 					pc.AsyncClose()
 					stop = nil
 				}
@@ -267,7 +268,7 @@ func (s *bsub[T]) Receive(ctx context.Context, dst []topic.Envelope[T]) (int, er
 			s.queue[s.head] = bitem[T]{}
 			s.head++
 			s.nextID++
-			dst[n] = topic.Envelope[T]{ID: s.nextID, Value: it.v, Lagged: it.lagged}
+			dst[n] = topic.Envelope[T]{ID: s.nextID, Value: it.v, Headers: it.hdr, Lagged: it.lagged}
 			n++
 		}
 		if s.head == len(s.queue) {

@@ -42,7 +42,8 @@ func kcat(t *testing.T, stdin string, args ...string) string {
 // An outside client sees what the backend publishes, and the backend's
 // subscribers see what an outside client publishes: kcat (librdkafka)
 // reads the keys, headers and payloads the backend wrote, and a balanced
-// group and a broadcast subscriber receive the payloads kcat wrote.
+// group and a broadcast subscriber receive the payloads and headers kcat
+// wrote.
 func TestKcatInterop(t *testing.T) {
 	kcat(t, "", "-V") // skips when kcat is missing
 	c := newCluster(t)
@@ -91,6 +92,9 @@ func TestKcatInterop(t *testing.T) {
 		for range sent {
 			it := recv(t, s)
 			vs = append(vs, it.Value)
+			if it.Headers["origin"] != "kcat" || len(it.Headers) != 1 {
+				t.Fatalf("%v received %q with headers %v, want origin=kcat", s.Mode(), it.Value, it.Headers)
+			}
 			_ = s.Ack(it.ID)
 		}
 		slices.Sort(vs)

@@ -61,6 +61,7 @@ type delivery[T any] struct {
 	c   *claim
 	off int64
 	v   T
+	hdr topic.Headers
 }
 
 // claim is one partition of one group session held by a member.
@@ -214,7 +215,7 @@ func (m *member[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.Con
 	add := func(rec *sarama.ConsumerMessage) bool {
 		v, err := m.t.b.opts.Codec.Decode(rec.Value)
 		if err == nil {
-			batch = append(batch, delivery[T]{c: c, off: rec.Offset, v: v})
+			batch = append(batch, delivery[T]{c: c, off: rec.Offset, v: v, hdr: envelopeHeaders(rec.Headers)})
 			return true
 		}
 		m.t.b.log.Warn("kafkatopic: record does not decode; skipped and committed",
@@ -356,7 +357,7 @@ func (m *member[T]) take(dst []topic.Envelope[T]) int {
 		m.nextID++
 		m.outstanding[m.nextID] = d
 		d.c.handed++
-		dst[n] = topic.Envelope[T]{ID: m.nextID, Value: d.v}
+		dst[n] = topic.Envelope[T]{ID: m.nextID, Value: d.v, Headers: d.hdr}
 		n++
 	}
 	if m.head == len(m.queue) {

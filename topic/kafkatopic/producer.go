@@ -14,7 +14,8 @@ import (
 // result.
 type completion struct {
 	msg  sarama.ProducerMessage
-	done chan error // buffered 1
+	hdr  []sarama.RecordHeader // msg.Headers' backing array, kept for reuse
+	done chan error            // buffered 1
 }
 
 // producer feeds one sarama AsyncProducer, directly or through a bounded
@@ -51,6 +52,10 @@ func (p *producer) get() *completion { return p.pool.Get().(*completion) }
 
 // put recycles c, whose result has been read.
 func (p *producer) put(c *completion) {
+	if cap(c.msg.Headers) > 0 && cap(c.msg.Headers) <= 64 {
+		c.hdr = c.msg.Headers[:0]
+		clear(c.hdr[:cap(c.hdr)])
+	}
 	c.msg = sarama.ProducerMessage{}
 	p.pool.Put(c)
 }

@@ -84,9 +84,7 @@ func (t *kTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool)
 			c.msg.Key = sarama.ByteEncoder(k)
 		}
 	}
-	if t.b.opts.Headers != nil {
-		c.msg.Headers = t.b.opts.Headers(e.Value)
-	}
+	c.msg.Headers = recordHeaders(c.hdr[:0], t.b.opts.Headers, e)
 	ok, err := p.enqueue(ctx, c, wait, t.closedCh, topic.ErrTopicClosed)
 	if err != nil || !ok {
 		p.put(c)
@@ -106,6 +104,38 @@ func (t *kTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool)
 		return topic.Published, fmt.Errorf("kafkatopic: publishing to topic %q: %w", t.kname, t.b.red.err(err))
 	}
 	return topic.Published, nil
+}
+
+// recordHeaders appends to dst the record headers of e: those of the
+// Options.Headers function, then one per entry of e.Headers (so that on a
+// key both use, the envelope's value is the one a consumer reads last).
+// It returns nil when there are none.
+func recordHeaders[T any](dst []sarama.RecordHeader, fromValue func(T) []sarama.RecordHeader, e topic.Envelope[T]) []sarama.RecordHeader {
+	if fromValue != nil {
+		dst = append(dst, fromValue(e.Value)...)
+	}
+	for k, v := range e.Headers {
+		dst = append(dst, sarama.RecordHeader{Key: []byte(k), Value: []byte(v)})
+	}
+	if len(dst) == 0 {
+		return nil
+	}
+	return dst
+}
+
+// envelopeHeaders returns a record's headers as topic.Headers (the last
+// value of a repeated key), or nil when it has none.
+func envelopeHeaders(hs []*sarama.RecordHeader) topic.Headers {
+	if len(hs) == 0 {
+		return nil
+	}
+	out := make(topic.Headers, len(hs))
+	for _, h := range hs {
+		if h != nil {
+			out[string(h.Key)] = string(h.Value)
+		}
+	}
+	return out
 }
 
 // Subscribe joins a balanced group (its consumer group is GroupID; a new
