@@ -35,7 +35,10 @@
 //     the other groups' readers acknowledge it without delivering it.
 //   - DeadLetter sends the letter to the DLQ; dead sources and Replay read
 //     the DLQ's Shared subscription "dead".
-//   - Settle acknowledges the message on its subscription. Closing a
+//   - Settle acknowledges the message on its subscription, unless the
+//     letter's hand-off (Hold, Requeue, DeadLetter) failed: it is then
+//     negatively acknowledged (ErrNotSettled) and delivered to the group
+//     again after Options.RedeliveryDelay. Closing a
 //     reader, or a crash, leaves what it received unacknowledged, and the
 //     broker delivers it to the subscription again.
 //   - A broadcast topology's reader has an exclusive non-durable

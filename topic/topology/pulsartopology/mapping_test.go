@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -250,4 +251,59 @@ func TestOptionsValidated(t *testing.T) {
 	if !errors.As(err, &es) || !es.Has("pulsartopology.readAhead", "gte") || !es.Has("pulsartopology.clientOptions.url", "owned") {
 		t.Fatalf("New with a negative read-ahead and a client URL: %v", err)
 	}
+}
+
+// failing is a codec whose Encode fails while fail is set.
+type failing struct {
+	topic.StringCodec
+	fail *atomic.Bool
+}
+
+func (c failing) Encode(v string) ([]byte, error) {
+	if c.fail.Load() {
+		return nil, errors.New("encoder down")
+	}
+	return c.StringCodec.Encode(v)
+}
+
+// Guarantee: a letter whose hand-off failed (here its Hold) is not
+// acknowledged when it is settled: the broker delivers it to the group
+// again, so a failing hold loses nothing.
+func TestFailedHandOffIsDeliveredAgain(t *testing.T) {
+	br := startBroker(t)
+	var fail atomic.Bool
+	o := options(br, topic.Codec[string](failing{fail: &fail}))
+	o.RedeliveryDelay = 50 * time.Millisecond
+	be := newBackend(t, o)
+	q, err := be.Declare(ctxT(t), build(t, topology.New("handoff").Hold(time.Second)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Publish(ctxT(t), topology.Letter[string]{Value: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := q.Subscribe(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	buf := make([]topology.Letter[string], 1)
+	if n, err := r.Receive(ctxT(t), buf); err != nil || n != 1 {
+		t.Fatalf("Receive: %d, %v", n, err)
+	}
+	fail.Store(true)
+	if err := q.Hold(ctxT(t), 0, buf[0]); err == nil {
+		t.Fatal("Hold succeeded with a failing codec")
+	}
+	fail.Store(false)
+	if err := r.Settle(ctxT(t), &buf[0]); !errors.Is(err, pulsartopology.ErrNotSettled) {
+		t.Fatalf("Settle after a failed hold: %v, want ErrNotSettled", err)
+	}
+	if n, err := r.Receive(ctxT(t), buf); err != nil || n != 1 || buf[0].Value != "x" {
+		t.Fatalf("Receive again: %d, %v, %v", n, err, buf[0])
+	}
+	if err := r.Settle(ctxT(t), &buf[0]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the backlog to empty", func() bool { return br.Backlog(full("handoff"), "handoff") == 0 })
 }

@@ -20,6 +20,8 @@ const (
 	DefaultOperationTimeout = 30 * time.Second
 	// DefaultReadAhead is Options.ReadAhead.
 	DefaultReadAhead = 1000
+	// DefaultRedeliveryDelay is Options.RedeliveryDelay.
+	DefaultRedeliveryDelay = time.Second
 )
 
 // Options configure a [Backend]. Zero fields take the documented defaults.
@@ -49,6 +51,12 @@ type Options[T any] struct {
 	// messages the broker may push ahead of Receive, per topic read.
 	// Default 1000 (pulsar-client-go's own default).
 	ReadAhead int `name:"readAhead" validate:"gte=0,lte=1048576"`
+	// RedeliveryDelay is how long a received letter whose hand-off failed
+	// (its Hold, Requeue or DeadLetter returned an error) waits before the
+	// broker delivers it to the group again: Settle negatively
+	// acknowledges it instead of acknowledging it (a dead-letter reader's
+	// comes back after 100ms). Default 1s.
+	RedeliveryDelay time.Duration `name:"redeliveryDelay" validate:"gte=0"`
 	// Logger receives one line per event (a message that does not decode)
 	// and, for a client the backend makes, pulsar-client-go's logs. Nil
 	// means slog.Default().
@@ -68,6 +76,9 @@ func (o Options[T]) WithDefaults() Options[T] {
 	}
 	if o.ReadAhead == 0 {
 		o.ReadAhead = DefaultReadAhead
+	}
+	if o.RedeliveryDelay == 0 {
+		o.RedeliveryDelay = DefaultRedeliveryDelay
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

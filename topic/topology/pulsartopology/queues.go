@@ -63,10 +63,10 @@ func (q *queues[T]) Hold(ctx context.Context, i int, l topology.Letter[T]) error
 	}
 	m, err := q.message(&l, q.group)
 	if err != nil {
-		return err
+		return keepOnError(&l, err)
 	}
 	m.DeliverAfter = q.holds[i].delay
-	return q.b.send(ctx, q.holds[i].full, m)
+	return keepOnError(&l, q.b.send(ctx, q.holds[i].full, m))
 }
 
 // Requeue implements topology.Queues: l goes back to the main topic marked
@@ -77,9 +77,9 @@ func (q *queues[T]) Requeue(ctx context.Context, l topology.Letter[T]) error {
 	}
 	m, err := q.message(&l, q.group)
 	if err != nil {
-		return err
+		return keepOnError(&l, err)
 	}
-	return q.b.send(ctx, q.main, m)
+	return keepOnError(&l, q.b.send(ctx, q.main, m))
 }
 
 // DeadLetter implements topology.Queues.
@@ -90,9 +90,9 @@ func (q *queues[T]) DeadLetter(ctx context.Context, l topology.Letter[T]) error 
 	l.Resume = false
 	m, err := q.message(&l, "")
 	if err != nil {
-		return err
+		return keepOnError(&l, err)
 	}
-	return q.b.send(ctx, q.dlq, m)
+	return keepOnError(&l, q.b.send(ctx, q.dlq, m))
 }
 
 // Subscribe implements topology.Queues: one consumer of the group's
@@ -104,7 +104,7 @@ func (q *queues[T]) Subscribe(ctx context.Context) (topology.Reader[T], error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	co := pulsar.ConsumerOptions{ReceiverQueueSize: q.b.opts.ReadAhead}
+	co := pulsar.ConsumerOptions{ReceiverQueueSize: q.b.opts.ReadAhead, NackRedeliveryDelay: q.b.opts.RedeliveryDelay}
 	if q.group == "" {
 		var rnd [8]byte
 		_, _ = rand.Read(rnd[:])
@@ -136,4 +136,14 @@ func (q *queues[T]) SubscribeDead(ctx context.Context) (topology.Reader[T], erro
 	co := pulsar.ConsumerOptions{Topic: q.dlq, SubscriptionName: DeadSubscription, Type: pulsar.Shared,
 		ReceiverQueueSize: q.b.opts.ReadAhead, NackRedeliveryDelay: markerNackDelay}
 	return newReader(q.b, co, "", q.dlq)
+}
+
+// keepOnError marks the message l was received as, when err is not nil,
+// never to be acknowledged: its hand-off failed, so Settle hands it back
+// to the broker to be delivered again.
+func keepOnError[T any](l *topology.Letter[T], err error) error {
+	if rc, ok := l.Receipt.(*receipt); ok && err != nil {
+		rc.kept.Store(true)
+	}
+	return err
 }

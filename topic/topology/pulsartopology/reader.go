@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
@@ -172,7 +173,7 @@ func (r *reader[T]) take(cm pulsar.ConsumerMessage, dst []topology.Letter[T], n 
 		return n
 	}
 	l.Key = cm.Key()
-	l.Receipt = cm.ID()
+	l.Receipt = &receipt{id: cm.ID()}
 	dst[n] = l
 	return n + 1
 }
@@ -202,17 +203,35 @@ func (r *reader[T]) ack(id pulsar.MessageID) {
 	}
 }
 
+// ErrNotSettled is returned by Settle for a letter whose hand-off (hold,
+// requeue or dead-lettering) failed: it is negatively acknowledged, and
+// the broker delivers it to the group again after
+// Options.RedeliveryDelay.
+var ErrNotSettled = errors.New("pulsartopology: not acknowledged, its hand-off failed; it will be delivered again")
+
+// receipt is a letter's handle on its message.
+type receipt struct {
+	id   pulsar.MessageID
+	kept atomic.Bool // its hand-off failed: never acknowledge it
+}
+
 // Settle implements topology.Reader: it acknowledges the letter's message
-// on its subscription; the group never receives it again.
+// on its subscription, and the group never receives it again; a letter
+// whose hand-off failed is negatively acknowledged instead
+// (ErrNotSettled).
 func (r *reader[T]) Settle(_ context.Context, l *topology.Letter[T]) error {
-	id, ok := l.Receipt.(pulsar.MessageID)
+	rc, ok := l.Receipt.(*receipt)
 	if !ok {
 		return nil
 	}
 	if r.b.crashed.Load() {
 		return topology.ErrClosed
 	}
-	if err := r.cons.AckID(id); err != nil {
+	if rc.kept.Load() {
+		r.cons.NackID(rc.id)
+		return ErrNotSettled
+	}
+	if err := r.cons.AckID(rc.id); err != nil {
 		return fmt.Errorf("pulsartopology: acknowledging: %w", err)
 	}
 	return nil
