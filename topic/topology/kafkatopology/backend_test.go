@@ -283,3 +283,43 @@ func TestTargetedRecordsReachTheirGroupOnly(t *testing.T) {
 		t.Errorf("a broadcast consumer received message %d first, want 2 (1 was requeued for the owner)", got.Value.N)
 	}
 }
+
+// Guarantee: when the group moves a partition to a new member, the member
+// losing it waits (up to RevokeTimeout) for the letters of it in flight to
+// be settled and commits them before letting go, so the next owner does
+// not deliver them again.
+func TestRebalanceWaitsForLettersInFlight(t *testing.T) {
+	b := newBackend(t, newCluster(t).ListenAddrs())
+	q := declare(t, b, topology.New("moving"))
+	if err := q.Publish(t.Context(), topology.Letter[msg]{Value: msg{N: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	r1 := subscribe(t, q)
+	l := receiveOne(t, r1)
+	r2 := subscribe(t, q) // joins the group: the partition is reassigned
+	g1 := r1.(*groupReader[msg])
+	wait.For(t, "the first member to wait for its letter in flight", func() bool {
+		g1.mu.Lock()
+		defer g1.mu.Unlock()
+		return g1.waiting == 1
+	})
+	if err := r1.Settle(t.Context(), &l); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Publish(t.Context(), topology.Letter[msg]{Value: msg{N: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]topology.Letter[msg], 1)
+	var got []int
+	wait.For(t, "message 2 at the partition's owner", func() bool {
+		for _, r := range []topology.Reader[msg]{r1, r2} {
+			if n, err := r.TryReceive(buf); err == nil && n == 1 {
+				got = append(got, buf[0].Value.N)
+			}
+		}
+		return len(got) > 0
+	})
+	if got[0] != 2 {
+		t.Errorf("after the rebalance the group received %v, want message 2 only (1 was settled before the move)", got)
+	}
+}

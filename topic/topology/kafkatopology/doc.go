@@ -46,7 +46,10 @@
 //   - Settle marks a record's offset; a partition's contiguous prefix of
 //     settled offsets is committed (sarama's auto-commit), so a record is
 //     committed only once it and every record before it on its partition
-//     have their fate sealed. A letter whose hand-off failed (Hold, Requeue
+//     have their fate sealed. When the group moves a partition to another
+//     member, the reader waits up to Options.RevokeTimeout for the letters
+//     of it in flight to be settled and commits them before letting go. A
+//     letter whose hand-off failed (Hold, Requeue
 //     or DeadLetter returned an error) is never committed: its partition's
 //     commits stop there and the group delivers it again after the next
 //     rebalance or restart.

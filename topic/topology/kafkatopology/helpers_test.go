@@ -42,11 +42,12 @@ func testConfig() *sarama.Config {
 func newBackend(t testing.TB, brokers []string) *Backend[topologytest.Msg] {
 	t.Helper()
 	b, err := New(Options[topologytest.Msg]{
-		Brokers:      brokers,
-		Config:       testConfig(),
-		Codec:        topic.JSONCodec[topologytest.Msg]{},
-		AdminTimeout: 30 * time.Second,
-		Logger:       slog.New(slog.DiscardHandler),
+		Brokers:       brokers,
+		Config:        testConfig(),
+		Codec:         topic.JSONCodec[topologytest.Msg]{},
+		AdminTimeout:  30 * time.Second,
+		RevokeTimeout: 2 * time.Second,
+		Logger:        slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		t.Fatal(err)

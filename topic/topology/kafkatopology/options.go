@@ -20,6 +20,8 @@ const (
 	DefaultAdminTimeout = 30 * time.Second
 	// DefaultReadAhead is Options.ReadAhead.
 	DefaultReadAhead = 1024
+	// DefaultRevokeTimeout is Options.RevokeTimeout.
+	DefaultRevokeTimeout = 5 * time.Second
 )
 
 // Options configure a [Backend]. Zero fields take the documented defaults.
@@ -51,6 +53,12 @@ type Options[T any] struct {
 	// ReadAhead is how many fetched letters each reader keeps ready for
 	// Receive. Default 1024.
 	ReadAhead int `validate:"gte=0,lte=1048576"`
+	// RevokeTimeout is how long a reader whose partition the group moves
+	// to another member waits for the letters of that partition it handed
+	// out to be settled before it lets the partition go; what is still
+	// unsettled then is delivered again by the next owner. Keep it below
+	// the group's rebalance timeout. Default 5s.
+	RevokeTimeout time.Duration `validate:"gte=0"`
 	// Logger receives one line per event (a record that does not decode, a
 	// failed release, a consumer group error). Nil means slog.Default().
 	Logger *slog.Logger `name:"-"`
@@ -69,6 +77,9 @@ func (o Options[T]) WithDefaults() Options[T] {
 	}
 	if o.ReadAhead == 0 {
 		o.ReadAhead = DefaultReadAhead
+	}
+	if o.RevokeTimeout == 0 {
+		o.RevokeTimeout = DefaultRevokeTimeout
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

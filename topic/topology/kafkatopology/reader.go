@@ -34,6 +34,8 @@ type buffer[T any] struct {
 	sig     chan struct{} // cap 1: something to receive, or closed
 	room    chan struct{} // closed (and replaced) when items has room again
 	fetched chan struct{} // cap 1: a claim's position moved
+	// taken, when set, is told (with mu held) of the letters take hands out.
+	taken func([]topology.Letter[T])
 }
 
 func newBuffer[T any](capacity int) buffer[T] {
@@ -86,6 +88,9 @@ func (bf *buffer[T]) take(dst []topology.Letter[T]) int {
 	if n > 0 && bf.room != nil {
 		close(bf.room)
 		bf.room = nil
+	}
+	if n > 0 && bf.taken != nil {
+		bf.taken(dst[:n])
 	}
 	return n
 }
@@ -145,6 +150,7 @@ type groupReader[T any] struct {
 	inSess  bool // a session is running
 	joined  bool // a session has started once
 	lastErr error
+	waiting int // claims waiting for their letters in flight before letting go
 }
 
 // claim is one partition of one session.
@@ -154,6 +160,8 @@ type claim struct {
 	next    int64   // the offset after the last fetched
 	ents    []entry // fetched offsets in order; ents[head:] live
 	head    int
+	handed  int           // letters handed out and not settled
+	idle    chan struct{} // cap 1: handed fell to zero
 	revoked bool
 }
 
@@ -169,6 +177,7 @@ type receipt struct {
 	c     *claim
 	off   int64
 	kept  bool // its hand-off failed: never commit it
+	done  bool // settled
 }
 
 // keep marks the receipt's record never to be committed.
@@ -185,6 +194,13 @@ func newGroupReader[T any](b *Backend[T], kname, gid, group string) (*groupReade
 	}
 	r := &groupReader[T]{buffer: newBuffer[T](b.opts.ReadAhead), b: b, topic: kname, gid: gid, group: group,
 		cg: cg, done: make(chan struct{}), claims: map[int32]*claim{}}
+	r.taken = func(ls []topology.Letter[T]) {
+		for i := range ls {
+			if rc, ok := ls[i].Receipt.(*receipt); ok {
+				rc.c.handed++
+			}
+		}
+	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	if !b.track(r) {
 		r.cancel()
@@ -252,7 +268,7 @@ func (r *groupReader[T]) Cleanup(sarama.ConsumerGroupSession) error {
 // partition's records for Receive, skipping (and settling) those for
 // another group and those that do not decode.
 func (r *groupReader[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.ConsumerGroupClaim) error {
-	c := &claim{part: gc.Partition(), sess: sess, next: gc.InitialOffset()}
+	c := &claim{part: gc.Partition(), sess: sess, next: gc.InitialOffset(), idle: make(chan struct{}, 1)}
 	if c.next < 0 {
 		off, err := r.b.client.GetOffset(r.topic, c.part, c.next)
 		if err != nil {
@@ -321,11 +337,11 @@ func decodeLetter[T any](b *Backend[T], rec *sarama.ConsumerMessage) (topology.L
 }
 
 // release ends a claim: its buffered letters are dropped (the partition's
-// next owner fetches them again) and later settles of its letters commit
-// nothing.
+// next owner fetches them again); the letters of it handed out get up to
+// Options.RevokeTimeout to be settled (none when the reader is closing),
+// what is settled is committed, and later settles commit nothing.
 func (r *groupReader[T]) release(c *claim) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	k := r.head
 	for i := r.head; i < len(r.items); i++ {
 		if rc, _ := r.items[i].Receipt.(*receipt); rc == nil || rc.c != c {
@@ -335,9 +351,31 @@ func (r *groupReader[T]) release(c *claim) {
 	}
 	clear(r.items[k:])
 	r.items = r.items[:k]
+	if c.handed > 0 && !r.closed {
+		r.waiting++
+		timer := time.NewTimer(r.b.opts.RevokeTimeout)
+	wait:
+		for c.handed > 0 && !r.closed {
+			r.mu.Unlock()
+			select {
+			case <-c.idle:
+			case <-r.stop:
+			case <-timer.C:
+				r.mu.Lock()
+				break wait
+			}
+			r.mu.Lock()
+		}
+		timer.Stop()
+		r.waiting--
+	}
 	c.revoked = true
 	if r.claims[c.part] == c {
 		delete(r.claims, c.part)
+	}
+	r.mu.Unlock()
+	if !r.b.crashed.Load() {
+		c.sess.Commit()
 	}
 }
 
@@ -446,10 +484,16 @@ func (r *groupReader[T]) Settle(_ context.Context, l *topology.Letter[T]) error 
 func (r *groupReader[T]) settle(rc *receipt) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	c := rc.c
+	if !rc.done {
+		rc.done = true
+		if c.handed--; c.handed == 0 {
+			notify(c.idle)
+		}
+	}
 	if rc.kept {
 		return ErrNotCommitted
 	}
-	c := rc.c
 	i := c.head + sort.Search(len(c.ents)-c.head, func(i int) bool { return c.ents[c.head+i].off >= rc.off })
 	if i < len(c.ents) && c.ents[i].off == rc.off {
 		c.ents[i].done = true
