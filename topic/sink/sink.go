@@ -52,6 +52,19 @@
 // (topic.ErrDeliveryDropped), and when the sink was closed before the
 // downstream outcome arrived, as Drain does once the pipeline's shutdown
 // timeout passes (OutcomeError.Shutdown; the error wraps acker.ErrShutdown).
+//
+// # Headers and trace context
+//
+// Options.Headers gives each published message its topic headers
+// (topic.Headers), which the downstream topic source puts in the message's
+// metadata (source.Metadata.Headers). Package observe/tracing provides one
+// that injects the publishing handler's span as W3C trace context, so that
+// the downstream pipeline's span for the message continues its trace:
+//
+//	s, err := sink.New(sink.Options[T]{Binding: b, Headers: tracing.SinkHeaders(topts)})
+//
+// Without Options.Headers, messages are published without headers and the
+// sink pays nothing for them.
 package sink
 
 import (
@@ -157,6 +170,16 @@ type Options[T any] struct {
 	Binding topic.Binding[T] `name:"-"`
 	// Logger receives publishing problems. Nil means slog.Default().
 	Logger *slog.Logger `name:"-"`
+	// Headers returns the headers a message is published with (nil: none),
+	// for example its trace context (tracing.SinkHeaders). It is called
+	// once per publish, on the publishing goroutine, with the publishing
+	// call's context (a traced handler's context carries its span) and
+	// the message published on behalf of, seen as a message.Keyed since
+	// PublishValue's message may carry another payload type than the one
+	// published. The sink hands the headers to the topic as they are: do
+	// not change them afterwards. Nil (the default) publishes every
+	// message without headers.
+	Headers func(ctx context.Context, m message.Keyed) topic.Headers `name:"-"`
 }
 
 // Stats are a sink's counters.
@@ -178,6 +201,7 @@ type Stats struct {
 type Sink[T any] struct {
 	b       topic.Binding[T]
 	tracked *topic.TrackedPublisher[T]
+	headers func(context.Context, message.Keyed) topic.Headers
 	log     *slog.Logger
 	ctx     context.Context // for upstream Ack calls
 	pool    sync.Pool       // *pending[T]
@@ -215,9 +239,10 @@ func New[T any](opts Options[T]) (*Sink[T], error) {
 	}
 	log := cmp.Or(opts.Logger, slog.Default())
 	s := &Sink[T]{
-		b:   opts.Binding,
-		log: log.With(slog.String("topic", string(opts.Binding.Handle.Name()))),
-		ctx: context.Background(),
+		b:       opts.Binding,
+		headers: opts.Headers,
+		log:     log.With(slog.String("topic", string(opts.Binding.Handle.Name()))),
+		ctx:     context.Background(),
 	}
 	s.pool.New = func() any {
 		p := &pending[T]{s: s}
@@ -283,7 +308,7 @@ func (s *Sink[T]) Publish(ctx context.Context, m *message.Message[T]) error {
 // (topic.ErrDroppedOnFull).
 func PublishValue[In, T any](ctx context.Context, s *Sink[T], m *message.Message[In], v T) error {
 	ack, id, data := m.Acknowledger()
-	if err := s.publish(ctx, v, ack, id, data, nil); err != nil {
+	if err := s.publish(ctx, v, s.headersOf(ctx, m), ack, id, data, nil); err != nil {
 		return err
 	}
 	if s.tracked != nil {
@@ -292,9 +317,18 @@ func PublishValue[In, T any](ctx context.Context, s *Sink[T], m *message.Message
 	return nil
 }
 
-func (s *Sink[T]) publish(ctx context.Context, v T, ack acker.Acknowledger, id uint64, data any, batch *batchOutcomes) error {
+// headersOf is what m is published with: Options.Headers' answer, or nil
+// without it.
+func (s *Sink[T]) headersOf(ctx context.Context, m message.Keyed) topic.Headers {
+	if s.headers == nil {
+		return nil
+	}
+	return s.headers(ctx, m)
+}
+
+func (s *Sink[T]) publish(ctx context.Context, v T, hdr topic.Headers, ack acker.Acknowledger, id uint64, data any, batch *batchOutcomes) error {
 	if s.tracked == nil {
-		out, err := s.b.Publish(ctx, v)
+		out, err := s.b.Handle.PublishWithHeaders(ctx, v, hdr, s.b.OnFull)
 		if err != nil {
 			return fmt.Errorf("sink: publish into %s: %w", s.b.Handle.Name(), err)
 		}
@@ -308,7 +342,7 @@ func (s *Sink[T]) publish(ctx context.Context, v T, ack acker.Acknowledger, id u
 	p := s.pool.Get().(*pending[T])
 	p.ack, p.id, p.data, p.batch = ack, id, data, batch
 	s.inFlight.Add(1)
-	if err := s.tracked.PublishFunc(ctx, v, p.fn); err != nil {
+	if err := s.tracked.PublishFuncHeaders(ctx, v, hdr, p.fn); err != nil {
 		s.release(p)
 		s.settled()
 		return fmt.Errorf("sink: publish into %s: %w", s.b.Handle.Name(), err)
@@ -408,12 +442,13 @@ func (s *Sink[T]) PublishBatch(ctx context.Context, batch []*message.Message[T])
 			continue
 		}
 		ack, id, data := m.Acknowledger()
+		hdr := s.headersOf(ctx, m)
 		if b != nil {
 			b.mu.Lock()
 			b.left++
 			b.mu.Unlock()
 		}
-		if err := s.publish(ctx, m.Data, ack, id, data, b); err != nil {
+		if err := s.publish(ctx, m.Data, hdr, ack, id, data, b); err != nil {
 			if b != nil {
 				b.mu.Lock()
 				b.left--
