@@ -85,7 +85,9 @@ type Options[T any] struct {
 	// RevokeTimeout is how long a member whose partition the group moves to
 	// another member waits for the messages of that partition it handed
 	// out to be settled before it lets the partition go; what is still
-	// unsettled then is delivered again by the next owner. Default 5s.
+	// unsettled then is delivered again by the next owner. Keep it below
+	// Config.Consumer.Group.Rebalance.Timeout (sarama's default 60s), or
+	// the group drops the member while it waits. Default 5s.
 	RevokeTimeout time.Duration `name:"revoke_timeout" validate:"gte=0"`
 	// PublishBuffer is how many publishes may wait to be handed to the
 	// producer; TryPublish reports DroppedOnFull when it is full, Publish
