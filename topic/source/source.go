@@ -37,6 +37,17 @@
 // untracked are answered topic.ErrMessageNotTracked by the topic; the source
 // counts them (Stats.NotTracked) and otherwise ignores them.
 //
+// # Metadata and headers
+//
+// A message's Metadata is a *Metadata: the topic, the subscription's mode,
+// the stage that received it, and the headers it was published with
+// (Metadata.Headers, from a sink's Options.Headers or
+// topic.Handle.PublishWithHeaders). Package observe/tracing reads the W3C
+// trace context there, so that a traced pipeline continues the trace of
+// the pipeline that published the message. Messages without headers share
+// their slot's Metadata and cost nothing more; the messages with headers
+// of one received batch cost one allocation for their Metadata.
+//
 // # Lag
 //
 // A broadcast subscriber that falls more than the ring's capacity behind
@@ -118,8 +129,9 @@ func (o Options[T]) Validate() error {
 }
 
 // Metadata is what a message's Metadata holds (a *Metadata): where it came
-// from. It is shared by every message of one subscription slot: read it, do
-// not change it.
+// from, and the headers it was published with. The messages of one
+// subscription slot that carry no headers share one Metadata; a message
+// with headers has its own. Read it, do not change it.
 type Metadata struct {
 	// Topic is the topic's name.
 	Topic topic.Name
@@ -129,6 +141,11 @@ type Metadata struct {
 	// received the message (0 for broadcast, whose one subscription all
 	// stages share).
 	Member int
+	// Headers are the headers the message was published with
+	// (topic.Item.Headers: a sink's Options.Headers, for example its W3C
+	// trace context, which package observe/tracing reads from here); nil
+	// when it has none.
+	Headers topic.Headers
 }
 
 // Stats are a source's counters.
@@ -342,18 +359,26 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 	}
 }
 
-// convert turns received items into messages (one allocation per batch)
-// and handles lag notices.
+// convert turns received items into messages (one allocation per batch,
+// and one more for the Metadata of the batch's messages that carry
+// headers) and handles lag notices.
 func (s *Source[T]) convert(sub *subscription[T], md *Metadata, items []topic.Item[T], ptrs []*message.Message[T]) []*message.Message[T] {
-	values := 0
+	values, headed := 0, 0
 	for i := range items {
 		if items[i].Lagged == 0 {
 			values++
+			if items[i].Headers != nil {
+				headed++
+			}
 		}
 	}
 	var block []message.Message[T]
 	if values > 0 {
 		block = make([]message.Message[T], values)
+	}
+	var mds []Metadata
+	if headed > 0 {
+		mds = make([]Metadata, headed)
 	}
 	for i := range items {
 		it := &items[i]
@@ -372,7 +397,15 @@ func (s *Source[T]) convert(sub *subscription[T], md *Metadata, items []topic.It
 		m := &block[0]
 		block = block[1:]
 		m.Init(it.Value, sub, uint64(it.ID))
-		m.Metadata = md
+		if it.Headers != nil {
+			own := &mds[0]
+			mds = mds[1:]
+			*own = *md
+			own.Headers = it.Headers
+			m.Metadata = own
+		} else {
+			m.Metadata = md
+		}
 		ptrs = append(ptrs, m)
 		*it = topic.Item[T]{}
 	}
