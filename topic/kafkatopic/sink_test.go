@@ -47,8 +47,9 @@ func sliceSource(values []string, ack acker.Acknowledger) producer.Source[string
 // downstream pipeline reads the topic through topic/source, and a second
 // downstream pipeline taking over the group after the first stopped
 // handles what the first had not: every message is handled at least once
-// downstream, and the records carry the keys and headers the backend
-// derives from each value.
+// downstream, the records carry the keys and headers the backend derives
+// from each value, and the headers the sink gives each message reach the
+// downstream messages' metadata.
 func TestPipelineThroughSinkAndSource(t *testing.T) {
 	c := newCluster(t)
 	o := testOptions[string](c, topic.StringCodec{})
@@ -107,7 +108,8 @@ func TestPipelineThroughSinkAndSource(t *testing.T) {
 			mu.Unlock()
 		}
 	})
-	s, err := sink.New(sink.Options[string]{Binding: topic.Binding[string]{Handle: h}})
+	s, err := sink.New(sink.Options[string]{Binding: topic.Binding[string]{Handle: h},
+		Headers: func(context.Context, message.Keyed) topic.Headers { return topic.Headers{"hop": "sink"} }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,6 +130,7 @@ func TestPipelineThroughSinkAndSource(t *testing.T) {
 	defer func() { _ = up.Stop(context.Background()) }()
 
 	handled := make(map[string]int)
+	badHeaders := ""
 	downstream := func(name string, stopAt int) {
 		src, err := source.New(source.Options[string]{Topic: h, Mode: topic.Balanced("down")})
 		if err != nil {
@@ -138,8 +141,12 @@ func TestPipelineThroughSinkAndSource(t *testing.T) {
 			Logger:   quiet,
 			Producer: producer.Options[string]{Source: src},
 			Processors: processor.Options[string, string]{Concurrency: 2, Handle: func(_ context.Context, m *message.Message[string]) (string, error) {
+				md, _ := message.MetadataAs[*source.Metadata](m)
 				mu.Lock()
 				handled[m.Data]++
+				if md == nil || md.Headers["hop"] != "sink" || md.Headers["origin"] != "upstream" {
+					badHeaders = fmt.Sprintf("%s arrived with metadata %+v", m.Data, md)
+				}
 				mu.Unlock()
 				return m.Data, nil
 			}},
@@ -170,6 +177,9 @@ func TestPipelineThroughSinkAndSource(t *testing.T) {
 	if acked != n {
 		t.Fatalf("%d messages acked upstream, want %d", acked, n)
 	}
+	if badHeaders != "" {
+		t.Fatal(badHeaders)
+	}
 	for _, v := range values {
 		if handled[v] == 0 {
 			t.Fatalf("%s never handled downstream", v)
@@ -189,7 +199,7 @@ func TestPipelineThroughSinkAndSource(t *testing.T) {
 	defer pc.Close()
 	rec := <-pc.Messages()
 	k, _, _ := strings.Cut(string(rec.Value), ":")
-	if string(rec.Key) != k || len(rec.Headers) != 1 || string(rec.Headers[0].Value) != "upstream" {
+	if string(rec.Key) != k || len(rec.Headers) != 2 || string(rec.Headers[0].Value) != "upstream" || string(rec.Headers[1].Value) != "sink" {
 		t.Fatalf("record key %q headers %v for value %q", rec.Key, rec.Headers, rec.Value)
 	}
 }
