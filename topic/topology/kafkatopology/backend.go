@@ -26,14 +26,15 @@ var ErrConnect = errors.New("kafkatopology: cannot connect")
 // Backend is the Kafka topology backend. Create it with [New] and Close it
 // when done; it is safe for concurrent use.
 type Backend[T any] struct {
-	opts   Options[T]
-	cfg    *sarama.Config
-	log    *slog.Logger
-	client sarama.Client
-	admin  sarama.ClusterAdmin
-	prod   sarama.SyncProducer
-	rr     atomic.Uint32 // round-robin partition choice
-	pauses atomic.Uint64 // how many times a releaser paused a partition
+	opts    Options[T]
+	cfg     *sarama.Config
+	log     *slog.Logger
+	client  sarama.Client
+	admin   sarama.ClusterAdmin
+	prod    sarama.SyncProducer
+	rr      atomic.Uint32 // round-robin partition choice
+	pauses  atomic.Uint64 // how many times a releaser paused a partition
+	resumes atomic.Uint64 // and resumed it
 
 	prodMu     sync.RWMutex // held shared while producing, exclusively to close
 	prodClosed bool

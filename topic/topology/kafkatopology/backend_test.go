@@ -94,12 +94,13 @@ func TestHeldAcrossRestartDeliveredWhenDue(t *testing.T) {
 // released (no polling of the broker while it waits).
 func TestReleaserPausesUntilDue(t *testing.T) {
 	c := newCluster(t)
-	var fetching atomic.Bool
+	var be atomic.Pointer[Backend[msg]]
 	var fetches atomic.Int64
 	const holdTopic = "idle-hold-2s"
 	c.ControlKey(kmsg.Fetch.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		if !fetching.Load() {
-			return nil, nil, false
+		b := be.Load()
+		if b == nil || b.pauses.Load() == b.resumes.Load() {
+			return nil, nil, false // not paused: fetches are expected
 		}
 		for _, tp := range req.(*kmsg.FetchRequest).Topics {
 			if tp.Topic == holdTopic {
@@ -109,20 +110,25 @@ func TestReleaserPausesUntilDue(t *testing.T) {
 		return nil, nil, false
 	})
 	b := newBackend(t, c.ListenAddrs())
+	be.Store(b)
 	q := declare(t, b, topology.New("idle").Hold(2*time.Second))
 	r := subscribe(t, q)
+	held := time.Now()
 	if err := q.Hold(t.Context(), 0, topology.Letter[msg]{Value: msg{N: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	wait.For(t, "the releaser to pause", func() bool { return b.pauses.Load() == 1 })
-	fetching.Store(true)
 	if got := receiveOne(t, r); got.Value.N != 1 {
 		t.Fatalf("released %+v", got)
 	}
-	fetching.Store(false)
-	// One fetch may have been in flight when the partition was paused.
+	if b.pauses.Load() != 1 {
+		t.Fatalf("the releaser paused %d times, want 1", b.pauses.Load())
+	}
+	if since := time.Since(held); since < 2*time.Second {
+		t.Errorf("released %s after it was held, before its 2s hold", since)
+	}
+	// One fetch may have been on its way when the partition was paused.
 	if n := fetches.Load(); n > 1 {
-		t.Errorf("the hold topic was fetched %d times while its head was waiting", n)
+		t.Errorf("the hold topic was fetched %d times while the partition was paused (for about 2s)", n)
 	}
 }
 

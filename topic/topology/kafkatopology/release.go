@@ -111,6 +111,7 @@ func (r *releaser[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.C
 			r.cg.Pause(paused)
 			r.b.pauses.Add(1)
 			ok := sleep(ctx, wait)
+			r.b.resumes.Add(1)
 			r.cg.Resume(paused)
 			if !ok {
 				return nil
