@@ -3,6 +3,7 @@ package topictest
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,7 +37,9 @@ func newSuite(t *testing.T, newBackend func(*testing.T) topic.Backend[int], rec 
 func (s *suite) skip(what string) {
 	s.t.Helper()
 	s.skips.mu.Lock()
-	s.skips.seen[what] = true
+	for _, w := range strings.Split(what, ", ") {
+		s.skips.seen[w] = true
+	}
 	s.skips.mu.Unlock()
 	s.t.Skipf("backend %q does not declare %s", s.backend.Name(), what)
 }
@@ -52,11 +55,14 @@ func (s *suite) skipUnsupported(err error) {
 }
 
 // topic creates a topic, skipping the test if the backend declares it does
-// not support the options.
+// not support the options. Every unsupported setting of o is recorded, not
+// only the first, so that SkipsMatchCapabilities sees each one.
 func (s *suite) topic(name string, o topic.Options) *topic.Handle[int] {
 	s.t.Helper()
 	o = o.WithDefaults()
-	s.skipUnsupported(topic.CheckCapabilities(s.backend.Name(), s.backend.Capabilities(), o))
+	if missing := unsupportedIn(s.backend.Capabilities(), o); len(missing) > 0 {
+		s.skip(strings.Join(missing, ", "))
+	}
 	h, err := s.broker.CreateTopic(topic.Name(name), o, s.backend)
 	if err != nil {
 		s.t.Fatalf("CreateTopic(%s): %v", name, err)
@@ -216,3 +222,23 @@ func ackAll(capacity int) topic.Options {
 }
 
 func group(s string) topic.SubscriptionMode { return topic.Balanced(topic.GroupName(s)) }
+
+// drainThenClosed receives from a closed topic's subscription: a prefix of
+// want, in order, then ErrSubscriptionClosed.
+func drainThenClosed(t *testing.T, sub *topic.Subscription[int], want ...int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	for i := 0; ; i++ {
+		it, err := sub.Receive(ctx)
+		if errors.Is(err, topic.ErrSubscriptionClosed) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("Receive after Close: %v, want ErrSubscriptionClosed", err)
+		}
+		if i >= len(want) || it.Lagged != 0 || it.Value != want[i] {
+			t.Fatalf("received %+v after Close, want a prefix of %v then ErrSubscriptionClosed", it, want)
+		}
+	}
+}
