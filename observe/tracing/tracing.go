@@ -6,6 +6,16 @@
 // ("traceparent", "tracestate"), so that a trace follows a message from
 // the program that produced it into the pipeline.
 //
+// Between pipelines, through an internal topic, the trace follows the
+// message too: SinkHeaders is a topic sink's Options.Headers that injects
+// the publishing handler's span as W3C trace context into the message's
+// topic headers, and the downstream pipeline reads it from the topic
+// source's metadata (*source.Metadata), so that its span for the message
+// is a child of the upstream pipeline's:
+//
+//	topts := tracing.Options{TracerProvider: tp}
+//	s, err := sink.New(sink.Options[T]{Binding: b, Headers: tracing.SinkHeaders(topts)})
+//
 // Tracing is off unless Options.TracerProvider is set; off, Instrument
 // returns the pipeline's options unchanged and the pipeline runs exactly
 // the code it runs without this package.
@@ -38,6 +48,8 @@ import (
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/sources/kafka"
 	"github.com/boulevard-go/boulevard/sources/pulsar"
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/source"
 	"github.com/boulevard-go/boulevard/validate"
 )
 
@@ -81,8 +93,8 @@ type Options struct {
 	Propagator propagation.TextMapPropagator `name:"-"`
 	// Carrier returns the carrier of a message's Metadata, or nil when it
 	// has none. Default: the headers of a *kafka.Metadata, the properties
-	// of a *pulsar.Metadata, and any Metadata that is itself a
-	// propagation.TextMapCarrier.
+	// of a *pulsar.Metadata, the topic headers of a *source.Metadata, and
+	// any Metadata that is itself a propagation.TextMapCarrier.
 	Carrier func(metadata any) propagation.TextMapCarrier `name:"-"`
 	// MaxPending bounds how many message span contexts are remembered
 	// between a message's processor and its batch, for the batch span's
@@ -146,8 +158,10 @@ func newTracer(o Options) *tracer {
 }
 
 // DefaultCarrier is the default Options.Carrier: the record headers of a
-// *kafka.Metadata, the properties of a *pulsar.Metadata, a Metadata that
-// is a propagation.TextMapCarrier itself, and nil for anything else.
+// *kafka.Metadata, the properties of a *pulsar.Metadata, the topic headers
+// of a *source.Metadata (a message read from an internal topic), a
+// Metadata that is a propagation.TextMapCarrier itself, and nil for
+// anything else.
 func DefaultCarrier(metadata any) propagation.TextMapCarrier {
 	switch md := metadata.(type) {
 	case *kafka.Metadata:
@@ -160,6 +174,11 @@ func DefaultCarrier(metadata any) propagation.TextMapCarrier {
 			return nil
 		}
 		return propagation.MapCarrier(md.Properties)
+	case *source.Metadata:
+		if md == nil || len(md.Headers) == 0 {
+			return nil
+		}
+		return md.Headers
 	case propagation.TextMapCarrier:
 		return md
 	}
@@ -216,8 +235,49 @@ func sourceAttrs(md any) []attribute.KeyValue {
 			attribute.String("messaging.consumer.group.name", md.Subscription),
 			attribute.String("messaging.message.id", md.MessageIDString()),
 		}
+	case *source.Metadata:
+		if md == nil {
+			return nil
+		}
+		attrs := []attribute.KeyValue{attribute.String("messaging.destination.name", string(md.Topic))}
+		if g := md.Mode.Group(); g != "" {
+			attrs = append(attrs, attribute.String("messaging.consumer.group.name", string(g)))
+		}
+		return attrs
 	}
 	return nil
+}
+
+// SinkHeaders returns a topic sink's Options.Headers (package topic/sink)
+// that gives each published message the W3C trace context of the span the
+// publishing call's context carries (with o.Propagator, default
+// propagation.TraceContext{}: "traceparent" and "tracestate"), or nil
+// headers when that context carries no span. In a handler that Instrument
+// wraps, that span is the message's (a processor handler) or the batch's
+// (a batch handler), so the downstream pipeline's span for the message is
+// its child.
+//
+// With tracing off (o.TracerProvider nil) it returns nil: the sink then
+// publishes without headers and calls nothing, so it costs nothing.
+func SinkHeaders(o Options) func(ctx context.Context, m message.Keyed) topic.Headers {
+	if o.TracerProvider == nil {
+		return nil
+	}
+	prop := o.Propagator
+	if prop == nil {
+		prop = propagation.TraceContext{}
+	}
+	return func(ctx context.Context, _ message.Keyed) topic.Headers {
+		if !trace.SpanContextFromContext(ctx).IsValid() {
+			return nil
+		}
+		h := make(topic.Headers, 2)
+		prop.Inject(ctx, h)
+		if len(h) == 0 {
+			return nil
+		}
+		return h
+	}
 }
 
 // wrapHandler makes a span per message around h, a child of the trace
