@@ -36,39 +36,44 @@ const (
 )
 
 // properties encodes l's history, with group as its only consumer group
-// when not empty.
+// when not empty; nil for a fresh letter for every group (a publish).
 func properties[T any](l *topology.Letter[T], group string) map[string]string {
-	p := make(map[string]string, 4)
+	var p map[string]string
+	put := func(k, v string) {
+		if p == nil {
+			p = make(map[string]string, 4)
+		}
+		p[k] = v
+	}
+	putTime := func(k string, t time.Time) {
+		if !t.IsZero() {
+			put(k, t.Format(time.RFC3339Nano))
+		}
+	}
 	if l.Shard != 0 {
-		p[PropShard] = strconv.Itoa(l.Shard)
+		put(PropShard, strconv.Itoa(l.Shard))
 	}
 	if l.Retries != 0 {
-		p[PropRetries] = strconv.Itoa(l.Retries)
+		put(PropRetries, strconv.Itoa(l.Retries))
 	}
-	putTime(p, PropFirstFailure, l.FirstFailure)
-	putTime(p, PropLastFailure, l.LastFailure)
+	putTime(PropFirstFailure, l.FirstFailure)
+	putTime(PropLastFailure, l.LastFailure)
 	if l.Resume {
-		p[PropResume] = "true"
+		put(PropResume, "true")
 	}
 	if group != "" {
-		p[PropGroup] = group
+		put(PropGroup, group)
 	}
 	if d := l.Death; d != nil {
-		p[PropDeathReason] = string(d.Reason)
-		p[PropDeathError] = d.Error
-		p[PropDeathTopic] = d.Topic
-		p[PropDeathGroup] = d.Group
-		p[PropDeathRetries] = strconv.Itoa(d.Retries)
-		putTime(p, PropDeathFirstFailure, d.FirstFailure)
-		putTime(p, PropDeathLastFailure, d.LastFailure)
+		put(PropDeathReason, string(d.Reason))
+		put(PropDeathError, d.Error)
+		put(PropDeathTopic, d.Topic)
+		put(PropDeathGroup, d.Group)
+		put(PropDeathRetries, strconv.Itoa(d.Retries))
+		putTime(PropDeathFirstFailure, d.FirstFailure)
+		putTime(PropDeathLastFailure, d.LastFailure)
 	}
 	return p
-}
-
-func putTime(p map[string]string, k string, t time.Time) {
-	if !t.IsZero() {
-		p[k] = t.Format(time.RFC3339Nano)
-	}
 }
 
 // readProperties decodes a letter's history from p into l and returns the
