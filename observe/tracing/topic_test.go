@@ -110,11 +110,7 @@ func TestTraceFollowsAMessageThroughATopic(t *testing.T) {
 	for v := range n {
 		m := message.New(v, rec, uint64(v))
 		if v == 0 {
-			var hdrs []kafka.Header
-			for k, val := range traceparent() {
-				hdrs = append(hdrs, kafka.Header{Key: []byte(k), Value: []byte(val)})
-			}
-			m.Metadata = &kafka.Metadata{Topic: "orders", Headers: hdrs}
+			m.Metadata = &kafka.Metadata{Topic: "orders", Headers: kafkaTraceparent()}
 		}
 		if err := a.Push(ctx, m); err != nil {
 			t.Fatal(err)

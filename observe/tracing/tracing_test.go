@@ -43,6 +43,15 @@ func traceparent() map[string]string {
 	return c
 }
 
+// kafkaTraceparent is traceparent as the headers of a Kafka record.
+func kafkaTraceparent() []kafka.Header {
+	var hdrs []kafka.Header
+	for k, v := range traceparent() {
+		hdrs = append(hdrs, kafka.Header{Key: []byte(k), Value: []byte(v)})
+	}
+	return hdrs
+}
+
 type recorded struct {
 	rec *tracetest.SpanRecorder
 	tp  *sdktrace.TracerProvider
@@ -111,11 +120,7 @@ func TestMessageSpanContinuesTheKafkaRecordsTrace(t *testing.T) {
 	r := newRecorded(t)
 	rec := acker.NewRecorder(false)
 	m := message.New(1, rec, 1)
-	var hdrs []kafka.Header
-	for k, v := range traceparent() {
-		hdrs = append(hdrs, kafka.Header{Key: []byte(k), Value: []byte(v)})
-	}
-	m.Metadata = &kafka.Metadata{Topic: "orders", Partition: 3, Offset: 42, Headers: hdrs}
+	m.Metadata = &kafka.Metadata{Topic: "orders", Partition: 3, Offset: 42, Headers: kafkaTraceparent()}
 	run(t, r, pipeline.Options[int, int]{Name: "kt", Processors: processor.Options[int, int]{Concurrency: 1, Handle: echo[int]}}, m)
 
 	spans := spansNamed(r, "kt.processor")
@@ -208,11 +213,7 @@ func TestBatchSpanLinksItsMessagesSpans(t *testing.T) {
 	for i := range 3 {
 		m := message.New(i, rec, uint64(i))
 		if i == 0 {
-			var hdrs []kafka.Header
-			for k, v := range traceparent() {
-				hdrs = append(hdrs, kafka.Header{Key: []byte(k), Value: []byte(v)})
-			}
-			m.Metadata = &kafka.Metadata{Topic: "t", Headers: hdrs}
+			m.Metadata = &kafka.Metadata{Topic: "t", Headers: kafkaTraceparent()}
 		}
 		msgs = append(msgs, m)
 	}
