@@ -157,6 +157,9 @@ func (s *pSub[T]) take(cm pulsar.ConsumerMessage, dst []topic.Envelope[T], ids [
 	}
 	s.next++
 	dst[n] = topic.Envelope[T]{ID: s.next, Value: v}
+	if props := cm.Properties(); len(props) > 0 {
+		dst[n].Headers = props
+	}
 	ids[n] = cm.ID()
 	return n + 1
 }

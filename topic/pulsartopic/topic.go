@@ -139,7 +139,9 @@ func (t *pTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool)
 		}
 	}
 	s := t.sends.Get().(*send)
-	s.msg = pulsar.ProducerMessage{Payload: payload}
+	// The envelope's headers travel as message properties; the client only
+	// reads the map, which nobody changes after the publish.
+	s.msg = pulsar.ProducerMessage{Payload: payload, Properties: e.Headers}
 	if t.b.o.Key != nil {
 		s.msg.Key = t.b.o.Key(e.Value)
 	}

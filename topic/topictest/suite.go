@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -226,6 +227,8 @@ var cases = []testCase{
 	{"Capabilities", nil, testCapabilities},
 	// Durable: messages a balanced member received and did not settle before it closed are delivered again to its group; acked ones are not.
 	{"DurableRedeliversUnsettled", []topic.Feature{topic.FeatureDurable}, testDurableRedelivers},
+	// Headers a message is published with reach every recipient unchanged; a message published without any has none.
+	{"HeadersReachEveryRecipient", nil, testHeaders},
 	// Durable: Stats counts this process's groups and broadcast subscribers and the publishes, on a log too.
 	{"DurableStats", []topic.Feature{topic.FeatureDurable}, testDurableStats},
 	// Durable: a nacked message is delivered again to its group.
@@ -1664,4 +1667,28 @@ func testDurableStats(s *suite) {
 		return st.BalancedGroups == 1 && st.BroadcastSubscribers == 0
 	})
 	_ = a
+}
+
+func testHeaders(s *suite) {
+	t := s.t
+	h := s.topic("t", mixed(8, 8))
+	g := s.sub(h, group("g"))
+	bc := s.sub(h, topic.Broadcast())
+	hdr := topic.Headers{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "origin": "edge/1 ü"}
+	if out, err := h.PublishWithHeaders(ctxT(t), 1, hdr, topic.Block); err != nil || out != topic.Published {
+		t.Fatalf("PublishWithHeaders = %v, %v", out, err)
+	}
+	publish(t, h, 2)
+	for _, sub := range []*topic.Subscription[int]{g, bc} {
+		it := recvValue(t, sub, 1)
+		if !maps.Equal(it.Headers, hdr) {
+			t.Fatalf("received headers %v, want %v", it.Headers, hdr)
+		}
+		if it := recvValue(t, sub, 2); len(it.Headers) != 0 {
+			t.Fatalf("a message published without headers arrived with %v", it.Headers)
+		}
+	}
+	if len(hdr) != 2 || hdr["origin"] != "edge/1 ü" {
+		t.Fatalf("the publisher's map was changed: %v", hdr)
+	}
 }
