@@ -122,3 +122,34 @@ func BenchmarkTracing(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSinkHeaders measures SinkHeaders for one published message:
+// inside a sampled span (the headers it injects), outside any span, and
+// off (no TracerProvider: the sink calls nothing, so nothing is measured
+// but the nil check a sink makes).
+func BenchmarkSinkHeaders(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	inSpan, span := tp.Tracer("bench").Start(context.Background(), "publish")
+	defer span.End()
+	var m message.Message[int]
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		o    tracing.Options
+	}{
+		{"span", inSpan, tracing.Options{TracerProvider: tp}},
+		{"no-span", context.Background(), tracing.Options{TracerProvider: tp}},
+		{"off", inSpan, tracing.Options{}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			h := tracing.SinkHeaders(c.o)
+			b.ReportAllocs()
+			for b.Loop() {
+				if h != nil {
+					_ = h(c.ctx, &m)
+				}
+			}
+		})
+	}
+}
