@@ -307,3 +307,60 @@ func TestFailedHandOffIsDeliveredAgain(t *testing.T) {
 	}
 	waitFor(t, "the backlog to empty", func() bool { return br.Backlog(full("handoff"), "handoff") == 0 })
 }
+
+// Guarantee: a dead-letter reader catches up even when another reader of
+// the DLQ's subscription receives its marker: the other hands it back,
+// never delivering it.
+func TestDeadMarkerHandedBack(t *testing.T) {
+	br := startBroker(t)
+	be := newBackend(t, options(br, topic.Codec[string](topic.StringCodec{})))
+	q, err := be.Declare(ctxT(t), build(t, topology.New("two").DLQ()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := q.SubscribeDead(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var delivered atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]topology.Letter[string], 8)
+		for {
+			n, err := other.Receive(ctx, buf)
+			if err != nil {
+				return
+			}
+			delivered.Add(int32(n))
+		}
+	}()
+	defer func() {
+		cancel()
+		<-done
+		other.Close()
+	}()
+	r, err := q.SubscribeDead(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	buf := make([]topology.Letter[string], 8)
+	for i := range 6 {
+		n, err := r.TryReceive(buf)
+		if err != nil || n != 0 {
+			t.Fatalf("catch-up %d: %d, %v; want 0, nil", i, n, err)
+		}
+	}
+	if n := delivered.Load(); n != 0 {
+		t.Errorf("the other reader delivered %d markers", n)
+	}
+	var handedBack int64
+	for _, c := range br.Consumers(full("two-dlq"), pulsartopology.DeadSubscription) {
+		handedBack += c.Nacked
+	}
+	if handedBack == 0 {
+		t.Fatal("no marker reached the other reader: the test checks nothing")
+	}
+}
