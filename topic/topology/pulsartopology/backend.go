@@ -35,7 +35,7 @@ type Backend[T any] struct {
 	// acknowledged, as if the process had died.
 	crashed atomic.Bool
 
-	mu        sync.Mutex
+	mu        sync.RWMutex
 	closed    bool
 	producers map[string]pulsar.Producer
 	readers   map[*reader[T]]struct{}
@@ -146,6 +146,13 @@ func (b *Backend[T]) ensureTopic(ctx context.Context, full string) error {
 
 // producer returns the backend's producer on full, creating it once.
 func (b *Backend[T]) producer(ctx context.Context, full string) (pulsar.Producer, error) {
+	b.mu.RLock()
+	p, ok := b.producers[full]
+	closed := b.closed
+	b.mu.RUnlock()
+	if ok && !closed {
+		return p, nil
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
