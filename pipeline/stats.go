@@ -51,7 +51,8 @@ type ProcessorStats = stats.Processors
 
 // BatcherStats is a snapshot of one batcher and its batch processors:
 // messages in, batches by trigger, batch sizes, the batch handler's
-// duration, outcomes and busy ratio. See docs/observability.md.
+// duration (timed on one batch in ⌈64/BatchSize⌉, every batch from
+// BatchSize 64 up), outcomes and busy ratio. See docs/observability.md.
 type BatcherStats = stats.Batcher
 
 // Histogram is a snapshot of a distribution: bucket bounds, the count in

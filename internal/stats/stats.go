@@ -231,11 +231,16 @@ type Batcher struct {
 	// batches waiting for a batch processor.
 	Queued, QueueCapacity, QueuedBatches int
 	// Busy is the time the batch processors spent in the batch handler,
-	// all of them together; BusyRatio is Busy ÷ (Concurrency × the time
-	// since Start).
+	// all of them together, estimated from a sample of the batches: each
+	// batch processor times one batch in ⌈64 ÷ BatchSize⌉ (every batch
+	// when BatchSize ≥ 64; its 1st batch, then every ⌈64 ÷ BatchSize⌉-th)
+	// and counts it ⌈64 ÷ BatchSize⌉ times. BusyRatio is Busy ÷
+	// (Concurrency × the time since Start).
 	Busy      time.Duration
 	BusyRatio float64
-	// Latency is the batch handler's duration per batch (seconds).
+	// Latency is the batch handler's duration (seconds) on the batches
+	// timed for Busy: every batch when BatchSize ≥ 64, one in
+	// ⌈64 ÷ BatchSize⌉ otherwise.
 	Latency Histogram
 }
 

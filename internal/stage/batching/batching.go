@@ -96,7 +96,7 @@ func New[T any](opts batcher.Options[T], cfg Config) *Batcher[T] {
 	}
 	s.loops = make([]atomic.Bool, s.input.Len())
 	s.procs = make([]atomic.Bool, opts.Concurrency)
-	s.st = newBatcherStats(s.input.Len(), opts.Concurrency)
+	s.st = newBatcherStats(s.input.Len(), opts.Concurrency, sampleEvery(opts.BatchSize))
 	for _, flags := range [][]atomic.Bool{s.loops, s.procs} {
 		for i := range flags {
 			flags[i].Store(true)
