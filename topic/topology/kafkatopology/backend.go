@@ -39,8 +39,8 @@ type Backend[T any] struct {
 	prodMu     sync.RWMutex // held shared while producing, exclusively to close
 	prodClosed bool
 
-	// crashed is set by crash: from then on nothing is marked for commit
-	// and nothing is released, as if the process had died.
+	// crashed is set by crash: from then on nothing is produced, so
+	// nothing is released, held, requeued or dead-lettered.
 	crashed atomic.Bool
 
 	mu        sync.Mutex
@@ -343,12 +343,16 @@ func (b *Backend[T]) Close() {
 	_ = b.admin.Close() // closes b.client too
 }
 
-// crash closes the backend as a crash would: from the call on, nothing
-// more is marked for commit, released or produced; what was marked before
-// is committed as the consumers leave (a crash may lose even that, which
-// only delivers more again).
+// crash stops the backend as a crash would stop the process: from the
+// call on nothing is produced (no release, hold, requeue or
+// dead-lettering, whose letters are then left uncommitted), and once the
+// produces under way are acknowledged the backend closes, its readers
+// committing what was settled. A real crash can also lose commits not yet
+// sent, which only delivers more letters again.
 func (b *Backend[T]) crash() {
 	b.crashed.Store(true)
+	b.prodMu.Lock() // wait for the produces under way
+	b.prodMu.Unlock()
 	b.Close()
 }
 

@@ -235,12 +235,8 @@ func (r *groupReader[T]) loop() {
 			r.mu.Unlock()
 			r.b.log.Warn("kafkatopology: consumer group session failed; joining again",
 				slog.String("topic", r.topic), slog.String("group", r.gid), slog.Any("error", err))
-			t := time.NewTimer(backoff)
-			select {
-			case <-r.ctx.Done():
-				t.Stop()
+			if !sleep(r.ctx, backoff) {
 				return
-			case <-t.C:
 			}
 		}
 	}
@@ -374,9 +370,7 @@ func (r *groupReader[T]) release(c *claim) {
 		delete(r.claims, c.part)
 	}
 	r.mu.Unlock()
-	if !r.b.crashed.Load() {
-		c.sess.Commit()
-	}
+	c.sess.Commit()
 }
 
 // advance marks the end of c's settled prefix for commit; mu is held.
@@ -394,7 +388,7 @@ func (r *groupReader[T]) advance(c *claim) {
 		k := copy(c.ents, c.ents[c.head:])
 		c.ents, c.head = c.ents[:k], 0
 	}
-	if moved && !c.revoked && !r.b.crashed.Load() {
+	if moved && !c.revoked {
 		c.sess.MarkOffset(r.topic, c.part, next, "")
 	}
 }
