@@ -87,6 +87,11 @@ type config struct {
 	BatchSize int
 	// Demand is Boulevard's processor MaxDemand; 0 means its default.
 	Demand int
+	// Slab makes Boulevard's source take its messages from a message.Slab
+	// (one allocation per block of messages) rather than allocate each
+	// with message.New. It changes Boulevard's side of the workload: it
+	// measures what the helper saves, not the comparison's targets.
+	Slab bool
 }
 
 // records are the payloads both sides carry, made once.
@@ -211,24 +216,31 @@ func runHand(cfg config, recs records, t *tally) error {
 
 // ---- Boulevard ----
 
-// blvdSource allocates one message per record with message.New and
-// delivers them within its feed's permits, up to 64 at a time.
+// blvdSource allocates one message per record with message.New (or,
+// with slab, takes it from a message.Slab) and delivers them within its
+// feed's permits, up to 64 at a time.
 type blvdSource struct {
 	producer.Basic
 	recs records
 	ack  acker.Acknowledger
+	slab bool
 }
 
 func (s *blvdSource) Run(ctx context.Context, st *producer.Stage[[]byte]) error {
 	feed := st.NewFeed("minimal", nil)
 	buf := make([]*message.Message[[]byte], 0, 64)
+	var slab message.Slab[[]byte]
 	for i := 0; i < len(s.recs); {
 		k, err := feed.Acquire(ctx, min(cap(buf), len(s.recs)-i))
 		if err != nil {
 			return nil
 		}
 		for j := i; j < i+k; j++ {
-			buf = append(buf, message.New(s.recs[j], s.ack, uint64(j)))
+			if s.slab {
+				buf = append(buf, slab.New(s.recs[j], s.ack, uint64(j)))
+			} else {
+				buf = append(buf, message.New(s.recs[j], s.ack, uint64(j)))
+			}
 		}
 		feed.Deliver(buf...)
 		clear(buf)
@@ -260,7 +272,7 @@ func blvdOptions(cfg config, recs records, t *tally) pipeline.Options[[]byte, []
 	opts := pipeline.Options[[]byte, []byte]{
 		Name:     "minimal",
 		Logger:   quiet,
-		Producer: producer.Options[[]byte]{Source: &blvdSource{recs: recs[:cfg.N], ack: &endAcker{t: t, record: cfg.BatchSize == 0}}},
+		Producer: producer.Options[[]byte]{Source: &blvdSource{recs: recs[:cfg.N], ack: &endAcker{t: t, record: cfg.BatchSize == 0}, slab: cfg.Slab}},
 		Processors: processor.Options[[]byte, []byte]{
 			Concurrency: cfg.Processors,
 			MaxDemand:   cfg.Demand,
@@ -477,6 +489,7 @@ func main() {
 	procs := flag.Int("processors", 2, "processor goroutines")
 	batch := flag.Int("batch", 100, "batch size of the batch workload")
 	demand := flag.Int("demand", 0, "Boulevard processor MaxDemand (0: its default)")
+	slab := flag.Bool("slab", false, "Boulevard's source takes its messages from a message.Slab instead of message.New (not the compared workload)")
 	rounds := flag.Int("rounds", 9, "paired rounds per workload")
 	warmup := flag.Int("warmup", 100_000, "records of the warm-up run of each side")
 	workloads := flag.String("workload", "all", "comma-separated: batch, procs, batch1, scale, latency; all = batch,procs,batch1")
@@ -504,7 +517,7 @@ func main() {
 		list = "batch,procs,batch1"
 	}
 	recs := makeRecords(*n)
-	base := config{N: *n, Processors: *procs, BatchSize: *batch, Demand: *demand}
+	base := config{N: *n, Processors: *procs, BatchSize: *batch, Demand: *demand, Slab: *slab}
 	var results []pair
 	fail := func(err error) {
 		fmt.Fprintln(os.Stderr, "minimal:", err)
