@@ -329,3 +329,60 @@ func TestRebalanceWaitsForLettersInFlight(t *testing.T) {
 		t.Errorf("after the rebalance the group received %v, want message 2 only (1 was settled before the move)", got)
 	}
 }
+
+// flakyCodec is JSON that fails to encode while failing is set.
+type flakyCodec struct {
+	topic.JSONCodec[msg]
+	failing *atomic.Bool
+}
+
+var errEncode = errors.New("encoder down")
+
+func (c flakyCodec) Encode(v msg) ([]byte, error) {
+	if c.failing.Load() {
+		return nil, errEncode
+	}
+	return c.JSONCodec.Encode(v)
+}
+
+// Guarantee: a letter whose hand-off failed (here its hold) is never
+// committed: Settle says so, and the group delivers it again after the
+// reader leaves, even though later letters were settled.
+func TestFailedHandOffIsNotCommitted(t *testing.T) {
+	var failing atomic.Bool
+	b, err := New(Options[msg]{
+		Brokers: newCluster(t).ListenAddrs(), Config: testConfig(),
+		Codec: flakyCodec{failing: &failing}, RevokeTimeout: 2 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	q := declare(t, b, topology.New("fragile").Hold(time.Second))
+	for n := 1; n <= 2; n++ {
+		if err := q.Publish(t.Context(), topology.Letter[msg]{Value: msg{N: n}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r1, err := q.Subscribe(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l1 := receiveOne(t, r1)
+	failing.Store(true)
+	if err := q.Hold(t.Context(), 0, l1); !errors.Is(err, errEncode) {
+		t.Fatalf("Hold with the encoder down: %v", err)
+	}
+	failing.Store(false)
+	if err := r1.Settle(t.Context(), &l1); !errors.Is(err, ErrNotCommitted) {
+		t.Errorf("Settle after a failed hold: %v, want ErrNotCommitted", err)
+	}
+	l2 := receiveOne(t, r1)
+	if err := r1.Settle(t.Context(), &l2); err != nil {
+		t.Fatal(err)
+	}
+	r1.Close()
+	if got := receiveOne(t, subscribe(t, q)); got.Value.N != 1 {
+		t.Errorf("the next reader received message %d first, want 1 again (its hold failed)", got.Value.N)
+	}
+}
