@@ -7,10 +7,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/internal/stage/batching"
+	"github.com/boulevard-go/boulevard/internal/stage/stagetest"
 	"github.com/boulevard-go/boulevard/message"
 )
 
@@ -124,4 +127,63 @@ func TestHandleFailedSeesOnlyItsOwnBatchFailures(t *testing.T) {
 	if !slices.EqualFunc(calls, [][]int{{1}, {4}}, slices.Equal) {
 		t.Errorf("HandleFailed saw %v, want [[1] [4]]: once per batch with failures, only that batch's", calls)
 	}
+}
+
+// Guarantee: a batch whose timeout passes while the batcher is busy is
+// emitted with trigger timeout after the chunk being handled, even when
+// more messages are already waiting, so that a steady stream of messages
+// never holds a timed-out batch back until the queue runs dry.
+func TestBatchTimeoutFiresWhileMessagesKeepComing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const timeout = 50 * time.Millisecond
+		gate := make(chan struct{})
+		var mu sync.Mutex
+		var order []string // the batches handled: key and trigger
+		s := batching.New(batcher.Options[int]{
+			Name: "steady", BatchSize: 10, BatchTimeout: timeout, MaxDemand: 1,
+			// Message 1 holds the partition in its chunk until the test
+			// has let the timeout pass.
+			Weight: func(m *message.Message[int]) int {
+				if m.Data == 1 {
+					<-gate
+				}
+				return 1
+			},
+			MaxWeight: 1 << 20,
+			Handle: func(_ context.Context, batch []*message.Message[int], info message.BatchInfo) error {
+				mu.Lock()
+				order = append(order, info.BatchKey+"/"+info.Trigger.String())
+				mu.Unlock()
+				return nil
+			},
+		}.WithDefaults(), batching.Config{Name: t.Name()})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := stagetest.Go(ctx, s)
+		rec := acker.NewRecorder(false)
+		publish := func(ms ...*message.Message[int]) {
+			if n, err := s.Publish(ctx, ms); err != nil || n != len(ms) {
+				t.Fatalf("Publish took %d of %d: %v", n, len(ms), err)
+			}
+		}
+		publish(msg(rec, 0, "a")) // opens batch a; its timeout starts
+		synctest.Wait()
+		publish(msg(rec, 1, "b")) // the partition waits in Weight
+		synctest.Wait()
+		publish(msgs(rec, 2, 40, "b")...) // queued behind it
+		time.Sleep(2 * timeout)           // batch a's timeout passes
+		close(gate)
+		synctest.Wait()
+		mu.Lock()
+		got := slices.Clone(order)
+		mu.Unlock()
+		// Batch a timed out before b's messages 2 to 9 were taken, which
+		// complete b's first batch.
+		if len(got) == 0 || got[0] != "a/timeout" {
+			t.Errorf("batches handled %v, want a/timeout first", got)
+		}
+		s.CloseInput()
+		synctest.Wait()
+		cancel()
+		<-done
+	})
 }
