@@ -22,6 +22,10 @@ const (
 // keyState is one key with a message in flight (or held for a retry).
 type keyState[T any] struct {
 	poisoned bool
+	// draining is set while the messages held back when the key was
+	// poisoned are being dead-lettered: later arrivals join them, so
+	// that they reach the DLQ in order.
+	draining bool
 	waiting  []pendingLetter[T] // later messages of the key, in order
 }
 
@@ -73,8 +77,12 @@ func (q *sequencer[T]) admit(l Letter[T], r Reader[T]) admission {
 	case ks == nil:
 		q.keys[l.Key] = q.newKey()
 		return admitDeliver
-	case ks.poisoned:
+	case ks.poisoned && !ks.draining:
 		return admitPoisoned
+	case ks.poisoned:
+		ks.waiting = append(ks.waiting, pendingLetter[T]{l: l, r: r})
+		q.held++
+		return admitHeldBack
 	case l.Resume:
 		// Back from a hold queue: it still holds its key.
 		return admitDeliver
@@ -107,7 +115,9 @@ func (q *sequencer[T]) release(key string) {
 	}
 }
 
-// poison marks key poisoned and returns the messages of it held back.
+// poison marks key poisoned and returns the messages of it held back. The
+// key is draining until drained returns nil: messages of it that arrive
+// meanwhile are held back too, for the caller to dead-letter after these.
 func (q *sequencer[T]) poison(key string) []pendingLetter[T] {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -116,10 +126,29 @@ func (q *sequencer[T]) poison(key string) []pendingLetter[T] {
 		ks = q.newKey()
 		q.keys[key] = ks
 	}
-	ks.poisoned = true
+	ks.poisoned, ks.draining = true, true
 	out := ks.waiting
 	ks.waiting = nil
 	q.held -= len(out)
+	return out
+}
+
+// drained returns the messages of poisoned key held back since the last
+// poison or drained call; when there are none it ends the draining, and
+// later messages of the key are dead-lettered as they arrive.
+func (q *sequencer[T]) drained(key string) []pendingLetter[T] {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ks := q.keys[key]
+	if ks == nil {
+		return nil
+	}
+	out := ks.waiting
+	ks.waiting = nil
+	q.held -= len(out)
+	if len(out) == 0 {
+		ks.draining = false
+	}
 	return out
 }
 

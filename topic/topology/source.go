@@ -485,9 +485,17 @@ func (s *Source[T]) kill(ctx context.Context, p *pendingLetter[T], reason Reason
 	}
 	if s.seq != nil && s.seq.policy == FailAll && p.l.Key != "" {
 		s.poisonLetter(ctx, p, text)
+		// The key's held-back messages are dead-lettered in order, and so
+		// are those that arrive meanwhile, before any later one is
+		// dead-lettered on arrival: the DLQ keeps the key's order.
 		ws := s.seq.poison(p.l.Key)
-		for i := range ws {
-			s.poisonLetter(ctx, &ws[i], "key "+strconv.Quote(p.l.Key)+" poisoned by an earlier message: "+text)
+		for {
+			for i := range ws {
+				s.poisonLetter(ctx, &ws[i], "key "+strconv.Quote(p.l.Key)+" poisoned by an earlier message: "+text)
+			}
+			if ws = s.seq.drained(p.l.Key); len(ws) == 0 {
+				break
+			}
 		}
 		return
 	}
