@@ -364,3 +364,45 @@ func TestDeadMarkerHandedBack(t *testing.T) {
 		t.Fatal("no marker reached the other reader: the test checks nothing")
 	}
 }
+
+// Guarantee: closing the backend ends its readers (a waiting Receive
+// returns ErrClosed) and every later operation returns ErrClosed.
+func TestCloseEndsEverything(t *testing.T) {
+	br := startBroker(t)
+	be := newBackend(t, options(br, topic.Codec[string](topic.StringCodec{})))
+	top := build(t, topology.New("closing").Hold(time.Second).DLQ())
+	q, err := be.Declare(ctxT(t), top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := q.Subscribe(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := r.Receive(ctxT(t), make([]topology.Letter[string], 1))
+		got <- err
+	}()
+	be.Close()
+	select {
+	case err := <-got:
+		if !errors.Is(err, topology.ErrClosed) {
+			t.Errorf("a waiting Receive returned %v, want ErrClosed", err)
+		}
+	case <-time.After(patience):
+		t.Fatal("a waiting Receive did not return after Close")
+	}
+	if _, err := be.Declare(ctxT(t), top); !errors.Is(err, topology.ErrClosed) {
+		t.Errorf("Declare after Close: %v", err)
+	}
+	if err := q.Publish(ctxT(t), topology.Letter[string]{Value: "x"}); !errors.Is(err, topology.ErrClosed) {
+		t.Errorf("Publish after Close: %v", err)
+	}
+	if err := q.Hold(ctxT(t), 0, topology.Letter[string]{Value: "x"}); !errors.Is(err, topology.ErrClosed) {
+		t.Errorf("Hold after Close: %v", err)
+	}
+	if _, err := q.Subscribe(ctxT(t)); !errors.Is(err, topology.ErrClosed) {
+		t.Errorf("Subscribe after Close: %v", err)
+	}
+}
