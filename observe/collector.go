@@ -68,7 +68,7 @@ var (
 	batBatchesQ  = desc("batcher_queued_batches", "Batches waiting for a batch processor.", lPipeline, lBatcher)
 	batBusy      = desc("batcher_busy_seconds_total", "Time the batch processors spent in the batch handler, all together.", lPipeline, lBatcher)
 	batWorkers   = desc("batcher_concurrency", "Number of batch processors.", lPipeline, lBatcher)
-	batDuration  = desc("batcher_handler_duration_seconds", "Duration of the batch handler per batch.", lPipeline, lBatcher)
+	batDuration  = desc("batcher_handler_duration_seconds", "Duration of the batch handler, timed on one batch in ceil(64/BatchSize) of each batch processor (every batch from BatchSize 64 up).", lPipeline, lBatcher)
 )
 
 var states = []producer.State{producer.StateStarting, producer.StateConnecting, producer.StateRunning,
