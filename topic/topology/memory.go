@@ -22,7 +22,7 @@ type MemoryOptions struct {
 	// holds (1 to 1048576, allocated when the queue is declared). A publish,
 	// a dead-lettering or a hold release waits while the queue it goes to is
 	// full. Default DefaultMemoryCapacity.
-	Capacity int `name:"capacity" validate:"gte=1,lte=1048576"`
+	Capacity int `validate:"gte=1,lte=1048576"`
 }
 
 // WithDefaults returns o with every zero field replaced by its default.

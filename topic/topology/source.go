@@ -31,10 +31,10 @@ type SourceOptions[T any] struct {
 	// it dead-letters the message with reason max_retries (timeout when
 	// its last attempt timed out). 0 means DefaultMaxRetries (10); -1 means
 	// none: a Retry is dead-lettered at once.
-	MaxRetries int `name:"maxRetries" validate:"gte=-1,lte=1000000"`
+	MaxRetries int `validate:"gte=-1,lte=1000000"`
 	// MaxBatch is the most letters taken from the queues at once (never
 	// more than the feed has permits for). Default DefaultMaxBatch.
-	MaxBatch int `name:"maxBatch" validate:"gte=1,lte=65536"`
+	MaxBatch int `validate:"gte=1,lte=65536"`
 	// Logger receives one line per discarded message and per queue error.
 	// Nil means slog.Default().
 	Logger *slog.Logger `name:"-"`
