@@ -29,7 +29,7 @@ type Options[T any] struct {
 	// ServiceURL is the broker's service URL ("pulsar://127.0.0.1:6650").
 	// Required unless Client is set (then it must be empty). It is never
 	// shown in an error or a log line with its user information.
-	ServiceURL string `name:"serviceURL" validate:"required_without=Client,excluded_with=Client"`
+	ServiceURL string `validate:"required_without=Client,excluded_with=Client"`
 	// Client is an existing pulsar-client-go client to use instead of one
 	// made from ServiceURL. The backend shares it and never closes it.
 	Client pulsar.Client `name:"-" validate:"-"`
@@ -38,25 +38,25 @@ type Options[T any] struct {
 	// timeouts take sources/pulsar's bounded defaults (ClientDefaults).
 	ClientOptions pulsar.ClientOptions `name:"-" validate:"-"`
 	// Codec turns values into message payloads and back. Required.
-	Codec topic.Codec[T] `name:"codec" validate:"required"`
+	Codec topic.Codec[T] `validate:"required"`
 	// Tenant and Namespace place the topics. Defaults "public" and
 	// "default".
-	Tenant    string `name:"tenant" validate:"omitempty,excludesall=/ "`
-	Namespace string `name:"namespace" validate:"omitempty,excludesall=/ "`
+	Tenant    string `validate:"omitempty,excludesall=/ "`
+	Namespace string `validate:"omitempty,excludesall=/ "`
 	// OperationTimeout bounds each broker operation the backend waits for:
 	// a Declare, a send's receipt, and a dead-letter reader's TryReceive
 	// catching up with the DLQ. Default 30s.
-	OperationTimeout time.Duration `name:"operationTimeout" validate:"gte=0"`
+	OperationTimeout time.Duration `validate:"gte=0"`
 	// ReadAhead is the receiver queue of each reader's consumer: how many
 	// messages the broker may push ahead of Receive, per topic read.
 	// Default 1000 (pulsar-client-go's own default).
-	ReadAhead int `name:"readAhead" validate:"gte=0,lte=1048576"`
+	ReadAhead int `validate:"gte=0,lte=1048576"`
 	// RedeliveryDelay is how long a received letter whose hand-off failed
 	// (its Hold, Requeue or DeadLetter returned an error) waits before the
 	// broker delivers it to the group again: Settle negatively
 	// acknowledges it instead of acknowledging it (a dead-letter reader's
 	// comes back after 100ms). Default 1s.
-	RedeliveryDelay time.Duration `name:"redeliveryDelay" validate:"gte=0"`
+	RedeliveryDelay time.Duration `validate:"gte=0"`
 	// Logger receives one line per event (a message that does not decode)
 	// and, for a client the backend makes, pulsar-client-go's logs. Nil
 	// means slog.Default().
