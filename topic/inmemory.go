@@ -42,10 +42,34 @@ func (InMemory[T]) NewTopic(_ context.Context, _ Name, opts Options) (State[T], 
 	return t, nil
 }
 
+// memEnv is a message as the in-memory queues and ring hold it: an
+// Envelope without Lagged, since lag notices are never queued (the ring
+// makes them when a subscriber receives). One word smaller than an
+// Envelope (32 bytes for a word-sized T), it makes the hand-off between a
+// publisher and its receivers markedly faster (BenchmarkTopicHop's
+// balanced/batch runs close to twice as fast as with whole envelopes
+// queued).
+type memEnv[T any] struct {
+	id      MessageID
+	value   T
+	ticket  *Ticket
+	headers Headers
+}
+
+// memEnvOf is e as a queue holds it.
+func memEnvOf[T any](e *Envelope[T]) memEnv[T] {
+	return memEnv[T]{id: e.ID, value: e.Value, ticket: e.Ticket, headers: e.Headers}
+}
+
+// envelope is m as a subscriber receives it.
+func (m *memEnv[T]) envelope() Envelope[T] {
+	return Envelope[T]{ID: m.id, Value: m.value, Ticket: m.ticket, Headers: m.headers}
+}
+
 // memGroup is one balanced consumer group: a Queue shared by its members.
 type memGroup[T any] struct {
 	name    GroupName
-	q       *queue.Queue[Envelope[T]]
+	q       *queue.Queue[memEnv[T]]
 	members int // guarded by memTopic.mu
 }
 
@@ -110,12 +134,12 @@ func (t *memTopic[T]) publishSingle(ctx context.Context, e Envelope[T], noWait b
 		var err error
 		if noWait {
 			var ok bool
-			ok, err = g.q.TryPublish(e)
+			ok, err = g.q.TryPublish(memEnvOf(&e))
 			if err == nil && !ok {
 				return DroppedOnFull, nil
 			}
 		} else {
-			err = g.q.Publish(ctx, e)
+			err = g.q.Publish(ctx, memEnvOf(&e))
 		}
 		if err == nil {
 			return Published, nil
@@ -144,10 +168,11 @@ func (t *memTopic[T]) publishMixed(ctx context.Context, e Envelope[T], noWait bo
 		}
 		if full == nil {
 			evicted, dropped := t.ring.publishLocked(e, len(t.glist))
+			me := memEnvOf(&e)
 			for _, g := range t.glist {
 				// Cannot fail: room was checked under mu, only mu holders
 				// add, and queues close only under mu.
-				_, _ = g.q.TryPublish(e)
+				_, _ = g.q.TryPublish(me)
 			}
 			t.mu.Unlock()
 			dropLagged(evicted, dropped)
@@ -191,7 +216,7 @@ func (t *memTopic[T]) Subscribe(mode SubscriptionMode, _ SubscriberOptions) (Sub
 	t.bound = mode.group
 	g := t.groups[mode.group]
 	if g == nil {
-		g = &memGroup[T]{name: mode.group, q: queue.New[Envelope[T]](t.opts.Balanced.Capacity)}
+		g = &memGroup[T]{name: mode.group, q: queue.New[memEnv[T]](t.opts.Balanced.Capacity)}
 		t.groups[g.name] = g
 		t.glist = append(t.glist, g)
 		if t.opts.Mode == BalancedOnly {
@@ -220,15 +245,15 @@ func (t *memTopic[T]) leave(g *memGroup[T]) {
 			t.single.Store(nil)
 		}
 		g.q.Close()
-		buf := make([]Envelope[T], 64)
+		buf := make([]memEnv[T], 64)
 		for {
 			n, _ := g.q.TryReceive(buf)
 			if n == 0 {
 				break
 			}
 			for _, e := range buf[:n] {
-				if e.Ticket != nil {
-					lost = append(lost, e.Ticket)
+				if e.ticket != nil {
+					lost = append(lost, e.ticket)
 				}
 			}
 		}
@@ -274,6 +299,7 @@ type memMember[T any] struct {
 	g      *memGroup[T]
 	closed atomic.Bool
 	stop   chan time.Time // closed by Close; wakes a waiting Receive
+	buf    []memEnv[T]    // Receive's, which is not called concurrently
 }
 
 // Receive implements SubscriptionState. Close wakes it through the stop
@@ -282,9 +308,17 @@ func (m *memMember[T]) Receive(ctx context.Context, dst []Envelope[T]) (int, err
 	if m.closed.Load() {
 		return 0, ErrSubscriptionClosed
 	}
-	n, err := m.g.q.ReceiveOr(ctx, dst, m.stop)
+	if len(m.buf) < len(dst) {
+		m.buf = make([]memEnv[T], len(dst))
+	}
+	n, err := m.g.q.ReceiveOr(ctx, m.buf[:len(dst)], m.stop)
 	if n == 0 && err == nil {
 		return 0, ErrSubscriptionClosed
+	}
+	for i := range n {
+		me := &m.buf[i]
+		dst[i] = me.envelope()
+		*me = memEnv[T]{}
 	}
 	return n, err
 }

@@ -29,7 +29,7 @@ type ring[T any] struct {
 }
 
 type rslot[T any] struct {
-	e      Envelope[T]
+	e      memEnv[T]
 	unread int
 }
 
@@ -70,12 +70,12 @@ func (r *ring[T]) putLocked(e Envelope[T], extra int) (evicted *Ticket, dropped 
 			if r.onLag == Disconnect {
 				dropped = r.disconnectLocked(r.head - size)
 			} else {
-				evicted = old.e.Ticket
+				evicted = old.e.ticket
 			}
 		}
 	}
 	e.Ticket.SetRecipients(len(r.subs) + extra)
-	r.slots[r.head%size] = rslot[T]{e: e, unread: len(r.subs)}
+	r.slots[r.head%size] = rslot[T]{e: memEnvOf(&e), unread: len(r.subs)}
 	r.head++
 	for i, s := range r.waiting {
 		s.waiting = false
@@ -123,11 +123,11 @@ func (r *ring[T]) releaseLocked(s *ringSub[T], lost []*Ticket) []*Ticket {
 	for seq := start; seq < r.head; seq++ {
 		sl := &r.slots[seq%size]
 		sl.unread--
-		if sl.e.Ticket != nil {
-			lost = append(lost, sl.e.Ticket)
+		if sl.e.ticket != nil {
+			lost = append(lost, sl.e.ticket)
 		}
 		if sl.unread == 0 {
-			sl.e = Envelope[T]{}
+			sl.e = memEnv[T]{}
 		}
 	}
 	s.next = r.head
@@ -208,11 +208,11 @@ func (s *ringSub[T]) Receive(ctx context.Context, dst []Envelope[T]) (int, error
 			n := 0
 			for s.next < r.head && n < len(dst) {
 				sl := &r.slots[s.next%size]
-				dst[n] = sl.e
+				dst[n] = sl.e.envelope()
 				sl.unread--
 				if sl.unread == 0 {
 					// Nobody else will read it: do not keep the value alive.
-					sl.e = Envelope[T]{}
+					sl.e = memEnv[T]{}
 				}
 				s.next++
 				n++
