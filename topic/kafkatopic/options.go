@@ -65,6 +65,12 @@ type Options[T any] struct {
 	// another), so one key's records keep their order for every consumer.
 	// Nil means no key: records spread over the partitions.
 	Key func(T) []byte `name:"-"`
+	// EventTime returns a value's event time, written as the record's
+	// timestamp (Kafka's CreateTime), so that a pipeline that reads
+	// timestamped records and publishes them on keeps their time. Nil, or
+	// a zero time, leaves the timestamp to the producer (the time of the
+	// publish).
+	EventTime func(T) time.Time `name:"-"`
 	// Headers returns a value's record headers. Nil means none.
 	Headers func(T) []sarama.RecordHeader `name:"-"`
 	// Partitions is the partition count of the topics the backend creates,

@@ -84,6 +84,9 @@ func (t *kTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool)
 			c.msg.Key = sarama.ByteEncoder(k)
 		}
 	}
+	if t.b.opts.EventTime != nil {
+		c.msg.Timestamp = t.b.opts.EventTime(e.Value) // zero: the producer sets it
+	}
 	c.msg.Headers = recordHeaders(c.hdr[:0], t.b.opts.Headers, e)
 	ok, err := p.enqueue(ctx, c, wait, t.closedCh, topic.ErrTopicClosed)
 	if err != nil || !ok {

@@ -86,6 +86,11 @@ type Options[T any] struct {
 	// the messages of one key reach one member at a time, in order. Nil:
 	// no key, balanced groups subscribe Shared.
 	Key func(T) string `validate:"-"`
+	// EventTime returns a value's event time, written as the message's
+	// event time (a consumer reads it with Message.EventTime), so that a
+	// pipeline publishing what it read keeps its time. Nil, or a zero
+	// time, sets none.
+	EventTime func(T) time.Time `validate:"-"`
 	// Tenant is the Pulsar tenant of the topics. Default "public".
 	Tenant string `validate:"omitempty,excludesall=/ "`
 	// Namespace is the namespace of the topics within Tenant. Default

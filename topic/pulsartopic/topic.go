@@ -145,6 +145,9 @@ func (t *pTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool)
 	if t.b.o.Key != nil {
 		s.msg.Key = t.b.o.Key(e.Value)
 	}
+	if t.b.o.EventTime != nil {
+		s.msg.EventTime = t.b.o.EventTime(e.Value)
+	}
 	t.producer.SendAsync(ctx, &s.msg, s.fn)
 	select {
 	case err = <-s.done:
