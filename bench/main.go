@@ -580,6 +580,7 @@ func main() {
 	rounds := flag.Int("rounds", 3, "measured runs of each pipeline, alternating")
 	warmup := flag.Int("warmup", 100_000, "messages of the warm-up run of each pipeline (0: none)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the warm-up and measured rounds to this file (goroutines are labelled side=boulevard or side=hand)")
+	metricsEvery := flag.Duration("metrics-cost", 0, "instead of the comparison: Boulevard alone without and with its Prometheus metrics served at this interval, paired rounds (for example 100ms)")
 	topicFlag := flag.String("topic", "none", "workload across an internal topic hop: none, disabled or auto (ack_propagation), or both (disabled, then auto)")
 	flag.IntVar(&cfg.HopCap, "hopcap", 0, "with -topic: the topic's balanced queue_capacity and the hand-written hop channel's capacity (0: default 1024)")
 	flag.IntVar(&cfg.MaxInFlight, "inflight", 0, "with -topic auto: the topic's ack_propagation.max_in_flight (0: default 1024); below -batch, every batch of B waits for -timeout")
@@ -609,6 +610,13 @@ func main() {
 			cfg.handInCap(), cfg.handHopCap(), cfg.handOutCap(), cfg.handBatchCap())
 	}
 
+	if *metricsEvery > 0 {
+		if err := metricsCost(cfg, *rounds, *warmup, *metricsEvery, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "compare:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
