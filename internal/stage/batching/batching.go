@@ -5,6 +5,7 @@
 package batching
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"sync/atomic"
@@ -64,10 +65,7 @@ type Batcher[T any] struct {
 // queue as many messages as one processor chunk's worth, so that a batch
 // processor wakes once for several of them.
 func New[T any](opts batcher.Options[T], cfg Config) *Batcher[T] {
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := cmp.Or(cfg.Logger, slog.Default())
 	name := cfg.Name + ".batcher." + opts.Name
 	s := &Batcher[T]{
 		opts:  opts,

@@ -6,6 +6,7 @@
 package processing
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"sync/atomic"
@@ -93,10 +94,7 @@ type Pool[In, Out any] struct {
 // 64, min(cfg.MinQueue, 2²⁰/Concurrency)), and a message goes to the queue
 // its key hashes to.
 func New[In, Out any](opts processor.Options[In, Out], cfg Config[Out]) *Pool[In, Out] {
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := cmp.Or(cfg.Logger, slog.Default())
 	s := &Pool[In, Out]{
 		opts:    opts,
 		log:     log,
