@@ -12,23 +12,12 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/boulevard-go/boulevard/internal/wait"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
-}
-
-// waitFor polls cond until it holds, failing the test after a generous
-// deadline. It is used to wait until a goroutine is parked in the queue.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
 }
 
 // listLen counts the waiters on l under the queue lock.
@@ -248,7 +237,7 @@ func TestPublishBlocksWhenFull(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() { done <- result{err: q.Publish(ctx, 2)} }()
-	waitFor(t, "publisher to block", func() bool { return pubWaiting(q) == 1 })
+	wait.For(t, "publisher to block", func() bool { return pubWaiting(q) == 1 })
 	select {
 	case r := <-done:
 		t.Fatalf("Publish into a full queue returned %v without blocking", r.err)
@@ -336,14 +325,14 @@ func TestPublishBatchPrefixOnCancel(t *testing.T) {
 		n, err := q.PublishBatch(ctx, vs)
 		done <- result{n, err}
 	}()
-	waitFor(t, "batch to fill the queue and block", func() bool { return pubWaiting(q) == 1 })
+	wait.For(t, "batch to fill the queue and block", func() bool { return pubWaiting(q) == 1 })
 
 	// Free two slots; the blocked batch fills them (6 published) and blocks.
 	buf := make([]int, 2)
 	if n, err := q.TryReceive(buf); n != 2 || err != nil {
 		t.Fatalf("TryReceive = %d, %v", n, err)
 	}
-	waitFor(t, "batch to refill and block again", func() bool { return pubWaiting(q) == 1 && q.Len() == 4 })
+	wait.For(t, "batch to refill and block again", func() bool { return pubWaiting(q) == 1 && q.Len() == 4 })
 	cancel()
 	r := expectResult(t, done)
 	if r.n != 6 || !errors.Is(r.err, context.Canceled) {
@@ -375,7 +364,7 @@ func TestReceiveCancel(t *testing.T) {
 		n, err := q.Receive(ctx, make([]int, 4))
 		done <- result{n, err}
 	}()
-	waitFor(t, "receiver to block", func() bool { return recvWaiting(q) == 1 })
+	wait.For(t, "receiver to block", func() bool { return recvWaiting(q) == 1 })
 	cancel()
 	if r := expectResult(t, done); r.n != 0 || !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("Receive = %d, %v; want 0, context.Canceled", r.n, r.err)
@@ -410,7 +399,7 @@ func TestPublishCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan result, 1)
 	go func() { done <- result{err: q.Publish(ctx, "dropped")} }()
-	waitFor(t, "publisher to block", func() bool { return pubWaiting(q) == 1 })
+	wait.For(t, "publisher to block", func() bool { return pubWaiting(q) == 1 })
 	cancel()
 	if r := expectResult(t, done); !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("Publish = %v, want context.Canceled", r.err)
@@ -468,12 +457,12 @@ func TestSignalledReceiverGivingUpPassesWakeupOn(t *testing.T) {
 			n, err := q.Receive(ctx1, make([]int, 1))
 			r1 <- result{n, err}
 		}()
-		waitFor(t, "first receiver to block", func() bool { return recvWaiting(q) == 1 })
+		wait.For(t, "first receiver to block", func() bool { return recvWaiting(q) == 1 })
 		go func() {
 			n, err := q.Receive(context.Background(), make([]int, 1))
 			r2 <- result{n, err}
 		}()
-		waitFor(t, "second receiver to block", func() bool { return recvWaiting(q) == 2 })
+		wait.For(t, "second receiver to block", func() bool { return recvWaiting(q) == 2 })
 
 		// Cancel the first receiver and, before it can retake the lock,
 		// publish one item: the queue signals the first receiver (oldest)
@@ -526,9 +515,9 @@ func TestSignalledPublisherGivingUpPassesWakeupOn(t *testing.T) {
 		p1 := make(chan error, 1)
 		p2 := make(chan error, 1)
 		go func() { p1 <- q.Publish(ctx1, 1) }()
-		waitFor(t, "first publisher to block", func() bool { return pubWaiting(q) == 1 })
+		wait.For(t, "first publisher to block", func() bool { return pubWaiting(q) == 1 })
 		go func() { p2 <- q.Publish(context.Background(), 2) }()
-		waitFor(t, "second publisher to block", func() bool { return pubWaiting(q) == 2 })
+		wait.For(t, "second publisher to block", func() bool { return pubWaiting(q) == 2 })
 
 		q.mu.Lock()
 		cancel1()
@@ -698,7 +687,7 @@ func TestNoLostWakeupStress(t *testing.T) {
 				}
 			}()
 		}
-		waitFor(t, "impatient receivers to park", func() bool { return recvWaiting(q) == impatient })
+		wait.For(t, "impatient receivers to park", func() bool { return recvWaiting(q) == impatient })
 		pctx, pcancel := context.WithCancel(context.Background())
 		wg.Add(1)
 		go func() {
@@ -708,7 +697,7 @@ func TestNoLostWakeupStress(t *testing.T) {
 				got <- buf[0]
 			}
 		}()
-		waitFor(t, "patient receiver to park", func() bool { return recvWaiting(q) == impatient+1 })
+		wait.For(t, "patient receiver to park", func() bool { return recvWaiting(q) == impatient+1 })
 		checkInvariant(t, q)
 
 		// Race the publish against the impatient receivers giving up.
@@ -774,7 +763,7 @@ func TestNoLostPublisherWakeupStress(t *testing.T) {
 				}
 			}()
 		}
-		waitFor(t, "impatient publishers to park", func() bool { return pubWaiting(q) == impatient })
+		wait.For(t, "impatient publishers to park", func() bool { return pubWaiting(q) == impatient })
 		pctx, pcancel := context.WithCancel(context.Background())
 		wg.Add(1)
 		go func() {
@@ -783,7 +772,7 @@ func TestNoLostPublisherWakeupStress(t *testing.T) {
 				published.Add(1)
 			}
 		}()
-		waitFor(t, "patient publisher to park", func() bool { return pubWaiting(q) == impatient+1 })
+		wait.For(t, "patient publisher to park", func() bool { return pubWaiting(q) == impatient+1 })
 		checkInvariant(t, q)
 
 		var start sync.WaitGroup
@@ -929,7 +918,7 @@ func TestCloseWakesBlockedReceivers(t *testing.T) {
 			done <- result{n, err}
 		}()
 	}
-	waitFor(t, "receivers to block", func() bool { return recvWaiting(q) == receivers })
+	wait.For(t, "receivers to block", func() bool { return recvWaiting(q) == receivers })
 	q.Close()
 	for range receivers {
 		if r := expectResult(t, done); r.n != 0 || !errors.Is(r.err, ErrDrained) {
@@ -955,7 +944,7 @@ func TestCloseWakesBlockedPublishers(t *testing.T) {
 		n, err := q.PublishBatch(ctx, []int{200, 201})
 		done <- result{n, err}
 	}()
-	waitFor(t, "publishers to block", func() bool { return pubWaiting(q) == publishers+1 })
+	wait.For(t, "publishers to block", func() bool { return pubWaiting(q) == publishers+1 })
 	q.Close()
 	for range publishers + 1 {
 		if r := expectResult(t, done); r.n != 0 || !errors.Is(r.err, ErrClosed) {

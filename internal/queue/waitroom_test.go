@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/boulevard-go/boulevard/internal/wait"
 )
 
 // WaitRoom returns at once when there is room, returns when a receive makes
@@ -29,10 +31,10 @@ func TestQueueWaitRoom(t *testing.T) {
 
 	roomDone := make(chan error, 1)
 	go func() { roomDone <- q.WaitRoom(ctx) }()
-	waitFor(t, "room waiter parked", func() bool { return listLen(q, &q.pub) == 1 })
+	wait.For(t, "room waiter parked", func() bool { return listLen(q, &q.pub) == 1 })
 	pubDone := make(chan error, 1)
 	go func() { pubDone <- q.Publish(ctx, 2) }()
-	waitFor(t, "publisher parked", func() bool { return listLen(q, &q.pub) == 2 })
+	wait.For(t, "publisher parked", func() bool { return listLen(q, &q.pub) == 2 })
 	buf := make([]int, 1)
 	if n, _ := q.Receive(ctx, buf); n != 1 || buf[0] != 1 {
 		t.Fatalf("Receive = %d %v", n, buf)
@@ -51,7 +53,7 @@ func TestQueueWaitRoom(t *testing.T) {
 
 	_ = q.Publish(ctx, 3)
 	go func() { roomDone <- q.WaitRoom(ctx) }()
-	waitFor(t, "room waiter parked", func() bool { return listLen(q, &q.pub) == 1 })
+	wait.For(t, "room waiter parked", func() bool { return listLen(q, &q.pub) == 1 })
 	q.Close()
 	if err := <-roomDone; !errors.Is(err, ErrClosed) {
 		t.Fatalf("WaitRoom after Close = %v", err)
