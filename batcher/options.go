@@ -108,11 +108,13 @@ type Options[T any] struct {
 }
 
 // Validate reports every broken rule of o, which carries its defaults (see
-// WithDefaults). path roots the field paths ("batchers[0]" in a pipeline;
-// "" for none). It returns nil or a validate.Errors value. pipeline.New
-// calls it; uniqueness of names and the "default" batcher are the
-// pipeline's rules.
-func (o Options[T]) Validate(path string) error {
+// WithDefaults). It returns nil or a validate.Errors value; uniqueness of
+// names and the "default" batcher are the pipeline's rules.
+func (o Options[T]) Validate() error { return o.ValidateAs("") }
+
+// ValidateAs is Validate with every field path rooted at path
+// ("batchers[0]" in a pipeline). pipeline.New calls it.
+func (o Options[T]) ValidateAs(path string) error {
 	return validate.Join(validate.Struct(path, &o), o.checkWeight(path))
 }
 

@@ -127,11 +127,11 @@ func (o Options[In, Out]) WithDefaults() Options[In, Out] {
 // names and the "default" batcher, and the source's own options. It
 // returns nil or an error listing every problem. New calls it.
 func (o Options[In, Out]) Validate() error {
-	errs := []error{validate.Struct("", &o), o.Producer.Validate("producer"), o.Processors.Validate("processors")}
+	errs := []error{validate.Struct("", &o), o.Producer.ValidateAs("producer"), o.Processors.ValidateAs("processors")}
 	seen := make(map[string]int, len(o.Batchers))
 	unnamed := false
 	for i, b := range o.Batchers {
-		errs = append(errs, b.Validate(fmt.Sprintf("batchers[%d]", i)))
+		errs = append(errs, b.ValidateAs(fmt.Sprintf("batchers[%d]", i)))
 		if b.Name == "" {
 			unnamed = true
 			continue

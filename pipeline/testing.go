@@ -83,6 +83,14 @@ type TestOptions struct {
 	Acknowledger acker.Acknowledger
 }
 
+// WithDefaults returns o unchanged: the zero value of every field is its
+// default (Mode message.Bulk, no metadata, no batcher or batch key set).
+func (o TestOptions) WithDefaults() TestOptions { return o }
+
+// Validate returns nil: TestWith takes every value, and the messages it
+// pushes meet the pipeline's routing as any pushed message does.
+func (o TestOptions) Validate() error { return nil }
+
 // TestBatchResult is one batch a batch handler was called with during a
 // TestWith call.
 type TestBatchResult struct {

@@ -108,10 +108,12 @@ func (o Options[In, Out]) WithDefaults() Options[In, Out] {
 
 // Validate reports every broken rule of o, which carries its defaults (see
 // WithDefaults): the struct tags, and Concurrency × MaxDemand at most
-// ChunkSlotsLimit. path roots the field paths ("processors" in a pipeline;
-// "" for none). It returns nil or a validate.Errors value. pipeline.New
-// calls it.
-func (o Options[In, Out]) Validate(path string) error {
+// ChunkSlotsLimit. It returns nil or a validate.Errors value.
+func (o Options[In, Out]) Validate() error { return o.ValidateAs("") }
+
+// ValidateAs is Validate with every field path rooted at path
+// ("processors" in a pipeline). pipeline.New calls it.
+func (o Options[In, Out]) ValidateAs(path string) error {
 	return validate.Join(validate.Struct(path, &o), o.checkBounds(path))
 }
 

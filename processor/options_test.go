@@ -23,21 +23,24 @@ func TestMain(m *testing.M) {
 func TestValidateChunkSlots(t *testing.T) {
 	handle := func(context.Context, *message.Message[int]) (int, error) { return 0, nil }
 	ok := processor.Options[int, int]{Concurrency: processor.ConcurrencyLimit, MaxDemand: processor.ChunkSlotsLimit / processor.ConcurrencyLimit, Handle: handle}
-	if err := ok.Validate("processors"); err != nil {
+	if err := ok.ValidateAs("processors"); err != nil {
 		t.Fatalf("%+v: %v", ok, err)
 	}
 	over := ok
 	over.MaxDemand++
-	err := over.Validate("processors")
+	err := over.ValidateAs("processors")
 	var fe validate.Errors
 	if !errors.As(err, &fe) || len(fe) != 1 || fe[0].Field != "processors.maxDemand" || fe[0].Rule != "chunkSlots" || !errors.Is(err, validate.ErrInvalid) {
 		t.Fatalf("%+v: %v, want a FieldError on processors.maxDemand", over, err)
+	}
+	if err := over.Validate(); !errors.As(err, &fe) || len(fe) != 1 || fe[0].Field != "maxDemand" {
+		t.Fatalf("Validate() = %v, want the same FieldError on maxDemand, with no root path", err)
 	}
 	for _, o := range []processor.Options[int, int]{
 		{Concurrency: 0, MaxDemand: 1 << 30, Handle: handle},
 		{Concurrency: processor.ConcurrencyLimit + 1, MaxDemand: processor.MaxDemandLimit, Handle: handle},
 	} {
-		err := o.Validate("processors")
+		err := o.ValidateAs("processors")
 		var errs validate.Errors
 		if !errors.As(err, &errs) || errs.Has("processors.maxDemand", "chunkSlots") || len(errs) == 0 {
 			t.Fatalf("%+v: %v, want only the tags' rules", o, err)

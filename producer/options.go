@@ -202,11 +202,14 @@ func (f Flow) validateDerived(prefix string) error {
 // Validate reports every broken rule of o, which carries its defaults (see
 // WithDefaults): the struct tags, the rules tags cannot name well (a
 // Threshold left to its default that cannot be derived from Initial), and
-// the source's own options (the error of its Info). path roots the field
-// paths ("producer" in a pipeline; "" for none). It returns nil or an error
-// listing every problem (a validate.Errors value unless the source reports
-// otherwise). pipeline.New calls it.
-func (o Options[T]) Validate(path string) error {
+// the source's own options (the error of its Info). It returns nil or an
+// error listing every problem (a validate.Errors value unless the source
+// reports otherwise).
+func (o Options[T]) Validate() error { return o.ValidateAs("") }
+
+// ValidateAs is Validate with every field path rooted at path ("producer"
+// in a pipeline). pipeline.New calls it.
+func (o Options[T]) ValidateAs(path string) error {
 	errs := []error{validate.Struct(path, &o), o.Flow.validateDerived(join(path, "flow"))}
 	if o.Source != nil {
 		_, err := o.Source.Info()
