@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/boulevard-go/boulevard/internal/wait"
 )
 
 // Produce N unbatched, consume N, ack: nothing lost, order kept, acks seen.
@@ -44,7 +46,7 @@ func TestProduceConsumeUnbatched(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "acks", func() bool { return b.Backlog(topic, "s") == 0 })
+	wait.For(t, "acks", func() bool { return b.Backlog(topic, "s") == 0 })
 	st := b.Consumers(topic, "s")
 	if len(st) != 1 || st[0].Dispatched != n || st[0].Acked != n || !st[0].Active || !st[0].Connected {
 		t.Fatalf("stats %+v", st)
@@ -106,7 +108,7 @@ func TestProduceConsumeBatched(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "backlog drained", func() bool { return b.Backlog(topic, "s") == 0 })
+	wait.For(t, "backlog drained", func() bool { return b.Backlog(topic, "s") == 0 })
 	st := b.Consumers(topic, "s")[0]
 	if st.Dispatched != n || st.Acked != n || st.PermitsGranted-st.Available != n {
 		t.Fatalf("stats %+v", st)
@@ -152,7 +154,7 @@ func TestFlowPermitsBoundDispatch(t *testing.T) {
 			// pulsar-client-go prefetches its receiver queue plus its
 			// internal message channel (10), granting permits as messages
 			// move between the two; the broker must stop when they run out.
-			eventually(t, "read-ahead to fill", func() bool {
+			wait.For(t, "read-ahead to fill", func() bool {
 				st := b.Consumers(topic, "s")
 				return len(st) == 1 && st[0].Available < 3 && st[0].Dispatched >= queue
 			})
@@ -237,7 +239,7 @@ func TestSharedSpreadsWithoutLossOrDuplicates(t *testing.T) {
 	if per[0] == 0 || per[1] == 0 {
 		t.Fatalf("not spread: %v", per)
 	}
-	eventually(t, "backlog drained", func() bool { return b.Backlog(topic, "s") == 0 })
+	wait.For(t, "backlog drained", func() bool { return b.Backlog(topic, "s") == 0 })
 	for _, st := range b.Consumers(topic, "s") {
 		if st.MaxAvailable > 5 || st.SubType != "Shared" {
 			t.Fatalf("stats %+v", st)

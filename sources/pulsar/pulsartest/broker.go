@@ -17,6 +17,7 @@
 package pulsartest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -123,6 +124,10 @@ func (o Options) WithDefaults() Options {
 	return o
 }
 
+// Validate returns nil or a validate.Errors naming every field out of its
+// bounds (call WithDefaults first). Start calls it.
+func (o Options) Validate() error { return validate.Struct("pulsartest", &o) }
+
 // Broker is a running in-process Pulsar broker. It owns its listener and
 // every goroutine it starts; Close stops them all.
 type Broker struct {
@@ -180,7 +185,7 @@ type subKey struct{ topic, sub string }
 // only the start-up; cancel it afterwards and the broker keeps running.
 func Start(ctx context.Context, opts Options) (*Broker, error) {
 	opts = opts.WithDefaults()
-	if err := validate.Struct("pulsartest", &opts); err != nil {
+	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -191,10 +196,7 @@ func Start(ctx context.Context, opts Options) (*Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pulsartest: listen on %s: %w", opts.Addr, err)
 	}
-	logger := opts.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
+	logger := cmp.Or(opts.Logger, slog.Default())
 	b := &Broker{
 		opts:        opts,
 		log:         logger,

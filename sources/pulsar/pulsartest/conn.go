@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"os"
@@ -457,5 +456,3 @@ func (c *conn) sendMessage(consumerID uint64, id msgID, redeliveries uint32, ack
 		return endFrame(o, cmdMessage, fs, bs, data)
 	})
 }
-
-func (c *conn) String() string { return fmt.Sprintf("conn %d (%s)", c.id, c.nc.RemoteAddr()) }

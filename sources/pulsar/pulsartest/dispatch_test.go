@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/boulevard-go/boulevard/internal/wait"
 )
 
 // Shared subscriptions go round-robin over consumers that have permits:
@@ -23,7 +25,7 @@ func TestSharedRoundRobin(t *testing.T) {
 		}
 		defer c.Close()
 	}
-	eventually(t, "both consumers to grant permits", func() bool {
+	wait.For(t, "both consumers to grant permits", func() bool {
 		st := b.Consumers(topic, "s")
 		return len(st) == 2 && st[0].PermitsGranted > 0 && st[1].PermitsGranted > 0
 	})
@@ -33,7 +35,7 @@ func TestSharedRoundRobin(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "every message dispatched", func() bool {
+	wait.For(t, "every message dispatched", func() bool {
 		st := b.Consumers(topic, "s")
 		return st[0].Dispatched+st[1].Dispatched == n
 	})
@@ -65,23 +67,23 @@ func TestKeySharedHoldAcrossJoin(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer first.Close()
-	eventually(t, "the first consumer to grant permits", func() bool {
+	wait.For(t, "the first consumer to grant permits", func() bool {
 		st := b.Consumers(topic, "s")
 		return len(st) == 1 && st[0].PermitsGranted > 0
 	})
 	publish(0)
-	eventually(t, "every key held by the first consumer", func() bool { return b.Consumers(topic, "s")[0].Dispatched == keys })
+	wait.For(t, "every key held by the first consumer", func() bool { return b.Consumers(topic, "s")[0].Dispatched == keys })
 	second, err := cl.Subscribe(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer second.Close()
-	eventually(t, "the second consumer to grant permits", func() bool {
+	wait.For(t, "the second consumer to grant permits", func() bool {
 		st := b.Consumers(topic, "s")
 		return len(st) == 2 && st[1].PermitsGranted > 0
 	})
 	publish(1)
-	eventually(t, "the first consumer's keys to reach it", func() bool { return b.Consumers(topic, "s")[0].Dispatched > keys })
+	wait.For(t, "the first consumer's keys to reach it", func() bool { return b.Consumers(topic, "s")[0].Dispatched > keys })
 	time.Sleep(50 * time.Millisecond)
 	if st := b.Consumers(topic, "s"); st[1].Dispatched != 0 {
 		t.Fatalf("the joining consumer got %d messages of keys the first one still holds", st[1].Dispatched)
@@ -94,7 +96,7 @@ func TestKeySharedHoldAcrossJoin(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "the held-back keys to reach the joining consumer", func() bool {
+	wait.For(t, "the held-back keys to reach the joining consumer", func() bool {
 		st := b.Consumers(topic, "s")
 		return st[0].Dispatched+st[1].Dispatched == 2*keys
 	})
@@ -161,7 +163,7 @@ func TestKeySharedParkedEntryKeepsKeyOrder(t *testing.T) {
 	}
 	flow(1) // the batch does not fit: both entries are parked
 	flow(1) // still not: the single message must keep waiting behind it
-	eventually(t, "both grants counted", func() bool { return b.Consumers("ks-order", "s")[0].PermitsGranted == 10 })
+	wait.For(t, "both grants counted", func() bool { return b.Consumers("ks-order", "s")[0].PermitsGranted == 10 })
 	_ = r.nc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
 	var one [1]byte
 	if n, _ := r.nc.Read(one[:]); n > 0 {
@@ -203,7 +205,7 @@ func TestFailoverTakeoverRewindsUnacked(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "the first active consumer to get everything", func() bool {
+	wait.For(t, "the first active consumer to get everything", func() bool {
 		st := b.Consumers(part, "s")
 		return len(st) == 1 && st[0].Dispatched == 3
 	})
@@ -220,7 +222,7 @@ func TestFailoverTakeoverRewindsUnacked(t *testing.T) {
 		}
 		_ = first.Ack(m)
 	}
-	eventually(t, "the backlog to empty", func() bool { return b.Backlog(part, "s") == 0 })
+	wait.For(t, "the backlog to empty", func() bool { return b.Backlog(part, "s") == 0 })
 	if st := b.Consumers(part, "s"); st[1].Redelivered != 3 || st[1].Name != "a" {
 		t.Fatalf("want 3 redelivered to the new active consumer a, got %+v", st)
 	}
@@ -269,7 +271,7 @@ func TestSharedDispatchesTurnsOfTwenty(t *testing.T) {
 		defer c.Close()
 		cs = append(cs, c)
 	}
-	eventually(t, "both consumers to grant permits", func() bool {
+	wait.For(t, "both consumers to grant permits", func() bool {
 		st := b.Consumers(topic, "s")
 		return len(st) == 2 && st[0].PermitsGranted == 1000 && st[1].PermitsGranted == 1000
 	})

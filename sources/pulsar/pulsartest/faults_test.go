@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/boulevard-go/boulevard/internal/wait"
 )
 
 // After DropConnections clients reconnect by themselves; a consumer
@@ -43,7 +45,7 @@ func TestDropConnectionsNothingLost(t *testing.T) {
 		got[string(m.Payload())] = true
 		_ = c.Ack(m)
 	}
-	eventually(t, "acks", func() bool { return b.Backlog(topic, "s") == int64(n/2-n/4) })
+	wait.For(t, "acks", func() bool { return b.Backlog(topic, "s") == int64(n/2-n/4) })
 	b.DropConnections()
 	if st := b.Consumers(topic, "s"); st[0].Connected {
 		t.Fatalf("consumer still attached after the drop: %+v", st[0])
@@ -54,7 +56,7 @@ func TestDropConnectionsNothingLost(t *testing.T) {
 		got[string(m.Payload())] = true
 		_ = c.Ack(m)
 	}
-	eventually(t, "backlog drained", func() bool { return b.Backlog(topic, "s") == 0 })
+	wait.For(t, "backlog drained", func() bool { return b.Backlog(topic, "s") == 0 })
 	if st := b.Stats(); st.ConnectionsAccepted < 2 {
 		t.Fatalf("client did not reconnect: %+v", st)
 	}
@@ -111,7 +113,7 @@ func TestStallDispatch(t *testing.T) {
 	if _, err := b.Publish(ctx, topic, Message{Payload: []byte("a")}, Message{Payload: []byte("b")}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "flow", func() bool {
+	wait.For(t, "flow", func() bool {
 		st := b.Consumers(topic, "s")
 		return len(st) == 1 && st[0].PermitsGranted == 7
 	})

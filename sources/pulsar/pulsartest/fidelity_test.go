@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/boulevard-go/boulevard/internal/wait"
 )
 
 // publishN stores n messages "m-<i>" on topic.
@@ -59,7 +61,7 @@ func TestSingleActiveRedeliveryRewinds(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			eventually(t, "the backlog to empty", func() bool { return b.Backlog(topic, "s") == 0 })
+			wait.For(t, "the backlog to empty", func() bool { return b.Backlog(topic, "s") == 0 })
 			noMessage(t, c, 50*time.Millisecond)
 			st := b.Consumers(topic, "s")[0]
 			if st.Nacked != 1 || st.Redelivered != 3 || st.Dispatched != 8 {
@@ -204,7 +206,7 @@ func TestUnloadReconnectsClients(t *testing.T) {
 	if f, _ := r.expect(cmdCloseProducer); f.u[1] != 1 {
 		t.Fatalf("CLOSE_PRODUCER %+v, want producer 1", f)
 	}
-	eventually(t, "the consumer to reconnect", func() bool {
+	wait.For(t, "the consumer to reconnect", func() bool {
 		st := b.Consumers(topic, "s")
 		return len(st) == 2 && !st[0].Connected && st[1].Connected
 	})
@@ -224,7 +226,7 @@ func TestUnloadReconnectsClients(t *testing.T) {
 			t.Fatalf("after the unload got %v, want m-2, m-3 (unacked) and m-4 with redelivery count 0", got)
 		}
 	}
-	eventually(t, "the backlog to empty", func() bool { return b.Backlog(topic, "s") == 0 })
+	wait.For(t, "the backlog to empty", func() bool { return b.Backlog(topic, "s") == 0 })
 }
 
 // On Key_Shared, entries without an ordering or partition key in their
@@ -632,7 +634,7 @@ func TestFirstActiveNoticeBeforeSubscribeSuccess(t *testing.T) {
 		}
 		defer cb.Close()
 		// Both consumers are registered and have sent FLOW: no notice came.
-		eventually(t, "both consumers to grant permits", func() bool {
+		wait.For(t, "both consumers to grant permits", func() bool {
 			st := b.Consumers(topic, "s")
 			return len(st) == 2 && st[0].PermitsGranted > 0 && st[1].PermitsGranted > 0
 		})
@@ -640,6 +642,6 @@ func TestFirstActiveNoticeBeforeSubscribeSuccess(t *testing.T) {
 			t.Fatalf("notices heard at subscribe: a %q, b %q; a v0.19.0 client drops them", ra.last(), rb.last())
 		}
 		ca.Close()
-		eventually(t, "the standby to hear that it took over", func() bool { return rb.last() == "active" })
+		wait.For(t, "the standby to hear that it took over", func() bool { return rb.last() == "active" })
 	})
 }

@@ -87,18 +87,6 @@ func uniqueTopic(t *testing.T) string {
 	return fmt.Sprintf("persistent://public/default/%s-%d", name, time.Now().UnixNano())
 }
 
-// eventually polls cond until it holds or 10s pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func receive(t *testing.T, ctx context.Context, c pulsar.Consumer) pulsar.Message {
 	t.Helper()
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)

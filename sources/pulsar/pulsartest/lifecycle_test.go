@@ -8,6 +8,8 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
+
+	"github.com/boulevard-go/boulevard/internal/wait"
 )
 
 // Closing a consumer detaches it (Connected false) and hands its unacked
@@ -35,7 +37,7 @@ func TestCloseConsumerAndProducer(t *testing.T) {
 	if err := c1.Ack(m); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "first ack", func() bool { return b.Backlog(topic, "s") == 2 })
+	wait.For(t, "first ack", func() bool { return b.Backlog(topic, "s") == 2 })
 	c1.Close()
 	if st := b.Consumers(topic, "s"); len(st) != 1 || st[0].Connected || st[0].Active {
 		t.Fatalf("after close: %+v", st)
@@ -52,7 +54,7 @@ func TestCloseConsumerAndProducer(t *testing.T) {
 		}
 		_ = c2.Ack(m)
 	}
-	eventually(t, "drained", func() bool { return b.Backlog(topic, "s") == 0 })
+	wait.For(t, "drained", func() bool { return b.Backlog(topic, "s") == 0 })
 }
 
 // The last message id is the newest entry (with its last batch index), and
@@ -150,7 +152,7 @@ func TestPartitionedTopic(t *testing.T) {
 	if got := len(b.Messages(topic)); got != n {
 		t.Fatalf("Messages(base) = %d", got)
 	}
-	eventually(t, "acks on every partition", func() bool {
+	wait.For(t, "acks on every partition", func() bool {
 		total := 0
 		for i := range 3 {
 			for _, st := range b.Consumers(PartitionTopic(topic, i), "s") {
@@ -186,7 +188,7 @@ func TestKeepAlive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	eventually(t, "pings", func() bool { return b.Stats().Pings >= 3 })
+	wait.For(t, "pings", func() bool { return b.Stats().Pings >= 3 })
 	if st := b.Stats(); st.ConnectionsAccepted != 1 || st.ConnectionsOpen != 1 {
 		t.Fatalf("stats %+v", st)
 	}
@@ -253,7 +255,7 @@ func TestSeek(t *testing.T) {
 		ids = append(ids, m.ID())
 		_ = c.Ack(m)
 	}
-	eventually(t, "acks", func() bool { return b.Backlog(topic, "s") == 0 })
+	wait.For(t, "acks", func() bool { return b.Backlog(topic, "s") == 0 })
 	if err := c.Seek(ids[1]); err != nil {
 		t.Fatal(err)
 	}

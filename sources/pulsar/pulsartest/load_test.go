@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/boulevard-go/boulevard/internal/wait"
 )
 
 // loadMessages is the message count of the load test: 3000 by default,
@@ -110,7 +112,7 @@ func TestLoadSharedPartitioned(t *testing.T) {
 			t.Fatalf("message %d received %d times", i, k)
 		}
 	}
-	eventually(t, "backlog drained", func() bool { return b.Backlog(topic, "s") == 0 })
+	wait.For(t, "backlog drained", func() bool { return b.Backlog(topic, "s") == 0 })
 	for _, st := range b.Consumers(topic, "s") {
 		if st.Dispatched > st.PermitsGranted || st.MaxAvailable > queue || st.Available < 0 {
 			t.Fatalf("permits exceeded: %+v", st)

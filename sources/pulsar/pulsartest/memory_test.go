@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/boulevard-go/boulevard/internal/wait"
 )
 
 // heapAlloc returns the live heap after a collection.
@@ -66,7 +68,7 @@ func TestDeclaredFrameSizeIsNotAllocated(t *testing.T) {
 		}
 	}
 	// Every connection's frame header has been read (CONNECT frames count too).
-	eventually(t, "every declared frame seen", func() bool { return b.framesBegun.Load() >= conns+conns/2 })
+	wait.For(t, "every declared frame seen", func() bool { return b.framesBegun.Load() >= conns+conns/2 })
 	after := heapAlloc()
 	grown := int64(after) - int64(before)
 	t.Logf("heap grew by %d KiB for %d connections", grown>>10, conns)

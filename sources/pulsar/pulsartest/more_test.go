@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/boulevard-go/boulevard/internal/wait"
 )
 
 // The key hash is 32-bit Murmur3 with seed 0, as Pulsar brokers compute it
@@ -202,7 +204,7 @@ func TestKeySharedOrderAcrossJoin(t *testing.T) {
 	defer first.Close()
 	wg.Add(1)
 	go consume(first, &wg)
-	eventually(t, "first consumer under way", func() bool {
+	wait.For(t, "first consumer under way", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return total >= 40

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/boulevard-go/boulevard/internal/wait"
 )
 
 type activeRecorder struct {
@@ -56,7 +58,7 @@ func TestFailoverTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cb.Close()
-	eventually(t, "active notices", func() bool { return ra.last() == "active" && rb.last() == "inactive" })
+	wait.For(t, "active notices", func() bool { return ra.last() == "active" && rb.last() == "inactive" })
 	for i := range 4 {
 		if _, err := b.Publish(ctx, topic, Message{Payload: []byte(fmt.Sprint(i))}); err != nil {
 			t.Fatal(err)
@@ -69,14 +71,14 @@ func TestFailoverTakeover(t *testing.T) {
 	if err := ca.AckWithTxn(m, nil); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "ack", func() bool { return b.Backlog(topic, "s") == 3 })
+	wait.For(t, "ack", func() bool { return b.Backlog(topic, "s") == 3 })
 	noMessage(t, cb, 50*time.Millisecond)
 	st := b.Consumers(topic, "s")
 	if !st[0].Active || st[1].Active || st[1].Dispatched != 0 {
 		t.Fatalf("before takeover: %+v", st)
 	}
 	ca.Close()
-	eventually(t, "takeover notice", func() bool { return rb.last() == "active" })
+	wait.For(t, "takeover notice", func() bool { return rb.last() == "active" })
 	for _, want := range []string{"1", "2", "3"} {
 		m := receive(t, ctx, cb)
 		if string(m.Payload()) != want {
@@ -185,7 +187,7 @@ func TestCumulativeAck(t *testing.T) {
 	if err := c.AckCumulative(last); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "cumulative ack", func() bool { return b.Backlog(topic, "s") == 2 })
+	wait.For(t, "cumulative ack", func() bool { return b.Backlog(topic, "s") == 2 })
 	if st := b.Consumers(topic, "s")[0]; st.Acked != 3 {
 		t.Fatalf("stats %+v", st)
 	}
@@ -221,7 +223,7 @@ func TestBatchIndexAck(t *testing.T) {
 			}
 		}
 	}
-	eventually(t, "partial batch ack", func() bool { return b.Backlog(topic, "s") == 2 })
+	wait.For(t, "partial batch ack", func() bool { return b.Backlog(topic, "s") == 2 })
 	c.Close()
 	c2, err := cl.Subscribe(opts)
 	if err != nil {
@@ -236,7 +238,7 @@ func TestBatchIndexAck(t *testing.T) {
 		_ = c2.Ack(m)
 	}
 	noMessage(t, c2, 50*time.Millisecond)
-	eventually(t, "batch fully acked", func() bool { return b.Backlog(topic, "s") == 0 })
+	wait.For(t, "batch fully acked", func() bool { return b.Backlog(topic, "s") == 0 })
 	if st := b.Consumers(topic, "s"); st[0].Acked != 2 || st[1].Acked != 2 || st[1].Dispatched != 2 {
 		t.Fatalf("stats %+v", st)
 	}
@@ -268,7 +270,7 @@ func TestNackRedeliveryCount(t *testing.T) {
 			_ = c.Ack(m)
 		}
 	}
-	eventually(t, "ack", func() bool { return b.Backlog(topic, "s") == 0 })
+	wait.For(t, "ack", func() bool { return b.Backlog(topic, "s") == 0 })
 	st := b.Consumers(topic, "s")[0]
 	if st.Nacked != 2 || st.Redelivered != 2 || st.Dispatched != 3 || st.Acked != 1 {
 		t.Fatalf("stats %+v", st)
@@ -298,8 +300,8 @@ func TestDeadLetterPolicy(t *testing.T) {
 	for range 2 {
 		c.Nack(receive(t, ctx, c))
 	}
-	eventually(t, "message on the DLQ", func() bool { return len(b.Messages(dlq)) == 1 })
-	eventually(t, "original acked", func() bool { return b.Backlog(topic, "s") == 0 })
+	wait.For(t, "message on the DLQ", func() bool { return len(b.Messages(dlq)) == 1 })
+	wait.For(t, "original acked", func() bool { return b.Backlog(topic, "s") == 0 })
 	if got := b.Backlog(dlq, "dead"); got != 1 {
 		t.Fatalf("DLQ initial subscription backlog %d", got)
 	}
@@ -408,7 +410,7 @@ func TestFailoverPartitioned(t *testing.T) {
 		defer c.Close()
 	}
 	for p := range 2 {
-		eventually(t, "one active consumer per partition", func() bool {
+		wait.For(t, "one active consumer per partition", func() bool {
 			st := b.Consumers(PartitionTopic(topic, p), "s")
 			active := 0
 			for _, s := range st {
@@ -423,7 +425,7 @@ func TestFailoverPartitioned(t *testing.T) {
 		})
 	}
 	for i := range recs {
-		eventually(t, "active notice", func() bool {
+		wait.For(t, "active notice", func() bool {
 			recs[i].mu.Lock()
 			defer recs[i].mu.Unlock()
 			for _, e := range recs[i].events {
@@ -465,7 +467,7 @@ func TestOversizedBatchDelivered(t *testing.T) {
 		}
 		_ = c.Ack(m)
 	}
-	eventually(t, "drained", func() bool { return b.Backlog(topic, "s") == 0 })
+	wait.For(t, "drained", func() bool { return b.Backlog(topic, "s") == 0 })
 }
 
 // Messages above the announced maximum size are chunked by the producer,
@@ -507,7 +509,7 @@ func TestChunkedMessage(t *testing.T) {
 		t.Fatalf("stored %d entries, want one per chunk", n)
 	}
 	_ = c.Ack(m)
-	eventually(t, "all chunks acked", func() bool { return b.Backlog(topic, "s") == 0 })
+	wait.For(t, "all chunks acked", func() bool { return b.Backlog(topic, "s") == 0 })
 }
 
 // Without Options.BatchIndexAck (the default, as in Pulsar 4.0, where
@@ -558,5 +560,5 @@ func TestBatchIndexAckOffByDefault(t *testing.T) {
 		}
 		_ = c2.Ack(m)
 	}
-	eventually(t, "batch fully acked", func() bool { return b.Backlog(topic, "s") == 0 })
+	wait.For(t, "batch fully acked", func() bool { return b.Backlog(topic, "s") == 0 })
 }
