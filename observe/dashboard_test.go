@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/observe"
 )
 
@@ -18,7 +19,7 @@ func TestStatsAndDashboardEndpoints(t *testing.T) {
 	p := pushPipeline(t, "dash")
 	rec := acker.NewRecorder(false)
 	push(t, p, rec, 0, 10)
-	waitFor(t, "every message acknowledged", func() bool { return rec.Total() == 10 })
+	wait.For(t, "every message acknowledged", func() bool { return rec.Total() == 10 })
 	obs := observe.New(observe.Options{})
 	obs.Add(p)
 	h := obs.Handler(nil)

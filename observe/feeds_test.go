@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/observe"
 	"github.com/boulevard-go/boulevard/pipeline"
@@ -52,7 +53,7 @@ func TestFeedPermitCountersAreReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Stop(context.Background()) })
-	waitFor(t, "7 messages handled", func() bool { return p.Stats().Processors.Succeeded == 7 })
+	wait.For(t, "7 messages handled", func() bool { return p.Stats().Processors.Succeeded == 7 })
 
 	initial := producer.Flow{}.WithDefaults().Initial
 	feeds := p.Stats().Producers[0].Feeds

@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/observe"
 	"github.com/boulevard-go/boulevard/pipeline"
@@ -126,7 +127,7 @@ func liveFamilies(t *testing.T) map[string]*dto.MetricFamily {
 		_ = kp.Stop(ctx)
 	})
 	var fams map[string]*dto.MetricFamily
-	waitFor(t, "batches, feeds and Kafka partitions in the metrics", func() bool {
+	wait.For(t, "batches, feeds and Kafka partitions in the metrics", func() bool {
 		mfs, err := reg.Gather()
 		if err != nil {
 			t.Fatal(err)

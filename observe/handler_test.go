@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/observe"
 	"github.com/boulevard-go/boulevard/pipeline"
@@ -182,7 +183,7 @@ func TestReadyzFollowsAKafkaSourceFromADeadPortToRecovery(t *testing.T) {
 		}
 	})
 	var reason string
-	waitFor(t, "the dead broker reported by /readyz", func() bool {
+	wait.For(t, "the dead broker reported by /readyz", func() bool {
 		code, rep := get(t, h, "/readyz")
 		reason = rep.Pipelines[0].Reason
 		return code == http.StatusServiceUnavailable && strings.Contains(reason, "failed runs in a row") && strings.Contains(reason, addr)
@@ -207,11 +208,11 @@ func TestReadyzFollowsAKafkaSourceFromADeadPortToRecovery(t *testing.T) {
 		}
 	}
 	cl.Close()
-	waitFor(t, "/readyz turning 200 once the broker listens", func() bool {
+	wait.For(t, "/readyz turning 200 once the broker listens", func() bool {
 		code, _ := get(t, h, "/readyz")
 		return code == http.StatusOK
 	})
-	waitFor(t, "the lag of both partitions back to 0 once the backlog is committed", func() bool {
+	wait.For(t, "the lag of both partitions back to 0 once the backlog is committed", func() bool {
 		var highWater float64
 		for _, part := range []string{"0", "1"} {
 			v, ok := find(t, reg, "boulevard_kafka_consumer_lag_messages", map[string]string{"group": "readers", "topic": "events", "partition": part})

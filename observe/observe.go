@@ -17,6 +17,7 @@
 package observe
 
 import (
+	"cmp"
 	"log/slog"
 	"maps"
 	"sync"
@@ -50,6 +51,15 @@ type Options struct {
 	// means slog.Default().
 	Logger *slog.Logger
 }
+
+// WithDefaults returns o with a nil Logger replaced by slog.Default().
+func (o Options) WithDefaults() Options {
+	o.Logger = cmp.Or(o.Logger, slog.Default())
+	return o
+}
+
+// Validate returns nil: every value of every field is valid.
+func (o Options) Validate() error { return nil }
 
 // Observer collects the stats of the pipelines, Kafka sources and topics
 // added to it. It is a prometheus.Collector, and serves the HTTP endpoints
@@ -102,11 +112,7 @@ func (o *Observer) topicLinks() map[string]TopicLinks {
 
 // New returns an Observer with nothing added yet.
 func New(opts Options) *Observer {
-	log := opts.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Observer{log: log}
+	return &Observer{log: opts.WithDefaults().Logger}
 }
 
 // Add adds pipelines: their stats become metrics, and their state decides

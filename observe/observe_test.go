@@ -19,6 +19,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/observe"
 	"github.com/boulevard-go/boulevard/pipeline"
@@ -75,17 +76,6 @@ func push(t *testing.T, p *pipeline.Pipeline[int, int], rec *acker.Recorder, fro
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 20s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // find returns the value of the metric name with the given label values
 // (a subset of its labels), and whether it was found.
 func find(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string) (float64, bool) {
@@ -134,12 +124,12 @@ func TestCollectorReportsPipelineStats(t *testing.T) {
 	p := pushPipeline(t, "orders")
 	rec := acker.NewRecorder(false)
 	push(t, p, rec, 0, 40)
-	waitFor(t, "every message acknowledged", func() bool { return rec.Total() == 40 })
+	wait.For(t, "every message acknowledged", func() bool { return rec.Total() == 40 })
 	obs := observe.New(observe.Options{})
 	obs.Add(p)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(obs)
-	waitFor(t, "the batcher's outcomes counted", func() bool {
+	wait.For(t, "the batcher's outcomes counted", func() bool {
 		v, _ := find(t, reg, "boulevard_batcher_messages_succeeded_total", map[string]string{"pipeline": "orders", "batcher": "default"})
 		return v == 20
 	})
@@ -192,7 +182,7 @@ func TestMetricsPassPromtool(t *testing.T) {
 	p := pushPipeline(t, "checked")
 	rec := acker.NewRecorder(false)
 	push(t, p, rec, 0, 10)
-	waitFor(t, "every message acknowledged", func() bool { return rec.Total() == 10 })
+	wait.For(t, "every message acknowledged", func() bool { return rec.Total() == 10 })
 	obs := observe.New(observe.Options{})
 	obs.Add(p)
 	srv := httptest.NewServer(obs.Handler(nil))
