@@ -10,6 +10,7 @@
 package connector
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -50,6 +51,16 @@ type Options[T any] struct {
 	Logger *slog.Logger `name:"-"`
 }
 
+// WithDefaults returns o with a nil Logger replaced by slog.Default().
+func (o Options[T]) WithDefaults() Options[T] {
+	o.Logger = cmp.Or(o.Logger, slog.Default())
+	return o
+}
+
+// Validate returns nil or a validate.Errors naming every broken rule
+// ("connector.codec is required"). New calls it.
+func (o Options[T]) Validate() error { return validate.Struct("connector", &o) }
+
 // ErrConnection is wrapped by the errors of the connector about a
 // connection's settings (a TLS file that cannot be read, an unset secret).
 var ErrConnection = errors.New("connector: bad connection settings")
@@ -57,12 +68,10 @@ var ErrConnection = errors.New("connector: bad connection settings")
 // New validates opts and returns a connector for config.BuildOptions.
 // Invalid options are a validate.Errors naming the field.
 func New[T any](opts Options[T]) (config.Connector[T], error) {
-	if err := validate.Struct("connector", &opts); err != nil {
+	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
+	opts = opts.WithDefaults()
 	return func(ctx context.Context, c config.ConnectionSpec) (topic.Backend[T], error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err

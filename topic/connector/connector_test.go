@@ -199,4 +199,10 @@ func TestConnectorNeedsCodec(t *testing.T) {
 	if !errors.As(err, &es) || !es.Has("connector.codec", "required") {
 		t.Fatalf("New without codec = %v", err)
 	}
+	if err := (connector.Options[string]{}).Validate(); !errors.As(err, &es) || !es.Has("connector.codec", "required") {
+		t.Fatalf("Validate without codec = %v", err)
+	}
+	if got := (connector.Options[string]{}).WithDefaults().Logger; got != slog.Default() {
+		t.Fatalf("WithDefaults().Logger = %p, want slog.Default()", got)
+	}
 }
