@@ -87,6 +87,16 @@ type BuildOptions[T any] struct {
 	Connect Connector[T]
 }
 
+// WithDefaults returns o unchanged: no field has a default (nil Backends
+// means only "in_memory"; a nil Connect is an error only for a plan that
+// needs it).
+func (o BuildOptions[T]) WithDefaults() BuildOptions[T] { return o }
+
+// Validate returns nil: whether Connect is needed depends on the plan, and
+// BuildContext reports a missing one for each topic that needs it; a nil
+// entry of Backends is skipped.
+func (o BuildOptions[T]) Validate() error { return nil }
+
 // Close closes every topic Build created and then every backend the
 // Connector made (those with a Close(context.Context) error method), and
 // returns their errors joined.
