@@ -43,7 +43,7 @@ func New[T any](opts Options[T]) (*Backend[T], error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	opts = opts.withDefaults()
+	opts = opts.WithDefaults()
 	cfg := opts.saramaConfig()
 	b := &Backend[T]{opts: opts, cfg: cfg, red: newRedactor(cfg), log: opts.Logger, topics: make(map[*kTopic[T]]struct{})}
 	if err := b.probe(); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/kafkatopic"
 )
@@ -81,7 +82,7 @@ func TestMembersSharePartitions(t *testing.T) {
 			}
 		})
 	}
-	eventually(t, "every message received", func() bool {
+	wait.Within(t, patience, "every message received", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(seen) == n
@@ -207,7 +208,7 @@ func TestReadAheadBoundedByCapacity(t *testing.T) {
 		}
 	}
 	full := func() bool { ra := kafkatopic.ReadAhead(b); return len(ra) == 1 && ra[0] == 4 }
-	eventually(t, "the member's read-ahead to fill", full)
+	wait.Within(t, patience, "the member's read-ahead to fill", full)
 	for range 20 { // it stays at the bound
 		if ra := kafkatopic.ReadAhead(b); len(ra) != 1 || ra[0] > 4 {
 			t.Fatalf("read-ahead %v, want at most 4", ra)
@@ -217,7 +218,7 @@ func TestReadAheadBoundedByCapacity(t *testing.T) {
 	if vs, _ := recvValues(t, m, 1); vs[0] != 0 {
 		t.Fatalf("received %v, want 0", vs)
 	}
-	eventually(t, "the read-ahead to refill", full)
+	wait.Within(t, patience, "the read-ahead to refill", full)
 	if st := h.Stats(); st.Published != 100 || st.BalancedGroups != 1 {
 		t.Fatalf("Stats = %+v", st)
 	}

@@ -132,15 +132,3 @@ func recv[T any](t testing.TB, s *topic.Subscription[T]) topic.Item[T] {
 	}
 	return it
 }
-
-// eventually polls cond until it holds, within patience.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(patience)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/boulevard-go/boulevard/internal/wait"
 )
 
 // worker is one running mpworker process and the lines it printed.
@@ -127,7 +129,7 @@ func TestMultiProcessBalancedGroup(t *testing.T) {
 		"-capacity", strconv.Itoa(capacity), "-ack-every", strconv.Itoa(ackEvery)}
 	consumer := func(name string) *worker {
 		w := startWorker(t, bin, name, append(common, "-role", "consumer", "-group", "workers")...)
-		eventually(t, name+" joining the group", func() bool { return w.count("ready") == 1 })
+		wait.Within(t, patience, name+" joining the group", func() bool { return w.count("ready") == 1 })
 		return w
 	}
 	consumers := []*worker{consumer("consumer-1"), consumer("consumer-2"), consumer("consumer-3")}
@@ -137,14 +139,14 @@ func TestMultiProcessBalancedGroup(t *testing.T) {
 
 	// Kill a consumer once it is handling messages, mid-stream.
 	victim := consumers[0]
-	eventually(t, "the first consumer handling messages", func() bool { return victim.count("handled ") >= 5 })
+	wait.Within(t, patience, "the first consumer handling messages", func() bool { return victim.count("handled ") >= 5 })
 	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	<-victim.done
 	_ = victim.cmd.Wait()
 	consumers = append(consumers[1:], consumer("consumer-4"))
-	eventually(t, "the first half published", func() bool { return pub.count("published ") == half })
+	wait.Within(t, patience, "the first half published", func() bool { return pub.count("published ") == half })
 	if _, err := io.WriteString(pub.stdin, "go\n"); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package kafkatopic
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -104,8 +105,9 @@ type Options[T any] struct {
 	Logger *slog.Logger `name:"-"`
 }
 
-// withDefaults returns o with every zero field set to its default.
-func (o Options[T]) withDefaults() Options[T] {
+// WithDefaults returns o with every zero field set to its default. New
+// calls it after Validate, whose rules hold for the zero values too.
+func (o Options[T]) WithDefaults() Options[T] {
 	if o.Partitions == 0 {
 		o.Partitions = DefaultPartitions
 	}
@@ -127,9 +129,7 @@ func (o Options[T]) withDefaults() Options[T] {
 	if o.PublishBuffer == 0 {
 		o.PublishBuffer = DefaultPublishBuffer
 	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return o
 }
 
@@ -139,7 +139,7 @@ func (o Options[T]) withDefaults() Options[T] {
 func (o Options[T]) Validate() error {
 	var cfgErr error
 	if o.Config != nil {
-		c := o.withDefaults().saramaConfig()
+		c := o.WithDefaults().saramaConfig()
 		if err := c.Validate(); err != nil {
 			cfgErr = validate.Field("config", "valid", "config: "+oneLine(err.Error()))
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/kafkatopic"
 )
@@ -53,7 +54,7 @@ func TestTryPublishDropsWhenTheProducerIsFull(t *testing.T) {
 		}()
 	}
 	var got []result
-	eventually(t, "a TryPublish to report DroppedOnFull", func() bool {
+	wait.Within(t, patience, "a TryPublish to report DroppedOnFull", func() bool {
 		for {
 			select {
 			case r := <-results:

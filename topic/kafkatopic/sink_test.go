@@ -12,6 +12,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -157,7 +158,7 @@ func TestPipelineThroughSinkAndSource(t *testing.T) {
 		if err := p.Start(ctxT(t)); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, name+" handling its share", func() bool {
+		wait.Within(t, patience, name+" handling its share", func() bool {
 			mu.Lock()
 			defer mu.Unlock()
 			return len(handled) >= stopAt
