@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/pulsartopic"
@@ -136,7 +137,7 @@ func TestReadAheadBoundedByCapacity(t *testing.T) {
 		}
 	}
 	stats := func() pulsartest.ConsumerStats { return b.Consumers(be.TopicName("t"), "g")[0] }
-	waitFor(t, "the consumer's permits to be used", func() bool {
+	wait.Within(t, patience, "the consumer's permits to be used", func() bool {
 		s := stats()
 		return s.Dispatched > 0 && s.Dispatched == min(100, s.PermitsGranted)
 	})
@@ -175,7 +176,7 @@ func TestUndecodableRecordSkipped(t *testing.T) {
 	if err := sub.Ack(it.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "both messages acked", func() bool { return b.Backlog(be.TopicName("t"), "g") == 0 })
+	wait.Within(t, patience, "both messages acked", func() bool { return b.Backlog(be.TopicName("t"), "g") == 0 })
 	if n := strings.Count(logs.String(), "level=WARN"); n != 1 || !strings.Contains(logs.String(), "cannot decode") {
 		t.Fatalf("logs %q, want one WARN about the undecodable record", logs.String())
 	}

@@ -75,17 +75,5 @@ func newBackend[T any](t testing.TB, o pulsartopic.Options[T]) *pulsartopic.Back
 	return be
 }
 
-// waitFor polls cond until it holds, failing t after patience.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(patience)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // quietClientLogger is quiet() for pulsar-client-go's own logging.
 func quietClientLogger() plog.Logger { return plog.NewLoggerWithSlog(quiet()) }

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/topic"
 )
 
@@ -135,14 +136,14 @@ func TestMultiProcessBalancedGroup(t *testing.T) {
 		consumer("consumer-2"),
 	}
 	for _, w := range members {
-		waitFor(t, w.name+" ready", func() bool { return w.snapshot(func(w *worker) bool { return w.ready }) })
+		wait.Within(t, patience, w.name+" ready", func() bool { return w.snapshot(func(w *worker) bool { return w.ready }) })
 	}
 	pub := startWorker(t, bin, "publisher", append([]string{"-role", "publish", "-n", strconv.Itoa(n)}, common...)...)
 
 	// consumer-0 hangs holding its last message unacked: kill it, start a
 	// replacement.
 	victim := members[0]
-	waitFor(t, "consumer-0 to stall", func() bool {
+	wait.Within(t, patience, "consumer-0 to stall", func() bool {
 		return victim.snapshot(func(w *worker) bool { return len(w.handled) == stallAfter })
 	})
 	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -150,14 +151,14 @@ func TestMultiProcessBalancedGroup(t *testing.T) {
 	}
 	<-victim.done
 	members = append(members, consumer("consumer-3"))
-	waitFor(t, "consumer-3 ready", func() bool { return members[3].snapshot(func(w *worker) bool { return w.ready }) })
+	wait.Within(t, patience, "consumer-3 ready", func() bool { return members[3].snapshot(func(w *worker) bool { return w.ready }) })
 
 	<-pub.done
 	if pub.err != nil {
 		t.Fatalf("publisher: %v", pub.err)
 	}
 	full := be.TopicName("jobs")
-	waitFor(t, "every message acked by some member", func() bool {
+	wait.Within(t, patience, "every message acked by some member", func() bool {
 		acked := make(map[int]bool)
 		for _, w := range members {
 			w.snapshot(func(w *worker) bool {

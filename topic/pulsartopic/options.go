@@ -1,6 +1,7 @@
 package pulsartopic
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -163,9 +164,7 @@ func (o Options[T]) WithDefaults() Options[T] {
 	if o.NackRedeliveryDelay == 0 {
 		o.NackRedeliveryDelay = DefaultNackRedeliveryDelay
 	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return o
 }
 

@@ -3,6 +3,7 @@ package pulsartopic_test
 import (
 	"testing"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 	"github.com/boulevard-go/boulevard/topic"
 )
@@ -48,5 +49,5 @@ func TestMemberSurvivesDroppedConnections(t *testing.T) {
 		seen[it.Value] = true
 		_ = sub.Ack(it.ID)
 	}
-	waitFor(t, "the group's backlog to empty", func() bool { return b.Backlog(be.TopicName("t"), "g") == 0 })
+	wait.Within(t, patience, "the group's backlog to empty", func() bool { return b.Backlog(be.TopicName("t"), "g") == 0 })
 }

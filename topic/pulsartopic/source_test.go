@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -53,7 +54,7 @@ func TestSourceSettlesWithBroker(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "every message handled and acked on the broker", func() bool {
+	wait.Within(t, patience, "every message handled and acked on the broker", func() bool {
 		mu.Lock()
 		all := len(handled) == n && handled[failing] >= 2
 		mu.Unlock()
