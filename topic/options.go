@@ -458,6 +458,14 @@ type TrackedOptions struct {
 	OnFull OnFull `name:"on_full"`
 }
 
+// WithDefaults returns o unchanged: a zero field takes the topic's
+// AckPropagation value when the publisher is made, which o does not know.
+func (o TrackedOptions) WithDefaults() TrackedOptions { return o }
+
+// Validate returns nil or a [validate.Errors] naming every broken rule
+// (a negative MaxInFlight or Timeout, an unknown OnFull).
+func (o TrackedOptions) Validate() error { return validateTracked(o) }
+
 func validateTracked(o TrackedOptions) error {
 	var extra error
 	if o.OnFull < 0 || int(o.OnFull) >= len(onFullNames) {
@@ -468,3 +476,9 @@ func validateTracked(o TrackedOptions) error {
 
 // SubscriberOptions tunes one subscription. It has no fields yet.
 type SubscriberOptions struct{}
+
+// WithDefaults returns o: it has no fields yet.
+func (o SubscriberOptions) WithDefaults() SubscriberOptions { return o }
+
+// Validate returns nil: it has no fields yet.
+func (o SubscriberOptions) Validate() error { return nil }

@@ -395,3 +395,20 @@ func TestTrackedResolvesExactlyOnceUnderChurn(t *testing.T) {
 		})
 	}
 }
+
+// Guarantee: TrackedOptions.Validate names each broken rule with its
+// field, as NewTrackedPublisher reports it, and WithDefaults leaves the
+// zero fields to the topic.
+func TestTrackedOptionsValidate(t *testing.T) {
+	var errs validate.Errors
+	err := topic.TrackedOptions{MaxInFlight: -1, Timeout: -time.Second, OnFull: topic.OnFull(99)}.Validate()
+	if !errors.As(err, &errs) || !errs.Has("max_in_flight", "gte") || !errs.Has("timeout", "gte") || !errs.Has("on_full", "oneof") {
+		t.Fatalf("Validate() = %v, want max_in_flight, timeout and on_full", err)
+	}
+	if o := (topic.TrackedOptions{}).WithDefaults(); o != (topic.TrackedOptions{}) {
+		t.Fatalf("WithDefaults() = %+v, want the zero value (the topic's values)", o)
+	}
+	if err := (topic.TrackedOptions{MaxInFlight: 8, Timeout: time.Second}).Validate(); err != nil {
+		t.Fatalf("valid options: %v", err)
+	}
+}
