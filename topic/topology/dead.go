@@ -38,6 +38,13 @@ type ReplayOptions[T any] struct {
 	DryRun bool
 }
 
+// WithDefaults returns o unchanged: the zero value (replay every letter
+// for real) is the default.
+func (o ReplayOptions[T]) WithDefaults() ReplayOptions[T] { return o }
+
+// Validate returns nil: every value is valid.
+func (o ReplayOptions[T]) Validate() error { return nil }
+
 // ReplayReport is what Replay did (or, on a dry run, would have done).
 type ReplayReport[T any] struct {
 	// Replayed are the letters put back on the main topic (as they were in

@@ -13,6 +13,13 @@ type PublisherOptions[T any] struct {
 	Key func(T) string
 }
 
+// WithDefaults returns o unchanged: Key has no default.
+func (o PublisherOptions[T]) WithDefaults() PublisherOptions[T] { return o }
+
+// Validate returns nil: whether Key is required depends on the topology,
+// and NewPublisher reports ErrKey when it does not match.
+func (o PublisherOptions[T]) Validate() error { return nil }
+
 // ErrKey is returned by NewPublisher when PublisherOptions.Key is missing
 // on a sequenced topology or set on another.
 var ErrKey = errors.New("topology: a sequenced topology needs a key function, and only a sequenced one takes one")

@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,6 +49,7 @@ func (o SourceOptions[T]) WithDefaults() SourceOptions[T] {
 	if o.MaxBatch == 0 {
 		o.MaxBatch = DefaultMaxBatch
 	}
+	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return o
 }
 
@@ -166,12 +168,8 @@ func newSource[T any](opts SourceOptions[T], dead bool) (*Source[T], error) {
 	if dead && t.dlq == "" {
 		return nil, fmt.Errorf("topology %s: %w", t.name, ErrNoDLQ)
 	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.Default()
-	}
 	s := &Source[T]{opts: opts, t: t, q: opts.Queues, dead: dead,
-		log: log.With(slog.String("topology", t.name))}
+		log: opts.Logger.With(slog.String("topology", t.name))}
 	if f, ok := t.Sequenced(); ok && !dead {
 		s.seq = &sequencer[T]{policy: f, keys: map[string]*keyState[T]{}, wakers: map[*waker]struct{}{}}
 		s.shards = make([]string, t.shards)

@@ -1,6 +1,7 @@
 package kafkatopology
 
 import (
+	"cmp"
 	"log/slog"
 	"time"
 
@@ -81,9 +82,7 @@ func (o Options[T]) WithDefaults() Options[T] {
 	if o.RevokeTimeout == 0 {
 		o.RevokeTimeout = DefaultRevokeTimeout
 	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return o
 }
 

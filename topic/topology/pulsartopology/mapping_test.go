@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
 	"github.com/boulevard-go/boulevard/topic/topology/pulsartopology"
@@ -20,17 +21,6 @@ func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(patience)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func full(name string) string { return "persistent://public/default/" + name }
@@ -184,7 +174,7 @@ func TestRequeueReachesOnlyItsGroup(t *testing.T) {
 	if err := rb.Settle(ctxT(t), &buf[0]); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "group other's backlog to empty", func() bool { return br.Backlog(full("shared"), "other") == 0 })
+	wait.Within(t, patience, "group other's backlog to empty", func() bool { return br.Backlog(full("shared"), "other") == 0 })
 	if n := br.Backlog(full("shared"), "shared"); n != 2 {
 		t.Errorf("group shared's backlog is %d, want both messages", n)
 	}
@@ -305,7 +295,7 @@ func TestFailedHandOffIsDeliveredAgain(t *testing.T) {
 	if err := r.Settle(ctxT(t), &buf[0]); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the backlog to empty", func() bool { return br.Backlog(full("handoff"), "handoff") == 0 })
+	wait.Within(t, patience, "the backlog to empty", func() bool { return br.Backlog(full("handoff"), "handoff") == 0 })
 }
 
 // Guarantee: a dead-letter reader catches up even when another reader of

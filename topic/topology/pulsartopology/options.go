@@ -1,6 +1,7 @@
 package pulsartopology
 
 import (
+	"cmp"
 	"log/slog"
 	"time"
 
@@ -80,9 +81,7 @@ func (o Options[T]) WithDefaults() Options[T] {
 	if o.RedeliveryDelay == 0 {
 		o.RedeliveryDelay = DefaultRedeliveryDelay
 	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return o
 }
 
