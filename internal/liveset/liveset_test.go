@@ -1,13 +1,16 @@
 package liveset_test
 
 import (
+	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"go.uber.org/goleak"
 
 	"github.com/boulevard-go/boulevard/internal/liveset"
+	"github.com/boulevard-go/boulevard/internal/wait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -30,5 +33,26 @@ func TestCloseTakesEveryMemberOnce(t *testing.T) {
 	}
 	if !mu.TryLock() {
 		t.Fatal("Close left the mutex locked")
+	}
+}
+
+// Guarantee: CloseEach releases every member at once (each release here
+// returns only once all have started) and returns their errors joined.
+func TestCloseEachReleasesAtOnceAndJoinsErrors(t *testing.T) {
+	var started atomic.Int32
+	failed := errors.New("member 2 failed")
+	err := liveset.CloseEach([]int{1, 2, 3}, func(m int) error {
+		started.Add(1)
+		wait.For(t, "every release started", func() bool { return started.Load() == 3 })
+		if m == 2 {
+			return failed
+		}
+		return nil
+	})
+	if !errors.Is(err, failed) || started.Load() != 3 {
+		t.Fatalf("CloseEach = %v after %d releases, want the error of member 2 after 3", err, started.Load())
+	}
+	if err := liveset.CloseEach([]int{1, 2}, func(int) error { return nil }); err != nil {
+		t.Fatalf("CloseEach with no failure = %v", err)
 	}
 }
