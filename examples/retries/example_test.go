@@ -19,7 +19,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := run(ctx, os.Stdout, slog.New(slog.DiscardHandler)); err != nil {
+	if err := run(ctx, os.Stdout, slog.New(slog.DiscardHandler), nil); err != nil {
 		panic(err)
 	}
 	// Output:

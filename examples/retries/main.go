@@ -8,7 +8,7 @@
 // first) once the bug that killed it is fixed. It prints what went where
 // and exits, in about four seconds.
 //
-//	go run ./examples/retries [-v]
+//	go run ./examples/retries [-v] [-http 127.0.0.1:8080 [-linger]]
 package main
 
 import (
@@ -17,19 +17,33 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"time"
+
+	"github.com/boulevard-go/boulevard/examples/internal/monitor"
+	"github.com/boulevard-go/boulevard/observe"
 )
 
 func main() {
 	verbose := flag.Bool("v", false, "log the pipelines' and the topology's activity to stderr")
+	var mon monitor.Flags
+	mon.Register(flag.CommandLine)
 	flag.Parse()
 	log := slog.New(slog.DiscardHandler)
 	if *verbose {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	interrupt, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	ctx, cancel := context.WithTimeout(interrupt, time.Minute)
 	defer cancel()
-	if err := run(ctx, os.Stdout, log); err != nil {
+	obs := observe.New(observe.Options{})
+	srv, err := mon.Serve(obs, os.Stdout)
+	if err == nil {
+		err = run(ctx, os.Stdout, log, obs)
+		srv.Close(interrupt) // for as long as -linger says
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "retries:", err)
 		os.Exit(1)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/observe"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
@@ -59,7 +60,9 @@ func (j *journal) get(who string) []string {
 	return append([]string(nil), j.lines[who]...)
 }
 
-func run(ctx context.Context, w io.Writer, log *slog.Logger) error {
+// run settles the orders and the ledger and reports to w; obs, when not
+// nil, gets every pipeline (the -http flag serves it).
+func run(ctx context.Context, w io.Writer, log *slog.Logger, obs *observe.Observer) error {
 	orders, err := topology.New("order-settlement").Hold(time.Second).Hold(2 * time.Second).DLQ().Build()
 	if err != nil {
 		return err
@@ -114,7 +117,7 @@ func run(ctx context.Context, w io.Writer, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	op, err := start(ctx, "orders", osrc, processor.Handler[Order, Order](topology.WithTimeout(time.Second, settle)), log)
+	op, err := start(ctx, "orders", osrc, processor.Handler[Order, Order](topology.WithTimeout(time.Second, settle)), log, obs)
 	if err != nil {
 		return err
 	}
@@ -134,7 +137,7 @@ func run(ctx context.Context, w io.Writer, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	lp, err := start(ctx, "ledger", lsrc, post, log)
+	lp, err := start(ctx, "ledger", lsrc, post, log, obs)
 	if err != nil {
 		return err
 	}
@@ -191,7 +194,7 @@ func run(ctx context.Context, w io.Writer, log *slog.Logger) error {
 		dead = append(dead, fmt.Sprintf("  %s #%d: %s (%s)", e.Account, e.Seq, d.Reason, d.Error))
 		deadMu.Unlock()
 		return e, nil
-	}), log)
+	}), log, obs)
 	if err != nil {
 		return err
 	}
@@ -227,7 +230,7 @@ func run(ctx context.Context, w io.Writer, log *slog.Logger) error {
 }
 
 // start runs a pipeline of one processor stage over src.
-func start[T any](ctx context.Context, name string, src producer.Source[T], h processor.Handler[T, T], log *slog.Logger) (*pipeline.Pipeline[T, T], error) {
+func start[T any](ctx context.Context, name string, src producer.Source[T], h processor.Handler[T, T], log *slog.Logger, obs *observe.Observer) (*pipeline.Pipeline[T, T], error) {
 	p, err := pipeline.New(pipeline.Options[T, T]{
 		Name:       name,
 		Logger:     log,
@@ -236,6 +239,9 @@ func start[T any](ctx context.Context, name string, src producer.Source[T], h pr
 	})
 	if err != nil {
 		return nil, err
+	}
+	if obs != nil {
+		obs.Add(p)
 	}
 	return p, p.Start(ctx)
 }
