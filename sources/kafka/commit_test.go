@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/sources/kafka"
 )
@@ -45,8 +46,8 @@ func TestCommitsAreBatched(t *testing.T) {
 		})
 		po.Processors.MaxDemand = 1 // one ack per message
 		p := startPipeline(t, po)
-		waitFor(t, 20*time.Second, "every record", func() bool { return l.covers(ends) })
-		waitFor(t, 10*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
+		wait.Within(t, 20*time.Second, "every record", func() bool { return l.covers(ends) })
+		wait.Within(t, 10*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
 		stopPipeline(t, p)
 		if got := commits.Load(); got > int64(n/10) {
 			t.Fatalf("%d OffsetCommit requests for %d records acknowledged one by one: commits are not batched", got, n)
@@ -81,7 +82,7 @@ func TestReleasedPartitionCommitsAtOnce(t *testing.T) {
 		po.Processors.Concurrency = 4
 		po.Processors.MaxDemand = 1
 		a := startPipeline(t, po)
-		waitFor(t, 10*time.Second, "partition 1 handled", func() bool { return l.covers(map[int32]int64{1: ends[1]}) })
+		wait.Within(t, 10*time.Second, "partition 1 handled", func() bool { return l.covers(map[int32]int64{1: ends[1]}) })
 		if got := committed(c, group); len(got) != 0 {
 			t.Fatalf("committed %v before any release with an hour-long interval", got)
 		}
@@ -90,7 +91,7 @@ func TestReleasedPartitionCommitsAtOnce(t *testing.T) {
 		bo := sourceOptions(c, group)
 		bo.Topics = []string{"other"}
 		b := startPipeline(t, pipelineOpts("b", cl.new(t, bo), 1, newLedger(), nil))
-		waitFor(t, 8*time.Second, "partition 1 committed at its end while partition 0 still waits", func() bool {
+		wait.Within(t, 8*time.Second, "partition 1 committed at its end while partition 0 still waits", func() bool {
 			return committed(c, group)[1] == ends[1]
 		})
 		if got := committed(c, group)[0]; got > 5 {

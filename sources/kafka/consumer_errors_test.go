@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/boulevard-go/boulevard/internal/wait"
 )
 
 // logCapture is a slog handler that keeps the messages it is given.
@@ -55,8 +57,8 @@ func TestConsumerErrorsLogged(t *testing.T) {
 	opts.Logger = slog.New(logs)
 	l := newLedger()
 	p := startPipeline(t, pipelineOpts("errors", newSource(t, opts), 1, l, nil))
-	waitFor(t, 20*time.Second, "every record despite fetch errors", func() bool { return l.covers(ends) })
-	waitFor(t, 10*time.Second, "the fetch error logged by the source", func() bool { return logs.has("kafka consumer error") })
+	wait.Within(t, 20*time.Second, "every record despite fetch errors", func() bool { return l.covers(ends) })
+	wait.Within(t, 10*time.Second, "the fetch error logged by the source", func() bool { return logs.has("kafka consumer error") })
 	stopPipeline(t, p)
 	if faults.Hits() == 0 {
 		t.Fatal("the fetch fault was not exercised")

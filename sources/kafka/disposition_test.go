@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/sources/kafka"
 )
@@ -43,7 +44,7 @@ func TestRetryDispositionRedelivers(t *testing.T) {
 			}
 		}
 		p := startPipeline(t, po)
-		waitFor(t, 20*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
+		wait.Within(t, 20*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
 		stopPipeline(t, p)
 		mu.Lock()
 		defer mu.Unlock()

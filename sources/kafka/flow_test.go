@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -99,7 +100,7 @@ func TestPermitWindowBoundsFetching(t *testing.T) {
 		// read-ahead (another window) of each partition; then wait until the
 		// fetch positions stop moving: the consumer fetched as far as it is
 		// allowed.
-		waitFor(t, 10*time.Second, "fetching a window and a read-ahead of each partition", func() bool {
+		wait.Within(t, 10*time.Second, "fetching a window and a read-ahead of each partition", func() bool {
 			mu.Lock()
 			defer mu.Unlock()
 			return len(fetched) == parts && fetched[0] >= 2*window && fetched[1] >= 2*window
@@ -119,7 +120,7 @@ func TestPermitWindowBoundsFetching(t *testing.T) {
 		mu.Unlock()
 		close(release)
 		ends := map[int32]int64{0: int64(backlog), 1: int64(backlog)}
-		waitFor(t, 30*time.Second, "the backlog after the handler resumed", func() bool { return l.covers(ends) })
+		wait.Within(t, 30*time.Second, "the backlog after the handler resumed", func() bool { return l.covers(ends) })
 	})
 }
 
@@ -140,7 +141,7 @@ func TestPartitionOrder(t *testing.T) {
 		})
 		po.Processors.Concurrency = 8
 		p := startPipeline(t, po)
-		waitFor(t, 30*time.Second, "every record", func() bool { return l.covers(ends) })
+		wait.Within(t, 30*time.Second, "every record", func() bool { return l.covers(ends) })
 		stopPipeline(t, p)
 		l.mu.Lock()
 		defer l.mu.Unlock()
@@ -198,14 +199,14 @@ func TestOutOfOrderAcksCommitPrefix(t *testing.T) {
 		defer unblock() // runs before the stop, even when the test fails
 		// Everything but the slow record gets handled (the window lets the
 		// other processors run ahead of it) …
-		waitFor(t, 10*time.Second, "records after the slow one", func() bool { return l.handled(rec{0, 120}) })
-		waitFor(t, 10*time.Second, "the commit to reach the slow record", func() bool { return committed(c, "g-prefix")[0] == slow })
+		wait.Within(t, 10*time.Second, "records after the slow one", func() bool { return l.handled(rec{0, 120}) })
+		wait.Within(t, 10*time.Second, "the commit to reach the slow record", func() bool { return committed(c, "g-prefix")[0] == slow })
 		if got := passed.Load(); got != 0 {
 			t.Fatalf("committed %d while offset %d is in flight; want %d", got, slow, slow)
 		}
 		// … and once it is handled the commit reaches the end.
 		unblock()
-		waitFor(t, 10*time.Second, "commit at the end", func() bool { return equalOffsets(committed(c, "g-prefix"), ends) })
+		wait.Within(t, 10*time.Second, "commit at the end", func() bool { return equalOffsets(committed(c, "g-prefix"), ends) })
 		if got := passed.Load(); got != 0 {
 			t.Fatalf("committed %d while offset %d was in flight; want %d", got, slow, slow)
 		}
@@ -242,7 +243,7 @@ func TestFailureCommitPolicy(t *testing.T) {
 			}
 		}
 		p := startPipeline(t, po)
-		waitFor(t, 20*time.Second, "commits at the end despite failures", func() bool { return equalOffsets(committed(c, "g-fail-commit"), ends) })
+		wait.Within(t, 20*time.Second, "commits at the end despite failures", func() bool { return equalOffsets(committed(c, "g-fail-commit"), ends) })
 		stopPipeline(t, p)
 		if d := l.duplicates(); d != 0 {
 			t.Fatalf("%d redeliveries under the commit policy", d)
@@ -301,7 +302,7 @@ func TestFailureRedeliverPolicy(t *testing.T) {
 			}
 		}
 		p := startPipeline(t, po)
-		waitFor(t, 20*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, "g-fail-redeliver"), ends) })
+		wait.Within(t, 20*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, "g-fail-redeliver"), ends) })
 		stopPipeline(t, p)
 		mu.Lock()
 		defer mu.Unlock()

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/boulevard-go/boulevard/internal/testnet"
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -69,7 +70,7 @@ func unreachableWarns(t *testing.T, cl client, addr, cause string) {
 	p := startPipeline(t, po)
 	defer stopPipeline(t, p)
 	var warned []logRecord
-	waitFor(t, 10*time.Second-time.Since(start), "a WARN naming the broker", func() bool {
+	wait.Within(t, 10*time.Second-time.Since(start), "a WARN naming the broker", func() bool {
 		warned = book.find(func(r logRecord) bool { return r.Level >= slog.LevelWarn && strings.Contains(r.Text, addr) })
 		return len(warned) > 0
 	})
@@ -232,7 +233,7 @@ func TestFailedMessageLoggedOnce(t *testing.T) {
 				})
 				po.Logger = book.logger()
 				p := startPipeline(t, po)
-				waitFor(t, 20*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
+				wait.Within(t, 20*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
 				stopPipeline(t, p)
 				warned := book.find(func(r logRecord) bool {
 					return r.Level >= slog.LevelWarn && strings.Contains(r.Text, "poison record")
@@ -265,7 +266,7 @@ func TestLogLinesHaveUniqueKeys(t *testing.T) {
 		po := pipelineOpts("unique-keys", cl.new(t, opts), 1, newLedger(), nil)
 		po.Logger = book.logger()
 		p := startPipeline(t, po)
-		waitFor(t, 20*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, "g-unique-keys"), ends) })
+		wait.Within(t, 20*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, "g-unique-keys"), ends) })
 		stopPipeline(t, p)
 		kafkaLines := 0
 		for _, r := range book.records() {

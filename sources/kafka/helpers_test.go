@@ -191,18 +191,6 @@ func (l *ledger) duplicates() int {
 	return d
 }
 
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // waitStable polls sample until it returns the same value for quiet (the
 // observed process stopped moving), or fails the test after timeout.
 func waitStable(t testing.TB, timeout, quiet time.Duration, what string, sample func() string) {

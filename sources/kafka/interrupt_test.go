@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/sources/kafka"
 )
@@ -43,7 +44,7 @@ func TestShutdownInterruptedRecordNotCommitted(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatal("the handler never reached the record to interrupt")
 		}
-		waitFor(t, 10*time.Second, "the records before it committed", func() bool { return committed(c, group)[0] == stuck })
+		wait.Within(t, 10*time.Second, "the records before it committed", func() bool { return committed(c, group)[0] == stuck })
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		err := p.Stop(ctx) // cut short after ShutdownTimeout: the handler's ctx is cancelled
@@ -52,8 +53,8 @@ func TestShutdownInterruptedRecordNotCommitted(t *testing.T) {
 			t.Fatalf("committed %d after a stop that interrupted offset %d; want %d", got, stuck, stuck)
 		}
 		second := startPipeline(t, pipelineOpts("second", cl.new(t, sourceOptions(c, group)), 1, l, nil))
-		waitFor(t, 20*time.Second, "every record after the restart", func() bool { return l.covers(ends) })
-		waitFor(t, 10*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
+		wait.Within(t, 20*time.Second, "every record after the restart", func() bool { return l.covers(ends) })
+		wait.Within(t, 10*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
 		stopPipeline(t, second)
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/sources/kafka"
 )
@@ -108,7 +109,7 @@ func TestKcatInterop(t *testing.T) {
 			got[string(md.Key)] = seenRecord{value: string(m.Data), headers: headerString(md.Headers), offset: md.Offset, part: md.Partition}
 			return nil
 		}))
-		waitFor(t, 20*time.Second, "the kcat records", func() bool {
+		wait.Within(t, 20*time.Second, "the kcat records", func() bool {
 			mu.Lock()
 			defer mu.Unlock()
 			return len(got) == len(want)
@@ -123,7 +124,7 @@ func TestKcatInterop(t *testing.T) {
 			ends[g.part] = max(ends[g.part], g.offset+1)
 		}
 		mu.Unlock()
-		waitFor(t, 10*time.Second, "the commits", func() bool {
+		wait.Within(t, 10*time.Second, "the commits", func() bool {
 			cm := committed(c, group)
 			for p, e := range ends {
 				if cm[p] != e {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/sources/kafka"
 )
@@ -54,7 +55,7 @@ func TestMetadataFields(t *testing.T) {
 			return nil
 		})
 		p := startPipeline(t, po)
-		waitFor(t, 20*time.Second, "every record", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == n })
+		wait.Within(t, 20*time.Second, "every record", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == n })
 		stopPipeline(t, p)
 		for i := range n {
 			s := strconv.Itoa(i)

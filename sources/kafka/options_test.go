@@ -7,6 +7,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/sources/kafka"
 	"github.com/boulevard-go/boulevard/validate"
 )
@@ -27,9 +28,9 @@ func TestOwnedConfigFieldsOverridden(t *testing.T) {
 	l := newLedger()
 	p := startPipeline(t, pipelineOpts("owned", newSource(t, opts), 1, l, nil))
 	defer stopPipeline(t, p)
-	waitFor(t, 20*time.Second, "every record from the earliest offset", func() bool { return l.covers(ends) })
+	wait.Within(t, 20*time.Second, "every record from the earliest offset", func() bool { return l.covers(ends) })
 	// Still running: only the interval commits.
-	waitFor(t, 10*time.Second, "interval commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
+	wait.Within(t, 10*time.Second, "interval commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
 }
 
 // Guarantee: option rules the tags express are enforced: durations must be

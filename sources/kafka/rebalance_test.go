@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/sources/kafka"
 )
@@ -72,7 +73,7 @@ func TestMembersJoinAndLeaveDuringLoad(t *testing.T) {
 				// the members of the previous step, with records flowing.
 				settled := func(members int) {
 					t.Helper()
-					waitFor(t, 20*time.Second, "records handled", func() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.total > 0 })
+					wait.Within(t, 20*time.Second, "records handled", func() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.total > 0 })
 					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 					defer cancel()
 					if _, err := c.WaitGroupInfo(ctx, group, func(gi *kfake.GroupInfo) bool {
@@ -92,8 +93,8 @@ func TestMembersJoinAndLeaveDuringLoad(t *testing.T) {
 				if ends == nil {
 					t.FailNow()
 				}
-				waitFor(t, 30*time.Second, "every record handled", func() bool { return l.covers(ends) })
-				waitFor(t, 15*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
+				wait.Within(t, 30*time.Second, "every record handled", func() bool { return l.covers(ends) })
+				wait.Within(t, 15*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
 				stopPipeline(t, b)
 				stopPipeline(t, c2)
 				watch.check(t)
@@ -133,7 +134,7 @@ func TestCooperativeKeepsRetainedPartitionsFlowing(t *testing.T) {
 		}
 		produce(t, c, parts, 0, 400)
 		a := startPipeline(t, pipelineOpts("a", cl.new(t, opts), 1, l, track))
-		waitFor(t, 10*time.Second, "first batch", func() bool { return l.covers(map[int32]int64{0: 100, 1: 100, 2: 100, 3: 100}) })
+		wait.Within(t, 10*time.Second, "first batch", func() bool { return l.covers(map[int32]int64{0: 100, 1: 100, 2: 100, 3: 100}) })
 		b := startPipeline(t, pipelineOpts("b", cl.new(t, opts), 1, l, track))
 		if _, err := c.WaitGroupInfo(context.Background(), group, func(gi *kfake.GroupInfo) bool {
 			return gi.NumAssigned() == parts && len(gi.Members) == 2 && gi.Members[0].NumAssigned() > 0 && gi.Members[1].NumAssigned() > 0
@@ -144,7 +145,7 @@ func TestCooperativeKeepsRetainedPartitionsFlowing(t *testing.T) {
 		for p := range ends {
 			ends[p] += 100
 		}
-		waitFor(t, 20*time.Second, "second batch", func() bool { return l.covers(ends) })
+		wait.Within(t, 20*time.Second, "second batch", func() bool { return l.covers(ends) })
 		stopPipeline(t, b)
 		stopPipeline(t, a)
 		mu.Lock()
@@ -183,7 +184,7 @@ func TestAbruptStopAndRestart(t *testing.T) {
 		slow := func(*message.Message[[]byte]) error { time.Sleep(100 * time.Microsecond); return nil }
 		po := pipelineOpts("first", cl.new(t, sourceOptions(c, group)), 2, l, slow)
 		first := startPipeline(t, po)
-		waitFor(t, 20*time.Second, "a quarter of the records", func() bool {
+		wait.Within(t, 20*time.Second, "a quarter of the records", func() bool {
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			return l.total >= len(l.seen) && l.total > 1000
@@ -192,8 +193,8 @@ func TestAbruptStopAndRestart(t *testing.T) {
 		cancel()
 		_ = first.Stop(ctx) // cut short: reports ErrShutdownTimeout or nothing
 		second := startPipeline(t, pipelineOpts("second", cl.new(t, sourceOptions(c, group)), 2, l, nil))
-		waitFor(t, 30*time.Second, "every record after the restart", func() bool { return l.covers(ends) })
-		waitFor(t, 10*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
+		wait.Within(t, 30*time.Second, "every record after the restart", func() bool { return l.covers(ends) })
+		wait.Within(t, 10*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
 		stopPipeline(t, second)
 		// In flight per partition at most: its window, plus the processors'
 		// queues and chunks shared by all partitions.
@@ -242,8 +243,8 @@ func TestBrokerFaultsRecovered(t *testing.T) {
 		})
 		slow := func(*message.Message[[]byte]) error { time.Sleep(100 * time.Microsecond); return nil }
 		p := startPipeline(t, pipelineOpts("faults", cl.new(t, sourceOptions(c, group)), 2, l, slow))
-		waitFor(t, 40*time.Second, "every record despite faults", func() bool { return l.covers(ends) })
-		waitFor(t, 20*time.Second, "commits at the end despite faults", func() bool { return equalOffsets(committed(c, group), ends) })
+		wait.Within(t, 40*time.Second, "every record despite faults", func() bool { return l.covers(ends) })
+		wait.Within(t, 20*time.Second, "commits at the end despite faults", func() bool { return equalOffsets(committed(c, group), ends) })
 		stopPipeline(t, p)
 		watch.check(t)
 		mu.Lock()
@@ -340,15 +341,15 @@ func TestStaleAckDoesNotMoveNewerGeneration(t *testing.T) {
 		po.Processors.Concurrency = 4
 		po.Processors.MaxDemand = 1
 		a := startPipeline(t, po)
-		waitFor(t, 10*time.Second, "generation 1 to handle all but offset 5", func() bool { return l.handled(rec{0, 99}) })
-		waitFor(t, 5*time.Second, "generation 1 to commit up to offset 5", func() bool { return committed(c, group)[0] == 5 })
+		wait.Within(t, 10*time.Second, "generation 1 to handle all but offset 5", func() bool { return l.handled(rec{0, 99}) })
+		wait.Within(t, 5*time.Second, "generation 1 to commit up to offset 5", func() bool { return committed(c, group)[0] == 5 })
 
 		// Another member joins (on another topic): the eager rebalance revokes
 		// the partition and gives it back to the first member, in generation 2.
 		bo := sourceOptions(c, group)
 		bo.Topics = []string{"other"}
 		b := startPipeline(t, pipelineOpts("b", cl.new(t, bo), 1, newLedger(), nil))
-		waitFor(t, 20*time.Second, "commit at the end", func() bool { return equalOffsets(committed(c, group), ends) })
+		wait.Within(t, 20*time.Second, "commit at the end", func() bool { return equalOffsets(committed(c, group), ends) })
 		stopPipeline(t, b)
 		unblock()
 		stopPipeline(t, a)

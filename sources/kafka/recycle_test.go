@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -77,7 +78,7 @@ func TestMessagesReusedOnlyAfterTheirOutcome(t *testing.T) {
 				},
 			},
 		})
-		waitFor(t, 30*time.Second, "every record handled", func() bool { return l.covers(ends) })
+		wait.Within(t, 30*time.Second, "every record handled", func() bool { return l.covers(ends) })
 		stopPipeline(t, p)
 		mu.Lock()
 		defer mu.Unlock()

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/sources/kafka"
 	"github.com/boulevard-go/boulevard/validate"
@@ -73,7 +74,7 @@ func TestStartFromTimestamp(t *testing.T) {
 		opts := timestampOptions(c, group, base.Add(10*time.Second+500*time.Millisecond)) // between records 10 and 11
 		l := newLedger()
 		p := startPipeline(t, pipelineOpts("ts", cl.new(t, opts), 1, l, nil))
-		waitFor(t, 20*time.Second, "the records from offset 11 on", func() bool {
+		wait.Within(t, 20*time.Second, "the records from offset 11 on", func() bool {
 			return equalOffsets(committed(c, group), map[int32]int64{0: 30})
 		})
 		stopPipeline(t, p)
@@ -90,7 +91,7 @@ func TestStartFromTimestamp(t *testing.T) {
 		produceAt(t, c, 30, 5, base)
 		l2 := newLedger()
 		p2 := startPipeline(t, pipelineOpts("ts2", cl.new(t, opts), 1, l2, nil))
-		waitFor(t, 20*time.Second, "the new records", func() bool {
+		wait.Within(t, 20*time.Second, "the new records", func() bool {
 			return equalOffsets(committed(c, group), map[int32]int64{0: 35})
 		})
 		stopPipeline(t, p2)
@@ -112,12 +113,12 @@ func TestStartFromTimestampAfterNewest(t *testing.T) {
 		l := newLedger()
 		p := startPipeline(t, pipelineOpts("ts-late", src, 1, l, nil))
 		defer stopPipeline(t, p)
-		waitFor(t, 20*time.Second, "the partition claimed", func() bool {
+		wait.Within(t, 20*time.Second, "the partition claimed", func() bool {
 			st := src.Stats()
 			return len(st.Members) == 1 && len(st.Members[0].Partitions) == 1
 		})
 		produceAt(t, c, 10, 3, base.Add(2*time.Minute))
-		waitFor(t, 20*time.Second, "the new records", func() bool {
+		wait.Within(t, 20*time.Second, "the new records", func() bool {
 			return equalOffsets(committed(c, group), map[int32]int64{0: 13})
 		})
 		if low := l.lowest(); low != 10 {
@@ -136,7 +137,7 @@ func TestBeginResetIgnoresCommittedOffset(t *testing.T) {
 		ends := produce(t, c, 1, 0, 50)
 		l := newLedger()
 		p := startPipeline(t, pipelineOpts("before", cl.new(t, sourceOptions(c, group)), 1, l, nil))
-		waitFor(t, 20*time.Second, "the first run's commit", func() bool { return equalOffsets(committed(c, group), ends) })
+		wait.Within(t, 20*time.Second, "the first run's commit", func() bool { return equalOffsets(committed(c, group), ends) })
 		stopPipeline(t, p)
 
 		opts := sourceOptions(c, group)
@@ -154,14 +155,14 @@ func TestBeginResetIgnoresCommittedOffset(t *testing.T) {
 		defer stopPipeline(t, p2)
 		defer open() // before the stop
 		// The replay commits backwards, to the handled prefix.
-		waitFor(t, 20*time.Second, "the replay's commit at 20", func() bool {
+		wait.Within(t, 20*time.Second, "the replay's commit at 20", func() bool {
 			return equalOffsets(committed(c, group), map[int32]int64{0: 20})
 		})
 		if first := l2.first(); first != 0 {
 			t.Fatalf("first handled offset after the reset %d, want 0", first)
 		}
 		open()
-		waitFor(t, 20*time.Second, "the replay to the end", func() bool {
+		wait.Within(t, 20*time.Second, "the replay to the end", func() bool {
 			return l2.covers(ends) && equalOffsets(committed(c, group), ends)
 		})
 	})
@@ -190,11 +191,16 @@ func TestCommitOnAckFollowsAcks(t *testing.T) {
 		p := startPipeline(t, po)
 		defer stopPipeline(t, p)
 		defer open() // before the stop
-		waitFor(t, 10*time.Second, "a commit at 30 while offset 30 is in its handler", func() bool {
+		wait.Within(t, 10*time.Second, "a commit at 30 while offset 30 is in its handler", func() bool {
 			return equalOffsets(committed(c, group), map[int32]int64{0: 30})
 		})
 		open()
-		waitFor(t, 10*time.Second, "a commit at the end", func() bool { return equalOffsets(committed(c, group), ends) })
+		// The source records a commit once the broker has answered it, a
+		// moment after the broker shows it: wait for both.
+		wait.Within(t, 10*time.Second, "a commit at the end, in the broker and in the stats", func() bool {
+			ms := src.Stats().Members
+			return equalOffsets(committed(c, group), ends) && len(ms) == 1 && len(ms[0].Partitions) == 1 && ms[0].Partitions[0].Committed == ends[0]
+		})
 		ms := src.Stats().Members[0]
 		if ms.Commits == 0 || ms.Partitions[0].Committed != ends[0] {
 			t.Fatalf("stats after commits on ack: %+v", ms)
@@ -300,8 +306,8 @@ func TestCommitOnAckCoalesces(t *testing.T) {
 		defer stopPipeline(t, p)
 		defer release() // before the stop
 
-		waitFor(t, 10*time.Second, "the first commit", func() bool { return len(sent()) == 1 })
-		waitFor(t, 10*time.Second, "every record handled and marked", func() bool {
+		wait.Within(t, 10*time.Second, "the first commit", func() bool { return len(sent()) == 1 })
+		wait.Within(t, 10*time.Second, "every record handled and marked", func() bool {
 			st := src.Stats()
 			return l.covers(ends) && len(st.Members) == 1 && len(st.Members[0].Partitions) == 1 &&
 				st.Members[0].Partitions[0].Marked == ends[0]
@@ -310,7 +316,7 @@ func TestCommitOnAckCoalesces(t *testing.T) {
 			t.Fatalf("commits %v sent while the first was on its way", got)
 		}
 		release()
-		waitFor(t, 10*time.Second, "the coalesced commit", func() bool { return equalOffsets(committed(c, group), ends) })
+		wait.Within(t, 10*time.Second, "the coalesced commit", func() bool { return equalOffsets(committed(c, group), ends) })
 		if got := sent(); len(got) != 2 || got[1] != ends[0] {
 			t.Fatalf("commits %v, want the first and then one at %d", got, ends[0])
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/kafka"
@@ -57,7 +58,7 @@ func TestRevokeWaitsForInFlight(t *testing.T) {
 		po.Processors.Concurrency = 1
 		po.Producer.Flow = producer.Flow{Initial: 300} // more than the processor holds: the rest is withdrawn
 		a := startPipeline(t, po)
-		waitFor(t, 10*time.Second, "A to handle the first records", func() bool { return l.handled(rec{0, 4}) })
+		wait.Within(t, 10*time.Second, "A to handle the first records", func() bool { return l.handled(rec{0, 4}) })
 		bo := sourceOptions(c, group)
 		bo.Topics = []string{"other"}
 		b := startPipeline(t, pipelineOpts("b", cl.new(t, bo), 1, newLedger(), nil))
@@ -67,10 +68,10 @@ func TestRevokeWaitsForInFlight(t *testing.T) {
 			t.Fatal("B never joined the group")
 		}
 		// A notices the rebalance and its claim waits for the stuck message.
-		waitFor(t, 10*time.Second, "A's partition to be releasing", func() bool { return logs.has("kafka partition releasing") })
+		wait.Within(t, 10*time.Second, "A's partition to be releasing", func() bool { return logs.has("kafka partition releasing") })
 		unblock()
-		waitFor(t, 20*time.Second, "every record", func() bool { return l.covers(ends) })
-		waitFor(t, 10*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
+		wait.Within(t, 20*time.Second, "every record", func() bool { return l.covers(ends) })
+		wait.Within(t, 10*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
 		stopPipeline(t, b)
 		stopPipeline(t, a)
 		if d := l.duplicates(); d != 0 {
@@ -189,7 +190,7 @@ func TestStaleClaimAckCooperative(t *testing.T) {
 		po.Processors.Concurrency = 4
 		po.Processors.MaxDemand = 1
 		a := startPipeline(t, po)
-		waitFor(t, 10*time.Second, "A to handle all but offset 5", func() bool {
+		wait.Within(t, 10*time.Second, "A to handle all but offset 5", func() bool {
 			return l.handled(rec{0, 99}) && l.handled(rec{1, 99})
 		})
 
@@ -213,11 +214,11 @@ func TestStaleClaimAckCooperative(t *testing.T) {
 				}
 			}
 		}()
-		waitFor(t, 20*time.Second, "a partition moving to the raw member", func() bool { return len(rm.partitions()) > 0 })
+		wait.Within(t, 20*time.Second, "a partition moving to the raw member", func() bool { return len(rm.partitions()) > 0 })
 		mu.Lock()
 		moved = rm.partitions()[0]
 		mu.Unlock()
-		waitFor(t, 10*time.Second, "A's old claim to give up on offset 5 (RevokeTimeout) and be released", func() bool {
+		wait.Within(t, 10*time.Second, "A's old claim to give up on offset 5 (RevokeTimeout) and be released", func() bool {
 			return logs.has("kafka partition released with messages still in flight; they will be delivered again")
 		})
 		cancel()
@@ -231,7 +232,7 @@ func TestStaleClaimAckCooperative(t *testing.T) {
 			t.Fatal("the partition did not come back to A")
 		}
 		unblock() // the old claim's late ack
-		waitFor(t, 30*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
+		wait.Within(t, 30*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
 		stopPipeline(t, a)
 		mu.Lock()
 		defer mu.Unlock()

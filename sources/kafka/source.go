@@ -12,6 +12,7 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -130,26 +131,16 @@ func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
 func (s *Source) Close(ctx context.Context) error {
 	ms := liveset.Close(&s.mu, &s.closed, s.members)
 	s.probes.Wait(ctx)
-	var wg sync.WaitGroup
-	errs := make([]error, len(ms))
-	for i, m := range ms {
-		wg.Go(func() { errs[i] = m.close(ctx) })
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return liveset.CloseEach(ms, func(m *member) error { return m.close(ctx) })
 }
 
 // logger is the logger of a member run by stage: Options.Logger (with the
 // stage name), else the stage's, else slog.Default() (with the stage name).
 func (s *Source) logger(stage *producer.Stage[[]byte]) *slog.Logger {
-	log := s.opts.Logger
-	if log == nil {
-		if log = stage.Logger(); log != nil {
-			return log
-		}
-		log = slog.Default()
+	if s.opts.Logger == nil && stage.Logger() != nil {
+		return stage.Logger()
 	}
-	return log.With(slog.String("stage", stage.Name()))
+	return cmp.Or(s.opts.Logger, slog.Default()).With(slog.String("stage", stage.Name()))
 }
 
 // startMember connects a member. It returns nil, nil when ctx ended first.

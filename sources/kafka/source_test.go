@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/kafka"
@@ -24,8 +25,8 @@ func TestEveryRecordOnceSeveralMembers(t *testing.T) {
 		watch := watchCommits(c, "g-normal", l)
 		src := cl.new(t, sourceOptions(c, "g-normal"))
 		p := startPipeline(t, pipelineOpts("normal", src, 3, l, nil))
-		waitFor(t, 30*time.Second, "every record handled", func() bool { return l.covers(ends) })
-		waitFor(t, 10*time.Second, "commits at the end offsets", func() bool { return equalOffsets(committed(c, "g-normal"), ends) })
+		wait.Within(t, 30*time.Second, "every record handled", func() bool { return l.covers(ends) })
+		wait.Within(t, 10*time.Second, "commits at the end offsets", func() bool { return equalOffsets(committed(c, "g-normal"), ends) })
 		stopPipeline(t, p)
 		if d := l.duplicates(); d != 0 {
 			t.Fatalf("%d records handled twice in a run without failures", d)

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/sources/kafka"
 )
@@ -69,11 +70,11 @@ func TestStatsReportAssignmentCommittedAndLag(t *testing.T) {
 		defer open() // before the stop
 
 		want := map[int32]int64{0: stop, 1: stop, 2: stop}
-		waitFor(t, 20*time.Second, "the broker to hold offset 40 as committed on every partition", func() bool {
+		wait.Within(t, 20*time.Second, "the broker to hold offset 40 as committed on every partition", func() bool {
 			return equalOffsets(committed(c, group), want)
 		})
 		// The broker's view and the source's agree.
-		waitFor(t, 10*time.Second, "stats to match the broker", func() bool {
+		wait.Within(t, 10*time.Second, "stats to match the broker", func() bool {
 			ms := onlyMember(t, src)
 			if len(ms.Partitions) != parts {
 				return false
@@ -114,7 +115,7 @@ func TestStatsReportAssignmentCommittedAndLag(t *testing.T) {
 
 		// Everything handled: the lag drops to 0.
 		open()
-		waitFor(t, 20*time.Second, "lag 0 on every partition", func() bool {
+		wait.Within(t, 20*time.Second, "lag 0 on every partition", func() bool {
 			ms := onlyMember(t, src)
 			for _, p := range ms.Partitions {
 				if p.Lag != 0 || p.Committed != ends[p.Partition] {
@@ -129,7 +130,7 @@ func TestStatsReportAssignmentCommittedAndLag(t *testing.T) {
 		srcB := cl.new(t, sourceOptions(c, group))
 		b := startPipeline(t, pipelineOpts("stats-b", srcB, 1, newLedger(), nil))
 		defer stopPipeline(t, b)
-		waitFor(t, 20*time.Second, "the partitions split over two members in a new generation", func() bool {
+		wait.Within(t, 20*time.Second, "the partitions split over two members in a new generation", func() bool {
 			sa, sb := src.Stats(), srcB.Stats()
 			if len(sa.Members) != 1 || len(sb.Members) != 1 {
 				return false
@@ -178,7 +179,7 @@ func TestStatsConcurrentWithFlow(t *testing.T) {
 				}
 			}
 		})
-		waitFor(t, 20*time.Second, "every record", func() bool { return l.covers(ends) })
+		wait.Within(t, 20*time.Second, "every record", func() bool { return l.covers(ends) })
 		stopPipeline(t, p)
 		close(done)
 		wg.Wait()
@@ -223,7 +224,7 @@ func TestStatsReportCommitErrors(t *testing.T) {
 		l := newLedger()
 		p := startPipeline(t, pipelineOpts("commit-errors", src, 1, l, nil))
 		defer stopPipeline(t, p)
-		waitFor(t, 20*time.Second, "the refused commits, then the offsets committed", func() bool {
+		wait.Within(t, 20*time.Second, "the refused commits, then the offsets committed", func() bool {
 			return refused.Load() == 2 && equalOffsets(committed(c, group), ends)
 		})
 		ms := onlyMember(t, src)
@@ -234,7 +235,7 @@ func TestStatsReportCommitErrors(t *testing.T) {
 			t.Fatalf("last commit error %+v: want its partitions and time, on one line", ce)
 		}
 		// The broker records a commit before the member reads its answer.
-		waitFor(t, 5*time.Second, "Stats to show what the broker committed", func() bool {
+		wait.Within(t, 5*time.Second, "Stats to show what the broker committed", func() bool {
 			ms := onlyMember(t, src)
 			for _, p := range ms.Partitions {
 				if p.Committed != ends[p.Partition] {

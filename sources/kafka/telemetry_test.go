@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/sources/kafka"
 	"github.com/boulevard-go/boulevard/telemetry"
 )
@@ -88,7 +89,7 @@ func TestTelemetryAssignedAndRevokedOnRebalance(t *testing.T) {
 				optsA.Telemetry, optsB.Telemetry = la.hooks(), lb.hooks()
 
 				a := startPipeline(t, pipelineOpts("a", cl.new(t, optsA), 1, l, nil))
-				waitFor(t, 20*time.Second, "every partition assigned to the first member", func() bool { return len(la.held()) == parts })
+				wait.Within(t, 20*time.Second, "every partition assigned to the first member", func() bool { return len(la.held()) == parts })
 				b := startPipeline(t, pipelineOpts("b", cl.new(t, optsB), 1, l, nil))
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				defer cancel()
@@ -97,7 +98,7 @@ func TestTelemetryAssignedAndRevokedOnRebalance(t *testing.T) {
 				}); err != nil {
 					t.Fatalf("the group did not settle on 2 members: %v", err)
 				}
-				waitFor(t, 20*time.Second, "the partitions split between the members", func() bool {
+				wait.Within(t, 20*time.Second, "the partitions split between the members", func() bool {
 					ha, hb := la.held(), lb.held()
 					all := maps.Clone(ha)
 					maps.Copy(all, hb)

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/kafka"
@@ -111,12 +112,12 @@ func TestRevokeWithdrawsBufferedRecords(t *testing.T) {
 		// A delivers a whole window per partition at once: wait until it has
 		// fetched that far and delivered it (what did not leave its stage
 		// buffer waits there).
-		waitFor(t, 10*time.Second, "A to fetch a window of each partition", func() bool {
+		wait.Within(t, 10*time.Second, "A to fetch a window of each partition", func() bool {
 			mu.Lock()
 			defer mu.Unlock()
 			return len(fetched) == parts && fetched[0] >= window && fetched[1] >= window
 		})
-		waitFor(t, 10*time.Second, "A to deliver a window of each partition", func() bool {
+		wait.Within(t, 10*time.Second, "A to deliver a window of each partition", func() bool {
 			return spyA.buffered() >= max(1, parts*window-dispatched)
 		})
 
@@ -130,8 +131,8 @@ func TestRevokeWithdrawsBufferedRecords(t *testing.T) {
 			t.Fatalf("the group did not rebalance onto both members: %v", err)
 		}
 		unblock()
-		waitFor(t, 30*time.Second, "every record to be handled", func() bool { return l.covers(ends) })
-		waitFor(t, 10*time.Second, "the commits to reach the end", func() bool { return equalOffsets(committed(c, group), ends) })
+		wait.Within(t, 30*time.Second, "every record to be handled", func() bool { return l.covers(ends) })
+		wait.Within(t, 10*time.Second, "the commits to reach the end", func() bool { return equalOffsets(committed(c, group), ends) })
 		stopPipeline(t, b)
 		stopPipeline(t, a)
 		watch.check(t)

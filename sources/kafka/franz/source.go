@@ -19,6 +19,7 @@
 package franz
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"sync"
@@ -157,12 +158,7 @@ func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
 func (s *Source) Close(ctx context.Context) error {
 	ms := liveset.Close(&s.mu, &s.closed, s.members)
 	s.probes.Wait(ctx)
-	var wg sync.WaitGroup
-	for _, m := range ms {
-		wg.Go(func() { m.close(ctx) })
-	}
-	wg.Wait()
-	return nil
+	return liveset.CloseEach(ms, func(m *member) error { m.close(ctx); return nil })
 }
 
 // Stats returns a snapshot of the source's members and their claimed
@@ -185,12 +181,8 @@ func (s *Source) Stats() Stats {
 // logger is the logger of a member run by stage: Options.Logger (with the
 // stage name), else the stage's, else slog.Default() (with the stage name).
 func (s *Source) logger(stage *producer.Stage[[]byte]) *slog.Logger {
-	log := s.opts.Logger
-	if log == nil {
-		if log = stage.Logger(); log != nil {
-			return log
-		}
-		log = slog.Default()
+	if s.opts.Logger == nil && stage.Logger() != nil {
+		return stage.Logger()
 	}
-	return log.With(slog.String("stage", stage.Name()))
+	return cmp.Or(s.opts.Logger, slog.Default()).With(slog.String("stage", stage.Name()))
 }
