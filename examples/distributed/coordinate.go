@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"sort"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/boulevard-go/boulevard/examples/internal/monitor"
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 )
 
@@ -32,6 +34,11 @@ type coordConfig struct {
 	verbose bool
 	exe     string // the program children run
 	log     *slog.Logger
+	// http, "host:port", makes each process serve its metrics and
+	// dashboard on port, port+1, ... in the order they start; linger keeps
+	// them running after the report (monitor.Forever: until ctx ends).
+	http   string
+	linger monitor.Linger
 }
 
 // report is what the processes handled.
@@ -59,8 +66,9 @@ type child struct {
 }
 
 // coordinate runs the processes, kills and replaces one enrich process
-// when -kill is set, waits until archive and fraud have handled every
-// order, stops the processes and prints a report to out.
+// when -kill is set, waits until every order was enriched and archive and
+// fraud have handled every one, stops the processes and prints a report
+// to out.
 func coordinate(ctx context.Context, out io.Writer, c coordConfig) (*report, error) {
 	addr, stop, err := brokerAddr(ctx, out, c)
 	if err != nil {
@@ -71,8 +79,14 @@ func coordinate(ctx context.Context, out io.Writer, c coordConfig) (*report, err
 	quit := make(chan struct{}) // closed when nobody reads events any more
 	var wg sync.WaitGroup
 	children := map[string]*child{}
+	started := 0
 	start := func(role string) error {
-		ch, err := spawn(ctx, c, addr, role, events, quit, &wg)
+		httpAddr, err := nthAddr(c.http, started)
+		if err != nil {
+			return err
+		}
+		started++
+		ch, err := spawn(ctx, c, addr, httpAddr, role, events, quit, &wg)
 		if err != nil {
 			return err
 		}
@@ -114,7 +128,7 @@ func coordinate(ctx context.Context, out io.Writer, c coordConfig) (*report, err
 			if all {
 				return nil
 			}
-			if err := next(ctx, events, children, rep, ready); err != nil {
+			if err := next(ctx, out, events, children, rep, ready); err != nil {
 				return err
 			}
 		}
@@ -127,7 +141,10 @@ func coordinate(ctx context.Context, out io.Writer, c coordConfig) (*report, err
 		return nil, err
 	}
 	fmt.Fprintf(out, "processes: archive, fraud, enrich-1, enrich-2, ingest (%d orders)\n", c.orders)
-	for len(rep.archived) < c.orders || len(rep.checked) < c.orders {
+	// Done when every order was enriched (a member killed after publishing
+	// an order into audit but before reporting it hands it to another
+	// member, which reports it) and archive and fraud handled every one.
+	for len(rep.enriched) < c.orders || len(rep.archived) < c.orders || len(rep.checked) < c.orders {
 		if c.kill && rep.killed == "" && rep.per["enrich-1"] >= c.orders/8+1 {
 			rep.killed = "enrich-1"
 			_ = children["enrich-1"].cmd.Process.Kill() // SIGKILL: no drain, no commit
@@ -136,17 +153,50 @@ func coordinate(ctx context.Context, out io.Writer, c coordConfig) (*report, err
 				return nil, err
 			}
 		}
-		if err := next(ctx, events, children, rep, ready); err != nil {
+		if err := next(ctx, out, events, children, rep, ready); err != nil {
 			return nil, err
 		}
 	}
 	printReport(out, c, rep)
+	if c.linger != 0 {
+		wait := time.Duration(c.linger)
+		if c.linger == monitor.Forever {
+			fmt.Fprintln(out, "the processes keep running and serving until interrupted")
+			<-ctx.Done()
+		} else {
+			fmt.Fprintf(out, "the processes keep running and serving for %s\n", wait)
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+			}
+		}
+	}
 	return rep, nil
+}
+
+// nthAddr returns base's host with its port plus n (port 0: every process
+// gets a port of the system's choosing), or "" when base is "".
+func nthAddr(base string, n int) (string, error) {
+	if base == "" {
+		return "", nil
+	}
+	host, port, err := net.SplitHostPort(base)
+	if err != nil {
+		return "", fmt.Errorf("-http %q: %w", base, err)
+	}
+	if port == "0" {
+		return base, nil
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 1 || p+n > 65535 {
+		return "", fmt.Errorf("-http %q: the processes need ports %s to %d", base, port, p+n)
+	}
+	return net.JoinHostPort(host, strconv.Itoa(p+n)), nil
 }
 
 // next takes one event and records it. A process that exits with an error
 // before the run is done fails the run, unless it is the killed one.
-func next(ctx context.Context, events <-chan event, children map[string]*child, rep *report, ready map[string]bool) error {
+func next(ctx context.Context, out io.Writer, events <-chan event, children map[string]*child, rep *report, ready map[string]bool) error {
 	select {
 	case <-ctx.Done():
 		return fmt.Errorf("waiting for the processes: %w", ctx.Err())
@@ -154,7 +204,7 @@ func next(ctx context.Context, events <-chan event, children map[string]*child, 
 		if !ok {
 			return errors.New("every process exited")
 		}
-		record(ev, rep, ready)
+		record(ev, rep, ready, out)
 		if ev.line == "" { // the process exited
 			ch := children[ev.role]
 			<-ch.done
@@ -168,9 +218,11 @@ func next(ctx context.Context, events <-chan event, children map[string]*child, 
 }
 
 // record reads one line: "ready <role>" or "<role> handled order <id> ...".
-func record(ev event, rep *report, ready map[string]bool) {
+func record(ev event, rep *report, ready map[string]bool, out io.Writer) {
 	f := strings.Fields(ev.line)
 	switch {
+	case strings.HasPrefix(ev.line, "metrics on "):
+		fmt.Fprintf(out, "%s: %s\n", ev.role, ev.line)
 	case len(f) == 2 && f[0] == "ready":
 		ready[f[1]] = true
 	case len(f) >= 4 && f[1] == "handled" && f[2] == "order":
@@ -192,10 +244,10 @@ func record(ev event, rep *report, ready map[string]bool) {
 
 // spawn starts this program as the child of role; its output lines arrive
 // on events, then one empty line when it has exited.
-func spawn(ctx context.Context, c coordConfig, addr, role string, events chan<- event, quit <-chan struct{}, wg *sync.WaitGroup) (*child, error) {
+func spawn(ctx context.Context, c coordConfig, addr, httpAddr, role string, events chan<- event, quit <-chan struct{}, wg *sync.WaitGroup) (*child, error) {
 	cmd := exec.CommandContext(ctx, c.exe)
 	cmd.Env = append(os.Environ(), roleEnv+"="+role, backendEnv+"="+c.backend, addrEnv+"="+addr,
-		ordersEnv+"="+strconv.Itoa(c.orders))
+		ordersEnv+"="+strconv.Itoa(c.orders), httpEnv+"="+httpAddr)
 	if c.verbose {
 		cmd.Env = append(cmd.Env, verboseEnv+"=1")
 	}

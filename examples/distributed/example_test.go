@@ -4,15 +4,21 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/boulevard-go/boulevard/examples/internal/monitor"
 )
 
 // TestMain runs a child's role when the coordinator started this test
@@ -75,4 +81,50 @@ func checkRun(t *testing.T, backend string) {
 		t.Fatalf("archive %d, fraud %d, want %d each", len(rep.archived), len(rep.checked), orders)
 	}
 	t.Log(out)
+}
+
+// With -http and -linger every process serves its own metrics, and they
+// stay up after the report: archive's show every order received.
+func TestEveryProcessServesItsMetrics(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	linger, stop := context.WithCancel(ctx)
+	var out monitor.Buffer
+	done := make(chan error, 1)
+	go func() {
+		_, err := coordinate(linger, &out, coordConfig{backend: "kafka", orders: 20, exe: os.Args[0],
+			log: slog.New(slog.DiscardHandler), http: "127.0.0.1:0", linger: monitor.Forever})
+		done <- err
+	}()
+	served := regexp.MustCompile(`(?m)^archive: metrics on http://(127\.0\.0\.1:\d+)/metrics`)
+	var addr string
+	for addr == "" || !strings.Contains(out.String(), "keep running and serving until interrupted") {
+		if m := served.FindStringSubmatch(out.String()); m != nil {
+			addr = m[1]
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("coordinate returned %v before lingering:\n%s", err, out.String())
+		case <-ctx.Done():
+			t.Fatalf("never lingered with archive's address:\n%s", out.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	received := regexp.MustCompile(`boulevard_processor_messages_received_total\{pipeline="archive"\} (\d+)`).FindSubmatch(body)
+	if received == nil {
+		t.Fatalf("archive's /metrics lacks its processors' counter:\n%s", body)
+	}
+	if n, _ := strconv.Atoi(string(received[1])); n < 20 {
+		t.Fatalf("archive's processors received %d messages, want at least 20", n)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }

@@ -22,6 +22,7 @@
 //	go run ./examples/distributed -backend pulsar                   # Pulsar, in process
 //	go run ./examples/distributed -brokers 127.0.0.1:9092           # docker-compose Kafka
 //	go run ./examples/distributed -backend pulsar -url pulsar://127.0.0.1:6650
+//	go run ./examples/distributed -http 127.0.0.1:2112 -linger           # metrics and dashboard of each process
 package main
 
 import (
@@ -33,6 +34,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/boulevard-go/boulevard/examples/internal/monitor"
 )
 
 func main() {
@@ -53,7 +56,11 @@ func main() {
 	flag.IntVar(&c.orders, "orders", 40, "number of orders to ingest")
 	flag.BoolVar(&c.kill, "kill", true, "kill one enrich process mid-run and start a replacement")
 	verbose := flag.Bool("v", false, "log the processes' activity to stderr")
+	var mon monitor.Flags
+	flag.StringVar(&mon.HTTP, "http", "", "serve each process's metrics and dashboard from this host:port on, one port per process in the order they start (for example 127.0.0.1:2112)")
+	flag.Var(&mon.Linger, "linger", "keep the processes running and serving after the report: alone until interrupted, or for a duration")
 	flag.Parse()
+	c.http, c.linger = mon.HTTP, mon.Linger
 	c.verbose = *verbose
 	c.log = slog.New(slog.DiscardHandler)
 	if c.verbose {
@@ -65,7 +72,12 @@ func main() {
 		os.Exit(1)
 	}
 	c.exe = exe
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	interrupt, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	ctx, cancel := context.WithTimeout(interrupt, 2*time.Minute)
+	if c.linger != 0 {
+		ctx, cancel = context.WithCancel(interrupt) // lingering lasts as long as asked
+	}
 	defer cancel()
 	if _, err := coordinate(ctx, os.Stdout, c); err != nil {
 		fmt.Fprintln(os.Stderr, "distributed:", err)

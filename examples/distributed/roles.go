@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/examples/internal/monitor"
 	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/observe"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
@@ -33,6 +35,7 @@ const (
 	addrEnv    = "BOULEVARD_DISTRIBUTED_ADDR"
 	ordersEnv  = "BOULEVARD_DISTRIBUTED_ORDERS"
 	verboseEnv = "BOULEVARD_DISTRIBUTED_VERBOSE"
+	httpEnv    = "BOULEVARD_DISTRIBUTED_HTTP"
 )
 
 // Order is the payload every topic carries, as JSON.
@@ -81,11 +84,13 @@ type childCfg struct {
 	backend, addr string
 	orders        int
 	log           *slog.Logger
+	http          string // where to serve this process's metrics and dashboard, "" for nowhere
 }
 
 func childConfig() childCfg {
 	n, _ := strconv.Atoi(os.Getenv(ordersEnv))
-	c := childCfg{backend: os.Getenv(backendEnv), addr: os.Getenv(addrEnv), orders: n, log: slog.New(slog.DiscardHandler)}
+	c := childCfg{backend: os.Getenv(backendEnv), addr: os.Getenv(addrEnv), orders: n, log: slog.New(slog.DiscardHandler),
+		http: os.Getenv(httpEnv)}
 	if os.Getenv(verboseEnv) != "" {
 		c.log = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("process", os.Getenv(roleEnv))
 	}
@@ -134,21 +139,27 @@ func runRole(ctx context.Context, out io.Writer, role string, c childCfg) error 
 		return err
 	}
 	defer func() { _ = wired.Close(context.Background()) }()
+	obs := observe.New(observe.Options{})
+	srv, err := monitor.Flags{HTTP: c.http}.Serve(obs, out)
+	if err != nil {
+		return err
+	}
+	defer srv.Close(ctx)
 	name, _, _ := strings.Cut(role, "-")
 	switch name {
 	case "ingest":
-		return ingest(ctx, w, wired, c)
+		return ingest(ctx, w, wired, c, obs)
 	case "enrich":
-		return enrich(ctx, w, wired, role, c)
+		return enrich(ctx, w, wired, role, c, obs)
 	case "archive", "fraud":
-		return check(ctx, w, wired, name, c)
+		return check(ctx, w, wired, name, c, obs)
 	}
 	return fmt.Errorf("unknown role %q", role)
 }
 
 // ingest publishes orders 1..n into orders and returns once the broker has
 // stored every one.
-func ingest(ctx context.Context, w *lineWriter, wired *config.Wired[Order], c childCfg) error {
+func ingest(ctx context.Context, w *lineWriter, wired *config.Wired[Order], c childCfg, obs *observe.Observer) error {
 	b, _ := wired.Publisher("ingest", "orders")
 	out, err := sink.New(sink.Options[Order]{Binding: b, Logger: c.log})
 	if err != nil {
@@ -164,17 +175,21 @@ func ingest(ctx context.Context, w *lineWriter, wired *config.Wired[Order], c ch
 	if err != nil {
 		return err
 	}
+	obs.Add(p)
 	w.printf("ready ingest")
 	if err := p.Run(ctx); err != nil {
 		return err
 	}
 	w.printf("ingest published %d orders", stored.Load())
+	if c.http != "" {
+		<-ctx.Done() // keep serving the finished run until the coordinator stops the processes
+	}
 	return nil
 }
 
 // enrich reads orders as a member of group "enrichers" and publishes each
 // order, with its region, into audit.
-func enrich(ctx context.Context, w *lineWriter, wired *config.Wired[Order], role string, c childCfg) error {
+func enrich(ctx context.Context, w *lineWriter, wired *config.Wired[Order], role string, c childCfg, obs *observe.Observer) error {
 	subs := wired.Subscriptions("enrich")
 	src, err := source.New(source.Options[Order]{Topic: subs[0].Binding.Handle, Mode: subs[0].Mode, Logger: c.log})
 	if err != nil {
@@ -201,6 +216,7 @@ func enrich(ctx context.Context, w *lineWriter, wired *config.Wired[Order], role
 	if err != nil {
 		return err
 	}
+	obs.Add(p)
 	w.printf("ready %s", role)
 	return p.Run(ctx)
 }
@@ -210,7 +226,7 @@ var errSuspicious = errors.New("suspicious amount")
 // check is archive or fraud: a consumer group of audit. fraud rejects
 // orders above 900; a rejection is final (acked as handled: the order is
 // not retried), as a real fraud check's verdict would be.
-func check(ctx context.Context, w *lineWriter, wired *config.Wired[Order], name string, c childCfg) error {
+func check(ctx context.Context, w *lineWriter, wired *config.Wired[Order], name string, c childCfg, obs *observe.Observer) error {
 	subs := wired.Subscriptions(name)
 	src, err := source.New(source.Options[Order]{Topic: subs[0].Binding.Handle, Mode: subs[0].Mode, Logger: c.log})
 	if err != nil {
@@ -231,6 +247,7 @@ func check(ctx context.Context, w *lineWriter, wired *config.Wired[Order], name 
 	if err != nil {
 		return err
 	}
+	obs.Add(p)
 	w.printf("ready %s", name)
 	return p.Run(ctx)
 }
