@@ -1,6 +1,7 @@
 package pulsar
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -165,9 +166,7 @@ func RedactURL(s string) string {
 func ClientLogger(logger *slog.Logger) plog.Logger { return clientLogger(logger, nil) }
 
 func clientLogger(logger *slog.Logger, last *lastFailure) plog.Logger {
-	if logger == nil {
-		logger = slog.Default()
-	}
+	logger = cmp.Or(logger, slog.Default())
 	return plog.NewLoggerWithSlog(slog.New(&redactingHandler{h: logger.Handler(), last: last}))
 }
 

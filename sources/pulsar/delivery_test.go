@@ -11,6 +11,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
 	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
@@ -26,8 +27,8 @@ func TestSharedSpreadOverStages(t *testing.T) {
 	r := newReceived()
 	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"shared"}, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
 	_, stop := run(t, src, 3, producer.Flow{Initial: 20}, recordAll(r))
-	waitFor(t, "every message handled", func() bool { return r.distinct() == len(want) })
-	waitFor(t, "every message acked", func() bool { return e.sumAcked("shared", "sub", 0) == int64(len(want)) })
+	wait.Within(t, waitLimit, "every message handled", func() bool { return r.distinct() == len(want) })
+	wait.Within(t, waitLimit, "every message acked", func() bool { return e.sumAcked("shared", "sub", 0) == int64(len(want)) })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -81,8 +82,8 @@ func TestNackRedeliveryAndDiscard(t *testing.T) {
 	co.NackRedeliveryDelay = 100 * time.Millisecond
 	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"nack"}, Subscription: "sub", Consumer: co, Logger: testLogger()})
 	_, stop := run(t, src, 1, producer.Flow{}, handle)
-	waitFor(t, "m-3 redelivered", func() bool { mu.Lock(); defer mu.Unlock(); return len(attempts["m-3"]) == 2 })
-	waitFor(t, "every message acked", func() bool { return e.sumAcked("nack", "sub", 0) == int64(len(want)) })
+	wait.Within(t, waitLimit, "m-3 redelivered", func() bool { mu.Lock(); defer mu.Unlock(); return len(attempts["m-3"]) == 2 })
+	wait.Within(t, waitLimit, "every message acked", func() bool { return e.sumAcked("nack", "sub", 0) == int64(len(want)) })
 	// Give a wrong redelivery of m-7 a chance to show up.
 	time.Sleep(300 * time.Millisecond)
 	if err := stop(); err != nil {
@@ -153,7 +154,7 @@ func TestDeadLetterAfterMaxDeliveries(t *testing.T) {
 	if string(dm.Payload()) != "m-2" {
 		t.Errorf("dead letter topic holds %q, want m-2", dm.Payload())
 	}
-	waitFor(t, "the subscription backlog to empty", func() bool { return e.broker.Backlog("work", "sub") == 0 })
+	wait.Within(t, waitLimit, "the subscription backlog to empty", func() bool { return e.broker.Backlog("work", "sub") == 0 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -214,8 +215,8 @@ func TestBatchIndexAck(t *testing.T) {
 			co.EnableBatchIndexAcknowledgment = indexAck
 			src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"batch"}, Subscription: "sub", Consumer: co, Logger: testLogger()})
 			_, stop := run(t, src, 1, producer.Flow{}, handle)
-			waitFor(t, "b-4 handled again", func() bool { mu.Lock(); defer mu.Unlock(); return tries["b-4"] >= 2 })
-			waitFor(t, "the backlog to empty", func() bool { return e.broker.Backlog("batch", "sub") == 0 })
+			wait.Within(t, waitLimit, "b-4 handled again", func() bool { mu.Lock(); defer mu.Unlock(); return tries["b-4"] >= 2 })
+			wait.Within(t, waitLimit, "the backlog to empty", func() bool { return e.broker.Backlog("batch", "sub") == 0 })
 			if err := stop(); err != nil {
 				t.Fatal(err)
 			}

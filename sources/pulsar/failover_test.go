@@ -3,6 +3,7 @@ package pulsar_test
 import (
 	"testing"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/producer"
 	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
@@ -36,7 +37,7 @@ func TestFailoverReportsPartitionAndStage(t *testing.T) {
 		}
 		return m
 	}
-	waitFor(t, "both stages to report on both partitions, one active per partition", func() bool {
+	wait.Within(t, waitLimit, "both stages to report on both partitions, one active per partition", func() bool {
 		m := latest()
 		if len(m) != 4 {
 			return false

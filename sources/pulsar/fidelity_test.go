@@ -10,6 +10,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -47,7 +48,7 @@ func TestFailoverNackRedeliversEverythingInFlight(t *testing.T) {
 		}
 		return m.Data, nil
 	})
-	waitFor(t, "every message acked", func() bool { return e.sumAcked("failover-nack", "sub", 0) == int64(len(want)) })
+	wait.Within(t, waitLimit, "every message acked", func() bool { return e.sumAcked("failover-nack", "sub", 0) == int64(len(want)) })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -89,12 +90,12 @@ func TestUnloadNothingLost(t *testing.T) {
 		time.Sleep(100 * time.Microsecond) // keep messages in flight across the unload
 		return m.Data, nil
 	})
-	waitFor(t, "some messages handled", func() bool { return r.distinct() >= 100 })
+	wait.Within(t, waitLimit, "some messages handled", func() bool { return r.distinct() >= 100 })
 	if err := e.broker.Unload("unload"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "every message handled", func() bool { return r.distinct() == len(want) })
-	waitFor(t, "the backlog to empty", func() bool {
+	wait.Within(t, waitLimit, "every message handled", func() bool { return r.distinct() == len(want) })
+	wait.Within(t, waitLimit, "the backlog to empty", func() bool {
 		return e.broker.Backlog(pulsartest.PartitionTopic("unload", 0), "sub")+e.broker.Backlog(pulsartest.PartitionTopic("unload", 1), "sub") == 0
 	})
 	if err := p.Err(); err != nil {
@@ -102,7 +103,7 @@ func TestUnloadNothingLost(t *testing.T) {
 	}
 	// Each stage's consumer of each partition was closed by the broker and
 	// reconnected by the client.
-	waitFor(t, "2 stages × 2 partitions reconnected", func() bool {
+	wait.Within(t, waitLimit, "2 stages × 2 partitions reconnected", func() bool {
 		connected, closed := 0, 0
 		for _, c := range e.consumerStats("unload", "sub", 2) {
 			if c.Connected {
@@ -146,13 +147,13 @@ func TestBatchedOvershootHandledOnce(t *testing.T) {
 		r.add(m)
 		return m.Data, nil
 	})
-	waitFor(t, "the broker to overshoot the permits", func() bool {
+	wait.Within(t, waitLimit, "the broker to overshoot the permits", func() bool {
 		cs := e.broker.Consumers("overshoot", "sub")
 		return len(cs) == 1 && cs[0].Dispatched >= 360 && cs[0].Dispatched > cs[0].PermitsGranted
 	})
 	once.Do(func() { close(release) })
-	waitFor(t, "every message handled", func() bool { return r.distinct() == 600 })
-	waitFor(t, "the backlog to empty", func() bool { return e.broker.Backlog("overshoot", "sub") == 0 })
+	wait.Within(t, waitLimit, "every message handled", func() bool { return r.distinct() == 600 })
+	wait.Within(t, waitLimit, "the backlog to empty", func() bool { return e.broker.Backlog("overshoot", "sub") == 0 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -184,22 +185,22 @@ func TestFailoverCallbackWithRealNoticeTiming(t *testing.T) {
 	src1 := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"fo"}, Subscription: "sub", NameSuffix: "t",
 		SubscriptionType: bpulsar.Failover, ActiveStateCallback: first.add, Consumer: earliest()})
 	_, stop1 := start(t, named("fo-first", src1, r1))
-	waitFor(t, "the first consumer to be reported active", func() bool { s, ok := first.last(); return ok && s.Active })
+	wait.Within(t, waitLimit, "the first consumer to be reported active", func() bool { s, ok := first.last(); return ok && s.Active })
 	src2 := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"fo"}, Subscription: "sub", NameSuffix: "t",
 		SubscriptionType: bpulsar.Failover, ActiveStateCallback: second.add, Consumer: earliest()})
 	_, stop2 := start(t, named("fo-second", src2, r2))
-	waitFor(t, "the standby to subscribe", func() bool { return len(e.broker.Consumers("fo", "sub")) == 2 })
+	wait.Within(t, waitLimit, "the standby to subscribe", func() bool { return len(e.broker.Consumers("fo", "sub")) == 2 })
 	e.publish("fo", "while-first", 5)
-	waitFor(t, "the active consumer to handle the messages", func() bool { return r1.distinct() == 6 })
+	wait.Within(t, waitLimit, "the active consumer to handle the messages", func() bool { return r1.distinct() == 6 })
 	if s, ok := second.last(); ok {
 		t.Fatalf("the standby was reported %+v while nothing changed", s)
 	}
 	if err := stop1(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the standby to be reported active", func() bool { s, ok := second.last(); return ok && s.Active })
+	wait.Within(t, waitLimit, "the standby to be reported active", func() bool { s, ok := second.last(); return ok && s.Active })
 	e.publish("fo", "after", 5)
-	waitFor(t, "the new active consumer to handle the messages", func() bool { return r2.distinct() >= 5 })
+	wait.Within(t, waitLimit, "the new active consumer to handle the messages", func() bool { return r2.distinct() >= 5 })
 	if err := stop2(); err != nil {
 		t.Fatal(err)
 	}
@@ -238,12 +239,12 @@ func TestDeadLetterCountsRestartWithTheStage(t *testing.T) {
 		Producer:   producer.Options[[]byte]{Source: src, Restart: producer.Restart{Backoff: 20 * time.Millisecond}},
 		Processors: processor.Options[[]byte, []byte]{Handle: handle},
 	})
-	waitFor(t, "the poison message delivered twice", func() bool { return seen() >= 2 })
+	wait.Within(t, waitLimit, "the poison message delivered twice", func() bool { return seen() >= 2 })
 	if !src.CloseConsumerForTest() {
 		t.Fatal("no open consumer to close")
 	}
-	waitFor(t, "the poison message in the dead letter topic", func() bool { return len(e.broker.Messages("restart-dlq-dead")) == 1 })
-	waitFor(t, "the backlog to empty", func() bool { return e.broker.Backlog("restart-dlq", "sub") == 0 })
+	wait.Within(t, waitLimit, "the poison message in the dead letter topic", func() bool { return len(e.broker.Messages("restart-dlq-dead")) == 1 })
+	wait.Within(t, waitLimit, "the backlog to empty", func() bool { return e.broker.Backlog("restart-dlq", "sub") == 0 })
 	mu.Lock()
 	defer mu.Unlock()
 	// Before the restart 0, 1 (maybe 2, if the second nack's redelivery

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
 	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
@@ -141,7 +142,7 @@ func TestFlowDefaultWindowAtBroker(t *testing.T) {
 
 	for step := 1; step <= 6; step++ {
 		out.allow(50)
-		waitFor(t, "the output to take its budget", func() bool { taken, _ := out.counts(); return taken == 50*step })
+		wait.Within(t, waitLimit, "the output to take its budget", func() bool { taken, _ := out.counts(); return taken == 50*step })
 		st = settle(t, e, "flow", "sub", 0, 1)
 		_, done := out.counts()
 		checkWindow(t, st[0], 12, done, 100)
@@ -183,7 +184,7 @@ func TestFlowCustomWindowAtBroker(t *testing.T) {
 	}
 	for step := 1; step <= 10; step++ {
 		out.allow(7)
-		waitFor(t, "the output to take its budget", func() bool { taken, _ := out.counts(); return taken == 7*step })
+		wait.Within(t, waitLimit, "the output to take its budget", func() bool { taken, _ := out.counts(); return taken == 7*step })
 		st = settle(t, e, "custom", "sub", 0, 1)
 		_, done := out.counts()
 		checkWindow(t, st[0], 1, done, 10)
@@ -247,6 +248,6 @@ func TestFlowPerConsumerWithTopicsAndConcurrency(t *testing.T) {
 	}
 	// Release everything: all 4000 messages come through.
 	out.allow(4000)
-	waitFor(t, "all messages dispatched", func() bool { _, done := out.counts(); return done == 4000 })
-	waitFor(t, "all acked", func() bool { return e.sumAcked("plain", "sub", 0)+e.sumAcked("parted", "sub", 2) == 4000 })
+	wait.Within(t, waitLimit, "all messages dispatched", func() bool { _, done := out.counts(); return done == 4000 })
+	wait.Within(t, waitLimit, "all acked", func() bool { return e.sumAcked("plain", "sub", 0)+e.sumAcked("parted", "sub", 2) == 4000 })
 }

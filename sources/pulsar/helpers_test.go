@@ -162,18 +162,6 @@ func recordAll(r *received) processor.Handler[[]byte, []byte] {
 	}
 }
 
-// waitFor polls cond until it holds or the wait limit passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // earliest is the consumer option every test uses so that messages
 // published before the subscription are delivered.
 func earliest() pulsar.ConsumerOptions {

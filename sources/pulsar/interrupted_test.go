@@ -13,6 +13,8 @@ import (
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
 	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
+
+	"github.com/boulevard-go/boulevard/internal/wait"
 )
 
 // redeliveredTo consumes topic with a fresh pipeline and returns the
@@ -31,7 +33,7 @@ func redeliveredTo(t *testing.T, e *env, topic string, n int) map[string]uint32 
 		mu.Unlock()
 		return m.Data, nil
 	})
-	waitFor(t, "the messages left unacked to come back", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == n })
+	wait.Within(t, waitLimit, "the messages left unacked to come back", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == n })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +57,7 @@ func TestInterruptedOutcomeIsNeverAcked(t *testing.T) {
 		}
 		return m.Data, nil
 	})
-	waitFor(t, "every other message acked", func() bool { return e.sumAcked("interrupted", "sub", 0) == int64(len(want)-1) })
+	wait.Within(t, waitLimit, "every other message acked", func() bool { return e.sumAcked("interrupted", "sub", 0) == int64(len(want)-1) })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -59,7 +60,7 @@ func TestFailoverActiveStateCallback(t *testing.T) {
 	src1 := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"fo"}, Subscription: "sub", NameSuffix: "t",
 		SubscriptionType: bpulsar.Failover, ActiveStateCallback: first.add, Consumer: earliest(), Logger: testLogger()})
 	_, stop1 := start(t, named("fo-first", src1, r1))
-	waitFor(t, "the first consumer to be reported active", func() bool { s, ok := first.last(); return ok && s.Active })
+	wait.Within(t, waitLimit, "the first consumer to be reported active", func() bool { s, ok := first.last(); return ok && s.Active })
 
 	panicked := false
 	src2 := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"fo"}, Subscription: "sub", NameSuffix: "t",
@@ -72,15 +73,15 @@ func TestFailoverActiveStateCallback(t *testing.T) {
 			}
 		}})
 	_, stop2 := start(t, named("fo-second", src2, r2))
-	waitFor(t, "the second consumer to be reported passive", func() bool { s, ok := second.last(); return ok && !s.Active })
-	waitFor(t, "the panic to be counted", func() bool { return src2.Stats().CallbackPanics == 1 })
+	wait.Within(t, waitLimit, "the second consumer to be reported passive", func() bool { s, ok := second.last(); return ok && !s.Active })
+	wait.Within(t, waitLimit, "the panic to be counted", func() bool { return src2.Stats().CallbackPanics == 1 })
 
 	if err := stop1(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the second consumer to take over", func() bool { s, ok := second.last(); return ok && s.Active })
+	wait.Within(t, waitLimit, "the second consumer to take over", func() bool { s, ok := second.last(); return ok && s.Active })
 	e.publish("fo", "after", 20)
-	waitFor(t, "the new active consumer to handle the messages", func() bool { return r2.distinct() >= 20 })
+	wait.Within(t, waitLimit, "the new active consumer to handle the messages", func() bool { return r2.distinct() >= 20 })
 	if err := stop2(); err != nil {
 		t.Fatal(err)
 	}
@@ -135,17 +136,17 @@ func TestConsumerClosedRestarts(t *testing.T) {
 	})
 	defer releaseAll() // before the stop, even when the test fails
 	<-blocked
-	waitFor(t, "the stage to take every message from the client", func() bool {
+	wait.Within(t, waitLimit, "the stage to take every message from the client", func() bool {
 		cs := e.broker.Consumers("death", "sub")
 		return len(cs) == 1 && cs[0].Dispatched == int64(len(want))
 	})
 	if !src.CloseConsumerForTest() {
 		t.Fatal("no open consumer to close")
 	}
-	waitFor(t, "the stage to replace its consumer", func() bool { return src.Stats().Replaced == 1 })
+	wait.Within(t, waitLimit, "the stage to replace its consumer", func() bool { return src.Stats().Replaced == 1 })
 	releaseAll()
-	waitFor(t, "every message handled", func() bool { return r.distinct() == len(want) })
-	waitFor(t, "the backlog to empty", func() bool { return e.broker.Backlog("death", "sub") == 0 })
+	wait.Within(t, waitLimit, "every message handled", func() bool { return r.distinct() == len(want) })
+	wait.Within(t, waitLimit, "the backlog to empty", func() bool { return e.broker.Backlog("death", "sub") == 0 })
 	if src.Stats().DroppedAcks == 0 {
 		t.Error("outcomes of the replaced consumer's messages were not dropped")
 	}
@@ -170,10 +171,10 @@ func TestDropConnectionsNothingLost(t *testing.T) {
 		time.Sleep(100 * time.Microsecond)
 		return m.Data, nil
 	})
-	waitFor(t, "some messages handled", func() bool { return r.distinct() >= 200 })
+	wait.Within(t, waitLimit, "some messages handled", func() bool { return r.distinct() >= 200 })
 	e.broker.DropConnections()
-	waitFor(t, "every message handled", func() bool { return r.distinct() == len(want) })
-	waitFor(t, "the backlog to empty", func() bool { return e.broker.Backlog("drop", "sub") == 0 })
+	wait.Within(t, waitLimit, "every message handled", func() bool { return r.distinct() == len(want) })
+	wait.Within(t, waitLimit, "the backlog to empty", func() bool { return e.broker.Backlog("drop", "sub") == 0 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +207,7 @@ func TestRefusedSubscribe(t *testing.T) {
 			t.Fatal("messages consumed through a refused subscription")
 		}
 		e.broker.RefuseSubscribe("refuse", "sub", nil)
-		waitFor(t, "every message handled", func() bool { return r.distinct() == len(want) })
+		wait.Within(t, waitLimit, "every message handled", func() bool { return r.distinct() == len(want) })
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := p.Stop(ctx); err != nil {
@@ -254,7 +255,7 @@ func TestDrain(t *testing.T) {
 	}
 	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"drain"}, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
 	_, stop := run(t, src, 1, producer.Flow{Initial: 20}, slow)
-	waitFor(t, "some messages handled", func() bool { return r.distinct() >= 50 })
+	wait.Within(t, waitLimit, "some messages handled", func() bool { return r.distinct() >= 50 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -262,14 +263,14 @@ func TestDrain(t *testing.T) {
 	if handled >= len(want) {
 		t.Fatalf("all %d messages were handled before the stop took effect", handled)
 	}
-	waitFor(t, "the broker to count the drained acks", func() bool { return e.sumAcked("drain", "sub", 0) == int64(handled) })
+	wait.Within(t, waitLimit, "the broker to count the drained acks", func() bool { return e.sumAcked("drain", "sub", 0) == int64(handled) })
 	if b := e.broker.Backlog("drain", "sub"); b != int64(len(want)-handled) {
 		t.Errorf("backlog %d after %d of %d were handled, want %d", b, handled, len(want), len(want)-handled)
 	}
 	// The next run picks up exactly the rest.
 	src2 := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"drain"}, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
 	_, stop2 := run(t, src2, 1, producer.Flow{}, recordAll(r))
-	waitFor(t, "the rest handled", func() bool { return r.distinct() == len(want) })
+	wait.Within(t, waitLimit, "the rest handled", func() bool { return r.distinct() == len(want) })
 	if err := stop2(); err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +311,7 @@ func TestConsumerClosedWithoutPermitsNoticed(t *testing.T) {
 	// input are full.
 	var last int64 = -1
 	stable := 0
-	waitFor(t, "dispatch to stop while the handler is stuck", func() bool {
+	wait.Within(t, waitLimit, "dispatch to stop while the handler is stuck", func() bool {
 		cs := e.broker.Consumers("starved", "sub")
 		if len(cs) != 1 {
 			return false
@@ -328,10 +329,10 @@ func TestConsumerClosedWithoutPermitsNoticed(t *testing.T) {
 	if !src.CloseConsumerForTest() {
 		t.Fatal("no open consumer to close")
 	}
-	waitFor(t, "the closed consumer to be noticed while the handler is stuck", func() bool { return src.Stats().Replaced == 1 })
+	wait.Within(t, waitLimit, "the closed consumer to be noticed while the handler is stuck", func() bool { return src.Stats().Replaced == 1 })
 	releaseAll()
-	waitFor(t, "every message handled", func() bool { return r.distinct() == len(want) })
-	waitFor(t, "the backlog to empty", func() bool { return e.broker.Backlog("starved", "sub") == 0 })
+	wait.Within(t, waitLimit, "every message handled", func() bool { return r.distinct() == len(want) })
+	wait.Within(t, waitLimit, "the backlog to empty", func() bool { return e.broker.Backlog("starved", "sub") == 0 })
 	if err := p.Err(); err != nil {
 		t.Errorf("pipeline error after a restart: %v", err)
 	}

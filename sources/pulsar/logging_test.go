@@ -13,6 +13,8 @@ import (
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
 	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
+
+	"github.com/boulevard-go/boulevard/internal/wait"
 )
 
 // The source logs through its producer stage's logger only (Options.Logger
@@ -32,7 +34,7 @@ func TestSourceLogsThroughStageLoggerOnce(t *testing.T) {
 			Restart: producer.Restart{Backoff: 20 * time.Millisecond}},
 		Processors: processor.Options[[]byte, []byte]{Handle: recordAll(r)},
 	})
-	waitFor(t, "every message handled", func() bool { return r.distinct() == len(want) })
+	wait.Within(t, waitLimit, "every message handled", func() bool { return r.distinct() == len(want) })
 	if !src.CloseConsumerForTest() {
 		t.Fatal("no open consumer to close")
 	}
@@ -46,8 +48,8 @@ func TestSourceLogsThroughStageLoggerOnce(t *testing.T) {
 		}
 		return n
 	}
-	waitFor(t, "the closed consumer to be logged", func() bool { return closedLines() > 0 })
-	waitFor(t, "the stage to subscribe again", func() bool { st := src.Stats(); return st.Replaced == 1 && st.Consumers == 1 })
+	wait.Within(t, waitLimit, "the closed consumer to be logged", func() bool { return closedLines() > 0 })
+	wait.Within(t, waitLimit, "the stage to subscribe again", func() bool { st := src.Stats(); return st.Replaced == 1 && st.Consumers == 1 })
 	if n := closedLines(); n != 1 {
 		t.Errorf("the closed consumer was logged %d times, want once", n)
 	}
@@ -85,7 +87,7 @@ func TestDLQOnFailoverWarnedOnce(t *testing.T) {
 				Producer:   producer.Options[[]byte]{Source: src, Concurrency: 2},
 				Processors: processor.Options[[]byte, []byte]{Handle: recordAll(r)},
 			})
-			waitFor(t, "every message handled", func() bool { return r.distinct() == len(want) })
+			wait.Within(t, waitLimit, "every message handled", func() bool { return r.distinct() == len(want) })
 			if err := stop(); err != nil {
 				t.Fatal(err)
 			}

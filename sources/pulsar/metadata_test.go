@@ -10,6 +10,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/producer"
 	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
@@ -103,7 +104,7 @@ func TestMetadataFields(t *testing.T) {
 	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"meta-plain", "meta-batch", "meta-part", "meta-chunk"},
 		Subscription: "meta", Consumer: co, Logger: testLogger()})
 	_, stop := run(t, src, 1, producer.Flow{}, recordAll(r))
-	waitFor(t, "every message handled", func() bool { return r.distinct() == len(want)+1 })
+	wait.Within(t, waitLimit, "every message handled", func() bool { return r.distinct() == len(want)+1 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
 	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
+
+	"github.com/boulevard-go/boulevard/internal/wait"
 )
 
 // With several topics, one consumer closed while its stage has no permits
@@ -43,7 +45,7 @@ func TestClosedConsumerFailsMultiTopicStage(t *testing.T) {
 	// Both consumers run out of permits: dispatch stops on both topics.
 	last := map[string]int64{}
 	stable := 0
-	waitFor(t, "dispatch to stop on both topics", func() bool {
+	wait.Within(t, waitLimit, "dispatch to stop on both topics", func() bool {
 		changed := false
 		for _, tp := range topics {
 			cs := e.broker.Consumers(tp, "sub")
@@ -64,10 +66,10 @@ func TestClosedConsumerFailsMultiTopicStage(t *testing.T) {
 	if !src.CloseConsumerForTest() {
 		t.Fatal("no open consumer to close")
 	}
-	waitFor(t, "the stage to replace both consumers while the handler is stuck", func() bool { return src.Stats().Replaced == int64(len(topics)) })
+	wait.Within(t, waitLimit, "the stage to replace both consumers while the handler is stuck", func() bool { return src.Stats().Replaced == int64(len(topics)) })
 	releaseAll()
-	waitFor(t, "every message of both topics handled", func() bool { return r.distinct() == len(want) })
+	wait.Within(t, waitLimit, "every message of both topics handled", func() bool { return r.distinct() == len(want) })
 	for _, tp := range topics {
-		waitFor(t, "the backlog of "+tp+" to empty", func() bool { return e.broker.Backlog(tp, "sub") == 0 })
+		wait.Within(t, waitLimit, "the backlog of "+tp+" to empty", func() bool { return e.broker.Backlog(tp, "sub") == 0 })
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
 	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
+
+	"github.com/boulevard-go/boulevard/internal/wait"
 )
 
 // Two sources never give their consumers the same name, even under the same
@@ -38,7 +40,7 @@ func TestConsumerNamesUniquePerSourceStableAcrossRestarts(t *testing.T) {
 		slices.Sort(names)
 		return names
 	}
-	waitFor(t, "both consumers to subscribe", func() bool { return len(connected()) == 2 })
+	wait.Within(t, waitLimit, "both consumers to subscribe", func() bool { return len(connected()) == 2 })
 	before := connected()
 	if before[0] == before[1] {
 		t.Fatalf("both sources named their consumer %q", before[0])
@@ -51,7 +53,7 @@ func TestConsumerNamesUniquePerSourceStableAcrossRestarts(t *testing.T) {
 	if !a.CloseConsumerForTest() {
 		t.Fatal("no open consumer to close")
 	}
-	waitFor(t, "the stage to subscribe again", func() bool { return a.Stats().Replaced == 1 && len(connected()) == 2 })
+	wait.Within(t, waitLimit, "the stage to subscribe again", func() bool { return a.Stats().Replaced == 1 && len(connected()) == 2 })
 	if after := connected(); !slices.Equal(after, before) {
 		t.Errorf("consumer names %q after the restart, want %q", after, before)
 	}

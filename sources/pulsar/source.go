@@ -352,16 +352,9 @@ func (s *Source) retire(cs []*consumer) {
 	s.replaced.Add(int64(len(cs)))
 }
 
+// closeAll closes every consumer of cs at once and returns when all are.
 func closeAll(cs []*consumer) {
-	var wg sync.WaitGroup
-	for _, c := range cs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.close()
-		}()
-	}
-	wg.Wait()
+	_ = liveset.CloseEach(cs, func(c *consumer) error { c.close(); return nil })
 }
 
 // Close closes every consumer the source still has open, which flushes the

@@ -5,6 +5,8 @@ import (
 
 	"github.com/boulevard-go/boulevard/producer"
 	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
+
+	"github.com/boulevard-go/boulevard/internal/wait"
 )
 
 // Every published message reaches the handler exactly once and is acked at
@@ -15,8 +17,8 @@ func TestConsumeAndAck(t *testing.T) {
 	r := newReceived()
 	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"orders"}, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
 	_, stop := run(t, src, 1, producer.Flow{}, recordAll(r))
-	waitFor(t, "every message handled", func() bool { return r.distinct() == len(want) })
-	waitFor(t, "every message acked at the broker", func() bool { return e.sumAcked("orders", "sub", 0) == int64(len(want)) })
+	wait.Within(t, waitLimit, "every message handled", func() bool { return r.distinct() == len(want) })
+	wait.Within(t, waitLimit, "every message acked at the broker", func() bool { return e.sumAcked("orders", "sub", 0) == int64(len(want)) })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +60,7 @@ func TestSubscriptionTypes(t *testing.T) {
 		r := newReceived()
 		src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{topic}, Subscription: "sub", SubscriptionType: tc.typ, Consumer: earliest(), Logger: testLogger()})
 		_, stop := run(t, src, 1, producer.Flow{}, recordAll(r))
-		waitFor(t, "messages handled", func() bool { return r.distinct() == len(want) })
+		wait.Within(t, waitLimit, "messages handled", func() bool { return r.distinct() == len(want) })
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,8 @@ import (
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
 	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
+
+	"github.com/boulevard-go/boulevard/internal/wait"
 )
 
 // Stats count what reached the stage, what came back, what was nacked and
@@ -39,8 +41,8 @@ func TestStatsCountRedeliveriesNacksAndDeadLetters(t *testing.T) {
 			return m.Data, nil
 		}},
 	})
-	waitFor(t, "the poison message in the dead letter topic", func() bool { return len(e.broker.Messages("stats-dlq-dead")) == 1 })
-	waitFor(t, "the backlog to empty", func() bool { return e.broker.Backlog("stats-dlq", "sub") == 0 })
+	wait.Within(t, waitLimit, "the poison message in the dead letter topic", func() bool { return len(e.broker.Messages("stats-dlq-dead")) == 1 })
+	wait.Within(t, waitLimit, "the backlog to empty", func() bool { return e.broker.Backlog("stats-dlq", "sub") == 0 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -62,9 +64,9 @@ func TestStatsShowPermitsAndClientQueue(t *testing.T) {
 	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"stats-permits"}, Subscription: "sub", Consumer: earliest()})
 	startProducer(t, src, 1, producer.Flow{}, out)
 	want := bpulsar.Stats{Consumers: 1, Received: 88, PermitsGranted: 100, PermitsAvailable: 12, ClientQueue: 12}
-	waitFor(t, "the stage to hold its share of the window", func() bool { return src.Stats() == want })
+	wait.Within(t, waitLimit, "the stage to hold its share of the window", func() bool { return src.Stats() == want })
 	out.allow(500)
-	waitFor(t, "every message to leave the stage", func() bool {
+	wait.Within(t, waitLimit, "every message to leave the stage", func() bool {
 		st := src.Stats()
 		return st.Received == 500 && st.PermitsGranted-st.PermitsAvailable == 500
 	})
