@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
 )
@@ -76,7 +77,7 @@ func checkWindow[T any](t testing.TB, h Harness[T]) {
 		runtime.Gosched()
 	}
 	release(t, p)
-	waitFor(t, "every message handled", func() bool { return l.covers(e.keys) })
+	wait.Within(t, waitLimit, "every message handled", func() bool { return l.covers(e.keys) })
 	if err := stop(p); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
@@ -115,7 +116,7 @@ func checkReadAhead[T any](t testing.TB, h Harness[T]) {
 	}
 	t.Logf("read-ahead at the broker peaked at %d messages (bound %d)", peak, bound)
 	release(t, p)
-	waitFor(t, "every message handled", func() bool { return l.covers(e.keys) })
+	wait.Within(t, waitLimit, "every message handled", func() bool { return l.covers(e.keys) })
 	if err := stop(p); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
@@ -135,7 +136,7 @@ func checkOneOutcome[T any](t testing.TB, h Harness[T]) {
 		}
 		return nil
 	})
-	waitFor(t, "every message handled", func() bool { return l.covers(e.keys) })
+	wait.Within(t, waitLimit, "every message handled", func() bool { return l.covers(e.keys) })
 	if err := stop(p); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
@@ -190,7 +191,7 @@ func checkDrain[T any](t testing.TB, h Harness[T]) {
 	}
 	second := newLedger()
 	p := e.start("sourcetest-resume", e.source(), second, nil, nil)
-	waitFor(t, "the rest of the messages handled by a new source", func() bool {
+	wait.Within(t, waitLimit, "the rest of the messages handled by a new source", func() bool {
 		for _, k := range e.keys {
 			if handled[k] == 0 && !second.covers([]string{k}) {
 				return false
@@ -226,7 +227,7 @@ func drain[T any](t testing.TB, h Harness[T]) (*env[T], *observed[T], *ledger) {
 	p, l := e.startHeld("sourcetest-drain", src)
 	stopped := make(chan error, 1)
 	go func() { stopped <- stop(p) }()
-	waitFor(t, "the source's Run to return after Stop", func() bool {
+	wait.Within(t, waitLimit, "the source's Run to return after Stop", func() bool {
 		active, _, _ := src.state()
 		return active == 0
 	})
@@ -274,12 +275,12 @@ func checkRestart[T any](t testing.TB, h Harness[T]) {
 	// left its buffer: they are handled, and acknowledged, after that run
 	// returned.
 	release(t, p)
-	waitFor(t, "the stage to restart the source", func() bool {
+	wait.Within(t, waitLimit, "the stage to restart the source", func() bool {
 		st := p.SourceStatus()
 		_, runs, _ := src.state()
 		return len(st) > 0 && st[0].Restarts >= 1 && connected(st[0]) && runs >= 2
 	})
-	waitFor(t, "every message handled after the restart", func() bool { return l.covers(e.keys) })
+	wait.Within(t, waitLimit, "every message handled after the restart", func() bool { return l.covers(e.keys) })
 	if err := stop(p); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
@@ -323,12 +324,12 @@ func checkMemberJoin[T any](t testing.TB, h Harness[T]) {
 	e, src := setup(t, h, true)
 	p1, l := e.startHeld("sourcetest-member-1", src)
 	p2 := e.start("sourcetest-member-2", e.source(), l, nil, nil)
-	waitFor(t, "the second consumer to connect", func() bool {
+	wait.Within(t, waitLimit, "the second consumer to connect", func() bool {
 		st := p2.SourceStatus()
 		return len(st) > 0 && connected(st[0])
 	})
 	release(t, p1)
-	waitFor(t, "every message handled by one of the consumers", func() bool { return l.covers(e.keys) })
+	wait.Within(t, waitLimit, "every message handled by one of the consumers", func() bool { return l.covers(e.keys) })
 	var errs []error
 	for _, p := range []interface{ Stop(context.Context) error }{p1, p2} {
 		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -36,27 +37,6 @@ const handlers = 2
 const held = 3
 
 var holding = &producer.RateLimit{Allowed: held, Interval: time.Hour}
-
-// waitFor polls cond until it holds, and fails the test after waitLimit.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	waitState(t, what, cond, nil)
-}
-
-// waitState is waitFor that says, when it fails, what state returns.
-func waitState(t testing.TB, what string, cond func() bool, state func() string) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			if state != nil {
-				what += " (" + state() + ")"
-			}
-			t.Fatalf("timed out after %s waiting for %s", waitLimit, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
 
 // ledger records what the handlers saw, before they return.
 type ledger struct {
@@ -298,7 +278,7 @@ func (e *env[T]) startHeld(name string, src *observed[T]) (*pipeline.Pipeline[T,
 func (e *env[T]) fill(src *observed[T], l *ledger) {
 	e.t.Helper()
 	want := e.feeds * flow.Initial
-	waitState(e.t, fmt.Sprintf("%d messages (%d feeds × Initial %d) handled or in the stage buffer",
+	wait.Within(e.t, waitLimit, fmt.Sprintf("%d messages (%d feeds × Initial %d) handled or in the stage buffer",
 		want, e.feeds, flow.Initial), func() bool {
 		calls, _ := l.counts()
 		return calls+src.buffered() >= want
