@@ -153,8 +153,8 @@ func recvClosed(t *testing.T, sub *topic.Subscription[int]) {
 	}
 }
 
-// wait returns the receipt's result, failing the test if it takes too long.
-func wait(t *testing.T, r *topic.Receipt) topic.Result {
+// waitReceipt returns the receipt's result, failing the test if it takes too long.
+func waitReceipt(t *testing.T, r *topic.Receipt) topic.Result {
 	t.Helper()
 	res, err := r.Wait(ctxT(t))
 	if err != nil {
@@ -172,7 +172,7 @@ func pending(t *testing.T, r *topic.Receipt) {
 
 func expectResult(t *testing.T, r *topic.Receipt, want topic.ReceiptOutcome, reason error) {
 	t.Helper()
-	res := wait(t, r)
+	res := waitReceipt(t, r)
 	if res.Outcome != want {
 		t.Fatalf("outcome %v (reason %v), want %v", res.Outcome, res.Reason, want)
 	}
@@ -185,18 +185,6 @@ func isErr(t *testing.T, what string, err, want error) {
 	t.Helper()
 	if !errors.Is(err, want) {
 		t.Fatalf("%s: error %v, want %v", what, err, want)
-	}
-}
-
-// eventually polls cond until it holds.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(patience)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(200 * time.Microsecond)
 	}
 }
 

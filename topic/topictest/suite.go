@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/topic"
 )
 
@@ -441,7 +442,7 @@ func testExactlyOnce(s *suite) {
 		t.Fatalf("Publish: %v", err)
 	}
 	total := publishers * perPub
-	eventually(t, "every message received", func() bool {
+	wait.Within(t, patience, "every message received", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(seen) == total
@@ -868,7 +869,7 @@ func testMixedConcurrent(s *suite) {
 	for err := range errs {
 		t.Fatalf("Publish: %v", err)
 	}
-	eventually(t, "every subscriber drained", func() bool {
+	wait.Within(t, patience, "every subscriber drained", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(seen["a"]) == total && len(seen["b"]) == total && len(seen["bc"]) == total
@@ -1103,7 +1104,7 @@ func testTrackedTimeout(s *suite) {
 	if err := sub.Ack(it.ID); err != nil {
 		t.Fatal(err)
 	}
-	res := wait(t, r3)
+	res := waitReceipt(t, r3)
 	if res.Outcome != topic.Acked && res.Outcome != topic.TimedOut {
 		t.Fatalf("outcome %v", res.Outcome)
 	}
@@ -1662,7 +1663,7 @@ func testDurableStats(s *suite) {
 	}
 	b.Close()
 	bc.Close()
-	eventually(t, "group b and the broadcast subscriber gone from Stats", func() bool {
+	wait.Within(t, patience, "group b and the broadcast subscriber gone from Stats", func() bool {
 		st := h.Stats()
 		return st.BalancedGroups == 1 && st.BroadcastSubscribers == 0
 	})
