@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 	"github.com/boulevard-go/boulevard/topic"
 )
@@ -65,17 +66,6 @@ func heldTopic(t *testing.T, pending int) (*pTopic[int], *heldProducer) {
 	return tp, p
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // Guarantee: while the producer's pending queue is full (every slot
 // awaiting a receipt), TryPublish and drop_newest report DroppedOnFull and
 // send nothing; a blocking publish waits for room, honours its context
@@ -89,7 +79,7 @@ func TestPendingQueueFull(t *testing.T) {
 			results <- err
 		}()
 	}
-	waitUntil(t, "two sends awaiting receipts", func() bool { return p.pending() == 2 })
+	wait.Within(t, 20*time.Second, "two sends awaiting receipts", func() bool { return p.pending() == 2 })
 	if out, err := tp.TryPublish(topic.Envelope[int]{Value: 3}); err != nil || out != topic.DroppedOnFull {
 		t.Fatalf("TryPublish = %v, %v; want DroppedOnFull", out, err)
 	}
@@ -115,7 +105,7 @@ func TestPendingQueueFull(t *testing.T) {
 			t.Fatalf("first publishes: %v", err)
 		}
 	}
-	waitUntil(t, "the blocked publish to be sent", func() bool { return p.pending() == 1 })
+	wait.Within(t, 20*time.Second, "the blocked publish to be sent", func() bool { return p.pending() == 1 })
 	p.release(nil)
 	if err := <-blocked; err != nil {
 		t.Fatalf("blocked publish: %v", err)
@@ -131,7 +121,7 @@ func TestCloseWakesBlockedPublish(t *testing.T) {
 		_, err := tp.Publish(context.Background(), topic.Envelope[int]{Value: 1}, topic.Block)
 		first <- err
 	}()
-	waitUntil(t, "one send awaiting its receipt", func() bool { return p.pending() == 1 })
+	wait.Within(t, 20*time.Second, "one send awaiting its receipt", func() bool { return p.pending() == 1 })
 	blocked := make(chan error, 1)
 	go func() {
 		_, err := tp.Publish(context.Background(), topic.Envelope[int]{Value: 2}, topic.Block)
@@ -193,7 +183,7 @@ func TestBroadcastSubscriptions(t *testing.T) {
 		t.Fatalf("BroadcastSubscribers = %d", got)
 	}
 	subs[0].Close()
-	waitUntil(t, "the closed subscriber's subscription to go", func() bool { return b.Backlog(full, subs[0].name) == -1 })
+	wait.Within(t, 20*time.Second, "the closed subscriber's subscription to go", func() bool { return b.Backlog(full, subs[0].name) == -1 })
 	if b.Backlog(full, subs[1].name) == -1 {
 		t.Fatal("the other subscriber's subscription went too")
 	}
