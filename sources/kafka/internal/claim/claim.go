@@ -1,6 +1,7 @@
 package claim
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"sync"
@@ -11,6 +12,9 @@ import (
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
 )
+
+// discard is the logger of a claim whose Config.Log is nil.
+var discard = slog.New(slog.DiscardHandler)
 
 // Config describes a new claim.
 type Config struct {
@@ -31,7 +35,8 @@ type Config struct {
 	// Start is where the claim starts reading; -1 when unknown (the oldest
 	// or newest record).
 	Start int64
-	Log   *slog.Logger
+	// Log receives the claim's logs. Nil discards them.
+	Log *slog.Logger
 	// OnAdvance, when set, is called (under the claim's lock) with the new
 	// end of the handled prefix each time it advances.
 	OnAdvance func(next int64)
@@ -96,7 +101,7 @@ func New(cfg Config) *Claim {
 		MemberID:   cfg.MemberID,
 		Session:    cfg.Session,
 		policy:     cfg.Policy,
-		log:        cfg.Log,
+		log:        cmp.Or(cfg.Log, discard),
 		onAdvance:  cfg.OnAdvance,
 		highWater:  cfg.HighWater,
 		GrantCh:    make(chan struct{}, 1),
@@ -105,9 +110,6 @@ func New(cfg Config) *Claim {
 		retryAt:    -1,
 		holdAt:     -1,
 		settled:    make(chan struct{}, 1),
-	}
-	if c.log == nil {
-		c.log = slog.New(slog.DiscardHandler)
 	}
 	committed := max(cfg.Committed, -1)
 	c.Committed.Store(committed)
