@@ -102,15 +102,35 @@ type Options struct {
 	// message that waits behind more than MaxPending/2 others has its
 	// batch linked to the context it arrived with instead of its processor
 	// span. 0 means DefaultMaxPending; at most 1<<24.
-	MaxPending int `name:"maxPending" validate:"gte=0,lte=16777216"`
+	MaxPending int `validate:"gte=0,lte=16777216"`
 }
+
+// WithDefaults returns o with every zero field but TracerProvider (nil is
+// off) replaced by its default: Propagator propagation.TraceContext{},
+// Carrier DefaultCarrier, MaxPending DefaultMaxPending.
+func (o Options) WithDefaults() Options {
+	if o.Propagator == nil {
+		o.Propagator = propagation.TraceContext{}
+	}
+	if o.Carrier == nil {
+		o.Carrier = DefaultCarrier
+	}
+	if o.MaxPending == 0 {
+		o.MaxPending = DefaultMaxPending
+	}
+	return o
+}
+
+// Validate returns nil or a validate.Errors naming every broken rule
+// ("tracing.maxPending must be ≤ 16777216"). Instrument calls it.
+func (o Options) Validate() error { return validate.Struct("tracing", &o) }
 
 // Instrument returns opts with its processor handler and every batcher's
 // handler wrapped so that each message and each batch they handle is a
 // span, or opts unchanged when o.TracerProvider is nil. It reports an
 // invalid o as a validate.Errors naming the field.
 func Instrument[In, Out any](opts pipeline.Options[In, Out], o Options) (pipeline.Options[In, Out], error) {
-	if err := validate.Struct("tracing", &o); err != nil {
+	if err := o.Validate(); err != nil {
 		return opts, err
 	}
 	if o.TracerProvider == nil {
@@ -142,19 +162,13 @@ type tracer struct {
 }
 
 func newTracer(o Options) *tracer {
-	t := &tracer{
+	o = o.WithDefaults()
+	return &tracer{
 		tracer:  o.TracerProvider.Tracer(ScopeName),
 		prop:    o.Propagator,
 		carrier: o.Carrier,
 		links:   newLinkTable(o.MaxPending),
 	}
-	if t.prop == nil {
-		t.prop = propagation.TraceContext{}
-	}
-	if t.carrier == nil {
-		t.carrier = DefaultCarrier
-	}
-	return t
 }
 
 // DefaultCarrier is the default Options.Carrier: the record headers of a
@@ -263,10 +277,7 @@ func SinkHeaders(o Options) func(ctx context.Context, m message.Keyed) topic.Hea
 	if o.TracerProvider == nil {
 		return nil
 	}
-	prop := o.Propagator
-	if prop == nil {
-		prop = propagation.TraceContext{}
-	}
+	prop := o.WithDefaults().Propagator
 	return func(ctx context.Context, _ message.Keyed) topic.Headers {
 		if !trace.SpanContextFromContext(ctx).IsValid() {
 			return nil
