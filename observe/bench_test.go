@@ -7,14 +7,13 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/internal/benchsrc"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/observe"
 	"github.com/boulevard-go/boulevard/pipeline"
@@ -41,57 +40,14 @@ func scrape(h http.Handler, path string) {
 	h.ServeHTTP(&discardWriter{h: http.Header{}}, httptest.NewRequest("GET", path, nil))
 }
 
-// countAcker counts acknowledged messages.
-type countAcker struct{ n atomic.Int64 }
-
-func (a *countAcker) Ack(_ context.Context, ok, failed []acker.Outcome) {
-	a.n.Add(int64(len(ok) + len(failed)))
-}
-
-// slabSource delivers n reused messages from a slab, in chunks of 64, as
-// its permits allow, once start is closed.
-type slabSource struct {
-	producer.Basic
-	n     int
-	start chan struct{}
-	slab  []message.Message[int]
-	ack   acker.Acknowledger
-}
-
-func (s *slabSource) Run(ctx context.Context, st *producer.Stage[int]) error {
-	feed := st.NewFeed("bench", nil)
-	select {
-	case <-s.start:
-	case <-ctx.Done():
-		return nil
-	}
-	buf := make([]*message.Message[int], 0, 64)
-	for i := 0; i < s.n; {
-		k, err := feed.Acquire(ctx, min(64, s.n-i))
-		if err != nil {
-			return nil
-		}
-		for j := range k {
-			m := &s.slab[i+j]
-			m.Init(i+j, s.ack, uint64(i+j))
-			buf = append(buf, m)
-		}
-		feed.Deliver(buf...)
-		clear(buf)
-		buf = buf[:0]
-		i += k
-	}
-	return nil
-}
-
 // benchMetrics runs b.N messages through a pipeline with two processors
 // (and a batcher of 100 when batched); with on, an Observer registered on
 // a registry is scraped through its handler (/metrics and /stats) every
 // benchScrapeInterval while they flow.
 func benchMetrics(b *testing.B, batched, on bool) {
 	b.ReportAllocs()
-	ack := &countAcker{}
-	src := &slabSource{n: b.N, start: make(chan struct{}), slab: make([]message.Message[int], b.N), ack: ack}
+	ack := &benchsrc.Counter{}
+	src := benchsrc.NewSlab(b.N, ack)
 	runtime.GC()
 	opts := pipeline.Options[int, int]{
 		Name:     "bench",
@@ -138,14 +94,14 @@ func benchMetrics(b *testing.B, batched, on bool) {
 	runtime.ReadMemStats(&before)
 	cpu := processCPU()
 	b.ResetTimer()
-	close(src.start)
+	close(src.Start)
 	<-p.Done()
 	b.StopTimer()
 	cpu = processCPU() - cpu
 	runtime.ReadMemStats(&after)
 	close(stop)
 	wg.Wait()
-	if n := ack.n.Load(); n != int64(b.N) {
+	if n := ack.N.Load(); n != int64(b.N) {
 		b.Fatalf("acknowledged %d of %d messages", n, b.N)
 	}
 	if s := b.Elapsed().Seconds(); s > 0 {

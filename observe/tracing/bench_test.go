@@ -4,61 +4,18 @@ import (
 	"context"
 	"log/slog"
 	"runtime"
-	"sync/atomic"
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/internal/benchsrc"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/observe/tracing"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
 )
-
-type countAcker struct{ n atomic.Int64 }
-
-func (a *countAcker) Ack(_ context.Context, ok, failed []acker.Outcome) {
-	a.n.Add(int64(len(ok) + len(failed)))
-}
-
-// slabSource delivers n reused messages, in chunks of 64, as its permits
-// allow, once start is closed.
-type slabSource struct {
-	producer.Basic
-	n     int
-	start chan struct{}
-	slab  []message.Message[int]
-	ack   acker.Acknowledger
-}
-
-func (s *slabSource) Run(ctx context.Context, st *producer.Stage[int]) error {
-	feed := st.NewFeed("bench", nil)
-	select {
-	case <-s.start:
-	case <-ctx.Done():
-		return nil
-	}
-	buf := make([]*message.Message[int], 0, 64)
-	for i := 0; i < s.n; {
-		k, err := feed.Acquire(ctx, min(64, s.n-i))
-		if err != nil {
-			return nil
-		}
-		for j := range k {
-			m := &s.slab[i+j]
-			m.Init(i+j, s.ack, uint64(i+j))
-			buf = append(buf, m)
-		}
-		feed.Deliver(buf...)
-		clear(buf)
-		buf = buf[:0]
-		i += k
-	}
-	return nil
-}
 
 // BenchmarkTracing runs b.N messages through two processors and a batcher
 // of 100: without tracing (off), with every message and batch sampled into
@@ -78,8 +35,8 @@ func BenchmarkTracing(b *testing.B) {
 		}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			ack := &countAcker{}
-			src := &slabSource{n: b.N, start: make(chan struct{}), slab: make([]message.Message[int], b.N), ack: ack}
+			ack := &benchsrc.Counter{}
+			src := benchsrc.NewSlab(b.N, ack)
 			opts := pipeline.Options[int, int]{
 				Name:     "bench",
 				Logger:   slog.New(slog.DiscardHandler),
@@ -111,11 +68,11 @@ func BenchmarkTracing(b *testing.B) {
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
 			b.ResetTimer()
-			close(src.start)
+			close(src.Start)
 			<-p.Done()
 			b.StopTimer()
 			runtime.ReadMemStats(&after)
-			if n := ack.n.Load(); n != int64(b.N) {
+			if n := ack.N.Load(); n != int64(b.N) {
 				b.Fatalf("acknowledged %d of %d messages", n, b.N)
 			}
 			b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N), "allocs/msg")
