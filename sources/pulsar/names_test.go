@@ -50,9 +50,9 @@ func TestConsumerNamesUniquePerSourceStableAcrossRestarts(t *testing.T) {
 			t.Errorf("consumer name %q does not start with its stage name", n)
 		}
 	}
-	if !a.CloseConsumerForTest() {
-		t.Fatal("no open consumer to close")
-	}
+	// The broker lists a consumer as soon as it subscribes, a moment before
+	// the source holds it; close it once the source does.
+	wait.Within(t, waitLimit, "the source to hold its consumer and close it", a.CloseConsumerForTest)
 	wait.Within(t, waitLimit, "the stage to subscribe again", func() bool { return a.Stats().Replaced == 1 && len(connected()) == 2 })
 	if after := connected(); !slices.Equal(after, before) {
 		t.Errorf("consumer names %q after the restart, want %q", after, before)
