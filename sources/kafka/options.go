@@ -14,18 +14,21 @@ import (
 )
 
 // Default values of the source options. A zero field in Options takes the
-// matching default.
+// matching default: InitialOffset OffsetLatest, BeginOffset BeginCommitted,
+// CommitMode CommitInterval, CommitInterval 1s, FailurePolicy
+// FailureCommit, RedeliveryBackoff 1s, RevokeTimeout 10s, ConnectTimeout
+// 5s. The franz-go source has the same defaults.
 const (
-	DefaultInitialOffset     = OffsetLatest
-	DefaultBeginOffset       = BeginCommitted
-	DefaultCommitMode        = CommitInterval
-	DefaultCommitInterval    = time.Second
-	DefaultFailurePolicy     = FailureCommit
-	DefaultRedeliveryBackoff = time.Second
-	DefaultRevokeTimeout     = 10 * time.Second
+	DefaultInitialOffset     = claim.DefaultInitialOffset
+	DefaultBeginOffset       = claim.DefaultBeginOffset
+	DefaultCommitMode        = claim.DefaultCommitMode
+	DefaultCommitInterval    = claim.DefaultCommitInterval
+	DefaultFailurePolicy     = claim.DefaultFailurePolicy
+	DefaultRedeliveryBackoff = claim.DefaultRedeliveryBackoff
+	DefaultRevokeTimeout     = claim.DefaultRevokeTimeout
 	// DefaultConnectTimeout bounds the connection check every Run starts
 	// with (Options.ConnectTimeout).
-	DefaultConnectTimeout = 5 * time.Second
+	DefaultConnectTimeout = claim.DefaultConnectTimeout
 	// DefaultDialTimeout is Config.Net.DialTimeout when the Config leaves
 	// it at sarama's default (30s).
 	DefaultDialTimeout = 5 * time.Second
@@ -34,12 +37,12 @@ const (
 	// against unresponsive brokers could take ReadTimeout × brokers ×
 	// (Metadata.Retry.Max+1)).
 	DefaultMetadataTimeout = 10 * time.Second
-	// DefaultWindow is the permit window per partition when the pipeline's
-	// producer.Options.Flow.Initial is 0 (Source.DefaultWindow). A Kafka
+	// DefaultWindow (512) is the permit window per partition when the
+	// pipeline's producer.Options.Flow.Initial is 0 (Source.Info). A Kafka
 	// fetch returns up to Config.Consumer.Fetch.Default bytes per
 	// partition; with a smaller window sarama's fetch loop waits for the
 	// pipeline more often.
-	DefaultWindow = 512
+	DefaultWindow = claim.DefaultWindow
 )
 
 // Initial offsets a group starts at on a partition it has no committed offset
@@ -207,36 +210,21 @@ type Options struct {
 	Telemetry *telemetry.Hooks `name:"-" validate:"-"`
 }
 
-// WithDefaults returns o with every zero field replaced by its default.
+// WithDefaults returns o with every zero field replaced by its default, and
+// a nil Config by sarama.NewConfig().
 func (o Options) WithDefaults() Options {
-	if o.InitialOffset == "" {
-		o.InitialOffset = DefaultInitialOffset
-	}
-	if o.BeginOffset == "" {
-		o.BeginOffset = DefaultBeginOffset
-	}
-	if o.CommitMode == "" {
-		o.CommitMode = DefaultCommitMode
-	}
-	if o.CommitInterval == 0 {
-		o.CommitInterval = DefaultCommitInterval
-	}
-	if o.FailurePolicy == "" {
-		o.FailurePolicy = DefaultFailurePolicy
-	}
-	if o.RedeliveryBackoff == 0 {
-		o.RedeliveryBackoff = DefaultRedeliveryBackoff
-	}
-	if o.RevokeTimeout == 0 {
-		o.RevokeTimeout = DefaultRevokeTimeout
-	}
-	if o.ConnectTimeout == 0 {
-		o.ConnectTimeout = DefaultConnectTimeout
-	}
+	o.fields().SetDefaults()
 	if o.Config == nil {
 		o.Config = sarama.NewConfig()
 	}
 	return o
+}
+
+// fields points at the options the franz-go source has too.
+func (o *Options) fields() claim.Fields {
+	return claim.Fields{InitialOffset: &o.InitialOffset, BeginOffset: &o.BeginOffset, CommitMode: &o.CommitMode,
+		CommitInterval: &o.CommitInterval, FailurePolicy: &o.FailurePolicy, RedeliveryBackoff: &o.RedeliveryBackoff,
+		RevokeTimeout: &o.RevokeTimeout, ConnectTimeout: &o.ConnectTimeout}
 }
 
 // saramaDefaults is sarama.NewConfig(), to tell the fields a user left at
@@ -277,13 +265,10 @@ func SaramaDefaults(cfg *sarama.Config) {
 // a validate.Errors naming each field under "kafka.", for example
 // "kafka.brokers is required". New calls it.
 func (o Options) Validate() error {
-	errs := []error{validate.Struct("kafka", &o)}
-	errs = append(errs, claim.StartTimeRule("kafka", o.InitialOffset, o.StartTime))
+	errs := claim.Rules("kafka", &o, o.InitialOffset, o.StartTime)
 	if o.Config != nil {
-		if o.RevokeTimeout >= o.Config.Consumer.Group.Rebalance.Timeout {
-			errs = append(errs, validate.Field("kafka.revokeTimeout", "ltfield",
-				fmt.Sprintf("must be < config.Consumer.Group.Rebalance.Timeout (%s)", o.Config.Consumer.Group.Rebalance.Timeout)))
-		}
+		errs = append(errs, claim.RevokeRule("kafka", o.RevokeTimeout, o.Config.Consumer.Group.Rebalance.Timeout,
+			"config.Consumer.Group.Rebalance.Timeout"))
 		if err := o.saramaConfig(100).Validate(); err != nil {
 			errs = append(errs, validate.Field("kafka.config", "sarama", fmt.Sprintf("is rejected by sarama: %v", err)))
 		}

@@ -59,7 +59,7 @@ const (
 	DefaultConnectTimeout    = claim.DefaultConnectTimeout
 	// DefaultWindow is the permit window per partition when the pipeline's
 	// producer.Options.Flow.Initial is 0 (the sarama source's too).
-	DefaultWindow = 512
+	DefaultWindow = claim.DefaultWindow
 )
 
 // Options configure a Source. They are the sarama source's options
@@ -159,31 +159,15 @@ type Options struct {
 
 // WithDefaults returns o with every zero field replaced by its default.
 func (o Options) WithDefaults() Options {
-	if o.InitialOffset == "" {
-		o.InitialOffset = DefaultInitialOffset
-	}
-	if o.BeginOffset == "" {
-		o.BeginOffset = DefaultBeginOffset
-	}
-	if o.CommitMode == "" {
-		o.CommitMode = DefaultCommitMode
-	}
-	if o.CommitInterval == 0 {
-		o.CommitInterval = DefaultCommitInterval
-	}
-	if o.FailurePolicy == "" {
-		o.FailurePolicy = DefaultFailurePolicy
-	}
-	if o.RedeliveryBackoff == 0 {
-		o.RedeliveryBackoff = DefaultRedeliveryBackoff
-	}
-	if o.RevokeTimeout == 0 {
-		o.RevokeTimeout = DefaultRevokeTimeout
-	}
-	if o.ConnectTimeout == 0 {
-		o.ConnectTimeout = DefaultConnectTimeout
-	}
+	o.fields().SetDefaults()
 	return o
+}
+
+// fields points at the options the sarama source has too.
+func (o *Options) fields() claim.Fields {
+	return claim.Fields{InitialOffset: &o.InitialOffset, BeginOffset: &o.BeginOffset, CommitMode: &o.CommitMode,
+		CommitInterval: &o.CommitInterval, FailurePolicy: &o.FailurePolicy, RedeliveryBackoff: &o.RedeliveryBackoff,
+		RevokeTimeout: &o.RevokeTimeout, ConnectTimeout: &o.ConnectTimeout}
 }
 
 // Validate reports every broken rule of o, which carries its defaults (see
@@ -193,16 +177,15 @@ func (o Options) WithDefaults() Options {
 // validate.Errors naming each field under "franz.", for example
 // "franz.brokers is required". New calls it.
 func (o Options) Validate() error {
-	errs := []error{validate.Struct("franz", &o), claim.StartTimeRule("franz", o.InitialOffset, o.StartTime)}
+	errs := claim.Rules("franz", &o, o.InitialOffset, o.StartTime)
 	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), o.ClientOptions...), kgo.SeedBrokers(o.seeds()...))...)
 	if err != nil {
 		errs = append(errs, validate.Field("franz.clientOptions", "kgo", fmt.Sprintf("are rejected by franz-go: %v", claim.Flat(err))))
 	} else {
 		rt, _ := cl.OptValue(kgo.RebalanceTimeout).(time.Duration)
 		cl.Close()
-		if rt > 0 && o.RevokeTimeout >= rt {
-			errs = append(errs, validate.Field("franz.revokeTimeout", "ltfield",
-				fmt.Sprintf("must be < the client's RebalanceTimeout (%s)", rt)))
+		if rt > 0 {
+			errs = append(errs, claim.RevokeRule("franz", o.RevokeTimeout, rt, "the client's RebalanceTimeout"))
 		}
 	}
 	return validate.Join(errs...)

@@ -1,6 +1,7 @@
 package claim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,7 +41,54 @@ const (
 	DefaultRedeliveryBackoff = time.Second
 	DefaultRevokeTimeout     = 10 * time.Second
 	DefaultConnectTimeout    = 5 * time.Second
+	// DefaultWindow is the permit window per partition when the pipeline's
+	// producer.Options.Flow.Initial is 0.
+	DefaultWindow = 512
 )
+
+// Fields points at the options both Kafka sources have, in one source's
+// Options value, so that their defaults are set in one place.
+type Fields struct {
+	InitialOffset     *string
+	BeginOffset       *string
+	CommitMode        *string
+	CommitInterval    *time.Duration
+	FailurePolicy     *FailurePolicy
+	RedeliveryBackoff *time.Duration
+	RevokeTimeout     *time.Duration
+	ConnectTimeout    *time.Duration
+}
+
+// SetDefaults replaces every zero field f points at by its default.
+func (f Fields) SetDefaults() {
+	*f.InitialOffset = cmp.Or(*f.InitialOffset, DefaultInitialOffset)
+	*f.BeginOffset = cmp.Or(*f.BeginOffset, DefaultBeginOffset)
+	*f.CommitMode = cmp.Or(*f.CommitMode, DefaultCommitMode)
+	*f.CommitInterval = cmp.Or(*f.CommitInterval, DefaultCommitInterval)
+	*f.FailurePolicy = cmp.Or(*f.FailurePolicy, DefaultFailurePolicy)
+	*f.RedeliveryBackoff = cmp.Or(*f.RedeliveryBackoff, DefaultRedeliveryBackoff)
+	*f.RevokeTimeout = cmp.Or(*f.RevokeTimeout, DefaultRevokeTimeout)
+	*f.ConnectTimeout = cmp.Or(*f.ConnectTimeout, DefaultConnectTimeout)
+}
+
+// Rules reports the broken rules the options of both sources share: the
+// struct tags of opts (a pointer to a source's Options) and the start
+// time against the initial offset (StartTimeRule), each field named under
+// prefix.
+func Rules(prefix string, opts any, initial string, start time.Time) []error {
+	return []error{validate.Struct(prefix, opts), StartTimeRule(prefix, initial, start)}
+}
+
+// RevokeRule checks the revoke timeout against the rebalance timeout the
+// client is configured with (named by limitName in the message): a revoked
+// partition must let go before the group gives up on the member. It
+// returns nil or a *validate.FieldError for prefix+".revokeTimeout".
+func RevokeRule(prefix string, revoke, limit time.Duration, limitName string) error {
+	if revoke < limit {
+		return nil
+	}
+	return validate.Field(prefix+".revokeTimeout", "ltfield", fmt.Sprintf("must be < %s (%s)", limitName, limit))
+}
 
 // StartTimeRule checks the start time against the initial offset: required
 // with OffsetTimestamp, and only allowed with it. It returns nil or a
