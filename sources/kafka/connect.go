@@ -25,7 +25,7 @@ func (s *Source) checkBrokers(ctx context.Context, cfg *sarama.Config) error {
 	// (it retries with another version and goes on): ask explicitly below.
 	pc.ApiVersionsRequest = false
 
-	return s.probes.Check(ctx, &s.mu, &s.closed, s.opts.Brokers, s.opts.ConnectTimeout,
+	return s.live.CheckBrokers(ctx, s.opts.Brokers, s.opts.ConnectTimeout,
 		func(addr string) error { return probeBroker(addr, &pc) })
 }
 

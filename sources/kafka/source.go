@@ -12,7 +12,6 @@
 package kafka
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,9 +21,9 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/boulevard-go/boulevard/internal/liveset"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
+	"github.com/boulevard-go/boulevard/sources/kafka/internal/lifecycle"
 )
 
 // ErrClosed is returned by Run once the source has been closed.
@@ -54,12 +53,7 @@ const maxConsumeFailures = 10
 // with New.
 type Source struct {
 	opts Options
-
-	probes claim.Probes // connection checks still closing their connections
-
-	mu      sync.Mutex
-	members map[*member]struct{}
-	closed  bool
+	live lifecycle.Members[*member]
 }
 
 var _ producer.Source[[]byte] = (*Source)(nil)
@@ -72,7 +66,7 @@ func New(opts Options) (*Source, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	return &Source{opts: o, members: make(map[*member]struct{})}, nil
+	return &Source{opts: o}, nil
 }
 
 // Options returns the source's options with their defaults applied.
@@ -106,21 +100,7 @@ func (s *Source) Info() (producer.Info, error) {
 // logs it and restarts the source with backoff. It returns ErrClosed after
 // Close. No error message contains a newline.
 func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
-	m, err := s.startMember(ctx, stage)
-	if err != nil || m == nil {
-		return err
-	}
-	select {
-	case <-ctx.Done():
-		m.drain()
-		return nil
-	case err := <-m.failed:
-		m.close(ctx)
-		s.mu.Lock()
-		delete(s.members, m)
-		s.mu.Unlock()
-		return err
-	}
+	return s.live.Run(ctx, func() (*member, error) { return s.startMember(ctx, stage) })
 }
 
 // Close commits what was handled, leaves the group and releases every
@@ -128,30 +108,13 @@ func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
 // messages at most Options.RevokeTimeout, or until ctx is done. Errors while
 // leaving the group are logged; Close returns an error only when a client's
 // connections could not be closed.
-func (s *Source) Close(ctx context.Context) error {
-	ms := liveset.Close(&s.mu, &s.closed, s.members)
-	s.probes.Wait(ctx)
-	return liveset.CloseEach(ms, func(m *member) error { return m.close(ctx) })
-}
-
-// logger is the logger of a member run by stage: Options.Logger (with the
-// stage name), else the stage's, else slog.Default() (with the stage name).
-func (s *Source) logger(stage *producer.Stage[[]byte]) *slog.Logger {
-	if s.opts.Logger == nil && stage.Logger() != nil {
-		return stage.Logger()
-	}
-	return cmp.Or(s.opts.Logger, slog.Default()).With(slog.String("stage", stage.Name()))
-}
+func (s *Source) Close(ctx context.Context) error { return s.live.Close(ctx) }
 
 // startMember connects a member. It returns nil, nil when ctx ended first.
 func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byte]) (*member, error) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if s.live.Closed() {
 		return nil, ErrClosed
 	}
-	s.mu.Unlock()
-
 	cfg := s.opts.saramaConfig(stage.Flow().MaxWindow())
 	if err := s.checkBrokers(runCtx, cfg); err != nil || runCtx.Err() != nil {
 		return nil, err
@@ -180,7 +143,7 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		src:      s,
 		opts:     &s.opts,
 		stage:    stage,
-		log:      s.logger(stage).With(slog.String("group", s.opts.GroupID)),
+		log:      lifecycle.Logger(s.opts.Logger, stage).With(slog.String("group", s.opts.GroupID)),
 		client:   client,
 		group:    group,
 		consumer: consumer,
@@ -194,17 +157,13 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		commitVersion: commitVersion(cfg.Version),
 	}
 	m.cm = claim.NewMember(s.opts.GroupID, stage.Name(), m.log, s.opts.CommitMode == CommitOnAck)
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.live.Add(m) {
 		cancel()
 		_ = consumer.Close()
 		_ = group.Close()
 		_ = client.Close()
 		return nil, ErrClosed
 	}
-	s.members[m] = struct{}{}
-	s.mu.Unlock()
 	m.wg.Go(m.logErrors)
 	m.wg.Go(m.commitLoop)
 	go m.loop()
@@ -249,7 +208,16 @@ func (m *member) draining() bool {
 	}
 }
 
-func (m *member) drain() { m.drainOnce.Do(func() { close(m.drainCh) }) }
+// Drain stops delivering (Run's ctx ended): the member leaves the group
+// only at Close.
+func (m *member) Drain() { m.drainOnce.Do(func() { close(m.drainCh) }) }
+
+// Failed receives the error that ends the member (maxConsumeFailures
+// failed sessions, or a topic gone).
+func (m *member) Failed() <-chan error { return m.failed }
+
+// Stats is the member's snapshot.
+func (m *member) Stats() claim.MemberStats { return m.cm.Stats() }
 
 // loop calls Consume for each session until the member closes or drains.
 func (m *member) loop() {
@@ -306,12 +274,12 @@ func (m *member) logErrors() {
 	}
 }
 
-// close ends the member's sessions (each partition waits for its in-flight
+// Close ends the member's sessions (each partition waits for its in-flight
 // messages, commits and lets go), leaves the group and closes the
 // connections.
-func (m *member) close(ctx context.Context) error {
+func (m *member) Close(ctx context.Context) error {
 	m.closeOnce.Do(func() {
-		m.drain()
+		m.Drain()
 		m.cancel()
 		select {
 		case <-m.loopDone:

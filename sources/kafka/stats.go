@@ -51,16 +51,4 @@ type PartitionStats = claim.PartitionStats
 // partitions. It is safe for concurrent use, reads counters the source
 // keeps anyway (atomics, and each claim's lock for a moment), and costs
 // nothing when not called: poll it as often as once a second.
-func (s *Source) Stats() Stats {
-	s.mu.Lock()
-	ms := make([]*member, 0, len(s.members))
-	for m := range s.members {
-		ms = append(ms, m)
-	}
-	s.mu.Unlock()
-	st := make([]MemberStats, 0, len(ms))
-	for _, m := range ms {
-		st = append(st, m.cm.Stats())
-	}
-	return claim.SourceStats(s.opts.GroupID, st)
-}
+func (s *Source) Stats() Stats { return s.live.Stats(s.opts.GroupID) }

@@ -20,7 +20,7 @@ import (
 // Attempts still running when it returns close their clients in the
 // background (Close waits for them).
 func (s *Source) checkBrokers(ctx context.Context) error {
-	return s.probes.Check(ctx, &s.mu, &s.closed, s.opts.Brokers, s.opts.ConnectTimeout, s.probeBroker)
+	return s.live.CheckBrokers(ctx, s.opts.Brokers, s.opts.ConnectTimeout, s.probeBroker)
 }
 
 // probeBroker connects to addr and exchanges one request.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
+	"github.com/boulevard-go/boulevard/sources/kafka/internal/lifecycle"
 )
 
 // member is one consumer-group member: one producer stage's Run, with its
@@ -63,16 +64,13 @@ type topicPartition struct {
 
 // startMember connects a member. It returns nil, nil when ctx ended first.
 func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byte]) (*member, error) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if s.live.Closed() {
 		return nil, ErrClosed
 	}
-	s.mu.Unlock()
 	if err := s.checkBrokers(runCtx); err != nil || runCtx.Err() != nil {
 		return nil, err
 	}
-	log := s.logger(stage).With(slog.String("group", s.opts.GroupID))
+	log := lifecycle.Logger(s.opts.Logger, stage).With(slog.String("group", s.opts.GroupID))
 	ctx, cancel := context.WithCancel(context.Background())
 	pollCtx, pollCancel := context.WithCancel(ctx)
 	hurryCtx, hurryStop := context.WithCancel(ctx)
@@ -124,14 +122,10 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		m.abort()
 		return nil, err
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.live.Add(m) {
 		m.abort()
 		return nil, ErrClosed
 	}
-	s.members[m] = struct{}{}
-	s.mu.Unlock()
 	m.wg.Go(func() {
 		m.cm.CommitLoop(m.opts.CommitInterval, m.stopped, func() { _ = m.commit(nil) }) // recorded and logged
 	})
@@ -146,13 +140,15 @@ func (m *member) client() *kgo.Client { return m.cl.Load() }
 
 // abort closes a member that never started polling.
 func (m *member) abort() {
-	m.drain()
+	m.Drain()
 	m.release(m.take(nil), false)
 	m.client().Close()
 	m.cancel()
 }
 
-func (m *member) drain() {
+// Drain stops polling and delivering (Run's ctx ended): the member leaves
+// the group only at Close.
+func (m *member) Drain() {
 	m.drainOnce.Do(func() {
 		m.mu.Lock()
 		m.closing = true
@@ -165,6 +161,12 @@ func (m *member) drain() {
 func (m *member) fail(err error) {
 	m.failOnce.Do(func() { m.failed <- err })
 }
+
+// Failed receives the error fail reported: the member cannot go on.
+func (m *member) Failed() <-chan error { return m.failed }
+
+// Stats is the member's snapshot.
+func (m *member) Stats() claim.MemberStats { return m.cm.Stats() }
 
 // pollMax bounds the records one poll returns.
 const pollMax = 10_000
@@ -369,11 +371,13 @@ func (m *member) release(ps []*partition, commit bool) {
 	wg.Wait()
 }
 
-// close stops polling, releases every claim (each waits for its in-flight
-// messages and commits), leaves the group and closes the client.
-func (m *member) close(ctx context.Context) {
+// Close stops polling, releases every claim (each waits for its in-flight
+// messages and commits), leaves the group and closes the client. It
+// returns nil: franz-go's Close reports nothing, and errors while leaving
+// the group are logged.
+func (m *member) Close(ctx context.Context) error {
 	m.closeOnce.Do(func() {
-		m.drain()
+		m.Drain()
 		<-m.pollDone
 		done := make(chan struct{})
 		defer close(done)
@@ -390,6 +394,7 @@ func (m *member) close(ctx context.Context) {
 		m.client().Close() // leaves the group
 		m.cancel()
 	})
+	return nil
 }
 
 // commit sends the handled offsets of the member's claims (only p's when

@@ -19,14 +19,11 @@
 package franz
 
 import (
-	"cmp"
 	"context"
-	"log/slog"
-	"sync"
 
-	"github.com/boulevard-go/boulevard/internal/liveset"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
+	"github.com/boulevard-go/boulevard/sources/kafka/internal/lifecycle"
 )
 
 // ErrClosed is returned by Run once the source has been closed. It and
@@ -84,12 +81,7 @@ type CommitError = claim.CommitError
 // Create it with New.
 type Source struct {
 	opts Options
-
-	probes claim.Probes // connection checks still closing their clients
-
-	mu      sync.Mutex
-	members map[*member]struct{}
-	closed  bool
+	live lifecycle.Members[*member]
 }
 
 var _ producer.Source[[]byte] = (*Source)(nil)
@@ -102,7 +94,7 @@ func New(opts Options) (*Source, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	return &Source{opts: o, members: make(map[*member]struct{})}, nil
+	return &Source{opts: o}, nil
 }
 
 // Options returns the source's options with their defaults applied.
@@ -134,55 +126,16 @@ func (s *Source) String() string { return "franz.Source(" + s.opts.String() + ")
 // and restarts the source with backoff. It returns ErrClosed after Close.
 // No error message contains a newline.
 func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
-	m, err := s.startMember(ctx, stage)
-	if err != nil || m == nil {
-		return err
-	}
-	select {
-	case <-ctx.Done():
-		m.drain()
-		return nil
-	case err := <-m.failed:
-		m.close(ctx)
-		s.mu.Lock()
-		delete(s.members, m)
-		s.mu.Unlock()
-		return err
-	}
+	return s.live.Run(ctx, func() (*member, error) { return s.startMember(ctx, stage) })
 }
 
 // Close commits what was handled, leaves the group and closes every
 // member's client. It waits for the partitions' in-flight messages at most
 // Options.RevokeTimeout, or until ctx is done. It returns nil: errors while
 // leaving the group are logged.
-func (s *Source) Close(ctx context.Context) error {
-	ms := liveset.Close(&s.mu, &s.closed, s.members)
-	s.probes.Wait(ctx)
-	return liveset.CloseEach(ms, func(m *member) error { m.close(ctx); return nil })
-}
+func (s *Source) Close(ctx context.Context) error { return s.live.Close(ctx) }
 
 // Stats returns a snapshot of the source's members and their claimed
 // partitions. It is safe for concurrent use and costs nothing when not
 // called.
-func (s *Source) Stats() Stats {
-	s.mu.Lock()
-	ms := make([]*member, 0, len(s.members))
-	for m := range s.members {
-		ms = append(ms, m)
-	}
-	s.mu.Unlock()
-	st := make([]claim.MemberStats, 0, len(ms))
-	for _, m := range ms {
-		st = append(st, m.cm.Stats())
-	}
-	return claim.SourceStats(s.opts.GroupID, st)
-}
-
-// logger is the logger of a member run by stage: Options.Logger (with the
-// stage name), else the stage's, else slog.Default() (with the stage name).
-func (s *Source) logger(stage *producer.Stage[[]byte]) *slog.Logger {
-	if s.opts.Logger == nil && stage.Logger() != nil {
-		return stage.Logger()
-	}
-	return cmp.Or(s.opts.Logger, slog.Default()).With(slog.String("stage", stage.Name()))
-}
+func (s *Source) Stats() Stats { return s.live.Stats(s.opts.GroupID) }

@@ -1,0 +1,136 @@
+// Package lifecycle is the part of a Kafka source's life that does not
+// depend on its client (sarama in package kafka, franz-go in package
+// franz): the set of group members the source runs, one per producer
+// stage, how Run waits on a member, how Close releases them all, the
+// connection checks still running, the stats snapshot and the member's
+// logger.
+package lifecycle
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/boulevard-go/boulevard/internal/liveset"
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
+)
+
+// Member is one consumer-group member of a source: one producer stage's
+// Run, with its own client.
+type Member interface {
+	comparable
+	// Drain stops delivering: the member stops fetching but stays in the
+	// group, so that what it delivered can still be acknowledged and
+	// committed, until Close.
+	Drain()
+	// Failed receives the error that ends the member when it cannot go on.
+	Failed() <-chan error
+	// Close commits what was handled, leaves the group and closes the
+	// client, waiting for in-flight messages until ctx ends.
+	Close(ctx context.Context) error
+	// Stats is the member's snapshot.
+	Stats() claim.MemberStats
+}
+
+// Members is the set of live members of one source, and whether the source
+// is closed. The zero value is an open source with no member.
+type Members[M Member] struct {
+	probes claim.Probes // connection checks still closing their connections
+
+	mu     sync.Mutex
+	live   map[M]struct{}
+	closed bool
+}
+
+// Closed reports whether Close has been called.
+func (s *Members[M]) Closed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// Add registers m as live, unless the source is closed: it then returns
+// false and the caller releases m itself.
+func (s *Members[M]) Add(m M) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	if s.live == nil {
+		s.live = make(map[M]struct{})
+	}
+	s.live[m] = struct{}{}
+	return true
+}
+
+// CheckBrokers runs probe for every bootstrap broker at once (see
+// claim.Probes.Check): nil as soon as one answers or when ctx ends, else an
+// error wrapping claim.ErrConnect that names every broker, and
+// claim.ErrClosed once the source is closed. Close waits for the probes
+// still running.
+func (s *Members[M]) CheckBrokers(ctx context.Context, brokers []string, timeout time.Duration,
+	probe func(addr string) error) error {
+	return s.probes.Check(ctx, &s.mu, &s.closed, brokers, timeout, probe)
+}
+
+// Run starts a member with start and feeds it until ctx ends: the member
+// then drains and Run returns nil; it stays live until Close. When the
+// member fails first, Run closes it, forgets it and returns its error.
+// start returns the zero M and a nil error when ctx ended before the
+// member started; its error is returned as it is.
+func (s *Members[M]) Run(ctx context.Context, start func() (M, error)) error {
+	var none M
+	m, err := start()
+	if err != nil || m == none {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		m.Drain()
+		return nil
+	case err := <-m.Failed():
+		_ = m.Close(ctx) // the member's own failure is what Run reports
+		s.mu.Lock()
+		delete(s.live, m)
+		s.mu.Unlock()
+		return err
+	}
+}
+
+// Close marks the source closed, waits for the connection checks still
+// running (until ctx ends) and closes every live member at once, returning
+// their errors joined.
+func (s *Members[M]) Close(ctx context.Context) error {
+	ms := liveset.Close(&s.mu, &s.closed, s.live)
+	s.probes.Wait(ctx)
+	return liveset.CloseEach(ms, func(m M) error { return m.Close(ctx) })
+}
+
+// Stats is the snapshot of every live member, for the group groupID.
+func (s *Members[M]) Stats(groupID string) claim.Stats {
+	s.mu.Lock()
+	ms := make([]M, 0, len(s.live))
+	for m := range s.live {
+		ms = append(ms, m)
+	}
+	s.mu.Unlock()
+	st := make([]claim.MemberStats, 0, len(ms))
+	for _, m := range ms {
+		st = append(st, m.Stats())
+	}
+	return claim.SourceStats(groupID, st)
+}
+
+// Logger is the logger of a member run by stage: logger (the source's
+// Options.Logger) with the stage name, else the stage's own, else
+// slog.Default() with the stage name.
+func Logger(logger *slog.Logger, stage *producer.Stage[[]byte]) *slog.Logger {
+	if logger == nil && stage.Logger() != nil {
+		return stage.Logger()
+	}
+	return cmp.Or(logger, slog.Default()).With(slog.String("stage", stage.Name()))
+}

@@ -1,0 +1,134 @@
+package lifecycle_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync/atomic"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
+	"github.com/boulevard-go/boulevard/sources/kafka/internal/lifecycle"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// member records what the lifecycle did to it.
+type member struct {
+	stage    string
+	failed   chan error
+	closeErr error
+	drained  atomic.Int32
+	closed   atomic.Int32
+}
+
+func newMember(stage string) *member { return &member{stage: stage, failed: make(chan error, 1)} }
+
+func (m *member) Drain()                      { m.drained.Add(1) }
+func (m *member) Failed() <-chan error        { return m.failed }
+func (m *member) Close(context.Context) error { m.closed.Add(1); return m.closeErr }
+func (m *member) Stats() claim.MemberStats    { return claim.MemberStats{Stage: m.stage} }
+
+func stages(st claim.Stats) []string {
+	var out []string
+	for _, m := range st.Members {
+		out = append(out, m.Stage)
+	}
+	return out
+}
+
+func started(s *lifecycle.Members[*member], m *member) func() (*member, error) {
+	return func() (*member, error) {
+		if !s.Add(m) {
+			return nil, claim.ErrClosed
+		}
+		return m, nil
+	}
+}
+
+// Guarantee: when Run's context ends, the member drains and stays live
+// (it is still in Stats and is closed by Close), so that what it delivered
+// can still be committed.
+func TestRunDrainsAndKeepsMemberUntilClose(t *testing.T) {
+	var s lifecycle.Members[*member]
+	m := newMember("p1")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Run(ctx, started(&s, m)); err != nil {
+		t.Fatalf("Run = %v, want nil", err)
+	}
+	if m.drained.Load() != 1 || m.closed.Load() != 0 {
+		t.Fatalf("drained %d, closed %d times; want 1, 0", m.drained.Load(), m.closed.Load())
+	}
+	if got := stages(s.Stats("g")); !slices.Equal(got, []string{"p1"}) {
+		t.Fatalf("live members %v, want [p1]", got)
+	}
+	if err := s.Close(context.Background()); err != nil || m.closed.Load() != 1 {
+		t.Fatalf("Close = %v, member closed %d times; want nil, 1", err, m.closed.Load())
+	}
+}
+
+// Guarantee: when the member fails, Run closes it, forgets it and returns
+// its error.
+func TestRunReturnsFailureAndForgetsMember(t *testing.T) {
+	var s lifecycle.Members[*member]
+	m := newMember("p1")
+	boom := errors.New("group keeps failing")
+	m.failed <- boom
+	if err := s.Run(context.Background(), started(&s, m)); !errors.Is(err, boom) {
+		t.Fatalf("Run = %v, want %v", err, boom)
+	}
+	if m.closed.Load() != 1 || m.drained.Load() != 0 {
+		t.Fatalf("closed %d, drained %d times; want 1, 0", m.closed.Load(), m.drained.Load())
+	}
+	if st := s.Stats("g"); st.GroupID != "g" || len(st.Members) != 0 {
+		t.Fatalf("Stats = %+v, want group g and no member", st)
+	}
+	if err := s.Close(context.Background()); err != nil || m.closed.Load() != 1 {
+		t.Fatalf("Close = %v, member closed %d times; want nil, once in all", err, m.closed.Load())
+	}
+}
+
+// Guarantee: Run returns start's error as it is, and nil without waiting
+// when start returns no member (its context ended first).
+func TestRunWithoutMember(t *testing.T) {
+	var s lifecycle.Members[*member]
+	boom := errors.New("cannot connect")
+	if err := s.Run(context.Background(), func() (*member, error) { return nil, boom }); err != boom {
+		t.Fatalf("Run = %v, want %v", err, boom)
+	}
+	if err := s.Run(context.Background(), func() (*member, error) { return nil, nil }); err != nil {
+		t.Fatalf("Run = %v, want nil", err)
+	}
+}
+
+// Guarantee: Close closes every live member, returns their errors joined,
+// and from then on the source is closed: no member is added and no
+// connection check starts.
+func TestCloseReleasesAllAndRefusesNewMembers(t *testing.T) {
+	var s lifecycle.Members[*member]
+	a, b := newMember("a"), newMember("b")
+	b.closeErr = errors.New("close client b")
+	if !s.Add(a) || !s.Add(b) || s.Closed() {
+		t.Fatal("members refused by an open source")
+	}
+	if got := stages(s.Stats("g")); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("live members %v, want [a b] in stage order", got)
+	}
+	if err := s.Close(context.Background()); !errors.Is(err, b.closeErr) {
+		t.Fatalf("Close = %v, want b's error", err)
+	}
+	if a.closed.Load() != 1 || b.closed.Load() != 1 || !s.Closed() {
+		t.Fatalf("closed a %d, b %d times, source closed %v; want 1, 1, true", a.closed.Load(), b.closed.Load(), s.Closed())
+	}
+	if s.Add(newMember("c")) {
+		t.Fatal("a closed source added a member")
+	}
+	probed := false
+	err := s.CheckBrokers(context.Background(), []string{"b:9092"}, 0, func(string) error { probed = true; return nil })
+	if !errors.Is(err, claim.ErrClosed) || probed {
+		t.Fatalf("CheckBrokers after Close = %v, probed %v; want ErrClosed, no probe", err, probed)
+	}
+}
