@@ -57,8 +57,9 @@ const (
 	DefaultRedeliveryBackoff = claim.DefaultRedeliveryBackoff
 	DefaultRevokeTimeout     = claim.DefaultRevokeTimeout
 	DefaultConnectTimeout    = claim.DefaultConnectTimeout
-	// DefaultWindow is the permit window per partition when the pipeline's
-	// producer.Options.Flow.Initial is 0 (the sarama source's too).
+	// DefaultWindow (512) is the permit window per partition when the
+	// pipeline's producer.Options.Flow.Initial is 0 (the sarama source's
+	// too).
 	DefaultWindow = claim.DefaultWindow
 )
 
