@@ -146,12 +146,16 @@ func TestBeginResetIgnoresCommittedOffset(t *testing.T) {
 		gate := make(chan struct{})
 		open := sync.OnceFunc(func() { close(gate) })
 		l2 := newLedger()
-		p2 := startPipeline(t, pipelineOpts("reset", src, 1, l2, func(m *message.Message[[]byte]) error {
+		po := pipelineOpts("reset", src, 1, l2, func(m *message.Message[[]byte]) error {
 			if md, _ := message.MetadataAs[*kafka.Metadata](m); md.Offset == 20 {
 				<-gate
 			}
 			return nil
-		}))
+		})
+		// Each message acknowledged once handled: a chunk holding offset 20
+		// must not hold back the acknowledgement of those before it.
+		po.Processors.MaxDemand = 1
+		p2 := startPipeline(t, po)
 		defer stopPipeline(t, p2)
 		defer open() // before the stop
 		// The replay commits backwards, to the handled prefix.
