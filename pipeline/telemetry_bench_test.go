@@ -80,12 +80,23 @@ func benchJSONHandle(_ context.Context, m *message.Message[[]byte]) (int64, erro
 // functions (coarse), with every hook set and the default duration
 // sampling (all), with every hook set and every chunk timed (all-every),
 // and with every hook set and NoDurations (all-untimed); with the trivial
-// handler of the other benchmarks (empty) and with one decoding a small
-// JSON order (json).
+// handler of the other benchmarks on messages initialised in place (empty)
+// or allocated one by one with message.New (empty-new), and with one
+// decoding a small JSON order (json).
 func BenchmarkTelemetry(b *testing.B) {
 	for _, hs := range benchHookSets {
 		b.Run("empty/"+hs.name, func(b *testing.B) {
 			benchRunWith(b, "init", benchIntData, benchIntHandle, []batcher.Options[int]{
+				{Name: message.DefaultBatcher, BatchSize: 100, Handle: benchBatchHandle[int]},
+			}, hs.hooks)
+		})
+	}
+	// The same, with a source that allocates each message as a user's
+	// source would (message.New), which the figures against the
+	// hand-written pipeline use too.
+	for _, hs := range benchHookSets {
+		b.Run("empty-new/"+hs.name, func(b *testing.B) {
+			benchRunWith(b, "new", benchIntData, benchIntHandle, []batcher.Options[int]{
 				{Name: message.DefaultBatcher, BatchSize: 100, Handle: benchBatchHandle[int]},
 			}, hs.hooks)
 		})
