@@ -285,6 +285,10 @@ func (s *Source) subscribe(ctx context.Context, st *producer.Stage[[]byte], topi
 		plan:   r.plan,
 		wake:   make(chan struct{}, 1),
 	}
+	// Logged before the consumer shows in Stats, so that whoever sees it
+	// there finds the line in the log too.
+	c.log.Debug("pulsar consumer subscribed", slog.String("consumer", c.name),
+		slog.Int("receiver_queue_size", r.plan.size), slog.Int("reserve", r.plan.reserve))
 	s.mu.Lock()
 	closed := s.closed
 	if !closed {
@@ -295,8 +299,6 @@ func (s *Source) subscribe(ctx context.Context, st *producer.Stage[[]byte], topi
 		c.close()
 		return nil, fmt.Errorf("pulsar: source closed: %w", ErrSubscribe)
 	}
-	c.log.Debug("pulsar consumer subscribed", slog.String("consumer", c.name),
-		slog.Int("receiver_queue_size", r.plan.size), slog.Int("reserve", r.plan.reserve))
 	return c, nil
 }
 
