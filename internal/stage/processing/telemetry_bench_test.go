@@ -16,8 +16,8 @@ type countAcks struct{ n int }
 func (c *countAcks) Ack(_ context.Context, ok, failed []acker.Outcome) { c.n += len(ok) + len(failed) }
 
 // benchHooks are the hook sets BenchmarkHandleChunkHooks compares: none,
-// every hook an empty function (durations sampled as by default), and the
-// same without durations.
+// the chunk hooks only (coarse), every hook an empty function (durations
+// sampled as by default), and the same without durations.
 func benchHooks() []struct {
 	name  string
 	hooks *telemetry.Hooks
@@ -32,10 +32,12 @@ func benchHooks() []struct {
 	}
 	untimed := *all
 	untimed.NoDurations = true
+	coarse := *all
+	coarse.MessageStart, coarse.MessageStop, coarse.MessageException = nil, nil, nil
 	return []struct {
 		name  string
 		hooks *telemetry.Hooks
-	}{{"off", nil}, {"all", all}, {"all-untimed", &untimed}}
+	}{{"off", nil}, {"coarse", &coarse}, {"all", all}, {"all-untimed", &untimed}}
 }
 
 // BenchmarkHandleChunkHooks is one processor handling chunks of 10
