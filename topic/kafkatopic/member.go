@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/topic"
 )
 
@@ -56,30 +56,13 @@ type member[T any] struct {
 	lastErr     error
 }
 
-// delivery is one fetched record of a claim.
+// delivery is one fetched record of a claim (one partition of one group
+// session held by the member, guarded by the member's mu).
 type delivery[T any] struct {
-	c   *claim
+	c   *kafkaoffset.Claim
 	off int64
 	v   T
 	hdr topic.Headers
-}
-
-// claim is one partition of one group session held by a member.
-type claim struct {
-	topic   string
-	part    int32
-	sess    sarama.ConsumerGroupSession
-	ents    []entry // fetched offsets in order; ents[head:] live
-	head    int
-	handed  int           // received by the subscriber and not settled
-	idle    chan struct{} // cap 1: handed fell to zero
-	revoked bool
-}
-
-// entry is one fetched offset and whether it is settled.
-type entry struct {
-	off  int64
-	done bool
 }
 
 // joinGroup resolves the group's starting offsets, starts a member and
@@ -205,7 +188,7 @@ func (m *member[T]) Cleanup(sarama.ConsumerGroupSession) error { return nil }
 // then releases it. Records already fetched are queued together (one lock
 // and one wake-up for all of them).
 func (m *member[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.ConsumerGroupClaim) error {
-	c := &claim{topic: gc.Topic(), part: gc.Partition(), sess: sess, idle: make(chan struct{}, 1)}
+	c := kafkaoffset.New(sess, gc.Topic(), gc.Partition())
 	defer m.release(c)
 	ctx := sess.Context()
 	batch := make([]delivery[T], 0, pushBatch)
@@ -264,7 +247,7 @@ const pushBatch = 64
 
 // push queues batch, waiting while the member's read-ahead is full. It
 // returns false if the session or the member ended first.
-func (m *member[T]) push(ctx context.Context, c *claim, batch []delivery[T]) bool {
+func (m *member[T]) push(ctx context.Context, c *kafkaoffset.Claim, batch []delivery[T]) bool {
 	capacity := m.t.opts.Balanced.Capacity
 	m.mu.Lock()
 	for len(batch) > 0 {
@@ -294,7 +277,7 @@ func (m *member[T]) push(ctx context.Context, c *claim, batch []delivery[T]) boo
 		}
 		n := min(len(batch), capacity-(len(m.queue)-m.head))
 		for _, d := range batch[:n] {
-			c.ents = append(c.ents, entry{off: d.off})
+			c.Fetch(d.off)
 		}
 		m.queue = append(m.queue, batch[:n]...)
 		batch = batch[n:]
@@ -305,10 +288,9 @@ func (m *member[T]) push(ctx context.Context, c *claim, batch []delivery[T]) boo
 }
 
 // skip records a fetched offset that is settled at once.
-func (m *member[T]) skip(c *claim, off int64) {
+func (m *member[T]) skip(c *kafkaoffset.Claim, off int64) {
 	m.mu.Lock()
-	c.ents = append(c.ents, entry{off: off, done: true})
-	m.advance(c)
+	c.Skip(off)
 	m.mu.Unlock()
 }
 
@@ -351,12 +333,12 @@ func (m *member[T]) take(dst []topic.Envelope[T]) int {
 		d := m.queue[m.head]
 		m.queue[m.head] = delivery[T]{}
 		m.head++
-		if d.c.revoked {
+		if d.c.Revoked() {
 			continue
 		}
 		m.nextID++
 		m.outstanding[m.nextID] = d
-		d.c.handed++
+		d.c.Hand()
 		dst[n] = topic.Envelope[T]{ID: m.nextID, Value: d.v, Headers: d.hdr}
 		n++
 	}
@@ -389,16 +371,10 @@ func (m *member[T]) Settle(id topic.MessageID, reason error) error {
 	}
 	delete(m.outstanding, id)
 	c := d.c
-	if c.revoked {
+	if c.Revoked() {
 		return ErrRevoked
 	}
-	c.handed--
-	if c.handed == 0 {
-		select {
-		case c.idle <- struct{}{}:
-		default:
-		}
-	}
+	c.Return()
 	if reason != nil {
 		if m.ended {
 			return nil // not committed: the group delivers it again
@@ -407,40 +383,15 @@ func (m *member[T]) Settle(id topic.MessageID, reason error) error {
 		m.signal()
 		return nil
 	}
-	i := c.head + sort.Search(len(c.ents)-c.head, func(i int) bool { return c.ents[c.head+i].off >= d.off })
-	if i < len(c.ents) && c.ents[i].off == d.off {
-		c.ents[i].done = true
-	}
-	m.advance(c)
+	c.Settle(d.off)
 	return nil
-}
-
-// advance marks the end of c's settled prefix for commit; the caller
-// holds mu.
-func (m *member[T]) advance(c *claim) {
-	moved := false
-	var next int64
-	for c.head < len(c.ents) && c.ents[c.head].done {
-		next = c.ents[c.head].off + 1
-		c.head++
-		moved = true
-	}
-	if c.head == len(c.ents) {
-		c.ents, c.head = c.ents[:0], 0
-	} else if c.head > 1024 && c.head > len(c.ents)/2 {
-		k := copy(c.ents, c.ents[c.head:])
-		c.ents, c.head = c.ents[:k], 0
-	}
-	if moved && !c.revoked {
-		c.sess.MarkOffset(c.topic, c.part, next, "")
-	}
 }
 
 // release ends a claim: records of it still queued are dropped (the next
 // owner fetches them again), the messages of it the subscriber holds get
 // up to Options.RevokeTimeout to be settled (none when the member is
 // stopping), and what is settled is committed.
-func (m *member[T]) release(c *claim) {
+func (m *member[T]) release(c *kafkaoffset.Claim) {
 	m.mu.Lock()
 	k := m.head
 	for i := m.head; i < len(m.queue); i++ {
@@ -451,25 +402,10 @@ func (m *member[T]) release(c *claim) {
 	}
 	clear(m.queue[k:])
 	m.queue = m.queue[:k]
-	if c.handed > 0 && !m.ended {
-		timer := time.NewTimer(m.t.b.opts.RevokeTimeout)
-		for c.handed > 0 && !m.ended {
-			m.mu.Unlock()
-			select {
-			case <-c.idle:
-			case <-m.stopped:
-			case <-timer.C:
-				m.mu.Lock()
-				goto done
-			}
-			m.mu.Lock()
-		}
-		timer.Stop()
-	}
-done:
-	c.revoked = true
+	// m.stopped is closed when m.ended is set, both under mu.
+	c.Release(&m.mu, m.stopped, m.t.b.opts.RevokeTimeout)
 	m.mu.Unlock()
-	c.sess.Commit()
+	c.Commit()
 }
 
 // Close implements topic.SubscriptionState: the member leaves its group;

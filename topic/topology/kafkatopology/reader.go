@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
@@ -153,21 +153,12 @@ type groupReader[T any] struct {
 	waiting int // claims waiting for their letters in flight before letting go
 }
 
-// claim is one partition of one session.
+// claim is one partition of one session: its settled offsets and the
+// letters of it handed out (kafkaoffset.Claim), and how far it fetched.
 type claim struct {
-	part    int32
-	sess    sarama.ConsumerGroupSession
-	next    int64   // the offset after the last fetched
-	ents    []entry // fetched offsets in order; ents[head:] live
-	head    int
-	handed  int           // letters handed out and not settled
-	idle    chan struct{} // cap 1: handed fell to zero
-	revoked bool
-}
-
-type entry struct {
-	off  int64
-	done bool
+	*kafkaoffset.Claim
+	part int32
+	next int64 // the offset after the last fetched
 }
 
 // receipt is a letter's handle on its record.
@@ -197,7 +188,7 @@ func newGroupReader[T any](b *Backend[T], kname, gid, group string) (*groupReade
 	r.taken = func(ls []topology.Letter[T]) {
 		for i := range ls {
 			if rc, ok := ls[i].Receipt.(*receipt); ok {
-				rc.c.handed++
+				rc.c.Hand()
 			}
 		}
 	}
@@ -264,7 +255,7 @@ func (r *groupReader[T]) Cleanup(sarama.ConsumerGroupSession) error {
 // partition's records for Receive, skipping (and settling) those for
 // another group and those that do not decode.
 func (r *groupReader[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.ConsumerGroupClaim) error {
-	c := &claim{part: gc.Partition(), sess: sess, next: gc.InitialOffset(), idle: make(chan struct{}, 1)}
+	c := &claim{Claim: kafkaoffset.New(sess, r.topic, gc.Partition()), part: gc.Partition(), next: gc.InitialOffset()}
 	if c.next < 0 {
 		off, err := r.b.client.GetOffset(r.topic, c.part, c.next)
 		if err != nil {
@@ -287,14 +278,13 @@ func (r *groupReader[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc saram
 			r.mu.Lock()
 			c.next = rec.Offset + 1
 			if skip {
-				c.ents = append(c.ents, entry{off: rec.Offset, done: true})
-				r.advance(c)
+				c.Skip(rec.Offset)
 			} else {
 				if !r.waitRoom(sess.Context().Done()) {
 					r.mu.Unlock()
 					return nil
 				}
-				c.ents = append(c.ents, entry{off: rec.Offset})
+				c.Fetch(rec.Offset)
 				l.Receipt = &receipt{owner: r, mu: &r.mu, c: c, off: rec.Offset}
 				r.items = append(r.items, l)
 				notify(r.sig)
@@ -347,50 +337,16 @@ func (r *groupReader[T]) release(c *claim) {
 	}
 	clear(r.items[k:])
 	r.items = r.items[:k]
-	if c.handed > 0 && !r.closed {
-		r.waiting++
-		timer := time.NewTimer(r.b.opts.RevokeTimeout)
-	wait:
-		for c.handed > 0 && !r.closed {
-			r.mu.Unlock()
-			select {
-			case <-c.idle:
-			case <-r.stop:
-			case <-timer.C:
-				r.mu.Lock()
-				break wait
-			}
-			r.mu.Lock()
-		}
-		timer.Stop()
-		r.waiting--
-	}
-	c.revoked = true
+	// Counted while Release waits (it lets go of mu only then); r.stop is
+	// closed when r.closed is set, both under mu.
+	r.waiting++
+	c.Release(&r.mu, r.stop, r.b.opts.RevokeTimeout)
+	r.waiting--
 	if r.claims[c.part] == c {
 		delete(r.claims, c.part)
 	}
 	r.mu.Unlock()
-	c.sess.Commit()
-}
-
-// advance marks the end of c's settled prefix for commit; mu is held.
-func (r *groupReader[T]) advance(c *claim) {
-	moved := false
-	var next int64
-	for c.head < len(c.ents) && c.ents[c.head].done {
-		next = c.ents[c.head].off + 1
-		c.head++
-		moved = true
-	}
-	if c.head == len(c.ents) {
-		c.ents, c.head = c.ents[:0], 0
-	} else if c.head > 1024 && c.head > len(c.ents)/2 {
-		k := copy(c.ents, c.ents[c.head:])
-		c.ents, c.head = c.ents[:k], 0
-	}
-	if moved && !c.revoked {
-		c.sess.MarkOffset(r.topic, c.part, next, "")
-	}
+	c.Commit()
 }
 
 // Receive implements topology.Reader.
@@ -481,18 +437,12 @@ func (r *groupReader[T]) settle(rc *receipt) error {
 	c := rc.c
 	if !rc.done {
 		rc.done = true
-		if c.handed--; c.handed == 0 {
-			notify(c.idle)
-		}
+		c.Return()
 	}
 	if rc.kept {
 		return ErrNotCommitted
 	}
-	i := c.head + sort.Search(len(c.ents)-c.head, func(i int) bool { return c.ents[c.head+i].off >= rc.off })
-	if i < len(c.ents) && c.ents[i].off == rc.off {
-		c.ents[i].done = true
-	}
-	r.advance(c)
+	c.Settle(rc.off)
 	return nil
 }
 
