@@ -5,6 +5,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
 )
 
@@ -118,20 +119,4 @@ func (m *member) commitFinal(p *partition) {
 
 // commitVersion is the OffsetCommit version sarama's own offset manager
 // would send for the configured protocol version.
-func commitVersion(v sarama.KafkaVersion) int16 {
-	switch {
-	case v.IsAtLeast(sarama.V2_4_0_0):
-		return 8
-	case v.IsAtLeast(sarama.V2_3_0_0):
-		return 7
-	case v.IsAtLeast(sarama.V2_1_0_0):
-		return 6
-	case v.IsAtLeast(sarama.V2_0_0_0):
-		return 4
-	case v.IsAtLeast(sarama.V0_11_0_0):
-		return 3
-	case v.IsAtLeast(sarama.V0_9_0_0):
-		return 2
-	}
-	return 1
-}
+var commitVersion = kafkaoffset.CommitVersion

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 
 	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 )
 
 // startOffsets makes sure consumer group gid has a committed offset on
@@ -50,7 +52,9 @@ func (b *Backend[T]) startOffsets(ctx context.Context, kname, gid string) error 
 		return nil
 	}
 	req := &sarama.OffsetCommitRequest{
-		Version:                 commitVersion(b.cfg.Version),
+		// The configured version is at least 0.10.1 (Options), so the
+		// request is version 2 or later: it carries no commit timestamp.
+		Version:                 kafkaoffset.CommitVersion(b.cfg.Version),
 		ConsumerGroup:           gid,
 		ConsumerGroupGeneration: -1, // a commit outside any generation, accepted while the group is empty
 		RetentionTime:           -1,
@@ -99,22 +103,4 @@ func (b *Backend[T]) startOffsets(ctx context.Context, kname, gid string) error 
 			slog.String("topic", kname), slog.String("group", gid), slog.Any("error", b.red.err(refused)))
 	}
 	return nil
-}
-
-// commitVersion is the OffsetCommit request version for the configured
-// protocol version (as sarama's own offset manager chooses it).
-func commitVersion(v sarama.KafkaVersion) int16 {
-	switch {
-	case v.IsAtLeast(sarama.V2_4_0_0):
-		return 8
-	case v.IsAtLeast(sarama.V2_3_0_0):
-		return 7
-	case v.IsAtLeast(sarama.V2_1_0_0):
-		return 6
-	case v.IsAtLeast(sarama.V2_0_0_0):
-		return 4
-	case v.IsAtLeast(sarama.V0_11_0_0):
-		return 3
-	}
-	return 2
 }
