@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -119,23 +120,41 @@ func (m *member) consumeClaim(sess sarama.ConsumerGroupSession, claimed sarama.C
 // partition the group committed starts at InitialOffset's offset; with
 // OffsetTimestamp, a partition without a committed offset starts at the
 // first record at or after StartTime (after the newest when none is), found
-// with a ListOffsets request by time.
-func (m *member) startOffset(claim sarama.ConsumerGroupClaim) (int64, bool, error) {
-	init := claim.InitialOffset()
+// with ListOffsets requests by time and at the end as claim.StartOffsets
+// says, so that a record appended during the lookup is not skipped.
+func (m *member) startOffset(pc sarama.ConsumerGroupClaim) (int64, bool, error) {
+	init := pc.InitialOffset()
 	hasCommitted := init >= 0
 	if !(m.opts.BeginOffset == BeginReset && hasCommitted) && !(m.opts.InitialOffset == OffsetTimestamp && !hasCommitted) {
 		return init, false, nil
 	}
-	at := sarama.OffsetNewest
+	topic, part := pc.Topic(), pc.Partition()
+	list := func(at int64) claim.Lister[int32] {
+		return func(_ context.Context, parts []int32) (map[int32]int64, error) {
+			offs := make(map[int32]int64, len(parts))
+			for _, p := range parts {
+				off, err := m.client.GetOffset(topic, p, at)
+				if err != nil {
+					return nil, err
+				}
+				offs[p] = off
+			}
+			return offs, nil
+		}
+	}
+	var off int64
+	var err error
 	switch m.opts.InitialOffset {
 	case OffsetEarliest:
-		at = sarama.OffsetOldest
+		off, err = m.client.GetOffset(topic, part, sarama.OffsetOldest)
 	case OffsetTimestamp:
-		at = m.opts.StartTime.UnixMilli()
-	}
-	off, err := m.client.GetOffset(claim.Topic(), claim.Partition(), at)
-	if err == nil && off < 0 {
-		off, err = m.client.GetOffset(claim.Topic(), claim.Partition(), sarama.OffsetNewest)
+		// sarama's GetOffset takes no context.
+		var offs map[int32]int64
+		offs, err = claim.StartOffsets(context.Background(), []int32{part},
+			list(m.opts.StartTime.UnixMilli()), list(sarama.OffsetNewest))
+		off = offs[part]
+	default:
+		off, err = m.client.GetOffset(topic, part, sarama.OffsetNewest)
 	}
 	if err != nil {
 		return 0, false, err
