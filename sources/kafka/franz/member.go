@@ -275,20 +275,51 @@ func (m *member) assigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 
 // adjust is the client's AdjustFetchOffsetsFn: it learns where each new
 // claim starts (the group's committed offset, or InitialOffset's), and with
-// BeginReset moves every claim to InitialOffset's.
-func (m *member) adjust(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+// BeginReset moves every claim to InitialOffset's. With OffsetTimestamp,
+// the claims starting at InitialOffset start at the exact offset
+// startOffsets resolves (franz-go's own lookup by time can skip a record
+// appended during it); when that fails, franz-go looks the start time up
+// itself.
+func (m *member) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	reset := func(o kgo.Offset) (committed int64, atReset bool) {
+		committed = -1
+		if o != m.reset {
+			committed = o.EpochOffset().Offset
+		}
+		return committed, committed < 0 || m.opts.BeginOffset == BeginReset
+	}
+	var starts map[topicPartition]int64
+	if m.opts.InitialOffset == OffsetTimestamp {
+		var tps []topicPartition
+		for topic, parts := range offsets {
+			for part, o := range parts {
+				if _, atReset := reset(o); atReset {
+					tps = append(tps, topicPartition{topic, part})
+				}
+			}
+		}
+		if len(tps) > 0 {
+			var err error
+			if starts, err = startOffsets(ctx, m.client(), m.opts.StartTime.UnixMilli(), tps); err != nil {
+				m.log.Warn("kafka start offsets cannot be listed; the client looks the start time up itself",
+					slog.Any("partitions", tps), slog.Any("error", claim.Flat(err)))
+			}
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for topic, parts := range offsets {
 		for part, o := range parts {
-			committed := int64(-1)
-			if o != m.reset {
-				committed = o.EpochOffset().Offset
-			}
+			committed, atReset := reset(o)
 			start := committed
-			if committed >= 0 && m.opts.BeginOffset == BeginReset {
-				parts[part] = m.reset
-				start = -1
+			if atReset {
+				if at, ok := starts[topicPartition{topic, part}]; ok {
+					parts[part] = kgo.NewOffset().At(at)
+					start = at
+				} else if committed >= 0 {
+					parts[part] = m.reset
+					start = -1
+				}
 			}
 			if p := m.parts[topicPartition{topic, part}]; p != nil {
 				p.Begin(committed, start)
@@ -297,6 +328,69 @@ func (m *member) adjust(_ context.Context, offsets map[string]map[int32]kgo.Offs
 		}
 	}
 	return offsets, nil
+}
+
+// beforeEndListing, when set, runs in startOffsets before the end offsets
+// are listed.
+var beforeEndListing func()
+
+// startOffsets resolves where the partitions tps start for the start time
+// ms (claim.StartOffsets), with ListOffsets requests through cl, which
+// sends each partition's to its leader.
+func startOffsets(ctx context.Context, cl *kgo.Client, ms int64, tps []topicPartition) (map[topicPartition]int64, error) {
+	level, _ := cl.OptValue(kgo.FetchIsolationLevel).(int8)
+	list := func(at int64) claim.Lister[topicPartition] {
+		return func(ctx context.Context, tps []topicPartition) (map[topicPartition]int64, error) {
+			return listOffsets(ctx, cl, level, at, tps)
+		}
+	}
+	end := func(ctx context.Context, tps []topicPartition) (map[topicPartition]int64, error) {
+		if beforeEndListing != nil {
+			beforeEndListing()
+		}
+		return list(-1)(ctx, tps)
+	}
+	return claim.StartOffsets(ctx, tps, list(ms), end)
+}
+
+// listOffsets sends one ListOffsets request for tps at at (a timestamp in
+// milliseconds, or -1 for the end offset).
+func listOffsets(ctx context.Context, cl *kgo.Client, level int8, at int64, tps []topicPartition) (map[topicPartition]int64, error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.IsolationLevel = level
+	index := make(map[string]int)
+	for _, tp := range tps {
+		i, ok := index[tp.topic]
+		if !ok {
+			i = len(req.Topics)
+			index[tp.topic] = i
+			t := kmsg.NewListOffsetsRequestTopic()
+			t.Topic = tp.topic
+			req.Topics = append(req.Topics, t)
+		}
+		p := kmsg.NewListOffsetsRequestTopicPartition()
+		p.Partition = tp.part
+		p.Timestamp = at
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	offs := make(map[topicPartition]int64, len(tps))
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return nil, fmt.Errorf("partition %q/%d: %w", t.Topic, p.Partition, err)
+			}
+			off := p.Offset
+			if len(p.OldStyleOffsets) > 0 {
+				off = p.OldStyleOffsets[0] // version 0
+			}
+			offs[topicPartition{t.Topic, p.Partition}] = off
+		}
+	}
+	return offs, nil
 }
 
 // revoked is the client's OnPartitionsRevoked: each partition stops, waits

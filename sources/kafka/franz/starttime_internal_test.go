@@ -1,0 +1,169 @@
+package franz
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
+)
+
+const startTopic = "events"
+
+// startCluster starts a one-broker kfake cluster with startTopic (3
+// partitions) and returns it with a client of it.
+func startCluster(t *testing.T) (*kfake.Cluster, *kgo.Client) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, startTopic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return c, cl
+}
+
+// appendAt writes one record to part, stamped at.
+func appendAt(t *testing.T, cl *kgo.Client, part int32, at time.Time) {
+	t.Helper()
+	r := &kgo.Record{Topic: startTopic, Partition: part, Value: []byte("v"), Timestamp: at}
+	if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// seed writes 5+p records an hour old to each partition p, and one more at
+// start to partition 2 (offset 7); it returns start.
+func seed(t *testing.T, cl *kgo.Client) time.Time {
+	t.Helper()
+	base := time.Now().Add(-time.Hour).Truncate(time.Second)
+	for part := range int32(3) {
+		for i := range 5 + int(part) {
+			appendAt(t, cl, part, base.Add(time.Duration(i)*time.Second))
+		}
+	}
+	start := base.Add(time.Minute)
+	appendAt(t, cl, 2, start)
+	return start
+}
+
+// Guarantee: a record stamped at or after the start time and appended
+// after the listing by time found none, but before the end offset is
+// listed, is where its partition starts (it is not skipped); a partition
+// with no such record starts at its end, and one with such a record from
+// the start at that record.
+func TestStartOffsetsKeepRecordAppendedDuringLookup(t *testing.T) {
+	_, cl := startCluster(t)
+	start := seed(t, cl)
+	appended := 0
+	beforeEndListing = func() {
+		appended++
+		appendAt(t, cl, 0, start.Add(time.Second)) // offset 5 of partition 0
+	}
+	t.Cleanup(func() { beforeEndListing = nil })
+	tps := []topicPartition{{startTopic, 0}, {startTopic, 1}, {startTopic, 2}}
+	got, err := startOffsets(context.Background(), cl, start.UnixMilli(), tps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if appended != 1 {
+		t.Fatalf("the end offsets were listed %d times, want once", appended)
+	}
+	want := map[topicPartition]int64{{startTopic, 0}: 5, {startTopic, 1}: 6, {startTopic, 2}: 7}
+	for tp, w := range want {
+		if got[tp] != w {
+			t.Errorf("partition %d starts at %d, want %d (all: %v)", tp.part, got[tp], w, got)
+		}
+	}
+}
+
+// adjustMember is a member with the options opts and a claim of each
+// partition of startTopic, whose logs go to the returned buffer.
+func adjustMember(cl *kgo.Client, opts Options) (*member, *bytes.Buffer) {
+	var buf bytes.Buffer
+	m := &member{opts: &opts, reset: opts.resetOffset(), parts: make(map[topicPartition]*partition),
+		log: slog.New(slog.NewTextHandler(&buf, nil))}
+	m.cl.Store(cl)
+	for part := range int32(3) {
+		p := &partition{m: m, log: slog.New(slog.DiscardHandler)}
+		p.Claim = claim.New(claim.Config{Topic: startTopic, Partition: part, Committed: -1, Start: -1})
+		m.parts[topicPartition{startTopic, part}] = p
+	}
+	return m, &buf
+}
+
+// Guarantee: with OffsetTimestamp, the fetch offsets adjusted for the
+// client start the partitions without a committed offset (and, with
+// BeginReset, every partition) at the exact offset resolved for the start
+// time, and the claims know that start; a committed partition keeps its
+// offset with BeginCommitted.
+func TestAdjustStartsAtResolvedOffset(t *testing.T) {
+	_, cl := startCluster(t)
+	start := seed(t, cl)
+	for _, tc := range []struct {
+		begin string
+		want  map[int32]int64 // partition 1 committed 2
+	}{
+		{BeginCommitted, map[int32]int64{0: 5, 1: 2, 2: 7}},
+		{BeginReset, map[int32]int64{0: 5, 1: 6, 2: 7}},
+	} {
+		t.Run(tc.begin, func(t *testing.T) {
+			m, _ := adjustMember(cl, Options{InitialOffset: OffsetTimestamp, StartTime: start, BeginOffset: tc.begin})
+			committed := kgo.NewOffset().At(2).WithEpoch(0)
+			got, err := m.adjust(context.Background(), map[string]map[int32]kgo.Offset{
+				startTopic: {0: m.reset, 1: committed, 2: m.reset},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for part, w := range tc.want {
+				wantOff := kgo.NewOffset().At(w)
+				if part == 1 && tc.begin == BeginCommitted {
+					wantOff = committed
+				}
+				if o := got[startTopic][part]; o != wantOff {
+					t.Errorf("partition %d fetches from %v, want %v", part, o, wantOff)
+				}
+				if next := m.parts[topicPartition{startTopic, part}].Next.Load(); next != w {
+					t.Errorf("partition %d's claim starts at %d, want %d", part, next, w)
+				}
+			}
+		})
+	}
+}
+
+// Guarantee: when the start offsets cannot be listed, the partitions keep
+// the client's own lookup of the start time (the claims' start is then
+// unknown), and one WARN line says so.
+func TestAdjustFallsBackWhenListingFails(t *testing.T) {
+	_, cl := startCluster(t)
+	start := seed(t, cl)
+	m, logs := adjustMember(cl, Options{InitialOffset: OffsetTimestamp, StartTime: start, BeginOffset: BeginCommitted})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // every request fails
+	got, err := m.adjust(ctx, map[string]map[int32]kgo.Offset{startTopic: {0: m.reset, 1: m.reset, 2: m.reset}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for part, o := range got[startTopic] {
+		if o != m.reset {
+			t.Errorf("partition %d fetches from %v, want the client's lookup %v", part, o, m.reset)
+		}
+		if next := m.parts[topicPartition{startTopic, part}].Next.Load(); next != -1 {
+			t.Errorf("partition %d's claim starts at %d, want -1 (unknown)", part, next)
+		}
+	}
+	if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
+		t.Fatalf("%d WARN lines, want 1:\n%s", n, logs.String())
+	}
+}
