@@ -169,15 +169,25 @@ type group struct {
 // Add records o for a. o goes to the failed list when o.Err is not nil. A nil
 // acknowledger means Discard.
 func (g *Group) Add(a Acknowledger, o Outcome) {
+	*g.Slot(a, o.Err != nil) = o
+}
+
+// Slot records a zero outcome for a, in the failed list when failed is
+// true, and returns it for the caller to fill in where it lies, which
+// spares copying an Outcome per message. The pointer is valid until the
+// next call on g; a failed outcome must be given its Err. A nil
+// acknowledger means Discard.
+func (g *Group) Slot(a Acknowledger, failed bool) *Outcome {
 	if a == nil {
 		a = Discard
 	}
 	gr := g.find(a)
-	if o.Err != nil {
-		gr.failed = append(gr.failed, o)
-	} else {
-		gr.succeeded = append(gr.succeeded, o)
+	list := &gr.succeeded
+	if failed {
+		list = &gr.failed
 	}
+	*list = append(*list, Outcome{})
+	return &(*list)[len(*list)-1]
 }
 
 // Len reports how many outcomes are waiting to be flushed.

@@ -159,3 +159,36 @@ func TestWrapShutdown(t *testing.T) {
 		t.Fatal("Interrupted does not follow ErrShutdown")
 	}
 }
+
+// Guarantee: an outcome filled in through Slot reaches its acknowledger as
+// Add would have delivered it, in the list Slot was asked for, in order
+// with the outcomes added by value; slots reused after a Flush start zero.
+func TestGroupSlotFillsInPlace(t *testing.T) {
+	r := acker.NewRecorder(false)
+	var g acker.Group
+	errBad := errors.New("bad")
+	o := g.Slot(r, false)
+	o.ID, o.Data = 1, "one"
+	g.Add(r, acker.Outcome{ID: 2})
+	o = g.Slot(r, true)
+	o.ID, o.Err, o.Disposition = 3, errBad, acker.DispositionRetry
+	g.Flush(context.Background(), nil)
+	calls := r.Calls()
+	if len(calls) != 1 {
+		t.Fatalf("%d Ack calls, want 1", len(calls))
+	}
+	ok, failed := calls[0].Successful, calls[0].Failed
+	if len(ok) != 2 || ok[0].ID != 1 || ok[0].Data != "one" || ok[1].ID != 2 {
+		t.Fatalf("successful outcomes %+v, want IDs 1 (with its data) and 2", ok)
+	}
+	if len(failed) != 1 || failed[0].ID != 3 || failed[0].Err != errBad || failed[0].Disposition != acker.DispositionRetry {
+		t.Fatalf("failed outcomes %+v, want ID 3 with its error and disposition", failed)
+	}
+	// The next round reuses the slots: a fresh one carries nothing over.
+	o = g.Slot(r, true)
+	if o.ID != 0 || o.Data != nil || o.Err != nil || o.Disposition != 0 || o.Message != nil {
+		t.Fatalf("a reused slot is not zero: %+v", *o)
+	}
+	o.Err = errBad
+	g.Flush(context.Background(), nil)
+}

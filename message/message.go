@@ -424,8 +424,17 @@ func (m *Message[T]) AddTo(g *acker.Group) {
 	if m.st.deferred || m.st.acked {
 		return
 	}
-	a, _, _ := m.Acknowledger()
-	g.Add(a, m.Outcome())
+	// Filled in place, as Outcome would build it.
+	failed := m.st.status == StatusFailed
+	var err error
+	if failed {
+		err = m.Err()
+	}
+	o := g.Slot(m.ack, err != nil)
+	o.ID, o.Data, o.Message = m.id, m.ackData(), m
+	if failed {
+		o.Err, o.Disposition = err, m.Disposition()
+	}
 }
 
 // String describes the message for logs without its payload.
