@@ -198,6 +198,7 @@ type worker[In, Out any] struct {
 	st      *shard
 	index   int
 	clock   hookClock
+	mh      messageHooks
 }
 
 func (s *Pool[In, Out]) newProcessor(i int) *worker[In, Out] {
@@ -212,6 +213,7 @@ func (s *Pool[In, Out]) newProcessor(i int) *worker[In, Out] {
 		st:      s.st.shards[i],
 		index:   i,
 		clock:   hookClock{epoch: time.Now()},
+		mh:      newMessageHooks(s.hooks, s.name, i),
 	}
 }
 

@@ -91,24 +91,46 @@ func (p *worker[In, Out]) preparedMark() {
 	}
 }
 
+// messageHooks are a processor's message hooks and the part of their event
+// that never changes, copied out of the pool's Hooks when the processor is
+// made so that each message reads them from the processor itself.
+type messageHooks struct {
+	start, stop, exception func(context.Context, telemetry.Message)
+	event                  telemetry.Message
+}
+
+func newMessageHooks(h *telemetry.Hooks, stage string, processor int) messageHooks {
+	if h == nil {
+		return messageHooks{}
+	}
+	return messageHooks{start: h.MessageStart, stop: h.MessageStop, exception: h.MessageException,
+		event: telemetry.Message{Stage: stage, Processor: processor}}
+}
+
 // handleHooked calls the handler between the message hooks. In a timed
 // chunk it reads the clock once: a message's start is the previous
 // message's stop in the same chunk (or the chunk's start, after Prepare).
-func (p *worker[In, Out]) handleHooked(ctx context.Context, m *message.Message[In]) (Out, error) {
-	hs := p.s.hooks
-	e := telemetry.Message{Stage: p.s.name, Processor: p.index}
-	if hs.MessageStart != nil {
-		hs.MessageStart(ctx, e)
+func (p *worker[In, Out]) handleHooked(ctx context.Context, m *message.Message[In]) (out Out, err error) {
+	mh := &p.mh
+	e := mh.event
+	if mh.start != nil {
+		mh.start(ctx, e)
 	}
-	out, err := p.handleTimed(ctx, m)
+	if p.st.sample {
+		out, err = p.handleTimed(ctx, m)
+	} else {
+		out, err = p.handle(ctx, m)
+	}
 	if p.clock.timed {
 		now := p.clock.now()
 		e.Duration, e.Timed = now-p.clock.mark, true
 		p.clock.mark = now
 	}
-	stop := hs.MessageStop
-	if pe, panicked := err.(*message.PanicError); panicked && pe != nil {
-		stop = hs.MessageException
+	stop := mh.stop
+	if err != nil {
+		if pe, panicked := err.(*message.PanicError); panicked && pe != nil {
+			stop = mh.exception
+		}
 	}
 	if stop == nil {
 		return out, err
