@@ -54,10 +54,12 @@ import (
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/bench/internal/proc"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/telemetry"
 )
 
 // config is one workload.
@@ -283,12 +285,18 @@ func (s *blvdSource) Run(ctx context.Context, st *producer.Stage[uint64]) error 
 	return nil
 }
 
-func runBoulevard(cfg config, t *tally) error {
+func runBoulevard(cfg config, t *tally) error { return runBoulevardHooks(cfg, t, nil) }
+
+// runBoulevardHooks is runBoulevard with hooks as the pipeline's telemetry
+// hooks (nil: none).
+func runBoulevardHooks(cfg config, t *tally, hooks *telemetry.Hooks) error {
 	src := &blvdSource{n: cfg.N, ack: &blvdAcker{t: t}}
 	if cfg.Prealloc {
 		src.slab = t.blvdSlab[:cfg.N]
 	}
-	p, err := pipeline.New(batchingOptions("compare", src, cfg, t))
+	opts := batchingOptions("compare", src, cfg, t)
+	opts.Telemetry = hooks
+	p, err := pipeline.New(opts)
 	if err != nil {
 		return err
 	}
@@ -429,6 +437,7 @@ type sample struct {
 	AllocsPer  float64 // mallocs per message
 	BytesPer   float64 // bytes allocated per message
 	AcksPer    float64 // ack calls per message
+	CPUPer     float64 // the process's CPU time per message, in ns
 	// EarlyAcks is the number of ack calls that acknowledged messages
 	// before the batch handler had handled them (tally.early).
 	EarlyAcks int
@@ -447,11 +456,13 @@ func measure(name string, run runner, cfg config, t *tally) (sample, error) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	var err error
+	cpu0 := proc.CPU()
 	start := time.Now()
 	pprof.Do(context.Background(), pprof.Labels("side", name), func(context.Context) {
 		err = run(cfg, t)
 	})
 	elapsed := time.Since(start)
+	cpu := proc.CPU() - cpu0
 	runtime.ReadMemStats(&after)
 	if err != nil {
 		return sample{}, err
@@ -466,6 +477,7 @@ func measure(name string, run runner, cfg config, t *tally) (sample, error) {
 		AllocsPer:  float64(after.Mallocs-before.Mallocs) / n,
 		BytesPer:   float64(after.TotalAlloc-before.TotalAlloc) / n,
 		AcksPer:    float64(t.calls) / n,
+		CPUPer:     float64(cpu.Nanoseconds()) / n,
 		EarlyAcks:  t.early,
 		Hop:        t.hop,
 	}, nil
@@ -581,6 +593,7 @@ func main() {
 	warmup := flag.Int("warmup", 100_000, "messages of the warm-up run of each pipeline (0: none)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the warm-up and measured rounds to this file (goroutines are labelled side=boulevard or side=hand)")
 	metricsEvery := flag.Duration("metrics-cost", 0, "instead of the comparison: Boulevard alone without and with its Prometheus metrics served at this interval, paired rounds (for example 100ms)")
+	telemetryCost := flag.Bool("telemetry-cost", false, "instead of the comparison: Boulevard alone without and with every telemetry hook set to a function that does nothing, paired rounds")
 	topicFlag := flag.String("topic", "none", "workload across an internal topic hop: none, disabled or auto (ack_propagation), or both (disabled, then auto)")
 	flag.IntVar(&cfg.HopCap, "hopcap", 0, "with -topic: the topic's balanced queue_capacity and the hand-written hop channel's capacity (0: default 1024)")
 	flag.IntVar(&cfg.MaxInFlight, "inflight", 0, "with -topic auto: the topic's ack_propagation.max_in_flight (0: default 1024); below -batch, every batch of B waits for -timeout")
@@ -610,8 +623,16 @@ func main() {
 			cfg.handInCap(), cfg.handHopCap(), cfg.handOutCap(), cfg.handBatchCap())
 	}
 
+	if *telemetryCost {
+		if err := pairedCost(cfg, *rounds, *warmup, "telemetry hooks", runBoulevardHooked, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "compare:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *metricsEvery > 0 {
-		if err := metricsCost(cfg, *rounds, *warmup, *metricsEvery, os.Stdout); err != nil {
+		with := func(cfg config, t *tally) error { return runBoulevardScraped(cfg, t, *metricsEvery) }
+		if err := pairedCost(cfg, *rounds, *warmup, "metrics served every "+metricsEvery.String(), with, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "compare:", err)
 			os.Exit(1)
 		}

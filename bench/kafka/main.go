@@ -68,13 +68,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/boulevard-go/boulevard/bench/internal/proc"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -494,14 +494,14 @@ func measure(cfg config, fn func(context.Context, config, []string, string, *clo
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
 	defer cancel()
 	c := newClock(n)
-	cpu0 := cpuTime()
+	cpu0 := proc.CPU()
 	var err error
 	// The side's goroutines (sarama's included) inherit the label, so a
 	// -cpuprofile can be split with -tagfocus side=plain|boulevard.
 	pprof.Do(ctx, pprof.Labels("side", strings.SplitN(group, "-", 2)[0]), func(ctx context.Context) {
 		err = fn(ctx, cfg, brokers, group, c)
 	})
-	cpu := cpuTime() - cpu0
+	cpu := proc.CPU() - cpu0
 	close(stop)
 	wg.Wait()
 	if err != nil {
@@ -517,15 +517,6 @@ func measure(cfg config, fn func(context.Context, config, []string, string, *clo
 		cpuPerRecord: float64(cpu.Nanoseconds()) / float64(n),
 		heap:         p - base,
 	}, nil
-}
-
-// cpuTime is the user and system CPU time the process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func saramaConfig() *sarama.Config {

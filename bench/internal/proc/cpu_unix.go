@@ -1,14 +1,15 @@
 //go:build unix
 
-package main
+// Package proc reads what the benchmark process itself has used.
+package proc
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU is the process's user and system CPU time so far.
-func processCPU() time.Duration {
+// CPU is the process's user and system CPU time so far.
+func CPU() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0

@@ -1,0 +1,8 @@
+//go:build !unix
+
+package proc
+
+import "time"
+
+// CPU is not measured on this system: CPU figures read 0.
+func CPU() time.Duration { return 0 }
