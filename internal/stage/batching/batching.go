@@ -199,7 +199,16 @@ type partition[T any] struct {
 	order []slot[T] // open batches by deadline (= arrival of first message)
 	head  int
 	free  []*open[T]
+	// emitted are the batches emitted while taking in one chunk, handed to
+	// the batch processors together once the chunk is taken in (or once
+	// there are maxEmitted of them): one queue operation and one wake-up
+	// for several small batches.
+	emitted []message.Batch[T]
 }
+
+// maxEmitted is the most emitted batches a partition holds before it hands
+// them to the batch processors.
+const maxEmitted = 64
 
 func (b *partition[T]) loop(ctx context.Context) {
 	b.byKey = make(map[string]*open[T])
@@ -232,6 +241,7 @@ func (b *partition[T]) loop(ctx context.Context) {
 					return
 				}
 			}
+			b.handOver(ctx)
 			return
 		}
 		if n == 0 {
@@ -265,6 +275,9 @@ func (b *partition[T]) loop(ctx context.Context) {
 			if !b.emit(ctx, first, message.TriggerTimeout) {
 				return
 			}
+		}
+		if !b.handOver(ctx) {
+			return
 		}
 	}
 }
@@ -417,19 +430,44 @@ func (b *partition[T]) info(key string, size, weight int, trigger message.Trigge
 	}
 }
 
-// publish counts batch as emitted and hands it to the batch processors.
-// It reports false when the hard stop came first.
+// publish counts batch as emitted and queues it for the batch processors,
+// handing what is queued over once maxEmitted batches wait. It reports
+// false when the hard stop came first.
 func (b *partition[T]) publish(ctx context.Context, batch message.Batch[T]) bool {
 	b.st.emitted(batch.Info.Trigger, batch.Info.Size)
 	if b.s.hooks != nil {
 		b.s.emitHook(ctx, batch.Info)
 	}
-	if err := b.out.Publish(ctx, batch); err != nil {
-		b.s.log.Warn("batch not handed to a batch processor; its messages stay unacknowledged",
-			slog.Int("messages", batch.Info.Size), slog.Any("error", err))
+	b.emitted = append(b.emitted, batch)
+	if len(b.emitted) >= maxEmitted {
+		return b.handOver(ctx)
+	}
+	return true
+}
+
+// handOver hands the emitted batches to the batch processors, in the order
+// they were emitted, blocking while their queue is full. It reports false
+// when the hard stop came first: the batches not handed over stay
+// unacknowledged.
+func (b *partition[T]) handOver(ctx context.Context) bool {
+	if len(b.emitted) == 0 {
+		return true
+	}
+	n, err := b.out.PublishBatch(ctx, b.emitted)
+	if err != nil {
+		left := 0
+		for _, batch := range b.emitted[n:] {
+			left += batch.Info.Size
+		}
+		b.s.log.Warn("batches not handed to a batch processor; their messages stay unacknowledged",
+			slog.Int("batches", len(b.emitted)-n), slog.Int("messages", left), slog.Any("error", err))
+		clear(b.emitted)
+		b.emitted = b.emitted[:0]
 		b.leftBehind()
 		return false
 	}
+	clear(b.emitted)
+	b.emitted = b.emitted[:0]
 	return true
 }
 
@@ -437,6 +475,9 @@ func (b *partition[T]) leftBehind() {
 	n := b.in.Len()
 	for _, ob := range b.byKey {
 		n += len(ob.msgs)
+	}
+	for _, batch := range b.emitted {
+		n += batch.Info.Size
 	}
 	if n > 0 {
 		b.s.log.Warn("batcher stopped by the shutdown timeout; messages stay unacknowledged",

@@ -30,9 +30,15 @@ func newTestPartition(t *testing.T, batchSize int) *partition[int] {
 	}
 }
 
-// takeBatches empties b.out and returns how many batches it held.
+// takeBatches hands over what b emitted, empties b.out and returns how
+// many batches it held.
 func takeBatches(t *testing.T, b *partition[int]) int {
 	t.Helper()
+	// The partition loop hands what it emitted over once per chunk taken
+	// in, as this does.
+	if !b.handOver(context.Background()) {
+		t.Fatal("hand-over failed")
+	}
 	buf := make([]message.Batch[int], 4)
 	n, err := b.out.TryReceive(buf)
 	if err != nil {
@@ -86,5 +92,50 @@ func TestOpenBatchBookkeepingStaysBounded(t *testing.T) {
 				t.Errorf("deadline order grew to %d entries for at most 2 open batches after %d batches", maxOrder, batches)
 			}
 		})
+	}
+}
+
+// Guarantee: the batches a partition emits while taking in one chunk reach
+// the batch processors together and in the order they were emitted; if the
+// hard stop comes while their queue is full, the hand-over gives up and
+// they stay unacknowledged.
+func TestEmittedBatchesHandedOverTogetherInOrder(t *testing.T) {
+	b := newTestPartition(t, 1)
+	ctx := context.Background()
+	now := time.Now()
+	for id := range 3 {
+		if !b.add(ctx, message.New(id, nil, uint64(id)), 0, now) {
+			t.Fatal("add failed")
+		}
+	}
+	if n := b.out.Len(); n != 0 {
+		t.Fatalf("%d batches handed over before the chunk was taken in, want 0", n)
+	}
+	if !b.handOver(ctx) {
+		t.Fatal("hand-over failed")
+	}
+	buf := make([]message.Batch[int], 4)
+	n, err := b.out.TryReceive(buf)
+	if err != nil || n != 3 {
+		t.Fatalf("took %d batches (%v), want 3", n, err)
+	}
+	for i, batch := range buf[:n] {
+		if got := batch.Messages[0].Data; got != i {
+			t.Fatalf("batch %d holds message %d: the emission order is lost", i, got)
+		}
+	}
+
+	// The batch processors' queue (capacity 4) is full: a hand-over that
+	// meets the hard stop gives up.
+	for id := range 5 {
+		b.add(ctx, message.New(id, nil, uint64(id)), 0, now)
+	}
+	stopped, cancel := context.WithCancel(ctx)
+	cancel()
+	if b.handOver(stopped) {
+		t.Fatal("a hand-over into a full queue after the hard stop reported success")
+	}
+	if len(b.emitted) != 0 {
+		t.Fatalf("%d batches still held after a failed hand-over", len(b.emitted))
 	}
 }
