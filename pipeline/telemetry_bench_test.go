@@ -6,24 +6,13 @@ import (
 	"testing"
 
 	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/internal/benchsrc"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/telemetry"
 )
 
 // emptyHooks has every hook set to a function that does nothing.
-var emptyHooks = &telemetry.Hooks{
-	PipelineStart:    func(context.Context, telemetry.Pipeline) {},
-	PipelineStop:     func(context.Context, telemetry.Pipeline) {},
-	ChunkStart:       func(context.Context, telemetry.Chunk) {},
-	ChunkStop:        func(context.Context, telemetry.Chunk) {},
-	MessageStart:     func(context.Context, telemetry.Message) {},
-	MessageStop:      func(context.Context, telemetry.Message) {},
-	MessageException: func(context.Context, telemetry.Message) {},
-	HandleFailed:     func(context.Context, telemetry.Failed) {},
-	BatchEmit:        func(context.Context, telemetry.Batch) {},
-	BatchStart:       func(context.Context, telemetry.Batch) {},
-	BatchStop:        func(context.Context, telemetry.Batch) {},
-}
+var emptyHooks = benchsrc.EmptyHooks()
 
 // coarseHooks are the chunk, batch and pipeline hooks of emptyHooks,
 // without the per-message ones.

@@ -1,7 +1,7 @@
-// Package benchsrc is the source and acknowledger the observability
-// benchmarks share: a source delivering reused messages from a slab (so
-// that a benchmark measures the pipeline, not the allocator), and an
-// acknowledger that counts.
+// Package benchsrc is what the benchmarks of several packages share: a
+// source delivering reused messages from a slab (so that a benchmark
+// measures the pipeline, not the allocator), an acknowledger that counts,
+// and telemetry hooks that do nothing.
 package benchsrc
 
 import (
@@ -11,7 +11,26 @@ import (
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/telemetry"
 )
+
+// EmptyHooks returns telemetry hooks with every hook set to a function that
+// does nothing, to measure what calling them costs.
+func EmptyHooks() *telemetry.Hooks {
+	return &telemetry.Hooks{
+		PipelineStart:    func(context.Context, telemetry.Pipeline) {},
+		PipelineStop:     func(context.Context, telemetry.Pipeline) {},
+		ChunkStart:       func(context.Context, telemetry.Chunk) {},
+		ChunkStop:        func(context.Context, telemetry.Chunk) {},
+		MessageStart:     func(context.Context, telemetry.Message) {},
+		MessageStop:      func(context.Context, telemetry.Message) {},
+		MessageException: func(context.Context, telemetry.Message) {},
+		HandleFailed:     func(context.Context, telemetry.Failed) {},
+		BatchEmit:        func(context.Context, telemetry.Batch) {},
+		BatchStart:       func(context.Context, telemetry.Batch) {},
+		BatchStop:        func(context.Context, telemetry.Batch) {},
+	}
+}
 
 // Counter counts acknowledged messages, successful or failed.
 type Counter struct{ N atomic.Int64 }

@@ -4,16 +4,11 @@ import (
 	"context"
 	"testing"
 
-	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/internal/benchsrc"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/telemetry"
 )
-
-// countAcks counts acknowledged messages.
-type countAcks struct{ n int }
-
-func (c *countAcks) Ack(_ context.Context, ok, failed []acker.Outcome) { c.n += len(ok) + len(failed) }
 
 // benchHooks are the hook sets BenchmarkHandleChunkHooks compares: none,
 // the chunk hooks only (coarse), every hook an empty function (durations
@@ -22,14 +17,10 @@ func benchHooks() []struct {
 	name  string
 	hooks *telemetry.Hooks
 } {
-	all := &telemetry.Hooks{
-		ChunkStart:       func(context.Context, telemetry.Chunk) {},
-		ChunkStop:        func(context.Context, telemetry.Chunk) {},
-		MessageStart:     func(context.Context, telemetry.Message) {},
-		MessageStop:      func(context.Context, telemetry.Message) {},
-		MessageException: func(context.Context, telemetry.Message) {},
-		HandleFailed:     func(context.Context, telemetry.Failed) {},
-	}
+	all := benchsrc.EmptyHooks()
+	// A processor calls only these (no pipeline or batch around it).
+	all.PipelineStart, all.PipelineStop = nil, nil
+	all.BatchEmit, all.BatchStart, all.BatchStop = nil, nil, nil
 	untimed := *all
 	untimed.NoDurations = true
 	coarse := *all
@@ -58,7 +49,7 @@ func BenchmarkHandleChunkHooks(b *testing.B) {
 			}.WithDefaults()
 			s := New(opts, Config[int]{Name: "bench", Hooks: hs.hooks})
 			p := s.newProcessor(0)
-			ack := &countAcks{}
+			ack := &benchsrc.Counter{}
 			msgs := make([]message.Message[int], chunk)
 			ptrs := make([]*message.Message[int], chunk)
 			ctx := context.Background()
@@ -70,8 +61,8 @@ func BenchmarkHandleChunkHooks(b *testing.B) {
 				}
 				p.handleChunk(ctx, ptrs)
 			}
-			if ack.n != b.N*chunk {
-				b.Fatalf("%d messages acknowledged, want %d", ack.n, b.N*chunk)
+			if ack.N.Load() != int64(b.N*chunk) {
+				b.Fatalf("%d messages acknowledged, want %d", ack.N.Load(), b.N*chunk)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*chunk), "ns/msg")
 		})
