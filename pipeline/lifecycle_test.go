@@ -423,7 +423,10 @@ func TestStopContextDuringSourceClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait.For(t, "more than 10 outcomes", func() bool { return rec.Total() > 10 })
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	// Stop cancels Close's context a quarter of the time left before its
+	// own ends (at most CancelGrace): 500ms here, enough for Close and the
+	// pipeline's last goroutine to return on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := p.Stop(ctx); err != nil {
 		t.Fatalf("Stop = %v; the drain was complete, only Close was slow", err)
