@@ -168,6 +168,20 @@ func (m *member) Failed() <-chan error { return m.failed }
 // Stats is the member's snapshot.
 func (m *member) Stats() claim.MemberStats { return m.cm.Stats() }
 
+// undecided reports whether a claim has polled records its reader has not
+// yet taken in and decided on: polling again before it has could hand it
+// more than its window.
+func (m *member) undecided() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range m.parts {
+		if p.undecided() {
+			return true
+		}
+	}
+	return false
+}
+
 // pollMax bounds the records one poll returns.
 const pollMax = 10_000
 
@@ -177,7 +191,7 @@ func (m *member) poll() {
 	defer close(m.pollDone)
 	failures := 0
 	for {
-		for m.blocked.Load() > 0 {
+		for m.blocked.Load() > 0 || m.undecided() {
 			select {
 			case <-m.room:
 			case <-m.pollCtx.Done():

@@ -26,6 +26,14 @@ type partition struct {
 	spare    []*kgo.Record // the reader's last inbox, for reuse
 	rewindAt int64         // while rewinding: records after it are from before the rewind, -1 otherwise
 	wake     chan struct{}
+	// pushed counts the hand-overs of the poll loop; decided is the count
+	// the reader has taken in and decided on (whether its read-ahead is
+	// full): the poll loop does not poll again while a claim has records
+	// it has not decided on, so a window bounds the read-ahead however
+	// late the reader runs. noGate (max uint64) while the reader waits out
+	// a redelivery backoff.
+	pushed  atomic.Uint64
+	decided atomic.Uint64
 
 	stopOnce sync.Once
 	stopCh   chan struct{} // closed when the claim is revoked or lost
@@ -70,19 +78,36 @@ func (p *partition) push(recs []*kgo.Record, hw int64) {
 		}
 	}
 	p.inbox = append(p.inbox, recs...)
+	p.pushed.Add(1)
 	p.inMu.Unlock()
 	claim.Signal(p.wake)
 }
 
-// takeInbox returns what the poll loop handed over since the last call.
-// The slice is the reader's until the next call.
-func (p *partition) takeInbox() []*kgo.Record {
+// noGate is decided's value while the reader does not take records in.
+const noGate = ^uint64(0)
+
+// undecided reports whether the poll loop handed the reader records it has
+// not taken in and decided on yet. A reader that has returned never will.
+func (p *partition) undecided() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+	}
+	return p.pushed.Load() > p.decided.Load()
+}
+
+// takeInbox returns what the poll loop handed over since the last call,
+// and the count of hand-overs it covers. The slice is the reader's until
+// the next call.
+func (p *partition) takeInbox() ([]*kgo.Record, uint64) {
 	p.inMu.Lock()
 	in := p.inbox
 	clear(p.spare)
 	p.inbox, p.spare = p.spare[:0], in
+	seq := p.pushed.Load()
 	p.inMu.Unlock()
-	return in
+	return in, seq
 }
 
 // stop ends the reader and waits for it.
@@ -131,13 +156,18 @@ func (p *partition) setBlocking(blocking *bool, v bool) {
 // While a window of records taken from the client waits undelivered, the
 // claim holds the member's poll loop back: franz-go then keeps at most one
 // fetch per broker buffered, and the steady state costs no pause / resume
-// of fetch sessions. If no permit comes back within stallTimeout (the
+// of fetch sessions. The poll loop also waits for the claim to take in and
+// decide on every hand-over before it polls again, so that a claim whose
+// goroutine runs late is not handed poll after poll beyond its window. If no permit comes back within stallTimeout (the
 // processors are stuck), the claim pauses its partition (franz-go stops
 // fetching it and drops what it buffered of it) and lets the poll loop go
 // on for the other partitions; it resumes the partition once its
 // read-ahead falls below the window. The read-ahead is so bounded by a
 // window plus what one poll returned for the partition.
 func (p *partition) run() {
+	// After done is closed: a poll loop waiting for this reader's decision
+	// looks again and finds it gone.
+	defer claim.Signal(p.m.room)
 	defer close(p.done)
 	window := p.m.stage.Flow().MaxWindow()
 	q := claim.NewQueue[*kgo.Record](2 * window)
@@ -154,7 +184,8 @@ func (p *partition) run() {
 		p.setPaused(&paused, false)
 	}()
 	for {
-		if in := p.takeInbox(); len(in) > 0 {
+		in, seq := p.takeInbox()
+		if len(in) > 0 {
 			p.Next.Store(in[len(in)-1].Offset + 1)
 			if !draining {
 				q.Push(in...)
@@ -182,6 +213,10 @@ func (p *partition) run() {
 		}
 		p.setBlocking(&blocking, full && !stalled)
 		p.setPaused(&paused, draining || (full && stalled))
+		if p.decided.Swap(seq) != seq {
+			// The poll loop may wait for this decision.
+			claim.Signal(p.m.room)
+		}
 		var stallC <-chan time.Time
 		if armed {
 			stallC = stall.C
@@ -239,6 +274,10 @@ func (p *partition) redeliver(q *claim.Queue[*kgo.Record], paused, blocking *boo
 	p.Withdraw()
 	p.log.Info("kafka partition rewinds to redeliver a failed message",
 		slog.Int64("offset", at), slog.Duration("backoff", p.m.opts.RedeliveryBackoff))
+	// The partition is paused and what arrives is dropped: the poll loop
+	// need not wait for this reader until it takes records in again.
+	p.decided.Store(noGate)
+	claim.Signal(p.m.room)
 	t := time.NewTimer(p.m.opts.RedeliveryBackoff)
 	defer t.Stop()
 	select {
