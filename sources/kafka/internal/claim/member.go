@@ -148,6 +148,9 @@ func (m *Member) Commit(only *Claim, send Send) error {
 	if err != nil {
 		return m.failed(err, sent)
 	}
+	// Counted before the offsets are recorded, so that whoever sees a
+	// committed offset in Stats also sees the commit that made it.
+	m.commits.Add(1)
 	var failed []Block
 	var ferr error
 	for _, b := range sent {
@@ -158,7 +161,6 @@ func (m *Member) Commit(only *Claim, send Send) error {
 		failed = append(failed, b)
 		ferr = b.Err
 	}
-	m.commits.Add(1)
 	if len(failed) > 0 {
 		return m.failed(ferr, failed)
 	}
@@ -199,13 +201,7 @@ func (m *Member) CommitLoop(interval time.Duration, done <-chan struct{}, commit
 
 // Stats returns the member's figures.
 func (m *Member) Stats() MemberStats {
-	ms := MemberStats{
-		Stage:           m.Stage,
-		GenerationID:    -1,
-		Commits:         m.commits.Load(),
-		CommitErrors:    m.commitErrors.Load(),
-		LastCommitError: m.lastErr.Load(),
-	}
+	ms := MemberStats{Stage: m.Stage, GenerationID: -1}
 	m.mu.Lock()
 	if m.joined {
 		ms.MemberID, ms.GenerationID = m.memberID, m.generation
@@ -223,6 +219,11 @@ func (m *Member) Stats() MemberStats {
 	slices.SortFunc(ms.Partitions, func(a, b PartitionStats) int {
 		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 	})
+	// The counters after the partitions' offsets: a committed offset in
+	// this snapshot comes with the commit that recorded it.
+	ms.Commits = m.commits.Load()
+	ms.CommitErrors = m.commitErrors.Load()
+	ms.LastCommitError = m.lastErr.Load()
 	return ms
 }
 
