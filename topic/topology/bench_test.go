@@ -2,20 +2,17 @@ package topology_test
 
 import (
 	"context"
-	"log/slog"
-	"strconv"
 	"testing"
 	"time"
 
-	"github.com/boulevard-go/boulevard/message"
-	"github.com/boulevard-go/boulevard/pipeline"
-	"github.com/boulevard-go/boulevard/processor"
-	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/topic/topology"
+	"github.com/boulevard-go/boulevard/topic/topology/topologytest"
 )
 
 // BenchmarkSource measures a publish → pipeline → ack round per message
-// through the in-memory backend: plain, and sequenced over 64 keys.
+// through the in-memory backend: plain, and sequenced over 64 keys. It is
+// the Kafka and Pulsar backends' publish-to-ack benchmark
+// (topologytest.PublishToAck) with one publisher.
 func BenchmarkSource(b *testing.B) {
 	for _, c := range []struct {
 		name string
@@ -29,44 +26,16 @@ func BenchmarkSource(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			m, _ := topology.NewMemory[int](topology.MemoryOptions{})
-			defer m.Close()
-			q, _ := m.Declare(context.Background(), top)
-			src, _ := topology.NewSource(topology.SourceOptions[int]{Queues: q})
-			p, err := pipeline.New(pipeline.Options[int, int]{
-				Name:     "bench",
-				Logger:   slog.New(slog.DiscardHandler),
-				Producer: producer.Options[int]{Source: src},
-				Processors: processor.Options[int, int]{Concurrency: 2, Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
-					return m.Data, nil
-				}},
-			})
+			m, err := topology.NewMemory[topologytest.Msg](topology.MemoryOptions{})
 			if err != nil {
 				b.Fatal(err)
 			}
-			if err := p.Start(context.Background()); err != nil {
+			defer m.Close()
+			q, err := m.Declare(context.Background(), top)
+			if err != nil {
 				b.Fatal(err)
 			}
-			defer p.Stop(context.Background())
-			opts := topology.PublisherOptions[int]{}
-			keys := make([]string, 64)
-			for i := range keys {
-				keys[i] = "k" + strconv.Itoa(i)
-			}
-			if _, seq := top.Sequenced(); seq {
-				opts.Key = func(v int) string { return keys[v%64] }
-			}
-			pub, _ := topology.NewPublisher(q, opts)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := range b.N {
-				if err := pub.Publish(context.Background(), i); err != nil {
-					b.Fatal(err)
-				}
-			}
-			for src.Stats().Acked < uint64(b.N) {
-				time.Sleep(100 * time.Microsecond) // poll: the benchmark's end condition
-			}
+			topologytest.PublishToAck(b, q, 1, time.Minute)
 		})
 	}
 }
