@@ -96,9 +96,9 @@ func TestOpenBatchBookkeepingStaysBounded(t *testing.T) {
 }
 
 // Guarantee: the batches a partition emits while taking in one chunk reach
-// the batch processors together and in the order they were emitted; if the
-// hard stop comes while their queue is full, the hand-over gives up and
-// they stay unacknowledged.
+// the batch processors together and in the order they were emitted; once
+// the hard stop has come, the hand-over gives up and lets them go (they
+// stay unacknowledged) rather than hold them.
 func TestEmittedBatchesHandedOverTogetherInOrder(t *testing.T) {
 	b := newTestPartition(t, 1)
 	ctx := context.Background()
@@ -125,15 +125,14 @@ func TestEmittedBatchesHandedOverTogetherInOrder(t *testing.T) {
 		}
 	}
 
-	// The batch processors' queue (capacity 4) is full: a hand-over that
-	// meets the hard stop gives up.
+	// After the hard stop, a hand-over gives up.
 	for id := range 5 {
 		b.add(ctx, message.New(id, nil, uint64(id)), 0, now)
 	}
 	stopped, cancel := context.WithCancel(ctx)
 	cancel()
 	if b.handOver(stopped) {
-		t.Fatal("a hand-over into a full queue after the hard stop reported success")
+		t.Fatal("a hand-over after the hard stop reported success")
 	}
 	if len(b.emitted) != 0 {
 		t.Fatalf("%d batches still held after a failed hand-over", len(b.emitted))
