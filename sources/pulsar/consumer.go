@@ -35,6 +35,10 @@ type consumer struct {
 	// or by Close): acknowledgements for its messages are dropped.
 	gone      atomic.Bool
 	closeOnce sync.Once
+	// call is held by the prober for the length of its client call, and
+	// taken for good by close, which so never closes the consumer under a
+	// call that may not have reached the client yet (see askClient).
+	call chan struct{}
 	// events is the consumer's active-state listener; nil without an
 	// ActiveStateCallback.
 	events *listener
@@ -232,7 +236,11 @@ func (c *consumer) probe(ctx context.Context, found context.CancelCauseFunc) {
 	t := time.NewTicker(probeInterval)
 	defer t.Stop()
 	for {
-		if _, err := c.c.GetLastMessageIDs(); err != nil && closedByClient(err) {
+		called, err := c.askClient(ctx)
+		if !called {
+			return
+		}
+		if err != nil && (err == errClosed || closedByClient(err)) {
 			found(&probeError{err: err})
 			return
 		}
@@ -243,6 +251,31 @@ func (c *consumer) probe(ctx context.Context, found context.CancelCauseFunc) {
 		}
 	}
 }
+
+// askClient asks the client for the consumer's last message ids, holding
+// c.call meanwhile; called is false only when ctx ended first. When the
+// source closed the consumer it does not ask and returns errClosed.
+// pulsar-client-go queues the request on the consumer's event loop after
+// checking that the consumer is open; a close queued between the two ends
+// that loop first, and the request then waits for an answer that never
+// comes. close waits for the call, so the source's own closes cannot
+// strand it.
+func (c *consumer) askClient(ctx context.Context) (called bool, err error) {
+	select {
+	case c.call <- struct{}{}:
+	case <-ctx.Done():
+		return false, nil
+	}
+	defer func() { <-c.call }()
+	if c.gone.Load() {
+		return true, errClosed
+	}
+	_, err = c.c.GetLastMessageIDs()
+	return true, err
+}
+
+// errClosed is what the prober finds when the source closed the consumer.
+var errClosed = errors.New("consumer closed by the source")
 
 // closedByClient reports whether err is pulsar-client-go's refusal to serve
 // a closed or closing consumer (it has no sentinel for it; the phrase is
@@ -332,10 +365,25 @@ func (c *consumer) Ack(ctx context.Context, successful, failed []acker.Outcome) 
 	c.signal()
 }
 
-// close marks the consumer gone and closes it once.
+// callWait bounds how long close waits for a prober's call in flight. The
+// call queues its request at once and the client answers it before a
+// later close (or, when the broker is unreachable, within
+// ClientOptions.OperationTimeout); close waits only so long that a call
+// not yet queued surely is, and then closes regardless.
+const callWait = probeInterval
+
+// close marks the consumer gone and closes it once, after a prober's call
+// in flight (see askClient).
 func (c *consumer) close() {
 	c.closeOnce.Do(func() {
 		c.gone.Store(true)
+		t := time.NewTimer(callWait)
+		defer t.Stop()
+		select {
+		case c.call <- struct{}{}:
+			defer func() { <-c.call }()
+		case <-t.C:
+		}
 		c.c.Close()
 	})
 }

@@ -284,6 +284,7 @@ func (s *Source) subscribe(ctx context.Context, st *producer.Stage[[]byte], topi
 		events: events,
 		plan:   r.plan,
 		wake:   make(chan struct{}, 1),
+		call:   make(chan struct{}, 1),
 	}
 	// Logged before the consumer shows in Stats, so that whoever sees it
 	// there finds the line in the log too.
@@ -360,15 +361,27 @@ func closeAll(cs []*consumer) {
 }
 
 // Close closes every consumer the source still has open, which flushes the
-// acknowledgements the client still groups, and waits for subscribe calls
-// that outlived their stage. It does not close the client. It waits for the
-// client's own close requests (bounded by ClientOptions.OperationTimeout);
-// ctx is only reported: Close returns ctx.Err() if it expired meanwhile.
+// acknowledgements the client still groups, and waits for the client calls
+// that outlived their stage: subscribe calls and permit-wait checks. It
+// does not close the client. Closing a consumer waits for the client's own
+// close request (bounded by ClientOptions.OperationTimeout); the calls
+// that outlived their stage are awaited until ctx ends, when Close returns
+// an error wrapping ctx.Err() and leaves them behind. Otherwise it returns
+// ctx.Err() if ctx expired meanwhile.
 func (s *Source) Close(ctx context.Context) error {
 	cs := liveset.Close(&s.mu, &s.closed, s.live)
 	closeAll(cs)
-	s.bg.Wait()
-	return ctx.Err()
+	done := make(chan struct{})
+	go func() {
+		s.bg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return ctx.Err()
+	case <-ctx.Done():
+		return fmt.Errorf("pulsar: close: client calls still running: %w", ctx.Err())
+	}
 }
 
 // report calls the active-state callback, containing a panic, which it
