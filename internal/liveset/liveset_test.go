@@ -15,6 +15,32 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// Guarantee: Add registers a member until the owner closes, and refuses
+// one after, so that the caller releases it; Remove takes members out.
+func TestAddRefusesOnceClosedAndRemoveTakesOut(t *testing.T) {
+	var (
+		mu     sync.Mutex
+		closed bool
+	)
+	live := map[int]struct{}{}
+	if !liveset.Add(&mu, &closed, live, 1) || !liveset.Add(&mu, &closed, live, 2) || !liveset.Add(&mu, &closed, live, 3) {
+		t.Fatal("Add refused a member of an open owner")
+	}
+	liveset.Remove(&mu, live, 1, 3)
+	if _, ok := live[2]; len(live) != 1 || !ok {
+		t.Fatalf("after Remove(1, 3): %v, want only 2", live)
+	}
+	if got := liveset.Close(&mu, &closed, live); !slices.Equal(got, []int{2}) {
+		t.Fatalf("Close returned %v, want [2]", got)
+	}
+	if liveset.Add(&mu, &closed, live, 4) || len(live) != 0 {
+		t.Fatalf("Add after Close registered the member: %v", live)
+	}
+	if !mu.TryLock() {
+		t.Fatal("Add or Remove left the mutex locked")
+	}
+}
+
 // Guarantee: Close marks the owner closed, returns every live member once
 // and leaves the set empty, so a second Close returns nothing.
 func TestCloseTakesEveryMemberOnce(t *testing.T) {

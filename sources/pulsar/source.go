@@ -290,13 +290,7 @@ func (s *Source) subscribe(ctx context.Context, st *producer.Stage[[]byte], topi
 	// there finds the line in the log too.
 	c.log.Debug("pulsar consumer subscribed", slog.String("consumer", c.name),
 		slog.Int("receiver_queue_size", r.plan.size), slog.Int("reserve", r.plan.reserve))
-	s.mu.Lock()
-	closed := s.closed
-	if !closed {
-		s.live[c] = struct{}{}
-	}
-	s.mu.Unlock()
-	if closed {
+	if !liveset.Add(&s.mu, &s.closed, s.live, c) {
 		c.close()
 		return nil, fmt.Errorf("pulsar: source closed: %w", ErrSubscribe)
 	}
@@ -346,11 +340,7 @@ func (deadLetterCounter) OnNegativeAcksSend(pulsar.Consumer, []pulsar.MessageID)
 // retire closes the consumers of a failed stage run, so that their
 // replacements can subscribe (an exclusive subscription admits one).
 func (s *Source) retire(cs []*consumer) {
-	s.mu.Lock()
-	for _, c := range cs {
-		delete(s.live, c)
-	}
-	s.mu.Unlock()
+	liveset.Remove(&s.mu, s.live, cs...)
 	closeAll(cs)
 	s.replaced.Add(int64(len(cs)))
 }

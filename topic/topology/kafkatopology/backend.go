@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/boulevard-go/boulevard/internal/liveset"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -297,21 +298,9 @@ func (b *Backend[T]) release(kname string) error {
 }
 
 // track registers a reader to close with the backend; false when closed.
-func (b *Backend[T]) track(c closer) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return false
-	}
-	b.readers[c] = struct{}{}
-	return true
-}
+func (b *Backend[T]) track(c closer) bool { return liveset.Add(&b.mu, &b.closed, b.readers, c) }
 
-func (b *Backend[T]) untrack(c closer) {
-	b.mu.Lock()
-	delete(b.readers, c)
-	b.mu.Unlock()
-}
+func (b *Backend[T]) untrack(c closer) { liveset.Remove(&b.mu, b.readers, c) }
 
 // Close stops the releasers (what they hold stays in the hold topics),
 // closes every reader (each commits what was settled and leaves its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/boulevard-go/boulevard/internal/liveset"
 	"log/slog"
 	"strings"
 	"sync"
@@ -216,21 +217,9 @@ func (b *Backend[T]) send(ctx context.Context, full string, msg *pulsar.Producer
 }
 
 // track registers a reader to close with the backend; false when closed.
-func (b *Backend[T]) track(r *reader[T]) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return false
-	}
-	b.readers[r] = struct{}{}
-	return true
-}
+func (b *Backend[T]) track(r *reader[T]) bool { return liveset.Add(&b.mu, &b.closed, b.readers, r) }
 
-func (b *Backend[T]) untrack(r *reader[T]) {
-	b.mu.Lock()
-	delete(b.readers, r)
-	b.mu.Unlock()
-}
+func (b *Backend[T]) untrack(r *reader[T]) { liveset.Remove(&b.mu, b.readers, r) }
 
 // Close closes every reader (what each received and did not settle is
 // delivered again to its subscription by the broker), the producers and,

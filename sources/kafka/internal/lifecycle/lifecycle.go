@@ -56,15 +56,11 @@ func (s *Members[M]) Closed() bool {
 // false and the caller releases m itself.
 func (s *Members[M]) Add(m M) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false
-	}
 	if s.live == nil {
 		s.live = make(map[M]struct{})
 	}
-	s.live[m] = struct{}{}
-	return true
+	s.mu.Unlock()
+	return liveset.Add(&s.mu, &s.closed, s.live, m)
 }
 
 // CheckBrokers runs probe for every bootstrap broker at once (see
@@ -94,9 +90,7 @@ func (s *Members[M]) Run(ctx context.Context, start func() (M, error)) error {
 		return nil
 	case err := <-m.Failed():
 		_ = m.Close(ctx) // the member's own failure is what Run reports
-		s.mu.Lock()
-		delete(s.live, m)
-		s.mu.Unlock()
+		liveset.Remove(&s.mu, s.live, m)
 		return err
 	}
 }
