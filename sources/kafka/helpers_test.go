@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -90,18 +91,12 @@ func produceSync(t testing.TB, c *kfake.Cluster, recs []*kgo.Record) {
 	}
 }
 
-// testConfig is a sarama config tuned for fast group operations on kfake.
+// testConfig is the tests' sarama config for fast group operations on
+// kfake, at Kafka 3.0 and with five offset-commit retries (the source
+// replaces its auto-commit settings).
 func testConfig() *sarama.Config {
-	c := sarama.NewConfig()
+	c := testbroker.SaramaConfig()
 	c.Version = sarama.V3_0_0_0
-	c.ClientID = "boulevard-test"
-	c.Consumer.Group.Session.Timeout = 2 * time.Second
-	c.Consumer.Group.Heartbeat.Interval = 100 * time.Millisecond
-	c.Consumer.Group.Rebalance.Timeout = 4 * time.Second
-	c.Consumer.Group.Rebalance.Retry.Backoff = 100 * time.Millisecond
-	c.Consumer.MaxWaitTime = 100 * time.Millisecond
-	c.Consumer.Retry.Backoff = 50 * time.Millisecond
-	c.Metadata.Retry.Backoff = 50 * time.Millisecond
 	c.Consumer.Offsets.Retry.Max = 5
 	return c
 }

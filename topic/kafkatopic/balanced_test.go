@@ -12,6 +12,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/kafkatopic"
@@ -46,7 +47,7 @@ func recvValues[T any](t testing.TB, s *topic.Subscription[T], n int) ([]T, []to
 // Members of one group in one process share the topic's partitions:
 // each message reaches exactly one of them, and both get a share.
 func TestMembersSharePartitions(t *testing.T) {
-	c := newCluster(t)
+	c := testbroker.Kafka(t)
 	o := testOptions[string](c, topic.StringCodec{})
 	o.Partitions = 4
 	o.Key = func(v string) []byte { return []byte(v) }
@@ -103,7 +104,7 @@ func TestMembersSharePartitions(t *testing.T) {
 // after an unsettled message are delivered again with it when the member
 // leaves; once the prefix is settled nothing is delivered again.
 func TestCommitsContiguousPrefix(t *testing.T) {
-	c := newCluster(t)
+	c := testbroker.Kafka(t)
 	b := newBackend(t, testOptions[int](c, topic.IntCodec{}))
 	h := newTopic(t, b, "prefix", topic.Options{})
 	m := subscribe(t, h, topic.Balanced("g"))
@@ -155,14 +156,14 @@ func equal[T comparable](a, b []T) bool {
 // A record the codec cannot decode is logged once and committed past; the
 // members go on with the next record.
 func TestUndecodableRecordSkipped(t *testing.T) {
-	c := newCluster(t)
+	c := testbroker.Kafka(t)
 	var logs logBuffer
 	o := testOptions[int](c, topic.IntCodec{})
 	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	b := newBackend(t, o)
 	h := newTopic(t, b, "mixed-bytes", topic.Options{})
 	m := subscribe(t, h, topic.Balanced("g"))
-	pc := testConfig()
+	pc := testbroker.SaramaConfig()
 	pc.Producer.Return.Successes = true
 	p, err := sarama.NewSyncProducer(c.ListenAddrs(), pc)
 	if err != nil {
@@ -197,7 +198,7 @@ func TestUndecodableRecordSkipped(t *testing.T) {
 // nobody receiving it fetches that many records and stops, the publisher
 // is not slowed down, and a receive makes room for one more.
 func TestReadAheadBoundedByCapacity(t *testing.T) {
-	c := newCluster(t)
+	c := testbroker.Kafka(t)
 	b := newBackend(t, testOptions[int](c, topic.IntCodec{}))
 	h := newTopic(t, b, "slow", topic.Options{Balanced: topic.BalancedPolicy{Capacity: 4}})
 	m := subscribe(t, h, topic.Balanced("g"))
@@ -229,7 +230,7 @@ func TestReadAheadBoundedByCapacity(t *testing.T) {
 // records published before are not delivered, records published after
 // are, to whichever member joins later.
 func TestNewGroupStartsAtSubscribe(t *testing.T) {
-	c := newCluster(t)
+	c := testbroker.Kafka(t)
 	o := testOptions[int](c, topic.IntCodec{})
 	o.Partitions = 2
 	b := newBackend(t, o)
@@ -269,7 +270,7 @@ func TestRevokeWaitsForHandedOutMessages(t *testing.T) {
 		settled bool // acked while the member still holds the partition
 	}{{"in time", patience, true}, {"too late", time.Millisecond, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newCluster(t)
+			c := testbroker.Kafka(t)
 			o := testOptions[int](c, topic.IntCodec{})
 			o.RevokeTimeout = tc.timeout
 			b := newBackend(t, o)

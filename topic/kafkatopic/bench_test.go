@@ -10,6 +10,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/topic"
 )
 
@@ -57,7 +58,7 @@ func publishAll(b *testing.B, publish func(v int) error) {
 // backend (waiting for the broker's acknowledgement) and received and
 // acked by a balanced group member, on an in-process kfake cluster.
 func BenchmarkPublishSubscribe(b *testing.B) {
-	c := newCluster(b)
+	c := testbroker.Kafka(b)
 	be := newBackend(b, testOptions[int](c, topic.IntCodec{}))
 	h := newTopic(b, be, "bench", topic.Options{})
 	sub := subscribe(b, h, topic.Balanced("g"))
@@ -91,8 +92,8 @@ func BenchmarkPublishSubscribe(b *testing.B) {
 // BenchmarkPlainSarama is the same loop written directly on sarama: a
 // SyncProducer per message and a consumer group marking each message.
 func BenchmarkPlainSarama(b *testing.B) {
-	c := newCluster(b)
-	cfg := testConfig()
+	c := testbroker.Kafka(b)
+	cfg := testbroker.SaramaConfig()
 	cfg.Producer.Return.Successes = true
 	cfg.Producer.RequiredAcks = sarama.WaitForAll
 	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest

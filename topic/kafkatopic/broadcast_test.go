@@ -7,6 +7,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/topic"
 )
 
@@ -16,7 +17,7 @@ import (
 // offset cut, as retention would.
 func lagSetup(t *testing.T, onLag topic.OnLag, n, cut int) (*topic.Handle[int], *topic.Subscription[int]) {
 	t.Helper()
-	c := newCluster(t)
+	c := testbroker.Kafka(t)
 	o := testOptions[int](c, topic.IntCodec{})
 	o.Config.ChannelBufferSize = 1
 	o.Config.Consumer.Fetch.Default = 1 // one record batch per fetch
@@ -29,7 +30,7 @@ func lagSetup(t *testing.T, onLag topic.OnLag, n, cut int) (*topic.Handle[int], 
 			t.Fatal(err)
 		}
 	}
-	admin, err := sarama.NewClusterAdmin(c.ListenAddrs(), testConfig())
+	admin, err := sarama.NewClusterAdmin(c.ListenAddrs(), testbroker.SaramaConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package kafkatopic_test
 import (
 	"testing"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topictest"
 )
@@ -12,6 +13,6 @@ import (
 // capabilities leave out.
 func TestConformance(t *testing.T) {
 	topictest.RunWith(t, func(t *testing.T) topic.Backend[int] {
-		return newBackend(t, testOptions[int](newCluster(t), topic.IntCodec{}))
+		return newBackend(t, testOptions[int](testbroker.Kafka(t), topic.IntCodec{}))
 	})
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/testnet"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/kafkatopic"
@@ -17,7 +18,7 @@ import (
 // partitionsOf reads a Kafka topic's partition count from the cluster.
 func partitionsOf(t *testing.T, brokers []string, kname string) int {
 	t.Helper()
-	admin, err := sarama.NewClusterAdmin(brokers, testConfig())
+	admin, err := sarama.NewClusterAdmin(brokers, testbroker.SaramaConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +33,7 @@ func partitionsOf(t *testing.T, brokers []string, kname string) int {
 // Declaring a topic creates it with the configured partitions, and
 // declaring it again (from this or another backend) is not an error.
 func TestDeclarationIsIdempotent(t *testing.T) {
-	c := newCluster(t)
+	c := testbroker.Kafka(t)
 	o := testOptions[int](c, topic.IntCodec{})
 	o.Partitions = 3
 	b := newBackend(t, o)
@@ -54,7 +55,7 @@ func TestDeclarationIsIdempotent(t *testing.T) {
 // An existing topic with fewer partitions than configured is refused
 // with an error naming the topic and both counts.
 func TestDeclarationRefusesFewerPartitions(t *testing.T) {
-	c := newCluster(t)
+	c := testbroker.Kafka(t)
 	o := testOptions[int](c, topic.IntCodec{})
 	o.Partitions = 2
 	newTopic(t, newBackend(t, o), "events", topic.Options{})
@@ -78,7 +79,7 @@ func TestDeclarationRefusesFewerPartitions(t *testing.T) {
 // declared, naming the topic, the setting and the backend; tracked
 // publishers are refused.
 func TestCapabilityRefusals(t *testing.T) {
-	c := newCluster(t)
+	c := testbroker.Kafka(t)
 	b := newBackend(t, testOptions[int](c, topic.IntCodec{}))
 	for _, tc := range []struct {
 		o    topic.Options

@@ -6,6 +6,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/kafkatopic"
 )
@@ -14,7 +15,7 @@ import (
 // publishes what it read keeps the time; without one the producer stamps
 // the publish time.
 func TestEventTimeIsTheRecordTimestamp(t *testing.T) {
-	c := newCluster(t)
+	c := testbroker.Kafka(t)
 	o := testOptions[int](c, topic.IntCodec{})
 	when := time.Date(2024, 2, 29, 12, 30, 0, 0, time.UTC)
 	o.EventTime = func(v int) time.Time {
@@ -31,7 +32,7 @@ func TestEventTimeIsTheRecordTimestamp(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cons, err := sarama.NewConsumer(c.ListenAddrs(), testConfig())
+	cons, err := sarama.NewConsumer(c.ListenAddrs(), testbroker.SaramaConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

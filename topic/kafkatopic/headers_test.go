@@ -6,6 +6,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/topic"
 )
 
@@ -14,7 +15,7 @@ import (
 // Options.Headers (the message's own value wins on a shared key); a
 // message published without any arrives with nil headers.
 func TestHeadersReachEveryRecipient(t *testing.T) {
-	c := newCluster(t)
+	c := testbroker.Kafka(t)
 	o := testOptions[int](c, topic.IntCodec{})
 	o.Headers = func(v int) []sarama.RecordHeader {
 		if v != 1 {

@@ -8,42 +8,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/kafkatopic"
 )
 
 // patience bounds every wait for something that must happen.
 const patience = 30 * time.Second
-
-// newCluster starts an in-process Kafka cluster (kfake) for one test.
-func newCluster(t testing.TB, opts ...kfake.Opt) *kfake.Cluster {
-	t.Helper()
-	opts = append([]kfake.Opt{kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(100 * time.Millisecond)}, opts...)
-	c, err := kfake.NewCluster(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
-
-// testConfig is a sarama config tuned for fast group operations on kfake.
-func testConfig() *sarama.Config {
-	c := sarama.NewConfig()
-	c.ClientID = "boulevard-test"
-	c.Consumer.Group.Session.Timeout = 2 * time.Second
-	c.Consumer.Group.Heartbeat.Interval = 100 * time.Millisecond
-	c.Consumer.Group.Rebalance.Timeout = 4 * time.Second
-	c.Consumer.Group.Rebalance.Retry.Backoff = 100 * time.Millisecond
-	c.Consumer.MaxWaitTime = 100 * time.Millisecond
-	c.Consumer.Retry.Backoff = 50 * time.Millisecond
-	c.Consumer.Offsets.AutoCommit.Interval = 100 * time.Millisecond
-	c.Metadata.Retry.Backoff = 50 * time.Millisecond
-	return c
-}
 
 // logBuffer collects log lines, safe for concurrent use.
 type logBuffer struct {
@@ -71,7 +44,7 @@ func testOptions[T any](c *kfake.Cluster, codec topic.Codec[T]) kafkatopic.Optio
 	}
 	return kafkatopic.Options[T]{
 		Brokers:       brokers,
-		Config:        testConfig(),
+		Config:        testbroker.SaramaConfig(),
 		Codec:         codec,
 		AdminTimeout:  patience,
 		RevokeTimeout: 2 * time.Second,

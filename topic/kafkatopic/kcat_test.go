@@ -13,6 +13,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/topic"
 )
 
@@ -46,7 +47,7 @@ func kcat(t *testing.T, stdin string, args ...string) string {
 // wrote.
 func TestKcatInterop(t *testing.T) {
 	kcat(t, "", "-V") // skips when kcat is missing
-	c := newCluster(t)
+	c := testbroker.Kafka(t)
 	brokers := strings.Join(c.ListenAddrs(), ",")
 	o := testOptions[string](c, topic.StringCodec{})
 	o.Partitions = 2

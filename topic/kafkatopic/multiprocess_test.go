@@ -15,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
 )
 
@@ -118,7 +119,7 @@ func TestMultiProcessBalancedGroup(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v: %s", err, out)
 	}
-	c := newCluster(t, kfake.NumBrokers(3))
+	c := testbroker.Kafka(t, kfake.NumBrokers(3))
 	brokers := strings.Join(c.ListenAddrs(), ",")
 	for _, a := range c.ListenAddrs() {
 		if !strings.HasPrefix(a, "127.0.0.1:") {

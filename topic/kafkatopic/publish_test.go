@@ -10,6 +10,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/kafkatopic"
@@ -22,7 +23,7 @@ import (
 // Publish whose context ends first publishes nothing unless it says the
 // record was already handed over (ErrUnconfirmed).
 func TestTryPublishDropsWhenTheProducerIsFull(t *testing.T) {
-	c := newCluster(t)
+	c := testbroker.Kafka(t)
 	o := testOptions[int](c, topic.IntCodec{})
 	o.PublishBuffer = 1
 	o.Config.ChannelBufferSize = 1
@@ -100,7 +101,7 @@ func TestTryPublishDropsWhenTheProducerIsFull(t *testing.T) {
 		t.Fatalf("Stats = %+v, want %d published and %d dropped", st, len(published), dropped)
 	}
 	// The log holds exactly the published values.
-	cons, err := sarama.NewConsumer(c.ListenAddrs(), testConfig())
+	cons, err := sarama.NewConsumer(c.ListenAddrs(), testbroker.SaramaConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/kafkatopic"
 )
@@ -33,7 +34,7 @@ func saslOptions(c *kfake.Cluster, pass string, logs *logBuffer) kafkatopic.Opti
 // Credentials never appear in errors, log lines, or the options however
 // they are printed; SASL from the sarama config is used as given.
 func TestSecretsNeverPrintedOrLogged(t *testing.T) {
-	c := newCluster(t, kfake.EnableSASL(), kfake.Superuser(sarama.SASLTypePlaintext, saslUser, saslPassword))
+	c := testbroker.Kafka(t, kfake.EnableSASL(), kfake.Superuser(sarama.SASLTypePlaintext, saslUser, saslPassword))
 	var logs logBuffer
 
 	// A wrong password: New fails, and says nothing of the password.

@@ -12,6 +12,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
@@ -52,7 +53,7 @@ func sliceSource(values []string, ack acker.Acknowledger) producer.Source[string
 // from each value, and the headers the sink gives each message reach the
 // downstream messages' metadata.
 func TestPipelineThroughSinkAndSource(t *testing.T) {
-	c := newCluster(t)
+	c := testbroker.Kafka(t)
 	o := testOptions[string](c, topic.StringCodec{})
 	o.Partitions = 3
 	o.Key = func(v string) []byte { k, _, _ := strings.Cut(v, ":"); return []byte(k) }
@@ -67,7 +68,7 @@ func TestPipelineThroughSinkAndSource(t *testing.T) {
 	first.Close()
 
 	logEnd := func() int64 {
-		client, err := sarama.NewClient(c.ListenAddrs(), testConfig())
+		client, err := sarama.NewClient(c.ListenAddrs(), testbroker.SaramaConfig())
 		if err != nil {
 			t.Error(err)
 			return -1
@@ -188,7 +189,7 @@ func TestPipelineThroughSinkAndSource(t *testing.T) {
 	}
 
 	// The records carry their keys and headers.
-	cons, err := sarama.NewConsumer(c.ListenAddrs(), testConfig())
+	cons, err := sarama.NewConsumer(c.ListenAddrs(), testbroker.SaramaConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 	"github.com/boulevard-go/boulevard/topic"
@@ -37,7 +38,7 @@ func subscribe(t *testing.T, h *topic.Handle[int], mode topic.SubscriptionMode) 
 // Guarantee: a publish that returned nil is stored on the broker: Publish
 // waits for the broker's receipt.
 func TestPublishStoredWhenItReturns(t *testing.T) {
-	b := startBroker(t)
+	b := testbroker.Pulsar(t)
 	be := newBackend(t, testOptions[int](b, topic.IntCodec{}))
 	h := newHandle(t, be, "t", topic.Options{})
 	for i := range 20 {
@@ -59,7 +60,7 @@ func TestPublishStoredWhenItReturns(t *testing.T) {
 // messages carry their key, and the members each see one key's messages
 // in publish order.
 func TestGroupSubscriptionTypes(t *testing.T) {
-	b := startBroker(t)
+	b := testbroker.Pulsar(t)
 	plain := newBackend(t, testOptions[int](b, topic.IntCodec{}))
 	subscribe(t, newHandle(t, plain, "plain", topic.Options{}), topic.Balanced("workers"))
 	if cs := b.Consumers(plain.TopicName("plain"), "workers"); len(cs) != 1 || cs[0].SubType != "Shared" {
@@ -126,7 +127,7 @@ func TestGroupSubscriptionTypes(t *testing.T) {
 // Guarantee: a member reads ahead at most balanced.queue_capacity messages:
 // the broker never dispatches more to it than that before it receives.
 func TestReadAheadBoundedByCapacity(t *testing.T) {
-	b := startBroker(t)
+	b := testbroker.Pulsar(t)
 	be := newBackend(t, testOptions[int](b, topic.IntCodec{}))
 	const capacity = 16
 	h := newHandle(t, be, "t", topic.Options{Balanced: topic.BalancedPolicy{Capacity: capacity}})
@@ -156,7 +157,7 @@ func TestReadAheadBoundedByCapacity(t *testing.T) {
 // Guarantee: a record the codec cannot decode is logged once at WARN and
 // acked (not delivered again), and the subscriber receives the next one.
 func TestUndecodableRecordSkipped(t *testing.T) {
-	b := startBroker(t)
+	b := testbroker.Pulsar(t)
 	var logs syncBuffer
 	o := testOptions[int](b, topic.IntCodec{})
 	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
@@ -185,7 +186,7 @@ func TestUndecodableRecordSkipped(t *testing.T) {
 // Guarantee: on a partitioned topic, keyed messages spread over the
 // partitions and a group receives every one of them.
 func TestPartitionedRoundTrip(t *testing.T) {
-	b := startBroker(t)
+	b := testbroker.Pulsar(t)
 	o := testOptions[int](b, topic.IntCodec{})
 	o.Partitions = 3
 	o.Key = func(v int) string { return fmt.Sprint(v) }

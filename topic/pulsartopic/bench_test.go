@@ -10,6 +10,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 	"github.com/boulevard-go/boulevard/topic"
 )
@@ -44,7 +45,7 @@ func publishAll(b *testing.B, pubs int, publish func(v int) error) *sync.WaitGro
 }
 
 func benchBackend(b *testing.B, pubs int) {
-	br := startBroker(b)
+	br := testbroker.Pulsar(b)
 	be := newBackend(b, testOptions[int](br, topic.IntCodec{}))
 	h, err := topic.NewTopic[int]("bench", topic.Options{}, be)
 	if err != nil {
@@ -74,7 +75,7 @@ func benchBackend(b *testing.B, pubs int) {
 }
 
 func benchClient(b *testing.B, pubs int) {
-	br := startBroker(b)
+	br := testbroker.Pulsar(b)
 	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: br.URL(), OperationTimeout: 5 * time.Second, Logger: quietClientLogger()})
 	if err != nil {
 		b.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/pulsartopic"
 )
@@ -12,7 +13,7 @@ import (
 // created, with an UnsupportedError naming the option, its value and the
 // backend, and nothing is created on the broker.
 func TestCapabilityRefusals(t *testing.T) {
-	b := startBroker(t)
+	b := testbroker.Pulsar(t)
 	be := newBackend(t, testOptions[int](b, topic.IntCodec{}))
 	cases := []struct {
 		name, what, value string
@@ -39,7 +40,7 @@ func TestCapabilityRefusals(t *testing.T) {
 // Guarantee: a tracked publisher, whose outcomes cannot travel back from
 // another process, is refused on a Pulsar topic.
 func TestTrackedRefused(t *testing.T) {
-	be := newBackend(t, testOptions[int](startBroker(t), topic.IntCodec{}))
+	be := newBackend(t, testOptions[int](testbroker.Pulsar(t), topic.IntCodec{}))
 	h, err := topic.NewTopic[int]("t", topic.Options{}, be)
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +55,7 @@ func TestTrackedRefused(t *testing.T) {
 // drop_oldest, ack_mode first and propagation disabled; persistent topics
 // are durable and non-persistent ones are not.
 func TestCapabilitiesDeclared(t *testing.T) {
-	b := startBroker(t)
+	b := testbroker.Pulsar(t)
 	o := testOptions[int](b, topic.IntCodec{})
 	c := newBackend(t, o).Capabilities()
 	if len(c.Modes) != 3 || len(c.OnFull) != 2 || len(c.OnLag) != 1 || c.OnLag[0] != topic.DropOldest ||

@@ -3,6 +3,7 @@ package pulsartopic_test
 import (
 	"testing"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/pulsartopic"
 	"github.com/boulevard-go/boulevard/topic/topictest"
@@ -13,7 +14,7 @@ import (
 // does not declare.
 func TestConformance(t *testing.T) {
 	topictest.RunWith(t, func(t *testing.T) topic.Backend[int] {
-		return newBackend(t, testOptions[int](startBroker(t), topic.IntCodec{}))
+		return newBackend(t, testOptions[int](testbroker.Pulsar(t), topic.IntCodec{}))
 	})
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/testnet"
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 	"github.com/boulevard-go/boulevard/topic"
@@ -18,7 +19,7 @@ import (
 // count succeeds and uses it, from the same backend or another one (as a
 // second process would): the partitioned topic is created once.
 func TestDeclareIdempotent(t *testing.T) {
-	b := startBroker(t)
+	b := testbroker.Pulsar(t)
 	var creates atomic.Int32
 	opts := testOptions[int](b, topic.IntCodec{})
 	opts.Partitions = 3
@@ -48,7 +49,7 @@ func TestDeclareIdempotent(t *testing.T) {
 // Guarantee: a topic that exists with another partition count is an error
 // naming both counts (partitioned or not), and nothing is published to it.
 func TestDeclarePartitionMismatch(t *testing.T) {
-	b := startBroker(t)
+	b := testbroker.Pulsar(t)
 	for _, c := range []struct{ have, want int }{{2, 3}, {2, 0}} {
 		opts := testOptions[int](b, topic.IntCodec{})
 		opts.Partitions = c.want
@@ -73,7 +74,7 @@ func TestDeclarePartitionMismatch(t *testing.T) {
 // Guarantee: a partitioned topic that does not exist, with no Admin to
 // create it, is refused with ErrNoAdmin (not created non-partitioned).
 func TestDeclareWithoutAdmin(t *testing.T) {
-	b := startBroker(t)
+	b := testbroker.Pulsar(t)
 	opts := testOptions[int](b, topic.IntCodec{})
 	opts.Partitions, opts.Admin = 2, nil
 	be := newBackend(t, opts)
@@ -90,7 +91,7 @@ func TestDeclareWithoutAdmin(t *testing.T) {
 // error when it ends, long before the client's own timeouts.
 func TestDeclareHonoursContext(t *testing.T) {
 	addr := testnet.SilentListener(t)
-	o := pulsartopic.Options[int]{ServiceURL: "pulsar://" + addr, Codec: topic.IntCodec{}, Logger: quiet()}
+	o := pulsartopic.Options[int]{ServiceURL: "pulsar://" + addr, Codec: topic.IntCodec{}, Logger: testbroker.PulsarLogger()}
 	// The abandoned lookup ends by then (the handshake waits one keep-alive
 	// interval), so the backend's Close does not wait long for it.
 	o.ClientOptions.OperationTimeout = time.Second
@@ -111,7 +112,7 @@ func TestDeclareHonoursContext(t *testing.T) {
 // Guarantee: a topic name with "/" maps to one Pulsar topic (its "/"
 // written "~"), distinct from every other valid name.
 func TestTopicNameMapping(t *testing.T) {
-	b := startBroker(t)
+	b := testbroker.Pulsar(t)
 	be := newBackend(t, testOptions[int](b, topic.IntCodec{}))
 	if got, want := be.TopicName("edge/raw"), "persistent://public/default/edge~raw"; got != want {
 		t.Fatalf("TopicName(edge/raw) = %q, want %q", got, want)

@@ -6,13 +6,14 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/topic"
 )
 
 // A value's event time becomes its message's event time, so a pipeline
 // that publishes what it read keeps the time; without one there is none.
 func TestEventTimeIsTheMessageEventTime(t *testing.T) {
-	br := startBroker(t)
+	br := testbroker.Pulsar(t)
 	o := testOptions[int](br, topic.IntCodec{})
 	when := time.Date(2024, 2, 29, 12, 30, 0, 0, time.UTC)
 	o.EventTime = func(v int) time.Time {

@@ -2,12 +2,12 @@ package pulsartopic_test
 
 import (
 	"context"
-	plog "github.com/apache/pulsar-client-go/pulsar/log"
-	"log/slog"
-	"os"
 	"testing"
 	"time"
 
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
+
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/pulsartopic"
@@ -22,25 +22,6 @@ func ctxT(t testing.TB) context.Context {
 	return ctx
 }
 
-// quiet discards logs unless PULSAR_TEST_LOG is set.
-func quiet() *slog.Logger {
-	if os.Getenv("PULSAR_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
-}
-
-// startBroker starts an in-process broker closed at t's cleanup.
-func startBroker(t testing.TB) *pulsartest.Broker {
-	t.Helper()
-	b, err := pulsartest.Start(context.Background(), pulsartest.Options{Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close() })
-	return b
-}
-
 // testOptions are backend options for a broker, with short timeouts and no
 // send timeout (whose timer outlives a closed producer in pulsar-client-go
 // v0.19.0).
@@ -50,7 +31,7 @@ func testOptions[T any](b *pulsartest.Broker, codec topic.Codec[T]) pulsartopic.
 		Codec:               codec,
 		SendTimeout:         -1,
 		NackRedeliveryDelay: 50 * time.Millisecond,
-		Logger:              quiet(),
+		Logger:              testbroker.PulsarLogger(),
 		Admin: pulsartopic.AdminFunc(func(_ context.Context, name string, n int) error {
 			return b.CreateTopic(name, n)
 		}),
@@ -75,5 +56,5 @@ func newBackend[T any](t testing.TB, o pulsartopic.Options[T]) *pulsartopic.Back
 	return be
 }
 
-// quietClientLogger is quiet() for pulsar-client-go's own logging.
-func quietClientLogger() plog.Logger { return plog.NewLoggerWithSlog(quiet()) }
+// quietClientLogger is testbroker.PulsarLogger() for pulsar-client-go's own logging.
+func quietClientLogger() plog.Logger { return plog.NewLoggerWithSlog(testbroker.PulsarLogger()) }

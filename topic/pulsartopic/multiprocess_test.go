@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/topic"
 )
@@ -124,7 +125,7 @@ func TestMultiProcessBalancedGroup(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	b := startBroker(t)
+	b := testbroker.Pulsar(t)
 	be := newBackend(t, testOptions[int](b, topic.IntCodec{}))
 	common := []string{"-url", b.URL(), "-topic", "jobs", "-capacity", strconv.Itoa(capacity)}
 	consumer := func(name string, extra ...string) *worker {

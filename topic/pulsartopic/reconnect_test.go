@@ -3,6 +3,7 @@ package pulsartopic_test
 import (
 	"testing"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 	"github.com/boulevard-go/boulevard/topic"
@@ -13,7 +14,7 @@ import (
 // was not acked before the drop comes again, and what is published after
 // it arrives.
 func TestMemberSurvivesDroppedConnections(t *testing.T) {
-	b := startBroker(t)
+	b := testbroker.Pulsar(t)
 	be := newBackend(t, testOptions[int](b, topic.IntCodec{}))
 	h := newHandle(t, be, "t", topic.Options{})
 	sub := subscribe(t, h, topic.Balanced("g"))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/testnet"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/pulsartopic"
@@ -80,7 +81,7 @@ func TestSecretsNeverInErrorsOrLogs(t *testing.T) {
 	}
 
 	// A working broker, with the same credentials.
-	b := startBroker(t)
+	b := testbroker.Pulsar(t)
 	o.ServiceURL = strings.Replace(b.URL(), "pulsar://", "pulsar://user:"+password+"@", 1)
 	o.ClientOptions.OperationTimeout = 5 * time.Second
 	o.SendTimeout = -1

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -59,14 +60,14 @@ func sliceSource(n int, ack acker.Acknowledger) producer.Source[int] {
 // sink, upstream acknowledged by ack, until its source is exhausted.
 func runSinkPipeline(t *testing.T, h *topic.Handle[int], n int, ack acker.Acknowledger) {
 	t.Helper()
-	s, err := sink.New(sink.Options[int]{Binding: topic.Binding[int]{Handle: h, OnFull: topic.Block}, Logger: quiet()})
+	s, err := sink.New(sink.Options[int]{Binding: topic.Binding[int]{Handle: h, OnFull: topic.Block}, Logger: testbroker.PulsarLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	p, err := pipeline.New(pipeline.Options[int, int]{
 		Name:       "to-pulsar",
-		Logger:     quiet(),
+		Logger:     testbroker.PulsarLogger(),
 		Producer:   producer.Options[int]{Source: sliceSource(n, ack)},
 		Processors: processor.Options[int, int]{Concurrency: 4, Handle: s.Handler()},
 	})
@@ -82,7 +83,7 @@ func runSinkPipeline(t *testing.T, h *topic.Handle[int], n int, ack acker.Acknow
 // acks each upstream message only once the broker has stored it, and every
 // message reaches the topic's subscribers.
 func TestSinkAcksUpstreamAfterBroker(t *testing.T) {
-	b := startBroker(t)
+	b := testbroker.Pulsar(t)
 	be := newBackend(t, testOptions[int](b, topic.IntCodec{}))
 	h := newHandle(t, be, "out", topic.Options{})
 	sub := subscribe(t, h, topic.Balanced("readers"))
@@ -130,7 +131,7 @@ func TestSinkAcksUpstreamAfterBroker(t *testing.T) {
 // Guarantee: a message the sink could not publish (the topic is closed) is
 // failed upstream, never acked.
 func TestSinkFailsUpstreamWhenNotPublished(t *testing.T) {
-	b := startBroker(t)
+	b := testbroker.Pulsar(t)
 	be := newBackend(t, testOptions[int](b, topic.IntCodec{}))
 	h := newHandle(t, be, "out", topic.Options{})
 	h.Close()

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
@@ -19,10 +20,10 @@ import (
 // each message with the broker: a handled message is acked (the group's
 // backlog empties) and a failed one is nacked and handled again.
 func TestSourceSettlesWithBroker(t *testing.T) {
-	b := startBroker(t)
+	b := testbroker.Pulsar(t)
 	be := newBackend(t, testOptions[int](b, topic.IntCodec{}))
 	h := newHandle(t, be, "in", topic.Options{})
-	src, err := source.New(source.Options[int]{Topic: h, Mode: topic.Balanced("readers"), Logger: quiet()})
+	src, err := source.New(source.Options[int]{Topic: h, Mode: topic.Balanced("readers"), Logger: testbroker.PulsarLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +32,7 @@ func TestSourceSettlesWithBroker(t *testing.T) {
 	handled := make(map[int]int)
 	p, err := pipeline.New(pipeline.Options[int, int]{
 		Name:     "from-pulsar",
-		Logger:   quiet(),
+		Logger:   testbroker.PulsarLogger(),
 		Producer: producer.Options[int]{Source: src},
 		Processors: processor.Options[int, int]{Concurrency: 2, Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
 			mu.Lock()

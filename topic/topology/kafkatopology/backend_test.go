@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
@@ -58,7 +59,7 @@ func receiveOne(t *testing.T, r topology.Reader[msg]) topology.Letter[msg] {
 // and, once the topology is declared again by a new backend, is delivered
 // to its group when due (not before), with its history.
 func TestHeldAcrossRestartDeliveredWhenDue(t *testing.T) {
-	brokers := newCluster(t).ListenAddrs()
+	brokers := testbroker.Kafka(t).ListenAddrs()
 	tb := topology.New("settle").Hold(2 * time.Second).DLQ()
 	b1 := newBackend(t, brokers)
 	q1 := declare(t, b1, tb)
@@ -93,7 +94,7 @@ func TestHeldAcrossRestartDeliveredWhenDue(t *testing.T) {
 // pauses the partition: it is not fetched again until the letter is
 // released (no polling of the broker while it waits).
 func TestReleaserPausesUntilDue(t *testing.T) {
-	c := newCluster(t)
+	c := testbroker.Kafka(t)
 	var be atomic.Pointer[Backend[msg]]
 	var fetches atomic.Int64
 	const holdTopic = "idle-hold-2s"
@@ -136,7 +137,7 @@ func TestReleaserPausesUntilDue(t *testing.T) {
 // after its release was acknowledged: a releaser stopped before the due
 // time (a crash) leaves it to the next one, which releases it exactly once.
 func TestReleaseCommitsAfterAck(t *testing.T) {
-	brokers := newCluster(t).ListenAddrs()
+	brokers := testbroker.Kafka(t).ListenAddrs()
 	tb := topology.New("once").Hold(time.Second)
 	b1 := newBackend(t, brokers)
 	q1 := declare(t, b1, tb)
@@ -197,7 +198,7 @@ func TestOptionsValidate(t *testing.T) {
 // published before (as the in-memory backend, whose group queue is created
 // by Declare).
 func TestNewGroupStartsAtDeclare(t *testing.T) {
-	b := newBackend(t, newCluster(t).ListenAddrs())
+	b := newBackend(t, testbroker.Kafka(t).ListenAddrs())
 	first := declare(t, b, topology.New("orders"))
 	if err := first.Publish(t.Context(), topology.Letter[msg]{Value: msg{N: 1}}); err != nil {
 		t.Fatal(err)
@@ -219,7 +220,7 @@ func TestNewGroupStartsAtDeclare(t *testing.T) {
 // and again when its hold releases it, so a key's letters stay on one
 // partition (and with one member of the group).
 func TestSequencedShardsArePartitions(t *testing.T) {
-	b := newBackend(t, newCluster(t).ListenAddrs())
+	b := newBackend(t, testbroker.Kafka(t).ListenAddrs())
 	q := declare(t, b, topology.New("ledger").Sequenced(topology.Skip).RoutingShards(4).Hold(time.Second).DLQ())
 	parts, err := b.client.Partitions("ledger")
 	if err != nil || len(parts) != 4 {
@@ -268,7 +269,7 @@ func TestSequencedShardsArePartitions(t *testing.T) {
 // retry) reaches neither the other groups of the main topic nor its
 // broadcast consumers.
 func TestTargetedRecordsReachTheirGroupOnly(t *testing.T) {
-	b := newBackend(t, newCluster(t).ListenAddrs())
+	b := newBackend(t, testbroker.Kafka(t).ListenAddrs())
 	owner := declare(t, b, topology.New("ticks").ForConsumerGroup("owner"))
 	other := declare(t, b, topology.New("ticks").ForConsumerGroup("other"))
 	bq := declare(t, b, topology.New("ticks").Broadcast())
@@ -295,7 +296,7 @@ func TestTargetedRecordsReachTheirGroupOnly(t *testing.T) {
 // be settled and commits them before letting go, so the next owner does
 // not deliver them again.
 func TestRebalanceWaitsForLettersInFlight(t *testing.T) {
-	b := newBackend(t, newCluster(t).ListenAddrs())
+	b := newBackend(t, testbroker.Kafka(t).ListenAddrs())
 	q := declare(t, b, topology.New("moving"))
 	if err := q.Publish(t.Context(), topology.Letter[msg]{Value: msg{N: 1}}); err != nil {
 		t.Fatal(err)
@@ -351,7 +352,7 @@ func (c flakyCodec) Encode(v msg) ([]byte, error) {
 func TestFailedHandOffIsNotCommitted(t *testing.T) {
 	var failing atomic.Bool
 	b, err := New(Options[msg]{
-		Brokers: newCluster(t).ListenAddrs(), Config: testConfig(),
+		Brokers: testbroker.Kafka(t).ListenAddrs(), Config: testbroker.SaramaConfig(),
 		Codec: flakyCodec{failing: &failing}, RevokeTimeout: 2 * time.Second,
 	})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/topic/topology"
 	"github.com/boulevard-go/boulevard/topic/topology/topologytest"
 )
@@ -15,7 +16,7 @@ import (
 // publish waits for the broker's acknowledgement, so one publisher would
 // measure the round trip alone).
 func BenchmarkPublishToAck(b *testing.B) {
-	be := newBackend(b, newCluster(b).ListenAddrs())
+	be := newBackend(b, testbroker.Kafka(b).ListenAddrs())
 	top, err := topology.New("bench").Hold(time.Second).DLQ().Build()
 	if err != nil {
 		b.Fatal(err)

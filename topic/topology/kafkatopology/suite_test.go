@@ -3,6 +3,7 @@ package kafkatopology
 import (
 	"testing"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/topic/topology"
 	"github.com/boulevard-go/boulevard/topic/topology/topologytest"
 )
@@ -15,7 +16,7 @@ func TestSuite(t *testing.T) {
 	}
 	topologytest.Run(t, topologytest.Config{
 		NewBackend: func(t *testing.T) topology.Backend[topologytest.Msg] {
-			return newBackend(t, newCluster(t).ListenAddrs())
+			return newBackend(t, testbroker.Kafka(t).ListenAddrs())
 		},
 		Restart: func(t *testing.T, old topology.Backend[topologytest.Msg]) topology.Backend[topologytest.Msg] {
 			b := old.(*Backend[topologytest.Msg])

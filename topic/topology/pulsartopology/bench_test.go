@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
 	"github.com/boulevard-go/boulevard/topic/topology/topologytest"
@@ -27,7 +28,7 @@ func BenchmarkPublishToAck(b *testing.B) {
 		{"sequenced", topology.New("bench").Sequenced(topology.Skip).Hold(time.Second).DLQ()},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			be := newBackend(b, options(startBroker(b), topic.Codec[topologytest.Msg](topic.JSONCodec[topologytest.Msg]{})))
+			be := newBackend(b, options(testbroker.Pulsar(b), topic.Codec[topologytest.Msg](topic.JSONCodec[topologytest.Msg]{})))
 			q, err := be.Declare(context.Background(), build(b, c.b))
 			if err != nil {
 				b.Fatal(err)

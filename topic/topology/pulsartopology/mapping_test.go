@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
@@ -39,7 +40,7 @@ func build(t testing.TB, b *topology.Builder) *topology.Topology {
 // topics, "dead" on the DLQ) before it returns, so a message published
 // right after reaches the group; declaring again keeps what they hold.
 func TestDeclareCreatesDerivedTopicsAndSubscriptions(t *testing.T) {
-	br := startBroker(t)
+	br := testbroker.Pulsar(t)
 	be := newBackend(t, options(br, topic.Codec[string](topic.StringCodec{})))
 	top := build(t, topology.New("order-settlement").ForConsumerGroup("audit").Hold(5*time.Second).Hold(30*time.Second).DLQ())
 	q, err := be.Declare(ctxT(t), top)
@@ -71,7 +72,7 @@ func TestDeclareCreatesDerivedTopicsAndSubscriptions(t *testing.T) {
 // group, with the letter's history in properties; a dead letter carries
 // its death metadata in properties.
 func TestHoldAndDeathTravelInProperties(t *testing.T) {
-	br := startBroker(t)
+	br := testbroker.Pulsar(t)
 	be := newBackend(t, options(br, topic.Codec[string](topic.StringCodec{})))
 	q, err := be.Declare(ctxT(t), build(t, topology.New("props").Hold(3*time.Second).DLQ()))
 	if err != nil {
@@ -145,7 +146,7 @@ func TestHoldAndDeathTravelInProperties(t *testing.T) {
 // reaches that group only; the other group's reader acknowledges it
 // without delivering it.
 func TestRequeueReachesOnlyItsGroup(t *testing.T) {
-	br := startBroker(t)
+	br := testbroker.Pulsar(t)
 	be := newBackend(t, options(br, topic.Codec[string](topic.StringCodec{})))
 	a, err := be.Declare(ctxT(t), build(t, topology.New("shared").Hold(time.Second)))
 	if err != nil {
@@ -184,7 +185,7 @@ func TestRequeueReachesOnlyItsGroup(t *testing.T) {
 // holds, then 0 once it has caught up (its marker came back), and never a
 // marker; an empty DLQ gives 0 at once after the catch-up.
 func TestDeadTryReceiveCatchesUp(t *testing.T) {
-	br := startBroker(t)
+	br := testbroker.Pulsar(t)
 	be := newBackend(t, options(br, topic.Codec[string](topic.StringCodec{})))
 	q, err := be.Declare(ctxT(t), build(t, topology.New("catch").DLQ()))
 	if err != nil {
@@ -260,7 +261,7 @@ func (c failing) Encode(v string) ([]byte, error) {
 // acknowledged when it is settled: the broker delivers it to the group
 // again, so a failing hold loses nothing.
 func TestFailedHandOffIsDeliveredAgain(t *testing.T) {
-	br := startBroker(t)
+	br := testbroker.Pulsar(t)
 	var fail atomic.Bool
 	o := options(br, topic.Codec[string](failing{fail: &fail}))
 	o.RedeliveryDelay = 50 * time.Millisecond
@@ -302,7 +303,7 @@ func TestFailedHandOffIsDeliveredAgain(t *testing.T) {
 // the DLQ's subscription receives its marker: the other hands it back,
 // never delivering it.
 func TestDeadMarkerHandedBack(t *testing.T) {
-	br := startBroker(t)
+	br := testbroker.Pulsar(t)
 	be := newBackend(t, options(br, topic.Codec[string](topic.StringCodec{})))
 	q, err := be.Declare(ctxT(t), build(t, topology.New("two").DLQ()))
 	if err != nil {
@@ -358,7 +359,7 @@ func TestDeadMarkerHandedBack(t *testing.T) {
 // Guarantee: closing the backend ends its readers (a waiting Receive
 // returns ErrClosed) and every later operation returns ErrClosed.
 func TestCloseEndsEverything(t *testing.T) {
-	br := startBroker(t)
+	br := testbroker.Pulsar(t)
 	be := newBackend(t, options(br, topic.Codec[string](topic.StringCodec{})))
 	top := build(t, topology.New("closing").Hold(time.Second).DLQ())
 	q, err := be.Declare(ctxT(t), top)

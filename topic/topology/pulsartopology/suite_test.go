@@ -3,6 +3,7 @@ package pulsartopology_test
 import (
 	"testing"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
 	"github.com/boulevard-go/boulevard/topic/topology/pulsartopology"
@@ -18,7 +19,7 @@ func TestTopologySuite(t *testing.T) {
 	brokers := map[*testing.T]*pulsartopology.Options[topologytest.Msg]{}
 	topologytest.Run(t, topologytest.Config{
 		NewBackend: func(t *testing.T) topology.Backend[topologytest.Msg] {
-			o := options(startBroker(t), topic.Codec[topologytest.Msg](topic.JSONCodec[topologytest.Msg]{}))
+			o := options(testbroker.Pulsar(t), topic.Codec[topologytest.Msg](topic.JSONCodec[topologytest.Msg]{}))
 			brokers[t] = &o
 			return newBackend(t, o)
 		},

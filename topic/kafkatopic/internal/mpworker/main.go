@@ -26,6 +26,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/kafkatopic"
 )
@@ -48,16 +49,11 @@ func main() {
 	}
 }
 
+// config is the tests' sarama configuration, under this command's client
+// id.
 func config() *sarama.Config {
-	c := sarama.NewConfig()
+	c := testbroker.SaramaConfig()
 	c.ClientID = "boulevard-mp"
-	c.Consumer.Group.Session.Timeout = 2 * time.Second
-	c.Consumer.Group.Heartbeat.Interval = 100 * time.Millisecond
-	c.Consumer.Group.Rebalance.Timeout = 4 * time.Second
-	c.Consumer.Group.Rebalance.Retry.Backoff = 100 * time.Millisecond
-	c.Consumer.MaxWaitTime = 100 * time.Millisecond
-	c.Consumer.Offsets.AutoCommit.Interval = 100 * time.Millisecond
-	c.Metadata.Retry.Backoff = 50 * time.Millisecond
 	return c
 }
 

@@ -1,0 +1,68 @@
+// Package testbroker starts the in-process brokers the topic and topology
+// backends' tests run on (kfake for Kafka, pulsartest for Pulsar), each
+// closed when its test ends, and gives the clients' settings those tests
+// share. Only tests import it.
+package testbroker
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
+)
+
+// Kafka starts a one-broker kfake cluster that lets group sessions be as
+// short as 100ms, with opts after those, closed at t's cleanup.
+func Kafka(t testing.TB, opts ...kfake.Opt) *kfake.Cluster {
+	t.Helper()
+	opts = append([]kfake.Opt{kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(100 * time.Millisecond)}, opts...)
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// SaramaConfig is a sarama configuration for fast group operations on
+// kfake: short sessions, heartbeats, backoffs and fetch waits.
+func SaramaConfig() *sarama.Config {
+	c := sarama.NewConfig()
+	c.ClientID = "boulevard-test"
+	c.Consumer.Group.Session.Timeout = 2 * time.Second
+	c.Consumer.Group.Heartbeat.Interval = 100 * time.Millisecond
+	c.Consumer.Group.Rebalance.Timeout = 4 * time.Second
+	c.Consumer.Group.Rebalance.Retry.Backoff = 100 * time.Millisecond
+	c.Consumer.MaxWaitTime = 100 * time.Millisecond
+	c.Consumer.Retry.Backoff = 50 * time.Millisecond
+	c.Consumer.Offsets.AutoCommit.Interval = 100 * time.Millisecond
+	c.Metadata.Retry.Backoff = 50 * time.Millisecond
+	return c
+}
+
+// Pulsar starts a pulsartest broker logging to PulsarLogger, closed at t's
+// cleanup.
+func Pulsar(t testing.TB) *pulsartest.Broker {
+	t.Helper()
+	b, err := pulsartest.Start(context.Background(), pulsartest.Options{Logger: PulsarLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+// PulsarLogger discards what it is given unless the environment variable
+// PULSAR_TEST_LOG is set, when it writes everything to standard error.
+func PulsarLogger() *slog.Logger {
+	if os.Getenv("PULSAR_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
