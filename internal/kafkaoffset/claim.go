@@ -4,7 +4,9 @@
 // it marks on the group session. A message the subscriber nacks stays
 // unsettled (it is received again from memory), so it holds the commit
 // back until it is acked. It also gives the OffsetCommit request version
-// sarama's own offset manager sends.
+// sarama's own offset manager sends, and the group administration the
+// backends share: a new group's starting offsets (StartOffsets), retried
+// with Poll, which stops at once on a refusal of permissions (Denied).
 //
 // The balanced subscribers of kafkatopic and the group readers of
 // kafkatopology track their claims with it; the Kafka source tracks the

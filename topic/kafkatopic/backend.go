@@ -7,10 +7,10 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/topic"
 )
 
@@ -154,38 +154,17 @@ func (b *Backend[T]) ensureTopic(ctx context.Context, kname string) error {
 	default:
 		return fmt.Errorf("%w: creating topic %q: %w", ErrAdmin, kname, b.red.err(err))
 	}
-	return poll(ctx, func() (bool, error) {
+	err = kafkaoffset.Poll(ctx, func() (bool, error) {
 		if err := b.client.RefreshMetadata(kname); err != nil {
-			return false, nil
+			return false, err
 		}
 		ps, err := b.client.Partitions(kname)
-		return err == nil && int32(len(ps)) >= want, nil
-	}, func(err error) error {
-		return fmt.Errorf("%w: topic %q not visible in the cluster metadata: %w", ErrAdmin, kname, err)
+		return err == nil && int32(len(ps)) >= want, err
 	})
-}
-
-// poll calls cond until it reports done or an error, backing off up to
-// 100ms between calls; when ctx ends first it returns wrap(ctx.Err()).
-func poll(ctx context.Context, cond func() (bool, error), wrap func(error) error) error {
-	wait := time.Millisecond
-	for {
-		done, err := cond()
-		if err != nil {
-			return err
-		}
-		if done {
-			return nil
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return wrap(ctx.Err())
-		case <-t.C:
-		}
-		wait = min(2*wait, 100*time.Millisecond)
+	if err != nil {
+		return fmt.Errorf("%w: topic %q not visible in the cluster metadata: %w", ErrAdmin, kname, b.red.err(err))
 	}
+	return nil
 }
 
 // Close closes every topic the backend created (their subscribers leave

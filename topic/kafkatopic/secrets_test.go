@@ -2,13 +2,16 @@ package kafkatopic_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/topic"
@@ -85,5 +88,47 @@ func TestSecretsNeverPrintedOrLogged(t *testing.T) {
 		if strings.Contains(logs.String(), secret) {
 			t.Fatalf("logs show a password: %s", logs.String())
 		}
+	}
+}
+
+// A balanced Subscribe that Kafka refuses for lack of permission on the
+// consumer group fails at once with Kafka's refusal, not after
+// AdminTimeout with a deadline error that hides it.
+func TestSubscribeDeniedOnTheGroupFailsAtOnce(t *testing.T) {
+	var acls []kfake.ACL
+	for _, r := range []kmsg.ACLResourceType{kmsg.ACLResourceTypeTopic, kmsg.ACLResourceTypeCluster} {
+		name := "*"
+		if r == kmsg.ACLResourceTypeCluster {
+			name = "kafka-cluster"
+		}
+		acls = append(acls, kfake.ACL{Resource: r, Name: name, Pattern: kmsg.ACLResourcePatternTypeLiteral,
+			Operation: kmsg.ACLOperationAll, Allow: true})
+	}
+	// alice may do anything with topics and the cluster, nothing with
+	// consumer groups.
+	c := testbroker.Kafka(t, kfake.EnableSASL(), kfake.EnableACLs(),
+		kfake.Superuser(sarama.SASLTypePlaintext, "admin", "admin-pw"),
+		kfake.User(sarama.SASLTypePlaintext, saslUser, saslPassword, acls...))
+	var logs logBuffer
+	o := saslOptions(c, saslPassword, &logs)
+	const adminTimeout = 2 * time.Minute
+	o.AdminTimeout = adminTimeout
+	be := newBackend(t, o)
+	h, err := topic.NewBroker[string]().CreateTopic("jobs", topic.Options{}, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = h.Subscribe(topic.Balanced("g"), topic.SubscriberOptions{})
+	took := time.Since(start)
+	if !errors.Is(err, kafkatopic.ErrAdmin) || !errors.Is(err, sarama.ErrGroupAuthorizationFailed) {
+		t.Fatalf("Subscribe = %v, want ErrAdmin wrapping sarama.ErrGroupAuthorizationFailed", err)
+	}
+	if took >= adminTimeout/2 {
+		t.Fatalf("Subscribe took %v to fail; a refusal must not wait out the AdminTimeout (%v)", took, adminTimeout)
+	}
+	// A topic alone needs no group: publishing works.
+	if err := h.Publish(ctxT(t), "x"); err != nil {
+		t.Fatalf("Publish with topic permissions: %v", err)
 	}
 }

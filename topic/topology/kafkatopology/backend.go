@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/boulevard-go/boulevard/internal/liveset"
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
+
+	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
+	"github.com/boulevard-go/boulevard/internal/liveset"
 
 	"github.com/IBM/sarama"
 
@@ -144,15 +145,17 @@ func (b *Backend[T]) ensureTopic(ctx context.Context, kname string, parts int32)
 	if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
 		return fmt.Errorf("%w: creating topic %q: %w", ErrAdmin, kname, err)
 	}
-	return poll(ctx, func() bool {
+	err = kafkaoffset.Poll(ctx, func() (bool, error) {
 		if err := b.client.RefreshMetadata(kname); err != nil {
-			return false
+			return false, err
 		}
 		ps, err := b.client.Partitions(kname)
-		return err == nil && len(ps) > 0
-	}, func(err error) error {
-		return fmt.Errorf("%w: topic %q not visible in the cluster metadata: %w", ErrAdmin, kname, err)
+		return err == nil && len(ps) > 0, err
 	})
+	if err != nil {
+		return fmt.Errorf("%w: topic %q not visible in the cluster metadata: %w", ErrAdmin, kname, err)
+	}
+	return nil
 }
 
 // startOffsets commits the log end as group gid's offset on every
@@ -161,91 +164,13 @@ func (b *Backend[T]) ensureTopic(ctx context.Context, kname string, parts int32)
 // refused (members elsewhere got there first), the partitions without an
 // offset start at the oldest record: nothing is missed either way.
 func (b *Backend[T]) startOffsets(ctx context.Context, kname, gid string) error {
-	fail := func(what string, err error) error {
-		return fmt.Errorf("%w: %s for group %q on topic %q: %w", ErrAdmin, what, gid, kname, err)
-	}
-	parts, err := b.client.Partitions(kname)
+	refused, err := kafkaoffset.StartOffsets(ctx, b.client, b.admin, kname, gid, b.cfg.Version)
 	if err != nil {
-		return fail("listing partitions", err)
-	}
-	var resp *sarama.OffsetFetchResponse
-	if err := poll(ctx, func() bool {
-		resp, err = b.admin.ListConsumerGroupOffsets(gid, map[string][]int32{kname: parts})
-		if errors.Is(err, sarama.ErrGroupIDNotFound) {
-			resp, err = nil, nil // a group never seen: no offsets
-			return true
-		}
-		return err == nil && errors.Is(resp.Err, sarama.ErrNoError)
-	}, func(err error) error { return fail("fetching committed offsets", err) }); err != nil {
-		return err
-	}
-	req := &sarama.OffsetCommitRequest{Version: 2, ConsumerGroup: gid, ConsumerGroupGeneration: -1, RetentionTime: -1}
-	missing := 0
-	for _, p := range parts {
-		if resp == nil {
-			// no offsets at all
-		} else if blk := resp.GetBlock(kname, p); blk != nil && blk.Offset >= 0 {
-			continue
-		}
-		end, err := b.client.GetOffset(kname, p, sarama.OffsetNewest)
-		if err != nil {
-			return fail(fmt.Sprintf("reading the log end of partition %d", p), err)
-		}
-		req.AddBlock(kname, p, end, 0, "")
-		missing++
-	}
-	if missing == 0 {
-		return nil
-	}
-	var refused error
-	err = poll(ctx, func() bool {
-		coord, err := b.client.Coordinator(gid)
-		if err != nil {
-			return false
-		}
-		resp, err := coord.CommitOffset(req)
-		if err != nil {
-			_ = b.client.RefreshCoordinator(gid)
-			return false
-		}
-		for _, errs := range resp.Errors {
-			for _, kerr := range errs {
-				switch {
-				case errors.Is(kerr, sarama.ErrNoError):
-				case errors.Is(kerr, sarama.ErrNotCoordinatorForConsumer), errors.Is(kerr, sarama.ErrConsumerCoordinatorNotAvailable),
-					errors.Is(kerr, sarama.ErrOffsetsLoadInProgress):
-					_ = b.client.RefreshCoordinator(gid)
-					return false
-				default:
-					refused = kerr
-				}
-			}
-		}
-		return true
-	}, func(err error) error { return fail("committing starting offsets", err) })
-	if err != nil {
-		return err
+		return fmt.Errorf("%w: group %q on topic %q: %w", ErrAdmin, gid, kname, err)
 	}
 	if refused != nil {
 		b.log.Warn("kafkatopology: the starting offsets of a consumer group were refused; partitions without a committed offset start at the oldest record",
 			slog.String("topic", kname), slog.String("group", gid), slog.Any("error", refused))
-	}
-	return nil
-}
-
-// poll calls cond until it holds, backing off up to 100ms; when ctx ends
-// first it returns wrap(ctx.Err()).
-func poll(ctx context.Context, cond func() bool, wrap func(error) error) error {
-	wait := time.Millisecond
-	for !cond() {
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return wrap(ctx.Err())
-		case <-t.C:
-		}
-		wait = min(2*wait, 100*time.Millisecond)
 	}
 	return nil
 }
