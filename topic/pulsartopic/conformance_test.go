@@ -1,7 +1,12 @@
 package pulsartopic_test
 
 import (
+	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/topic"
@@ -12,9 +17,24 @@ import (
 // Guarantee: the backend passes the topic conformance suite on an
 // in-process broker, every subtest passing or skipped by a capability it
 // does not declare.
+//
+// The subtests share one broker and one client, each with its topics in a
+// namespace of its own, so that the client's connections close once, after
+// the last subtest, rather than under each subtest's consumers.
 func TestConformance(t *testing.T) {
+	b := testbroker.Pulsar(t)
+	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: b.URL(), OperationTimeout: 5 * time.Second,
+		ConnectionTimeout: 5 * time.Second, Logger: quietClientLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	var n atomic.Int32
 	topictest.RunWith(t, func(t *testing.T) topic.Backend[int] {
-		return newBackend(t, testOptions[int](testbroker.Pulsar(t), topic.IntCodec{}))
+		o := testOptions[int](b, topic.IntCodec{})
+		o.ServiceURL, o.Client = "", client
+		o.Namespace = fmt.Sprintf("conformance-%d", n.Add(1))
+		return newBackend(t, o)
 	})
 }
 
