@@ -313,3 +313,35 @@ var (
 	_ = pipeline.ErrShutdownTimeout
 	_ = processor.DefaultMaxDemand
 )
+
+// Guarantee: when Kafka refuses the member's permission on its group, Run
+// fails at once with ErrDenied wrapping the client's refusal, rather than
+// retrying a join that cannot succeed (with sarama, ten times its rebalance
+// retry backoff).
+func TestRunFailsAtOnceWhenTheGroupIsDenied(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl client) {
+		c := newCluster(t, 2)
+		c.ControlKey(int16(kmsg.JoinGroup), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			c.KeepControl()
+			resp := req.(*kmsg.JoinGroupRequest).ResponseKind().(*kmsg.JoinGroupResponse)
+			resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			return resp, nil, true
+		})
+		o := sourceOptions(c, "g-denied")
+		const backoff = 30 * time.Second
+		o.Config.Consumer.Group.Rebalance.Retry.Backoff = backoff
+		start := time.Now()
+		var err error
+		select {
+		case err = <-runOnce(t, "denied", cl.new(t, o)):
+		case <-time.After(2 * backoff):
+			t.Fatal("Run did not return")
+		}
+		if !errors.Is(err, kafka.ErrDenied) || !errors.Is(err, cl.brokerErr(kerr.GroupAuthorizationFailed)) {
+			t.Fatalf("Run = %v, want ErrDenied wrapping the group authorization failure", err)
+		}
+		if took := time.Since(start); took >= backoff {
+			t.Fatalf("Run failed after %v, not before the first retry backoff (%v)", took, backoff)
+		}
+	})
+}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/lifecycle"
@@ -44,6 +45,13 @@ var ErrUnknownTopic = claim.ErrUnknownTopic
 // failing (Options.Config.Consumer.Group.Rebalance.Retry governs sarama's own
 // retries, after which the source gives up maxConsumeFailures times in a row).
 var ErrConsume = claim.ErrConsume
+
+// ErrDenied is wrapped by the error Run returns, at once, when Kafka refuses
+// the credentials or a permission the member needs (on the group, a topic
+// or the cluster; sarama.ErrGroupAuthorizationFailed and its kin, which the
+// error also wraps): joining again would change nothing until an operator
+// does.
+var ErrDenied = claim.ErrDenied
 
 // maxConsumeFailures is how many failed Consume calls in a row make Run fail.
 const maxConsumeFailures = 10
@@ -96,8 +104,9 @@ func (s *Source) Info() (producer.Info, error) {
 // Run first checks that a bootstrap broker answers (Options.ConnectTimeout)
 // and that every topic exists. It returns an error wrapping ErrConnect when
 // the cluster cannot be reached, ErrUnknownTopic when a topic does not
-// exist, or ErrConsume when joining the group keeps failing; the pipeline
-// logs it and restarts the source with backoff. It returns ErrClosed after
+// exist, ErrDenied when Kafka refuses the member's credentials or
+// permissions, or ErrConsume when joining the group keeps failing; the
+// pipeline logs it and restarts the source with backoff. It returns ErrClosed after
 // Close. No error message contains a newline.
 func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
 	return s.live.Run(ctx, func() (*member, error) { return s.startMember(ctx, stage) })
@@ -239,6 +248,12 @@ func (m *member) loop() {
 		if err == nil {
 			failures = 0
 			continue
+		}
+		if kafkaoffset.Denied(err) {
+			// Joining again changes nothing until an operator does: fail
+			// now and let the pipeline's restart policy decide.
+			m.failed <- fmt.Errorf("%w: %w", ErrDenied, flat(err))
+			return
 		}
 		if errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
 			// A topic went away (or never existed): fail now, so that the

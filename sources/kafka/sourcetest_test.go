@@ -19,8 +19,8 @@ import (
 // Both Kafka sources (sarama and franz-go) pass the source conformance suite on a kfake cluster:
 // two partitions (two feeds per member), one consumer group, outcomes read
 // back as the group's committed offsets. A failure is the group
-// coordinator ending the session and refusing to let the member join again
-// until the member gives up (Run returns ErrConsume).
+// coordinator ending the session and refusing the member's next join as
+// unauthorized (Run returns ErrDenied).
 func TestConformance(t *testing.T) {
 	eachClient(t, func(t *testing.T, cl client) {
 		conformance(t, cl)
@@ -110,8 +110,8 @@ func failGroup(c *kfake.Cluster, group string) *groupWatch {
 }
 
 // fail ends the session of the next member to send a heartbeat and refuses
-// every join of that member from then on: it keeps trying until its Run
-// fails, and the run the stage starts next joins as a new member.
+// every join of that member from then on: its Run fails at the refused
+// join, and the run the stage starts next joins as a new member.
 func (w *groupWatch) fail(context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()

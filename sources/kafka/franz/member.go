@@ -244,12 +244,33 @@ func (m *member) poll() {
 		case got:
 			failures = 0
 		case groupErr != nil:
+			// A refusal of the credentials or of a permission fails at
+			// once: polling again changes nothing until an operator does.
+			if denied(groupErr) {
+				m.fail(fmt.Errorf("%w: %w", ErrDenied, claim.Flat(groupErr)))
+				return
+			}
 			if failures++; failures >= maxConsumeFailures {
 				m.fail(fmt.Errorf("%w: %w", ErrConsume, claim.Flat(groupErr)))
 				return
 			}
 		}
 	}
+}
+
+// deniedErrs are Kafka's refusals of the client's credentials or of its
+// permissions on a topic, the group or the cluster.
+var deniedErrs = []error{kerr.TopicAuthorizationFailed, kerr.GroupAuthorizationFailed,
+	kerr.ClusterAuthorizationFailed, kerr.SaslAuthenticationFailed}
+
+// denied reports whether err is one of deniedErrs.
+func denied(err error) bool {
+	for _, d := range deniedErrs {
+		if errors.Is(err, d) {
+			return true
+		}
+	}
+	return false
 }
 
 // assigned is the client's OnPartitionsAssigned: each partition becomes a

@@ -48,6 +48,12 @@ var ErrUnknownTopic = claim.ErrUnknownTopic
 // fetched in between.
 var ErrConsume = claim.ErrConsume
 
+// ErrDenied is wrapped by the error Run returns, at once, when Kafka refuses
+// the credentials or a permission the member needs (on the group, a topic
+// or the cluster; kerr.GroupAuthorizationFailed and its kin, which the
+// error also wraps). It is kafka.ErrDenied.
+var ErrDenied = claim.ErrDenied
+
 // maxConsumeFailures is how many group errors in a row make Run fail.
 const maxConsumeFailures = 10
 
@@ -122,8 +128,10 @@ func (s *Source) String() string { return "franz.Source(" + s.opts.String() + ")
 // Run first checks that a bootstrap broker answers (Options.ConnectTimeout)
 // and that every topic exists. It returns an error wrapping ErrConnect when
 // the cluster cannot be reached, ErrUnknownTopic when a topic does not
-// exist, or ErrConsume when the group keeps failing; the pipeline logs it
-// and restarts the source with backoff. It returns ErrClosed after Close.
+// exist, ErrDenied when Kafka refuses the member's credentials or
+// permissions, or ErrConsume when the group keeps failing; the pipeline
+// logs it and restarts the source with backoff. It returns ErrClosed after
+// Close.
 // No error message contains a newline.
 func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
 	return s.live.Run(ctx, func() (*member, error) { return s.startMember(ctx, stage) })

@@ -155,6 +155,7 @@ var (
 	ErrConnect      = errors.New("kafka: cannot connect")
 	ErrUnknownTopic = errors.New("kafka: unknown topic")
 	ErrConsume      = errors.New("kafka: consumer group keeps failing")
+	ErrDenied       = errors.New("kafka: access denied")
 )
 
 // Probes is a source's connection check: every bootstrap broker asked at
