@@ -35,8 +35,8 @@ type consumer struct {
 	// or by Close): acknowledgements for its messages are dropped.
 	gone      atomic.Bool
 	closeOnce sync.Once
-	// call is held by the prober for the length of its client call, and
-	// taken for good by close, which so never closes the consumer under a
+	// call is held by the prober for the length of its client call, and by
+	// close while it closes the consumer, which so never closes it under a
 	// call that may not have reached the client yet (see askClient).
 	call chan struct{}
 	// events is the consumer's active-state listener; nil without an
@@ -240,7 +240,7 @@ func (c *consumer) probe(ctx context.Context, found context.CancelCauseFunc) {
 		if !called {
 			return
 		}
-		if err != nil && (err == errClosed || closedByClient(err)) {
+		if err != nil && (errors.Is(err, errClosed) || closedByClient(err)) {
 			found(&probeError{err: err})
 			return
 		}
