@@ -106,6 +106,9 @@ func StartOffsets(ctx context.Context, client sarama.Client, admin sarama.Cluste
 		return nil, nil
 	}
 	req := &sarama.OffsetCommitRequest{
+		// Both backends raise the protocol version to 0.10.1 or later, so
+		// the request is version 2 or later: it carries no commit
+		// timestamp.
 		Version:                 CommitVersion(v),
 		ConsumerGroup:           gid,
 		ConsumerGroupGeneration: -1, // outside any generation
