@@ -57,10 +57,11 @@ func (s *Members[M]) Closed() bool {
 func (s *Members[M]) Add(m M) bool {
 	s.mu.Lock()
 	if s.live == nil {
-		s.live = make(map[M]struct{})
+		s.live = make(map[M]struct{}) // the zero Members is ready to use
 	}
+	live := s.live
 	s.mu.Unlock()
-	return liveset.Add(&s.mu, &s.closed, s.live, m)
+	return liveset.Add(&s.mu, &s.closed, live, m)
 }
 
 // CheckBrokers runs probe for every bootstrap broker at once (see
