@@ -8,11 +8,10 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
-	"github.com/boulevard-go/boulevard/internal/liveset"
-
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
+	"github.com/boulevard-go/boulevard/internal/liveset"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/kafkatopic"
 	"github.com/boulevard-go/boulevard/topic/topology"
