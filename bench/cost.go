@@ -12,9 +12,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/boulevard-go/boulevard/internal/benchsrc"
 	"github.com/boulevard-go/boulevard/observe"
 	"github.com/boulevard-go/boulevard/pipeline"
-	"github.com/boulevard-go/boulevard/telemetry"
 )
 
 // pairedCost runs Boulevard's side of cfg's workload alone, alternately as
@@ -70,24 +70,11 @@ func median(xs []float64) float64 {
 	return s[len(s)/2]
 }
 
-// emptyHooks sets every telemetry hook to a function that does nothing.
-var emptyHooks = &telemetry.Hooks{
-	PipelineStart:    func(context.Context, telemetry.Pipeline) {},
-	PipelineStop:     func(context.Context, telemetry.Pipeline) {},
-	ChunkStart:       func(context.Context, telemetry.Chunk) {},
-	ChunkStop:        func(context.Context, telemetry.Chunk) {},
-	MessageStart:     func(context.Context, telemetry.Message) {},
-	MessageStop:      func(context.Context, telemetry.Message) {},
-	MessageException: func(context.Context, telemetry.Message) {},
-	HandleFailed:     func(context.Context, telemetry.Failed) {},
-	BatchEmit:        func(context.Context, telemetry.Batch) {},
-	BatchStart:       func(context.Context, telemetry.Batch) {},
-	BatchStop:        func(context.Context, telemetry.Batch) {},
-}
-
 // runBoulevardHooked is runBoulevard with every telemetry hook set to a
 // function that does nothing (durations sampled as by default).
-func runBoulevardHooked(cfg config, t *tally) error { return runBoulevardHooks(cfg, t, emptyHooks) }
+func runBoulevardHooked(cfg config, t *tally) error {
+	return runBoulevardHooks(cfg, t, benchsrc.EmptyHooks())
+}
 
 // runBoulevardScraped is runBoulevard with the pipeline's metrics served
 // every interval until it has finished.

@@ -1,7 +1,8 @@
 // Package benchsrc is what the benchmarks of several packages share: a
 // source delivering reused messages from a slab (so that a benchmark
 // measures the pipeline, not the allocator), an acknowledger that counts,
-// and telemetry hooks that do nothing.
+// and telemetry hooks that do nothing (also for the bench module's
+// -telemetry-cost).
 package benchsrc
 
 import (
