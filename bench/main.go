@@ -54,7 +54,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/batcher"
-	"github.com/boulevard-go/boulevard/bench/internal/proc"
+	"github.com/boulevard-go/boulevard/internal/benchsrc"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -456,13 +456,13 @@ func measure(name string, run runner, cfg config, t *tally) (sample, error) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	var err error
-	cpu0 := proc.CPU()
+	cpu0 := benchsrc.CPU()
 	start := time.Now()
 	pprof.Do(context.Background(), pprof.Labels("side", name), func(context.Context) {
 		err = run(cfg, t)
 	})
 	elapsed := time.Since(start)
-	cpu := proc.CPU() - cpu0
+	cpu := benchsrc.CPU() - cpu0
 	runtime.ReadMemStats(&after)
 	if err != nil {
 		return sample{}, err

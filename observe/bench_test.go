@@ -92,12 +92,12 @@ func benchMetrics(b *testing.B, batched, on bool) {
 	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	cpu := processCPU()
+	cpu := benchsrc.CPU()
 	b.ResetTimer()
 	close(src.Start)
 	<-p.Done()
 	b.StopTimer()
-	cpu = processCPU() - cpu
+	cpu = benchsrc.CPU() - cpu
 	runtime.ReadMemStats(&after)
 	close(stop)
 	wg.Wait()
@@ -160,11 +160,11 @@ func BenchmarkScrape(b *testing.B) {
 	for _, path := range []string{"/metrics", "/stats"} {
 		b.Run(path[1:], func(b *testing.B) {
 			b.ReportAllocs()
-			cpu := processCPU()
+			cpu := benchsrc.CPU()
 			for b.Loop() {
 				scrape(h, path)
 			}
-			if cpu = processCPU() - cpu; cpu > 0 {
+			if cpu = benchsrc.CPU() - cpu; cpu > 0 {
 				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 			}
 		})

@@ -27,6 +27,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/internal/benchsrc"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -145,12 +146,12 @@ func benchRunWith[In, Out any](b *testing.B, mode string, data func(i int) In, h
 	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	cpu := processCPU()
+	cpu := benchsrc.CPU()
 	b.ResetTimer()
 	close(start)
 	<-p.Done()
 	b.StopTimer()
-	cpu = processCPU() - cpu
+	cpu = benchsrc.CPU() - cpu
 	runtime.ReadMemStats(&after)
 	if err := p.Err(); err != nil {
 		b.Fatal(err)

@@ -74,7 +74,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/boulevard-go/boulevard/bench/internal/proc"
+	"github.com/boulevard-go/boulevard/internal/benchsrc"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -494,14 +494,14 @@ func measure(cfg config, fn func(context.Context, config, []string, string, *clo
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
 	defer cancel()
 	c := newClock(n)
-	cpu0 := proc.CPU()
+	cpu0 := benchsrc.CPU()
 	var err error
 	// The side's goroutines (sarama's included) inherit the label, so a
 	// -cpuprofile can be split with -tagfocus side=plain|boulevard.
 	pprof.Do(ctx, pprof.Labels("side", strings.SplitN(group, "-", 2)[0]), func(ctx context.Context) {
 		err = fn(ctx, cfg, brokers, group, c)
 	})
-	cpu := proc.CPU() - cpu0
+	cpu := benchsrc.CPU() - cpu0
 	close(stop)
 	wg.Wait()
 	if err != nil {

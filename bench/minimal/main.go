@@ -67,7 +67,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/batcher"
-	"github.com/boulevard-go/boulevard/bench/internal/proc"
+	"github.com/boulevard-go/boulevard/internal/benchsrc"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -334,14 +334,14 @@ func measure(side string, run runner, cfg config, recs records, t *tally) (sampl
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	cpu0 := proc.CPU()
+	cpu0 := benchsrc.CPU()
 	start := time.Now()
 	var err error
 	pprof.Do(context.Background(), pprof.Labels("side", side), func(context.Context) {
 		err = run(cfg, recs, t)
 	})
 	elapsed := time.Since(start)
-	cpu := proc.CPU() - cpu0
+	cpu := benchsrc.CPU() - cpu0
 	runtime.ReadMemStats(&after)
 	if err == nil {
 		err = t.verify()
