@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -35,7 +38,11 @@ func franzOptions() []kgo.Opt {
 	}
 }
 
-func runPlainFranz(ctx context.Context, _ config, brokers []string, group string, c *clock) error {
+// runPlainFranz is the plain franz-go loop. With -plain-processors it
+// hands each record to a processor goroutine (handOff), which counts it and
+// marks it for the next auto-commit (kgo.AutoCommitMarks), so that only
+// handled records are committed.
+func runPlainFranz(ctx context.Context, cfg config, brokers []string, group string, c *clock) error {
 	opts := append(franzOptions(),
 		kgo.SeedBrokers(brokers...),
 		kgo.ConsumerGroup(group),
@@ -43,25 +50,71 @@ func runPlainFranz(ctx context.Context, _ config, brokers []string, group string
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.AutoCommitInterval(commitEvery),
 	)
+	n := plainProcessors(cfg)
+	if n > 0 {
+		opts = append(opts, kgo.AutoCommitMarks())
+	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
+	var procs *handOff[*kgo.Record]
+	poll := ctx
+	if n > 0 {
+		procs = startHandOff(n, func(r *kgo.Record) {
+			c.tick()
+			cl.MarkCommitRecords(r)
+		})
+		// Before the client closes (deferred above, so run after this).
+		defer procs.close()
+		// The last records are counted by the processors while the loop
+		// already waits in the next poll, which no record will end: end
+		// it when the count is complete.
+		pctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		defer cancel()
+		wg.Go(func() {
+			select {
+			case <-c.done:
+				cancel()
+			case <-pctx.Done():
+			}
+		})
+		poll = pctx
+	}
 	for {
 		select {
 		case <-c.done:
 			return c.check("plain")
 		default:
 		}
-		fs := cl.PollFetches(ctx)
+		fs := cl.PollFetches(poll)
 		if ctx.Err() != nil {
+			// The run's deadline: a run that has counted every record
+			// never polls again.
+			return errors.Join(c.check("plain"), fmt.Errorf("plain: %w", ctx.Err()))
+		}
+		if poll.Err() != nil {
 			return c.check("plain")
 		}
 		if errs := fs.Errors(); len(errs) > 0 {
 			return errs[0].Err
 		}
-		fs.EachRecord(func(*kgo.Record) { c.tick() })
+		if procs == nil {
+			fs.EachRecord(func(*kgo.Record) { c.tick() })
+			continue
+		}
+		stopped := false
+		fs.EachRecord(func(r *kgo.Record) {
+			if !stopped && !procs.send(poll, int(r.Partition), r) {
+				stopped = true
+			}
+		})
+		if stopped {
+			return c.check("plain")
+		}
 	}
 }
 

@@ -39,6 +39,14 @@
 //
 // -window, -processors, -maxdemand and -unordered set the Boulevard side's
 // permit window, processor count, processor chunk size and ordering.
+//
+// -plain-processors gives the plain side the shape of a pipeline too: its
+// reading goroutine hands each record over a buffered channel to one of as
+// many processor goroutines as Boulevard has (a partition's records always
+// to the same one, so that they stay in offset order), and the processor
+// counts the record and only then marks it for the next commit. That is
+// what a hand-written consumer that handles records off its reading
+// goroutine does; the targets compare with the plain loops without it.
 // -cpuprofile profiles the whole run; samples carry a pprof label
 // side=plain|boulevard (-tagfocus side=boulevard). -memprofile writes an
 // allocation profile.
@@ -49,6 +57,7 @@
 //	go run ./kafka -n 100000,1000000 -rounds 5
 //	go run ./kafka -window 512 -maxdemand 64 -cpuprofile cpu.out
 //	go run ./kafka -client franz -n 1000000 -rounds 7
+//	go run ./kafka -client franz -plain-processors -n 1000000 -rounds 7
 package main
 
 import (
@@ -106,6 +115,9 @@ type config struct {
 	// loop, the default) or "franz" (the franz source against a plain
 	// franz-go poll loop; see franz.go).
 	Client string
+	// PlainProcessors gives the plain side processor goroutines, as
+	// Boulevard has (see handOff): not the shape the targets compare with.
+	PlainProcessors bool
 }
 
 func main() {
@@ -122,6 +134,7 @@ func main() {
 	flag.IntVar(&cfg.MaxDemand, "maxdemand", 0, "Boulevard processor chunk size (processor.Options.MaxDemand); 0 = default 10")
 	flag.BoolVar(&cfg.Unordered, "unordered", false, "Boulevard source with Unordered: true (no per-partition order)")
 	flag.StringVar(&cfg.Client, "client", "sarama", "Kafka client of both sides: sarama or franz (franz-go)")
+	flag.BoolVar(&cfg.PlainProcessors, "plain-processors", false, "the plain side hands each record to processor goroutines (as many as Boulevard's, a partition's records to one of them) and commits only handled records")
 	memprofile := flag.String("memprofile", "", "write an allocation profile of the whole run to this file")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
@@ -186,9 +199,9 @@ func run(cfg config, out io.Writer) ([]result, error) {
 	if cfg.Client != "sarama" && cfg.Client != "franz" {
 		return nil, fmt.Errorf("unknown client %q (sarama or franz)", cfg.Client)
 	}
-	fmt.Fprintf(out, "kfake, 3 brokers, %d partitions, %d-byte records, GOMAXPROCS %d, %d round(s), client %s, Boulevard window %d, %d processors, max demand %d, unordered %v\n",
+	fmt.Fprintf(out, "kfake, 3 brokers, %d partitions, %d-byte records, GOMAXPROCS %d, %d round(s), client %s, Boulevard window %d, %d processors, max demand %d, unordered %v, plain processors %v\n",
 		cfg.Partitions, cfg.RecordSize, runtime.GOMAXPROCS(0), cfg.Rounds, cfg.Client, window(cfg),
-		po.Concurrency, po.MaxDemand, cfg.Unordered)
+		po.Concurrency, po.MaxDemand, cfg.Unordered, cfg.PlainProcessors)
 	fmt.Fprintf(out, "%10s %14s %14s %7s %13s %16s %16s %10s %10s %12s\n", "records", "plain rec/s", "boulevard rec/s", "ratio",
 		"ratio range", "plain peak heap", "blvd peak heap", "plain cpu", "blvd cpu", "cluster cpu")
 	var results []result
@@ -528,17 +541,47 @@ func saramaConfig() *sarama.Config {
 	return c
 }
 
-// plainHandler marks every message and counts it.
-type plainHandler struct{ c *clock }
+// plainHandler marks every message and counts it; with processors (see
+// handOff) it hands each message to one instead, which marks and counts
+// it.
+type plainHandler struct {
+	c          *clock
+	processors int // 0: none
+	procs      *handOff[*sarama.ConsumerMessage]
+}
 
-func (h *plainHandler) Setup(sarama.ConsumerGroupSession) error   { return nil }
-func (h *plainHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+func (h *plainHandler) Setup(sess sarama.ConsumerGroupSession) error {
+	if h.processors > 0 {
+		h.procs = startHandOff(h.processors, func(msg *sarama.ConsumerMessage) {
+			h.c.tick()
+			sess.MarkMessage(msg, "")
+		})
+	}
+	return nil
+}
+
+// Cleanup runs once every ConsumeClaim has returned: nothing is handed
+// over any more.
+func (h *plainHandler) Cleanup(sarama.ConsumerGroupSession) error {
+	if h.procs != nil {
+		h.procs.close()
+		h.procs = nil
+	}
+	return nil
+}
+
 func (h *plainHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
 	for {
 		select {
 		case msg, ok := <-claim.Messages():
 			if !ok {
 				return nil
+			}
+			if h.procs != nil {
+				if !h.procs.send(sess.Context(), int(msg.Partition), msg) {
+					return nil
+				}
+				continue
 			}
 			sess.MarkMessage(msg, "")
 			h.c.tick()
@@ -548,12 +591,70 @@ func (h *plainHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	}
 }
 
-func runPlain(ctx context.Context, _ config, brokers []string, group string, c *clock) error {
+// plainProcessors is how many processor goroutines the plain side has: 0
+// unless cfg.PlainProcessors, then as many as Boulevard's processors.
+func plainProcessors(cfg config) int {
+	if !cfg.PlainProcessors {
+		return 0
+	}
+	return processor.Options[[]byte, []byte]{Concurrency: cfg.Processors}.WithDefaults().Concurrency
+}
+
+// handOffCap is the capacity of each plain processor's channel: sarama's
+// default per-partition channel size.
+const handOffCap = 256
+
+// handOff is the plain side's processors (-plain-processors): the shape of
+// a hand-written consumer that handles records on other goroutines than
+// the one reading them, as a pipeline does. Each processor has a buffered
+// channel; a partition's records all go to one processor, so they are
+// handled in offset order; the processor handles a record and then marks
+// it for the next commit, so only handled records are committed.
+type handOff[R any] struct {
+	chans []chan R
+	wg    sync.WaitGroup
+}
+
+func startHandOff[R any](n int, handle func(R)) *handOff[R] {
+	h := &handOff[R]{chans: make([]chan R, n)}
+	for i := range h.chans {
+		ch := make(chan R, handOffCap)
+		h.chans[i] = ch
+		h.wg.Go(func() {
+			for r := range ch {
+				handle(r)
+			}
+		})
+	}
+	return h
+}
+
+// send hands r, of partition part, to its processor; false when ctx ended
+// first.
+func (h *handOff[R]) send(ctx context.Context, part int, r R) bool {
+	select {
+	case h.chans[part%len(h.chans)] <- r:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// close ends the processors once they have handled what was sent, and
+// waits for them.
+func (h *handOff[R]) close() {
+	for _, ch := range h.chans {
+		close(ch)
+	}
+	h.wg.Wait()
+}
+
+func runPlain(ctx context.Context, cfg config, brokers []string, group string, c *clock) error {
 	cg, err := sarama.NewConsumerGroup(brokers, group, saramaConfig())
 	if err != nil {
 		return err
 	}
-	h := &plainHandler{c: c}
+	h := &plainHandler{c: c, processors: plainProcessors(cfg)}
 	cctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var consumeErr error

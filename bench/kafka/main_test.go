@@ -48,3 +48,23 @@ func TestSmallFranzRunReportsBothSides(t *testing.T) {
 		t.Fatalf("unexpected results %+v\n%s", res, out.String())
 	}
 }
+
+// Checks: with -plain-processors both clients' plain sides still count as
+// many records as the backlog holds, through their processors (a run that
+// counts fewer before the timeout fails), and the report says which shape
+// the plain side had.
+func TestSmallRunWithPlainProcessors(t *testing.T) {
+	for _, client := range []string{"sarama", "franz"} {
+		t.Run(client, func(t *testing.T) {
+			var out bytes.Buffer
+			res, err := run(config{Sizes: []int{3000}, Partitions: 3, RecordSize: 50, Rounds: 1, Timeout: time.Minute,
+				Client: client, PlainProcessors: true, Processors: 2}, &out)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out.String())
+			}
+			if len(res) != 1 || res[0].PlainRate <= 0 || res[0].BlvRate <= 0 || !strings.Contains(out.String(), "plain processors true") {
+				t.Fatalf("unexpected results %+v\n%s", res, out.String())
+			}
+		})
+	}
+}
