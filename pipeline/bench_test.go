@@ -227,7 +227,8 @@ func BenchmarkConvertBatcher100(b *testing.B) {
 
 // orderedBenchSource is the shape of the Kafka source: benchFeeds feeds (one
 // per partition), each message carrying its feed's partition key, the
-// source asking for per-key order, and messages reused once acknowledged.
+// source asking for per-key order, and messages reused once acknowledged,
+// each by the feed it came from (Message.Reuse keeps its key).
 // It delivers n messages round robin over the feeds, as many at a time as a
 // feed has permits, from one goroutine.
 type orderedBenchSource struct {
@@ -264,8 +265,15 @@ func (s *orderedBenchSource) Run(ctx context.Context, st *producer.Stage[int]) e
 				return nil
 			}
 		}
-		buf = s.ack.take(buf, k)
+		var reused int
+		buf, reused = s.ack.take(buf, f, k)
 		for j, m := range buf {
+			if j < reused {
+				// Back from this feed: what the source set stays, as in
+				// the Kafka source's claims.
+				m.Reuse(i+j, uint64(i+j))
+				continue
+			}
 			m.Init(i+j, s.ack, uint64(i+j))
 			m.SetPartitionKey(keys[f])
 		}
@@ -278,34 +286,42 @@ func (s *orderedBenchSource) Run(ctx context.Context, st *producer.Stage[int]) e
 }
 
 // recyclingAcker counts outcomes and keeps the acknowledged messages for the
-// source to reuse, as the Kafka source's partitions do.
+// source to reuse, each with the feed it came from, as the Kafka source's
+// partitions keep their slots.
 type recyclingAcker struct {
 	benchAcker
 	mu   sync.Mutex
-	free []*message.Message[int]
+	free [benchFeeds][]*message.Message[int]
 }
 
 func (a *recyclingAcker) Ack(ctx context.Context, successful, failed []acker.Outcome) {
 	a.benchAcker.Ack(ctx, successful, failed)
 	a.mu.Lock()
 	for _, o := range successful {
-		a.free = append(a.free, o.Message.(*message.Message[int]))
+		m := o.Message.(*message.Message[int])
+		f := benchFeedOf(m.PartitionKey())
+		a.free[f] = append(a.free[f], m)
 	}
 	a.mu.Unlock()
 }
 
-// take appends k messages to dst: reused ones first, then new ones.
-func (a *recyclingAcker) take(dst []*message.Message[int], k int) []*message.Message[int] {
+// benchFeedOf is the index of the feed whose key is key ("bench/<i>").
+func benchFeedOf(key string) int { return int(key[len(key)-1] - '0') }
+
+// take appends k messages for feed f to dst: first those back from f
+// (reused of them), then new ones.
+func (a *recyclingAcker) take(dst []*message.Message[int], f, k int) (_ []*message.Message[int], reused int) {
 	a.mu.Lock()
-	r := min(k, len(a.free))
-	dst = append(dst, a.free[len(a.free)-r:]...)
-	clear(a.free[len(a.free)-r:])
-	a.free = a.free[:len(a.free)-r]
+	free := a.free[f]
+	r := min(k, len(free))
+	dst = append(dst, free[len(free)-r:]...)
+	clear(free[len(free)-r:])
+	a.free[f] = free[:len(free)-r]
 	a.mu.Unlock()
 	for range k - r {
 		dst = append(dst, new(message.Message[int]))
 	}
-	return dst
+	return dst, r
 }
 
 // BenchmarkOrderedFeeds: the Kafka source's path without a broker: six
