@@ -151,6 +151,17 @@ type heldConsumer struct {
 	closed          atomic.Bool
 }
 
+// checkInFlight returns a consumer whose permit-wait check is in its
+// client call (held until h.release is closed), started on a goroutine of
+// the synctest bubble.
+func checkInFlight() (*heldConsumer, *consumer) {
+	h := &heldConsumer{entered: make(chan struct{}), release: make(chan struct{})}
+	c := &consumer{c: h, call: make(chan struct{}, 1)}
+	go func() { _, _ = c.askClient(context.Background()) }()
+	<-h.entered
+	return h, c
+}
+
 func (h *heldConsumer) GetLastMessageIDs() ([]pulsar.TopicMessageID, error) {
 	h.calls.Add(1)
 	h.inCall.Store(true)
@@ -170,10 +181,7 @@ func (h *heldConsumer) Close() {
 // the close does not call the client.
 func TestCloseWaitsForAPermitWaitCheckInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := &heldConsumer{entered: make(chan struct{}), release: make(chan struct{})}
-		c := &consumer{c: h, call: make(chan struct{}, 1)}
-		go func() { _, _ = c.askClient(context.Background()) }()
-		<-h.entered
+		h, c := checkInFlight()
 		go c.close()
 		synctest.Wait()
 		if h.closed.Load() {
@@ -193,10 +201,7 @@ func TestCloseWaitsForAPermitWaitCheckInFlight(t *testing.T) {
 // A client call that never returns holds the close only for callWait.
 func TestCloseWaitsForAPermitWaitCheckOnlySoLong(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := &heldConsumer{entered: make(chan struct{}), release: make(chan struct{})}
-		c := &consumer{c: h, call: make(chan struct{}, 1)}
-		go func() { _, _ = c.askClient(context.Background()) }()
-		<-h.entered
+		h, c := checkInFlight()
 		start := time.Now()
 		c.close()
 		if waited := time.Since(start); waited != callWait || !h.closed.Load() {
