@@ -175,6 +175,25 @@ func (l *ledger) covers(ends map[int32]int64) bool {
 	return true
 }
 
+// handledPrefix returns, for each of the first parts partitions that has
+// one, the offset after its longest run of handled records from offset 0:
+// what a commit of everything handled would carry.
+func (l *ledger) handledPrefix(parts int32) map[int32]int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[int32]int64{}
+	for p := range parts {
+		o := int64(0)
+		for l.seen[rec{p, o}] > 0 {
+			o++
+		}
+		if o > 0 {
+			out[p] = o
+		}
+	}
+	return out
+}
+
 // duplicates counts extra deliveries.
 func (l *ledger) duplicates() int {
 	l.mu.Lock()
