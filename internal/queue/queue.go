@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -19,7 +20,14 @@ import (
 // as many as the work needs: when items arrive, enough waiting receivers are
 // woken to take all of them, counting each as able to take len(buf) items
 // (it takes everything queued, up to len(buf), when it runs); when room
-// appears, enough waiting publishers are woken to fill it. A woken goroutine
+// appears, enough waiting publishers are woken to fill it. Receivers are
+// woken at most GOMAXPROCS−1 (at least 1) ahead: that many woken receivers
+// that have not run yet, and no more. A woken receiver that takes items
+// wakes the next if items are left, so a burst reaches every waiting
+// receiver one wake-up after another; waking more receivers than there are
+// processors to run them only lines them up behind each other, each with a
+// wake-up to pay for, while a receiver that is already running would take
+// the same items without one. A woken goroutine
 // may be overtaken by a caller that arrives while it is being scheduled; it
 // then waits again. Wakeups are never lost: a waiter that gives up (context
 // cancelled, alarm fired) after it was chosen to be woken hands the wakeup on
@@ -37,6 +45,10 @@ type Queue[T any] struct {
 	recv waitList // receivers waiting for items
 	pub  waitList // publishers waiting for room
 	free *waiter  // recycled waiters, linked through next
+
+	// wakeAhead is how many receivers may be signalled and not yet run at
+	// once: GOMAXPROCS−1 when the queue was made, at least 1.
+	wakeAhead int
 }
 
 // waiter is one goroutine parked in a blocking operation. It is owned by that
@@ -65,25 +77,30 @@ type waiter struct {
 type waitList struct {
 	head, tail *waiter
 	// pending is the sum of want over the waiters that have been signalled
-	// and have not yet run (woke or abandon). The queue keeps the invariant
+	// and have not yet run (woke or abandon), and ahead is how many they
+	// are. The queue keeps the invariant
 	//
-	//	list empty || pending >= supply
+	//	list empty || pending >= supply || ahead >= limit
 	//
 	// after every critical section, where supply is the number of queued
-	// items (for receivers) or free slots (for publishers). It means every
-	// item or slot is covered by a goroutine that is already on its way, so
-	// no wakeup is missing, while not waking more goroutines than the
-	// available work can keep busy.
+	// items (for receivers) or free slots (for publishers), and limit is
+	// Queue.wakeAhead for receivers (publishers have none). It means every
+	// item or slot is covered by a goroutine that is already on its way, or
+	// the limit of goroutines on their way is reached and each of them
+	// wakes the next when it runs, so no wakeup is missing, while not waking
+	// more goroutines than the available work (or the processors) can keep
+	// busy.
 	//
 	// Receivers only start waiting when the queue is empty and publishers
 	// only when it is full, so the invariant holds when a waiter is listed.
 	// A woken waiter lowers pending by its want but then takes (or fills)
 	// min(want, supply), which keeps it; adding items or freeing slots, and
-	// a signalled waiter giving up, can break it and are followed by
+	// a signalled waiter running or giving up, can break it and are followed by
 	// wakeReceivers/wakePublishers. Every critical section that changes the
 	// queue calls both anyway, so the invariant can be checked locally; where
 	// there is nothing to do that costs one comparison.
 	pending int
+	ahead   int
 }
 
 func (l *waitList) pushBack(w *waiter) {
@@ -116,6 +133,7 @@ func (l *waitList) signalFront() {
 	w := l.head
 	l.remove(w)
 	l.pending += w.want
+	l.ahead++
 	w.signalled = true
 	w.ch <- struct{}{} // never blocks: the token slot is empty while w is listed
 }
@@ -124,6 +142,7 @@ func (l *waitList) signalFront() {
 // mutex again.
 func (l *waitList) woke(w *waiter) {
 	l.pending -= w.want
+	l.ahead--
 	w.signalled = false
 }
 
@@ -134,7 +153,7 @@ func New[T any](capacity int) *Queue[T] {
 	if capacity < 1 {
 		panic(fmt.Sprintf("queue: New capacity %d, must be at least 1", capacity))
 	}
-	return &Queue[T]{items: make([]T, capacity)}
+	return &Queue[T]{items: make([]T, capacity), wakeAhead: max(1, runtime.GOMAXPROCS(0)-1)}
 }
 
 // Publish appends v to the queue. It blocks while the queue is full.
@@ -436,10 +455,11 @@ func (q *Queue[T]) takeLocked(buf []T) int {
 }
 
 // wakeReceivers signals receive waiters, oldest first, until the signalled
-// ones can absorb every queued item or none are left. Called after anything
-// that adds items or lowers recv.pending.
+// ones can absorb every queued item, wakeAhead of them are on their way, or
+// none are left. Called after anything that adds items, lowers
+// recv.pending or recv.ahead.
 func (q *Queue[T]) wakeReceivers() {
-	for q.recv.head != nil && q.recv.pending < q.count {
+	for q.recv.head != nil && q.recv.pending < q.count && q.recv.ahead < q.wakeAhead {
 		q.recv.signalFront()
 	}
 }

@@ -46,8 +46,11 @@ func checkInvariant[T any](t *testing.T, q *Queue[T]) {
 			}
 		}
 	}
-	if q.recv.head != nil && q.recv.pending < q.count {
-		t.Fatalf("receivers waiting but pending %d < %d queued items", q.recv.pending, q.count)
+	if q.recv.head != nil && q.recv.pending < q.count && q.recv.ahead < q.wakeAhead {
+		t.Fatalf("receivers waiting but pending %d < %d queued items with %d of %d woken ahead", q.recv.pending, q.count, q.recv.ahead, q.wakeAhead)
+	}
+	if q.recv.ahead > q.wakeAhead && !q.closed {
+		t.Fatalf("%d receivers woken ahead, limit %d", q.recv.ahead, q.wakeAhead)
 	}
 	if room := len(q.items) - q.count; q.pub.head != nil && q.pub.pending < room {
 		t.Fatalf("publishers waiting but pending %d < %d free slots", q.pub.pending, room)
@@ -500,6 +503,59 @@ func TestSignalledReceiverGivingUpPassesWakeupOn(t *testing.T) {
 		return
 	}
 	t.Fatal("never hit the signalled-then-cancelled path")
+}
+
+// Behaviour: a burst of items reaches every waiting receiver, although no
+// more than wakeAhead receivers are woken and not yet running at a time:
+// each woken receiver that takes an item wakes the next.
+func TestBurstReachesEveryReceiverOneWakeupAfterAnother(t *testing.T) {
+	for _, ahead := range []int{1, 3} {
+		t.Run(fmt.Sprintf("ahead=%d", ahead), func(t *testing.T) {
+			const receivers = 8
+			q := New[int](receivers)
+			q.wakeAhead = ahead
+			got := make(chan int, receivers)
+			var wg sync.WaitGroup
+			for range receivers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					buf := make([]int, 1)
+					if n, err := q.Receive(context.Background(), buf); n == 1 && err == nil {
+						got <- buf[0]
+					}
+				}()
+			}
+			wait.For(t, "receivers to park", func() bool { return recvWaiting(q) == receivers })
+			// Publish under the lock, so that no woken receiver has run
+			// when the woken ones are counted.
+			burst := make([]int, receivers)
+			for i := range burst {
+				burst[i] = i
+			}
+			q.mu.Lock()
+			q.putLocked(burst)
+			woken := q.recv.ahead
+			q.mu.Unlock()
+			if woken != ahead {
+				t.Fatalf("a burst of %d woke %d receivers at once, want %d", receivers, woken, ahead)
+			}
+			seen := map[int]bool{}
+			for range receivers {
+				select {
+				case v := <-got:
+					seen[v] = true
+				case <-time.After(10 * time.Second):
+					t.Fatalf("%d of %d items received: the next receiver was never woken", len(seen), receivers)
+				}
+			}
+			wg.Wait()
+			if len(seen) != receivers {
+				t.Fatalf("received %d distinct items, want %d", len(seen), receivers)
+			}
+			checkInvariant(t, q)
+		})
+	}
 }
 
 // Behaviour: a publisher that gives up (ctx cancelled) after it was chosen
