@@ -21,6 +21,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/stage/batching"
 	"github.com/boulevard-go/boulevard/internal/stage/processing"
 	"github.com/boulevard-go/boulevard/internal/stage/stagetest"
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/processor"
 )
@@ -1013,4 +1014,57 @@ func TestProcessorsFeedBatcher(t *testing.T) {
 	if batched.Load() != 500 || rec.FailedCount() != 0 {
 		t.Errorf("%d messages batched, %d failed; want 500 and 0", batched.Load(), rec.FailedCount())
 	}
+}
+
+// Guarantee: with Concurrency processors and a message for each queued at
+// once, every processor handles at the same time. Processors sharing a
+// queue are woken a few at a time, and each woken processor that takes work
+// wakes the next while work is left, so none sleeps beside queued messages.
+func TestEveryProcessorHandlesAtOnceWhenWorkIsQueued(t *testing.T) {
+	const procs = 8
+	rec := acker.NewRecorder(false)
+	var active atomic.Int32
+	all := make(chan struct{})
+	s := newStage(t, processor.Options[int, int]{
+		Concurrency: procs,
+		MaxDemand:   1,
+		Handle: func(ctx context.Context, m *message.Message[int]) (int, error) {
+			if active.Add(1) == procs {
+				close(all)
+			}
+			select {
+			case <-all:
+				return m.Data, nil
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		},
+	})
+	run(t, s)
+	// Publish only once every processor waits, so that each must be woken.
+	wait.For(t, "every processor waiting for messages", func() bool { return receiversWaiting() == procs },
+		func() string { return fmt.Sprintf("%d waiting", receiversWaiting()) })
+	publish(t, s, ints(rec, 0, procs))
+	select {
+	case <-all:
+	case <-time.After(patience):
+		t.Fatalf("%d of %d processors handling after %s: the others slept beside queued messages", active.Load(), procs, patience)
+	}
+	waitAcks(t, rec, procs)
+	assertOnce(t, rec, seq(0, procs))
+	drain(t, s)
+}
+
+// receiversWaiting counts the goroutines parked in a queue's receive: the
+// processors waiting for messages.
+func receiversWaiting() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		if strings.Contains(g, "[select") && strings.Contains(g, "internal/queue.(*Queue[") && strings.Contains(g, "]).receive(") {
+			n++
+		}
+	}
+	return n
 }
