@@ -194,13 +194,7 @@ func TestAbruptStopAndRestart(t *testing.T) {
 		}
 		po := pipelineOpts("first", cl.new(t, sourceOptions(c, group)), 2, l, hold)
 		first := startPipeline(t, po)
-		released := false
-		release := func() {
-			if !released {
-				released = true
-				close(held)
-			}
-		}
+		release := sync.OnceFunc(func() { close(held) })
 		defer release() // lets the held handlers return if the test fails early
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
