@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -85,6 +86,15 @@ func browser(t *testing.T) (context.Context, func() []string) {
 		defer mu.Unlock()
 		return append([]string(nil), consoleErrors...)
 	}
+}
+
+// textOf returns the visible text of the first element matching the CSS
+// selector sel ("" when none does), read in one evaluation inside the
+// page. The dashboard replaces its elements on every refresh, so a node
+// that one DevTools call finds may be gone by the next (chromedp.Text
+// makes two); a single evaluation never sees a redraw half done.
+func textOf(ctx context.Context, sel string) (string, error) {
+	return chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector(`+strconv.Quote(sel)+`)?.innerText ?? ""`))
 }
 
 // Guarantee: in a real browser, the dashboard draws a topic that
@@ -208,13 +218,13 @@ func TestDashboardInARealBrowser(t *testing.T) {
 		t.Errorf("%d stage nodes, want 5 (2 producer stages, processors, 2 batchers)", nodes)
 	}
 	text := func() string {
-		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`[data-stage="orders.processor"]`)))
+		s, err := textOf(ctx, `[data-stage="orders.processor"]`)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}
-	producerText, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`[data-stage="orders.producer.0"]`)))
+	producerText, err := textOf(ctx, `[data-stage="orders.producer.0"]`)
 	if err != nil {
 		t.Fatal(err)
 	}
