@@ -32,8 +32,9 @@
 // batch (batches of -batch, default 100), procs (processors only: the
 // minimal pipeline without its batcher), batch1 (batch size 1), scale (the
 // batch workload with 2, 4 and 8 processors, Boulevard and hand-written,
-// each count in its own rounds) and latency (a steady offered rate, see
-// latency.go).
+// each count in its own rounds), latency (a steady offered rate, see
+// latency.go) and msgsize (the hand-written processors-only pipeline with
+// messages of three sizes, see msgsize.go).
 //
 // Each round runs both sides once, in alternating order, after one warm-up
 // run of each. The figure of merit of a workload is the median over rounds
@@ -493,7 +494,7 @@ func main() {
 	slab := flag.Bool("slab", false, "Boulevard's source takes its messages from a message.Slab instead of message.New (not the compared workload)")
 	rounds := flag.Int("rounds", 9, "paired rounds per workload")
 	warmup := flag.Int("warmup", 100_000, "records of the warm-up run of each side")
-	workloads := flag.String("workload", "all", "comma-separated: batch, procs, batch1, scale, latency; all = batch,procs,batch1")
+	workloads := flag.String("workload", "all", "comma-separated: batch, procs, batch1, scale, latency, msgsize; all = batch,procs,batch1")
 	rate := flag.Int("rate", 100_000, "latency: messages per second offered")
 	dur := flag.Duration("duration", 2*time.Second, "latency: length of one run")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile to this file (goroutines labelled side=boulevard or side=hand)")
@@ -535,6 +536,11 @@ func main() {
 			cfg.BatchSize = 1
 		case "scale":
 			if err := scaling(cfg, []int{2, 4, 8}, recs, *rounds, *warmup, os.Stdout); err != nil {
+				fail(err)
+			}
+			continue
+		case "msgsize":
+			if err := msgSizes(cfg, recs, *rounds, *warmup, os.Stdout); err != nil {
 				fail(err)
 			}
 			continue

@@ -5,8 +5,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"go.uber.org/goleak"
+
+	"github.com/boulevard-go/boulevard/message"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -75,6 +78,42 @@ func TestLatencyRunsBothSides(t *testing.T) {
 		}
 		if r.p50 <= 0 || r.p99 < r.p50 {
 			t.Errorf("%s: p50 %s p99 %s", side, r.p50, r.p99)
+		}
+	}
+}
+
+// Checks: every message type of the msgsize workload carries every
+// message exactly once, and each has the size its name gives; the mirror
+// of Boulevard's message keeps Boulevard's size when the message changes.
+func TestMessageSizes(t *testing.T) {
+	const n = 10_007
+	recs := makeRecords(n)
+	var ta tally
+	for _, s := range sizes {
+		if _, err := measure("hand", s.run, config{N: n, Processors: 2}, recs, &ta); err != nil {
+			t.Errorf("%s: %v", s.name, err)
+		}
+	}
+	if got := unsafe.Sizeof(msg{}); got != 32 {
+		t.Errorf("msg is %d bytes, want 32", got)
+	}
+	if got := unsafe.Sizeof(msg64{}); got != 64 {
+		t.Errorf("msg64 is %d bytes, want 64", got)
+	}
+	if got, want := unsafe.Sizeof(msgLikeBoulevard{}), unsafe.Sizeof(message.Message[[]byte]{}); got != want {
+		t.Errorf("msgLikeBoulevard is %d bytes, message.Message[[]byte] %d", got, want)
+	}
+}
+
+// Checks: the msgsize workload reports every message type.
+func TestMsgSizesReports(t *testing.T) {
+	var out bytes.Buffer
+	if err := msgSizes(config{N: 2_000, Processors: 2}, makeRecords(2_000), 2, 500, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sizes {
+		if !strings.Contains(out.String(), "message "+s.name+":") {
+			t.Errorf("no line for %s in:\n%s", s.name, out.String())
 		}
 	}
 }
