@@ -20,12 +20,7 @@ import (
 // as many as the work needs: when items arrive, enough waiting receivers are
 // woken to take all of them, counting each as able to take len(buf) items
 // (it takes everything queued, up to len(buf), when it runs); when room
-// appears, enough waiting publishers are woken to fill it, each once the
-// room it can use reaches what it wants or half the capacity, whichever is
-// less. A publisher blocked on a full queue is therefore not woken for
-// every few items a receiver takes, only to wait again; the half it waits
-// for is still queued, so the receivers do not run short meanwhile.
-// Receivers are
+// appears, enough waiting publishers are woken to fill it. Receivers are
 // woken at most GOMAXPROCS−1 (at least 1) ahead: that many woken receivers
 // that have not run yet, and no more. A woken receiver that takes items
 // wakes the next if items are left, so a burst reaches every waiting
@@ -54,9 +49,6 @@ type Queue[T any] struct {
 	// wakeAhead is how many receivers may be signalled and not yet run at
 	// once: GOMAXPROCS−1 when the queue was made, at least 1.
 	wakeAhead int
-	// wakeRoom is the room a waiting publisher is woken for when it wants
-	// more than that: half the capacity, at least 1.
-	wakeRoom int
 }
 
 // waiter is one goroutine parked in a blocking operation. It is owned by that
@@ -86,30 +78,27 @@ type waitList struct {
 	head, tail *waiter
 	// pending is the sum of want over the waiters that have been signalled
 	// and have not yet run (woke or abandon), and ahead is how many they
-	// are. The queue keeps the invariants
+	// are. The queue keeps the invariant
 	//
-	//	receivers:  list empty || pending >= queued items || ahead >= Queue.wakeAhead
-	//	publishers: list empty || free slots − pending < min(head.want, Queue.wakeRoom)
+	//	list empty || pending >= supply || ahead >= limit
 	//
-	// after every critical section. For receivers it means every queued
-	// item is covered by a receiver already on its way, or wakeAhead of them
-	// are on their way and each wakes the next when it runs. For publishers
-	// it means the oldest waiting publisher is not left waiting while the
-	// room no signalled publisher will fill would take what it wants or
-	// half the queue; until then at least half the queue is still queued
-	// and the receivers taking it free the rest. So no wakeup is missing,
-	// while no more goroutines are woken than the available work (or the
-	// processors) can keep busy.
+	// after every critical section, where supply is the number of queued
+	// items (for receivers) or free slots (for publishers), and limit is
+	// Queue.wakeAhead for receivers (publishers have none). It means every
+	// item or slot is covered by a goroutine that is already on its way, or
+	// the limit of goroutines on their way is reached and each of them
+	// wakes the next when it runs, so no wakeup is missing, while not waking
+	// more goroutines than the available work (or the processors) can keep
+	// busy.
 	//
 	// Receivers only start waiting when the queue is empty and publishers
-	// only when it is full, so the invariants hold when a waiter is listed.
+	// only when it is full, so the invariant holds when a waiter is listed.
 	// A woken waiter lowers pending by its want but then takes (or fills)
-	// min(want, supply), which keeps them; adding items or freeing slots, a
-	// signalled waiter running or giving up, and the oldest waiter giving up
-	// can break them and are followed by wakeReceivers/wakePublishers. Every
-	// critical section that changes the queue calls both anyway, so the
-	// invariants can be checked locally; where there is nothing to do that
-	// costs a comparison or two.
+	// min(want, supply), which keeps it; adding items or freeing slots, and
+	// a signalled waiter running or giving up, can break it and are followed by
+	// wakeReceivers/wakePublishers. Every critical section that changes the
+	// queue calls both anyway, so the invariant can be checked locally; where
+	// there is nothing to do that costs one comparison.
 	pending int
 	ahead   int
 }
@@ -164,7 +153,7 @@ func New[T any](capacity int) *Queue[T] {
 	if capacity < 1 {
 		panic(fmt.Sprintf("queue: New capacity %d, must be at least 1", capacity))
 	}
-	return &Queue[T]{items: make([]T, capacity), wakeAhead: max(1, runtime.GOMAXPROCS(0)-1), wakeRoom: max(1, capacity/2)}
+	return &Queue[T]{items: make([]T, capacity), wakeAhead: max(1, runtime.GOMAXPROCS(0)-1)}
 }
 
 // Publish appends v to the queue. It blocks while the queue is full.
@@ -475,34 +464,28 @@ func (q *Queue[T]) wakeReceivers() {
 	}
 }
 
-// wakePublishers signals publish waiters, oldest first, while the free
-// slots the signalled ones will not fill leave the next one room for its
-// want or wakeRoom slots, whichever is less. Called after anything that
+// wakePublishers signals publish waiters, oldest first, until the signalled
+// ones can fill every free slot or none are left. Called after anything that
 // frees slots or lowers pub.pending.
 func (q *Queue[T]) wakePublishers() {
-	for w := q.pub.head; w != nil && q.pubRoom() >= min(w.want, q.wakeRoom); w = q.pub.head {
+	for q.pub.head != nil && q.pub.pending < len(q.items)-q.count {
 		q.pub.signalFront()
 	}
 }
 
-// pubRoom is the number of free slots that no signalled publisher is on its
-// way to fill (negative when they want more than is free).
-func (q *Queue[T]) pubRoom() int { return len(q.items) - q.count - q.pub.pending }
-
 // abandon removes w, whose goroutine stopped waiting without using a wakeup,
 // from l. If w had already been signalled, its token is consumed and the
-// wakeup is passed on to whichever waiters now need it, so it is not lost;
-// if it was the oldest publisher, the next one, which may want less room,
-// is woken if there is enough for it. w is recycled. q.mu must be held.
+// wakeup is passed on to whichever waiters now need it, so it is not lost.
+// w is recycled. q.mu must be held.
 func (q *Queue[T]) abandon(l *waitList, w *waiter) {
 	if w.signalled {
 		<-w.ch // sent under q.mu before we locked it, so it is there
 		l.woke(w)
+		q.wakeReceivers()
+		q.wakePublishers()
 	} else {
 		l.remove(w)
 	}
-	q.wakeReceivers()
-	q.wakePublishers()
 	q.recycle(w)
 }
 
