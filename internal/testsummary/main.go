@@ -1,11 +1,15 @@
 // Command testsummary reads the output of `go test -json` on standard input,
-// prints the tests' human-readable output as go test would, and ends with one
-// line counting the tests:
+// prints the tests' human-readable output as go test would, and ends with a
+// recap of what failed and one line counting the tests:
 //
 //	tests: 212 passed, 0 failed, 1 skipped
 //
-// It exits with status 1 when a test or a package failed (including a
-// package that did not build), so CI can pipe `go test -json` through it.
+// The recap repeats the output of every failed test, and the last lines of
+// every package that failed outside a test (a build error, a panic after a
+// timeout, a leak found by TestMain), so that the end of a long CI log names
+// the failure. It exits with status 1 when a test or a package failed
+// (including a package that did not build), so CI can pipe `go test -json`
+// through it.
 package main
 
 import (
@@ -14,7 +18,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 )
+
+// maxRecap bounds how much of one failed test's or package's output the
+// recap repeats; the head of longer output is dropped, since the failure is
+// usually at the end.
+const maxRecap = 32 << 10
 
 // event is the part of a test2json event this command reads.
 type event struct {
@@ -24,21 +34,52 @@ type event struct {
 	Output  string
 }
 
+// failure is one failed test, or a package that failed (Test empty), with
+// the tail of its output.
+type failure struct {
+	Package, Test, Output string
+}
+
 // counts is what summarize found.
 type counts struct {
 	passed, failed, skipped int
 	failedPackages          int
+	failures                []failure
 }
 
 func (c counts) String() string {
 	return fmt.Sprintf("tests: %d passed, %d failed, %d skipped", c.passed, c.failed, c.skipped)
 }
 
-// summarize copies every output line of r to w and counts the test results.
-// Lines that are not JSON (a build error printed by go itself) are copied as
-// they are.
+// key names a test, or a package's own output when test is empty.
+type key struct{ pkg, test string }
+
+// tail keeps the last maxRecap bytes written to it.
+type tail struct{ b []byte }
+
+func (t *tail) add(s string) {
+	t.b = append(t.b, s...)
+	if over := len(t.b) - maxRecap; over > 0 {
+		t.b = append(t.b[:0], t.b[over:]...)
+	}
+}
+
+// summarize copies every output line of r to w, counts the test results and
+// keeps the output of what failed. Lines that are not JSON (a build error
+// printed by go itself) are copied as they are.
 func summarize(r io.Reader, w io.Writer) (counts, error) {
 	var c counts
+	running := map[key]*tail{}
+	finish := func(k key, failed bool) {
+		if t := running[k]; failed {
+			out := ""
+			if t != nil {
+				out = string(t.b)
+			}
+			c.failures = append(c.failures, failure{Package: k.pkg, Test: k.test, Output: out})
+		}
+		delete(running, k)
+	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<26)
 	for sc.Scan() {
@@ -48,30 +89,61 @@ func summarize(r io.Reader, w io.Writer) (counts, error) {
 			fmt.Fprintf(w, "%s\n", line)
 			continue
 		}
+		k := key{e.Package, e.Test}
 		switch e.Action {
 		case "output":
 			io.WriteString(w, e.Output)
+			t := running[k]
+			if t == nil {
+				t = &tail{}
+				running[k] = t
+			}
+			t.add(e.Output)
 		case "pass":
 			if e.Test != "" {
 				c.passed++
 			}
+			finish(k, false)
 		case "fail":
 			if e.Test != "" {
 				c.failed++
 			} else {
 				c.failedPackages++
 			}
+			finish(k, true)
 		case "skip":
 			if e.Test != "" {
 				c.skipped++
 			}
+			finish(k, false)
 		}
 	}
 	return c, sc.Err()
 }
 
+// recap writes the output of every failure again, under one heading.
+func recap(w io.Writer, fs []failure) {
+	if len(fs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n==> %d failed (tests and packages), their output again:\n", len(fs))
+	for _, f := range fs {
+		name := f.Package
+		if f.Test != "" {
+			name += " " + f.Test
+		}
+		fmt.Fprintf(w, "\n--- %s\n", name)
+		io.WriteString(w, f.Output)
+		if f.Output != "" && !strings.HasSuffix(f.Output, "\n") {
+			io.WriteString(w, "\n")
+		}
+	}
+	io.WriteString(w, "\n")
+}
+
 func main() {
 	c, err := summarize(os.Stdin, os.Stdout)
+	recap(os.Stdout, c.failures)
 	fmt.Println(c)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testsummary:", err)
