@@ -15,15 +15,15 @@ import (
 	"github.com/boulevard-go/boulevard/validate"
 )
 
-// measureNew calls New and reports its error and how many bytes it
-// allocated.
-func measureNew(o pipeline.Options[uint64, uint64]) (error, uint64) {
+// measureNew calls New and reports how many bytes it allocated and its
+// error.
+func measureNew(o pipeline.Options[uint64, uint64]) (uint64, error) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	p, err := pipeline.New(o)
 	runtime.ReadMemStats(&after)
 	runtime.KeepAlive(p)
-	return err, after.TotalAlloc - before.TotalAlloc
+	return after.TotalAlloc - before.TotalAlloc, err
 }
 
 // stageField is one bounded producer, processor or batcher option.
@@ -53,7 +53,7 @@ func TestStageOptionExtremes(t *testing.T) {
 			t.Run(fmt.Sprintf("%s=%d", f.field, v), func(t *testing.T) {
 				o := validOptions()
 				f.set(&o, v)
-				err, allocated := measureNew(o)
+				allocated, err := measureNew(o)
 				var errs validate.Errors
 				if !errors.Is(err, validate.ErrInvalid) || !errors.As(err, &errs) || !errs.Has(f.field, "") {
 					t.Fatalf("New = %v, want an error naming %s", err, f.field)
@@ -76,7 +76,7 @@ func TestProcessorChunkSlotsBound(t *testing.T) {
 	o := validOptions()
 	o.Processors.Concurrency = processor.ConcurrencyLimit
 	o.Processors.MaxDemand = processor.MaxDemandLimit
-	err, allocated := measureNew(o)
+	allocated, err := measureNew(o)
 	var errs validate.Errors
 	if !errors.As(err, &errs) || !errs.Has("processors.maxDemand", "chunkSlots") || len(errs) != 1 {
 		t.Fatalf("New = %v, want only the concurrency × maxDemand rule", err)
@@ -96,7 +96,7 @@ func TestLargestStageOptionsStayBounded(t *testing.T) {
 	o.Batchers[0].BatchSize = batcher.BatchSizeLimit
 	o.Batchers[0].Concurrency = batcher.ConcurrencyLimit
 	o.Batchers[0].PartitionBy = func(*message.Message[uint64]) string { return "" }
-	err, allocated := measureNew(o)
+	allocated, err := measureNew(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,9 +12,8 @@ import (
 // settlingBackend is a one-topic backend that settles deliveries, as a
 // durable log does: it records every Settle and knows each id once.
 type settlingBackend struct {
-	st    *settlingState
-	caps  topic.Capabilities
-	track bool
+	st   *settlingState
+	caps topic.Capabilities
 }
 
 func (settlingBackend) Name() string { return "settling" }

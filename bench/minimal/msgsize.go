@@ -1,3 +1,5 @@
+//lint:file-ignore U1000 the message types' fields are there for their size and pointer layout, never read
+
 package main
 
 import (

@@ -27,15 +27,15 @@ type tally struct {
 	mu        sync.Mutex
 	calls     int
 	ok        int
-	failed    map[error]int // by rejection reason (one of failureReasons, or other)
+	failed    map[error]int // by rejection reason (one of failureReasons, or errOther)
 	example   map[error]string
 	discarded int      // failed orders the failure hook marked as done with
 	seen      []uint64 // bit set of acknowledged order ids
 	dupes     int      // orders acknowledged more than once
 }
 
-// other is the failure reason for an error that is none of failureReasons.
-var other = errors.New("other")
+// errOther is the failure reason for an error that is none of failureReasons.
+var errOther = errors.New("other")
 
 func newTally() *tally {
 	return &tally{failed: make(map[error]int), example: make(map[error]string)}
@@ -54,7 +54,7 @@ func (t *tally) Ack(_ context.Context, successful, failed []acker.Outcome) {
 	}
 	for _, o := range failed {
 		t.mark(o.ID)
-		reason := other
+		reason := errOther
 		for _, r := range failureReasons {
 			if errors.Is(o.Err, r) {
 				reason = r
@@ -206,7 +206,7 @@ func (r *results) check() error {
 			errs = append(errs, fmt.Errorf("%d orders failed with %q, %d were generated malformed that way", got, k.reason(), want))
 		}
 	}
-	if n := r.failed[other] + r.failed[errMissingField]; n > 0 {
+	if n := r.failed[errOther] + r.failed[errMissingField]; n > 0 {
 		errs = append(errs, fmt.Errorf("%d orders failed for a reason the source never generated", n))
 	}
 	billed := 0
@@ -253,7 +253,7 @@ func (r *results) print(w io.Writer) {
 	fmt.Fprintf(tw, "  orders generated\t%d\t(%d malformed)\n", r.generated, malformed)
 	fmt.Fprintf(tw, "  acknowledged ok\t%d\n", r.ok)
 	fmt.Fprintf(tw, "  failed\t%d\t(%d with disposition discard)\n", r.totalFailed(), r.discarded)
-	for _, reason := range append(slices.Clone(failureReasons), other) {
+	for _, reason := range append(slices.Clone(failureReasons), errOther) {
 		if n := r.failed[reason]; n > 0 {
 			fmt.Fprintf(tw, "    %s\t%d\te.g. %s\n", reason, n, r.example[reason])
 		}

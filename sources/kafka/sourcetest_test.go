@@ -74,9 +74,8 @@ func conformance(t *testing.T, cl client) {
 // groupWatch injects a kfake group's failures.
 type groupWatch struct {
 	mu      sync.Mutex
-	next    map[int32]int64 // highest fetch offset asked for, per partition
-	endNext bool            // end the next session (a heartbeat answers a rebalance)
-	refused string          // the member whose session was ended: its joins are refused
+	endNext bool   // end the next session (a heartbeat answers a rebalance)
+	refused string // the member whose session was ended: its joins are refused
 }
 
 func failGroup(c *kfake.Cluster, group string) *groupWatch {

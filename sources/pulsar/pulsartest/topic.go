@@ -124,10 +124,6 @@ type consumer struct {
 	// subscription.
 	unacked int64
 	blocked bool
-	// recentUntil, for a key-shared consumer that joined while messages
-	// were outstanding, is the read position at its join: it gets no entry
-	// at or after it until every entry before it is acked (0 = no limit).
-	recentUntil uint64
 	// readLeft is how many more entries the consumer's current read may
 	// send (see fits); a read ends with the dispatch pass that began it.
 	readLeft int64

@@ -264,7 +264,9 @@ func (b *Backend[T]) Close() {
 // sent, which only delivers more letters again.
 func (b *Backend[T]) crash() {
 	b.crashed.Store(true)
-	b.prodMu.Lock() // wait for the produces under way
+	// Wait for the produces under way before Close lets the readers commit.
+	b.prodMu.Lock()
+	//lint:ignore SA2001 the empty critical section is the wait
 	b.prodMu.Unlock()
 	b.Close()
 }
