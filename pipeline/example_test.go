@@ -23,19 +23,19 @@ func Example() {
 	inputs := []string{"1", "2", "three", "4", "5", "6"}
 	acks := acker.NewRecorder(false)
 
-	// A source that delivers its inputs within the permits it is granted.
+	// A source that delivers its inputs within the permits it is granted:
+	// it takes them from its feed with Acquire (the pull model) before it
+	// delivers that many.
 	source := producer.SourceFunc[string](func(ctx context.Context, stage *producer.Stage[string]) error {
-		permits := make(chan int, 1)
-		feed := stage.NewFeed("inputs", func(n int) { permits <- n })
+		feed := stage.NewFeed("inputs", nil)
 		for i := 0; i < len(inputs); {
-			select {
-			case n := <-permits:
-				for ; n > 0 && i < len(inputs); n-- {
-					feed.Deliver(message.New(inputs[i], acks, uint64(i)))
-					i++
-				}
-			case <-ctx.Done():
-				return nil
+			n, err := feed.Acquire(ctx, len(inputs)-i)
+			if err != nil {
+				return nil // the pipeline is stopping
+			}
+			for ; n > 0; n-- {
+				feed.Deliver(message.New(inputs[i], acks, uint64(i)))
+				i++
 			}
 		}
 		return nil // exhausted

@@ -75,19 +75,24 @@ func (s *gridSource) Run(ctx context.Context, st *producer.Stage[uint64]) error 
 	for f := range s.feeds {
 		name := fmt.Sprintf("s%d-f%d", st.Index(), f)
 		rec := s.record(name)
-		permits := make(chan int, 64)
-		feed := st.NewFeed(name, func(n int) { permits <- n })
+		var grants grantBox
+		feed := st.NewFeed(name, grants.grant)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			have, received, seq := 0, 0, 0
+			take := func() {
+				for _, n := range grants.take() {
+					have += n
+					received += n
+					s.noteGrant(rec, n, received-feed.Stats().Dispatched)
+				}
+			}
 			for s.perFeed == 0 || seq < s.perFeed {
 				for have == 0 {
 					select {
-					case n := <-permits:
-						have += n
-						received += n
-						s.noteGrant(rec, n, received-feed.Stats().Dispatched)
+					case <-grants.wake():
+						take()
 					case <-ctx.Done():
 						return
 					}
@@ -106,14 +111,8 @@ func (s *gridSource) Run(ctx context.Context, st *producer.Stage[uint64]) error 
 				s.mu.Lock()
 				rec.delivered++
 				s.mu.Unlock()
-				// Drain grants that arrived meanwhile without blocking.
-				select {
-				case n := <-permits:
-					have += n
-					received += n
-					s.noteGrant(rec, n, received-feed.Stats().Dispatched)
-				default:
-				}
+				// Take grants that arrived meanwhile without waiting.
+				take()
 			}
 		}()
 	}
@@ -123,6 +122,43 @@ func (s *gridSource) Run(ctx context.Context, st *producer.Stage[uint64]) error 
 	}
 	wg.Wait()
 	return nil
+}
+
+// grantBox is a push-model feed's grant callback that never blocks, as the
+// callback must not: it keeps each grant until the source takes them, and
+// wakes the source.
+type grantBox struct {
+	mu      sync.Mutex
+	pending []int
+	ch      chan struct{}
+}
+
+func (b *grantBox) wake() chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch == nil {
+		b.ch = make(chan struct{}, 1)
+	}
+	return b.ch
+}
+
+func (b *grantBox) grant(n int) {
+	b.mu.Lock()
+	b.pending = append(b.pending, n)
+	b.mu.Unlock()
+	select {
+	case b.wake() <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the grants received since the last take, in order.
+func (b *grantBox) take() []int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := b.pending
+	b.pending = nil
+	return p
 }
 
 // Info reports s.ordered.
