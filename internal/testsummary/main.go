@@ -4,8 +4,8 @@
 //
 //	tests: 212 passed, 0 failed, 1 skipped
 //
-// The recap repeats the output of every failed test, and the last lines of
-// every package that failed outside a test (a build error, a panic after a
+// The recap repeats the output of every failed test, and of every package
+// that failed outside a test (a build error, a panic after a
 // timeout, a leak found by TestMain), so that the end of a long CI log names
 // the failure. It exits with status 1 when a test or a package failed
 // (including a package that did not build), so CI can pipe `go test -json`
@@ -21,10 +21,14 @@ import (
 	"strings"
 )
 
-// maxRecap bounds how much of one failed test's or package's output the
-// recap repeats; the head of longer output is dropped, since the failure is
-// usually at the end.
-const maxRecap = 32 << 10
+// maxHead and maxTail bound how much of one failed test's or package's
+// output the recap repeats: its first maxHead bytes (where a timeout's
+// panic names the tests that were running) and its last maxTail bytes
+// (where a failure usually is), with what lies between cut.
+const (
+	maxHead = 8 << 10
+	maxTail = 24 << 10
+)
 
 // event is the part of a test2json event this command reads.
 type event struct {
@@ -35,7 +39,7 @@ type event struct {
 }
 
 // failure is one failed test, or a package that failed (Test empty), with
-// the tail of its output.
+// the head and tail of its output.
 type failure struct {
 	Package, Test, Output string
 }
@@ -54,14 +58,29 @@ func (c counts) String() string {
 // key names a test, or a package's own output when test is empty.
 type key struct{ pkg, test string }
 
-// tail keeps the last maxRecap bytes written to it.
-type tail struct{ b []byte }
+// excerpt keeps the first maxHead and the last maxTail bytes written to it.
+type excerpt struct {
+	head, tail []byte
+	cut        int // bytes dropped between head and tail
+}
 
-func (t *tail) add(s string) {
-	t.b = append(t.b, s...)
-	if over := len(t.b) - maxRecap; over > 0 {
-		t.b = append(t.b[:0], t.b[over:]...)
+func (x *excerpt) add(s string) {
+	if n := min(maxHead-len(x.head), len(s)); n > 0 {
+		x.head = append(x.head, s[:n]...)
+		s = s[n:]
 	}
+	x.tail = append(x.tail, s...)
+	if over := len(x.tail) - maxTail; over > 0 {
+		x.cut += over
+		x.tail = append(x.tail[:0], x.tail[over:]...)
+	}
+}
+
+func (x *excerpt) String() string {
+	if x.cut == 0 {
+		return string(x.head) + string(x.tail)
+	}
+	return fmt.Sprintf("%s\n[... %d bytes cut ...]\n%s", x.head, x.cut, x.tail)
 }
 
 // summarize copies every output line of r to w, counts the test results and
@@ -69,12 +88,12 @@ func (t *tail) add(s string) {
 // printed by go itself) are copied as they are.
 func summarize(r io.Reader, w io.Writer) (counts, error) {
 	var c counts
-	running := map[key]*tail{}
+	running := map[key]*excerpt{}
 	finish := func(k key, failed bool) {
-		if t := running[k]; failed {
+		if x := running[k]; failed {
 			out := ""
-			if t != nil {
-				out = string(t.b)
+			if x != nil {
+				out = x.String()
 			}
 			c.failures = append(c.failures, failure{Package: k.pkg, Test: k.test, Output: out})
 		}
@@ -93,12 +112,12 @@ func summarize(r io.Reader, w io.Writer) (counts, error) {
 		switch e.Action {
 		case "output":
 			io.WriteString(w, e.Output)
-			t := running[k]
-			if t == nil {
-				t = &tail{}
-				running[k] = t
+			x := running[k]
+			if x == nil {
+				x = &excerpt{}
+				running[k] = x
 			}
-			t.add(e.Output)
+			x.add(e.Output)
 		case "pass":
 			if e.Test != "" {
 				c.passed++

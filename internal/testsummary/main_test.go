@@ -88,18 +88,34 @@ func TestRecapRepeatsOnlyFailures(t *testing.T) {
 	}
 }
 
-// Guarantee: the recap keeps the end of a failed test's output when the
-// output is longer than its bound, since that is where the failure is.
-func TestRecapKeepsTheEndOfLongOutput(t *testing.T) {
-	var tl tail
-	for range 3 * maxRecap / 10 {
-		tl.add("0123456789")
+// Guarantee: of a failed test's output longer than the recap's bound, the
+// recap keeps the beginning (where a timeout's panic names the running
+// tests) and the end (where a failure usually is), and says what it cut.
+func TestRecapKeepsBothEndsOfLongOutput(t *testing.T) {
+	var x excerpt
+	x.add("panic: test timed out after 10m0s\n\trunning tests:\n\t\tTestHang (10m0s)\n")
+	for range 10 * (maxHead + maxTail) / 10 {
+		x.add("0123456789")
 	}
-	tl.add("the failure\n")
-	if len(tl.b) > maxRecap {
-		t.Fatalf("kept %d bytes, bound is %d", len(tl.b), maxRecap)
+	x.add("the failure\n")
+	got := x.String()
+	if len(got) > maxHead+maxTail+100 {
+		t.Fatalf("kept %d bytes, bound is %d", len(got), maxHead+maxTail)
 	}
-	if !strings.HasSuffix(string(tl.b), "the failure\n") {
-		t.Fatalf("the end was dropped: ...%q", tl.b[len(tl.b)-20:])
+	if !strings.HasPrefix(got, "panic: test timed out after 10m0s\n\trunning tests:\n\t\tTestHang") {
+		t.Errorf("the beginning was dropped: %q...", got[:80])
+	}
+	if !strings.HasSuffix(got, "the failure\n") {
+		t.Errorf("the end was dropped: ...%q", got[len(got)-20:])
+	}
+	if !strings.Contains(got, " bytes cut ...]") {
+		t.Errorf("the cut is not marked")
+	}
+
+	var short excerpt
+	short.add("a\n")
+	short.add("b\n")
+	if short.String() != "a\nb\n" {
+		t.Errorf("short output = %q, want it whole", short.String())
 	}
 }
