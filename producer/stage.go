@@ -115,8 +115,12 @@ func (s *Stage[T]) queuedLocked() int { return len(s.pending) - s.head }
 //     readers and receive loops wait for a grant): grant is called with
 //     the number of new
 //     permits: the first time from NewFeed itself, later from the stage's
-//     dispatching goroutine. It must neither block nor call Feed.Close (it
-//     may call Deliver); a panic in it is recovered and logged.
+//     dispatching goroutine, possibly several times in a row and after the
+//     source's own loop has ended. It must neither block nor call
+//     Feed.Close (it may call Deliver): a grant that blocks stops the stage
+//     from dispatching and from closing its feeds, so Run never returns.
+//     Record the permits and wake the source instead. A panic in it is
+//     recovered and logged.
 //   - grant == nil (pull model, for sources that fetch in a loop, such as
 //     the topic source): the
 //     permits accumulate in the feed, and the source takes them with
