@@ -1,5 +1,7 @@
 package producer
 
+import "time"
+
 // The producer runtime under the names the package's tests use.
 type (
 	Producer[T any]  = runtime[T]
@@ -10,3 +12,11 @@ type (
 
 // New builds the producer runtime; opts must carry its defaults.
 func New[T any](opts Options[T], cfg Config[T]) *Producer[T] { return newRuntime(opts, cfg) }
+
+// SetGrantStallWarning sets how long Feed.Close waits for a grant in
+// progress before it logs, until the test ends.
+func SetGrantStallWarning(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := grantStallWarning
+	grantStallWarning = d
+	t.Cleanup(func() { grantStallWarning = old })
+}

@@ -210,6 +210,61 @@ func TestGrantCallbackMayDeliver(t *testing.T) {
 	waitDone(t, h)
 }
 
+// Guarantee: a grant callback that blocks, which the contract forbids, is
+// named in the log when it keeps the stage from closing its feed after the
+// source returned, and the stage finishes once the callback returns.
+func TestBlockedGrantCallbackIsLogged(t *testing.T) {
+	producer.SetGrantStallWarning(t, 50*time.Millisecond)
+	log, lines := newLogRecorder()
+	entered, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	src := producer.SourceFunc[item](func(ctx context.Context, st *producer.Stage[item]) error {
+		f := st.NewFeed("stuck", func(int) {
+			if calls.Add(1) == 2 { // the first refill, from the dispatcher
+				close(entered)
+				<-release
+			}
+		})
+		f.Deliver(items(0, 4)...)
+		select {
+		case <-entered:
+		case <-ctx.Done():
+		}
+		return nil // the source is done; the refill is still blocked
+	})
+	rec := newRecorder()
+	h := start(t, "stuck", producer.Options[item]{Source: src, Flow: producer.Flow{Initial: 4, Threshold: 2, Refill: 2}}, rec, log)
+	unblock := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(unblock) // runs before start's cleanup, which waits for the stage
+	wait.For(t, "the stalled grant to be logged", func() bool {
+		for _, l := range lines() {
+			if strings.Contains(l, "grant callback has not returned") && strings.Contains(l, "feed=stuck") {
+				return true
+			}
+		}
+		return false
+	})
+	select {
+	case <-h.p.Done():
+		t.Fatal("the producer finished while a grant callback was still running")
+	default:
+	}
+	unblock()
+	waitDone(t, h)
+	if rec.published() != 4 {
+		t.Fatalf("published %d, want 4", rec.published())
+	}
+	n := 0
+	for _, l := range lines() {
+		if strings.Contains(l, "grant callback has not returned") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("the stalled grant was logged %d times, want once", n)
+	}
+}
+
 // Guarantee: Feed.Close wakes every goroutine blocked in Acquire on that
 // feed, not only one.
 func TestFeedCloseWakesAllAcquirers(t *testing.T) {

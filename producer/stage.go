@@ -667,7 +667,7 @@ func (f *Feed[T]) WithdrawAppend(dst []*message.Message[T]) []*message.Message[T
 // already delivered are still dispatched, unless the source withdraws them
 // first (Withdraw). Close is idempotent.
 func (f *Feed[T]) Close() {
-	f.mu.Lock()
+	f.lockForClose()
 	defer f.mu.Unlock()
 	if f.closed.Load() {
 		return
@@ -675,6 +675,30 @@ func (f *Feed[T]) Close() {
 	f.closed.Store(true)
 	f.avail = 0
 	close(f.done)
+}
+
+// grantStallWarning is how long Feed.Close waits for a grant in progress
+// before it logs that the grant callback has not returned.
+var grantStallWarning = 5 * time.Second
+
+// lockForClose takes f.mu, which a grant in progress holds while its
+// callback runs. A callback that blocks holds it for ever, and the stage
+// cannot close the feed or return: after grantStallWarning lockForClose
+// logs that, once, and goes on waiting.
+func (f *Feed[T]) lockForClose() {
+	if f.mu.TryLock() {
+		return
+	}
+	logged := make(chan struct{})
+	t := time.AfterFunc(grantStallWarning, func() {
+		defer close(logged)
+		f.stage.log.Warn("feed cannot close: its grant callback has not returned (a grant callback must not block)",
+			slog.String("feed", f.name), slog.Duration("waited", grantStallWarning))
+	})
+	f.mu.Lock()
+	if !t.Stop() {
+		<-logged
+	}
 }
 
 // FeedStats are a feed's counters.
