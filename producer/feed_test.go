@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -145,13 +144,7 @@ func TestOverdeliveryIsReported(t *testing.T) {
 	if s := stats.Load(); s.Overdelivered != 50 {
 		t.Fatalf("Overdelivered = %d, want 50", s.Overdelivered)
 	}
-	n := 0
-	for _, l := range lines() {
-		if strings.Contains(l, "more messages than it was granted") {
-			n++
-		}
-	}
-	if n != 1 {
+	if n := countLines(lines(), "more messages than it was granted"); n != 1 {
 		t.Fatalf("over-delivery logged %d times, want once", n)
 	}
 }
@@ -237,12 +230,7 @@ func TestBlockedGrantCallbackIsLogged(t *testing.T) {
 	unblock := sync.OnceFunc(func() { close(release) })
 	t.Cleanup(unblock) // runs before start's cleanup, which waits for the stage
 	wait.For(t, "the stalled grant to be logged", func() bool {
-		for _, l := range lines() {
-			if strings.Contains(l, "grant callback has not returned") && strings.Contains(l, "feed=stuck") {
-				return true
-			}
-		}
-		return false
+		return countLines(lines(), "grant callback has not returned", "feed=stuck") > 0
 	})
 	select {
 	case <-h.p.Done():
@@ -254,13 +242,7 @@ func TestBlockedGrantCallbackIsLogged(t *testing.T) {
 	if rec.published() != 4 {
 		t.Fatalf("published %d, want 4", rec.published())
 	}
-	n := 0
-	for _, l := range lines() {
-		if strings.Contains(l, "grant callback has not returned") {
-			n++
-		}
-	}
-	if n != 1 {
+	if n := countLines(lines(), "grant callback has not returned"); n != 1 {
 		t.Fatalf("the stalled grant was logged %d times, want once", n)
 	}
 }

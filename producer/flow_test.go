@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -244,12 +243,7 @@ func TestPanickingGrantIsRecovered(t *testing.T) {
 	waitDone(t, h)
 	verifyFlow(t, src, rec, flow, 1)
 
-	panics := 0
-	for _, l := range logs() {
-		if strings.Contains(l, "feed grant callback panicked") && strings.Contains(l, "feed=s0/f0") && strings.Contains(l, "grant callback exploded") {
-			panics++
-		}
-	}
+	panics := countLines(logs(), "feed grant callback panicked", "feed=s0/f0", "grant callback exploded")
 	if want := len(src.all()[0].grantList()); panics != want {
 		t.Errorf("%d panics logged, want one per grant (%d)", panics, want)
 	}

@@ -408,6 +408,21 @@ func newLogRecorder() (*slog.Logger, func() []string) {
 	}
 }
 
+// countLines counts the lines that contain every one of parts.
+func countLines(lines []string, parts ...string) int {
+	n := 0
+next:
+	for _, l := range lines {
+		for _, p := range parts {
+			if !strings.Contains(l, p) {
+				continue next
+			}
+		}
+		n++
+	}
+	return n
+}
+
 func (h logRecorder) Enabled(context.Context, slog.Level) bool { return true }
 
 func (h logRecorder) Handle(_ context.Context, r slog.Record) error {
