@@ -79,7 +79,8 @@ type TestOptions struct {
 	BatchKey string
 	// Acknowledger, when set, is also called with every acknowledgement
 	// the messages get, after TestWith has recorded it: the outcomes' IDs
-	// are the messages' indexes in push order.
+	// are the messages' indexes in push order. TestWith returns only after
+	// these calls have returned for every message's first acknowledgement.
 	Acknowledger acker.Acknowledger
 }
 
@@ -220,14 +221,28 @@ func (t *testAcker[Out]) inBatch(seq uint64, info message.BatchInfo, i int) {
 	t.batches = append(t.batches, testBatch{seq: seq, TestBatchResult: TestBatchResult{Info: info, Messages: []int{i}}})
 }
 
+// Ack records the outcomes, forwards them, and only then counts the
+// messages as done: TestWith returns once the custom acknowledger has seen
+// every message's first acknowledgement, not merely once TestWith has.
 func (t *testAcker[Out]) Ack(ctx context.Context, successful, failed []acker.Outcome) {
-	t.record(successful, failed)
+	firsts := t.record(successful, failed)
 	if t.forward != nil {
 		t.forward.Ack(ctx, successful, failed)
 	}
+	if firsts == 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.remaining -= firsts
+	if t.remaining == 0 {
+		close(t.done)
+	}
 }
 
-func (t *testAcker[Out]) record(successful, failed []acker.Outcome) {
+// record notes the outcomes and returns how many messages they acknowledge
+// for the first time.
+func (t *testAcker[Out]) record(successful, failed []acker.Outcome) (firsts int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, list := range [2][]acker.Outcome{successful, failed} {
@@ -246,13 +261,11 @@ func (t *testAcker[Out]) record(successful, failed []acker.Outcome) {
 				r.Batcher, r.BatchKey = m.Batcher(), m.BatchKey()
 			}
 			if r.Acks == 1 {
-				t.remaining--
-				if t.remaining == 0 {
-					close(t.done)
-				}
+				firsts++
 			}
 		}
 	}
+	return firsts
 }
 
 func (t *testAcker[Out]) snapshot() TestReport[Out] {

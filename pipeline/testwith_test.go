@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,6 +77,54 @@ func TestTestWithOptionsAndBatchBoundaries(t *testing.T) {
 	if len(r.Batches) != 2 || r.Batches[0].Info.Trigger != message.TriggerFlush || r.Batches[0].Info.Batcher != "default" || len(r.Batches[0].Messages) != 1 {
 		t.Errorf("flush batches %+v, want one default batch per message, trigger flush", r.Batches)
 	}
+}
+
+// Guarantee: TestWith returns only after the custom acknowledger has
+// returned from its calls for every message, so what it recorded is
+// complete when the test reads it.
+func TestTestWithReturnsAfterTheCustomAcknowledger(t *testing.T) {
+	p := mustNew(t, pipeline.Options[uint64, uint64]{
+		Name: "test-with-slow-acker",
+		Processors: processor.Options[uint64, uint64]{Concurrency: 2, Handle: func(_ context.Context, m *message.Message[uint64]) (uint64, error) {
+			return m.Data, nil
+		}},
+		Batchers: []batcher.Options[uint64]{{Name: "default", BatchSize: 2, BatchTimeout: time.Hour, Handle: batchOK}},
+	})
+	startPipeline(t, p)
+	returned := make(chan struct{})
+	slow := &lateAcker{returned: returned, rec: acker.NewRecorder(false)}
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.TestWith(ctxT(t, 10*time.Second), pipeline.TestOptions{Acknowledger: slow}, 1, 2, 3, 4)
+		close(returned)
+		done <- err
+	}()
+	if err := <-done; err != nil {
+		t.Fatalf("TestWith: %v", err)
+	}
+	if n := slow.early.Load(); n > 0 {
+		t.Errorf("TestWith returned during %d call(s) to the custom acknowledger", n)
+	}
+	if slow.rec.Total() != 4 {
+		t.Errorf("the custom acknowledger saw %d outcomes when TestWith returned, want 4", slow.rec.Total())
+	}
+}
+
+// lateAcker records outcomes after holding each call for a moment, and
+// counts the calls during which returned was closed.
+type lateAcker struct {
+	returned <-chan struct{}
+	rec      *acker.Recorder
+	early    atomic.Int32
+}
+
+func (a *lateAcker) Ack(ctx context.Context, successful, failed []acker.Outcome) {
+	select {
+	case <-a.returned:
+		a.early.Add(1)
+	case <-time.After(50 * time.Millisecond): // a check that something does not happen
+	}
+	a.rec.Ack(ctx, successful, failed)
 }
 
 var errNoMeta = errors.New("no metadata")
