@@ -690,10 +690,11 @@ func (f *Feed[T]) lockForClose() {
 		return
 	}
 	logged := make(chan struct{})
-	t := time.AfterFunc(grantStallWarning, func() {
+	after := grantStallWarning
+	t := time.AfterFunc(after, func() {
 		defer close(logged)
 		f.stage.log.Warn("feed cannot close: its grant callback has not returned (a grant callback must not block)",
-			slog.String("feed", f.name), slog.Duration("waited", grantStallWarning))
+			slog.String("feed", f.name), slog.Duration("waited", after))
 	})
 	f.mu.Lock()
 	if !t.Stop() {
