@@ -77,8 +77,13 @@ func ExampleSinkHeaders() {
 	}
 	paid.Close() // billing's source ends once it has received everything
 	<-billing.Done()
-	spans := rec.Ended()
-	up, down := spans[0], spans[1]
+	// The spans end in either order: billing may finish before the
+	// handler that published to it returns. Find them by name.
+	ended := map[string]sdktrace.ReadOnlySpan{}
+	for _, sp := range rec.Ended() {
+		ended[sp.Name()] = sp
+	}
+	up, down := ended["orders.processor"], ended["billing.processor"]
 	fmt.Printf("%s: trace %s\n", up.Name(), up.SpanContext().TraceID())
 	fmt.Printf("%s: trace %s, child of %s: %v\n", down.Name(), down.SpanContext().TraceID(), up.Name(),
 		down.Parent().SpanID() == up.SpanContext().SpanID())
