@@ -75,7 +75,7 @@ func (s *gridSource) Run(ctx context.Context, st *producer.Stage[uint64]) error 
 	for f := range s.feeds {
 		name := fmt.Sprintf("s%d-f%d", st.Index(), f)
 		rec := s.record(name)
-		var grants grantBox
+		grants := newGrantBox()
 		feed := st.NewFeed(name, grants.grant)
 		wg.Add(1)
 		go func() {
@@ -91,7 +91,7 @@ func (s *gridSource) Run(ctx context.Context, st *producer.Stage[uint64]) error 
 			for s.perFeed == 0 || seq < s.perFeed {
 				for have == 0 {
 					select {
-					case <-grants.wake():
+					case <-grants.wake:
 						take()
 					case <-ctx.Done():
 						return
@@ -126,28 +126,21 @@ func (s *gridSource) Run(ctx context.Context, st *producer.Stage[uint64]) error 
 
 // grantBox is a push-model feed's grant callback that never blocks, as the
 // callback must not: it keeps each grant until the source takes them, and
-// wakes the source.
+// wakes the source through wake.
 type grantBox struct {
+	wake    chan struct{}
 	mu      sync.Mutex
 	pending []int
-	ch      chan struct{}
 }
 
-func (b *grantBox) wake() chan struct{} {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.ch == nil {
-		b.ch = make(chan struct{}, 1)
-	}
-	return b.ch
-}
+func newGrantBox() *grantBox { return &grantBox{wake: make(chan struct{}, 1)} }
 
 func (b *grantBox) grant(n int) {
 	b.mu.Lock()
 	b.pending = append(b.pending, n)
 	b.mu.Unlock()
 	select {
-	case b.wake() <- struct{}{}:
+	case b.wake <- struct{}{}:
 	default:
 	}
 }

@@ -96,7 +96,7 @@ func TestFailoverTakeover(t *testing.T) {
 // and both consumers get keys. Which consumer owns a key depends on the
 // consumers' names, which the client draws at random: with 64 keys, the
 // chance that one consumer's 100 ring points own them all is negligible
-// (about 2^-63 for an even split), where with 8 it was about 1 in 128.
+// (about 2^-63 for an even split; with 8 keys it would be 1 in 128).
 func TestKeySharedRoutesByKey(t *testing.T) {
 	b := startBroker(t)
 	cl := newClient(t, b)
