@@ -60,6 +60,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"sync"
@@ -94,6 +95,9 @@ type config struct {
 	// with message.New. It changes Boulevard's side of the workload: it
 	// measures what the helper saves, not the comparison's targets.
 	Slab bool
+	// Trace, when set, makes measure write an execution trace of the run
+	// to Trace + "-" + side + ".trace" (see the schedtrace command).
+	Trace string
 }
 
 // records are the payloads both sides carry, made once.
@@ -335,14 +339,20 @@ func measure(side string, run runner, cfg config, recs records, t *tally) (sampl
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
+	stopTrace, err := startTrace(cfg.Trace, side)
+	if err != nil {
+		return sample{}, err
+	}
 	cpu0 := benchsrc.CPU()
 	start := time.Now()
-	var err error
 	pprof.Do(context.Background(), pprof.Labels("side", side), func(context.Context) {
 		err = run(cfg, recs, t)
 	})
 	elapsed := time.Since(start)
 	cpu := benchsrc.CPU() - cpu0
+	if terr := stopTrace(); err == nil {
+		err = terr
+	}
 	runtime.ReadMemStats(&after)
 	if err == nil {
 		err = t.verify()
@@ -355,6 +365,26 @@ func measure(side string, run runner, cfg config, recs records, t *tally) (sampl
 		MsgsPerSec: n / elapsed.Seconds(),
 		AllocsPer:  float64(after.Mallocs-before.Mallocs) / n,
 		CPUNsPer:   float64(cpu.Nanoseconds()) / n,
+	}, nil
+}
+
+// startTrace starts an execution trace into prefix-side.trace, unless prefix
+// is empty, and returns the function that stops it.
+func startTrace(prefix, side string) (stop func() error, err error) {
+	if prefix == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(prefix + "-" + side + ".trace")
+	if err != nil {
+		return nil, err
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() error {
+		trace.Stop()
+		return f.Close()
 	}, nil
 }
 
@@ -395,6 +425,9 @@ func (p pair) Ratio() float64 { return median(p.RoundRatios, ident) }
 func runPair(name string, cfg config, recs records, rounds, warmup int, progress io.Writer) (pair, error) {
 	p := pair{Name: name, Cfg: cfg}
 	var t tally
+	// Only the last round is traced.
+	tracePrefix := cfg.Trace
+	cfg.Trace = ""
 	if warmup > 0 {
 		w := cfg
 		w.N = min(warmup, cfg.N)
@@ -410,6 +443,9 @@ func runPair(name string, cfg config, recs records, rounds, warmup int, progress
 		order := []string{"boulevard", "hand"}
 		if r%2 == 1 {
 			order = []string{"hand", "boulevard"}
+		}
+		if r == rounds-1 && tracePrefix != "" {
+			cfg.Trace = tracePrefix + "-" + name
 		}
 		for _, side := range order {
 			if side == "boulevard" {
@@ -498,6 +534,7 @@ func main() {
 	rate := flag.Int("rate", 100_000, "latency: messages per second offered")
 	dur := flag.Duration("duration", 2*time.Second, "latency: length of one run")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile to this file (goroutines labelled side=boulevard or side=hand)")
+	tracePrefix := flag.String("trace", "", "write an execution trace of each side's last round of the batch, procs and batch1 workloads to PREFIX-WORKLOAD-SIDE.trace (summarise them with go run ./schedtrace)")
 	flag.Parse()
 
 	fmt.Printf("%s %s/%s GOMAXPROCS=%d NumCPU=%d\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), runtime.NumCPU())
@@ -519,7 +556,7 @@ func main() {
 		list = "batch,procs,batch1"
 	}
 	recs := makeRecords(*n)
-	base := config{N: *n, Processors: *procs, BatchSize: *batch, Demand: *demand, Slab: *slab}
+	base := config{N: *n, Processors: *procs, BatchSize: *batch, Demand: *demand, Slab: *slab, Trace: *tracePrefix}
 	var results []pair
 	fail := func(err error) {
 		fmt.Fprintln(os.Stderr, "minimal:", err)
@@ -535,11 +572,13 @@ func main() {
 		case "batch1":
 			cfg.BatchSize = 1
 		case "scale":
+			cfg.Trace = "" // the flag covers batch, procs and batch1 only
 			if err := scaling(cfg, []int{2, 4, 8}, recs, *rounds, *warmup, os.Stdout); err != nil {
 				fail(err)
 			}
 			continue
 		case "msgsize":
+			cfg.Trace = ""
 			if err := msgSizes(cfg, recs, *rounds, *warmup, os.Stdout); err != nil {
 				fail(err)
 			}

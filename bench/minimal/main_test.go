@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +66,34 @@ func TestRunPairReports(t *testing.T) {
 	p.print(&out)
 	if len(p.RoundRatios) != 2 || p.Ratio() <= 0 || !strings.Contains(out.String(), "ratio median") {
 		t.Fatalf("pair %+v, output:\n%s", p, out.String())
+	}
+}
+
+// Checks: with a trace prefix, each side writes one execution trace (of its
+// last round), named after the workload and the side, and nothing else is
+// traced (not the warm-up).
+func TestTraceWritesOneFilePerSide(t *testing.T) {
+	recs := makeRecords(2_000)
+	prefix := filepath.Join(t.TempDir(), "run")
+	if _, err := runPair("procs", config{N: 2_000, Processors: 2, Trace: prefix}, recs, 3, 500, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, side := range []string{"boulevard", "hand"} {
+		b, err := os.ReadFile(prefix + "-procs-" + side + ".trace")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// An execution trace starts with its header, "go 1.NN trace".
+		if !bytes.HasPrefix(b, []byte("go 1.")) || !bytes.Contains(b[:16], []byte(" trace")) {
+			t.Errorf("%s: not an execution trace: %q", side, b[:min(len(b), 16)])
+		}
+	}
+	entries, err := os.ReadDir(filepath.Dir(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 2 {
+		t.Errorf("%d trace files, want one per side", len(entries))
 	}
 }
 
