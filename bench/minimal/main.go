@@ -47,6 +47,7 @@
 //	go run ./minimal -n 1000000 -rounds 9
 //	go run ./minimal -workload scale -rounds 7
 //	go run ./minimal -workload latency -rounds 7
+//	go run ./minimal -workload procs -rounds 3 -trace /tmp/tr && go run ./schedtrace /tmp/tr-procs-*.trace
 package main
 
 import (
