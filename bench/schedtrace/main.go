@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -189,36 +190,23 @@ func short(fn string) string {
 	return fn
 }
 
-// names reads a stack: the goroutine's name (its outermost frame that is not
-// plumbing, or its outermost frame) and its site (the innermost frame that
-// is not plumbing, with its line).
+// names reads a stack, whose frames run from the innermost to the
+// outermost: the goroutine's name (its outermost frame that is not plumbing,
+// or else its outermost frame) and its site (the innermost frame that is not
+// plumbing, with its file and line).
 func names(st trace.Stack) (name, site string) {
-	var outer string
+	var root string
 	for f := range st.Frames() {
-		if outer == "" {
-			outer = f.Func
-		}
+		root = f.Func
 		if plumbing(f.Func) {
 			continue
 		}
 		if site == "" {
-			file := f.File
-			if i := strings.LastIndexByte(file, '/'); i >= 0 {
-				file = file[i+1:]
-			}
-			site = fmt.Sprintf("%s (%s:%d)", short(f.Func), file, f.Line)
+			site = fmt.Sprintf("%s (%s:%d)", short(f.Func), path.Base(f.File), f.Line)
 		}
 		name = f.Func
 	}
-	// Frames run from the innermost to the outermost.
-	if name == "" {
-		var root string
-		for f := range st.Frames() {
-			root = f.Func
-		}
-		name = cmp.Or(root, outer)
-	}
-	return short(name), site
+	return short(cmp.Or(name, root)), site
 }
 
 // read parses a trace into its goroutine transitions and its time span.

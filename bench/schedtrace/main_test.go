@@ -14,7 +14,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// ms makes a trace time from milliseconds.
+// at makes a trace time from milliseconds.
 func at(msec int) xtrace.Time { return xtrace.Time(msec) * xtrace.Time(time.Millisecond) }
 
 // The accounting: how long k goroutines ran at once, and each goroutine's
@@ -74,10 +74,10 @@ func TestSummaryAccountsRunningAtOnceAndPerGoroutine(t *testing.T) {
 			t.Errorf("g%d: got %+v\nwant %+v", g, got, wantG)
 		}
 	}
-	ms := time.Millisecond
-	check(1, "main.source", 13*ms, 1*ms, 6*ms, 1, "a", 2)
-	check(2, "main.worker", 9*ms, 1*ms, 10*ms, 1, "b", 1)
-	check(3, "main.helper", 1*ms, 1*ms, 1*ms, 0, "c", 1)
+	milli := time.Millisecond
+	check(1, "main.source", 13*milli, 1*milli, 6*milli, 1, "a", 2)
+	check(2, "main.worker", 9*milli, 1*milli, 10*milli, 1, "b", 1)
+	check(3, "main.helper", 1*milli, 1*milli, 1*milli, 0, "c", 1)
 	// The longest-running first.
 	if s.Goroutines[0].G != 1 || s.Goroutines[1].G != 2 || s.Goroutines[2].G != 3 {
 		t.Errorf("order %d, %d, %d; want 1, 2, 3", s.Goroutines[0].G, s.Goroutines[1].G, s.Goroutines[2].G)
