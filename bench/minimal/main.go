@@ -40,7 +40,12 @@
 // run of each. The figure of merit of a workload is the median over rounds
 // of the ratio of the two sides' throughputs in the same round.
 // Allocations are runtime.MemStats.Mallocs deltas around the run divided by
-// N, CPU the process's user+system time per message.
+// N, CPU the process's user+system time per message. Each round's line
+// also gives, per side, the garbage collection cycles of the run ("gc") and
+// its minor page faults ("pf"): pages the heap took from the system, or back
+// after the runtime returned them. On a virtual machine a fault can cost
+// more than a hundred messages' work, so they explain much of the spread
+// between rounds.
 //
 // Usage (from the bench directory):
 //
@@ -333,6 +338,10 @@ type sample struct {
 	MsgsPerSec float64
 	AllocsPer  float64
 	CPUNsPer   float64
+	// GCs is the garbage collection cycles that ended during the run.
+	GCs float64
+	// Faults is the minor page faults of the run (benchsrc.Usage).
+	Faults float64
 }
 
 func measure(side string, run runner, cfg config, recs records, t *tally) (sample, error) {
@@ -344,13 +353,13 @@ func measure(side string, run runner, cfg config, recs records, t *tally) (sampl
 	if err != nil {
 		return sample{}, err
 	}
-	cpu0 := benchsrc.CPU()
+	use0 := benchsrc.ReadUsage()
 	start := time.Now()
 	pprof.Do(context.Background(), pprof.Labels("side", side), func(context.Context) {
 		err = run(cfg, recs, t)
 	})
 	elapsed := time.Since(start)
-	cpu := benchsrc.CPU() - cpu0
+	use := benchsrc.ReadUsage().Sub(use0)
 	if terr := stopTrace(); err == nil {
 		err = terr
 	}
@@ -365,7 +374,9 @@ func measure(side string, run runner, cfg config, recs records, t *tally) (sampl
 	return sample{
 		MsgsPerSec: n / elapsed.Seconds(),
 		AllocsPer:  float64(after.Mallocs-before.Mallocs) / n,
-		CPUNsPer:   float64(cpu.Nanoseconds()) / n,
+		CPUNsPer:   float64(use.CPU.Nanoseconds()) / n,
+		GCs:        float64(after.NumGC - before.NumGC),
+		Faults:     float64(use.Faults),
 	}, nil
 }
 
@@ -462,8 +473,9 @@ func runPair(name string, cfg config, recs records, rounds, warmup int, progress
 		p.Hand = append(p.Hand, h)
 		p.RoundRatios = append(p.RoundRatios, b.MsgsPerSec/h.MsgsPerSec)
 		if progress != nil {
-			fmt.Fprintf(progress, "%-8s round %2d  boulevard %6.2f M/s %5.0f cpu-ns/msg %.3f allocs/msg | hand %6.2f M/s %5.0f cpu-ns/msg %.3f allocs/msg | ratio %.2f\n",
-				name, r+1, b.MsgsPerSec/1e6, b.CPUNsPer, b.AllocsPer, h.MsgsPerSec/1e6, h.CPUNsPer, h.AllocsPer, b.MsgsPerSec/h.MsgsPerSec)
+			fmt.Fprintf(progress, "%-8s round %2d  boulevard %6.2f M/s %5.0f cpu-ns/msg %.3f allocs/msg %2.0f gc %5.0f pf | hand %6.2f M/s %5.0f cpu-ns/msg %.3f allocs/msg %2.0f gc %5.0f pf | ratio %.2f\n",
+				name, r+1, b.MsgsPerSec/1e6, b.CPUNsPer, b.AllocsPer, b.GCs, b.Faults,
+				h.MsgsPerSec/1e6, h.CPUNsPer, h.AllocsPer, h.GCs, h.Faults, b.MsgsPerSec/h.MsgsPerSec)
 		}
 	}
 	return p, nil

@@ -7,13 +7,14 @@ import (
 	"time"
 )
 
-// CPU is the CPU time the process has used so far, user and system, every
-// thread: unlike the wall time, it barely moves when other processes share
-// the machine.
-func CPU() time.Duration {
+// ReadUsage returns what the process has used so far, every thread.
+func ReadUsage() Usage {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
+		return Usage{}
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return Usage{
+		CPU:    time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
+		Faults: int64(ru.Minflt),
+	}
 }
