@@ -22,7 +22,7 @@
 // message has been handled and the consumer closed (closing flushes the
 // acks the client still groups). Messages the broker still counts as
 // unacknowledged after a run are reported, not fatal: pulsar-client-go
-// v0.19.0 loses the acks of a timed flush that races the consumer's Close.
+// (v0.21.0) loses the acks of a timed flush that races the consumer's Close.
 // Runs alternate between the sides (flag -rounds, each) after one warm-up
 // run of each, and the medians are compared.
 //
@@ -144,7 +144,7 @@ type result struct {
 // unacknowledged once a side has finished, after giving the acks in flight
 // a moment to arrive. Every message was received and handled (each side
 // counts them); a non-zero result means acknowledgements were lost, which
-// pulsar-client-go v0.19.0 does when its timed ack flush runs while the
+// pulsar-client-go (v0.21.0) does when its timed ack flush runs while the
 // consumer is closing (the flush's acks reach the broker after the
 // consumer's close and are ignored; the broker would redeliver those
 // messages). It is reported rather than failing the run.

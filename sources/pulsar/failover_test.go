@@ -12,11 +12,9 @@ import (
 // Failover reports on a partitioned topic name the partition's topic, the
 // configured base topic, the partition index and the producer stage that
 // owns the consumer (named after that stage); each partition ends with
-// exactly one active stage. (The broker holds each consumer's first notice
-// until its first FLOW, so that pulsar-client-go v0.19.0 gets every one;
-// TestFailoverCallbackWithRealNoticeTiming covers a real broker's timing.)
+// exactly one active stage.
 func TestFailoverReportsPartitionAndStage(t *testing.T) {
-	e := newEnvWith(t, pulsartest.Options{HoldFirstActiveNotice: true})
+	e := newEnv(t)
 	if err := e.broker.CreateTopic("fo-part", 2); err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,12 @@ func (l *stateLog) add(s bpulsar.ActiveState) {
 	l.mu.Unlock()
 }
 
+func (l *stateLog) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.states)
+}
+
 func (l *stateLog) last() (bpulsar.ActiveState, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -40,12 +46,9 @@ func (l *stateLog) last() (bpulsar.ActiveState, bool) {
 // On a failover subscription the callback hears which consumer is active;
 // when the active one goes away the standby is told it took over and
 // receives the messages. A panicking callback is contained and counted, and
-// its consumer keeps working. (The broker holds each consumer's first
-// notice until its first FLOW, so that pulsar-client-go v0.19.0 gets every
-// one; TestFailoverCallbackWithRealNoticeTiming covers a real broker's
-// timing.)
+// its consumer keeps working.
 func TestFailoverActiveStateCallback(t *testing.T) {
-	e := newEnvWith(t, pulsartest.Options{HoldFirstActiveNotice: true})
+	e := newEnv(t)
 	e.publish("fo", "x", 1) // create the topic
 	var first, second stateLog
 	r1, r2 := newReceived(), newReceived()

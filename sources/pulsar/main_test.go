@@ -11,9 +11,9 @@ import (
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m,
-		// pulsar-client-go v0.19.0 (consumer_partition.go, grabConn) starts
-		// a goroutine on every consumer (re)connection that sends on the
-		// consumer's connectedCh with no way out; a consumer closed right
+		// pulsar-client-go (v0.21.0; consumer_partition.go, grabConn)
+		// starts a goroutine on every consumer (re)connection that sends on
+		// the consumer's connectedCh (room for one) with no way out; a consumer closed right
 		// after a reconnection (an unloaded topic, a broker-side close)
 		// leaves it blocked for the process's life.
 		goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.(*partitionConsumer).grabConn.func1"),

@@ -24,7 +24,7 @@ func ctxT(t testing.TB) context.Context {
 
 // testOptions are backend options for a broker, with short timeouts and no
 // send timeout (whose timer outlives a closed producer in pulsar-client-go
-// v0.19.0).
+// v0.21.0).
 func testOptions[T any](b *pulsartest.Broker, codec topic.Codec[T]) pulsartopic.Options[T] {
 	o := pulsartopic.Options[T]{
 		ServiceURL:          b.URL(),

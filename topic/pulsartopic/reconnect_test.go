@@ -33,7 +33,7 @@ func TestMemberSurvivesDroppedConnections(t *testing.T) {
 		_ = sub.Ack(it.ID)
 	}
 	b.DropConnections()
-	// Published through the broker's API: pulsar-client-go v0.19.0's
+	// Published through the broker's API: pulsar-client-go (v0.21.0)'s
 	// producer races in its reconnect path when it sends while reconnecting.
 	codec := topic.IntCodec{}
 	for i := 20; i < 40; i++ {

@@ -81,13 +81,6 @@ type Options struct {
 	// go negative, and Shared hands out turns of up to 20 messages); use it
 	// to test a client's own permit accounting. Default false.
 	StrictBatchPermits bool
-	// HoldFirstActiveNotice delays a failover consumer's first
-	// ACTIVE_CONSUMER_CHANGE until its first FLOW, so that every notice
-	// reaches a client that registers its consumer only once SUBSCRIBE has
-	// succeeded (pulsar-client-go v0.19.0 drops earlier notices). Default
-	// false: the notice is sent while the consumer subscribes, before the
-	// SUCCESS response, as a real broker sends it.
-	HoldFirstActiveNotice bool
 	// MaxUnackedPerConsumer stops dispatch to a Shared or Key_Shared
 	// consumer once it holds that many unacknowledged messages, until its
 	// acks bring them down to half, as a real broker's

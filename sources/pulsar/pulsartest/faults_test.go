@@ -17,7 +17,7 @@ import (
 // After DropConnections clients reconnect by themselves; a consumer
 // resubscribes and nothing is lost: messages it held unacked are pushed
 // again. (Messages are published through the test API: pulsar-client-go
-// v0.19.0 has a data race in its producer reconnect path — grabCnx writes
+// (v0.21.0) has a data race in its producer reconnect path — grabCnx writes
 // fields the send loop reads — that -race reports when a producer is
 // sending while its connection drops.)
 func TestDropConnectionsNothingLost(t *testing.T) {

@@ -351,10 +351,6 @@ func (b *Broker) handleFlow(c *conn, body []byte) bool {
 	cons.st.PermitsGranted += int64(permits)
 	cons.permits += int64(permits)
 	cons.st.MaxAvailable = max(cons.st.MaxAvailable, cons.permits)
-	if !cons.ready {
-		cons.ready = true
-		cons.sub.notify(cons)
-	}
 	cons.sub.dispatch()
 	return true
 }

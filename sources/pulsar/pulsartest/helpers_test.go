@@ -15,7 +15,7 @@ import (
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m,
-		// pulsar-client-go v0.19.0 producer_partition.go: failTimeoutMessages
+		// pulsar-client-go (v0.21.0) producer_partition.go: failTimeoutMessages
 		// loops on `for range timer.C` and checks for a closed producer only
 		// when its SendTimeout timer (default 30s) fires; Producer.Close does
 		// not stop it, so it outlives every closed producer for up to
@@ -26,10 +26,10 @@ func TestMain(m *testing.M) {
 	)
 }
 
-// reconnectNotice ignores a goroutine pulsar-client-go v0.19.0 leaves behind
-// (consumer_partition.go, grabConn): each time a consumer (re)connects, the
-// client starts a goroutine that sends on the consumer's connectedCh with
-// no way out; when the consumer is closed right after a reconnection (the
+// reconnectNotice ignores a goroutine pulsar-client-go (v0.21.0) leaves
+// behind (consumer_partition.go, grabConn): each time a consumer
+// (re)connects, the client starts a goroutine that sends on the consumer's
+// connectedCh (room for one) with no way out; when the consumer is closed right after a reconnection (the
 // tests that unload a topic or close consumers from the broker's side),
 // nobody receives and the goroutine stays blocked for the process's life.
 var reconnectNotice = goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.(*partitionConsumer).grabConn.func1")

@@ -203,7 +203,7 @@ func rawUnsubscribe(r *rawConn, consumerID, reqID uint64) {
 
 // Unsubscribe is refused while other consumers are attached; from the last
 // consumer it deletes the subscription and its backlog. (pulsar-client-go
-// v0.19.0 leaks a consumer's goroutines after a successful Unsubscribe —
+// (v0.21.0) leaks a consumer's goroutines after a successful Unsubscribe —
 // internalUnsubscribe marks it closed, so Close returns early — hence this
 // test drives the protocol by hand.)
 func TestRawUnsubscribe(t *testing.T) {

@@ -41,10 +41,9 @@ func (r *activeRecorder) last() string {
 // Failover: the active consumer gets every message, the other is told it
 // is passive; when the active one leaves, the other is told it became
 // active and receives the unacked and the new messages. (On this topic
-// name the broker's hash ring picks "a", which joins first. The first
-// notices are held until FLOW, so that pulsar-client-go v0.19.0 gets them.)
+// name the broker's hash ring picks "a", which joins first.)
 func TestFailoverTakeover(t *testing.T) {
-	b := startBrokerWith(t, Options{HoldFirstActiveNotice: true})
+	b := startBroker(t)
 	cl := newClient(t, b)
 	ctx := ctxT(t)
 	topic := FullTopicName("failover-1")
@@ -398,7 +397,7 @@ func TestDelayedDelivery(t *testing.T) {
 // (partition i → i-th consumer by name), so two consumers each become
 // active for one partition and are told so.
 func TestFailoverPartitioned(t *testing.T) {
-	b := startBrokerWith(t, Options{HoldFirstActiveNotice: true}) // notices as a v0.19.0 client can get them
+	b := startBroker(t)
 	cl := newClient(t, b)
 	topic := uniqueTopic(t)
 	if err := b.CreateTopic(topic, 2); err != nil {

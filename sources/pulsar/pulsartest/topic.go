@@ -127,7 +127,6 @@ type consumer struct {
 	// readLeft is how many more entries the consumer's current read may
 	// send (see fits); a read ends with the dispatch pass that began it.
 	readLeft int64
-	ready    bool // sent at least one FLOW: the client has registered its handler
 	notified int8 // last active state notified: -1 none, 0 inactive, 1 active
 	st       ConsumerStats
 }
@@ -761,13 +760,11 @@ func (s *subscription) updateActive() {
 	}
 }
 
-// notify sends c its active state if it changed since last told. With
-// Options.HoldFirstActiveNotice nothing is sent before c's first FLOW
-// (pulsar-client-go v0.19.0 registers a consumer's handler only after
-// SUBSCRIBE succeeds, and drops an earlier notice); by default the first
-// notice goes out while c subscribes, as a real broker sends it.
+// notify sends c its active state if it changed since last told. The
+// first notice goes out while c subscribes, before the SUCCESS response,
+// as a real broker sends it.
 func (s *subscription) notify(c *consumer) {
-	if (!c.ready && s.t.b.opts.HoldFirstActiveNotice) || s.typ != subFailover {
+	if s.typ != subFailover {
 		return
 	}
 	state := int8(0)

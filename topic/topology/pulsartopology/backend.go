@@ -167,7 +167,7 @@ func (b *Backend[T]) producer(ctx context.Context, full string) (pulsar.Producer
 	}
 	// No send timeout: each send is bounded by its context instead (the
 	// send timeout's timer outlives a closed producer in pulsar-client-go
-	// v0.19.0).
+	// v0.21.0).
 	p, err := b.client.CreateProducer(pulsar.ProducerOptions{Topic: full, DisableBatching: true, SendTimeout: -1})
 	if err != nil {
 		return nil, fmt.Errorf("%w: creating a producer on topic %q: %w", ErrDeclare, full, err)
