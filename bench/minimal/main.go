@@ -37,7 +37,8 @@
 // messages of three sizes, see msgsize.go).
 //
 // Each round runs both sides once, in alternating order, after one warm-up
-// run of each. The figure of merit of a workload is the median over rounds
+// run of each as long as a round's (flag -warmup), which grows the heap to
+// its full size before the first round. The figure of merit of a workload is the median over rounds
 // of the ratio of the two sides' throughputs in the same round.
 // Allocations are runtime.MemStats.Mallocs deltas around the run divided by
 // N, CPU the process's user+system time per message. Each round's line
@@ -542,13 +543,16 @@ func main() {
 	demand := flag.Int("demand", 0, "Boulevard processor MaxDemand (0: its default)")
 	slab := flag.Bool("slab", false, "Boulevard's source takes its messages from a message.Slab instead of message.New (not the compared workload)")
 	rounds := flag.Int("rounds", 9, "paired rounds per workload")
-	warmup := flag.Int("warmup", 100_000, "records of the warm-up run of each side")
+	warmup := flag.Int("warmup", -1, "records of the warm-up run of each side; -1: as many as a measured run (-n), so that the heap has its full size before the first round")
 	workloads := flag.String("workload", "all", "comma-separated: batch, procs, batch1, scale, latency, msgsize; all = batch,procs,batch1")
 	rate := flag.Int("rate", 100_000, "latency: messages per second offered")
 	dur := flag.Duration("duration", 2*time.Second, "latency: length of one run")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile to this file (goroutines labelled side=boulevard or side=hand)")
 	tracePrefix := flag.String("trace", "", "write an execution trace of each side's last round of the batch, procs and batch1 workloads to PREFIX-WORKLOAD-SIDE.trace (summarise them with go run ./schedtrace)")
 	flag.Parse()
+	if *warmup < 0 {
+		*warmup = *n
+	}
 
 	fmt.Printf("%s %s/%s GOMAXPROCS=%d NumCPU=%d\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), runtime.NumCPU())
 	if *cpuprofile != "" {
