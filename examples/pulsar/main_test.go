@@ -52,10 +52,11 @@ func TestRunInProcess(t *testing.T) {
 		t.Fatalf("want 2 consumers at the broker, got %d", len(res.flows))
 	}
 	for i, f := range res.flows {
-		// The default window's receiver queue is an eighth of it (12),
-		// refilled half at a time (docs/pulsar.md, Flow control).
-		if len(f) < 2 || f[0] != 12 || f[1] != 6 {
-			t.Errorf("consumer %d grants %v, want 12 then 6", i, f)
+		// The default window's receiver queue is 49 (half of it, at most
+		// the part above Threshold less one), refilled half at a time
+		// (docs/pulsar.md, Flow control).
+		if len(f) < 2 || f[0] != 49 || f[1] != 24 {
+			t.Errorf("consumer %d grants %v, want 49 then 24", i, f)
 		}
 	}
 	if !strings.Contains(out.String(), "handled 2000 events") {

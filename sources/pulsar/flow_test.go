@@ -114,8 +114,9 @@ func settle(t *testing.T, e *env, topic, sub string, parts, consumers int) []pul
 
 // With the default 100/50/50 window the broker never hands a consumer more
 // than the window beyond what left the stage: the client's receiver queue
-// (12, an eighth of the window) is counted against it, so the stage holds
-// 88 when nothing leaves it, and the client's queue the rest. Each step
+// (49, the part of the window above Threshold less one) is counted against
+// it, so the stage holds 51 when nothing leaves it, and the client's queue
+// the rest. Each step
 // lets 50 messages leave the stage; after each, the broker has handed out
 // at most 100 more than that, and the client never held more than its
 // queue's permits.
@@ -131,13 +132,13 @@ func TestFlowDefaultWindowAtBroker(t *testing.T) {
 		t.Fatalf("want 1 consumer, got %d", len(st))
 	}
 	c := st[0]
-	if c.Flows[0] != 12 {
-		t.Fatalf("first grant %d, want the receiver queue of 12 (flows %v)", c.Flows[0], c.Flows)
+	if c.Flows[0] != 49 {
+		t.Fatalf("first grant %d, want the receiver queue of 49 (flows %v)", c.Flows[0], c.Flows)
 	}
-	checkWindow(t, c, 12, 0, 100)
-	// Not vacuous: the stage took its 88 and the client read ahead of it.
-	if c.Dispatched <= 88 {
-		t.Fatalf("broker pushed %d messages with nothing dispatched, want more than the stage's 88", c.Dispatched)
+	checkWindow(t, c, 49, 0, 100)
+	// Not vacuous: the stage took its 51 and the client read ahead of it.
+	if c.Dispatched <= 51 {
+		t.Fatalf("broker pushed %d messages with nothing dispatched, want more than the stage's 51", c.Dispatched)
 	}
 
 	for step := 1; step <= 6; step++ {
@@ -145,7 +146,7 @@ func TestFlowDefaultWindowAtBroker(t *testing.T) {
 		wait.Within(t, waitLimit, "the output to take its budget", func() bool { taken, _ := out.counts(); return taken == 50*step })
 		st = settle(t, e, "flow", "sub", 0, 1)
 		_, done := out.counts()
-		checkWindow(t, st[0], 12, done, 100)
+		checkWindow(t, st[0], 49, done, 100)
 	}
 }
 
@@ -167,14 +168,15 @@ func checkWindow(t *testing.T, c pulsartest.ConsumerStats, queue int64, dispatch
 	}
 }
 
-// A custom window (10/3/4, max window 10) gets a receiver queue of 1: the
-// client grants one permit per message the source takes, and the broker
-// stays within the window of what left the stage at every step.
+// A custom window whose Threshold leaves one permit above it (10/8/2, max
+// window 10) gets a receiver queue of 1: the client grants one permit per
+// message the source takes, and the broker stays within the window of what
+// left the stage at every step.
 func TestFlowCustomWindowAtBroker(t *testing.T) {
 	e := newEnv(t)
 	e.publish("custom", "m", 300)
 	out := newGatedOutput()
-	flow := producer.Flow{Initial: 10, Threshold: 3, Refill: 4}
+	flow := producer.Flow{Initial: 10, Threshold: 8, Refill: 2}
 	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"custom"}, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
 	startProducer(t, src, 1, flow, out)
 	st := settle(t, e, "custom", "sub", 0, 1)
@@ -199,7 +201,7 @@ func TestFlowCustomWindowAtBroker(t *testing.T) {
 // With several topics and several producer stages, every consumer (one per
 // topic per stage) has its own window at the broker. A partitioned topic's
 // partitions share it: each partition's queue is the topic's share divided
-// by the partitions (6 for 2 partitions of the default window), and with
+// by the partitions (24 for 2 partitions of the default window), and with
 // the stages blocked no stage is handed more than its window of a topic.
 func TestFlowPerConsumerWithTopicsAndConcurrency(t *testing.T) {
 	e := newEnv(t)
@@ -220,7 +222,7 @@ func TestFlowPerConsumerWithTopicsAndConcurrency(t *testing.T) {
 	for _, cs := range []struct {
 		stats []pulsartest.ConsumerStats
 		queue uint32
-	}{{plain, 12}, {parted, 6}} {
+	}{{plain, 49}, {parted, 24}} {
 		for _, c := range cs.stats {
 			names[c.Name] = true
 			if c.Flows[0] != cs.queue {

@@ -61,7 +61,7 @@ func TestSplitPartition(t *testing.T) {
 
 // The queue plan leaves the source room to take a message whenever the feed
 // refills and when it starts, never lets the client's queues (the reserve)
-// take more than an eighth of the window or the part above Threshold, and counts
+// take more than half the window or the part above Threshold, and counts
 // every partition's queue while they fit that budget.
 func TestQueuePlanLeavesRoomAtEveryRefill(t *testing.T) {
 	for initial := 2; initial <= 40; initial++ {
@@ -71,14 +71,14 @@ func TestQueuePlanLeavesRoomAtEveryRefill(t *testing.T) {
 				w := f.MaxWindow()
 				for parts := 1; parts <= 9; parts++ {
 					p := newQueuePlan(f, parts)
-					share := min(max(0, w-threshold-1), max(1, w/8))
+					share := min(max(0, w-threshold-1), max(1, w/2))
 					switch {
 					case p.size < 1:
 						t.Fatalf("%+v, %d partitions: queue size %d", f, parts, p.size)
 					case p.room(0) < 1 || p.room(threshold) < 1:
 						t.Fatalf("%+v, %d partitions: no room at the start (%d) or at a refill (%d)", f, parts, p.room(0), p.room(threshold))
 					case p.reserve > share:
-						t.Fatalf("%+v, %d partitions: reserve %d above the share %d (an eighth of the window, at most the part above Threshold)", f, parts, p.reserve, share)
+						t.Fatalf("%+v, %d partitions: reserve %d above the share %d (half the window, at most the part above Threshold)", f, parts, p.reserve, share)
 					case parts*p.size <= share && p.reserve != parts*p.size:
 						t.Fatalf("%+v, %d partitions: reserve %d does not count %d queues of %d", f, parts, p.reserve, parts, p.size)
 					}
@@ -86,8 +86,9 @@ func TestQueuePlanLeavesRoomAtEveryRefill(t *testing.T) {
 			}
 		}
 	}
-	// The default window: one queue of 12, the stage holding the rest.
-	if p := newQueuePlan(producer.Flow{}.WithDefaults(), 1); p.size != 12 || p.reserve != 12 || p.room(0) != 88 {
+	// The default window: one queue of 49 (the part above Threshold, less
+	// one), the stage holding the rest.
+	if p := newQueuePlan(producer.Flow{}.WithDefaults(), 1); p.size != 49 || p.reserve != 49 || p.room(0) != 51 {
 		t.Errorf("default window: %+v, room %d", p, p.room(0))
 	}
 }

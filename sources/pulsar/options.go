@@ -243,11 +243,13 @@ func validateFlow(f producer.Flow) error {
 // the stage, plus the reserve, stays within Flow.MaxWindow(). The broker
 // then never hands out more than the window beyond what left the stage.
 //
-// The reserve is at most the share: an eighth of the window (at least
-// one), so that the stage buffer can still hold all but that much of the
-// window, and at most MaxWindow - Threshold - 1, so that whenever the feed
-// refills (its remaining permits fell to Threshold) the source has room to
-// take again: it waits for a refill or an acknowledgement, never for a
+// The reserve is at most the share: half the window (at least one), so
+// that the stage buffer can still hold the other half while the client
+// asks the broker for messages in grants of up to a quarter of the window
+// (each grant is a FLOW round trip, so larger grants keep the broker
+// busy), and at most MaxWindow - Threshold - 1, so that whenever the feed
+// refills (its remaining permits fell to Threshold) the source has room
+// to take again: it waits for a refill or an acknowledgement, never for a
 // timer. A topic with more partitions than the share still needs one
 // message per partition; its gate then counts only the share, and the
 // broker can be owed parts - share more.
@@ -260,7 +262,7 @@ type queuePlan struct {
 func newQueuePlan(f producer.Flow, parts int) queuePlan {
 	w := f.MaxWindow()
 	budget := max(0, w-f.Threshold-1)
-	share := min(budget, max(1, w/8))
+	share := min(budget, max(1, w/2))
 	parts = max(parts, 1)
 	size := max(1, share/parts)
 	return queuePlan{size: size, window: w, reserve: min(parts*size, share)}
