@@ -241,7 +241,11 @@ func tryOutput[T any](out output[T]) directOutput[T] {
 }
 
 // take waits until some of n messages may pass and returns how many: all n
-// when there is no limit, otherwise at most the bucket size. A limit changed
+// when there is no limit, otherwise at most the bucket size. When the bucket
+// holds a token or more it returns at once with what it holds, as Broadway
+// passes what its rate limiter allows and buffers the rest; an empty bucket
+// is waited on for min(n, bucket size) tokens, so that a stage under a
+// steady limit hands over chunks, not a message per token. A limit changed
 // while it waits applies at once.
 //
 // A reservation is kept until it is due: giving it back to look again would
@@ -254,8 +258,12 @@ func (g *gate) take(ctx context.Context, n int) (int, error) {
 		if b.lim == nil {
 			return n, nil
 		}
+		now := time.Now()
 		k := min(n, b.lim.Burst())
-		r := b.lim.ReserveN(time.Now(), k)
+		if held := int(b.lim.TokensAt(now)); held >= 1 {
+			k = min(k, held)
+		}
+		r := b.lim.ReserveN(now, k)
 		if !r.OK() {
 			return 0, fmt.Errorf("producer: rate limit: cannot take %d messages at once", k)
 		}

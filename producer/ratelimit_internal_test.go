@@ -50,6 +50,35 @@ func TestResetRateLimitRefillsTheBucket(t *testing.T) {
 	})
 }
 
+// Guarantee: messages pass as soon as the bucket holds a token for them: a
+// stage that wants more than the bucket holds takes what it holds at once
+// rather than wait for the rest; an empty bucket is waited on for a chunk
+// (as many as wanted, up to the bucket size), not a token at a time.
+func TestRateLimitPassesWhatTheBucketHolds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := rateProducer(&RateLimit{Allowed: 3, Interval: time.Hour})
+		ctx := context.Background()
+		if n, _ := p.gate.take(ctx, 1); n != 1 {
+			t.Fatalf("first take = %d, want 1", n)
+		}
+		start := time.Now()
+		if n, _ := p.gate.take(ctx, 5); n != 2 {
+			t.Fatalf("take of 5 with 2 tokens left = %d, want the 2", n)
+		}
+		if waited := time.Since(start); waited != 0 {
+			t.Fatalf("waited %v with tokens in the bucket, want 0", waited)
+		}
+		if n, _ := p.gate.take(ctx, 5); n != 3 {
+			t.Fatalf("take of 5 from an empty bucket of 3 = %d, want 3", n)
+		}
+		// Three tokens at three an hour (the bucket counts tokens in floating
+		// point, so allow it a millisecond).
+		if waited := time.Since(start); waited < time.Hour-time.Millisecond || waited > time.Hour {
+			t.Errorf("waited %v for a chunk from the empty bucket, want 1h", waited)
+		}
+	})
+}
+
 // Guarantee: UpdateRateLimit changes only what fn changes, keeps the
 // tokens the bucket holds (no fresh burst), applies the new rate to a
 // waiting stage, and leaves the limit alone when fn fails.
