@@ -10,8 +10,8 @@
 //
 //   - plain: one pulsar-client-go consumer, Receive then Ack for each
 //     message, with the client's default receiver queue (1000), and again
-//     with a queue of -initial (default 100), the size the source derives
-//     from its permit window;
+//     with a queue of -initial (default 100): as far ahead as the source's
+//     whole permit window, client queue included, reads;
 //   - source: pipeline.New with the Pulsar source (producer concurrency
 //     -stages, flow window -initial/-initial÷2/-initial÷2, by default
 //     100/50/50) and -processors processors
@@ -28,10 +28,10 @@
 //
 // Both sides share the broker, the client and its options, and use the
 // same consumer options (Shared, earliest position, default ack grouping)
-// except what the source owns: the receiver queue (derived from -initial,
-// hence the plain loop's second run with the same queue), the message
-// channel (the source's own, of the client's default size) and the
-// consumer name.
+// except what the source owns: the receiver queue (derived from the
+// window, half of it by default: docs/pulsar.md, "Flow control"; hence the
+// plain loop's second run with a queue of the whole window), the message
+// channel (the source's own, unbuffered) and the consumer name.
 //
 // Usage (from the bench directory):
 //
