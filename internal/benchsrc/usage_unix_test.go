@@ -32,8 +32,8 @@ func TestUsageCountsFaultsOfFreshPages(t *testing.T) {
 }
 
 // BenchmarkFreshPageFault measures what the first touch of a page costs:
-// the kernel maps it (and zeroes it) on a fault. Its ns/op is the cost of
-// one fault on this machine, the figure to weigh a run's Faults by.
+// the kernel maps it (and zeroes it) on a fault. It reports ns/fault, the
+// figure to weigh a run's Faults by (an op touches 1024 fresh pages).
 func BenchmarkFreshPageFault(b *testing.B) {
 	b.ReportAllocs()
 	page := os.Getpagesize()
