@@ -44,6 +44,10 @@ type Metadata struct {
 	// RedeliveryCount is how many times the broker has redelivered the
 	// message (0 on its first delivery).
 	RedeliveryCount uint32
+	// NullValue reports a tombstone: a message published with no value
+	// (Pulsar's null_value, which topic compaction reads as the key's
+	// deletion). Its Data is nil.
+	NullValue bool
 	// Raw is the message as pulsar-client-go returned it, for what the
 	// fields above do not cover (schema version, replication, broker
 	// publish time, …). Its methods follow the client library.
@@ -128,6 +132,7 @@ func (md *Metadata) fill(msg pulsar.Message, sub string, tc *topicCache) {
 		ProducerName:    msg.ProducerName(),
 		PublishTime:     msg.PublishTime(),
 		RedeliveryCount: msg.RedeliveryCount(),
+		NullValue:       msg.IsNullValue(),
 		Raw:             msg,
 	}
 	if et := msg.EventTime(); et.UnixMilli() != 0 {

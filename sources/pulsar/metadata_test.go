@@ -11,6 +11,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
 	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
@@ -152,5 +153,48 @@ func TestMetadataFields(t *testing.T) {
 		if got := md.MessageIDString(); got != idStr {
 			t.Errorf("%s: id %q, want %q", payload, got, idStr)
 		}
+	}
+}
+
+// A tombstone (a message published with no value) arrives with NullValue
+// set and no data; a message with a value does not.
+func TestMetadataReportsTombstones(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	prod, err := e.client.CreateProducer(pulsar.ProducerOptions{Topic: "tombstones", DisableBatching: true, SendTimeout: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	if _, err := prod.Send(ctx, &pulsar.ProducerMessage{Key: "gone"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prod.Send(ctx, &pulsar.ProducerMessage{Key: "kept", Payload: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	type seen struct {
+		null bool
+		data []byte
+	}
+	got := make(chan map[string]seen, 1)
+	got <- map[string]seen{}
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"tombstones"}, Subscription: "sub", Consumer: earliest()})
+	_, stop := run(t, src, 1, producer.Flow{}, func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
+		md, _ := message.MetadataAs[*bpulsar.Metadata](m)
+		s := <-got
+		s[md.Key] = seen{null: md.NullValue, data: m.Data}
+		got <- s
+		return m.Data, nil
+	})
+	wait.Within(t, waitLimit, "both messages handled", func() bool { s := <-got; n := len(s); got <- s; return n == 2 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	s := <-got
+	if g := s["gone"]; !g.null || g.data != nil {
+		t.Errorf("tombstone: NullValue %v, data %q; want true and nil", g.null, g.data)
+	}
+	if k := s["kept"]; k.null || string(k.data) != "v" {
+		t.Errorf("message with a value: NullValue %v, data %q; want false and \"v\"", k.null, k.data)
 	}
 }
