@@ -38,8 +38,9 @@
 //
 // Each round runs both sides once, in alternating order, after one warm-up
 // run of each as long as a round's (flag -warmup), which grows the heap to
-// its full size before the first round. The figure of merit of a workload is the median over rounds
-// of the ratio of the two sides' throughputs in the same round.
+// its full size before the first round. The figure of merit of a workload
+// is the median over rounds of the ratio of the two sides' throughputs in
+// the same round.
 // Allocations are runtime.MemStats.Mallocs deltas around the run divided by
 // N, CPU the process's user+system time per message. Each round's line
 // also gives, per side, the garbage collection cycles of the run ("gc") and

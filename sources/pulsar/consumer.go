@@ -425,9 +425,9 @@ func (l *listener) set(_ pulsar.Consumer, topic string, active bool) {
 // receives messages only while it is the active one, and the broker's
 // first notice, sent while the consumer subscribes, can be missed
 // (pulsar-client-go v0.19.0 and earlier registered the consumer only once
-// the subscribe succeeded, and dropped it). Once a topic has had a report, only the broker's notices count:
-// messages still queued in the client after a switch to passive must not
-// report it active again.
+// the subscribe succeeded, and dropped it). Once a topic has had a report,
+// only the broker's notices count: messages still queued in the client
+// after a switch to passive must not report it active again.
 func (l *listener) received(c pulsar.Consumer, topic string) {
 	l.mu.Lock()
 	_, reported := l.active[topic]
