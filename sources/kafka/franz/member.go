@@ -28,6 +28,10 @@ type member struct {
 	cl    atomic.Pointer[kgo.Client] // set once NewClient returns, or by the first callback
 	cm    *claim.Member
 	reset kgo.Offset
+	// recycle says whether the partitions recycle each record once it is
+	// delivered (see recyclable). Set once NewClient returns: a partition
+	// assigned before does not recycle what it delivers until then.
+	recycle atomic.Bool
 
 	ctx        context.Context // cancelled when the member has closed
 	cancel     context.CancelFunc
@@ -105,6 +109,7 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		kgo.OnPartitionsRevoked(m.revoked),
 		kgo.OnPartitionsLost(m.lost),
 		kgo.AdjustFetchOffsetsFn(m.adjust),
+		kgo.WithPools(&s.records),
 	)
 	if b := s.opts.balancer(); b != nil {
 		opts = append(opts, kgo.Balancers(b))
@@ -115,6 +120,7 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		return nil, fmt.Errorf("%w: %w", ErrConnect, claim.Flat(err))
 	}
 	m.cl.CompareAndSwap(nil, cl)
+	m.recycle.Store(recyclable(cl))
 	tctx, tcancel := context.WithTimeout(runCtx, s.opts.ConnectTimeout)
 	err = checkTopics(tctx, cl, s.opts.Topics)
 	tcancel()
@@ -131,6 +137,24 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 	})
 	go m.poll()
 	return m, nil
+}
+
+// recyclable reports whether a record may be recycled (kgo.Record.Recycle)
+// as soon as its message is delivered: the message carries copies of the
+// record's fields, but its value and key are the record's slices. They
+// stay valid unless one of the client's pools implements
+// kgo.PoolDecompressBytes (set by the user through ClientOptions): the
+// last record of a compressed batch recycled would then put the buffer
+// they point into back in that pool, zeroed, while the messages are still
+// in the pipeline. Records are not recycled then.
+func recyclable(cl *kgo.Client) bool {
+	pools, _ := cl.OptValue(kgo.WithPools).([]kgo.Pool)
+	for _, p := range pools {
+		if _, ok := p.(kgo.PoolDecompressBytes); ok {
+			return false
+		}
+	}
+	return true
 }
 
 // client is the member's franz-go client. The partition callbacks may run

@@ -142,8 +142,13 @@ type Options struct {
 	// kgo.ConsumeTopics, kgo.DisableAutoCommit (the source commits itself,
 	// as CommitMode says), kgo.ConsumeResetOffset (from InitialOffset),
 	// kgo.AdjustFetchOffsetsFn, the partition callbacks
-	// (OnPartitionsAssigned, Revoked, Lost) and, when Rebalance is set,
-	// kgo.Balancers. New checks them by building a client.
+	// (OnPartitionsAssigned, Revoked, Lost), when Rebalance is set,
+	// kgo.Balancers, and kgo.WithPools with the source's pool of record
+	// slices: the source recycles each record once its message is
+	// delivered. A pool given here that implements
+	// kgo.PoolDecompressBytes turns that recycling off (the messages'
+	// values point into its buffers until their outcome). New checks the
+	// options by building a client.
 	//
 	// The options print without them (see String): they may hold
 	// credentials.

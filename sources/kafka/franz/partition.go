@@ -195,7 +195,14 @@ func (p *partition) run() {
 			q.Consume(q.Len())
 		} else if q.Len() > 0 {
 			if n := p.Take(q.Len()); n > 0 {
-				claim.Deliver(p.Claim, q.Head(n), kgoRecord, kgoHeaders)
+				delivered := q.Head(n)
+				claim.Deliver(p.Claim, delivered, kgoRecord, kgoHeaders)
+				if p.m.recycle.Load() {
+					// The messages hold what they need of the records.
+					for _, r := range delivered {
+						r.Recycle()
+					}
+				}
 				q.Consume(n)
 			}
 		}

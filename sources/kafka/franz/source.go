@@ -88,6 +88,8 @@ type CommitError = claim.CommitError
 type Source struct {
 	opts Options
 	live lifecycle.Members[*member]
+	// records is shared by the members' clients (kgo.WithPools).
+	records recordPool
 }
 
 var _ producer.Source[[]byte] = (*Source)(nil)
