@@ -34,7 +34,11 @@
 // measured after seeding (runtime/metrics, sampled every 5ms), which shows
 // whether consumer memory grows with the backlog, and the process CPU time
 // (user + system, GC included) per record, which is steadier than the rate
-// on a shared machine. The cluster keeps the backlog in memory, hence the
+// on a shared machine, then the cluster process's CPU per record while each
+// side read, and each side's garbage collection cycles ("gc") and minor
+// page faults ("faults") in a run, medians: a side that keeps more memory
+// alive or lets the runtime hand memory back faults more, and pays the
+// kernel for each fault. The cluster keeps the backlog in memory, hence the
 // child process and the baseline subtraction.
 //
 // -window, -processors, -maxdemand and -unordered set the Boulevard side's
@@ -189,6 +193,10 @@ type result struct {
 	// PlainClusterCPU and BlvClusterCPU are the cluster process's CPU ns
 	// per record while each side read, medians (0 where /proc is missing).
 	PlainClusterCPU, BlvClusterCPU float64
+	// PlainGCs and BlvGCs are the garbage collection cycles of a run,
+	// PlainFaults and BlvFaults its minor page faults (benchsrc.Usage),
+	// medians.
+	PlainGCs, BlvGCs, PlainFaults, BlvFaults float64
 }
 
 func run(cfg config, out io.Writer) ([]result, error) {
@@ -202,8 +210,8 @@ func run(cfg config, out io.Writer) ([]result, error) {
 	fmt.Fprintf(out, "kfake, 3 brokers, %d partitions, %d-byte records, GOMAXPROCS %d, %d round(s), client %s, Boulevard window %d, %d processors, max demand %d, unordered %v, plain processors %v\n",
 		cfg.Partitions, cfg.RecordSize, runtime.GOMAXPROCS(0), cfg.Rounds, cfg.Client, window(cfg),
 		po.Concurrency, po.MaxDemand, cfg.Unordered, cfg.PlainProcessors)
-	fmt.Fprintf(out, "%10s %14s %14s %7s %13s %16s %16s %10s %10s %12s\n", "records", "plain rec/s", "boulevard rec/s", "ratio",
-		"ratio range", "plain peak heap", "blvd peak heap", "plain cpu", "blvd cpu", "cluster cpu")
+	fmt.Fprintf(out, "%10s %14s %14s %7s %13s %16s %16s %10s %10s %12s %8s %13s\n", "records", "plain rec/s", "boulevard rec/s", "ratio",
+		"ratio range", "plain peak heap", "blvd peak heap", "plain cpu", "blvd cpu", "cluster cpu", "gc", "faults")
 	var results []result
 	for _, n := range cfg.Sizes {
 		r, err := runSize(cfg, n)
@@ -211,8 +219,9 @@ func run(cfg config, out io.Writer) ([]result, error) {
 			return results, err
 		}
 		results = append(results, r)
-		fmt.Fprintf(out, "%10d %14.0f %14.0f %6.1f%% %5.1f–%5.1f%% %13.1f MiB %13.1f MiB %7.0f ns %7.0f ns %5.0f/%.0f ns\n", n, r.PlainRate, r.BlvRate,
-			100*r.Ratio, 100*r.RatioMin, 100*r.RatioMax, mib(r.PlainHeap), mib(r.BlvHeap), r.PlainCPU, r.BlvCPU, r.PlainClusterCPU, r.BlvClusterCPU)
+		fmt.Fprintf(out, "%10d %14.0f %14.0f %6.1f%% %5.1f–%5.1f%% %13.1f MiB %13.1f MiB %7.0f ns %7.0f ns %5.0f/%.0f ns %4.0f/%.0f %6.0f/%.0f\n", n, r.PlainRate, r.BlvRate,
+			100*r.Ratio, 100*r.RatioMin, 100*r.RatioMax, mib(r.PlainHeap), mib(r.BlvHeap), r.PlainCPU, r.BlvCPU, r.PlainClusterCPU, r.BlvClusterCPU,
+			r.PlainGCs, r.BlvGCs, r.PlainFaults, r.BlvFaults)
 	}
 	return results, nil
 }
@@ -338,17 +347,18 @@ func runSize(cfg config, n int) (result, error) {
 		return result{}, err
 	}
 	r := result{N: n}
-	var plain, blv, plainCPU, blvCPU, plainCl, blvCl, ratios []float64
+	var plain, blv, plainCPU, blvCPU, plainCl, blvCl, plainGC, blvGC, plainPF, blvPF, ratios []float64
 	type side struct {
 		name       string
 		fn         func(ctx context.Context, cfg config, brokers []string, group string, c *clock) error
 		rates, cpu *[]float64
 		clusterCPU *[]float64
+		gcs, pfs   *[]float64
 		heap       *uint64
 	}
 	sides := []side{
-		{"plain", runPlain, &plain, &plainCPU, &plainCl, &r.PlainHeap},
-		{"boulevard", runBoulevard, &blv, &blvCPU, &blvCl, &r.BlvHeap},
+		{"plain", runPlain, &plain, &plainCPU, &plainCl, &plainGC, &plainPF, &r.PlainHeap},
+		{"boulevard", runBoulevard, &blv, &blvCPU, &blvCl, &blvGC, &blvPF, &r.BlvHeap},
 	}
 	if cfg.Client == "franz" {
 		sides[0].fn, sides[1].fn = runPlainFranz, runBoulevardFranz
@@ -374,6 +384,8 @@ func runSize(cfg config, n int) (result, error) {
 			*side.rates = append(*side.rates, m.rate)
 			*side.cpu = append(*side.cpu, m.cpuPerRecord)
 			*side.clusterCPU = append(*side.clusterCPU, float64(cl.Nanoseconds())/float64(n))
+			*side.gcs = append(*side.gcs, m.gcs)
+			*side.pfs = append(*side.pfs, m.faults)
 			*side.heap = max(*side.heap, m.heap)
 		}
 		if round >= 0 {
@@ -385,6 +397,8 @@ func runSize(cfg config, n int) (result, error) {
 	r.PlainRate, r.BlvRate = median(plain), median(blv)
 	r.PlainCPU, r.BlvCPU = median(plainCPU), median(blvCPU)
 	r.PlainClusterCPU, r.BlvClusterCPU = median(plainCl), median(blvCl)
+	r.PlainGCs, r.BlvGCs = median(plainGC), median(blvGC)
+	r.PlainFaults, r.BlvFaults = median(plainPF), median(blvPF)
 	return r, nil
 }
 
@@ -474,6 +488,8 @@ type measurement struct {
 	rate         float64 // records/s, first to last record handled
 	cpuPerRecord float64 // process CPU time (user+system) per record, ns
 	heap         uint64  // peak live heap above the baseline, bytes
+	gcs          float64 // garbage collection cycles that ended during the run
+	faults       float64 // minor page faults of the run (benchsrc.Usage)
 }
 
 // measure runs fn once and returns its records/s (from the first to the last
@@ -507,14 +523,17 @@ func measure(cfg config, fn func(context.Context, config, []string, string, *clo
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
 	defer cancel()
 	c := newClock(n)
-	cpu0 := benchsrc.CPU()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	use0 := benchsrc.ReadUsage()
 	var err error
 	// The side's goroutines (sarama's included) inherit the label, so a
 	// -cpuprofile can be split with -tagfocus side=plain|boulevard.
 	pprof.Do(ctx, pprof.Labels("side", strings.SplitN(group, "-", 2)[0]), func(ctx context.Context) {
 		err = fn(ctx, cfg, brokers, group, c)
 	})
-	cpu := benchsrc.CPU() - cpu0
+	use := benchsrc.ReadUsage().Sub(use0)
+	runtime.ReadMemStats(&after)
 	close(stop)
 	wg.Wait()
 	if err != nil {
@@ -527,8 +546,10 @@ func measure(cfg config, fn func(context.Context, config, []string, string, *clo
 	elapsed := time.Duration(c.last.Load() - c.first.Load())
 	return measurement{
 		rate:         float64(n-1) / elapsed.Seconds(),
-		cpuPerRecord: float64(cpu.Nanoseconds()) / float64(n),
+		cpuPerRecord: float64(use.CPU.Nanoseconds()) / float64(n),
 		heap:         p - base,
+		gcs:          float64(after.NumGC - before.NumGC),
+		faults:       float64(use.Faults),
 	}, nil
 }
 

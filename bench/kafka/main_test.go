@@ -20,7 +20,8 @@ func TestMain(m *testing.M) {
 
 // Checks: on a small backlog both sides read every record (a side that
 // misses one fails the run) and the report has one line per size with both
-// rates, heaps and CPU costs per record.
+// rates, heaps and CPU costs per record, and the two sides' collections
+// and page faults.
 func TestSmallRunReportsBothSides(t *testing.T) {
 	var out bytes.Buffer
 	res, err := run(config{Sizes: []int{3000}, Partitions: 3, RecordSize: 50, Rounds: 1, Timeout: time.Minute}, &out)
@@ -32,7 +33,8 @@ func TestSmallRunReportsBothSides(t *testing.T) {
 		t.Fatalf("unexpected results %+v", res)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 3 || !strings.Contains(lines[2], "3000") || !strings.Contains(lines[2], "%") || strings.Count(lines[2], " ns") != 3 {
+	if len(lines) != 3 || !strings.Contains(lines[2], "3000") || !strings.Contains(lines[2], "%") || strings.Count(lines[2], " ns") != 3 ||
+		!strings.HasSuffix(lines[1], "gc        faults") || strings.Count(lines[2], "/") != 3 {
 		t.Fatalf("unexpected report:\n%s", out.String())
 	}
 }
