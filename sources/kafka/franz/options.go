@@ -145,7 +145,8 @@ type Options struct {
 	// (OnPartitionsAssigned, Revoked, Lost), when Rebalance is set,
 	// kgo.Balancers, and kgo.WithPools with the source's pool of record
 	// slices: the source recycles each record once its message is
-	// delivered. A pool given here that implements
+	// delivered, so a hook given here that keeps a *kgo.Record past its
+	// call finds it zeroed. A pool given here that implements
 	// kgo.PoolDecompressBytes turns that recycling off (the messages'
 	// values point into its buffers until their outcome). New checks the
 	// options by building a client.
