@@ -33,6 +33,7 @@ type latencyConfig struct {
 	BatchSize  int
 	Timeout    time.Duration
 	Demand     int
+	Window     int // Boulevard's producer.Flow.Initial; 0: its default
 }
 
 func (c latencyConfig) n() int { return int(int64(c.Rate) * int64(c.Duration) / int64(time.Second)) }
@@ -197,7 +198,7 @@ func latencyBoulevard(c latencyConfig, l *latencies) error {
 	p, err := pipeline.New(pipeline.Options[int64, int64]{
 		Name:     "latency",
 		Logger:   quiet,
-		Producer: producer.Options[int64]{Source: &latencySource{c: c, l: l}},
+		Producer: producer.Options[int64]{Source: &latencySource{c: c, l: l}, Flow: producer.Flow{Initial: c.Window}},
 		Processors: processor.Options[int64, int64]{
 			Concurrency: c.Processors,
 			MaxDemand:   c.Demand,

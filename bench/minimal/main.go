@@ -49,6 +49,10 @@
 // more than a hundred messages' work, so they explain much of the spread
 // between rounds.
 //
+// -demand and -window set Boulevard's processor chunk size (MaxDemand) and
+// permit window (Flow.Initial) for measuring what those settings buy; they
+// change Boulevard's side only, so the targets are measured without them.
+//
 // Usage (from the bench directory):
 //
 //	go run ./minimal -n 1000000 -rounds 9
@@ -98,6 +102,11 @@ type config struct {
 	BatchSize int
 	// Demand is Boulevard's processor MaxDemand; 0 means its default.
 	Demand int
+	// Window is Boulevard's permit window (producer.Flow.Initial, which
+	// also sizes the processors' queue); 0 means its default. Like Demand
+	// it is a setting of Boulevard's side only, for measuring what the
+	// setting buys, not the comparison's targets.
+	Window int
 	// Slab makes Boulevard's source take its messages from a message.Slab
 	// (one allocation per block of messages) rather than allocate each
 	// with message.New. It changes Boulevard's side of the workload: it
@@ -284,9 +293,12 @@ func (a *endAcker) Ack(_ context.Context, successful, failed []acker.Outcome) {
 
 func blvdOptions(cfg config, recs records, t *tally) pipeline.Options[[]byte, []byte] {
 	opts := pipeline.Options[[]byte, []byte]{
-		Name:     "minimal",
-		Logger:   quiet,
-		Producer: producer.Options[[]byte]{Source: &blvdSource{recs: recs[:cfg.N], ack: &endAcker{t: t, record: cfg.BatchSize == 0}, slab: cfg.Slab}},
+		Name:   "minimal",
+		Logger: quiet,
+		Producer: producer.Options[[]byte]{
+			Source: &blvdSource{recs: recs[:cfg.N], ack: &endAcker{t: t, record: cfg.BatchSize == 0}, slab: cfg.Slab},
+			Flow:   producer.Flow{Initial: cfg.Window},
+		},
 		Processors: processor.Options[[]byte, []byte]{
 			Concurrency: cfg.Processors,
 			MaxDemand:   cfg.Demand,
@@ -542,6 +554,7 @@ func main() {
 	procs := flag.Int("processors", 2, "processor goroutines")
 	batch := flag.Int("batch", 100, "batch size of the batch workload")
 	demand := flag.Int("demand", 0, "Boulevard processor MaxDemand (0: its default)")
+	window := flag.Int("window", 0, "Boulevard permit window, producer.Flow.Initial, which also sizes the processors' queue (0: its default)")
 	slab := flag.Bool("slab", false, "Boulevard's source takes its messages from a message.Slab instead of message.New (not the compared workload)")
 	rounds := flag.Int("rounds", 9, "paired rounds per workload")
 	warmup := flag.Int("warmup", -1, "records of the warm-up run of each side; -1: as many as a measured run (-n), so that the heap has its full size before the first round")
@@ -574,7 +587,7 @@ func main() {
 		list = "batch,procs,batch1"
 	}
 	recs := makeRecords(*n)
-	base := config{N: *n, Processors: *procs, BatchSize: *batch, Demand: *demand, Slab: *slab, Trace: *tracePrefix}
+	base := config{N: *n, Processors: *procs, BatchSize: *batch, Demand: *demand, Window: *window, Slab: *slab, Trace: *tracePrefix}
 	var results []pair
 	fail := func(err error) {
 		fmt.Fprintln(os.Stderr, "minimal:", err)
@@ -602,7 +615,7 @@ func main() {
 			}
 			continue
 		case "latency":
-			lc := latencyConfig{Rate: *rate, Duration: *dur, Processors: *procs, BatchSize: 100, Timeout: 10 * time.Millisecond, Demand: *demand}
+			lc := latencyConfig{Rate: *rate, Duration: *dur, Processors: *procs, BatchSize: 100, Timeout: 10 * time.Millisecond, Demand: *demand, Window: *window}
 			if err := latencyPairs(lc, *rounds, os.Stdout); err != nil {
 				fail(err)
 			}

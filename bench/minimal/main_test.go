@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -38,6 +39,27 @@ func TestBothSidesHandleEveryMessageOnce(t *testing.T) {
 				t.Errorf("%s %+v: throughput %v", side, cfg, s.MsgsPerSec)
 			}
 		}
+	}
+}
+
+// Checks: -window and -demand reach Boulevard's pipeline (its permit
+// window and its processors' chunk size), and a run with a small window and
+// chunk still handles every message once.
+func TestBoulevardSettingsReachThePipeline(t *testing.T) {
+	const n = 3_001
+	recs := makeRecords(n)
+	var ta tally
+	cfg := config{N: n, Processors: 2, BatchSize: 100, Window: 7, Demand: 3}
+	p, err := pipeline.New(blvdOptions(cfg, recs, &ta))
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := p.Topology()
+	if top.Producer.Flow.Initial != 7 || top.Processors.MaxDemand != 3 {
+		t.Errorf("window %d, max demand %d; want 7 and 3", top.Producer.Flow.Initial, top.Processors.MaxDemand)
+	}
+	if _, err := measure("boulevard", runBoulevard, cfg, recs, &ta); err != nil {
+		t.Fatal(err)
 	}
 }
 
