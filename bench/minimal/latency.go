@@ -195,7 +195,18 @@ func (s *latencySource) Run(ctx context.Context, st *producer.Stage[int64]) erro
 }
 
 func latencyBoulevard(c latencyConfig, l *latencies) error {
-	p, err := pipeline.New(pipeline.Options[int64, int64]{
+	p, err := pipeline.New(latencyOptions(c, l))
+	if err != nil {
+		return err
+	}
+	return p.Run(context.Background())
+}
+
+// latencyOptions is Boulevard's side of the latency workload: a source
+// offering the configured rate, processors that pass the stamp on, and one
+// batcher whose handler records every message's latency.
+func latencyOptions(c latencyConfig, l *latencies) pipeline.Options[int64, int64] {
+	return pipeline.Options[int64, int64]{
 		Name:     "latency",
 		Logger:   quiet,
 		Producer: producer.Options[int64]{Source: &latencySource{c: c, l: l}, Flow: producer.Flow{Initial: c.Window}},
@@ -225,11 +236,7 @@ func latencyBoulevard(c latencyConfig, l *latencies) error {
 				}
 			}(),
 		}},
-	})
-	if err != nil {
-		return err
 	}
-	return p.Run(context.Background())
 }
 
 // latencyRun is one run's quantiles.

@@ -43,8 +43,9 @@ func TestBothSidesHandleEveryMessageOnce(t *testing.T) {
 }
 
 // Checks: -window and -demand reach Boulevard's pipeline (its permit
-// window and its processors' chunk size), and a run with a small window and
-// chunk still handles every message once.
+// window and its processors' chunk size) in the compared workloads and the
+// latency workload, and a run with a small window and chunk still handles
+// every message once.
 func TestBoulevardSettingsReachThePipeline(t *testing.T) {
 	const n = 3_001
 	recs := makeRecords(n)
@@ -60,6 +61,14 @@ func TestBoulevardSettingsReachThePipeline(t *testing.T) {
 	}
 	if _, err := measure("boulevard", runBoulevard, cfg, recs, &ta); err != nil {
 		t.Fatal(err)
+	}
+	lc := latencyConfig{Rate: 1_000, Duration: time.Second, Processors: 2, BatchSize: 100, Timeout: 10 * time.Millisecond, Demand: 3, Window: 7}
+	lp, err := pipeline.New(latencyOptions(lc, &latencies{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lt := lp.Topology(); lt.Producer.Flow.Initial != 7 || lt.Processors.MaxDemand != 3 {
+		t.Errorf("latency workload: window %d, max demand %d; want 7 and 3", lt.Producer.Flow.Initial, lt.Processors.MaxDemand)
 	}
 }
 
