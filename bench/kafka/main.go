@@ -39,7 +39,10 @@
 // page faults ("faults") in a run, medians: a side that keeps more memory
 // alive or lets the runtime hand memory back faults more, and pays the
 // kernel for each fault. The cluster keeps the backlog in memory, hence the
-// child process and the baseline subtraction.
+// child process and the baseline subtraction. Each measured round also
+// prints one line on standard error (flag -q turns them off): both sides'
+// rate, CPU per record, collections and faults, and the round's ratio, so
+// that a slow round can be told from a slow side.
 //
 // -window, -processors, -maxdemand and -unordered set the Boulevard side's
 // permit window, processor count, processor chunk size and ordering.
@@ -122,6 +125,10 @@ type config struct {
 	// PlainProcessors gives the plain side processor goroutines, as
 	// Boulevard has (see handOff): not the shape the targets compare with.
 	PlainProcessors bool
+	// Progress, when set, gets one line per measured round with both
+	// sides' figures and the round's ratio, so that the spread between
+	// rounds can be read next to what each side did (collections, faults).
+	Progress io.Writer
 }
 
 func main() {
@@ -141,7 +148,11 @@ func main() {
 	flag.BoolVar(&cfg.PlainProcessors, "plain-processors", false, "the plain side hands each record to processor goroutines (as many as Boulevard's, a partition's records to one of them) and commits only handled records")
 	memprofile := flag.String("memprofile", "", "write an allocation profile of the whole run to this file")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	quiet := flag.Bool("q", false, "do not print a line per round on standard error")
 	flag.Parse()
+	if !*quiet {
+		cfg.Progress = os.Stderr
+	}
 	if maybeServeCluster() {
 		return
 	}
@@ -390,6 +401,11 @@ func runSize(cfg config, n int) (result, error) {
 		}
 		if round >= 0 {
 			ratios = append(ratios, blv[len(blv)-1]/plain[len(plain)-1])
+			if cfg.Progress != nil {
+				i := len(ratios) - 1
+				fmt.Fprintf(cfg.Progress, "%d records, round %d: plain %.0f rec/s %.0f cpu-ns/rec %.0f gc %.0f pf | boulevard %.0f rec/s %.0f cpu-ns/rec %.0f gc %.0f pf | ratio %.1f%%\n",
+					n, i+1, plain[i], plainCPU[i], plainGC[i], plainPF[i], blv[i], blvCPU[i], blvGC[i], blvPF[i], 100*ratios[i])
+			}
 		}
 	}
 	r.Ratio = median(ratios)

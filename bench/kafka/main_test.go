@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -23,8 +24,8 @@ func TestMain(m *testing.M) {
 // rates, heaps and CPU costs per record, and the two sides' collections
 // and page faults.
 func TestSmallRunReportsBothSides(t *testing.T) {
-	var out bytes.Buffer
-	res, err := run(config{Sizes: []int{3000}, Partitions: 3, RecordSize: 50, Rounds: 1, Timeout: time.Minute}, &out)
+	var out, progress bytes.Buffer
+	res, err := run(config{Sizes: []int{3000}, Partitions: 3, RecordSize: 50, Rounds: 1, Timeout: time.Minute, Progress: &progress}, &out)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
@@ -36,6 +37,13 @@ func TestSmallRunReportsBothSides(t *testing.T) {
 	if len(lines) != 3 || !strings.Contains(lines[2], "3000") || !strings.Contains(lines[2], "%") || strings.Count(lines[2], " ns") != 3 ||
 		!strings.HasSuffix(lines[1], "gc        faults") || strings.Count(lines[2], "/") != 3 {
 		t.Fatalf("unexpected report:\n%s", out.String())
+	}
+	// One progress line per measured round, none for the warm-up, with
+	// the round's own ratio.
+	rounds := strings.Split(strings.TrimSpace(progress.String()), "\n")
+	if len(rounds) != 1 || !strings.HasPrefix(rounds[0], "3000 records, round 1: plain ") || !strings.Contains(rounds[0], "| boulevard ") ||
+		!strings.HasSuffix(rounds[0], fmt.Sprintf("| ratio %.1f%%", 100*res[0].Ratio)) {
+		t.Fatalf("unexpected progress:\n%s", progress.String())
 	}
 }
 
