@@ -56,8 +56,9 @@ type Options[In, Out any] struct {
 	// Prepare sees one chunk, and the acknowledgements of a chunk are sent
 	// together. A processor pays a fixed cost per chunk (taking it from its
 	// queue, handing it on), so when handlers are cheap larger chunks move
-	// more messages per second (docs/performance.md measures 64 against
-	// 10); smaller ones spread messages more evenly over the processors.
+	// more messages per second (docs/operations.md, "Tuning for
+	// throughput", measures what larger chunks buy and cost); smaller
+	// ones spread messages more evenly over the processors.
 	// At most MaxDemandLimit, and Concurrency × MaxDemand at most
 	// ChunkSlotsLimit. Default 10.
 	MaxDemand int `validate:"gte=1,lte=10000"`
