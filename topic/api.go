@@ -431,7 +431,9 @@ func (h *Handle[T]) Tracked(opts TrackedOptions) (*TrackedPublisher[T], error) {
 			Value: PropagationAuto.String(), Err: ErrUnsupportedPolicy}
 	}
 	all := h.opts.Mode == BroadcastOnly && h.opts.Broadcast.AckMode == AckAll
-	c := newTrackerCore(all, opts.MaxInFlight, opts.Timeout, &h.inFlight)
+	// Only the in-memory backend counts every delivery of a publish; a
+	// durable backend delivers a nacked message again.
+	c := newTrackerCore(all, h.mem != nil, opts.MaxInFlight, opts.Timeout, &h.inFlight)
 	if h.trackers == nil {
 		h.trackers = make(map[*trackerCore]struct{})
 	}

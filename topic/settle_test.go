@@ -3,8 +3,10 @@ package topic_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/boulevard-go/boulevard/topic"
 )
@@ -30,6 +32,10 @@ type settlingState struct {
 	open    map[topic.MessageID]bool
 	settled []error // reasons, in call order (nil = ack)
 	fail    error   // returned by Settle when set
+	// redeliver queues a nacked message again, the envelope as it was
+	// published (ticket included), as a durable log delivers it again.
+	redeliver bool
+	held      map[topic.MessageID]topic.Envelope[int] // received, when redeliver
 }
 
 func (s *settlingState) Publish(_ context.Context, e topic.Envelope[int], _ topic.OnFull) (topic.PublishOutcome, error) {
@@ -59,6 +65,9 @@ func (s *settlingState) Receive(_ context.Context, dst []topic.Envelope[int]) (i
 	s.queue = s.queue[n:]
 	for _, e := range dst[:n] {
 		s.open[e.ID] = true
+		if s.redeliver {
+			s.held[e.ID] = e
+		}
 	}
 	return n, nil
 }
@@ -74,12 +83,18 @@ func (s *settlingState) Settle(id topic.MessageID, reason error) error {
 	}
 	delete(s.open, id)
 	s.settled = append(s.settled, reason)
+	if e, ok := s.held[id]; ok {
+		delete(s.held, id)
+		if reason != nil {
+			s.queue = append(s.queue, e)
+		}
+	}
 	return nil
 }
 
 func newSettling(t *testing.T, track bool) (*topic.Handle[int], *settlingState) {
 	t.Helper()
-	st := &settlingState{open: make(map[topic.MessageID]bool)}
+	st := &settlingState{open: make(map[topic.MessageID]bool), held: make(map[topic.MessageID]topic.Envelope[int])}
 	caps := topic.Capabilities{
 		Modes:       []topic.Mode{topic.BalancedOnly},
 		OnFull:      []topic.OnFull{topic.Block},
@@ -176,5 +191,67 @@ func TestTrackedRefusedWithoutPropagation(t *testing.T) {
 	if !errors.As(err, &ue) || !errors.Is(err, topic.ErrUnsupportedPolicy) ||
 		ue.Backend != "settling" || ue.What != "ack_propagation.mode" || ue.Value != "auto" {
 		t.Fatalf("Tracked = %v, want *UnsupportedError for ack_propagation.mode auto on settling", err)
+	}
+}
+
+// A durable backend delivers a nacked message again, with the ticket it
+// was published with. Once the first publish has its outcome (nacked),
+// acking that redelivery must settle nothing else: in particular not a
+// later publish, which must keep waiting for its own message's outcome.
+func TestRedeliveryAckSettlesNoLaterPublish(t *testing.T) {
+	h, st := newSettling(t, true)
+	st.redeliver = true
+	sub := subscribeInt(t, h, topic.Balanced("g"))
+	p, err := h.Tracked(topic.TrackedOptions{Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var mu sync.Mutex
+	got := map[int][]topic.ReceiptOutcome{}
+	record := func(i int) func(topic.Result) {
+		return func(r topic.Result) {
+			mu.Lock()
+			got[i] = append(got[i], r.Outcome)
+			mu.Unlock()
+		}
+	}
+	outcomes := func(i int) []topic.ReceiptOutcome {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got[i])
+	}
+	receive := func(want int) topic.MessageID {
+		it, err := sub.Receive(t.Context())
+		if err != nil || it.Value != want {
+			t.Fatalf("received %+v, %v; want value %d", it, err, want)
+		}
+		return it.ID
+	}
+
+	if err := p.PublishFunc(t.Context(), 1, record(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Nack(receive(1), nil); err != nil {
+		t.Fatal(err)
+	}
+	if o := outcomes(1); !slices.Equal(o, []topic.ReceiptOutcome{topic.Nacked}) {
+		t.Fatalf("first publish: %v, want [nacked]", o)
+	}
+	if err := p.PublishFunc(t.Context(), 2, record(2)); err != nil {
+		t.Fatal(err)
+	}
+	_ = sub.Ack(receive(1)) // the redelivery of message 1
+	if o := outcomes(2); len(o) != 0 {
+		t.Fatalf("acking the redelivery of message 1 settled publish 2, never received: %v", o)
+	}
+	if o := outcomes(1); len(o) != 1 {
+		t.Fatalf("first publish reported %v, want exactly one outcome", o)
+	}
+	if err := sub.Ack(receive(2)); err != nil {
+		t.Fatal(err)
+	}
+	if o := outcomes(2); !slices.Equal(o, []topic.ReceiptOutcome{topic.Acked}) {
+		t.Fatalf("second publish: %v, want [acked]", o)
 	}
 }

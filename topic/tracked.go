@@ -85,10 +85,15 @@ func (r *Receipt) Result() (Result, bool) {
 // nil Ticket (an untracked publish). Each delivery of a publish is reported
 // at most once: acked or nacked through its subscription, or dropped.
 //
-// A ticket reporting through a callback (PublishFunc, TryPublishFunc) is
-// recycled for a later publish once nothing can report on it any more:
-// its publish has returned, its outcome has been delivered, and every
-// delivery the backend made has been reported. Its generation (the high
+// On the in-memory backend, a ticket reporting through a callback
+// (PublishFunc, TryPublishFunc) is recycled for a later publish once
+// nothing can report on it any more: its publish has returned, its outcome
+// has been delivered, and every delivery the backend made has been
+// reported. Other backends' tickets are never recycled: a backend with
+// [FeatureDurable] delivers a nacked message again, carrying the ticket it
+// was published with, and that delivery was not counted by
+// [Ticket.SetRecipients], so an ack of it must not find the ticket serving
+// a later publish. Its generation (the high
 // half of word) changes when it is recycled, and the timeout goroutine and
 // Close, which find tickets on the deadline list rather than through a
 // delivery, settle a ticket only in the generation they found it in: a
@@ -125,7 +130,7 @@ func (t *Ticket) state() uint32 { return uint32(t.word.Load()) }
 // release drops one of the ticket's references and recycles it when that
 // was the last one.
 func (t *Ticket) release() {
-	if t.refs.Add(-1) == 0 && t.done != nil {
+	if t.refs.Add(-1) == 0 && t.done != nil && t.core.reuse {
 		t.core.recycle(t)
 	}
 }
@@ -213,6 +218,7 @@ func (t *Ticket) resolveFrom(w uint64, r Result) bool {
 // that times them out.
 type trackerCore struct {
 	all      bool
+	reuse    bool // recycle callback tickets: every delivery is counted
 	timeout  time.Duration
 	sem      chan struct{} // one token per in-flight publish
 	inFlight *atomic.Int64 // the topic's counter
@@ -229,9 +235,13 @@ type trackerCore struct {
 	wg         sync.WaitGroup
 }
 
-func newTrackerCore(all bool, maxInFlight int, timeout time.Duration, inFlight *atomic.Int64) *trackerCore {
+// newTrackerCore starts a tracked publisher's core. reuse recycles its
+// callback tickets, which is safe only on a backend that never delivers a
+// message more often than it told SetRecipients.
+func newTrackerCore(all, reuse bool, maxInFlight int, timeout time.Duration, inFlight *atomic.Int64) *trackerCore {
 	c := &trackerCore{
 		all:       all,
+		reuse:     reuse,
 		timeout:   timeout,
 		sem:       make(chan struct{}, maxInFlight),
 		inFlight:  inFlight,

@@ -12,7 +12,7 @@ import (
 // generation it read is stale.
 func TestStaleTimeoutIgnoresRecycledTicket(t *testing.T) {
 	var inFlight atomic.Int64
-	c := newTrackerCore(false, 4, time.Hour, &inFlight)
+	c := newTrackerCore(false, true, 4, time.Hour, &inFlight)
 	defer c.close(ErrPublisherClosed)
 	var first, second []ReceiptOutcome
 	ctx := context.Background()
