@@ -207,20 +207,7 @@ func TestRedeliveryAckSettlesNoLaterPublish(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	var mu sync.Mutex
-	got := map[int][]topic.ReceiptOutcome{}
-	record := func(i int) func(topic.Result) {
-		return func(r topic.Result) {
-			mu.Lock()
-			got[i] = append(got[i], r.Outcome)
-			mu.Unlock()
-		}
-	}
-	outcomes := func(i int) []topic.ReceiptOutcome {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(got[i])
-	}
+	var log outcomeLog
 	receive := func(want int) topic.MessageID {
 		it, err := sub.Receive(t.Context())
 		if err != nil || it.Value != want {
@@ -229,29 +216,29 @@ func TestRedeliveryAckSettlesNoLaterPublish(t *testing.T) {
 		return it.ID
 	}
 
-	if err := p.PublishFunc(t.Context(), 1, record(1)); err != nil {
+	if err := p.PublishFunc(t.Context(), 1, log.done(1)); err != nil {
 		t.Fatal(err)
 	}
 	if err := sub.Nack(receive(1), nil); err != nil {
 		t.Fatal(err)
 	}
-	if o := outcomes(1); !slices.Equal(o, []topic.ReceiptOutcome{topic.Nacked}) {
+	if o := log.of(1); !slices.Equal(o, []topic.ReceiptOutcome{topic.Nacked}) {
 		t.Fatalf("first publish: %v, want [nacked]", o)
 	}
-	if err := p.PublishFunc(t.Context(), 2, record(2)); err != nil {
+	if err := p.PublishFunc(t.Context(), 2, log.done(2)); err != nil {
 		t.Fatal(err)
 	}
 	_ = sub.Ack(receive(1)) // the redelivery of message 1
-	if o := outcomes(2); len(o) != 0 {
+	if o := log.of(2); len(o) != 0 {
 		t.Fatalf("acking the redelivery of message 1 settled publish 2, never received: %v", o)
 	}
-	if o := outcomes(1); len(o) != 1 {
+	if o := log.of(1); len(o) != 1 {
 		t.Fatalf("first publish reported %v, want exactly one outcome", o)
 	}
 	if err := sub.Ack(receive(2)); err != nil {
 		t.Fatal(err)
 	}
-	if o := outcomes(2); !slices.Equal(o, []topic.ReceiptOutcome{topic.Acked}) {
+	if o := log.of(2); !slices.Equal(o, []topic.ReceiptOutcome{topic.Acked}) {
 		t.Fatalf("second publish: %v, want [acked]", o)
 	}
 }

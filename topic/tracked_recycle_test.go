@@ -69,22 +69,9 @@ func TestLateAckDoesNotSettleLaterPublish(t *testing.T) {
 		}
 		defer p.Close()
 		ctx := context.Background()
-		var mu sync.Mutex
-		got := map[int][]topic.ReceiptOutcome{}
-		doneFor := func(i int) func(topic.Result) {
-			return func(r topic.Result) {
-				mu.Lock()
-				got[i] = append(got[i], r.Outcome)
-				mu.Unlock()
-			}
-		}
-		outcomes := func(i int) []topic.ReceiptOutcome {
-			mu.Lock()
-			defer mu.Unlock()
-			return append([]topic.ReceiptOutcome(nil), got[i]...)
-		}
+		var log outcomeLog
 		publish := func(i int) topic.MessageID {
-			if err := p.PublishFunc(ctx, i, doneFor(i)); err != nil {
+			if err := p.PublishFunc(ctx, i, log.done(i)); err != nil {
 				t.Fatal(err)
 			}
 			it, err := sub.Receive(ctx)
@@ -97,7 +84,7 @@ func TestLateAckDoesNotSettleLaterPublish(t *testing.T) {
 		first := publish(1)
 		time.Sleep(2 * time.Second) // the first publish times out
 		synctest.Wait()
-		if o := outcomes(1); len(o) != 1 || o[0] != topic.TimedOut {
+		if o := log.of(1); len(o) != 1 || o[0] != topic.TimedOut {
 			t.Fatalf("first publish: %v, want [timed_out]", o)
 		}
 		second := publish(2)
@@ -111,7 +98,7 @@ func TestLateAckDoesNotSettleLaterPublish(t *testing.T) {
 			t.Fatalf("second late Ack = %v, want ErrMessageNotTracked", err)
 		}
 		synctest.Wait()
-		if o2, o3 := outcomes(2), outcomes(3); len(o2) != 0 || len(o3) != 0 {
+		if o2, o3 := log.of(2), log.of(3); len(o2) != 0 || len(o3) != 0 {
 			t.Fatalf("late acks settled later publishes: second %v, third %v", o2, o3)
 		}
 		if err := sub.Nack(third, nil); err != nil {
@@ -120,7 +107,7 @@ func TestLateAckDoesNotSettleLaterPublish(t *testing.T) {
 		if err := sub.Ack(second); err != nil {
 			t.Fatal(err)
 		}
-		if o1, o2, o3 := outcomes(1), outcomes(2), outcomes(3); len(o1) != 1 || len(o2) != 1 || o2[0] != topic.Acked || len(o3) != 1 || o3[0] != topic.Nacked {
+		if o1, o2, o3 := log.of(1), log.of(2), log.of(3); len(o1) != 1 || len(o2) != 1 || o2[0] != topic.Acked || len(o3) != 1 || o3[0] != topic.Nacked {
 			t.Fatalf("outcomes: first %v, second %v, third %v; want [timed_out] [acked] [nacked]", o1, o2, o3)
 		}
 	})

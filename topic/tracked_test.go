@@ -3,6 +3,8 @@ package topic_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +29,32 @@ func subscribeInt(t *testing.T, h *topic.Handle[int], mode topic.SubscriptionMod
 	}
 	t.Cleanup(s.Close)
 	return s
+}
+
+// outcomeLog records the outcomes tracked publishes report, by the value
+// each published.
+type outcomeLog struct {
+	mu  sync.Mutex
+	got map[int][]topic.ReceiptOutcome
+}
+
+// done is the callback for the publish of value i.
+func (l *outcomeLog) done(i int) func(topic.Result) {
+	return func(r topic.Result) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.got == nil {
+			l.got = make(map[int][]topic.ReceiptOutcome)
+		}
+		l.got[i] = append(l.got[i], r.Outcome)
+	}
+}
+
+// of returns the outcomes the publish of value i has reported so far.
+func (l *outcomeLog) of(i int) []topic.ReceiptOutcome {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.got[i])
 }
 
 func newTracked(t *testing.T, h *topic.Handle[int], o topic.TrackedOptions) *topic.TrackedPublisher[int] {
