@@ -24,6 +24,8 @@
 //   - Hold sends the letter to the hold topic with delayed delivery
 //     (DeliverAfter the hold's delay) and the property topology-group: the
 //     broker keeps it from the group's Shared subscription until it is due.
+//     Pulsar keeps the due time in milliseconds, so a hold may end up to
+//     1ms before its delay has passed from the moment it was sent.
 //     A reader consumes the main topic and the group's hold topics under
 //     one subscription name, so a released retry reaches the group that
 //     held it and no other. A crash while a letter is held loses nothing:

@@ -33,6 +33,8 @@ func TestTopologySuite(t *testing.T) {
 	t.Cleanup(client.Close)
 	brokers := map[*testing.T]*pulsartopology.Options[topologytest.Msg]{}
 	topologytest.Run(t, topologytest.Config{
+		// A deliver-at time is in milliseconds: DeliverAfter truncates it.
+		Resolution: time.Millisecond,
 		NewBackend: func(t *testing.T) topology.Backend[topologytest.Msg] {
 			o := options(b, topic.Codec[topologytest.Msg](topic.JSONCodec[topologytest.Msg]{}))
 			o.ServiceURL, o.Client = "", client
