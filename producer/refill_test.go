@@ -79,14 +79,17 @@ func TestRefillWhileRemainingAtOrBelowThreshold(t *testing.T) {
 }
 
 // Guarantee: a feed the source closed accepts nothing: messages delivered to
-// it afterwards are dropped, neither counted nor dispatched.
+// it afterwards are dropped, neither counted nor dispatched, and TryDeliver
+// tells the source so.
 func TestDeliverToClosedFeedIsDropped(t *testing.T) {
 	var feed *producer.Feed[item]
+	var tookOpen, tookClosed bool
 	src := producer.SourceFunc[item](func(ctx context.Context, st *producer.Stage[item]) error {
 		feed = st.NewFeed("a", func(int) {})
-		feed.Deliver(feedItems("a", 0, 3)...)
+		tookOpen = feed.TryDeliver(feedItems("a", 0, 3)...)
 		feed.Close() // a revoked partition
 		feed.Deliver(feedItems("a", 3, 6)...)
+		tookClosed = feed.TryDeliver(feedItems("a", 6, 9)...)
 		return nil // exhausted
 	})
 	rec := newRecorder()
@@ -97,6 +100,9 @@ func TestDeliverToClosedFeedIsDropped(t *testing.T) {
 	}
 	if st := feed.Stats(); st.Delivered != 3 || st.Dispatched != 3 {
 		t.Errorf("Stats() = %+v, want Delivered = Dispatched = 3", st)
+	}
+	if !tookOpen || tookClosed {
+		t.Errorf("TryDeliver reported %v on the open feed and %v on the closed one, want true and false", tookOpen, tookClosed)
 	}
 }
 

@@ -178,13 +178,14 @@ func (s *Stage[T]) closeFeeds() (connectedAt time.Time, delivered bool) {
 	return connectedAt, delivered
 }
 
-func (s *Stage[T]) deliver(f *Feed[T], msgs []*message.Message[T]) {
+// deliver puts msgs into the buffer, or hands them straight to the
+// processors. It reports false, taking none of them, once the source is
+// done delivering (finish).
+func (s *Stage[T]) deliver(f *Feed[T], msgs []*message.Message[T]) bool {
 	s.mu.Lock()
 	if s.finished {
 		s.mu.Unlock()
-		s.log.Warn("messages delivered after the source's Run returned are dropped unacknowledged",
-			slog.String("feed", f.name), slog.Int("messages", len(msgs)))
-		return
+		return false
 	}
 	if !s.delivered && f.attempt == s.attempt {
 		// The run makes progress: the failures before it no longer count.
@@ -219,6 +220,7 @@ func (s *Stage[T]) deliver(f *Feed[T], msgs []*message.Message[T]) {
 		default:
 		}
 	}
+	return true
 }
 
 // directLocked reports whether a delivery may go straight to the
@@ -606,15 +608,28 @@ func (f *Feed[T]) signal() {
 // is not checked message by message, but a feed that over-delivers is
 // logged once and shows it in FeedStats.Overdelivered. A closed feed (its Run
 // returned, or the source closed it) accepts nothing: such messages are
-// dropped unacknowledged and logged.
+// dropped unacknowledged and logged. A source that keeps track of what it
+// delivered (to wait for its outcomes) uses TryDeliver instead.
 func (f *Feed[T]) Deliver(msgs ...*message.Message[T]) {
-	if len(msgs) == 0 {
-		return
-	}
-	if f.closed.Load() {
+	if !f.TryDeliver(msgs...) {
 		f.stage.log.Warn("messages delivered to a closed feed are dropped unacknowledged",
 			slog.String("feed", f.name), slog.Int("messages", len(msgs)))
-		return
+	}
+}
+
+// TryDeliver is Deliver for a source that keeps track of what it
+// delivered: when the feed is closed (its Run returned, or the source
+// closed it) it takes none of msgs, logs nothing and reports false. Those
+// messages will get no outcome, and the source forgets them as it does
+// withdrawn ones (see Withdraw): a Kafka partition that delivers a record
+// just as the pipeline stops must not wait for its acknowledgement. It
+// reports true when it took msgs, or when msgs is empty.
+func (f *Feed[T]) TryDeliver(msgs ...*message.Message[T]) bool {
+	if len(msgs) == 0 {
+		return true
+	}
+	if f.closed.Load() {
+		return false
 	}
 	d := f.delivered.Add(int64(len(msgs))) - f.withdrawn.Load()
 	f.cmu.Lock()
@@ -628,7 +643,11 @@ func (f *Feed[T]) Deliver(msgs ...*message.Message[T]) {
 				slog.String("feed", f.name), slog.Int64("delivered", d), slog.Int64("granted", d-over))
 		}
 	}
-	f.stage.deliver(f, msgs)
+	if !f.stage.deliver(f, msgs) {
+		f.delivered.Add(-int64(len(msgs)))
+		return false
+	}
+	return true
 }
 
 // Withdraw removes the feed's messages that still wait in the stage buffer

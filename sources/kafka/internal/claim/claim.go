@@ -315,30 +315,39 @@ func (c *Claim) RetryAt() int64 {
 // withdrew.
 func (c *Claim) Withdraw() int {
 	w := c.Feed.WithdrawAppend(c.msgs[:0])
-	if len(w) == 0 {
-		return 0
+	n := len(w)
+	c.forget(w)
+	c.msgs = w[:0]
+	return n
+}
+
+// forget drops msgs, messages of the claim that will get no outcome
+// (withdrawn, or refused by a closed feed): their slots go back, their
+// offsets are no longer waited for (they are fetched again: by the next
+// owner, or by the claim after a rewind) and their permits return to the
+// claim. It clears msgs.
+func (c *Claim) forget(msgs []*message.Message[[]byte]) {
+	if len(msgs) == 0 {
+		return
 	}
-	_, low, _ := w[0].Acknowledger()
-	for _, m := range w[1:] {
+	_, low, _ := msgs[0].Acknowledger()
+	for _, m := range msgs[1:] {
 		if _, id, _ := m.Acknowledger(); id < low {
 			low = id
 		}
 	}
-	n := len(w)
 	c.mu.Lock()
-	for _, m := range w {
+	for _, m := range msgs {
 		_, _, data := m.Acknowledger()
 		c.recycle(data)
 	}
-	clear(w)
-	c.msgs = w[:0]
+	clear(msgs)
 	c.cp.Truncate(low)
 	if c.cp.Pending() == 0 {
 		Signal(c.settled)
 	}
 	c.mu.Unlock()
-	c.permits.Add(int64(n))
-	return n
+	c.permits.Add(int64(len(msgs)))
 }
 
 // Release waits, at most timeout (or until hurry is closed), for the

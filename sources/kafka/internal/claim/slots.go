@@ -99,7 +99,8 @@ type Record struct {
 // to the claim's feed: each becomes a message (from the claim's slots)
 // carrying a *Metadata, acknowledged to the claim. get reads a record;
 // headers appends a record's headers to dst (it is called only for records
-// with headers). The caller has taken a permit per record.
+// with headers). The caller has taken a permit per record. If the feed is
+// closed, the records are forgotten as withdrawn ones are.
 func Deliver[R any](c *Claim, recs []R, get func(R) Record, headers func(dst []Header, r R) []Header) {
 	// Track the offsets and take the slots in one short critical section
 	// (acks of earlier messages take the same lock), before any of them can
@@ -156,7 +157,11 @@ func Deliver[R any](c *Claim, recs []R, get func(R) Record, headers func(dst []H
 		c.msgs = append(c.msgs, &s.msg)
 	}
 	clear(c.slots)
-	c.Feed.Deliver(c.msgs...)
+	if !c.Feed.TryDeliver(c.msgs...) {
+		// The feed closed (the pipeline stops): these messages get no
+		// outcome, so the claim must not wait for them.
+		c.forget(c.msgs)
+	}
 	clear(c.msgs)
 }
 
