@@ -262,6 +262,8 @@ func (m *member) poll() {
 			m.mu.Unlock()
 			if p != nil {
 				p.push(ftp.Records, ftp.HighWatermark)
+			} else {
+				m.drop(ftp.Records) // no claim reads them
 			}
 		})
 		switch {

@@ -23,6 +23,7 @@ type partition struct {
 
 	inMu     sync.Mutex
 	inbox    []*kgo.Record // polled, not yet taken by the reader
+	gone     bool          // the reader has returned: push recycles what it is handed
 	spare    []*kgo.Record // the reader's last inbox, for reuse
 	rewindAt int64         // while rewinding: records after it are from before the rewind, -1 otherwise
 	wake     chan struct{}
@@ -65,6 +66,11 @@ func (m *member) newPartition(topic string, part, gen int32, memberID string) *p
 func (p *partition) push(recs []*kgo.Record, hw int64) {
 	p.hw.Store(hw)
 	p.inMu.Lock()
+	if p.gone {
+		p.inMu.Unlock()
+		p.m.drop(recs)
+		return
+	}
 	if p.rewindAt >= 0 {
 		// Records fetched before the rewind come after the offset it
 		// rewinds to; the first one at or before it is the rewound fetch.
@@ -72,6 +78,7 @@ func (p *partition) push(recs []*kgo.Record, hw int64) {
 		for i < len(recs) && recs[i].Offset > p.rewindAt {
 			i++
 		}
+		p.m.drop(recs[:i])
 		recs = recs[i:]
 		if len(recs) > 0 {
 			p.rewindAt = -1
@@ -177,6 +184,9 @@ func (p *partition) run() {
 	stall.Stop()
 	armed := false
 	defer func() {
+		// What the reader still holds, or is handed from now on, is never
+		// delivered: recycle it, so that its batches' slices go back.
+		p.dropUndelivered(&q, func() { p.gone = true })
 		stall.Stop()
 		p.setBlocking(&blocking, false)
 		// A paused partition stays paused in the client, even when it is
@@ -189,20 +199,19 @@ func (p *partition) run() {
 			p.Next.Store(in[len(in)-1].Offset + 1)
 			if !draining {
 				q.Push(in...)
+			} else {
+				p.m.drop(in)
 			}
 		}
 		if draining {
+			p.m.drop(q.Head(q.Len()))
 			q.Consume(q.Len())
 		} else if q.Len() > 0 {
 			if n := p.Take(q.Len()); n > 0 {
 				delivered := q.Head(n)
 				claim.Deliver(p.Claim, delivered, kgoRecord, kgoHeaders)
-				if p.m.recycle.Load() {
-					// The messages hold what they need of the records.
-					for _, r := range delivered {
-						r.Recycle()
-					}
-				}
+				// The messages hold what they need of the records.
+				p.m.drop(delivered)
 				q.Consume(n)
 			}
 		}
@@ -271,12 +280,7 @@ func (p *partition) redeliver(q *claim.Queue[*kgo.Record], paused, blocking *boo
 	// what the poll loop still hands over, and what still waits in the
 	// stage buffer.
 	p.setPaused(paused, true)
-	p.inMu.Lock()
-	p.rewindAt = at
-	clear(p.inbox)
-	p.inbox = p.inbox[:0]
-	p.inMu.Unlock()
-	q.Consume(q.Len())
+	p.dropUndelivered(q, func() { p.rewindAt = at })
 	p.setBlocking(blocking, false)
 	p.Withdraw()
 	p.log.Info("kafka partition rewinds to redeliver a failed message",
@@ -297,13 +301,37 @@ func (p *partition) redeliver(q *claim.Queue[*kgo.Record], paused, blocking *boo
 	if at = p.TakeRetry(); at < 0 {
 		return true
 	}
-	p.inMu.Lock()
-	p.rewindAt = at
-	clear(p.inbox)
-	p.inbox = p.inbox[:0]
-	p.inMu.Unlock()
+	p.dropUndelivered(nil, func() { p.rewindAt = at })
 	p.m.client().SetOffsets(map[string]map[int32]kgo.EpochOffset{p.Topic: {p.Part: {Epoch: -1, Offset: at}}})
 	p.Next.Store(at)
 	p.setPaused(paused, false)
 	return true
+}
+
+// dropUndelivered recycles the records the poll loop handed over and, when
+// q is not nil, the reader's read-ahead q, none of which will be
+// delivered; under the inbox's lock, it first calls locked (which sets
+// what push must do with records still on their way).
+func (p *partition) dropUndelivered(q *claim.Queue[*kgo.Record], locked func()) {
+	p.inMu.Lock()
+	locked()
+	p.m.drop(p.inbox)
+	clear(p.inbox)
+	p.inbox = p.inbox[:0]
+	p.inMu.Unlock()
+	if q != nil {
+		p.m.drop(q.Head(q.Len()))
+		q.Consume(q.Len())
+	}
+}
+
+// drop recycles records the source is done with (delivered, or dropped
+// undelivered), when the member recycles records at all (see recyclable).
+func (m *member) drop(recs []*kgo.Record) {
+	if !m.recycle.Load() {
+		return
+	}
+	for _, r := range recs {
+		r.Recycle()
+	}
 }

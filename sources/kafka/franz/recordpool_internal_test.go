@@ -3,6 +3,7 @@ package franz
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -44,28 +45,8 @@ func TestRecordsRecycledOnceDelivered(t *testing.T) {
 		userPool bool
 	}{{"source pool only", false}, {"user decompression pool", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			const topic, batches, perBatch = "recycled", 12, 40
-			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(c.Close)
-			prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic(topic),
-				kgo.ProducerBatchCompression(kgo.Lz4Compression()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer prod.Close()
-			for b := range batches {
-				recs := make([]*kgo.Record, perBatch)
-				for i := range recs {
-					v := strconv.Itoa(b*perBatch + i)
-					recs[i] = &kgo.Record{Key: []byte("k" + v), Value: bytes.Repeat([]byte("v"+v+"."), 8)}
-				}
-				if err := prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-					t.Fatal(err)
-				}
-			}
+			const topic = "recycled"
+			c := batchedCluster(t, topic)
 
 			user := &decompressPool{}
 			opts := Options{Brokers: c.ListenAddrs(), GroupID: "g-" + tc.name, Topics: []string{topic}, InitialOffset: "earliest"}
@@ -79,34 +60,20 @@ func TestRecordsRecycledOnceDelivered(t *testing.T) {
 			var mu sync.Mutex
 			var bad []string
 			handled := map[int64]bool{}
-			p, err := pipeline.New(pipeline.Options[[]byte, []byte]{
-				Name:     "recycle",
-				Producer: producer.Options[[]byte]{Source: src, Flow: producer.Flow{Initial: 30}},
-				Processors: processor.Options[[]byte, []byte]{
-					Concurrency: 2,
-					Handle: func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
-						md, _ := message.MetadataAs[*Metadata](m)
-						want := bytes.Repeat([]byte("v"+string(md.Key[1:])+"."), 8)
-						mu.Lock()
-						if !bytes.Equal(m.Data, want) {
-							bad = append(bad, fmt.Sprintf("offset %d: value %q, key %q", md.Offset, m.Data, md.Key))
-						}
-						handled[md.Offset] = true
-						mu.Unlock()
-						return m.Data, nil
-					},
-				},
+			p := startRecycling(t, src, func(md *Metadata, value []byte) error {
+				want := bytes.Repeat([]byte("v"+string(md.Key[1:])+"."), 8)
+				mu.Lock()
+				defer mu.Unlock()
+				if !bytes.Equal(value, want) {
+					bad = append(bad, fmt.Sprintf("offset %d: value %q, key %q", md.Offset, value, md.Key))
+				}
+				handled[md.Offset] = true
+				return nil
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := p.Start(context.Background()); err != nil {
-				t.Fatal(err)
-			}
 			wait.For(t, "every record handled", func() bool {
 				mu.Lock()
 				defer mu.Unlock()
-				return len(handled) == batches*perBatch
+				return len(handled) == recordBatches*recordsPerBatch
 			})
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -133,6 +100,140 @@ func TestRecordsRecycledOnceDelivered(t *testing.T) {
 				t.Errorf("the source's pool handed out %d record slices and took %d back, want every one back", gets, puts)
 			}
 		})
+	}
+}
+
+// recordBatches record batches of recordsPerBatch records each are what
+// batchedCluster holds.
+const recordBatches, recordsPerBatch = 12, 40
+
+// batchedCluster starts a one-broker kfake cluster whose topic holds
+// recordBatches lz4 batches of recordsPerBatch records; record i has key
+// "k<i>" and value "v<i>." eight times.
+func batchedCluster(t *testing.T, topic string) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic(topic),
+		kgo.ProducerBatchCompression(kgo.Lz4Compression()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	for b := range recordBatches {
+		recs := make([]*kgo.Record, recordsPerBatch)
+		for i := range recs {
+			v := strconv.Itoa(b*recordsPerBatch + i)
+			recs[i] = &kgo.Record{Key: []byte("k" + v), Value: bytes.Repeat([]byte("v"+v+"."), 8)}
+		}
+		if err := prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+// Guarantee: records the source drops without delivering them are
+// recycled too, so every decoded batch's record slice still goes back to
+// the pool: the read-ahead and polled records a rewind for redelivery
+// throws away, and those a claim holds when it ends (a stop, a revoke or a
+// lost partition end it the same way).
+func TestRecordSlicesReturnedWhenRecordsAreDropped(t *testing.T) {
+	t.Run("rewound for redelivery", func(t *testing.T) {
+		const topic = "rewound"
+		c := batchedCluster(t, topic)
+		src, err := New(Options{Brokers: c.ListenAddrs(), GroupID: "g", Topics: []string{topic}, InitialOffset: "earliest",
+			FailurePolicy: FailureRedeliver, RedeliveryBackoff: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		handled := map[int64]bool{}
+		failed := false
+		p := startRecycling(t, src, func(md *Metadata, _ []byte) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if md.Offset == 10 && !failed {
+				failed = true
+				return errors.New("fails once")
+			}
+			handled[md.Offset] = true
+			return nil
+		})
+		wait.For(t, "every record handled", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(handled) == recordBatches*recordsPerBatch
+		})
+		stopAndCountSlices(t, p, src)
+	})
+	t.Run("claim ended with records read ahead", func(t *testing.T) {
+		const topic = "ended"
+		c := batchedCluster(t, topic)
+		src, err := New(Options{Brokers: c.ListenAddrs(), GroupID: "g", Topics: []string{topic}, InitialOffset: "earliest"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The handler holds its first message until the claim has taken
+		// every record from the client, so that most of them wait in the
+		// claim, undelivered, when it ends.
+		release := make(chan struct{})
+		p := startRecycling(t, src, func(*Metadata, []byte) error {
+			<-release
+			return nil
+		})
+		wait.For(t, "every record taken by the claim", func() bool {
+			for _, m := range src.Stats().Members {
+				for _, ps := range m.Partitions {
+					return ps.Next == recordBatches*recordsPerBatch && ps.ReadAhead > 0
+				}
+			}
+			return false
+		})
+		close(release)
+		stopAndCountSlices(t, p, src)
+	})
+}
+
+// startRecycling starts a pipeline reading src (window 30, two
+// processors) whose handler calls handle with each message's metadata and
+// value.
+func startRecycling(t *testing.T, src *Source, handle func(*Metadata, []byte) error) *pipeline.Pipeline[[]byte, []byte] {
+	t.Helper()
+	p, err := pipeline.New(pipeline.Options[[]byte, []byte]{
+		Name:     "recycle",
+		Producer: producer.Options[[]byte]{Source: src, Flow: producer.Flow{Initial: 30}},
+		Processors: processor.Options[[]byte, []byte]{
+			Concurrency: 2,
+			Handle: func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
+				md, _ := message.MetadataAs[*Metadata](m)
+				return m.Data, handle(md, m.Data)
+			},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// stopAndCountSlices stops p and checks that src's record pool took back
+// every slice it handed out.
+func stopAndCountSlices(t *testing.T, p *pipeline.Pipeline[[]byte, []byte], src *Source) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if gets, puts := src.records.gets.Load(), src.records.puts.Load(); gets < 1 || puts != gets {
+		t.Errorf("the source's pool handed out %d record slices and took %d back, want every one back", gets, puts)
 	}
 }
 
