@@ -43,6 +43,11 @@ func Recover(err *error) {
 // empty key, and onPanic (which may be nil) is told.
 func GuardKey[T any](key func(*Message[T]) string, onPanic func(*Message[T], *PanicError)) func(*Message[T]) string {
 	return func(m *Message[T]) (k string) {
+		if m == nil {
+			// Only a misbehaving source delivers one; the processors
+			// drop it. Neither key nor m.Fail can be called on it.
+			return ""
+		}
 		var err error
 		defer func() {
 			if pe, ok := err.(*PanicError); ok {

@@ -1,12 +1,14 @@
 package pipeline_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
 	"runtime"
 	"slices"
 	"testing"
+	"testing/synctest"
 
 	"github.com/boulevard-go/boulevard/batcher"
 	"github.com/boulevard-go/boulevard/message"
@@ -104,4 +106,32 @@ func TestLargestStageOptionsStayBounded(t *testing.T) {
 		t.Fatalf("New allocated %d MiB at the documented bounds", allocated>>20)
 	}
 	t.Logf("New at the bounds allocated %d MiB", allocated>>20)
+}
+
+// Guarantee: starting a pipeline whose batcher has every option at its
+// documented bound (Concurrency partitions with a MaxDemand each) reserves
+// a bounded amount of memory: a partition's receive buffer is no larger
+// than its queue.
+func TestLargestBatcherOptionsStartWithinMemory(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		o := validOptions()
+		o.Processors.Concurrency = 1
+		o.Batchers[0].Concurrency = batcher.ConcurrencyLimit
+		o.Batchers[0].MaxDemand = batcher.MaxDemandLimit
+		o.Batchers[0].PartitionBy = func(*message.Message[uint64]) string { return "" }
+		p := mustNew(t, o)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		if err := p.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // every partition and batch processor waits for input
+		runtime.ReadMemStats(&after)
+		if err := p.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := after.TotalAlloc - before.TotalAlloc; got > 128<<20 {
+			t.Fatalf("starting the pipeline allocated %d MiB with batcher options at their bounds", got>>20)
+		}
+	})
 }

@@ -123,11 +123,12 @@ func New[In, Out any](opts Options[In, Out]) (*Pipeline[In, Out], error) {
 // pipeline; call Stop for that, or use Run.
 func (p *Pipeline[In, Out]) Start(ctx context.Context) error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.neverRan {
+		p.mu.Unlock()
 		return ErrStoppedBeforeStart
 	}
 	if p.state != stateNew {
+		p.mu.Unlock()
 		return ErrAlreadyStarted
 	}
 	p.state = stateRunning
@@ -137,8 +138,12 @@ func (p *Pipeline[In, Out]) Start(ctx context.Context) error {
 	p.hardCancel = cancel
 	closeCtx, closeCancel := context.WithCancel(base)
 	p.closeCancel = closeCancel
+	p.mu.Unlock()
 
 	register(p.opts.Name, p)
+	// Without p.mu, so that the hook may read the pipeline (Stats, Err,
+	// SourceStatus); before run, so that PipelineStart precedes
+	// PipelineStop.
 	p.hookStart(ctx)
 	go p.run(hardCtx, closeCtx)
 	p.log.Info("pipeline started", slog.Any("topology", p.Topology()))
@@ -242,6 +247,11 @@ func (p *Pipeline[In, Out]) cutShort() {
 		p.log.Warn("shutdown timeout passed; stopping handlers and leaving unhandled messages unacknowledged")
 		p.setErr(ErrShutdownTimeout)
 		p.hardCancel()
+		// The processors take nothing more: Push now returns ErrStopped
+		// rather than queueing messages nobody will handle, even while a
+		// source's Run that ignores its context keeps the producer's Run
+		// (which closes this input otherwise) from returning.
+		p.proc.CloseInput()
 		close(p.cut)
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"time"
 
@@ -192,7 +193,13 @@ func (p *Pipeline[In, Out]) giveUp() {
 // called (their context ends after ShutdownTimeout). It returns when Close
 // has returned.
 func (p *Pipeline[In, Out]) watchClose(returned <-chan struct{}) {
-	t := time.NewTimer(p.opts.ShutdownTimeout + CancelGrace)
+	d := p.opts.ShutdownTimeout
+	if d <= math.MaxInt64-CancelGrace {
+		d += CancelGrace
+	} else {
+		d = math.MaxInt64 // ShutdownTimeout + CancelGrace would overflow
+	}
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-returned:

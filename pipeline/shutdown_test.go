@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -197,27 +198,36 @@ func TestStopReturnsByDeadlineWithStuckClose(t *testing.T) {
 	}
 }
 
+// startWithStuckSource starts, in a synctest bubble, a pipeline
+// (ShutdownTimeout 1s, the given producer concurrency) whose source's Run
+// ignores its context until unblock is called, and waits until it idles.
+func startWithStuckSource(t *testing.T, name string, concurrency int) (p *pipeline.Pipeline[uint64, uint64], unblock func()) {
+	t.Helper()
+	release := make(chan struct{})
+	unblock = sync.OnceFunc(func() { close(release) })
+	t.Cleanup(unblock)
+	src := producer.SourceFunc[uint64](func(context.Context, *producer.Stage[uint64]) error {
+		<-release // a blocking call that ignores its context
+		return nil
+	})
+	p = mustNew(t, pipeline.Options[uint64, uint64]{
+		Name:            name,
+		ShutdownTimeout: time.Second,
+		Producer:        producer.Options[uint64]{Source: src, Concurrency: concurrency},
+		Processors:      processor.Options[uint64, uint64]{Handle: identity},
+	})
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait()
+	return p, unblock
+}
+
 // Guarantee: a source whose Run ignores its context is named as a producer
 // stage when Stop gives up on it.
 func TestStopNamesStuckProducerStage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		release := make(chan struct{})
-		unblock := sync.OnceFunc(func() { close(release) })
-		defer unblock()
-		src := producer.SourceFunc[uint64](func(context.Context, *producer.Stage[uint64]) error {
-			<-release
-			return nil
-		})
-		p := mustNew(t, pipeline.Options[uint64, uint64]{
-			Name:            "fetching",
-			ShutdownTimeout: time.Second,
-			Producer:        producer.Options[uint64]{Source: src, Concurrency: 2},
-			Processors:      processor.Options[uint64, uint64]{Handle: identity},
-		})
-		if err := p.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
+		p, unblock := startWithStuckSource(t, "fetching", 2)
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
 		err := p.Stop(ctx)
@@ -397,4 +407,42 @@ func TestNamesRefuseControlCharacters(t *testing.T) {
 			}
 		}
 	}
+}
+
+// slowCloseSource is exhausted at once; its Close takes closeTakes and
+// reports whether its context had ended by then.
+type slowCloseSource struct {
+	producer.Basic
+	closeTakes time.Duration
+	ctxErr     chan error
+}
+
+func (s *slowCloseSource) Run(context.Context, *producer.Stage[uint64]) error { return nil }
+
+func (s *slowCloseSource) Close(ctx context.Context) error {
+	time.Sleep(s.closeTakes)
+	s.ctxErr <- ctx.Err()
+	return nil
+}
+
+// Guarantee: the largest ShutdownTimeout (the usual "no limit") leaves the
+// source's Close all the time it needs: its context stays live, and Run
+// reports no shutdown timeout for a drain that was not late.
+func TestLargestShutdownTimeoutLeavesCloseItsTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &slowCloseSource{closeTakes: 10 * time.Millisecond, ctxErr: make(chan error, 1)}
+		p := mustNew(t, pipeline.Options[uint64, uint64]{
+			Name:            "no-limit",
+			ShutdownTimeout: time.Duration(math.MaxInt64),
+			Producer:        producer.Options[uint64]{Source: src},
+			Processors:      processor.Options[uint64, uint64]{Handle: identity},
+		})
+		runErr := p.Run(context.Background())
+		if cerr := <-src.ctxErr; cerr != nil {
+			t.Errorf("the source's Close saw its context end (%v) after 10ms, with ShutdownTimeout %v", cerr, time.Duration(math.MaxInt64))
+		}
+		if runErr != nil {
+			t.Errorf("Run = %v, want nil: the drain completed and Close returned after 10ms", runErr)
+		}
+	})
 }

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
 )
 
@@ -174,4 +177,64 @@ func (s *gridSource) records() map[string]feedRecord {
 		out[k] = feedRecord{grants: append([]int(nil), v.grants...), maxOutstanding: v.maxOutstanding, delivered: v.delivered}
 	}
 	return out
+}
+
+// nilDeliveringSource delivers m1, nil, m2 on one pull feed, then waits
+// for its context: a misbehaving source, whose nil the processors drop.
+type nilDeliveringSource struct {
+	producer.Basic
+	ack     acker.Acknowledger
+	ordered bool
+}
+
+func (s *nilDeliveringSource) Info() (producer.Info, error) {
+	return producer.Info{Ordered: s.ordered}, nil
+}
+
+func (s *nilDeliveringSource) Run(ctx context.Context, st *producer.Stage[uint64]) error {
+	f := st.NewFeed("f", nil)
+	if _, err := f.Acquire(ctx, 3); err != nil {
+		return nil
+	}
+	f.Deliver(message.New[uint64](1, s.ack, 1), nil, message.New[uint64](2, s.ack, 2))
+	<-ctx.Done()
+	return nil
+}
+
+// Guarantee: a nil message a source delivers is dropped and the others are
+// handled, also when the processors are partitioned (by a PartitionBy, or
+// by an ordered source's partition key, whose computation must not touch
+// the nil), whether the delivery goes straight to the processors or
+// through the dispatcher (here under a rate limit).
+func TestNilMessageFromSourceIsDroppedByPartitionedProcessors(t *testing.T) {
+	for _, ordered := range []bool{false, true} {
+		for _, limited := range []bool{false, true} {
+			t.Run(fmt.Sprintf("ordered=%v/rate-limited=%v", ordered, limited), func(t *testing.T) {
+				rec := acker.NewRecorder(false)
+				o := pipeline.Options[uint64, uint64]{
+					Name:       "nil-partitioned",
+					Producer:   producer.Options[uint64]{Source: &nilDeliveringSource{ack: rec, ordered: ordered}},
+					Processors: processor.Options[uint64, uint64]{Concurrency: 2, Handle: identity},
+				}
+				if !ordered {
+					o.Processors.PartitionBy = func(m *message.Message[uint64]) string { return fmt.Sprint(m.Data) }
+				}
+				if limited {
+					o.Producer.RateLimit = &producer.RateLimit{Allowed: 1000, Interval: time.Second}
+				}
+				p := mustNew(t, o)
+				if err := p.Start(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				if err := rec.Wait(ctx, 2); err != nil {
+					t.Errorf("%d outcomes, want the 2 non-nil messages'", rec.Total())
+				}
+				if err := p.Stop(ctx); err != nil {
+					t.Fatalf("Stop = %v", err)
+				}
+			})
+		}
+	}
 }

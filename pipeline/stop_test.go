@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/boulevard-go/boulevard/acker"
@@ -187,4 +188,28 @@ func (s *countingCloser) Close(context.Context) error {
 	s.closes.Add(1)
 	s.atClose.Store(int64(s.rec.Total()))
 	return nil
+}
+
+// Guarantee: once a Stop cut the drain short, Push refuses messages with
+// ErrStopped, even while a source whose Run ignores its context keeps the
+// producer stage from returning: a pushed message is either handled or
+// refused, never taken and forgotten.
+func TestPushAfterCutShortStopIsRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, unblock := startWithStuckSource(t, "push-after-stop", 1)
+		rec := acker.NewRecorder(false)
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		if err := p.Stop(ctx); !errors.Is(err, pipeline.ErrShutdownTimeout) {
+			t.Fatalf("Stop = %v, want a shutdown timeout", err)
+		}
+		pctx, pcancel := context.WithTimeout(context.Background(), time.Second)
+		defer pcancel()
+		pushErr := p.Push(pctx, message.New[uint64](1, rec, 1))
+		unblock()
+		<-p.Done()
+		if !errors.Is(pushErr, pipeline.ErrStopped) {
+			t.Fatalf("Push after the cut-short Stop = %v (%d outcomes), want ErrStopped", pushErr, rec.Total())
+		}
+	})
 }

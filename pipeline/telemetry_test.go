@@ -307,3 +307,37 @@ func runThrough(t *testing.T, p *pipeline.Pipeline[uint64, uint64], n int) {
 		t.Fatal(err)
 	}
 }
+
+// Guarantee: the PipelineStart hook may read the pipeline it is told about
+// (Stats, Err, SourceStatus): Start does not hold the pipeline's lock
+// while it calls the hook.
+func TestPipelineStartHookMayReadThePipeline(t *testing.T) {
+	var p *pipeline.Pipeline[uint64, uint64]
+	read := make(chan pipeline.Stats, 1)
+	hooks := &telemetry.Hooks{PipelineStart: func(context.Context, telemetry.Pipeline) {
+		read <- p.Stats()
+	}}
+	p = mustNew(t, pipeline.Options[uint64, uint64]{
+		Name:       "hooked",
+		Telemetry:  hooks,
+		Processors: processor.Options[uint64, uint64]{Handle: identity},
+	})
+	started := make(chan error, 1)
+	go func() { started <- p.Start(context.Background()) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	select {
+	case err := <-started:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Start did not return: the PipelineStart hook's call to Stats waits for the lock Start holds")
+	}
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := <-read; st.Name != "hooked" {
+		t.Errorf("the hook read Stats of %q, want the pipeline's", st.Name)
+	}
+}

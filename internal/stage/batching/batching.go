@@ -215,7 +215,9 @@ func (b *partition[T]) loop(ctx context.Context) {
 	if b.s.opts.Weight != nil {
 		b.weigh = guardWeight(b.s.opts.Weight, b.s.log)
 	}
-	buf := make([]*message.Message[T], b.s.opts.MaxDemand)
+	// The queue never holds more than its capacity: a larger buffer would
+	// only reserve memory (MaxDemand × partitions is not bounded).
+	buf := make([]*message.Message[T], min(b.s.opts.MaxDemand, b.in.Cap()))
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
