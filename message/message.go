@@ -368,7 +368,18 @@ func (m *Message[T]) SetPartitionKey(key string) {
 // downstream system has resolved it (a tracked topic publish, say). Defer is
 // meant for the last stage to handle the message; a deferred message that
 // still goes on to a batcher is batched as usual but not acknowledged there.
+//
+// Call Defer before handing the message on: its outcome may then be
+// reported while the pipeline still holds the message (a tracked publish
+// can resolve before the handler returns). A source that reuses its
+// messages must therefore not reuse one whose Deferred reports true when
+// its outcome arrives; the Kafka sources leave such a message to the
+// garbage collector.
 func (m *Message[T]) Defer() { m.st.deferred = true }
+
+// Undefer cancels Defer, for a deferrer whose hand-off failed before
+// anything could report the outcome: the pipeline reports it again.
+func (m *Message[T]) Undefer() { m.st.deferred = false }
 
 // Deferred reports whether Defer was called.
 func (m *Message[T]) Deferred() bool { return m.st.deferred }

@@ -97,6 +97,12 @@ var (
 	ErrClosed = errors.New("sink: closed before the downstream outcome")
 )
 
+// ErrAlreadyDeferred is what a publish with ack propagation returns, having
+// published nothing, for a message that is deferred already (published
+// through another tracked sink, say): its outcome can be reported once
+// only, so a message can follow one tracked publish, not several.
+var ErrAlreadyDeferred = errors.New("sink: message already deferred")
+
 // OutcomeError is the error a deferred message fails with when its tracked
 // publish did not resolve as acked. errors.Is matches its sentinel
 // (ErrNacked, ErrTimedOut, ErrClosed) and the topic's reason (for a nack,
@@ -300,19 +306,27 @@ func (s *Sink[T]) Publish(ctx context.Context, m *message.Message[T]) error {
 // PublishValue publishes v on behalf of m, which may carry another payload
 // type (a processor handler publishing what it made of its message). With
 // ack propagation auto, m is deferred and its outcome is reported when the
-// tracked publish resolves; otherwise the pipeline acknowledges m as usual.
+// tracked publish resolves, which may be before PublishValue returns (see
+// message.Message.Defer); otherwise the pipeline acknowledges m as usual.
 // It waits while the topic applies backpressure (queue_on_full block) or the
 // publisher has max_in_flight publishes unresolved. It returns an error,
 // with nothing published and m not deferred, when ctx ends, the topic is
 // closed, or (auto only) drop_newest found a queue full
-// (topic.ErrDroppedOnFull).
+// (topic.ErrDroppedOnFull) or m was deferred already (ErrAlreadyDeferred).
 func PublishValue[In, T any](ctx context.Context, s *Sink[T], m *message.Message[In], v T) error {
 	ack, id, data := m.Acknowledger()
-	if err := s.publish(ctx, v, s.headersOf(ctx, m), ack, id, data, nil); err != nil {
-		return err
-	}
 	if s.tracked != nil {
+		if m.Deferred() {
+			return ErrAlreadyDeferred
+		}
+		// Before publishing: the outcome may be reported at once.
 		m.Defer()
+	}
+	if err := s.publish(ctx, v, s.headersOf(ctx, m), ack, id, data, nil); err != nil {
+		if s.tracked != nil {
+			m.Undefer()
+		}
+		return err
 	}
 	return nil
 }
@@ -430,7 +444,9 @@ func (s *Sink[T]) settled() {
 // order. With ack propagation auto the published messages are deferred and
 // their outcomes are reported together once all of them have resolved. A
 // message that cannot be published is failed (m.Fail) with the error, and
-// the pipeline acknowledges it as failed. It returns nil: per-message
+// the pipeline acknowledges it as failed; with ack propagation auto, a
+// message deferred already (by another tracked sink) is skipped, its
+// outcome being that deferrer's to report. It returns nil: per-message
 // problems are on the messages.
 func (s *Sink[T]) PublishBatch(ctx context.Context, batch []*message.Message[T]) error {
 	var b *batchOutcomes
@@ -444,21 +460,24 @@ func (s *Sink[T]) PublishBatch(ctx context.Context, batch []*message.Message[T])
 		ack, id, data := m.Acknowledger()
 		hdr := s.headersOf(ctx, m)
 		if b != nil {
+			if m.Deferred() {
+				continue // its outcome is another deferrer's to report
+			}
+			// Before publishing: the outcome may be reported at once.
+			m.Defer()
 			b.mu.Lock()
 			b.left++
 			b.mu.Unlock()
 		}
 		if err := s.publish(ctx, m.Data, hdr, ack, id, data, b); err != nil {
 			if b != nil {
+				m.Undefer()
 				b.mu.Lock()
 				b.left--
 				b.mu.Unlock()
 			}
 			m.Fail(err)
 			continue
-		}
-		if b != nil {
-			m.Defer()
 		}
 	}
 	if b != nil {

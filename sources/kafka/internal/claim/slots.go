@@ -73,7 +73,9 @@ func (c *Claim) recycle(data any) {
 		return
 	}
 	s.live = false
-	if len(c.free) >= c.maxFree {
+	if len(c.free) >= c.maxFree || s.msg.Deferred() {
+		// A deferred message's outcome may come while the pipeline still
+		// holds it (see message.Message.Defer): it is not reused.
 		return
 	}
 	s.msg.Data = nil

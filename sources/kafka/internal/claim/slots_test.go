@@ -101,3 +101,29 @@ func TestSteadyStateDeliveryDoesNotAllocate(t *testing.T) {
 	}
 	var _ *message.Message[[]byte] = &dst[0].msg
 }
+
+// Guarantee: the slot of a deferred message is not reused when its outcome
+// comes: a deferrer may report it while the pipeline still holds the
+// message (see message.Message.Defer).
+func TestDeferredMessageSlotIsNotReused(t *testing.T) {
+	p := &Claim{maxFree: 100}
+	taken := p.takeSlots(nil, 2)
+	for _, s := range taken {
+		s.msg.Init(nil, p, 0)
+		s.msg.SetAckData(s)
+	}
+	taken[0].msg.Defer()
+	free := len(p.free)
+	for _, s := range taken {
+		_, _, data := s.msg.Acknowledger()
+		p.recycle(data)
+	}
+	if got := len(p.free) - free; got != 1 {
+		t.Fatalf("%d slots went back to the free list, want 1: the deferred one is not reused", got)
+	}
+	for _, s := range p.free {
+		if s == taken[0] {
+			t.Fatal("the deferred message's slot is on the free list")
+		}
+	}
+}
