@@ -265,7 +265,9 @@ func (s *Source[T]) slot(index int) (*slot[T], error) {
 	if err != nil {
 		return nil, err
 	}
-	sl := &slot[T]{turn: make(chan struct{}, 1), cur: sub, buf: make([]topic.Item[T], s.opts.MaxBatch),
+	// buf grows in Run to the largest batch taken: MaxBatch is only a
+	// bound, which the feed's permit window may keep far below.
+	sl := &slot[T]{turn: make(chan struct{}, 1), cur: sub,
 		md: &Metadata{Topic: s.opts.Topic.Name(), Mode: s.opts.Mode, Member: index}}
 	sl.turn <- struct{}{}
 	s.slots[index] = sl
@@ -313,7 +315,7 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 		return err
 	}
 	feed := stage.NewFeed(fmt.Sprintf("%s/%d", s.opts.Topic.Name(), stage.Index()), nil)
-	ptrs := make([]*message.Message[T], 0, s.opts.MaxBatch)
+	ptrs := make([]*message.Message[T], 0, min(s.opts.MaxBatch, stage.Flow().MaxWindow()))
 	have := 0
 	for {
 		if have == 0 {
@@ -327,6 +329,9 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 		case <-sl.turn:
 		case <-ctx.Done():
 			return nil
+		}
+		if len(sl.buf) < have {
+			sl.buf = make([]topic.Item[T], have)
 		}
 		sub := sl.cur
 		n, err := sub.sub.ReceiveBatch(ctx, sl.buf[:have])

@@ -1,0 +1,51 @@
+package source_test
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/source"
+)
+
+// Guarantee: MaxBatch is only an upper bound (a batch never exceeds the
+// feed's permits), so a source asked for "as many as the window allows"
+// (math.MaxInt) neither panics nor allocates MaxBatch items up front, and
+// delivers every message.
+func TestLargestMaxBatchIsBoundedByTheWindow(t *testing.T) {
+	h := newTopic(t, "t", topic.Options{})
+	var src *source.Source[int]
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("New panicked with MaxBatch %d: %v", math.MaxInt, r)
+			}
+		}()
+		var err error
+		src, err = source.New(source.Options[int]{Topic: h, Mode: topic.Balanced("g"), MaxBatch: math.MaxInt})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}()
+	got := newCounter()
+	run(t, pipeline.Options[int, int]{
+		Name:     "b",
+		Producer: producer.Options[int]{Source: src, Concurrency: 2},
+		Processors: processor.Options[int, int]{Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+			got.add(m.Data, member(m))
+			return m.Data, nil
+		}},
+	})
+	for i := range 300 {
+		if err := h.Publish(context.Background(), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait.For(t, "every message handled", func() bool { return got.count() == 300 })
+}
