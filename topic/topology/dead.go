@@ -88,23 +88,46 @@ func Replay[T any](ctx context.Context, q Queues[T], opts ReplayOptions[T]) (Rep
 	for i := range all {
 		l := &all[i]
 		pick := l.Death != nil && l.Death.Topic == t.name && (opts.Filter == nil || opts.Filter(l))
-		if pick {
-			rep.Replayed = append(rep.Replayed, *l)
-		}
 		if pick && !opts.DryRun {
 			fresh := Letter[T]{Value: l.Value, Key: l.Key, Shard: l.Shard}
 			if err := q.Requeue(ctx, fresh); err != nil {
-				return rep, fmt.Errorf("topology %s: replay: %w", t.name, err)
+				// The letters taken and not yet handled go back to the
+				// DLQ: a backend that removes a letter when it is
+				// received (the in-memory one) would lose them.
+				err = fmt.Errorf("topology %s: replay: %w", t.name, err)
+				return rep, errors.Join(err, keepDead(ctx, q, r, all[i:], &rep))
 			}
+			rep.Replayed = append(rep.Replayed, *l)
 		} else {
+			if pick {
+				rep.Replayed = append(rep.Replayed, *l)
+			}
 			if err := q.DeadLetter(ctx, *l); err != nil {
-				return rep, fmt.Errorf("topology %s: replay: keep a dead letter: %w", t.name, err)
+				err = fmt.Errorf("topology %s: replay: keep a dead letter: %w", t.name, err)
+				return rep, errors.Join(err, keepDead(ctx, q, r, all[i+1:], &rep))
 			}
 			rep.Kept++
 		}
 		if err := r.Settle(ctx, l); err != nil {
-			return rep, err
+			return rep, errors.Join(err, keepDead(ctx, q, r, all[i+1:], &rep))
 		}
 	}
 	return rep, nil
+}
+
+// keepDead puts ls back on the DLQ and settles them, going on past
+// failures, and returns what failed.
+func keepDead[T any](ctx context.Context, q Queues[T], r Reader[T], ls []Letter[T], rep *ReplayReport[T]) error {
+	var errs []error
+	for i := range ls {
+		if err := q.DeadLetter(ctx, ls[i]); err != nil {
+			errs = append(errs, fmt.Errorf("topology %s: replay: keep a dead letter: %w", q.Topology().name, err))
+			continue
+		}
+		rep.Kept++
+		if err := r.Settle(ctx, &ls[i]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

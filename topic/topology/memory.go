@@ -104,7 +104,7 @@ func (m *Memory[T]) Declare(ctx context.Context, t *Topology) (Queues[T], error)
 	for _, h := range t.holds {
 		hq := m.holds[h.Name]
 		if hq == nil {
-			hq = &holdQueue[T]{name: h.Name, delay: h.Delay, target: q.group, wake: make(chan struct{}, 1), ctx: m.ctx}
+			hq = &holdQueue[T]{name: h.Name, delay: h.Delay, wake: make(chan struct{}, 1), ctx: m.ctx}
 			m.holds[h.Name] = hq
 			m.wg.Go(hq.run)
 		}
@@ -302,7 +302,7 @@ func (q *memQueues[T]) Hold(ctx context.Context, i int, l Letter[T]) error {
 	if i < 0 || i >= len(q.holds) {
 		return fmt.Errorf("topology: hold queue %d of %d", i, len(q.holds))
 	}
-	return q.holds[i].add(ctx, l)
+	return q.holds[i].add(ctx, l, q.group)
 }
 
 // Requeue implements Queues: l goes to the tail of the group's queue.
@@ -386,13 +386,14 @@ func (r *memReader[T]) Close() {
 // holdQueue is a timed queue. Every letter in it waits the same delay, so
 // letters fall due in the order they were added: the queue is a FIFO whose
 // head is always the earliest due, and one timer, set for the head, is all
-// it needs.
+// it needs. Each letter goes back to the group queue that held it: two
+// topologies whose derived hold names meet ("x" for group "g", and "x.g")
+// share the hold queue, never each other's retries.
 type holdQueue[T any] struct {
-	name   string
-	delay  time.Duration
-	target *queue.Queue[Letter[T]]
-	wake   chan struct{}
-	ctx    context.Context // the backend's: done when it closes
+	name  string
+	delay time.Duration
+	wake  chan struct{}
+	ctx   context.Context // the backend's: done when it closes
 
 	mu    sync.Mutex
 	items []held[T]
@@ -400,17 +401,18 @@ type holdQueue[T any] struct {
 }
 
 type held[T any] struct {
-	due time.Time
-	l   Letter[T]
+	due    time.Time
+	l      Letter[T]
+	target *queue.Queue[Letter[T]]
 }
 
-func (h *holdQueue[T]) add(_ context.Context, l Letter[T]) error {
+func (h *holdQueue[T]) add(_ context.Context, l Letter[T], target *queue.Queue[Letter[T]]) error {
 	if h.ctx.Err() != nil {
 		return ErrClosed
 	}
 	l.Receipt = nil
 	h.mu.Lock()
-	h.items = append(h.items, held[T]{due: time.Now().Add(h.delay), l: l})
+	h.items = append(h.items, held[T]{due: time.Now().Add(h.delay), l: l, target: target})
 	first := len(h.items)-h.head == 1
 	h.mu.Unlock()
 	if first {
@@ -426,12 +428,12 @@ func (h *holdQueue[T]) add(_ context.Context, l Letter[T]) error {
 func (h *holdQueue[T]) run() {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	var due []Letter[T]
+	var due []held[T]
 	for {
 		h.mu.Lock()
 		now := time.Now()
 		for h.head < len(h.items) && !h.items[h.head].due.After(now) {
-			due = append(due, h.items[h.head].l)
+			due = append(due, h.items[h.head])
 			h.items[h.head] = held[T]{}
 			h.head++
 		}
@@ -448,7 +450,7 @@ func (h *holdQueue[T]) run() {
 		}
 		h.mu.Unlock()
 		for i := range due {
-			if h.target.Publish(h.ctx, due[i]) != nil {
+			if due[i].target.Publish(h.ctx, due[i].l) != nil {
 				return // closed
 			}
 		}
