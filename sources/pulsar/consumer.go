@@ -144,7 +144,11 @@ func (c *consumer) receive(ctx context.Context, feed *producer.Feed[[]byte], max
 			c.seq++
 			m.Init(pm.Payload(), c, c.seq)
 			m.Metadata = md
-			m.SetAckData(md.MessageID)
+			// The message itself, not only its id: a nack goes through
+			// Consumer.Nack, which applies ConsumerOptions.NackBackoffPolicy
+			// (and EnableDefaultNackBackoffPolicy) by its redelivery count;
+			// NackID ignores both.
+			m.SetAckData(pm)
 			buf = append(buf, m)
 			if len(buf) == cap(buf) {
 				flush()
@@ -329,11 +333,11 @@ func (c *consumer) Ack(ctx context.Context, successful, failed []acker.Outcome) 
 		firstErr error
 	)
 	ack := func(o *acker.Outcome) {
-		id, ok := o.Data.(pulsar.MessageID)
+		pm, ok := o.Data.(pulsar.Message)
 		if !ok {
 			return
 		}
-		if err := c.c.AckID(id); err != nil {
+		if err := c.c.AckID(pm.ID()); err != nil {
 			errs++
 			if firstErr == nil {
 				firstErr = err
@@ -352,8 +356,8 @@ func (c *consumer) Ack(ctx context.Context, successful, failed []acker.Outcome) 
 			ack(o)
 			continue
 		}
-		if id, ok := o.Data.(pulsar.MessageID); ok {
-			c.c.NackID(id)
+		if pm, ok := o.Data.(pulsar.Message); ok {
+			c.c.Nack(pm)
 			c.src.nacked.Add(1)
 		}
 	}

@@ -262,3 +262,44 @@ func TestDeadLetterCountsRestartWithTheStage(t *testing.T) {
 		t.Fatalf("redelivery counts %v: want them to start again at 0 after the restart and the message to reach the dead letter topic after 3 more deliveries", counts)
 	}
 }
+
+// doubling is a nack backoff policy that doubles from 300ms.
+type doubling struct{}
+
+func (doubling) Next(redeliveries uint32) time.Duration {
+	return 300 * time.Millisecond << min(redeliveries, 5)
+}
+
+// Guarantee: ConsumerOptions.NackBackoffPolicy applies to the messages the
+// source nacks: a message that keeps failing comes back later each time,
+// as the policy says for its redelivery count.
+func TestNackBackoffPolicyApplies(t *testing.T) {
+	e := newEnv(t)
+	e.publish("backoff", "m", 1)
+	var (
+		mu    sync.Mutex
+		times []time.Time
+	)
+	co := earliest()
+	co.NackBackoffPolicy = doubling{}
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"backoff"}, Subscription: "sub", Consumer: co})
+	_, stop := run(t, src, 1, producer.Flow{}, func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
+		mu.Lock()
+		times = append(times, time.Now())
+		mu.Unlock()
+		return nil, errors.New("poison")
+	})
+	wait.Within(t, waitLimit, "five deliveries", func() bool { mu.Lock(); defer mu.Unlock(); return len(times) >= 5 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// The fifth delivery follows the nack of redelivery 3: 2.4 s by the
+	// policy (less the client's 256 ms timer precision).
+	if gap := times[4].Sub(times[3]); gap < 1500*time.Millisecond {
+		t.Fatalf("redelivery 4 came %v after redelivery 3; the policy says 2.4 s (gaps: %v %v %v %v)", gap.Round(time.Millisecond),
+			times[1].Sub(times[0]).Round(time.Millisecond), times[2].Sub(times[1]).Round(time.Millisecond),
+			times[3].Sub(times[2]).Round(time.Millisecond), gap.Round(time.Millisecond))
+	}
+}

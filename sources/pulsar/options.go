@@ -265,7 +265,12 @@ func newQueuePlan(f producer.Flow, parts int) queuePlan {
 	share := min(budget, max(1, w/2))
 	parts = max(parts, 1)
 	size := max(1, share/parts)
-	return queuePlan{size: size, window: w, reserve: min(parts*size, share)}
+	// The client's queue is never smaller than 1: with no budget above
+	// Threshold (Threshold = window - 1) it is still counted, or the broker
+	// could hand out one message per partition beyond the window. The
+	// source then waits for a message to leave the stage before it takes
+	// the last permit of a refill.
+	return queuePlan{size: size, window: w, reserve: min(parts*size, max(share, 1))}
 }
 
 // room is how many messages the source may take now, having taken held
