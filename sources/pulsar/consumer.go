@@ -5,10 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
@@ -31,14 +29,12 @@ type consumer struct {
 	ch    chan pulsar.ConsumerMessage
 	log   *slog.Logger
 
-	// gone is set when the consumer was closed (replaced after a failure,
-	// or by Close): acknowledgements for its messages are dropped.
+	// gone is set when the source closed the consumer (replaced after a
+	// failure, or by Close): acknowledgements for its messages are dropped.
 	gone      atomic.Bool
 	closeOnce sync.Once
-	// call is held by the prober for the length of its client call, and by
-	// close while it closes the consumer, which so never closes it under a
-	// call that may not have reached the client yet (see askClient).
-	call chan struct{}
+	// watch reports the consumer's closure, by whoever closed it.
+	watch *closeWatch
 	// events is the consumer's active-state listener; nil without an
 	// ActiveStateCallback.
 	events *listener
@@ -158,50 +154,26 @@ func (c *consumer) receive(ctx context.Context, feed *producer.Feed[[]byte], max
 	}
 }
 
-// probeInterval is how long a consumer waits for permits before the source
-// checks, and then how often it checks again while the wait lasts, that
-// the consumer is still open.
-const probeInterval = time.Second
-
 // acquire returns how many messages the source may take now (up to
 // maxTake): permits the feed granted and the source has not spent, within
 // the room the gate leaves (queuePlan). It waits when there are none: for a
 // grant, or for an acknowledgement, which tells that messages left the
-// stage. A consumer closed under its stage shows only in the client's
-// Receive, which the source does not call while it waits: so after
-// probeInterval of waiting (the processors are busy and the stage holds the
-// window) a prober asks the client for the consumer's last message id, once
-// per probeInterval. For a closed consumer the client refuses at once,
-// without a request to the broker, and acquire returns that refusal as
-// gone. ctx ending is err.
+// stage. A consumer closed while the source waits here (the processors are
+// busy and the stage holds the window) is reported through its close watch
+// as gone, with the client's cause. ctx ending is err.
 func (c *consumer) acquire(ctx context.Context, feed *producer.Feed[[]byte], maxTake int) (n int, gone, err error) {
-	if n := c.ready(feed, maxTake); n > 0 {
-		return n, nil, nil
-	}
-	wait, cancel := context.WithTimeout(ctx, probeInterval)
-	n, err = c.await(wait, feed, maxTake)
-	cancel()
-	if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
-		return n, nil, err
-	}
-	probed, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
-	// The prober may be inside a request when the wait ends (bounded by
-	// ClientOptions.OperationTimeout); Source.Close waits for it, Run does
-	// not.
-	c.src.bg.Add(1)
-	go func() {
-		defer c.src.bg.Done()
-		c.probe(probed, stop)
-	}()
-	n, err = c.await(probed, feed, maxTake)
-	if err != nil && ctx.Err() == nil {
-		var pe *probeError
-		if errors.As(context.Cause(probed), &pe) {
-			return 0, pe.err, nil
+	for {
+		if n := c.ready(feed, maxTake); n > 0 {
+			return n, nil, nil
+		}
+		select {
+		case <-c.wake:
+		case <-c.watch.done:
+			return 0, c.watch.err(), nil
+		case <-ctx.Done():
+			return 0, nil, ctx.Err()
 		}
 	}
-	return n, nil, err
 }
 
 // ready is how many messages the source may take without waiting.
@@ -213,86 +185,56 @@ func (c *consumer) ready(feed *producer.Feed[[]byte], maxTake int) int {
 	return min(n, c.plan.room(c.taken-feed.Stats().Dispatched))
 }
 
-// await waits until ready is positive, or ctx ends.
-func (c *consumer) await(ctx context.Context, feed *producer.Feed[[]byte], maxTake int) (int, error) {
-	for {
-		if n := c.ready(feed, maxTake); n > 0 {
-			return n, nil
-		}
-		select {
-		case <-c.wake:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-	}
+// closeWatch is the consumer interceptor through which pulsar-client-go
+// tells the source that a consumer closed: closed by the source, by the
+// application (closing the client, or ActiveState.Consumer), or by the
+// client itself when it gave up reconnecting
+// (ConsumerOptions.MaxReconnectToBroker) or the broker refused the
+// consumer for good (a deleted topic, a lost authorization). The client
+// calls OnConsumerClose once per consumer, after the close completed.
+type closeWatch struct {
+	once  sync.Once
+	done  chan struct{}
+	cause error // written before done is closed
 }
 
-// probeError carries the client's refusal out of the prober.
-type probeError struct{ err error }
+func newCloseWatch() *closeWatch { return &closeWatch{done: make(chan struct{})} }
 
-func (e *probeError) Error() string { return e.err.Error() }
-
-// probe checks at once, then every probeInterval until ctx ends, whether
-// the client still considers the consumer open, and cancels ctx with a
-// *probeError when it does not. Any other failure (the broker is
-// unreachable and the client is reconnecting) is not a closure.
-func (c *consumer) probe(ctx context.Context, found context.CancelCauseFunc) {
-	t := time.NewTicker(probeInterval)
-	defer t.Stop()
-	for {
-		called, err := c.askClient(ctx)
-		if !called {
-			return
-		}
-		if err != nil && (errors.Is(err, errClosed) || closedByClient(err)) {
-			found(&probeError{err: err})
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+// OnConsumerClose records the client's cause (nil for a close the
+// application or the source asked for) and reports the closure.
+func (w *closeWatch) OnConsumerClose(_ pulsar.Consumer, cause error) {
+	w.once.Do(func() {
+		w.cause = cause
+		close(w.done)
+	})
 }
 
-// askClient asks the client for the consumer's last message ids, holding
-// c.call meanwhile; called is false only when ctx ended first. When the
-// source closed the consumer it does not ask and returns errClosed.
-// pulsar-client-go queues the request on the consumer's event loop after
-// checking that the consumer is open; a close queued between the two ends
-// that loop first, and the request then waits for an answer that never
-// comes. close waits for the call, so the source's own closes cannot
-// strand it.
-func (c *consumer) askClient(ctx context.Context) (called bool, err error) {
-	select {
-	case c.call <- struct{}{}:
-	case <-ctx.Done():
-		return false, nil
+// err is the cause of a reported closure: the client's, or errClosedUnder
+// when the close was asked for without one.
+func (w *closeWatch) err() error {
+	if w.cause != nil {
+		return w.cause
 	}
-	defer func() { <-c.call }()
-	if c.gone.Load() {
-		return true, errClosed
-	}
-	_, err = c.c.GetLastMessageIDs()
-	return true, err
+	return errClosedUnder
 }
 
-// errClosed is what the prober finds when the source closed the consumer.
-var errClosed = errors.New("consumer closed by the source")
+// errClosedUnder is the cause a *ConsumerError carries when the consumer
+// was closed by a call to its Close (the application's, or the client's
+// when the application closed the client) rather than by the client giving
+// up on it.
+var errClosedUnder = errors.New("the consumer was closed by a call to Close")
 
-// closedByClient reports whether err is pulsar-client-go's refusal to serve
-// a closed or closing consumer (it has no sentinel for it; the phrase is
-// the same in every refusal of that kind).
-func closedByClient(err error) bool {
-	return strings.Contains(err.Error(), "closing or closed consumer")
-}
+func (*closeWatch) BeforeConsume(pulsar.ConsumerMessage) {}
+
+func (*closeWatch) OnAcknowledge(pulsar.Consumer, pulsar.MessageID) {}
+
+func (*closeWatch) OnNegativeAcksSend(pulsar.Consumer, []pulsar.MessageID) {}
 
 // next returns the consumer's next message. When none is waiting and some
 // are buffered, it first lets the client's dispatcher run (it hands messages
 // over one at a time), so that deliveries stay batched, then calls flush,
 // so that what was taken so far reaches the stage, and waits. It fails when
-// ctx ends or the consumer is closed.
+// ctx ends, or with the close watch's cause when the consumer closed.
 func (c *consumer) next(ctx context.Context, buffered bool, flush func()) (pulsar.Message, error) {
 	select {
 	case cm := <-c.ch:
@@ -308,7 +250,14 @@ func (c *consumer) next(ctx context.Context, buffered bool, flush func()) (pulsa
 		}
 		flush()
 	}
-	return c.c.Receive(ctx)
+	select {
+	case cm := <-c.ch:
+		return cm.Message, nil
+	case <-c.watch.done:
+		return nil, c.watch.err()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // Ack acknowledges successful messages, and failed ones per their
@@ -369,25 +318,11 @@ func (c *consumer) Ack(ctx context.Context, successful, failed []acker.Outcome) 
 	c.signal()
 }
 
-// callWait bounds how long close waits for a prober's call in flight. The
-// call queues its request at once and the client answers it before a
-// later close (or, when the broker is unreachable, within
-// ClientOptions.OperationTimeout); close waits only so long that a call
-// not yet queued surely is, and then closes regardless.
-const callWait = probeInterval
-
-// close marks the consumer gone and closes it once, after a prober's call
-// in flight (see askClient).
+// close marks the consumer gone and closes it, once. The client's close
+// waits for its close request (bounded by ClientOptions.OperationTimeout).
 func (c *consumer) close() {
 	c.closeOnce.Do(func() {
 		c.gone.Store(true)
-		t := time.NewTimer(callWait)
-		defer t.Stop()
-		select {
-		case c.call <- struct{}{}:
-			defer func() { <-c.call }()
-		case <-t.C:
-		}
 		c.c.Close()
 	})
 }

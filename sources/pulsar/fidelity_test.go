@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -301,5 +302,44 @@ func TestNackBackoffPolicyApplies(t *testing.T) {
 		t.Fatalf("redelivery 4 came %v after redelivery 3; the policy says 2.4 s (gaps: %v %v %v %v)", gap.Round(time.Millisecond),
 			times[1].Sub(times[0]).Round(time.Millisecond), times[2].Sub(times[1]).Round(time.Millisecond),
 			times[3].Sub(times[2]).Round(time.Millisecond), gap.Round(time.Millisecond))
+	}
+}
+
+// userInterceptor counts what the client reports to an application's own
+// consumer interceptor.
+type userInterceptor struct {
+	consumed atomic.Int64
+	closed   atomic.Int64
+}
+
+func (u *userInterceptor) BeforeConsume(pulsar.ConsumerMessage) { u.consumed.Add(1) }
+
+func (*userInterceptor) OnAcknowledge(pulsar.Consumer, pulsar.MessageID) {}
+
+func (*userInterceptor) OnNegativeAcksSend(pulsar.Consumer, []pulsar.MessageID) {}
+
+func (u *userInterceptor) OnConsumerClose(pulsar.Consumer, error) { u.closed.Add(1) }
+
+// The application's consumer interceptors keep working beside the
+// source's own: they see every message, and the closure of the consumer
+// when the pipeline stops.
+func TestApplicationInterceptorsAreKept(t *testing.T) {
+	e := newEnv(t)
+	want := e.publish("intercepted", "m", 100)
+	u := &userInterceptor{}
+	co := earliest()
+	co.Interceptors = pulsar.ConsumerInterceptors{u}
+	r := newReceived()
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"intercepted"}, Subscription: "sub", Consumer: co})
+	_, stop := run(t, src, 1, producer.Flow{}, recordAll(r))
+	wait.Within(t, waitLimit, "every message handled", func() bool { return r.distinct() == len(want) })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := u.consumed.Load(); n != int64(len(want)) {
+		t.Errorf("the application's interceptor saw %d messages, want %d", n, len(want))
+	}
+	if n := u.closed.Load(); n != 1 {
+		t.Errorf("the application's interceptor saw %d closures, want 1", n)
 	}
 }

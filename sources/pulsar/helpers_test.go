@@ -188,3 +188,24 @@ func (e *env) consumerStats(topic, sub string, parts int) []pulsartest.ConsumerS
 	}
 	return out
 }
+
+// gate holds handlers until it is opened; opening it again does nothing.
+type gate struct {
+	ch   chan struct{}
+	once sync.Once
+}
+
+func newGate() *gate { return &gate{ch: make(chan struct{})} }
+
+// open lets every handler held at the gate go on.
+func (g *gate) open() { g.once.Do(func() { close(g.ch) }) }
+
+// recordAfter is a handler that waits for g to open, then records the
+// message and succeeds.
+func recordAfter(g *gate, r *received) processor.Handler[[]byte, []byte] {
+	return func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
+		<-g.ch
+		r.add(m)
+		return m.Data, nil
+	}
+}

@@ -3,6 +3,8 @@ package pulsar_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -112,9 +114,7 @@ func TestConsumerClosedRestarts(t *testing.T) {
 	e := newEnv(t)
 	want := e.publish("death", "m", 400)
 	r := newReceived()
-	release := make(chan struct{})
-	var releaseOnce sync.Once
-	releaseAll := func() { releaseOnce.Do(func() { close(release) }) }
+	g := newGate()
 	var blockOnce sync.Once
 	blocked := make(chan struct{})
 	handle := func(ctx context.Context, m *message.Message[[]byte]) ([]byte, error) {
@@ -122,7 +122,7 @@ func TestConsumerClosedRestarts(t *testing.T) {
 		md, _ := message.MetadataAs[*bpulsar.Metadata](m)
 		if md.RedeliveryCount == 0 && string(m.Data) == "m-100" {
 			blockOnce.Do(func() { close(blocked) })
-			<-release
+			<-g.ch
 		}
 		return m.Data, nil
 	}
@@ -137,7 +137,7 @@ func TestConsumerClosedRestarts(t *testing.T) {
 		Producer:   producer.Options[[]byte]{Source: src, Flow: producer.Flow{Initial: 1000}, Restart: producer.Restart{Backoff: 20 * time.Millisecond}},
 		Processors: processor.Options[[]byte, []byte]{Concurrency: 1, Handle: handle},
 	})
-	defer releaseAll() // before the stop, even when the test fails
+	defer g.open() // before the stop, even when the test fails
 	<-blocked
 	wait.Within(t, waitLimit, "the stage to take every message from the client", func() bool {
 		cs := e.broker.Consumers("death", "sub")
@@ -147,7 +147,7 @@ func TestConsumerClosedRestarts(t *testing.T) {
 		t.Fatal("no open consumer to close")
 	}
 	wait.Within(t, waitLimit, "the stage to replace its consumer", func() bool { return src.Stats().Replaced == 1 })
-	releaseAll()
+	g.open()
 	wait.Within(t, waitLimit, "every message handled", func() bool { return r.distinct() == len(want) })
 	wait.Within(t, waitLimit, "the backlog to empty", func() bool { return e.broker.Backlog("death", "sub") == 0 })
 	if src.Stats().DroppedAcks == 0 {
@@ -293,14 +293,8 @@ func TestConsumerClosedWithoutPermitsNoticed(t *testing.T) {
 	e := newEnv(t)
 	want := e.publish("starved", "m", 2000)
 	r := newReceived()
-	release := make(chan struct{})
-	var releaseOnce sync.Once
-	releaseAll := func() { releaseOnce.Do(func() { close(release) }) }
-	handle := func(ctx context.Context, m *message.Message[[]byte]) ([]byte, error) {
-		<-release
-		r.add(m)
-		return m.Data, nil
-	}
+	g := newGate()
+	handle := recordAfter(g, r)
 	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"starved"}, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
 	p, _ := start(t, pipeline.Options[[]byte, []byte]{
 		Name:       "starved",
@@ -308,34 +302,122 @@ func TestConsumerClosedWithoutPermitsNoticed(t *testing.T) {
 		Producer:   producer.Options[[]byte]{Source: src, Flow: producer.Flow{Initial: 10}, Restart: producer.Restart{Backoff: 20 * time.Millisecond}},
 		Processors: processor.Options[[]byte, []byte]{Concurrency: 1, Handle: handle},
 	})
-	defer releaseAll() // before the stop, even when the test fails
-	// The stage is out of permits once the broker stops dispatching: the
-	// client's queue, its channel, the stage buffer and the processors'
-	// input are full.
-	var last int64 = -1
-	stable := 0
-	wait.Within(t, waitLimit, "dispatch to stop while the handler is stuck", func() bool {
-		cs := e.broker.Consumers("starved", "sub")
-		if len(cs) != 1 {
-			return false
-		}
-		if cs[0].Dispatched == last {
-			stable++
-		} else {
-			last, stable = cs[0].Dispatched, 0
-		}
-		return stable >= 20 // 200 ms without a dispatch
-	})
-	if last >= int64(len(want)) {
-		t.Fatalf("the broker dispatched all %d messages; the stage never ran out of permits", last)
-	}
+	defer g.open() // before the stop, even when the test fails
+	e.waitStarved("starved", "sub", len(want))
 	if !src.CloseConsumerForTest() {
 		t.Fatal("no open consumer to close")
 	}
 	wait.Within(t, waitLimit, "the closed consumer to be noticed while the handler is stuck", func() bool { return src.Stats().Replaced == 1 })
-	releaseAll()
+	g.open()
 	wait.Within(t, waitLimit, "every message handled", func() bool { return r.distinct() == len(want) })
 	wait.Within(t, waitLimit, "the backlog to empty", func() bool { return e.broker.Backlog("starved", "sub") == 0 })
+	if err := p.Err(); err != nil {
+		t.Errorf("pipeline error after a restart: %v", err)
+	}
+}
+
+// waitStarved waits until the broker stops dispatching to the one consumer
+// of sub on topic while the handler is stuck: the client's queue, its
+// channel, the stage buffer and the processors' input are full, and the
+// stage is out of permits. It fails the test if all published messages
+// were dispatched, as the stage then never ran out.
+func (e *env) waitStarved(topic, sub string, published int) {
+	e.t.Helper()
+	var (
+		last  int64 = -1
+		since time.Time
+	)
+	wait.Within(e.t, waitLimit, "dispatch to stop while the handler is stuck", func() bool {
+		cs := e.broker.Consumers(topic, sub)
+		if len(cs) != 1 {
+			return false
+		}
+		if cs[0].Dispatched != last {
+			last, since = cs[0].Dispatched, time.Now()
+		}
+		return time.Since(since) >= 200*time.Millisecond
+	})
+	if last >= int64(published) {
+		e.t.Fatalf("the broker dispatched all %d messages; the stage never ran out of permits", last)
+	}
+}
+
+// A stop while the client is reconnecting a consumer whose stage has no
+// permits (the processors are stuck, the broker refuses to subscribe it
+// again) closes the consumer under the reconnection and returns well
+// within its shutdown timeout, with no error and no client call left
+// behind (goleak checks the last).
+func TestStopDuringReconnectionReturnsPromptly(t *testing.T) {
+	const shutdown = 10 * time.Second
+	e := newEnv(t)
+	want := e.publish("reconnecting", "m", 500)
+	g := newGate()
+	handle := recordAfter(g, newReceived())
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"reconnecting"}, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
+	_, stop := start(t, pipeline.Options[[]byte, []byte]{
+		Name:            "reconnecting",
+		Logger:          testLogger(),
+		ShutdownTimeout: shutdown,
+		Producer:        producer.Options[[]byte]{Source: src, Flow: producer.Flow{Initial: 10}},
+		Processors:      processor.Options[[]byte, []byte]{Concurrency: 1, Handle: handle},
+	})
+	defer g.open() // before the stop, even when the test fails
+	e.waitStarved("reconnecting", "sub", len(want))
+	e.broker.RefuseSubscribe("reconnecting", "sub", errors.New("not now"))
+	e.broker.DropConnections()
+	// Five refused attempts (the client's backoff starts at 100 ms and
+	// doubles) make a reconnection of a second and a half or more, during
+	// which the stage keeps waiting for permits.
+	wait.Within(t, waitLimit, "the client to retry its subscribe while reconnecting", func() bool {
+		return e.broker.Stats().SubscribesRefused >= 5
+	})
+	g.open()
+	began := time.Now()
+	if err := stop(); err != nil {
+		t.Fatalf("Stop during a reconnection: %v", err)
+	}
+	if took := time.Since(began); took >= shutdown {
+		t.Fatalf("Stop took %v, the whole shutdown timeout", took)
+	}
+}
+
+// A consumer the client closes on its own, having given up reconnecting
+// it (ConsumerOptions.MaxReconnectToBroker), fails its stage with the
+// client's cause; the stage is restarted with a new consumer once the
+// broker accepts it again, and nothing is lost.
+func TestReconnectionGivenUpRestartsTheStage(t *testing.T) {
+	e := newEnv(t)
+	want := e.publish("given-up", "m", 300)
+	r := newReceived()
+	g := newGate()
+	handle := recordAfter(g, r)
+	logs := newRecords()
+	giveUpAfter := uint(1)
+	co := earliest()
+	co.MaxReconnectToBroker = &giveUpAfter
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"given-up"}, Subscription: "sub", Consumer: co})
+	p, _ := start(t, pipeline.Options[[]byte, []byte]{
+		Name:       "given-up",
+		Logger:     slog.New(logs),
+		Producer:   producer.Options[[]byte]{Source: src, Flow: producer.Flow{Initial: 10}, Restart: producer.Restart{Backoff: 20 * time.Millisecond}},
+		Processors: processor.Options[[]byte, []byte]{Concurrency: 1, Handle: handle},
+	})
+	defer g.open() // before the stop, even when the test fails
+	e.waitStarved("given-up", "sub", len(want))
+	e.broker.RefuseSubscribe("given-up", "sub", errors.New("not now"))
+	e.broker.DropConnections()
+	wait.Within(t, waitLimit, "the given-up consumer to be replaced", func() bool { return src.Stats().Replaced >= 1 })
+	e.broker.RefuseSubscribe("given-up", "sub", nil)
+	g.open()
+	wait.Within(t, waitLimit, "every message handled", func() bool { return r.distinct() == len(want) })
+	wait.Within(t, waitLimit, "the backlog to empty", func() bool { return e.broker.Backlog("given-up", "sub") == 0 })
+	named := false
+	for _, l := range logs.snapshot() {
+		named = named || strings.Contains(l.text, "max retry attempts reached")
+	}
+	if !named {
+		t.Error("no log line names the client's cause for closing the consumer")
+	}
 	if err := p.Err(); err != nil {
 		t.Errorf("pipeline error after a restart: %v", err)
 	}

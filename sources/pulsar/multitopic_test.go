@@ -1,12 +1,9 @@
 package pulsar_test
 
 import (
-	"context"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
@@ -26,14 +23,8 @@ func TestClosedConsumerFailsMultiTopicStage(t *testing.T) {
 		want = append(want, e.publish(tp, tp, 300)...)
 	}
 	r := newReceived()
-	release := make(chan struct{})
-	var releaseOnce sync.Once
-	releaseAll := func() { releaseOnce.Do(func() { close(release) }) }
-	handle := func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
-		<-release
-		r.add(m)
-		return m.Data, nil
-	}
+	g := newGate()
+	handle := recordAfter(g, r)
 	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: topics, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
 	start(t, pipeline.Options[[]byte, []byte]{
 		Name:       "starved-multi",
@@ -41,7 +32,7 @@ func TestClosedConsumerFailsMultiTopicStage(t *testing.T) {
 		Producer:   producer.Options[[]byte]{Source: src, Flow: producer.Flow{Initial: 10}, Restart: producer.Restart{Backoff: 20 * time.Millisecond}},
 		Processors: processor.Options[[]byte, []byte]{Concurrency: 1, Handle: handle},
 	})
-	defer releaseAll()
+	defer g.open()
 	// Both consumers run out of permits: dispatch stops on both topics.
 	last := map[string]int64{}
 	stable := 0
@@ -67,7 +58,7 @@ func TestClosedConsumerFailsMultiTopicStage(t *testing.T) {
 		t.Fatal("no open consumer to close")
 	}
 	wait.Within(t, waitLimit, "the stage to replace both consumers while the handler is stuck", func() bool { return src.Stats().Replaced == int64(len(topics)) })
-	releaseAll()
+	g.open()
 	wait.Within(t, waitLimit, "every message of both topics handled", func() bool { return r.distinct() == len(want) })
 	for _, tp := range topics {
 		wait.Within(t, waitLimit, "the backlog of "+tp+" to empty", func() bool { return e.broker.Backlog(tp, "sub") == 0 })

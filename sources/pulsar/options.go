@@ -112,6 +112,8 @@ type Options struct {
 	// rejects them: Topic, Topics, TopicsPattern, SubscriptionName, Type,
 	// Name, EventListener, MessageChannel, ReceiverQueueSize,
 	// EnableZeroQueueConsumer, EnableAutoScaledReceiverQueueSize.
+	// Interceptors are kept and called first: the source adds its own after
+	// them, to learn when a consumer closes and to count dead letters.
 	Consumer pulsar.ConsumerOptions `validate:"-"`
 	// ActiveStateCallback, when set, receives every active/passive change
 	// the broker reports for a Failover subscription's consumers. It is only

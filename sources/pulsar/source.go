@@ -220,8 +220,10 @@ func (s *Source) subscribe(ctx context.Context, st *producer.Stage[[]byte], topi
 	// next grant to the broker, when the source takes it.
 	ch := make(chan pulsar.ConsumerMessage)
 	co.MessageChannel = ch
+	watch := newCloseWatch()
+	co.Interceptors = append(slices.Clip(co.Interceptors), watch)
 	if dlq := co.DLQ; dlq != nil && dlq.MaxDeliveries > 0 {
-		co.Interceptors = append(slices.Clip(co.Interceptors), deadLetterCounter{n: &s.deadLettered, max: dlq.MaxDeliveries})
+		co.Interceptors = append(co.Interceptors, deadLetterCounter{n: &s.deadLettered, max: dlq.MaxDeliveries})
 	}
 	var events *listener
 	if s.opts.ActiveStateCallback != nil {
@@ -284,7 +286,7 @@ func (s *Source) subscribe(ctx context.Context, st *producer.Stage[[]byte], topi
 		events: events,
 		plan:   r.plan,
 		wake:   make(chan struct{}, 1),
-		call:   make(chan struct{}, 1),
+		watch:  watch,
 	}
 	// Logged before the consumer shows in Stats, so that whoever sees it
 	// there finds the line in the log too.
@@ -351,13 +353,12 @@ func closeAll(cs []*consumer) {
 }
 
 // Close closes every consumer the source still has open, which flushes the
-// acknowledgements the client still groups, and waits for the client calls
-// that outlived their stage: subscribe calls and permit-wait checks. It
-// does not close the client. Closing a consumer waits for the client's own
-// close request (bounded by ClientOptions.OperationTimeout); the calls
-// that outlived their stage are awaited until ctx ends, when Close returns
-// an error wrapping ctx.Err() and leaves them behind. Otherwise it returns
-// ctx.Err() if ctx expired meanwhile.
+// acknowledgements the client still groups, and waits for the subscribe
+// calls that outlived their stage. It does not close the client. Closing a
+// consumer waits for the client's own close request (bounded by
+// ClientOptions.OperationTimeout); the subscribe calls are awaited until
+// ctx ends, when Close returns an error wrapping ctx.Err() and leaves them
+// behind. Otherwise it returns ctx.Err() if ctx expired meanwhile.
 func (s *Source) Close(ctx context.Context) error {
 	cs := liveset.Close(&s.mu, &s.closed, s.live)
 	closeAll(cs)

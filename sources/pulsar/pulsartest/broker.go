@@ -161,6 +161,9 @@ type BrokerStats struct {
 	// UnsupportedCommands counts commands answered with a protocol error
 	// because the broker does not implement them.
 	UnsupportedCommands int64
+	// SubscribesRefused counts SUBSCRIBE commands refused because of
+	// RefuseSubscribe.
+	SubscribesRefused int64
 }
 
 // Stats returns the connection-level counters.

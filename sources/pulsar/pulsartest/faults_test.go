@@ -67,7 +67,7 @@ func TestDropConnectionsNothingLost(t *testing.T) {
 }
 
 // RefuseSubscribe fails subscribes with the chosen server error until it
-// is cleared.
+// is cleared, and the broker counts the subscribes it refused.
 func TestRefuseSubscribe(t *testing.T) {
 	b := startBroker(t)
 	cl := newClient(t, b)
@@ -86,12 +86,19 @@ func TestRefuseSubscribe(t *testing.T) {
 	if _, err := cl.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"}); err == nil || !strings.Contains(err.Error(), "plain error") {
 		t.Fatalf("subscribe error %v", err)
 	}
+	refused := b.Stats().SubscribesRefused
+	if refused < 2 {
+		t.Fatalf("%d refused subscribes counted, want at least 2", refused)
+	}
 	b.RefuseSubscribe(topic, "s", nil)
 	c, err := cl.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
 	if err != nil {
 		t.Fatalf("after clearing: %v", err)
 	}
 	c.Close()
+	if n := b.Stats().SubscribesRefused; n != refused {
+		t.Fatalf("%d refused subscribes counted after clearing, want %d", n, refused)
+	}
 }
 
 // While dispatch is stalled nothing is pushed but flows are still counted;

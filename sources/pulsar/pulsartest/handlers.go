@@ -232,6 +232,7 @@ func (b *Broker) handleSubscribe(c *conn, body []byte) bool {
 		refusal = b.refused[subKey{tn.base, cmd.sub}]
 	}
 	if err := refusal; err != nil {
+		b.stats.SubscribesRefused++
 		code, msg := asServerError(err)
 		c.sendError(cmd.reqID, code, msg)
 		return true
