@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -281,6 +283,29 @@ func TestTelemetryDurationSamplingValidated(t *testing.T) {
 		Processors: processor.Options[uint64, uint64]{Handle: identity},
 	})
 	if want := "invalid options: telemetry.durationSampling must be ≥ 0"; err == nil || err.Error() != want {
+		t.Fatalf("New = %v, want %q", err, want)
+	}
+}
+
+// Guarantee: every DurationSampling New accepts is one a processor can
+// use: a value too large for the processor's chunk counter (past
+// math.MaxUint32) is rejected by New, naming the field and the bound,
+// rather than accepted and crashing the processor on its first chunk.
+func TestTelemetryDurationSamplingUpperBound(t *testing.T) {
+	if strconv.IntSize < 64 {
+		t.Skip("no int above math.MaxUint32")
+	}
+	sampling := int(uint64(math.MaxUint32)) + 1
+	p, err := pipeline.New(pipeline.Options[uint64, uint64]{
+		Name:       "huge-sampling",
+		Telemetry:  &telemetry.Hooks{DurationSampling: sampling, ChunkStop: func(context.Context, telemetry.Chunk) {}},
+		Processors: processor.Options[uint64, uint64]{Handle: identity},
+	})
+	if err == nil {
+		runThrough(t, p, 1) // what a user gets: the processor's first chunk
+		t.Fatalf("New accepted DurationSampling %d", sampling)
+	}
+	if want := "invalid options: telemetry.durationSampling must be ≤ 4294967295"; err.Error() != want {
 		t.Fatalf("New = %v, want %q", err, want)
 	}
 }

@@ -131,8 +131,9 @@ type Hooks struct {
 	// Timed set; those of the other chunks carry Duration 0 and Timed
 	// false. Every event is still called. 1 times every chunk and every
 	// message; 0 means DefaultDurationSampling. Batch and HandleFailed
-	// durations are measured on every event. Must be ≥ 0.
-	DurationSampling int `validate:"gte=0"`
+	// durations are measured on every event. Must be ≥ 0 and at most
+	// math.MaxUint32 (4294967295), the range of a processor's chunk count.
+	DurationSampling int `validate:"gte=0,lte=4294967295"`
 }
 
 // DefaultDurationSampling is the default Hooks.DurationSampling: a processor
