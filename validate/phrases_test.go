@@ -55,3 +55,43 @@ func TestRulePhrases(t *testing.T) {
 		}
 	}
 }
+
+type pair struct {
+	CertFile string `name:"cert_file" validate:"required_with=KeyFile"`
+	KeyFile  string `name:"key_file" validate:"required_with=CertFile"`
+	LowWater int    `name:"low_water"`
+	High     int    `name:"high" validate:"gtfield=LowWater"`
+	Client   *int   `name:"client"`
+	URL      string `validate:"required_without=Client"`
+}
+
+// Guarantee: a rule that refers to another field names that field as the
+// paths do (its name tag, not its Go name), and reads as a sentence.
+func TestCrossFieldRulesNameTheOtherField(t *testing.T) {
+	err := validate.Struct("opts", pair{KeyFile: "k.pem", LowWater: 3, High: 2})
+	var errs validate.Errors
+	if !errors.As(err, &errs) {
+		t.Fatalf("Struct = %v", err)
+	}
+	want := map[string]string{
+		"opts.cert_file": "opts.cert_file is required when key_file is set",
+		"opts.high":      "opts.high must be > low_water",
+		"opts.url":       "opts.url is required when client is not set",
+	}
+	if len(errs) != len(want) {
+		t.Fatalf("got %d errors: %v", len(errs), err)
+	}
+	for _, e := range errs {
+		if want[e.Field] != e.Message {
+			t.Errorf("field %s: %q, want %q", e.Field, e.Message, want[e.Field])
+		}
+	}
+	err = validate.Struct("opts", pairs{Items: []*pair{{CertFile: "c", KeyFile: "k", LowWater: 3, URL: "u"}}})
+	if want := "invalid options: opts.items[0].high must be > low_water"; err == nil || err.Error() != want {
+		t.Errorf("nested: Struct = %v, want %q", err, want)
+	}
+}
+
+type pairs struct {
+	Items []*pair `validate:"dive"`
+}

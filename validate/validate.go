@@ -33,7 +33,9 @@ type FieldError struct {
 	// Rule is the validator tag that failed, for example "gte" or "ltfield".
 	Rule string
 	// Param is the rule's parameter, for example "1" for gte=1; for rules
-	// that compare two fields it is the other field's name.
+	// that refer to other fields (ltfield, required_with, …) it is the
+	// other field's name as paths write it (its name tag, else its
+	// lower-camel Go name), several joined with " or ".
 	Param string
 	// Message is the complete human sentence, for example
 	// "producer.flow.threshold must be < initial".
@@ -142,7 +144,8 @@ func Struct(prefix string, v any) error {
 	// The namespace starts with the root type's name, which for a generic
 	// type holds package paths with dots in them: strip it whole.
 	root := ""
-	if t := reflect.TypeOf(v); t != nil {
+	t := reflect.TypeOf(v)
+	if t != nil {
 		for t.Kind() == reflect.Pointer {
 			t = t.Elem()
 		}
@@ -150,7 +153,7 @@ func Struct(prefix string, v any) error {
 	}
 	out := make(Errors, 0, len(verrs))
 	for _, fe := range verrs {
-		out = append(out, convert(prefix, root, fe))
+		out = append(out, convert(prefix, root, t, fe))
 	}
 	return out
 }
@@ -186,7 +189,7 @@ func Field(field, rule, message string) *FieldError {
 	return &FieldError{Field: field, Rule: rule, Message: field + " " + message}
 }
 
-func convert(prefix, root string, fe validator.FieldError) *FieldError {
+func convert(prefix, root string, rootType reflect.Type, fe validator.FieldError) *FieldError {
 	ns := fe.Namespace()
 	// Drop the root struct name validator puts first.
 	switch {
@@ -210,8 +213,8 @@ func convert(prefix, root string, fe validator.FieldError) *FieldError {
 		}
 	}
 	param := fe.Param()
-	if strings.HasSuffix(fe.Tag(), "field") && param != "" {
-		param = lowerFirst(param)
+	if crossField(fe.Tag()) && param != "" {
+		param = otherFields(rootType, root, fe.StructNamespace(), param)
 	}
 	return &FieldError{
 		Field:   field,
@@ -248,6 +251,14 @@ func phrase(tag, param string, kind reflect.Kind) string {
 		return "must be > " + param
 	case "gtefield":
 		return "must be ≥ " + param
+	case "required_with":
+		return "is required when " + param + " is set"
+	case "required_without":
+		return "is required when " + param + " is not set"
+	case "excluded_with":
+		return "must not be set when " + param + " is set"
+	case "excluded_without":
+		return "must not be set when " + param + " is not set"
 	case "oneof":
 		return "must be one of [" + param + "]"
 	case "unique":
@@ -266,6 +277,76 @@ func phrase(tag, param string, kind reflect.Kind) string {
 		}
 		return "breaks rule " + tag
 	}
+}
+
+// crossField reports whether a rule's parameter names other fields of the
+// same struct (ltfield=Low, required_with=KeyFile).
+func crossField(tag string) bool {
+	return strings.HasSuffix(tag, "field") || strings.HasSuffix(tag, "_with") || strings.HasSuffix(tag, "_without")
+}
+
+// otherFields turns the Go field names of a cross-field rule's parameter
+// into the names the paths use (the name tag, else the lower-camel form),
+// joined with " or ". The fields belong to the struct that holds the field
+// at ns, the field's struct namespace under the root type.
+func otherFields(rootType reflect.Type, root, ns, param string) string {
+	parent := parentStruct(rootType, root, ns)
+	names := strings.Fields(param)
+	for i, n := range names {
+		names[i] = lowerFirst(n)
+		if parent == nil {
+			continue
+		}
+		if f, ok := parent.FieldByName(n); ok {
+			if tag, ok := f.Tag.Lookup("name"); ok && tag != "-" {
+				names[i] = tag
+			}
+		}
+	}
+	return strings.Join(names, " or ")
+}
+
+// parentStruct returns the struct type that holds the field at ns (a
+// validator struct namespace such as "Root.Items[0].High"), or nil when it
+// cannot be followed.
+func parentStruct(t reflect.Type, root, ns string) reflect.Type {
+	if t == nil || t.Kind() != reflect.Struct {
+		return nil
+	}
+	if root != "" && strings.HasPrefix(ns, root+".") {
+		ns = ns[len(root)+1:]
+	} else if i := strings.IndexByte(ns, '.'); i >= 0 {
+		ns = ns[i+1:]
+	} else {
+		return t
+	}
+	segs := strings.Split(ns, ".")
+	for _, seg := range segs[:len(segs)-1] {
+		name, _, _ := strings.Cut(seg, "[")
+		f, ok := t.FieldByName(name)
+		if !ok {
+			return nil
+		}
+		t = f.Type
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		for range strings.Count(seg, "[") {
+			switch t.Kind() {
+			case reflect.Slice, reflect.Array, reflect.Map:
+				t = t.Elem()
+			default:
+				return nil
+			}
+			for t.Kind() == reflect.Pointer {
+				t = t.Elem()
+			}
+		}
+		if t.Kind() != reflect.Struct {
+			return nil
+		}
+	}
+	return t
 }
 
 func lowerFirst(s string) string {

@@ -106,7 +106,7 @@ connections:
   p: {kind: pulsar, service_url: "pulsar://x:1", token_env: "1 bad"}`, `connections.p.token_env must be an environment variable name`},
 		{"certificate without key", `
 connections:
-  k: {kind: kafka, brokers: ["x:1"], tls: {cert_file: c.pem}}`, "connections.k.tls"},
+  k: {kind: kafka, brokers: ["x:1"], tls: {cert_file: c.pem}}`, "connections.k.tls.key_file is required when cert_file is set"},
 		{"enabled not a boolean", `
 connections:
   k: {kind: kafka, brokers: ["x:1"], tls: {enabled: maybe}}`, `connections.k.tls.enabled must be true or false, not "maybe"`},
