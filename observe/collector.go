@@ -2,6 +2,8 @@ package observe
 
 import (
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -32,7 +34,7 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 }
 
 var (
-	pipelineUp        = desc("pipeline_up", "1 while the pipeline runs, 0 once it has stopped.", lPipeline)
+	pipelineUp        = desc("pipeline_up", "1 while the pipeline runs, 0 before it has started and once it has stopped.", lPipeline)
 	pipelineRateLimit = desc("pipeline_rate_limit_messages_per_second", "The rate limit in force, in messages per second; absent when there is none.", lPipeline)
 
 	producerState     = desc("producer_state", "1 for the state the producer stage is in (starting, connecting, running, restarting, stopped, failed), 0 for the others.", lPipeline, lStage, lState)
@@ -117,12 +119,24 @@ func (o *Observer) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// validLabels replaces, in place, the bytes of each label value that are
+// not valid UTF-8 with U+FFFD: Prometheus refuses such a value, and one
+// name added to the Observer must not fail the whole scrape.
+func validLabels(labels []string) []string {
+	for i, l := range labels {
+		if !utf8.ValidString(l) {
+			labels[i] = strings.ToValidUTF8(l, "\uFFFD")
+		}
+	}
+	return labels
+}
+
 func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {
-	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, validLabels(labels)...)
 }
 
 func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {
-	ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, validLabels(labels)...)
 }
 
 func histogram(ch chan<- prometheus.Metric, d *prometheus.Desc, h stats.Histogram, labels ...string) {
@@ -132,7 +146,7 @@ func histogram(ch chan<- prometheus.Metric, d *prometheus.Desc, h stats.Histogra
 		cum += h.Counts[i]
 		buckets[b] = cum
 	}
-	ch <- prometheus.MustNewConstHistogram(d, h.Count, h.Sum, buckets, labels...)
+	ch <- prometheus.MustNewConstHistogram(d, h.Count, h.Sum, buckets, validLabels(labels)...)
 }
 
 func failures(ch chan<- prometheus.Metric, d *prometheus.Desc, f stats.Failures, labels ...string) {
@@ -153,7 +167,7 @@ func boolValue(b bool) float64 {
 
 func collectPipeline(ch chan<- prometheus.Metric, st pipeline.Stats) {
 	name := st.Name
-	gauge(ch, pipelineUp, boolValue(!st.Stopped), name)
+	gauge(ch, pipelineUp, boolValue(!st.Started.IsZero() && !st.Stopped), name)
 	if rl := st.RateLimit; rl != nil {
 		gauge(ch, pipelineRateLimit, float64(rl.Allowed)/rl.Interval.Seconds(), name)
 	}

@@ -172,6 +172,37 @@ func TestCollectorReportsPipelineStats(t *testing.T) {
 	}
 }
 
+// Guarantee: boulevard_pipeline_up is 1 only while the pipeline runs, as
+// documented: 0 for a pipeline added before it was started (or never
+// started), 1 once started, 0 again once stopped.
+func TestPipelineUpOnlyWhileRunning(t *testing.T) {
+	p, err := pipeline.New(pipeline.Options[int, int]{
+		Name:       "later",
+		Processors: processor.Options[int, int]{Handle: func(_ context.Context, m *message.Message[int]) (int, error) { return m.Data, nil }},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := observe.New(observe.Options{})
+	obs.Add(p)
+	reg := newRegistry(t, obs)
+	if v, ok := find(t, reg, "boulevard_pipeline_up", map[string]string{"pipeline": "later"}); !ok || v != 0 {
+		t.Errorf("boulevard_pipeline_up = %v (found %v) before Start, want 0", v, ok)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := find(t, reg, "boulevard_pipeline_up", nil); v != 1 {
+		t.Errorf("boulevard_pipeline_up = %v while running, want 1", v)
+	}
+	if err := p.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := find(t, reg, "boulevard_pipeline_up", nil); v != 0 {
+		t.Errorf("boulevard_pipeline_up = %v after Stop, want 0", v)
+	}
+}
+
 // Guarantee: promtool, Prometheus's own checker, accepts the /metrics
 // output (skipped when promtool is not installed).
 func TestMetricsPassPromtool(t *testing.T) {

@@ -3,6 +3,7 @@ package observe_test
 import (
 	"encoding/json"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -57,5 +58,18 @@ func TestPulsarSourceStatsAreExported(t *testing.T) {
 	}
 	if len(snap.Pulsar) != 1 || snap.Pulsar[0].Subscription != "billing" || snap.Pulsar[0].Stats != st {
 		t.Errorf("/stats pulsar = %+v, want billing %+v", snap.Pulsar, st)
+	}
+}
+
+// Guarantee: a name that is not valid UTF-8 (a subscription read from the
+// environment, say) never crashes a scrape: /metrics answers 200, with
+// the invalid bytes of the label value replaced by U+FFFD.
+func TestScrapeSurvivesNamesThatAreNotUTF8(t *testing.T) {
+	obs := observe.New(observe.Options{})
+	obs.AddPulsar("billing\xff", fixedPulsar(pulsar.Stats{Consumers: 1}))
+	rr := httptest.NewRecorder()
+	obs.Handler(nil).ServeHTTP(rr, httptest.NewRequest("GET", "/metrics", nil))
+	if want := "boulevard_pulsar_consumers{subscription=\"billing\uFFFD\"} 1"; rr.Code != 200 || !strings.Contains(rr.Body.String(), want) {
+		t.Fatalf("/metrics = %d, want 200 with %s:\n%s", rr.Code, want, rr.Body)
 	}
 }
