@@ -13,7 +13,8 @@ import (
 //
 // Items are received in the order they were published: items published by
 // one goroutine are received in that goroutine's publish order, and a single
-// receiver sees them in that order too. When several receivers share a
+// receiver sees them in that order too. Items given back with
+// [Queue.PutFront] go ahead of them. When several receivers share a
 // queue, each item goes to whichever receiver takes it first.
 //
 // Waiting goroutines are woken in the order they started waiting, and only
@@ -36,8 +37,11 @@ import (
 // A Queue must be created with [New]. All methods are safe for
 // concurrent use. The zero value is not usable.
 type Queue[T any] struct {
-	mu     sync.Mutex
-	items  []T // ring storage; len(items) is the capacity and never changes
+	mu sync.Mutex
+	// items is the ring storage: len(items) is the capacity, or more while
+	// items put back at the head (PutFront) take the queue over it.
+	items  []T
+	limit  int // the capacity
 	head   int // index of the oldest queued item
 	count  int // number of queued items
 	closed bool
@@ -153,7 +157,7 @@ func New[T any](capacity int) *Queue[T] {
 	if capacity < 1 {
 		panic(fmt.Sprintf("queue: New capacity %d, must be at least 1", capacity))
 	}
-	return &Queue[T]{items: make([]T, capacity), wakeAhead: max(1, runtime.GOMAXPROCS(0)-1)}
+	return &Queue[T]{items: make([]T, capacity), limit: capacity, wakeAhead: max(1, runtime.GOMAXPROCS(0)-1)}
 }
 
 // Publish appends v to the queue. It blocks while the queue is full.
@@ -202,7 +206,7 @@ func (q *Queue[T]) PublishBatch(ctx context.Context, vs []T) (int, error) {
 		if w == nil {
 			w = q.newWaiter()
 		}
-		w.want = min(len(vs)-published, len(q.items))
+		w.want = min(len(vs)-published, q.limit)
 		q.pub.pushBack(w)
 		q.mu.Unlock()
 		select {
@@ -242,13 +246,65 @@ func (q *Queue[T]) TryPublish(v T) (bool, error) {
 		q.mu.Unlock()
 		return false, ErrClosed
 	}
-	if q.count == len(q.items) {
+	if q.count >= q.limit {
 		q.mu.Unlock()
 		return false, nil
 	}
 	q.pushLocked(v)
 	q.mu.Unlock()
 	return true, nil
+}
+
+// PutFront puts vs back at the head of the queue, in order, ahead of every
+// item queued: the next receive takes vs[0] first. It is for a receiver
+// that gives back items it received from the queue and will not handle (a
+// consumer that stops), so that they keep their place. It never blocks: when
+// the queue has no room for vs it goes over its capacity, by at most
+// len(vs), allocating a larger ring that shrinks back to the capacity once
+// receivers have taken the queue below it; publishers meanwhile wait, as on
+// a full queue. Since the items were received from the queue, the queue and
+// its receivers together never hold more than was published into it.
+//
+// It returns nil once vs is queued (at once for an empty vs), and ErrClosed
+// when the queue is closed (nothing is queued then).
+func (q *Queue[T]) PutFront(vs []T) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return ErrClosed
+	}
+	n := len(vs)
+	if n == 0 {
+		return nil
+	}
+	if q.count+n > len(q.items) {
+		q.resizeLocked(q.count + n)
+	}
+	size := len(q.items)
+	h := q.head - n
+	if h < 0 {
+		h += size
+	}
+	k := copy(q.items[h:], vs)
+	copy(q.items, vs[k:])
+	q.head = h
+	q.count += n
+	q.wakeReceivers()
+	q.wakePublishers()
+	return nil
+}
+
+// resizeLocked moves the queued items, in order, to the front of a new ring
+// of size slots; size is at least q.count.
+func (q *Queue[T]) resizeLocked(size int) {
+	items := make([]T, size)
+	if end := q.head + q.count; end <= len(q.items) {
+		copy(items, q.items[q.head:end])
+	} else {
+		k := copy(items, q.items[q.head:])
+		copy(items[k:], q.items[:q.count-k])
+	}
+	q.items, q.head = items, 0
 }
 
 // Receive moves up to len(buf) of the oldest items into buf[:n], in FIFO
@@ -307,7 +363,7 @@ func (q *Queue[T]) receive(ctx context.Context, buf []T, alarm <-chan time.Time)
 		if w == nil {
 			w = q.newWaiter()
 		}
-		w.want = min(len(buf), len(q.items))
+		w.want = min(len(buf), q.limit)
 		q.recv.pushBack(w)
 		q.mu.Unlock()
 		select {
@@ -373,8 +429,10 @@ func (q *Queue[T]) Close() {
 	q.mu.Unlock()
 }
 
-// Len returns the number of items currently queued. It does not block
-// (beyond the internal lock). The value may be stale as soon as it returns.
+// Len returns the number of items currently queued (more than Cap while
+// items given back with PutFront take the queue over its capacity). It does
+// not block (beyond the internal lock). The value may be stale as soon as it
+// returns.
 func (q *Queue[T]) Len() int {
 	q.mu.Lock()
 	n := q.count
@@ -384,7 +442,7 @@ func (q *Queue[T]) Len() int {
 
 // Cap returns the capacity the queue was created with. It does not block.
 func (q *Queue[T]) Cap() int {
-	return len(q.items)
+	return q.limit
 }
 
 // Closed reports whether Close has been called. It does not block (beyond
@@ -396,7 +454,7 @@ func (q *Queue[T]) Closed() bool {
 	return c
 }
 
-// pushLocked appends v. The queue must be open and not full.
+// pushLocked appends v. The queue must be open and below its capacity.
 func (q *Queue[T]) pushLocked(v T) {
 	tail := q.head + q.count
 	if tail >= len(q.items) {
@@ -408,11 +466,12 @@ func (q *Queue[T]) pushLocked(v T) {
 	q.wakePublishers()
 }
 
-// putLocked appends as many items of vs as fit and returns how many.
+// putLocked appends as many items of vs as fit below the capacity and
+// returns how many.
 func (q *Queue[T]) putLocked(vs []T) int {
 	size := len(q.items)
-	n := min(len(vs), size-q.count)
-	if n == 0 {
+	n := min(len(vs), q.limit-q.count)
+	if n <= 0 {
 		return 0
 	}
 	tail := q.head + q.count
@@ -449,6 +508,11 @@ func (q *Queue[T]) takeLocked(buf []T) int {
 		// Restart at the front so later batches are contiguous.
 		q.head = 0
 	}
+	if size > q.limit && q.count <= q.limit {
+		// Back within the capacity after a PutFront took the queue over
+		// it: the ring shrinks back to the capacity.
+		q.resizeLocked(q.limit)
+	}
 	q.wakePublishers()
 	q.wakeReceivers()
 	return n
@@ -468,7 +532,7 @@ func (q *Queue[T]) wakeReceivers() {
 // ones can fill every free slot or none are left. Called after anything that
 // frees slots or lowers pub.pending.
 func (q *Queue[T]) wakePublishers() {
-	for q.pub.head != nil && q.pub.pending < len(q.items)-q.count {
+	for q.pub.head != nil && q.pub.pending < q.limit-q.count {
 		q.pub.signalFront()
 	}
 }
@@ -537,7 +601,7 @@ func (q *Queue[T]) WaitRoom(ctx context.Context) error {
 			q.mu.Unlock()
 			return ErrClosed
 		}
-		if q.count < len(q.items) {
+		if q.count < q.limit {
 			q.recycle(w)
 			// This waiter filled nothing: pass the wakeup on if another
 			// publisher needs it.

@@ -52,7 +52,7 @@ func checkInvariant[T any](t *testing.T, q *Queue[T]) {
 	if q.recv.ahead > q.wakeAhead && !q.closed {
 		t.Fatalf("%d receivers woken ahead, limit %d", q.recv.ahead, q.wakeAhead)
 	}
-	if room := len(q.items) - q.count; q.pub.head != nil && q.pub.pending < room {
+	if room := q.limit - q.count; q.pub.head != nil && q.pub.pending < room {
 		t.Fatalf("publishers waiting but pending %d < %d free slots", q.pub.pending, room)
 	}
 }

@@ -36,8 +36,8 @@ type Letter[T any] struct {
 	// through a hold queue or puts back: the letter still holds its key,
 	// so when it comes back it goes ahead of the later messages of that
 	// key the source holds back. A backend carries it with the letter
-	// (in a header, say) through Hold and Requeue; Publish and DeadLetter
-	// clear it.
+	// (in a header, say) through Hold and Requeue, and gives it back as
+	// received through Return; Publish and DeadLetter clear it.
 	Resume bool
 }
 
@@ -93,8 +93,20 @@ type Queues[T any] interface {
 	// its delay has passed, then delivers it to this consumer group again,
 	// and to no other group.
 	Hold(ctx context.Context, i int, l Letter[T]) error
-	// Requeue delivers l to this consumer group again at once.
+	// Requeue delivers l to this consumer group again at once, after what
+	// the group has queued.
 	Requeue(ctx context.Context, l Letter[T]) error
+	// Return gives back ls, letters received from readers of these queues
+	// and not settled, which their consumer will not handle (a sequenced
+	// source that stops returns the messages it held back), in the order
+	// they were received: the consumer group receives them again, in that
+	// order, before the letters that came after them. The in-memory backend
+	// puts them back at the head of the group's queue; a durable backend
+	// leaves them unsettled, and the group receives them again from the
+	// broker once their readers have closed (a crash in between loses
+	// nothing). The letters come back as they were received; the caller
+	// settles none of them afterwards.
+	Return(ctx context.Context, ls []Letter[T]) error
 	// DeadLetter appends l, whose Death is set, to the DLQ. It returns
 	// ErrNoDLQ when the topology has none.
 	DeadLetter(ctx context.Context, l Letter[T]) error

@@ -19,9 +19,12 @@ const DefaultMemoryCapacity = 4096
 // MemoryOptions configure a [Memory] backend.
 type MemoryOptions struct {
 	// Capacity is how many letters each consumer group's queue and each DLQ
-	// holds (1 to 1048576, allocated when the queue is declared). A publish,
-	// a dead-lettering or a hold release waits while the queue it goes to is
-	// full. Default DefaultMemoryCapacity.
+	// holds (1 to 1048576, allocated when the queue is declared). A publish
+	// or a hold release waits while the queue it goes to is full. A requeue
+	// or a dead-lettering never waits: the letter waits for room behind
+	// the queue instead, in order, and up to Capacity letters may wait so
+	// behind each queue; past that they fail with ErrFull. Default
+	// DefaultMemoryCapacity.
 	Capacity int `validate:"gte=1,lte=1048576"`
 }
 
@@ -43,21 +46,31 @@ func (o MemoryOptions) Validate() error { return validate.Struct("memory", &o) }
 // consumer is connected, so nothing published or dead-lettered in between
 // is lost. A hold queue is a timed queue: one goroutine per hold queue, a
 // timer set for its earliest due letter, no goroutine or timer per letter.
-// Nothing survives the process.
+// A letter requeued or dead-lettered into a full queue waits for room
+// behind it, in order, moved in by one goroutine per queue while any wait,
+// so a source's acknowledgement never waits for room. Nothing survives the
+// process.
 //
 // Create it with NewMemory and Close it when done. It is safe for
 // concurrent use.
 type Memory[T any] struct {
 	capacity int
 
-	mu     sync.Mutex
-	closed bool
-	topics map[string]*memTopic[T]
-	holds  map[string]*holdQueue[T]
-	ctx    context.Context // done once Close starts: stops the hold queues
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	mu       sync.Mutex
+	closed   bool
+	topics   map[string]*memTopic[T]
+	holds    map[string]*holdQueue[T]
+	backlogs map[*queue.Queue[Letter[T]]]*backlog[T]
+	ctx      context.Context // done once Close starts: stops the hold queues and backlogs
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
 }
+
+// ErrFull is returned, wrapped, by the in-memory backend's Requeue and
+// DeadLetter when the queue the letter goes to is full and as many letters
+// as it holds (MemoryOptions.Capacity) already wait for room behind it.
+// The letter is then neither queued nor kept.
+var ErrFull = errors.New("topology: queue full, and as many letters wait for room behind it")
 
 // NewMemory returns an empty in-memory backend, or the validate.Errors of
 // opts.
@@ -71,6 +84,7 @@ func NewMemory[T any](opts MemoryOptions) (*Memory[T], error) {
 		capacity: opts.Capacity,
 		topics:   map[string]*memTopic[T]{},
 		holds:    map[string]*holdQueue[T]{},
+		backlogs: map[*queue.Queue[Letter[T]]]*backlog[T]{},
 		ctx:      ctx,
 		cancel:   cancel,
 	}, nil
@@ -100,6 +114,7 @@ func (m *Memory[T]) Declare(ctx context.Context, t *Topology) (Queues[T], error)
 	q := &memQueues[T]{m: m, t: t, main: m.topicLocked(t.name)}
 	if !t.broadcast {
 		q.group = q.main.group(t.ConsumerGroup(), m.capacity)
+		q.requeue = m.backlogLocked(q.group, "group "+strconv.Quote(t.ConsumerGroup())+" of "+strconv.Quote(t.name))
 	}
 	for _, h := range t.holds {
 		hq := m.holds[h.Name]
@@ -112,8 +127,32 @@ func (m *Memory[T]) Declare(ctx context.Context, t *Topology) (Queues[T], error)
 	}
 	if t.dlq != "" {
 		q.dead = m.topicLocked(t.dlq).group(deadGroup, m.capacity)
+		q.deadBacklog = m.backlogLocked(q.dead, "DLQ "+strconv.Quote(t.dlq))
 	}
 	return q, nil
+}
+
+// backlogLocked returns the backlog of g, made on first use; name names g
+// in errors.
+func (m *Memory[T]) backlogLocked(g *queue.Queue[Letter[T]], name string) *backlog[T] {
+	b := m.backlogs[g]
+	if b == nil {
+		b = &backlog[T]{m: m, target: g, name: name, limit: m.capacity}
+		m.backlogs[g] = b
+	}
+	return b
+}
+
+// spawn runs f on a goroutine that Close waits for; false once the backend
+// is closed (f is then not run).
+func (m *Memory[T]) spawn(f func()) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return false
+	}
+	m.wg.Go(f)
+	return true
 }
 
 func (m *Memory[T]) topicLocked(name string) *memTopic[T] {
@@ -125,9 +164,10 @@ func (m *Memory[T]) topicLocked(name string) *memTopic[T] {
 	return tp
 }
 
-// Close stops the hold queues (what they hold is lost, as everything else
-// in memory), closes every queue (readers receive what is left, then
-// ErrClosed) and waits for the hold queues' goroutines. Idempotent.
+// Close stops the hold queues and the backlogs (the letters they hold, or
+// that wait for room in a queue, are lost, as everything else in memory),
+// closes every queue (readers receive what is left, then ErrClosed) and
+// waits for the hold queues' and the backlogs' goroutines. Idempotent.
 func (m *Memory[T]) Close() {
 	m.mu.Lock()
 	if m.closed {
@@ -160,7 +200,8 @@ func (m *Memory[T]) Held(name string) int {
 }
 
 // Queued returns how many letters the consumer group's queue of the topic
-// called name holds (for a DLQ, group is ignored).
+// called name holds, the letters waiting for room in it included (for a
+// DLQ, group is ignored).
 func (m *Memory[T]) Queued(name, group string) int {
 	m.mu.Lock()
 	tp := m.topics[name]
@@ -169,14 +210,22 @@ func (m *Memory[T]) Queued(name, group string) int {
 		return 0
 	}
 	tp.mu.Lock()
-	defer tp.mu.Unlock()
-	if g := tp.groups[deadGroup]; g != nil {
-		return g.Len()
+	g := tp.groups[deadGroup]
+	if g == nil {
+		g = tp.groups[group]
 	}
-	if g := tp.groups[group]; g != nil {
-		return g.Len()
+	tp.mu.Unlock()
+	if g == nil {
+		return 0
 	}
-	return 0
+	m.mu.Lock()
+	b := m.backlogs[g]
+	m.mu.Unlock()
+	n := g.Len()
+	if b != nil {
+		n += b.len()
+	}
+	return n
 }
 
 // memTopic is a main topic or a DLQ: one queue per consumer group.
@@ -266,12 +315,14 @@ func mapQueueErr(err error) error {
 
 // memQueues are the queues of one declared topology.
 type memQueues[T any] struct {
-	m     *Memory[T]
-	t     *Topology
-	main  *memTopic[T]
-	group *queue.Queue[Letter[T]] // nil for broadcast
-	holds []*holdQueue[T]
-	dead  *queue.Queue[Letter[T]] // nil without DLQ
+	m           *Memory[T]
+	t           *Topology
+	main        *memTopic[T]
+	group       *queue.Queue[Letter[T]] // nil for broadcast
+	requeue     *backlog[T]             // group's; nil for broadcast
+	holds       []*holdQueue[T]
+	dead        *queue.Queue[Letter[T]] // nil without DLQ
+	deadBacklog *backlog[T]             // dead's; nil without DLQ
 }
 
 // Topology implements Queues.
@@ -305,22 +356,41 @@ func (q *memQueues[T]) Hold(ctx context.Context, i int, l Letter[T]) error {
 	return q.holds[i].add(ctx, l, q.group)
 }
 
-// Requeue implements Queues: l goes to the tail of the group's queue.
-func (q *memQueues[T]) Requeue(ctx context.Context, l Letter[T]) error {
+// Requeue implements Queues: l goes to the tail of the group's queue. It
+// never waits: when the queue is full, l waits for room behind it, after
+// the letters requeued before it (ErrFull when Capacity letters wait
+// already).
+func (q *memQueues[T]) Requeue(_ context.Context, l Letter[T]) error {
 	if q.group == nil {
 		return errors.New("topology: a broadcast topology cannot requeue")
 	}
 	l.Receipt = nil
-	return put(ctx, q.group, l)
+	return q.requeue.put(l)
 }
 
-// DeadLetter implements Queues.
-func (q *memQueues[T]) DeadLetter(ctx context.Context, l Letter[T]) error {
+// Return implements Queues: ls go back to the head of the group's queue,
+// in order, ahead of every letter queued. It never waits: a full queue
+// goes over its capacity by len(ls) until its readers have taken it back
+// below (publishers wait meanwhile).
+func (q *memQueues[T]) Return(_ context.Context, ls []Letter[T]) error {
+	if q.group == nil {
+		return errors.New("topology: a broadcast topology cannot return letters")
+	}
+	for i := range ls {
+		ls[i].Receipt = nil
+	}
+	return mapQueueErr(q.group.PutFront(ls))
+}
+
+// DeadLetter implements Queues. It never waits: when the DLQ is full, l
+// waits for room behind it, after the letters dead-lettered before it
+// (ErrFull when Capacity letters wait already).
+func (q *memQueues[T]) DeadLetter(_ context.Context, l Letter[T]) error {
 	if q.dead == nil {
 		return ErrNoDLQ
 	}
 	l.Receipt, l.Resume = nil, false
-	return put(ctx, q.dead, l)
+	return q.deadBacklog.put(l)
 }
 
 // SubscribeDead implements Queues.
@@ -469,5 +539,94 @@ func (h *holdQueue[T]) run() {
 			timer.Stop()
 			return
 		}
+	}
+}
+
+// backlog holds the letters waiting for room in one queue (a group's queue
+// or a DLQ), so that a requeue or a dead-lettering never waits: while
+// nothing waits and the queue has room, a letter goes straight in;
+// otherwise it joins the backlog, whose one goroutine (started when a
+// letter first waits, ending when none is left, waited for by Close) moves
+// the letters into the queue in order as room appears. It holds at most limit
+// letters (the backend's Capacity).
+type backlog[T any] struct {
+	m      *Memory[T]
+	target *queue.Queue[Letter[T]]
+	name   string // for errors: `group "g" of "topic"`, `DLQ "d"`
+	limit  int
+
+	mu      sync.Mutex
+	items   []Letter[T] // waiting, oldest first from head
+	head    int
+	moving  int  // taken by run, not yet in target (0 or 1)
+	running bool // run's goroutine is started
+}
+
+// len returns how many letters wait.
+func (b *backlog[T]) len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.items) - b.head + b.moving
+}
+
+// put queues l in the target, or behind the letters waiting, without
+// waiting.
+func (b *backlog[T]) put(l Letter[T]) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	waiting := len(b.items) - b.head + b.moving
+	if waiting == 0 {
+		ok, err := b.target.TryPublish(l)
+		if err != nil || ok {
+			return mapQueueErr(err)
+		}
+	} else if b.target.Closed() {
+		return ErrClosed
+	}
+	if waiting >= b.limit {
+		return fmt.Errorf("topology: %s: %w (%d)", b.name, ErrFull, b.limit)
+	}
+	if !b.running {
+		if !b.m.spawn(b.run) {
+			return ErrClosed
+		}
+		b.running = true
+	}
+	b.items = append(b.items, l)
+	return nil
+}
+
+// run moves the waiting letters into the target, one at a time and in
+// order, each as soon as it has room, until none is left or the backend
+// closes (the letters still waiting are then dropped).
+func (b *backlog[T]) run() {
+	for {
+		b.mu.Lock()
+		if b.head == len(b.items) {
+			clear(b.items)
+			b.items, b.head, b.running = b.items[:0], 0, false
+			b.mu.Unlock()
+			return
+		}
+		l := b.items[b.head]
+		b.items[b.head] = Letter[T]{}
+		b.head++
+		if b.head > 64 && b.head > len(b.items)/2 {
+			n := copy(b.items, b.items[b.head:])
+			clear(b.items[n:])
+			b.items, b.head = b.items[:n], 0
+		}
+		b.moving = 1
+		b.mu.Unlock()
+		err := b.target.Publish(b.m.ctx, l)
+		b.mu.Lock()
+		b.moving = 0
+		if err != nil { // closed
+			clear(b.items)
+			b.items, b.head, b.running = nil, 0, false
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -193,5 +194,38 @@ func TestBroadcastChurnNeverFailsPublish(t *testing.T) {
 			}
 			got++
 		}
+	}
+}
+
+// Guarantee: a message of a key whose handling the shutdown interrupted
+// goes back ahead of its key's held-back messages, and drain returns it
+// first of them; once drain has run, the sequencer keeps nothing more (the
+// source then requeues the message itself, so it is not lost).
+func TestSequencerPutBackLeadsItsKeyUntilDrained(t *testing.T) {
+	q := &sequencer[int]{keys: map[string]*keyState[int]{}, wakers: map[*waker]struct{}{}}
+	letter := func(v int) pendingLetter[int] { return pendingLetter[int]{l: Letter[int]{Key: "A", Value: v}} }
+	if q.admit(letter(1).l, nil) != admitDeliver {
+		t.Fatal("the first message of a key was not admitted")
+	}
+	for _, v := range []int{2, 3} {
+		if q.admit(letter(v).l, nil) != admitHeldBack {
+			t.Fatalf("message %d not held back while its key is taken", v)
+		}
+	}
+	if !q.putBack(letter(1)) {
+		t.Fatal("putBack refused before drain")
+	}
+	var got []int
+	for _, p := range q.drain() {
+		got = append(got, p.l.Value)
+	}
+	if !slices.Equal(got, []int{1, 2, 3}) {
+		t.Fatalf("drain returned %v, want [1 2 3]", got)
+	}
+	if q.putBack(letter(4)) {
+		t.Fatal("putBack kept a message after drain")
+	}
+	if n := len(q.drain()); n != 0 {
+		t.Fatalf("a second drain returned %d messages, want none", n)
 	}
 }

@@ -2,10 +2,19 @@ package topology_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/topic/topology"
 	"github.com/boulevard-go/boulevard/topic/topology/topologytest"
 )
@@ -73,35 +82,211 @@ func TestMeetingHoldNamesReleaseToTheirOwnGroup(t *testing.T) {
 
 // Guarantee: Replay loses no dead letter it took from an in-memory DLQ
 // when putting one back on the main topic fails (here: the group's queue
-// is full and the operator's context ends): every letter is either
-// replayed, and reported so, or still in the DLQ.
+// is full, its consumers down, and all but one of the places for letters
+// waiting for room behind it are taken): every letter is either replayed,
+// and reported so, or still in the DLQ.
 func TestReplayFailureKeepsTheDeadLetters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m, _ := topology.NewMemory[int](topology.MemoryOptions{Capacity: 4})
 		defer m.Close()
 		top, _ := topology.New("rp").DLQ().Build()
 		q, _ := m.Declare(t.Context(), top)
+		// Bounds a wait for room, which must not happen.
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
 		for i := range 4 { // the group's queue is full: its consumers are down
-			if err := q.Publish(t.Context(), topology.Letter[int]{Value: 100 + i}); err != nil {
+			if err := q.Publish(ctx, topology.Letter[int]{Value: 100 + i}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range 3 { // three retries wait for room behind it
+			if err := q.Requeue(ctx, topology.Letter[int]{Value: 200 + i}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		for i := range 3 {
 			l := topology.Letter[int]{Value: i, Death: &topology.Death{Reason: topology.ReasonRejected, Topic: "rp", Group: "rp"}}
+			if err := q.DeadLetter(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rep, err := topology.Replay(ctx, q, topology.ReplayOptions[int]{})
+		if !errors.Is(err, topology.ErrFull) {
+			t.Fatalf("Replay into a full queue with one place left behind it = %v, want ErrFull", err)
+		}
+		replayed := m.Queued("rp", "rp") - 7 // what Replay put after the publishes and retries
+		if got := replayed + m.Queued("rp-dlq", ""); replayed != 1 || got != 3 || len(rep.Replayed) != replayed {
+			t.Errorf("Replay failed (%v) after replaying %d letters (reported %d; want 1), and the DLQ holds %d: %d of 3 dead letters lost",
+				err, replayed, len(rep.Replayed), m.Queued("rp-dlq", ""), 3-got)
+		}
+	})
+}
+
+// Guarantee: in memory, a requeue and a dead-lettering never wait for room:
+// into a full queue they return at once, the letters wait behind it and
+// reach it in order as readers make room, and past Capacity letters
+// waiting they fail with ErrFull instead of waiting.
+func TestMemoryRequeueAndDeadLetterNeverWaitForRoom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, _ := topology.NewMemory[int](topology.MemoryOptions{Capacity: 2})
+		defer m.Close()
+		top, _ := topology.New("full").DLQ().Build()
+		q, _ := m.Declare(t.Context(), top)
+		// Bounds a wait for room, which must not happen.
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		dead := func(v int) topology.Letter[int] {
+			return topology.Letter[int]{Value: v, Death: &topology.Death{Reason: topology.ReasonRejected, Topic: "full"}}
+		}
+		for v := range 2 { // both queues full, nobody reading
+			if err := q.Publish(ctx, topology.Letter[int]{Value: v}); err != nil {
+				t.Fatal(err)
+			}
+			if err := q.DeadLetter(ctx, dead(v)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		start := time.Now()
+		for v := 10; v < 12; v++ {
+			if err := q.Requeue(ctx, topology.Letter[int]{Value: v}); err != nil {
+				t.Fatalf("Requeue into a full queue = %v, want nil at once", err)
+			}
+			if err := q.DeadLetter(ctx, dead(v)); err != nil {
+				t.Fatalf("DeadLetter into a full DLQ = %v, want nil at once", err)
+			}
+		}
+		if waited := time.Since(start); waited != 0 {
+			t.Errorf("Requeue and DeadLetter into full queues took %s, want no wait", waited)
+		}
+		if err := q.Requeue(ctx, topology.Letter[int]{Value: 12}); !errors.Is(err, topology.ErrFull) {
+			t.Errorf("Requeue with Capacity letters waiting = %v, want ErrFull", err)
+		}
+		if err := q.DeadLetter(ctx, dead(12)); !errors.Is(err, topology.ErrFull) {
+			t.Errorf("DeadLetter with Capacity letters waiting = %v, want ErrFull", err)
+		}
+		if n, d := m.Queued("full", "full"), m.Queued("full-dlq", ""); n != 4 || d != 4 {
+			t.Errorf("Queued = %d and %d, want 4 and 4 (2 queued, 2 waiting for room)", n, d)
+		}
+		for name, subscribe := range map[string]func(context.Context) (topology.Reader[int], error){
+			"group": q.Subscribe, "DLQ": q.SubscribeDead,
+		} {
+			r, err := subscribe(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int
+			buf := make([]topology.Letter[int], 1)
+			for len(got) < 4 {
+				n, err := r.Receive(ctx, buf)
+				if err != nil {
+					t.Fatalf("%s: Receive after %v: %v", name, got, err)
+				}
+				for _, l := range buf[:n] {
+					got = append(got, l.Value)
+				}
+			}
+			r.Close()
+			if fmt.Sprint(got) != "[0 1 10 11]" {
+				t.Errorf("%s received %v, want [0 1 10 11]", name, got)
+			}
+		}
+		// Nothing waits any more: a requeue goes straight in again.
+		if err := q.Requeue(ctx, topology.Letter[int]{Value: 13}); err != nil {
+			t.Fatal(err)
+		}
+		if n := m.Queued("full", "full"); n != 1 {
+			t.Errorf("Queued = %d after a requeue into an empty queue, want 1", n)
+		}
+	})
+}
+
+// Guarantee: in memory, a pipeline whose group queue publishers keep full,
+// and whose DLQ nobody reads, still carries out a retry without hold
+// queues and a dead-lettering, and goes on: its acknowledgement never
+// waits for room in a queue.
+func TestFullQueuesNeverStallAPipeline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, _ := topology.NewMemory[int](topology.MemoryOptions{Capacity: 2})
+		defer m.Close()
+		top, _ := topology.New("busy").DLQ().Build()
+		q, _ := m.Declare(t.Context(), top)
+		for v := range 2 { // a full DLQ nobody reads
+			l := topology.Letter[int]{Value: -1 - v, Death: &topology.Death{Reason: topology.ReasonRejected, Topic: "busy"}}
 			if err := q.DeadLetter(t.Context(), l); err != nil {
 				t.Fatal(err)
 			}
 		}
-		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-		defer cancel()
-		rep, err := topology.Replay(ctx, q, topology.ReplayOptions[int]{})
-		if err == nil {
-			t.Fatal("Replay into a full queue succeeded")
+		src, _ := topology.NewSource(topology.SourceOptions[int]{Queues: q, Logger: slog.New(slog.DiscardHandler)})
+		gate := make(chan struct{})
+		var mu sync.Mutex
+		handled := map[int]int{}
+		p, err := pipeline.New(pipeline.Options[int, int]{
+			Name:     "busy",
+			Logger:   slog.New(slog.DiscardHandler),
+			Producer: producer.Options[int]{Source: src},
+			Processors: processor.Options[int, int]{Concurrency: 1, Handle: func(ctx context.Context, m *message.Message[int]) (int, error) {
+				mu.Lock()
+				handled[m.Data]++
+				n := handled[m.Data]
+				mu.Unlock()
+				switch {
+				case m.Data == 1 && n == 1:
+					select { // everything else queues up behind it
+					case <-gate:
+					case <-ctx.Done():
+					}
+					return 0, topology.Retry(errors.New("flaky"))
+				case m.Data == 2:
+					return 0, topology.Reject(errors.New("malformed"))
+				}
+				return m.Data, nil
+			}},
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		replayed := m.Queued("rp", "rp") - 4 // what Replay put after the four publishes
-		if got := replayed + m.Queued("rp-dlq", ""); got != 3 || len(rep.Replayed) != replayed {
-			t.Errorf("Replay failed (%v) after replaying %d letters (reported %d), and the DLQ holds %d: %d of 3 dead letters lost",
-				err, replayed, len(rep.Replayed), m.Queued("rp-dlq", ""), 3-got)
+		if err := p.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		defer p.Stop(context.Background())
+		pub, _ := topology.NewPublisher(q, topology.PublisherOptions[int]{})
+		const total = 400 // far more than the pipeline's buffers and the queue hold
+		ctx, cancel := context.WithCancel(t.Context())
+		published := make(chan error, 1)
+		go func() {
+			for v := 1; v <= total; v++ {
+				if err := pub.Publish(ctx, v); err != nil {
+					published <- err
+					return
+				}
+			}
+			published <- nil
+		}()
+		stopPublishing := sync.OnceValue(func() error {
+			cancel()
+			return <-published
+		})
+		defer stopPublishing()
+		synctest.Wait()
+		if n := m.Queued("busy", "busy"); n != 2 {
+			t.Fatalf("the group's queue holds %d letters before the retry, want it full (2)", n)
+		}
+		close(gate)
+		wait.Within(t, time.Minute, "every letter handled, 1 twice, and 2 dead", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(handled) == total && handled[1] == 2 && src.Stats().DeadLettered == 1
+		}, func() string { return fmt.Sprintf("stats %+v", src.Stats()) })
+		if n := m.Queued("busy-dlq", ""); n != 3 {
+			t.Errorf("the DLQ holds %d letters, want 3", n)
+		}
+		if err := stopPublishing(); err != nil {
+			t.Errorf("Publish: %v", err)
+		}
+		ctxStop, cancelStop := context.WithTimeout(context.Background(), time.Minute)
+		defer cancelStop()
+		if err := p.Stop(ctxStop); err != nil {
+			t.Errorf("Stop = %v, want nil: the drain was not held up", err)
 		}
 	})
 }

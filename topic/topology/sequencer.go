@@ -35,12 +35,14 @@ type keyState[T any] struct {
 type sequencer[T any] struct {
 	policy SequenceFailure
 
-	mu     sync.Mutex
-	keys   map[string]*keyState[T]
-	ready  []pendingLetter[T] // released messages waiting for a permit
-	held   int                // letters in waiting lists
-	wakers map[*waker]struct{}
-	free   []*keyState[T] // states of forgotten keys, for reuse
+	mu    sync.Mutex
+	keys  map[string]*keyState[T]
+	ready []pendingLetter[T] // released messages waiting for a permit
+	held  int                // letters in waiting lists
+	// drainedAll is set by drain: putBack then refuses.
+	drainedAll bool
+	wakers     map[*waker]struct{}
+	free       []*keyState[T] // states of forgotten keys, for reuse
 }
 
 // newKey returns a state for a key that is not in keys.
@@ -113,6 +115,28 @@ func (q *sequencer[T]) release(key string) {
 	for w := range q.wakers {
 		w.cancel()
 	}
+}
+
+// putBack puts p, the message of its key in flight, at the head of its
+// key's waiting messages: its key stays taken, and drain returns it first
+// of them. It returns false, keeping nothing, once drain was called: the
+// caller must then give p back itself.
+func (q *sequencer[T]) putBack(p pendingLetter[T]) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.drainedAll {
+		return false
+	}
+	ks := q.keys[p.l.Key]
+	if ks == nil {
+		ks = q.newKey()
+		q.keys[p.l.Key] = ks
+	}
+	ks.waiting = append(ks.waiting, pendingLetter[T]{})
+	copy(ks.waiting[1:], ks.waiting)
+	ks.waiting[0] = p
+	q.held++
+	return true
 }
 
 // poison marks key poisoned and returns the messages of it held back. The
@@ -193,6 +217,7 @@ func (q *sequencer[T]) heldBack() int {
 func (q *sequencer[T]) drain() []pendingLetter[T] {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.drainedAll = true
 	out := q.ready
 	q.ready = nil
 	for k, ks := range q.keys {

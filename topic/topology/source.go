@@ -411,6 +411,12 @@ func (s *Source[T]) settle(ctx context.Context, rec *record[T], out Outcome, tim
 		s.kill(ctx, p, ReasonRejected, err)
 	default: // OutcomeRequeue
 		s.requeued.Add(1)
+		if s.seq != nil && p.l.Key != "" && s.seq.putBack(*p) {
+			// Interrupted: the pipeline is stopping. The letter keeps its
+			// key's turn, and Close returns it ahead of the messages of
+			// its key held back. After Close it is requeued.
+			return
+		}
 		s.requeue(ctx, p)
 	}
 }
@@ -547,9 +553,12 @@ func (s *Source[T]) settleDead(ctx context.Context, rec *record[T], out Outcome,
 	s.done(ctx, p)
 }
 
-// Close hands the messages a sequenced source still holds back to the
-// backend to be delivered again (Requeue; a durable backend leaves them
-// unsettled), then closes the readers the source subscribed. Idempotent.
+// Close gives the messages a sequenced source still holds back, and those
+// of its keys whose handling the pipeline's shutdown interrupted, back to
+// the backend (Queues.Return), in the order they were received: the next
+// consumer of the group receives them first, in that order, so each key's
+// order holds across a stop. Then it closes the readers the source
+// subscribed. Idempotent.
 func (s *Source[T]) Close(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
@@ -560,20 +569,22 @@ func (s *Source[T]) Close(ctx context.Context) error {
 	rs := s.readers
 	s.readers = nil
 	s.mu.Unlock()
+	var err error
 	if s.seq != nil {
-		held := s.seq.drain()
-		for i := range held {
-			p := &held[i]
-			p.l.Resume = false
-			if err := s.q.Requeue(ctx, p.l); err != nil {
-				s.log.ErrorContext(ctx, "could not requeue a held-back letter; it is lost", slog.Any("error", err))
-				continue
+		if held := s.seq.drain(); len(held) > 0 {
+			ls := make([]Letter[T], len(held))
+			for i := range held {
+				ls[i] = held[i].l
 			}
-			s.done(ctx, p)
+			if err = s.q.Return(ctx, ls); err != nil {
+				err = fmt.Errorf("topology %s: returning %d held-back letters: %w", s.t.name, len(ls), err)
+				s.log.ErrorContext(ctx, "could not give back the held-back letters; they are lost",
+					slog.Int("letters", len(ls)), slog.Any("error", err))
+			}
 		}
 	}
 	for _, r := range rs {
 		r.Close()
 	}
-	return nil
+	return err
 }

@@ -53,6 +53,11 @@
 //     or DeadLetter returned an error) is never committed: its partition's
 //     commits stop there and the group delivers it again after the next
 //     rebalance or restart.
+//   - Return (the letters a stopping sequenced source held back) leaves
+//     the letters unsettled: their partition's commits stop at the first
+//     of them, and the group delivers them again from there, in order,
+//     once their reader has closed, with the letters after them that were
+//     settled (at least once).
 //   - SubscribeDead reads the DLQ in the consumer group "<dlq>:dead", from
 //     the oldest record not yet committed. TryReceive, which Replay uses,
 //     returns 0 only once the reader has fetched every record the log held

@@ -116,6 +116,24 @@ func (q *queues[T]) Requeue(_ context.Context, l topology.Letter[T]) error {
 	return q.produce(q.main, &l, header(HeaderGroup, q.group))
 }
 
+// Return implements topology.Queues: the letters' records are left
+// uncommitted (their partition's commits stop at the first of them), and
+// the group delivers them again, from its committed offset and in their
+// order, once their reader has closed or lost their partition, with the
+// records after them that it had settled but not committed (at least
+// once). Nothing is produced.
+func (q *queues[T]) Return(_ context.Context, ls []topology.Letter[T]) error {
+	if q.group == "" {
+		return errors.New("kafkatopology: a broadcast topology cannot return letters")
+	}
+	for i := range ls {
+		if rc, ok := ls[i].Receipt.(*receipt); ok {
+			rc.giveBack()
+		}
+	}
+	return nil
+}
+
 // DeadLetter implements topology.Queues.
 func (q *queues[T]) DeadLetter(_ context.Context, l topology.Letter[T]) error {
 	if q.dlq == "" {

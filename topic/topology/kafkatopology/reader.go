@@ -178,6 +178,19 @@ func (rc *receipt) keep() {
 	rc.mu.Unlock()
 }
 
+// giveBack marks the receipt's record never to be committed and no longer
+// held by the subscriber: its claim lets its partition go without waiting
+// for it, and the partition's next owner fetches it again.
+func (rc *receipt) giveBack() {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.kept = true
+	if !rc.done {
+		rc.done = true
+		rc.c.Return()
+	}
+}
+
 func newGroupReader[T any](b *Backend[T], kname, gid, group string) (*groupReader[T], error) {
 	cg, err := sarama.NewConsumerGroup(b.opts.Brokers, gid, b.cfg)
 	if err != nil {

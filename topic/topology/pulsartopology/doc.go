@@ -31,10 +31,15 @@
 //     held it and no other. A crash while a letter is held loses nothing:
 //     it is on the broker, and the held message is acknowledged on the
 //     main topic only after the broker stored it in the hold topic.
-//   - Requeue (an interrupted message, a retry without hold queues, a
-//     replayed dead letter, a stopped sequenced source's held-back
-//     messages) sends the letter to the main topic with topology-group set:
-//     the other groups' readers acknowledge it without delivering it.
+//   - Requeue (a retry without hold queues, a replayed dead letter, an
+//     interrupted message) sends the letter to the main topic with
+//     topology-group set: the other groups' readers acknowledge it without
+//     delivering it.
+//   - Return (the messages a stopping sequenced source held back, and those
+//     of its keys whose handling the stop interrupted) leaves the messages
+//     unacknowledged: the broker delivers them to the group again once
+//     their reader's consumer has closed, before the later messages of
+//     their keys.
 //   - DeadLetter sends the letter to the DLQ; dead sources and Replay read
 //     the DLQ's Shared subscription "dead".
 //   - Settle acknowledges the message on its subscription, unless the

@@ -82,6 +82,22 @@ func (q *queues[T]) Requeue(ctx context.Context, l topology.Letter[T]) error {
 	return keepOnError(&l, q.b.send(ctx, q.main, m))
 }
 
+// Return implements topology.Queues: the letters' messages are left
+// unacknowledged (a later Settle would negatively acknowledge them), and
+// the broker delivers them to the group again, before its later messages
+// of their keys, once their reader's consumer has closed. Nothing is sent.
+func (q *queues[T]) Return(_ context.Context, ls []topology.Letter[T]) error {
+	if q.group == "" {
+		return errors.New("pulsartopology: a broadcast topology cannot return letters")
+	}
+	for i := range ls {
+		if rc, ok := ls[i].Receipt.(*receipt); ok {
+			rc.kept.Store(true)
+		}
+	}
+	return nil
+}
+
 // DeadLetter implements topology.Queues.
 func (q *queues[T]) DeadLetter(ctx context.Context, l topology.Letter[T]) error {
 	if q.dlq == "" {

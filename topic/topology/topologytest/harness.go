@@ -2,9 +2,11 @@ package topologytest
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -25,6 +27,9 @@ type h struct {
 	logs *recorder
 	// producers is the producer concurrency of the next consume (0: 1).
 	producers int
+	// shutdown is the ShutdownTimeout of the next consume (0: the
+	// pipeline's default).
+	shutdown time.Duration
 }
 
 func newHarness(t *testing.T, cfg Config) *h {
@@ -78,6 +83,9 @@ type attempt struct {
 type consumer struct {
 	src *topology.Source[Msg]
 	p   *pipeline.Pipeline[Msg, Msg]
+	// cut is set when its stop is meant to be cut short by the shutdown
+	// timeout (Stop then reports pipeline.ErrShutdownTimeout).
+	cut atomic.Bool
 	mu  sync.Mutex
 	log []attempt
 }
@@ -120,9 +128,10 @@ func (s *h) consume(q topology.Queues[Msg], dead bool, opts topology.SourceOptio
 	}
 	c := &consumer{src: src}
 	p, err := pipeline.New(pipeline.Options[Msg, Msg]{
-		Name:     "topologytest",
-		Logger:   slog.New(slog.DiscardHandler),
-		Producer: producer.Options[Msg]{Source: src, Concurrency: s.producers},
+		Name:            "topologytest",
+		Logger:          slog.New(slog.DiscardHandler),
+		ShutdownTimeout: s.shutdown,
+		Producer:        producer.Options[Msg]{Source: src, Concurrency: s.producers},
 		Processors: processor.Options[Msg, Msg]{
 			Concurrency: 2,
 			Handle: func(ctx context.Context, m *message.Message[Msg]) (Msg, error) {
@@ -151,7 +160,7 @@ func (s *h) stop(c *consumer) {
 	s.Helper()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 30*time.Second)
 	defer cancel()
-	if err := c.p.Stop(ctx); err != nil {
+	if err := c.p.Stop(ctx); err != nil && !(c.cut.Load() && errors.Is(err, pipeline.ErrShutdownTimeout)) {
 		s.Errorf("Stop: %v", err)
 	}
 }
