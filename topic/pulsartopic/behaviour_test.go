@@ -2,11 +2,14 @@ package pulsartopic_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
@@ -215,5 +218,89 @@ func TestPartitionedRoundTrip(t *testing.T) {
 	}
 	if len(seen) != n {
 		t.Fatalf("received %d distinct messages of %d", len(seen), n)
+	}
+}
+
+// Guarantee: closing a topic while publishes are under way leaves none of
+// them waiting: each returns nil (and its message is stored) or
+// ErrTopicClosed (and nothing was stored), within a bound, with no data
+// race between sending and closing the producer.
+func TestCloseWhilePublishingLeavesNoPublishWaiting(t *testing.T) {
+	b := testbroker.Pulsar(t)
+	be := newBackend(t, testOptions[int](b, topic.IntCodec{}))
+	const publishers = 32
+	for round := range 5 {
+		name := topic.Name(fmt.Sprintf("closing-%d", round))
+		h, err := topic.NewTopic[int](name, topic.Options{}, be)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var published, running atomic.Int64
+		errs := make(chan error, publishers)
+		var wg sync.WaitGroup
+		for range publishers {
+			running.Add(1)
+			wg.Go(func() {
+				defer running.Add(-1)
+				for {
+					err := h.Publish(context.Background(), 1)
+					if err != nil {
+						errs <- err
+						return
+					}
+					published.Add(1)
+				}
+			})
+		}
+		wait.Within(t, patience, "publishes under way", func() bool { return published.Load() >= 100 })
+		h.Close()
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(patience):
+			t.Fatalf("round %d: %d of %d publishes still waiting %v after Close", round, running.Load(), publishers, patience)
+		}
+		close(errs)
+		for err := range errs {
+			if !errors.Is(err, topic.ErrTopicClosed) {
+				t.Fatalf("round %d: Publish racing Close = %v, want nil or ErrTopicClosed", round, err)
+			}
+		}
+		if n := len(b.Messages(be.TopicName(name))); int64(n) != published.Load() {
+			t.Fatalf("round %d: %d publishes returned nil, the broker stored %d", round, published.Load(), n)
+		}
+	}
+}
+
+// Guarantee: on_full block waits for room when concurrent publishes fill
+// the client's memory limit (pulsar.ClientOptions.MemoryLimitBytes), as it
+// does for the pending queue: every publish returns nil and is stored.
+func TestBlockingPublishWaitsForTheClientMemoryLimit(t *testing.T) {
+	b := testbroker.Pulsar(t)
+	o := testOptions[string](b, topic.StringCodec{})
+	o.ClientOptions.MemoryLimitBytes = 4096 // two or three of the values below
+	be := newBackend(t, o)
+	h, err := topic.NewTopic[string]("memory", topic.Options{}, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	v := strings.Repeat("x", 1500)
+	const publishers = 32
+	errs := make(chan error, publishers)
+	var wg sync.WaitGroup
+	for range publishers {
+		wg.Go(func() { errs <- h.Publish(ctxT(t), v) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("blocking Publish with the client's memory full = %v, want nil", err)
+		}
+	}
+	if n := len(b.Messages(be.TopicName("memory"))); n != publishers {
+		t.Fatalf("the broker stored %d messages, want %d", n, publishers)
 	}
 }

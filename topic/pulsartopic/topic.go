@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
@@ -93,8 +94,9 @@ var errTracked = &topic.UnsupportedError{Backend: Name, What: "ack_propagation.m
 
 // Publish implements topic.State: it sends the message and waits for the
 // broker's receipt. With onFull Block it waits for room in the producer's
-// pending queue; with DropNewest it reports DroppedOnFull when the queue is
-// full. If ctx ends while the receipt is awaited, it returns ctx.Err() and
+// pending queue and in the client's memory limit
+// (pulsar.ClientOptions.MemoryLimitBytes); with DropNewest it reports
+// DroppedOnFull when either is full. If ctx ends while the receipt is awaited, it returns ctx.Err() and
 // the message may still have been stored.
 func (t *pTopic[T]) Publish(ctx context.Context, e topic.Envelope[T], onFull topic.OnFull) (topic.PublishOutcome, error) {
 	if onFull == topic.DropNewest {
@@ -124,54 +126,82 @@ func (t *pTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool)
 	if err != nil {
 		return topic.Published, &Error{Op: "encode a message for", Topic: t.full, Err: err}
 	}
-	select {
-	case t.slots <- struct{}{}:
-	default:
-		if !wait {
-			return topic.DroppedOnFull, nil
-		}
+	// A blocking publish that finds the client's memory limit full sends
+	// again, after a backoff from 1ms doubling up to 100ms.
+	for backoff := time.Millisecond; ; backoff = min(2*backoff, 100*time.Millisecond) {
 		select {
 		case t.slots <- struct{}{}:
-		case <-ctx.Done():
-			return topic.Published, ctx.Err()
-		case <-t.closing:
+		default:
+			if t.closed.Load() { // Close holds the slots
+				return topic.Published, topic.ErrTopicClosed
+			}
+			if !wait {
+				return topic.DroppedOnFull, nil
+			}
+			select {
+			case t.slots <- struct{}{}:
+			case <-ctx.Done():
+				return topic.Published, ctx.Err()
+			case <-t.closing:
+				return topic.Published, topic.ErrTopicClosed
+			}
+		}
+		if t.closed.Load() {
+			// Close began: it waits for the slots of the sends already made,
+			// then closes the producer; nothing more is sent.
+			<-t.slots
 			return topic.Published, topic.ErrTopicClosed
 		}
-	}
-	s := t.sends.Get().(*send)
-	// The envelope's headers travel as message properties; the client only
-	// reads the map, which nobody changes after the publish.
-	s.msg = pulsar.ProducerMessage{Payload: payload, Properties: e.Headers}
-	if t.b.o.Key != nil {
-		s.msg.Key = t.b.o.Key(e.Value)
-	}
-	if t.b.o.EventTime != nil {
-		s.msg.EventTime = t.b.o.EventTime(e.Value)
-	}
-	t.producer.SendAsync(ctx, &s.msg, s.fn)
-	select {
-	case err = <-s.done:
-		s.msg = pulsar.ProducerMessage{}
-		t.sends.Put(s)
-	case <-ctx.Done():
-		// The callback still comes (the send timeout bounds it); s is left
-		// to it and not reused.
-		return topic.Published, ctx.Err()
-	}
-	switch {
-	case err == nil:
-		return topic.Published, nil
-	case errors.Is(err, pulsar.ErrSendQueueIsFull), errors.Is(err, pulsar.ErrMemoryBufferIsFull):
-		if !wait {
-			return topic.DroppedOnFull, nil
+		s := t.sends.Get().(*send)
+		// The envelope's headers travel as message properties; the client only
+		// reads the map, which nobody changes after the publish.
+		s.msg = pulsar.ProducerMessage{Payload: payload, Properties: e.Headers}
+		if t.b.o.Key != nil {
+			s.msg.Key = t.b.o.Key(e.Value)
+		}
+		if t.b.o.EventTime != nil {
+			s.msg.EventTime = t.b.o.EventTime(e.Value)
+		}
+		t.producer.SendAsync(ctx, &s.msg, s.fn)
+		select {
+		case err = <-s.done:
+			s.msg = pulsar.ProducerMessage{}
+			t.sends.Put(s)
+		case <-ctx.Done():
+			// The callback still comes (the send timeout bounds it); s is left
+			// to it and not reused.
+			return topic.Published, ctx.Err()
+		}
+		switch {
+		case err == nil:
+			return topic.Published, nil
+		case wait && errors.Is(err, pulsar.ErrMemoryBufferIsFull):
+			// The client's memory limit, shared by every producer of the
+			// client, is full and nothing was sent: wait for other sends
+			// to complete, then send again.
+			timer := time.NewTimer(backoff)
+			select {
+			case <-timer.C:
+				continue
+			case <-ctx.Done():
+				timer.Stop()
+				return topic.Published, ctx.Err()
+			case <-t.closing:
+				timer.Stop()
+				return topic.Published, topic.ErrTopicClosed
+			}
+		case errors.Is(err, pulsar.ErrSendQueueIsFull), errors.Is(err, pulsar.ErrMemoryBufferIsFull):
+			if !wait {
+				return topic.DroppedOnFull, nil
+			}
+			return topic.Published, &Error{Op: "publish to", Topic: t.full, Err: err}
+		case errors.Is(err, pulsar.ErrProducerClosed):
+			return topic.Published, topic.ErrTopicClosed
+		case ctx.Err() != nil && errors.Is(err, pulsar.ErrContextExpired):
+			return topic.Published, ctx.Err()
 		}
 		return topic.Published, &Error{Op: "publish to", Topic: t.full, Err: err}
-	case errors.Is(err, pulsar.ErrProducerClosed):
-		return topic.Published, topic.ErrTopicClosed
-	case ctx.Err() != nil && errors.Is(err, pulsar.ErrContextExpired):
-		return topic.Published, ctx.Err()
 	}
-	return topic.Published, &Error{Op: "publish to", Topic: t.full, Err: err}
 }
 
 // Subscribe implements topic.State. Mode mismatches are reported before the
@@ -288,6 +318,15 @@ func (t *pTopic[T]) close(subs bool) {
 		}
 	}
 	if first {
+		// pulsar-client-go's Close must not overlap a SendAsync (it closes
+		// the channel SendAsync sends on), and it drops, without calling
+		// their callbacks, the sends it has not yet taken from that
+		// channel: the producer closes once every publish already sent has
+		// its receipt (or its send timeout), which taking every slot of the
+		// pending queue waits for.
+		for range cap(t.slots) {
+			t.slots <- struct{}{}
+		}
 		t.producer.Close()
 	}
 	if subs || len(ss) == 0 {
