@@ -342,3 +342,47 @@ func TestRevokeWaitsForHandedOutMessages(t *testing.T) {
 		})
 	}
 }
+
+// Guarantee: AdminTimeout bounds a balanced Subscribe even while the join
+// it sent waits at the coordinator for a rebalance (here, a member holding
+// a message of the partition it must give up): Subscribe returns ErrJoin by
+// then, not when the coordinator finally answers.
+func TestSubscribeReturnsByAdminTimeoutWhileTheGroupRebalances(t *testing.T) {
+	c := testbroker.Kafka(t)
+	o := testOptions[int](c, topic.IntCodec{})
+	o.AdminTimeout = 2 * time.Second
+	o.RevokeTimeout = patience // a keeps its partition while it holds 1
+	o.Config.Consumer.Group.Rebalance.Timeout = patience
+	b := newBackend(t, o)
+	h := newTopic(t, b, "join-bound", topic.Options{})
+	a := subscribe(t, h, topic.Balanced("g"))
+	if err := h.Publish(ctxT(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	it := recv(t, a)
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		s, err := h.Subscribe(topic.Balanced("g"), topic.SubscriberOptions{})
+		if s != nil {
+			s.Close()
+		}
+		done <- err
+	}()
+	bound := o.AdminTimeout + 3*time.Second // the join's own steps, on a loaded machine
+	select {
+	case err := <-done:
+		if !errors.Is(err, kafkatopic.ErrJoin) {
+			t.Fatalf("Subscribe during the rebalance = %v, want ErrJoin", err)
+		}
+	case <-time.After(bound):
+		t.Errorf("Subscribe still waiting %v after it started, AdminTimeout %v", time.Since(start).Round(time.Millisecond), o.AdminTimeout)
+	}
+	// Let the rebalance finish, so that everything closes promptly.
+	if err := a.Ack(it.ID); err != nil {
+		t.Fatalf("Ack: %v", err)
+	}
+	if t.Failed() {
+		t.Logf("Subscribe returned %v after %v", <-done, time.Since(start).Round(time.Millisecond))
+	}
+}

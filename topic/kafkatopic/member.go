@@ -67,8 +67,9 @@ type delivery[T any] struct {
 
 // joinGroup resolves the group's starting offsets, starts a member and
 // waits until it has joined the group (its first assignment), bounded by
-// Options.AdminTimeout. The caller counted the member in t.groups; on an
-// error joinGroup uncounts it.
+// Options.AdminTimeout, even while a join request waits at the
+// coordinator. The caller counted the member in t.groups; on an error
+// joinGroup (or the member, once it has left) uncounts it.
 func (t *kTopic[T]) joinGroup(g topic.GroupName) (*member[T], error) {
 	b := t.b
 	gid := GroupID(t.name, g)
@@ -124,7 +125,12 @@ func (t *kTopic[T]) joinGroup(g topic.GroupName) (*member[T], error) {
 	m.mu.Lock()
 	last := m.lastErr
 	m.mu.Unlock()
-	m.teardown(true)
+	// Leaving waits for a join request in flight, which the coordinator
+	// may hold for up to the group's rebalance timeout: the member leaves
+	// in the background, so that Subscribe returns by AdminTimeout. It
+	// stays in t.members until it has left, so closing the topic or the
+	// backend waits for it.
+	go m.teardown(true)
 	select {
 	case <-t.closedCh:
 		return nil, topic.ErrTopicClosed
