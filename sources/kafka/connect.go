@@ -7,6 +7,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
 )
 
@@ -14,7 +15,8 @@ import (
 // API versions (after TLS and SASL, when enabled), each attempt bounded by
 // Options.ConnectTimeout. It returns nil as soon as one broker answers, or
 // when ctx ends; otherwise an error wrapping ErrConnect that names every
-// broker with its cause (ErrClosed once the source is closed). Attempts still running when it returns close
+// broker with its cause (ErrClosed once the source is closed), and also
+// ErrDenied when a broker refused the credentials. Attempts still running when it returns close
 // their connections in the background (Close waits for them).
 func (s *Source) checkBrokers(ctx context.Context, cfg *sarama.Config) error {
 	pc := *cfg
@@ -25,8 +27,14 @@ func (s *Source) checkBrokers(ctx context.Context, cfg *sarama.Config) error {
 	// (it retries with another version and goes on): ask explicitly below.
 	pc.ApiVersionsRequest = false
 
-	return s.live.CheckBrokers(ctx, s.opts.Brokers, s.opts.ConnectTimeout,
+	err := s.live.CheckBrokers(ctx, s.opts.Brokers, s.opts.ConnectTimeout,
 		func(addr string) error { return probeBroker(addr, &pc) })
+	if kafkaoffset.Denied(err) {
+		// A broker answered, refusing the credentials: retrying changes
+		// nothing until an operator does.
+		return fmt.Errorf("%w: %w", ErrDenied, err)
+	}
+	return err
 }
 
 // probeBroker connects to addr and exchanges one request.

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/boulevard-go/boulevard/internal/testnet"
 	"github.com/boulevard-go/boulevard/internal/wait"
@@ -23,6 +24,7 @@ import (
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/kafka"
+	"github.com/boulevard-go/boulevard/sources/kafka/franz"
 )
 
 // closedPort returns an address on 127.0.0.1 where nothing listens.
@@ -342,6 +344,77 @@ func TestRunFailsAtOnceWhenTheGroupIsDenied(t *testing.T) {
 		}
 		if took := time.Since(start); took >= backoff {
 			t.Fatalf("Run failed after %v, not before the first retry backoff (%v)", took, backoff)
+		}
+	})
+}
+
+// Guarantee: a broker that refuses the member's SASL credentials makes Run
+// fail at once with an error wrapping ErrDenied (and the broker's
+// refusal), as Run documents, rather than ErrConnect's "no broker
+// answered"; the password is not in it.
+func TestRunFailsAtOnceWhenTheCredentialsAreRefused(t *testing.T) {
+	const password = "pw-wrong-8d1e"
+	eachClient(t, func(t *testing.T, cl client) {
+		c := newCluster(t, 1, kfake.EnableSASL(), kfake.Superuser("PLAIN", "svc", "pw-right"))
+		// kfake drops the connection of a failed authentication; a Kafka
+		// broker answers SASL_AUTHENTICATION_FAILED first.
+		c.ControlKey(int16(kmsg.SASLAuthenticate), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			c.KeepControl()
+			resp := req.(*kmsg.SASLAuthenticateRequest).ResponseKind().(*kmsg.SASLAuthenticateResponse)
+			resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
+			return resp, nil, true
+		})
+		o := sourceOptions(c, "g-sasl-refused")
+		o.Config.Net.SASL.Enable = true
+		o.Config.Net.SASL.Mechanism = sarama.SASLTypePlaintext
+		o.Config.Net.SASL.User, o.Config.Net.SASL.Password = "svc", password
+		var src testSource
+		if cl.name == "sarama" {
+			src = newSource(t, o)
+		} else {
+			fo := franzOptions(o)
+			fo.ClientOptions = append(fo.ClientOptions, kgo.SASL(plain.Auth{User: "svc", Pass: password}.AsMechanism()))
+			s, err := franz.New(fo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src = s
+		}
+		err := runStage(t, src, 15*time.Second)
+		if !errors.Is(err, kafka.ErrDenied) || !errors.Is(err, cl.brokerErr(kerr.SaslAuthenticationFailed)) {
+			t.Fatalf("Run = %v, want ErrDenied wrapping the SASL refusal", err)
+		}
+		if strings.Contains(err.Error(), password) {
+			t.Fatalf("the error shows the password: %v", err)
+		}
+	})
+}
+
+// Guarantee: the source's Close returns by its context's deadline when the
+// cluster stops answering (the final commit and the leave hang), so that a
+// pipeline whose drain completed stops without a shutdown timeout and
+// leaves nothing of the source running.
+func TestCloseReturnsByItsDeadlineWhenTheClusterHangs(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl client) {
+		c := newCluster(t, 2)
+		ends := produce(t, c, 2, 0, 100)
+		l := newLedger()
+		po := pipelineOpts("hung", cl.new(t, sourceOptions(c, "g-hung")), 1, l, nil)
+		po.ShutdownTimeout = 2 * time.Second
+		p := startPipeline(t, po)
+		wait.Within(t, 20*time.Second, "every record handled", func() bool { return l.covers(ends) })
+		// From now on the cluster answers nothing until the test ends.
+		release := make(chan struct{})
+		t.Cleanup(func() { close(release) })
+		c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+			c.KeepControl()
+			<-release
+			return nil, nil, false
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := p.Stop(ctx); err != nil {
+			t.Fatalf("Stop = %v, want nil: the source's Close outlived its 2s", err)
 		}
 	})
 }

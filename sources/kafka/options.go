@@ -188,8 +188,11 @@ type Options struct {
 	// Consumer.Offsets.Initial (from InitialOffset),
 	// Consumer.Offsets.AutoCommit (disabled: the source commits itself, as
 	// CommitMode says),
-	// Consumer.Return.Errors (true: errors are logged), and
-	// ChannelBufferSize (sized to the permit window). A few timeouts take
+	// Consumer.Return.Errors (true: errors are logged),
+	// ChannelBufferSize (sized to the permit window), and Net.Proxy (the
+	// member dials through a dialer of its own, which wraps a
+	// Net.Proxy.Dialer you set, so that a Close past its deadline can cut
+	// its connections). A few timeouts take
 	// the source's defaults when they still hold sarama.NewConfig's value
 	// (see SaramaDefaults); any other value is the user's and is kept. It
 	// is checked with sarama's own Validate.

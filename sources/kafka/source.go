@@ -128,6 +128,8 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 	if err := s.checkBrokers(runCtx, cfg); err != nil || runCtx.Err() != nil {
 		return nil, err
 	}
+	conns := newConnSet(cfg)
+	conns.use(cfg)
 	client, err := sarama.NewClient(s.opts.Brokers, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w (brokers %s): %w", ErrConnect, quoteAll(s.opts.Brokers), flat(err))
@@ -160,6 +162,8 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		cancel:   cancel,
 		drainCh:  make(chan struct{}),
 		hurry:    make(chan struct{}),
+		conns:    conns,
+		cutDone:  make(chan struct{}),
 		failed:   make(chan error, 1),
 		loopDone: make(chan struct{}),
 
@@ -196,6 +200,8 @@ type member struct {
 	drainCh   chan struct{} // closed when Run's ctx ends: stop delivering
 	hurryOnce sync.Once
 	hurry     chan struct{} // closed when Close's ctx ends: stop waiting
+	conns     *connSet      // the client's connections, cut when Close's ctx ends
+	cutDone   chan struct{} // closed once cutShort has run
 	closeOnce sync.Once
 	closeErr  error
 	failed    chan error
@@ -291,17 +297,19 @@ func (m *member) logErrors() {
 
 // Close ends the member's sessions (each partition waits for its in-flight
 // messages, commits and lets go), leaves the group and closes the
-// connections.
+// connections. When ctx ends first, the member is cut short (cutShort) and
+// Close returns at once after.
 func (m *member) Close(ctx context.Context) error {
 	m.closeOnce.Do(func() {
+		stop := context.AfterFunc(ctx, m.cutShort)
+		defer func() {
+			if !stop() {
+				<-m.cutDone
+			}
+		}()
 		m.Drain()
 		m.cancel()
-		select {
-		case <-m.loopDone:
-		case <-ctx.Done():
-			m.hurryOnce.Do(func() { close(m.hurry) })
-			<-m.loopDone
-		}
+		<-m.loopDone
 		// sarama's Close reports the last error of the group's error
 		// channel as well as its own, which are not the caller's concern:
 		// they are logged, and what is left for the caller is whether the
@@ -318,6 +326,16 @@ func (m *member) Close(ctx context.Context) error {
 		}
 	})
 	return m.closeErr
+}
+
+// cutShort is Close running out of time: the partitions stop waiting for
+// their in-flight messages, and the member's connections are cut, which
+// fails at once the requests sarama waits on (a hung commit, the leave)
+// and those it would still make.
+func (m *member) cutShort() {
+	defer close(m.cutDone)
+	m.hurryOnce.Do(func() { close(m.hurry) })
+	m.conns.cutAll()
 }
 
 // handler is the member's sarama.ConsumerGroupHandler.

@@ -16,11 +16,17 @@ import (
 // options (TLS, SASL), and asks each for its API versions, each attempt
 // bounded by Options.ConnectTimeout. It returns nil as soon as one broker
 // answers, or when ctx ends; otherwise an error wrapping ErrConnect that
-// names every broker with its cause (ErrClosed once the source is closed).
-// Attempts still running when it returns close their clients in the
+// names every broker with its cause (ErrClosed once the source is closed),
+// and also ErrDenied when a broker refused the credentials. Attempts still running when it returns close their clients in the
 // background (Close waits for them).
 func (s *Source) checkBrokers(ctx context.Context) error {
-	return s.live.CheckBrokers(ctx, s.opts.Brokers, s.opts.ConnectTimeout, s.probeBroker)
+	err := s.live.CheckBrokers(ctx, s.opts.Brokers, s.opts.ConnectTimeout, s.probeBroker)
+	if denied(err) {
+		// A broker answered, refusing the credentials: retrying changes
+		// nothing until an operator does.
+		return fmt.Errorf("%w: %w", ErrDenied, err)
+	}
+	return err
 }
 
 // probeBroker connects to addr and exchanges one request.

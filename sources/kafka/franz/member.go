@@ -110,6 +110,9 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		kgo.OnPartitionsLost(m.lost),
 		kgo.AdjustFetchOffsetsFn(m.adjust),
 		kgo.WithPools(&s.records),
+		// Close's context ending cancels the client's own (hurryCtx): a
+		// leave or commit that a hung cluster does not answer gives up.
+		kgo.WithContext(hurryCtx),
 	)
 	if b := s.opts.balancer(); b != nil {
 		opts = append(opts, kgo.Balancers(b))

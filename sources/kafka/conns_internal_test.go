@@ -1,0 +1,113 @@
+package kafka
+
+import (
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// listener accepts connections on 127.0.0.1 until the test ends, and keeps
+// them open without answering.
+func listener(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { _ = ln.Close(); <-done })
+	go func() {
+		defer close(done)
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				_ = c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// Guarantee: the member's connection set holds only open connections (one
+// closed by sarama leaves it, so reconnections do not grow it), and
+// cutting it fails a read in progress at once and refuses new dials.
+func TestConnSetCutsEveryConnection(t *testing.T) {
+	addr := listener(t)
+	cfg := sarama.NewConfig()
+	s := newConnSet(cfg)
+	s.use(cfg)
+	if !cfg.Net.Proxy.Enable || cfg.Net.Proxy.Dialer != s {
+		t.Fatal("the config does not dial through the set")
+	}
+	closed, err := s.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := closed.Close(); err != nil {
+		t.Fatal(err)
+	}
+	open, err := s.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.len(); n != 1 {
+		t.Fatalf("the set holds %d connections, want the 1 still open", n)
+	}
+	read := make(chan error, 1)
+	go func() {
+		_, err := open.Read(make([]byte, 1)) // the broker never answers
+		read <- err
+	}()
+	s.cutAll()
+	select {
+	case err := <-read:
+		if err == nil || errors.Is(err, io.EOF) {
+			t.Fatalf("read on a cut connection = %v, want the closed connection's error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a read in progress outlived the cut")
+	}
+	if _, err := s.Dial("tcp", addr); !errors.Is(err, errCut) {
+		t.Fatalf("dial after the cut = %v, want errCut", err)
+	}
+	if n := s.len(); n != 0 {
+		t.Fatalf("the set holds %d connections after the cut", n)
+	}
+}
+
+// Guarantee: a dialer the application configured (Net.Proxy) is kept:
+// the set dials through it.
+func TestConnSetKeepsTheConfiguredDialer(t *testing.T) {
+	addr := listener(t)
+	cfg := sarama.NewConfig()
+	d := &countingDialer{}
+	cfg.Net.Proxy.Enable, cfg.Net.Proxy.Dialer = true, d
+	s := newConnSet(cfg)
+	s.use(cfg)
+	c, err := s.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	if d.n != 1 {
+		t.Fatalf("the configured dialer dialed %d times, want 1", d.n)
+	}
+}
+
+type countingDialer struct{ n int }
+
+func (d *countingDialer) Dial(network, addr string) (net.Conn, error) {
+	d.n++
+	return net.Dial(network, addr)
+}
