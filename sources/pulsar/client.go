@@ -138,8 +138,10 @@ type redactedError struct {
 func (e *redactedError) Error() string { return oneLine(e.msg) }
 func (e *redactedError) Unwrap() error { return e.err }
 
-// userInfo matches the user information of every URL in a text.
-var userInfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)([^/?#\s@]*)@`)
+// userInfo matches the user information of every URL in a text: up to the
+// last "@" of the authority, as url.Parse reads it, so that a password
+// holding an "@" is hidden whole.
+var userInfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)([^/?#\s]*)@`)
 
 // RedactURL returns s with the user information of every URL in it
 // replaced: "pulsar://user:secret@host" becomes "pulsar://user:xxxxx@host",

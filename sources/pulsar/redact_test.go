@@ -87,6 +87,7 @@ func TestRedactURL(t *testing.T) {
 		"a pulsar://u:p@h and http://v:q@w/x": "a pulsar://u:xxxxx@h and http://v:xxxxx@w/x",
 		"pulsar://h:6650":                     "pulsar://h:6650",
 		"mail alice@example.com":              "mail alice@example.com",
+		"pulsar://alice:p@ss@h:6650/x":        "pulsar://alice:xxxxx@h:6650/x", // the last @ ends the user information, as for url.Parse
 	}
 	for in, want := range cases {
 		if got := bpulsar.RedactURL(in); got != want {

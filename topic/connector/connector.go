@@ -127,15 +127,15 @@ func kafka[T any](c config.ConnectionSpec, opts Options[T]) (topic.Backend[T], e
 
 func pulsarBackend[T any](c config.ConnectionSpec, opts Options[T]) (topic.Backend[T], error) {
 	o := pulsartopic.Options[T]{ServiceURL: c.ServiceURL, Codec: opts.Codec, Key: opts.PulsarKey, Logger: opts.Logger}
-	if t := c.TLS; t != nil && t.Enabled {
-		o.ClientOptions.TLSTrustCertsFilePath = t.CAFile
-		o.ClientOptions.TLSCertificateFile = t.CertFile
-		o.ClientOptions.TLSKeyFilePath = t.KeyFile
-		o.ClientOptions.TLSAllowInsecureConnection = t.InsecureSkipVerify
-		o.ClientOptions.TLSValidateHostname = !t.InsecureSkipVerify
-		if t.ServerName != "" {
-			o.ClientOptions.TLSConfig = &tls.Config{ServerName: t.ServerName, MinVersion: tls.VersionTLS12}
+	if c.TLS != nil && c.TLS.Enabled {
+		// One tls.Config with every setting: pulsar-client-go ignores its
+		// TLS file and hostname options once TLSConfig is set, which a
+		// server name needs.
+		tc, err := tlsConfig(c)
+		if err != nil {
+			return nil, err
 		}
+		o.ClientOptions.TLSConfig = tc
 	}
 	if c.Token.Env != "" {
 		tok, err := c.Token.Value()

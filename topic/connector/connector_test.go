@@ -13,10 +13,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"go.uber.org/goleak"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/config"
 	"github.com/boulevard-go/boulevard/topic/connector"
 	"github.com/boulevard-go/boulevard/topic/kafkatopic"
+	"github.com/boulevard-go/boulevard/topic/pulsartopic"
 	"github.com/boulevard-go/boulevard/validate"
 )
 
@@ -204,5 +206,48 @@ func TestConnectorNeedsCodec(t *testing.T) {
 	}
 	if got := (connector.Options[string]{}).WithDefaults().Logger; got != slog.Default() {
 		t.Fatalf("WithDefaults().Logger = %p, want slog.Default()", got)
+	}
+}
+
+// A Pulsar connection's TLS settings all reach the client: with a private
+// CA, a client certificate and a server name, the client trusts the
+// broker's certificate and presents its own.
+func TestPulsarConnectionUsesEveryTLSSetting(t *testing.T) {
+	pki := newPKI(t)
+	proxy := newTLSProxy(t, pki, testbroker.Pulsar(t).Addr().String())
+	conn, err := connector.New(connector.Options[string]{
+		Codec:  topic.StringCodec{},
+		Logger: slog.New(slog.DiscardHandler),
+		Pulsar: func(_ config.ConnectionSpec, o *pulsartopic.Options[string]) {
+			o.ClientOptions.OperationTimeout = 2 * time.Second
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse([]byte(`
+connections:
+  events:
+    kind: pulsar
+    service_url: pulsar+ssl://` + proxy.addr + `
+    tls: {ca_file: ` + pki.caFile + `, cert_file: ` + pki.certFile + `, key_file: ` + pki.keyFile + `, server_name: ` + serverName + `}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	be, err := conn(t.Context(), cfg.Connections["events"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = be.(*pulsartopic.Backend[string]).Close(context.Background()) }()
+	// Declaring a topic looks up its partitions through the service URL.
+	// (pulsartest's lookups answer no TLS broker URL, so what follows the
+	// lookup fails whatever the TLS settings: only the handshake counts.)
+	if h, err := topic.NewTopic[string]("audit", topic.Options{}, be); err == nil {
+		h.Close()
+	}
+	passed, failed := proxy.outcome()
+	if passed == 0 {
+		t.Fatalf("no TLS handshake passed; failures: %v", failed)
 	}
 }
