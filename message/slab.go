@@ -11,7 +11,7 @@ import (
 const slabBytes = 8192 - 8
 
 // Slab makes messages for a source that creates many: New carves them from
-// blocks of about 8 KiB allocated at once (85 messages of []byte per
+// blocks of about 8 KiB allocated at once (93 messages of []byte per
 // block), one allocation per block instead of one per message.
 //
 // A Slab never reuses a message: each New returns a message no other call

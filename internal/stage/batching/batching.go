@@ -40,6 +40,12 @@ const minQueueCapacity = 64
 // batch grows as its messages arrive, whatever the queue's capacity.
 const queueSlotBudget = 1 << 20
 
+// batchSlotBudget bounds what small batches add to the batch queues of a
+// partitioned batcher, all of them together, beyond their minimum of 2:
+// ⌈64/BatchSize⌉ batches for each of thousands of partitions would
+// reserve tens of MiB for batches that never come.
+const batchSlotBudget = 1 << 16
+
 // Batcher is one named batcher with its batch processors.
 type Batcher[T any] struct {
 	opts    batcher.Options[T]
@@ -61,9 +67,9 @@ type Batcher[T any] struct {
 // Each batcher partition has an input queue of capacity
 // max(min(2·BatchSize, 2²⁰/partitions), 64); batches wait for a batch
 // processor in a queue of capacity max(2·Concurrency, ⌈64/BatchSize⌉)
-// (max(2, ⌈64/BatchSize⌉) per partition when partitioned): small batches
-// queue as many messages as one processor chunk's worth, so that a batch
-// processor wakes once for several of them.
+// (max(2, min(⌈64/BatchSize⌉, 2¹⁶/partitions)) per partition when
+// partitioned): small batches queue as many messages as one processor
+// chunk's worth, so that a batch processor wakes once for several of them.
 func New[T any](opts batcher.Options[T], cfg Config) *Batcher[T] {
 	log := cmp.Or(cfg.Logger, slog.Default())
 	name := cfg.Name + ".batcher." + opts.Name
@@ -89,7 +95,7 @@ func New[T any](opts batcher.Options[T], cfg Config) *Batcher[T] {
 		})
 		s.input = queue.NewPartitioned(opts.Concurrency, inCap, key)
 		for range opts.Concurrency {
-			s.batches = append(s.batches, queue.New[message.Batch[T]](max(2, small)))
+			s.batches = append(s.batches, queue.New[message.Batch[T]](max(2, min(small, batchSlotBudget/partitions))))
 		}
 	}
 	s.loops = make([]atomic.Bool, s.input.Len())
@@ -508,7 +514,7 @@ func (bp *batchProcessor[T]) loop(ctx context.Context, in *queue.Queue[message.B
 	// that a batch never waits behind another while a sibling is idle.
 	buf := make([]message.Batch[T], 1)
 	if bp.s.opts.Concurrency == 1 || bp.s.opts.PartitionBy != nil {
-		buf = make([]message.Batch[T], max(1, min(16, minQueueCapacity/bp.s.opts.BatchSize)))
+		buf = make([]message.Batch[T], max(1, min(16, minQueueCapacity/bp.s.opts.BatchSize, in.Cap())))
 	}
 	for {
 		n, err := in.Receive(ctx, buf)

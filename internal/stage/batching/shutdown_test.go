@@ -134,20 +134,27 @@ func TestRunningNamesStuckBatchProcessor(t *testing.T) {
 	}
 }
 
-// Guarantee: a batcher at its largest options (BatchSizeLimit,
-// ConcurrencyLimit partitions) reserves little memory up front: its queues
-// are bounded as a whole, and batches grow as messages arrive.
-func TestLargestOptionsReserveLittle(t *testing.T) {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	s := batching.New(batcher.Options[int]{
-		Name: "big", BatchSize: batcher.BatchSizeLimit, BatchTimeout: time.Second, Concurrency: batcher.ConcurrencyLimit,
-		PartitionBy: func(*message.Message[int]) string { return "" },
-		Handle:      func(context.Context, []*message.Message[int], message.BatchInfo) error { return nil },
-	}, batching.Config{Name: "p"})
-	runtime.ReadMemStats(&after)
-	runtime.KeepAlive(s)
-	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
-		t.Fatalf("building the batcher allocated %d MiB, want at most 64", got>>20)
+// Guarantee: a partitioned batcher at ConcurrencyLimit partitions
+// reserves little memory up front, whether its batches are the largest
+// (BatchSizeLimit) or the smallest (1, whose batch queues are lengthened
+// for small batches): its queues are bounded as a whole, and batches grow
+// as messages arrive.
+func TestBoundOptionsReserveLittle(t *testing.T) {
+	for _, size := range []int{batcher.BatchSizeLimit, 1} {
+		t.Run(fmt.Sprint("batch size ", size), func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			s := batching.New(batcher.Options[int]{
+				Name: "bound", BatchSize: size, BatchTimeout: time.Second, Concurrency: batcher.ConcurrencyLimit,
+				MaxDemand:   batcher.DefaultMaxDemand,
+				PartitionBy: func(*message.Message[int]) string { return "" },
+				Handle:      func(context.Context, []*message.Message[int], message.BatchInfo) error { return nil },
+			}, batching.Config{Name: "p"})
+			runtime.ReadMemStats(&after)
+			runtime.KeepAlive(s)
+			if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
+				t.Fatalf("building the batcher allocated %d MiB, want at most 64", got>>20)
+			}
+		})
 	}
 }

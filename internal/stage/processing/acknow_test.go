@@ -112,3 +112,45 @@ func TestMinDemandShrinksChunks(t *testing.T) {
 		t.Errorf("largest chunk %d, want 1..3 (MaxDemand 10 − MinDemand 7)", n)
 	}
 }
+
+// Guarantee: AckImmediately on a deferred message changes nothing: the
+// processor reports nothing for it and hands the message itself to its
+// batcher, with its Metadata and acknowledger, so that the code that
+// deferred it can report its outcome from the batch stage, to the
+// acknowledger Acknowledger returns there.
+func TestAckImmediatelyChangesNothingOnDeferredMessage(t *testing.T) {
+	rec := acker.NewRecorder(false)
+	route := &fakeRoute[int]{}
+	s := newStage(t, processor.Options[int, int]{
+		Concurrency: 1,
+		Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+			m.Defer()
+			m.AckImmediately()
+			return m.Data, nil
+		},
+	}, processing.NamedRoute[int]{Name: message.DefaultBatcher, Route: route})
+	run(t, s)
+	in := ints(rec, 0, 3)
+	for _, m := range in {
+		m.Metadata = "from the source"
+	}
+	publish(t, s, in)
+	drain(t, s)
+
+	if n := rec.Total(); n != 0 {
+		t.Fatalf("the processor reported %d outcomes of deferred messages, want none", n)
+	}
+	routed := route.routed()
+	if len(routed) != len(in) {
+		t.Fatalf("%d messages routed, want %d", len(routed), len(in))
+	}
+	// The deferrer reports each outcome from the batch stage.
+	for i, m := range routed {
+		if m != in[i] || m.Metadata != "from the source" {
+			t.Errorf("routed %v (metadata %v), want the deferred message itself", m, m.Metadata)
+		}
+		a, id, data := m.Acknowledger()
+		a.Ack(t.Context(), []acker.Outcome{{ID: id, Data: data}}, nil)
+	}
+	assertOnce(t, rec, seq(0, 3))
+}

@@ -288,9 +288,10 @@ func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Mess
 			p.failed = append(p.failed, m)
 			continue
 		}
-		if m.AckRequested() {
+		if m.AckRequested() && !m.Deferred() {
 			// Acknowledged now, with the chunk; the batcher gets a copy
-			// the source cannot reuse under it.
+			// the source cannot reuse under it. A deferred message's
+			// outcome is its deferrer's: it goes on as itself.
 			m.AddTo(&p.acks)
 			om := p.fromSlab()
 			message.Detach(om, m, out)
