@@ -77,6 +77,12 @@ type Backend[T any] interface {
 // source carries out outcomes with its pipeline's acknowledgement context,
 // which the pipeline cancels when it cuts a drain short, and a message
 // interrupted then must still be put back.
+//
+// When Hold, Requeue or DeadLetter fails for a letter received from a
+// reader, a durable backend keeps that letter's message from being settled
+// (the broker delivers it again); a later hand-off of the same letter that
+// succeeds undoes that, as a sequenced source hands a key's retry off
+// again itself until the backend takes it.
 type Queues[T any] interface {
 	// Topology is the topology they were declared for.
 	Topology() *Topology

@@ -103,13 +103,7 @@ func TestFailAllDeadLettersInOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer r.Close()
-		buf := make([]topology.Letter[int], 8)
-		n, _ := r.TryReceive(buf)
-		var got []int
-		for _, l := range buf[:n] {
-			got = append(got, l.Value)
-		}
-		if fmt.Sprint(got) != "[3 4 5]" {
+		if got := queuedValues(r); fmt.Sprint(got) != "[3 4 5]" {
 			t.Errorf("DLQ holds %v, want [3 4 5]", got)
 		}
 	})

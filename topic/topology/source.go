@@ -140,6 +140,10 @@ type Source[T any] struct {
 	readers []Reader[T]
 	closed  bool
 
+	// handOffs are the sequenced letters whose hand-off failed, which
+	// the source hands off again itself (handoff.go).
+	handOffs handOffs[T]
+
 	received, acked, retried, deferred, requeued atomic.Uint64
 	deadLettered, discarded, poisoned            atomic.Uint64
 }
@@ -455,6 +459,10 @@ func (s *Source[T]) hold(ctx context.Context, p *pendingLetter[T], i int) {
 	}
 	p.l.Resume = s.seq != nil && p.l.Key != ""
 	if err := s.q.Hold(ctx, i, p.l); err != nil {
+		do := func(ctx context.Context, l Letter[T]) error { return s.q.Hold(ctx, i, l) }
+		if p.l.Resume && s.retryHandOff(p, "hold "+s.t.holds[i].Name, do, err) {
+			return
+		}
 		s.log.ErrorContext(ctx, "could not hold a letter; it is lost",
 			slog.String("hold", s.t.holds[i].Name), slog.Any("error", err))
 	}
@@ -468,6 +476,9 @@ func (s *Source[T]) requeue(ctx context.Context, p *pendingLetter[T]) {
 	}
 	p.l.Resume = s.seq != nil && p.l.Key != ""
 	if err := s.q.Requeue(ctx, p.l); err != nil {
+		if p.l.Resume && s.retryHandOff(p, "requeue", s.q.Requeue, err) {
+			return
+		}
 		s.log.ErrorContext(ctx, "could not requeue a letter; it is lost", slog.Any("error", err))
 	}
 	s.done(ctx, p)
@@ -571,11 +582,13 @@ func (s *Source[T]) Close(ctx context.Context) error {
 	s.mu.Unlock()
 	var err error
 	if s.seq != nil {
-		if held := s.seq.drain(); len(held) > 0 {
-			ls := make([]Letter[T], len(held))
-			for i := range held {
-				ls[i] = held[i].l
-			}
+		// A key's letter waiting for its hand-off again goes back ahead
+		// of the letters of its key held back.
+		ls := s.handOffs.close()
+		for _, p := range s.seq.drain() {
+			ls = append(ls, p.l)
+		}
+		if len(ls) > 0 {
 			if err = s.q.Return(ctx, ls); err != nil {
 				err = fmt.Errorf("topology %s: returning %d held-back letters: %w", s.t.name, len(ls), err)
 				s.log.ErrorContext(ctx, "could not give back the held-back letters; they are lost",

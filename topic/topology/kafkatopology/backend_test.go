@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
@@ -346,35 +347,43 @@ func (c flakyCodec) Encode(v msg) ([]byte, error) {
 	return c.JSONCodec.Encode(v)
 }
 
-// Guarantee: a letter whose hand-off failed (here its hold) is never
-// committed: Settle says so, and the group delivers it again after the
-// reader leaves, even though later letters were settled.
-func TestFailedHandOffIsNotCommitted(t *testing.T) {
-	var failing atomic.Bool
+// failedHold declares a topology named name on a backend whose codec
+// fails on demand, publishes messages 1 and 2, and returns a reader
+// holding message 1, whose hold has just failed (the codec works again).
+func failedHold(t *testing.T, name string, hold time.Duration) (q topology.Queues[msg], r topology.Reader[msg], l1 topology.Letter[msg]) {
+	t.Helper()
+	failing := new(atomic.Bool)
 	b, err := New(Options[msg]{
 		Brokers: testbroker.Kafka(t).ListenAddrs(), Config: testbroker.SaramaConfig(),
-		Codec: flakyCodec{failing: &failing}, RevokeTimeout: 2 * time.Second,
+		Codec: flakyCodec{failing: failing}, RevokeTimeout: 2 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	q := declare(t, b, topology.New("fragile").Hold(time.Second))
+	q = declare(t, b, topology.New(name).Hold(hold))
 	for n := 1; n <= 2; n++ {
 		if err := q.Publish(t.Context(), topology.Letter[msg]{Value: msg{N: n}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	r1, err := q.Subscribe(t.Context())
-	if err != nil {
+	if r, err = q.Subscribe(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	l1 := receiveOne(t, r1)
+	l1 = receiveOne(t, r)
 	failing.Store(true)
 	if err := q.Hold(t.Context(), 0, l1); !errors.Is(err, errEncode) {
 		t.Fatalf("Hold with the encoder down: %v", err)
 	}
 	failing.Store(false)
+	return q, r, l1
+}
+
+// Guarantee: a letter whose hand-off failed (here its hold) is never
+// committed: Settle says so, and the group delivers it again after the
+// reader leaves, even though later letters were settled.
+func TestFailedHandOffIsNotCommitted(t *testing.T) {
+	q, r1, l1 := failedHold(t, "fragile", time.Second)
 	if err := r1.Settle(t.Context(), &l1); !errors.Is(err, ErrNotCommitted) {
 		t.Errorf("Settle after a failed hold: %v, want ErrNotCommitted", err)
 	}
@@ -385,5 +394,64 @@ func TestFailedHandOffIsNotCommitted(t *testing.T) {
 	r1.Close()
 	if got := receiveOne(t, subscribe(t, q)); got.Value.N != 1 {
 		t.Errorf("the next reader received message %d first, want 1 again (its hold failed)", got.Value.N)
+	}
+}
+
+// Guarantee: the last hand-off of a letter decides: a hold that succeeds
+// after a failed one (a sequenced source hands such a letter off again
+// itself) lets the letter be settled and committed, so the group does not
+// deliver it again.
+func TestHandOffAfterAFailedOneIsCommitted(t *testing.T) {
+	q, r1, l1 := failedHold(t, "mended", time.Hour)
+	if err := q.Hold(t.Context(), 0, l1); err != nil {
+		t.Fatalf("Hold again: %v", err)
+	}
+	if err := r1.Settle(t.Context(), &l1); err != nil {
+		t.Errorf("Settle after a hold that succeeded the second time: %v, want nil", err)
+	}
+	l2 := receiveOne(t, r1)
+	if err := r1.Settle(t.Context(), &l2); err != nil {
+		t.Fatal(err)
+	}
+	r1.Close()
+	if err := q.Publish(t.Context(), topology.Letter[msg]{Value: msg{N: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := receiveOne(t, subscribe(t, q)); got.Value.N != 3 {
+		t.Errorf("the next reader received message %d first, want 3 (1 and 2 were committed)", got.Value.N)
+	}
+}
+
+// Guarantee: a record whose history headers hold a negative shard or retry
+// count (written by another producer of the main topic) is bad input: it is
+// skipped and committed like a record that does not decode, and never
+// reaches a source, where the count would index the hold queues and the
+// shard the main topic's partitions (a panic on its next hand-off).
+func TestNegativeCountHeadersAreSkipped(t *testing.T) {
+	b := newBackend(t, testbroker.Kafka(t).ListenAddrs())
+	q := declare(t, b, topology.New("counts").Sequenced(topology.Skip).RoutingShards(2).Hold(time.Second).DLQ())
+	r := subscribe(t, q)
+	for _, h := range []string{HeaderShard, HeaderRetries} {
+		if err := b.send(&sarama.ProducerMessage{Topic: "counts", Partition: 0, Key: sarama.StringEncoder("a"),
+			Value:   sarama.StringEncoder(`{"Key":"a","N":1}`),
+			Headers: []sarama.RecordHeader{header(h, "-1")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := q.Publish(t.Context(), topology.Letter[msg]{Value: msg{Key: "a", N: 2}, Key: "a", Shard: 0}); err != nil {
+		t.Fatal(err)
+	}
+	got := receiveOne(t, r)
+	if got.Value.N != 2 {
+		t.Errorf("received %+v (shard %d, retries %d) first, want the well-formed message 2 (the others skipped)",
+			got.Value, got.Shard, got.Retries)
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("requeuing it, as a source does an interrupted message, panicked: %v", p)
+				}
+			}()
+			_ = q.Requeue(t.Context(), got)
+		}()
 	}
 }

@@ -1,6 +1,7 @@
 package kafkatopology
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -11,7 +12,8 @@ import (
 )
 
 // Record headers: what a letter knows about its history. Times are RFC
-// 3339 with nanoseconds, counts decimal.
+// 3339 with nanoseconds, counts decimal and never negative (a record with
+// a negative one does not decode).
 const (
 	// HeaderShard is the letter's routing shard (absent: 0).
 	HeaderShard = "topology-shard"
@@ -96,6 +98,18 @@ type meta struct {
 	shard        int // the letter's, for a releaser
 }
 
+// errNegative is a count header below zero: no letter writes one.
+var errNegative = errors.New("negative count")
+
+// count parses a count header: a decimal at least 0.
+func count(v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err == nil && n < 0 {
+		err = errNegative
+	}
+	return n, err
+}
+
 // readHeaders fills l's history from rec's headers and returns the rest.
 func readHeaders[T any](rec *sarama.ConsumerMessage, l *topology.Letter[T]) (meta, error) {
 	var m meta
@@ -109,9 +123,9 @@ func readHeaders[T any](rec *sarama.ConsumerMessage, l *topology.Letter[T]) (met
 		var err error
 		switch string(h.Key) {
 		case HeaderShard:
-			l.Shard, err = strconv.Atoi(v)
+			l.Shard, err = count(v)
 		case HeaderRetries:
-			l.Retries, err = strconv.Atoi(v)
+			l.Retries, err = count(v)
 		case HeaderFirstFailure:
 			l.FirstFailure, err = time.Parse(time.RFC3339Nano, v)
 		case HeaderLastFailure:
@@ -133,7 +147,7 @@ func readHeaders[T any](rec *sarama.ConsumerMessage, l *topology.Letter[T]) (met
 		case HeaderDeathGroup:
 			d.Group = v
 		case HeaderDeathRetries:
-			d.Retries, err = strconv.Atoi(v)
+			d.Retries, err = count(v)
 		case HeaderDeathFirstFailure:
 			d.FirstFailure, err = time.Parse(time.RFC3339Nano, v)
 		case HeaderDeathLastFailure:

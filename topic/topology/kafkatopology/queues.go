@@ -58,16 +58,16 @@ func (q *queues[T]) record(kname string, l *topology.Letter[T], extra ...sarama.
 }
 
 // produce sends l to kname; when that fails, the letter's delivery is
-// kept from being committed, so the group delivers it again.
+// kept from being committed, so the group delivers it again. The last
+// produce decides: one that succeeds after a failed one (a sequenced
+// source hands such a letter off again itself) lets it be committed.
 func (q *queues[T]) produce(kname string, l *topology.Letter[T], extra ...sarama.RecordHeader) error {
 	msg, err := q.record(kname, l, extra...)
 	if err == nil {
 		err = q.b.send(msg)
 	}
-	if err != nil {
-		if rc, ok := l.Receipt.(*receipt); ok {
-			rc.keep()
-		}
+	if rc, ok := l.Receipt.(*receipt); ok {
+		rc.keep(err != nil)
 	}
 	return err
 }

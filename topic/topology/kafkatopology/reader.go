@@ -171,10 +171,12 @@ type receipt struct {
 	done  bool // settled
 }
 
-// keep marks the receipt's record never to be committed.
-func (rc *receipt) keep() {
+// keep marks the receipt's record never to be committed (kept true, its
+// hand-off failed), or to be committed again (false, a later hand-off
+// succeeded).
+func (rc *receipt) keep(kept bool) {
 	rc.mu.Lock()
-	rc.kept = true
+	rc.kept = kept
 	rc.mu.Unlock()
 }
 

@@ -3,13 +3,21 @@ package pulsartopology_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
 	"github.com/boulevard-go/boulevard/topic/topology/pulsartopology"
@@ -395,5 +403,106 @@ func TestCloseEndsEverything(t *testing.T) {
 	}
 	if _, err := q.Subscribe(ctxT(t)); !errors.Is(err, topology.ErrClosed) {
 		t.Errorf("Subscribe after Close: %v", err)
+	}
+}
+
+// Guarantee: a message whose history properties hold a negative shard or
+// retry count (sent by another producer of the main topic) is bad input:
+// it is acknowledged and skipped like one that does not decode, and never
+// reaches a source, whose next retry of it would pick hold queue -1.
+func TestNegativeCountPropertiesAreSkipped(t *testing.T) {
+	br := testbroker.Pulsar(t)
+	be := newBackend(t, options(br, topic.Codec[string](topic.StringCodec{})))
+	q, err := be.Declare(ctxT(t), build(t, topology.New("counts").Hold(time.Second).DLQ()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := q.Subscribe(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, p := range []string{pulsartopology.PropRetries, pulsartopology.PropShard} {
+		if _, err := br.Publish(ctxT(t), full("counts"), pulsartest.Message{Payload: []byte("bad " + p),
+			Properties: map[string]string{p: "-1"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := q.Publish(ctxT(t), topology.Letter[string]{Value: "good"}); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]topology.Letter[string], 1)
+	if n, err := r.Receive(ctxT(t), buf); err != nil || n != 1 {
+		t.Fatalf("Receive: %d, %v", n, err)
+	}
+	if got := buf[0]; got.Value != "good" {
+		t.Errorf("received %q (retries %d, shard %d) first, want the well-formed message (the others skipped)",
+			got.Value, got.Retries, got.Shard)
+	}
+}
+
+// Guarantee: on a sequenced topology a retry whose hold failed is
+// delivered again by the broker (after RedeliveryDelay) and handled, and
+// the later messages of its key follow it: a failed hold loses nothing and
+// stalls no key.
+func TestSequencedFailedHoldKeepsItsKeyMoving(t *testing.T) {
+	br := testbroker.Pulsar(t)
+	var fail atomic.Bool
+	o := options(br, topic.Codec[string](failing{fail: &fail}))
+	o.RedeliveryDelay = 50 * time.Millisecond
+	be := newBackend(t, o)
+	q, err := be.Declare(ctxT(t), build(t, topology.New("stall").Sequenced(topology.Skip).Hold(time.Second).DLQ()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := topology.NewSource(topology.SourceOptions[string]{Queues: q, Logger: testbroker.PulsarLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var handled []string
+	p, err := pipeline.New(pipeline.Options[string, string]{
+		Name:     "stall",
+		Logger:   testbroker.PulsarLogger(),
+		Producer: producer.Options[string]{Source: src},
+		Processors: processor.Options[string, string]{Handle: func(_ context.Context, m *message.Message[string]) (string, error) {
+			mu.Lock()
+			handled = append(handled, m.Data)
+			first := len(handled) == 1
+			mu.Unlock()
+			if first {
+				fail.Store(true) // its hold fails
+				return "", topology.Retry(errors.New("gateway down"))
+			}
+			return m.Data, nil
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(context.Background())
+	pub, err := topology.NewPublisher(q, topology.PublisherOptions[string]{Key: func(string) string { return "k" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"k1", "k2"} {
+		if err := pub.Publish(ctxT(t), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait.Within(t, patience, "the hold to fail", func() bool { return src.Stats().Retried == 1 })
+	fail.Store(false)
+	wait.Within(t, patience, "k1 again, then k2, acked", func() bool { return src.Stats().Acked == 2 }, func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return fmt.Sprintf("handled %v, stats %+v", handled, src.Stats())
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"k1", "k1", "k2"}; !slices.Equal(handled, want) {
+		t.Errorf("handled %v, want %v", handled, want)
 	}
 }

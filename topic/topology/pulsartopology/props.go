@@ -1,6 +1,7 @@
 package pulsartopology
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -76,6 +77,9 @@ func properties[T any](l *topology.Letter[T], group string) map[string]string {
 	return p
 }
 
+// errNegative is a count property below zero: no letter carries one.
+var errNegative = errors.New("negative count")
+
 // readProperties decodes a letter's history from p into l and returns the
 // group the message is for ("" for every group).
 func readProperties[T any](p map[string]string, l *topology.Letter[T]) (string, error) {
@@ -86,6 +90,9 @@ func readProperties[T any](p map[string]string, l *topology.Letter[T]) (string, 
 			return 0
 		}
 		n, e := strconv.Atoi(v)
+		if e == nil && n < 0 {
+			e = errNegative
+		}
 		if e != nil {
 			err = fmt.Errorf("property %s: %w", k, e)
 		}

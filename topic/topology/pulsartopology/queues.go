@@ -156,10 +156,12 @@ func (q *queues[T]) SubscribeDead(ctx context.Context) (topology.Reader[T], erro
 
 // keepOnError marks the message l was received as, when err is not nil,
 // never to be acknowledged: its hand-off failed, so Settle hands it back
-// to the broker to be delivered again.
+// to the broker to be delivered again. The last hand-off decides: one that
+// succeeds after a failed one (a sequenced source hands such a letter off
+// again itself) lets Settle acknowledge the message.
 func keepOnError[T any](l *topology.Letter[T], err error) error {
-	if rc, ok := l.Receipt.(*receipt); ok && err != nil {
-		rc.kept.Store(true)
+	if rc, ok := l.Receipt.(*receipt); ok {
+		rc.kept.Store(err != nil)
 	}
 	return err
 }

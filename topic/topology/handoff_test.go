@@ -1,0 +1,167 @@
+package topology_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/topic/topology"
+)
+
+// refusingHolds fails every Hold while refuse is set, as a broker that
+// refuses the hold topic would.
+type refusingHolds struct {
+	topology.Queues[int]
+	refuse   *atomic.Bool
+	attempts *atomic.Int64
+}
+
+func (q refusingHolds) Hold(ctx context.Context, i int, l topology.Letter[int]) error {
+	q.attempts.Add(1)
+	if q.refuse.Load() {
+		return errors.New("hold topic unavailable")
+	}
+	return q.Queues.Hold(ctx, i, l)
+}
+
+// failedHoldRun is a sequenced topology on the in-memory backend whose
+// holds are refused while refuse is set, consumed by a pipeline that
+// retries value 1 once and records what it handles in key A.
+type failedHoldRun struct {
+	m        *topology.Memory[int]
+	mq       topology.Queues[int]
+	src      *topology.Source[int]
+	p        *pipeline.Pipeline[int, int]
+	refuse   atomic.Bool
+	attempts atomic.Int64
+
+	mu      sync.Mutex
+	handled []int
+}
+
+func startFailedHoldRun(t *testing.T) *failedHoldRun {
+	t.Helper()
+	r := &failedHoldRun{}
+	r.refuse.Store(true)
+	r.m, _ = topology.NewMemory[int](topology.MemoryOptions{})
+	t.Cleanup(r.m.Close)
+	top, err := topology.New("ledger").Sequenced(topology.Skip).Hold(time.Second).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.mq, err = r.m.Declare(t.Context(), top); err != nil {
+		t.Fatal(err)
+	}
+	q := refusingHolds{Queues: r.mq, refuse: &r.refuse, attempts: &r.attempts}
+	if r.src, err = topology.NewSource(topology.SourceOptions[int]{Queues: q, Logger: slog.New(slog.DiscardHandler)}); err != nil {
+		t.Fatal(err)
+	}
+	r.p, err = pipeline.New(pipeline.Options[int, int]{
+		Name:     "ledger",
+		Logger:   slog.New(slog.DiscardHandler),
+		Producer: producer.Options[int]{Source: r.src},
+		Processors: processor.Options[int, int]{Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+			r.mu.Lock()
+			r.handled = append(r.handled, m.Data)
+			first := len(r.handled) == 1
+			r.mu.Unlock()
+			if first {
+				return 0, topology.Retry(errors.New("gateway down"))
+			}
+			return m.Data, nil
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.p.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := topology.NewPublisher(q, topology.PublisherOptions[int]{Key: func(int) string { return "A" }})
+	for v := 1; v <= 2; v++ {
+		if err := pub.Publish(t.Context(), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
+func (r *failedHoldRun) handledSoFar() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.handled)
+}
+
+// Guarantee: on a sequenced topology, a retry whose hold the backend
+// refuses keeps its key's place and moves on once the backend takes it:
+// the source tries the hold again with backoff, the retry comes back, and
+// the later message of its key follows it.
+func TestRefusedHoldIsTriedAgainAndItsKeyMovesOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startFailedHoldRun(t)
+		time.Sleep(3 * time.Second) // the source's backoff is fake time here
+		synctest.Wait()
+		if n := r.attempts.Load(); n < 3 {
+			t.Fatalf("the hold was tried %d times in 3s, want it tried again with backoff", n)
+		}
+		if got := r.handledSoFar(); !slices.Equal(got, []int{1}) {
+			t.Fatalf("handled %v while the hold was refused, want [1] (2 waits behind it)", got)
+		}
+		r.refuse.Store(false)
+		time.Sleep(15 * time.Second) // the longest backoff, then the hold's second
+		synctest.Wait()
+		if got := r.handledSoFar(); !slices.Equal(got, []int{1, 1, 2}) {
+			t.Fatalf("handled %v once the hold was taken, want [1 1 2]", got)
+		}
+		if err := r.p.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if st := r.src.Stats(); st.Acked != 2 || st.HeldBack != 0 {
+			t.Fatalf("stats %+v, want 2 acked and nothing held back", st)
+		}
+	})
+}
+
+// Guarantee: a consumer that stops while a retry's hold is still refused
+// gives that message back with the ones of its key it held back, in
+// order: the next consumer of the group receives them first.
+func TestRefusedHoldIsGivenBackAtStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startFailedHoldRun(t)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if err := r.p.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		rd, err := r.mq.Subscribe(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rd.Close()
+		if got := queuedValues(rd); fmt.Sprint(got) != "[1 2]" {
+			t.Fatalf("the next consumer receives %v, want [1 2]", got)
+		}
+	})
+}
+
+// queuedValues returns the values r can receive at once, in order.
+func queuedValues(r topology.Reader[int]) []int {
+	buf := make([]topology.Letter[int], 16)
+	n, _ := r.TryReceive(buf)
+	got := make([]int, 0, n)
+	for _, l := range buf[:n] {
+		got = append(got, l.Value)
+	}
+	return got
+}
