@@ -40,11 +40,14 @@ type JSONCodec[T any] struct{}
 // Encode marshals v.
 func (JSONCodec[T]) Encode(v T) ([]byte, error) { return json.Marshal(v) }
 
-// Decode unmarshals b.
+// Decode unmarshals b; a payload it cannot unmarshal is a [*DecodeError]
+// wrapping encoding/json's error.
 func (JSONCodec[T]) Decode(b []byte) (T, error) {
 	var v T
-	err := json.Unmarshal(b, &v)
-	return v, err
+	if err := json.Unmarshal(b, &v); err != nil {
+		return v, &DecodeError{Codec: "json", Err: err}
+	}
+	return v, nil
 }
 
 // IntCodec carries int values as 8-byte big-endian integers, so that tools

@@ -1,6 +1,7 @@
 package topic_test
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 
@@ -48,7 +49,9 @@ func TestCodecRejectsMalformedPayload(t *testing.T) {
 	if !errors.As(err, &de) || de.Codec != "int" {
 		t.Fatalf("IntCodec.Decode(3 bytes) = %v, want *DecodeError", err)
 	}
-	if _, err := (topic.JSONCodec[int]{}).Decode([]byte("{")); err == nil {
-		t.Fatal("JSONCodec.Decode of truncated JSON succeeded")
+	_, err = topic.JSONCodec[int]{}.Decode([]byte("{"))
+	var se *json.SyntaxError
+	if !errors.As(err, &de) || de.Codec != "json" || !errors.As(err, &se) {
+		t.Fatalf("JSONCodec.Decode(truncated JSON) = %#v, want a *DecodeError wrapping the *json.SyntaxError", err)
 	}
 }

@@ -124,6 +124,10 @@ func (t *memTopic[T]) publishSingle(ctx context.Context, e Envelope[T], noWait b
 	for {
 		g := t.single.Load()
 		if g == nil {
+			// No queue to check ctx: a done ctx publishes nothing here too.
+			if isDone(ctx.Done()) {
+				return Published, ctx.Err()
+			}
 			if t.isClosed.Load() {
 				return Published, ErrTopicClosed
 			}

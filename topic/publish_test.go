@@ -2,6 +2,7 @@ package topic_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -42,5 +43,20 @@ func TestPublishWithOverridesOnFull(t *testing.T) {
 	out, err := h.PublishWith(ctx, 1, topic.DropNewest)
 	if err != nil || out != topic.DroppedOnFull {
 		t.Fatalf("PublishWith(DropNewest) into a full queue = %v, %v; want DroppedOnFull at once", out, err)
+	}
+}
+
+// A context that is already done publishes nothing and Publish returns
+// ctx.Err(), also on a balanced-only topic whose group does not exist (yet,
+// or any more): a publisher loop that stops on error must stop.
+func TestDoneContextPublishesNothingWithoutAGroup(t *testing.T) {
+	h := newIntTopic(t, topic.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := h.Publish(ctx, 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Publish with a cancelled ctx and no group = %v, want context.Canceled", err)
+	}
+	if st := h.Stats(); st.Published != 0 {
+		t.Fatalf("Stats.Published = %d after a cancelled publish, want 0", st.Published)
 	}
 }
