@@ -183,7 +183,8 @@ func TestLagDropOldestCounted(t *testing.T) {
 
 // A broadcast subscriber disconnected for lagging (on_lag disconnect) gets
 // its lag counted, and the source subscribes again and keeps receiving what
-// is published afterwards.
+// is published afterwards. It lets go of each subscription it replaced
+// once that one's messages are settled.
 func TestLagDisconnectResubscribes(t *testing.T) {
 	const n = 500
 	src, h, g, got := lagRig(t, topic.Disconnect, n, nil)
@@ -210,6 +211,7 @@ func TestLagDisconnectResubscribes(t *testing.T) {
 			return seen[1000+i] == 1
 		})
 	}
+	wait.For(t, "the replaced subscriptions to be let go", func() bool { return src.HeldSubscriptions() == 1 })
 }
 
 // logCounter is a slog.Handler that counts the source's lag warnings and

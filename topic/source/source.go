@@ -72,6 +72,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -206,6 +207,13 @@ type subscription[T any] struct {
 	// end of the subscription that follows is a disconnect, not the end of
 	// the topic.
 	lagClosed bool
+	// pending counts the messages delivered through it whose outcomes
+	// have not come back; retired is set once a new subscription replaced
+	// it. A retired subscription with none pending is closed and dropped
+	// (release), so that a source disconnected again and again does not
+	// keep every subscription it ever made.
+	pending atomic.Int64
+	retired atomic.Bool
 }
 
 // New validates opts and subscribes the first subscription.
@@ -289,17 +297,37 @@ func (s *Source[T]) subscribeLocked() (*subscription[T], error) {
 // the slot's turn.
 func (s *Source[T]) resubscribe(sl *slot[T]) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return ErrClosed
 	}
 	sub, err := s.subscribeLocked()
 	if err != nil {
+		s.mu.Unlock()
 		return err
 	}
+	old := sl.cur
 	sl.cur = sub
 	s.resubscribes.Add(1)
+	old.retired.Store(true)
+	dropped := old.pending.Load() == 0 && s.dropLocked(old)
+	s.mu.Unlock()
+	if dropped {
+		old.sub.Close()
+	}
 	return nil
+}
+
+// dropLocked removes a retired subscription whose messages are all
+// settled from s.all, and reports whether it was there: whoever drops it
+// closes it.
+func (s *Source[T]) dropLocked(sub *subscription[T]) bool {
+	i := slices.Index(s.all, sub)
+	if i < 0 {
+		return false
+	}
+	s.all = slices.Delete(s.all, i, i+1)
+	return true
 }
 
 // Run receives from the stage's subscription under the stage's permit
@@ -336,6 +364,9 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 		sub := sl.cur
 		n, err := sub.sub.ReceiveBatch(ctx, sl.buf[:have])
 		ptrs = s.convert(sub, sl.md, sl.buf[:n], ptrs[:0])
+		// Counted before a resubscribe retires sub, which must not find
+		// it settled while these are on their way.
+		sub.pending.Add(int64(len(ptrs)))
 		if err != nil && ctx.Err() == nil && errors.Is(err, topic.ErrSubscriptionClosed) && sub.lagClosed {
 			// Disconnected for lagging: carry on with a new subscription.
 			s.log.Warn("topic disconnected the lagging subscription; subscribing again")
@@ -431,6 +462,14 @@ func (a *subscription[T]) Ack(ctx context.Context, successful, failed []acker.Ou
 			continue
 		}
 		s.note(ctx, a.sub.Nack(topic.MessageID(o.ID), o.Err), &s.nacked)
+	}
+	if a.pending.Add(-int64(len(successful)+len(failed))) == 0 && a.retired.Load() {
+		s.mu.Lock()
+		dropped := s.dropLocked(a)
+		s.mu.Unlock()
+		if dropped {
+			a.sub.Close()
+		}
 	}
 }
 
