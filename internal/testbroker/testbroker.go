@@ -13,6 +13,7 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 )
@@ -28,6 +29,20 @@ func Kafka(t testing.TB, opts ...kfake.Opt) *kfake.Cluster {
 	}
 	t.Cleanup(c.Close)
 	return c
+}
+
+// HangKafka makes c answer no request from now on until the test ends, as
+// a cluster that stopped responding does. The test must have registered
+// c's Close before (Kafka does): cleanups run last first, so the requests
+// held are let go before the cluster closes.
+func HangKafka(t testing.TB, c *kfake.Cluster) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		<-release
+		return nil, nil, false
+	})
 }
 
 // SaramaConfig is a sarama configuration for fast group operations on

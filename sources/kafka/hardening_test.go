@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/testnet"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
@@ -403,14 +404,7 @@ func TestCloseReturnsByItsDeadlineWhenTheClusterHangs(t *testing.T) {
 		po.ShutdownTimeout = 2 * time.Second
 		p := startPipeline(t, po)
 		wait.Within(t, 20*time.Second, "every record handled", func() bool { return l.covers(ends) })
-		// From now on the cluster answers nothing until the test ends.
-		release := make(chan struct{})
-		t.Cleanup(func() { close(release) })
-		c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
-			c.KeepControl()
-			<-release
-			return nil, nil, false
-		})
+		testbroker.HangKafka(t, c)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := p.Stop(ctx); err != nil {

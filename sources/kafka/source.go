@@ -21,6 +21,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
@@ -128,8 +129,8 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 	if err := s.checkBrokers(runCtx, cfg); err != nil || runCtx.Err() != nil {
 		return nil, err
 	}
-	conns := newConnSet(cfg)
-	conns.use(cfg)
+	conns := kafkaconn.New(cfg)
+	conns.Use(cfg)
 	client, err := sarama.NewClient(s.opts.Brokers, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w (brokers %s): %w", ErrConnect, quoteAll(s.opts.Brokers), flat(err))
@@ -199,9 +200,9 @@ type member struct {
 	drainOnce sync.Once
 	drainCh   chan struct{} // closed when Run's ctx ends: stop delivering
 	hurryOnce sync.Once
-	hurry     chan struct{} // closed when Close's ctx ends: stop waiting
-	conns     *connSet      // the client's connections, cut when Close's ctx ends
-	cutDone   chan struct{} // closed once cutShort has run
+	hurry     chan struct{}  // closed when Close's ctx ends: stop waiting
+	conns     *kafkaconn.Set // the client's connections, cut when Close's ctx ends
+	cutDone   chan struct{}  // closed once cutShort has run
 	closeOnce sync.Once
 	closeErr  error
 	failed    chan error
@@ -335,7 +336,7 @@ func (m *member) Close(ctx context.Context) error {
 func (m *member) cutShort() {
 	defer close(m.cutDone)
 	m.hurryOnce.Do(func() { close(m.hurry) })
-	m.conns.cutAll()
+	m.conns.Cut()
 }
 
 // handler is the member's sarama.ConsumerGroupHandler.

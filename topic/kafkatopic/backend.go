@@ -10,6 +10,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/topic"
 )
@@ -29,6 +30,12 @@ type Backend[T any] struct {
 	client sarama.Client // metadata, offsets, the producer
 	admin  sarama.ClusterAdmin
 	prod   *producer
+	// conns are every client's connections, cut when Close's context
+	// ends before the closing is done.
+	conns *kafkaconn.Set
+
+	closeOnce sync.Once
+	closeDone chan struct{}
 
 	mu     sync.Mutex
 	closed bool
@@ -45,10 +52,14 @@ func New[T any](opts Options[T]) (*Backend[T], error) {
 	}
 	opts = opts.WithDefaults()
 	cfg := opts.saramaConfig()
-	b := &Backend[T]{opts: opts, cfg: cfg, red: newRedactor(cfg), log: opts.Logger, topics: make(map[*kTopic[T]]struct{})}
+	b := &Backend[T]{opts: opts, cfg: cfg, red: newRedactor(cfg), log: opts.Logger, topics: make(map[*kTopic[T]]struct{}),
+		closeDone: make(chan struct{})}
 	if err := b.probe(); err != nil {
 		return nil, err
 	}
+	// After the probe, which dials with shortened timeouts of its own.
+	b.conns = kafkaconn.New(cfg)
+	b.conns.Use(cfg)
 	client, err := sarama.NewClient(opts.Brokers, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: brokers %q: %w", ErrConnect, opts.Brokers, b.red.err(err))
@@ -169,18 +180,23 @@ func (b *Backend[T]) ensureTopic(ctx context.Context, kname string) error {
 
 // Close closes every topic the backend created (their subscribers leave
 // their groups), lets the producer finish what it was handed, and closes
-// the clients. It returns ctx.Err() if ctx ends first (the closing goes on
-// in the background then). Idempotent.
+// the clients. If ctx ends first it returns ctx.Err() and cuts every
+// connection of the backend's clients, so that the closing, which goes on
+// in the background, ends at once instead of waiting for brokers that do
+// not answer (sarama waits up to Net.ReadTimeout for each). Idempotent: a
+// later call waits for the same closing.
 func (b *Backend[T]) Close(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		b.close()
-	}()
+	b.closeOnce.Do(func() {
+		go func() {
+			defer close(b.closeDone)
+			b.close()
+		}()
+	})
 	select {
-	case <-done:
+	case <-b.closeDone:
 		return nil
 	case <-ctx.Done():
+		b.conns.Cut()
 		return ctx.Err()
 	}
 }

@@ -386,3 +386,43 @@ func TestSubscribeReturnsByAdminTimeoutWhileTheGroupRebalances(t *testing.T) {
 		t.Logf("Subscribe returned %v after %v", <-done, time.Since(start).Round(time.Millisecond))
 	}
 }
+
+// Guarantee: Close returns by its context's deadline when the cluster
+// stops answering, and the closing it leaves running (leaving the group,
+// closing the clients) ends at once too: a later Close, which waits for
+// it, returns promptly instead of after sarama's read timeouts.
+func TestCloseCutsConnectionsAtItsDeadline(t *testing.T) {
+	c := testbroker.Kafka(t)
+	b, err := kafkatopic.New(testOptions[int](c, topic.IntCodec{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := topic.NewTopic[int]("hung", topic.Options{}, topic.Backend[int](b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := subscribe(t, h, topic.Balanced("g"))
+	if err := h.Publish(ctxT(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	it := recv(t, s)
+	if err := s.Ack(it.ID); err != nil {
+		t.Fatal(err)
+	}
+	testbroker.HangKafka(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := b.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close with the cluster hung = %v, want context.DeadlineExceeded", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.Close(context.Background()) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("second Close = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the closing left running after the deadline still runs 10s later")
+	}
+}

@@ -56,7 +56,10 @@ type Options[T any] struct {
 	// need (producer successes and errors returned, RequiredAcks from Acks,
 	// consumer errors returned, group offsets committed by the backend,
 	// Net.DialTimeout from ConnectTimeout, Admin.Timeout from
-	// AdminTimeout). Nil means sarama.NewConfig(). Its credentials never
+	// AdminTimeout, and Net.Proxy: the clients dial through a dialer of the
+	// backend's, which wraps a Net.Proxy.Dialer you set, so that Close can
+	// cut their connections at its deadline). Nil means
+	// sarama.NewConfig(). Its credentials never
 	// appear in errors, logs or the String form of the options.
 	Config *sarama.Config `name:"-"`
 	// Codec turns values into record payloads and back. Required.

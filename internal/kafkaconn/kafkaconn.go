@@ -1,4 +1,9 @@
-package kafka
+// Package kafkaconn dials sarama's connections to the brokers through a set
+// that can cut them all at once: sarama waits for a broker's answer holding
+// the broker's lock, a wait bounded only by Net.ReadTimeout, and nothing
+// else interrupts it, so a Close that must return by its context's
+// deadline cuts the connections when the context ends.
+package kafkaconn
 
 import (
 	"errors"
@@ -8,23 +13,20 @@ import (
 	"github.com/IBM/sarama"
 )
 
-// errCut is what a member's dials fail with once its Close ran out of
-// time.
-var errCut = errors.New("kafka: the source is closing past its deadline")
+// ErrCut is what a Set's dials fail with once it was cut.
+var ErrCut = errors.New("kafka: connections cut: closing past its deadline")
 
-// connSet dials a member's connections to the brokers, through the dialer
-// sarama would use (the configured proxy, else a net.Dialer with the
+// Set dials the connections of sarama clients to the brokers, through the
+// dialer sarama would use (the configured proxy, else a net.Dialer with the
 // Net.DialTimeout, KeepAlive and LocalAddr settings), and keeps them until
-// they close, so that a Close whose context ended can cut them: sarama
-// holds a broker's lock while it waits for an answer, a wait bounded only
-// by Net.ReadTimeout, and nothing else interrupts it. Once cut, the set
-// refuses new dials, so that the member's last requests (the leave, a
+// they close, so that they can be cut at once. Once cut, the set refuses
+// new dials, so that the last requests of a closing client (a leave, a
 // final commit) fail at once instead of connecting again.
 //
 // sarama checks the socket of an idle connection for errors only when it
 // is a *net.TCPConn; through the set it learns of a dead connection from
 // its next request instead, and connects again.
-type connSet struct {
+type Set struct {
 	dial func(network, addr string) (net.Conn, error)
 
 	mu    sync.Mutex
@@ -32,10 +34,10 @@ type connSet struct {
 	conns map[*setConn]struct{}
 }
 
-// newConnSet returns the set that dials for cfg; cfg's own dialer is kept
-// and wrapped, so it must not have been made the set's already.
-func newConnSet(cfg *sarama.Config) *connSet {
-	s := &connSet{conns: map[*setConn]struct{}{}}
+// New returns a set that dials as cfg says; cfg's own dialer, if any, is
+// kept and wrapped. Use makes a config dial through the set.
+func New(cfg *sarama.Config) *Set {
+	s := &Set{conns: map[*setConn]struct{}{}}
 	if cfg.Net.Proxy.Enable && cfg.Net.Proxy.Dialer != nil {
 		s.dial = cfg.Net.Proxy.Dialer.Dial
 	} else {
@@ -45,16 +47,16 @@ func newConnSet(cfg *sarama.Config) *connSet {
 	return s
 }
 
-// use makes cfg dial through s.
-func (s *connSet) use(cfg *sarama.Config) {
+// Use makes cfg dial through s.
+func (s *Set) Use(cfg *sarama.Config) {
 	cfg.Net.Proxy.Enable = true
 	cfg.Net.Proxy.Dialer = s
 }
 
 // Dial implements the dialer sarama takes in Net.Proxy.Dialer.
-func (s *connSet) Dial(network, addr string) (net.Conn, error) {
+func (s *Set) Dial(network, addr string) (net.Conn, error) {
 	if s.isCut() {
-		return nil, errCut
+		return nil, ErrCut
 	}
 	c, err := s.dial(network, addr)
 	if err != nil {
@@ -65,20 +67,20 @@ func (s *connSet) Dial(network, addr string) (net.Conn, error) {
 	defer s.mu.Unlock()
 	if s.cut {
 		_ = c.Close()
-		return nil, errCut
+		return nil, ErrCut
 	}
 	s.conns[sc] = struct{}{}
 	return sc, nil
 }
 
-func (s *connSet) isCut() bool {
+func (s *Set) isCut() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cut
 }
 
-// cutAll closes every connection of the set and refuses new ones.
-func (s *connSet) cutAll() {
+// Cut closes every connection of the set and refuses new ones.
+func (s *Set) Cut() {
 	s.mu.Lock()
 	s.cut = true
 	cs := make([]*setConn, 0, len(s.conns))
@@ -92,17 +94,17 @@ func (s *connSet) cutAll() {
 	}
 }
 
-// len returns how many connections the set holds open.
-func (s *connSet) len() int {
+// Len returns how many connections the set holds open.
+func (s *Set) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.conns)
 }
 
-// setConn is a connection of a connSet, which it leaves when closed.
+// setConn is a connection of a Set, which it leaves when closed.
 type setConn struct {
 	net.Conn
-	set *connSet
+	set *Set
 }
 
 func (c *setConn) Close() error {

@@ -1,4 +1,4 @@
-package kafka
+package kafkaconn
 
 import (
 	"errors"
@@ -39,14 +39,14 @@ func listener(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// Guarantee: the member's connection set holds only open connections (one
+// Guarantee: a set holds only open connections (one
 // closed by sarama leaves it, so reconnections do not grow it), and
 // cutting it fails a read in progress at once and refuses new dials.
-func TestConnSetCutsEveryConnection(t *testing.T) {
+func TestCutClosesEveryConnection(t *testing.T) {
 	addr := listener(t)
 	cfg := sarama.NewConfig()
-	s := newConnSet(cfg)
-	s.use(cfg)
+	s := New(cfg)
+	s.Use(cfg)
 	if !cfg.Net.Proxy.Enable || cfg.Net.Proxy.Dialer != s {
 		t.Fatal("the config does not dial through the set")
 	}
@@ -61,7 +61,7 @@ func TestConnSetCutsEveryConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := s.len(); n != 1 {
+	if n := s.Len(); n != 1 {
 		t.Fatalf("the set holds %d connections, want the 1 still open", n)
 	}
 	read := make(chan error, 1)
@@ -69,7 +69,7 @@ func TestConnSetCutsEveryConnection(t *testing.T) {
 		_, err := open.Read(make([]byte, 1)) // the broker never answers
 		read <- err
 	}()
-	s.cutAll()
+	s.Cut()
 	select {
 	case err := <-read:
 		if err == nil || errors.Is(err, io.EOF) {
@@ -78,23 +78,23 @@ func TestConnSetCutsEveryConnection(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("a read in progress outlived the cut")
 	}
-	if _, err := s.Dial("tcp", addr); !errors.Is(err, errCut) {
-		t.Fatalf("dial after the cut = %v, want errCut", err)
+	if _, err := s.Dial("tcp", addr); !errors.Is(err, ErrCut) {
+		t.Fatalf("dial after the cut = %v, want ErrCut", err)
 	}
-	if n := s.len(); n != 0 {
+	if n := s.Len(); n != 0 {
 		t.Fatalf("the set holds %d connections after the cut", n)
 	}
 }
 
 // Guarantee: a dialer the application configured (Net.Proxy) is kept:
 // the set dials through it.
-func TestConnSetKeepsTheConfiguredDialer(t *testing.T) {
+func TestConfiguredDialerIsKept(t *testing.T) {
 	addr := listener(t)
 	cfg := sarama.NewConfig()
 	d := &countingDialer{}
 	cfg.Net.Proxy.Enable, cfg.Net.Proxy.Dialer = true, d
-	s := newConnSet(cfg)
-	s.use(cfg)
+	s := New(cfg)
+	s.Use(cfg)
 	c, err := s.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
