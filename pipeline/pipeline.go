@@ -298,7 +298,8 @@ func (p *Pipeline[In, Out]) requestStop() {
 // other case no goroutine of the pipeline is left when Stop returns.
 //
 // Stop also returns the error that stopped the pipeline by itself, if any
-// (a *producer.RestartError), and an error from the source's Close. Stop
+// (a *producer.RestartError), a *DrainError for each Drainer that failed,
+// and an error from the source's Close. Stop
 // may be called more than once and before Start (a pipeline stopped before
 // it ran refuses Start with ErrStoppedBeforeStart). Calling Stop from a
 // handler or an acknowledger would wait for that very handler: call it from
@@ -374,7 +375,8 @@ func (p *Pipeline[In, Out]) Run(ctx context.Context) error {
 func (p *Pipeline[In, Out]) Done() <-chan struct{} { return p.done }
 
 // Err returns what stopped the pipeline abnormally: a *producer.RestartError,
-// ErrShutdownTimeout, a source Close error, or several joined; nil otherwise.
+// ErrShutdownTimeout, a *DrainError, a source Close error, or several
+// joined; nil otherwise.
 func (p *Pipeline[In, Out]) Err() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
