@@ -2,7 +2,6 @@ package source_test
 
 import (
 	"context"
-	"math"
 	"testing"
 
 	"github.com/boulevard-go/boulevard/internal/wait"
@@ -16,7 +15,7 @@ import (
 
 // Guarantee: MaxBatch is only an upper bound (a batch never exceeds the
 // feed's permits), so a source asked for "as many as the window allows"
-// (math.MaxInt) neither panics nor allocates MaxBatch items up front, and
+// (MaxBatchLimit) neither panics nor allocates MaxBatch items up front, and
 // delivers every message.
 func TestLargestMaxBatchIsBoundedByTheWindow(t *testing.T) {
 	h := newTopic(t, "t", topic.Options{})
@@ -24,11 +23,11 @@ func TestLargestMaxBatchIsBoundedByTheWindow(t *testing.T) {
 	func() {
 		defer func() {
 			if r := recover(); r != nil {
-				t.Fatalf("New panicked with MaxBatch %d: %v", math.MaxInt, r)
+				t.Fatalf("New panicked with MaxBatch %d: %v", source.MaxBatchLimit, r)
 			}
 		}()
 		var err error
-		src, err = source.New(source.Options[int]{Topic: h, Mode: topic.Balanced("g"), MaxBatch: math.MaxInt})
+		src, err = source.New(source.Options[int]{Topic: h, Mode: topic.Balanced("g"), MaxBatch: source.MaxBatchLimit})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -86,6 +86,10 @@ import (
 // DefaultMaxBatch is the default Options.MaxBatch.
 const DefaultMaxBatch = 64
 
+// MaxBatchLimit is the largest Options.MaxBatch, as large as a producer
+// stage's permit window can be.
+const MaxBatchLimit = 1 << 16
+
 // ErrClosed is returned by Run after Close.
 var ErrClosed = errors.New("source: closed")
 
@@ -98,8 +102,9 @@ type Options[T any] struct {
 	// needs a non-empty group.
 	Mode topic.SubscriptionMode `name:"-"`
 	// MaxBatch is the largest number of messages taken from a subscription
-	// at once (never more than the feed has permits for). Default 64.
-	MaxBatch int `validate:"gte=1"`
+	// at once (never more than the feed has permits for), 1 to
+	// MaxBatchLimit. Default 64.
+	MaxBatch int `validate:"gte=1,lte=65536"`
 	// Logger receives lag notices and acknowledgement problems. Nil means
 	// slog.Default().
 	Logger *slog.Logger `name:"-"`

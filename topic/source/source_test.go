@@ -96,6 +96,10 @@ func TestOptionsValidate(t *testing.T) {
 	if !errors.Is(err, validate.ErrInvalid) || err.Error() != "invalid options: source.maxBatch must be ≥ 1" {
 		t.Fatalf("got %v", err)
 	}
+	_, err = source.New(source.Options[int]{Topic: h, Mode: topic.Balanced("g"), MaxBatch: source.MaxBatchLimit + 1})
+	if !errors.Is(err, validate.ErrInvalid) || err.Error() != "invalid options: source.maxBatch must be ≤ 65536" {
+		t.Fatalf("got %v", err)
+	}
 	// A subscription the topic refuses is reported by New.
 	_, err = source.New(source.Options[int]{Topic: h, Mode: topic.Broadcast()})
 	if !errors.Is(err, topic.ErrSubscribeBroadcastNotSupported) {
