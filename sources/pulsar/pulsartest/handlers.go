@@ -501,7 +501,10 @@ func (b *Broker) handleRedeliver(c *conn, body []byte) bool {
 			if id.ledger != s.t.ledger {
 				continue
 			}
-			if _, ok := s.pending[id.entry]; ok {
+			// Only what this consumer holds, as a real broker looks the
+			// ids up in the consumer's own pending acks
+			// (Consumer.redeliverUnacknowledgedMessages).
+			if s.pending[id.entry] == cons {
 				nack(id.entry)
 			}
 		}
@@ -576,10 +579,15 @@ func (b *Broker) handleGetLastMessageID(c *conn, body []byte) bool {
 	}
 	t := cons.sub.t
 	id := lastID(t)
+	// The subscription's mark-delete position (the last entry of its acked
+	// prefix, entry -1 when there is none), as a real broker sends it:
+	// pulsar-client-go's Reader.HasNext reads it after a SeekByTime.
+	markDelete := msgID{ledger: t.ledger, entry: cons.sub.markDelete - 1, partition: -1, batchIndex: -1}
 	c.write(func(o []byte) []byte {
 		o, fs, bs := beginFrame(o, cmdGetLastMessageIDResp)
 		o = appendMsgID(o, 1, id)
 		o = appendVarintField(o, 2, reqID)
+		o = appendMsgID(o, 3, markDelete)
 		return endFrame(o, cmdGetLastMessageIDResp, fs, bs, nil)
 	})
 	return true
@@ -665,10 +673,16 @@ func (b *Broker) handleSeek(c *conn, body []byte) bool {
 	clear(s.redelivery)
 	clear(s.delayed)
 	s.replay = s.replay[:0]
+	// A non-durable subscription (a reader's) outlives the reconnection:
+	// a real broker keeps the reset cursor for the consumer that comes
+	// back, which resubscribes with its original start message id.
+	durable := s.durable
+	s.durable = true
 	for _, other := range slices.Clone(s.consumers) {
 		b.removeConsumerLocked(other)
 		other.conn.sendClose(cmdCloseConsumer, other.id)
 	}
+	s.durable = durable
 	c.sendSuccess(reqID)
 	return true
 }

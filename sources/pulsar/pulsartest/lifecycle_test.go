@@ -1,6 +1,7 @@
 package pulsartest
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -275,5 +276,68 @@ func TestSeek(t *testing.T) {
 			t.Fatalf("after SeekByTime got %q, want %q", m.Payload(), want)
 		}
 		_ = c.Ack(m)
+	}
+}
+
+// GET_LAST_MESSAGE_ID carries the subscription's mark-delete position, as a
+// real broker's does: a reader that seeked by time compares it with the
+// last message id in HasNext. Without it pulsar-client-go (v0.21.0)
+// dereferences nil there (consumer_partition.go hasNext) and the process
+// crashes.
+func TestReaderHasNextAfterSeekByTime(t *testing.T) {
+	b := startBroker(t)
+	cl := newClient(t, b)
+	topic := uniqueTopic(t)
+	publishTimed(t, b, topic, 3)
+	r, err := cl.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.SeekByTime(time.UnixMilli(2000)); err != nil {
+		t.Fatal(err)
+	}
+	if !r.HasNext() {
+		t.Fatal("HasNext after SeekByTime is false with two messages after that time")
+	}
+}
+
+// A reader's SeekByTime moves its non-durable subscription, which survives
+// the reconnection the seek forces (a real broker keeps the reset cursor),
+// so the reader goes on from the time it seeked to, not from its start
+// message id.
+func TestReaderSeekByTimeKeepsPosition(t *testing.T) {
+	b := startBroker(t)
+	cl := newClient(t, b)
+	ctx := ctxT(t)
+	topic := uniqueTopic(t)
+	publishTimed(t, b, topic, 3)
+	r, err := cl.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.SeekByTime(time.UnixMilli(2000)); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"1", "2"} {
+		m, err := r.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(m.Payload()) != want {
+			t.Fatalf("after SeekByTime read %q, want %q", m.Payload(), want)
+		}
+	}
+}
+
+// publishTimed publishes n messages "0".."n-1", message i published at
+// (i+1) seconds after the epoch.
+func publishTimed(t *testing.T, b *Broker, topic string, n int) {
+	t.Helper()
+	for i := range n {
+		if _, err := b.Publish(context.Background(), topic, Message{Payload: []byte(fmt.Sprint(i)), PublishTime: time.UnixMilli(int64(1000 * (i + 1)))}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

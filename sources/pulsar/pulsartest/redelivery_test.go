@@ -39,3 +39,38 @@ func TestNackRedeliversOnlyThatMessage(t *testing.T) {
 		t.Fatalf("stats %+v, want 1 nacked, 1 redelivered, 4 dispatched", st)
 	}
 }
+
+// On a Shared subscription a redelivery request names only what the
+// consumer holds: a real broker looks the ids up in the consumer's own
+// pending acks (Consumer.redeliverUnacknowledgedMessages) and ignores the
+// others, so a stale nack (pulsar-client-go keeps its nack tracker across a
+// reconnection, after which the message may have gone to another consumer)
+// never takes a message from the consumer processing it.
+func TestRedeliveryIgnoresAnotherConsumersMessage(t *testing.T) {
+	b := startBroker(t)
+	topic := FullTopicName("redeliver-other")
+	publishN(t, b, topic, 2)
+	ledger := b.Messages(topic)[0].ID.LedgerID
+	r := dialRaw(t, b)
+	r.connect(20)
+	rawSubscribe(r, topic, "s", subShared, 1, 1)
+	rawSubscribe(r, topic, "s", subShared, 2, 2)
+	rawFlow(r, 1, 1)
+	if f, _ := r.expect(cmdMessage); f.u[1] != 1 {
+		t.Fatalf("first message to consumer %d, want 1", f.u[1])
+	}
+	rawFlow(r, 2, 1)
+	if f, _ := r.expect(cmdMessage); f.u[1] != 2 {
+		t.Fatalf("second message to consumer %d, want 2", f.u[1])
+	}
+	// Consumer 1 asks for entry 1, which consumer 2 holds.
+	r.send(cmdRedeliver, func(o []byte) []byte {
+		o = appendVarintField(o, 1, 1)
+		return appendMsgID(o, 2, msgID{ledger: ledger, entry: 1, partition: -1, batchIndex: -1})
+	}, nil)
+	rawFlow(r, 1, 1)
+	r.quiet()
+	if st := b.Consumers(topic, "s"); st[0].Nacked != 0 || st[0].Dispatched != 1 || st[1].Dispatched != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
