@@ -285,18 +285,7 @@ func TestSeek(t *testing.T) {
 // dereferences nil there (consumer_partition.go hasNext) and the process
 // crashes.
 func TestReaderHasNextAfterSeekByTime(t *testing.T) {
-	b := startBroker(t)
-	cl := newClient(t, b)
-	topic := uniqueTopic(t)
-	publishTimed(t, b, topic, 3)
-	r, err := cl.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if err := r.SeekByTime(time.UnixMilli(2000)); err != nil {
-		t.Fatal(err)
-	}
+	r := readerSeekedByTime(t)
 	if !r.HasNext() {
 		t.Fatal("HasNext after SeekByTime is false with two messages after that time")
 	}
@@ -307,19 +296,8 @@ func TestReaderHasNextAfterSeekByTime(t *testing.T) {
 // so the reader goes on from the time it seeked to, not from its start
 // message id.
 func TestReaderSeekByTimeKeepsPosition(t *testing.T) {
-	b := startBroker(t)
-	cl := newClient(t, b)
+	r := readerSeekedByTime(t)
 	ctx := ctxT(t)
-	topic := uniqueTopic(t)
-	publishTimed(t, b, topic, 3)
-	r, err := cl.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if err := r.SeekByTime(time.UnixMilli(2000)); err != nil {
-		t.Fatal(err)
-	}
 	for _, want := range []string{"1", "2"} {
 		m, err := r.Next(ctx)
 		if err != nil {
@@ -329,6 +307,27 @@ func TestReaderSeekByTimeKeepsPosition(t *testing.T) {
 			t.Fatalf("after SeekByTime read %q, want %q", m.Payload(), want)
 		}
 	}
+}
+
+// readerSeekedByTime returns a reader of a topic of messages "0", "1" and
+// "2" published at 1, 2 and 3 seconds after the epoch, created at the
+// earliest message and then seeked by time to 2 seconds; closed when t
+// ends.
+func readerSeekedByTime(t *testing.T) pulsar.Reader {
+	t.Helper()
+	b := startBroker(t)
+	cl := newClient(t, b)
+	topic := uniqueTopic(t)
+	publishTimed(t, b, topic, 3)
+	r, err := cl.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	if err := r.SeekByTime(time.UnixMilli(2000)); err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 // publishTimed publishes n messages "0".."n-1", message i published at
