@@ -461,6 +461,9 @@ func TestSequencedFailedHoldKeepsItsKeyMoving(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var handled []string
+	published := make(chan struct{}) // k2 too: the codec fails from k1's hold on
+	var publishedOnce sync.Once
+	publishDone := func() { publishedOnce.Do(func() { close(published) }) }
 	p, err := pipeline.New(pipeline.Options[string, string]{
 		Name:     "stall",
 		Logger:   testbroker.PulsarLogger(),
@@ -471,6 +474,7 @@ func TestSequencedFailedHoldKeepsItsKeyMoving(t *testing.T) {
 			first := len(handled) == 1
 			mu.Unlock()
 			if first {
+				<-published
 				fail.Store(true) // its hold fails
 				return "", topology.Retry(errors.New("gateway down"))
 			}
@@ -484,6 +488,7 @@ func TestSequencedFailedHoldKeepsItsKeyMoving(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Stop(context.Background())
+	defer publishDone() // before the stop, even when a publish fails
 	pub, err := topology.NewPublisher(q, topology.PublisherOptions[string]{Key: func(string) string { return "k" }})
 	if err != nil {
 		t.Fatal(err)
@@ -493,6 +498,7 @@ func TestSequencedFailedHoldKeepsItsKeyMoving(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	publishDone()
 	wait.Within(t, patience, "the hold to fail", func() bool { return src.Stats().Retried == 1 })
 	fail.Store(false)
 	wait.Within(t, patience, "k1 again, then k2, acked", func() bool { return src.Stats().Acked == 2 }, func() string {
