@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
@@ -60,7 +61,7 @@ func heldTopic(t *testing.T, pending int) (*pTopic[int], *heldProducer) {
 	b := &Backend[int]{o: Options[int]{Codec: topic.IntCodec{}, MaxPendingMessages: pending}.WithDefaults(), topics: map[*pTopic[int]]struct{}{}}
 	p := &heldProducer{}
 	tp := &pTopic[int]{b: b, producer: p, opts: topic.Options{}.WithDefaults(),
-		slots: make(chan struct{}, pending), closing: make(chan struct{}),
+		slots: make(chan struct{}, pending), closing: make(chan struct{}), producerClosed: make(chan struct{}),
 		subs: map[*pSub[int]]struct{}{}, groups: map[topic.GroupName]int{}}
 	tp.sends.New = func() any { return tp.newSend() }
 	return tp, p
@@ -201,4 +202,39 @@ func TestTrackedEnvelopeRefused(t *testing.T) {
 	if p.pending() != 0 {
 		t.Fatal("a tracked envelope was sent")
 	}
+}
+
+// Guarantee: closing a topic returns even when sends already made never
+// get their receipts (a broker that stopped answering, SendTimeout
+// disabled): Close waits for them at most DefaultSendTimeout, closes the
+// producer (which drops what it holds without calling back), and a
+// publish still waiting returns ErrTopicClosed; one whose context ended
+// first returned its context's error.
+func TestCloseReturnsWhileSendsNeverGetTheirReceipts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tp, p := heldTopic(t, 4)
+		tp.b.o.SendTimeout = -1
+		waiting := make(chan error, 1)
+		go func() {
+			_, err := tp.Publish(context.Background(), topic.Envelope[int]{Value: 1}, topic.Block)
+			waiting <- err
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		if _, err := tp.Publish(ctx, topic.Envelope[int]{Value: 2}, topic.Block); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Publish whose receipt never comes = %v, want its context's error", err)
+		}
+		synctest.Wait()
+		if n := p.pending(); n != 2 {
+			t.Fatalf("%d sends awaiting receipts, want 2", n)
+		}
+		start := time.Now()
+		tp.Close()
+		if waited := time.Since(start); waited != DefaultSendTimeout {
+			t.Fatalf("Close returned after %v, want after DefaultSendTimeout (%v)", waited, DefaultSendTimeout)
+		}
+		if err := <-waiting; !errors.Is(err, topic.ErrTopicClosed) {
+			t.Fatalf("the publish still waiting at Close = %v, want ErrTopicClosed", err)
+		}
+	})
 }

@@ -33,6 +33,14 @@ type pTopic[T any] struct {
 
 	closed  atomic.Bool
 	closing chan struct{} // closed by Close
+	// sending is held (read) by a publish around its SendAsync call, and
+	// taken by Close once, so that the producer's Close never overlaps a
+	// SendAsync (pulsar-client-go closes the channel SendAsync writes to).
+	sending sync.RWMutex
+	// producerClosed is closed once the producer is: a publish still
+	// waiting for its receipt then returns ErrTopicClosed (the client
+	// drops the sends it had not taken yet without calling back).
+	producerClosed chan struct{}
 
 	mu        sync.Mutex
 	subs      map[*pSub[T]]struct{}
@@ -71,12 +79,43 @@ func newTopic[T any](b *Backend[T], name topic.Name, full string, partitions int
 	t := &pTopic[T]{
 		b: b, name: name, full: full, partitions: partitions, opts: opts, producer: p,
 		slots:   make(chan struct{}, b.o.MaxPendingMessages),
-		closing: make(chan struct{}),
-		subs:    make(map[*pSub[T]]struct{}),
-		groups:  make(map[topic.GroupName]int),
+		closing: make(chan struct{}), producerClosed: make(chan struct{}),
+		subs:   make(map[*pSub[T]]struct{}),
+		groups: make(map[topic.GroupName]int),
 	}
 	t.sends.New = func() any { return t.newSend() }
 	return t, nil
+}
+
+// closeProducer closes the producer once no SendAsync is running (none
+// starts after Close began) and the sends already made have their
+// receipts, which taking every slot of the pending queue waits for, for
+// at most the send timeout (DefaultSendTimeout when it is disabled): the
+// producer's Close drops the sends it has not yet taken, and fails those
+// still awaiting a receipt. The publishes still waiting then return
+// ErrTopicClosed.
+func (t *pTopic[T]) closeProducer() {
+	// A barrier: every SendAsync under way has returned, and a publish
+	// that comes after sees closed.
+	t.sending.Lock()
+	//lint:ignore SA2001 the empty section is the barrier
+	t.sending.Unlock()
+	wait := t.b.o.SendTimeout
+	if wait <= 0 {
+		wait = DefaultSendTimeout
+	}
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+take:
+	for range cap(t.slots) {
+		select {
+		case t.slots <- struct{}{}:
+		case <-deadline.C:
+			break take
+		}
+	}
+	t.producer.Close()
+	close(t.producerClosed)
 }
 
 func (t *pTopic[T]) newSend() *send {
@@ -146,9 +185,11 @@ func (t *pTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool)
 				return topic.Published, topic.ErrTopicClosed
 			}
 		}
+		t.sending.RLock()
 		if t.closed.Load() {
-			// Close began: it waits for the slots of the sends already made,
-			// then closes the producer; nothing more is sent.
+			// Close began: it waits for the sends already made, then
+			// closes the producer; nothing more is sent.
+			t.sending.RUnlock()
 			<-t.slots
 			return topic.Published, topic.ErrTopicClosed
 		}
@@ -163,6 +204,7 @@ func (t *pTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool)
 			s.msg.EventTime = t.b.o.EventTime(e.Value)
 		}
 		t.producer.SendAsync(ctx, &s.msg, s.fn)
+		t.sending.RUnlock()
 		select {
 		case err = <-s.done:
 			s.msg = pulsar.ProducerMessage{}
@@ -171,6 +213,11 @@ func (t *pTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool)
 			// The callback still comes (the send timeout bounds it); s is left
 			// to it and not reused.
 			return topic.Published, ctx.Err()
+		case <-t.producerClosed:
+			// The topic closed before the receipt came; the message may
+			// or may not be stored. s is left to a callback that may
+			// still come.
+			return topic.Published, topic.ErrTopicClosed
 		}
 		switch {
 		case err == nil:
@@ -318,16 +365,7 @@ func (t *pTopic[T]) close(subs bool) {
 		}
 	}
 	if first {
-		// pulsar-client-go's Close must not overlap a SendAsync (it closes
-		// the channel SendAsync sends on), and it drops, without calling
-		// their callbacks, the sends it has not yet taken from that
-		// channel: the producer closes once every publish already sent has
-		// its receipt (or its send timeout), which taking every slot of the
-		// pending queue waits for.
-		for range cap(t.slots) {
-			t.slots <- struct{}{}
-		}
-		t.producer.Close()
+		t.closeProducer()
 	}
 	if subs || len(ss) == 0 {
 		t.b.forget(t)
