@@ -18,7 +18,8 @@ import (
 const (
 	handOffFirstBackoff = 100 * time.Millisecond
 	handOffMaxBackoff   = 10 * time.Second
-	// handOffTimeout bounds one attempt's wait.
+	// handOffTimeout bounds one attempt's wait; the source closing ends
+	// it at once.
 	handOffTimeout = 30 * time.Second
 )
 
@@ -38,6 +39,10 @@ type handOffs[T any] struct {
 	waiting map[*handOff[T]]struct{}
 	wg      sync.WaitGroup // attempts running
 	back    []Letter[T]    // letters whose attempt ended after close
+	// stop ends the attempts running when the source closes; made with
+	// the first hand-off.
+	ctx  context.Context
+	stop context.CancelFunc
 }
 
 // retryHandOff keeps p, whose hand-off with do just failed with err, and
@@ -57,6 +62,7 @@ func (hs *handOffs[T]) schedule(log *slog.Logger, h *handOff[T], err error, atte
 	}
 	if hs.waiting == nil {
 		hs.waiting = map[*handOff[T]]struct{}{}
+		hs.ctx, hs.stop = context.WithCancel(context.Background())
 	}
 	log.Error("could not hand a held key's letter to the backend; trying again",
 		slog.String("to", h.what), slog.String("key", h.p.l.Key), slog.Duration("in", h.backoff), slog.Any("error", err))
@@ -72,8 +78,9 @@ func (s *Source[T]) attemptHandOff(h *handOff[T]) {
 	hs := &s.handOffs
 	hs.mu.Lock()
 	delete(hs.waiting, h)
+	parent := hs.ctx
 	hs.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), handOffTimeout)
+	ctx, cancel := context.WithTimeout(parent, handOffTimeout)
 	defer cancel()
 	err := h.do(ctx, h.p.l)
 	if err == nil {
@@ -93,6 +100,9 @@ func (s *Source[T]) attemptHandOff(h *handOff[T]) {
 func (hs *handOffs[T]) close() []Letter[T] {
 	hs.mu.Lock()
 	hs.closed = true
+	if hs.stop != nil {
+		hs.stop() // an attempt under way gives up its wait
+	}
 	var out []Letter[T]
 	for h := range hs.waiting {
 		if h.timer.Stop() {

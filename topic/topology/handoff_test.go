@@ -54,40 +54,18 @@ func startFailedHoldRun(t *testing.T) *failedHoldRun {
 	t.Helper()
 	r := &failedHoldRun{}
 	r.refuse.Store(true)
-	r.m, _ = topology.NewMemory[int](topology.MemoryOptions{})
-	t.Cleanup(r.m.Close)
-	top, err := topology.New("ledger").Sequenced(topology.Skip).Hold(time.Second).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.mq, err = r.m.Declare(t.Context(), top); err != nil {
-		t.Fatal(err)
-	}
+	r.m, r.mq = declareLedger(t)
 	q := refusingHolds{Queues: r.mq, refuse: &r.refuse, attempts: &r.attempts}
-	if r.src, err = topology.NewSource(topology.SourceOptions[int]{Queues: q, Logger: slog.New(slog.DiscardHandler)}); err != nil {
-		t.Fatal(err)
-	}
-	r.p, err = pipeline.New(pipeline.Options[int, int]{
-		Name:     "ledger",
-		Logger:   slog.New(slog.DiscardHandler),
-		Producer: producer.Options[int]{Source: r.src},
-		Processors: processor.Options[int, int]{Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
-			r.mu.Lock()
-			r.handled = append(r.handled, m.Data)
-			first := len(r.handled) == 1
-			r.mu.Unlock()
-			if first {
-				return 0, topology.Retry(errors.New("gateway down"))
-			}
-			return m.Data, nil
-		}},
+	r.src, r.p = startLedger(t, q, func(_ context.Context, m *message.Message[int]) (int, error) {
+		r.mu.Lock()
+		r.handled = append(r.handled, m.Data)
+		first := len(r.handled) == 1
+		r.mu.Unlock()
+		if first {
+			return 0, topology.Retry(errors.New("gateway down"))
+		}
+		return m.Data, nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.p.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
 	pub, _ := topology.NewPublisher(q, topology.PublisherOptions[int]{Key: func(int) string { return "A" }})
 	for v := 1; v <= 2; v++ {
 		if err := pub.Publish(t.Context(), v); err != nil {
@@ -95,6 +73,46 @@ func startFailedHoldRun(t *testing.T) *failedHoldRun {
 		}
 	}
 	return r
+}
+
+// declareLedger declares the sequenced topology "ledger", with one hold
+// queue of a second, on an in-memory backend closed when t ends.
+func declareLedger(t *testing.T) (*topology.Memory[int], topology.Queues[int]) {
+	t.Helper()
+	m, _ := topology.NewMemory[int](topology.MemoryOptions{})
+	t.Cleanup(m.Close)
+	top, err := topology.New("ledger").Sequenced(topology.Skip).Hold(time.Second).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mq, err := m.Declare(t.Context(), top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, mq
+}
+
+// startLedger starts a pipeline of one processor running handle over a
+// source of q.
+func startLedger(t *testing.T, q topology.Queues[int], handle processor.Handler[int, int]) (*topology.Source[int], *pipeline.Pipeline[int, int]) {
+	t.Helper()
+	src, err := topology.NewSource(topology.SourceOptions[int]{Queues: q, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pipeline.New(pipeline.Options[int, int]{
+		Name:       "ledger",
+		Logger:     slog.New(slog.DiscardHandler),
+		Producer:   producer.Options[int]{Source: src},
+		Processors: processor.Options[int, int]{Handle: handle},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return src, p
 }
 
 func (r *failedHoldRun) handledSoFar() []int {
@@ -164,4 +182,56 @@ func queuedValues(r topology.Reader[int]) []int {
 		got = append(got, l.Value)
 	}
 	return got
+}
+
+// stuckHolds refuses the first Hold at once, then makes every Hold wait
+// for its context, as a hold whose broker does not answer does; it reports
+// each Hold that started.
+type stuckHolds struct {
+	topology.Queues[int]
+	started chan struct{}
+	calls   *atomic.Int64
+}
+
+func (q stuckHolds) Hold(ctx context.Context, _ int, _ topology.Letter[int]) error {
+	q.started <- struct{}{}
+	if q.calls.Add(1) == 1 {
+		return errors.New("hold topic unavailable")
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// Guarantee: a source that closes while handing a refused retry off again
+// does not wait out that attempt: the attempt gives up at once, and the
+// letter is given back.
+func TestCloseEndsAHandOffUnderWay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, mq := declareLedger(t)
+		q := stuckHolds{Queues: mq, started: make(chan struct{}, 2), calls: new(atomic.Int64)}
+		_, p := startLedger(t, q, func(context.Context, *message.Message[int]) (int, error) {
+			return 0, topology.Retry(errors.New("gateway down"))
+		})
+		pub, _ := topology.NewPublisher(mq, topology.PublisherOptions[int]{Key: func(int) string { return "A" }})
+		if err := pub.Publish(t.Context(), 1); err != nil {
+			t.Fatal(err)
+		}
+		<-q.started // the first hold, in the acknowledgement: refused
+		<-q.started // the source's own attempt, after its backoff: stuck
+		start := time.Now()
+		if err := p.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if waited := time.Since(start); waited != 0 {
+			t.Fatalf("Stop took %v with a hand-off under way, want no wait", waited)
+		}
+		rd, err := mq.Subscribe(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rd.Close()
+		if got := queuedValues(rd); fmt.Sprint(got) != "[1]" {
+			t.Fatalf("the next consumer receives %v, want [1]", got)
+		}
+	})
 }
