@@ -50,7 +50,7 @@ type Options[In, Out any] struct {
 	// downstream) has reported them before the source lets go of its
 	// connections. A Drain that fails is returned by Stop, Run and Err as
 	// a *DrainError; the others and the source's Close still run.
-	// Default none.
+	// Default none; a nil entry is refused by New.
 	Drainers []Drainer `name:"-"`
 	// Producer configures the producer stages and their source.
 	Producer producer.Options[In] `validate:"-"`
@@ -147,6 +147,12 @@ func (o Options[In, Out]) Validate() error {
 		errs = append(errs, validate.Field("batchers", "default", fmt.Sprintf(
 			"must include one named %q, which receives the messages no processor routes elsewhere (or set explicitRouting when every message is routed with SetBatcher)",
 			message.DefaultBatcher)))
+	}
+	for i, d := range o.Drainers {
+		if d == nil {
+			// The pipeline calls every drainer's Drain when it stops.
+			errs = append(errs, validate.Field(fmt.Sprintf("drainers[%d]", i), "required", "is required"))
+		}
 	}
 	if o.PartitionBy != nil && !o.partitioned {
 		errs = append(errs, validate.Field("partitionBy", "excluded_with",

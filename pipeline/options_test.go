@@ -88,6 +88,11 @@ func TestValidationRules(t *testing.T) {
 			"batchers[0].concurrency", "gte", "batchers[0].concurrency must be ≥ 1"},
 		{"batcher handle", func(o *pipeline.Options[uint64, uint64]) { o.Batchers[0].Handle = nil },
 			"batchers[0].handle", "required", "batchers[0].handle is required"},
+		// A nil drainer passed New and crashed the process at the end of
+		// the drain, when the pipeline called its Drain.
+		{"drainer not nil", func(o *pipeline.Options[uint64, uint64]) {
+			o.Drainers = []pipeline.Drainer{nil}
+		}, "drainers[0]", "required", "drainers[0] is required"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -98,11 +98,15 @@ type Flow struct {
 // max(Initial, Threshold+Refill).
 func (f Flow) MaxWindow() int { return max(f.Initial, f.Threshold+f.Refill) }
 
-// RateLimit allows at most Allowed messages per Interval, shared by every
-// producer stage of the pipeline (a token bucket of Allowed tokens refilled
-// at Allowed/Interval). A stage passes as many of its buffered messages as
-// the bucket holds tokens at once and keeps the rest; from an empty bucket
-// it waits for as many tokens as its next chunk needs.
+// RateLimit allows Allowed messages per Interval on average, shared by
+// every producer stage of the pipeline: a token bucket of Allowed tokens
+// refilled at Allowed/Interval. Over any stretch of time T it lets through
+// at most Allowed + T·Allowed/Interval messages, so a full bucket (at the
+// start, or after an idle spell) lets a burst of Allowed through at once,
+// and one interval can see up to twice Allowed. A stage passes as many of
+// its buffered messages as the bucket holds tokens at once and keeps the
+// rest; from an empty bucket it waits for as many tokens as its next chunk
+// needs.
 type RateLimit struct {
 	// Allowed is the number of messages per Interval. Required, ≥ 1, at most
 	// MaxRateLimitAllowed (1073741824).

@@ -13,7 +13,6 @@ package producer
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -265,7 +264,10 @@ func (g *gate) take(ctx context.Context, n int) (int, error) {
 		}
 		r := b.lim.ReserveN(now, k)
 		if !r.OK() {
-			return 0, fmt.Errorf("producer: rate limit: cannot take %d messages at once", k)
+			// k is within the burst read above: the limit was lowered
+			// since (UpdateRateLimit and SetRateLimit change the bucket
+			// in place). Reserve again under the new one.
+			continue
 		}
 		d := r.Delay()
 		if d == 0 {

@@ -119,3 +119,38 @@ func TestUpdateRateLimitChangesOneField(t *testing.T) {
 		t.Errorf("ResetRateLimit without a limit = %v, want ErrNoRateLimit", err)
 	}
 }
+
+// Guarantee: a stage taking tokens never fails because the limit changed
+// under it: UpdateRateLimit (or SetRateLimit) lowering Allowed, the
+// bucket's size, between the moment take reads it and the moment it
+// reserves, makes take reserve again under the new limit. An error from
+// take ends the stage's dispatcher for good: its buffer is never
+// dispatched again and its source, out of permits, stalls.
+func TestRateLimitTakeSurvivesAConcurrentlyLoweredBurst(t *testing.T) {
+	// Tokens refill within nanoseconds, so take never waits long.
+	p := rateProducer(&RateLimit{Allowed: 64, Interval: time.Nanosecond})
+	ctx := context.Background()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			allowed := 64
+			if i%2 == 1 {
+				allowed = 1
+			}
+			_ = p.UpdateRateLimit(func(rl *RateLimit) error { rl.Allowed = allowed; return nil })
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	for range 200000 {
+		if _, err := p.gate.take(ctx, 64); err != nil {
+			t.Fatalf("take while the limit changes: %v", err)
+		}
+	}
+}
