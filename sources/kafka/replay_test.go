@@ -1,16 +1,20 @@
 package kafka_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
@@ -324,5 +328,62 @@ func TestCommitOnAckCoalesces(t *testing.T) {
 		if got := sent(); len(got) != 2 || got[1] != ends[0] {
 			t.Fatalf("commits %v, want the first and then one at %d", got, ends[0])
 		}
+	})
+}
+
+// commitOutside commits offs for group on the test topic outside any
+// group generation (as an operator's tool would, or as a group's offsets
+// look after the partition's log was truncated).
+func commitOutside(t *testing.T, c *kfake.Cluster, group string, offs map[int32]int64) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.MaxVersions(kversion.V3_0_0())) // topics by name
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group = group
+	req.Generation = -1
+	rt := kmsg.NewOffsetCommitRequestTopic()
+	rt.Topic = testTopic
+	for p, o := range offs {
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = p, o
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// Guarantee: a committed offset past the end of its partition (the log
+// was truncated under it) is invalid: the partition starts at
+// InitialOffset, and the group's commits then follow what is handled from
+// there, so that a restart does not read the partition from the start
+// again.
+func TestCommittedOffsetPastTheEndStartsAtInitialOffset(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl client) {
+		group := "g-past-end"
+		c := newCluster(t, 1)
+		commitOutside(t, c, group, map[int32]int64{0: 100})
+		ends := produce(t, c, 1, 0, 10)
+		l := newLedger()
+		src := cl.new(t, sourceOptions(c, group))
+		p := startPipeline(t, pipelineOpts("past-end", src, 1, l, nil))
+		defer stopPipeline(t, p)
+		wait.Within(t, 20*time.Second, "every record handled and committed", func() bool {
+			return l.covers(ends) && equalOffsets(committed(c, group), ends)
+		}, func() string { return fmt.Sprintf("committed %v, stats %+v", committed(c, group), src.Stats()) })
 	})
 }

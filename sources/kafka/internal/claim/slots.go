@@ -109,6 +109,15 @@ func Deliver[R any](c *Claim, recs []R, get func(R) Record, headers func(dst []H
 	// be acked.
 	n := len(recs)
 	c.mu.Lock()
+	if n > 0 && uint64(get(recs[0]).Offset) < c.cp.Next() && c.cp.Pending() == 0 {
+		// The client reads from below where the claim was told it starts,
+		// with nothing in flight: the committed offset was out of range
+		// (past the end of a truncated log) and the client reset to
+		// InitialOffset's, or it found the log truncated under it. The
+		// claim's prefix starts there, else these records would go
+		// untracked and the commit would never follow them.
+		c.cp.Reset(uint64(get(recs[0]).Offset))
+	}
 	for _, r := range recs {
 		c.cp.Track(uint64(get(r).Offset))
 	}
