@@ -1,5 +1,7 @@
 package acker
 
+import "math"
+
 // Checkpoint tracks the positions (offsets, sequence numbers) of one ordered
 // stream whose messages are handed out in increasing order and acknowledged
 // in any order, and reports the contiguous acknowledged prefix: the position
@@ -50,9 +52,10 @@ func (c *Checkpoint) Pending() int { return c.n }
 
 // Track records that the message at pos was handed out. Positions must be
 // tracked in increasing order; Track reports false (and ignores pos) when pos
-// is not above every position tracked before, or is below Next.
+// is not above every position tracked before, or is below Next, or is
+// math.MaxUint64, which has no committable position one past it.
 func (c *Checkpoint) Track(pos uint64) bool {
-	if pos < c.next || (c.track && pos <= c.last) {
+	if pos < c.next || (c.track && pos <= c.last) || pos == math.MaxUint64 {
 		return false
 	}
 	if c.n == len(c.pos) {

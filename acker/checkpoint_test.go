@@ -1,6 +1,7 @@
 package acker_test
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -152,5 +153,21 @@ func BenchmarkCheckpoint(b *testing.B) {
 	}
 	if c.Pending() != 0 {
 		b.Fatal("checkpoint did not drain")
+	}
+}
+
+// Guarantee: Next never moves backwards, even at the top of the position
+// space: one past math.MaxUint64 is not representable, so a checkpoint
+// whose last position is done must not report 0 (a source committing it
+// would restart its stream from the beginning).
+func TestCheckpointNextNeverWrapsAround(t *testing.T) {
+	c := acker.NewCheckpoint(math.MaxUint64 - 1)
+	c.Track(math.MaxUint64 - 1)
+	c.Track(math.MaxUint64)
+	c.Done(math.MaxUint64 - 1)
+	prev := c.Next()
+	c.Done(math.MaxUint64)
+	if c.Next() < prev {
+		t.Fatalf("Next went from %d back to %d once position %d was done", prev, c.Next(), uint64(math.MaxUint64))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/internal/stage/processing"
@@ -153,4 +154,38 @@ func TestAckImmediatelyChangesNothingOnDeferredMessage(t *testing.T) {
 		a.Ack(t.Context(), []acker.Outcome{{ID: id, Data: data}}, nil)
 	}
 	assertOnce(t, rec, seq(0, 3))
+}
+
+// Guarantee: in a pipeline without batchers, the processor does not touch
+// a message its handler deferred once the handler has returned: the
+// deferrer may report the outcome at once, from another goroutine, to an
+// acknowledger that reads the payload (Outcome.Message). Run with -race: a
+// write to the message after the handler returned is a data race with that
+// acknowledger.
+func TestDeferredMessageNotTouchedAfterHandlerWithoutBatchers(t *testing.T) {
+	payload := make(chan int, 1)
+	ack := acker.Func(func(_ context.Context, successful, _ []acker.Outcome) {
+		for _, o := range successful {
+			payload <- o.Message.(*message.Message[int]).Data
+		}
+	})
+	s := newStage(t, processor.Options[int, int]{
+		Concurrency: 1,
+		Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+			m.Defer()
+			go func() { // a tracked publish that resolves at once
+				a, _, _ := m.Acknowledger()
+				a.Ack(context.Background(), []acker.Outcome{m.Outcome()}, nil)
+			}()
+			return m.Data + 1, nil
+		},
+	})
+	run(t, s)
+	publish(t, s, []*message.Message[int]{message.New(1, &ack, 1)})
+	select {
+	case <-payload:
+	case <-time.After(patience):
+		t.Fatal("timed out waiting for the deferred outcome")
+	}
+	drain(t, s)
 }

@@ -278,7 +278,12 @@ func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Mess
 			continue
 		}
 		if len(s.routes) == 0 {
-			p.convert(m, out).AddTo(&p.acks)
+			if !m.Deferred() {
+				p.convert(m, out).AddTo(&p.acks)
+			}
+			// A deferred message's outcome is its deferrer's, who may
+			// have reported it already: the processor no longer
+			// touches it.
 			continue
 		}
 		r := p.route(m.Batcher())
