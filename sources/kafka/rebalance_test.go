@@ -16,6 +16,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/kafka"
 )
 
@@ -394,6 +395,90 @@ func TestStaleAckDoesNotMoveNewerGeneration(t *testing.T) {
 		}
 		if len(violations) > 0 {
 			t.Fatalf("%d commits covered offsets not handled in their generation; first: %s", len(violations), violations[0])
+		}
+	})
+}
+
+// Guarantee: a member whose pipeline drains leaves the group at the next
+// rebalance instead of taking partitions it will not consume: while A's
+// drain is held up by a handler, a member B that joins the group gets every
+// partition and consumes what is produced to them, before A's Stop returns.
+func TestDrainingMemberLeavesOnRebalance(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl client) {
+		const parts = 4
+		group := "g-drain-leave"
+		c := newCluster(t, parts)
+		produce(t, c, parts, 0, parts*100)
+
+		held := make(chan struct{})
+		var heldOnce sync.Once
+		release := make(chan struct{})
+		unblock := sync.OnceFunc(func() { close(release) })
+		defer unblock()
+		opts := sourceOptions(c, group)
+		opts.RevokeTimeout = 500 * time.Millisecond // the held message is not waited for long
+		po := pipelineOpts("a", cl.new(t, opts), 1, newLedger(), func(m *message.Message[[]byte]) error {
+			if md, _ := message.MetadataAs[*kafka.Metadata](m); md.Partition == 0 && md.Offset == 5 {
+				heldOnce.Do(func() { close(held) })
+				<-release
+			}
+			return nil
+		})
+		po.ShutdownTimeout = time.Minute // A drains until the test releases its handler
+		a := startPipeline(t, po)
+		wait.For(t, "A's handler to hold a message", func() bool {
+			select {
+			case <-held:
+				return true
+			default:
+				return false
+			}
+		})
+
+		stopped := make(chan struct{})
+		var stopErr error
+		go func() {
+			defer close(stopped)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			stopErr = a.Stop(ctx)
+		}()
+		defer func() { unblock(); <-stopped }()
+		wait.For(t, "A's source to drain (its Run returned)", func() bool {
+			st := a.SourceStatus()
+			return len(st) == 1 && st[0].State == producer.StateStopped
+		})
+
+		lb := newLedger()
+		bsrc := cl.new(t, sourceOptions(c, group))
+		b := startPipeline(t, pipelineOpts("b", bsrc, 1, lb, nil))
+		defer stopPipeline(t, b)
+		produce(t, c, parts, parts*100, parts*100) // offsets 100..199 of every partition
+		missing := func() []int32 {
+			var ps []int32
+			for p := range int32(parts) {
+				for o := int64(100); o < 200; o++ {
+					if !lb.handled(rec{p, o}) {
+						ps = append(ps, p)
+						break
+					}
+				}
+			}
+			return ps
+		}
+		wait.Within(t, 20*time.Second, "B to consume the records produced to every partition while A drains",
+			func() bool { return len(missing()) == 0 },
+			func() string { return fmt.Sprintf("partitions B has not consumed: %v", missing()) },
+			func() string { return fmt.Sprintf("B's stats: %+v", bsrc.Stats().Members) })
+		select {
+		case <-stopped:
+			t.Fatalf("A's Stop returned (%v) before B consumed every partition: A was not draining", stopErr)
+		default:
+		}
+		unblock()
+		<-stopped
+		if stopErr != nil {
+			t.Fatalf("A's Stop: %v", stopErr)
 		}
 	})
 }

@@ -174,7 +174,8 @@ func (m *member) abort() {
 }
 
 // Drain stops polling and delivering (Run's ctx ended): the member leaves
-// the group only at Close.
+// the group at Close, or at the next rebalance if one comes first
+// (assigned).
 func (m *member) Drain() {
 	m.drainOnce.Do(func() {
 		m.mu.Lock()
@@ -323,7 +324,16 @@ func (m *member) assigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closing {
-		return // draining: nothing more is delivered
+		// Draining: nothing more is delivered, so claim nothing and leave
+		// the group now, rather than hold these partitions from its other
+		// members until Close. The leave only starts here (a callback
+		// must not wait for it): franz-go first revokes what the member
+		// still claims (revoked: in-flight messages waited for, commits),
+		// and Close waits for it to end.
+		m.log.Info("kafka group leaving: the pipeline drains", slog.Any("unclaimed", assigned))
+		//lint:ignore SA1012 a nil context starts the leave without waiting, as a callback must
+		_ = cl.LeaveGroupContext(nil) // returns nil
+		return
 	}
 	for topic, parts := range assigned {
 		for _, part := range parts {

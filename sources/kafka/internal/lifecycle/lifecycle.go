@@ -24,7 +24,8 @@ type Member interface {
 	comparable
 	// Drain stops delivering: the member stops fetching but stays in the
 	// group, so that what it delivered can still be acknowledged and
-	// committed, until Close.
+	// committed, until Close, or until a rebalance comes first, when it
+	// leaves rather than take new partitions.
 	Drain()
 	// Failed receives the error that ends the member when it cannot go on.
 	Failed() <-chan error
