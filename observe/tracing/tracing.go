@@ -98,10 +98,10 @@ type Options struct {
 	Carrier func(metadata any) propagation.TextMapCarrier `name:"-"`
 	// MaxPending bounds how many message span contexts are remembered
 	// between a message's processor and its batch, for the batch span's
-	// links (a table keyed by the message's acknowledger and id). A
-	// message that waits behind more than MaxPending/2 others has its
-	// batch linked to the context it arrived with instead of its processor
-	// span. 0 means DefaultMaxPending; at most 1<<24.
+	// links (a table keyed by the message's acknowledger, id and pointer
+	// ack data). A message that waits behind more than MaxPending/2 others
+	// has its batch linked to the context it arrived with instead of its
+	// processor span. 0 means DefaultMaxPending; at most 1<<24.
 	MaxPending int `validate:"gte=0,lte=16777216"`
 }
 
@@ -399,12 +399,15 @@ func (t *tracer) linkOf(m message.Keyed) (trace.SpanContext, bool) {
 	return sc, sc.IsValid()
 }
 
-// linkKey identifies a message while it is in flight: its acknowledger and
-// the id it will be acknowledged with, which a processor's output message
-// keeps (message.Transfer).
+// linkKey identifies a message while it is in flight: its acknowledger,
+// the id it will be acknowledged with and, when it is a pointer, its ack
+// data, which a processor's output message keeps (message.Transfer). The
+// ack data tells apart the messages of a source that gives them all the
+// same id (topic/topology's Source: id 0, a *record each).
 type linkKey struct {
-	ack acker.Acknowledger
-	id  uint64
+	ack  acker.Acknowledger
+	id   uint64
+	data any
 }
 
 type acknowledged interface {
@@ -412,17 +415,21 @@ type acknowledged interface {
 }
 
 // linkKeyOf is m's key, when its acknowledger is a pointer (which compares
-// by identity and so can key a map safely) other than acker.Discard.
+// by identity and so can key a map safely) other than acker.Discard. Ack
+// data that is not a pointer is left out of the key.
 func linkKeyOf(m any) (linkKey, bool) {
 	a, ok := m.(acknowledged)
 	if !ok {
 		return linkKey{}, false
 	}
-	ack, id, _ := a.Acknowledger()
+	ack, id, data := a.Acknowledger()
 	if ack == nil || reflect.TypeOf(ack).Kind() != reflect.Pointer || ack == acker.Discard {
 		return linkKey{}, false
 	}
-	return linkKey{ack, id}, true
+	if data != nil && reflect.TypeOf(data).Kind() != reflect.Pointer {
+		data = nil // may not be comparable; a pointer always is
+	}
+	return linkKey{ack, id, data}, true
 }
 
 // linkTable remembers the span contexts of messages between their
@@ -434,6 +441,7 @@ func linkKeyOf(m any) (linkKey, bool) {
 type linkTable struct {
 	mu        sync.Mutex
 	half      int
+	keepPrev  bool // false when max is 1: one generation only
 	cur, prev map[linkKey]trace.SpanContext
 }
 
@@ -445,13 +453,16 @@ func newLinkTable(max int) *linkTable {
 	if half < 1 {
 		half = 1
 	}
-	return &linkTable{half: half, cur: make(map[linkKey]trace.SpanContext)}
+	return &linkTable{half: half, keepPrev: 2*half <= max, cur: make(map[linkKey]trace.SpanContext)}
 }
 
 func (l *linkTable) remember(k linkKey, sc trace.SpanContext) {
 	l.mu.Lock()
 	if len(l.cur) >= l.half {
 		l.prev, l.cur = l.cur, make(map[linkKey]trace.SpanContext, l.half)
+		if !l.keepPrev {
+			l.prev = nil
+		}
 	}
 	delete(l.prev, k)
 	l.cur[k] = sc

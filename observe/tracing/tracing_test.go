@@ -331,3 +331,37 @@ func TestInvalidOptionsNameTheField(t *testing.T) {
 		t.Fatalf("got %v, want a gte error on tracing.maxPending", err)
 	}
 }
+
+// A source may give every message the same acknowledger and id and tell
+// them apart by their ack data (topic/topology's Source does: id 0, a
+// *record per message). The batch span still links each message's own
+// processor span, never another message's.
+func TestBatchSpanLinksEachMessagesOwnSpanWhenIDsRepeat(t *testing.T) {
+	r := newRecorded(t)
+	rec := acker.NewRecorder(false)
+	var msgs []*message.Message[int]
+	for i := range 3 {
+		m := message.New(i, rec, 0)
+		m.SetAckData(new(int))
+		msgs = append(msgs, m)
+	}
+	run(t, r, pipeline.Options[int, int]{
+		Name:       "rep",
+		Processors: processor.Options[int, int]{Concurrency: 1, Handle: echo[int]},
+		Batchers:   []batcher.Options[int]{{Name: "default", BatchSize: 3, BatchTimeout: time.Minute, Handle: noBatch[int]}},
+	}, msgs...)
+
+	procs, batches := spansNamed(r, "rep.processor"), spansNamed(r, "rep.batcher.default")
+	if len(procs) != 3 || len(batches) != 1 {
+		t.Fatalf("got %d message spans and %d batch spans, want 3 and 1", len(procs), len(batches))
+	}
+	linked := map[trace.SpanID]bool{}
+	for _, l := range batches[0].Links() {
+		linked[l.SpanContext.SpanID()] = true
+	}
+	for _, p := range procs {
+		if !linked[p.SpanContext().SpanID()] {
+			t.Errorf("message span %v not linked from the batch span (links %v)", p.SpanContext().SpanID(), batches[0].Links())
+		}
+	}
+}
