@@ -94,6 +94,9 @@ func main() {
 // run sets up the cluster (or connects to the given one), produces, consumes
 // and reports to out.
 func run(ctx context.Context, cfg config, out io.Writer) error {
+	if cfg.n < 0 {
+		return fmt.Errorf("-n must be ≥ 0 (0: run until interrupted), got %d", cfg.n)
+	}
 	log := slog.New(slog.DiscardHandler)
 	if cfg.verbose {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))

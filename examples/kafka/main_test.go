@@ -180,3 +180,24 @@ func TestGivenBrokersCommitEverything(t *testing.T) {
 		t.Errorf("committed offsets add up to %d, want every one of the %d records", total, n)
 	}
 }
+
+// A negative -n is refused at once (0 means until interrupted; a negative
+// count used to wait forever as well, for records never produced).
+func TestNegativeNFailsFast(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := config{topic: "readings", group: "example-neg", n: -1, partitions: 1, members: 1, produce: true,
+		strategy: "cooperative-sticky"}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg, &bytes.Buffer{}) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "-n") {
+			t.Fatalf("run returned %v, want an error naming -n", err)
+		}
+	case <-time.After(15 * time.Second):
+		cancel()
+		<-done
+		t.Fatal("run still waiting after 15s")
+	}
+}

@@ -108,6 +108,12 @@ type result struct {
 
 // run publishes cfg.n events, consumes them with a pipeline and reports.
 func run(ctx context.Context, cfg config, out io.Writer) (*result, error) {
+	if cfg.n < 0 {
+		return nil, fmt.Errorf("-n must be ≥ 0, got %d", cfg.n)
+	}
+	if cfg.customers < 1 {
+		return nil, fmt.Errorf("-customers must be ≥ 1, got %d", cfg.customers)
+	}
 	var broker *pulsartest.Broker
 	url := cfg.url
 	if url == "" {
@@ -145,6 +151,9 @@ func run(ctx context.Context, cfg config, out io.Writer) (*result, error) {
 		all     = make(chan struct{})
 		handled atomic.Int64
 	)
+	if cfg.n == 0 {
+		close(all) // nothing to wait for
+	}
 	handle := func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
 		md, _ := message.MetadataAs[*bpulsar.Metadata](m)
 		customer, seq, err := parse(m.Data)

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -90,5 +92,51 @@ func TestURLPasswordNeverPrinted(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "alice:xxxxx@"+addr) {
 		t.Errorf("the debug log never names the (redacted) broker URL:\n%s", logs.String())
+	}
+}
+
+// Flags out of range make the run fail at once with an error naming the
+// flag: no panic (-customers 0 divided by zero), no wait for events that
+// were never published (-n 0 or less waited forever); -n 0 is a run that
+// handles nothing and returns.
+func TestBadFlagsFailFastAndZeroEventsReturns(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		n, custs  int
+		wantError string
+	}{
+		{"customers 0", 10, 0, "-customers"},
+		{"n negative", -1, 1, "-n"},
+		{"n 0", 0, 1, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			cfg := config{topic: "t", subscription: "s", n: tc.n, customers: tc.custs, concurrency: 1,
+				nackDelay: time.Second, logger: slog.New(slog.DiscardHandler)}
+			done := make(chan error, 1)
+			go func() {
+				defer func() {
+					if r := recover(); r != nil {
+						done <- fmt.Errorf("panic: %v", r)
+					}
+				}()
+				_, err := run(ctx, cfg, io.Discard)
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if tc.wantError == "" && err != nil {
+					t.Fatalf("run: %v", err)
+				}
+				if tc.wantError != "" && (err == nil || !strings.Contains(err.Error(), tc.wantError) || strings.HasPrefix(err.Error(), "panic")) {
+					t.Fatalf("run returned %v, want an error naming %s", err, tc.wantError)
+				}
+			case <-time.After(15 * time.Second):
+				cancel()
+				<-done
+				t.Fatal("run still waiting after 15s")
+			}
+		})
 	}
 }
