@@ -70,6 +70,9 @@ type child struct {
 // fraud have handled every one, stops the processes and prints a report
 // to out.
 func coordinate(ctx context.Context, out io.Writer, c coordConfig) (*report, error) {
+	if c.orders < 0 {
+		return nil, fmt.Errorf("-orders must be ≥ 0, got %d", c.orders)
+	}
 	addr, stop, err := brokerAddr(ctx, out, c)
 	if err != nil {
 		return nil, err

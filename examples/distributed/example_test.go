@@ -128,3 +128,13 @@ func TestEveryProcessServesItsMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A negative -orders is refused with an error naming the flag, before any
+// broker or process starts.
+func TestNegativeOrdersRefused(t *testing.T) {
+	_, err := coordinate(t.Context(), io.Discard, coordConfig{backend: "kafka", orders: -1, exe: os.Args[0],
+		log: slog.New(slog.DiscardHandler)})
+	if err == nil || !strings.Contains(err.Error(), "-orders must be ≥ 0") {
+		t.Fatalf("coordinate with -orders -1 = %v, want an error naming -orders", err)
+	}
+}

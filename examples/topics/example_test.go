@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,4 +45,13 @@ func Example() {
 	// enrich: received 12 from orders (acked 9, nacked 3); published 12 into audit (acked 9, failed 3)
 	// topic orders: published 12, dropped 0, lagged 0, in flight 0
 	// topic audit: published 12, dropped 0, lagged 0, in flight 0
+}
+
+// A negative -orders is refused with an error naming the flag, before
+// anything starts.
+func TestNegativeOrdersRefused(t *testing.T) {
+	err := run(t.Context(), io.Discard, slog.New(slog.DiscardHandler), -1)
+	if err == nil || !strings.Contains(err.Error(), "-orders must be ≥ 0") {
+		t.Fatalf("run with -orders -1 = %v, want an error naming -orders", err)
+	}
 }

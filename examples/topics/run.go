@@ -82,6 +82,9 @@ func run(ctx context.Context, out io.Writer, log *slog.Logger, n int) error {
 // runObserved is run with every pipeline and topic added to obs, when it
 // is not nil, before anything starts.
 func runObserved(ctx context.Context, out io.Writer, log *slog.Logger, n int, obs *observe.Observer) error {
+	if n < 0 {
+		return fmt.Errorf("-orders must be ≥ 0, got %d", n)
+	}
 	broker := topic.NewBroker[Order]()
 	defer broker.Close()
 	wired, err := config.Load([]byte(topicsYAML), wiring, broker)
