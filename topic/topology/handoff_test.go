@@ -56,7 +56,7 @@ func startFailedHoldRun(t *testing.T) *failedHoldRun {
 	r.refuse.Store(true)
 	r.m, r.mq = declareLedger(t)
 	q := refusingHolds{Queues: r.mq, refuse: &r.refuse, attempts: &r.attempts}
-	r.src, r.p = startLedger(t, q, func(_ context.Context, m *message.Message[int]) (int, error) {
+	r.src, r.p = startPipeline(t, q, func(_ context.Context, m *message.Message[int]) (int, error) {
 		r.mu.Lock()
 		r.handled = append(r.handled, m.Data)
 		first := len(r.handled) == 1
@@ -92,19 +92,19 @@ func declareLedger(t *testing.T) (*topology.Memory[int], topology.Queues[int]) {
 	return m, mq
 }
 
-// startLedger starts a pipeline of one processor running handle over a
-// source of q.
-func startLedger(t *testing.T, q topology.Queues[int], handle processor.Handler[int, int]) (*topology.Source[int], *pipeline.Pipeline[int, int]) {
+// startPipeline starts a pipeline, named after q's topology, of one
+// processor running handle over a source of q.
+func startPipeline(t *testing.T, q topology.Queues[int], handle processor.Handler[int, int]) (*topology.Source[int], *pipeline.Pipeline[int, int]) {
 	t.Helper()
 	src, err := topology.NewSource(topology.SourceOptions[int]{Queues: q, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p, err := pipeline.New(pipeline.Options[int, int]{
-		Name:       "ledger",
+		Name:       q.Topology().Name(),
 		Logger:     slog.New(slog.DiscardHandler),
 		Producer:   producer.Options[int]{Source: src},
-		Processors: processor.Options[int, int]{Handle: handle},
+		Processors: processor.Options[int, int]{Concurrency: 1, Handle: handle},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +209,7 @@ func TestCloseEndsAHandOffUnderWay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, mq := declareLedger(t)
 		q := stuckHolds{Queues: mq, started: make(chan struct{}, 2), calls: new(atomic.Int64)}
-		_, p := startLedger(t, q, func(context.Context, *message.Message[int]) (int, error) {
+		_, p := startPipeline(t, q, func(context.Context, *message.Message[int]) (int, error) {
 			return 0, topology.Retry(errors.New("gateway down"))
 		})
 		pub, _ := topology.NewPublisher(mq, topology.PublisherOptions[int]{Key: func(int) string { return "A" }})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -12,9 +11,6 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
-	"github.com/boulevard-go/boulevard/pipeline"
-	"github.com/boulevard-go/boulevard/processor"
-	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/topic/topology"
 	"github.com/boulevard-go/boulevard/topic/topology/topologytest"
 )
@@ -216,38 +212,26 @@ func TestFullQueuesNeverStallAPipeline(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		src, _ := topology.NewSource(topology.SourceOptions[int]{Queues: q, Logger: slog.New(slog.DiscardHandler)})
 		gate := make(chan struct{})
 		var mu sync.Mutex
 		handled := map[int]int{}
-		p, err := pipeline.New(pipeline.Options[int, int]{
-			Name:     "busy",
-			Logger:   slog.New(slog.DiscardHandler),
-			Producer: producer.Options[int]{Source: src},
-			Processors: processor.Options[int, int]{Concurrency: 1, Handle: func(ctx context.Context, m *message.Message[int]) (int, error) {
-				mu.Lock()
-				handled[m.Data]++
-				n := handled[m.Data]
-				mu.Unlock()
-				switch {
-				case m.Data == 1 && n == 1:
-					select { // everything else queues up behind it
-					case <-gate:
-					case <-ctx.Done():
-					}
-					return 0, topology.Retry(errors.New("flaky"))
-				case m.Data == 2:
-					return 0, topology.Reject(errors.New("malformed"))
+		src, p := startPipeline(t, q, func(ctx context.Context, m *message.Message[int]) (int, error) {
+			mu.Lock()
+			handled[m.Data]++
+			n := handled[m.Data]
+			mu.Unlock()
+			switch {
+			case m.Data == 1 && n == 1:
+				select { // everything else queues up behind it
+				case <-gate:
+				case <-ctx.Done():
 				}
-				return m.Data, nil
-			}},
+				return 0, topology.Retry(errors.New("flaky"))
+			case m.Data == 2:
+				return 0, topology.Reject(errors.New("malformed"))
+			}
+			return m.Data, nil
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
 		defer p.Stop(context.Background())
 		pub, _ := topology.NewPublisher(q, topology.PublisherOptions[int]{})
 		const total = 400 // far more than the pipeline's buffers and the queue hold
