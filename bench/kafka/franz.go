@@ -49,6 +49,7 @@ func runPlainFranz(ctx context.Context, cfg config, brokers []string, group stri
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.AutoCommitInterval(commitEvery),
+		kgo.WithHooks(franzHook{&c.fetched}),
 	)
 	n := plainProcessors(cfg)
 	if n > 0 {
@@ -126,7 +127,7 @@ func runBoulevardFranz(ctx context.Context, cfg config, brokers []string, group 
 		InitialOffset:  franz.OffsetEarliest,
 		CommitInterval: commitEvery,
 		Unordered:      cfg.Unordered,
-		ClientOptions:  franzOptions(),
+		ClientOptions:  append(franzOptions(), kgo.WithHooks(franzHook{&c.fetched})),
 	})
 	if err != nil {
 		return err

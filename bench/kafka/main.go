@@ -41,8 +41,11 @@
 // kernel for each fault. The cluster keeps the backlog in memory, hence the
 // child process and the baseline subtraction. Each measured round also
 // prints one line on standard error (flag -q turns them off): both sides'
-// rate, CPU per record, collections and faults, and the round's ratio, so
-// that a slow round can be told from a slow side.
+// rate, CPU per record, collections and faults, what its client fetched
+// (fetch responses, record batches and bytes received, from sarama's
+// metrics or franz-go's hooks), and the round's ratio, so that a slow round
+// can be told from a slow side, and a side that fetched differently from
+// one that spent more on each record.
 //
 // -window, -processors, -maxdemand and -unordered set the Boulevard side's
 // permit window, processor count, processor chunk size and ordering.
@@ -359,6 +362,7 @@ func runSize(cfg config, n int) (result, error) {
 	}
 	r := result{N: n}
 	var plain, blv, plainCPU, blvCPU, plainCl, blvCl, plainGC, blvGC, plainPF, blvPF, ratios []float64
+	var plainFetched, blvFetched string // the last round's
 	type side struct {
 		name       string
 		fn         func(ctx context.Context, cfg config, brokers []string, group string, c *clock) error
@@ -366,10 +370,11 @@ func runSize(cfg config, n int) (result, error) {
 		clusterCPU *[]float64
 		gcs, pfs   *[]float64
 		heap       *uint64
+		fetched    *string
 	}
 	sides := []side{
-		{"plain", runPlain, &plain, &plainCPU, &plainCl, &plainGC, &plainPF, &r.PlainHeap},
-		{"boulevard", runBoulevard, &blv, &blvCPU, &blvCl, &blvGC, &blvPF, &r.BlvHeap},
+		{"plain", runPlain, &plain, &plainCPU, &plainCl, &plainGC, &plainPF, &r.PlainHeap, &plainFetched},
+		{"boulevard", runBoulevard, &blv, &blvCPU, &blvCl, &blvGC, &blvPF, &r.BlvHeap, &blvFetched},
 	}
 	if cfg.Client == "franz" {
 		sides[0].fn, sides[1].fn = runPlainFranz, runBoulevardFranz
@@ -398,13 +403,14 @@ func runSize(cfg config, n int) (result, error) {
 			*side.gcs = append(*side.gcs, m.gcs)
 			*side.pfs = append(*side.pfs, m.faults)
 			*side.heap = max(*side.heap, m.heap)
+			*side.fetched = m.fetched
 		}
 		if round >= 0 {
 			ratios = append(ratios, blv[len(blv)-1]/plain[len(plain)-1])
 			if cfg.Progress != nil {
 				i := len(ratios) - 1
-				fmt.Fprintf(cfg.Progress, "%d records, round %d: plain %.0f rec/s %.0f cpu-ns/rec %.0f gc %.0f pf | boulevard %.0f rec/s %.0f cpu-ns/rec %.0f gc %.0f pf | ratio %.1f%%\n",
-					n, i+1, plain[i], plainCPU[i], plainGC[i], plainPF[i], blv[i], blvCPU[i], blvGC[i], blvPF[i], 100*ratios[i])
+				fmt.Fprintf(cfg.Progress, "%d records, round %d: plain %.0f rec/s %.0f cpu-ns/rec %.0f gc %.0f pf (%s) | boulevard %.0f rec/s %.0f cpu-ns/rec %.0f gc %.0f pf (%s) | ratio %.1f%%\n",
+					n, i+1, plain[i], plainCPU[i], plainGC[i], plainPF[i], plainFetched, blv[i], blvCPU[i], blvGC[i], blvPF[i], blvFetched, 100*ratios[i])
 			}
 		}
 	}
@@ -473,6 +479,8 @@ type clock struct {
 	count       atomic.Int64
 	first, last atomic.Int64 // unix nanoseconds
 	done        chan struct{}
+	// fetched is what the side's client fetched in the run.
+	fetched fetched
 }
 
 func newClock(n int) *clock { return &clock{n: int64(n), done: make(chan struct{})} }
@@ -506,6 +514,7 @@ type measurement struct {
 	heap         uint64  // peak live heap above the baseline, bytes
 	gcs          float64 // garbage collection cycles that ended during the run
 	faults       float64 // minor page faults of the run (benchsrc.Usage)
+	fetched      string  // what the client fetched (fetched.String)
 }
 
 // measure runs fn once and returns its records/s (from the first to the last
@@ -566,6 +575,7 @@ func measure(cfg config, fn func(context.Context, config, []string, string, *clo
 		heap:         p - base,
 		gcs:          float64(after.NumGC - before.NumGC),
 		faults:       float64(use.Faults),
+		fetched:      c.fetched.String(),
 	}, nil
 }
 
@@ -687,7 +697,8 @@ func (h *handOff[R]) close() {
 }
 
 func runPlain(ctx context.Context, cfg config, brokers []string, group string, c *clock) error {
-	cg, err := sarama.NewConsumerGroup(brokers, group, saramaConfig())
+	conf := countFetches(saramaConfig())
+	cg, err := sarama.NewConsumerGroup(brokers, group, conf)
 	if err != nil {
 		return err
 	}
@@ -712,6 +723,7 @@ func runPlain(ctx context.Context, cfg config, brokers []string, group string, c
 	if err := cg.Close(); err != nil {
 		return err
 	}
+	c.fetched.fromSarama(conf)
 	if consumeErr != nil {
 		return consumeErr
 	}
@@ -719,18 +731,21 @@ func runPlain(ctx context.Context, cfg config, brokers []string, group string, c
 }
 
 func runBoulevard(ctx context.Context, cfg config, brokers []string, group string, c *clock) error {
+	conf := countFetches(saramaConfig())
 	src, err := kafka.New(kafka.Options{
 		Brokers:       brokers,
 		GroupID:       group,
 		Topics:        []string{topic},
 		InitialOffset: kafka.OffsetEarliest,
 		Unordered:     cfg.Unordered,
-		Config:        saramaConfig(),
+		Config:        conf,
 	})
 	if err != nil {
 		return err
 	}
-	return runPipeline(ctx, cfg, src, c)
+	err = runPipeline(ctx, cfg, src, c)
+	c.fetched.fromSarama(conf)
+	return err
 }
 
 // runPipeline runs the Boulevard side's pipeline on src (either client's

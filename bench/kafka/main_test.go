@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -45,18 +47,42 @@ func TestSmallRunReportsBothSides(t *testing.T) {
 		!strings.HasSuffix(rounds[0], fmt.Sprintf("| ratio %.1f%%", 100*res[0].Ratio)) {
 		t.Fatalf("unexpected progress:\n%s", progress.String())
 	}
+	checkFetched(t, rounds[0], 3000*50)
 }
 
-// Checks: the franz-go comparison reads every record on both sides too.
+var fetchedRE = regexp.MustCompile(`\((\d+) fetches, (\d+) batches, ([0-9.]+) MB\)`)
+
+// checkFetched checks that a progress line says, for both sides, that the
+// client fetched at least once, decoded record batches and received at
+// least the backlog's bytes.
+func checkFetched(t *testing.T, line string, backlog int) {
+	t.Helper()
+	sides := fetchedRE.FindAllStringSubmatch(line, -1)
+	if len(sides) != 2 {
+		t.Fatalf("progress line without both sides' fetches: %s", line)
+	}
+	for i, m := range sides {
+		fetches, _ := strconv.Atoi(m[1])
+		batches, _ := strconv.Atoi(m[2])
+		mb, _ := strconv.ParseFloat(m[3], 64)
+		if fetches < 1 || batches < 1 || mb*1e6 < float64(backlog)*0.99 {
+			t.Errorf("side %d fetched %s, want a fetch, a batch and at least %d bytes: %s", i, m[0], backlog, line)
+		}
+	}
+}
+
+// Checks: the franz-go comparison reads every record on both sides too, and
+// reports what each side fetched.
 func TestSmallFranzRunReportsBothSides(t *testing.T) {
-	var out bytes.Buffer
-	res, err := run(config{Sizes: []int{3000}, Partitions: 3, RecordSize: 50, Rounds: 1, Timeout: time.Minute, Client: "franz"}, &out)
+	var out, progress bytes.Buffer
+	res, err := run(config{Sizes: []int{3000}, Partitions: 3, RecordSize: 50, Rounds: 1, Timeout: time.Minute, Client: "franz", Progress: &progress}, &out)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	if len(res) != 1 || res[0].PlainRate <= 0 || res[0].BlvRate <= 0 || !strings.Contains(out.String(), "client franz") {
 		t.Fatalf("unexpected results %+v\n%s", res, out.String())
 	}
+	checkFetched(t, progress.String(), 3000*50)
 }
 
 // Checks: with -plain-processors both clients' plain sides still count as
