@@ -45,6 +45,17 @@ func eachClient(t *testing.T, f func(t *testing.T, cl client)) {
 	}
 }
 
+// eachStrategy runs f once per client and per strategy (range, which is eager,
+// and cooperative-sticky), as subtests named after them.
+func eachStrategy(t *testing.T, f func(t *testing.T, cl client, strategy string)) {
+	t.Helper()
+	eachClient(t, func(t *testing.T, cl client) {
+		for _, strategy := range []string{kafka.RebalanceRange, kafka.RebalanceCooperativeSticky} {
+			t.Run(strategy, func(t *testing.T) { f(t, cl, strategy) })
+		}
+	})
+}
+
 // franzOptions maps the sarama source's options to the franz-go source's,
 // the sarama Config's group timeouts and fetch size to kgo options.
 func franzOptions(o kafka.Options) franz.Options {

@@ -53,10 +53,20 @@ type pauser interface {
 }
 
 // consumeClaim runs for as long as the member holds the partition.
+//
+// A draining member claims nothing: a partition given to it (by a
+// cooperative rebalance, which keeps the session, or by a session that
+// began as the drain did) makes it end its session and leave the group.
+// A partition taken from it while its session goes on (a cooperative
+// rebalance) does the same once the partition is released.
 func (m *member) consumeClaim(sess sarama.ConsumerGroupSession, claimed sarama.ConsumerGroupClaim) error {
 	committed := claimed.InitialOffset() // the group's committed offset, when there is one
 	log := m.log.With(slog.String("partition", fmt.Sprintf("%s/%d", claimed.Topic(), claimed.Partition())),
 		slog.Int("generation", int(sess.GenerationID())))
+	if m.draining() {
+		m.leaveOnRebalance(log, "partition assigned")
+		return nil
+	}
 	start, move, err := m.startOffset(claimed)
 	if err != nil {
 		log.Error("kafka partition start offset cannot be found; ending the claim so that the group rejoins",
@@ -112,6 +122,9 @@ func (m *member) consumeClaim(sess sarama.ConsumerGroupSession, claimed sarama.C
 	log.Debug("kafka partition released", slog.Int64("committed", p.Committed.Load()))
 	m.cm.Remove(p.Claim)
 	m.cm.Revoked(m.ctx, m.opts.Telemetry, p.Claim)
+	if m.draining() && sess.Context().Err() == nil {
+		m.leaveOnRebalance(log, "partition revoked")
+	}
 	return nil
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/kafka"
 )
@@ -400,85 +401,157 @@ func TestStaleAckDoesNotMoveNewerGeneration(t *testing.T) {
 }
 
 // Guarantee: a member whose pipeline drains leaves the group at the next
-// rebalance instead of taking partitions it will not consume: while A's
-// drain is held up by a handler, a member B that joins the group gets every
+// rebalance instead of keeping partitions it will not consume, with the
+// eager (range) and the cooperative-sticky strategies: while A's drain is
+// held up by a handler, a member B that joins the group gets every
 // partition and consumes what is produced to them, before A's Stop returns.
 func TestDrainingMemberLeavesOnRebalance(t *testing.T) {
-	eachClient(t, func(t *testing.T, cl client) {
-		const parts = 4
-		group := "g-drain-leave"
-		c := newCluster(t, parts)
-		produce(t, c, parts, 0, parts*100)
+	eachStrategy(t, func(t *testing.T, cl client, strategy string) {
+		drainThenRebalance(t, cl, strategy, "g-drain-leave-"+strategy, 4, nil,
+			func(opts kafka.Options) (testSource, *ledger) {
+				lb := newLedger()
+				bsrc := cl.new(t, opts)
+				b := startPipeline(t, pipelineOpts("b", bsrc, 1, lb, nil))
+				t.Cleanup(func() { stopPipeline(t, b) })
+				return bsrc, lb
+			})
+	})
+}
 
-		held := make(chan struct{})
-		var heldOnce sync.Once
-		release := make(chan struct{})
-		unblock := sync.OnceFunc(func() { close(release) })
-		defer unblock()
-		opts := sourceOptions(c, group)
-		opts.RevokeTimeout = 500 * time.Millisecond // the held message is not waited for long
-		po := pipelineOpts("a", cl.new(t, opts), 1, newLedger(), func(m *message.Message[[]byte]) error {
-			if md, _ := message.MetadataAs[*kafka.Metadata](m); md.Partition == 0 && md.Offset == 5 {
-				heldOnce.Do(func() { close(held) })
-				<-release
-			}
-			return nil
-		})
-		po.ShutdownTimeout = time.Minute // A drains until the test releases its handler
-		a := startPipeline(t, po)
-		wait.For(t, "A's handler to hold a message", func() bool {
-			select {
-			case <-held:
-				return true
-			default:
-				return false
-			}
-		})
-
-		stopped := make(chan struct{})
-		var stopErr error
-		go func() {
-			defer close(stopped)
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			stopErr = a.Stop(ctx)
-		}()
-		defer func() { unblock(); <-stopped }()
-		wait.For(t, "A's source to drain (its Run returned)", func() bool {
-			st := a.SourceStatus()
-			return len(st) == 1 && st[0].State == producer.StateStopped
-		})
-
+// Guarantee: a member whose pipeline drains does not take the partitions a
+// rebalance gives it but leaves the group, with the eager (range) and the
+// cooperative-sticky strategies: while A's drain is held up by a handler, a
+// member C leaves the group of A, B and C, and B, not A, ends up with every
+// partition and consumes what is produced to them, before A's Stop returns.
+func TestDrainingMemberLeavesWhenGivenPartitions(t *testing.T) {
+	eachStrategy(t, func(t *testing.T, cl client, strategy string) {
+		const parts = 6
+		group := "g-drain-given-" + strategy
+		var bsrc testSource
 		lb := newLedger()
-		bsrc := cl.new(t, sourceOptions(c, group))
-		b := startPipeline(t, pipelineOpts("b", bsrc, 1, lb, nil))
-		defer stopPipeline(t, b)
-		produce(t, c, parts, parts*100, parts*100) // offsets 100..199 of every partition
-		missing := func() []int32 {
-			var ps []int32
-			for p := range int32(parts) {
-				for o := int64(100); o < 200; o++ {
-					if !lb.handled(rec{p, o}) {
-						ps = append(ps, p)
-						break
+		var c2 *pipeline.Pipeline[[]byte, []byte]
+		cLeft := false
+		drainThenRebalance(t, cl, strategy, group, parts,
+			func(c *kfake.Cluster, opts kafka.Options) {
+				bsrc = cl.new(t, opts)
+				b := startPipeline(t, pipelineOpts("b", bsrc, 1, lb, nil))
+				t.Cleanup(func() { stopPipeline(t, b) })
+				c2 = startPipeline(t, pipelineOpts("c", cl.new(t, opts), 1, newLedger(), nil))
+				t.Cleanup(func() {
+					if !cLeft {
+						stopPipeline(t, c2)
 					}
+				})
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				if _, err := c.WaitGroupInfo(ctx, group, func(gi *kfake.GroupInfo) bool {
+					if gi == nil || len(gi.Members) != 3 || gi.NumAssigned() != parts {
+						return false
+					}
+					for _, m := range gi.Members {
+						if m.NumAssigned() == 0 {
+							return false
+						}
+					}
+					return true
+				}); err != nil {
+					t.Fatalf("the group did not settle on 3 members with partitions: %v", err)
 				}
-			}
-			return ps
+			},
+			func(kafka.Options) (testSource, *ledger) {
+				cLeft = true
+				stopPipeline(t, c2) // C leaves: its partitions go to A and B
+				return bsrc, lb
+			})
+	})
+}
+
+// drainThenRebalance checks that a member A whose pipeline drains leaves
+// its group when the group rebalances. On a new cluster of parts
+// partitions, A (pipeline "a") joins group with strategy, then others (when
+// not nil) starts the group's other members with the same options, and
+// parts*100 records are produced. A's handler holds up the first message
+// at offset 5 it gets until the end of the test, so that A's drain lasts:
+// A is stopped, and once its source has drained (its Run returned),
+// rebalance changes the group's members and returns the source and the
+// ledger of the member that must then consume the 100 records produced to
+// each partition next, before A's Stop returns. A's Stop must then return
+// without error once the held message is released.
+func drainThenRebalance(t *testing.T, cl client, strategy, group string, parts int32,
+	others func(c *kfake.Cluster, opts kafka.Options), rebalance func(opts kafka.Options) (testSource, *ledger)) {
+	t.Helper()
+	c := newCluster(t, parts)
+	held := make(chan struct{})
+	var holding atomic.Bool
+	release := make(chan struct{})
+	unblock := sync.OnceFunc(func() { close(release) })
+	defer unblock()
+	opts := sourceOptions(c, group)
+	opts.Rebalance = strategy
+	aopts := opts
+	aopts.RevokeTimeout = 500 * time.Millisecond // the held message is not waited for long
+	po := pipelineOpts("a", cl.new(t, aopts), 1, newLedger(), func(m *message.Message[[]byte]) error {
+		if md, _ := message.MetadataAs[*kafka.Metadata](m); md.Offset == 5 && holding.CompareAndSwap(false, true) {
+			close(held)
+			<-release
 		}
-		wait.Within(t, 20*time.Second, "B to consume the records produced to every partition while A drains",
-			func() bool { return len(missing()) == 0 },
-			func() string { return fmt.Sprintf("partitions B has not consumed: %v", missing()) },
-			func() string { return fmt.Sprintf("B's stats: %+v", bsrc.Stats().Members) })
+		return nil
+	})
+	po.ShutdownTimeout = time.Minute // A drains until the test releases its handler
+	a := startPipeline(t, po)
+	if others != nil {
+		others(c, opts)
+	}
+	produce(t, c, parts, 0, int(parts)*100)
+	wait.For(t, "A's handler to hold a message", func() bool {
 		select {
-		case <-stopped:
-			t.Fatalf("A's Stop returned (%v) before B consumed every partition: A was not draining", stopErr)
+		case <-held:
+			return true
 		default:
-		}
-		unblock()
-		<-stopped
-		if stopErr != nil {
-			t.Fatalf("A's Stop: %v", stopErr)
+			return false
 		}
 	})
+
+	stopped := make(chan struct{})
+	var stopErr error
+	go func() {
+		defer close(stopped)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		stopErr = a.Stop(ctx)
+	}()
+	defer func() { unblock(); <-stopped }()
+	wait.For(t, "A's source to drain (its Run returned)", func() bool {
+		st := a.SourceStatus()
+		return len(st) == 1 && st[0].State == producer.StateStopped
+	})
+
+	bsrc, lb := rebalance(opts)
+	produce(t, c, parts, int(parts)*100, int(parts)*100) // offsets 100..199 of every partition
+	missing := func() []int32 {
+		var ps []int32
+		for p := range parts {
+			for o := int64(100); o < 200; o++ {
+				if !lb.handled(rec{p, o}) {
+					ps = append(ps, p)
+					break
+				}
+			}
+		}
+		return ps
+	}
+	wait.Within(t, 20*time.Second, "B to consume the records produced to every partition while A drains",
+		func() bool { return len(missing()) == 0 },
+		func() string { return fmt.Sprintf("partitions B has not consumed: %v", missing()) },
+		func() string { return fmt.Sprintf("B's stats: %+v", bsrc.Stats().Members) })
+	select {
+	case <-stopped:
+		t.Fatalf("A's Stop returned (%v) before B consumed every partition: A was not draining", stopErr)
+	default:
+	}
+	unblock()
+	<-stopped
+	if stopErr != nil {
+		t.Fatalf("A's Stop: %v", stopErr)
+	}
 }

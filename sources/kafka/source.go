@@ -100,7 +100,9 @@ func (s *Source) Info() (producer.Info, error) {
 // Run joins the consumer group as one member and feeds the stage with the
 // records of the partitions it claims, until ctx is cancelled. The member
 // then stops fetching but stays in the group, so that the messages it
-// delivered can still be acknowledged and committed, until Close.
+// delivered can still be acknowledged and committed, until Close, or until
+// a rebalance reaches it first: then it commits what was handled and
+// leaves the group rather than keep or claim partitions (see Drain).
 //
 // Run first checks that a bootstrap broker answers (Options.ConnectTimeout)
 // and that every topic exists. It returns an error wrapping ErrConnect when
@@ -151,6 +153,7 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		return nil, fmt.Errorf("%w: %w", ErrConnect, flat(err))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	consumeCtx, endSession := context.WithCancel(ctx)
 	m := &member{
 		src:      s,
 		opts:     &s.opts,
@@ -161,6 +164,10 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		consumer: consumer,
 		ctx:      ctx,
 		cancel:   cancel,
+
+		consumeCtx: consumeCtx,
+		endSession: endSession,
+
 		drainCh:  make(chan struct{}),
 		hurry:    make(chan struct{}),
 		conns:    conns,
@@ -194,8 +201,15 @@ type member struct {
 	group    sarama.ConsumerGroup
 	consumer sarama.Consumer // for partitions rewound to redeliver a message
 
-	ctx    context.Context // the Consume context: cancelled by close
+	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
+
+	// consumeCtx is the Consume context, a child of ctx. endSession ends
+	// it, and with it the session, once a rebalance reaches a draining
+	// member (leaveOnRebalance).
+	consumeCtx context.Context
+	endSession context.CancelFunc
+	leaveOnce  sync.Once
 
 	drainOnce sync.Once
 	drainCh   chan struct{} // closed when Run's ctx ends: stop delivering
@@ -225,8 +239,25 @@ func (m *member) draining() bool {
 }
 
 // Drain stops delivering (Run's ctx ended): the member leaves the group
-// only at Close.
+// at Close, or at the first rebalance that reaches it before. Under an
+// eager strategy that rebalance ends the session (loop); under a
+// cooperative one the session outlives it, so the member ends it itself
+// when the rebalance gives it a partition or takes one from it
+// (consumeClaim, leaveOnRebalance).
 func (m *member) Drain() { m.drainOnce.Do(func() { close(m.drainCh) }) }
+
+// leaveOnRebalance ends the session of a draining member that a rebalance
+// reached without ending its session (a cooperative one): every claim it
+// still holds stops, waits for its in-flight messages at most
+// RevokeTimeout, commits what was handled and lets go; then Consume
+// returns and loop leaves the group, so the group gives the partitions to
+// members that deliver them. It does not wait.
+func (m *member) leaveOnRebalance(log *slog.Logger, why string) {
+	m.leaveOnce.Do(func() {
+		log.Info("kafka group leaving: the pipeline drains", slog.String("rebalance", why))
+		m.endSession()
+	})
+}
 
 // Failed receives the error that ends the member (maxConsumeFailures
 // failed sessions, or a topic gone).
@@ -240,13 +271,15 @@ func (m *member) loop() {
 	defer close(m.loopDone)
 	failures := 0
 	for {
-		err := m.group.Consume(m.ctx, m.opts.Topics, (*handler)(m))
+		err := m.group.Consume(m.consumeCtx, m.opts.Topics, (*handler)(m))
 		if m.ctx.Err() != nil || errors.Is(err, sarama.ErrClosedConsumerGroup) {
 			return
 		}
 		if m.draining() {
 			// Do not claim new partitions while the pipeline drains: leave
-			// the group now, so the rebalance need not wait for this member.
+			// the group now, so the rebalance need not wait for this member
+			// (the session ended with a rebalance, or leaveOnRebalance
+			// ended it).
 			if err := m.group.Close(); err != nil {
 				m.log.Warn("kafka consumer group left with an error", slog.Any("error", flat(err)))
 			}

@@ -125,7 +125,10 @@ func (s *Source) String() string { return "franz.Source(" + s.opts.String() + ")
 // Run joins the consumer group as one member and feeds the stage with the
 // records of the partitions it claims, until ctx is cancelled. The member
 // then stops fetching but stays in the group, so that the messages it
-// delivered can still be acknowledged and committed, until Close.
+// delivered can still be acknowledged and committed, until Close, or until
+// a rebalance comes first: then it commits what was handled and leaves the
+// group rather than keep or claim partitions (whatever the strategy, as
+// franz-go reports every rebalance to the member).
 //
 // Run first checks that a bootstrap broker answers (Options.ConnectTimeout)
 // and that every topic exists. It returns an error wrapping ErrConnect when

@@ -24,8 +24,9 @@ type Member interface {
 	comparable
 	// Drain stops delivering: the member stops fetching but stays in the
 	// group, so that what it delivered can still be acknowledged and
-	// committed, until Close, or until a rebalance comes first, when it
-	// leaves rather than take new partitions.
+	// committed, until Close, or until a rebalance reaches it first, when
+	// it commits what was handled and leaves rather than keep its
+	// partitions or take new ones.
 	Drain()
 	// Failed receives the error that ends the member when it cannot go on.
 	Failed() <-chan error
