@@ -75,12 +75,14 @@ func run(ctx context.Context, w io.Writer, log *slog.Logger, obs *observe.Observ
 	if err != nil {
 		return err
 	}
-	defer mem.Close()
+	// The in-memory backend's Close never waits: the context only has to
+	// outlive a cancellation of ctx, after which the backend still closes.
+	defer mem.Close(context.WithoutCancel(ctx))
 	lmem, err := topology.NewMemory[Entry](topology.MemoryOptions{})
 	if err != nil {
 		return err
 	}
-	defer lmem.Close()
+	defer lmem.Close(context.WithoutCancel(ctx))
 	// Declaring is idempotent: a service declares its topologies on every
 	// start.
 	oq, err := mem.Declare(ctx, orders)

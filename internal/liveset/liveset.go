@@ -2,10 +2,12 @@
 // source's Kafka group members or Pulsar consumers, a backend's readers),
 // guarded by the owner's mutex beside its closed flag: once closed, the
 // owner registers no new one, and the resources that were live are handed
-// back to be released.
+// back to be released. Closing and Await let a Close bounded by a context
+// return at its deadline while the closing it started goes on.
 package liveset
 
 import (
+	"context"
 	"errors"
 	"sync"
 )
@@ -56,4 +58,48 @@ func CloseEach[K any](ms []K, release func(K) error) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// Closing runs an owner's closing once, on a goroutine of its own, so that
+// a Close bounded by a context can stop waiting for it (Await) while it
+// goes on, within the bounds of the calls it makes; whoever calls Close
+// later, and an owner closing what it holds, wait for the same closing.
+// The zero value is ready to use.
+type Closing struct {
+	once sync.Once
+	done chan struct{}
+}
+
+// Start runs f on a new goroutine the first time it is called, and returns
+// a channel closed once f has returned.
+func (c *Closing) Start(f func()) <-chan struct{} {
+	c.once.Do(func() {
+		c.done = make(chan struct{})
+		go func() {
+			defer close(c.done)
+			f()
+		}()
+	})
+	return c.done
+}
+
+// Await waits for done until ctx ends. It returns nil once done is closed
+// (even with ctx already done); when ctx ends first it calls cut, if not
+// nil, so that the closing gives up what it still waits for, and returns
+// ctx.Err().
+func Await(ctx context.Context, done <-chan struct{}, cut func()) error {
+	select {
+	case <-done:
+		return nil
+	default:
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		if cut != nil {
+			cut()
+		}
+		return ctx.Err()
+	}
 }

@@ -1,11 +1,14 @@
 package liveset_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -81,4 +84,68 @@ func TestCloseEachReleasesAtOnceAndJoinsErrors(t *testing.T) {
 	if err := liveset.CloseEach([]int{1, 2}, func(int) error { return nil }); err != nil {
 		t.Fatalf("CloseEach with no failure = %v", err)
 	}
+}
+
+// Guarantee: a Closing runs its closing once, however often and from
+// however many goroutines it is started, and every caller gets the same
+// channel, closed once the closing has returned.
+func TestClosingRunsOnceAndEveryCallerWaitsForIt(t *testing.T) {
+	var c liveset.Closing
+	var runs atomic.Int32
+	release := make(chan struct{})
+	f := func() {
+		runs.Add(1)
+		<-release
+	}
+	dones := make([]<-chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i := range dones {
+		wg.Go(func() { dones[i] = c.Start(f) })
+	}
+	wg.Wait()
+	for _, d := range dones {
+		select {
+		case <-d:
+			t.Fatal("a closing's channel closed before the closing returned")
+		default:
+		}
+		if d != dones[0] {
+			t.Fatal("callers of Start got different channels")
+		}
+	}
+	close(release)
+	<-dones[0]
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the closing ran %d times, want once", n)
+	}
+}
+
+// Guarantee: Await returns nil once the closing is done, even with a
+// context already done, and otherwise returns ctx's error when ctx ends
+// first, after calling cut once, so that the closing gives up what it
+// waits for.
+func TestAwaitReturnsAtTheDeadlineAndCuts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		done := make(chan struct{})
+		close(done)
+		expired, cancel := context.WithCancel(t.Context())
+		cancel()
+		cuts := 0
+		if err := liveset.Await(expired, done, func() { cuts++ }); err != nil || cuts != 0 {
+			t.Fatalf("Await on a finished closing = %v with %d cuts, want nil and none", err, cuts)
+		}
+
+		pending := make(chan struct{})
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		start := time.Now()
+		err := liveset.Await(ctx, pending, func() { cuts++ })
+		if !errors.Is(err, context.DeadlineExceeded) || cuts != 1 || time.Since(start) != time.Second {
+			t.Fatalf("Await on a closing still running = %v after %v with %d cuts, want DeadlineExceeded after 1s and one cut",
+				err, time.Since(start), cuts)
+		}
+		if err := liveset.Await(expired, pending, nil); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Await without cut = %v, want context.Canceled", err)
+		}
+	})
 }

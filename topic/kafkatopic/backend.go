@@ -12,6 +12,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
+	"github.com/boulevard-go/boulevard/internal/liveset"
 	"github.com/boulevard-go/boulevard/topic"
 )
 
@@ -34,8 +35,7 @@ type Backend[T any] struct {
 	// ends before the closing is done.
 	conns *kafkaconn.Set
 
-	closeOnce sync.Once
-	closeDone chan struct{}
+	closing liveset.Closing // what Close started
 
 	mu     sync.Mutex
 	closed bool
@@ -52,8 +52,7 @@ func New[T any](opts Options[T]) (*Backend[T], error) {
 	}
 	opts = opts.WithDefaults()
 	cfg := opts.saramaConfig()
-	b := &Backend[T]{opts: opts, cfg: cfg, red: newRedactor(cfg), log: opts.Logger, topics: make(map[*kTopic[T]]struct{}),
-		closeDone: make(chan struct{})}
+	b := &Backend[T]{opts: opts, cfg: cfg, red: newRedactor(cfg), log: opts.Logger, topics: make(map[*kTopic[T]]struct{})}
 	if err := b.probe(); err != nil {
 		return nil, err
 	}
@@ -186,19 +185,7 @@ func (b *Backend[T]) ensureTopic(ctx context.Context, kname string) error {
 // not answer (sarama waits up to Net.ReadTimeout for each). Idempotent: a
 // later call waits for the same closing.
 func (b *Backend[T]) Close(ctx context.Context) error {
-	b.closeOnce.Do(func() {
-		go func() {
-			defer close(b.closeDone)
-			b.close()
-		}()
-	})
-	select {
-	case <-b.closeDone:
-		return nil
-	case <-ctx.Done():
-		b.conns.Cut()
-		return ctx.Err()
-	}
+	return liveset.Await(ctx, b.closing.Start(b.close), b.conns.Cut)
 }
 
 func (b *Backend[T]) close() {

@@ -68,6 +68,16 @@ type Backend[T any] interface {
 	// restart for instance, creates nothing new and returns queues over the
 	// same state.
 	Declare(ctx context.Context, t *Topology) (Queues[T], error)
+	// Close closes every reader of the backend's queues and releases what
+	// the backend holds. Declare returns ErrClosed from the call on, and
+	// the operations of its queues once Close has returned nil. It
+	// returns by ctx's deadline: nil once everything is closed, or an
+	// error wrapping ctx.Err() when ctx ended first, the rest of the
+	// closing then being cut short (a durable backend may leave settled
+	// letters uncommitted, to be delivered again) and ending soon after.
+	// Idempotent: a later call waits, within its own ctx, for the same
+	// closing.
+	Close(ctx context.Context) error
 }
 
 // Queues are the declared queues of one topology, as a backend provides
@@ -138,6 +148,15 @@ type Reader[T any] interface {
 	// dead-lettered elsewhere. A durable backend commits it then and not
 	// before, so that a crash in between delivers it again.
 	Settle(ctx context.Context, l *Letter[T]) error
-	// Close ends the reader. Idempotent.
-	Close()
+	// Close ends the reader: a waiting Receive returns ErrClosed at once,
+	// and a durable backend commits what was settled and lets the rest
+	// be delivered again to the group. It returns by ctx's deadline: nil
+	// once the reader is closed, or an error wrapping ctx.Err() when ctx
+	// ended first, the rest of the closing then being cut short (what was
+	// settled may stay uncommitted, to be delivered again) and ending soon
+	// after; the backend's Close waits for it. A reader with nothing to
+	// commit (a broadcast reader) may be closed with a context already
+	// done. Idempotent: a later call waits, within its own ctx, for the
+	// same closing.
+	Close(ctx context.Context) error
 }

@@ -30,7 +30,7 @@ func BenchmarkSource(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer m.Close()
+			defer m.Close(context.Background())
 			q, err := m.Declare(context.Background(), top)
 			if err != nil {
 				b.Fatal(err)

@@ -64,15 +64,21 @@ type ReplayReport[T any] struct {
 // Replay is meant for an operator, with the topology's consumers running or
 // not; it reads the DLQ as one more consumer, so it must not run while a
 // dead source consumes the same DLQ. It stops at the first queue error,
-// returning what it did so far.
-func Replay[T any](ctx context.Context, q Queues[T], opts ReplayOptions[T]) (ReplayReport[T], error) {
-	var rep ReplayReport[T]
+// returning what it did so far. Its DLQ reader is closed within ctx (a
+// durable backend commits then what Replay settled): when ctx ends first,
+// Replay returns an error wrapping ctx.Err(), and the letters it took from
+// the DLQ may be delivered from it again.
+func Replay[T any](ctx context.Context, q Queues[T], opts ReplayOptions[T]) (rep ReplayReport[T], err error) {
 	t := q.Topology()
 	r, err := q.SubscribeDead(ctx)
 	if err != nil {
 		return rep, err
 	}
-	defer r.Close()
+	defer func() {
+		if cerr := r.Close(ctx); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("topology %s: replay: closing the DLQ reader: %w", t.name, cerr))
+		}
+	}()
 	var all []Letter[T]
 	buf := make([]Letter[T], 64)
 	for {

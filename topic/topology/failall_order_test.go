@@ -45,7 +45,7 @@ func (q slowDead) DeadLetter(ctx context.Context, l topology.Letter[int]) error 
 func TestFailAllDeadLettersInOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m, _ := topology.NewMemory[int](topology.MemoryOptions{})
-		defer m.Close()
+		defer m.Close(t.Context())
 		top, err := topology.New("ledger").Sequenced(topology.FailAll).DLQ().Build()
 		if err != nil {
 			t.Fatal(err)
@@ -102,7 +102,7 @@ func TestFailAllDeadLettersInOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer r.Close()
+		defer r.Close(t.Context())
 		if got := queuedValues(r); fmt.Sprint(got) != "[3 4 5]" {
 			t.Errorf("DLQ holds %v, want [3 4 5]", got)
 		}

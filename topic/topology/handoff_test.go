@@ -80,7 +80,7 @@ func startFailedHoldRun(t *testing.T) *failedHoldRun {
 func declareLedger(t *testing.T) (*topology.Memory[int], topology.Queues[int]) {
 	t.Helper()
 	m, _ := topology.NewMemory[int](topology.MemoryOptions{})
-	t.Cleanup(m.Close)
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
 	top, err := topology.New("ledger").Sequenced(topology.Skip).Hold(time.Second).Build()
 	if err != nil {
 		t.Fatal(err)
@@ -93,19 +93,24 @@ func declareLedger(t *testing.T) (*topology.Memory[int], topology.Queues[int]) {
 }
 
 // startPipeline starts a pipeline, named after q's topology, of one
-// processor running handle over a source of q.
-func startPipeline(t *testing.T, q topology.Queues[int], handle processor.Handler[int, int]) (*topology.Source[int], *pipeline.Pipeline[int, int]) {
+// processor running handle over a source of q; adjust, if any, changes
+// the pipeline's options first.
+func startPipeline(t *testing.T, q topology.Queues[int], handle processor.Handler[int, int], adjust ...func(*pipeline.Options[int, int])) (*topology.Source[int], *pipeline.Pipeline[int, int]) {
 	t.Helper()
 	src, err := topology.NewSource(topology.SourceOptions[int]{Queues: q, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := pipeline.New(pipeline.Options[int, int]{
+	opts := pipeline.Options[int, int]{
 		Name:       q.Topology().Name(),
 		Logger:     slog.New(slog.DiscardHandler),
 		Producer:   producer.Options[int]{Source: src},
 		Processors: processor.Options[int, int]{Concurrency: 1, Handle: handle},
-	})
+	}
+	for _, f := range adjust {
+		f(&opts)
+	}
+	p, err := pipeline.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +171,7 @@ func TestRefusedHoldIsGivenBackAtStop(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer rd.Close()
+		defer rd.Close(t.Context())
 		if got := queuedValues(rd); fmt.Sprint(got) != "[1 2]" {
 			t.Fatalf("the next consumer receives %v, want [1 2]", got)
 		}
@@ -229,7 +234,7 @@ func TestCloseEndsAHandOffUnderWay(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer rd.Close()
+		defer rd.Close(t.Context())
 		if got := queuedValues(rd); fmt.Sprint(got) != "[1]" {
 			t.Fatalf("the next consumer receives %v, want [1]", got)
 		}

@@ -167,13 +167,17 @@ func (m *Memory[T]) topicLocked(name string) *memTopic[T] {
 // Close stops the hold queues and the backlogs (the letters they hold, or
 // that wait for room in a queue, are lost, as everything else in memory),
 // closes every queue (readers receive what is left, then ErrClosed) and
-// waits for the hold queues' and the backlogs' goroutines. Idempotent.
-func (m *Memory[T]) Close() {
+// waits for the hold queues' and the backlogs' goroutines. Nothing it does
+// waits on anything else: those goroutines return as soon as the backend's
+// closing is signalled, so Close completes and returns nil whatever ctx,
+// even one already done (ctx is there for the Backend contract).
+// Idempotent.
+func (m *Memory[T]) Close(context.Context) error {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
 		m.wg.Wait()
-		return
+		return nil
 	}
 	m.closed = true
 	m.cancel()
@@ -183,6 +187,7 @@ func (m *Memory[T]) Close() {
 		tp.close()
 	}
 	m.wg.Wait()
+	return nil
 }
 
 // Held returns how many letters the hold queue called name holds (0 for an
@@ -443,14 +448,15 @@ func (r *memReader[T]) TryReceive(dst []Letter[T]) (int, error) {
 func (r *memReader[T]) Settle(context.Context, *Letter[T]) error { return nil }
 
 // Close implements Reader: it wakes a waiting Receive and removes an
-// ephemeral group.
-func (r *memReader[T]) Close() {
+// ephemeral group. It never waits, and returns nil whatever ctx.
+func (r *memReader[T]) Close(context.Context) error {
 	r.once.Do(func() {
 		close(r.stop)
 		if r.onClose != nil {
 			r.onClose()
 		}
 	})
+	return nil
 }
 
 // holdQueue is a timed queue. Every letter in it waits the same delay, so

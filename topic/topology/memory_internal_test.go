@@ -19,7 +19,7 @@ func TestHoldQueueOneGoroutine(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer m.Close()
+		defer m.Close(t.Context())
 		top, err := New("h").Hold(5 * time.Second).Build()
 		if err != nil {
 			t.Fatal(err)
@@ -49,7 +49,7 @@ func TestHoldQueueOneGoroutine(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer r.Close()
+		defer r.Close(t.Context())
 		buf := make([]Letter[int], 1000)
 		got := 0
 		for got < 1000 {
@@ -92,8 +92,8 @@ func TestMemoryClosed(t *testing.T) {
 	if err := q.Publish(t.Context(), Letter[int]{Value: 1}); err != nil {
 		t.Fatal(err)
 	}
-	m.Close()
-	m.Close()
+	m.Close(t.Context())
+	m.Close(t.Context())
 	buf := make([]Letter[int], 4)
 	if n, err := r.Receive(t.Context(), buf); n != 1 || err != nil {
 		t.Errorf("Receive after Close = %d, %v; want the queued letter", n, err)
@@ -120,7 +120,7 @@ func TestMemoryClosed(t *testing.T) {
 func TestReaderCloseWakesReceive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m, _ := NewMemory[int](MemoryOptions{})
-		defer m.Close()
+		defer m.Close(t.Context())
 		top, _ := New("w").Build()
 		q, _ := m.Declare(t.Context(), top)
 		r, _ := q.Subscribe(context.Background())
@@ -130,7 +130,7 @@ func TestReaderCloseWakesReceive(t *testing.T) {
 			done <- err
 		}()
 		synctest.Wait()
-		r.Close()
+		r.Close(t.Context())
 		if err := <-done; !errors.Is(err, ErrClosed) {
 			t.Errorf("Receive = %v, want ErrClosed", err)
 		}
@@ -141,11 +141,11 @@ func TestReaderCloseWakesReceive(t *testing.T) {
 // fail, and every consumer connected throughout receives every message.
 func TestBroadcastChurnNeverFailsPublish(t *testing.T) {
 	m, _ := NewMemory[int](MemoryOptions{Capacity: 1 << 14})
-	defer m.Close()
+	defer m.Close(t.Context())
 	top, _ := New("churn").Broadcast().Build()
 	q, _ := m.Declare(t.Context(), top)
 	steady, _ := q.Subscribe(t.Context())
-	defer steady.Close()
+	defer steady.Close(t.Context())
 	stop := make(chan struct{})
 	churned := make(chan int)
 	go func() {
@@ -161,7 +161,7 @@ func TestBroadcastChurnNeverFailsPublish(t *testing.T) {
 			if err != nil {
 				t.Error(err)
 			}
-			r.Close()
+			r.Close(t.Context())
 			n++
 		}
 	}()

@@ -24,7 +24,7 @@ func TestMemorySuite(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(m.Close)
+			t.Cleanup(func() { _ = m.Close(context.Background()) })
 			return m
 		},
 	})
@@ -37,7 +37,7 @@ func TestMemorySuite(t *testing.T) {
 func TestMeetingHoldNamesReleaseToTheirOwnGroup(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m, _ := topology.NewMemory[int](topology.MemoryOptions{})
-		defer m.Close()
+		defer m.Close(t.Context())
 		t1, err := topology.New("x").ForConsumerGroup("g").Hold(time.Second).Build()
 		if err != nil {
 			t.Fatal(err)
@@ -63,9 +63,9 @@ func TestMeetingHoldNamesReleaseToTheirOwnGroup(t *testing.T) {
 		time.Sleep(time.Second)
 		synctest.Wait()
 		r1, _ := q1.Subscribe(t.Context())
-		defer r1.Close()
+		defer r1.Close(t.Context())
 		r2, _ := q2.Subscribe(t.Context())
-		defer r2.Close()
+		defer r2.Close(t.Context())
 		buf := make([]topology.Letter[int], 4)
 		n1, _ := r1.TryReceive(buf)
 		n2, _ := r2.TryReceive(buf)
@@ -84,7 +84,7 @@ func TestMeetingHoldNamesReleaseToTheirOwnGroup(t *testing.T) {
 func TestReplayFailureKeepsTheDeadLetters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m, _ := topology.NewMemory[int](topology.MemoryOptions{Capacity: 4})
-		defer m.Close()
+		defer m.Close(t.Context())
 		top, _ := topology.New("rp").DLQ().Build()
 		q, _ := m.Declare(t.Context(), top)
 		// Bounds a wait for room, which must not happen.
@@ -125,7 +125,7 @@ func TestReplayFailureKeepsTheDeadLetters(t *testing.T) {
 func TestMemoryRequeueAndDeadLetterNeverWaitForRoom(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m, _ := topology.NewMemory[int](topology.MemoryOptions{Capacity: 2})
-		defer m.Close()
+		defer m.Close(t.Context())
 		top, _ := topology.New("full").DLQ().Build()
 		q, _ := m.Declare(t.Context(), top)
 		// Bounds a wait for room, which must not happen.
@@ -181,7 +181,7 @@ func TestMemoryRequeueAndDeadLetterNeverWaitForRoom(t *testing.T) {
 					got = append(got, l.Value)
 				}
 			}
-			r.Close()
+			r.Close(t.Context())
 			if fmt.Sprint(got) != "[0 1 10 11]" {
 				t.Errorf("%s received %v, want [0 1 10 11]", name, got)
 			}
@@ -203,7 +203,7 @@ func TestMemoryRequeueAndDeadLetterNeverWaitForRoom(t *testing.T) {
 func TestFullQueuesNeverStallAPipeline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m, _ := topology.NewMemory[int](topology.MemoryOptions{Capacity: 2})
-		defer m.Close()
+		defer m.Close(t.Context())
 		top, _ := topology.New("busy").DLQ().Build()
 		q, _ := m.Declare(t.Context(), top)
 		for v := range 2 { // a full DLQ nobody reads

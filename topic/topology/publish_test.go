@@ -50,7 +50,7 @@ func TestShardOf(t *testing.T) {
 // no other publisher takes one.
 func TestPublisherKey(t *testing.T) {
 	m, _ := topology.NewMemory[int](topology.MemoryOptions{})
-	defer m.Close()
+	defer m.Close(t.Context())
 	seq, _ := topology.New("s").Sequenced(topology.Skip).DLQ().Build()
 	plain, _ := topology.New("p").Build()
 	sq, _ := m.Declare(t.Context(), seq)
@@ -79,7 +79,7 @@ func TestOptionsValidation(t *testing.T) {
 		t.Errorf("NewSource: %v", err)
 	}
 	m, _ := topology.NewMemory[int](topology.MemoryOptions{})
-	defer m.Close()
+	defer m.Close(t.Context())
 	top, _ := topology.New("nodlq").Build()
 	q, _ := m.Declare(t.Context(), top)
 	if _, err := topology.NewDeadSource(topology.SourceOptions[int]{Queues: q}); !errors.Is(err, topology.ErrNoDLQ) {

@@ -1,6 +1,7 @@
 package topology_test
 
 import (
+	"context"
 	"os"
 	"testing"
 
@@ -22,7 +23,7 @@ func TestMemorySuiteRealTime(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(m.Close)
+			t.Cleanup(func() { _ = m.Close(context.Background()) })
 			return m
 		},
 	})

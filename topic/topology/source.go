@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/internal/liveset"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/validate"
@@ -233,8 +234,10 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 	if s.t.broadcast {
 		// The ephemeral subscription must not outlive the run: it would
 		// keep collecting every message (and, full, hold publishers up)
-		// until the source closes. What it delivered needs no settling.
-		defer s.unsubscribe(r)
+		// until the source closes. What it delivered needs no settling,
+		// so the run's context, done when the pipeline stops, bounds the
+		// closing: the run does not hold the stop up.
+		defer s.unsubscribe(ctx, r)
 	}
 	feed := stage.NewFeed(fmt.Sprintf("%s/%d", s.t.name, stage.Index()), nil)
 	buf := make([]Letter[T], s.opts.MaxBatch)
@@ -294,8 +297,9 @@ func (s *Source[T]) subscribe(ctx context.Context) (Reader[T], error) {
 	return r, nil
 }
 
-// unsubscribe closes r and forgets it.
-func (s *Source[T]) unsubscribe(r Reader[T]) {
+// unsubscribe closes r, within ctx, and forgets it. A closing that ctx
+// cuts short is no failure: r has nothing to commit.
+func (s *Source[T]) unsubscribe(ctx context.Context, r Reader[T]) {
 	s.mu.Lock()
 	for i, x := range s.readers {
 		if x == r {
@@ -304,7 +308,9 @@ func (s *Source[T]) unsubscribe(r Reader[T]) {
 		}
 	}
 	s.mu.Unlock()
-	r.Close()
+	if err := r.Close(ctx); err != nil && ctx.Err() == nil {
+		s.log.WarnContext(ctx, "closing a broadcast reader failed", slog.Any("error", err))
+	}
 }
 
 // receive waits for letters; on a sequenced topology it also stops waiting
@@ -569,7 +575,9 @@ func (s *Source[T]) settleDead(ctx context.Context, rec *record[T], out Outcome,
 // the backend (Queues.Return), in the order they were received: the next
 // consumer of the group receives them first, in that order, so each key's
 // order holds across a stop. Then it closes the readers the source
-// subscribed. Idempotent.
+// subscribed, all at once, each within ctx (Reader.Close): it returns by
+// ctx's deadline, with an error wrapping ctx.Err() when a reader's closing
+// was cut short. Idempotent: a later call returns nil at once.
 func (s *Source[T]) Close(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
@@ -596,8 +604,9 @@ func (s *Source[T]) Close(ctx context.Context) error {
 			}
 		}
 	}
-	for _, r := range rs {
-		r.Close()
+	cerr := liveset.CloseEach(rs, func(r Reader[T]) error { return r.Close(ctx) })
+	if cerr != nil {
+		cerr = fmt.Errorf("topology %s: closing its readers: %w", s.t.name, cerr)
 	}
-	return err
+	return errors.Join(err, cerr)
 }

@@ -3,8 +3,10 @@ package topology_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -33,7 +35,7 @@ func TestProducerConcurrencyDeliversOnce(t *testing.T) {
 		t.Run(top.Name(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				m, _ := topology.NewMemory[int](topology.MemoryOptions{})
-				defer m.Close()
+				defer m.Close(t.Context())
 				q, err := m.Declare(t.Context(), top)
 				if err != nil {
 					t.Fatal(err)
@@ -134,13 +136,13 @@ func (r *countedReader[T]) Receive(ctx context.Context, dst []topology.Letter[T]
 	return r.Reader.Receive(ctx, dst)
 }
 
-func (r *countedReader[T]) Close() {
+func (r *countedReader[T]) Close(ctx context.Context) error {
 	r.once.Do(func() {
 		r.q.mu.Lock()
 		r.q.open--
 		r.q.mu.Unlock()
-		r.Reader.Close()
 	})
+	return r.Reader.Close(ctx)
 }
 
 // Guarantee: a broadcast source whose run fails closes that run's
@@ -149,7 +151,7 @@ func (r *countedReader[T]) Close() {
 func TestBroadcastRestartClosesItsSubscription(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m, _ := topology.NewMemory[int](topology.MemoryOptions{})
-		defer m.Close()
+		defer m.Close(t.Context())
 		top, _ := topology.New("bc").Broadcast().Build()
 		mq, _ := m.Declare(t.Context(), top)
 		q := &failOnce[int]{Queues: mq}
@@ -189,7 +191,7 @@ func TestBroadcastRestartClosesItsSubscription(t *testing.T) {
 func TestInterruptedIsRequeued(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m, _ := topology.NewMemory[int](topology.MemoryOptions{})
-		defer m.Close()
+		defer m.Close(t.Context())
 		top, _ := topology.New("cut").Hold(time.Second).DLQ().Build()
 		q, _ := m.Declare(t.Context(), top)
 		src, _ := topology.NewSource(topology.SourceOptions[int]{Queues: q})
@@ -221,6 +223,88 @@ func TestInterruptedIsRequeued(t *testing.T) {
 		}
 		if n := m.Queued("cut", "cut"); n != 1 {
 			t.Errorf("%d letters back on the group's queue, want 1", n)
+		}
+	})
+}
+
+// stuckQueues hands out readers whose Close waits for release, or for its
+// context to end, as the leave of a broker that does not answer would.
+type stuckQueues[T any] struct {
+	topology.Queues[T]
+	release <-chan struct{}
+	mu      sync.Mutex
+	readers []*stuckReader[T]
+}
+
+type stuckReader[T any] struct {
+	topology.Reader[T]
+	release  <-chan struct{}
+	returned atomic.Bool // Close returned
+}
+
+func (q *stuckQueues[T]) Subscribe(ctx context.Context) (topology.Reader[T], error) {
+	r, err := q.Queues.Subscribe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sr := &stuckReader[T]{Reader: r, release: q.release}
+	q.mu.Lock()
+	q.readers = append(q.readers, sr)
+	q.mu.Unlock()
+	return sr, nil
+}
+
+// waiting returns how many of its readers' Close have not returned.
+func (q *stuckQueues[T]) waiting() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for _, r := range q.readers {
+		if !r.returned.Load() {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *stuckReader[T]) Close(ctx context.Context) error {
+	defer r.returned.Store(true)
+	select {
+	case <-r.release:
+		return r.Reader.Close(ctx)
+	case <-ctx.Done():
+		_ = r.Reader.Close(ctx)
+		return fmt.Errorf("stuck reader: %w", ctx.Err())
+	}
+}
+
+// Guarantee: the source's Close gives its context to its readers' Close:
+// readers whose closing does not end (a broker that does not answer) hold
+// the source's Close, and so the pipeline's Stop, no longer than the
+// shutdown timeout; their Close has returned by then, and Stop reports the
+// deadline.
+func TestCloseBoundsItsReadersClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, _ := topology.NewMemory[int](topology.MemoryOptions{})
+		defer m.Close(t.Context())
+		top, _ := topology.New("stuck").Build()
+		mq, _ := m.Declare(t.Context(), top)
+		release := make(chan struct{})
+		defer close(release)
+		q := &stuckQueues[int]{Queues: mq, release: release}
+		src, p := startPipeline(t, q, func(_ context.Context, m *message.Message[int]) (int, error) { return m.Data, nil },
+			func(o *pipeline.Options[int, int]) {
+				o.ShutdownTimeout = time.Second
+				o.Producer.Concurrency = 2
+			})
+		wait.Within(t, time.Minute, "both readers subscribed", func() bool { return src.Stats().Subscriptions == 2 })
+		err := p.Stop(context.Background())
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Stop with the readers' Close stuck = %v, want an error wrapping context.DeadlineExceeded", err)
+		}
+		synctest.Wait()
+		if n := q.waiting(); n != 0 {
+			t.Errorf("%d readers' Close still wait after the pipeline stopped", n)
 		}
 	})
 }

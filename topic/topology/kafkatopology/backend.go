@@ -10,6 +10,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/internal/liveset"
 	"github.com/boulevard-go/boulevard/topic"
@@ -37,6 +38,12 @@ type Backend[T any] struct {
 	pauses  atomic.Uint64 // how many times a releaser paused a partition
 	resumes atomic.Uint64 // and resumed it
 
+	// conns are the connections of every client of the backend, its
+	// readers' and releasers' included (theirs dial through it): cut when
+	// Close's context ends before the closing is done.
+	conns   *kafkaconn.Set
+	closing liveset.Closing
+
 	prodMu     sync.RWMutex // held shared while producing, exclusively to close
 	prodClosed bool
 
@@ -50,7 +57,10 @@ type Backend[T any] struct {
 	readers   map[closer]struct{}
 }
 
-type closer interface{ Close() }
+// closer is what the backend closes with itself: a reader or a releaser.
+// shut starts its closing (once) and returns a channel closed when it is
+// done.
+type closer interface{ shut() <-chan struct{} }
 
 // New validates opts, connects to the cluster and starts the producer.
 func New[T any](opts Options[T]) (*Backend[T], error) {
@@ -59,6 +69,8 @@ func New[T any](opts Options[T]) (*Backend[T], error) {
 		return nil, err
 	}
 	cfg := opts.saramaConfig()
+	conns := kafkaconn.New(cfg)
+	conns.Use(cfg)
 	client, err := sarama.NewClient(opts.Brokers, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: brokers %q: %w", ErrConnect, opts.Brokers, err)
@@ -73,7 +85,7 @@ func New[T any](opts Options[T]) (*Backend[T], error) {
 		_ = admin.Close()
 		return nil, fmt.Errorf("%w: %w", ErrConnect, err)
 	}
-	return &Backend[T]{opts: opts, cfg: cfg, log: opts.Logger, client: client, admin: admin, prod: prod,
+	return &Backend[T]{opts: opts, cfg: cfg, log: opts.Logger, client: client, admin: admin, prod: prod, conns: conns,
 		releasers: map[string]*releaser[T]{}, readers: map[closer]struct{}{}}, nil
 }
 
@@ -228,14 +240,24 @@ func (b *Backend[T]) untrack(c closer) { liveset.Remove(&b.mu, b.readers, c) }
 
 // Close stops the releasers (what they hold stays in the hold topics),
 // closes every reader (each commits what was settled and leaves its
-// group), then the producer and the clients. Idempotent.
-func (b *Backend[T]) Close() {
+// group), then the producer and the clients. It returns nil once all of
+// that is done. If ctx ends first it returns an error wrapping ctx.Err()
+// and cuts every connection of the backend's clients, its readers' and
+// releasers' included, so that the closing, which goes on in the
+// background, ends at once instead of waiting for brokers that do not
+// answer (sarama waits up to Net.ReadTimeout for each request): commits
+// not yet made are then lost, and their letters delivered again.
+// Idempotent: a later call waits, within its own ctx, for the same
+// closing.
+func (b *Backend[T]) Close(ctx context.Context) error {
 	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return
-	}
-	b.closed = true
+	b.closed = true // Declare, Subscribe and the releasers refuse at once
+	b.mu.Unlock()
+	return await(ctx, b.closing.Start(b.close), b.conns, "the backend")
+}
+
+func (b *Backend[T]) close() {
+	b.mu.Lock()
 	rs := make([]closer, 0, len(b.readers)+len(b.releasers))
 	for r := range b.readers {
 		rs = append(rs, r)
@@ -244,11 +266,13 @@ func (b *Backend[T]) Close() {
 		rs = append(rs, r)
 	}
 	b.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, r := range rs {
-		wg.Go(r.Close)
+	dones := make([]<-chan struct{}, len(rs))
+	for i, r := range rs {
+		dones[i] = r.shut()
 	}
-	wg.Wait()
+	for _, d := range dones {
+		<-d
+	}
 	b.prodMu.Lock()
 	b.prodClosed = true
 	_ = b.prod.Close()
@@ -259,16 +283,16 @@ func (b *Backend[T]) Close() {
 // crash stops the backend as a crash would stop the process: from the
 // call on nothing is produced (no release, hold, requeue or
 // dead-lettering, whose letters are then left uncommitted), and once the
-// produces under way are acknowledged the backend closes, its readers
-// committing what was settled. A real crash can also lose commits not yet
-// sent, which only delivers more letters again.
-func (b *Backend[T]) crash() {
+// produces under way are acknowledged the backend closes within ctx, its
+// readers committing what was settled. A real crash can also lose commits
+// not yet sent, which only delivers more letters again.
+func (b *Backend[T]) crash(ctx context.Context) error {
 	b.crashed.Store(true)
 	// Wait for the produces under way before Close lets the readers commit.
 	b.prodMu.Lock()
 	//lint:ignore SA2001 the empty critical section is the wait
 	b.prodMu.Unlock()
-	b.Close()
+	return b.Close(ctx)
 }
 
 var _ topology.Backend[int] = (*Backend[int])(nil)

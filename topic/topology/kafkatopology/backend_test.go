@@ -40,7 +40,7 @@ func subscribe(t *testing.T, q topology.Queues[msg]) topology.Reader[msg] {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(r.Close)
+	t.Cleanup(func() { topologytest.MustClose(t, "a reader", r.Close) })
 	return r
 }
 
@@ -78,7 +78,7 @@ func TestHeldAcrossRestartDeliveredWhenDue(t *testing.T) {
 	if err := r1.Settle(t.Context(), &l); err != nil {
 		t.Fatal(err)
 	}
-	b1.Close()
+	topologytest.MustClose(t, "the first backend", b1.Close)
 
 	b2 := newBackend(t, brokers)
 	r2 := subscribe(t, declare(t, b2, tb))
@@ -146,7 +146,7 @@ func TestReleaseCommitsAfterAck(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait.For(t, "the releaser to hold the record", func() bool { return b1.pauses.Load() == 1 })
-	b1.crash()
+	topologytest.MustClose(t, "the first backend, crashing", b1.crash)
 	b2 := newBackend(t, brokers)
 	q2 := declare(t, b2, tb)
 	r := subscribe(t, q2)
@@ -163,7 +163,7 @@ func TestReleaseCommitsAfterAck(t *testing.T) {
 		resp, err := b2.admin.ListConsumerGroupOffsets("once-hold-1s:release", map[string][]int32{"once-hold-1s": {0}})
 		return err == nil && resp.GetBlock("once-hold-1s", 0) != nil && resp.GetBlock("once-hold-1s", 0).Offset == 1
 	})
-	b2.Close()
+	topologytest.MustClose(t, "the second backend", b2.Close)
 	b3 := newBackend(t, brokers)
 	q3 := declare(t, b3, tb)
 	if err := q3.Publish(t.Context(), topology.Letter[msg]{Value: msg{N: 2}}); err != nil {
@@ -360,7 +360,7 @@ func failedHold(t *testing.T, name string, hold time.Duration) (q topology.Queue
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(b.Close)
+	t.Cleanup(func() { topologytest.MustClose(t, "the backend", b.Close) })
 	q = declare(t, b, topology.New(name).Hold(hold))
 	for n := 1; n <= 2; n++ {
 		if err := q.Publish(t.Context(), topology.Letter[msg]{Value: msg{N: n}}); err != nil {
@@ -391,7 +391,7 @@ func TestFailedHandOffIsNotCommitted(t *testing.T) {
 	if err := r1.Settle(t.Context(), &l2); err != nil {
 		t.Fatal(err)
 	}
-	r1.Close()
+	topologytest.MustClose(t, "the first reader", r1.Close)
 	if got := receiveOne(t, subscribe(t, q)); got.Value.N != 1 {
 		t.Errorf("the next reader received message %d first, want 1 again (its hold failed)", got.Value.N)
 	}
@@ -413,7 +413,7 @@ func TestHandOffAfterAFailedOneIsCommitted(t *testing.T) {
 	if err := r1.Settle(t.Context(), &l2); err != nil {
 		t.Fatal(err)
 	}
-	r1.Close()
+	topologytest.MustClose(t, "the first reader", r1.Close)
 	if err := q.Publish(t.Context(), topology.Letter[msg]{Value: msg{N: 3}}); err != nil {
 		t.Fatal(err)
 	}

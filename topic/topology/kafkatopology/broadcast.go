@@ -7,6 +7,8 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/kafkaconn"
+	"github.com/boulevard-go/boulevard/internal/liveset"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
@@ -17,20 +19,23 @@ type broadcastReader[T any] struct {
 	buffer[T]
 	b      *Backend[T]
 	client sarama.Client
+	conns  *kafkaconn.Set // the client's connections, cut when Close's ctx ends
 	cons   sarama.Consumer
 	pcs    []sarama.PartitionConsumer
 	wg     sync.WaitGroup
-	once   sync.Once
+
+	closing liveset.Closing
 }
 
 func newBroadcastReader[T any](_ context.Context, b *Backend[T], kname string) (*broadcastReader[T], error) {
-	client, err := sarama.NewClient(b.opts.Brokers, b.cfg)
+	cfg, conns := b.connSet()
+	client, err := sarama.NewClient(b.opts.Brokers, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConnect, err)
 	}
-	r := &broadcastReader[T]{buffer: newBuffer[T](b.opts.ReadAhead), b: b, client: client}
+	r := &broadcastReader[T]{buffer: newBuffer[T](b.opts.ReadAhead), b: b, client: client, conns: conns}
 	fail := func(err error) (*broadcastReader[T], error) {
-		r.shut()
+		r.release()
 		return nil, err
 	}
 	if r.cons, err = sarama.NewConsumerFromClient(client); err != nil {
@@ -97,15 +102,29 @@ func (r *broadcastReader[T]) TryReceive(dst []topology.Letter[T]) (int, error) {
 // Settle does nothing: a broadcast reader commits nothing.
 func (r *broadcastReader[T]) Settle(context.Context, *topology.Letter[T]) error { return nil }
 
-// Close implements topology.Reader. Idempotent.
-func (r *broadcastReader[T]) Close() {
-	r.once.Do(func() {
-		r.shut()
+// Close implements topology.Reader: it stops the partition consumers and
+// closes the reader's client. It returns nil once that is done; if ctx
+// ends first (or has already ended: a broadcast reader has nothing to
+// commit), it returns an error wrapping ctx.Err() and cuts the client's
+// connections, so that the closing ends at once instead of waiting for
+// fetches the cluster does not answer. Idempotent: a later call waits,
+// within its own ctx, for the same closing.
+func (r *broadcastReader[T]) Close(ctx context.Context) error {
+	return await(ctx, r.shut(), r.conns, "a broadcast reader")
+}
+
+// shut ends the reader's receiving at once and starts its closing (once);
+// the channel it returns is closed when the closing is done.
+func (r *broadcastReader[T]) shut() <-chan struct{} {
+	r.close()
+	return r.closing.Start(func() {
+		r.release()
 		r.b.untrack(r)
 	})
 }
 
-func (r *broadcastReader[T]) shut() {
+// release stops the partition consumers and closes the client.
+func (r *broadcastReader[T]) release() {
 	r.close()
 	for _, pc := range r.pcs {
 		pc.AsyncClose()

@@ -70,4 +70,14 @@
 // a source hands letters on with a context that is cancelled when a drain
 // is cut short, and a hand-off abandoned half way would leave a letter
 // neither delivered nor held.
+//
+// Closing is bounded by its context instead. A reader's Close commits what
+// was settled and leaves the group, and the Backend's Close does that for
+// every reader, stops the releasers and closes the producer; sarama waits
+// up to Net.ReadTimeout for each of those requests. Every client of the
+// backend dials through a connection set (internal/kafkaconn): when
+// Close's context ends first, Close returns an error wrapping ctx.Err()
+// and cuts the connections (a reader's own, or all of the backend's), so
+// that the requests still waiting fail at once and the closing ends soon
+// after. What was settled and not yet committed is then delivered again.
 package kafkatopology

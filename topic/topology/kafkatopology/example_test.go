@@ -43,7 +43,12 @@ func ExampleNew() {
 		fmt.Println(err)
 		return
 	}
-	defer be.Close()
+	defer func() {
+		// A bounded close: past its deadline, what is left is cut short.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = be.Close(ctx)
+	}()
 	top, _ := topology.New("orders").Hold(5 * time.Second).DLQ().Build()
 	q, err := be.Declare(ctx, top) // idempotent: run it on every start
 	if err != nil {

@@ -24,6 +24,6 @@ func newBackend(t testing.TB, brokers []string) *Backend[topologytest.Msg] {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(b.Close)
+	t.Cleanup(func() { topologytest.MustClose(t, "the backend", b.Close) })
 	return b
 }

@@ -10,7 +10,9 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
+	"github.com/boulevard-go/boulevard/internal/liveset"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
@@ -134,15 +136,16 @@ func (bf *buffer[T]) close() bool {
 // contiguous prefix of settled ones for commit.
 type groupReader[T any] struct {
 	buffer[T]
-	b      *Backend[T]
-	topic  string
-	gid    string
-	group  string // the group whose targeted records it delivers
-	cg     sarama.ConsumerGroup
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
+	b       *Backend[T]
+	topic   string
+	gid     string
+	group   string // the group whose targeted records it delivers
+	cg      sarama.ConsumerGroup
+	conns   *kafkaconn.Set // cg's connections, cut when Close's ctx ends
+	ctx     context.Context
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when loop returns
+	closing liveset.Closing
 
 	// guarded by buffer.mu
 	claims  map[int32]*claim
@@ -194,12 +197,13 @@ func (rc *receipt) giveBack() {
 }
 
 func newGroupReader[T any](b *Backend[T], kname, gid, group string) (*groupReader[T], error) {
-	cg, err := sarama.NewConsumerGroup(b.opts.Brokers, gid, b.cfg)
+	cfg, conns := b.connSet()
+	cg, err := sarama.NewConsumerGroup(b.opts.Brokers, gid, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: consumer group %q: %w", ErrConnect, gid, err)
 	}
 	r := &groupReader[T]{buffer: newBuffer[T](b.opts.ReadAhead), b: b, topic: kname, gid: gid, group: group,
-		cg: cg, done: make(chan struct{}), claims: map[int32]*claim{}}
+		cg: cg, conns: conns, done: make(chan struct{}), claims: map[int32]*claim{}}
 	r.taken = func(ls []topology.Letter[T]) {
 		for i := range ls {
 			if rc, ok := ls[i].Receipt.(*receipt); ok {
@@ -463,11 +467,24 @@ func (r *groupReader[T]) settle(rc *receipt) error {
 
 // Close implements topology.Reader: the member commits what was settled
 // and leaves its group; what it received and did not settle is delivered
-// again to the group. Idempotent.
-func (r *groupReader[T]) Close() {
-	r.once.Do(func() {
-		r.close()
-		r.cancel()
+// again to the group. It returns nil once that is done; if ctx ends
+// first, it returns an error wrapping ctx.Err() and cuts the member's
+// connections, so that the commit and the leave, if the cluster does not
+// answer them, fail at once instead of each waiting up to sarama's
+// Net.ReadTimeout: what was settled and not yet committed is then
+// delivered again, and the group moves the member's partitions once its
+// session times out. Idempotent: a later call waits, within its own ctx,
+// for the same closing.
+func (r *groupReader[T]) Close(ctx context.Context) error {
+	return await(ctx, r.shut(), r.conns, fmt.Sprintf("a reader of topic %q (group %q)", r.topic, r.gid))
+}
+
+// shut ends the reader's receiving at once and starts its closing (once);
+// the channel it returns is closed when the closing is done.
+func (r *groupReader[T]) shut() <-chan struct{} {
+	r.close()
+	r.cancel()
+	return r.closing.Start(func() {
 		_ = r.cg.Close()
 		<-r.done
 		r.b.untrack(r)

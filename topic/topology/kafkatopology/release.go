@@ -10,6 +10,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/liveset"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
@@ -19,13 +20,13 @@ import (
 // hold topic's partitions, and it commits a hold record only after the
 // broker acknowledged its release.
 type releaser[T any] struct {
-	b      *Backend[T]
-	topic  string
-	cg     sarama.ConsumerGroup
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
+	b       *Backend[T]
+	topic   string
+	cg      sarama.ConsumerGroup
+	ctx     context.Context
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when loop returns
+	closing liveset.Closing
 }
 
 func newReleaser[T any](b *Backend[T], kname string) (*releaser[T], error) {
@@ -164,11 +165,13 @@ func (r *releaser[T]) releaseRecord(ctx context.Context, rec *sarama.ConsumerMes
 	}
 }
 
-// Close stops the releaser: what it has not released stays in the hold
-// topic, uncommitted. Idempotent.
-func (r *releaser[T]) Close() {
-	r.once.Do(func() {
-		r.cancel()
+// shut starts stopping the releaser (once): what it has not released
+// stays in the hold topic, uncommitted. The channel it returns is closed
+// once it has stopped. Its connections are the backend's: the backend's
+// Close cuts them when its ctx ends.
+func (r *releaser[T]) shut() <-chan struct{} {
+	r.cancel()
+	return r.closing.Start(func() {
 		_ = r.cg.Close()
 		<-r.done
 	})

@@ -3,6 +3,8 @@ package kafkatopology
 import (
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kfake"
+
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/topic/topology"
 	"github.com/boulevard-go/boulevard/topic/topology/topologytest"
@@ -14,13 +16,17 @@ func TestSuite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the suite runs in real time (holds of 1s and 2s)")
 	}
+	clusters := map[*testing.T]*kfake.Cluster{}
 	topologytest.Run(t, topologytest.Config{
 		NewBackend: func(t *testing.T) topology.Backend[topologytest.Msg] {
-			return newBackend(t, testbroker.Kafka(t).ListenAddrs())
+			c := testbroker.Kafka(t)
+			clusters[t] = c
+			return newBackend(t, c.ListenAddrs())
 		},
+		Hang: func(t *testing.T, _ topology.Backend[topologytest.Msg]) { testbroker.HangKafka(t, clusters[t]) },
 		Restart: func(t *testing.T, old topology.Backend[topologytest.Msg]) topology.Backend[topologytest.Msg] {
 			b := old.(*Backend[topologytest.Msg])
-			b.crash()
+			topologytest.MustClose(t, "the backend, crashing", b.crash)
 			return newBackend(t, b.opts.Brokers)
 		},
 	})

@@ -36,6 +36,8 @@ type Backend[T any] struct {
 	// acknowledged, as if the process had died.
 	crashed atomic.Bool
 
+	closing liveset.Closing // what Close started
+
 	mu        sync.RWMutex
 	closed    bool
 	producers map[string]pulsar.Producer
@@ -222,41 +224,70 @@ func (b *Backend[T]) track(r *reader[T]) bool { return liveset.Add(&b.mu, &b.clo
 func (b *Backend[T]) untrack(r *reader[T]) { liveset.Remove(&b.mu, b.readers, r) }
 
 // Close closes every reader (what each received and did not settle is
-// delivered again to its subscription by the broker), the producers and,
-// when the backend made it, the client. What the hold topics and the DLQ
-// hold stays on the broker. Idempotent.
-func (b *Backend[T]) Close() {
+// delivered again to its subscription by the broker), all at once, then
+// the producers, all at once, and, when the backend made it, the client.
+// What the hold topics and the DLQ hold stays on the broker.
+//
+// pulsar-client-go's Close calls take no context: each waits for the
+// broker's answer to its close request for at most the client's
+// operation timeout (pulsar.ClientOptions.OperationTimeout; the backend's
+// own client has sources/pulsar's default, 30s), so the closing takes at
+// most about twice that. Close returns nil once it is done; if ctx ends
+// first, it returns an error wrapping ctx.Err() and the closing goes on in
+// the background, within those bounds. Idempotent: a later call waits,
+// within its own ctx, for the same closing.
+func (b *Backend[T]) Close(ctx context.Context) error {
 	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return
-	}
-	b.closed = true
+	b.closed = true // Declare and Subscribe refuse at once
+	b.mu.Unlock()
+	return await(ctx, b.closing.Start(b.close), "the backend")
+}
+
+func (b *Backend[T]) close() {
+	b.mu.Lock()
 	rs := make([]*reader[T], 0, len(b.readers))
 	for r := range b.readers {
 		rs = append(rs, r)
 	}
-	ps := b.producers
+	ps := make([]pulsar.Producer, 0, len(b.producers))
+	for _, p := range b.producers {
+		ps = append(ps, p)
+	}
 	b.producers = nil
 	b.mu.Unlock()
-	for _, r := range rs {
-		r.Close()
+	dones := make([]<-chan struct{}, len(rs))
+	for i, r := range rs {
+		dones[i] = r.shut()
 	}
-	for _, p := range ps {
+	for _, d := range dones {
+		<-d
+	}
+	_ = liveset.CloseEach(ps, func(p pulsar.Producer) error {
 		p.Close()
-	}
+		return nil
+	})
 	if b.owned {
 		b.client.Close()
 	}
 }
 
+// await waits for done, a reader's or the backend's closing, until ctx
+// ends, and then returns an error wrapping ctx.Err() that names what was
+// closing.
+func await(ctx context.Context, done <-chan struct{}, what string) error {
+	if err := liveset.Await(ctx, done, nil); err != nil {
+		return fmt.Errorf("pulsartopology: closing %s: %w", what, err)
+	}
+	return nil
+}
+
 // crash closes the backend as a crash would: from the call on nothing more
 // is sent or acknowledged, so what a reader received and did not settle is
 // delivered again, and what a hold topic holds is released when due to the
-// next process.
-func (b *Backend[T]) crash() {
+// next process. The closing is bounded by ctx as Close's.
+func (b *Backend[T]) crash(ctx context.Context) error {
 	b.crashed.Store(true)
-	b.Close()
+	return b.Close(ctx)
 }
 
 // hold is one declared hold topic.

@@ -60,4 +60,12 @@
 // topic work per subscription inside the client and know nothing of
 // holds, death metadata or sequencing: do not set them on a topology's
 // subscriptions. See docs/topology.md for which to use when.
+//
+// pulsar-client-go's Close calls take no context; each waits for the
+// broker's answer to its close request for at most the client's operation
+// timeout (ClientOptions.OperationTimeout). A reader's Close and the
+// Backend's Close run them in the background and return by their
+// context's deadline, with an error wrapping ctx.Err() when it ends first;
+// the closing then goes on within that bound, and a later Close waits for
+// it.
 package pulsartopology

@@ -1,4 +1,6 @@
 package pulsartopology
 
-// Crash closes b as a crash of its process would.
-func (b *Backend[T]) Crash() { b.crash() }
+import "context"
+
+// Crash closes b, within ctx, as a crash of its process would.
+func (b *Backend[T]) Crash(ctx context.Context) error { return b.crash(ctx) }

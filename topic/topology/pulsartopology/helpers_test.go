@@ -8,6 +8,7 @@ import (
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology/pulsartopology"
+	"github.com/boulevard-go/boulevard/topic/topology/topologytest"
 )
 
 // options are backend options for a broker, with short client timeouts.
@@ -26,6 +27,6 @@ func newBackend[T any](t testing.TB, o pulsartopology.Options[T]) *pulsartopolog
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(be.Close)
+	t.Cleanup(func() { topologytest.MustClose(t, "the backend", be.Close) })
 	return be
 }

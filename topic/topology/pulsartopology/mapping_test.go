@@ -21,6 +21,7 @@ import (
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
 	"github.com/boulevard-go/boulevard/topic/topology/pulsartopology"
+	"github.com/boulevard-go/boulevard/topic/topology/topologytest"
 	"github.com/boulevard-go/boulevard/validate"
 )
 
@@ -138,7 +139,7 @@ func TestHoldAndDeathTravelInProperties(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	defer topologytest.MustClose(t, "a reader", r.Close)
 	buf := make([]topology.Letter[string], 4)
 	n, err := r.Receive(ctxT(t), buf)
 	if err != nil || n != 1 {
@@ -174,7 +175,7 @@ func TestRequeueReachesOnlyItsGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rb.Close()
+	defer topologytest.MustClose(t, "a reader", rb.Close)
 	buf := make([]topology.Letter[string], 4)
 	n, err := rb.Receive(ctxT(t), buf)
 	if err != nil || n != 1 || buf[0].Value != "for all" {
@@ -204,7 +205,7 @@ func TestDeadTryReceiveCatchesUp(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer r.Close()
+		defer topologytest.MustClose(t, "a reader", r.Close)
 		var got []string
 		buf := make([]topology.Letter[string], 2)
 		for {
@@ -285,7 +286,7 @@ func TestFailedHandOffIsDeliveredAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	defer topologytest.MustClose(t, "a reader", r.Close)
 	buf := make([]topology.Letter[string], 1)
 	if n, err := r.Receive(ctxT(t), buf); err != nil || n != 1 {
 		t.Fatalf("Receive: %d, %v", n, err)
@@ -338,13 +339,13 @@ func TestDeadMarkerHandedBack(t *testing.T) {
 	defer func() {
 		cancel()
 		<-done
-		other.Close()
+		topologytest.MustClose(t, "the other reader", other.Close)
 	}()
 	r, err := q.SubscribeDead(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	defer topologytest.MustClose(t, "a reader", r.Close)
 	buf := make([]topology.Letter[string], 8)
 	for i := range 6 {
 		n, err := r.TryReceive(buf)
@@ -383,7 +384,9 @@ func TestCloseEndsEverything(t *testing.T) {
 		_, err := r.Receive(ctxT(t), make([]topology.Letter[string], 1))
 		got <- err
 	}()
-	be.Close()
+	if err := be.Close(ctxT(t)); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
 	select {
 	case err := <-got:
 		if !errors.Is(err, topology.ErrClosed) {
@@ -421,7 +424,7 @@ func TestNegativeCountPropertiesAreSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	defer topologytest.MustClose(t, "a reader", r.Close)
 	for _, p := range []string{pulsartopology.PropRetries, pulsartopology.PropShard} {
 		if _, err := br.Publish(ctxT(t), full("counts"), pulsartest.Message{Payload: []byte("bad " + p),
 			Properties: map[string]string{p: "-1"}}); err != nil {

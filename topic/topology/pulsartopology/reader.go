@@ -15,6 +15,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/boulevard-go/boulevard/internal/liveset"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
@@ -37,13 +38,15 @@ const (
 // reader is one pulsar-client-go consumer. Receive delivers the letters
 // meant for its group; Settle acknowledges them.
 type reader[T any] struct {
-	b     *Backend[T]
-	cons  pulsar.Consumer
-	ch    chan pulsar.ConsumerMessage
-	group string // the group whose targeted messages it delivers
-	dlq   string // a dead-letter reader's DLQ: where its markers go
-	stop  chan struct{}
-	once  sync.Once
+	b       *Backend[T]
+	cons    pulsar.Consumer
+	ch      chan pulsar.ConsumerMessage
+	group   string // the group whose targeted messages it delivers
+	dlq     string // a dead-letter reader's DLQ: where its markers go
+	sub     string // the subscription's name
+	stop    chan struct{}
+	stopped sync.Once       // closes stop
+	closing liveset.Closing // closes the consumer
 
 	// only the receiving goroutine uses these
 	marker   string // the marker TryReceive waits for
@@ -60,7 +63,7 @@ func newReader[T any](b *Backend[T], co pulsar.ConsumerOptions, group, dlq strin
 		}
 		return nil, fmt.Errorf("pulsartopology: subscribing %q: %w", co.SubscriptionName, err)
 	}
-	r := &reader[T]{b: b, cons: c, ch: ch, group: group, dlq: dlq, stop: make(chan struct{})}
+	r := &reader[T]{b: b, cons: c, ch: ch, group: group, dlq: dlq, sub: co.SubscriptionName, stop: make(chan struct{})}
 	if !b.track(r) {
 		c.Close()
 		return nil, topology.ErrClosed
@@ -239,10 +242,23 @@ func (r *reader[T]) Settle(_ context.Context, l *topology.Letter[T]) error {
 
 // Close implements topology.Reader: the consumer leaves its subscription,
 // and the broker delivers what it received without settling to the group
-// again. Idempotent.
-func (r *reader[T]) Close() {
-	r.once.Do(func() {
-		close(r.stop)
+// again. It returns nil once the consumer is closed. pulsar-client-go's
+// Consumer.Close takes no context: it waits for the broker's answer to its
+// close request (on each topic the consumer reads, at once) for at most
+// the client's operation timeout (pulsar.ClientOptions.OperationTimeout).
+// If ctx ends first, Close returns an error wrapping ctx.Err() and the
+// consumer's closing goes on in the background, within that bound; the
+// backend's Close waits for it. Idempotent: a later call waits, within its
+// own ctx, for the same closing.
+func (r *reader[T]) Close(ctx context.Context) error {
+	return await(ctx, r.shut(), "a reader of subscription "+strconv.Quote(r.sub))
+}
+
+// shut ends the reader's receiving at once and starts the consumer's
+// closing (once); the channel it returns is closed when it is done.
+func (r *reader[T]) shut() <-chan struct{} {
+	r.stopped.Do(func() { close(r.stop) })
+	return r.closing.Start(func() {
 		r.cons.Close()
 		r.b.untrack(r)
 	})

@@ -43,7 +43,7 @@ func TestTopologySuite(t *testing.T) {
 			return newBackend(t, o)
 		},
 		Restart: func(t *testing.T, old topology.Backend[topologytest.Msg]) topology.Backend[topologytest.Msg] {
-			old.(*pulsartopology.Backend[topologytest.Msg]).Crash()
+			topologytest.MustClose(t, "the backend, crashing", old.(*pulsartopology.Backend[topologytest.Msg]).Crash)
 			return newBackend(t, *brokers[t])
 		},
 	})

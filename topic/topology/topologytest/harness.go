@@ -18,6 +18,22 @@ import (
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
+// CloseWithin bounds MustClose: a Close on a broker that answers returns
+// well within it.
+const CloseWithin = 30 * time.Second
+
+// MustClose calls closeFn (a backend's or a reader's Close) with a context
+// of CloseWithin, and fails t unless it returns nil. Backend tests use it
+// in their cleanups.
+func MustClose(t testing.TB, what string, closeFn func(context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), CloseWithin)
+	defer cancel()
+	if err := closeFn(ctx); err != nil {
+		t.Errorf("closing %s: %v", what, err)
+	}
+}
+
 // h is one subtest's harness.
 type h struct {
 	*testing.T
@@ -163,6 +179,24 @@ func (s *h) stop(c *consumer) {
 	if err := c.p.Stop(ctx); err != nil && !(c.cut.Load() && errors.Is(err, pipeline.ErrShutdownTimeout)) {
 		s.Errorf("Stop: %v", err)
 	}
+}
+
+// closes calls closeFn (a Close) with ctx and waits, within bound of
+// (fake or real) time, for it to return; it returns closeFn's error.
+func (s *h) closes(ctx context.Context, what string, closeFn func(context.Context) error, bound time.Duration) error {
+	s.Helper()
+	ret := make(chan error, 1)
+	go func() { ret <- closeFn(ctx) }()
+	var err error
+	s.eventually("closing "+what+" to return", bound, func() bool {
+		select {
+		case err = <-ret:
+			return true
+		default:
+			return false
+		}
+	})
+	return err
 }
 
 // eventually waits until cond holds: in a synctest bubble by letting fake

@@ -69,6 +69,12 @@ type Config struct {
 	// loses. Nil skips the crash test (an in-memory backend loses
 	// everything by design).
 	Restart func(t *testing.T, old topology.Backend[Msg]) topology.Backend[Msg]
+	// Hang, when set, makes the broker of be answer no request from the
+	// call until the subtest ends, as a broker that stopped responding
+	// does: the closing subtest then closes the reader and the backend
+	// with the broker hung. Nil closes them with the broker answering (an
+	// in-memory backend has no broker to hang).
+	Hang func(t *testing.T, be topology.Backend[Msg])
 }
 
 // The holds every subtest uses.
@@ -103,6 +109,7 @@ var cases = []testCase{
 	{"DeadSourceSeesDeath", deadSourceSeesDeath},
 	{"ReplayPutsBack", replayPutsBack},
 	{"BroadcastReachesEveryConsumer", broadcastReachesEveryConsumer},
+	{"CloseWithContextDoneReturnsAtOnce", closeWithContextDone},
 	{"CrashWhileHeldLosesNothing", crashWhileHeld},
 }
 
@@ -740,6 +747,60 @@ func broadcastReachesEveryConsumer(s *h) {
 	})
 	if n := s.logs.count(slog.LevelWarn, "message discarded"); n != 2 {
 		s.Errorf("%d warnings, want 2", n)
+	}
+}
+
+// Guarantee: a reader's Close and the backend's Close, given a context
+// already done, return at once without waiting for the broker (nil, or an
+// error wrapping the context's error), even with a letter settled and not
+// yet committed and, with Config.Hang, a broker that no longer answers;
+// the reader and the backend are closed from then on (ErrClosed); and the
+// closing that was cut short ends: a later Close with time to spare waits
+// for it and returns nil.
+func closeWithContextDone(s *h) {
+	b := topology.New("closing").Hold(hold1).DLQ()
+	q := s.declare(b)
+	r, err := q.Subscribe(s.ctx)
+	if err != nil {
+		s.Fatalf("Subscribe: %v", err)
+	}
+	s.publish(q, Msg{N: 1})
+	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
+	defer cancel()
+	buf := make([]topology.Letter[Msg], 1)
+	if _, err := r.Receive(ctx, buf); err != nil {
+		s.Fatalf("Receive: %v", err)
+	}
+	if err := r.Settle(ctx, &buf[0]); err != nil {
+		s.Fatalf("Settle: %v", err)
+	}
+	if s.cfg.Hang != nil {
+		s.cfg.Hang(s.T, s.be)
+	}
+	done, stop := context.WithCancel(context.WithoutCancel(s.ctx))
+	stop()
+	for _, c := range []struct {
+		what   string
+		close  func(context.Context) error
+		closed func() error
+	}{
+		{"a reader", r.Close, func() error { _, err := r.TryReceive(buf); return err }},
+		{"the backend", s.be.Close, func() error { _, err := s.be.Declare(s.ctx, q.Topology()); return err }},
+	} {
+		if err := s.closes(done, c.what, c.close, 10*time.Second); err != nil && !errors.Is(err, context.Canceled) {
+			s.Errorf("closing %s with a context already done = %v, want nil or an error wrapping context.Canceled", c.what, err)
+		}
+		if err := c.closed(); !errors.Is(err, topology.ErrClosed) {
+			s.Errorf("%s, once closed: %v, want ErrClosed", c.what, err)
+		}
+	}
+	later, cancelLater := context.WithTimeout(s.ctx, 30*time.Second)
+	defer cancelLater()
+	if err := s.closes(later, "the reader again", r.Close, 40*time.Second); err != nil {
+		s.Errorf("closing the reader again, with 30s to spare = %v, want nil: the closing cut short still runs", err)
+	}
+	if err := s.closes(later, "the backend again", s.be.Close, 40*time.Second); err != nil {
+		s.Errorf("closing the backend again, with 30s to spare = %v, want nil: the closing cut short still runs", err)
 	}
 }
 

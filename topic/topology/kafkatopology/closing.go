@@ -1,0 +1,34 @@
+package kafkatopology
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/internal/kafkaconn"
+	"github.com/boulevard-go/boulevard/internal/liveset"
+)
+
+// await waits for done, a reader's or the backend's closing (started with
+// a liveset.Closing, on a goroutine of its own, because sarama's requests,
+// a final commit or a leave, wait for the broker's answer up to
+// Net.ReadTimeout), until ctx ends: it then cuts conns, so that the
+// closing fails its requests at once and ends soon after, and returns an
+// error wrapping ctx.Err() that names what was closing.
+func await(ctx context.Context, done <-chan struct{}, conns *kafkaconn.Set, what string) error {
+	if err := liveset.Await(ctx, done, conns.Cut); err != nil {
+		return fmt.Errorf("kafkatopology: closing %s: %w", what, err)
+	}
+	return nil
+}
+
+// connSet returns a copy of the backend's sarama configuration that dials
+// through a connection set of its own, and that set. Its dials go through
+// the backend's set, so cutting the backend's connections cuts these too.
+func (b *Backend[T]) connSet() (*sarama.Config, *kafkaconn.Set) {
+	cfg := *b.cfg
+	conns := kafkaconn.New(&cfg)
+	conns.Use(&cfg)
+	return &cfg, conns
+}
