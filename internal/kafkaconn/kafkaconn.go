@@ -47,6 +47,17 @@ func New(cfg *sarama.Config) *Set {
 	return s
 }
 
+// Child returns a copy of cfg that dials through a set of its own, and
+// that set, which dials through s: cutting s cuts the child's connections
+// too, and cutting the child cuts only its own, so that one client of
+// several (a subscriber's, a reader's) can be cut short alone.
+func (s *Set) Child(cfg *sarama.Config) (*sarama.Config, *Set) {
+	c := &Set{dial: s.Dial, conns: map[*setConn]struct{}{}}
+	cp := *cfg
+	c.Use(&cp)
+	return &cp, c
+}
+
 // Use makes cfg dial through s.
 func (s *Set) Use(cfg *sarama.Config) {
 	cfg.Net.Proxy.Enable = true

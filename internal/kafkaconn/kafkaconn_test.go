@@ -86,6 +86,48 @@ func TestCutClosesEveryConnection(t *testing.T) {
 	}
 }
 
+// Guarantee: cutting a child set closes its connections only; cutting
+// its parent closes the child's as well and refuses the child's dials.
+func TestChildCutsItsOwnConnections(t *testing.T) {
+	addr := listener(t)
+	parent := New(sarama.NewConfig())
+	cfg := sarama.NewConfig()
+	ccfg, child := parent.Child(cfg)
+	_, other := parent.Child(cfg)
+	if ccfg == cfg || ccfg.Net.Proxy.Dialer != child || !ccfg.Net.Proxy.Enable || cfg.Net.Proxy.Enable {
+		t.Fatal("Child does not return a copy of the config that dials through the child, or changed the original")
+	}
+	c, err := child.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := other.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	if n := parent.Len(); n != 2 {
+		t.Fatalf("the parent holds %d connections, want its children's 2", n)
+	}
+	child.Cut()
+	if _, err := c.Write([]byte{0}); err == nil {
+		t.Fatal("a write on the cut child's connection succeeded")
+	}
+	if _, err := o.Write([]byte{0}); err != nil {
+		t.Fatalf("the other child's connection was closed by the cut: %v", err)
+	}
+	if child.Len() != 0 || other.Len() != 1 || parent.Len() != 1 {
+		t.Fatalf("after cutting one child: child %d, other %d, parent %d connections; want 0, 1, 1", child.Len(), other.Len(), parent.Len())
+	}
+	parent.Cut()
+	if _, err := o.Write([]byte{0}); err == nil {
+		t.Fatal("a write on a child's connection succeeded after its parent was cut")
+	}
+	if _, err := other.Dial("tcp", addr); !errors.Is(err, ErrCut) {
+		t.Fatalf("a child's dial after its parent's cut = %v, want ErrCut", err)
+	}
+}
+
 // Guarantee: a dialer the application configured (Net.Proxy) is kept:
 // the set dials through it.
 func TestConfiguredDialerIsKept(t *testing.T) {

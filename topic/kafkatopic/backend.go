@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/IBM/sarama"
 
@@ -216,13 +217,29 @@ func (b *Backend[T]) forget(t *kTopic[T]) {
 // newClient returns a client of its own for one subscriber: consumer
 // group traffic (a join waits for the whole group) and long-polling
 // fetches must not queue behind each other or behind the producer on a
-// shared connection.
-func (b *Backend[T]) newClient() (sarama.Client, error) {
-	c, err := sarama.NewClient(b.opts.Brokers, b.cfg)
+// shared connection. Its connections are a set of their own within the
+// backend's, which the subscriber cuts when its closing outlasts
+// Options.AdminTimeout (closeWithin).
+func (b *Backend[T]) newClient() (sarama.Client, *kafkaconn.Set, error) {
+	cfg, conns := b.conns.Child(b.cfg)
+	c, err := sarama.NewClient(b.opts.Brokers, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.err(err))
+		return nil, nil, fmt.Errorf("%w: %w", ErrConnect, b.red.err(err))
 	}
-	return c, nil
+	return c, conns, nil
+}
+
+// closeWithin runs fn, the closing of one subscriber's client, and cuts
+// the subscriber's connections when it has not returned within
+// Options.AdminTimeout: sarama waits for a broker that stopped answering
+// for Net.ReadTimeout per request, with retries, and nothing else
+// interrupts it. The requests cut short (leaving the group, the last
+// commits) fail; the group then drops the member after its session
+// timeout, and what it did not commit is delivered again.
+func (b *Backend[T]) closeWithin(conns *kafkaconn.Set, fn func()) {
+	t := time.AfterFunc(b.opts.AdminTimeout, conns.Cut)
+	defer t.Stop()
+	fn()
 }
 
 var (

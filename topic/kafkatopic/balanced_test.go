@@ -426,3 +426,70 @@ func TestCloseCutsConnectionsAtItsDeadline(t *testing.T) {
 		t.Fatal("the closing left running after the deadline still runs 10s later")
 	}
 }
+
+// Guarantee: a subscription's Close, and the topic's Close that stops its
+// subscribers, return within Options.AdminTimeout (plus the time to cut
+// the subscriber's connections) when the cluster stops answering, for a
+// group member and a broadcast subscriber alike, instead of waiting for
+// sarama's requests for minutes.
+func TestSubscriberCloseReturnsWithinAdminTimeoutWhenTheClusterHangs(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		mode      topic.SubscriptionMode
+		viaHandle bool
+	}{
+		{"member Close", topic.Balanced("g"), false},
+		{"member stopped by the topic's Close", topic.Balanced("g"), true},
+		{"broadcast Close", topic.Broadcast(), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testbroker.Kafka(t)
+			o := testOptions[int](c, topic.IntCodec{})
+			o.AdminTimeout = 5 * time.Second
+			b, err := kafkatopic.New(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := topic.NewTopic[int]("hung", topic.Options{Mode: topic.Mixed}, topic.Backend[int](b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := h.Subscribe(tc.mode, topic.SubscriberOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := h.Publish(ctxT(t), 1); err != nil {
+				t.Fatal(err)
+			}
+			it := recv(t, s)
+			if err := s.Ack(it.ID); err != nil && !errors.Is(err, topic.ErrMessageNotTracked) {
+				t.Fatal(err)
+			}
+			testbroker.HangKafka(t, c)
+			start := time.Now()
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				if tc.viaHandle {
+					h.Close()
+				} else {
+					s.Close()
+				}
+			}()
+			bound := o.AdminTimeout + 10*time.Second
+			select {
+			case <-done:
+			case <-time.After(bound):
+				t.Errorf("Close still waiting %v after the cluster stopped answering (AdminTimeout %v)", bound, o.AdminTimeout)
+			}
+			// Closing the backend past its deadline cuts every connection,
+			// so that whatever still waits ends before the test does.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_ = b.Close(ctx)
+			<-done
+			h.Close()
+			t.Logf("Close returned after %v", time.Since(start).Round(time.Millisecond))
+		})
+	}
+}

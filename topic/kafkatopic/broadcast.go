@@ -9,6 +9,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/topic"
 )
 
@@ -30,6 +31,7 @@ import (
 type bsub[T any] struct {
 	t      *kTopic[T]
 	client sarama.Client
+	conns  *kafkaconn.Set // the client's connections
 	cons   sarama.Consumer
 
 	stopCh   chan struct{}
@@ -56,7 +58,7 @@ type bitem[T any] struct {
 
 func (t *kTopic[T]) subscribeBroadcast() (*bsub[T], error) {
 	b := t.b
-	client, err := b.newClient()
+	client, conns, err := b.newClient()
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +67,7 @@ func (t *kTopic[T]) subscribeBroadcast() (*bsub[T], error) {
 		_ = client.Close()
 		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.err(err))
 	}
-	s := &bsub[T]{t: t, client: client, cons: cons, stopCh: make(chan struct{}), dataSig: make(chan struct{}, 1)}
+	s := &bsub[T]{t: t, client: client, conns: conns, cons: cons, stopCh: make(chan struct{}), dataSig: make(chan struct{}, 1)}
 	fail := func(err error) (*bsub[T], error) {
 		s.shutdown()
 		return nil, fmt.Errorf("%w: starting a broadcast subscriber of topic %q: %w", ErrAdmin, t.kname, b.red.err(err))
@@ -299,7 +301,8 @@ func (s *bsub[T]) Receive(ctx context.Context, dst []topic.Envelope[T]) (int, er
 // group to settle with, so it returns ErrMessageNotTracked.
 func (s *bsub[T]) Settle(topic.MessageID, error) error { return topic.ErrMessageNotTracked }
 
-// Close implements topic.SubscriptionState.
+// Close implements topic.SubscriptionState. It returns within
+// Options.AdminTimeout (see Backend.closeWithin).
 func (s *bsub[T]) Close() {
 	s.mu.Lock()
 	s.closed = true
@@ -321,12 +324,15 @@ func (s *bsub[T]) stop(bool) {
 	t.mu.Unlock()
 }
 
-// shutdown stops the pumps and closes the consumer and client.
+// shutdown stops the pumps and closes the consumer and client, within
+// Options.AdminTimeout (see Backend.closeWithin).
 func (s *bsub[T]) shutdown() {
 	s.teardown.Do(func() {
-		s.stopOne.Do(func() { close(s.stopCh) })
-		s.pumps.Wait()
-		_ = s.cons.Close()
-		_ = s.client.Close()
+		s.t.b.closeWithin(s.conns, func() {
+			s.stopOne.Do(func() { close(s.stopCh) })
+			s.pumps.Wait()
+			_ = s.cons.Close()
+			_ = s.client.Close()
+		})
 	})
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/topic"
 )
@@ -33,6 +34,7 @@ type member[T any] struct {
 	group  topic.GroupName
 	gid    string
 	client sarama.Client
+	conns  *kafkaconn.Set // the client's connections
 	cg     sarama.ConsumerGroup
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -86,7 +88,7 @@ func (t *kTopic[T]) joinGroup(g topic.GroupName) (*member[T], error) {
 		t.leaveGroup(g)
 		return nil, err
 	}
-	client, err := b.newClient()
+	client, conns, err := b.newClient()
 	if err != nil {
 		t.leaveGroup(g)
 		return nil, err
@@ -98,7 +100,7 @@ func (t *kTopic[T]) joinGroup(g topic.GroupName) (*member[T], error) {
 		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.err(err))
 	}
 	m := &member[T]{
-		t: t, group: g, gid: gid, client: client, cg: cg,
+		t: t, group: g, gid: gid, client: client, conns: conns, cg: cg,
 		ready: make(chan struct{}), loopDone: make(chan struct{}), errsDone: make(chan struct{}),
 		outstanding: make(map[topic.MessageID]delivery[T]),
 		stopped:     make(chan struct{}), dataSig: make(chan struct{}, 1),
@@ -415,7 +417,8 @@ func (m *member[T]) release(c *kafkaoffset.Claim) {
 }
 
 // Close implements topic.SubscriptionState: the member leaves its group;
-// what it received and did not ack is delivered again to the group.
+// what it received and did not ack is delivered again to the group. It
+// returns within Options.AdminTimeout (see Backend.closeWithin).
 func (m *member[T]) Close() { m.teardown(true) }
 
 // stop ends consumption (the topic closed): Receive returns what was
@@ -435,10 +438,12 @@ func (m *member[T]) teardown(closing bool) {
 		m.mu.Unlock()
 		m.signal()
 		m.cancel()
-		_ = m.cg.Close() // leaves the group once every claim is released
-		<-m.loopDone
-		<-m.errsDone
-		_ = m.client.Close()
+		m.t.b.closeWithin(m.conns, func() {
+			_ = m.cg.Close() // leaves the group once every claim is released
+			<-m.loopDone
+			<-m.errsDone
+			_ = m.client.Close()
+		})
 		t := m.t
 		t.mu.Lock()
 		delete(t.members, m)

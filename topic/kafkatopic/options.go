@@ -86,8 +86,11 @@ type Options[T any] struct {
 	// Acks is "all" (default), "leader" or "none"; see AcksAll.
 	Acks string `validate:"omitempty,oneof=all leader none"`
 	// AdminTimeout bounds each administrative step: creating or checking a
-	// topic, resolving a new group's starting offsets, and a member's first
-	// join of its group. Default 30s.
+	// topic, resolving a new group's starting offsets, a member's first
+	// join of its group, and a subscriber's closing (a Close of the
+	// subscription or of the topic that has not finished by then cuts the
+	// subscriber's connections, so that brokers that stopped answering do
+	// not keep it waiting). Default 30s.
 	AdminTimeout time.Duration `name:"admin_timeout" validate:"gte=0"`
 	// ConnectTimeout bounds each attempt to connect to a broker
 	// (sarama's Net.DialTimeout). Default 10s.

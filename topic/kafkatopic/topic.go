@@ -206,7 +206,9 @@ func (t *kTopic[T]) Stats() topic.StateStats {
 // Close closes the topic: publishes fail with ErrTopicClosed, members
 // leave their groups and subscribers stop fetching; each then returns what
 // it had fetched and ErrSubscriptionClosed. The Kafka topic and the
-// groups' committed offsets stay. Idempotent.
+// groups' committed offsets stay. It returns within Options.AdminTimeout
+// (and the time to cut connections) even when the brokers stopped
+// answering. Idempotent.
 func (t *kTopic[T]) Close() {
 	t.closeOnce.Do(func() {
 		t.mu.Lock()

@@ -28,7 +28,7 @@ type broadcastReader[T any] struct {
 }
 
 func newBroadcastReader[T any](_ context.Context, b *Backend[T], kname string) (*broadcastReader[T], error) {
-	cfg, conns := b.connSet()
+	cfg, conns := b.conns.Child(b.cfg)
 	client, err := sarama.NewClient(b.opts.Brokers, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConnect, err)

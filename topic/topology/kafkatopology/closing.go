@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/IBM/sarama"
-
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/internal/liveset"
 )
@@ -21,14 +19,4 @@ func await(ctx context.Context, done <-chan struct{}, conns *kafkaconn.Set, what
 		return fmt.Errorf("kafkatopology: closing %s: %w", what, err)
 	}
 	return nil
-}
-
-// connSet returns a copy of the backend's sarama configuration that dials
-// through a connection set of its own, and that set. Its dials go through
-// the backend's set, so cutting the backend's connections cuts these too.
-func (b *Backend[T]) connSet() (*sarama.Config, *kafkaconn.Set) {
-	cfg := *b.cfg
-	conns := kafkaconn.New(&cfg)
-	conns.Use(&cfg)
-	return &cfg, conns
 }

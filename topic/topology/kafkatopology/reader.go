@@ -197,7 +197,7 @@ func (rc *receipt) giveBack() {
 }
 
 func newGroupReader[T any](b *Backend[T], kname, gid, group string) (*groupReader[T], error) {
-	cfg, conns := b.connSet()
+	cfg, conns := b.conns.Child(b.cfg)
 	cg, err := sarama.NewConsumerGroup(b.opts.Brokers, gid, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: consumer group %q: %w", ErrConnect, gid, err)
