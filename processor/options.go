@@ -50,7 +50,8 @@ type Handler[In, Out any] func(ctx context.Context, m *message.Message[In]) (Out
 type Options[In, Out any] struct {
 	// Concurrency is the number of processors, at most ConcurrencyLimit.
 	// Default runtime.GOMAXPROCS(0), read by WithDefaults (the one default
-	// that depends on the machine, so it is not a constant).
+	// that depends on the machine, so it is not a constant), or
+	// ConcurrencyLimit when GOMAXPROCS is above it.
 	Concurrency int `validate:"gte=1,lte=10000"`
 	// MaxDemand is the largest chunk of messages a processor takes at once;
 	// Prepare sees one chunk, and the acknowledgements of a chunk are sent
@@ -99,11 +100,11 @@ type Options[In, Out any] struct {
 }
 
 // WithDefaults returns o with every zero field replaced by its default:
-// Concurrency runtime.GOMAXPROCS(0), MaxDemand DefaultMaxDemand (MinDemand
-// stays 0).
+// Concurrency runtime.GOMAXPROCS(0) (at most ConcurrencyLimit), MaxDemand
+// DefaultMaxDemand (MinDemand stays 0).
 func (o Options[In, Out]) WithDefaults() Options[In, Out] {
 	if o.Concurrency == 0 {
-		o.Concurrency = runtime.GOMAXPROCS(0)
+		o.Concurrency = min(runtime.GOMAXPROCS(0), ConcurrencyLimit)
 	}
 	if o.MaxDemand == 0 {
 		o.MaxDemand = DefaultMaxDemand

@@ -3,6 +3,7 @@ package processor_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -45,5 +46,20 @@ func TestValidateChunkSlots(t *testing.T) {
 		if !errors.As(err, &errs) || errs.Has("processors.maxDemand", "chunkSlots") || len(errs) == 0 {
 			t.Fatalf("%+v: %v, want only the tags' rules", o, err)
 		}
+	}
+}
+
+// Guarantee: the default Concurrency, runtime.GOMAXPROCS(0), never takes
+// Concurrency past ConcurrencyLimit: on a process with more Ps than that
+// (GOMAXPROCS set above it), options that leave Concurrency zero are still
+// valid, with ConcurrencyLimit processors.
+func TestDefaultConcurrencyWithinItsBound(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(processor.ConcurrencyLimit + 1))
+	o := processor.Options[int, int]{Handle: func(context.Context, *message.Message[int]) (int, error) { return 0, nil }}.WithDefaults()
+	if o.Concurrency != processor.ConcurrencyLimit {
+		t.Errorf("default Concurrency with GOMAXPROCS %d = %d, want ConcurrencyLimit (%d)", runtime.GOMAXPROCS(0), o.Concurrency, processor.ConcurrencyLimit)
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatalf("the defaults are refused: %v", err)
 	}
 }

@@ -74,7 +74,7 @@ func main() {
 	flag.StringVar(&cfg.topic, "topic", "readings", "topic to read")
 	flag.StringVar(&cfg.group, "group", "boulevard-example", "consumer group")
 	flag.IntVar(&cfg.n, "n", 10000, "records to produce, and to wait for")
-	flag.IntVar(&cfg.partitions, "partitions", 6, "partitions of the in-process topic")
+	flag.IntVar(&cfg.partitions, "partitions", 6, fmt.Sprintf("partitions of the in-process topic (1 to %d)", maxPartitions))
 	flag.IntVar(&cfg.members, "members", 2, "consumer-group members (producer stages)")
 	flag.BoolVar(&cfg.produce, "produce", true, "produce the n records before consuming")
 	flag.StringVar(&cfg.strategy, "rebalance", kafka.RebalanceCooperativeSticky, "range, roundrobin, sticky or cooperative-sticky")
@@ -91,6 +91,10 @@ func main() {
 	}
 }
 
+// maxPartitions is the largest -partitions of the in-process topic: each
+// partition is a feed of its own, with its own permit window.
+const maxPartitions = 1024
+
 // run sets up the cluster (or connects to the given one), produces, consumes
 // and reports to out.
 func run(ctx context.Context, cfg config, out io.Writer) error {
@@ -102,6 +106,11 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	brokers := splitBrokers(cfg.brokers)
+	if len(brokers) == 0 && (cfg.partitions < 1 || cfg.partitions > maxPartitions) {
+		// The in-process cluster would take 0 or less (and a count past
+		// int32, which wraps) as its default, and a huge count as memory.
+		return fmt.Errorf("-partitions must be 1 to %d, got %d", maxPartitions, cfg.partitions)
+	}
 	if len(brokers) == 0 {
 		cluster, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(int32(cfg.partitions), cfg.topic),
 			kfake.GroupMinSessionTimeout(100*time.Millisecond))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -178,6 +179,31 @@ func TestGivenBrokersCommitEverything(t *testing.T) {
 	}
 	if total != n {
 		t.Errorf("committed offsets add up to %d, want every one of the %d records", total, n)
+	}
+}
+
+// A -partitions the in-process cluster cannot honour (0 or less, which it
+// would replace by its default, or past the bound: beyond int32 it wraps,
+// and a huge count takes memory without limit) is refused at once, naming
+// the flag.
+func TestPartitionsOutOfRangeFailFast(t *testing.T) {
+	for _, partitions := range []int{0, -1, maxPartitions + 1, math.MaxInt} {
+		ctx, cancel := context.WithCancel(context.Background())
+		cfg := config{topic: "readings", group: "example-parts", n: 1, partitions: partitions, members: 1, produce: true,
+			strategy: "cooperative-sticky"}
+		done := make(chan error, 1)
+		go func() { done <- run(ctx, cfg, &bytes.Buffer{}) }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "-partitions") {
+				t.Errorf("partitions %d: run returned %v, want an error naming -partitions", partitions, err)
+			}
+		case <-time.After(15 * time.Second):
+			cancel()
+			<-done
+			t.Errorf("partitions %d: run still going after 15s", partitions)
+		}
+		cancel()
 	}
 }
 

@@ -43,7 +43,8 @@ import (
 type config struct {
 	// n is the number of orders the source generates before it is exhausted.
 	n int
-	// customers is the number of distinct customers (batch keys).
+	// customers is the number of distinct customers (batch keys), 1 to
+	// maxCustomers.
 	customers int
 	// seed makes the generated orders reproducible.
 	seed uint64
@@ -62,7 +63,7 @@ func main() {
 	cfg := config{sample: 3}
 	var verbose bool
 	flag.IntVar(&cfg.n, "n", 20000, "number of orders to generate")
-	flag.IntVar(&cfg.customers, "customers", 5, "number of customers")
+	flag.IntVar(&cfg.customers, "customers", 5, fmt.Sprintf("number of customers (1 to %d)", maxCustomers))
 	flag.Uint64Var(&cfg.seed, "seed", 1, "random seed for the generated orders")
 	flag.BoolVar(&verbose, "v", false, "log at debug level to stderr (every failed order is logged)")
 	cfg.monitor.Register(flag.CommandLine)
@@ -111,8 +112,8 @@ func runPipeline(ctx context.Context, cfg config, stdout io.Writer) (*results, e
 	if cfg.n < 0 {
 		return nil, fmt.Errorf("-n must be ≥ 0, got %d", cfg.n)
 	}
-	if cfg.customers < 1 {
-		return nil, fmt.Errorf("-customers must be ≥ 1, got %d", cfg.customers)
+	if cfg.customers < 1 || cfg.customers > maxCustomers {
+		return nil, fmt.Errorf("-customers must be 1 to %d, got %d", maxCustomers, cfg.customers)
 	}
 
 	acks := newTally()
@@ -174,6 +175,10 @@ func runPipeline(ctx context.Context, cfg config, stdout io.Writer) (*results, e
 	res.topology = p.Topology().String()
 	return res, nil
 }
+
+// maxCustomers is the largest -customers: every customer's name is made
+// before the run, and the report prints a line for each of them.
+const maxCustomers = 10_000
 
 // customerNames returns n customer names: fictional companies, then
 // numbered ones when there are more customers than names.

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -102,5 +104,21 @@ func TestEdgeCases(t *testing.T) {
 	}
 	if _, err := runPipeline(ctx, config{n: 10, customers: 0}, new(bytes.Buffer)); err == nil {
 		t.Error("customers=0 was accepted")
+	}
+	// Too many customers is an error naming the flag, not a crash or a
+	// slice of names sized by the flag.
+	for _, customers := range []int{maxCustomers + 1, math.MaxInt} {
+		err := func() (err error) {
+			defer func() {
+				if r := recover(); r != nil {
+					err = fmt.Errorf("panic: %v", r)
+				}
+			}()
+			_, err = runPipeline(ctx, config{n: 10, customers: customers}, new(bytes.Buffer))
+			return err
+		}()
+		if err == nil || !strings.Contains(err.Error(), "-customers") || strings.HasPrefix(err.Error(), "panic") {
+			t.Errorf("customers=%d: runPipeline = %v, want an error naming -customers", customers, err)
+		}
 	}
 }

@@ -39,6 +39,12 @@ const (
 	// MaxPartitions is the largest partition count Options.Partitions
 	// accepts.
 	MaxPartitions = 4096
+	// MaxPendingSlots is the largest Options.MaxPendingMessages ×
+	// max(Options.Partitions, 1). pulsar-client-go gives every partition's
+	// producer a pending queue of MaxPendingMessages entries, allocated
+	// when the topic is declared (about 24 bytes an entry), so the product
+	// is what the pending queues of one topic reserve: at most about 24 MiB.
+	MaxPendingSlots = 1 << 20
 )
 
 // Admin creates partitioned topics. A Pulsar client cannot create a
@@ -121,7 +127,11 @@ type Options[T any] struct {
 	// MaxPendingMessages is the producer's pending queue per topic:
 	// publishes sent and not yet confirmed by the broker. A publish with
 	// on_full block waits for room in it; TryPublish and drop_newest report
-	// DroppedOnFull when it is full. Default 1000.
+	// DroppedOnFull when it is full. The client reserves it for every
+	// partition, so MaxPendingMessages × max(Partitions, 1) must be at
+	// most MaxPendingSlots. Default DefaultMaxPendingMessages (1000), or
+	// MaxPendingSlots / Partitions when that is smaller (more than 1048
+	// partitions).
 	MaxPendingMessages int `validate:"gte=0,lte=1048576"`
 	// SendTimeout bounds the wait for the broker's receipt; a publish that
 	// gets none in time fails. Default 30s; negative disables it (a
@@ -157,6 +167,10 @@ func (o Options[T]) WithDefaults() Options[T] {
 	}
 	if o.MaxPendingMessages == 0 {
 		o.MaxPendingMessages = DefaultMaxPendingMessages
+		if o.Partitions > 0 && o.Partitions <= MaxPartitions {
+			// A Partitions out of bounds is reported alone.
+			o.MaxPendingMessages = min(o.MaxPendingMessages, MaxPendingSlots/o.Partitions)
+		}
 	}
 	if o.SendTimeout == 0 {
 		o.SendTimeout = DefaultSendTimeout
@@ -170,9 +184,11 @@ func (o Options[T]) WithDefaults() Options[T] {
 
 // Validate checks the options and returns every broken rule at once, as a
 // validate.Errors naming each field under "pulsartopic.", for example
-// "pulsartopic.codec is required".
+// "pulsartopic.codec is required" or "pulsartopic.maxPendingMessages must
+// be ≤ 256 with pulsartopic.partitions 4096 (maxPendingMessages ×
+// partitions must be ≤ 1048576)".
 func (o Options[T]) Validate() error {
-	errs := []error{validate.Struct("pulsartopic", &o)}
+	errs := []error{validate.Struct("pulsartopic", &o), o.checkPendingSlots()}
 	if o.Client != nil && o.ClientOptions.URL != "" {
 		errs = append(errs, validate.Field("pulsartopic.clientOptions.url", "excluded_with",
 			"must be empty with pulsartopic.client"))
@@ -182,6 +198,22 @@ func (o Options[T]) Validate() error {
 			"is set by the backend; use pulsartopic.serviceURL"))
 	}
 	return validate.Join(errs...)
+}
+
+// checkPendingSlots reports the rule between MaxPendingMessages and
+// Partitions that struct tags cannot express: their product (Partitions
+// counted as 1 when 0) must be at most MaxPendingSlots. It returns nil
+// when either field is out of its own bounds, which the tags report.
+func (o Options[T]) checkPendingSlots() error {
+	if o.Partitions < 1 || o.Partitions > MaxPartitions || o.MaxPendingMessages < 1 || o.MaxPendingMessages > MaxPendingSlots {
+		return nil
+	}
+	if o.MaxPendingMessages*o.Partitions <= MaxPendingSlots {
+		return nil
+	}
+	return validate.Field("pulsartopic.maxPendingMessages", "pendingSlots", fmt.Sprintf(
+		"must be ≤ %d with pulsartopic.partitions %d (maxPendingMessages × partitions must be ≤ %d)",
+		MaxPendingSlots/o.Partitions, o.Partitions, MaxPendingSlots))
 }
 
 // String describes the options without anything that can hold a

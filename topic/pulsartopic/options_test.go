@@ -1,14 +1,17 @@
 package pulsartopic_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/pulsartopic"
 	"github.com/boulevard-go/boulevard/validate"
@@ -27,16 +30,57 @@ func TestOptionsValidation(t *testing.T) {
 		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, Partitions: -1}, "pulsartopic.partitions", "gte"},
 		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, Partitions: 5000}, "pulsartopic.partitions", "lte"},
 		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, MaxPendingMessages: -1}, "pulsartopic.maxPendingMessages", "gte"},
+		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, MaxPendingMessages: pulsartopic.MaxPendingSlots + 1}, "pulsartopic.maxPendingMessages", "lte"},
+		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{},
+			Partitions: pulsartopic.MaxPartitions, MaxPendingMessages: pulsartopic.MaxPendingSlots}, "pulsartopic.maxPendingMessages", "pendingSlots"},
+		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{},
+			Partitions: 2, MaxPendingMessages: pulsartopic.MaxPendingSlots/2 + 1}, "pulsartopic.maxPendingMessages", "pendingSlots"},
 		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, Namespace: "a/b"}, "pulsartopic.namespace", "excludesall"},
 		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{},
 			ClientOptions: pulsar.ClientOptions{URL: "pulsar://y:6650"}}, "pulsartopic.clientOptions.url", "owned"},
 	}
 	for _, c := range cases {
-		_, err := pulsartopic.New(c.o)
+		be, err := pulsartopic.New(c.o)
+		if err == nil {
+			_ = be.Close(context.Background())
+		}
 		var errs validate.Errors
 		if !errors.As(err, &errs) || !errs.Has(c.field, c.rule) {
 			t.Errorf("New(%v) = %v, want %s %s", c.o, err, c.field, c.rule)
 		}
+	}
+}
+
+// Guarantee: the pending queues pulsar-client-go reserves for a topic,
+// MaxPendingMessages for each of its partitions, stay within
+// MaxPendingSlots whatever the partition count: the default
+// MaxPendingMessages shrinks for more than 1048 partitions instead of
+// being refused, and a topic declared at the largest accepted product
+// reserves tens of MiB, not the gigabytes MaxPartitions pending queues of
+// 2^20 entries would take.
+func TestPendingQueuesStayWithinTheirBound(t *testing.T) {
+	for _, parts := range []int{0, 1, 1048, 1049, pulsartopic.MaxPartitions} {
+		o := pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, Partitions: parts}.WithDefaults()
+		if err := o.Validate(); err != nil {
+			t.Errorf("partitions %d: the defaults are refused: %v", parts, err)
+		}
+		if got := o.MaxPendingMessages * max(parts, 1); got > pulsartopic.MaxPendingSlots {
+			t.Errorf("partitions %d: default maxPendingMessages %d reserves %d slots, more than %d",
+				parts, o.MaxPendingMessages, got, pulsartopic.MaxPendingSlots)
+		}
+	}
+	b := testbroker.Pulsar(t)
+	o := testOptions[int](b, topic.IntCodec{})
+	o.Partitions = 4
+	o.MaxPendingMessages = pulsartopic.MaxPendingSlots / o.Partitions
+	be := newBackend(t, o)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	h := newHandle(t, be, "t", topic.Options{})
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(h)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
+		t.Fatalf("declaring a topic at the largest accepted pending queues allocated %d MiB", got>>20)
 	}
 }
 

@@ -24,6 +24,16 @@ const DefaultMaxRetries = 10
 // DefaultMaxBatch is the default SourceOptions.MaxBatch.
 const DefaultMaxBatch = 64
 
+// Upper bounds of SourceOptions, checked by Validate. The struct tags
+// repeat them.
+const (
+	// MaxRetriesLimit is the largest SourceOptions.MaxRetries.
+	MaxRetriesLimit = 1_000_000
+	// MaxBatchLimit is the largest SourceOptions.MaxBatch, as large as a
+	// producer stage's permit window can be.
+	MaxBatchLimit = 1 << 16
+)
+
 // SourceOptions configure a [Source].
 type SourceOptions[T any] struct {
 	// Queues are the declared queues to consume (from Backend.Declare).
@@ -32,10 +42,12 @@ type SourceOptions[T any] struct {
 	// MaxRetries is how many times a message may be retried; a Retry past
 	// it dead-letters the message with reason max_retries (timeout when
 	// its last attempt timed out). 0 means DefaultMaxRetries (10); -1 means
-	// none: a Retry is dead-lettered at once.
+	// none: a Retry is dead-lettered at once. At most MaxRetriesLimit.
 	MaxRetries int `validate:"gte=-1,lte=1000000"`
 	// MaxBatch is the most letters taken from the queues at once (never
-	// more than the feed has permits for). Default DefaultMaxBatch.
+	// more than the feed has permits for, and the buffers a producer stage
+	// receives into are no larger than its permit window), 1 to
+	// MaxBatchLimit. Default DefaultMaxBatch.
 	MaxBatch int `validate:"gte=1,lte=65536"`
 	// Logger receives one line per discarded message and per queue error.
 	// Nil means slog.Default().
@@ -240,8 +252,11 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 		defer s.unsubscribe(ctx, r)
 	}
 	feed := stage.NewFeed(fmt.Sprintf("%s/%d", s.t.name, stage.Index()), nil)
-	buf := make([]Letter[T], s.opts.MaxBatch)
-	out := make([]pendingLetter[T], 0, s.opts.MaxBatch)
+	// A batch never exceeds the feed's permits: MaxBatch is only a bound,
+	// which the permit window may keep far below.
+	size := min(s.opts.MaxBatch, stage.Flow().MaxWindow())
+	buf := make([]Letter[T], size)
+	out := make([]pendingLetter[T], 0, size)
 	have := 0
 	for {
 		if have == 0 {
@@ -250,6 +265,9 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 				return nil
 			}
 			have = n
+			if have > len(buf) {
+				buf = make([]Letter[T], have)
+			}
 		}
 		out = out[:0]
 		if s.seq != nil {

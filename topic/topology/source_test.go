@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -306,5 +307,57 @@ func TestCloseBoundsItsReadersClose(t *testing.T) {
 		if n := q.waiting(); n != 0 {
 			t.Errorf("%d readers' Close still wait after the pipeline stopped", n)
 		}
+	})
+}
+
+// Guarantee: MaxBatch is only a bound (a batch never exceeds the feed's
+// permits): a source asked for MaxBatchLimit letters at once reserves, for
+// each producer stage, buffers no larger than the stage's permit window,
+// not MaxBatchLimit letters (about 16 MiB a stage), and delivers every
+// message.
+func TestLargestMaxBatchReservesOnlyTheWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		top, err := topology.New("big").Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := topology.NewMemory[int](topology.MemoryOptions{})
+		defer m.Close(t.Context())
+		q, err := m.Declare(t.Context(), top)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, err := topology.NewSource(topology.SourceOptions[int]{Queues: q, MaxBatch: topology.MaxBatchLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const stages = 8
+		p, err := pipeline.New(pipeline.Options[int, int]{
+			Name:       "big",
+			Logger:     slog.New(slog.DiscardHandler),
+			Producer:   producer.Options[int]{Source: src, Concurrency: stages},
+			Processors: processor.Options[int, int]{Concurrency: 1, Handle: func(_ context.Context, m *message.Message[int]) (int, error) { return m.Data, nil }},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		if err := p.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		defer p.Stop(context.Background())
+		synctest.Wait() // every stage waits for letters
+		runtime.ReadMemStats(&after)
+		if got := after.TotalAlloc - before.TotalAlloc; got > 8<<20 {
+			t.Fatalf("starting %d producer stages with MaxBatch %d allocated %d MiB", stages, topology.MaxBatchLimit, got>>20)
+		}
+		pub, _ := topology.NewPublisher(q, topology.PublisherOptions[int]{})
+		for i := range 300 {
+			if err := pub.Publish(t.Context(), i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wait.Within(t, time.Minute, "300 acks", func() bool { return src.Stats().Acked == 300 })
 	})
 }
