@@ -461,7 +461,7 @@ func (b *Broker) backlogLocked(tn topicName, subscription string) int64 {
 		if s.full[id] {
 			continue
 		}
-		n += int64(t.entries[id].nmsgs) - int64(popcount(s.partial[id]))
+		n += s.live(id)
 	}
 	return n
 }

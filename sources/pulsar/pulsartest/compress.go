@@ -29,6 +29,9 @@ func decompress(kind uint64, payload []byte, size int) ([]byte, error) {
 	case compressLZ4:
 		return lz4Block(payload, size)
 	case compressZLIB:
+		if size < 0 || size > maxMessageSize {
+			return nil, fmt.Errorf("%w: zlib size %d", errCompression, size)
+		}
 		r, err := zlib.NewReader(bytes.NewReader(payload))
 		if err != nil {
 			return nil, fmt.Errorf("%w: zlib: %v", errCompression, err)

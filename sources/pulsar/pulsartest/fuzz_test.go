@@ -21,7 +21,13 @@ func FuzzDecoders(f *testing.F) {
 			_, _ = decodeSubscribe(cmd.body)
 			_, _ = decodeFlat(cmd.body)
 		}
-		_, _ = decodeMsgID(b)
+		if id, err := decodeMsgID(b); err == nil {
+			n := 0
+			id.ackSet.each(func(int, uint64) bool { n++; return true })
+			if n != id.ackSet.words {
+				t.Fatalf("ack_set has %d words, each read %d", id.ackSet.words, n)
+			}
+		}
 		_, _ = decodeMetadata(b, true)
 		_, _ = decodeSingleMeta(b)
 		_, _ = lz4Block(b, 64)

@@ -1,6 +1,7 @@
 package pulsartest
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -90,7 +91,7 @@ func (b *Broker) handleSend(c *conn, body []byte, payload []byte) bool {
 			return endFrame(o, cmdSendError, fs, bs, nil)
 		})
 	}
-	meta, _, err := splitPayloadSection(payload)
+	meta, content, err := splitPayloadSection(payload)
 	if err != nil {
 		b.log.Warn("pulsartest: rejected SEND", "conn", c.id, "err", err)
 		sendErr(ChecksumError, err.Error())
@@ -99,6 +100,13 @@ func (b *Broker) handleSend(c *conn, body []byte, payload []byte) bool {
 	m, err := decodeMetadata(meta, false)
 	if err != nil {
 		sendErr(UnknownError, err.Error())
+		return true
+	}
+	if err := checkBatchSize(m, len(content)); err != nil {
+		// Refused for good: a pulsar-client-go producer fails the message
+		// instead of reconnecting to send it again.
+		b.log.Warn("pulsartest: rejected SEND", "conn", c.id, "err", err)
+		sendErr(NotAllowedError, err.Error())
 		return true
 	}
 	b.mu.Lock()
@@ -218,6 +226,17 @@ func (b *Broker) handleSubscribe(c *conn, body []byte) bool {
 		c.sendError(cmd.reqID, NotAllowedError, fmt.Sprintf("pulsartest: unknown subscription type %d", cmd.typ))
 		return true
 	}
+	sticky := cmd.typ == subKeyShared && len(cmd.ranges) > 0
+	if sticky {
+		var ok bool
+		if cmd.ranges, ok = normalizeRanges(cmd.ranges); !ok {
+			// As a real broker refuses it.
+			c.sendError(cmd.reqID, ConsumerAssignError, rangeOrderMsg)
+			return true
+		}
+	} else {
+		cmd.ranges = nil
+	}
 	if cmd.sub == "" {
 		c.sendError(cmd.reqID, NotAllowedError, "pulsartest: empty subscription name")
 		return true
@@ -279,8 +298,10 @@ func (b *Broker) handleSubscribe(c *conn, body []byte) bool {
 		s.markDelete = s.readPos
 		t.subs[cmd.sub] = s
 	}
-	s.typ = cmd.typ
-	cons := &consumer{conn: c, id: cmd.consumerID, name: cmd.name, sub: s, priority: cmd.priority, ranges: cmd.ranges, notified: -1}
+	if s.typ != cmd.typ {
+		s.retype(cmd.typ)
+	}
+	cons := &consumer{conn: c, id: cmd.consumerID, name: cmd.name, sub: s, priority: cmd.priority, ranges: cmd.ranges, sticky: sticky, notified: -1}
 	cons.st = ConsumerStats{
 		ConsumerID: cmd.consumerID, Name: cmd.name, Topic: tn.full, Subscription: cmd.sub,
 		SubType: subTypeNames[cmd.typ], Connected: true,
@@ -356,12 +377,15 @@ func (b *Broker) handleFlow(c *conn, body []byte) bool {
 	return true
 }
 
+// handleAck applies an ACK. The frame is read twice: once to check it
+// whole (a malformed one changes nothing and closes the connection), then,
+// under the lock, applying each message id as it is decoded, so that
+// nothing is collected per id however many the frame holds.
 func (b *Broker) handleAck(c *conn, body []byte) bool {
 	var (
 		consumerID, reqID uint64
 		cumulative        bool
 		hasReq            bool
-		ids               []msgID
 	)
 	err := walk(body, func(num protowire.Number, _ protowire.Type, v uint64, bs []byte) error {
 		switch num {
@@ -370,11 +394,8 @@ func (b *Broker) handleAck(c *conn, body []byte) bool {
 		case 2:
 			cumulative = v == 1
 		case 3:
-			id, err := decodeMsgID(bs)
-			if err != nil {
-				return err
-			}
-			ids = append(ids, id)
+			_, err := decodeMsgID(bs)
+			return err
 		case 8:
 			reqID, hasReq = v, true
 		}
@@ -387,38 +408,14 @@ func (b *Broker) handleAck(c *conn, body []byte) bool {
 	defer b.mu.Unlock()
 	cons := b.consumerLocked(c, consumerID)
 	if cons != nil {
-		s := cons.sub
-		for _, id := range ids {
-			if id.ledger != s.t.ledger {
-				continue
+		_ = walk(body, func(num protowire.Number, _ protowire.Type, _ uint64, bs []byte) error {
+			if num == 3 {
+				id, _ := decodeMsgID(bs) // checked above
+				b.ackLocked(cons, cumulative, id)
 			}
-			partialIgnored := id.ackSet != nil && !b.opts.BatchIndexAck
-			if cumulative && !s.singleActive() {
-				// A real broker ignores a cumulative ack on Shared and
-				// Key_Shared subscriptions (Consumer.messageAcked: "Received
-				// cumulative ack on shared subscription, ignoring").
-				continue
-			}
-			if cumulative {
-				last := min(id.entry, uint64(len(s.t.entries)))
-				for e := s.markDelete; e < last; e++ {
-					s.ack(cons, e, nil)
-				}
-				if id.entry < uint64(len(s.t.entries)) && !partialIgnored {
-					s.ack(cons, id.entry, id.ackSet)
-				}
-				s.readPos = max(s.readPos, min(id.entry+1, uint64(len(s.t.entries))))
-				continue
-			}
-			if partialIgnored {
-				// Without batch-index acknowledgement a real broker's cursor
-				// drops an ack that carries an ack_set
-				// (ManagedCursorImpl.asyncDelete keeps no batch indexes).
-				continue
-			}
-			s.ack(cons, id.entry, id.ackSet)
-		}
-		s.dispatch()
+			return nil
+		})
+		cons.sub.dispatch()
 	}
 	if hasReq {
 		c.write(func(o []byte) []byte {
@@ -435,21 +432,55 @@ func (b *Broker) handleAck(c *conn, body []byte) bool {
 	return true
 }
 
+// ackLocked applies one message id of an ACK from cons.
+func (b *Broker) ackLocked(cons *consumer, cumulative bool, id msgID) {
+	s := cons.sub
+	if id.ledger != s.t.ledger {
+		return
+	}
+	partialIgnored := id.ackSet.words > 0 && !b.opts.BatchIndexAck
+	if cumulative && !s.singleActive() {
+		// A real broker ignores a cumulative ack on Shared and Key_Shared
+		// subscriptions (Consumer.messageAcked: "Received cumulative ack on
+		// shared subscription, ignoring").
+		return
+	}
+	if cumulative {
+		last := min(id.entry, uint64(len(s.t.entries)))
+		for e := s.markDelete; e < last; e++ {
+			s.ack(cons, e, ackSet{})
+		}
+		if id.entry < uint64(len(s.t.entries)) && !partialIgnored {
+			s.ack(cons, id.entry, id.ackSet)
+		}
+		s.readPos = max(s.readPos, min(id.entry+1, uint64(len(s.t.entries))))
+		return
+	}
+	if partialIgnored {
+		// Without batch-index acknowledgement a real broker's cursor drops
+		// an ack that carries an ack_set (ManagedCursorImpl.asyncDelete
+		// keeps no batch indexes).
+		return
+	}
+	s.ack(cons, id.entry, id.ackSet)
+}
+
+// handleRedeliver applies a REDELIVER_UNACKNOWLEDGED_MESSAGES. The work is
+// bounded by the frame and by what the consumer holds: each message id is
+// looked up once, and the entries it names are put back in one go.
 func (b *Broker) handleRedeliver(c *conn, body []byte) bool {
 	var (
 		consumerID uint64
-		ids        []msgID
+		named      bool
 	)
 	err := walk(body, func(num protowire.Number, _ protowire.Type, v uint64, bs []byte) error {
 		switch num {
 		case 1:
 			consumerID = v
 		case 2:
-			id, err := decodeMsgID(bs)
-			if err != nil {
-				return err
-			}
-			ids = append(ids, id)
+			named = true
+			_, err := decodeMsgID(bs)
+			return err
 		}
 		return nil
 	})
@@ -463,54 +494,55 @@ func (b *Broker) handleRedeliver(c *conn, body []byte) bool {
 		return true
 	}
 	s := cons.sub
+	if s.singleActive() && cons != s.active {
+		// A request from a consumer that is not the active one is ignored.
+		return true
+	}
+	held := heldEntries(cons, body, named)
+	for _, id := range held {
+		cons.st.Nacked += s.live(id)
+	}
 	if s.singleActive() {
 		// As a real broker does (ServerCnx.handleRedeliverUnacknowledged):
 		// only Shared and Key_Shared redeliver the messages named; on
 		// Exclusive and Failover any request rewinds the subscription and
-		// every unacknowledged message comes back, uncounted. A request
-		// from a consumer that is not the active one is ignored.
-		if cons != s.active {
-			return true
-		}
-		for id := range s.pending {
-			named := len(ids) == 0
-			for _, m := range ids {
-				named = named || (m.ledger == s.t.ledger && m.entry == id)
-			}
-			if named {
-				cons.st.Nacked += int64(s.t.entries[id].nmsgs) - int64(popcount(s.partial[id]))
-			}
-		}
+		// every unacknowledged message comes back, uncounted.
 		s.rewind()
-		s.dispatch()
-		return true
-	}
-	nack := func(id uint64) {
-		e := s.t.entries[id]
-		cons.st.Nacked += int64(e.nmsgs) - int64(popcount(s.partial[id]))
-		s.requeue(id, true)
-	}
-	if len(ids) == 0 {
-		for id, pc := range s.pending {
-			if pc == cons {
-				nack(id)
-			}
-		}
 	} else {
-		for _, id := range ids {
-			if id.ledger != s.t.ledger {
-				continue
-			}
-			// Only what this consumer holds, as a real broker looks the
-			// ids up in the consumer's own pending acks
-			// (Consumer.redeliverUnacknowledgedMessages).
-			if s.pending[id.entry] == cons {
-				nack(id.entry)
-			}
-		}
+		s.requeue(held, true)
 	}
 	s.dispatch()
 	return true
+}
+
+// heldEntries returns, sorted and each once, the entries that cons holds
+// unacknowledged and that the REDELIVER_UNACKNOWLEDGED_MESSAGES body names
+// (its message ids, already checked), or all that cons holds when named is
+// false. Ids of entries that another consumer holds are left out, as a real
+// broker looks them up in the consumer's own pending acks
+// (Consumer.redeliverUnacknowledgedMessages).
+func heldEntries(cons *consumer, body []byte, named bool) []uint64 {
+	s := cons.sub
+	var ids []uint64
+	if !named {
+		for id, pc := range s.pending {
+			if pc == cons {
+				ids = append(ids, id)
+			}
+		}
+	} else {
+		_ = walk(body, func(num protowire.Number, _ protowire.Type, _ uint64, bs []byte) error {
+			if num == 2 {
+				m, _ := decodeMsgID(bs)
+				if m.ledger == s.t.ledger && s.pending[m.entry] == cons {
+					ids = append(ids, m.entry)
+				}
+			}
+			return nil
+		})
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
 }
 
 func (b *Broker) handleCloseConsumer(c *conn, body []byte) bool {
@@ -739,16 +771,51 @@ func (b *Broker) handleGetTopicsOfNamespace(c *conn, body []byte) bool {
 }
 
 // rangeConflict returns a consumer of s whose sticky hash ranges overlap
-// ranges, or nil.
+// ranges (normalized), or nil. Each range is one binary search in the
+// subscription's sorted table.
 func rangeConflict(s *subscription, ranges [][2]int32) *consumer {
-	for _, other := range s.consumers {
-		for _, a := range other.ranges {
-			for _, r := range ranges {
-				if r[0] <= a[1] && a[0] <= r[1] {
-					return other
-				}
-			}
+	for _, r := range ranges {
+		// The range starting last at or before r's end is the only one that
+		// can reach into r: the table's ranges are disjoint and sorted.
+		i, _ := slices.BinarySearchFunc(s.sticky, r[1]+1, func(x stickyRange, v int32) int { return cmp.Compare(x.lo, v) })
+		if i > 0 && s.sticky[i-1].hi >= r[0] {
+			return s.sticky[i-1].c
 		}
 	}
 	return nil
+}
+
+// rangeOrderMsg is the error message for a sticky hash range whose start
+// is after its end, which a real broker refuses too
+// (HashRangeExclusiveStickyKeyConsumerSelector).
+const rangeOrderMsg = "Sticky hash range start > end"
+
+// normalizeRanges checks a consumer's sticky hash ranges and returns them
+// sorted, clipped to the hash space [0, 65535] and with the ones that
+// overlap or touch merged: the same hashes, in at most 32 768 ranges
+// however many the SUBSCRIBE listed. It returns false, and no ranges, if
+// one starts after its end.
+func normalizeRanges(rs [][2]int32) ([][2]int32, bool) {
+	if len(rs) == 0 {
+		return nil, true
+	}
+	for _, r := range rs {
+		if r[0] > r[1] {
+			return nil, false
+		}
+	}
+	slices.SortFunc(rs, func(a, b [2]int32) int { return cmp.Compare(a[0], b[0]) })
+	out := rs[:0]
+	for _, r := range rs {
+		r[0], r[1] = max(r[0], 0), min(r[1], keyHashRange-1)
+		if r[0] > r[1] {
+			continue // wholly outside the hash space: it holds no hash
+		}
+		if n := len(out); n > 0 && out[n-1][1] >= r[0]-1 {
+			out[n-1][1] = max(out[n-1][1], r[1])
+			continue
+		}
+		out = append(out, r)
+	}
+	return slices.Clone(out), true
 }

@@ -393,6 +393,80 @@ func TestDelayedDelivery(t *testing.T) {
 	}
 }
 
+// Guarantee: a message held for delayed delivery on a Shared subscription
+// is delivered once after the subscription turns Failover (its Shared
+// consumers leave, a Failover consumer subscribes): the Failover consumer
+// gets it at once, as from a real broker, whose new single-active
+// dispatcher rewinds the cursor and does not delay, and its delivery time
+// passing later sends nothing more, even after a nack of another message
+// rewound the subscription while the message was still held.
+func TestDelayedMessageDeliveredOnceAfterSharedTurnsFailover(t *testing.T) {
+	b := startBroker(t)
+	cl := newClient(t, b)
+	ctx := ctxT(t)
+	topic := uniqueTopic(t)
+	deliverAt := time.Now().Add(2 * time.Second)
+	if _, err := b.Publish(ctx, topic, Message{Payload: []byte("delayed"), DeliverAt: deliverAt}, Message{Payload: []byte("m1")}); err != nil {
+		t.Fatal(err)
+	}
+	opts := pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared,
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, AckWithResponse: true,
+		NackRedeliveryDelay: 10 * time.Millisecond}
+	shared, err := cl.Subscribe(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The Shared dispatcher read past the delayed message to reach m1.
+	if m := receive(t, ctx, shared); string(m.Payload()) != "m1" {
+		t.Fatalf("shared consumer got %q, want m1 (the other message is delayed)", m.Payload())
+	} else if err := shared.Ack(m); err != nil {
+		t.Fatal(err)
+	}
+	shared.Close()
+	opts.Type = pulsar.Failover
+	fo, err := cl.Subscribe(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fo.Close()
+	if _, err := b.Publish(ctx, topic, Message{Payload: []byte("m2")}); err != nil {
+		t.Fatal(err)
+	}
+	delayed := 0
+	// untilM2 receives until m2 and counts the delayed message on the way,
+	// acknowledging it if ack is set.
+	untilM2 := func(ack bool) pulsar.Message {
+		for {
+			m := receive(t, ctx, fo)
+			switch string(m.Payload()) {
+			case "m2":
+				return m
+			case "delayed":
+				delayed++
+				if ack {
+					if err := fo.Ack(m); err != nil {
+						t.Fatal(err)
+					}
+				}
+			default:
+				t.Fatalf("failover consumer got %q", m.Payload())
+			}
+		}
+	}
+	// Nack m2: on a Failover subscription that rewinds it, and every
+	// unacknowledged message comes back. A delayed message that came before
+	// is acknowledged by then; one that comes only now is kept unacked.
+	fo.Nack(untilM2(true))
+	if err := fo.Ack(untilM2(false)); err != nil {
+		t.Fatal(err)
+	}
+	// Its delivery time passes: nothing is sent again.
+	noMessage(t, fo, time.Until(deliverAt)+time.Second)
+	if delayed != 1 {
+		t.Fatalf("the delayed message was delivered %d times, want once", delayed)
+	}
+}
+
 // On a partitioned topic each partition elects its own failover consumer
 // (partition i → i-th consumer by name), so two consumers each become
 // active for one partition and are told so.

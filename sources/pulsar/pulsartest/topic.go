@@ -46,10 +46,13 @@ type subscription struct {
 	consumers []*consumer // connected, in join order
 	history   []*consumer // every consumer ever attached, in join order
 
-	readPos    uint64              // next entry never read by the dispatcher
-	markDelete uint64              // every entry below is fully acked
-	full       map[uint64]bool     // fully acked entries ≥ markDelete
-	partial    map[uint64][]uint64 // batch entry → bitset of acked indexes
+	readPos    uint64          // next entry never read by the dispatcher
+	markDelete uint64          // every entry below is fully acked
+	full       map[uint64]bool // fully acked entries ≥ markDelete
+	// partial maps a partly acknowledged batch entry to its indexes still
+	// unacknowledged, as an ack_set has them (bit i set: index i
+	// unacknowledged; no trailing zero words, never empty).
+	partial    map[uint64][]uint64
 	pending    map[uint64]*consumer
 	unacked    map[uint64]int64 // pending entry → its messages counted in its consumer's unacked
 	replay     []uint64         // sorted entries to dispatch before readPos
@@ -67,7 +70,12 @@ type subscription struct {
 	// chunkOwner maps a chunked message being dispatched on a Shared
 	// subscription to the consumer that got its first chunk.
 	chunkOwner map[string]*consumer
-	ring       []ringPoint      // key-shared auto-split ring, sorted by hash
+	ring       []ringPoint // key-shared auto-split ring, sorted by hash
+	// sticky is every connected consumer's sticky hash ranges, sorted and
+	// disjoint (SUBSCRIBE refuses a range that overlaps another
+	// consumer's), and stickyMode whether any consumer gave ranges.
+	sticky     []stickyRange
+	stickyMode bool
 	holds      map[uint32]*hold // key-shared: key hash → consumer with unacked entries of it
 }
 
@@ -115,7 +123,10 @@ type consumer struct {
 	name     string
 	sub      *subscription
 	priority int32
-	ranges   [][2]int32 // key-shared sticky hash ranges, inclusive
+	// ranges are the key-shared sticky hash ranges, inclusive, as
+	// normalizeRanges leaves them; sticky is set when SUBSCRIBE gave any.
+	ranges [][2]int32
+	sticky bool
 
 	permits int64
 	// unacked counts the messages dispatched to the consumer and not yet
@@ -366,9 +377,18 @@ type ringPoint struct {
 // keys next to its own points.
 func (s *subscription) rebuildRing() {
 	s.ring = s.ring[:0]
+	s.sticky = s.sticky[:0]
+	s.stickyMode = false
 	if s.typ != subKeyShared {
 		return
 	}
+	for _, c := range s.consumers {
+		s.stickyMode = s.stickyMode || c.sticky
+		for _, r := range c.ranges {
+			s.sticky = append(s.sticky, stickyRange{lo: r[0], hi: r[1], c: c})
+		}
+	}
+	slices.SortFunc(s.sticky, func(a, b stickyRange) int { return cmp.Compare(a.lo, b.lo) })
 	var buf []byte
 	for _, c := range s.consumers {
 		for i := range ringPoints {
@@ -379,21 +399,34 @@ func (s *subscription) rebuildRing() {
 	slices.SortFunc(s.ring, func(a, b ringPoint) int { return cmp.Compare(a.hash, b.hash) })
 }
 
+// stickyRange is one consumer's sticky hash range, inclusive.
+type stickyRange struct {
+	lo, hi int32
+	c      *consumer
+}
+
+// stickyAt returns the index in s.sticky of the range that holds h, or -1.
+// The ranges are disjoint and sorted, so this is a binary search.
+func (s *subscription) stickyAt(h int32) int {
+	// i is the first range starting after h: only the one before may hold it.
+	i, _ := slices.BinarySearchFunc(s.sticky, h+1, func(r stickyRange, v int32) int { return cmp.Compare(r.lo, v) })
+	if i > 0 && s.sticky[i-1].hi >= h {
+		return i - 1
+	}
+	return -1
+}
+
 // keyOwner maps a key to its key-shared consumer: with sticky hash ranges
 // the consumer whose range holds murmur3(key) mod 65536, else (auto-split)
 // the owner of the first ring point at or after murmur3(key).
 func (s *subscription) keyOwner(full uint32) *consumer {
-	h := int32(full % keyHashRange)
-	sticky := false
-	for _, c := range s.consumers {
-		for _, r := range c.ranges {
-			sticky = true
-			if h >= r[0] && h <= r[1] {
-				return c
-			}
+	if s.stickyMode {
+		if i := s.stickyAt(int32(full % keyHashRange)); i >= 0 {
+			return s.sticky[i].c
 		}
+		return nil
 	}
-	if sticky || len(s.ring) == 0 {
+	if len(s.ring) == 0 {
 		return nil
 	}
 	i, _ := slices.BinarySearchFunc(s.ring, full, func(p ringPoint, h uint32) int { return cmp.Compare(p.hash, h) })
@@ -484,7 +517,7 @@ func (s *subscription) dispatchPass() {
 			// room: the message is dropped for this subscription, as a
 			// real broker's NonPersistentDispatcher drops it.
 			s.readPos++
-			s.ack(nil, id, nil)
+			s.ack(nil, id, ackSet{})
 			continue
 		}
 		if c == nil {
@@ -522,14 +555,9 @@ func (s *subscription) send(c *consumer, id uint64) {
 	}
 	var ackSet []uint64
 	live := int64(e.nmsgs)
-	if acked, ok := s.partial[id]; ok {
-		ackSet = make([]uint64, len(acked))
-		for i := int32(0); i < e.nmsgs; i++ {
-			if acked[i/64]&(1<<(i%64)) == 0 {
-				ackSet[i/64] |= 1 << (i % 64)
-			}
-		}
-		live -= int64(popcount(acked))
+	if set, ok := s.partial[id]; ok {
+		// Sent as stored: the indexes still unacknowledged are the ack_set.
+		ackSet, live = set, int64(popcount(set))
 	}
 	if s.t.b.opts.StrictBatchPermits {
 		c.permits -= int64(e.nmsgs)
@@ -588,69 +616,94 @@ func (s *subscription) rewind() {
 		// Nothing to rewind to: what was in flight is gone.
 		for id := s.markDelete; id < uint64(len(s.t.entries)); id++ {
 			if s.redeliver[id] {
-				s.ack(nil, id, nil)
+				s.ack(nil, id, ackSet{})
 			}
 		}
 		s.readPos = max(s.readPos, s.markDelete)
 	}
 }
 
+// retype gives a subscription that has no consumers another type, as a
+// real broker replaces the subscription's dispatcher when a consumer of
+// another type subscribes. Going from Shared or Key_Shared to Exclusive or
+// Failover, the old dispatcher's delayed-delivery tracker goes with it and
+// the new single-active dispatcher rewinds the cursor for its first
+// consumer and delays nothing: the messages that were held are delivered
+// at once, in order with every other unacknowledged one, and only once.
+func (s *subscription) retype(typ int) {
+	wasDelaying := s.delays()
+	s.typ = typ
+	if wasDelaying && !s.delays() {
+		clear(s.delayed)
+		s.rewind()
+	}
+}
+
 // nonPersistent reports whether t is a non-persistent:// topic.
 func (t *topic) nonPersistent() bool { return strings.HasPrefix(t.name.full, "non-persistent://") }
 
-// requeue puts a dispatched entry back for redelivery. On a
-// non-persistent topic, which never redelivers, it drops it instead.
-func (s *subscription) requeue(id uint64, count bool) {
+// requeue puts the dispatched entries ids (each one pending, once) back
+// for redelivery, raising their redelivery counts if count is set. On a
+// non-persistent topic, which never redelivers, it drops them instead. The
+// replay list is sorted once for them all, so requeueing n entries costs
+// O((n + replayed) log) whatever order they come in.
+func (s *subscription) requeue(ids []uint64, count bool) {
 	if s.t.nonPersistent() {
-		s.ack(nil, id, nil)
+		for _, id := range ids {
+			s.ack(nil, id, ackSet{})
+		}
 		return
 	}
-	s.unpend(id)
-	if count {
-		s.redelivery[id]++
+	for _, id := range ids {
+		s.unpend(id)
+		if count {
+			s.redelivery[id]++
+		}
+		s.redeliver[id] = true
 	}
-	s.redeliver[id] = true
-	i, found := slices.BinarySearch(s.replay, id)
-	if !found {
-		s.replay = slices.Insert(s.replay, i, id)
+	if len(ids) == 1 {
+		if i, found := slices.BinarySearch(s.replay, ids[0]); !found {
+			s.replay = slices.Insert(s.replay, i, ids[0])
+		}
+		return
 	}
+	s.replay = append(s.replay, ids...)
+	slices.Sort(s.replay)
+	s.replay = slices.Compact(s.replay)
+}
+
+// live is how many messages of entry id are not acknowledged yet.
+func (s *subscription) live(id uint64) int64 {
+	if set, ok := s.partial[id]; ok {
+		return int64(popcount(set))
+	}
+	return int64(s.t.entries[id].nmsgs)
 }
 
 // ---- acks ----
 
-// ack records an ack of entry id by c. ackSet, when not nil, is the
-// client's batch bitset (bit set = still unacknowledged). It returns the
-// number of messages newly acked.
-func (s *subscription) ack(c *consumer, id uint64, ackSet []int64) int64 {
+// ack records an ack of entry id by c. set, when it has words, is the
+// client's ack_set for a batch entry (bit set = still unacknowledged). It
+// returns the number of messages newly acked.
+func (s *subscription) ack(c *consumer, id uint64, set ackSet) int64 {
 	t := s.t
 	if id >= uint64(len(t.entries)) || id < s.markDelete || s.full[id] {
 		return 0
 	}
 	e := t.entries[id]
-	prev := s.partial[id]
-	already := int64(popcount(prev))
-	if ackSet != nil && e.batched {
-		words := (int(e.nmsgs) + 63) / 64
-		acked := make([]uint64, words)
-		copy(acked, prev)
-		for i := int32(0); i < e.nmsgs; i++ {
-			w := int(i / 64)
-			unacked := w < len(ackSet) && uint64(ackSet[w])&(1<<(i%64)) != 0
-			if !unacked {
-				acked[w] |= 1 << (i % 64)
-			}
-		}
-		if n := int64(popcount(acked)); n < int64(e.nmsgs) {
-			s.partial[id] = acked
+	before := s.live(id)
+	if set.words > 0 && e.batched {
+		if left := s.narrow(id, e, set); left > 0 {
+			n := before - left
 			if owner := s.pending[id]; owner != nil && s.unacked[id] > 0 {
-				d := min(n-already, s.unacked[id])
+				d := min(n, s.unacked[id])
 				s.unacked[id] -= d
 				s.settled(owner, d)
 			}
 			if c != nil {
-				c.st.Acked += n - already
+				c.st.Acked += n
 			}
-			return n - already
+			return n
 		}
 	}
 	delete(s.partial, id)
@@ -666,11 +719,58 @@ func (s *subscription) ack(c *consumer, id uint64, ackSet []int64) int64 {
 		delete(s.full, s.markDelete)
 		s.markDelete++
 	}
-	n := int64(e.nmsgs) - already
 	if c != nil {
-		c.st.Acked += n
+		c.st.Acked += before
 	}
-	return n
+	return before
+}
+
+// narrow applies the ack_set set to batch entry e (id): the indexes left
+// unacknowledged are those that were and that set has set. An index past
+// set's last word counts as acknowledged, as in a real broker, which ANDs
+// the two bitsets. It keeps the result in s.partial and returns how many
+// indexes are left; at 0 it keeps nothing. The work is bounded by the
+// shorter of what is kept and set: set's words past the batch's stored
+// size are never read, and trailing words with nothing unacknowledged are
+// dropped, whatever num_messages or ack_set length the client sent.
+func (s *subscription) narrow(id uint64, e *entry, set ackSet) int64 {
+	cur, ok := s.partial[id]
+	if !ok {
+		// Every index was unacknowledged: keep set's words, up to the
+		// batch's size.
+		words := (int(e.nmsgs) + 63) / 64
+		cur = make([]uint64, 0, min(words, set.words))
+		set.each(func(i int, w uint64) bool {
+			if i >= words {
+				return false
+			}
+			cur = append(cur, w)
+			return true
+		})
+		if r := e.nmsgs % 64; r != 0 && len(cur) == words {
+			cur[words-1] &= 1<<r - 1
+		}
+	} else {
+		n := 0
+		set.each(func(i int, w uint64) bool {
+			if i >= len(cur) {
+				return false
+			}
+			cur[i] &= w
+			n = i + 1
+			return true
+		})
+		cur = cur[:n]
+	}
+	for len(cur) > 0 && cur[len(cur)-1] == 0 {
+		cur = cur[:len(cur)-1]
+	}
+	if len(cur) == 0 {
+		delete(s.partial, id)
+		return 0
+	}
+	s.partial[id] = cur
+	return int64(popcount(cur))
 }
 
 // ---- consumers joining and leaving ----
@@ -800,11 +900,13 @@ func (b *Broker) removeConsumerLocked(c *consumer) {
 			s.rewind()
 		}
 	} else {
+		var ids []uint64
 		for id, pc := range s.pending {
 			if pc == c {
-				s.requeue(id, false)
+				ids = append(ids, id)
 			}
 		}
+		s.requeue(ids, false)
 	}
 	if s.active == c {
 		s.active = nil

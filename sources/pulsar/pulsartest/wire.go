@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -112,7 +113,37 @@ const (
 	maxMessageSize     = 5 << 20
 	maxFrameSize       = maxMessageSize + 64<<10
 	keyHashRange       = 65536
+	// minBatchedMessage is the fewest bytes one message of a batch takes in
+	// the batch's uncompressed payload: its 4-byte metadata size and a
+	// SingleMessageMetadata holding at least its required payload_size
+	// field (2 bytes).
+	minBatchedMessage = 6
+	// maxBatchMessages is the most messages a batch can hold: producers
+	// keep a batch's uncompressed payload within the maximum message size.
+	maxBatchMessages = maxMessageSize / minBatchedMessage
 )
+
+// errBatchSize is wrapped when a batch's num_messages_in_batch is more than
+// its payload can hold.
+var errBatchSize = errors.New("pulsartest: batch holds fewer messages than num_messages_in_batch says")
+
+// checkBatchSize returns an error wrapping errBatchSize unless the
+// metadata's message count fits the entry's payload of n bytes (for a
+// compressed entry, its declared uncompressed size): each message takes at
+// least minBatchedMessage bytes, and a batch holds at most maxBatchMessages.
+func checkBatchSize(m entryMeta, n int) error {
+	if !m.batched {
+		return nil
+	}
+	if m.compression != compressNone {
+		n = m.uncompressed
+	}
+	if m.numMessages > maxBatchMessages || int64(m.numMessages)*minBatchedMessage > int64(n) {
+		return fmt.Errorf("%w: %d messages in %d bytes (at most %d messages, %d bytes each at least)",
+			errBatchSize, m.numMessages, n, maxBatchMessages, minBatchedMessage)
+	}
+	return nil
+}
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
@@ -180,8 +211,52 @@ type msgID struct {
 	ledger, entry uint64
 	partition     int32
 	batchIndex    int32
-	batchSize     int32
-	ackSet        []int64
+	// batchSize is what the client says; the broker never relies on it
+	// (it uses the size of the batch it stored).
+	batchSize int32
+	ackSet    ackSet
+}
+
+// ackSet is the ack_set of a MessageIdData (bit i set: batch index i is
+// still unacknowledged). It keeps the encoded MessageIdData and decodes
+// the words as they are read, so that however many words a client sends,
+// the broker allocates nothing for them and reads no more of them than the
+// batch it stored has.
+type ackSet struct {
+	// msg is the MessageIdData, checked by decodeMsgID. It aliases the
+	// frame being handled: read it before the handler returns.
+	msg   []byte
+	words int // number of words; 0 when the id carries no ack_set
+}
+
+// errStop ends a walk early; it never leaves the function that uses it.
+var errStop = errors.New("stop")
+
+// each calls fn with every word of the ack_set in order, with its index,
+// until fn returns false.
+func (a ackSet) each(fn func(i int, w uint64) bool) {
+	i := 0
+	_ = walk(a.msg, func(num protowire.Number, typ protowire.Type, v uint64, bs []byte) error {
+		if num != 5 {
+			return nil
+		}
+		if typ == protowire.VarintType {
+			if !fn(i, v) {
+				return errStop
+			}
+			i++
+			return nil
+		}
+		for len(bs) > 0 {
+			x, n := protowire.ConsumeVarint(bs)
+			if n < 0 || !fn(i, x) {
+				return errStop
+			}
+			i++
+			bs = bs[n:]
+		}
+		return nil
+	})
 }
 
 func appendMsgID(b []byte, num protowire.Number, id msgID) []byte {
@@ -240,21 +315,26 @@ func walk(b []byte, fn func(num protowire.Number, typ protowire.Type, v uint64, 
 	return nil
 }
 
-// appendInt64s decodes a repeated int64 field given either unpacked (one
-// varint) or packed (a length-delimited run of varints).
-func appendInt64s(dst []int64, typ protowire.Type, v uint64, bs []byte) ([]int64, error) {
+// countInt64s counts the values of a repeated int64 field given either
+// unpacked (one varint) or packed (a length-delimited run of varints),
+// checking that a packed run decodes.
+func countInt64s(typ protowire.Type, bs []byte) (int, error) {
 	if typ == protowire.VarintType {
-		return append(dst, int64(v)), nil
+		return 1, nil
 	}
+	if typ != protowire.BytesType {
+		return 0, fmt.Errorf("%w: ack_set of wire type %d", errMalformed, typ)
+	}
+	n := 0
 	for len(bs) > 0 {
-		x, n := protowire.ConsumeVarint(bs)
-		if n < 0 {
-			return dst, errMalformed
+		_, m := protowire.ConsumeVarint(bs)
+		if m < 0 {
+			return 0, errMalformed
 		}
-		dst = append(dst, int64(x))
-		bs = bs[n:]
+		n++
+		bs = bs[m:]
 	}
-	return dst, nil
+	return n, nil
 }
 
 func decodeMsgID(b []byte) (msgID, error) {
@@ -271,12 +351,17 @@ func decodeMsgID(b []byte) (msgID, error) {
 		case 4:
 			id.batchIndex = int32(v)
 		case 5:
-			id.ackSet, err = appendInt64s(id.ackSet, typ, v, bs)
+			var n int
+			n, err = countInt64s(typ, bs)
+			id.ackSet.words += n
 		case 6:
 			id.batchSize = int32(v)
 		}
 		return err
 	})
+	if id.ackSet.words > 0 {
+		id.ackSet.msg = b
+	}
 	return id, err
 }
 
@@ -398,7 +483,7 @@ func decodeMetadata(b []byte, full bool) (entryMeta, error) {
 		case 9:
 			m.uncompressed = int(v)
 		case 11:
-			m.numMessages = int32(v)
+			m.numMessages = int32(min(v, math.MaxInt32))
 			m.batched = true
 		case 12:
 			m.eventTime = v
