@@ -106,10 +106,13 @@ type result struct {
 	flows       [][]uint32     // per consumer, the permits the in-process broker saw
 }
 
+// maxEvents bounds -n: the run remembers every event it handled.
+const maxEvents = 10_000_000
+
 // run publishes cfg.n events, consumes them with a pipeline and reports.
 func run(ctx context.Context, cfg config, out io.Writer) (*result, error) {
-	if cfg.n < 0 {
-		return nil, fmt.Errorf("-n must be ≥ 0, got %d", cfg.n)
+	if cfg.n < 0 || cfg.n > maxEvents {
+		return nil, fmt.Errorf("-n must be 0 to %d, got %d", maxEvents, cfg.n)
 	}
 	if cfg.customers < 1 {
 		return nil, fmt.Errorf("-customers must be ≥ 1, got %d", cfg.customers)
@@ -147,7 +150,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (*result, error) {
 	res := &result{totals: map[string]int{}}
 	var (
 		mu      sync.Mutex
-		seen    = make(map[int]bool, cfg.n)
+		seen    = make(map[int]bool, min(cfg.n, 1<<16))
 		all     = make(chan struct{})
 		handled atomic.Int64
 	)
@@ -261,6 +264,9 @@ func publish(ctx context.Context, client pulsar.Client, cfg config) error {
 	defer prod.Close()
 	errs := make(chan error, 1)
 	for i := range cfg.n {
+		if err := ctx.Err(); err != nil {
+			return err // interrupted: stop sending
+		}
 		customer := fmt.Sprintf("customer-%d", i%cfg.customers)
 		prod.SendAsync(ctx, &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "%s:%d", customer, i), Key: customer},
 			func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/pulsar-client-go/pulsar"
 	"go.uber.org/goleak"
 
 	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
+	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 )
 
 // Every test must leave no goroutine of the pipeline, client or broker behind.
@@ -97,8 +100,9 @@ func TestURLPasswordNeverPrinted(t *testing.T) {
 
 // Flags out of range make the run fail at once with an error naming the
 // flag: no panic (-customers 0 divided by zero), no wait for events that
-// were never published (-n 0 or less waited forever); -n 0 is a run that
-// handles nothing and returns.
+// were never published (-n 0 or less waited forever), no memory reserved
+// for more events than the run can remember; -n 0 is a run that handles
+// nothing and returns.
 func TestBadFlagsFailFastAndZeroEventsReturns(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -107,6 +111,7 @@ func TestBadFlagsFailFastAndZeroEventsReturns(t *testing.T) {
 	}{
 		{"customers 0", 10, 0, "-customers"},
 		{"n negative", -1, 1, "-n"},
+		{"n above its bound", maxEvents + 1, 1, "-n"},
 		{"n 0", 0, 1, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -138,5 +143,34 @@ func TestBadFlagsFailFastAndZeroEventsReturns(t *testing.T) {
 				t.Fatal("run still waiting after 15s")
 			}
 		})
+	}
+}
+
+// An interrupted publish (Ctrl-C cancels the run's context) stops sending
+// and returns the context's error, instead of going on through every
+// event of a large -n.
+func TestPublishStopsWhenInterrupted(t *testing.T) {
+	b, err := pulsartest.Start(context.Background(), pulsartest.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	client, err := bpulsar.NewClient(pulsar.ClientOptions{URL: b.URL()}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	done := make(chan error, 1)
+	go func() { done <- publish(ctx, client, config{topic: "interrupted", n: maxEvents, customers: 5}) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("publish with its context cancelled = %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		// Stopping takes one check; sending every event takes far longer.
+		t.Fatal("publish still sending 5s after its context was cancelled")
 	}
 }
