@@ -91,9 +91,10 @@ type Options[T any] struct {
 	// PartitionBy, when set, splits the batcher into Concurrency partitions:
 	// messages with the same key go to the same partition and are batched
 	// and handled in the order they arrived. Nil (the default) makes one
-	// batcher feed all batch processors. A panic in it fails that message
-	// with a *message.PanicError; it joins no batch and is acknowledged at
-	// once (HandleFailed does not see it).
+	// batcher feed all batch processors. It is called once per message, by
+	// the processor that hands the message to the batcher. A panic in it
+	// fails that message with a *message.PanicError; it joins no batch and
+	// is acknowledged at once (HandleFailed does not see it).
 	PartitionBy func(m *message.Message[T]) string
 	// Handle is called with every batch. Required.
 	Handle Handler[T] `validate:"required"`

@@ -28,10 +28,11 @@ const (
 	// KindProducerStage is a producer stage running the source's Run.
 	KindProducerStage Kind = "producer stage"
 	// KindProcessor is a processor running Prepare, the handler,
-	// HandleFailed or an acknowledger.
+	// HandleFailed, the PartitionBy of the batcher it hands a message to,
+	// or an acknowledger.
 	KindProcessor Kind = "processor"
-	// KindBatcher is a batcher partition running PartitionBy or an
-	// acknowledger.
+	// KindBatcher is a batcher partition running the batcher's Weight or
+	// an acknowledger.
 	KindBatcher Kind = "batcher"
 	// KindBatchProcessor is a batch processor running the batch handler,
 	// HandleFailed or an acknowledger.

@@ -270,6 +270,61 @@ func TestStopNamesStuckBatchProcessor(t *testing.T) {
 	})
 }
 
+// Guarantee: a batcher's PartitionBy runs on the processor that hands the
+// message to the batcher, and its Weight on the batcher partition: when
+// either ignores the shutdown, Stop names that goroutine.
+func TestStopNamesWhereABatchersKeyAndWeightRun(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(o *batcher.Options[uint64], stuck func())
+		want pipeline.Straggler
+	}{
+		{"partitionBy", func(o *batcher.Options[uint64], stuck func()) {
+			o.Concurrency = 2
+			o.PartitionBy = func(*message.Message[uint64]) string { stuck(); return "" }
+		}, pipeline.Straggler{Kind: pipeline.KindProcessor, Stage: "keys.processor", Index: 0}},
+		{"weight", func(o *batcher.Options[uint64], stuck func()) {
+			o.Weight = func(*message.Message[uint64]) int { stuck(); return 1 }
+			o.MaxWeight = 10
+		}, pipeline.Straggler{Kind: pipeline.KindBatcher, Stage: "keys.batcher.default", Index: 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				started, release := make(chan struct{}), make(chan struct{})
+				unblock := sync.OnceFunc(func() { close(release) })
+				defer unblock() // so that nothing is left blocked if the test fails
+				bo := batcher.Options[uint64]{Name: "default", BatchSize: 10, Handle: batchOK}
+				tc.set(&bo, func() {
+					close(started)
+					<-release // ignores the shutdown
+				})
+				p := mustNew(t, pipeline.Options[uint64, uint64]{
+					Name:       "keys",
+					Processors: processor.Options[uint64, uint64]{Concurrency: 1, Handle: identity},
+					Batchers:   []batcher.Options[uint64]{bo},
+				})
+				if err := p.Start(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				if err := p.Push(context.Background(), message.New[uint64](1, nil, 1)); err != nil {
+					t.Fatal(err)
+				}
+				<-started
+				ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+				defer cancel()
+				err := p.Stop(ctx)
+				assertStraggler(t, err, tc.want)
+				var ste *pipeline.ShutdownTimeoutError
+				if errors.As(err, &ste) && len(ste.Running) != 1 {
+					t.Errorf("still running %v, want only %v", ste.Running, tc.want)
+				}
+				unblock()
+				<-p.Done()
+			})
+		})
+	}
+}
+
 // Guarantee: when every handler honours its context, a Stop whose deadline
 // comes before the drain ends cuts it short early enough that everything
 // has returned when Stop does: it reports the plain ErrShutdownTimeout
