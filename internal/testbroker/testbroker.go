@@ -6,6 +6,7 @@ package testbroker
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"testing"
@@ -43,6 +44,37 @@ func HangKafka(t testing.TB, c *kfake.Cluster) {
 		<-release
 		return nil, nil, false
 	})
+}
+
+// HungDeadline is the deadline ReturnsByDeadline gives a call, and
+// HungGrace how much longer it waits for the call to return: far less
+// than sarama's Net.ReadTimeout (30s), so a call that waits for a hung
+// cluster's answer instead of its context fails the check.
+const (
+	HungDeadline = time.Second
+	HungGrace    = 10 * time.Second
+)
+
+// ReturnsByDeadline calls call with a context of HungDeadline, the cluster
+// hung (HangKafka), and reports whether it returned within HungGrace more.
+// It fails t unless call returned an error wrapping
+// context.DeadlineExceeded by then; what names the call in the failure.
+func ReturnsByDeadline(t testing.TB, what string, call func(context.Context) error) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), HungDeadline)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- call(ctx) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s with the cluster hung = %v, want an error wrapping context.DeadlineExceeded", what, err)
+		}
+		return true
+	case <-time.After(HungDeadline + HungGrace):
+		t.Errorf("%s with the cluster hung still runs %v after its %v deadline", what, HungGrace, HungDeadline)
+		return false
+	}
 }
 
 // SaramaConfig is a sarama configuration for fast group operations on

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/boulevard-go/boulevard/internal/liveset"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/internal/quote"
 )
@@ -75,6 +76,10 @@ type Wired[T any] struct {
 	sets      map[string]*topic.TopicSet[T]
 	subs      map[string][]Subscription[T]
 	connected []topic.Backend[T] // made by the Connector, closed by Close
+
+	// closing closes Topics on a goroutine of its own, which Close waits
+	// for within its context.
+	closing liveset.Closing
 }
 
 // BuildOptions are the optional inputs of [BuildContext].
@@ -97,20 +102,47 @@ func (o BuildOptions[T]) WithDefaults() BuildOptions[T] { return o }
 // entry of Backends is skipped.
 func (o BuildOptions[T]) Validate() error { return nil }
 
-// Close closes every topic Build created and then every backend the
-// Connector made (those with a Close(context.Context) error method), and
-// returns their errors joined.
+// Close closes every topic Build created, all at once, then every backend
+// the Connector made (those with a Close(context.Context) error method),
+// all at once and each within ctx, and returns their errors joined.
+//
+// It returns by ctx's deadline. topic.Handle.Close takes no context: when
+// ctx ends before the topics are closed, Close returns an error wrapping
+// ctx.Err() and closes the backends with ctx all the same, so that a
+// backend that bounds its closing by its context (kafkatopic cuts its
+// connections, pulsartopic leaves the rest in the background) lets the
+// topics' closing, which goes on in the background, end soon after
+// instead of waiting for brokers that do not answer. Idempotent: a later
+// call waits, within its own ctx, for the same closing of the topics and
+// closes the backends again (their Close is idempotent).
 func (w *Wired[T]) Close(ctx context.Context) error {
-	for _, h := range w.Topics {
-		h.Close()
-	}
 	var errs []error
+	if err := liveset.Await(ctx, w.closing.Start(w.closeTopics), nil); err != nil {
+		errs = append(errs, fmt.Errorf("config: closing the topics: %w", err))
+	}
+	var closers []interface{ Close(context.Context) error }
 	for _, b := range w.connected {
 		if c, ok := b.(interface{ Close(context.Context) error }); ok {
-			errs = append(errs, c.Close(ctx))
+			closers = append(closers, c)
 		}
 	}
+	errs = append(errs, liveset.CloseEach(closers, func(c interface{ Close(context.Context) error }) error {
+		return c.Close(ctx)
+	}))
 	return errors.Join(errs...)
+}
+
+// closeTopics closes every topic of w.Topics, each on its own goroutine,
+// and returns once all are closed.
+func (w *Wired[T]) closeTopics() {
+	hs := make([]*topic.Handle[T], 0, len(w.Topics))
+	for _, h := range w.Topics {
+		hs = append(hs, h)
+	}
+	_ = liveset.CloseEach(hs, func(h *topic.Handle[T]) error {
+		h.Close()
+		return nil
+	})
 }
 
 // TopicSet returns the topic set of the pipeline called name (every topic it

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/boulevard-go/boulevard/topic"
@@ -188,12 +189,12 @@ func TestSecretsStayOutOfErrorsAndLogs(t *testing.T) {
 type fakeBackend struct {
 	topic.InMemory[int]
 	name   string
-	closed *int
+	closed *atomic.Int32 // Wired.Close closes backends at once
 }
 
 func (f fakeBackend) Name() string { return f.name }
 
-func (f fakeBackend) Close(context.Context) error { *f.closed++; return nil }
+func (f fakeBackend) Close(context.Context) error { f.closed.Add(1); return nil }
 
 // BuildContext asks the connector once per connection, creates the topics
 // on the backends it returns, and Wired.Close closes those backends.
@@ -206,7 +207,7 @@ func TestBuildContextConnectsOncePerConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls := map[string]int{}
-	closed := 0
+	var closed atomic.Int32
 	connect := func(_ context.Context, c config.ConnectionSpec) (topic.Backend[int], error) {
 		calls[c.Name]++
 		return fakeBackend{name: c.Kind, closed: &closed}, nil
@@ -225,8 +226,8 @@ func TestBuildContextConnectsOncePerConnection(t *testing.T) {
 			t.Fatalf("topic %s on %v, want %s", name, h, backend)
 		}
 	}
-	if err := w.Close(t.Context()); err != nil || closed != 2 {
-		t.Fatalf("Close = %v, closed %d backends, want 2", err, closed)
+	if err := w.Close(t.Context()); err != nil || closed.Load() != 2 {
+		t.Fatalf("Close = %v, closed %d backends, want 2", err, closed.Load())
 	}
 }
 
@@ -239,7 +240,7 @@ func TestBuildContextConnectorFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	refused := errors.New("connection refused")
-	closed := 0
+	var closed atomic.Int32
 	cases := []struct {
 		name    string
 		connect config.Connector[int]
@@ -259,7 +260,7 @@ func TestBuildContextConnectorFailures(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			closed = 0
+			closed.Store(0)
 			broker := topic.NewBroker[int]()
 			defer broker.Close()
 			_, err := config.BuildContext(t.Context(), broker, plan, config.BuildOptions[int]{Connect: c.connect})
@@ -269,8 +270,8 @@ func TestBuildContextConnectorFailures(t *testing.T) {
 			if n := broker.Names(); len(n) != 0 {
 				t.Fatalf("topics created despite the error: %v", n)
 			}
-			if c.name == "fails" && closed != 1 {
-				t.Fatalf("closed %d backends after the failure, want the kafka one", closed)
+			if c.name == "fails" && closed.Load() != 1 {
+				t.Fatalf("closed %d backends after the failure, want the kafka one", closed.Load())
 			}
 		})
 	}

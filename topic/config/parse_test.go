@@ -12,7 +12,14 @@ import (
 	"github.com/boulevard-go/boulevard/validate"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// rcrowley/go-metrics (sarama's metric registry, in the tests on a
+		// Kafka backend) starts one process-wide meter ticker on first use
+		// and never stops it.
+		goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"),
+	)
+}
 
 // yamlDoc turns a tab-free indented literal into YAML (tests write YAML with
 // two-space indents inside Go raw strings).

@@ -15,7 +15,14 @@ import (
 	"github.com/boulevard-go/boulevard/producer"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// rcrowley/go-metrics (sarama's metric registry, in the tests on a
+		// Kafka topic) starts one process-wide meter ticker on first use
+		// and never stops it.
+		goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"),
+	)
+}
 
 const deadline = 15 * time.Second
 

@@ -77,6 +77,7 @@ import (
 	"sync/atomic"
 
 	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/internal/liveset"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/topic"
@@ -187,6 +188,10 @@ type Source[T any] struct {
 	slots  map[int]*slot[T]
 	all    []*subscription[T]
 	closed bool
+
+	// closing closes the subscriptions held when Close was first called,
+	// on a goroutine of its own that Close waits for within its context.
+	closing liveset.Closing
 
 	received, lagNotices, missed atomic.Uint64
 	acked, nacked, notTracked    atomic.Uint64
@@ -489,22 +494,41 @@ func (s *Source[T]) note(ctx context.Context, err error, ok *atomic.Uint64) {
 	}
 }
 
-// Close closes every subscription the source made. Tracked
-// messages still unsettled resolve upstream as nacked with
+// Close closes every subscription the source made, all at once.
+// Tracked messages still unsettled resolve upstream as nacked with
 // topic.ErrDeliveryDropped, which a sink reports to its source as a retry.
-// Idempotent.
-func (s *Source[T]) Close(context.Context) error {
+//
+// It returns nil once every subscription is closed, or, when ctx ends
+// first, an error wrapping ctx.Err(). The source is closed from the call
+// on either way: it makes no subscription any more.
+// topic.Subscription.Close takes no context, so a closing cut short by
+// ctx goes on in the background within the bounds of the topic's backend
+// (the in-memory backend's is immediate; a Kafka topic's, which leaves
+// its group, is bounded by kafkatopic's Options.AdminTimeout; a Pulsar
+// topic's by the client's operation timeout), and the unsettled messages
+// of a subscription resolve upstream once its closing ends. Idempotent: a
+// later call waits, within its own ctx, for the same closing.
+func (s *Source[T]) Close(ctx context.Context) error {
 	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
+	s.closed = true // slot and resubscribe subscribe no more
+	s.mu.Unlock()
+	if err := liveset.Await(ctx, s.closing.Start(s.closeAll), nil); err != nil {
+		return fmt.Errorf("source: closing the subscriptions of topic %q: %w", s.opts.Topic.Name(), err)
 	}
-	s.closed = true
+	return nil
+}
+
+// closeAll closes the subscriptions the source holds (retired ones whose
+// outcomes are not all in included: an Ack that comes in later no longer
+// finds them, and leaves them be), each on its own goroutine, and returns
+// once all are closed.
+func (s *Source[T]) closeAll() {
+	s.mu.Lock()
 	all := s.all
 	s.all = nil
 	s.mu.Unlock()
-	for _, sub := range all {
+	_ = liveset.CloseEach(all, func(sub *subscription[T]) error {
 		sub.sub.Close()
-	}
-	return nil
+		return nil
+	})
 }

@@ -55,6 +55,10 @@ type Backend[T any] struct {
 	closed    bool
 	releasers map[string]*releaser[T]
 	readers   map[closer]struct{}
+	// calls are the Declare and Subscribe calls under way (bounded), each
+	// on a goroutine that ends soon after its caller's context does; the
+	// closing waits for them. Added to under mu while not closed.
+	calls sync.WaitGroup
 }
 
 // closer is what the backend closes with itself: a reader or a releaser.
@@ -98,69 +102,107 @@ func kafkaName(name string) string { return kafkatopic.KafkaTopic(topic.Name(nam
 // Declare creates the main topic, the hold topics and the DLQ that do not
 // exist, commits the consumer group's starting offsets on the main topic
 // where it has none (the log end), and starts a releaser for each hold
-// topic this backend does not release yet. Options.AdminTimeout and ctx
-// bound it.
+// topic this backend does not release yet. ctx and Options.AdminTimeout
+// bound it: it returns by the first of their deadlines, with an error
+// wrapping ErrAdmin and the context's error when the cluster has not
+// answered by then (see the package documentation, Bounded calls).
 func (b *Backend[T]) Declare(ctx context.Context, t *topology.Topology) (topology.Queues[T], error) {
 	if t == nil {
 		return nil, errors.New("kafkatopology: Declare with a nil topology")
 	}
-	if b.isClosed() {
-		return nil, topology.ErrClosed
-	}
 	ctx, cancel := context.WithTimeout(ctx, b.opts.AdminTimeout)
 	defer cancel()
 	q := &queues[T]{b: b, t: t, main: kafkaName(t.Name()), group: t.ConsumerGroup()}
+	return bounded(ctx, b, ErrAdmin, fmt.Sprintf("declaring topology %q", t.Name()), func(d *dialing) (topology.Queues[T], error) {
+		if err := b.declare(ctx, d, q); err != nil {
+			return nil, err
+		}
+		return q, nil
+	})
+}
+
+// declare does Declare's work with a client of its own, which dials
+// through d, and makes the releasers through d too.
+func (b *Backend[T]) declare(ctx context.Context, d *dialing, q *queues[T]) error {
+	cfg, _ := d.child(b.cfg)
+	client, err := sarama.NewClient(b.opts.Brokers, cfg)
+	if err != nil {
+		return fmt.Errorf("%w: brokers %q: %w", ErrConnect, b.opts.Brokers, err)
+	}
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		_ = client.Close()
+		return fmt.Errorf("%w: %w", ErrConnect, err)
+	}
+	defer admin.Close() // closes client too
+	t := q.t
 	mainParts := b.opts.Partitions
 	if _, seq := t.Sequenced(); seq {
 		mainParts = int32(t.RoutingShards())
 	}
-	if err := b.ensureTopic(ctx, q.main, mainParts); err != nil {
-		return nil, err
+	if err := b.ensureTopic(ctx, client, admin, q.main, mainParts); err != nil {
+		return err
 	}
 	for _, h := range t.Holds() {
 		name := kafkaName(h.Name)
-		if err := b.ensureTopic(ctx, name, b.opts.Partitions); err != nil {
-			return nil, err
+		if err := b.ensureTopic(ctx, client, admin, name, b.opts.Partitions); err != nil {
+			return err
 		}
 		q.holds = append(q.holds, hold{name: name, delay: h.Delay})
 	}
 	if dlq, ok := t.DLQ(); ok {
 		q.dlq = kafkaName(dlq)
-		if err := b.ensureTopic(ctx, q.dlq, b.opts.Partitions); err != nil {
-			return nil, err
+		if err := b.ensureTopic(ctx, client, admin, q.dlq, b.opts.Partitions); err != nil {
+			return err
 		}
 	}
 	if !t.IsBroadcast() {
-		if err := b.startOffsets(ctx, q.main, q.groupID()); err != nil {
-			return nil, err
+		if err := b.startOffsets(ctx, client, admin, q.main, q.groupID()); err != nil {
+			return err
 		}
 	}
+	var made []*releaser[T]
 	for _, h := range q.holds {
-		if err := b.release(h.name); err != nil {
-			return nil, err
+		if b.releasing(h.name) {
+			continue
 		}
+		r, err := newReleaser(b, d, h.name)
+		if err != nil {
+			discard(made)
+			return err
+		}
+		made = append(made, r)
 	}
-	return q, nil
-}
-
-func (b *Backend[T]) isClosed() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.closed
+	// The backend's shared client produces to these topics: it learns of
+	// them now, as the declaration's own client did, rather than at the
+	// first publish (a best effort: a publish refreshes what it lacks).
+	names := []string{q.main}
+	for _, h := range q.holds {
+		names = append(names, h.name)
+	}
+	if q.dlq != "" {
+		names = append(names, q.dlq)
+	}
+	_ = b.client.RefreshMetadata(names...)
+	if !d.settle() {
+		discard(made)
+		return errCutShort
+	}
+	return b.keepReleasers(made)
 }
 
 // ensureTopic creates kname with parts partitions unless it exists, then
-// waits until the client's metadata shows it.
-func (b *Backend[T]) ensureTopic(ctx context.Context, kname string, parts int32) error {
-	err := b.admin.CreateTopic(kname, &sarama.TopicDetail{NumPartitions: parts, ReplicationFactor: b.opts.ReplicationFactor}, false)
+// waits until client's metadata shows it.
+func (b *Backend[T]) ensureTopic(ctx context.Context, client sarama.Client, admin sarama.ClusterAdmin, kname string, parts int32) error {
+	err := admin.CreateTopic(kname, &sarama.TopicDetail{NumPartitions: parts, ReplicationFactor: b.opts.ReplicationFactor}, false)
 	if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
 		return fmt.Errorf("%w: creating topic %q: %w", ErrAdmin, kname, err)
 	}
 	err = kafkaoffset.Poll(ctx, func() (bool, error) {
-		if err := b.client.RefreshMetadata(kname); err != nil {
+		if err := client.RefreshMetadata(kname); err != nil {
 			return false, err
 		}
-		ps, err := b.client.Partitions(kname)
+		ps, err := client.Partitions(kname)
 		return err == nil && len(ps) > 0, err
 	})
 	if err != nil {
@@ -174,8 +216,8 @@ func (b *Backend[T]) ensureTopic(ctx context.Context, kname string, parts int32)
 // generation (accepted while the group has no member). If the commit is
 // refused (members elsewhere got there first), the partitions without an
 // offset start at the oldest record: nothing is missed either way.
-func (b *Backend[T]) startOffsets(ctx context.Context, kname, gid string) error {
-	refused, err := kafkaoffset.StartOffsets(ctx, b.client, b.admin, kname, gid, b.cfg.Version)
+func (b *Backend[T]) startOffsets(ctx context.Context, client sarama.Client, admin sarama.ClusterAdmin, kname, gid string) error {
+	refused, err := kafkaoffset.StartOffsets(ctx, client, admin, kname, gid, b.cfg.Version)
 	if err != nil {
 		return fmt.Errorf("%w: group %q on topic %q: %w", ErrAdmin, gid, kname, err)
 	}
@@ -215,21 +257,34 @@ func (b *Backend[T]) send(msg *sarama.ProducerMessage) error {
 	return nil
 }
 
-// release starts the releaser of hold topic kname unless it runs.
-func (b *Backend[T]) release(kname string) error {
+// releasing reports whether hold topic kname has its releaser.
+func (b *Backend[T]) releasing(kname string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed {
+	return b.releasers[kname] != nil
+}
+
+// keepReleasers registers and starts the releasers a declaration made,
+// but those whose hold topic got one meanwhile (from a declaration running
+// at the same time), which it closes; once the backend is closed it
+// closes them all and returns topology.ErrClosed.
+func (b *Backend[T]) keepReleasers(rs []*releaser[T]) error {
+	var extra []*releaser[T]
+	b.mu.Lock()
+	closed := b.closed
+	for _, r := range rs {
+		if closed || b.releasers[r.topic] != nil {
+			extra = append(extra, r)
+			continue
+		}
+		b.releasers[r.topic] = r
+		r.start()
+	}
+	b.mu.Unlock()
+	discard(extra)
+	if closed {
 		return topology.ErrClosed
 	}
-	if b.releasers[kname] != nil {
-		return nil
-	}
-	r, err := newReleaser(b, kname)
-	if err != nil {
-		return err
-	}
-	b.releasers[kname] = r
 	return nil
 }
 
@@ -257,6 +312,7 @@ func (b *Backend[T]) Close(ctx context.Context) error {
 }
 
 func (b *Backend[T]) close() {
+	b.calls.Wait() // Close's cut, at its deadline, ends them too
 	b.mu.Lock()
 	rs := make([]closer, 0, len(b.readers)+len(b.releasers))
 	for r := range b.readers {

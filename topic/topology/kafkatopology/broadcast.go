@@ -27,8 +27,10 @@ type broadcastReader[T any] struct {
 	closing liveset.Closing
 }
 
-func newBroadcastReader[T any](_ context.Context, b *Backend[T], kname string) (*broadcastReader[T], error) {
-	cfg, conns := b.conns.Child(b.cfg)
+// newBroadcastReader makes a broadcast reader of kname, whose client dials
+// through d (see bounded).
+func newBroadcastReader[T any](b *Backend[T], d *dialing, kname string) (*broadcastReader[T], error) {
+	cfg, conns := d.child(b.cfg)
 	client, err := sarama.NewClient(b.opts.Brokers, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConnect, err)
@@ -60,6 +62,9 @@ func newBroadcastReader[T any](_ context.Context, b *Backend[T], kname string) (
 			for range pc.Errors() { // a partition consumer retries by itself
 			}
 		})
+	}
+	if !d.settle() {
+		return fail(errCutShort)
 	}
 	if !b.track(r) {
 		return fail(topology.ErrClosed)

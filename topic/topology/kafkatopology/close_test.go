@@ -2,7 +2,6 @@ package kafkatopology
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -37,20 +36,11 @@ func TestCloseReturnsByItsDeadlineWhenTheClusterHangs(t *testing.T) {
 		what  string
 		close func(context.Context) error
 	}{{"a group reader", r.Close}, {"a broadcast reader", bc.Close}, {"the backend", b.Close}} {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		done := make(chan error, 1)
-		go func() { done <- cl.close(ctx) }()
-		select {
-		case err := <-done:
-			if !errors.Is(err, context.DeadlineExceeded) {
-				t.Fatalf("closing %s with the cluster hung = %v, want an error wrapping context.DeadlineExceeded", cl.what, err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("closing %s with the cluster hung still runs 10s after its 1s deadline", cl.what)
+		if !testbroker.ReturnsByDeadline(t, "closing "+cl.what, cl.close) {
+			t.FailNow()
 		}
-		cancel()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testbroker.HungGrace)
 	defer cancel()
 	if err := b.Close(ctx); err != nil {
 		t.Fatalf("the backend's closing, cut short at its deadline, still runs 10s later: %v", err)
@@ -58,13 +48,5 @@ func TestCloseReturnsByItsDeadlineWhenTheClusterHangs(t *testing.T) {
 	if n := b.conns.Len(); n != 0 {
 		t.Errorf("%d connections of the backend still open after its closing", n)
 	}
-	goleak.VerifyNone(t, before,
-		// The hung cluster's own goroutines, until the test ends.
-		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*Cluster).run"),
-		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*Cluster).runControl.func1"),
-		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*broker).listen"),
-		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*clientConn).read"),
-		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*clientConn).write"),
-		goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"),
-	)
+	goleak.VerifyNone(t, append(hungCluster(), before)...)
 }

@@ -71,7 +71,27 @@
 // is cut short, and a hand-off abandoned half way would leave a letter
 // neither delivered nor held.
 //
-// Closing is bounded by its context instead. A reader's Close commits what
+// # Bounded calls
+//
+// Declare and Subscribe (and SubscribeDead) are bounded by their context
+// and by Options.AdminTimeout, whichever ends first. sarama's requests take
+// no context: a new client's first metadata request, an admin request or a
+// commit waits for the broker's answer up to Net.ReadTimeout (30s by
+// default), with retries. So each such call runs on a goroutine of the
+// backend, with clients of its own (a declaration's client, made for it
+// and closed when it is done; a reader's or a releaser's) dialing through
+// connection sets of their own within the backend's (internal/kafkaconn),
+// and its caller waits for it within the context. When the context ends
+// first, the call returns an error wrapping ErrAdmin (Declare) or
+// ErrConnect (Subscribe) and the context's error, and cuts those
+// connections: what the call still waited for fails at once, it releases
+// what it had made (a reader, a releaser not yet started) and ends soon
+// after; the backend's Close waits for it. What a Declare cut short had
+// already created (topics, starting offsets) stays, and declaring again
+// finishes the work. A call that finished just as its context ended
+// returns what it made.
+//
+// Closing is bounded by its context too. A reader's Close commits what
 // was settled and leaves the group, and the Backend's Close does that for
 // every reader, stops the releasers and closes the producer; sarama waits
 // up to Net.ReadTimeout for each of those requests. Every client of the

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology/topologytest"
@@ -26,4 +28,18 @@ func newBackend(t testing.TB, brokers []string) *Backend[topologytest.Msg] {
 	}
 	t.Cleanup(func() { topologytest.MustClose(t, "the backend", b.Close) })
 	return b
+}
+
+// hungCluster are the goroutines a cluster hung by testbroker.HangKafka
+// keeps until the test ends, and sarama's process-wide metrics ticker:
+// goleak checks within a test ignore them.
+func hungCluster() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*Cluster).run"),
+		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*Cluster).runControl.func1"),
+		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*broker).listen"),
+		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*clientConn).read"),
+		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*clientConn).write"),
+		goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"),
+	}
 }

@@ -81,15 +81,43 @@ func (q *queues[T]) Publish(_ context.Context, l topology.Letter[T]) error {
 }
 
 // Subscribe implements topology.Queues: a member of the group's Kafka
-// consumer group on the main topic, or a broadcast reader.
+// consumer group on the main topic, or a broadcast reader. Connecting its
+// client is bounded by ctx and Options.AdminTimeout (see the package
+// documentation, Bounded calls).
 func (q *queues[T]) Subscribe(ctx context.Context) (topology.Reader[T], error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if q.t.IsBroadcast() {
-		return newBroadcastReader(ctx, q.b, q.main)
+		return q.subscribe(ctx, fmt.Sprintf("a broadcast reader of topic %q", q.main), func(d *dialing) (topology.Reader[T], error) {
+			r, err := newBroadcastReader(q.b, d, q.main)
+			if err != nil {
+				return nil, err
+			}
+			return r, nil
+		})
 	}
-	return newGroupReader(q.b, q.main, q.groupID(), q.group)
+	return q.subscribeGroup(ctx, q.main, q.groupID(), q.group)
+}
+
+// subscribeGroup makes a member of consumer group gid on kname (see
+// subscribe).
+func (q *queues[T]) subscribeGroup(ctx context.Context, kname, gid, group string) (topology.Reader[T], error) {
+	return q.subscribe(ctx, fmt.Sprintf("a reader of topic %q (group %q)", kname, gid), func(d *dialing) (topology.Reader[T], error) {
+		r, err := newGroupReader(q.b, d, kname, gid, group)
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
+	})
+}
+
+// subscribe makes a reader with mk, bounded by ctx and
+// Options.AdminTimeout (see bounded).
+func (q *queues[T]) subscribe(ctx context.Context, what string, mk func(*dialing) (topology.Reader[T], error)) (topology.Reader[T], error) {
+	ctx, cancel := context.WithTimeout(ctx, q.b.opts.AdminTimeout)
+	defer cancel()
+	return bounded(ctx, q.b, ErrConnect, "connecting "+what, mk)
 }
 
 // Hold implements topology.Queues: l goes to hold topic i with its due
@@ -152,5 +180,5 @@ func (q *queues[T]) SubscribeDead(ctx context.Context) (topology.Reader[T], erro
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return newGroupReader(q.b, q.dlq, q.dlq+":dead", "")
+	return q.subscribeGroup(ctx, q.dlq, q.dlq+":dead", "")
 }

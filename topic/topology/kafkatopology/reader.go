@@ -196,11 +196,17 @@ func (rc *receipt) giveBack() {
 	}
 }
 
-func newGroupReader[T any](b *Backend[T], kname, gid, group string) (*groupReader[T], error) {
-	cfg, conns := b.conns.Child(b.cfg)
+// newGroupReader makes a member of consumer group gid on kname, whose
+// client dials through d (see bounded).
+func newGroupReader[T any](b *Backend[T], d *dialing, kname, gid, group string) (*groupReader[T], error) {
+	cfg, conns := d.child(b.cfg)
 	cg, err := sarama.NewConsumerGroup(b.opts.Brokers, gid, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: consumer group %q: %w", ErrConnect, gid, err)
+	}
+	if !d.settle() {
+		_ = cg.Close()
+		return nil, errCutShort
 	}
 	r := &groupReader[T]{buffer: newBuffer[T](b.opts.ReadAhead), b: b, topic: kname, gid: gid, group: group,
 		cg: cg, conns: conns, done: make(chan struct{}), claims: map[int32]*claim{}}

@@ -22,6 +22,7 @@ import (
 type releaser[T any] struct {
 	b       *Backend[T]
 	topic   string
+	gid     string
 	cg      sarama.ConsumerGroup
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -29,16 +30,28 @@ type releaser[T any] struct {
 	closing liveset.Closing
 }
 
-func newReleaser[T any](b *Backend[T], kname string) (*releaser[T], error) {
+func newReleaser[T any](b *Backend[T], d *dialing, kname string) (*releaser[T], error) {
 	gid := kname + ":release"
-	cg, err := sarama.NewConsumerGroup(b.opts.Brokers, gid, b.cfg)
+	cfg, _ := d.child(b.cfg)
+	cg, err := sarama.NewConsumerGroup(b.opts.Brokers, gid, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: consumer group %q: %w", ErrConnect, gid, err)
 	}
-	r := &releaser[T]{b: b, topic: kname, cg: cg, done: make(chan struct{})}
+	r := &releaser[T]{b: b, topic: kname, gid: gid, cg: cg, done: make(chan struct{})}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	go r.loop(gid)
 	return r, nil
+}
+
+// start starts the releaser's group sessions, once the backend has
+// registered it.
+func (r *releaser[T]) start() { go r.loop(r.gid) }
+
+// discard closes releasers that were made and never started.
+func discard[T any](rs []*releaser[T]) {
+	for _, r := range rs {
+		r.cancel()
+		_ = r.cg.Close()
+	}
 }
 
 func (r *releaser[T]) loop(gid string) {
@@ -167,8 +180,8 @@ func (r *releaser[T]) releaseRecord(ctx context.Context, rec *sarama.ConsumerMes
 
 // shut starts stopping the releaser (once): what it has not released
 // stays in the hold topic, uncommitted. The channel it returns is closed
-// once it has stopped. Its connections are the backend's: the backend's
-// Close cuts them when its ctx ends.
+// once it has stopped. Its connections are a set of its own within the
+// backend's: the backend's Close cuts them when its ctx ends.
 func (r *releaser[T]) shut() <-chan struct{} {
 	r.cancel()
 	return r.closing.Start(func() {
