@@ -78,7 +78,8 @@ const (
 	// AttrBatchTrigger is why the batch was emitted: size, timeout, flush
 	// or weight (batch spans).
 	AttrBatchTrigger = attribute.Key("boulevard.batch.trigger")
-	// AttrBatchFailed is the number of the batch's messages that failed
+	// AttrBatchFailed is the number of the batch's messages that failed:
+	// all of them when the batch handler returns an error or panics
 	// (batch spans).
 	AttrBatchFailed = attribute.Key("boulevard.batch.failed")
 )
@@ -323,15 +324,18 @@ func wrapHandler[In, Out any](t *tracer, pipe string, batched bool, h processor.
 		}()
 		out, err := h(sctx, m)
 		done = true
-		if err == nil && m.Failed() {
-			err = m.Err()
+		// A message failed with m.Fail ends its span with an error
+		// status too; the handler's results are returned as they are.
+		failure := err
+		if failure == nil && m.Failed() {
+			failure = m.Err()
 		}
-		if err != nil {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, err.Error())
+		if failure != nil {
+			span.RecordError(failure)
+			span.SetStatus(codes.Error, failure.Error())
 		}
 		if batched && keyed {
-			if err == nil && !m.AckRequested() {
+			if failure == nil && !m.AckRequested() {
 				t.links.remember(key, span.SpanContext())
 			} else {
 				t.links.forget(key)
@@ -364,17 +368,22 @@ func wrapBatchHandler[T any](t *tracer, pipe, name string, h batcher.Handler[T])
 			))
 		done := false
 		defer func() {
-			if !done {
+			if !done { // the batch processor recovers it and fails the whole batch
+				span.SetAttributes(AttrBatchFailed.Int(len(batch)))
 				span.SetStatus(codes.Error, "batch handler panicked")
 				span.End()
 			}
 		}()
 		err := h(sctx, batch, info)
 		done = true
-		failed := 0
-		for _, m := range batch {
-			if m.Failed() {
-				failed++
+		// A batch handler's error fails every message of the batch.
+		failed := len(batch)
+		if err == nil {
+			failed = 0
+			for _, m := range batch {
+				if m.Failed() {
+					failed++
+				}
 			}
 		}
 		span.SetAttributes(AttrBatchFailed.Int(failed))

@@ -295,6 +295,82 @@ func TestFailuresEndSpansWithErrorStatus(t *testing.T) {
 	}
 }
 
+// Guarantee: a batch span's boulevard.batch.failed counts every message
+// the batch processor fails: all of them when the batch handler returns an
+// error or panics, as the pipeline then fails the whole batch (the same
+// count telemetry's BatchStop reports).
+func TestBatchSpanCountsTheMessagesOfAFailedBatch(t *testing.T) {
+	r := newRecorded(t)
+	bh := func(_ context.Context, b []*message.Message[int], _ message.BatchInfo) error {
+		switch b[0].Data {
+		case 0:
+			b[1].Fail(errors.New("one bad")) // the others fail with the batch
+			return errors.New("batch refused")
+		default:
+			panic("boom")
+		}
+	}
+	rec := acker.NewRecorder(false)
+	var msgs []*message.Message[int]
+	for i := range 6 {
+		msgs = append(msgs, message.New(i/3, rec, uint64(i)))
+	}
+	run(t, r, pipeline.Options[int, int]{
+		Name:       "whole",
+		Processors: processor.Options[int, int]{Concurrency: 1, Handle: echo[int]},
+		Batchers:   []batcher.Options[int]{{Name: "default", BatchSize: 3, BatchTimeout: time.Minute, Handle: bh}},
+	}, msgs...)
+
+	if got := rec.Total(); got != 6 {
+		t.Fatalf("%d outcomes, want 6", got)
+	}
+	bs := spansNamed(r, "whole.batcher.default")
+	if len(bs) != 2 {
+		t.Fatalf("got %d batch spans, want 2", len(bs))
+	}
+	for _, s := range bs {
+		if s.Status().Code != codes.Error {
+			t.Errorf("batch span status %v, want an error", s.Status())
+		}
+		if got, ok := attrs(s)[tracing.AttrBatchFailed]; !ok || got.AsInt64() != 3 {
+			t.Errorf("batch span (%s) has %s = %v (set %v), want 3: the whole batch failed",
+				s.Status().Description, tracing.AttrBatchFailed, got.AsInt64(), ok)
+		}
+	}
+}
+
+// Guarantee: instrumenting changes no outcome: the wrapped handler returns
+// what the declared handler returned, so a message the handler fails with
+// m.Fail and a nil error is handled by the pipeline exactly as without
+// tracing (it is not turned into a returned error, which the processor
+// would log as a failure the handler returned).
+func TestInstrumentedHandlerReturnsWhatTheHandlerReturned(t *testing.T) {
+	r := newRecorded(t)
+	failed := errors.New("marked failed")
+	opts, err := tracing.Instrument(pipeline.Options[int, int]{
+		Name: "same",
+		Processors: processor.Options[int, int]{Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+			m.Fail(failed)
+			return m.Data * 10, nil
+		}},
+	}, tracing.Options{TracerProvider: r.tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := message.New(4, acker.NewRecorder(false), 1)
+	out, err := opts.Processors.Handle(context.Background(), m)
+	if out != 40 || err != nil {
+		t.Fatalf("instrumented handler returned (%v, %v), want the handler's (40, <nil>)", out, err)
+	}
+	if !m.Failed() || !errors.Is(m.Err(), failed) {
+		t.Fatalf("message failed %v with %v, want it failed with %v", m.Failed(), m.Err(), failed)
+	}
+	spans := spansNamed(r, "same.processor")
+	if len(spans) != 1 || spans[0].Status().Code != codes.Error || spans[0].Status().Description != "marked failed" {
+		t.Fatalf("spans %v, want one with the error status \"marked failed\"", spans)
+	}
+}
+
 // Off (no TracerProvider), Instrument returns the options it was given:
 // the pipeline runs the handlers it was declared with and pays nothing.
 func TestOffLeavesTheHandlersAlone(t *testing.T) {
