@@ -64,6 +64,7 @@ var (
 	batSize      = desc("batcher_batch_size_messages", "Sizes of the emitted batches.", lPipeline, lBatcher)
 	batSucceeded = desc("batcher_messages_succeeded_total", "Messages of handled batches that succeeded.", lPipeline, lBatcher)
 	batFailed    = desc("batcher_messages_failed_total", "Messages of handled batches that failed, by the disposition they were acknowledged with.", lPipeline, lBatcher, lDisposition)
+	batUnhandled = desc("batcher_messages_unhandled_total", "Messages left unacknowledged in the batcher because the drain was cut short before their batch was handled.", lPipeline, lBatcher)
 	batInFlight  = desc("batcher_messages_in_flight", "Messages taken in and not yet acknowledged: in open batches, waiting for a batch processor, or being handled.", lPipeline, lBatcher)
 	batQueued    = desc("batcher_queue_messages", "Messages waiting in the batcher's input queues.", lPipeline, lBatcher)
 	batQueueCap  = desc("batcher_queue_capacity_messages", "Capacity of the batcher's input queues together.", lPipeline, lBatcher)
@@ -81,7 +82,7 @@ var allDescs = []*prometheus.Desc{
 	producerState, producerRestarts, producerFailures, producerBuffered, producerStateTime,
 	feedGranted, feedOutstanding, feedDelivered, feedDispatched,
 	procReceived, procSucceeded, procFailed, procUnhandled, procInFlight, procQueued, procQueueCap, procBusy, procWorkers, procDuration,
-	batReceived, batBatches, batSize, batSucceeded, batFailed, batInFlight, batQueued, batQueueCap, batBatchesQ, batBusy, batWorkers, batDuration,
+	batReceived, batBatches, batSize, batSucceeded, batFailed, batUnhandled, batInFlight, batQueued, batQueueCap, batBatchesQ, batBusy, batWorkers, batDuration,
 }
 
 // Describe sends the descriptions of every metric the Observer may
@@ -112,7 +113,7 @@ func (o *Observer) Collect(ch chan<- prometheus.Metric) {
 		collectKafka(ch, k.Stats())
 	}
 	for _, t := range topics {
-		collectTopic(ch, t.name, t.t.Stats())
+		collectTopic(ch, t, t.t.Stats())
 	}
 	for _, p := range o.pulsarSources() {
 		collectPulsar(ch, p.subscription, p.s.Stats())
@@ -202,6 +203,7 @@ func collectPipeline(ch chan<- prometheus.Metric, st pipeline.Stats) {
 		histogram(ch, batSize, b.Sizes, name, b.Name)
 		counter(ch, batSucceeded, float64(b.Succeeded), name, b.Name)
 		failures(ch, batFailed, b.Failed, name, b.Name)
+		counter(ch, batUnhandled, float64(b.Unhandled), name, b.Name)
 		gauge(ch, batInFlight, float64(b.InFlight), name, b.Name)
 		gauge(ch, batQueued, float64(b.Queued), name, b.Name)
 		gauge(ch, batQueueCap, float64(b.QueueCapacity), name, b.Name)

@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"maps"
 	"sync"
+	"sync/atomic"
 
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/sources/kafka"
@@ -78,6 +79,9 @@ type Observer struct {
 type namedTopic struct {
 	name string
 	t    Topic
+	// published is the highest Published exported for the topic: the
+	// counter never goes below it (see collectTopic).
+	published *atomic.Uint64
 }
 
 // TopicLinks are the pipelines a topic connects: those that publish into
@@ -140,7 +144,7 @@ func (o *Observer) AddKafka(sources ...KafkaSource) {
 func (o *Observer) AddTopic(name string, t Topic) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.topics = append(o.topics, namedTopic{name: name, t: t})
+	o.topics = append(o.topics, namedTopic{name: name, t: t, published: new(atomic.Uint64)})
 }
 
 // snapshot copies the lists, so that reading stats holds no lock.

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -247,4 +248,57 @@ func newRegistry(t *testing.T, c prometheus.Collector) *prometheus.Registry {
 		t.Fatal(err)
 	}
 	return reg
+}
+
+// Guarantee: once a pipeline whose drain was cut short has stopped, no
+// message is left counted in flight: boulevard_batcher_messages_in_flight
+// is 0 and what the hard stop left unacknowledged in the batcher (the
+// batches its batch processor never handled) is counted in
+// boulevard_batcher_messages_unhandled_total, as the processors count
+// theirs in boulevard_processor_messages_unhandled_total.
+func TestBatcherInFlightIsZeroAfterACutShortDrain(t *testing.T) {
+	var started atomic.Bool
+	p, err := pipeline.New(pipeline.Options[int, int]{
+		Name:            "cut",
+		ShutdownTimeout: 100 * time.Millisecond, // the handler below only returns once it passes
+		Processors: processor.Options[int, int]{Concurrency: 1,
+			Handle: func(_ context.Context, m *message.Message[int]) (int, error) { return m.Data, nil }},
+		Batchers: []batcher.Options[int]{{
+			Name: "default", BatchSize: 2, BatchTimeout: time.Hour, Concurrency: 1,
+			Handle: func(ctx context.Context, _ []*message.Message[int], _ message.BatchInfo) error {
+				started.Store(true)
+				<-ctx.Done() // holds the first batch until the drain is cut short
+				return ctx.Err()
+			},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := observe.New(observe.Options{})
+	obs.Add(p)
+	reg := newRegistry(t, obs)
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rec := acker.NewRecorder(false)
+	push(t, p, rec, 0, 5) // batches {0,1} (in the handler), {2,3} (queued), {4} (open)
+	wait.For(t, "the first batch in the batch handler", started.Load)
+	labels := map[string]string{"pipeline": "cut", "batcher": "default"}
+	wait.For(t, "every message taken in by the batcher", func() bool {
+		v, _ := find(t, reg, "boulevard_batcher_messages_received_total", labels)
+		return v == 5
+	})
+	if err := p.Stop(context.Background()); !errors.Is(err, pipeline.ErrShutdownTimeout) {
+		t.Fatalf("Stop returned %v, want ErrShutdownTimeout", err)
+	}
+	if got := rec.Total(); got != 2 {
+		t.Fatalf("%d messages acknowledged, want 2 (the interrupted batch)", got)
+	}
+	if v, ok := find(t, reg, "boulevard_batcher_messages_in_flight", labels); !ok || v != 0 {
+		t.Errorf("boulevard_batcher_messages_in_flight = %v (found %v) once the pipeline stopped, want 0", v, ok)
+	}
+	if v, ok := find(t, reg, "boulevard_batcher_messages_unhandled_total", labels); !ok || v != 3 {
+		t.Errorf("boulevard_batcher_messages_unhandled_total = %v (found %v), want 3 (batches {2,3} and {4})", v, ok)
+	}
 }

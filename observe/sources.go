@@ -1,6 +1,8 @@
 package observe
 
 import (
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/boulevard-go/boulevard/sources/kafka"
@@ -51,11 +53,29 @@ func collectKafka(ch chan<- prometheus.Metric, st kafka.Stats) {
 	}
 }
 
-func collectTopic(ch chan<- prometheus.Metric, name string, st topic.Stats) {
-	counter(ch, topicPublished, float64(st.Published), name)
+func collectTopic(ch chan<- prometheus.Metric, t namedTopic, st topic.Stats) {
+	name := t.name
+	counter(ch, topicPublished, float64(raise(t.published, st.Published)), name)
 	counter(ch, topicDropped, float64(st.Dropped), name)
 	counter(ch, topicLagged, float64(st.Lagged), name)
 	gauge(ch, topicInFlight, float64(st.InFlight), name)
 	gauge(ch, topicGroups, float64(st.BalancedGroups), name)
 	gauge(ch, topicSubscribers, float64(st.BroadcastSubscribers), name)
+}
+
+// raise returns the larger of v and the highest value hw has held, and
+// keeps it in hw. topic.Stats counts a publish when it starts and takes it
+// back if it then fails or is dropped, so its Published can go down by the
+// publishes that were waiting; a Prometheus counter must not (a decrease
+// reads as a reset, and rate() would count the whole counter again).
+func raise(hw *atomic.Uint64, v uint64) uint64 {
+	for {
+		old := hw.Load()
+		if v <= old {
+			return old
+		}
+		if hw.CompareAndSwap(old, v) {
+			return v
+		}
+	}
 }

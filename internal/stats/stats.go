@@ -222,6 +222,10 @@ type Batcher struct {
 	// outcome (Failed by disposition once HandleFailed ran).
 	Succeeded uint64
 	Failed    Failures
+	// Unhandled counts the messages taken in that a drain cut short left
+	// unacknowledged (in open batches, or in batches no batch processor
+	// handled), counted once the batcher has stopped.
+	Unhandled uint64
 	// InFlight is the number of messages taken in and not yet
 	// acknowledged: in open batches, waiting for a batch processor, or in
 	// the batch handler.

@@ -173,6 +173,7 @@ func (s *Batcher[T]) Run(ctx context.Context) {
 		q.Close()
 	}
 	procs.Wait()
+	s.st.settle()
 }
 
 // open is a batch being filled.

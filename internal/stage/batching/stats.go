@@ -53,12 +53,16 @@ type procShard struct {
 type batcherStats struct {
 	parts []*partShard
 	procs []*procShard
+	// unhandled counts the messages taken in that got no outcome once
+	// every partition and batch processor returned; only Run writes it
+	// (settle).
+	unhandled *stats.Counter
 }
 
 // newBatcherStats returns the shards of a batcher whose batch processors
 // time one batch in every.
 func newBatcherStats(partitions, processors int, every uint32) batcherStats {
-	st := batcherStats{parts: make([]*partShard, partitions), procs: make([]*procShard, processors)}
+	st := batcherStats{parts: make([]*partShard, partitions), procs: make([]*procShard, processors), unhandled: new(stats.Counter)}
 	for i := range st.parts {
 		st.parts[i] = &partShard{sizes: stats.NewSize()}
 	}
@@ -115,6 +119,26 @@ func (sh *procShard) batchDone() {
 	}
 }
 
+// settle counts, once every partition and batch processor has returned,
+// the messages taken in that got no outcome: a hard stop (a drain cut
+// short) left them unacknowledged, in open batches or in batches no batch
+// processor handled. A complete drain leaves none. Only Run calls it.
+func (st batcherStats) settle() {
+	var done stats.Failures
+	var succeeded, in uint64
+	for _, sh := range st.procs {
+		succeeded += sh.succeeded.Load()
+		sh.failed.AddTo(&done)
+	}
+	for _, sh := range st.parts {
+		sh.failed.AddTo(&done)
+		in += sh.in.Load()
+	}
+	if out := succeeded + done.Total(); in > out {
+		st.unhandled.Add(in - out)
+	}
+}
+
 // callTimed calls the batch handler, timing it on one batch in sh.every
 // (the 1st, then every every-th): the duration goes to the latency
 // histogram and, counted every times, to the busy time.
@@ -162,6 +186,7 @@ func (s *Batcher[T]) Stats(wall time.Duration) stats.Batcher {
 	for _, sh := range s.st.parts {
 		sh.failed.AddTo(&st.Failed)
 	}
+	st.Unhandled = s.st.unhandled.Load()
 	for _, sh := range s.st.parts {
 		st.In += sh.in.Load()
 		for i := range sh.batches {
@@ -171,7 +196,7 @@ func (s *Batcher[T]) Stats(wall time.Duration) stats.Batcher {
 		}
 		sh.sizes.AddTo(&st.Sizes)
 	}
-	if done := st.Succeeded + st.Failed.Total(); st.In > done {
+	if done := st.Succeeded + st.Failed.Total() + st.Unhandled; st.In > done {
 		st.InFlight = int(st.In - done)
 	}
 	st.BusyRatio = stats.Ratio(st.Busy, st.Concurrency, wall)

@@ -1,0 +1,67 @@
+package observe_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/observe"
+	"github.com/boulevard-go/boulevard/topic"
+)
+
+// Guarantee: boulevard_topic_published_total never goes down, as a
+// Prometheus counter must (a decrease reads as a reset, and rate() then
+// counts the whole counter again): a publish that topic.Stats counted
+// while it waited for room and then took back, because its context ended,
+// leaves the exported counter where it was.
+func TestTopicPublishedCounterNeverDecreases(t *testing.T) {
+	broker := topic.NewBroker[int]()
+	t.Cleanup(broker.Close)
+	h, err := broker.CreateInMemoryTopic("orders", topic.Options{Balanced: topic.BalancedPolicy{Capacity: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Subscribe(topic.Balanced("billing"), topic.SubscriberOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	obs := observe.New(observe.Options{})
+	obs.AddTopic("orders", h)
+	reg := newRegistry(t, obs)
+	published := func() float64 {
+		v, ok := find(t, reg, "boulevard_topic_published_total", map[string]string{"topic": "orders"})
+		if !ok {
+			t.Fatal("boulevard_topic_published_total{topic=\"orders\"} is not exported")
+		}
+		return v
+	}
+
+	if err := h.Publish(t.Context(), 1); err != nil { // fills the group's queue
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- h.Publish(ctx, 2) }() // waits for room
+	var seen float64
+	wait.For(t, "the waiting publish counted in boulevard_topic_published_total", func() bool {
+		seen = published()
+		return seen == 2
+	})
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the waiting publish returned %v, want context.Canceled", err)
+		}
+	case <-time.After(wait.Deadline):
+		t.Fatalf("the waiting publish did not return within %v of its context's end", wait.Deadline)
+	}
+	if got := h.Stats().Published; got != 1 {
+		t.Fatalf("topic.Stats().Published = %d after the cancelled publish, want 1 (it takes the publish back)", got)
+	}
+	if got := published(); got < seen {
+		t.Fatalf("boulevard_topic_published_total went down from %v to %v", seen, got)
+	}
+}
