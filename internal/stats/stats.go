@@ -62,8 +62,9 @@ func (r *Recorder) observe(v float64, raw uint64) {
 	for i < len(r.bounds) && v > r.bounds[i] {
 		i++
 	}
-	r.counts[i].Add(1)
+	// The sum before the count, which AddTo reads in the other order.
 	r.sum.Add(raw)
+	r.counts[i].Add(1)
 }
 
 // AddTo adds the recorder's counts to h, whose Bounds it sets when empty.
@@ -72,14 +73,15 @@ func (r *Recorder) AddTo(h *Histogram) {
 		h.Bounds = r.bounds
 		h.Counts = make([]uint64, len(r.bounds)+1)
 	}
-	// The sum before the counts: a reader never sees a count without its
-	// sum, only (briefly) a sum ahead of its counts.
-	h.Sum += float64(r.sum.Load()) * r.scale
+	// The counts before the sum, which observe writes in the other order:
+	// a reader never sees a count without its sum, only (briefly) a sum
+	// ahead of its counts.
 	for i := range h.Counts {
 		c := r.counts[i].Load()
 		h.Counts[i] += c
 		h.Count += c
 	}
+	h.Sum += float64(r.sum.Load()) * r.scale
 }
 
 // Histogram is a snapshot of a distribution.
