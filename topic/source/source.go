@@ -57,7 +57,13 @@
 // with the oldest retained message; under on_lag disconnect the topic closes
 // the subscription after the notice, and the source subscribes again at once
 // (Stats.Resubscribes) and continues with the messages published from then
-// on.
+// on. The replaced subscription stays the acknowledger of the messages it
+// delivered; once their outcomes are all in (at once if there were none)
+// the source closes it on a goroutine of its own, as closing can wait on
+// the topic's backend (on a Kafka topic whose cluster does not answer, up
+// to kafkatopic's Options.AdminTimeout): neither receiving from the new
+// subscription nor acknowledging waits for it. Close waits for such
+// closings under way, within its context.
 //
 // # End of stream
 //
@@ -189,8 +195,20 @@ type Source[T any] struct {
 	all    []*subscription[T]
 	closed bool
 
+	// retiring holds the replaced subscriptions dropped from all, waiting
+	// for the closer: a goroutine, started under mu by the first one
+	// queued while none runs (closerRunning), that closes them and returns
+	// once the queue is empty. closers counts it; Close waits for it. It is
+	// only started while a subscription is dropped from all, which is
+	// empty for good once closeAll has taken it, so no closer starts after
+	// closeAll waits.
+	retiring      []*subscription[T]
+	closerRunning bool
+	closers       sync.WaitGroup
+
 	// closing closes the subscriptions held when Close was first called,
-	// on a goroutine of its own that Close waits for within its context.
+	// and waits for the closer, on a goroutine of its own that Close waits
+	// for within its context.
 	closing liveset.Closing
 
 	received, lagNotices, missed atomic.Uint64
@@ -219,9 +237,9 @@ type subscription[T any] struct {
 	lagClosed bool
 	// pending counts the messages delivered through it whose outcomes
 	// have not come back; retired is set once a new subscription replaced
-	// it. A retired subscription with none pending is closed and dropped
-	// (release), so that a source disconnected again and again does not
-	// keep every subscription it ever made.
+	// it. A retired subscription with none pending is dropped and handed
+	// to the source's closer (dropLocked), so that a source disconnected
+	// again and again does not keep every subscription it ever made.
 	pending atomic.Int64
 	retired atomic.Bool
 }
@@ -320,24 +338,56 @@ func (s *Source[T]) resubscribe(sl *slot[T]) error {
 	sl.cur = sub
 	s.resubscribes.Add(1)
 	old.retired.Store(true)
-	dropped := old.pending.Load() == 0 && s.dropLocked(old)
-	s.mu.Unlock()
-	if dropped {
-		old.sub.Close()
+	if old.pending.Load() == 0 {
+		s.dropLocked(old)
 	}
+	s.mu.Unlock()
 	return nil
 }
 
 // dropLocked removes a retired subscription whose messages are all
-// settled from s.all, and reports whether it was there: whoever drops it
-// closes it.
-func (s *Source[T]) dropLocked(sub *subscription[T]) bool {
+// settled from s.all and, if it was there, queues it for the closer,
+// starting one if none runs. Closing a subscription can wait on the
+// topic's backend (on a Kafka topic whose cluster does not answer, up to
+// the backend's AdminTimeout), so neither the receive that replaced it
+// nor the Ack of its last message waits for that.
+func (s *Source[T]) dropLocked(sub *subscription[T]) {
 	i := slices.Index(s.all, sub)
 	if i < 0 {
-		return false
+		return
 	}
 	s.all = slices.Delete(s.all, i, i+1)
-	return true
+	s.retiring = append(s.retiring, sub)
+	if !s.closerRunning {
+		s.closerRunning = true
+		s.closers.Go(s.closeRetired)
+	}
+}
+
+// closeRetired is the closer: it closes the queued subscriptions, those
+// queued together at once, until the queue is empty.
+func (s *Source[T]) closeRetired() {
+	for {
+		s.mu.Lock()
+		batch := s.retiring
+		s.retiring = nil
+		if len(batch) == 0 {
+			s.closerRunning = false
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+		closeSubscriptions(batch)
+	}
+}
+
+// closeSubscriptions closes subs, each on its own goroutine, and returns
+// once all are closed.
+func closeSubscriptions[T any](subs []*subscription[T]) {
+	_ = liveset.CloseEach(subs, func(sub *subscription[T]) error {
+		sub.sub.Close()
+		return nil
+	})
 }
 
 // Run receives from the stage's subscription under the stage's permit
@@ -475,11 +525,8 @@ func (a *subscription[T]) Ack(ctx context.Context, successful, failed []acker.Ou
 	}
 	if a.pending.Add(-int64(len(successful)+len(failed))) == 0 && a.retired.Load() {
 		s.mu.Lock()
-		dropped := s.dropLocked(a)
+		s.dropLocked(a)
 		s.mu.Unlock()
-		if dropped {
-			a.sub.Close()
-		}
 	}
 }
 
@@ -494,7 +541,8 @@ func (s *Source[T]) note(ctx context.Context, err error, ok *atomic.Uint64) {
 	}
 }
 
-// Close closes every subscription the source made, all at once.
+// Close closes every subscription the source holds, all at once, and
+// waits for the closings of replaced subscriptions already under way.
 // Tracked messages still unsettled resolve upstream as nacked with
 // topic.ErrDeliveryDropped, which a sink reports to its source as a retry.
 //
@@ -520,15 +568,14 @@ func (s *Source[T]) Close(ctx context.Context) error {
 
 // closeAll closes the subscriptions the source holds (retired ones whose
 // outcomes are not all in included: an Ack that comes in later no longer
-// finds them, and leaves them be), each on its own goroutine, and returns
-// once all are closed.
+// finds them, and leaves them be), each on its own goroutine, then waits
+// for the closer to finish the closings queued before, and returns once
+// all are closed.
 func (s *Source[T]) closeAll() {
 	s.mu.Lock()
 	all := s.all
 	s.all = nil
 	s.mu.Unlock()
-	_ = liveset.CloseEach(all, func(sub *subscription[T]) error {
-		sub.sub.Close()
-		return nil
-	})
+	closeSubscriptions(all)
+	s.closers.Wait()
 }

@@ -1,0 +1,312 @@
+package source_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/source"
+)
+
+// heldBackend is a topic backend whose subscriptions the test feeds by
+// hand (heldSub.in), and whose subscription Close waits until the test
+// releases it, as the Close of a Kafka topic's member waits for a cluster
+// that does not answer (up to kafkatopic's AdminTimeout).
+type heldBackend struct {
+	mu       sync.Mutex
+	subs     []*heldSub
+	released bool
+}
+
+func (*heldBackend) Name() string { return "held" }
+
+func (*heldBackend) Capabilities() topic.Capabilities {
+	return topic.InMemory[int]{}.Capabilities()
+}
+
+func (b *heldBackend) NewTopic(context.Context, topic.Name, topic.Options) (topic.State[int], error) {
+	return &heldState{b: b, closed: make(chan struct{})}, nil
+}
+
+// sub returns the i-th subscription made (0 is the first).
+func (b *heldBackend) sub(t *testing.T, i int) *heldSub {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if i >= len(b.subs) {
+		t.Fatalf("subscription %d was never made (%d made)", i, len(b.subs))
+	}
+	return b.subs[i]
+}
+
+// releaseAll lets every Close made so far, and every later one, return.
+func (b *heldBackend) releaseAll() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.released = true
+	for _, s := range b.subs {
+		s.release()
+	}
+}
+
+// heldState is the topic side of a heldBackend: publishing is refused
+// (the test feeds the subscriptions itself), closing the topic ends them.
+type heldState struct {
+	b      *heldBackend
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (*heldState) Publish(context.Context, topic.Envelope[int], topic.OnFull) (topic.PublishOutcome, error) {
+	return topic.Published, topic.ErrTopicClosed
+}
+
+func (*heldState) TryPublish(topic.Envelope[int]) (topic.PublishOutcome, error) {
+	return topic.Published, topic.ErrTopicClosed
+}
+
+func (s *heldState) Subscribe(topic.SubscriptionMode, topic.SubscriberOptions) (topic.SubscriptionState[int], error) {
+	sub := &heldSub{in: make(chan topic.Envelope[int], 8), topicClosed: s.closed,
+		closing: make(chan struct{}), gate: make(chan struct{}), closed: make(chan struct{})}
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	if s.b.released {
+		sub.release()
+	}
+	s.b.subs = append(s.b.subs, sub)
+	return sub, nil
+}
+
+func (*heldState) Stats() topic.StateStats { return topic.StateStats{} }
+
+func (s *heldState) Close() { s.once.Do(func() { close(s.closed) }) }
+
+// heldSub is one subscription of a heldBackend. Receive returns what the
+// test sends on in, and ErrSubscriptionClosed once in is closed (the topic
+// disconnected it) or the subscription or topic is closed.
+type heldSub struct {
+	in          chan topic.Envelope[int]
+	topicClosed <-chan struct{}
+
+	startOnce, gateOnce, doneOnce sync.Once
+	closing                       chan struct{} // closed when Close is first called
+	gate                          chan struct{} // closed by release: Close may return
+	closed                        chan struct{} // closed once Close has returned
+}
+
+func (s *heldSub) Receive(ctx context.Context, dst []topic.Envelope[int]) (int, error) {
+	select {
+	case e, ok := <-s.in:
+		if !ok {
+			return 0, topic.ErrSubscriptionClosed
+		}
+		dst[0] = e
+		return 1, nil
+	case <-s.closing:
+		return 0, topic.ErrSubscriptionClosed
+	case <-s.topicClosed:
+		return 0, topic.ErrSubscriptionClosed
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+func (*heldSub) Settle(topic.MessageID, error) error { return topic.ErrMessageNotTracked }
+
+func (s *heldSub) Close() {
+	s.startOnce.Do(func() { close(s.closing) })
+	<-s.gate
+	s.doneOnce.Do(func() { close(s.closed) })
+}
+
+func (s *heldSub) release() { s.gateOnce.Do(func() { close(s.gate) }) }
+
+// disconnect plays the topic disconnecting a lagging subscriber: a lag
+// notice, then the end of the subscription.
+func (s *heldSub) disconnect() {
+	s.in <- topic.Envelope[int]{Lagged: 1}
+	close(s.in)
+}
+
+// isClosed reports whether ch is closed, without waiting.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// replaceRig starts, inside a synctest bubble, a pipeline reading a
+// broadcast topic (on_lag disconnect) of a heldBackend through a source,
+// with the handler given. It returns the backend and the source; the
+// source's first subscription is the backend's subscription 0.
+func replaceRig(t *testing.T, handle processor.Handler[int, int]) (*heldBackend, *source.Source[int]) {
+	t.Helper()
+	b := &heldBackend{}
+	h, err := topic.NewTopic[int]("held", topic.Options{Mode: topic.BroadcastOnly,
+		Broadcast: topic.BroadcastPolicy{OnLag: topic.Disconnect}}, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	src, err := source.New(source.Options[int]{Topic: h, Mode: topic.Broadcast()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, pipeline.Options[int, int]{
+		Name:       "held",
+		Producer:   producer.Options[int]{Source: src},
+		Processors: processor.Options[int, int]{Concurrency: 1, Handle: handle},
+	})
+	// Stops every closing still held before the pipeline is stopped (the
+	// cleanups run in reverse order).
+	t.Cleanup(b.releaseAll)
+	return b, src
+}
+
+// deferRig is replaceRig with a handler that defers every message and
+// hands it over to the test, which settles it itself.
+func deferRig(t *testing.T) (*heldBackend, *source.Source[int], <-chan deferred) {
+	t.Helper()
+	got := make(chan deferred, 8)
+	b, src := replaceRig(t, func(_ context.Context, m *message.Message[int]) (int, error) {
+		m.Defer()
+		ack, id, _ := m.Acknowledger()
+		got <- deferred{ack, id}
+		return m.Data, nil
+	})
+	return b, src, got
+}
+
+// retireInFlight has the first subscription deliver one message, which the
+// test holds, then be disconnected: the source replaces it while that
+// message is in flight. It returns the message.
+func retireInFlight(t *testing.T, b *heldBackend, src *source.Source[int], got <-chan deferred) deferred {
+	t.Helper()
+	first := b.sub(t, 0)
+	first.in <- topic.Envelope[int]{ID: 1, Value: 1}
+	d := <-got
+	first.disconnect()
+	synctest.Wait()
+	if st := src.Stats(); st.Resubscribes != 1 {
+		t.Fatalf("stats %+v, want the disconnected subscription replaced", st)
+	}
+	if isClosed(first.closing) {
+		t.Fatal("the replaced subscription was closed with a message still in flight")
+	}
+	return d
+}
+
+// Guarantee: acking the last in-flight message of a subscription the
+// source replaced returns without waiting for that subscription's Close
+// (which, on a Kafka topic whose cluster does not answer, takes up to
+// the backend's AdminTimeout); the source still closes it.
+func TestAckDoesNotWaitForTheClosingOfAReplacedSubscription(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, src, got := deferRig(t)
+		d := retireInFlight(t, b, src, got)
+		first := b.sub(t, 0)
+
+		acked := make(chan struct{})
+		go func() {
+			defer close(acked)
+			d.ack.Ack(context.Background(), []acker.Outcome{{ID: d.id}}, nil)
+		}()
+		synctest.Wait()
+		if !isClosed(acked) {
+			t.Error("Ack of the replaced subscription's last message waits for that subscription's Close")
+		}
+		if !isClosed(first.closing) {
+			t.Error("the replaced subscription was not closed once its last message was acked")
+		}
+		first.release()
+		<-acked
+		synctest.Wait()
+		if !isClosed(first.closed) {
+			t.Error("the replaced subscription's Close never returned once released")
+		}
+	})
+}
+
+// Guarantee: replacing a disconnected subscription with nothing in
+// flight does not hold up the messages of the new one while the old one's
+// Close waits on its backend; the old one is still closed.
+func TestDeliveryDoesNotWaitForTheClosingOfAReplacedSubscription(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		handled := make(chan int, 8)
+		b, src := replaceRig(t, func(_ context.Context, m *message.Message[int]) (int, error) {
+			handled <- m.Data
+			return m.Data, nil
+		})
+		first := b.sub(t, 0)
+		first.disconnect()
+		synctest.Wait()
+		if st := src.Stats(); st.Resubscribes != 1 {
+			t.Fatalf("stats %+v, want the disconnected subscription replaced", st)
+		}
+		if !isClosed(first.closing) {
+			t.Error("the replaced subscription, with nothing in flight, was not closed")
+		}
+		b.sub(t, 1).in <- topic.Envelope[int]{ID: 2, Value: 2}
+		synctest.Wait()
+		select {
+		case v := <-handled:
+			if v != 2 {
+				t.Errorf("handled %d, want 2", v)
+			}
+		default:
+			t.Error("the new subscription's message waits for the replaced subscription's Close")
+		}
+		first.release()
+	})
+}
+
+// Guarantee: Close waits, within its context, for the closing of a
+// replaced subscription that is under way: while that closing waits on
+// its backend, Close returns at its deadline with an error wrapping
+// context.DeadlineExceeded; once it has ended, a later Close returns nil.
+func TestCloseWaitsForTheClosingOfAReplacedSubscription(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, src, got := deferRig(t)
+		d := retireInFlight(t, b, src, got)
+		first := b.sub(t, 0)
+		b.sub(t, 1).release() // the current subscription closes at once
+		acked := make(chan struct{})
+		go func() {
+			defer close(acked)
+			d.ack.Ack(context.Background(), []acker.Outcome{{ID: d.id}}, nil)
+		}()
+		synctest.Wait()
+
+		const wait = time.Second
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		begin := time.Now()
+		err := src.Close(ctx)
+		if took := time.Since(begin); took != wait || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Close = %v after %v while a replaced subscription's closing waits, want context.DeadlineExceeded after %v", err, took, wait)
+		}
+		if !isClosed(b.sub(t, 1).closed) {
+			t.Error("Close did not close the current subscription")
+		}
+		first.release()
+		<-acked
+		if err := src.Close(context.Background()); err != nil {
+			t.Fatalf("a later Close, once the closing could end = %v, want nil", err)
+		}
+		if !isClosed(first.closed) {
+			t.Error("Close returned before the replaced subscription's Close did")
+		}
+	})
+}
