@@ -24,6 +24,20 @@ func Add[K comparable](mu sync.Locker, closed *bool, live map[K]struct{}, k K) b
 	return true
 }
 
+// Enter registers one more call under way in calls, under mu, unless the
+// owner is closed (*closed): it then returns false. The call ends with
+// calls.Done(); the owner's closing waits for calls once it has marked
+// itself closed, so no call starts after that wait begins.
+func Enter(mu sync.Locker, closed *bool, calls *sync.WaitGroup) bool {
+	mu.Lock()
+	defer mu.Unlock()
+	if *closed {
+		return false
+	}
+	calls.Add(1)
+	return true
+}
+
 // Remove takes ks out of live under mu.
 func Remove[K comparable](mu sync.Locker, live map[K]struct{}, ks ...K) {
 	mu.Lock()

@@ -149,3 +149,41 @@ func TestAwaitReturnsAtTheDeadlineAndCuts(t *testing.T) {
 		}
 	})
 }
+
+// Guarantee: Enter counts a call under way until the owner closes, and
+// refuses one after, so that an owner waiting for its calls once closed
+// waits for every call that started.
+func TestEnterRefusesOnceClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var (
+			mu     sync.Mutex
+			closed bool
+			calls  sync.WaitGroup
+		)
+		if !liveset.Enter(&mu, &closed, &calls) {
+			t.Fatal("Enter refused a call of an open owner")
+		}
+		mu.Lock()
+		closed = true
+		mu.Unlock()
+		if liveset.Enter(&mu, &closed, &calls) {
+			t.Fatal("Enter let a call start after the owner closed")
+		}
+		waited := make(chan struct{})
+		go func() {
+			calls.Wait()
+			close(waited)
+		}()
+		synctest.Wait()
+		select {
+		case <-waited:
+			t.Fatal("the owner's wait ended while the call that entered still ran")
+		default:
+		}
+		calls.Done()
+		<-waited
+		if !mu.TryLock() {
+			t.Fatal("Enter left the mutex locked")
+		}
+	})
+}

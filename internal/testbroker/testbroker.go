@@ -48,15 +48,17 @@ func HangKafka(t testing.TB, c *kfake.Cluster) {
 
 // HungDeadline is the deadline ReturnsByDeadline gives a call, and
 // HungGrace how much longer it waits for the call to return: far less
-// than sarama's Net.ReadTimeout (30s), so a call that waits for a hung
-// cluster's answer instead of its context fails the check.
+// than sarama's Net.ReadTimeout (30s), or than a pulsar-client-go client's
+// operation timeout as such a test sets it, so a call that waits for a
+// hung cluster's answer instead of its context fails the check.
 const (
 	HungDeadline = time.Second
 	HungGrace    = 10 * time.Second
 )
 
 // ReturnsByDeadline calls call with a context of HungDeadline, the cluster
-// hung (HangKafka), and reports whether it returned within HungGrace more.
+// hung (HangKafka, or pulsartest's Withhold), and reports whether it
+// returned within HungGrace more.
 // It fails t unless call returned an error wrapping
 // context.DeadlineExceeded by then; what names the call in the failure.
 func ReturnsByDeadline(t testing.TB, what string, call func(context.Context) error) bool {

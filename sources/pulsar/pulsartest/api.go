@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -496,6 +497,58 @@ func (b *Broker) RefuseSubscribe(topic, subscription string, err error) {
 		return
 	}
 	b.refused[k] = err
+}
+
+// Command is a type of command a client sends, as Withhold takes it.
+type Command int
+
+// Commands of pulsar-client-go's that wait for the broker's answer up to
+// the client's operation timeout: a lookup, its partitioned-topic lookup,
+// creating a producer, subscribing, and closing a producer or a consumer.
+const (
+	CommandLookup              Command = cmdLookup
+	CommandPartitionedMetadata Command = cmdPartitionedMeta
+	CommandProducer            Command = cmdProducer
+	CommandSubscribe           Command = cmdSubscribe
+	CommandCloseProducer       Command = cmdCloseProducer
+	CommandCloseConsumer       Command = cmdCloseConsumer
+)
+
+// String returns the command's name in the protocol ("SUBSCRIBE").
+func (c Command) String() string { return cmdName(int(c)) }
+
+// Withhold makes the broker stop answering cmds, as a broker that hangs
+// does, until release is called: a connection that sends one of them is
+// not read past it, so that command and every later one of the connection
+// (pings included) wait unanswered; other connections go on until they
+// send one. Stats().Withheld counts the commands waiting. release lets
+// them through, each connection's in the order it sent them, and stops
+// withholding cmds; it is idempotent. Close and DropConnections close the
+// waiting connections, their commands unanswered.
+func (b *Broker) Withhold(cmds ...Command) (release func()) {
+	ch := make(chan struct{})
+	b.mu.Lock()
+	for _, c := range cmds {
+		if b.withheld[int(c)] == nil {
+			b.withholding.Add(1)
+		}
+		b.withheld[int(c)] = ch
+	}
+	b.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			b.mu.Lock()
+			for _, c := range cmds {
+				if b.withheld[int(c)] == ch {
+					delete(b.withheld, int(c))
+					b.withholding.Add(-1)
+				}
+			}
+			b.mu.Unlock()
+			close(ch)
+		})
+	}
 }
 
 // StallDispatch stops (stalled true) or resumes pushing messages on topic

@@ -11,7 +11,8 @@
 // Alongside the protocol it offers a test API: create topics, publish and
 // read back messages, observe per consumer the permits it granted and the
 // messages dispatched, acked, nacked and redelivered, and inject faults
-// (drop connections, refuse subscribes, stall dispatch).
+// (drop connections, refuse subscribes, stall dispatch, leave commands
+// unanswered).
 //
 // Everything is kept in memory; a Broker is meant to live for one test.
 package pulsartest
@@ -148,6 +149,11 @@ type Broker struct {
 	refused     map[subKey]error
 	stalled     map[string]bool
 	stats       BrokerStats
+	// withheld maps a command type Withhold holds back to the channel its
+	// release closes; withholding counts its entries, so that a command
+	// is checked against it only while it has some.
+	withheld    map[int]chan struct{}
+	withholding atomic.Int32
 }
 
 // BrokerStats counts connection-level events.
@@ -156,6 +162,9 @@ type BrokerStats struct {
 	ConnectionsAccepted int
 	// ConnectionsOpen is the number of connections currently open.
 	ConnectionsOpen int
+	// ConsumersOpen and ProducersOpen are the consumers and producers
+	// currently open on those connections, on every topic.
+	ConsumersOpen, ProducersOpen int
 	// Pings counts PING commands received (each answered with PONG).
 	Pings int64
 	// UnsupportedCommands counts commands answered with a protocol error
@@ -164,6 +173,9 @@ type BrokerStats struct {
 	// SubscribesRefused counts SUBSCRIBE commands refused because of
 	// RefuseSubscribe.
 	SubscribesRefused int64
+	// Withheld is the number of commands held back now by Withhold: one
+	// per connection at most, since a connection is not read past one.
+	Withheld int
 }
 
 // Stats returns the connection-level counters.
@@ -172,6 +184,10 @@ func (b *Broker) Stats() BrokerStats {
 	defer b.mu.Unlock()
 	st := b.stats
 	st.ConnectionsOpen = len(b.conns)
+	for c := range b.conns {
+		st.ConsumersOpen += len(c.consumers)
+		st.ProducersOpen += len(c.producers)
+	}
 	return st
 }
 
@@ -206,6 +222,7 @@ func Start(ctx context.Context, opts Options) (*Broker, error) {
 		nextLedger:  100,
 		refused:     map[subKey]error{},
 		stalled:     map[string]bool{},
+		withheld:    map[int]chan struct{}{},
 	}
 	b.wg.Add(2)
 	go b.acceptLoop()

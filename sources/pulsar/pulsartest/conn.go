@@ -239,6 +239,9 @@ func (c *conn) handle(cmd command, payload []byte) bool {
 		b.log.Warn("pulsartest: command before CONNECT, closing connection", "conn", c.id, "command", cmdName(cmd.typ))
 		return false
 	}
+	if b.withholding.Load() != 0 && !c.awaitRelease(cmd.typ) {
+		return false
+	}
 	switch cmd.typ {
 	case cmdConnect:
 		return c.handleConnect(cmd.body)
@@ -283,6 +286,36 @@ func (c *conn) handle(cmd command, payload []byte) bool {
 		return b.handleGetTopicsOfNamespace(c, cmd.body)
 	default:
 		return c.unsupported(cmd)
+	}
+}
+
+// awaitRelease waits, when the broker withholds commands of type typ
+// (Withhold), until they are released; the connection is not read
+// meanwhile. It returns false when the connection or the broker closed
+// first.
+func (c *conn) awaitRelease(typ int) bool {
+	b := c.b
+	b.mu.Lock()
+	release := b.withheld[typ]
+	if release == nil {
+		b.mu.Unlock()
+		return true
+	}
+	b.stats.Withheld++
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		b.stats.Withheld--
+		b.mu.Unlock()
+	}()
+	b.log.Debug("pulsartest: command withheld", "conn", c.id, "command", cmdName(typ))
+	select {
+	case <-release:
+		return true
+	case <-c.done:
+		return false
+	case <-b.done:
+		return false
 	}
 }
 

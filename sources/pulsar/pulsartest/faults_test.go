@@ -162,3 +162,155 @@ func TestCloseStopsBroker(t *testing.T) {
 		t.Fatal("still accepting connections")
 	}
 }
+
+// Guarantee: a command of a type Withhold holds back goes unanswered, and
+// the client's call waits, until release; the broker then handles it as
+// usual and the call succeeds. Commands of other types, on another
+// connection, are answered meanwhile.
+func TestWithheldCommandsAreAnsweredOnlyOnceReleased(t *testing.T) {
+	b := startBroker(t)
+	producing := func(cl pulsar.Client, topic string) (pulsar.Producer, error) {
+		return cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, SendTimeout: -1})
+	}
+	subscribing := func(cl pulsar.Client, topic string) (pulsar.Consumer, error) {
+		return cl.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	}
+	connected := func(t *testing.T, topic string, want bool) {
+		t.Helper()
+		st := b.Consumers(topic, "s")
+		if len(st) != 1 || st[0].Connected != want {
+			t.Errorf("consumers of %s = %+v, want one, connected %v", topic, st, want)
+		}
+	}
+	for _, c := range []struct {
+		cmd Command
+		// call starts the client's call on cl and returns it; after, run
+		// once it returned, checks what it did.
+		call  func(t *testing.T, cl pulsar.Client, topic string) (call func() error, after func())
+		other func(cl pulsar.Client, topic string) error // nil: none
+	}{
+		{CommandPartitionedMetadata, func(t *testing.T, cl pulsar.Client, topic string) (func() error, func()) {
+			return func() error {
+				ps, err := cl.TopicPartitions(topic)
+				if err == nil && len(ps) != 1 {
+					err = fmt.Errorf("partitions %v", ps)
+				}
+				return err
+			}, func() {}
+		}, nil},
+		{CommandLookup, func(t *testing.T, cl pulsar.Client, topic string) (func() error, func()) {
+			var p pulsar.Producer
+			return func() (err error) {
+				p, err = producing(cl, topic)
+				return err
+			}, func() { p.Close() }
+		}, nil},
+		{CommandProducer, func(t *testing.T, cl pulsar.Client, topic string) (func() error, func()) {
+			var p pulsar.Producer
+			return func() (err error) {
+				p, err = producing(cl, topic)
+				return err
+			}, func() { p.Close() }
+		}, func(cl pulsar.Client, topic string) error {
+			c, err := subscribing(cl, topic+"-other")
+			if err == nil {
+				c.Close()
+			}
+			return err
+		}},
+		{CommandSubscribe, func(t *testing.T, cl pulsar.Client, topic string) (func() error, func()) {
+			var c pulsar.Consumer
+			return func() (err error) {
+					c, err = subscribing(cl, topic)
+					return err
+				}, func() {
+					connected(t, topic, true)
+					c.Close()
+				}
+		}, func(cl pulsar.Client, topic string) error {
+			p, err := producing(cl, topic+"-other")
+			if err == nil {
+				p.Close()
+			}
+			return err
+		}},
+		{CommandCloseProducer, func(t *testing.T, cl pulsar.Client, topic string) (func() error, func()) {
+			p, err := producing(cl, topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return func() error { p.Close(); return nil }, func() {}
+		}, nil},
+		{CommandCloseConsumer, func(t *testing.T, cl pulsar.Client, topic string) (func() error, func()) {
+			c, err := subscribing(cl, topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return func() error { c.Close(); return nil }, func() { connected(t, topic, false) }
+		}, nil},
+	} {
+		t.Run(c.cmd.String(), func(t *testing.T) {
+			// The client would give up long after the test's waits.
+			cl := newClientWaiting(t, b, time.Minute)
+			topic := uniqueTopic(t)
+			call, after := c.call(t, cl, topic)
+			release := b.Withhold(c.cmd)
+			defer release()
+			done := make(chan error, 1)
+			go func() { done <- call() }()
+			wait.For(t, c.cmd.String()+" withheld", func() bool { return b.Stats().Withheld == 1 })
+			if c.other != nil {
+				if err := c.other(newClient(t, b), topic); err != nil {
+					t.Errorf("another connection's call while %s is withheld: %v", c.cmd, err)
+				}
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("the call returned (%v) while the broker withholds %s", err, c.cmd)
+			default:
+			}
+			release()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("the call once %s was released: %v", c.cmd, err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("the call still waits 20s after %s was released", c.cmd)
+			}
+			after()
+			if n := b.Stats().Withheld; n != 0 {
+				t.Errorf("Stats().Withheld = %d once released, want 0", n)
+			}
+		})
+	}
+}
+
+// Guarantee: closing the broker while it withholds a command returns and
+// closes the waiting connection: the client's call fails then, long before
+// its operation timeout.
+func TestCloseEndsAWithheldCommand(t *testing.T) {
+	b := startBroker(t)
+	cl := newClientWaiting(t, b, time.Minute)
+	b.Withhold(CommandSubscribe)
+	done := make(chan error, 1)
+	go func() {
+		c, err := cl.Subscribe(pulsar.ConsumerOptions{Topic: uniqueTopic(t), SubscriptionName: "s"})
+		if err == nil {
+			c.Close()
+		}
+		done <- err
+	}()
+	wait.For(t, "SUBSCRIBE withheld", func() bool { return b.Stats().Withheld == 1 })
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("the subscribe succeeded on a closed broker")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the subscribe still waits 20s after the broker closed")
+	}
+}

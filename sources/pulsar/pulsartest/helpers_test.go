@@ -63,9 +63,16 @@ func startBrokerWith(t *testing.T, opts Options) *Broker {
 // closed at the end of the test.
 func newClient(t *testing.T, b *Broker) pulsar.Client {
 	t.Helper()
+	return newClientWaiting(t, b, 5*time.Second)
+}
+
+// newClientWaiting returns a client on b as newClient does, whose calls
+// wait up to operation for the broker's answer.
+func newClientWaiting(t *testing.T, b *Broker, operation time.Duration) pulsar.Client {
+	t.Helper()
 	c, err := pulsar.NewClient(pulsar.ClientOptions{
 		URL:               b.URL(),
-		OperationTimeout:  5 * time.Second,
+		OperationTimeout:  operation,
 		ConnectionTimeout: 5 * time.Second,
 		Logger:            plog.DefaultNopLogger(),
 	})

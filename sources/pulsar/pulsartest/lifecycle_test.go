@@ -340,3 +340,31 @@ func publishTimed(t *testing.T, b *Broker, topic string, n int) {
 		}
 	}
 }
+
+// Guarantee: Stats counts the consumers and producers open now, on every
+// topic and connection: each counts once it is created and stops counting
+// once it is closed.
+func TestStatsCountOpenConsumersAndProducers(t *testing.T) {
+	b := startBroker(t)
+	open := func(consumers, producers int) {
+		t.Helper()
+		if st := b.Stats(); st.ConsumersOpen != consumers || st.ProducersOpen != producers {
+			t.Fatalf("stats %+v, want %d consumers and %d producers open", st, consumers, producers)
+		}
+	}
+	open(0, 0)
+	cl, other := newClient(t, b), newClient(t, b)
+	c, err := cl.Subscribe(pulsar.ConsumerOptions{Topics: []string{uniqueTopic(t) + "-a", uniqueTopic(t) + "-b"}, SubscriptionName: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := other.CreateProducer(pulsar.ProducerOptions{Topic: uniqueTopic(t), SendTimeout: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open(2, 1)
+	c.Close()
+	open(0, 1)
+	p.Close()
+	open(0, 0)
+}

@@ -91,13 +91,9 @@ func bounded[T, R any](ctx context.Context, b *Backend[T], kind error, what stri
 	if err := ctx.Err(); err != nil {
 		return zero, fmt.Errorf("%w: %s: %w", kind, what, err)
 	}
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if !liveset.Enter(&b.mu, &b.closed, &b.calls) {
 		return zero, topology.ErrClosed
 	}
-	b.calls.Add(1)
-	b.mu.Unlock()
 	d := &dialing{parent: b.conns}
 	var (
 		res R

@@ -18,8 +18,13 @@ import (
 )
 
 // ErrDeclare wraps a failure to create a topic's producer or a
-// subscription while declaring a topology.
+// subscription while declaring a topology, and a Declare whose context
+// ended first.
 var ErrDeclare = errors.New("pulsartopology: declaring a topology failed")
+
+// ErrSubscribe wraps a failure to subscribe a reader (Subscribe,
+// SubscribeDead), and a subscribe whose context ended first.
+var ErrSubscribe = errors.New("pulsartopology: subscribing a reader failed")
 
 // DeadSubscription is the subscription dead-letter readers share on a DLQ.
 const DeadSubscription = "dead"
@@ -42,6 +47,12 @@ type Backend[T any] struct {
 	closed    bool
 	producers map[string]pulsar.Producer
 	readers   map[*reader[T]]struct{}
+	// calls are the client calls under way that create something (a
+	// Declare, a Subscribe, a producer's creation), each bounded by the
+	// client's operation timeout; the closing waits for them. Added to
+	// under mu while not closed, so that once closed, what a call makes
+	// it closes itself.
+	calls sync.WaitGroup
 }
 
 // New validates opts and returns a backend. With ServiceURL it makes its
@@ -85,13 +96,13 @@ func (b *Backend[T]) TopicName(name string) string {
 // its first reader subscribes) and on every hold topic, and the DLQ's
 // subscription DeadSubscription. Subscribing to an existing subscription
 // keeps its position, so Declare is idempotent. ctx and
-// Options.OperationTimeout bound it.
+// Options.OperationTimeout bound it: it returns by the first of their
+// deadlines, with an error wrapping ErrDeclare and the context's error
+// when the broker has not answered by then (see the package
+// documentation, Bounded calls).
 func (b *Backend[T]) Declare(ctx context.Context, t *topology.Topology) (topology.Queues[T], error) {
 	if t == nil {
 		return nil, errors.New("pulsartopology: Declare with a nil topology")
-	}
-	if b.isClosed() {
-		return nil, topology.ErrClosed
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.opts.OperationTimeout)
 	defer cancel()
@@ -102,36 +113,49 @@ func (b *Backend[T]) Declare(ctx context.Context, t *topology.Topology) (topolog
 	if !t.IsBroadcast() {
 		q.group = t.ConsumerGroup()
 	}
+	return bounded(ctx, b, ErrDeclare, fmt.Sprintf("declaring topology %q", t.Name()), func() (topology.Queues[T], error) {
+		if err := b.declare(ctx, q); err != nil {
+			return nil, err
+		}
+		return q, nil
+	}, func(topology.Queues[T]) {})
+}
+
+// declare does Declare's work, one client call after the other; once ctx
+// has ended it makes nothing more, and a producer it was creating then is
+// closed rather than kept (see producer).
+func (b *Backend[T]) declare(ctx context.Context, q *queues[T]) error {
+	t := q.t
 	if err := b.ensureTopic(ctx, q.main); err != nil {
-		return nil, err
+		return err
 	}
 	for _, h := range t.Holds() {
 		full := b.TopicName(h.Name)
 		if err := b.ensureTopic(ctx, full); err != nil {
-			return nil, err
+			return err
 		}
 		q.holds = append(q.holds, hold{full: full, delay: h.Delay})
 	}
 	if dlq, ok := t.DLQ(); ok {
 		q.dlq = b.TopicName(dlq)
 		if err := b.ensureTopic(ctx, q.dlq); err != nil {
-			return nil, err
+			return err
 		}
 		if err := b.ensureSubscription(ctx, q.dlq, DeadSubscription, pulsar.Shared, pulsar.SubscriptionPositionEarliest); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if q.group != "" {
 		if err := b.ensureSubscription(ctx, q.main, q.group, q.subType, pulsar.SubscriptionPositionLatest); err != nil {
-			return nil, err
+			return err
 		}
 		for _, h := range q.holds {
 			if err := b.ensureSubscription(ctx, h.full, q.group, q.subType, pulsar.SubscriptionPositionEarliest); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
-	return q, nil
+	return nil
 }
 
 func (b *Backend[T]) isClosed() bool {
@@ -147,23 +171,31 @@ func (b *Backend[T]) ensureTopic(ctx context.Context, full string) error {
 	return err
 }
 
-// producer returns the backend's producer on full, creating it once.
+// producer returns the backend's producer on full, creating it unless the
+// backend has it. The creation waits for the broker (up to the client's
+// operation timeout) without holding mu, so two calls may create one each:
+// the first kept is the backend's, and the other is closed. A producer
+// created once the backend is closed, or once ctx has ended (its caller
+// has given up), is closed too.
 func (b *Backend[T]) producer(ctx context.Context, full string) (pulsar.Producer, error) {
 	b.mu.RLock()
-	p, ok := b.producers[full]
-	closed := b.closed
+	p, closed := b.producers[full], b.closed
 	b.mu.RUnlock()
-	if ok && !closed {
+	if p != nil && !closed {
 		return p, nil
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.closed {
+		b.mu.Unlock()
 		return nil, topology.ErrClosed
 	}
 	if p := b.producers[full]; p != nil {
+		b.mu.Unlock()
 		return p, nil
 	}
+	b.calls.Add(1)
+	b.mu.Unlock()
+	defer b.calls.Done()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%w: topic %q: %w", ErrDeclare, full, err)
 	}
@@ -172,10 +204,29 @@ func (b *Backend[T]) producer(ctx context.Context, full string) (pulsar.Producer
 	// v0.21.0).
 	p, err := b.client.CreateProducer(pulsar.ProducerOptions{Topic: full, DisableBatching: true, SendTimeout: -1})
 	if err != nil {
+		if b.isClosed() {
+			return nil, topology.ErrClosed
+		}
 		return nil, fmt.Errorf("%w: creating a producer on topic %q: %w", ErrDeclare, full, err)
 	}
-	b.producers[full] = p
-	return p, nil
+	b.mu.Lock()
+	kept, closed := b.producers[full], b.closed
+	ended := ctx.Err()
+	if kept == nil && !closed && ended == nil {
+		b.producers[full] = p
+		b.mu.Unlock()
+		return p, nil
+	}
+	b.mu.Unlock()
+	p.Close()
+	switch {
+	case closed:
+		return nil, topology.ErrClosed
+	case kept != nil:
+		return kept, nil
+	default:
+		return nil, fmt.Errorf("%w: topic %q: %w", ErrDeclare, full, ended)
+	}
 }
 
 // ensureSubscription creates the durable subscription sub on full, at pos,
@@ -184,6 +235,9 @@ func (b *Backend[T]) producer(ctx context.Context, full string) (pulsar.Producer
 func (b *Backend[T]) ensureSubscription(ctx context.Context, full, sub string, typ pulsar.SubscriptionType, pos pulsar.SubscriptionInitialPosition) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%w: subscription %q on topic %q: %w", ErrDeclare, sub, full, err)
+	}
+	if b.isClosed() {
+		return topology.ErrClosed
 	}
 	c, err := b.client.Subscribe(pulsar.ConsumerOptions{
 		Topic: full, SubscriptionName: sub, Type: typ,
@@ -223,16 +277,21 @@ func (b *Backend[T]) track(r *reader[T]) bool { return liveset.Add(&b.mu, &b.clo
 
 func (b *Backend[T]) untrack(r *reader[T]) { liveset.Remove(&b.mu, b.readers, r) }
 
-// Close closes every reader (what each received and did not settle is
-// delivered again to its subscription by the broker), all at once, then
-// the producers, all at once, and, when the backend made it, the client.
-// What the hold topics and the DLQ hold stays on the broker.
+// Close waits for the calls under way that create something (a Declare, a
+// Subscribe, a send creating its topic's producer: each bounded by the
+// client's operation timeout, and what they make then is closed), then
+// closes every reader (what each received and did not settle is delivered
+// again to its subscription by the broker), all at once, then the
+// producers, all at once, and, when the backend made it, the client. What
+// the hold topics and the DLQ hold stays on the broker.
 //
 // pulsar-client-go's Close calls take no context: each waits for the
 // broker's answer to its close request for at most the client's
 // operation timeout (pulsar.ClientOptions.OperationTimeout; the backend's
-// own client has sources/pulsar's default, 30s), so the closing takes at
-// most about twice that. Close returns nil once it is done; if ctx ends
+// own client has sources/pulsar's default, DefaultOperationTimeout), so
+// the closing takes at most about four times that: the last step of the
+// calls under way (a creation, and the closing of what it made), the
+// readers, the producers. Close returns nil once it is done; if ctx ends
 // first, it returns an error wrapping ctx.Err() and the closing goes on in
 // the background, within those bounds. Idempotent: a later call waits,
 // within its own ctx, for the same closing.
@@ -244,6 +303,7 @@ func (b *Backend[T]) Close(ctx context.Context) error {
 }
 
 func (b *Backend[T]) close() {
+	b.calls.Wait() // closed is set: what they make from now on, they close
 	b.mu.Lock()
 	rs := make([]*reader[T], 0, len(b.readers))
 	for r := range b.readers {

@@ -61,6 +61,26 @@
 // holds, death metadata or sequencing: do not set them on a topology's
 // subscriptions. See docs/topology.md for which to use when.
 //
+// # Bounded calls
+//
+// Declare and Subscribe (and SubscribeDead) are bounded by their context
+// and by Options.OperationTimeout, whichever ends first.
+// pulsar-client-go's CreateProducer and Subscribe, and the topic lookups
+// they start with, take no context: each waits for the broker's answer up
+// to the client's operation timeout (ClientOptions.OperationTimeout), and
+// the client has no way to cut its connection. So each such call runs on
+// a goroutine of the backend, and its caller waits for it within the
+// context. When the context ends first, the caller gets an error wrapping
+// ErrDeclare (Declare) or ErrSubscribe (Subscribe) and the context's
+// error, and the call goes on until the client returns, then releases what
+// it made: a reader's consumer is closed, a producer a Declare was
+// creating is closed rather than kept, and the Declare makes nothing more.
+// What a Declare cut short had already made (topics, subscriptions) stays,
+// and declaring again finishes the work. The Backend's Close waits for
+// these calls; what one makes once the backend is closed, it closes.
+//
+// # Closing
+//
 // pulsar-client-go's Close calls take no context; each waits for the
 // broker's answer to its close request for at most the client's operation
 // timeout (ClientOptions.OperationTimeout). A reader's Close and the

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
@@ -115,7 +116,9 @@ func (q *queues[T]) DeadLetter(ctx context.Context, l topology.Letter[T]) error 
 // subscription on the main topic and every hold topic (Key_Shared on a
 // sequenced topology, Shared otherwise); for a broadcast topology, an
 // exclusive non-durable subscription of its own on the main topic,
-// starting at its latest message.
+// starting at its latest message. Subscribing is bounded by ctx and
+// Options.OperationTimeout (see the package documentation, Bounded
+// calls).
 func (q *queues[T]) Subscribe(ctx context.Context) (topology.Reader[T], error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -137,11 +140,11 @@ func (q *queues[T]) Subscribe(ctx context.Context) (topology.Reader[T], error) {
 		co.SubscriptionName = q.group
 		co.Type = q.subType
 	}
-	return newReader(q.b, co, q.group, "")
+	return q.subscribe(ctx, co, q.group, "")
 }
 
 // SubscribeDead implements topology.Queues: a consumer of the DLQ's
-// subscription DeadSubscription (Shared).
+// subscription DeadSubscription (Shared), bounded as Subscribe.
 func (q *queues[T]) SubscribeDead(ctx context.Context) (topology.Reader[T], error) {
 	if q.dlq == "" {
 		return nil, topology.ErrNoDLQ
@@ -151,7 +154,27 @@ func (q *queues[T]) SubscribeDead(ctx context.Context) (topology.Reader[T], erro
 	}
 	co := pulsar.ConsumerOptions{Topic: q.dlq, SubscriptionName: DeadSubscription, Type: pulsar.Shared,
 		ReceiverQueueSize: q.b.opts.ReadAhead, NackRedeliveryDelay: markerNackDelay}
-	return newReader(q.b, co, "", q.dlq)
+	return q.subscribe(ctx, co, "", q.dlq)
+}
+
+// subscribe makes a reader (newReader) on a goroutine of the backend,
+// bounded by ctx and Options.OperationTimeout (see bounded); a reader made
+// once its caller has given up is closed.
+func (q *queues[T]) subscribe(ctx context.Context, co pulsar.ConsumerOptions, group, dlq string) (topology.Reader[T], error) {
+	ctx, cancel := context.WithTimeout(ctx, q.b.opts.OperationTimeout)
+	defer cancel()
+	topics := co.Topic
+	if topics == "" {
+		topics = strings.Join(co.Topics, ", ")
+	}
+	what := fmt.Sprintf("subscription %q on %s", co.SubscriptionName, topics)
+	r, err := bounded(ctx, q.b, ErrSubscribe, what, func() (*reader[T], error) {
+		return newReader(q.b, co, group, dlq)
+	}, func(r *reader[T]) { <-r.shut() })
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // keepOnError marks the message l was received as, when err is not nil,

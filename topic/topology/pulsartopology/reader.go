@@ -61,7 +61,7 @@ func newReader[T any](b *Backend[T], co pulsar.ConsumerOptions, group, dlq strin
 		if b.isClosed() {
 			return nil, topology.ErrClosed
 		}
-		return nil, fmt.Errorf("pulsartopology: subscribing %q: %w", co.SubscriptionName, err)
+		return nil, fmt.Errorf("%w: subscription %q: %w", ErrSubscribe, co.SubscriptionName, err)
 	}
 	r := &reader[T]{b: b, cons: c, ch: ch, group: group, dlq: dlq, sub: co.SubscriptionName, stop: make(chan struct{})}
 	if !b.track(r) {
