@@ -89,7 +89,9 @@ func runBoulevardScraped(cfg config, t *tally, interval time.Duration) error {
 	if err := reg.Register(obs); err != nil {
 		return err
 	}
-	obs.Add(p)
+	if err := obs.Add(p); err != nil {
+		return err
+	}
 	h := obs.Handler(reg)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

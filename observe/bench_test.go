@@ -72,7 +72,9 @@ func benchMetrics(b *testing.B, batched, on bool) {
 	stop := make(chan struct{})
 	if on {
 		obs := observe.New(observe.Options{})
-		obs.Add(p)
+		if err := obs.Add(p); err != nil {
+			b.Fatal(err)
+		}
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(obs)
 		h := obs.Handler(reg)
@@ -153,7 +155,9 @@ func BenchmarkScrape(b *testing.B) {
 	}
 	b.Cleanup(func() { _ = p.Stop(context.Background()) })
 	obs := observe.New(observe.Options{})
-	obs.Add(p)
+	if err := obs.Add(p); err != nil {
+		b.Fatal(err)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(obs)
 	h := obs.Handler(reg)

@@ -105,16 +105,20 @@ func textOf(ctx context.Context, sel string) (string, error) {
 func TestDashboardDrawsTopicLinks(t *testing.T) {
 	ctx, consoleErrors := browser(t)
 	obs := observe.New(observe.Options{})
-	obs.Add(pushPipeline(t, "ingest"), pushPipeline(t, "enrich"))
+	add(t, obs, pushPipeline(t, "ingest"), pushPipeline(t, "enrich"))
 	broker := topic.NewBroker[int]()
 	t.Cleanup(broker.Close)
 	h, err := broker.CreateInMemoryTopic("orders", topic.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	obs.AddTopic("orders", h)
+	if err := obs.AddTopic("orders", h); err != nil {
+		t.Fatal(err)
+	}
 	obs.LinkTopic("orders", observe.TopicLinks{Publishers: []string{"ingest"}, Subscribers: []string{"enrich"}})
-	obs.AddPulsar("billing", fixedPulsar(pulsar.Stats{Consumers: 1, Received: 42}))
+	if err := obs.AddPulsar("billing", fixedPulsar(pulsar.Stats{Consumers: 1, Received: 42})); err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(obs.Handler(nil))
 	t.Cleanup(srv.Close)
 	if err := chromedp.Do(ctx,
@@ -194,7 +198,7 @@ func TestDashboardInARealBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	obs := observe.New(observe.Options{})
-	obs.Add(p)
+	add(t, obs, p)
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

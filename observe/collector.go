@@ -104,30 +104,46 @@ func (o *Observer) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect reads a snapshot of every pipeline, Kafka source and topic added
 // and sends them as metrics (prometheus.Collector).
+//
+// Each series is sent once, so that a scrape never fails. Add refuses a
+// second pipeline of a name, but two pipelines can still report the same
+// name at a scrape (a Pipeline implementation whose Stats changes its
+// name): the name's series then come from the running one, or, when
+// several or none run, from the one added last. Two Kafka members can
+// report the same series too (sources of one consumer group run in stages
+// of the same name, or a partition two members claim at once while a
+// rebalance moves it): each comes from the member, or the claim, of the
+// newest group generation (the one added first among equals). Each such
+// duplicate is logged once, when a scrape first sees it, not at every
+// scrape: once it is gone, it is logged again if it comes back.
 func (o *Observer) Collect(ch chan<- prometheus.Metric) {
 	pipes, kafkas, topics := o.snapshot()
-	for _, p := range pipes {
-		collectPipeline(ch, p.Stats())
-	}
-	for _, k := range kafkas {
-		collectKafka(ch, k.Stats())
-	}
+	var dups []duplicate
+	dups = collectPipelines(ch, pipes, dups)
+	dups = collectKafka(ch, kafkas, dups)
 	for _, t := range topics {
 		collectTopic(ch, t, t.t.Stats())
 	}
 	for _, p := range o.pulsarSources() {
 		collectPulsar(ch, p.subscription, p.s.Stats())
 	}
+	o.logDuplicates(dups)
 }
 
-// validLabels replaces, in place, the bytes of each label value that are
-// not valid UTF-8 with U+FFFD: Prometheus refuses such a value, and one
-// name added to the Observer must not fail the whole scrape.
+// labelValue returns s with the bytes that are not valid UTF-8 replaced
+// with U+FFFD, as it is exported: Prometheus refuses such a value, and
+// one name added to the Observer must not fail the whole scrape.
+func labelValue(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// validLabels replaces, in place, each label value by its labelValue.
 func validLabels(labels []string) []string {
 	for i, l := range labels {
-		if !utf8.ValidString(l) {
-			labels[i] = strings.ToValidUTF8(l, "\uFFFD")
-		}
+		labels[i] = labelValue(l)
 	}
 	return labels
 }
@@ -166,9 +182,52 @@ func boolValue(b bool) float64 {
 	return 0
 }
 
+// collectPipelines sends the metrics of pipes, one pipeline per name (see
+// Collect), and returns dups with the names reported twice.
+func collectPipelines(ch chan<- prometheus.Metric, pipes []namedPipeline, dups []duplicate) []duplicate {
+	if len(pipes) == 1 {
+		collectPipeline(ch, pipes[0].p.Stats())
+		return dups
+	}
+	sts := make([]pipeline.Stats, len(pipes))
+	for i, p := range pipes {
+		sts[i] = p.p.Stats()
+		sts[i].Name = labelValue(sts[i].Name)
+	}
+	// kept[i] is false for a pipeline whose name another one's series
+	// carry. Names are few: comparing each with those before it costs
+	// less than a map.
+	kept := make([]bool, len(sts))
+	for i := range sts {
+		kept[i] = true
+		for j := range i {
+			if !kept[j] || sts[j].Name != sts[i].Name {
+				continue
+			}
+			dups = addDuplicate(dups, duplicate{kind: dupPipeline, labels: [3]string{sts[i].Name}})
+			if running(sts[j]) && !running(sts[i]) {
+				kept[i] = false
+			} else {
+				kept[j] = false
+			}
+			break
+		}
+	}
+	for i := range sts {
+		if kept[i] {
+			collectPipeline(ch, sts[i])
+		}
+	}
+	return dups
+}
+
+// running reports whether the pipeline of st runs: started and not
+// stopped, as boulevard_pipeline_up says.
+func running(st pipeline.Stats) bool { return !st.Started.IsZero() && !st.Stopped }
+
 func collectPipeline(ch chan<- prometheus.Metric, st pipeline.Stats) {
 	name := st.Name
-	gauge(ch, pipelineUp, boolValue(!st.Started.IsZero() && !st.Stopped), name)
+	gauge(ch, pipelineUp, boolValue(running(st)), name)
 	if rl := st.RateLimit; rl != nil {
 		gauge(ch, pipelineRateLimit, float64(rl.Allowed)/rl.Interval.Seconds(), name)
 	}

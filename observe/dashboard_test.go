@@ -21,7 +21,7 @@ func TestStatsAndDashboardEndpoints(t *testing.T) {
 	push(t, p, rec, 0, 10)
 	wait.For(t, "every message acknowledged", func() bool { return rec.Total() == 10 })
 	obs := observe.New(observe.Options{})
-	obs.Add(p)
+	add(t, obs, p)
 	h := obs.Handler(nil)
 
 	w := httptest.NewRecorder()

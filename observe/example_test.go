@@ -32,7 +32,10 @@ func Example() {
 		return
 	}
 	obs := observe.New(observe.Options{})
-	obs.Add(p)
+	if err := obs.Add(p); err != nil { // a second pipeline of the same name is refused
+		fmt.Println(err)
+		return
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(obs)
 

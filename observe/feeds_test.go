@@ -64,7 +64,7 @@ func TestFeedPermitCountersAreReported(t *testing.T) {
 	}
 
 	obs := observe.New(observe.Options{})
-	obs.Add(p)
+	add(t, obs, p)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(obs)
 	labels := map[string]string{"pipeline": "feeds", "stage": "feeds.producer.0", "feed": "live"}

@@ -109,11 +109,17 @@ func liveFamilies(t *testing.T) map[string]*dto.MetricFamily {
 		t.Fatal(err)
 	}
 	obs := observe.New(observe.Options{})
-	obs.Add(p, kp)
-	obs.AddKafka(src)
-	obs.AddTopic("orders", h)
+	add(t, obs, p, kp)
+	if err := obs.AddKafka(src); err != nil {
+		t.Fatal(err)
+	}
+	if err := obs.AddTopic("orders", h); err != nil {
+		t.Fatal(err)
+	}
 	// The Pulsar metrics' names and labels, from stats given here.
-	obs.AddPulsar("billing", fixedPulsar(pulsar.Stats{Consumers: 1}))
+	if err := obs.AddPulsar("billing", fixedPulsar(pulsar.Stats{Consumers: 1})); err != nil {
+		t.Fatal(err)
+	}
 	reg := newRegistry(t, obs)
 	for _, pp := range []interface{ Start(context.Context) error }{p, kp} {
 		if err := pp.Start(context.Background()); err != nil {

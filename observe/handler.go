@@ -88,7 +88,7 @@ func (o *Observer) check(f func(pipeline.Stats) string) []PipelineReport {
 	pipes, _, _ := o.snapshot()
 	out := make([]PipelineReport, 0, len(pipes))
 	for _, p := range pipes {
-		st := p.Stats()
+		st := p.p.Stats()
 		reason := f(st)
 		out = append(out, PipelineReport{Name: st.Name, OK: reason == "", Reason: reason})
 	}

@@ -64,7 +64,7 @@ func TestReadyzFollowsThePipelinesLife(t *testing.T) {
 		t.Fatal(err)
 	}
 	obs := observe.New(observe.Options{})
-	obs.Add(p)
+	add(t, obs, p)
 	h := obs.Handler(nil)
 	rep := expect(t, h, "/readyz", http.StatusServiceUnavailable, "not started")
 	if rep.Status != "not ready" || rep.Pipelines[0].Name != "life" || rep.Pipelines[0].OK {
@@ -106,7 +106,7 @@ func TestHealthzReportsAPipelineStoppedByAFatalError(t *testing.T) {
 		t.Fatal(err)
 	}
 	obs := observe.New(observe.Options{})
-	obs.Add(p)
+	add(t, obs, p)
 	h := obs.Handler(nil)
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -168,8 +168,10 @@ func TestReadyzFollowsAKafkaSourceFromADeadPortToRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	obs := observe.New(observe.Options{})
-	obs.Add(p)
-	obs.AddKafka(src)
+	add(t, obs, p)
+	if err := obs.AddKafka(src); err != nil {
+		t.Fatal(err)
+	}
 	reg := newRegistry(t, obs)
 	h := obs.Handler(reg)
 	if err := p.Start(context.Background()); err != nil {

@@ -10,7 +10,9 @@
 // anyway.
 //
 //	obs := observe.New(observe.Options{})
-//	obs.Add(p) // any *pipeline.Pipeline
+//	if err := obs.Add(p); err != nil { // any *pipeline.Pipeline, one per name
+//		return err
+//	}
 //	reg := prometheus.NewRegistry()
 //	reg.MustRegister(obs)
 //	http.Handle("/", obs.Handler(reg))
@@ -18,8 +20,12 @@ package observe
 
 import (
 	"cmp"
+	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -46,10 +52,18 @@ type Topic interface {
 	Stats() topic.Stats
 }
 
+// ErrDuplicate is wrapped by the error of Add, AddTopic and AddPulsar when
+// the name given is already added, and of AddKafka when the source is:
+// Prometheus refuses two series with the same name and labels. Names are
+// compared as they are exported, that is with the bytes that are not
+// valid UTF-8 replaced by U+FFFD.
+var ErrDuplicate = errors.New("observe: already added")
+
 // Options configures an Observer. The zero value is ready to use.
 type Options struct {
-	// Logger receives the handler's logs (a failed metrics write). Nil
-	// means slog.Default().
+	// Logger receives the Observer's logs: a failed metrics write, and
+	// series that two of the things added report at once (one line when
+	// that starts, see Observer.Collect). Nil means slog.Default().
 	Logger *slog.Logger
 }
 
@@ -69,11 +83,22 @@ type Observer struct {
 	log *slog.Logger
 
 	mu        sync.Mutex
-	pipelines []Pipeline
+	pipelines []namedPipeline
 	kafka     []KafkaSource
 	topics    []namedTopic
 	pulsar    []namedPulsar
 	links     map[string]TopicLinks
+
+	// dupMu guards dups, the series reported twice at the latest scrape
+	// (see logDuplicates).
+	dupMu sync.Mutex
+	dups  map[duplicate]struct{}
+}
+
+type namedPipeline struct {
+	// name is the pipeline's name as exported (labelValue).
+	name string
+	p    Pipeline
 }
 
 type namedTopic struct {
@@ -120,36 +145,162 @@ func New(opts Options) *Observer {
 }
 
 // Add adds pipelines: their stats become metrics, and their state decides
-// /healthz and /readyz. Adding the same pipeline twice reports it twice;
-// pipeline names must be unique among those added (Prometheus refuses
-// two series with the same labels).
-func (o *Observer) Add(pipelines ...Pipeline) {
+// /healthz and /readyz. Each pipeline is known by its name (Stats().Name),
+// which must not be one already added: Prometheus refuses two series of
+// the same name and labels. When one of pipelines has a name already
+// added, or that another of them has, Add adds none of them and returns
+// an error wrapping ErrDuplicate that names each such pipeline. To swap a
+// rebuilt pipeline in under its name, use Replace.
+func (o *Observer) Add(pipelines ...Pipeline) error {
+	named := namePipelines(pipelines)
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.pipelines = append(o.pipelines, pipelines...)
+	var errs []error
+	for i, n := range named {
+		if o.pipelineIndex(n.name) >= 0 || slices.ContainsFunc(named[:i], func(m namedPipeline) bool { return m.name == n.name }) {
+			errs = append(errs, fmt.Errorf("%w: pipeline %q", ErrDuplicate, n.name))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	o.pipelines = append(o.pipelines, named...)
+	return nil
+}
+
+// Replace adds p in place of the pipeline added under the same name, at
+// its place in the reports, or after the others when there is none, and
+// reports whether there was one. Every later scrape and check reads p: a
+// service that rebuilds a pipeline (after a fatal error, say) swaps the
+// new one in with Replace, and the name's series go on without a gap,
+// following the new pipeline.
+func (o *Observer) Replace(p Pipeline) bool {
+	n := namePipelines([]Pipeline{p})[0]
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if i := o.pipelineIndex(n.name); i >= 0 {
+		o.pipelines[i] = n
+		return true
+	}
+	o.pipelines = append(o.pipelines, n)
+	return false
+}
+
+// Remove removes the pipeline added under name, and reports whether there
+// was one: its series are no longer exported, /healthz and /readyz no
+// longer report it, and the name may be added again.
+func (o *Observer) Remove(name string) bool {
+	name = labelValue(name)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	i := o.pipelineIndex(name)
+	if i < 0 {
+		return false
+	}
+	o.pipelines = slices.Delete(o.pipelines, i, i+1)
+	return true
+}
+
+// namePipelines reads the name of each of ps.
+func namePipelines(ps []Pipeline) []namedPipeline {
+	named := make([]namedPipeline, len(ps))
+	for i, p := range ps {
+		named[i] = namedPipeline{name: labelValue(p.Stats().Name), p: p}
+	}
+	return named
+}
+
+// pipelineIndex returns the index of the pipeline added under name (as
+// exported), or -1. o.mu is held.
+func (o *Observer) pipelineIndex(name string) int {
+	return slices.IndexFunc(o.pipelines, func(n namedPipeline) bool { return n.name == name })
 }
 
 // AddKafka adds Kafka sources: their consumer groups' lag, offsets,
 // assignments, rebalances and commits become metrics (labelled by group,
 // topic and partition). The source's pipeline must be added with Add for
-// its health to count.
-func (o *Observer) AddKafka(sources ...KafkaSource) {
+// its health to count. When one of sources is already added (or given
+// twice), AddKafka adds none of them and returns an error wrapping
+// ErrDuplicate. Sources of the same consumer group may be added: what
+// their members report twice is exported once (see Collect).
+func (o *Observer) AddKafka(sources ...KafkaSource) error {
+	var dups []KafkaSource
+	o.mu.Lock()
+	for i, s := range sources {
+		if slices.ContainsFunc(o.kafka, sameSource(s)) || slices.ContainsFunc(sources[:i], sameSource(s)) {
+			dups = append(dups, s)
+		}
+	}
+	if len(dups) == 0 {
+		o.kafka = append(o.kafka, sources...)
+	}
+	o.mu.Unlock()
+	errs := make([]error, len(dups))
+	for i, s := range dups { // its Stats, to name it, read without the lock
+		errs[i] = fmt.Errorf("%w: the Kafka source of group %q", ErrDuplicate, labelValue(s.Stats().GroupID))
+	}
+	return errors.Join(errs...)
+}
+
+// RemoveKafka removes the Kafka source s, and reports whether it was
+// added. A service that rebuilds a pipeline with a new source removes the
+// old source and adds the new one.
+func (o *Observer) RemoveKafka(s KafkaSource) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.kafka = append(o.kafka, sources...)
+	i := slices.IndexFunc(o.kafka, sameSource(s))
+	if i < 0 {
+		return false
+	}
+	o.kafka = slices.Delete(o.kafka, i, i+1)
+	return true
+}
+
+// sameSource returns a function reporting whether its argument is s.
+// Values of a type that cannot be compared are never the same.
+func sameSource(s KafkaSource) func(KafkaSource) bool {
+	t := reflect.TypeOf(s)
+	return func(k KafkaSource) bool {
+		return t != nil && t.Comparable() && reflect.TypeOf(k) == t && k == s
+	}
 }
 
 // AddTopic adds a topic under name (its topic.Name): its publish counters
-// and subscribers become metrics labelled topic=name.
-func (o *Observer) AddTopic(name string, t Topic) {
+// and subscribers become metrics labelled topic=name. A name already
+// added is refused with an error wrapping ErrDuplicate.
+func (o *Observer) AddTopic(name string, t Topic) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.topicIndex(name) >= 0 {
+		return fmt.Errorf("%w: topic %q", ErrDuplicate, labelValue(name))
+	}
 	o.topics = append(o.topics, namedTopic{name: name, t: t, published: new(atomic.Uint64)})
+	return nil
+}
+
+// RemoveTopic removes the topic added under name, and reports whether
+// there was one. Its links (LinkTopic) are kept.
+func (o *Observer) RemoveTopic(name string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	i := o.topicIndex(name)
+	if i < 0 {
+		return false
+	}
+	o.topics = slices.Delete(o.topics, i, i+1)
+	return true
+}
+
+// topicIndex returns the index of the topic added under name (compared as
+// exported), or -1. o.mu is held.
+func (o *Observer) topicIndex(name string) int {
+	name = labelValue(name)
+	return slices.IndexFunc(o.topics, func(t namedTopic) bool { return labelValue(t.name) == name })
 }
 
 // snapshot copies the lists, so that reading stats holds no lock.
-func (o *Observer) snapshot() ([]Pipeline, []KafkaSource, []namedTopic) {
+func (o *Observer) snapshot() ([]namedPipeline, []KafkaSource, []namedTopic) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return append([]Pipeline(nil), o.pipelines...), append([]KafkaSource(nil), o.kafka...), append([]namedTopic(nil), o.topics...)
+	return slices.Clone(o.pipelines), slices.Clone(o.kafka), slices.Clone(o.topics)
 }

@@ -44,10 +44,7 @@ func endless() producer.Source[int] {
 // sees the processors' counters increase: rate() over them is not zero
 // (skipped when the prometheus binary is not installed).
 func TestRealPrometheusScrapesTheHandler(t *testing.T) {
-	bin, err := exec.LookPath("prometheus")
-	if err != nil {
-		t.Skip("prometheus not installed (Debian package prometheus); .ci/run installs it")
-	}
+	requirePrometheus(t)
 	p, err := pipeline.New(pipeline.Options[int, int]{
 		Name: "scraped",
 		Producer: producer.Options[int]{Source: endless(), Concurrency: 1,
@@ -60,14 +57,41 @@ func TestRealPrometheusScrapesTheHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	obs := observe.New(observe.Options{})
-	obs.Add(p)
+	add(t, obs, p)
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Stop(context.Background()) })
-	target := httptest.NewServer(obs.Handler(nil)) // listens on 127.0.0.1
-	t.Cleanup(target.Close)
+	promAddr := startPrometheus(t, obs.Handler(nil))
 
+	query := "rate(boulevard_processor_messages_received_total[5s])"
+	v := promEventually(t, promAddr, query, func(v float64) bool { return v > 0 })
+	t.Logf("%s = %v", query, v)
+	if v, err := promQuery(promAddr, `boulevard_producer_state{state="running"}`); err != nil || v != 1 {
+		t.Errorf("producer state running = %v (%v), want 1", v, err)
+	}
+}
+
+// requirePrometheus skips the test when the prometheus binary is not
+// installed, and returns its path.
+func requirePrometheus(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Skip("prometheus not installed (Debian package prometheus); .ci/run installs it")
+	}
+	return bin
+}
+
+// startPrometheus serves h on 127.0.0.1 and starts a real Prometheus
+// (skipping the test when it is not installed) that scrapes it every
+// second, as job "boulevard"; it returns the address of Prometheus's API.
+// Both stop with the test, and Prometheus's log is shown if it failed.
+func startPrometheus(t *testing.T, h http.Handler) string {
+	t.Helper()
+	bin := requirePrometheus(t)
+	target := httptest.NewServer(h) // listens on 127.0.0.1
+	t.Cleanup(target.Close)
 	dir := t.TempDir()
 	cfg := fmt.Sprintf("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: boulevard\n    static_configs:\n      - targets: [%q]\n",
 		target.Listener.Addr().String())
@@ -97,24 +121,24 @@ func TestRealPrometheusScrapesTheHandler(t *testing.T) {
 			}
 		}
 	})
+	return promAddr
+}
 
-	query := "rate(boulevard_processor_messages_received_total[5s])"
-	var last string
+// promEventually runs query against the Prometheus at addr until its first
+// sample's value satisfies ok, and returns that value; it fails the test
+// after 60s (Prometheus starts, then scrapes once a second).
+func promEventually(t *testing.T, addr, query string, ok func(float64) bool) float64 {
+	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		v, err := promQuery(promAddr, query)
-		if err == nil && v > 0 {
-			t.Logf("%s = %v", query, v)
-			break
+		v, err := promQuery(addr, query)
+		if err == nil && ok(v) {
+			return v
 		}
-		last = fmt.Sprintf("value %v, error %v", v, err)
 		if time.Now().After(deadline) {
-			t.Fatalf("%s not above 0 within 60s (last: %s)", query, last)
+			t.Fatalf("%s not as expected within 60s (last: value %v, error %v)", query, v, err)
 		}
 		time.Sleep(200 * time.Millisecond)
-	}
-	if v, err := promQuery(promAddr, `boulevard_producer_state{state="running"}`); err != nil || v != 1 {
-		t.Errorf("producer state running = %v (%v), want 1", v, err)
 	}
 }
 

@@ -1,6 +1,9 @@
 package observe
 
 import (
+	"fmt"
+	"slices"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/boulevard-go/boulevard/sources/pulsar"
@@ -39,18 +42,44 @@ var pulsarDescs = []*prometheus.Desc{pulsarConsumers, pulsarReceived, pulsarRede
 // AddPulsar adds a Pulsar source under its subscription's name: its
 // consumers, deliveries, redeliveries, nacks, dead letters, dropped acks
 // and permits become metrics labelled subscription=subscription. The
-// source's pipeline must be added with Add for its health to count.
-func (o *Observer) AddPulsar(subscription string, s PulsarSource) {
+// source's pipeline must be added with Add for its health to count. A
+// subscription already added is refused with an error wrapping
+// ErrDuplicate.
+func (o *Observer) AddPulsar(subscription string, s PulsarSource) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.pulsarIndex(subscription) >= 0 {
+		return fmt.Errorf("%w: Pulsar subscription %q", ErrDuplicate, labelValue(subscription))
+	}
 	o.pulsar = append(o.pulsar, namedPulsar{subscription: subscription, s: s})
+	return nil
+}
+
+// RemovePulsar removes the Pulsar source added under subscription, and
+// reports whether there was one.
+func (o *Observer) RemovePulsar(subscription string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	i := o.pulsarIndex(subscription)
+	if i < 0 {
+		return false
+	}
+	o.pulsar = slices.Delete(o.pulsar, i, i+1)
+	return true
+}
+
+// pulsarIndex returns the index of the source added under subscription
+// (compared as exported), or -1. o.mu is held.
+func (o *Observer) pulsarIndex(subscription string) int {
+	subscription = labelValue(subscription)
+	return slices.IndexFunc(o.pulsar, func(p namedPulsar) bool { return labelValue(p.subscription) == subscription })
 }
 
 // pulsarSources copies the list, so that reading stats holds no lock.
 func (o *Observer) pulsarSources() []namedPulsar {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return append([]namedPulsar(nil), o.pulsar...)
+	return slices.Clone(o.pulsar)
 }
 
 func collectPulsar(ch chan<- prometheus.Metric, sub string, st pulsar.Stats) {

@@ -23,7 +23,9 @@ func TestPulsarSourceStatsAreExported(t *testing.T) {
 	st := pulsar.Stats{Consumers: 2, Replaced: 3, DroppedAcks: 4, CallbackPanics: 5, Received: 600, Redelivered: 7,
 		Nacked: 8, DeadLettered: 9, PermitsGranted: 1000, PermitsAvailable: 11, ClientQueue: 12}
 	obs := observe.New(observe.Options{})
-	obs.AddPulsar("billing", fixedPulsar(st))
+	if err := obs.AddPulsar("billing", fixedPulsar(st)); err != nil {
+		t.Fatal(err)
+	}
 	reg := newRegistry(t, obs)
 	sub := map[string]string{"subscription": "billing"}
 	for name, want := range map[string]float64{
@@ -66,7 +68,9 @@ func TestPulsarSourceStatsAreExported(t *testing.T) {
 // the invalid bytes of the label value replaced by U+FFFD.
 func TestScrapeSurvivesNamesThatAreNotUTF8(t *testing.T) {
 	obs := observe.New(observe.Options{})
-	obs.AddPulsar("billing\xff", fixedPulsar(pulsar.Stats{Consumers: 1}))
+	if err := obs.AddPulsar("billing\xff", fixedPulsar(pulsar.Stats{Consumers: 1})); err != nil {
+		t.Fatal(err)
+	}
 	rr := httptest.NewRecorder()
 	obs.Handler(nil).ServeHTTP(rr, httptest.NewRequest("GET", "/metrics", nil))
 	if want := "boulevard_pulsar_consumers{subscription=\"billing\uFFFD\"} 1"; rr.Code != 200 || !strings.Contains(rr.Body.String(), want) {

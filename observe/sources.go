@@ -34,23 +34,85 @@ var kafkaDescs = []*prometheus.Desc{kafkaLag, kafkaFetchLag, kafkaCommitted, kaf
 
 var topicDescs = []*prometheus.Desc{topicPublished, topicDropped, topicLagged, topicInFlight, topicGroups, topicSubscribers}
 
-func collectKafka(ch chan<- prometheus.Metric, st kafka.Stats) {
-	g := st.GroupID
-	for _, m := range st.Members {
-		gauge(ch, kafkaAssigned, float64(len(m.Partitions)), g, m.Stage)
-		gauge(ch, kafkaGeneration, float64(m.GenerationID), g, m.Stage)
-		counter(ch, kafkaRebalances, float64(m.Rebalances), g, m.Stage)
-		counter(ch, kafkaCommits, float64(m.Commits), g, m.Stage)
-		counter(ch, kafkaCommitErrs, float64(m.CommitErrors), g, m.Stage)
-		for _, p := range m.Partitions {
-			part := partitionLabel(p.Partition)
-			gauge(ch, kafkaLag, float64(p.Lag), g, p.Topic, part)
-			gauge(ch, kafkaFetchLag, float64(p.FetchLag), g, p.Topic, part)
-			gauge(ch, kafkaCommitted, float64(p.Committed), g, p.Topic, part)
-			gauge(ch, kafkaHighWater, float64(p.HighWater), g, p.Topic, part)
-			gauge(ch, kafkaInFlight, float64(p.InFlight), g, p.Topic, part)
+// memberKey identifies the series of a Kafka group member, and
+// partitionKey those of a claimed partition (label values as exported).
+type (
+	memberKey struct {
+		group, stage string
+	}
+	partitionKey struct {
+		group, topic string
+		partition    int32
+	}
+)
+
+// kafkaClaim locates a member (partition -1) or one of its claims in the
+// stats of the Kafka sources, and the group generation it belongs to.
+type kafkaClaim struct {
+	source, member, partition int
+	generation                int32
+}
+
+// collectKafka sends the metrics of the Kafka sources, each member's and
+// each partition's series once (see Collect), and returns dups with the
+// series reported twice.
+func collectKafka(ch chan<- prometheus.Metric, sources []KafkaSource, dups []duplicate) []duplicate {
+	if len(sources) == 0 {
+		return dups
+	}
+	sts := make([]kafka.Stats, len(sources))
+	members := map[memberKey]kafkaClaim{}
+	parts := map[partitionKey]kafkaClaim{}
+	// First pass: which member, and which claim, each series comes from.
+	for si, src := range sources {
+		st := src.Stats()
+		st.GroupID = labelValue(st.GroupID)
+		sts[si] = st
+		for mi, m := range st.Members {
+			mk := memberKey{st.GroupID, labelValue(m.Stage)}
+			w, ok := members[mk]
+			if ok {
+				dups = addDuplicate(dups, duplicate{kind: dupKafkaMember, labels: [3]string{mk.group, mk.stage}})
+			}
+			if !ok || m.GenerationID > w.generation {
+				members[mk] = kafkaClaim{si, mi, -1, m.GenerationID}
+			}
+			for pi, p := range m.Partitions {
+				pk := partitionKey{st.GroupID, labelValue(p.Topic), p.Partition}
+				w, ok := parts[pk]
+				if ok {
+					dups = addDuplicate(dups, duplicate{kind: dupKafkaPartition, labels: [3]string{pk.group, pk.topic, partitionLabel(pk.partition)}})
+				}
+				if !ok || p.GenerationID > w.generation {
+					parts[pk] = kafkaClaim{si, mi, pi, p.GenerationID}
+				}
+			}
 		}
 	}
+	for si, st := range sts {
+		g := st.GroupID
+		for mi, m := range st.Members {
+			if w := members[memberKey{g, labelValue(m.Stage)}]; w.source == si && w.member == mi {
+				gauge(ch, kafkaAssigned, float64(len(m.Partitions)), g, m.Stage)
+				gauge(ch, kafkaGeneration, float64(m.GenerationID), g, m.Stage)
+				counter(ch, kafkaRebalances, float64(m.Rebalances), g, m.Stage)
+				counter(ch, kafkaCommits, float64(m.Commits), g, m.Stage)
+				counter(ch, kafkaCommitErrs, float64(m.CommitErrors), g, m.Stage)
+			}
+			for pi, p := range m.Partitions {
+				if w := parts[partitionKey{g, labelValue(p.Topic), p.Partition}]; w.source != si || w.member != mi || w.partition != pi {
+					continue
+				}
+				part := partitionLabel(p.Partition)
+				gauge(ch, kafkaLag, float64(p.Lag), g, p.Topic, part)
+				gauge(ch, kafkaFetchLag, float64(p.FetchLag), g, p.Topic, part)
+				gauge(ch, kafkaCommitted, float64(p.Committed), g, p.Topic, part)
+				gauge(ch, kafkaHighWater, float64(p.HighWater), g, p.Topic, part)
+				gauge(ch, kafkaInFlight, float64(p.InFlight), g, p.Topic, part)
+			}
+		}
+	}
+	return dups
 }
 
 func collectTopic(ch chan<- prometheus.Metric, t namedTopic, st topic.Stats) {

@@ -84,7 +84,7 @@ func (o *Observer) Snapshot() Snapshot {
 		snap.Links = map[string]TopicLinks{}
 	}
 	for _, p := range pipes {
-		snap.Pipelines = append(snap.Pipelines, pipelineSnapshot(p.Stats()))
+		snap.Pipelines = append(snap.Pipelines, pipelineSnapshot(p.p.Stats()))
 	}
 	for _, k := range kafkas {
 		snap.Kafka = append(snap.Kafka, k.Stats())

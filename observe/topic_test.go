@@ -27,7 +27,9 @@ func TestTopicPublishedCounterNeverDecreases(t *testing.T) {
 		t.Fatal(err)
 	}
 	obs := observe.New(observe.Options{})
-	obs.AddTopic("orders", h)
+	if err := obs.AddTopic("orders", h); err != nil {
+		t.Fatal(err)
+	}
 	reg := newRegistry(t, obs)
 	published := func() float64 {
 		v, ok := find(t, reg, "boulevard_topic_published_total", map[string]string{"topic": "orders"})

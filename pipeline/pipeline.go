@@ -80,6 +80,7 @@ type Pipeline[In, Out any] struct {
 	cut         chan struct{} // closed when the drain is cut short
 	giveUpOnce  sync.Once
 	abandoned   chan struct{} // closed when Stop and Run stop waiting for stragglers
+	timedOut    atomic.Bool   // Stop or Run returned a *ShutdownTimeoutError, see Stats
 	closing     atomic.Int32  // closeNotStarted, closeRunning, closeReturned
 	draining    atomic.Int32  // 1 + the index of the Drainer being drained; 0 when none
 	prodDone    atomic.Bool   // the producer's Run has returned

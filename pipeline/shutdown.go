@@ -231,6 +231,7 @@ func (p *Pipeline[In, Out]) stopResult(timeout *ShutdownTimeoutError) error {
 	}
 	if timeout != nil {
 		errs = append(errs, timeout)
+		p.timedOut.Store(true)
 	}
 	switch len(errs) {
 	case 0:

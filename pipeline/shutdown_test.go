@@ -198,6 +198,77 @@ func TestStopReturnsByDeadlineWithStuckClose(t *testing.T) {
 	}
 }
 
+// Guarantee: once Stop has returned a *ShutdownTimeoutError, Stats
+// reports the pipeline stopped, although what Stop gave up on still runs
+// (Done is not closed yet), whether that is a handler that ignores its
+// context (Stop's deadline passed, or ShutdownTimeout and CancelGrace did)
+// or the source's Close; it still does once they have returned.
+func TestStatsReportStoppedOnceStopGaveUp(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		deadline   time.Duration // of Stop's context; 0: none
+		stuckClose bool
+	}{
+		{"handler, Stop's deadline", 500 * time.Millisecond, false},
+		{"handler, ShutdownTimeout", 0, false},
+		{"source Close, Stop's deadline", 200 * time.Millisecond, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				started, release := make(chan struct{}), make(chan struct{})
+				unblock := sync.OnceFunc(func() { close(release) })
+				defer unblock() // so that nothing is left blocked if the test fails
+				opts := pipeline.Options[uint64, uint64]{
+					Name:            "given-up",
+					ShutdownTimeout: time.Second,
+					Processors:      processor.Options[uint64, uint64]{Concurrency: 1, MaxDemand: 1, Handle: stuckHandler(started, release)},
+				}
+				if c.stuckClose {
+					opts.Producer = producer.Options[uint64]{Source: &closeIgnoringSource{release: release}}
+					opts.Processors.Handle = identity
+				}
+				p := mustNew(t, opts)
+				if err := p.Start(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				if !c.stuckClose {
+					if err := p.Push(context.Background(), message.New[uint64](1, nil, 1)); err != nil {
+						t.Fatal(err)
+					}
+					<-started
+				}
+				synctest.Wait()
+				if st := p.Stats(); st.Stopped {
+					t.Fatal("Stats reports a running pipeline stopped")
+				}
+				ctx := context.Background()
+				if c.deadline > 0 {
+					c, cancel := context.WithTimeout(ctx, c.deadline)
+					defer cancel()
+					ctx = c
+				}
+				var ste *pipeline.ShutdownTimeoutError
+				if err := p.Stop(ctx); !errors.As(err, &ste) {
+					t.Fatalf("Stop = %v, want a *ShutdownTimeoutError", err)
+				}
+				select {
+				case <-p.Done():
+					t.Fatal("Done is closed while what Stop gave up on still runs")
+				default:
+				}
+				if !p.Stats().Stopped {
+					t.Error("Stats does not report the pipeline stopped once Stop gave up on it")
+				}
+				unblock()
+				<-p.Done()
+				if !p.Stats().Stopped {
+					t.Error("Stats does not report the pipeline stopped once Done is closed")
+				}
+			})
+		})
+	}
+}
+
 // startWithStuckSource starts, in a synctest bubble, a pipeline
 // (ShutdownTimeout 1s, the given producer concurrency) whose source's Run
 // ignores its context until unblock is called, and waits until it idles.

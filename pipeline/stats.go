@@ -15,8 +15,12 @@ type Stats struct {
 	// Time is when the snapshot was taken; Started when the pipeline
 	// started (zero before Start).
 	Time, Started time.Time
-	// Stopped reports whether the pipeline has stopped; Err is what
-	// stopped it abnormally (see Pipeline.Err), nil otherwise.
+	// Stopped reports whether the pipeline has stopped: every goroutine
+	// it started has returned (Done is closed), or it stopped waiting
+	// for goroutines that ignore their context, as Stop and Run do when
+	// they return a *ShutdownTimeoutError (those goroutines may still run
+	// until they return; Done is closed then). Err is what stopped it
+	// abnormally (see Pipeline.Err), nil otherwise.
 	Stopped bool
 	Err     error
 	// Producers are the producer stages, in stage order (none for a
@@ -77,7 +81,10 @@ func (p *Pipeline[In, Out]) Stats() Stats {
 	select {
 	case <-p.done:
 		st.Stopped = true
+	case <-p.abandoned:
+		st.Stopped = true
 	default:
+		st.Stopped = p.timedOut.Load()
 	}
 	st.Err = p.Err()
 	stages := p.prod.Stages()

@@ -175,7 +175,9 @@ func ingest(ctx context.Context, w *lineWriter, wired *config.Wired[Order], c ch
 	if err != nil {
 		return err
 	}
-	obs.Add(p)
+	if err := obs.Add(p); err != nil {
+		return err
+	}
 	w.printf("ready ingest")
 	if err := p.Run(ctx); err != nil {
 		return err
@@ -216,7 +218,9 @@ func enrich(ctx context.Context, w *lineWriter, wired *config.Wired[Order], role
 	if err != nil {
 		return err
 	}
-	obs.Add(p)
+	if err := obs.Add(p); err != nil {
+		return err
+	}
 	w.printf("ready %s", role)
 	return p.Run(ctx)
 }
@@ -247,7 +251,9 @@ func check(ctx context.Context, w *lineWriter, wired *config.Wired[Order], name 
 	if err != nil {
 		return err
 	}
-	obs.Add(p)
+	if err := obs.Add(p); err != nil {
+		return err
+	}
 	w.printf("ready %s", name)
 	return p.Run(ctx)
 }

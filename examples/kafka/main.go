@@ -196,8 +196,12 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 	obs := observe.New(observe.Options{})
-	obs.Add(p)
-	obs.AddKafka(src)
+	if err := obs.Add(p); err != nil {
+		return err
+	}
+	if err := obs.AddKafka(src); err != nil {
+		return err
+	}
 	srv, err := cfg.monitor.Serve(obs, out)
 	if err != nil {
 		return err

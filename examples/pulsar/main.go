@@ -217,8 +217,12 @@ func run(ctx context.Context, cfg config, out io.Writer) (*result, error) {
 		return nil, err
 	}
 	obs := observe.New(observe.Options{})
-	obs.Add(p)
-	obs.AddPulsar(cfg.subscription, src)
+	if err := obs.Add(p); err != nil {
+		return nil, err
+	}
+	if err := obs.AddPulsar(cfg.subscription, src); err != nil {
+		return nil, err
+	}
 	srv, err := cfg.monitor.Serve(obs, out)
 	if err != nil {
 		return nil, err

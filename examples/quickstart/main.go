@@ -56,7 +56,7 @@ type config struct {
 	// checks and dashboard, and how long after the run.
 	monitor monitor.Flags
 	// observe, when set, is given the pipeline before it runs.
-	observe func(...observe.Pipeline)
+	observe func(...observe.Pipeline) error
 }
 
 func main() {
@@ -158,7 +158,9 @@ func runPipeline(ctx context.Context, cfg config, stdout io.Writer) (*results, e
 	}
 
 	if cfg.observe != nil {
-		cfg.observe(p)
+		if err := cfg.observe(p); err != nil {
+			return nil, err
+		}
 	}
 	fmt.Fprintf(stdout, "quickstart: %d orders for %d customers (seed %d)\n\n", cfg.n, cfg.customers, cfg.seed)
 	fmt.Fprintf(stdout, "first %d batches per customer:\n", cfg.sample)

@@ -243,7 +243,9 @@ func start[T any](ctx context.Context, name string, src producer.Source[T], h pr
 		return nil, err
 	}
 	if obs != nil {
-		obs.Add(p)
+		if err := obs.Add(p); err != nil {
+			return nil, err
+		}
 	}
 	return p, p.Start(ctx)
 }

@@ -93,7 +93,9 @@ func runObserved(ctx context.Context, out io.Writer, log *slog.Logger, n int, ob
 	}
 	if obs != nil {
 		for _, name := range slices.Sorted(maps.Keys(wired.Topics)) {
-			obs.AddTopic(string(name), wired.Topics[name])
+			if err := obs.AddTopic(string(name), wired.Topics[name]); err != nil {
+				return err
+			}
 		}
 		links := map[topic.Name]*observe.TopicLinks{}
 		for _, pp := range wired.Plan.Pipelines {
@@ -143,7 +145,9 @@ func runObserved(ctx context.Context, out io.Writer, log *slog.Logger, n int, ob
 		Stats() pipeline.Stats
 	}) error {
 		if obs != nil {
-			obs.Add(p)
+			if err := obs.Add(p); err != nil {
+				return err
+			}
 		}
 		if err := p.Start(ctx); err != nil {
 			return err
