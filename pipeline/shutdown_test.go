@@ -49,6 +49,30 @@ func assertStraggler(t *testing.T, err error, want pipeline.Straggler) {
 	}
 }
 
+// stopNaming stops p with a deadline of 100ms and checks that Stop gives
+// up on it naming want; it returns Stop's error.
+func stopNaming(t *testing.T, p *pipeline.Pipeline[uint64, uint64], want pipeline.Straggler) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	err := p.Stop(ctx)
+	assertStraggler(t, err, want)
+	return err
+}
+
+// startWithOne starts p, pushes one message and waits until started is
+// closed (a stage took the message and is stuck on it).
+func startWithOne(t *testing.T, p *pipeline.Pipeline[uint64, uint64], started <-chan struct{}) {
+	t.Helper()
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Push(context.Background(), message.New[uint64](1, nil, 1)); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+}
+
 // Guarantee: Stop returns by its context's deadline even though a handler
 // ignores its context, with a *ShutdownTimeoutError naming the processor;
 // the stuck message, once its handler returns its context's error, is
@@ -299,10 +323,7 @@ func startWithStuckSource(t *testing.T, name string, concurrency int) (p *pipeli
 func TestStopNamesStuckProducerStage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p, unblock := startWithStuckSource(t, "fetching", 2)
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		defer cancel()
-		err := p.Stop(ctx)
-		assertStraggler(t, err, pipeline.Straggler{Kind: pipeline.KindProducerStage, Stage: "fetching.producer.1", Index: -1})
+		stopNaming(t, p, pipeline.Straggler{Kind: pipeline.KindProducerStage, Stage: "fetching.producer.1", Index: -1})
 		unblock()
 		<-p.Done()
 	})
@@ -325,17 +346,8 @@ func TestStopNamesStuckBatchProcessor(t *testing.T) {
 					return nil
 				}}},
 		})
-		if err := p.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Push(context.Background(), message.New[uint64](1, nil, 1)); err != nil {
-			t.Fatal(err)
-		}
-		<-started
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		defer cancel()
-		err := p.Stop(ctx)
-		assertStraggler(t, err, pipeline.Straggler{Kind: pipeline.KindBatchProcessor, Stage: "batching.batcher.default", Index: 0})
+		startWithOne(t, p, started)
+		stopNaming(t, p, pipeline.Straggler{Kind: pipeline.KindBatchProcessor, Stage: "batching.batcher.default", Index: 0})
 		unblock()
 		<-p.Done()
 	})
@@ -374,17 +386,8 @@ func TestStopNamesWhereABatchersKeyAndWeightRun(t *testing.T) {
 					Processors: processor.Options[uint64, uint64]{Concurrency: 1, Handle: identity},
 					Batchers:   []batcher.Options[uint64]{bo},
 				})
-				if err := p.Start(context.Background()); err != nil {
-					t.Fatal(err)
-				}
-				if err := p.Push(context.Background(), message.New[uint64](1, nil, 1)); err != nil {
-					t.Fatal(err)
-				}
-				<-started
-				ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-				defer cancel()
-				err := p.Stop(ctx)
-				assertStraggler(t, err, tc.want)
+				startWithOne(t, p, started)
+				err := stopNaming(t, p, tc.want)
 				var ste *pipeline.ShutdownTimeoutError
 				if errors.As(err, &ste) && len(ste.Running) != 1 {
 					t.Errorf("still running %v, want only %v", ste.Running, tc.want)
