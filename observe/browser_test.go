@@ -106,12 +106,7 @@ func TestDashboardDrawsTopicLinks(t *testing.T) {
 	ctx, consoleErrors := browser(t)
 	obs := observe.New(observe.Options{})
 	add(t, obs, pushPipeline(t, "ingest"), pushPipeline(t, "enrich"))
-	broker := topic.NewBroker[int]()
-	t.Cleanup(broker.Close)
-	h, err := broker.CreateInMemoryTopic("orders", topic.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := memTopic(t, "orders", topic.Options{})
 	if err := obs.AddTopic("orders", h); err != nil {
 		t.Fatal(err)
 	}

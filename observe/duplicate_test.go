@@ -146,12 +146,7 @@ func TestAddRefusesANameAlreadyAdded(t *testing.T) {
 	}
 	add(t, obs, pushPipeline(t, "billing")) // the refused call added nothing
 
-	broker := topic.NewBroker[int]()
-	t.Cleanup(broker.Close)
-	h, err := broker.CreateInMemoryTopic("orders", topic.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := memTopic(t, "orders", topic.Options{})
 	if err := obs.AddTopic("orders", h); err != nil {
 		t.Fatal(err)
 	}
@@ -241,12 +236,7 @@ func TestReplaceAndRemoveSwapARebuiltPipeline(t *testing.T) {
 func TestRemoveTakesSourcesAndTopicsOut(t *testing.T) {
 	obs := observe.New(observe.Options{})
 	reg := newRegistry(t, obs)
-	broker := topic.NewBroker[int]()
-	t.Cleanup(broker.Close)
-	h, err := broker.CreateInMemoryTopic("orders", topic.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := memTopic(t, "orders", topic.Options{})
 	src := newFixedKafka(kafka.Stats{GroupID: "readers", Members: []kafka.MemberStats{{Stage: "events.producer.0"}}})
 	for _, err := range []error{obs.AddTopic("orders", h), obs.AddPulsar("billing", fixedPulsar(pulsar.Stats{Consumers: 1})), obs.AddKafka(src)} {
 		if err != nil {

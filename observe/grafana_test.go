@@ -102,12 +102,7 @@ func liveFamilies(t *testing.T) map[string]*dto.MetricFamily {
 	if err != nil {
 		t.Fatal(err)
 	}
-	broker := topic.NewBroker[int]()
-	t.Cleanup(broker.Close)
-	h, err := broker.CreateInMemoryTopic("orders", topic.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := memTopic(t, "orders", topic.Options{})
 	obs := observe.New(observe.Options{})
 	add(t, obs, p, kp)
 	if err := obs.AddKafka(src); err != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/boulevard-go/boulevard/observe"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/topic"
 )
 
 func TestMain(m *testing.M) {
@@ -229,6 +230,19 @@ func add(t *testing.T, obs *observe.Observer, pipelines ...observe.Pipeline) {
 	if err := obs.Add(pipelines...); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// memTopic creates the in-memory topic name with opts on a broker of its
+// own, closed when t ends.
+func memTopic(t *testing.T, name topic.Name, opts topic.Options) *topic.Handle[int] {
+	t.Helper()
+	broker := topic.NewBroker[int]()
+	t.Cleanup(broker.Close)
+	h, err := broker.CreateInMemoryTopic(name, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 // serveMetrics serves h on a real HTTP server (on 127.0.0.1) for one GET

@@ -17,12 +17,7 @@ import (
 // while it waited for room and then took back, because its context ended,
 // leaves the exported counter where it was.
 func TestTopicPublishedCounterNeverDecreases(t *testing.T) {
-	broker := topic.NewBroker[int]()
-	t.Cleanup(broker.Close)
-	h, err := broker.CreateInMemoryTopic("orders", topic.Options{Balanced: topic.BalancedPolicy{Capacity: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := memTopic(t, "orders", topic.Options{Balanced: topic.BalancedPolicy{Capacity: 1}})
 	if _, err := h.Subscribe(topic.Balanced("billing"), topic.SubscriberOptions{}); err != nil {
 		t.Fatal(err)
 	}
