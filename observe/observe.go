@@ -191,13 +191,20 @@ func (o *Observer) Replace(p Pipeline) bool {
 // longer report it, and the name may be added again.
 func (o *Observer) Remove(name string) bool {
 	name = labelValue(name)
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	i := o.pipelineIndex(name)
+	return removeFrom(&o.mu, &o.pipelines, func() int { return o.pipelineIndex(name) })
+}
+
+// removeFrom deletes from *s, under mu, the element at the index index
+// returns (called under mu), and reports whether there was one (an index
+// of -1 is none).
+func removeFrom[E any](mu *sync.Mutex, s *[]E, index func() int) bool {
+	mu.Lock()
+	defer mu.Unlock()
+	i := index()
 	if i < 0 {
 		return false
 	}
-	o.pipelines = slices.Delete(o.pipelines, i, i+1)
+	*s = slices.Delete(*s, i, i+1)
 	return true
 }
 
@@ -246,14 +253,7 @@ func (o *Observer) AddKafka(sources ...KafkaSource) error {
 // added. A service that rebuilds a pipeline with a new source removes the
 // old source and adds the new one.
 func (o *Observer) RemoveKafka(s KafkaSource) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	i := slices.IndexFunc(o.kafka, sameSource(s))
-	if i < 0 {
-		return false
-	}
-	o.kafka = slices.Delete(o.kafka, i, i+1)
-	return true
+	return removeFrom(&o.mu, &o.kafka, func() int { return slices.IndexFunc(o.kafka, sameSource(s)) })
 }
 
 // sameSource returns a function reporting whether its argument is s.
@@ -281,14 +281,7 @@ func (o *Observer) AddTopic(name string, t Topic) error {
 // RemoveTopic removes the topic added under name, and reports whether
 // there was one. Its links (LinkTopic) are kept.
 func (o *Observer) RemoveTopic(name string) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	i := o.topicIndex(name)
-	if i < 0 {
-		return false
-	}
-	o.topics = slices.Delete(o.topics, i, i+1)
-	return true
+	return removeFrom(&o.mu, &o.topics, func() int { return o.topicIndex(name) })
 }
 
 // topicIndex returns the index of the topic added under name (compared as

@@ -58,14 +58,7 @@ func (o *Observer) AddPulsar(subscription string, s PulsarSource) error {
 // RemovePulsar removes the Pulsar source added under subscription, and
 // reports whether there was one.
 func (o *Observer) RemovePulsar(subscription string) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	i := o.pulsarIndex(subscription)
-	if i < 0 {
-		return false
-	}
-	o.pulsar = slices.Delete(o.pulsar, i, i+1)
-	return true
+	return removeFrom(&o.mu, &o.pulsar, func() int { return o.pulsarIndex(subscription) })
 }
 
 // pulsarIndex returns the index of the source added under subscription
