@@ -13,6 +13,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/internal/testsize"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -22,17 +23,7 @@ import (
 // soakRounds is how many random pipelines TestSoakRandomPipelines builds: a
 // few by default, more with BOULEVARD_SOAK_ROUNDS=N.
 func soakRounds(t *testing.T) int {
-	if s := os.Getenv("BOULEVARD_SOAK_ROUNDS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			t.Fatalf("BOULEVARD_SOAK_ROUNDS=%q: want a positive number", s)
-		}
-		return n
-	}
-	if testing.Short() {
-		return 2
-	}
-	return 6
+	return testsize.Count(t, "BOULEVARD_SOAK_ROUNDS", 2, 6)
 }
 
 // handledSet records which messages a stage handled.

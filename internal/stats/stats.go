@@ -213,7 +213,9 @@ type Batcher struct {
 	Name, Stage string
 	// Concurrency is the number of batch processors.
 	Concurrency int
-	// In counts the messages the batcher took from its queue.
+	// In counts the messages the batcher took from its queue, including
+	// those a drain cut short left in it, which the batcher takes once it
+	// has stopped and counts in Unhandled.
 	In uint64
 	// Batches counts the batches emitted, by trigger name ("size",
 	// "timeout", "flush", …).
@@ -225,8 +227,10 @@ type Batcher struct {
 	Succeeded uint64
 	Failed    Failures
 	// Unhandled counts the messages taken in that a drain cut short left
-	// unacknowledged (in open batches, or in batches no batch processor
-	// handled), counted once the batcher has stopped.
+	// unacknowledged (still queued for the batcher, in open batches, or in
+	// batches no batch processor handled), counted once the batcher has
+	// stopped. It equals the sum of the "messages" attributes of the
+	// batcher's shutdown-timeout warnings.
 	Unhandled uint64
 	// InFlight is the number of messages taken in and not yet
 	// acknowledged: in open batches, waiting for a batch processor, or in

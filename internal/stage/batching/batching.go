@@ -173,7 +173,35 @@ func (s *Batcher[T]) Run(ctx context.Context) {
 		q.Close()
 	}
 	procs.Wait()
+	s.leftQueued()
 	s.st.settle()
+}
+
+// leftQueued takes, once every partition and batch processor has returned,
+// the batches left in the batch queues (only a hard stop leaves any) and
+// logs them in one warning: no batch processor handled them, and their
+// messages stay unacknowledged. Counted here, and not by the batch
+// processors, a queue shared by several of them is counted once.
+func (s *Batcher[T]) leftQueued() {
+	var buf [16]message.Batch[T]
+	batches, msgs := 0, 0
+	for _, q := range s.batches {
+		for {
+			n, _ := q.TryReceive(buf[:])
+			if n == 0 {
+				break
+			}
+			batches += n
+			for i := range buf[:n] {
+				msgs += len(buf[i].Messages)
+			}
+			clear(buf[:n])
+		}
+	}
+	if batches > 0 {
+		s.log.Warn("batcher stopped by the shutdown timeout; batches queued for a batch processor stay unacknowledged",
+			slog.Int("batches", batches), slog.Int("messages", msgs))
+	}
 }
 
 // open is a batch being filled.
@@ -241,16 +269,19 @@ func (b *partition[T]) loop(ctx context.Context) {
 		n, err := b.in.ReceiveOr(ctx, buf, alarm)
 		if err != nil {
 			if ctx.Err() != nil {
-				b.leftBehind()
+				b.leftBehind(ctx, nil)
 				return
 			}
 			// Input closed and drained: the pipeline is draining.
 			for first := b.first(); first != nil; first = b.first() {
 				if !b.emit(ctx, first, message.TriggerFlush) {
+					b.leftBehind(ctx, nil)
 					return
 				}
 			}
-			b.handOver(ctx)
+			if !b.handOver(ctx) {
+				b.leftBehind(ctx, nil)
+			}
 			return
 		}
 		if n == 0 {
@@ -259,7 +290,7 @@ func (b *partition[T]) loop(ctx context.Context) {
 		}
 		now := time.Now()
 		b.st.received(n)
-		for _, m := range buf[:n] {
+		for i, m := range buf[:n] {
 			w := 0
 			if !m.Failed() && b.weigh != nil {
 				w = b.weigh(m)
@@ -273,6 +304,7 @@ func (b *partition[T]) loop(ctx context.Context) {
 				continue
 			}
 			if !b.add(ctx, m, w, now) {
+				b.leftBehind(ctx, buf[i+1:n])
 				return
 			}
 		}
@@ -282,10 +314,12 @@ func (b *partition[T]) loop(ctx context.Context) {
 		clear(buf[:n])
 		for first := b.first(); first != nil && !first.deadline.After(now); first = b.first() {
 			if !b.emit(ctx, first, message.TriggerTimeout) {
+				b.leftBehind(ctx, nil)
 				return
 			}
 		}
 		if !b.handOver(ctx) {
+			b.leftBehind(ctx, nil)
 			return
 		}
 	}
@@ -332,11 +366,15 @@ func (b *partition[T]) add(ctx context.Context, m *message.Message[T], w int, no
 	}
 	if b.weigh != nil && len(ob.msgs) > 0 && ob.weight > b.s.opts.MaxWeight-w {
 		// m would push the batch past MaxWeight: it starts the next one.
-		if !b.emit(ctx, ob, message.TriggerWeight) {
-			return false
-		}
+		handed := b.emit(ctx, ob, message.TriggerWeight)
 		ob = b.newOpen(key, now)
 		b.last = ob
+		if !handed {
+			// The hard stop came: m waits in its batch for leftBehind to
+			// count it.
+			ob.msgs = append(ob.msgs, m)
+			return false
+		}
 	}
 	ob.msgs = append(ob.msgs, m)
 	ob.weight += w
@@ -456,23 +494,16 @@ func (b *partition[T]) publish(ctx context.Context, batch message.Batch[T]) bool
 
 // handOver hands the emitted batches to the batch processors, in the order
 // they were emitted, blocking while their queue is full. It reports false
-// when the hard stop came first: the batches not handed over stay
-// unacknowledged.
+// when the hard stop came first: the batches not handed over stay in
+// b.emitted, for leftBehind to count.
 func (b *partition[T]) handOver(ctx context.Context) bool {
 	if len(b.emitted) == 0 {
 		return true
 	}
 	n, err := b.out.PublishBatch(ctx, b.emitted)
 	if err != nil {
-		left := 0
-		for _, batch := range b.emitted[n:] {
-			left += batch.Info.Size
-		}
-		b.s.log.Warn("batches not handed to a batch processor; their messages stay unacknowledged",
-			slog.Int("batches", len(b.emitted)-n), slog.Int("messages", left), slog.Any("error", err))
-		clear(b.emitted)
-		b.emitted = b.emitted[:0]
-		b.leftBehind()
+		clear(b.emitted[:n])
+		b.emitted = b.emitted[n:]
 		return false
 	}
 	clear(b.emitted)
@@ -480,17 +511,45 @@ func (b *partition[T]) handOver(ctx context.Context) bool {
 	return true
 }
 
-func (b *partition[T]) leftBehind() {
-	n := b.in.Len()
+// leftBehind is the partition's last step once the hard stop has come. It
+// acknowledges the messages of the chunk that failed on their way in, then
+// closes the partition's queue (a late Publish gets queue.ErrClosed rather
+// than leave messages nobody takes), takes what is left in it, and logs in
+// one warning every message that stays unacknowledged: those queued, rest
+// (the part of the chunk not yet taken in), those in open batches and
+// those of the emitted batches not handed over. It lets go of all of them.
+func (b *partition[T]) leftBehind(ctx context.Context, rest []*message.Message[T]) {
+	if b.acks.Len() > 0 {
+		b.acks.Flush(ctx, b.s.log)
+	}
+	b.in.Close()
+	queued := 0
+	var buf [64]*message.Message[T]
+	for {
+		n, _ := b.in.TryReceive(buf[:])
+		if n == 0 {
+			break
+		}
+		queued += n
+		clear(buf[:n])
+	}
+	// Taken in, to stay unacknowledged: counted in, so that the stats'
+	// unhandled count (what was taken in without an outcome) has them.
+	b.st.received(queued)
+	left := queued + len(rest)
+	clear(rest)
 	for _, ob := range b.byKey {
-		n += len(ob.msgs)
+		left += len(ob.msgs)
 	}
+	clear(b.byKey)
 	for _, batch := range b.emitted {
-		n += batch.Info.Size
+		left += len(batch.Messages)
 	}
-	if n > 0 {
+	clear(b.emitted)
+	b.emitted = nil
+	if left > 0 {
 		b.s.log.Warn("batcher stopped by the shutdown timeout; messages stay unacknowledged",
-			slog.Int("partition", b.index), slog.Int("messages", n))
+			slog.Int("partition", b.index), slog.Int("messages", left))
 	}
 }
 
@@ -520,30 +579,36 @@ func (bp *batchProcessor[T]) loop(ctx context.Context, in *queue.Queue[message.B
 	for {
 		n, err := in.Receive(ctx, buf)
 		if err != nil {
-			if ctx.Err() != nil {
-				if n := in.Len(); n > 0 {
-					bp.log.Warn("batch processor stopped by the shutdown timeout; queued batches stay unacknowledged",
-						slog.Int("batches", n))
-				}
-			}
+			// Drained, or stopped by the hard stop: the batches still
+			// queued are the batcher's to count (Run).
 			return
 		}
 		for i := range buf[:n] {
+			if ctx.Err() != nil {
+				bp.leftBehind(buf[i:n])
+				return
+			}
 			bp.handle(ctx, &buf[i])
 			buf[i] = message.Batch[T]{}
 		}
 	}
 }
 
+// leftBehind logs, in one warning, the batches the batch processor took
+// and the hard stop kept from the batch handler: they stay unacknowledged,
+// for the source to deliver again.
+func (bp *batchProcessor[T]) leftBehind(batches []message.Batch[T]) {
+	msgs := 0
+	for i := range batches {
+		msgs += len(batches[i].Messages)
+	}
+	clear(batches)
+	bp.log.Warn("batch processor stopped by the shutdown timeout; batches it took stay unacknowledged",
+		slog.Int("batches", len(batches)), slog.Int("messages", msgs))
+}
+
 func (bp *batchProcessor[T]) handle(ctx context.Context, b *message.Batch[T]) {
 	opts := &bp.s.opts
-	if ctx.Err() != nil {
-		// The drain was cut short before the handler saw the batch: it
-		// stays unacknowledged, for the source to deliver again.
-		bp.log.Warn("batch processor stopped by the shutdown timeout; a batch stays unacknowledged",
-			slog.Int("messages", b.Info.Size))
-		return
-	}
 	if bp.s.hooks != nil {
 		defer bp.batchStop(ctx, b, bp.batchStart(ctx, b))
 	}

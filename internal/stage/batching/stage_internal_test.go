@@ -97,8 +97,8 @@ func TestOpenBatchBookkeepingStaysBounded(t *testing.T) {
 
 // Guarantee: the batches a partition emits while taking in one chunk reach
 // the batch processors together and in the order they were emitted; once
-// the hard stop has come, the hand-over gives up and lets them go (they
-// stay unacknowledged) rather than hold them.
+// the hard stop has come, the hand-over gives up, and the partition lets
+// them go (they stay unacknowledged) rather than hold them.
 func TestEmittedBatchesHandedOverTogetherInOrder(t *testing.T) {
 	b := newTestPartition(t, 1)
 	ctx := context.Background()
@@ -134,7 +134,40 @@ func TestEmittedBatchesHandedOverTogetherInOrder(t *testing.T) {
 	if b.handOver(stopped) {
 		t.Fatal("a hand-over after the hard stop reported success")
 	}
+	b.leftBehind(stopped, nil)
 	if len(b.emitted) != 0 {
-		t.Fatalf("%d batches still held after a failed hand-over", len(b.emitted))
+		t.Fatalf("%d batches still held once the partition stopped", len(b.emitted))
+	}
+}
+
+// Guarantee: when the hard stop keeps a batch that MaxWeight closed from
+// being handed over, the message that closed it still joins the next
+// batch: every message the partition took in is in a batch it emitted or
+// in an open one, where the partition counts it among those it leaves
+// unacknowledged.
+func TestMessageThatClosedABatchIsKeptAtTheHardStop(t *testing.T) {
+	b := newTestPartition(t, 10)
+	b.s.opts.MaxWeight = 3
+	b.weigh = func(*message.Message[int]) int { return 2 }
+	stopped, cancel := context.WithCancel(context.Background())
+	cancel()
+	now := time.Now()
+	// Each message closes the batch of the one before it: the hand-over
+	// comes with the batch the last one closes.
+	for id := range maxEmitted + 1 {
+		m := message.New(id, nil, uint64(id))
+		if ok := b.add(stopped, m, 2, now); ok != (id < maxEmitted) {
+			t.Fatalf("add of message %d reported %v", id, ok)
+		}
+	}
+	held := 0
+	for _, batch := range b.emitted {
+		held += len(batch.Messages)
+	}
+	for _, ob := range b.byKey {
+		held += len(ob.msgs)
+	}
+	if held != maxEmitted+1 {
+		t.Fatalf("%d messages in emitted or open batches after the hard stop, want all %d taken in", held, maxEmitted+1)
 	}
 }

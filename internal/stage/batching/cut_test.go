@@ -1,0 +1,214 @@
+package batching_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/internal/stage/batching"
+	"github.com/boulevard-go/boulevard/internal/stage/stagetest"
+	"github.com/boulevard-go/boulevard/internal/testsize"
+	"github.com/boulevard-go/boulevard/message"
+)
+
+// cutSeeds is how many random drains
+// TestCutShortDrainCountsEveryUnacknowledgedMessageOnce cuts short: a few
+// dozen by default, more with BOULEVARD_BATCHER_CUT_SEEDS=N.
+func cutSeeds(t *testing.T) int {
+	return testsize.Count(t, "BOULEVARD_BATCHER_CUT_SEEDS", 40, 120)
+}
+
+// unackedLog is a slog.Handler that sums the "messages" attribute of the
+// warnings logged to it: the messages they report unacknowledged.
+type unackedLog struct {
+	mu    sync.Mutex
+	sum   int
+	lines []string
+}
+
+func (l *unackedLog) Enabled(_ context.Context, lv slog.Level) bool { return lv >= slog.LevelWarn }
+
+func (l *unackedLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Level != slog.LevelWarn {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "messages" {
+			l.mu.Lock()
+			l.sum += int(a.Value.Int64())
+			l.lines = append(l.lines, fmt.Sprintf("%q messages=%d", r.Message, a.Value.Int64()))
+			l.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+func (l *unackedLog) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *unackedLog) WithGroup(string) slog.Handler      { return l }
+
+// cutShape is one random batcher and the point where its drain is cut.
+type cutShape struct {
+	batchSize, concurrency, maxDemand, keys, messages, maxWeight int
+	partitioned, weighed, flushes                                bool
+	timeout, cut                                                 time.Duration
+	cancelInHandler, cancelInWeight                              int // cancel at that call (0: never)
+}
+
+func newCutShape(rng *rand.Rand) cutShape {
+	c := cutShape{
+		batchSize:   []int{1, 1, 2, 3, 5, 8, 16, 64}[rng.IntN(8)],
+		concurrency: 1 + rng.IntN(4),
+		maxDemand:   1 + rng.IntN(100),
+		keys:        []int{1, 2, 3, 6, 100}[rng.IntN(5)],
+		messages:    20 + rng.IntN(300),
+		partitioned: rng.IntN(2) == 0,
+		weighed:     rng.IntN(3) == 0,
+		flushes:     rng.IntN(4) == 0,
+		timeout:     time.Duration(1+rng.IntN(20)) * time.Millisecond,
+		cut:         time.Duration(rng.IntN(40)) * time.Millisecond,
+	}
+	// A small MaxWeight makes one message close two batches: the one it
+	// does not fit in, and its own.
+	c.maxWeight = []int{2, 3, 1 + c.batchSize}[rng.IntN(3)]
+	switch rng.IntN(4) {
+	case 0:
+		c.cancelInHandler = 1 + rng.IntN(20)
+	case 1:
+		if c.weighed {
+			c.cancelInWeight = 1 + rng.IntN(c.messages)
+		}
+	}
+	return c
+}
+
+// Guarantee: when the hard stop cuts a drain short, wherever it finds the
+// messages (queued for a partition, in the chunk a partition is taking in,
+// in open batches, in emitted batches not yet queued, queued for a batch
+// processor, or taken by one that has not handled them yet), every message
+// left without an outcome is counted exactly once in the "messages" of the
+// batcher's warnings, and in Stats().Unhandled.
+func TestCutShortDrainCountsEveryUnacknowledgedMessageOnce(t *testing.T) {
+	for seed := range uint64(cutSeeds(t)) {
+		c := newCutShape(rand.New(rand.NewPCG(seed, 0)))
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { runCut(t, seed, c) })
+		})
+	}
+}
+
+// runCut runs one batcher of shape c, cuts its drain short and checks what
+// the warnings and the stats report unacknowledged.
+func runCut(t *testing.T, seed uint64, c cutShape) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var handled, weighed atomic.Int64
+	opts := batcher.Options[int]{
+		Name: "cut", BatchSize: c.batchSize, BatchTimeout: c.timeout,
+		Concurrency: c.concurrency, MaxDemand: c.maxDemand,
+		Handle: func(hctx context.Context, batch []*message.Message[int], _ message.BatchInfo) error {
+			if handled.Add(1) == int64(c.cancelInHandler) {
+				cancel()
+			}
+			d := time.Duration(batch[0].Data%4) * time.Millisecond
+			switch batch[0].Data % 3 {
+			case 0: // ignores its context
+				time.Sleep(d)
+			case 1:
+				select {
+				case <-time.After(d):
+				case <-hctx.Done():
+					return hctx.Err()
+				}
+			default:
+				return errors.New("refused")
+			}
+			return nil
+		},
+	}
+	if c.partitioned {
+		opts.PartitionBy = func(m *message.Message[int]) string {
+			if m.Data%97 == 96 {
+				panic("no partition")
+			}
+			return strconv.Itoa(m.Data % 7)
+		}
+	}
+	if c.weighed {
+		opts.MaxWeight = c.maxWeight
+		opts.Weight = func(m *message.Message[int]) int {
+			if weighed.Add(1) == int64(c.cancelInWeight) {
+				cancel()
+			}
+			if m.Data%89 == 88 {
+				panic("no weight")
+			}
+			return 1 + m.Data%3
+		}
+	}
+	log := &unackedLog{}
+	s := batching.New(opts.WithDefaults(), batching.Config{Name: "p", Logger: slog.New(log)})
+	done := stagetest.Go(ctx, s)
+
+	rec := acker.NewRecorder(false)
+	all := make([]*message.Message[int], c.messages)
+	for i := range all {
+		all[i] = msg(rec, i, strconv.Itoa(i%c.keys))
+		if c.flushes && i%11 == 10 {
+			all[i].SetBatchMode(message.Flush)
+		}
+	}
+	var accepted int
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		// The pipeline closes a batcher's input once its processors have
+		// returned, drained or stopped.
+		defer s.CloseInput()
+		rng := rand.New(rand.NewPCG(seed, 1))
+		for i := 0; i < len(all); {
+			k := min(len(all)-i, 1+rng.IntN(40))
+			n, err := s.Publish(ctx, all[i:i+k])
+			accepted += n
+			if err != nil {
+				return
+			}
+			i += k
+			time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
+		}
+	}()
+	go func() {
+		select {
+		case <-time.After(c.cut):
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	<-published
+	<-done
+
+	counts := rec.Counts()
+	for id, n := range counts {
+		if n != 1 {
+			t.Errorf("message %d acknowledged %d times", id, n)
+		}
+	}
+	left := accepted - len(counts)
+	unhandled := s.Stats(0).Unhandled
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if log.sum != left || unhandled != uint64(left) {
+		t.Errorf("%+v: %d of %d messages taken got no outcome; the warnings count %d %v, Stats().Unhandled %d",
+			c, left, accepted, log.sum, log.lines, unhandled)
+	}
+}
