@@ -47,17 +47,20 @@ type Backend[T any] struct {
 	prodMu     sync.RWMutex // held shared while producing, exclusively to close
 	prodClosed bool
 
-	// crashed is set by crash: from then on nothing is produced, so
-	// nothing is released, held, requeued or dead-lettered.
-	crashed atomic.Bool
+	// stopped is set by Close, and by crash before it: from then on
+	// nothing is produced, so nothing is published, released, held,
+	// requeued or dead-lettered (topology.ErrClosed).
+	stopped atomic.Bool
 
 	mu        sync.Mutex
 	closed    bool
 	releasers map[string]*releaser[T]
 	readers   map[closer]struct{}
 	// calls are the Declare and Subscribe calls under way (bounded), each
-	// on a goroutine that ends soon after its caller's context does; the
-	// closing waits for them. Added to under mu while not closed.
+	// on a goroutine that ends soon after its caller's context does, and
+	// the offsets asked through client (offsets), which end within
+	// sarama's timeouts or when Close cuts conns; the closing waits for
+	// them. Added to under mu while not closed.
 	calls sync.WaitGroup
 }
 
@@ -244,17 +247,53 @@ func (b *Backend[T]) partition(kname string, shard int, sequenced bool) (int32, 
 	return ps[int(b.rr.Add(1))%len(ps)], nil
 }
 
+// offsets returns the offsets of kname's partitions parts at time at
+// (sarama.OffsetNewest, the log end, or sarama.OffsetOldest), asked
+// through the backend's shared client, whose requests take no context: it
+// asks on a goroutine of the backend and returns by ctx's deadline (see
+// bounded), with an error wrapping ErrAdmin and ctx.Err() when the
+// cluster has not answered by then. The requests left running end within
+// sarama's timeouts, or at once when the backend's Close cuts its
+// connections; its closing waits for them. The map holds the partitions
+// whose offset was had, even when others failed (their errors joined).
+func (b *Backend[T]) offsets(ctx context.Context, kname string, parts []int32, at int64) (map[int32]int64, error) {
+	return bounded(ctx, b, ErrAdmin, fmt.Sprintf("asking the offsets of topic %q", kname), func(*dialing) (map[int32]int64, error) {
+		offs := make(map[int32]int64, len(parts))
+		var errs []error
+		for _, p := range parts {
+			off, err := b.client.GetOffset(kname, p, at)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("kafkatopology: offset of topic %q partition %d: %w", kname, p, err))
+				continue
+			}
+			offs[p] = off
+		}
+		return offs, errors.Join(errs...)
+	})
+}
+
 // send produces msg and waits for the broker's acknowledgement.
 func (b *Backend[T]) send(msg *sarama.ProducerMessage) error {
 	b.prodMu.RLock()
 	defer b.prodMu.RUnlock()
-	if b.prodClosed || b.crashed.Load() {
+	if b.prodClosed || b.stopped.Load() {
 		return topology.ErrClosed
 	}
 	if _, _, err := b.prod.SendMessage(msg); err != nil {
-		return fmt.Errorf("kafkatopology: producing to topic %q: %w", msg.Topic, err)
+		return b.refused(fmt.Errorf("kafkatopology: producing to topic %q: %w", msg.Topic, err))
 	}
 	return nil
+}
+
+// refused returns err, a failure to produce or to choose a partition,
+// wrapped in topology.ErrClosed once the backend has stopped: the closing
+// (the producer's and the client's, or connections cut at Close's
+// deadline) is then what made it fail.
+func (b *Backend[T]) refused(err error) error {
+	if b.stopped.Load() && !errors.Is(err, topology.ErrClosed) {
+		return fmt.Errorf("%w: %w", topology.ErrClosed, err)
+	}
+	return err
 }
 
 // releasing reports whether hold topic kname has its releaser.
@@ -293,9 +332,12 @@ func (b *Backend[T]) track(c closer) bool { return liveset.Add(&b.mu, &b.closed,
 
 func (b *Backend[T]) untrack(c closer) { liveset.Remove(&b.mu, b.readers, c) }
 
-// Close stops the releasers (what they hold stays in the hold topics),
-// closes every reader (each commits what was settled and leaves its
-// group), then the producer and the clients. It returns nil once all of
+// Close refuses every produce from the call on (Publish, Hold, Requeue
+// and DeadLetter return an error wrapping topology.ErrClosed at once, and
+// so does one under way that fails meanwhile), stops the releasers (what
+// they hold stays in the hold topics), closes every reader (each commits
+// what was settled and leaves its group), then the producer and the
+// clients. It returns nil once all of
 // that is done. If ctx ends first it returns an error wrapping ctx.Err()
 // and cuts every connection of the backend's clients, its readers' and
 // releasers' included, so that the closing, which goes on in the
@@ -305,6 +347,7 @@ func (b *Backend[T]) untrack(c closer) { liveset.Remove(&b.mu, b.readers, c) }
 // Idempotent: a later call waits, within its own ctx, for the same
 // closing.
 func (b *Backend[T]) Close(ctx context.Context) error {
+	b.stopped.Store(true)
 	b.mu.Lock()
 	b.closed = true // Declare, Subscribe and the releasers refuse at once
 	b.mu.Unlock()
@@ -343,7 +386,7 @@ func (b *Backend[T]) close() {
 // readers committing what was settled. A real crash can also lose commits
 // not yet sent, which only delivers more letters again.
 func (b *Backend[T]) crash(ctx context.Context) error {
-	b.crashed.Store(true)
+	b.stopped.Store(true)
 	// Wait for the produces under way before Close lets the readers commit.
 	b.prodMu.Lock()
 	//lint:ignore SA2001 the empty critical section is the wait

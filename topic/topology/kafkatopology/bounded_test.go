@@ -2,6 +2,7 @@ package kafkatopology
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -56,9 +57,52 @@ func TestDeclareAndSubscribeReturnByTheirDeadlineWhenTheClusterHangs(t *testing.
 			t.FailNow()
 		}
 	}
+	noneLeft(t, "the calls cut short to end", before)
+}
+
+// Guarantee: when the cluster stops answering, a group reader's
+// TryReceive returns by Options.AdminTimeout (here 1s, far below sarama's
+// Net.ReadTimeout, 30s) with an error wrapping ErrCatchUp and
+// context.DeadlineExceeded, though it asks the log ends through the
+// backend's shared client and the cluster does not answer; what it left
+// asking, on a goroutine of the backend, ends with the backend's Close,
+// cut at its deadline: none of their goroutines is left.
+func TestTryReceiveReturnsByTheAdminTimeoutWhenTheClusterHangs(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	c := testbroker.Kafka(t)
+	b := newBackend(t, c.ListenAddrs())
+	r := subscribe(t, declare(t, b, topology.New("hung-try")))
+	buf := make([]topology.Letter[msg], 1)
+	wait.For(t, "the reader to join its group and catch up with the log", func() bool {
+		_, err := r.TryReceive(buf)
+		return err == nil
+	})
+	// Nothing else reads it now: the reader's one session has claimed its
+	// partition, and no Declare or Subscribe runs.
+	b.opts.AdminTimeout = testbroker.HungDeadline
+	testbroker.HangKafka(t, c)
+	if !testbroker.ReturnsByDeadline(t, "TryReceive", func(context.Context) error {
+		_, err := r.TryReceive(buf)
+		if err != nil && !errors.Is(err, ErrCatchUp) {
+			t.Errorf("TryReceive with the cluster hung = %v, want an error wrapping ErrCatchUp", err)
+		}
+		return err
+	}) {
+		t.FailNow()
+	}
+	if !testbroker.ReturnsByDeadline(t, "closing the backend", b.Close) {
+		t.FailNow()
+	}
+	noneLeft(t, "what TryReceive left asking to end", before)
+}
+
+// noneLeft waits for every goroutine started after before to end, but
+// those of the hung cluster itself.
+func noneLeft(t *testing.T, what string, before goleak.Option) {
+	t.Helper()
 	opts := append(hungCluster(), before)
 	var left error
-	wait.For(t, "the calls cut short to end", func() bool {
+	wait.For(t, what, func() bool {
 		left = goleak.Find(opts...)
 		return left == nil
 	}, func() string { return left.Error() })

@@ -2,12 +2,15 @@ package kafkatopology
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
@@ -49,4 +52,75 @@ func TestCloseReturnsByItsDeadlineWhenTheClusterHangs(t *testing.T) {
 		t.Errorf("%d connections of the backend still open after its closing", n)
 	}
 	goleak.VerifyNone(t, append(hungCluster(), before)...)
+}
+
+// Guarantee: once the backend's Close has returned, cut short at its
+// deadline by a cluster that stopped answering or done, Publish, Hold,
+// Requeue and DeadLetter each return an error wrapping topology.ErrClosed
+// at once; a Publish that was waiting for the broker's acknowledgement
+// when Close was called returns nil or such an error, once Close has cut
+// the connections.
+func TestSendsReturnErrClosedOnceTheBackendClosesWhenTheClusterHangs(t *testing.T) {
+	c := testbroker.Kafka(t)
+	b := newBackend(t, c.ListenAddrs())
+	q := declare(t, b, topology.New("closed").Hold(time.Second).DLQ())
+	testbroker.HangKafka(t, c)
+	l := topology.Letter[msg]{Value: msg{N: 1}}
+	under := make(chan error, 1)
+	go func() { under <- q.Publish(context.Background(), l) }()
+	wait.For(t, "the publish to wait for the broker", func() bool {
+		if b.prodMu.TryLock() { // a produce under way holds it shared
+			b.prodMu.Unlock()
+			return false
+		}
+		return true
+	})
+	if !testbroker.ReturnsByDeadline(t, "closing the backend", b.Close) {
+		t.FailNow()
+	}
+	select {
+	case err := <-under:
+		if err != nil && !errors.Is(err, topology.ErrClosed) {
+			t.Errorf("a Publish under way when the backend closed = %v, want nil or an error wrapping topology.ErrClosed", err)
+		}
+	case <-time.After(testbroker.HungGrace):
+		t.Fatalf("a Publish under way when the backend closed still runs %v after the closing was cut", testbroker.HungGrace)
+	}
+	sends := []struct {
+		what string
+		send func() error
+	}{
+		{"Publish", func() error { return q.Publish(t.Context(), l) }},
+		{"Hold", func() error { return q.Hold(t.Context(), 0, l) }},
+		{"Requeue", func() error { return q.Requeue(t.Context(), l) }},
+		{"DeadLetter", func() error { return q.DeadLetter(t.Context(), l) }},
+	}
+	refused := func(when string) {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() {
+			var errs []error
+			for _, s := range sends {
+				if err := s.send(); !errors.Is(err, topology.ErrClosed) {
+					errs = append(errs, fmt.Errorf("%s %s = %v, want an error wrapping topology.ErrClosed", s.what, when, err))
+				}
+			}
+			done <- errors.Join(errs...)
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Error(err)
+			}
+		case <-time.After(testbroker.HungGrace):
+			t.Fatalf("the sends %s still run %v later", when, testbroker.HungGrace)
+		}
+	}
+	refused("after a Close cut short")
+	ctx, cancel := context.WithTimeout(context.Background(), testbroker.HungGrace)
+	defer cancel()
+	if err := b.Close(ctx); err != nil {
+		t.Fatalf("the backend's closing, cut short at its deadline, still runs 10s later: %v", err)
+	}
+	refused("once the closing has ended")
 }

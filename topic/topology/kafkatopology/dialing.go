@@ -21,6 +21,9 @@ import (
 // that what it still waits for fails at once and it ends soon after. Once
 // the call is done (settle), the sets of the clients that outlive it (a
 // reader's, a releaser's) are theirs, and the call no longer cuts them.
+// A call through the backend's shared client alone (offsets) makes no set:
+// cutting it short cuts nothing, and its request ends within sarama's
+// timeouts or when the backend's Close cuts the backend's set.
 type dialing struct {
 	parent *kafkaconn.Set // the backend's
 

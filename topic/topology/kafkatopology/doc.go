@@ -91,6 +91,15 @@
 // finishes the work. A call that finished just as its context ended
 // returns what it made.
 //
+// The offsets a reader asks through the backend's shared client (the log
+// ends a TryReceive catches up with, where a claimed partition without a
+// committed offset starts) run on a goroutine of the backend the same way,
+// bounded by Options.AdminTimeout (and, for a claim, by its session): the
+// caller returns by then (TryReceive with ErrCatchUp wrapping
+// context.DeadlineExceeded). That client's connections are shared with
+// the producer and are not cut then: the request goes on within sarama's
+// timeouts, or until the backend's Close cuts them, and Close waits for it.
+//
 // Closing is bounded by its context too. A reader's Close commits what
 // was settled and leaves the group, and the Backend's Close does that for
 // every reader, stops the releasers and closes the producer; sarama waits
@@ -100,4 +109,8 @@
 // and cuts the connections (a reader's own, or all of the backend's), so
 // that the requests still waiting fail at once and the closing ends soon
 // after. What was settled and not yet committed is then delivered again.
+// From the backend's Close on, whether its closing completes or is cut
+// short, Publish, Hold, Requeue and DeadLetter return an error wrapping
+// topology.ErrClosed at once, and a produce under way that fails
+// meanwhile (its connections cut) returns one too.
 package kafkatopology

@@ -49,11 +49,12 @@ type Options[T any] struct {
 	ReplicationFactor int16 `validate:"gte=0,lte=32"`
 	// AdminTimeout bounds each administrative step: a Declare (creating
 	// the topics, committing a group's starting offsets, starting the
-	// releasers), a Subscribe or SubscribeDead connecting its reader, and
-	// a TryReceive catching up with the log. A Declare or Subscribe that
-	// has not finished by then (or by its context's deadline, if sooner)
-	// cuts its connections and fails; see the package documentation,
-	// Bounded calls. Default 30s.
+	// releasers), a Subscribe or SubscribeDead connecting its reader, a
+	// TryReceive catching up with the log, and a reader asking where a
+	// partition it claimed starts. A Declare or Subscribe that has not
+	// finished by then (or by its context's deadline, if sooner) cuts its
+	// connections and fails; a TryReceive returns ErrCatchUp; see the
+	// package documentation, Bounded calls. Default 30s.
 	AdminTimeout time.Duration `validate:"gte=0"`
 	// ReadAhead is how many fetched letters each reader keeps ready for
 	// Receive. Default 1024.

@@ -47,7 +47,7 @@ func (q *queues[T]) record(kname string, l *topology.Letter[T], extra ...sarama.
 	_, seq := q.t.Sequenced()
 	part, err := q.b.partition(kname, l.Shard, seq)
 	if err != nil {
-		return nil, fmt.Errorf("kafkatopology: partitions of topic %q: %w", kname, err)
+		return nil, q.b.refused(fmt.Errorf("kafkatopology: partitions of topic %q: %w", kname, err))
 	}
 	msg := &sarama.ProducerMessage{Topic: kname, Partition: part, Value: sarama.ByteEncoder(payload)}
 	if l.Key != "" {
@@ -57,14 +57,18 @@ func (q *queues[T]) record(kname string, l *topology.Letter[T], extra ...sarama.
 	return msg, nil
 }
 
-// produce sends l to kname; when that fails, the letter's delivery is
-// kept from being committed, so the group delivers it again. The last
-// produce decides: one that succeeds after a failed one (a sequenced
+// produce sends l to kname; from the backend's Close on it returns
+// topology.ErrClosed at once (see Backend.Close). When that fails, the
+// letter's delivery is kept from being committed, so the group delivers it
+// again. The last produce decides: one that succeeds after a failed one (a sequenced
 // source hands such a letter off again itself) lets it be committed.
 func (q *queues[T]) produce(kname string, l *topology.Letter[T], extra ...sarama.RecordHeader) error {
-	msg, err := q.record(kname, l, extra...)
-	if err == nil {
-		err = q.b.send(msg)
+	err := topology.ErrClosed
+	if !q.b.stopped.Load() { // once stopped, the client may be closed: not asked
+		var msg *sarama.ProducerMessage
+		if msg, err = q.record(kname, l, extra...); err == nil {
+			err = q.b.send(msg)
+		}
 	}
 	if rc, ok := l.Receipt.(*receipt); ok {
 		rc.keep(err != nil)

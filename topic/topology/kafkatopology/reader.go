@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
-	"time"
 
 	"github.com/IBM/sarama"
 
@@ -282,7 +282,10 @@ func (r *groupReader[T]) Cleanup(sarama.ConsumerGroupSession) error {
 func (r *groupReader[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.ConsumerGroupClaim) error {
 	c := &claim{Claim: kafkaoffset.New(sess, r.topic, gc.Partition()), part: gc.Partition(), next: gc.InitialOffset()}
 	if c.next < 0 {
-		off, err := r.b.client.GetOffset(r.topic, c.part, c.next)
+		off, err := r.startOffset(sess.Context(), c.part, c.next)
+		if errors.Is(err, topology.ErrClosed) {
+			return nil // the backend closes the reader too
+		}
 		if err != nil {
 			return err
 		}
@@ -320,6 +323,19 @@ func (r *groupReader[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc saram
 			return nil
 		}
 	}
+}
+
+// startOffset resolves a claim's initial offset at (sarama.OffsetNewest or
+// OffsetOldest) to the offset it stands for, bounded by ctx (the
+// session's) and Options.AdminTimeout.
+func (r *groupReader[T]) startOffset(ctx context.Context, part int32, at int64) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.b.opts.AdminTimeout)
+	defer cancel()
+	offs, err := r.b.offsets(ctx, r.topic, []int32{part}, at)
+	if err != nil {
+		return 0, err
+	}
+	return offs[part], nil
 }
 
 // decode turns rec into a letter; skip when it is for another group or
@@ -384,10 +400,13 @@ func (r *groupReader[T]) Receive(ctx context.Context, dst []topology.Letter[T]) 
 // buffered; with nothing buffered it waits until it has joined its group
 // and fetched, on every partition it was assigned, up to the log end as
 // of the call (or until something arrives), bounded by
-// Options.AdminTimeout (ErrCatchUp).
+// Options.AdminTimeout: it then returns ErrCatchUp wrapping
+// context.DeadlineExceeded, even while the cluster has not answered its
+// requests for the log ends (they go on in the background, see
+// Backend.offsets).
 func (r *groupReader[T]) TryReceive(dst []topology.Letter[T]) (int, error) {
-	deadline := time.NewTimer(r.b.opts.AdminTimeout)
-	defer deadline.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), r.b.opts.AdminTimeout)
+	defer cancel()
 	ends := map[int32]int64{}
 	for {
 		r.mu.Lock()
@@ -407,10 +426,15 @@ func (r *groupReader[T]) TryReceive(dst []topology.Letter[T]) (int, error) {
 			}
 		}
 		r.mu.Unlock()
-		for _, p := range parts { // the log ends as of the first look
-			if end, err := r.b.client.GetOffset(r.topic, p, sarama.OffsetNewest); err == nil {
-				ends[p] = end
+		if len(parts) > 0 { // the log ends as of the first look
+			got, err := r.b.offsets(ctx, r.topic, parts, sarama.OffsetNewest)
+			if errors.Is(err, topology.ErrClosed) {
+				return 0, err
 			}
+			if ctx.Err() != nil {
+				return 0, r.notCaughtUp(ctx, err)
+			}
+			maps.Copy(ends, got) // those that failed are asked again
 		}
 		if ready {
 			// Checked with what was buffered, under one lock: a record
@@ -432,17 +456,26 @@ func (r *groupReader[T]) TryReceive(dst []topology.Letter[T]) (int, error) {
 		case <-r.fetched:
 		case <-r.sig:
 		case <-r.stop:
-		case <-deadline.C:
-			r.mu.Lock()
-			last := r.lastErr
-			r.mu.Unlock()
-			err := fmt.Errorf("%w: topic %q, group %q, within %s", ErrCatchUp, r.topic, r.gid, r.b.opts.AdminTimeout)
-			if last != nil {
-				err = fmt.Errorf("%w: %w", err, last)
-			}
-			return 0, err
+		case <-ctx.Done():
+			return 0, r.notCaughtUp(ctx, nil)
 		}
 	}
+}
+
+// notCaughtUp is TryReceive's error once its ctx (Options.AdminTimeout)
+// ended: ErrCatchUp wrapping ctx.Err(), with err (what was under way) or
+// else the group's last error.
+func (r *groupReader[T]) notCaughtUp(ctx context.Context, err error) error {
+	if err == nil {
+		r.mu.Lock()
+		err = r.lastErr
+		r.mu.Unlock()
+	}
+	out := fmt.Errorf("%w: topic %q, group %q, within %s: %w", ErrCatchUp, r.topic, r.gid, r.b.opts.AdminTimeout, ctx.Err())
+	if err != nil {
+		out = fmt.Errorf("%w: %w", out, err)
+	}
+	return out
 }
 
 // Settle implements topology.Reader: the letter's offset is settled, and

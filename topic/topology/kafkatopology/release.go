@@ -141,7 +141,7 @@ func (r *releaser[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.C
 // releaseRecord produces rec back to its main topic, keeping its value,
 // key and headers but the due time and the release topic, and retries
 // until the broker acknowledges it. false when the claim ended or the
-// backend crashed first (the record then stays uncommitted).
+// backend stopped first (the record then stays uncommitted).
 func (r *releaser[T]) releaseRecord(ctx context.Context, rec *sarama.ConsumerMessage, m meta) bool {
 	hs := make([]sarama.RecordHeader, 0, len(rec.Headers))
 	for _, h := range rec.Headers {
@@ -165,7 +165,7 @@ func (r *releaser[T]) releaseRecord(ctx context.Context, rec *sarama.ConsumerMes
 		if err == nil {
 			return true
 		}
-		if r.b.crashed.Load() || errors.Is(err, topology.ErrClosed) {
+		if r.b.stopped.Load() || errors.Is(err, topology.ErrClosed) {
 			return false
 		}
 		r.b.log.Warn("kafkatopology: releasing a held record failed; retrying",
