@@ -185,14 +185,27 @@ func boolValue(b bool) float64 {
 // collectPipelines sends the metrics of pipes, one pipeline per name (see
 // Collect), and returns dups with the names reported twice.
 func collectPipelines(ch chan<- prometheus.Metric, pipes []namedPipeline, dups []duplicate) []duplicate {
-	if len(pipes) == 1 {
-		collectPipeline(ch, pipes[0].p.Stats())
-		return dups
+	sts, dups := selectPipelines(pipes, dups)
+	for i := range sts {
+		collectPipeline(ch, sts[i])
 	}
+	return dups
+}
+
+// selectPipelines reads the stats of pipes and returns, in the order
+// added, those of the pipelines that are reported: one per name (as
+// exported, which the returned stats carry), the running one, or, when
+// several or none run, the one added last (see Collect). It returns dups
+// with the names reported twice. /metrics, /healthz, /readyz and /stats
+// all report this choice.
+func selectPipelines(pipes []namedPipeline, dups []duplicate) ([]pipeline.Stats, []duplicate) {
 	sts := make([]pipeline.Stats, len(pipes))
 	for i, p := range pipes {
 		sts[i] = p.p.Stats()
 		sts[i].Name = labelValue(sts[i].Name)
+	}
+	if len(sts) < 2 {
+		return sts, dups
 	}
 	// kept[i] is false for a pipeline whose name another one's series
 	// carry. Names are few: comparing each with those before it costs
@@ -213,12 +226,13 @@ func collectPipelines(ch chan<- prometheus.Metric, pipes []namedPipeline, dups [
 			break
 		}
 	}
+	out := sts[:0] // in place: an element moves only to a lower index
 	for i := range sts {
 		if kept[i] {
-			collectPipeline(ch, sts[i])
+			out = append(out, sts[i])
 		}
 	}
-	return dups
+	return out, dups
 }
 
 // running reports whether the pipeline of st runs: started and not

@@ -3,8 +3,10 @@ package observe_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +20,7 @@ import (
 	"github.com/boulevard-go/boulevard/observe"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/kafka"
 	"github.com/boulevard-go/boulevard/sources/pulsar"
 	"github.com/boulevard-go/boulevard/topic"
@@ -193,7 +196,7 @@ func TestReplaceAndRemoveSwapARebuiltPipeline(t *testing.T) {
 	expect(t, h, "/readyz", http.StatusServiceUnavailable, "stopped")
 
 	rebuilt := pushPipeline(t, "orders")
-	obs.Replace(rebuilt)
+	replace(t, obs, rebuilt)
 	push(t, rebuilt, acker.NewRecorder(false), 0, 2)
 	wait.For(t, "the rebuilt pipeline's counters in the metrics", func() bool {
 		v, _ := find(t, reg, "boulevard_processor_messages_received_total", map[string]string{"pipeline": "orders"})
@@ -460,10 +463,116 @@ func TestRealPrometheusFollowsAReplacedPipeline(t *testing.T) {
 	}
 	rebuilt := pushPipeline(t, "orders")
 	push(t, rebuilt, acker.NewRecorder(false), 0, 5)
-	obs.Replace(rebuilt)
+	replace(t, obs, rebuilt)
 	promEventually(t, addr, `boulevard_processor_messages_received_total{pipeline="orders"}`, is(5))
 	promEventually(t, addr, `boulevard_pipeline_up{pipeline="orders"}`, is(1))
 	if v, err := promQuery(addr, `min_over_time(up{job="boulevard"}[1m])`); err != nil || v != 1 {
 		t.Errorf(`min_over_time(up[1m]) = %v (%v), want 1: every scrape succeeded`, v, err)
+	}
+}
+
+// Guarantee: /healthz, /readyz and /stats report, for a name that two
+// added pipelines give at once, the one pipeline /metrics reports (the
+// running one, else the one added last): an older pipeline that stopped,
+// even by a fatal error, and whose name a running one took over fails
+// neither check and is not listed; the checks and /stats log nothing, so
+// the duplicate stays logged once.
+func TestChecksAndStatsReportThePipelineOfANameThatMetricsReports(t *testing.T) {
+	logs := &logRecorder{}
+	obs := observe.New(observe.Options{Logger: slog.New(logs)})
+	started := time.Now()
+	failed := pipeline.Stats{Name: "orders", Started: started, Stopped: true,
+		Err: &producer.RestartError{Stage: "orders.producer.0"}, Processors: pipeline.ProcessorStats{In: 9}}
+	running := pipeline.Stats{Name: "orders", Started: started, Processors: pipeline.ProcessorStats{In: 5}}
+	old, rebuilt := newFakePipeline(failed), newFakePipeline(pipeline.Stats{Name: "rebuilt"})
+	add(t, obs, old, rebuilt)
+	rebuilt.set(running) // takes the name over
+	h := obs.Handler(nil)
+	for _, path := range []string{"/readyz", "/healthz"} {
+		rep := expect(t, h, path, http.StatusOK, "")
+		if len(rep.Pipelines) != 1 || rep.Pipelines[0].Name != "orders" {
+			t.Errorf("%s: %+v, want orders once", path, rep)
+		}
+	}
+	snap := obs.Snapshot()
+	if len(snap.Pipelines) != 1 || snap.Pipelines[0].Processors.In != 5 || snap.Pipelines[0].Stopped {
+		t.Errorf("/stats pipelines: %+v, want the running orders (5 received) alone", snap.Pipelines)
+	}
+	code, body := serveMetrics(t, h)
+	if code != http.StatusOK {
+		t.Fatalf("/metrics answered %d, want 200:\n%s", code, body)
+	}
+	expectSeriesOnce(t, body, `boulevard_processor_messages_received_total{pipeline="orders"}`, 5)
+
+	old.set(running) // only the one added first runs: it is the one reported
+	rebuilt.set(func() pipeline.Stats { s := failed; s.Processors.In = 3; return s }())
+	if rep := expect(t, h, "/readyz", http.StatusOK, ""); len(rep.Pipelines) != 1 {
+		t.Errorf("/readyz: %+v, want orders once", rep)
+	}
+	old.set(failed) // neither runs: the one added last
+	if rep := expect(t, h, "/healthz", http.StatusServiceUnavailable, "fatal error"); len(rep.Pipelines) != 1 {
+		t.Errorf("/healthz: %+v, want orders once", rep)
+	}
+	if snap := obs.Snapshot(); len(snap.Pipelines) != 1 || snap.Pipelines[0].Processors.In != 3 {
+		t.Errorf("/stats pipelines: %+v, want the orders added last (3 received) alone", snap.Pipelines)
+	}
+	if n := len(logs.lines("pipeline=orders")); n != 1 {
+		t.Errorf("%d log lines on the duplicate name, want 1 (the scrape's); logs:\n%s", n, strings.Join(logs.lines(), "\n"))
+	}
+}
+
+// Guarantee: /stats lists the Kafka series /metrics reports when two
+// members report the same ones: each partition once, from the claim of
+// the newest generation (a partition only an older member claims is
+// listed under it), and a member whose series and claims all went to
+// newer members not at all.
+func TestStatsListsTheKafkaClaimsThatMetricsReports(t *testing.T) {
+	stale := kafka.Stats{GroupID: "readers", Members: []kafka.MemberStats{
+		{Stage: "events.producer.0", GenerationID: 3, Partitions: []kafka.PartitionStats{
+			{Topic: "events", Partition: 0, GenerationID: 3, Lag: 10}, {Topic: "events", Partition: 2, GenerationID: 3, Lag: 12}}},
+		{Stage: "events.producer.1", GenerationID: 3, Partitions: []kafka.PartitionStats{{Topic: "events", Partition: 1, GenerationID: 3, Lag: 11}}},
+	}}
+	current := kafka.Stats{GroupID: "readers", Members: []kafka.MemberStats{
+		{Stage: "events.producer.0", GenerationID: 4, Partitions: []kafka.PartitionStats{{Topic: "events", Partition: 0, GenerationID: 4, Lag: 7}}},
+		{Stage: "events.producer.1", GenerationID: 4, Partitions: []kafka.PartitionStats{{Topic: "events", Partition: 1, GenerationID: 4, Lag: 5}}},
+	}}
+	obs := observe.New(observe.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err := obs.AddKafka(newFixedKafka(stale), newFixedKafka(current)); err != nil {
+		t.Fatal(err)
+	}
+	code, body := serveMetrics(t, obs.Handler(nil))
+	if code != http.StatusOK {
+		t.Fatalf("/metrics answered %d, want 200:\n%s", code, body)
+	}
+	lag := `boulevard_kafka_consumer_lag_messages{group="readers",partition="%d",topic="events"}`
+	expectSeriesOnce(t, body, fmt.Sprintf(lag, 0), 7)
+	expectSeriesOnce(t, body, fmt.Sprintf(lag, 1), 5)
+	expectSeriesOnce(t, body, fmt.Sprintf(lag, 2), 12)
+
+	var members, parts []string
+	for _, k := range obs.Snapshot().Kafka {
+		for _, m := range k.Members {
+			members = append(members, fmt.Sprintf("%s@%d", m.Stage, m.GenerationID))
+			for _, p := range m.Partitions {
+				parts = append(parts, fmt.Sprintf("%s/%d lag %d by %s", p.Topic, p.Partition, p.Lag, m.Stage))
+			}
+		}
+	}
+	slices.Sort(members)
+	slices.Sort(parts)
+	if want := []string{"events.producer.0@3", "events.producer.0@4", "events.producer.1@4"}; !slices.Equal(members, want) {
+		t.Errorf("/stats Kafka members %v, want %v", members, want)
+	}
+	if want := []string{"events/0 lag 7 by events.producer.0", "events/1 lag 5 by events.producer.1", "events/2 lag 12 by events.producer.0"}; !slices.Equal(parts, want) {
+		t.Errorf("/stats Kafka partitions %v, want %v", parts, want)
+	}
+}
+
+// replace swaps p in for the pipeline of its name, which must have been
+// added.
+func replace(t *testing.T, obs *observe.Observer, p observe.Pipeline) {
+	t.Helper()
+	if replaced, err := obs.Replace(p); err != nil || !replaced {
+		t.Fatalf("Replace(%s) = %v, %v; want true: a pipeline of that name was added", p.Stats().Name, replaced, err)
 	}
 }

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/producer"
@@ -17,7 +19,9 @@ import (
 type Report struct {
 	// Status is "ok", or "unhealthy" (/healthz) / "not ready" (/readyz).
 	Status string `json:"status"`
-	// Pipelines has one entry per pipeline added, in the order added.
+	// Pipelines has one entry per pipeline added, in the order added; of
+	// pipelines that report the same name at once, only the one whose
+	// series /metrics reports (see Observer.Collect).
 	Pipelines []PipelineReport `json:"pipelines"`
 }
 
@@ -35,7 +39,10 @@ type PipelineReport struct {
 //
 //   - /metrics: the metrics gathered from g in the Prometheus text or
 //     OpenMetrics format (g is usually the registry the Observer is
-//     registered on; nil means a registry of the Observer alone);
+//     registered on; nil means a registry of the Observer alone). When
+//     one of g's collectors fails, the metrics the others gathered are
+//     served all the same (200), and the error is logged, one line per
+//     scrape; only a scrape that gathered nothing answers 500;
 //   - /healthz: 200 while no pipeline was stopped by a fatal error (a
 //     source that failed too often), 503 otherwise;
 //   - /readyz: 200 when every pipeline runs and its sources are connected,
@@ -52,7 +59,7 @@ func (o *Observer) Handler(g prometheus.Gatherer) http.Handler {
 		g = reg
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{
+	mux.Handle("GET /metrics", promhttp.HandlerFor(partialGatherer{g: g, log: o.log}, promhttp.HandlerOpts{
 		ErrorLog:          slogPrinter{o},
 		EnableOpenMetrics: true,
 	}))
@@ -68,7 +75,9 @@ func (o *Observer) Handler(g prometheus.Gatherer) http.Handler {
 }
 
 // Health checks that no pipeline was stopped by a fatal error: a producer
-// stage gave up on its source (a *producer.RestartError).
+// stage gave up on its source (a *producer.RestartError). Of pipelines
+// that report the same name at once, it checks the one whose series
+// /metrics reports (see Collect).
 func (o *Observer) Health() []PipelineReport {
 	return o.check(healthy)
 }
@@ -79,16 +88,19 @@ func (o *Observer) Health() []PipelineReport {
 // connected source (a push-only pipeline, without producer stages, is
 // ready while it runs). A member of a consumer group that has been given
 // no partition stays "connecting" without failures: it does not make the
-// pipeline unready while another stage is connected.
+// pipeline unready while another stage is connected. Of pipelines that
+// report the same name at once, it checks the one whose series /metrics
+// reports (see Collect).
 func (o *Observer) Readiness() []PipelineReport {
 	return o.check(ready)
 }
 
+// check reports f of each pipeline /metrics reports (selectPipelines).
 func (o *Observer) check(f func(pipeline.Stats) string) []PipelineReport {
 	pipes, _, _ := o.snapshot()
-	out := make([]PipelineReport, 0, len(pipes))
-	for _, p := range pipes {
-		st := p.p.Stats()
+	sts, _ := selectPipelines(pipes, nil)
+	out := make([]PipelineReport, 0, len(sts))
+	for _, st := range sts {
 		reason := f(st)
 		out = append(out, PipelineReport{Name: st.Name, OK: reason == "", Reason: reason})
 	}
@@ -147,6 +159,27 @@ func (o *Observer) writeReport(w http.ResponseWriter, reports []PipelineReport, 
 	if err := json.NewEncoder(w).Encode(rep); err != nil {
 		o.log.Debug("writing a health report failed", "error", err)
 	}
+}
+
+// partialGatherer gathers from g. When a collector fails while others
+// gathered, it logs the error and returns what gathered without an error,
+// so that /metrics serves it: a failing collector of the caller's does
+// not hide the pipelines' metrics (Prometheus would take the whole target
+// down on a 500). Errors writing the response still end it, logged once
+// by promhttp.
+type partialGatherer struct {
+	g   prometheus.Gatherer
+	log *slog.Logger
+}
+
+// Gather implements prometheus.Gatherer.
+func (p partialGatherer) Gather() ([]*dto.MetricFamily, error) {
+	mfs, err := p.g.Gather()
+	if err != nil && len(mfs) > 0 {
+		p.log.Warn("serving the metrics gathered without those of a failing collector", "error", err)
+		return mfs, nil
+	}
+	return mfs, err
 }
 
 // slogPrinter logs promhttp's errors through the Observer's logger.

@@ -59,11 +59,20 @@ type Topic interface {
 // valid UTF-8 replaced by U+FFFD.
 var ErrDuplicate = errors.New("observe: already added")
 
+// ErrInvalid is wrapped by the error of Add, Replace, AddKafka, AddTopic
+// and AddPulsar when an argument cannot be added: a nil value (a nil
+// interface or a nil pointer, whose Stats would panic), or an empty topic
+// or subscription name (Prometheus drops a label whose value is empty, so
+// its series would carry no name). The error names the argument.
+var ErrInvalid = errors.New("observe: invalid argument")
+
 // Options configures an Observer. The zero value is ready to use.
 type Options struct {
-	// Logger receives the Observer's logs: a failed metrics write, and
-	// series that two of the things added report at once (one line when
-	// that starts, see Observer.Collect). Nil means slog.Default().
+	// Logger receives the Observer's logs: a failed metrics write, a
+	// collector that failed at a scrape (one line per scrape, see
+	// Observer.Handler), and series that two of the things added report
+	// at once (one line when that starts, see Observer.Collect). Nil
+	// means slog.Default().
 	Logger *slog.Logger
 }
 
@@ -149,9 +158,14 @@ func New(opts Options) *Observer {
 // which must not be one already added: Prometheus refuses two series of
 // the same name and labels. When one of pipelines has a name already
 // added, or that another of them has, Add adds none of them and returns
-// an error wrapping ErrDuplicate that names each such pipeline. To swap a
+// an error wrapping ErrDuplicate that names each such pipeline. A nil
+// pipeline (or nil pointer) is refused the same way, with an error
+// wrapping ErrInvalid that names its place in pipelines. To swap a
 // rebuilt pipeline in under its name, use Replace.
 func (o *Observer) Add(pipelines ...Pipeline) error {
+	if err := nilElements("pipelines", pipelines); err != nil {
+		return err
+	}
 	named := namePipelines(pipelines)
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -173,17 +187,21 @@ func (o *Observer) Add(pipelines ...Pipeline) error {
 // reports whether there was one. Every later scrape and check reads p: a
 // service that rebuilds a pipeline (after a fatal error, say) swaps the
 // new one in with Replace, and the name's series go on without a gap,
-// following the new pipeline.
-func (o *Observer) Replace(p Pipeline) bool {
+// following the new pipeline. A nil p (or nil pointer) is refused, with
+// an error wrapping ErrInvalid, and nothing is replaced.
+func (o *Observer) Replace(p Pipeline) (replaced bool, err error) {
+	if isNil(p) {
+		return false, nilError("the pipeline", p)
+	}
 	n := namePipelines([]Pipeline{p})[0]
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if i := o.pipelineIndex(n.name); i >= 0 {
 		o.pipelines[i] = n
-		return true
+		return true, nil
 	}
 	o.pipelines = append(o.pipelines, n)
-	return false
+	return false, nil
 }
 
 // Remove removes the pipeline added under name, and reports whether there
@@ -192,6 +210,20 @@ func (o *Observer) Replace(p Pipeline) bool {
 func (o *Observer) Remove(name string) bool {
 	name = labelValue(name)
 	return removeFrom(&o.mu, &o.pipelines, func() int { return o.pipelineIndex(name) })
+}
+
+// checkNamed returns the error refusing what is added under name (a topic
+// or a Pulsar subscription, what) when name is empty or v is nil or a nil
+// pointer, and nil otherwise.
+func checkNamed(what, name string, v any) error {
+	var errs []error
+	if name == "" {
+		errs = append(errs, fmt.Errorf("%w: the %s name is empty", ErrInvalid, what))
+	}
+	if isNil(v) {
+		errs = append(errs, nilError(fmt.Sprintf("%s %q", what, labelValue(name)), v))
+	}
+	return errors.Join(errs...)
 }
 
 // removeFrom deletes from *s, under mu, the element at the index index
@@ -206,6 +238,37 @@ func removeFrom[E any](mu *sync.Mutex, s *[]E, index func() int) bool {
 	}
 	*s = slices.Delete(*s, i, i+1)
 	return true
+}
+
+// isNil reports whether v is nil or a nil pointer: a value whose Stats
+// would panic.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
+}
+
+// nilError returns the error, wrapping ErrInvalid, refusing the argument
+// what, whose value v is nil or a nil pointer.
+func nilError(what string, v any) error {
+	if v == nil {
+		return fmt.Errorf("%w: %s is nil", ErrInvalid, what)
+	}
+	return fmt.Errorf("%w: %s is a nil %T", ErrInvalid, what, v)
+}
+
+// nilElements returns the errors refusing each element of vs that is nil
+// or a nil pointer, named name[i], joined; nil when there is none.
+func nilElements[E any](name string, vs []E) error {
+	var errs []error
+	for i, v := range vs {
+		if isNil(v) {
+			errs = append(errs, nilError(fmt.Sprintf("%s[%d]", name, i), v))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // namePipelines reads the name of each of ps.
@@ -228,9 +291,14 @@ func (o *Observer) pipelineIndex(name string) int {
 // topic and partition). The source's pipeline must be added with Add for
 // its health to count. When one of sources is already added (or given
 // twice), AddKafka adds none of them and returns an error wrapping
-// ErrDuplicate. Sources of the same consumer group may be added: what
-// their members report twice is exported once (see Collect).
+// ErrDuplicate; when one is nil (or a nil pointer), it adds none of them
+// and returns an error wrapping ErrInvalid that names its place in
+// sources. Sources of the same consumer group may be added: what their
+// members report twice is exported once (see Collect).
 func (o *Observer) AddKafka(sources ...KafkaSource) error {
+	if err := nilElements("sources", sources); err != nil {
+		return err
+	}
 	var dups []KafkaSource
 	o.mu.Lock()
 	for i, s := range sources {
@@ -267,8 +335,12 @@ func sameSource(s KafkaSource) func(KafkaSource) bool {
 
 // AddTopic adds a topic under name (its topic.Name): its publish counters
 // and subscribers become metrics labelled topic=name. A name already
-// added is refused with an error wrapping ErrDuplicate.
+// added is refused with an error wrapping ErrDuplicate; an empty name, or
+// a nil t (or nil pointer), with an error wrapping ErrInvalid.
 func (o *Observer) AddTopic(name string, t Topic) error {
+	if err := checkNamed("topic", name, t); err != nil {
+		return err
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.topicIndex(name) >= 0 {

@@ -44,8 +44,12 @@ var pulsarDescs = []*prometheus.Desc{pulsarConsumers, pulsarReceived, pulsarRede
 // and permits become metrics labelled subscription=subscription. The
 // source's pipeline must be added with Add for its health to count. A
 // subscription already added is refused with an error wrapping
-// ErrDuplicate.
+// ErrDuplicate; an empty subscription, or a nil s (or nil pointer), with
+// an error wrapping ErrInvalid.
 func (o *Observer) AddPulsar(subscription string, s PulsarSource) error {
+	if err := checkNamed("Pulsar subscription", subscription, s); err != nil {
+		return err
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.pulsarIndex(subscription) >= 0 {

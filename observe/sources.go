@@ -53,6 +53,71 @@ type kafkaClaim struct {
 	generation                int32
 }
 
+// kafkaSelection is the stats of the Kafka sources (group names as
+// exported) and which member, and which claim, each member's and each
+// partition's series come from (see Collect). /metrics and /stats report
+// this choice.
+type kafkaSelection struct {
+	stats   []kafka.Stats
+	members map[memberKey]kafkaClaim
+	parts   map[partitionKey]kafkaClaim
+}
+
+// selectKafka reads the stats of sources and chooses, for each member's
+// and each partition's series, the member or claim of the newest group
+// generation (the one read first among equals). It returns dups with the
+// series reported twice.
+func selectKafka(sources []KafkaSource, dups []duplicate) (kafkaSelection, []duplicate) {
+	sel := kafkaSelection{
+		stats:   make([]kafka.Stats, len(sources)),
+		members: map[memberKey]kafkaClaim{},
+		parts:   map[partitionKey]kafkaClaim{},
+	}
+	for si, src := range sources {
+		st := src.Stats()
+		st.GroupID = labelValue(st.GroupID)
+		sel.stats[si] = st
+		for mi, m := range st.Members {
+			mk := memberKey{st.GroupID, labelValue(m.Stage)}
+			w, ok := sel.members[mk]
+			if ok {
+				dups = addDuplicate(dups, duplicate{kind: dupKafkaMember, labels: [3]string{mk.group, mk.stage}})
+			}
+			if !ok || m.GenerationID > w.generation {
+				sel.members[mk] = kafkaClaim{si, mi, -1, m.GenerationID}
+			}
+			for pi, p := range m.Partitions {
+				pk := partitionKey{st.GroupID, labelValue(p.Topic), p.Partition}
+				w, ok := sel.parts[pk]
+				if ok {
+					dups = addDuplicate(dups, duplicate{kind: dupKafkaPartition, labels: [3]string{pk.group, pk.topic, partitionLabel(pk.partition)}})
+				}
+				if !ok || p.GenerationID > w.generation {
+					sel.parts[pk] = kafkaClaim{si, mi, pi, p.GenerationID}
+				}
+			}
+		}
+	}
+	return sel, dups
+}
+
+// member reports whether the series of the member mi of the source si
+// come from it.
+func (sel *kafkaSelection) member(si, mi int) bool {
+	st := &sel.stats[si]
+	w := sel.members[memberKey{st.GroupID, labelValue(st.Members[mi].Stage)}]
+	return w.source == si && w.member == mi
+}
+
+// partition reports whether the series of the partition pi of the member
+// mi of the source si come from that claim.
+func (sel *kafkaSelection) partition(si, mi, pi int) bool {
+	st := &sel.stats[si]
+	p := &st.Members[mi].Partitions[pi]
+	w := sel.parts[partitionKey{st.GroupID, labelValue(p.Topic), p.Partition}]
+	return w.source == si && w.member == mi && w.partition == pi
+}
+
 // collectKafka sends the metrics of the Kafka sources, each member's and
 // each partition's series once (see Collect), and returns dups with the
 // series reported twice.
@@ -60,39 +125,11 @@ func collectKafka(ch chan<- prometheus.Metric, sources []KafkaSource, dups []dup
 	if len(sources) == 0 {
 		return dups
 	}
-	sts := make([]kafka.Stats, len(sources))
-	members := map[memberKey]kafkaClaim{}
-	parts := map[partitionKey]kafkaClaim{}
-	// First pass: which member, and which claim, each series comes from.
-	for si, src := range sources {
-		st := src.Stats()
-		st.GroupID = labelValue(st.GroupID)
-		sts[si] = st
-		for mi, m := range st.Members {
-			mk := memberKey{st.GroupID, labelValue(m.Stage)}
-			w, ok := members[mk]
-			if ok {
-				dups = addDuplicate(dups, duplicate{kind: dupKafkaMember, labels: [3]string{mk.group, mk.stage}})
-			}
-			if !ok || m.GenerationID > w.generation {
-				members[mk] = kafkaClaim{si, mi, -1, m.GenerationID}
-			}
-			for pi, p := range m.Partitions {
-				pk := partitionKey{st.GroupID, labelValue(p.Topic), p.Partition}
-				w, ok := parts[pk]
-				if ok {
-					dups = addDuplicate(dups, duplicate{kind: dupKafkaPartition, labels: [3]string{pk.group, pk.topic, partitionLabel(pk.partition)}})
-				}
-				if !ok || p.GenerationID > w.generation {
-					parts[pk] = kafkaClaim{si, mi, pi, p.GenerationID}
-				}
-			}
-		}
-	}
-	for si, st := range sts {
+	sel, dups := selectKafka(sources, dups)
+	for si, st := range sel.stats {
 		g := st.GroupID
 		for mi, m := range st.Members {
-			if w := members[memberKey{g, labelValue(m.Stage)}]; w.source == si && w.member == mi {
+			if sel.member(si, mi) {
 				gauge(ch, kafkaAssigned, float64(len(m.Partitions)), g, m.Stage)
 				gauge(ch, kafkaGeneration, float64(m.GenerationID), g, m.Stage)
 				counter(ch, kafkaRebalances, float64(m.Rebalances), g, m.Stage)
@@ -100,7 +137,7 @@ func collectKafka(ch chan<- prometheus.Metric, sources []KafkaSource, dups []dup
 				counter(ch, kafkaCommitErrs, float64(m.CommitErrors), g, m.Stage)
 			}
 			for pi, p := range m.Partitions {
-				if w := parts[partitionKey{g, labelValue(p.Topic), p.Partition}]; w.source != si || w.member != mi || w.partition != pi {
+				if !sel.partition(si, mi, pi) {
 					continue
 				}
 				part := partitionLabel(p.Partition)
@@ -113,6 +150,39 @@ func collectKafka(ch chan<- prometheus.Metric, sources []KafkaSource, dups []dup
 		}
 	}
 	return dups
+}
+
+// kafkaStats returns the stats of sources as /metrics reports them (see
+// selectKafka): each member with only the claims whose series come from
+// it, and only when its own series or one of those claims' do; each
+// source unless every one of its members is left out.
+func kafkaStats(sources []KafkaSource) []kafka.Stats {
+	out := make([]kafka.Stats, 0, len(sources))
+	sel, _ := selectKafka(sources, nil)
+	for si, st := range sel.stats {
+		members := make([]kafka.MemberStats, 0, len(st.Members))
+		for mi, m := range st.Members {
+			var parts []kafka.PartitionStats
+			for pi, p := range m.Partitions {
+				if sel.partition(si, mi, pi) {
+					parts = append(parts, p)
+				}
+			}
+			if len(parts) == 0 && !sel.member(si, mi) {
+				continue
+			}
+			if len(parts) < len(m.Partitions) {
+				m.Partitions = parts
+			}
+			members = append(members, m)
+		}
+		if len(members) == 0 && len(st.Members) > 0 {
+			continue
+		}
+		st.Members = members
+		out = append(out, st)
+	}
+	return out
 }
 
 func collectTopic(ch chan<- prometheus.Metric, t namedTopic, st topic.Stats) {

@@ -76,19 +76,21 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// Snapshot reads the stats of everything added to the Observer once.
+// Snapshot reads the stats of everything added to the Observer once. Of
+// the pipelines, and Kafka members and claims, that report the same
+// series at once, it holds those whose series /metrics reports (see
+// Collect).
 func (o *Observer) Snapshot() Snapshot {
 	pipes, kafkas, topics := o.snapshot()
-	snap := Snapshot{Time: time.Now(), Pipelines: []PipelineSnapshot{}, Kafka: []kafka.Stats{}, Topics: []TopicSnapshot{}, Links: o.topicLinks()}
+	snap := Snapshot{Time: time.Now(), Pipelines: []PipelineSnapshot{}, Topics: []TopicSnapshot{}, Links: o.topicLinks()}
 	if snap.Links == nil {
 		snap.Links = map[string]TopicLinks{}
 	}
-	for _, p := range pipes {
-		snap.Pipelines = append(snap.Pipelines, pipelineSnapshot(p.p.Stats()))
+	sts, _ := selectPipelines(pipes, nil)
+	for _, st := range sts {
+		snap.Pipelines = append(snap.Pipelines, pipelineSnapshot(st))
 	}
-	for _, k := range kafkas {
-		snap.Kafka = append(snap.Kafka, k.Stats())
-	}
+	snap.Kafka = kafkaStats(kafkas)
 	for _, t := range topics {
 		snap.Topics = append(snap.Topics, TopicSnapshot{Name: t.name, Stats: t.t.Stats()})
 	}
