@@ -46,6 +46,10 @@ func (id MessageID) String() string {
 	return fmt.Sprintf("%d:%d:%d", id.LedgerID, id.EntryID, id.Partition)
 }
 
+// MaxFlowsRecorded is how many FLOW commands ConsumerStats.Flows lists for
+// one consumer: a client that sends more costs the broker no more memory.
+const MaxFlowsRecorded = 10000
+
 // ConsumerStats is what the broker observed of one consumer. Counts are in
 // messages: a batch entry of n messages counts n.
 type ConsumerStats struct {
@@ -55,9 +59,14 @@ type ConsumerStats struct {
 	Subscription string
 	// SubType is "Exclusive", "Shared", "Failover" or "Key_Shared".
 	SubType string
-	// Flows lists every FLOW command's permit count, in order.
-	Flows []uint32
-	// PermitsGranted is the sum of Flows.
+	// Flows lists the permit count of each FLOW command, in order: the
+	// first MaxFlowsRecorded of them. FlowsOmitted counts the FLOW
+	// commands after those, which are not listed.
+	Flows        []uint32
+	FlowsOmitted int64
+	// PermitsGranted is the sum of every FLOW command's permits (of
+	// Flows, when FlowsOmitted is 0), at most math.MaxInt64; Available
+	// stops there too.
 	PermitsGranted int64
 	// Available is permits not yet used. It goes negative when batches
 	// were sent past the permits, as a real broker sends them (a whole

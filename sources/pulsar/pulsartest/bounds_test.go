@@ -336,3 +336,112 @@ func TestMessagesKeepsEntryWithImpossibleSize(t *testing.T) {
 		t.Fatalf("read back %+v, want both entries as stored", ms)
 	}
 }
+
+// Guarantee: what the broker keeps of a consumer's FLOW commands is
+// bounded whatever number a client sends: Flows lists the first
+// MaxFlowsRecorded, FlowsOmitted counts the rest, and PermitsGranted
+// still sums them all.
+func TestFlowStatsBounded(t *testing.T) {
+	b := startBroker(t)
+	r := dialRaw(t, b)
+	r.connect(maxProtocolVersion)
+	rawSubscribe(r, "flows", "s", subShared, 1, 1)
+	const extra = 1000
+	var frames []byte
+	for range MaxFlowsRecorded + extra {
+		o, fs, bs := beginFrame(frames, cmdFlow)
+		o = appendVarintField(o, 1, 1)
+		o = appendVarintField(o, 2, 3)
+		frames = endFrame(o, cmdFlow, fs, bs, nil)
+	}
+	if _, err := r.nc.Write(frames); err != nil {
+		t.Fatal(err)
+	}
+	pingThrough(r)
+	st := b.Consumers("flows", "s")[0]
+	if len(st.Flows) != MaxFlowsRecorded || st.FlowsOmitted != extra || st.PermitsGranted != 3*(MaxFlowsRecorded+extra) {
+		t.Fatalf("%d flows listed, %d omitted, %d permits granted; want %d, %d, %d",
+			len(st.Flows), st.FlowsOmitted, st.PermitsGranted, MaxFlowsRecorded, extra, 3*(MaxFlowsRecorded+extra))
+	}
+}
+
+// Guarantee: a consumer's permit counts stop at math.MaxInt64 instead of
+// wrapping to negative values: a FLOW that would carry PermitsGranted and
+// Available past it leaves them there, and a Shared subscription of two
+// such consumers still hands out its backlog in turns of 20 messages.
+func TestFlowPermitsSaturate(t *testing.T) {
+	b := startBroker(t)
+	const topic, backlog = "flows-saturate", 2 * roundRobinBatch
+	msgs := make([]Message, backlog)
+	for i := range msgs {
+		msgs[i] = Message{Payload: []byte("x")}
+	}
+	if _, err := b.Publish(ctxT(t), topic, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	r := dialRaw(t, b)
+	r.connect(maxProtocolVersion)
+	rawSubscribe(r, topic, "s", subShared, 1, 1)
+	rawSubscribe(r, topic, "s", subShared, 2, 2)
+	// 2^31 FLOWs of 2^32-1 permits would take this long to send: set the
+	// counts where they would be.
+	b.mu.Lock()
+	for c := range b.conns {
+		for _, cons := range c.consumers {
+			cons.permits, cons.st.PermitsGranted = math.MaxInt64-10, math.MaxInt64-10
+		}
+	}
+	b.mu.Unlock()
+	rawFlow(r, 1, math.MaxUint32)
+	rawFlow(r, 2, math.MaxUint32)
+	r.send(cmdPing, nil, nil)
+	got := map[uint64]int{}
+	for typ := 0; typ != cmdPong; {
+		var f flat
+		if typ, f, _ = r.read(); typ == cmdMessage {
+			got[f.u[1]]++
+		}
+	}
+	if got[1] != roundRobinBatch || got[2] != roundRobinBatch {
+		t.Fatalf("messages per consumer %v, want %d each", got, roundRobinBatch)
+	}
+	// Consumer 1's FLOW dispatched the backlog; consumer 2's came after.
+	want := map[uint64]int64{1: math.MaxInt64 - roundRobinBatch, 2: math.MaxInt64}
+	for _, st := range b.Consumers(topic, "s") {
+		if st.PermitsGranted != math.MaxInt64 || st.Available != want[st.ConsumerID] {
+			t.Fatalf("consumer %d: permits granted %d, available %d; want %d and %d",
+				st.ConsumerID, st.PermitsGranted, st.Available, int64(math.MaxInt64), want[st.ConsumerID])
+		}
+	}
+}
+
+// Guarantee: what the broker keeps for delayed delivery is bounded by the
+// messages held, however often a client makes it forget them: after 50
+// rounds of subscribing to a topic holding 1 000 delayed messages and
+// unsubscribing again, the timer's queue holds at most twice the messages
+// held (plus a constant), and a new subscription holds each of them once.
+func TestDelayedQueueBoundedByHeld(t *testing.T) {
+	b := startBroker(t)
+	const topic, held, rounds = "delayed-churn", 1000, 50
+	msgs := make([]Message, held)
+	for i := range msgs {
+		msgs[i] = Message{Payload: []byte("x"), DeliverAt: time.Now().Add(time.Hour)}
+	}
+	if _, err := b.Publish(ctxT(t), topic, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	r := dialRaw(t, b)
+	r.connect(maxProtocolVersion)
+	for i := range uint64(rounds) {
+		rawSubscribe(r, topic, "s", subShared, i, 2*i)
+		rawUnsubscribe(r, i, 2*i+1)
+		r.expect(cmdSuccess)
+	}
+	rawSubscribe(r, topic, "s", subShared, rounds, 2*rounds)
+	b.mu.Lock()
+	queued, holding := len(b.delayed), len(b.topics[FullTopicName(topic)].subs["s"].delayed)
+	b.mu.Unlock()
+	if queued > 2*held+64 || holding != held {
+		t.Fatalf("timer queue of %d for %d messages held (want %d held, at most %d queued)", queued, holding, held, 2*held+64)
+	}
+}

@@ -89,7 +89,32 @@ type Options struct {
 	// holds unblocks it at once). Default 50 000, as in Pulsar 4.0; a
 	// negative value sets no limit.
 	MaxUnackedPerConsumer int
+	// MaxOutgoingBytes bounds what the broker keeps queued for one
+	// connection: the bytes of the frames it wrote for the client that the
+	// socket has not accepted yet. Once they reach it, the broker sends the
+	// connection's consumers no more messages (other consumers of their
+	// subscriptions get them meanwhile, as on a real broker, which stops
+	// writing to a connection that is not writable) and reads no more of
+	// the connection's commands, until the client has read enough for them
+	// to fall under half of it. A connection's queue stays within it plus
+	// one message, the answers to one command and the few notices the
+	// broker sends unasked (CLOSE_CONSUMER, ACTIVE_CONSUMER_CHANGE).
+	// Default 16 MiB
+	// (DefaultMaxOutgoingBytes), 64 KiB to 256 MiB.
+	MaxOutgoingBytes int `validate:"gte=65536,lte=268435456"`
+	// WriteTimeout bounds how long the socket of a connection may take to
+	// accept what the broker has queued for it: a client that stops
+	// reading is closed when it passes, as if it had disconnected (its
+	// consumers' unacknowledged messages go to other consumers). Default
+	// 30 s (DefaultWriteTimeout), at least 1 ms.
+	WriteTimeout time.Duration `validate:"gte=1ms"`
 }
+
+// DefaultMaxOutgoingBytes is the default Options.MaxOutgoingBytes.
+const DefaultMaxOutgoingBytes = 16 << 20
+
+// DefaultWriteTimeout is the default Options.WriteTimeout.
+const DefaultWriteTimeout = 30 * time.Second
 
 // DefaultMaxUnackedPerConsumer is the default Options.MaxUnackedPerConsumer
 // (Pulsar's maxUnackedMessagesPerConsumer).
@@ -114,6 +139,12 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.MaxUnackedPerConsumer == 0 {
 		o.MaxUnackedPerConsumer = DefaultMaxUnackedPerConsumer
+	}
+	if o.MaxOutgoingBytes == 0 {
+		o.MaxOutgoingBytes = DefaultMaxOutgoingBytes
+	}
+	if o.WriteTimeout == 0 {
+		o.WriteTimeout = DefaultWriteTimeout
 	}
 	return o
 }
@@ -154,6 +185,16 @@ type Broker struct {
 	// is checked against it only while it has some.
 	withheld    map[int]chan struct{}
 	withholding atomic.Int32
+	// maxQueued is the most bytes ever queued for one connection.
+	maxQueued atomic.Int64
+	// delayed holds every entry of a Shared or Key_Shared subscription
+	// waiting for its delivery time, earliest first, and delayedStale
+	// counts its stale items (see delayedHeap); nextWake is the delivery
+	// time the timer goroutine waits for (0: none).
+	delayed      delayedHeap
+	delayedStale int
+	nextWake     int64
+	released     []*subscription // releaseDelayedLocked's scratch
 }
 
 // BrokerStats counts connection-level events.
@@ -176,6 +217,14 @@ type BrokerStats struct {
 	// Withheld is the number of commands held back now by Withhold: one
 	// per connection at most, since a connection is not read past one.
 	Withheld int
+	// QueuedBytes is what the broker has queued now for its clients, on
+	// every connection: frames written that no socket has accepted yet.
+	// MaxQueuedBytes is the most ever queued for one connection (see
+	// Options.MaxOutgoingBytes).
+	QueuedBytes, MaxQueuedBytes int64
+	// WriteTimeouts counts connections closed because their socket did
+	// not accept the broker's data within Options.WriteTimeout.
+	WriteTimeouts int64
 }
 
 // Stats returns the connection-level counters.
@@ -187,7 +236,9 @@ func (b *Broker) Stats() BrokerStats {
 	for c := range b.conns {
 		st.ConsumersOpen += len(c.consumers)
 		st.ProducersOpen += len(c.producers)
+		st.QueuedBytes += c.queued.Load()
 	}
+	st.MaxQueuedBytes = b.maxQueued.Load()
 	return st
 }
 
@@ -311,6 +362,10 @@ func (b *Broker) timerLoop() {
 		}
 		b.mu.Lock()
 		next := b.releaseDelayedLocked(time.Now())
+		b.nextWake = 0
+		if !next.IsZero() {
+			b.nextWake = next.UnixMilli()
+		}
 		b.mu.Unlock()
 		if !t.Stop() {
 			select {

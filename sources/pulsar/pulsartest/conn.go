@@ -9,12 +9,22 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // conn is one client connection: a reader goroutine that decodes frames and
 // runs the handlers, and a writer goroutine that flushes what handlers and
 // dispatchers append to out. Handlers never block on the network.
+//
+// queued counts the bytes written to out and not yet accepted by the
+// socket. At limit (Options.MaxOutgoingBytes) the connection is full:
+// dispatchers pass its consumers over and the reader waits before it
+// handles the next command. Whoever finds it full sets dispatchWaits or
+// readWaits and then looks at queued again; the writer, once a flush
+// brings queued under half the limit, clears the flags it finds set and
+// dispatches again or wakes the reader (room). Either the second look
+// sees the flush, or the writer sees the flag.
 type conn struct {
 	b  *Broker
 	nc net.Conn
@@ -27,6 +37,12 @@ type conn struct {
 	wake   chan struct{}
 	done   chan struct{}
 	once   sync.Once
+
+	limit         int64
+	queued        atomic.Int64
+	dispatchWaits atomic.Bool
+	readWaits     atomic.Bool
+	room          chan struct{}
 
 	// Guarded by Broker.mu.
 	connected bool
@@ -44,6 +60,8 @@ type producer struct {
 func newConn(b *Broker, nc net.Conn, id uint64) *conn {
 	return &conn{
 		b: b, nc: nc, id: id,
+		limit:     int64(b.opts.MaxOutgoingBytes),
+		room:      make(chan struct{}, 1),
 		wake:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
 		producers: map[uint64]*producer{},
@@ -70,11 +88,74 @@ func (c *conn) write(enc func([]byte) []byte) {
 		c.mu.Unlock()
 		return
 	}
+	n := len(c.out)
 	c.out = enc(c.out)
+	q := c.queued.Add(int64(len(c.out) - n))
 	c.mu.Unlock()
+	for peak := c.b.maxQueued.Load(); q > peak && !c.b.maxQueued.CompareAndSwap(peak, q); {
+		peak = c.b.maxQueued.Load()
+	}
 	select {
 	case c.wake <- struct{}{}:
 	default:
+	}
+}
+
+// hasRoom reports whether the connection's queue is under its limit; when
+// it is not, it sets waits, so that the writer reports the room it makes.
+func (c *conn) hasRoom(waits *atomic.Bool) bool {
+	if c.queued.Load() < c.limit {
+		return true
+	}
+	waits.Store(true)
+	return c.queued.Load() < c.limit
+}
+
+// writable reports whether the connection's consumers may be sent messages
+// now (see conn).
+func (c *conn) writable() bool { return c.hasRoom(&c.dispatchWaits) }
+
+// awaitRoom waits until the connection's queue is under its limit before
+// the reader handles another command. It returns false when the
+// connection closed first.
+func (c *conn) awaitRoom() bool {
+	for !c.hasRoom(&c.readWaits) {
+		select {
+		case <-c.room:
+		case <-c.done:
+			return false
+		}
+	}
+	return true
+}
+
+// flushed takes n bytes the socket accepted off the queue and, once it is
+// under half the limit, resumes what waited for room.
+func (c *conn) flushed(n int) {
+	if c.queued.Add(-int64(n)) >= c.limit/2 {
+		return
+	}
+	if c.readWaits.CompareAndSwap(true, false) {
+		select {
+		case c.room <- struct{}{}:
+		default:
+		}
+	}
+	if c.dispatchWaits.CompareAndSwap(true, false) {
+		c.b.mu.Lock()
+		defer c.b.mu.Unlock()
+		if c.removed {
+			return
+		}
+		var subs []*subscription
+		for _, cons := range c.consumers {
+			if !slices.Contains(subs, cons.sub) {
+				subs = append(subs, cons.sub)
+			}
+		}
+		for _, s := range subs {
+			s.dispatch()
+		}
 	}
 }
 
@@ -91,11 +172,13 @@ func (c *conn) writeLoop() {
 		c.out = c.spare[:0]
 		c.mu.Unlock()
 		if len(buf) > 0 {
+			_ = c.nc.SetWriteDeadline(time.Now().Add(c.b.opts.WriteTimeout))
 			if _, err := c.nc.Write(buf); err != nil {
-				c.b.log.Debug("pulsartest write failed", "conn", c.id, "err", err)
+				c.logWriteErr(err)
 				c.close()
 				return
 			}
+			c.flushed(len(buf))
 		}
 		c.mu.Lock()
 		if cap(buf) <= 1<<20 {
@@ -183,7 +266,7 @@ func (c *conn) readLoop() {
 		if cmdSize < total-4 {
 			payload = frame[cmdSize:]
 		}
-		if !c.handle(cmd, payload) {
+		if !c.awaitRoom() || !c.handle(cmd, payload) {
 			return
 		}
 		if handshaking && cmd.typ == cmdConnect {
@@ -217,6 +300,20 @@ func readGrowing(r io.Reader, buf []byte, n int) ([]byte, error) {
 		}
 	}
 	return buf, nil
+}
+
+// logWriteErr logs why a write failed; one that timed out is counted in
+// BrokerStats.WriteTimeouts.
+func (c *conn) logWriteErr(err error) {
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		c.b.log.Debug("pulsartest write failed", "conn", c.id, "err", err)
+		return
+	}
+	c.b.log.Warn("pulsartest: client did not read what was queued within the write timeout, closing connection",
+		"conn", c.id, "timeout", c.b.opts.WriteTimeout, "queued", c.queued.Load())
+	c.b.mu.Lock()
+	c.b.stats.WriteTimeouts++
+	c.b.mu.Unlock()
 }
 
 func (c *conn) logReadErr(err error, handshaking bool) {

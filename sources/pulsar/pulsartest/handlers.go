@@ -348,6 +348,14 @@ func (b *Broker) consumerLocked(c *conn, id uint64) *consumer {
 	return c.consumers[id]
 }
 
+// addSaturating returns v + n, or math.MaxInt64 if that is more.
+func addSaturating(v int64, n uint32) int64 {
+	if v > math.MaxInt64-int64(n) {
+		return math.MaxInt64
+	}
+	return v + int64(n)
+}
+
 func (b *Broker) handleFlow(c *conn, body []byte) bool {
 	var consumerID uint64
 	var permits uint32
@@ -369,9 +377,13 @@ func (b *Broker) handleFlow(c *conn, body []byte) bool {
 	if cons == nil {
 		return true
 	}
-	cons.st.Flows = append(cons.st.Flows, permits)
-	cons.st.PermitsGranted += int64(permits)
-	cons.permits += int64(permits)
+	if len(cons.st.Flows) < MaxFlowsRecorded {
+		cons.st.Flows = append(cons.st.Flows, permits)
+	} else {
+		cons.st.FlowsOmitted++
+	}
+	cons.st.PermitsGranted = addSaturating(cons.st.PermitsGranted, permits)
+	cons.permits = addSaturating(cons.permits, permits)
 	cons.st.MaxAvailable = max(cons.st.MaxAvailable, cons.permits)
 	cons.sub.dispatch()
 	return true
@@ -703,7 +715,7 @@ func (b *Broker) handleSeek(c *conn, body []byte) bool {
 	clear(s.holds)
 	clear(s.redeliver)
 	clear(s.redelivery)
-	clear(s.delayed)
+	s.dropDelayed()
 	s.replay = s.replay[:0]
 	// A non-durable subscription (a reader's) outlives the reconnection:
 	// a real broker keeps the reset cursor for the consumer that comes

@@ -12,11 +12,11 @@ import (
 // rawConn is a minimal hand-driven protocol client for behaviour that
 // pulsar-client-go never exercises (bad checksums, unknown commands, ...).
 type rawConn struct {
-	t  *testing.T
+	t  testing.TB
 	nc net.Conn
 }
 
-func dialRaw(t *testing.T, b *Broker) *rawConn {
+func dialRaw(t testing.TB, b *Broker) *rawConn {
 	t.Helper()
 	nc, err := net.Dial("tcp", b.Addr().String())
 	if err != nil {

@@ -2,6 +2,7 @@ package pulsartest
 
 import (
 	"cmp"
+	"container/heap"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -58,7 +59,8 @@ type subscription struct {
 	replay     []uint64         // sorted entries to dispatch before readPos
 	redeliver  map[uint64]bool
 	redelivery map[uint64]uint32
-	delayed    map[uint64]int64
+	delayed    map[uint64]int64 // entry → delivery time (unix ms), for entries in Broker.delayed
+	due        bool             // being released (releaseDelayedLocked)
 	rr         int
 	active     *consumer
 	// Shared, as a real broker's round-robin dispatch: readLeft is how many
@@ -142,6 +144,11 @@ type consumer struct {
 	st       ConsumerStats
 }
 
+// held reports whether c may be sent nothing now, whatever its permits:
+// it reached its unacked limit, or its connection's queue is full
+// (Options.MaxOutgoingBytes).
+func (c *consumer) held() bool { return c.blocked || !c.conn.writable() }
+
 func (b *Broker) topicLocked(tn topicName, create bool) *topic {
 	t := b.topics[tn.full]
 	if t == nil && create {
@@ -215,7 +222,7 @@ const maxReadEntries = 100
 // sent only when the permits cover its messages (or, for a batch larger
 // than half the most permits the consumer ever had, as soon as it has any).
 func fits(c *consumer, e *entry) bool {
-	if c.blocked {
+	if c.held() {
 		return false
 	}
 	if !c.sub.t.b.opts.StrictBatchPermits {
@@ -304,7 +311,7 @@ func (s *subscription) pickChunk(e *entry) *consumer {
 	c := s.chunkOwner[e.chunk]
 	switch {
 	case c != nil && slices.Contains(s.consumers, c):
-		if c.permits <= 0 || c.blocked {
+		if c.permits <= 0 || c.held() {
 			return nil
 		}
 		s.readLeft = max(s.readLeft-1, 0)
@@ -326,10 +333,12 @@ func (s *subscription) pickChunk(e *entry) *consumer {
 // pickTurn hands e to the consumer whose turn it is (see pickShared).
 func (s *subscription) pickTurn(e *entry) *consumer {
 	if s.readLeft == 0 {
+		// Only whether there are any permits, and up to a read's worth,
+		// matters: the sum stops there, so it cannot overflow.
 		var total int64
 		for _, c := range s.consumers {
-			if !c.blocked {
-				total += max(c.permits, 0)
+			if total < maxReadEntries && !c.held() {
+				total += min(max(c.permits, 0), maxReadEntries)
 			}
 		}
 		if total == 0 {
@@ -337,11 +346,11 @@ func (s *subscription) pickTurn(e *entry) *consumer {
 		}
 		s.readLeft, s.turnLeft = min(total, maxReadEntries), 0
 	}
-	if s.turnLeft == 0 || s.turn.blocked || !slices.Contains(s.consumers, s.turn) {
+	if s.turnLeft == 0 || s.turn.held() || !slices.Contains(s.consumers, s.turn) {
 		n := len(s.consumers)
 		s.turn = nil
 		for i := range n {
-			if c := s.consumers[(s.rr+i)%n]; c.permits > 0 && !c.blocked {
+			if c := s.consumers[(s.rr+i)%n]; c.permits > 0 && !c.held() {
 				s.turn, s.rr = c, (s.rr+i+1)%n
 				break
 			}
@@ -438,7 +447,7 @@ func (s *subscription) keyOwner(full uint32) *consumer {
 
 func (s *subscription) anyPermits() bool {
 	for _, c := range s.consumers {
-		if c.permits > 0 && !c.blocked {
+		if c.permits > 0 && !c.held() {
 			return true
 		}
 	}
@@ -503,9 +512,8 @@ func (s *subscription) dispatchPass() {
 		}
 		e := t.entries[id]
 		if e.deliverAt > now && s.delays() {
-			s.delayed[id] = e.deliverAt
+			s.hold(id, e.deliverAt)
 			s.readPos++
-			t.b.kickTimer()
 			continue
 		}
 		var c *consumer
@@ -634,7 +642,7 @@ func (s *subscription) retype(typ int) {
 	wasDelaying := s.delays()
 	s.typ = typ
 	if wasDelaying && !s.delays() {
-		clear(s.delayed)
+		s.dropDelayed()
 		s.rewind()
 	}
 }
@@ -711,7 +719,10 @@ func (s *subscription) ack(c *consumer, id uint64, set ackSet) int64 {
 	s.unpend(id)
 	delete(s.redeliver, id)
 	delete(s.redelivery, id)
-	delete(s.delayed, id)
+	if _, ok := s.delayed[id]; ok {
+		delete(s.delayed, id)
+		t.b.forgetDelayed(1)
+	}
 	if i, found := slices.BinarySearch(s.replay, id); found {
 		s.replay = slices.Delete(s.replay, i, i+1)
 	}
@@ -920,6 +931,7 @@ func (b *Broker) removeConsumerLocked(c *consumer) {
 	}
 	s.updateActive()
 	if len(s.consumers) == 0 && !s.durable {
+		s.dropDelayed()
 		delete(s.t.subs, s.name)
 		return
 	}
@@ -946,40 +958,132 @@ func (b *Broker) removeConnLocked(c *conn) {
 	}
 }
 
-// releaseDelayedLocked moves due delayed entries to the replay lists,
-// dispatches them and returns the next due time (zero if none).
+// delayedItem is an entry of a subscription held until its delivery time
+// (unix ms).
+type delayedItem struct {
+	at int64
+	s  *subscription
+	id uint64
+}
+
+// delayedHeap is a min-heap of delayedItem by time, then entry. An item
+// is live while its subscription's delayed map has the entry with that
+// time; the others are stale (the entry was acknowledged, or its
+// subscription sought, changed type or went away) and are dropped when
+// they reach the top. Broker.delayedStale counts them: an item becomes
+// stale when its map entry is deleted by anything but its release, and
+// once more than half of the heap is stale it is rebuilt from the maps.
+// Items are added and taken with heap.Fix, which boxes nothing: Push and
+// Pop are there for heap.Interface.
+type delayedHeap []delayedItem
+
+func (h delayedHeap) Len() int { return len(h) }
+func (h delayedHeap) Less(i, j int) bool {
+	return h[i].at < h[j].at || h[i].at == h[j].at && h[i].id < h[j].id
+}
+func (h delayedHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *delayedHeap) Push(x any)   { *h = append(*h, x.(delayedItem)) }
+func (h *delayedHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// push adds it to the heap.
+func (h *delayedHeap) push(it delayedItem) {
+	*h = append(*h, it)
+	heap.Fix(h, len(*h)-1)
+}
+
+// pop removes and returns the earliest item; the heap must not be empty.
+func (h *delayedHeap) pop() delayedItem {
+	old := *h
+	top, n := old[0], len(old)-1
+	old[0] = old[n]
+	old[n] = delayedItem{}
+	*h = old[:n]
+	if n > 0 {
+		heap.Fix(h, 0)
+	}
+	return top
+}
+
+// hold keeps entry id, due at (unix ms), from dispatch until then, and
+// wakes the timer goroutine if it is due before the time it waits for.
+func (s *subscription) hold(id uint64, at int64) {
+	if _, ok := s.delayed[id]; ok {
+		return
+	}
+	s.delayed[id] = at
+	b := s.t.b
+	b.delayed.push(delayedItem{at: at, s: s, id: id})
+	if b.nextWake == 0 || at < b.nextWake {
+		b.kickTimer()
+	}
+}
+
+// dropDelayed forgets every entry the subscription holds for delayed
+// delivery.
+func (s *subscription) dropDelayed() {
+	n := len(s.delayed)
+	clear(s.delayed)
+	s.t.b.forgetDelayed(n)
+}
+
+// forgetDelayed counts n heap items made stale (their map entries already
+// deleted), and rebuilds the heap from the subscriptions' delayed maps
+// once they are more than half of it (and more than 64), so that the heap
+// holds at most about twice the entries held.
+func (b *Broker) forgetDelayed(n int) {
+	b.delayedStale += n
+	if b.delayedStale <= 64 || 2*b.delayedStale <= len(b.delayed) {
+		return
+	}
+	clear(b.delayed)
+	b.delayed = b.delayed[:0]
+	for _, t := range b.topics {
+		for _, s := range t.subs {
+			for id, at := range s.delayed {
+				b.delayed = append(b.delayed, delayedItem{at: at, s: s, id: id})
+			}
+		}
+	}
+	heap.Init(&b.delayed)
+	b.delayedStale = 0
+}
+
+// releaseDelayedLocked moves the entries due by now to their
+// subscriptions' replay lists, dispatches those subscriptions and returns
+// the next due time (zero if none). Its work is in the entries due (and
+// stale items reaching the top), not in the entries held.
 func (b *Broker) releaseDelayedLocked(now time.Time) time.Time {
 	nowMs := now.UnixMilli()
-	for _, t := range b.topics {
-		for _, s := range t.subs {
-			released := false
-			for id, at := range s.delayed {
-				if at <= nowMs {
-					delete(s.delayed, id)
-					i, found := slices.BinarySearch(s.replay, id)
-					if !found {
-						s.replay = slices.Insert(s.replay, i, id)
-					}
-					released = true
-				}
-			}
-			if released {
-				s.dispatch()
-			}
+	touched := b.released[:0]
+	for len(b.delayed) > 0 && b.delayed[0].at <= nowMs {
+		it := b.delayed.pop()
+		s := it.s
+		if at, ok := s.delayed[it.id]; !ok || at != it.at {
+			b.delayedStale--
+			continue
+		}
+		delete(s.delayed, it.id)
+		if i, found := slices.BinarySearch(s.replay, it.id); !found {
+			s.replay = slices.Insert(s.replay, i, it.id)
+		}
+		if !s.due {
+			s.due = true
+			touched = append(touched, s)
 		}
 	}
-	var next int64
-	for _, t := range b.topics {
-		for _, s := range t.subs {
-			for _, at := range s.delayed {
-				if next == 0 || at < next {
-					next = at
-				}
-			}
-		}
+	for i, s := range touched {
+		s.due = false
+		s.dispatch()
+		touched[i] = nil
 	}
-	if next == 0 {
+	b.released = touched[:0]
+	if len(b.delayed) == 0 {
 		return time.Time{}
 	}
-	return time.UnixMilli(next)
+	return time.UnixMilli(b.delayed[0].at)
 }
