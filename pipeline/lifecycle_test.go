@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -67,6 +68,49 @@ func TestStopBeforeStart(t *testing.T) {
 	}
 	if err := p.Start(context.Background()); !errors.Is(err, pipeline.ErrAlreadyStarted) {
 		t.Fatalf("Start after Stop = %v, want ErrAlreadyStarted", err)
+	}
+}
+
+// Guarantee: a Pipeline that New did not build (the zero Pipeline) never
+// panics and never blocks: Start, Run, Stop, Push, Test and the rate-limit
+// methods return ErrNotBuilt, the snapshots are empty, Done is closed, and
+// nothing is started.
+func TestZeroPipelineReturnsErrNotBuilt(t *testing.T) {
+	ctx := ctxT(t, 10*time.Second)
+	var p pipeline.Pipeline[uint64, uint64]
+	call := func(name string, f func() error) {
+		t.Helper()
+		var err error
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					err = fmt.Errorf("panic: %v", r)
+				}
+			}()
+			err = f()
+		}()
+		if !errors.Is(err, pipeline.ErrNotBuilt) {
+			t.Errorf("%s on the zero Pipeline = %v, want ErrNotBuilt", name, err)
+		}
+	}
+	call("Stop", func() error { return p.Stop(ctx) })
+	call("Start", func() error { return p.Start(ctx) })
+	call("Run", func() error { return p.Run(ctx) })
+	call("Push", func() error { return p.Push(ctx, message.New[uint64](1, nil, 1)) })
+	call("Test", func() error { _, err := p.Test(ctx, 1); return err })
+	call("SetRateLimit", func() error { return p.SetRateLimit(nil) })
+	call("UpdateRateLimit", func() error { return p.UpdateRateLimit(func(*producer.RateLimit) {}) })
+	call("ResetRateLimit", func() error { return p.ResetRateLimit() })
+	call("the snapshots", func() error {
+		if rl, st, ss, tp := p.RateLimit(), p.SourceStatus(), p.Stats(), p.Topology(); rl != nil || st != nil || ss.Name != "" || tp.Name != "" {
+			return fmt.Errorf("RateLimit %v, SourceStatus %v, Stats %q, Topology %q: want nothing", rl, st, ss.Name, tp.Name)
+		}
+		return pipeline.ErrNotBuilt
+	})
+	select {
+	case <-p.Done():
+	default:
+		t.Error("Done of the zero Pipeline is not closed: a caller waiting on it would wait forever")
 	}
 }
 

@@ -47,6 +47,10 @@ var (
 	// running user code were also left running, the error is a
 	// *ShutdownTimeoutError naming them, which wraps ErrShutdownTimeout.
 	ErrShutdownTimeout = errors.New("pipeline: shutdown timeout: messages in flight were left unacknowledged")
+	// ErrNotBuilt is returned by Start, Run, Stop, Push and the rate-limit
+	// methods of a Pipeline that New did not build (a zero Pipeline): it
+	// has nothing to run.
+	ErrNotBuilt = errors.New("pipeline: not built by New")
 )
 
 type state uint8
@@ -58,7 +62,9 @@ const (
 )
 
 // Pipeline is a running (or runnable) pipeline. Its methods are safe for
-// concurrent use.
+// concurrent use. Build one with New: a Pipeline that New did not build (the
+// zero Pipeline) never runs; its methods that can fail return ErrNotBuilt,
+// the others describe an empty pipeline, and Done is closed.
 type Pipeline[In, Out any] struct {
 	opts     Options[In, Out]
 	log      *slog.Logger
@@ -123,6 +129,9 @@ func New[In, Out any](opts Options[In, Out]) (*Pipeline[In, Out], error) {
 // (for example tracing) to the stages: cancelling it does not stop the
 // pipeline; call Stop for that, or use Run.
 func (p *Pipeline[In, Out]) Start(ctx context.Context) error {
+	if !p.built() {
+		return ErrNotBuilt
+	}
 	p.mu.Lock()
 	if p.neverRan {
 		p.mu.Unlock()
@@ -306,6 +315,9 @@ func (p *Pipeline[In, Out]) requestStop() {
 // handler or an acknowledger would wait for that very handler: call it from
 // another goroutine.
 func (p *Pipeline[In, Out]) Stop(ctx context.Context) error {
+	if !p.built() {
+		return ErrNotBuilt
+	}
 	p.mu.Lock()
 	if p.state == stateNew {
 		p.state = stateDone
@@ -373,7 +385,22 @@ func (p *Pipeline[In, Out]) Run(ctx context.Context) error {
 // Done is closed when the pipeline has stopped and every goroutine it started
 // has returned. After a *ShutdownTimeoutError it is closed only once the
 // goroutines it names have returned, if ever.
-func (p *Pipeline[In, Out]) Done() <-chan struct{} { return p.done }
+func (p *Pipeline[In, Out]) Done() <-chan struct{} {
+	if !p.built() {
+		return closedChan
+	}
+	return p.done
+}
+
+// closedChan is what Done returns for a Pipeline that New did not build.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// built reports whether New built p; the fields it sets are never reset.
+func (p *Pipeline[In, Out]) built() bool { return p.done != nil }
 
 // Err returns what stopped the pipeline abnormally: a *producer.RestartError,
 // ErrShutdownTimeout, a *DrainError, a source Close error, or several
@@ -409,6 +436,9 @@ func (p *Pipeline[In, Out]) Push(ctx context.Context, msgs ...*message.Message[I
 	p.mu.Unlock()
 	switch st {
 	case stateNew:
+		if !p.built() {
+			return ErrNotBuilt
+		}
 		return ErrNotStarted
 	case stateDone:
 		return ErrStopped
@@ -432,6 +462,9 @@ func (p *Pipeline[In, Out]) Push(ctx context.Context, msgs ...*message.Message[I
 // SetRateLimit changes the rate limit shared by every producer stage while
 // the pipeline runs; nil removes it. An invalid limit is rejected.
 func (p *Pipeline[In, Out]) SetRateLimit(rl *producer.RateLimit) error {
+	if !p.built() {
+		return ErrNotBuilt
+	}
 	if rl != nil {
 		if err := validate.Struct("rateLimit", rl); err != nil {
 			return err
@@ -443,7 +476,12 @@ func (p *Pipeline[In, Out]) SetRateLimit(rl *producer.RateLimit) error {
 
 // RateLimit returns a copy of the rate limit in force (the configured one, or
 // the last one SetRateLimit set), or nil when there is none.
-func (p *Pipeline[In, Out]) RateLimit() *producer.RateLimit { return p.prod.RateLimit() }
+func (p *Pipeline[In, Out]) RateLimit() *producer.RateLimit {
+	if !p.built() {
+		return nil
+	}
+	return p.prod.RateLimit()
+}
 
 // SourceStatus returns the state of every producer stage, in stage order
 // (none for a push-only pipeline): whether its source is connecting,
@@ -452,6 +490,9 @@ func (p *Pipeline[In, Out]) RateLimit() *producer.RateLimit { return p.prod.Rate
 // call from any goroutine at any time, and cheap enough to back a health
 // check polled every second: one short lock per stage, no I/O.
 func (p *Pipeline[In, Out]) SourceStatus() []producer.StageStatus {
+	if !p.built() {
+		return nil
+	}
 	st := p.prod.Status()
 	p.mu.Lock()
 	over := p.state == stateDone

@@ -19,6 +19,9 @@ import (
 // validate.Errors value; without a rate limit the error wraps
 // producer.ErrNoRateLimit (set one with SetRateLimit).
 func (p *Pipeline[In, Out]) UpdateRateLimit(fn func(rl *producer.RateLimit)) error {
+	if !p.built() {
+		return ErrNotBuilt
+	}
 	err := p.prod.UpdateRateLimit(func(rl *producer.RateLimit) error {
 		fn(rl)
 		return validate.Struct("rateLimit", rl)
@@ -35,6 +38,9 @@ func (p *Pipeline[In, Out]) UpdateRateLimit(fn func(rl *producer.RateLimit)) err
 // for tokens go on from the full bucket. Without a rate limit the error
 // wraps producer.ErrNoRateLimit.
 func (p *Pipeline[In, Out]) ResetRateLimit() error {
+	if !p.built() {
+		return ErrNotBuilt
+	}
 	if err := p.prod.ResetRateLimit(); err != nil {
 		return fmt.Errorf("pipeline: reset rate limit: %w", err)
 	}

@@ -72,6 +72,9 @@ type Failures = stats.Failures
 // the snapshot: cheap enough to poll every second.
 func (p *Pipeline[In, Out]) Stats() Stats {
 	now := time.Now()
+	if !p.built() {
+		return Stats{Time: now}
+	}
 	st := Stats{Name: p.opts.Name, Time: now, RateLimit: p.prod.RateLimit()}
 	var wall time.Duration
 	if ns := p.startedAt.Load(); ns != 0 {

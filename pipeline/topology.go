@@ -80,6 +80,9 @@ type BatcherTopology struct {
 
 // Topology describes the pipeline's stages.
 func (p *Pipeline[In, Out]) Topology() Topology {
+	if !p.built() {
+		return Topology{}
+	}
 	o := &p.opts
 	t := Topology{
 		Name: o.Name,

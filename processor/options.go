@@ -82,9 +82,13 @@ type Options[In, Out any] struct {
 	// returns because the pipeline cut a drain short interrupts the chunk,
 	// as for Handler. It may change
 	// the messages and fail some of them. An error or a panic fails every
-	// message of the chunk. The slice is reused for the next chunk: do not
-	// keep it after Prepare returns (nor the messages past their outcome:
-	// a source may reuse them, see message.Message).
+	// message of the chunk. The slice is a copy of the chunk: what Prepare
+	// does to the slice itself (filtering it in place with
+	// slices.DeleteFunc, reordering or replacing elements) changes nothing
+	// of which messages the handler sees, in which order; to keep a message
+	// from the handler, fail it. The slice is reused for the next chunk: do
+	// not keep it after Prepare returns (nor the messages past their
+	// outcome: a source may reuse them, see message.Message).
 	Prepare func(ctx context.Context, msgs []*message.Message[In]) error
 	// Handle is called for every message. Required.
 	Handle Handler[In, Out] `validate:"required"`
@@ -94,8 +98,10 @@ type Options[In, Out any] struct {
 	// m.SetDisposition, or replace their error with m.Fail. A panic in it is
 	// logged and the messages are acknowledged with whatever it changed
 	// before it panicked. It sees interrupted messages (see Handler) too,
-	// but cannot make them anything but a retry. The slice is reused: do
-	// not keep it after the call.
+	// but cannot make them anything but a retry. The slice is a copy:
+	// changing the slice itself (rather than its messages) changes nothing
+	// of which messages are acknowledged. It is reused: do not keep it
+	// after the call.
 	HandleFailed func(ctx context.Context, failed []*message.Message[In])
 }
 

@@ -124,7 +124,8 @@ type Declaration[T any] struct {
 	Backend Backend[T]
 }
 
-// Broker is a registry of named topics. It is safe for concurrent use.
+// Broker is a registry of named topics. It is safe for concurrent use. The
+// zero Broker is an empty broker ready to use, as NewBroker's is.
 type Broker[T any] struct {
 	mu     sync.Mutex
 	topics map[Name]*Handle[T]
@@ -190,6 +191,9 @@ func (b *Broker[T]) CreateTopicsContext(ctx context.Context, decls []Declaration
 			return fail(d.Name, err)
 		}
 		hs = append(hs, h)
+	}
+	if b.topics == nil {
+		b.topics = make(map[Name]*Handle[T], len(hs))
 	}
 	for _, h := range hs {
 		h.broker = b

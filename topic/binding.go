@@ -3,6 +3,7 @@ package topic
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"sync"
 )
@@ -10,23 +11,39 @@ import (
 // ErrAliasExists is returned by [TopicSet.Bind] for an alias already bound.
 var ErrAliasExists = errors.New("topic: alias already bound")
 
+// ErrNoHandle is returned by [Binding.Publish] and [Binding.Tracked] on a
+// binding without a topic handle, such as the zero Binding that
+// [TopicSet.Get] returns for an alias that is not bound, and wrapped by
+// [TopicSet.Bind] when asked to bind one.
+var ErrNoHandle = errors.New("topic: binding has no topic handle")
+
 // Binding is a pipeline's view of a topic: the handle plus the publishing
 // defaults the pipeline's configuration resolved for it (queue_on_full and
-// ack_propagation).
+// ack_propagation). A Binding without a Handle (the zero Binding) publishes
+// nothing: its methods return ErrNoHandle.
 type Binding[T any] struct {
 	Handle         *Handle[T]
 	OnFull         OnFull
 	AckPropagation AckPropagation
 }
 
-// Publish publishes v untracked with the binding's OnFull.
+// Publish publishes v untracked with the binding's OnFull, as
+// Handle.PublishWith does. It returns ErrNoHandle, with nothing published,
+// when the binding has no Handle.
 func (b Binding[T]) Publish(ctx context.Context, v T) (PublishOutcome, error) {
+	if b.Handle == nil {
+		return 0, ErrNoHandle
+	}
 	return b.Handle.PublishWith(ctx, v, b.OnFull)
 }
 
 // Tracked returns a tracked publisher using the binding's OnFull,
-// MaxInFlight and Timeout (zero values fall back to the topic's).
+// MaxInFlight and Timeout (zero values fall back to the topic's). It
+// returns ErrNoHandle when the binding has no Handle.
 func (b Binding[T]) Tracked() (*TrackedPublisher[T], error) {
+	if b.Handle == nil {
+		return nil, ErrNoHandle
+	}
 	return b.Handle.Tracked(TrackedOptions{
 		MaxInFlight: b.AckPropagation.MaxInFlight,
 		Timeout:     b.AckPropagation.Timeout,
@@ -35,7 +52,10 @@ func (b Binding[T]) Tracked() (*TrackedPublisher[T], error) {
 }
 
 // TopicSet maps a pipeline's local topic aliases to bindings. It is safe for
-// concurrent use. Removing an alias never closes the topic.
+// concurrent use. Removing an alias never closes the topic. The zero
+// TopicSet is an empty set ready to use, and a nil *TopicSet (what
+// config.Wired.TopicSet returns for a pipeline that is not wired) is an
+// empty set for Get, Remove and Aliases.
 type TopicSet[T any] struct {
 	mu sync.RWMutex
 	m  map[string]Binding[T]
@@ -48,26 +68,33 @@ func NewTopicSet[T any]() *TopicSet[T] {
 
 // Bind adds alias → b. An alias follows the rules of a topic [Name]. It
 // returns ErrEmptyName for an empty alias, a [*NameError] for an invalid
-// one, an error for a nil handle, and ErrAliasExists when alias is already
-// bound.
+// one, an error wrapping ErrNoHandle for a nil handle, and ErrAliasExists
+// when alias is already bound.
 func (s *TopicSet[T]) Bind(alias string, b Binding[T]) error {
 	if err := checkName("alias", alias, true); err != nil {
 		return err
 	}
 	if b.Handle == nil {
-		return errors.New("topic: Bind with a nil handle")
+		return fmt.Errorf("topic: bind %q: %w", alias, ErrNoHandle)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.m[alias]; ok {
 		return ErrAliasExists
 	}
+	if s.m == nil {
+		s.m = make(map[string]Binding[T])
+	}
 	s.m[alias] = b
 	return nil
 }
 
-// Get returns the binding of alias.
+// Get returns the binding of alias, or the zero Binding and false when
+// alias is not bound.
 func (s *TopicSet[T]) Get(alias string) (Binding[T], bool) {
+	if s == nil {
+		return Binding[T]{}, false
+	}
 	s.mu.RLock()
 	b, ok := s.m[alias]
 	s.mu.RUnlock()
@@ -77,6 +104,9 @@ func (s *TopicSet[T]) Get(alias string) (Binding[T], bool) {
 // Remove detaches alias and reports whether it was bound. The topic stays
 // open: other pipelines and the broker still use it.
 func (s *TopicSet[T]) Remove(alias string) bool {
+	if s == nil {
+		return false
+	}
 	s.mu.Lock()
 	_, ok := s.m[alias]
 	delete(s.m, alias)
@@ -86,6 +116,9 @@ func (s *TopicSet[T]) Remove(alias string) bool {
 
 // Aliases returns the bound aliases, sorted.
 func (s *TopicSet[T]) Aliases() []string {
+	if s == nil {
+		return []string{}
+	}
 	s.mu.RLock()
 	out := make([]string, 0, len(s.m))
 	for a := range s.m {

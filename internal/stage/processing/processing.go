@@ -191,6 +191,7 @@ type worker[In, Out any] struct {
 	log     *slog.Logger
 	buf     []*message.Message[In]
 	failed  []*message.Message[In]
+	view    []*message.Message[In] // the copy of a chunk, or of failed, that Prepare and HandleFailed get
 	pending [][]*message.Message[Out]
 	acks    acker.Group
 	same    bool
@@ -208,6 +209,7 @@ func (s *Pool[In, Out]) newProcessor(i int) *worker[In, Out] {
 		log:     s.log.With(slog.String("stage", s.name), slog.Int("processor", i)),
 		buf:     make([]*message.Message[In], s.opts.MaxDemand-s.opts.MinDemand),
 		failed:  make([]*message.Message[In], 0, s.opts.MaxDemand-s.opts.MinDemand),
+		view:    make([]*message.Message[In], 0, s.opts.MaxDemand-s.opts.MinDemand),
 		pending: make([][]*message.Message[Out], len(s.routes)),
 		same:    same,
 		st:      s.st.shards[i],
@@ -395,14 +397,31 @@ func (p *worker[In, Out]) handle(ctx context.Context, m *message.Message[In]) (o
 	return p.s.opts.Handle(ctx, m)
 }
 
+// prepare calls Prepare with a copy of chunk, so that what Prepare does to
+// the slice itself (filtering it in place with slices.DeleteFunc, which
+// clears the elements it removes, reordering or replacing elements) never
+// changes which messages the processor handles and acknowledges.
 func (p *worker[In, Out]) prepare(ctx context.Context, chunk []*message.Message[In]) (err error) {
 	defer message.Recover(&err)
-	return p.s.opts.Prepare(ctx, chunk)
+	view := p.copyOf(chunk)
+	defer clear(view)
+	return p.s.opts.Prepare(ctx, view)
 }
 
+// handleFailed calls HandleFailed with a copy of failed, for the same reason
+// as prepare.
 func (p *worker[In, Out]) handleFailed(ctx context.Context, failed []*message.Message[In]) {
 	defer panics.Log(ctx, p.log, "HandleFailed panicked; acknowledging the messages as they were")
-	p.s.opts.HandleFailed(ctx, failed)
+	view := p.copyOf(failed)
+	defer clear(view)
+	p.s.opts.HandleFailed(ctx, view)
+}
+
+// copyOf copies msgs into the worker's view buffer, which holds a whole
+// chunk without growing.
+func (p *worker[In, Out]) copyOf(msgs []*message.Message[In]) []*message.Message[In] {
+	p.view = append(p.view[:0], msgs...)
+	return p.view
 }
 
 func (p *worker[In, Out]) logFailure(ctx context.Context, m *message.Message[In], err error) {

@@ -765,6 +765,45 @@ func TestHandleFailedPanicRecovered(t *testing.T) {
 	}
 }
 
+// Guarantee: Prepare and HandleFailed may do what they like with the slice
+// they are given (filter it in place with slices.DeleteFunc, which clears
+// the elements it removes): the processor still handles every message of
+// the chunk and acknowledges each exactly once, and keeps running.
+func TestPrepareAndHandleFailedMayRewriteTheirSlice(t *testing.T) {
+	errBad := errors.New("bad")
+	rec := acker.NewRecorder(false)
+	var handled atomic.Int32
+	s := newStage(t, processor.Options[int, int]{
+		Concurrency: 1,
+		MaxDemand:   10,
+		Prepare: func(_ context.Context, msgs []*message.Message[int]) error {
+			_ = slices.DeleteFunc(msgs, func(m *message.Message[int]) bool { return m.Data%2 == 0 })
+			return nil
+		},
+		Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+			handled.Add(1)
+			if m.Data%3 == 0 {
+				return 0, errBad
+			}
+			return m.Data, nil
+		},
+		HandleFailed: func(_ context.Context, failed []*message.Message[int]) {
+			_ = slices.Delete(failed, 0, len(failed))
+		},
+	})
+	run(t, s)
+	publish(t, s, ints(rec, 0, 20))
+	drain(t, s)
+
+	assertOnce(t, rec, seq(0, 20))
+	if n := handled.Load(); n != 20 {
+		t.Errorf("handler called %d times, want 20: rewriting Prepare's slice changed which messages were handled", n)
+	}
+	if got, want := ids(rec.Failed()), []uint64{0, 3, 6, 9, 12, 15, 18}; !slices.Equal(got, want) {
+		t.Errorf("failed outcomes %v, want %v", got, want)
+	}
+}
+
 // Guarantee: a message goes to the route named by its batcher; a message
 // routed to a batcher that does not exist fails with an
 // *processor.UnknownBatcherError naming it, and is acknowledged by the
