@@ -47,6 +47,12 @@ const (
 // its disposition is acker.DispositionRetry whatever HandleFailed sets, so
 // that its source delivers it again. A batch not yet handed to the handler
 // when ctx is cancelled stays unacknowledged.
+//
+// The batch slice is the handler's: it may keep it after the call (the
+// batcher never touches it again) and may change it (filter it with
+// slices.DeleteFunc, reorder or replace elements). That changes nothing of
+// which messages are acknowledged: every message of the batch as it was
+// handed over is, with the outcome it has when the handler returns.
 type Handler[T any] func(ctx context.Context, batch []*message.Message[T], info message.BatchInfo) error
 
 // Options configure one named batcher.

@@ -33,6 +33,7 @@ package tracing
 import (
 	"context"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -352,6 +353,9 @@ func wrapHandler[In, Out any](t *tracer, pipe string, batched bool, h processor.
 func wrapBatchHandler[T any](t *tracer, pipe, name string, h batcher.Handler[T]) batcher.Handler[T] {
 	stage := pipe + ".batcher." + name
 	return func(ctx context.Context, batch []*message.Message[T], info message.BatchInfo) error {
+		// The failed messages are counted in the batch as it came: h may
+		// rewrite its slice (see batcher.Handler).
+		msgs := slices.Clone(batch)
 		links := make([]trace.Link, 0, len(batch))
 		for _, m := range batch {
 			sc, ok := t.linkOf(m)
@@ -369,7 +373,7 @@ func wrapBatchHandler[T any](t *tracer, pipe, name string, h batcher.Handler[T])
 		done := false
 		defer func() {
 			if !done { // the batch processor recovers it and fails the whole batch
-				span.SetAttributes(AttrBatchFailed.Int(len(batch)))
+				span.SetAttributes(AttrBatchFailed.Int(len(msgs)))
 				span.SetStatus(codes.Error, "batch handler panicked")
 				span.End()
 			}
@@ -377,10 +381,10 @@ func wrapBatchHandler[T any](t *tracer, pipe, name string, h batcher.Handler[T])
 		err := h(sctx, batch, info)
 		done = true
 		// A batch handler's error fails every message of the batch.
-		failed := len(batch)
+		failed := len(msgs)
 		if err == nil {
 			failed = 0
-			for _, m := range batch {
+			for _, m := range msgs {
 				if m.Failed() {
 					failed++
 				}

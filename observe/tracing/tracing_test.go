@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -336,6 +337,41 @@ func TestBatchSpanCountsTheMessagesOfAFailedBatch(t *testing.T) {
 			t.Errorf("batch span (%s) has %s = %v (set %v), want 3: the whole batch failed",
 				s.Status().Description, tracing.AttrBatchFailed, got.AsInt64(), ok)
 		}
+	}
+}
+
+// Guarantee: a batch span's boulevard.batch.failed counts the failed
+// messages of the batch as it was handed over, though the handler may
+// rewrite its slice (here it drops the failed ones with slices.DeleteFunc,
+// which clears the end of the slice), and instrumenting that handler
+// changes no outcome.
+func TestBatchSpanCountsFailuresTheHandlerDroppedFromItsSlice(t *testing.T) {
+	r := newRecorded(t)
+	bh := func(_ context.Context, b []*message.Message[int], _ message.BatchInfo) error {
+		b[1].Fail(errors.New("one bad"))
+		_ = slices.DeleteFunc(b, func(m *message.Message[int]) bool { return m.Failed() })
+		return nil
+	}
+	rec := acker.NewRecorder(false)
+	var msgs []*message.Message[int]
+	for i := range 3 {
+		msgs = append(msgs, message.New(i, rec, uint64(i)))
+	}
+	run(t, r, pipeline.Options[int, int]{
+		Name:       "dropped",
+		Processors: processor.Options[int, int]{Concurrency: 1, Handle: echo[int]},
+		Batchers:   []batcher.Options[int]{{Name: "default", BatchSize: 3, BatchTimeout: time.Minute, Handle: bh}},
+	}, msgs...)
+
+	if got, failed := rec.Total(), len(rec.Failed()); got != 3 || failed != 1 {
+		t.Fatalf("%d outcomes, %d failed; want 3, 1 failed", got, failed)
+	}
+	bs := spansNamed(r, "dropped.batcher.default")
+	if len(bs) != 1 {
+		t.Fatalf("got %d batch spans, want 1", len(bs))
+	}
+	if got, ok := attrs(bs[0])[tracing.AttrBatchFailed]; !ok || got.AsInt64() != 1 {
+		t.Errorf("batch span has %s = %v (set %v), want 1", tracing.AttrBatchFailed, got.AsInt64(), ok)
 	}
 }
 

@@ -495,6 +495,66 @@ func TestHandlerErrorFailsRemainingMessages(t *testing.T) {
 	}
 }
 
+// Guarantee: the batch slice is the handler's to keep and to rewrite:
+// filtering it in place (slices.DeleteFunc clears what it removes), with
+// an error for the whole batch or without, changes nothing of which
+// messages are acknowledged, each exactly once with the outcome it had when
+// the handler returned; a kept slice is never touched after the call, and
+// the batch processor keeps handling later batches.
+func TestHandlerMayKeepAndRewriteTheBatchSlice(t *testing.T) {
+	errOdd, errBatch := errors.New("odd"), errors.New("batch is bad")
+	rec := acker.NewRecorder(false)
+	var kept [][]*message.Message[int]
+	h := start(t, batcher.Options[int]{
+		BatchSize:    5,
+		BatchTimeout: never,
+		Handle: func(_ context.Context, batch []*message.Message[int], _ message.BatchInfo) error {
+			for _, m := range batch {
+				if m.Data%2 == 1 {
+					m.Fail(errOdd)
+				}
+			}
+			// Keep the even messages: the rest of the slice is cleared.
+			kept = append(kept, slices.DeleteFunc(batch, func(m *message.Message[int]) bool { return m.Failed() }))
+			if batch[0].Data >= 10 {
+				return errBatch
+			}
+			return nil
+		},
+	})
+	h.publish(t, msgs(rec, 0, 15, "")...)
+	h.drain(t)
+
+	assertOnce(t, rec, span(0, 15))
+	if got, want := outcomeIDs(rec.Successful()), []int{0, 2, 4, 6, 8}; !slices.Equal(got, want) {
+		t.Errorf("successful %v, want %v", got, want)
+	}
+	for _, o := range rec.Failed() {
+		want := errBatch
+		if o.ID%2 == 1 {
+			want = errOdd
+		}
+		if !errors.Is(o.Err, want) {
+			t.Errorf("message %d failed with %v, want %v", o.ID, o.Err, want)
+		}
+	}
+	for i, b := range kept {
+		var got []int
+		for _, m := range b {
+			got = append(got, m.Data)
+		}
+		var want []int
+		for id := 5 * i; id < 5*i+5; id++ {
+			if id%2 == 0 {
+				want = append(want, id)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("batch %d kept %v after the call, want %v", i, got, want)
+		}
+	}
+}
+
 // Guarantee: a batch handler's panic fails the whole batch with a
 // *message.PanicError, and the batch processor keeps handling later batches.
 func TestHandlerPanicFailsWholeBatch(t *testing.T) {

@@ -559,8 +559,11 @@ type batchProcessor[T any] struct {
 	log    *slog.Logger
 	acks   acker.Group
 	failed []*message.Message[T]
-	st     *procShard
-	index  int
+	// msgs is the copy of the batch being handled (see handle), as long
+	// as the longest batch so far.
+	msgs  []*message.Message[T]
+	st    *procShard
+	index int
 	// For the telemetry hooks: the clock's origin and the number of
 	// failed messages of the batch being handled.
 	epoch       time.Time
@@ -612,25 +615,32 @@ func (bp *batchProcessor[T]) handle(ctx context.Context, b *message.Batch[T]) {
 	if bp.s.hooks != nil {
 		defer bp.batchStop(ctx, b, bp.batchStart(ctx, b))
 	}
+	// The handler gets the batch's slice, which it may keep and may
+	// rewrite (filter in place with slices.DeleteFunc, which clears what
+	// it removes): what the batch processor fails and acknowledges is its
+	// own copy of the batch.
+	msgs := append(bp.msgs[:0], b.Messages...)
+	bp.msgs = msgs
+	defer clear(msgs)
 	if err := bp.callTimed(ctx, b); err != nil {
 		if pe, ok := err.(*message.PanicError); ok {
 			bp.log.ErrorContext(ctx, "batch handler panicked; failing the whole batch",
 				slog.String("batch_key", b.Info.BatchKey), slog.Int("size", b.Info.Size),
 				slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))
-			for _, m := range b.Messages {
+			for _, m := range msgs {
 				m.Fail(err)
 			}
 		} else {
 			bp.log.WarnContext(ctx, "batch handler failed the batch",
 				slog.String("batch_key", b.Info.BatchKey), slog.Int("size", b.Info.Size), slog.Any("error", err))
-			for _, m := range b.Messages {
+			for _, m := range msgs {
 				if !m.Failed() {
 					m.Fail(err)
 				}
 			}
 		}
 	}
-	for _, m := range b.Messages {
+	for _, m := range msgs {
 		if m.Failed() {
 			// Before the hook, so that it cannot make a failure the
 			// shutdown caused look handled.
@@ -644,7 +654,7 @@ func (bp *batchProcessor[T]) handle(ctx context.Context, b *message.Batch[T]) {
 	}
 	clear(bp.failed)
 	bp.failed = bp.failed[:0]
-	for _, m := range b.Messages {
+	for _, m := range msgs {
 		bp.st.count(m.Failed(), m.Disposition())
 		m.AddTo(&bp.acks)
 	}
