@@ -51,7 +51,7 @@ var (
 	procReceived  = desc("processor_messages_received_total", "Messages the processors took from their queues.", lPipeline)
 	procSucceeded = desc("processor_messages_succeeded_total", "Messages the processor handler returned without error.", lPipeline)
 	procFailed    = desc("processor_messages_failed_total", "Messages that failed in the processors, by the disposition they were acknowledged with.", lPipeline, lDisposition)
-	procUnhandled = desc("processor_messages_unhandled_total", "Messages left unacknowledged because the drain was cut short before the handler saw them.", lPipeline)
+	procUnhandled = desc("processor_messages_unhandled_total", "Messages left unacknowledged by the processors because the drain was cut short: still queued, not yet handled, or not taken by their batcher.", lPipeline)
 	procInFlight  = desc("processor_messages_in_flight", "Messages in the chunks the processors hold.", lPipeline)
 	procQueued    = desc("processor_queue_messages", "Messages waiting in the processors' queues.", lPipeline)
 	procQueueCap  = desc("processor_queue_capacity_messages", "Capacity of the processors' queues together.", lPipeline)

@@ -177,7 +177,9 @@ type Processors struct {
 	// Concurrency is the number of processors; Running how many of them
 	// have not returned.
 	Concurrency, Running int
-	// In counts the messages the processors took from their queues.
+	// In counts the messages the processors took from their queues,
+	// including those a drain cut short left in them, which the stage
+	// takes once every processor has stopped and counts in Unhandled.
 	In uint64
 	// Succeeded counts the messages the handler returned without error
 	// (acknowledged, or handed to their batcher); Failed the messages that
@@ -185,8 +187,13 @@ type Processors struct {
 	// disposition once HandleFailed ran.
 	Succeeded uint64
 	Failed    Failures
-	// Unhandled counts the messages left unacknowledged because the drain
-	// was cut short before the handler saw them.
+	// Unhandled counts the messages taken in that a drain cut short left
+	// without an outcome from the processors: still queued for them, in a
+	// chunk before the handler saw them, or handled but not taken by
+	// their batcher (counted there, and not in Succeeded). It equals the
+	// sum of the "messages" attributes of the processors'
+	// shutdown-timeout warnings, and In = Succeeded + Failed + Unhandled
+	// once the processors have stopped.
 	Unhandled uint64
 	// InFlight is the number of messages in the chunks the processors
 	// hold now.

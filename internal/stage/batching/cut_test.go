@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -27,35 +26,6 @@ import (
 func cutSeeds(t *testing.T) int {
 	return testsize.Count(t, "BOULEVARD_BATCHER_CUT_SEEDS", 40, 120)
 }
-
-// unackedLog is a slog.Handler that sums the "messages" attribute of the
-// warnings logged to it: the messages they report unacknowledged.
-type unackedLog struct {
-	mu    sync.Mutex
-	sum   int
-	lines []string
-}
-
-func (l *unackedLog) Enabled(_ context.Context, lv slog.Level) bool { return lv >= slog.LevelWarn }
-
-func (l *unackedLog) Handle(_ context.Context, r slog.Record) error {
-	if r.Level != slog.LevelWarn {
-		return nil
-	}
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "messages" {
-			l.mu.Lock()
-			l.sum += int(a.Value.Int64())
-			l.lines = append(l.lines, fmt.Sprintf("%q messages=%d", r.Message, a.Value.Int64()))
-			l.mu.Unlock()
-		}
-		return true
-	})
-	return nil
-}
-
-func (l *unackedLog) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *unackedLog) WithGroup(string) slog.Handler      { return l }
 
 // cutShape is one random batcher and the point where its drain is cut.
 type cutShape struct {
@@ -156,7 +126,7 @@ func runCut(t *testing.T, seed uint64, c cutShape) {
 			return 1 + m.Data%3
 		}
 	}
-	log := &unackedLog{}
+	log := &stagetest.UnackedLog{}
 	s := batching.New(opts.WithDefaults(), batching.Config{Name: "p", Logger: slog.New(log)})
 	done := stagetest.Go(ctx, s)
 
@@ -168,47 +138,10 @@ func runCut(t *testing.T, seed uint64, c cutShape) {
 			all[i].SetBatchMode(message.Flush)
 		}
 	}
-	var accepted int
-	published := make(chan struct{})
-	go func() {
-		defer close(published)
-		// The pipeline closes a batcher's input once its processors have
-		// returned, drained or stopped.
-		defer s.CloseInput()
-		rng := rand.New(rand.NewPCG(seed, 1))
-		for i := 0; i < len(all); {
-			k := min(len(all)-i, 1+rng.IntN(40))
-			n, err := s.Publish(ctx, all[i:i+k])
-			accepted += n
-			if err != nil {
-				return
-			}
-			i += k
-			time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
-		}
-	}()
-	go func() {
-		select {
-		case <-time.After(c.cut):
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	<-published
-	<-done
-
-	counts := rec.Counts()
-	for id, n := range counts {
-		if n != 1 {
-			t.Errorf("message %d acknowledged %d times", id, n)
-		}
-	}
-	left := accepted - len(counts)
+	accepted, left := stagetest.CutShort(t, s, done, ctx, cancel, all, rec, seed, c.cut)
 	unhandled := s.Stats(0).Unhandled
-	log.mu.Lock()
-	defer log.mu.Unlock()
-	if log.sum != left || unhandled != uint64(left) {
+	if sum, lines := log.Sum(); sum != left || unhandled != uint64(left) {
 		t.Errorf("%+v: %d of %d messages taken got no outcome; the warnings count %d %v, Stats().Unhandled %d",
-			c, left, accepted, log.sum, log.lines, unhandled)
+			c, left, accepted, sum, lines, unhandled)
 	}
 }

@@ -144,7 +144,9 @@ func (s *Pool[In, Out]) QueueCapacity() int { return s.input.Partition(0).Cap() 
 
 // Run runs the processors and returns when every one of them has returned:
 // each runs until its input is closed and drained (CloseInput) or ctx, the
-// pipeline's hard-stop context, is cancelled. Call it once.
+// pipeline's hard-stop context, is cancelled. Once they have all returned
+// it closes the input and counts what a hard stop left in it
+// (leftQueued). Call it once.
 func (s *Pool[In, Out]) Run(ctx context.Context) {
 	var g group.Group
 	for i := range s.opts.Concurrency {
@@ -156,6 +158,39 @@ func (s *Pool[In, Out]) Run(ctx context.Context) {
 		})
 	}
 	g.Wait()
+	s.leftQueued()
+}
+
+// leftQueued closes the processors' input once every processor has
+// returned, takes the messages left in it (only a hard stop leaves any)
+// and logs them in one warning: no processor handled them, and they stay
+// unacknowledged. The input is closed first, so that a late Publish fails
+// rather than leave a message nobody counts; counted here, and not by the
+// processors, a queue they share is counted once.
+func (s *Pool[In, Out]) leftQueued() {
+	s.input.Close()
+	var buf [64]*message.Message[In]
+	left := 0
+	for i := range s.input.Len() {
+		q := s.input.Partition(i)
+		for {
+			n, _ := q.TryReceive(buf[:])
+			if n == 0 {
+				break
+			}
+			for _, m := range buf[:n] {
+				if m != nil { // a nil is dropped, never counted (dropNil)
+					left++
+				}
+			}
+			clear(buf[:n])
+		}
+	}
+	if left > 0 {
+		s.st.leftQueued(left)
+		s.log.Warn("processors stopped by the shutdown timeout; messages queued for them stay unacknowledged",
+			slog.String("stage", s.name), slog.Int("messages", left))
+	}
 }
 
 // CloseInput closes the processors' queues: Publish fails from then on, and
@@ -334,6 +369,9 @@ func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Mess
 			continue
 		}
 		if n, err := s.routes[r].Route.Publish(ctx, msgs); err != nil {
+			// Handled, but not handed on: counted with the chunk's
+			// unhandled messages, not as successes.
+			p.st.chunkLeft += uint64(len(msgs) - n)
 			p.log.WarnContext(ctx, "could not hand messages to their batcher; they stay unacknowledged",
 				slog.String("batcher", s.routes[r].Name), slog.Int("messages", len(msgs)-n), slog.Any("error", err))
 		}

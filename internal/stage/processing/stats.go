@@ -31,7 +31,9 @@ type shard struct {
 	failed    stats.FailureCounters
 	latency   *stats.Recorder
 
-	// Owned by the processor goroutine, not read by Stats.
+	// Owned by the processor goroutine, not read by Stats. chunkLeft
+	// counts the chunk's messages a hard stop left without an outcome:
+	// those the handler did not see, and those a batcher did not take.
 	chunkIn     uint64
 	chunkFailed uint64
 	chunkLeft   uint64
@@ -42,10 +44,14 @@ type shard struct {
 // poolStats are the shards of a pool's processors.
 type poolStats struct {
 	shards []*shard
+	// left counts the messages a hard stop left in the processors'
+	// queues, taken in and unhandled; only Run writes it (leftQueued),
+	// once every processor has returned.
+	left *stats.Counter
 }
 
 func newPoolStats(processors int) poolStats {
-	st := poolStats{shards: make([]*shard, processors)}
+	st := poolStats{shards: make([]*shard, processors), left: new(stats.Counter)}
 	for i := range st.shards {
 		st.shards[i] = &shard{latency: stats.NewLatency()}
 	}
@@ -79,6 +85,13 @@ func (sh *shard) end(start time.Time) {
 	sh.chunkFailed, sh.chunkLeft = 0, 0
 }
 
+// leftQueued counts n messages a hard stop left in the processors'
+// queues: taken in, to stay unhandled, so that In = Succeeded + Failed +
+// Unhandled once the processors have stopped.
+func (st poolStats) leftQueued(n int) {
+	st.left.Add(uint64(n))
+}
+
 // fail counts a failed message by the disposition it is acknowledged with.
 func (sh *shard) fail(d uint8) {
 	sh.failed.Count(d)
@@ -102,10 +115,13 @@ func (p *worker[In, Out]) handleTimed(ctx context.Context, m *message.Message[In
 // since the pipeline started (0 before), for the busy ratio. Safe to call
 // from any goroutine at any time.
 func (s *Pool[In, Out]) Stats(wall time.Duration) stats.Processors {
+	left := s.st.left.Load()
 	st := stats.Processors{
 		Stage:         s.name,
 		Concurrency:   s.opts.Concurrency,
 		Running:       len(s.Running()),
+		In:            left,
+		Unhandled:     left,
 		Queued:        s.input.Queued(),
 		QueueCapacity: s.QueueCapacity() * s.input.Len(),
 	}

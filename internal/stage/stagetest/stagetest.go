@@ -1,12 +1,21 @@
 // Package stagetest runs a pipeline stage's Run on its own in tests, the way
-// the pipeline does, and waits for it.
+// the pipeline does, and waits for it, and counts what the stages report
+// left unacknowledged (UnackedLog).
 package stagetest
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/message"
 )
 
 // Runner is a stage: Run returns once every goroutine of the stage has.
@@ -43,4 +52,99 @@ func WaitStopped(t testing.TB, done <-chan struct{}, patience time.Duration) {
 	case <-time.After(patience):
 		t.Error("timed out waiting for every goroutine of the stage to return after the hard stop")
 	}
+}
+
+// UnackedLog is a slog.Handler that sums the "messages" attribute of the
+// warnings that report messages left unacknowledged (those whose text says
+// they "stay unacknowledged"), as the stages log them when the hard stop
+// cuts a drain short. Other records are ignored.
+type UnackedLog struct {
+	mu    sync.Mutex
+	sum   int
+	lines []string
+}
+
+// Enabled reports whether lv is WARN or above.
+func (l *UnackedLog) Enabled(_ context.Context, lv slog.Level) bool { return lv >= slog.LevelWarn }
+
+// Handle adds the "messages" of a warning about unacknowledged messages.
+func (l *UnackedLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Level != slog.LevelWarn || !strings.Contains(r.Message, "stay unacknowledged") {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "messages" {
+			l.mu.Lock()
+			l.sum += int(a.Value.Int64())
+			l.lines = append(l.lines, fmt.Sprintf("%q messages=%d", r.Message, a.Value.Int64()))
+			l.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+// WithAttrs returns l: the attributes do not matter to the sum.
+func (l *UnackedLog) WithAttrs([]slog.Attr) slog.Handler { return l }
+
+// WithGroup returns l.
+func (l *UnackedLog) WithGroup(string) slog.Handler { return l }
+
+// Sum returns the sum of the "messages" of the warnings logged so far and
+// the warnings themselves, one line each.
+func (l *UnackedLog) Sum() (int, []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sum, slices.Clone(l.lines)
+}
+
+// Input is the input of a stage: the processors' or a batcher's.
+type Input[T any] interface {
+	Publish(ctx context.Context, msgs []*message.Message[T]) (int, error)
+	CloseInput()
+}
+
+// CutShort publishes msgs to in, in chunks of random sizes a few
+// milliseconds apart (from seed), until in refuses them; then it closes
+// in's input, as the pipeline does once the stages before it have
+// returned. Meanwhile cancel is called after cut, the hard stop cutting
+// the drain short. It waits for done, the stage having returned, and
+// returns how many messages in took and how many of those got no outcome
+// in rec, failing t for a message acknowledged more than once. Meant to
+// run in a synctest bubble.
+func CutShort[T any](t testing.TB, in Input[T], done <-chan struct{}, ctx context.Context, cancel context.CancelFunc,
+	msgs []*message.Message[T], rec *acker.Recorder, seed uint64, cut time.Duration) (accepted, left int) {
+	t.Helper()
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		defer in.CloseInput()
+		rng := rand.New(rand.NewPCG(seed, 1))
+		for i := 0; i < len(msgs); {
+			k := min(len(msgs)-i, 1+rng.IntN(40))
+			n, err := in.Publish(ctx, msgs[i:i+k])
+			accepted += n
+			if err != nil {
+				return
+			}
+			i += k
+			time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
+		}
+	}()
+	go func() {
+		select {
+		case <-time.After(cut):
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	<-published
+	<-done
+	counts := rec.Counts()
+	for id, n := range counts {
+		if n != 1 {
+			t.Errorf("message %d acknowledged %d times", id, n)
+		}
+	}
+	return accepted, accepted - len(counts)
 }
