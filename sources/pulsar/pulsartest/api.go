@@ -513,7 +513,9 @@ type Command int
 
 // Commands of pulsar-client-go's that wait for the broker's answer up to
 // the client's operation timeout: a lookup, its partitioned-topic lookup,
-// creating a producer, subscribing, and closing a producer or a consumer.
+// creating a producer, subscribing, and closing a producer or a consumer;
+// and a message sent (CommandSend), whose receipt a send waits for up to
+// its context's end or the producer's send timeout.
 const (
 	CommandLookup              Command = cmdLookup
 	CommandPartitionedMetadata Command = cmdPartitionedMeta
@@ -521,6 +523,7 @@ const (
 	CommandSubscribe           Command = cmdSubscribe
 	CommandCloseProducer       Command = cmdCloseProducer
 	CommandCloseConsumer       Command = cmdCloseConsumer
+	CommandSend                Command = cmdSend
 )
 
 // String returns the command's name in the protocol ("SUBSCRIBE").

@@ -234,6 +234,27 @@ func TestWithheldCommandsAreAnsweredOnlyOnceReleased(t *testing.T) {
 			}
 			return err
 		}},
+		{CommandSend, func(t *testing.T, cl pulsar.Client, topic string) (func() error, func()) {
+			p, err := producing(cl, topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return func() error {
+					_, err := p.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte("withheld")})
+					return err
+				}, func() {
+					if ms := b.Messages(topic); len(ms) != 1 {
+						t.Errorf("%d messages on the topic once the send was released, want 1", len(ms))
+					}
+					p.Close()
+				}
+		}, func(cl pulsar.Client, topic string) error {
+			p, err := producing(cl, topic+"-other")
+			if err == nil {
+				p.Close()
+			}
+			return err
+		}},
 		{CommandCloseProducer, func(t *testing.T, cl pulsar.Client, topic string) (func() error, func()) {
 			p, err := producing(cl, topic)
 			if err != nil {

@@ -26,6 +26,13 @@ var ErrDeclare = errors.New("pulsartopology: declaring a topology failed")
 // SubscribeDead), and a subscribe whose context ended first.
 var ErrSubscribe = errors.New("pulsartopology: subscribing a reader failed")
 
+// ErrSend wraps a failure to send a message (Publish, Hold, Requeue,
+// DeadLetter, a dead-letter reader's marker): creating the topic's
+// producer, or the broker's receipt, failed, or did not come by the
+// send's context's deadline or Options.OperationTimeout, whichever is
+// first (the error then wraps context.DeadlineExceeded).
+var ErrSend = errors.New("pulsartopology: sending a message failed")
+
 // DeadSubscription is the subscription dead-letter readers share on a DLQ.
 const DeadSubscription = "dead"
 
@@ -46,13 +53,26 @@ type Backend[T any] struct {
 	mu        sync.RWMutex
 	closed    bool
 	producers map[string]pulsar.Producer
-	readers   map[*reader[T]]struct{}
+	// creating holds the creations of producers under way, by topic: the
+	// calls that need a topic's producer meanwhile share its creation.
+	creating map[string]*creation
+	readers  map[*reader[T]]struct{}
 	// calls are the client calls under way that create something (a
 	// Declare, a Subscribe, a producer's creation), each bounded by the
 	// client's operation timeout; the closing waits for them. Added to
 	// under mu while not closed, so that once closed, what a call makes
 	// it closes itself.
 	calls sync.WaitGroup
+}
+
+// creation is the creation of a topic's producer, on a goroutine of the
+// backend. done is closed once it has ended: p is then the producer, which
+// the backend keeps, or err says why there is none (topology.ErrClosed
+// when the backend closed meanwhile, the producer then being closed).
+type creation struct {
+	done chan struct{}
+	p    pulsar.Producer
+	err  error
 }
 
 // New validates opts and returns a backend. With ServiceURL it makes its
@@ -65,7 +85,7 @@ func New[T any](opts Options[T]) (*Backend[T], error) {
 		return nil, err
 	}
 	b := &Backend[T]{opts: opts, client: opts.Client, log: opts.Logger,
-		producers: map[string]pulsar.Producer{}, readers: map[*reader[T]]struct{}{}}
+		producers: map[string]pulsar.Producer{}, creating: map[string]*creation{}, readers: map[*reader[T]]struct{}{}}
 	if b.client == nil {
 		co := opts.ClientOptions
 		co.URL = opts.ServiceURL
@@ -122,8 +142,8 @@ func (b *Backend[T]) Declare(ctx context.Context, t *topology.Topology) (topolog
 }
 
 // declare does Declare's work, one client call after the other; once ctx
-// has ended it makes nothing more, and a producer it was creating then is
-// closed rather than kept (see producer).
+// has ended it makes nothing more (a producer's creation it was waiting
+// for then goes on, and the backend keeps the producer, see create).
 func (b *Backend[T]) declare(ctx context.Context, q *queues[T]) error {
 	t := q.t
 	if err := b.ensureTopic(ctx, q.main); err != nil {
@@ -167,22 +187,24 @@ func (b *Backend[T]) isClosed() bool {
 // ensureTopic creates the producer of full unless the backend has it; a
 // producer creates a missing non-partitioned topic.
 func (b *Backend[T]) ensureTopic(ctx context.Context, full string) error {
-	_, err := b.producer(ctx, full)
+	_, err := b.producer(ctx, ErrDeclare, full)
 	return err
 }
 
-// producer returns the backend's producer on full, creating it unless the
-// backend has it. The creation waits for the broker (up to the client's
-// operation timeout) without holding mu, so two calls may create one each:
-// the first kept is the backend's, and the other is closed. A producer
-// created once the backend is closed, or once ctx has ended (its caller
-// has given up), is closed too.
-func (b *Backend[T]) producer(ctx context.Context, full string) (pulsar.Producer, error) {
+// producer returns the backend's producer on full. Unless the backend has
+// it, it waits, within ctx, for its creation: the one under way, or one it
+// starts on a goroutine of the backend (create). When ctx ends first it
+// returns an error wrapping kind and ctx.Err(); the creation goes on
+// without it. It holds no lock of the backend while it waits.
+func (b *Backend[T]) producer(ctx context.Context, kind error, full string) (pulsar.Producer, error) {
 	b.mu.RLock()
 	p, closed := b.producers[full], b.closed
 	b.mu.RUnlock()
 	if p != nil && !closed {
 		return p, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: topic %q: %w", kind, full, err)
 	}
 	b.mu.Lock()
 	if b.closed {
@@ -193,39 +215,57 @@ func (b *Backend[T]) producer(ctx context.Context, full string) (pulsar.Producer
 		b.mu.Unlock()
 		return p, nil
 	}
-	b.calls.Add(1)
-	b.mu.Unlock()
-	defer b.calls.Done()
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("%w: topic %q: %w", ErrDeclare, full, err)
+	c := b.creating[full]
+	if c == nil {
+		c = &creation{done: make(chan struct{})}
+		b.creating[full] = c
+		b.calls.Add(1)
+		go b.create(full, c)
 	}
+	b.mu.Unlock()
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: creating a producer on topic %q: %w", kind, full, ctx.Err())
+	}
+	switch {
+	case c.err == nil:
+		return c.p, nil
+	case errors.Is(c.err, topology.ErrClosed):
+		return nil, topology.ErrClosed
+	default:
+		return nil, fmt.Errorf("%w: creating a producer on topic %q: %w", kind, full, c.err)
+	}
+}
+
+// create creates the producer on full for c, waiting for the broker up to
+// the client's operation timeout, whoever still waits for it. The backend
+// keeps the producer for its later sends, unless it closed meanwhile: the
+// producer is then closed, before the backend's closing goes on.
+func (b *Backend[T]) create(full string, c *creation) {
+	defer b.calls.Done()
+	defer close(c.done)
 	// No send timeout: each send is bounded by its context instead (the
 	// send timeout's timer outlives a closed producer in pulsar-client-go
 	// v0.21.0).
 	p, err := b.client.CreateProducer(pulsar.ProducerOptions{Topic: full, DisableBatching: true, SendTimeout: -1})
-	if err != nil {
-		if b.isClosed() {
-			return nil, topology.ErrClosed
-		}
-		return nil, fmt.Errorf("%w: creating a producer on topic %q: %w", ErrDeclare, full, err)
-	}
 	b.mu.Lock()
-	kept, closed := b.producers[full], b.closed
-	ended := ctx.Err()
-	if kept == nil && !closed && ended == nil {
+	delete(b.creating, full)
+	closed := b.closed
+	if err == nil && !closed {
 		b.producers[full] = p
-		b.mu.Unlock()
-		return p, nil
 	}
 	b.mu.Unlock()
-	p.Close()
 	switch {
 	case closed:
-		return nil, topology.ErrClosed
-	case kept != nil:
-		return kept, nil
+		if err == nil {
+			p.Close()
+		}
+		c.err = topology.ErrClosed
+	case err != nil:
+		c.err = err
 	default:
-		return nil, fmt.Errorf("%w: topic %q: %w", ErrDeclare, full, ended)
+		c.p = p
 	}
 }
 
@@ -250,16 +290,24 @@ func (b *Backend[T]) ensureSubscription(ctx context.Context, full, sub string, t
 	return nil
 }
 
-// send publishes msg to full and waits for the broker's receipt, for at
-// most Options.OperationTimeout, and however ctx ends: an operation of the
-// queues must complete even with its context done.
+// send publishes msg to full and waits for the broker's receipt (and,
+// first, for the topic's producer to be created, unless the backend has
+// it) until the earliest of ctx's deadline and Options.OperationTimeout;
+// it then returns an error wrapping ErrSend and
+// context.DeadlineExceeded. Only the deadline bounds it: an operation of
+// the queues must complete even with its context cancelled (see
+// topology.Queues).
 func (b *Backend[T]) send(ctx context.Context, full string, msg *pulsar.ProducerMessage) error {
 	if b.crashed.Load() {
 		return topology.ErrClosed
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.opts.OperationTimeout)
+	deadline := time.Now().Add(b.opts.OperationTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
-	p, err := b.producer(ctx, full)
+	p, err := b.producer(ctx, ErrSend, full)
 	if err != nil {
 		return err
 	}
@@ -267,7 +315,12 @@ func (b *Backend[T]) send(ctx context.Context, full string, msg *pulsar.Producer
 		if errors.Is(err, pulsar.ErrProducerClosed) {
 			return topology.ErrClosed
 		}
-		return fmt.Errorf("pulsartopology: sending to topic %q: %w", full, err)
+		if ended := ctx.Err(); ended != nil && !errors.Is(err, ended) {
+			// pulsar-client-go reports a send that ended waiting for room
+			// in the producer's queue with an error of its own.
+			return fmt.Errorf("%w: topic %q: %w: %w", ErrSend, full, ended, err)
+		}
+		return fmt.Errorf("%w: topic %q: %w", ErrSend, full, err)
 	}
 	return nil
 }
@@ -278,12 +331,13 @@ func (b *Backend[T]) track(r *reader[T]) bool { return liveset.Add(&b.mu, &b.clo
 func (b *Backend[T]) untrack(r *reader[T]) { liveset.Remove(&b.mu, b.readers, r) }
 
 // Close waits for the calls under way that create something (a Declare, a
-// Subscribe, a send creating its topic's producer: each bounded by the
-// client's operation timeout, and what they make then is closed), then
-// closes every reader (what each received and did not settle is delivered
-// again to its subscription by the broker), all at once, then the
-// producers, all at once, and, when the backend made it, the client. What
-// the hold topics and the DLQ hold stays on the broker.
+// Subscribe, the creation of a topic's producer, even one its callers no
+// longer wait for: each bounded by the client's operation timeout, and
+// what they make then is closed), then closes every reader (what each
+// received and did not settle is delivered again to its subscription by
+// the broker), all at once, then the producers, all at once, and, when the
+// backend made it, the client. What the hold topics and the DLQ hold stays
+// on the broker.
 //
 // pulsar-client-go's Close calls take no context: each waits for the
 // broker's answer to its close request for at most the client's
@@ -297,7 +351,7 @@ func (b *Backend[T]) untrack(r *reader[T]) { liveset.Remove(&b.mu, b.readers, r)
 // within its own ctx, for the same closing.
 func (b *Backend[T]) Close(ctx context.Context) error {
 	b.mu.Lock()
-	b.closed = true // Declare and Subscribe refuse at once
+	b.closed = true // Declare, Subscribe and new producers refuse at once
 	b.mu.Unlock()
 	return await(ctx, b.closing.Start(b.close), "the backend")
 }

@@ -50,8 +50,10 @@ func left(br *pulsartest.Broker) string {
 // the client's operation timeout, a minute here) with an error wrapping
 // it and ErrDeclare or ErrSubscribe. Once the broker answers, each call
 // closes what it made after its caller gave up: no consumer is left open
-// on the broker, only the producers the backend had, and none of the
-// calls' goroutines is left, while the backend stays open.
+// on the broker, only the producers the backend had and the one the
+// Declare of new topics was creating (kept for the backend's next sends),
+// and none of the calls' goroutines is left but that producer's, while
+// the backend stays open.
 func TestDeclareAndSubscribeReturnByTheirDeadlineWhenTheBrokerHangs(t *testing.T) {
 	br := testbroker.Pulsar(t)
 	b := patientBackend(t, br)
@@ -122,17 +124,19 @@ func TestDeclareAndSubscribeReturnByTheirDeadlineWhenTheBrokerHangs(t *testing.T
 		t.Fatal("the broker withheld nothing: the calls did not wait for it")
 	}
 	release()
-	var leaked error
+	// The Declare of new topics was creating the producer of its main topic
+	// when it gave up: the backend keeps it.
+	producers++
 	wait.For(t, "the late calls to close what they made", func() bool {
 		st := br.Stats()
-		if st.ConsumersOpen != 0 || st.ProducersOpen != producers || st.Withheld != 0 {
-			return false
-		}
+		return st.ConsumersOpen == 0 && st.ProducersOpen == producers && st.Withheld == 0
+	}, func() string { return fmt.Sprintf("%s (want %d producers)", left(br), producers) })
+	b.DropProducers() // and with them, the kept producer's goroutines
+	var leaked error
+	wait.For(t, "the late calls' goroutines to end", func() bool {
 		leaked = goleak.Find(before, reconnectNotice, producerStarting)
 		return leaked == nil
-	}, func() string {
-		return fmt.Sprintf("%s (want %d producers); goroutines: %v", left(br), producers, leaked)
-	})
+	}, func() string { return fmt.Sprintf("goroutines: %v", leaked) })
 	for s, n := range subs {
 		if cs := br.Consumers(s[0], s[1]); len(cs) <= n {
 			t.Errorf("subscription %q on %s: no consumer subscribed once the broker answered", s[1], s[0])
@@ -175,4 +179,142 @@ func TestCloseReturnsByItsDeadlineWhileADeclareWaitsForTheBroker(t *testing.T) {
 	if st := br.Stats(); st.ConsumersOpen != 0 || st.ProducersOpen != 0 {
 		t.Errorf("after Close: %s, want none", left(br))
 	}
+}
+
+// send is one of the sends of a topology's queues.
+type send struct {
+	what string
+	do   func(context.Context) error
+}
+
+// sends are the four sends of q, each of a letter for one topic of a
+// topology with a hold queue and a DLQ. An error of a send that does not
+// wrap ErrSend is replaced by one that says so and wraps nothing, so that
+// the caller's check of the error fails (the send may return after its
+// test has ended, when it cannot fail the test itself).
+func sends(q topology.Queues[string]) []send {
+	death := &topology.Death{Reason: topology.ReasonRejected, Topic: q.Topology().Name()}
+	ss := []send{
+		{"Publish", func(ctx context.Context) error { return q.Publish(ctx, topology.Letter[string]{Value: "p"}) }},
+		{"Hold", func(ctx context.Context) error { return q.Hold(ctx, 0, topology.Letter[string]{Value: "h"}) }},
+		{"Requeue", func(ctx context.Context) error { return q.Requeue(ctx, topology.Letter[string]{Value: "r"}) }},
+		{"DeadLetter", func(ctx context.Context) error {
+			return q.DeadLetter(ctx, topology.Letter[string]{Value: "d", Death: death})
+		}},
+	}
+	for i := range ss {
+		s := ss[i]
+		ss[i].do = func(ctx context.Context) error {
+			err := s.do(ctx)
+			if err != nil && !errors.Is(err, pulsartopology.ErrSend) {
+				return fmt.Errorf("%v, which does not wrap ErrSend", err)
+			}
+			return err
+		}
+	}
+	return ss
+}
+
+// Guarantee: while the broker leaves the creation of a topic's producer
+// unanswered, Publish, Hold, Requeue and DeadLetter on a topic the backend
+// has no producer for each return by their context's deadline (1s, far
+// below the client's operation timeout, a minute here) with an error
+// wrapping it and ErrSend. Once the broker answers, the backend keeps the
+// producers created after their senders gave up, one per topic: later
+// sends use them, with the broker still leaving new producers unanswered.
+func TestSendsReturnByTheirDeadlineWhileTheirProducerIsCreated(t *testing.T) {
+	br := testbroker.Pulsar(t)
+	b := patientBackend(t, br)
+	q := declareHeld(t, b, "creating")
+	b.DropProducers()
+	if n := br.Stats().ProducersOpen; n != 0 {
+		t.Fatalf("%d producers open once dropped, want 0", n)
+	}
+	release := br.Withhold(pulsartest.CommandProducer)
+	t.Cleanup(release)
+	calls := sends(q)
+	for _, c := range calls {
+		if !testbroker.ReturnsByDeadline(t, c.what, c.do) {
+			t.FailNow()
+		}
+	}
+	if n := br.Stats().Withheld; n == 0 {
+		t.Fatal("the broker withheld nothing: the sends did not wait for it")
+	}
+	release()
+	const topics = 3 // the main topic, the hold topic, the DLQ
+	wait.For(t, "the late producers to be created", func() bool {
+		st := br.Stats()
+		return st.ProducersOpen == topics && st.Withheld == 0
+	}, func() string { return fmt.Sprintf("%s (want %d producers)", left(br), topics) })
+	t.Cleanup(br.Withhold(pulsartest.CommandProducer))
+	for _, c := range calls {
+		if err := c.do(ctxT(t)); err != nil {
+			t.Errorf("%s once its topic's producer was created late: %v", c.what, err)
+		}
+	}
+	if n := br.Stats().ProducersOpen; n != topics {
+		t.Errorf("%d producers open after the sends, want %d", n, topics)
+	}
+}
+
+// Guarantee: a send whose producer's creation the broker leaves
+// unanswered returns by its context's deadline, and so does the
+// backend's Close then (the creation goes on); once the broker answers,
+// the producer created after the backend closed is closed: a later Close
+// returns nil with no producer left open on the broker.
+func TestAProducerCreatedOnceTheBackendClosedIsClosed(t *testing.T) {
+	br := testbroker.Pulsar(t)
+	b := patientBackend(t, br)
+	q := declareHeld(t, b, "late")
+	b.DropProducers()
+	release := br.Withhold(pulsartest.CommandProducer)
+	t.Cleanup(release)
+	if !testbroker.ReturnsByDeadline(t, "Publish", sends(q)[0].do) {
+		t.FailNow()
+	}
+	if n := br.Stats().Withheld; n != 1 {
+		t.Fatalf("%d commands withheld after the Publish gave up, want its producer's creation", n)
+	}
+	if !testbroker.ReturnsByDeadline(t, "Close", b.Close) {
+		t.FailNow()
+	}
+	release()
+	if err := b.Close(ctxT(t)); err != nil {
+		t.Fatalf("closing again once the broker answered: %v", err)
+	}
+	if st := br.Stats(); st.ConsumersOpen != 0 || st.ProducersOpen != 0 || st.Withheld != 0 {
+		t.Errorf("after Close: %s, want none", left(br))
+	}
+}
+
+// Guarantee: while the broker leaves the messages sent to it unanswered,
+// Publish, Hold, Requeue and DeadLetter each return by their context's
+// deadline (1s, far below Options.OperationTimeout, 20s here) with an
+// error wrapping it and ErrSend.
+func TestSendsReturnByTheirDeadlineWhileTheBrokerWithholdsTheirReceipt(t *testing.T) {
+	br := testbroker.Pulsar(t)
+	b := patientBackend(t, br)
+	q := declareHeld(t, b, "receipt")
+	release := br.Withhold(pulsartest.CommandSend)
+	t.Cleanup(release)
+	for _, c := range sends(q) {
+		if !testbroker.ReturnsByDeadline(t, c.what, c.do) {
+			t.FailNow()
+		}
+	}
+	if n := br.Stats().Withheld; n == 0 {
+		t.Fatal("the broker withheld nothing: the sends did not wait for it")
+	}
+}
+
+// declareHeld declares on b a topic name with a hold queue (1s) and a DLQ,
+// and returns its queues.
+func declareHeld(t *testing.T, b *pulsartopology.Backend[string], name string) topology.Queues[string] {
+	t.Helper()
+	q, err := b.Declare(ctxT(t), build(t, topology.New(name).Hold(time.Second).DLQ()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
 }

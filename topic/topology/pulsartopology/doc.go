@@ -73,11 +73,29 @@
 // context. When the context ends first, the caller gets an error wrapping
 // ErrDeclare (Declare) or ErrSubscribe (Subscribe) and the context's
 // error, and the call goes on until the client returns, then releases what
-// it made: a reader's consumer is closed, a producer a Declare was
-// creating is closed rather than kept, and the Declare makes nothing more.
-// What a Declare cut short had already made (topics, subscriptions) stays,
-// and declaring again finishes the work. The Backend's Close waits for
-// these calls; what one makes once the backend is closed, it closes.
+// it made: a reader's consumer is closed, and the Declare makes nothing
+// more. What a Declare cut short had already made (topics, subscriptions)
+// stays, and declaring again finishes the work.
+//
+// A send (Publish, Hold, Requeue, DeadLetter) waits for the broker's
+// receipt, and first, on a topic the backend has no producer for yet, for
+// the producer's creation, until its context's deadline or
+// Options.OperationTimeout, whichever is first; it then returns an error
+// wrapping ErrSend and context.DeadlineExceeded. Cancelling its context
+// does not cut a send short: a source carries out outcomes with its
+// pipeline's acknowledgement context, which the pipeline cancels when it
+// cuts a drain short, and an interrupted message must still be put back.
+// A send cut short by its deadline may still reach the broker (delivery
+// is at least once); a hand-off that fails leaves its letter's message to
+// be delivered again (see Settle under Mapping).
+//
+// A producer's creation runs on a goroutine of the backend, without
+// holding its lock, and the calls that need the same topic's producer
+// meanwhile (sends, Declares) share it. It goes on when they stop
+// waiting: the backend then keeps the producer for its next sends, or
+// closes it when the backend has closed meanwhile. The Backend's Close
+// waits for these calls and creations; what one makes once the backend
+// is closed, it closes.
 //
 // # Closing
 //

@@ -1,6 +1,33 @@
 package pulsartopology
 
-import "context"
+import (
+	"context"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+)
 
 // Crash closes b, within ctx, as a crash of its process would.
 func (b *Backend[T]) Crash(ctx context.Context) error { return b.crash(ctx) }
+
+// DropProducers waits for the creations of producers under way (each
+// bounded by the client's operation timeout), then closes b's producers
+// and forgets them, as if no Declare had made them: the next send to each
+// topic creates its producer.
+func (b *Backend[T]) DropProducers() {
+	b.mu.Lock()
+	cs := make([]*creation, 0, len(b.creating))
+	for _, c := range b.creating {
+		cs = append(cs, c)
+	}
+	b.mu.Unlock()
+	for _, c := range cs {
+		<-c.done
+	}
+	b.mu.Lock()
+	ps := b.producers
+	b.producers = map[string]pulsar.Producer{}
+	b.mu.Unlock()
+	for _, p := range ps {
+		p.Close()
+	}
+}

@@ -42,7 +42,11 @@ func (q *queues[T]) message(l *topology.Letter[T], group string) (*pulsar.Produc
 
 // Publish implements topology.Queues: every group's subscription on the
 // main topic receives l (the key is the message's key, so a sequenced
-// topology's Key_Shared subscription keeps a key on one consumer).
+// topology's Key_Shared subscription keeps a key on one consumer). It
+// waits for the broker's receipt until ctx's deadline or
+// Options.OperationTimeout, whichever is first, and then returns an error
+// wrapping ErrSend and context.DeadlineExceeded; so do Hold, Requeue and
+// DeadLetter (see the package documentation, Bounded calls).
 func (q *queues[T]) Publish(ctx context.Context, l topology.Letter[T]) error {
 	l.Resume = false
 	m, err := q.message(&l, "")
