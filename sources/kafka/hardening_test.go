@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -411,4 +412,71 @@ func TestCloseReturnsByItsDeadlineWhenTheClusterHangs(t *testing.T) {
 			t.Fatalf("Stop = %v, want nil: the source's Close outlived its 2s", err)
 		}
 	})
+}
+
+// Guarantee: a claim whose start offset lookup (OffsetTimestamp's
+// ListOffsets by time) the cluster does not answer does not hold the
+// member's Close: the lookup ends with the member's session, and Stop
+// returns once the member has left, not after the client's read timeout
+// (30s) or Stop's own deadline. (sarama only: franz-go sends the lookup on
+// the connection its commits and leave use, which the held request blocks
+// until Close's deadline cuts it.)
+func TestStopDoesNotWaitForAHungStartOffsetLookup(t *testing.T) {
+	for _, cl := range []client{saramaClient} {
+		c := newCluster(t, 1)
+		held := make(chan struct{}, 1)
+		release := make(chan struct{})
+		var asleep atomic.Int32 // the requests held
+		t.Cleanup(func() {      // before the cluster closes, which must not meet a held request
+			close(release)
+			wait.Within(t, 20*time.Second, "the held requests let go", func() bool { return asleep.Load() == 0 })
+		})
+		c.ControlKey(int16(kmsg.ListOffsets), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			c.KeepControl()
+			for _, rt := range req.(*kmsg.ListOffsetsRequest).Topics {
+				for _, rp := range rt.Partitions {
+					if rp.Timestamp >= 0 { // by time: the start offset lookup
+						select {
+						case held <- struct{}{}:
+						default:
+						}
+						select {
+						case <-release:
+						default:
+							asleep.Add(1)
+							c.SleepControl(func() { <-release })
+							asleep.Add(-1)
+						}
+						return nil, nil, false
+					}
+				}
+			}
+			return nil, nil, false
+		})
+		o := sourceOptions(c, "g-hung-lookup")
+		o.InitialOffset, o.StartTime = kafka.OffsetTimestamp, time.Now()
+		po := pipelineOpts("hung-lookup", cl.new(t, o), 1, newLedger(), nil)
+		po.ShutdownTimeout = time.Minute
+		p := startPipeline(t, po)
+		select {
+		case <-held:
+		case <-time.After(30 * time.Second):
+			stopPipeline(t, p)
+			t.Fatal("the member never looked its start offset up")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		stopped := make(chan error, 1)
+		go func() { stopped <- p.Stop(ctx) }()
+		select {
+		case err := <-stopped:
+			if err != nil {
+				t.Fatalf("Stop = %v, want nil", err)
+			}
+		case <-time.After(testbroker.HungGrace):
+			t.Errorf("Stop still waits %v after it was called, with the start offset lookup unanswered", testbroker.HungGrace)
+			cancel()
+			<-stopped
+		}
+	}
 }

@@ -244,6 +244,8 @@ var saramaDefaults = sync.OnceValue(sarama.NewConfig)
 //   - Metadata.Timeout: DefaultMetadataTimeout (10s; sarama's is 0, no
 //     bound), so that a metadata refresh against unresponsive brokers gives
 //     up instead of retrying each broker for Net.ReadTimeout.
+//     It also bounds the lookup of a claim's start offset (BeginReset,
+//     OffsetTimestamp).
 //
 // Net.ReadTimeout and Net.WriteTimeout keep sarama's 30s: a JoinGroup
 // request waits for the whole rebalance (up to the other members'

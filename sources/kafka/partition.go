@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -67,7 +68,7 @@ func (m *member) consumeClaim(sess sarama.ConsumerGroupSession, claimed sarama.C
 		m.leaveOnRebalance(log, "partition assigned")
 		return nil
 	}
-	start, move, err := m.startOffset(claimed)
+	start, move, err := m.startOffset(sess.Context(), claimed)
 	if err != nil {
 		log.Error("kafka partition start offset cannot be found; ending the claim so that the group rejoins",
 			slog.String("initial_offset", m.opts.InitialOffset), slog.Any("error", flat(err)))
@@ -135,18 +136,26 @@ func (m *member) consumeClaim(sess sarama.ConsumerGroupSession, claimed sarama.C
 // first record at or after StartTime (after the newest when none is), found
 // with ListOffsets requests by time and at the end as claim.StartOffsets
 // says, so that a record appended during the lookup is not skipped.
-func (m *member) startOffset(pc sarama.ConsumerGroupClaim) (int64, bool, error) {
+//
+// The lookup ends with ctx, the session's (a rebalance, the member leaving
+// or closing), and after Config.Metadata.Timeout, whichever comes first: each
+// request goes out on a connection of its own (listOffset), cut when it
+// ends, so that an unresponsive cluster holds neither the rebalance nor
+// Close for sarama's Net.ReadTimeout.
+func (m *member) startOffset(ctx context.Context, pc sarama.ConsumerGroupClaim) (int64, bool, error) {
 	init := pc.InitialOffset()
 	hasCommitted := init >= 0
 	if !(m.opts.BeginOffset == BeginReset && hasCommitted) && !(m.opts.InitialOffset == OffsetTimestamp && !hasCommitted) {
 		return init, false, nil
 	}
+	ctx, cancel := m.lookupContext(ctx)
+	defer cancel()
 	topic, part := pc.Topic(), pc.Partition()
 	list := func(at int64) claim.Lister[int32] {
-		return func(_ context.Context, parts []int32) (map[int32]int64, error) {
+		return func(ctx context.Context, parts []int32) (map[int32]int64, error) {
 			offs := make(map[int32]int64, len(parts))
 			for _, p := range parts {
-				off, err := m.client.GetOffset(topic, p, at)
+				off, err := m.listOffset(ctx, topic, p, at)
 				if err != nil {
 					return nil, err
 				}
@@ -159,20 +168,93 @@ func (m *member) startOffset(pc sarama.ConsumerGroupClaim) (int64, bool, error) 
 	var err error
 	switch m.opts.InitialOffset {
 	case OffsetEarliest:
-		off, err = m.client.GetOffset(topic, part, sarama.OffsetOldest)
+		off, err = m.listOffset(ctx, topic, part, sarama.OffsetOldest)
 	case OffsetTimestamp:
-		// sarama's GetOffset takes no context.
 		var offs map[int32]int64
-		offs, err = claim.StartOffsets(context.Background(), []int32{part},
-			list(m.opts.StartTime.UnixMilli()), list(sarama.OffsetNewest))
+		end := func(ctx context.Context, parts []int32) (map[int32]int64, error) {
+			if beforeEndListing != nil {
+				beforeEndListing()
+			}
+			return list(sarama.OffsetNewest)(ctx, parts)
+		}
+		offs, err = claim.StartOffsets(ctx, []int32{part}, list(m.opts.StartTime.UnixMilli()), end)
 		off = offs[part]
 	default:
-		off, err = m.client.GetOffset(topic, part, sarama.OffsetNewest)
+		off, err = m.listOffset(ctx, topic, part, sarama.OffsetNewest)
 	}
 	if err != nil {
 		return 0, false, err
 	}
 	return off, off != init, nil
+}
+
+// beforeEndListing, when set, runs in startOffset before the end offset is
+// listed.
+var beforeEndListing func()
+
+// lookupContext is the context of a claim's start offset lookup: parent
+// (the session's), ended after Config.Metadata.Timeout when it is set.
+func (m *member) lookupContext(parent context.Context) (context.Context, context.CancelFunc) {
+	if d := m.client.Config().Metadata.Timeout; d > 0 {
+		return context.WithTimeout(parent, d)
+	}
+	return context.WithCancel(parent)
+}
+
+// listOffset asks the leader of topic/part for the offset at at (a
+// timestamp in milliseconds, sarama.OffsetNewest or sarama.OffsetOldest)
+// with one ListOffsets request, as sarama's GetOffset does (once more
+// after a metadata refresh when it fails), but on a connection of its own
+// that is cut when ctx ends: sarama's requests take no context. It then
+// returns an error wrapping ctx's.
+func (m *member) listOffset(ctx context.Context, topic string, part int32, at int64) (int64, error) {
+	off, err := m.listOffsetOnce(ctx, topic, part, at)
+	if err == nil || ctx.Err() != nil {
+		return off, err
+	}
+	if rerr := m.client.RefreshMetadata(topic); rerr != nil {
+		return -1, rerr
+	}
+	return m.listOffsetOnce(ctx, topic, part, at)
+}
+
+func (m *member) listOffsetOnce(ctx context.Context, topic string, part int32, at int64) (int64, error) {
+	leader, err := m.client.Leader(topic, part)
+	if err != nil {
+		return -1, err
+	}
+	cfg, conns := m.conns.Child(m.client.Config())
+	defer context.AfterFunc(ctx, conns.Cut)()
+	b := sarama.NewBroker(leader.Addr())
+	if err := b.Open(cfg); err != nil {
+		return -1, lookupErr(ctx, err)
+	}
+	defer func() { _ = b.Close() }()
+	req := sarama.NewOffsetRequest(cfg.Version)
+	req.AddBlock(topic, part, at, 1)
+	resp, err := b.GetAvailableOffsets(req)
+	if err != nil {
+		return -1, lookupErr(ctx, err)
+	}
+	block := resp.GetBlock(topic, part)
+	switch {
+	case block == nil:
+		return -1, sarama.ErrIncompleteResponse
+	case !errors.Is(block.Err, sarama.ErrNoError):
+		return -1, block.Err
+	case len(block.Offsets) != 1:
+		return -1, sarama.ErrOffsetOutOfRange
+	}
+	return block.Offsets[0], nil
+}
+
+// lookupErr is err, a request's failure, wrapped in ctx's error when ctx
+// ended (its connection was cut).
+func lookupErr(ctx context.Context, err error) error {
+	if cerr := context.Cause(ctx); cerr != nil {
+		return fmt.Errorf("%w (%w)", cerr, flat(err))
+	}
+	return err
 }
 
 // reader moves records from sarama to the feed as permits allow.

@@ -8,25 +8,9 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 )
-
-// appendingClient is a sarama client that appends a record before its
-// first listing of an end offset.
-type appendingClient struct {
-	sarama.Client
-	beforeEnd func()
-	ends      int
-}
-
-func (c *appendingClient) GetOffset(topic string, part int32, at int64) (int64, error) {
-	if at == sarama.OffsetNewest {
-		if c.ends == 0 {
-			c.beforeEnd()
-		}
-		c.ends++
-	}
-	return c.Client.GetOffset(topic, part, at)
-}
 
 // startClaim is the part of a group claim startOffset reads.
 type startClaim struct {
@@ -76,6 +60,8 @@ func TestStartOffsetKeepsRecordAppendedDuringLookup(t *testing.T) {
 
 	cfg := sarama.NewConfig()
 	cfg.Version = sarama.V3_0_0_0
+	conns := kafkaconn.New(cfg)
+	conns.Use(cfg)
 	sc, err := sarama.NewClient(c.ListenAddrs(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -95,13 +81,15 @@ func TestStartOffsetKeepsRecordAppendedDuringLookup(t *testing.T) {
 		{"reset past the commit", BeginReset, startClaim{part: 1, init: 2}, 1, 6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ac := &appendingClient{Client: sc, beforeEnd: func() {
-				if tc.after >= 0 {
+			ends := 0
+			beforeEndListing = func() {
+				if ends++; ends == 1 && tc.after >= 0 {
 					appendAt(tc.after, start.Add(time.Second))
 				}
-			}}
-			m := &member{client: ac, opts: &Options{InitialOffset: OffsetTimestamp, StartTime: start, BeginOffset: tc.begin}}
-			got, move, err := m.startOffset(tc.cl)
+			}
+			t.Cleanup(func() { beforeEndListing = nil })
+			m := &member{client: sc, conns: conns, opts: &Options{InitialOffset: OffsetTimestamp, StartTime: start, BeginOffset: tc.begin}}
+			got, move, err := m.startOffset(context.Background(), tc.cl)
 			if err != nil {
 				t.Fatal(err)
 			}

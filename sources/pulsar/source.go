@@ -43,7 +43,7 @@ type Source struct {
 	mu     sync.Mutex
 	live   map[*consumer]struct{}
 	closed bool
-	bg     sync.WaitGroup // subscribe calls that outlived their Run
+	bg     sync.WaitGroup // subscribe calls that outlived their Run, and Close's consumer closes
 	// warnedDLQ is set once the source has said that a DLQ policy cannot
 	// fire on its subscription type.
 	warnedDLQ atomic.Bool
@@ -356,12 +356,15 @@ func closeAll(cs []*consumer) {
 // acknowledgements the client still groups, and waits for the subscribe
 // calls that outlived their stage. It does not close the client. Closing a
 // consumer waits for the client's own close request (bounded by
-// ClientOptions.OperationTimeout); the subscribe calls are awaited until
-// ctx ends, when Close returns an error wrapping ctx.Err() and leaves them
-// behind. Otherwise it returns ctx.Err() if ctx expired meanwhile.
+// ClientOptions.OperationTimeout). Close waits for those closes and for
+// the subscribe calls until ctx ends, when it returns an error wrapping
+// ctx.Err() and leaves them behind (a later Close waits for them again).
+// Otherwise it returns ctx.Err() if ctx expired meanwhile.
 func (s *Source) Close(ctx context.Context) error {
 	cs := liveset.Close(&s.mu, &s.closed, s.live)
-	closeAll(cs)
+	if len(cs) > 0 {
+		s.bg.Go(func() { closeAll(cs) })
+	}
 	done := make(chan struct{})
 	go func() {
 		s.bg.Wait()
