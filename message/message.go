@@ -254,8 +254,14 @@ func (m *Message[T]) SetBatchKey(key string) {
 // BatchMode returns the message's batch mode (Bulk by default).
 func (m *Message[T]) BatchMode() BatchMode { return m.st.mode }
 
-// SetBatchMode sets the batch mode.
-func (m *Message[T]) SetBatchMode(mode BatchMode) { m.st.mode = mode }
+// SetBatchMode sets the batch mode. A value other than Bulk and Flush sets
+// Bulk, as an empty name given to SetBatcher routes to DefaultBatcher.
+func (m *Message[T]) SetBatchMode(mode BatchMode) {
+	if mode > Flush {
+		mode = Bulk
+	}
+	m.st.mode = mode
+}
 
 // Status reports whether the message has failed.
 func (m *Message[T]) Status() Status { return m.st.status }
@@ -325,8 +331,17 @@ func (m *Message[T]) Interrupted() bool { return m.st.interrupted }
 // SetDisposition changes how the message is acknowledged if it fails, for
 // example from a failure hook: acker.DispositionDiscard to get past a poison
 // message, acker.DispositionRetry to have it delivered again. What each
-// disposition does is documented by the source.
-func (m *Message[T]) SetDisposition(d acker.Disposition) { m.st.disposition = d }
+// disposition does is documented by the source. A value other than
+// acker's DispositionDefault, DispositionRetry and DispositionDiscard sets
+// DispositionDefault: the message's acknowledger receives that, and its
+// source applies its documented failure policy, as it does for a message
+// whose disposition was never set.
+func (m *Message[T]) SetDisposition(d acker.Disposition) {
+	if d > acker.DispositionDiscard {
+		d = acker.DispositionDefault
+	}
+	m.st.disposition = d
+}
 
 // Outcome returns what the message's acknowledger learns about it.
 func (m *Message[T]) Outcome() acker.Outcome {

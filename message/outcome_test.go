@@ -1,7 +1,9 @@
 package message_test
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/boulevard-go/boulevard/acker"
@@ -62,5 +64,44 @@ func TestInitResetsReusedMessage(t *testing.T) {
 	if m.Batcher() != message.DefaultBatcher || m.BatchKey() != "" || m.BatchMode() != message.Bulk ||
 		m.Failed() || m.Err() != nil || m.Disposition() != acker.DispositionDefault {
 		t.Fatalf("after Init: %v disposition %v, want a fresh message", m, m.Disposition())
+	}
+}
+
+// Guarantee: SetDisposition with a value that is not one of acker's
+// dispositions stores DispositionDefault, so the acknowledger receives
+// DispositionDefault and the source applies its documented failure policy
+// (as it would had no disposition been set), never an unnamed value.
+func TestUnknownDispositionIsTheSourceDefault(t *testing.T) {
+	rec := acker.NewRecorder(false)
+	m := message.New(1, rec, 9)
+	m.Fail(errors.New("bad"))
+	m.SetDisposition(acker.DispositionDiscard)
+	m.SetDisposition(acker.Disposition(200))
+	if d := m.Disposition(); d != acker.DispositionDefault {
+		t.Fatalf("Disposition() after SetDisposition(200) = %v, want default", d)
+	}
+	if o := m.Outcome(); o.Disposition != acker.DispositionDefault {
+		t.Fatalf("Outcome() after SetDisposition(200) = %+v, want DispositionDefault", o)
+	}
+	var g acker.Group
+	m.AddTo(&g)
+	g.Flush(context.Background(), nil)
+	if f := rec.Failed(); len(f) != 1 || f[0].ID != 9 || f[0].Disposition != acker.DispositionDefault {
+		t.Fatalf("acknowledger received %+v, want message 9 failed with DispositionDefault", f)
+	}
+}
+
+// Guarantee: SetBatchMode with a value other than Bulk and Flush stores
+// Bulk, so the message's batch grows until its size or timeout, and
+// BatchMode and String agree on it.
+func TestUnknownBatchModeIsBulk(t *testing.T) {
+	m := message.New(1, nil, 1)
+	m.SetBatchMode(message.Flush)
+	m.SetBatchMode(99)
+	if mode := m.BatchMode(); mode != message.Bulk {
+		t.Fatalf("BatchMode() after SetBatchMode(99) = %d, want Bulk", mode)
+	}
+	if !strings.Contains(m.String(), "mode=bulk") {
+		t.Fatalf("String() = %s, want mode=bulk", m)
 	}
 }

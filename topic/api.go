@@ -3,6 +3,7 @@ package topic
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"sync"
@@ -294,7 +295,10 @@ func (b *Broker[T]) unregister(h *Handle[T]) {
 }
 
 // Handle is one topic: publish into it, subscribe to it, close it. It is
-// safe for concurrent use.
+// safe for concurrent use. Make one with [Broker.CreateTopic] (or
+// CreateTopics, CreateInMemoryTopic) or [NewTopic]: a zero Handle has no
+// topic behind it, so its publish, Subscribe and Tracked methods return an
+// error wrapping [ErrNotCreated], its Stats are zero and Close does nothing.
 type Handle[T any] struct {
 	name    Name
 	opts    Options
@@ -332,8 +336,9 @@ func (h *Handle[T]) nextID() MessageID { return MessageID(h.seq.Add(1)) }
 // Publish publishes v, untracked, to every current recipient, applying the
 // topic's balanced.on_full when a group queue is full: with Block (the
 // default) it waits for room; with DropNewest it returns ErrDroppedOnFull.
-// It returns nil, ctx.Err(), ErrTopicClosed or ErrDroppedOnFull; on an error
-// nothing was published.
+// It returns nil, ctx.Err(), ErrTopicClosed or ErrDroppedOnFull (or, on a
+// zero Handle, an error wrapping ErrNotCreated); on an error nothing was
+// published.
 func (h *Handle[T]) Publish(ctx context.Context, v T) error {
 	out, err := h.publishEnvelope(ctx, Envelope[T]{ID: h.nextID(), Value: v}, h.opts.Balanced.OnFull, false)
 	if err == nil && out == DroppedOnFull {
@@ -345,8 +350,13 @@ func (h *Handle[T]) Publish(ctx context.Context, v T) error {
 // PublishWith publishes v with the full-queue policy onFull (a per-publisher
 // override of balanced.on_full; broadcast never waits). It returns
 // Published, or DroppedOnFull under DropNewest when a group queue was full,
-// or an error (ctx.Err(), ErrTopicClosed) with nothing published.
+// or an error with nothing published: ctx.Err(), ErrTopicClosed, an error
+// wrapping ErrUnknownOnFull when onFull is neither Block nor DropNewest, or
+// one wrapping ErrNotCreated on a zero Handle.
 func (h *Handle[T]) PublishWith(ctx context.Context, v T, onFull OnFull) (PublishOutcome, error) {
+	if !knownOnFull(onFull) {
+		return 0, h.unknownOnFull(onFull)
+	}
 	return h.publishEnvelope(ctx, Envelope[T]{ID: h.nextID(), Value: v}, onFull, false)
 }
 
@@ -355,14 +365,26 @@ func (h *Handle[T]) PublishWith(ctx context.Context, v T, onFull OnFull) (Publis
 // exactly as PublishWith does. The topic keeps hdr as it is given, without
 // copying it: do not change it after the call.
 func (h *Handle[T]) PublishWithHeaders(ctx context.Context, v T, hdr Headers, onFull OnFull) (PublishOutcome, error) {
+	if !knownOnFull(onFull) {
+		return 0, h.unknownOnFull(onFull)
+	}
 	return h.publishEnvelope(ctx, Envelope[T]{ID: h.nextID(), Value: v, Headers: hdr}, onFull, false)
 }
 
 // TryPublish publishes v without waiting: Published, or DroppedOnFull if a
 // balanced group queue is full (then nothing reaches any recipient, broadcast
-// included), or ErrTopicClosed.
+// included), or ErrTopicClosed (or, on a zero Handle, an error wrapping
+// ErrNotCreated).
 func (h *Handle[T]) TryPublish(v T) (PublishOutcome, error) {
 	return h.publishEnvelope(context.Background(), Envelope[T]{ID: h.nextID(), Value: v}, DropNewest, true)
+}
+
+// knownOnFull reports whether o is Block or DropNewest.
+func knownOnFull(o OnFull) bool { return uint(o) < uint(len(onFullNames)) }
+
+// unknownOnFull is the error of a publish with an OnFull knownOnFull refuses.
+func (h *Handle[T]) unknownOnFull(o OnFull) error {
+	return &TopicError{Topic: h.name, Err: fmt.Errorf("publish with on_full %s: %w", o, ErrUnknownOnFull)}
 }
 
 func (h *Handle[T]) publishEnvelope(ctx context.Context, e Envelope[T], onFull OnFull, try bool) (PublishOutcome, error) {
@@ -371,6 +393,8 @@ func (h *Handle[T]) publishEnvelope(ctx context.Context, e Envelope[T], onFull O
 	switch {
 	case h.mem != nil:
 		out, err = h.mem.publish(ctx, e, try || onFull == DropNewest)
+	case h.state == nil:
+		err = errZeroHandle
 	case try:
 		out, err = h.state.TryPublish(e)
 	default:
@@ -393,8 +417,11 @@ func (h *Handle[T]) publishEnvelope(ctx context.Context, e Envelope[T], onFull O
 // ErrSubscribeBroadcastNotSupported, ErrSubscribeSingleGroupViolation or
 // ErrTopicClosed wrapped in a [*TopicError] naming the topic, or, for a
 // balanced mode whose group breaks the rules of [GroupName], ErrEmptyName
-// or a [*NameError].
+// or a [*NameError]; on a zero Handle, an error wrapping ErrNotCreated.
 func (h *Handle[T]) Subscribe(mode SubscriptionMode, opts SubscriberOptions) (*Subscription[T], error) {
+	if h.state == nil {
+		return nil, errZeroHandle
+	}
 	if !mode.broadcast {
 		if err := mode.group.Validate(); err != nil {
 			return nil, err
@@ -414,8 +441,12 @@ func (h *Handle[T]) Subscribe(mode SubscriptionMode, opts SubscriberOptions) (*S
 // topic, a validate.Errors for negative options or a MaxInFlight above
 // MaxInFlightLimit, or, when the topic's backend does not declare
 // PropagationAuto (it cannot carry outcomes back to publishers), an
-// [*UnsupportedError] naming ack_propagation.mode auto.
+// [*UnsupportedError] naming ack_propagation.mode auto. On a zero Handle
+// it returns an error wrapping ErrNotCreated.
 func (h *Handle[T]) Tracked(opts TrackedOptions) (*TrackedPublisher[T], error) {
+	if h.state == nil {
+		return nil, errZeroHandle
+	}
 	if err := validateTracked(opts); err != nil {
 		return nil, err
 	}
@@ -456,8 +487,11 @@ func (h *Handle[T]) detachTracker(c *trackerCore) {
 // new subscriptions are refused, every tracked publisher is closed and its
 // unresolved receipts resolve as TopicClosed (reason ErrTopicClosed). If a
 // broker registers the topic, it is unregistered. Idempotent; every call
-// returns only once all of that is done.
+// returns only once all of that is done. On a zero Handle it does nothing.
 func (h *Handle[T]) Close() {
+	if h.state == nil {
+		return
+	}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -479,8 +513,11 @@ func (h *Handle[T]) Close() {
 	}
 }
 
-// Stats returns a snapshot of the topic's counters.
+// Stats returns a snapshot of the topic's counters (zero on a zero Handle).
 func (h *Handle[T]) Stats() Stats {
+	if h.state == nil {
+		return Stats{}
+	}
 	ss := h.state.Stats()
 	unpublished := h.unpublished.Load() // before seq, so the difference is ≥ 0
 	published := h.seq.Load() - unpublished
@@ -497,7 +534,10 @@ func (h *Handle[T]) Stats() Stats {
 // Subscription receives from a topic and acks / nacks what it received.
 // Receive and ReceiveBatch must not be called concurrently on one
 // subscription (use several subscriptions of one group for parallel
-// consumers); Ack, Nack and Close may be called from any goroutine.
+// consumers); Ack, Nack and Close may be called from any goroutine. Make
+// one with [Handle.Subscribe]: a zero Subscription belongs to no topic, so
+// its Receive, ReceiveBatch, Ack and Nack return an error wrapping
+// [ErrNotCreated] and Close does nothing.
 type Subscription[T any] struct {
 	h      *Handle[T]
 	st     SubscriptionState[T]
@@ -545,6 +585,9 @@ func (s *Subscription[T]) ReceiveBatch(ctx context.Context, dst []Item[T]) (int,
 }
 
 func (s *Subscription[T]) recv(ctx context.Context, max int) (int, error) {
+	if s.member == nil && s.st == nil {
+		return 0, errZeroSubscription
+	}
 	if len(s.buf) < max {
 		s.buf = make([]Envelope[T], max)
 	}
@@ -612,6 +655,9 @@ func (s *Subscription[T]) Nack(id MessageID, reason error) error {
 // that settles deliveries. An error of the backend other than
 // ErrMessageNotTracked is returned even when the ticket resolved.
 func (s *Subscription[T]) settle(id MessageID, reason error) error {
+	if s.st == nil {
+		return errZeroSubscription
+	}
 	settled := false
 	if t := s.take(id); t != nil {
 		if reason == nil {
@@ -650,6 +696,9 @@ func (s *Subscription[T]) take(id MessageID) *Ticket {
 // ErrDeliveryDropped. A Receive waiting concurrently returns
 // ErrSubscriptionClosed. Idempotent.
 func (s *Subscription[T]) Close() {
+	if s.st == nil {
+		return
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

@@ -28,8 +28,9 @@ type Binding[T any] struct {
 }
 
 // Publish publishes v untracked with the binding's OnFull, as
-// Handle.PublishWith does. It returns ErrNoHandle, with nothing published,
-// when the binding has no Handle.
+// Handle.PublishWith does (an OnFull other than Block and DropNewest is
+// refused with an error wrapping ErrUnknownOnFull). It returns ErrNoHandle,
+// with nothing published, when the binding has no Handle.
 func (b Binding[T]) Publish(ctx context.Context, v T) (PublishOutcome, error) {
 	if b.Handle == nil {
 		return 0, ErrNoHandle
@@ -55,7 +56,8 @@ func (b Binding[T]) Tracked() (*TrackedPublisher[T], error) {
 // concurrent use. Removing an alias never closes the topic. The zero
 // TopicSet is an empty set ready to use, and a nil *TopicSet (what
 // config.Wired.TopicSet returns for a pipeline that is not wired) is an
-// empty set for Get, Remove and Aliases.
+// empty set for Get, Remove and Aliases; Bind refuses it with an error
+// wrapping ErrNotCreated.
 type TopicSet[T any] struct {
 	mu sync.RWMutex
 	m  map[string]Binding[T]
@@ -69,8 +71,12 @@ func NewTopicSet[T any]() *TopicSet[T] {
 // Bind adds alias → b. An alias follows the rules of a topic [Name]. It
 // returns ErrEmptyName for an empty alias, a [*NameError] for an invalid
 // one, an error wrapping ErrNoHandle for a nil handle, and ErrAliasExists
-// when alias is already bound.
+// when alias is already bound. On a nil *TopicSet, which has nowhere to
+// keep the alias, it returns an error wrapping ErrNotCreated.
 func (s *TopicSet[T]) Bind(alias string, b Binding[T]) error {
+	if s == nil {
+		return fmt.Errorf("topic: bind %q on a nil TopicSet (make one with NewTopicSet): %w", alias, ErrNotCreated)
+	}
 	if err := checkName("alias", alias, true); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package topic
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/boulevard-go/boulevard/internal/queue"
 	"github.com/boulevard-go/boulevard/topic/internal/quote"
@@ -112,6 +113,28 @@ var ErrLagged = errors.New("topic: broadcast subscriber lagged")
 // [TrackedPublisher], and is the Reason of the receipts it resolved as
 // [TopicClosed] when it was closed.
 var ErrPublisherClosed = errors.New("topic: tracked publisher closed")
+
+// ErrNotCreated is wrapped by the errors the methods of a [Handle],
+// [Subscription] or [TrackedPublisher] return when the value was not made
+// by its constructor ([Broker.CreateTopic], [NewTopic] and the like,
+// [Handle.Subscribe], [Handle.Tracked]): a zero value, declared with var,
+// has no topic behind it. Nothing is published, received or settled then.
+// [TopicSet.Bind] wraps it too when called on a nil *TopicSet.
+var ErrNotCreated = errors.New("topic: not created by its constructor")
+
+// The errors of the zero values, made once so that returning them does not
+// allocate.
+var (
+	errZeroHandle       = fmt.Errorf("topic: zero Handle (make one with Broker.CreateTopic or NewTopic): %w", ErrNotCreated)
+	errZeroSubscription = fmt.Errorf("topic: zero Subscription (make one with Handle.Subscribe): %w", ErrNotCreated)
+	errZeroTracked      = fmt.Errorf("topic: zero TrackedPublisher (make one with Handle.Tracked): %w", ErrNotCreated)
+)
+
+// ErrUnknownOnFull is wrapped by the error [Handle.PublishWith] and
+// [Handle.PublishWithHeaders] (and so [Binding.Publish]) return for an
+// OnFull other than [Block] and [DropNewest]; the error names the value.
+// Nothing is published then.
+var ErrUnknownOnFull = errors.New("topic: unknown on_full policy")
 
 // TopicError names the topic an operation failed on. It wraps the cause
 // (for example [ErrTopicExists]).

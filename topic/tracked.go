@@ -99,6 +99,9 @@ func (r *Receipt) Result() (Result, bool) {
 // delivery, settle a ticket only in the generation they found it in: a
 // stale timeout for a recycled ticket is ignored. A ticket behind a
 // Receipt is never recycled, since its holder may keep the receipt.
+//
+// Only a tracked publisher makes tickets. A zero Ticket, like a nil one,
+// stands for an untracked publish: SetRecipients and Drop do nothing.
 type Ticket struct {
 	core *trackerCore
 	// word is the generation (high 32 bits) and the state (low 32 bits:
@@ -140,7 +143,7 @@ func (t *Ticket) release() {
 // any subscriber can receive the envelope. Zero recipients resolve the
 // publish as Nacked with ErrNoSubscribers once the publish returns.
 func (t *Ticket) SetRecipients(n int) {
-	if t == nil {
+	if t == nil || t.core == nil {
 		return
 	}
 	// A backend may set the count again when it retries the publish:
@@ -154,7 +157,7 @@ func (t *Ticket) SetRecipients(n int) {
 // acked it; it nacks the publish with reason (if still pending). The backend
 // must not hold its locks while calling it.
 func (t *Ticket) Drop(reason error) {
-	if t == nil {
+	if t == nil || t.core == nil {
 		return
 	}
 	t.resolve(Result{Outcome: Nacked, Reason: reason})
@@ -483,7 +486,10 @@ func (c *trackerCore) waitUnlinked(t *Ticket) {
 // TrackedPublisher publishes into a topic and reports each publish's
 // terminal outcome (Acked, Nacked, TimedOut or TopicClosed). At most
 // MaxInFlight publishes are unresolved at a time. It owns one goroutine,
-// which times publishes out; Close (or closing the topic) stops it.
+// which times publishes out; Close (or closing the topic) stops it. Make
+// one with [Handle.Tracked] (or [Binding.Tracked]): a zero TrackedPublisher
+// belongs to no topic, so its publish methods return an error wrapping
+// [ErrNotCreated], InFlight is 0 and Close does nothing.
 type TrackedPublisher[T any] struct {
 	h      *Handle[T]
 	core   *trackerCore
@@ -548,6 +554,9 @@ func (p *TrackedPublisher[T]) TryPublishFunc(v T, done func(Result)) (PublishOut
 }
 
 func (p *TrackedPublisher[T]) publish(ctx context.Context, v T, hdr Headers, done func(Result)) (*Ticket, error) {
+	if p.core == nil {
+		return nil, errZeroTracked
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -570,6 +579,9 @@ func (p *TrackedPublisher[T]) publish(ctx context.Context, v T, hdr Headers, don
 }
 
 func (p *TrackedPublisher[T]) try(v T, done func(Result)) (*Ticket, PublishOutcome, error) {
+	if p.core == nil {
+		return nil, 0, errZeroTracked
+	}
 	t, ok, err := p.core.begin(context.Background(), false, done)
 	if err != nil {
 		return nil, 0, err
@@ -599,7 +611,12 @@ func (p *TrackedPublisher[T]) settle(t *Ticket) {
 }
 
 // InFlight returns the number of unresolved publishes.
-func (p *TrackedPublisher[T]) InFlight() int { return len(p.core.sem) }
+func (p *TrackedPublisher[T]) InFlight() int {
+	if p.core == nil {
+		return 0
+	}
+	return len(p.core.sem)
+}
 
 // Close stops the publisher: later publishes return ErrPublisherClosed (or
 // ErrTopicClosed if the topic was closed first) and
@@ -607,6 +624,9 @@ func (p *TrackedPublisher[T]) InFlight() int { return len(p.core.sem) }
 // ErrPublisherClosed. It waits for the publisher's goroutine. Idempotent;
 // every call returns only once all of that is done.
 func (p *TrackedPublisher[T]) Close() {
+	if p.core == nil {
+		return
+	}
 	p.h.detachTracker(p.core)
 	p.core.close(ErrPublisherClosed)
 }
