@@ -6,14 +6,14 @@ import "time"
 type Trigger uint8
 
 const (
-	// TriggerSize: the batch reached its batcher's BatchSize.
+	// TriggerSize means the batch reached its batcher's BatchSize.
 	TriggerSize Trigger = iota
-	// TriggerTimeout: BatchTimeout passed since the batch's first message.
+	// TriggerTimeout means BatchTimeout passed since the batch's first message.
 	TriggerTimeout
-	// TriggerFlush: a message in flush mode joined the batch, or the
+	// TriggerFlush means a message in flush mode joined the batch, or the
 	// pipeline is draining.
 	TriggerFlush
-	// TriggerWeight: the batch reached its batcher's MaxWeight, or the
+	// TriggerWeight means the batch reached its batcher's MaxWeight, or the
 	// next message would have pushed it past MaxWeight.
 	TriggerWeight
 )

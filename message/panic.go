@@ -27,11 +27,10 @@ func (e *PanicError) Unwrap() error {
 	return nil
 }
 
-// Recover, deferred by a function that calls user code
-// (defer message.Recover(&err)), turns a panic in that function into a
-// *PanicError in *err, keeping the panic value and the stack of the
-// panicking goroutine; the function then returns normally. Without a panic
-// it leaves *err alone.
+// Recover turns a panic into a *PanicError in *err when deferred by a
+// function that calls user code (defer message.Recover(&err)), keeping the
+// panic value and the stack of the panicking goroutine; the function then
+// returns normally. Without a panic it leaves *err alone.
 func Recover(err *error) {
 	if r := recover(); r != nil {
 		*err = &PanicError{Value: r, Stack: debug.Stack()}

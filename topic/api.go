@@ -14,12 +14,12 @@ import (
 type PublishOutcome int
 
 const (
-	// Published: the message was delivered to every current recipient.
+	// Published means the message was delivered to every current recipient.
 	Published PublishOutcome = iota
-	// DroppedOnFull: a balanced group queue was full and the publish did not
+	// DroppedOnFull means a balanced group queue was full and the publish did not
 	// wait; nothing was delivered anywhere.
 	DroppedOnFull
-	// MaxInFlightReached: a tracked try-publish found MaxInFlight publishes
+	// MaxInFlightReached means a tracked try-publish found MaxInFlight publishes
 	// pending; nothing was published.
 	MaxInFlightReached
 )

@@ -33,20 +33,20 @@ type Capabilities struct {
 type Feature int
 
 const (
-	// FeatureGroupBackpressure: a balanced group's queue holds at most
+	// FeatureGroupBackpressure means a balanced group's queue holds at most
 	// balanced.capacity messages, and a publish waits for room in it
 	// (on_full block) or is dropped (drop_newest) when it is full, so slow
 	// consumers push back on publishers. A log stores every publish and does
 	// not push back for slow consumers; there balanced.capacity bounds each
 	// member's read-ahead instead.
 	FeatureGroupBackpressure Feature = iota
-	// FeatureBroadcastCapacity: a broadcast subscriber that falls
+	// FeatureBroadcastCapacity means a broadcast subscriber that falls
 	// broadcast.capacity messages behind misses messages, as on_lag says. A
 	// log keeps messages by retention instead: a subscriber misses messages
 	// only when it falls below the start of the log.
 	FeatureBroadcastCapacity
-	// FeatureDurable: deliveries are settled with the backend. A message a
-	// balanced member acked is never delivered to its group again; one it
+	// FeatureDurable means deliveries are settled with the backend. A message
+	// a balanced member acked is never delivered to its group again; one it
 	// nacked, or received and did not settle before it closed (or its
 	// process died), is delivered again to a member of the group. Messages
 	// survive the publishing and subscribing processes.

@@ -139,7 +139,7 @@ const (
 	// capacity behind gets a lag notice (Item.Lagged = number missed) and
 	// continues from the oldest retained message.
 	DropOldest OnLag = iota
-	// Disconnect: a subscriber that fell behind gets one final lag notice,
+	// Disconnect gives a subscriber that fell behind one final lag notice,
 	// then ErrSubscriptionClosed.
 	Disconnect
 )
@@ -152,7 +152,7 @@ const (
 	// AckFirst (the default): the first ack or nack of any recipient
 	// resolves the tracked publish.
 	AckFirst AckMode = iota
-	// AckAll: the publish is acked only after every subscriber eligible at
+	// AckAll acks the publish only after every subscriber eligible at
 	// publish time acked it; any nack, or an eligible subscriber going away
 	// first, nacks it; an empty eligible set nacks it at once. Requires a
 	// broadcast-only topic, on_lag disconnect and ack propagation auto.
@@ -167,7 +167,7 @@ const (
 	// PropagationDisabled (the default): publishers into the topic are not
 	// tracked; the upstream message is settled when it is handed over.
 	PropagationDisabled PropagationMode = iota
-	// PropagationAuto: pipelines publish through a [TrackedPublisher] and
+	// PropagationAuto makes pipelines publish through a [TrackedPublisher] and
 	// settle the upstream message with the downstream outcome.
 	PropagationAuto
 )

@@ -22,15 +22,15 @@ var ErrDroppedOnFull = errors.New("topic: dropped on full")
 type ReceiptOutcome int
 
 const (
-	// Acked: the recipients acked (the first one under ack_mode first, every
+	// Acked means the recipients acked (the first one under ack_mode first, every
 	// eligible broadcast subscriber under ack_mode all).
 	Acked ReceiptOutcome = iota + 1
-	// Nacked: a recipient nacked, dropped the delivery, or there was no
+	// Nacked means a recipient nacked, dropped the delivery, or there was no
 	// recipient. Result.Reason says why.
 	Nacked
-	// TimedOut: no outcome within the publisher's timeout.
+	// TimedOut means there was no outcome within the publisher's timeout.
 	TimedOut
-	// TopicClosed: the topic (or the tracked publisher) was closed first.
+	// TopicClosed means the topic (or the tracked publisher) was closed first.
 	TopicClosed
 )
 

@@ -9,10 +9,10 @@ import (
 	"runtime/debug"
 )
 
-// Log, deferred by a function that calls user code
-// (defer panics.Log(ctx, log, "HandleFailed panicked")), recovers a panic in
-// that function and logs msg once at error level with attrs, the panic value
-// and the stack; the function then returns normally.
+// Log recovers a panic when deferred by a function that calls user code
+// (defer panics.Log(ctx, log, "HandleFailed panicked")), and logs msg once
+// at error level with attrs, the panic value and the stack; the function
+// then returns normally.
 func Log(ctx context.Context, log *slog.Logger, msg string, attrs ...any) {
 	if r := recover(); r != nil {
 		log.ErrorContext(ctx, msg, append(attrs, slog.Any("panic", r), slog.String("stack", string(debug.Stack())))...)

@@ -145,7 +145,7 @@ func (w *Wired[T]) closeTopics() {
 	})
 }
 
-// TopicSet returns the topic set of the pipeline called name (every topic it
+// TopicSet returns the topic set of the pipeline named pipeline (every topic it
 // subscribes to or publishes into, under the name it used), or nil for a
 // pipeline that is not in the wiring.
 func (w *Wired[T]) TopicSet(pipeline string) *topic.TopicSet[T] { return w.sets[pipeline] }

@@ -14,21 +14,22 @@ import (
 type Outcome uint8
 
 const (
-	// OutcomeAck: the message is done with.
+	// OutcomeAck means the message is done with.
 	OutcomeAck Outcome = iota
-	// OutcomeRetry: a transient failure. The message goes to a hold queue and is
-	// delivered again when its hold has passed; its retry count grows by
-	// one. Past MaxRetries it is rejected instead (reason max_retries).
+	// OutcomeRetry reports a transient failure. The message goes to a hold
+	// queue and is delivered again when its hold has passed; its retry count
+	// grows by one. Past MaxRetries it is rejected instead (reason
+	// max_retries).
 	OutcomeRetry
-	// OutcomeReject: a permanent failure. The message goes to the DLQ, or is
-	// discarded with a warning when the topology has none.
+	// OutcomeReject reports a permanent failure. The message goes to the
+	// DLQ, or is discarded with a warning when the topology has none.
 	OutcomeReject
-	// OutcomeDefer: the message goes back through the hold queue its retry count
-	// selects without counting a retry.
+	// OutcomeDefer sends the message back through the hold queue its retry
+	// count selects, without counting a retry.
 	OutcomeDefer
-	// OutcomeRequeue: the message was not handled (the pipeline's shutdown
-	// interrupted it) and is delivered again at once, without counting a
-	// retry.
+	// OutcomeRequeue means the message was not handled (the pipeline's
+	// shutdown interrupted it); it is delivered again at once, without
+	// counting a retry.
 	OutcomeRequeue
 )
 
