@@ -1,10 +1,13 @@
 package kafka
 
 import (
+	"context"
 	"errors"
+	"fmt"
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
 )
@@ -18,27 +21,34 @@ type CommitError = claim.CommitError
 
 // commitLoop commits on the interval, and on every advance with
 // CommitOnAck, until the member's sessions are over (each claim commits on
-// its release itself).
+// its release itself). Each of these commits ends after RevokeTimeout.
 func (m *member) commitLoop() {
-	m.cm.CommitLoop(m.opts.CommitInterval, m.loopDone, func() { _ = m.commit(nil) }) // recorded and logged
+	m.cm.CommitLoop(m.opts.CommitInterval, m.loopDone, func() {
+		ctx, cancel := context.WithTimeout(m.hurryCtx, m.opts.RevokeTimeout)
+		defer cancel()
+		_ = m.commit(ctx, nil) // recorded and logged
+	})
 }
 
 // commit sends, in one OffsetCommit request, the handled offsets of the
 // member's claims that differ from what they last committed (only p's
 // when only is not nil), and records what the broker accepted. Commits of
 // a member are serialised: at most one request is in flight per member,
-// hence per partition.
-func (m *member) commit(only *partition) error {
+// hence per partition. It returns by ctx's end (claim.Member.Commit).
+func (m *member) commit(ctx context.Context, only *partition) error {
 	var c *claim.Claim
 	if only != nil {
 		c = only.Claim
 	}
-	return m.cm.Commit(c, m.send)
+	return m.cm.Commit(ctx, c, m.send)
 }
 
-// send is the member's claim.Send: one OffsetCommit request through the
-// group's coordinator.
-func (m *member) send(blocks []claim.Block) ([]claim.Block, error) {
+// send is the member's claim.Send: one OffsetCommit request to the group's
+// coordinator, on the member's commit connection (commitConn). It returns
+// by ctx's end: the request then goes on in a goroutine of the member until
+// its connection, cut at once, fails it (or, while sarama still looks the
+// coordinator up, until that lookup ends), and its answer is dropped.
+func (m *member) send(ctx context.Context, blocks []claim.Block) ([]claim.Block, error) {
 	// One session's generation and member id per request: claims of an
 	// older session (there are none once it has ended) wait for the next.
 	sess := blocks[0].C.Session.(sarama.ConsumerGroupSession)
@@ -69,31 +79,123 @@ func (m *member) send(blocks []claim.Block) ([]claim.Block, error) {
 	}
 	blocks = blocks[:n]
 
-	coord, err := m.client.Coordinator(m.opts.GroupID)
-	var resp *sarama.OffsetCommitResponse
-	if err == nil {
-		resp, err = coord.CommitOffset(req)
-		if err != nil {
-			// The connection is broken: the client opens it again.
-			_ = coord.Close()
-		}
+	answer := make(chan commitAnswer, 1)
+	m.wg.Go(func() { m.commitConn.send(ctx, m, req, answer) })
+	var a commitAnswer
+	select {
+	case a = <-answer:
+	case <-ctx.Done():
+		// Abandoned: what the broker makes of the request is not
+		// recorded. The offsets it carried were handled, so the broker
+		// applying it skips nothing, and the broker refuses it once the
+		// group has moved to a new generation, so it cannot move the
+		// offset a later owner commits back.
+		return blocks, fmt.Errorf("kafka: commit abandoned: %w", context.Cause(ctx))
 	}
-	if err != nil {
-		m.refreshCoordinator(err)
-		return blocks, flat(err)
+	if a.err != nil {
+		return blocks, flat(a.err)
 	}
 	for i := range blocks {
 		b := &blocks[i]
-		kerr, ok := resp.Errors[b.C.Topic][b.C.Part]
+		kerr, ok := a.resp.Errors[b.C.Topic][b.C.Part]
 		switch {
 		case !ok:
 			b.Err = sarama.ErrIncompleteResponse
 		case kerr != sarama.ErrNoError:
 			b.Err = kerr
-			m.refreshCoordinator(kerr)
 		}
 	}
 	return blocks, nil
+}
+
+// commitAnswer is what an OffsetCommit request got.
+type commitAnswer struct {
+	resp *sarama.OffsetCommitResponse
+	err  error
+}
+
+// commitConn is the member's own connection to its group's coordinator,
+// which its OffsetCommit requests use one at a time. sarama waits for an
+// answer holding the broker's lock, so a commit on the client's connection
+// to the coordinator, which the group's heartbeats and joins use, would
+// hold them as long as the cluster leaves it unanswered; on a connection of
+// its own, a commit that runs out of time is cut alone.
+type commitConn struct {
+	sem   chan struct{}  // held by the request on its way
+	b     *sarama.Broker // nil until opened, and once its connection failed
+	conns *kafkaconn.Set // b's connection, a child of the member's set
+}
+
+func newCommitConn() *commitConn { return &commitConn{sem: make(chan struct{}, 1)} }
+
+// send sends req to the coordinator and puts the outcome in answer, unless
+// ctx ends first: the connection is then cut, which fails the request at
+// once (the coordinator lookup, on the client's connections, is bounded
+// by sarama's timeouts and by Close's deadline).
+func (c *commitConn) send(ctx context.Context, m *member, req *sarama.OffsetCommitRequest, answer chan<- commitAnswer) {
+	select {
+	case c.sem <- struct{}{}:
+	case <-ctx.Done():
+		return // the caller is gone
+	}
+	defer func() { <-c.sem }()
+	if ctx.Err() != nil {
+		return
+	}
+	resp, err := c.commit(ctx, m, req)
+	answer <- commitAnswer{resp, err}
+	// Told, the coordinator moved: sarama looks it up again before the
+	// next commit.
+	if err != nil {
+		m.refreshCoordinator(err)
+		return
+	}
+	for _, parts := range resp.Errors {
+		for _, kerr := range parts {
+			m.refreshCoordinator(kerr)
+		}
+	}
+}
+
+func (c *commitConn) commit(ctx context.Context, m *member, req *sarama.OffsetCommitRequest) (*sarama.OffsetCommitResponse, error) {
+	coord, err := m.client.Coordinator(m.opts.GroupID)
+	if err != nil {
+		return nil, err
+	}
+	if c.b != nil && c.b.Addr() != coord.Addr() {
+		c.close()
+	}
+	if c.b == nil {
+		cfg, conns := m.conns.Child(m.client.Config())
+		b := sarama.NewBroker(coord.Addr())
+		if err := b.Open(cfg); err != nil {
+			conns.Cut()
+			return nil, err
+		}
+		c.b, c.conns = b, conns
+	}
+	stop := context.AfterFunc(ctx, c.conns.Cut)
+	resp, err := c.b.CommitOffset(req)
+	if !stop() || err != nil {
+		// The connection is broken, or was cut: the next commit opens
+		// another.
+		c.close()
+	}
+	if err != nil {
+		return nil, lookupErr(ctx, err)
+	}
+	return resp, nil
+}
+
+// close closes the connection. The caller holds sem, or is the member's
+// Close once no commit runs.
+func (c *commitConn) close() {
+	if c.b == nil {
+		return
+	}
+	_ = c.b.Close()
+	c.conns.Cut()
+	c.b, c.conns = nil, nil
 }
 
 // refreshCoordinator asks sarama to find the group's coordinator again
@@ -106,15 +208,15 @@ func (m *member) refreshCoordinator(err error) {
 
 // commitFinal commits p's handled offsets on its release, retrying up to
 // Config.Consumer.Offsets.Retry.Max times (as sarama's final flush does)
-// unless the group has moved on (the member's generation is over).
+// unless the group has moved on (the member's generation is over), all of
+// it within RevokeTimeout (claim.Member.CommitFinal): a commit still
+// unanswered then is abandoned, and the partition lets go.
 func (m *member) commitFinal(p *partition) {
-	for range m.client.Config().Consumer.Offsets.Retry.Max + 1 {
-		err := m.commit(p)
-		if err == nil || errors.Is(err, sarama.ErrIllegalGeneration) || errors.Is(err, sarama.ErrUnknownMemberId) ||
-			errors.Is(err, sarama.ErrRebalanceInProgress) || errors.Is(err, sarama.ErrClosedClient) {
-			return
-		}
-	}
+	_ = m.cm.CommitFinal(m.hurryCtx, m.opts.RevokeTimeout, p.Claim, m.client.Config().Consumer.Offsets.Retry.Max+1, 0, m.send,
+		func(err error) bool {
+			return errors.Is(err, sarama.ErrIllegalGeneration) || errors.Is(err, sarama.ErrUnknownMemberId) ||
+				errors.Is(err, sarama.ErrRebalanceInProgress) || errors.Is(err, sarama.ErrClosedClient)
+		}) // recorded and logged
 }
 
 // commitVersion is the OffsetCommit version sarama's own offset manager

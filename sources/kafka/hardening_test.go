@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -424,34 +426,15 @@ func TestCloseReturnsByItsDeadlineWhenTheClusterHangs(t *testing.T) {
 func TestStopDoesNotWaitForAHungStartOffsetLookup(t *testing.T) {
 	for _, cl := range []client{saramaClient} {
 		c := newCluster(t, 1)
-		held := make(chan struct{}, 1)
-		release := make(chan struct{})
-		var asleep atomic.Int32 // the requests held
-		t.Cleanup(func() {      // before the cluster closes, which must not meet a held request
-			close(release)
-			wait.Within(t, 20*time.Second, "the held requests let go", func() bool { return asleep.Load() == 0 })
-		})
-		c.ControlKey(int16(kmsg.ListOffsets), func(req kmsg.Request) (kmsg.Response, error, bool) {
-			c.KeepControl()
+		held, _ := holdRequests(t, c, kmsg.ListOffsets, 0, func(req kmsg.Request) bool {
 			for _, rt := range req.(*kmsg.ListOffsetsRequest).Topics {
 				for _, rp := range rt.Partitions {
 					if rp.Timestamp >= 0 { // by time: the start offset lookup
-						select {
-						case held <- struct{}{}:
-						default:
-						}
-						select {
-						case <-release:
-						default:
-							asleep.Add(1)
-							c.SleepControl(func() { <-release })
-							asleep.Add(-1)
-						}
-						return nil, nil, false
+						return true
 					}
 				}
 			}
-			return nil, nil, false
+			return false
 		})
 		o := sourceOptions(c, "g-hung-lookup")
 		o.InitialOffset, o.StartTime = kafka.OffsetTimestamp, time.Now()
@@ -478,5 +461,144 @@ func TestStopDoesNotWaitForAHungStartOffsetLookup(t *testing.T) {
 			cancel()
 			<-stopped
 		}
+	}
+}
+
+// holdRequests makes c hold the requests of key that match accepts (only
+// the first limit of them when limit > 0: the others go through) until
+// the returned release is called or the test ends; held receives a value
+// when one is held. match runs on the cluster's loop, one request at a
+// time. The test must have registered c's Close before (newCluster does),
+// so that the held requests let go before the cluster closes.
+func holdRequests(t testing.TB, c *kfake.Cluster, key kmsg.Key, limit int32, match func(kmsg.Request) bool) (held <-chan struct{}, release func()) {
+	t.Helper()
+	heldCh := make(chan struct{}, 1)
+	let := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(let) }) }
+	var asleep atomic.Int32 // the requests held
+	var matched int32
+	t.Cleanup(func() {
+		release()
+		wait.Within(t, 20*time.Second, "the held requests let go", func() bool { return asleep.Load() == 0 })
+	})
+	c.ControlKey(int16(key), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !match(req) {
+			return nil, nil, false
+		}
+		if matched++; limit > 0 && matched > limit {
+			return nil, nil, false
+		}
+		select {
+		case heldCh <- struct{}{}:
+		default:
+		}
+		select {
+		case <-let:
+		default:
+			asleep.Add(1)
+			c.SleepControl(func() { <-let })
+			asleep.Add(-1)
+		}
+		return nil, nil, false
+	})
+	return heldCh, release
+}
+
+// joinWhileHeld starts a member of a's group (b's options) once a member
+// of a's options, whose handler calls extra as pipelineOpts does, is ready
+// (ready returns), and fails the test unless the rebalance gives b a
+// partition within limit: a must let its partitions go by then, whatever
+// request the cluster holds. It then calls release and checks that the
+// members handle every record below ends. The group's session and
+// rebalance timeouts are long (45s, 1m), so that neither ends a's part in
+// the rebalance first.
+func joinWhileHeld(t *testing.T, cl client, a, b kafka.Options, ends map[int32]int64, extra func(*message.Message[[]byte]) error,
+	ready func(l *ledger), release func(), limit time.Duration) {
+	t.Helper()
+	var la, lb assignLog
+	a.Telemetry, b.Telemetry = la.hooks(), lb.hooks()
+	for _, o := range []*kafka.Options{&a, &b} {
+		cfg := *o.Config
+		cfg.Consumer.Group.Session.Timeout = 45 * time.Second
+		cfg.Consumer.Group.Rebalance.Timeout = time.Minute
+		o.Config = &cfg
+	}
+	l := newLedger()
+	pa := startPipeline(t, pipelineOpts("a", cl.new(t, a), 1, l, extra))
+	defer stopPipeline(t, pa)
+	ready(l)
+	start := time.Now()
+	pb := startPipeline(t, pipelineOpts("b", cl.new(t, b), 1, l, nil))
+	defer stopPipeline(t, pb)
+	wait.Within(t, limit, "the joining member to claim a partition (the held request holds the rebalance)",
+		func() bool { return len(lb.held()) > 0 })
+	t.Logf("the joining member claimed a partition after %v", time.Since(start).Round(time.Millisecond))
+	release()
+	wait.Within(t, 20*time.Second, "every record handled", func() bool { return l.covers(ends) })
+}
+
+// Guarantee: a partition revoked while the cluster leaves its final commit
+// unanswered lets go once RevokeTimeout has passed: the commit is
+// abandoned, so the rebalance completes and the joining member claims its
+// partitions, instead of waiting for the client's read timeout (sarama's
+// Net.ReadTimeout, 30s, for each of Offsets.Retry.Max+1 attempts).
+// (sarama only: franz-go gives the commit up by RevokeTimeout as well, but
+// its client then waits for the request it abandoned, until the request
+// times out, before it rejoins the group.)
+func TestRevokeDoesNotWaitForAnUnansweredFinalCommit(t *testing.T) {
+	for _, cl := range []client{saramaClient} {
+		c := newCluster(t, 2)
+		ends := produce(t, c, 2, 0, 20)
+		group := "g-unanswered-final-commit"
+		a, b := sourceOptions(c, group), sourceOptions(c, group)
+		a.CommitInterval, b.CommitInterval = time.Hour, time.Hour // no commit but the final ones
+		held, release := holdRequests(t, c, kmsg.OffsetCommit, 0, func(kmsg.Request) bool { return true })
+		joinWhileHeld(t, cl, a, b, ends, nil, func(l *ledger) {
+			// The records handled give the final commits offsets to send.
+			wait.Within(t, 20*time.Second, "every record handled", func() bool { return l.covers(ends) })
+		}, release, a.RevokeTimeout+testbroker.HungGrace)
+		select {
+		case <-held:
+		default:
+			t.Fatal("no final commit was held: the rebalance did not wait for one")
+		}
+	}
+}
+
+// Guarantee: a partition revoked while it opens the consumer that
+// redelivers a failed message (sarama's ConsumePartition, which lists the
+// partition's offsets) and the cluster leaves that listing unanswered
+// lets go as its session ends: the rebalance completes and the joining
+// member claims its partitions, instead of waiting for Net.ReadTimeout
+// (30s, twice per listing). The failed message is delivered again.
+func TestRevokeDoesNotWaitForAnUnansweredRedeliveryLookup(t *testing.T) {
+	for _, cl := range []client{saramaClient} { // franz-go moves its own fetch position instead
+		c := newCluster(t, 2)
+		ends := produce(t, c, 2, 0, 20)
+		group := "g-unanswered-redelivery"
+		a, b := sourceOptions(c, group), sourceOptions(c, group)
+		a.FailurePolicy = kafka.FailureRedeliver
+		var armed atomic.Bool // set as the message fails: the next listing of the end offset is held
+		held, release := holdRequests(t, c, kmsg.ListOffsets, 1, func(req kmsg.Request) bool {
+			return armed.Load() && slices.ContainsFunc(req.(*kmsg.ListOffsetsRequest).Topics, func(rt kmsg.ListOffsetsRequestTopic) bool {
+				return slices.ContainsFunc(rt.Partitions, func(rp kmsg.ListOffsetsRequestTopicPartition) bool { return rp.Timestamp == -1 })
+			})
+		})
+		var failed atomic.Bool
+		joinWhileHeld(t, cl, a, b, ends, func(m *message.Message[[]byte]) error {
+			if md, _ := message.MetadataAs[*kafka.Metadata](m); md.Partition == 0 && md.Offset == 5 && failed.CompareAndSwap(false, true) {
+				armed.Store(true)
+				return errors.New("fails once")
+			}
+			return nil
+		}, func(*ledger) {
+			select {
+			case <-held:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the redelivery never listed the partition's offsets")
+			}
+		}, release, testbroker.HungGrace)
 	}
 }

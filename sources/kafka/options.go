@@ -165,7 +165,8 @@ type Options struct {
 	RedeliveryBackoff time.Duration `validate:"gt=0"`
 	// RevokeTimeout bounds how long a revoked (or closing) partition waits
 	// for its in-flight messages before it commits what was handled and lets
-	// the partition go. It must be below
+	// the partition go; that commit, and every other, is given up after
+	// RevokeTimeout too (see docs/kafka.md, Offsets). It must be below
 	// Config.Consumer.Group.Rebalance.Timeout. Default 10s.
 	RevokeTimeout time.Duration `validate:"gt=0"`
 	// ConnectTimeout bounds the connection check each Run starts with:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -500,10 +501,9 @@ wait:
 	if at = p.TakeRetry(); at < 0 {
 		return true
 	}
-	pc, err := p.m.consumer.ConsumePartition(p.Topic, p.Part, at)
+	pc, err := r.consumePartition(at)
 	if err != nil {
-		r.log.Error("kafka partition cannot be rewound; ending the claim so that the group resumes from the committed offset",
-			slog.Int64("offset", at), slog.Any("error", err))
+		r.openFailed("kafka partition cannot be rewound; ending the claim so that the group resumes from the committed offset", at, err)
 		return false
 	}
 	r.setOwn(pc)
@@ -518,6 +518,101 @@ func (r *reader) setOwn(pc sarama.PartitionConsumer) {
 	r.paused = false
 }
 
+// consumePartition opens a consumer of the member that reads the claim's
+// partition from offset at on. sarama's ConsumePartition first lists the
+// partition's offset range (two ListOffsets requests, each sent once more
+// after a metadata refresh when it fails); here each goes out as
+// listOffset sends it, on a connection of its own, and the listing ends
+// with the session, with the claim's revoke (its channel closing) and
+// after Config.Metadata.Timeout (lookupContext), whichever comes first, so
+// that a cluster that does not answer holds neither the claim nor the
+// rebalance for sarama's Net.ReadTimeout. The claim's own consumer is
+// paused meanwhile, and what it still hands over is dropped (the claim
+// reads from at on).
+func (r *reader) consumePartition(at int64) (sarama.PartitionConsumer, error) {
+	p := r.p
+	ctx, cancel := p.m.lookupContext(p.sess.Context())
+	defer cancel()
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case _, ok := <-r.in:
+				if !ok {
+					cancel() // revoked
+					return
+				}
+			case <-stop:
+				return
+			}
+		}
+	}()
+	defer func() { close(stop); <-stopped }()
+	return p.m.lookups.consumePartition(ctx, p.m.consumer, p.Topic, p.Part, at)
+}
+
+// openFailed logs why a consumer of the member could not be opened: at
+// ERROR, unless the claim ended meanwhile (its session or the claim
+// itself), which is no failure.
+func (r *reader) openFailed(msg string, at int64, err error) {
+	if errors.Is(err, context.Canceled) {
+		r.log.Debug("kafka partition released while its consumer opened", slog.Int64("offset", at), slog.Any("error", flat(err)))
+		return
+	}
+	r.log.Error(msg, slog.Int64("offset", at), slog.Any("error", flat(err)))
+}
+
+// offsetClient is the client of the member's own consumer: sarama's, but
+// for GetOffset, which the consumer calls only as it opens a partition
+// (consumePartition) and which goes through listOffset with that
+// partition's lookup context.
+type offsetClient struct {
+	sarama.Client
+	list func(ctx context.Context, topic string, part int32, at int64) (int64, error) // listOffset
+
+	mu   sync.Mutex
+	ctxs map[topicPart]*lookup
+}
+
+type topicPart struct {
+	topic string
+	part  int32
+}
+
+// lookup is the context of one partition's consumePartition.
+type lookup struct{ ctx context.Context }
+
+// consumePartition calls consumer.ConsumePartition with ctx as the context
+// of the offset lookups it makes.
+func (c *offsetClient) consumePartition(ctx context.Context, consumer sarama.Consumer, topic string, part int32, at int64) (sarama.PartitionConsumer, error) {
+	k, l := topicPart{topic, part}, &lookup{ctx}
+	c.mu.Lock()
+	c.ctxs[k] = l
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		if c.ctxs[k] == l {
+			delete(c.ctxs, k)
+		}
+		c.mu.Unlock()
+	}()
+	return consumer.ConsumePartition(topic, part, at)
+}
+
+// GetOffset lists topic/part's offset at at with listOffset, in the
+// context of the partition's consumePartition; sarama's own request when
+// none runs.
+func (c *offsetClient) GetOffset(topic string, part int32, at int64) (int64, error) {
+	c.mu.Lock()
+	l := c.ctxs[topicPart{topic, part}]
+	c.mu.Unlock()
+	if l == nil {
+		return c.Client.GetOffset(topic, part, at)
+	}
+	return c.list(l.ctx, topic, part, at)
+}
+
 // moveTo makes the claim read from offset at on: the claim's consumer,
 // which started elsewhere, is paused and a consumer of the member reads the
 // partition instead, as for a redelivery. It reports false when that
@@ -525,10 +620,9 @@ func (r *reader) setOwn(pc sarama.PartitionConsumer) {
 func (r *reader) moveTo(at int64) bool {
 	r.paused = false
 	r.setPaused(true)
-	pc, err := r.p.m.consumer.ConsumePartition(r.p.Topic, r.p.Part, at)
+	pc, err := r.consumePartition(at)
 	if err != nil {
-		r.log.Error("kafka partition cannot be moved to its start offset; ending the claim so that the group rejoins",
-			slog.Int64("offset", at), slog.Any("error", flat(err)))
+		r.openFailed("kafka partition cannot be moved to its start offset; ending the claim so that the group rejoins", at, err)
 		return false
 	}
 	r.setOwn(pc)

@@ -146,7 +146,8 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		_ = client.Close()
 		return nil, fmt.Errorf("%w: consumer group %q: %w", ErrConnect, s.opts.GroupID, flat(err))
 	}
-	consumer, err := sarama.NewConsumerFromClient(client)
+	lookups := &offsetClient{Client: client, ctxs: map[topicPart]*lookup{}}
+	consumer, err := sarama.NewConsumerFromClient(lookups)
 	if err != nil {
 		_ = group.Close()
 		_ = client.Close()
@@ -154,6 +155,7 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	consumeCtx, endSession := context.WithCancel(ctx)
+	hurryCtx, hurryStop := context.WithCancel(context.Background())
 	m := &member{
 		src:      s,
 		opts:     &s.opts,
@@ -168,18 +170,24 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		consumeCtx: consumeCtx,
 		endSession: endSession,
 
-		drainCh:  make(chan struct{}),
-		hurry:    make(chan struct{}),
-		conns:    conns,
-		cutDone:  make(chan struct{}),
-		failed:   make(chan error, 1),
-		loopDone: make(chan struct{}),
+		drainCh:   make(chan struct{}),
+		hurry:     make(chan struct{}),
+		hurryCtx:  hurryCtx,
+		hurryStop: hurryStop,
+		conns:     conns,
+		cutDone:   make(chan struct{}),
+		failed:    make(chan error, 1),
+		loopDone:  make(chan struct{}),
 
 		commitVersion: commitVersion(cfg.Version),
+		commitConn:    newCommitConn(),
+		lookups:       lookups,
 	}
+	lookups.list = m.listOffset
 	m.cm = claim.NewMember(s.opts.GroupID, stage.Name(), m.log, s.opts.CommitMode == CommitOnAck)
 	if !s.live.Add(m) {
 		cancel()
+		hurryStop()
 		_ = consumer.Close()
 		_ = group.Close()
 		_ = client.Close()
@@ -200,6 +208,7 @@ type member struct {
 	client   sarama.Client
 	group    sarama.ConsumerGroup
 	consumer sarama.Consumer // for partitions rewound to redeliver a message
+	lookups  *offsetClient   // consumer's client
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -214,7 +223,9 @@ type member struct {
 	drainOnce sync.Once
 	drainCh   chan struct{} // closed when Run's ctx ends: stop delivering
 	hurryOnce sync.Once
-	hurry     chan struct{}  // closed when Close's ctx ends: stop waiting
+	hurry     chan struct{}   // closed when Close's ctx ends: stop waiting
+	hurryCtx  context.Context // cancelled with hurry: commits give up too
+	hurryStop context.CancelFunc
 	conns     *kafkaconn.Set // the client's connections, cut when Close's ctx ends
 	cutDone   chan struct{}  // closed once cutShort has run
 	closeOnce sync.Once
@@ -224,9 +235,10 @@ type member struct {
 	wg        sync.WaitGroup // logErrors, commitLoop
 
 	// The member's claims, session and commit bookkeeping (commit.go: one
-	// request in flight at a time).
+	// request in flight at a time, on a connection of its own).
 	cm            *claim.Member
 	commitVersion int16
+	commitConn    *commitConn
 }
 
 func (m *member) draining() bool {
@@ -355,6 +367,8 @@ func (m *member) Close(ctx context.Context) error {
 			m.log.Warn("kafka consumer group closed with an error", slog.Any("error", flat(err)))
 		}
 		m.wg.Wait()
+		m.commitConn.close()
+		m.hurryStop()
 		if err := m.client.Close(); err != nil && !errors.Is(err, sarama.ErrClosedClient) {
 			m.closeErr = fmt.Errorf("kafka: close client: %w", flat(err))
 		}
@@ -368,7 +382,7 @@ func (m *member) Close(ctx context.Context) error {
 // and those it would still make.
 func (m *member) cutShort() {
 	defer close(m.cutDone)
-	m.hurryOnce.Do(func() { close(m.hurry) })
+	m.hurryOnce.Do(func() { close(m.hurry); m.hurryStop() })
 	m.conns.Cut()
 }
 

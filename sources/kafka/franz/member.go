@@ -136,7 +136,11 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		return nil, ErrClosed
 	}
 	m.wg.Go(func() {
-		m.cm.CommitLoop(m.opts.CommitInterval, m.stopped, func() { _ = m.commit(nil) }) // recorded and logged
+		m.cm.CommitLoop(m.opts.CommitInterval, m.stopped, func() {
+			ctx, cancel := context.WithTimeout(m.hurryCtx, m.opts.RevokeTimeout)
+			defer cancel()
+			_ = m.commit(ctx, nil) // recorded and logged
+		})
 	})
 	go m.poll()
 	return m, nil
@@ -566,18 +570,19 @@ func (m *member) Close(ctx context.Context) error {
 }
 
 // commit sends the handled offsets of the member's claims (only p's when
-// only is not nil) in one OffsetCommit request.
-func (m *member) commit(only *partition) error {
+// only is not nil) in one OffsetCommit request, abandoned when ctx ends.
+func (m *member) commit(ctx context.Context, only *partition) error {
 	var c *claim.Claim
 	if only != nil {
 		c = only.Claim
 	}
-	return m.cm.Commit(c, m.send)
+	return m.cm.Commit(ctx, c, m.send)
 }
 
 // send is the member's claim.Send: one synchronous commit through the
-// client, which sends the group's current generation and member id.
-func (m *member) send(blocks []claim.Block) ([]claim.Block, error) {
+// client, which sends the group's current generation and member id, given
+// up when ctx ends.
+func (m *member) send(ctx context.Context, blocks []claim.Block) ([]claim.Block, error) {
 	offs := make(map[string]map[int32]kgo.EpochOffset, 1)
 	for _, b := range blocks {
 		t := offs[b.C.Topic]
@@ -587,8 +592,6 @@ func (m *member) send(blocks []claim.Block) ([]claim.Block, error) {
 		}
 		t[b.C.Part] = kgo.EpochOffset{Epoch: -1, Offset: b.Off}
 	}
-	ctx, cancel := context.WithTimeout(m.hurryCtx, m.opts.RevokeTimeout)
-	defer cancel()
 	var req *kmsg.OffsetCommitRequest
 	var resp *kmsg.OffsetCommitResponse
 	var err error
@@ -631,19 +634,11 @@ func (m *member) send(blocks []claim.Block) ([]claim.Block, error) {
 var errNoAnswer = errors.New("franz: the commit response does not answer for the partition")
 
 // commitFinal commits p's handled offsets on its release, retrying a few
-// times unless the group has moved on (the member's generation is over).
+// times unless the group has moved on (the member's generation is over),
+// all of it within RevokeTimeout (claim.Member.CommitFinal).
 func (m *member) commitFinal(p *partition) {
-	for range 3 {
-		err := m.commit(p)
-		if err == nil || errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.UnknownMemberID) ||
-			errors.Is(err, kerr.RebalanceInProgress) || errors.Is(err, kgo.ErrClientClosed) ||
-			errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			return
-		}
-		select {
-		case <-time.After(100 * time.Millisecond):
-		case <-m.hurry:
-			return
-		}
-	}
+	_ = m.cm.CommitFinal(m.hurryCtx, m.opts.RevokeTimeout, p.Claim, 3, 100*time.Millisecond, m.send, func(err error) bool {
+		return errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.UnknownMemberID) ||
+			errors.Is(err, kerr.RebalanceInProgress) || errors.Is(err, kgo.ErrClientClosed)
+	}) // recorded and logged
 }

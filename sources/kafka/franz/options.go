@@ -121,7 +121,9 @@ type Options struct {
 	RedeliveryBackoff time.Duration `validate:"gt=0"`
 	// RevokeTimeout bounds how long a revoked (or closing) partition waits
 	// for its in-flight messages before it commits what was handled and
-	// lets the partition go. It must be below the client's
+	// lets the partition go; that commit, and every other, is given up
+	// after RevokeTimeout too (see docs/kafka.md, Offsets). It must be
+	// below the client's
 	// kgo.RebalanceTimeout (franz-go's default 60s). Default 10s.
 	RevokeTimeout time.Duration `validate:"gt=0"`
 	// ConnectTimeout bounds the connection check each Run starts with:

@@ -3,6 +3,7 @@ package claim
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -31,7 +32,7 @@ type Member struct {
 	rebalances int64 // generations seen
 	joined     bool
 
-	commitMu     sync.Mutex
+	commitSem    chan struct{} // held by the commit in flight
 	commitBuf    []Block
 	commits      atomic.Int64 // OffsetCommit requests answered
 	commitErrors atomic.Int64 // commits (or parts of them) that failed
@@ -41,7 +42,8 @@ type Member struct {
 // NewMember returns a member of group running in stage; onAck says whether
 // claims wake the commit loop on every advance (CommitOnAck).
 func NewMember(group, stage string, log *slog.Logger, onAck bool) *Member {
-	m := &Member{Group: group, Stage: stage, Log: log, claims: make(map[*Claim]struct{}), generation: -1}
+	m := &Member{Group: group, Stage: stage, Log: log, claims: make(map[*Claim]struct{}), generation: -1,
+		commitSem: make(chan struct{}, 1)}
 	if onAck {
 		m.Wake = make(chan struct{}, 1)
 	}
@@ -111,16 +113,30 @@ type Block struct {
 // Send commits blocks in one request. It returns the blocks it sent (a
 // prefix of blocks, reordered as it likes: those it left out wait for the
 // next commit) with each Err set, or an error when the request failed as a
-// whole.
-type Send func(blocks []Block) (sent []Block, err error)
+// whole. It returns by ctx's end, with an error wrapping ctx's: the request
+// is then abandoned, and whatever the broker makes of it is not recorded
+// (the offsets it carried count as uncommitted). blocks is not used after
+// it returns.
+type Send func(ctx context.Context, blocks []Block) (sent []Block, err error)
 
 // Commit sends, in one request, the handled offsets of the member's claims
 // that differ from what they last committed (only c's when only is not
 // nil), and records what the broker accepted. It returns the failure, if
-// any, as a *CommitError (also logged and kept for Stats).
-func (m *Member) Commit(only *Claim, send Send) error {
-	m.commitMu.Lock()
-	defer m.commitMu.Unlock()
+// any, as a *CommitError (also logged and kept for Stats). It returns by
+// ctx's end, which also ends the wait for the commit before it: a commit
+// that gets no answer by then is abandoned and fails with an error
+// wrapping ctx's.
+func (m *Member) Commit(ctx context.Context, only *Claim, send Send) error {
+	select {
+	case m.commitSem <- struct{}{}:
+	case <-ctx.Done():
+		var blocks []Block
+		if only != nil {
+			blocks = []Block{{C: only}}
+		}
+		return m.failed(fmt.Errorf("kafka: commit not sent, the one before is still on its way: %w", context.Cause(ctx)), blocks)
+	}
+	defer func() { <-m.commitSem }()
 	blocks := m.commitBuf[:0]
 	add := func(c *Claim) {
 		if off := c.Marked.Load(); off >= 0 && off != c.Committed.Load() {
@@ -144,7 +160,7 @@ func (m *Member) Commit(only *Claim, send Send) error {
 	if len(blocks) == 0 {
 		return nil
 	}
-	sent, err := send(blocks)
+	sent, err := send(ctx, blocks)
 	if err != nil {
 		return m.failed(err, sent)
 	}
@@ -167,8 +183,39 @@ func (m *Member) Commit(only *Claim, send Send) error {
 	return nil
 }
 
-// failed records and logs a commit the broker did not accept, and returns
-// the error. The caller holds commitMu.
+// CommitFinal commits c's handled offsets on its release: up to attempts
+// requests, pause apart, until one is accepted or fails with an error over
+// reports as final (the group has moved on to a new generation, the client
+// is closed). The whole of it, the wait for a commit already on its way
+// included, ends with ctx and after timeout (the source's RevokeTimeout),
+// so that a cluster that does not answer holds the release, and with it
+// the rebalance, no longer: a request still unanswered then is abandoned
+// and not recorded as done (see Send). It returns the last failure.
+func (m *Member) CommitFinal(ctx context.Context, timeout time.Duration, c *Claim, attempts int, pause time.Duration,
+	send Send, over func(error) bool) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var err error
+	for i := range attempts {
+		if i > 0 && pause > 0 {
+			t := time.NewTimer(pause)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return err
+			}
+		}
+		err = m.Commit(ctx, c, send)
+		if err == nil || over(err) || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
+}
+
+// failed records and logs a commit the broker did not accept (or that
+// could not be sent), and returns the error.
 func (m *Member) failed(err error, blocks []Block) *CommitError {
 	parts := make([]string, len(blocks))
 	for i, b := range blocks {
