@@ -41,6 +41,7 @@ var (
 	producerRestarts  = desc("producer_restarts_total", "Restarts of the stage's source after a failure.", lPipeline, lStage)
 	producerFailures  = desc("producer_consecutive_failures", "Runs of the source in a row that failed without delivering a message.", lPipeline, lStage)
 	producerBuffered  = desc("producer_buffered_messages", "Delivered messages waiting in the stage buffer for room in the processors' queues.", lPipeline, lStage)
+	producerUnhandled = desc("producer_messages_unhandled_total", "Messages the source delivered that the stage left unacknowledged, never handed to the processors, because the drain was cut short.", lPipeline, lStage)
 	producerStateTime = desc("producer_state_since_seconds", "Unix time at which the stage entered its current state.", lPipeline, lStage)
 
 	feedGranted     = desc("producer_feed_permits_granted_total", "Permits granted to the feed since the source registered it.", lPipeline, lStage, lFeed)
@@ -79,7 +80,7 @@ var states = []producer.State{producer.StateStarting, producer.StateConnecting, 
 
 var allDescs = []*prometheus.Desc{
 	pipelineUp, pipelineRateLimit,
-	producerState, producerRestarts, producerFailures, producerBuffered, producerStateTime,
+	producerState, producerRestarts, producerFailures, producerBuffered, producerUnhandled, producerStateTime,
 	feedGranted, feedOutstanding, feedDelivered, feedDispatched,
 	procReceived, procSucceeded, procFailed, procUnhandled, procInFlight, procQueued, procQueueCap, procBusy, procWorkers, procDuration,
 	batReceived, batBatches, batSize, batSucceeded, batFailed, batUnhandled, batInFlight, batQueued, batQueueCap, batBatchesQ, batBusy, batWorkers, batDuration,
@@ -252,6 +253,7 @@ func collectPipeline(ch chan<- prometheus.Metric, st pipeline.Stats) {
 		counter(ch, producerRestarts, float64(ps.Restarts), name, ps.Stage)
 		gauge(ch, producerFailures, float64(ps.ConsecutiveFailures), name, ps.Stage)
 		gauge(ch, producerBuffered, float64(ps.Buffered), name, ps.Stage)
+		counter(ch, producerUnhandled, float64(ps.Unhandled), name, ps.Stage)
 		if !ps.Since.IsZero() {
 			gauge(ch, producerStateTime, float64(ps.Since.UnixNano())/1e9, name, ps.Stage)
 		}

@@ -25,6 +25,7 @@ import (
 	"github.com/boulevard-go/boulevard/observe"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/topic"
 )
 
@@ -317,12 +318,7 @@ func TestBatcherInFlightIsZeroAfterACutShortDrain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	obs := observe.New(observe.Options{})
-	add(t, obs, p)
-	reg := newRegistry(t, obs)
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	reg := startObserved(t, p)
 	rec := acker.NewRecorder(false)
 	push(t, p, rec, 0, 5) // batches {0,1} (in the handler), {2,3} (queued), {4} (open)
 	wait.For(t, "the first batch in the batch handler", started.Load)
@@ -331,9 +327,7 @@ func TestBatcherInFlightIsZeroAfterACutShortDrain(t *testing.T) {
 		v, _ := find(t, reg, "boulevard_batcher_messages_received_total", labels)
 		return v == 5
 	})
-	if err := p.Stop(context.Background()); !errors.Is(err, pipeline.ErrShutdownTimeout) {
-		t.Fatalf("Stop returned %v, want ErrShutdownTimeout", err)
-	}
+	stopCutShort(t, p)
 	if got := rec.Total(); got != 2 {
 		t.Fatalf("%d messages acknowledged, want 2 (the interrupted batch)", got)
 	}
@@ -342,5 +336,85 @@ func TestBatcherInFlightIsZeroAfterACutShortDrain(t *testing.T) {
 	}
 	if v, ok := find(t, reg, "boulevard_batcher_messages_unhandled_total", labels); !ok || v != 3 {
 		t.Errorf("boulevard_batcher_messages_unhandled_total = %v (found %v), want 3 (batches {2,3} and {4})", v, ok)
+	}
+}
+
+// heldSource delivers n messages to one feed, then waits for its run to
+// be cancelled.
+type heldSource struct {
+	producer.Basic
+	n   int
+	rec *acker.Recorder
+}
+
+func (s heldSource) Run(ctx context.Context, st *producer.Stage[int]) error {
+	feed := st.NewFeed("held", nil)
+	msgs := make([]*message.Message[int], s.n)
+	for i := range msgs {
+		msgs[i] = message.New(i, s.rec, uint64(i))
+	}
+	feed.Deliver(msgs...)
+	<-ctx.Done()
+	return nil
+}
+
+// Guarantee: what a drain cut short leaves in a producer stage's buffer is
+// counted in boulevard_producer_messages_unhandled_total, per stage.
+func TestProducerUnhandledCountsWhatACutLeftInTheStage(t *testing.T) {
+	var started atomic.Bool
+	rec := acker.NewRecorder(false)
+	p, err := pipeline.New(pipeline.Options[int, int]{
+		Name:            "held",
+		ShutdownTimeout: 100 * time.Millisecond, // the handler below only returns once it passes
+		Producer: producer.Options[int]{
+			Source: heldSource{n: 5, rec: rec},
+			// One message passes; the four others wait in the stage buffer.
+			RateLimit: &producer.RateLimit{Allowed: 1, Interval: time.Hour},
+		},
+		Processors: processor.Options[int, int]{Concurrency: 1,
+			Handle: func(ctx context.Context, m *message.Message[int]) (int, error) {
+				started.Store(true)
+				<-ctx.Done() // holds the first message until the drain is cut short
+				return m.Data, ctx.Err()
+			}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := startObserved(t, p)
+	wait.For(t, "the first message in the handler", started.Load)
+	labels := map[string]string{"pipeline": "held", "stage": "held.producer.0"}
+	wait.For(t, "four messages in the stage buffer", func() bool {
+		v, _ := find(t, reg, "boulevard_producer_buffered_messages", labels)
+		return v == 4
+	})
+	stopCutShort(t, p)
+	<-p.Done()
+	if v, ok := find(t, reg, "boulevard_producer_messages_unhandled_total", labels); !ok || v != 4 {
+		t.Errorf("boulevard_producer_messages_unhandled_total = %v (found %v), want 4", v, ok)
+	}
+	if got := rec.Total(); got != 1 {
+		t.Errorf("%d messages acknowledged, want 1 (the interrupted one)", got)
+	}
+}
+
+// startObserved adds p to a new Observer, registers it and starts p; it
+// returns the registry.
+func startObserved(t *testing.T, p *pipeline.Pipeline[int, int]) *prometheus.Registry {
+	t.Helper()
+	obs := observe.New(observe.Options{})
+	add(t, obs, p)
+	reg := newRegistry(t, obs)
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+// stopCutShort stops p, whose shutdown timeout must cut its drain short.
+func stopCutShort(t *testing.T, p *pipeline.Pipeline[int, int]) {
+	t.Helper()
+	if err := p.Stop(context.Background()); !errors.Is(err, pipeline.ErrShutdownTimeout) {
+		t.Fatalf("Stop returned %v, want ErrShutdownTimeout", err)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
 )
 
 // pipelineCutSeeds is how many random pipelines
@@ -112,13 +113,12 @@ func TestCutShortPipelineCountsEveryUnacknowledgedMessageOnce(t *testing.T) {
 	}
 }
 
-// runPipelineCut runs one pipeline of shape c, pushes messages until Stop
-// makes Push fail, and checks the outcomes against the warnings and the
-// stats.
-func runPipelineCut(t *testing.T, seed uint64, c pipelineCutShape) {
+// cutOptions are the options of a pipeline of shape c, logging to log.
+func cutOptions(c pipelineCutShape, log *stagetest.UnackedLog) pipeline.Options[uint64, uint64] {
 	opts := pipeline.Options[uint64, uint64]{
 		Name:            "cut",
 		ShutdownTimeout: c.shutdownTimeout,
+		Logger:          slog.New(log),
 		Processors: processor.Options[uint64, uint64]{
 			Concurrency: c.concurrency, MaxDemand: c.maxDemand,
 			Handle: func(ctx context.Context, m *message.Message[uint64]) (uint64, error) {
@@ -144,9 +144,15 @@ func runPipelineCut(t *testing.T, seed uint64, c pipelineCutShape) {
 		}
 		opts.Batchers = append(opts.Batchers, bo)
 	}
+	return opts
+}
+
+// runPipelineCut runs one pipeline of shape c, pushes messages until Stop
+// makes Push fail, and checks the outcomes against the warnings and the
+// stats.
+func runPipelineCut(t *testing.T, seed uint64, c pipelineCutShape) {
 	log := &stagetest.UnackedLog{}
-	opts.Logger = slog.New(log)
-	p := mustNew(t, opts)
+	p := mustNew(t, cutOptions(c, log))
 	if err := p.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -174,25 +180,121 @@ func runPipelineCut(t *testing.T, seed uint64, c pipelineCutShape) {
 	err := p.Stop(context.Background())
 	pushers.Wait()
 	<-p.Done()
+	checkPipelineCut(t, c, p, err, log, rec, int(accepted.Load()))
+}
+
+// checkPipelineCut checks a pipeline of shape c that Stop (which returned
+// err) stopped, once it is done: of the taken messages, those without an
+// outcome in rec are exactly the stages' Unhandled and the sum of the
+// warnings in log, and none got two outcomes.
+func checkPipelineCut(t *testing.T, c pipelineCutShape, p *pipeline.Pipeline[uint64, uint64], err error,
+	log *stagetest.UnackedLog, rec *acker.Recorder, taken int) {
+	t.Helper()
 	if err != nil && !errors.Is(err, pipeline.ErrShutdownTimeout) {
 		t.Fatalf("Stop: %v", err)
 	}
-
 	counts := rec.Counts()
 	for id, n := range counts {
 		if n != 1 {
 			t.Errorf("message %d acknowledged %d times", id, n)
 		}
 	}
-	left := int(accepted.Load()) - len(counts)
+	left := taken - len(counts)
 	st := p.Stats()
-	unhandled := st.Processors.Unhandled
+	var producers uint64
+	for _, ps := range st.Producers {
+		producers += ps.Unhandled
+	}
+	unhandled := producers + st.Processors.Unhandled
 	for _, b := range st.Batchers {
 		unhandled += b.Unhandled
 	}
 	sum, lines := log.Sum()
 	if sum != left || unhandled != uint64(left) {
-		t.Errorf("%+v: %d of %d messages taken got no outcome; the warnings count %d %v, Unhandled %d (processors %d)",
-			c, left, accepted.Load(), sum, lines, unhandled, st.Processors.Unhandled)
+		t.Errorf("%+v: %d of %d messages taken got no outcome; the warnings count %d %v, Unhandled %d (producers %d, processors %d)",
+			c, left, taken, sum, lines, unhandled, producers, st.Processors.Unhandled)
 	}
+}
+
+// Guarantee: in a pipeline fed by a producer.Source, whose producer stages
+// may still hold delivered messages when a drain is cut short (or be
+// handed more by a fetch that was under way), every message the source
+// delivered either got exactly one outcome or is counted exactly once
+// among the producer stages', the processors' and the batchers'
+// Unhandled, and in exactly one of their warnings.
+func TestCutShortPipelineCountsEveryUndispatchedMessageOnce(t *testing.T) {
+	for seed := range uint64(pipelineCutSeeds(t)) {
+		rng := rand.New(rand.NewPCG(seed, 0))
+		c := newPipelineCutShape(rng)
+		src := &cutSource{
+			feeds: 1 + rng.IntN(3), per: c.messages,
+			flow: producer.Flow{Initial: 2 + rng.IntN(60), Refill: 1 + rng.IntN(40)},
+			rec:  acker.NewRecorder(false), seed: seed,
+		}
+		src.flow.Threshold = rng.IntN(src.flow.Initial)
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { runSourceCut(t, c, src) })
+		})
+	}
+}
+
+// runSourceCut runs one pipeline of shape c fed by src in c.pushers
+// producer stages, stops it and checks what src delivered against the
+// outcomes, the warnings and the stats.
+func runSourceCut(t *testing.T, c pipelineCutShape, src *cutSource) {
+	log := &stagetest.UnackedLog{}
+	opts := cutOptions(c, log)
+	opts.Producer = producer.Options[uint64]{Source: src, Concurrency: c.pushers, Flow: src.flow}
+	p := mustNew(t, opts)
+	if err := p.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(c.stopAfter)
+	err := p.Stop(context.Background())
+	<-p.Done()
+	checkPipelineCut(t, c, p, err, log, src.rec, int(src.delivered.Load()))
+}
+
+// cutSource is a source whose every feed delivers up to per messages, as
+// many as its permits allow at a time, each after a fetch of up to 2ms
+// that does not heed the run's context (so a fetch under way when the
+// stage stops still delivers), then waits for its run to be cancelled.
+type cutSource struct {
+	producer.Basic
+	feeds, per int
+	flow       producer.Flow
+	rec        *acker.Recorder
+	seed       uint64
+	ids        atomic.Uint64
+	delivered  atomic.Int64 // messages the stages took
+}
+
+func (s *cutSource) Run(ctx context.Context, st *producer.Stage[uint64]) error {
+	var g sync.WaitGroup
+	for f := range s.feeds {
+		feed := st.NewFeed(fmt.Sprint(f), nil)
+		g.Go(func() {
+			rng := rand.New(rand.NewPCG(s.seed, uint64(st.Index()*s.feeds+f)+100))
+			for sent := 0; sent < s.per; {
+				n, err := feed.Acquire(ctx, min(1+rng.IntN(32), s.per-sent))
+				if err != nil {
+					return
+				}
+				time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
+				msgs := make([]*message.Message[uint64], n)
+				for i := range msgs {
+					id := s.ids.Add(1)
+					msgs[i] = message.New(id, s.rec, id)
+				}
+				if !feed.TryDeliver(msgs...) {
+					return
+				}
+				s.delivered.Add(int64(n))
+				sent += n
+			}
+		})
+	}
+	g.Wait()
+	<-ctx.Done()
+	return nil
 }

@@ -42,6 +42,11 @@ type ProducerStats struct {
 	// Buffered is the number of delivered messages waiting in the stage
 	// buffer for room in the processors' queues.
 	Buffered int
+	// Unhandled counts the messages the stage's source delivered that a
+	// drain cut short left in the stage, never handed to the processors:
+	// they stay unacknowledged (producer.Stage.Unhandled). It equals the
+	// "messages" of the stage's shutdown-timeout warning.
+	Unhandled uint64
 	// Feeds are the permit counters of the feeds the stage's source has
 	// open (producer.Stage.FeedStats): permits granted and outstanding,
 	// messages delivered and dispatched.
@@ -95,6 +100,7 @@ func (p *Pipeline[In, Out]) Stats() Stats {
 		ps := ProducerStats{StageStatus: s}
 		if i < len(stages) {
 			ps.Buffered = stages[i].Buffered()
+			ps.Unhandled = stages[i].Unhandled()
 			ps.Feeds = stages[i].FeedStats()
 		}
 		st.Producers = append(st.Producers, ps)

@@ -106,13 +106,22 @@ func (p *runtime[T]) Run(ctx context.Context, fatal func(error)) {
 		s.mu.Lock()
 		s.stop = ctx
 		s.mu.Unlock()
+		ran := make(chan struct{})
 		g.Go(func() {
+			defer close(ran)
 			if err := s.run(fetchCtx, p.opts.Source, p.opts.Restart); err != nil {
 				s.log.Error("producer stage gave up", slog.Any("error", err))
 				fatal(err)
 			}
 		})
-		g.Go(func() { s.dispatch(ctx) })
+		g.Go(func() {
+			// The stage counts what it leaves behind once nothing
+			// more can be delivered to it: the dispatcher waits for
+			// the source's runs to end.
+			lost := s.dispatch(ctx)
+			<-ran
+			s.settle(lost)
+		})
 	}
 	g.Wait()
 	if len(p.stages) == 0 {

@@ -73,6 +73,8 @@ type Stage[T any] struct {
 
 	stMu   sync.Mutex // guards status; taken after mu when both are held
 	status StageStatus
+
+	unhandled atomic.Uint64 // see Unhandled
 }
 
 type entry[T any] struct {
@@ -99,6 +101,16 @@ func (s *Stage[T]) Buffered() int {
 	defer s.mu.Unlock()
 	return s.queuedLocked()
 }
+
+// Unhandled counts the messages delivered to the stage that it will never
+// hand to the processors: those it still held, in its buffer or on their
+// way to the processors, when the pipeline's hard stop (a drain cut short
+// by the shutdown timeout) ended its dispatching, and those delivered to
+// it after that. It is counted once the source's Run and the stage's
+// dispatching have both returned, and equals the "messages" of the
+// stage's warning then. Withdrawn messages are the source's and are not
+// counted.
+func (s *Stage[T]) Unhandled() uint64 { return s.unhandled.Load() }
 
 // queuedLocked is the number of messages waiting in the stage buffer.
 func (s *Stage[T]) queuedLocked() int { return len(s.pending) - s.head }
@@ -247,12 +259,14 @@ func (s *Stage[T]) finish() {
 
 // dispatch moves buffered messages to the output until the source has
 // finished and the buffer is empty, or until ctx (the pipeline's hard-stop
-// context) is cancelled, in which case what is left stays unacknowledged.
+// context) is cancelled, in which case what is left stays unacknowledged:
+// it returns how many messages it had taken out of the buffer and did not
+// hand over (settle counts them with those still buffered).
 //
 // It takes the buffer one chunk (at most dispatchChunk messages) at a time,
 // so that everything but the chunk being handed over stays in the buffer,
 // where Feed.Withdraw can still remove it.
-func (s *Stage[T]) dispatch(ctx context.Context) {
+func (s *Stage[T]) dispatch(ctx context.Context) (lost int) {
 	chunk := make([]entry[T], 0, dispatchChunk)
 	msgs := make([]*message.Message[T], 0, dispatchChunk)
 	for {
@@ -264,13 +278,13 @@ func (s *Stage[T]) dispatch(ctx context.Context) {
 		for s.queuedLocked() == 0 && len(s.refills) == 0 {
 			if s.finished {
 				s.mu.Unlock()
-				return
+				return 0
 			}
 			s.mu.Unlock()
 			select {
 			case <-s.wake:
 			case <-ctx.Done():
-				return
+				return 0
 			}
 			s.mu.Lock()
 		}
@@ -290,13 +304,11 @@ func (s *Stage[T]) dispatch(ctx context.Context) {
 		if ctx.Err() != nil {
 			// Hard stop: an Output with room may accept messages even
 			// with a cancelled ctx, so do not offer them.
-			s.leftBehind(0)
-			return
+			return 0
 		}
 		n, err := s.gate.take(ctx, want)
 		if err != nil {
-			s.leftBehind(0)
-			return
+			return 0
 		}
 		// Take at most n: the buffer may have shrunk meanwhile
 		// (Feed.Withdraw), never grown at its front.
@@ -314,15 +326,13 @@ func (s *Stage[T]) dispatch(ctx context.Context) {
 			msgs = append(msgs, e.msg)
 		}
 		if ctx.Err() != nil {
-			s.leftBehind(len(chunk))
-			return
+			return len(chunk)
 		}
 		got, err := s.out.Publish(ctx, msgs)
 		if err != nil {
 			// Stopping: which messages an Output took before failing
 			// need not be a prefix, and no feed will be refilled.
-			s.leftBehind(len(chunk) - got)
-			return
+			return len(chunk) - got
 		}
 		s.charge(chunk)
 		clear(chunk)
@@ -379,11 +389,21 @@ func (s *Stage[T]) withdraw(f *Feed[T], collect bool, dst []*message.Message[T])
 	return dst, removed
 }
 
-func (s *Stage[T]) leftBehind(n int) {
+// settle is the stage's last step, once the source's Run and dispatch
+// (which returned lost) have both returned, so that nothing is delivered
+// into the buffer any more. What dispatch took and did not hand over, and
+// what is still buffered (only a hard stop leaves any: what the dispatcher
+// held, and what the source delivered after it stopped), stays
+// unacknowledged: settle counts it in Unhandled and logs it in one
+// warning, and lets go of it (a later Withdraw finds nothing).
+func (s *Stage[T]) settle(lost int) {
 	s.mu.Lock()
-	n += s.queuedLocked()
+	n := lost + s.queuedLocked()
+	clear(s.pending)
+	s.pending, s.head = nil, 0
 	s.mu.Unlock()
 	if n > 0 {
+		s.unhandled.Add(uint64(n))
 		s.log.Warn("producer stage stopped before dispatching every buffered message; they stay unacknowledged",
 			slog.Int("messages", n))
 	}
