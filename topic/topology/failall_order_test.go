@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -105,6 +106,82 @@ func TestFailAllDeadLettersInOrder(t *testing.T) {
 		defer r.Close(t.Context())
 		if got := queuedValues(r); fmt.Sprint(got) != "[3 4 5]" {
 			t.Errorf("DLQ holds %v, want [3 4 5]", got)
+		}
+	})
+}
+
+// Guarantee: under FailAll, every later message of a poisoned key is
+// dead-lettered with the error of the message that poisoned it, whether it
+// was held back behind that message or arrived after the key was
+// poisoned, so the DLQ says why each message is there.
+func TestPoisonedKeyDeadLettersGiveTheFirstFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, _ := topology.NewMemory[int](topology.MemoryOptions{})
+		defer m.Close(t.Context())
+		top, err := topology.New("ledger").Sequenced(topology.FailAll).DLQ().Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := m.Declare(t.Context(), top)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, err := topology.NewSource(topology.SourceOptions[int]{Queues: q, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := pipeline.New(pipeline.Options[int, int]{
+			Name:     "ledger",
+			Logger:   slog.New(slog.DiscardHandler),
+			Producer: producer.Options[int]{Source: src},
+			Processors: processor.Options[int, int]{Concurrency: 2, Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+				if m.Data == 1 {
+					// 2 waits behind 1.
+					for src.Stats().HeldBack < 1 {
+						time.Sleep(time.Millisecond)
+					}
+					return 0, topology.Reject(errors.New("overdrawn"))
+				}
+				return m.Data, nil
+			}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		pub, _ := topology.NewPublisher(q, topology.PublisherOptions[int]{Key: func(int) string { return "A" }})
+		publishUntilDead := func(dead uint64, vs ...int) {
+			t.Helper()
+			for _, v := range vs {
+				if err := pub.Publish(t.Context(), v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for src.Stats().DeadLettered < dead {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		publishUntilDead(2, 1, 2) // 1 poisons the key, 2 was held back behind it
+		publishUntilDead(3, 3)    // 3 arrives once the key is poisoned
+		if err := p.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		r, err := q.SubscribeDead(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close(t.Context())
+		buf := make([]topology.Letter[int], 8)
+		n, _ := r.TryReceive(buf)
+		var got []string
+		for _, l := range buf[:n] {
+			got = append(got, fmt.Sprintf("%d: %s", l.Value, l.Death.Error))
+		}
+		const later = `key "A" poisoned by an earlier message: overdrawn`
+		if want := []string{"1: overdrawn", "2: " + later, "3: " + later}; !slices.Equal(got, want) {
+			t.Errorf("DLQ holds %q, want %q", got, want)
 		}
 	})
 }

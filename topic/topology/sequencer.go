@@ -22,6 +22,9 @@ const (
 // keyState is one key with a message in flight (or held for a retry).
 type keyState[T any] struct {
 	poisoned bool
+	// cause is, once poisoned, the error of the message that poisoned
+	// the key: the later messages' dead letters give it.
+	cause string
 	// draining is set while the messages held back when the key was
 	// poisoned are being dead-lettered: later arrivals join them, so
 	// that they reach the DLQ in order.
@@ -61,6 +64,7 @@ func (q *sequencer[T]) forget(key string, ks *keyState[T]) {
 	delete(q.keys, key)
 	if len(q.free) < 1024 {
 		ks.waiting = ks.waiting[:0]
+		ks.cause = ""
 		q.free = append(q.free, ks)
 	}
 }
@@ -139,10 +143,11 @@ func (q *sequencer[T]) putBack(p pendingLetter[T]) bool {
 	return true
 }
 
-// poison marks key poisoned and returns the messages of it held back. The
-// key is draining until drained returns nil: messages of it that arrive
-// meanwhile are held back too, for the caller to dead-letter after these.
-func (q *sequencer[T]) poison(key string) []pendingLetter[T] {
+// poison marks key poisoned by a message that failed with cause, and
+// returns the messages of it held back. The key is draining until drained
+// returns nil: messages of it that arrive meanwhile are held back too, for
+// the caller to dead-letter after these.
+func (q *sequencer[T]) poison(key, cause string) []pendingLetter[T] {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	ks := q.keys[key]
@@ -150,7 +155,7 @@ func (q *sequencer[T]) poison(key string) []pendingLetter[T] {
 		ks = q.newKey()
 		q.keys[key] = ks
 	}
-	ks.poisoned, ks.draining = true, true
+	ks.poisoned, ks.draining, ks.cause = true, true, cause
 	out := ks.waiting
 	ks.waiting = nil
 	q.held -= len(out)
@@ -229,4 +234,14 @@ func (q *sequencer[T]) drain() []pendingLetter[T] {
 	}
 	q.held = 0
 	return out
+}
+
+// cause returns the error of the message that poisoned key.
+func (q *sequencer[T]) cause(key string) string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if ks := q.keys[key]; ks != nil {
+		return ks.cause
+	}
+	return ""
 }

@@ -363,7 +363,7 @@ func (s *Source[T]) admit(ctx context.Context, out []pendingLetter[T], l Letter[
 	case admitDeliver:
 		out = append(out, pendingLetter[T]{l: l, r: r})
 	case admitPoisoned:
-		s.poisonLetter(ctx, &pendingLetter[T]{l: l, r: r}, "")
+		s.poisonLetter(ctx, &pendingLetter[T]{l: l, r: r}, poisonedBy(l.Key, s.seq.cause(l.Key)))
 	}
 	return out
 }
@@ -527,10 +527,10 @@ func (s *Source[T]) kill(ctx context.Context, p *pendingLetter[T], reason Reason
 		// The key's held-back messages are dead-lettered in order, and so
 		// are those that arrive meanwhile, before any later one is
 		// dead-lettered on arrival: the DLQ keeps the key's order.
-		ws := s.seq.poison(p.l.Key)
+		ws := s.seq.poison(p.l.Key, text)
 		for {
 			for i := range ws {
-				s.poisonLetter(ctx, &ws[i], "key "+strconv.Quote(p.l.Key)+" poisoned by an earlier message: "+text)
+				s.poisonLetter(ctx, &ws[i], poisonedBy(p.l.Key, text))
 			}
 			if ws = s.seq.drained(p.l.Key); len(ws) == 0 {
 				break
@@ -542,9 +542,20 @@ func (s *Source[T]) kill(ctx context.Context, p *pendingLetter[T], reason Reason
 	s.release(p.l)
 }
 
+// poisonedBy is the dead-letter error of a message of key, poisoned by an
+// earlier message that failed with cause.
+func poisonedBy(key, cause string) string {
+	text := "key " + strconv.Quote(key) + " poisoned by an earlier message"
+	if cause != "" {
+		text += ": " + cause
+	}
+	return text
+}
+
+// poisonLetter dead-letters p, whose key is poisoned, with error text.
 func (s *Source[T]) poisonLetter(ctx context.Context, p *pendingLetter[T], text string) {
 	if text == "" {
-		text = "key " + strconv.Quote(p.l.Key) + " poisoned by an earlier message"
+		text = poisonedBy(p.l.Key, "")
 	}
 	stamp(&p.l, time.Now())
 	s.poisoned.Add(1)
