@@ -47,42 +47,11 @@ func TestFailAllDeadLettersInOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m, _ := topology.NewMemory[int](topology.MemoryOptions{})
 		defer m.Close(t.Context())
-		top, err := topology.New("ledger").Sequenced(topology.FailAll).DLQ().Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		mq, err := m.Declare(t.Context(), top)
-		if err != nil {
-			t.Fatal(err)
-		}
 		var src *topology.Source[int]
-		q := slowDead{Queues: mq, src: func() *topology.Source[int] { return src },
-			dead: func() int { return m.Queued("ledger-dlq", "") }}
-		src, err = topology.NewSource(topology.SourceOptions[int]{Queues: q, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := pipeline.New(pipeline.Options[int, int]{
-			Name:     "ledger",
-			Logger:   slog.New(slog.DiscardHandler),
-			Producer: producer.Options[int]{Source: src},
-			Processors: processor.Options[int, int]{Concurrency: 2, Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
-				if m.Data == 3 {
-					// 4 waits behind 3.
-					for end := time.Now().Add(time.Minute); src.Stats().HeldBack < 1 && time.Now().Before(end); {
-						time.Sleep(time.Millisecond)
-					}
-					return 0, topology.Reject(errors.New("overdrawn"))
-				}
-				return m.Data, nil
-			}},
+		q, mq, src, p := startLedger(t, m, 3, func(mq topology.Queues[int]) topology.Queues[int] {
+			return slowDead{Queues: mq, src: func() *topology.Source[int] { return src },
+				dead: func() int { return m.Queued("ledger-dlq", "") }}
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
 		pub, _ := topology.NewPublisher(q, topology.PublisherOptions[int]{Key: func(int) string { return "A" }})
 		for v := 1; v <= 4; v++ {
 			if err := pub.Publish(t.Context(), v); err != nil {
@@ -118,39 +87,7 @@ func TestPoisonedKeyDeadLettersGiveTheFirstFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m, _ := topology.NewMemory[int](topology.MemoryOptions{})
 		defer m.Close(t.Context())
-		top, err := topology.New("ledger").Sequenced(topology.FailAll).DLQ().Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		q, err := m.Declare(t.Context(), top)
-		if err != nil {
-			t.Fatal(err)
-		}
-		src, err := topology.NewSource(topology.SourceOptions[int]{Queues: q, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := pipeline.New(pipeline.Options[int, int]{
-			Name:     "ledger",
-			Logger:   slog.New(slog.DiscardHandler),
-			Producer: producer.Options[int]{Source: src},
-			Processors: processor.Options[int, int]{Concurrency: 2, Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
-				if m.Data == 1 {
-					// 2 waits behind 1.
-					for src.Stats().HeldBack < 1 {
-						time.Sleep(time.Millisecond)
-					}
-					return 0, topology.Reject(errors.New("overdrawn"))
-				}
-				return m.Data, nil
-			}},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		q, _, src, p := startLedger(t, m, 1, nil)
 		pub, _ := topology.NewPublisher(q, topology.PublisherOptions[int]{Key: func(int) string { return "A" }})
 		publishUntilDead := func(dead uint64, vs ...int) {
 			t.Helper()
@@ -184,4 +121,53 @@ func TestPoisonedKeyDeadLettersGiveTheFirstFailure(t *testing.T) {
 			t.Errorf("DLQ holds %q, want %q", got, want)
 		}
 	})
+}
+
+// startLedger declares the sequenced FailAll topology "ledger" on m, with
+// a DLQ, and starts a pipeline of two processors on a source of its queues,
+// as wrap makes them of the declared ones when wrap is not nil. The
+// handler rejects value bad ("overdrawn") once a later message of its key
+// is held back behind it, and handles the others. It returns the queues
+// the source reads, the declared ones, the source and the pipeline.
+func startLedger(t *testing.T, m *topology.Memory[int], bad int,
+	wrap func(topology.Queues[int]) topology.Queues[int]) (topology.Queues[int], topology.Queues[int], *topology.Source[int], *pipeline.Pipeline[int, int]) {
+	t.Helper()
+	top, err := topology.New("ledger").Sequenced(topology.FailAll).DLQ().Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	declared, err := m.Declare(t.Context(), top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := declared
+	if wrap != nil {
+		q = wrap(declared)
+	}
+	src, err := topology.NewSource(topology.SourceOptions[int]{Queues: q, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pipeline.New(pipeline.Options[int, int]{
+		Name:     "ledger",
+		Logger:   slog.New(slog.DiscardHandler),
+		Producer: producer.Options[int]{Source: src},
+		Processors: processor.Options[int, int]{Concurrency: 2, Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+			if m.Data == bad {
+				// The next message of the key waits behind it.
+				for end := time.Now().Add(time.Minute); src.Stats().HeldBack < 1 && time.Now().Before(end); {
+					time.Sleep(time.Millisecond)
+				}
+				return 0, topology.Reject(errors.New("overdrawn"))
+			}
+			return m.Data, nil
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return q, declared, src, p
 }
