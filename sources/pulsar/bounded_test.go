@@ -1,6 +1,8 @@
 package pulsar_test
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -8,10 +10,25 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
 	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 )
+
+// patientClient is a client on e's broker whose operation timeout (a
+// minute) is far longer than testbroker.HungDeadline: a call that waits
+// for a withheld answer instead of its context shows.
+func (e *env) patientClient() pulsar.Client {
+	e.t.Helper()
+	cl, err := pulsar.NewClient(pulsar.ClientOptions{URL: e.broker.URL(), OperationTimeout: time.Minute, Logger: quietLogger()})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(cl.Close)
+	return cl
+}
 
 // Guarantee: Close returns by its context's deadline, with an error
 // wrapping context.DeadlineExceeded, while the broker does not answer the
@@ -20,11 +37,7 @@ import (
 // and a later Close waits for it.
 func TestCloseReturnsByItsDeadlineWhileTheBrokerWithholdsTheConsumerClose(t *testing.T) {
 	e := newEnv(t)
-	cl, err := pulsar.NewClient(pulsar.ClientOptions{URL: e.broker.URL(), OperationTimeout: time.Minute, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
+	cl := e.patientClient()
 	want := e.publish("hung-close", "m", 1)
 	r := newReceived()
 	src := bpulsar.New(bpulsar.Options{Client: cl, Topics: []string{"hung-close"}, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
@@ -33,4 +46,51 @@ func TestCloseReturnsByItsDeadlineWhileTheBrokerWithholdsTheConsumerClose(t *tes
 	release := e.broker.Withhold(pulsartest.CommandCloseConsumer)
 	t.Cleanup(release) // before the pipeline stops
 	testbroker.ReturnsByDeadline(t, "Close", src.Close)
+}
+
+// Guarantee: a stage that failed returns from Run once its context ends
+// while the broker does not answer the close of the consumers it retires
+// (one topic subscribed, the other refused): Stop returns by its deadline
+// with no producer stage left running, the close goes on in the
+// background, and a later Close waits for it.
+func TestStopReturnsByItsDeadlineWhileTheBrokerWithholdsARetiredConsumersClose(t *testing.T) {
+	e := newEnv(t)
+	cl := e.patientClient()
+	release := e.broker.Withhold(pulsartest.CommandCloseConsumer)
+	t.Cleanup(release) // before the pipeline stops
+	e.broker.RefuseSubscribe("retired-b", "sub", errors.New("not now"))
+	src := bpulsar.New(bpulsar.Options{Client: cl, Topics: []string{"retired-a", "retired-b"}, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
+	p, _ := start(t, pipeline.Options[[]byte, []byte]{
+		Name:       "retired",
+		Logger:     testLogger(),
+		Producer:   producer.Options[[]byte]{Source: src},
+		Processors: processor.Options[[]byte, []byte]{Handle: recordAll(newReceived())},
+	})
+	wait.Within(t, waitLimit, "the retired consumer's close withheld", func() bool {
+		st := e.broker.Stats()
+		return st.SubscribesRefused > 0 && st.Withheld > 0
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), testbroker.HungDeadline)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- p.Stop(ctx) }()
+	select {
+	case err := <-stopped:
+		var te *pipeline.ShutdownTimeoutError
+		if errors.As(err, &te) {
+			for _, s := range te.Running {
+				if s.Kind == pipeline.KindProducerStage {
+					t.Errorf("Stop with a retired consumer's close withheld left %v running: %v", s, err)
+				}
+			}
+		}
+	case <-time.After(testbroker.HungDeadline + testbroker.HungGrace):
+		t.Fatalf("Stop with a retired consumer's close withheld still runs %v after its %v deadline", testbroker.HungGrace, testbroker.HungDeadline)
+	}
+	release()
+	closeCtx, cancelClose := context.WithTimeout(context.Background(), waitLimit)
+	defer cancelClose()
+	if err := src.Close(closeCtx); err != nil {
+		t.Errorf("Close once the broker answers: %v", err)
+	}
 }

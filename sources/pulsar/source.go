@@ -43,7 +43,7 @@ type Source struct {
 	mu     sync.Mutex
 	live   map[*consumer]struct{}
 	closed bool
-	bg     sync.WaitGroup // subscribe calls that outlived their Run, and Close's consumer closes
+	bg     sync.WaitGroup // subscribe calls that outlived their Run, and the consumer closes of retire and Close
 	// warnedDLQ is set once the source has said that a DLQ policy cannot
 	// fire on its subscription type.
 	warnedDLQ atomic.Bool
@@ -154,7 +154,8 @@ func (s *Source) Stats() Stats {
 // (Close closes them). It returns an error, after closing every consumer of
 // the stage, when the options are invalid, when a consumer cannot subscribe
 // or when one is closed under it: the pipeline then restarts the stage with
-// new consumers.
+// new consumers. Closing them waits for the broker's answers only until ctx
+// ends: the closes then go on in the background, and Close waits for them.
 func (s *Source) Run(ctx context.Context, st *producer.Stage[[]byte]) error {
 	flow := st.Flow()
 	if err := validate.Join(s.opts.Validate(), validateFlow(flow)); err != nil {
@@ -175,7 +176,7 @@ func (s *Source) Run(ctx context.Context, st *producer.Stage[[]byte]) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			s.retire(cs)
+			s.retire(ctx, cs)
 			return err
 		}
 		cs = append(cs, c)
@@ -202,7 +203,7 @@ func (s *Source) Run(ctx context.Context, st *producer.Stage[[]byte]) error {
 		err = &ConsumerError{Stage: st.Index(), Broker: s.broker, Subscription: s.opts.Subscription, Kind: ErrConsumerClosed}
 	}
 	// The producer stage logs err once, when it restarts the stage.
-	s.retire(cs)
+	s.retire(ctx, cs)
 	return err
 }
 
@@ -340,11 +341,25 @@ func (deadLetterCounter) OnAcknowledge(pulsar.Consumer, pulsar.MessageID) {}
 func (deadLetterCounter) OnNegativeAcksSend(pulsar.Consumer, []pulsar.MessageID) {}
 
 // retire closes the consumers of a failed stage run, so that their
-// replacements can subscribe (an exclusive subscription admits one).
-func (s *Source) retire(cs []*consumer) {
+// replacements can subscribe (an exclusive subscription admits one). The
+// closes run on the background group and retire waits for them until ctx
+// (Run's) ends: a stop does not wait for the broker to answer them, and
+// Close waits for them within its own context.
+func (s *Source) retire(ctx context.Context, cs []*consumer) {
+	if len(cs) == 0 {
+		return
+	}
 	liveset.Remove(&s.mu, s.live, cs...)
-	closeAll(cs)
 	s.replaced.Add(int64(len(cs)))
+	done := make(chan struct{})
+	s.bg.Go(func() {
+		defer close(done)
+		closeAll(cs)
+	})
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 // closeAll closes every consumer of cs at once and returns when all are.
@@ -354,7 +369,8 @@ func closeAll(cs []*consumer) {
 
 // Close closes every consumer the source still has open, which flushes the
 // acknowledgements the client still groups, and waits for the subscribe
-// calls that outlived their stage. It does not close the client. Closing a
+// calls that outlived their stage and for the closes of a failed stage's
+// consumers that outlived its Run. It does not close the client. Closing a
 // consumer waits for the client's own close request (bounded by
 // ClientOptions.OperationTimeout). Close waits for those closes and for
 // the subscribe calls until ctx ends, when it returns an error wrapping

@@ -180,13 +180,18 @@ func (b *Backend[T]) ensureTopic(ctx context.Context, kname string) error {
 
 // Close closes every topic the backend created (their subscribers leave
 // their groups), lets the producer finish what it was handed, and closes
-// the clients. If ctx ends first it returns ctx.Err() and cuts every
-// connection of the backend's clients, so that the closing, which goes on
-// in the background, ends at once instead of waiting for brokers that do
-// not answer (sarama waits up to Net.ReadTimeout for each). Idempotent: a
-// later call waits for the same closing.
+// the clients. It returns nil once all are closed. If ctx ends first it
+// returns an error wrapping ctx.Err() that names what is still closing,
+// and cuts every connection of the backend's clients, so that the
+// closing, which goes on in the background, ends at once instead of
+// waiting for brokers that do not answer (sarama waits up to
+// Net.ReadTimeout for each). Idempotent: a later call waits, within its
+// own ctx, for the same closing.
 func (b *Backend[T]) Close(ctx context.Context) error {
-	return liveset.Await(ctx, b.closing.Start(b.close), b.conns.Cut)
+	if err := liveset.Await(ctx, b.closing.Start(b.close), b.conns.Cut); err != nil {
+		return fmt.Errorf("kafkatopic: closing the backend: its topics, producer and clients are still closing (their connections cut): %w", err)
+	}
+	return nil
 }
 
 func (b *Backend[T]) close() {

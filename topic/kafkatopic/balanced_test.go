@@ -388,9 +388,10 @@ func TestSubscribeReturnsByAdminTimeoutWhileTheGroupRebalances(t *testing.T) {
 }
 
 // Guarantee: Close returns by its context's deadline when the cluster
-// stops answering, and the closing it leaves running (leaving the group,
-// closing the clients) ends at once too: a later Close, which waits for
-// it, returns promptly instead of after sarama's read timeouts.
+// stops answering, with an error that wraps it and names what is still
+// closing, and the closing it leaves running (leaving the group, closing
+// the clients) ends at once too: a later Close, which waits for it,
+// returns promptly instead of after sarama's read timeouts.
 func TestCloseCutsConnectionsAtItsDeadline(t *testing.T) {
 	c := testbroker.Kafka(t)
 	b, err := kafkatopic.New(testOptions[int](c, topic.IntCodec{}))
@@ -413,7 +414,9 @@ func TestCloseCutsConnectionsAtItsDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if err := b.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Close with the cluster hung = %v, want context.DeadlineExceeded", err)
+		t.Fatalf("Close with the cluster hung = %v, want an error wrapping context.DeadlineExceeded", err)
+	} else if !strings.HasPrefix(err.Error(), "kafkatopic: closing the backend: its topics") {
+		t.Errorf("Close with the cluster hung = %q, want an error naming the backend and what is still closing", err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- b.Close(context.Background()) }()

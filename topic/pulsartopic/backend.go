@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/boulevard-go/boulevard/internal/liveset"
 	spulsar "github.com/boulevard-go/boulevard/sources/pulsar"
 	"github.com/boulevard-go/boulevard/topic"
 )
@@ -21,7 +22,8 @@ type Backend[T any] struct {
 	client pulsar.Client
 	owned  bool // the backend made client and closes it
 
-	lookups sync.WaitGroup // partition lookups still running; Close waits for them
+	lookups sync.WaitGroup  // partition lookups still running; Close waits for them
+	closing liveset.Closing // what Close started
 
 	mu     sync.Mutex
 	closed bool
@@ -158,8 +160,14 @@ func (b *Backend[T]) partitions(ctx context.Context, full string) (int, error) {
 		n   int
 		err error
 	}
+	// Registered under the lock, so that no lookup starts once the
+	// closing waits for them.
+	if !liveset.Enter(&b.mu, &b.closed, &b.lookups) {
+		return 0, &Error{Op: "look up partitions of", Topic: full, Err: ErrBackendClosed}
+	}
 	ch := make(chan result, 1)
-	b.lookups.Go(func() {
+	go func() {
+		defer b.lookups.Done()
 		// TopicPartitions takes no context; the client's operation timeout
 		// bounds it, so this goroutine ends by then.
 		ps, err := b.client.TopicPartitions(full)
@@ -168,7 +176,7 @@ func (b *Backend[T]) partitions(ctx context.Context, full string) (int, error) {
 			n = len(ps)
 		}
 		ch <- result{n, err}
-	})
+	}()
 	select {
 	case r := <-ch:
 		if r.err != nil {
@@ -190,37 +198,38 @@ func (b *Backend[T]) forget(t *pTopic[T]) {
 // publishes fail with topic.ErrTopicClosed, their subscribers are closed),
 // waits for partition lookups a cancelled declaration left running (the
 // client's operation timeout bounds them) and, when the backend made its
-// own client, closes the client. It returns
-// ctx.Err() if ctx ends first (the rest is then closed in the
-// background). Idempotent.
+// own client, closes the client. It returns nil once all are closed. If
+// ctx ends first it returns an error wrapping ctx.Err() that names what is
+// still closing, and the rest is closed in the background. Idempotent: a
+// later call waits, within its own ctx, for the same closing.
 func (b *Backend[T]) Close(ctx context.Context) error {
 	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return nil
+	b.closed = true // new topics refuse at once
+	b.mu.Unlock()
+	if err := liveset.Await(ctx, b.closing.Start(b.close), nil); err != nil {
+		what := "its topics and partition lookups are"
+		if b.owned {
+			what = "its topics, partition lookups and client are"
+		}
+		return fmt.Errorf("pulsartopic: closing the backend: %s still closing: %w", what, err)
 	}
-	b.closed = true
+	return nil
+}
+
+// close is the closing Close starts, once the backend is marked closed.
+func (b *Backend[T]) close() {
+	b.mu.Lock()
 	ts := make([]*pTopic[T], 0, len(b.topics))
 	for t := range b.topics {
 		ts = append(ts, t)
 	}
 	b.mu.Unlock()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for _, t := range ts {
-			t.close(true)
-		}
-		b.lookups.Wait()
-		if b.owned {
-			b.client.Close()
-		}
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("pulsartopic: close: %w", ctx.Err())
+	for _, t := range ts {
+		t.close(true)
+	}
+	b.lookups.Wait()
+	if b.owned {
+		b.client.Close()
 	}
 }
 

@@ -304,3 +304,45 @@ func TestBlockingPublishWaitsForTheClientMemoryLimit(t *testing.T) {
 		t.Fatalf("the broker stored %d messages, want %d", n, publishers)
 	}
 }
+
+// Guarantee: while the broker leaves the close of a topic's producer and
+// of a subscriber's consumer unanswered, the backend's Close returns by
+// its context's deadline with an error that wraps it and names what is
+// still closing; the closing goes on in the background, and a later Close
+// waits for it: by its own deadline while the broker still withholds the
+// closes, and to the end, returning nil, once the broker answers.
+func TestCloseReturnsByItsDeadlineWhileTheBrokerWithholdsTheCloses(t *testing.T) {
+	b := testbroker.Pulsar(t)
+	o := testOptions[int](b, topic.IntCodec{})
+	o.ClientOptions.OperationTimeout = time.Minute
+	o.ClientOptions.KeepAliveInterval = time.Minute
+	be := newBackend(t, o)
+	h := newHandle(t, be, "closing", topic.Options{})
+	sub, err := h.Subscribe(topic.Balanced("g"), topic.SubscriberOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if err := h.Publish(ctxT(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	release := b.Withhold(pulsartest.CommandCloseProducer, pulsartest.CommandCloseConsumer)
+	t.Cleanup(release)
+	closing := func(ctx context.Context) error {
+		err := be.Close(ctx)
+		if err != nil && !strings.HasPrefix(err.Error(), "pulsartopic: closing the backend: its topics") {
+			t.Errorf("Close with the closes withheld = %q, want an error naming the backend and what is still closing", err)
+		}
+		return err
+	}
+	if !testbroker.ReturnsByDeadline(t, "Close", closing) || !testbroker.ReturnsByDeadline(t, "a later Close", closing) {
+		t.FailNow()
+	}
+	release()
+	if err := be.Close(ctxT(t)); err != nil {
+		t.Fatalf("closing again once the broker answered = %v, want nil", err)
+	}
+	if st := b.Stats(); st.ProducersOpen != 0 || st.ConsumersOpen != 0 {
+		t.Errorf("after Close: %d producers and %d consumers open, want none", st.ProducersOpen, st.ConsumersOpen)
+	}
+}

@@ -238,3 +238,26 @@ func TestCloseReturnsWhileSendsNeverGetTheirReceipts(t *testing.T) {
 		}
 	})
 }
+
+// Guarantee: once Close has marked the backend closed, no partition
+// lookup starts (a declaration under way is refused with
+// ErrBackendClosed), so the lookups the closing waits for are all
+// registered before it waits.
+func TestNoPartitionLookupStartsOnceClosed(t *testing.T) {
+	b, err := pulsartest.Start(context.Background(), pulsartest.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	be, err := New(Options[int]{ServiceURL: b.URL(), Codec: topic.IntCodec{}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close(context.Background())
+	be.mu.Lock()
+	be.closed = true // as Close does first
+	be.mu.Unlock()
+	if _, err := be.partitions(context.Background(), be.TopicName("late")); !errors.Is(err, ErrBackendClosed) {
+		t.Fatalf("a partition lookup once the backend is closed = %v, want an error wrapping ErrBackendClosed", err)
+	}
+}

@@ -307,6 +307,15 @@ func (b *Backend[T]) send(ctx context.Context, full string, msg *pulsar.Producer
 	}
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
+	return b.sendWithin(ctx, full, msg)
+}
+
+// sendWithin is send bounded by ctx alone, its cancellation included:
+// once ctx ends it returns an error wrapping ErrSend and ctx.Err().
+func (b *Backend[T]) sendWithin(ctx context.Context, full string, msg *pulsar.ProducerMessage) error {
+	if b.crashed.Load() {
+		return topology.ErrClosed
+	}
 	p, err := b.producer(ctx, ErrSend, full)
 	if err != nil {
 		return err

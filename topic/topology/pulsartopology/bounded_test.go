@@ -318,3 +318,37 @@ func declareHeld(t *testing.T, b *pulsartopology.Backend[string], name string) t
 	}
 	return q
 }
+
+// Guarantee: while the broker leaves a dead-letter reader's marker
+// unanswered (TryReceive catching up with the DLQ), the reader's Close
+// returns by its context's deadline with an error wrapping it, and the
+// TryReceive returns ErrClosed soon after, without waiting for the
+// broker's receipt up to Options.OperationTimeout (20s here).
+func TestReaderCloseEndsATryReceiveWhoseMarkerTheBrokerWithholds(t *testing.T) {
+	br := testbroker.Pulsar(t)
+	b := patientBackend(t, br)
+	q := declareHeld(t, b, "marker")
+	r, err := q.SubscribeDead(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := br.Withhold(pulsartest.CommandSend)
+	t.Cleanup(release)
+	tried := make(chan error, 1)
+	go func() {
+		_, err := r.TryReceive(make([]topology.Letter[string], 1))
+		tried <- err
+	}()
+	wait.For(t, "the marker to be withheld", func() bool { return br.Stats().Withheld == 1 }, func() string { return left(br) })
+	if !testbroker.ReturnsByDeadline(t, "the reader's Close", r.Close) {
+		t.FailNow()
+	}
+	select {
+	case err := <-tried:
+		if !errors.Is(err, topology.ErrClosed) {
+			t.Errorf("TryReceive when its reader closed = %v, want ErrClosed", err)
+		}
+	case <-time.After(testbroker.HungGrace):
+		t.Fatalf("TryReceive still waits for its marker's receipt %v after its reader closed", testbroker.HungGrace)
+	}
+}

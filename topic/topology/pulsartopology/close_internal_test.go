@@ -36,8 +36,7 @@ func TestCloseReturnsByItsDeadlineWhileTheConsumerCloseWaits(t *testing.T) {
 			t.Fatal(err)
 		}
 		release := make(chan struct{})
-		r := &reader[int]{b: b, cons: &stuckConsumer{release: release}, ch: make(chan pulsar.ConsumerMessage),
-			sub: "stuck", stop: make(chan struct{})}
+		r := readerOn(b, &stuckConsumer{release: release}, make(chan pulsar.ConsumerMessage), "", "", "stuck")
 		if !b.track(r) {
 			t.Fatal("the backend refused the reader")
 		}

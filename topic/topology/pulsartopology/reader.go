@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,14 +37,17 @@ const (
 // reader is one pulsar-client-go consumer. Receive delivers the letters
 // meant for its group; Settle acknowledges them.
 type reader[T any] struct {
-	b       *Backend[T]
-	cons    pulsar.Consumer
-	ch      chan pulsar.ConsumerMessage
-	group   string // the group whose targeted messages it delivers
-	dlq     string // a dead-letter reader's DLQ: where its markers go
-	sub     string // the subscription's name
-	stop    chan struct{}
-	stopped sync.Once       // closes stop
+	b     *Backend[T]
+	cons  pulsar.Consumer
+	ch    chan pulsar.ConsumerMessage
+	group string // the group whose targeted messages it delivers
+	dlq   string // a dead-letter reader's DLQ: where its markers go
+	sub   string // the subscription's name
+	// life ends when the reader closes (end, called by shut): it cuts
+	// short a TryReceive's marker send; stop is its Done channel.
+	life    context.Context
+	end     context.CancelFunc
+	stop    <-chan struct{}
 	closing liveset.Closing // closes the consumer
 
 	// only the receiving goroutine uses these
@@ -63,12 +65,19 @@ func newReader[T any](b *Backend[T], co pulsar.ConsumerOptions, group, dlq strin
 		}
 		return nil, fmt.Errorf("%w: subscription %q: %w", ErrSubscribe, co.SubscriptionName, err)
 	}
-	r := &reader[T]{b: b, cons: c, ch: ch, group: group, dlq: dlq, sub: co.SubscriptionName, stop: make(chan struct{})}
+	r := readerOn(b, c, ch, group, dlq, co.SubscriptionName)
 	if !b.track(r) {
 		c.Close()
 		return nil, topology.ErrClosed
 	}
 	return r, nil
+}
+
+// readerOn returns the reader of consumer c of subscription sub, whose
+// messages come on ch.
+func readerOn[T any](b *Backend[T], c pulsar.Consumer, ch chan pulsar.ConsumerMessage, group, dlq, sub string) *reader[T] {
+	life, end := context.WithCancel(context.Background())
+	return &reader[T]{b: b, cons: c, ch: ch, group: group, dlq: dlq, sub: sub, life: life, end: end, stop: life.Done()}
 }
 
 // Receive implements topology.Reader.
@@ -108,7 +117,10 @@ func (r *reader[T]) drain(dst []topology.Letter[T], n int) int {
 // receives until the marker comes back, returning what arrives before it,
 // or 0 once it is back (bounded by Options.OperationTimeout, ErrCatchUp).
 // Another reader of the subscription that receives the marker hands it
-// back to the subscription.
+// back to the subscription. The marker's send waits for the broker's
+// receipt up to Options.OperationTimeout (an error wrapping ErrSend and
+// context.DeadlineExceeded) and until the reader is closed: TryReceive
+// then returns ErrClosed, as it does while it waits for the marker.
 func (r *reader[T]) TryReceive(dst []topology.Letter[T]) (int, error) {
 	select {
 	case <-r.stop:
@@ -124,11 +136,16 @@ func (r *reader[T]) TryReceive(dst []topology.Letter[T]) (int, error) {
 		_, _ = rand.Read(rnd[:])
 		tok := hex.EncodeToString(rnd[:])
 		now := time.Now()
-		err := r.b.send(context.Background(), r.dlq, &pulsar.ProducerMessage{
+		ctx, cancel := context.WithTimeout(r.life, r.b.opts.OperationTimeout)
+		err := r.b.sendWithin(ctx, r.dlq, &pulsar.ProducerMessage{
 			Payload:    []byte{},
 			Properties: map[string]string{PropMarker: tok + "@" + strconv.FormatInt(now.UnixMilli(), 10)},
 		})
+		cancel()
 		if err != nil {
+			if r.life.Err() != nil {
+				return 0, topology.ErrClosed
+			}
 			return 0, err
 		}
 		r.marker, r.markerAt = tok, now
@@ -254,10 +271,11 @@ func (r *reader[T]) Close(ctx context.Context) error {
 	return await(ctx, r.shut(), "a reader of subscription "+strconv.Quote(r.sub))
 }
 
-// shut ends the reader's receiving at once and starts the consumer's
-// closing (once); the channel it returns is closed when it is done.
+// shut ends the reader's receiving (and a marker's send) at once and
+// starts the consumer's closing (once); the channel it returns is closed
+// when it is done.
 func (r *reader[T]) shut() <-chan struct{} {
-	r.stopped.Do(func() { close(r.stop) })
+	r.end()
 	return r.closing.Start(func() {
 		r.cons.Close()
 		r.b.untrack(r)
