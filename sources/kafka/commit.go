@@ -46,8 +46,8 @@ func (m *member) commit(ctx context.Context, only *partition) error {
 // send is the member's claim.Send: one OffsetCommit request to the group's
 // coordinator, on the member's commit connection (commitConn). It returns
 // by ctx's end: the request then goes on in a goroutine of the member until
-// its connection, cut at once, fails it (or, while sarama still looks the
-// coordinator up, until that lookup ends), and its answer is dropped.
+// it is answered (or fails: sarama's Net.ReadTimeout, the member's Close),
+// its answer is dropped, and the member's next request waits for it.
 func (m *member) send(ctx context.Context, blocks []claim.Block) ([]claim.Block, error) {
 	// One session's generation and member id per request: claims of an
 	// older session (there are none once it has ended) wait for the next.
@@ -87,9 +87,11 @@ func (m *member) send(ctx context.Context, blocks []claim.Block) ([]claim.Block,
 	case <-ctx.Done():
 		// Abandoned: what the broker makes of the request is not
 		// recorded. The offsets it carried were handled, so the broker
-		// applying it skips nothing, and the broker refuses it once the
-		// group has moved to a new generation, so it cannot move the
-		// offset a later owner commits back.
+		// applying it skips nothing; it stays on the commit connection,
+		// ahead of the member's later commits, so it cannot move back
+		// an offset they commit; and the broker refuses it once the
+		// group has moved to a new generation, so it cannot move back
+		// the offset a later owner commits.
 		return blocks, fmt.Errorf("kafka: commit abandoned: %w", context.Cause(ctx))
 	}
 	if a.err != nil {
@@ -119,19 +121,31 @@ type commitAnswer struct {
 // answer holding the broker's lock, so a commit on the client's connection
 // to the coordinator, which the group's heartbeats and joins use, would
 // hold them as long as the cluster leaves it unanswered; on a connection of
-// its own, a commit that runs out of time is cut alone.
+// its own, it holds only the member's later commits.
+//
+// A request whose commit was abandoned keeps the connection until it is
+// answered or fails (sarama's Net.ReadTimeout, or cut, once the member's
+// commits are over): the broker handles a connection's requests in order,
+// whereas a request cut short may still be applied after one sent on
+// another connection, which would move the offset back.
 type commitConn struct {
 	sem   chan struct{}  // held by the request on its way
+	all   *kafkaconn.Set // every connection of the member's commits, a child of the member's set
 	b     *sarama.Broker // nil until opened, and once its connection failed
-	conns *kafkaconn.Set // b's connection, a child of the member's set
+	conns *kafkaconn.Set // b's connection, a child of all
 }
 
-func newCommitConn() *commitConn { return &commitConn{sem: make(chan struct{}, 1)} }
+// newCommitConn returns the commit connection of a member whose client
+// dials through conns as cfg says.
+func newCommitConn(conns *kafkaconn.Set, cfg *sarama.Config) *commitConn {
+	_, all := conns.Child(cfg)
+	return &commitConn{sem: make(chan struct{}, 1), all: all}
+}
 
 // send sends req to the coordinator and puts the outcome in answer, unless
-// ctx ends first: the connection is then cut, which fails the request at
-// once (the coordinator lookup, on the client's connections, is bounded
-// by sarama's timeouts and by Close's deadline).
+// ctx ends while the member's previous request is still on its way (the
+// coordinator lookup, on the client's connections, is bounded by sarama's
+// timeouts and by Close's deadline).
 func (c *commitConn) send(ctx context.Context, m *member, req *sarama.OffsetCommitRequest, answer chan<- commitAnswer) {
 	select {
 	case c.sem <- struct{}{}:
@@ -166,7 +180,7 @@ func (c *commitConn) commit(ctx context.Context, m *member, req *sarama.OffsetCo
 		c.close()
 	}
 	if c.b == nil {
-		cfg, conns := m.conns.Child(m.client.Config())
+		cfg, conns := c.all.Child(m.client.Config())
 		b := sarama.NewBroker(coord.Addr())
 		if err := b.Open(cfg); err != nil {
 			conns.Cut()
@@ -174,18 +188,19 @@ func (c *commitConn) commit(ctx context.Context, m *member, req *sarama.OffsetCo
 		}
 		c.b, c.conns = b, conns
 	}
-	stop := context.AfterFunc(ctx, c.conns.Cut)
 	resp, err := c.b.CommitOffset(req)
-	if !stop() || err != nil {
+	if err != nil {
 		// The connection is broken, or was cut: the next commit opens
 		// another.
 		c.close()
-	}
-	if err != nil {
 		return nil, lookupErr(ctx, err)
 	}
 	return resp, nil
 }
+
+// cut fails the request on its way, if any, at once, and every later one:
+// the member's commits are over (Close).
+func (c *commitConn) cut() { c.all.Cut() }
 
 // close closes the connection. The caller holds sem, or is the member's
 // Close once no commit runs.

@@ -447,20 +447,7 @@ func TestStopDoesNotWaitForAHungStartOffsetLookup(t *testing.T) {
 			stopPipeline(t, p)
 			t.Fatal("the member never looked its start offset up")
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		stopped := make(chan error, 1)
-		go func() { stopped <- p.Stop(ctx) }()
-		select {
-		case err := <-stopped:
-			if err != nil {
-				t.Fatalf("Stop = %v, want nil", err)
-			}
-		case <-time.After(testbroker.HungGrace):
-			t.Errorf("Stop still waits %v after it was called, with the start offset lookup unanswered", testbroker.HungGrace)
-			cancel()
-			<-stopped
-		}
+		stopsWithin(t, p, testbroker.HungGrace, "the start offset lookup unanswered")
 	}
 }
 
@@ -600,5 +587,117 @@ func TestRevokeDoesNotWaitForAnUnansweredRedeliveryLookup(t *testing.T) {
 				t.Fatal("the redelivery never listed the partition's offsets")
 			}
 		}, release, testbroker.HungGrace)
+	}
+}
+
+// Guarantee: a commit the member gave up on (the cluster left it
+// unanswered past RevokeTimeout) is not overtaken by a later commit of the
+// member: the later one waits for its answer on the same connection, so
+// the broker never applies the older offset after the newer one, which
+// would move the group's offset back below what the member records as
+// committed (and, with nothing left to commit, never sends again). Once
+// the held commit is answered, the handled offsets are committed.
+// (sarama only: franz-go's client sends commits on the connection its
+// heartbeats use, so that the held commit ends the member's session.)
+func TestAbandonedCommitIsNotOvertakenByALaterOne(t *testing.T) {
+	for _, cl := range []client{saramaClient} {
+		const stuck = 10
+		group := "g-abandoned-commit-order"
+		c := newCluster(t, 1)
+		ends := produce(t, c, 1, 0, 20)
+		held, release := holdRequests(t, c, kmsg.OffsetCommit, 1, func(req kmsg.Request) bool {
+			r := req.(*kmsg.OffsetCommitRequest)
+			return r.Group == group && slices.ContainsFunc(r.Topics, func(rt kmsg.OffsetCommitRequestTopic) bool {
+				return slices.ContainsFunc(rt.Partitions, func(rp kmsg.OffsetCommitRequestTopicPartition) bool { return rp.Offset == stuck })
+			})
+		})
+		gate := make(chan struct{})
+		open := sync.OnceFunc(func() { close(gate) })
+		defer open()
+		src := cl.new(t, sourceOptions(c, group))
+		l := newLedger()
+		p := startPipeline(t, pipelineOpts("abandoned", src, 1, l, func(m *message.Message[[]byte]) error {
+			if md, _ := message.MetadataAs[*kafka.Metadata](m); md.Offset == stuck {
+				<-gate // the handled prefix stays at 10 until the commit of 10 was given up
+			}
+			return nil
+		}))
+		defer stopPipeline(t, p)
+		select {
+		case <-held:
+		case <-time.After(30 * time.Second):
+			t.Fatal("no commit of offset 10 was held")
+		}
+		wait.Within(t, 20*time.Second, "the held commit to be given up", func() bool { return onlyMember(t, src).CommitErrors > 0 })
+		open()
+		wait.Within(t, 20*time.Second, "every record handled", func() bool { return l.covers(ends) })
+		gaveUp := onlyMember(t, src).CommitErrors
+		wait.Within(t, 20*time.Second, "a commit of the handled offsets to be accepted or given up", func() bool {
+			return committed(c, group)[0] == ends[0] || onlyMember(t, src).CommitErrors > gaveUp
+		})
+		if got := committed(c, group)[0]; got == ends[0] {
+			t.Fatalf("the broker accepted offset %d while the member's commit of %d was still unanswered: applied later, that one moves the group's offset back", got, stuck)
+		}
+		release()
+		wait.Within(t, 20*time.Second, "the handled offsets committed once the held commit was answered", func() bool {
+			return equalOffsets(committed(c, group), ends)
+		})
+		stopPipeline(t, p)
+		if got := committed(c, group); !equalOffsets(got, ends) {
+			t.Fatalf("committed after the stop = %v, want %v", got, ends)
+		}
+	}
+}
+
+// Guarantee: a commit the member gave up on, which keeps the member's
+// commit connection until it is answered, does not hold the member's Close:
+// once every partition made its final commit, Close ends it, and Stop
+// returns after the final commits' RevokeTimeout rather than after the
+// client's read timeout (30s) or Stop's own deadline. (sarama only, as
+// TestAbandonedCommitIsNotOvertakenByALaterOne.)
+func TestStopDoesNotWaitForAnAbandonedCommit(t *testing.T) {
+	for _, cl := range []client{saramaClient} {
+		group := "g-stop-abandoned-commit"
+		c := newCluster(t, 1)
+		ends := produce(t, c, 1, 0, 20)
+		held, _ := holdRequests(t, c, kmsg.OffsetCommit, 0, func(req kmsg.Request) bool {
+			return req.(*kmsg.OffsetCommitRequest).Group == group
+		})
+		o := sourceOptions(c, group)
+		src := cl.new(t, o)
+		l := newLedger()
+		po := pipelineOpts("stop-abandoned", src, 1, l, nil)
+		po.ShutdownTimeout = time.Minute
+		p := startPipeline(t, po)
+		select {
+		case <-held:
+		case <-time.After(30 * time.Second):
+			stopPipeline(t, p)
+			t.Fatal("no commit was held")
+		}
+		wait.Within(t, 20*time.Second, "every record handled and a commit given up", func() bool {
+			return l.covers(ends) && onlyMember(t, src).CommitErrors > 0
+		})
+		stopsWithin(t, p, o.RevokeTimeout+testbroker.HungGrace, "a commit unanswered")
+	}
+}
+
+// stopsWithin stops p with a minute's deadline and fails t unless Stop
+// returns nil within d, with what (unanswered) holding the cluster.
+func stopsWithin[In, Out any](t *testing.T, p *pipeline.Pipeline[In, Out], d time.Duration, what string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- p.Stop(ctx) }()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("Stop = %v, want nil", err)
+		}
+	case <-time.After(d):
+		t.Errorf("Stop still waits %v after it was called, with %s", d, what)
+		cancel()
+		<-stopped
 	}
 }

@@ -180,7 +180,7 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		loopDone:  make(chan struct{}),
 
 		commitVersion: commitVersion(cfg.Version),
-		commitConn:    newCommitConn(),
+		commitConn:    newCommitConn(conns, cfg),
 		lookups:       lookups,
 	}
 	lookups.list = m.listOffset
@@ -356,6 +356,10 @@ func (m *member) Close(ctx context.Context) error {
 		m.Drain()
 		m.cancel()
 		<-m.loopDone
+		// Every claim has made its final commit: a commit still
+		// unanswered was abandoned, and it ends now; a later one (the
+		// commit loop's last) fails instead of connecting again.
+		m.commitConn.cut()
 		// sarama's Close reports the last error of the group's error
 		// channel as well as its own, which are not the caller's concern:
 		// they are logged, and what is left for the caller is whether the
