@@ -1,8 +1,12 @@
 package pulsartest
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"io"
+	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -166,5 +170,100 @@ func TestOutgoingOptions(t *testing.T) {
 		if err := bad.WithDefaults().Validate(); err == nil {
 			t.Errorf("%+v accepted", bad)
 		}
+	}
+}
+
+// Guarantee: no message stays behind while its consumer has permits,
+// however often its connection's queue fills and drains: a client with
+// an Exclusive, a Shared and a Key_Shared consumer (of three topics) on
+// one connection, which stops reading until the queue is full and then
+// reads while messages are still published to all three topics and PINGs
+// are sent, gets every message, once and in order, and a PONG for every
+// PING, round after round.
+func TestDispatchResumesOnEveryConsumerOfAConnectionThatFillsAgain(t *testing.T) {
+	b := startBrokerWith(t, Options{MaxOutgoingBytes: stuckLimit, MaxUnackedPerConsumer: -1})
+	r := dialRaw(t, b)
+	r.connect(maxProtocolVersion)
+	// Small socket buffers on both sides: the kernel takes little of what
+	// the broker queues, so its own queue is what fills.
+	if err := r.nc.(*net.TCPConn).SetReadBuffer(64 << 10); err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	for c := range b.conns {
+		if err := c.nc.(*net.TCPConn).SetWriteBuffer(64 << 10); err != nil {
+			b.mu.Unlock()
+			t.Fatal(err)
+		}
+	}
+	b.mu.Unlock()
+
+	const rounds, perRound, pings = 20, 150, 2000
+	topics := []string{FullTopicName("refill-excl"), FullTopicName("refill-shared"), FullTopicName("refill-keyshared")}
+	for i, typ := range []int{subExclusive, subShared, subKeyShared} {
+		id := uint64(i + 1)
+		rawSubscribe(r, topics[i], "s", typ, id, id)
+		rawFlow(r, id, rounds*perRound)
+	}
+	payload := make([]byte, 1<<10)
+	ping, fs, bs := beginFrame(nil, cmdPing)
+	ping = endFrame(ping, cmdPing, fs, bs, nil)
+	next := make([]uint64, len(topics)) // the entry each consumer gets next
+	for round := range rounds {
+		errs := make(chan error, len(topics)+1)
+		var wg sync.WaitGroup
+		for _, topic := range topics {
+			wg.Go(func() {
+				for i := range perRound {
+					msg := Message{Payload: payload, Key: fmt.Sprintf("k%d", i%7)}
+					if _, err := b.Publish(context.Background(), topic, msg); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Go(func() {
+			// The broker stops reading these once the queue is full; the
+			// write returns once it reads again.
+			_ = r.nc.SetWriteDeadline(time.Now().Add(time.Minute))
+			if _, err := r.nc.Write(bytes.Repeat(ping, pings)); err != nil {
+				errs <- err
+			}
+		})
+		wait.For(t, fmt.Sprintf("round %d: the connection's queue to fill", round), func() bool {
+			return b.Stats().QueuedBytes >= stuckLimit
+		}, func() string { return fmt.Sprintf("stats %+v", b.Stats()) })
+		msgs, pongs := 0, 0
+		for msgs < len(topics)*perRound || pongs < pings {
+			typ, f, _ := r.read()
+			switch typ {
+			case cmdPong:
+				pongs++
+			case cmdMessage:
+				i := int(f.u[1]) - 1
+				id, err := decodeMsgID(f.bs[2])
+				if err != nil || i < 0 || i >= len(topics) || id.entry != next[i] {
+					t.Fatalf("round %d: consumer %d got entry %d (%v), want %d", round, f.u[1], id.entry, err, next[i])
+				}
+				next[i]++
+				msgs++
+			default:
+				t.Fatalf("round %d: unexpected %s", round, cmdName(typ))
+			}
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	for i, topic := range topics {
+		if st := b.Consumers(topic, "s")[0]; st.Dispatched != rounds*perRound {
+			t.Errorf("consumer %d: dispatched %d, want %d", i+1, st.Dispatched, rounds*perRound)
+		}
+	}
+	if st := b.Stats(); st.MaxQueuedBytes > stuckLimit+stuckSlack {
+		t.Errorf("%d bytes queued for the connection, want at most %d", st.MaxQueuedBytes, stuckLimit+stuckSlack)
 	}
 }

@@ -3,6 +3,8 @@ package pulsartopology
 import (
 	"context"
 	"errors"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -11,6 +13,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
 // slowClient is a client whose CreateProducer waits for release, as
@@ -94,4 +97,49 @@ func TestConcurrentSendsShareOneProducerCreation(t *testing.T) {
 			t.Errorf("%d producers closed by Close, want 1", n)
 		}
 	})
+}
+
+// Guarantee: sends racing the backend's Close, to topics whose producers
+// are still to be created, each return nil or topology.ErrClosed; the
+// backend creates at most one producer per topic, and once Close has
+// returned every producer it created is closed, once.
+func TestSendsRacingCloseLeaveNoProducerOpen(t *testing.T) {
+	const rounds, topics, senders = 50, 4, 8
+	released := make(chan struct{})
+	close(released)
+	for round := range rounds {
+		client := &slowClient{release: released}
+		b, err := New(Options[int]{Client: client, Codec: topic.IntCodec{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		errs := make(chan error, senders*topics)
+		var wg sync.WaitGroup
+		for i := range senders {
+			wg.Go(func() {
+				for j := range topics {
+					err := b.send(t.Context(), strconv.Itoa((i+j)%topics), &pulsar.ProducerMessage{})
+					if err != nil && !errors.Is(err, topology.ErrClosed) {
+						errs <- err
+					}
+				}
+			})
+		}
+		if err := b.Close(t.Context()); err != nil {
+			t.Fatalf("round %d: Close: %v", round, err)
+		}
+		created, closed := client.created.Load(), client.closed.Load()
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("round %d: a send racing Close: %v, want nil or ErrClosed", round, err)
+		}
+		if created > topics || closed != created {
+			t.Fatalf("round %d: %d producers created for %d topics, %d closed once Close returned; want at most one per topic, all closed",
+				round, created, topics, closed)
+		}
+		if n := client.created.Load(); n != created {
+			t.Fatalf("round %d: %d producers created after Close returned", round, n-created)
+		}
+	}
 }
