@@ -140,14 +140,30 @@ type consumer struct {
 	// readLeft is how many more entries the consumer's current read may
 	// send (see fits); a read ends with the dispatch pass that began it.
 	readLeft int64
+	// fullPass is set once the dispatch pass under way found c's
+	// connection full; the pass ends by clearing it (dispatch).
+	fullPass bool
 	notified int8 // last active state notified: -1 none, 0 inactive, 1 active
 	st       ConsumerStats
 }
 
 // held reports whether c may be sent nothing now, whatever its permits:
 // it reached its unacked limit, or its connection's queue is full
-// (Options.MaxOutgoingBytes).
-func (c *consumer) held() bool { return c.blocked || !c.conn.writable() }
+// (Options.MaxOutgoingBytes). The connection's writer empties the queue
+// without the broker's lock, so within one dispatch pass a connection
+// found full stays full: the pass sees each consumer one way, and a
+// Key_Shared pass does not park an entry for a consumer that then takes
+// the next one. The writer dispatches again once the pass is over.
+func (c *consumer) held() bool {
+	if c.blocked || c.fullPass {
+		return true
+	}
+	if !c.conn.writable() {
+		c.fullPass = true
+		return true
+	}
+	return false
+}
 
 func (b *Broker) topicLocked(tn topicName, create bool) *topic {
 	t := b.topics[tn.full]
@@ -460,7 +476,7 @@ func (s *subscription) anyPermits() bool {
 func (s *subscription) dispatch() {
 	s.dispatchPass()
 	for _, c := range s.consumers {
-		c.readLeft = 0
+		c.readLeft, c.fullPass = 0, false
 	}
 	s.readLeft, s.turn, s.turnLeft = 0, nil, 0
 }
