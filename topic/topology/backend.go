@@ -142,8 +142,17 @@ type Reader[T any] interface {
 	// first (nothing consumed), ErrClosed when the reader or its backend was
 	// closed.
 	Receive(ctx context.Context, dst []Letter[T]) (int, error)
-	// TryReceive is Receive without waiting: 0, nil when nothing is ready.
-	TryReceive(dst []Letter[T]) (int, error)
+	// TryReceive is Receive without waiting for letters: it fills dst[:n]
+	// with what is ready now, in order, and returns 0, nil when nothing is.
+	// It never waits for a letter to arrive; it may wait for the backend's
+	// own bookkeeping, to know what is ready (a durable backend's reader
+	// catching up with its log, a dead-letter reader's marker coming back),
+	// bounded by the backend's own timeouts and by ctx: when ctx ends first
+	// it returns by ctx's deadline with an error wrapping ctx.Err(), having
+	// consumed nothing. A backend with nothing to wait for (the in-memory
+	// one) returns what is ready whatever ctx. It returns ErrClosed when
+	// the reader or its backend was closed.
+	TryReceive(ctx context.Context, dst []Letter[T]) (int, error)
 	// Settle records that l's fate is sealed: handled, held, requeued or
 	// dead-lettered elsewhere. A durable backend commits it then and not
 	// before, so that a crash in between delivers it again.

@@ -64,7 +64,10 @@ type ReplayReport[T any] struct {
 // Replay is meant for an operator, with the topology's consumers running or
 // not; it reads the DLQ as one more consumer, so it must not run while a
 // dead source consumes the same DLQ. It stops at the first queue error,
-// returning what it did so far. Its DLQ reader is closed within ctx (a
+// returning what it did so far. It reads the DLQ with TryReceive within
+// ctx, so a backend that asks its broker whether the DLQ has more (see
+// Reader.TryReceive) stops asking by ctx's deadline. Its DLQ reader is
+// closed within ctx (a
 // durable backend commits then what Replay settled): when ctx ends first,
 // Replay returns an error wrapping ctx.Err(), and the letters it took from
 // the DLQ may be delivered from it again.
@@ -82,7 +85,7 @@ func Replay[T any](ctx context.Context, q Queues[T], opts ReplayOptions[T]) (rep
 	var all []Letter[T]
 	buf := make([]Letter[T], 64)
 	for {
-		n, err := r.TryReceive(buf)
+		n, err := r.TryReceive(ctx, buf)
 		if err != nil {
 			return rep, err
 		}

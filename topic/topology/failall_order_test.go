@@ -111,7 +111,7 @@ func TestPoisonedKeyDeadLettersGiveTheFirstFailure(t *testing.T) {
 		}
 		defer r.Close(t.Context())
 		buf := make([]topology.Letter[int], 8)
-		n, _ := r.TryReceive(buf)
+		n, _ := r.TryReceive(t.Context(), buf)
 		var got []string
 		for _, l := range buf[:n] {
 			got = append(got, fmt.Sprintf("%d: %s", l.Value, l.Death.Error))

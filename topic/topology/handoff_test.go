@@ -181,7 +181,7 @@ func TestRefusedHoldIsGivenBackAtStop(t *testing.T) {
 // queuedValues returns the values r can receive at once, in order.
 func queuedValues(r topology.Reader[int]) []int {
 	buf := make([]topology.Letter[int], 16)
-	n, _ := r.TryReceive(buf)
+	n, _ := r.TryReceive(context.Background(), buf)
 	got := make([]int, 0, n)
 	for _, l := range buf[:n] {
 		got = append(got, l.Value)

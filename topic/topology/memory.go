@@ -433,8 +433,8 @@ func (r *memReader[T]) Receive(ctx context.Context, dst []Letter[T]) (int, error
 	return n, nil
 }
 
-// TryReceive implements Reader.
-func (r *memReader[T]) TryReceive(dst []Letter[T]) (int, error) {
+// TryReceive implements Reader. It never waits, and ignores ctx.
+func (r *memReader[T]) TryReceive(_ context.Context, dst []Letter[T]) (int, error) {
 	select {
 	case <-r.stop:
 		return 0, ErrClosed

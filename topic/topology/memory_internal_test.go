@@ -184,7 +184,7 @@ func TestBroadcastChurnNeverFailsPublish(t *testing.T) {
 	t.Logf("%d subscriptions came and went", halt())
 	buf := make([]Letter[int], 256)
 	for got := 0; got < msgs; {
-		n, err := steady.TryReceive(buf)
+		n, err := steady.TryReceive(t.Context(), buf)
 		if err != nil || n == 0 {
 			t.Fatalf("steady consumer got %d of %d: %v", got, msgs, err)
 		}

@@ -67,8 +67,8 @@ func TestMeetingHoldNamesReleaseToTheirOwnGroup(t *testing.T) {
 		r2, _ := q2.Subscribe(t.Context())
 		defer r2.Close(t.Context())
 		buf := make([]topology.Letter[int], 4)
-		n1, _ := r1.TryReceive(buf)
-		n2, _ := r2.TryReceive(buf)
+		n1, _ := r1.TryReceive(t.Context(), buf)
+		n2, _ := r2.TryReceive(t.Context(), buf)
 		if n1 != 0 || n2 != 1 {
 			t.Errorf("the retry of %q reached group %q %d times and its own group %d times, want 0 and 1",
 				t2.Name(), t1.ConsumerGroup(), n1, n2)

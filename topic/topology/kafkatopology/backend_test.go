@@ -321,7 +321,7 @@ func TestRebalanceWaitsForLettersInFlight(t *testing.T) {
 	var got []int
 	wait.For(t, "message 2 at the partition's owner", func() bool {
 		for _, r := range []topology.Reader[msg]{r1, r2} {
-			if n, err := r.TryReceive(buf); err == nil && n == 1 {
+			if n, err := r.TryReceive(t.Context(), buf); err == nil && n == 1 {
 				got = append(got, buf[0].Value.N)
 			}
 		}

@@ -68,32 +68,7 @@ func TestDeclareAndSubscribeReturnByTheirDeadlineWhenTheClusterHangs(t *testing.
 // asking, on a goroutine of the backend, ends with the backend's Close,
 // cut at its deadline: none of their goroutines is left.
 func TestTryReceiveReturnsByTheAdminTimeoutWhenTheClusterHangs(t *testing.T) {
-	before := goleak.IgnoreCurrent()
-	c := testbroker.Kafka(t)
-	b := newBackend(t, c.ListenAddrs())
-	r := subscribe(t, declare(t, b, topology.New("hung-try")))
-	buf := make([]topology.Letter[msg], 1)
-	wait.For(t, "the reader to join its group and catch up with the log", func() bool {
-		_, err := r.TryReceive(buf)
-		return err == nil
-	})
-	// Nothing else reads it now: the reader's one session has claimed its
-	// partition, and no Declare or Subscribe runs.
-	b.opts.AdminTimeout = testbroker.HungDeadline
-	testbroker.HangKafka(t, c)
-	if !testbroker.ReturnsByDeadline(t, "TryReceive", func(context.Context) error {
-		_, err := r.TryReceive(buf)
-		if err != nil && !errors.Is(err, ErrCatchUp) {
-			t.Errorf("TryReceive with the cluster hung = %v, want an error wrapping ErrCatchUp", err)
-		}
-		return err
-	}) {
-		t.FailNow()
-	}
-	if !testbroker.ReturnsByDeadline(t, "closing the backend", b.Close) {
-		t.FailNow()
-	}
-	noneLeft(t, "what TryReceive left asking to end", before)
+	tryReceiveHung(t, "hung-try", true)
 }
 
 // noneLeft waits for every goroutine started after before to end, but
@@ -106,4 +81,54 @@ func noneLeft(t *testing.T, what string, before goleak.Option) {
 		left = goleak.Find(opts...)
 		return left == nil
 	}, func() string { return left.Error() })
+}
+
+// Guarantee: when the cluster stops answering, a group reader's
+// TryReceive returns by its context's deadline (1s, far below
+// Options.AdminTimeout, 30s here, and sarama's Net.ReadTimeout) with an
+// error wrapping ErrCatchUp and context.DeadlineExceeded; what it left
+// asking ends with the backend's Close, cut at its deadline: none of
+// their goroutines is left.
+func TestTryReceiveReturnsByItsDeadlineWhenTheClusterHangs(t *testing.T) {
+	tryReceiveHung(t, "hung-try-ctx", false)
+}
+
+// tryReceiveHung has a group reader of topic name catch up, hangs the
+// cluster and checks that TryReceive returns by testbroker.HungDeadline
+// with an error wrapping ErrCatchUp: by Options.AdminTimeout, set to it,
+// when byAdmin, else by its context's deadline; then that the backend's
+// Close returns by its deadline and leaves no goroutine.
+func tryReceiveHung(t *testing.T, name string, byAdmin bool) {
+	t.Helper()
+	before := goleak.IgnoreCurrent()
+	c := testbroker.Kafka(t)
+	b := newBackend(t, c.ListenAddrs())
+	r := subscribe(t, declare(t, b, topology.New(name)))
+	buf := make([]topology.Letter[msg], 1)
+	wait.For(t, "the reader to join its group and catch up with the log", func() bool {
+		_, err := r.TryReceive(t.Context(), buf)
+		return err == nil
+	})
+	if byAdmin {
+		// Nothing else reads it now: the reader's one session has
+		// claimed its partition, and no Declare or Subscribe runs.
+		b.opts.AdminTimeout = testbroker.HungDeadline
+	}
+	testbroker.HangKafka(t, c)
+	if !testbroker.ReturnsByDeadline(t, "TryReceive", func(ctx context.Context) error {
+		if byAdmin {
+			ctx = t.Context()
+		}
+		_, err := r.TryReceive(ctx, buf)
+		if err != nil && !errors.Is(err, ErrCatchUp) {
+			t.Errorf("TryReceive with the cluster hung = %v, want an error wrapping ErrCatchUp", err)
+		}
+		return err
+	}) {
+		t.FailNow()
+	}
+	if !testbroker.ReturnsByDeadline(t, "closing the backend", b.Close) {
+		t.FailNow()
+	}
+	noneLeft(t, "what TryReceive left asking to end", before)
 }

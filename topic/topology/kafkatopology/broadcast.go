@@ -94,8 +94,9 @@ func (r *broadcastReader[T]) Receive(ctx context.Context, dst []topology.Letter[
 	return r.receive(ctx, dst)
 }
 
-// TryReceive implements topology.Reader: what is buffered.
-func (r *broadcastReader[T]) TryReceive(dst []topology.Letter[T]) (int, error) {
+// TryReceive implements topology.Reader: what is buffered. It never
+// waits, and ignores ctx.
+func (r *broadcastReader[T]) TryReceive(_ context.Context, dst []topology.Letter[T]) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {

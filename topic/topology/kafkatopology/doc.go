@@ -61,7 +61,8 @@
 //   - SubscribeDead reads the DLQ in the consumer group "<dlq>:dead", from
 //     the oldest record not yet committed. TryReceive, which Replay uses,
 //     returns 0 only once the reader has fetched every record the log held
-//     when it was called.
+//     when it was called; it waits for that within its context and
+//     Options.AdminTimeout.
 //   - A broadcast consumer reads every partition of the main topic without
 //     a group, from the log end as of Subscribe.
 //
@@ -94,9 +95,9 @@
 // The offsets a reader asks through the backend's shared client (the log
 // ends a TryReceive catches up with, where a claimed partition without a
 // committed offset starts) run on a goroutine of the backend the same way,
-// bounded by Options.AdminTimeout (and, for a claim, by its session): the
-// caller returns by then (TryReceive with ErrCatchUp wrapping
-// context.DeadlineExceeded). That client's connections are shared with
+// bounded by Options.AdminTimeout (and, for a claim, by its session; for
+// a TryReceive, by its context too): the caller returns by then
+// (TryReceive with ErrCatchUp wrapping context.DeadlineExceeded). That client's connections are shared with
 // the producer and are not cut then: the request goes on within sarama's
 // timeouts, or until the backend's Close cuts them, and Close waits for it.
 //

@@ -53,7 +53,8 @@ type Options[T any] struct {
 	// TryReceive catching up with the log, and a reader asking where a
 	// partition it claimed starts. A Declare or Subscribe that has not
 	// finished by then (or by its context's deadline, if sooner) cuts its
-	// connections and fails; a TryReceive returns ErrCatchUp; see the
+	// connections and fails; a TryReceive returns ErrCatchUp (by then, or
+	// by its context's deadline, if sooner); see the
 	// package documentation, Bounded calls. Default 30s.
 	AdminTimeout time.Duration `validate:"gte=0"`
 	// ReadAhead is how many fetched letters each reader keeps ready for

@@ -17,7 +17,8 @@ import (
 )
 
 // ErrCatchUp is returned by TryReceive when the reader could not fetch
-// what the log held within Options.AdminTimeout.
+// what the log held within Options.AdminTimeout, or before its context
+// ended; it wraps the context's error.
 var ErrCatchUp = errors.New("kafkatopology: the reader did not catch up with the log")
 
 // ErrNotCommitted is returned by Settle for a letter whose hand-off (hold,
@@ -400,12 +401,13 @@ func (r *groupReader[T]) Receive(ctx context.Context, dst []topology.Letter[T]) 
 // buffered; with nothing buffered it waits until it has joined its group
 // and fetched, on every partition it was assigned, up to the log end as
 // of the call (or until something arrives), bounded by
-// Options.AdminTimeout: it then returns ErrCatchUp wrapping
-// context.DeadlineExceeded, even while the cluster has not answered its
-// requests for the log ends (they go on in the background, see
-// Backend.offsets).
-func (r *groupReader[T]) TryReceive(dst []topology.Letter[T]) (int, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), r.b.opts.AdminTimeout)
+// Options.AdminTimeout and by ctx, whichever ends first: it then returns
+// ErrCatchUp wrapping the error of the one that ended
+// (context.DeadlineExceeded, or context.Canceled for a cancelled ctx),
+// even while the cluster has not answered its requests for the log ends
+// (they go on in the background, see Backend.offsets).
+func (r *groupReader[T]) TryReceive(ctx context.Context, dst []topology.Letter[T]) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.b.opts.AdminTimeout)
 	defer cancel()
 	ends := map[int32]int64{}
 	for {
@@ -462,16 +464,16 @@ func (r *groupReader[T]) TryReceive(dst []topology.Letter[T]) (int, error) {
 	}
 }
 
-// notCaughtUp is TryReceive's error once its ctx (Options.AdminTimeout)
-// ended: ErrCatchUp wrapping ctx.Err(), with err (what was under way) or
-// else the group's last error.
+// notCaughtUp is TryReceive's error once its ctx (the caller's, bounded
+// by Options.AdminTimeout) ended: ErrCatchUp wrapping ctx.Err(), with err
+// (what was under way) or else the group's last error.
 func (r *groupReader[T]) notCaughtUp(ctx context.Context, err error) error {
 	if err == nil {
 		r.mu.Lock()
 		err = r.lastErr
 		r.mu.Unlock()
 	}
-	out := fmt.Errorf("%w: topic %q, group %q, within %s: %w", ErrCatchUp, r.topic, r.gid, r.b.opts.AdminTimeout, ctx.Err())
+	out := fmt.Errorf("%w: topic %q, group %q, within %s or the caller's deadline: %w", ErrCatchUp, r.topic, r.gid, r.b.opts.AdminTimeout, ctx.Err())
 	if err != nil {
 		out = fmt.Errorf("%w: %w", out, err)
 	}

@@ -336,7 +336,7 @@ func TestReaderCloseEndsATryReceiveWhoseMarkerTheBrokerWithholds(t *testing.T) {
 	t.Cleanup(release)
 	tried := make(chan error, 1)
 	go func() {
-		_, err := r.TryReceive(make([]topology.Letter[string], 1))
+		_, err := r.TryReceive(t.Context(), make([]topology.Letter[string], 1))
 		tried <- err
 	}()
 	wait.For(t, "the marker to be withheld", func() bool { return br.Stats().Withheld == 1 }, func() string { return left(br) })
@@ -350,5 +350,34 @@ func TestReaderCloseEndsATryReceiveWhoseMarkerTheBrokerWithholds(t *testing.T) {
 		}
 	case <-time.After(testbroker.HungGrace):
 		t.Fatalf("TryReceive still waits for its marker's receipt %v after its reader closed", testbroker.HungGrace)
+	}
+}
+
+// Guarantee: while the broker leaves a dead-letter reader's marker
+// unanswered (the DLQ reader's TryReceive catching up with the DLQ),
+// Replay returns by its context's deadline (1s, far below
+// Options.OperationTimeout, 20s here) with an error wrapping it and
+// ErrSend: its TryReceive waits for the marker's receipt within Replay's
+// context, not only within the backend's own bound.
+func TestReplayReturnsByItsDeadlineWhileTheBrokerWithholdsItsMarker(t *testing.T) {
+	br := testbroker.Pulsar(t)
+	b := patientBackend(t, br)
+	q := declareHeld(t, b, "replay-marker")
+	release := br.Withhold(pulsartest.CommandSend)
+	t.Cleanup(release)
+	if !testbroker.ReturnsByDeadline(t, "Replay", func(ctx context.Context) error {
+		rep, err := topology.Replay(ctx, q, topology.ReplayOptions[string]{})
+		if err != nil && !errors.Is(err, pulsartopology.ErrSend) {
+			t.Errorf("Replay with its marker withheld = %v, want an error wrapping ErrSend", err)
+		}
+		if len(rep.Replayed) != 0 || rep.Kept != 0 {
+			t.Errorf("Replay of an empty DLQ reported %d replayed and %d kept", len(rep.Replayed), rep.Kept)
+		}
+		return err
+	}) {
+		t.FailNow()
+	}
+	if n := br.Stats().Withheld; n == 0 {
+		t.Fatal("the broker withheld nothing: Replay's TryReceive did not wait for it")
 	}
 }

@@ -62,7 +62,7 @@ func TestCloseReturnsByItsDeadlineWhileTheConsumerCloseWaits(t *testing.T) {
 			}
 			cancel()
 		}
-		if _, err := r.TryReceive(make([]topology.Letter[int], 1)); !errors.Is(err, topology.ErrClosed) {
+		if _, err := r.TryReceive(t.Context(), make([]topology.Letter[int], 1)); !errors.Is(err, topology.ErrClosed) {
 			t.Errorf("TryReceive on the closed reader = %v, want ErrClosed", err)
 		}
 		close(release)

@@ -54,8 +54,10 @@
 // A dead-letter reader's TryReceive, which Replay uses to read everything
 // the DLQ holds, publishes a marker message (property topology-marker) to
 // the DLQ and receives until the marker comes back; readers never deliver
-// markers. Closing the reader ends it, its marker's send included: it
-// then returns ErrClosed.
+// markers. Its context and Options.OperationTimeout bound the marker's
+// send and the wait for it to come back, whichever ends first. Closing
+// the reader ends it, its marker's send included: it then returns
+// ErrClosed.
 //
 // pulsar-client-go's own ConsumerOptions.DLQ policy and its retry-letter
 // topic work per subscription inside the client and know nothing of

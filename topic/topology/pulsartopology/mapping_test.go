@@ -208,8 +208,9 @@ func TestDeadTryReceiveCatchesUp(t *testing.T) {
 		defer topologytest.MustClose(t, "a reader", r.Close)
 		var got []string
 		buf := make([]topology.Letter[string], 2)
+		ctx := ctxT(t)
 		for {
-			n, err := r.TryReceive(buf)
+			n, err := r.TryReceive(ctx, buf)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -347,8 +348,9 @@ func TestDeadMarkerHandedBack(t *testing.T) {
 	}
 	defer topologytest.MustClose(t, "a reader", r.Close)
 	buf := make([]topology.Letter[string], 8)
+	tctx := ctxT(t)
 	for i := range 6 {
-		n, err := r.TryReceive(buf)
+		n, err := r.TryReceive(tctx, buf)
 		if err != nil || n != 0 {
 			t.Fatalf("catch-up %d: %d, %v; want 0, nil", i, n, err)
 		}

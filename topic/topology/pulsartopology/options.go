@@ -46,8 +46,8 @@ type Options[T any] struct {
 	Namespace string `validate:"omitempty,excludesall=/ "`
 	// OperationTimeout bounds each broker operation the backend waits for:
 	// a Declare, a Subscribe (or SubscribeDead), a send's receipt, and a
-	// dead-letter reader's TryReceive catching up with the DLQ. Default
-	// 30s.
+	// dead-letter reader's TryReceive catching up with the DLQ, each also
+	// bounded by its own context. Default 30s.
 	OperationTimeout time.Duration `validate:"gte=0"`
 	// ReadAhead is the receiver queue of each reader's consumer: how many
 	// messages the broker may push ahead of Receive, per topic read.

@@ -19,7 +19,8 @@ import (
 )
 
 // ErrCatchUp is returned by a dead-letter reader's TryReceive when its
-// marker did not come back within Options.OperationTimeout.
+// marker did not come back within Options.OperationTimeout, or before
+// the TryReceive's context ended (it then wraps the context's error).
 var ErrCatchUp = errors.New("pulsartopology: the reader did not catch up with the DLQ")
 
 const (
@@ -111,17 +112,19 @@ func (r *reader[T]) drain(dst []topology.Letter[T], n int) int {
 }
 
 // TryReceive implements topology.Reader. A reader of the main topic
-// returns what its consumer holds already. A dead-letter reader, which
-// cannot tell that nothing is left without asking, catches up with the
-// DLQ when it has nothing to return: it publishes a marker to the DLQ and
-// receives until the marker comes back, returning what arrives before it,
-// or 0 once it is back (bounded by Options.OperationTimeout, ErrCatchUp).
-// Another reader of the subscription that receives the marker hands it
-// back to the subscription. The marker's send waits for the broker's
-// receipt up to Options.OperationTimeout (an error wrapping ErrSend and
-// context.DeadlineExceeded) and until the reader is closed: TryReceive
-// then returns ErrClosed, as it does while it waits for the marker.
-func (r *reader[T]) TryReceive(dst []topology.Letter[T]) (int, error) {
+// returns what its consumer holds already, and ignores ctx. A dead-letter
+// reader, which cannot tell that nothing is left without asking, catches
+// up with the DLQ when it has nothing to return: it publishes a marker to
+// the DLQ and receives until the marker comes back, returning what arrives
+// before it, or 0 once it is back. Another reader of the subscription that
+// receives the marker hands it back to the subscription. The marker's send
+// waits for the broker's receipt up to Options.OperationTimeout or ctx's
+// deadline, whichever ends first (an error wrapping ErrSend and the
+// context's error); waiting for the marker to come back is bounded by
+// Options.OperationTimeout (ErrCatchUp) and by ctx (ErrCatchUp wrapping
+// ctx.Err(); a later call goes on waiting for the same marker). Both end
+// when the reader is closed: TryReceive then returns ErrClosed.
+func (r *reader[T]) TryReceive(ctx context.Context, dst []topology.Letter[T]) (int, error) {
 	select {
 	case <-r.stop:
 		return 0, topology.ErrClosed
@@ -136,11 +139,13 @@ func (r *reader[T]) TryReceive(dst []topology.Letter[T]) (int, error) {
 		_, _ = rand.Read(rnd[:])
 		tok := hex.EncodeToString(rnd[:])
 		now := time.Now()
-		ctx, cancel := context.WithTimeout(r.life, r.b.opts.OperationTimeout)
-		err := r.b.sendWithin(ctx, r.dlq, &pulsar.ProducerMessage{
+		sctx, cancel := context.WithTimeout(ctx, r.b.opts.OperationTimeout)
+		unhook := context.AfterFunc(r.life, cancel)
+		err := r.b.sendWithin(sctx, r.dlq, &pulsar.ProducerMessage{
 			Payload:    []byte{},
 			Properties: map[string]string{PropMarker: tok + "@" + strconv.FormatInt(now.UnixMilli(), 10)},
 		})
+		unhook()
 		cancel()
 		if err != nil {
 			if r.life.Err() != nil {
@@ -163,6 +168,8 @@ func (r *reader[T]) TryReceive(dst []topology.Letter[T]) (int, error) {
 			return 0, topology.ErrClosed
 		case <-deadline.C:
 			return 0, fmt.Errorf("%w: topic %q, within %s", ErrCatchUp, r.dlq, r.b.opts.OperationTimeout)
+		case <-ctx.Done():
+			return 0, fmt.Errorf("%w: topic %q: %w", ErrCatchUp, r.dlq, ctx.Err())
 		}
 	}
 	return 0, nil

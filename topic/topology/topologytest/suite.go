@@ -784,7 +784,7 @@ func closeWithContextDone(s *h) {
 		close  func(context.Context) error
 		closed func() error
 	}{
-		{"a reader", r.Close, func() error { _, err := r.TryReceive(buf); return err }},
+		{"a reader", r.Close, func() error { _, err := r.TryReceive(ctx, buf); return err }},
 		{"the backend", s.be.Close, func() error { _, err := s.be.Declare(s.ctx, q.Topology()); return err }},
 	} {
 		if err := s.closes(done, c.what, c.close, 10*time.Second); err != nil && !errors.Is(err, context.Canceled) {
