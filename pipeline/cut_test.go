@@ -10,7 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/boulevard-go/boulevard/acker"
@@ -105,12 +104,9 @@ func cutBatcherName(i int) string {
 // exactly one outcome or is counted exactly once among the processors' and
 // the batchers' Unhandled, and in exactly one of their warnings.
 func TestCutShortPipelineCountsEveryUnacknowledgedMessageOnce(t *testing.T) {
-	for seed := range uint64(pipelineCutSeeds(t)) {
-		c := newPipelineCutShape(rand.New(rand.NewPCG(seed, 0)))
-		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { runPipelineCut(t, seed, c) })
-		})
-	}
+	testsize.Seeds(t, pipelineCutSeeds(t), func(t *testing.T, seed uint64, rng *rand.Rand) {
+		runPipelineCut(t, seed, newPipelineCutShape(rng))
+	})
 }
 
 // cutOptions are the options of a pipeline of shape c, logging to log.
@@ -223,8 +219,7 @@ func checkPipelineCut(t *testing.T, c pipelineCutShape, p *pipeline.Pipeline[uin
 // among the producer stages', the processors' and the batchers'
 // Unhandled, and in exactly one of their warnings.
 func TestCutShortPipelineCountsEveryUndispatchedMessageOnce(t *testing.T) {
-	for seed := range uint64(pipelineCutSeeds(t)) {
-		rng := rand.New(rand.NewPCG(seed, 0))
+	testsize.Seeds(t, pipelineCutSeeds(t), func(t *testing.T, seed uint64, rng *rand.Rand) {
 		c := newPipelineCutShape(rng)
 		src := &cutSource{
 			feeds: 1 + rng.IntN(3), per: c.messages,
@@ -232,10 +227,8 @@ func TestCutShortPipelineCountsEveryUndispatchedMessageOnce(t *testing.T) {
 			rec:  acker.NewRecorder(false), seed: seed,
 		}
 		src.flow.Threshold = rng.IntN(src.flow.Initial)
-		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { runSourceCut(t, c, src) })
-		})
-	}
+		runSourceCut(t, c, src)
+	})
 }
 
 // runSourceCut runs one pipeline of shape c fed by src in c.pushers

@@ -4,9 +4,12 @@
 package testsize
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"testing"
+	"testing/synctest"
 )
 
 // Count is the positive number the environment variable env holds, or,
@@ -25,4 +28,17 @@ func Count(t testing.TB, env string, short, def int) int {
 		return short
 	}
 	return def
+}
+
+// Seeds runs run once for each seed from 0 to n-1, as the subtest
+// "seed=N", inside a synctest bubble (fake time, goroutines waited for),
+// with rng made from the seed: a failing seed runs again alone with
+// -run 'Test/seed=N'.
+func Seeds(t *testing.T, n int, run func(t *testing.T, seed uint64, rng *rand.Rand)) {
+	t.Helper()
+	for seed := range uint64(n) {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { run(t, seed, rand.New(rand.NewPCG(seed, 0))) })
+		})
+	}
 }

@@ -3,13 +3,11 @@ package batching_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/boulevard-go/boulevard/acker"
@@ -69,12 +67,9 @@ func newCutShape(rng *rand.Rand) cutShape {
 // left without an outcome is counted exactly once in the "messages" of the
 // batcher's warnings, and in Stats().Unhandled.
 func TestCutShortDrainCountsEveryUnacknowledgedMessageOnce(t *testing.T) {
-	for seed := range uint64(cutSeeds(t)) {
-		c := newCutShape(rand.New(rand.NewPCG(seed, 0)))
-		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { runCut(t, seed, c) })
-		})
-	}
+	testsize.Seeds(t, cutSeeds(t), func(t *testing.T, seed uint64, rng *rand.Rand) {
+		runCut(t, seed, newCutShape(rng))
+	})
 }
 
 // runCut runs one batcher of shape c, cuts its drain short and checks what

@@ -3,13 +3,11 @@ package processing_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/boulevard-go/boulevard/acker"
@@ -102,12 +100,9 @@ func newProcCutShape(rng *rand.Rand) procCutShape {
 // the processors' warnings, and in Stats().Unhandled; none is
 // acknowledged twice, and In = Succeeded + Failed + Unhandled.
 func TestCutShortDrainCountsEveryUnhandledMessageOnce(t *testing.T) {
-	for seed := range uint64(cutSeeds(t)) {
-		c := newProcCutShape(rand.New(rand.NewPCG(seed, 0)))
-		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { runProcCut(t, seed, c) })
-		})
-	}
+	testsize.Seeds(t, cutSeeds(t), func(t *testing.T, seed uint64, rng *rand.Rand) {
+		runProcCut(t, seed, newProcCutShape(rng))
+	})
 }
 
 // runProcCut runs one processor stage of shape c, cuts its drain short
