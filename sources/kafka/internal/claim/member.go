@@ -130,28 +130,15 @@ func (m *Member) Commit(ctx context.Context, only *Claim, send Send) error {
 	select {
 	case m.commitSem <- struct{}{}:
 	case <-ctx.Done():
-		var blocks []Block
-		if only != nil {
-			blocks = []Block{{C: only}}
+		// Only offsets that were to go out make a failure: a commit with
+		// nothing new to send fails nothing by not being sent.
+		if blocks := m.uncommitted(nil, only); len(blocks) > 0 {
+			return m.failed(fmt.Errorf("kafka: commit not sent, the one before is still on its way: %w", context.Cause(ctx)), blocks)
 		}
-		return m.failed(fmt.Errorf("kafka: commit not sent, the one before is still on its way: %w", context.Cause(ctx)), blocks)
+		return nil
 	}
 	defer func() { <-m.commitSem }()
-	blocks := m.commitBuf[:0]
-	add := func(c *Claim) {
-		if off := c.Marked.Load(); off >= 0 && off != c.Committed.Load() {
-			blocks = append(blocks, Block{C: c, Off: off})
-		}
-	}
-	if only != nil {
-		add(only)
-	} else {
-		m.mu.Lock()
-		for c := range m.claims {
-			add(c)
-		}
-		m.mu.Unlock()
-	}
+	blocks := m.uncommitted(m.commitBuf[:0], only)
 	defer func() {
 		all := blocks[:cap(blocks)] // also the blocks the send left out
 		clear(all)
@@ -181,6 +168,27 @@ func (m *Member) Commit(ctx context.Context, only *Claim, send Send) error {
 		return m.failed(ferr, failed)
 	}
 	return nil
+}
+
+// uncommitted appends to blocks, and returns, the handled offsets of the
+// member's claims (only only's when it is not nil) that differ from what
+// they last committed.
+func (m *Member) uncommitted(blocks []Block, only *Claim) []Block {
+	add := func(c *Claim) {
+		if off := c.Marked.Load(); off >= 0 && off != c.Committed.Load() {
+			blocks = append(blocks, Block{C: c, Off: off})
+		}
+	}
+	if only != nil {
+		add(only)
+		return blocks
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for c := range m.claims {
+		add(c)
+	}
+	return blocks
 }
 
 // CommitFinal commits c's handled offsets on its release: up to attempts

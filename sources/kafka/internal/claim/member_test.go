@@ -15,10 +15,7 @@ import (
 // way, answered later, is recorded.
 func TestCommitFinalReturnsByItsTimeoutWithoutAnswers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := NewMember("g", "s", slog.New(slog.DiscardHandler), false)
-		c, _ := newTestPartition(FailureCommit, 0)
-		m.Add(c)
-		c.Marked.Store(10)
+		m, c := handledTo(10)
 		answer := make(chan struct{})
 		// A cluster that answers once answer is closed; a request still
 		// unanswered when its context ends is abandoned.
@@ -54,4 +51,48 @@ func TestCommitFinalReturnsByItsTimeoutWithoutAnswers(t *testing.T) {
 			t.Errorf("committed %d after the answered commit, want 10", got)
 		}
 	})
+}
+
+// Guarantee: a commit that gives up waiting for the one before it counts
+// and logs a failure, naming the partitions, only when it had offsets to
+// send: with nothing new handled, not sending is no failure.
+func TestCommitNotSentFailsOnlyWithOffsetsToSend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, c := handledTo(10)
+		answer := make(chan struct{})
+		send := func(context.Context, []Block) ([]Block, error) {
+			<-answer
+			return nil, nil
+		}
+		first := make(chan error, 1)
+		go func() { first <- m.Commit(context.Background(), nil, send) }()
+		synctest.Wait()       // the first commit is on its way, unanswered
+		c.Committed.Store(10) // as if it had been answered: nothing new
+
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := m.Commit(ctx, c, send); err != nil {
+			t.Errorf("a commit with nothing to send, not sent = %v, want nil", err)
+		}
+		if n := m.commitErrors.Load(); n != 0 {
+			t.Errorf("%d commit failures counted with nothing to send, want 0", n)
+		}
+		c.Marked.Store(20)
+		var ce *CommitError
+		if err := m.Commit(ctx, nil, send); !errors.As(err, &ce) || len(ce.Partitions) != 1 || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("a commit of offset 20, not sent = %v, want a *CommitError naming its partition and wrapping context.DeadlineExceeded", err)
+		}
+		close(answer)
+		<-first
+	})
+}
+
+// handledTo returns a member with one claim whose messages are handled up
+// to offset off, none of them committed.
+func handledTo(off int64) (*Member, *Claim) {
+	m := NewMember("g", "s", slog.New(slog.DiscardHandler), false)
+	c, _ := newTestPartition(FailureCommit, 0)
+	m.Add(c)
+	c.Marked.Store(off)
+	return m, c
 }
