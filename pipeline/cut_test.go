@@ -67,28 +67,6 @@ func newPipelineCutShape(rng *rand.Rand) pipelineCutShape {
 	return c
 }
 
-// cutWork is a handler's work on a message or batch whose first payload
-// is data: it ignores its context, honours it, or fails, and takes up to
-// 3ms.
-func cutWork(ctx context.Context, data uint64) error {
-	d := time.Duration(data%4) * time.Millisecond
-	switch data % 3 {
-	case 0: // ignores its context
-		time.Sleep(d)
-	case 1:
-		select {
-		case <-time.After(d):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	default:
-		if data%2 == 0 {
-			return errors.New("refused")
-		}
-	}
-	return nil
-}
-
 // cutBatcherName names batcher i of a pipelineCutShape: the first one is
 // the default batcher.
 func cutBatcherName(i int) string {
@@ -121,7 +99,7 @@ func cutOptions(c pipelineCutShape, log *stagetest.UnackedLog) pipeline.Options[
 				if len(c.batchers) > 0 {
 					m.SetBatcher(cutBatcherName(int(m.Data % uint64(len(c.batchers)))))
 				}
-				return m.Data, cutWork(ctx, m.Data)
+				return m.Data, stagetest.Work(ctx, m.Data)
 			},
 		},
 	}
@@ -132,7 +110,7 @@ func cutOptions(c pipelineCutShape, log *stagetest.UnackedLog) pipeline.Options[
 		bo := batcher.Options[uint64]{
 			Name: cutBatcherName(i), BatchSize: b.batchSize, BatchTimeout: b.timeout, Concurrency: b.concurrency,
 			Handle: func(ctx context.Context, batch []*message.Message[uint64], _ message.BatchInfo) error {
-				return cutWork(ctx, batch[0].Data/2)
+				return stagetest.Work(ctx, batch[0].Data/2)
 			},
 		}
 		if b.partitioned {

@@ -2,7 +2,6 @@ package batching_test
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
@@ -85,20 +84,7 @@ func runCut(t *testing.T, seed uint64, c cutShape) {
 			if handled.Add(1) == int64(c.cancelInHandler) {
 				cancel()
 			}
-			d := time.Duration(batch[0].Data%4) * time.Millisecond
-			switch batch[0].Data % 3 {
-			case 0: // ignores its context
-				time.Sleep(d)
-			case 1:
-				select {
-				case <-time.After(d):
-				case <-hctx.Done():
-					return hctx.Err()
-				}
-			default:
-				return errors.New("refused")
-			}
-			return nil
+			return stagetest.Work(hctx, uint64(batch[0].Data))
 		},
 	}
 	if c.partitioned {

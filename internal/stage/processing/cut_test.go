@@ -120,22 +120,7 @@ func runProcCut(t *testing.T, seed uint64, c procCutShape) {
 			if c.routes > 0 {
 				m.SetBatcher(strconv.Itoa(m.Data % c.routes))
 			}
-			d := time.Duration(m.Data%4) * time.Millisecond
-			switch m.Data % 3 {
-			case 0: // ignores its context
-				time.Sleep(d)
-			case 1:
-				select {
-				case <-time.After(d):
-				case <-hctx.Done():
-					return 0, hctx.Err()
-				}
-			default:
-				if m.Data%2 == 0 {
-					return 0, errors.New("refused")
-				}
-			}
-			return m.Data, nil
+			return m.Data, stagetest.Work(hctx, uint64(m.Data))
 		},
 	}
 	if c.partitioned {

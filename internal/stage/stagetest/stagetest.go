@@ -5,6 +5,7 @@ package stagetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -147,4 +148,27 @@ func CutShort[T any](t testing.TB, in Input[T], done <-chan struct{}, ctx contex
 		}
 	}
 	return accepted, accepted - len(counts)
+}
+
+// Work is a handler's work in the cut-short tests, on a message or batch
+// whose first payload is data: data%4 milliseconds that ignore ctx
+// (data%3 == 0) or end with it (1), or, for data%3 == 2, nothing, and a
+// refusal when data is even.
+func Work(ctx context.Context, data uint64) error {
+	d := time.Duration(data%4) * time.Millisecond
+	switch data % 3 {
+	case 0: // ignores its context
+		time.Sleep(d)
+	case 1:
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	default:
+		if data%2 == 0 {
+			return errors.New("refused")
+		}
+	}
+	return nil
 }
