@@ -2,6 +2,7 @@ package sink_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 
@@ -13,10 +14,16 @@ import (
 
 type ctxKey struct{}
 
-// headerRig is a topic, a subscription and a sink whose Options.Headers
-// names each message by its partition key and the value the publishing
-// context carries under ctxKey.
-func headerRig(t *testing.T, opts topic.Options) (*topic.Subscription[int], *sink.Sink[int]) {
+// nameHeaders names each message by its partition key and the value the
+// publishing context carries under ctxKey.
+func nameHeaders(ctx context.Context, m message.Keyed) topic.Headers {
+	v, _ := ctx.Value(ctxKey{}).(string)
+	return topic.Headers{"key": m.PartitionKey(), "ctx": v}
+}
+
+// headerRig is a topic, a subscription and a sink with headers as its
+// Options.Headers.
+func headerRig(t *testing.T, opts topic.Options, headers func(context.Context, message.Keyed) topic.Headers) (*topic.Subscription[int], *sink.Sink[int]) {
 	t.Helper()
 	h, err := topic.NewTopic[int]("t", opts, nil)
 	if err != nil {
@@ -30,10 +37,7 @@ func headerRig(t *testing.T, opts topic.Options) (*topic.Subscription[int], *sin
 	t.Cleanup(sub.Close)
 	s, err := sink.New(sink.Options[int]{
 		Binding: topic.Binding[int]{Handle: h, AckPropagation: h.Options().AckPropagation},
-		Headers: func(ctx context.Context, m message.Keyed) topic.Headers {
-			v, _ := ctx.Value(ctxKey{}).(string)
-			return topic.Headers{"key": m.PartitionKey(), "ctx": v}
-		},
+		Headers: headers,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +62,7 @@ func TestHeadersFromOptionsReachTheSubscriber(t *testing.T) {
 		opts topic.Options
 	}{{"untracked", topic.Options{}}, {"tracked", autoOpts(0)}} {
 		t.Run(c.name, func(t *testing.T) {
-			sub, s := headerRig(t, c.opts)
+			sub, s := headerRig(t, c.opts, nameHeaders)
 			rec := acker.NewRecorder(false)
 			ctx := context.WithValue(ctxT(t), ctxKey{}, "publisher")
 			if err := s.Publish(ctx, keyed(1, rec, 1)); err != nil {
@@ -111,4 +115,84 @@ func TestNoHeadersWithoutTheOption(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("%v allocations per untracked publish without headers, want 0", allocs)
 	}
+}
+
+// panicsOn returns an Options.Headers that panics for the message whose
+// partition key is key, and names every other one.
+func panicsOn(key string) func(context.Context, message.Keyed) topic.Headers {
+	return func(_ context.Context, m message.Keyed) topic.Headers {
+		if m.PartitionKey() == key {
+			panic("headers of " + key)
+		}
+		return topic.Headers{"key": m.PartitionKey()}
+	}
+}
+
+// noPanic runs f and fails t if it panicked.
+func noPanic(t *testing.T, what string, f func()) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Errorf("%s panicked: %v", what, r)
+		}
+	}()
+	f()
+}
+
+// Guarantee: with ack propagation auto, a panic of Options.Headers fails
+// that message's publish with an error wrapping *message.PanicError,
+// without deferring it (the pipeline reports its outcome); in a
+// PublishBatch the message is failed, and the others of the batch are
+// published and their downstream outcomes still reported upstream.
+func TestHeadersPanicFailsThePublishAndKeepsTheOutcomes(t *testing.T) {
+	rig := func(t *testing.T) (*topic.Subscription[int], *sink.Sink[int]) {
+		return headerRig(t, autoOpts(0), panicsOn("k2"))
+	}
+	t.Run("Publish", func(t *testing.T) {
+		_, s := rig(t)
+		m := keyed(2, acker.NewRecorder(false), 2)
+		noPanic(t, "Publish", func() {
+			var pe *message.PanicError
+			if err := s.Publish(ctxT(t), m); !errors.As(err, &pe) {
+				t.Errorf("Publish = %v, want an error wrapping *message.PanicError", err)
+			}
+		})
+		if m.Deferred() {
+			t.Fatal("the message whose headers panicked was left deferred: its outcome would never be reported")
+		}
+	})
+	t.Run("PublishBatch", func(t *testing.T) {
+		sub, s := rig(t)
+		rec := acker.NewRecorder(false)
+		batch := []*message.Message[int]{keyed(1, rec, 1), keyed(2, rec, 2), keyed(3, rec, 3)}
+		noPanic(t, "PublishBatch", func() {
+			if err := s.PublishBatch(ctxT(t), batch); err != nil {
+				t.Errorf("PublishBatch = %v", err)
+			}
+		})
+		var pe *message.PanicError
+		if !batch[1].Failed() || batch[1].Deferred() || !errors.As(batch[1].Err(), &pe) {
+			t.Errorf("message 2: failed %v, deferred %v, error %v; want failed with a *message.PanicError, not deferred",
+				batch[1].Failed(), batch[1].Deferred(), batch[1].Err())
+		}
+		published := int(s.Stats().Published)
+		if published != 2 {
+			t.Errorf("%d messages of the batch published, want 1 and 3", published)
+		}
+		for range published {
+			it, err := sub.Receive(ctxT(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sub.Ack(it.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := rec.Wait(ctxT(t), published); err != nil {
+			t.Fatalf("the outcomes of the %d published messages were never reported: %v (got %+v)", published, err, rec.Calls())
+		}
+		if got := rec.Successful(); len(got) != 2 || got[0].ID+got[1].ID != 4 {
+			t.Fatalf("successful %+v, want messages 1 and 3", got)
+		}
+	})
 }

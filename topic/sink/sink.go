@@ -183,8 +183,11 @@ type Options[T any] struct {
 	// the message published on behalf of, seen as a message.Keyed since
 	// PublishValue's message may carry another payload type than the one
 	// published. The sink hands the headers to the topic as they are: do
-	// not change them afterwards. Nil (the default) publishes every
-	// message without headers.
+	// not change them afterwards. A panic in it is an error of that
+	// publish, wrapping a *message.PanicError: the message is not
+	// published nor deferred (PublishValue returns the error, PublishBatch
+	// fails the message). Nil (the default) publishes every message
+	// without headers.
 	Headers func(ctx context.Context, m message.Keyed) topic.Headers `name:"-"`
 }
 
@@ -226,13 +229,23 @@ type Sink[T any] struct {
 func (o Options[T]) WithDefaults() Options[T] { return o }
 
 // Validate reports every broken rule of o, with paths rooted at "sink"
-// (for example "sink.binding.handle is required"); nil when there is none.
-// New calls it.
+// (for example "sink.binding.handle is required", or an on_full or
+// ack_propagation.mode that is none of the topic's); nil when there is
+// none. New calls it.
 func (o Options[T]) Validate() error {
+	var errs []error
 	if o.Binding.Handle == nil {
-		return validate.Join(validate.Field("sink.binding.handle", "required", "is required"))
+		errs = append(errs, validate.Field("sink.binding.handle", "required", "is required"))
 	}
-	return nil
+	if f := o.Binding.OnFull; f != topic.Block && f != topic.DropNewest {
+		errs = append(errs, validate.Field("sink.binding.on_full", "oneof",
+			fmt.Sprintf("must be %s or %s, not %s", topic.Block, topic.DropNewest, f)))
+	}
+	if m := o.Binding.AckPropagation.Mode; m != topic.PropagationDisabled && m != topic.PropagationAuto {
+		errs = append(errs, validate.Field("sink.binding.ack_propagation.mode", "oneof",
+			fmt.Sprintf("must be %s or %s, not %s", topic.PropagationDisabled, topic.PropagationAuto, m)))
+	}
+	return validate.Join(errs...)
 }
 
 // New returns a sink for the binding. With ack propagation auto it creates
@@ -311,18 +324,23 @@ func (s *Sink[T]) Publish(ctx context.Context, m *message.Message[T]) error {
 // It waits while the topic applies backpressure (queue_on_full block) or the
 // publisher has max_in_flight publishes unresolved. It returns an error,
 // with nothing published and m not deferred, when ctx ends, the topic is
-// closed, or (auto only) drop_newest found a queue full
-// (topic.ErrDroppedOnFull) or m was deferred already (ErrAlreadyDeferred).
+// closed, Options.Headers panicked (message.PanicError), or (auto only)
+// drop_newest found a queue full (topic.ErrDroppedOnFull) or m was
+// deferred already (ErrAlreadyDeferred).
 func PublishValue[In, T any](ctx context.Context, s *Sink[T], m *message.Message[In], v T) error {
 	ack, id, data := m.Acknowledger()
+	if s.tracked != nil && m.Deferred() {
+		return ErrAlreadyDeferred
+	}
+	hdr, err := s.headersOf(ctx, m)
+	if err != nil {
+		return err
+	}
 	if s.tracked != nil {
-		if m.Deferred() {
-			return ErrAlreadyDeferred
-		}
 		// Before publishing: the outcome may be reported at once.
 		m.Defer()
 	}
-	if err := s.publish(ctx, v, s.headersOf(ctx, m), ack, id, data, nil); err != nil {
+	if err := s.publish(ctx, v, hdr, ack, id, data, nil); err != nil {
 		if s.tracked != nil {
 			m.Undefer()
 		}
@@ -332,12 +350,19 @@ func PublishValue[In, T any](ctx context.Context, s *Sink[T], m *message.Message
 }
 
 // headersOf is what m is published with: Options.Headers' answer, or nil
-// without it.
-func (s *Sink[T]) headersOf(ctx context.Context, m message.Keyed) topic.Headers {
+// without it. A panic of Options.Headers is returned as an error wrapping
+// a *message.PanicError, and m is then not published.
+func (s *Sink[T]) headersOf(ctx context.Context, m message.Keyed) (hdr topic.Headers, err error) {
 	if s.headers == nil {
-		return nil
+		return nil, nil
 	}
-	return s.headers(ctx, m)
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("sink: headers for a message into %s: %w", s.b.Handle.Name(), err)
+		}
+	}()
+	defer message.Recover(&err)
+	return s.headers(ctx, m), nil
 }
 
 func (s *Sink[T]) publish(ctx context.Context, v T, hdr topic.Headers, ack acker.Acknowledger, id uint64, data any, batch *batchOutcomes) error {
@@ -457,12 +482,16 @@ func (s *Sink[T]) PublishBatch(ctx context.Context, batch []*message.Message[T])
 		if m.Failed() {
 			continue
 		}
+		if b != nil && m.Deferred() {
+			continue // its outcome is another deferrer's to report
+		}
 		ack, id, data := m.Acknowledger()
-		hdr := s.headersOf(ctx, m)
+		hdr, err := s.headersOf(ctx, m)
+		if err != nil {
+			m.Fail(err)
+			continue
+		}
 		if b != nil {
-			if m.Deferred() {
-				continue // its outcome is another deferrer's to report
-			}
 			// Before publishing: the outcome may be reported at once.
 			m.Defer()
 			b.mu.Lock()

@@ -369,3 +369,28 @@ func TestNewValidates(t *testing.T) {
 		t.Fatalf("Validate of a binding with a handle = %v", err)
 	}
 }
+
+// Guarantee: a binding whose on_full or ack_propagation.mode is none of
+// the topic's values is refused by New and Validate, naming each field,
+// instead of making a sink whose every publish fails (an unknown on_full)
+// or that silently publishes untracked (an unknown mode).
+func TestNewRejectsUnknownBindingPolicies(t *testing.T) {
+	h, err := topic.NewTopic[int]("t", topic.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	opts := sink.Options[int]{Binding: topic.Binding[int]{Handle: h, OnFull: topic.OnFull(7),
+		AckPropagation: topic.AckPropagation{Mode: topic.PropagationMode(9)}}}
+	s, err := sink.New(opts)
+	if s != nil {
+		s.Close()
+	}
+	var es validate.Errors
+	if !errors.As(err, &es) || !es.Has("sink.binding.on_full", "oneof") || !es.Has("sink.binding.ack_propagation.mode", "oneof") {
+		t.Fatalf("New with on_full 7 and ack_propagation.mode 9 = %v, want errors naming sink.binding.on_full and sink.binding.ack_propagation.mode", err)
+	}
+	if verr := opts.Validate(); verr == nil || verr.Error() != err.Error() {
+		t.Fatalf("Validate = %v, want what New reports", verr)
+	}
+}
