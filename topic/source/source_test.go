@@ -443,3 +443,18 @@ func TestDiscardDispositionAcks(t *testing.T) {
 		t.Fatalf("%d failed, want %d", rec.FailedCount(), n/4)
 	}
 }
+
+// Guarantee: a balanced mode whose consumer group is not a valid name is
+// refused by Validate (which the pipeline asks through Info) as well as by
+// New, with a validate.Errors naming source.mode.
+func TestOptionsValidateRejectsAnInvalidGroupName(t *testing.T) {
+	h := newTopic(t, "t", topic.Options{})
+	opts := source.Options[int]{Topic: h, Mode: topic.Balanced("billing team")}
+	var es validate.Errors
+	if err := opts.WithDefaults().Validate(); !errors.As(err, &es) || !es.Has("source.mode", "name") {
+		t.Fatalf("Validate with group %q = %v, want an error naming source.mode", opts.Mode.Group(), err)
+	}
+	if _, err := source.New(opts); !errors.As(err, &es) || !es.Has("source.mode", "name") {
+		t.Fatalf("New with group %q = %v, want an error naming source.mode", opts.Mode.Group(), err)
+	}
+}
