@@ -5,6 +5,10 @@
 // topic/pulsartopic with the connection's brokers or service URL, TLS
 // files, SASL credentials or token.
 //
+// The context the connector is called with bounds connecting: a Kafka
+// backend's first contact with its cluster returns by the context's
+// deadline (kafkatopic.NewContext); a Pulsar client connects lazily.
+//
 // Secrets are read from their environment variables when a connection is
 // made, and appear in no error or log line.
 package connector
@@ -23,6 +27,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/xdg-go/scram"
 
+	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/config"
 	"github.com/boulevard-go/boulevard/topic/kafkatopic"
@@ -42,10 +47,12 @@ type Options[T any] struct {
 	PulsarKey func(T) string `name:"-"`
 	// Kafka, when set, adjusts the options of each Kafka backend before it
 	// is made (partitions, replication, timeouts, sarama tuning). Brokers,
-	// TLS and SASL come from the connection.
+	// TLS and SASL come from the connection. A panic in it is the
+	// connection's error, wrapping a *message.PanicError.
 	Kafka func(c config.ConnectionSpec, o *kafkatopic.Options[T]) `name:"-"`
 	// Pulsar, when set, adjusts the options of each Pulsar backend before
 	// it is made. The service URL, TLS and token come from the connection.
+	// A panic in it is the connection's error, as for Kafka.
 	Pulsar func(c config.ConnectionSpec, o *pulsartopic.Options[T]) `name:"-"`
 	// Logger is given to the backends. Nil means slog.Default().
 	Logger *slog.Logger `name:"-"`
@@ -78,7 +85,7 @@ func New[T any](opts Options[T]) (config.Connector[T], error) {
 		}
 		switch c.Kind {
 		case config.KindKafka:
-			return kafka(c, opts)
+			return kafka(ctx, c, opts)
 		case config.KindPulsar:
 			return pulsarBackend(c, opts)
 		}
@@ -86,7 +93,7 @@ func New[T any](opts Options[T]) (config.Connector[T], error) {
 	}, nil
 }
 
-func kafka[T any](c config.ConnectionSpec, opts Options[T]) (topic.Backend[T], error) {
+func kafka[T any](ctx context.Context, c config.ConnectionSpec, opts Options[T]) (topic.Backend[T], error) {
 	cfg := sarama.NewConfig()
 	if c.TLS != nil && c.TLS.Enabled {
 		tc, err := tlsConfig(c)
@@ -116,9 +123,11 @@ func kafka[T any](c config.ConnectionSpec, opts Options[T]) (topic.Backend[T], e
 	}
 	o := kafkatopic.Options[T]{Brokers: c.Brokers, Config: cfg, Codec: opts.Codec, Key: opts.KafkaKey, Logger: opts.Logger}
 	if opts.Kafka != nil {
-		opts.Kafka(c, &o)
+		if err := adjust(c, "Kafka", func() { opts.Kafka(c, &o) }); err != nil {
+			return nil, err
+		}
 	}
-	b, err := kafkatopic.New(o)
+	b, err := kafkatopic.NewContext(ctx, o)
 	if err != nil {
 		return nil, err
 	}
@@ -145,13 +154,28 @@ func pulsarBackend[T any](c config.ConnectionSpec, opts Options[T]) (topic.Backe
 		o.ClientOptions.Authentication = pulsar.NewAuthenticationToken(tok)
 	}
 	if opts.Pulsar != nil {
-		opts.Pulsar(c, &o)
+		if err := adjust(c, "Pulsar", func() { opts.Pulsar(c, &o) }); err != nil {
+			return nil, err
+		}
 	}
 	b, err := pulsartopic.New(o)
 	if err != nil {
 		return nil, err
 	}
 	return b, nil
+}
+
+// adjust calls the Options.Kafka or Options.Pulsar function (field) in
+// call, returning its panic as an error wrapping a *message.PanicError.
+func adjust(c config.ConnectionSpec, field string, call func()) (err error) {
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("connector: Options.%s for connection %s: %w", field, topic.SafeName(c.Name), err)
+		}
+	}()
+	defer message.Recover(&err)
+	call()
+	return nil
 }
 
 // tlsConfig reads the connection's CA and client certificate files.

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
+	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/config"
 	"github.com/boulevard-go/boulevard/topic/connector"
@@ -249,5 +250,68 @@ connections:
 	passed, failed := proxy.outcome()
 	if passed == 0 {
 		t.Fatalf("no TLS handshake passed; failures: %v", failed)
+	}
+}
+
+// Guarantee: connecting to a Kafka cluster that accepts connections and
+// answers nothing returns by the context's deadline (far below the
+// backend's default ConnectTimeout of 10s), with an error wrapping
+// context.DeadlineExceeded, so that config.BuildContext's ctx bounds
+// connecting as documented.
+func TestKafkaConnectReturnsByItsDeadlineWhenTheClusterHangs(t *testing.T) {
+	c := testbroker.Kafka(t)
+	testbroker.HangKafka(t, c)
+	conn, err := connector.New(connector.Options[string]{Codec: topic.StringCodec{}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse([]byte("connections:\n  main:\n    kind: kafka\n    brokers: [" + c.ListenAddrs()[0] + "]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testbroker.ReturnsByDeadline(t, "the connector", func(ctx context.Context) error {
+		b, err := conn(ctx, cfg.Connections["main"])
+		if err == nil {
+			_ = b.(*kafkatopic.Backend[string]).Close(context.Background())
+		}
+		return err
+	})
+}
+
+// Guarantee: a panic in Options.Kafka or Options.Pulsar is the
+// connection's error, wrapping *message.PanicError and naming the field,
+// instead of crashing the document's build (which would leave the
+// backends it already made open).
+func TestAdjustingFunctionPanicIsTheConnectionsError(t *testing.T) {
+	conn, err := connector.New(connector.Options[string]{
+		Codec:  topic.StringCodec{},
+		Logger: slog.New(slog.DiscardHandler),
+		Kafka:  func(config.ConnectionSpec, *kafkatopic.Options[string]) { panic("kafka tuning") },
+		Pulsar: func(config.ConnectionSpec, *pulsartopic.Options[string]) { panic("pulsar tuning") },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse([]byte(`
+connections:
+  k: {kind: kafka, brokers: [127.0.0.1:1]}
+  p: {kind: pulsar, service_url: pulsar://127.0.0.1:1}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, field := range map[string]string{"k": "Options.Kafka", "p": "Options.Pulsar"} {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("connection %s: the connector panicked: %v", name, r)
+				}
+			}()
+			b, err := conn(t.Context(), cfg.Connections[name])
+			var pe *message.PanicError
+			if b != nil || !errors.As(err, &pe) || !strings.Contains(err.Error(), field) {
+				t.Errorf("connection %s: connector = %v, %v; want no backend and an error naming %s wrapping *message.PanicError", name, b, err, field)
+			}
+		}()
 	}
 }

@@ -48,14 +48,31 @@ type Backend[T any] struct {
 // [ErrConnect] when no bootstrap broker answers within
 // Options.ConnectTimeout.
 func New[T any](opts Options[T]) (*Backend[T], error) {
+	return NewContext(context.Background(), opts)
+}
+
+// NewContext is New with ctx's deadline bounding the first contact with
+// the cluster as well as Options.ConnectTimeout does: when no bootstrap
+// broker has answered by the deadline, or ctx has ended by the time one
+// answered, it returns an error wrapping ctx.Err() (and [ErrConnect] when
+// no broker answered). The backend made keeps Options.ConnectTimeout for
+// its later connections. A ctx cancelled without a deadline is seen once
+// the first contact ends, within Options.ConnectTimeout.
+func NewContext[T any](ctx context.Context, opts Options[T]) (*Backend[T], error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	opts = opts.WithDefaults()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConnect, err)
+	}
 	cfg := opts.saramaConfig()
 	b := &Backend[T]{opts: opts, cfg: cfg, red: newRedactor(cfg), log: opts.Logger, topics: make(map[*kTopic[T]]struct{})}
-	if err := b.probe(); err != nil {
+	if err := b.probe(ctx); err != nil {
 		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConnect, err)
 	}
 	// After the probe, which dials with shortened timeouts of its own.
 	b.conns = kafkaconn.New(cfg)

@@ -1,21 +1,27 @@
 package kafkatopic
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/IBM/sarama"
 )
 
 // probe dials every bootstrap broker at once and asks each for its API
 // versions (after TLS and SASL, when configured), each step bounded by
-// Options.ConnectTimeout. It returns nil if one answered, or an error
-// naming every broker with its cause. sarama's own client start-up would
-// wait for its read timeout (30s by default) on a broker that accepts
-// connections and never answers, several times over.
-func (b *Backend[T]) probe() error {
+// Options.ConnectTimeout and by what is left until ctx's deadline. It
+// returns nil if one answered, or an error naming every broker with its
+// cause, which wraps ctx.Err() when ctx ended meanwhile. sarama's own
+// client start-up would wait for its read timeout (30s by default) on a
+// broker that accepts connections and never answers, several times over.
+func (b *Backend[T]) probe(ctx context.Context) error {
 	pc := *b.cfg
 	d := b.opts.ConnectTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		d = max(min(d, time.Until(dl)), time.Millisecond)
+	}
 	pc.Net.DialTimeout = min(pc.Net.DialTimeout, d)
 	pc.Net.ReadTimeout = min(pc.Net.ReadTimeout, d)
 	pc.Net.WriteTimeout = min(pc.Net.WriteTimeout, d)
@@ -44,7 +50,23 @@ func (b *Backend[T]) probe() error {
 	if ok {
 		return nil
 	}
+	if err := ended(ctx); err != nil {
+		return fmt.Errorf("%w: no broker answered within %s: %s: %w", ErrConnect, d.Round(time.Millisecond), strings.Join(failed, "; "), err)
+	}
 	return fmt.Errorf("%w: no broker answered within %s: %s: %w", ErrConnect, d, strings.Join(failed, "; "), errorsCause{first})
+}
+
+// ended returns ctx.Err(), or context.DeadlineExceeded once ctx's deadline
+// has passed even if its timer has not fired yet: a step bounded by what
+// was left of the deadline may time out first.
+func ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // errorsCause unwraps to the cause of the last failure without repeating

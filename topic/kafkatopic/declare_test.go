@@ -1,6 +1,7 @@
 package kafkatopic_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -146,4 +147,22 @@ func TestUnreachableClusterFailsNew(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("New took %s", d)
 	}
+}
+
+// Guarantee: NewContext against a cluster that accepts connections and
+// never answers returns by ctx's deadline, far below ConnectTimeout, with
+// an error wrapping both ErrConnect and context.DeadlineExceeded.
+func TestNewContextReturnsByItsDeadlineWhenTheClusterHangs(t *testing.T) {
+	o := testOptions[int](nil, topic.IntCodec{})
+	o.Brokers = []string{testnet.SilentListener(t)}
+	o.ConnectTimeout = time.Minute
+	testbroker.ReturnsByDeadline(t, "NewContext", func(ctx context.Context) error {
+		b, err := kafkatopic.NewContext(ctx, o)
+		if err == nil {
+			_ = b.Close(context.Background())
+		} else if !errors.Is(err, kafkatopic.ErrConnect) {
+			t.Errorf("NewContext = %v, want an error wrapping ErrConnect", err)
+		}
+		return err
+	})
 }
