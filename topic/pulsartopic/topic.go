@@ -165,6 +165,16 @@ func (t *pTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool)
 	if err != nil {
 		return topic.Published, &Error{Op: "encode a message for", Topic: t.full, Err: err}
 	}
+	// The user's functions run before a slot and sending are taken: one
+	// that panics must not leave them held, which Close waits for.
+	var key string
+	if t.b.o.Key != nil {
+		key = t.b.o.Key(e.Value)
+	}
+	var eventTime time.Time
+	if t.b.o.EventTime != nil {
+		eventTime = t.b.o.EventTime(e.Value)
+	}
 	// A blocking publish that finds the client's memory limit full sends
 	// again, after a backoff from 1ms doubling up to 100ms.
 	for backoff := time.Millisecond; ; backoff = min(2*backoff, 100*time.Millisecond) {
@@ -196,13 +206,7 @@ func (t *pTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool)
 		s := t.sends.Get().(*send)
 		// The envelope's headers travel as message properties; the client only
 		// reads the map, which nobody changes after the publish.
-		s.msg = pulsar.ProducerMessage{Payload: payload, Properties: e.Headers}
-		if t.b.o.Key != nil {
-			s.msg.Key = t.b.o.Key(e.Value)
-		}
-		if t.b.o.EventTime != nil {
-			s.msg.EventTime = t.b.o.EventTime(e.Value)
-		}
+		s.msg = pulsar.ProducerMessage{Payload: payload, Properties: e.Headers, Key: key, EventTime: eventTime}
 		t.producer.SendAsync(ctx, &s.msg, s.fn)
 		t.sending.RUnlock()
 		select {
