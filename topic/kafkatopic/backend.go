@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +38,10 @@ type Backend[T any] struct {
 	conns *kafkaconn.Set
 
 	closing liveset.Closing // what Close started
+	// admins counts the administrative steps still running (bounded),
+	// some of them abandoned by a call whose context ended, and the
+	// Subscribes under way; close waits for them.
+	admins sync.WaitGroup
 
 	mu     sync.Mutex
 	closed bool
@@ -134,16 +139,10 @@ func GroupID(name topic.Name, g topic.GroupName) string { return KafkaTopic(name
 // [*PartitionsError] otherwise; more is fine), and returns its state. ctx
 // and Options.AdminTimeout bound the requests.
 func (b *Backend[T]) NewTopic(ctx context.Context, name topic.Name, opts topic.Options) (topic.State[T], error) {
-	b.mu.Lock()
-	closed := b.closed
-	b.mu.Unlock()
-	if closed {
-		return nil, topic.ErrTopicClosed
-	}
 	ctx, cancel := context.WithTimeout(ctx, b.opts.AdminTimeout)
 	defer cancel()
 	kname := KafkaTopic(name)
-	if err := b.ensureTopic(ctx, kname); err != nil {
+	if err := b.bounded(ctx, "declaring topic "+strconv.Quote(kname), func() error { return b.ensureTopic(ctx, kname) }); err != nil {
 		return nil, err
 	}
 	t := newKTopic(b, name, kname, opts)
@@ -156,6 +155,35 @@ func (b *Backend[T]) NewTopic(ctx context.Context, name topic.Name, opts topic.O
 	b.mu.Unlock()
 	return t, nil
 }
+
+// bounded runs fn, an administrative step of the backend's client, and
+// returns its error, or an error wrapping ErrAdmin and ctx.Err() that
+// names what when ctx ends first: sarama's requests take no context, and
+// wait for a broker that does not answer up to Net.ReadTimeout each. The
+// step left running ends when its requests do (immediately once Close
+// cuts the connections); Close waits for it. After Close it returns
+// topic.ErrTopicClosed.
+func (b *Backend[T]) bounded(ctx context.Context, what string, fn func() error) error {
+	if !liveset.Enter(&b.mu, &b.closed, &b.admins) {
+		return topic.ErrTopicClosed
+	}
+	done := make(chan error, 1)
+	go func() {
+		defer b.admins.Done()
+		done <- fn()
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %s: %w", ErrAdmin, what, ctx.Err())
+	}
+}
+
+// subscribing registers a Subscribe under way, which the backend's
+// closing waits for (closing its topic ends it), unless the backend is
+// closed: false then. The caller calls b.admins.Done once it returns.
+func (b *Backend[T]) subscribing() bool { return liveset.Enter(&b.mu, &b.closed, &b.admins) }
 
 // ensureTopic creates kname or checks its partition count, then waits
 // until the client's metadata shows every partition.
@@ -196,8 +224,9 @@ func (b *Backend[T]) ensureTopic(ctx context.Context, kname string) error {
 }
 
 // Close closes every topic the backend created (their subscribers leave
-// their groups), lets the producer finish what it was handed, and closes
-// the clients. It returns nil once all are closed. If ctx ends first it
+// their groups, and a Subscribe under way on them ends), waits for the
+// declarations and Subscribes under way, lets the producer finish what it
+// was handed, and closes the clients. It returns nil once all are closed. If ctx ends first it
 // returns an error wrapping ctx.Err() that names what is still closing,
 // and cuts every connection of the backend's clients, so that the
 // closing, which goes on in the background, ends at once instead of
@@ -227,6 +256,7 @@ func (b *Backend[T]) close() {
 		t.Close()
 	}
 	b.prod.close()
+	b.admins.Wait()
 	_ = b.admin.Close() // closes b.client too
 }
 
@@ -241,10 +271,18 @@ func (b *Backend[T]) forget(t *kTopic[T]) {
 // fetches must not queue behind each other or behind the producer on a
 // shared connection. Its connections are a set of their own within the
 // backend's, which the subscriber cuts when its closing outlasts
-// Options.AdminTimeout (closeWithin).
-func (b *Backend[T]) newClient() (sarama.Client, *kafkaconn.Set, error) {
+// Options.AdminTimeout (closeWithin), and which newClient cuts when ctx
+// ends before the client has connected (its error then wraps ctx.Err()).
+func (b *Backend[T]) newClient(ctx context.Context) (sarama.Client, *kafkaconn.Set, error) {
 	cfg, conns := b.conns.Child(b.cfg)
+	stop := context.AfterFunc(ctx, conns.Cut)
 	c, err := sarama.NewClient(b.opts.Brokers, cfg)
+	if !stop() {
+		if err == nil {
+			_ = c.Close()
+		}
+		return nil, nil, fmt.Errorf("%w: %w", ErrConnect, ctx.Err())
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrConnect, b.red.err(err))
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
@@ -449,14 +451,7 @@ func TestSubscriberCloseReturnsWithinAdminTimeoutWhenTheClusterHangs(t *testing.
 			c := testbroker.Kafka(t)
 			o := testOptions[int](c, topic.IntCodec{})
 			o.AdminTimeout = 5 * time.Second
-			b, err := kafkatopic.New(o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			h, err := topic.NewTopic[int]("hung", topic.Options{Mode: topic.Mixed}, topic.Backend[int](b))
-			if err != nil {
-				t.Fatal(err)
-			}
+			b, h := mixedTopic(t, o, "hung")
 			s, err := h.Subscribe(tc.mode, topic.SubscriberOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -495,4 +490,125 @@ func TestSubscriberCloseReturnsWithinAdminTimeoutWhenTheClusterHangs(t *testing.
 			t.Logf("Close returned after %v", time.Since(start).Round(time.Millisecond))
 		})
 	}
+}
+
+// Guarantee: AdminTimeout bounds a Subscribe, balanced or broadcast, when
+// the cluster stops answering (at once, or from the metadata request a
+// subscriber's new client starts with, or from a broadcast subscriber's
+// first offset request): it returns an error by then (plus the time to
+// cut the subscriber's connections) instead of waiting for sarama's read
+// timeouts, request after request.
+func TestSubscribeReturnsWithinAdminTimeoutWhenTheClusterHangs(t *testing.T) {
+	hangOnly := func(key kmsg.Key) func(*testing.T, *kfake.Cluster) {
+		return func(t *testing.T, c *kfake.Cluster) { hangKafkaFrom(t, c, key) }
+	}
+	for _, tc := range []struct {
+		name string
+		mode topic.SubscriptionMode
+		hang func(*testing.T, *kfake.Cluster)
+	}{
+		{"balanced", topic.Balanced("g"), func(t *testing.T, c *kfake.Cluster) { testbroker.HangKafka(t, c) }},
+		{"balanced, metadata hung", topic.Balanced("g"), hangOnly(kmsg.Metadata)},
+		{"broadcast", topic.Broadcast(), func(t *testing.T, c *kfake.Cluster) { testbroker.HangKafka(t, c) }},
+		{"broadcast, offsets hung", topic.Broadcast(), hangOnly(kmsg.ListOffsets)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testbroker.Kafka(t)
+			o := testOptions[int](c, topic.IntCodec{})
+			o.AdminTimeout = 3 * time.Second
+			b, h := mixedTopic(t, o, "hung")
+			tc.hang(t, c)
+			start := time.Now()
+			done := make(chan error, 1)
+			go func() {
+				s, err := h.Subscribe(tc.mode, topic.SubscriberOptions{})
+				if s != nil {
+					s.Close()
+				}
+				done <- err
+			}()
+			bound := o.AdminTimeout + 10*time.Second
+			select {
+			case err := <-done:
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("Subscribe with the cluster hung = %v, want an error wrapping context.DeadlineExceeded", err)
+				}
+				t.Logf("Subscribe returned %v after %v", err, time.Since(start).Round(time.Millisecond))
+			case <-time.After(bound):
+				t.Errorf("Subscribe still waiting %v after the cluster stopped answering (AdminTimeout %v)", bound, o.AdminTimeout)
+				defer func() { <-done }() // ends once Close below cuts the connections
+			}
+			// Closing the backend past its deadline cuts every connection,
+			// so that whatever still waits ends before the test does.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_ = b.Close(ctx)
+			h.Close()
+		})
+	}
+}
+
+// Guarantee: the backend's Close waits for a Subscribe under way (here
+// connecting its client while the cluster has stopped answering), which
+// the closing of its topic ends: once Close has returned nil, the
+// Subscribe has returned and nothing of it still runs.
+func TestCloseWaitsForASubscribeUnderWay(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mode topic.SubscriptionMode
+	}{{"balanced", topic.Balanced("g")}, {"broadcast", topic.Broadcast()}} {
+		mode := tc.mode
+		t.Run(tc.name, func(t *testing.T) {
+			c := testbroker.Kafka(t)
+			b, err := kafkatopic.New(testOptions[int](c, topic.IntCodec{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := topic.NewTopic[int]("closing", topic.Options{Mode: topic.Mixed}, topic.Backend[int](b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			held := hangKafkaFrom(t, c, kmsg.Metadata)
+			done := make(chan error, 1)
+			go func() {
+				s, err := h.Subscribe(mode, topic.SubscriberOptions{})
+				if s != nil {
+					s.Close()
+				}
+				done <- err
+			}()
+			select {
+			case <-held:
+			case <-time.After(patience):
+				t.Fatal("the Subscribe sent no metadata request")
+			}
+			if err := b.Close(ctxT(t)); err != nil {
+				t.Fatalf("Close = %v", err)
+			}
+			select {
+			case err := <-done:
+				if err == nil {
+					t.Errorf("Subscribe cut short by Close = nil, want an error")
+				}
+			default:
+				t.Errorf("Close returned while a Subscribe was still under way")
+				<-done
+			}
+		})
+	}
+}
+
+// mixedTopic makes a backend with o, not closed when the test ends (the
+// test closes it), and its mixed-mode topic name.
+func mixedTopic(t *testing.T, o kafkatopic.Options[int], name topic.Name) (*kafkatopic.Backend[int], *topic.Handle[int]) {
+	t.Helper()
+	b, err := kafkatopic.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := topic.NewTopic[int](name, topic.Options{Mode: topic.Mixed}, topic.Backend[int](b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, h
 }

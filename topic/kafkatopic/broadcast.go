@@ -56,20 +56,43 @@ type bitem[T any] struct {
 	lagged uint64
 }
 
+// subscribeBroadcast starts a broadcast subscriber within
+// Options.AdminTimeout: its client's connections are cut when that ends
+// (or the topic closes) before it has read every partition's log end, and
+// it returns an error wrapping context.DeadlineExceeded (or
+// topic.ErrTopicClosed).
 func (t *kTopic[T]) subscribeBroadcast() (*bsub[T], error) {
 	b := t.b
-	client, conns, err := b.newClient()
+	ctx, cancel := t.adminContext()
+	defer cancel()
+	client, conns, err := b.newClient(ctx)
 	if err != nil {
+		select {
+		case <-t.closedCh:
+			return nil, topic.ErrTopicClosed
+		default:
+		}
 		return nil, err
 	}
+	// Until every partition consumer has started (stop, below).
+	stop := context.AfterFunc(ctx, conns.Cut)
 	cons, err := sarama.NewConsumerFromClient(client)
 	if err != nil {
+		stop()
 		_ = client.Close()
 		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.err(err))
 	}
 	s := &bsub[T]{t: t, client: client, conns: conns, cons: cons, stopCh: make(chan struct{}), dataSig: make(chan struct{}, 1)}
 	fail := func(err error) (*bsub[T], error) {
+		if !stop() {
+			err = ctx.Err() // the connections were cut
+		}
 		s.shutdown()
+		select {
+		case <-t.closedCh:
+			return nil, topic.ErrTopicClosed
+		default:
+		}
 		return nil, fmt.Errorf("%w: starting a broadcast subscriber of topic %q: %w", ErrAdmin, t.kname, b.red.err(err))
 	}
 	parts, err := client.Partitions(t.kname)
@@ -87,6 +110,9 @@ func (t *kTopic[T]) subscribeBroadcast() (*bsub[T], error) {
 		}
 		s.pumps.Add(1)
 		go s.pump(p, pc, off)
+	}
+	if !stop() {
+		return fail(ctx.Err())
 	}
 	t.mu.Lock()
 	if t.closed {

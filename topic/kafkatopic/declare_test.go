@@ -166,3 +166,16 @@ func TestNewContextReturnsByItsDeadlineWhenTheClusterHangs(t *testing.T) {
 		return err
 	})
 }
+
+// Guarantee: the declaration's context bounds it: with the cluster hung,
+// CreateTopicsContext returns the context's error by its deadline, long
+// before Options.AdminTimeout and sarama's read timeouts.
+func TestDeclarationReturnsByItsDeadlineWhenTheClusterHangs(t *testing.T) {
+	c := testbroker.Kafka(t)
+	b := newBackend(t, testOptions[int](c, topic.IntCodec{}))
+	testbroker.HangKafka(t, c)
+	testbroker.ReturnsByDeadline(t, "CreateTopicsContext", func(ctx context.Context) error {
+		_, err := topic.NewBroker[int]().CreateTopicsContext(ctx, []topic.Declaration[int]{{Name: "hung", Backend: b}})
+		return err
+	})
+}

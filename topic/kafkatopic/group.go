@@ -2,10 +2,13 @@ package kafkatopic
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
+	"github.com/boulevard-go/boulevard/topic"
 )
 
 // startOffsets makes sure consumer group gid has a committed offset on
@@ -15,7 +18,15 @@ import (
 // missed, however long the join then takes; a group with committed offsets
 // (from an earlier run, or members in other processes) resumes from them.
 func (b *Backend[T]) startOffsets(ctx context.Context, kname, gid string) error {
-	refused, err := kafkaoffset.StartOffsets(ctx, b.client, b.admin, kname, gid, b.cfg.Version)
+	var refused error
+	err := b.bounded(ctx, "resolving the starting offsets of group "+strconv.Quote(gid), func() error {
+		var err error
+		refused, err = kafkaoffset.StartOffsets(ctx, b.client, b.admin, kname, gid, b.cfg.Version)
+		return err
+	})
+	if errors.Is(err, ErrAdmin) || errors.Is(err, topic.ErrTopicClosed) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("%w: group %q on topic %q: %w", ErrAdmin, gid, kname, b.red.err(err))
 	}

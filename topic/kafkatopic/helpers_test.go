@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/topic"
@@ -104,4 +105,25 @@ func recv[T any](t testing.TB, s *topic.Subscription[T]) topic.Item[T] {
 		t.Fatalf("Receive: %v", err)
 	}
 	return it
+}
+
+// hangKafkaFrom makes c stop answering, as testbroker.HangKafka does, from
+// the first request of kind key on: that request is left unanswered until
+// the test ends, and since the cluster handles one request at a time,
+// every later one too. It returns a channel that receives when such a
+// request arrives. c's Close must have been registered before.
+func hangKafkaFrom(t testing.TB, c *kfake.Cluster, key kmsg.Key) <-chan struct{} {
+	release := make(chan struct{})
+	held := make(chan struct{}, 1)
+	t.Cleanup(func() { close(release) })
+	c.ControlKey(int16(key), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		select {
+		case held <- struct{}{}:
+		default:
+		}
+		<-release
+		return nil, nil, false
+	})
+	return held
 }

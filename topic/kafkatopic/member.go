@@ -67,6 +67,21 @@ type delivery[T any] struct {
 	hdr topic.Headers
 }
 
+// adminContext returns a context that ends after Options.AdminTimeout,
+// or once the topic closes, whichever comes first; its goroutine ends
+// with it, so the caller must call cancel.
+func (t *kTopic[T]) adminContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), t.b.opts.AdminTimeout)
+	go func() {
+		select {
+		case <-t.closedCh:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
 // joinGroup resolves the group's starting offsets, starts a member and
 // waits until it has joined the group (its first assignment), bounded by
 // Options.AdminTimeout, even while a join request waits at the
@@ -75,22 +90,20 @@ type delivery[T any] struct {
 func (t *kTopic[T]) joinGroup(g topic.GroupName) (*member[T], error) {
 	b := t.b
 	gid := GroupID(t.name, g)
-	ctx, cancel := context.WithTimeout(context.Background(), b.opts.AdminTimeout)
+	ctx, cancel := t.adminContext()
 	defer cancel()
-	go func() {
-		select {
-		case <-t.closedCh:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	if err := b.startOffsets(ctx, t.kname, gid); err != nil {
 		t.leaveGroup(g)
 		return nil, err
 	}
-	client, conns, err := b.newClient()
+	client, conns, err := b.newClient(ctx)
 	if err != nil {
 		t.leaveGroup(g)
+		select {
+		case <-t.closedCh:
+			return nil, topic.ErrTopicClosed
+		default:
+		}
 		return nil, err
 	}
 	cg, err := sarama.NewConsumerGroupFromClient(gid, client)

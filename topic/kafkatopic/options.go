@@ -85,12 +85,14 @@ type Options[T any] struct {
 	ReplicationFactor int16 `name:"replication_factor" validate:"gte=0,lte=32"`
 	// Acks is "all" (default), "leader" or "none"; see AcksAll.
 	Acks string `validate:"omitempty,oneof=all leader none"`
-	// AdminTimeout bounds each administrative step: creating or checking a
-	// topic, resolving a new group's starting offsets, a member's first
-	// join of its group, and a subscriber's closing (a Close of the
-	// subscription or of the topic that has not finished by then cuts the
-	// subscriber's connections, so that brokers that stopped answering do
-	// not keep it waiting). Default 30s.
+	// AdminTimeout bounds each administrative step, even against brokers
+	// that stopped answering: creating or checking a topic, a Subscribe
+	// (resolving a new group's starting offsets, connecting the
+	// subscriber's client, a member's first join of its group, a broadcast
+	// subscriber's reading of the log ends), and a subscriber's closing (a
+	// Close of the subscription or of the topic that has not finished by
+	// then cuts the subscriber's connections, so that brokers that stopped
+	// answering do not keep it waiting). Default 30s.
 	AdminTimeout time.Duration `name:"admin_timeout" validate:"gte=0"`
 	// ConnectTimeout bounds each attempt to connect to a broker
 	// (sarama's Net.DialTimeout). Default 10s.

@@ -10,8 +10,9 @@ import (
 // completion is one publish handed to the producer: the record and the
 // channel its broker acknowledgement (or failure) is reported on. The
 // producer's one result goroutine reports it; there is no goroutine per
-// message, and completions are recycled once their publisher has read the
-// result.
+// message, and completions are recycled once their publisher has read a
+// success (a failed record may still be read by sarama after it reported
+// it).
 type completion struct {
 	msg  sarama.ProducerMessage
 	hdr  []sarama.RecordHeader // msg.Headers' backing array, kept for reuse

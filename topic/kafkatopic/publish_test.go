@@ -130,3 +130,37 @@ func TestTryPublishDropsWhenTheProducerIsFull(t *testing.T) {
 		t.Fatalf("%d published values missing from the log", len(published))
 	}
 }
+
+// Guarantee: a publish to a topic deleted while in use returns an error
+// (the record is not stored), and the publishes after it, once the topic is
+// created again, are stored. Run with -race: the producer keeps reading a
+// failed record for a moment after reporting it, so a failed publish must
+// not hand its record over to the next one.
+func TestPublishToADeletedTopicFails(t *testing.T) {
+	c := testbroker.Kafka(t)
+	o := testOptions[int](c, topic.IntCodec{})
+	b := newBackend(t, o)
+	h := newTopic(t, b, "deleted", topic.Options{})
+	if err := h.Publish(ctxT(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := sarama.NewClusterAdmin(c.ListenAddrs(), testbroker.SaramaConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if err := admin.DeleteTopic("deleted"); err != nil {
+		t.Fatal(err)
+	}
+	for v := 2; v < 5; v++ {
+		if err := h.Publish(ctxT(t), v); err == nil || errors.Is(err, kafkatopic.ErrUnconfirmed) {
+			t.Fatalf("Publish(%d) to the deleted topic = %v, want the producer's error", v, err)
+		}
+	}
+	if err := admin.CreateTopic("deleted", &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1}, false); err != nil {
+		t.Fatal(err)
+	}
+	wait.Within(t, patience, "a publish to the topic created again to be stored", func() bool {
+		return h.Publish(ctxT(t), 5) == nil
+	})
+}

@@ -98,7 +98,12 @@ func (t *kTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool)
 	}
 	select {
 	case err = <-c.done:
-		p.put(c)
+		if err == nil {
+			// Not after a failure: sarama still reads a failed record for
+			// a moment after reporting it (its retry backoff), so that
+			// completion is left to the garbage collector.
+			p.put(c)
+		}
 	case <-ctx.Done():
 		// c is abandoned to the result goroutine (its channel has room).
 		return topic.Published, fmt.Errorf("%w: %w", ErrUnconfirmed, ctx.Err())
@@ -144,7 +149,9 @@ func envelopeHeaders(hs []*sarama.RecordHeader) topic.Headers {
 // Subscribe joins a balanced group (its consumer group is GroupID; a new
 // group starts at the log end as of Subscribe returning) or adds a
 // broadcast subscriber that reads every partition from the log end as of
-// Subscribe returning.
+// Subscribe returning. It returns within Options.AdminTimeout (and the
+// time to cut the subscriber's connections) even when the brokers stopped
+// answering; the error then wraps context.DeadlineExceeded.
 func (t *kTopic[T]) Subscribe(mode topic.SubscriptionMode, _ topic.SubscriberOptions) (topic.SubscriptionState[T], error) {
 	t.mu.Lock()
 	if mode.IsBroadcast() {
@@ -157,6 +164,10 @@ func (t *kTopic[T]) Subscribe(mode topic.SubscriptionMode, _ topic.SubscriberOpt
 			return nil, topic.ErrTopicClosed
 		}
 		t.mu.Unlock()
+		if !t.b.subscribing() {
+			return nil, topic.ErrTopicClosed
+		}
+		defer t.b.admins.Done()
 		s, err := t.subscribeBroadcast()
 		if err != nil {
 			return nil, err
@@ -179,6 +190,11 @@ func (t *kTopic[T]) Subscribe(mode topic.SubscriptionMode, _ topic.SubscriberOpt
 	t.bound = g
 	t.groups[g]++ // counted while joining, so the group stays bound
 	t.mu.Unlock()
+	if !t.b.subscribing() {
+		t.leaveGroup(g)
+		return nil, topic.ErrTopicClosed
+	}
+	defer t.b.admins.Done()
 	m, err := t.joinGroup(g)
 	if err != nil {
 		return nil, err
