@@ -22,7 +22,7 @@ type Backend[T any] struct {
 	client pulsar.Client
 	owned  bool // the backend made client and closes it
 
-	lookups sync.WaitGroup  // partition lookups still running; Close waits for them
+	lookups sync.WaitGroup  // partition lookups and producer creations still running; Close waits for them
 	closing liveset.Closing // what Close started
 
 	mu     sync.Mutex
@@ -112,7 +112,7 @@ func (b *Backend[T]) NewTopic(ctx context.Context, name topic.Name, opts topic.O
 	if err := ctx.Err(); err != nil {
 		return nil, &Error{Op: "declare topic", Topic: full, Err: err}
 	}
-	t, err := newTopic(b, name, full, partitions, opts)
+	t, err := newTopic(ctx, b, name, full, partitions, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -188,6 +188,40 @@ func (b *Backend[T]) partitions(ctx context.Context, full string) (int, error) {
 	}
 }
 
+// createProducer creates a topic's producer within ctx. CreateProducer
+// takes no context (the client's operation timeout bounds it): when ctx
+// ends first, the producer it returns later is closed, and Close waits
+// for that.
+func (b *Backend[T]) createProducer(ctx context.Context, po pulsar.ProducerOptions) (pulsar.Producer, error) {
+	type result struct {
+		p   pulsar.Producer
+		err error
+	}
+	if !liveset.Enter(&b.mu, &b.closed, &b.lookups) {
+		return nil, ErrBackendClosed
+	}
+	ch := make(chan result) // unbuffered: a result not taken goes to abandoned
+	abandoned := make(chan struct{})
+	go func() {
+		defer b.lookups.Done()
+		p, err := b.client.CreateProducer(po)
+		select {
+		case ch <- result{p, err}:
+		case <-abandoned:
+			if err == nil {
+				p.Close()
+			}
+		}
+	}()
+	select {
+	case r := <-ch:
+		return r.p, r.err
+	case <-ctx.Done():
+		close(abandoned)
+		return nil, ctx.Err()
+	}
+}
+
 func (b *Backend[T]) forget(t *pTopic[T]) {
 	b.mu.Lock()
 	delete(b.topics, t)
@@ -196,8 +230,9 @@ func (b *Backend[T]) forget(t *pTopic[T]) {
 
 // Close closes every topic the backend created that is still open (their
 // publishes fail with topic.ErrTopicClosed, their subscribers are closed),
-// waits for partition lookups a cancelled declaration left running (the
-// client's operation timeout bounds them) and, when the backend made its
+// waits for the partition lookups and producer creations a cancelled
+// declaration left running (the client's operation timeout bounds them,
+// and a producer created after its declaration gave up is closed) and, when the backend made its
 // own client, closes the client. It returns nil once all are closed. If
 // ctx ends first it returns an error wrapping ctx.Err() that names what is
 // still closing, and the rest is closed in the background. Idempotent: a
@@ -207,9 +242,9 @@ func (b *Backend[T]) Close(ctx context.Context) error {
 	b.closed = true // new topics refuse at once
 	b.mu.Unlock()
 	if err := liveset.Await(ctx, b.closing.Start(b.close), nil); err != nil {
-		what := "its topics and partition lookups are"
+		what := "its topics, partition lookups and producer creations are"
 		if b.owned {
-			what = "its topics, partition lookups and client are"
+			what = "its topics, partition lookups, producer creations and client are"
 		}
 		return fmt.Errorf("pulsartopic: closing the backend: %s still closing: %w", what, err)
 	}

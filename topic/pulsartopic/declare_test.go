@@ -132,3 +132,31 @@ func TestTopicNameMapping(t *testing.T) {
 		t.Fatalf("%d messages on edge~raw, want 1", n)
 	}
 }
+
+// Guarantee: the declaration's context bounds the creation of the topic's
+// producer too: while the broker leaves it unanswered, the declaration
+// returns the context's error by its deadline, long before the client's
+// operation timeout; the producer created late is closed, so the backend's
+// Close leaves none open.
+func TestDeclarationReturnsByItsDeadlineWhileTheProducerIsWithheld(t *testing.T) {
+	b := testbroker.Pulsar(t)
+	o := testOptions[int](b, topic.IntCodec{})
+	o.ClientOptions.OperationTimeout = time.Minute
+	o.ClientOptions.KeepAliveInterval = time.Minute
+	be := newBackend(t, o)
+	release := b.Withhold(pulsartest.CommandProducer)
+	t.Cleanup(release)
+	if !testbroker.ReturnsByDeadline(t, "CreateTopicsContext", func(ctx context.Context) error {
+		_, err := topic.NewBroker[int]().CreateTopicsContext(ctx, []topic.Declaration[int]{{Name: "held", Backend: be}})
+		return err
+	}) {
+		t.FailNow()
+	}
+	release()
+	if err := be.Close(ctxT(t)); err != nil {
+		t.Fatalf("Close once the broker answered = %v, want nil", err)
+	}
+	if st := b.Stats(); st.ProducersOpen != 0 {
+		t.Errorf("after Close: %d producers open, want none", st.ProducersOpen)
+	}
+}

@@ -58,7 +58,7 @@ type send struct {
 	msg  pulsar.ProducerMessage
 }
 
-func newTopic[T any](b *Backend[T], name topic.Name, full string, partitions int, opts topic.Options) (*pTopic[T], error) {
+func newTopic[T any](ctx context.Context, b *Backend[T], name topic.Name, full string, partitions int, opts topic.Options) (*pTopic[T], error) {
 	po := pulsar.ProducerOptions{
 		Topic:                   full,
 		MaxPendingMessages:      b.o.MaxPendingMessages,
@@ -72,7 +72,7 @@ func newTopic[T any](b *Backend[T], name topic.Name, full string, partitions int
 		// consumers can route them.
 		po.BatcherBuilderType = pulsar.KeyBasedBatchBuilder
 	}
-	p, err := b.client.CreateProducer(po)
+	p, err := b.createProducer(ctx, po)
 	if err != nil {
 		return nil, &Error{Op: "create producer for", Topic: full, Err: err}
 	}
