@@ -109,6 +109,25 @@ func saramaToKgo(c *sarama.Config) []kgo.Opt {
 	return opts
 }
 
+// withKgo returns cl whose franz-go sources also get opts, after the
+// options franzOptions maps (sarama sources are cl's).
+func (cl client) withKgo(opts ...kgo.Opt) client {
+	if cl.name != franzClient.name {
+		return cl
+	}
+	cl.new = func(t testing.TB, o kafka.Options) testSource {
+		t.Helper()
+		fo := franzOptions(o)
+		fo.ClientOptions = append(fo.ClientOptions, opts...)
+		src, err := franz.New(fo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return src
+	}
+	return cl
+}
+
 func newFranz(t testing.TB, o kafka.Options) *franz.Source {
 	t.Helper()
 	src, err := franz.New(franzOptions(o))

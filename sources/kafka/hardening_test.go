@@ -420,12 +420,12 @@ func TestCloseReturnsByItsDeadlineWhenTheClusterHangs(t *testing.T) {
 // ListOffsets by time) the cluster does not answer does not hold the
 // member's Close: the lookup ends with the member's session, and Stop
 // returns once the member has left, not after the client's read timeout
-// (30s) or Stop's own deadline. (sarama only: franz-go sends the lookup on
-// the connection its commits and leave use, which the held request blocks
-// until Close's deadline cuts it.)
+// (sarama's 30s, franz-go's request timeout) or Stop's own deadline. One
+// broker leads the partition and coordinates the group, so that a lookup
+// on the member's connection to it would hold the member's leave.
 func TestStopDoesNotWaitForAHungStartOffsetLookup(t *testing.T) {
-	for _, cl := range []client{saramaClient} {
-		c := newCluster(t, 1)
+	eachClient(t, func(t *testing.T, cl client) {
+		c := newCluster(t, 1, kfake.NumBrokers(1))
 		held, _ := holdRequests(t, c, kmsg.ListOffsets, 0, func(req kmsg.Request) bool {
 			for _, rt := range req.(*kmsg.ListOffsetsRequest).Topics {
 				for _, rp := range rt.Partitions {
@@ -448,7 +448,7 @@ func TestStopDoesNotWaitForAHungStartOffsetLookup(t *testing.T) {
 			t.Fatal("the member never looked its start offset up")
 		}
 		stopsWithin(t, p, testbroker.HungGrace, "the start offset lookup unanswered")
-	}
+	})
 }
 
 // holdRequests makes c hold the requests of key that match accepts (only
@@ -530,12 +530,12 @@ func joinWhileHeld(t *testing.T, cl client, a, b kafka.Options, ends map[int32]i
 // unanswered lets go once RevokeTimeout has passed: the commit is
 // abandoned, so the rebalance completes and the joining member claims its
 // partitions, instead of waiting for the client's read timeout (sarama's
-// Net.ReadTimeout, 30s, for each of Offsets.Retry.Max+1 attempts).
-// (sarama only: franz-go gives the commit up by RevokeTimeout as well, but
-// its client then waits for the request it abandoned, until the request
-// times out, before it rejoins the group.)
+// Net.ReadTimeout, 30s, for each of Offsets.Retry.Max+1 attempts;
+// franz-go's request timeout, here as long, for the heartbeat a commit on
+// the same connection would hold).
 func TestRevokeDoesNotWaitForAnUnansweredFinalCommit(t *testing.T) {
-	for _, cl := range []client{saramaClient} {
+	eachClient(t, func(t *testing.T, cl client) {
+		cl = cl.withKgo(kgo.RequestTimeoutOverhead(30 * time.Second))
 		c := newCluster(t, 2)
 		ends := produce(t, c, 2, 0, 20)
 		group := "g-unanswered-final-commit"
@@ -551,7 +551,7 @@ func TestRevokeDoesNotWaitForAnUnansweredFinalCommit(t *testing.T) {
 		default:
 			t.Fatal("no final commit was held: the rebalance did not wait for one")
 		}
-	}
+	})
 }
 
 // Guarantee: a partition revoked while it opens the consumer that
@@ -597,10 +597,8 @@ func TestRevokeDoesNotWaitForAnUnansweredRedeliveryLookup(t *testing.T) {
 // would move the group's offset back below what the member records as
 // committed (and, with nothing left to commit, never sends again). Once
 // the held commit is answered, the handled offsets are committed.
-// (sarama only: franz-go's client sends commits on the connection its
-// heartbeats use, so that the held commit ends the member's session.)
 func TestAbandonedCommitIsNotOvertakenByALaterOne(t *testing.T) {
-	for _, cl := range []client{saramaClient} {
+	eachClient(t, func(t *testing.T, cl client) {
 		const stuck = 10
 		group := "g-abandoned-commit-order"
 		c := newCluster(t, 1)
@@ -646,17 +644,16 @@ func TestAbandonedCommitIsNotOvertakenByALaterOne(t *testing.T) {
 		if got := committed(c, group); !equalOffsets(got, ends) {
 			t.Fatalf("committed after the stop = %v, want %v", got, ends)
 		}
-	}
+	})
 }
 
 // Guarantee: a commit the member gave up on, which keeps the member's
 // commit connection until it is answered, does not hold the member's Close:
 // once every partition made its final commit, Close ends it, and Stop
 // returns after the final commits' RevokeTimeout rather than after the
-// client's read timeout (30s) or Stop's own deadline. (sarama only, as
-// TestAbandonedCommitIsNotOvertakenByALaterOne.)
+// client's read timeout (30s) or Stop's own deadline.
 func TestStopDoesNotWaitForAnAbandonedCommit(t *testing.T) {
-	for _, cl := range []client{saramaClient} {
+	eachClient(t, func(t *testing.T, cl client) {
 		group := "g-stop-abandoned-commit"
 		c := newCluster(t, 1)
 		ends := produce(t, c, 1, 0, 20)
@@ -679,7 +676,7 @@ func TestStopDoesNotWaitForAnAbandonedCommit(t *testing.T) {
 			return l.covers(ends) && onlyMember(t, src).CommitErrors > 0
 		})
 		stopsWithin(t, p, o.RevokeTimeout+testbroker.HungGrace, "a commit unanswered")
-	}
+	})
 }
 
 // stopsWithin stops p with a minute's deadline and fails t unless Stop

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
@@ -32,6 +33,12 @@ type member struct {
 	// delivered (see recyclable). Set once NewClient returns: a partition
 	// assigned before does not recycle what it delivers until then.
 	recycle atomic.Bool
+
+	// commits is the client the member's commits go through, outside the
+	// group (see send); closed once the member's commits are over.
+	commits *kgo.Client
+	// instanceID is the static member id of ClientOptions, nil without.
+	instanceID *string
 
 	ctx        context.Context // cancelled when the member has closed
 	cancel     context.CancelFunc
@@ -124,6 +131,15 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 	}
 	m.cl.CompareAndSwap(nil, cl)
 	m.recycle.Store(recyclable(cl))
+	if id := cl.OptValues(kgo.InstanceID); len(id) == 2 {
+		if s, ok := id[0].(string); ok && id[1] == true {
+			m.instanceID = &s
+		}
+	}
+	if m.commits, err = m.sideClient(kgo.MaxVersions(commitVersions(cl))); err != nil {
+		m.abort()
+		return nil, fmt.Errorf("%w: %w", ErrConnect, claim.Flat(err))
+	}
 	tctx, tcancel := context.WithTimeout(runCtx, s.opts.ConnectTimeout)
 	err = checkTopics(tctx, cl, s.opts.Topics)
 	tcancel()
@@ -174,6 +190,9 @@ func (m *member) abort() {
 	m.Drain()
 	m.release(m.take(nil), false)
 	m.client().Close()
+	if m.commits != nil {
+		m.commits.Close()
+	}
 	m.cancel()
 }
 
@@ -357,7 +376,7 @@ func (m *member) assigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 // the claims starting at InitialOffset start at the exact offset
 // startOffsets resolves (franz-go's own lookup by time can skip a record
 // appended during it); when that fails, franz-go looks the start time up
-// itself.
+// itself, unless the session (ctx) ended: adjust then returns ctx's error.
 func (m *member) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	reset := func(o kgo.Offset) (committed int64, atReset bool) {
 		committed = -1
@@ -378,7 +397,13 @@ func (m *member) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Of
 		}
 		if len(tps) > 0 {
 			var err error
-			if starts, err = startOffsets(ctx, m.client(), m.opts.StartTime.UnixMilli(), tps); err != nil {
+			if starts, err = m.lookUpStarts(ctx, tps); err != nil {
+				if ctx.Err() != nil {
+					// The session ended (a rebalance, Close): its claims
+					// start nowhere, and franz-go's own lookup would
+					// queue on the member's connections.
+					return nil, ctx.Err()
+				}
 				m.log.Warn("kafka start offsets cannot be listed; the client looks the start time up itself",
 					slog.Any("partitions", tps), slog.Any("error", claim.Flat(err)))
 			}
@@ -407,6 +432,49 @@ func (m *member) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Of
 	}
 	return offsets, nil
 }
+
+// lookUpStarts runs startOffsets for tps on a client of its own, closed
+// when it returns. Kafka answers a connection's requests in order, so a
+// listing the cluster leaves unanswered holds only that client's
+// connections, not the member's heartbeats, commits and leave, and the
+// close cuts it once ctx (the session's) ends.
+func (m *member) lookUpStarts(ctx context.Context, tps []topicPartition) (map[topicPartition]int64, error) {
+	cl, err := m.sideClient()
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	return startOffsets(ctx, cl, m.opts.StartTime.UnixMilli(), tps)
+}
+
+// sideClient returns a client of the cluster with the user's ClientOptions
+// and extra, outside the group: its requests go on connections of their
+// own. The caller closes it.
+func (m *member) sideClient(extra ...kgo.Opt) (*kgo.Client, error) {
+	opts := append(append([]kgo.Opt(nil), m.opts.ClientOptions...), kgo.SeedBrokers(m.opts.Brokers...),
+		kgo.WithContext(m.hurryCtx))
+	return kgo.NewClient(append(opts, extra...)...)
+}
+
+// commitVersions returns the request versions of cl (kgo.MaxVersions)
+// with OffsetCommit at most version 9, which names topics: later versions
+// name them by id, which the commit client, outside the group, does not
+// track.
+func commitVersions(cl *kgo.Client) *kversion.Versions {
+	vs := new(kversion.Versions)
+	if own, _ := cl.OptValue(kgo.MaxVersions).(*kversion.Versions); own != nil {
+		own.EachMaxKeyVersion(vs.SetMaxKeyVersion)
+	} else {
+		kversion.Stable().EachMaxKeyVersion(vs.SetMaxKeyVersion)
+	}
+	if v, ok := vs.LookupMaxKeyVersion(int16(kmsg.OffsetCommit)); ok && v > maxCommitVersion {
+		vs.SetMaxKeyVersion(int16(kmsg.OffsetCommit), maxCommitVersion)
+	}
+	return vs
+}
+
+// maxCommitVersion is the last OffsetCommit version that names topics.
+const maxCommitVersion = 9
 
 // beforeEndListing, when set, runs in startOffsets before the end offsets
 // are listed.
@@ -563,7 +631,10 @@ func (m *member) Close(ctx context.Context) error {
 		m.release(m.take(nil), true)
 		close(m.stopped)
 		m.wg.Wait()
-		m.client().Close() // leaves the group
+		m.client().Close() // leaves the group, after a revoke still running
+		// The commits are over: a request given up on still waits on its
+		// connection, which this cuts.
+		m.commits.Close()
 		m.cancel()
 	})
 	return nil
@@ -579,41 +650,46 @@ func (m *member) commit(ctx context.Context, only *partition) error {
 	return m.cm.Commit(ctx, c, m.send)
 }
 
-// send is the member's claim.Send: one synchronous commit through the
-// client, which sends the group's current generation and member id, given
-// up when ctx ends.
+// send is the member's claim.Send: one OffsetCommit request with the
+// group's current generation and member id, given up when ctx ends. It
+// goes through the member's commit client, not the group's: Kafka answers
+// a connection's requests in order, so a commit the cluster leaves
+// unanswered would hold the heartbeats behind it, and with them the
+// member's part in a rebalance, until the client's request timeout. On the
+// commit client's connection, a request given up on still holds the
+// member's later commits until it is answered (or fails), so that it
+// cannot land after them and move the group's offset back.
 func (m *member) send(ctx context.Context, blocks []claim.Block) ([]claim.Block, error) {
-	offs := make(map[string]map[int32]kgo.EpochOffset, 1)
+	memberID, gen := m.client().GroupMetadata()
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group = m.opts.GroupID
+	req.Generation = gen
+	req.MemberID = memberID
+	req.InstanceID = m.instanceID
+	index := make(map[string]int, 1)
 	for _, b := range blocks {
-		t := offs[b.C.Topic]
-		if t == nil {
-			t = make(map[int32]kgo.EpochOffset, len(blocks))
-			offs[b.C.Topic] = t
+		i, ok := index[b.C.Topic]
+		if !ok {
+			i = len(req.Topics)
+			index[b.C.Topic] = i
+			t := kmsg.NewOffsetCommitRequestTopic()
+			t.Topic = b.C.Topic
+			req.Topics = append(req.Topics, t)
 		}
-		t[b.C.Part] = kgo.EpochOffset{Epoch: -1, Offset: b.Off}
+		p := kmsg.NewOffsetCommitRequestTopicPartition()
+		p.Partition = b.C.Part
+		p.Offset = b.Off
+		p.LeaderEpoch = -1
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
 	}
-	var req *kmsg.OffsetCommitRequest
-	var resp *kmsg.OffsetCommitResponse
-	var err error
-	m.client().CommitOffsetsSync(ctx, offs, func(_ *kgo.Client, q *kmsg.OffsetCommitRequest, r *kmsg.OffsetCommitResponse, e error) {
-		req, resp, err = q, r, e
-	})
+	resp, err := req.RequestWith(ctx, m.commits)
 	if err != nil {
 		return blocks, claim.Flat(err)
 	}
-	// Newer protocol versions name topics by id in the answer.
-	names := make(map[[16]byte]string, len(req.Topics))
-	for _, t := range req.Topics {
-		names[t.TopicID] = t.Topic
-	}
 	got := make(map[topicPartition]error, len(blocks))
 	for _, t := range resp.Topics {
-		topic := t.Topic
-		if topic == "" {
-			topic = names[t.TopicID]
-		}
 		for _, p := range t.Partitions {
-			got[topicPartition{topic, p.Partition}] = kerr.ErrorForCode(p.ErrorCode)
+			got[topicPartition{t.Topic, p.Partition}] = kerr.ErrorForCode(p.ErrorCode)
 		}
 	}
 	for i := range blocks {

@@ -150,8 +150,12 @@ type Options struct {
 	// delivered, so a hook given here that keeps a *kgo.Record past its
 	// call finds it zeroed. A pool given here that implements
 	// kgo.PoolDecompressBytes turns that recycling off (the messages'
-	// values point into its buffers until their outcome). New checks the
-	// options by building a client.
+	// values point into its buffers until their outcome). Each member also
+	// builds, from them and Brokers, a client outside the group for its
+	// commits, and one for each lookup of start offsets (OffsetTimestamp),
+	// so that a request the cluster leaves unanswered does not hold the
+	// group's heartbeats behind it (see docs/kafka.md, Commits). New
+	// checks the options by building a client.
 	//
 	// The options print without them (see String): they may hold
 	// credentials.

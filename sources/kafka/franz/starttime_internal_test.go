@@ -3,13 +3,16 @@ package franz
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
 )
@@ -87,12 +90,14 @@ func TestStartOffsetsKeepRecordAppendedDuringLookup(t *testing.T) {
 	}
 }
 
-// adjustMember is a member with the options opts and a claim of each
-// partition of startTopic, whose logs go to the returned buffer.
+// adjustMember is a member of cl's cluster with the options opts and a
+// claim of each partition of startTopic, whose logs go to the returned
+// buffer.
 func adjustMember(cl *kgo.Client, opts Options) (*member, *bytes.Buffer) {
 	var buf bytes.Buffer
+	opts.Brokers, _ = cl.OptValue(kgo.SeedBrokers).([]string)
 	m := &member{opts: &opts, reset: opts.resetOffset(), parts: make(map[topicPartition]*partition),
-		log: slog.New(slog.NewTextHandler(&buf, nil))}
+		log: slog.New(slog.NewTextHandler(&buf, nil)), hurryCtx: context.Background()}
 	m.cl.Store(cl)
 	for part := range int32(3) {
 		p := &partition{m: m, log: slog.New(slog.DiscardHandler)}
@@ -146,12 +151,26 @@ func TestAdjustStartsAtResolvedOffset(t *testing.T) {
 // the client's own lookup of the start time (the claims' start is then
 // unknown), and one WARN line says so.
 func TestAdjustFallsBackWhenListingFails(t *testing.T) {
-	_, cl := startCluster(t)
+	c, cl := startCluster(t)
 	start := seed(t, cl)
+	c.ControlKey(int16(kmsg.ListOffsets), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+		for _, rt := range req.(*kmsg.ListOffsetsRequest).Topics {
+			answer := kmsg.NewListOffsetsResponseTopic()
+			answer.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				p := kmsg.NewListOffsetsResponseTopicPartition()
+				p.Partition = rp.Partition
+				p.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				answer.Partitions = append(answer.Partitions, p)
+			}
+			resp.Topics = append(resp.Topics, answer)
+		}
+		return resp, nil, true
+	})
 	m, logs := adjustMember(cl, Options{InitialOffset: OffsetTimestamp, StartTime: start, BeginOffset: BeginCommitted})
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel() // every request fails
-	got, err := m.adjust(ctx, map[string]map[int32]kgo.Offset{startTopic: {0: m.reset, 1: m.reset, 2: m.reset}})
+	got, err := m.adjust(context.Background(), map[string]map[int32]kgo.Offset{startTopic: {0: m.reset, 1: m.reset, 2: m.reset}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,5 +184,30 @@ func TestAdjustFallsBackWhenListingFails(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
 		t.Fatalf("%d WARN lines, want 1:\n%s", n, logs.String())
+	}
+}
+
+// Guarantee: when the session ends during the start offset lookup (the
+// context franz-go gives adjust is cancelled), adjust returns the
+// context's error and starts no claim, rather than leave the lookup to
+// franz-go's client, whose requests would queue on the member's
+// connections.
+func TestAdjustEndsWithItsSession(t *testing.T) {
+	_, cl := startCluster(t)
+	start := seed(t, cl)
+	m, logs := adjustMember(cl, Options{InitialOffset: OffsetTimestamp, StartTime: start, BeginOffset: BeginCommitted})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	got, err := m.adjust(ctx, map[string]map[int32]kgo.Offset{startTopic: {0: m.reset, 1: m.reset, 2: m.reset}})
+	if !errors.Is(err, context.Canceled) || got != nil {
+		t.Fatalf("adjust = %v, %v; want nil, context.Canceled", got, err)
+	}
+	for part := range int32(3) {
+		if next := m.parts[topicPartition{startTopic, part}].Next.Load(); next != -1 {
+			t.Errorf("partition %d's claim starts at %d, want -1 (none)", part, next)
+		}
+	}
+	if strings.Contains(logs.String(), "level=WARN") {
+		t.Fatalf("a session that ended is not a failed lookup:\n%s", logs.String())
 	}
 }
