@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+
+	"github.com/boulevard-go/boulevard/topic/internal/quote"
 )
 
 // Codec turns a topic's values into bytes and back, for backends that
@@ -75,8 +77,13 @@ type DecodeError struct {
 	Err error
 }
 
-// Error returns "topic: <codec> codec: <err>".
-func (e *DecodeError) Error() string { return "topic: " + e.Codec + " codec: " + e.Err.Error() }
+// Error returns "topic: <codec> codec: <err>". The codec's error text is
+// cut after 512 bytes and its control characters escaped, so
+// the text stays short and on one line whatever the payload held (a JSON
+// number of a million digits, say).
+func (e *DecodeError) Error() string {
+	return "topic: " + quote.Text(e.Codec) + " codec: " + quote.Text(e.Err.Error())
+}
 
 // Unwrap returns Err.
 func (e *DecodeError) Unwrap() error { return e.Err }

@@ -88,14 +88,18 @@ func formatID(id pulsar.MessageID, partition int32) string {
 const partitionSuffix = "-partition-"
 
 // splitPartition returns the topic without its partition suffix and the
-// partition index, or the topic itself and -1.
+// partition index, or the topic itself and -1. As for Pulsar (its
+// TopicName.getPartitionIndex), the index is a decimal as Pulsar writes
+// it: "t-partition-03" or "t-partition-+3" is a topic of its own, not a
+// partition of "t".
 func splitPartition(topic string) (string, int32) {
 	i := strings.LastIndex(topic, partitionSuffix)
 	if i < 0 {
 		return topic, -1
 	}
-	n, err := strconv.ParseInt(topic[i+len(partitionSuffix):], 10, 32)
-	if err != nil || n < 0 {
+	idx := topic[i+len(partitionSuffix):]
+	n, err := strconv.ParseInt(idx, 10, 32)
+	if err != nil || n < 0 || strconv.Itoa(int(n)) != idx {
 		return topic, -1
 	}
 	return topic[:i], int32(n)

@@ -1,6 +1,7 @@
 package pulsar
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/apache/pulsar-client-go/pulsar"
@@ -97,4 +98,30 @@ func TestQueuePlanLeavesRoomAtEveryRefill(t *testing.T) {
 	if p := newQueuePlan(producer.Flow{}.WithDefaults(), 1); p.size != 49 || p.reserve != 49 || p.room(0) != 51 {
 		t.Errorf("default window: %+v, room %d", p, p.room(0))
 	}
+}
+
+// Guarantee: for any topic name the client reports, splitPartition never
+// panics, and it reports a partition only for a name that is exactly its
+// base topic, "-partition-" and the partition index as Pulsar writes it (a
+// decimal from 0 to the largest int32, without sign or leading zero);
+// any other name is its own base topic with partition -1.
+func FuzzSplitPartition(f *testing.F) {
+	for _, topic := range []string{
+		"persistent://public/default/t-partition-3", "persistent://public/default/t", "t-partition-", "-partition-0",
+		"t-partition-x", "a-partition-1-partition-12", "t-partition-2147483647", "t-partition-2147483648",
+		"t-partition--1", "t-partition-+3", "t-partition-03", "t-partition-0", "t-partition-3 ", "\xff-partition-1", "",
+	} {
+		f.Add(topic)
+	}
+	f.Fuzz(func(t *testing.T, topic string) {
+		base, part := splitPartition(topic)
+		switch {
+		case part < -1:
+			t.Fatalf("%q: partition %d", topic, part)
+		case part == -1 && base != topic:
+			t.Fatalf("%q: no partition, base %q", topic, base)
+		case part >= 0 && base+partitionSuffix+strconv.Itoa(int(part)) != topic:
+			t.Fatalf("%q: split as %q and partition %d", topic, base, part)
+		}
+	})
 }

@@ -8,12 +8,15 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/topic/internal/quote"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
 // Record headers: what a letter knows about its history. Times are RFC
-// 3339 with nanoseconds, counts decimal and never negative (a record with
-// a negative one does not decode).
+// 3339 with nanoseconds, in UTC, of the years 0 to 9999; counts are
+// decimal, from 0 to topology.MaxRoutingShards-1 for the shard and to
+// topology.MaxRetriesLimit for retries. A record with a history header
+// outside that does not decode.
 const (
 	// HeaderShard is the letter's routing shard (absent: 0).
 	HeaderShard = "topology-shard"
@@ -24,7 +27,7 @@ const (
 	// HeaderLastFailure is when it last failed.
 	HeaderLastFailure = "topology-last-failure"
 	// HeaderResume is "1" on a letter of a sequenced topology that still
-	// holds its key (Letter.Resume).
+	// holds its key (Letter.Resume); "0" or its absence is false.
 	HeaderResume = "topology-resume"
 	// HeaderGroup names the only consumer group a record of the main topic
 	// is for (a released retry, a requeued or replayed letter); readers of
@@ -98,19 +101,38 @@ type meta struct {
 	shard        int // the letter's, for a releaser
 }
 
-// errNegative is a count header below zero: no letter writes one.
-var errNegative = errors.New("negative count")
+// Why a history header does not decode: no letter writes such a value.
+var (
+	errCount  = errors.New("not a decimal count within its bound")
+	errTime   = errors.New("not an RFC 3339 time of the years 0 to 9999 UTC")
+	errResume = errors.New(`not "1" or "0"`)
+)
 
-// count parses a count header: a decimal at least 0.
-func count(v string) (int, error) {
-	n, err := strconv.Atoi(v)
-	if err == nil && n < 0 {
-		err = errNegative
+// count parses a count header: a decimal from 0 to limit.
+func count(v []byte, limit int) (int, error) {
+	n, err := strconv.Atoi(string(v))
+	if err != nil || n < 0 || n > limit {
+		return 0, errCount
 	}
-	return n, err
+	return n, nil
+}
+
+// parseTime parses a time header: RFC 3339 whose instant, in UTC, falls
+// in the years 0 to 9999, as timeHeader can write it back (a letter read
+// keeps its times through its next hold).
+func parseTime(v []byte) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, string(v))
+	if y := t.UTC().Year(); err != nil || y < 0 || y > 9999 {
+		return time.Time{}, errTime
+	}
+	return t, nil
 }
 
 // readHeaders fills l's history from rec's headers and returns the rest.
+// Of a repeated header the last counts. A history header whose value no
+// letter writes (a count out of its bound, a time that is not RFC 3339 or
+// whose UTC year is outside 0 to 9999, a Resume neither "1" nor "0") is an
+// error that shows at most the value's first bytes.
 func readHeaders[T any](rec *sarama.ConsumerMessage, l *topology.Letter[T]) (meta, error) {
 	var m meta
 	var d topology.Death
@@ -119,42 +141,49 @@ func readHeaders[T any](rec *sarama.ConsumerMessage, l *topology.Letter[T]) (met
 		if h == nil {
 			continue
 		}
-		v := string(h.Value)
+		v := h.Value
 		var err error
 		switch string(h.Key) {
 		case HeaderShard:
-			l.Shard, err = count(v)
+			l.Shard, err = count(v, topology.MaxRoutingShards-1)
 		case HeaderRetries:
-			l.Retries, err = count(v)
+			l.Retries, err = count(v, topology.MaxRetriesLimit)
 		case HeaderFirstFailure:
-			l.FirstFailure, err = time.Parse(time.RFC3339Nano, v)
+			l.FirstFailure, err = parseTime(v)
 		case HeaderLastFailure:
-			l.LastFailure, err = time.Parse(time.RFC3339Nano, v)
+			l.LastFailure, err = parseTime(v)
 		case HeaderResume:
-			l.Resume = v == "1"
+			switch string(v) {
+			case "1":
+				l.Resume = true
+			case "0":
+				l.Resume = false
+			default:
+				err = errResume
+			}
 		case HeaderGroup:
-			m.group = v
+			m.group = string(v)
 		case HeaderTopic:
-			m.topic = v
+			m.topic = string(v)
 		case HeaderDue:
-			m.due, err = time.Parse(time.RFC3339Nano, v)
+			m.due, err = parseTime(v)
 		case HeaderDeathReason:
 			d.Reason, dead = topology.Reason(v), true
 		case HeaderDeathError:
-			d.Error = v
+			d.Error = string(v)
 		case HeaderDeathTopic:
-			d.Topic = v
+			d.Topic = string(v)
 		case HeaderDeathGroup:
-			d.Group = v
+			d.Group = string(v)
 		case HeaderDeathRetries:
-			d.Retries, err = count(v)
+			d.Retries, err = count(v, topology.MaxRetriesLimit)
 		case HeaderDeathFirstFailure:
-			d.FirstFailure, err = time.Parse(time.RFC3339Nano, v)
+			d.FirstFailure, err = parseTime(v)
 		case HeaderDeathLastFailure:
-			d.LastFailure, err = time.Parse(time.RFC3339Nano, v)
+			d.LastFailure, err = parseTime(v)
 		}
 		if err != nil {
-			return m, fmt.Errorf("kafkatopology: header %q: %w", string(h.Key), err)
+			return m, fmt.Errorf("kafkatopology: header %q = %s: %w", string(h.Key), quote.Value(string(v)), err)
 		}
 	}
 	if len(rec.Key) > 0 {

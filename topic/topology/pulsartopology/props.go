@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/boulevard-go/boulevard/topic/internal/quote"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
@@ -77,46 +78,65 @@ func properties[T any](l *topology.Letter[T], group string) map[string]string {
 	return p
 }
 
-// errNegative is a count property below zero: no letter carries one.
-var errNegative = errors.New("negative count")
+// Why a history property does not decode: no letter carries such a value.
+var (
+	errCount  = errors.New("not a decimal count within its bound")
+	errTime   = errors.New("not an RFC 3339 time")
+	errResume = errors.New(`not "true" or "false"`)
+)
 
 // readProperties decodes a letter's history from p into l and returns the
-// group the message is for ("" for every group).
+// group the message is for ("" for every group). A history property whose
+// value no letter carries (a count out of its bound: the shard from 0 to
+// topology.MaxRoutingShards-1, retries from 0 to
+// topology.MaxRetriesLimit; a time that is not RFC 3339; a resume that is
+// neither "true" nor "false") is an error that shows at most the value's
+// first bytes.
 func readProperties[T any](p map[string]string, l *topology.Letter[T]) (string, error) {
 	var err error
-	num := func(k string) int {
+	fail := func(k, v string, e error) {
+		if err == nil {
+			err = fmt.Errorf("property %s = %s: %w", k, quote.Value(v), e)
+		}
+	}
+	num := func(k string, limit int) int {
 		v, ok := p[k]
-		if !ok || err != nil {
+		if !ok {
 			return 0
 		}
 		n, e := strconv.Atoi(v)
-		if e == nil && n < 0 {
-			e = errNegative
-		}
-		if e != nil {
-			err = fmt.Errorf("property %s: %w", k, e)
+		if e != nil || n < 0 || n > limit {
+			fail(k, v, errCount)
+			return 0
 		}
 		return n
 	}
 	tm := func(k string) time.Time {
 		v, ok := p[k]
-		if !ok || err != nil {
+		if !ok {
 			return time.Time{}
 		}
 		t, e := time.Parse(time.RFC3339Nano, v)
 		if e != nil {
-			err = fmt.Errorf("property %s: %w", k, e)
+			fail(k, v, errTime)
 		}
 		return t
 	}
-	l.Shard = num(PropShard)
-	l.Retries = num(PropRetries)
+	l.Shard = num(PropShard, topology.MaxRoutingShards-1)
+	l.Retries = num(PropRetries, topology.MaxRetriesLimit)
 	l.FirstFailure = tm(PropFirstFailure)
 	l.LastFailure = tm(PropLastFailure)
-	l.Resume = p[PropResume] == "true"
+	switch v, ok := p[PropResume]; {
+	case !ok || v == "false":
+		l.Resume = false
+	case v == "true":
+		l.Resume = true
+	default:
+		fail(PropResume, v, errResume)
+	}
 	if r, ok := p[PropDeathReason]; ok {
 		l.Death = &topology.Death{Reason: topology.Reason(r), Error: p[PropDeathError],
-			Topic: p[PropDeathTopic], Group: p[PropDeathGroup], Retries: num(PropDeathRetries),
+			Topic: p[PropDeathTopic], Group: p[PropDeathGroup], Retries: num(PropDeathRetries, topology.MaxRetriesLimit),
 			FirstFailure: tm(PropDeathFirstFailure), LastFailure: tm(PropDeathLastFailure)}
 	}
 	return p[PropGroup], err

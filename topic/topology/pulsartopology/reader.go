@@ -15,6 +15,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/boulevard-go/boulevard/internal/liveset"
+	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
@@ -184,11 +185,7 @@ func (r *reader[T]) take(cm pulsar.ConsumerMessage, dst []topology.Letter[T], n 
 		r.marked(cm, m)
 		return n
 	}
-	var l topology.Letter[T]
-	group, err := readProperties(props, &l)
-	if err == nil {
-		l.Value, err = r.b.opts.Codec.Decode(cm.Payload())
-	}
+	l, group, err := decodeLetter(r.b.opts.Codec, props, cm.Payload())
 	if err != nil {
 		r.b.log.Warn("pulsartopology: a message does not decode; acknowledged and skipped",
 			slog.String("topic", cm.Topic()), slog.String("message_id", cm.ID().String()), slog.Any("error", err))
@@ -205,8 +202,20 @@ func (r *reader[T]) take(cm pulsar.ConsumerMessage, dst []topology.Letter[T], n 
 	return n + 1
 }
 
+// decodeLetter decodes a message's properties and payload into a letter
+// (its key and receipt left for the caller), and returns the group the
+// message is for ("" for every group).
+func decodeLetter[T any](codec topic.Codec[T], props map[string]string, payload []byte) (topology.Letter[T], string, error) {
+	var l topology.Letter[T]
+	group, err := readProperties(props, &l)
+	if err == nil {
+		l.Value, err = codec.Decode(payload)
+	}
+	return l, group, err
+}
+
 // marked handles a marker: this reader's own ends its catch-up; another
-// reader's goes back to the subscription until it is too old to matter.
+// reader's goes back to the subscription while it is young (markerYoung).
 func (r *reader[T]) marked(cm pulsar.ConsumerMessage, m string) {
 	tok, at, _ := strings.Cut(m, "@")
 	if r.marker != "" && tok == r.marker {
@@ -214,11 +223,25 @@ func (r *reader[T]) marked(cm pulsar.ConsumerMessage, m string) {
 		r.ack(cm.ID())
 		return
 	}
-	if ms, err := strconv.ParseInt(at, 10, 64); err == nil && time.Since(time.UnixMilli(ms)) < markerLife {
+	if markerYoung(at, time.Now()) {
 		r.cons.NackID(cm.ID())
 		return
 	}
 	r.ack(cm.ID())
+}
+
+// markerYoung reports whether a marker stamped at (Unix milliseconds, as
+// its reader writes it) is less than markerLife away from now, in either
+// direction: one from a clock ahead of now by less than that is young, one
+// stamped further ahead, or not stamped as a reader stamps, is not, so
+// that no marker goes back to the subscription forever.
+func markerYoung(at string, now time.Time) bool {
+	ms, err := strconv.ParseInt(at, 10, 64)
+	if err != nil {
+		return false
+	}
+	age := now.Sub(time.UnixMilli(ms))
+	return age > -markerLife && age < markerLife
 }
 
 func (r *reader[T]) ack(id pulsar.MessageID) {
