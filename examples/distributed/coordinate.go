@@ -65,13 +65,21 @@ type child struct {
 	err    error
 }
 
+// maxOrders is the largest -orders: every process prints a line per order
+// it handles, and the whole run has two minutes.
+const maxOrders = 10_000
+
+// childStopTimeout bounds how long a process may drain after SIGTERM before
+// it is killed.
+const childStopTimeout = 30 * time.Second
+
 // coordinate runs the processes, kills and replaces one enrich process
 // when -kill is set, waits until every order was enriched and archive and
 // fraud have handled every one, stops the processes and prints a report
 // to out.
 func coordinate(ctx context.Context, out io.Writer, c coordConfig) (*report, error) {
-	if c.orders < 0 {
-		return nil, fmt.Errorf("-orders must be ≥ 0, got %d", c.orders)
+	if c.orders < 0 || c.orders > maxOrders {
+		return nil, fmt.Errorf("-orders must be 0 to %d, got %d", maxOrders, c.orders)
 	}
 	addr, stop, err := brokerAddr(ctx, out, c)
 	if err != nil {
@@ -106,7 +114,7 @@ func coordinate(ctx context.Context, out io.Writer, c coordConfig) (*report, err
 		for _, ch := range children {
 			select {
 			case <-ch.done:
-			case <-time.After(30 * time.Second):
+			case <-time.After(childStopTimeout):
 				_ = ch.cmd.Process.Kill()
 				<-ch.done
 			}
@@ -157,7 +165,8 @@ func coordinate(ctx context.Context, out io.Writer, c coordConfig) (*report, err
 			}
 		}
 		if err := next(ctx, out, events, children, rep, ready); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w (%d of %d orders enriched, %d archived, %d checked by fraud)",
+				err, len(rep.enriched), c.orders, len(rep.archived), len(rep.checked))
 		}
 	}
 	printReport(out, c, rep)
@@ -249,6 +258,11 @@ func record(ev event, rep *report, ready map[string]bool, out io.Writer) {
 // on events, then one empty line when it has exited.
 func spawn(ctx context.Context, c coordConfig, addr, httpAddr, role string, events chan<- event, quit <-chan struct{}, wg *sync.WaitGroup) (*child, error) {
 	cmd := exec.CommandContext(ctx, c.exe)
+	// When ctx ends (Ctrl-C, SIGTERM, the run's deadline), the process gets
+	// SIGTERM, so that it drains, and is killed if it has not exited
+	// childStopTimeout later.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = childStopTimeout
 	cmd.Env = append(os.Environ(), roleEnv+"="+role, backendEnv+"="+c.backend, addrEnv+"="+addr,
 		ordersEnv+"="+strconv.Itoa(c.orders), httpEnv+"="+httpAddr)
 	if c.verbose {

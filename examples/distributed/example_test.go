@@ -18,6 +18,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/boulevard-go/boulevard/examples/internal/exampletest"
 	"github.com/boulevard-go/boulevard/examples/internal/monitor"
 )
 
@@ -34,6 +35,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	exampletest.RunMain(main) // a coordinator started by exampletest.Start
 	goleak.VerifyTestMain(m,
 		goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"))
 }
@@ -129,12 +131,30 @@ func TestEveryProcessServesItsMetrics(t *testing.T) {
 	}
 }
 
-// A negative -orders is refused with an error naming the flag, before any
-// broker or process starts.
-func TestNegativeOrdersRefused(t *testing.T) {
-	_, err := coordinate(t.Context(), io.Discard, coordConfig{backend: "kafka", orders: -1, exe: os.Args[0],
-		log: slog.New(slog.DiscardHandler)})
-	if err == nil || !strings.Contains(err.Error(), "-orders must be ≥ 0") {
-		t.Fatalf("coordinate with -orders -1 = %v, want an error naming -orders", err)
+// A negative -orders, or one past the bound, is refused with an error
+// naming the flag, before any broker or process starts.
+func TestOrdersOutOfRangeRefused(t *testing.T) {
+	for _, n := range []int{-1, maxOrders + 1} {
+		_, err := coordinate(t.Context(), io.Discard, coordConfig{backend: "kafka", orders: n, exe: os.Args[0],
+			log: slog.New(slog.DiscardHandler)})
+		if err == nil || !strings.Contains(err.Error(), "-orders must be 0 to") {
+			t.Errorf("coordinate with -orders %d = %v, want an error naming -orders", n, err)
+		}
+	}
+}
+
+// Guarantee: SIGTERM stops the coordinator the way Ctrl-C does: it stops
+// its processes (SIGTERM, then SIGKILL after childStopTimeout), says how
+// far the run got and exits 1, instead of dying at once and leaving its
+// processes running.
+func TestSIGTERMStopsTheProcessesAndReports(t *testing.T) {
+	p := exampletest.Start(t, "-orders", strconv.Itoa(maxOrders), "-kill=false")
+	p.WaitOutput("processes: archive", time.Minute)
+	p.Signal(syscall.SIGTERM)
+	if code := p.Wait(childStopTimeout + time.Minute); code != 1 {
+		t.Fatalf("exit status %d, want 1\nstderr:\n%s", code, p.Stderr())
+	}
+	if want := fmt.Sprintf(" of %d orders enriched", maxOrders); !strings.Contains(p.Stderr(), want) {
+		t.Fatalf("stderr lacks %q:\n%s", want, p.Stderr())
 	}
 }

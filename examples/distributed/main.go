@@ -35,6 +35,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/boulevard-go/boulevard/examples/internal/interrupt"
 	"github.com/boulevard-go/boulevard/examples/internal/monitor"
 )
 
@@ -53,7 +54,7 @@ func main() {
 	flag.StringVar(&c.backend, "backend", "kafka", "kafka or pulsar")
 	flag.StringVar(&c.brokers, "brokers", "", "Kafka bootstrap broker host:port (default: an in-process cluster)")
 	flag.StringVar(&c.url, "url", "", "Pulsar service URL (default: an in-process broker)")
-	flag.IntVar(&c.orders, "orders", 40, "number of orders to ingest")
+	flag.IntVar(&c.orders, "orders", 40, fmt.Sprintf("number of orders to ingest (0 to %d)", maxOrders))
 	flag.BoolVar(&c.kill, "kill", true, "kill one enrich process mid-run and start a replacement")
 	verbose := flag.Bool("v", false, "log the processes' activity to stderr")
 	var mon monitor.Flags
@@ -72,11 +73,13 @@ func main() {
 		os.Exit(1)
 	}
 	c.exe = exe
-	interrupt, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// Ctrl-C or SIGTERM stops the run: the processes get SIGTERM and
+	// drain, and the error says how far the run got.
+	interrupted, stop := interrupt.Context(context.Background())
 	defer stop()
-	ctx, cancel := context.WithTimeout(interrupt, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(interrupted, 2*time.Minute)
 	if c.linger != 0 {
-		ctx, cancel = context.WithCancel(interrupt) // lingering lasts as long as asked
+		ctx, cancel = context.WithCancel(interrupted) // lingering lasts as long as asked
 	}
 	defer cancel()
 	if _, err := coordinate(ctx, os.Stdout, c); err != nil {

@@ -18,8 +18,9 @@
 // readings are malformed and fail; with the default failure policy their
 // offsets are committed past, so they never stall a partition), and a
 // batcher averages the readings per sensor. The program stops once it has
-// handled the n records it produced (or on Ctrl-C), drains the pipeline,
-// which commits the group's offsets, and prints what it saw.
+// handled the n records it produced (or on Ctrl-C or SIGTERM), drains the
+// pipeline, which commits the group's offsets, and prints what it saw; when
+// interrupted, it also says how many records were left.
 package main
 
 import (
@@ -30,7 +31,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,6 +43,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/examples/internal/interrupt"
 	"github.com/boulevard-go/boulevard/examples/internal/monitor"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/observe"
@@ -73,9 +75,9 @@ func main() {
 	flag.StringVar(&cfg.brokers, "brokers", "", "comma-separated host:port of a real Kafka; empty starts an in-process cluster")
 	flag.StringVar(&cfg.topic, "topic", "readings", "topic to read")
 	flag.StringVar(&cfg.group, "group", "boulevard-example", "consumer group")
-	flag.IntVar(&cfg.n, "n", 10000, "records to produce, and to wait for")
+	flag.IntVar(&cfg.n, "n", 10000, fmt.Sprintf("records to produce, and to wait for (0 to %d; 0: until interrupted)", maxRecords))
 	flag.IntVar(&cfg.partitions, "partitions", 6, fmt.Sprintf("partitions of the in-process topic (1 to %d)", maxPartitions))
-	flag.IntVar(&cfg.members, "members", 2, "consumer-group members (producer stages)")
+	flag.IntVar(&cfg.members, "members", 2, fmt.Sprintf("consumer-group members (producer stages), 1 to %d", maxMembers))
 	flag.BoolVar(&cfg.produce, "produce", true, "produce the n records before consuming")
 	flag.StringVar(&cfg.strategy, "rebalance", kafka.RebalanceCooperativeSticky, "range, roundrobin, sticky or cooperative-sticky")
 	flag.BoolVar(&cfg.verbose, "v", false, "log at debug level to stderr, and print the source's stats")
@@ -83,7 +85,9 @@ func main() {
 	flag.Parse()
 	cfg.sourceStats = cfg.verbose
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// Ctrl-C or SIGTERM cancels ctx: the program stops producing, or drains
+	// the pipeline, and reports.
+	ctx, stop := interrupt.Context(context.Background())
 	defer stop()
 	if err := run(ctx, cfg, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
@@ -95,11 +99,41 @@ func main() {
 // partition is a feed of its own, with its own permit window.
 const maxPartitions = 1024
 
+// maxRecords is the largest -n: the in-process cluster keeps every record
+// in memory.
+const maxRecords = 10_000_000
+
+// maxMembers is the largest -members: each member is a producer stage.
+const maxMembers = producer.MaxConcurrency
+
+// rebalanceStrategies are the values of -rebalance.
+var rebalanceStrategies = []string{kafka.RebalanceRange, kafka.RebalanceRoundRobin, kafka.RebalanceSticky, kafka.RebalanceCooperativeSticky}
+
+// check reports the first flag that holds a value the program cannot run
+// with, naming it.
+func (cfg config) check() error {
+	switch {
+	case cfg.n < 0 || cfg.n > maxRecords:
+		return fmt.Errorf("-n must be 0 to %d (0: run until interrupted), got %d", maxRecords, cfg.n)
+	case cfg.members < 1 || cfg.members > maxMembers:
+		return fmt.Errorf("-members must be 1 to %d, got %d", maxMembers, cfg.members)
+	case strings.TrimSpace(cfg.topic) == "":
+		return errors.New("-topic must not be empty")
+	case strings.TrimSpace(cfg.group) == "":
+		return errors.New("-group must not be empty")
+	case !slices.Contains(rebalanceStrategies, cfg.strategy):
+		return fmt.Errorf("-rebalance must be one of %s, got %q", strings.Join(rebalanceStrategies, ", "), cfg.strategy)
+	}
+	return nil
+}
+
 // run sets up the cluster (or connects to the given one), produces, consumes
-// and reports to out.
+// and reports to out. When ctx is cancelled while it produces, it says how
+// many records it produced and returns without consuming; while it
+// consumes, it drains the pipeline and says how many records were left.
 func run(ctx context.Context, cfg config, out io.Writer) error {
-	if cfg.n < 0 {
-		return fmt.Errorf("-n must be ≥ 0 (0: run until interrupted), got %d", cfg.n)
+	if err := cfg.check(); err != nil {
+		return err
 	}
 	log := slog.New(slog.DiscardHandler)
 	if cfg.verbose {
@@ -127,8 +161,13 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	scfg.ClientID = "boulevard-example"
 	if cfg.produce && cfg.n > 0 {
 		start := time.Now()
-		if err := produce(brokers, scfg, cfg.topic, cfg.n); err != nil {
+		sent, err := produce(ctx, brokers, scfg, cfg.topic, cfg.n)
+		if err != nil {
 			return err
+		}
+		if sent < cfg.n {
+			fmt.Fprintf(out, "interrupted while producing: produced %d of %d readings, consumed none\n", sent, cfg.n)
+			return nil
 		}
 		fmt.Fprintf(out, "produced %d readings in %s\n", cfg.n, time.Since(start).Round(time.Millisecond))
 	}
@@ -211,10 +250,27 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	if err := p.Start(ctx); err != nil {
 		return err
 	}
-	select {
-	case <-allDone:
-	case <-ctx.Done():
-	case <-p.Done():
+	// The source's own logs only show with -v: say here, once, that it
+	// cannot reach the cluster, while the pipeline keeps retrying (until
+	// producer.Restart gives up, which stops the pipeline).
+	poll := time.NewTicker(statusPoll)
+	defer poll.Stop()
+	warned := false
+wait:
+	for {
+		select {
+		case <-allDone:
+			break wait
+		case <-ctx.Done():
+			break wait
+		case <-p.Done():
+			break wait
+		case <-poll.C:
+			if err := failing(p.SourceStatus()); err != nil && !warned {
+				warned = true
+				fmt.Fprintf(out, "the source is failing, retrying: %v\n", err)
+			}
+		}
 	}
 	elapsed := time.Since(start)
 	if cfg.sourceStats {
@@ -226,6 +282,24 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 	st.print(out, elapsed)
+	if h := st.handled.Load(); ctx.Err() != nil && cfg.n > 0 && h < int64(cfg.n) {
+		fmt.Fprintf(out, "interrupted: %d of %d records not handled; the group's next run resumes after the committed offsets\n", int64(cfg.n)-h, cfg.n)
+	}
+	return nil
+}
+
+// statusPoll is how often run looks at the producer stages' status while
+// it waits.
+const statusPoll = 500 * time.Millisecond
+
+// failing returns the last error of a producer stage whose latest runs
+// all failed, or nil.
+func failing(stages []producer.StageStatus) error {
+	for _, s := range stages {
+		if s.ConsecutiveFailures > 0 && s.LastError != nil {
+			return s.LastError
+		}
+	}
 	return nil
 }
 
@@ -252,17 +326,29 @@ func splitBrokers(s string) []string {
 	return out
 }
 
+// produceTimeout bounds each network wait of the producer (dial, read,
+// write, metadata refresh), so that brokers that do not answer fail the
+// run within seconds instead of sarama's 30s per attempt.
+const produceTimeout = 5 * time.Second
+
 // produce writes n readings "sensor,celsius" keyed by sensor; every 500th is
-// malformed.
-func produce(brokers []string, base *sarama.Config, topic string, n int) error {
+// malformed. It returns the number of readings handed to the producer: n,
+// or fewer when ctx ended first (then what was handed over is flushed
+// before it returns).
+func produce(ctx context.Context, brokers []string, base *sarama.Config, topic string, n int) (int, error) {
 	cfg := *base
+	kafka.SaramaDefaults(&cfg)
+	cfg.Net.DialTimeout = min(cfg.Net.DialTimeout, produceTimeout)
+	cfg.Net.ReadTimeout = min(cfg.Net.ReadTimeout, produceTimeout)
+	cfg.Net.WriteTimeout = min(cfg.Net.WriteTimeout, produceTimeout)
+	cfg.Metadata.Timeout = min(cfg.Metadata.Timeout, produceTimeout)
 	cfg.Producer.Return.Successes = true
 	cfg.Producer.RequiredAcks = sarama.WaitForAll
 	cfg.Producer.Flush.Messages = 500
 	cfg.Producer.Flush.Frequency = 5 * time.Millisecond
 	ap, err := sarama.NewAsyncProducer(brokers, &cfg)
 	if err != nil {
-		return fmt.Errorf("producer: %w", err)
+		return 0, fmt.Errorf("producer: cannot connect to %s: %w", strings.Join(brokers, ","), err)
 	}
 	var errs []error
 	var wg sync.WaitGroup
@@ -275,21 +361,28 @@ func produce(brokers []string, base *sarama.Config, topic string, n int) error {
 			errs = append(errs, e)
 		}
 	})
-	for i := range n {
-		s := fmt.Sprintf("sensor-%d", i%7)
-		v := fmt.Sprintf("%s,%.1f", s, 15+float64(i%100)/10)
-		if i%500 == 499 {
+	sent := 0
+send:
+	for ; sent < n; sent++ {
+		s := fmt.Sprintf("sensor-%d", sent%7)
+		v := fmt.Sprintf("%s,%.1f", s, 15+float64(sent%100)/10)
+		if sent%500 == 499 {
 			v = s + ",n/a"
 		}
-		ap.Input() <- &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(s), Value: sarama.StringEncoder(v),
+		m := &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(s), Value: sarama.StringEncoder(v),
 			Headers: []sarama.RecordHeader{{Key: []byte("unit"), Value: []byte("celsius")}}}
+		select {
+		case ap.Input() <- m:
+		case <-ctx.Done():
+			break send
+		}
 	}
 	ap.AsyncClose()
 	wg.Wait()
 	if len(errs) > 0 {
-		return fmt.Errorf("produce: %d errors, first: %w", len(errs), errs[0])
+		return sent, fmt.Errorf("produce: %d errors, first: %w", len(errs), errs[0])
 	}
-	return nil
+	return sent, nil
 }
 
 type reading struct {

@@ -4,20 +4,28 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"go.uber.org/goleak"
+
+	"github.com/boulevard-go/boulevard/examples/internal/exampletest"
+	"github.com/boulevard-go/boulevard/examples/internal/monitor"
+	"github.com/boulevard-go/boulevard/internal/testnet"
 )
 
 // Every test must leave no goroutine of the pipeline, sarama or the cluster
-// behind.
+// behind. A test binary started by exampletest.Start runs main instead.
 func TestMain(m *testing.M) {
+	exampletest.RunMain(main)
 	goleak.VerifyTestMain(m,
 		// rcrowley/go-metrics (sarama's metric registry) starts one
 		// process-wide meter ticker on first use and offers no way to stop
@@ -225,5 +233,108 @@ func TestNegativeNFailsFast(t *testing.T) {
 		cancel()
 		<-done
 		t.Fatal("run still waiting after 15s")
+	}
+}
+
+// Guarantee: flags the program cannot run with are refused at once with an
+// error naming the flag, before anything connects or starts.
+func TestFlagsOutOfRangeNameTheFlag(t *testing.T) {
+	valid := config{topic: "readings", group: "example-flags", n: 1, partitions: 1, members: 1, produce: true,
+		strategy: "cooperative-sticky"}
+	for _, tc := range []struct {
+		flag string
+		set  func(*config)
+	}{
+		{"-members", func(c *config) { c.members = 0 }},
+		{"-members", func(c *config) { c.members = -1 }},
+		{"-members", func(c *config) { c.members = maxMembers + 1 }},
+		{"-n", func(c *config) { c.n = maxRecords + 1 }},
+		{"-topic", func(c *config) { c.topic = "" }},
+		{"-group", func(c *config) { c.group = " " }},
+		{"-rebalance", func(c *config) { c.strategy = "bogus" }},
+	} {
+		cfg := valid
+		tc.set(&cfg)
+		// A cancelled context: a run that is not refused stops at once.
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := run(ctx, cfg, io.Discard); err == nil || !strings.HasPrefix(err.Error(), tc.flag+" ") {
+			t.Errorf("%+v: run = %v, want an error naming %s", cfg, err, tc.flag)
+		}
+	}
+}
+
+// Guarantee: given brokers that accept connections but never answer, the
+// program fails with an error saying it cannot connect within seconds
+// (each network wait of the producer is bounded by produceTimeout), instead
+// of waiting for sarama's 30s per attempt over several attempts.
+func TestSilentBrokerFailsWithinSeconds(t *testing.T) {
+	cfg := config{brokers: testnet.SilentListener(t), topic: "readings", group: "example-silent", n: 10,
+		partitions: 1, members: 1, produce: true, strategy: "cooperative-sticky"}
+	done := make(chan error, 1)
+	go func() { done <- run(context.Background(), cfg, io.Discard) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "cannot connect") {
+			t.Fatalf("run = %v, want an error saying it cannot connect", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("run still waiting for the silent broker after a minute")
+	}
+}
+
+// Guarantee: consuming from brokers that accept connections but never
+// answer, the program says that the source is failing as soon as a
+// connection check has failed, before producer.Restart gives up (its logs
+// only show with -v).
+func TestFailingSourceReportedBeforeTheRunGivesUp(t *testing.T) {
+	cfg := config{brokers: testnet.SilentListener(t), topic: "readings", group: "example-silent", n: 10,
+		partitions: 1, members: 1, produce: false, strategy: "cooperative-sticky"}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out monitor.Buffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg, &out) }()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !strings.Contains(out.String(), "the source is failing, retrying: kafka: cannot connect") {
+		select {
+		case err := <-done:
+			t.Fatalf("run returned %v without saying the source was failing:\n%s", err, out.String())
+		case <-tick.C:
+		}
+	}
+	cancel()
+	<-done
+}
+
+// Guarantee: Ctrl-C and SIGTERM both stop the program the graceful way,
+// whether it is producing (it stops producing, says how far it got and
+// consumes nothing) or consuming (the pipeline drains and the report says
+// how many records were left), and it exits 0.
+func TestSignalsStopAndReport(t *testing.T) {
+	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
+		for _, tc := range []struct {
+			phase string
+			args  []string
+			want  string
+		}{
+			// Producing the largest -n takes far longer than the test waits.
+			{"producing", []string{"-n", strconv.Itoa(maxRecords)}, "interrupted while producing: produced "},
+			// Waiting for records nobody produces never ends by itself.
+			{"consuming", []string{"-n", "5", "-produce=false"}, "interrupted: 5 of 5 records not handled"},
+		} {
+			t.Run(sig.String()+"/"+tc.phase, func(t *testing.T) {
+				p := exampletest.Start(t, tc.args...)
+				p.WaitOutput("in-process Kafka cluster on ", time.Minute)
+				p.Signal(sig)
+				if code := p.Wait(time.Minute); code != 0 {
+					t.Fatalf("exit status %d, want 0\nstderr:\n%s", code, p.Stderr())
+				}
+				if !strings.Contains(p.Stdout(), tc.want) {
+					t.Fatalf("output lacks %q:\n%s", tc.want, p.Stdout())
+				}
+			})
+		}
 	}
 }

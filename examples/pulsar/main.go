@@ -32,7 +32,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,6 +42,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/examples/internal/interrupt"
 	"github.com/boulevard-go/boulevard/examples/internal/monitor"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/observe"
@@ -74,8 +74,8 @@ func main() {
 	flag.StringVar(&cfg.subscription, "subscription", "boulevard-example", "subscription name")
 	flag.IntVar(&cfg.n, "n", 10000, "number of events to publish and consume")
 	flag.IntVar(&cfg.customers, "customers", 5, "number of customers (message keys)")
-	flag.IntVar(&cfg.concurrency, "concurrency", 1, "producer stages (one consumer each)")
-	flag.DurationVar(&cfg.nackDelay, "nack-delay", time.Second, "redelivery delay of a failed event")
+	flag.IntVar(&cfg.concurrency, "concurrency", 1, fmt.Sprintf("producer stages (one consumer each), 1 to %d", producer.MaxConcurrency))
+	flag.DurationVar(&cfg.nackDelay, "nack-delay", time.Second, fmt.Sprintf("redelivery delay of a failed event, above 0 and at most %s", maxNackDelay))
 	flag.BoolVar(&verbose, "v", false, "log at debug level to stderr")
 	cfg.monitor.Register(flag.CommandLine)
 	flag.Parse()
@@ -88,7 +88,9 @@ func main() {
 		cfg.topic = fmt.Sprintf("boulevard-example-%d", time.Now().UnixNano())
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// Ctrl-C or SIGTERM cancels ctx: the program stops publishing, or
+	// drains the pipeline, and reports.
+	ctx, stop := interrupt.Context(context.Background())
 	defer stop()
 	if _, err := run(ctx, cfg, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "pulsar example:", bpulsar.RedactURL(err.Error()))
@@ -109,6 +111,10 @@ type result struct {
 // maxEvents bounds -n: the run remembers every event it handled.
 const maxEvents = 10_000_000
 
+// maxNackDelay bounds -nack-delay: the run waits that long for each
+// failed event to come back.
+const maxNackDelay = time.Minute
+
 // run publishes cfg.n events, consumes them with a pipeline and reports.
 func run(ctx context.Context, cfg config, out io.Writer) (*result, error) {
 	if cfg.n < 0 || cfg.n > maxEvents {
@@ -116,6 +122,20 @@ func run(ctx context.Context, cfg config, out io.Writer) (*result, error) {
 	}
 	if cfg.customers < 1 {
 		return nil, fmt.Errorf("-customers must be ≥ 1, got %d", cfg.customers)
+	}
+	if cfg.concurrency < 1 || cfg.concurrency > producer.MaxConcurrency {
+		return nil, fmt.Errorf("-concurrency must be 1 to %d, got %d", producer.MaxConcurrency, cfg.concurrency)
+	}
+	// pulsar-client-go takes 0 for its default of one minute and panics on
+	// a negative delay.
+	if cfg.nackDelay <= 0 || cfg.nackDelay > maxNackDelay {
+		return nil, fmt.Errorf("-nack-delay must be above 0 and at most %s, got %s", maxNackDelay, cfg.nackDelay)
+	}
+	if strings.TrimSpace(cfg.topic) == "" {
+		return nil, errors.New("-topic must not be empty")
+	}
+	if strings.TrimSpace(cfg.subscription) == "" {
+		return nil, errors.New("-subscription must not be empty")
 	}
 	var broker *pulsartest.Broker
 	url := cfg.url
@@ -143,7 +163,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (*result, error) {
 	defer client.Close()
 
 	if err := publish(ctx, client, cfg); err != nil {
-		return nil, fmt.Errorf("publish: %w", err)
+		return nil, fmt.Errorf("publish to %s: %w", url, err)
 	}
 	fmt.Fprintf(out, "published %d events to %s\n", cfg.n, cfg.topic)
 
@@ -250,6 +270,9 @@ func run(ctx context.Context, cfg config, out io.Writer) (*result, error) {
 		}
 	}
 	report(out, res, elapsed, src.Stats())
+	if res.handled < cfg.n && ctx.Err() != nil {
+		fmt.Fprintf(out, "interrupted: %d of %d events not handled; they stay in subscription %q\n", cfg.n-res.handled, cfg.n, cfg.subscription)
+	}
 	if res.handled < cfg.n && ctx.Err() == nil {
 		return res, errors.New("stopped before every event was handled")
 	}

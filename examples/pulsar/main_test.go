@@ -8,19 +8,27 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	"go.uber.org/goleak"
 
+	"github.com/boulevard-go/boulevard/examples/internal/exampletest"
+	"github.com/boulevard-go/boulevard/producer"
 	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 )
 
-// Every test must leave no goroutine of the pipeline, client or broker behind.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// Every test must leave no goroutine of the pipeline, client or broker
+// behind. A test binary started by exampletest.Start runs main instead.
+func TestMain(m *testing.M) {
+	exampletest.RunMain(main)
+	goleak.VerifyTestMain(m)
+}
 
 // On the in-process broker every published event is handled, the failed
 // ones come back once through nack redelivery, the batches add up to every
@@ -172,5 +180,65 @@ func TestPublishStopsWhenInterrupted(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		// Stopping takes one check; sending every event takes far longer.
 		t.Fatal("publish still sending 5s after its context was cancelled")
+	}
+}
+
+// Guarantee: -concurrency, -nack-delay and -subscription values the program
+// cannot run with are refused at once with an error naming the flag: a
+// negative -nack-delay made pulsar-client-go panic, and 0 meant its default
+// of one minute per failed event.
+func TestMoreBadFlagsNameTheFlag(t *testing.T) {
+	valid := config{topic: "t", subscription: "s", n: 10, customers: 1, concurrency: 1, nackDelay: time.Second,
+		logger: slog.New(slog.DiscardHandler)}
+	for _, tc := range []struct {
+		flag string
+		set  func(*config)
+	}{
+		{"-concurrency", func(c *config) { c.concurrency = 0 }},
+		{"-concurrency", func(c *config) { c.concurrency = -1 }},
+		{"-concurrency", func(c *config) { c.concurrency = producer.MaxConcurrency + 1 }},
+		{"-nack-delay", func(c *config) { c.nackDelay = -time.Second }},
+		{"-nack-delay", func(c *config) { c.nackDelay = 0 }},
+		{"-nack-delay", func(c *config) { c.nackDelay = maxNackDelay + 1 }},
+		{"-subscription", func(c *config) { c.subscription = "" }},
+	} {
+		c := valid
+		tc.set(&c)
+		err := func() (err error) {
+			defer func() {
+				if r := recover(); r != nil {
+					err = fmt.Errorf("panic: %v", r)
+				}
+			}()
+			// A cancelled context: a run that is not refused stops at once.
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			_, err = run(ctx, c, io.Discard)
+			return err
+		}()
+		if err == nil || !strings.HasPrefix(err.Error(), tc.flag+" ") {
+			t.Errorf("%s: run = %v, want an error naming %s", tc.flag, err, tc.flag)
+		}
+	}
+}
+
+// Guarantee: Ctrl-C and SIGTERM both stop the program the graceful way
+// while it consumes: the pipeline drains, the report says how many events
+// were left, and it exits 0.
+func TestSignalsDrainAndReport(t *testing.T) {
+	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			// Every 250th event fails once and comes back only after
+			// -nack-delay, far longer than the test waits.
+			p := exampletest.Start(t, "-n", "1000", "-nack-delay", "1m")
+			p.WaitOutput("published 1000 events", time.Minute)
+			p.Signal(sig)
+			if code := p.Wait(time.Minute); code != 0 {
+				t.Fatalf("exit status %d, want 0\nstderr:\n%s", code, p.Stderr())
+			}
+			if !strings.Contains(p.Stdout(), "\ninterrupted: ") || !strings.Contains(p.Stdout(), " of 1000 events not handled") {
+				t.Fatalf("no report of the interrupted run:\n%s", p.Stdout())
+			}
+		})
 	}
 }

@@ -17,8 +17,8 @@
 // When the source has generated -n orders it returns, the pipeline drains
 // (open batches are emitted with trigger "flush") and stops by itself, and
 // the program prints the pipeline's topology, per-customer totals, the
-// outcome counts and the throughput. Ctrl-C stops it early, with the same
-// drain.
+// outcome counts and the throughput. Ctrl-C (or SIGTERM) stops it early,
+// with the same drain, and the report says it was interrupted.
 package main
 
 import (
@@ -28,10 +28,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"time"
 
 	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/examples/internal/interrupt"
 	"github.com/boulevard-go/boulevard/examples/internal/monitor"
 	"github.com/boulevard-go/boulevard/observe"
 	"github.com/boulevard-go/boulevard/pipeline"
@@ -78,8 +78,9 @@ func main() {
 	}
 	cfg.logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
-	// Ctrl-C cancels ctx; pipeline.Run then drains the pipeline and returns.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// Ctrl-C or SIGTERM cancels ctx; pipeline.Run then drains the pipeline
+	// and returns.
+	ctx, stop := interrupt.Context(context.Background())
 	defer stop()
 
 	if err := run(ctx, cfg, os.Stdout); err != nil {

@@ -5,15 +5,23 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/boulevard-go/boulevard/examples/internal/exampletest"
 )
 
-// Every test must leave no goroutine of the pipeline behind.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// Every test must leave no goroutine of the pipeline behind. A test binary
+// started by exampletest.Start runs main instead.
+func TestMain(m *testing.M) {
+	exampletest.RunMain(main)
+	goleak.VerifyTestMain(m)
+}
 
 // Every generated order is acknowledged exactly once; every malformed order
 // fails with the reason it was generated with; every valid one is billed.
@@ -120,5 +128,24 @@ func TestEdgeCases(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "-customers") || strings.HasPrefix(err.Error(), "panic") {
 			t.Errorf("customers=%d: runPipeline = %v, want an error naming -customers", customers, err)
 		}
+	}
+}
+
+// Guarantee: Ctrl-C and SIGTERM both stop the program the graceful way:
+// the pipeline drains, the report is printed and says the run was
+// interrupted, and the program exits 0.
+func TestSignalsDrainAndReport(t *testing.T) {
+	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			p := exampletest.Start(t, "-n", "1000000000")
+			p.WaitOutput("  batch ", time.Minute) // the pipeline is running
+			p.Signal(sig)
+			if code := p.Wait(time.Minute); code != 0 {
+				t.Fatalf("exit status %d, want 0\nstderr:\n%s", code, p.Stderr())
+			}
+			if !strings.Contains(p.Stdout(), "\ninterrupted: ") || !strings.Contains(p.Stdout(), "orders generated") {
+				t.Fatalf("no report of the interrupted run:\n%s", p.Stdout())
+			}
+		})
 	}
 }

@@ -4,13 +4,40 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/boulevard-go/boulevard/examples/internal/exampletest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// A test binary started by exampletest.Start runs main instead.
+func TestMain(m *testing.M) {
+	exampletest.RunMain(main)
+	goleak.VerifyTestMain(m)
+}
+
+// Guarantee: Ctrl-C and SIGTERM both stop the program before it is done
+// (its hold queues keep orders for seconds): it exits 1 with an error
+// saying what it was waiting for and how far that had got.
+func TestSignalsStopAndSayWhatWasLeft(t *testing.T) {
+	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			p := exampletest.Start(t)
+			p.WaitOutput("queues: ", time.Minute)
+			p.Signal(sig)
+			if code := p.Wait(time.Minute); code != 1 {
+				t.Fatalf("exit status %d, want 1\nstdout:\n%s", code, p.Stdout())
+			}
+			if want := "waiting for the orders and the ledger to settle (orders: "; !strings.Contains(p.Stderr(), want) {
+				t.Fatalf("stderr lacks %q:\n%s", want, p.Stderr())
+			}
+		})
+	}
+}
 
 // The example retries orders through both hold queues, dead-letters the
 // malformed one and, on the sequenced ledger, every later entry of the

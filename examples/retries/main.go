@@ -17,9 +17,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"time"
 
+	"github.com/boulevard-go/boulevard/examples/internal/interrupt"
 	"github.com/boulevard-go/boulevard/examples/internal/monitor"
 	"github.com/boulevard-go/boulevard/observe"
 )
@@ -33,15 +33,17 @@ func main() {
 	if *verbose {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	interrupt, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// Ctrl-C or SIGTERM stops the run; the error says what it was waiting
+	// for.
+	interrupted, stop := interrupt.Context(context.Background())
 	defer stop()
-	ctx, cancel := context.WithTimeout(interrupt, time.Minute)
+	ctx, cancel := context.WithTimeout(interrupted, time.Minute)
 	defer cancel()
 	obs := observe.New(observe.Options{})
 	srv, err := mon.Serve(obs, os.Stdout)
 	if err == nil {
 		err = run(ctx, os.Stdout, log, obs)
-		srv.Close(interrupt) // for as long as -linger says
+		srv.Close(interrupted) // for as long as -linger says
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "retries:", err)

@@ -173,7 +173,9 @@ func run(ctx context.Context, w io.Writer, log *slog.Logger, obs *observe.Observ
 		o, l := osrc.Stats(), lsrc.Stats()
 		return o.Acked == 6 && o.DeadLettered == 1 && l.Acked == 4 && l.DeadLettered == 3
 	}); err != nil {
-		return err
+		o, l := osrc.Stats(), lsrc.Stats()
+		return fmt.Errorf("waiting for the orders and the ledger to settle (orders: %d of 6 settled, %d of 1 dead-lettered; ledger: %d of 4 posted, %d of 3 dead-lettered): %w",
+			o.Acked, o.DeadLettered, l.Acked, l.DeadLettered, err)
 	}
 	for id := 1; id <= 7; id++ {
 		who := fmt.Sprintf("order %d", id)
@@ -201,7 +203,7 @@ func run(ctx context.Context, w io.Writer, log *slog.Logger, obs *observe.Observ
 		return err
 	}
 	if err := until(ctx, func() bool { return dsrc.Stats().Acked == 3 }); err != nil {
-		return err
+		return fmt.Errorf("reading the ledger's DLQ (%d of 3 read): %w", dsrc.Stats().Acked, err)
 	}
 	if err := dp.Stop(ctx); err != nil {
 		return err
@@ -225,7 +227,7 @@ func run(ctx context.Context, w io.Writer, log *slog.Logger, obs *observe.Observ
 		return err
 	}
 	if err := until(ctx, func() bool { return osrc.Stats().Acked == 7 }); err != nil {
-		return err
+		return fmt.Errorf("waiting for the replayed order to settle: %w", err)
 	}
 	fmt.Fprintf(w, "replayed %d, kept %d; order 5: %s\n", len(rep.Replayed), rep.Kept, strings.Join(j.get("order 5"), "; "))
 	return nil

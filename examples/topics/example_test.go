@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/boulevard-go/boulevard/acker"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -47,11 +50,27 @@ func Example() {
 	// topic audit: published 12, dropped 0, lagged 0, in flight 0
 }
 
-// A negative -orders is refused with an error naming the flag, before
-// anything starts.
-func TestNegativeOrdersRefused(t *testing.T) {
-	err := run(t.Context(), io.Discard, slog.New(slog.DiscardHandler), -1)
-	if err == nil || !strings.Contains(err.Error(), "-orders must be ≥ 0") {
-		t.Fatalf("run with -orders -1 = %v, want an error naming -orders", err)
+// A negative -orders, or one past the bound (the report prints a line
+// per order), is refused with an error naming the flag, before anything
+// starts.
+func TestOrdersOutOfRangeRefused(t *testing.T) {
+	for _, n := range []int{-1, maxOrders + 1} {
+		err := run(t.Context(), io.Discard, slog.New(slog.DiscardHandler), n)
+		if err == nil || !strings.Contains(err.Error(), "-orders must be 0 to") {
+			t.Errorf("run with -orders %d = %v, want an error naming -orders", n, err)
+		}
+	}
+}
+
+// Guarantee: a run stopped before every outcome is in (Ctrl-C, SIGTERM)
+// says how many of the orders' outcomes were in.
+func TestInterruptedWaitSaysHowManyOutcomesWereIn(t *testing.T) {
+	l := newLedger()
+	l.Ack(t.Context(), []acker.Outcome{{ID: 1}, {ID: 2}}, []acker.Outcome{{ID: 3, Err: errors.New("rejected")}})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := l.wait(ctx, 12)
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "(3 of 12 in)") {
+		t.Fatalf("interrupted wait = %v, want context.Canceled saying 3 of the 12 outcomes were in", err)
 	}
 }

@@ -19,15 +19,15 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"time"
 
+	"github.com/boulevard-go/boulevard/examples/internal/interrupt"
 	"github.com/boulevard-go/boulevard/examples/internal/monitor"
 	"github.com/boulevard-go/boulevard/observe"
 )
 
 func main() {
-	orders := flag.Int("orders", 12, "number of orders to ingest")
+	orders := flag.Int("orders", 12, fmt.Sprintf("number of orders to ingest (0 to %d)", maxOrders))
 	verbose := flag.Bool("v", false, "log the pipelines' activity to stderr")
 	var mon monitor.Flags
 	mon.Register(flag.CommandLine)
@@ -36,15 +36,16 @@ func main() {
 	if *verbose {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	interrupt, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// Ctrl-C or SIGTERM stops the run; it says how many outcomes were in.
+	interrupted, stop := interrupt.Context(context.Background())
 	defer stop()
-	ctx, cancel := context.WithTimeout(interrupt, 30*time.Second)
+	ctx, cancel := context.WithTimeout(interrupted, 30*time.Second)
 	defer cancel()
 	obs := observe.New(observe.Options{})
 	srv, err := mon.Serve(obs, os.Stdout)
 	if err == nil {
 		err = runObserved(ctx, os.Stdout, log, *orders, obs)
-		srv.Close(interrupt) // for as long as -linger says
+		srv.Close(interrupted) // for as long as -linger says
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "topics:", err)

@@ -79,11 +79,14 @@ func run(ctx context.Context, out io.Writer, log *slog.Logger, n int) error {
 	return runObserved(ctx, out, log, n, nil)
 }
 
+// maxOrders is the largest -orders: the report prints a line per order.
+const maxOrders = 100_000
+
 // runObserved is run with every pipeline and topic added to obs, when it
 // is not nil, before anything starts.
 func runObserved(ctx context.Context, out io.Writer, log *slog.Logger, n int, obs *observe.Observer) error {
-	if n < 0 {
-		return fmt.Errorf("-orders must be ≥ 0, got %d", n)
+	if n < 0 || n > maxOrders {
+		return fmt.Errorf("-orders must be 0 to %d, got %d", maxOrders, n)
 	}
 	broker := topic.NewBroker[Order]()
 	defer broker.Close()
@@ -236,7 +239,7 @@ func runObserved(ctx context.Context, out io.Writer, log *slog.Logger, n int, ob
 	}
 
 	if err := ledger.wait(ctx, n); err != nil {
-		return fmt.Errorf("waiting for the orders' outcomes: %w", err)
+		return err
 	}
 	// Stop upstream first: each pipeline drains its sink (waits for the
 	// downstream outcomes) before it closes its source.
@@ -335,6 +338,8 @@ func (l *ledger) Ack(_ context.Context, successful, failed []acker.Outcome) {
 	}
 }
 
+// wait waits until the outcomes of n orders are in. When ctx ends first
+// (Ctrl-C, SIGTERM, the run's deadline), the error says how many were in.
 func (l *ledger) wait(ctx context.Context, n int) error {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
@@ -349,7 +354,10 @@ func (l *ledger) wait(ctx context.Context, n int) error {
 		case <-l.changed:
 		case <-t.C:
 		case <-ctx.Done():
-			return ctx.Err()
+			l.mu.Lock()
+			in := len(l.results)
+			l.mu.Unlock()
+			return fmt.Errorf("waiting for the orders' outcomes (%d of %d in): %w", in, n, ctx.Err())
 		}
 	}
 }
