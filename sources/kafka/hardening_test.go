@@ -602,7 +602,11 @@ func TestAbandonedCommitIsNotOvertakenByALaterOne(t *testing.T) {
 		const stuck = 10
 		group := "g-abandoned-commit-order"
 		c := newCluster(t, 1)
-		ends := produce(t, c, 1, 0, 20)
+		// Records 0 to 9 first: the commit of 10 then covers them all,
+		// whichever chunks the processor took them in. Had 10 come in a
+		// chunk with some of them, their outcomes would wait for its
+		// handler, and the handled prefix would stay below 10.
+		produce(t, c, 1, 0, stuck)
 		held, release := holdRequests(t, c, kmsg.OffsetCommit, 1, func(req kmsg.Request) bool {
 			r := req.(*kmsg.OffsetCommitRequest)
 			return r.Group == group && slices.ContainsFunc(r.Topics, func(rt kmsg.OffsetCommitRequestTopic) bool {
@@ -626,6 +630,8 @@ func TestAbandonedCommitIsNotOvertakenByALaterOne(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatal("no commit of offset 10 was held")
 		}
+		ends := map[int32]int64{0: 20}
+		produce(t, c, 1, stuck, 20-stuck)
 		wait.Within(t, 20*time.Second, "the held commit to be given up", func() bool { return onlyMember(t, src).CommitErrors > 0 })
 		open()
 		wait.Within(t, 20*time.Second, "every record handled", func() bool { return l.covers(ends) })
