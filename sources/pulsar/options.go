@@ -1,6 +1,8 @@
 package pulsar
 
 import (
+	"time"
+
 	"fmt"
 	"log/slog"
 
@@ -108,8 +110,9 @@ type Options struct {
 	// every consumer the source creates (for example
 	// SubscriptionInitialPosition, NackRedeliveryDelay, DLQ,
 	// EnableBatchIndexAcknowledgment, KeySharedPolicy, AckGroupingOptions).
-	// The fields the source sets itself must be left zero, or Validate
-	// rejects them: Topic, Topics, TopicsPattern, SubscriptionName, Type,
+	// A NackRedeliveryDelay set must be at least 1ms (0 is the client's
+	// default, 1 minute). The fields the source sets itself must be left
+	// zero, or Validate rejects them: Topic, Topics, TopicsPattern, SubscriptionName, Type,
 	// Name, EventListener, MessageChannel, ReceiverQueueSize,
 	// EnableZeroQueueConsumer, EnableAutoScaledReceiverQueueSize.
 	// Interceptors are kept and called first: the source adds its own after
@@ -218,6 +221,12 @@ func (o Options) Validate() error {
 	}
 	if c.EnableAutoScaledReceiverQueueSize {
 		owned("enableAutoScaledReceiverQueueSize", "the receiver queue is sized from the producer flow window")
+	}
+	// pulsar-client-go ticks every third of the delay, and its ticker
+	// panics below 3ns (so does a negative delay).
+	if d := c.NackRedeliveryDelay; d != 0 && d < time.Millisecond {
+		errs = append(errs, validate.Field("pulsar.consumer.nackRedeliveryDelay", "gte",
+			"must be 0 (the client's default, 1 minute) or at least 1ms"))
 	}
 	if o.ActiveStateCallback != nil && o.SubscriptionType != Failover {
 		errs = append(errs, validate.Field("pulsar.activeStateCallback", "failover",

@@ -80,6 +80,10 @@ func TestValidateRules(t *testing.T) {
 		{"owned message channel", func(o *bpulsar.Options) { o.Consumer.MessageChannel = make(chan pulsar.ConsumerMessage) }, "pulsar.consumer.messageChannel", "owned", "is set by the source"},
 		{"owned receiver queue", func(o *bpulsar.Options) { o.Consumer.ReceiverQueueSize = 10 }, "pulsar.consumer.receiverQueueSize", "owned", "derived from the producer flow window"},
 		{"owned zero queue", func(o *bpulsar.Options) { o.Consumer.EnableZeroQueueConsumer = true }, "pulsar.consumer.enableZeroQueueConsumer", "owned", "is set by the source"},
+		// pulsar-client-go ticks every third of the delay: below 3ns its
+		// ticker panics, so anything under a millisecond is refused.
+		{"nack delay negative", func(o *bpulsar.Options) { o.Consumer.NackRedeliveryDelay = -time.Second }, "pulsar.consumer.nackRedeliveryDelay", "gte", "at least 1ms"},
+		{"nack delay of nanoseconds", func(o *bpulsar.Options) { o.Consumer.NackRedeliveryDelay = 2 }, "pulsar.consumer.nackRedeliveryDelay", "gte", "at least 1ms"},
 		{"owned auto queue", func(o *bpulsar.Options) { o.Consumer.EnableAutoScaledReceiverQueueSize = true }, "pulsar.consumer.enableAutoScaledReceiverQueueSize", "owned", "is set by the source"},
 	}
 	for _, tc := range cases {
@@ -114,7 +118,7 @@ func TestValidateAcceptsPassThrough(t *testing.T) {
 		Consumer: pulsar.ConsumerOptions{
 			SubscriptionInitialPosition:    pulsar.SubscriptionPositionEarliest,
 			DLQ:                            &pulsar.DLQPolicy{MaxDeliveries: 3, DeadLetterTopic: "dlq"},
-			NackRedeliveryDelay:            1,
+			NackRedeliveryDelay:            time.Millisecond,
 			EnableBatchIndexAcknowledgment: true,
 		},
 	}

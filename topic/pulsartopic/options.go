@@ -146,8 +146,9 @@ type Options[T any] struct {
 	// Batching). Default pulsar-client-go's, 10ms.
 	BatchingMaxPublishDelay time.Duration `validate:"gte=0"`
 	// NackRedeliveryDelay is how long a nacked message waits before it is
-	// delivered again. Default 1s.
-	NackRedeliveryDelay time.Duration `validate:"gte=0"`
+	// delivered again. Default 1s; 0 means the default, and a delay set
+	// must be at least 1ms (pulsar-client-go cannot tick shorter).
+	NackRedeliveryDelay time.Duration `validate:"omitempty,gte=1ms"`
 	// Logger receives the backend's events (a record that cannot be
 	// decoded) and, for a client the backend makes, pulsar-client-go's
 	// logs. Nil means slog.Default().

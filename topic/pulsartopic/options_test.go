@@ -1,6 +1,8 @@
 package pulsartopic_test
 
 import (
+	"time"
+
 	"context"
 	"errors"
 	"fmt"
@@ -35,6 +37,8 @@ func TestOptionsValidation(t *testing.T) {
 			Partitions: pulsartopic.MaxPartitions, MaxPendingMessages: pulsartopic.MaxPendingSlots}, "pulsartopic.maxPendingMessages", "pendingSlots"},
 		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{},
 			Partitions: 2, MaxPendingMessages: pulsartopic.MaxPendingSlots/2 + 1}, "pulsartopic.maxPendingMessages", "pendingSlots"},
+		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, NackRedeliveryDelay: -time.Second}, "pulsartopic.nackRedeliveryDelay", "gte"},
+		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, NackRedeliveryDelay: 2}, "pulsartopic.nackRedeliveryDelay", "gte"},
 		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, Namespace: "a/b"}, "pulsartopic.namespace", "excludesall"},
 		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{},
 			ClientOptions: pulsar.ClientOptions{URL: "pulsar://y:6650"}}, "pulsartopic.clientOptions.url", "owned"},

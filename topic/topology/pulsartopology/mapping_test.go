@@ -252,6 +252,14 @@ func TestOptionsValidated(t *testing.T) {
 	if !errors.As(err, &es) || !es.Has("pulsartopology.readAhead", "gte") || !es.Has("pulsartopology.clientOptions.url", "owned") {
 		t.Fatalf("New with a negative read-ahead and a client URL: %v", err)
 	}
+	// pulsar-client-go ticks every third of a nack delay: below 3ns its
+	// ticker panics, so anything under a millisecond is refused.
+	for _, d := range []time.Duration{-time.Second, 2} {
+		o := pulsartopology.Options[string]{ServiceURL: "pulsar://x:6650", Codec: topic.StringCodec{}, RedeliveryDelay: d}
+		if _, err = pulsartopology.New(o); !errors.As(err, &es) || !es.Has("pulsartopology.redeliveryDelay", "gte") {
+			t.Fatalf("New with a redelivery delay of %v: %v", d, err)
+		}
+	}
 }
 
 // failing is a codec whose Encode fails while fail is set.

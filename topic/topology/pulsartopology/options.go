@@ -57,8 +57,10 @@ type Options[T any] struct {
 	// (its Hold, Requeue or DeadLetter returned an error) waits before the
 	// broker delivers it to the group again: Settle negatively
 	// acknowledges it instead of acknowledging it (a dead-letter reader's
-	// comes back after 100ms). Default 1s.
-	RedeliveryDelay time.Duration `validate:"gte=0"`
+	// comes back after 100ms). Default 1s; 0 means the default, and a
+	// delay set must be at least 1ms (pulsar-client-go cannot tick
+	// shorter).
+	RedeliveryDelay time.Duration `validate:"omitempty,gte=1ms"`
 	// Logger receives one line per event (a message that does not decode)
 	// and, for a client the backend makes, pulsar-client-go's logs. Nil
 	// means slog.Default().
