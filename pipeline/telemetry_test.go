@@ -2,11 +2,14 @@ package pipeline_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -56,15 +59,14 @@ func (c *hookCounts) hooks() *telemetry.Hooks {
 	}
 }
 
-// Guarantee: every telemetry hook is called for its event: pipeline start
-// (with the stage names) and stop, each chunk, each message (a panic as an
-// exception, a failure with its error), HandleFailed, each batch emitted
-// and handled.
-func TestTelemetryHooksSeeEveryEvent(t *testing.T) {
-	var c hookCounts
-	p := mustNew(t, pipeline.Options[uint64, uint64]{
+// hookedOptions is a pipeline with hooks and log whose handler panics on
+// message 1 and fails message 2, with HandleFailed and a batcher of 4, so
+// that every hook has its event.
+func hookedOptions(hooks *telemetry.Hooks, log *slog.Logger) pipeline.Options[uint64, uint64] {
+	return pipeline.Options[uint64, uint64]{
 		Name:      "hooked",
-		Telemetry: c.hooks(),
+		Logger:    log,
+		Telemetry: hooks,
 		Processors: processor.Options[uint64, uint64]{
 			Concurrency: 2,
 			Handle: func(_ context.Context, m *message.Message[uint64]) (uint64, error) {
@@ -79,7 +81,16 @@ func TestTelemetryHooksSeeEveryEvent(t *testing.T) {
 			HandleFailed: func(context.Context, []*message.Message[uint64]) {},
 		},
 		Batchers: []batcher.Options[uint64]{{Name: "default", BatchSize: 4, BatchTimeout: time.Millisecond, Handle: batchOK}},
-	})
+	}
+}
+
+// Guarantee: every telemetry hook is called for its event: pipeline start
+// (with the stage names) and stop, each chunk, each message (a panic as an
+// exception, a failure with its error), HandleFailed, each batch emitted
+// and handled.
+func TestTelemetryHooksSeeEveryEvent(t *testing.T) {
+	var c hookCounts
+	p := mustNew(t, hookedOptions(c.hooks(), nil))
 	runThrough(t, p, 20)
 	want := map[string][2]int64{
 		"pipeline start":      {c.pipeStart.Load(), 1},
@@ -311,8 +322,8 @@ func TestTelemetryDurationSamplingUpperBound(t *testing.T) {
 }
 
 // runThrough starts p, pushes messages 0 to n-1, waits for all their
-// outcomes and stops p.
-func runThrough(t *testing.T, p *pipeline.Pipeline[uint64, uint64], n int) {
+// outcomes, stops p and returns the outcomes' recorder.
+func runThrough(t *testing.T, p *pipeline.Pipeline[uint64, uint64], n int) *acker.Recorder {
 	t.Helper()
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -330,6 +341,66 @@ func runThrough(t *testing.T, p *pipeline.Pipeline[uint64, uint64], n int) {
 	}
 	if err := p.Stop(ctxT(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
+	}
+	return rec
+}
+
+// Guarantee: a telemetry hook that panics costs its own call and one error
+// log line naming the hook and the stage: the pipeline starts and stops,
+// and every message gets the outcome its handler gave it.
+func TestPanickingTelemetryHooksLeaveOutcomesAlone(t *testing.T) {
+	var c hookCounts
+	hooks := c.hooks()
+	hooks.PipelineStart = func(context.Context, telemetry.Pipeline) { panic("hook") }
+	hooks.PipelineStop = func(context.Context, telemetry.Pipeline) { panic("hook") }
+	hooks.ChunkStart = func(context.Context, telemetry.Chunk) { panic("hook") }
+	hooks.ChunkStop = func(context.Context, telemetry.Chunk) { panic("hook") }
+	hooks.MessageStart = func(context.Context, telemetry.Message) { panic("hook") }
+	hooks.MessageStop = func(context.Context, telemetry.Message) { panic("hook") }
+	hooks.MessageException = func(context.Context, telemetry.Message) { panic("hook") }
+	hooks.HandleFailed = func(context.Context, telemetry.Failed) { panic("hook") }
+	hooks.BatchEmit = func(context.Context, telemetry.Batch) { panic("hook") }
+	hooks.BatchStart = func(context.Context, telemetry.Batch) { panic("hook") }
+	hooks.BatchStop = func(context.Context, telemetry.Batch) { panic("hook") }
+	var logged lockedBuffer
+	p := mustNew(t, hookedOptions(hooks, slog.New(slog.NewJSONHandler(&logged, nil))))
+	rec := runThrough(t, p, 20)
+	if got := len(rec.Successful()); got != 18 {
+		t.Errorf("%d messages succeeded, want 18", got)
+	}
+	if got := len(rec.Failed()); got != 2 {
+		t.Errorf("%d messages failed, want 2 (the handler's)", got)
+	}
+	stages := map[string]string{
+		"PipelineStart": "", "PipelineStop": "",
+		"ChunkStart": "hooked.processor", "ChunkStop": "hooked.processor",
+		"MessageStart": "hooked.processor", "MessageStop": "hooked.processor",
+		"MessageException": "hooked.processor", "HandleFailed": "hooked.processor",
+		"BatchEmit": "hooked.batcher.default", "BatchStart": "hooked.batcher.default",
+		"BatchStop": "hooked.batcher.default",
+	}
+	seen := map[string]int{}
+	for line := range strings.Lines(logged.String()) {
+		var e struct{ Msg, Level, Hook, Stage, Pipeline, Panic string }
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if !strings.HasPrefix(e.Msg, "telemetry hook panicked") {
+			continue
+		}
+		want, ok := stages[e.Hook]
+		if !ok || e.Level != "ERROR" || e.Panic != "hook" || e.Stage != want || e.Pipeline != "hooked" {
+			t.Errorf("log line %s: want an error naming a hook, its stage %q and the panic", line, want)
+		}
+		seen[e.Hook]++
+	}
+	for hook := range stages {
+		if seen[hook] == 0 {
+			t.Errorf("no log line for the panic of %s", hook)
+		}
+	}
+	if n := seen["MessageStart"]; n != 20 {
+		t.Errorf("%d log lines for MessageStart, want one per message, 20", n)
 	}
 }
 

@@ -10,7 +10,13 @@
 // called synchronously on the stage's goroutine, with its event passed by
 // value, so that calling it allocates nothing: it must be quick, safe for
 // concurrent use (stages call it from many goroutines) and must not keep
-// what the event points to. A panic in a hook is not recovered.
+// what the event points to. A hook that panics is recovered: the panic is
+// logged at error level, once per panicking call, with the hook's name
+// ("hook") and the stage that called it, and the work the hook observed
+// goes on as if the hook had returned (a message or batch keeps the outcome
+// its handler gave it, the pipeline starts or stops all the same, a Kafka
+// partition is claimed or let go all the same). The recovery costs a
+// deferred call per hook call and allocates nothing.
 //
 // # Events and their cost
 //

@@ -60,6 +60,9 @@ var rules = []rule{
 	// sources, which never import each other: the hook API depends on
 	// neither, only on the message types its events name.
 	{from: "telemetry", only: []string{"message"}, why: "telemetry imports only message"},
+	// The hooks' panic guard sits on the hook API and the panic logger,
+	// so that the stage runtime and the sources can share it.
+	{from: "internal/safehooks", only: []string{"telemetry", "internal/panics"}, why: "internal/safehooks imports only telemetry and internal/panics"},
 	// The public stage packages hold options, handler types and the source
 	// contract; their runtime depends on them, never the reverse.
 	{from: "producer", only: []string{"message", "validate", "internal/group", "internal/panics", "internal/cond", "internal/sourcewire"}, why: "producer imports only message, validate and the internal leaves"},

@@ -1,12 +1,13 @@
 // Package panics logs a panic of user code that has no message to fail, such
-// as a failure hook or a source's grant callback, so that it costs one log
-// line instead of the process.
+// as a failure hook, a telemetry hook or a source's grant callback, so that
+// it costs one log line instead of the process.
 package panics
 
 import (
 	"context"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 )
 
 // Log recovers a panic when deferred by a function that calls user code
@@ -15,6 +16,34 @@ import (
 // then returns normally.
 func Log(ctx context.Context, log *slog.Logger, msg string, attrs ...any) {
 	if r := recover(); r != nil {
-		log.ErrorContext(ctx, msg, append(attrs, slog.Any("panic", r), slog.String("stack", string(debug.Stack())))...)
+		log.ErrorContext(ctx, msg, append(slices.Clip(attrs), slog.Any("panic", r), slog.String("stack", string(debug.Stack())))...)
+	}
+}
+
+// Guard returns f wrapped so that a panic in it is recovered and logged by
+// Log with msg and attrs, and the call returns normally; nil when f is nil.
+// The wrapper allocates nothing per call.
+func Guard[E any](f func(context.Context, E), log *slog.Logger, msg string, attrs ...any) func(context.Context, E) {
+	if f == nil {
+		return nil
+	}
+	g := &guard{log: log, msg: msg, attrs: slices.Clip(attrs)}
+	return func(ctx context.Context, e E) {
+		defer g.recover(ctx)
+		f(ctx, e)
+	}
+}
+
+// guard is what a Guard wrapper logs a panic with.
+type guard struct {
+	log   *slog.Logger
+	msg   string
+	attrs []any
+}
+
+// recover is Log with the guard's arguments, deferred by a Guard wrapper.
+func (g *guard) recover(ctx context.Context) {
+	if r := recover(); r != nil {
+		g.log.ErrorContext(ctx, g.msg, append(g.attrs, slog.Any("panic", r), slog.String("stack", string(debug.Stack())))...)
 	}
 }

@@ -43,3 +43,27 @@ func TestLogRecoversAndLogsOnce(t *testing.T) {
 		t.Fatalf("logged without a panic: %q", buf.String())
 	}
 }
+
+// Guarantee: a function wrapped by Guard is called with its arguments, and
+// its panic is recovered and logged once with the attributes; the wrapper
+// returns normally. Guard of nil is nil.
+func TestGuardRecoversThePanicOfTheWrappedFunction(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&buf, nil))
+	var got int
+	f := panics.Guard(func(_ context.Context, n int) {
+		got = n
+		panic("boom")
+	}, log, "hook panicked", slog.String("hook", "H"))
+	f(context.Background(), 7)
+	if got != 7 {
+		t.Fatalf("wrapped function got %d, want 7", got)
+	}
+	out := buf.String()
+	if strings.Count(out, "\n") != 1 || !strings.Contains(out, `"hook":"H"`) || !strings.Contains(out, `"panic":"boom"`) {
+		t.Fatalf("want one line naming the hook and the panic, got %q", out)
+	}
+	if panics.Guard[int](nil, log, "hook panicked") != nil {
+		t.Fatal("Guard(nil) is not nil")
+	}
+}

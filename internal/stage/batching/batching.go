@@ -16,6 +16,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/group"
 	"github.com/boulevard-go/boulevard/internal/panics"
 	"github.com/boulevard-go/boulevard/internal/queue"
+	"github.com/boulevard-go/boulevard/internal/safehooks"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/telemetry"
 )
@@ -27,7 +28,8 @@ type Config struct {
 	Name string
 	// Logger receives the stage's logs. Nil means slog.Default().
 	Logger *slog.Logger
-	// Hooks are the pipeline's telemetry hooks; nil is off.
+	// Hooks are the pipeline's telemetry hooks; nil is off. A hook that
+	// panics is recovered and logged (see internal/safehooks).
 	Hooks *telemetry.Hooks
 }
 
@@ -74,11 +76,11 @@ func New[T any](opts batcher.Options[T], cfg Config) *Batcher[T] {
 	log := cmp.Or(cfg.Logger, slog.Default())
 	name := cfg.Name + ".batcher." + opts.Name
 	s := &Batcher[T]{
-		opts:  opts,
-		log:   log.With(slog.String("stage", name)),
-		name:  name,
-		hooks: cfg.Hooks,
+		opts: opts,
+		log:  log.With(slog.String("stage", name)),
+		name: name,
 	}
+	s.hooks = safehooks.Wrap(cfg.Hooks, s.log)
 	partitions := 1
 	if opts.PartitionBy != nil {
 		partitions = opts.Concurrency

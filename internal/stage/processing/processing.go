@@ -17,6 +17,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/group"
 	"github.com/boulevard-go/boulevard/internal/panics"
 	"github.com/boulevard-go/boulevard/internal/queue"
+	"github.com/boulevard-go/boulevard/internal/safehooks"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/telemetry"
@@ -48,7 +49,8 @@ type Config[Out any] struct {
 	// Routes are the pipeline's batchers. Without any, processors
 	// acknowledge every message themselves.
 	Routes []NamedRoute[Out]
-	// Hooks are the pipeline's telemetry hooks; nil is off.
+	// Hooks are the pipeline's telemetry hooks; nil is off. A hook that
+	// panics is recovered and logged (see internal/safehooks).
 	Hooks *telemetry.Hooks
 	// MinQueue is the least capacity of each processor queue. The pipeline
 	// sets it to the producer's permit window, so that one delivery of a
@@ -95,12 +97,13 @@ type Pool[In, Out any] struct {
 // its key hashes to.
 func New[In, Out any](opts processor.Options[In, Out], cfg Config[Out]) *Pool[In, Out] {
 	log := cmp.Or(cfg.Logger, slog.Default())
+	name := cfg.Name + ".processor"
 	s := &Pool[In, Out]{
 		opts:    opts,
 		log:     log,
-		name:    cfg.Name + ".processor",
+		name:    name,
 		routes:  cfg.Routes,
-		hooks:   cfg.Hooks,
+		hooks:   safehooks.Wrap(cfg.Hooks, log.With(slog.String("stage", name))),
 		plan:    planHooks(cfg.Hooks),
 		running: make([]atomic.Bool, opts.Concurrency),
 		st:      newPoolStats(opts.Concurrency),

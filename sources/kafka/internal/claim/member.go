@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/panics"
+	"github.com/boulevard-go/boulevard/internal/safehooks"
 	"github.com/boulevard-go/boulevard/telemetry"
 )
 
@@ -289,19 +291,26 @@ func SourceStats(group string, members []MemberStats) Stats {
 }
 
 // Assigned calls h's PartitionAssigned, if any, for a partition the member
-// has just claimed.
+// has just claimed. A panic in the hook is logged to m.Log and the claim
+// goes on.
 func (m *Member) Assigned(ctx context.Context, h *telemetry.Hooks, c *Claim) {
 	if h != nil && h.PartitionAssigned != nil {
+		defer panics.Log(ctx, m.Log, safehooks.Panicked, slog.String("hook", "PartitionAssigned"),
+			slog.String("topic", c.Topic), slog.Int("partition", int(c.Part)))
 		h.PartitionAssigned(ctx, m.assignment(c))
 	}
 }
 
 // Revoked calls h's PartitionRevoked, if any, for a partition the member
 // has let go. The member's context may be over (the source is closing), so
-// the hook gets a context of its own.
+// the hook gets a context of its own. A panic in the hook is logged to m.Log
+// and the release goes on.
 func (m *Member) Revoked(ctx context.Context, h *telemetry.Hooks, c *Claim) {
 	if h != nil && h.PartitionRevoked != nil {
-		h.PartitionRevoked(context.WithoutCancel(ctx), m.assignment(c))
+		ctx := context.WithoutCancel(ctx)
+		defer panics.Log(ctx, m.Log, safehooks.Panicked, slog.String("hook", "PartitionRevoked"),
+			slog.String("topic", c.Topic), slog.Int("partition", int(c.Part)))
+		h.PartitionRevoked(ctx, m.assignment(c))
 	}
 }
 

@@ -1,12 +1,16 @@
 package claim
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/boulevard-go/boulevard/telemetry"
 )
 
 // Guarantee: a claim's final commit returns once its timeout has passed,
@@ -95,4 +99,30 @@ func handledTo(off int64) (*Member, *Claim) {
 	m.Add(c)
 	c.Marked.Store(off)
 	return m, c
+}
+
+// Guarantee: a PartitionAssigned or PartitionRevoked hook that panics costs
+// one error log line naming the hook and the partition; the claim and its
+// release go on.
+func TestPanickingPartitionHooksAreLoggedOnce(t *testing.T) {
+	m, c := handledTo(10)
+	var logged bytes.Buffer
+	m.Log = slog.New(slog.NewTextHandler(&logged, nil))
+	h := &telemetry.Hooks{
+		PartitionAssigned: func(context.Context, telemetry.Assignment) { panic("assigned") },
+		PartitionRevoked:  func(context.Context, telemetry.Assignment) { panic("revoked") },
+	}
+	m.Assigned(context.Background(), h, c)
+	m.Revoked(context.Background(), h, c)
+	lines := strings.Split(strings.TrimSpace(logged.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want 2 log lines, got %q", logged.String())
+	}
+	for i, hook := range []string{"PartitionAssigned", "PartitionRevoked"} {
+		for _, want := range []string{"level=ERROR", "hook=" + hook, "topic=" + c.Topic, "partition=0"} {
+			if !strings.Contains(lines[i], want) {
+				t.Errorf("log line %q lacks %q", lines[i], want)
+			}
+		}
+	}
 }
