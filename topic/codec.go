@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic/internal/quote"
 )
 
@@ -13,9 +14,33 @@ import (
 // carry messages outside the process (packages topic/kafkatopic and
 // topic/pulsartopic). The in-memory backend needs none. Implementations
 // must be safe for concurrent use. Decode gets a slice it may keep.
+//
+// The backends recover a panic in a codec: one in Encode fails that
+// publish with an error wrapping the *message.PanicError, one in Decode
+// makes that payload one that does not decode (logged once and skipped,
+// as each backend documents for a decode error).
 type Codec[T any] interface {
 	Encode(v T) ([]byte, error)
 	Decode(b []byte) (T, error)
+}
+
+// Encode calls c.Encode(v) and returns a panic in it as a
+// *message.PanicError. The topology backends encode through it: a codec
+// that panics on a value fails that publish, hold, requeue or
+// dead-lettering with an error, as a codec error does.
+func Encode[T any](c Codec[T], v T) (b []byte, err error) {
+	defer message.Recover(&err)
+	return c.Encode(v)
+}
+
+// Decode calls c.Decode(b) and returns a panic in it as a
+// *message.PanicError. The backends decode through it: a codec that panics
+// on a payload makes that payload one that does not decode (skipped and
+// logged, as each backend documents), never a crash of the goroutine that
+// consumes the topic.
+func Decode[T any](c Codec[T], b []byte) (v T, err error) {
+	defer message.Recover(&err)
+	return c.Decode(b)
 }
 
 // BytesCodec carries []byte values as they are.

@@ -3,6 +3,7 @@ package kafkatopic_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/kafkatopic"
+	"github.com/boulevard-go/boulevard/topic/topictest"
 )
 
 // recvNothing checks that nothing arrives for a short while.
@@ -155,16 +157,24 @@ func equal[T comparable](a, b []T) bool {
 	return true
 }
 
-// A record the codec cannot decode is logged once and committed past; the
-// members go on with the next record.
+// Guarantee: a record the codec cannot decode, or panics on, is logged
+// once for the group and committed past, and once for a broadcast
+// subscriber; both go on with the next record.
 func TestUndecodableRecordSkipped(t *testing.T) {
+	for _, codec := range []topic.Codec[int]{topic.IntCodec{}, topictest.PanickingCodec[int]{Codec: topic.IntCodec{}}} {
+		t.Run(fmt.Sprintf("%T", codec), func(t *testing.T) { undecodableRecordSkipped(t, codec) })
+	}
+}
+
+func undecodableRecordSkipped(t *testing.T, codec topic.Codec[int]) {
 	c := testbroker.Kafka(t)
 	var logs logBuffer
-	o := testOptions[int](c, topic.IntCodec{})
+	o := testOptions[int](c, codec)
 	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	b := newBackend(t, o)
-	h := newTopic(t, b, "mixed-bytes", topic.Options{})
+	h := newTopic(t, b, "mixed-bytes", topic.Options{Mode: topic.Mixed})
 	m := subscribe(t, h, topic.Balanced("g"))
+	bc := subscribe(t, h, topic.Broadcast())
 	pc := testbroker.SaramaConfig()
 	pc.Producer.Return.Successes = true
 	p, err := sarama.NewSyncProducer(c.ListenAddrs(), pc)
@@ -185,13 +195,16 @@ func TestUndecodableRecordSkipped(t *testing.T) {
 	if err := m.Ack(ids[0]); err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(logs.String(), "does not decode"); n != 1 {
-		t.Fatalf("%d decode warnings, want 1: %s", n, logs.String())
+	if it := recv(t, bc); it.Value != 7 {
+		t.Fatalf("the broadcast subscriber received %d, want 7", it.Value)
+	}
+	if n := strings.Count(logs.String(), "does not decode"); n != 2 {
+		t.Fatalf("%d decode warnings, want 2 (the group's and the broadcast subscriber's): %s", n, logs.String())
 	}
 	m.Close()
 	m = subscribe(t, h, topic.Balanced("g"))
 	recvNothing(t, m)
-	if n := strings.Count(logs.String(), "does not decode"); n != 1 {
+	if n := strings.Count(logs.String(), "does not decode"); n != 2 {
 		t.Fatalf("the undecodable record was read again: %s", logs.String())
 	}
 }

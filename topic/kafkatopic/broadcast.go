@@ -143,7 +143,7 @@ func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 				if stop == nil {
 					continue // closing: drained, not queued
 				}
-				v, err := b.opts.Codec.Decode(rec.Value)
+				v, err := topic.Decode(b.opts.Codec, rec.Value)
 				if err != nil {
 					b.log.Warn("kafkatopic: record does not decode; skipped",
 						slog.String("topic", rec.Topic), slog.Int("partition", int(rec.Partition)),

@@ -1,12 +1,15 @@
 package kafkatopic_test
 
 import (
+	"errors"
 	"maps"
 	"testing"
+	"time"
 
 	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
+	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
 )
 
@@ -48,5 +51,37 @@ func TestHeadersReachEveryRecipient(t *testing.T) {
 	}
 	if hdr["kind"] != "" || len(hdr) != 2 {
 		t.Fatalf("the publisher's headers were changed: %v", hdr)
+	}
+}
+
+// Guarantee: a Key, EventTime or Headers function that panics fails that
+// publish with an error wrapping the *message.PanicError; the topic goes on
+// publishing and delivering the other values.
+func TestPanickingRecordFunctionsFailOnlyThatPublish(t *testing.T) {
+	c := testbroker.Kafka(t)
+	o := testOptions[int](c, topic.IntCodec{})
+	boom := func(v int, what string) {
+		if v == 1 {
+			panic(what)
+		}
+	}
+	o.Key = func(v int) []byte { boom(v, "Key"); return nil }
+	o.EventTime = func(v int) time.Time { boom(v-1, "EventTime"); return time.Time{} }
+	o.Headers = func(v int) []sarama.RecordHeader { boom(v-2, "Headers"); return nil }
+	b := newBackend(t, o)
+	h := newTopic(t, b, "panicking-record-functions", topic.Options{})
+	s := subscribe(t, h, topic.Balanced("g"))
+	for v, what := range map[int]string{1: "Key", 2: "EventTime", 3: "Headers"} {
+		err := h.Publish(ctxT(t), v)
+		var pe *message.PanicError
+		if !errors.As(err, &pe) || pe.Value != what {
+			t.Fatalf("Publish(%d) = %v, want an error wrapping the %s panic", v, err, what)
+		}
+	}
+	if err := h.Publish(ctxT(t), 4); err != nil {
+		t.Fatal(err)
+	}
+	if it := recv(t, s); it.Value != 4 {
+		t.Fatalf("received %d, want 4, the one value published", it.Value)
 	}
 }

@@ -217,7 +217,7 @@ func (m *member[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.Con
 	// add decodes rec into batch; a record that does not decode is logged
 	// once and settled at once, after what batch holds is queued.
 	add := func(rec *sarama.ConsumerMessage) bool {
-		v, err := m.t.b.opts.Codec.Decode(rec.Value)
+		v, err := topic.Decode(m.t.b.opts.Codec, rec.Value)
 		if err == nil {
 			batch = append(batch, delivery[T]{c: c, off: rec.Offset, v: v, hdr: envelopeHeaders(rec.Headers)})
 			return true

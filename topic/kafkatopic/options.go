@@ -62,7 +62,11 @@ type Options[T any] struct {
 	// sarama.NewConfig(). Its credentials never
 	// appear in errors, logs or the String form of the options.
 	Config *sarama.Config `name:"-"`
-	// Codec turns values into record payloads and back. Required.
+	// Codec turns values into record payloads and back. Required. A panic
+	// in Encode fails that publish with an error wrapping the
+	// *message.PanicError; a panic in Decode makes the record one that
+	// does not decode (logged, skipped and committed past). A panic in
+	// Key, EventTime or Headers fails its publish as one in Encode does.
 	Codec Codec[T] `validate:"required"`
 	// Key returns a value's record key. Records with the same key go to
 	// the same partition (sarama's hash partitioner, unless Config names

@@ -8,6 +8,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
 )
 
@@ -71,23 +72,12 @@ func (t *kTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool)
 		return topic.Published, topic.ErrTopicClosed
 	default:
 	}
-	payload, err := t.b.opts.Codec.Encode(e.Value)
-	if err != nil {
-		return topic.Published, fmt.Errorf("kafkatopic: encoding the value for topic %q: %w", t.kname, err)
-	}
 	p := t.b.prod
 	c := p.get()
-	c.msg.Topic = t.kname
-	c.msg.Value = sarama.ByteEncoder(payload)
-	if t.b.opts.Key != nil {
-		if k := t.b.opts.Key(e.Value); k != nil {
-			c.msg.Key = sarama.ByteEncoder(k)
-		}
+	if err := t.encode(c, e); err != nil {
+		p.put(c)
+		return topic.Published, fmt.Errorf("kafkatopic: encoding the value for topic %q: %w", t.kname, err)
 	}
-	if t.b.opts.EventTime != nil {
-		c.msg.Timestamp = t.b.opts.EventTime(e.Value) // zero: the producer sets it
-	}
-	c.msg.Headers = recordHeaders(c.hdr[:0], t.b.opts.Headers, e)
 	ok, err := p.enqueue(ctx, c, wait, t.closedCh, topic.ErrTopicClosed)
 	if err != nil || !ok {
 		p.put(c)
@@ -118,6 +108,30 @@ func (t *kTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool)
 // Options.Headers function, then one per entry of e.Headers (so that on a
 // key both use, the envelope's value is the one a consumer reads last).
 // It returns nil when there are none.
+// encode fills c's record from e: its value from the codec, its key,
+// timestamp and headers from Options.Key, EventTime and Headers and from
+// e's headers. A panic in the codec or in those functions is returned as a
+// *message.PanicError.
+func (t *kTopic[T]) encode(c *completion, e topic.Envelope[T]) (err error) {
+	defer message.Recover(&err)
+	payload, err := t.b.opts.Codec.Encode(e.Value)
+	if err != nil {
+		return err
+	}
+	c.msg.Topic = t.kname
+	c.msg.Value = sarama.ByteEncoder(payload)
+	if t.b.opts.Key != nil {
+		if k := t.b.opts.Key(e.Value); k != nil {
+			c.msg.Key = sarama.ByteEncoder(k)
+		}
+	}
+	if t.b.opts.EventTime != nil {
+		c.msg.Timestamp = t.b.opts.EventTime(e.Value) // zero: the producer sets it
+	}
+	c.msg.Headers = recordHeaders(c.hdr[:0], t.b.opts.Headers, e)
+	return nil
+}
+
 func recordHeaders[T any](dst []sarama.RecordHeader, fromValue func(T) []sarama.RecordHeader, e topic.Envelope[T]) []sarama.RecordHeader {
 	if fromValue != nil {
 		dst = append(dst, fromValue(e.Value)...)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/pulsartopic"
+	"github.com/boulevard-go/boulevard/topic/topictest"
 )
 
 func newHandle(t *testing.T, be *pulsartopic.Backend[int], name topic.Name, o topic.Options) *topic.Handle[int] {
@@ -158,12 +158,19 @@ func TestReadAheadBoundedByCapacity(t *testing.T) {
 	}
 }
 
-// Guarantee: a record the codec cannot decode is logged once at WARN and
-// acked (not delivered again), and the subscriber receives the next one.
+// Guarantee: a record the codec cannot decode, or panics on, is logged
+// once at WARN and acked (not delivered again), and the subscriber
+// receives the next one.
 func TestUndecodableRecordSkipped(t *testing.T) {
+	for _, codec := range []topic.Codec[int]{topic.IntCodec{}, topictest.PanickingCodec[int]{Codec: topic.IntCodec{}}} {
+		t.Run(fmt.Sprintf("%T", codec), func(t *testing.T) { undecodableRecordSkipped(t, codec) })
+	}
+}
+
+func undecodableRecordSkipped(t *testing.T, codec topic.Codec[int]) {
 	b := testbroker.Pulsar(t)
 	var logs syncBuffer
-	o := testOptions[int](b, topic.IntCodec{})
+	o := testOptions[int](b, codec)
 	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	be := newBackend(t, o)
 	h := newHandle(t, be, "t", topic.Options{})
@@ -345,56 +352,5 @@ func TestCloseReturnsByItsDeadlineWhileTheBrokerWithholdsTheCloses(t *testing.T)
 	}
 	if st := b.Stats(); st.ProducersOpen != 0 || st.ConsumersOpen != 0 {
 		t.Errorf("after Close: %d producers and %d consumers open, want none", st.ProducersOpen, st.ConsumersOpen)
-	}
-}
-
-// Guarantee: a publish whose Options.Key or Options.EventTime panics
-// (a user's function, given for instance through connector.Options'
-// PulsarKey) leaves nothing of the topic held: later publishes go
-// through and the topic closes.
-func TestPanickingKeyOrEventTimeLeavesTheTopicClosable(t *testing.T) {
-	for _, which := range []string{"Key", "EventTime"} {
-		t.Run(which, func(t *testing.T) {
-			b := testbroker.Pulsar(t)
-			o := testOptions[int](b, topic.IntCodec{})
-			if which == "Key" {
-				o.Key = func(v int) string {
-					if v < 0 {
-						panic("no key for a negative value")
-					}
-					return strconv.Itoa(v)
-				}
-			} else {
-				o.EventTime = func(v int) time.Time {
-					if v < 0 {
-						panic("no event time for a negative value")
-					}
-					return time.UnixMilli(int64(v) + 1)
-				}
-			}
-			be := newBackend(t, o)
-			h, err := topic.NewTopic[int]("keyed", topic.Options{}, be)
-			if err != nil {
-				t.Fatal(err)
-			}
-			func() {
-				defer func() { _ = recover() }()
-				_ = h.Publish(ctxT(t), -1)
-				t.Fatalf("the %s function did not panic", which)
-			}()
-			if err := h.Publish(ctxT(t), 1); err != nil {
-				t.Fatalf("Publish after the panic = %v", err)
-			}
-			closed := make(chan struct{})
-			go func() {
-				defer close(closed)
-				h.Close()
-			}()
-			select {
-			case <-closed:
-			case <-time.After(patience):
-				t.Fatalf("the topic's Close still waits %v after a publish whose %s function panicked", patience, which)
-			}
-		})
 	}
 }

@@ -3,6 +3,7 @@ package pulsartopic
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 	"github.com/boulevard-go/boulevard/topic"
 )
@@ -112,6 +114,69 @@ func TestPendingQueueFull(t *testing.T) {
 		t.Fatalf("blocked publish: %v", err)
 	}
 }
+
+// Guarantee: a Key or EventTime function or a codec that panics fails
+// that publish with an error wrapping the *message.PanicError, and takes
+// none of the topic's send slots or its send lock with it: the next
+// publish goes out, and Close can take the lock.
+func TestPanickingKeyFailsOnlyThatPublish(t *testing.T) {
+	for _, what := range []string{"Key", "EventTime", "Encode"} {
+		t.Run(what, func(t *testing.T) {
+			tp, p := heldTopic(t, 1)
+			boom := func(v int) {
+				if v == 1 {
+					panic(what)
+				}
+			}
+			switch what {
+			case "Key":
+				tp.b.o.Key = func(v int) string { boom(v); return "k" }
+			case "EventTime":
+				tp.b.o.EventTime = func(v int) time.Time { boom(v); return time.Time{} }
+			case "Encode":
+				tp.b.o.Codec = panickingCodec{boom}
+			}
+			// Called as a pipeline's handler calls it: a panic that got
+			// out of Publish would fail the message there.
+			err := func() (err error) {
+				defer message.Recover(&err)
+				_, err = tp.Publish(context.Background(), topic.Envelope[int]{Value: 1}, topic.Block)
+				return err
+			}()
+			var pe *message.PanicError
+			if !errors.As(err, &pe) || pe.Value != what {
+				t.Fatalf("Publish = %v, want an error wrapping the %s panic", err, what)
+			}
+			if !tp.sending.TryLock() {
+				t.Fatal("the send lock is held after the panicking publish: Close would wait for it forever")
+			}
+			tp.sending.Unlock()
+			next := make(chan error, 1)
+			go func() {
+				out, err := tp.TryPublish(topic.Envelope[int]{Value: 2})
+				if err == nil && out != topic.Published {
+					err = fmt.Errorf("outcome %v", out)
+				}
+				next <- err
+			}()
+			wait.Within(t, 20*time.Second, "the next publish sent in the topic's one slot", func() bool { return p.pending() == 1 })
+			p.release(nil)
+			if err := <-next; err != nil {
+				t.Fatalf("TryPublish after the panic: %v", err)
+			}
+		})
+	}
+}
+
+// panickingCodec is an IntCodec whose Encode calls boom first.
+type panickingCodec struct{ boom func(int) }
+
+func (c panickingCodec) Encode(v int) ([]byte, error) {
+	c.boom(v)
+	return topic.IntCodec{}.Encode(v)
+}
+
+func (panickingCodec) Decode(b []byte) (int, error) { return topic.IntCodec{}.Decode(b) }
 
 // Guarantee: closing the topic wakes a publish waiting for room with
 // ErrTopicClosed, and later publishes fail with it at once.

@@ -86,7 +86,12 @@ type Options[T any] struct {
 	// (ClientDefaults), and the client's logs go to Logger with the URL's
 	// user information redacted.
 	ClientOptions pulsar.ClientOptions `validate:"-"`
-	// Codec turns values into message payloads and back. Required.
+	// Codec turns values into message payloads and back. Required. A panic
+	// in Encode fails that publish with an error wrapping the
+	// *message.PanicError, before it takes a send slot; a panic in Decode
+	// makes the message one that does not decode (logged, acked and
+	// skipped). A panic in Key or EventTime fails its publish as one in
+	// Encode does.
 	Codec topic.Codec[T] `validate:"required"`
 	// Key, when set, gives each message its Pulsar key: a partitioned
 	// topic routes it by key, and balanced groups subscribe Key_Shared, so

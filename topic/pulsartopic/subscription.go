@@ -148,7 +148,7 @@ func (s *pSub[T]) Receive(ctx context.Context, dst []topic.Envelope[T]) (int, er
 
 // take decodes cm into dst[n] and returns the new count.
 func (s *pSub[T]) take(cm pulsar.ConsumerMessage, dst []topic.Envelope[T], ids []pulsar.MessageID, n int) int {
-	v, err := s.t.b.o.Codec.Decode(cm.Payload())
+	v, err := topic.Decode(s.t.b.o.Codec, cm.Payload())
 	if err != nil {
 		s.log.Warn("pulsartopic: cannot decode a message; it is acked and skipped",
 			slog.String("message_id", cm.ID().String()), slog.String("error", err.Error()))

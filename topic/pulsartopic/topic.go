@@ -9,6 +9,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
 )
 
@@ -151,6 +152,26 @@ func (t *pTopic[T]) TryPublish(e topic.Envelope[T]) (topic.PublishOutcome, error
 	return t.publish(context.Background(), e, false)
 }
 
+// encode makes the message e is sent as: its payload from the codec, its
+// key and event time from Options.Key and Options.EventTime, its
+// properties from e's headers (the client only reads the map, which nobody
+// changes after the publish). A panic in the codec or in those functions
+// is returned as a *message.PanicError.
+func (t *pTopic[T]) encode(e topic.Envelope[T]) (msg pulsar.ProducerMessage, err error) {
+	defer message.Recover(&err)
+	if msg.Payload, err = t.b.o.Codec.Encode(e.Value); err != nil {
+		return msg, err
+	}
+	msg.Properties = e.Headers
+	if t.b.o.Key != nil {
+		msg.Key = t.b.o.Key(e.Value)
+	}
+	if t.b.o.EventTime != nil {
+		msg.EventTime = t.b.o.EventTime(e.Value)
+	}
+	return msg, nil
+}
+
 func (t *pTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool) (topic.PublishOutcome, error) {
 	if e.Ticket != nil {
 		return topic.Published, errTracked
@@ -161,19 +182,11 @@ func (t *pTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool)
 	if err := ctx.Err(); err != nil {
 		return topic.Published, err
 	}
-	payload, err := t.b.o.Codec.Encode(e.Value)
+	// Encoded before any slot or lock is taken: what the user's functions
+	// do (a panic included) cannot hold up the topic's Close.
+	msg, err := t.encode(e)
 	if err != nil {
 		return topic.Published, &Error{Op: "encode a message for", Topic: t.full, Err: err}
-	}
-	// The user's functions run before a slot and sending are taken: one
-	// that panics must not leave them held, which Close waits for.
-	var key string
-	if t.b.o.Key != nil {
-		key = t.b.o.Key(e.Value)
-	}
-	var eventTime time.Time
-	if t.b.o.EventTime != nil {
-		eventTime = t.b.o.EventTime(e.Value)
 	}
 	// A blocking publish that finds the client's memory limit full sends
 	// again, after a backoff from 1ms doubling up to 100ms.
@@ -204,9 +217,7 @@ func (t *pTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool)
 			return topic.Published, topic.ErrTopicClosed
 		}
 		s := t.sends.Get().(*send)
-		// The envelope's headers travel as message properties; the client only
-		// reads the map, which nobody changes after the publish.
-		s.msg = pulsar.ProducerMessage{Payload: payload, Properties: e.Headers, Key: key, EventTime: eventTime}
+		s.msg = msg
 		t.producer.SendAsync(ctx, &s.msg, s.fn)
 		t.sending.RUnlock()
 		select {

@@ -230,3 +230,25 @@ func drainThenClosed(t *testing.T, sub *topic.Subscription[int], want ...int) {
 		}
 	}
 }
+
+// PanickingCodec is Codec, except that it panics with the error where
+// Codec returns one: for tests of how a backend contains a codec's panic.
+type PanickingCodec[T any] struct{ Codec topic.Codec[T] }
+
+// Encode implements topic.Codec.
+func (c PanickingCodec[T]) Encode(v T) ([]byte, error) {
+	b, err := c.Codec.Encode(v)
+	if err != nil {
+		panic(err)
+	}
+	return b, nil
+}
+
+// Decode implements topic.Codec.
+func (c PanickingCodec[T]) Decode(b []byte) (T, error) {
+	v, err := c.Codec.Decode(b)
+	if err != nil {
+		panic(err)
+	}
+	return v, nil
+}

@@ -31,7 +31,10 @@ var ErrNotDead = errors.New("topology: not a dead letter")
 type ReplayOptions[T any] struct {
 	// Filter selects the dead letters to replay; nil selects all of them.
 	// Letters whose Death.Topic is not the topology's main topic (a DLQ
-	// shared through DLQNamed) are never replayed here.
+	// shared through DLQNamed) are never replayed here. A Filter that
+	// panics stops Replay as a queue error does: the letter it was given
+	// and those after it stay in the DLQ, and Replay returns an error
+	// wrapping the *message.PanicError.
 	Filter func(l *Letter[T]) bool
 	// DryRun reports what would be replayed and leaves every letter in the
 	// DLQ.
@@ -96,7 +99,14 @@ func Replay[T any](ctx context.Context, q Queues[T], opts ReplayOptions[T]) (rep
 	}
 	for i := range all {
 		l := &all[i]
-		pick := l.Death != nil && l.Death.Topic == t.name && (opts.Filter == nil || opts.Filter(l))
+		pick := l.Death != nil && l.Death.Topic == t.name
+		if pick && opts.Filter != nil {
+			var ferr error
+			if pick, ferr = filter(opts.Filter, l); ferr != nil {
+				ferr = fmt.Errorf("topology %s: replay: Filter: %w", t.name, ferr)
+				return rep, errors.Join(ferr, keepDead(ctx, q, r, all[i:], &rep))
+			}
+		}
 		if pick && !opts.DryRun {
 			fresh := Letter[T]{Value: l.Value, Key: l.Key, Shard: l.Shard}
 			if err := q.Requeue(ctx, fresh); err != nil {
@@ -122,6 +132,12 @@ func Replay[T any](ctx context.Context, q Queues[T], opts ReplayOptions[T]) (rep
 		}
 	}
 	return rep, nil
+}
+
+// filter calls f on l and returns a panic in it as a *message.PanicError.
+func filter[T any](f func(l *Letter[T]) bool, l *Letter[T]) (pick bool, err error) {
+	defer message.Recover(&err)
+	return f(l), nil
 }
 
 // keepDead puts ls back on the DLQ and settles them, going on past

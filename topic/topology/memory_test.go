@@ -118,6 +118,79 @@ func TestReplayFailureKeepsTheDeadLetters(t *testing.T) {
 	})
 }
 
+// Guarantee: a Replay filter that panics stops Replay with an error
+// wrapping the *message.PanicError, and loses no dead letter it took from
+// an in-memory DLQ: the letters before it are replayed, the one it panicked
+// on and those after it stay in the DLQ.
+func TestReplayFilterPanicKeepsTheDeadLetters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, _ := topology.NewMemory[int](topology.MemoryOptions{})
+		defer m.Close(t.Context())
+		top, _ := topology.New("fp").DLQ().Build()
+		q, _ := m.Declare(t.Context(), top)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		for i := range 3 {
+			l := topology.Letter[int]{Value: i, Death: &topology.Death{Reason: topology.ReasonRejected, Topic: "fp", Group: "fp"}}
+			if err := q.DeadLetter(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rep, err := topology.Replay(ctx, q, topology.ReplayOptions[int]{Filter: func(l *topology.Letter[int]) bool {
+			if l.Value == 1 {
+				panic("filter")
+			}
+			return true
+		}})
+		var pe *message.PanicError
+		if !errors.As(err, &pe) || pe.Value != "filter" {
+			t.Fatalf("Replay with a panicking filter = %v, want an error wrapping its *message.PanicError", err)
+		}
+		if len(rep.Replayed) != 1 || rep.Kept != 2 || m.Queued("fp", "fp") != 1 || m.Queued("fp-dlq", "") != 2 {
+			t.Errorf("replayed %d (reported %d, want 1), DLQ holds %d (kept %d, want 2)",
+				m.Queued("fp", "fp"), len(rep.Replayed), m.Queued("fp-dlq", ""), rep.Kept)
+		}
+	})
+}
+
+// Guarantee: a Publisher whose Key panics fails that Publish with an
+// error wrapping the *message.PanicError and publishes nothing; the next
+// value goes out.
+func TestPublisherKeyPanicFailsOnlyThatPublish(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, _ := topology.NewMemory[int](topology.MemoryOptions{})
+		defer m.Close(t.Context())
+		top, err := topology.New("kp").Sequenced(topology.Skip).DLQ().Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := m.Declare(t.Context(), top)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub, err := topology.NewPublisher(q, topology.PublisherOptions[int]{Key: func(v int) string {
+			if v == 1 {
+				panic("key")
+			}
+			return "A"
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = pub.Publish(t.Context(), 1)
+		var pe *message.PanicError
+		if !errors.As(err, &pe) || pe.Value != "key" {
+			t.Fatalf("Publish with a panicking Key = %v, want an error wrapping its *message.PanicError", err)
+		}
+		if err := pub.Publish(t.Context(), 2); err != nil {
+			t.Fatal(err)
+		}
+		if n := m.Queued("kp", "kp"); n != 1 {
+			t.Fatalf("%d letters queued, want 1, the one value published", n)
+		}
+	})
+}
+
 // Guarantee: in memory, a requeue and a dead-lettering never wait for room:
 // into a full queue they return at once, the letters wait behind it and
 // reach it in order as readers make room, and past Capacity letters

@@ -3,13 +3,18 @@ package topology
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/fnv"
+
+	"github.com/boulevard-go/boulevard/message"
 )
 
 // PublisherOptions configure a [Publisher].
 type PublisherOptions[T any] struct {
 	// Key returns a message's sequence key. Required on a sequenced
-	// topology, not allowed on any other.
+	// topology, not allowed on any other. A Key that panics fails that
+	// Publish with an error wrapping the *message.PanicError; nothing is
+	// published.
 	Key func(T) string
 }
 
@@ -48,10 +53,20 @@ func NewPublisher[T any](q Queues[T], opts PublisherOptions[T]) (*Publisher[T], 
 func (p *Publisher[T]) Publish(ctx context.Context, v T) error {
 	l := Letter[T]{Value: v}
 	if p.key != nil {
-		l.Key = p.key(v)
+		k, err := keyOf(p.key, v)
+		if err != nil {
+			return fmt.Errorf("topology %s: Publisher Key: %w", p.q.Topology().Name(), err)
+		}
+		l.Key = k
 		l.Shard = ShardOf(l.Key, p.shards)
 	}
 	return p.q.Publish(ctx, l)
+}
+
+// keyOf calls key on v and returns a panic in it as a *message.PanicError.
+func keyOf[T any](key func(T) string, v T) (k string, err error) {
+	defer message.Recover(&err)
+	return key(v), nil
 }
 
 // ShardOf returns the shard, in [0, shards), that key is routed to: a jump

@@ -40,7 +40,7 @@ func (q *queues[T]) Topology() *topology.Topology { return q.t }
 
 // record builds the record of l to kname.
 func (q *queues[T]) record(kname string, l *topology.Letter[T], extra ...sarama.RecordHeader) (*sarama.ProducerMessage, error) {
-	payload, err := q.b.opts.Codec.Encode(l.Value)
+	payload, err := topic.Encode(q.b.opts.Codec, l.Value)
 	if err != nil {
 		return nil, fmt.Errorf("kafkatopology: encoding a value for topic %q: %w", kname, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/internal/liveset"
+	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
@@ -354,7 +355,7 @@ func decodeLetter[T any](b *Backend[T], rec *sarama.ConsumerMessage) (topology.L
 	var l topology.Letter[T]
 	m, err := readHeaders(rec, &l)
 	if err == nil {
-		l.Value, err = b.opts.Codec.Decode(rec.Value)
+		l.Value, err = topic.Decode(b.opts.Codec, rec.Value)
 	}
 	if err != nil {
 		b.log.Warn("kafkatopology: record does not decode; skipped and committed",

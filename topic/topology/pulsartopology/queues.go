@@ -10,6 +10,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
@@ -33,7 +34,7 @@ func (q *queues[T]) Topology() *topology.Topology { return q.t }
 
 // message encodes l as a producer message for group ("" for every group).
 func (q *queues[T]) message(l *topology.Letter[T], group string) (*pulsar.ProducerMessage, error) {
-	payload, err := q.b.opts.Codec.Encode(l.Value)
+	payload, err := topic.Encode(q.b.opts.Codec, l.Value)
 	if err != nil {
 		return nil, fmt.Errorf("pulsartopology: encoding a message of topology %q: %w", q.t.Name(), err)
 	}

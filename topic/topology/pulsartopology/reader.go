@@ -209,7 +209,7 @@ func decodeLetter[T any](codec topic.Codec[T], props map[string]string, payload 
 	var l topology.Letter[T]
 	group, err := readProperties(props, &l)
 	if err == nil {
-		l.Value, err = codec.Decode(payload)
+		l.Value, err = topic.Decode(codec, payload)
 	}
 	return l, group, err
 }
