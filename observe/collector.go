@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -106,6 +107,12 @@ func (o *Observer) Describe(ch chan<- *prometheus.Desc) {
 // Collect reads a snapshot of every pipeline, Kafka source and topic added
 // and sends them as metrics (prometheus.Collector).
 //
+// A Stats that panics, or that has not returned within
+// Options.StatsTimeout, does not stop the others: Collect sends the
+// metrics of everything else, and, for each one that failed, an invalid
+// metric whose error wraps ErrStats and names it, so that the registry's
+// Gather returns the others' metrics with that error (see Handler).
+//
 // Each series is sent once, so that a scrape never fails. Add refuses a
 // second pipeline of a name, but two pipelines can still report the same
 // name at a scrape (a Pipeline implementation whose Stats changes its
@@ -118,15 +125,18 @@ func (o *Observer) Describe(ch chan<- *prometheus.Desc) {
 // duplicate is logged once, when a scrape first sees it, not at every
 // scrape: once it is gone, it is logged again if it comes back.
 func (o *Observer) Collect(ch chan<- prometheus.Metric) {
-	pipes, kafkas, topics := o.snapshot()
+	r := o.read(context.Background())
 	var dups []duplicate
-	dups = collectPipelines(ch, pipes, dups)
-	dups = collectKafka(ch, kafkas, dups)
-	for _, t := range topics {
-		collectTopic(ch, t, t.t.Stats())
+	dups = collectPipelines(ch, r.pipes, dups)
+	dups = collectKafka(ch, r.kafka, dups)
+	for _, t := range r.topics {
+		collectTopic(ch, t.t, t.st)
 	}
-	for _, p := range o.pulsarSources() {
-		collectPulsar(ch, p.subscription, p.s.Stats())
+	for _, p := range r.pulsar {
+		collectPulsar(ch, p.subscription, p.st)
+	}
+	for _, err := range r.errs {
+		ch <- prometheus.NewInvalidMetric(prometheus.NewInvalidDesc(err), err)
 	}
 	o.logDuplicates(dups)
 }
@@ -184,42 +194,49 @@ func boolValue(b bool) float64 {
 }
 
 // collectPipelines sends the metrics of pipes, one pipeline per name (see
-// Collect), and returns dups with the names reported twice.
-func collectPipelines(ch chan<- prometheus.Metric, pipes []namedPipeline, dups []duplicate) []duplicate {
-	sts, dups := selectPipelines(pipes, dups)
-	for i := range sts {
-		collectPipeline(ch, sts[i])
+// Collect), and an invalid metric for each pipeline that could not be
+// read, and returns dups with the names reported twice.
+func collectPipelines(ch chan<- prometheus.Metric, pipes []pipeRead, dups []duplicate) []duplicate {
+	sel, dups := selectPipelines(pipes, dups)
+	for i := range sel {
+		if err := sel[i].err; err != nil {
+			ch <- prometheus.NewInvalidMetric(prometheus.NewInvalidDesc(err), err)
+			continue
+		}
+		collectPipeline(ch, sel[i].st)
 	}
 	return dups
 }
 
-// selectPipelines reads the stats of pipes and returns, in the order
-// added, those of the pipelines that are reported: one per name (as
-// exported, which the returned stats carry), the running one, or, when
-// several or none run, the one added last (see Collect). It returns dups
-// with the names reported twice. /metrics, /healthz, /readyz and /stats
-// all report this choice.
-func selectPipelines(pipes []namedPipeline, dups []duplicate) ([]pipeline.Stats, []duplicate) {
-	sts := make([]pipeline.Stats, len(pipes))
-	for i, p := range pipes {
-		sts[i] = p.p.Stats()
-		sts[i].Name = labelValue(sts[i].Name)
+// selectPipelines returns, in the order added, the pipelines of pipes
+// that are reported: those that could not be read (with their error),
+// and of those that could, one per name (as exported, which the returned
+// stats carry), the running one, or, when several or none run, the one
+// added last (see Collect). It returns dups with the names reported
+// twice. /metrics, /healthz, /readyz and /stats all report this choice.
+// pipes is reused.
+func selectPipelines(pipes []pipeRead, dups []duplicate) ([]pipeRead, []duplicate) {
+	for i := range pipes {
+		pipes[i].st.Name = labelValue(pipes[i].st.Name)
 	}
-	if len(sts) < 2 {
-		return sts, dups
+	if len(pipes) < 2 {
+		return pipes, dups
 	}
 	// kept[i] is false for a pipeline whose name another one's series
 	// carry. Names are few: comparing each with those before it costs
 	// less than a map.
-	kept := make([]bool, len(sts))
-	for i := range sts {
+	kept := make([]bool, len(pipes))
+	for i := range pipes {
 		kept[i] = true
+		if pipes[i].err != nil {
+			continue
+		}
 		for j := range i {
-			if !kept[j] || sts[j].Name != sts[i].Name {
+			if !kept[j] || pipes[j].err != nil || pipes[j].st.Name != pipes[i].st.Name {
 				continue
 			}
-			dups = addDuplicate(dups, duplicate{kind: dupPipeline, labels: [3]string{sts[i].Name}})
-			if running(sts[j]) && !running(sts[i]) {
+			dups = addDuplicate(dups, duplicate{kind: dupPipeline, labels: [3]string{pipes[i].st.Name}})
+			if running(pipes[j].st) && !running(pipes[i].st) {
 				kept[i] = false
 			} else {
 				kept[j] = false
@@ -227,10 +244,10 @@ func selectPipelines(pipes []namedPipeline, dups []duplicate) ([]pipeline.Stats,
 			break
 		}
 	}
-	out := sts[:0] // in place: an element moves only to a lower index
-	for i := range sts {
+	out := pipes[:0] // in place: an element moves only to a lower index
+	for i := range pipes {
 		if kept[i] {
-			out = append(out, sts[i])
+			out = append(out, pipes[i])
 		}
 	}
 	return out, dups

@@ -1,11 +1,13 @@
 package observe
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -42,7 +44,11 @@ type PipelineReport struct {
 //     registered on; nil means a registry of the Observer alone). When
 //     one of g's collectors fails, the metrics the others gathered are
 //     served all the same (200), and the error is logged, one line per
-//     scrape; only a scrape that gathered nothing answers 500;
+//     scrape; only a scrape that gathered nothing answers 500. A Stats of
+//     something added that panics or has not returned within
+//     Options.StatsTimeout is such a failure (see Collect). When g's
+//     Gather has not returned within twice StatsTimeout (a collector of
+//     the caller's that blocks), the answer is 500, logged once;
 //   - /healthz: 200 while no pipeline was stopped by a fatal error (a
 //     source that failed too often), 503 otherwise;
 //   - /readyz: 200 when every pipeline runs and its sources are connected,
@@ -51,7 +57,12 @@ type PipelineReport struct {
 //   - /dashboard: a live page drawing each pipeline's stages from /stats,
 //     refreshed every second (embedded: no external resource).
 //
-// Both checks answer with a JSON Report. Any other path is 404.
+// Both checks answer with a JSON Report. Any other path is 404. The
+// checks and /stats wait for the Stats of what was added for
+// Options.StatsTimeout at most: a pipeline whose Stats panics or has not
+// returned by then fails both checks, its error (wrapping ErrStats) the
+// reason; /stats lists what could not be read in Snapshot.Failed. A
+// Stats that panics never panics the handler or the registry's Gather.
 func (o *Observer) Handler(g prometheus.Gatherer) http.Handler {
 	if g == nil {
 		reg := prometheus.NewRegistry()
@@ -59,15 +70,15 @@ func (o *Observer) Handler(g prometheus.Gatherer) http.Handler {
 		g = reg
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(partialGatherer{g: g, log: o.log}, promhttp.HandlerOpts{
+	mux.Handle("GET /metrics", promhttp.HandlerFor(partialGatherer{g: g, log: o.log, timeout: 2 * o.timeout}, promhttp.HandlerOpts{
 		ErrorLog:          slogPrinter{o},
 		EnableOpenMetrics: true,
 	}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		o.writeReport(w, o.Health(), "unhealthy")
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		o.writeReport(w, o.check(r.Context(), healthy), "unhealthy")
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		o.writeReport(w, o.Readiness(), "not ready")
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		o.writeReport(w, o.check(r.Context(), ready), "not ready")
 	})
 	mux.HandleFunc("GET /stats", o.serveStats)
 	mux.HandleFunc("GET /dashboard", serveDashboard)
@@ -77,9 +88,11 @@ func (o *Observer) Handler(g prometheus.Gatherer) http.Handler {
 // Health checks that no pipeline was stopped by a fatal error: a producer
 // stage gave up on its source (a *producer.RestartError). Of pipelines
 // that report the same name at once, it checks the one whose series
-// /metrics reports (see Collect).
+// /metrics reports (see Collect). A pipeline whose Stats panics or has not
+// returned within Options.StatsTimeout fails it, its error (wrapping
+// ErrStats) the reason.
 func (o *Observer) Health() []PipelineReport {
-	return o.check(healthy)
+	return o.check(context.Background(), healthy)
 }
 
 // Readiness checks that every pipeline runs and is connected: it has not
@@ -90,19 +103,25 @@ func (o *Observer) Health() []PipelineReport {
 // no partition stays "connecting" without failures: it does not make the
 // pipeline unready while another stage is connected. Of pipelines that
 // report the same name at once, it checks the one whose series /metrics
-// reports (see Collect).
+// reports (see Collect). A pipeline whose Stats panics or has not returned
+// within Options.StatsTimeout fails it, as in Health.
 func (o *Observer) Readiness() []PipelineReport {
-	return o.check(ready)
+	return o.check(context.Background(), ready)
 }
 
-// check reports f of each pipeline /metrics reports (selectPipelines).
-func (o *Observer) check(f func(pipeline.Stats) string) []PipelineReport {
-	pipes, _, _ := o.snapshot()
-	sts, _ := selectPipelines(pipes, nil)
-	out := make([]PipelineReport, 0, len(sts))
-	for _, st := range sts {
-		reason := f(st)
-		out = append(out, PipelineReport{Name: st.Name, OK: reason == "", Reason: reason})
+// check reports f of each pipeline /metrics reports (selectPipelines). A
+// pipeline whose Stats could not be read fails the check, its error the
+// reason, under the name it was added under.
+func (o *Observer) check(ctx context.Context, f func(pipeline.Stats) string) []PipelineReport {
+	sel, _ := selectPipelines(o.read(ctx).pipes, nil)
+	out := make([]PipelineReport, 0, len(sel))
+	for _, p := range sel {
+		if p.err != nil {
+			out = append(out, PipelineReport{Name: p.name, Reason: p.err.Error()})
+			continue
+		}
+		reason := f(p.st)
+		out = append(out, PipelineReport{Name: p.st.Name, OK: reason == "", Reason: reason})
 	}
 	return out
 }
@@ -166,15 +185,42 @@ func (o *Observer) writeReport(w http.ResponseWriter, reports []PipelineReport, 
 // so that /metrics serves it: a failing collector of the caller's does
 // not hide the pipelines' metrics (Prometheus would take the whole target
 // down on a 500). Errors writing the response still end it, logged once
-// by promhttp.
+// by promhttp. A Gather of g that has not returned within timeout is
+// given up (an error wrapping ErrGatherTimeout): its goroutine ends when
+// the collector that blocks it returns, which nothing can hasten.
 type partialGatherer struct {
-	g   prometheus.Gatherer
-	log *slog.Logger
+	g       prometheus.Gatherer
+	log     *slog.Logger
+	timeout time.Duration
+}
+
+// ErrGatherTimeout is wrapped by the error /metrics answers 500 with, and
+// logs, when the Gather of the handler's prometheus.Gatherer has not
+// returned within twice Options.StatsTimeout (see Observer.Handler).
+var ErrGatherTimeout = errors.New("observe: gathering the metrics timed out")
+
+type gathered struct {
+	mfs []*dto.MetricFamily
+	err error
 }
 
 // Gather implements prometheus.Gatherer.
 func (p partialGatherer) Gather() ([]*dto.MetricFamily, error) {
-	mfs, err := p.g.Gather()
+	ch := make(chan gathered, 1) // buffered: a Gather given up still ends
+	go func() {
+		mfs, err := p.g.Gather()
+		ch <- gathered{mfs, err}
+	}()
+	timer := time.NewTimer(p.timeout)
+	defer timer.Stop()
+	var mfs []*dto.MetricFamily
+	var err error
+	select {
+	case r := <-ch:
+		mfs, err = r.mfs, r.err
+	case <-timer.C:
+		return nil, fmt.Errorf("%w: the gatherer has not returned within %v", ErrGatherTimeout, p.timeout)
+	}
 	if err != nil && len(mfs) > 0 {
 		p.log.Warn("serving the metrics gathered without those of a failing collector", "error", err)
 		return mfs, nil

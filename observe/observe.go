@@ -28,10 +28,12 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/sources/kafka"
 	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/validate"
 )
 
 // Pipeline is what the Observer reads of a pipeline: every
@@ -73,27 +75,40 @@ type Options struct {
 	// Observer.Handler), and series that two of the things added report
 	// at once (one line when that starts, see Observer.Collect). Nil
 	// means slog.Default().
-	Logger *slog.Logger
+	Logger *slog.Logger `name:"-"`
+	// StatsTimeout bounds how long a scrape, a check or /stats waits for
+	// the Stats of what was added (all read at once, each on a goroutine
+	// of its own). A Stats that has not returned by then, or that
+	// panics, is reported as failed (an error wrapping ErrStats) and the
+	// rest is served; a Stats still running after StatsTimeout is not
+	// called again until it returns. 0 means DefaultStatsTimeout; at
+	// most MaxStatsTimeout (New uses DefaultStatsTimeout in place of a
+	// negative value and MaxStatsTimeout in place of a longer one).
+	StatsTimeout time.Duration `validate:"gte=0,lte=1m"`
 }
 
-// WithDefaults returns o with a nil Logger replaced by slog.Default().
+// WithDefaults returns o with a nil Logger replaced by slog.Default()
+// and a zero StatsTimeout by DefaultStatsTimeout.
 func (o Options) WithDefaults() Options {
 	o.Logger = cmp.Or(o.Logger, slog.Default())
+	o.StatsTimeout = cmp.Or(o.StatsTimeout, DefaultStatsTimeout)
 	return o
 }
 
-// Validate returns nil: every value of every field is valid.
-func (o Options) Validate() error { return nil }
+// Validate returns nil or a validate.Errors naming every broken rule
+// ("observe.statsTimeout must be ≤ 1m").
+func (o Options) Validate() error { return validate.Struct("observe", &o) }
 
 // Observer collects the stats of the pipelines, Kafka sources and topics
 // added to it. It is a prometheus.Collector, and serves the HTTP endpoints
 // (Handler). Its methods are safe for concurrent use.
 type Observer struct {
-	log *slog.Logger
+	log     *slog.Logger
+	timeout time.Duration
 
 	mu        sync.Mutex
 	pipelines []namedPipeline
-	kafka     []KafkaSource
+	kafka     []namedKafka
 	topics    []namedTopic
 	pulsar    []namedPulsar
 	links     map[string]TopicLinks
@@ -108,6 +123,12 @@ type namedPipeline struct {
 	// name is the pipeline's name as exported (labelValue).
 	name string
 	p    Pipeline
+	g    *guard[pipeline.Stats]
+}
+
+type namedKafka struct {
+	s KafkaSource
+	g *guard[kafka.Stats]
 }
 
 type namedTopic struct {
@@ -116,6 +137,7 @@ type namedTopic struct {
 	// published is the highest Published exported for the topic: the
 	// counter never goes below it (see collectTopic).
 	published *atomic.Uint64
+	g         *guard[topic.Stats]
 }
 
 // TopicLinks are the pipelines a topic connects: those that publish into
@@ -150,7 +172,12 @@ func (o *Observer) topicLinks() map[string]TopicLinks {
 
 // New returns an Observer with nothing added yet.
 func New(opts Options) *Observer {
-	return &Observer{log: opts.WithDefaults().Logger}
+	opts = opts.WithDefaults()
+	timeout := opts.StatsTimeout
+	if timeout < 0 {
+		timeout = DefaultStatsTimeout
+	}
+	return &Observer{log: opts.Logger, timeout: min(timeout, MaxStatsTimeout)}
 }
 
 // Add adds pipelines: their stats become metrics, and their state decides
@@ -275,7 +302,7 @@ func nilElements[E any](name string, vs []E) error {
 func namePipelines(ps []Pipeline) []namedPipeline {
 	named := make([]namedPipeline, len(ps))
 	for i, p := range ps {
-		named[i] = namedPipeline{name: labelValue(p.Stats().Name), p: p}
+		named[i] = namedPipeline{name: labelValue(p.Stats().Name), p: p, g: new(guard[pipeline.Stats])}
 	}
 	return named
 }
@@ -302,12 +329,14 @@ func (o *Observer) AddKafka(sources ...KafkaSource) error {
 	var dups []KafkaSource
 	o.mu.Lock()
 	for i, s := range sources {
-		if slices.ContainsFunc(o.kafka, sameSource(s)) || slices.ContainsFunc(sources[:i], sameSource(s)) {
+		if slices.ContainsFunc(o.kafka, sameKafka(s)) || slices.ContainsFunc(sources[:i], sameSource(s)) {
 			dups = append(dups, s)
 		}
 	}
 	if len(dups) == 0 {
-		o.kafka = append(o.kafka, sources...)
+		for _, s := range sources {
+			o.kafka = append(o.kafka, namedKafka{s: s, g: new(guard[kafka.Stats])})
+		}
 	}
 	o.mu.Unlock()
 	errs := make([]error, len(dups))
@@ -321,7 +350,13 @@ func (o *Observer) AddKafka(sources ...KafkaSource) error {
 // added. A service that rebuilds a pipeline with a new source removes the
 // old source and adds the new one.
 func (o *Observer) RemoveKafka(s KafkaSource) bool {
-	return removeFrom(&o.mu, &o.kafka, func() int { return slices.IndexFunc(o.kafka, sameSource(s)) })
+	return removeFrom(&o.mu, &o.kafka, func() int { return slices.IndexFunc(o.kafka, sameKafka(s)) })
+}
+
+// sameKafka returns a function reporting whether its argument holds s.
+func sameKafka(s KafkaSource) func(namedKafka) bool {
+	same := sameSource(s)
+	return func(k namedKafka) bool { return same(k.s) }
 }
 
 // sameSource returns a function reporting whether its argument is s.
@@ -346,7 +381,7 @@ func (o *Observer) AddTopic(name string, t Topic) error {
 	if o.topicIndex(name) >= 0 {
 		return fmt.Errorf("%w: topic %q", ErrDuplicate, labelValue(name))
 	}
-	o.topics = append(o.topics, namedTopic{name: name, t: t, published: new(atomic.Uint64)})
+	o.topics = append(o.topics, namedTopic{name: name, t: t, published: new(atomic.Uint64), g: new(guard[topic.Stats])})
 	return nil
 }
 
@@ -364,7 +399,7 @@ func (o *Observer) topicIndex(name string) int {
 }
 
 // snapshot copies the lists, so that reading stats holds no lock.
-func (o *Observer) snapshot() ([]namedPipeline, []KafkaSource, []namedTopic) {
+func (o *Observer) snapshot() ([]namedPipeline, []namedKafka, []namedTopic) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return slices.Clone(o.pipelines), slices.Clone(o.kafka), slices.Clone(o.topics)

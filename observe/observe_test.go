@@ -250,9 +250,17 @@ func memTopic(t *testing.T, name topic.Name, opts topic.Options) *topic.Handle[i
 // of /metrics and returns the status code and the body.
 func serveMetrics(t *testing.T, h http.Handler) (int, string) {
 	t.Helper()
+	return serveGet(t, h, "/metrics")
+}
+
+// serveGet serves h on a real HTTP server (on 127.0.0.1) for one GET of
+// path and returns the status code and the body. A handler that panics
+// fails the test (the server ends the connection).
+func serveGet(t *testing.T, h http.Handler, path string) (int, string) {
+	t.Helper()
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	resp, err := http.Get(srv.URL + "/metrics")
+	resp, err := http.Get(srv.URL + path)
 	if err != nil {
 		t.Fatal(err)
 	}

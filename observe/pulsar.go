@@ -18,6 +18,7 @@ type PulsarSource interface {
 type namedPulsar struct {
 	subscription string
 	s            PulsarSource
+	g            *guard[pulsar.Stats]
 }
 
 const lSubscription = "subscription"
@@ -55,7 +56,7 @@ func (o *Observer) AddPulsar(subscription string, s PulsarSource) error {
 	if o.pulsarIndex(subscription) >= 0 {
 		return fmt.Errorf("%w: Pulsar subscription %q", ErrDuplicate, labelValue(subscription))
 	}
-	o.pulsar = append(o.pulsar, namedPulsar{subscription: subscription, s: s})
+	o.pulsar = append(o.pulsar, namedPulsar{subscription: subscription, s: s, g: new(guard[pulsar.Stats])})
 	return nil
 }
 

@@ -63,18 +63,17 @@ type kafkaSelection struct {
 	parts   map[partitionKey]kafkaClaim
 }
 
-// selectKafka reads the stats of sources and chooses, for each member's
+// selectKafka takes the stats of the Kafka sources and chooses, for each member's
 // and each partition's series, the member or claim of the newest group
 // generation (the one read first among equals). It returns dups with the
 // series reported twice.
-func selectKafka(sources []KafkaSource, dups []duplicate) (kafkaSelection, []duplicate) {
+func selectKafka(sources []kafka.Stats, dups []duplicate) (kafkaSelection, []duplicate) {
 	sel := kafkaSelection{
 		stats:   make([]kafka.Stats, len(sources)),
 		members: map[memberKey]kafkaClaim{},
 		parts:   map[partitionKey]kafkaClaim{},
 	}
-	for si, src := range sources {
-		st := src.Stats()
+	for si, st := range sources {
 		st.GroupID = labelValue(st.GroupID)
 		sel.stats[si] = st
 		for mi, m := range st.Members {
@@ -121,7 +120,7 @@ func (sel *kafkaSelection) partition(si, mi, pi int) bool {
 // collectKafka sends the metrics of the Kafka sources, each member's and
 // each partition's series once (see Collect), and returns dups with the
 // series reported twice.
-func collectKafka(ch chan<- prometheus.Metric, sources []KafkaSource, dups []duplicate) []duplicate {
+func collectKafka(ch chan<- prometheus.Metric, sources []kafka.Stats, dups []duplicate) []duplicate {
 	if len(sources) == 0 {
 		return dups
 	}
@@ -156,7 +155,7 @@ func collectKafka(ch chan<- prometheus.Metric, sources []KafkaSource, dups []dup
 // selectKafka): each member with only the claims whose series come from
 // it, and only when its own series or one of those claims' do; each
 // source unless every one of its members is left out.
-func kafkaStats(sources []KafkaSource) []kafka.Stats {
+func kafkaStats(sources []kafka.Stats) []kafka.Stats {
 	out := make([]kafka.Stats, 0, len(sources))
 	sel, _ := selectKafka(sources, nil)
 	for si, st := range sel.stats {

@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"time"
@@ -22,6 +23,10 @@ type Snapshot struct {
 	// Links are the topics' publishing and subscribing pipelines, by topic
 	// name (Observer.LinkTopic).
 	Links map[string]TopicLinks `json:"links"`
+	// Failed are the errors, wrapping ErrStats, of the things added whose
+	// Stats panicked or did not return within Options.StatsTimeout: they
+	// are left out of the lists above.
+	Failed []string `json:"failed,omitempty"`
 }
 
 // PipelineSnapshot is one pipeline's pipeline.Stats, as JSON.
@@ -79,24 +84,38 @@ func errString(err error) string {
 // Snapshot reads the stats of everything added to the Observer once. Of
 // the pipelines, and Kafka members and claims, that report the same
 // series at once, it holds those whose series /metrics reports (see
-// Collect).
+// Collect). It waits for the stats Options.StatsTimeout at most: what
+// could not be read is in Failed.
 func (o *Observer) Snapshot() Snapshot {
-	pipes, kafkas, topics := o.snapshot()
+	return o.snapshotStats(context.Background())
+}
+
+// snapshotStats is Snapshot, waiting for the stats until ctx ends at the
+// latest.
+func (o *Observer) snapshotStats(ctx context.Context) Snapshot {
+	r := o.read(ctx)
 	snap := Snapshot{Time: time.Now(), Pipelines: []PipelineSnapshot{}, Topics: []TopicSnapshot{}, Links: o.topicLinks()}
 	if snap.Links == nil {
 		snap.Links = map[string]TopicLinks{}
 	}
-	sts, _ := selectPipelines(pipes, nil)
-	for _, st := range sts {
-		snap.Pipelines = append(snap.Pipelines, pipelineSnapshot(st))
+	sel, _ := selectPipelines(r.pipes, nil)
+	for _, p := range sel {
+		if p.err != nil {
+			snap.Failed = append(snap.Failed, p.err.Error())
+			continue
+		}
+		snap.Pipelines = append(snap.Pipelines, pipelineSnapshot(p.st))
 	}
-	snap.Kafka = kafkaStats(kafkas)
-	for _, t := range topics {
-		snap.Topics = append(snap.Topics, TopicSnapshot{Name: t.name, Stats: t.t.Stats()})
+	snap.Kafka = kafkaStats(r.kafka)
+	for _, t := range r.topics {
+		snap.Topics = append(snap.Topics, TopicSnapshot{Name: t.t.name, Stats: t.st})
 	}
 	snap.Pulsar = []PulsarSnapshot{}
-	for _, p := range o.pulsarSources() {
-		snap.Pulsar = append(snap.Pulsar, PulsarSnapshot{Subscription: p.subscription, Stats: p.s.Stats()})
+	for _, p := range r.pulsar {
+		snap.Pulsar = append(snap.Pulsar, PulsarSnapshot{Subscription: p.subscription, Stats: p.st})
+	}
+	for _, err := range r.errs {
+		snap.Failed = append(snap.Failed, err.Error())
 	}
 	return snap
 }
@@ -121,10 +140,10 @@ func pipelineSnapshot(st pipeline.Stats) PipelineSnapshot {
 	return ps
 }
 
-func (o *Observer) serveStats(w http.ResponseWriter, _ *http.Request) {
+func (o *Observer) serveStats(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	if err := json.NewEncoder(w).Encode(o.Snapshot()); err != nil {
+	if err := json.NewEncoder(w).Encode(o.snapshotStats(r.Context())); err != nil {
 		o.log.Debug("writing stats failed", "error", err)
 	}
 }

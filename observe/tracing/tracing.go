@@ -28,10 +28,18 @@
 // carries its span: the spans a handler starts for its own calls (a
 // database query, an HTTP request) are children of the message's or the
 // batch's span.
+//
+// Tracing changes no message's outcome. A Carrier or Propagator of the
+// caller's that panics while a message's trace context is read is taken
+// as no trace context: the message's span starts a trace of its own and
+// records the panic as an exception event, the batch span has no link
+// for that message, and the handlers run as they would without tracing.
+// SinkHeaders gives no headers when the Propagator's Inject panics.
 package tracing
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"slices"
 	"strconv"
@@ -97,6 +105,8 @@ type Options struct {
 	// has none. Default: the headers of a *kafka.Metadata, the properties
 	// of a *pulsar.Metadata, the topic headers of a *source.Metadata, and
 	// any Metadata that is itself a propagation.TextMapCarrier.
+	// A Carrier (or a Propagator) that panics reads as no trace context
+	// (see the package doc).
 	Carrier func(metadata any) propagation.TextMapCarrier `name:"-"`
 	// MaxPending bounds how many message span contexts are remembered
 	// between a message's processor and its batch, for the batch span's
@@ -221,11 +231,24 @@ func (h kafkaHeaders) Keys() []string {
 }
 
 // remote returns ctx with the trace context the message carries, if any.
-func (t *tracer) remote(ctx context.Context, md any) context.Context {
+// A Carrier or Propagator that panics reads as no trace context: remote
+// then returns ctx and the value of the panic (nil otherwise).
+func (t *tracer) remote(ctx context.Context, md any) (out context.Context, panicked any) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, panicked = ctx, r
+		}
+	}()
 	if c := t.carrier(md); c != nil {
-		return t.prop.Extract(ctx, c)
+		return t.prop.Extract(ctx, c), nil
 	}
-	return ctx
+	return ctx, nil
+}
+
+// contextPanic is the error a message's span records when reading its
+// trace context panicked.
+func contextPanic(r any) error {
+	return fmt.Errorf("tracing: reading the message's trace context panicked: %v", r)
 }
 
 // sourceAttrs are the messaging attributes of a message's Metadata.
@@ -280,11 +303,16 @@ func SinkHeaders(o Options) func(ctx context.Context, m message.Keyed) topic.Hea
 		return nil
 	}
 	prop := o.WithDefaults().Propagator
-	return func(ctx context.Context, _ message.Keyed) topic.Headers {
+	return func(ctx context.Context, _ message.Keyed) (h topic.Headers) {
 		if !trace.SpanContextFromContext(ctx).IsValid() {
 			return nil
 		}
-		h := make(topic.Headers, 2)
+		defer func() {
+			if recover() != nil { // a Propagator that panics injects nothing
+				h = nil
+			}
+		}()
+		h = make(topic.Headers, 2)
 		prop.Inject(ctx, h)
 		if len(h) == 0 {
 			return nil
@@ -305,11 +333,15 @@ func wrapHandler[In, Out any](t *tracer, pipe string, batched bool, h processor.
 	start := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
 	base := []attribute.KeyValue{AttrPipeline.String(pipe), AttrStage.String(stage)}
 	return func(ctx context.Context, m *message.Message[In]) (Out, error) {
-		sctx, span := t.tracer.Start(t.remote(ctx, m.Metadata), stage, start...)
+		rctx, panicked := t.remote(ctx, m.Metadata)
+		sctx, span := t.tracer.Start(rctx, stage, start...)
 		if span.IsRecording() {
 			span.SetAttributes(base...)
 			if attrs := sourceAttrs(m.Metadata); attrs != nil {
 				span.SetAttributes(attrs...)
+			}
+			if panicked != nil {
+				span.RecordError(contextPanic(panicked))
 			}
 		}
 		key, keyed := linkKeyOf(m)
@@ -408,7 +440,8 @@ func (t *tracer) linkOf(m message.Keyed) (trace.SpanContext, bool) {
 			return sc, true
 		}
 	}
-	sc := trace.SpanContextFromContext(t.remote(context.Background(), m.SourceMetadata()))
+	ctx, _ := t.remote(context.Background(), m.SourceMetadata())
+	sc := trace.SpanContextFromContext(ctx)
 	return sc, sc.IsValid()
 }
 

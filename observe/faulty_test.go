@@ -1,0 +1,260 @@
+package observe_test
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/boulevard-go/boulevard/observe"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/sources/kafka"
+	"github.com/boulevard-go/boulevard/sources/pulsar"
+	"github.com/boulevard-go/boulevard/topic"
+)
+
+// Modes of a faulty Stats.
+const (
+	statsAnswer int32 = iota
+	statsPanic
+	statsBlock
+)
+
+// faulty is a Stats method of the caller's (a pipeline, a Kafka source, a
+// topic or a Pulsar source) that returns st, panics or blocks until
+// release is closed, as its mode says.
+type faulty[S any] struct {
+	st      S
+	mode    atomic.Int32
+	release chan struct{}
+	unblock func() // closes release, once
+	// faulted counts the calls made in a mode other than statsAnswer.
+	faulted atomic.Int32
+}
+
+func newFaulty[S any](st S) *faulty[S] {
+	release := make(chan struct{})
+	return &faulty[S]{st: st, release: release, unblock: sync.OnceFunc(func() { close(release) })}
+}
+
+func (f *faulty[S]) Stats() S {
+	switch f.mode.Load() {
+	case statsPanic:
+		f.faulted.Add(1)
+		panic("the stats are broken")
+	case statsBlock:
+		f.faulted.Add(1)
+		<-f.release
+	}
+	return f.st
+}
+
+func (f *faulty[S]) setMode(m int32) { f.mode.Store(m) }
+
+// decodeSnapshot decodes a /stats body.
+func decodeSnapshot(t *testing.T, body string) observe.Snapshot {
+	t.Helper()
+	var snap observe.Snapshot
+	if err := json.Unmarshal([]byte(body), &snap); err != nil {
+		t.Fatalf("/stats body %q is not a JSON snapshot: %v", body, err)
+	}
+	return snap
+}
+
+// reportOf decodes a /healthz or /readyz body into the report of each
+// pipeline by name.
+func reportOf(t *testing.T, body string) map[string]observe.PipelineReport {
+	t.Helper()
+	var rep observe.Report
+	if err := json.Unmarshal([]byte(body), &rep); err != nil {
+		t.Fatalf("body %q is not a JSON report: %v", body, err)
+	}
+	out := map[string]observe.PipelineReport{}
+	for _, p := range rep.Pipelines {
+		out[p.Name] = p
+	}
+	return out
+}
+
+// Guarantee: a Stats of the caller's that panics (a pipeline's, a Kafka
+// source's, a topic's or a Pulsar source's) never panics the process or
+// an endpoint: /metrics answers 200 with the series of everything else
+// and logs one line per scrape naming each one that failed; /healthz and
+// /readyz fail the pipeline whose Stats panicked, the panic in its
+// reason, and report the others; /stats lists the failures with the
+// stats of the rest.
+func TestAStatsThatPanicsFailsOnlyWhatItReports(t *testing.T) {
+	logs := &logRecorder{}
+	obs := observe.New(observe.Options{Logger: slog.New(logs)})
+	bad := newFaulty(pipeline.Stats{Name: "bad", Started: time.Now()})
+	good := newFaulty(pipeline.Stats{Name: "good", Started: time.Now()})
+	add(t, obs, bad, good)
+	group := newFaulty(kafka.Stats{GroupID: "billing"})
+	if err := obs.AddKafka(group); err != nil {
+		t.Fatal(err)
+	}
+	events, clicks := newFaulty(topic.Stats{Published: 3}), newFaulty(topic.Stats{Published: 7})
+	for name, tp := range map[string]observe.Topic{"events": events, "clicks": clicks} {
+		if err := obs.AddTopic(name, tp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	audit := newFaulty(pulsar.Stats{Received: 5})
+	if err := obs.AddPulsar("audit", audit); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []interface{ setMode(int32) }{bad, group, events, audit} {
+		f.setMode(statsPanic)
+	}
+	h := obs.Handler(nil)
+	failed := []string{"Stats panicked", `pipeline "bad"`, "Kafka source 0", `topic "events"`, `Pulsar subscription "audit"`}
+
+	for scrape := 1; scrape <= 2; scrape++ {
+		code, body := serveMetrics(t, h)
+		if code != http.StatusOK {
+			t.Fatalf("scrape %d: /metrics answered %d, want 200:\n%s", scrape, code, body)
+		}
+		expectSeriesOnce(t, body, `boulevard_pipeline_up{pipeline="good"}`, 1)
+		expectSeriesOnce(t, body, `boulevard_topic_published_total{topic="clicks"}`, 7)
+		if strings.Contains(body, `"bad"`) || strings.Contains(body, `"events"`) || strings.Contains(body, `"audit"`) {
+			t.Errorf("scrape %d: /metrics has series of what failed:\n%s", scrape, body)
+		}
+		promtoolCheck(t, body)
+		if n := len(logs.lines(failed...)); n != scrape {
+			t.Errorf("after scrape %d, %d log lines naming everything that failed, want %d; logs:\n%s",
+				scrape, n, scrape, strings.Join(logs.lines(), "\n"))
+		}
+	}
+
+	for _, path := range []string{"/healthz", "/readyz"} {
+		code, body := serveGet(t, h, path)
+		if code != http.StatusServiceUnavailable {
+			t.Errorf("%s answered %d, want 503:\n%s", path, code, body)
+		}
+		rep := reportOf(t, body)
+		if r := rep["bad"]; r.OK || !strings.Contains(r.Reason, "Stats panicked: the stats are broken") {
+			t.Errorf("%s: the pipeline whose Stats panicked is reported %+v, want failed by the panic", path, r)
+		}
+		if r := rep["good"]; !r.OK {
+			t.Errorf("%s: the other pipeline is reported %+v, want OK", path, r)
+		}
+	}
+
+	code, body := serveGet(t, h, "/stats")
+	if code != http.StatusOK {
+		t.Fatalf("/stats answered %d, want 200:\n%s", code, body)
+	}
+	snap := decodeSnapshot(t, body)
+	if len(snap.Pipelines) != 1 || snap.Pipelines[0].Name != "good" || len(snap.Kafka) != 0 ||
+		len(snap.Topics) != 1 || snap.Topics[0].Name != "clicks" || len(snap.Pulsar) != 0 {
+		t.Errorf("/stats reports %+v, want the pipeline good and the topic clicks alone", snap)
+	}
+	if len(snap.Failed) != 4 {
+		t.Errorf("/stats lists the failures %q, want the 4 whose Stats panicked", snap.Failed)
+	}
+}
+
+// blockingCollector is a collector of the caller's whose Collect blocks
+// until release is closed.
+type blockingCollector struct {
+	desc    *prometheus.Desc
+	release chan struct{}
+}
+
+func (c blockingCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c blockingCollector) Collect(chan<- prometheus.Metric) { <-c.release }
+
+// record serves one GET of path with h, in the test's goroutine, and
+// returns the status code, the body and how long it took.
+func record(h http.Handler, path string) (int, string, time.Duration) {
+	start := time.Now()
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+	return w.Code, w.Body.String(), time.Since(start)
+}
+
+// Guarantee: a Stats of the caller's that blocks never hangs an
+// endpoint: /metrics, /healthz, /readyz and /stats answer within
+// Options.StatsTimeout, with what blocks reported failed and the rest
+// served; while that Stats has not returned, later reads report it
+// failed at once and do not call it again, and once it has returned the
+// next read reads it. A collector of the caller's that blocks makes
+// /metrics answer 500 within twice StatsTimeout, logged once.
+func TestAStatsThatBlocksFailsOnlyWhatItReportsWithinTheTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const timeout = 3 * time.Second
+		logs := &logRecorder{}
+		obs := observe.New(observe.Options{Logger: slog.New(logs), StatsTimeout: timeout})
+		stuck := newFaulty(pipeline.Stats{Name: "stuck", Started: time.Now()})
+		good := newFaulty(pipeline.Stats{Name: "good", Started: time.Now()})
+		add(t, obs, stuck, good)
+		stuck.setMode(statsBlock)
+		defer stuck.unblock() // so that the bubble's goroutines end when the test fails
+		h := obs.Handler(nil)
+
+		code, body, took := record(h, "/metrics")
+		if code != http.StatusOK || took > timeout {
+			t.Fatalf("/metrics answered %d after %v, want 200 within %v:\n%s", code, took, timeout, body)
+		}
+		expectSeriesOnce(t, body, `boulevard_pipeline_up{pipeline="good"}`, 1)
+		if strings.Contains(body, `"stuck"`) {
+			t.Errorf("/metrics has series of the pipeline whose Stats blocks:\n%s", body)
+		}
+		if n := len(logs.lines("did not return", `pipeline "stuck"`)); n != 1 {
+			t.Errorf("%d log lines naming the pipeline whose Stats blocks, want 1; logs:\n%s", n, strings.Join(logs.lines(), "\n"))
+		}
+
+		for _, path := range []string{"/healthz", "/readyz"} {
+			code, body, took := record(h, path)
+			if code != http.StatusServiceUnavailable || took != 0 {
+				t.Errorf("%s answered %d after %v, want 503 at once:\n%s", path, code, took, body)
+			}
+			rep := reportOf(t, body)
+			if r := rep["stuck"]; r.OK || !strings.Contains(r.Reason, "has not returned since") {
+				t.Errorf("%s: the pipeline whose Stats blocks is reported %+v, want failed", path, r)
+			}
+			if r := rep["good"]; !r.OK {
+				t.Errorf("%s: the other pipeline is reported %+v, want OK", path, r)
+			}
+		}
+		code, body, _ = record(h, "/stats")
+		snap := decodeSnapshot(t, body)
+		if code != http.StatusOK || len(snap.Pipelines) != 1 || len(snap.Failed) != 1 || !strings.Contains(snap.Failed[0], `pipeline "stuck"`) {
+			t.Errorf("/stats answered %d %+v, want 200 with the pipeline good and the failure of stuck", code, snap)
+		}
+		if n := stuck.faulted.Load(); n != 1 {
+			t.Errorf("the Stats that blocks was called %d times, want once while it has not returned", n)
+		}
+
+		stuck.setMode(statsAnswer)
+		stuck.unblock()
+		synctest.Wait()
+		code, body, _ = record(h, "/metrics")
+		if code != http.StatusOK {
+			t.Fatalf("/metrics answered %d once the Stats returned, want 200:\n%s", code, body)
+		}
+		expectSeriesOnce(t, body, `boulevard_pipeline_up{pipeline="stuck"}`, 1)
+
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(obs)
+		own := blockingCollector{prometheus.NewDesc("app_rows", "Rows in the table.", nil, nil), make(chan struct{})}
+		reg.MustRegister(own)
+		defer close(own.release)
+		code, body, took = record(obs.Handler(reg), "/metrics")
+		if code != http.StatusInternalServerError || took > 2*timeout || !strings.Contains(body, "timed out") {
+			t.Errorf("/metrics with a collector that blocks answered %d after %v, want 500 within %v:\n%s", code, took, 2*timeout, body)
+		}
+		if n := len(logs.lines("gathering the metrics timed out")); n != 1 {
+			t.Errorf("%d log lines on the gathering that timed out, want 1; logs:\n%s", n, strings.Join(logs.lines(), "\n"))
+		}
+	})
+}
