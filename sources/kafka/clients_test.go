@@ -21,7 +21,8 @@ type testSource interface {
 
 // client builds sources of one Kafka client from the sarama source's
 // options: the franz-go source takes the same fields, and franz-go options
-// equivalent to the sarama Config's timeouts.
+// equivalent to the sarama Config's timeouts (LookupTimeout for
+// Metadata.Timeout).
 type client struct {
 	name string
 	new  func(t testing.TB, o kafka.Options) testSource
@@ -79,6 +80,7 @@ func franzOptions(o kafka.Options) franz.Options {
 	}
 	if c := o.Config; c != nil {
 		fo.ClientOptions = saramaToKgo(c)
+		fo.LookupTimeout = c.Metadata.Timeout // 0 takes the default, sarama's 10s
 	}
 	if fo.Rebalance == "" {
 		// The sarama source's default strategy, so that a test means the

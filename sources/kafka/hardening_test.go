@@ -451,6 +451,52 @@ func TestStopDoesNotWaitForAHungStartOffsetLookup(t *testing.T) {
 	})
 }
 
+// Guarantee: a cluster that never answers the lookup of a claim's start
+// offset (OffsetTimestamp) holds the claim's start no longer than the
+// lookup's own bound (sarama's Config.Metadata.Timeout, franz-go's
+// LookupTimeout), however long the client itself would wait and retry:
+// the member then logs why, and falls back as each source documents
+// (sarama ends the claim and the group rejoins, franz-go looks the start
+// time up itself). Once the cluster answers, every record at or after the
+// start time is delivered.
+func TestStartOffsetLookupGivesUpAfterItsBound(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl client) {
+		// franz-go's own retries would wait minutes for each unanswered
+		// listing, well past the test's wait for the log line.
+		cl = cl.withKgo(kgo.RequestTimeoutOverhead(5*time.Minute), kgo.RetryTimeout(0))
+		c := newCluster(t, 1, kfake.NumBrokers(1))
+		start := time.Now()
+		ends := produce(t, c, 1, 0, 20)
+		held, release := holdRequests(t, c, kmsg.ListOffsets, 0, func(req kmsg.Request) bool {
+			return slices.ContainsFunc(req.(*kmsg.ListOffsetsRequest).Topics, func(rt kmsg.ListOffsetsRequestTopic) bool {
+				return slices.ContainsFunc(rt.Partitions, func(rp kmsg.ListOffsetsRequestTopicPartition) bool { return rp.Timestamp >= 0 })
+			})
+		})
+		book := newLogBook()
+		o := sourceOptions(c, "g-lookup-bound")
+		o.InitialOffset, o.StartTime = kafka.OffsetTimestamp, start
+		o.Config.Metadata.Timeout = time.Second
+		o.Logger = book.logger()
+		l := newLedger()
+		p := startPipeline(t, pipelineOpts("lookup-bound", cl.new(t, o), 1, l, nil))
+		defer stopPipeline(t, p)
+		select {
+		case <-held:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the member never looked its start offset up")
+		}
+		gaveUp := func(r logRecord) bool { return r.Level >= slog.LevelWarn && strings.Contains(r.Msg, "start offset") }
+		wait.Within(t, 30*time.Second, "a log line saying the start offset lookup gave up", func() bool {
+			return len(book.find(gaveUp)) > 0
+		})
+		if l.covers(map[int32]int64{0: 1}) {
+			t.Fatal("a record was delivered before the start offset was found")
+		}
+		release()
+		wait.Within(t, 30*time.Second, "every record once the cluster answers", func() bool { return l.covers(ends) })
+	})
+}
+
 // holdRequests makes c hold the requests of key that match accepts (only
 // the first limit of them when limit > 0: the others go through) until
 // the returned release is called or the test ends; held receives a value

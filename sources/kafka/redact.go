@@ -128,10 +128,20 @@ func configSummary(c *sarama.Config) string {
 }
 
 // String describes the source by its options, credentials left out.
-func (s *Source) String() string { return "kafka.Source(" + s.opts.String() + ")" }
+func (s *Source) String() string {
+	if s == nil {
+		return "kafka.Source(nil)"
+	}
+	return "kafka.Source(" + s.opts.String() + ")"
+}
 
 // GoString is String.
 func (s *Source) GoString() string { return s.String() }
 
 // LogValue logs the source's options, credentials left out.
-func (s *Source) LogValue() slog.Value { return s.opts.LogValue() }
+func (s *Source) LogValue() slog.Value {
+	if s == nil {
+		return slog.StringValue(s.String())
+	}
+	return s.opts.LogValue()
+}

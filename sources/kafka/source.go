@@ -54,6 +54,12 @@ var ErrConsume = claim.ErrConsume
 // does.
 var ErrDenied = claim.ErrDenied
 
+// ErrNotCreated is returned by Run, Validate and Info of a Source that New
+// did not make (a zero Source, or a nil *Source): it has no options to
+// run with. Its Stats are empty and Close returns nil. franz.ErrNotCreated
+// is the same error.
+var ErrNotCreated = claim.ErrNotCreated
+
 // maxConsumeFailures is how many failed Consume calls in a row make Run fail.
 const maxConsumeFailures = 10
 
@@ -63,6 +69,7 @@ const maxConsumeFailures = 10
 type Source struct {
 	opts Options
 	live lifecycle.Members[*member]
+	made bool // by New
 }
 
 var _ producer.Source[[]byte] = (*Source)(nil)
@@ -75,14 +82,20 @@ func New(opts Options) (*Source, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	return &Source{opts: o}, nil
+	return &Source{opts: o, made: true}, nil
 }
 
 // Options returns the source's options with their defaults applied.
 func (s *Source) Options() Options { return s.opts }
 
-// Validate checks the options again (New already did).
-func (s *Source) Validate() error { return s.opts.Validate() }
+// Validate checks the options again (New already did). It returns
+// ErrNotCreated for a Source New did not make.
+func (s *Source) Validate() error {
+	if s == nil || !s.made {
+		return ErrNotCreated
+	}
+	return s.opts.Validate()
+}
 
 // Info describes the source to the pipeline, which reads it when it is
 // created:
@@ -94,6 +107,9 @@ func (s *Source) Validate() error { return s.opts.Validate() }
 //     size of 256;
 //   - the errors of Validate.
 func (s *Source) Info() (producer.Info, error) {
+	if s == nil || !s.made {
+		return producer.Info{Window: DefaultWindow}, ErrNotCreated
+	}
 	return producer.Info{Ordered: !s.opts.Unordered, Window: DefaultWindow}, s.Validate()
 }
 
@@ -110,8 +126,12 @@ func (s *Source) Info() (producer.Info, error) {
 // exist, ErrDenied when Kafka refuses the member's credentials or
 // permissions, or ErrConsume when joining the group keeps failing; the
 // pipeline logs it and restarts the source with backoff. It returns ErrClosed after
-// Close. No error message contains a newline.
+// Close, and ErrNotCreated, at once, when New did not make the source. No
+// error message contains a newline.
 func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
+	if s == nil || !s.made {
+		return ErrNotCreated
+	}
 	return s.live.Run(ctx, func() (*member, error) { return s.startMember(ctx, stage) })
 }
 
@@ -119,8 +139,14 @@ func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
 // connection of every member. It waits for the partitions' in-flight
 // messages at most Options.RevokeTimeout, or until ctx is done. Errors while
 // leaving the group are logged; Close returns an error only when a client's
-// connections could not be closed.
-func (s *Source) Close(ctx context.Context) error { return s.live.Close(ctx) }
+// connections could not be closed. On a Source New did not make it does
+// nothing and returns nil.
+func (s *Source) Close(ctx context.Context) error {
+	if s == nil || !s.made {
+		return nil
+	}
+	return s.live.Close(ctx)
+}
 
 // startMember connects a member. It returns nil, nil when ctx ended first.
 func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byte]) (*member, error) {

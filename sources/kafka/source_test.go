@@ -10,6 +10,7 @@ import (
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/kafka"
+	"github.com/boulevard-go/boulevard/sources/kafka/franz"
 	"github.com/boulevard-go/boulevard/validate"
 )
 
@@ -119,4 +120,44 @@ func TestDefaultWindow(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Guarantee: a source New did not make (a zero Source or a nil *Source),
+// of either client, never panics and never tries to connect: Run, Info and
+// Validate return ErrNotCreated at once (so the pipeline reports that
+// rather than a connection failure or a list of empty options), Stats has
+// no member, Close returns nil, and the source prints.
+func TestSourceNotMadeByNewReportsErrNotCreated(t *testing.T) {
+	var nilSarama *kafka.Source
+	var nilFranz *franz.Source
+	for _, tc := range []struct {
+		name string
+		src  interface {
+			testSource
+			Validate() error
+			String() string
+		}
+	}{{"sarama/zero", &kafka.Source{}}, {"sarama/nil", nilSarama}, {"franz/zero", &franz.Source{}}, {"franz/nil", nilFranz}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.src
+			if err := s.Run(context.Background(), nil); !errors.Is(err, kafka.ErrNotCreated) || !errors.Is(err, franz.ErrNotCreated) {
+				t.Errorf("Run = %v, want ErrNotCreated", err)
+			}
+			if _, err := s.Info(); !errors.Is(err, kafka.ErrNotCreated) {
+				t.Errorf("Info = %v, want ErrNotCreated", err)
+			}
+			if err := s.Validate(); !errors.Is(err, kafka.ErrNotCreated) {
+				t.Errorf("Validate = %v, want ErrNotCreated", err)
+			}
+			if st := s.Stats(); len(st.Members) != 0 {
+				t.Errorf("Stats = %+v, want no member", st)
+			}
+			if err := s.Close(context.Background()); err != nil {
+				t.Errorf("Close = %v, want nil", err)
+			}
+			if s.String() == "" {
+				t.Error("String is empty")
+			}
+		})
+	}
 }

@@ -50,5 +50,11 @@ type PartitionStats = claim.PartitionStats
 // Stats returns a snapshot of the source's members and their claimed
 // partitions. It is safe for concurrent use, reads counters the source
 // keeps anyway (atomics, and each claim's lock for a moment), and costs
-// nothing when not called: poll it as often as once a second.
-func (s *Source) Stats() Stats { return s.live.Stats(s.opts.GroupID) }
+// nothing when not called: poll it as often as once a second. A Source New
+// did not make has no member.
+func (s *Source) Stats() Stats {
+	if s == nil {
+		return claim.SourceStats("", []MemberStats{})
+	}
+	return s.live.Stats(s.opts.GroupID)
+}

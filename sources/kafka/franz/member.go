@@ -375,8 +375,9 @@ func (m *member) assigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 // BeginReset moves every claim to InitialOffset's. With OffsetTimestamp,
 // the claims starting at InitialOffset start at the exact offset
 // startOffsets resolves (franz-go's own lookup by time can skip a record
-// appended during it); when that fails, franz-go looks the start time up
-// itself, unless the session (ctx) ended: adjust then returns ctx's error.
+// appended during it); when that fails or has no answer within
+// Options.LookupTimeout, franz-go looks the start time up itself, unless
+// the session (ctx) ended: adjust then returns ctx's error.
 func (m *member) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	reset := func(o kgo.Offset) (committed int64, atReset bool) {
 		committed = -1
@@ -437,13 +438,16 @@ func (m *member) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Of
 // when it returns. Kafka answers a connection's requests in order, so a
 // listing the cluster leaves unanswered holds only that client's
 // connections, not the member's heartbeats, commits and leave, and the
-// close cuts it once ctx (the session's) ends.
+// close cuts it once ctx (the session's) ends or Options.LookupTimeout
+// has passed: the error then wraps context.DeadlineExceeded.
 func (m *member) lookUpStarts(ctx context.Context, tps []topicPartition) (map[topicPartition]int64, error) {
 	cl, err := m.sideClient()
 	if err != nil {
 		return nil, err
 	}
 	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, m.opts.LookupTimeout)
+	defer cancel()
 	return startOffsets(ctx, cl, m.opts.StartTime.UnixMilli(), tps)
 }
 

@@ -3,6 +3,7 @@ package franz
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -61,11 +62,16 @@ const (
 	// pipeline's producer.Options.Flow.Initial is 0 (the sarama source's
 	// too).
 	DefaultWindow = claim.DefaultWindow
+	// DefaultLookupTimeout (10s) is Options.LookupTimeout when it is 0:
+	// the sarama source's DefaultMetadataTimeout, which bounds that
+	// source's lookup of a claim's start offset.
+	DefaultLookupTimeout = 10 * time.Second
 )
 
 // Options configure a Source. They are the sarama source's options
 // (kafka.Options), field for field, except Config: the franz-go client is
-// configured with ClientOptions. Zero fields take the documented defaults;
+// configured with ClientOptions, and LookupTimeout stands for its
+// Metadata.Timeout. Zero fields take the documented defaults;
 // New validates everything before anything connects.
 //
 // The permit window per partition is the pipeline's producer.Options.Flow
@@ -132,6 +138,14 @@ type Options struct {
 	// within ConnectTimeout, Run fails with ErrConnect naming every broker
 	// and its cause. Default 5s.
 	ConnectTimeout time.Duration `validate:"gt=0"`
+	// LookupTimeout bounds the lookup of where a session's new claims
+	// start with OffsetTimestamp (the ListOffsets requests by time and at
+	// the end, see docs/kafka.md, Replay). When the cluster has not
+	// answered within it, the member logs one WARN line and lets franz-go
+	// look the start time up itself; the lookup also ends with the
+	// session. It stands for the sarama source's Config.Metadata.Timeout,
+	// which bounds that source's lookup. At most 5m. Default 10s.
+	LookupTimeout time.Duration `validate:"gt=0,lte=5m"`
 	// Unordered relaxes per-partition ordering: messages are balanced over
 	// all processors instead of one processor per partition. Offsets are
 	// still committed only up to the contiguous handled prefix. Default
@@ -173,6 +187,9 @@ type Options struct {
 // WithDefaults returns o with every zero field replaced by its default.
 func (o Options) WithDefaults() Options {
 	o.fields().SetDefaults()
+	if o.LookupTimeout == 0 {
+		o.LookupTimeout = DefaultLookupTimeout
+	}
 	return o
 }
 
@@ -185,12 +202,20 @@ func (o *Options) fields() claim.Fields {
 
 // Validate reports every broken rule of o, which carries its defaults (see
 // WithDefaults): the struct tags, the start time against the initial
-// offset, the revoke timeout against the client's rebalance timeout, and
-// franz-go's own checks of ClientOptions. It returns nil or a
-// validate.Errors naming each field under "franz.", for example
-// "franz.brokers is required". New calls it.
+// offset, the revoke timeout against the client's rebalance timeout, no
+// nil entry in ClientOptions, and franz-go's own checks of ClientOptions.
+// It returns nil or a validate.Errors naming each field under "franz.",
+// for example "franz.brokers is required". New calls it.
 func (o Options) Validate() error {
 	errs := claim.Rules("franz", &o, o.InitialOffset, o.StartTime)
+	for i, opt := range o.ClientOptions {
+		if opt == nil {
+			errs = append(errs, validate.Field(fmt.Sprintf("franz.clientOptions[%d]", i), "required", "must not be nil"))
+		}
+	}
+	if slices.Contains(o.ClientOptions, nil) {
+		return validate.Join(errs...) // franz-go cannot be asked: it calls every option
+	}
 	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), o.ClientOptions...), kgo.SeedBrokers(o.seeds()...))...)
 	if err != nil {
 		errs = append(errs, validate.Field("franz.clientOptions", "kgo", fmt.Sprintf("are rejected by franz-go: %v", claim.Flat(err))))
@@ -269,7 +294,7 @@ func (o Options) String() string {
 		v    time.Duration
 	}{
 		{"CommitInterval", o.CommitInterval}, {"RedeliveryBackoff", o.RedeliveryBackoff},
-		{"RevokeTimeout", o.RevokeTimeout}, {"ConnectTimeout", o.ConnectTimeout},
+		{"RevokeTimeout", o.RevokeTimeout}, {"ConnectTimeout", o.ConnectTimeout}, {"LookupTimeout", o.LookupTimeout},
 	} {
 		if f.v != 0 {
 			fmt.Fprintf(&b, " %s:%s", f.name, f.v)

@@ -99,3 +99,49 @@ func TestSharedTypesAndErrors(t *testing.T) {
 		t.Error("option values differ")
 	}
 }
+
+// Guarantee: options at their bounds fail New of either source with a
+// validate.Errors naming the field, never a panic or a lookup Kafka reads
+// otherwise: a nil client option, a start time before the Unix epoch
+// (Kafka reads -1ms as the end of the partition, -2ms as its start), and a
+// LookupTimeout below 0 or above 5m.
+func TestOptionsAtTheirBoundsValidated(t *testing.T) {
+	base := franz.Options{Brokers: []string{"127.0.0.1:9092"}, GroupID: "g", Topics: []string{"t"}}
+	var es validate.Errors
+	o := base
+	o.ClientOptions = []kgo.Opt{kgo.ClientID("c"), nil}
+	if _, err := franz.New(o); !errors.As(err, &es) || !es.Has("franz.clientOptions[1]", "required") {
+		t.Errorf("nil client option: New = %v, want franz.clientOptions[1] required", err)
+	}
+	for _, lt := range []time.Duration{-time.Second, 5*time.Minute + 1} {
+		o = base
+		o.LookupTimeout = lt
+		if _, err := franz.New(o); !errors.As(err, &es) || !es.Has("franz.lookupTimeout", map[bool]string{true: "gt", false: "lte"}[lt < 0]) {
+			t.Errorf("LookupTimeout %s: New = %v, want a franz.lookupTimeout error", lt, err)
+		}
+	}
+	o = base
+	o.LookupTimeout = 5 * time.Minute
+	if _, err := franz.New(o); err != nil {
+		t.Errorf("LookupTimeout 5m rejected: %v", err)
+	}
+	if got := base.WithDefaults().LookupTimeout; got != kafka.DefaultMetadataTimeout {
+		t.Errorf("default LookupTimeout %s, want %s (the sarama source's Metadata.Timeout)", got, kafka.DefaultMetadataTimeout)
+	}
+	for _, start := range []time.Time{time.UnixMilli(-1), time.UnixMilli(-2), time.Date(1, 1, 1, 0, 0, 1, 0, time.UTC)} {
+		o = base
+		o.InitialOffset, o.StartTime = franz.OffsetTimestamp, start
+		if _, err := franz.New(o); !errors.As(err, &es) || !es.Has("franz.startTime", "min") {
+			t.Errorf("StartTime %s: franz.New = %v, want franz.startTime min", start, err)
+		}
+		ko := kafka.Options{Brokers: base.Brokers, GroupID: "g", Topics: base.Topics, InitialOffset: kafka.OffsetTimestamp, StartTime: start}
+		if _, err := kafka.New(ko); !errors.As(err, &es) || !es.Has("kafka.startTime", "min") {
+			t.Errorf("StartTime %s: kafka.New = %v, want kafka.startTime min", start, err)
+		}
+	}
+	o = base
+	o.InitialOffset, o.StartTime = franz.OffsetTimestamp, time.UnixMilli(0)
+	if _, err := franz.New(o); err != nil {
+		t.Errorf("StartTime at the Unix epoch rejected: %v", err)
+	}
+}

@@ -54,6 +54,12 @@ var ErrConsume = claim.ErrConsume
 // error also wraps). It is kafka.ErrDenied.
 var ErrDenied = claim.ErrDenied
 
+// ErrNotCreated is returned by Run, Validate and Info of a Source that New
+// did not make (a zero Source, or a nil *Source): it has no options to
+// run with. Its Stats are empty and Close returns nil. It is
+// kafka.ErrNotCreated.
+var ErrNotCreated = claim.ErrNotCreated
+
 // maxConsumeFailures is how many group errors in a row make Run fail.
 const maxConsumeFailures = 10
 
@@ -90,6 +96,7 @@ type Source struct {
 	live lifecycle.Members[*member]
 	// records is shared by the members' clients (kgo.WithPools).
 	records recordPool
+	made    bool // by New
 }
 
 var _ producer.Source[[]byte] = (*Source)(nil)
@@ -102,25 +109,39 @@ func New(opts Options) (*Source, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	return &Source{opts: o}, nil
+	return &Source{opts: o, made: true}, nil
 }
 
 // Options returns the source's options with their defaults applied.
 func (s *Source) Options() Options { return s.opts }
 
-// Validate checks the options again (New already did).
-func (s *Source) Validate() error { return s.opts.Validate() }
+// Validate checks the options again (New already did). It returns
+// ErrNotCreated for a Source New did not make.
+func (s *Source) Validate() error {
+	if s == nil || !s.made {
+		return ErrNotCreated
+	}
+	return s.opts.Validate()
+}
 
 // Info describes the source to the pipeline: Ordered unless
 // Options.Unordered (a partition's messages are handled in offset order by
 // one processor), Window DefaultWindow when the pipeline's
 // producer.Options.Flow.Initial is 0, and the errors of Validate.
 func (s *Source) Info() (producer.Info, error) {
+	if s == nil || !s.made {
+		return producer.Info{Window: DefaultWindow}, ErrNotCreated
+	}
 	return producer.Info{Ordered: !s.opts.Unordered, Window: DefaultWindow}, s.Validate()
 }
 
 // String describes the source by its options, client options left out.
-func (s *Source) String() string { return "franz.Source(" + s.opts.String() + ")" }
+func (s *Source) String() string {
+	if s == nil {
+		return "franz.Source(nil)"
+	}
+	return "franz.Source(" + s.opts.String() + ")"
+}
 
 // Run joins the consumer group as one member and feeds the stage with the
 // records of the partitions it claims, until ctx is cancelled. The member
@@ -136,19 +157,33 @@ func (s *Source) String() string { return "franz.Source(" + s.opts.String() + ")
 // exist, ErrDenied when Kafka refuses the member's credentials or
 // permissions, or ErrConsume when the group keeps failing; the pipeline
 // logs it and restarts the source with backoff. It returns ErrClosed after
-// Close.
+// Close, and ErrNotCreated, at once, when New did not make the source.
 // No error message contains a newline.
 func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
+	if s == nil || !s.made {
+		return ErrNotCreated
+	}
 	return s.live.Run(ctx, func() (*member, error) { return s.startMember(ctx, stage) })
 }
 
 // Close commits what was handled, leaves the group and closes every
 // member's client. It waits for the partitions' in-flight messages at most
 // Options.RevokeTimeout, or until ctx is done. It returns nil: errors while
-// leaving the group are logged.
-func (s *Source) Close(ctx context.Context) error { return s.live.Close(ctx) }
+// leaving the group are logged. On a Source New did not make it does
+// nothing.
+func (s *Source) Close(ctx context.Context) error {
+	if s == nil || !s.made {
+		return nil
+	}
+	return s.live.Close(ctx)
+}
 
 // Stats returns a snapshot of the source's members and their claimed
 // partitions. It is safe for concurrent use and costs nothing when not
-// called.
-func (s *Source) Stats() Stats { return s.live.Stats(s.opts.GroupID) }
+// called. A Source New did not make has no member.
+func (s *Source) Stats() Stats {
+	if s == nil {
+		return claim.SourceStats("", []MemberStats{})
+	}
+	return s.live.Stats(s.opts.GroupID)
+}

@@ -96,6 +96,7 @@ func TestStartOffsetsKeepRecordAppendedDuringLookup(t *testing.T) {
 func adjustMember(cl *kgo.Client, opts Options) (*member, *bytes.Buffer) {
 	var buf bytes.Buffer
 	opts.Brokers, _ = cl.OptValue(kgo.SeedBrokers).([]string)
+	opts = opts.WithDefaults()
 	m := &member{opts: &opts, reset: opts.resetOffset(), parts: make(map[topicPartition]*partition),
 		log: slog.New(slog.NewTextHandler(&buf, nil)), hurryCtx: context.Background()}
 	m.cl.Store(cl)

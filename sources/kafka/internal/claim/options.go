@@ -91,13 +91,18 @@ func RevokeRule(prefix string, revoke, limit time.Duration, limitName string) er
 }
 
 // StartTimeRule checks the start time against the initial offset: required
-// with OffsetTimestamp, and only allowed with it. It returns nil or a
-// *validate.FieldError for prefix+".startTime".
+// with OffsetTimestamp, and only allowed with it; and not before the Unix
+// epoch, as Kafka's timestamps count milliseconds from it (a ListOffsets
+// request reads -1 as the end of the partition, -2 as its start). It
+// returns nil or a *validate.FieldError for prefix+".startTime".
 func StartTimeRule(prefix, initial string, start time.Time) error {
 	switch {
 	case initial == OffsetTimestamp && start.IsZero():
 		return validate.Field(prefix+".startTime", "required_if",
 			fmt.Sprintf("is required when initialOffset is %q", OffsetTimestamp))
+	case initial == OffsetTimestamp && start.Before(time.UnixMilli(0)):
+		return validate.Field(prefix+".startTime", "min",
+			"must not be before 1970-01-01T00:00:00Z (Kafka timestamps count milliseconds from it)")
 	case initial != OffsetTimestamp && !start.IsZero():
 		return validate.Field(prefix+".startTime", "excluded_unless",
 			fmt.Sprintf("is only allowed when initialOffset is %q", OffsetTimestamp))
@@ -156,6 +161,7 @@ var (
 	ErrUnknownTopic = errors.New("kafka: unknown topic")
 	ErrConsume      = errors.New("kafka: consumer group keeps failing")
 	ErrDenied       = errors.New("kafka: access denied")
+	ErrNotCreated   = errors.New("kafka: source not made with New")
 )
 
 // Probes is a source's connection check: every bootstrap broker asked at
