@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -150,6 +151,49 @@ func TestPushDeliversToOwnAcknowledger(t *testing.T) {
 	}
 	if len(batches) != 1 || batches[0].Trigger != message.TriggerFlush || batches[0].Size != 100 {
 		t.Fatalf("batches %+v, want one flushed batch of 100", batches)
+	}
+}
+
+// Guarantee: a Push of many more messages than the processors' queues hold,
+// with PartitionBy, stops calling PartitionBy once its context ends and
+// returns ctx's error, rather than computing the key of every message
+// first: a large Push returns soon after its context ends, and takes
+// nothing once it has.
+func TestPushWithPartitionByStopsOnceItsContextEnds(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const cancelAt = 10
+	var keys atomic.Int64
+	p := mustNew(t, pipeline.Options[uint64, uint64]{
+		Name: "large-push",
+		Processors: processor.Options[uint64, uint64]{Concurrency: 2, Handle: identity,
+			PartitionBy: func(m *message.Message[uint64]) string {
+				if keys.Add(1) == cancelAt {
+					cancel() // Push's deadline passes while it is under way
+				}
+				return strconv.FormatUint(m.Data%5, 10)
+			}},
+	})
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rec := acker.NewRecorder(false)
+	msgs := make([]*message.Message[uint64], 100_000)
+	for i := range msgs {
+		msgs[i] = message.New(uint64(i), rec, uint64(i))
+	}
+	err := p.Push(ctx, msgs...)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Push = %v, want context.Canceled", err)
+	}
+	if n := keys.Load(); n > int64(len(msgs)/10) {
+		t.Fatalf("PartitionBy ran %d times for %d messages, although Push's context ended at its %dth call", n, len(msgs), cancelAt)
+	}
+	if err := p.Stop(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if n := rec.Total(); n != 0 {
+		t.Fatalf("%d messages acknowledged; Push took none once its context had ended", n)
 	}
 }
 

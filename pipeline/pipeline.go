@@ -35,6 +35,8 @@ import (
 var (
 	// ErrAlreadyStarted is returned by Start on a pipeline that was started,
 	// or stopped, before. A pipeline runs once; build a new one to run again.
+	// Once the pipeline is stopping or has stopped, the error Start and Run
+	// return wraps ErrStopped too, and says so.
 	ErrAlreadyStarted = errors.New("pipeline: already started")
 	// ErrNotStarted is returned by Push and Test before Start.
 	ErrNotStarted = errors.New("pipeline: not started")
@@ -127,7 +129,9 @@ func New[In, Out any](opts Options[In, Out]) (*Pipeline[In, Out], error) {
 
 // Start launches every stage and returns at once. ctx only carries values
 // (for example tracing) to the stages: cancelling it does not stop the
-// pipeline; call Stop for that, or use Run.
+// pipeline; call Stop for that, or use Run. A pipeline runs once: Start
+// on one that was started returns ErrAlreadyStarted, with ErrStopped
+// wrapped too once it is stopping or has stopped.
 func (p *Pipeline[In, Out]) Start(ctx context.Context) error {
 	if !p.built() {
 		return ErrNotBuilt
@@ -138,7 +142,11 @@ func (p *Pipeline[In, Out]) Start(ctx context.Context) error {
 		return ErrStoppedBeforeStart
 	}
 	if p.state != stateNew {
+		stopping := p.state == stateDone || queue.IsDone(p.stopReq)
 		p.mu.Unlock()
+		if stopping {
+			return errStoppedAfterRun
+		}
 		return ErrAlreadyStarted
 	}
 	p.state = stateRunning
@@ -312,8 +320,8 @@ func (p *Pipeline[In, Out]) requestStop() {
 // and an error from the source's Close. Stop
 // may be called more than once and before Start (a pipeline stopped before
 // it ran refuses Start with ErrStoppedBeforeStart). Calling Stop from a
-// handler or an acknowledger would wait for that very handler: call it from
-// another goroutine.
+// handler, an acknowledger or a telemetry hook of the pipeline would wait
+// for that very call: call it from another goroutine.
 func (p *Pipeline[In, Out]) Stop(ctx context.Context) error {
 	if !p.built() {
 		return ErrNotBuilt
@@ -429,7 +437,9 @@ func (p *Pipeline[In, Out]) Err() error {
 // before Start); when some messages were taken, the error says how many.
 // Without PartitionBy those are the first ones of msgs; with PartitionBy
 // they need not be, so rely on the acknowledgers to learn which messages were
-// handled rather than pushing a suffix again.
+// handled rather than pushing a suffix again. With PartitionBy, msgs is
+// taken a window at a time (what the processors' queues hold together),
+// so that once ctx ends Push computes no more keys and returns.
 func (p *Pipeline[In, Out]) Push(ctx context.Context, msgs ...*message.Message[In]) error {
 	p.mu.Lock()
 	st := p.state

@@ -135,6 +135,20 @@ func (stoppedBeforeStart) Error() string {
 
 func (stoppedBeforeStart) Unwrap() []error { return []error{ErrStopped, ErrAlreadyStarted} }
 
+// errStoppedAfterRun is what Start and Run return on a pipeline that ran
+// and has stopped, or is stopping (Stop was called, or it stopped by
+// itself). It wraps ErrStopped and, since a pipeline runs once,
+// ErrAlreadyStarted.
+var errStoppedAfterRun error = stoppedAfterRun{}
+
+type stoppedAfterRun struct{}
+
+func (stoppedAfterRun) Error() string {
+	return "pipeline: already ran and stopped (or is stopping); build a new one to run it again"
+}
+
+func (stoppedAfterRun) Unwrap() []error { return []error{ErrStopped, ErrAlreadyStarted} }
+
 // Close phases, in Pipeline.closing.
 const (
 	closeNotStarted int32 = iota

@@ -21,6 +21,14 @@ import (
 	"github.com/boulevard-go/boulevard/validate"
 )
 
+// stuckGate returns the channels of a stuckHandler and unblock, which
+// closes release once however often it is called: defer it, so that
+// nothing is left blocked if the test fails.
+func stuckGate() (started, release chan struct{}, unblock func()) {
+	started, release = make(chan struct{}), make(chan struct{})
+	return started, release, sync.OnceFunc(func() { close(release) })
+}
+
 // stuckHandler returns a handler that, for message 1, signals started and
 // then ignores its context until release is closed; it then returns its
 // context's error, as a handler that noticed the cancellation late would.
@@ -80,8 +88,7 @@ func startWithOne(t *testing.T, p *pipeline.Pipeline[uint64, uint64], started <-
 // never acknowledged.
 func TestStopReturnsByDeadlineWithStuckHandler(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		started, release := make(chan struct{}), make(chan struct{})
-		unblock := sync.OnceFunc(func() { close(release) })
+		started, release, unblock := stuckGate()
 		defer unblock() // so that nothing is left blocked if the test fails
 		rec := acker.NewRecorder(false)
 		p := mustNew(t, pipeline.Options[uint64, uint64]{
@@ -125,8 +132,7 @@ func TestStopReturnsByDeadlineWithStuckHandler(t *testing.T) {
 // ShutdownTimeout, naming it.
 func TestRunReturnsAfterShutdownTimeoutWithStuckHandler(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		started, release := make(chan struct{}), make(chan struct{})
-		unblock := sync.OnceFunc(func() { close(release) })
+		started, release, unblock := stuckGate()
 		defer unblock() // so that nothing is left blocked if the test fails
 		const timeout = 2 * time.Second
 		p := mustNew(t, pipeline.Options[uint64, uint64]{
@@ -239,8 +245,7 @@ func TestStatsReportStoppedOnceStopGaveUp(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				started, release := make(chan struct{}), make(chan struct{})
-				unblock := sync.OnceFunc(func() { close(release) })
+				started, release, unblock := stuckGate()
 				defer unblock() // so that nothing is left blocked if the test fails
 				opts := pipeline.Options[uint64, uint64]{
 					Name:            "given-up",
@@ -333,8 +338,7 @@ func TestStopNamesStuckProducerStage(t *testing.T) {
 // processor when Stop gives up on it.
 func TestStopNamesStuckBatchProcessor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		started, release := make(chan struct{}), make(chan struct{})
-		unblock := sync.OnceFunc(func() { close(release) })
+		started, release, unblock := stuckGate()
 		defer unblock() // so that nothing is left blocked if the test fails
 		p := mustNew(t, pipeline.Options[uint64, uint64]{
 			Name:       "batching",
@@ -373,8 +377,7 @@ func TestStopNamesWhereABatchersKeyAndWeightRun(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				started, release := make(chan struct{}), make(chan struct{})
-				unblock := sync.OnceFunc(func() { close(release) })
+				started, release, unblock := stuckGate()
 				defer unblock() // so that nothing is left blocked if the test fails
 				bo := batcher.Options[uint64]{Name: "default", BatchSize: 10, Handle: batchOK}
 				tc.set(&bo, func() {
@@ -497,6 +500,42 @@ func TestStartAfterStopBeforeStart(t *testing.T) {
 			t.Fatalf("%s = %q, want it to say the pipeline was stopped before it ran", name, err)
 		}
 	}
+}
+
+// Guarantee: Start and Run on a pipeline that ran refuse to run it again,
+// with an error that says it stopped (it wraps ErrStopped and
+// ErrAlreadyStarted): once Stop gave up on it while a handler still runs,
+// and once it has stopped; nothing is started again.
+func TestStartAfterStopSaysThePipelineStopped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		started, release, unblock := stuckGate()
+		defer unblock() // so that nothing is left blocked if the test fails
+		p := mustNew(t, pipeline.Options[uint64, uint64]{
+			Name:       "ran",
+			Processors: processor.Options[uint64, uint64]{Concurrency: 1, MaxDemand: 1, Handle: stuckHandler(started, release)},
+		})
+		startWithOne(t, p, started)
+		if err := p.Start(context.Background()); !errors.Is(err, pipeline.ErrAlreadyStarted) || errors.Is(err, pipeline.ErrStopped) {
+			t.Fatalf("Start while running = %v, want ErrAlreadyStarted alone", err)
+		}
+		stopNaming(t, p, pipeline.Straggler{Kind: pipeline.KindProcessor, Stage: "ran.processor", Index: 0})
+		check := func(when string) {
+			t.Helper()
+			for name, start := range map[string]func(context.Context) error{"Start": p.Start, "Run": p.Run} {
+				err := start(context.Background())
+				if !errors.Is(err, pipeline.ErrStopped) || !errors.Is(err, pipeline.ErrAlreadyStarted) || !strings.Contains(err.Error(), "stopped") {
+					t.Fatalf("%s %s = %v, want an error saying the pipeline stopped (ErrStopped and ErrAlreadyStarted)", name, when, err)
+				}
+			}
+		}
+		check("once Stop gave up")
+		unblock()
+		<-p.Done()
+		check("once stopped")
+		if err := p.Push(context.Background(), message.New[uint64](2, nil, 2)); !errors.Is(err, pipeline.ErrStopped) {
+			t.Fatalf("Push after the refused Start = %v, want ErrStopped", err)
+		}
+	})
 }
 
 // Guarantee: a pipeline with batchers but none named "default" is refused

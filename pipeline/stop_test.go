@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -212,4 +213,73 @@ func TestPushAfterCutShortStopIsRefused(t *testing.T) {
 			t.Fatalf("Push after the cut-short Stop = %v (%d outcomes), want ErrStopped", pushErr, rec.Total())
 		}
 	})
+}
+
+// Guarantee: concurrent Stops, each with its own deadline (or none), each
+// return by their own deadline while a handler ignores its context; the
+// earliest deadline cuts the drain short for all of them, and those
+// without one return once the pipeline gives up on the handler.
+func TestConcurrentStopsReturnByTheirOwnDeadlines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		started, release, unblock := stuckGate()
+		defer unblock() // so that nothing is left blocked if the test fails
+		p := mustNew(t, pipeline.Options[uint64, uint64]{
+			Name:            "stops",
+			ShutdownTimeout: time.Minute,
+			Processors:      processor.Options[uint64, uint64]{Concurrency: 1, MaxDemand: 1, Handle: stuckHandler(started, release)},
+		})
+		startWithOne(t, p, started)
+		// The first deadline cuts the drain short at 150ms (CancelGrace
+		// capped to a quarter of the time left); the pipeline gives up
+		// on the handler CancelGrace later.
+		giveUp := 150*time.Millisecond + pipeline.CancelGrace
+		deadlines := []time.Duration{200 * time.Millisecond, 600 * time.Millisecond, time.Hour, 0}
+		errs := make([]error, len(deadlines))
+		var wg sync.WaitGroup
+		for i, deadline := range deadlines {
+			wg.Go(func() {
+				ctx := context.Background()
+				want := giveUp
+				if deadline > 0 {
+					c, cancel := context.WithTimeout(ctx, deadline)
+					defer cancel()
+					ctx, want = c, min(deadline, giveUp)
+				}
+				begin := time.Now()
+				errs[i] = p.Stop(ctx)
+				if took := time.Since(begin); took > want {
+					t.Errorf("Stop with deadline %v returned after %v, want by %v", deadline, took, want)
+				}
+			})
+		}
+		wg.Wait()
+		for _, err := range errs {
+			assertStraggler(t, err, pipeline.Straggler{Kind: pipeline.KindProcessor, Stage: "stops.processor", Index: 0})
+		}
+		unblock()
+		<-p.Done()
+	})
+}
+
+// Guarantee: Run and Stop called at the same time both return, and leave
+// nothing running: Run returns nil when it started first (Stop drained
+// the pipeline), ErrStoppedBeforeStart when Stop came first.
+func TestRunAndStopCalledTogetherBothReturn(t *testing.T) {
+	for range 20 {
+		p := pushOnly(t)
+		runErr := make(chan error, 1)
+		go func() { runErr <- p.Run(context.Background()) }()
+		if err := p.Stop(ctxT(t, 10*time.Second)); err != nil {
+			t.Fatalf("Stop = %v", err)
+		}
+		select {
+		case err := <-runErr:
+			if err != nil && !errors.Is(err, pipeline.ErrStoppedBeforeStart) {
+				t.Fatalf("Run = %v, want nil or ErrStoppedBeforeStart", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Run did not return after Stop")
+		}
+		<-p.Done()
+	}
 }

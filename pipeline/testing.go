@@ -119,10 +119,13 @@ type TestReport[Out any] struct {
 // outcomes in push order and the batches they were handled in. It returns
 // an error when ctx ends first (with what was gathered so far), when the
 // pipeline stops before every outcome arrived, or when a message was
-// acknowledged twice.
+// acknowledged twice. Given no data it pushes nothing and returns what
+// Push returns for no message (ErrNotStarted before Start, ErrStopped
+// once the pipeline takes no more messages).
 func (p *Pipeline[In, Out]) TestWith(ctx context.Context, opts TestOptions, data ...In) (TestReport[Out], error) {
 	if len(data) == 0 {
-		return TestReport[Out]{}, nil
+		// Nothing to wait for: report the pipeline's state as Push does.
+		return TestReport[Out]{}, p.Push(ctx)
 	}
 	ta := &testAcker[Out]{results: make([]TestOutcome[Out], len(data)), remaining: len(data), done: make(chan struct{}), forward: opts.Acknowledger}
 	msgs := make([]*message.Message[In], len(data))

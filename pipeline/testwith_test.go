@@ -128,3 +128,36 @@ func (a *lateAcker) Ack(ctx context.Context, successful, failed []acker.Outcome)
 }
 
 var errNoMeta = errors.New("no metadata")
+
+// Guarantee: Test, TestBatch and TestWith given no data report the
+// pipeline's state as Push does: ErrNotBuilt on the zero Pipeline,
+// ErrNotStarted before Start, nil while it runs, ErrStopped after Stop.
+func TestTestWithoutDataReportsThePipelineState(t *testing.T) {
+	ctx := ctxT(t, 10*time.Second)
+	calls := func(p *pipeline.Pipeline[uint64, uint64]) map[string]func() error {
+		return map[string]func() error{
+			"Test":      func() error { _, err := p.Test(ctx); return err },
+			"TestBatch": func() error { _, err := p.TestBatch(ctx); return err },
+			"TestWith":  func() error { _, err := p.TestWith(ctx, pipeline.TestOptions{}); return err },
+		}
+	}
+	check := func(p *pipeline.Pipeline[uint64, uint64], when string, want error) {
+		t.Helper()
+		for name, call := range calls(p) {
+			if err := call(); !errors.Is(err, want) || (want == nil && err != nil) {
+				t.Errorf("%s with no data %s = %v, want %v", name, when, err, want)
+			}
+		}
+	}
+	check(new(pipeline.Pipeline[uint64, uint64]), "on the zero Pipeline", pipeline.ErrNotBuilt)
+	p := pushOnly(t)
+	check(p, "before Start", pipeline.ErrNotStarted)
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check(p, "while running", nil)
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check(p, "after Stop", pipeline.ErrStopped)
+}

@@ -12,6 +12,7 @@ import (
 type Partitioned[T any] struct {
 	queues  []*Queue[T]
 	key     func(T) string
+	window  int       // items PublishBatch partitions at a time: what the queues hold together
 	scratch sync.Pool // *[][]T
 }
 
@@ -21,7 +22,7 @@ func NewPartitioned[T any](n, capacity int, key func(T) string) *Partitioned[T] 
 	if n < 1 {
 		panic("queue: NewPartitioned needs at least one partition")
 	}
-	p := &Partitioned[T]{key: key}
+	p := &Partitioned[T]{key: key, window: n * capacity}
 	for range n {
 		p.queues = append(p.queues, New[T](capacity))
 	}
@@ -39,6 +40,13 @@ func (p *Partitioned[T]) Len() int { return len(p.queues) }
 // queue is full and returns how many items were published, with ctx.Err() or
 // ErrClosed when it stopped early (items for other partitions may then
 // be published or not).
+//
+// It takes items a window at a time, as many as the queues hold together:
+// the keys of a window are computed, its items published, then the next
+// window is taken. So its scratch memory is bounded by the queues'
+// capacity whatever len(items), and once ctx is done it computes no more
+// keys: a large batch returns soon after ctx ends (the window under way is
+// finished first), not only once every key has been computed.
 func (p *Partitioned[T]) PublishBatch(ctx context.Context, items []T) (int, error) {
 	if len(p.queues) == 1 {
 		return p.queues[0].PublishBatch(ctx, items)
@@ -49,6 +57,24 @@ func (p *Partitioned[T]) PublishBatch(ctx context.Context, items []T) (int, erro
 		sp = &parts
 	}
 	parts := *sp
+	done := ctx.Done()
+	total := 0
+	var err error
+	for start := 0; start < len(items) && err == nil; start += p.window {
+		if IsDone(done) {
+			err = ctx.Err()
+			break
+		}
+		total, err = p.publishWindow(ctx, parts, items[start:min(start+p.window, len(items))], total)
+	}
+	p.scratch.Put(sp)
+	return total, err
+}
+
+// publishWindow publishes items (at most a window) through the scratch
+// slices parts, which it leaves empty, and returns total plus how many it
+// published.
+func (p *Partitioned[T]) publishWindow(ctx context.Context, parts [][]T, items []T, total int) (int, error) {
 	// Items come in runs of one key (a source's partition): hash a key only
 	// when it differs from the previous item's.
 	var last string
@@ -59,7 +85,6 @@ func (p *Partitioned[T]) PublishBatch(ctx context.Context, items []T) (int, erro
 		}
 		parts[i] = append(parts[i], it)
 	}
-	total := 0
 	var err error
 	for i, part := range parts {
 		if len(part) > 0 && err == nil {
@@ -70,7 +95,6 @@ func (p *Partitioned[T]) PublishBatch(ctx context.Context, items []T) (int, erro
 		clear(part)
 		parts[i] = part[:0]
 	}
-	p.scratch.Put(sp)
 	return total, err
 }
 

@@ -3,8 +3,12 @@ package queue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/fnv"
+	"slices"
+	"sync"
 	"testing"
+	"time"
 )
 
 // Guarantee: KeyPartition is FNV-1a of the key modulo n, as documented, so a
@@ -82,6 +86,56 @@ func TestPartitionedRoutesRunsAndSingleKeys(t *testing.T) {
 				t.Fatalf("partition %d holds %v, want %v", i, got, want[i])
 			}
 		}
+	}
+}
+
+// Guarantee: a batch many times larger than the queues hold together
+// (PublishBatch takes it a window at a time) reaches every partition
+// whole and in order while receivers drain them, and a context that ends
+// while it waits stops it with ctx's error and the count of what it
+// published.
+func TestPartitionedLargeBatchKeepsOrder(t *testing.T) {
+	p := NewPartitioned(3, 4, func(s string) string { return s[:1] })
+	var batch []string
+	want := map[int][]string{}
+	for i := range 3000 {
+		it := fmt.Sprintf("%c%d", 'a'+i%5, i)
+		batch = append(batch, it)
+		k := KeyPartition(it[:1], 3)
+		want[k] = append(want[k], it)
+	}
+	got := make([][]string, 3)
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Go(func() {
+			buf := make([]string, 4)
+			for {
+				n, err := p.Partition(i).Receive(context.Background(), buf)
+				got[i] = append(got[i], buf[:n]...)
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+	n, err := p.PublishBatch(context.Background(), batch)
+	p.Close()
+	wg.Wait()
+	if n != len(batch) || err != nil {
+		t.Fatalf("PublishBatch = %d, %v; want %d, nil", n, err, len(batch))
+	}
+	for i := range 3 {
+		if !slices.Equal(got[i], want[i]) {
+			t.Fatalf("partition %d received %d items out of order or incomplete, want %d in publish order", i, len(got[i]), len(want[i]))
+		}
+	}
+
+	full := NewPartitioned(3, 4, func(s string) string { return s[:1] })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	n, err = full.PublishBatch(ctx, batch)
+	if !errors.Is(err, context.DeadlineExceeded) || n != full.Queued() || n == 0 || n > 12 {
+		t.Fatalf("PublishBatch with nobody receiving = %d (%d queued), %v; want what the queues hold, DeadlineExceeded", n, full.Queued(), err)
 	}
 }
 
