@@ -432,7 +432,13 @@ func (h *Handle[T]) Subscribe(mode SubscriptionMode, opts SubscriberOptions) (*S
 		return nil, &TopicError{Topic: h.name, Err: err}
 	}
 	s := &Subscription[T]{h: h, st: st, mode: mode}
-	s.member, _ = st.(*memMember[T])
+	switch x := st.(type) {
+	case *memMember[T]:
+		s.member = x
+		s.most = x.g.q.Cap()
+	case *ringSub[T]:
+		s.most = len(x.r.slots)
+	}
 	return s, nil
 }
 
@@ -544,11 +550,21 @@ type Subscription[T any] struct {
 	member *memMember[T] // st, when it is an in-memory group member: called directly
 	mode   SubscriptionMode
 	buf    []Envelope[T]
+	// most is the most one receive can return (the in-memory queue's or
+	// ring's capacity), so that a huge ReceiveBatch buffer does not size
+	// buf; 0 when the backend does not say.
+	most int
 
 	mu      sync.Mutex
 	closed  bool
 	pending map[MessageID]*Ticket // tracked deliveries received and not yet settled
+	// sweepAt is the size of pending at which recv next drops the entries
+	// whose publish is settled already (see sweepLocked).
+	sweepAt int
 }
+
+// minSweep is the smallest size of Subscription.pending that is swept.
+const minSweep = 64
 
 // Mode returns how the subscription was made.
 func (s *Subscription[T]) Mode() SubscriptionMode { return s.mode }
@@ -570,7 +586,10 @@ func (s *Subscription[T]) Receive(ctx context.Context) (Item[T], error) {
 
 // ReceiveBatch waits for at least one item and fills dst[:n] with up to
 // len(dst) items that are ready, without waiting for more. Errors are as
-// for Receive. It panics if dst is empty.
+// for Receive. It panics if dst is empty. On the in-memory backend n is at
+// most the capacity of the subscription's queue (balanced.queue_capacity)
+// or ring (broadcast.queue_capacity), and what the subscription keeps for
+// receiving is sized by that capacity, whatever len(dst) is.
 func (s *Subscription[T]) ReceiveBatch(ctx context.Context, dst []Item[T]) (int, error) {
 	if len(dst) == 0 {
 		panic("topic: ReceiveBatch with an empty buffer")
@@ -587,6 +606,9 @@ func (s *Subscription[T]) ReceiveBatch(ctx context.Context, dst []Item[T]) (int,
 func (s *Subscription[T]) recv(ctx context.Context, max int) (int, error) {
 	if s.member == nil && s.st == nil {
 		return 0, errZeroSubscription
+	}
+	if s.most > 0 && max > s.most {
+		max = s.most
 	}
 	if len(s.buf) < max {
 		s.buf = make([]Envelope[T], max)
@@ -628,8 +650,29 @@ func (s *Subscription[T]) recv(ctx context.Context, max int) (int, error) {
 			s.pending[s.buf[i].ID] = t
 		}
 	}
+	if len(s.pending) >= s.sweepAt {
+		s.sweepLocked()
+	}
 	s.mu.Unlock()
 	return n, nil
+}
+
+// sweepLocked forgets the received deliveries whose publish is settled
+// already (acked by another recipient under ack_mode first, nacked, timed
+// out or closed): acking or nacking them could only return
+// ErrMessageNotTracked, which it still does once they are forgotten. A
+// subscriber that never settles what it receives (a broadcast audit beside
+// the group that acks) would otherwise keep every tracked message it ever
+// received. The next sweep comes when pending has doubled again, so the
+// cost per received message stays constant. s.mu is held.
+func (s *Subscription[T]) sweepLocked() {
+	for id, t := range s.pending {
+		if t.state() != ticketPending {
+			delete(s.pending, id)
+			t.release() // this delivery will never be reported
+		}
+	}
+	s.sweepAt = max(minSweep, 2*len(s.pending))
 }
 
 // Ack acknowledges a received message: a tracked publish resolves as

@@ -3,6 +3,7 @@ package topic
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -239,11 +240,10 @@ func (t *memTopic[T]) leave(g *memGroup[T]) {
 	g.members--
 	if g.members == 0 && t.groups[g.name] == g {
 		delete(t.groups, g.name)
-		for i, x := range t.glist {
-			if x == g {
-				t.glist = append(t.glist[:i], t.glist[i+1:]...)
-				break
-			}
+		if i := slices.Index(t.glist, g); i >= 0 {
+			// Delete clears the slot it frees: the group's queue, allocated
+			// to its capacity, must not stay reachable from glist.
+			t.glist = slices.Delete(t.glist, i, i+1)
 		}
 		if t.single.Load() == g {
 			t.single.Store(nil)

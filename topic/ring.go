@@ -254,15 +254,30 @@ func (s *ringSub[T]) Close() {
 	}
 	lost := r.releaseLocked(s, nil)
 	s.gone = true
-	for i, x := range r.subs {
-		if x == s {
-			r.subs = append(r.subs[:i], r.subs[i+1:]...)
-			break
-		}
+	r.subs = removeSub(r.subs, s)
+	if s.waiting {
+		// Parked by a Receive that gave up (its ctx ended) or is still
+		// waiting: the next publish would unpark it, but on a quiet ring
+		// that may never come, and subscribers that leave must not pile up.
+		s.waiting = false
+		r.waiting = removeSub(r.waiting, s)
 	}
 	s.signal()
 	r.mu.Unlock()
 	for _, t := range lost {
 		t.Drop(ErrDeliveryDropped)
 	}
+}
+
+// removeSub returns subs without s, keeping the order of the others and
+// clearing the slot it frees so the slice does not keep s reachable.
+func removeSub[T any](subs []*ringSub[T], s *ringSub[T]) []*ringSub[T] {
+	for i, x := range subs {
+		if x == s {
+			copy(subs[i:], subs[i+1:])
+			subs[len(subs)-1] = nil
+			return subs[:len(subs)-1]
+		}
+	}
+	return subs
 }

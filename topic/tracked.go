@@ -233,9 +233,13 @@ type trackerCore struct {
 	free       *Ticket // recycled tickets, linked through next
 	nfree      int
 	kick       chan struct{} // wakes run when the list becomes non-empty
-	stop       chan struct{}
-	closeDone  chan struct{} // closed when close has resolved everything
-	wg         sync.WaitGroup
+	// life ends when close starts; stop is its Done channel. A publish
+	// waiting for room stops waiting then (see TrackedPublisher.send).
+	life      context.Context
+	endLife   context.CancelFunc
+	stop      <-chan struct{}
+	closeDone chan struct{} // closed when close has resolved everything
+	wg        sync.WaitGroup
 }
 
 // newTrackerCore starts a tracked publisher's core. reuse recycles its
@@ -249,9 +253,10 @@ func newTrackerCore(all, reuse bool, maxInFlight int, timeout time.Duration, inF
 		sem:       make(chan struct{}, maxInFlight),
 		inFlight:  inFlight,
 		kick:      make(chan struct{}, 1),
-		stop:      make(chan struct{}),
 		closeDone: make(chan struct{}),
 	}
+	c.life, c.endLife = context.WithCancel(context.Background())
+	c.stop = c.life.Done()
 	c.wg.Add(1)
 	go c.run()
 	return c
@@ -446,7 +451,7 @@ func (c *trackerCore) close(reason error) {
 	}
 	c.closed = true
 	c.closeErr = reason
-	close(c.stop)
+	c.endLife()
 	c.mu.Unlock()
 	defer close(c.closeDone)
 	c.wg.Wait()
@@ -564,7 +569,7 @@ func (p *TrackedPublisher[T]) publish(ctx context.Context, v T, hdr Headers, don
 	if err != nil {
 		return nil, err
 	}
-	out, err := p.h.publishEnvelope(ctx, Envelope[T]{ID: p.h.nextID(), Value: v, Headers: hdr, Ticket: t}, p.onFull, false)
+	out, err := p.send(ctx, Envelope[T]{ID: p.h.nextID(), Value: v, Headers: hdr, Ticket: t})
 	if err == nil && out == DroppedOnFull {
 		err = ErrDroppedOnFull
 	}
@@ -576,6 +581,36 @@ func (p *TrackedPublisher[T]) publish(ctx context.Context, v T, hdr Headers, don
 	p.settle(t)
 	t.release()
 	return t, nil
+}
+
+// send publishes e with the publisher's OnFull. On the in-memory backend
+// a publish that has to wait for room also stops waiting when the
+// publisher is closed, and then returns its close error: it tries without
+// waiting first, so only a publish that does wait pays for watching the
+// publisher (a context and a callback).
+func (p *TrackedPublisher[T]) send(ctx context.Context, e Envelope[T]) (PublishOutcome, error) {
+	h := p.h
+	if h.mem == nil || p.onFull != Block {
+		return h.publishEnvelope(ctx, e, p.onFull, false)
+	}
+	out, err := h.mem.publish(ctx, e, true)
+	if err == nil && out == DroppedOnFull {
+		wctx, cancel := context.WithCancel(ctx)
+		stop := context.AfterFunc(p.core.life, cancel)
+		out, err = h.mem.publish(wctx, e, false)
+		stop()
+		cancel()
+		if errors.Is(err, context.Canceled) && ctx.Err() == nil {
+			// Only the publisher's close cancels wctx without ctx.
+			p.core.mu.Lock()
+			err = p.core.closeErr
+			p.core.mu.Unlock()
+		}
+	}
+	if err != nil || out != Published {
+		h.unpublished.Add(1)
+	}
+	return out, err
 }
 
 func (p *TrackedPublisher[T]) try(v T, done func(Result)) (*Ticket, PublishOutcome, error) {
@@ -621,8 +656,11 @@ func (p *TrackedPublisher[T]) InFlight() int {
 // Close stops the publisher: later publishes return ErrPublisherClosed (or
 // ErrTopicClosed if the topic was closed first) and
 // every unresolved receipt resolves as TopicClosed with reason
-// ErrPublisherClosed. It waits for the publisher's goroutine. Idempotent;
-// every call returns only once all of that is done.
+// ErrPublisherClosed. On the in-memory backend a Publish (or PublishFunc)
+// waiting for an in-flight slot or for room in a full group stops waiting
+// and returns that error too, with nothing published. It waits for the
+// publisher's goroutine. Idempotent; every call returns only once all of
+// that is done.
 func (p *TrackedPublisher[T]) Close() {
 	if p.core == nil {
 		return
