@@ -70,23 +70,7 @@ func TestStopReturnsByItsDeadlineWhileTheBrokerWithholdsARetiredConsumersClose(t
 		st := e.broker.Stats()
 		return st.SubscribesRefused > 0 && st.Withheld > 0
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), testbroker.HungDeadline)
-	defer cancel()
-	stopped := make(chan error, 1)
-	go func() { stopped <- p.Stop(ctx) }()
-	select {
-	case err := <-stopped:
-		var te *pipeline.ShutdownTimeoutError
-		if errors.As(err, &te) {
-			for _, s := range te.Running {
-				if s.Kind == pipeline.KindProducerStage {
-					t.Errorf("Stop with a retired consumer's close withheld left %v running: %v", s, err)
-				}
-			}
-		}
-	case <-time.After(testbroker.HungDeadline + testbroker.HungGrace):
-		t.Fatalf("Stop with a retired consumer's close withheld still runs %v after its %v deadline", testbroker.HungGrace, testbroker.HungDeadline)
-	}
+	stopLeavingNoProducerStage(t, p, "with a retired consumer's close withheld")
 	release()
 	closeCtx, cancelClose := context.WithTimeout(context.Background(), waitLimit)
 	defer cancelClose()

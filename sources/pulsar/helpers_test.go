@@ -2,6 +2,7 @@ package pulsar_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -207,5 +209,33 @@ func recordAfter(g *gate, r *received) processor.Handler[[]byte, []byte] {
 		<-g.ch
 		r.add(m)
 		return m.Data, nil
+	}
+}
+
+// stopLeavingNoProducerStage stops p with testbroker.HungDeadline and
+// fails t unless Stop returns by then (plus testbroker.HungGrace) with no
+// producer stage left running, when (a phrase such as "during a reconnect
+// storm") saying what held the broker. It returns Stop's error.
+func stopLeavingNoProducerStage[In, Out any](t *testing.T, p *pipeline.Pipeline[In, Out], when string) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testbroker.HungDeadline)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- p.Stop(ctx) }()
+	select {
+	case err := <-stopped:
+		t.Logf("Stop: %v", err)
+		var te *pipeline.ShutdownTimeoutError
+		if errors.As(err, &te) {
+			for _, s := range te.Running {
+				if s.Kind == pipeline.KindProducerStage {
+					t.Errorf("Stop %s left %v running: %v", when, s, err)
+				}
+			}
+		}
+		return err
+	case <-time.After(testbroker.HungDeadline + testbroker.HungGrace):
+		t.Fatalf("Stop %s still runs %v after its %v deadline", when, testbroker.HungGrace, testbroker.HungDeadline)
+		return nil
 	}
 }

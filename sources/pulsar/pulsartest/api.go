@@ -130,6 +130,60 @@ func (b *Broker) CreateTopic(topic string, partitions int) error {
 	return nil
 }
 
+// UpdatePartitions grows the partitioned topic to partitions, as Pulsar's
+// update-partitioned-topic does: the new partitions are created empty,
+// each with the durable subscriptions the topic's partitions have (their
+// type kept, their cursors at the start), so that every message published
+// to a new partition is kept for those subscriptions, whether or not their
+// consumers have found the partition yet. Clients find new partitions by
+// asking for the topic's partition count again (pulsar-client-go's
+// consumers every ConsumerOptions.AutoDiscoveryPeriod). Publish spreads
+// messages over every partition from then on. Giving the current count is
+// a no-op. It returns an error wrapping ErrNotPartitioned for a topic that
+// is not partitioned, ErrPartitionsShrink for fewer partitions than the
+// topic has, an error for a name it cannot parse, or ErrClosed.
+func (b *Broker) UpdatePartitions(topic string, partitions int) error {
+	tn, err := parseTopic(topic)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	cur := b.partitioned[tn.full]
+	switch {
+	case cur == 0:
+		return fmt.Errorf("%w: %s", ErrNotPartitioned, tn.full)
+	case partitions < cur:
+		return fmt.Errorf("%w: %s has %d partitions, asked for %d", ErrPartitionsShrink, tn.full, cur, partitions)
+	}
+	subs := map[string]int{} // durable subscription → type
+	for i := range cur {
+		t := b.topics[fmt.Sprintf("%s%s%d", tn.full, partitionSuffix, i)]
+		if t == nil {
+			continue
+		}
+		for name, s := range t.subs {
+			if s.durable {
+				subs[name] = s.typ
+			}
+		}
+	}
+	for i := cur; i < partitions; i++ {
+		pn, _ := parseTopic(fmt.Sprintf("%s%s%d", tn.full, partitionSuffix, i))
+		t := b.topicLocked(pn, true)
+		for name, typ := range subs {
+			if t.subs[name] == nil {
+				t.subs[name] = newSubscription(t, name, typ, true)
+			}
+		}
+	}
+	b.partitioned[tn.full] = partitions
+	return nil
+}
+
 // Publish stores msgs on topic, one unbatched entry each, and returns their
 // ids. On a partitioned topic a message with a key goes to the partition
 // its key hashes to, others round-robin.

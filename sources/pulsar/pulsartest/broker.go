@@ -8,11 +8,11 @@
 // delayed delivery, unsubscribe, last message id and ping/pong. Anything
 // else is answered with a protocol error naming the command.
 //
-// Alongside the protocol it offers a test API: create topics, publish and
-// read back messages, observe per consumer the permits it granted and the
-// messages dispatched, acked, nacked and redelivered, and inject faults
-// (drop connections, refuse subscribes, stall dispatch, leave commands
-// unanswered).
+// Alongside the protocol it offers a test API: create topics and add
+// partitions to them, publish and read back messages, observe per consumer
+// the permits it granted and the messages dispatched, acked, nacked and
+// redelivered, and inject faults (drop connections, refuse subscribes,
+// stall dispatch, leave commands unanswered, unload topics).
 //
 // Everything is kept in memory; a Broker is meant to live for one test.
 package pulsartest
@@ -43,6 +43,13 @@ var (
 	// ErrTopicExists is returned by CreateTopic for a topic that already
 	// exists with a different partition count.
 	ErrTopicExists = errors.New("pulsartest: topic exists with another partition count")
+	// ErrNotPartitioned is returned by UpdatePartitions for a topic that
+	// is not partitioned.
+	ErrNotPartitioned = errors.New("pulsartest: topic is not partitioned")
+	// ErrPartitionsShrink is returned by UpdatePartitions when asked for
+	// fewer partitions than the topic has: as on Pulsar, partitions can
+	// only be added.
+	ErrPartitionsShrink = errors.New("pulsartest: partitions can only be added")
 	// ErrInvalidTopic is returned for topic names the broker cannot parse.
 	ErrInvalidTopic = errors.New("pulsartest: invalid topic name")
 	// ErrChecksum is wrapped when a published payload fails its CRC32-C check.
@@ -174,7 +181,6 @@ type Broker struct {
 	topics      map[string]*topic
 	partitioned map[string]int
 	conns       map[*conn]struct{}
-	nextLedger  uint64
 	nextConnID  uint64
 	nextProdNum uint64
 	refused     map[subKey]error
@@ -270,7 +276,6 @@ func Start(ctx context.Context, opts Options) (*Broker, error) {
 		topics:      map[string]*topic{},
 		partitioned: map[string]int{},
 		conns:       map[*conn]struct{}{},
-		nextLedger:  100,
 		refused:     map[subKey]error{},
 		stalled:     map[string]bool{},
 		withheld:    map[int]chan struct{}{},

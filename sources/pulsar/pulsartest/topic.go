@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -165,11 +166,17 @@ func (c *consumer) held() bool {
 	return false
 }
 
+// ledgers numbers the topics' ledgers of every broker of the process, from
+// 101: as in a Pulsar cluster, whose ledger ids never repeat, a message id
+// names one message only, so that an acknowledgement a client still sends
+// for a message of a broker that was closed (a broker restarted on the same
+// address) never acknowledges another message.
+var ledgers atomic.Uint64
+
 func (b *Broker) topicLocked(tn topicName, create bool) *topic {
 	t := b.topics[tn.full]
 	if t == nil && create {
-		b.nextLedger++
-		t = &topic{b: b, name: tn, ledger: b.nextLedger, subs: map[string]*subscription{}, stalled: b.stalled[tn.full]}
+		t = &topic{b: b, name: tn, ledger: 100 + ledgers.Add(1), subs: map[string]*subscription{}, stalled: b.stalled[tn.full]}
 		if tn.partition >= 0 && b.stalled[tn.base] {
 			t.stalled = true
 		}
