@@ -86,7 +86,7 @@ func TestACarrierOrPropagatorThatPanicsChangesNoOutcome(t *testing.T) {
 				recorded := false
 				for _, e := range spans[0].Events() {
 					for _, a := range e.Attributes {
-						recorded = recorded || (e.Name == "exception" && strings.Contains(a.Value.Emit(), "broke"))
+						recorded = recorded || (e.Name == "exception" && strings.Contains(a.Value.String(), "broke"))
 					}
 				}
 				if !recorded {
