@@ -153,16 +153,16 @@ type Options struct {
 	// CommitMode CommitInterval, and how soon a failed commit is retried
 	// with CommitOnAck. Offsets are also committed when a partition is
 	// released and when the source closes; never once per message. Default
-	// 1s.
-	CommitInterval time.Duration `validate:"gt=0"`
+	// 1s; at least 1ms.
+	CommitInterval time.Duration `validate:"gte=1ms"`
 	// FailurePolicy is what a failed message with DispositionDefault does.
 	// Default FailureCommit. DispositionDiscard always commits past the
 	// message and DispositionRetry always redelivers it, whatever the
 	// policy.
 	FailurePolicy FailurePolicy `validate:"oneof=commit redeliver"`
 	// RedeliveryBackoff is how long a partition waits before it fetches a
-	// message to redeliver again. Default 1s.
-	RedeliveryBackoff time.Duration `validate:"gt=0"`
+	// message to redeliver again. Default 1s; at least 1ms.
+	RedeliveryBackoff time.Duration `validate:"gte=1ms"`
 	// RevokeTimeout bounds how long a revoked (or closing) partition waits
 	// for its in-flight messages before it commits what was handled and lets
 	// the partition go; that commit, and every other, is given up after

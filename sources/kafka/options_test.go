@@ -45,8 +45,8 @@ func TestOptionRules(t *testing.T) {
 	}
 	for _, want := range []struct{ field, rule string }{
 		{"kafka.topics[0]", "required"},
-		{"kafka.commitInterval", "gt"},
-		{"kafka.redeliveryBackoff", "gt"},
+		{"kafka.commitInterval", "gte"},
+		{"kafka.redeliveryBackoff", "gte"},
 		{"kafka.revokeTimeout", "gt"},
 		{"kafka.rebalance", "oneof"},
 	} {

@@ -43,7 +43,7 @@ func TestOptionsValidated(t *testing.T) {
 		{"franz.initialOffset", "oneof"},
 		{"franz.failurePolicy", "oneof"},
 		{"franz.startTime", "excluded_unless"},
-		{"franz.commitInterval", "gt"},
+		{"franz.commitInterval", "gte"},
 		{"franz.rebalance", "oneof"},
 	} {
 		if !es.Has(want.field, want.rule) {
@@ -143,5 +143,28 @@ func TestOptionsAtTheirBoundsValidated(t *testing.T) {
 	o.InitialOffset, o.StartTime = franz.OffsetTimestamp, time.UnixMilli(0)
 	if _, err := franz.New(o); err != nil {
 		t.Errorf("StartTime at the Unix epoch rejected: %v", err)
+	}
+	// A commit or redelivery timer shorter than a millisecond would fire
+	// without pause: refused by both sources, a millisecond accepted.
+	for _, d := range []time.Duration{-time.Second, time.Microsecond, time.Millisecond} {
+		o = base
+		o.CommitInterval, o.RedeliveryBackoff = d, d
+		ko := kafka.Options{Brokers: base.Brokers, GroupID: "g", Topics: base.Topics, CommitInterval: d, RedeliveryBackoff: d}
+		_, ferr := franz.New(o)
+		_, kerr := kafka.New(ko)
+		for _, c := range []struct {
+			err    error
+			prefix string
+		}{{ferr, "franz"}, {kerr, "kafka"}} {
+			if d >= time.Millisecond {
+				if c.err != nil {
+					t.Errorf("%s: CommitInterval and RedeliveryBackoff of %s rejected: %v", c.prefix, d, c.err)
+				}
+				continue
+			}
+			if !errors.As(c.err, &es) || !es.Has(c.prefix+".commitInterval", "gte") || !es.Has(c.prefix+".redeliveryBackoff", "gte") {
+				t.Errorf("%s: CommitInterval and RedeliveryBackoff of %s: New = %v, want gte errors on both", c.prefix, d, c.err)
+			}
+		}
 	}
 }
