@@ -2,19 +2,13 @@ package source_test
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
-	"github.com/boulevard-go/boulevard/message"
-	"github.com/boulevard-go/boulevard/pipeline"
-	"github.com/boulevard-go/boulevard/processor"
-	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/kafkatopic"
-	"github.com/boulevard-go/boulevard/topic/source"
 )
 
 // Guarantee: closing the source leaves the topic: its consumer group
@@ -74,92 +68,4 @@ func TestCloseReturnsByItsDeadlineWhenTheBackendHangs(t *testing.T) {
 		t.Errorf("a later Close, once the backend cut its connections = %v, want nil", err)
 	}
 	h.Close()
-}
-
-// runWatch is a source that reports the stage index of each Run that
-// returns.
-type runWatch struct {
-	*source.Source[int]
-	returned chan int
-}
-
-func (w *runWatch) Run(ctx context.Context, st *producer.Stage[int]) error {
-	defer func() { w.returned <- st.Index() }()
-	return w.Source.Run(ctx, st)
-}
-
-// Guarantee: while the subscribe of a stage's group member waits on a
-// backend that does not answer (a Kafka topic's Subscribe waits up to
-// kafkatopic's AdminTimeout), stopping the pipeline waits for neither:
-// the stage's Run returns once its context ends, and the source's Close,
-// which the pipeline calls with its shutdown timeout, returns at that
-// deadline with an error wrapping context.DeadlineExceeded. Once the
-// subscribe ends, the subscription it made is closed and a later Close
-// returns nil.
-func TestRunAndCloseReturnWhileASubscribeHangs(t *testing.T) {
-	b := &heldBackend{}
-	h, err := topic.NewTopic[int]("held", topic.Options{}, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Close)
-	w := &runWatch{Source: newSource(t, h, topic.Balanced("g")), returned: make(chan int, 16)}
-	entered, release := b.holdSubscribes()
-	t.Cleanup(release)
-	p, err := pipeline.New(pipeline.Options[int, int]{
-		Name:            "held",
-		ShutdownTimeout: testbroker.HungDeadline,
-		Producer:        producer.Options[int]{Source: w, Concurrency: 2},
-		Processors: processor.Options[int, int]{Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
-			return m.Data, nil
-		}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-entered: // stage 1 subscribes its group member
-	case <-time.After(deadline):
-		t.Fatal("stage 1 never subscribed")
-	}
-	b.releaseAll() // every subscription's Close returns at once
-
-	stopped := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*deadline)
-		defer cancel()
-		stopped <- p.Stop(ctx)
-	}()
-	timeout := time.After(deadline)
-	for waiting := true; waiting; {
-		select {
-		case i := <-w.returned:
-			waiting = i != 1
-		case <-timeout:
-			t.Errorf("stage 1's Run still waits for its subscribe %v after the pipeline was stopped", deadline)
-			waiting = false
-		}
-	}
-	select {
-	case err := <-stopped:
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("stopping the pipeline = %v, want the source's Close cut short by the shutdown timeout", err)
-		}
-	case <-time.After(deadline):
-		t.Errorf("stopping the pipeline still waits for the subscribe %v after it began", deadline)
-		release()
-		<-stopped
-	}
-	release()
-	ctx, cancel := context.WithTimeout(context.Background(), deadline)
-	defer cancel()
-	if err := w.Close(ctx); err != nil {
-		t.Fatalf("a later Close, once the subscribe ended = %v, want nil", err)
-	}
-	if got := b.sub(t, 1); !isClosed(got.closed) {
-		t.Error("the subscription made by the subscribe under way was never closed")
-	}
 }

@@ -25,22 +25,6 @@ type heldBackend struct {
 	mu       sync.Mutex
 	subs     []*heldSub
 	released bool
-	// hold, once set by holdSubscribes, makes each Subscribe wait until it
-	// is closed, telling entered first.
-	hold, entered chan struct{}
-}
-
-// holdSubscribes makes every later Subscribe wait until release is
-// called, as a Kafka topic's Subscribe waits on a cluster that does not
-// answer (up to kafkatopic's AdminTimeout). entered receives once for each
-// Subscribe that starts waiting.
-func (b *heldBackend) holdSubscribes() (entered <-chan struct{}, release func()) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.hold, b.entered = make(chan struct{}), make(chan struct{}, 8)
-	var once sync.Once
-	hold := b.hold
-	return b.entered, func() { once.Do(func() { close(hold) }) }
 }
 
 func (*heldBackend) Name() string { return "held" }
@@ -91,13 +75,6 @@ func (*heldState) TryPublish(topic.Envelope[int]) (topic.PublishOutcome, error) 
 }
 
 func (s *heldState) Subscribe(topic.SubscriptionMode, topic.SubscriberOptions) (topic.SubscriptionState[int], error) {
-	s.b.mu.Lock()
-	hold, entered := s.b.hold, s.b.entered
-	s.b.mu.Unlock()
-	if hold != nil {
-		entered <- struct{}{}
-		<-hold
-	}
 	sub := &heldSub{in: make(chan topic.Envelope[int], 8), topicClosed: s.closed,
 		closing: make(chan struct{}), gate: make(chan struct{}), closed: make(chan struct{})}
 	s.b.mu.Lock()

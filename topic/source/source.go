@@ -197,7 +197,6 @@ type Source[T any] struct {
 
 	mu     sync.Mutex
 	slots  map[int]*slot[T]
-	making map[int]*making[T] // slots whose subscribe is under way
 	all    []*subscription[T]
 	closed bool
 
@@ -211,15 +210,6 @@ type Source[T any] struct {
 	retiring      []*subscription[T]
 	closerRunning bool
 	closers       sync.WaitGroup
-
-	// subscribing counts the subscribes under way. They run without mu,
-	// as subscribing can wait on the topic's backend (on a Kafka topic
-	// whose cluster does not answer, up to the backend's AdminTimeout):
-	// neither Close nor a Run whose context ends waits for them. One is
-	// only registered, under mu, while the source is not closed; the
-	// closing waits for them before it takes all, and so owns the
-	// goroutines that make slots.
-	subscribing sync.WaitGroup
 
 	// closing closes the subscriptions held when Close was first called,
 	// and waits for the closer, on a goroutine of its own that Close waits
@@ -239,15 +229,6 @@ type slot[T any] struct {
 	cur  *subscription[T]
 	buf  []topic.Item[T]
 	md   *Metadata
-}
-
-// making is a slot being made by a goroutine of its own (counted in
-// subscribing), so that the Run waiting for it can return when its
-// context ends. done is closed once sl or err is set.
-type making[T any] struct {
-	done chan struct{}
-	sl   *slot[T]
-	err  error
 }
 
 // subscription is one topic subscription and the acknowledger of the
@@ -276,12 +257,11 @@ func New[T any](opts Options[T]) (*Source[T], error) {
 	}
 	log := cmp.Or(opts.Logger, slog.Default())
 	s := &Source[T]{
-		opts:   opts,
-		log:    log.With(slog.String("topic", string(opts.Topic.Name()))),
-		slots:  map[int]*slot[T]{},
-		making: map[int]*making[T]{},
+		opts:  opts,
+		log:   log.With(slog.String("topic", string(opts.Topic.Name()))),
+		slots: map[int]*slot[T]{},
 	}
-	if _, err := s.slot(context.Background(), 0); err != nil {
+	if _, err := s.slot(0); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -309,75 +289,39 @@ func (s *Source[T]) Stats() Stats {
 	}
 }
 
-// slot returns the slot of a stage, subscribing it on first use. The
-// subscribe runs on a goroutine of its own, which a later call for the
-// same stage waits for too: when ctx ends first, slot returns ctx.Err()
-// and the slot made is there for the stage's next Run (or closed by the
-// source's closing).
-func (s *Source[T]) slot(ctx context.Context, index int) (*slot[T], error) {
+// slot returns the slot of a stage, subscribing it on first use.
+func (s *Source[T]) slot(index int) (*slot[T], error) {
 	if s.opts.Mode.IsBroadcast() {
 		index = 0
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed {
-		s.mu.Unlock()
 		return nil, ErrClosed
 	}
 	if sl := s.slots[index]; sl != nil {
-		s.mu.Unlock()
 		return sl, nil
 	}
-	mk := s.making[index]
-	if mk == nil {
-		mk = &making[T]{done: make(chan struct{})}
-		s.making[index] = mk
-		s.subscribing.Add(1)
-		go s.makeSlot(index, mk)
+	sub, err := s.subscribeLocked()
+	if err != nil {
+		return nil, err
 	}
-	s.mu.Unlock()
-	select {
-	case <-mk.done:
-		return mk.sl, mk.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	// buf grows in Run to the largest batch taken: MaxBatch is only a
+	// bound, which the feed's permit window may keep far below.
+	sl := &slot[T]{turn: make(chan struct{}, 1), cur: sub,
+		md: &Metadata{Topic: s.opts.Topic.Name(), Mode: s.opts.Mode, Member: index}}
+	sl.turn <- struct{}{}
+	s.slots[index] = sl
+	return sl, nil
 }
 
-// makeSlot subscribes the slot of a stage for slot, and records it.
-func (s *Source[T]) makeSlot(index int, mk *making[T]) {
-	defer s.subscribing.Done()
-	defer close(mk.done)
-	sub, err := s.subscribe()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.making, index)
-	switch {
-	case err != nil:
-		mk.err = err
-	case s.closed:
-		mk.err = ErrClosed // the closing closes sub, which is in all
-	default:
-		// buf grows in Run to the largest batch taken: MaxBatch is only a
-		// bound, which the feed's permit window may keep far below.
-		sl := &slot[T]{turn: make(chan struct{}, 1), cur: sub,
-			md: &Metadata{Topic: s.opts.Topic.Name(), Mode: s.opts.Mode, Member: index}}
-		sl.turn <- struct{}{}
-		s.slots[index] = sl
-		mk.sl = sl
-	}
-}
-
-// subscribe makes a subscription and adds it to all. The caller has
-// registered it in subscribing and does not hold mu.
-func (s *Source[T]) subscribe() (*subscription[T], error) {
+func (s *Source[T]) subscribeLocked() (*subscription[T], error) {
 	ts, err := s.opts.Topic.Subscribe(s.opts.Mode, topic.SubscriberOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("source: subscribe to %q: %w", s.opts.Topic.Name(), err)
 	}
 	sub := &subscription[T]{src: s, sub: ts}
-	s.mu.Lock()
 	s.all = append(s.all, sub)
-	s.mu.Unlock()
 	s.subscriptions.Add(1)
 	return sub, nil
 }
@@ -385,15 +329,16 @@ func (s *Source[T]) subscribe() (*subscription[T], error) {
 // resubscribe replaces a slot's disconnected subscription. The caller holds
 // the slot's turn.
 func (s *Source[T]) resubscribe(sl *slot[T]) error {
-	if !liveset.Enter(&s.mu, &s.closed, &s.subscribing) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
 		return ErrClosed
 	}
-	defer s.subscribing.Done()
-	sub, err := s.subscribe()
+	sub, err := s.subscribeLocked()
 	if err != nil {
+		s.mu.Unlock()
 		return err
 	}
-	s.mu.Lock()
 	old := sl.cur
 	sl.cur = sub
 	s.resubscribes.Add(1)
@@ -453,15 +398,11 @@ func closeSubscriptions[T any](subs []*subscription[T]) {
 // Run receives from the stage's subscription under the stage's permit
 // window until ctx is cancelled (it returns nil) or the topic is closed and
 // drained (it returns nil: the source is exhausted). A subscription that
-// cannot be made is an error, and the stage restarts the source. A stage's
-// first Run makes its subscription (a balanced member after stage 0) on a
-// goroutine the source owns: when ctx ends while that waits on the topic's
-// backend, Run returns nil at once, and the subscription, once made, is
-// the stage's next Run's, or closed by Close.
+// cannot be made is an error, and the stage restarts the source.
 func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
-	sl, err := s.slot(ctx, stage.Index())
+	sl, err := s.slot(stage.Index())
 	if err != nil {
-		if ctx.Err() != nil || errors.Is(err, topic.ErrTopicClosed) {
+		if errors.Is(err, topic.ErrTopicClosed) {
 			return nil
 		}
 		return err
@@ -607,10 +548,6 @@ func (s *Source[T]) note(ctx context.Context, err error, ok *atomic.Uint64) {
 
 // Close closes every subscription the source holds, all at once, and
 // waits for the closings of replaced subscriptions already under way.
-// A subscribe under way (a stage's Run making its group member, which on
-// a Kafka topic whose cluster does not answer waits up to kafkatopic's
-// Options.AdminTimeout) is waited for the same way, within ctx, and the
-// subscription it makes is closed once it is made.
 // Tracked messages still unsettled resolve upstream as nacked with
 // topic.ErrDeliveryDropped, which a sink reports to its source as a retry.
 //
@@ -634,13 +571,12 @@ func (s *Source[T]) Close(ctx context.Context) error {
 	return nil
 }
 
-// closeAll waits for the subscribes under way, closes the subscriptions
-// the source holds (retired ones whose outcomes are not all in included:
-// an Ack that comes in later no longer finds them, and leaves them be),
-// each on its own goroutine, then waits for the closer to finish the
-// closings queued before, and returns once all are closed.
+// closeAll closes the subscriptions the source holds (retired ones whose
+// outcomes are not all in included: an Ack that comes in later no longer
+// finds them, and leaves them be), each on its own goroutine, then waits
+// for the closer to finish the closings queued before, and returns once
+// all are closed.
 func (s *Source[T]) closeAll() {
-	s.subscribing.Wait() // the subscriptions they make are in all then
 	s.mu.Lock()
 	all := s.all
 	s.all = nil
