@@ -100,14 +100,24 @@ func textOf(ctx context.Context, sel string) (string, error) {
 // Guarantee: in a real browser, the dashboard draws a topic that
 // LinkTopic connects in both pipelines' graphs, after the publisher's
 // stages and before the subscriber's, each linking to the pipeline at the
-// other end, and lists the Pulsar sources. Skipped when no Chromium is
+// other end, lists the Pulsar sources, and lists the things whose Stats
+// could not be read (/stats' failed) with their errors, as text: markup
+// in an error is shown, not rendered. Skipped when no Chromium is
 // installed.
 func TestDashboardDrawsTopicLinks(t *testing.T) {
 	ctx, consoleErrors := browser(t)
 	obs := observe.New(observe.Options{})
-	add(t, obs, pushPipeline(t, "ingest"), pushPipeline(t, "enrich"))
+	broken := newFaulty(pipeline.Stats{Name: "broken", Started: time.Now()})
+	add(t, obs, pushPipeline(t, "ingest"), pushPipeline(t, "enrich"), broken)
+	broken.setMode(statsPanic)
 	h := memTopic(t, "orders", topic.Options{})
 	if err := obs.AddTopic("orders", h); err != nil {
+		t.Fatal(err)
+	}
+	const markup = "<b class=injected>audit</b>"
+	audit := newFaulty(topic.Stats{})
+	audit.setMode(statsPanic)
+	if err := obs.AddTopic(markup, audit); err != nil {
 		t.Fatal(err)
 	}
 	obs.LinkTopic("orders", observe.TopicLinks{Publishers: []string{"ingest"}, Subscribers: []string{"enrich"}})
@@ -155,6 +165,32 @@ func TestDashboardDrawsTopicLinks(t *testing.T) {
 	}
 	if !strings.HasPrefix(pulsarRow, "billing 1 ") || !strings.Contains(pulsarRow, " 42 ") {
 		t.Errorf("Pulsar table row %q, want the billing source with 1 consumer and 42 received", pulsarRow)
+	}
+	type failedList struct {
+		Heading  string   `json:"heading"`
+		Items    []string `json:"items"`
+		Injected int      `json:"injected"`
+	}
+	failed, err := chromedp.Run(ctx, chromedp.Evaluate[failedList](`({
+		heading: document.querySelector("#failed h2")?.textContent ?? "",
+		items: [...document.querySelectorAll("#failed li")].map(li => li.textContent),
+		injected: document.querySelectorAll(".injected").length,
+	})`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFailed := []string{`pipeline "broken": Stats panicked: the stats are broken`, `topic "` + markup + `": Stats panicked`}
+	if len(failed.Items) != len(wantFailed) || !strings.Contains(failed.Heading, "could not be read") {
+		t.Errorf("the dashboard lists the failures %+v, want a heading and %d items", failed, len(wantFailed))
+	} else {
+		for i, w := range wantFailed {
+			if !strings.Contains(failed.Items[i], w) {
+				t.Errorf("failure %d reads %q, want it to contain %q", i, failed.Items[i], w)
+			}
+		}
+	}
+	if failed.Injected != 0 {
+		t.Errorf("the markup in an error was rendered as %d elements, want it shown as text", failed.Injected)
 	}
 	if errs := consoleErrors(); len(errs) > 0 {
 		t.Errorf("console errors: %q", errs)

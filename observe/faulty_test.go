@@ -2,6 +2,7 @@ package observe_test
 
 import (
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -255,6 +256,118 @@ func TestAStatsThatBlocksFailsOnlyWhatItReportsWithinTheTimeout(t *testing.T) {
 		}
 		if n := len(logs.lines("gathering the metrics timed out")); n != 1 {
 			t.Errorf("%d log lines on the gathering that timed out, want 1; logs:\n%s", n, strings.Join(logs.lines(), "\n"))
+		}
+	})
+}
+
+// expectAddError fails t unless err wraps each of want and names each of
+// names.
+func expectAddError(t *testing.T, what string, err error, want []error, names ...string) {
+	t.Helper()
+	if err == nil {
+		t.Errorf("%s returned nil, want an error wrapping %v", what, want)
+		return
+	}
+	for _, w := range want {
+		if !errors.Is(err, w) {
+			t.Errorf("%s: error %q does not wrap %v", what, err, w)
+		}
+	}
+	for _, n := range names {
+		if !strings.Contains(err.Error(), n) {
+			t.Errorf("%s: error %q does not name %s", what, err, n)
+		}
+	}
+}
+
+// Guarantee: a Stats of the caller's that panics when Add, Replace or
+// AddKafka reads it never panics the caller: Add and Replace add
+// nothing and return an error wrapping ErrStats with the panic, Add's
+// naming the pipeline by its place among its arguments; AddKafka
+// refuses a duplicate whose Stats panics with an error wrapping
+// ErrDuplicate and ErrStats that names it by its place.
+func TestAddingWhatHasAStatsThatPanicsReturnsAnError(t *testing.T) {
+	obs := observe.New(observe.Options{})
+	bad := newFaulty(pipeline.Stats{Name: "bad", Started: time.Now()})
+	good := newFaulty(pipeline.Stats{Name: "good", Started: time.Now()})
+	bad.setMode(statsPanic)
+
+	err := obs.Add(good, bad)
+	expectAddError(t, "Add", err, []error{observe.ErrStats}, "pipelines[1]", "Stats panicked: the stats are broken")
+	replaced, err := obs.Replace(bad)
+	expectAddError(t, "Replace", err, []error{observe.ErrStats}, "the pipeline", "Stats panicked: the stats are broken")
+	if replaced {
+		t.Error("Replace of a pipeline whose Stats panics reports a pipeline replaced")
+	}
+	if snap := obs.Snapshot(); len(snap.Pipelines) != 0 || len(snap.Failed) != 0 {
+		t.Errorf("after Add and Replace failed, the Observer reports %+v, want nothing added", snap)
+	}
+
+	group := newFaulty(kafka.Stats{GroupID: "billing"})
+	if err := obs.AddKafka(group); err != nil {
+		t.Fatal(err)
+	}
+	group.setMode(statsPanic)
+	err = obs.AddKafka(newFaulty(kafka.Stats{GroupID: "audit"}), group)
+	expectAddError(t, "AddKafka of a source added", err, []error{observe.ErrDuplicate, observe.ErrStats}, "sources[1]", "Stats panicked")
+
+	bad.setMode(statsAnswer)
+	add(t, obs, good, bad)
+	if snap := obs.Snapshot(); len(snap.Pipelines) != 2 {
+		t.Errorf("once its Stats answers, Add added %+v, want both pipelines", snap.Pipelines)
+	}
+}
+
+// Guarantee: a Stats of the caller's that blocks when Add, Replace or
+// AddKafka reads it does not hang the caller: each returns within
+// Options.StatsTimeout, Add and Replace adding nothing, with an error
+// wrapping ErrStats, and AddKafka refusing a duplicate whose Stats
+// blocks with an error wrapping ErrDuplicate and ErrStats. Once the
+// Stats returns, Add adds the pipeline.
+func TestAddingWhatHasAStatsThatBlocksReturnsWithinTheTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const timeout = 3 * time.Second
+		obs := observe.New(observe.Options{StatsTimeout: timeout})
+		stuck := newFaulty(pipeline.Stats{Name: "stuck", Started: time.Now()})
+		good := newFaulty(pipeline.Stats{Name: "good", Started: time.Now()})
+		stuck.setMode(statsBlock)
+		defer stuck.unblock() // so that the bubble's goroutines end when the test fails
+
+		start := time.Now()
+		err := obs.Add(good, stuck)
+		if took := time.Since(start); took > timeout {
+			t.Errorf("Add returned after %v, want within %v", took, timeout)
+		}
+		expectAddError(t, "Add", err, []error{observe.ErrStats}, "pipelines[1]", "did not return within 3s")
+		start = time.Now()
+		replaced, err := obs.Replace(stuck)
+		if took := time.Since(start); took > timeout || replaced {
+			t.Errorf("Replace returned replaced=%v after %v, want false within %v", replaced, took, timeout)
+		}
+		expectAddError(t, "Replace", err, []error{observe.ErrStats}, "the pipeline", "did not return within 3s")
+		if snap := obs.Snapshot(); len(snap.Pipelines) != 0 || len(snap.Failed) != 0 {
+			t.Errorf("after Add and Replace failed, the Observer reports %+v, want nothing added", snap)
+		}
+
+		group := newFaulty(kafka.Stats{GroupID: "billing"})
+		if err := obs.AddKafka(group); err != nil {
+			t.Fatal(err)
+		}
+		group.setMode(statsBlock)
+		defer group.unblock()
+		start = time.Now()
+		err = obs.AddKafka(group)
+		if took := time.Since(start); took > timeout {
+			t.Errorf("AddKafka returned after %v, want within %v", took, timeout)
+		}
+		expectAddError(t, "AddKafka of a source added", err, []error{observe.ErrDuplicate, observe.ErrStats}, "sources[0]", "did not return within 3s")
+
+		stuck.setMode(statsAnswer)
+		stuck.unblock()
+		synctest.Wait()
+		add(t, obs, good, stuck)
+		if snap := obs.Snapshot(); len(snap.Pipelines) != 2 {
+			t.Errorf("once its Stats returned, Add added %+v, want both pipelines", snap.Pipelines)
 		}
 	})
 }

@@ -81,9 +81,11 @@ type Options struct {
 	// of its own). A Stats that has not returned by then, or that
 	// panics, is reported as failed (an error wrapping ErrStats) and the
 	// rest is served; a Stats still running after StatsTimeout is not
-	// called again until it returns. 0 means DefaultStatsTimeout; at
-	// most MaxStatsTimeout (New uses DefaultStatsTimeout in place of a
-	// negative value and MaxStatsTimeout in place of a longer one).
+	// called again until it returns. Add, Replace and AddKafka wait for
+	// the Stats they read as long at most (see Add). 0 means
+	// DefaultStatsTimeout; at most MaxStatsTimeout (New uses
+	// DefaultStatsTimeout in place of a negative value and
+	// MaxStatsTimeout in place of a longer one).
 	StatsTimeout time.Duration `validate:"gte=0,lte=1m"`
 }
 
@@ -189,11 +191,22 @@ func New(opts Options) *Observer {
 // pipeline (or nil pointer) is refused the same way, with an error
 // wrapping ErrInvalid that names its place in pipelines. To swap a
 // rebuilt pipeline in under its name, use Replace.
+//
+// Add reads each pipeline's name from its Stats as a scrape does: all at
+// once, each on a goroutine of its own, waiting Options.StatsTimeout at
+// most. When one panics or has not returned by then, Add adds none of
+// them and returns an error wrapping ErrStats that names its place in
+// pipelines (a Stats that blocks keeps its goroutine until it returns);
+// nothing can be added without its name, which the duplicates, Remove
+// and Replace go by.
 func (o *Observer) Add(pipelines ...Pipeline) error {
 	if err := nilElements("pipelines", pipelines); err != nil {
 		return err
 	}
-	named := namePipelines(pipelines)
+	named, err := o.namePipelines(pipelines, func(i int) string { return fmt.Sprintf("pipelines[%d]", i) })
+	if err != nil {
+		return err
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var errs []error
@@ -215,12 +228,18 @@ func (o *Observer) Add(pipelines ...Pipeline) error {
 // service that rebuilds a pipeline (after a fatal error, say) swaps the
 // new one in with Replace, and the name's series go on without a gap,
 // following the new pipeline. A nil p (or nil pointer) is refused, with
-// an error wrapping ErrInvalid, and nothing is replaced.
+// an error wrapping ErrInvalid, and nothing is replaced. Replace reads
+// p's name as Add does: when its Stats panics or has not returned within
+// Options.StatsTimeout, nothing is replaced and the error wraps ErrStats.
 func (o *Observer) Replace(p Pipeline) (replaced bool, err error) {
 	if isNil(p) {
 		return false, nilError("the pipeline", p)
 	}
-	n := namePipelines([]Pipeline{p})[0]
+	named, err := o.namePipelines([]Pipeline{p}, func(int) string { return "the pipeline" })
+	if err != nil {
+		return false, err
+	}
+	n := named[0]
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if i := o.pipelineIndex(n.name); i >= 0 {
@@ -298,13 +317,21 @@ func nilElements[E any](name string, vs []E) error {
 	return errors.Join(errs...)
 }
 
-// namePipelines reads the name of each of ps.
-func namePipelines(ps []Pipeline) []namedPipeline {
+// namePipelines reads the name of each of ps from its Stats, as read
+// does (readNow), the pipeline ps[i] named what(i) in its error. The
+// error joins those of the pipelines whose Stats could not be read.
+func (o *Observer) namePipelines(ps []Pipeline, what func(i int) string) ([]namedPipeline, error) {
 	named := make([]namedPipeline, len(ps))
+	cs := make([]statsCall[pipeline.Stats], len(ps))
 	for i, p := range ps {
-		named[i] = namedPipeline{name: labelValue(p.Stats().Name), p: p, g: new(guard[pipeline.Stats])}
+		named[i] = namedPipeline{p: p, g: new(guard[pipeline.Stats])}
+		cs[i] = statsCall[pipeline.Stats]{g: named[i].g, what: what(i), f: p.Stats}
 	}
-	return named
+	sts, errs := readNow(o.timeout, cs)
+	for i := range named {
+		named[i].name = labelValue(sts[i].Name)
+	}
+	return named, errors.Join(errs...)
 }
 
 // pipelineIndex returns the index of the pipeline added under name (as
@@ -322,16 +349,32 @@ func (o *Observer) pipelineIndex(name string) int {
 // and returns an error wrapping ErrInvalid that names its place in
 // sources. Sources of the same consumer group may be added: what their
 // members report twice is exported once (see Collect).
+//
+// AddKafka reads no Stats of a source it adds. It reads those of the
+// sources it refuses as duplicates, to name their groups in the error,
+// as a scrape does (each on a goroutine of its own, Options.StatsTimeout
+// at most): a source whose Stats panics or has not returned by then is
+// named by its place in sources, and its error wraps ErrStats as well.
 func (o *Observer) AddKafka(sources ...KafkaSource) error {
 	if err := nilElements("sources", sources); err != nil {
 		return err
 	}
-	var dups []KafkaSource
+	// dups are the Stats to read of the duplicates (dups[i] that of the
+	// source at places[i]), one of a source added through its guard, as
+	// a scrape reads it, so that a Stats that blocks is not called again
+	// meanwhile.
+	var dups []statsCall[kafka.Stats]
+	var places []int
 	o.mu.Lock()
 	for i, s := range sources {
-		if slices.ContainsFunc(o.kafka, sameKafka(s)) || slices.ContainsFunc(sources[:i], sameSource(s)) {
-			dups = append(dups, s)
+		if j := slices.IndexFunc(o.kafka, sameKafka(s)); j >= 0 {
+			dups = append(dups, statsCall[kafka.Stats]{g: o.kafka[j].g, what: fmt.Sprintf("Kafka source %d", j), f: s.Stats})
+		} else if slices.ContainsFunc(sources[:i], sameSource(s)) {
+			dups = append(dups, statsCall[kafka.Stats]{g: new(guard[kafka.Stats]), what: fmt.Sprintf("sources[%d]", i), f: s.Stats})
+		} else {
+			continue
 		}
+		places = append(places, i)
 	}
 	if len(dups) == 0 {
 		for _, s := range sources {
@@ -339,9 +382,14 @@ func (o *Observer) AddKafka(sources ...KafkaSource) error {
 		}
 	}
 	o.mu.Unlock()
+	sts, readErrs := readNow(o.timeout, dups) // to name them, without the lock
 	errs := make([]error, len(dups))
-	for i, s := range dups { // its Stats, to name it, read without the lock
-		errs[i] = fmt.Errorf("%w: the Kafka source of group %q", ErrDuplicate, labelValue(s.Stats().GroupID))
+	for i := range dups {
+		if readErrs[i] != nil {
+			errs[i] = fmt.Errorf("%w: the Kafka source sources[%d], whose group is unknown: %w", ErrDuplicate, places[i], readErrs[i])
+			continue
+		}
+		errs[i] = fmt.Errorf("%w: the Kafka source of group %q", ErrDuplicate, labelValue(sts[i].GroupID))
 	}
 	return errors.Join(errs...)
 }

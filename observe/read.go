@@ -23,7 +23,10 @@ const MaxStatsTimeout = time.Minute
 // could not be read: it panicked, or did not return within
 // Options.StatsTimeout. The error names the thing (a pipeline by the
 // name it was added under, a Kafka source by its place among those
-// added, a topic or a Pulsar subscription by its name).
+// added, a topic or a Pulsar subscription by its name). Add, Replace and
+// AddKafka, which read a Stats before the thing is added, return such an
+// error naming it by its place among their arguments ("pipelines[1]",
+// "sources[0]"), or, for Replace, as "the pipeline".
 var ErrStats = errors.New("observe: reading stats failed")
 
 // guard is what the Observer keeps of one thing added between reads of
@@ -102,6 +105,35 @@ func (c *call[S]) wait(ctx context.Context, timeout time.Duration) (S, error) {
 		}
 		return zero, fmt.Errorf("%w: %s: %w", ErrStats, c.what, context.Cause(ctx))
 	}
+}
+
+// statsCall is one Stats to read while adding something: f, called
+// through g, named what in its error.
+type statsCall[S any] struct {
+	g    *guard[S]
+	what string
+	f    func() S
+}
+
+// readNow calls each of cs as read does (through its guard, on a
+// goroutine of its own, a panic recovered), all at once, and waits for
+// them until timeout ends: it returns the stats of each, or the error,
+// wrapping ErrStats, that kept it from being read.
+func readNow[S any](timeout time.Duration, cs []statsCall[S]) ([]S, []error) {
+	if len(cs) == 0 {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	calls := make([]*call[S], len(cs))
+	for i, c := range cs {
+		calls[i] = c.g.start(c.what, timeout, c.f)
+	}
+	sts, errs := make([]S, len(cs)), make([]error, len(cs))
+	for i, c := range calls {
+		sts[i], errs[i] = c.wait(ctx, timeout)
+	}
+	return sts, errs
 }
 
 // reading is one read of the Stats of everything added, each with the
