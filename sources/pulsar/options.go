@@ -1,8 +1,6 @@
 package pulsar
 
 import (
-	"time"
-
 	"fmt"
 	"log/slog"
 
@@ -111,9 +109,15 @@ type Options struct {
 	// SubscriptionInitialPosition, NackRedeliveryDelay, DLQ,
 	// EnableBatchIndexAcknowledgment, KeySharedPolicy, AckGroupingOptions).
 	// A NackRedeliveryDelay set must be at least 1ms (0 is the client's
-	// default, 1 minute). The fields the source sets itself must be left
-	// zero, or Validate rejects them: Topic, Topics, TopicsPattern, SubscriptionName, Type,
-	// Name, EventListener, MessageChannel, ReceiverQueueSize,
+	// default, 1 minute). A NackBackoffPolicy is called through the
+	// source: a delay it returns below 1ms (zero or negative included)
+	// counts as 1ms, since pulsar-client-go ticks every third of the delay
+	// and cannot tick shorter; a panic in it is recovered and logged as one
+	// error line on the stage's logger, and the message then waits
+	// NackRedeliveryDelay (or the client's 1 minute when that is 0). The
+	// fields the source sets itself must be left zero, or Validate rejects
+	// them: Topic, Topics, TopicsPattern, SubscriptionName, Type, Name,
+	// EventListener, MessageChannel, ReceiverQueueSize,
 	// EnableZeroQueueConsumer, EnableAutoScaledReceiverQueueSize.
 	// Interceptors are kept and called first: the source adds its own after
 	// them, to learn when a consumer closes and to count dead letters.
@@ -224,7 +228,7 @@ func (o Options) Validate() error {
 	}
 	// pulsar-client-go ticks every third of the delay, and its ticker
 	// panics below 3ns (so does a negative delay).
-	if d := c.NackRedeliveryDelay; d != 0 && d < time.Millisecond {
+	if d := c.NackRedeliveryDelay; d != 0 && d < minNackDelay {
 		errs = append(errs, validate.Field("pulsar.consumer.nackRedeliveryDelay", "gte",
 			"must be 0 (the client's default, 1 minute) or at least 1ms"))
 	}

@@ -217,6 +217,11 @@ func (s *Source) subscribe(ctx context.Context, st *producer.Stage[[]byte], topi
 	co.SubscriptionName = s.opts.Subscription
 	co.Type = s.opts.SubscriptionType.pulsar()
 	co.Name = s.consumerName(st)
+	log := st.Logger().With(slog.String("topic", topic))
+	if co.NackBackoffPolicy != nil {
+		co.NackBackoffPolicy = newNackPolicy(co.NackBackoffPolicy, co.NackRedeliveryDelay,
+			log.With(slog.String("consumer", co.Name)))
+	}
 	// Unbuffered: the client counts a message as consumed, towards its
 	// next grant to the broker, when the source takes it.
 	ch := make(chan pulsar.ConsumerMessage)
@@ -283,7 +288,7 @@ func (s *Source) subscribe(ctx context.Context, st *producer.Stage[[]byte], topi
 		name:   co.Name,
 		c:      r.c,
 		ch:     ch,
-		log:    st.Logger().With(slog.String("topic", topic)),
+		log:    log,
 		events: events,
 		plan:   r.plan,
 		wake:   make(chan struct{}, 1),
