@@ -1,9 +1,11 @@
 package topic
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sort"
 	"sync"
@@ -444,11 +446,12 @@ func (h *Handle[T]) Subscribe(mode SubscriptionMode, opts SubscriberOptions) (*S
 
 // Tracked returns a new tracked publisher. Zero fields of opts take the
 // topic's ack_propagation values. It returns ErrTopicClosed on a closed
-// topic, a validate.Errors for negative options or a MaxInFlight above
-// MaxInFlightLimit, or, when the topic's backend does not declare
-// PropagationAuto (it cannot carry outcomes back to publishers), an
-// [*UnsupportedError] naming ack_propagation.mode auto. On a zero Handle
-// it returns an error wrapping ErrNotCreated.
+// topic, a validate.Errors for a negative MaxInFlight, a MaxInFlight
+// above MaxInFlightLimit or a Timeout other than 0 below 1ms, or, when the
+// topic's backend does not declare PropagationAuto (it cannot carry
+// outcomes back to publishers), an [*UnsupportedError] naming
+// ack_propagation.mode auto. On a zero Handle it returns an error wrapping
+// ErrNotCreated.
 func (h *Handle[T]) Tracked(opts TrackedOptions) (*TrackedPublisher[T], error) {
 	if h.state == nil {
 		return nil, errZeroHandle
@@ -474,7 +477,8 @@ func (h *Handle[T]) Tracked(opts TrackedOptions) (*TrackedPublisher[T], error) {
 	all := h.opts.Mode == BroadcastOnly && h.opts.Broadcast.AckMode == AckAll
 	// Only the in-memory backend counts every delivery of a publish; a
 	// durable backend delivers a nacked message again.
-	c := newTrackerCore(all, h.mem != nil, opts.MaxInFlight, opts.Timeout, &h.inFlight)
+	log := cmp.Or(opts.Logger, slog.Default())
+	c := newTrackerCore(all, h.mem != nil, opts.MaxInFlight, opts.Timeout, &h.inFlight, h.name, log)
 	if h.trackers == nil {
 		h.trackers = make(map[*trackerCore]struct{})
 	}
@@ -635,7 +639,14 @@ func (s *Subscription[T]) recv(ctx context.Context, max int) (int, error) {
 	}
 	s.mu.Lock()
 	if s.closed {
+		// Taken while the subscription was closing: an in-memory group
+		// member gives it back to its group, where another member takes
+		// it; any other subscription drops it.
 		s.mu.Unlock()
+		if s.member != nil {
+			s.member.giveBack(s.buf[:n])
+			return 0, ErrSubscriptionClosed
+		}
 		for i := range n {
 			s.buf[i].Ticket.Drop(ErrDeliveryDropped)
 			s.buf[i] = Envelope[T]{}
@@ -737,7 +748,11 @@ func (s *Subscription[T]) take(id MessageID) *Ticket {
 // nacked, and (for the last member of a group or a broadcast subscriber)
 // those delivered to it but not yet received, resolve as Nacked with
 // ErrDeliveryDropped. A Receive waiting concurrently returns
-// ErrSubscriptionClosed. Idempotent.
+// ErrSubscriptionClosed. On the in-memory backend a group member takes no
+// message once its Close has begun: a message a concurrent Receive took
+// as Close began is not returned but goes back to the head of the group's
+// queue, for the other members (or, when none is left, resolves as
+// Nacked with ErrDeliveryDropped if tracked). Idempotent.
 func (s *Subscription[T]) Close() {
 	if s.st == nil {
 		return

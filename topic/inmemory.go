@@ -307,7 +307,11 @@ type memMember[T any] struct {
 }
 
 // Receive implements SubscriptionState. Close wakes it through the stop
-// channel, used as the queue's alarm.
+// channel, used as the queue's alarm. A member whose Close has begun takes
+// nothing from the group: what a Receive took while Close began (woken
+// for a message and for Close at once, or between its first look at
+// closed and the queue) goes back to the head of the group's queue, for
+// the other members, and Receive returns ErrSubscriptionClosed.
 func (m *memMember[T]) Receive(ctx context.Context, dst []Envelope[T]) (int, error) {
 	if m.closed.Load() {
 		return 0, ErrSubscriptionClosed
@@ -319,12 +323,42 @@ func (m *memMember[T]) Receive(ctx context.Context, dst []Envelope[T]) (int, err
 	if n == 0 && err == nil {
 		return 0, ErrSubscriptionClosed
 	}
+	if n > 0 && m.closed.Load() {
+		m.putBack(m.buf[:n])
+		return 0, ErrSubscriptionClosed
+	}
 	for i := range n {
 		me := &m.buf[i]
 		dst[i] = me.envelope()
 		*me = memEnv[T]{}
 	}
 	return n, err
+}
+
+// giveBack returns envs, which a Receive of m took from the group, to the
+// group (see putBack). It runs on the receiving goroutine: it uses m.buf.
+func (m *memMember[T]) giveBack(envs []Envelope[T]) {
+	buf := m.buf[:len(envs)]
+	for i := range envs {
+		buf[i] = memEnvOf(&envs[i])
+		envs[i] = Envelope[T]{}
+	}
+	m.putBack(buf)
+}
+
+// putBack puts msgs, which a Receive of m took from the group, back at the
+// head of the group's queue, in order, for the group's other members. When
+// the queue is closed (the group lost its last member, or the topic was
+// closed) nobody can take them any more: their tracked publishes are
+// nacked with ErrDeliveryDropped, as for the messages the last member
+// leaves queued. msgs is cleared.
+func (m *memMember[T]) putBack(msgs []memEnv[T]) {
+	if err := m.g.q.PutFront(msgs); err != nil {
+		for i := range msgs {
+			msgs[i].ticket.Drop(ErrDeliveryDropped)
+		}
+	}
+	clear(msgs)
 }
 
 // Settle implements SubscriptionState: the in-memory backend does not

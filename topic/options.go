@@ -2,6 +2,7 @@ package topic
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 	"unicode/utf8"
 
@@ -452,10 +453,17 @@ type TrackedOptions struct {
 	// reports MaxInFlightReached at the bound. At most MaxInFlightLimit.
 	MaxInFlight int `name:"max_in_flight" validate:"gte=0,lte=1048576"`
 	// Timeout resolves a publish as TimedOut when no outcome arrived in time.
-	Timeout time.Duration `validate:"gte=0"`
+	// Zero takes the topic's ack_propagation.timeout; a timeout set must be
+	// at least 1ms (a shorter one would keep the publisher's timer firing
+	// without pause).
+	Timeout time.Duration `validate:"omitempty,gte=1ms"`
 	// OnFull is the balanced full-queue policy of Publish and PublishFunc
 	// (a per-publisher override of balanced.on_full). Default Block.
 	OnFull OnFull `name:"on_full"`
+	// Logger receives the publisher's events: a done callback of
+	// PublishFunc (or its siblings) that panicked is logged there, once,
+	// at error level. Nil means slog.Default().
+	Logger *slog.Logger `name:"-" validate:"-"`
 }
 
 // WithDefaults returns o unchanged: a zero field takes the topic's
@@ -463,7 +471,8 @@ type TrackedOptions struct {
 func (o TrackedOptions) WithDefaults() TrackedOptions { return o }
 
 // Validate returns nil or a [validate.Errors] naming every broken rule
-// (a negative MaxInFlight or Timeout, an unknown OnFull).
+// (a negative MaxInFlight, a Timeout other than 0 below 1ms, an unknown
+// OnFull).
 func (o TrackedOptions) Validate() error { return validateTracked(o) }
 
 func validateTracked(o TrackedOptions) error {

@@ -412,3 +412,31 @@ func TestTrackedOptionsValidate(t *testing.T) {
 		t.Fatalf("valid options: %v", err)
 	}
 }
+
+// Guarantee: a tracked publisher's Timeout is 0 (the topic's) or at least
+// 1ms: a shorter positive one, whose timer would fire without pause, is
+// refused by Validate and by Handle.Tracked with an error naming the field
+// and the rule, and 1ms is accepted.
+func TestTrackedTimeoutIsAtLeastOneMillisecond(t *testing.T) {
+	h := newIntTopic(t, topic.Options{})
+	for _, d := range []time.Duration{time.Nanosecond, time.Microsecond, time.Millisecond - 1} {
+		_, terr := h.Tracked(topic.TrackedOptions{Timeout: d})
+		for call, err := range map[string]error{"Validate": topic.TrackedOptions{Timeout: d}.Validate(), "Tracked": terr} {
+			var errs validate.Errors
+			if !errors.As(err, &errs) || !errs.Has("timeout", "gte") || !strings.Contains(err.Error(), "timeout must be ≥ 1ms") {
+				t.Errorf("%s with Timeout %s = %v, want a validate.Errors saying timeout must be ≥ 1ms", call, d, err)
+			}
+		}
+	}
+	for _, d := range []time.Duration{0, time.Millisecond} {
+		if err := (topic.TrackedOptions{Timeout: d}).Validate(); err != nil {
+			t.Errorf("Timeout %s refused by Validate: %v", d, err)
+		}
+		p, err := h.Tracked(topic.TrackedOptions{Timeout: d})
+		if err != nil {
+			t.Errorf("Timeout %s refused by Tracked: %v", d, err)
+			continue
+		}
+		p.Close()
+	}
+}

@@ -3,10 +3,14 @@ package topic
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/boulevard-go/boulevard/message"
 )
 
 // ErrNacked is the Reason of a Nack whose subscriber gave no reason.
@@ -207,7 +211,7 @@ func (t *Ticket) resolveFrom(w uint64, r Result) bool {
 	// done has returned.
 	t.core.finish(t)
 	if t.done != nil {
-		t.done(r)
+		t.core.report(t.done, r)
 	} else {
 		t.rc.res = r
 		close(t.rc.done)
@@ -225,6 +229,8 @@ type trackerCore struct {
 	timeout  time.Duration
 	sem      chan struct{} // one token per in-flight publish
 	inFlight *atomic.Int64 // the topic's counter
+	topic    Name          // what a panic of a done callback is logged with
+	log      *slog.Logger
 
 	mu         sync.Mutex
 	head, tail *Ticket
@@ -244,14 +250,17 @@ type trackerCore struct {
 
 // newTrackerCore starts a tracked publisher's core. reuse recycles its
 // callback tickets, which is safe only on a backend that never delivers a
-// message more often than it told SetRecipients.
-func newTrackerCore(all, reuse bool, maxInFlight int, timeout time.Duration, inFlight *atomic.Int64) *trackerCore {
+// message more often than it told SetRecipients. A done callback that
+// panics is logged to log, naming topic.
+func newTrackerCore(all, reuse bool, maxInFlight int, timeout time.Duration, inFlight *atomic.Int64, topic Name, log *slog.Logger) *trackerCore {
 	c := &trackerCore{
 		all:       all,
 		reuse:     reuse,
 		timeout:   timeout,
 		sem:       make(chan struct{}, maxInFlight),
 		inFlight:  inFlight,
+		topic:     topic,
+		log:       log,
 		kick:      make(chan struct{}, 1),
 		closeDone: make(chan struct{}),
 	}
@@ -317,6 +326,29 @@ func (c *trackerCore) begin(ctx context.Context, wait bool, done func(Result)) (
 	}
 	c.inFlight.Add(1)
 	return t, true, nil
+}
+
+// donePanicked is the message a tracked publisher logs a panic of a done
+// callback with.
+const donePanicked = "tracked publish: done callback panicked; the publish stays settled with the outcome it was given"
+
+// report calls done with r. A panic in done is contained: it is logged
+// once, at error level, with the topic, the outcome, the panic as a
+// *message.PanicError and its stack, and report returns as if done had,
+// so that whatever settled the publish (a subscriber's Ack or Nack, the
+// timeout goroutine, Close) goes on.
+func (c *trackerCore) report(done func(Result), r Result) {
+	defer c.recoverDone(r.Outcome)
+	done(r)
+}
+
+// recoverDone, deferred by report, recovers and logs a panic of done.
+func (c *trackerCore) recoverDone(o ReceiptOutcome) {
+	if v := recover(); v != nil {
+		err := &message.PanicError{Value: v, Stack: debug.Stack()}
+		c.log.Error(donePanicked, slog.String("topic", string(c.topic)), slog.String("outcome", o.String()),
+			slog.Any("error", err), slog.String("stack", string(err.Stack)))
+	}
 }
 
 // recycle puts t, which nothing references any more, on the free list in
@@ -526,7 +558,10 @@ func (p *TrackedPublisher[T]) PublishHeaders(ctx context.Context, v T, hdr Heade
 // goroutine, Close), instead of through a Receipt. done must not block, and
 // must not close the publisher or its topic (closing waits for the timeout
 // goroutine, which may be the one running done). It is not called when
-// PublishFunc returns an error.
+// PublishFunc returns an error. A panic in done is recovered and logged
+// once, at error level, to TrackedOptions.Logger: the publish stays
+// settled with the outcome done was given, and the goroutine that called
+// done goes on.
 func (p *TrackedPublisher[T]) PublishFunc(ctx context.Context, v T, done func(Result)) error {
 	_, err := p.publish(ctx, v, nil, done)
 	return err

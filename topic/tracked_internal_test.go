@@ -2,6 +2,7 @@ package topic
 
 import (
 	"context"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,7 +13,7 @@ import (
 // generation it read is stale.
 func TestStaleTimeoutIgnoresRecycledTicket(t *testing.T) {
 	var inFlight atomic.Int64
-	c := newTrackerCore(false, true, 4, time.Hour, &inFlight)
+	c := newTrackerCore(false, true, 4, time.Hour, &inFlight, "t", slog.Default())
 	defer c.close(ErrPublisherClosed)
 	var first, second []ReceiptOutcome
 	ctx := context.Background()

@@ -1,0 +1,121 @@
+package topic_test
+
+import (
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/boulevard-go/boulevard/topic"
+)
+
+// logLines is an io.Writer keeping what a slog text handler writes, one
+// record per Write.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	l.lines = append(l.lines, string(p))
+	l.mu.Unlock()
+	return len(p), nil
+}
+
+// all returns the records written so far.
+func (l *logLines) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.lines...)
+}
+
+// Guarantee: a done callback that panics costs one error log line on the
+// publisher's Logger, whichever goroutine settled its publish (a
+// subscriber's Ack, the timeout goroutine, Close): that goroutine goes on,
+// the Ack or Close returns normally, the publish stays settled once with
+// the outcome done was given, and its in-flight slot is free.
+func TestPanickingDoneCallbackIsLoggedAndContained(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logged logLines
+		h := newIntTopic(t, topic.Options{})
+		sub := subscribeInt(t, h, topic.Balanced("g"))
+		p := newTracked(t, h, topic.TrackedOptions{Timeout: time.Second, MaxInFlight: 1,
+			Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+		var calls atomic.Int32
+		done := func(r topic.Result) {
+			calls.Add(1)
+			panic("done given " + r.Outcome.String())
+		}
+		// expect checks that the publish just settled called done once
+		// more (calls in all) and cost one more error line, which names
+		// the topic and outcome.
+		expect := func(step string, calls0 int32, outcome topic.ReceiptOutcome) {
+			t.Helper()
+			if c := calls.Load(); c != calls0 {
+				t.Fatalf("%s: done called %d times in all, want %d", step, c, calls0)
+			}
+			lines := logged.all()
+			if len(lines) != int(calls0) {
+				t.Fatalf("%s: %d log lines after %d panics, want one each: %q", step, len(lines), calls0, lines)
+			}
+			last := lines[len(lines)-1]
+			for _, want := range []string{"level=ERROR", "done callback panicked", "topic=t", "outcome=" + outcome.String(),
+				`"panic: done given ` + outcome.String() + `"`, "stack="} {
+				if !strings.Contains(last, want) {
+					t.Fatalf("%s: log line %q does not contain %q", step, last, want)
+				}
+			}
+			if n := p.InFlight(); n != 0 {
+				t.Fatalf("%s: InFlight = %d after the publish settled, want 0", step, n)
+			}
+		}
+
+		// Settled by a subscriber's Ack.
+		if err := p.PublishFunc(t.Context(), 1, done); err != nil {
+			t.Fatal(err)
+		}
+		it, err := sub.Receive(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sub.Ack(it.ID); err != nil {
+			t.Fatalf("Ack whose done panicked = %v, want nil", err)
+		}
+		expect("ack", 1, topic.Acked)
+		if err := sub.Ack(it.ID); !errors.Is(err, topic.ErrMessageNotTracked) {
+			t.Fatalf("second Ack = %v, want ErrMessageNotTracked (settled once)", err)
+		}
+
+		// Settled by the timeout goroutine, twice: it outlives the first
+		// panic.
+		for i, calls0 := range []int32{2, 3} {
+			if err := p.PublishFunc(t.Context(), 2+i, done); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := sub.Receive(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2 * time.Second) // past the timeout
+			synctest.Wait()
+			expect("timeout", calls0, topic.TimedOut)
+		}
+
+		// Settled by Close.
+		if err := p.PublishFunc(t.Context(), 4, done); err != nil {
+			t.Fatal(err)
+		}
+		if it, err = sub.Receive(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		p.Close()
+		expect("close", 4, topic.TopicClosed)
+		if err := sub.Ack(it.ID); !errors.Is(err, topic.ErrMessageNotTracked) || calls.Load() != 4 {
+			t.Fatalf("Ack after Close = %v with done called %d times, want ErrMessageNotTracked and 4 (settled once)", err, calls.Load())
+		}
+	})
+}
