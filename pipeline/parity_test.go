@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/boulevard-go/boulevard/acker"
@@ -246,6 +247,62 @@ func TestUpdateRateLimitValidatesOneField(t *testing.T) {
 	if err := p.ResetRateLimit(); !errors.Is(err, producer.ErrNoRateLimit) {
 		t.Errorf("ResetRateLimit without a limit = %v", err)
 	}
+}
+
+// Guarantee: UpdateRateLimit refuses a nil function with
+// ErrNilRateLimitFunc and returns a panic in its function as an error
+// wrapping *message.PanicError, even after the function changed its copy:
+// either way the limit in force stays as it was, the running pipeline goes
+// on under it, and a later update takes effect.
+func TestUpdateRateLimitRefusesNilAndContainsPanic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := acker.NewRecorder(false)
+		old := producer.RateLimit{Allowed: 1, Interval: time.Second}
+		p := mustNew(t, pipeline.Options[uint64, uint64]{
+			Name: "rate",
+			Producer: producer.Options[uint64]{
+				Source:    &gridSource{feeds: 1, perFeed: 10, ack: rec},
+				RateLimit: &old,
+			},
+			Processors: processor.Options[uint64, uint64]{Handle: identity},
+		})
+		if err := p.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // the first message passed; the next waits for a token
+		if n := rec.Total(); n != 1 {
+			t.Fatalf("%d messages passed a limit of 1 per second at once, want 1", n)
+		}
+		if err := p.UpdateRateLimit(nil); !errors.Is(err, pipeline.ErrNilRateLimitFunc) {
+			t.Fatalf("UpdateRateLimit(nil) = %v, want ErrNilRateLimitFunc", err)
+		}
+		err := p.UpdateRateLimit(func(rl *producer.RateLimit) {
+			rl.Allowed = 1000
+			panic("no limit for you")
+		})
+		var pe *message.PanicError
+		if !errors.As(err, &pe) || pe.Value != "no limit for you" {
+			t.Fatalf("UpdateRateLimit with a panicking function = %v, want a *message.PanicError", err)
+		}
+		if rl := p.RateLimit(); rl == nil || *rl != old {
+			t.Fatalf("limit %+v after the refused updates, want %+v", rl, old)
+		}
+		// Still one message a second: the second passes at 1s, the
+		// third at 2s.
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		if n := rec.Total(); n != 2 {
+			t.Fatalf("%d messages passed in 1.5s under a limit of 1 per second, want 2", n)
+		}
+		if err := p.UpdateRateLimit(func(rl *producer.RateLimit) { rl.Allowed = 1000 }); err != nil {
+			t.Fatalf("UpdateRateLimit after the refused ones: %v", err)
+		}
+		<-p.Done()
+		assertExactlyOnce(t, rec, 10)
+		if err := p.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // Guarantee: a message Prepare fails is not given to Handle (unlike
