@@ -409,7 +409,9 @@ func (m *Message[T]) Deferred() bool { return m.st.deferred }
 // to its batcher as a copy that no longer belongs to its source: it carries
 // the payload, routing and partition key but no Metadata (the source may
 // reuse it), and whatever becomes of it in the batch stage, its outcome is
-// not reported again. In a pipeline without batchers, and on a deferred message (see
+// not reported again: a drain cut short drops it if its batch was not
+// handled, and the stages count it as dropped, not as unhandled. In a
+// pipeline without batchers, and on a deferred message (see
 // Defer), it changes nothing.
 func (m *Message[T]) AckImmediately() { m.st.ackNow = true }
 

@@ -67,6 +67,7 @@ var (
 	batSucceeded = desc("batcher_messages_succeeded_total", "Messages of handled batches that succeeded.", lPipeline, lBatcher)
 	batFailed    = desc("batcher_messages_failed_total", "Messages of handled batches that failed, by the disposition they were acknowledged with.", lPipeline, lBatcher, lDisposition)
 	batUnhandled = desc("batcher_messages_unhandled_total", "Messages left unacknowledged in the batcher because the drain was cut short before their batch was handled.", lPipeline, lBatcher)
+	batDropped   = desc("batcher_messages_dropped_total", "Messages acknowledged by their processor already, or deferred, that the drain cut short left in the batcher before their batch was handled.", lPipeline, lBatcher)
 	batInFlight  = desc("batcher_messages_in_flight", "Messages taken in and not yet acknowledged: in open batches, waiting for a batch processor, or being handled.", lPipeline, lBatcher)
 	batQueued    = desc("batcher_queue_messages", "Messages waiting in the batcher's input queues.", lPipeline, lBatcher)
 	batQueueCap  = desc("batcher_queue_capacity_messages", "Capacity of the batcher's input queues together.", lPipeline, lBatcher)
@@ -84,7 +85,7 @@ var allDescs = []*prometheus.Desc{
 	producerState, producerRestarts, producerFailures, producerBuffered, producerUnhandled, producerStateTime,
 	feedGranted, feedOutstanding, feedDelivered, feedDispatched,
 	procReceived, procSucceeded, procFailed, procUnhandled, procInFlight, procQueued, procQueueCap, procBusy, procWorkers, procDuration,
-	batReceived, batBatches, batSize, batSucceeded, batFailed, batUnhandled, batInFlight, batQueued, batQueueCap, batBatchesQ, batBusy, batWorkers, batDuration,
+	batReceived, batBatches, batSize, batSucceeded, batFailed, batUnhandled, batDropped, batInFlight, batQueued, batQueueCap, batBatchesQ, batBusy, batWorkers, batDuration,
 }
 
 // Describe sends the descriptions of every metric the Observer may
@@ -296,6 +297,7 @@ func collectPipeline(ch chan<- prometheus.Metric, st pipeline.Stats) {
 		counter(ch, batSucceeded, float64(b.Succeeded), name, b.Name)
 		failures(ch, batFailed, b.Failed, name, b.Name)
 		counter(ch, batUnhandled, float64(b.Unhandled), name, b.Name)
+		counter(ch, batDropped, float64(b.Dropped), name, b.Name)
 		gauge(ch, batInFlight, float64(b.InFlight), name, b.Name)
 		gauge(ch, batQueued, float64(b.Queued), name, b.Name)
 		gauge(ch, batQueueCap, float64(b.QueueCapacity), name, b.Name)

@@ -306,14 +306,21 @@ func newRegistry(t *testing.T, c prometheus.Collector) *prometheus.Registry {
 // is 0 and what the hard stop left unacknowledged in the batcher (the
 // batches its batch processor never handled) is counted in
 // boulevard_batcher_messages_unhandled_total, as the processors count
-// theirs in boulevard_processor_messages_unhandled_total.
+// theirs in boulevard_processor_messages_unhandled_total; a message its
+// processor acknowledged already (AckImmediately) left there is counted
+// in boulevard_batcher_messages_dropped_total instead.
 func TestBatcherInFlightIsZeroAfterACutShortDrain(t *testing.T) {
 	var started atomic.Bool
 	p, err := pipeline.New(pipeline.Options[int, int]{
 		Name:            "cut",
 		ShutdownTimeout: 100 * time.Millisecond, // the handler below only returns once it passes
 		Processors: processor.Options[int, int]{Concurrency: 1,
-			Handle: func(_ context.Context, m *message.Message[int]) (int, error) { return m.Data, nil }},
+			Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+				if m.Data == 3 {
+					m.AckImmediately()
+				}
+				return m.Data, nil
+			}},
 		Batchers: []batcher.Options[int]{{
 			Name: "default", BatchSize: 2, BatchTimeout: time.Hour, Concurrency: 1,
 			Handle: func(ctx context.Context, _ []*message.Message[int], _ message.BatchInfo) error {
@@ -336,14 +343,17 @@ func TestBatcherInFlightIsZeroAfterACutShortDrain(t *testing.T) {
 		return v == 5
 	})
 	stopCutShort(t, p)
-	if got := rec.Total(); got != 2 {
-		t.Fatalf("%d messages acknowledged, want 2 (the interrupted batch)", got)
+	if got := rec.Total(); got != 3 {
+		t.Fatalf("%d messages acknowledged, want 3 (the interrupted batch, and 3 by its processor)", got)
 	}
 	if v, ok := find(t, reg, "boulevard_batcher_messages_in_flight", labels); !ok || v != 0 {
 		t.Errorf("boulevard_batcher_messages_in_flight = %v (found %v) once the pipeline stopped, want 0", v, ok)
 	}
-	if v, ok := find(t, reg, "boulevard_batcher_messages_unhandled_total", labels); !ok || v != 3 {
-		t.Errorf("boulevard_batcher_messages_unhandled_total = %v (found %v), want 3 (batches {2,3} and {4})", v, ok)
+	if v, ok := find(t, reg, "boulevard_batcher_messages_unhandled_total", labels); !ok || v != 2 {
+		t.Errorf("boulevard_batcher_messages_unhandled_total = %v (found %v), want 2 (2 of batch {2,3}, and {4})", v, ok)
+	}
+	if v, ok := find(t, reg, "boulevard_batcher_messages_dropped_total", labels); !ok || v != 1 {
+		t.Errorf("boulevard_batcher_messages_dropped_total = %v (found %v), want 1 (3, acknowledged by its processor)", v, ok)
 	}
 }
 

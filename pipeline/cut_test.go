@@ -37,6 +37,10 @@ type pipelineCutShape struct {
 	partitioned                               bool
 	batchers                                  []batcherShape
 	shutdownTimeout, stopAfter                time.Duration
+	// reported: with batchers, the handler asks for one message in four
+	// to be acknowledged at once (message.AckImmediately), and defers one
+	// in four, reporting its outcome itself.
+	reported bool
 }
 
 // batcherShape is one random batcher of a pipelineCutShape.
@@ -64,6 +68,7 @@ func newPipelineCutShape(rng *rand.Rand) pipelineCutShape {
 			timeout:     time.Duration(1+rng.IntN(20)) * time.Millisecond,
 		})
 	}
+	c.reported = len(c.batchers) > 0 && rng.IntN(2) == 0
 	return c
 }
 
@@ -77,10 +82,11 @@ func cutBatcherName(i int) string {
 }
 
 // Guarantee: however a pipeline is shaped (processors and batchers,
-// partitioned or not) and wherever a drain cut short by the shutdown
-// timeout finds its messages, every message the pipeline took either got
-// exactly one outcome or is counted exactly once among the processors' and
-// the batchers' Unhandled, and in exactly one of their warnings.
+// partitioned or not, messages acknowledged at once or deferred by their
+// handler) and wherever a drain cut short by the shutdown timeout finds
+// its messages, every message the pipeline took either got exactly one
+// outcome or is counted exactly once among the processors' and the
+// batchers' Unhandled, and in exactly one of their warnings.
 func TestCutShortPipelineCountsEveryUnacknowledgedMessageOnce(t *testing.T) {
 	testsize.Seeds(t, pipelineCutSeeds(t), func(t *testing.T, seed uint64, rng *rand.Rand) {
 		runPipelineCut(t, seed, newPipelineCutShape(rng))
@@ -98,6 +104,9 @@ func cutOptions(c pipelineCutShape, log *stagetest.UnackedLog) pipeline.Options[
 			Handle: func(ctx context.Context, m *message.Message[uint64]) (uint64, error) {
 				if len(c.batchers) > 0 {
 					m.SetBatcher(cutBatcherName(int(m.Data % uint64(len(c.batchers)))))
+				}
+				if c.reported {
+					stagetest.ReportEarly(ctx, m, m.Data)
 				}
 				return m.Data, stagetest.Work(ctx, m.Data)
 			},

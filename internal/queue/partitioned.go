@@ -48,6 +48,20 @@ func (p *Partitioned[T]) Len() int { return len(p.queues) }
 // keys: a large batch returns soon after ctx ends (the window under way is
 // finished first), not only once every key has been computed.
 func (p *Partitioned[T]) PublishBatch(ctx context.Context, items []T) (int, error) {
+	return p.publishBatch(ctx, items, false)
+}
+
+// PublishBatchTakenFirst is PublishBatch, except that when it stops early
+// it reorders items so that the n items it published come first,
+// items[:n], and those it did not publish after them, each keeping its
+// order within its partition: the caller can tell which items were
+// taken. It reorders nothing when it publishes every item, and costs
+// nothing more than PublishBatch then. The caller must own items.
+func (p *Partitioned[T]) PublishBatchTakenFirst(ctx context.Context, items []T) (int, error) {
+	return p.publishBatch(ctx, items, true)
+}
+
+func (p *Partitioned[T]) publishBatch(ctx context.Context, items []T, takenFirst bool) (int, error) {
 	if len(p.queues) == 1 {
 		return p.queues[0].PublishBatch(ctx, items)
 	}
@@ -65,7 +79,7 @@ func (p *Partitioned[T]) PublishBatch(ctx context.Context, items []T) (int, erro
 			err = ctx.Err()
 			break
 		}
-		total, err = p.publishWindow(ctx, parts, items[start:min(start+p.window, len(items))], total)
+		total, err = p.publishWindow(ctx, parts, items[start:min(start+p.window, len(items))], total, takenFirst)
 	}
 	p.scratch.Put(sp)
 	return total, err
@@ -73,8 +87,9 @@ func (p *Partitioned[T]) PublishBatch(ctx context.Context, items []T) (int, erro
 
 // publishWindow publishes items (at most a window) through the scratch
 // slices parts, which it leaves empty, and returns total plus how many it
-// published.
-func (p *Partitioned[T]) publishWindow(ctx context.Context, parts [][]T, items []T, total int) (int, error) {
+// published. With takenFirst, when it stops early it puts the items it
+// published at the front of items.
+func (p *Partitioned[T]) publishWindow(ctx context.Context, parts [][]T, items []T, total int, takenFirst bool) (int, error) {
 	// Items come in runs of one key (a source's partition): hash a key only
 	// when it differs from the previous item's.
 	var last string
@@ -87,11 +102,26 @@ func (p *Partitioned[T]) publishWindow(ctx context.Context, parts [][]T, items [
 	}
 	var err error
 	for i, part := range parts {
-		if len(part) > 0 && err == nil {
+		if len(part) > 0 {
 			var n int
 			n, err = p.queues[i].PublishBatch(ctx, part)
 			total += n
+			if err != nil {
+				if takenFirst {
+					// The partitions before i took all their
+					// items, partition i its first n, the
+					// others none: in that order, items'
+					// first n are those published.
+					k := 0
+					for _, q := range parts {
+						k += copy(items[k:], q)
+					}
+				}
+				break
+			}
 		}
+	}
+	for i, part := range parts {
 		clear(part)
 		parts[i] = part[:0]
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -177,5 +178,79 @@ func TestPartitionedTryPublishBatchPrefix(t *testing.T) {
 	q := NewPartitioned(1, 3, key)
 	if n, err := q.TryPublishBatch([]string{"a", "b", "c", "d"}); n != 3 || err != nil {
 		t.Fatalf("single-partition TryPublishBatch = %d, %v; want 3, nil", n, err)
+	}
+}
+
+// Guarantee: when PublishBatchTakenFirst stops early (here a context that
+// ends while a partition is full), the items it published are the first n
+// of its slice and the others follow, whichever partitions took theirs
+// and in whichever window it stopped; PublishBatch leaves its slice as it
+// was.
+func TestPartitionedPublishBatchTakenFirstPutsPublishedItemsFirst(t *testing.T) {
+	keys := make([]string, 3) // keys[i] maps to partition i
+	for _, k := range []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"} {
+		if i := KeyPartition(k, 3); keys[i] == "" {
+			keys[i] = k
+		}
+	}
+	if slices.Contains(keys, "") {
+		t.Fatal("test setup: need a key for each partition")
+	}
+	item := func(part int, n int) string { return fmt.Sprint(keys[part], n) }
+	for _, tc := range []struct {
+		name  string
+		batch []string
+		taken int
+	}{
+		// One window of 6: partition 0 takes both, partition 1 two of
+		// three, partition 2 is not reached.
+		{"partial partition", []string{item(2, 1), item(1, 1), item(0, 1), item(1, 2), item(1, 3), item(0, 2)}, 4},
+		// The first window fits; in the second, partition 0 is full.
+		{"second window", []string{item(0, 1), item(1, 1), item(2, 1), item(0, 2), item(1, 2), item(2, 2),
+			item(2, 3), item(0, 3), item(1, 3)}, 6},
+	} {
+		for _, takenFirst := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/takenFirst=%v", tc.name, takenFirst), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					p := NewPartitioned(3, 2, func(s string) string { return s[:1] })
+					ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+					defer cancel()
+					batch := slices.Clone(tc.batch)
+					publish := p.PublishBatch
+					if takenFirst {
+						publish = p.PublishBatchTakenFirst
+					}
+					n, err := publish(ctx, batch)
+					if n != tc.taken || !errors.Is(err, context.DeadlineExceeded) {
+						t.Fatalf("publish = %d, %v; want %d, the context's deadline", n, err, tc.taken)
+					}
+					var published []string
+					buf := make([]string, 8)
+					for i := range 3 {
+						k, _ := p.Partition(i).TryReceive(buf)
+						published = append(published, buf[:k]...)
+					}
+					if !takenFirst {
+						if !slices.Equal(batch, tc.batch) {
+							t.Fatalf("PublishBatch reordered its items: %v, was %v", batch, tc.batch)
+						}
+						return
+					}
+					got, rest := slices.Clone(batch[:n]), batch[n:]
+					slices.Sort(got)
+					slices.Sort(published)
+					if !slices.Equal(got, published) {
+						t.Fatalf("first %d items %v, but %v were published", n, batch[:n], published)
+					}
+					all := slices.Concat(got, rest)
+					slices.Sort(all)
+					want := slices.Clone(tc.batch)
+					slices.Sort(want)
+					if !slices.Equal(all, want) {
+						t.Fatalf("items %v after publishing, want a reordering of %v", batch, tc.batch)
+					}
+				})
+			})
+		}
 	}
 }

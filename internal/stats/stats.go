@@ -190,8 +190,10 @@ type Processors struct {
 	// Unhandled counts the messages taken in that a drain cut short left
 	// without an outcome from the processors: still queued for them, in a
 	// chunk before the handler saw them, or handled but not taken by
-	// their batcher (counted there, and not in Succeeded). It equals the
-	// sum of the "messages" attributes of the processors'
+	// their batcher (counted there, and not in Succeeded; but a message
+	// acknowledged with its chunk, message.AckImmediately, or deferred,
+	// message.Defer, had its outcome reported, and counts in Succeeded).
+	// It equals the sum of the "messages" attributes of the processors'
 	// shutdown-timeout warnings, and In = Succeeded + Failed + Unhandled
 	// once the processors have stopped.
 	Unhandled uint64
@@ -203,7 +205,9 @@ type Processors struct {
 	Queued, QueueCapacity int
 	// Busy is the time the processors spent handling chunks, all of them
 	// together, estimated from one chunk in 64 (each processor times its
-	// 1st, 65th, … chunk and counts it 64 times); BusyRatio is Busy ÷
+	// 1st, 65th, … chunk, see Busy): never more than the time the
+	// processors ran, and behind by up to 63 chunks of each processor
+	// until it times the next one or stops; BusyRatio is Busy ÷
 	// (Concurrency × the time since Start), from 0 (idle) to 1 (every
 	// processor always busy; the estimate is clamped there).
 	Busy      time.Duration
@@ -239,6 +243,15 @@ type Batcher struct {
 	// stopped. It equals the sum of the "messages" attributes of the
 	// batcher's shutdown-timeout warnings.
 	Unhandled uint64
+	// Dropped counts the messages taken in that a drain cut short left
+	// behind in the same places, but whose outcome was not the batcher's
+	// to report: acknowledged by their processor already
+	// (message.AckImmediately), or deferred (message.Defer). No batch
+	// handler saw them, and nothing is owed to their acknowledger, so they
+	// are not in Unhandled. It equals the sum of the "dropped" attributes
+	// of the batcher's shutdown-timeout warnings, and In = Succeeded +
+	// Failed + Unhandled + Dropped + InFlight.
+	Dropped uint64
 	// InFlight is the number of messages taken in and not yet
 	// acknowledged: in open batches, waiting for a batch processor, or in
 	// the batch handler.
@@ -250,9 +263,9 @@ type Batcher struct {
 	// Busy is the time the batch processors spent in the batch handler,
 	// all of them together, estimated from a sample of the batches: each
 	// batch processor times one batch in ⌈64 ÷ BatchSize⌉ (every batch
-	// when BatchSize ≥ 64; its 1st batch, then every ⌈64 ÷ BatchSize⌉-th)
-	// and counts it ⌈64 ÷ BatchSize⌉ times. BusyRatio is Busy ÷
-	// (Concurrency × the time since Start).
+	// when BatchSize ≥ 64; its 1st batch, then every ⌈64 ÷ BatchSize⌉-th,
+	// see Busy): never more than the time the batch processors ran.
+	// BusyRatio is Busy ÷ (Concurrency × the time since Start).
 	Busy      time.Duration
 	BusyRatio float64
 	// Latency is the batch handler's duration (seconds) on the batches

@@ -117,9 +117,10 @@ func (s *Batcher[T]) Name() string { return s.opts.Name }
 // Publish hands messages to the batcher (to their partitions when
 // partitioned). It blocks while the batcher's input is full and returns how
 // many messages it took, with ctx.Err() or queue.ErrClosed when it
-// stopped early.
+// stopped early: then the n it took are msgs[:n], the others follow (it
+// reorders msgs if it must, see queue.Partitioned.PublishBatchTakenFirst).
 func (s *Batcher[T]) Publish(ctx context.Context, msgs []*message.Message[T]) (int, error) {
-	return s.input.PublishBatch(ctx, msgs)
+	return s.input.PublishBatchTakenFirst(ctx, msgs)
 }
 
 // CloseInput closes the batcher's input: each partition then emits its open
@@ -182,11 +183,13 @@ func (s *Batcher[T]) Run(ctx context.Context) {
 // leftQueued takes, once every partition and batch processor has returned,
 // the batches left in the batch queues (only a hard stop leaves any) and
 // logs them in one warning: no batch processor handled them, and their
-// messages stay unacknowledged. Counted here, and not by the batch
-// processors, a queue shared by several of them is counted once.
+// messages stay unacknowledged (but those it drops, see left). Counted
+// here, and not by the batch processors, a queue shared by several of them
+// is counted once.
 func (s *Batcher[T]) leftQueued() {
 	var buf [16]message.Batch[T]
-	batches, msgs := 0, 0
+	batches := 0
+	var l left[T]
 	for _, q := range s.batches {
 		for {
 			n, _ := q.TryReceive(buf[:])
@@ -195,15 +198,46 @@ func (s *Batcher[T]) leftQueued() {
 			}
 			batches += n
 			for i := range buf[:n] {
-				msgs += len(buf[i].Messages)
+				l.add(buf[i].Messages)
 			}
 			clear(buf[:n])
 		}
 	}
 	if batches > 0 {
+		s.st.drop(l.dropped)
 		s.log.Warn("batcher stopped by the shutdown timeout; batches queued for a batch processor stay unacknowledged",
-			slog.Int("batches", batches), slog.Int("messages", msgs))
+			l.attrs(slog.Int("batches", batches))...)
 	}
+}
+
+// left counts the messages a hard stop leaves behind in the batcher: owed,
+// those that stay unacknowledged, for the source to deliver again; and
+// dropped, those whose outcome is not the batcher's to report (their
+// processor acknowledged them already, message.AckImmediately, or they
+// are deferred, message.Defer): no batch handler sees them, and no
+// acknowledgement is owed for them. Only the hard stop counts them, so
+// the messages' flags are read on that path alone.
+type left[T any] struct{ owed, dropped int }
+
+// add counts msgs.
+func (l *left[T]) add(msgs []*message.Message[T]) {
+	for _, m := range msgs {
+		if m.Acknowledged() || m.Deferred() {
+			l.dropped++
+		} else {
+			l.owed++
+		}
+	}
+}
+
+// attrs are a warning's attributes: attrs, "messages" (those owed) and,
+// when there are any, "dropped".
+func (l left[T]) attrs(attrs ...any) []any {
+	attrs = append(attrs, slog.Int("messages", l.owed))
+	if l.dropped > 0 {
+		attrs = append(attrs, slog.Int("dropped", l.dropped))
+	}
+	return attrs
 }
 
 // open is a batch being filled.
@@ -519,13 +553,15 @@ func (b *partition[T]) handOver(ctx context.Context) bool {
 // than leave messages nobody takes), takes what is left in it, and logs in
 // one warning every message that stays unacknowledged: those queued, rest
 // (the part of the chunk not yet taken in), those in open batches and
-// those of the emitted batches not handed over. It lets go of all of them.
+// those of the emitted batches not handed over, and those of them it drops
+// (see left). It lets go of all of them.
 func (b *partition[T]) leftBehind(ctx context.Context, rest []*message.Message[T]) {
 	if b.acks.Len() > 0 {
 		b.acks.Flush(ctx, b.s.log)
 	}
 	b.in.Close()
 	queued := 0
+	var l left[T]
 	var buf [64]*message.Message[T]
 	for {
 		n, _ := b.in.TryReceive(buf[:])
@@ -533,25 +569,27 @@ func (b *partition[T]) leftBehind(ctx context.Context, rest []*message.Message[T
 			break
 		}
 		queued += n
+		l.add(buf[:n])
 		clear(buf[:n])
 	}
 	// Taken in, to stay unacknowledged: counted in, so that the stats'
 	// unhandled count (what was taken in without an outcome) has them.
 	b.st.received(queued)
-	left := queued + len(rest)
+	l.add(rest)
 	clear(rest)
 	for _, ob := range b.byKey {
-		left += len(ob.msgs)
+		l.add(ob.msgs)
 	}
 	clear(b.byKey)
 	for _, batch := range b.emitted {
-		left += len(batch.Messages)
+		l.add(batch.Messages)
 	}
 	clear(b.emitted)
 	b.emitted = nil
-	if left > 0 {
+	if l.owed+l.dropped > 0 {
+		b.s.st.drop(l.dropped)
 		b.s.log.Warn("batcher stopped by the shutdown timeout; messages stay unacknowledged",
-			slog.Int("partition", b.index), slog.Int("messages", left))
+			l.attrs(slog.Int("partition", b.index))...)
 	}
 }
 
@@ -581,6 +619,7 @@ func (bp *batchProcessor[T]) loop(ctx context.Context, in *queue.Queue[message.B
 	if bp.s.opts.Concurrency == 1 || bp.s.opts.PartitionBy != nil {
 		buf = make([]message.Batch[T], max(1, min(16, minQueueCapacity/bp.s.opts.BatchSize, in.Cap())))
 	}
+	defer bp.st.stopped()
 	for {
 		n, err := in.Receive(ctx, buf)
 		if err != nil {
@@ -600,16 +639,18 @@ func (bp *batchProcessor[T]) loop(ctx context.Context, in *queue.Queue[message.B
 }
 
 // leftBehind logs, in one warning, the batches the batch processor took
-// and the hard stop kept from the batch handler: they stay unacknowledged,
-// for the source to deliver again.
+// and the hard stop kept from the batch handler: their messages stay
+// unacknowledged, for the source to deliver again (but those it drops,
+// see left).
 func (bp *batchProcessor[T]) leftBehind(batches []message.Batch[T]) {
-	msgs := 0
+	var l left[T]
 	for i := range batches {
-		msgs += len(batches[i].Messages)
+		l.add(batches[i].Messages)
 	}
 	clear(batches)
+	bp.s.st.drop(l.dropped)
 	bp.log.Warn("batch processor stopped by the shutdown timeout; batches it took stay unacknowledged",
-		slog.Int("batches", len(batches)), slog.Int("messages", msgs))
+		l.attrs(slog.Int("batches", len(batches)))...)
 }
 
 func (bp *batchProcessor[T]) handle(ctx context.Context, b *message.Batch[T]) {

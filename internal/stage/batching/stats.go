@@ -2,6 +2,7 @@ package batching
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/boulevard-go/boulevard/acker"
@@ -43,11 +44,9 @@ type procShard struct {
 	_         [64]byte
 	succeeded stats.Counter
 	failed    stats.FailureCounters
-	busy      stats.Counter // nanoseconds in the batch handler, estimated
+	busy      stats.Busy // time in the batch handler, estimated
 	latency   *stats.Recorder
 	batchOK   uint64 // successes of the batch being counted; owner only
-	every     uint32 // time one batch in every; owner only
-	batches   uint32 // batches handled, for the sampling; owner only
 }
 
 type batcherStats struct {
@@ -57,17 +56,23 @@ type batcherStats struct {
 	// every partition and batch processor returned; only Run writes it
 	// (settle).
 	unhandled *stats.Counter
+	// dropped counts the messages a hard stop left behind whose outcome
+	// was not the batcher's to report (see left). The partitions and
+	// batch processors add to it on their way out, and Run once they
+	// have returned: the hard stop's path alone, so an atomic add.
+	dropped *atomic.Uint64
 }
 
 // newBatcherStats returns the shards of a batcher whose batch processors
 // time one batch in every.
 func newBatcherStats(partitions, processors int, every uint32) batcherStats {
-	st := batcherStats{parts: make([]*partShard, partitions), procs: make([]*procShard, processors), unhandled: new(stats.Counter)}
+	st := batcherStats{parts: make([]*partShard, partitions), procs: make([]*procShard, processors),
+		unhandled: new(stats.Counter), dropped: new(atomic.Uint64)}
 	for i := range st.parts {
 		st.parts[i] = &partShard{sizes: stats.NewSize()}
 	}
 	for i := range st.procs {
-		st.procs[i] = &procShard{latency: stats.NewLatency(), every: every}
+		st.procs[i] = &procShard{latency: stats.NewLatency(), busy: stats.NewBusy(every)}
 	}
 	return st
 }
@@ -119,10 +124,19 @@ func (sh *procShard) batchDone() {
 	}
 }
 
+// drop counts n messages a hard stop left behind whose outcome was not
+// the batcher's to report.
+func (st batcherStats) drop(n int) {
+	if n > 0 && st.dropped != nil {
+		st.dropped.Add(uint64(n))
+	}
+}
+
 // settle counts, once every partition and batch processor has returned,
 // the messages taken in that got no outcome: a hard stop (a drain cut
 // short) left them unacknowledged, in open batches or in batches no batch
-// processor handled. A complete drain leaves none. Only Run calls it.
+// processor handled; those it dropped are not among them. A complete
+// drain leaves none. Only Run calls it.
 func (st batcherStats) settle() {
 	var done stats.Failures
 	var succeeded, in uint64
@@ -134,30 +148,35 @@ func (st batcherStats) settle() {
 		sh.failed.AddTo(&done)
 		in += sh.in.Load()
 	}
-	if out := succeeded + done.Total(); in > out {
+	if out := succeeded + done.Total() + st.dropped.Load(); in > out {
 		st.unhandled.Add(in - out)
 	}
 }
 
-// callTimed calls the batch handler, timing it on one batch in sh.every
-// (the 1st, then every every-th): the duration goes to the latency
-// histogram and, counted every times, to the busy time.
+// callTimed calls the batch handler, timing it on one batch in
+// sampleEvery(BatchSize) (the 1st, then every sampleEvery-th): the
+// duration goes to the latency histogram and to the busy time, which
+// estimates the batches in between from it (see stats.Busy).
 func (bp *batchProcessor[T]) callTimed(ctx context.Context, b *message.Batch[T]) error {
 	sh := bp.st
 	if sh == nil {
 		return bp.call(ctx, b)
 	}
-	timed := sh.batches%sh.every == 0
-	sh.batches++
-	if !timed {
+	start := sh.busy.Begin()
+	if start.IsZero() {
 		return bp.call(ctx, b)
 	}
-	start := time.Now()
 	err := bp.call(ctx, b)
-	d := time.Since(start)
-	sh.busy.Add(uint64(sh.every) * uint64(d))
-	sh.latency.ObserveDuration(d)
+	sh.latency.ObserveDuration(sh.busy.End(start))
 	return err
+}
+
+// stopped completes the busy time once the batch processor has handled
+// its last batch.
+func (sh *procShard) stopped() {
+	if sh != nil {
+		sh.busy.Stop()
+	}
 }
 
 // Stats returns a snapshot of the batcher's counters; wall is the time
@@ -180,13 +199,14 @@ func (s *Batcher[T]) Stats(wall time.Duration) stats.Batcher {
 	for _, sh := range s.st.procs {
 		st.Succeeded += sh.succeeded.Load()
 		sh.failed.AddTo(&st.Failed)
-		st.Busy += time.Duration(sh.busy.Load())
+		st.Busy += sh.busy.Load()
 		sh.latency.AddTo(&st.Latency)
 	}
 	for _, sh := range s.st.parts {
 		sh.failed.AddTo(&st.Failed)
 	}
 	st.Unhandled = s.st.unhandled.Load()
+	st.Dropped = s.st.dropped.Load()
 	for _, sh := range s.st.parts {
 		st.In += sh.in.Load()
 		for i := range sh.batches {
@@ -196,7 +216,7 @@ func (s *Batcher[T]) Stats(wall time.Duration) stats.Batcher {
 		}
 		sh.sizes.AddTo(&st.Sizes)
 	}
-	if done := st.Succeeded + st.Failed.Total() + st.Unhandled; st.In > done {
+	if done := st.Succeeded + st.Failed.Total() + st.Unhandled + st.Dropped; st.In > done {
 		st.InFlight = int(st.In - done)
 	}
 	st.BusyRatio = stats.Ratio(st.Busy, st.Concurrency, wall)

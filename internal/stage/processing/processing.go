@@ -25,7 +25,8 @@ import (
 
 // Route is where processors hand the messages bound for one batcher. Publish
 // blocks while the batcher is busy and returns how many messages it took
-// before an error. The slice is reused by the caller once Publish returns.
+// before an error: msgs[:n], which it may reorder msgs to make so. The
+// slice is reused by the caller once Publish returns.
 type Route[Out any] interface {
 	Publish(ctx context.Context, msgs []*message.Message[Out]) (int, error)
 }
@@ -261,6 +262,7 @@ func (p *worker[In, Out]) loop(ctx context.Context, in *queue.Queue[*message.Mes
 	for {
 		n, err := in.Receive(ctx, p.buf)
 		if err != nil {
+			p.st.busy.Stop()
 			return
 		}
 		p.handleChunk(ctx, p.buf[:n])
@@ -372,15 +374,35 @@ func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Mess
 			continue
 		}
 		if n, err := s.routes[r].Route.Publish(ctx, msgs); err != nil {
-			// Handled, but not handed on: counted with the chunk's
-			// unhandled messages, not as successes.
-			p.st.chunkLeft += uint64(len(msgs) - n)
-			p.log.WarnContext(ctx, "could not hand messages to their batcher; they stay unacknowledged",
-				slog.String("batcher", s.routes[r].Name), slog.Int("messages", len(msgs)-n), slog.Any("error", err))
+			p.notHandedOn(ctx, s.routes[r].Name, msgs[n:], err)
 		}
 		clear(msgs)
 		p.pending[r] = msgs[:0]
 	}
+}
+
+// notHandedOn counts and logs the handled messages a batcher did not take:
+// those whose outcome the processor owes are counted with the chunk's
+// unhandled messages, not as successes, and stay unacknowledged. Those
+// acknowledged with the chunk already (message.AckImmediately) or
+// deferred (message.Defer) owe nothing more: they count as successes, as
+// they would without batchers, and the warning reports them as dropped,
+// since no batch handler sees them. Only a failed Publish (a hard stop)
+// gets here, so the messages' flags are read on that path alone.
+func (p *worker[In, Out]) notHandedOn(ctx context.Context, batcher string, msgs []*message.Message[Out], err error) {
+	dropped := 0
+	for _, m := range msgs {
+		if m.Acknowledged() || m.Deferred() {
+			dropped++
+		}
+	}
+	owed := len(msgs) - dropped
+	p.st.chunkLeft += uint64(owed)
+	attrs := []any{slog.String("batcher", batcher), slog.Int("messages", owed)}
+	if dropped > 0 {
+		attrs = append(attrs, slog.Int("dropped", dropped))
+	}
+	p.log.WarnContext(ctx, "could not hand messages to their batcher; they stay unacknowledged", append(attrs, slog.Any("error", err))...)
 }
 
 // dropNil removes nil entries from chunk, which only a misbehaving source

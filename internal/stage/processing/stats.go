@@ -9,11 +9,11 @@ import (
 )
 
 // sampleEvery is how often a processor reads the clock: it times one chunk
-// in sampleEvery (the 1st, the 65th, …) and counts that chunk's duration
-// sampleEvery times in the busy time, and times the handler on that chunk's
-// first message. Reading the clock costs more than the rest of the
-// counting together (up to 100ns on a virtual machine), so timing every
-// chunk would cost a cheap handler several percent of its throughput.
+// in sampleEvery (the 1st, the 65th, …) for the busy time (see
+// stats.Busy), and times the handler on that chunk's first message.
+// Reading the clock costs more than the rest of the counting together (up
+// to 100ns on a virtual machine), so timing every chunk would cost a cheap
+// handler several percent of its throughput.
 const sampleEvery = 64
 
 // shard is one processor's counters: only that processor's goroutine
@@ -27,7 +27,7 @@ type shard struct {
 	in        stats.Counter
 	succeeded stats.Counter
 	unhandled stats.Counter
-	busy      stats.Counter // nanoseconds
+	busy      stats.Busy
 	failed    stats.FailureCounters
 	latency   *stats.Recorder
 
@@ -37,7 +37,6 @@ type shard struct {
 	chunkIn     uint64
 	chunkFailed uint64
 	chunkLeft   uint64
-	chunks      uint32
 	sample      bool
 }
 
@@ -53,7 +52,7 @@ type poolStats struct {
 func newPoolStats(processors int) poolStats {
 	st := poolStats{shards: make([]*shard, processors), left: new(stats.Counter)}
 	for i := range st.shards {
-		st.shards[i] = &shard{latency: stats.NewLatency()}
+		st.shards[i] = &shard{latency: stats.NewLatency(), busy: stats.NewBusy(sampleEvery)}
 	}
 	return st
 }
@@ -63,21 +62,18 @@ func newPoolStats(processors int) poolStats {
 func (sh *shard) begin(n int) time.Time {
 	sh.in.Add(uint64(n))
 	sh.chunkIn = uint64(n)
-	sh.chunks++
-	if sh.chunks%sampleEvery != 1 {
-		return time.Time{}
+	start := sh.busy.Begin()
+	if !start.IsZero() {
+		sh.sample = true
 	}
-	sh.sample = true
-	return time.Now()
+	return start
 }
 
 // end counts the chunk's outcomes and the time it took. Deferred by
 // handleChunk, so it runs once the chunk's messages are acknowledged or
 // handed to their batchers.
 func (sh *shard) end(start time.Time) {
-	if !start.IsZero() {
-		sh.busy.Add(sampleEvery * uint64(time.Since(start)))
-	}
+	sh.busy.End(start)
 	if sh.chunkLeft > 0 {
 		sh.unhandled.Add(sh.chunkLeft)
 	}
@@ -137,7 +133,7 @@ func (s *Pool[In, Out]) Stats(wall time.Duration) stats.Processors {
 		st.Unhandled += unhandled
 		st.In += in
 		st.InFlight += int(in - succeeded - unhandled - failed.Total())
-		st.Busy += time.Duration(sh.busy.Load())
+		st.Busy += sh.busy.Load()
 		sh.latency.AddTo(&st.Latency)
 	}
 	if st.Latency.Bounds == nil {

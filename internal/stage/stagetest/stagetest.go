@@ -172,3 +172,19 @@ func Work(ctx context.Context, data uint64) error {
 	}
 	return nil
 }
+
+// ReportEarly has a handler report the outcome of some messages itself,
+// chosen by n: one in four (n%4 == 1) is acknowledged with its chunk
+// (message.AckImmediately), and one in four (n%4 == 3) is deferred and
+// acknowledged at once through its acknowledger. A stage that stops
+// before handing them on owes them no outcome.
+func ReportEarly[T any](ctx context.Context, m *message.Message[T], n uint64) {
+	switch n % 4 {
+	case 1:
+		m.AckImmediately()
+	case 3:
+		m.Defer()
+		ack, _, _ := m.Acknowledger()
+		ack.Ack(ctx, []acker.Outcome{m.Outcome()}, nil)
+	}
+}
