@@ -181,37 +181,67 @@ func TestLagDropOldestCounted(t *testing.T) {
 	}
 }
 
-// A broadcast subscriber disconnected for lagging (on_lag disconnect) gets
-// its lag counted, and the source subscribes again and keeps receiving what
-// is published afterwards. It lets go of each subscription it replaced
-// once that one's messages are settled.
+// Guarantee: a broadcast subscriber disconnected for lagging (on_lag
+// disconnect) gets its lag counted, and the source subscribes again: once
+// Stats counts as many resubscribes as lag notices, the new subscription is
+// in place, and every message published from then on is received (here one
+// at a time, so that the new subscription never falls the ring's capacity
+// behind in its turn). The source lets go of the subscription it replaced.
+//
+// The lag is made without a race: nothing reads the subscription New made
+// before the pipeline starts, so the fifth value published overwrites one
+// it has not read and the topic disconnects it, and the sixth reaches no
+// subscriber. The source then resubscribes once the pipeline starts, after
+// the last of those values, so the new subscription holds none of them.
 func TestLagDisconnectResubscribes(t *testing.T) {
-	const n = 500
-	src, h, g, got := lagRig(t, topic.Disconnect, n, nil)
-	g.open()
-	// The subscriber may have been disconnected more than once while the
-	// values were published (it resubscribes as soon as it sees the
-	// notice); once it has caught up, every notice was followed by a new
-	// subscription, and exactly one is connected.
-	wait.For(t, "the source to subscribe again", func() bool {
-		st := src.Stats()
-		return st.LagNotices >= 1 && st.Resubscribes == st.LagNotices && h.Stats().BroadcastSubscribers == 1
-	})
-	st := src.Stats()
-	if st.Missed == 0 || st.Subscriptions != st.Resubscribes+1 {
-		t.Fatalf("stats after the disconnect: %+v", st)
+	const capacity = 4
+	h := newTopic(t, "t", topic.Options{Mode: topic.BroadcastOnly,
+		Broadcast: topic.BroadcastPolicy{Capacity: capacity, OnLag: topic.Disconnect}})
+	src, err := source.New(source.Options[int]{Topic: h, Mode: topic.Broadcast()})
+	if err != nil {
+		t.Fatal(err)
 	}
-	// One at a time: the ring holds only 4.
+	for i := range capacity + 2 {
+		if err := h.Publish(context.Background(), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ts := h.Stats(); ts.BroadcastSubscribers != 0 || ts.Lagged != capacity {
+		t.Fatalf("topic stats %+v, want the unread subscription disconnected, %d missed", ts, capacity)
+	}
+	got := newCounter()
+	run(t, pipeline.Options[int, int]{
+		Name:     "lagged",
+		Producer: producer.Options[int]{Source: src},
+		Processors: processor.Options[int, int]{Concurrency: 1, Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+			got.add(m.Data, 0)
+			return m.Data, nil
+		}},
+	})
+	wait.For(t, "the source to subscribe again", func() bool { return src.Stats().Resubscribes >= 1 })
+	st := src.Stats()
+	if st.LagNotices != 1 || st.Missed != capacity || st.Resubscribes != 1 || st.Subscriptions != 2 || st.Received != 0 {
+		t.Fatalf("stats after the disconnect: %+v, want one notice of %d missed, one resubscribe, nothing received", st, capacity)
+	}
+	if ts := h.Stats(); ts.BroadcastSubscribers != 1 {
+		t.Fatalf("topic stats %+v once the source counted its resubscribe, want its new subscription connected", ts)
+	}
 	for i := range 10 {
 		if err := h.Publish(context.Background(), 1000+i); err != nil {
 			t.Fatal(err)
 		}
-		wait.For(t, "a message published after the disconnect", func() bool {
+		wait.For(t, "a message published after the resubscribe", func() bool {
 			seen, _ := got.snapshot()
 			return seen[1000+i] == 1
 		})
 	}
-	wait.For(t, "the replaced subscriptions to be let go", func() bool { return src.HeldSubscriptions() == 1 })
+	if seen, _ := got.snapshot(); len(seen) != 10 {
+		t.Fatalf("handled %v, want only the 10 values published after the resubscribe", seen)
+	}
+	if st := src.Stats(); st.LagNotices != 1 || st.Resubscribes != 1 {
+		t.Fatalf("stats %+v, want no further disconnect", st)
+	}
+	wait.For(t, "the replaced subscription to be let go", func() bool { return src.HeldSubscriptions() == 1 })
 }
 
 // logCounter is a slog.Handler that counts the source's lag warnings and

@@ -25,6 +25,22 @@ type heldBackend struct {
 	mu       sync.Mutex
 	subs     []*heldSub
 	released bool
+	// hold, once set by holdSubscribes, makes each Subscribe wait until it
+	// is closed, telling entered first.
+	hold, entered chan struct{}
+}
+
+// holdSubscribes makes every later Subscribe wait until release is
+// called, as a Kafka topic's Subscribe waits on a cluster that does not
+// answer (up to kafkatopic's AdminTimeout). entered receives once for each
+// Subscribe that starts waiting.
+func (b *heldBackend) holdSubscribes() (entered <-chan struct{}, release func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.hold, b.entered = make(chan struct{}), make(chan struct{}, 8)
+	var once sync.Once
+	hold := b.hold
+	return b.entered, func() { once.Do(func() { close(hold) }) }
 }
 
 func (*heldBackend) Name() string { return "held" }
@@ -75,6 +91,13 @@ func (*heldState) TryPublish(topic.Envelope[int]) (topic.PublishOutcome, error) 
 }
 
 func (s *heldState) Subscribe(topic.SubscriptionMode, topic.SubscriberOptions) (topic.SubscriptionState[int], error) {
+	s.b.mu.Lock()
+	hold, entered := s.b.hold, s.b.entered
+	s.b.mu.Unlock()
+	if hold != nil {
+		entered <- struct{}{}
+		<-hold
+	}
 	sub := &heldSub{in: make(chan topic.Envelope[int], 8), topicClosed: s.closed,
 		closing: make(chan struct{}), gate: make(chan struct{}), closed: make(chan struct{})}
 	s.b.mu.Lock()
@@ -153,6 +176,13 @@ func isClosed(ch <-chan struct{}) bool {
 // source's first subscription is the backend's subscription 0.
 func replaceRig(t *testing.T, handle processor.Handler[int, int]) (*heldBackend, *source.Source[int]) {
 	t.Helper()
+	return wrapRig(t, handle, func(src *source.Source[int]) producer.Source[int] { return src })
+}
+
+// wrapRig is replaceRig with the pipeline reading wrap(source) instead of
+// the source itself.
+func wrapRig(t *testing.T, handle processor.Handler[int, int], wrap func(*source.Source[int]) producer.Source[int]) (*heldBackend, *source.Source[int]) {
+	t.Helper()
 	b := &heldBackend{}
 	h, err := topic.NewTopic[int]("held", topic.Options{Mode: topic.BroadcastOnly,
 		Broadcast: topic.BroadcastPolicy{OnLag: topic.Disconnect}}, b)
@@ -166,7 +196,7 @@ func replaceRig(t *testing.T, handle processor.Handler[int, int]) (*heldBackend,
 	}
 	run(t, pipeline.Options[int, int]{
 		Name:       "held",
-		Producer:   producer.Options[int]{Source: src},
+		Producer:   producer.Options[int]{Source: wrap(src)},
 		Processors: processor.Options[int, int]{Concurrency: 1, Handle: handle},
 	})
 	// Stops every closing still held before the pipeline is stopped (the
@@ -260,14 +290,7 @@ func TestDeliveryDoesNotWaitForTheClosingOfAReplacedSubscription(t *testing.T) {
 		}
 		b.sub(t, 1).in <- topic.Envelope[int]{ID: 2, Value: 2}
 		synctest.Wait()
-		select {
-		case v := <-handled:
-			if v != 2 {
-				t.Errorf("handled %d, want 2", v)
-			}
-		default:
-			t.Error("the new subscription's message waits for the replaced subscription's Close")
-		}
+		expectHandled(t, handled, 2, "the new subscription's message waits for the replaced subscription's Close")
 		first.release()
 	})
 }
@@ -309,4 +332,94 @@ func TestCloseWaitsForTheClosingOfAReplacedSubscription(t *testing.T) {
 			t.Error("Close returned before the replaced subscription's Close did")
 		}
 	})
+}
+
+// rerun is a source whose stage runs it twice, as a stage runs its source
+// again once a Run has returned: the first Run's context also ends when
+// cut ends, and first is closed once that Run has returned.
+type rerun struct {
+	*source.Source[int]
+	cut   context.Context
+	first chan struct{}
+}
+
+func (r *rerun) Run(ctx context.Context, st *producer.Stage[int]) error {
+	first, stop := context.WithCancel(ctx)
+	defer stop()
+	unhook := context.AfterFunc(r.cut, stop)
+	err := r.Source.Run(first, st)
+	unhook()
+	close(r.first)
+	if err != nil || ctx.Err() != nil {
+		return err
+	}
+	return r.Source.Run(ctx, st)
+}
+
+// Guarantee: once the topic disconnected a lagging broadcast subscription,
+// nothing is received through the source until the subscription replacing
+// it is made, and Stats.Resubscribes counts it only then. A Run stopped
+// while that subscribe waits on its backend returns at once; the next Run
+// waits for the same subscribe (it makes no other, and does not receive
+// from the disconnected subscription), then receives from the new one.
+func TestTheNextRunAwaitsAResubscribeLeftUnderWay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cut, stop := context.WithCancel(context.Background())
+		defer stop()
+		r := &rerun{cut: cut, first: make(chan struct{})}
+		handled := make(chan int, 8)
+		b, src := wrapRig(t, func(_ context.Context, m *message.Message[int]) (int, error) {
+			handled <- m.Data
+			return m.Data, nil
+		}, func(src *source.Source[int]) producer.Source[int] {
+			r.Source = src
+			return r
+		})
+		entered, release := b.holdSubscribes()
+		t.Cleanup(release)
+		b.sub(t, 0).disconnect()
+		synctest.Wait()
+		if n := len(entered); n != 1 {
+			t.Fatalf("%d subscribes wait, want the one replacing the disconnected subscription", n)
+		}
+		<-entered
+		if st := src.Stats(); st.LagNotices != 1 || st.Resubscribes != 0 || st.Subscriptions != 1 {
+			t.Fatalf("stats %+v while the resubscribe waits, want the lag notice counted and no resubscribe yet", st)
+		}
+
+		stop()
+		synctest.Wait()
+		if !isClosed(r.first) {
+			t.Fatal("the Run stopped while its resubscribe waits has not returned")
+		}
+		if n := len(entered); n != 0 {
+			t.Fatalf("the next Run made %d subscribes of its own, want it to wait for the one under way", n)
+		}
+		if st := src.Stats(); st.Resubscribes != 0 || st.Received != 0 {
+			t.Fatalf("stats %+v before the resubscribe ended, want nothing more counted", st)
+		}
+
+		release()
+		synctest.Wait()
+		if st := src.Stats(); st.Resubscribes != 1 || st.Subscriptions != 2 {
+			t.Fatalf("stats %+v once the resubscribe ended, want it counted", st)
+		}
+		b.sub(t, 1).in <- topic.Envelope[int]{ID: 2, Value: 2}
+		synctest.Wait()
+		expectHandled(t, handled, 2, "the next Run did not receive from the new subscription")
+	})
+}
+
+// expectHandled checks, in a synctest bubble once it has settled, that
+// the handler has handled want; otherwise it reports missing.
+func expectHandled(t *testing.T, handled <-chan int, want int, missing string) {
+	t.Helper()
+	select {
+	case v := <-handled:
+		if v != want {
+			t.Errorf("handled %d, want %d", v, want)
+		}
+	default:
+		t.Error(missing)
+	}
 }

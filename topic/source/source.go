@@ -20,7 +20,11 @@
 // New subscribes the first subscription (stage 0's, or the shared broadcast
 // one) at once, so that nothing published after New returns is missed by
 // the pipeline; the other balanced members subscribe when their stages
-// start. Close the source if the pipeline is never run.
+// start. Subscribing can wait on the topic's backend (on a Kafka topic
+// whose cluster does not answer, up to kafkatopic's Options.AdminTimeout),
+// so a stage's subscribe runs on a goroutine the source owns: a stage
+// stopped meanwhile returns at once, and Close closes the subscription
+// once it is made. Close the source if the pipeline is never run.
 //
 // # Acknowledgement
 //
@@ -56,8 +60,18 @@
 // logs each notice at warning level. Under on_lag drop_oldest it continues
 // with the oldest retained message; under on_lag disconnect the topic closes
 // the subscription after the notice, and the source subscribes again at once
-// (Stats.Resubscribes) and continues with the messages published from then
-// on. The replaced subscription stays the acknowledger of the messages it
+// and continues with the messages published from then on. The slot's
+// stages receive nothing more until the new subscription is made, and
+// Stats.Resubscribes counts it only once it is: when Stats shows as many
+// resubscribes as lag notices, the new subscription is in place, and it
+// receives every message published from then on (as any broadcast
+// subscriber does, as long as it does not fall more than the ring's
+// capacity behind in its turn). That subscribe runs on a goroutine the
+// source owns, as a stage's first one does: a stage stopped while it waits
+// returns at once, and the next stage to receive from the slot waits for
+// that same subscribe instead of making another.
+//
+// The replaced subscription stays the acknowledger of the messages it
 // delivered; once their outcomes are all in (at once if there were none)
 // the source closes it on a goroutine of its own, as closing can wait on
 // the topic's backend (on a Kafka topic whose cluster does not answer, up
@@ -185,7 +199,8 @@ type Stats struct {
 	// Subscriptions is the number of subscriptions made.
 	Subscriptions uint64
 	// Resubscribes is the number of subscriptions made again after the
-	// topic disconnected a lagging one.
+	// topic disconnected a lagging one, each counted once it has replaced
+	// the disconnected one: the stages receive through it from then on.
 	Resubscribes uint64
 }
 
@@ -197,8 +212,19 @@ type Source[T any] struct {
 
 	mu     sync.Mutex
 	slots  map[int]*slot[T]
+	making map[int]*subscribing[T] // the first subscribes of slots under way
 	all    []*subscription[T]
 	closed bool
+
+	// subscribes counts the goroutines that subscribe (goSubscribeLocked).
+	// Subscribing can wait on the topic's backend (on a Kafka topic whose
+	// cluster does not answer, up to the backend's AdminTimeout), so it
+	// never runs under mu: a Run whose context ends stops waiting for it,
+	// and Close waits for it only within its context. One is only started
+	// under mu while the source is not closed; a subscription made once the
+	// source is closed is closed by the goroutine that made it, so the
+	// closing, which waits for subscribes, leaves none open.
+	subscribes sync.WaitGroup
 
 	// retiring holds the replaced subscriptions dropped from all, waiting
 	// for the closer: a goroutine, started under mu by the first one
@@ -223,12 +249,40 @@ type Source[T any] struct {
 
 // slot is the subscription one stage (balanced) or every stage (broadcast)
 // receives from. The turn token serialises receiving, as a subscription
-// requires, and guards cur and buf.
+// requires, and guards cur, next and buf.
 type slot[T any] struct {
 	turn chan struct{}
 	cur  *subscription[T]
+	// next is the subscribe under way that replaces cur, which the topic
+	// disconnected for lagging: nothing is received through the slot
+	// until it has ended (resubscribe).
+	next *subscribing[T]
 	buf  []topic.Item[T]
 	md   *Metadata
+}
+
+// subscribing is a subscribe under way on a goroutine of the source's own
+// (goSubscribeLocked). done is closed once sub or err is set.
+type subscribing[T any] struct {
+	done chan struct{}
+	sub  *subscription[T]
+	err  error
+}
+
+// wait waits for the subscribe until ctx ends, and reports whether it has
+// ended (sub and err are then set).
+func (p *subscribing[T]) wait(ctx context.Context) bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+	}
+	select {
+	case <-p.done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // subscription is one topic subscription and the acknowledger of the
@@ -257,11 +311,12 @@ func New[T any](opts Options[T]) (*Source[T], error) {
 	}
 	log := cmp.Or(opts.Logger, slog.Default())
 	s := &Source[T]{
-		opts:  opts,
-		log:   log.With(slog.String("topic", string(opts.Topic.Name()))),
-		slots: map[int]*slot[T]{},
+		opts:   opts,
+		log:    log.With(slog.String("topic", string(opts.Topic.Name()))),
+		slots:  map[int]*slot[T]{},
+		making: map[int]*subscribing[T]{},
 	}
-	if _, err := s.slot(0); err != nil {
+	if _, err := s.slot(context.Background(), 0); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -289,58 +344,121 @@ func (s *Source[T]) Stats() Stats {
 	}
 }
 
-// slot returns the slot of a stage, subscribing it on first use.
-func (s *Source[T]) slot(index int) (*slot[T], error) {
+// slot returns the slot of a stage, subscribing it on first use. The
+// subscribe runs on a goroutine of the source's own, which a later call
+// for the same stage waits for too: when ctx ends first, slot returns
+// ctx.Err(), and the slot, once made, is there for the stage's next Run
+// (or its subscription is closed by Close).
+func (s *Source[T]) slot(ctx context.Context, index int) (*slot[T], error) {
 	if s.opts.Mode.IsBroadcast() {
 		index = 0
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return nil, ErrClosed
 	}
 	if sl := s.slots[index]; sl != nil {
+		s.mu.Unlock()
 		return sl, nil
 	}
-	sub, err := s.subscribeLocked()
-	if err != nil {
-		return nil, err
+	p := s.making[index]
+	if p == nil {
+		p = s.goSubscribeLocked(func(sub *subscription[T]) {
+			delete(s.making, index)
+			if sub == nil {
+				return // the next Run of the stage subscribes again
+			}
+			// buf grows in Run to the largest batch taken: MaxBatch is
+			// only a bound, which the feed's permit window may keep far
+			// below.
+			sl := &slot[T]{turn: make(chan struct{}, 1), cur: sub,
+				md: &Metadata{Topic: s.opts.Topic.Name(), Mode: s.opts.Mode, Member: index}}
+			sl.turn <- struct{}{}
+			s.slots[index] = sl
+		})
+		s.making[index] = p
 	}
-	// buf grows in Run to the largest batch taken: MaxBatch is only a
-	// bound, which the feed's permit window may keep far below.
-	sl := &slot[T]{turn: make(chan struct{}, 1), cur: sub,
-		md: &Metadata{Topic: s.opts.Topic.Name(), Mode: s.opts.Mode, Member: index}}
-	sl.turn <- struct{}{}
-	s.slots[index] = sl
-	return sl, nil
-}
-
-func (s *Source[T]) subscribeLocked() (*subscription[T], error) {
-	ts, err := s.opts.Topic.Subscribe(s.opts.Mode, topic.SubscriberOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("source: subscribe to %q: %w", s.opts.Topic.Name(), err)
+	s.mu.Unlock()
+	if !p.wait(ctx) {
+		return nil, ctx.Err()
 	}
-	sub := &subscription[T]{src: s, sub: ts}
-	s.all = append(s.all, sub)
-	s.subscriptions.Add(1)
-	return sub, nil
-}
-
-// resubscribe replaces a slot's disconnected subscription. The caller holds
-// the slot's turn.
-func (s *Source[T]) resubscribe(sl *slot[T]) error {
+	if p.err != nil {
+		return nil, p.err
+	}
 	s.mu.Lock()
-	if s.closed {
+	defer s.mu.Unlock()
+	return s.slots[index], nil
+}
+
+// goSubscribeLocked starts a subscribe on a goroutine counted in
+// subscribes; s.mu is held and the source is not closed. Once the
+// subscription is made it is in all, and made, unless nil, is called with
+// it (nil when the subscribe failed), under s.mu, before the subscribe's
+// done is closed. A subscription made once the source is closed is closed
+// at once by the same goroutine, and the subscribe's error is ErrClosed.
+func (s *Source[T]) goSubscribeLocked(made func(*subscription[T])) *subscribing[T] {
+	p := &subscribing[T]{done: make(chan struct{})}
+	s.subscribes.Go(func() {
+		ts, err := s.opts.Topic.Subscribe(s.opts.Mode, topic.SubscriberOptions{})
+		if err != nil {
+			err = fmt.Errorf("source: subscribe to %q: %w", s.opts.Topic.Name(), err)
+		}
+		s.mu.Lock()
+		late := err == nil && s.closed
+		switch {
+		case late:
+			err = ErrClosed
+		case err == nil:
+			p.sub = &subscription[T]{src: s, sub: ts}
+			s.all = append(s.all, p.sub)
+			s.subscriptions.Add(1)
+		}
+		p.err = err
+		if made != nil {
+			made(p.sub)
+		}
 		s.mu.Unlock()
-		return ErrClosed
-	}
-	sub, err := s.subscribeLocked()
-	if err != nil {
+		close(p.done)
+		if late {
+			ts.Close()
+		}
+	})
+	return p
+}
+
+// resubscribe replaces the slot's subscription, which the topic
+// disconnected for lagging, with a new one. The caller holds the slot's
+// turn, and receives nothing through the slot before resubscribe has
+// returned nil. The subscribe runs on a goroutine of the source's own,
+// recorded as the slot's next: when ctx ends first, resubscribe returns
+// ctx.Err() and the subscribe stays the slot's next, which the next holder
+// of the turn waits for in its turn (it calls resubscribe again) instead
+// of making another. Stats.Resubscribes counts the new subscription once
+// it is the slot's.
+func (s *Source[T]) resubscribe(ctx context.Context, sl *slot[T]) error {
+	if sl.next == nil {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return ErrClosed
+		}
+		sl.next = s.goSubscribeLocked(nil)
 		s.mu.Unlock()
-		return err
 	}
+	p := sl.next
+	if !p.wait(ctx) {
+		return ctx.Err()
+	}
+	sl.next = nil
+	if p.err != nil {
+		// The next holder of the turn finds cur ended again, and
+		// subscribes anew.
+		return p.err
+	}
+	s.mu.Lock()
 	old := sl.cur
-	sl.cur = sub
+	sl.cur = p.sub
 	s.resubscribes.Add(1)
 	old.retired.Store(true)
 	if old.pending.Load() == 0 {
@@ -398,11 +516,15 @@ func closeSubscriptions[T any](subs []*subscription[T]) {
 // Run receives from the stage's subscription under the stage's permit
 // window until ctx is cancelled (it returns nil) or the topic is closed and
 // drained (it returns nil: the source is exhausted). A subscription that
-// cannot be made is an error, and the stage restarts the source.
+// cannot be made is an error, and the stage restarts the source. A stage's
+// subscribe (its first one, or one replacing a subscription the topic
+// disconnected) runs on a goroutine the source owns: when ctx ends while
+// it waits on the topic's backend, Run returns nil at once, and the
+// subscription, once made, is the stage's next Run's, or closed by Close.
 func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
-	sl, err := s.slot(stage.Index())
+	sl, err := s.slot(ctx, stage.Index())
 	if err != nil {
-		if errors.Is(err, topic.ErrTopicClosed) {
+		if ctx.Err() != nil || errors.Is(err, topic.ErrTopicClosed) {
 			return nil
 		}
 		return err
@@ -423,6 +545,14 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 		case <-ctx.Done():
 			return nil
 		}
+		if sl.next != nil {
+			// A resubscribe left under way by a stage stopped while it
+			// waited: nothing is received before it has ended.
+			if err := s.resubscribe(ctx, sl); err != nil {
+				sl.turn <- struct{}{}
+				return ended(ctx, err)
+			}
+		}
 		if len(sl.buf) < have {
 			sl.buf = make([]topic.Item[T], have)
 		}
@@ -435,7 +565,7 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 		if err != nil && ctx.Err() == nil && errors.Is(err, topic.ErrSubscriptionClosed) && sub.lagClosed {
 			// Disconnected for lagging: carry on with a new subscription.
 			s.log.Warn("topic disconnected the lagging subscription; subscribing again")
-			if rerr := s.resubscribe(sl); rerr == nil {
+			if rerr := s.resubscribe(ctx, sl); rerr == nil {
 				err = nil
 			} else if !errors.Is(rerr, topic.ErrTopicClosed) {
 				err = rerr
@@ -452,12 +582,19 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 			clear(ptrs)
 		}
 		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, topic.ErrSubscriptionClosed) || errors.Is(err, topic.ErrTopicClosed) || errors.Is(err, ErrClosed) {
-				return nil
-			}
-			return err
+			return ended(ctx, err)
 		}
 	}
+}
+
+// ended is what Run returns when receiving ended with err: nil when ctx
+// ended or the subscription, the topic or the source is closed, err
+// otherwise.
+func ended(ctx context.Context, err error) error {
+	if ctx.Err() != nil || errors.Is(err, topic.ErrSubscriptionClosed) || errors.Is(err, topic.ErrTopicClosed) || errors.Is(err, ErrClosed) {
+		return nil
+	}
+	return err
 }
 
 // convert turns received items into messages (one allocation per batch,
@@ -547,8 +684,12 @@ func (s *Source[T]) note(ctx context.Context, err error, ok *atomic.Uint64) {
 }
 
 // Close closes every subscription the source holds, all at once, and
-// waits for the closings of replaced subscriptions already under way.
-// Tracked messages still unsettled resolve upstream as nacked with
+// waits for the closings of replaced subscriptions already under way. A
+// subscribe under way (a stage's first, or one replacing a subscription
+// the topic disconnected, which on a Kafka topic whose cluster does not
+// answer waits up to kafkatopic's Options.AdminTimeout) is waited for the
+// same way, within ctx, and the subscription it makes is closed once it
+// is made. Tracked messages still unsettled resolve upstream as nacked with
 // topic.ErrDeliveryDropped, which a sink reports to its source as a retry.
 //
 // It returns nil once every subscription is closed, or, when ctx ends
@@ -563,7 +704,7 @@ func (s *Source[T]) note(ctx context.Context, err error, ok *atomic.Uint64) {
 // later call waits, within its own ctx, for the same closing.
 func (s *Source[T]) Close(ctx context.Context) error {
 	s.mu.Lock()
-	s.closed = true // slot and resubscribe subscribe no more
+	s.closed = true // no subscribe starts any more
 	s.mu.Unlock()
 	if err := liveset.Await(ctx, s.closing.Start(s.closeAll), nil); err != nil {
 		return fmt.Errorf("source: closing the subscriptions of topic %q: %w", s.opts.Topic.Name(), err)
@@ -574,8 +715,10 @@ func (s *Source[T]) Close(ctx context.Context) error {
 // closeAll closes the subscriptions the source holds (retired ones whose
 // outcomes are not all in included: an Ack that comes in later no longer
 // finds them, and leaves them be), each on its own goroutine, then waits
-// for the closer to finish the closings queued before, and returns once
-// all are closed.
+// for the closer to finish the closings queued before and for the
+// subscribes under way, which close what they make now that the source is
+// closed, and returns once all are closed. No subscription joins all once
+// the source is closed, so none is left open.
 func (s *Source[T]) closeAll() {
 	s.mu.Lock()
 	all := s.all
@@ -583,4 +726,5 @@ func (s *Source[T]) closeAll() {
 	s.mu.Unlock()
 	closeSubscriptions(all)
 	s.closers.Wait()
+	s.subscribes.Wait()
 }
