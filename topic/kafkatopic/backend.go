@@ -31,8 +31,11 @@ type Backend[T any] struct {
 	red    redactor
 	log    *slog.Logger
 	client sarama.Client // metadata, offsets, the producer
-	admin  sarama.ClusterAdmin
-	prod   *producer
+	// v2 is whether records are written as record batches (magic 2,
+	// Kafka 0.11 and later), which recordSize measures.
+	v2    bool
+	admin sarama.ClusterAdmin
+	prod  *producer
 	// conns are every client's connections, cut when Close's context
 	// ends before the closing is done.
 	conns *kafkaconn.Set
@@ -73,6 +76,7 @@ func NewContext[T any](ctx context.Context, opts Options[T]) (*Backend[T], error
 	}
 	cfg := opts.saramaConfig()
 	b := &Backend[T]{opts: opts, cfg: cfg, red: newRedactor(cfg), log: opts.Logger, topics: make(map[*kTopic[T]]struct{})}
+	b.v2 = cfg.Version.IsAtLeast(sarama.V0_11_0_0)
 	if err := b.probe(ctx); err != nil {
 		return nil, err
 	}
@@ -91,7 +95,7 @@ func NewContext[T any](ctx context.Context, opts Options[T]) (*Backend[T], error
 		_ = client.Close()
 		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.err(err))
 	}
-	prod, err := newProducer(client, opts.PublishBuffer)
+	prod, err := newProducer(client, opts.Brokers, cfg, opts.PublishBuffer)
 	if err != nil {
 		_ = admin.Close()
 		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.err(err))
@@ -136,16 +140,24 @@ func GroupID(name topic.Name, g topic.GroupName) string { return KafkaTopic(name
 // NewTopic creates the Kafka topic if it does not exist (Options.Partitions
 // partitions, Options.ReplicationFactor replicas), or checks that the
 // existing one has at least Options.Partitions partitions (a
-// [*PartitionsError] otherwise; more is fine), and returns its state. ctx
-// and Options.AdminTimeout bound the requests.
+// [*PartitionsError] otherwise; more is fine), reads its max.message.bytes
+// (see [RecordTooLargeError]), and returns its state. ctx and
+// Options.AdminTimeout bound the requests.
 func (b *Backend[T]) NewTopic(ctx context.Context, name topic.Name, opts topic.Options) (topic.State[T], error) {
 	ctx, cancel := context.WithTimeout(ctx, b.opts.AdminTimeout)
 	defer cancel()
 	kname := KafkaTopic(name)
-	if err := b.bounded(ctx, "declaring topic "+strconv.Quote(kname), func() error { return b.ensureTopic(ctx, kname) }); err != nil {
+	var limit int
+	if err := b.bounded(ctx, "declaring topic "+strconv.Quote(kname), func() error {
+		if err := b.ensureTopic(ctx, kname); err != nil {
+			return err
+		}
+		limit = b.maxMessageBytes(kname)
+		return nil
+	}); err != nil {
 		return nil, err
 	}
-	t := newKTopic(b, name, kname, opts)
+	t := newKTopic(b, name, kname, opts, limit)
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -221,6 +233,36 @@ func (b *Backend[T]) ensureTopic(ctx context.Context, kname string) error {
 		return fmt.Errorf("%w: topic %q not visible in the cluster metadata: %w", ErrAdmin, kname, b.red.err(err))
 	}
 	return nil
+}
+
+// maxMessageBytes returns kname's max.message.bytes: the largest record
+// batch the brokers accept for the topic (its own setting, else the
+// brokers' message.max.bytes). It returns 0, and logs why, when the
+// cluster does not tell (the client may not describe the topic's
+// configuration, or the protocol version is older than 0.11): the
+// declaration goes on, and a record over the limit is then found when the
+// broker refuses its batch.
+func (b *Backend[T]) maxMessageBytes(kname string) int {
+	if !b.v2 {
+		return 0
+	}
+	const key = "max.message.bytes"
+	entries, err := b.admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: kname, ConfigNames: []string{key}})
+	if err == nil {
+		err = fmt.Errorf("%s is not in the answer", key)
+		for _, e := range entries {
+			if e.Name != key {
+				continue
+			}
+			if n, perr := strconv.Atoi(e.Value); perr == nil && n > 0 {
+				return n
+			}
+			err = fmt.Errorf("%s is %q, not a positive number", key, e.Value)
+		}
+	}
+	b.log.Info("kafkatopic: the topic's max.message.bytes could not be read; a record over it is found when the broker refuses its batch, whose other records are then sent again one by one",
+		slog.String("topic", kname), slog.Any("error", b.red.err(err)))
+	return 0
 }
 
 // Close closes every topic the backend created (their subscribers leave

@@ -40,6 +40,45 @@ var ErrRevoked = errors.New("kafkatopic: partition revoked before the message wa
 // broker acknowledged it: the record may or may not be stored.
 var ErrUnconfirmed = errors.New("kafkatopic: the record was handed to the producer before the context ended and may be stored")
 
+// ErrRecordTooLarge is wrapped by [*RecordTooLargeError].
+var ErrRecordTooLarge = errors.New("kafkatopic: record larger than the topic accepts")
+
+// RecordTooLargeError is the error of a publish whose record the broker
+// refused, sent on its own, as larger than the topic accepts (its
+// max.message.bytes, which defaults to the brokers' message.max.bytes):
+// the record is not stored. A broker refuses a whole batch for one record
+// over the limit; so the backend sends a record over the limit read when
+// the topic was declared through a second producer that puts one record in
+// each request, and sends each record of a batch the broker refused as too
+// large again the same way: the records published with the refused one
+// are stored. It wraps both [ErrRecordTooLarge] and
+// sarama.ErrMessageSizeTooLarge.
+type RecordTooLargeError struct {
+	// Topic is the Kafka topic name.
+	Topic string
+	// Size is the record's size as the broker measures it: the bytes of a
+	// record batch holding only this record, uncompressed (a producer
+	// configured to compress sends fewer).
+	Size int
+	// Limit is the topic's max.message.bytes as read when the topic was
+	// declared, or 0 when it could not be read, or when the broker refused
+	// a record no larger than it (the topic's setting has changed since).
+	Limit int
+}
+
+// Error names the topic, the record's size and, when known, the limit.
+func (e *RecordTooLargeError) Error() string {
+	if e.Limit > 0 {
+		return fmt.Sprintf("kafkatopic: record of %d bytes refused: topic %q accepts at most %d (max.message.bytes)", e.Size, e.Topic, e.Limit)
+	}
+	return fmt.Sprintf("kafkatopic: record of %d bytes refused: larger than topic %q accepts (max.message.bytes)", e.Size, e.Topic)
+}
+
+// Unwrap returns ErrRecordTooLarge and sarama.ErrMessageSizeTooLarge.
+func (e *RecordTooLargeError) Unwrap() []error {
+	return []error{ErrRecordTooLarge, sarama.ErrMessageSizeTooLarge}
+}
+
 // PartitionsError reports an existing topic with fewer partitions than
 // Options.Partitions. It wraps [ErrPartitions].
 type PartitionsError struct {

@@ -58,8 +58,10 @@ type Options[T any] struct {
 	// Net.DialTimeout from ConnectTimeout, Admin.Timeout from
 	// AdminTimeout, and Net.Proxy: the clients dial through a dialer of the
 	// backend's, which wraps a Net.Proxy.Dialer you set, so that Close can
-	// cut their connections at its deadline). Nil means
-	// sarama.NewConfig(). Its credentials never
+	// cut their connections at its deadline). The backend's second
+	// producer, which sends records one per request (see
+	// [RecordTooLargeError]), takes it with its Producer.Flush settings
+	// replaced. Nil means sarama.NewConfig(). Its credentials never
 	// appear in errors, logs or the String form of the options.
 	Config *sarama.Config `name:"-"`
 	// Codec turns values into record payloads and back. Required. A panic

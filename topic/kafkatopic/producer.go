@@ -2,6 +2,7 @@ package kafkatopic
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/IBM/sarama"
@@ -9,7 +10,7 @@ import (
 
 // completion is one publish handed to the producer: the record and the
 // channel its broker acknowledgement (or failure) is reported on. The
-// producer's one result goroutine reports it; there is no goroutine per
+// producer's result goroutines report it; there is no goroutine per
 // message, and completions are recycled once their publisher has read a
 // success (a failed record may still be read by sarama after it reported
 // it).
@@ -17,15 +18,30 @@ type completion struct {
 	msg  sarama.ProducerMessage
 	hdr  []sarama.RecordHeader // msg.Headers' backing array, kept for reuse
 	done chan error            // buffered 1
+	// alone, set by the publisher before handing the completion over,
+	// sends the record through the producer's single-record producer.
+	alone bool
+	// resent is set by the batching producer's result goroutine when the
+	// broker refused the record's batch as too large and a copy of the
+	// record was handed to the single-record producer: the outcome
+	// reported is the copy's, and the completion is not recycled.
+	resent bool
 }
 
-// producer feeds one sarama AsyncProducer, directly or through a bounded
+// producer feeds two sarama AsyncProducers, directly or through a bounded
 // buffer (Options.PublishBuffer) that TryPublish can use without waiting,
-// and reports each record's outcome to its completion.
+// and reports each record's outcome to its completion. ap batches the
+// records, as many as its configuration lets it put in one request;
+// alone sends each record in a request of its own, so that the broker's
+// refusal of a record larger than the topic accepts (MESSAGE_TOO_LARGE,
+// which fails every record of the batch) takes no other record with it.
+// alone takes the records the publisher knows to be over the topic's
+// limit, and a copy of each record of a batch ap had refused as too large.
 type producer struct {
-	ap   sarama.AsyncProducer
-	in   chan *completion
-	pool sync.Pool
+	ap    sarama.AsyncProducer
+	alone sarama.AsyncProducer
+	in    chan *completion
+	pool  sync.Pool
 
 	mu     sync.RWMutex // held shared while enqueueing; exclusively to close
 	closed bool
@@ -35,17 +51,37 @@ type producer struct {
 	wg sync.WaitGroup
 }
 
-func newProducer(client sarama.Client, buffer int) (*producer, error) {
-	ap, err := sarama.NewAsyncProducerFromClient(client)
+// newProducer starts a producer whose batching producer shares client and
+// whose single-record producer has a client of its own, on brokers with
+// aloneConfig(cfg).
+func newProducer(client sarama.Client, brokers []string, cfg *sarama.Config, buffer int) (*producer, error) {
+	alone, err := sarama.NewAsyncProducer(brokers, aloneConfig(cfg))
 	if err != nil {
 		return nil, err
 	}
-	p := &producer{ap: ap, in: make(chan *completion, buffer), stop: make(chan struct{})}
+	ap, err := sarama.NewAsyncProducerFromClient(client)
+	if err != nil {
+		_ = alone.Close()
+		return nil, err
+	}
+	p := &producer{ap: ap, alone: alone, in: make(chan *completion, buffer), stop: make(chan struct{})}
 	p.pool.New = func() any { return &completion{done: make(chan error, 1)} }
-	p.wg.Add(2)
+	p.wg.Add(3)
 	go p.feed()
-	go p.results()
+	go p.results(ap, true)
+	go p.results(alone, false)
 	return p, nil
+}
+
+// aloneConfig is cfg for a producer that puts one record in each request
+// and sends it at once.
+func aloneConfig(cfg *sarama.Config) *sarama.Config {
+	c := *cfg
+	c.Producer.Flush.Frequency = 0
+	c.Producer.Flush.Bytes = 0
+	c.Producer.Flush.Messages = 0
+	c.Producer.Flush.MaxMessages = 1
+	return &c
 }
 
 // get returns a fresh completion.
@@ -58,22 +94,37 @@ func (p *producer) put(c *completion) {
 		clear(c.hdr[:cap(c.hdr)])
 	}
 	c.msg = sarama.ProducerMessage{}
+	c.alone, c.resent = false, false
 	p.pool.Put(c)
+}
+
+// input returns the input of the sarama producer c goes to.
+func (p *producer) input(c *completion) chan<- *sarama.ProducerMessage {
+	if c.alone {
+		return p.alone.Input()
+	}
+	return p.ap.Input()
 }
 
 // feed hands buffered records to sarama, in order.
 func (p *producer) feed() {
 	defer p.wg.Done()
 	for c := range p.in {
-		p.ap.Input() <- &c.msg
+		p.input(c) <- &c.msg
 	}
 	p.ap.AsyncClose()
 }
 
-// results reports every record's outcome to its completion.
-func (p *producer) results() {
+// results reports the outcome of every record of ap to its completion.
+// With batching (ap is the batching producer), a record refused as too
+// large is not reported: the broker refuses a whole batch for one record
+// over the limit, so a copy of each is sent again through the
+// single-record producer, whose outcome is reported instead. Once ap has
+// closed, so does the single-record producer (the last to receive
+// records).
+func (p *producer) results(ap sarama.AsyncProducer, batching bool) {
 	defer p.wg.Done()
-	succ, errs := p.ap.Successes(), p.ap.Errors()
+	succ, errs := ap.Successes(), ap.Errors()
 	for succ != nil || errs != nil {
 		select {
 		case m, ok := <-succ:
@@ -87,8 +138,30 @@ func (p *producer) results() {
 				errs = nil
 				continue
 			}
-			e.Msg.Metadata.(*completion).done <- e.Err
+			c := e.Msg.Metadata.(*completion)
+			if batching && errors.Is(e.Err, sarama.ErrMessageSizeTooLarge) {
+				c.resent = true
+				p.alone.Input() <- resend(c)
+				continue
+			}
+			c.done <- e.Err
 		}
+	}
+	if batching {
+		p.alone.AsyncClose()
+	}
+}
+
+// resend returns a copy of c's record to send again, reported to c. The
+// copy leaves c's record to the producer that failed it.
+func resend(c *completion) *sarama.ProducerMessage {
+	return &sarama.ProducerMessage{
+		Topic:     c.msg.Topic,
+		Key:       c.msg.Key,
+		Value:     c.msg.Value,
+		Headers:   c.msg.Headers,
+		Timestamp: c.msg.Timestamp,
+		Metadata:  c,
 	}
 }
 
@@ -104,7 +177,7 @@ func (p *producer) enqueue(ctx context.Context, c *completion, wait bool, abort 
 	if p.closed {
 		return false, errClosed
 	}
-	input := p.ap.Input()
+	input := p.input(c)
 	if !wait {
 		select {
 		case input <- &c.msg:
@@ -128,7 +201,9 @@ func (p *producer) enqueue(ctx context.Context, c *completion, wait bool, abort 
 }
 
 // close stops accepting records, lets sarama deliver (or fail) every
-// record it was handed, and waits for the outcomes to be reported.
+// record it was handed (the batching producer first, then the
+// single-record producer, which its refused batches may still feed), and
+// waits for the outcomes to be reported.
 func (p *producer) close() {
 	p.once.Do(func() {
 		close(p.stop)

@@ -2,6 +2,7 @@ package kafkatopic
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,9 @@ type kTopic[T any] struct {
 	name  topic.Name
 	kname string
 	opts  topic.Options
+	// limit is the topic's max.message.bytes as read at its declaration,
+	// 0 when unknown: a record larger goes to the single-record producer.
+	limit int
 
 	closedCh  chan struct{}
 	closeOnce sync.Once
@@ -31,9 +35,9 @@ type kTopic[T any] struct {
 	broadcasts map[*bsub[T]]struct{}   // live broadcast subscribers
 }
 
-func newKTopic[T any](b *Backend[T], name topic.Name, kname string, opts topic.Options) *kTopic[T] {
+func newKTopic[T any](b *Backend[T], name topic.Name, kname string, opts topic.Options, limit int) *kTopic[T] {
 	return &kTopic[T]{
-		b: b, name: name, kname: kname, opts: opts,
+		b: b, name: name, kname: kname, opts: opts, limit: limit,
 		closedCh:   make(chan struct{}),
 		groups:     make(map[topic.GroupName]int),
 		members:    make(map[*member[T]]struct{}),
@@ -48,6 +52,16 @@ func newKTopic[T any](b *Backend[T], name topic.Name, kname string, opts topic.O
 // published and it returns ctx.Err(); if it ends after the record was
 // handed to the producer, the error wraps both ErrUnconfirmed and
 // ctx.Err(): the record may still be stored, as with any Kafka producer.
+//
+// A record larger than the topic accepts fails alone, with a
+// [*RecordTooLargeError]; the records published with it are stored. The
+// producer batches records, and the broker refuses a whole batch for one
+// record over the topic's max.message.bytes: so a record larger than the
+// limit read at the topic's declaration is sent in a request of its own
+// (the broker, whose limit may have changed, decides), and when the broker
+// refuses a batch as too large nonetheless (the limit unknown or changed,
+// or records that fit alone but not together), each of its records is
+// sent again alone.
 func (t *kTopic[T]) Publish(ctx context.Context, e topic.Envelope[T], onFull topic.OnFull) (topic.PublishOutcome, error) {
 	return t.publish(ctx, e, onFull == topic.Block)
 }
@@ -78,6 +92,9 @@ func (t *kTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool)
 		p.put(c)
 		return topic.Published, fmt.Errorf("kafkatopic: encoding the value for topic %q: %w", t.kname, err)
 	}
+	if t.limit > 0 && recordSize(&c.msg, t.b.v2) > t.limit {
+		c.alone = true
+	}
 	ok, err := p.enqueue(ctx, c, wait, t.closedCh, topic.ErrTopicClosed)
 	if err != nil || !ok {
 		p.put(c)
@@ -88,7 +105,7 @@ func (t *kTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool)
 	}
 	select {
 	case err = <-c.done:
-		if err == nil {
+		if err == nil && !c.resent {
 			// Not after a failure: sarama still reads a failed record for
 			// a moment after reporting it (its retry backoff), so that
 			// completion is left to the garbage collector.
@@ -99,9 +116,72 @@ func (t *kTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool)
 		return topic.Published, fmt.Errorf("%w: %w", ErrUnconfirmed, ctx.Err())
 	}
 	if err != nil {
+		if errors.Is(err, sarama.ErrMessageSizeTooLarge) {
+			return topic.Published, t.tooLarge(&c.msg)
+		}
 		return topic.Published, fmt.Errorf("kafkatopic: publishing to topic %q: %w", t.kname, t.b.red.err(err))
 	}
 	return topic.Published, nil
+}
+
+// tooLarge is the error of m, which the broker refused, sent alone, as
+// larger than the topic accepts.
+func (t *kTopic[T]) tooLarge(m *sarama.ProducerMessage) error {
+	e := &RecordTooLargeError{Topic: t.kname, Size: recordSize(m, t.b.v2)}
+	if e.Size > t.limit {
+		e.Limit = t.limit
+	}
+	return e
+}
+
+// recordSize returns the size in bytes of m as a broker measures it
+// against a topic's max.message.bytes: a record batch holding m alone,
+// uncompressed, with the offset and length that precede it in the log
+// (61 bytes of batch header, then the record with its varint lengths).
+// Without v2 (a protocol version older than 0.11) it is a message set of
+// the one message: 34 bytes besides its key and value.
+func recordSize(m *sarama.ProducerMessage, v2 bool) int {
+	key, value := encodedLen(m.Key), encodedLen(m.Value)
+	if !v2 {
+		return 34 + max(key, 0) + max(value, 0)
+	}
+	// attributes, timestamp delta and offset delta (both 0: one byte each)
+	body := 3 + bytesSize(key) + bytesSize(value) + varintSize(len(m.Headers))
+	for _, h := range m.Headers {
+		body += bytesSize(len(h.Key)) + bytesSize(len(h.Value))
+	}
+	return 61 + varintSize(body) + body
+}
+
+// encodedLen is e's length, -1 for none.
+func encodedLen(e sarama.Encoder) int {
+	if e == nil {
+		return -1
+	}
+	return e.Length()
+}
+
+// bytesSize is the size of n bytes preceded by their varint length (-1,
+// one byte, for none).
+func bytesSize(n int) int {
+	if n < 0 {
+		return 1
+	}
+	return varintSize(n) + n
+}
+
+// varintSize is the size of n as a zigzag varint.
+func varintSize(n int) int {
+	u := uint64(n) << 1
+	if n < 0 {
+		u = ^u
+	}
+	size := 1
+	for u >= 0x80 {
+		u >>= 7
+		size++
+	}
+	return size
 }
 
 // recordHeaders appends to dst the record headers of e: those of the
