@@ -456,45 +456,108 @@ func TestStopDoesNotWaitForAHungStartOffsetLookup(t *testing.T) {
 // lookup's own bound (sarama's Config.Metadata.Timeout, franz-go's
 // LookupTimeout), however long the client itself would wait and retry:
 // the member then logs why, and falls back as each source documents
-// (sarama ends the claim and the group rejoins, franz-go looks the start
-// time up itself). Once the cluster answers, every record at or after the
-// start time is delivered.
+// (sarama ends the claim and the group rejoins, franz-go looks again on a
+// client of its own). Once the cluster answers, every record at or after
+// the start time is delivered.
 func TestStartOffsetLookupGivesUpAfterItsBound(t *testing.T) {
 	eachClient(t, func(t *testing.T, cl client) {
-		// franz-go's own retries would wait minutes for each unanswered
-		// listing, well past the test's wait for the log line.
-		cl = cl.withKgo(kgo.RequestTimeoutOverhead(5*time.Minute), kgo.RetryTimeout(0))
-		c := newCluster(t, 1, kfake.NumBrokers(1))
-		start := time.Now()
-		ends := produce(t, c, 1, 0, 20)
-		held, release := holdRequests(t, c, kmsg.ListOffsets, 0, func(req kmsg.Request) bool {
-			return slices.ContainsFunc(req.(*kmsg.ListOffsetsRequest).Topics, func(rt kmsg.ListOffsetsRequestTopic) bool {
-				return slices.ContainsFunc(rt.Partitions, func(rp kmsg.ListOffsetsRequestTopicPartition) bool { return rp.Timestamp >= 0 })
-			})
-		})
-		book := newLogBook()
-		o := sourceOptions(c, "g-lookup-bound")
-		o.InitialOffset, o.StartTime = kafka.OffsetTimestamp, start
-		o.Config.Metadata.Timeout = time.Second
-		o.Logger = book.logger()
-		l := newLedger()
-		p := startPipeline(t, pipelineOpts("lookup-bound", cl.new(t, o), 1, l, nil))
-		defer stopPipeline(t, p)
-		select {
-		case <-held:
-		case <-time.After(30 * time.Second):
-			t.Fatal("the member never looked its start offset up")
-		}
-		gaveUp := func(r logRecord) bool { return r.Level >= slog.LevelWarn && strings.Contains(r.Msg, "start offset") }
-		wait.Within(t, 30*time.Second, "a log line saying the start offset lookup gave up", func() bool {
-			return len(book.find(gaveUp)) > 0
-		})
-		if l.covers(map[int32]int64{0: 1}) {
+		h := startHungLookup(t, cl, "lookup-bound")
+		if h.l.covers(map[int32]int64{0: 1}) {
 			t.Fatal("a record was delivered before the start offset was found")
 		}
-		release()
-		wait.Within(t, 30*time.Second, "every record once the cluster answers", func() bool { return l.covers(ends) })
+		h.releaseAndWait(t)
 	})
+}
+
+// Guarantee: a cluster that keeps leaving a claim's start offset lookup
+// unanswered after it first gave up makes the member look again, each
+// attempt bounded as the first (1s here, though franz-go's own request
+// timeout is 5m), on connections of its own: the member's heartbeats never
+// wait behind an unanswered listing, and it stays in its group (sarama
+// ends the claim and rejoins; franz-go looks again within the session,
+// rather than leave the lookup to its group client). Once the cluster
+// answers, every record at or after the start time is delivered.
+func TestStartOffsetLookupTriesAgainWithoutHoldingTheMember(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl client) {
+		h := startHungLookup(t, cl, "lookup-again")
+		var member string
+		if gi := h.c.GroupInfo(h.group); gi != nil && len(gi.Members) == 1 {
+			member = gi.Members[0].MemberID
+		} else {
+			t.Fatalf("group %q is %+v once the lookup gave up, want it to have the member", h.group, gi)
+		}
+		for i := range 3 {
+			select {
+			case <-h.held:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("%d listings after the first lookup gave up, then none for 30s: the member waits for an unanswered one", i)
+			}
+		}
+		gi := h.c.GroupInfo(h.group)
+		if gi == nil || !slices.ContainsFunc(gi.Members, func(gm kfake.GroupMember) bool { return gm.MemberID == member }) {
+			t.Fatalf("member %q is no longer in group %q (%+v) after three more unanswered lookups", member, h.group, gi)
+		}
+		h.releaseAndWait(t)
+	})
+}
+
+// hungLookup is a pipeline of one member whose claim of a one-partition
+// topic (20 records) starts at a time (OffsetTimestamp) on a one-broker
+// cluster that holds every ListOffsets request by time: held receives a
+// value when one is held, and release lets them all go (see
+// holdRequests).
+type hungLookup struct {
+	c       *kfake.Cluster
+	group   string
+	ends    map[int32]int64
+	held    <-chan struct{}
+	release func()
+	l       *ledger
+}
+
+// startHungLookup starts a hungLookup of cl named name (its group is
+// "g-"+name), stopped when t ends, whose lookup gives up after 1s
+// (sarama's Config.Metadata.Timeout, franz-go's LookupTimeout) while
+// franz-go's own requests would wait 5m, and returns once the member has
+// logged that its first lookup gave up.
+func startHungLookup(t *testing.T, cl client, name string) *hungLookup {
+	t.Helper()
+	// franz-go's own retries would wait minutes for each unanswered
+	// listing, well past the test's waits.
+	cl = cl.withKgo(kgo.RequestTimeoutOverhead(5*time.Minute), kgo.RetryTimeout(0))
+	h := &hungLookup{c: newCluster(t, 1, kfake.NumBrokers(1)), group: "g-" + name, l: newLedger()}
+	start := time.Now()
+	h.ends = produce(t, h.c, 1, 0, 20)
+	h.held, h.release = holdRequests(t, h.c, kmsg.ListOffsets, 0, func(req kmsg.Request) bool {
+		return slices.ContainsFunc(req.(*kmsg.ListOffsetsRequest).Topics, func(rt kmsg.ListOffsetsRequestTopic) bool {
+			return slices.ContainsFunc(rt.Partitions, func(rp kmsg.ListOffsetsRequestTopicPartition) bool { return rp.Timestamp >= 0 })
+		})
+	})
+	book := newLogBook()
+	o := sourceOptions(h.c, h.group)
+	o.InitialOffset, o.StartTime = kafka.OffsetTimestamp, start
+	o.Config.Metadata.Timeout = time.Second
+	o.Logger = book.logger()
+	p := startPipeline(t, pipelineOpts(name, cl.new(t, o), 1, h.l, nil))
+	t.Cleanup(func() { stopPipeline(t, p) })
+	select {
+	case <-h.held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the member never looked its start offset up")
+	}
+	gaveUp := func(r logRecord) bool { return r.Level >= slog.LevelWarn && strings.Contains(r.Msg, "start offset") }
+	wait.Within(t, 30*time.Second, "a log line saying the start offset lookup gave up", func() bool {
+		return len(book.find(gaveUp)) > 0
+	})
+	return h
+}
+
+// releaseAndWait lets the held listings go and waits for every record to
+// be delivered.
+func (h *hungLookup) releaseAndWait(t *testing.T) {
+	t.Helper()
+	h.release()
+	wait.Within(t, 30*time.Second, "every record once the cluster answers", func() bool { return h.l.covers(h.ends) })
 }
 
 // holdRequests makes c hold the requests of key that match accepts (only

@@ -375,9 +375,10 @@ func (m *member) assigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 // BeginReset moves every claim to InitialOffset's. With OffsetTimestamp,
 // the claims starting at InitialOffset start at the exact offset
 // startOffsets resolves (franz-go's own lookup by time can skip a record
-// appended during it); when that fails or has no answer within
-// Options.LookupTimeout, franz-go looks the start time up itself, unless
-// the session (ctx) ended: adjust then returns ctx's error.
+// appended during it), looked up until it is found (see lookUpStarts),
+// never by franz-go on the group's client: when the session (ctx) ends
+// first, or the member's Close stops waiting, adjust returns that error
+// and the claims start nowhere.
 func (m *member) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	reset := func(o kgo.Offset) (committed int64, atReset bool) {
 		committed = -1
@@ -399,14 +400,11 @@ func (m *member) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Of
 		if len(tps) > 0 {
 			var err error
 			if starts, err = m.lookUpStarts(ctx, tps); err != nil {
-				if ctx.Err() != nil {
-					// The session ended (a rebalance, Close): its claims
-					// start nowhere, and franz-go's own lookup would
-					// queue on the member's connections.
-					return nil, ctx.Err()
-				}
-				m.log.Warn("kafka start offsets cannot be listed; the client looks the start time up itself",
-					slog.Any("partitions", tps), slog.Any("error", claim.Flat(err)))
+				// The session ended (a rebalance, Close): its claims
+				// start nowhere (the next session looks again), and
+				// franz-go's own lookup would queue on the member's
+				// connections.
+				return nil, err
 			}
 		}
 	}
@@ -434,13 +432,60 @@ func (m *member) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Of
 	return offsets, nil
 }
 
-// lookUpStarts runs startOffsets for tps on a client of its own, closed
-// when it returns. Kafka answers a connection's requests in order, so a
-// listing the cluster leaves unanswered holds only that client's
+// The waits between a member's attempts to find where its claims start
+// (lookUpStarts): the first, then twice as long each time up to the last.
+const (
+	lookupFirstBackoff = time.Second
+	lookupMaxBackoff   = 10 * time.Second
+)
+
+// lookUpStarts finds where tps start (lookUpStartsOnce), trying again
+// after each attempt that fails or gives up at Options.LookupTimeout,
+// lookupFirstBackoff later, then twice as long each time up to
+// lookupMaxBackoff, until one succeeds. It returns ctx's error once ctx
+// (the session's) ends, and context.Canceled once the member's client is
+// done with (its Close stopped waiting, or the member closed). It logs
+// one WARN line when the first attempt fails and one more each time the
+// failed attempts double (the 2nd, 4th, 8th, ...), and one INFO line when
+// an attempt succeeds after failed ones.
+func (m *member) lookUpStarts(ctx context.Context, tps []topicPartition) (map[topicPartition]int64, error) {
+	backoff := lookupFirstBackoff
+	for failed := 0; ; {
+		starts, err := m.lookUpStartsOnce(ctx, tps)
+		if err == nil {
+			if failed > 0 {
+				m.log.Info("kafka start offsets listed after failed attempts",
+					slog.Any("partitions", tps), slog.Int("failed_attempts", failed))
+			}
+			return starts, nil
+		}
+		failed++
+		if ctx.Err() == nil && m.hurryCtx.Err() == nil && failed&(failed-1) == 0 {
+			m.log.Warn("kafka start offsets cannot be listed; trying again on a client of the member's own",
+				slog.Any("partitions", tps), slog.Int("failed_attempts", failed),
+				slog.Duration("in", backoff), slog.Any("error", claim.Flat(err)))
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-m.hurryCtx.Done():
+			t.Stop()
+			return nil, m.hurryCtx.Err()
+		}
+		backoff = min(2*backoff, lookupMaxBackoff)
+	}
+}
+
+// lookUpStartsOnce runs startOffsets for tps on a client of its own,
+// closed when it returns. Kafka answers a connection's requests in order,
+// so a listing the cluster leaves unanswered holds only that client's
 // connections, not the member's heartbeats, commits and leave, and the
 // close cuts it once ctx (the session's) ends or Options.LookupTimeout
 // has passed: the error then wraps context.DeadlineExceeded.
-func (m *member) lookUpStarts(ctx context.Context, tps []topicPartition) (map[topicPartition]int64, error) {
+func (m *member) lookUpStartsOnce(ctx context.Context, tps []topicPartition) (map[topicPartition]int64, error) {
 	cl, err := m.sideClient()
 	if err != nil {
 		return nil, err

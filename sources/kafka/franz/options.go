@@ -138,13 +138,17 @@ type Options struct {
 	// within ConnectTimeout, Run fails with ErrConnect naming every broker
 	// and its cause. Default 5s.
 	ConnectTimeout time.Duration `validate:"gt=0"`
-	// LookupTimeout bounds the lookup of where a session's new claims
-	// start with OffsetTimestamp (the ListOffsets requests by time and at
-	// the end, see docs/kafka.md, Replay). When the cluster has not
-	// answered within it, the member logs one WARN line and lets franz-go
-	// look the start time up itself; the lookup also ends with the
-	// session. It stands for the sarama source's Config.Metadata.Timeout,
-	// which bounds that source's lookup. At most 5m. Default 10s.
+	// LookupTimeout bounds each attempt to find where a session's new
+	// claims start with OffsetTimestamp (the ListOffsets requests by time
+	// and at the end, on a client of the member's own, see docs/kafka.md,
+	// Replay). When the cluster has not answered within it, the member
+	// logs a WARN line (at the first attempt that gives up, then at each
+	// doubling of the failed attempts) and tries again, 1s later, then
+	// twice as long each time up to 10s, until an attempt succeeds or the
+	// session ends; franz-go's own lookup, on the group's connections, is
+	// never used. It stands for the sarama source's
+	// Config.Metadata.Timeout, which bounds that source's lookup. At most
+	// 5m. Default 10s.
 	LookupTimeout time.Duration `validate:"gt=0,lte=5m"`
 	// Unordered relaxes per-partition ordering: messages are balanced over
 	// all processors instead of one processor per partition. Offsets are

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -148,13 +149,22 @@ func TestAdjustStartsAtResolvedOffset(t *testing.T) {
 	}
 }
 
-// Guarantee: when the start offsets cannot be listed, the partitions keep
-// the client's own lookup of the start time (the claims' start is then
-// unknown), and one WARN line says so.
-func TestAdjustFallsBackWhenListingFails(t *testing.T) {
+// Guarantee: when the start offsets cannot be listed (the cluster refuses
+// the first three listings), adjust does not leave the lookup to the
+// client: it tries again, 1s, 2s and 4s later, on clients of its own,
+// logging one WARN line at the first failed attempt and one more at each
+// doubling of them (the 1st and the 2nd of three), and once a listing is
+// answered the partitions start at the exact offsets resolved, with one
+// INFO line saying so.
+func TestAdjustTriesAgainWhenListingFails(t *testing.T) {
 	c, cl := startCluster(t)
 	start := seed(t, cl)
+	var refused atomic.Int32
 	c.ControlKey(int16(kmsg.ListOffsets), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if refused.Add(1) > 3 {
+			c.DropControl()
+			return nil, nil, false
+		}
 		c.KeepControl()
 		resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 		for _, rt := range req.(*kmsg.ListOffsetsRequest).Topics {
@@ -171,20 +181,25 @@ func TestAdjustFallsBackWhenListingFails(t *testing.T) {
 		return resp, nil, true
 	})
 	m, logs := adjustMember(cl, Options{InitialOffset: OffsetTimestamp, StartTime: start, BeginOffset: BeginCommitted})
-	got, err := m.adjust(context.Background(), map[string]map[int32]kgo.Offset{startTopic: {0: m.reset, 1: m.reset, 2: m.reset}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	got, err := m.adjust(ctx, map[string]map[int32]kgo.Offset{startTopic: {0: m.reset, 1: m.reset, 2: m.reset}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for part, o := range got[startTopic] {
-		if o != m.reset {
-			t.Errorf("partition %d fetches from %v, want the client's lookup %v", part, o, m.reset)
+	for part, w := range map[int32]int64{0: 5, 1: 6, 2: 7} {
+		if o := got[startTopic][part]; o != kgo.NewOffset().At(w) {
+			t.Errorf("partition %d fetches from %v, want offset %d", part, o, w)
 		}
-		if next := m.parts[topicPartition{startTopic, part}].Next.Load(); next != -1 {
-			t.Errorf("partition %d's claim starts at %d, want -1 (unknown)", part, next)
+		if next := m.parts[topicPartition{startTopic, part}].Next.Load(); next != w {
+			t.Errorf("partition %d's claim starts at %d, want %d", part, next, w)
 		}
 	}
-	if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
-		t.Fatalf("%d WARN lines, want 1:\n%s", n, logs.String())
+	if n := strings.Count(logs.String(), "level=WARN"); n != 2 {
+		t.Errorf("%d WARN lines for three failed attempts, want 2 (the 1st and the 2nd):\n%s", n, logs.String())
+	}
+	if n := strings.Count(logs.String(), "level=INFO"); n != 1 {
+		t.Errorf("%d INFO lines once the listing was answered, want 1:\n%s", n, logs.String())
 	}
 }
 
