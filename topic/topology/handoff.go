@@ -15,6 +15,12 @@ import (
 // So the source keeps such a letter, unsettled, and hands it off again
 // itself, with backoff, until the backend takes it (the letter is then
 // settled) or the source closes (it is then given back, Queues.Return).
+// The attempts go on for as long as the source runs, handOffMaxBackoff
+// apart once the backoff has grown to it; the source logs the first
+// failure and then each doubling of the failed attempts (the 2nd, 4th,
+// 8th, ...), so a hand-off that keeps failing logs a line at growing
+// intervals rather than one per attempt, and one more line once the
+// backend takes the letter.
 const (
 	handOffFirstBackoff = 100 * time.Millisecond
 	handOffMaxBackoff   = 10 * time.Second
@@ -28,7 +34,8 @@ type handOff[T any] struct {
 	p       pendingLetter[T]
 	what    string // "hold <name>" or "requeue", for logs
 	do      func(context.Context, Letter[T]) error
-	backoff time.Duration
+	backoff time.Duration // the wait before the next attempt
+	failed  int           // the attempts that failed so far
 	timer   *time.Timer
 }
 
@@ -49,11 +56,13 @@ type handOffs[T any] struct {
 // tries again after a backoff. It returns false, keeping nothing, once the
 // source has closed.
 func (s *Source[T]) retryHandOff(p *pendingLetter[T], what string, do func(context.Context, Letter[T]) error, err error) bool {
-	h := &handOff[T]{p: *p, what: what, do: do, backoff: handOffFirstBackoff}
+	h := &handOff[T]{p: *p, what: what, do: do, backoff: handOffFirstBackoff, failed: 1}
 	return s.handOffs.schedule(s.log, h, err, s.attemptHandOff)
 }
 
-// schedule logs the failure and arms h's next attempt; false once closed.
+// schedule arms h's next attempt, after h's failed one, and logs that
+// failure when it makes a power of two of failed attempts (see handOffs);
+// false once closed.
 func (hs *handOffs[T]) schedule(log *slog.Logger, h *handOff[T], err error, attempt func(*handOff[T])) bool {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
@@ -64,8 +73,11 @@ func (hs *handOffs[T]) schedule(log *slog.Logger, h *handOff[T], err error, atte
 		hs.waiting = map[*handOff[T]]struct{}{}
 		hs.ctx, hs.stop = context.WithCancel(context.Background())
 	}
-	log.Error("could not hand a held key's letter to the backend; trying again",
-		slog.String("to", h.what), slog.String("key", h.p.l.Key), slog.Duration("in", h.backoff), slog.Any("error", err))
+	if h.failed&(h.failed-1) == 0 {
+		log.Error("could not hand a held key's letter to the backend; trying again",
+			slog.String("to", h.what), slog.String("key", h.p.l.Key), slog.Int("failed_attempts", h.failed),
+			slog.Duration("in", h.backoff), slog.Any("error", err))
+	}
 	hs.waiting[h] = struct{}{}
 	hs.wg.Add(1)
 	h.timer = time.AfterFunc(h.backoff, func() { defer hs.wg.Done(); attempt(h) })
@@ -84,9 +96,12 @@ func (s *Source[T]) attemptHandOff(h *handOff[T]) {
 	defer cancel()
 	err := h.do(ctx, h.p.l)
 	if err == nil {
+		s.log.Info("handed a held key's letter to the backend after failed attempts",
+			slog.String("to", h.what), slog.String("key", h.p.l.Key), slog.Int("failed_attempts", h.failed))
 		s.done(ctx, &h.p)
 		return
 	}
+	h.failed++
 	h.backoff = min(2*h.backoff, handOffMaxBackoff)
 	if !hs.schedule(s.log, h, err, s.attemptHandOff) {
 		hs.mu.Lock()

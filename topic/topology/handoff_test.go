@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/bits"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -19,17 +20,19 @@ import (
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
-// refusingHolds fails every Hold while refuse is set, as a broker that
-// refuses the hold topic would.
+// refusingHolds fails every Hold while r.refuse is set, as a broker that
+// refuses the hold topic would, and records in r when each was tried.
 type refusingHolds struct {
 	topology.Queues[int]
-	refuse   *atomic.Bool
-	attempts *atomic.Int64
+	r *failedHoldRun
 }
 
 func (q refusingHolds) Hold(ctx context.Context, i int, l topology.Letter[int]) error {
-	q.attempts.Add(1)
-	if q.refuse.Load() {
+	q.r.attempts.Add(1)
+	q.r.mu.Lock()
+	q.r.tried = append(q.r.tried, time.Now())
+	q.r.mu.Unlock()
+	if q.r.refuse.Load() {
 		return errors.New("hold topic unavailable")
 	}
 	return q.Queues.Hold(ctx, i, l)
@@ -37,7 +40,8 @@ func (q refusingHolds) Hold(ctx context.Context, i int, l topology.Letter[int]) 
 
 // failedHoldRun is a sequenced topology on the in-memory backend whose
 // holds are refused while refuse is set, consumed by a pipeline that
-// retries value 1 once and records what it handles in key A.
+// retries value 1 once and records what it handles in key A, and when
+// each hold was tried.
 type failedHoldRun struct {
 	m        *topology.Memory[int]
 	mq       topology.Queues[int]
@@ -48,15 +52,17 @@ type failedHoldRun struct {
 
 	mu      sync.Mutex
 	handled []int
+	tried   []time.Time
 }
 
-func startFailedHoldRun(t *testing.T) *failedHoldRun {
+// startFailedHoldRun starts a failedHoldRun whose source logs to log.
+func startFailedHoldRun(t *testing.T, log *slog.Logger) *failedHoldRun {
 	t.Helper()
 	r := &failedHoldRun{}
 	r.refuse.Store(true)
 	r.m, r.mq = declareLedger(t)
-	q := refusingHolds{Queues: r.mq, refuse: &r.refuse, attempts: &r.attempts}
-	r.src, r.p = startPipeline(t, q, func(_ context.Context, m *message.Message[int]) (int, error) {
+	q := refusingHolds{Queues: r.mq, r: r}
+	r.src, r.p = startLoggingPipeline(t, q, log, func(_ context.Context, m *message.Message[int]) (int, error) {
 		r.mu.Lock()
 		r.handled = append(r.handled, m.Data)
 		first := len(r.handled) == 1
@@ -93,11 +99,17 @@ func declareLedger(t *testing.T) (*topology.Memory[int], topology.Queues[int]) {
 }
 
 // startPipeline starts a pipeline, named after q's topology, of one
-// processor running handle over a source of q; adjust, if any, changes
-// the pipeline's options first.
+// processor running handle over a source of q that logs nothing, stopped
+// when t ends; adjust, if any, changes the pipeline's options first.
 func startPipeline(t *testing.T, q topology.Queues[int], handle processor.Handler[int, int], adjust ...func(*pipeline.Options[int, int])) (*topology.Source[int], *pipeline.Pipeline[int, int]) {
 	t.Helper()
-	src, err := topology.NewSource(topology.SourceOptions[int]{Queues: q, Logger: slog.New(slog.DiscardHandler)})
+	return startLoggingPipeline(t, q, slog.New(slog.DiscardHandler), handle, adjust...)
+}
+
+// startLoggingPipeline is startPipeline with a source that logs to log.
+func startLoggingPipeline(t *testing.T, q topology.Queues[int], log *slog.Logger, handle processor.Handler[int, int], adjust ...func(*pipeline.Options[int, int])) (*topology.Source[int], *pipeline.Pipeline[int, int]) {
+	t.Helper()
+	src, err := topology.NewSource(topology.SourceOptions[int]{Queues: q, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,6 +129,10 @@ func startPipeline(t *testing.T, q topology.Queues[int], handle processor.Handle
 	if err := p.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	// A test that fails before it stops the pipeline stops it here (a
+	// second Stop returns at once), rather than leave its goroutines, and
+	// in a bubble a hand-off's timers, running.
+	t.Cleanup(func() { _ = p.Stop(context.Background()) })
 	return src, p
 }
 
@@ -126,13 +142,19 @@ func (r *failedHoldRun) handledSoFar() []int {
 	return slices.Clone(r.handled)
 }
 
+func (r *failedHoldRun) triedSoFar() []time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.tried)
+}
+
 // Guarantee: on a sequenced topology, a retry whose hold the backend
 // refuses keeps its key's place and moves on once the backend takes it:
 // the source tries the hold again with backoff, the retry comes back, and
 // the later message of its key follows it.
 func TestRefusedHoldIsTriedAgainAndItsKeyMovesOn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := startFailedHoldRun(t)
+		r := startFailedHoldRun(t, slog.New(slog.DiscardHandler))
 		time.Sleep(3 * time.Second) // the source's backoff is fake time here
 		synctest.Wait()
 		if n := r.attempts.Load(); n < 3 {
@@ -156,12 +178,85 @@ func TestRefusedHoldIsTriedAgainAndItsKeyMovesOn(t *testing.T) {
 	})
 }
 
+// logLines records the level and message of each line logged through it.
+type logLines struct {
+	mu    sync.Mutex
+	lines []slog.Record
+}
+
+func (l *logLines) Enabled(context.Context, slog.Level) bool { return true }
+
+func (l *logLines) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, r)
+	return nil
+}
+
+func (l *logLines) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logLines) WithGroup(string) slog.Handler      { return l }
+
+// count returns how many lines of level and message were logged.
+func (l *logLines) count(level slog.Level, message string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, r := range l.lines {
+		if r.Level == level && r.Message == message {
+			n++
+		}
+	}
+	return n
+}
+
+// Guarantee: on a sequenced topology, a retry whose hold the backend keeps
+// refusing is tried again for as long as the source runs, after 100ms,
+// then twice as long each time up to 10s, then every 10s; the source logs
+// one ERROR line when the hold first fails and one more each time its
+// failed attempts double (the 2nd, 4th, 8th, ...), not one per attempt,
+// and one INFO line once the backend takes it.
+func TestRefusedHoldBacksOffToTenSecondsAndLogsEachDoubling(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var log logLines
+		r := startFailedHoldRun(t, slog.New(&log))
+		time.Sleep(10 * time.Minute) // fake time
+		synctest.Wait()
+		tried := r.triedSoFar()
+		if len(tried) < 60 {
+			t.Fatalf("the hold was tried %d times in 10 minutes, want it tried every 10s at most", len(tried))
+		}
+		gap := 100 * time.Millisecond
+		for i := 1; i < len(tried); i++ {
+			if got := tried[i].Sub(tried[i-1]); got != gap {
+				t.Fatalf("attempt %d came %v after the one before, want %v", i+1, got, gap)
+			}
+			gap = min(2*gap, 10*time.Second)
+		}
+		const failing = "could not hand a held key's letter to the backend; trying again"
+		if got, want := log.count(slog.LevelError, failing), bits.Len(uint(len(tried))); got != want {
+			t.Fatalf("%d ERROR lines for %d failed attempts, want %d: one at the first and one at each doubling", got, len(tried), want)
+		}
+		r.refuse.Store(false)
+		time.Sleep(15 * time.Second) // the longest backoff, then the hold's second
+		synctest.Wait()
+		if got := log.count(slog.LevelInfo, "handed a held key's letter to the backend after failed attempts"); got != 1 {
+			t.Fatalf("%d INFO lines once the backend took the hold, want 1", got)
+		}
+		if got := r.handledSoFar(); !slices.Equal(got, []int{1, 1, 2}) {
+			t.Fatalf("handled %v once the hold was taken, want [1 1 2]", got)
+		}
+		if err := r.p.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // Guarantee: a consumer that stops while a retry's hold is still refused
 // gives that message back with the ones of its key it held back, in
 // order: the next consumer of the group receives them first.
 func TestRefusedHoldIsGivenBackAtStop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := startFailedHoldRun(t)
+		r := startFailedHoldRun(t, slog.New(slog.DiscardHandler))
 		time.Sleep(time.Second)
 		synctest.Wait()
 		if err := r.p.Stop(context.Background()); err != nil {
