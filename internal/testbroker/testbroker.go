@@ -46,6 +46,21 @@ func HangKafka(t testing.TB, c *kfake.Cluster) {
 	})
 }
 
+// HangKafkaKey makes c answer no request of key from now on until the
+// test ends, as a cluster whose metadata requests (kmsg.Metadata) time out
+// does: the other requests are answered, but those behind a held one on
+// its connection (a broker answers a connection's requests in order). The
+// test must have registered c's Close before, as with HangKafka.
+func HangKafkaKey(t testing.TB, c *kfake.Cluster, key kmsg.Key) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	c.ControlKey(int16(key), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		c.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+}
+
 // HungDeadline is the deadline ReturnsByDeadline gives a call, and
 // HungGrace how much longer it waits for the call to return: far less
 // than sarama's Net.ReadTimeout (30s), or than a pulsar-client-go client's

@@ -25,6 +25,13 @@ var ErrAdmin = errors.New("kafkatopology: administrative request failed")
 // ErrConnect wraps a failure to connect to the cluster.
 var ErrConnect = errors.New("kafkatopology: cannot connect")
 
+// ErrMetadata wraps a failure to learn the partitions of a topic a letter
+// is produced to (Publish, Hold, Requeue, DeadLetter, a release): the
+// cluster did not answer within the operation's context and
+// Options.AdminTimeout (the error then wraps the context's error too), or
+// does not know the topic. Nothing was produced.
+var ErrMetadata = errors.New("kafkatopology: topic partitions unknown")
+
 // Backend is the Kafka topology backend. Create it with [New] and Close it
 // when done; it is safe for concurrent use.
 type Backend[T any] struct {
@@ -232,19 +239,49 @@ func (b *Backend[T]) startOffsets(ctx context.Context, client sarama.Client, adm
 }
 
 // partition chooses the partition of a record to kname: the shard's for a
-// sequenced letter, round-robin otherwise.
-func (b *Backend[T]) partition(kname string, shard int, sequenced bool) (int32, error) {
-	ps, err := b.client.Partitions(kname)
+// sequenced letter, round-robin otherwise. It reads the partitions from
+// the shared client's metadata when that has them (the producer then finds
+// them there too); otherwise it asks the cluster through the shared client
+// (see lookUpPartitions), within ctx and Options.AdminTimeout.
+func (b *Backend[T]) partition(ctx context.Context, kname string, shard int, sequenced bool) (int32, error) {
+	var ps []int32
+	var err error
+	if b.client.PartitionNotReadable(kname, 0) {
+		ps, err = b.lookUpPartitions(ctx, kname)
+	} else if ps, err = b.client.Partitions(kname); err != nil {
+		err = fmt.Errorf("%w: topic %q: %w", ErrMetadata, kname, err)
+	}
 	if err != nil {
 		return 0, err
 	}
 	if len(ps) == 0 {
-		return 0, sarama.ErrUnknownTopicOrPartition
+		return 0, fmt.Errorf("%w: topic %q: %w", ErrMetadata, kname, sarama.ErrUnknownTopicOrPartition)
 	}
 	if sequenced {
 		return ps[shard%len(ps)], nil
 	}
 	return ps[int(b.rr.Add(1))%len(ps)], nil
+}
+
+// lookUpPartitions asks the cluster for kname's partitions through the
+// shared client, whose requests take no context (a metadata request waits
+// up to Net.ReadTimeout, with Metadata.Retry retries): it asks on a
+// goroutine of the backend and returns by ctx's deadline or
+// Options.AdminTimeout, whichever is sooner, with an error wrapping
+// ErrMetadata and the context's error when the cluster has not answered
+// by then (see bounded). What it left asking ends within sarama's
+// timeouts, or at once when the backend's Close cuts its connections; the
+// closing waits for it.
+func (b *Backend[T]) lookUpPartitions(ctx context.Context, kname string) ([]int32, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.opts.AdminTimeout)
+	defer cancel()
+	return bounded(ctx, b, ErrMetadata, fmt.Sprintf("the partitions of topic %q", kname), func(*dialing) ([]int32, error) {
+		ps, err := b.client.Partitions(kname)
+		if err != nil {
+			return nil, fmt.Errorf("%w: topic %q: %w", ErrMetadata, kname, err)
+		}
+		return ps, nil
+	})
 }
 
 // offsets returns the offsets of kname's partitions parts at time at

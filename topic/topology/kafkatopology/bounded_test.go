@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
@@ -131,4 +132,74 @@ func tryReceiveHung(t *testing.T, name string, byAdmin bool) {
 		t.FailNow()
 	}
 	noneLeft(t, "what TryReceive left asking to end", before)
+}
+
+// Guarantee: a Publish to a topic whose partitions the backend's metadata
+// lacks (the topic was deleted and made again), while the cluster answers
+// no metadata request, returns by its context's deadline (1s, far below
+// Options.AdminTimeout, 30s here, and sarama's Net.ReadTimeout) with an
+// error wrapping ErrMetadata and context.DeadlineExceeded, having produced
+// nothing; what it left asking ends with the backend's Close, cut at its
+// deadline: none of their goroutines is left.
+func TestPublishReturnsByItsDeadlineWhenTheClusterStopsAnsweringMetadata(t *testing.T) {
+	publishHung(t, "hung-meta-ctx", false)
+}
+
+// Guarantee: the same Publish with a context without deadline returns by
+// Options.AdminTimeout (here 1s) with an error wrapping ErrMetadata and
+// context.DeadlineExceeded.
+func TestPublishReturnsByTheAdminTimeoutWhenTheClusterStopsAnsweringMetadata(t *testing.T) {
+	publishHung(t, "hung-meta", true)
+}
+
+// publishHung declares topology name, has the backend's shared client
+// forget its main topic's partitions (the topic deleted, seen gone by a
+// metadata refresh, then made again), makes the cluster answer no
+// metadata request and checks that Publish returns by
+// testbroker.HungDeadline with an error wrapping ErrMetadata: by
+// Options.AdminTimeout, set to it, when byAdmin, else by its context's
+// deadline; then that the backend's Close returns by its deadline and
+// leaves no goroutine.
+func publishHung(t *testing.T, name string, byAdmin bool) {
+	t.Helper()
+	before := goleak.IgnoreCurrent()
+	c := testbroker.Kafka(t)
+	b := newBackend(t, c.ListenAddrs())
+	q := declare(t, b, topology.New(name))
+	kname := kafkaName(name)
+	if err := c.DeleteTopic(kname); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.client.RefreshMetadata(kname); err == nil {
+		t.Fatalf("refreshing the metadata of deleted topic %q succeeded", kname)
+	}
+	if !b.client.PartitionNotReadable(kname, 0) {
+		t.Fatalf("the backend's metadata still has the partitions of deleted topic %q", kname)
+	}
+	if err := c.CreateTopic(kname, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if byAdmin {
+		b.opts.AdminTimeout = testbroker.HungDeadline
+	}
+	testbroker.HangKafkaKey(t, c, kmsg.Metadata)
+	if !testbroker.ReturnsByDeadline(t, "Publish", func(ctx context.Context) error {
+		if byAdmin {
+			ctx = t.Context()
+		}
+		err := q.Publish(ctx, topology.Letter[msg]{Value: msg{N: 1}})
+		if err != nil && !errors.Is(err, ErrMetadata) {
+			t.Errorf("Publish with the metadata requests unanswered = %v, want an error wrapping ErrMetadata", err)
+		}
+		return err
+	}) {
+		t.FailNow()
+	}
+	if p := c.PartitionInfo(kname, 0); p != nil && p.HighWatermark != 0 {
+		t.Errorf("topic %q has %d records after a Publish that failed, want none", kname, p.HighWatermark)
+	}
+	if !testbroker.ReturnsByDeadline(t, "closing the backend", b.Close) {
+		t.FailNow()
+	}
+	noneLeft(t, "what Publish left asking to end", before)
 }

@@ -70,7 +70,14 @@
 // by sarama's Producer.Timeout and Producer.Retry, and not by its context:
 // a source hands letters on with a context that is cancelled when a drain
 // is cut short, and a hand-off abandoned half way would leave a letter
-// neither delivered nor held.
+// neither delivered nor held. Before it produces, an operation needs the
+// partitions of its topic: it reads them from the shared client's metadata
+// when that has them, and otherwise asks the cluster, bounded by its
+// context and Options.AdminTimeout (see Bounded calls). Nothing is
+// produced until then, so a lookup given up abandons nothing: the
+// operation returns an error wrapping ErrMetadata (and the context's
+// error), and a hand-off that fails this way leaves its letter
+// uncommitted, to be delivered again, as any failed hand-off does.
 //
 // # Bounded calls
 //
@@ -94,12 +101,15 @@
 //
 // The offsets a reader asks through the backend's shared client (the log
 // ends a TryReceive catches up with, where a claimed partition without a
-// committed offset starts) run on a goroutine of the backend the same way,
-// bounded by Options.AdminTimeout (and, for a claim, by its session; for
-// a TryReceive, by its context too): the caller returns by then
-// (TryReceive with ErrCatchUp wrapping context.DeadlineExceeded). That client's connections are shared with
-// the producer and are not cut then: the request goes on within sarama's
-// timeouts, or until the backend's Close cuts them, and Close waits for it.
+// committed offset starts), and the partitions of a topic a produce asks
+// for when that client's metadata lacks them, run on a goroutine of the
+// backend the same way, bounded by Options.AdminTimeout (and, for a claim
+// or a release, by its session; for a TryReceive or a Queues operation, by
+// its context too): the caller returns by then (TryReceive with ErrCatchUp
+// wrapping context.DeadlineExceeded, a produce with ErrMetadata wrapping
+// it). That client's connections are shared with the producer and are not
+// cut then: the request goes on within sarama's timeouts, or until the
+// backend's Close cuts them, and Close waits for it.
 //
 // Closing is bounded by its context too. A reader's Close commits what
 // was settled and leaves the group, and the Backend's Close does that for

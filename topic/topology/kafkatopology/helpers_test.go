@@ -31,12 +31,14 @@ func newBackend(t testing.TB, brokers []string) *Backend[topologytest.Msg] {
 }
 
 // hungCluster are the goroutines a cluster hung by testbroker.HangKafka
-// keeps until the test ends, and sarama's process-wide metrics ticker:
+// or testbroker.HangKafkaKey keeps until the test ends, and sarama's process-wide metrics ticker:
 // goleak checks within a test ignore them.
 func hungCluster() []goleak.Option {
 	return []goleak.Option{
 		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*Cluster).run"),
 		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*Cluster).runControl.func1"),
+		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*Cluster).SleepControl.func1"),
+		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*bsleep).waitQueue"),
 		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*broker).listen"),
 		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*clientConn).read"),
 		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*clientConn).write"),

@@ -50,12 +50,14 @@ type Options[T any] struct {
 	// AdminTimeout bounds each administrative step: a Declare (creating
 	// the topics, committing a group's starting offsets, starting the
 	// releasers), a Subscribe or SubscribeDead connecting its reader, a
-	// TryReceive catching up with the log, and a reader asking where a
-	// partition it claimed starts. A Declare or Subscribe that has not
+	// TryReceive catching up with the log, a reader asking where a
+	// partition it claimed starts, and a produce (Publish, Hold, Requeue,
+	// DeadLetter, a release) asking for its topic's partitions when the
+	// backend's metadata lacks them. A Declare or Subscribe that has not
 	// finished by then (or by its context's deadline, if sooner) cuts its
-	// connections and fails; a TryReceive returns ErrCatchUp (by then, or
-	// by its context's deadline, if sooner); see the
-	// package documentation, Bounded calls. Default 30s.
+	// connections and fails; a TryReceive returns ErrCatchUp and a
+	// produce ErrMetadata (by then, or by its context's deadline, if
+	// sooner); see the package documentation, Bounded calls. Default 30s.
 	AdminTimeout time.Duration `validate:"gte=0"`
 	// ReadAhead is how many fetched letters each reader keeps ready for
 	// Receive. Default 1024.

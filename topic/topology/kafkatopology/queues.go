@@ -38,16 +38,17 @@ func (q *queues[T]) groupID() string {
 // Topology implements topology.Queues.
 func (q *queues[T]) Topology() *topology.Topology { return q.t }
 
-// record builds the record of l to kname.
-func (q *queues[T]) record(kname string, l *topology.Letter[T], extra ...sarama.RecordHeader) (*sarama.ProducerMessage, error) {
+// record builds the record of l to kname; learning kname's partitions is
+// bounded by ctx and Options.AdminTimeout (see Backend.partition).
+func (q *queues[T]) record(ctx context.Context, kname string, l *topology.Letter[T], extra ...sarama.RecordHeader) (*sarama.ProducerMessage, error) {
 	payload, err := topic.Encode(q.b.opts.Codec, l.Value)
 	if err != nil {
 		return nil, fmt.Errorf("kafkatopology: encoding a value for topic %q: %w", kname, err)
 	}
 	_, seq := q.t.Sequenced()
-	part, err := q.b.partition(kname, l.Shard, seq)
+	part, err := q.b.partition(ctx, kname, l.Shard, seq)
 	if err != nil {
-		return nil, q.b.refused(fmt.Errorf("kafkatopology: partitions of topic %q: %w", kname, err))
+		return nil, q.b.refused(err)
 	}
 	msg := &sarama.ProducerMessage{Topic: kname, Partition: part, Value: sarama.ByteEncoder(payload)}
 	if l.Key != "" {
@@ -58,15 +59,17 @@ func (q *queues[T]) record(kname string, l *topology.Letter[T], extra ...sarama.
 }
 
 // produce sends l to kname; from the backend's Close on it returns
-// topology.ErrClosed at once (see Backend.Close). When that fails, the
+// topology.ErrClosed at once (see Backend.Close). ctx bounds only learning
+// kname's partitions, when the shared client's metadata lacks them, not
+// the produce (see the package documentation). When that fails, the
 // letter's delivery is kept from being committed, so the group delivers it
 // again. The last produce decides: one that succeeds after a failed one (a sequenced
 // source hands such a letter off again itself) lets it be committed.
-func (q *queues[T]) produce(kname string, l *topology.Letter[T], extra ...sarama.RecordHeader) error {
+func (q *queues[T]) produce(ctx context.Context, kname string, l *topology.Letter[T], extra ...sarama.RecordHeader) error {
 	err := topology.ErrClosed
 	if !q.b.stopped.Load() { // once stopped, the client may be closed: not asked
 		var msg *sarama.ProducerMessage
-		if msg, err = q.record(kname, l, extra...); err == nil {
+		if msg, err = q.record(ctx, kname, l, extra...); err == nil {
 			err = q.b.send(msg)
 		}
 	}
@@ -77,11 +80,11 @@ func (q *queues[T]) produce(kname string, l *topology.Letter[T], extra ...sarama
 }
 
 // Publish implements topology.Queues: it produces l to the main topic and
-// returns once the broker acknowledged it. ctx is not consulted (see the
-// package documentation).
-func (q *queues[T]) Publish(_ context.Context, l topology.Letter[T]) error {
+// returns once the broker acknowledged it. ctx bounds only learning the
+// topic's partitions, not the produce (see the package documentation).
+func (q *queues[T]) Publish(ctx context.Context, l topology.Letter[T]) error {
 	l.Receipt, l.Resume = nil, false
-	return q.produce(q.main, &l)
+	return q.produce(ctx, q.main, &l)
 }
 
 // Subscribe implements topology.Queues: a member of the group's Kafka
@@ -127,7 +130,7 @@ func (q *queues[T]) subscribe(ctx context.Context, what string, mk func(*dialing
 // Hold implements topology.Queues: l goes to hold topic i with its due
 // time and group; the releaser produces it back to the main topic, for
 // this group only, when it is due.
-func (q *queues[T]) Hold(_ context.Context, i int, l topology.Letter[T]) error {
+func (q *queues[T]) Hold(ctx context.Context, i int, l topology.Letter[T]) error {
 	if i < 0 || i >= len(q.holds) {
 		return fmt.Errorf("kafkatopology: hold queue %d of %d", i, len(q.holds))
 	}
@@ -135,17 +138,17 @@ func (q *queues[T]) Hold(_ context.Context, i int, l topology.Letter[T]) error {
 		return errors.New("kafkatopology: a broadcast topology cannot hold")
 	}
 	h := q.holds[i]
-	return q.produce(h.name, &l, timeHeader(HeaderDue, time.Now().Add(h.delay)),
+	return q.produce(ctx, h.name, &l, timeHeader(HeaderDue, time.Now().Add(h.delay)),
 		header(HeaderGroup, q.group), header(HeaderTopic, q.main))
 }
 
 // Requeue implements topology.Queues: l goes back to the main topic for
 // this group only.
-func (q *queues[T]) Requeue(_ context.Context, l topology.Letter[T]) error {
+func (q *queues[T]) Requeue(ctx context.Context, l topology.Letter[T]) error {
 	if q.group == "" {
 		return errors.New("kafkatopology: a broadcast topology cannot requeue")
 	}
-	return q.produce(q.main, &l, header(HeaderGroup, q.group))
+	return q.produce(ctx, q.main, &l, header(HeaderGroup, q.group))
 }
 
 // Return implements topology.Queues: the letters' records are left
@@ -167,12 +170,12 @@ func (q *queues[T]) Return(_ context.Context, ls []topology.Letter[T]) error {
 }
 
 // DeadLetter implements topology.Queues.
-func (q *queues[T]) DeadLetter(_ context.Context, l topology.Letter[T]) error {
+func (q *queues[T]) DeadLetter(ctx context.Context, l topology.Letter[T]) error {
 	if q.dlq == "" {
 		return topology.ErrNoDLQ
 	}
 	l.Resume = false
-	return q.produce(q.dlq, &l)
+	return q.produce(ctx, q.dlq, &l)
 }
 
 // SubscribeDead implements topology.Queues: a member of the DLQ's consumer

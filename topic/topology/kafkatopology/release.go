@@ -140,8 +140,10 @@ func (r *releaser[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.C
 
 // releaseRecord produces rec back to its main topic, keeping its value,
 // key and headers but the due time and the release topic, and retries
-// until the broker acknowledges it. false when the claim ended or the
-// backend stopped first (the record then stays uncommitted).
+// until the broker acknowledges it; learning the main topic's partitions
+// is bounded by the claim's session and Options.AdminTimeout. false when
+// the claim ended or the backend stopped first (the record then stays
+// uncommitted).
 func (r *releaser[T]) releaseRecord(ctx context.Context, rec *sarama.ConsumerMessage, m meta) bool {
 	hs := make([]sarama.RecordHeader, 0, len(rec.Headers))
 	for _, h := range rec.Headers {
@@ -152,7 +154,7 @@ func (r *releaser[T]) releaseRecord(ctx context.Context, rec *sarama.ConsumerMes
 	// A keyed letter (sequenced) goes back to its shard's partition, so it
 	// reaches the member whose source holds its key.
 	keyed := len(rec.Key) > 0
-	part, err := r.b.partition(m.topic, m.shard, keyed)
+	part, err := r.b.partition(ctx, m.topic, m.shard, keyed)
 	msg := &sarama.ProducerMessage{Topic: m.topic, Partition: part, Value: sarama.ByteEncoder(rec.Value), Headers: hs}
 	if len(rec.Key) > 0 {
 		msg.Key = sarama.ByteEncoder(rec.Key)
@@ -174,7 +176,7 @@ func (r *releaser[T]) releaseRecord(ctx context.Context, rec *sarama.ConsumerMes
 			return false
 		}
 		backoff = min(2*backoff, 5*time.Second)
-		msg.Partition, err = r.b.partition(m.topic, m.shard, keyed)
+		msg.Partition, err = r.b.partition(ctx, m.topic, m.shard, keyed)
 	}
 }
 
