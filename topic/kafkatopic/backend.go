@@ -243,11 +243,15 @@ func (b *Backend[T]) ensureTopic(ctx context.Context, kname string) error {
 // declaration goes on, and a record over the limit is then found when the
 // broker refuses its batch.
 func (b *Backend[T]) maxMessageBytes(kname string) int {
-	if !b.v2 {
-		return 0
-	}
 	const key = "max.message.bytes"
-	entries, err := b.admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: kname, ConfigNames: []string{key}})
+	var entries []sarama.ConfigEntry
+	var err error
+	if b.v2 {
+		entries, err = b.admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: kname, ConfigNames: []string{key}})
+	} else {
+		// DescribeConfigs came with Kafka 0.11.
+		err = fmt.Errorf("protocol version %s is older than 0.11, the first to describe a topic's configuration", b.cfg.Version)
+	}
 	if err == nil {
 		err = fmt.Errorf("%s is not in the answer", key)
 		for _, e := range entries {

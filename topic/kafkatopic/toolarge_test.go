@@ -236,3 +236,26 @@ func TestOversizedRecordFailsAloneWhenTheLimitIsUnknown(t *testing.T) {
 		t.Fatalf("no log line says the limit could not be read: %q", logs.String())
 	}
 }
+
+// Guarantee: with a protocol version older than Kafka 0.11, which has no
+// request to describe a topic's configuration, the declaration succeeds
+// and logs one line saying that the topic's max.message.bytes could not
+// be read, and why.
+func TestDeclarationBeforeKafka011LogsThatTheLimitIsUnknown(t *testing.T) {
+	c := testbroker.Kafka(t)
+	o := testOptions[string](c, topic.StringCodec{})
+	o.Config.Version = sarama.V0_10_2_0
+	var logs logBuffer
+	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	b := newBackend(t, o)
+	newTopic(t, b, "old-protocol", topic.Options{})
+	var lines []string
+	for line := range strings.Lines(logs.String()) {
+		if strings.Contains(line, "max.message.bytes could not be read") {
+			lines = append(lines, line)
+		}
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], "older than 0.11") || !strings.Contains(lines[0], "old-protocol") {
+		t.Fatalf("log lines about the topic's limit: %q, want one naming the topic and the protocol version older than 0.11", lines)
+	}
+}
