@@ -3,6 +3,7 @@ package kafkatopic
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 
 	"github.com/IBM/sarama"
@@ -159,7 +160,7 @@ func resend(c *completion) *sarama.ProducerMessage {
 		Topic:     c.msg.Topic,
 		Key:       c.msg.Key,
 		Value:     c.msg.Value,
-		Headers:   c.msg.Headers,
+		Headers:   slices.Clip(c.msg.Headers), // an interceptor appending to them does not write into c's
 		Timestamp: c.msg.Timestamp,
 		Metadata:  c,
 	}
