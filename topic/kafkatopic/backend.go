@@ -247,7 +247,7 @@ func (b *Backend[T]) maxMessageBytes(kname string) int {
 	var entries []sarama.ConfigEntry
 	var err error
 	if b.v2 {
-		entries, err = b.admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: kname, ConfigNames: []string{key}})
+		entries, err = b.describeTopicConfig(kname, key)
 	} else {
 		// DescribeConfigs came with Kafka 0.11.
 		err = fmt.Errorf("protocol version %s is older than 0.11, the first to describe a topic's configuration", b.cfg.Version)
@@ -267,6 +267,26 @@ func (b *Backend[T]) maxMessageBytes(kname string) int {
 	b.log.Info("kafkatopic: the topic's max.message.bytes could not be read; a record over it is found when the broker refuses its batch, whose other records are then sent again one by one",
 		slog.String("topic", kname), slog.Any("error", b.red.err(err)))
 	return 0
+}
+
+// describeTopicConfig returns the entries of kname's configuration named names,
+// or the error the cluster answered for the topic.
+func (b *Backend[T]) describeTopicConfig(kname string, names ...string) ([]sarama.ConfigEntry, error) {
+	results, err := b.admin.DescribeConfigs([]*sarama.ConfigResource{{Type: sarama.TopicResource, Name: kname, ConfigNames: names}}, sarama.DescribeConfigsOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var entries []sarama.ConfigEntry
+	for _, r := range results {
+		if r.Name != kname {
+			continue
+		}
+		if r.ErrorCode != sarama.ErrNoError {
+			return nil, &sarama.DescribeConfigError{Err: r.ErrorCode, ErrMsg: r.ErrorMsg}
+		}
+		entries = append(entries, r.Configs...)
+	}
+	return entries, nil
 }
 
 // Close closes every topic the backend created (their subscribers leave
