@@ -641,7 +641,8 @@ func (s *Subscription[T]) recv(ctx context.Context, max int) (int, error) {
 	if s.closed {
 		// Taken while the subscription was closing: an in-memory group
 		// member gives it back to its group, where another member takes
-		// it; any other subscription drops it.
+		// it (or drops it, see memMember.putBack); any other
+		// subscription drops it.
 		s.mu.Unlock()
 		if s.member != nil {
 			s.member.giveBack(s.buf[:n])
@@ -751,8 +752,10 @@ func (s *Subscription[T]) take(id MessageID) *Ticket {
 // ErrSubscriptionClosed. On the in-memory backend a group member takes no
 // message once its Close has begun: a message a concurrent Receive took
 // as Close began is not returned but goes back to the head of the group's
-// queue, for the other members (or, when none is left, resolves as
-// Nacked with ErrDeliveryDropped if tracked). Idempotent.
+// queue, for the other members, unless another member has taken a message
+// since (it would receive this one after a later one) or none is left:
+// then it is dropped, a tracked one resolving as Nacked with
+// ErrDeliveryDropped. Idempotent.
 func (s *Subscription[T]) Close() {
 	if s.st == nil {
 		return

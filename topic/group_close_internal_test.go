@@ -28,12 +28,12 @@ func (c *startCtx) Done() <-chan struct{} {
 	return c.Context.Done()
 }
 
-// groupOfTwo makes a topic of mode with a group of two members, leaving
+// groupOfTwo makes a topic of opts with a group of two members, leaving
 // and staying, and a tracked publisher; the topic is closed at the end of
 // the test.
-func groupOfTwo(t *testing.T, mode Mode) (h *Handle[int], leaving, staying *Subscription[int], p *TrackedPublisher[int]) {
+func groupOfTwo(t *testing.T, opts Options) (h *Handle[int], leaving, staying *Subscription[int], p *TrackedPublisher[int]) {
 	t.Helper()
-	h, err := NewTopic[int]("t", Options{Mode: mode}, nil)
+	h, err := NewTopic[int]("t", opts, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestGroupMemberClosedAsItReceivesTakesNothing(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					h, leaving, staying, p := groupOfTwo(t, mode)
+					h, leaving, staying, p := groupOfTwo(t, Options{Mode: mode})
 					rc := publishOne(t, h, p, tracked)
 					ctx := &startCtx{Context: t.Context(), onStart: leaving.Close}
 					if it, err := leaving.Receive(ctx); !errors.Is(err, ErrSubscriptionClosed) {
@@ -128,7 +128,7 @@ func TestTrackedMessageTakenAsTheSubscriptionClosesGoesBackToTheGroup(t *testing
 	for _, mode := range []Mode{BalancedOnly, Mixed} {
 		t.Run(mode.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				h, leaving, staying, p := groupOfTwo(t, mode)
+				h, leaving, staying, p := groupOfTwo(t, Options{Mode: mode})
 				rc := publishOne(t, h, p, true)
 				// What Subscription.Close does first, before it closes
 				// the member: a Receive running then still finds the

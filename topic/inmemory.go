@@ -78,11 +78,11 @@ type memGroup[T any] struct {
 //
 // Balanced-only topics publish straight into the one group's queue (no
 // topic lock). Mixed topics serialise publishes under mu, which makes a
-// publish all-or-nothing: under mu only publishers add to group queues, so
-// room seen there stays there until the publish has put the message into
-// every group and the ring. A publish that finds a group full releases mu
-// and waits for room in that group alone, so it holds no capacity anywhere
-// while it waits.
+// publish all-or-nothing: only mu holders add to group queues (publishers,
+// and a closing member putting messages back), so room seen under mu stays
+// there until the publish has put the message into every group and the
+// ring. A publish that finds a group full releases mu and waits for room
+// in that group alone, so it holds no capacity anywhere while it waits.
 type memTopic[T any] struct {
 	opts     Options
 	isClosed atomic.Bool
@@ -176,7 +176,7 @@ func (t *memTopic[T]) publishMixed(ctx context.Context, e Envelope[T], noWait bo
 			me := memEnvOf(&e)
 			for _, g := range t.glist {
 				// Cannot fail: room was checked under mu, only mu holders
-				// add, and queues close only under mu.
+				// add (putBack included), and queues close only under mu.
 				_, _ = g.q.TryPublish(me)
 			}
 			t.mu.Unlock()
@@ -304,6 +304,7 @@ type memMember[T any] struct {
 	closed atomic.Bool
 	stop   chan time.Time // closed by Close; wakes a waiting Receive
 	buf    []memEnv[T]    // Receive's, which is not called concurrently
+	take   uint64         // the number the group's queue gave Receive's latest take (see putBack); Receive's too
 }
 
 // Receive implements SubscriptionState. Close wakes it through the stop
@@ -311,7 +312,8 @@ type memMember[T any] struct {
 // nothing from the group: what a Receive took while Close began (woken
 // for a message and for Close at once, or between its first look at
 // closed and the queue) goes back to the head of the group's queue, for
-// the other members, and Receive returns ErrSubscriptionClosed.
+// the other members (see putBack), and Receive returns
+// ErrSubscriptionClosed.
 func (m *memMember[T]) Receive(ctx context.Context, dst []Envelope[T]) (int, error) {
 	if m.closed.Load() {
 		return 0, ErrSubscriptionClosed
@@ -319,7 +321,8 @@ func (m *memMember[T]) Receive(ctx context.Context, dst []Envelope[T]) (int, err
 	if len(m.buf) < len(dst) {
 		m.buf = make([]memEnv[T], len(dst))
 	}
-	n, err := m.g.q.ReceiveOr(ctx, m.buf[:len(dst)], m.stop)
+	n, take, err := m.g.q.ReceiveOrTake(ctx, m.buf[:len(dst)], m.stop)
+	m.take = take
 	if n == 0 && err == nil {
 		return 0, ErrSubscriptionClosed
 	}
@@ -346,14 +349,25 @@ func (m *memMember[T]) giveBack(envs []Envelope[T]) {
 	m.putBack(buf)
 }
 
-// putBack puts msgs, which a Receive of m took from the group, back at the
-// head of the group's queue, in order, for the group's other members. When
-// the queue is closed (the group lost its last member, or the topic was
-// closed) nobody can take them any more: their tracked publishes are
-// nacked with ErrDeliveryDropped, as for the messages the last member
-// leaves queued. msgs is cleared.
+// putBack puts msgs, which m's latest Receive took from the group, back
+// at the head of the group's queue, in order, for the group's other
+// members, as if m had never taken them. It does so only while no other
+// member has taken a message from the queue since: that member would
+// otherwise receive msgs after later messages it already has, and each
+// member must see its share in publish order. When another member has,
+// or when the queue is closed (the group lost its last member, or the
+// topic was closed), msgs are dropped: their tracked publishes are nacked
+// with ErrDeliveryDropped, as for the messages the last member leaves
+// queued. msgs is cleared.
+//
+// It holds the topic's lock: a mixed topic's publisher checks under it
+// that every group has room and then adds the message to each, so
+// nothing else may fill a group in between.
 func (m *memMember[T]) putBack(msgs []memEnv[T]) {
-	if err := m.g.q.PutFront(msgs); err != nil {
+	m.t.mu.Lock()
+	err := m.g.q.PutBack(msgs, m.take)
+	m.t.mu.Unlock()
+	if err != nil {
 		for i := range msgs {
 			msgs[i].ticket.Drop(ErrDeliveryDropped)
 		}

@@ -56,3 +56,9 @@ var ErrClosed = errors.New("topic: closed")
 // not a failure. The topic broker returns this same value as
 // topic.ErrSubscriptionClosed.
 var ErrDrained = errors.New("topic: subscription closed")
+
+// ErrTakenSince is returned by [Queue.PutBack] when another receive took
+// items from the queue after the one whose items were to go back: putting
+// them back ahead of the queue would hand them to a receiver after items
+// published later. Nothing is queued then.
+var ErrTakenSince = errors.New("queue: items taken since")

@@ -133,3 +133,51 @@ func TestPutFrontWakesReceiversAndRefusesWhenClosed(t *testing.T) {
 		t.Fatalf("a closed queue took %d items", q.Len())
 	}
 }
+
+// Guarantee: PutBack gives back what the latest receive that took items
+// took, ahead of everything queued, as if it had never been taken; once
+// another receive (TryReceive included) took items after it, PutBack
+// refuses with ErrTakenSince and queues nothing, so no receiver gets an
+// item after a later one; a closed queue refuses with ErrClosed.
+func TestPutBackOnlyWhileNothingWasTakenSince(t *testing.T) {
+	ctx := context.Background()
+	q := New[int](4)
+	for v := 1; v <= 4; v++ {
+		_ = q.Publish(ctx, v)
+	}
+	buf := make([]int, 2)
+	n, take, err := q.ReceiveOrTake(ctx, buf, nil)
+	if n != 2 || err != nil {
+		t.Fatalf("ReceiveOrTake = %d, %v; want 2, nil", n, err)
+	}
+	if err := q.PutBack(buf[:n], take); err != nil {
+		t.Fatalf("PutBack of the latest take = %v, want nil", err)
+	}
+	checkInvariant(t, q)
+
+	// Taken again, then the next item is taken by another receive.
+	n, take, err = q.ReceiveOrTake(ctx, buf[:1], nil)
+	if n != 1 || err != nil || buf[0] != 1 {
+		t.Fatalf("ReceiveOrTake = %v, %v; want [1], nil", buf[:n], err)
+	}
+	other := make([]int, 1)
+	if k, _ := q.TryReceive(other); k != 1 || other[0] != 2 {
+		t.Fatalf("TryReceive = %v, want [2]", other[:k])
+	}
+	if err := q.PutBack(buf[:1], take); !errors.Is(err, ErrTakenSince) {
+		t.Fatalf("PutBack after another receive took 2 = %v, want ErrTakenSince", err)
+	}
+	if got := fmt.Sprint(drainAll(t, q)); got != "[3 4]" {
+		t.Fatalf("queue holds %s after a refused PutBack, want [3 4]", got)
+	}
+
+	_ = q.Publish(ctx, 5)
+	n, take, _ = q.ReceiveOrTake(ctx, buf, nil)
+	q.Close()
+	if err := q.PutBack(buf[:n], take); !errors.Is(err, ErrClosed) {
+		t.Fatalf("PutBack on a closed queue = %v, want ErrClosed", err)
+	}
+	if q.Len() != 0 {
+		t.Fatalf("a closed queue took %d items back", q.Len())
+	}
+}

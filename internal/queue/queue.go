@@ -15,7 +15,9 @@ import (
 // one goroutine are received in that goroutine's publish order, and a single
 // receiver sees them in that order too. Items given back with
 // [Queue.PutFront] go ahead of them. When several receivers share a
-// queue, each item goes to whichever receiver takes it first.
+// queue, each item goes to whichever receiver takes it first; a receiver
+// that gives back what it took with [Queue.PutBack] leaves every other
+// receiver's order as it was.
 //
 // Waiting goroutines are woken in the order they started waiting, and only
 // as many as the work needs: when items arrive, enough waiting receivers are
@@ -45,6 +47,10 @@ type Queue[T any] struct {
 	head   int // index of the oldest queued item
 	count  int // number of queued items
 	closed bool
+	// takes counts the receives that took items (Receive, ReceiveOr,
+	// ReceiveOrTake, TryReceive): the number of the latest one, which
+	// PutBack compares.
+	takes uint64
 
 	recv waitList // receivers waiting for items
 	pub  waitList // publishers waiting for room
@@ -263,7 +269,9 @@ func (q *Queue[T]) TryPublish(v T) (bool, error) {
 // len(vs), allocating a larger ring that shrinks back to the capacity once
 // receivers have taken the queue below it; publishers meanwhile wait, as on
 // a full queue. Since the items were received from the queue, the queue and
-// its receivers together never hold more than was published into it.
+// its receivers together never hold more than was published into it. A
+// receiver that took later items meanwhile receives vs after them;
+// [Queue.PutBack] refuses in that case.
 //
 // It returns nil once vs is queued (at once for an empty vs), and ErrClosed
 // when the queue is closed (nothing is queued then).
@@ -273,9 +281,37 @@ func (q *Queue[T]) PutFront(vs []T) error {
 	if q.closed {
 		return ErrClosed
 	}
+	q.putFrontLocked(vs)
+	return nil
+}
+
+// PutBack is [Queue.PutFront] for the items vs that the receive numbered
+// take (see [Queue.ReceiveOrTake]) took, done only while that receive is
+// the latest that took items from the queue: the queue is then as if vs
+// had never been taken, and every receiver still receives items in the
+// order of the queue. Once another receive has taken items (later ones,
+// which going back ahead of them would hand to a receiver after those),
+// it returns ErrTakenSince and queues nothing; on a closed queue,
+// ErrClosed. It never blocks.
+func (q *Queue[T]) PutBack(vs []T, take uint64) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return ErrClosed
+	}
+	if q.takes != take {
+		return ErrTakenSince
+	}
+	q.putFrontLocked(vs)
+	return nil
+}
+
+// putFrontLocked puts vs at the head of the open queue, over its capacity
+// if need be (see PutFront).
+func (q *Queue[T]) putFrontLocked(vs []T) {
 	n := len(vs)
 	if n == 0 {
-		return nil
+		return
 	}
 	if q.count+n > len(q.items) {
 		q.resizeLocked(q.count + n)
@@ -291,7 +327,6 @@ func (q *Queue[T]) PutFront(vs []T) error {
 	q.count += n
 	q.wakeReceivers()
 	q.wakePublishers()
-	return nil
 }
 
 // resizeLocked moves the queued items, in order, to the front of a new ring
@@ -319,7 +354,8 @@ func (q *Queue[T]) resizeLocked(size int) {
 // the queue then. It panics if len(buf) == 0, which is a programming error
 // (a zero-length receive could never make progress).
 func (q *Queue[T]) Receive(ctx context.Context, buf []T) (int, error) {
-	return q.receive(ctx, buf, nil)
+	n, _, err := q.receive(ctx, buf, nil)
+	return n, err
 }
 
 // ReceiveOr is like [Queue.Receive] but also stops waiting when alarm
@@ -335,30 +371,40 @@ func (q *Queue[T]) Receive(ctx context.Context, buf []T) (int, error) {
 // [time.Timer]: pass the timer's C as alarm, and on 0, nil treat the timer as
 // fired (its value has been consumed). It panics if len(buf) == 0.
 func (q *Queue[T]) ReceiveOr(ctx context.Context, buf []T, alarm <-chan time.Time) (int, error) {
+	n, _, err := q.receive(ctx, buf, alarm)
+	return n, err
+}
+
+// ReceiveOrTake is [Queue.ReceiveOr] that also returns, when it received
+// items, the number of this receive among those that took items from the
+// queue: what [Queue.PutBack] needs to give them back. take is 0 when it
+// received nothing.
+func (q *Queue[T]) ReceiveOrTake(ctx context.Context, buf []T, alarm <-chan time.Time) (n int, take uint64, err error) {
 	return q.receive(ctx, buf, alarm)
 }
 
-func (q *Queue[T]) receive(ctx context.Context, buf []T, alarm <-chan time.Time) (int, error) {
+func (q *Queue[T]) receive(ctx context.Context, buf []T, alarm <-chan time.Time) (int, uint64, error) {
 	if len(buf) == 0 {
 		panic("queue: Receive with an empty buffer")
 	}
 	done := ctx.Done()
 	if IsDone(done) {
-		return 0, ctx.Err()
+		return 0, 0, ctx.Err()
 	}
 	q.mu.Lock()
 	var w *waiter
 	for {
 		if q.count > 0 {
 			n := q.takeLocked(buf)
+			take := q.takes
 			q.recycle(w)
 			q.mu.Unlock()
-			return n, nil
+			return n, take, nil
 		}
 		if q.closed {
 			q.recycle(w)
 			q.mu.Unlock()
-			return 0, ErrDrained
+			return 0, 0, ErrDrained
 		}
 		if w == nil {
 			w = q.newWaiter()
@@ -374,12 +420,12 @@ func (q *Queue[T]) receive(ctx context.Context, buf []T, alarm <-chan time.Time)
 			q.mu.Lock()
 			q.abandon(&q.recv, w)
 			q.mu.Unlock()
-			return 0, ctx.Err()
+			return 0, 0, ctx.Err()
 		case <-alarm:
 			q.mu.Lock()
 			q.abandon(&q.recv, w)
 			q.mu.Unlock()
-			return 0, nil
+			return 0, 0, nil
 		}
 	}
 }
@@ -504,6 +550,7 @@ func (q *Queue[T]) takeLocked(buf []T) int {
 		q.head = n - k
 	}
 	q.count -= n
+	q.takes++
 	if q.count == 0 || q.head == size {
 		// Restart at the front so later batches are contiguous.
 		q.head = 0
