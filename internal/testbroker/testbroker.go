@@ -9,6 +9,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,11 +51,40 @@ func HangKafka(t testing.TB, c *kfake.Cluster) {
 // test ends, as a cluster whose metadata requests (kmsg.Metadata) time out
 // does: the other requests are answered, but those behind a held one on
 // its connection (a broker answers a connection's requests in order). The
-// test must have registered c's Close before, as with HangKafka.
+// test must have registered c's Close before, as with HangKafka. At the
+// test's end the held requests are let go and answered before c closes
+// (within HungGrace): a held request woken while the cluster closes would
+// leave the cluster's loop waiting for ever.
 func HangKafkaKey(t testing.TB, c *kfake.Cluster, key kmsg.Key) {
+	var (
+		mu       sync.Mutex
+		released bool
+		held     sync.WaitGroup
+	)
 	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
+	t.Cleanup(func() {
+		mu.Lock()
+		released = true
+		close(release)
+		mu.Unlock()
+		answered := make(chan struct{})
+		go func() { held.Wait(); close(answered) }()
+		select {
+		case <-answered:
+		case <-time.After(HungGrace):
+			t.Errorf("the requests held by HangKafkaKey were not answered %v after they were let go", HungGrace)
+		}
+	})
 	c.ControlKey(int16(key), func(kmsg.Request) (kmsg.Response, error, bool) {
+		mu.Lock()
+		if released {
+			mu.Unlock()
+			c.DropControl()
+			return nil, nil, false
+		}
+		held.Add(1)
+		mu.Unlock()
+		defer held.Done()
 		c.KeepControl()
 		c.SleepControl(func() { <-release })
 		return nil, nil, false
