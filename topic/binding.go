@@ -39,17 +39,26 @@ func (b Binding[T]) Publish(ctx context.Context, v T) (PublishOutcome, error) {
 }
 
 // Tracked returns a tracked publisher using the binding's OnFull,
-// MaxInFlight and Timeout (zero values fall back to the topic's). It
-// returns ErrNoHandle when the binding has no Handle.
+// MaxInFlight and Timeout (zero values fall back to the topic's), that
+// logs to slog.Default(). It returns ErrNoHandle when the binding has no
+// Handle.
 func (b Binding[T]) Tracked() (*TrackedPublisher[T], error) {
 	if b.Handle == nil {
 		return nil, ErrNoHandle
 	}
-	return b.Handle.Tracked(TrackedOptions{
+	return b.Handle.Tracked(b.TrackedOptions())
+}
+
+// TrackedOptions returns the options Tracked makes its publisher with:
+// the binding's OnFull, MaxInFlight and Timeout, and no Logger. A caller
+// with a logger of its own sets Logger and passes them to
+// Handle.Tracked.
+func (b Binding[T]) TrackedOptions() TrackedOptions {
+	return TrackedOptions{
 		MaxInFlight: b.AckPropagation.MaxInFlight,
 		Timeout:     b.AckPropagation.Timeout,
 		OnFull:      b.OnFull,
-	})
+	}
 }
 
 // TopicSet maps a pipeline's local topic aliases to bindings. It is safe for

@@ -4,35 +4,14 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/topic"
 )
-
-// logLines is an io.Writer keeping what a slog text handler writes, one
-// record per Write.
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	l.lines = append(l.lines, string(p))
-	l.mu.Unlock()
-	return len(p), nil
-}
-
-// all returns the records written so far.
-func (l *logLines) all() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]string(nil), l.lines...)
-}
 
 // Guarantee: a done callback that panics costs one error log line on the
 // publisher's Logger, whichever goroutine settled its publish (a
@@ -41,7 +20,7 @@ func (l *logLines) all() []string {
 // the outcome done was given, and its in-flight slot is free.
 func TestPanickingDoneCallbackIsLoggedAndContained(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var logged logLines
+		var logged logtest.Lines
 		h := newIntTopic(t, topic.Options{})
 		sub := subscribeInt(t, h, topic.Balanced("g"))
 		p := newTracked(t, h, topic.TrackedOptions{Timeout: time.Second, MaxInFlight: 1,
@@ -59,7 +38,7 @@ func TestPanickingDoneCallbackIsLoggedAndContained(t *testing.T) {
 			if c := calls.Load(); c != calls0 {
 				t.Fatalf("%s: done called %d times in all, want %d", step, c, calls0)
 			}
-			lines := logged.all()
+			lines := logged.All()
 			if len(lines) != int(calls0) {
 				t.Fatalf("%s: %d log lines after %d panics, want one each: %q", step, len(lines), calls0, lines)
 			}

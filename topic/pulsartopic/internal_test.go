@@ -13,6 +13,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
@@ -324,5 +325,49 @@ func TestNoPartitionLookupStartsOnceClosed(t *testing.T) {
 	be.mu.Unlock()
 	if _, err := be.partitions(context.Background(), be.TopicName("late")); !errors.Is(err, ErrBackendClosed) {
 		t.Fatalf("a partition lookup once the backend is closed = %v, want an error wrapping ErrBackendClosed", err)
+	}
+}
+
+// Guarantee: TryPublish, which has no context, waits for the broker's
+// receipt at most tryPublishBound (DefaultSendTimeout) when
+// Options.SendTimeout is disabled: against a broker that never answers the
+// send, it returns an error wrapping pulsar.ErrSendTimeout by then, as the
+// client's own send timeout fails a publish.
+func TestTryPublishReturnsByItsBoundWhileTheBrokerWithholdsTheReceipt(t *testing.T) {
+	if tryPublishBound != DefaultSendTimeout {
+		t.Fatalf("tryPublishBound = %v, want DefaultSendTimeout (%v)", tryPublishBound, DefaultSendTimeout)
+	}
+	defer func(d time.Duration) { tryPublishBound = d }(tryPublishBound)
+	tryPublishBound = testbroker.HungDeadline
+	b := testbroker.Pulsar(t)
+	co := pulsar.ClientOptions{OperationTimeout: 5 * time.Second, ConnectionTimeout: 5 * time.Second, KeepAliveInterval: time.Minute}
+	be, err := New(Options[int]{ServiceURL: b.URL(), Codec: topic.IntCodec{}, SendTimeout: -1, ClientOptions: co, Logger: testbroker.PulsarLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close(context.Background())
+	st, err := be.NewTopic(context.Background(), "held", topic.Options{}.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	release := b.Withhold(pulsartest.CommandSend)
+	defer release() // before the topic's Close, which waits for the receipt
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := st.TryPublish(topic.Envelope[int]{Value: 1})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, pulsar.ErrSendTimeout) {
+			t.Fatalf("TryPublish with the receipt withheld = %v, want an error wrapping pulsar.ErrSendTimeout", err)
+		}
+		if waited := time.Since(start); waited < tryPublishBound {
+			t.Fatalf("TryPublish returned after %v, before its bound %v", waited, tryPublishBound)
+		}
+	case <-time.After(tryPublishBound + testbroker.HungGrace):
+		t.Fatalf("TryPublish with the receipt withheld still waits %v after its %v bound", testbroker.HungGrace, tryPublishBound)
 	}
 }

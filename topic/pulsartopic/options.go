@@ -140,7 +140,8 @@ type Options[T any] struct {
 	MaxPendingMessages int `validate:"gte=0,lte=1048576"`
 	// SendTimeout bounds the wait for the broker's receipt; a publish that
 	// gets none in time fails. Default 30s; negative disables it (a
-	// publish then waits as long as its context allows).
+	// publish then waits as long as its context allows, and TryPublish,
+	// which has no context, at most DefaultSendTimeout).
 	SendTimeout time.Duration
 	// Batching lets the producer group concurrent publishes into batch
 	// entries (each publish still waits for its own receipt). Default off:

@@ -13,6 +13,13 @@ import (
 	"github.com/boulevard-go/boulevard/topic"
 )
 
+// tryPublishBound bounds TryPublish's wait for the broker's receipt when
+// Options.SendTimeout is disabled: TryPublish has no context, and a wait
+// with no bound would last for ever against a broker that never answers.
+// It is the send timeout's default, the bound closeProducer also takes
+// then. A variable so that a test can reach it.
+var tryPublishBound = DefaultSendTimeout
+
 // pTopic is the state of one topic: its producer, and the subscriptions
 // this process opened on it.
 type pTopic[T any] struct {
@@ -52,11 +59,14 @@ type pTopic[T any] struct {
 
 // send is the completion of one publish: the producer's callback reports
 // the broker's receipt on done. Pooled, with its callback bound once, so a
-// publish does not allocate a closure or a channel.
+// publish does not allocate a closure or a channel; bound is the timer of
+// a TryPublish's wait (made on first use, stopped when the send is put
+// back), so a bounded wait does not allocate one either.
 type send struct {
-	done chan error
-	fn   func(pulsar.MessageID, *pulsar.ProducerMessage, error)
-	msg  pulsar.ProducerMessage
+	done  chan error
+	fn    func(pulsar.MessageID, *pulsar.ProducerMessage, error)
+	msg   pulsar.ProducerMessage
+	bound *time.Timer
 }
 
 func newTopic[T any](ctx context.Context, b *Backend[T], name topic.Name, full string, partitions int, opts topic.Options) (*pTopic[T], error) {
@@ -140,16 +150,24 @@ var errTracked = &topic.UnsupportedError{Backend: Name, What: "ack_propagation.m
 // the message may still have been stored.
 func (t *pTopic[T]) Publish(ctx context.Context, e topic.Envelope[T], onFull topic.OnFull) (topic.PublishOutcome, error) {
 	if onFull == topic.DropNewest {
-		return t.publish(ctx, e, false)
+		return t.publish(ctx, e, false, 0)
 	}
-	return t.publish(ctx, e, true)
+	return t.publish(ctx, e, true, 0)
 }
 
 // TryPublish implements topic.State: DroppedOnFull when the producer's
 // pending queue is full, otherwise it sends the message and waits for the
-// broker's receipt (bounded by Options.SendTimeout).
+// broker's receipt, bounded by Options.SendTimeout, or by
+// DefaultSendTimeout when that is disabled: a receipt that does not come
+// by then fails the publish with an error wrapping pulsar.ErrSendTimeout
+// (the message may still be stored, and it holds its place in the pending
+// queue until the broker answers or the topic closes).
 func (t *pTopic[T]) TryPublish(e topic.Envelope[T]) (topic.PublishOutcome, error) {
-	return t.publish(context.Background(), e, false)
+	var bound time.Duration
+	if t.b.o.SendTimeout < 0 {
+		bound = tryPublishBound
+	}
+	return t.publish(context.Background(), e, false, bound)
 }
 
 // encode makes the message e is sent as: its payload from the codec, its
@@ -172,7 +190,9 @@ func (t *pTopic[T]) encode(e topic.Envelope[T]) (msg pulsar.ProducerMessage, err
 	return msg, nil
 }
 
-func (t *pTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool) (topic.PublishOutcome, error) {
+// publish sends e and waits for its receipt, with ctx and, when bound is
+// positive, for at most bound.
+func (t *pTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool, bound time.Duration) (topic.PublishOutcome, error) {
 	if e.Ticket != nil {
 		return topic.Published, errTracked
 	}
@@ -220,10 +240,27 @@ func (t *pTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool)
 		s.msg = msg
 		t.producer.SendAsync(ctx, &s.msg, s.fn)
 		t.sending.RUnlock()
+		var expired <-chan time.Time
+		if bound > 0 {
+			if s.bound == nil {
+				s.bound = time.NewTimer(bound)
+			} else {
+				s.bound.Reset(bound)
+			}
+			expired = s.bound.C
+		}
 		select {
 		case err = <-s.done:
+			if s.bound != nil {
+				s.bound.Stop()
+			}
 			s.msg = pulsar.ProducerMessage{}
 			t.sends.Put(s)
+		case <-expired:
+			// No receipt within the bound: failed as the client's own
+			// send timeout fails a publish. s is left to a callback that
+			// may still come, and not reused.
+			return topic.Published, &Error{Op: "publish to", Topic: t.full, Err: pulsar.ErrSendTimeout}
 		case <-ctx.Done():
 			// The callback still comes (the send timeout bounds it); s is left
 			// to it and not reused.

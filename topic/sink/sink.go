@@ -174,7 +174,9 @@ type Options[T any] struct {
 	// resolved queue_on_full and ack_propagation. Binding.Handle is
 	// required.
 	Binding topic.Binding[T] `name:"-"`
-	// Logger receives publishing problems. Nil means slog.Default().
+	// Logger receives publishing problems, and the events of the sink's
+	// tracked publisher (topic.TrackedOptions.Logger). Nil means
+	// slog.Default().
 	Logger *slog.Logger `name:"-"`
 	// Headers returns the headers a message is published with (nil: none),
 	// for example its trace context (tracing.SinkHeaders). It is called
@@ -250,7 +252,7 @@ func (o Options[T]) Validate() error {
 
 // New returns a sink for the binding. With ack propagation auto it creates
 // the binding's tracked publisher (MaxInFlight, Timeout, OnFull from the
-// binding); Close releases it.
+// binding, logging to Options.Logger); Close releases it.
 func New[T any](opts Options[T]) (*Sink[T], error) {
 	opts = opts.WithDefaults()
 	if err := opts.Validate(); err != nil {
@@ -269,7 +271,9 @@ func New[T any](opts Options[T]) (*Sink[T], error) {
 		return p
 	}
 	if opts.Binding.AckPropagation.Mode == topic.PropagationAuto {
-		tp, err := opts.Binding.Tracked()
+		to := opts.Binding.TrackedOptions()
+		to.Logger = log // it names the topic itself
+		tp, err := opts.Binding.Handle.Tracked(to)
 		if err != nil {
 			return nil, fmt.Errorf("sink: tracked publisher for %s: %w", opts.Binding.Handle.Name(), err)
 		}

@@ -24,7 +24,10 @@
 // whose cluster does not answer, up to kafkatopic's Options.AdminTimeout),
 // so a stage's subscribe runs on a goroutine the source owns: a stage
 // stopped meanwhile returns at once, and Close closes the subscription
-// once it is made. Close the source if the pipeline is never run.
+// once it is made. A backend whose Subscribe panics fails that subscribe
+// with an error wrapping a *message.PanicError, logged once on
+// Options.Logger, as a subscribe that returned an error fails (New or the
+// stage's Run returns it). Close the source if the pipeline is never run.
 //
 // # Acknowledgement
 //
@@ -126,8 +129,8 @@ type Options[T any] struct {
 	// at once (never more than the feed has permits for), 1 to
 	// MaxBatchLimit. Default 64.
 	MaxBatch int `validate:"gte=1,lte=65536"`
-	// Logger receives lag notices and acknowledgement problems. Nil means
-	// slog.Default().
+	// Logger receives lag notices, acknowledgement problems and panics of
+	// the topic backend's Subscribe. Nil means slog.Default().
 	Logger *slog.Logger `name:"-"`
 }
 
@@ -400,7 +403,7 @@ func (s *Source[T]) slot(ctx context.Context, index int) (*slot[T], error) {
 func (s *Source[T]) goSubscribeLocked(made func(*subscription[T])) *subscribing[T] {
 	p := &subscribing[T]{done: make(chan struct{})}
 	s.subscribes.Go(func() {
-		ts, err := s.opts.Topic.Subscribe(s.opts.Mode, topic.SubscriberOptions{})
+		ts, err := s.subscribe()
 		if err != nil {
 			err = fmt.Errorf("source: subscribe to %q: %w", s.opts.Topic.Name(), err)
 		}
@@ -426,6 +429,25 @@ func (s *Source[T]) goSubscribeLocked(made func(*subscription[T])) *subscribing[
 	})
 	return p
 }
+
+// subscribe subscribes to the topic. A panic in the topic's backend (a
+// backend written by a user, or a codec inside it) is logged once, at
+// error level, and returned as a *message.PanicError: the goroutine
+// subscribing goes on, and the subscribe fails as one that returned that
+// error does.
+func (s *Source[T]) subscribe() (ts *topic.Subscription[T], err error) {
+	defer func() {
+		if pe, ok := err.(*message.PanicError); ok {
+			s.log.Error(subscribePanicked, slog.Any("error", pe), slog.String("stack", string(pe.Stack)))
+		}
+	}()
+	defer message.Recover(&err)
+	return s.opts.Topic.Subscribe(s.opts.Mode, topic.SubscriberOptions{})
+}
+
+// subscribePanicked is the message a topic subscribe that panicked is
+// logged with.
+const subscribePanicked = "topic subscribe panicked; the subscribe fails"
 
 // resubscribe replaces the slot's subscription, which the topic
 // disconnected for lagging, with a new one. The caller holds the slot's

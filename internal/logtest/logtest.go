@@ -1,0 +1,44 @@
+// Package logtest keeps what a test's logger writes, so that a test can
+// check which lines an event produced. Only tests import it.
+package logtest
+
+import (
+	"strings"
+	"sync"
+)
+
+// Lines is an io.Writer keeping what a slog handler writes, one record per
+// Write (as slog's text and JSON handlers write). It is safe for
+// concurrent use; the zero value is ready.
+type Lines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+// Write keeps p as one record.
+func (l *Lines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	l.lines = append(l.lines, string(p))
+	l.mu.Unlock()
+	return len(p), nil
+}
+
+// All returns the records written so far.
+func (l *Lines) All() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.lines...)
+}
+
+// Matching returns the records written so far that contain s.
+func (l *Lines) Matching(s string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range l.lines {
+		if strings.Contains(line, s) {
+			out = append(out, line)
+		}
+	}
+	return out
+}

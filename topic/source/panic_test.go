@@ -1,0 +1,138 @@
+package source_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"testing/synctest"
+
+	"github.com/boulevard-go/boulevard/internal/logtest"
+	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/source"
+)
+
+// subscribePanicked is what the source logs a panicking Subscribe with.
+const subscribePanicked = "topic subscribe panicked; the subscribe fails"
+
+// expectPanicError fails t unless err wraps the *message.PanicError of
+// the held backend's Subscribe.
+func expectPanicError(t *testing.T, what string, err error) {
+	t.Helper()
+	var pe *message.PanicError
+	if !errors.As(err, &pe) || pe.Value != "held backend: subscribe broke" {
+		t.Fatalf("%s = %v, want an error wrapping the *message.PanicError of the backend's Subscribe", what, err)
+	}
+}
+
+// expectOneLine fails t unless the log holds exactly one line of the
+// panic, at error level, naming the topic and carrying the stack.
+func expectOneLine(t *testing.T, log *logtest.Lines) {
+	t.Helper()
+	lines := log.Matching(subscribePanicked)
+	if len(lines) != 1 {
+		t.Fatalf("%d log lines of the panic, want one: %q", len(lines), lines)
+	}
+	for _, want := range []string{"level=ERROR", "topic=held", `"panic: held backend: subscribe broke"`, "stack="} {
+		if !strings.Contains(lines[0], want) {
+			t.Fatalf("log line %q does not contain %q", lines[0], want)
+		}
+	}
+}
+
+// Guarantee: a topic backend whose Subscribe panics does not crash the
+// process from the goroutine the source subscribes on: New's subscribe
+// fails with an error wrapping the *message.PanicError, logged once on
+// the source's Logger, and a later New on the same topic subscribes.
+func TestPanickingSubscribeFailsNew(t *testing.T) {
+	b := &heldBackend{panics: 1}
+	h, err := topic.NewTopic[int]("held", topic.Options{}, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	var log logtest.Lines
+	opts := source.Options[int]{Topic: h, Mode: topic.Balanced("g"), Logger: slog.New(slog.NewTextHandler(&log, nil))}
+	if src, err := source.New(opts); src != nil || err == nil {
+		t.Fatalf("New with a panicking Subscribe = %v, %v; want no source and an error", src, err)
+	} else {
+		expectPanicError(t, "New", err)
+	}
+	expectOneLine(t, &log)
+	b.releaseAll()
+	src, err := source.New(opts)
+	if err != nil {
+		t.Fatalf("New once Subscribe no longer panics = %v", err)
+	}
+	if err := src.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runErrors is a source that reports each error its Run returns.
+type runErrors struct {
+	*source.Source[int]
+	errs chan error
+}
+
+func (r *runErrors) Run(ctx context.Context, st *producer.Stage[int]) error {
+	err := r.Source.Run(ctx, st)
+	if err != nil {
+		r.errs <- err
+	}
+	return err
+}
+
+// Guarantee: a panic in the Subscribe that replaces a broadcast
+// subscription the topic disconnected for lagging is that stage's failed
+// subscribe: its Run returns an error wrapping the *message.PanicError,
+// logged once on the source's Logger, the pipeline runs the stage again,
+// and its next subscribe replaces the subscription, whose messages are
+// handled.
+func TestPanickingResubscribeFailsTheStagesRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &heldBackend{}
+		h, err := topic.NewTopic[int]("held", topic.Options{Mode: topic.BroadcastOnly,
+			Broadcast: topic.BroadcastPolicy{OnLag: topic.Disconnect}}, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(h.Close)
+		var log logtest.Lines
+		src, err := source.New(source.Options[int]{Topic: h, Mode: topic.Broadcast(), Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &runErrors{Source: src, errs: make(chan error, 4)}
+		handled := make(chan int, 8)
+		run(t, pipeline.Options[int, int]{
+			Name:     "held",
+			Producer: producer.Options[int]{Source: r},
+			Processors: processor.Options[int, int]{Concurrency: 1, Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+				handled <- m.Data
+				return m.Data, nil
+			}},
+		})
+		t.Cleanup(b.releaseAll)
+		b.mu.Lock()
+		b.panics = 1
+		b.mu.Unlock()
+		b.sub(t, 0).disconnect()
+		expectPanicError(t, "Run whose resubscribe panicked", <-r.errs)
+		expectOneLine(t, &log)
+		wait.For(t, "the stage's next Run to replace the subscription", func() bool { return src.Stats().Resubscribes == 1 })
+		b.sub(t, 1).in <- topic.Envelope[int]{ID: 2, Value: 2}
+		if v := <-handled; v != 2 {
+			t.Fatalf("handled %d, want the new subscription's 2", v)
+		}
+		if n := len(r.errs); n != 0 {
+			t.Fatalf("%d more failed Runs, want none", n)
+		}
+	})
+}
