@@ -79,8 +79,12 @@ func CausedByShutdown(ctx context.Context, err error) bool {
 // timeout passes. A panic in Ack is recovered and logged by the caller; the
 // outcomes it was given are then lost to that acknowledger.
 //
-// Implementations must be comparable (pointer types are the usual choice),
-// because outcomes are grouped by acknowledger identity.
+// Implementations should be comparable (pointer types are the usual
+// choice), because outcomes are grouped by acknowledger identity. A value
+// that cannot be compared (a struct holding a slice or a map, or an
+// interface field holding one) cannot be grouped: Group calls it once per
+// outcome rather than once per chunk or batch, each outcome still exactly
+// once.
 type Acknowledger interface {
 	Ack(ctx context.Context, successful, failed []Outcome)
 }
@@ -151,17 +155,28 @@ func (discard) Ack(context.Context, []Outcome, []Outcome) {}
 var Discard Acknowledger = discard{}
 
 // Group collects the outcomes of one chunk or batch and delivers them with
-// one Ack call per acknowledger. The zero value is ready to use. A Group is
-// reused from chunk to chunk by one goroutine, so its buffers are kept and
-// steady-state grouping does not allocate. It is not safe for concurrent use.
+// one Ack call per acknowledger (per outcome for an acknowledger whose value
+// cannot be compared, see Acknowledger). The zero value is ready to use. A
+// Group is reused from chunk to chunk by one goroutine, so its buffers are
+// kept and steady-state grouping does not allocate. It is not safe for
+// concurrent use.
 type Group struct {
 	groups []group
 	used   int
 	last   int
+	// known is the last acknowledger found comparable (see comparable),
+	// so that the acknowledger of every chunk is checked once, not once
+	// per chunk.
+	known Acknowledger
 }
 
 type group struct {
-	ack       Acknowledger
+	ack Acknowledger
+	// key is ack when it can be compared, nil otherwise: find matches an
+	// acknowledger against it, so that comparing never meets an
+	// uncomparable value on both sides (which panics) and an uncomparable
+	// acknowledger gets a group of its own for each outcome.
+	key       Acknowledger
 	succeeded []Outcome
 	failed    []Outcome
 }
@@ -200,11 +215,11 @@ func (g *Group) Len() int {
 }
 
 func (g *Group) find(a Acknowledger) *group {
-	if g.last < g.used && g.groups[g.last].ack == a {
+	if g.last < g.used && g.groups[g.last].key == a {
 		return &g.groups[g.last]
 	}
 	for i := range g.used {
-		if g.groups[i].ack == a {
+		if g.groups[i].key == a {
 			g.last = i
 			return &g.groups[i]
 		}
@@ -215,8 +230,39 @@ func (g *Group) find(a Acknowledger) *group {
 	g.last = g.used
 	gr := &g.groups[g.used]
 	gr.ack = a
+	if g.comparable(a) {
+		gr.key = a
+	}
 	g.used++
 	return gr
+}
+
+// comparable reports whether a can be compared with ==, remembering the
+// last acknowledger that can. Comparing with known never panics: a value
+// that equals itself holds no uncomparable value anywhere, so comparing
+// it with any other value never meets one on both sides.
+func (g *Group) comparable(a Acknowledger) bool {
+	if a == g.known {
+		return true
+	}
+	if !selfEqual(a, a) {
+		return false
+	}
+	g.known = a
+	return true
+}
+
+// selfEqual reports whether a == b, false when comparing them panics
+// (their dynamic type, or a value they hold, cannot be compared). Called
+// with the same value twice, it tells whether that value is comparable;
+// a value unequal to itself (a NaN) is not one find could match either.
+func selfEqual(a, b Acknowledger) (eq bool) {
+	defer func() {
+		if recover() != nil {
+			eq = false
+		}
+	}()
+	return a == b
 }
 
 // Flush calls every acknowledger that has outcomes once, in the order they
@@ -233,7 +279,7 @@ func (g *Group) Flush(ctx context.Context, log *slog.Logger) {
 		clear(gr.failed)
 		gr.succeeded = gr.succeeded[:0]
 		gr.failed = gr.failed[:0]
-		gr.ack = nil
+		gr.ack, gr.key = nil, nil
 	}
 	g.used = 0
 	g.last = 0

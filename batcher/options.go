@@ -98,7 +98,8 @@ type Options[T any] struct {
 	// messages with the same key go to the same partition and are batched
 	// and handled in the order they arrived. Nil (the default) makes one
 	// batcher feed all batch processors. It is called once per message, by
-	// the processor that hands the message to the batcher. A panic in it
+	// the processor that hands the message to the batcher, and not at all
+	// when Concurrency is 1 (there is one partition). A panic in it
 	// fails that message with a *message.PanicError; it joins no batch and
 	// is acknowledged at once (HandleFailed does not see it).
 	PartitionBy func(m *message.Message[T]) string

@@ -74,9 +74,12 @@ func TestStatsCountMessagesByStageAndOutcome(t *testing.T) {
 	// timeout or a stop.
 	wait.For(t, "every outcome", func() bool { return rec.Total() == n })
 	var st pipeline.Stats
-	wait.For(t, "the batcher's outcomes of 54 messages", func() bool {
+	// A processor counts its chunk once it has handed the chunk on, which
+	// may be after the batcher has handled it: wait for both stages.
+	wait.For(t, "the processors' outcomes of 60 messages and the batcher's of 54", func() bool {
 		st = p.Stats()
-		return st.Batchers[0].Succeeded+st.Batchers[0].Failed.Total() == 54
+		return st.Processors.Succeeded+st.Processors.Failed.Total() == n &&
+			st.Batchers[0].Succeeded+st.Batchers[0].Failed.Total() == 54
 	})
 	pr := st.Processors
 	if pr.In != n || pr.Succeeded != 54 || pr.Failed != (pipeline.Failures{Default: 3, Discard: 3}) || pr.InFlight != 0 || pr.Unhandled != 0 {

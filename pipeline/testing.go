@@ -81,6 +81,9 @@ type TestOptions struct {
 	// the messages get, after TestWith has recorded it: the outcomes' IDs
 	// are the messages' indexes in push order. TestWith returns only after
 	// these calls have returned for every message's first acknowledgement.
+	// A panic in it is recovered: the outcomes stay recorded, and TestWith
+	// returns, once every outcome has arrived, an error wrapping the
+	// first panic's *message.PanicError.
 	Acknowledger acker.Acknowledger
 }
 
@@ -164,6 +167,9 @@ func (p *Pipeline[In, Out]) TestWith(ctx context.Context, opts TestOptions, data
 			return res, fmt.Errorf("%w: message %d (%d times)", ErrDuplicateAck, i, r.Acks)
 		}
 	}
+	if err := ta.forwardPanic(); err != nil {
+		return res, fmt.Errorf("pipeline: TestOptions.Acknowledger panicked: %w", err)
+	}
 	return res, nil
 }
 
@@ -203,6 +209,7 @@ type testAcker[Out any] struct {
 	batches   []testBatch
 	remaining int
 	done      chan struct{}
+	panicked  error // the first panic of forward, a *message.PanicError
 }
 
 // testBatch is a batch seen by watchTestBatches, numbered by seq.
@@ -230,7 +237,7 @@ func (t *testAcker[Out]) inBatch(seq uint64, info message.BatchInfo, i int) {
 func (t *testAcker[Out]) Ack(ctx context.Context, successful, failed []acker.Outcome) {
 	firsts := t.record(successful, failed)
 	if t.forward != nil {
-		t.forward.Ack(ctx, successful, failed)
+		t.callForward(ctx, successful, failed)
 	}
 	if firsts == 0 {
 		return
@@ -241,6 +248,31 @@ func (t *testAcker[Out]) Ack(ctx context.Context, successful, failed []acker.Out
 	if t.remaining == 0 {
 		close(t.done)
 	}
+}
+
+// callForward calls the custom acknowledger and keeps its first panic for
+// TestWith to report: the outcomes were recorded, so the messages are
+// counted as done all the same.
+func (t *testAcker[Out]) callForward(ctx context.Context, successful, failed []acker.Outcome) {
+	var err error
+	func() {
+		defer message.Recover(&err)
+		t.forward.Ack(ctx, successful, failed)
+	}()
+	if err != nil {
+		t.mu.Lock()
+		if t.panicked == nil {
+			t.panicked = err
+		}
+		t.mu.Unlock()
+	}
+}
+
+// forwardPanic returns the first panic of the custom acknowledger, or nil.
+func (t *testAcker[Out]) forwardPanic() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.panicked
 }
 
 // record notes the outcomes and returns how many messages they acknowledge

@@ -73,7 +73,8 @@ type Options[In, Out any] struct {
 	MinDemand int `validate:"omitempty,gte=0,ltfield=MaxDemand"`
 	// PartitionBy, when set, makes messages with the same key go to the same
 	// processor, which handles them in the order they arrived. Nil (the
-	// default) balances messages over all processors. A panic in it fails
+	// default) balances messages over all processors. It is not called
+	// when Concurrency is 1 (there is one processor). A panic in it fails
 	// that message with a *message.PanicError.
 	PartitionBy func(m *message.Message[In]) string
 	// Prepare, when set, is called with each chunk before the handler sees
