@@ -111,6 +111,33 @@ func TestSourceValidationReportedByNew(t *testing.T) {
 	}
 }
 
+// panickingInfoSource panics in Info.
+type panickingInfoSource struct{ producer.SourceFunc[uint64] }
+
+func (panickingInfoSource) Info() (producer.Info, error) { panic("info broke") }
+
+// Guarantee: a source whose Info panics is an invalid option: pipeline.New
+// returns an error wrapping *message.PanicError, beside the pipeline's own
+// option errors, and the process goes on.
+func TestSourceInfoPanicReportedByNew(t *testing.T) {
+	_, err := pipeline.New(pipeline.Options[uint64, uint64]{
+		Name:       "v",
+		Producer:   producer.Options[uint64]{Source: panickingInfoSource{}, Concurrency: -1},
+		Processors: processor.Options[uint64, uint64]{Handle: identity},
+	})
+	var pe *message.PanicError
+	if !errors.As(err, &pe) {
+		t.Fatalf("New with a source whose Info panics = %v, want an error wrapping *message.PanicError", err)
+	}
+	var es validate.Errors
+	if !errors.As(err, &es) || !es.Has("producer.concurrency", "") {
+		t.Fatalf("New: %v, want the pipeline's own option errors as well", err)
+	}
+	if !strings.Contains(err.Error(), "info broke") {
+		t.Fatalf("error %q does not carry the panic's value", err)
+	}
+}
+
 // Guarantee: a deferred message is not acknowledged by the pipeline; the code
 // that deferred it reports its outcome later, exactly once.
 func TestDeferredMessagesAreLeftToTheirOwner(t *testing.T) {

@@ -106,7 +106,7 @@ func (o Options[In, Out]) WithDefaults() Options[In, Out] {
 	if o.Processors.PartitionBy == nil {
 		// A source that needs ordering (Kafka partitions) keeps it unless
 		// the user partitions the processors their own way.
-		if src := o.Producer.Source; src != nil && ordered(src) {
+		if info, _ := o.Producer.SourceInfo(); info.Ordered { // an error is Validate's to report
 			o.Processors.PartitionBy = (*message.Message[In]).PartitionKey
 		}
 	}
@@ -185,12 +185,4 @@ func (o Options[In, Out]) withPartitionBy() Options[In, Out] {
 	o.Batchers = bs
 	o.partitioned = true
 	return o
-}
-
-// ordered reports whether src asks for its messages to be handled in order
-// per partition key (producer.Info.Ordered). An error is Validate's to
-// report.
-func ordered[T any](src producer.Source[T]) bool {
-	info, _ := src.Info()
-	return info.Ordered
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/validate"
 )
 
@@ -166,7 +167,7 @@ func (o Options[T]) WithDefaults() Options[T] {
 	}
 	if o.Flow.Initial == 0 {
 		if o.Source != nil {
-			info, _ := o.Source.Info() // an error is Validate's to report
+			info, _ := o.SourceInfo() // an error is Validate's to report
 			o.Flow.Initial = info.Window
 		}
 	}
@@ -218,10 +219,22 @@ func (o Options[T]) Validate() error { return o.ValidateAs("") }
 func (o Options[T]) ValidateAs(path string) error {
 	errs := []error{validate.Struct(path, &o), o.Flow.validateDerived(join(path, "flow"))}
 	if o.Source != nil {
-		_, err := o.Source.Info()
+		_, err := o.SourceInfo()
 		errs = append(errs, err)
 	}
 	return validate.Join(errs...)
+}
+
+// SourceInfo returns what o.Source's Info says (the zero Info and nil when
+// Source is nil). A panic in Info is returned as an error wrapping
+// *message.PanicError, so that a source that panics there is an invalid
+// option (Validate reports it), not a crash.
+func (o Options[T]) SourceInfo() (info Info, err error) {
+	if o.Source == nil {
+		return Info{}, nil
+	}
+	defer message.Recover(&err)
+	return o.Source.Info()
 }
 
 func join(prefix, field string) string {

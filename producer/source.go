@@ -42,7 +42,8 @@ import (
 //
 // Info describes the source to the pipeline, which calls it when it is
 // created (pipeline.New), before any Run: an error means the source's own
-// options are invalid and is reported beside the pipeline's option errors.
+// options are invalid and is reported beside the pipeline's option errors,
+// and so is a panic in Info (an error wrapping *message.PanicError).
 // Info must read only what New fixed (the options), never state a running
 // source changes.
 //

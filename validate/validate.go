@@ -40,13 +40,22 @@ type FieldError struct {
 	// Message is the complete human sentence, for example
 	// "producer.flow.threshold must be < initial".
 	Message string
+	// Err is the error Join was given when it was not a FieldError (a
+	// source's own option check, a panic in it), so that errors.Is and
+	// errors.As still find it; nil for the rules Struct checks.
+	Err error
 }
 
 // Error returns the human sentence.
 func (e *FieldError) Error() string { return e.Message }
 
-// Unwrap returns ErrInvalid.
-func (e *FieldError) Unwrap() error { return ErrInvalid }
+// Unwrap returns ErrInvalid, and Err when it is set.
+func (e *FieldError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrInvalid, e.Err}
+	}
+	return []error{ErrInvalid}
+}
 
 // Errors is the list of every broken rule found in one options value. It is
 // returned as an error by Struct and carries all problems, not only the first.
@@ -159,7 +168,8 @@ func Struct(prefix string, v any) error {
 }
 
 // Join merges the results of several Struct calls (nil entries are skipped)
-// into one Errors value, or nil when there is none.
+// into one Errors value, or nil when there is none. Any other error becomes
+// a FieldError of rule "invalid" with its message, holding it as Err.
 func Join(errs ...error) error {
 	var out Errors
 	for _, err := range errs {
@@ -174,7 +184,7 @@ func Join(errs ...error) error {
 		case errors.As(err, &fe):
 			out = append(out, fe)
 		default:
-			out = append(out, &FieldError{Rule: "invalid", Message: err.Error()})
+			out = append(out, &FieldError{Rule: "invalid", Message: err.Error(), Err: err})
 		}
 	}
 	if len(out) == 0 {
