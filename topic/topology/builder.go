@@ -18,6 +18,16 @@ const DefaultRoutingShards = 8
 // MaxRoutingShards is the largest RoutingShards a topology accepts.
 const MaxRoutingShards = 4096
 
+// MaxHold is the longest Hold a topology accepts: a hold is a retry's
+// backoff, and every backend must be able to tell when a letter held now
+// falls due (a Pulsar deliver-at time past the year 2262 no longer fits
+// its clock).
+const MaxHold = 365 * 24 * time.Hour
+
+// MaxHolds is the most hold queues a topology accepts: each is a queue
+// of its own (a topic on a broker, a goroutine in memory).
+const MaxHolds = 64
+
 // SequenceFailure is what a sequenced topology does with the later messages
 // of a key once one of its messages is dead-lettered.
 type SequenceFailure uint8
@@ -101,6 +111,7 @@ type Builder struct {
 	dlqName     string
 	dlqNamed    bool
 	sequenced   SequenceFailure
+	seqSet      bool
 	shards      int
 	shardsSet   bool
 	shardsEarly bool
@@ -130,7 +141,8 @@ func (b *Builder) Broadcast() *Builder {
 
 // Hold adds a hold queue where a retried message waits d before it is
 // delivered again. Call it once per step of an escalating backoff, shortest
-// first; d must be a whole number of seconds (it names the queue).
+// first, at most MaxHolds times; d must be a whole number of seconds (it
+// names the queue), from 1s to MaxHold.
 func (b *Builder) Hold(d time.Duration) *Builder {
 	b.holds = append(b.holds, d)
 	return b
@@ -144,7 +156,8 @@ func (b *Builder) DLQ() *Builder {
 }
 
 // DLQNamed adds a dead-letter queue with the given name, used verbatim:
-// topologies that name the same DLQ share it.
+// topologies that name the same DLQ share it. It must not name the
+// topology's main topic or one of its hold queues.
 func (b *Builder) DLQNamed(name string) *Builder {
 	b.dlqName, b.dlqNamed = name, true
 	return b
@@ -153,9 +166,10 @@ func (b *Builder) DLQNamed(name string) *Builder {
 // Sequenced makes the topic ordered per key: messages of one key are
 // handled one at a time in publish order, retries included, and f says
 // what happens to the rest of a key when one of its messages is
-// dead-lettered.
+// dead-lettered: Skip or FailAll (another value, the zero one included,
+// is a conflict).
 func (b *Builder) Sequenced(f SequenceFailure) *Builder {
-	b.sequenced = f
+	b.sequenced, b.seqSet = f, true
 	return b
 }
 
@@ -164,7 +178,7 @@ func (b *Builder) Sequenced(f SequenceFailure) *Builder {
 // after Sequenced.
 func (b *Builder) RoutingShards(n int) *Builder {
 	b.shards, b.shardsSet = n, true
-	if b.sequenced == 0 {
+	if !b.seqSet {
 		b.shardsEarly = true
 	}
 	return b
@@ -206,7 +220,7 @@ func (b *Builder) Build() (*Topology, error) {
 		if len(b.holds) > 0 {
 			bad("Broadcast conflicts with Hold")
 		}
-		if b.sequenced != 0 {
+		if b.seqSet {
 			bad("Broadcast conflicts with Sequenced")
 		}
 	}
@@ -218,27 +232,34 @@ func (b *Builder) Build() (*Topology, error) {
 			bad("DLQNamed: %v", err)
 		}
 	}
+	if len(b.holds) > MaxHolds {
+		bad("Hold called for %d holds: at most %d", len(b.holds), MaxHolds)
+	}
 	for i, d := range b.holds {
 		switch {
 		case d < time.Second:
 			bad("Hold(%s): a hold must be at least 1s", d)
+		case d > MaxHold:
+			bad("Hold(%s): a hold must be at most %s", d, MaxHold)
 		case d%time.Second != 0:
 			bad("Hold(%s): a hold must be a whole number of seconds (it names the queue)", d)
 		case i > 0 && d <= b.holds[i-1]:
 			bad("Hold(%s) after Hold(%s): holds must be declared shortest first, each longer than the last", d, b.holds[i-1])
 		}
 	}
-	switch b.sequenced {
-	case 0, Skip, FailAll:
-	default:
-		bad("Sequenced(%s): not Skip or FailAll", b.sequenced)
+	if b.seqSet {
+		switch b.sequenced {
+		case Skip, FailAll:
+		default:
+			bad("Sequenced(%s): not Skip or FailAll", b.sequenced)
+		}
 	}
-	if b.sequenced != 0 && !b.broadcast && !b.allowLoss && !b.dlq && !b.dlqNamed && len(b.holds) == 0 {
+	if b.seqSet && !b.broadcast && !b.allowLoss && !b.dlq && !b.dlqNamed && len(b.holds) == 0 {
 		bad("Sequenced without DLQ, DLQNamed or Hold would lose failed messages; add one, or call AllowMessageLoss")
 	}
 	if b.shardsSet {
 		switch {
-		case b.sequenced == 0:
+		case !b.seqSet:
 			bad("RoutingShards without Sequenced")
 		case b.shardsEarly:
 			bad("RoutingShards before Sequenced: call it after Sequenced")
@@ -268,6 +289,17 @@ func (b *Builder) Build() (*Topology, error) {
 	switch {
 	case b.dlqNamed:
 		t.dlq = b.dlqName
+		// A DLQ sharing a queue of the topology would share its
+		// messages: every publish dead on arrival, or every dead letter
+		// delivered again.
+		if t.dlq == t.name {
+			bad("DLQNamed(%s) names the main topic: a DLQ must be a queue of its own", quote.Value(t.dlq))
+		}
+		for _, h := range t.holds {
+			if t.dlq == h.Name {
+				bad("DLQNamed(%s) names a hold queue: a DLQ must be a queue of its own", quote.Value(t.dlq))
+			}
+		}
 	case b.dlq:
 		t.dlq = base + "-dlq"
 	}

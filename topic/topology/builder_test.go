@@ -2,6 +2,7 @@ package topology_test
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -119,5 +120,77 @@ func TestAllowMessageLoss(t *testing.T) {
 	top, err := topology.New("a").Broadcast().Build()
 	if err != nil || !top.AllowsMessageLoss() || !top.IsBroadcast() {
 		t.Fatalf("broadcast: %v, allows loss %v", err, top.AllowsMessageLoss())
+	}
+}
+
+// Guarantee: Build bounds the holds: each at most MaxHold (so that every
+// backend can tell when it is due: a Pulsar deliver-at time past the year
+// 2262 no longer fits its clock), and at most MaxHolds of them (each is a
+// queue, a topic on a broker), naming the method and the bound; the
+// bounds themselves build.
+func TestBuildBoundsTheHolds(t *testing.T) {
+	tooMany := topology.New("a")
+	for i := range topology.MaxHolds + 1 {
+		tooMany.Hold(time.Duration(i+1) * time.Second)
+	}
+	for _, c := range []struct {
+		name string
+		b    *topology.Builder
+		want string
+	}{
+		{"hold past MaxHold", topology.New("a").Hold(topology.MaxHold + time.Second), "Hold(8760h0m1s): a hold must be at most 8760h0m0s"},
+		{"hold of 292 years", topology.New("a").Hold(math.MaxInt64 / time.Second * time.Second), "a hold must be at most 8760h0m0s"},
+		{"too many holds", tooMany, "65 holds: at most 64"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			top, err := c.b.Build()
+			var be *topology.BuildError
+			if !errors.As(err, &be) || len(be.Conflicts) != 1 || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Build = %v, %v; want one conflict saying %q", top, err, c.want)
+			}
+		})
+	}
+	atBounds := topology.New("a")
+	for i := range topology.MaxHolds - 1 {
+		atBounds.Hold(time.Duration(i+1) * time.Second)
+	}
+	if _, err := atBounds.Hold(topology.MaxHold).Build(); err != nil {
+		t.Errorf("MaxHolds holds, the last MaxHold: %v", err)
+	}
+}
+
+// Guarantee: a topology's queues have distinct names: a DLQNamed that
+// names the topology's main topic or one of its hold queues is a
+// conflict, not a DLQ that shares their messages (every message published
+// would be dead on arrival, and a dead letter published to the main
+// topic would be delivered to its consumers again).
+func TestBuildRefusesADLQNamedAfterItsOwnQueues(t *testing.T) {
+	for _, c := range []struct {
+		b    *topology.Builder
+		want string
+	}{
+		{topology.New("orders").DLQNamed("orders"), `DLQNamed("orders") names the main topic`},
+		{topology.New("orders").Hold(5 * time.Second).DLQNamed("orders-hold-5s"), `DLQNamed("orders-hold-5s") names a hold queue`},
+		{topology.New("orders").ForConsumerGroup("g").Hold(time.Second).DLQNamed("orders.g-hold-1s"), `names a hold queue`},
+	} {
+		top, err := c.b.Build()
+		var be *topology.BuildError
+		if !errors.As(err, &be) || len(be.Conflicts) != 1 || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Build = %v, %v; want one conflict saying %q", top, err, c.want)
+		}
+	}
+	if _, err := topology.New("orders").DLQNamed("shared-dlq").Build(); err != nil {
+		t.Errorf("a DLQ named apart: %v", err)
+	}
+}
+
+// Guarantee: Sequenced with the zero SequenceFailure (a policy left unset)
+// is a conflict naming the method and the values it takes, not a
+// topology silently built unordered.
+func TestBuildRefusesSequencedWithoutAPolicy(t *testing.T) {
+	top, err := topology.New("ledger").Sequenced(0).DLQ().Build()
+	var be *topology.BuildError
+	if !errors.As(err, &be) || len(be.Conflicts) != 1 || !strings.Contains(err.Error(), "Sequenced(SequenceFailure(0)): not Skip or FailAll") {
+		t.Fatalf("Build = %v, %v; want one conflict: Sequenced(SequenceFailure(0)): not Skip or FailAll", top, err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/validate"
 )
 
 // HandleDead adapts a handler of dead letters to a processor handler for a
@@ -73,8 +74,12 @@ type ReplayReport[T any] struct {
 // closed within ctx (a
 // durable backend commits then what Replay settled): when ctx ends first,
 // Replay returns an error wrapping ctx.Err(), and the letters it took from
-// the DLQ may be delivered from it again.
+// the DLQ may be delivered from it again. A nil q is a
+// validate.FieldError ("replay.queues is required").
 func Replay[T any](ctx context.Context, q Queues[T], opts ReplayOptions[T]) (rep ReplayReport[T], err error) {
+	if q == nil {
+		return rep, validate.Field("replay.queues", "required", "is required")
+	}
 	t := q.Topology()
 	r, err := q.SubscribeDead(ctx)
 	if err != nil {

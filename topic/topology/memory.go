@@ -155,6 +155,13 @@ func (m *Memory[T]) spawn(f func()) bool {
 	return true
 }
 
+// isClosed reports whether Close was called.
+func (m *Memory[T]) isClosed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.closed
+}
+
 func (m *Memory[T]) topicLocked(name string) *memTopic[T] {
 	tp := m.topics[name]
 	if tp == nil {
@@ -170,7 +177,8 @@ func (m *Memory[T]) topicLocked(name string) *memTopic[T] {
 // waits for the hold queues' and the backlogs' goroutines. Nothing it does
 // waits on anything else: those goroutines return as soon as the backend's
 // closing is signalled, so Close completes and returns nil whatever ctx,
-// even one already done (ctx is there for the Backend contract).
+// even one already done (ctx is there for the Backend contract). From
+// then on every operation of the queues it declared returns ErrClosed.
 // Idempotent.
 func (m *Memory[T]) Close(context.Context) error {
 	m.mu.Lock()
@@ -268,6 +276,10 @@ func (tp *memTopic[T]) remove(name string) {
 
 func (tp *memTopic[T]) publish(ctx context.Context, l Letter[T]) error {
 	tp.mu.Lock()
+	if tp.closed {
+		tp.mu.Unlock()
+		return ErrClosed
+	}
 	gs := make([]*queue.Queue[Letter[T]], 0, len(tp.groups))
 	for _, g := range tp.groups {
 		gs = append(gs, g)
@@ -333,7 +345,9 @@ type memQueues[T any] struct {
 // Topology implements Queues.
 func (q *memQueues[T]) Topology() *Topology { return q.t }
 
-// Publish implements Queues: every group's queue gets l, waiting for room in each.
+// Publish implements Queues: every group's queue gets l, waiting for room
+// in each, one after the other. When ctx ends while it waits for a
+// group, the groups before it keep l.
 func (q *memQueues[T]) Publish(ctx context.Context, l Letter[T]) error {
 	l.Receipt, l.Resume = nil, false
 	return q.main.publish(ctx, l)
@@ -344,6 +358,9 @@ func (q *memQueues[T]) Publish(ctx context.Context, l Letter[T]) error {
 func (q *memQueues[T]) Subscribe(ctx context.Context) (Reader[T], error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if q.m.isClosed() {
+		return nil, ErrClosed
 	}
 	if q.group == nil {
 		name := "broadcast-" + strconv.FormatUint(q.main.ephemeral.Add(1), 10)
@@ -405,6 +422,9 @@ func (q *memQueues[T]) SubscribeDead(ctx context.Context) (Reader[T], error) {
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if q.m.isClosed() {
+		return nil, ErrClosed
 	}
 	return newMemReader(q.dead, nil), nil
 }

@@ -39,7 +39,9 @@ func TestHoldQueueOneGoroutine(t *testing.T) {
 			}
 		}
 		synctest.Wait()
-		if n := runtime.NumGoroutine(); n != before {
+		// The count is the process's: a goroutine of an earlier test
+		// still ending may leave it, never one of these letters join it.
+		if n := runtime.NumGoroutine(); n > before {
 			t.Errorf("%d goroutines while holding 1000 letters, %d before", n, before)
 		}
 		if got := m.Held("h-hold-5s"); got != 1000 {

@@ -347,3 +347,35 @@ func TestFullQueuesNeverStallAPipeline(t *testing.T) {
 		}
 	})
 }
+
+// Guarantee: once the in-memory backend is closed, every operation of its
+// queues returns ErrClosed, as the Queues contract says: a broadcast
+// topology's Publish too (it reports no letter as published that nobody
+// can receive), and Subscribe and SubscribeDead hand out no reader.
+func TestClosedMemoryRefusesPublishAndSubscribe(t *testing.T) {
+	m, _ := topology.NewMemory[int](topology.MemoryOptions{})
+	bc, _ := topology.New("everyone").Broadcast().Build()
+	plain, _ := topology.New("orders").DLQ().Build()
+	qb, err := m.Declare(t.Context(), bc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp, err := m.Declare(t.Context(), plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := qb.Publish(t.Context(), topology.Letter[int]{Value: 1}); !errors.Is(err, topology.ErrClosed) {
+		t.Errorf("broadcast Publish after Close = %v, want ErrClosed", err)
+	}
+	for name, q := range map[string]topology.Queues[int]{"broadcast": qb, "plain": qp} {
+		if r, err := q.Subscribe(t.Context()); !errors.Is(err, topology.ErrClosed) {
+			t.Errorf("%s Subscribe after Close = %v, %v; want ErrClosed", name, r, err)
+		}
+	}
+	if r, err := qp.SubscribeDead(t.Context()); !errors.Is(err, topology.ErrClosed) {
+		t.Errorf("SubscribeDead after Close = %v, %v; want ErrClosed", r, err)
+	}
+}

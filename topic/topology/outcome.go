@@ -74,19 +74,30 @@ var ErrDeferred = errors.New("topology: deferred")
 // replace a message's error with it from a failure hook); the consumer
 // finds it with errors.As anywhere in the error's chain.
 type OutcomeError struct {
-	// Outcome is Retry, Reject or Defer.
+	// Outcome is OutcomeRetry, OutcomeReject or OutcomeDefer; any other
+	// value (OutcomeAck, the zero value, included) asks for a retry.
 	Outcome Outcome
-	// Err is the failure (ErrDeferred for Defer).
+	// Err is the failure (ErrDeferred for Defer); nil reads as
+	// message.ErrFailed.
 	Err error
 }
 
 // Error returns the failure's text: the outcome it asks for is not part of
 // the message, so a dead letter's death metadata reads as the handler's
 // own error.
-func (e *OutcomeError) Error() string { return e.Err.Error() }
+func (e *OutcomeError) Error() string { return e.failure().Error() }
 
 // Unwrap returns the failure.
-func (e *OutcomeError) Unwrap() error { return e.Err }
+func (e *OutcomeError) Unwrap() error { return e.failure() }
+
+// failure is e.Err, or message.ErrFailed when there is none (a nil e
+// included: a handler may return a nil *OutcomeError as its error).
+func (e *OutcomeError) failure() error {
+	if e == nil || e.Err == nil {
+		return message.ErrFailed
+	}
+	return e.Err
+}
 
 func outcomeError(o Outcome, err error) error {
 	if err == nil {
@@ -113,7 +124,10 @@ func Defer() error { return &OutcomeError{Outcome: OutcomeDefer, Err: ErrDeferre
 //   - success: OutcomeAck;
 //   - interrupted by the pipeline's shutdown (acker.Interrupted): OutcomeRequeue,
 //     whatever else the error says, since the message was not handled;
-//   - an error wrapping an *OutcomeError: its Outcome;
+//   - an error wrapping an *OutcomeError: its Outcome when that is
+//     OutcomeRetry, OutcomeReject or OutcomeDefer, OutcomeRetry otherwise
+//     (a nil *OutcomeError too: a failed message is never acked, nor
+//     delivered again uncounted, because an OutcomeError says so);
 //   - an error wrapping ErrHandlerTimeout: OutcomeRetry;
 //   - any other error: by disposition, so a failure hook keeps the meaning
 //     it has for every source: DispositionDiscard (done with, although it
@@ -128,7 +142,14 @@ func Decide(o acker.Outcome) (out Outcome, timeout bool) {
 	}
 	var oe *OutcomeError
 	if errors.As(o.Err, &oe) {
-		return oe.Outcome, errors.Is(o.Err, ErrHandlerTimeout)
+		timeout := errors.Is(o.Err, ErrHandlerTimeout)
+		if oe != nil { // a nil *OutcomeError asks for nothing
+			switch oe.Outcome {
+			case OutcomeRetry, OutcomeReject, OutcomeDefer:
+				return oe.Outcome, timeout
+			}
+		}
+		return OutcomeRetry, timeout
 	}
 	if errors.Is(o.Err, ErrHandlerTimeout) {
 		return OutcomeRetry, true

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
@@ -78,6 +79,60 @@ func TestWithTimeout(t *testing.T) {
 		_, err = slow(ctx, message.New(1, nil, 0))
 		if errors.Is(err, topology.ErrHandlerTimeout) || !errors.Is(err, context.Canceled) {
 			t.Errorf("cancelled handler error = %v, want context.Canceled and no timeout", err)
+		}
+	})
+}
+
+// Guarantee: an *OutcomeError asks for a retry, a rejection or a deferral
+// only; one that names another outcome (its zero value says ack, and
+// requeue is the pipeline's shutdown's alone) is a retry, so a failed
+// message is never acked, nor delivered again uncounted, on its say-so.
+func TestOutcomeErrorAsksOnlyForRetryRejectOrDefer(t *testing.T) {
+	plain := errors.New("boom")
+	for _, o := range []topology.Outcome{topology.OutcomeAck, topology.OutcomeRequeue, 200} {
+		got, _ := topology.Decide(acker.Outcome{Err: &topology.OutcomeError{Outcome: o, Err: plain}})
+		if got != topology.OutcomeRetry {
+			t.Errorf("Decide(&OutcomeError{Outcome: %s}) = %s, want retry", o, got)
+		}
+	}
+	// A handler that returns a nil *OutcomeError as its error.
+	var none *topology.OutcomeError
+	if got, _ := topology.Decide(acker.Outcome{Err: fmt.Errorf("settle: %w", none)}); got != topology.OutcomeRetry {
+		t.Errorf("Decide(nil *OutcomeError) = %s, want retry", got)
+	}
+}
+
+// Guarantee: an *OutcomeError made without its Err reads as
+// message.ErrFailed, as Reject(nil) does: a handler returning one has its
+// message dead-lettered with that text, and neither its error's text nor
+// the source's acknowledgement panics.
+func TestOutcomeErrorWithoutErrReadsAsFailed(t *testing.T) {
+	for _, e := range []*topology.OutcomeError{{Outcome: topology.OutcomeReject}, nil} {
+		if got := e.Error(); got != message.ErrFailed.Error() {
+			t.Errorf("(%#v).Error() = %q, want %q", e, got, message.ErrFailed.Error())
+		}
+	}
+	synctest.Test(t, func(t *testing.T) {
+		m, _ := topology.NewMemory[int](topology.MemoryOptions{})
+		t.Cleanup(func() { _ = m.Close(context.Background()) })
+		top, _ := topology.New("bare").DLQ().Build()
+		q, _ := m.Declare(t.Context(), top)
+		src, p := startPipeline(t, q, func(context.Context, *message.Message[int]) (int, error) {
+			return 0, &topology.OutcomeError{Outcome: topology.OutcomeReject}
+		})
+		pub, _ := topology.NewPublisher(q, topology.PublisherOptions[int]{})
+		if err := pub.Publish(t.Context(), 1); err != nil {
+			t.Fatal(err)
+		}
+		wait.Within(t, time.Minute, "the dead letter", func() bool { return src.Stats().DeadLettered == 1 })
+		if err := p.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		r, _ := q.SubscribeDead(t.Context())
+		defer r.Close(t.Context())
+		buf := make([]topology.Letter[int], 2)
+		if n, _ := r.TryReceive(t.Context(), buf); n != 1 || buf[0].Death.Error != message.ErrFailed.Error() {
+			t.Errorf("DLQ holds %d letters, the first dead of %+v", n, buf[0].Death)
 		}
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 
 	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/validate"
 )
 
 // PublisherOptions configure a [Publisher].
@@ -39,8 +40,12 @@ type Publisher[T any] struct {
 	shards int
 }
 
-// NewPublisher returns a publisher into q's main topic.
+// NewPublisher returns a publisher into q's main topic. A nil q is a
+// validate.FieldError ("publisher.queues is required").
 func NewPublisher[T any](q Queues[T], opts PublisherOptions[T]) (*Publisher[T], error) {
+	if q == nil {
+		return nil, validate.Field("publisher.queues", "required", "is required")
+	}
 	t := q.Topology()
 	if _, seq := t.Sequenced(); seq != (opts.Key != nil) {
 		return nil, ErrKey
@@ -49,7 +54,10 @@ func NewPublisher[T any](q Queues[T], opts PublisherOptions[T]) (*Publisher[T], 
 }
 
 // Publish appends v to the main topic. It may wait for room; it returns
-// ctx.Err() or ErrClosed when nothing was published.
+// ctx.Err() or ErrClosed when it could not publish: nothing was
+// published then, except on the in-memory backend with several consumer
+// groups on the topic, where the groups it had put v in before it waited
+// keep it (a publish tried again gives them v twice).
 func (p *Publisher[T]) Publish(ctx context.Context, v T) error {
 	l := Letter[T]{Value: v}
 	if p.key != nil {

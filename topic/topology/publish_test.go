@@ -3,8 +3,10 @@ package topology_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,5 +107,35 @@ func TestLetterJSON(t *testing.T) {
 	l.Receipt = nil
 	if !reflect.DeepEqual(back, l) {
 		t.Errorf("round trip %+v, want %+v", back, l)
+	}
+}
+
+// Guarantee: NewPublisher and Replay given no queues return a
+// validate.ErrInvalid error naming the argument and its rule, never a
+// panic.
+func TestNilQueuesAreRefused(t *testing.T) {
+	call := func(f func() error) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("panic: %v", r)
+			}
+		}()
+		return f()
+	}
+	for name, f := range map[string]func() error{
+		"NewPublisher": func() error {
+			_, err := topology.NewPublisher[int](nil, topology.PublisherOptions[int]{})
+			return err
+		},
+		"Replay": func() error {
+			_, err := topology.Replay[int](t.Context(), nil, topology.ReplayOptions[int]{})
+			return err
+		},
+	} {
+		err := call(f)
+		var fe *validate.FieldError
+		if !errors.As(err, &fe) || fe.Rule != "required" || !strings.HasSuffix(fe.Field, ".queues") {
+			t.Errorf("%s(nil queues) = %v, want a validate.FieldError: <...>.queues is required", name, err)
+		}
 	}
 }

@@ -69,7 +69,8 @@ func (q *sequencer[T]) forget(key string, ks *keyState[T]) {
 	}
 }
 
-// waker stops a Run waiting on its reader when letters become ready.
+// waker stops a Run waiting on its reader when letters become ready (a
+// later message of a key released, or a message put back).
 type waker struct{ cancel context.CancelFunc }
 
 func (q *sequencer[T]) admit(l Letter[T], r Reader[T]) admission {
@@ -116,30 +117,32 @@ func (q *sequencer[T]) release(key string) {
 	ks.waiting = ks.waiting[1:]
 	q.held--
 	q.ready = append(q.ready, next)
+	q.wakeLocked()
+}
+
+// wakeLocked stops the waits of the runs watching for ready letters.
+func (q *sequencer[T]) wakeLocked() {
 	for w := range q.wakers {
 		w.cancel()
 	}
 }
 
-// putBack puts p, the message of its key in flight, at the head of its
-// key's waiting messages: its key stays taken, and drain returns it first
-// of them. It returns false, keeping nothing, once drain was called: the
-// caller must then give p back itself.
+// putBack makes p, the message of its key in flight, ready to be
+// delivered again: its key stays taken, so the later messages of the key
+// keep waiting behind it, a running source delivers it again (its run is
+// woken), and drain returns it ahead of them. It returns false, keeping
+// nothing, once drain was called: the caller must then give p back itself.
 func (q *sequencer[T]) putBack(p pendingLetter[T]) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.drainedAll {
 		return false
 	}
-	ks := q.keys[p.l.Key]
-	if ks == nil {
-		ks = q.newKey()
-		q.keys[p.l.Key] = ks
+	if q.keys[p.l.Key] == nil {
+		q.keys[p.l.Key] = q.newKey()
 	}
-	ks.waiting = append(ks.waiting, pendingLetter[T]{})
-	copy(ks.waiting[1:], ks.waiting)
-	ks.waiting[0] = p
-	q.held++
+	q.ready = append(q.ready, p)
+	q.wakeLocked()
 	return true
 }
 
@@ -193,21 +196,27 @@ func (q *sequencer[T]) takeReady(out []pendingLetter[T], max int) []pendingLette
 	return out
 }
 
-// register adds w, unless letters are ready already (false).
-func (q *sequencer[T]) register(w *waker) bool {
+// watch returns a context, derived from ctx, that the sequencer cancels
+// (through w) as soon as a letter becomes ready: a run waits on its reader
+// with it, and calls watch again once it was cancelled so. A letter that
+// becomes ready between the run's last takeReady and its wait cancels it
+// all the same, so the wait ends at once.
+func (q *sequencer[T]) watch(ctx context.Context, w *waker) context.Context {
+	wctx, cancel := context.WithCancel(ctx)
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	if len(q.ready) > 0 {
-		return false
-	}
+	w.cancel = cancel
 	q.wakers[w] = struct{}{}
-	return true
+	q.mu.Unlock()
+	return wctx
 }
 
-func (q *sequencer[T]) unregister(w *waker) {
+// unwatch forgets w and ends its context.
+func (q *sequencer[T]) unwatch(w *waker) {
 	q.mu.Lock()
 	delete(q.wakers, w)
+	cancel := w.cancel
 	q.mu.Unlock()
+	cancel()
 }
 
 func (q *sequencer[T]) heldBack() int {

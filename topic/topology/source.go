@@ -258,6 +258,15 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 	buf := make([]Letter[T], size)
 	out := make([]pendingLetter[T], 0, size)
 	have := 0
+	// A sequenced run waits on its reader with wctx, which the sequencer
+	// cancels when letters become ready.
+	wctx := ctx
+	var w *waker
+	if s.seq != nil {
+		w = &waker{}
+		wctx = s.seq.watch(ctx, w)
+		defer s.seq.unwatch(w)
+	}
 	for {
 		if have == 0 {
 			n, err := feed.Acquire(ctx, s.opts.MaxBatch)
@@ -271,13 +280,23 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 		}
 		out = out[:0]
 		if s.seq != nil {
+			if ctx.Err() != nil {
+				// Stopping: the ready letters stay for Close to give
+				// back, ahead of their keys' held-back ones.
+				return nil
+			}
 			out = s.seq.takeReady(out, have)
 		}
 		if len(out) == 0 {
-			n, err := s.receive(ctx, r, buf[:have])
+			n, err := r.Receive(wctx, buf[:have])
 			if err != nil {
 				if ctx.Err() != nil || errors.Is(err, ErrClosed) {
 					return nil
+				}
+				if wctx.Err() != nil {
+					// Woken: ready letters wait.
+					wctx = s.seq.watch(ctx, w)
+					continue
 				}
 				return err
 			}
@@ -295,10 +314,15 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 	}
 }
 
+// subscribe adds a reader, without holding s.mu while the backend
+// subscribes (a broker may take its time: Stats must not wait for it). A
+// reader that a Subscribe returns once the source has closed is closed
+// at once, within ctx.
 func (s *Source[T]) subscribe(ctx context.Context) (Reader[T], error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
 		return nil, ErrClosed
 	}
 	var r Reader[T]
@@ -311,7 +335,14 @@ func (s *Source[T]) subscribe(ctx context.Context) (Reader[T], error) {
 	if err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = r.Close(ctx)
+		return nil, ErrClosed
+	}
 	s.readers = append(s.readers, r)
+	s.mu.Unlock()
 	return r, nil
 }
 
@@ -329,29 +360,6 @@ func (s *Source[T]) unsubscribe(ctx context.Context, r Reader[T]) {
 	if err := r.Close(ctx); err != nil && ctx.Err() == nil {
 		s.log.WarnContext(ctx, "closing a broadcast reader failed", slog.Any("error", err))
 	}
-}
-
-// receive waits for letters; on a sequenced topology it also stops waiting
-// when held-back letters become ready (it then returns 0, nil).
-func (s *Source[T]) receive(ctx context.Context, r Reader[T], dst []Letter[T]) (int, error) {
-	if s.seq == nil || s.seq.heldBack() == 0 {
-		// Nothing held back: no letter can become ready before this run
-		// (a sequenced source's only one) admits one.
-		return r.Receive(ctx, dst)
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	w := &waker{cancel: cancel}
-	if !s.seq.register(w) {
-		cancel()
-		return 0, nil
-	}
-	n, err := r.Receive(rctx, dst)
-	s.seq.unregister(w)
-	cancel()
-	if err != nil && ctx.Err() == nil && rctx.Err() != nil {
-		return 0, nil // woken: ready letters wait
-	}
-	return n, err
 }
 
 // admit appends l to out if it may be delivered now.
@@ -440,9 +448,11 @@ func (s *Source[T]) settle(ctx context.Context, rec *record[T], out Outcome, tim
 	default: // OutcomeRequeue
 		s.requeued.Add(1)
 		if s.seq != nil && p.l.Key != "" && s.seq.putBack(*p) {
-			// Interrupted: the pipeline is stopping. The letter keeps its
-			// key's turn, and Close returns it ahead of the messages of
-			// its key held back. After Close it is requeued.
+			// Not handled: the pipeline is stopping, or the failure
+			// wraps a shutdown elsewhere (a tracked sink's downstream).
+			// The letter keeps its key's turn, ahead of the messages of
+			// its key held back: a running source delivers it again,
+			// and Close returns it. After Close it is requeued.
 			return
 		}
 		s.requeue(ctx, p)

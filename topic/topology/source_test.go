@@ -361,3 +361,52 @@ func TestLargestMaxBatchReservesOnlyTheWindow(t *testing.T) {
 		wait.Within(t, time.Minute, "300 acks", func() bool { return src.Stats().Acked == 300 })
 	})
 }
+
+// slowSubscribe makes every Subscribe wait until release is closed, as a
+// broker that is slow to admit a group member does.
+type slowSubscribe[T any] struct {
+	topology.Queues[T]
+	release chan struct{}
+	waiting atomic.Int32
+}
+
+func (q *slowSubscribe[T]) Subscribe(ctx context.Context) (topology.Reader[T], error) {
+	q.waiting.Add(1)
+	defer q.waiting.Add(-1)
+	select {
+	case <-q.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return q.Queues.Subscribe(ctx)
+}
+
+// Guarantee: a source's Stats never waits on its queues: it returns while
+// a run's Subscribe waits for the broker, and the reader that Subscribe
+// returns once it answers is counted. (In real time: without this, Stats
+// waits on a mutex, which a synctest bubble cannot wait out.)
+func TestStatsDoNotWaitForASubscribe(t *testing.T) {
+	m, _ := topology.NewMemory[int](topology.MemoryOptions{})
+	defer m.Close(t.Context())
+	top, _ := topology.New("slow").Build()
+	mq, _ := m.Declare(t.Context(), top)
+	q := &slowSubscribe[int]{Queues: mq, release: make(chan struct{})}
+	src, p := startPipeline(t, q, func(_ context.Context, m *message.Message[int]) (int, error) { return m.Data, nil })
+	wait.For(t, "the run's Subscribe", func() bool { return q.waiting.Load() == 1 })
+	got := make(chan topology.Stats, 1)
+	go func() { got <- src.Stats() }()
+	select {
+	case st := <-got:
+		if st.Subscriptions != 0 {
+			t.Errorf("stats %+v while the Subscribe waits, want no subscription", st)
+		}
+	case <-time.After(wait.Deadline):
+		close(q.release)
+		t.Fatalf("Stats still waiting after %v for a Subscribe", wait.Deadline)
+	}
+	close(q.release)
+	wait.For(t, "the subscription", func() bool { return src.Stats().Subscriptions == 1 })
+	if err := p.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
