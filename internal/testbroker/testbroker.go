@@ -160,3 +160,21 @@ func PulsarLogger() *slog.Logger {
 	}
 	return slog.New(slog.DiscardHandler)
 }
+
+// RefuseListOffsets is the answer to req, a ListOffsets request, that
+// refuses every partition it asks for with code (a kerr error's Code).
+func RefuseListOffsets(req kmsg.Request, code int16) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	for _, rt := range req.(*kmsg.ListOffsetsRequest).Topics {
+		answer := kmsg.NewListOffsetsResponseTopic()
+		answer.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			p := kmsg.NewListOffsetsResponseTopicPartition()
+			p.Partition = rp.Partition
+			p.ErrorCode = code
+			answer.Partitions = append(answer.Partitions, p)
+		}
+		resp.Topics = append(resp.Topics, answer)
+	}
+	return resp
+}

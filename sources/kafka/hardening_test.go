@@ -107,8 +107,14 @@ func (s onceSource) Run(ctx context.Context, st *producer.Stage[[]byte]) error {
 // the test ends.
 func runOnce(t *testing.T, name string, src testSource) <-chan error {
 	t.Helper()
+	return runOnceInto(t, name, src, newLedger())
+}
+
+// runOnceInto is runOnce whose handler records what it sees in l.
+func runOnceInto(t *testing.T, name string, src testSource, l *ledger) <-chan error {
+	t.Helper()
 	done := make(chan error, 1)
-	opts := pipelineOpts(name, src, 1, newLedger(), nil)
+	opts := pipelineOpts(name, src, 1, l, nil)
 	opts.Producer.Source = onceSource{testSource: src, done: done}
 	p := startPipeline(t, opts)
 	t.Cleanup(func() { stopPipeline(t, p) })

@@ -189,6 +189,7 @@ func (m *member) client() *kgo.Client { return m.cl.Load() }
 func (m *member) abort() {
 	m.Drain()
 	m.release(m.take(nil), false)
+	m.wg.Wait() // a start offset lookup (startLater), which release ended
 	m.client().Close()
 	if m.commits != nil {
 		m.commits.Close()
@@ -376,9 +377,15 @@ func (m *member) assigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 // the claims starting at InitialOffset start at the exact offset
 // startOffsets resolves (franz-go's own lookup by time can skip a record
 // appended during it), looked up until it is found (see lookUpStarts),
-// never by franz-go on the group's client: when the session (ctx) ends
-// first, or the member's Close stops waiting, adjust returns that error
-// and the claims start nowhere.
+// never by franz-go on the group's client.
+//
+// When every new claim needs that lookup, adjust waits for it: when the
+// session (ctx) ends first, or the member's Close stops waiting, or the
+// cluster refuses the listing for good (the member then fails), adjust
+// returns that error and the claims start nowhere. When some new claims
+// start without it (at their committed offset), they do not wait for the
+// others' lookup: adjust returns at once, and the claims that need it are
+// paused in the client until it succeeds (awaitStarts).
 func (m *member) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	reset := func(o kgo.Offset) (committed int64, atReset bool) {
 		committed = -1
@@ -388,22 +395,30 @@ func (m *member) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Of
 		return committed, committed < 0 || m.opts.BeginOffset == BeginReset
 	}
 	var starts map[topicPartition]int64
+	var later []topicPartition // the claims that start once awaitStarts has listed where
 	if m.opts.InitialOffset == OffsetTimestamp {
 		var tps []topicPartition
+		all := 0
 		for topic, parts := range offsets {
 			for part, o := range parts {
+				all++
 				if _, atReset := reset(o); atReset {
 					tps = append(tps, topicPartition{topic, part})
 				}
 			}
 		}
-		if len(tps) > 0 {
+		switch {
+		case len(tps) == 0:
+		case len(tps) < all:
+			later = tps
+		default:
 			var err error
 			if starts, err = m.lookUpStarts(ctx, tps); err != nil {
-				// The session ended (a rebalance, Close): its claims
-				// start nowhere (the next session looks again), and
-				// franz-go's own lookup would queue on the member's
-				// connections.
+				// The session ended (a rebalance, Close), or the
+				// cluster refused the listing and the member failed:
+				// its claims start nowhere (the next session looks
+				// again), and franz-go's own lookup would queue on the
+				// member's connections.
 				return nil, err
 			}
 		}
@@ -418,6 +433,8 @@ func (m *member) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Of
 				if at, ok := starts[topicPartition{topic, part}]; ok {
 					parts[part] = kgo.NewOffset().At(at)
 					start = at
+				} else if len(later) > 0 {
+					continue // startLater has placed it
 				} else if committed >= 0 {
 					parts[part] = m.reset
 					start = -1
@@ -429,7 +446,70 @@ func (m *member) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Of
 			}
 		}
 	}
+	if len(later) > 0 {
+		m.startLater(offsets, later)
+	}
 	return offsets, nil
+}
+
+// startLater, called by adjust with m.mu held, sets the claims of tps
+// (the new claims without a committed offset) to wait for their start
+// offset: each is paused in the client and placed at offset 0 (exact, so
+// that franz-go does not look it up itself, and never fetched while
+// paused), and awaitStarts looks their start up, moves them there and
+// resumes them. A draining member starts no lookup: its claims are being
+// let go.
+func (m *member) startLater(offsets map[string]map[int32]kgo.Offset, tps []topicPartition) {
+	ctx, cancel := context.WithCancel(m.ctx)
+	l := &startLookup{tps: tps, cancel: cancel}
+	paused := make(map[string][]int32)
+	for _, tp := range tps {
+		offsets[tp.topic][tp.part] = kgo.NewOffset().At(0)
+		paused[tp.topic] = append(paused[tp.topic], tp.part)
+		if p := m.parts[tp]; p != nil && !m.closing {
+			p.Begin(-1, -1)
+			p.startMu.Lock()
+			p.lookup, p.held = l, true
+			p.startMu.Unlock()
+			l.waiting.Add(1)
+		}
+	}
+	m.client().PauseFetchPartitions(paused)
+	if l.waiting.Load() == 0 {
+		cancel()
+		return
+	}
+	m.wg.Go(func() { m.awaitStarts(ctx, l) })
+}
+
+// startLookup is one lookup of start offsets that claims wait for after
+// adjust returned (startLater).
+type startLookup struct {
+	tps     []topicPartition
+	waiting atomic.Int32       // the claims still waiting for it
+	cancel  context.CancelFunc // ends the lookup, once no claim waits
+}
+
+// awaitStarts looks up where the claims waiting for l start (lookUpStarts,
+// until ctx ends: the member closes, or no claim waits any more) and
+// starts each claim still waiting there.
+func (m *member) awaitStarts(ctx context.Context, l *startLookup) {
+	defer l.cancel()
+	starts, err := m.lookUpStarts(ctx, l.tps)
+	if err != nil {
+		return // the lookup ended, or the member failed
+	}
+	m.mu.Lock()
+	var ps []*partition
+	for _, tp := range l.tps {
+		if p := m.parts[tp]; p != nil && !m.closing {
+			ps = append(ps, p) // a draining member starts no claim
+		}
+	}
+	m.mu.Unlock()
+	for _, p := range ps {
+		p.startAt(l, starts[topicPartition{p.Topic, p.Part}])
+	}
 }
 
 // The waits between a member's attempts to find where its claims start
@@ -443,11 +523,18 @@ const (
 // after each attempt that fails or gives up at Options.LookupTimeout,
 // lookupFirstBackoff later, then twice as long each time up to
 // lookupMaxBackoff, until one succeeds. It returns ctx's error once ctx
-// (the session's) ends, and context.Canceled once the member's client is
-// done with (its Close stopped waiting, or the member closed). It logs
-// one WARN line when the first attempt fails and one more each time the
-// failed attempts double (the 2nd, 4th, 8th, ...), and one INFO line when
-// an attempt succeeds after failed ones.
+// ends, and context.Canceled once the member's client is done with (its
+// Close stopped waiting, or the member closed). It logs one WARN line
+// when the first attempt fails and one more each time the failed
+// attempts double (the 2nd, 4th, 8th, ...), and one INFO line when an
+// attempt succeeds after failed ones.
+//
+// An attempt the cluster refuses with an error Kafka says not to retry (a
+// *kerr.Error whose Retriable is false: an authorization refusal, an
+// invalid request, ...) is not tried again, as asking again changes
+// nothing until an operator does: the member fails with that error,
+// wrapped in ErrDenied or ErrStartRefused (refusedStarts), which
+// lookUpStarts returns, so that the pipeline's restart policy decides.
 func (m *member) lookUpStarts(ctx context.Context, tps []topicPartition) (map[topicPartition]int64, error) {
 	backoff := lookupFirstBackoff
 	for failed := 0; ; {
@@ -460,10 +547,19 @@ func (m *member) lookUpStarts(ctx context.Context, tps []topicPartition) (map[to
 			return starts, nil
 		}
 		failed++
-		if ctx.Err() == nil && m.hurryCtx.Err() == nil && failed&(failed-1) == 0 {
-			m.log.Warn("kafka start offsets cannot be listed; trying again on a client of the member's own",
-				slog.Any("partitions", tps), slog.Int("failed_attempts", failed),
-				slog.Duration("in", backoff), slog.Any("error", claim.Flat(err)))
+		if ctx.Err() == nil && m.hurryCtx.Err() == nil {
+			if kerrv, ok := errors.AsType[*kerr.Error](err); ok && !kerrv.Retriable {
+				err = refusedStarts(err)
+				m.log.Error("kafka start offsets refused; the member fails",
+					slog.Any("partitions", tps), slog.Int("failed_attempts", failed), slog.Any("error", err))
+				m.fail(err)
+				return nil, err
+			}
+			if failed&(failed-1) == 0 {
+				m.log.Warn("kafka start offsets cannot be listed; trying again on a client of the member's own",
+					slog.Any("partitions", tps), slog.Int("failed_attempts", failed),
+					slog.Duration("in", backoff), slog.Any("error", claim.Flat(err)))
+			}
 		}
 		t := time.NewTimer(backoff)
 		select {
@@ -477,6 +573,16 @@ func (m *member) lookUpStarts(ctx context.Context, tps []topicPartition) (map[to
 		}
 		backoff = min(2*backoff, lookupMaxBackoff)
 	}
+}
+
+// refusedStarts is the member's error for err, a start offset listing the
+// cluster refused for good: ErrDenied for an authorization refusal (see
+// denied), ErrStartRefused for any other.
+func refusedStarts(err error) error {
+	if denied(err) {
+		return fmt.Errorf("%w: listing start offsets: %w", ErrDenied, claim.Flat(err))
+	}
+	return fmt.Errorf("%w: %w", ErrStartRefused, claim.Flat(err))
 }
 
 // lookUpStartsOnce runs startOffsets for tps on a client of its own,
@@ -636,9 +742,13 @@ func (m *member) take(tps map[string][]int32) []*partition {
 // messages, waits for its in-flight ones (RevokeTimeout, none when it was
 // lost) and, when commit is set, commits what was handled.
 func (m *member) release(ps []*partition, commit bool) {
+	m.mu.Lock()
+	resume := !m.closing // the client goes on with its assignment
+	m.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, p := range ps {
 		wg.Go(func() {
+			p.stopWaiting(resume)
 			p.stop()
 			if n := p.Withdraw(); n > 0 {
 				p.log.Debug("kafka partition withdrew its undispatched messages", slog.Int("messages", n))

@@ -141,12 +141,18 @@ type Options struct {
 	// LookupTimeout bounds each attempt to find where a session's new
 	// claims start with OffsetTimestamp (the ListOffsets requests by time
 	// and at the end, on a client of the member's own, see docs/kafka.md,
-	// Replay). When the cluster has not answered within it, the member
-	// logs a WARN line (at the first attempt that gives up, then at each
-	// doubling of the failed attempts) and tries again, 1s later, then
-	// twice as long each time up to 10s, until an attempt succeeds or the
-	// session ends; franz-go's own lookup, on the group's connections, is
-	// never used. It stands for the sarama source's
+	// Replay). When the cluster has not answered within it, or answered
+	// with an error Kafka says to retry, the member logs a WARN line (at
+	// the first attempt that fails, then at each doubling of the failed
+	// attempts) and tries again, 1s later, then twice as long each time
+	// up to 10s, until an attempt succeeds or the claims are let go;
+	// franz-go's own lookup, on the group's connections, is never used.
+	// An answer with an error Kafka says not to retry (an authorization
+	// refusal, an invalid request: kerr.Error.Retriable false) is not
+	// tried again: Run fails with ErrDenied or ErrStartRefused. The new
+	// claims that have a committed offset (BeginCommitted) start there
+	// without waiting for the lookup of the others, which stay paused
+	// until it succeeds. It stands for the sarama source's
 	// Config.Metadata.Timeout, which bounds that source's lookup. At most
 	// 5m. Default 10s.
 	LookupTimeout time.Duration `validate:"gt=0,lte=5m"`

@@ -36,6 +36,14 @@ type partition struct {
 	pushed  atomic.Uint64
 	decided atomic.Uint64
 
+	// startMu guards lookup and held: a claim placed by startLater waits
+	// for lookup (nil once it no longer waits) and is held paused in the
+	// client until startAt sets its start, or until it is released while
+	// the client goes on (stopWaiting): the reader never resumes it.
+	startMu sync.Mutex
+	lookup  *startLookup
+	held    bool
+
 	stopOnce sync.Once
 	stopCh   chan struct{} // closed when the claim is revoked or lost
 	done     chan struct{} // closed when the reader has returned
@@ -123,17 +131,71 @@ func (p *partition) stop() {
 	<-p.done
 }
 
-// setPaused pauses or resumes fetching the partition.
+// setPaused pauses or resumes fetching the partition. A partition held
+// for its start offset (startLater) stays paused.
 func (p *partition) setPaused(paused *bool, v bool) {
 	if *paused == v {
 		return
 	}
 	*paused = v
+	if !v && p.isHeld() {
+		return
+	}
 	tp := map[string][]int32{p.Topic: {p.Part}}
 	if v {
 		p.m.client().PauseFetchPartitions(tp)
 	} else {
 		p.m.client().ResumeFetchPartitions(tp)
+	}
+}
+
+// isHeld reports whether the partition is held paused for its start
+// offset.
+func (p *partition) isHeld() bool {
+	p.startMu.Lock()
+	defer p.startMu.Unlock()
+	return p.held
+}
+
+// startAt starts the claim, which waits for l, at offset at: the claim
+// learns its start, then the client is moved there and resumes the
+// partition, so that no record of it arrives before. It does nothing once
+// the claim no longer waits for l (it was released).
+func (p *partition) startAt(l *startLookup, at int64) {
+	p.startMu.Lock()
+	defer p.startMu.Unlock()
+	if p.lookup != l {
+		return
+	}
+	p.lookup, p.held = nil, false
+	l.waiting.Add(-1)
+	p.Begin(-1, at)
+	cl := p.m.client()
+	cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{p.Topic: {p.Part: {Epoch: -1, Offset: at}}})
+	cl.ResumeFetchPartitions(map[string][]int32{p.Topic: {p.Part}})
+	p.log.Debug("kafka partition claimed", slog.Int64("offset", at), slog.Int64("committed", -1))
+}
+
+// stopWaiting ends the claim's wait for its start offset, if it waits,
+// as it is released: the lookup ends once no claim waits for it. With
+// resume (the client goes on with the group), the partition is resumed in
+// the client, which would keep it paused were it assigned again; without
+// (the member closes), it stays paused at the offset it was placed at,
+// never fetched.
+func (p *partition) stopWaiting(resume bool) {
+	p.startMu.Lock()
+	l := p.lookup
+	p.lookup = nil
+	unhold := resume && p.held
+	if unhold {
+		p.held = false
+	}
+	p.startMu.Unlock()
+	if l != nil && l.waiting.Add(-1) == 0 {
+		l.cancel()
+	}
+	if unhold {
+		p.m.client().ResumeFetchPartitions(map[string][]int32{p.Topic: {p.Part}})
 	}
 }
 

@@ -13,7 +13,10 @@
 // partition is revoked and when the source closes. A revoked partition's
 // messages still in the stage buffer are withdrawn, and its in-flight
 // messages are waited for (at most RevokeTimeout) before the final commit,
-// with eager and cooperative rebalancing alike.
+// with eager and cooperative rebalancing alike. Where the two differ (the
+// default strategy, flow control, a start offset lookup that the cluster
+// refuses for good, which fails Run here: see Options.LookupTimeout), the
+// table of docs/kafka.md, "Two clients", says so.
 // See docs/kafka.md for the semantics in full, and for when to choose
 // which client.
 package franz
@@ -51,8 +54,18 @@ var ErrConsume = claim.ErrConsume
 // ErrDenied is wrapped by the error Run returns, at once, when Kafka refuses
 // the credentials or a permission the member needs (on the group, a topic
 // or the cluster; kerr.GroupAuthorizationFailed and its kin, which the
-// error also wraps). It is kafka.ErrDenied.
+// error also wraps), whether to join the group, to fetch, or to list
+// where new claims start (OffsetTimestamp). It is kafka.ErrDenied.
 var ErrDenied = claim.ErrDenied
+
+// ErrStartRefused is wrapped by the error Run returns, at once, when the
+// cluster refuses to list where the member's new claims start
+// (OffsetTimestamp) with an error Kafka says not to retry (a *kerr.Error
+// whose Retriable is false, which the error also wraps), other than an
+// authorization refusal, which is ErrDenied. Only this source returns it:
+// the sarama source ends the claim and rejoins the group instead (see
+// docs/kafka.md, Replay).
+var ErrStartRefused = claim.ErrStartRefused
 
 // ErrNotCreated is returned by Run, Validate and Info of a Source that New
 // did not make (a zero Source, or a nil *Source): it has no options to
@@ -155,8 +168,13 @@ func (s *Source) String() string {
 // and that every topic exists. It returns an error wrapping ErrConnect when
 // the cluster cannot be reached, ErrUnknownTopic when a topic does not
 // exist, ErrDenied when Kafka refuses the member's credentials or
-// permissions, or ErrConsume when the group keeps failing; the pipeline
-// logs it and restarts the source with backoff. It returns ErrClosed after
+// permissions (the start offset listing of OffsetTimestamp included),
+// ErrStartRefused when the cluster refuses that listing with another
+// error Kafka says not to retry, or ErrConsume when the group keeps
+// failing; the pipeline logs it and restarts the source with backoff, as
+// its restart policy says. A listing that fails otherwise (no answer
+// within Options.LookupTimeout, an error Kafka says to retry) is tried
+// again within the member (see Options.LookupTimeout). It returns ErrClosed after
 // Close, and ErrNotCreated, at once, when New did not make the source.
 // No error message contains a newline.
 func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
 )
 
@@ -99,7 +100,7 @@ func adjustMember(cl *kgo.Client, opts Options) (*member, *bytes.Buffer) {
 	opts.Brokers, _ = cl.OptValue(kgo.SeedBrokers).([]string)
 	opts = opts.WithDefaults()
 	m := &member{opts: &opts, reset: opts.resetOffset(), parts: make(map[topicPartition]*partition),
-		log: slog.New(slog.NewTextHandler(&buf, nil)), hurryCtx: context.Background()}
+		log: slog.New(slog.NewTextHandler(&buf, nil)), ctx: context.Background(), hurryCtx: context.Background(), failed: make(chan error, 1)}
 	m.cl.Store(cl)
 	for part := range int32(3) {
 		p := &partition{m: m, log: slog.New(slog.DiscardHandler)}
@@ -113,16 +114,22 @@ func adjustMember(cl *kgo.Client, opts Options) (*member, *bytes.Buffer) {
 // client start the partitions without a committed offset (and, with
 // BeginReset, every partition) at the exact offset resolved for the start
 // time, and the claims know that start; a committed partition keeps its
-// offset with BeginCommitted.
+// offset with BeginCommitted. When every new partition needs the lookup
+// (BeginReset here), adjust returns their resolved offsets; when some
+// start at their committed offset (BeginCommitted), adjust returns at
+// once with those, and places the others at offset 0, paused in the
+// client, until the lookup moves them to their start (SetOffsets, a no-op
+// on this client outside any group) and resumes them.
 func TestAdjustStartsAtResolvedOffset(t *testing.T) {
 	_, cl := startCluster(t)
 	start := seed(t, cl)
 	for _, tc := range []struct {
 		begin string
 		want  map[int32]int64 // partition 1 committed 2
+		later bool            // partitions 0 and 2 start once adjust returned
 	}{
-		{BeginCommitted, map[int32]int64{0: 5, 1: 2, 2: 7}},
-		{BeginReset, map[int32]int64{0: 5, 1: 6, 2: 7}},
+		{BeginCommitted, map[int32]int64{0: 5, 1: 2, 2: 7}, true},
+		{BeginReset, map[int32]int64{0: 5, 1: 6, 2: 7}, false},
 	} {
 		t.Run(tc.begin, func(t *testing.T) {
 			m, _ := adjustMember(cl, Options{InitialOffset: OffsetTimestamp, StartTime: start, BeginOffset: tc.begin})
@@ -133,10 +140,22 @@ func TestAdjustStartsAtResolvedOffset(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if tc.later {
+				if paused := cl.PauseFetchPartitions(nil)[startTopic]; len(paused) != 2 {
+					t.Errorf("partitions %v paused as adjust returns, want 0 and 2", paused)
+				}
+				m.wg.Wait() // the lookup adjust left running
+				if paused := cl.PauseFetchPartitions(nil); len(paused) != 0 {
+					t.Errorf("partitions %v still paused once the lookup ended", paused)
+				}
+			}
 			for part, w := range tc.want {
 				wantOff := kgo.NewOffset().At(w)
-				if part == 1 && tc.begin == BeginCommitted {
+				switch {
+				case part == 1 && tc.begin == BeginCommitted:
 					wantOff = committed
+				case tc.later:
+					wantOff = kgo.NewOffset().At(0)
 				}
 				if o := got[startTopic][part]; o != wantOff {
 					t.Errorf("partition %d fetches from %v, want %v", part, o, wantOff)
@@ -150,7 +169,7 @@ func TestAdjustStartsAtResolvedOffset(t *testing.T) {
 }
 
 // Guarantee: when the start offsets cannot be listed (the cluster refuses
-// the first three listings), adjust does not leave the lookup to the
+// the first three listings with an error Kafka says to retry), adjust does not leave the lookup to the
 // client: it tries again, 1s, 2s and 4s later, on clients of its own,
 // logging one WARN line at the first failed attempt and one more at each
 // doubling of them (the 1st and the 2nd of three), and once a listing is
@@ -166,19 +185,7 @@ func TestAdjustTriesAgainWhenListingFails(t *testing.T) {
 			return nil, nil, false
 		}
 		c.KeepControl()
-		resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
-		for _, rt := range req.(*kmsg.ListOffsetsRequest).Topics {
-			answer := kmsg.NewListOffsetsResponseTopic()
-			answer.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				p := kmsg.NewListOffsetsResponseTopicPartition()
-				p.Partition = rp.Partition
-				p.ErrorCode = kerr.TopicAuthorizationFailed.Code
-				answer.Partitions = append(answer.Partitions, p)
-			}
-			resp.Topics = append(resp.Topics, answer)
-		}
-		return resp, nil, true
+		return testbroker.RefuseListOffsets(req, kerr.LeaderNotAvailable.Code), nil, true
 	})
 	m, logs := adjustMember(cl, Options{InitialOffset: OffsetTimestamp, StartTime: start, BeginOffset: BeginCommitted})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -200,6 +207,62 @@ func TestAdjustTriesAgainWhenListingFails(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "level=INFO"); n != 1 {
 		t.Errorf("%d INFO lines once the listing was answered, want 1:\n%s", n, logs.String())
+	}
+}
+
+// Guarantee: a start offset listing the cluster refuses with an error
+// Kafka says not to retry (TOPIC_AUTHORIZATION_FAILED) is not tried
+// again: the member fails at once with an error wrapping ErrDenied and the
+// refusal, whether adjust waits for the lookup (BeginReset: it then
+// returns that error and starts no claim) or left it running (a committed
+// partition started without it: the claims waiting for it stay paused).
+func TestAdjustFailsTheMemberWhenTheListingIsRefusedForGood(t *testing.T) {
+	for _, begin := range []string{BeginReset, BeginCommitted} {
+		t.Run(begin, func(t *testing.T) {
+			c, cl := startCluster(t)
+			start := seed(t, cl)
+			var listings atomic.Int32
+			c.ControlKey(int16(kmsg.ListOffsets), func(req kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				listings.Add(1)
+				return testbroker.RefuseListOffsets(req, kerr.TopicAuthorizationFailed.Code), nil, true
+			})
+			m, logs := adjustMember(cl, Options{InitialOffset: OffsetTimestamp, StartTime: start, BeginOffset: begin})
+			got, err := m.adjust(context.Background(), map[string]map[int32]kgo.Offset{
+				startTopic: {0: m.reset, 1: kgo.NewOffset().At(2).WithEpoch(0), 2: m.reset},
+			})
+			waited := begin == BeginReset
+			if waited && (got != nil || !errors.Is(err, ErrDenied) || !errors.Is(err, kerr.TopicAuthorizationFailed)) {
+				t.Fatalf("adjust = %v, %v; want nil and an error wrapping ErrDenied and the refusal", got, err)
+			}
+			if !waited && err != nil {
+				t.Fatalf("adjust = %v, want no error: the lookup goes on after it", err)
+			}
+			m.wg.Wait()
+			select {
+			case ferr := <-m.Failed():
+				if !errors.Is(ferr, ErrDenied) || !errors.Is(ferr, kerr.TopicAuthorizationFailed) ||
+					!strings.Contains(ferr.Error(), "start offsets") {
+					t.Fatalf("the member failed with %v, want ErrDenied naming the start offsets and the refusal", ferr)
+				}
+			default:
+				t.Fatal("the member did not fail")
+			}
+			if n := listings.Load(); n != 1 {
+				t.Fatalf("%d listings, want 1: a refusal for good is not tried again", n)
+			}
+			if !strings.Contains(logs.String(), "level=ERROR") {
+				t.Fatalf("no ERROR line for the refusal:\n%s", logs.String())
+			}
+			for _, part := range []int32{0, 2} {
+				if next := m.parts[topicPartition{startTopic, part}].Next.Load(); next != -1 {
+					t.Errorf("partition %d's claim starts at %d, want -1 (none)", part, next)
+				}
+			}
+			if paused := cl.PauseFetchPartitions(nil)[startTopic]; !waited && len(paused) != 2 {
+				t.Errorf("partitions %v paused, want 0 and 2 (they wait for a start that never comes)", paused)
+			}
+		})
 	}
 }
 

@@ -70,3 +70,8 @@ func listAll[K comparable](ctx context.Context, parts []K, list Lister[K]) (map[
 // ErrNotListed is StartOffsets' error when a listing does not answer for a
 // partition it was asked about.
 var ErrNotListed = errors.New("kafka: the ListOffsets answer leaves out a partition")
+
+// ErrStartRefused is wrapped by the error a member fails with when the
+// cluster refuses to list where its claims start with an error Kafka says
+// not to retry (other than an authorization refusal, which is ErrDenied).
+var ErrStartRefused = errors.New("kafka: start offsets refused")
