@@ -10,6 +10,12 @@ import (
 // declared, after it was closed.
 var ErrClosed = errors.New("topology: closed")
 
+// ErrEmptyDst is returned by a [Reader]'s Receive and TryReceive given a
+// dst of length 0 (nil or not): they have nowhere to put a letter, so they
+// consume none and return 0 with this error at once, whether or not the
+// reader is closed.
+var ErrEmptyDst = errors.New("topology: receive into a dst of length 0")
+
 // Letter is one message as the queues of a topology carry it: the payload
 // and what the topology knows about its history.
 type Letter[T any] struct {
@@ -136,11 +142,16 @@ type Queues[T any] interface {
 var ErrNoDLQ = errors.New("topology: no dead-letter queue")
 
 // Reader receives letters from a queue.
+//
+// Receive and TryReceive check dst before anything else, the context and
+// whether the reader is closed included: given a dst of length 0 (nil or
+// not) they return 0, ErrEmptyDst at once and consume nothing, on an open
+// reader as on a closed one.
 type Reader[T any] interface {
 	// Receive waits for at least one letter and fills dst[:n] with up to
 	// len(dst) of them, in order. It returns ctx.Err() when ctx is done
 	// first (nothing consumed), ErrClosed when the reader or its backend was
-	// closed.
+	// closed, and ErrEmptyDst, at once, when len(dst) == 0.
 	Receive(ctx context.Context, dst []Letter[T]) (int, error)
 	// TryReceive is Receive without waiting for letters: it fills dst[:n]
 	// with what is ready now, in order, and returns 0, nil when nothing is.
@@ -151,7 +162,8 @@ type Reader[T any] interface {
 	// it returns by ctx's deadline with an error wrapping ctx.Err(), having
 	// consumed nothing. A backend with nothing to wait for (the in-memory
 	// one) returns what is ready whatever ctx. It returns ErrClosed when
-	// the reader or its backend was closed.
+	// the reader or its backend was closed, and ErrEmptyDst, at once, when
+	// len(dst) == 0.
 	TryReceive(ctx context.Context, dst []Letter[T]) (int, error)
 	// Settle records that l's fate is sealed: handled, held, requeued or
 	// dead-lettered elsewhere. A durable backend commits it then and not

@@ -443,6 +443,9 @@ func newMemReader[T any](q *queue.Queue[Letter[T]], onClose func()) *memReader[T
 
 // Receive implements Reader.
 func (r *memReader[T]) Receive(ctx context.Context, dst []Letter[T]) (int, error) {
+	if len(dst) == 0 {
+		return 0, ErrEmptyDst
+	}
 	n, err := r.q.ReceiveOr(ctx, dst, r.stop)
 	if n == 0 && err == nil {
 		return 0, ErrClosed
@@ -455,6 +458,9 @@ func (r *memReader[T]) Receive(ctx context.Context, dst []Letter[T]) (int, error
 
 // TryReceive implements Reader. It never waits, and ignores ctx.
 func (r *memReader[T]) TryReceive(_ context.Context, dst []Letter[T]) (int, error) {
+	if len(dst) == 0 {
+		return 0, ErrEmptyDst
+	}
 	select {
 	case <-r.stop:
 		return 0, ErrClosed

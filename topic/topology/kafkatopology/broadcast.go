@@ -97,6 +97,9 @@ func (r *broadcastReader[T]) Receive(ctx context.Context, dst []topology.Letter[
 // TryReceive implements topology.Reader: what is buffered. It never
 // waits, and ignores ctx.
 func (r *broadcastReader[T]) TryReceive(_ context.Context, dst []topology.Letter[T]) (int, error) {
+	if len(dst) == 0 {
+		return 0, topology.ErrEmptyDst
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {

@@ -101,6 +101,9 @@ func (bf *buffer[T]) take(dst []topology.Letter[T]) int {
 
 // receive implements Reader.Receive over the buffer.
 func (bf *buffer[T]) receive(ctx context.Context, dst []topology.Letter[T]) (int, error) {
+	if len(dst) == 0 {
+		return 0, topology.ErrEmptyDst
+	}
 	for {
 		bf.mu.Lock()
 		if bf.closed {
@@ -408,6 +411,9 @@ func (r *groupReader[T]) Receive(ctx context.Context, dst []topology.Letter[T]) 
 // even while the cluster has not answered its requests for the log ends
 // (they go on in the background, see Backend.offsets).
 func (r *groupReader[T]) TryReceive(ctx context.Context, dst []topology.Letter[T]) (int, error) {
+	if len(dst) == 0 {
+		return 0, topology.ErrEmptyDst
+	}
 	ctx, cancel := context.WithTimeout(ctx, r.b.opts.AdminTimeout)
 	defer cancel()
 	ends := map[int32]int64{}

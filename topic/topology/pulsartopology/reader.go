@@ -84,6 +84,9 @@ func readerOn[T any](b *Backend[T], c pulsar.Consumer, ch chan pulsar.ConsumerMe
 
 // Receive implements topology.Reader.
 func (r *reader[T]) Receive(ctx context.Context, dst []topology.Letter[T]) (int, error) {
+	if len(dst) == 0 {
+		return 0, topology.ErrEmptyDst
+	}
 	n := 0
 	for n == 0 {
 		select {
@@ -126,13 +129,16 @@ func (r *reader[T]) drain(dst []topology.Letter[T], n int) int {
 // ctx.Err(); a later call goes on waiting for the same marker). Both end
 // when the reader is closed: TryReceive then returns ErrClosed.
 func (r *reader[T]) TryReceive(ctx context.Context, dst []topology.Letter[T]) (int, error) {
+	if len(dst) == 0 {
+		return 0, topology.ErrEmptyDst
+	}
 	select {
 	case <-r.stop:
 		return 0, topology.ErrClosed
 	default:
 	}
 	n := r.drain(dst, 0)
-	if n > 0 || r.dlq == "" || len(dst) == 0 {
+	if n > 0 || r.dlq == "" {
 		return n, nil
 	}
 	if r.marker == "" {

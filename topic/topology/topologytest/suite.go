@@ -110,6 +110,7 @@ var cases = []testCase{
 	{"ReplayPutsBack", replayPutsBack},
 	{"BroadcastReachesEveryConsumer", broadcastReachesEveryConsumer},
 	{"CloseWithContextDoneReturnsAtOnce", closeWithContextDone},
+	{"EmptyDstReturnsErrEmptyDstAndConsumesNothing", emptyDstConsumesNothing},
 	{"CrashWhileHeldLosesNothing", crashWhileHeld},
 }
 
@@ -801,6 +802,124 @@ func closeWithContextDone(s *h) {
 	}
 	if err := s.closes(later, "the backend again", s.be.Close, 40*time.Second); err != nil {
 		s.Errorf("closing the backend again, with 30s to spare = %v, want nil: the closing cut short still runs", err)
+	}
+}
+
+// Guarantee: Receive and TryReceive given a nil or empty dst return 0 and
+// topology.ErrEmptyDst at once, without panicking or waiting, whatever
+// their context and whether the reader is open or closed, and consume
+// nothing: on a group's reader, a DLQ reader and a broadcast reader, the
+// letters put before the calls (one of them likely ready at the reader)
+// and after them are all received afterwards by a Receive with room.
+func emptyDstConsumesNothing(s *h) {
+	q := s.declare(topology.New("emptydst").DLQ())
+	bq := s.declare(topology.New("emptydst-bc").Broadcast())
+	deadLetter := func(m Msg) {
+		s.Helper()
+		l := topology.Letter[Msg]{Value: m, Death: &topology.Death{Reason: topology.ReasonRejected, Error: "rejected",
+			Topic: "emptydst", Group: "emptydst"}}
+		if err := q.DeadLetter(s.ctx, l); err != nil {
+			s.Fatalf("DeadLetter %v: %v", m, err)
+		}
+	}
+	for _, c := range []struct {
+		what      string
+		subscribe func(context.Context) (topology.Reader[Msg], error)
+		put       func(Msg)
+	}{
+		{"a group's reader", q.Subscribe, func(m Msg) { s.publish(q, m) }},
+		{"a DLQ reader", q.SubscribeDead, deadLetter},
+		{"a broadcast reader", bq.Subscribe, func(m Msg) { s.publish(bq, m) }},
+	} {
+		r, err := c.subscribe(s.ctx)
+		if err != nil {
+			s.Fatalf("%s: subscribing: %v", c.what, err)
+		}
+		s.Cleanup(func() { MustClose(s.T, c.what, r.Close) })
+		c.put(Msg{Key: "E", N: 1})
+		c.put(Msg{Key: "E", N: 2})
+		seen := map[int]bool{}
+		s.receiveInto(c.what, r, seen, 1, 1) // the other is likely ready now
+		s.emptyDst(c.what, r)
+		c.put(Msg{Key: "E", N: 3})
+		s.receiveInto(c.what, r, seen, 4, 3)
+		for n := 1; n <= 3; n++ {
+			if !seen[n] {
+				s.Errorf("%s: E%d never received", c.what, n)
+			}
+		}
+		MustClose(s.T, c.what, r.Close)
+		s.emptyDst(c.what+", closed", r)
+	}
+}
+
+// emptyDst checks that r's Receive and TryReceive, given a nil or empty
+// dst, with a live context or one already done, return 0, ErrEmptyDst
+// and write nothing into dst's backing array.
+func (s *h) emptyDst(what string, r topology.Reader[Msg]) {
+	s.Helper()
+	live, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	defer cancel()
+	done, stop := context.WithCancel(s.ctx)
+	stop()
+	backing := make([]topology.Letter[Msg], 1)
+	for _, cx := range []struct {
+		name string
+		ctx  context.Context
+	}{{"", live}, {", its context done", done}} {
+		for _, d := range []struct {
+			name string
+			dst  []topology.Letter[Msg]
+		}{{"a nil dst", nil}, {"an empty dst", backing[:0]}} {
+			for _, call := range []struct {
+				name string
+				f    func(context.Context, []topology.Letter[Msg]) (int, error)
+			}{{"Receive", r.Receive}, {"TryReceive", r.TryReceive}} {
+				p, n, err := recovered(func() (int, error) { return call.f(cx.ctx, d.dst) })
+				switch {
+				case p != nil:
+					s.Errorf("%s: %s with %s%s panicked: %v", what, call.name, d.name, cx.name, p)
+				case n != 0 || !errors.Is(err, topology.ErrEmptyDst):
+					s.Errorf("%s: %s with %s%s = %d, %v; want 0, ErrEmptyDst", what, call.name, d.name, cx.name, n, err)
+				}
+			}
+		}
+	}
+	if l := backing[0]; l.Value != (Msg{}) || l.Receipt != nil {
+		s.Errorf("%s: a call with an empty dst wrote %v past its length", what, l.Value)
+	}
+}
+
+// recovered calls f and returns its results, or the value it panicked
+// with.
+func recovered(f func() (int, error)) (p any, n int, err error) {
+	defer func() { p = recover() }()
+	n, err = f()
+	return nil, n, err
+}
+
+// receiveInto receives from r, size letters at a time, settling each and
+// marking its number in seen, until seen holds want numbers; within a
+// minute.
+func (s *h) receiveInto(what string, r topology.Reader[Msg], seen map[int]bool, size, want int) {
+	s.Helper()
+	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
+	defer cancel()
+	buf := make([]topology.Letter[Msg], size)
+	for len(seen) < want {
+		n, err := r.Receive(ctx, buf)
+		if err != nil {
+			s.Fatalf("%s: Receive with %d of %d letters seen: %v", what, len(seen), want, err)
+		}
+		for i := range buf[:n] {
+			if seen[buf[i].Value.N] {
+				s.Errorf("%s: %v received twice", what, buf[i].Value)
+			}
+			seen[buf[i].Value.N] = true
+			if err := r.Settle(ctx, &buf[i]); err != nil {
+				s.Errorf("%s: Settle %v: %v", what, buf[i].Value, err)
+			}
+		}
 	}
 }
 
