@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	neturl "net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -112,20 +114,97 @@ func (c *Client) LogValue() slog.Value { return slog.StringValue(c.String()) }
 
 // NewClient creates a pulsar-client-go client with ClientDefaults(o, logger).
 // Its error, like the client's logs, never shows the URL's user
-// information. The caller closes the client once every pipeline using it
-// has stopped.
+// information. A URL whose user information does not parse (a raw "/",
+// "?", "#" or space in a password) is an error wrapping ErrServiceURL,
+// and is not handed to pulsar-client-go. TLS settings with a service URL the client would connect to
+// in plaintext (pulsar://, http://), which it would ignore, are an error
+// wrapping ErrTLSWithPlaintextURL. The caller closes the client once every
+// pipeline using it has stopped.
 func NewClient(o pulsar.ClientOptions, logger *slog.Logger) (*Client, error) {
+	if !userInfoParses(o.URL) {
+		return nil, &redactedError{msg: fmt.Sprintf("pulsar: create client for %q: %v", RedactServiceURL(o.URL), ErrServiceURL), err: ErrServiceURL}
+	}
+	url := RedactServiceURL(o.URL)
+	if hasTLSSettings(&o) && !usesTLS(o.URL) {
+		return nil, &redactedError{msg: fmt.Sprintf("pulsar: create client for %q: %v", url, ErrTLSWithPlaintextURL), err: ErrTLSWithPlaintextURL}
+	}
 	last := new(lastFailure)
 	if o.Logger == nil {
 		o.Logger = clientLogger(logger, last)
 	}
 	o = ClientDefaults(o, logger)
-	url := RedactURL(o.URL)
 	c, err := pulsar.NewClient(o)
 	if err != nil {
 		return nil, &redactedError{msg: fmt.Sprintf("pulsar: create client for %q: %s", url, RedactURL(err.Error())), err: err}
 	}
 	return &Client{Client: c, url: url, last: last}, nil
+}
+
+// userInfoParses reports whether raw, a service URL, holds no user
+// information (no "@" after its "//"), or holds user information that
+// pulsar-client-go parses and RedactURL then finds whole: the last "@" is
+// within the authority (no raw "/", "?" or "#" before it) and the URL,
+// reduced to its first host as pulsar-client-go reduces it, parses with
+// net/url (no space or bad escape in the user information, a host and
+// port that parse).
+func userInfoParses(raw string) bool {
+	i := strings.Index(raw, "//")
+	start := i + 2
+	if i < 0 {
+		start = 0
+	}
+	rest := raw[start:]
+	at := strings.LastIndexByte(rest, '@')
+	if at < 0 {
+		return true
+	}
+	end := strings.IndexAny(rest, "/?#")
+	if i < 0 || (end >= 0 && end < at) {
+		return false
+	}
+	hosts, suffix := rest[at+1:], ""
+	if end >= 0 {
+		hosts, suffix = rest[at+1:end], rest[end:]
+	}
+	if j := strings.IndexAny(hosts, ",;"); j >= 0 {
+		hosts = hosts[:j]
+	}
+	u, err := neturl.Parse(raw[:start] + rest[:at+1] + hosts + suffix)
+	return err == nil && u.User != nil
+}
+
+// redactUserInfo returns raw with everything between its "//" (or its
+// start) and its last "@" replaced by "xxxxx", for a URL whose user
+// information RedactURL cannot delimit.
+func redactUserInfo(raw string) string {
+	start := 0
+	if i := strings.Index(raw, "//"); i >= 0 {
+		start = i + 2
+	}
+	at := strings.LastIndexByte(raw[start:], '@')
+	if at < 0 {
+		return raw
+	}
+	return raw[:start] + "xxxxx" + raw[start+at:]
+}
+
+// hasTLSSettings reports whether o sets anything pulsar-client-go uses
+// only on a TLS connection.
+func hasTLSSettings(o *pulsar.ClientOptions) bool {
+	return o.TLSConfig != nil || o.TLSTrustCertsFilePath != "" || o.TLSCertificateFile != "" || o.TLSKeyFilePath != "" ||
+		o.TLSValidateHostname || len(o.TLSCipherSuites) > 0 || o.TLSMinVersion != 0 || o.TLSMaxVersion != 0
+}
+
+// usesTLS reports whether pulsar-client-go connects to serviceURL with
+// TLS: its scheme is https, or pulsar+ssl (any scheme whose parts after
+// the first "+" include "ssl"), in any case.
+func usesTLS(serviceURL string) bool {
+	scheme, _, ok := strings.Cut(serviceURL, "://")
+	if !ok {
+		return false
+	}
+	parts := strings.Split(strings.ToLower(scheme), "+")
+	return parts[0] == "https" || slices.Contains(parts[1:], "ssl")
 }
 
 // redactedError shows a message with the credentials taken out, and
@@ -157,6 +236,19 @@ func RedactURL(s string) string {
 		}
 		return sub[1] + "xxxxx@"
 	})
+}
+
+// RedactServiceURL returns serviceURL, one service URL, with its user
+// information redacted as RedactURL redacts it, or, when that user
+// information does not parse (a password with a raw "/", "?", "#" or
+// space, which RedactURL cannot delimit), with everything between the
+// "//" and the last "@" replaced: "pulsar://user:p/w@host" becomes
+// "pulsar://xxxxx@host".
+func RedactServiceURL(serviceURL string) string {
+	if userInfoParses(serviceURL) {
+		return RedactURL(serviceURL)
+	}
+	return redactUserInfo(serviceURL)
 }
 
 // ClientLogger adapts logger (nil: slog.Default()) to pulsar-client-go's

@@ -10,6 +10,24 @@ import (
 // consumer cannot subscribe. The pipeline restarts the stage with backoff.
 var ErrSubscribe = errors.New("pulsar: subscribe failed")
 
+// ErrTLSWithPlaintextURL is wrapped by the error of NewClient when its
+// options hold TLS settings (TLSConfig, a trust, certificate or key file,
+// TLSValidateHostname, cipher suites or TLS versions) and its service URL
+// is one pulsar-client-go connects to in plaintext (pulsar://, http://):
+// the client would ignore them and connect without TLS. Use
+// pulsar+ssl:// (or https://).
+var ErrTLSWithPlaintextURL = errors.New("pulsar: TLS settings with a service URL that is not pulsar+ssl:// or https://, on which the client connects in plaintext")
+
+// ErrServiceURL is wrapped by the error of NewClient when the service URL
+// holds user information (a password or token before an "@") and does not
+// parse as pulsar-client-go reads URLs: a password with a raw "/", "?",
+// "#", space or bad %-escape (percent-encode it), or a host or port that
+// does not parse. NewClient then does not hand the URL to
+// pulsar-client-go, which would write the parse error, whole URL
+// included, to its process-wide logger; its error shows the URL with
+// everything before the last "@" redacted.
+var ErrServiceURL = errors.New("pulsar: the service URL does not parse (a password or token in it must be percent-encoded)")
+
 // ErrConsumerClosed is wrapped by the *ConsumerError a stage fails with when
 // one of its consumers was closed while the stage was running (by the
 // client, or by code that got hold of it through ActiveState.Consumer). The

@@ -2,6 +2,7 @@ package pulsar_test
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
+	"github.com/boulevard-go/boulevard/internal/logtest"
 	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
 )
 
@@ -96,6 +98,25 @@ func TestRedactURL(t *testing.T) {
 	}
 }
 
+// Guarantee: RedactServiceURL redacts one service URL as RedactURL does,
+// and hides user information RedactURL cannot delimit (a raw "/", "?",
+// "#" or space in a password) up to the URL's last "@".
+func TestRedactServiceURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"pulsar://alice:pw@h:6650":       "pulsar://alice:xxxxx@h:6650",
+		"pulsar+ssl://tok@h1:6651,h2:66": "pulsar+ssl://xxxxx@h1:6651,h2:66",
+		"pulsar://h:6650":                "pulsar://h:6650",
+		"pulsar://alice:p/w@h:6650":      "pulsar://xxxxx@h:6650",
+		"pulsar://alice:p?w#x@h:6650":    "pulsar://xxxxx@h:6650",
+		"http://alice:p w@h:8080/admin":  "http://xxxxx@h:8080/admin",
+		"alice:pw@h:6650":                "xxxxx@h:6650",
+	} {
+		if got := bpulsar.RedactServiceURL(in); got != want {
+			t.Errorf("RedactServiceURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 // pulsar-client-go logs its service URL on many lines (at debug level);
 // through ClientLogger the password never shows, Info becomes Debug, and a
 // multi-line message stays on one line.
@@ -128,4 +149,76 @@ func TestNewClientErrorRedacted(t *testing.T) {
 		t.Fatal("a client with an unknown scheme was created")
 	}
 	noSecret(t, "NewClient error", err.Error())
+}
+
+// Guarantee: NewClient refuses TLS settings given with a service URL that
+// pulsar-client-go connects to in plaintext (pulsar://, http://), which
+// would ignore them, with an error wrapping ErrTLSWithPlaintextURL that
+// shows no password; with pulsar+ssl:// the same settings make a client.
+func TestNewClientRefusesTLSSettingsOnAPlaintextURL(t *testing.T) {
+	settings := map[string]pulsar.ClientOptions{
+		"TLSConfig":             {TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12}},
+		"TLSTrustCertsFilePath": {TLSTrustCertsFilePath: "/etc/ssl/ca.pem"},
+		"TLSCertificateFile":    {TLSCertificateFile: "client.pem", TLSKeyFilePath: "client-key.pem"},
+		"TLSValidateHostname":   {TLSValidateHostname: true},
+	}
+	for name, o := range settings {
+		for _, url := range []string{"pulsar://alice:" + password + "@127.0.0.1:1", "http://127.0.0.1:1", "PULSAR://127.0.0.1:1"} {
+			o.URL = url
+			c, err := bpulsar.NewClient(o, slog.New(slog.DiscardHandler))
+			if err == nil {
+				c.Close()
+				t.Errorf("%s with %s: NewClient made a client that would connect in plaintext", name, url)
+				continue
+			}
+			if !errors.Is(err, bpulsar.ErrTLSWithPlaintextURL) {
+				t.Errorf("%s with %s: NewClient = %v, want an error wrapping ErrTLSWithPlaintextURL", name, url, err)
+			}
+			noSecret(t, "NewClient error", err.Error())
+		}
+		o.URL = "pulsar+ssl://127.0.0.1:1"
+		c, err := bpulsar.NewClient(o, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Errorf("%s with %s: %v", name, o.URL, err)
+			continue
+		}
+		c.Close()
+	}
+}
+
+// Guarantee: a service URL whose user information does not parse as
+// pulsar-client-go reads URLs (a password with a raw "/", "?", "#", space
+// or bad escape, or a host that does not parse after it) fails NewClient
+// with an error wrapping ErrServiceURL, and neither that error nor any
+// line of the client's logger shows the password or any part of it after
+// its first character. (pulsar-client-go, given such a URL, writes the parse error with
+// the whole URL to its process-wide logrus logger, and RedactURL cannot
+// tell where such user information ends.)
+func TestNewClientKeepsAPasswordThatDoesNotParseSecret(t *testing.T) {
+	const tail = "0f9e8d"
+	for _, pw := range []string{"p/" + tail, "p?" + tail, "p#" + tail, "p " + tail, "p%zz" + tail} {
+		for _, url := range []string{"pulsar://alice:" + pw + "@127.0.0.1:1", "pulsar+ssl://" + pw + "@127.0.0.1:1", "http://alice:" + pw + "@127.0.0.1:1"} {
+			var lines logtest.Lines
+			c, err := bpulsar.NewClient(pulsar.ClientOptions{URL: url}, slog.New(slog.NewTextHandler(&lines, &slog.HandlerOptions{Level: slog.LevelDebug})))
+			if err == nil {
+				c.Close()
+				t.Errorf("%q: NewClient made a client", url)
+				continue
+			}
+			if !errors.Is(err, bpulsar.ErrServiceURL) {
+				t.Errorf("%q: NewClient = %v, want an error wrapping ErrServiceURL", url, err)
+			}
+			for _, s := range append(lines.All(), err.Error()) {
+				if strings.Contains(s, tail) {
+					t.Errorf("%q: a password shows: %s", url, s)
+				}
+			}
+		}
+	}
+	// A host that does not parse, after a password that does.
+	_, err := bpulsar.NewClient(pulsar.ClientOptions{URL: "pulsar://alice:" + password + "@127.0.0.1:66x0"}, slog.New(slog.DiscardHandler))
+	if !errors.Is(err, bpulsar.ErrServiceURL) {
+		t.Errorf("NewClient = %v, want an error wrapping ErrServiceURL", err)
+	}
+	noSecret(t, "NewClient error", fmt.Sprint(err))
 }

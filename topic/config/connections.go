@@ -42,10 +42,14 @@ type ConnectionSpec struct {
 	// at least one, at most 64).
 	Brokers []string `validate:"max=64"`
 	// ServiceURL is the Pulsar service URL, pulsar://host:port or
-	// pulsar+ssl://host:port (pulsar only).
+	// pulsar+ssl://host:port (pulsar only), without user information (a
+	// password or token is a secret: use token_env).
 	ServiceURL string `name:"service_url"`
 	// TLS configures TLS to the brokers; absent means plaintext (or, for
-	// Pulsar, whatever the pulsar+ssl scheme implies).
+	// Pulsar, whatever the pulsar+ssl scheme implies). On a pulsar
+	// connection, TLS enabled needs a pulsar+ssl:// service URL:
+	// pulsar-client-go connects to a pulsar:// one in plaintext, whatever
+	// the TLS settings.
 	TLS *TLSSpec `name:"tls"`
 	// SASL configures Kafka SASL authentication (kafka only).
 	SASL *SASLSpec `name:"sasl"`
@@ -198,7 +202,7 @@ func buildConnection(path, name string, r *rawConnection) (ConnectionSpec, error
 		}
 		for i, b := range c.Brokers {
 			if host, port, err := net.SplitHostPort(b); err != nil || host == "" || !validPort(port) {
-				field("brokers."+strconv.Itoa(i), "hostport", "must be host:port, not "+quote.Value(b))
+				field("brokers."+strconv.Itoa(i), "hostport", "must be host:port, not "+quote.URL(b))
 			}
 		}
 		if c.ServiceURL != "" {
@@ -214,7 +218,18 @@ func buildConnection(path, name string, r *rawConnection) (ConnectionSpec, error
 		if c.ServiceURL == "" {
 			field("service_url", "required", "is required for a pulsar connection")
 		} else if u, err := url.Parse(c.ServiceURL); err != nil || (u.Scheme != "pulsar" && u.Scheme != "pulsar+ssl") || u.Host == "" {
-			field("service_url", "url", "must be pulsar://host:port or pulsar+ssl://host:port, not "+quote.Value(c.ServiceURL))
+			field("service_url", "url", "must be pulsar://host:port or pulsar+ssl://host:port, not "+quote.URL(c.ServiceURL))
+		} else {
+			if u.User != nil {
+				field("service_url", "no_userinfo", "must not hold user information (a password or token written in the document): "+
+					"name the token's environment variable in token_env; got "+quote.URL(c.ServiceURL))
+			}
+			// pulsar-client-go connects to a pulsar:// URL in plaintext,
+			// whatever its TLS settings.
+			if c.TLS != nil && c.TLS.Enabled && u.Scheme != "pulsar+ssl" {
+				field("tls", "scheme", "needs a pulsar+ssl:// service_url: on "+u.Scheme+
+					":// pulsar-client-go connects in plaintext and ignores the TLS settings")
+			}
 		}
 		if len(c.Brokers) > 0 {
 			field("brokers", "excluded_with", "is for kafka connections, not pulsar (pulsar uses service_url)")
@@ -225,7 +240,10 @@ func buildConnection(path, name string, r *rawConnection) (ConnectionSpec, error
 	}
 	for key, s := range map[string]Secret{"token_env": c.Token, "sasl.password_env": saslPassword(c.SASL)} {
 		if s.Env != "" && !envName.MatchString(s.Env) {
-			field(key, "env_name", "must be an environment variable name (letters, digits and _, not starting with a digit), not "+quote.Value(s.Env))
+			// The value is not repeated: it may be the secret itself,
+			// written where its variable's name belongs.
+			field(key, "env_name", "must be an environment variable name (letters, digits and _, not starting with a digit, "+
+				"at most 128), naming the variable that holds the secret, not the secret itself")
 		}
 	}
 	return c, validate.Join(errs...)

@@ -276,3 +276,67 @@ func TestBuildContextConnectorFailures(t *testing.T) {
 		})
 	}
 }
+
+// Guarantee: a credential written in the document, as the user information
+// of a service URL or a broker address or as the value of a *_env key, is
+// refused, and no parse error repeats it.
+func TestParseRefusesCredentialsInTheDocumentWithoutRepeatingThem(t *testing.T) {
+	const secret = "s3cr3t-9e41"
+	cases := []struct{ name, conn, want string }{
+		{"password in a pulsar URL", `{kind: pulsar, service_url: "pulsar://svc:` + secret + `@pulsar:6650"}`,
+			"connections.c.service_url must not hold user information"},
+		{"token in a pulsar+ssl URL", `{kind: pulsar, service_url: "pulsar+ssl://` + secret + `@pulsar:6651"}`,
+			"connections.c.service_url must not hold user information"},
+		{"password in a URL of another scheme", `{kind: pulsar, service_url: "http://svc:` + secret + `@pulsar:8080"}`,
+			`connections.c.service_url must be pulsar://host:port or pulsar+ssl://host:port, not "http://xxxxx@pulsar:8080"`},
+		{"password with a space in a URL", `{kind: pulsar, service_url: "pulsar://svc:a ` + secret + `@pulsar:6650"}`,
+			"connections.c.service_url"},
+		{"password in a broker URL", `{kind: kafka, brokers: ["sasl_ssl://svc:` + secret + `@kafka:9093"]}`,
+			`connections.c.brokers.0 must be host:port, not "sasl_ssl://xxxxx@kafka:9093"`},
+		{"password in a broker address", `{kind: kafka, brokers: ["svc:` + secret + `@kafka:9093"]}`,
+			`connections.c.brokers.0 must be host:port, not "xxxxx@kafka:9093"`},
+		{"token as token_env", `{kind: pulsar, service_url: "pulsar://pulsar:6650", token_env: "eyJhbGciOi.` + secret + `.sig"}`,
+			"connections.c.token_env must be an environment variable name"},
+		{"password as password_env", `{kind: kafka, brokers: ["kafka:9092"], sasl: {mechanism: PLAIN, username: svc, password_env: "` + secret + `!"}}`,
+			"connections.c.sasl.password_env must be an environment variable name"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := config.Parse(yamlDoc("connections:\n  c: " + c.conn + "\n"))
+			if err == nil {
+				t.Fatal("Parse accepted the document")
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Fatalf("the error repeats the credential: %v", err)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Parse error = %v, want one containing %q", err, c.want)
+			}
+		})
+	}
+}
+
+// Guarantee: a pulsar connection with TLS enabled and a pulsar:// service
+// URL, on which pulsar-client-go would connect in plaintext whatever the
+// TLS settings, is refused; with pulsar+ssl://, or with TLS disabled, it is
+// accepted.
+func TestParseRefusesTLSOnAPlaintextPulsarURL(t *testing.T) {
+	for _, c := range []struct {
+		conn string
+		ok   bool
+	}{
+		{`{kind: pulsar, service_url: "pulsar://pulsar:6651", tls: {ca_file: ca.pem}}`, false},
+		{`{kind: pulsar, service_url: "PULSAR://pulsar:6651", tls: {}}`, false},
+		{`{kind: pulsar, service_url: "pulsar+ssl://pulsar:6651", tls: {ca_file: ca.pem}}`, true},
+		{`{kind: pulsar, service_url: "pulsar://pulsar:6650", tls: {enabled: false}}`, true},
+		{`{kind: pulsar, service_url: "pulsar://pulsar:6650"}`, true},
+	} {
+		_, err := config.Parse(yamlDoc("connections:\n  c: " + c.conn + "\n"))
+		if c.ok && err != nil {
+			t.Errorf("%s: %v", c.conn, err)
+		}
+		if !c.ok && (err == nil || !strings.Contains(err.Error(), "connections.c.tls needs a pulsar+ssl:// service_url")) {
+			t.Errorf("%s: Parse error = %v, want one naming connections.c.tls", c.conn, err)
+		}
+	}
+}

@@ -11,6 +11,12 @@
 //
 // Secrets are read from their environment variables when a connection is
 // made, and appear in no error or log line.
+//
+// A Pulsar connection with TLS enabled needs a pulsar+ssl:// service URL:
+// on pulsar:// pulsar-client-go connects in plaintext whatever the TLS
+// settings. config.Parse refuses such a document, and a connection given
+// to the connector directly fails with an error wrapping
+// sources/pulsar's ErrTLSWithPlaintextURL.
 package connector
 
 import (

@@ -15,6 +15,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/message"
+	spulsar "github.com/boulevard-go/boulevard/sources/pulsar"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/config"
 	"github.com/boulevard-go/boulevard/topic/connector"
@@ -313,5 +314,28 @@ connections:
 				t.Errorf("connection %s: connector = %v, %v; want no backend and an error naming %s wrapping *message.PanicError", name, b, err, field)
 			}
 		}()
+	}
+}
+
+// Guarantee: a Pulsar connection whose TLS settings its service URL would
+// make the client ignore (pulsar://, on which pulsar-client-go connects in
+// plaintext) makes no backend: the connector returns an error wrapping
+// sources/pulsar's ErrTLSWithPlaintextURL instead of a backend that would
+// connect without TLS. (config.Parse refuses such a document; this is a
+// connection given to the connector directly.)
+func TestPulsarConnectionWithTLSOnAPlaintextURLMakesNoBackend(t *testing.T) {
+	pki := newPKI(t)
+	conn, err := connector.New(connector.Options[string]{Codec: topic.StringCodec{}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	be, err := conn(t.Context(), config.ConnectionSpec{Name: "events", Path: "connections.events", Kind: config.KindPulsar,
+		ServiceURL: "pulsar://127.0.0.1:1", TLS: &config.TLSSpec{Enabled: true, CAFile: pki.caFile}})
+	if err == nil {
+		_ = be.(*pulsartopic.Backend[string]).Close(context.Background())
+		t.Fatal("the connector made a backend that connects in plaintext")
+	}
+	if !errors.Is(err, spulsar.ErrTLSWithPlaintextURL) {
+		t.Fatalf("connector error = %v, want one wrapping ErrTLSWithPlaintextURL", err)
 	}
 }

@@ -228,7 +228,7 @@ func (o Options[T]) checkPendingSlots() error {
 // whether authentication is set, never what it holds.
 func (o Options[T]) String() string {
 	return fmt.Sprintf("pulsartopic.Options{serviceURL: %q, client: %t, authentication: %t, tenant: %q, namespace: %q, partitions: %d}",
-		spulsar.RedactURL(o.ServiceURL), o.Client != nil, o.ClientOptions.Authentication != nil, o.Tenant, o.Namespace, o.Partitions)
+		spulsar.RedactServiceURL(o.ServiceURL), o.Client != nil, o.ClientOptions.Authentication != nil, o.Tenant, o.Namespace, o.Partitions)
 }
 
 // GoString is String, so that %#v shows no credential either.

@@ -111,3 +111,28 @@ func TestOptionsNeverShowSecrets(t *testing.T) {
 
 // sharedClient stands for a client made elsewhere.
 type sharedClient struct{ pulsar.Client }
+
+// Guarantee: a password written in the service URL without percent-encoding
+// (with a "/", "?", "#" or space, where a URL's user information cannot
+// tell where it ends) shows in no printed or logged form of the options
+// either, nor in New's error.
+func TestOptionsNeverShowAPasswordThatDoesNotParse(t *testing.T) {
+	const tail = "s3cret-7b1"
+	for _, pw := range []string{"p/" + tail, "p?" + tail, "p#" + tail, "p " + tail} {
+		o := pulsartopic.Options[int]{ServiceURL: "pulsar://user:" + pw + "@broker:6650", Codec: topic.IntCodec{}}
+		var log strings.Builder
+		slog.New(slog.NewTextHandler(&log, nil)).Info("options", "o", o)
+		shown := []string{fmt.Sprint(o), fmt.Sprintf("%+v", o), fmt.Sprintf("%#v", o), fmt.Sprintf("%q", o), log.String()}
+		if be, err := pulsartopic.New(o); err == nil {
+			shown = append(shown, be.String())
+			_ = be.Close(context.Background())
+		} else {
+			shown = append(shown, err.Error())
+		}
+		for _, s := range shown {
+			if strings.Contains(s, tail) {
+				t.Fatalf("the password shows in %q", s)
+			}
+		}
+	}
+}

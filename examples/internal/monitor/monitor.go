@@ -19,8 +19,10 @@ import (
 
 // Flags are the values of -http and -linger.
 type Flags struct {
-	// HTTP is the address to serve on, "" for none (the default). Examples
-	// document 127.0.0.1 addresses: the endpoints have no access control.
+	// HTTP is the address to serve on, "" for none (the default). The
+	// endpoints have no access control, so an address without a host
+	// (":8080") listens on the loopback interface, 127.0.0.1, only; name
+	// a host to listen elsewhere ("0.0.0.0:8080" for every interface).
 	HTTP string
 	// Linger is how long to keep serving after the run; see Forever.
 	Linger Linger
@@ -28,7 +30,7 @@ type Flags struct {
 
 // Register defines -http and -linger on fs.
 func (f *Flags) Register(fs *flag.FlagSet) {
-	fs.StringVar(&f.HTTP, "http", "", "serve /metrics, /healthz, /readyz, /stats and /dashboard on this address while the example runs, e.g. 127.0.0.1:8080 (off by default)")
+	fs.StringVar(&f.HTTP, "http", "", "serve /metrics, /healthz, /readyz, /stats and /dashboard on this address while the example runs, e.g. 127.0.0.1:8080 (off by default; without a host, :8080, on 127.0.0.1 only)")
 	fs.Var(&f.Linger, "linger", "with -http, keep serving after the run: -linger alone until interrupted (Ctrl-C), -linger=30s for that long")
 }
 
@@ -82,13 +84,14 @@ type Server struct {
 	out    io.Writer
 }
 
-// Serve starts serving obs's handler on f.HTTP and prints where to
-// stdout. It returns nil and serves nothing when f.HTTP is "".
+// Serve starts serving obs's handler on f.HTTP (on 127.0.0.1 when it names
+// no host) and prints where to stdout. It returns nil and serves nothing
+// when f.HTTP is "".
 func (f Flags) Serve(obs *observe.Observer, stdout io.Writer) (*Server, error) {
 	if f.HTTP == "" {
 		return nil, nil
 	}
-	l, err := net.Listen("tcp", f.HTTP)
+	l, err := net.Listen("tcp", ListenAddr(f.HTTP))
 	if err != nil {
 		return nil, fmt.Errorf("-http: %w", err)
 	}
@@ -102,6 +105,16 @@ func (f Flags) Serve(obs *observe.Observer, stdout io.Writer) (*Server, error) {
 	}()
 	fmt.Fprintf(stdout, "metrics on http://%s/metrics, health on /healthz and /readyz, dashboard on http://%s/dashboard\n", s.Addr, s.Addr)
 	return s, nil
+}
+
+// ListenAddr is the address -http addr listens on: addr, or, when it
+// names no host (":8080"), the same port on 127.0.0.1, so that the
+// endpoints are reachable from elsewhere only when a host says so.
+func ListenAddr(addr string) string {
+	if host, port, err := net.SplitHostPort(addr); err == nil && host == "" {
+		return net.JoinHostPort("127.0.0.1", port)
+	}
+	return addr
 }
 
 // Close keeps serving as long as -linger says (until ctx ends for a bare

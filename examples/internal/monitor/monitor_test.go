@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -109,5 +110,35 @@ func TestLingerDurationEnds(t *testing.T) {
 	}
 	if err := get(s.Addr); err == nil {
 		t.Fatal("still serving after Close")
+	}
+}
+
+// Guarantee: an -http address without a host (":0", ":8080") listens on the
+// loopback interface only, not on every interface as net.Listen would; a
+// host given (0.0.0.0, an interface's address) is used as given.
+func TestHTTPWithoutAHostListensOnLoopbackOnly(t *testing.T) {
+	for _, c := range []struct{ http, host string }{
+		{":0", "127.0.0.1"},
+		{"127.0.0.1:0", "127.0.0.1"},
+		{"0.0.0.0:0", "::"}, // told otherwise: every interface (Go reports it as [::] on a dual-stack host)
+	} {
+		s, err := Flags{HTTP: c.http}.Serve(observe.New(observe.Options{}), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		host, _, err := net.SplitHostPort(s.Addr)
+		s.Close(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.host == "::" {
+			if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+				t.Errorf("-http %s listens on %s, want every interface", c.http, s.Addr)
+			}
+			continue
+		}
+		if host != c.host {
+			t.Errorf("-http %s listens on %s, want host %s", c.http, s.Addr, c.host)
+		}
 	}
 }

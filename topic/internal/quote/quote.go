@@ -27,6 +27,29 @@ func Value(s string) string {
 	return strconv.Quote(prefix(s, MaxValue)+"…") + " (" + strconv.Itoa(len(s)) + " bytes)"
 }
 
+// URL is Value for a string meant as a URL or a host:port address, with
+// the user information of its authority (what comes before the last "@"
+// ahead of the path, after the scheme's "://" when there is one) shown as
+// "xxxxx": it may hold a password or a token. "pulsar://svc:pw@host:6650"
+// shows as "pulsar://xxxxx@host:6650".
+func URL(s string) string { return Value(redactUserinfo(s)) }
+
+func redactUserinfo(s string) string {
+	start := 0
+	if i := strings.Index(s, "://"); i >= 0 {
+		start = i + len("://")
+	}
+	authority := s[start:]
+	if end := strings.IndexAny(authority, "/?#"); end >= 0 {
+		authority = authority[:end]
+	}
+	at := strings.LastIndexByte(authority, '@')
+	if at < 0 {
+		return s
+	}
+	return s[:start] + "xxxxx" + s[start+at:]
+}
+
 // Text makes a message written by another library safe to embed in an
 // error: line breaks and the indentation after them become "; ", other
 // control or non-printable characters and invalid UTF-8 are escaped as in

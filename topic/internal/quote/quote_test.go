@@ -62,3 +62,22 @@ func TestText(t *testing.T) {
 		t.Fatalf("Text(1 MiB) = %d bytes ending %q", len(got), got[max(0, len(got)-30):])
 	}
 }
+
+// Guarantee: URL shows a URL or address without the user information of
+// its authority, however the password is written, and keeps everything
+// else, quoted as Value quotes.
+func TestURLHidesUserInformation(t *testing.T) {
+	for in, want := range map[string]string{
+		"pulsar://svc:pw@host:6650":          `"pulsar://xxxxx@host:6650"`,
+		"pulsar+ssl://token@host:6651/x@y":   `"pulsar+ssl://xxxxx@host:6651/x@y"`,
+		"pulsar://svc:p@w d@host:6650?a=b@c": `"pulsar://xxxxx@host:6650?a=b@c"`,
+		"svc:pw@kafka:9093":                  `"xxxxx@kafka:9093"`,
+		"pulsar://host:6650":                 `"pulsar://host:6650"`,
+		"kafka:9092":                         `"kafka:9092"`,
+		"":                                   `""`,
+	} {
+		if got := quote.URL(in); got != want {
+			t.Errorf("URL(%q) = %s, want %s", in, got, want)
+		}
+	}
+}

@@ -2,9 +2,11 @@ package pulsartopology
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -100,6 +102,38 @@ func New[T any](opts Options[T]) (*Backend[T], error) {
 
 // Name returns "pulsar".
 func (b *Backend[T]) Name() string { return "pulsar" }
+
+// String names the backend and its broker, without credentials: the
+// service URL of a client the backend made, its user information
+// redacted, or "a shared client". %v, %+v, %#v, %s and %q all print this.
+func (b *Backend[T]) String() string {
+	if b == nil {
+		return "pulsartopology backend (nil)"
+	}
+	if u, ok := b.client.(interface{ ServiceURL() string }); ok {
+		return "pulsartopology backend for " + spulsar.RedactURL(u.ServiceURL())
+	}
+	return "pulsartopology backend for a shared client"
+}
+
+// GoString is String: the backend's fields hold the client and its
+// options.
+func (b *Backend[T]) GoString() string { return b.String() }
+
+// Format writes String for every verb (%q quotes it).
+func (b *Backend[T]) Format(f fmt.State, verb rune) {
+	s := b.String()
+	if verb == 'q' {
+		s = strconv.Quote(s)
+	}
+	_, _ = fmt.Fprint(f, s)
+}
+
+// LogValue logs what String shows.
+func (b *Backend[T]) LogValue() slog.Value { return slog.StringValue(b.String()) }
+
+// MarshalJSON encodes String.
+func (b *Backend[T]) MarshalJSON() ([]byte, error) { return json.Marshal(b.String()) }
 
 // TopicName returns the full Pulsar topic of a topology name (a main
 // topic, a hold queue or a DLQ): persistent://<tenant>/<namespace>/<name>,

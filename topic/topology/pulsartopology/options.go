@@ -2,11 +2,15 @@ package pulsartopology
 
 import (
 	"cmp"
+	"encoding/json"
+	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	spulsar "github.com/boulevard-go/boulevard/sources/pulsar"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/validate"
 )
@@ -29,7 +33,8 @@ const (
 type Options[T any] struct {
 	// ServiceURL is the broker's service URL ("pulsar://127.0.0.1:6650").
 	// Required unless Client is set (then it must be empty). It is never
-	// shown in an error or a log line with its user information.
+	// shown with its user information: not in an error, a log line, nor
+	// the options' or the backend's String form.
 	ServiceURL string `validate:"required_without=Client,excluded_with=Client"`
 	// Client is an existing pulsar-client-go client to use instead of one
 	// made from ServiceURL. The backend shares it and never closes it.
@@ -99,3 +104,33 @@ func (o Options[T]) Validate() error {
 	}
 	return validate.Join(errs...)
 }
+
+// String describes the options without anything that can hold a
+// credential: the service URL with its user information redacted, and
+// whether a client and an authentication are set, never what they hold.
+// %v, %+v, %#v, %s and %q all print this.
+func (o Options[T]) String() string {
+	return fmt.Sprintf("pulsartopology.Options{serviceURL: %q, client: %t, authentication: %t, tenant: %q, namespace: %q, operationTimeout: %s, readAhead: %d, redeliveryDelay: %s}",
+		spulsar.RedactServiceURL(o.ServiceURL), o.Client != nil, o.ClientOptions.Authentication != nil, o.Tenant, o.Namespace,
+		o.OperationTimeout, o.ReadAhead, o.RedeliveryDelay)
+}
+
+// GoString is String, so that %#v shows no credential either.
+func (o Options[T]) GoString() string { return o.String() }
+
+// Format writes String for every verb (%q quotes it), so that no verb
+// reaches the service URL or the client options.
+func (o Options[T]) Format(f fmt.State, verb rune) {
+	s := o.String()
+	if verb == 'q' {
+		s = strconv.Quote(s)
+	}
+	_, _ = fmt.Fprint(f, s)
+}
+
+// LogValue logs what String shows.
+func (o Options[T]) LogValue() slog.Value { return slog.StringValue(o.String()) }
+
+// MarshalJSON encodes String, so that no encoder reaches the service
+// URL's user information or the client options.
+func (o Options[T]) MarshalJSON() ([]byte, error) { return json.Marshal(o.String()) }

@@ -1,0 +1,95 @@
+package pulsartopology_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/boulevard-go/boulevard/internal/logtest"
+	"github.com/boulevard-go/boulevard/internal/testnet"
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/topology/pulsartopology"
+)
+
+// Guarantee: neither a password in the service URL nor a token shows when
+// the options or the backend are printed with any fmt verb, logged by a
+// text or JSON handler, or encoded as JSON; what they show names the
+// broker with its user information redacted.
+func TestOptionsAndBackendNeverPrintCredentials(t *testing.T) {
+	const password, token = "pAssw0rd-in-URL-5e", "t0ken-SECRET-7a"
+	checkOptionsAndBackend(t, "pulsar://user:"+password+"@"+testnet.SilentListener(t), password, token, "pulsar://user:xxxxx@")
+}
+
+// Guarantee: a password written in the service URL without
+// percent-encoding (a "/", "?", "#" or space in it, where the URL cannot
+// tell where its user information ends) does not show either, whether New
+// makes the backend or refuses the URL.
+func TestOptionsAndBackendNeverPrintAPasswordThatDoesNotParse(t *testing.T) {
+	const tail = "pAss-4c2d"
+	for _, pw := range []string{"p/" + tail, "p?" + tail, "p#" + tail, "p " + tail} {
+		checkOptionsAndBackend(t, "pulsar://user:"+pw+"@"+testnet.SilentListener(t), tail, "t0ken-SECRET-7a", "pulsar://xxxxx@")
+	}
+}
+
+// checkOptionsAndBackend prints options with serviceURL and a token, and
+// the backend New makes of them (or New's error), every way, and fails
+// when secret or token shows or the options do not name the broker as
+// want….
+func checkOptionsAndBackend(t *testing.T, serviceURL, secret, token, want string) {
+	t.Helper()
+	o := pulsartopology.Options[int]{
+		ServiceURL: serviceURL,
+		Codec:      topic.IntCodec{},
+		ClientOptions: pulsar.ClientOptions{
+			Authentication: pulsar.NewAuthenticationToken(token),
+		},
+		Logger: slog.New(slog.DiscardHandler),
+	}
+	var printed []string
+	values := []any{o, &o}
+	be, err := pulsartopology.New(o) // connects lazily: nothing is sent
+	if err != nil {
+		printed = append(printed, err.Error())
+	} else {
+		defer func() {
+			if err := be.Close(context.Background()); err != nil {
+				t.Error(err)
+			}
+		}()
+		values = append(values, be)
+	}
+	for _, v := range values {
+		for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%d"} {
+			printed = append(printed, fmt.Sprintf(verb, v))
+		}
+		if j, err := json.Marshal(v); err == nil {
+			printed = append(printed, string(j))
+		}
+	}
+	var lines logtest.Lines
+	var args []any
+	for i, v := range values {
+		args = append(args, fmt.Sprint("value", i), v)
+	}
+	slog.New(slog.NewTextHandler(&lines, nil)).Info("made", args...)
+	slog.New(slog.NewJSONHandler(&lines, nil)).Info("made", args...)
+	printed = append(printed, lines.All()...)
+	for _, p := range printed {
+		for _, s := range []string{secret, token} {
+			if strings.Contains(p, s) {
+				t.Fatalf("%s: a credential shows: %s", serviceURL, p)
+			}
+		}
+	}
+	if !strings.Contains(fmt.Sprint(o), want) {
+		t.Fatalf("options print %v; want them to name the broker as %s…", o, want)
+	}
+	if be != nil && !strings.Contains(fmt.Sprint(be), want) {
+		t.Fatalf("the backend prints %v; want it to name the broker as %s…", be, want)
+	}
+}
