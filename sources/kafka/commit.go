@@ -234,6 +234,15 @@ func (m *member) commitFinal(p *partition) {
 		}) // recorded and logged
 }
 
+// refusedByRebalance reports whether err is the broker refusing a commit
+// because the group rebalances: a session's commits carry its generation
+// until sarama has synced the next one (with a cooperative strategy, the
+// session goes on), so those sent while the group completes a rebalance
+// are refused with ILLEGAL_GENERATION, and go out again in the new one.
+func refusedByRebalance(err error) bool {
+	return errors.Is(err, sarama.ErrIllegalGeneration) || errors.Is(err, sarama.ErrRebalanceInProgress)
+}
+
 // commitVersion is the OffsetCommit version sarama's own offset manager
 // would send for the configured protocol version.
 var commitVersion = kafkaoffset.CommitVersion

@@ -211,6 +211,8 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 	}
 	lookups.list = m.listOffset
 	m.cm = claim.NewMember(s.opts.GroupID, stage.Name(), m.log, s.opts.CommitMode == CommitOnAck)
+	m.cm.Rebalancing = refusedByRebalance
+	m.cm.RebalanceTimeout = cfg.Consumer.Group.Rebalance.Timeout
 	if !s.live.Add(m) {
 		cancel()
 		hurryStop()

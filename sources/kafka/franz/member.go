@@ -131,6 +131,10 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 	}
 	m.cl.CompareAndSwap(nil, cl)
 	m.recycle.Store(recyclable(cl))
+	// Read by the commit loop's commits, which start below (a final
+	// commit, which a callback may already make, does not read them).
+	m.cm.Rebalancing = refusedByRebalance
+	m.cm.RebalanceTimeout, _ = cl.OptValue(kgo.RebalanceTimeout).(time.Duration)
 	if id := cl.OptValues(kgo.InstanceID); len(id) == 2 {
 		if s, ok := id[0].(string); ok && id[1] == true {
 			m.instanceID = &s
@@ -707,6 +711,9 @@ func (m *member) revoked(_ context.Context, cl *kgo.Client, revoked map[string][
 func (m *member) lost(_ context.Context, cl *kgo.Client, lost map[string][]int32) {
 	m.cl.CompareAndSwap(nil, cl)
 	ps := m.take(lost)
+	for _, p := range ps {
+		p.Lost.Store(true) // before the member joins again: see send
+	}
 	if len(ps) > 0 {
 		m.log.Warn("kafka partitions lost; their in-flight messages will be delivered again", slog.Any("partitions", lost))
 	}
@@ -810,7 +817,8 @@ func (m *member) commit(ctx context.Context, only *partition) error {
 }
 
 // send is the member's claim.Send: one OffsetCommit request with the
-// group's current generation and member id, given up when ctx ends. It
+// group's current generation and member id (without the offsets of the
+// claims lost since they were picked), given up when ctx ends. It
 // goes through the member's commit client, not the group's: Kafka answers
 // a connection's requests in order, so a commit the cluster leaves
 // unanswered would hold the heartbeats behind it, and with them the
@@ -819,7 +827,26 @@ func (m *member) commit(ctx context.Context, only *partition) error {
 // member's later commits until it is answered (or fails), so that it
 // cannot land after them and move the group's offset back.
 func (m *member) send(ctx context.Context, blocks []claim.Block) ([]claim.Block, error) {
+	if beforeCommitSend != nil {
+		beforeCommitSend(m)
+	}
 	memberID, gen := m.client().GroupMetadata()
+	// The offsets were picked before the generation was read: those of a
+	// claim lost meanwhile stay out, as the member may have joined the
+	// generation read since, in which the partition can be another
+	// member's (lost marks its claims before the member joins again).
+	// A claim lost after the read was held in that generation (or in an
+	// older one, which the broker refuses).
+	n := 0
+	for _, b := range blocks {
+		if !b.C.Lost.Load() {
+			blocks[n] = b
+			n++
+		}
+	}
+	if blocks = blocks[:n]; n == 0 {
+		return blocks, nil
+	}
 	req := kmsg.NewPtrOffsetCommitRequest()
 	req.Group = m.opts.GroupID
 	req.Generation = gen
@@ -863,6 +890,18 @@ func (m *member) send(ctx context.Context, blocks []claim.Block) ([]claim.Block,
 	}
 	return blocks, nil
 }
+
+// refusedByRebalance reports whether err is the broker refusing a commit
+// because the group rebalances: a commit carries the generation of the
+// group's latest JoinGroup answer, refused with REBALANCE_IN_PROGRESS until
+// the rebalance completes (or with ILLEGAL_GENERATION when the answer
+// came after the commit left); it goes out again in the new generation.
+func refusedByRebalance(err error) bool {
+	return errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.RebalanceInProgress)
+}
+
+// beforeCommitSend, when set, runs in send before the request is built.
+var beforeCommitSend func(*member)
 
 // errNoAnswer is a commit's error for a partition the broker's answer left
 // out.

@@ -76,6 +76,10 @@ type Claim struct {
 	Committed atomic.Int64 // the offset the broker last accepted, -1 when none
 	Next      atomic.Int64 // the offset after the last record taken from the client
 	ReadAhead atomic.Int32 // records taken from the client, not yet delivered
+	// Lost is set when the member lost the partition (its session ended
+	// without a revoke): the partition may be another member's already,
+	// so the claim's offsets are committed no more.
+	Lost atomic.Bool
 
 	mu       sync.Mutex
 	cp       *acker.Checkpoint

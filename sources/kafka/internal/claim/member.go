@@ -26,6 +26,20 @@ type Member struct {
 	// Wake is signalled by claims whose handled prefix advanced, with
 	// CommitMode CommitOnAck; nil otherwise.
 	Wake chan struct{}
+	// Rebalancing, when set, reports whether a partition's commit error
+	// is the broker refusing the commit because the group rebalances
+	// (ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS): the offsets of the
+	// partitions the member keeps go out with its next commit, in the
+	// new generation. Such a refusal of a commit other than a final one
+	// (CommitFinal) is logged at INFO the first time after an accepted
+	// commit, at DEBUG after, and once more at WARN when refusals have
+	// gone on for RebalanceTimeout; it is counted and kept for Stats as
+	// any failure.
+	Rebalancing func(error) bool
+	// RebalanceTimeout is how long the group waits for its members to
+	// rejoin: refusals for Rebalancing's reasons lasting longer are no
+	// longer those of a rebalance. 0 never warns.
+	RebalanceTimeout time.Duration
 
 	mu         sync.Mutex
 	claims     map[*Claim]struct{}
@@ -39,6 +53,12 @@ type Member struct {
 	commits      atomic.Int64 // OffsetCommit requests answered
 	commitErrors atomic.Int64 // commits (or parts of them) that failed
 	lastErr      atomic.Pointer[CommitError]
+
+	// The refusals for Rebalancing's reasons since the last accepted
+	// commit (guarded by commitSem): when the first was, and whether
+	// their lasting RebalanceTimeout was logged.
+	refusedSince  time.Time
+	refusedWarned bool
 }
 
 // NewMember returns a member of group running in stage; onAck says whether
@@ -124,11 +144,17 @@ type Send func(ctx context.Context, blocks []Block) (sent []Block, err error)
 // Commit sends, in one request, the handled offsets of the member's claims
 // that differ from what they last committed (only c's when only is not
 // nil), and records what the broker accepted. It returns the failure, if
-// any, as a *CommitError (also logged and kept for Stats). It returns by
-// ctx's end, which also ends the wait for the commit before it: a commit
-// that gets no answer by then is abandoned and fails with an error
-// wrapping ctx's.
+// any, as a *CommitError (also logged and kept for Stats; see Rebalancing
+// for the refusals of a rebalance). It returns by ctx's end, which also
+// ends the wait for the commit before it: a commit that gets no answer by
+// then is abandoned and fails with an error wrapping ctx's.
 func (m *Member) Commit(ctx context.Context, only *Claim, send Send) error {
+	return m.commit(ctx, only, send, false)
+}
+
+// commit is Commit; final says it is a released claim's (CommitFinal),
+// whose refusals are always warned of: its offsets have no next commit.
+func (m *Member) commit(ctx context.Context, only *Claim, send Send, final bool) error {
 	select {
 	case m.commitSem <- struct{}{}:
 	case <-ctx.Done():
@@ -153,11 +179,15 @@ func (m *Member) Commit(ctx context.Context, only *Claim, send Send) error {
 	if err != nil {
 		return m.failed(err, sent)
 	}
+	if len(sent) == 0 {
+		return nil // nothing went out
+	}
 	// Counted before the offsets are recorded, so that whoever sees a
 	// committed offset in Stats also sees the commit that made it.
 	m.commits.Add(1)
 	var failed []Block
 	var ferr error
+	rebalancing := !final && m.Rebalancing != nil
 	for _, b := range sent {
 		if b.Err == nil {
 			b.C.Committed.Store(b.Off)
@@ -165,19 +195,24 @@ func (m *Member) Commit(ctx context.Context, only *Claim, send Send) error {
 		}
 		failed = append(failed, b)
 		ferr = b.Err
+		rebalancing = rebalancing && m.Rebalancing(b.Err)
 	}
-	if len(failed) > 0 {
-		return m.failed(ferr, failed)
+	switch {
+	case len(failed) == 0:
+		m.refusedSince, m.refusedWarned = time.Time{}, false
+		return nil
+	case rebalancing:
+		return m.refused(ferr, failed)
 	}
-	return nil
+	return m.failed(ferr, failed)
 }
 
 // uncommitted appends to blocks, and returns, the handled offsets of the
 // member's claims (only only's when it is not nil) that differ from what
-// they last committed.
+// they last committed, but for lost claims.
 func (m *Member) uncommitted(blocks []Block, only *Claim) []Block {
 	add := func(c *Claim) {
-		if off := c.Marked.Load(); off >= 0 && off != c.Committed.Load() {
+		if off := c.Marked.Load(); off >= 0 && off != c.Committed.Load() && !c.Lost.Load() {
 			blocks = append(blocks, Block{C: c, Off: off})
 		}
 	}
@@ -216,7 +251,7 @@ func (m *Member) CommitFinal(ctx context.Context, timeout time.Duration, c *Clai
 				return err
 			}
 		}
-		err = m.Commit(ctx, c, send)
+		err = m.commit(ctx, c, send, true)
 		if err == nil || over(err) || ctx.Err() != nil {
 			return err
 		}
@@ -227,6 +262,32 @@ func (m *Member) CommitFinal(ctx context.Context, timeout time.Duration, c *Clai
 // failed records and logs a commit the broker did not accept (or that
 // could not be sent), and returns the error.
 func (m *Member) failed(err error, blocks []Block) *CommitError {
+	ce := m.record(err, blocks)
+	m.Log.Warn("kafka commit failed; the offsets go out with the next commit",
+		slog.Any("partitions", ce.Partitions), slog.Any("error", ce.Err))
+	return ce
+}
+
+// refused records and logs a commit the broker refused because the group
+// rebalances (see Rebalancing), and returns the error. The caller holds
+// commitSem.
+func (m *Member) refused(err error, blocks []Block) *CommitError {
+	ce := m.record(err, blocks)
+	level, msg := slog.LevelDebug, "kafka commit refused while the group rebalances; the offsets go out with the next commit"
+	switch {
+	case m.refusedSince.IsZero():
+		m.refusedSince, level = ce.At, slog.LevelInfo
+	case !m.refusedWarned && m.RebalanceTimeout > 0 && ce.At.Sub(m.refusedSince) >= m.RebalanceTimeout:
+		m.refusedWarned, level = true, slog.LevelWarn
+		msg = "kafka commits refused for longer than the group's rebalance timeout; the offsets go out with the next commit"
+	}
+	m.Log.Log(context.Background(), level, msg, slog.Any("partitions", ce.Partitions), slog.Any("error", ce.Err),
+		slog.Duration("refused_for", ce.At.Sub(m.refusedSince)))
+	return ce
+}
+
+// record keeps and counts a commit's failure for Stats.
+func (m *Member) record(err error, blocks []Block) *CommitError {
 	parts := make([]string, len(blocks))
 	for i, b := range blocks {
 		parts[i] = b.C.Key
@@ -234,8 +295,6 @@ func (m *Member) failed(err error, blocks []Block) *CommitError {
 	ce := &CommitError{Err: err, At: time.Now(), Partitions: parts}
 	m.lastErr.Store(ce)
 	m.commitErrors.Add(1)
-	m.Log.Warn("kafka commit failed; the offsets go out with the next commit",
-		slog.Any("partitions", parts), slog.Any("error", ce.Err))
 	return ce
 }
 

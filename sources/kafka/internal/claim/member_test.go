@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -125,4 +126,79 @@ func TestPanickingPartitionHooksAreLoggedOnce(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Guarantee: commits the broker refuses because the group rebalances log
+// one INFO line, the first after an accepted commit, then DEBUG lines, and
+// one WARN line once the refusals have lasted the rebalance timeout; an
+// accepted commit starts over. A released claim's final commit refused for
+// the same reason, and any other refusal, is a WARN line each time. Every
+// refusal is counted for Stats.
+func TestCommitsRefusedByARebalanceLogOnceAtInfo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, c := handledTo(10)
+		var logged bytes.Buffer
+		m.Log = slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		rebalancing := errors.New("rebalancing")
+		other := errors.New("other")
+		m.Rebalancing = func(err error) bool { return errors.Is(err, rebalancing) }
+		m.RebalanceTimeout = 10 * time.Second
+		answer := func(err error) Send {
+			return func(_ context.Context, blocks []Block) ([]Block, error) {
+				for i := range blocks {
+					blocks[i].Err = err
+				}
+				return blocks, nil
+			}
+		}
+		levels := func() []string {
+			var out []string
+			for line := range strings.Lines(logged.String()) {
+				for _, f := range strings.Fields(line) {
+					if lvl, ok := strings.CutPrefix(f, "level="); ok {
+						out = append(out, lvl)
+					}
+				}
+			}
+			logged.Reset()
+			return out
+		}
+		steps := []struct {
+			wait  time.Duration
+			final bool
+			err   error
+			want  string // the level logged, "" for none
+		}{
+			{0, false, rebalancing, "INFO"},
+			{time.Second, false, rebalancing, "DEBUG"},
+			{9 * time.Second, false, rebalancing, "WARN"}, // refused for 10s
+			{time.Second, false, rebalancing, "DEBUG"},
+			{0, false, nil, ""}, // accepted: starts over
+			{0, false, rebalancing, "INFO"},
+			{0, true, rebalancing, "WARN"},
+			{0, false, other, "WARN"},
+			{0, false, rebalancing, "DEBUG"},
+		}
+		errs := int64(0)
+		for i, s := range steps {
+			time.Sleep(s.wait)
+			c.Committed.Store(-1) // something to commit
+			if s.final {
+				_ = m.CommitFinal(context.Background(), time.Second, c, 1, 0, answer(s.err), func(error) bool { return true })
+			} else {
+				_ = m.Commit(context.Background(), nil, answer(s.err))
+			}
+			var want []string
+			if s.want != "" {
+				want = []string{s.want}
+				errs++
+			}
+			if got := levels(); !slices.Equal(got, want) {
+				t.Errorf("step %d (%v after %v): logged %v, want %v", i, s.err, s.wait, got, want)
+			}
+		}
+		if got := m.Stats().CommitErrors; got != errs {
+			t.Errorf("%d commit errors counted, want %d", got, errs)
+		}
+	})
 }

@@ -1,0 +1,176 @@
+package franz
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+)
+
+// Guarantee: a commit whose offsets were picked while the member held a
+// partition that it then lost (its session ended: ILLEGAL_GENERATION on a
+// heartbeat) never carries the lost claim's offset in the generation the
+// member joins next: by then the partition may be another claim's, which
+// has not handled those records, and the commit would move its offset.
+// Here the member's first commit is held between picking its offsets and
+// sending them until the member has lost the partition, rejoined and
+// claimed it again in a new generation whose handler holds its first
+// record; no commit of that generation may carry an offset past 0.
+func TestCommitOfALostClaimDoesNotGoOutInTheNextGeneration(t *testing.T) {
+	const topic, group, records = "events", "g-lost-commit", 20
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	pcl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range records {
+		if err := pcl.ProduceSync(context.Background(), &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pcl.Close()
+
+	// The member's first commit waits after picking its offsets.
+	var armed atomic.Bool
+	armed.Store(true)
+	stalled, resume := make(chan *member, 1), make(chan struct{})
+	beforeCommitSend = func(m *member) {
+		if armed.CompareAndSwap(true, false) {
+			stalled <- m
+			<-resume
+		}
+	}
+	t.Cleanup(func() { beforeCommitSend = nil })
+	resumeOnce := sync.OnceFunc(func() { close(resume) })
+	defer resumeOnce()
+
+	// The next heartbeat of the group is refused: the member loses its
+	// partition and joins again.
+	var lose atomic.Bool
+	c.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		r := req.(*kmsg.HeartbeatRequest)
+		if r.Group != group || !lose.CompareAndSwap(true, false) {
+			return nil, nil, false
+		}
+		resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.ErrorCode = kerr.IllegalGeneration.Code
+		return resp, nil, true
+	})
+	var mu sync.Mutex
+	var violations []string
+	firstGen := int32(-1)
+	c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		r := req.(*kmsg.OffsetCommitRequest)
+		mu.Lock()
+		defer mu.Unlock()
+		if r.Group != group || firstGen < 0 || r.Generation == firstGen {
+			return nil, nil, false
+		}
+		for _, rt := range r.Topics {
+			for _, rp := range rt.Partitions {
+				if rp.Offset > 0 {
+					violations = append(violations, fmt.Sprintf("generation %d committed offset %d, handled nothing", r.Generation, rp.Offset))
+				}
+			}
+		}
+		return nil, nil, false
+	})
+
+	src, err := New(Options{
+		Brokers:        c.ListenAddrs(),
+		GroupID:        group,
+		Topics:         []string{topic},
+		InitialOffset:  OffsetEarliest,
+		CommitMode:     CommitOnAck,
+		CommitInterval: time.Hour,
+		RevokeTimeout:  2 * time.Second,
+		ClientOptions: []kgo.Opt{
+			kgo.SessionTimeout(2 * time.Second),
+			kgo.HeartbeatInterval(50 * time.Millisecond),
+			kgo.RebalanceTimeout(4 * time.Second),
+			kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
+			kgo.FetchMaxWait(50 * time.Millisecond),
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan struct{})
+	release := sync.OnceFunc(func() { close(held) })
+	defer release()
+	p, err := pipeline.New(pipeline.Options[[]byte, []byte]{
+		Name:            "lost",
+		ShutdownTimeout: 10 * time.Second,
+		Producer:        producer.Options[[]byte]{Source: src},
+		Processors: processor.Options[[]byte, []byte]{
+			Handle: func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
+				md, _ := message.MetadataAs[*Metadata](m)
+				mu.Lock()
+				if firstGen < 0 {
+					firstGen = md.GenerationID
+				}
+				later := md.GenerationID != firstGen
+				mu.Unlock()
+				if later {
+					<-held // the new claim handles nothing until the end
+				}
+				return m.Data, nil
+			},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		release()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := p.Stop(ctx); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	}()
+
+	var m *member
+	select {
+	case m = <-stalled:
+	case <-time.After(wait.Deadline):
+		t.Fatal("the member never committed")
+	}
+	lose.Store(true)
+	wait.For(t, "the member to claim the partition again in a new generation", func() bool {
+		st := m.Stats()
+		return st.GenerationID > firstGen && len(st.Partitions) == 1 && st.Partitions[0].GenerationID == st.GenerationID
+	}, func() string { return fmt.Sprintf("stats %+v", m.Stats()) })
+	resumeOnce()
+	// A commit of the member's waits for the one held to be answered.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = m.commit(ctx, nil)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(violations) > 0 {
+		t.Fatalf("the lost claim's offsets went out in the next generation: %v", violations)
+	}
+}
