@@ -105,14 +105,15 @@ func TestCloseWatchReportsEveryClosure(t *testing.T) {
 // its context ends: a call the client never answers does not hold it.
 func TestCloseReturnsByItsDeadlineWhileAClientCallHangs(t *testing.T) {
 	s := New(Options{})
-	s.bg.Add(1) // a client call that has not returned
+	hung := make(chan struct{})
+	s.bg.Go(func() { <-hung }) // a client call that has not returned
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	err := s.Close(ctx)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Close = %v, want an error wrapping context.DeadlineExceeded", err)
 	}
-	s.bg.Done()
+	close(hung)
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatalf("second Close, nothing running: %v", err)
 	}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/boulevard-go/boulevard/internal/group"
 	"github.com/boulevard-go/boulevard/internal/liveset"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
@@ -43,7 +44,7 @@ type Source struct {
 	mu     sync.Mutex
 	live   map[*consumer]struct{}
 	closed bool
-	bg     sync.WaitGroup // subscribe calls that outlived their Run, and the consumer closes of retire and Close
+	bg     group.Background // subscribe calls that outlived their Run, and the consumer closes of retire and Close
 	// warnedDLQ is set once the source has said that a DLQ policy cannot
 	// fire on its subscription type.
 	warnedDLQ atomic.Bool
@@ -244,9 +245,7 @@ func (s *Source) subscribe(ctx context.Context, st *producer.Stage[[]byte], topi
 	}
 	res := make(chan result)
 	began := time.Now()
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
+	s.bg.Go(func() {
 		// Subscribe looks the partitions up first too: failing here is
 		// failing to subscribe, with the same error.
 		var (
@@ -266,7 +265,7 @@ func (s *Source) subscribe(ctx context.Context, st *producer.Stage[[]byte], topi
 				pc.Close()
 			}
 		}
-	}()
+	})
 	var r result
 	select {
 	case r = <-res:
@@ -386,17 +385,10 @@ func (s *Source) Close(ctx context.Context) error {
 	if len(cs) > 0 {
 		s.bg.Go(func() { closeAll(cs) })
 	}
-	done := make(chan struct{})
-	go func() {
-		s.bg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return ctx.Err()
-	case <-ctx.Done():
-		return fmt.Errorf("pulsar: close: client calls still running: %w", ctx.Err())
+	if err := s.bg.Wait(ctx); err != nil {
+		return fmt.Errorf("pulsar: close: client calls still running: %w", err)
 	}
+	return ctx.Err()
 }
 
 // report calls the active-state callback, containing a panic, which it
