@@ -461,10 +461,9 @@ func TestStopDoesNotWaitForAHungStartOffsetLookup(t *testing.T) {
 // offset (OffsetTimestamp) holds the claim's start no longer than the
 // lookup's own bound (sarama's Config.Metadata.Timeout, franz-go's
 // LookupTimeout), however long the client itself would wait and retry:
-// the member then logs why, and falls back as each source documents
-// (sarama ends the claim and the group rejoins, franz-go looks again on a
-// client of its own). Once the cluster answers, every record at or after
-// the start time is delivered.
+// the member then logs why, and looks again (sarama within the claim, on
+// a connection of its own, franz-go on a client of its own). Once the
+// cluster answers, every record at or after the start time is delivered.
 func TestStartOffsetLookupGivesUpAfterItsBound(t *testing.T) {
 	eachClient(t, func(t *testing.T, cl client) {
 		h := startHungLookup(t, cl, "lookup-bound")
@@ -479,16 +478,18 @@ func TestStartOffsetLookupGivesUpAfterItsBound(t *testing.T) {
 // unanswered after it first gave up makes the member look again, each
 // attempt bounded as the first (1s here, though franz-go's own request
 // timeout is 5m), on connections of its own: the member's heartbeats never
-// wait behind an unanswered listing, and it stays in its group (sarama
-// ends the claim and rejoins; franz-go looks again within the session,
-// rather than leave the lookup to its group client). Once the cluster
-// answers, every record at or after the start time is delivered.
+// wait behind an unanswered listing, and it stays in its group
+// generation (both look again within the session: sarama within the
+// claim, franz-go rather than leave the lookup to its group client), so
+// that no rebalance disturbs the group. Once the cluster answers, every
+// record at or after the start time is delivered.
 func TestStartOffsetLookupTriesAgainWithoutHoldingTheMember(t *testing.T) {
 	eachClient(t, func(t *testing.T, cl client) {
 		h := startHungLookup(t, cl, "lookup-again")
 		var member string
+		var generation int32
 		if gi := h.c.GroupInfo(h.group); gi != nil && len(gi.Members) == 1 {
-			member = gi.Members[0].MemberID
+			member, generation = gi.Members[0].MemberID, gi.Epoch
 		} else {
 			t.Fatalf("group %q is %+v once the lookup gave up, want it to have the member", h.group, gi)
 		}
@@ -502,6 +503,9 @@ func TestStartOffsetLookupTriesAgainWithoutHoldingTheMember(t *testing.T) {
 		gi := h.c.GroupInfo(h.group)
 		if gi == nil || !slices.ContainsFunc(gi.Members, func(gm kfake.GroupMember) bool { return gm.MemberID == member }) {
 			t.Fatalf("member %q is no longer in group %q (%+v) after three more unanswered lookups", member, h.group, gi)
+		}
+		if gi.Epoch != generation {
+			t.Fatalf("group %q went from generation %d to %d during three more unanswered lookups: the member rejoined", h.group, generation, gi.Epoch)
 		}
 		h.releaseAndWait(t)
 	})

@@ -245,8 +245,12 @@ var saramaDefaults = sync.OnceValue(sarama.NewConfig)
 //   - Metadata.Timeout: DefaultMetadataTimeout (10s; sarama's is 0, no
 //     bound), so that a metadata refresh against unresponsive brokers gives
 //     up instead of retrying each broker for Net.ReadTimeout.
-//     It also bounds the lookup of a claim's start offset (BeginReset,
-//     OffsetTimestamp).
+//     It also bounds each attempt of the lookup of a claim's start offset
+//     (BeginReset, OffsetTimestamp); an attempt that fails is tried again
+//     1s later, then twice as long each time up to 10s, until one
+//     succeeds or the claim ends, unless the cluster refused the listing
+//     with an error Kafka says not to retry (Run then fails, see
+//     ErrStartRefused).
 //
 // Net.ReadTimeout and Net.WriteTimeout keep sarama's 30s: a JoinGroup
 // request waits for the whole rebalance (up to the other members'

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
 )
 
@@ -69,11 +71,9 @@ func (m *member) consumeClaim(sess sarama.ConsumerGroupSession, claimed sarama.C
 		m.leaveOnRebalance(log, "partition assigned")
 		return nil
 	}
-	start, move, err := m.startOffset(sess.Context(), claimed)
-	if err != nil {
-		log.Error("kafka partition start offset cannot be found; ending the claim so that the group rejoins",
-			slog.String("initial_offset", m.opts.InitialOffset), slog.Any("error", flat(err)))
-		return nil
+	start, move, ok := m.lookUpStart(sess.Context(), claimed, log)
+	if !ok {
+		return nil // released meanwhile, or the member failed
 	}
 	p := &partition{m: m, sess: sess, claimPC: claimed}
 	topic, part := claimed.Topic(), claimed.Partition()
@@ -145,8 +145,7 @@ func (m *member) consumeClaim(sess sarama.ConsumerGroupSession, claimed sarama.C
 // Close for sarama's Net.ReadTimeout.
 func (m *member) startOffset(ctx context.Context, pc sarama.ConsumerGroupClaim) (int64, bool, error) {
 	init := pc.InitialOffset()
-	hasCommitted := init >= 0
-	if !(m.opts.BeginOffset == BeginReset && hasCommitted) && !(m.opts.InitialOffset == OffsetTimestamp && !hasCommitted) {
+	if !m.needsLookup(init) {
 		return init, false, nil
 	}
 	ctx, cancel := m.lookupContext(ctx)
@@ -189,6 +188,192 @@ func (m *member) startOffset(ctx context.Context, pc sarama.ConsumerGroupClaim) 
 	return off, off != init, nil
 }
 
+// needsLookup reports whether a new claim whose consumer starts at init
+// (the group's committed offset, or sarama's Consumer.Offsets.Initial, <
+// 0, when there is none) starts elsewhere, which startOffset looks up:
+// with BeginReset, a committed partition; with OffsetTimestamp, a
+// partition without a committed offset.
+func (m *member) needsLookup(init int64) bool {
+	hasCommitted := init >= 0
+	return (m.opts.BeginOffset == BeginReset && hasCommitted) || (m.opts.InitialOffset == OffsetTimestamp && !hasCommitted)
+}
+
+// The waits between a claim's attempts to find where it starts
+// (lookUpStart): the first, then twice as long each time up to the last,
+// as the franz-go source's.
+const (
+	lookupFirstBackoff = time.Second
+	lookupMaxBackoff   = 10 * time.Second
+)
+
+// errRevoked is the cause that ends a claim's start offset lookup when its
+// partition is revoked while its session goes on (a cooperative
+// rebalance closes the claim's channel).
+var errRevoked = errors.New("kafka: partition revoked")
+
+// lookUpStart returns where a new claim starts and whether it must be
+// moved there (startOffset), and reports false when the claim starts
+// nowhere: its session ended (ctx, a rebalance, the member leaving or
+// closing), its partition was revoked, or the member failed.
+//
+// An attempt that fails (no answer within Config.Metadata.Timeout, an
+// error Kafka says to retry, a connection refused) is tried again, 1s
+// later, then twice as long each time up to 10s, for as long as the
+// claim lasts: the member stays in its group generation meanwhile, and
+// the group's other claims go on. It logs one WARN line when the first
+// attempt fails and one more each time the failed attempts double (the
+// 2nd, 4th, 8th, ...), and one INFO line when an attempt succeeds after
+// failed ones.
+//
+// An answer with an error Kafka says not to retry (refusedForGood: an
+// authorization refusal, an invalid request, ...) is not tried again, as
+// asking again changes nothing until an operator does: the member fails
+// with it, wrapped in ErrDenied or ErrStartRefused (refusedStarts), with
+// an ERROR line, and the claim ends, which ends the session; loop then
+// joins no more, and Run returns the error, so that the pipeline's
+// restart policy decides.
+//
+// While it looks, the claim's own consumer is paused, and its channel is
+// read to notice a revoke (the channel closes): what it still hands over
+// is dropped, and the claim then moves to its start as when it starts
+// elsewhere.
+func (m *member) lookUpStart(parent context.Context, claimed sarama.ConsumerGroupClaim, log *slog.Logger) (start int64, move, ok bool) {
+	if !m.needsLookup(claimed.InitialOffset()) {
+		return claimed.InitialOffset(), false, true
+	}
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	m.pauseClaim(claimed, true)
+	var dropped bool
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case _, open := <-claimed.Messages():
+				if !open {
+					cancel(errRevoked)
+					return
+				}
+				dropped = true
+			case <-stop:
+				return
+			}
+		}
+	}()
+	start, move, err := m.retryStart(ctx, claimed, log)
+	close(stop)
+	<-stopped
+	switch {
+	case err != nil:
+		return 0, false, false
+	case context.Cause(ctx) != nil:
+		log.Debug("kafka partition released while its start offset was looked up", slog.Any("cause", context.Cause(ctx)))
+		return 0, false, false
+	case move || dropped:
+		return start, true, true // moveTo pauses the claim's consumer (again)
+	}
+	m.pauseClaim(claimed, false)
+	return start, false, true
+}
+
+// pauseClaim pauses or resumes fetching the partition of claimed, as
+// reader.setPaused does for a claim that reads from its own consumer.
+func (m *member) pauseClaim(claimed sarama.ConsumerGroupClaim, v bool) {
+	ps, ok := claimed.(pauser)
+	switch {
+	case !ok:
+		tp := map[string][]int32{claimed.Topic(): {claimed.Partition()}}
+		if v {
+			m.group.Pause(tp)
+		} else {
+			m.group.Resume(tp)
+		}
+	case v:
+		ps.Pause()
+	default:
+		ps.Resume()
+	}
+}
+
+// retryStart is lookUpStart's attempts. It returns an error once ctx has
+// ended (logged at DEBUG) or the member failed (logged at ERROR).
+func (m *member) retryStart(ctx context.Context, claimed sarama.ConsumerGroupClaim, log *slog.Logger) (int64, bool, error) {
+	backoff := lookupFirstBackoff
+	for failed := 0; ; {
+		start, move, err := m.startOffset(ctx, claimed)
+		if err == nil {
+			if failed > 0 {
+				log.Info("kafka partition start offset listed after failed attempts", slog.Int("failed_attempts", failed))
+			}
+			return start, move, nil
+		}
+		if ctx.Err() != nil {
+			log.Debug("kafka partition released while its start offset was looked up", slog.Any("cause", context.Cause(ctx)),
+				slog.Any("error", flat(err)))
+			return 0, false, err
+		}
+		failed++
+		if refusedForGood(err) {
+			err = refusedStarts(err)
+			log.Error("kafka start offsets refused; the member fails",
+				slog.String("initial_offset", m.opts.InitialOffset), slog.Int("failed_attempts", failed), slog.Any("error", err))
+			m.fail(err)
+			return 0, false, err
+		}
+		if failed&(failed-1) == 0 {
+			log.Warn("kafka partition start offset cannot be listed; trying again within the claim",
+				slog.String("initial_offset", m.opts.InitialOffset), slog.Int("failed_attempts", failed),
+				slog.Duration("in", backoff), slog.Any("error", flat(err)))
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			log.Debug("kafka partition released while its start offset was looked up", slog.Any("cause", context.Cause(ctx)))
+			return 0, false, context.Cause(ctx)
+		}
+		backoff = min(2*backoff, lookupMaxBackoff)
+	}
+}
+
+// listingRefused is a ListOffsets answer's error for one partition.
+type listingRefused struct {
+	topic string
+	part  int32
+	err   sarama.KError
+}
+
+func (e *listingRefused) Error() string {
+	return fmt.Sprintf("partition %q/%d: %v", e.topic, e.part, e.err)
+}
+
+func (e *listingRefused) Unwrap() error { return e.err }
+
+// refusedForGood reports whether err is a ListOffsets answer's error that
+// Kafka says not to retry: its code's kerr.Error has Retriable false, the
+// table the franz-go source follows (an unknown code is kerr's
+// UNKNOWN_SERVER_ERROR, not retriable either).
+func refusedForGood(err error) bool {
+	r, ok := errors.AsType[*listingRefused](err)
+	if !ok {
+		return false
+	}
+	k, ok := kerr.ErrorForCode(int16(r.err)).(*kerr.Error)
+	return ok && !k.Retriable
+}
+
+// refusedStarts is the member's error for err, a start offset listing the
+// cluster refused for good: ErrDenied for an authorization refusal,
+// ErrStartRefused for any other.
+func refusedStarts(err error) error {
+	if kafkaoffset.Denied(err) {
+		return fmt.Errorf("%w: listing start offsets: %w", ErrDenied, flat(err))
+	}
+	return fmt.Errorf("%w: %w", ErrStartRefused, flat(err))
+}
+
 // beforeEndListing, when set, runs in startOffset before the end offset is
 // listed.
 var beforeEndListing func()
@@ -205,12 +390,14 @@ func (m *member) lookupContext(parent context.Context) (context.Context, context
 // listOffset asks the leader of topic/part for the offset at at (a
 // timestamp in milliseconds, sarama.OffsetNewest or sarama.OffsetOldest)
 // with one ListOffsets request, as sarama's GetOffset does (once more
-// after a metadata refresh when it fails), but on a connection of its own
-// that is cut when ctx ends: sarama's requests take no context. It then
-// returns an error wrapping ctx's.
+// after a metadata refresh when it fails, unless the answer's error is
+// one Kafka says not to retry), but on a connection of its own that is cut
+// when ctx ends: sarama's requests take no context. It then returns an
+// error wrapping ctx's. An answer's error for the partition is a
+// *listingRefused.
 func (m *member) listOffset(ctx context.Context, topic string, part int32, at int64) (int64, error) {
 	off, err := m.listOffsetOnce(ctx, topic, part, at)
-	if err == nil || ctx.Err() != nil {
+	if err == nil || ctx.Err() != nil || refusedForGood(err) {
 		return off, err
 	}
 	if rerr := m.client.RefreshMetadata(topic); rerr != nil {
@@ -242,7 +429,7 @@ func (m *member) listOffsetOnce(ctx context.Context, topic string, part int32, a
 	case block == nil:
 		return -1, sarama.ErrIncompleteResponse
 	case !errors.Is(block.Err, sarama.ErrNoError):
-		return -1, block.Err
+		return -1, &listingRefused{topic: topic, part: part, err: block.Err}
 	case len(block.Offsets) != 1:
 		return -1, sarama.ErrOffsetOutOfRange
 	}

@@ -8,6 +8,14 @@
 // an interval (or as soon as it advances, with CommitOnAck), when the
 // partition is released and when the source closes. Stats reports each
 // member's claims, committed offsets and lag.
+//
+// A new claim that starts elsewhere than its committed offset
+// (OffsetTimestamp, BeginReset) first looks its start offset up: an
+// attempt that fails is tried again within the claim, with backoff, while
+// the member stays in its group generation; a listing the cluster refuses
+// with an error Kafka says not to retry fails Run with ErrDenied or
+// ErrStartRefused, so that the pipeline's restart policy decides (see
+// SaramaDefaults, Metadata.Timeout, and docs/kafka.md, Replay).
 // See docs/kafka.md for the semantics in full.
 package kafka
 
@@ -50,9 +58,19 @@ var ErrConsume = claim.ErrConsume
 // ErrDenied is wrapped by the error Run returns, at once, when Kafka refuses
 // the credentials or a permission the member needs (on the group, a topic
 // or the cluster; sarama.ErrGroupAuthorizationFailed and its kin, which the
-// error also wraps): joining again would change nothing until an operator
-// does.
+// error also wraps), whether to join the group or to list where new
+// claims start (OffsetTimestamp, BeginReset): asking again would change nothing until
+// an operator does. franz.ErrDenied is the same error.
 var ErrDenied = claim.ErrDenied
+
+// ErrStartRefused is wrapped by the error Run returns, at once, when the
+// cluster refuses to list where a new claim starts (the ListOffsets
+// requests of OffsetTimestamp, or of BeginReset) with an error Kafka says
+// not to retry (a sarama.KError whose kerr.Error has Retriable false,
+// which the error also wraps), other than an authorization refusal, which
+// is ErrDenied. The error names the partition. franz.ErrStartRefused is
+// the same error.
+var ErrStartRefused = claim.ErrStartRefused
 
 // ErrNotCreated is returned by Run, Validate and Info of a Source that New
 // did not make (a zero Source, or a nil *Source): it has no options to
@@ -124,10 +142,16 @@ func (s *Source) Info() (producer.Info, error) {
 // and that every topic exists. It returns an error wrapping ErrConnect when
 // the cluster cannot be reached, ErrUnknownTopic when a topic does not
 // exist, ErrDenied when Kafka refuses the member's credentials or
-// permissions, or ErrConsume when joining the group keeps failing; the
-// pipeline logs it and restarts the source with backoff. It returns ErrClosed after
-// Close, and ErrNotCreated, at once, when New did not make the source. No
-// error message contains a newline.
+// permissions (the start offset listing of a new claim included),
+// ErrStartRefused when the cluster refuses that listing with another
+// error Kafka says not to retry, or ErrConsume when joining the group
+// keeps failing; the pipeline logs it and restarts the source with
+// backoff, as its restart policy says. A listing that fails otherwise (no
+// answer within Config.Metadata.Timeout, an error Kafka says to retry) is
+// tried again within the claim, with backoff, without leaving the group
+// (see docs/kafka.md, Replay). It returns ErrClosed after Close, and
+// ErrNotCreated, at once, when New did not make the source. No error
+// message contains a newline.
 func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
 	if s == nil || !s.made {
 		return ErrNotCreated
@@ -203,6 +227,7 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		conns:     conns,
 		cutDone:   make(chan struct{}),
 		failed:    make(chan error, 1),
+		down:      make(chan struct{}),
 		loopDone:  make(chan struct{}),
 
 		commitVersion: commitVersion(cfg.Version),
@@ -258,7 +283,9 @@ type member struct {
 	cutDone   chan struct{}  // closed once cutShort has run
 	closeOnce sync.Once
 	closeErr  error
-	failed    chan error
+	failOnce  sync.Once
+	failed    chan error    // receives the error fail reports, once
+	down      chan struct{} // closed once fail has run: loop joins no more
 	loopDone  chan struct{}
 	wg        sync.WaitGroup // logErrors, commitLoop
 
@@ -299,8 +326,29 @@ func (m *member) leaveOnRebalance(log *slog.Logger, why string) {
 	})
 }
 
+// fail reports err, which ends the member, to Failed, once: the first
+// caller's error is the one Run returns (loop, or a claim whose start
+// offset listing was refused for good), and loop calls Consume no more.
+func (m *member) fail(err error) {
+	m.failOnce.Do(func() {
+		m.failed <- err
+		close(m.down)
+	})
+}
+
+// isDown reports whether the member failed.
+func (m *member) isDown() bool {
+	select {
+	case <-m.down:
+		return true
+	default:
+		return false
+	}
+}
+
 // Failed receives the error that ends the member (maxConsumeFailures
-// failed sessions, or a topic gone).
+// failed sessions, a topic gone, a refusal for credentials or
+// permissions, or a start offset listing refused for good).
 func (m *member) Failed() <-chan error { return m.failed }
 
 // Stats is the member's snapshot.
@@ -312,7 +360,9 @@ func (m *member) loop() {
 	failures := 0
 	for {
 		err := m.group.Consume(m.consumeCtx, m.opts.Topics, (*handler)(m))
-		if m.ctx.Err() != nil || errors.Is(err, sarama.ErrClosedConsumerGroup) {
+		if m.ctx.Err() != nil || m.isDown() || errors.Is(err, sarama.ErrClosedConsumerGroup) {
+			// Closed, or a claim failed the member (its session then
+			// ended): joining again is for the restart policy to decide.
 			return
 		}
 		if m.draining() {
@@ -332,7 +382,7 @@ func (m *member) loop() {
 		if kafkaoffset.Denied(err) {
 			// Joining again changes nothing until an operator does: fail
 			// now and let the pipeline's restart policy decide.
-			m.failed <- fmt.Errorf("%w: %w", ErrDenied, flat(err))
+			m.fail(fmt.Errorf("%w: %w", ErrDenied, flat(err)))
 			return
 		}
 		if errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
@@ -340,13 +390,13 @@ func (m *member) loop() {
 			// pipeline's restart policy decides, rather than rejoining
 			// forever.
 			if terr := checkTopics(m.client, m.opts.Topics); terr != nil {
-				m.failed <- terr
+				m.fail(terr)
 				return
 			}
 		}
 		failures++
 		if failures >= maxConsumeFailures {
-			m.failed <- fmt.Errorf("%w: %w", ErrConsume, flat(err))
+			m.fail(fmt.Errorf("%w: %w", ErrConsume, flat(err)))
 			return
 		}
 		m.log.Warn("kafka consumer group session failed", slog.Any("error", flat(err)), slog.Int("failures", failures))

@@ -15,7 +15,6 @@ import (
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/sources/kafka"
-	"github.com/boulevard-go/boulevard/sources/kafka/franz"
 )
 
 // byTime reports whether req is a ListOffsets request by time: a start
@@ -43,74 +42,144 @@ func refuseListings(c *kfake.Cluster, code *kerr.Error, refuse func() bool) *ato
 	return &refused
 }
 
-// Guarantee: with the franz-go source, a start offset listing
-// (OffsetTimestamp) that the cluster refuses with an error Kafka says not
-// to retry ends the member: Run returns within a bound, before the
-// lookup's second retry would start, with an error wrapping ErrDenied
-// (an authorization refusal) or franz.ErrStartRefused (any other such
-// error) and the broker's error, naming the start offsets and the
-// partition, so that the pipeline's restart policy decides, rather than
-// the member listing again for ever. (The sarama source ends the claim
-// and rejoins the group instead, see docs/kafka.md.)
+// Guarantee: a start offset listing (OffsetTimestamp) that the cluster
+// refuses with an error Kafka says not to retry ends the member, with
+// either client: Run returns within a bound, before the lookup's second
+// retry would start, with an error wrapping ErrDenied (an authorization
+// refusal) or ErrStartRefused (any other such error) and the broker's
+// error, naming the start offsets and the partition, so that the
+// pipeline's restart policy decides, rather than the member listing again
+// for ever (or, with sarama, ending its session and rejoining the group
+// one generation after another). Each partition is listed at most once.
 func TestRunFailsWhenTheStartOffsetListingIsRefusedForGood(t *testing.T) {
 	for _, tc := range []struct {
 		code *kerr.Error
 		want error
 	}{
 		{kerr.TopicAuthorizationFailed, kafka.ErrDenied},
-		{kerr.InvalidRequest, franz.ErrStartRefused},
+		{kerr.InvalidRequest, kafka.ErrStartRefused},
 	} {
 		t.Run(tc.code.Message, func(t *testing.T) {
 			if kerr.IsRetriable(tc.code) {
 				t.Fatalf("%v is retriable", tc.code)
 			}
-			c := newCluster(t, 2, kfake.NumBrokers(1))
-			produce(t, c, 2, 0, 10)
-			refused := refuseListings(c, tc.code, func() bool { return true })
-			o := sourceOptions(c, "g-lookup-refused")
-			o.InitialOffset, o.StartTime = kafka.OffsetTimestamp, time.Now().Add(-time.Hour)
-			// The lookup's retries would come 1s, then 2s, then 4s later:
-			// a refusal for good fails before the second.
-			start := time.Now()
-			err := runStage(t, newFranz(t, o), 20*time.Second)
-			if !errors.Is(err, tc.want) || !errors.Is(err, tc.code) {
-				t.Fatalf("Run = %v, want an error wrapping %v and %v", err, tc.want, tc.code)
-			}
-			if msg := err.Error(); !strings.Contains(msg, "start offsets") || !strings.Contains(msg, `"`+testTopic+`"/`) {
-				t.Fatalf("Run's error %q does not name the start offsets and the partition", msg)
-			}
-			if n := refused.Load(); n > 2 {
-				t.Fatalf("the listing was refused %d times after %v: the member kept looking", n, time.Since(start))
-			}
+			eachClient(t, func(t *testing.T, cl client) {
+				const partitions = 2
+				c := newCluster(t, partitions, kfake.NumBrokers(1))
+				produce(t, c, partitions, 0, 10)
+				refused := refuseListings(c, tc.code, func() bool { return true })
+				o := sourceOptions(c, "g-lookup-refused")
+				o.InitialOffset, o.StartTime = kafka.OffsetTimestamp, time.Now().Add(-time.Hour)
+				// The lookup's retries would come 1s, then 2s, then 4s
+				// later: a refusal for good fails before the second.
+				start := time.Now()
+				err := runStage(t, cl.new(t, o), 20*time.Second)
+				if brokerErr := cl.brokerErr(tc.code); !errors.Is(err, tc.want) || !errors.Is(err, brokerErr) {
+					t.Fatalf("Run = %v, want an error wrapping %v and %v", err, tc.want, brokerErr)
+				}
+				if msg := err.Error(); !strings.Contains(msg, "start offsets") || !strings.Contains(msg, `"`+testTopic+`"/`) {
+					t.Fatalf("Run's error %q does not name the start offsets and the partition", msg)
+				}
+				// franz-go lists both partitions in one request, sarama
+				// each claim's on its own.
+				if n := refused.Load(); n > partitions {
+					t.Fatalf("the listing was refused %d times after %v: the member kept looking", n, time.Since(start))
+				}
+			})
 		})
 	}
 }
 
-// Guarantee: with the franz-go source, a start offset listing refused
-// with an error Kafka says to retry (LEADER_NOT_AVAILABLE) is retried
-// with backoff within the member, which does not fail: once the cluster
-// answers, the partitions start at the start time and every record is
-// delivered.
+// Guarantee: a start offset listing refused with an error Kafka says to
+// retry (LEADER_NOT_AVAILABLE) is retried with backoff within the member,
+// with either client: the member does not fail and stays in its group
+// generation (no rebalance), and once the cluster answers, the partitions
+// start at the start time and every record is delivered.
 func TestStartOffsetListingRefusedForNowIsRetried(t *testing.T) {
-	c := newCluster(t, 2, kfake.NumBrokers(1))
-	start := time.Now().Add(-time.Hour)
-	ends := produce(t, c, 2, 0, 10)
-	var left atomic.Int32
-	left.Store(2)
-	refused := refuseListings(c, kerr.LeaderNotAvailable, func() bool { return left.Add(-1) >= 0 })
-	o := sourceOptions(c, "g-lookup-retried")
-	o.InitialOffset, o.StartTime = kafka.OffsetTimestamp, start
-	l := newLedger()
-	done := runOnceInto(t, "lookup-retried", newFranz(t, o), l)
-	wait.Within(t, 30*time.Second, "every record once the listing is answered", func() bool { return l.covers(ends) })
-	if n := refused.Load(); n != 2 {
-		t.Fatalf("the listing was refused %d times, want 2", n)
-	}
-	select {
-	case err := <-done:
-		t.Fatalf("Run = %v after the listing was refused with a retriable error", err)
-	default:
-	}
+	eachClient(t, func(t *testing.T, cl client) {
+		c := newCluster(t, 2, kfake.NumBrokers(1))
+		start := time.Now().Add(-time.Hour)
+		ends := produce(t, c, 2, 0, 10)
+		// franz-go lists both partitions in one request, and an attempt
+		// fails with its refusal. sarama lists each claim's partition on
+		// its own, once more after a metadata refresh when refused: of
+		// three refusals, two go to one claim's first attempt, which
+		// fails.
+		refusals := int32(2)
+		if cl.name == saramaClient.name {
+			refusals = 3
+		}
+		var left atomic.Int32
+		left.Store(refusals)
+		refused := refuseListings(c, kerr.LeaderNotAvailable, func() bool { return left.Add(-1) >= 0 })
+		group := "g-lookup-retried"
+		o := sourceOptions(c, group)
+		o.InitialOffset, o.StartTime = kafka.OffsetTimestamp, start
+		l := newLedger()
+		done := runOnceInto(t, "lookup-retried", cl.new(t, o), l)
+		wait.Within(t, 30*time.Second, "every record once the listing is answered", func() bool { return l.covers(ends) })
+		if n := refused.Load(); n != refusals {
+			t.Fatalf("the listing was refused %d times, want %d", n, refusals)
+		}
+		if gi := c.GroupInfo(group); gi == nil || gi.Epoch != 1 {
+			t.Fatalf("group %q is %+v once every record was delivered, want generation 1: the refusals made the member rejoin", group, gi)
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("Run = %v after the listing was refused with a retriable error", err)
+		default:
+		}
+	})
+}
+
+// Guarantee: a claim whose start offset listing the cluster keeps
+// refusing with an error Kafka says to retry lets its partition go as
+// soon as a rebalance takes it (range: the session ends;
+// cooperative-sticky: the claim is revoked while the session goes on),
+// rather than hold the rebalance until Rebalance.Timeout (1m here): a
+// joining member gets a partition within seconds, and once the cluster
+// answers, every record is delivered.
+func TestRebalanceDoesNotWaitForARetriedStartOffsetListing(t *testing.T) {
+	eachStrategy(t, func(t *testing.T, cl client, strategy string) {
+		c := newCluster(t, 2, kfake.NumBrokers(1))
+		start := time.Now().Add(-time.Hour)
+		ends := produce(t, c, 2, 0, 20)
+		var answer atomic.Bool
+		refused := refuseListings(c, kerr.LeaderNotAvailable, func() bool { return !answer.Load() })
+		group := "g-lookup-rebalanced"
+		l := newLedger()
+		member := func(name string) {
+			o := sourceOptions(c, group)
+			o.InitialOffset, o.StartTime, o.Rebalance = kafka.OffsetTimestamp, start, strategy
+			cfg := *o.Config
+			cfg.Consumer.Group.Session.Timeout = 45 * time.Second
+			cfg.Consumer.Group.Rebalance.Timeout = time.Minute
+			o.Config = &cfg
+			p := startPipeline(t, pipelineOpts(name, cl.new(t, o), 1, l, nil))
+			t.Cleanup(func() { stopPipeline(t, p) })
+		}
+		assigned := func(gi *kfake.GroupInfo) []int {
+			var n []int
+			for _, gm := range gi.Members {
+				n = append(n, len(gm.Assignment[testTopic]))
+			}
+			return n
+		}
+		member("a")
+		wait.Within(t, 20*time.Second, "the first member to hold both partitions, its listing refused", func() bool {
+			gi := c.GroupInfo(group)
+			return refused.Load() > 0 && gi != nil && gi.State == "Stable" && slices.Equal(assigned(gi), []int{2})
+		})
+		joined := time.Now()
+		member("b")
+		wait.Within(t, 15*time.Second, "each member to hold one partition (a held claim holds the rebalance)", func() bool {
+			gi := c.GroupInfo(group)
+			return gi != nil && gi.State == "Stable" && slices.Equal(assigned(gi), []int{1, 1})
+		})
+		t.Logf("the group was rebalanced %v after the second member started", time.Since(joined).Round(time.Millisecond))
+		answer.Store(true)
+		wait.Within(t, 30*time.Second, "every record once the listing is answered", func() bool { return l.covers(ends) })
+	})
 }
 
 // Guarantee: with the franz-go source, a claimed partition that has a

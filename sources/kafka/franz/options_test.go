@@ -90,7 +90,9 @@ func TestSharedTypesAndErrors(t *testing.T) {
 		t.Fatal("types differ")
 	}
 	for _, pair := range [][2]error{{franz.ErrClosed, kafka.ErrClosed}, {franz.ErrConnect, kafka.ErrConnect},
-		{franz.ErrUnknownTopic, kafka.ErrUnknownTopic}, {franz.ErrConsume, kafka.ErrConsume}} {
+		{franz.ErrUnknownTopic, kafka.ErrUnknownTopic}, {franz.ErrConsume, kafka.ErrConsume},
+		{franz.ErrDenied, kafka.ErrDenied}, {franz.ErrStartRefused, kafka.ErrStartRefused},
+		{franz.ErrNotCreated, kafka.ErrNotCreated}} {
 		if !errors.Is(fmt.Errorf("wrapped: %w", pair[0]), pair[1]) {
 			t.Errorf("%v does not match %v", pair[0], pair[1])
 		}

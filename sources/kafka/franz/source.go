@@ -14,9 +14,9 @@
 // messages still in the stage buffer are withdrawn, and its in-flight
 // messages are waited for (at most RevokeTimeout) before the final commit,
 // with eager and cooperative rebalancing alike. Where the two differ (the
-// default strategy, flow control, a start offset lookup that the cluster
-// refuses for good, which fails Run here: see Options.LookupTimeout), the
-// table of docs/kafka.md, "Two clients", says so.
+// default strategy, flow control, how a start offset lookup is made: see
+// Options.LookupTimeout), the table of docs/kafka.md, "Two clients", says
+// so.
 // See docs/kafka.md for the semantics in full, and for when to choose
 // which client.
 package franz
@@ -62,9 +62,7 @@ var ErrDenied = claim.ErrDenied
 // cluster refuses to list where the member's new claims start
 // (OffsetTimestamp) with an error Kafka says not to retry (a *kerr.Error
 // whose Retriable is false, which the error also wraps), other than an
-// authorization refusal, which is ErrDenied. Only this source returns it:
-// the sarama source ends the claim and rejoins the group instead (see
-// docs/kafka.md, Replay).
+// authorization refusal, which is ErrDenied. It is kafka.ErrStartRefused.
 var ErrStartRefused = claim.ErrStartRefused
 
 // ErrNotCreated is returned by Run, Validate and Info of a Source that New
