@@ -3,8 +3,10 @@
 package logtest
 
 import (
+	"log/slog"
 	"strings"
 	"sync"
+	"testing"
 )
 
 // Lines is an io.Writer keeping what a slog handler writes, one record per
@@ -41,4 +43,15 @@ func (l *Lines) Matching(s string) []string {
 		}
 	}
 	return out
+}
+
+// CaptureDefault makes slog.Default() write its records, as text, to the
+// Lines it returns until t ends, when the previous default comes back.
+// Tests that use it must not run in parallel.
+func CaptureDefault(t testing.TB) *Lines {
+	l := new(Lines)
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(l, nil)))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	return l
 }

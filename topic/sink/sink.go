@@ -22,6 +22,13 @@
 //     is an error returned to the handler, which fails the message in the
 //     pipeline as usual.
 //
+// A downstream nack reason is the downstream subscriber's own error, which
+// the sink matches (errors.Is) to choose the upstream disposition: when its
+// Is or Unwrap method panics, the sink logs the panic once, at error level,
+// and still reports the message upstream, once, failed with the default
+// disposition; the *OutcomeError's Result.Reason is then the
+// *message.PanicError in place of the reason.
+//
 // Outcomes are reported by callback from the goroutine that settles the
 // publish (the downstream subscriber's acknowledgement, or the publisher's
 // timeout goroutine): no goroutine is started per message, and the
@@ -73,6 +80,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 
@@ -107,7 +115,8 @@ var ErrAlreadyDeferred = errors.New("sink: message already deferred")
 // publish did not resolve as acked. errors.Is matches its sentinel
 // (ErrNacked, ErrTimedOut, ErrClosed) and the topic's reason (for a nack,
 // the downstream subscriber's own error), and acker.ErrShutdown when
-// Shutdown is set.
+// Shutdown is set. A reason whose Is or Unwrap method panicked when the
+// sink matched it is replaced by the *message.PanicError of that panic.
 type OutcomeError struct {
 	// Topic is the topic the message was published into.
 	Topic topic.Name
@@ -402,8 +411,7 @@ func (p *pending[T]) done(r topic.Result) {
 		s.acked.Add(1)
 	} else {
 		s.failed.Add(1)
-		e := newOutcomeError(s.b.Handle.Name(), r)
-		o.Err, o.Disposition = e, e.disposition()
+		o.Disposition, o.Err = s.failure(r)
 	}
 	if b := p.batch; b != nil {
 		ack := p.ack
@@ -429,6 +437,34 @@ func (p *pending[T]) done(r topic.Result) {
 	}
 	s.settled()
 }
+
+// failure returns the disposition and error a tracked publish that did not
+// resolve as acked is reported upstream with. Choosing the disposition
+// matches the topic's reason with errors.Is, which calls the reason's own
+// Is and Unwrap methods (a downstream subscriber's error): when one of
+// them panics, the panic is logged once, at error level, on the sink's
+// logger, and the outcome is reported failed all the same, with the
+// default disposition and an *OutcomeError whose Result.Reason is a
+// *message.PanicError in place of the reason, so that the upstream
+// acknowledger, which may match the error too, is not handed the panic.
+func (s *Sink[T]) failure(r topic.Result) (d acker.Disposition, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			pe := &message.PanicError{Value: v, Stack: debug.Stack()}
+			s.log.Error(reasonPanicked, slog.String("outcome", r.Outcome.String()),
+				slog.String("reason_type", fmt.Sprintf("%T", r.Reason)),
+				slog.Any("error", pe), slog.String("stack", string(pe.Stack)))
+			err = &OutcomeError{Topic: s.b.Handle.Name(), Result: topic.Result{Outcome: r.Outcome, Reason: pe}}
+			d = acker.DispositionDefault
+		}
+	}()
+	e := newOutcomeError(s.b.Handle.Name(), r)
+	return e.disposition(), e
+}
+
+// reasonPanicked is the message a sink logs a reason that panicked while
+// matched with.
+const reasonPanicked = "sink: the downstream nack reason panicked when matched; the message is reported failed with the default disposition"
 
 // newOutcomeError describes a tracked publish that did not resolve as
 // acked. A publish the sink's own Close resolved is marked Shutdown.
