@@ -688,13 +688,107 @@ wait:
 	if at = p.TakeRetry(); at < 0 {
 		return true
 	}
-	pc, err := r.consumePartition(at)
-	if err != nil {
-		r.openFailed("kafka partition cannot be rewound; ending the claim so that the group resumes from the committed offset", at, err)
+	pc, ok := r.rewind(at)
+	if !ok {
 		return false
 	}
-	r.setOwn(pc)
+	if pc != nil {
+		r.setOwn(pc)
+	}
 	return true
+}
+
+// rewind opens the consumer of the member that reads the claim's
+// partition from at on (consumePartition), for a redelivery. It reports
+// false when the claim ends instead: its session ended or it was revoked
+// (logged at DEBUG), the member failed, or at is out of the partition's
+// offset range (the failed record is gone: the claim ends and the group
+// resumes from the committed offset, where sarama's claim starts as
+// Consumer.Group.ResetInvalidOffsets says). It returns no consumer and
+// true when the member drains meanwhile (nothing more is delivered).
+//
+// An attempt that fails otherwise (no answer within
+// Config.Metadata.Timeout, an error Kafka says to retry, a connection
+// refused) is tried again as a new claim's start offset lookup is
+// (lookUpStart): 1s later, then twice as long each time up to 10s, for as
+// long as the claim lasts, the partition paused and the member in its
+// group generation, with one WARN line at the first failed attempt and at
+// each doubling of the failed attempts and one INFO line once an attempt
+// succeeds. An answer with an error Kafka says not to retry
+// (refusedForGood) is not tried again: the member fails with it, wrapped
+// in ErrDenied or ErrRewindRefused (refusedRewind), with an ERROR line, so
+// that Run returns it rather than the group rejoining for as long as the
+// refusal lasts.
+func (r *reader) rewind(at int64) (sarama.PartitionConsumer, bool) {
+	p := r.p
+	backoff := lookupFirstBackoff
+	for failed := 0; ; {
+		pc, err := r.consumePartition(at)
+		if err == nil {
+			if failed > 0 {
+				r.log.Info("kafka partition rewound after failed attempts", slog.Int64("offset", at), slog.Int("failed_attempts", failed))
+			}
+			return pc, true
+		}
+		if errors.Is(err, context.Canceled) || p.sess.Context().Err() != nil {
+			r.log.Debug("kafka partition released while its consumer opened", slog.Int64("offset", at), slog.Any("error", flat(err)))
+			return nil, false
+		}
+		failed++
+		switch {
+		case refusedForGood(err):
+			err = refusedRewind(at, err)
+			r.log.Error("kafka partition rewind refused; the member fails",
+				slog.Int64("offset", at), slog.Int("failed_attempts", failed), slog.Any("error", err))
+			p.m.fail(err)
+			return nil, false
+		case errors.Is(err, sarama.ErrOffsetOutOfRange):
+			r.openFailed("kafka partition cannot be rewound; ending the claim so that the group resumes from the committed offset", at, err)
+			return nil, false
+		}
+		if failed&(failed-1) == 0 {
+			r.log.Warn("kafka partition cannot be rewound; trying again within the claim",
+				slog.Int64("offset", at), slog.Int("failed_attempts", failed),
+				slog.Duration("in", backoff), slog.Any("error", flat(err)))
+		}
+		if ok, drained := r.waitRetry(backoff); !ok || drained {
+			return nil, ok
+		}
+		backoff = min(2*backoff, lookupMaxBackoff)
+	}
+}
+
+// waitRetry waits d before a rewind's next attempt. It reports false when
+// the claim ended meanwhile (its session, or a revoke closing its
+// channel, whose records are dropped: the rewind reads them again), and
+// drained when the member drains.
+func (r *reader) waitRetry(d time.Duration) (ok, drained bool) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case _, open := <-r.in:
+			if !open {
+				return false, false
+			}
+		case <-t.C:
+			return true, false
+		case <-r.p.sess.Context().Done():
+			return false, false
+		case <-r.p.m.drainCh:
+			return true, true
+		}
+	}
+}
+
+// refusedRewind is the member's error for err, a rewind to at the
+// cluster refused for good: ErrDenied for an authorization refusal,
+// ErrRewindRefused for any other.
+func refusedRewind(at int64, err error) error {
+	if kafkaoffset.Denied(err) {
+		return fmt.Errorf("%w: rewinding to offset %d: %w", ErrDenied, at, flat(err))
+	}
+	return fmt.Errorf("%w: to offset %d: %w", ErrRewindRefused, at, flat(err))
 }
 
 // setOwn makes pc the consumer the claim reads (the claim's own is

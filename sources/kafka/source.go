@@ -58,8 +58,9 @@ var ErrConsume = claim.ErrConsume
 // ErrDenied is wrapped by the error Run returns, at once, when Kafka refuses
 // the credentials or a permission the member needs (on the group, a topic
 // or the cluster; sarama.ErrGroupAuthorizationFailed and its kin, which the
-// error also wraps), whether to join the group or to list where new
-// claims start (OffsetTimestamp, BeginReset): asking again would change nothing until
+// error also wraps), whether to join the group, to list where new
+// claims start (OffsetTimestamp, BeginReset) or to rewind a partition for
+// a redelivery (ErrRewindRefused): asking again would change nothing until
 // an operator does. franz.ErrDenied is the same error.
 var ErrDenied = claim.ErrDenied
 
@@ -71,6 +72,17 @@ var ErrDenied = claim.ErrDenied
 // is ErrDenied. The error names the partition. franz.ErrStartRefused is
 // the same error.
 var ErrStartRefused = claim.ErrStartRefused
+
+// ErrRewindRefused is wrapped by the error Run returns, at once, when the
+// cluster refuses a redelivery's rewind (FailureRedeliver,
+// DispositionRetry: the ListOffsets requests with which the member's
+// consumer checks the failed offset against the partition's offset range)
+// with an error Kafka says not to retry (a sarama.KError whose kerr.Error
+// has Retriable false, which the error also wraps), other than an
+// authorization refusal, which is ErrDenied. The error names the partition
+// and the offset. The franz-go source never returns it: its rewind moves
+// its client's fetch position, which the cluster is not asked to accept.
+var ErrRewindRefused = claim.ErrRewindRefused
 
 // ErrNotCreated is returned by Run, Validate and Info of a Source that New
 // did not make (a zero Source, or a nil *Source): it has no options to
@@ -142,13 +154,14 @@ func (s *Source) Info() (producer.Info, error) {
 // and that every topic exists. It returns an error wrapping ErrConnect when
 // the cluster cannot be reached, ErrUnknownTopic when a topic does not
 // exist, ErrDenied when Kafka refuses the member's credentials or
-// permissions (the start offset listing of a new claim included),
-// ErrStartRefused when the cluster refuses that listing with another
-// error Kafka says not to retry, or ErrConsume when joining the group
+// permissions (the start offset listing of a new claim and a
+// redelivery's rewind included), ErrStartRefused or ErrRewindRefused when
+// the cluster refuses that listing or that rewind with another error
+// Kafka says not to retry, or ErrConsume when joining the group
 // keeps failing; the pipeline logs it and restarts the source with
-// backoff, as its restart policy says. A listing that fails otherwise (no
-// answer within Config.Metadata.Timeout, an error Kafka says to retry) is
-// tried again within the claim, with backoff, without leaving the group
+// backoff, as its restart policy says. A listing or a rewind that fails
+// otherwise (no answer within Config.Metadata.Timeout, an error Kafka says
+// to retry) is tried again within the claim, with backoff, without leaving the group
 // (see docs/kafka.md, Replay). It returns ErrClosed after Close, and
 // ErrNotCreated, at once, when New did not make the source. No error
 // message contains a newline.
@@ -328,7 +341,7 @@ func (m *member) leaveOnRebalance(log *slog.Logger, why string) {
 
 // fail reports err, which ends the member, to Failed, once: the first
 // caller's error is the one Run returns (loop, or a claim whose start
-// offset listing was refused for good), and loop calls Consume no more.
+// offset listing or rewind was refused for good), and loop calls Consume no more.
 func (m *member) fail(err error) {
 	m.failOnce.Do(func() {
 		m.failed <- err
@@ -348,7 +361,7 @@ func (m *member) isDown() bool {
 
 // Failed receives the error that ends the member (maxConsumeFailures
 // failed sessions, a topic gone, a refusal for credentials or
-// permissions, or a start offset listing refused for good).
+// permissions, or a start offset listing or a rewind refused for good).
 func (m *member) Failed() <-chan error { return m.failed }
 
 // Stats is the member's snapshot.

@@ -75,3 +75,9 @@ var ErrNotListed = errors.New("kafka: the ListOffsets answer leaves out a partit
 // cluster refuses to list where its claims start with an error Kafka says
 // not to retry (other than an authorization refusal, which is ErrDenied).
 var ErrStartRefused = errors.New("kafka: start offsets refused")
+
+// ErrRewindRefused is wrapped by the error a member fails with when the
+// cluster refuses to let a claim read its partition again from a failed
+// offset (a redelivery's rewind) with an error Kafka says not to retry
+// (other than an authorization refusal, which is ErrDenied).
+var ErrRewindRefused = errors.New("kafka: rewind refused")
