@@ -102,8 +102,14 @@ func (m *member) consumeClaim(sess sarama.ConsumerGroupSession, claimed sarama.C
 	if ps, ok := claimed.(pauser); ok {
 		r.claimPause = ps
 	}
-	if move && !r.moveTo(start) {
-		return nil
+	if move {
+		if ok, drained := r.moveTo(start); !ok {
+			if drained {
+				// As above: a draining member claims nothing.
+				m.leaveOnRebalance(log, "partition assigned")
+			}
+			return nil // released meanwhile, the member failed, or its start is gone
+		}
 	}
 	p.Open(m.stage)
 	m.cm.Add(p.Claim)
@@ -699,13 +705,50 @@ wait:
 }
 
 // rewind opens the consumer of the member that reads the claim's
-// partition from at on (consumePartition), for a redelivery. It reports
-// false when the claim ends instead: its session ended or it was revoked
-// (logged at DEBUG), the member failed, or at is out of the partition's
-// offset range (the failed record is gone: the claim ends and the group
-// resumes from the committed offset, where sarama's claim starts as
-// Consumer.Group.ResetInvalidOffsets says). It returns no consumer and
-// true when the member drains meanwhile (nothing more is delivered).
+// partition from at on, for a redelivery (open, with rewinding).
+func (r *reader) rewind(at int64) (sarama.PartitionConsumer, bool) {
+	return r.open(at, &rewinding)
+}
+
+// opening is what a consumer of the member is opened for (open): a
+// redelivery's rewind or a new claim's move to its start offset. It
+// names the log lines and the member's error.
+type opening struct {
+	retrying   string // WARN: an attempt failed, tried again
+	opened     string // INFO: opened after failed attempts
+	refused    string // ERROR: refused for good, the member fails
+	outOfRange string // ERROR: at is out of the partition's range
+	// fail is the member's error for err, an opening at at the cluster
+	// refused for good.
+	fail func(at int64, err error) error
+}
+
+var (
+	rewinding = opening{
+		retrying:   "kafka partition cannot be rewound; trying again within the claim",
+		opened:     "kafka partition rewound after failed attempts",
+		refused:    "kafka partition rewind refused; the member fails",
+		outOfRange: "kafka partition cannot be rewound; ending the claim so that the group resumes from the committed offset",
+		fail:       refusedRewind,
+	}
+	moving = opening{
+		retrying:   "kafka partition cannot be moved to its start offset; trying again within the claim",
+		opened:     "kafka partition moved to its start offset after failed attempts",
+		refused:    "kafka partition start offset refused; the member fails",
+		outOfRange: "kafka partition cannot be moved to its start offset; ending the claim so that the group rejoins",
+		fail:       refusedMove,
+	}
+)
+
+// open opens the consumer of the member that reads the claim's partition
+// from at on (consumePartition), for what o says. It reports false when
+// the claim ends instead: its session ended or it was revoked (logged at
+// DEBUG), the member failed, or at is out of the partition's offset range
+// (the claim ends and the group rejoins: a rewind's failed record is
+// gone, and the group resumes from the committed offset, where sarama's
+// claim starts as Consumer.Group.ResetInvalidOffsets says; a move's start
+// is looked up again). It returns no consumer and true when the member
+// drains meanwhile (nothing more is delivered).
 //
 // An attempt that fails otherwise (no answer within
 // Config.Metadata.Timeout, an error Kafka says to retry, a connection
@@ -716,17 +759,17 @@ wait:
 // each doubling of the failed attempts and one INFO line once an attempt
 // succeeds. An answer with an error Kafka says not to retry
 // (refusedForGood) is not tried again: the member fails with it, wrapped
-// in ErrDenied or ErrRewindRefused (refusedRewind), with an ERROR line, so
-// that Run returns it rather than the group rejoining for as long as the
-// refusal lasts.
-func (r *reader) rewind(at int64) (sarama.PartitionConsumer, bool) {
+// in ErrDenied, or in ErrRewindRefused (refusedRewind) or ErrStartRefused
+// (refusedMove), with an ERROR line, so that Run returns it rather than
+// the group rejoining for as long as the refusal lasts.
+func (r *reader) open(at int64, o *opening) (sarama.PartitionConsumer, bool) {
 	p := r.p
 	backoff := lookupFirstBackoff
 	for failed := 0; ; {
 		pc, err := r.consumePartition(at)
 		if err == nil {
 			if failed > 0 {
-				r.log.Info("kafka partition rewound after failed attempts", slog.Int64("offset", at), slog.Int("failed_attempts", failed))
+				r.log.Info(o.opened, slog.Int64("offset", at), slog.Int("failed_attempts", failed))
 			}
 			return pc, true
 		}
@@ -737,18 +780,16 @@ func (r *reader) rewind(at int64) (sarama.PartitionConsumer, bool) {
 		failed++
 		switch {
 		case refusedForGood(err):
-			err = refusedRewind(at, err)
-			r.log.Error("kafka partition rewind refused; the member fails",
-				slog.Int64("offset", at), slog.Int("failed_attempts", failed), slog.Any("error", err))
+			err = o.fail(at, err)
+			r.log.Error(o.refused, slog.Int64("offset", at), slog.Int("failed_attempts", failed), slog.Any("error", err))
 			p.m.fail(err)
 			return nil, false
 		case errors.Is(err, sarama.ErrOffsetOutOfRange):
-			r.openFailed("kafka partition cannot be rewound; ending the claim so that the group resumes from the committed offset", at, err)
+			r.openFailed(o.outOfRange, at, err)
 			return nil, false
 		}
 		if failed&(failed-1) == 0 {
-			r.log.Warn("kafka partition cannot be rewound; trying again within the claim",
-				slog.Int64("offset", at), slog.Int("failed_attempts", failed),
+			r.log.Warn(o.retrying, slog.Int64("offset", at), slog.Int("failed_attempts", failed),
 				slog.Duration("in", backoff), slog.Any("error", flat(err)))
 		}
 		if ok, drained := r.waitRetry(backoff); !ok || drained {
@@ -758,7 +799,7 @@ func (r *reader) rewind(at int64) (sarama.PartitionConsumer, bool) {
 	}
 }
 
-// waitRetry waits d before a rewind's next attempt. It reports false when
+// waitRetry waits d before open's next attempt. It reports false when
 // the claim ended meanwhile (its session, or a revoke closing its
 // channel, whose records are dropped: the rewind reads them again), and
 // drained when the member drains.
@@ -789,6 +830,17 @@ func refusedRewind(at int64, err error) error {
 		return fmt.Errorf("%w: rewinding to offset %d: %w", ErrDenied, at, flat(err))
 	}
 	return fmt.Errorf("%w: to offset %d: %w", ErrRewindRefused, at, flat(err))
+}
+
+// refusedMove is the member's error for err, a new claim's move to its
+// start offset at the cluster refused for good: ErrDenied for an
+// authorization refusal, ErrStartRefused for any other (the move applies
+// the start offset, as part of starting the claim).
+func refusedMove(at int64, err error) error {
+	if kafkaoffset.Denied(err) {
+		return fmt.Errorf("%w: moving to start offset %d: %w", ErrDenied, at, flat(err))
+	}
+	return fmt.Errorf("%w: moving to start offset %d: %w", ErrStartRefused, at, flat(err))
 }
 
 // setOwn makes pc the consumer the claim reads (the claim's own is
@@ -896,16 +948,18 @@ func (c *offsetClient) GetOffset(topic string, part int32, at int64) (int64, err
 
 // moveTo makes the claim read from offset at on: the claim's consumer,
 // which started elsewhere, is paused and a consumer of the member reads the
-// partition instead, as for a redelivery. It reports false when that
-// consumer cannot be opened (the claim then ends, and the group rejoins).
-func (r *reader) moveTo(at int64) bool {
+// partition instead, as for a redelivery, opened as a rewind's is (open,
+// with moving: tried again within the claim, the member failing when the
+// cluster refuses for good). It reports false when the claim ends
+// instead, and drained when the member drains meanwhile (no consumer was
+// opened: the claim starts nowhere).
+func (r *reader) moveTo(at int64) (ok, drained bool) {
 	r.paused = false
 	r.setPaused(true)
-	pc, err := r.consumePartition(at)
-	if err != nil {
-		r.openFailed("kafka partition cannot be moved to its start offset; ending the claim so that the group rejoins", at, err)
-		return false
+	pc, ok := r.open(at, &moving)
+	if !ok || pc == nil {
+		return false, ok
 	}
 	r.setOwn(pc)
-	return true
+	return true, false
 }

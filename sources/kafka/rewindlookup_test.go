@@ -2,64 +2,32 @@ package kafka_test
 
 import (
 	"errors"
-	"slices"
-	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/boulevard-go/boulevard/internal/testbroker"
-	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/sources/kafka"
 )
 
-// rewindRefusal is a sarama member whose handler fails record 5 of
+// rewindRefusal is a rangeRefusal whose handler fails record 5 of
 // partition 0 once, with FailureRedeliver: the redelivery then rewinds
-// the partition, whose consumer lists the partition's offset range
-// (ListOffsets by OffsetNewest and OffsetOldest).
+// the partition, and the record's failure arms the refusals.
 type rewindRefusal struct {
-	c        *kfake.Cluster
-	group    string
-	armed    atomic.Bool  // set as the record fails
-	refused  atomic.Int32 // listings refused once armed
-	joins    atomic.Int32 // JoinGroup requests once armed
-	epoch    atomic.Int32 // the group's generation as the record failed
-	l        *ledger
-	done     <-chan error
-	produced map[int32]int64
+	rangeRefusal
+	epoch atomic.Int32 // the group's generation as the record failed
 }
 
-// startRewindRefusal starts the member; once the record failed, each
-// ListOffsets request of the offset range is answered with code for
-// every partition it names, as long as refuse (called once per such
-// request, on the cluster's loop) returns true.
+// startRewindRefusal starts the member, its rewind's listings answered
+// with code as long as refuse returns true (rangeRefusal.refuseRanges).
 func startRewindRefusal(t *testing.T, group string, code *kerr.Error, refuse func() bool) *rewindRefusal {
 	t.Helper()
 	c := newCluster(t, 1, kfake.NumBrokers(1))
-	r := &rewindRefusal{c: c, group: group, l: newLedger(), produced: produce(t, c, 1, 0, 10)}
-	c.ControlKey(int16(kmsg.ListOffsets), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		ranged := slices.ContainsFunc(req.(*kmsg.ListOffsetsRequest).Topics, func(rt kmsg.ListOffsetsRequestTopic) bool {
-			return slices.ContainsFunc(rt.Partitions, func(rp kmsg.ListOffsetsRequestTopicPartition) bool { return rp.Timestamp < 0 })
-		})
-		if !ranged || !r.armed.Load() || !refuse() {
-			return nil, nil, false
-		}
-		r.refused.Add(1)
-		return testbroker.RefuseListOffsets(req, code.Code), nil, true
-	})
-	c.ControlKey(int16(kmsg.JoinGroup), func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if r.armed.Load() {
-			r.joins.Add(1)
-		}
-		return nil, nil, false
-	})
+	r := &rewindRefusal{rangeRefusal: rangeRefusal{c: c, group: group, l: newLedger(), produced: produce(t, c, 1, 0, 10),
+		step: "rewind", cause: "the record failed", errWord: "rewind"}}
+	r.refuseRanges(code, refuse, false)
 	o := sourceOptions(c, group)
 	o.FailurePolicy = kafka.FailureRedeliver
 	src := newSource(t, o)
@@ -103,23 +71,7 @@ func TestRunFailsWhenTheRedeliveryRewindIsRefusedForGood(t *testing.T) {
 			if kerr.IsRetriable(tc.code) {
 				t.Fatalf("%v is retriable", tc.code)
 			}
-			r := startRewindRefusal(t, "g-rewind-refused", tc.code, func() bool { return true })
-			var err error
-			select {
-			case err = <-r.done:
-			case <-time.After(20 * time.Second):
-				t.Fatalf("Run did not return within 20s of the rewind's refusal: the listing was refused %d times and the member joined %d times since",
-					r.refused.Load(), r.joins.Load())
-			}
-			if brokerErr := saramaClient.brokerErr(tc.code); !errors.Is(err, tc.want) || !errors.Is(err, brokerErr) {
-				t.Fatalf("Run = %v, want an error wrapping %v and %v", err, tc.want, brokerErr)
-			}
-			if msg := err.Error(); !strings.Contains(msg, "rewind") || !strings.Contains(msg, `"`+testTopic+`"/0`) {
-				t.Fatalf("Run's error %q does not name the rewind and the partition", msg)
-			}
-			if n, j := r.refused.Load(), r.joins.Load(); n != 1 || j != 0 {
-				t.Fatalf("the listing was refused %d times and the member joined %d times after the record failed, want 1 and 0", n, j)
-			}
+			startRewindRefusal(t, "g-rewind-refused", tc.code, func() bool { return true }).expectFailed(t, tc.code, tc.want)
 		})
 	}
 }
@@ -131,26 +83,7 @@ func TestRunFailsWhenTheRedeliveryRewindIsRefusedForGood(t *testing.T) {
 // rebalance disturbs the group), and the failed record is redelivered
 // and handled.
 func TestRedeliveryRewindRefusedForNowIsRetriedWithinTheClaim(t *testing.T) {
-	// The listing is sent once more after a metadata refresh when
-	// refused: two refusals fail the first attempt.
-	const refusals = 2
-	var left atomic.Int32
-	left.Store(refusals)
-	group := "g-rewind-retried"
-	r := startRewindRefusal(t, group, kerr.LeaderNotAvailable, func() bool { return left.Add(-1) >= 0 })
-	wait.Within(t, 30*time.Second, "every record, the failed one redelivered", func() bool { return r.l.covers(r.produced) })
-	if n := r.refused.Load(); n != refusals {
-		t.Fatalf("the listing was refused %d times, want %d", n, refusals)
-	}
-	if j := r.joins.Load(); j != 0 {
-		t.Fatalf("the member joined the group %d times after the record failed: the refusal made it rejoin", j)
-	}
-	if gi := r.c.GroupInfo(group); gi == nil || gi.Epoch != r.epoch.Load() {
-		t.Fatalf("group %q is %+v once every record was handled, want generation %d: the refusal made the member rejoin", group, gi, r.epoch.Load())
-	}
-	select {
-	case err := <-r.done:
-		t.Fatalf("Run = %v after the rewind was refused with a retriable error", err)
-	default:
-	}
+	refuse, refusals := refuseTwice()
+	r := startRewindRefusal(t, "g-rewind-retried", kerr.LeaderNotAvailable, refuse)
+	r.expectRetried(t, "every record, the failed one redelivered", refusals, r.epoch.Load)
 }

@@ -12,9 +12,9 @@
 // A new claim that starts elsewhere than its committed offset
 // (OffsetTimestamp, BeginReset) first looks its start offset up: an
 // attempt that fails is tried again within the claim, with backoff, while
-// the member stays in its group generation; a listing the cluster refuses
-// with an error Kafka says not to retry fails Run with ErrDenied or
-// ErrStartRefused, so that the pipeline's restart policy decides (see
+// the member stays in its group generation, and so is the move of its
+// consumer there; a listing or a move the cluster refuses with an error
+// Kafka says not to retry fails Run with ErrDenied or ErrStartRefused, so that the pipeline's restart policy decides (see
 // SaramaDefaults, Metadata.Timeout, and docs/kafka.md, Replay).
 // See docs/kafka.md for the semantics in full.
 package kafka
@@ -66,10 +66,13 @@ var ErrDenied = claim.ErrDenied
 
 // ErrStartRefused is wrapped by the error Run returns, at once, when the
 // cluster refuses to list where a new claim starts (the ListOffsets
-// requests of OffsetTimestamp, or of BeginReset) with an error Kafka says
-// not to retry (a sarama.KError whose kerr.Error has Retriable false,
-// which the error also wraps), other than an authorization refusal, which
-// is ErrDenied. The error names the partition. franz.ErrStartRefused is
+// requests of OffsetTimestamp, or of BeginReset), or to let the claim's
+// consumer move there (the ListOffsets requests with which the member's
+// consumer checks the start offset against the partition's offset
+// range), with an error Kafka says not to retry (a sarama.KError whose
+// kerr.Error has Retriable false, which the error also wraps), other than
+// an authorization refusal, which is ErrDenied. The error names the
+// partition (and, for the move, the offset). franz.ErrStartRefused is
 // the same error.
 var ErrStartRefused = claim.ErrStartRefused
 
@@ -154,10 +157,10 @@ func (s *Source) Info() (producer.Info, error) {
 // and that every topic exists. It returns an error wrapping ErrConnect when
 // the cluster cannot be reached, ErrUnknownTopic when a topic does not
 // exist, ErrDenied when Kafka refuses the member's credentials or
-// permissions (the start offset listing of a new claim and a
-// redelivery's rewind included), ErrStartRefused or ErrRewindRefused when
-// the cluster refuses that listing or that rewind with another error
-// Kafka says not to retry, or ErrConsume when joining the group
+// permissions (the start offset listing of a new claim, its move to that
+// offset and a redelivery's rewind included), ErrStartRefused or
+// ErrRewindRefused when the cluster refuses that listing or move, or that
+// rewind, with another error Kafka says not to retry, or ErrConsume when joining the group
 // keeps failing; the pipeline logs it and restarts the source with
 // backoff, as its restart policy says. A listing or a rewind that fails
 // otherwise (no answer within Config.Metadata.Timeout, an error Kafka says

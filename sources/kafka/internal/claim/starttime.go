@@ -72,8 +72,9 @@ func listAll[K comparable](ctx context.Context, parts []K, list Lister[K]) (map[
 var ErrNotListed = errors.New("kafka: the ListOffsets answer leaves out a partition")
 
 // ErrStartRefused is wrapped by the error a member fails with when the
-// cluster refuses to list where its claims start with an error Kafka says
-// not to retry (other than an authorization refusal, which is ErrDenied).
+// cluster refuses to list where its claims start, or (sarama) to let a
+// claim's consumer move there, with an error Kafka says not to retry
+// (other than an authorization refusal, which is ErrDenied).
 var ErrStartRefused = errors.New("kafka: start offsets refused")
 
 // ErrRewindRefused is wrapped by the error a member fails with when the
