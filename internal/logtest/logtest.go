@@ -3,6 +3,7 @@
 package logtest
 
 import (
+	"context"
 	"log/slog"
 	"strings"
 	"sync"
@@ -54,4 +55,42 @@ func CaptureDefault(t testing.TB) *Lines {
 	slog.SetDefault(slog.New(slog.NewTextHandler(l, nil)))
 	t.Cleanup(func() { slog.SetDefault(prev) })
 	return l
+}
+
+// Records is a slog.Handler that keeps every record it is given, at every
+// level, for a test to count. It is safe for concurrent use; the zero
+// value is ready.
+type Records struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+// Enabled reports true: every level is kept.
+func (r *Records) Enabled(context.Context, slog.Level) bool { return true }
+
+// Handle keeps a copy of rec.
+func (r *Records) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	r.recs = append(r.recs, rec.Clone())
+	r.mu.Unlock()
+	return nil
+}
+
+// WithAttrs returns r: the records keep their own attributes only.
+func (r *Records) WithAttrs([]slog.Attr) slog.Handler { return r }
+
+// WithGroup returns r.
+func (r *Records) WithGroup(string) slog.Handler { return r }
+
+// Count returns how many records at level carry msg.
+func (r *Records) Count(level slog.Level, msg string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, rec := range r.recs {
+		if rec.Level == level && rec.Message == msg {
+			n++
+		}
+	}
+	return n
 }

@@ -13,6 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -178,37 +179,6 @@ func TestRefusedHoldIsTriedAgainAndItsKeyMovesOn(t *testing.T) {
 	})
 }
 
-// logLines records the level and message of each line logged through it.
-type logLines struct {
-	mu    sync.Mutex
-	lines []slog.Record
-}
-
-func (l *logLines) Enabled(context.Context, slog.Level) bool { return true }
-
-func (l *logLines) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, r)
-	return nil
-}
-
-func (l *logLines) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *logLines) WithGroup(string) slog.Handler      { return l }
-
-// count returns how many lines of level and message were logged.
-func (l *logLines) count(level slog.Level, message string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, r := range l.lines {
-		if r.Level == level && r.Message == message {
-			n++
-		}
-	}
-	return n
-}
-
 // Guarantee: on a sequenced topology, a retry whose hold the backend keeps
 // refusing is tried again for as long as the source runs, after 100ms,
 // then twice as long each time up to 10s, then every 10s; the source logs
@@ -217,7 +187,7 @@ func (l *logLines) count(level slog.Level, message string) int {
 // and one INFO line once the backend takes it.
 func TestRefusedHoldBacksOffToTenSecondsAndLogsEachDoubling(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var log logLines
+		var log logtest.Records
 		r := startFailedHoldRun(t, slog.New(&log))
 		time.Sleep(10 * time.Minute) // fake time
 		synctest.Wait()
@@ -233,13 +203,13 @@ func TestRefusedHoldBacksOffToTenSecondsAndLogsEachDoubling(t *testing.T) {
 			gap = min(2*gap, 10*time.Second)
 		}
 		const failing = "could not hand a held key's letter to the backend; trying again"
-		if got, want := log.count(slog.LevelError, failing), bits.Len(uint(len(tried))); got != want {
+		if got, want := log.Count(slog.LevelError, failing), bits.Len(uint(len(tried))); got != want {
 			t.Fatalf("%d ERROR lines for %d failed attempts, want %d: one at the first and one at each doubling", got, len(tried), want)
 		}
 		r.refuse.Store(false)
 		time.Sleep(15 * time.Second) // the longest backoff, then the hold's second
 		synctest.Wait()
-		if got := log.count(slog.LevelInfo, "handed a held key's letter to the backend after failed attempts"); got != 1 {
+		if got := log.Count(slog.LevelInfo, "handed a held key's letter to the backend after failed attempts"); got != 1 {
 			t.Fatalf("%d INFO lines once the backend took the hold, want 1", got)
 		}
 		if got := r.handledSoFar(); !slices.Equal(got, []int{1, 1, 2}) {

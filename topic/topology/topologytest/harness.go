@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -40,7 +41,7 @@ type h struct {
 	cfg  Config
 	be   topology.Backend[Msg]
 	ctx  context.Context
-	logs *recorder
+	logs *logtest.Records
 	// producers is the producer concurrency of the next consume (0: 1).
 	producers int
 	// shutdown is the ShutdownTimeout of the next consume (0: the
@@ -49,7 +50,7 @@ type h struct {
 }
 
 func newHarness(t *testing.T, cfg Config) *h {
-	s := &h{T: t, cfg: cfg, ctx: t.Context(), logs: &recorder{}}
+	s := &h{T: t, cfg: cfg, ctx: t.Context(), logs: &logtest.Records{}}
 	s.be = cfg.NewBackend(t)
 	return s
 }
@@ -235,33 +236,4 @@ func (s *h) dead(q topology.Queues[Msg]) []topology.Letter[Msg] {
 		s.Fatalf("Replay dry run: %v", err)
 	}
 	return rep.Replayed
-}
-
-// recorder is a slog.Handler that keeps the records it is given.
-type recorder struct {
-	mu   sync.Mutex
-	recs []slog.Record
-}
-
-func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
-func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
-	r.mu.Lock()
-	r.recs = append(r.recs, rec.Clone())
-	r.mu.Unlock()
-	return nil
-}
-func (r *recorder) WithAttrs([]slog.Attr) slog.Handler { return r }
-func (r *recorder) WithGroup(string) slog.Handler      { return r }
-
-// count returns how many records at level carry msg.
-func (r *recorder) count(level slog.Level, msg string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, rec := range r.recs {
-		if rec.Level == level && rec.Message == msg {
-			n++
-		}
-	}
-	return n
 }

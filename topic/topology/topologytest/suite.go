@@ -264,7 +264,7 @@ func rejectWithoutDLQ(s *h) {
 	}, nil)
 	s.publish(q, Msg{N: 1})
 	s.eventually("the discard", time.Minute, func() bool { return c.src.Stats().Discarded == 1 })
-	if n := s.logs.count(slog.LevelWarn, "message discarded"); n != 1 {
+	if n := s.logs.Count(slog.LevelWarn, "message discarded"); n != 1 {
 		s.Errorf("%d warnings, want 1", n)
 	}
 	if len(c.attempts()) != 1 {
@@ -746,7 +746,7 @@ func broadcastReachesEveryConsumer(s *h) {
 		return c1.src.Stats().Acked == 2 && c2.src.Stats().Acked == 2 &&
 			c1.src.Stats().Discarded == 1 && c2.src.Stats().Discarded == 1
 	})
-	if n := s.logs.count(slog.LevelWarn, "message discarded"); n != 2 {
+	if n := s.logs.Count(slog.LevelWarn, "message discarded"); n != 2 {
 		s.Errorf("%d warnings, want 2", n)
 	}
 }
