@@ -93,7 +93,7 @@ func main() {
 	ctx, stop := interrupt.Context(context.Background())
 	defer stop()
 	if _, err := run(ctx, cfg, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "pulsar example:", bpulsar.RedactURL(err.Error()))
+		fmt.Fprintln(os.Stderr, "pulsar example:", err) // run's errors hold no credentials
 		os.Exit(1)
 	}
 }
@@ -116,7 +116,14 @@ const maxEvents = 10_000_000
 const maxNackDelay = time.Minute
 
 // run publishes cfg.n events, consumes them with a pipeline and reports.
-func run(ctx context.Context, cfg config, out io.Writer) (*result, error) {
+// Its error never shows the user information of cfg.url: a caller may
+// print it as it is.
+func run(ctx context.Context, cfg config, out io.Writer) (_ *result, err error) {
+	defer func() {
+		if err != nil {
+			err = redacted(err, cfg.url)
+		}
+	}()
 	if cfg.n < 0 || cfg.n > maxEvents {
 		return nil, fmt.Errorf("-n must be 0 to %d, got %d", maxEvents, cfg.n)
 	}
@@ -163,7 +170,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (*result, error) {
 	defer client.Close()
 
 	if err := publish(ctx, client, cfg); err != nil {
-		return nil, fmt.Errorf("publish to %s: %w", url, err)
+		return nil, fmt.Errorf("publish to %s: %w", bpulsar.RedactServiceURL(url), err)
 	}
 	fmt.Fprintf(out, "published %d events to %s\n", cfg.n, cfg.topic)
 
@@ -277,6 +284,32 @@ func run(ctx context.Context, cfg config, out io.Writer) (*result, error) {
 		return res, errors.New("stopped before every event was handled")
 	}
 	return res, nil
+}
+
+// redactedError is an error whose message has the credentials taken out;
+// it unwraps to the error it was made from, for errors.Is and errors.As.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// redacted returns err, or, when its message shows user information (of
+// serviceURL, or of any URL in it), err with that message redacted.
+// serviceURL is replaced whole first, so that a password RedactURL cannot
+// delimit (a raw "/" in it) is hidden too.
+func redacted(err error, serviceURL string) error {
+	msg := err.Error()
+	if serviceURL != "" {
+		msg = strings.ReplaceAll(msg, serviceURL, bpulsar.RedactServiceURL(serviceURL))
+	}
+	msg = bpulsar.RedactURL(msg)
+	if msg == err.Error() {
+		return err
+	}
+	return &redactedError{msg: msg, err: err}
 }
 
 // duplicateKey is the batch key of events handled a second time.

@@ -79,7 +79,7 @@ func TestRunInProcess(t *testing.T) {
 
 // Given a URL with a password in its user information, the program never
 // prints it: not in its output, not in its debug log (pulsar-client-go's
-// lines included), not in its error.
+// lines included), not in the error run returns.
 func TestURLPasswordNeverPrinted(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -96,7 +96,7 @@ func TestURLPasswordNeverPrinted(t *testing.T) {
 	if err == nil {
 		t.Fatal("a run against nothing listening succeeded")
 	}
-	for what, s := range map[string]string{"output": out.String(), "log": logs.String(), "error": bpulsar.RedactURL(err.Error())} {
+	for what, s := range map[string]string{"output": out.String(), "log": logs.String(), "error": err.Error()} {
 		if strings.Contains(s, "pw-5e4d3c") {
 			t.Errorf("the %s shows the password:\n%s", what, s)
 		}
@@ -240,5 +240,31 @@ func TestSignalsDrainAndReport(t *testing.T) {
 				t.Fatalf("no report of the interrupted run:\n%s", p.Stdout())
 			}
 		})
+	}
+}
+
+// Guarantee: the error run returns never holds the user information of
+// -url, so that any caller may print it as it is, not only main.
+func TestRunErrorHoldsNoCredentials(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close() // nothing listens: the run fails after trying
+	// TestURLPasswordNeverPrinted covers a password RedactURL can
+	// delimit; this one has a raw "/", which it cannot.
+	for _, url := range []string{"pulsar://user:se/cret@" + addr} {
+		cfg := config{url: url, topic: "t", subscription: "s", n: 1, customers: 1, concurrency: 1,
+			nackDelay: time.Second, logger: slog.New(slog.DiscardHandler)}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		_, err := run(ctx, cfg, io.Discard)
+		cancel()
+		if err == nil {
+			t.Fatalf("%s: a run against nothing listening succeeded", url)
+		}
+		if strings.Contains(err.Error(), "secret") || strings.Contains(err.Error(), "cret") {
+			t.Errorf("run with -url %s returned an error that shows the credentials: %v", url, err)
+		}
 	}
 }
