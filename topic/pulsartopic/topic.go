@@ -129,6 +129,32 @@ take:
 	close(t.producerClosed)
 }
 
+// sendAsync hands msg to the producer in a pooled send, holding the read
+// side of t.sending around SendAsync, and returns that send; nil, with
+// nothing sent, once the topic is closed. The caller holds a slot. A panic
+// in SendAsync (a client given in Options.Client, or pulsar-client-go's
+// own) goes on up to the publisher's caller with the lock released and the
+// slot given back, as a SendAsync that panics took nothing to call back
+// about: the topic's Close, and the publishes after, do not wait for them.
+func (t *pTopic[T]) sendAsync(ctx context.Context, msg *pulsar.ProducerMessage) *send {
+	t.sending.RLock()
+	defer t.sending.RUnlock()
+	if t.closed.Load() {
+		return nil
+	}
+	s := t.sends.Get().(*send)
+	s.msg = *msg
+	returned := false
+	defer func() {
+		if !returned {
+			<-t.slots
+		}
+	}()
+	t.producer.SendAsync(ctx, &s.msg, s.fn)
+	returned = true
+	return s
+}
+
 func (t *pTopic[T]) newSend() *send {
 	s := &send{done: make(chan error, 1)}
 	s.fn = func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
@@ -228,18 +254,13 @@ func (t *pTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool,
 				return topic.Published, topic.ErrTopicClosed
 			}
 		}
-		t.sending.RLock()
-		if t.closed.Load() {
+		s := t.sendAsync(ctx, &msg)
+		if s == nil {
 			// Close began: it waits for the sends already made, then
 			// closes the producer; nothing more is sent.
-			t.sending.RUnlock()
 			<-t.slots
 			return topic.Published, topic.ErrTopicClosed
 		}
-		s := t.sends.Get().(*send)
-		s.msg = msg
-		t.producer.SendAsync(ctx, &s.msg, s.fn)
-		t.sending.RUnlock()
 		var expired <-chan time.Time
 		if bound > 0 {
 			if s.bound == nil {
