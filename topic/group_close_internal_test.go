@@ -95,6 +95,15 @@ func publishOne(t *testing.T, h *Handle[int], p *TrackedPublisher[int], tracked 
 // ErrSubscriptionClosed, and the message goes to another member of the
 // group (which can ack a tracked one), not to the member that leaves.
 func TestGroupMemberClosedAsItReceivesTakesNothing(t *testing.T) {
+	forModesAndTracking(t, func(t *testing.T, mode Mode, tracked bool) {
+		_, staying, rc := closedAsItReceives(t, mode, tracked, func(_ *Handle[int], leaving *Subscription[int]) { leaving.Close() })
+		stayingGets(t, staying, rc)
+	})
+}
+
+// forModesAndTracking runs f in a bubble for each of the modes with
+// groups and for untracked and tracked publishing, as subtests.
+func forModesAndTracking(t *testing.T, f func(t *testing.T, mode Mode, tracked bool)) {
 	for _, mode := range []Mode{BalancedOnly, Mixed} {
 		for _, tracked := range []bool{false, true} {
 			name := mode.String() + "/untracked"
@@ -102,21 +111,29 @@ func TestGroupMemberClosedAsItReceivesTakesNothing(t *testing.T) {
 				name = mode.String() + "/tracked"
 			}
 			t.Run(name, func(t *testing.T) {
-				synctest.Test(t, func(t *testing.T) {
-					h, leaving, staying, p := groupOfTwo(t, Options{Mode: mode})
-					rc := publishOne(t, h, p, tracked)
-					ctx := &startCtx{Context: t.Context(), onStart: leaving.Close}
-					if it, err := leaving.Receive(ctx); !errors.Is(err, ErrSubscriptionClosed) {
-						t.Fatalf("Receive of a member closed as it started = %+v, %v; want ErrSubscriptionClosed", it, err)
-					}
-					if !ctx.started {
-						t.Fatal("Receive never asked its context for Done: nothing closed the member")
-					}
-					stayingGets(t, staying, rc)
-				})
+				synctest.Test(t, func(t *testing.T) { f(t, mode, tracked) })
 			})
 		}
 	}
+}
+
+// closedAsItReceives publishes one message to a group of two of a topic
+// of mode, and runs closing as the leaving member's Receive starts
+// (between its look at whether it is closed and its take), which must
+// then return ErrSubscriptionClosed. It returns the topic, the member
+// that stays and the publish's receipt (nil when untracked).
+func closedAsItReceives(t *testing.T, mode Mode, tracked bool, closing func(h *Handle[int], leaving *Subscription[int])) (*Handle[int], *Subscription[int], *Receipt) {
+	t.Helper()
+	h, leaving, staying, p := groupOfTwo(t, Options{Mode: mode})
+	rc := publishOne(t, h, p, tracked)
+	ctx := &startCtx{Context: t.Context(), onStart: func() { closing(h, leaving) }}
+	if it, err := leaving.Receive(ctx); !errors.Is(err, ErrSubscriptionClosed) {
+		t.Fatalf("Receive of a member closed as it started = %+v, %v; want ErrSubscriptionClosed", it, err)
+	}
+	if !ctx.started {
+		t.Fatal("Receive never asked its context for Done: nothing closed the member")
+	}
+	return h, staying, rc
 }
 
 // Guarantee: a tracked message a group member took as its subscription
@@ -150,4 +167,28 @@ func TestTrackedMessageTakenAsTheSubscriptionClosesGoesBackToTheGroup(t *testing
 			})
 		})
 	}
+}
+
+// Guarantee: a message a group member took as its Close began, while the
+// topic closed too, still reaches the group's other member, which receives
+// it before ErrSubscriptionClosed: a topic's Close leaves its open
+// subscribers what was delivered to their group before it, untracked
+// messages included, whose loss nothing would report.
+func TestMessageTakenAsMemberAndTopicCloseReachesTheOtherMember(t *testing.T) {
+	forModesAndTracking(t, func(t *testing.T, mode Mode, tracked bool) {
+		// The member closes, then the topic.
+		_, staying, rc := closedAsItReceives(t, mode, tracked, func(h *Handle[int], leaving *Subscription[int]) { leaving.Close(); h.Close() })
+		it, err := staying.Receive(t.Context())
+		if err != nil || it.Value != 1 {
+			t.Fatalf("the member that stays received %+v, %v after the topic closed; want the message 1, published before", it, err)
+		}
+		if _, err := staying.Receive(t.Context()); !errors.Is(err, ErrSubscriptionClosed) {
+			t.Fatalf("the member that stays then received %v, want ErrSubscriptionClosed", err)
+		}
+		if tracked {
+			if res, ok := rc.Result(); !ok || res.Outcome != TopicClosed {
+				t.Fatalf("tracked publish = %+v, %v; want TopicClosed, as the topic's Close resolves it", res, ok)
+			}
+		}
+	})
 }

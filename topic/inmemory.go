@@ -354,18 +354,28 @@ func (m *memMember[T]) giveBack(envs []Envelope[T]) {
 // members, as if m had never taken them. It does so only while no other
 // member has taken a message from the queue since: that member would
 // otherwise receive msgs after later messages it already has, and each
-// member must see its share in publish order. When another member has,
-// or when the queue is closed (the group lost its last member, or the
-// topic was closed), msgs are dropped: their tracked publishes are nacked
-// with ErrDeliveryDropped, as for the messages the last member leaves
-// queued. msgs is cleared.
+// member must see its share in publish order. A queue the topic's Close
+// closed takes them back too while the group has a member (m counts until
+// its leave, which drops what is queued when m is the last): the members
+// drain a closed queue, and the topic's Close leaves its open subscribers
+// what was delivered to their group before it. When another member has
+// taken a message since,
+// or when the group lost its last member, msgs are dropped: their tracked
+// publishes are nacked with ErrDeliveryDropped, as for the messages the
+// last member leaves queued. msgs is cleared.
 //
 // It holds the topic's lock: a mixed topic's publisher checks under it
 // that every group has room and then adds the message to each, so
-// nothing else may fill a group in between.
+// nothing else may fill a group in between; and the group's members and
+// the topic's closed state change under it too.
 func (m *memMember[T]) putBack(msgs []memEnv[T]) {
 	m.t.mu.Lock()
-	err := m.g.q.PutBack(msgs, m.take)
+	var err error
+	if m.t.closed && m.g.members > 0 {
+		err = m.g.q.PutBackDraining(msgs, m.take)
+	} else {
+		err = m.g.q.PutBack(msgs, m.take)
+	}
 	m.t.mu.Unlock()
 	if err != nil {
 		for i := range msgs {

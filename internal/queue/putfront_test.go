@@ -181,3 +181,47 @@ func TestPutBackOnlyWhileNothingWasTakenSince(t *testing.T) {
 		t.Fatalf("a closed queue took %d items back", q.Len())
 	}
 }
+
+// Guarantee: PutBackDraining gives back the latest take as PutBack does,
+// and on a closed queue too: the receivers still draining it receive the
+// items given back, in order, before ErrDrained. It refuses with
+// ErrTakenSince as PutBack does, open or closed.
+func TestPutBackDrainingGivesBackToAClosedQueue(t *testing.T) {
+	ctx := context.Background()
+	q := New[int](4)
+	for v := 1; v <= 3; v++ {
+		_ = q.Publish(ctx, v)
+	}
+	buf := make([]int, 2)
+	n, take, err := q.ReceiveOrTake(ctx, buf, nil)
+	if n != 2 || err != nil {
+		t.Fatalf("ReceiveOrTake = %d, %v; want 2, nil", n, err)
+	}
+	q.Close()
+	if err := q.PutBackDraining(buf[:n], take); err != nil {
+		t.Fatalf("PutBackDraining of the latest take on a closed queue = %v, want nil", err)
+	}
+	checkInvariant(t, q)
+	if got := fmt.Sprint(drainAll(t, q)); got != "[1 2 3]" {
+		t.Fatalf("a closed queue drains %s after PutBackDraining, want [1 2 3]", got)
+	}
+	if _, err := q.TryReceive(buf); !errors.Is(err, ErrDrained) {
+		t.Fatalf("TryReceive once drained = %v, want ErrDrained", err)
+	}
+
+	q = New[int](4)
+	for v := 1; v <= 2; v++ {
+		_ = q.Publish(ctx, v)
+	}
+	n, take, _ = q.ReceiveOrTake(ctx, buf[:1], nil)
+	q.Close()
+	if k, _ := q.TryReceive(buf[1:]); k != 1 {
+		t.Fatalf("TryReceive of a closed queue = %d items, want 1", k)
+	}
+	if err := q.PutBackDraining(buf[:n], take); !errors.Is(err, ErrTakenSince) {
+		t.Fatalf("PutBackDraining after another receive took 2 = %v, want ErrTakenSince", err)
+	}
+	if q.Len() != 0 {
+		t.Fatalf("a refused PutBackDraining queued %d items", q.Len())
+	}
+}

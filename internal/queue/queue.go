@@ -306,8 +306,23 @@ func (q *Queue[T]) PutBack(vs []T, take uint64) error {
 	return nil
 }
 
-// putFrontLocked puts vs at the head of the open queue, over its capacity
-// if need be (see PutFront).
+// PutBackDraining is [Queue.PutBack] for a queue that receivers still
+// drain once it is closed: on a closed queue it queues vs too, and the
+// receivers get them, in order, before [ErrDrained]. It returns
+// ErrTakenSince as PutBack does, open or closed. The caller knows that
+// some receiver will still drain the queue; nothing else receives vs.
+func (q *Queue[T]) PutBackDraining(vs []T, take uint64) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.takes != take {
+		return ErrTakenSince
+	}
+	q.putFrontLocked(vs)
+	return nil
+}
+
+// putFrontLocked puts vs at the head of the queue, over its capacity if
+// need be (see PutFront).
 func (q *Queue[T]) putFrontLocked(vs []T) {
 	n := len(vs)
 	if n == 0 {
