@@ -25,24 +25,7 @@ func nameHeaders(ctx context.Context, m message.Keyed) topic.Headers {
 // Options.Headers.
 func headerRig(t *testing.T, opts topic.Options, headers func(context.Context, message.Keyed) topic.Headers) (*topic.Subscription[int], *sink.Sink[int]) {
 	t.Helper()
-	h, err := topic.NewTopic[int]("t", opts, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Close)
-	sub, err := h.Subscribe(topic.Balanced("g"), topic.SubscriberOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sub.Close)
-	s, err := sink.New(sink.Options[int]{
-		Binding: topic.Binding[int]{Handle: h, AckPropagation: h.Options().AckPropagation},
-		Headers: headers,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	_, sub, s := rigWith(t, opts, topic.Balanced("g"), sink.Options[int]{Headers: headers})
 	return sub, s
 }
 

@@ -47,24 +47,10 @@ func TestPanickingNackReasonIsReportedUpstreamOnceAndSettles(t *testing.T) {
 					def := logtest.CaptureDefault(t)
 					var own logtest.Lines
 
-					h, err := topic.NewTopic[int]("t", autoOpts(0), nil)
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(h.Close)
-					sub, err := h.Subscribe(topic.Balanced("g"), topic.SubscriberOptions{})
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(sub.Close)
-					s, err := sink.New(sink.Options[int]{
-						Binding: topic.Binding[int]{Handle: h, OnFull: topic.Block, AckPropagation: h.Options().AckPropagation},
+					_, sub, s := rigWith(t, autoOpts(0), topic.Balanced("g"), sink.Options[int]{
+						Binding: topic.Binding[int]{OnFull: topic.Block},
 						Logger:  slog.New(slog.NewTextHandler(&own, nil)),
 					})
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(s.Close)
 					rec := acker.NewRecorder(false)
 					if batch {
 						ms := []*message.Message[int]{message.New(1, rec, 1), message.New(2, rec, 2)}
@@ -128,5 +114,88 @@ func TestPanickingNackReasonIsReportedUpstreamOnceAndSettles(t *testing.T) {
 				})
 			})
 		}
+	}
+}
+
+// panickyErrorReason is a nack reason whose Error method panics, as a
+// nil pointer of an error type whose Error reads its fields does.
+type panickyErrorReason struct{}
+
+func (panickyErrorReason) Error() string { panic("reason's Error") }
+
+// formattingAcker is an upstream acknowledger that formats every failed
+// outcome's error, as one that logs them does, before recording the call.
+type formattingAcker struct{ rec *acker.Recorder }
+
+func (a formattingAcker) Ack(ctx context.Context, successful, failed []acker.Outcome) {
+	for _, o := range failed {
+		_ = o.Err.Error()
+	}
+	a.rec.Ack(ctx, successful, failed)
+}
+
+// Guarantee: a downstream nack whose reason panics when formatted (its
+// Error method panics) reaches an upstream acknowledger that formats it,
+// once, as a failed outcome with the default disposition whose error
+// wraps ErrNacked and a *message.PanicError in place of the reason: the
+// acknowledger's call does not panic, so no outcome of it (the batch's
+// acked sibling included) is lost, and the sink logs the reason once.
+func TestNackReasonWhoseErrorPanicsIsReportedUpstreamOnceWithASafeReason(t *testing.T) {
+	for _, batch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var own logtest.Lines
+				_, sub, s := rigWith(t, autoOpts(0), topic.Balanced("g"), sink.Options[int]{
+					Binding: topic.Binding[int]{OnFull: topic.Block},
+					Logger:  slog.New(slog.NewTextHandler(&own, nil)),
+				})
+				rec := acker.NewRecorder(false)
+				up := formattingAcker{rec: rec}
+				want := 1
+				if batch {
+					want = 2
+					ms := []*message.Message[int]{message.New(1, up, 1), message.New(2, up, 2)}
+					if err := s.PublishBatch(t.Context(), ms); err != nil {
+						t.Fatal(err)
+					}
+				} else if err := s.Publish(t.Context(), message.New(1, up, 1)); err != nil {
+					t.Fatal(err)
+				}
+				for i := range want {
+					it, err := sub.Receive(t.Context())
+					if err != nil {
+						t.Fatal(err)
+					}
+					if i == 0 {
+						err = sub.Nack(it.ID, panickyErrorReason{})
+					} else {
+						err = sub.Ack(it.ID)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+				ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+				defer cancel()
+				if err := s.Wait(ctx); err != nil {
+					t.Fatalf("Wait = %v, want nil: the publish settled", err)
+				}
+				if rec.Total() != want || rec.Count(1) != 1 {
+					t.Fatalf("%d outcomes reported upstream (message 1: %d times), want %d, message 1 once; sink log: %q",
+						rec.Total(), rec.Count(1), want, own.All())
+				}
+				f := rec.Failed()
+				var pe *message.PanicError
+				if len(f) != 1 || f[0].ID != 1 || !errors.Is(f[0].Err, sink.ErrNacked) || !errors.As(f[0].Err, &pe) {
+					t.Fatalf("failed outcomes %+v, want message 1's, wrapping ErrNacked and a *message.PanicError", f)
+				}
+				if f[0].Disposition != acker.DispositionDefault {
+					t.Fatalf("disposition %v, want the default", f[0].Disposition)
+				}
+				if lines := own.All(); len(lines) != 1 || !strings.Contains(lines[0], "nack reason panicked") {
+					t.Fatalf("the sink's logger got %q, want one line of the panicking reason", lines)
+				}
+			})
+		})
 	}
 }

@@ -23,11 +23,14 @@
 //     pipeline as usual.
 //
 // A downstream nack reason is the downstream subscriber's own error, which
-// the sink matches (errors.Is) to choose the upstream disposition: when its
-// Is or Unwrap method panics, the sink logs the panic once, at error level,
-// and still reports the message upstream, once, failed with the default
-// disposition; the *OutcomeError's Result.Reason is then the
-// *message.PanicError in place of the reason.
+// the sink matches (errors.Is) to choose the upstream disposition, and
+// formats once (Error) before handing it on, since the upstream
+// acknowledger may format it: when its Is, Unwrap or Error method panics,
+// the sink logs the panic once, at error level, and still reports the
+// message upstream, once, failed with the default disposition; the
+// *OutcomeError's Result.Reason is then the *message.PanicError in place
+// of the reason. The reason is checked on the failure path only: an acked
+// publish costs nothing more.
 //
 // Outcomes are reported by callback from the goroutine that settles the
 // publish (the downstream subscriber's acknowledgement, or the publisher's
@@ -115,8 +118,9 @@ var ErrAlreadyDeferred = errors.New("sink: message already deferred")
 // publish did not resolve as acked. errors.Is matches its sentinel
 // (ErrNacked, ErrTimedOut, ErrClosed) and the topic's reason (for a nack,
 // the downstream subscriber's own error), and acker.ErrShutdown when
-// Shutdown is set. A reason whose Is or Unwrap method panicked when the
-// sink matched it is replaced by the *message.PanicError of that panic.
+// Shutdown is set. A reason whose Is, Unwrap or Error method panicked
+// when the sink matched or formatted it is replaced by the
+// *message.PanicError of that panic.
 type OutcomeError struct {
 	// Topic is the topic the message was published into.
 	Topic topic.Name
@@ -441,12 +445,15 @@ func (p *pending[T]) done(r topic.Result) {
 // failure returns the disposition and error a tracked publish that did not
 // resolve as acked is reported upstream with. Choosing the disposition
 // matches the topic's reason with errors.Is, which calls the reason's own
-// Is and Unwrap methods (a downstream subscriber's error): when one of
-// them panics, the panic is logged once, at error level, on the sink's
-// logger, and the outcome is reported failed all the same, with the
-// default disposition and an *OutcomeError whose Result.Reason is a
-// *message.PanicError in place of the reason, so that the upstream
-// acknowledger, which may match the error too, is not handed the panic.
+// Is and Unwrap methods (a downstream subscriber's error), and the
+// reason's Error method is called once too, as the upstream acknowledger
+// may format the error: when one of them panics, the panic is logged
+// once, at error level, on the sink's logger, and the outcome is reported
+// failed all the same, with the default disposition and an *OutcomeError
+// whose Result.Reason is a *message.PanicError in place of the reason, so
+// that the upstream acknowledger, which may match or format the error
+// too, is not handed the panic (acker.Safe would recover it, and the
+// outcomes of that call would be lost). Only a failed outcome comes here.
 func (s *Sink[T]) failure(r topic.Result) (d acker.Disposition, err error) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -458,13 +465,16 @@ func (s *Sink[T]) failure(r topic.Result) (d acker.Disposition, err error) {
 			d = acker.DispositionDefault
 		}
 	}()
+	if r.Reason != nil {
+		_ = r.Reason.Error()
+	}
 	e := newOutcomeError(s.b.Handle.Name(), r)
 	return e.disposition(), e
 }
 
 // reasonPanicked is the message a sink logs a reason that panicked while
-// matched with.
-const reasonPanicked = "sink: the downstream nack reason panicked when matched; the message is reported failed with the default disposition"
+// matched with or formatted.
+const reasonPanicked = "sink: the downstream nack reason panicked when matched or formatted; the message is reported failed with the default disposition"
 
 // newOutcomeError describes a tracked publish that did not resolve as
 // acked. A publish the sink's own Close resolved is marked Shutdown.

@@ -32,6 +32,13 @@ func ctxT(t *testing.T) context.Context {
 // rig is a topic, a subscription to it and a sink publishing into it.
 func rig(t *testing.T, opts topic.Options, onFull topic.OnFull, mode topic.SubscriptionMode) (*topic.Handle[int], *topic.Subscription[int], *sink.Sink[int]) {
 	t.Helper()
+	return rigWith(t, opts, mode, sink.Options[int]{Binding: topic.Binding[int]{OnFull: onFull}})
+}
+
+// rigWith is rig with the sink's options so: its binding's Handle and
+// AckPropagation are the topic's. A zero mode subscribes nothing.
+func rigWith(t *testing.T, opts topic.Options, mode topic.SubscriptionMode, so sink.Options[int]) (*topic.Handle[int], *topic.Subscription[int], *sink.Sink[int]) {
+	t.Helper()
 	h, err := topic.NewTopic[int]("t", opts, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -44,8 +51,8 @@ func rig(t *testing.T, opts topic.Options, onFull topic.OnFull, mode topic.Subsc
 		}
 		t.Cleanup(sub.Close)
 	}
-	o := h.Options()
-	s, err := sink.New(sink.Options[int]{Binding: topic.Binding[int]{Handle: h, OnFull: onFull, AckPropagation: o.AckPropagation}})
+	so.Binding.Handle, so.Binding.AckPropagation = h, h.Options().AckPropagation
+	s, err := sink.New(so)
 	if err != nil {
 		t.Fatal(err)
 	}
