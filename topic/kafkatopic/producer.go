@@ -3,7 +3,6 @@ package kafkatopic
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 
 	"github.com/IBM/sarama"
@@ -154,13 +153,18 @@ func (p *producer) results(ap sarama.AsyncProducer, batching bool) {
 }
 
 // resend returns a copy of c's record to send again, reported to c. The
-// copy leaves c's record to the producer that failed it.
+// copy leaves c's record to the producer that failed it. It shares c's
+// headers, backing array included: an interceptor of the single-record
+// producer that appends to the copy's headers writes only past their
+// length, which nothing reads (c's record is read up to that length, and
+// a resent completion is never recycled, so c.hdr never takes that
+// array back for another record).
 func resend(c *completion) *sarama.ProducerMessage {
 	return &sarama.ProducerMessage{
 		Topic:     c.msg.Topic,
 		Key:       c.msg.Key,
 		Value:     c.msg.Value,
-		Headers:   slices.Clip(c.msg.Headers), // an interceptor appending to them does not write into c's
+		Headers:   c.msg.Headers,
 		Timestamp: c.msg.Timestamp,
 		Metadata:  c,
 	}
