@@ -89,7 +89,7 @@ func runBoulevardScraped(cfg config, t *tally, interval time.Duration) error {
 	if err := reg.Register(obs); err != nil {
 		return err
 	}
-	if err := obs.Add(p); err != nil {
+	if err := obs.Add(context.Background(), p); err != nil {
 		return err
 	}
 	h := obs.Handler(reg)

@@ -72,7 +72,7 @@ func benchMetrics(b *testing.B, batched, on bool) {
 	stop := make(chan struct{})
 	if on {
 		obs := observe.New(observe.Options{})
-		if err := obs.Add(p); err != nil {
+		if err := obs.Add(b.Context(), p); err != nil {
 			b.Fatal(err)
 		}
 		reg := prometheus.NewRegistry()
@@ -155,7 +155,7 @@ func BenchmarkScrape(b *testing.B) {
 	}
 	b.Cleanup(func() { _ = p.Stop(context.Background()) })
 	obs := observe.New(observe.Options{})
-	if err := obs.Add(p); err != nil {
+	if err := obs.Add(b.Context(), p); err != nil {
 		b.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()

@@ -103,7 +103,7 @@ func TestScrapeAnswersEachSeriesOnceWhenAPipelineNameIsAddedTwice(t *testing.T) 
 	wait.For(t, "the first pipeline's processors took 4 messages", func() bool { return first.Stats().Processors.In == 4 })
 	obs := observe.New(observe.Options{Logger: slog.New(slog.DiscardHandler)})
 	add(t, obs, first)
-	_ = obs.Add(second) // refused: TestAddRefusesANameAlreadyAdded checks the error
+	_ = obs.Add(t.Context(), second) // refused: TestAddRefusesANameAlreadyAdded checks the error
 	code, body := serveMetrics(t, obs.Handler(nil))
 	if code != http.StatusOK {
 		t.Fatalf("/metrics answered %d, want 200:\n%s", code, body)
@@ -140,11 +140,11 @@ func TestAddRefusesANameAlreadyAdded(t *testing.T) {
 			t.Errorf("%s: error %v, want one wrapping ErrDuplicate naming %s", what, err, name)
 		}
 	}
-	isDuplicate("Add of a second pipeline named orders", obs.Add(pushPipeline(t, "orders")), `"orders"`)
-	isDuplicate("Add of the same pipeline again", obs.Add(first), `"orders"`)
-	isDuplicate("Add of billing and a pipeline named orders", obs.Add(pushPipeline(t, "billing"), pushPipeline(t, "orders")), `"orders"`)
-	isDuplicate("Add of two pipelines named twice", obs.Add(pushPipeline(t, "twice"), pushPipeline(t, "twice")), `"twice"`)
-	if reps := obs.Readiness(); len(reps) != 1 || reps[0].Name != "orders" {
+	isDuplicate("Add of a second pipeline named orders", obs.Add(t.Context(), pushPipeline(t, "orders")), `"orders"`)
+	isDuplicate("Add of the same pipeline again", obs.Add(t.Context(), first), `"orders"`)
+	isDuplicate("Add of billing and a pipeline named orders", obs.Add(t.Context(), pushPipeline(t, "billing"), pushPipeline(t, "orders")), `"orders"`)
+	isDuplicate("Add of two pipelines named twice", obs.Add(t.Context(), pushPipeline(t, "twice"), pushPipeline(t, "twice")), `"twice"`)
+	if reps := obs.Readiness(t.Context()); len(reps) != 1 || reps[0].Name != "orders" {
 		t.Errorf("pipelines reported after the refused Adds: %+v, want only orders", reps)
 	}
 	add(t, obs, pushPipeline(t, "billing")) // the refused call added nothing
@@ -165,11 +165,11 @@ func TestAddRefusesANameAlreadyAdded(t *testing.T) {
 	isDuplicate("AddPulsar of billing again", obs.AddPulsar("billing", fixedPulsar(pulsar.Stats{Consumers: 1})), `"billing"`)
 
 	src := newFixedKafka(kafka.Stats{GroupID: "readers"})
-	if err := obs.AddKafka(src); err != nil {
+	if err := obs.AddKafka(t.Context(), src); err != nil {
 		t.Fatal(err)
 	}
-	isDuplicate("AddKafka of the same source again", obs.AddKafka(src), `"readers"`)
-	if err := obs.AddKafka(newFixedKafka(kafka.Stats{GroupID: "readers"})); err != nil {
+	isDuplicate("AddKafka of the same source again", obs.AddKafka(t.Context(), src), `"readers"`)
+	if err := obs.AddKafka(t.Context(), newFixedKafka(kafka.Stats{GroupID: "readers"})); err != nil {
 		t.Errorf("AddKafka of another source of the same group: %v, want nil", err)
 	}
 	if code, body := serveMetrics(t, obs.Handler(nil)); code != http.StatusOK {
@@ -221,7 +221,7 @@ func TestReplaceAndRemoveSwapARebuiltPipeline(t *testing.T) {
 	if v, ok := find(t, reg, "boulevard_pipeline_up", map[string]string{"pipeline": "orders"}); ok {
 		t.Errorf("boulevard_pipeline_up{pipeline=orders} = %v after Remove, want no series", v)
 	}
-	if reps := obs.Readiness(); len(reps) != 0 {
+	if reps := obs.Readiness(t.Context()); len(reps) != 0 {
 		t.Errorf("/readyz reports %+v after Remove, want nothing", reps)
 	}
 	third := pushPipeline(t, "orders")
@@ -241,7 +241,7 @@ func TestRemoveTakesSourcesAndTopicsOut(t *testing.T) {
 	reg := newRegistry(t, obs)
 	h := memTopic(t, "orders", topic.Options{})
 	src := newFixedKafka(kafka.Stats{GroupID: "readers", Members: []kafka.MemberStats{{Stage: "events.producer.0"}}})
-	for _, err := range []error{obs.AddTopic("orders", h), obs.AddPulsar("billing", fixedPulsar(pulsar.Stats{Consumers: 1})), obs.AddKafka(src)} {
+	for _, err := range []error{obs.AddTopic("orders", h), obs.AddPulsar("billing", fixedPulsar(pulsar.Stats{Consumers: 1})), obs.AddKafka(t.Context(), src)} {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -271,10 +271,10 @@ func TestRemoveTakesSourcesAndTopicsOut(t *testing.T) {
 	if len(mfs) != 0 {
 		t.Errorf("%d metric families left after every removal, want none (first %s)", len(mfs), mfs[0].GetName())
 	}
-	if snap := obs.Snapshot(); len(snap.Topics)+len(snap.Pulsar)+len(snap.Kafka) != 0 {
+	if snap := obs.Snapshot(t.Context()); len(snap.Topics)+len(snap.Pulsar)+len(snap.Kafka) != 0 {
 		t.Errorf("/stats after the removals: %+v, want nothing", snap)
 	}
-	for _, err := range []error{obs.AddTopic("orders", h), obs.AddPulsar("billing", fixedPulsar(pulsar.Stats{})), obs.AddKafka(src)} {
+	for _, err := range []error{obs.AddTopic("orders", h), obs.AddPulsar("billing", fixedPulsar(pulsar.Stats{})), obs.AddKafka(t.Context(), src)} {
 		if err != nil {
 			t.Errorf("adding again after a removal: %v", err)
 		}
@@ -299,7 +299,7 @@ func TestKafkaSeriesReportedOnceFromTheNewestGeneration(t *testing.T) {
 	logs := &logRecorder{}
 	obs := observe.New(observe.Options{Logger: slog.New(logs)})
 	old, src := newFixedKafka(stale), newFixedKafka(current)
-	if err := obs.AddKafka(src, old); err != nil { // the newer source first: the generation decides, not the order
+	if err := obs.AddKafka(t.Context(), src, old); err != nil { // the newer source first: the generation decides, not the order
 		t.Fatal(err)
 	}
 	h := obs.Handler(nil)
@@ -449,7 +449,7 @@ func TestRealPrometheusFollowsAReplacedPipeline(t *testing.T) {
 	wait.For(t, "the old pipeline's processors took 3 messages", func() bool { return old.Stats().Processors.In == 3 })
 	obs := observe.New(observe.Options{Logger: slog.New(slog.DiscardHandler)})
 	add(t, obs, old)
-	_ = obs.Add(pushPipeline(t, "orders")) // refused
+	_ = obs.Add(t.Context(), pushPipeline(t, "orders")) // refused
 	addr := startPrometheus(t, obs.Handler(nil))
 	is := func(want float64) func(float64) bool { return func(v float64) bool { return v == want } }
 	promEventually(t, addr, `boulevard_processor_messages_received_total{pipeline="orders"}`, is(3))
@@ -494,7 +494,7 @@ func TestChecksAndStatsReportThePipelineOfANameThatMetricsReports(t *testing.T) 
 			t.Errorf("%s: %+v, want orders once", path, rep)
 		}
 	}
-	snap := obs.Snapshot()
+	snap := obs.Snapshot(t.Context())
 	if len(snap.Pipelines) != 1 || snap.Pipelines[0].Processors.In != 5 || snap.Pipelines[0].Stopped {
 		t.Errorf("/stats pipelines: %+v, want the running orders (5 received) alone", snap.Pipelines)
 	}
@@ -513,7 +513,7 @@ func TestChecksAndStatsReportThePipelineOfANameThatMetricsReports(t *testing.T) 
 	if rep := expect(t, h, "/healthz", http.StatusServiceUnavailable, "fatal error"); len(rep.Pipelines) != 1 {
 		t.Errorf("/healthz: %+v, want orders once", rep)
 	}
-	if snap := obs.Snapshot(); len(snap.Pipelines) != 1 || snap.Pipelines[0].Processors.In != 3 {
+	if snap := obs.Snapshot(t.Context()); len(snap.Pipelines) != 1 || snap.Pipelines[0].Processors.In != 3 {
 		t.Errorf("/stats pipelines: %+v, want the orders added last (3 received) alone", snap.Pipelines)
 	}
 	if n := len(logs.lines("pipeline=orders")); n != 1 {
@@ -537,7 +537,7 @@ func TestStatsListsTheKafkaClaimsThatMetricsReports(t *testing.T) {
 		{Stage: "events.producer.1", GenerationID: 4, Partitions: []kafka.PartitionStats{{Topic: "events", Partition: 1, GenerationID: 4, Lag: 5}}},
 	}}
 	obs := observe.New(observe.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err := obs.AddKafka(newFixedKafka(stale), newFixedKafka(current)); err != nil {
+	if err := obs.AddKafka(t.Context(), newFixedKafka(stale), newFixedKafka(current)); err != nil {
 		t.Fatal(err)
 	}
 	code, body := serveMetrics(t, obs.Handler(nil))
@@ -550,7 +550,7 @@ func TestStatsListsTheKafkaClaimsThatMetricsReports(t *testing.T) {
 	expectSeriesOnce(t, body, fmt.Sprintf(lag, 2), 12)
 
 	var members, parts []string
-	for _, k := range obs.Snapshot().Kafka {
+	for _, k := range obs.Snapshot(t.Context()).Kafka {
 		for _, m := range k.Members {
 			members = append(members, fmt.Sprintf("%s@%d", m.Stage, m.GenerationID))
 			for _, p := range m.Partitions {
@@ -572,7 +572,7 @@ func TestStatsListsTheKafkaClaimsThatMetricsReports(t *testing.T) {
 // added.
 func replace(t *testing.T, obs *observe.Observer, p observe.Pipeline) {
 	t.Helper()
-	if replaced, err := obs.Replace(p); err != nil || !replaced {
+	if replaced, err := obs.Replace(t.Context(), p); err != nil || !replaced {
 		t.Fatalf("Replace(%s) = %v, %v; want true: a pipeline of that name was added", p.Stats().Name, replaced, err)
 	}
 }

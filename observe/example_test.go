@@ -21,6 +21,7 @@ import (
 // server stands in for it; a real program listens on 127.0.0.1 or
 // behind its own access control, never on every interface by default.
 func Example() {
+	ctx := context.Background()
 	p, err := pipeline.New(pipeline.Options[string, string]{
 		Name: "greeter",
 		Processors: processor.Options[string, string]{
@@ -32,7 +33,9 @@ func Example() {
 		return
 	}
 	obs := observe.New(observe.Options{})
-	if err := obs.Add(p); err != nil { // a second pipeline of the same name is refused
+	// Close waits for the Stats calls the Observer started.
+	defer obs.Close(ctx)
+	if err := obs.Add(ctx, p); err != nil { // a second pipeline of the same name is refused
 		fmt.Println(err)
 		return
 	}
@@ -53,11 +56,11 @@ func Example() {
 	}
 
 	show("/readyz") // not started yet
-	_ = p.Start(context.Background())
-	_ = p.Push(context.Background(), message.New("ada", nil, 1))
+	_ = p.Start(ctx)
+	_ = p.Push(ctx, message.New("ada", nil, 1))
 	show("/readyz")
 	show("/healthz")
-	_ = p.Stop(context.Background())
+	_ = p.Stop(ctx)
 
 	resp, err := srv.Client().Get(srv.URL + "/metrics")
 	if err != nil {

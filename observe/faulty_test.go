@@ -99,7 +99,7 @@ func TestAStatsThatPanicsFailsOnlyWhatItReports(t *testing.T) {
 	good := newFaulty(pipeline.Stats{Name: "good", Started: time.Now()})
 	add(t, obs, bad, good)
 	group := newFaulty(kafka.Stats{GroupID: "billing"})
-	if err := obs.AddKafka(group); err != nil {
+	if err := obs.AddKafka(t.Context(), group); err != nil {
 		t.Fatal(err)
 	}
 	events, clicks := newFaulty(topic.Stats{Published: 3}), newFaulty(topic.Stats{Published: 7})
@@ -292,28 +292,28 @@ func TestAddingWhatHasAStatsThatPanicsReturnsAnError(t *testing.T) {
 	good := newFaulty(pipeline.Stats{Name: "good", Started: time.Now()})
 	bad.setMode(statsPanic)
 
-	err := obs.Add(good, bad)
+	err := obs.Add(t.Context(), good, bad)
 	expectAddError(t, "Add", err, []error{observe.ErrStats}, "pipelines[1]", "Stats panicked: the stats are broken")
-	replaced, err := obs.Replace(bad)
+	replaced, err := obs.Replace(t.Context(), bad)
 	expectAddError(t, "Replace", err, []error{observe.ErrStats}, "the pipeline", "Stats panicked: the stats are broken")
 	if replaced {
 		t.Error("Replace of a pipeline whose Stats panics reports a pipeline replaced")
 	}
-	if snap := obs.Snapshot(); len(snap.Pipelines) != 0 || len(snap.Failed) != 0 {
+	if snap := obs.Snapshot(t.Context()); len(snap.Pipelines) != 0 || len(snap.Failed) != 0 {
 		t.Errorf("after Add and Replace failed, the Observer reports %+v, want nothing added", snap)
 	}
 
 	group := newFaulty(kafka.Stats{GroupID: "billing"})
-	if err := obs.AddKafka(group); err != nil {
+	if err := obs.AddKafka(t.Context(), group); err != nil {
 		t.Fatal(err)
 	}
 	group.setMode(statsPanic)
-	err = obs.AddKafka(newFaulty(kafka.Stats{GroupID: "audit"}), group)
+	err = obs.AddKafka(t.Context(), newFaulty(kafka.Stats{GroupID: "audit"}), group)
 	expectAddError(t, "AddKafka of a source added", err, []error{observe.ErrDuplicate, observe.ErrStats}, "sources[1]", "Stats panicked")
 
 	bad.setMode(statsAnswer)
 	add(t, obs, good, bad)
-	if snap := obs.Snapshot(); len(snap.Pipelines) != 2 {
+	if snap := obs.Snapshot(t.Context()); len(snap.Pipelines) != 2 {
 		t.Errorf("once its Stats answers, Add added %+v, want both pipelines", snap.Pipelines)
 	}
 }
@@ -321,9 +321,10 @@ func TestAddingWhatHasAStatsThatPanicsReturnsAnError(t *testing.T) {
 // Guarantee: a Stats of the caller's that blocks when Add, Replace or
 // AddKafka reads it does not hang the caller: each returns within
 // Options.StatsTimeout, Add and Replace adding nothing, with an error
-// wrapping ErrStats, and AddKafka refusing a duplicate whose Stats
-// blocks with an error wrapping ErrDuplicate and ErrStats. Once the
-// Stats returns, Add adds the pipeline.
+// wrapping ErrStats (Replace at once, with ErrStatsPending, as the Add
+// before it gave up on the same Stats), and AddKafka refusing a
+// duplicate whose Stats blocks with an error wrapping ErrDuplicate and
+// ErrStats. Once the Stats returns, Add adds the pipeline.
 func TestAddingWhatHasAStatsThatBlocksReturnsWithinTheTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const timeout = 3 * time.Second
@@ -334,29 +335,29 @@ func TestAddingWhatHasAStatsThatBlocksReturnsWithinTheTimeout(t *testing.T) {
 		defer stuck.unblock() // so that the bubble's goroutines end when the test fails
 
 		start := time.Now()
-		err := obs.Add(good, stuck)
+		err := obs.Add(t.Context(), good, stuck)
 		if took := time.Since(start); took > timeout {
 			t.Errorf("Add returned after %v, want within %v", took, timeout)
 		}
 		expectAddError(t, "Add", err, []error{observe.ErrStats}, "pipelines[1]", "did not return within 3s")
 		start = time.Now()
-		replaced, err := obs.Replace(stuck)
-		if took := time.Since(start); took > timeout || replaced {
-			t.Errorf("Replace returned replaced=%v after %v, want false within %v", replaced, took, timeout)
+		replaced, err := obs.Replace(t.Context(), stuck)
+		if took := time.Since(start); took != 0 || replaced {
+			t.Errorf("Replace returned replaced=%v after %v, want false at once: the Add before it gave up on the same Stats", replaced, took)
 		}
-		expectAddError(t, "Replace", err, []error{observe.ErrStats}, "the pipeline", "did not return within 3s")
-		if snap := obs.Snapshot(); len(snap.Pipelines) != 0 || len(snap.Failed) != 0 {
+		expectAddError(t, "Replace", err, []error{observe.ErrStats, observe.ErrStatsPending}, "the pipeline", "has not returned since")
+		if snap := obs.Snapshot(t.Context()); len(snap.Pipelines) != 0 || len(snap.Failed) != 0 {
 			t.Errorf("after Add and Replace failed, the Observer reports %+v, want nothing added", snap)
 		}
 
 		group := newFaulty(kafka.Stats{GroupID: "billing"})
-		if err := obs.AddKafka(group); err != nil {
+		if err := obs.AddKafka(t.Context(), group); err != nil {
 			t.Fatal(err)
 		}
 		group.setMode(statsBlock)
 		defer group.unblock()
 		start = time.Now()
-		err = obs.AddKafka(group)
+		err = obs.AddKafka(t.Context(), group)
 		if took := time.Since(start); took > timeout {
 			t.Errorf("AddKafka returned after %v, want within %v", took, timeout)
 		}
@@ -366,7 +367,7 @@ func TestAddingWhatHasAStatsThatBlocksReturnsWithinTheTimeout(t *testing.T) {
 		stuck.unblock()
 		synctest.Wait()
 		add(t, obs, good, stuck)
-		if snap := obs.Snapshot(); len(snap.Pipelines) != 2 {
+		if snap := obs.Snapshot(t.Context()); len(snap.Pipelines) != 2 {
 			t.Errorf("once its Stats returned, Add added %+v, want both pipelines", snap.Pipelines)
 		}
 	})

@@ -105,7 +105,7 @@ func liveFamilies(t *testing.T) map[string]*dto.MetricFamily {
 	h := memTopic(t, "orders", topic.Options{})
 	obs := observe.New(observe.Options{})
 	add(t, obs, p, kp)
-	if err := obs.AddKafka(src); err != nil {
+	if err := obs.AddKafka(t.Context(), src); err != nil {
 		t.Fatal(err)
 	}
 	if err := obs.AddTopic("orders", h); err != nil {

@@ -90,9 +90,11 @@ func (o *Observer) Handler(g prometheus.Gatherer) http.Handler {
 // that report the same name at once, it checks the one whose series
 // /metrics reports (see Collect). A pipeline whose Stats panics or has not
 // returned within Options.StatsTimeout fails it, its error (wrapping
-// ErrStats) the reason.
-func (o *Observer) Health() []PipelineReport {
-	return o.check(context.Background(), healthy)
+// ErrStats) the reason. It waits for the stats until ctx ends or
+// Options.StatsTimeout has passed, whichever comes first; a pipeline
+// whose Stats has not returned by then fails it the same way.
+func (o *Observer) Health(ctx context.Context) []PipelineReport {
+	return o.check(ctx, healthy)
 }
 
 // Readiness checks that every pipeline runs and is connected: it has not
@@ -104,9 +106,10 @@ func (o *Observer) Health() []PipelineReport {
 // pipeline unready while another stage is connected. Of pipelines that
 // report the same name at once, it checks the one whose series /metrics
 // reports (see Collect). A pipeline whose Stats panics or has not returned
-// within Options.StatsTimeout fails it, as in Health.
-func (o *Observer) Readiness() []PipelineReport {
-	return o.check(context.Background(), ready)
+// within Options.StatsTimeout, or before ctx ends, fails it, as in
+// Health.
+func (o *Observer) Readiness(ctx context.Context) []PipelineReport {
+	return o.check(ctx, ready)
 }
 
 // check reports f of each pipeline /metrics reports (selectPipelines). A

@@ -169,7 +169,7 @@ func TestReadyzFollowsAKafkaSourceFromADeadPortToRecovery(t *testing.T) {
 	}
 	obs := observe.New(observe.Options{})
 	add(t, obs, p)
-	if err := obs.AddKafka(src); err != nil {
+	if err := obs.AddKafka(t.Context(), src); err != nil {
 		t.Fatal(err)
 	}
 	reg := newRegistry(t, obs)

@@ -46,21 +46,21 @@ func expectInvalid(t *testing.T, what string, call func() error, names ...string
 func TestAddRefusesNilWithAnErrorNamingTheArgument(t *testing.T) {
 	obs := observe.New(observe.Options{})
 	good := pushPipeline(t, "orders")
-	expectInvalid(t, "Add(nil)", func() error { return obs.Add(nil) }, "pipelines[0]", "nil")
-	expectInvalid(t, "Add of a nil *pipeline.Pipeline", func() error { return obs.Add((*pipeline.Pipeline[int, int])(nil)) },
+	expectInvalid(t, "Add(nil)", func() error { return obs.Add(t.Context(), nil) }, "pipelines[0]", "nil")
+	expectInvalid(t, "Add of a nil *pipeline.Pipeline", func() error { return obs.Add(t.Context(), (*pipeline.Pipeline[int, int])(nil)) },
 		"pipelines[0]", "*pipeline.Pipeline[int,int]")
-	expectInvalid(t, "Add(good, nil)", func() error { return obs.Add(good, nil) }, "pipelines[1]")
-	expectInvalid(t, "Replace(nil)", func() error { _, err := obs.Replace(nil); return err }, "the pipeline", "nil")
+	expectInvalid(t, "Add(good, nil)", func() error { return obs.Add(t.Context(), good, nil) }, "pipelines[1]")
+	expectInvalid(t, "Replace(nil)", func() error { _, err := obs.Replace(t.Context(), nil); return err }, "the pipeline", "nil")
 	expectInvalid(t, "Replace of a nil *pipeline.Pipeline", func() error {
-		_, err := obs.Replace((*pipeline.Pipeline[int, int])(nil))
+		_, err := obs.Replace(t.Context(), (*pipeline.Pipeline[int, int])(nil))
 		return err
 	}, "*pipeline.Pipeline[int,int]")
 
 	src := newFixedKafka(kafka.Stats{GroupID: "readers", Members: []kafka.MemberStats{{Stage: "events.producer.0"}}})
-	expectInvalid(t, "AddKafka(nil)", func() error { return obs.AddKafka(nil) }, "sources[0]", "nil")
-	expectInvalid(t, "AddKafka of a nil *kafka.Source", func() error { return obs.AddKafka((*kafka.Source)(nil)) },
+	expectInvalid(t, "AddKafka(nil)", func() error { return obs.AddKafka(t.Context(), nil) }, "sources[0]", "nil")
+	expectInvalid(t, "AddKafka of a nil *kafka.Source", func() error { return obs.AddKafka(t.Context(), (*kafka.Source)(nil)) },
 		"sources[0]", "*kafka.Source")
-	expectInvalid(t, "AddKafka(src, nil)", func() error { return obs.AddKafka(src, nil) }, "sources[1]")
+	expectInvalid(t, "AddKafka(src, nil)", func() error { return obs.AddKafka(t.Context(), src, nil) }, "sources[1]")
 
 	expectInvalid(t, "AddTopic(orders, nil)", func() error { return obs.AddTopic("orders", nil) }, `"orders"`, "nil")
 	expectInvalid(t, "AddTopic of a nil *topic.Handle", func() error { return obs.AddTopic("orders", (*topic.Handle[int])(nil)) },
@@ -79,11 +79,11 @@ func TestAddRefusesNilWithAnErrorNamingTheArgument(t *testing.T) {
 	if rep := expect(t, h, "/readyz", http.StatusOK, ""); len(rep.Pipelines) != 0 {
 		t.Errorf("/readyz after the refused calls: %+v, want no pipeline", rep)
 	}
-	if snap := obs.Snapshot(); len(snap.Pipelines)+len(snap.Kafka)+len(snap.Topics)+len(snap.Pulsar) != 0 {
+	if snap := obs.Snapshot(t.Context()); len(snap.Pipelines)+len(snap.Kafka)+len(snap.Topics)+len(snap.Pulsar) != 0 {
 		t.Errorf("/stats after the refused calls: %+v, want nothing", snap)
 	}
 	add(t, obs, good) // the refused calls left the name free
-	if err := obs.AddKafka(src); err != nil {
+	if err := obs.AddKafka(t.Context(), src); err != nil {
 		t.Errorf("AddKafka(src) after the refused AddKafka(src, nil): %v, want nil", err)
 	}
 }
@@ -99,7 +99,7 @@ func TestAddRefusesAnEmptyTopicOrSubscriptionName(t *testing.T) {
 	if code, body := serveMetrics(t, obs.Handler(nil)); code != http.StatusOK || strings.Contains(body, "boulevard_") {
 		t.Errorf("/metrics after the refused calls: %d, want 200 without a series:\n%s", code, body)
 	}
-	if snap := obs.Snapshot(); len(snap.Topics)+len(snap.Pulsar) != 0 {
+	if snap := obs.Snapshot(t.Context()); len(snap.Topics)+len(snap.Pulsar) != 0 {
 		t.Errorf("/stats after the refused calls: %+v, want nothing", snap)
 	}
 }

@@ -10,7 +10,8 @@
 // anyway.
 //
 //	obs := observe.New(observe.Options{})
-//	if err := obs.Add(p); err != nil { // any *pipeline.Pipeline, one per name
+//	defer obs.Close(ctx) // waits for the Stats calls the Observer started
+//	if err := obs.Add(ctx, p); err != nil { // any *pipeline.Pipeline, one per name
 //		return err
 //	}
 //	reg := prometheus.NewRegistry()
@@ -20,6 +21,7 @@ package observe
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -81,8 +83,9 @@ type Options struct {
 	// of its own). A Stats that has not returned by then, or that
 	// panics, is reported as failed (an error wrapping ErrStats) and the
 	// rest is served; a Stats still running after StatsTimeout is not
-	// called again until it returns. Add, Replace and AddKafka wait for
-	// the Stats they read as long at most (see Add). 0 means
+	// called again until it returns (see ErrStatsPending). Add, Replace,
+	// AddKafka, Health, Readiness and Snapshot wait for the Stats they
+	// read as long at most, and less when their context ends first. 0 means
 	// DefaultStatsTimeout; at most MaxStatsTimeout (New uses
 	// DefaultStatsTimeout in place of a negative value and
 	// MaxStatsTimeout in place of a longer one).
@@ -114,6 +117,13 @@ type Observer struct {
 	topics    []namedTopic
 	pulsar    []namedPulsar
 	links     map[string]TopicLinks
+
+	// pendingPipes and pendingKafka are the guards of the values that
+	// Add, Replace and AddKafka read that are not added (o.mu).
+	pendingPipes pending[pipeline.Stats]
+	pendingKafka pending[kafka.Stats]
+	// calls keeps the Stats calls running, for Close.
+	calls calls
 
 	// dupMu guards dups, the series reported twice at the latest scrape
 	// (see logDuplicates).
@@ -190,20 +200,36 @@ func New(opts Options) *Observer {
 // an error wrapping ErrDuplicate that names each such pipeline. A nil
 // pipeline (or nil pointer) is refused the same way, with an error
 // wrapping ErrInvalid that names its place in pipelines. To swap a
-// rebuilt pipeline in under its name, use Replace.
+// rebuilt pipeline in under its name, use Replace. Once Close is called,
+// Add returns ErrClosed.
 //
 // Add reads each pipeline's name from its Stats as a scrape does: all at
-// once, each on a goroutine of its own, waiting Options.StatsTimeout at
-// most. When one panics or has not returned by then, Add adds none of
-// them and returns an error wrapping ErrStats that names its place in
-// pipelines (a Stats that blocks keeps its goroutine until it returns);
-// nothing can be added without its name, which the duplicates, Remove
-// and Replace go by.
-func (o *Observer) Add(pipelines ...Pipeline) error {
+// once, each on a goroutine of its own, waiting until ctx ends or
+// Options.StatsTimeout has passed, whichever comes first. When one
+// panics or has not returned by then, Add adds none of them and returns
+// an error wrapping ErrStats that names its place in pipelines; nothing
+// can be added without its name, which the duplicates, Remove and
+// Replace go by. A ctx that has already ended fails Add unless the
+// Stats have returned by the time Add looks, which a goroutine just
+// started rarely has: a program that adds while it shuts down (its
+// context cancelled) passes one the shutdown does not end, such as
+// context.WithoutCancel(ctx), StatsTimeout still bounding the wait. A
+// Stats that blocks keeps its goroutine until it returns (Close waits
+// for it), and is not called again meanwhile: a
+// later Add or Replace of the same pipeline (the same value) returns at
+// once an error wrapping ErrStats and ErrStatsPending, whatever its ctx.
+// A pipeline whose type cannot be compared (== panics on it) has no
+// identity to go by: while the Stats of one such pipeline that an
+// earlier call gave up on has not returned, every such pipeline is
+// refused that way.
+func (o *Observer) Add(ctx context.Context, pipelines ...Pipeline) error {
+	if o.calls.isClosed() {
+		return ErrClosed
+	}
 	if err := nilElements("pipelines", pipelines); err != nil {
 		return err
 	}
-	named, err := o.namePipelines(pipelines, func(i int) string { return fmt.Sprintf("pipelines[%d]", i) })
+	named, err := o.namePipelines(ctx, pipelines, func(i int) string { return fmt.Sprintf("pipelines[%d]", i) })
 	if err != nil {
 		return err
 	}
@@ -228,14 +254,20 @@ func (o *Observer) Add(pipelines ...Pipeline) error {
 // service that rebuilds a pipeline (after a fatal error, say) swaps the
 // new one in with Replace, and the name's series go on without a gap,
 // following the new pipeline. A nil p (or nil pointer) is refused, with
-// an error wrapping ErrInvalid, and nothing is replaced. Replace reads
-// p's name as Add does: when its Stats panics or has not returned within
-// Options.StatsTimeout, nothing is replaced and the error wraps ErrStats.
-func (o *Observer) Replace(p Pipeline) (replaced bool, err error) {
+// an error wrapping ErrInvalid, and nothing is replaced; once Close is
+// called, Replace returns ErrClosed. Replace reads p's name as Add does,
+// waiting until ctx ends or Options.StatsTimeout has passed at most:
+// when its Stats panics or has not returned by then, or an earlier call
+// of it has not returned (see Add), nothing is replaced and the error
+// wraps ErrStats.
+func (o *Observer) Replace(ctx context.Context, p Pipeline) (replaced bool, err error) {
+	if o.calls.isClosed() {
+		return false, ErrClosed
+	}
 	if isNil(p) {
 		return false, nilError("the pipeline", p)
 	}
-	named, err := o.namePipelines([]Pipeline{p}, func(int) string { return "the pipeline" })
+	named, err := o.namePipelines(ctx, []Pipeline{p}, func(int) string { return "the pipeline" })
 	if err != nil {
 		return false, err
 	}
@@ -319,19 +351,36 @@ func nilElements[E any](name string, vs []E) error {
 
 // namePipelines reads the name of each of ps from its Stats, as read
 // does (readNow), the pipeline ps[i] named what(i) in its error. The
-// error joins those of the pipelines whose Stats could not be read.
-func (o *Observer) namePipelines(ps []Pipeline, what func(i int) string) ([]namedPipeline, error) {
+// error joins those of the pipelines whose Stats could not be read. A
+// pipeline already added (the same value) is read through its guard,
+// any other through the guard pending keeps of it, so that a Stats that
+// has not returned is not called again.
+func (o *Observer) namePipelines(ctx context.Context, ps []Pipeline, what func(i int) string) ([]namedPipeline, error) {
 	named := make([]namedPipeline, len(ps))
 	cs := make([]statsCall[pipeline.Stats], len(ps))
+	o.mu.Lock()
 	for i, p := range ps {
-		named[i] = namedPipeline{p: p, g: new(guard[pipeline.Stats])}
-		cs[i] = statsCall[pipeline.Stats]{g: named[i].g, what: what(i), f: p.Stats}
+		var g *guard[pipeline.Stats]
+		if j := slices.IndexFunc(o.pipelines, func(n namedPipeline) bool { return same(n.p, p) }); j >= 0 {
+			g = o.pipelines[j].g
+		} else {
+			g = o.pendingPipes.guard(p)
+		}
+		named[i] = namedPipeline{p: p, g: cmp.Or(g, new(guard[pipeline.Stats]))}
+		cs[i] = statsCall[pipeline.Stats]{g: g, what: what(i), f: p.Stats}
 	}
-	sts, errs := readNow(o.timeout, cs)
+	o.mu.Unlock()
+	sts, errs := readNow(ctx, o.timeout, &o.calls, cs)
 	for i := range named {
 		named[i].name = labelValue(sts[i].Name)
 	}
 	return named, errors.Join(errs...)
+}
+
+// same reports whether a and b are the same value. Values of a type
+// that cannot be compared are never the same.
+func same(a, b any) bool {
+	return hasIdentity(a) && reflect.TypeOf(a) == reflect.TypeOf(b) && a == b
 }
 
 // pipelineIndex returns the index of the pipeline added under name (as
@@ -352,10 +401,16 @@ func (o *Observer) pipelineIndex(name string) int {
 //
 // AddKafka reads no Stats of a source it adds. It reads those of the
 // sources it refuses as duplicates, to name their groups in the error,
-// as a scrape does (each on a goroutine of its own, Options.StatsTimeout
-// at most): a source whose Stats panics or has not returned by then is
-// named by its place in sources, and its error wraps ErrStats as well.
-func (o *Observer) AddKafka(sources ...KafkaSource) error {
+// as a scrape does (each on a goroutine of its own), waiting until ctx
+// ends or Options.StatsTimeout has passed at most: a source whose Stats
+// panics or has not returned by then, or whose earlier call has not
+// returned (see Add), is named by its place in sources, and its error
+// wraps ErrStats as well. Once Close is called, AddKafka returns
+// ErrClosed.
+func (o *Observer) AddKafka(ctx context.Context, sources ...KafkaSource) error {
+	if o.calls.isClosed() {
+		return ErrClosed
+	}
 	if err := nilElements("sources", sources); err != nil {
 		return err
 	}
@@ -370,7 +425,7 @@ func (o *Observer) AddKafka(sources ...KafkaSource) error {
 		if j := slices.IndexFunc(o.kafka, sameKafka(s)); j >= 0 {
 			dups = append(dups, statsCall[kafka.Stats]{g: o.kafka[j].g, what: fmt.Sprintf("Kafka source %d", j), f: s.Stats})
 		} else if slices.ContainsFunc(sources[:i], sameSource(s)) {
-			dups = append(dups, statsCall[kafka.Stats]{g: new(guard[kafka.Stats]), what: fmt.Sprintf("sources[%d]", i), f: s.Stats})
+			dups = append(dups, statsCall[kafka.Stats]{g: o.pendingKafka.guard(s), what: fmt.Sprintf("sources[%d]", i), f: s.Stats})
 		} else {
 			continue
 		}
@@ -382,7 +437,7 @@ func (o *Observer) AddKafka(sources ...KafkaSource) error {
 		}
 	}
 	o.mu.Unlock()
-	sts, readErrs := readNow(o.timeout, dups) // to name them, without the lock
+	sts, readErrs := readNow(ctx, o.timeout, &o.calls, dups) // to name them, without the lock
 	errs := make([]error, len(dups))
 	for i := range dups {
 		if readErrs[i] != nil {
@@ -419,8 +474,13 @@ func sameSource(s KafkaSource) func(KafkaSource) bool {
 // AddTopic adds a topic under name (its topic.Name): its publish counters
 // and subscribers become metrics labelled topic=name. A name already
 // added is refused with an error wrapping ErrDuplicate; an empty name, or
-// a nil t (or nil pointer), with an error wrapping ErrInvalid.
+// a nil t (or nil pointer), with an error wrapping ErrInvalid. AddTopic
+// reads no Stats, and does not block; once Close is called, it returns
+// ErrClosed.
 func (o *Observer) AddTopic(name string, t Topic) error {
+	if o.calls.isClosed() {
+		return ErrClosed
+	}
 	if err := checkNamed("topic", name, t); err != nil {
 		return err
 	}

@@ -228,7 +228,7 @@ func TestMetricsPassPromtool(t *testing.T) {
 // add adds pipelines to obs, failing the test if Add refuses them.
 func add(t *testing.T, obs *observe.Observer, pipelines ...observe.Pipeline) {
 	t.Helper()
-	if err := obs.Add(pipelines...); err != nil {
+	if err := obs.Add(t.Context(), pipelines...); err != nil {
 		t.Fatal(err)
 	}
 }

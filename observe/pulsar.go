@@ -46,8 +46,12 @@ var pulsarDescs = []*prometheus.Desc{pulsarConsumers, pulsarReceived, pulsarRede
 // source's pipeline must be added with Add for its health to count. A
 // subscription already added is refused with an error wrapping
 // ErrDuplicate; an empty subscription, or a nil s (or nil pointer), with
-// an error wrapping ErrInvalid.
+// an error wrapping ErrInvalid. AddPulsar reads no Stats, and does not
+// block; once Close is called, it returns ErrClosed.
 func (o *Observer) AddPulsar(subscription string, s PulsarSource) error {
+	if o.calls.isClosed() {
+		return ErrClosed
+	}
 	if err := checkNamed("Pulsar subscription", subscription, s); err != nil {
 		return err
 	}

@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,11 +33,111 @@ const MaxStatsTimeout = time.Minute
 // "sources[0]"), or, for Replace, as "the pipeline".
 var ErrStats = errors.New("observe: reading stats failed")
 
-// guard is what the Observer keeps of one thing added between reads of
-// its Stats: the latest call, so that a call that has not returned is
-// shared by the reads that come while it is young and not repeated once
-// it is late (a Stats that never returns holds one goroutine, not one
-// per scrape).
+// ErrStatsPending is wrapped, with ErrStats, by the error reporting a
+// thing whose Stats is not called because an earlier call of it has not
+// returned: a read that comes when that call has been running for
+// Options.StatsTimeout or longer, and an Add, Replace or AddKafka that
+// comes after an earlier one gave up waiting for that call. Such a read,
+// or call, returns at once, and the Stats is called again only once the
+// earlier call has returned: a Stats that never returns holds one
+// goroutine, however often it is read or its pipeline is added again.
+var ErrStatsPending = errors.New("observe: Stats has not returned")
+
+// ErrClosed is returned by Add, Replace, AddKafka, AddTopic and AddPulsar
+// once Close has been called, and wrapped (with ErrStats) by the error
+// reporting each thing that a read after Close does not read.
+var ErrClosed = errors.New("observe: observer closed")
+
+// errTimedOut is the cause of the end of a read's context when
+// Options.StatsTimeout ends it.
+var errTimedOut = errors.New("observe: stats timeout")
+
+// calls keeps the Stats calls of an Observer that are running, so that
+// Close can wait for them, and refuses new ones once Close is called.
+type calls struct {
+	mu     sync.Mutex
+	closed bool
+	// running holds the exited channel of each call running.
+	running map[chan struct{}]struct{}
+}
+
+// begin records a call whose goroutine closes exited when it ends, and
+// reports whether it may start: false once Close is called.
+func (cs *calls) begin(exited chan struct{}) bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.closed {
+		return false
+	}
+	if cs.running == nil {
+		cs.running = map[chan struct{}]struct{}{}
+	}
+	cs.running[exited] = struct{}{}
+	return true
+}
+
+// end closes exited and forgets the call that begin recorded with it.
+func (cs *calls) end(exited chan struct{}) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	delete(cs.running, exited)
+	close(exited)
+}
+
+// close refuses new calls, and returns the exited channels of those
+// running.
+func (cs *calls) close() []chan struct{} {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.closed = true
+	return slices.Collect(maps.Keys(cs.running))
+}
+
+func (cs *calls) isClosed() bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.closed
+}
+
+// Close refuses everything added from now on (Add, Replace, AddKafka,
+// AddTopic and AddPulsar return ErrClosed), makes every later read
+// (scrapes, checks, /stats, Snapshot) report what is added as failed
+// without calling its Stats, and waits until each Stats call the
+// Observer has started has returned, or ctx ends. It returns nil once
+// they have all returned (their goroutines ended), or, when ctx ends
+// first, an error wrapping ErrStatsPending and ctx's cause that counts
+// the calls still running; those goroutines end when their Stats
+// returns, which the Observer cannot hasten. Close may be called more
+// than once: each call waits the same way.
+func (o *Observer) Close(ctx context.Context) error {
+	running := o.calls.close()
+	for i, exited := range running {
+		select {
+		case <-exited:
+		case <-ctx.Done():
+			left := 0
+			for _, e := range running[i:] {
+				select {
+				case <-e:
+				default:
+					left++
+				}
+			}
+			if left == 0 {
+				return nil
+			}
+			return fmt.Errorf("%w: %d Stats calls still running: %w", ErrStatsPending, left, context.Cause(ctx))
+		}
+	}
+	return nil
+}
+
+// guard is what the Observer keeps of one thing (or, while it is being
+// added, of one value, see pending) between reads of its Stats: the
+// latest call, so that a call that has not returned is shared by the
+// reads that come while it is young and not repeated once it is late or
+// abandoned (a Stats that never returns holds one goroutine, not one per
+// scrape or per Add).
 type guard[S any] struct {
 	latest atomic.Pointer[call[S]]
 }
@@ -44,40 +148,56 @@ type call[S any] struct {
 	what  string
 	since time.Time
 	done  chan struct{}
+	// exited is closed when the call's goroutine ends (after done).
+	exited chan struct{}
+	// abandoned is set when an Add, Replace or AddKafka gave up waiting
+	// for the call: later ones do not wait for it.
+	abandoned atomic.Bool
 	// st and err are set before done is closed.
 	st  S
 	err error
 }
 
+// failedCall returns a call done already, with err.
+func failedCall[S any](what string, err error) *call[S] {
+	c := &call[S]{what: what, done: make(chan struct{}), err: err}
+	close(c.done)
+	return c
+}
+
 // start returns the call of f to wait for: the latest one when it has
-// not returned and started less than timeout ago, else a new one. A call
-// that has not returned after timeout is not waited for: the one
-// returned is done already, with its error.
-func (g *guard[S]) start(what string, timeout time.Duration, f func() S) *call[S] {
+// not returned, started less than timeout ago and was not abandoned,
+// else a new one. A call that has not returned after timeout, or that
+// was abandoned, is not waited for: the one returned is done already,
+// with an error wrapping ErrStatsPending. Once cs is closed, no call is
+// started: the one returned is done, with an error wrapping ErrClosed.
+func (g *guard[S]) start(cs *calls, what string, timeout time.Duration, f func() S) *call[S] {
 	prev := g.latest.Load()
 	if prev != nil {
 		select {
 		case <-prev.done:
 		default:
-			if time.Since(prev.since) < timeout {
+			if !prev.abandoned.Load() && time.Since(prev.since) < timeout {
 				return prev
 			}
-			c := &call[S]{what: what, done: make(chan struct{}),
-				err: fmt.Errorf("%w: %s: Stats has not returned since %s", ErrStats, what, prev.since.UTC().Format(time.RFC3339))}
-			close(c.done)
-			return c
+			return failedCall[S](what, fmt.Errorf("%w: %s: %w since %s", ErrStats, what, ErrStatsPending, prev.since.UTC().Format(time.RFC3339)))
 		}
 	}
-	c := &call[S]{what: what, since: time.Now(), done: make(chan struct{})}
+	c := &call[S]{what: what, since: time.Now(), done: make(chan struct{}), exited: make(chan struct{})}
+	if !cs.begin(c.exited) {
+		return failedCall[S](what, fmt.Errorf("%w: %s: %w", ErrStats, what, ErrClosed))
+	}
 	if !g.latest.CompareAndSwap(prev, c) {
+		cs.end(c.exited)
 		return g.latest.Load() // another read started one meanwhile
 	}
-	go c.run(f)
+	go c.run(cs, f)
 	return c
 }
 
 // run calls f, recovering a panic as c's error.
-func (c *call[S]) run(f func() S) {
+func (c *call[S]) run(cs *calls, f func() S) {
+	defer cs.end(c.exited)
 	defer close(c.done)
 	defer func() {
 		if r := recover(); r != nil {
@@ -88,7 +208,7 @@ func (c *call[S]) run(f func() S) {
 }
 
 // wait returns c's stats, or its error; an error wrapping ErrStats when
-// ctx, which ends after timeout at the latest, ends first.
+// ctx ends first (errTimedOut its cause when timeout ended it).
 func (c *call[S]) wait(ctx context.Context, timeout time.Duration) (S, error) {
 	select { // a call done is read even when ctx has ended meanwhile
 	case <-c.done:
@@ -100,15 +220,16 @@ func (c *call[S]) wait(ctx context.Context, timeout time.Duration) (S, error) {
 		return c.st, c.err
 	case <-ctx.Done():
 		var zero S
-		if ctx.Err() == context.DeadlineExceeded {
-			return zero, fmt.Errorf("%w: %s: Stats did not return within %v", ErrStats, c.what, timeout)
+		if cause := context.Cause(ctx); cause != errTimedOut {
+			return zero, fmt.Errorf("%w: %s: %w", ErrStats, c.what, cause)
 		}
-		return zero, fmt.Errorf("%w: %s: %w", ErrStats, c.what, context.Cause(ctx))
+		return zero, fmt.Errorf("%w: %s: Stats did not return within %v", ErrStats, c.what, timeout)
 	}
 }
 
 // statsCall is one Stats to read while adding something: f, called
-// through g, named what in its error.
+// through g, named what in its error. A nil g refuses it, with an error
+// wrapping ErrStatsPending, without a call (see pending.guard).
 type statsCall[S any] struct {
 	g    *guard[S]
 	what string
@@ -117,23 +238,102 @@ type statsCall[S any] struct {
 
 // readNow calls each of cs as read does (through its guard, on a
 // goroutine of its own, a panic recovered), all at once, and waits for
-// them until timeout ends: it returns the stats of each, or the error,
-// wrapping ErrStats, that kept it from being read.
-func readNow[S any](timeout time.Duration, cs []statsCall[S]) ([]S, []error) {
-	if len(cs) == 0 {
+// them until ctx or timeout ends: it returns the stats of each, or the
+// error, wrapping ErrStats, that kept it from being read. A call it
+// gave up waiting for is abandoned: no later Add waits for it (see
+// start).
+func readNow[S any](ctx context.Context, timeout time.Duration, cs *calls, scs []statsCall[S]) ([]S, []error) {
+	if len(scs) == 0 {
 		return nil, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, errTimedOut)
 	defer cancel()
-	calls := make([]*call[S], len(cs))
-	for i, c := range cs {
-		calls[i] = c.g.start(c.what, timeout, c.f)
+	calls := make([]*call[S], len(scs))
+	for i, c := range scs {
+		if c.g == nil {
+			calls[i] = failedCall[S](c.what, fmt.Errorf("%w: %s: %w (that of a value whose type cannot be compared, which an earlier call gave up on)", ErrStats, c.what, ErrStatsPending))
+			continue
+		}
+		calls[i] = c.g.start(cs, c.what, timeout, c.f)
 	}
-	sts, errs := make([]S, len(cs)), make([]error, len(cs))
+	sts, errs := make([]S, len(scs)), make([]error, len(scs))
 	for i, c := range calls {
 		sts[i], errs[i] = c.wait(ctx, timeout)
+		select {
+		case <-c.done:
+		default:
+			c.abandoned.Store(true)
+		}
 	}
 	return sts, errs
+}
+
+// pending keeps the guards through which Add, Replace and AddKafka read
+// the Stats of values that are not added (or, for AddKafka, given twice),
+// so that a value whose Stats has not returned is not called again by a
+// later one: one guard per value, by identity, while its latest call
+// has not returned. A value whose type cannot be compared has no
+// identity: each gets a guard of its own, kept in anon while its call
+// has not returned, and while one of those was abandoned, no such value
+// is read (its guard is nil). The Observer's mu guards it.
+type pending[S any] struct {
+	byValue map[any]*guard[S]
+	anon    []*guard[S]
+}
+
+// guard returns the guard to read v's Stats through: nil when v's type
+// cannot be compared and the call of another such value was abandoned.
+// It first forgets the guards whose call has returned.
+func (p *pending[S]) guard(v any) *guard[S] {
+	for k, g := range p.byValue {
+		if returned(g) {
+			delete(p.byValue, k)
+		}
+	}
+	p.anon = slices.DeleteFunc(p.anon, returned[S])
+	if hasIdentity(v) {
+		if g, ok := p.byValue[v]; ok {
+			return g
+		}
+		if p.byValue == nil {
+			p.byValue = map[any]*guard[S]{}
+		}
+		g := new(guard[S])
+		p.byValue[v] = g
+		return g
+	}
+	if slices.ContainsFunc(p.anon, abandoned[S]) {
+		return nil
+	}
+	g := new(guard[S])
+	p.anon = append(p.anon, g)
+	return g
+}
+
+// returned reports whether g's latest call has returned; false when
+// there is none yet (its call is being started).
+func returned[S any](g *guard[S]) bool {
+	c := g.latest.Load()
+	if c == nil {
+		return false
+	}
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// hasIdentity reports whether v can key a map: its dynamic type, and
+// each value it holds, can be compared.
+func hasIdentity(v any) bool { return v != nil && reflect.ValueOf(v).Comparable() }
+
+// abandoned reports whether g's latest call was abandoned and has not
+// returned.
+func abandoned[S any](g *guard[S]) bool {
+	c := g.latest.Load()
+	return c != nil && c.abandoned.Load() && !returned(g)
 }
 
 // reading is one read of the Stats of everything added, each with the
@@ -172,24 +372,24 @@ type pulsarRead struct {
 func (o *Observer) read(ctx context.Context) reading {
 	pipes, kafkas, topics := o.snapshot()
 	pulsars := o.pulsarSources()
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, o.timeout, errTimedOut)
 	defer cancel()
 
 	pc := make([]*call[pipeline.Stats], len(pipes))
 	for i, p := range pipes {
-		pc[i] = p.g.start(fmt.Sprintf("pipeline %q", p.name), o.timeout, p.p.Stats)
+		pc[i] = p.g.start(&o.calls, fmt.Sprintf("pipeline %q", p.name), o.timeout, p.p.Stats)
 	}
 	kc := make([]*call[kafka.Stats], len(kafkas))
 	for i, k := range kafkas {
-		kc[i] = k.g.start(fmt.Sprintf("Kafka source %d", i), o.timeout, k.s.Stats)
+		kc[i] = k.g.start(&o.calls, fmt.Sprintf("Kafka source %d", i), o.timeout, k.s.Stats)
 	}
 	tc := make([]*call[topic.Stats], len(topics))
 	for i, t := range topics {
-		tc[i] = t.g.start(fmt.Sprintf("topic %q", labelValue(t.name)), o.timeout, t.t.Stats)
+		tc[i] = t.g.start(&o.calls, fmt.Sprintf("topic %q", labelValue(t.name)), o.timeout, t.t.Stats)
 	}
 	uc := make([]*call[pulsar.Stats], len(pulsars))
 	for i, p := range pulsars {
-		uc[i] = p.g.start(fmt.Sprintf("Pulsar subscription %q", labelValue(p.subscription)), o.timeout, p.s.Stats)
+		uc[i] = p.g.start(&o.calls, fmt.Sprintf("Pulsar subscription %q", labelValue(p.subscription)), o.timeout, p.s.Stats)
 	}
 
 	var r reading

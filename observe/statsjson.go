@@ -84,15 +84,10 @@ func errString(err error) string {
 // Snapshot reads the stats of everything added to the Observer once. Of
 // the pipelines, and Kafka members and claims, that report the same
 // series at once, it holds those whose series /metrics reports (see
-// Collect). It waits for the stats Options.StatsTimeout at most: what
-// could not be read is in Failed.
-func (o *Observer) Snapshot() Snapshot {
-	return o.snapshotStats(context.Background())
-}
-
-// snapshotStats is Snapshot, waiting for the stats until ctx ends at the
-// latest.
-func (o *Observer) snapshotStats(ctx context.Context) Snapshot {
+// Collect). It waits for the stats until ctx ends or
+// Options.StatsTimeout has passed, whichever comes first: what could not
+// be read by then is in Failed.
+func (o *Observer) Snapshot(ctx context.Context) Snapshot {
 	r := o.read(ctx)
 	snap := Snapshot{Time: time.Now(), Pipelines: []PipelineSnapshot{}, Topics: []TopicSnapshot{}, Links: o.topicLinks()}
 	if snap.Links == nil {
@@ -143,7 +138,7 @@ func pipelineSnapshot(st pipeline.Stats) PipelineSnapshot {
 func (o *Observer) serveStats(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	if err := json.NewEncoder(w).Encode(o.snapshotStats(r.Context())); err != nil {
+	if err := json.NewEncoder(w).Encode(o.Snapshot(r.Context())); err != nil {
 		o.log.Debug("writing stats failed", "error", err)
 	}
 }

@@ -175,7 +175,8 @@ func ingest(ctx context.Context, w *lineWriter, wired *config.Wired[Order], c ch
 	if err != nil {
 		return err
 	}
-	if err := obs.Add(p); err != nil {
+	// Adding is setup, not the work an interrupt stops: StatsTimeout bounds it.
+	if err := obs.Add(context.WithoutCancel(ctx), p); err != nil {
 		return err
 	}
 	w.printf("ready ingest")
@@ -218,7 +219,7 @@ func enrich(ctx context.Context, w *lineWriter, wired *config.Wired[Order], role
 	if err != nil {
 		return err
 	}
-	if err := obs.Add(p); err != nil {
+	if err := obs.Add(context.WithoutCancel(ctx), p); err != nil {
 		return err
 	}
 	w.printf("ready %s", role)
@@ -251,7 +252,7 @@ func check(ctx context.Context, w *lineWriter, wired *config.Wired[Order], name 
 	if err != nil {
 		return err
 	}
-	if err := obs.Add(p); err != nil {
+	if err := obs.Add(context.WithoutCancel(ctx), p); err != nil {
 		return err
 	}
 	w.printf("ready %s", name)

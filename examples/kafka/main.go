@@ -235,10 +235,11 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 	obs := observe.New(observe.Options{})
-	if err := obs.Add(p); err != nil {
+	// Adding is setup, not the work an interrupt stops: StatsTimeout bounds it.
+	if err := obs.Add(context.WithoutCancel(ctx), p); err != nil {
 		return err
 	}
-	if err := obs.AddKafka(src); err != nil {
+	if err := obs.AddKafka(context.WithoutCancel(ctx), src); err != nil {
 		return err
 	}
 	srv, err := cfg.monitor.Serve(obs, out)

@@ -244,7 +244,8 @@ func run(ctx context.Context, cfg config, out io.Writer) (_ *result, err error) 
 		return nil, err
 	}
 	obs := observe.New(observe.Options{})
-	if err := obs.Add(p); err != nil {
+	// Adding is setup, not the work an interrupt stops: StatsTimeout bounds it.
+	if err := obs.Add(context.WithoutCancel(ctx), p); err != nil {
 		return nil, err
 	}
 	if err := obs.AddPulsar(cfg.subscription, src); err != nil {

@@ -56,7 +56,7 @@ type config struct {
 	// checks and dashboard, and how long after the run.
 	monitor monitor.Flags
 	// observe, when set, is given the pipeline before it runs.
-	observe func(...observe.Pipeline) error
+	observe func(context.Context, ...observe.Pipeline) error
 }
 
 func main() {
@@ -159,7 +159,8 @@ func runPipeline(ctx context.Context, cfg config, stdout io.Writer) (*results, e
 	}
 
 	if cfg.observe != nil {
-		if err := cfg.observe(p); err != nil {
+		// Adding is setup, not the work an interrupt stops: StatsTimeout bounds it.
+		if err := cfg.observe(context.WithoutCancel(ctx), p); err != nil {
 			return nil, err
 		}
 	}

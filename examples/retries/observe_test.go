@@ -21,7 +21,7 @@ func TestObserverSeesEveryPipeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	var names []string
-	for _, p := range obs.Snapshot().Pipelines {
+	for _, p := range obs.Snapshot(ctx).Pipelines {
 		names = append(names, p.Name)
 	}
 	slices.Sort(names)

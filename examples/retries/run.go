@@ -245,7 +245,8 @@ func start[T any](ctx context.Context, name string, src producer.Source[T], h pr
 		return nil, err
 	}
 	if obs != nil {
-		if err := obs.Add(p); err != nil {
+		// Adding is setup, not the work an interrupt stops: StatsTimeout bounds it.
+		if err := obs.Add(context.WithoutCancel(ctx), p); err != nil {
 			return nil, err
 		}
 	}

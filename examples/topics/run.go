@@ -148,7 +148,8 @@ func runObserved(ctx context.Context, out io.Writer, log *slog.Logger, n int, ob
 		Stats() pipeline.Stats
 	}) error {
 		if obs != nil {
-			if err := obs.Add(p); err != nil {
+			// Adding is setup, not the work an interrupt stops: StatsTimeout bounds it.
+			if err := obs.Add(context.WithoutCancel(ctx), p); err != nil {
 				return err
 			}
 		}
