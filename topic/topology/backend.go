@@ -26,7 +26,9 @@ type Letter[T any] struct {
 	Key string
 	// Shard is the routing shard the key hashes to (0 when not sequenced).
 	Shard int
-	// Retries is how many times the message was retried.
+	// Retries is how many times the message was retried, never negative:
+	// a [Source] counts a negative count a backend reports as 0, and logs
+	// the first one it meets (WARN).
 	Retries int
 	// FirstFailure and LastFailure are when it first and last failed; zero
 	// while it never failed.
@@ -119,11 +121,13 @@ type Queues[T any] interface {
 	// the group has queued.
 	Requeue(ctx context.Context, l Letter[T]) error
 	// Return gives back ls, letters received from readers of these queues
-	// and not settled, which their consumer will not handle (a sequenced
-	// source that stops returns the messages it held back), in the order
-	// they were received: the consumer group receives them again, in that
+	// (the group's, or the DLQ's from SubscribeDead) and not settled,
+	// which their consumer will not handle (a sequenced source that stops
+	// returns the messages it held back; Replay the dead letters it can
+	// neither replay nor put back on the DLQ), in the order they were
+	// received: the queue they came from delivers them again, in that
 	// order, before the letters that came after them. The in-memory backend
-	// puts them back at the head of the group's queue; a durable backend
+	// puts them back at the head of the queue they came from; a durable backend
 	// leaves them unsettled, and the group receives them again from the
 	// broker once their readers have closed (a crash in between loses
 	// nothing). The letters come back as they were received; the caller
@@ -147,6 +151,12 @@ var ErrNoDLQ = errors.New("topology: no dead-letter queue")
 // whether the reader is closed included: given a dst of length 0 (nil or
 // not) they return 0, ErrEmptyDst at once and consume nothing, on an open
 // reader as on a closed one.
+//
+// Once the reader's Close was called, Receive and TryReceive (given room)
+// both return 0, ErrClosed, whatever their context and whatever letters
+// are ready: a closed reader hands out nothing more, and the letters it
+// had not handed out stay with its group (its other readers, or its next
+// one, receive them).
 type Reader[T any] interface {
 	// Receive waits for at least one letter and fills dst[:n] with up to
 	// len(dst) of them, in order. It returns ctx.Err() when ctx is done

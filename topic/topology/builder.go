@@ -394,8 +394,9 @@ func (t *Topology) Names() []string {
 }
 
 // holdFor returns the index of the hold queue a message that has been
-// retried retries times goes to: min(retries, len(holds)-1).
-func (t *Topology) holdFor(retries int) int { return min(retries, len(t.holds)-1) }
+// retried retries times goes to: min(retries, len(holds)-1), and 0 for a
+// negative count (a source counts one as 0 before it gets here).
+func (t *Topology) holdFor(retries int) int { return max(0, min(retries, len(t.holds)-1)) }
 
 // String describes the topology on one line.
 func (t *Topology) String() string { return "topology " + strings.Join(t.Names(), ",") }

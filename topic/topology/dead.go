@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/validate"
@@ -54,7 +55,8 @@ type ReplayReport[T any] struct {
 	// Replayed are the letters put back on the main topic (as they were in
 	// the DLQ, Death included).
 	Replayed []Letter[T]
-	// Kept is the number of letters left in the DLQ.
+	// Kept is the number of letters left in the DLQ, those given back
+	// after a failure included.
 	Kept int
 }
 
@@ -68,11 +70,15 @@ type ReplayReport[T any] struct {
 // Replay is meant for an operator, with the topology's consumers running or
 // not; it reads the DLQ as one more consumer, so it must not run while a
 // dead source consumes the same DLQ. It stops at the first queue error,
-// returning what it did so far. It reads the DLQ with TryReceive within
-// ctx, so a backend that asks its broker whether the DLQ has more (see
-// Reader.TryReceive) stops asking by ctx's deadline. Its DLQ reader is
-// closed within ctx (a
-// durable backend commits then what Replay settled): when ctx ends first,
+// returning what it did so far, and loses no letter it took: one it can
+// neither replay nor put back on the DLQ (DeadLetter failed: the DLQ is
+// full, say) is given back to the DLQ (Queues.Return: the in-memory
+// backend puts it back at the DLQ's head, a durable one leaves it
+// unsettled, for the DLQ to deliver again), and the failure is returned.
+// It reads the DLQ with TryReceive within ctx, so a backend that asks its
+// broker whether the DLQ has more (see Reader.TryReceive) stops asking by
+// ctx's deadline. Its DLQ reader is closed within ctx (a durable backend
+// commits then what Replay settled): when ctx ends first,
 // Replay returns an error wrapping ctx.Err(), and the letters it took from
 // the DLQ may be delivered from it again. A nil q is a
 // validate.FieldError ("replay.queues is required").
@@ -95,6 +101,9 @@ func Replay[T any](ctx context.Context, q Queues[T], opts ReplayOptions[T]) (rep
 	for {
 		n, err := r.TryReceive(ctx, buf)
 		if err != nil {
+			if len(all) > 0 {
+				err = errors.Join(err, giveBack(ctx, q, all, &rep))
+			}
 			return rep, err
 		}
 		if n == 0 {
@@ -109,7 +118,7 @@ func Replay[T any](ctx context.Context, q Queues[T], opts ReplayOptions[T]) (rep
 			var ferr error
 			if pick, ferr = filter(opts.Filter, l); ferr != nil {
 				ferr = fmt.Errorf("topology %s: replay: Filter: %w", t.name, ferr)
-				return rep, errors.Join(ferr, keepDead(ctx, q, r, all[i:], &rep))
+				return rep, errors.Join(ferr, keepDead(ctx, q, r, all[i:], nil, &rep))
 			}
 		}
 		if pick && !opts.DryRun {
@@ -119,7 +128,7 @@ func Replay[T any](ctx context.Context, q Queues[T], opts ReplayOptions[T]) (rep
 				// DLQ: a backend that removes a letter when it is
 				// received (the in-memory one) would lose them.
 				err = fmt.Errorf("topology %s: replay: %w", t.name, err)
-				return rep, errors.Join(err, keepDead(ctx, q, r, all[i:], &rep))
+				return rep, errors.Join(err, keepDead(ctx, q, r, all[i:], nil, &rep))
 			}
 			rep.Replayed = append(rep.Replayed, *l)
 		} else {
@@ -128,12 +137,12 @@ func Replay[T any](ctx context.Context, q Queues[T], opts ReplayOptions[T]) (rep
 			}
 			if err := q.DeadLetter(ctx, *l); err != nil {
 				err = fmt.Errorf("topology %s: replay: keep a dead letter: %w", t.name, err)
-				return rep, errors.Join(err, keepDead(ctx, q, r, all[i+1:], &rep))
+				return rep, errors.Join(err, keepDead(ctx, q, r, all[i+1:], all[i:i+1], &rep))
 			}
 			rep.Kept++
 		}
 		if err := r.Settle(ctx, l); err != nil {
-			return rep, errors.Join(err, keepDead(ctx, q, r, all[i+1:], &rep))
+			return rep, errors.Join(err, keepDead(ctx, q, r, all[i+1:], nil, &rep))
 		}
 	}
 	return rep, nil
@@ -146,12 +155,16 @@ func filter[T any](f func(l *Letter[T]) bool, l *Letter[T]) (pick bool, err erro
 }
 
 // keepDead puts ls back on the DLQ and settles them, going on past
-// failures, and returns what failed.
-func keepDead[T any](ctx context.Context, q Queues[T], r Reader[T], ls []Letter[T], rep *ReplayReport[T]) error {
+// failures; back are letters already refused by the DLQ. The letters the
+// DLQ refuses are given back (giveBack) after the others, in order. It
+// returns what failed.
+func keepDead[T any](ctx context.Context, q Queues[T], r Reader[T], ls, back []Letter[T], rep *ReplayReport[T]) error {
 	var errs []error
+	back = slices.Clip(back)
 	for i := range ls {
 		if err := q.DeadLetter(ctx, ls[i]); err != nil {
 			errs = append(errs, fmt.Errorf("topology %s: replay: keep a dead letter: %w", q.Topology().name, err))
+			back = append(back, ls[i])
 			continue
 		}
 		rep.Kept++
@@ -159,5 +172,22 @@ func keepDead[T any](ctx context.Context, q Queues[T], r Reader[T], ls []Letter[
 			errs = append(errs, err)
 		}
 	}
+	if len(back) > 0 {
+		errs = append(errs, giveBack(ctx, q, back, rep))
+	}
 	return errors.Join(errs...)
+}
+
+// giveBack gives ls, taken from the DLQ and neither replayed nor put back
+// on it, back to the queue they came from (Queues.Return), unsettled, so
+// that none is lost: the in-memory backend, which removed them from its
+// DLQ when Replay received them, puts them back at its head; a durable
+// one leaves them unsettled, for the DLQ to deliver again. They count as
+// kept once the backend took them.
+func giveBack[T any](ctx context.Context, q Queues[T], ls []Letter[T], rep *ReplayReport[T]) error {
+	if err := q.Return(ctx, ls); err != nil {
+		return fmt.Errorf("topology %s: replay: giving back %d dead letters: %w", q.Topology().name, len(ls), err)
+	}
+	rep.Kept += len(ls)
+	return nil
 }

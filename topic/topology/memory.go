@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -173,8 +174,9 @@ func (m *Memory[T]) topicLocked(name string) *memTopic[T] {
 
 // Close stops the hold queues and the backlogs (the letters they hold, or
 // that wait for room in a queue, are lost, as everything else in memory),
-// closes every queue (readers receive what is left, then ErrClosed) and
-// waits for the hold queues' and the backlogs' goroutines. Nothing it does
+// closes every queue (readers not closed themselves receive what is left,
+// then ErrClosed) and waits for the hold queues' and the backlogs'
+// goroutines. Nothing it does
 // waits on anything else: those goroutines return as soon as the backend's
 // closing is signalled, so Close completes and returns nil whatever ctx,
 // even one already done (ctx is there for the Backend contract). From
@@ -365,9 +367,9 @@ func (q *memQueues[T]) Subscribe(ctx context.Context) (Reader[T], error) {
 	if q.group == nil {
 		name := "broadcast-" + strconv.FormatUint(q.main.ephemeral.Add(1), 10)
 		g := q.main.group(name, q.m.capacity)
-		return newMemReader(g, func() { q.main.remove(name) }), nil
+		return newMemReader(g, nil, func() { q.main.remove(name) }), nil
 	}
-	return newMemReader(q.group, nil), nil
+	return newMemReader(q.group, nil, nil), nil
 }
 
 // Hold implements Queues.
@@ -390,18 +392,47 @@ func (q *memQueues[T]) Requeue(_ context.Context, l Letter[T]) error {
 	return q.requeue.put(l)
 }
 
-// Return implements Queues: ls go back to the head of the group's queue,
-// in order, ahead of every letter queued. It never waits: a full queue
-// goes over its capacity by len(ls) until its readers have taken it back
-// below (publishers wait meanwhile).
+// Return implements Queues: ls go back to the head of the queue they were
+// received from (the group's queue, or the DLQ for the letters of a
+// reader from SubscribeDead), in order, ahead of every letter queued. It
+// never waits: a full queue goes over its capacity by the letters it
+// takes back until its readers have taken it back below (publishers
+// wait meanwhile).
 func (q *memQueues[T]) Return(_ context.Context, ls []Letter[T]) error {
 	if q.group == nil {
 		return errors.New("topology: a broadcast topology cannot return letters")
 	}
-	for i := range ls {
-		ls[i].Receipt = nil
+	fromDLQ := func(l *Letter[T]) bool {
+		g, ok := l.Receipt.(*queue.Queue[Letter[T]])
+		return ok && g != nil && g == q.dead
 	}
-	return mapQueueErr(q.group.PutFront(ls))
+	var dead []Letter[T]
+	if slices.ContainsFunc(ls, func(l Letter[T]) bool { return fromDLQ(&l) }) {
+		// Split, keeping the order of each part.
+		var group []Letter[T]
+		for i := range ls {
+			if fromDLQ(&ls[i]) {
+				dead = append(dead, ls[i])
+			} else {
+				group = append(group, ls[i])
+			}
+		}
+		ls = group
+	}
+	var errs []error
+	for _, back := range []struct {
+		to *queue.Queue[Letter[T]]
+		ls []Letter[T]
+	}{{q.group, ls}, {q.dead, dead}} {
+		if len(back.ls) == 0 {
+			continue
+		}
+		for i := range back.ls {
+			back.ls[i].Receipt = nil
+		}
+		errs = append(errs, mapQueueErr(back.to.PutFront(back.ls)))
+	}
+	return errors.Join(errs...)
 }
 
 // DeadLetter implements Queues. It never waits: when the DLQ is full, l
@@ -426,25 +457,46 @@ func (q *memQueues[T]) SubscribeDead(ctx context.Context) (Reader[T], error) {
 	if q.m.isClosed() {
 		return nil, ErrClosed
 	}
-	return newMemReader(q.dead, nil), nil
+	return newMemReader(q.dead, q.dead, nil), nil
 }
 
 // memReader reads one group queue.
 type memReader[T any] struct {
-	q       *queue.Queue[Letter[T]]
+	q *queue.Queue[Letter[T]]
+	// dead is set on a DLQ's reader, to its queue: each letter it
+	// hands out carries it as Receipt, so that Return puts the letter
+	// back where it came from.
+	dead    *queue.Queue[Letter[T]]
 	stop    chan time.Time // closed by Close: wakes a waiting Receive
 	once    sync.Once
 	onClose func()
 }
 
-func newMemReader[T any](q *queue.Queue[Letter[T]], onClose func()) *memReader[T] {
-	return &memReader[T]{q: q, stop: make(chan time.Time), onClose: onClose}
+func newMemReader[T any](q, dead *queue.Queue[Letter[T]], onClose func()) *memReader[T] {
+	return &memReader[T]{q: q, dead: dead, stop: make(chan time.Time), onClose: onClose}
 }
 
-// Receive implements Reader.
+// mark gives the letters of a DLQ's reader their DLQ as Receipt.
+func (r *memReader[T]) mark(ls []Letter[T]) {
+	if r.dead == nil {
+		return
+	}
+	for i := range ls {
+		ls[i].Receipt = r.dead
+	}
+}
+
+// Receive implements Reader. A closed reader returns ErrClosed, even with
+// letters queued, as TryReceive does: they stay for the group's other
+// readers.
 func (r *memReader[T]) Receive(ctx context.Context, dst []Letter[T]) (int, error) {
 	if len(dst) == 0 {
 		return 0, ErrEmptyDst
+	}
+	select {
+	case <-r.stop:
+		return 0, ErrClosed
+	default:
 	}
 	n, err := r.q.ReceiveOr(ctx, dst, r.stop)
 	if n == 0 && err == nil {
@@ -453,6 +505,7 @@ func (r *memReader[T]) Receive(ctx context.Context, dst []Letter[T]) (int, error
 	if err != nil {
 		return 0, mapQueueErr(err)
 	}
+	r.mark(dst[:n])
 	return n, nil
 }
 
@@ -467,6 +520,7 @@ func (r *memReader[T]) TryReceive(_ context.Context, dst []Letter[T]) (int, erro
 	default:
 	}
 	n, err := r.q.TryReceive(dst)
+	r.mark(dst[:n])
 	return n, mapQueueErr(err)
 }
 

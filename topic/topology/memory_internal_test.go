@@ -231,3 +231,51 @@ func TestSequencerPutBackLeadsItsKeyUntilDrained(t *testing.T) {
 		t.Fatalf("a second drain returned %d messages, want none", n)
 	}
 }
+
+// Guarantee: at MaxHeldBack the sequencer lets its run take nothing while
+// a key with letters held back has its message in flight (its end makes
+// room), one letter at a time, reported once, while every such key's
+// message is out in the backend (only the reader brings it back), and
+// room again once below the bound.
+func TestSequencerRoomAtTheBound(t *testing.T) {
+	q := &sequencer[int]{limit: 2, keys: map[string]*keyState[int]{}, wakers: map[*waker]struct{}{}}
+	letter := func(key string, v int, resume bool) Letter[int] {
+		return Letter[int]{Key: key, Value: v, Resume: resume}
+	}
+	check := func(what string, wantN int, wantFirst bool) {
+		t.Helper()
+		if n, first := q.room(8); n != wantN || first != wantFirst {
+			t.Errorf("%s: room = %d, %t; want %d, %t", what, n, first, wantN, wantFirst)
+		}
+	}
+	check("empty", 2, false)
+	q.admit(letter("A", 1, false), nil)
+	q.admit(letter("B", 1, false), nil)
+	q.admit(letter("A", 2, false), nil)
+	check("one held back", 1, false)
+	q.admit(letter("B", 2, false), nil)
+	check("at the bound, A1 and B1 in flight", 0, false)
+	q.sentOut("A")
+	check("at the bound, B1 in flight", 0, false)
+	q.sentOut("B")
+	check("at the bound, A1 and B1 out", 1, true)
+	q.admit(letter("A", 3, false), nil)
+	check("past the bound, still out", 1, false)
+	q.admit(letter("A", 1, true), nil) // A1 back
+	check("past the bound, A1 back in flight", 0, false)
+	q.release("A")
+	if got := len(q.takeReady(nil, 8)); got != 1 {
+		t.Fatalf("%d letters ready after A1 went, want A2", got)
+	}
+	check("A2 in flight, A3 and B2 held back", 0, false)
+	q.release("A")
+	q.takeReady(nil, 8)
+	check("below the bound", 1, false)
+	q.sentOut("A") // A3 out, B1 out, B2 held back
+	q.release("B") // B1 (had it come back) acked: B2 goes
+	q.takeReady(nil, 8)
+	if q.waitingKeys != 0 || q.outKeys != 0 || q.held != 0 {
+		t.Errorf("nothing held back, yet waitingKeys %d, outKeys %d, held %d", q.waitingKeys, q.outKeys, q.held)
+	}
+	check("nothing held back", 2, false)
+}

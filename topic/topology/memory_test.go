@@ -118,6 +118,81 @@ func TestReplayFailureKeepsTheDeadLetters(t *testing.T) {
 	})
 }
 
+// Guarantee: when Replay cannot put a dead letter it took back on an
+// in-memory DLQ (other consumers filled the DLQ, and the room behind it,
+// while Replay ran), it returns the failure and loses no letter: the
+// letters it kept stay in the DLQ, counted in Kept, whether they were to
+// be kept (DryRun, a filter) or their replay failed.
+func TestReplayKeepsTheDeadLettersItCannotPutBack(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts func(fill func()) topology.ReplayOptions[int]
+	}{
+		{"kept by the filter", func(fill func()) topology.ReplayOptions[int] {
+			return topology.ReplayOptions[int]{Filter: func(*topology.Letter[int]) bool { fill(); return false }}
+		}},
+		{"dry run", func(fill func()) topology.ReplayOptions[int] {
+			return topology.ReplayOptions[int]{DryRun: true, Filter: func(*topology.Letter[int]) bool { fill(); return true }}
+		}},
+		{"replay refused", func(fill func()) topology.ReplayOptions[int] {
+			return topology.ReplayOptions[int]{Filter: func(*topology.Letter[int]) bool { fill(); return true }}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const capacity = 2
+				m, _ := topology.NewMemory[int](topology.MemoryOptions{Capacity: capacity})
+				defer m.Close(t.Context())
+				top, _ := topology.New("rk").DLQ().Build()
+				q, _ := m.Declare(t.Context(), top)
+				ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+				defer cancel()
+				dead := func(v int) error {
+					return q.DeadLetter(ctx, topology.Letter[int]{Value: v,
+						Death: &topology.Death{Reason: topology.ReasonRejected, Topic: "rk", Group: "rk"}})
+				}
+				for v := range capacity {
+					if err := dead(v); err != nil {
+						t.Fatal(err)
+					}
+				}
+				// The group's queue is full, and as many retries wait
+				// behind it: a replay is refused.
+				for v := range 2 * capacity {
+					if err := q.Requeue(ctx, topology.Letter[int]{Value: 100 + v}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				// While Replay holds the letters it took, consumers
+				// dead-letter more: the DLQ fills, and as many wait
+				// behind it.
+				var once sync.Once
+				fill := func() {
+					once.Do(func() {
+						for v := range 2 * capacity {
+							if err := dead(200 + v); err != nil {
+								t.Errorf("dead-lettering %d while Replay runs: %v", 200+v, err)
+							}
+						}
+					})
+				}
+				rep, err := topology.Replay(ctx, q, c.opts(fill))
+				if !errors.Is(err, topology.ErrFull) {
+					t.Errorf("Replay = %v, want an error wrapping ErrFull", err)
+				}
+				want := 2*capacity + capacity // the letters dead-lettered meanwhile, and the ones Replay took
+				if got := m.Queued("rk-dlq", ""); got != want || rep.Kept != capacity {
+					t.Errorf("the DLQ holds %d letters, want %d: %d lost; Replay reports %d kept, want %d",
+						got, want, want-got, rep.Kept, capacity)
+				}
+				if got := m.Queued("rk", "rk"); got != 2*capacity {
+					t.Errorf("the group's queue holds %d letters, want %d: none replayed", got, 2*capacity)
+				}
+			})
+		})
+	}
+}
+
 // Guarantee: a Replay filter that panics stops Replay with an error
 // wrapping the *message.PanicError, and loses no dead letter it took from
 // an in-memory DLQ: the letters before it are replayed, the one it panicked

@@ -29,7 +29,11 @@ type keyState[T any] struct {
 	// poisoned are being dead-lettered: later arrivals join them, so
 	// that they reach the DLQ in order.
 	draining bool
-	waiting  []pendingLetter[T] // later messages of the key, in order
+	// out is set while the key's message went to the backend to come
+	// back marked Resume (a hold queue, a requeue, or a hand-off tried
+	// again): only the source's reader can bring it back.
+	out     bool
+	waiting []pendingLetter[T] // later messages of the key, in order
 }
 
 // sequencer keeps one message per key in flight. A key is in keys while
@@ -37,11 +41,20 @@ type keyState[T any] struct {
 // once poisoned.
 type sequencer[T any] struct {
 	policy SequenceFailure
+	// limit is MaxHeldBack: the run takes no more letters than would
+	// take held+len(ready) past it (see room).
+	limit int
 
 	mu    sync.Mutex
 	keys  map[string]*keyState[T]
 	ready []pendingLetter[T] // released messages waiting for a permit
 	held  int                // letters in waiting lists
+	// overdrawn is set while the run takes letters past limit, stalled
+	// (see room), until the letters held back are below limit again.
+	overdrawn bool
+	// waitingKeys counts the keys with letters waiting, outKeys those
+	// of them whose message is out in the backend (keyState.out).
+	waitingKeys, outKeys int
 	// drainedAll is set by drain: putBack then refuses.
 	drainedAll bool
 	wakers     map[*waker]struct{}
@@ -65,6 +78,7 @@ func (q *sequencer[T]) forget(key string, ks *keyState[T]) {
 	if len(q.free) < 1024 {
 		ks.waiting = ks.waiting[:0]
 		ks.cause = ""
+		ks.out = false
 		q.free = append(q.free, ks)
 	}
 }
@@ -87,16 +101,59 @@ func (q *sequencer[T]) admit(l Letter[T], r Reader[T]) admission {
 	case ks.poisoned && !ks.draining:
 		return admitPoisoned
 	case ks.poisoned:
-		ks.waiting = append(ks.waiting, pendingLetter[T]{l: l, r: r})
-		q.held++
+		q.wait(ks, pendingLetter[T]{l: l, r: r})
 		return admitHeldBack
 	case l.Resume:
 		// Back from a hold queue: it still holds its key.
+		q.setOut(ks, false)
 		return admitDeliver
 	}
-	ks.waiting = append(ks.waiting, pendingLetter[T]{l: l, r: r})
-	q.held++
+	q.wait(ks, pendingLetter[T]{l: l, r: r})
 	return admitHeldBack
+}
+
+// wait appends p to ks's waiting letters.
+func (q *sequencer[T]) wait(ks *keyState[T], p pendingLetter[T]) {
+	if len(ks.waiting) == 0 {
+		q.tally(ks, 1)
+	}
+	ks.waiting = append(ks.waiting, p)
+	q.held++
+}
+
+// takeWaiting removes and returns every letter waiting in ks.
+func (q *sequencer[T]) takeWaiting(ks *keyState[T]) []pendingLetter[T] {
+	out := ks.waiting
+	if len(out) > 0 {
+		q.tally(ks, -1)
+	}
+	ks.waiting = nil
+	q.held -= len(out)
+	return out
+}
+
+// tally counts ks, which letters start (d = 1) or stop (d = -1) waiting
+// in, in waitingKeys, and in outKeys when its message is out.
+func (q *sequencer[T]) tally(ks *keyState[T], d int) {
+	q.waitingKeys += d
+	if ks.out {
+		q.outKeys += d
+	}
+}
+
+// setOut records whether ks's message is out in the backend.
+func (q *sequencer[T]) setOut(ks *keyState[T], out bool) {
+	if ks.out == out {
+		return
+	}
+	ks.out = out
+	if len(ks.waiting) > 0 {
+		if out {
+			q.outKeys++
+		} else {
+			q.outKeys--
+		}
+	}
 }
 
 // release ends the turn of key's message in flight: the next one waiting
@@ -108,6 +165,7 @@ func (q *sequencer[T]) release(key string) {
 	if ks == nil || ks.poisoned {
 		return
 	}
+	q.setOut(ks, false) // its message is done with
 	if len(ks.waiting) == 0 {
 		q.forget(key, ks)
 		return
@@ -116,6 +174,9 @@ func (q *sequencer[T]) release(key string) {
 	ks.waiting[0] = pendingLetter[T]{}
 	ks.waiting = ks.waiting[1:]
 	q.held--
+	if len(ks.waiting) == 0 {
+		q.tally(ks, -1)
+	}
 	q.ready = append(q.ready, next)
 	q.wakeLocked()
 }
@@ -159,9 +220,10 @@ func (q *sequencer[T]) poison(key, cause string) []pendingLetter[T] {
 		q.keys[key] = ks
 	}
 	ks.poisoned, ks.draining, ks.cause = true, true, cause
-	out := ks.waiting
-	ks.waiting = nil
-	q.held -= len(out)
+	out := q.takeWaiting(ks)
+	if len(out) > 0 {
+		q.wakeLocked() // room for the run
+	}
 	return out
 }
 
@@ -175,13 +237,53 @@ func (q *sequencer[T]) drained(key string) []pendingLetter[T] {
 	if ks == nil {
 		return nil
 	}
-	out := ks.waiting
-	ks.waiting = nil
-	q.held -= len(out)
+	out := q.takeWaiting(ks)
 	if len(out) == 0 {
 		ks.draining = false
+	} else {
+		q.wakeLocked() // room for the run
 	}
 	return out
+}
+
+// sentOut records that key's message in flight went to the backend, to
+// come back through the reader marked Resume. At the limit it wakes the
+// run: that may leave it nothing else to wait for (see room).
+func (q *sequencer[T]) sentOut(key string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if ks := q.keys[key]; ks != nil {
+		q.setOut(ks, true)
+		if q.held+len(q.ready) >= q.limit {
+			q.wakeLocked()
+		}
+	}
+}
+
+// room returns how many letters the run may take from its reader now, at
+// most max: as many as keep the letters held back (waiting or released
+// and not yet delivered, as Stats.HeldBack counts them) within limit,
+// each letter taken being held back at most. At the limit it is 0 (the run waits to be woken),
+// unless every key with letters held back waits on its message out in the
+// backend: that message comes back only through the reader, behind the
+// letters not yet taken, and nothing else can make room, so the run takes
+// letters one at a time past the limit (first reports the first such
+// take since held was last below the limit) until one comes back.
+func (q *sequencer[T]) room(max int) (n int, first bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if n := q.held + len(q.ready); n < q.limit {
+		q.overdrawn = false
+		return min(max, q.limit-n), false
+	}
+	if q.outKeys < q.waitingKeys || len(q.ready) > 0 {
+		// A key's message in flight (or a poisoned key's draining),
+		// or a letter ready, makes room without the reader.
+		return 0, false
+	}
+	first = !q.overdrawn
+	q.overdrawn = true
+	return 1, first
 }
 
 // takeReady moves up to max ready letters to out.
@@ -241,7 +343,7 @@ func (q *sequencer[T]) drain() []pendingLetter[T] {
 			q.forget(k, ks)
 		}
 	}
-	q.held = 0
+	q.held, q.waitingKeys, q.outKeys = 0, 0, 0
 	return out
 }
 

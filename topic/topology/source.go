@@ -24,6 +24,9 @@ const DefaultMaxRetries = 10
 // DefaultMaxBatch is the default SourceOptions.MaxBatch.
 const DefaultMaxBatch = 64
 
+// DefaultMaxHeldBack is the default SourceOptions.MaxHeldBack.
+const DefaultMaxHeldBack = 4096
+
 // Upper bounds of SourceOptions, checked by Validate. The struct tags
 // repeat them.
 const (
@@ -32,6 +35,8 @@ const (
 	// MaxBatchLimit is the largest SourceOptions.MaxBatch, as large as a
 	// producer stage's permit window can be.
 	MaxBatchLimit = 1 << 16
+	// MaxHeldBackLimit is the largest SourceOptions.MaxHeldBack.
+	MaxHeldBackLimit = 1 << 20
 )
 
 // SourceOptions configure a [Source].
@@ -49,6 +54,20 @@ type SourceOptions[T any] struct {
 	// receives into are no larger than its permit window), 1 to
 	// MaxBatchLimit. Default DefaultMaxBatch.
 	MaxBatch int `validate:"gte=1,lte=65536"`
+	// MaxHeldBack bounds the messages a sequenced source holds back
+	// (Stats.HeldBack counts them): the later messages of a key, waiting
+	// while an earlier one of the key is in flight or out in a hold queue
+	// for its retry. At the bound the source takes no new letter from its
+	// queues until one it holds back goes (backpressure: the letters wait
+	// in the backend, none is dropped), with one exception: when every
+	// message it holds back waits on a message out in a hold queue (or
+	// requeued), which comes back through those same queues behind the
+	// letters not yet taken, it takes letters one at a time past the
+	// bound, logging a warning once, until one of them comes back; it
+	// would otherwise wait for ever. 1 to MaxHeldBackLimit; default
+	// DefaultMaxHeldBack. A source of a topology that is not sequenced
+	// holds nothing back.
+	MaxHeldBack int `validate:"gte=1,lte=1048576"`
 	// Logger receives one line per discarded message and per queue error.
 	// Nil means slog.Default().
 	Logger *slog.Logger `name:"-"`
@@ -61,6 +80,9 @@ func (o SourceOptions[T]) WithDefaults() SourceOptions[T] {
 	}
 	if o.MaxBatch == 0 {
 		o.MaxBatch = DefaultMaxBatch
+	}
+	if o.MaxHeldBack == 0 {
+		o.MaxHeldBack = DefaultMaxHeldBack
 	}
 	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return o
@@ -122,7 +144,8 @@ type Stats struct {
 	// its run ends, the others when the source closes.
 	Subscriptions int
 	// HeldBack is the number of messages of a sequenced topology waiting
-	// for an earlier message of their key.
+	// for an earlier message of their key (or, released, for a permit):
+	// within SourceOptions.MaxHeldBack, see there.
 	HeldBack int
 }
 
@@ -135,7 +158,8 @@ type Stats struct {
 // On a sequenced topology the source reads with one producer stage and
 // hands the pipeline one message per key at a time, in the order they were published: later messages of a key wait
 // in the source while one of the key is in flight or held for a retry, and
-// messages of other keys are not held up. It reports itself ordered, with
+// messages of other keys are not held up. At most MaxHeldBack wait so
+// (see SourceOptions.MaxHeldBack). It reports itself ordered, with
 // each message's partition key its shard, so a pipeline keeps each shard on
 // one processor.
 //
@@ -159,6 +183,9 @@ type Source[T any] struct {
 
 	received, acked, retried, deferred, requeued atomic.Uint64
 	deadLettered, discarded, poisoned            atomic.Uint64
+	// negativeLogged is set once a letter with a negative retry count
+	// was logged.
+	negativeLogged atomic.Bool
 }
 
 // NewSource validates opts and returns a source over the main topic of
@@ -188,7 +215,7 @@ func newSource[T any](opts SourceOptions[T], dead bool) (*Source[T], error) {
 	s := &Source[T]{opts: opts, t: t, q: opts.Queues, dead: dead,
 		log: opts.Logger.With(slog.String("topology", t.name))}
 	if f, ok := t.Sequenced(); ok && !dead {
-		s.seq = &sequencer[T]{policy: f, keys: map[string]*keyState[T]{}, wakers: map[*waker]struct{}{}}
+		s.seq = &sequencer[T]{policy: f, limit: opts.MaxHeldBack, keys: map[string]*keyState[T]{}, wakers: map[*waker]struct{}{}}
 		s.shards = make([]string, t.shards)
 		for i := range s.shards {
 			s.shards[i] = t.name + "#" + strconv.Itoa(i)
@@ -288,7 +315,26 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 			out = s.seq.takeReady(out, have)
 		}
 		if len(out) == 0 {
-			n, err := r.Receive(wctx, buf[:have])
+			want := have
+			if s.seq != nil {
+				room, first := s.seq.room(have)
+				if first {
+					s.log.WarnContext(ctx, "held-back letters at MaxHeldBack all wait on messages out in hold queues: taking letters past it until one comes back",
+						slog.Int("max_held_back", s.opts.MaxHeldBack))
+				}
+				if room == 0 {
+					// At MaxHeldBack: nothing is taken until a letter
+					// held back goes (the sequencer wakes wctx then).
+					<-wctx.Done()
+					if ctx.Err() != nil {
+						return nil
+					}
+					wctx = s.seq.watch(ctx, w)
+					continue
+				}
+				want = room
+			}
+			n, err := r.Receive(wctx, buf[:want])
 			if err != nil {
 				if ctx.Err() != nil || errors.Is(err, ErrClosed) {
 					return nil
@@ -302,6 +348,9 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 			}
 			s.received.Add(uint64(n))
 			for i := range n {
+				if buf[i].Retries < 0 {
+					s.negativeRetries(ctx, &buf[i])
+				}
 				out = s.admit(ctx, out, buf[i], r)
 				buf[i] = Letter[T]{}
 			}
@@ -312,6 +361,19 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 			clear(out)
 		}
 	}
+}
+
+// negativeRetries counts as 0 the negative retry count of l, which a
+// backend reported, and logs it the first time only: a retry count picks
+// a hold queue, and a backend that gets it wrong once likely gets it
+// wrong for every letter.
+func (s *Source[T]) negativeRetries(ctx context.Context, l *Letter[T]) {
+	if s.negativeLogged.CompareAndSwap(false, true) {
+		s.log.WarnContext(ctx, "a letter with a negative retry count: counted as 0",
+			slog.Int("retries", l.Retries), slog.String("key", l.Key),
+			slog.String("note", "logged once per source"))
+	}
+	l.Retries = 0
 }
 
 // subscribe adds a reader, without holding s.mu while the backend
@@ -492,6 +554,9 @@ func (s *Source[T]) hold(ctx context.Context, p *pendingLetter[T], i int) {
 		return
 	}
 	p.l.Resume = s.seq != nil && p.l.Key != ""
+	if p.l.Resume {
+		s.seq.sentOut(p.l.Key)
+	}
 	if err := s.q.Hold(ctx, i, p.l); err != nil {
 		do := func(ctx context.Context, l Letter[T]) error { return s.q.Hold(ctx, i, l) }
 		if p.l.Resume && s.retryHandOff(p, "hold "+s.t.holds[i].Name, do, err) {
@@ -509,6 +574,9 @@ func (s *Source[T]) requeue(ctx context.Context, p *pendingLetter[T]) {
 		return
 	}
 	p.l.Resume = s.seq != nil && p.l.Key != ""
+	if p.l.Resume {
+		s.seq.sentOut(p.l.Key)
+	}
 	if err := s.q.Requeue(ctx, p.l); err != nil {
 		if p.l.Resume && s.retryHandOff(p, "requeue", s.q.Requeue, err) {
 			return

@@ -89,6 +89,13 @@ func (r *reader[T]) Receive(ctx context.Context, dst []topology.Letter[T]) (int,
 	}
 	n := 0
 	for n == 0 {
+		// A closed reader refuses whatever is ready, as TryReceive does:
+		// the select below picks at random among its ready cases.
+		select {
+		case <-r.stop:
+			return 0, topology.ErrClosed
+		default:
+		}
 		select {
 		case cm := <-r.ch:
 			n = r.take(cm, dst, n)

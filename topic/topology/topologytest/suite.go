@@ -111,6 +111,8 @@ var cases = []testCase{
 	{"BroadcastReachesEveryConsumer", broadcastReachesEveryConsumer},
 	{"CloseWithContextDoneReturnsAtOnce", closeWithContextDone},
 	{"EmptyDstReturnsErrEmptyDstAndConsumesNothing", emptyDstConsumesNothing},
+	{"ClosedReaderRefusesReceiveWithLettersReady", closedReaderRefuses},
+	{"ReturnedDeadLettersComeBackFromTheDLQ", returnedDeadLetters},
 	{"CrashWhileHeldLosesNothing", crashWhileHeld},
 }
 
@@ -805,6 +807,35 @@ func closeWithContextDone(s *h) {
 	}
 }
 
+// readerCase is one kind of reader, how to subscribe it and how to put
+// a letter where it reads.
+type readerCase struct {
+	what      string
+	subscribe func(context.Context) (topology.Reader[Msg], error)
+	put       func(Msg)
+}
+
+// threeReaders declares the topology name with a DLQ and its broadcast
+// twin name-bc, and returns a group's reader, a DLQ reader and a
+// broadcast reader of them.
+func (s *h) threeReaders(name string) []readerCase {
+	q := s.declare(topology.New(name).DLQ())
+	bq := s.declare(topology.New(name + "-bc").Broadcast())
+	deadLetter := func(m Msg) {
+		s.Helper()
+		l := topology.Letter[Msg]{Value: m, Death: &topology.Death{Reason: topology.ReasonRejected, Error: "rejected",
+			Topic: name, Group: name}}
+		if err := q.DeadLetter(s.ctx, l); err != nil {
+			s.Fatalf("DeadLetter %v: %v", m, err)
+		}
+	}
+	return []readerCase{
+		{"a group's reader", q.Subscribe, func(m Msg) { s.publish(q, m) }},
+		{"a DLQ reader", q.SubscribeDead, deadLetter},
+		{"a broadcast reader", bq.Subscribe, func(m Msg) { s.publish(bq, m) }},
+	}
+}
+
 // Guarantee: Receive and TryReceive given a nil or empty dst return 0 and
 // topology.ErrEmptyDst at once, without panicking or waiting, whatever
 // their context and whether the reader is open or closed, and consume
@@ -812,25 +843,7 @@ func closeWithContextDone(s *h) {
 // letters put before the calls (one of them likely ready at the reader)
 // and after them are all received afterwards by a Receive with room.
 func emptyDstConsumesNothing(s *h) {
-	q := s.declare(topology.New("emptydst").DLQ())
-	bq := s.declare(topology.New("emptydst-bc").Broadcast())
-	deadLetter := func(m Msg) {
-		s.Helper()
-		l := topology.Letter[Msg]{Value: m, Death: &topology.Death{Reason: topology.ReasonRejected, Error: "rejected",
-			Topic: "emptydst", Group: "emptydst"}}
-		if err := q.DeadLetter(s.ctx, l); err != nil {
-			s.Fatalf("DeadLetter %v: %v", m, err)
-		}
-	}
-	for _, c := range []struct {
-		what      string
-		subscribe func(context.Context) (topology.Reader[Msg], error)
-		put       func(Msg)
-	}{
-		{"a group's reader", q.Subscribe, func(m Msg) { s.publish(q, m) }},
-		{"a DLQ reader", q.SubscribeDead, deadLetter},
-		{"a broadcast reader", bq.Subscribe, func(m Msg) { s.publish(bq, m) }},
-	} {
+	for _, c := range s.threeReaders("emptydst") {
 		r, err := c.subscribe(s.ctx)
 		if err != nil {
 			s.Fatalf("%s: subscribing: %v", c.what, err)
@@ -850,6 +863,109 @@ func emptyDstConsumesNothing(s *h) {
 		}
 		MustClose(s.T, c.what, r.Close)
 		s.emptyDst(c.what+", closed", r)
+	}
+}
+
+// Guarantee: once a reader is closed, Receive and TryReceive both return
+// 0 and topology.ErrClosed, whatever their context, even with letters
+// ready for the reader: a closed reader hands out nothing (the group's
+// next reader receives what it left), on a group's reader, a DLQ reader
+// and a broadcast reader alike.
+func closedReaderRefuses(s *h) {
+	for _, c := range s.threeReaders("closedrd") {
+		r, err := c.subscribe(s.ctx)
+		if err != nil {
+			s.Fatalf("%s: subscribing: %v", c.what, err)
+		}
+		for n := 1; n <= 3; n++ {
+			c.put(Msg{Key: "C", N: n})
+		}
+		// One received: the others are likely ready at the reader now.
+		s.receiveInto(c.what, r, map[int]bool{}, 1, 1)
+		MustClose(s.T, c.what, r.Close)
+		live, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+		done, stop := context.WithCancel(s.ctx)
+		stop()
+		buf := make([]topology.Letter[Msg], 4)
+		for _, cx := range []struct {
+			name string
+			ctx  context.Context
+		}{{"", live}, {", its context done", done}} {
+			for _, call := range []struct {
+				name string
+				f    func(context.Context, []topology.Letter[Msg]) (int, error)
+			}{{"Receive", r.Receive}, {"TryReceive", r.TryReceive}} {
+				// Repeated: a reader that picks between its letters and
+				// its closing at random gives a letter sooner or later.
+				for range 20 {
+					n, err := call.f(cx.ctx, buf)
+					if n != 0 || !errors.Is(err, topology.ErrClosed) {
+						s.Errorf("%s, closed: %s%s = %d, %v; want 0, ErrClosed", c.what, call.name, cx.name, n, err)
+						break
+					}
+				}
+			}
+		}
+		cancel()
+	}
+}
+
+// Guarantee: dead letters given back with Queues.Return, unsettled, come
+// back from the DLQ, in their order, to the DLQ's next reader (Replay
+// gives back so the letters it can neither replay nor put back).
+func returnedDeadLetters(s *h) {
+	q := s.declare(topology.New("returned").DLQ())
+	for n := 1; n <= 3; n++ {
+		l := topology.Letter[Msg]{Value: Msg{Key: "R", N: n}, Death: &topology.Death{Reason: topology.ReasonRejected,
+			Error: "rejected", Topic: "returned", Group: "returned"}}
+		if err := q.DeadLetter(s.ctx, l); err != nil {
+			s.Fatalf("DeadLetter %v: %v", l.Value, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
+	defer cancel()
+	receive := func(r topology.Reader[Msg], settle bool) []topology.Letter[Msg] {
+		s.Helper()
+		var got []topology.Letter[Msg]
+		buf := make([]topology.Letter[Msg], 4)
+		for len(got) < 3 {
+			n, err := r.Receive(ctx, buf)
+			if err != nil {
+				s.Fatalf("Receive with %d of 3 dead letters received: %v", len(got), err)
+			}
+			for i := range buf[:n] {
+				if settle {
+					if err := r.Settle(ctx, &buf[i]); err != nil {
+						s.Errorf("Settle %v: %v", buf[i].Value, err)
+					}
+				}
+				got = append(got, buf[i])
+			}
+		}
+		return got
+	}
+	r, err := q.SubscribeDead(s.ctx)
+	if err != nil {
+		s.Fatalf("SubscribeDead: %v", err)
+	}
+	if err := q.Return(ctx, receive(r, false)); err != nil {
+		s.Fatalf("Return of 3 dead letters: %v", err)
+	}
+	MustClose(s.T, "the first DLQ reader", r.Close)
+	r2, err := q.SubscribeDead(s.ctx)
+	if err != nil {
+		s.Fatalf("SubscribeDead again: %v", err)
+	}
+	defer MustClose(s.T, "the second DLQ reader", r2.Close)
+	var got []string
+	for _, l := range receive(r2, true) {
+		if l.Death == nil {
+			s.Errorf("%v came back without its death", l.Value)
+		}
+		got = append(got, l.Value.String())
+	}
+	if fmt.Sprint(got) != "[R1 R2 R3]" {
+		s.Errorf("the DLQ delivered %v after Return, want [R1 R2 R3]", got)
 	}
 }
 
