@@ -2,14 +2,15 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/boulevard-go/boulevard/examples/internal/monitor"
+	"github.com/boulevard-go/boulevard/internal/wait"
 )
 
 // Guarantee: with -http the quickstart serves the pipeline's metrics on the
@@ -26,25 +27,25 @@ func TestHTTPFlagServesMetricsWhileRunning(t *testing.T) {
 	}()
 	re := regexp.MustCompile(`http://(127\.0\.0\.1:\d+)/metrics`)
 	var addr string
-	deadline := time.Now().Add(10 * time.Second)
-	for addr == "" {
+	wait.For(t, "the metrics address printed", func() bool {
 		if m := re.FindStringSubmatch(out.String()); m != nil {
 			addr = m[1]
-		} else if time.Now().After(deadline) {
-			t.Fatalf("no metrics address printed within 10s:\n%s", out.String())
-		} else {
-			time.Sleep(5 * time.Millisecond)
 		}
-	}
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(body), `boulevard_pipeline_up{pipeline="quickstart"} 1`) {
-		t.Errorf("/metrics while running lacks boulevard_pipeline_up 1:\n%.2000s", body)
-	}
+		return addr != ""
+	}, out.String)
+	// The server listens before the pipeline is added to it and started:
+	// the pipeline's series appear once it runs.
+	var body string
+	wait.For(t, "/metrics to show the pipeline up", func() bool {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(b)
+		return strings.Contains(body, `boulevard_pipeline_up{pipeline="quickstart"} 1`)
+	}, func() string { return fmt.Sprintf("%.2000s", body) })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
