@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/loopback"
 	"github.com/boulevard-go/boulevard/observe"
 )
 
@@ -91,7 +92,7 @@ func (f Flags) Serve(obs *observe.Observer, stdout io.Writer) (*Server, error) {
 	if f.HTTP == "" {
 		return nil, nil
 	}
-	l, err := net.Listen("tcp", ListenAddr(f.HTTP))
+	l, err := net.Listen("tcp", loopback.Addr(f.HTTP))
 	if err != nil {
 		return nil, fmt.Errorf("-http: %w", err)
 	}
@@ -105,16 +106,6 @@ func (f Flags) Serve(obs *observe.Observer, stdout io.Writer) (*Server, error) {
 	}()
 	fmt.Fprintf(stdout, "metrics on http://%s/metrics, health on /healthz and /readyz, dashboard on http://%s/dashboard\n", s.Addr, s.Addr)
 	return s, nil
-}
-
-// ListenAddr is the address -http addr listens on: addr, or, when it
-// names no host (":8080"), the same port on 127.0.0.1, so that the
-// endpoints are reachable from elsewhere only when a host says so.
-func ListenAddr(addr string) string {
-	if host, port, err := net.SplitHostPort(addr); err == nil && host == "" {
-		return net.JoinHostPort("127.0.0.1", port)
-	}
-	return addr
 }
 
 // Close keeps serving as long as -linger says (until ctx ends for a bare

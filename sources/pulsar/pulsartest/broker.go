@@ -29,6 +29,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/loopback"
 	"github.com/boulevard-go/boulevard/validate"
 )
 
@@ -59,7 +60,8 @@ var (
 // Options configure a Broker. The zero value is usable; see WithDefaults.
 type Options struct {
 	// Addr is the TCP address to listen on. Default "127.0.0.1:0" (a free
-	// loopback port).
+	// loopback port). An address without a host (":6650") listens on
+	// 127.0.0.1 too: name a host to listen elsewhere ("0.0.0.0:6650").
 	Addr string `validate:"required"`
 	// Logger receives connection-level events. Nil means slog.Default().
 	Logger *slog.Logger
@@ -261,7 +263,7 @@ func Start(ctx context.Context, opts Options) (*Broker, error) {
 		return nil, err
 	}
 	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", opts.Addr)
+	ln, err := lc.Listen(ctx, "tcp", loopback.Addr(opts.Addr))
 	if err != nil {
 		return nil, fmt.Errorf("pulsartest: listen on %s: %w", opts.Addr, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"reflect"
 	"strings"
 	"testing"
@@ -34,6 +35,19 @@ func TestOptionsDefaults(t *testing.T) {
 	b := startBroker(t)
 	if !strings.HasPrefix(b.URL(), "pulsar://127.0.0.1:") || strings.HasSuffix(b.URL(), ":0") {
 		t.Fatalf("URL %s", b.URL())
+	}
+}
+
+// Guarantee: an Addr without a host listens on the loopback interface
+// only, not on every interface as net.Listen would.
+func TestAddrWithoutAHostListensOnLoopbackOnly(t *testing.T) {
+	b, err := Start(t.Context(), Options{Addr: ":0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	if a, ok := b.Addr().(*net.TCPAddr); !ok || !a.IP.IsLoopback() {
+		t.Fatalf("Addr \":0\" listens on %v, want the loopback interface", b.Addr())
 	}
 }
 
