@@ -156,7 +156,9 @@ var ErrNoDLQ = errors.New("topology: no dead-letter queue")
 // both return 0, ErrClosed, whatever their context and whatever letters
 // are ready: a closed reader hands out nothing more, and the letters it
 // had not handed out stay with its group (its other readers, or its next
-// one, receive them).
+// one, receive them). Once only the backend was closed, a reader may
+// first hand out the letters it already holds (the in-memory backend's
+// do, see [Memory.Close]), then returns ErrClosed.
 type Reader[T any] interface {
 	// Receive waits for at least one letter and fills dst[:n] with up to
 	// len(dst) of them, in order. It returns ctx.Err() when ctx is done
