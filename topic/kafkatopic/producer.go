@@ -24,7 +24,8 @@ type completion struct {
 	// resent is set by the batching producer's result goroutine when the
 	// broker refused the record's batch as too large and a copy of the
 	// record was handed to the single-record producer: the outcome
-	// reported is the copy's, and the completion is not recycled.
+	// reported is the copy's, the completion is not recycled, and the
+	// single-record producer's interceptors skip the copy (firstSend).
 	resent bool
 }
 
@@ -74,14 +75,41 @@ func newProducer(client sarama.Client, brokers []string, cfg *sarama.Config, buf
 }
 
 // aloneConfig is cfg for a producer that puts one record in each request
-// and sends it at once.
+// and sends it at once, and whose interceptors leave resent records alone
+// (see firstSend).
 func aloneConfig(cfg *sarama.Config) *sarama.Config {
 	c := *cfg
 	c.Producer.Flush.Frequency = 0
 	c.Producer.Flush.Bytes = 0
 	c.Producer.Flush.Messages = 0
 	c.Producer.Flush.MaxMessages = 1
+	if len(cfg.Producer.Interceptors) > 0 {
+		c.Producer.Interceptors = make([]sarama.ProducerInterceptor, len(cfg.Producer.Interceptors))
+		for i, in := range cfg.Producer.Interceptors {
+			c.Producer.Interceptors[i] = firstSend{in}
+		}
+	}
 	return &c
+}
+
+// firstSend is a producer interceptor of the single-record producer: it
+// calls its own on every record but the copies resend makes. Sarama calls
+// a producer's interceptors on every record it is handed, so without it a
+// record of a refused batch would go through them twice: once in the
+// batching producer, then again as the copy, which already carries the
+// first pass's effects (a header appended twice, a value transformed
+// twice, a span started twice). Only skipping the second pass leaves a
+// resent record as it would have been sent once: restoring the headers
+// the backend set and running the interceptors again would still apply
+// their changes to the key, value or topic twice, and call them twice.
+type firstSend struct{ sarama.ProducerInterceptor }
+
+// OnSend calls the interceptor on m unless m is a resent copy.
+func (f firstSend) OnSend(m *sarama.ProducerMessage) {
+	if c, ok := m.Metadata.(*completion); ok && c.resent {
+		return
+	}
+	f.ProducerInterceptor.OnSend(m)
 }
 
 // get returns a fresh completion.
@@ -153,12 +181,14 @@ func (p *producer) results(ap sarama.AsyncProducer, batching bool) {
 }
 
 // resend returns a copy of c's record to send again, reported to c. The
-// copy leaves c's record to the producer that failed it. It shares c's
-// headers, backing array included: an interceptor of the single-record
-// producer that appends to the copy's headers writes only past their
-// length, which nothing reads (c's record is read up to that length, and
-// a resent completion is never recycled, so c.hdr never takes that
-// array back for another record).
+// copy leaves c's record to the producer that failed it. It is the record
+// as the batching producer's interceptors left it (their effects, on the
+// headers, key, value or topic, are kept), and the single-record
+// producer's interceptors skip it (firstSend; c.resent is set before the
+// copy is handed over). It shares c's headers, backing array included:
+// nothing writes to them any more (sarama only reads a record's headers,
+// and no interceptor sees the copy), and a resent completion is never
+// recycled, so c.hdr never takes that array back for another record.
 func resend(c *completion) *sarama.ProducerMessage {
 	return &sarama.ProducerMessage{
 		Topic:     c.msg.Topic,

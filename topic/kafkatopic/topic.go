@@ -61,7 +61,9 @@ func newKTopic[T any](b *Backend[T], name topic.Name, kname string, opts topic.O
 // (the broker, whose limit may have changed, decides), and when the broker
 // refuses a batch as too large nonetheless (the limit unknown or changed,
 // or records that fit alone but not together), each of its records is
-// sent again alone.
+// sent again alone, as the producer interceptors of Options.Config left
+// it: they are not called on it again, so it carries each one's effect
+// once.
 func (t *kTopic[T]) Publish(ctx context.Context, e topic.Envelope[T], onFull topic.OnFull) (topic.PublishOutcome, error) {
 	return t.publish(ctx, e, onFull == topic.Block)
 }
