@@ -55,7 +55,9 @@ var rules = []rule{
 	// The set of a source's live resources, closed once.
 	{from: "internal/liveset", only: []string{}, why: "internal/liveset imports nothing of the module"},
 	{from: "internal/sourcewire", only: []string{}, why: "internal/sourcewire imports nothing of the module"},
-	{from: "internal/kafkaoffset", only: []string{"acker"}, why: "the shared Kafka offset tracking imports only acker"},
+	{from: "internal/kafkaoffset", only: []string{"acker", "internal/kafkarefusal"}, why: "the shared Kafka offset tracking imports only acker and the refusal table"},
+	// One table of Kafka's refusals for good, for every client.
+	{from: "internal/kafkarefusal", only: []string{}, why: "internal/kafkarefusal imports nothing of the module"},
 	// The telemetry hooks are called by the stage runtime and by the
 	// sources, which never import each other: the hook API depends on
 	// neither, only on the message types its events name.

@@ -7,29 +7,14 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
 )
 
-// denied are the errors with which Kafka refuses a client's credentials or
-// permissions: asking again changes nothing until an operator does.
-var denied = []error{
-	sarama.ErrTopicAuthorizationFailed,
-	sarama.ErrGroupAuthorizationFailed,
-	sarama.ErrClusterAuthorizationFailed,
-	sarama.ErrSASLAuthenticationFailed,
-	sarama.ErrUnsupportedSASLMechanism,
-	sarama.ErrIllegalSASLState,
-}
-
 // Denied reports whether err is Kafka refusing the client's credentials or
-// its permissions on a topic, group or the cluster.
-func Denied(err error) bool {
-	for _, d := range denied {
-		if errors.Is(err, d) {
-			return true
-		}
-	}
-	return false
-}
+// its permissions on a topic, group or the cluster (kafkarefusal.Denied,
+// for sarama's errors).
+func Denied(err error) bool { return kafkarefusal.Denied(err, kafkarefusal.Sarama) }
 
 // Poll calls try until it reports done, waiting between calls from 1ms,
 // doubling, up to 100ms. An error of try is taken as passing (a

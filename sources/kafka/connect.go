@@ -7,7 +7,6 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
 )
 
@@ -29,7 +28,7 @@ func (s *Source) checkBrokers(ctx context.Context, cfg *sarama.Config) error {
 
 	err := s.live.CheckBrokers(ctx, s.opts.Brokers, s.opts.ConnectTimeout,
 		func(addr string) error { return probeBroker(addr, &pc) })
-	if kafkaoffset.Denied(err) {
+	if denied(err) {
 		// A broker answered, refusing the credentials: retrying changes
 		// nothing until an operator does.
 		return fmt.Errorf("%w: %w", ErrDenied, err)
@@ -55,8 +54,9 @@ func probeBroker(addr string, cfg *sarama.Config) error {
 }
 
 // checkTopics reports the topics the cluster does not have, as an error
-// wrapping ErrUnknownTopic (and sarama's error), or the first other error
-// met while asking.
+// wrapping ErrUnknownTopic (and sarama's error), a topic the cluster
+// refuses for authorization as an error wrapping ErrDenied, or the first
+// other error met while asking (ErrConnect).
 func checkTopics(client sarama.Client, topics []string) error {
 	var missing []string
 	var cause error
@@ -67,6 +67,9 @@ func checkTopics(client sarama.Client, topics []string) error {
 		case errors.Is(err, sarama.ErrUnknownTopicOrPartition):
 			missing = append(missing, t)
 			cause = err
+		case denied(err):
+			// Asking again changes nothing until an operator does.
+			return fmt.Errorf("%w: topic %q: %w", ErrDenied, t, flat(err))
 		default:
 			return fmt.Errorf("%w: topic %q: %w", ErrConnect, t, flat(err))
 		}

@@ -10,9 +10,8 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
+	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
 )
 
@@ -73,7 +72,11 @@ func (m *member) consumeClaim(sess sarama.ConsumerGroupSession, claimed sarama.C
 	}
 	start, move, ok := m.lookUpStart(sess.Context(), claimed, log)
 	if !ok {
-		return nil // released meanwhile, or the member failed
+		if m.draining() && !m.isDown() && sess.Context().Err() == nil {
+			// As above: a draining member claims nothing.
+			m.leaveOnRebalance(log, "partition assigned")
+		}
+		return nil // released meanwhile, the member failed or drains
 	}
 	p := &partition{m: m, sess: sess, claimPC: claimed}
 	topic, part := claimed.Topic(), claimed.Partition()
@@ -217,10 +220,17 @@ const (
 // rebalance closes the claim's channel).
 var errRevoked = errors.New("kafka: partition revoked")
 
+// errDraining is the cause that ends a claim's start offset lookup when
+// the member drains.
+var errDraining = errors.New("kafka: the member drains")
+
 // lookUpStart returns where a new claim starts and whether it must be
 // moved there (startOffset), and reports false when the claim starts
 // nowhere: its session ended (ctx, a rebalance, the member leaving or
-// closing), its partition was revoked, or the member failed.
+// closing), its partition was revoked, the member drains (the attempt
+// under way and the wait for the next end at once: consumeClaim then
+// ends the session, as a draining member claims nothing) or the member
+// failed.
 //
 // An attempt that fails (no answer within Config.Metadata.Timeout, an
 // error Kafka says to retry, a connection refused) is tried again, 1s
@@ -262,6 +272,9 @@ func (m *member) lookUpStart(parent context.Context, claimed sarama.ConsumerGrou
 					return
 				}
 				dropped = true
+			case <-m.drainCh:
+				cancel(errDraining)
+				return
 			case <-stop:
 				return
 			}
@@ -303,7 +316,8 @@ func (m *member) pauseClaim(claimed sarama.ConsumerGroupClaim, v bool) {
 }
 
 // retryStart is lookUpStart's attempts. It returns an error once ctx has
-// ended (logged at DEBUG) or the member failed (logged at ERROR).
+// ended (the session, a revoke or a drain; logged at DEBUG) or the member
+// failed (logged at ERROR).
 func (m *member) retryStart(ctx context.Context, claimed sarama.ConsumerGroupClaim, log *slog.Logger) (int64, bool, error) {
 	backoff := lookupFirstBackoff
 	for failed := 0; ; {
@@ -357,24 +371,31 @@ func (e *listingRefused) Error() string {
 
 func (e *listingRefused) Unwrap() error { return e.err }
 
-// refusedForGood reports whether err is a ListOffsets answer's error that
-// Kafka says not to retry: its code's kerr.Error has Retriable false, the
-// table the franz-go source follows (an unknown code is kerr's
-// UNKNOWN_SERVER_ERROR, not retriable either).
+// refusedForGood reports whether err is refused for good: an
+// authorization refusal wherever it comes from (denied: the ListOffsets
+// answer, or the metadata or leader lookup before it), or a ListOffsets
+// answer's error that Kafka says not to retry (kafkarefusal.RefusedForGoodCode:
+// its code's kerr.Error has Retriable false, the table the franz-go
+// source follows; an unknown code is kerr's UNKNOWN_SERVER_ERROR, not
+// retriable either).
 func refusedForGood(err error) bool {
-	r, ok := errors.AsType[*listingRefused](err)
-	if !ok {
-		return false
+	if denied(err) {
+		return true
 	}
-	k, ok := kerr.ErrorForCode(int16(r.err)).(*kerr.Error)
-	return ok && !k.Retriable
+	r, ok := errors.AsType[*listingRefused](err)
+	return ok && kafkarefusal.RefusedForGoodCode(int16(r.err))
 }
+
+// denied reports whether err, or an error it wraps, is Kafka refusing the
+// client's credentials or its permissions on a topic, the group or the
+// cluster (kafkarefusal.Denied, which the franz-go source shares).
+func denied(err error) bool { return kafkarefusal.Denied(err, kafkarefusal.Sarama) }
 
 // refusedStarts is the member's error for err, a start offset listing the
 // cluster refused for good: ErrDenied for an authorization refusal,
 // ErrStartRefused for any other.
 func refusedStarts(err error) error {
-	if kafkaoffset.Denied(err) {
+	if denied(err) {
 		return fmt.Errorf("%w: listing start offsets: %w", ErrDenied, flat(err))
 	}
 	return fmt.Errorf("%w: %w", ErrStartRefused, flat(err))
@@ -458,9 +479,10 @@ type reader struct {
 	claimPause pauser
 	log        *slog.Logger
 
-	own       sarama.PartitionConsumer // set while rewound to redeliver
-	ownErrors <-chan *sarama.ConsumerError
-	paused    bool
+	own         sarama.PartitionConsumer // set while rewound to redeliver
+	ownErrors   <-chan *sarama.ConsumerError
+	ownFailures claim.FailureRun // which of own's errors are logged
+	paused      bool
 
 	q claim.Queue[*sarama.ConsumerMessage] // read ahead
 }
@@ -591,10 +613,12 @@ func (r *reader) run() {
 				return
 			}
 		case err, ok := <-r.ownErrors:
-			if ok {
-				r.log.Warn("kafka redelivery consumer error", slog.Any("error", err))
-			} else {
+			if !ok {
 				r.ownErrors = nil
+				break
+			}
+			if !r.ownFailed(err) {
+				return // the member failed
 			}
 		case <-p.GrantCh:
 		case <-p.RetryCh:
@@ -611,6 +635,35 @@ func (r *reader) run() {
 			return
 		}
 	}
+}
+
+// ownFailed handles an error of the consumer of the member that reads
+// the claim's partition (a rewind's or a move's). An authorization
+// refusal (denied: of the fetch, or of the metadata or leader lookup
+// before it) fails the member, with an ERROR line, and ownFailed reports
+// false: fetching again changes nothing until an operator does. Any
+// other error is sarama's to retry (its consumer fetches again after
+// Consumer.Retry.Backoff): it is logged at WARN once per run of failures
+// (claim.FailureRun: the first, one with another message, or one after
+// records came in since the last).
+func (r *reader) ownFailed(err *sarama.ConsumerError) bool {
+	if denied(err) {
+		ferr := refusedFetch(r.p.Topic, r.p.Part, err.Err)
+		r.log.Error("kafka partition fetch refused; the member fails", slog.Any("error", ferr))
+		r.p.m.fail(ferr)
+		return false
+	}
+	if r.ownFailures.Log(err, r.p.Next.Load()) {
+		r.log.Warn("kafka redelivery consumer error", slog.Any("error", flat(err)))
+	}
+	return true
+}
+
+// refusedFetch is the member's error for err, a fetch of topic/part (or
+// the metadata or leader lookup it needs) refused for good: ErrDenied
+// (only an authorization refusal is taken as one).
+func refusedFetch(topic string, part int32, err error) error {
+	return fmt.Errorf("%w: fetching partition %q/%d: %w", ErrDenied, topic, part, flat(err))
 }
 
 // inWhileOwn returns the claim's channel while a rewound consumer reads the
@@ -826,7 +879,7 @@ func (r *reader) waitRetry(d time.Duration) (ok, drained bool) {
 // cluster refused for good: ErrDenied for an authorization refusal,
 // ErrRewindRefused for any other.
 func refusedRewind(at int64, err error) error {
-	if kafkaoffset.Denied(err) {
+	if denied(err) {
 		return fmt.Errorf("%w: rewinding to offset %d: %w", ErrDenied, at, flat(err))
 	}
 	return fmt.Errorf("%w: to offset %d: %w", ErrRewindRefused, at, flat(err))
@@ -837,7 +890,7 @@ func refusedRewind(at int64, err error) error {
 // authorization refusal, ErrStartRefused for any other (the move applies
 // the start offset, as part of starting the claim).
 func refusedMove(at int64, err error) error {
-	if kafkaoffset.Denied(err) {
+	if denied(err) {
 		return fmt.Errorf("%w: moving to start offset %d: %w", ErrDenied, at, flat(err))
 	}
 	return fmt.Errorf("%w: moving to start offset %d: %w", ErrStartRefused, at, flat(err))

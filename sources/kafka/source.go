@@ -14,7 +14,8 @@
 // attempt that fails is tried again within the claim, with backoff, while
 // the member stays in its group generation, and so is the move of its
 // consumer there; a listing or a move the cluster refuses with an error
-// Kafka says not to retry fails Run with ErrDenied or ErrStartRefused, so that the pipeline's restart policy decides (see
+// Kafka says not to retry fails Run with ErrDenied or ErrStartRefused, and
+// a claim's fetch refused for authorization fails it with ErrDenied, so that the pipeline's restart policy decides (see
 // SaramaDefaults, Metadata.Timeout, and docs/kafka.md, Replay).
 // See docs/kafka.md for the semantics in full.
 package kafka
@@ -30,7 +31,6 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
-	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/lifecycle"
@@ -59,9 +59,11 @@ var ErrConsume = claim.ErrConsume
 // the credentials or a permission the member needs (on the group, a topic
 // or the cluster; sarama.ErrGroupAuthorizationFailed and its kin, which the
 // error also wraps), whether to join the group, to list where new
-// claims start (OffsetTimestamp, BeginReset) or to rewind a partition for
-// a redelivery (ErrRewindRefused): asking again would change nothing until
-// an operator does. franz.ErrDenied is the same error.
+// claims start (OffsetTimestamp, BeginReset), to rewind a partition for
+// a redelivery (ErrRewindRefused) or to fetch a claimed partition (the
+// error then names it), the metadata or leader lookup each needs
+// included: asking again would change nothing until an operator does.
+// franz.ErrDenied is the same error.
 var ErrDenied = claim.ErrDenied
 
 // ErrStartRefused is wrapped by the error Run returns, at once, when the
@@ -158,7 +160,8 @@ func (s *Source) Info() (producer.Info, error) {
 // the cluster cannot be reached, ErrUnknownTopic when a topic does not
 // exist, ErrDenied when Kafka refuses the member's credentials or
 // permissions (the start offset listing of a new claim, its move to that
-// offset and a redelivery's rewind included), ErrStartRefused or
+// offset, a redelivery's rewind and a claim's fetch included, and the
+// metadata or leader lookup each needs), ErrStartRefused or
 // ErrRewindRefused when the cluster refuses that listing or move, or that
 // rewind, with another error Kafka says not to retry, or ErrConsume when joining the group
 // keeps failing; the pipeline logs it and restarts the source with
@@ -364,7 +367,8 @@ func (m *member) isDown() bool {
 
 // Failed receives the error that ends the member (maxConsumeFailures
 // failed sessions, a topic gone, a refusal for credentials or
-// permissions, or a start offset listing or a rewind refused for good).
+// permissions, a fetch's included, or a start offset listing or a rewind
+// refused for good).
 func (m *member) Failed() <-chan error { return m.failed }
 
 // Stats is the member's snapshot.
@@ -395,7 +399,7 @@ func (m *member) loop() {
 			failures = 0
 			continue
 		}
-		if kafkaoffset.Denied(err) {
+		if denied(err) {
 			// Joining again changes nothing until an operator does: fail
 			// now and let the pipeline's restart policy decide.
 			m.fail(fmt.Errorf("%w: %w", ErrDenied, flat(err)))
@@ -429,10 +433,43 @@ func (m *member) loop() {
 	}
 }
 
+// logErrors reads the group's errors until the group closes. A claim's
+// fetch (or the metadata or leader lookup it needs) refused with an
+// authorization error (denied) fails the member, with an ERROR line:
+// fetching again changes nothing until an operator does. Any other error
+// is logged at WARN, a claim's fetch errors once per run of failures of
+// its partition (claim.FailureRuns: the first, one with another message,
+// or one after the claim took records in since the last), as sarama
+// fetches again after each.
 func (m *member) logErrors() {
+	var runs claim.FailureRuns[topicPart]
 	for err := range m.group.Errors() {
-		m.log.Warn("kafka consumer error", slog.Any("error", flat(err)))
+		ce, ok := err.(*sarama.ConsumerError)
+		if !ok || ce.Topic == "" {
+			m.log.Warn("kafka consumer error", slog.Any("error", flat(err)))
+			continue
+		}
+		if denied(ce) {
+			ferr := refusedFetch(ce.Topic, ce.Partition, ce.Err)
+			m.log.Error("kafka partition fetch refused; the member fails", slog.Any("error", ferr))
+			m.fail(ferr)
+			continue
+		}
+		if runs.Log(topicPart{ce.Topic, ce.Partition}, ce, m.fetchedTo(ce.Topic, ce.Partition)) {
+			m.log.Warn("kafka consumer error", slog.Any("error", flat(err)))
+		}
 	}
+}
+
+// fetchedTo is where the member's claim of topic/part has read to
+// (claim.Claim.Next), -1 when it claims no such partition.
+func (m *member) fetchedTo(topic string, part int32) int64 {
+	for _, c := range m.cm.Claims() {
+		if c.Topic == topic && c.Part == part {
+			return c.Next.Load()
+		}
+	}
+	return -1
 }
 
 // Close ends the member's sessions (each partition waits for its in-flight

@@ -48,8 +48,9 @@ func (s *Source) probeBroker(addr string) error {
 }
 
 // checkTopics reports the topics the cluster does not have, as an error
-// wrapping ErrUnknownTopic (and the broker's error), or the first other
-// error met while asking.
+// wrapping ErrUnknownTopic (and the broker's error), a topic the cluster
+// refuses for authorization as an error wrapping ErrDenied, or the first
+// other error met while asking (ErrConnect).
 func checkTopics(ctx context.Context, cl *kgo.Client, topics []string) error {
 	req := kmsg.NewPtrMetadataRequest()
 	for _, t := range topics {
@@ -70,6 +71,9 @@ func checkTopics(ctx context.Context, cl *kgo.Client, topics []string) error {
 		case errors.Is(err, kerr.UnknownTopicOrPartition):
 			missing = append(missing, *t.Topic)
 			cause = err
+		case denied(err):
+			// Asking again changes nothing until an operator does.
+			return fmt.Errorf("%w: topic %q: %w", ErrDenied, *t.Topic, err)
 		default:
 			return fmt.Errorf("%w: topic %q: %w", ErrConnect, *t.Topic, err)
 		}

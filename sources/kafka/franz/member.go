@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/lifecycle"
@@ -57,6 +58,10 @@ type member struct {
 	pollDone  chan struct{}
 	stopped   chan struct{} // closed when the member closes: the commit loop ends
 	wg        sync.WaitGroup
+
+	// fetchFailures picks which failed fetches the poll loop logs (one
+	// line per run of failures of a partition); the poll loop's own.
+	fetchFailures claim.FailureRuns[topicPartition]
 
 	// blocked counts the claims whose read-ahead is full: the poll loop
 	// waits for room (signalled when it falls to 0) before it polls.
@@ -243,6 +248,16 @@ const pollMax = 10_000
 
 // poll moves polled records to their partitions' readers, until the member
 // drains.
+//
+// A fetch error of a partition (or of its topic's metadata) that refuses
+// the member's credentials or permissions (denied) fails the member at
+// once, with an ERROR line and an error wrapping ErrDenied that names the
+// partition: fetching again changes nothing until an operator does. Any
+// other is franz-go's to fetch again, and is logged at WARN once per run
+// of failures of the partition (m.fetchFailures: the first, one with
+// another message, or one after the partition's claim was handed records
+// since), not once per poll. A group error fails the member when denied,
+// or after maxConsumeFailures polls in a row without records.
 func (m *member) poll() {
 	defer close(m.pollDone)
 	failures := 0
@@ -258,7 +273,7 @@ func (m *member) poll() {
 		if m.pollCtx.Err() != nil || fs.IsClientClosed() {
 			return
 		}
-		var groupErr error
+		var groupErr, refused error
 		topicGone := false
 		fs.EachError(func(topic string, part int32, err error) {
 			if errors.Is(err, context.Canceled) {
@@ -269,16 +284,34 @@ func (m *member) poll() {
 			}
 			if topic == "" {
 				groupErr = err
+				m.log.Warn("kafka consumer error", slog.String("topic", topic), slog.Int("partition", int(part)), slog.Any("error", claim.Flat(err)))
+				return
 			}
-			m.log.Warn("kafka consumer error", slog.String("topic", topic), slog.Int("partition", int(part)), slog.Any("error", claim.Flat(err)))
+			if denied(err) {
+				// A refusal of a permission the fetch needs (or of the
+				// metadata it needs): fetching again changes nothing
+				// until an operator does.
+				if refused == nil {
+					refused = refusedFetch(topic, part, err)
+				}
+				return
+			}
+			if m.fetchFailures.Log(topicPartition{topic, part}, err, m.pushes(topic, part)) {
+				m.log.Warn("kafka consumer error", slog.String("topic", topic), slog.Int("partition", int(part)), slog.Any("error", claim.Flat(err)))
+			}
 		})
+		if refused != nil {
+			m.log.Error("kafka fetch refused; the member fails", slog.Any("error", refused))
+			m.fail(refused)
+			return
+		}
 		if topicGone {
 			// A topic went away: fail now, so that the pipeline's restart
 			// policy decides, rather than polling it forever.
 			ctx, cancel := context.WithTimeout(m.pollCtx, m.opts.ConnectTimeout)
 			err := checkTopics(ctx, m.client(), m.opts.Topics)
 			cancel()
-			if errors.Is(err, ErrUnknownTopic) {
+			if errors.Is(err, ErrUnknownTopic) || errors.Is(err, ErrDenied) {
 				m.fail(err)
 				return
 			}
@@ -316,19 +349,32 @@ func (m *member) poll() {
 	}
 }
 
-// deniedErrs are Kafka's refusals of the client's credentials or of its
-// permissions on a topic, the group or the cluster.
-var deniedErrs = []error{kerr.TopicAuthorizationFailed, kerr.GroupAuthorizationFailed,
-	kerr.ClusterAuthorizationFailed, kerr.SaslAuthenticationFailed}
+// denied reports whether err, or an error it wraps, is Kafka refusing the
+// client's credentials or its permissions on a topic, the group or the
+// cluster (kafkarefusal.Denied, which the sarama source shares).
+func denied(err error) bool { return kafkarefusal.Denied(err, kafkarefusal.Franz) }
 
-// denied reports whether err is one of deniedErrs.
-func denied(err error) bool {
-	for _, d := range deniedErrs {
-		if errors.Is(err, d) {
-			return true
-		}
+// refusedForGood reports whether err, or an error it wraps, is an error
+// Kafka says not to retry (kafkarefusal.RefusedForGood).
+func refusedForGood(err error) bool { return kafkarefusal.RefusedForGood(err, kafkarefusal.Franz) }
+
+// refusedFetch is the member's error for err, a fetch of topic/part (or
+// the metadata it needs, part -1 for the whole topic) refused for good.
+func refusedFetch(topic string, part int32, err error) error {
+	return fmt.Errorf("%w: fetching partition %q/%d: %w", ErrDenied, topic, part, claim.Flat(err))
+}
+
+// pushes is the count of hand-overs of topic/part's claim (-1 when the
+// member claims no such partition): a run of failed fetches that it
+// interrupts is logged again (claim.FailureRuns).
+func (m *member) pushes(topic string, part int32) int64 {
+	m.mu.Lock()
+	p := m.parts[topicPartition{topic, part}]
+	m.mu.Unlock()
+	if p == nil {
+		return -1
 	}
-	return false
+	return int64(p.pushed.Load())
 }
 
 // assigned is the client's OnPartitionsAssigned: each partition becomes a
@@ -341,11 +387,12 @@ func (m *member) assigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 		slog.String("member", memberID), slog.Int("generation", int(gen)), slog.Any("claims", assigned))
 	// A topic deleted while the member runs is still assigned from the
 	// client's metadata: fail at the new session, so that the pipeline's
-	// restart policy decides, rather than consume it forever.
+	// restart policy decides, rather than consume it forever; the same for
+	// a topic the cluster refuses for authorization.
 	tctx, cancel := context.WithTimeout(ctx, m.opts.ConnectTimeout)
 	err := checkTopics(tctx, cl, m.opts.Topics)
 	cancel()
-	if errors.Is(err, ErrUnknownTopic) {
+	if errors.Is(err, ErrUnknownTopic) || errors.Is(err, ErrDenied) {
 		m.fail(err)
 		return
 	}
@@ -552,7 +599,7 @@ func (m *member) lookUpStarts(ctx context.Context, tps []topicPartition) (map[to
 		}
 		failed++
 		if ctx.Err() == nil && m.hurryCtx.Err() == nil {
-			if kerrv, ok := errors.AsType[*kerr.Error](err); ok && !kerrv.Retriable {
+			if refusedForGood(err) {
 				err = refusedStarts(err)
 				m.log.Error("kafka start offsets refused; the member fails",
 					slog.Any("partitions", tps), slog.Int("failed_attempts", failed), slog.Any("error", err))

@@ -54,8 +54,10 @@ var ErrConsume = claim.ErrConsume
 // ErrDenied is wrapped by the error Run returns, at once, when Kafka refuses
 // the credentials or a permission the member needs (on the group, a topic
 // or the cluster; kerr.GroupAuthorizationFailed and its kin, which the
-// error also wraps), whether to join the group, to fetch, or to list
-// where new claims start (OffsetTimestamp). It is kafka.ErrDenied.
+// error also wraps), whether to join the group, to fetch a claimed
+// partition (the error then names it), or to list where new claims start
+// (OffsetTimestamp), the metadata each of them needs included. It is
+// kafka.ErrDenied.
 var ErrDenied = claim.ErrDenied
 
 // ErrStartRefused is wrapped by the error Run returns, at once, when the
@@ -166,13 +168,16 @@ func (s *Source) String() string {
 // and that every topic exists. It returns an error wrapping ErrConnect when
 // the cluster cannot be reached, ErrUnknownTopic when a topic does not
 // exist, ErrDenied when Kafka refuses the member's credentials or
-// permissions (the start offset listing of OffsetTimestamp included),
+// permissions (a claimed partition's fetch and the start offset listing
+// of OffsetTimestamp included, and the metadata they need),
 // ErrStartRefused when the cluster refuses that listing with another
 // error Kafka says not to retry, or ErrConsume when the group keeps
 // failing; the pipeline logs it and restarts the source with backoff, as
 // its restart policy says. A listing that fails otherwise (no answer
 // within Options.LookupTimeout, an error Kafka says to retry) is tried
-// again within the member (see Options.LookupTimeout). It returns ErrClosed after
+// again within the member (see Options.LookupTimeout), and a fetch error
+// that is no authorization refusal is left to franz-go to fetch again,
+// logged at WARN once per run of failures of the partition. It returns ErrClosed after
 // Close, and ErrNotCreated, at once, when New did not make the source.
 // No error message contains a newline.
 func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {

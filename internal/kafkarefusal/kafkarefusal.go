@@ -1,0 +1,102 @@
+// Package kafkarefusal tells Kafka's refusals for good from passing
+// errors, for every Kafka client the project uses (sarama, franz-go):
+// one table of codes, read through each client's own error type.
+package kafkarefusal
+
+import (
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Code is how one Kafka client's error carries the error code a broker
+// answered with: sarama's KError, franz-go's *kerr.Error. It reports
+// false for an error that is not such a value (it is not asked about the
+// errors that one wraps).
+type Code func(err error) (code int16, ok bool)
+
+// deniedCodes are the codes with which Kafka refuses a client's
+// credentials or its permissions on a topic, the group or the cluster.
+var deniedCodes = [...]int16{
+	kerr.TopicAuthorizationFailed.Code,
+	kerr.GroupAuthorizationFailed.Code,
+	kerr.ClusterAuthorizationFailed.Code,
+	kerr.SaslAuthenticationFailed.Code,
+	kerr.UnsupportedSaslMechanism.Code,
+	kerr.IllegalSaslState.Code,
+}
+
+// DeniedCode reports whether code is one with which Kafka refuses the
+// client's credentials or its permissions: asking again changes nothing
+// until an operator does.
+func DeniedCode(code int16) bool {
+	for _, d := range deniedCodes {
+		if code == d {
+			return true
+		}
+	}
+	return false
+}
+
+// RefusedForGoodCode reports whether code is an error Kafka says not to
+// retry: its kerr.Error has Retriable false, the table the franz-go
+// client follows (an unknown code is kerr's UNKNOWN_SERVER_ERROR, not
+// retriable either). No error (0) is not refused.
+func RefusedForGoodCode(code int16) bool {
+	if code == 0 {
+		return false
+	}
+	k, ok := kerr.ErrorForCode(code).(*kerr.Error)
+	return ok && !k.Retriable
+}
+
+// Denied reports whether err, or any error it wraps (as errors.Is walks
+// them, joined errors included), carries a code of DeniedCode as code
+// reads it: whichever step asked (a join, a metadata or leader lookup, a
+// ListOffsets or Fetch answer), the refusal is for good. The sources and
+// the admin helpers classify their client's errors with it.
+func Denied(err error, code Code) bool {
+	return carries(err, code, DeniedCode)
+}
+
+// RefusedForGood reports whether err, or any error it wraps, carries a
+// code of RefusedForGoodCode as code reads it.
+func RefusedForGood(err error, code Code) bool {
+	return carries(err, code, RefusedForGoodCode)
+}
+
+// carries reports whether err's tree holds an error whose code matches.
+func carries(err error, code Code, match func(int16) bool) bool {
+	for err != nil {
+		if c, ok := code(err); ok && match(c) {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if carries(e, code, match) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// Sarama is the Code of sarama's errors (sarama.KError).
+func Sarama(err error) (int16, bool) {
+	k, ok := err.(sarama.KError)
+	return int16(k), ok
+}
+
+// Franz is the Code of franz-go's errors (*kerr.Error).
+func Franz(err error) (int16, bool) {
+	if k, ok := err.(*kerr.Error); ok {
+		return k.Code, true
+	}
+	return 0, false
+}

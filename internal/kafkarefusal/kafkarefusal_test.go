@@ -1,0 +1,81 @@
+package kafkarefusal
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// code16 is a client error carrying a Kafka error code, as sarama's KError
+// does.
+type code16 int16
+
+func (c code16) Error() string { return fmt.Sprintf("code %d", int16(c)) }
+
+func readCode16(err error) (int16, bool) {
+	c, ok := err.(code16)
+	return int16(c), ok
+}
+
+// Guarantee: Denied and RefusedForGood find a client's error code
+// wherever it is wrapped (%w chains, joined errors, a metadata error
+// naming several topics), so that an authorization refusal is classified
+// whichever step of a client's lookup carried it; Denied takes only the
+// authorization and SASL codes, RefusedForGood every code kerr says not to
+// retry, and a retriable code or none is neither.
+func TestRefusalClassifiesCodesWhereverWrapped(t *testing.T) {
+	wrap := func(c *kerr.Error) error {
+		return fmt.Errorf("listing: %w", errors.Join(code16(kerr.LeaderNotAvailable.Code), fmt.Errorf("t: %w", code16(c.Code))))
+	}
+	for _, tc := range []struct {
+		err             error
+		denied, forGood bool
+	}{
+		{wrap(kerr.TopicAuthorizationFailed), true, true},
+		{wrap(kerr.GroupAuthorizationFailed), true, true},
+		{wrap(kerr.ClusterAuthorizationFailed), true, true},
+		{wrap(kerr.SaslAuthenticationFailed), true, true},
+		{wrap(kerr.InvalidRequest), false, true},
+		{wrap(kerr.NotLeaderForPartition), false, false},
+		{errors.New("connection refused"), false, false},
+		{code16(0), false, false},
+		{nil, false, false},
+	} {
+		if got := Denied(tc.err, readCode16); got != tc.denied {
+			t.Errorf("Denied(%v) = %v, want %v", tc.err, got, tc.denied)
+		}
+		if got := RefusedForGood(tc.err, readCode16); got != tc.forGood {
+			t.Errorf("RefusedForGood(%v) = %v, want %v", tc.err, got, tc.forGood)
+		}
+	}
+}
+
+// Guarantee: each client's adapter reads its own error type's code and
+// nothing else, so that the same refusal is classified alike from sarama
+// and from franz-go.
+func TestClientsCodesAreReadAlike(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		code Code
+	}{
+		{"sarama", fmt.Errorf("fetch: %w", sarama.ErrTopicAuthorizationFailed), Sarama},
+		{"franz", fmt.Errorf("fetch: %w", kerr.TopicAuthorizationFailed), Franz},
+	} {
+		if !Denied(tc.err, tc.code) {
+			t.Errorf("%s: Denied(%v) = false, want true", tc.name, tc.err)
+		}
+		if Denied(tc.err, readCode16) {
+			t.Errorf("%s: another client's Code read %v as denied", tc.name, tc.err)
+		}
+	}
+	if c, ok := Sarama(kerr.TopicAuthorizationFailed); ok {
+		t.Errorf("Sarama read franz-go's error as code %d", c)
+	}
+	if c, ok := Franz(sarama.ErrTopicAuthorizationFailed); ok {
+		t.Errorf("Franz read sarama's error as code %d", c)
+	}
+}
