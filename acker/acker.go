@@ -181,6 +181,15 @@ type group struct {
 	failed    []Outcome
 }
 
+// reset empties gr, keeping its slices' memory.
+func (gr *group) reset() {
+	clear(gr.succeeded)
+	clear(gr.failed)
+	gr.succeeded = gr.succeeded[:0]
+	gr.failed = gr.failed[:0]
+	gr.ack, gr.key = nil, nil
+}
+
 // Add records o for a. o goes to the failed list when o.Err is not nil. A nil
 // acknowledger means Discard.
 func (g *Group) Add(a Acknowledger, o Outcome) {
@@ -275,11 +284,18 @@ func (g *Group) Flush(ctx context.Context, log *slog.Logger) {
 		if len(gr.succeeded) > 0 || len(gr.failed) > 0 {
 			Safe(ctx, log, gr.ack, gr.succeeded, gr.failed)
 		}
-		clear(gr.succeeded)
-		clear(gr.failed)
-		gr.succeeded = gr.succeeded[:0]
-		gr.failed = gr.failed[:0]
-		gr.ack, gr.key = nil, nil
+		gr.reset()
+	}
+	g.used = 0
+	g.last = 0
+}
+
+// Reset discards the outcomes waiting to be flushed without reporting them
+// (a stage whose goroutine is ending uses it, so that none is reported
+// twice), keeping the group's memory for reuse.
+func (g *Group) Reset() {
+	for i := range g.groups {
+		g.groups[i].reset()
 	}
 	g.used = 0
 	g.last = 0

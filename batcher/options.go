@@ -46,7 +46,11 @@ const (
 // cancelled) interrupts the message: its error wraps acker.ErrShutdown and
 // its disposition is acker.DispositionRetry whatever HandleFailed sets, so
 // that its source delivers it again. A batch not yet handed to the handler
-// when ctx is cancelled stays unacknowledged.
+// when ctx is cancelled stays unacknowledged. A handler (or HandleFailed)
+// that ends its goroutine with runtime.Goexit, as t.FailNow does, fails the
+// batch with message.ErrHandlerExited (when HandleFailed exited, the
+// messages keep the outcome they had), reported once, and another
+// goroutine takes over as that batch processor.
 //
 // The batch slice is the handler's: it may keep it after the call (the
 // batcher never touches it again) and may change it (filter it with

@@ -1,6 +1,7 @@
 package message
 
 import (
+	"errors"
 	"fmt"
 	"runtime/debug"
 )
@@ -61,3 +62,9 @@ func GuardKey[T any](key func(*Message[T]) string, onPanic func(*Message[T], *Pa
 		return key(m)
 	}
 }
+
+// ErrHandlerExited is the error the messages a stage's goroutine held fail
+// with when user code it called (a handler, Prepare, HandleFailed, a
+// telemetry hook) ended that goroutine with runtime.Goexit, as t.FailNow
+// does: the stage reports their outcome and another goroutine takes over.
+var ErrHandlerExited = errors.New("message: user code ended its goroutine (runtime.Goexit) before returning")

@@ -135,3 +135,35 @@ func TestLargestBatcherOptionsStartWithinMemory(t *testing.T) {
 		}
 	})
 }
+
+// Guarantee: the number of batchers is bounded: BatchersLimit batchers
+// are accepted, one more is an error naming the batchers field and its
+// max rule, reported before the batchers' queues are built.
+func TestBatcherCountBound(t *testing.T) {
+	withBatchers := func(n int) pipeline.Options[uint64, uint64] {
+		o := validOptions()
+		o.Batchers = nil
+		for i := range n {
+			name := fmt.Sprintf("b%d", i)
+			if i == 0 {
+				name = message.DefaultBatcher
+			}
+			o.Batchers = append(o.Batchers, batcher.Options[uint64]{Name: name, Handle: batchOK})
+		}
+		return o
+	}
+	if _, err := pipeline.New(withBatchers(pipeline.BatchersLimit)); err != nil {
+		t.Fatalf("New with BatchersLimit batchers = %v, want it accepted", err)
+	}
+	allocated, err := measureNew(withBatchers(pipeline.BatchersLimit + 1))
+	var errs validate.Errors
+	if !errors.As(err, &errs) || !errs.Has("batchers", "max") || len(errs) != 1 {
+		t.Fatalf("New with BatchersLimit+1 batchers = %v, want only batchers' max rule", err)
+	}
+	if want := fmt.Sprintf("batchers must have at most %d element(s)", pipeline.BatchersLimit); errs[0].Message != want {
+		t.Errorf("error %q, want %q", errs[0].Message, want)
+	}
+	if allocated > 1<<20 {
+		t.Errorf("New allocated %d bytes for an invalid option", allocated)
+	}
+}

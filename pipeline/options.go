@@ -60,8 +60,9 @@ type Options[In, Out any] struct {
 	// acknowledge messages themselves. With some, every message that does
 	// not fail goes to the batcher named by m.Batcher() ("default" unless a
 	// processor routed it elsewhere), so one of them must be named
-	// "default" unless ExplicitRouting is set.
-	Batchers []batcher.Options[Out] `validate:"-"`
+	// "default" unless ExplicitRouting is set. At most BatchersLimit
+	// (100).
+	Batchers []batcher.Options[Out] `validate:"max=100"`
 	// ExplicitRouting declares that the processors route every message
 	// with m.SetBatcher, so that the pipeline needs no batcher named
 	// "default". Without it, New rejects a pipeline that has batchers but
@@ -186,3 +187,10 @@ func (o Options[In, Out]) withPartitionBy() Options[In, Out] {
 	o.partitioned = true
 	return o
 }
+
+// BatchersLimit is the most batchers a pipeline may have (Options.Batchers).
+// Each batcher has its own partitions, batch processors and queues, and a
+// processor finds the batcher a message is routed to by its name among
+// them; to batch by many destinations, route to a few batchers and set
+// batch keys (message.SetBatchKey) instead.
+const BatchersLimit = 100

@@ -77,6 +77,7 @@ type Pipeline[In, Out any] struct {
 	mu          sync.Mutex
 	state       state
 	neverRan    bool    // Stop came before Start
+	starting    bool    // Start is calling the PipelineStart hook
 	errs        []error // what stopped the pipeline abnormally, see Err
 	abandonErr  *ShutdownTimeoutError
 	hardCancel  context.CancelFunc // cancels the stages: the drain is cut short
@@ -150,6 +151,7 @@ func (p *Pipeline[In, Out]) Start(ctx context.Context) error {
 		return ErrAlreadyStarted
 	}
 	p.state = stateRunning
+	p.starting = true
 	p.startedAt.Store(time.Now().UnixNano())
 	base := context.WithoutCancel(ctx)
 	hardCtx, cancel := context.WithCancel(base)
@@ -163,6 +165,14 @@ func (p *Pipeline[In, Out]) Start(ctx context.Context) error {
 	// SourceStatus); before run, so that PipelineStart precedes
 	// PipelineStop.
 	p.hookStart(ctx)
+	p.mu.Lock()
+	p.starting = false
+	p.mu.Unlock()
+	if queue.IsDone(p.stopReq) {
+		// Stopped while the hook ran (see Stop): the sources start
+		// stopped, and the stages drain what was pushed meanwhile.
+		p.prod.StopFetching()
+	}
 	go p.run(hardCtx, closeCtx)
 	p.log.Info("pipeline started", slog.Any("topology", p.Topology()))
 	return nil
@@ -319,9 +329,16 @@ func (p *Pipeline[In, Out]) requestStop() {
 // (a *producer.RestartError), a *DrainError for each Drainer that failed,
 // and an error from the source's Close. Stop
 // may be called more than once and before Start (a pipeline stopped before
-// it ran refuses Start with ErrStoppedBeforeStart). Calling Stop from a
-// handler, an acknowledger or a telemetry hook of the pipeline would wait
-// for that very call: call it from another goroutine.
+// it ran refuses Start with ErrStoppedBeforeStart).
+//
+// Called while Start is calling the PipelineStart hook (from the hook
+// itself, say), Stop does not wait, since no stage runs before the hook
+// returns: it returns nil at once, and the pipeline stops as soon as the
+// hook has returned (its sources start stopped, and what was pushed
+// meanwhile is handled and acknowledged); Done is closed once it has
+// stopped, and a later Stop waits for that as usual. Calling Stop from a
+// handler, an acknowledger or another telemetry hook of the pipeline would
+// wait for that very call: call it from another goroutine.
 func (p *Pipeline[In, Out]) Stop(ctx context.Context) error {
 	if !p.built() {
 		return ErrNotBuilt
@@ -334,8 +351,13 @@ func (p *Pipeline[In, Out]) Stop(ctx context.Context) error {
 		p.mu.Unlock()
 		return nil
 	}
+	starting := p.starting
 	p.mu.Unlock()
 	p.requestStop()
+	if starting {
+		// Waiting would wait for the hook, which may be the caller.
+		return nil
+	}
 	early, release := stopEarly(ctx)
 	defer release()
 	select {

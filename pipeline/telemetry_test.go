@@ -437,3 +437,58 @@ func TestPipelineStartHookMayReadThePipeline(t *testing.T) {
 		t.Errorf("the hook read Stats of %q, want the pipeline's", st.Name)
 	}
 }
+
+// Guarantee: Stop called from the PipelineStart hook returns (nil, well
+// before its context's deadline) rather than wait for the pipeline, which
+// cannot stop while Start waits for the hook; the pipeline then stops as
+// soon as the hook has returned: the messages pushed before Stop are
+// handled and acknowledged once, Done is closed, Err is nil, and a later
+// Stop returns nil.
+func TestStopFromPipelineStartHookReturnsAndLeavesThePipelineStopped(t *testing.T) {
+	var p *pipeline.Pipeline[uint64, uint64]
+	rec := acker.NewRecorder(false)
+	stopped := make(chan error, 1)
+	hooks := &telemetry.Hooks{PipelineStart: func(ctx context.Context, _ telemetry.Pipeline) {
+		msgs := make([]*message.Message[uint64], 5)
+		for i := range msgs {
+			msgs[i] = message.New(uint64(i), rec, uint64(i))
+		}
+		if err := p.Push(ctx, msgs...); err != nil {
+			t.Errorf("Push from the hook = %v", err)
+		}
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		stopped <- p.Stop(sctx)
+		if sctx.Err() != nil {
+			t.Error("Stop from the PipelineStart hook returned only once its context ended")
+		}
+	}}
+	p = mustNew(t, pipeline.Options[uint64, uint64]{
+		Name:       "hooked",
+		Telemetry:  hooks,
+		Processors: processor.Options[uint64, uint64]{Handle: identity},
+		Batchers:   []batcher.Options[uint64]{{Name: message.DefaultBatcher, BatchTimeout: time.Hour, Handle: batchOK}},
+	})
+	ctx := ctxT(t, 30*time.Second)
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("Stop from the PipelineStart hook = %v, want nil", err)
+	}
+	select {
+	case <-p.Done():
+	case <-ctx.Done():
+		t.Fatal("the pipeline did not stop after the PipelineStart hook stopped it")
+	}
+	if err := p.Err(); err != nil {
+		t.Errorf("Err = %v, want nil", err)
+	}
+	if !p.Stats().Stopped {
+		t.Error("Stats().Stopped is false once Done is closed")
+	}
+	assertExactlyOnce(t, rec, 5)
+	if err := p.Stop(ctx); err != nil {
+		t.Errorf("Stop after the pipeline stopped = %v, want nil", err)
+	}
+}

@@ -44,6 +44,10 @@ const (
 // HandleFailed sets), so that its source delivers it again. A handler's own
 // deadline passing while the pipeline runs is an ordinary failure. Once ctx
 // is cancelled the processor hands no further message to the handler.
+// A handler (or Prepare, or HandleFailed) that ends its goroutine with
+// runtime.Goexit, as t.FailNow does, fails every message of its chunk
+// with message.ErrHandlerExited (one that failed before keeps its error),
+// reported once, and another goroutine takes over as that processor.
 type Handler[In, Out any] func(ctx context.Context, m *message.Message[In]) (Out, error)
 
 // Options configure the processors of a pipeline.

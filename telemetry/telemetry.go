@@ -82,7 +82,9 @@ import (
 // Hooks are the functions a pipeline calls; nil fields are off.
 type Hooks struct {
 	// PipelineStart is called when the pipeline has started, with its
-	// stages (Broadway's topology init).
+	// stages (Broadway's topology init), by Start before any stage runs.
+	// It may stop the pipeline: Stop called from it returns at once, and
+	// the pipeline stops once it has returned (see pipeline.Pipeline.Stop).
 	PipelineStart func(ctx context.Context, e Pipeline)
 	// PipelineStop is called when the pipeline has stopped, with what
 	// stopped it abnormally, if anything.

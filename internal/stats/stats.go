@@ -189,7 +189,9 @@ type Processors struct {
 	Failed    Failures
 	// Unhandled counts the messages taken in that a drain cut short left
 	// without an outcome from the processors: still queued for them, in a
-	// chunk before the handler saw them, or handled but not taken by
+	// chunk before the handler saw them (but not one Prepare deferred,
+	// message.Defer, whose outcome is its deferrer's: it counts in
+	// Succeeded), or handled but not taken by
 	// their batcher (counted there, and not in Succeeded; but a message
 	// acknowledged with its chunk, message.AckImmediately, or deferred,
 	// message.Defer, had its outcome reported, and counts in Succeeded).

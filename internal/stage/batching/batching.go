@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -166,10 +167,7 @@ func (s *Batcher[T]) Run(ctx context.Context) {
 	for i := range s.opts.Concurrency {
 		bp := &batchProcessor[T]{s: s, log: s.log.With(slog.Int("batch_processor", i)), st: s.st.procs[i], index: i, epoch: time.Now()}
 		in := s.batches[min(i, len(s.batches)-1)]
-		procs.Go(func() {
-			defer s.procs[i].Store(false)
-			bp.loop(ctx, in)
-		})
+		procs.Go(func() { s.work(ctx, &procs, bp, in) })
 	}
 	loops.Wait()
 	for _, q := range s.batches {
@@ -178,6 +176,32 @@ func (s *Batcher[T]) Run(ctx context.Context) {
 	procs.Wait()
 	s.leftQueued()
 	s.st.settle()
+}
+
+// work runs batch processor bp until it returns. When user code it calls
+// ends its goroutine with runtime.Goexit (t.FailNow does), the batch it
+// held has been settled by then (exited), and work starts a new goroutine
+// in g, which Run waits for like the others, to go on as bp with the
+// batches it had taken and the same queue: the batcher keeps its
+// concurrency. The check is one flag per goroutine, nothing per batch or
+// message.
+func (s *Batcher[T]) work(ctx context.Context, g *group.Group, bp *batchProcessor[T], in *queue.Queue[message.Batch[T]]) {
+	returned := false
+	defer func() {
+		if !returned {
+			// Let go of the batches handled: those before bp.rest.
+			handled := len(bp.buf)
+			if len(bp.rest) > 0 {
+				handled = cap(bp.buf) - cap(bp.rest)
+			}
+			clear(bp.buf[:handled])
+			g.Go(func() { s.work(ctx, g, bp, in) })
+			return
+		}
+		s.procs[bp.index].Store(false)
+	}()
+	bp.loop(ctx, in)
+	returned = true
 }
 
 // leftQueued takes, once every partition and batch processor has returned,
@@ -608,32 +632,61 @@ type batchProcessor[T any] struct {
 	// failed messages of the batch being handled.
 	epoch       time.Time
 	batchFailed int
+	batchT      time.Duration // when the batch started, for BatchStop
+	// buf receives batches from the queue; rest are those taken and not
+	// yet handled, which a batch processor taking over handles first.
+	buf, rest []message.Batch[T]
+	// step is where the batch processor is in its batch, for exited.
+	step step
 }
+
+// step is where a batch processor is in its batch.
+type step uint8
+
+const (
+	// stepIdle: between batches.
+	stepIdle step = iota
+	// stepHandler: the batch handler (or a telemetry hook before it)
+	// runs.
+	stepHandler
+	// stepHandleFailed: HandleFailed (or its telemetry hook) runs.
+	stepHandleFailed
+	// stepReporting: the outcomes are being reported.
+	stepReporting
+)
 
 func (bp *batchProcessor[T]) loop(ctx context.Context, in *queue.Queue[message.Batch[T]]) {
 	// A batch processor alone on its queue takes small batches several at
 	// a time (up to 64 messages), each still handled and acknowledged on
 	// its own. Batch processors that share a queue take one at a time, so
 	// that a batch never waits behind another while a sibling is idle.
-	buf := make([]message.Batch[T], 1)
-	if bp.s.opts.Concurrency == 1 || bp.s.opts.PartitionBy != nil {
-		buf = make([]message.Batch[T], max(1, min(16, minQueueCapacity/bp.s.opts.BatchSize, in.Cap())))
+	if bp.buf == nil {
+		bp.buf = make([]message.Batch[T], 1)
+		if bp.s.opts.Concurrency == 1 || bp.s.opts.PartitionBy != nil {
+			bp.buf = make([]message.Batch[T], max(1, min(16, minQueueCapacity/bp.s.opts.BatchSize, in.Cap())))
+		}
 	}
 	defer bp.st.stopped()
 	for {
-		n, err := in.Receive(ctx, buf)
-		if err != nil {
-			// Drained, or stopped by the hard stop: the batches still
-			// queued are the batcher's to count (Run).
-			return
-		}
-		for i := range buf[:n] {
-			if ctx.Err() != nil {
-				bp.leftBehind(buf[i:n])
+		if len(bp.rest) == 0 {
+			n, err := in.Receive(ctx, bp.buf)
+			if err != nil {
+				// Drained, or stopped by the hard stop: the batches
+				// still queued are the batcher's to count (Run).
 				return
 			}
-			bp.handle(ctx, &buf[i])
-			buf[i] = message.Batch[T]{}
+			bp.rest = bp.buf[:n]
+		}
+		for len(bp.rest) > 0 {
+			if ctx.Err() != nil {
+				bp.leftBehind(bp.rest)
+				bp.rest = nil
+				return
+			}
+			b := &bp.rest[0]
+			bp.rest = bp.rest[1:]
+			bp.handle(ctx, b)
+			*b = message.Batch[T]{}
 		}
 	}
 }
@@ -656,7 +709,7 @@ func (bp *batchProcessor[T]) leftBehind(batches []message.Batch[T]) {
 func (bp *batchProcessor[T]) handle(ctx context.Context, b *message.Batch[T]) {
 	opts := &bp.s.opts
 	if bp.s.hooks != nil {
-		defer bp.batchStop(ctx, b, bp.batchStart(ctx, b))
+		defer bp.batchStop(ctx, b)
 	}
 	// The handler gets the batch's slice, which it may keep and may
 	// rewrite (filter in place with slices.DeleteFunc, which clears what
@@ -665,6 +718,13 @@ func (bp *batchProcessor[T]) handle(ctx context.Context, b *message.Batch[T]) {
 	msgs := append(bp.msgs[:0], b.Messages...)
 	bp.msgs = msgs
 	defer clear(msgs)
+	// Deferred after the others, so that it runs first: before the
+	// batch's hook; and before BatchStart, which may exit too.
+	bp.step = stepHandler
+	defer bp.exited(ctx, b, msgs)
+	if bp.s.hooks != nil {
+		bp.batchT = bp.batchStart(ctx, b)
+	}
 	if err := bp.callTimed(ctx, b); err != nil {
 		if pe, ok := err.(*message.PanicError); ok {
 			bp.log.ErrorContext(ctx, "batch handler panicked; failing the whole batch",
@@ -683,6 +743,13 @@ func (bp *batchProcessor[T]) handle(ctx context.Context, b *message.Batch[T]) {
 			}
 		}
 	}
+	bp.settle(ctx, b, msgs, opts.HandleFailed != nil)
+}
+
+// settle has HandleFailed (when handleFailed is set) see the failed
+// messages of batch b, whose messages are msgs, then counts and reports
+// the outcome of every message.
+func (bp *batchProcessor[T]) settle(ctx context.Context, b *message.Batch[T], msgs []*message.Message[T], handleFailed bool) {
 	for _, m := range msgs {
 		if m.Failed() {
 			// Before the hook, so that it cannot make a failure the
@@ -692,17 +759,57 @@ func (bp *batchProcessor[T]) handle(ctx context.Context, b *message.Batch[T]) {
 		}
 	}
 	bp.batchFailed = len(bp.failed)
-	if len(bp.failed) > 0 && opts.HandleFailed != nil {
+	if len(bp.failed) > 0 && handleFailed {
+		bp.step = stepHandleFailed
 		bp.handleFailedHooked(ctx, b.Info)
 	}
 	clear(bp.failed)
 	bp.failed = bp.failed[:0]
+	bp.step = stepReporting
 	for _, m := range msgs {
 		bp.st.count(m.Failed(), m.Disposition())
 		m.AddTo(&bp.acks)
 	}
 	bp.st.batchDone()
 	bp.acks.Flush(ctx, bp.log)
+	bp.step = stepIdle
+}
+
+// exited is deferred by handle, and does something only when user code
+// ended the batch processor's goroutine (runtime.Goexit) in the middle of
+// batch b, whose messages are msgs, which a recover cannot catch. When the
+// batch handler exited, the whole batch fails with message.ErrHandlerExited,
+// as it would with a *message.PanicError; when HandleFailed exited, the
+// messages keep the outcome they had. Either way the outcomes are then
+// counted and reported once; HandleFailed is not called (again), since
+// user code that ends its goroutine here would leave them unreported.
+// When an acknowledger exited, the outcomes not reported
+// yet are left, unacknowledged, for the source to deliver again. It logs
+// one error line, with the stack of the exit, and the batch processor goes
+// on in a new goroutine (Batcher.work) with the batches it had taken.
+func (bp *batchProcessor[T]) exited(ctx context.Context, b *message.Batch[T], msgs []*message.Message[T]) {
+	if bp.step == stepIdle {
+		return
+	}
+	was := bp.step
+	bp.step = stepIdle
+	clear(bp.failed)
+	bp.failed = bp.failed[:0]
+	attrs := []any{slog.String("batch_key", b.Info.BatchKey), slog.Int("size", b.Info.Size)}
+	if was == stepReporting {
+		// The outcomes were counted before they were reported.
+		bp.acks.Reset()
+		bp.log.ErrorContext(ctx, ExitedLog, append(attrs, slog.String("while", "reporting outcomes"),
+			slog.String("stack", string(debug.Stack())))...)
+		return
+	}
+	bp.log.ErrorContext(ctx, ExitedLog, append(attrs, slog.String("stack", string(debug.Stack())))...)
+	if was == stepHandler {
+		for _, m := range msgs {
+			m.Fail(message.ErrHandlerExited)
+		}
+	}
+	bp.settle(ctx, b, msgs, false)
 }
 
 func (bp *batchProcessor[T]) call(ctx context.Context, b *message.Batch[T]) (err error) {
@@ -714,3 +821,7 @@ func (bp *batchProcessor[T]) handleFailed(ctx context.Context, info message.Batc
 	defer panics.Log(ctx, bp.log, "HandleFailed panicked; acknowledging the messages as they were")
 	bp.s.opts.HandleFailed(ctx, bp.failed, info)
 }
+
+// ExitedLog is the message of the error line a batch processor logs when
+// user code ended its goroutine (runtime.Goexit).
+const ExitedLog = "user code ended the batch processor's goroutine (runtime.Goexit); failing the batch it held, another batch processor takes over"

@@ -37,8 +37,10 @@ func (bp *batchProcessor[T]) batchStart(ctx context.Context, b *message.Batch[T]
 	return bp.hookNow()
 }
 
-// batchStop calls the BatchStop hook once the batch is acknowledged.
-func (bp *batchProcessor[T]) batchStop(ctx context.Context, b *message.Batch[T], start time.Duration) {
+// batchStop calls the BatchStop hook once the batch is acknowledged, with
+// its duration from bp.batchT.
+func (bp *batchProcessor[T]) batchStop(ctx context.Context, b *message.Batch[T]) {
+	start := bp.batchT
 	h := bp.s.hooks.BatchStop
 	if h == nil {
 		return

@@ -9,6 +9,7 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -148,21 +149,38 @@ func (s *Pool[In, Out]) QueueCapacity() int { return s.input.Partition(0).Cap() 
 
 // Run runs the processors and returns when every one of them has returned:
 // each runs until its input is closed and drained (CloseInput) or ctx, the
-// pipeline's hard-stop context, is cancelled. Once they have all returned
-// it closes the input and counts what a hard stop left in it
-// (leftQueued). Call it once.
+// pipeline's hard-stop context, is cancelled. A processor whose goroutine
+// user code ends (runtime.Goexit) goes on in a new goroutine of the same
+// group (see work). Once they have all returned it closes the input and
+// counts what a hard stop left in it (leftQueued). Call it once.
 func (s *Pool[In, Out]) Run(ctx context.Context) {
 	var g group.Group
 	for i := range s.opts.Concurrency {
 		in := s.input.Partition(min(i, s.input.Len()-1))
 		p := s.newProcessor(i)
-		g.Go(func() {
-			defer s.running[i].Store(false)
-			p.loop(ctx, in)
-		})
+		g.Go(func() { s.work(ctx, &g, p, in) })
 	}
 	g.Wait()
 	s.leftQueued()
+}
+
+// work runs processor p until it returns. When user code it calls ends
+// its goroutine with runtime.Goexit (t.FailNow does), the chunk it held
+// has been settled by then (exited), and work starts a new goroutine in g,
+// which Run waits for like the others, to go on as p with the same input:
+// the stage keeps its concurrency. The check is one flag per goroutine,
+// nothing per chunk or message.
+func (s *Pool[In, Out]) work(ctx context.Context, g *group.Group, p *worker[In, Out], in *queue.Queue[*message.Message[In]]) {
+	returned := false
+	defer func() {
+		if !returned {
+			g.Go(func() { s.work(ctx, g, p, in) })
+			return
+		}
+		s.running[p.index].Store(false)
+	}()
+	p.loop(ctx, in)
+	returned = true
 }
 
 // leftQueued closes the processors' input once every processor has
@@ -239,7 +257,26 @@ type worker[In, Out any] struct {
 	index   int
 	clock   hookClock
 	mh      messageHooks
+	// step is where the processor is in its chunk, for exited: stepIdle
+	// between chunks.
+	step step
+	// chunkT is when the chunk started, for the ChunkStop hook.
+	chunkT time.Duration
 }
+
+// step is where a processor is in its chunk.
+type step uint8
+
+const (
+	// stepIdle: between chunks.
+	stepIdle step = iota
+	// stepHandling: Prepare, the handler, HandleFailed or a telemetry
+	// hook may run; no outcome of the chunk has been reported yet.
+	stepHandling
+	// stepHandingOn: the outcomes are being reported and the messages
+	// handed to their batchers.
+	stepHandingOn
+)
 
 func (s *Pool[In, Out]) newProcessor(i int) *worker[In, Out] {
 	_, same := any((*message.Message[In])(nil)).(*message.Message[Out])
@@ -277,7 +314,15 @@ func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Mess
 	}
 	defer p.st.end(p.st.begin(len(chunk)))
 	if s.hooks != nil {
-		defer p.chunkStop(ctx, len(chunk), p.chunkStart(ctx, len(chunk)))
+		defer p.chunkStop(ctx, len(chunk))
+	}
+	// Deferred after the others, so that it runs first: before the
+	// chunk's hook and its counting; and before ChunkStart, which may
+	// exit too.
+	p.step = stepHandling
+	defer p.exited(ctx, chunk)
+	if s.hooks != nil {
+		p.chunkT = p.chunkStart(ctx, len(chunk))
 	}
 	if s.opts.Prepare != nil {
 		if err := p.prepare(ctx, chunk); err != nil {
@@ -301,7 +346,12 @@ func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Mess
 		if ctx.Err() != nil {
 			// The drain was cut short: a message the handler has not
 			// seen stays unacknowledged, for the source to deliver again.
-			left++
+			// One Prepare deferred is its deferrer's to report: nothing
+			// is owed for it, and it counts as a success, as it does
+			// when its batcher does not take it (notHandedOn).
+			if !m.Deferred() {
+				left++
+			}
 			continue
 		}
 		var out Out
@@ -361,6 +411,7 @@ func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Mess
 		if s.opts.HandleFailed != nil {
 			p.handleFailedHooked(ctx, p.failed)
 		}
+		p.step = stepHandingOn
 		for _, m := range p.failed {
 			p.st.fail(uint8(m.Disposition()))
 			m.AddTo(&p.acks)
@@ -368,6 +419,7 @@ func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Mess
 		clear(p.failed)
 		p.failed = p.failed[:0]
 	}
+	p.step = stepHandingOn
 	p.acks.Flush(ctx, p.log)
 	for r, msgs := range p.pending {
 		if len(msgs) == 0 {
@@ -379,6 +431,60 @@ func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Mess
 		clear(msgs)
 		p.pending[r] = msgs[:0]
 	}
+	p.step = stepIdle
+}
+
+// exited is deferred by handleChunk, and does something only when user
+// code ended the processor's goroutine (runtime.Goexit) in the middle of
+// chunk, which a recover cannot catch. While the chunk was being handled
+// (Prepare, the handler, HandleFailed, a telemetry hook), none of its
+// outcomes was reported yet: every message of the chunk fails with
+// message.ErrHandlerExited (one that failed before keeps its error, one
+// deferred is its deferrer's), HandleFailed is not called again, and the
+// outcomes are reported and counted once, as those of a failed chunk are;
+// none goes on to a batcher. Once the outcomes were being reported (an
+// acknowledger, or a batcher's PartitionBy, exited), those not reported
+// yet and the messages not yet handed on are left, unacknowledged, for
+// the source to deliver again. Either way it logs one error line, with
+// the stack of the exit, and the processor goes on in a new goroutine
+// (work).
+func (p *worker[In, Out]) exited(ctx context.Context, chunk []*message.Message[In]) {
+	if p.step == stepIdle {
+		return
+	}
+	was := p.step
+	p.step = stepIdle
+	defer clear(p.buf)
+	for r := range p.pending {
+		clear(p.pending[r])
+		p.pending[r] = p.pending[r][:0]
+	}
+	clear(p.failed)
+	p.failed = p.failed[:0]
+	if was == stepHandingOn {
+		// The outcomes were counted when they were decided.
+		p.acks.Reset()
+		p.log.ErrorContext(ctx, ExitedLog, slog.String("while", "reporting outcomes or handing messages on"),
+			slog.Int("messages", len(chunk)), slog.String("stack", string(debug.Stack())))
+		return
+	}
+	p.acks.Reset()
+	p.st.chunkLeft = 0
+	failed := 0
+	for _, m := range chunk {
+		if m.Deferred() {
+			continue
+		}
+		if !m.Failed() {
+			m.Fail(message.ErrHandlerExited)
+		}
+		m.MarkInterrupted(ctx)
+		p.st.fail(uint8(m.Disposition()))
+		m.AddTo(&p.acks)
+		failed++
+	}
+	p.log.ErrorContext(ctx, ExitedLog, slog.Int("messages", failed), slog.String("stack", string(debug.Stack())))
+	p.acks.Flush(ctx, p.log)
 }
 
 // notHandedOn counts and logs the handled messages a batcher did not take:
@@ -495,3 +601,7 @@ func (p *worker[In, Out]) logFailure(ctx context.Context, m *message.Message[In]
 	}
 	p.log.WarnContext(ctx, "message failed", slog.Any("message", m), slog.Any("error", err))
 }
+
+// ExitedLog is the message of the error line a processor logs when user
+// code ended its goroutine (runtime.Goexit).
+const ExitedLog = "user code ended the processor's goroutine (runtime.Goexit); failing the messages it held, another processor takes over"

@@ -70,8 +70,10 @@ func (p *worker[In, Out]) chunkStart(ctx context.Context, n int) time.Duration {
 	return c.mark
 }
 
-// chunkStop calls the ChunkStop hook with the chunk's duration.
-func (p *worker[In, Out]) chunkStop(ctx context.Context, n int, start time.Duration) {
+// chunkStop calls the ChunkStop hook with the chunk's duration, from
+// p.chunkT.
+func (p *worker[In, Out]) chunkStop(ctx context.Context, n int) {
+	start := p.chunkT
 	h := p.s.hooks.ChunkStop
 	if h == nil {
 		return
