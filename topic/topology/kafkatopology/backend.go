@@ -110,9 +110,14 @@ func (b *Backend[T]) Name() string { return "kafka" }
 func kafkaName(name string) string { return kafkatopic.KafkaTopic(topic.Name(name)) }
 
 // Declare creates the main topic, the hold topics and the DLQ that do not
-// exist, commits the consumer group's starting offsets on the main topic
-// where it has none (the log end), and starts a releaser for each hold
-// topic this backend does not release yet. ctx and Options.AdminTimeout
+// exist (a hold topic keeping its letters their delay plus
+// Options.HoldRetentionMargin, a DLQ Options.DLQRetention, forever by
+// default), checks the retention of the hold topics and DLQ that exist
+// (a *RetentionError wrapping ErrRetentionTooShort for one that can
+// delete letters before they are released or replayed; see the package
+// documentation, Mapping), commits the consumer group's starting offsets
+// on the main topic where it has none (the log end), and starts a
+// releaser for each hold topic this backend does not release yet. ctx and Options.AdminTimeout
 // bound it: it returns by the first of their deadlines, with an error
 // wrapping ErrAdmin and the context's error when the cluster has not
 // answered by then (see the package documentation, Bounded calls).
@@ -150,21 +155,33 @@ func (b *Backend[T]) declare(ctx context.Context, d *dialing, q *queues[T]) erro
 	if _, seq := t.Sequenced(); seq {
 		mainParts = int32(t.RoutingShards())
 	}
-	if err := b.ensureTopic(ctx, client, admin, q.main, mainParts); err != nil {
+	if _, err := b.ensureTopic(ctx, client, admin, q.main, mainParts, nil); err != nil {
 		return err
 	}
+	var existing []kept // the hold topics and DLQ that were there already
 	for _, h := range t.Holds() {
 		name := kafkaName(h.Name)
-		if err := b.ensureTopic(ctx, client, admin, name, b.opts.Partitions); err != nil {
+		had, err := b.ensureTopic(ctx, client, admin, name, b.opts.Partitions, b.holdConfig(h.Delay))
+		if err != nil {
 			return err
+		}
+		if had {
+			existing = append(existing, kept{topic: name, delay: h.Delay})
 		}
 		q.holds = append(q.holds, hold{name: name, delay: h.Delay})
 	}
 	if dlq, ok := t.DLQ(); ok {
 		q.dlq = kafkaName(dlq)
-		if err := b.ensureTopic(ctx, client, admin, q.dlq, b.opts.Partitions); err != nil {
+		had, err := b.ensureTopic(ctx, client, admin, q.dlq, b.opts.Partitions, b.dlqConfig())
+		if err != nil {
 			return err
 		}
+		if had {
+			existing = append(existing, kept{topic: q.dlq})
+		}
+	}
+	if err := b.checkRetention(ctx, admin, existing); err != nil {
+		return err
 	}
 	if !t.IsBroadcast() {
 		if err := b.startOffsets(ctx, client, admin, q.main, q.groupID()); err != nil {
@@ -201,12 +218,15 @@ func (b *Backend[T]) declare(ctx context.Context, d *dialing, q *queues[T]) erro
 	return b.keepReleasers(made)
 }
 
-// ensureTopic creates kname with parts partitions unless it exists, then
-// waits until client's metadata shows it.
-func (b *Backend[T]) ensureTopic(ctx context.Context, client sarama.Client, admin sarama.ClusterAdmin, kname string, parts int32) error {
-	err := admin.CreateTopic(kname, &sarama.TopicDetail{NumPartitions: parts, ReplicationFactor: b.opts.ReplicationFactor}, false)
-	if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
-		return fmt.Errorf("%w: creating topic %q: %w", ErrAdmin, kname, err)
+// ensureTopic creates kname with parts partitions and the configuration
+// configs (nil: the broker's defaults) unless it exists, then waits until
+// client's metadata shows it. It reports whether kname existed already
+// (its configuration is then its own).
+func (b *Backend[T]) ensureTopic(ctx context.Context, client sarama.Client, admin sarama.ClusterAdmin, kname string, parts int32, configs map[string]*string) (existed bool, err error) {
+	err = admin.CreateTopic(kname, &sarama.TopicDetail{NumPartitions: parts, ReplicationFactor: b.opts.ReplicationFactor, ConfigEntries: configs}, false)
+	existed = errors.Is(err, sarama.ErrTopicAlreadyExists)
+	if err != nil && !existed {
+		return false, fmt.Errorf("%w: creating topic %q: %w", ErrAdmin, kname, err)
 	}
 	err = kafkaoffset.Poll(ctx, func() (bool, error) {
 		if err := client.RefreshMetadata(kname); err != nil {
@@ -216,9 +236,9 @@ func (b *Backend[T]) ensureTopic(ctx context.Context, client sarama.Client, admi
 		return err == nil && len(ps) > 0, err
 	})
 	if err != nil {
-		return fmt.Errorf("%w: topic %q not visible in the cluster metadata: %w", ErrAdmin, kname, err)
+		return existed, fmt.Errorf("%w: topic %q not visible in the cluster metadata: %w", ErrAdmin, kname, err)
 	}
-	return nil
+	return existed, nil
 }
 
 // startOffsets commits the log end as group gid's offset on every

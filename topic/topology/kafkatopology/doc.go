@@ -13,6 +13,22 @@
 //     so a group reads everything published after Declare returns, however
 //     late its first consumer joins. It is idempotent: a group with
 //     committed offsets keeps them.
+//   - Retention. A hold topic Declare creates keeps its records their
+//     delay plus Options.HoldRetentionMargin (retention.ms; 7 days by
+//     default, so a held letter outlives its due time by a week even when
+//     no releaser runs), and a DLQ it creates keeps dead letters forever
+//     (retention.ms -1) or Options.DLQRetention; both get cleanup.policy
+//     delete, whatever the broker's defaults. An existing hold topic or
+//     DLQ is used as it is, once Declare has read its retention.ms and
+//     cleanup.policy (DescribeConfigs): it refuses, with a RetentionError
+//     wrapping ErrRetentionTooShort, a hold topic that keeps records less
+//     than its delay plus MinHoldRetentionMargin (1h) and a hold topic or
+//     DLQ that compacts, since either can delete a letter before it is
+//     released or replayed; it logs a WARN for an existing DLQ with a
+//     finite retention below Options.DLQRetention (forever by default).
+//     When the cluster does not describe the topics (the client is not
+//     authorized to), Declare logs one WARN and goes on unchecked. The
+//     main topic gets the broker's defaults.
 //   - A letter travels as a record: the value encoded by Options.Codec,
 //     the sequence key as the record key, and its history in headers
 //     (topology-shard, topology-retries, topology-first-failure,

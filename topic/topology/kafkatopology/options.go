@@ -23,7 +23,16 @@ const (
 	DefaultReadAhead = 1024
 	// DefaultRevokeTimeout is Options.RevokeTimeout.
 	DefaultRevokeTimeout = 5 * time.Second
+	// DefaultHoldRetentionMargin is Options.HoldRetentionMargin: Kafka's
+	// own default retention (log.retention.hours 168).
+	DefaultHoldRetentionMargin = 7 * 24 * time.Hour
 )
+
+// MinHoldRetentionMargin is the least a hold topic must keep a letter past
+// its due time: Declare refuses an existing hold topic whose retention.ms
+// is below its delay plus MinHoldRetentionMargin (ErrRetentionTooShort),
+// and Options.HoldRetentionMargin may not be set below it.
+const MinHoldRetentionMargin = time.Hour
 
 // Options configure a [Backend]. Zero fields take the documented defaults.
 type Options[T any] struct {
@@ -68,6 +77,24 @@ type Options[T any] struct {
 	// unsettled then is delivered again by the next owner. Keep it below
 	// the group's rebalance timeout. Default 5s.
 	RevokeTimeout time.Duration `validate:"gte=0"`
+	// HoldRetentionMargin is how long a hold topic the backend creates
+	// keeps a letter past its due time: the topic is created with
+	// retention.ms set to its delay plus HoldRetentionMargin (and
+	// cleanup.policy delete), so a held letter outlives its due time by
+	// the margin even while no releaser runs (every process of the
+	// topology down). An existing hold topic is used as it is, once
+	// Declare has checked that it keeps letters at least their delay plus
+	// MinHoldRetentionMargin. From MinHoldRetentionMargin (1h) to 87600h
+	// (10 years). Default DefaultHoldRetentionMargin (7 days, Kafka's
+	// default retention).
+	HoldRetentionMargin time.Duration `validate:"gte=1h,lte=87600h"`
+	// DLQRetention is the retention.ms of a DLQ the backend creates (with
+	// cleanup.policy delete): how long a dead letter is kept, replayed or
+	// not (Replay reads the DLQ; it deletes nothing). Zero, the default,
+	// keeps dead letters until an operator deletes them (retention.ms -1);
+	// otherwise from 1h to 87600h (10 years). An existing DLQ is used as it
+	// is; Declare logs a WARN when it keeps dead letters for less.
+	DLQRetention time.Duration `validate:"omitempty,gte=1h,lte=87600h" name:"dlqRetention"`
 	// Logger receives one line per event (a record that does not decode, a
 	// failed release, a consumer group error). Nil means slog.Default().
 	Logger *slog.Logger `name:"-"`
@@ -89,6 +116,9 @@ func (o Options[T]) WithDefaults() Options[T] {
 	}
 	if o.RevokeTimeout == 0 {
 		o.RevokeTimeout = DefaultRevokeTimeout
+	}
+	if o.HoldRetentionMargin == 0 {
+		o.HoldRetentionMargin = DefaultHoldRetentionMargin
 	}
 	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return o

@@ -1,0 +1,230 @@
+package kafkatopology
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// ErrRetentionTooShort is wrapped by the error of a Declare over an
+// existing hold topic or DLQ whose configuration lets the broker delete
+// letters before they are released or replayed (see RetentionError).
+var ErrRetentionTooShort = errors.New("kafkatopology: topic retention too short for its letters")
+
+// RetentionError is the error of a Declare over an existing topic that
+// can delete letters before their time: a hold topic whose retention.ms is
+// below its delay plus MinHoldRetentionMargin, or a hold topic or DLQ
+// whose cleanup.policy compacts (compaction keeps only the last record of
+// each key). It wraps ErrRetentionTooShort. Declare changes nothing of the
+// topic: raise its retention.ms (or set -1, unlimited), or set its
+// cleanup.policy to delete, and declare again.
+type RetentionError struct {
+	// Topic is the Kafka topic.
+	Topic string
+	// Retention is the topic's retention.ms; negative when unlimited.
+	Retention time.Duration
+	// CleanupPolicy is the topic's cleanup.policy.
+	CleanupPolicy string
+	// Delay is the hold's delay; zero for a DLQ.
+	Delay time.Duration
+}
+
+// Error names the topic, its retention or cleanup policy and the hold's
+// delay.
+func (e *RetentionError) Error() string {
+	kind, fate := "hold topic", "released"
+	if e.Delay == 0 {
+		kind, fate = "DLQ", "replayed"
+	}
+	if compacts(e.CleanupPolicy) {
+		return fmt.Sprintf("kafkatopology: %s %q has cleanup.policy %q: compaction deletes the older records of a key (and refuses records without a key), so letters can be lost before they are %s; set its cleanup.policy to delete",
+			kind, e.Topic, e.CleanupPolicy, fate)
+	}
+	need := e.Delay + MinHoldRetentionMargin
+	return fmt.Sprintf("kafkatopology: %s %q keeps records %s (retention.ms %d), less than its hold of %s plus %s: letters can be deleted before they are %s; set its retention.ms to at least %d, or -1",
+		kind, e.Topic, e.Retention, e.Retention.Milliseconds(), e.Delay, MinHoldRetentionMargin, fate, need.Milliseconds())
+}
+
+// Unwrap returns ErrRetentionTooShort.
+func (e *RetentionError) Unwrap() error { return ErrRetentionTooShort }
+
+// The log messages of the retention checks.
+const (
+	msgUnchecked    = "kafkatopology: the retention of existing topics could not be checked; declaring them as they are: a hold topic that keeps records less than its delay loses letters before they are due"
+	msgDLQRetention = "kafkatopology: an existing DLQ deletes dead letters older than its retention.ms, replayed or not"
+)
+
+// The topic configurations the backend sets and checks.
+const (
+	cfgRetention = "retention.ms"
+	cfgCleanup   = "cleanup.policy"
+)
+
+// kept is an existing hold topic (delay > 0) or DLQ (delay 0) whose
+// configuration Declare checks.
+type kept struct {
+	topic string
+	delay time.Duration
+}
+
+// holdConfig is the configuration of a hold topic the backend creates:
+// its letters are kept their delay plus Options.HoldRetentionMargin, and
+// deleted by time only.
+func (b *Backend[T]) holdConfig(delay time.Duration) map[string]*string {
+	return retentionConfig(delay + b.opts.HoldRetentionMargin)
+}
+
+// dlqConfig is the configuration of a DLQ the backend creates: its dead
+// letters are kept Options.DLQRetention, forever when zero, and deleted
+// by time only.
+func (b *Backend[T]) dlqConfig() map[string]*string {
+	if b.opts.DLQRetention == 0 {
+		return retentionConfig(-1)
+	}
+	return retentionConfig(b.opts.DLQRetention)
+}
+
+// retentionConfig keeps records r (forever when negative), deleting them
+// by time, never by compaction.
+func retentionConfig(r time.Duration) map[string]*string {
+	ms := "-1"
+	if r >= 0 {
+		ms = strconv.FormatInt(r.Milliseconds(), 10)
+	}
+	policy := "delete"
+	return map[string]*string{cfgRetention: &ms, cfgCleanup: &policy}
+}
+
+// compacts reports whether cleanup.policy policy compacts ("compact",
+// alone or with "delete").
+func compacts(policy string) bool {
+	for p := range strings.SplitSeq(policy, ",") {
+		if strings.TrimSpace(p) == "compact" {
+			return true
+		}
+	}
+	return false
+}
+
+// checkRetention describes the configuration of the existing topics ts in
+// one request and returns a *RetentionError for the first that can delete
+// letters before their time (see RetentionError). It logs a WARN for a DLQ
+// that keeps dead letters for less than Options.DLQRetention (forever by
+// default), and one WARN naming the topics it could not check when the
+// cluster did not describe them (the client may not be authorized to):
+// a declaration does not fail only because it cannot check.
+func (b *Backend[T]) checkRetention(ctx context.Context, admin sarama.ClusterAdmin, ts []kept) error {
+	if len(ts) == 0 {
+		return nil
+	}
+	rs := make([]*sarama.ConfigResource, len(ts))
+	for i, t := range ts {
+		rs[i] = &sarama.ConfigResource{Type: sarama.TopicResource, Name: t.topic, ConfigNames: []string{cfgRetention, cfgCleanup}}
+	}
+	results, err := admin.DescribeConfigs(rs, sarama.DescribeConfigsOptions{})
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return fmt.Errorf("%w: describing the configuration of topics %q: %w", ErrAdmin, names(ts), cerr)
+		}
+		b.warnUnchecked(names(ts), err)
+		return nil
+	}
+	byName := make(map[string]*sarama.ConfigResourceResult, len(results))
+	for _, r := range results {
+		if r != nil && r.Type == sarama.TopicResource {
+			byName[r.Name] = r
+		}
+	}
+	var (
+		refused   error
+		unchecked []string
+		errs      []error
+	)
+	for _, t := range ts {
+		retention, policy, err := topicRetention(byName[t.topic])
+		if err != nil {
+			unchecked = append(unchecked, t.topic)
+			errs = append(errs, fmt.Errorf("topic %q: %w", t.topic, err))
+			continue
+		}
+		short := retention >= 0 && t.delay > 0 && retention < t.delay+MinHoldRetentionMargin
+		if refused == nil && (compacts(policy) || short) {
+			refused = &RetentionError{Topic: t.topic, Retention: retention, CleanupPolicy: policy, Delay: t.delay}
+			continue
+		}
+		if want := b.opts.DLQRetention; t.delay == 0 && retention >= 0 && (want == 0 || retention < want) {
+			wanted := "forever"
+			if want > 0 {
+				wanted = want.String()
+			}
+			b.log.Warn(msgDLQRetention,
+				slog.String("topic", t.topic), slog.Duration("retention", retention), slog.String("dlqRetention", wanted))
+		}
+	}
+	if len(unchecked) > 0 {
+		b.warnUnchecked(unchecked, errors.Join(errs...))
+	}
+	return refused
+}
+
+// warnUnchecked logs that the retention of topics could not be checked.
+func (b *Backend[T]) warnUnchecked(topics []string, err error) {
+	b.log.Warn(msgUnchecked,
+		slog.Any("topics", topics), slog.Any("error", err))
+}
+
+// topicRetention returns the retention.ms (negative: unlimited) and the
+// cleanup.policy the cluster answered in r.
+func topicRetention(r *sarama.ConfigResourceResult) (time.Duration, string, error) {
+	if r == nil {
+		return 0, "", errors.New("not in the answer")
+	}
+	if r.ErrorCode != sarama.ErrNoError {
+		return 0, "", &sarama.DescribeConfigError{Err: r.ErrorCode, ErrMsg: r.ErrorMsg}
+	}
+	var (
+		retention time.Duration
+		policy    string
+		seen      bool
+	)
+	for _, e := range r.Configs {
+		switch e.Name {
+		case cfgRetention:
+			ms, err := strconv.ParseInt(e.Value, 10, 64)
+			if err != nil {
+				return 0, "", fmt.Errorf("%s is %q, not a number", cfgRetention, e.Value)
+			}
+			switch {
+			case ms < 0:
+				retention = -1
+			case ms > math.MaxInt64/int64(time.Millisecond):
+				retention = math.MaxInt64
+			default:
+				retention = time.Duration(ms) * time.Millisecond
+			}
+			seen = true
+		case cfgCleanup:
+			policy = e.Value
+		}
+	}
+	if !seen {
+		return 0, "", fmt.Errorf("%s is not in the answer", cfgRetention)
+	}
+	return retention, policy, nil
+}
+
+// names returns the topics of ts.
+func names(ts []kept) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.topic
+	}
+	return out
+}

@@ -1,0 +1,261 @@
+package kafkatopology
+
+import (
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/boulevard-go/boulevard/internal/logtest"
+	"github.com/boulevard-go/boulevard/internal/testbroker"
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/topology"
+	"github.com/boulevard-go/boulevard/topic/topology/topologytest"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+// build builds tb or fails the test.
+func build(t *testing.T, tb *topology.Builder) *topology.Topology {
+	t.Helper()
+	top, err := tb.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return top
+}
+
+// topicConfig returns the configuration of topic kname as the cluster
+// describes it.
+func topicConfig(t *testing.T, b *Backend[msg], kname string) map[string]string {
+	t.Helper()
+	res, err := b.admin.DescribeConfigs([]*sarama.ConfigResource{{Type: sarama.TopicResource, Name: kname}}, sarama.DescribeConfigsOptions{})
+	if err != nil {
+		t.Fatalf("describing topic %q: %v", kname, err)
+	}
+	cfg := map[string]string{}
+	for _, r := range res {
+		if r.ErrorCode != sarama.ErrNoError {
+			t.Fatalf("describing topic %q: %v", kname, r.ErrorCode)
+		}
+		for _, e := range r.Configs {
+			cfg[e.Name] = e.Value
+		}
+	}
+	return cfg
+}
+
+// ms is d in milliseconds, as retention.ms reads.
+func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
+// newLoggingBackend starts a backend on c with opts' retention settings,
+// logging to the returned records, closed when the test ends.
+func newLoggingBackend(t *testing.T, c *kfake.Cluster, opts Options[msg]) (*Backend[msg], *logtest.Records) {
+	t.Helper()
+	recs := new(logtest.Records)
+	opts.Brokers, opts.Config, opts.Codec = c.ListenAddrs(), testbroker.SaramaConfig(), topic.JSONCodec[msg]{}
+	opts.RevokeTimeout, opts.Logger = 2*time.Second, slog.New(recs)
+	b, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { topologytest.MustClose(t, "the backend", b.Close) })
+	return b, recs
+}
+
+// Guarantee: the hold topics and the DLQ a Declare creates keep their
+// letters past their time: a hold topic keeps each letter its delay plus
+// Options.HoldRetentionMargin (7 days by default), whatever the broker's
+// default retention, and a DLQ keeps dead letters forever unless
+// Options.DLQRetention says otherwise; both delete by time only
+// (cleanup.policy delete), never by compaction.
+func TestDeclareCreatesTopicsThatKeepLettersPastTheirTime(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		opts       Options[msg]
+		wantMargin time.Duration
+		wantDLQ    string
+	}{
+		{name: "defaults", wantMargin: 7 * 24 * time.Hour, wantDLQ: "-1"},
+		{name: "options", opts: Options[msg]{HoldRetentionMargin: 2 * time.Hour, DLQRetention: 30 * 24 * time.Hour},
+			wantMargin: 2 * time.Hour, wantDLQ: ms(30 * 24 * time.Hour)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// A broker whose default retention (1h) is shorter than the holds.
+			c := testbroker.Kafka(t, kfake.BrokerConfigs(map[string]string{"log.retention.ms": ms(time.Hour)}))
+			b, _ := newLoggingBackend(t, c, tc.opts)
+			top := build(t, topology.New("keep").Hold(5*time.Second).Hold(30*24*time.Hour).DLQ())
+			if _, err := b.Declare(t.Context(), top); err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range top.Holds() {
+				cfg := topicConfig(t, b, kafkaName(h.Name))
+				if got, want := cfg["retention.ms"], ms(h.Delay+tc.wantMargin); got != want {
+					t.Errorf("hold topic %q (delay %s) has retention.ms %s, want %s (its delay plus %s)", h.Name, h.Delay, got, want, tc.wantMargin)
+				}
+				if got := cfg["cleanup.policy"]; got != "delete" {
+					t.Errorf("hold topic %q has cleanup.policy %q, want delete", h.Name, got)
+				}
+			}
+			dlq, _ := top.DLQ()
+			cfg := topicConfig(t, b, kafkaName(dlq))
+			if got := cfg["retention.ms"]; got != tc.wantDLQ {
+				t.Errorf("DLQ %q has retention.ms %s, want %s", dlq, got, tc.wantDLQ)
+			}
+			if got := cfg["cleanup.policy"]; got != "delete" {
+				t.Errorf("DLQ %q has cleanup.policy %q, want delete", dlq, got)
+			}
+		})
+	}
+}
+
+// Guarantee: Declare refuses an existing hold topic that can delete a
+// letter before (or within MinHoldRetentionMargin of) its due time, and an
+// existing hold topic or DLQ that compacts (which deletes the older
+// letters of a key): its error wraps ErrRetentionTooShort, is a
+// RetentionError, and names the topic, its retention and the delay; no
+// releaser starts.
+func TestDeclareRefusesAnExistingTopicThatDeletesLettersBeforeTheirTime(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		builder *topology.Builder
+		topic   string            // the existing topic
+		configs map[string]string // its configuration
+		want    []string          // what the message names
+	}{
+		{name: "retention below the delay", builder: topology.New("short").Hold(2 * time.Hour),
+			topic: "short-hold-7200s", configs: map[string]string{"retention.ms": ms(time.Hour)},
+			want: []string{`"short-hold-7200s"`, "1h0m0s", "2h0m0s"}},
+		{name: "retention below the delay plus the margin", builder: topology.New("tight").Hold(2 * time.Hour),
+			topic: "tight-hold-7200s", configs: map[string]string{"retention.ms": ms(2*time.Hour + 30*time.Minute)},
+			want: []string{`"tight-hold-7200s"`, "2h30m0s", "2h0m0s"}},
+		{name: "broker default below the delay", builder: topology.New("week").Hold(8 * 24 * time.Hour),
+			topic: "week-hold-691200s", configs: nil,
+			want: []string{`"week-hold-691200s"`, "168h0m0s", "192h0m0s"}},
+		{name: "compacted hold", builder: topology.New("packed").Hold(time.Second),
+			topic: "packed-hold-1s", configs: map[string]string{"cleanup.policy": "compact"},
+			want: []string{`"packed-hold-1s"`, "compact"}},
+		{name: "compacted DLQ", builder: topology.New("dead").Hold(time.Second).DLQ(),
+			topic: "dead-dlq", configs: map[string]string{"cleanup.policy": "compact,delete"},
+			want: []string{`"dead-dlq"`, "compact"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testbroker.Kafka(t)
+			if err := c.CreateTopic(tc.topic, 1, tc.configs); err != nil {
+				t.Fatal(err)
+			}
+			b, _ := newLoggingBackend(t, c, Options[msg]{})
+			_, err := b.Declare(t.Context(), build(t, tc.builder))
+			if !errors.Is(err, ErrRetentionTooShort) {
+				t.Fatalf("Declare over topic %q with %v: %v, want an error wrapping ErrRetentionTooShort", tc.topic, tc.configs, err)
+			}
+			var re *RetentionError
+			if !errors.As(err, &re) || re.Topic != tc.topic {
+				t.Errorf("Declare: %#v, want a *RetentionError for topic %q", err, tc.topic)
+			}
+			if !strings.HasPrefix(err.Error(), "kafkatopology: ") {
+				t.Errorf("error %q does not start with \"kafkatopology: \"", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %s", err, w)
+				}
+			}
+			b.mu.Lock()
+			n := len(b.releasers)
+			b.mu.Unlock()
+			if n != 0 {
+				t.Errorf("a refused Declare started %d releasers", n)
+			}
+		})
+	}
+}
+
+// Guarantee: Declare uses an existing hold topic whose retention covers
+// its delay plus MinHoldRetentionMargin (the broker's default of 7 days
+// for a short hold, or an unlimited one) as it is, and an existing DLQ
+// with a finite retention too, with a WARN naming it (dead letters not
+// replayed within it are deleted).
+func TestDeclareUsesAnExistingTopicThatKeepsLettersPastTheirTime(t *testing.T) {
+	c := testbroker.Kafka(t)
+	for name, cfg := range map[string]map[string]string{
+		"fine-hold-5s":       nil,
+		"fine-hold-2592000s": {"retention.ms": "-1"},
+		"fine-dlq":           {"retention.ms": ms(24 * time.Hour)},
+	} {
+		if err := c.CreateTopic(name, 1, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, recs := newLoggingBackend(t, c, Options[msg]{})
+	if _, err := b.Declare(t.Context(), build(t, topology.New("fine").Hold(5*time.Second).Hold(30*24*time.Hour).DLQ())); err != nil {
+		t.Fatalf("Declare over hold topics that keep their letters: %v", err)
+	}
+	if got := topicConfig(t, b, "fine-dlq")["retention.ms"]; got != ms(24*time.Hour) {
+		t.Errorf("the existing DLQ's retention.ms became %s, want it left at %s", got, ms(24*time.Hour))
+	}
+	if n := recs.Count(slog.LevelWarn, msgDLQRetention); n != 1 {
+		t.Errorf("%d WARN %q, want 1 for the DLQ kept 24h", n, msgDLQRetention)
+	}
+}
+
+// Guarantee: when the cluster refuses to describe the configuration of
+// existing topics (not authorized), Declare logs one WARN and goes on: a
+// declaration does not fail only because its topics cannot be checked.
+func TestDeclareWarnsOnceAndGoesOnWhenTopicConfigsCannotBeDescribed(t *testing.T) {
+	c := testbroker.Kafka(t)
+	for _, name := range []string{"secret-hold-5s", "secret-hold-10s", "secret-dlq"} {
+		if err := c.CreateTopic(name, 1, map[string]string{"retention.ms": ms(time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.ControlKey(kmsg.DescribeConfigs.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		dreq := req.(*kmsg.DescribeConfigsRequest)
+		resp := dreq.ResponseKind().(*kmsg.DescribeConfigsResponse)
+		for _, r := range dreq.Resources {
+			rr := kmsg.NewDescribeConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+			rr.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.Resources = append(resp.Resources, rr)
+		}
+		return resp, nil, true
+	})
+	b, recs := newLoggingBackend(t, c, Options[msg]{})
+	if _, err := b.Declare(t.Context(), build(t, topology.New("secret").Hold(5*time.Second).Hold(10*time.Second).DLQ())); err != nil {
+		t.Fatalf("Declare where topic configs cannot be described: %v", err)
+	}
+	if n := recs.Count(slog.LevelWarn, msgUnchecked); n != 1 {
+		t.Errorf("%d WARN %q, want 1", n, msgUnchecked)
+	}
+}
+
+// Guarantee: retention options out of their bounds are refused with
+// errors naming each field.
+func TestRetentionOptionsOutOfBoundsAreRefused(t *testing.T) {
+	for _, tc := range []struct {
+		opts  Options[msg]
+		field string
+	}{
+		{Options[msg]{HoldRetentionMargin: time.Minute}, "kafkatopology.holdRetentionMargin"},
+		{Options[msg]{HoldRetentionMargin: -time.Hour}, "kafkatopology.holdRetentionMargin"},
+		{Options[msg]{HoldRetentionMargin: 87601 * time.Hour}, "kafkatopology.holdRetentionMargin"},
+		{Options[msg]{DLQRetention: time.Minute}, "kafkatopology.dlqRetention"},
+		{Options[msg]{DLQRetention: -1}, "kafkatopology.dlqRetention"},
+		{Options[msg]{DLQRetention: 87601 * time.Hour}, "kafkatopology.dlqRetention"},
+	} {
+		tc.opts.Brokers, tc.opts.Codec = []string{"127.0.0.1:1"}, topic.JSONCodec[msg]{}
+		_, err := New(tc.opts)
+		var verrs validate.Errors
+		if !errors.As(err, &verrs) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("New with margin %s, DLQ retention %s: %v, want an error naming %s",
+				tc.opts.HoldRetentionMargin, tc.opts.DLQRetention, err, tc.field)
+		}
+	}
+}
