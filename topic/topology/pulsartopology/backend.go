@@ -49,6 +49,9 @@ type Backend[T any] struct {
 	// crashed is set by crash: from then on nothing is sent or
 	// acknowledged, as if the process had died.
 	crashed atomic.Bool
+	// ttlUnread is set once a Declare could not read a topic's message
+	// TTL and logged it: the WARN is logged once in the backend's life.
+	ttlUnread atomic.Bool
 
 	closing liveset.Closing // what Close started
 
@@ -149,7 +152,11 @@ func (b *Backend[T]) TopicName(name string) string {
 // group receives everything published after Declare returns, however late
 // its first reader subscribes) and on every hold topic, and the DLQ's
 // subscription DeadSubscription. Subscribing to an existing subscription
-// keeps its position, so Declare is idempotent. ctx and
+// keeps its position, so Declare is idempotent. With Options.Admin, it
+// first reads the message TTL in effect on the hold topics and the DLQ,
+// and refuses a hold not shorter than its topic's TTL with a *TTLError
+// wrapping ErrHoldOutlastsTTL, making no subscription (see
+// Options.Admin). ctx and
 // Options.OperationTimeout bound it: it returns by the first of their
 // deadlines, with an error wrapping ErrDeclare and the context's error
 // when the broker has not answered by then (see the package
@@ -195,6 +202,11 @@ func (b *Backend[T]) declare(ctx context.Context, q *queues[T]) error {
 		if err := b.ensureTopic(ctx, q.dlq); err != nil {
 			return err
 		}
+	}
+	if err := b.checkTTL(ctx, q); err != nil {
+		return err
+	}
+	if q.dlq != "" {
 		if err := b.ensureSubscription(ctx, q.dlq, DeadSubscription, pulsar.Shared, pulsar.SubscriptionPositionEarliest); err != nil {
 			return err
 		}

@@ -16,6 +16,18 @@
 //     subscriptions are Shared, or Key_Shared on a sequenced topology (the
 //     sequence key is the message key, so one key's messages go to one
 //     consumer).
+//   - Expiry. The broker keeps a message a subscription has not
+//     acknowledged unless a policy evicts it: a message TTL acknowledges
+//     the messages older than it on every subscription, delayed ones
+//     included, and a backlog quota with consumer_backlog_eviction drops
+//     the oldest. A held letter is therefore lost when its hold is not
+//     shorter than its hold topic's TTL. With Options.Admin, Declare reads
+//     the TTL in effect on each hold topic and the DLQ and refuses such a
+//     hold (TTLError, wrapping ErrHoldOutlastsTTL), logs a WARN for a DLQ
+//     with a TTL, and logs one WARN in the backend's life when a TTL cannot
+//     be read. What an operator sets on the namespace (TTL, backlog quota,
+//     subscription expiry, inactive topic deletion) is listed in
+//     docs/topology.md.
 //   - A letter travels as a message: the value encoded by Options.Codec,
 //     the sequence key as the message key, its history in properties
 //     (topology-shard, topology-retries, topology-first-failure,

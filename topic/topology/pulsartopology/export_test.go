@@ -31,3 +31,9 @@ func (b *Backend[T]) DropProducers() {
 		p.Close()
 	}
 }
+
+// The log messages of the TTL check.
+const (
+	MsgTTLUnread = msgTTLUnread
+	MsgDLQTTL    = msgDLQTTL
+)

@@ -66,6 +66,15 @@ type Options[T any] struct {
 	// delay set must be at least 1ms (pulsar-client-go cannot tick
 	// shorter).
 	RedeliveryDelay time.Duration `validate:"omitempty,gte=1ms"`
+	// Admin reads the message TTL in effect on the hold topics and the
+	// DLQ at each Declare, which then refuses a hold not shorter than its
+	// topic's TTL (a *TTLError wrapping ErrHoldOutlastsTTL: the broker
+	// would drop held letters before they fall due) and logs a WARN for a
+	// DLQ with a TTL. When a TTL cannot be read (the admin API refuses or
+	// is down), Declare logs one WARN in the backend's life and goes on.
+	// Nil, the default, checks nothing: see docs/topology.md for the
+	// policies to set on the namespace.
+	Admin Admin `name:"-" validate:"-"`
 	// Logger receives one line per event (a message that does not decode)
 	// and, for a client the backend makes, pulsar-client-go's logs. Nil
 	// means slog.Default().
@@ -110,8 +119,8 @@ func (o Options[T]) Validate() error {
 // whether a client and an authentication are set, never what they hold.
 // %v, %+v, %#v, %s and %q all print this.
 func (o Options[T]) String() string {
-	return fmt.Sprintf("pulsartopology.Options{serviceURL: %q, client: %t, authentication: %t, tenant: %q, namespace: %q, operationTimeout: %s, readAhead: %d, redeliveryDelay: %s}",
-		spulsar.RedactServiceURL(o.ServiceURL), o.Client != nil, o.ClientOptions.Authentication != nil, o.Tenant, o.Namespace,
+	return fmt.Sprintf("pulsartopology.Options{serviceURL: %q, client: %t, authentication: %t, admin: %t, tenant: %q, namespace: %q, operationTimeout: %s, readAhead: %d, redeliveryDelay: %s}",
+		spulsar.RedactServiceURL(o.ServiceURL), o.Client != nil, o.ClientOptions.Authentication != nil, o.Admin != nil, o.Tenant, o.Namespace,
 		o.OperationTimeout, o.ReadAhead, o.RedeliveryDelay)
 }
 
