@@ -49,6 +49,22 @@ func RefusedForGoodCode(code int16) bool {
 	return ok && !k.Retriable
 }
 
+// FetchRefusedCode reports whether code, a Fetch answer's error for a
+// partition, is one to stop fetching for: a code of RefusedForGoodCode
+// other than UNKNOWN_SERVER_ERROR, which brokers also send for passing
+// faults (fetched again), and OFFSET_OUT_OF_RANGE, which the clients
+// handle by their reset setting. An authorization refusal is one
+// (DeniedCode tells it apart).
+func FetchRefusedCode(code int16) bool {
+	return code != kerr.UnknownServerError.Code && code != kerr.OffsetOutOfRange.Code && RefusedForGoodCode(code)
+}
+
+// FetchRefused reports whether err, or any error it wraps, carries a code
+// of FetchRefusedCode as code reads it.
+func FetchRefused(err error, code Code) bool {
+	return carries(err, code, FetchRefusedCode)
+}
+
 // Denied reports whether err, or any error it wraps (as errors.Is walks
 // them, joined errors included), carries a code of DeniedCode as code
 // reads it: whichever step asked (a join, a metadata or leader lookup, a

@@ -79,3 +79,31 @@ func TestClientsCodesAreReadAlike(t *testing.T) {
 		t.Errorf("Franz read sarama's error as code %d", c)
 	}
 }
+
+// Guarantee: FetchRefused takes every code Kafka says not to retry,
+// authorization refusals included, but for UNKNOWN_SERVER_ERROR (which
+// brokers send for passing faults) and OFFSET_OUT_OF_RANGE (which the
+// clients' reset settings handle); a retriable code or none is not one.
+func TestFetchRefusedLeavesOutPassingAndResetCodes(t *testing.T) {
+	for _, tc := range []struct {
+		code *kerr.Error
+		want bool
+	}{
+		{kerr.UnsupportedCompressionType, true},
+		{kerr.InvalidRecord, true},
+		{kerr.UnsupportedVersion, true},
+		{kerr.TopicAuthorizationFailed, true},
+		{kerr.UnknownServerError, false},
+		{kerr.OffsetOutOfRange, false},
+		{kerr.CorruptMessage, false},
+		{kerr.NotLeaderForPartition, false},
+	} {
+		err := fmt.Errorf("fetching: %w", code16(tc.code.Code))
+		if got := FetchRefused(err, readCode16); got != tc.want {
+			t.Errorf("FetchRefused(%v) = %v, want %v", tc.code, got, tc.want)
+		}
+	}
+	if FetchRefused(code16(0), readCode16) || FetchRefused(nil, readCode16) {
+		t.Error("FetchRefused holds for no error")
+	}
+}

@@ -58,6 +58,31 @@ func TestRunFailsWhenAFetchIsRefusedForGood(t *testing.T) {
 	}
 }
 
+// Guarantee: a Fetch the cluster answers for a claimed partition with an
+// error Kafka says not to retry that is no authorization refusal
+// (UNSUPPORTED_COMPRESSION_TYPE, INVALID_RECORD, UNSUPPORTED_VERSION)
+// ends the member, with either client: Run returns within a bound with an
+// error wrapping ErrFetchRefused and the broker's error, naming the fetch
+// and the partition, so that the pipeline's restart policy decides,
+// rather than the partition being fetched again for ever.
+func TestRunFailsWhenAFetchIsAnsweredWithAnErrorNotToRetry(t *testing.T) {
+	for _, code := range []*kerr.Error{kerr.UnsupportedCompressionType, kerr.InvalidRecord, kerr.UnsupportedVersion} {
+		t.Run(code.Message, func(t *testing.T) {
+			if kerr.IsRetriable(code) {
+				t.Fatalf("%v is retriable", code)
+			}
+			eachClient(t, func(t *testing.T, cl client) {
+				c := newCluster(t, 1, kfake.NumBrokers(1))
+				produce(t, c, 1, 0, 10)
+				faults := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: testTopic, Err: code, Count: -1})
+				t.Cleanup(faults.Remove)
+				done := runOnce(t, "fetch-not-retried", cl.new(t, sourceOptions(c, "g-fetch-not-retried")))
+				expectRunFails(t, done, kafka.ErrFetchRefused, cl.brokerErr(code), "fetch")
+			})
+		})
+	}
+}
+
 // Guarantee: a Fetch the cluster refuses for a claimed partition with an
 // error that is no refusal for good (UNKNOWN_SERVER_ERROR, which the
 // franz-go client hands over; sarama's partition consumer hands over

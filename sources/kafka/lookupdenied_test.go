@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -67,54 +68,66 @@ func TestRunFailsWhenTheStartLookupsMetadataIsDenied(t *testing.T) {
 	}
 }
 
-// Guarantee: with the sarama source, a drain stops a new claim's start
-// offset lookup that the cluster keeps refusing with an error Kafka says
-// to retry: the claim starts nowhere and, as a draining member claims
-// nothing, the member leaves the group at once (its other claims commit
-// what was handled and let go), rather than staying in the group until
-// Close with the lookup tried again meanwhile.
+// Guarantee: a drain stops a new claim's start offset lookup that the
+// cluster keeps refusing with an error Kafka says to retry, with either
+// client: the lookup ends (a DEBUG line says the member drains) while
+// the pipeline still waits for an in-flight message, rather than being
+// tried again until Close. The claim starts nowhere; with sarama, as a
+// draining member claims nothing, the member also leaves the group at
+// once (its other claims commit what was handled and let go).
 func TestDrainStopsARetriedStartOffsetLookup(t *testing.T) {
-	c := newCluster(t, 2, kfake.NumBrokers(1))
-	group := "g-lookup-drained"
-	produce(t, c, 2, 0, 20)
-	commitOutside(t, c, group, map[int32]int64{0: 0}) // partition 0 starts there, without a lookup
-	refused := refuseListings(c, kerr.LeaderNotAvailable, func() bool { return true })
-	o := sourceOptions(c, group)
-	o.InitialOffset, o.StartTime = kafka.OffsetTimestamp, time.Now().Add(-time.Hour)
-	o.RevokeTimeout = 500 * time.Millisecond
-	release := make(chan struct{})
-	var held atomic.Bool
-	opts := pipelineOpts("lookup-drained", newSource(t, o), 1, newLedger(), func(*message.Message[[]byte]) error {
-		held.Store(true)
-		<-release // holds the drain until the test lets go
-		return nil
-	})
-	opts.ShutdownTimeout = 30 * time.Second
-	p := startPipeline(t, opts)
-	var releaseOnce atomic.Bool
-	let := func() {
-		if releaseOnce.CompareAndSwap(false, true) {
-			close(release)
+	eachClient(t, func(t *testing.T, cl client) {
+		c := newCluster(t, 2, kfake.NumBrokers(1))
+		group := "g-lookup-drained"
+		produce(t, c, 2, 0, 20)
+		commitOutside(t, c, group, map[int32]int64{0: 0}) // partition 0 starts there, without a lookup
+		refused := refuseListings(c, kerr.LeaderNotAvailable, func() bool { return true })
+		logs := newLogBook()
+		o := sourceOptions(c, group)
+		o.InitialOffset, o.StartTime = kafka.OffsetTimestamp, time.Now().Add(-time.Hour)
+		o.RevokeTimeout = 500 * time.Millisecond
+		o.Logger = logs.logger()
+		release := make(chan struct{})
+		var held atomic.Bool
+		opts := pipelineOpts("lookup-drained", cl.new(t, o), 1, newLedger(), func(*message.Message[[]byte]) error {
+			held.Store(true)
+			<-release // holds the drain until the test lets go
+			return nil
+		})
+		opts.ShutdownTimeout = 30 * time.Second
+		p := startPipeline(t, opts)
+		var releaseOnce atomic.Bool
+		let := func() {
+			if releaseOnce.CompareAndSwap(false, true) {
+				close(release)
+			}
 		}
-	}
-	t.Cleanup(let)
-	wait.Within(t, 20*time.Second, "a held record and partition 1's lookup to fail", func() bool {
-		return held.Load() && refused.Load() >= 2
+		t.Cleanup(let)
+		wait.Within(t, 20*time.Second, "a held record and partition 1's lookup to fail", func() bool {
+			return held.Load() && refused.Load() >= 2
+		})
+		stopped := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			stopped <- p.Stop(ctx)
+		}()
+		wait.Within(t, 15*time.Second, "the drain to stop the start offset lookup", func() bool {
+			return len(logs.find(func(r logRecord) bool {
+				return r.Level == slog.LevelDebug && strings.Contains(r.Text, "start offset") && strings.Contains(r.Text, "the member drains")
+			})) > 0
+		})
+		if cl.name == saramaClient.name {
+			wait.Within(t, 15*time.Second, "the draining member to leave the group", func() bool {
+				gi := c.GroupInfo(group)
+				return gi != nil && len(gi.Members) == 0
+			})
+		}
+		let()
+		if err := <-stopped; err != nil {
+			t.Fatalf("stop: %v", err)
+		}
 	})
-	stopped := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		stopped <- p.Stop(ctx)
-	}()
-	wait.Within(t, 15*time.Second, "the draining member to leave the group", func() bool {
-		gi := c.GroupInfo(group)
-		return gi != nil && len(gi.Members) == 0
-	})
-	let()
-	if err := <-stopped; err != nil {
-		t.Fatalf("stop: %v", err)
-	}
 }
 
 // Guarantee: a subscribed topic whose metadata the cluster refuses with

@@ -640,14 +640,15 @@ func (r *reader) run() {
 // ownFailed handles an error of the consumer of the member that reads
 // the claim's partition (a rewind's or a move's). An authorization
 // refusal (denied: of the fetch, or of the metadata or leader lookup
-// before it) fails the member, with an ERROR line, and ownFailed reports
+// before it), or a fetch answered with another error Kafka says not to
+// retry (fetchRefused), fails the member, with an ERROR line, and ownFailed reports
 // false: fetching again changes nothing until an operator does. Any
 // other error is sarama's to retry (its consumer fetches again after
 // Consumer.Retry.Backoff): it is logged at WARN once per run of failures
 // (claim.FailureRun: the first, one with another message, or one after
 // records came in since the last).
 func (r *reader) ownFailed(err *sarama.ConsumerError) bool {
-	if denied(err) {
+	if fetchRefused(err) {
 		ferr := refusedFetch(r.p.Topic, r.p.Part, err.Err)
 		r.log.Error("kafka partition fetch refused; the member fails", slog.Any("error", ferr))
 		r.p.m.fail(ferr)
@@ -661,9 +662,23 @@ func (r *reader) ownFailed(err *sarama.ConsumerError) bool {
 
 // refusedFetch is the member's error for err, a fetch of topic/part (or
 // the metadata or leader lookup it needs) refused for good: ErrDenied
-// (only an authorization refusal is taken as one).
+// for an authorization refusal, ErrFetchRefused for any other.
 func refusedFetch(topic string, part int32, err error) error {
-	return fmt.Errorf("%w: fetching partition %q/%d: %w", ErrDenied, topic, part, flat(err))
+	if denied(err) {
+		return fmt.Errorf("%w: fetching partition %q/%d: %w", ErrDenied, topic, part, flat(err))
+	}
+	return fmt.Errorf("%w: fetching partition %q/%d: %w", ErrFetchRefused, topic, part, flat(err))
+}
+
+// fetchRefused reports whether err, a fetch's error, is one to stop
+// fetching for: an authorization refusal wherever it comes from (denied:
+// the fetch, or the metadata or leader lookup before it), or a Fetch
+// answer's error Kafka says not to retry but for UNKNOWN_SERVER_ERROR,
+// which brokers also send for passing faults, and OFFSET_OUT_OF_RANGE,
+// which Consumer.Group.ResetInvalidOffsets governs
+// (kafkarefusal.FetchRefused, which the franz-go source shares).
+func fetchRefused(err error) bool {
+	return denied(err) || kafkarefusal.FetchRefused(err, kafkarefusal.Sarama)
 }
 
 // inWhileOwn returns the claim's channel while a rewound consumer reads the

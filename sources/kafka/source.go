@@ -14,9 +14,14 @@
 // attempt that fails is tried again within the claim, with backoff, while
 // the member stays in its group generation, and so is the move of its
 // consumer there; a listing or a move the cluster refuses with an error
-// Kafka says not to retry fails Run with ErrDenied or ErrStartRefused, and
-// a claim's fetch refused for authorization fails it with ErrDenied, so that the pipeline's restart policy decides (see
-// SaramaDefaults, Metadata.Timeout, and docs/kafka.md, Replay).
+// Kafka says not to retry fails Run with ErrDenied or ErrStartRefused,
+// a claim's fetch refused for authorization fails it with ErrDenied, a
+// fetch answered with another error Kafka says not to retry (but
+// UNKNOWN_SERVER_ERROR) with ErrFetchRefused, and, with
+// Consumer.Group.ResetInvalidOffsets false, an offset out of its
+// partition's range with ErrOffsetOutOfRange, so that the pipeline's
+// restart policy decides (see SaramaDefaults, Metadata.Timeout, and
+// docs/kafka.md, Replay and Failures).
 // See docs/kafka.md for the semantics in full.
 package kafka
 
@@ -88,6 +93,28 @@ var ErrStartRefused = claim.ErrStartRefused
 // and the offset. The franz-go source never returns it: its rewind moves
 // its client's fetch position, which the cluster is not asked to accept.
 var ErrRewindRefused = claim.ErrRewindRefused
+
+// ErrFetchRefused is wrapped by the error Run returns, at once, when the
+// cluster answers a claimed partition's fetch with an error Kafka says
+// not to retry other than an authorization refusal (which is ErrDenied):
+// UNSUPPORTED_COMPRESSION_TYPE, INVALID_RECORD, UNSUPPORTED_VERSION,
+// OFFSET_MOVED_TO_TIERED_STORAGE and the other codes whose kerr.Error has
+// Retriable false, but for UNKNOWN_SERVER_ERROR, which brokers also send
+// for passing faults and which is fetched again, and OFFSET_OUT_OF_RANGE
+// (ErrOffsetOutOfRange). The error names the partition and wraps the
+// broker's (a sarama.KError). franz.ErrFetchRefused is the same error.
+var ErrFetchRefused = claim.ErrFetchRefused
+
+// ErrOffsetOutOfRange is wrapped by the error Run returns, at once, when
+// a claimed partition's offset is out of the partition's range (its
+// committed offset was deleted by retention, or a fetch position fell out
+// of range) and Config.Consumer.Group.ResetInvalidOffsets is false, so
+// that sarama is not to move the claim to Consumer.Offsets.Initial: the
+// member would otherwise rejoin the group for as long as the offset
+// stays out of range. The error names the partition and the offset (when
+// known) and wraps sarama.ErrOffsetOutOfRange. The franz-go source never
+// returns it (see docs/kafka.md, Failures).
+var ErrOffsetOutOfRange = claim.ErrOffsetOutOfRange
 
 // ErrNotCreated is returned by Run, Validate and Info of a Source that New
 // did not make (a zero Source, or a nil *Source): it has no options to
@@ -163,7 +190,11 @@ func (s *Source) Info() (producer.Info, error) {
 // offset, a redelivery's rewind and a claim's fetch included, and the
 // metadata or leader lookup each needs), ErrStartRefused or
 // ErrRewindRefused when the cluster refuses that listing or move, or that
-// rewind, with another error Kafka says not to retry, or ErrConsume when joining the group
+// rewind, with another error Kafka says not to retry, ErrFetchRefused
+// when it answers a claim's fetch with another such error (but for
+// UNKNOWN_SERVER_ERROR), ErrOffsetOutOfRange when a claim's offset is out
+// of its partition's range and Config.Consumer.Group.ResetInvalidOffsets
+// is false, or ErrConsume when joining the group
 // keeps failing; the pipeline logs it and restarts the source with
 // backoff, as its restart policy says. A listing or a rewind that fails
 // otherwise (no answer within Config.Metadata.Timeout, an error Kafka says
@@ -367,8 +398,8 @@ func (m *member) isDown() bool {
 
 // Failed receives the error that ends the member (maxConsumeFailures
 // failed sessions, a topic gone, a refusal for credentials or
-// permissions, a fetch's included, or a start offset listing or a rewind
-// refused for good).
+// permissions, a fetch's included, a start offset listing, a rewind or a
+// fetch refused for good, or an offset out of range not to be reset).
 func (m *member) Failed() <-chan error { return m.failed }
 
 // Stats is the member's snapshot.
@@ -435,8 +466,13 @@ func (m *member) loop() {
 
 // logErrors reads the group's errors until the group closes. A claim's
 // fetch (or the metadata or leader lookup it needs) refused with an
-// authorization error (denied) fails the member, with an ERROR line:
-// fetching again changes nothing until an operator does. Any other error
+// authorization error (denied), or answered with another error Kafka
+// says not to retry (fetchRefused), fails the member, with an ERROR line:
+// fetching again changes nothing until an operator does. So does
+// sarama.ErrOffsetOutOfRange for a partition when
+// Consumer.Group.ResetInvalidOffsets is false (outOfRange): sarama's
+// claim of that partition cannot open (or its consumer stopped), and
+// every session would end alike. Any other error
 // is logged at WARN, a claim's fetch errors once per run of failures of
 // its partition (claim.FailureRuns: the first, one with another message,
 // or one after the claim took records in since the last), as sarama
@@ -449,9 +485,15 @@ func (m *member) logErrors() {
 			m.log.Warn("kafka consumer error", slog.Any("error", flat(err)))
 			continue
 		}
-		if denied(ce) {
+		if fetchRefused(ce) {
 			ferr := refusedFetch(ce.Topic, ce.Partition, ce.Err)
 			m.log.Error("kafka partition fetch refused; the member fails", slog.Any("error", ferr))
+			m.fail(ferr)
+			continue
+		}
+		if errors.Is(ce.Err, sarama.ErrOffsetOutOfRange) && !m.client.Config().Consumer.Group.ResetInvalidOffsets {
+			ferr := m.outOfRange(ce.Topic, ce.Partition, ce.Err)
+			m.log.Error("kafka partition offset out of range and not to be reset; the member fails", slog.Any("error", ferr))
 			m.fail(ferr)
 			continue
 		}
@@ -459,6 +501,45 @@ func (m *member) logErrors() {
 			m.log.Warn("kafka consumer error", slog.Any("error", flat(err)))
 		}
 	}
+}
+
+// outOfRange is the member's error for err, sarama's
+// ErrOffsetOutOfRange for topic/part with
+// Consumer.Group.ResetInvalidOffsets false: ErrOffsetOutOfRange, naming
+// the offset the claim read from (where it has read to, or, when the
+// member claims no such partition, as when its claim could not open, the
+// group's committed offset), when it is known.
+func (m *member) outOfRange(topic string, part int32, err error) error {
+	at := m.fetchedTo(topic, part)
+	if at < 0 {
+		at = m.committedOffset(topic, part)
+	}
+	if at < 0 {
+		return fmt.Errorf("%w: partition %q/%d: %w", ErrOffsetOutOfRange, topic, part, flat(err))
+	}
+	return fmt.Errorf("%w: partition %q/%d at offset %d: %w", ErrOffsetOutOfRange, topic, part, at, flat(err))
+}
+
+// committedOffset asks the group's coordinator for the group's committed
+// offset of topic/part: -1 when there is none or the coordinator does not
+// tell (an error, logged at DEBUG).
+func (m *member) committedOffset(topic string, part int32) int64 {
+	coord, err := m.client.Coordinator(m.opts.GroupID)
+	if err != nil {
+		m.log.Debug("kafka committed offset not fetched", slog.Any("error", flat(err)))
+		return -1
+	}
+	req := sarama.NewOffsetFetchRequest(m.client.Config().Version, m.opts.GroupID, map[string][]int32{topic: {part}})
+	resp, err := coord.FetchOffset(req)
+	if err != nil {
+		m.log.Debug("kafka committed offset not fetched", slog.Any("error", flat(err)))
+		return -1
+	}
+	b := resp.GetBlock(topic, part)
+	if b == nil || !errors.Is(b.Err, sarama.ErrNoError) {
+		return -1
+	}
+	return b.Offset
 }
 
 // fetchedTo is where the member's claim of topic/part has read to

@@ -252,7 +252,10 @@ const pollMax = 10_000
 // A fetch error of a partition (or of its topic's metadata) that refuses
 // the member's credentials or permissions (denied) fails the member at
 // once, with an ERROR line and an error wrapping ErrDenied that names the
-// partition: fetching again changes nothing until an operator does. Any
+// partition: fetching again changes nothing until an operator does; so
+// does another error Kafka says not to retry (kafkarefusal.FetchRefused:
+// UNSUPPORTED_COMPRESSION_TYPE, INVALID_RECORD, ...), with ErrFetchRefused,
+// but for UNKNOWN_SERVER_ERROR, which brokers also send for passing faults. Any
 // other is franz-go's to fetch again, and is logged at WARN once per run
 // of failures of the partition (m.fetchFailures: the first, one with
 // another message, or one after the partition's claim was handed records
@@ -287,10 +290,13 @@ func (m *member) poll() {
 				m.log.Warn("kafka consumer error", slog.String("topic", topic), slog.Int("partition", int(part)), slog.Any("error", claim.Flat(err)))
 				return
 			}
-			if denied(err) {
+			if denied(err) || kafkarefusal.FetchRefused(err, kafkarefusal.Franz) {
 				// A refusal of a permission the fetch needs (or of the
-				// metadata it needs): fetching again changes nothing
-				// until an operator does.
+				// metadata it needs), or another answer Kafka says not to
+				// retry (but for UNKNOWN_SERVER_ERROR, which brokers also
+				// send for passing faults, and OFFSET_OUT_OF_RANGE, which
+				// franz-go resets): fetching again changes nothing until
+				// an operator does.
 				if refused == nil {
 					refused = refusedFetch(topic, part, err)
 				}
@@ -359,9 +365,13 @@ func denied(err error) bool { return kafkarefusal.Denied(err, kafkarefusal.Franz
 func refusedForGood(err error) bool { return kafkarefusal.RefusedForGood(err, kafkarefusal.Franz) }
 
 // refusedFetch is the member's error for err, a fetch of topic/part (or
-// the metadata it needs, part -1 for the whole topic) refused for good.
+// the metadata it needs, part -1 for the whole topic) refused for good:
+// ErrDenied for an authorization refusal, ErrFetchRefused for any other.
 func refusedFetch(topic string, part int32, err error) error {
-	return fmt.Errorf("%w: fetching partition %q/%d: %w", ErrDenied, topic, part, claim.Flat(err))
+	if denied(err) {
+		return fmt.Errorf("%w: fetching partition %q/%d: %w", ErrDenied, topic, part, claim.Flat(err))
+	}
+	return fmt.Errorf("%w: fetching partition %q/%d: %w", ErrFetchRefused, topic, part, claim.Flat(err))
 }
 
 // pushes is the count of hand-overs of topic/part's claim (-1 when the
@@ -431,7 +441,7 @@ func (m *member) assigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 // never by franz-go on the group's client.
 //
 // When every new claim needs that lookup, adjust waits for it: when the
-// session (ctx) ends first, or the member's Close stops waiting, or the
+// session (ctx) ends first, or the member drains or its Close stops waiting, or the
 // cluster refuses the listing for good (the member then fails), adjust
 // returns that error and the claims start nowhere. When some new claims
 // start without it (at their committed offset), they do not wait for the
@@ -580,15 +590,28 @@ const (
 // attempts double (the 2nd, 4th, 8th, ...), and one INFO line when an
 // attempt succeeds after failed ones.
 //
+// A drain ends it too (the attempt under way and the wait for the next,
+// at once, with a DEBUG line): a draining member starts no claim, so
+// lookUpStarts returns errDraining, and the claims start nowhere (adjust
+// returns it, which ends the session, and the member, closing, leaves the
+// group as the next session's claims are assigned).
+//
 // An attempt the cluster refuses with an error Kafka says not to retry (a
 // *kerr.Error whose Retriable is false: an authorization refusal, an
 // invalid request, ...) is not tried again, as asking again changes
 // nothing until an operator does: the member fails with that error,
 // wrapped in ErrDenied or ErrStartRefused (refusedStarts), which
 // lookUpStarts returns, so that the pipeline's restart policy decides.
-func (m *member) lookUpStarts(ctx context.Context, tps []topicPartition) (map[topicPartition]int64, error) {
+func (m *member) lookUpStarts(parent context.Context, tps []topicPartition) (map[topicPartition]int64, error) {
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	defer context.AfterFunc(m.pollCtx, func() { cancel(errDraining) })()
 	backoff := lookupFirstBackoff
 	for failed := 0; ; {
+		if errors.Is(context.Cause(ctx), errDraining) {
+			m.log.Debug("kafka start offset lookup stopped", slog.Any("partitions", tps), slog.Any("cause", errDraining))
+			return nil, errDraining
+		}
 		starts, err := m.lookUpStartsOnce(ctx, tps)
 		if err == nil {
 			if failed > 0 {
@@ -598,6 +621,9 @@ func (m *member) lookUpStarts(ctx context.Context, tps []topicPartition) (map[to
 			return starts, nil
 		}
 		failed++
+		if errors.Is(context.Cause(ctx), errDraining) {
+			continue // logged and returned above
+		}
 		if ctx.Err() == nil && m.hurryCtx.Err() == nil {
 			if refusedForGood(err) {
 				err = refusedStarts(err)
@@ -617,6 +643,9 @@ func (m *member) lookUpStarts(ctx context.Context, tps []topicPartition) (map[to
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
+			if errors.Is(context.Cause(ctx), errDraining) {
+				continue // logged and returned above
+			}
 			return nil, ctx.Err()
 		case <-m.hurryCtx.Done():
 			t.Stop()
@@ -625,6 +654,9 @@ func (m *member) lookUpStarts(ctx context.Context, tps []topicPartition) (map[to
 		backoff = min(2*backoff, lookupMaxBackoff)
 	}
 }
+
+// errDraining is lookUpStarts' error when the member drains.
+var errDraining = errors.New("franz: the member drains")
 
 // refusedStarts is the member's error for err, a start offset listing the
 // cluster refused for good: ErrDenied for an authorization refusal (see

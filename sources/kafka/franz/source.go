@@ -67,6 +67,16 @@ var ErrDenied = claim.ErrDenied
 // authorization refusal, which is ErrDenied. It is kafka.ErrStartRefused.
 var ErrStartRefused = claim.ErrStartRefused
 
+// ErrFetchRefused is wrapped by the error Run returns, at once, when the
+// cluster answers a claimed partition's fetch with an error Kafka says
+// not to retry other than an authorization refusal (which is ErrDenied),
+// UNKNOWN_SERVER_ERROR (which brokers also send for passing faults, and
+// which is fetched again) and OFFSET_OUT_OF_RANGE (which franz-go resets
+// itself to InitialOffset): UNSUPPORTED_COMPRESSION_TYPE, INVALID_RECORD,
+// UNSUPPORTED_VERSION, ... The error names the partition and wraps the
+// broker's *kerr.Error. It is kafka.ErrFetchRefused.
+var ErrFetchRefused = claim.ErrFetchRefused
+
 // ErrNotCreated is returned by Run, Validate and Info of a Source that New
 // did not make (a zero Source, or a nil *Source): it has no options to
 // run with. Its Stats are empty and Close returns nil. It is
@@ -171,12 +181,15 @@ func (s *Source) String() string {
 // permissions (a claimed partition's fetch and the start offset listing
 // of OffsetTimestamp included, and the metadata they need),
 // ErrStartRefused when the cluster refuses that listing with another
-// error Kafka says not to retry, or ErrConsume when the group keeps
+// error Kafka says not to retry, ErrFetchRefused when it answers a
+// claimed partition's fetch with another such error (but for
+// UNKNOWN_SERVER_ERROR), or ErrConsume when the group keeps
 // failing; the pipeline logs it and restarts the source with backoff, as
 // its restart policy says. A listing that fails otherwise (no answer
 // within Options.LookupTimeout, an error Kafka says to retry) is tried
-// again within the member (see Options.LookupTimeout), and a fetch error
-// that is no authorization refusal is left to franz-go to fetch again,
+// again within the member (see Options.LookupTimeout) until the member
+// drains, and any other fetch error (UNKNOWN_SERVER_ERROR included) is
+// left to franz-go to fetch again,
 // logged at WARN once per run of failures of the partition. It returns ErrClosed after
 // Close, and ErrNotCreated, at once, when New did not make the source.
 // No error message contains a newline.

@@ -100,7 +100,7 @@ func adjustMember(cl *kgo.Client, opts Options) (*member, *bytes.Buffer) {
 	opts.Brokers, _ = cl.OptValue(kgo.SeedBrokers).([]string)
 	opts = opts.WithDefaults()
 	m := &member{opts: &opts, reset: opts.resetOffset(), parts: make(map[topicPartition]*partition),
-		log: slog.New(slog.NewTextHandler(&buf, nil)), ctx: context.Background(), hurryCtx: context.Background(), failed: make(chan error, 1)}
+		log: slog.New(slog.NewTextHandler(&buf, nil)), ctx: context.Background(), pollCtx: context.Background(), hurryCtx: context.Background(), failed: make(chan error, 1)}
 	m.cl.Store(cl)
 	for part := range int32(3) {
 		p := &partition{m: m, log: slog.New(slog.DiscardHandler)}

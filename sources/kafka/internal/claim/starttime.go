@@ -82,3 +82,17 @@ var ErrStartRefused = errors.New("kafka: start offsets refused")
 // offset (a redelivery's rewind) with an error Kafka says not to retry
 // (other than an authorization refusal, which is ErrDenied).
 var ErrRewindRefused = errors.New("kafka: rewind refused")
+
+// ErrFetchRefused is wrapped by the error a member fails with when the
+// cluster answers a claimed partition's fetch with an error Kafka says
+// not to retry (UNSUPPORTED_COMPRESSION_TYPE, INVALID_RECORD,
+// UNSUPPORTED_VERSION, ...), other than an authorization refusal, which
+// is ErrDenied, UNKNOWN_SERVER_ERROR, which brokers send for passing
+// faults, and OFFSET_OUT_OF_RANGE (ErrOffsetOutOfRange).
+var ErrFetchRefused = errors.New("kafka: fetch refused")
+
+// ErrOffsetOutOfRange is wrapped by the error a member fails with when
+// the offset a claim is to read from is out of its partition's range
+// (retention deleted the committed offset's record) and the member is not
+// to reset it (sarama's Consumer.Group.ResetInvalidOffsets false).
+var ErrOffsetOutOfRange = errors.New("kafka: offset out of range")
