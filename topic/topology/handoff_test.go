@@ -305,3 +305,45 @@ func TestCloseEndsAHandOffUnderWay(t *testing.T) {
 		}
 	})
 }
+
+// Guarantee: a hand-off of an unsequenced letter that the backend refuses
+// is logged once, at ERROR, saying what became of the letter (a durable
+// backend delivers it again, the in-memory one loses it), never as lost
+// outright: an operator of a durable backend is not told of a loss that
+// did not happen.
+func TestRefusedHandOffOfAnUnsequencedLetterIsLoggedOnceWithItsFate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, _ := topology.NewMemory[int](topology.MemoryOptions{})
+		defer m.Close(context.Background())
+		top, err := topology.New("plain").Hold(time.Second).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mq, err := m.Declare(t.Context(), top)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &failedHoldRun{}
+		r.refuse.Store(true)
+		q := refusingHolds{Queues: mq, r: r}
+		var recs logtest.Records
+		_, p := startLoggingPipeline(t, q, slog.New(&recs), func(context.Context, *message.Message[int]) (int, error) {
+			return 0, topology.Retry(errors.New("gateway down"))
+		})
+		pub, _ := topology.NewPublisher(q, topology.PublisherOptions[int]{})
+		if err := pub.Publish(t.Context(), 1); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if err := p.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if n := r.attempts.Load(); n != 1 {
+			t.Fatalf("the hold was tried %d times, want once: an unsequenced letter is not handed off again by the source", n)
+		}
+		want := "could not hand a letter to the backend; a durable backend delivers it again, the in-memory one loses it"
+		if n := recs.Count(slog.LevelError, want); n != 1 {
+			t.Errorf("%d ERROR lines %q, want 1", n, want)
+		}
+	})
+}

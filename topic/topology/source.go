@@ -535,6 +535,21 @@ func (s *Source[T]) done(ctx context.Context, p *pendingLetter[T]) {
 	}
 }
 
+// handOffFailed logs a letter's hand-off (what: hold, requeue,
+// dead-letter, put back on the DLQ) that failed with err, at ERROR, once.
+// The letter is then settled as it is, and the backend decides its fate:
+// a durable one (Kafka, Pulsar) does not commit or acknowledge a letter
+// whose hand-off failed, and delivers it to the group again; the
+// in-memory one, which removed it from its queue when it was received,
+// has lost it.
+func (s *Source[T]) handOffFailed(ctx context.Context, what string, err error, attrs ...slog.Attr) {
+	s.log.LogAttrs(ctx, slog.LevelError, handOffFailedLog,
+		append(attrs, slog.String("hand_off", what), slog.Any("error", err))...)
+}
+
+// handOffFailedLog is the message handOffFailed logs.
+const handOffFailedLog = "could not hand a letter to the backend; a durable backend delivers it again, the in-memory one loses it"
+
 // release lets the next held-back message of l's key go.
 func (s *Source[T]) release(l Letter[T]) {
 	if s.seq != nil && l.Key != "" {
@@ -562,8 +577,7 @@ func (s *Source[T]) hold(ctx context.Context, p *pendingLetter[T], i int) {
 		if p.l.Resume && s.retryHandOff(p, "hold "+s.t.holds[i].Name, do, err) {
 			return
 		}
-		s.log.ErrorContext(ctx, "could not hold a letter; it is lost",
-			slog.String("hold", s.t.holds[i].Name), slog.Any("error", err))
+		s.handOffFailed(ctx, "hold", err, slog.String("hold", s.t.holds[i].Name))
 	}
 	s.done(ctx, p)
 }
@@ -581,7 +595,7 @@ func (s *Source[T]) requeue(ctx context.Context, p *pendingLetter[T]) {
 		if p.l.Resume && s.retryHandOff(p, "requeue", s.q.Requeue, err) {
 			return
 		}
-		s.log.ErrorContext(ctx, "could not requeue a letter; it is lost", slog.Any("error", err))
+		s.handOffFailed(ctx, "requeue", err)
 	}
 	s.done(ctx, p)
 }
@@ -649,8 +663,7 @@ func (s *Source[T]) deadLetter(ctx context.Context, p *pendingLetter[T], reason 
 	l.Death = &Death{Reason: reason, Error: text, Topic: s.t.name, Group: s.t.ConsumerGroup(),
 		Retries: l.Retries, FirstFailure: l.FirstFailure, LastFailure: l.LastFailure}
 	if err := s.q.DeadLetter(ctx, l); err != nil {
-		s.log.ErrorContext(ctx, "could not dead-letter a message; it is lost",
-			slog.String("dlq", s.t.dlq), slog.String("reason", string(reason)), slog.Any("error", err))
+		s.handOffFailed(ctx, "dead-letter", err, slog.String("dlq", s.t.dlq), slog.String("reason", string(reason)))
 	} else {
 		s.deadLettered.Add(1)
 	}
@@ -669,7 +682,7 @@ func (s *Source[T]) settleDead(ctx context.Context, rec *record[T], out Outcome,
 		s.log.WarnContext(ctx, "dead letter discarded", slog.Any("error", err))
 	default:
 		if qerr := s.q.DeadLetter(ctx, p.l); qerr != nil {
-			s.log.ErrorContext(ctx, "could not put a dead letter back; it is lost", slog.Any("error", qerr))
+			s.handOffFailed(ctx, "put back on the DLQ", qerr)
 		} else {
 			s.deadLettered.Add(1)
 		}
