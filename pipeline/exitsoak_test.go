@@ -1,0 +1,576 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/internal/testsize"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+)
+
+// exitAct is what user code does with a message (or with the chunk or batch
+// it decides for): return normally, return an error, panic, or end its
+// goroutine with runtime.Goexit.
+type exitAct uint8
+
+const (
+	actOK exitAct = iota
+	actErr
+	actPanic
+	actExit
+)
+
+// exitPlan is what each piece of user code does for one message: the
+// processor's handler for it; Prepare, the batch handler and the
+// HandleFailed hooks for the chunk, batch or failed slice whose first
+// message with something other than actOK it is.
+type exitPlan struct {
+	handle, prepare, batch, procFailed, batchFailed exitAct
+	// itemFail makes the batch handler fail the message alone (m.Fail).
+	itemFail bool
+	// sleep is how long (fake time) the handler takes; batchSleep how
+	// long the batch handler takes, at least, for a batch holding it.
+	sleep, batchSleep time.Duration
+}
+
+// exitPanic is the value user code panics with: the site and the message
+// that decided it.
+type exitPanic struct {
+	site string
+	id   uint64
+}
+
+// exitSiteError is the error user code returns: the site and the message
+// that decided it.
+type exitSiteError struct {
+	site string
+	id   uint64
+}
+
+func (e *exitSiteError) Error() string { return fmt.Sprintf("%s failed for %d", e.site, e.id) }
+
+// errFailedReplaced wraps the error the processors' HandleFailed replaced
+// with m.Fail.
+var errFailedReplaced = errors.New("replaced by HandleFailed")
+
+// exitWorld records what user code saw and did, to judge each outcome by.
+type exitWorld struct {
+	plans []exitPlan
+
+	mu         sync.Mutex
+	chunkOf    map[uint64]int  // message → the last chunk Prepare saw it in
+	exitChunk  map[int]bool    // chunks whose processor exited
+	batchOf    map[uint64]int  // message → the batch the batch handler saw it in
+	exitBatch  map[int]bool    // batches whose batch handler exited
+	handled    map[uint64]bool // messages the handler returned without error for
+	batchedOK  map[uint64]bool // messages of batches the batch handler returned nil for
+	called     map[uint64]bool // messages the handler was called with
+	lastCalled map[int]uint64  // feed → 1 + the last message of it the handler was called with
+	chunks     int
+	batches    int
+	delivered  map[uint64]bool
+}
+
+// act is what pick says for the first message of msgs (whose ids idOf
+// reads) with something other than actOK, and that message's id.
+func act[T any](w *exitWorld, msgs []*message.Message[T], idOf func(T) uint64, pick func(exitPlan) exitAct) (exitAct, uint64) {
+	for _, m := range msgs {
+		id := idOf(m.Data)
+		if a := pick(w.plans[id]); a != actOK {
+			return a, id
+		}
+	}
+	return actOK, 0
+}
+
+func sameID(id uint64) uint64 { return id }
+
+// exitPayload is the processors' output in the seeds whose processors
+// change the payload's type (so that they convert messages).
+type exitPayload struct{ id uint64 }
+
+// doAct carries out a for the user code at site, decided by message id.
+func doAct(site string, a exitAct, id uint64) error {
+	switch a {
+	case actErr:
+		return &exitSiteError{site: site, id: id}
+	case actPanic:
+		panic(exitPanic{site: site, id: id})
+	case actExit:
+		runtime.Goexit()
+	}
+	return nil
+}
+
+// exitSource delivers feeds × perFeed messages, ids feed*perFeed+seq, in
+// order per feed; ordered, it asks for per-partition order with one
+// partition key per feed.
+type exitSource struct {
+	producer.Basic
+	feeds, perFeed int
+	ordered        bool
+	ack            acker.Acknowledger
+	w              *exitWorld
+}
+
+func (s *exitSource) Info() (producer.Info, error) { return producer.Info{Ordered: s.ordered}, nil }
+
+func (s *exitSource) Run(ctx context.Context, st *producer.Stage[uint64]) error {
+	var wg sync.WaitGroup
+	for f := range s.feeds {
+		key := "p" + strconv.Itoa(f)
+		feed := st.NewFeed(key, nil)
+		wg.Go(func() {
+			for seq := 0; seq < s.perFeed; {
+				k, err := feed.Acquire(ctx, s.perFeed-seq)
+				if err != nil {
+					return
+				}
+				msgs := make([]*message.Message[uint64], k)
+				first := uint64(f*s.perFeed + seq)
+				for i := range msgs {
+					id := first + uint64(i)
+					msgs[i] = message.New(id, s.ack, id)
+					if s.ordered {
+						msgs[i].SetPartitionKey(key)
+					}
+				}
+				if !feed.TryDeliver(msgs...) {
+					return
+				}
+				s.w.mu.Lock()
+				// The messages are the pipeline's now: their ids, not
+				// their fields.
+				for id := range uint64(k) {
+					s.w.delivered[first+id] = true
+				}
+				s.w.mu.Unlock()
+				seq += k
+			}
+		})
+	}
+	wg.Wait()
+	return nil
+}
+
+// exitSoakCase is one random pipeline of
+// TestEveryDeliveredMessageGetsOneExplainedOutcomeWhateverUserCodeDoes.
+type exitSoakCase struct {
+	feeds, perFeed                  int
+	ordered, procPartition          bool
+	convert                         bool // the processors change the payload's type
+	concurrency, maxDemand          int
+	batchers, batchSize, batchConc  int
+	batchPartition                  bool
+	batchTimeout                    time.Duration
+	stop                            string // "exhausted", "stop", "deadline"
+	stopAfter, deadline, shutdownTO time.Duration
+}
+
+func newExitSoakCase(rng *rand.Rand) (exitSoakCase, []exitPlan) {
+	c := exitSoakCase{
+		feeds:          1 + rng.IntN(3),
+		perFeed:        rng.IntN(120),
+		ordered:        rng.IntN(3) == 0,
+		procPartition:  rng.IntN(4) == 0,
+		convert:        rng.IntN(2) == 0,
+		concurrency:    1 + rng.IntN(4),
+		maxDemand:      1 + rng.IntN(12),
+		batchers:       1 + rng.IntN(2),
+		batchSize:      1 + rng.IntN(20),
+		batchConc:      1 + rng.IntN(4),
+		batchPartition: rng.IntN(3) == 0,
+		batchTimeout:   time.Duration(1+rng.IntN(5)) * time.Millisecond,
+		stop:           []string{"exhausted", "stop", "deadline"}[rng.IntN(3)],
+		stopAfter:      time.Duration(rng.IntN(40)) * time.Millisecond,
+		deadline:       time.Duration(rng.IntN(8)) * time.Millisecond,
+		shutdownTO:     time.Minute,
+	}
+	if rng.IntN(4) == 0 {
+		c.shutdownTO = time.Duration(1+rng.IntN(5)) * time.Millisecond
+	}
+	// How often each piece of user code misbehaves, this seed.
+	rate := func() float64 { return []float64{0, 0.01, 0.05, 0.15, 0.5}[rng.IntN(5)] }
+	rh, rp, rb, rpf, rbf := rate(), rate(), rate(), rate(), rate()
+	act := func(r float64) exitAct {
+		if rng.Float64() >= r {
+			return actOK
+		}
+		return exitAct(1 + rng.IntN(3))
+	}
+	plans := make([]exitPlan, c.feeds*c.perFeed)
+	for i := range plans {
+		plans[i] = exitPlan{handle: act(rh), prepare: act(rp), batch: act(rb), procFailed: act(rpf), batchFailed: act(rbf)}
+		plans[i].itemFail = rng.Float64() < rb
+		if rng.IntN(8) == 0 {
+			plans[i].sleep = time.Duration(rng.IntN(3000)) * time.Microsecond
+		}
+		if rng.IntN(8) == 0 {
+			plans[i].batchSleep = time.Duration(rng.IntN(3000)) * time.Microsecond
+		}
+	}
+	return c, plans
+}
+
+// Guarantee: whatever user code does with a message — return, fail it,
+// panic or end its goroutine (runtime.Goexit) — in the processors'
+// handler, Prepare or HandleFailed or in a batch handler or its
+// HandleFailed, with any concurrency, demand, batching, ordering and
+// stopping point: every message the source delivered gets at most one
+// outcome, exactly one unless a drain was cut short; a failed message
+// carries an error its user code explains (its own error, a
+// *message.PanicError naming it or its chunk or batch,
+// message.ErrHandlerExited when a goroutine that held it exited, or the
+// shutdown's interruption); a successful one went through the handler and
+// a batch handler; the stats add up (In = Succeeded + Failed + Unhandled
+// for the processors, + Dropped + InFlight for the batchers, and every
+// missing outcome is counted unhandled); an ordered source's partitions
+// are handled in order; Stop returns, by its deadline when it has one; and
+// no goroutine is left. It runs 150 seeds (20 under -short), each a random
+// pipeline in a synctest bubble; BOULEVARD_EXIT_SOAK_SEEDS=N runs N.
+func TestEveryDeliveredMessageGetsOneExplainedOutcomeWhateverUserCodeDoes(t *testing.T) {
+	n := testsize.Count(t, "BOULEVARD_EXIT_SOAK_SEEDS", 20, 150)
+	testsize.Seeds(t, n, func(t *testing.T, _ uint64, rng *rand.Rand) {
+		c, plans := newExitSoakCase(rng)
+		t.Logf("%+v", c)
+		if c.convert {
+			exitSoakOnce(t, c, plans, func(id uint64) exitPayload { return exitPayload{id} }, func(p exitPayload) uint64 { return p.id })
+			return
+		}
+		exitSoakOnce(t, c, plans, sameID, sameID)
+	})
+}
+
+// exitSoakOnce runs one pipeline of
+// TestEveryDeliveredMessageGetsOneExplainedOutcomeWhateverUserCodeDoes,
+// whose processors turn the source's message ids into Out with wrap (read
+// back with idOf).
+func exitSoakOnce[Out any](t *testing.T, c exitSoakCase, plans []exitPlan, wrap func(uint64) Out, idOf func(Out) uint64) {
+	w := &exitWorld{plans: plans, chunkOf: map[uint64]int{}, exitChunk: map[int]bool{},
+		batchOf: map[uint64]int{}, exitBatch: map[int]bool{}, handled: map[uint64]bool{},
+		batchedOK: map[uint64]bool{}, called: map[uint64]bool{}, lastCalled: map[int]uint64{}, delivered: map[uint64]bool{}}
+	rec := acker.NewRecorder(false)
+	src := &exitSource{feeds: c.feeds, perFeed: c.perFeed, ordered: c.ordered, ack: rec, w: w}
+	o := pipeline.Options[uint64, Out]{
+		Name:            "exitsoak",
+		Logger:          slog.New(slog.DiscardHandler),
+		ShutdownTimeout: c.shutdownTO,
+		Producer:        producer.Options[uint64]{Source: src},
+		Processors: processor.Options[uint64, Out]{
+			Concurrency: c.concurrency,
+			MaxDemand:   c.maxDemand,
+			Prepare: func(_ context.Context, msgs []*message.Message[uint64]) error {
+				a, id := act(w, msgs, sameID, func(p exitPlan) exitAct { return p.prepare })
+				w.mu.Lock()
+				w.chunks++
+				for _, m := range msgs {
+					w.chunkOf[m.Data] = w.chunks
+				}
+				if a == actExit {
+					w.exitChunk[w.chunks] = true
+				}
+				w.mu.Unlock()
+				return doAct("prepare", a, id)
+			},
+			Handle: func(ctx context.Context, m *message.Message[uint64]) (Out, error) {
+				p := plans[m.Data]
+				w.mu.Lock()
+				w.called[m.Data] = true
+				if c.ordered && !c.procPartition && c.perFeed > 0 {
+					f := int(m.Data) / c.perFeed
+					if m.Data+1 <= w.lastCalled[f] {
+						t.Errorf("ordered source: message %d handled after message %d of its partition", m.Data, w.lastCalled[f]-1)
+					}
+					w.lastCalled[f] = m.Data + 1
+				}
+				if p.handle == actExit {
+					w.exitChunk[w.chunkOf[m.Data]] = true
+				}
+				w.mu.Unlock()
+				if p.sleep > 0 {
+					select {
+					case <-time.After(p.sleep):
+					case <-ctx.Done():
+						return wrap(0), ctx.Err()
+					}
+				}
+				if err := doAct("handle", p.handle, m.Data); err != nil {
+					return wrap(0), err
+				}
+				m.SetBatchKey(strconv.FormatUint(m.Data%3, 10))
+				if c.batchers == 2 && m.Data%2 == 1 {
+					m.SetBatcher("second")
+				}
+				w.mu.Lock()
+				w.handled[m.Data] = true
+				w.mu.Unlock()
+				return wrap(m.Data), nil
+			},
+			HandleFailed: func(_ context.Context, failed []*message.Message[uint64]) {
+				a, id := act(w, failed, sameID, func(p exitPlan) exitAct { return p.procFailed })
+				if a == actExit {
+					w.mu.Lock()
+					w.exitChunk[w.chunkOf[failed[0].Data]] = true
+					w.mu.Unlock()
+				}
+				if a == actErr {
+					for _, m := range failed {
+						m.Fail(fmt.Errorf("%w: %w", errFailedReplaced, m.Err()))
+					}
+				}
+				doAct("HandleFailed", a, id) //nolint:errcheck // only panics and exits matter here
+			},
+		},
+	}
+	if c.procPartition {
+		o.Processors.PartitionBy = func(m *message.Message[uint64]) string { return strconv.FormatUint(m.Data%5, 10) }
+	}
+	batchHandle := func(ctx context.Context, b []*message.Message[Out], _ message.BatchInfo) error {
+		a, id := act(w, b, idOf, func(p exitPlan) exitAct { return p.batch })
+		var sleep time.Duration
+		for _, m := range b {
+			sleep = max(sleep, plans[idOf(m.Data)].batchSleep)
+		}
+		if sleep > 0 {
+			select {
+			case <-time.After(sleep):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		w.mu.Lock()
+		w.batches++
+		for _, m := range b {
+			w.batchOf[idOf(m.Data)] = w.batches
+		}
+		if a == actExit {
+			w.exitBatch[w.batches] = true
+		}
+		for _, m := range b {
+			if plans[idOf(m.Data)].itemFail {
+				m.Fail(&exitSiteError{site: "batch item", id: idOf(m.Data)})
+			} else if a == actOK {
+				w.batchedOK[idOf(m.Data)] = true
+			}
+		}
+		w.mu.Unlock()
+		return doAct("batch", a, id)
+	}
+	batchFailed := func(_ context.Context, failed []*message.Message[Out], _ message.BatchInfo) {
+		a, id := act(w, failed, idOf, func(p exitPlan) exitAct { return p.batchFailed })
+		if a == actErr {
+			for _, m := range failed {
+				m.SetDisposition(acker.DispositionDiscard)
+			}
+		}
+		doAct("batch HandleFailed", a, id) //nolint:errcheck // only panics and exits matter here
+	}
+	for i, name := range []string{message.DefaultBatcher, "second"}[:c.batchers] {
+		bo := batcher.Options[Out]{Name: name, BatchSize: c.batchSize, BatchTimeout: c.batchTimeout,
+			Concurrency: c.batchConc, Handle: batchHandle, HandleFailed: batchFailed}
+		if c.batchPartition && i == 0 {
+			bo.PartitionBy = func(m *message.Message[Out]) string { return m.BatchKey() }
+		}
+		o.Batchers = append(o.Batchers, bo)
+	}
+	p := mustNew(t, o)
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	var stopErr error
+	cut := c.shutdownTO < time.Minute
+	switch c.stop {
+	case "exhausted":
+		<-p.Done()
+		stopErr = p.Stop(context.Background())
+	case "stop":
+		time.Sleep(c.stopAfter)
+		stopErr = p.Stop(context.Background())
+	case "deadline":
+		time.Sleep(c.stopAfter)
+		ctx, cancel := context.WithTimeout(context.Background(), c.deadline)
+		start := time.Now()
+		stopErr = p.Stop(ctx)
+		if took := time.Since(start); took > c.deadline {
+			t.Errorf("Stop with a deadline %v away returned after %v", c.deadline, took)
+		}
+		cancel()
+		cut = true
+	}
+	if stopErr != nil && !(cut && errors.Is(stopErr, pipeline.ErrShutdownTimeout)) {
+		t.Errorf("Stop = %v", stopErr)
+	}
+	<-p.Done()
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	// A broken guarantee tends to break for many messages: the first few
+	// say enough.
+	reported := 0
+	errorf := func(format string, args ...any) {
+		t.Helper()
+		if reported++; reported <= 10 {
+			t.Errorf(format, args...)
+		} else if reported == 11 {
+			t.Error("more messages break the guarantees; not reported")
+		}
+	}
+	outcomes := rec.Counts()
+	for id, k := range outcomes {
+		if k != 1 {
+			errorf("message %d acknowledged %d times", id, k)
+		}
+		if !w.delivered[id] {
+			errorf("message %d acknowledged without being delivered", id)
+		}
+	}
+	missing := 0
+	for id := range w.delivered {
+		if outcomes[id] == 0 {
+			missing++
+			if stopErr == nil {
+				errorf("message %d delivered, but got no outcome from a drain that finished", id)
+			}
+		}
+	}
+	for _, out := range rec.Successful() {
+		id := out.ID
+		switch {
+		case !w.handled[id]:
+			errorf("message %d succeeded without its handler returning", id)
+		case !w.batchedOK[id]:
+			errorf("message %d succeeded without a batch handler returning nil for it", id)
+		case w.exitChunk[w.chunkOf[id]]:
+			errorf("message %d succeeded though its processor exited holding it", id)
+		case w.exitBatch[w.batchOf[id]]:
+			errorf("message %d succeeded though its batch processor exited holding it", id)
+		}
+	}
+	failed := map[uint64]bool{}
+	for _, out := range rec.Failed() {
+		failed[out.ID] = true
+		if why := w.unexplained(out.ID, out.Err, cut); why != "" {
+			errorf("message %d failed with %v: %s", out.ID, out.Err, why)
+		}
+	}
+	for id := range w.called {
+		if a := plans[id].handle; (a == actErr || a == actPanic) && outcomes[id] == 1 && !failed[id] {
+			errorf("message %d succeeded though its handler failed it (%d)", id, a)
+		}
+	}
+
+	st := p.Stats()
+	ps := st.Processors
+	if ps.In != ps.Succeeded+ps.Failed.Total()+ps.Unhandled {
+		t.Errorf("processors: In %d != Succeeded %d + Failed %d + Unhandled %d", ps.In, ps.Succeeded, ps.Failed.Total(), ps.Unhandled)
+	}
+	unhandled := ps.Unhandled
+	acked := ps.Failed.Total()
+	for _, b := range st.Batchers {
+		if b.In != b.Succeeded+b.Failed.Total()+b.Unhandled+b.Dropped+uint64(b.InFlight) {
+			t.Errorf("batcher %s: In %d != Succeeded %d + Failed %d + Unhandled %d + Dropped %d + InFlight %d",
+				b.Name, b.In, b.Succeeded, b.Failed.Total(), b.Unhandled, b.Dropped, b.InFlight)
+		}
+		if b.InFlight != 0 {
+			t.Errorf("batcher %s: %d messages in flight once stopped", b.Name, b.InFlight)
+		}
+		unhandled += b.Unhandled
+		acked += b.Succeeded + b.Failed.Total()
+	}
+	for _, pr := range st.Producers {
+		unhandled += pr.Unhandled
+	}
+	if int(acked) != rec.Total() {
+		t.Errorf("stats count %d outcomes, the acknowledger got %d", acked, rec.Total())
+	}
+	if int(unhandled) != missing {
+		t.Errorf("stats count %d unhandled messages, %d delivered messages got no outcome", unhandled, missing)
+	}
+	if t.Failed() {
+		t.Logf("delivered %d, outcomes %d, stats %+v %+v", len(w.delivered), rec.Total(), ps, st.Batchers)
+	}
+}
+
+// unexplained returns why err, the error message id failed with, is not
+// one its user code explains ("" when it is). w.mu is held.
+func (w *exitWorld) unexplained(id uint64, err error, cut bool) string {
+	if errors.Is(err, acker.ErrShutdown) && !cut {
+		return "interrupted by a drain that was not cut short"
+	}
+	for errors.Is(err, errFailedReplaced) {
+		// HandleFailed's replacement: judge what it wrapped.
+		if u, ok := err.(interface{ Unwrap() []error }); ok {
+			err = u.Unwrap()[1]
+		} else if u, ok := err.(interface{ Unwrap() error }); ok {
+			err = u.Unwrap()
+		} else {
+			break
+		}
+	}
+	if cut && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return ""
+	}
+	if errors.Is(err, message.ErrHandlerExited) {
+		if w.exitChunk[w.chunkOf[id]] || w.exitBatch[w.batchOf[id]] {
+			return ""
+		}
+		return "no goroutine holding it exited"
+	}
+	var pe *message.PanicError
+	if errors.As(err, &pe) {
+		v, ok := pe.Value.(exitPanic)
+		if !ok {
+			return "panic value not the user's"
+		}
+		return w.sameUnit(id, v.site, v.id, actPanic)
+	}
+	var se *exitSiteError
+	if errors.As(err, &se) {
+		return w.sameUnit(id, se.site, se.id, actErr)
+	}
+	return "no user code failed it"
+}
+
+// sameUnit reports ("" when it is so) whether the user code at site,
+// deciding for message by, could fail message id doing a: by itself for
+// the handler, the same chunk for Prepare, the same batch for a batch
+// handler.
+func (w *exitWorld) sameUnit(id uint64, site string, by uint64, a exitAct) string {
+	p := w.plans[by]
+	planned := map[string]exitAct{"handle": p.handle, "prepare": p.prepare, "batch": p.batch, "batch item": actErr}[site]
+	if site == "batch item" && !p.itemFail {
+		planned = actOK
+	}
+	if planned != a {
+		return fmt.Sprintf("%s of message %d was not to do that (%d)", site, by, planned)
+	}
+	switch site {
+	case "handle", "batch item":
+		if by == id {
+			return ""
+		}
+	case "prepare":
+		if w.chunkOf[id] == w.chunkOf[by] {
+			return ""
+		}
+	case "batch":
+		if w.batchOf[id] == w.batchOf[by] {
+			return ""
+		}
+	}
+	return fmt.Sprintf("%s of message %d could not fail it", site, by)
+}
