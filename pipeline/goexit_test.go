@@ -16,6 +16,7 @@ import (
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
 )
 
 // Guarantee: user code that ends its goroutine (runtime.Goexit, as
@@ -104,5 +105,54 @@ func TestGoexitInUserCodeFailsHeldMessagesAndStopReturns(t *testing.T) {
 				t.Errorf("%d log lines %q, want 1", n, tc.log)
 			}
 		})
+	}
+}
+
+// Guarantee: a processors' PartitionBy that ends its goroutine
+// (runtime.Goexit) while the source delivers (it runs on the source's
+// goroutine, inside the producer stage) does not jam the stage: Stop
+// returns by its deadline and the pipeline's Done closes.
+func TestPartitionByGoexitOnDeliveryLeavesThePipelineStoppable(t *testing.T) {
+	rec := acker.NewRecorder(false)
+	src := producer.SourceFunc[uint64](func(ctx context.Context, st *producer.Stage[uint64]) error {
+		feed := st.NewFeed("exits", nil)
+		for i := range uint64(20) {
+			if _, err := feed.Acquire(ctx, 1); err != nil {
+				return nil
+			}
+			feed.Deliver(message.New(i, rec, i))
+		}
+		<-ctx.Done()
+		return nil
+	})
+	p := mustNew(t, pipeline.Options[uint64, uint64]{
+		Name:            "exits",
+		Logger:          slog.New(slog.DiscardHandler),
+		ShutdownTimeout: time.Second,
+		Producer:        producer.Options[uint64]{Source: src},
+		Processors: processor.Options[uint64, uint64]{Concurrency: 2, Handle: identity,
+			PartitionBy: func(m *message.Message[uint64]) string {
+				if m.Data == 7 {
+					runtime.Goexit()
+				}
+				return "k"
+			}},
+	})
+	ctx := ctxT(t, 30*time.Second)
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := rec.Wait(wctx, 7); err != nil {
+		t.Fatalf("%d outcomes before the exit, want 7: %v", rec.Total(), err)
+	}
+	sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
+	defer scancel()
+	_ = p.Stop(sctx)
+	select {
+	case <-p.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pipeline's Done has not closed 10s after Stop: the producer stage is jammed")
 	}
 }

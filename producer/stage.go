@@ -194,31 +194,10 @@ func (s *Stage[T]) closeFeeds() (connectedAt time.Time, delivered bool) {
 // processors. It reports false, taking none of them, once the source is
 // done delivering (finish).
 func (s *Stage[T]) deliver(f *Feed[T], msgs []*message.Message[T]) bool {
-	s.mu.Lock()
-	if s.finished {
-		s.mu.Unlock()
+	direct, ok := s.put(f, msgs)
+	if !ok {
 		return false
 	}
-	if !s.delivered && f.attempt == s.attempt {
-		// The run makes progress: the failures before it no longer count.
-		s.delivered = true
-		s.stMu.Lock()
-		s.status.ConsecutiveFailures = 0
-		s.stMu.Unlock()
-	}
-	direct := 0
-	if s.directLocked() {
-		// Nothing waits before these messages: hand over what the
-		// processors have room for now, saving the dispatcher's hop. The
-		// stage mutex is held throughout, so the dispatcher cannot take a
-		// later delivery first; an error (closed processors) leaves the
-		// rest to the dispatcher, which reports it.
-		direct, _ = s.try.TryPublish(msgs)
-	}
-	for _, m := range msgs[direct:] {
-		s.pending = append(s.pending, entry[T]{msg: m, feed: f})
-	}
-	s.mu.Unlock()
 	wake := direct < len(msgs)
 	if direct > 0 && f.chargeDirect(direct) {
 		s.mu.Lock()
@@ -233,6 +212,39 @@ func (s *Stage[T]) deliver(f *Feed[T], msgs []*message.Message[T]) bool {
 		}
 	}
 	return true
+}
+
+// put is deliver's part under the stage mutex: it hands over the first
+// direct of msgs and buffers the rest; false once the source is done
+// delivering. The handing over runs the processors' PartitionBy, user
+// code, on the source's goroutine: the mutex is released by a deferred
+// call, so that one which ends the goroutine (runtime.Goexit) leaves the
+// stage free, and the pipeline can stop.
+func (s *Stage[T]) put(f *Feed[T], msgs []*message.Message[T]) (direct int, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.finished {
+		return 0, false
+	}
+	if !s.delivered && f.attempt == s.attempt {
+		// The run makes progress: the failures before it no longer count.
+		s.delivered = true
+		s.stMu.Lock()
+		s.status.ConsecutiveFailures = 0
+		s.stMu.Unlock()
+	}
+	if s.directLocked() {
+		// Nothing waits before these messages: hand over what the
+		// processors have room for now, saving the dispatcher's hop. The
+		// stage mutex is held throughout, so the dispatcher cannot take a
+		// later delivery first; an error (closed processors) leaves the
+		// rest to the dispatcher, which reports it.
+		direct, _ = s.try.TryPublish(msgs)
+	}
+	for _, m := range msgs[direct:] {
+		s.pending = append(s.pending, entry[T]{msg: m, feed: f})
+	}
+	return direct, true
 }
 
 // directLocked reports whether a delivery may go straight to the
