@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -177,4 +178,22 @@ func RefuseListOffsets(req kmsg.Request, code int16) kmsg.Response {
 		resp.Topics = append(resp.Topics, answer)
 	}
 	return resp
+}
+
+// RefuseDescribeConfigs makes c refuse to describe the configuration of
+// any resource, for good (TOPIC_AUTHORIZATION_FAILED on each), as a
+// cluster does for a client without DescribeConfigs permission.
+func RefuseDescribeConfigs(c *kfake.Cluster) {
+	c.ControlKey(kmsg.DescribeConfigs.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kreq.(*kmsg.DescribeConfigsRequest)
+		resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+		for _, r := range req.Resources {
+			rr := kmsg.NewDescribeConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+			rr.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.Resources = append(resp.Resources, rr)
+		}
+		return resp, nil, true
+	})
 }

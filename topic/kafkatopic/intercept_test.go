@@ -7,9 +7,7 @@ import (
 	"testing"
 
 	"github.com/IBM/sarama"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/topic"
@@ -59,23 +57,6 @@ func stamps(it topic.Item[string]) []string {
 	return keys
 }
 
-// refuseDescribeConfigs makes c refuse to describe any topic's
-// configuration, so that the backend does not know its limit.
-func refuseDescribeConfigs(c *kfake.Cluster) {
-	c.ControlKey(int16(kmsg.DescribeConfigs), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		req := kreq.(*kmsg.DescribeConfigsRequest)
-		resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
-		for _, r := range req.Resources {
-			rr := kmsg.NewDescribeConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
-			rr.ErrorCode = kerr.TopicAuthorizationFailed.Code
-			resp.Resources = append(resp.Resources, rr)
-		}
-		return resp, nil, true
-	})
-}
-
 // Guarantee: a record of a batch the broker refused as too large, sent
 // again alone, reaches the subscribers as it would have had it been sent
 // once: each producer interceptor of Options.Config ran on it once, so a
@@ -85,7 +66,7 @@ func TestResentRecordCarriesEachInterceptorsEffectOnce(t *testing.T) {
 	const kname, k = "intercepted-resend", 5
 	c := testbroker.Kafka(t)
 	limitedTopic(t, c, kname)
-	refuseDescribeConfigs(c)
+	testbroker.RefuseDescribeConfigs(c)
 	o := batchedOptions(c, k+1)
 	st := newStamp()
 	o.Config.Producer.Interceptors = []sarama.ProducerInterceptor{st}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -207,18 +206,7 @@ func TestOversizedRecordFailsAloneWhenTheLimitIsUnknown(t *testing.T) {
 	const kname, k = "unknown-limit", 5
 	c := testbroker.Kafka(t)
 	limitedTopic(t, c, kname)
-	c.ControlKey(int16(kmsg.DescribeConfigs), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		req := kreq.(*kmsg.DescribeConfigsRequest)
-		resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
-		for _, r := range req.Resources {
-			rr := kmsg.NewDescribeConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
-			rr.ErrorCode = kerr.TopicAuthorizationFailed.Code
-			resp.Resources = append(resp.Resources, rr)
-		}
-		return resp, nil, true
-	})
+	testbroker.RefuseDescribeConfigs(c)
 	o := batchedOptions(c, k+1)
 	var logs logBuffer
 	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))

@@ -9,9 +9,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/internal/testbroker"
@@ -215,18 +213,7 @@ func TestDeclareWarnsOnceAndGoesOnWhenTopicConfigsCannotBeDescribed(t *testing.T
 			t.Fatal(err)
 		}
 	}
-	c.ControlKey(kmsg.DescribeConfigs.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		dreq := req.(*kmsg.DescribeConfigsRequest)
-		resp := dreq.ResponseKind().(*kmsg.DescribeConfigsResponse)
-		for _, r := range dreq.Resources {
-			rr := kmsg.NewDescribeConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
-			rr.ErrorCode = kerr.TopicAuthorizationFailed.Code
-			resp.Resources = append(resp.Resources, rr)
-		}
-		return resp, nil, true
-	})
+	testbroker.RefuseDescribeConfigs(c)
 	b, recs := newLoggingBackend(t, c, Options[msg]{})
 	if _, err := b.Declare(t.Context(), build(t, topology.New("secret").Hold(5*time.Second).Hold(10*time.Second).DLQ())); err != nil {
 		t.Fatalf("Declare where topic configs cannot be described: %v", err)
