@@ -597,15 +597,22 @@ func TestCloseWaitsForASubscribeUnderWay(t *testing.T) {
 			case <-time.After(patience):
 				t.Fatal("the Subscribe sent no metadata request")
 			}
-			if _, in := runningIn("kafkatopic.(*kTopic[...]).Subscribe("); !in {
-				t.Fatal("no goroutine in the backend's Subscribe while its metadata request is held")
+			// The Subscribe's work: joining the group, or a broadcast
+			// subscriber's connecting.
+			work := "kafkatopic.(*kTopic[...]).joinGroup("
+			if mode.IsBroadcast() {
+				work = "kafkatopic.(*kTopic[...]).subscribeBroadcast("
+			}
+			if _, in := runningIn(work); !in {
+				t.Fatalf("no goroutine in %s while its metadata request is held", work)
 			}
 			if err := b.Close(ctxT(t)); err != nil {
 				t.Fatalf("Close = %v", err)
 			}
-			// The backend's Subscribe has returned; the caller's goroutine
-			// may not have run on yet to report it.
-			if stack, in := runningIn("kafkatopic.(*kTopic[...]).Subscribe("); in {
+			// The backend's Subscribe has done its work (it may still be
+			// returning, and the caller's goroutine may not have run on
+			// yet to report it).
+			if stack, in := runningIn(work); in {
 				t.Errorf("Close returned while a Subscribe was still under way:\n%s", stack)
 			}
 			if err := <-done; err == nil {
