@@ -18,14 +18,19 @@
 //     default, so a held letter outlives its due time by a week even when
 //     no releaser runs), and a DLQ it creates keeps dead letters forever
 //     (retention.ms -1) or Options.DLQRetention; both get cleanup.policy
-//     delete, whatever the broker's defaults. An existing hold topic or
-//     DLQ is used as it is, once Declare has read its retention.ms and
-//     cleanup.policy (DescribeConfigs): it refuses, with a RetentionError
-//     wrapping ErrRetentionTooShort, a hold topic that keeps records less
-//     than its delay plus MinHoldRetentionMargin (1h) and a hold topic or
-//     DLQ that compacts, since either can delete a letter before it is
-//     released or replayed; it logs a WARN for an existing DLQ with a
-//     finite retention below Options.DLQRetention (forever by default).
+//     delete and no size limit (retention.bytes -1), whatever the broker's
+//     defaults. An existing hold topic or DLQ is used as it is, once
+//     Declare has read its retention.ms, cleanup.policy and
+//     retention.bytes (DescribeConfigs): it refuses, with a RetentionError
+//     wrapping ErrRetentionTooShort and naming the topic and the setting,
+//     a hold topic that keeps records less than its delay plus
+//     MinHoldRetentionMargin (1h), a hold topic or DLQ that compacts, and
+//     a hold topic or DLQ with a finite retention.bytes unless
+//     Options.AcceptRetentionBytes (size retention deletes the oldest
+//     records of a full partition, however young), since each can delete
+//     a letter before it is released or replayed; it logs a WARN for an
+//     existing DLQ with a finite retention below Options.DLQRetention
+//     (forever by default).
 //     When the cluster does not describe the topics (the client is not
 //     authorized to), Declare logs one WARN and goes on unchecked. The
 //     main topic gets the broker's defaults.

@@ -95,6 +95,17 @@ type Options[T any] struct {
 	// otherwise from 1h to 87600h (10 years). An existing DLQ is used as it
 	// is; Declare logs a WARN when it keeps dead letters for less.
 	DLQRetention time.Duration `validate:"omitempty,gte=1h,lte=87600h" name:"dlqRetention"`
+	// AcceptRetentionBytes lets Declare use an existing hold topic or DLQ
+	// with a finite retention.bytes (its own, or the broker's
+	// log.retention.bytes) as it is. By default Declare refuses one with a
+	// RetentionError wrapping ErrRetentionTooShort: size retention deletes
+	// the oldest records of a partition that holds more than
+	// retention.bytes, however young they are, so a burst of retries or
+	// dead letters can delete letters before they are released or
+	// replayed. Set it when the operator has sized those topics for the
+	// most they may hold. The topics the backend creates have no size
+	// limit (retention.bytes -1) either way.
+	AcceptRetentionBytes bool
 	// Logger receives one line per event (a record that does not decode, a
 	// failed release, a consumer group error). Nil means slog.Default().
 	Logger *slog.Logger `name:"-"`

@@ -20,30 +20,47 @@ var ErrRetentionTooShort = errors.New("kafkatopology: topic retention too short 
 
 // RetentionError is the error of a Declare over an existing topic that
 // can delete letters before their time: a hold topic whose retention.ms is
-// below its delay plus MinHoldRetentionMargin, or a hold topic or DLQ
-// whose cleanup.policy compacts (compaction keeps only the last record of
-// each key). It wraps ErrRetentionTooShort. Declare changes nothing of the
-// topic: raise its retention.ms (or set -1, unlimited), or set its
-// cleanup.policy to delete, and declare again.
+// below its delay plus MinHoldRetentionMargin, a hold topic or DLQ whose
+// cleanup.policy compacts (compaction keeps only the last record of each
+// key), or, unless Options.AcceptRetentionBytes, a hold topic or DLQ with
+// a finite retention.bytes (size retention deletes the oldest records of
+// a partition once it holds more, however young they are). It wraps
+// ErrRetentionTooShort. Declare changes nothing of the topic: raise its
+// retention.ms (or set -1, unlimited), set its cleanup.policy to delete,
+// or set its retention.bytes to -1, and declare again.
 type RetentionError struct {
 	// Topic is the Kafka topic.
 	Topic string
+	// Setting is the configuration refused: "retention.ms",
+	// "cleanup.policy" or "retention.bytes".
+	Setting string
 	// Retention is the topic's retention.ms; negative when unlimited.
 	Retention time.Duration
 	// CleanupPolicy is the topic's cleanup.policy.
 	CleanupPolicy string
+	// RetentionBytes is the topic's retention.bytes, the most a partition
+	// keeps; negative when unlimited.
+	RetentionBytes int64
 	// Delay is the hold's delay; zero for a DLQ.
 	Delay time.Duration
 }
 
-// Error names the topic, its retention or cleanup policy and the hold's
-// delay.
+// Error names the topic, the setting refused and its value, and the
+// hold's delay.
 func (e *RetentionError) Error() string {
 	kind, fate := "hold topic", "released"
 	if e.Delay == 0 {
 		kind, fate = "DLQ", "replayed"
 	}
-	if compacts(e.CleanupPolicy) {
+	setting := e.Setting
+	if setting == "" && compacts(e.CleanupPolicy) {
+		setting = cfgCleanup
+	}
+	switch setting {
+	case cfgRetentionBytes:
+		return fmt.Sprintf("kafkatopology: %s %q has retention.bytes %d: the broker deletes the oldest records of a partition holding more, however young, so letters can be lost before they are %s; set its retention.bytes to -1, or accept it with Options.AcceptRetentionBytes",
+			kind, e.Topic, e.RetentionBytes, fate)
+	case cfgCleanup:
 		return fmt.Sprintf("kafkatopology: %s %q has cleanup.policy %q: compaction deletes the older records of a key (and refuses records without a key), so letters can be lost before they are %s; set its cleanup.policy to delete",
 			kind, e.Topic, e.CleanupPolicy, fate)
 	}
@@ -63,8 +80,9 @@ const (
 
 // The topic configurations the backend sets and checks.
 const (
-	cfgRetention = "retention.ms"
-	cfgCleanup   = "cleanup.policy"
+	cfgRetention      = "retention.ms"
+	cfgCleanup        = "cleanup.policy"
+	cfgRetentionBytes = "retention.bytes"
 )
 
 // kept is an existing hold topic (delay > 0) or DLQ (delay 0) whose
@@ -92,14 +110,15 @@ func (b *Backend[T]) dlqConfig() map[string]*string {
 }
 
 // retentionConfig keeps records r (forever when negative), deleting them
-// by time, never by compaction.
+// by time, never by compaction nor by size (whatever the broker's
+// log.retention.bytes).
 func retentionConfig(r time.Duration) map[string]*string {
 	ms := "-1"
 	if r >= 0 {
 		ms = strconv.FormatInt(r.Milliseconds(), 10)
 	}
-	policy := "delete"
-	return map[string]*string{cfgRetention: &ms, cfgCleanup: &policy}
+	policy, bytes := "delete", "-1"
+	return map[string]*string{cfgRetention: &ms, cfgCleanup: &policy, cfgRetentionBytes: &bytes}
 }
 
 // compacts reports whether cleanup.policy policy compacts ("compact",
@@ -115,7 +134,8 @@ func compacts(policy string) bool {
 
 // checkRetention describes the configuration of the existing topics ts in
 // one request and returns a *RetentionError for the first that can delete
-// letters before their time (see RetentionError). It logs a WARN for a DLQ
+// letters before their time (see RetentionError; a finite retention.bytes
+// counts unless Options.AcceptRetentionBytes). It logs a WARN for a DLQ
 // that keeps dead letters for less than Options.DLQRetention (forever by
 // default), and one WARN naming the topics it could not check when the
 // cluster did not describe them (the client may not be authorized to):
@@ -126,7 +146,7 @@ func (b *Backend[T]) checkRetention(ctx context.Context, admin sarama.ClusterAdm
 	}
 	rs := make([]*sarama.ConfigResource, len(ts))
 	for i, t := range ts {
-		rs[i] = &sarama.ConfigResource{Type: sarama.TopicResource, Name: t.topic, ConfigNames: []string{cfgRetention, cfgCleanup}}
+		rs[i] = &sarama.ConfigResource{Type: sarama.TopicResource, Name: t.topic, ConfigNames: []string{cfgRetention, cfgCleanup, cfgRetentionBytes}}
 	}
 	results, err := admin.DescribeConfigs(rs, sarama.DescribeConfigsOptions{})
 	if err != nil {
@@ -148,15 +168,27 @@ func (b *Backend[T]) checkRetention(ctx context.Context, admin sarama.ClusterAdm
 		errs      []error
 	)
 	for _, t := range ts {
-		retention, policy, err := topicRetention(byName[t.topic])
+		tc, err := topicRetention(byName[t.topic])
 		if err != nil {
 			unchecked = append(unchecked, t.topic)
 			errs = append(errs, fmt.Errorf("topic %q: %w", t.topic, err))
 			continue
 		}
-		short := retention >= 0 && t.delay > 0 && retention < t.delay+MinHoldRetentionMargin
-		if refused == nil && (compacts(policy) || short) {
-			refused = &RetentionError{Topic: t.topic, Retention: retention, CleanupPolicy: policy, Delay: t.delay}
+		retention := tc.retention
+		var setting string
+		switch {
+		case compacts(tc.policy):
+			setting = cfgCleanup
+		case retention >= 0 && t.delay > 0 && retention < t.delay+MinHoldRetentionMargin:
+			setting = cfgRetention
+		case tc.bytes >= 0 && !b.opts.AcceptRetentionBytes:
+			setting = cfgRetentionBytes
+		}
+		if setting != "" {
+			if refused == nil {
+				refused = &RetentionError{Topic: t.topic, Setting: setting, Retention: retention,
+					CleanupPolicy: tc.policy, RetentionBytes: tc.bytes, Delay: t.delay}
+			}
 			continue
 		}
 		if want := b.opts.DLQRetention; t.delay == 0 && retention >= 0 && (want == 0 || retention < want) {
@@ -180,44 +212,56 @@ func (b *Backend[T]) warnUnchecked(topics []string, err error) {
 		slog.Any("topics", topics), slog.Any("error", err))
 }
 
-// topicRetention returns the retention.ms (negative: unlimited) and the
-// cleanup.policy the cluster answered in r.
-func topicRetention(r *sarama.ConfigResourceResult) (time.Duration, string, error) {
+// checkedConfig is what Declare checks of an existing topic's
+// configuration.
+type checkedConfig struct {
+	retention time.Duration // retention.ms; negative: unlimited
+	policy    string        // cleanup.policy
+	bytes     int64         // retention.bytes; negative: unlimited
+}
+
+// topicRetention returns the configuration the cluster answered in r. A
+// retention.bytes missing from the answer counts as unlimited, Kafka's
+// default (a cluster too old to describe it does not have it).
+func topicRetention(r *sarama.ConfigResourceResult) (checkedConfig, error) {
+	tc := checkedConfig{bytes: -1}
 	if r == nil {
-		return 0, "", errors.New("not in the answer")
+		return tc, errors.New("not in the answer")
 	}
 	if r.ErrorCode != sarama.ErrNoError {
-		return 0, "", &sarama.DescribeConfigError{Err: r.ErrorCode, ErrMsg: r.ErrorMsg}
+		return tc, &sarama.DescribeConfigError{Err: r.ErrorCode, ErrMsg: r.ErrorMsg}
 	}
-	var (
-		retention time.Duration
-		policy    string
-		seen      bool
-	)
+	seen := false
 	for _, e := range r.Configs {
 		switch e.Name {
 		case cfgRetention:
 			ms, err := strconv.ParseInt(e.Value, 10, 64)
 			if err != nil {
-				return 0, "", fmt.Errorf("%s is %q, not a number", cfgRetention, e.Value)
+				return tc, fmt.Errorf("%s is %q, not a number", cfgRetention, e.Value)
 			}
 			switch {
 			case ms < 0:
-				retention = -1
+				tc.retention = -1
 			case ms > math.MaxInt64/int64(time.Millisecond):
-				retention = math.MaxInt64
+				tc.retention = math.MaxInt64
 			default:
-				retention = time.Duration(ms) * time.Millisecond
+				tc.retention = time.Duration(ms) * time.Millisecond
 			}
 			seen = true
 		case cfgCleanup:
-			policy = e.Value
+			tc.policy = e.Value
+		case cfgRetentionBytes:
+			n, err := strconv.ParseInt(e.Value, 10, 64)
+			if err != nil {
+				return tc, fmt.Errorf("%s is %q, not a number", cfgRetentionBytes, e.Value)
+			}
+			tc.bytes = max(n, -1)
 		}
 	}
 	if !seen {
-		return 0, "", fmt.Errorf("%s is not in the answer", cfgRetention)
+		return tc, fmt.Errorf("%s is not in the answer", cfgRetention)
 	}
-	return retention, policy, nil
+	return tc, nil
 }
 
 // names returns the topics of ts.

@@ -72,7 +72,8 @@ func newLoggingBackend(t *testing.T, c *kfake.Cluster, opts Options[msg]) (*Back
 // Options.HoldRetentionMargin (7 days by default), whatever the broker's
 // default retention, and a DLQ keeps dead letters forever unless
 // Options.DLQRetention says otherwise; both delete by time only
-// (cleanup.policy delete), never by compaction.
+// (cleanup.policy delete, retention.bytes -1), never by compaction or
+// by size, whatever the broker's log.retention.bytes.
 func TestDeclareCreatesTopicsThatKeepLettersPastTheirTime(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -85,8 +86,9 @@ func TestDeclareCreatesTopicsThatKeepLettersPastTheirTime(t *testing.T) {
 			wantMargin: 2 * time.Hour, wantDLQ: ms(30 * 24 * time.Hour)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// A broker whose default retention (1h) is shorter than the holds.
-			c := testbroker.Kafka(t, kfake.BrokerConfigs(map[string]string{"log.retention.ms": ms(time.Hour)}))
+			// A broker whose default retention (1h, 1 KiB per partition)
+			// is shorter and smaller than the holds need.
+			c := testbroker.Kafka(t, kfake.BrokerConfigs(map[string]string{"log.retention.ms": ms(time.Hour), "log.retention.bytes": "1024"}))
 			b, _ := newLoggingBackend(t, c, tc.opts)
 			top := build(t, topology.New("keep").Hold(5*time.Second).Hold(30*24*time.Hour).DLQ())
 			if _, err := b.Declare(t.Context(), top); err != nil {
@@ -100,6 +102,9 @@ func TestDeclareCreatesTopicsThatKeepLettersPastTheirTime(t *testing.T) {
 				if got := cfg["cleanup.policy"]; got != "delete" {
 					t.Errorf("hold topic %q has cleanup.policy %q, want delete", h.Name, got)
 				}
+				if got := cfg["retention.bytes"]; got != "-1" {
+					t.Errorf("hold topic %q has retention.bytes %s, want -1 (no size limit)", h.Name, got)
+				}
 			}
 			dlq, _ := top.DLQ()
 			cfg := topicConfig(t, b, kafkaName(dlq))
@@ -109,6 +114,9 @@ func TestDeclareCreatesTopicsThatKeepLettersPastTheirTime(t *testing.T) {
 			if got := cfg["cleanup.policy"]; got != "delete" {
 				t.Errorf("DLQ %q has cleanup.policy %q, want delete", dlq, got)
 			}
+			if got := cfg["retention.bytes"]; got != "-1" {
+				t.Errorf("DLQ %q has retention.bytes %s, want -1 (no size limit)", dlq, got)
+			}
 		})
 	}
 }
@@ -116,15 +124,18 @@ func TestDeclareCreatesTopicsThatKeepLettersPastTheirTime(t *testing.T) {
 // Guarantee: Declare refuses an existing hold topic that can delete a
 // letter before (or within MinHoldRetentionMargin of) its due time, and an
 // existing hold topic or DLQ that compacts (which deletes the older
-// letters of a key): its error wraps ErrRetentionTooShort, is a
-// RetentionError, and names the topic, its retention and the delay; no
-// releaser starts.
+// letters of a key) or has a size limit (a finite retention.bytes, its
+// own or the broker's default, deletes the oldest letters whenever a
+// partition fills): its error wraps ErrRetentionTooShort, is a
+// RetentionError, and names the topic, the setting and its value (and
+// the delay); no releaser starts.
 func TestDeclareRefusesAnExistingTopicThatDeletesLettersBeforeTheirTime(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		builder *topology.Builder
 		topic   string            // the existing topic
 		configs map[string]string // its configuration
+		setting string            // the setting refused, if not the default one
 		want    []string          // what the message names
 	}{
 		{name: "retention below the delay", builder: topology.New("short").Hold(2 * time.Hour),
@@ -142,6 +153,12 @@ func TestDeclareRefusesAnExistingTopicThatDeletesLettersBeforeTheirTime(t *testi
 		{name: "compacted DLQ", builder: topology.New("dead").Hold(time.Second).DLQ(),
 			topic: "dead-dlq", configs: map[string]string{"cleanup.policy": "compact,delete"},
 			want: []string{`"dead-dlq"`, "compact"}},
+		{name: "hold with a size limit", builder: topology.New("sized").Hold(time.Second),
+			topic: "sized-hold-1s", configs: map[string]string{"retention.ms": "-1", "retention.bytes": "1048576"},
+			setting: "retention.bytes", want: []string{`"sized-hold-1s"`, "retention.bytes 1048576", "AcceptRetentionBytes"}},
+		{name: "DLQ with a size limit", builder: topology.New("full").Hold(time.Second).DLQ(),
+			topic: "full-dlq", configs: map[string]string{"retention.bytes": "0"},
+			setting: "retention.bytes", want: []string{`"full-dlq"`, "retention.bytes 0", "AcceptRetentionBytes"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := testbroker.Kafka(t)
@@ -155,7 +172,10 @@ func TestDeclareRefusesAnExistingTopicThatDeletesLettersBeforeTheirTime(t *testi
 			}
 			var re *RetentionError
 			if !errors.As(err, &re) || re.Topic != tc.topic {
-				t.Errorf("Declare: %#v, want a *RetentionError for topic %q", err, tc.topic)
+				t.Fatalf("Declare: %#v, want a *RetentionError for topic %q", err, tc.topic)
+			}
+			if tc.setting != "" && re.Setting != tc.setting {
+				t.Errorf("RetentionError.Setting %q, want %q", re.Setting, tc.setting)
 			}
 			if !strings.HasPrefix(err.Error(), "kafkatopology: ") {
 				t.Errorf("error %q does not start with \"kafkatopology: \"", err)
@@ -203,6 +223,31 @@ func TestDeclareUsesAnExistingTopicThatKeepsLettersPastTheirTime(t *testing.T) {
 	}
 }
 
+// Guarantee: with Options.AcceptRetentionBytes, Declare uses an existing
+// hold topic and DLQ with a finite retention.bytes as they are (their
+// operator sized them); it still refuses one that compacts.
+func TestDeclareAcceptsASizeLimitOnlyWhenTheOptionSaysSo(t *testing.T) {
+	c := testbroker.Kafka(t)
+	for name, cfg := range map[string]map[string]string{
+		"sized-hold-5s":  {"retention.bytes": ms(time.Hour)},
+		"sized-dlq":      {"retention.bytes": "1073741824", "retention.ms": "-1"},
+		"packed-hold-5s": {"retention.bytes": "1073741824", "cleanup.policy": "compact"},
+	} {
+		if err := c.CreateTopic(name, 1, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, _ := newLoggingBackend(t, c, Options[msg]{AcceptRetentionBytes: true})
+	if _, err := b.Declare(t.Context(), build(t, topology.New("sized").Hold(5*time.Second).DLQ())); err != nil {
+		t.Fatalf("Declare over topics with a size limit, accepted by the options: %v", err)
+	}
+	_, err := b.Declare(t.Context(), build(t, topology.New("packed").Hold(5*time.Second)))
+	var re *RetentionError
+	if !errors.As(err, &re) || re.Setting != "cleanup.policy" {
+		t.Errorf("Declare over a compacted hold topic with a size limit: %v, want a *RetentionError on cleanup.policy", err)
+	}
+}
+
 // Guarantee: when the cluster refuses to describe the configuration of
 // existing topics (not authorized), Declare logs one WARN and goes on: a
 // declaration does not fail only because its topics cannot be checked.
@@ -243,6 +288,49 @@ func TestRetentionOptionsOutOfBoundsAreRefused(t *testing.T) {
 		if !errors.As(err, &verrs) || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("New with margin %s, DLQ retention %s: %v, want an error naming %s",
 				tc.opts.HoldRetentionMargin, tc.opts.DLQRetention, err, tc.field)
+		}
+	}
+}
+
+// Guarantee: the hold topics and the DLQ a Declare creates keep their
+// letters whatever the broker's log.retention.bytes: however many bytes a
+// partition holds, size retention deletes none of its records.
+func TestDeclareCreatesTopicsThatABrokerSizeLimitDoesNotEmpty(t *testing.T) {
+	c := testbroker.Kafka(t, kfake.BrokerConfigs(map[string]string{"log.retention.bytes": "1"}))
+	b, _ := newLoggingBackend(t, c, Options[msg]{})
+	top := build(t, topology.New("bytes").Hold(time.Hour).DLQ())
+	if _, err := b.Declare(t.Context(), top); err != nil {
+		t.Fatal(err)
+	}
+	dlq, _ := top.DLQ()
+	topics := []string{kafkaName(top.Holds()[0].Name), kafkaName(dlq)}
+	cfg := testbroker.SaramaConfig()
+	cfg.Producer.Return.Successes = true
+	client, err := sarama.NewClient(c.ListenAddrs(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	p, err := sarama.NewSyncProducerFromClient(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for _, kt := range topics {
+		for i := range 3 {
+			if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: kt, Partition: 0, Value: sarama.StringEncoder(strings.Repeat("x", 100*(i+1)))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	c.ApplyRetention()
+	for _, kt := range topics {
+		oldest, err := client.GetOffset(kt, 0, sarama.OffsetOldest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if oldest != 0 {
+			t.Errorf("topic %q starts at offset %d after the broker applied its retention.bytes of 1, want 0: letters deleted", kt, oldest)
 		}
 	}
 }
