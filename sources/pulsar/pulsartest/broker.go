@@ -12,7 +12,10 @@
 // partitions to them, publish and read back messages, observe per consumer
 // the permits it granted and the messages dispatched, acked, nacked and
 // redelivered, and inject faults (drop connections, refuse subscribes,
-// stall dispatch, leave commands unanswered, unload topics).
+// stall dispatch, leave commands unanswered, unload topics). AdminHandler
+// serves the part of the admin REST API that reads and sets a namespace's
+// backlog quotas and subscription expiration time (stored and reported,
+// not enforced).
 //
 // Everything is kept in memory; a Broker is meant to live for one test.
 package pulsartest
@@ -203,6 +206,9 @@ type Broker struct {
 	delayedStale int
 	nextWake     int64
 	released     []*subscription // releaseDelayedLocked's scratch
+
+	// admin are the namespace policies AdminHandler serves.
+	admin adminPolicies
 }
 
 // BrokerStats counts connection-level events.

@@ -52,8 +52,16 @@ type Backend[T any] struct {
 	// ttlUnread is set once a Declare could not read a topic's message
 	// TTL and logged it: the WARN is logged once in the backend's life.
 	ttlUnread atomic.Bool
+	// evictionUnread is set once a Declare could not read a topic's
+	// backlog quotas or subscription expiration and logged it: the WARN
+	// is logged once in the backend's life.
+	evictionUnread atomic.Bool
 
 	closing liveset.Closing // what Close started
+	// closeStarted ends when Close is first called (endAdmin): the calls
+	// of Options.Admin under way end with it (see adminContext).
+	closeStarted context.Context
+	endAdmin     context.CancelFunc
 
 	mu        sync.RWMutex
 	closed    bool
@@ -91,6 +99,7 @@ func New[T any](opts Options[T]) (*Backend[T], error) {
 	}
 	b := &Backend[T]{opts: opts, client: opts.Client, log: opts.Logger,
 		producers: map[string]pulsar.Producer{}, creating: map[string]*creation{}, readers: map[*reader[T]]struct{}{}}
+	b.closeStarted, b.endAdmin = context.WithCancel(context.Background())
 	if b.client == nil {
 		co := opts.ClientOptions
 		co.URL = opts.ServiceURL
@@ -204,6 +213,9 @@ func (b *Backend[T]) declare(ctx context.Context, q *queues[T]) error {
 		}
 	}
 	if err := b.checkTTL(ctx, q); err != nil {
+		return err
+	}
+	if err := b.checkEviction(ctx, q); err != nil {
 		return err
 	}
 	if q.dlq != "" {
@@ -400,7 +412,9 @@ func (b *Backend[T]) untrack(r *reader[T]) { liveset.Remove(&b.mu, b.readers, r)
 // own client has sources/pulsar's default, DefaultOperationTimeout), so
 // the closing takes at most about four times that: the last step of the
 // calls under way (a creation, and the closing of what it made), the
-// readers, the producers. Close returns nil once it is done; if ctx ends
+// readers, the producers. The calls of Options.Admin of a Declare under
+// way are ended at once (their context ends), and that Declare returns
+// topology.ErrClosed. Close returns nil once it is done; if ctx ends
 // first, it returns an error wrapping ctx.Err() and the closing goes on in
 // the background, within those bounds. Idempotent: a later call waits,
 // within its own ctx, for the same closing.
@@ -408,6 +422,7 @@ func (b *Backend[T]) Close(ctx context.Context) error {
 	b.mu.Lock()
 	b.closed = true // Declare, Subscribe and new producers refuse at once
 	b.mu.Unlock()
+	b.endAdmin() // a Declare's admin calls under way end now
 	return await(ctx, b.closing.Start(b.close), "the backend")
 }
 

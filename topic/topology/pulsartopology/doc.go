@@ -25,9 +25,16 @@
 //     the TTL in effect on each hold topic and the DLQ and refuses such a
 //     hold (TTLError, wrapping ErrHoldOutlastsTTL), logs a WARN for a DLQ
 //     with a TTL, and logs one WARN in the backend's life when a TTL cannot
-//     be read. What an operator sets on the namespace (TTL, backlog quota,
-//     subscription expiry, inactive topic deletion) is listed in
-//     docs/topology.md.
+//     be read. When Options.Admin is an EvictionAdmin, Declare reads the
+//     backlog quotas and subscription expiration in effect on them too:
+//     it refuses (EvictionError, wrapping ErrEvictionPolicy) a backlog
+//     quota with policy consumer_backlog_eviction, unless
+//     Options.AcceptBacklogEviction, and a subscription expiration on the
+//     DLQ, whose subscription has no consumer between replays; it logs a
+//     WARN for hold topics whose subscriptions expire. The admin calls get
+//     Declare's context, which Close ends too. What an operator sets on
+//     the namespace (TTL, backlog quota, subscription expiry, inactive
+//     topic deletion) is listed in docs/topology.md.
 //   - A letter travels as a message: the value encoded by Options.Codec,
 //     the sequence key as the message key, its history in properties
 //     (topology-shard, topology-retries, topology-first-failure,

@@ -36,4 +36,7 @@ func (b *Backend[T]) DropProducers() {
 const (
 	MsgTTLUnread = msgTTLUnread
 	MsgDLQTTL    = msgDLQTTL
+
+	MsgEvictionUnread = msgEvictionUnread
+	MsgHoldExpiry     = msgHoldExpiry
 )

@@ -70,11 +70,28 @@ type Options[T any] struct {
 	// DLQ at each Declare, which then refuses a hold not shorter than its
 	// topic's TTL (a *TTLError wrapping ErrHoldOutlastsTTL: the broker
 	// would drop held letters before they fall due) and logs a WARN for a
-	// DLQ with a TTL. When a TTL cannot be read (the admin API refuses or
-	// is down), Declare logs one WARN in the backend's life and goes on.
-	// Nil, the default, checks nothing: see docs/topology.md for the
-	// policies to set on the namespace.
+	// DLQ with a TTL. When Admin is also an EvictionAdmin, Declare reads
+	// the backlog quotas and subscription expiration in effect on them
+	// too, and refuses (an *EvictionError wrapping ErrEvictionPolicy) a
+	// backlog quota with policy consumer_backlog_eviction (unless
+	// AcceptBacklogEviction) and a subscription expiration on the DLQ
+	// (its subscription DeadSubscription has no consumer between
+	// replays); it logs a WARN for a hold topic whose subscriptions
+	// expire. When a policy cannot be read (the admin API refuses or is
+	// down), Declare logs one WARN in the backend's life and goes on. Its
+	// calls get Declare's context, ended too when Close is called. Nil,
+	// the default, checks nothing: see docs/topology.md for the policies
+	// to set on the namespace.
 	Admin Admin `name:"-" validate:"-"`
+	// AcceptBacklogEviction lets Declare accept a backlog quota with
+	// policy consumer_backlog_eviction on a hold topic or the DLQ, the
+	// operator having sized the quota for the most they may hold. By
+	// default, with an Admin that is an EvictionAdmin, Declare refuses
+	// one (an *EvictionError wrapping ErrEvictionPolicy): the broker drops
+	// the oldest unacknowledged letters of a subscription over its quota,
+	// however young, so a burst of retries or dead letters loses letters
+	// before they are released or replayed.
+	AcceptBacklogEviction bool
 	// Logger receives one line per event (a message that does not decode)
 	// and, for a client the backend makes, pulsar-client-go's logs. Nil
 	// means slog.Default().

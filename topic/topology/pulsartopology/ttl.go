@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
+
+	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
 // ErrHoldOutlastsTTL is wrapped by the error of a Declare whose hold is
@@ -25,7 +28,12 @@ var ErrHoldOutlastsTTL = errors.New("pulsartopology: a hold outlasts its topic's
 //	return time.Duration(*ttl) * time.Second, nil
 //
 // Its calls must return once their context ends: Declare waits for them,
-// and the backend's Close waits for a Declare under way.
+// and the backend's Close waits for a Declare under way. Their context is
+// Declare's, bounded by Options.OperationTimeout, and ends too when Close
+// is called, so that a closing does not wait for an admin that does not
+// answer (the Declare then returns topology.ErrClosed). An Admin that
+// also implements EvictionAdmin has the backlog quotas and subscription
+// expiration checked too.
 type Admin interface {
 	// MessageTTL returns the message TTL in effect on topic (a full name,
 	// persistent://tenant/namespace/local): the topic's own policy, else
@@ -88,13 +96,15 @@ func (b *Backend[T]) checkTTL(ctx context.Context, q *queues[T]) error {
 		refused *TTLError
 		errs    []error
 	)
+	actx, end := b.adminContext(ctx)
+	defer end()
 	read := func(topic string) (time.Duration, bool, error) {
-		ttl, err := admin.MessageTTL(ctx, topic)
+		ttl, err := admin.MessageTTL(actx, topic)
 		if err == nil {
 			return ttl, true, nil
 		}
-		if cerr := ctx.Err(); cerr != nil {
-			return 0, false, fmt.Errorf("%w: reading the message TTL of topic %q: %w", ErrDeclare, topic, cerr)
+		if err := b.adminEnded(ctx, "reading the message TTL of topic "+strconv.Quote(topic)); err != nil {
+			return 0, false, err
 		}
 		errs = append(errs, fmt.Errorf("topic %q: %w", topic, err))
 		return 0, false, nil
@@ -122,6 +132,32 @@ func (b *Backend[T]) checkTTL(ctx context.Context, q *queues[T]) error {
 	}
 	if refused != nil {
 		return refused
+	}
+	return nil
+}
+
+// adminContext returns the context of Declare's calls of Options.Admin:
+// ctx, ended too when the backend's Close is called, so that a closing
+// does not wait for an admin that does not answer. Call end when done.
+func (b *Backend[T]) adminContext(ctx context.Context) (actx context.Context, end func()) {
+	actx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(b.closeStarted, cancel)
+	return actx, func() {
+		stop()
+		cancel()
+	}
+}
+
+// adminEnded returns, after a call of Options.Admin failed, why the
+// Declare must end: an error wrapping ErrDeclare and the context's error
+// when ctx has ended, topology.ErrClosed when the backend's Close was
+// called; nil when neither (the admin failed on its own).
+func (b *Backend[T]) adminEnded(ctx context.Context, what string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrDeclare, what, err)
+	}
+	if b.closeStarted.Err() != nil {
+		return topology.ErrClosed
 	}
 	return nil
 }

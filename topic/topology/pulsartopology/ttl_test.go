@@ -12,6 +12,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/internal/testbroker"
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
@@ -163,5 +164,30 @@ func TestDeclareReturnsByItsDeadlineWhileTheAdminDoesNotAnswer(t *testing.T) {
 	}
 	if n := recs.Count(slog.LevelWarn, pulsartopology.MsgTTLUnread); n != 0 {
 		t.Errorf("%d WARN %q for a Declare cut short, want none", n, pulsartopology.MsgTTLUnread)
+	}
+}
+
+// Guarantee: the backend's Close ends the admin calls of a Declare under
+// way (their context ends when the closing starts): Close completes by
+// its context's deadline rather than waiting out the Declare's
+// OperationTimeout for an admin that does not answer, and the Declare
+// returns an error wrapping topology.ErrClosed.
+func TestCloseEndsTheAdminCallsOfADeclareUnderWay(t *testing.T) {
+	br := testbroker.Pulsar(t)
+	admin := &ttlAdmin{hang: true}
+	be, _ := ttlBackend(t, br, admin)
+	declared := make(chan error, 1)
+	go func() {
+		_, err := be.Declare(ctxT(t), build(t, topology.New("closing-admin").ForConsumerGroup("g").Hold(time.Second)))
+		declared <- err
+	}()
+	wait.For(t, "the admin to be asked", func() bool { return len(admin.topics()) > 0 })
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	if err := be.Close(ctx); err != nil {
+		t.Errorf("Close while a Declare waits for the admin = %v, want nil", err)
+	}
+	if err := <-declared; !errors.Is(err, topology.ErrClosed) {
+		t.Errorf("the Declare under way when the backend closed = %v, want ErrClosed", err)
 	}
 }

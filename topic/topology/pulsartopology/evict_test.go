@@ -1,0 +1,295 @@
+package pulsartopology_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/internal/logtest"
+	"github.com/boulevard-go/boulevard/internal/testbroker"
+	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/topology"
+	"github.com/boulevard-go/boulevard/topic/topology/pulsartopology"
+)
+
+// restAdmin is an EvictionAdmin reading a namespace's backlog quotas and
+// subscription expiration time through Pulsar's admin REST API (as
+// pulsaradmin's Namespaces() does), served at url; topics never expire
+// messages (no TTL).
+type restAdmin struct {
+	url    string
+	client *http.Client
+}
+
+// namespacePath returns the admin path of the namespace of topic, a full
+// name persistent://tenant/namespace/local.
+func namespacePath(topic string) (string, error) {
+	rest, ok := strings.CutPrefix(topic, "persistent://")
+	parts := strings.SplitN(rest, "/", 3)
+	if !ok || len(parts) != 3 {
+		return "", fmt.Errorf("topic %q is not a full name", topic)
+	}
+	return "/admin/v2/namespaces/" + parts[0] + "/" + parts[1], nil
+}
+
+// get decodes into v the answer to GET of the policy of topic's namespace;
+// set is false on 204 No Content (unset).
+func (a *restAdmin) get(ctx context.Context, topic, policy string, v any) (set bool, err error) {
+	ns, err := namespacePath(topic)
+	if err != nil {
+		return false, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.url+ns+"/"+policy, nil)
+	if err != nil {
+		return false, err
+	}
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return true, json.NewDecoder(resp.Body).Decode(v)
+	case http.StatusNoContent:
+		return false, nil
+	default:
+		return false, fmt.Errorf("GET %s: %s", policy, resp.Status)
+	}
+}
+
+func (a *restAdmin) MessageTTL(context.Context, string) (time.Duration, error) { return 0, nil }
+
+func (a *restAdmin) BacklogQuotas(ctx context.Context, topic string) ([]pulsartopology.BacklogQuota, error) {
+	var m map[string]pulsartest.BacklogQuota
+	if _, err := a.get(ctx, topic, "backlogQuotaMap", &m); err != nil {
+		return nil, err
+	}
+	var out []pulsartopology.BacklogQuota
+	for kind, q := range m {
+		out = append(out, pulsartopology.BacklogQuota{Type: kind, LimitSize: q.LimitSize,
+			LimitTime: time.Duration(q.LimitTime) * time.Second, Policy: q.Policy})
+	}
+	return out, nil
+}
+
+func (a *restAdmin) SubscriptionExpiration(ctx context.Context, topic string) (time.Duration, error) {
+	var minutes int
+	set, err := a.get(ctx, topic, "subscriptionExpirationTime", &minutes)
+	if err != nil || !set {
+		return 0, err
+	}
+	return time.Duration(minutes) * time.Minute, nil
+}
+
+// adminServer serves br's admin REST API until the test ends and returns
+// its URL.
+func adminServer(t *testing.T, h http.Handler) string {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// setPolicy sets a policy of namespace public/default through the admin
+// REST API at url.
+func setPolicy(t *testing.T, url, policy, body string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url+"/admin/v2/namespaces/public/default/"+policy, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("setting %s %s: %s", policy, body, resp.Status)
+	}
+}
+
+// evictionBackend returns a backend on br whose Admin reads the admin REST
+// API at url, with accept as Options.AcceptBacklogEviction, and the
+// records it logs.
+func evictionBackend(t *testing.T, br *pulsartest.Broker, url string, accept bool) (*pulsartopology.Backend[string], *logtest.Records) {
+	recs := &logtest.Records{}
+	o := options(br, topic.Codec[string](topic.StringCodec{}))
+	o.Admin, o.Logger = &restAdmin{url: url, client: &http.Client{}}, slog.New(recs)
+	o.AcceptBacklogEviction = accept
+	return newBackend(t, o), recs
+}
+
+// Guarantee: Declare refuses a topology whose hold topic or DLQ is under a
+// backlog quota with policy consumer_backlog_eviction (the broker drops
+// the oldest unacknowledged letters over the quota, however young), as
+// the admin REST API reports it, with an *EvictionError wrapping
+// ErrEvictionPolicy that names the topic, the quota and its policy; the
+// subscriptions are not made.
+func TestDeclareRefusesATopologyUnderAnEvictingBacklogQuota(t *testing.T) {
+	for _, tc := range []struct {
+		kind, body string
+		want       []string
+	}{
+		{"destination_storage", `{"limitSize":1048576,"limitTime":-1,"policy":"consumer_backlog_eviction"}`,
+			[]string{"destination_storage", "limitSize 1048576", "consumer_backlog_eviction", "hold topic"}},
+		{"message_age", `{"limitSize":-1,"limitTime":3600,"policy":"consumer_backlog_eviction"}`,
+			[]string{"message_age", "limitTime 3600", "consumer_backlog_eviction", "hold topic"}},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			br := testbroker.Pulsar(t)
+			url := adminServer(t, br.AdminHandler())
+			setPolicy(t, url, "backlogQuota?backlogQuotaType="+tc.kind, tc.body)
+			be, _ := evictionBackend(t, br, url, false)
+			top := build(t, topology.New("evicted").ForConsumerGroup("g").Hold(5*time.Second).DLQ())
+			_, err := be.Declare(ctxT(t), top)
+			var ee *pulsartopology.EvictionError
+			if !errors.Is(err, pulsartopology.ErrEvictionPolicy) || !errors.As(err, &ee) {
+				t.Fatalf("Declare under an evicting backlog quota = %v, want an error wrapping ErrEvictionPolicy", err)
+			}
+			hold := be.TopicName(top.Holds()[0].Name)
+			if ee.Topic != hold || ee.Policy != pulsartopology.PolicyBacklogQuota || ee.Quota.Type != tc.kind || ee.DLQ {
+				t.Errorf("EvictionError %+v, want hold topic %q, policy %s, quota type %s", *ee, hold, pulsartopology.PolicyBacklogQuota, tc.kind)
+			}
+			msg := err.Error()
+			for _, w := range append(tc.want, "pulsartopology:", hold) {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not name %s", msg, w)
+				}
+			}
+			if n := br.Backlog(hold, "g"); n != -1 {
+				t.Errorf("the group's subscription on %q exists (backlog %d) after a refused Declare", hold, n)
+			}
+		})
+	}
+}
+
+// Guarantee: Declare refuses a topology with a DLQ whose namespace
+// expires subscriptions (its subscription DeadSubscription, without a
+// consumer between replays, would be deleted with its dead letters),
+// naming the DLQ and the expiration; a topology without a DLQ is declared
+// with a WARN (held letters are lost only while every reader is down for
+// longer).
+func TestDeclareRefusesADLQWhoseSubscriptionExpires(t *testing.T) {
+	br := testbroker.Pulsar(t)
+	url := adminServer(t, br.AdminHandler())
+	setPolicy(t, url, "subscriptionExpirationTime", "90")
+	be, recs := evictionBackend(t, br, url, false)
+	top := build(t, topology.New("expiring-dlq").ForConsumerGroup("g").Hold(5*time.Second).DLQ())
+	_, err := be.Declare(ctxT(t), top)
+	var ee *pulsartopology.EvictionError
+	if !errors.Is(err, pulsartopology.ErrEvictionPolicy) || !errors.As(err, &ee) {
+		t.Fatalf("Declare of a DLQ whose subscriptions expire = %v, want an error wrapping ErrEvictionPolicy", err)
+	}
+	dlq, _ := top.DLQ()
+	if ee.Topic != be.TopicName(dlq) || !ee.DLQ || ee.Policy != pulsartopology.PolicySubscriptionExpiration || ee.Expiration != 90*time.Minute {
+		t.Errorf("EvictionError %+v, want the DLQ %q, policy %s, expiration 1h30m", *ee, be.TopicName(dlq), pulsartopology.PolicySubscriptionExpiration)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "1h30m0s (90 minutes)") || !strings.Contains(msg, be.TopicName(dlq)) {
+		t.Errorf("error %q does not name the expiration and the DLQ", msg)
+	}
+	if n := br.Backlog(be.TopicName(dlq), pulsartopology.DeadSubscription); n != -1 {
+		t.Errorf("the DLQ's subscription exists (backlog %d) after a refused Declare", n)
+	}
+	if _, err := be.Declare(ctxT(t), build(t, topology.New("expiring-hold").ForConsumerGroup("g").Hold(5*time.Second))); err != nil {
+		t.Fatalf("Declare of a topology without a DLQ whose subscriptions expire: %v", err)
+	}
+	if n := recs.Count(slog.LevelWarn, pulsartopology.MsgHoldExpiry); n != 1 {
+		t.Errorf("%d WARN %q, want 1", n, pulsartopology.MsgHoldExpiry)
+	}
+}
+
+// Guarantee: Declare accepts backlog quotas that do not drop letters
+// (producer_request_hold, producer_exception), and an evicting one when
+// Options.AcceptBacklogEviction says so, with no WARN.
+func TestDeclareAcceptsBacklogQuotasThatKeepLetters(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		accept     bool
+	}{
+		{"producer_request_hold", `{"limitSize":1048576,"limitTime":-1,"policy":"producer_request_hold"}`, false},
+		{"producer_exception", `{"limitSize":1048576,"limitTime":-1,"policy":"producer_exception"}`, false},
+		{"accepted eviction", `{"limitSize":1073741824,"limitTime":-1,"policy":"consumer_backlog_eviction"}`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			br := testbroker.Pulsar(t)
+			url := adminServer(t, br.AdminHandler())
+			setPolicy(t, url, "backlogQuota?backlogQuotaType=destination_storage", tc.body)
+			be, recs := evictionBackend(t, br, url, tc.accept)
+			top := build(t, topology.New("kept").ForConsumerGroup("g").Hold(5*time.Second).DLQ())
+			if _, err := be.Declare(ctxT(t), top); err != nil {
+				t.Fatalf("Declare under backlog quota %s: %v", tc.body, err)
+			}
+			dlq, _ := top.DLQ()
+			if n := br.Backlog(be.TopicName(dlq), pulsartopology.DeadSubscription); n != 0 {
+				t.Errorf("the DLQ's subscription: backlog %d, want 0", n)
+			}
+			if n := recs.Count(slog.LevelWarn, pulsartopology.MsgEvictionUnread) + recs.Count(slog.LevelWarn, pulsartopology.MsgHoldExpiry); n != 0 {
+				t.Errorf("%d WARN about eviction, want none", n)
+			}
+		})
+	}
+}
+
+// Guarantee: when the admin REST API fails to report the policies (an
+// error status), Declare goes on and makes what the topology needs, and
+// the backend logs one WARN however many Declares it makes.
+func TestDeclareWarnsOnceAndGoesOnWhenEvictionPoliciesCannotBeRead(t *testing.T) {
+	br := testbroker.Pulsar(t)
+	url := adminServer(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, `{"reason":"Unauthorized"}`, http.StatusUnauthorized)
+	}))
+	be, recs := evictionBackend(t, br, url, false)
+	for _, name := range []string{"unread-a", "unread-b"} {
+		top := build(t, topology.New(name).ForConsumerGroup("g").Hold(time.Second).DLQ())
+		if _, err := be.Declare(ctxT(t), top); err != nil {
+			t.Fatalf("Declare %q where policies cannot be read: %v", name, err)
+		}
+	}
+	if n := recs.Count(slog.LevelWarn, pulsartopology.MsgEvictionUnread); n != 1 {
+		t.Errorf("%d WARN %q, want 1", n, pulsartopology.MsgEvictionUnread)
+	}
+}
+
+// Guarantee: a Declare whose admin REST server does not answer returns by
+// its context's deadline with an error wrapping ErrDeclare and
+// context.DeadlineExceeded; a Close while such a Declare is under way
+// ends it at once (ErrClosed) and completes by its own deadline.
+func TestDeclareAndCloseReturnByTheirDeadlineWhileTheAdminServerHangs(t *testing.T) {
+	br := testbroker.Pulsar(t)
+	asked := make(chan struct{}, 16)
+	url := adminServer(t, http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		asked <- struct{}{}
+		<-r.Context().Done() // answers nothing until the client gives up
+	}))
+	be, _ := evictionBackend(t, br, url, false)
+	ctx, cancel := context.WithTimeout(ctxT(t), time.Second)
+	defer cancel()
+	_, err := be.Declare(ctx, build(t, topology.New("hung").ForConsumerGroup("g").Hold(time.Second)))
+	if !errors.Is(err, pulsartopology.ErrDeclare) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Declare while the admin server hangs = %v, want ErrDeclare and context.DeadlineExceeded", err)
+	}
+	declared := make(chan error, 1)
+	go func() {
+		_, err := be.Declare(ctxT(t), build(t, topology.New("hung-close").ForConsumerGroup("g").Hold(time.Second)))
+		declared <- err
+	}()
+	<-asked // the first Declare's request
+	<-asked // the second's
+	cctx, ccancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer ccancel()
+	if err := be.Close(cctx); err != nil {
+		t.Errorf("Close while a Declare waits for the admin server = %v, want nil", err)
+	}
+	if err := <-declared; !errors.Is(err, topology.ErrClosed) {
+		t.Errorf("the Declare under way when the backend closed = %v, want ErrClosed", err)
+	}
+}
