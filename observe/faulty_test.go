@@ -372,3 +372,69 @@ func TestAddingWhatHasAStatsThatBlocksReturnsWithinTheTimeout(t *testing.T) {
 		}
 	})
 }
+
+// countingCollector is a collector of the caller's whose Collect counts
+// its calls and blocks until release is closed.
+type countingCollector struct {
+	desc    *prometheus.Desc
+	release chan struct{}
+	calls   atomic.Int32
+}
+
+func (c *countingCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *countingCollector) Collect(chan<- prometheus.Metric) {
+	c.calls.Add(1)
+	<-c.release
+}
+
+// Guarantee: a collector of the caller's that never returns holds one
+// gathering however often /metrics is scraped: while the gathering
+// /metrics gave up on has not returned, each later scrape answers 500 at
+// once, its error wrapping ErrGatherTimeout and saying since when,
+// without gathering again (the collectors are not called again, no
+// goroutine is added); once it has returned, the next scrape gathers and
+// answers 200.
+func TestAGatherThatNeverReturnsHoldsOneGatheringHoweverOftenScraped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const timeout = time.Second
+		logs := &logRecorder{}
+		obs := observe.New(observe.Options{Logger: slog.New(logs), StatsTimeout: timeout})
+		add(t, obs, newFaulty(pipeline.Stats{Name: "orders", Started: time.Now()}))
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(obs)
+		own := &countingCollector{desc: prometheus.NewDesc("app_rows", "Rows in the table.", nil, nil), release: make(chan struct{})}
+		reg.MustRegister(own)
+		release := sync.OnceFunc(func() { close(own.release) })
+		defer release() // so that the bubble's goroutines end when the test fails
+		h := obs.Handler(reg)
+
+		if code, body, took := record(h, "/metrics"); code != http.StatusInternalServerError || took != 2*timeout {
+			t.Fatalf("/metrics with a collector that blocks answered %d after %v, want 500 after %v:\n%s", code, took, 2*timeout, body)
+		}
+		for scrape := 2; scrape <= 6; scrape++ {
+			code, body, took := record(h, "/metrics")
+			if code != http.StatusInternalServerError || took != 0 || !strings.Contains(body, "has not returned since") {
+				t.Errorf("scrape %d while the gathering given up on has not returned answered %d after %v, want 500 at once saying since when:\n%s",
+					scrape, code, took, body)
+			}
+		}
+		if n := own.calls.Load(); n != 1 {
+			t.Errorf("the collector that blocks was called %d times in 6 scrapes, want once while its gathering has not returned", n)
+		}
+		if n := len(logs.lines(observe.ErrGatherTimeout.Error())); n != 6 {
+			t.Errorf("%d log lines wrapping ErrGatherTimeout after 6 scrapes, want 6; logs:\n%s", n, strings.Join(logs.lines(), "\n"))
+		}
+
+		release()
+		synctest.Wait()
+		code, body, _ := record(h, "/metrics")
+		if code != http.StatusOK {
+			t.Fatalf("/metrics answered %d once the collector returned, want 200:\n%s", code, body)
+		}
+		expectSeriesOnce(t, body, `boulevard_pipeline_up{pipeline="orders"}`, 1)
+		if n := own.calls.Load(); n != 2 {
+			t.Errorf("the collector was called %d times, want twice: again once its gathering returned", n)
+		}
+	})
+}

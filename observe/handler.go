@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,12 +49,16 @@ type PipelineReport struct {
 //     something added that panics or has not returned within
 //     Options.StatsTimeout is such a failure (see Collect). When g's
 //     Gather has not returned within twice StatsTimeout (a collector of
-//     the caller's that blocks), the answer is 500, logged once;
+//     the caller's that blocks), the answer is 500, logged once; until
+//     that Gather returns, each scrape answers 500 at once, logged once
+//     too, without gathering again, so that a collector that never
+//     returns holds one goroutine however often /metrics is scraped;
 //   - /healthz: 200 while no pipeline was stopped by a fatal error (a
 //     source that failed too often), 503 otherwise;
 //   - /readyz: 200 when every pipeline runs and its sources are connected,
 //     503 with the reasons otherwise;
-//   - /stats: a JSON Snapshot of everything added;
+//   - /stats: a JSON Snapshot of everything added (500 with the error,
+//     logged, when it cannot be encoded as JSON);
 //   - /dashboard: a live page drawing each pipeline's stages from /stats,
 //     refreshed every second (embedded: no external resource).
 //
@@ -70,7 +75,7 @@ func (o *Observer) Handler(g prometheus.Gatherer) http.Handler {
 		g = reg
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(partialGatherer{g: g, log: o.log, timeout: 2 * o.timeout}, promhttp.HandlerOpts{
+	mux.Handle("GET /metrics", promhttp.HandlerFor(&partialGatherer{g: g, log: o.log, timeout: 2 * o.timeout}, promhttp.HandlerOpts{
 		ErrorLog:          slogPrinter{o},
 		EnableOpenMetrics: true,
 	}))
@@ -190,45 +195,72 @@ func (o *Observer) writeReport(w http.ResponseWriter, reports []PipelineReport, 
 // down on a 500). Errors writing the response still end it, logged once
 // by promhttp. A Gather of g that has not returned within timeout is
 // given up (an error wrapping ErrGatherTimeout): its goroutine ends when
-// the collector that blocks it returns, which nothing can hasten.
+// the collector that blocks it returns, which nothing can hasten, and
+// until then g is not gathered again (see late), so that a collector
+// that never returns holds one goroutine, not one per scrape.
 type partialGatherer struct {
 	g       prometheus.Gatherer
 	log     *slog.Logger
 	timeout time.Duration
+
+	mu sync.Mutex
+	// late is the latest gathering given up on while it has not
+	// returned, nil when there is none.
+	late *gathering
 }
 
 // ErrGatherTimeout is wrapped by the error /metrics answers 500 with, and
 // logs, when the Gather of the handler's prometheus.Gatherer has not
-// returned within twice Options.StatsTimeout (see Observer.Handler).
+// returned within twice Options.StatsTimeout, and by the error of every
+// scrape that comes while that Gather has not returned: those answer
+// 500 at once, without gathering again (see Observer.Handler).
 var ErrGatherTimeout = errors.New("observe: gathering the metrics timed out")
 
-type gathered struct {
-	mfs []*dto.MetricFamily
-	err error
+// gathering is one Gather of a partialGatherer's g, on a goroutine of its
+// own: mfs and err are set before done is closed.
+type gathering struct {
+	since time.Time
+	done  chan struct{}
+	mfs   []*dto.MetricFamily
+	err   error
 }
 
 // Gather implements prometheus.Gatherer.
-func (p partialGatherer) Gather() ([]*dto.MetricFamily, error) {
-	ch := make(chan gathered, 1) // buffered: a Gather given up still ends
+func (p *partialGatherer) Gather() ([]*dto.MetricFamily, error) {
+	p.mu.Lock()
+	if late := p.late; late != nil {
+		select {
+		case <-late.done:
+			p.late = nil
+		default:
+			p.mu.Unlock()
+			return nil, fmt.Errorf("%w: the gathering given up on has not returned since %s; not gathering again until it does",
+				ErrGatherTimeout, late.since.UTC().Format(time.RFC3339))
+		}
+	}
+	p.mu.Unlock()
+	c := &gathering{since: time.Now(), done: make(chan struct{})}
 	go func() {
-		mfs, err := p.g.Gather()
-		ch <- gathered{mfs, err}
+		defer close(c.done)
+		c.mfs, c.err = p.g.Gather()
 	}()
 	timer := time.NewTimer(p.timeout)
 	defer timer.Stop()
-	var mfs []*dto.MetricFamily
-	var err error
 	select {
-	case r := <-ch:
-		mfs, err = r.mfs, r.err
+	case <-c.done:
 	case <-timer.C:
+		p.mu.Lock()
+		if p.late == nil {
+			p.late = c
+		}
+		p.mu.Unlock()
 		return nil, fmt.Errorf("%w: the gatherer has not returned within %v", ErrGatherTimeout, p.timeout)
 	}
-	if err != nil && len(mfs) > 0 {
-		p.log.Warn("serving the metrics gathered without those of a failing collector", "error", err)
-		return mfs, nil
+	if c.err != nil && len(c.mfs) > 0 {
+		p.log.Warn("serving the metrics gathered without those of a failing collector", "error", c.err)
+		return c.mfs, nil
 	}
-	return mfs, err
+	return c.mfs, c.err
 }
 
 // slogPrinter logs promhttp's errors through the Observer's logger.
