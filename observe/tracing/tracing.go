@@ -16,7 +16,8 @@
 //	topts := tracing.Options{TracerProvider: tp}
 //	s, err := sink.New(sink.Options[T]{Binding: b, Headers: tracing.SinkHeaders(topts)})
 //
-// Tracing is off unless Options.TracerProvider is set; off, Instrument
+// Tracing is off unless Options.TracerProvider is set (a nil pointer, such
+// as a *sdktrace.TracerProvider left unset, is off too); off, Instrument
 // returns the pipeline's options unchanged and the pipeline runs exactly
 // the code it runs without this package.
 //
@@ -96,7 +97,9 @@ const (
 // Options configure tracing. The zero value is off.
 type Options struct {
 	// TracerProvider makes the tracer the spans come from. Nil (the
-	// default) is off: Instrument returns the options it is given.
+	// default), or a nil pointer (such as a *sdktrace.TracerProvider
+	// left unset), is off: Instrument returns the options it is given,
+	// and SinkHeaders nil.
 	TracerProvider trace.TracerProvider `name:"-"`
 	// Propagator reads trace context from a message's carrier. Default
 	// propagation.TraceContext{} (W3C traceparent and tracestate).
@@ -145,7 +148,7 @@ func Instrument[In, Out any](opts pipeline.Options[In, Out], o Options) (pipelin
 	if err := o.Validate(); err != nil {
 		return opts, err
 	}
-	if o.TracerProvider == nil {
+	if o.off() {
 		return opts, nil
 	}
 	t := newTracer(o)
@@ -164,6 +167,16 @@ func Instrument[In, Out any](opts pipeline.Options[In, Out], o Options) (pipelin
 		opts.Batchers = bs
 	}
 	return opts, nil
+}
+
+// off reports whether tracing is off: o.TracerProvider is nil or a nil
+// pointer, whose Tracer method would panic.
+func (o Options) off() bool {
+	if o.TracerProvider == nil {
+		return true
+	}
+	v := reflect.ValueOf(o.TracerProvider)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 type tracer struct {
@@ -296,10 +309,11 @@ func sourceAttrs(md any) []attribute.KeyValue {
 // (a batch handler), so the downstream pipeline's span for the message is
 // its child.
 //
-// With tracing off (o.TracerProvider nil) it returns nil: the sink then
-// publishes without headers and calls nothing, so it costs nothing.
+// With tracing off (o.TracerProvider nil, or a nil pointer) it returns
+// nil: the sink then publishes without headers and calls nothing, so it
+// costs nothing.
 func SinkHeaders(o Options) func(ctx context.Context, m message.Keyed) topic.Headers {
-	if o.TracerProvider == nil {
+	if o.off() {
 		return nil
 	}
 	prop := o.WithDefaults().Propagator

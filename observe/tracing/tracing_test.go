@@ -435,6 +435,40 @@ func TestOffLeavesTheHandlersAlone(t *testing.T) {
 	}
 }
 
+// Guarantee: a TracerProvider that is a nil pointer (a program's
+// `var tp *sdktrace.TracerProvider` left unset when tracing is
+// disabled) is off, as a nil interface is: Instrument returns the
+// options it was given, without panicking, and SinkHeaders returns nil.
+func TestANilPointerTracerProviderIsOff(t *testing.T) {
+	opts := pipeline.Options[int, int]{
+		Name:       "off",
+		Processors: processor.Options[int, int]{Handle: echo[int]},
+		Batchers:   []batcher.Options[int]{{Name: "default", Handle: noBatch[int]}},
+	}
+	var tp *sdktrace.TracerProvider
+	o := tracing.Options{TracerProvider: tp}
+	var got pipeline.Options[int, int]
+	var err error
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("Instrument with a nil *sdktrace.TracerProvider panicked: %v", r)
+			}
+		}()
+		got, err = tracing.Instrument(opts, o)
+	}()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reflect.ValueOf(got.Processors.Handle).Pointer() != reflect.ValueOf(opts.Processors.Handle).Pointer() ||
+		reflect.ValueOf(got.Batchers[0].Handle).Pointer() != reflect.ValueOf(opts.Batchers[0].Handle).Pointer() {
+		t.Error("Instrument with a nil *sdktrace.TracerProvider replaced a handler")
+	}
+	if h := tracing.SinkHeaders(o); h != nil {
+		t.Error("SinkHeaders with a nil *sdktrace.TracerProvider returned headers to inject, want nil (off)")
+	}
+}
+
 // An invalid option is an error naming the field and the rule.
 func TestInvalidOptionsNameTheField(t *testing.T) {
 	_, err := tracing.Instrument(pipeline.Options[int, int]{}, tracing.Options{MaxPending: -1})
