@@ -3,6 +3,7 @@ package observe
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -135,10 +136,20 @@ func pipelineSnapshot(st pipeline.Stats) PipelineSnapshot {
 	return ps
 }
 
+// serveStats answers the JSON Snapshot, or, when it cannot be encoded
+// (a value JSON has no form for, such as an infinite rate a Pipeline of
+// the caller's reports), 500 with the encoding error, logged as a
+// warning.
 func (o *Observer) serveStats(w http.ResponseWriter, r *http.Request) {
+	body, err := json.Marshal(o.Snapshot(r.Context()))
+	if err != nil {
+		o.log.Warn("encoding the stats as JSON failed", "error", err)
+		http.Error(w, fmt.Sprintf("observe: encoding the stats as JSON failed: %v", err), http.StatusInternalServerError)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	if err := json.NewEncoder(w).Encode(o.Snapshot(r.Context())); err != nil {
+	if _, err := w.Write(append(body, '\n')); err != nil {
 		o.log.Debug("writing stats failed", "error", err)
 	}
 }

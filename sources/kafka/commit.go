@@ -16,7 +16,8 @@ import (
 // (MemberStats.LastCommitError): Err, the error; At, when it happened; and
 // Partitions, the partitions ("topic/partition") whose offsets it left
 // uncommitted. The offsets stay marked and go out with the next commit. It
-// unwraps to Err.
+// unwraps to Err. In JSON (observe's /stats) Err is its message; decoded
+// from JSON, Err is an error with that message only.
 type CommitError = claim.CommitError
 
 // commitLoop commits on the interval, and on every advance with

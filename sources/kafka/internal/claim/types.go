@@ -8,6 +8,8 @@
 package claim
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -85,6 +87,39 @@ func (e *CommitError) Error() string {
 }
 
 func (e *CommitError) Unwrap() error { return e.Err }
+
+// commitErrorJSON is a CommitError as JSON: Err as its message.
+type commitErrorJSON struct {
+	Err        string
+	At         time.Time
+	Partitions []string
+}
+
+// MarshalJSON encodes e with Err as its message ("" when nil), so that a
+// snapshot in JSON (observe's /stats) says why the commit failed: the
+// error values of most types encode as an empty object, and some cannot
+// be encoded at all.
+func (e *CommitError) MarshalJSON() ([]byte, error) {
+	j := commitErrorJSON{At: e.At, Partitions: e.Partitions}
+	if e.Err != nil {
+		j.Err = e.Err.Error()
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes: Err is an error with
+// the message only (nil when it is "").
+func (e *CommitError) UnmarshalJSON(b []byte) error {
+	var j commitErrorJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*e = CommitError{At: j.At, Partitions: j.Partitions}
+	if j.Err != "" {
+		e.Err = errors.New(j.Err)
+	}
+	return nil
+}
 
 // Stats is a snapshot of a source's runtime state (Source.Stats): one
 // MemberStats per consumer-group member, that is per producer stage that
