@@ -1,6 +1,7 @@
 package pulsartest
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -72,5 +73,45 @@ func TestRedeliveryIgnoresAnotherConsumersMessage(t *testing.T) {
 	r.quiet()
 	if st := b.Consumers(topic, "s"); st[0].Nacked != 0 || st[0].Dispatched != 1 || st[1].Dispatched != 1 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// Guarantee: SetRedeliveryCount makes the message's next delivery carry
+// the count set, and a nack raises it from there; a topic, subscription
+// or entry the broker does not have is refused with ErrUnknownMessage.
+func TestSetRedeliveryCountIsWhatTheNextDeliveryCarries(t *testing.T) {
+	b := startBroker(t)
+	cl := newClient(t, b)
+	ctx := ctxT(t)
+	topic := uniqueTopic(t)
+	c, err := cl.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared, NackRedeliveryDelay: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ids, err := b.Publish(ctx, topic, Message{Payload: []byte("m")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := receive(t, ctx, c); m.RedeliveryCount() != 0 {
+		t.Fatalf("first delivery with count %d", m.RedeliveryCount())
+	} else {
+		if err := b.SetRedeliveryCount(topic, "s", ids[0], 1<<31); err != nil {
+			t.Fatal(err)
+		}
+		c.Nack(m)
+	}
+	if m := receive(t, ctx, c); m.RedeliveryCount() != 1<<31+1 {
+		t.Fatalf("redelivered with count %d, want %d", m.RedeliveryCount(), uint32(1<<31+1))
+	}
+	unknown := ids[0]
+	unknown.EntryID++
+	for _, bad := range []struct {
+		topic, sub string
+		id         MessageID
+	}{{topic, "s", unknown}, {topic, "other", ids[0]}, {uniqueTopic(t) + "-none", "s", ids[0]}} {
+		if err := b.SetRedeliveryCount(bad.topic, bad.sub, bad.id, 1); !errors.Is(err, ErrUnknownMessage) {
+			t.Errorf("SetRedeliveryCount(%q, %q, %v) = %v, want ErrUnknownMessage", bad.topic, bad.sub, bad.id, err)
+		}
 	}
 }
