@@ -31,8 +31,11 @@ type consumer struct {
 
 	// gone is set when the source closed the consumer (replaced after a
 	// failure, or by Close): acknowledgements for its messages are dropped.
-	gone      atomic.Bool
-	closeOnce sync.Once
+	gone atomic.Bool
+	// droppedLogged is set once the outcomes dropped for a gone consumer
+	// were logged: later ones are only counted.
+	droppedLogged atomic.Bool
+	closeOnce     sync.Once
 	// watch reports the consumer's closure, by whoever closed it.
 	watch *closeWatch
 	// events is the consumer's active-state listener; nil without an
@@ -267,14 +270,20 @@ func (c *consumer) next(ctx context.Context, buffered bool, flush func()) (pulsa
 // disposition: the message stays unacknowledged and the broker delivers it
 // again once the consumer closes, without counting a redelivery against
 // it. Outcomes for a consumer that was
-// replaced or closed are dropped and logged: the broker redelivers those
-// messages to the consumer that replaced it.
+// replaced or closed are dropped, counted in Stats().DroppedAcks and logged
+// once per consumer: the broker redelivers those messages to the consumer
+// that replaced it.
 func (c *consumer) Ack(ctx context.Context, successful, failed []acker.Outcome) {
 	if c.gone.Load() {
 		n := len(successful) + len(failed)
 		c.src.droppedAcks.Add(int64(n))
-		c.log.WarnContext(ctx, "outcomes for messages of a closed or replaced consumer are dropped; the broker redelivers them",
-			slog.Int("successful", len(successful)), slog.Int("failed", len(failed)))
+		// One event, however many calls bring its outcomes: the first is
+		// logged, every one is counted.
+		if c.droppedLogged.CompareAndSwap(false, true) {
+			c.log.WarnContext(ctx, "outcomes for messages of a closed or replaced consumer are dropped; the broker redelivers them",
+				slog.String("consumer", c.name), slog.Int("successful", len(successful)), slog.Int("failed", len(failed)),
+				slog.String("later_outcomes", "not logged; counted in Stats().DroppedAcks"))
+		}
 		return
 	}
 	var (

@@ -173,6 +173,29 @@ func TestDeadLetterAfterMaxDeliveries(t *testing.T) {
 	}
 }
 
+// Guarantee: stages subscribing at once with RetryEnable and a DLQ policy
+// that leaves its topics to the client (which fills them in while it
+// subscribes) share no policy value: no data race, every message handled,
+// and the application's DLQPolicy stays as it gave it.
+func TestRetryEnableStagesLeaveTheDLQPolicyAsGiven(t *testing.T) {
+	e := newEnv(t)
+	want := e.publish("retry-enabled", "m", 50)
+	r := newReceived()
+	co := earliest()
+	co.RetryEnable = true
+	policy := &pulsar.DLQPolicy{MaxDeliveries: 3}
+	co.DLQ = policy
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"retry-enabled"}, Subscription: "sub", Consumer: co})
+	_, stop := run(t, src, 4, producer.Flow{}, recordAll(r))
+	wait.Within(t, waitLimit, "every message handled", func() bool { return r.distinct() == len(want) })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if policy.DeadLetterTopic != "" || policy.RetryLetterTopic != "" || policy.MaxDeliveries != 3 {
+		t.Errorf("the application's DLQ policy was changed to %+v", *policy)
+	}
+}
+
 // With EnableBatchIndexAcknowledgment, on a broker that honours it, a failed
 // message of a batch comes back alone; without either, the siblings the
 // pipeline already handled come back with it (the documented warning).

@@ -103,3 +103,44 @@ func TestDLQOnFailoverWarnedOnce(t *testing.T) {
 		})
 	}
 }
+
+// Guarantee: the outcomes that arrive for a consumer after it was replaced
+// are one event: the source logs one line for them, however many
+// acknowledgement calls bring them, and counts every one in
+// Stats().DroppedAcks.
+func TestDroppedOutcomesOfAReplacedConsumerLoggedOnce(t *testing.T) {
+	const dropped = "outcomes for messages of a closed or replaced consumer are dropped; the broker redelivers them"
+	e := newEnv(t)
+	want := e.publish("dropped-logs", "m", 200)
+	recs := newRecords()
+	r := newReceived()
+	g := newGate()
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"dropped-logs"}, Subscription: "sub", Consumer: earliest()})
+	start(t, pipeline.Options[[]byte, []byte]{
+		Name:   "dropped-logs",
+		Logger: slog.New(recs),
+		Producer: producer.Options[[]byte]{Source: src, Flow: producer.Flow{Initial: 10},
+			Restart: producer.Restart{Backoff: 20 * time.Millisecond}},
+		// Eight processors hold a message each: their outcomes reach the
+		// replaced consumer in several acknowledgement calls.
+		Processors: processor.Options[[]byte, []byte]{Concurrency: 8, Handle: recordAfter(g, r)},
+	})
+	defer g.open() // before the stop, even when the test fails
+	e.waitStarved("dropped-logs", "sub", len(want))
+	if !src.CloseConsumerForTest() {
+		t.Fatal("no open consumer to close")
+	}
+	wait.Within(t, waitLimit, "the closed consumer to be replaced", func() bool { return src.Stats().Replaced == 1 })
+	g.open()
+	wait.Within(t, waitLimit, "every message handled", func() bool { return r.distinct() == len(want) })
+	wait.Within(t, waitLimit, "the backlog to empty", func() bool { return e.broker.Backlog("dropped-logs", "sub") == 0 })
+	lines := 0
+	for _, l := range recs.snapshot() {
+		if l.msg == dropped {
+			lines++
+		}
+	}
+	if n := src.Stats().DroppedAcks; n < 8 || lines != 1 {
+		t.Errorf("%d outcomes dropped in %d lines, want at least 8 (one per processor) in one line", n, lines)
+	}
+}

@@ -20,7 +20,34 @@ const (
 	// clientNackDelay is pulsar-client-go's NackRedeliveryDelay when none
 	// is set.
 	clientNackDelay = time.Minute
+	// defaultNackFirst and defaultNackMax bound the delays of
+	// pulsar-client-go's default NackBackoffPolicy
+	// (ConsumerOptions.EnableDefaultNackBackoffPolicy): the first nack
+	// waits defaultNackFirst, each redelivery doubles it, up to
+	// defaultNackMax.
+	defaultNackFirst = time.Second
+	defaultNackMax   = 10 * time.Minute
 )
+
+// defaultNackBackoff is what the source gives the client in place of
+// pulsar-client-go's default NackBackoffPolicy when
+// ConsumerOptions.EnableDefaultNackBackoffPolicy is set without a policy:
+// the same delays, defaultNackFirst << redeliveryCount up to
+// defaultNackMax, for every count. The client's own shifts a
+// time.Duration left by the count, which overflows from a count of 34 on:
+// most counts from 34 to 54 give a negative delay, so a message nacked
+// that often came back on the client's next tick (a third of 2s) instead
+// of after 10 minutes.
+type defaultNackBackoff struct{}
+
+// Next implements pulsar.NackBackoffPolicy.
+func (defaultNackBackoff) Next(redeliveryCount uint32) time.Duration {
+	// 1s << 10 is past defaultNackMax already: no count shifts further.
+	if redeliveryCount >= 10 {
+		return defaultNackMax
+	}
+	return min(defaultNackFirst<<redeliveryCount, defaultNackMax)
+}
 
 // nackPolicy is what the client is given in place of the application's
 // ConsumerOptions.NackBackoffPolicy: each delay the application's policy

@@ -2,6 +2,7 @@ package pulsar
 
 import (
 	"log/slog"
+	"math"
 	"testing"
 	"time"
 )
@@ -47,5 +48,28 @@ func TestNackPolicyRaisesToAMillisecondAndFallsBackOnAPanic(t *testing.T) {
 	p := newNackPolicy(fixedBackoff(0), 0, quiet)
 	if n := testing.AllocsPerRun(100, func() { p.Next(3) }); n != 0 {
 		t.Errorf("Next allocates %v times a call", n)
+	}
+}
+
+// Guarantee: with EnableDefaultNackBackoffPolicy, the delay the client
+// waits for a nacked message is pulsar-client-go's default backoff for
+// every redelivery count: 1s doubled per redelivery, at most 10 minutes,
+// never less than the delay of a lower count (the client's own overflows
+// into negative delays from a count of 34).
+func TestDefaultNackBackoffStaysWithinOneSecondAndTenMinutesForEveryCount(t *testing.T) {
+	want := func(n uint32) time.Duration {
+		if n < 10 {
+			return min(time.Second<<n, 10*time.Minute)
+		}
+		return 10 * time.Minute
+	}
+	p := newNackPolicy(defaultNackBackoff{}, 0, slog.New(slog.DiscardHandler))
+	prev := time.Duration(0)
+	for _, n := range []uint32{0, 1, 2, 9, 10, 33, 34, 35, 36, 38, 54, 63, 64, 65, 1 << 20, math.MaxUint32 - 1, math.MaxUint32} {
+		got := p.Next(n)
+		if got != want(n) || got < prev {
+			t.Errorf("Next(%d) = %v, want %v (1s doubled per redelivery, at most 10m, never decreasing)", n, got, want(n))
+		}
+		prev = got
 	}
 }

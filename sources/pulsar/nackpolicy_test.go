@@ -16,6 +16,7 @@ import (
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
 	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
+	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 )
 
 // constantBackoff is a NackBackoffPolicy that returns the same delay for
@@ -141,4 +142,61 @@ func hasAttr(l logged, key string) bool {
 		}
 	}
 	return false
+}
+
+// Guarantee: with the client's default nack backoff
+// (EnableDefaultNackBackoffPolicy), a message nacked after very many
+// redeliveries waits the backoff's ceiling, 10 minutes, before it comes
+// back, however large its redelivery count: a count of 34 does not bring
+// it back on the client's next tick (pulsar-client-go's own policy
+// overflows into a negative delay there).
+func TestDefaultNackBackoffWaitsItsCeilingAtAHugeRedeliveryCount(t *testing.T) {
+	const topic = "huge-redelivery-count"
+	e := newEnv(t)
+	ids, err := e.broker.Publish(context.Background(), topic, pulsartest.Message{Payload: []byte("poison")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := make(chan uint32, 16)
+	co := earliest()
+	co.EnableDefaultNackBackoffPolicy = true
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{topic}, Subscription: "sub", Consumer: co})
+	_, stop := run(t, src, 1, producer.Flow{}, func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
+		md, _ := message.MetadataAs[*bpulsar.Metadata](m)
+		if md.RedeliveryCount == 0 {
+			// As if the broker had redelivered it 33 times already: the
+			// redelivery this nack asks for makes it 34.
+			if err := e.broker.SetRedeliveryCount(topic, "sub", ids[0], 33); err != nil {
+				t.Error(err)
+			}
+		}
+		select {
+		case counts <- md.RedeliveryCount:
+		default:
+		}
+		return nil, errors.New("poison message")
+	})
+	defer func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	for _, want := range []uint32{0, 34} {
+		select {
+		case got := <-counts:
+			if got != want {
+				t.Fatalf("delivered with redelivery count %d, want %d", got, want)
+			}
+		case <-time.After(waitLimit):
+			t.Fatalf("no delivery with redelivery count %d within %v", want, waitLimit)
+		}
+	}
+	// The client redelivers on a tick of a third of the backoff's second
+	// delay (2s); a negative delay would bring the message back on the
+	// next one. Four ticks of absence tell a wait of 10 minutes from that.
+	select {
+	case got := <-counts:
+		t.Fatalf("nacked at redelivery count 34, the message came back at once (count %d) instead of after 10 minutes", got)
+	case <-time.After(3 * time.Second):
+	}
 }

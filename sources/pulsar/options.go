@@ -3,6 +3,9 @@ package pulsar
 import (
 	"fmt"
 	"log/slog"
+	"math"
+	"strconv"
+	"strings"
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
@@ -97,7 +100,8 @@ type Options struct {
 	// the pipeline and close it after the pipeline has stopped.
 	Client pulsar.Client `validate:"required"`
 	// Topics are the topics to consume. Required, non-empty, no duplicates,
-	// no empty names. Each producer stage subscribes one consumer per topic
+	// no empty names, each a name pulsar-client-go parses ("name",
+	// "tenant/ns/name", "persistent://tenant/ns/name", …). Each producer stage subscribes one consumer per topic
 	// (for a partitioned topic, that consumer covers every partition).
 	Topics []string `validate:"required,min=1,unique,dive,required"`
 	// Subscription is the subscription name. Required.
@@ -114,7 +118,17 @@ type Options struct {
 	// counts as 1ms, since pulsar-client-go ticks every third of the delay
 	// and cannot tick shorter; a panic in it is recovered and logged as one
 	// error line on the stage's logger, and the message then waits
-	// NackRedeliveryDelay (or the client's 1 minute when that is 0). The
+	// NackRedeliveryDelay (or the client's 1 minute when that is 0).
+	// EnableDefaultNackBackoffPolicy without a policy gets the client's
+	// default backoff (1s doubled per redelivery, at most 10 minutes),
+	// computed by the source for every redelivery count (the client's own
+	// overflows from a count of 34). Each consumer gets a copy of DLQ.
+	// Validate refuses what the client would refuse at every subscribe: a
+	// DLQ with MaxDeliveries 0 or, without RetryEnable, no
+	// DeadLetterTopic; a PriorityLevel outside 0 to math.MaxInt32; a
+	// negative NackPrecisionBit; and a negative ExpireTimeOfIncompleteChunk
+	// (the client would discard and acknowledge every chunked message as
+	// it begins). The
 	// fields the source sets itself must be left zero, or Validate rejects
 	// them: Topic, Topics, TopicsPattern, SubscriptionName, Type, Name,
 	// EventListener, MessageChannel, ReceiverQueueSize,
@@ -232,11 +246,79 @@ func (o Options) Validate() error {
 		errs = append(errs, validate.Field("pulsar.consumer.nackRedeliveryDelay", "gte",
 			"must be 0 (the client's default, 1 minute) or at least 1ms"))
 	}
+	for i, t := range o.Topics {
+		if t == "" {
+			continue // reported as required
+		}
+		if why := topicNameProblem(t); why != "" {
+			errs = append(errs, validate.Field(fmt.Sprintf("pulsar.topics[%d]", i), "topic",
+				fmt.Sprintf("is not a topic name pulsar-client-go accepts (%q: %s)", t, why)))
+		}
+	}
+	// pulsar-client-go refuses these when it subscribes: every stage would
+	// fail the same way at each restart, so they are refused here first.
+	if d := c.DLQ; d != nil {
+		if d.MaxDeliveries == 0 {
+			errs = append(errs, validate.Field("pulsar.consumer.dlq.maxDeliveries", "gt",
+				"must be above 0 with a DLQ policy (the deliveries a message gets before it goes to the dead-letter topic)"))
+		}
+		if d.DeadLetterTopic == "" && !c.RetryEnable {
+			errs = append(errs, validate.Field("pulsar.consumer.dlq.deadLetterTopic", "required",
+				"is required with a DLQ policy"))
+		}
+	}
+	if c.PriorityLevel < 0 || c.PriorityLevel > math.MaxInt32 {
+		errs = append(errs, validate.Field("pulsar.consumer.priorityLevel", "range",
+			"must be between 0 and 2147483647"))
+	}
+	if b := c.NackPrecisionBit; b != nil && *b < 0 {
+		errs = append(errs, validate.Field("pulsar.consumer.nackPrecisionBit", "gte", "must be at least 0"))
+	}
+	// The client discards, and acknowledges, a chunked message still
+	// incomplete after this long: a negative value would discard every
+	// chunked message at once.
+	if c.ExpireTimeOfIncompleteChunk < 0 {
+		errs = append(errs, validate.Field("pulsar.consumer.expireTimeOfIncompleteChunk", "gte",
+			"must be 0 (the client's default, 1 minute) or positive"))
+	}
 	if o.ActiveStateCallback != nil && o.SubscriptionType != Failover {
 		errs = append(errs, validate.Field("pulsar.activeStateCallback", "failover",
 			"needs pulsar.subscriptionType Failover (it is "+o.SubscriptionType.String()+")"))
 	}
 	return validate.Join(errs...)
+}
+
+// topicNameProblem says why pulsar-client-go (v0.21.0, its
+// internal.ParseTopicName) would refuse topic, or returns "": a short name
+// is "<topic>", "<tenant>/<namespace>/<topic>" or
+// "<tenant>/<cluster>/<namespace>/<topic>"; a full one is
+// "persistent://" or "non-persistent://" and three or four parts; a name
+// holding "-partition-" ends with a number after its last "-".
+func topicNameProblem(topic string) string {
+	name := topic
+	if !strings.Contains(name, "://") {
+		switch strings.Count(name, "/") {
+		case 0:
+			name = "persistent://public/default/" + name
+		case 2, 3:
+			name = "persistent://" + name
+		default:
+			return "a short name is <topic> or <tenant>/<namespace>/<topic>"
+		}
+	}
+	domain, rest, _ := strings.Cut(name, "://")
+	if domain != "persistent" && domain != "non-persistent" {
+		return "the domain must be persistent or non-persistent"
+	}
+	if n := len(strings.SplitN(rest, "/", 4)); n != 3 && n != 4 {
+		return "a full name is <domain>://<tenant>/<namespace>/<topic>"
+	}
+	if strings.Contains(name, partitionSuffix) {
+		if _, err := strconv.Atoi(name[strings.LastIndexByte(name, '-')+1:]); err != nil {
+			return "a name holding " + strconv.Quote(partitionSuffix) + " must end with a partition number"
+		}
+	}
+	return ""
 }
 
 // validateFlow checks the window a stage hands the source with the producer

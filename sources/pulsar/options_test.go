@@ -3,6 +3,7 @@ package pulsar_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -84,6 +85,16 @@ func TestValidateRules(t *testing.T) {
 		// ticker panics, so anything under a millisecond is refused.
 		{"nack delay negative", func(o *bpulsar.Options) { o.Consumer.NackRedeliveryDelay = -time.Second }, "pulsar.consumer.nackRedeliveryDelay", "gte", "at least 1ms"},
 		{"nack delay of nanoseconds", func(o *bpulsar.Options) { o.Consumer.NackRedeliveryDelay = 2 }, "pulsar.consumer.nackRedeliveryDelay", "gte", "at least 1ms"},
+		{"topic short name parts", func(o *bpulsar.Options) { o.Topics = []string{"a", "tenant/topic"} }, "pulsar.topics[1]", "topic", `"tenant/topic": a short name is`},
+		{"topic domain", func(o *bpulsar.Options) { o.Topics = []string{"persistant://public/default/a"} }, "pulsar.topics[0]", "topic", "the domain must be persistent or non-persistent"},
+		{"topic full name parts", func(o *bpulsar.Options) { o.Topics = []string{"persistent://public/a"} }, "pulsar.topics[0]", "topic", "a full name is"},
+		{"topic partition number", func(o *bpulsar.Options) { o.Topics = []string{"a-partition-x"} }, "pulsar.topics[0]", "topic", "must end with a partition number"},
+		{"dlq max deliveries above 0", func(o *bpulsar.Options) { o.Consumer.DLQ = &pulsar.DLQPolicy{DeadLetterTopic: "dlq"} }, "pulsar.consumer.dlq.maxDeliveries", "gt", "must be above 0 with a DLQ policy"},
+		{"dlq topic required", func(o *bpulsar.Options) { o.Consumer.DLQ = &pulsar.DLQPolicy{MaxDeliveries: 3} }, "pulsar.consumer.dlq.deadLetterTopic", "required", "is required with a DLQ policy"},
+		{"priority level not negative", func(o *bpulsar.Options) { o.Consumer.PriorityLevel = -1 }, "pulsar.consumer.priorityLevel", "range", "between 0 and 2147483647"},
+		{"priority level at most MaxInt32", func(o *bpulsar.Options) { o.Consumer.PriorityLevel = math.MaxInt32 + 1 }, "pulsar.consumer.priorityLevel", "range", "between 0 and 2147483647"},
+		{"nack precision bit not negative", func(o *bpulsar.Options) { bit := int64(-1); o.Consumer.NackPrecisionBit = &bit }, "pulsar.consumer.nackPrecisionBit", "gte", "at least 0"},
+		{"incomplete chunk expiry not negative", func(o *bpulsar.Options) { o.Consumer.ExpireTimeOfIncompleteChunk = -time.Second }, "pulsar.consumer.expireTimeOfIncompleteChunk", "gte", "0 (the client's default, 1 minute) or positive"},
 		{"owned auto queue", func(o *bpulsar.Options) { o.Consumer.EnableAutoScaledReceiverQueueSize = true }, "pulsar.consumer.enableAutoScaledReceiverQueueSize", "owned", "is set by the source"},
 	}
 	for _, tc := range cases {
@@ -216,4 +227,30 @@ type discardOutput struct{}
 
 func (discardOutput) Publish(_ context.Context, msgs []*message.Message[[]byte]) (int, error) {
 	return len(msgs), nil
+}
+
+// Guarantee: Validate refuses a topic name exactly when pulsar-client-go
+// does (every subscribe would fail on it), so that a misspelt topic fails
+// pipeline.New, naming the topic, instead of every stage at every restart.
+func TestValidateTopicNamesAsTheClientParsesThem(t *testing.T) {
+	e := newEnv(t)
+	// pulsar-client-go parses these, and a broker decides: pulsartest
+	// refuses a legacy name with a cluster and a local name with a "/".
+	for _, name := range []string{"tenant/cluster/ns/a", "persistent://tenant/cluster/ns/a", "persistent://tenant/ns/a/b"} {
+		if err := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{name}, Subscription: "s"}).Validate(); err != nil {
+			t.Errorf("topic %q, which the client parses, refused: %v", name, err)
+		}
+	}
+	for _, name := range []string{
+		"a", "tenant/ns/a", "persistent://tenant/ns/a", "non-persistent://tenant/ns/a", "a-partition-3", "tenant/ns/a-partition-0",
+		"tenant/a", "a/b/c/d/e", "/a", "persistant://tenant/ns/a", "http://tenant/ns/a", "persistent://tenant/a",
+		"persistent://a", "a-partition-x", "a-partition-", "a-partition-3-b",
+	} {
+		_, clientErr := e.client.TopicPartitions(name)
+		verr := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{name}, Subscription: "s"}).Validate()
+		refused := verr != nil && fieldErrors(t, verr).Has("pulsar.topics[0]", "topic")
+		if refused != (clientErr != nil) {
+			t.Errorf("topic %q: Validate refuses it: %t (%v); the client: %v", name, refused, verr, clientErr)
+		}
+	}
 }

@@ -218,7 +218,18 @@ func (s *Source) subscribe(ctx context.Context, st *producer.Stage[[]byte], topi
 	co.SubscriptionName = s.opts.Subscription
 	co.Type = s.opts.SubscriptionType.pulsar()
 	co.Name = s.consumerName(st)
+	if co.DLQ != nil {
+		// pulsar-client-go fills in the policy's topics when RetryEnable
+		// is set, writing through the pointer: each consumer gets a copy,
+		// so that stages subscribing at once share nothing, and the
+		// application's policy stays as it gave it.
+		dlq := *co.DLQ
+		co.DLQ = &dlq
+	}
 	log := st.Logger().With(slog.String("topic", topic))
+	if co.NackBackoffPolicy == nil && co.EnableDefaultNackBackoffPolicy {
+		co.NackBackoffPolicy = defaultNackBackoff{}
+	}
 	if co.NackBackoffPolicy != nil {
 		co.NackBackoffPolicy = newNackPolicy(co.NackBackoffPolicy, co.NackRedeliveryDelay,
 			log.With(slog.String("consumer", co.Name)))
