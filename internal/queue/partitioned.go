@@ -57,6 +57,13 @@ func (p *Partitioned[T]) PublishBatch(ctx context.Context, items []T) (int, erro
 // order within its partition: the caller can tell which items were
 // taken. It reorders nothing when it publishes every item, and costs
 // nothing more than PublishBatch then. The caller must own items.
+//
+// When the key function ends the goroutine (runtime.Goexit, which no
+// recover catches), PublishBatchTakenFirst sets the items it published to
+// the zero value before the goroutine ends (they are a prefix of items:
+// it computes a window's keys before it publishes any of its items), so
+// that the caller's deferred code can tell the items it did not publish,
+// those left as they were. It reorders nothing then.
 func (p *Partitioned[T]) PublishBatchTakenFirst(ctx context.Context, items []T) (int, error) {
 	return p.publishBatch(ctx, items, true)
 }
@@ -74,6 +81,23 @@ func (p *Partitioned[T]) publishBatch(ctx context.Context, items []T, takenFirst
 	done := ctx.Done()
 	total := 0
 	var err error
+	// Once per call, not per item: the key function may end the
+	// goroutine (runtime.Goexit) while a window is partitioned, before
+	// any of its items is published.
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		for i, part := range parts {
+			clear(part)
+			parts[i] = part[:0]
+		}
+		p.scratch.Put(sp)
+		if takenFirst {
+			clear(items[:total])
+		}
+	}()
 	for start := 0; start < len(items) && err == nil; start += p.window {
 		if IsDone(done) {
 			err = ctx.Err()
@@ -81,6 +105,7 @@ func (p *Partitioned[T]) publishBatch(ctx context.Context, items []T, takenFirst
 		}
 		total, err = p.publishWindow(ctx, parts, items[start:min(start+p.window, len(items))], total, takenFirst)
 	}
+	returned = true
 	p.scratch.Put(sp)
 	return total, err
 }

@@ -27,7 +27,10 @@ import (
 // Route is where processors hand the messages bound for one batcher. Publish
 // blocks while the batcher is busy and returns how many messages it took
 // before an error: msgs[:n], which it may reorder msgs to make so. The
-// slice is reused by the caller once Publish returns.
+// slice is reused by the caller once Publish returns. When user code it
+// calls (a batcher's PartitionBy) ends the goroutine (runtime.Goexit),
+// Publish sets the messages it took to nil in msgs first: the processor
+// then fails the others with message.ErrHandlerExited and reports them.
 type Route[Out any] interface {
 	Publish(ctx context.Context, msgs []*message.Message[Out]) (int, error)
 }
@@ -262,6 +265,9 @@ type worker[In, Out any] struct {
 	step step
 	// chunkT is when the chunk started, for the ChunkStop hook.
 	chunkT time.Duration
+	// handing is the route whose Publish runs, -1 while the chunk's
+	// outcomes are reported, for exited.
+	handing int
 }
 
 // step is where a processor is in its chunk.
@@ -320,6 +326,7 @@ func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Mess
 	// chunk's hook and its counting; and before ChunkStart, which may
 	// exit too.
 	p.step = stepHandling
+	p.handing = -1
 	defer p.exited(ctx, chunk)
 	if s.hooks != nil {
 		p.chunkT = p.chunkStart(ctx, len(chunk))
@@ -420,11 +427,13 @@ func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Mess
 		p.failed = p.failed[:0]
 	}
 	p.step = stepHandingOn
+	p.handing = -1
 	p.acks.Flush(ctx, p.log)
 	for r, msgs := range p.pending {
 		if len(msgs) == 0 {
 			continue
 		}
+		p.handing = r
 		if n, err := s.routes[r].Route.Publish(ctx, msgs); err != nil {
 			p.notHandedOn(ctx, s.routes[r].Name, msgs[n:], err)
 		}
@@ -443,11 +452,13 @@ func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Mess
 // deferred is its deferrer's), HandleFailed is not called again, and the
 // outcomes are reported and counted once, as those of a failed chunk are;
 // none goes on to a batcher. Once the outcomes were being reported (an
-// acknowledger, or a batcher's PartitionBy, exited), those not reported
-// yet and the messages not yet handed on are left, unacknowledged, for
-// the source to deliver again. Either way it logs one error line, with
-// the stack of the exit, and the processor goes on in a new goroutine
-// (work).
+// acknowledger exited), those not reported yet are left, unacknowledged,
+// for the source to deliver again. When a batcher's PartitionBy exited
+// while the messages were handed on, those not yet handed on (see Route)
+// fail with message.ErrHandlerExited and are reported and counted (but
+// those acknowledged already or deferred, whose outcome is not the
+// processor's to report). Either way it logs one error line, with the
+// stack of the exit, and the processor goes on in a new goroutine (work).
 func (p *worker[In, Out]) exited(ctx context.Context, chunk []*message.Message[In]) {
 	if p.step == stepIdle {
 		return
@@ -455,17 +466,28 @@ func (p *worker[In, Out]) exited(ctx context.Context, chunk []*message.Message[I
 	was := p.step
 	p.step = stepIdle
 	defer clear(p.buf)
-	for r := range p.pending {
-		clear(p.pending[r])
-		p.pending[r] = p.pending[r][:0]
-	}
+	defer func() {
+		for r := range p.pending {
+			clear(p.pending[r])
+			p.pending[r] = p.pending[r][:0]
+		}
+	}()
 	clear(p.failed)
 	p.failed = p.failed[:0]
 	if was == stepHandingOn {
-		// The outcomes were counted when they were decided.
+		// The outcomes were counted when they were decided, and those
+		// reported already are the acknowledgers'.
 		p.acks.Reset()
-		p.log.ErrorContext(ctx, ExitedLog, slog.String("while", "reporting outcomes or handing messages on"),
-			slog.Int("messages", len(chunk)), slog.String("stack", string(debug.Stack())))
+		if p.handing < 0 {
+			p.log.ErrorContext(ctx, ExitedLog, slog.String("while", "reporting outcomes"),
+				slog.Int("messages", len(chunk)), slog.String("stack", string(debug.Stack())))
+			return
+		}
+		failed := p.notHandedOnExited(ctx)
+		p.log.ErrorContext(ctx, ExitedLog, slog.String("while", "handing messages on"),
+			slog.String("batcher", p.s.routes[p.handing].Name), slog.Int("messages", failed),
+			slog.String("stack", string(debug.Stack())))
+		p.acks.Flush(ctx, p.log)
 		return
 	}
 	p.acks.Reset()
@@ -485,6 +507,29 @@ func (p *worker[In, Out]) exited(ctx context.Context, chunk []*message.Message[I
 	}
 	p.log.ErrorContext(ctx, ExitedLog, slog.Int("messages", failed), slog.String("stack", string(debug.Stack())))
 	p.acks.Flush(ctx, p.log)
+}
+
+// notHandedOnExited fails with message.ErrHandlerExited, counts and adds
+// to p.acks the messages not handed on when user code ended the goroutine
+// in the Publish of route p.handing: those it did not take (left non-nil,
+// see Route) and those of the routes after it. Those acknowledged already
+// or deferred owe nothing more, as in notHandedOn. It returns how many
+// failed. Only the exit path gets here.
+func (p *worker[In, Out]) notHandedOnExited(ctx context.Context) int {
+	failed := 0
+	for _, msgs := range p.pending[p.handing:] {
+		for _, m := range msgs {
+			if m == nil || m.Acknowledged() || m.Deferred() {
+				continue
+			}
+			m.Fail(message.ErrHandlerExited)
+			m.MarkInterrupted(ctx)
+			p.st.fail(uint8(m.Disposition()))
+			m.AddTo(&p.acks)
+			failed++
+		}
+	}
+	return failed
 }
 
 // notHandedOn counts and logs the handled messages a batcher did not take:
