@@ -79,7 +79,10 @@ type Options[T any] struct {
 	// counts as 0. It is called once per message, on the batcher's
 	// goroutine; a panic in it fails that message with a
 	// *message.PanicError, which joins no batch and is acknowledged at
-	// once. Set both Weight and MaxWeight, or neither. Default nil.
+	// once; ending the goroutine with runtime.Goexit (t.FailNow does)
+	// fails it with message.ErrHandlerExited the same way, and another
+	// goroutine goes on with the other messages. Set both Weight and
+	// MaxWeight, or neither. Default nil.
 	Weight func(m *message.Message[T]) int
 	// MaxWeight is the largest total weight of a batch, between 1 and
 	// MaxWeightLimit; see Weight, which it requires. Default 0 (no weight
@@ -105,7 +108,10 @@ type Options[T any] struct {
 	// the processor that hands the message to the batcher, and not at all
 	// when Concurrency is 1 (there is one partition). A panic in it
 	// fails that message with a *message.PanicError; it joins no batch and
-	// is acknowledged at once (HandleFailed does not see it).
+	// is acknowledged at once (HandleFailed does not see it). Ending the
+	// goroutine with runtime.Goexit (t.FailNow does) fails the messages
+	// the processor had not handed on yet with message.ErrHandlerExited,
+	// and another goroutine takes over as that processor.
 	PartitionBy func(m *message.Message[T]) string
 	// Handle is called with every batch. Required.
 	Handle Handler[T] `validate:"required"`

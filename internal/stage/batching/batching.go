@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"maps"
 	"runtime/debug"
 	"sync/atomic"
 	"time"
@@ -120,6 +121,9 @@ func (s *Batcher[T]) Name() string { return s.opts.Name }
 // many messages it took, with ctx.Err() or queue.ErrClosed when it
 // stopped early: then the n it took are msgs[:n], the others follow (it
 // reorders msgs if it must, see queue.Partitioned.PublishBatchTakenFirst).
+// When PartitionBy ends the goroutine (runtime.Goexit), the messages it
+// took are set to nil in msgs first, and the others left as they were,
+// for the caller to report (see processing.Route).
 func (s *Batcher[T]) Publish(ctx context.Context, msgs []*message.Message[T]) (int, error) {
 	return s.input.PublishBatchTakenFirst(ctx, msgs)
 }
@@ -159,10 +163,7 @@ func (s *Batcher[T]) Run(ctx context.Context) {
 	for i := range s.input.Len() {
 		out := s.batches[min(i, len(s.batches)-1)]
 		b := &partition[T]{s: s, index: i, in: s.input.Partition(i), out: out, st: s.st.parts[i]}
-		loops.Go(func() {
-			defer s.loops[i].Store(false)
-			b.loop(ctx)
-		})
+		loops.Go(func() { s.partitionWork(ctx, &loops, b) })
 	}
 	for i := range s.opts.Concurrency {
 		bp := &batchProcessor[T]{s: s, log: s.log.With(slog.Int("batch_processor", i)), st: s.st.procs[i], index: i, epoch: time.Now()}
@@ -201,6 +202,29 @@ func (s *Batcher[T]) work(ctx context.Context, g *group.Group, bp *batchProcesso
 		s.procs[bp.index].Store(false)
 	}()
 	bp.loop(ctx, in)
+	returned = true
+}
+
+// partitionWork runs partition b until it returns. When user code it
+// calls (Weight, the BatchEmit hook, an acknowledger) ends its goroutine
+// with runtime.Goexit, partitionWork starts a new goroutine in g, which
+// Run waits for like the others, to go on as b where it stopped (see
+// partition.resume): the partition keeps taking messages in, so that
+// nothing waits for it in vain. The check is one flag per goroutine,
+// nothing per message.
+func (s *Batcher[T]) partitionWork(ctx context.Context, g *group.Group, b *partition[T]) {
+	returned := false
+	defer func() {
+		if !returned {
+			// Taken here, where the exit's frames are still on the
+			// stack, for resume to log.
+			b.exitStack = debug.Stack()
+			g.Go(func() { s.partitionWork(ctx, g, b) })
+			return
+		}
+		s.loops[b.index].Store(false)
+	}()
+	b.loop(ctx)
 	returned = true
 }
 
@@ -294,11 +318,31 @@ type partition[T any] struct {
 	order []slot[T] // open batches by deadline (= arrival of first message)
 	head  int
 	free  []*open[T]
+	// peak is the most batches open at once since the last trim, mapPeak
+	// the most byKey has held since it was made (see trim).
+	peak, mapPeak int
 	// emitted are the batches emitted while taking in one chunk, handed to
 	// the batch processors together once the chunk is taken in (or once
 	// there are maxEmitted of them): one queue operation and one wake-up
 	// for several small batches.
 	emitted []message.Batch[T]
+
+	// What a goroutine that takes over from one that user code ended
+	// (runtime.Goexit) goes on from (see resume). buf receives chunks;
+	// chunk is the one being taken in, nil once it is; at is the index
+	// of the message of chunk being taken in.
+	buf   []*message.Message[T]
+	chunk []*message.Message[T]
+	at    int
+	// exitedIn is the message whose Weight ended the goroutine;
+	// flushing is set while b.acks is flushed; started once loop has
+	// set the partition up.
+	exitedIn *message.Message[T]
+	flushing bool
+	started  bool
+	// exitStack is the stack of the goroutine that user code ended,
+	// for resume to log.
+	exitStack []byte
 }
 
 // maxEmitted is the most emitted batches a partition holds before it hands
@@ -306,13 +350,19 @@ type partition[T any] struct {
 const maxEmitted = 64
 
 func (b *partition[T]) loop(ctx context.Context) {
-	b.byKey = make(map[string]*open[T])
-	if b.s.opts.Weight != nil {
-		b.weigh = guardWeight(b.s.opts.Weight, b.s.log)
+	if !b.started {
+		b.started = true
+		b.byKey = make(map[string]*open[T])
+		if b.s.opts.Weight != nil {
+			b.weigh = guardWeight(b.s.opts.Weight, b.s.log, func(m *message.Message[T]) { b.exitedIn = m })
+		}
+		// The queue never holds more than its capacity: a larger buffer
+		// would only reserve memory (MaxDemand × partitions is not
+		// bounded).
+		b.buf = make([]*message.Message[T], min(b.s.opts.MaxDemand, b.in.Cap()))
+	} else if !b.resume(ctx) {
+		return
 	}
-	// The queue never holds more than its capacity: a larger buffer would
-	// only reserve memory (MaxDemand × partitions is not bounded).
-	buf := make([]*message.Message[T], min(b.s.opts.MaxDemand, b.in.Cap()))
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -326,7 +376,7 @@ func (b *partition[T]) loop(ctx context.Context) {
 			}
 			alarm = timer.C
 		}
-		n, err := b.in.ReceiveOr(ctx, buf, alarm)
+		n, err := b.in.ReceiveOr(ctx, b.buf, alarm)
 		if err != nil {
 			if ctx.Err() != nil {
 				b.leftBehind(ctx, nil)
@@ -348,41 +398,123 @@ func (b *partition[T]) loop(ctx context.Context) {
 			// The alarm fired; the timer needs re-arming.
 			armed = time.Time{}
 		}
-		now := time.Now()
 		b.st.received(n)
-		for i, m := range buf[:n] {
-			w := 0
-			if !m.Failed() && b.weigh != nil {
-				w = b.weigh(m)
-			}
-			if m.Failed() {
-				// Only a panicking PartitionBy or Weight fails a message on
-				// its way here: it joins no batch and is acknowledged at
-				// once.
-				b.st.rejected(m.Disposition())
-				m.AddTo(&b.acks)
-				continue
-			}
-			if !b.add(ctx, m, w, now) {
-				b.leftBehind(ctx, buf[i+1:n])
-				return
-			}
-		}
-		if b.acks.Len() > 0 {
-			b.acks.Flush(ctx, b.s.log)
-		}
-		clear(buf[:n])
-		for first := b.first(); first != nil && !first.deadline.After(now); first = b.first() {
-			if !b.emit(ctx, first, message.TriggerTimeout) {
-				b.leftBehind(ctx, nil)
-				return
-			}
-		}
-		if !b.handOver(ctx) {
-			b.leftBehind(ctx, nil)
+		b.chunk, b.at = b.buf[:n], 0
+		if !b.takeIn(ctx, time.Now()) {
 			return
 		}
 	}
+}
+
+// takeIn sorts the messages of b.chunk from b.at on into batches, reports
+// those that failed on their way in, emits the batches due by now and
+// hands what it emitted over. It reports false when the hard stop came
+// (it has called leftBehind then).
+func (b *partition[T]) takeIn(ctx context.Context, now time.Time) bool {
+	for ; b.at < len(b.chunk); b.at++ {
+		m := b.chunk[b.at]
+		w := 0
+		if !m.Failed() && b.weigh != nil {
+			w = b.weigh(m)
+		}
+		if m.Failed() {
+			// Only a panicking (or exiting) PartitionBy or Weight fails
+			// a message on its way here: it joins no batch and is
+			// acknowledged at once.
+			b.st.rejected(m.Disposition())
+			m.AddTo(&b.acks)
+			continue
+		}
+		if !b.add(ctx, m, w, now) {
+			rest := b.chunk[b.at+1:]
+			b.chunk = nil
+			b.leftBehind(ctx, rest)
+			clear(b.buf)
+			return false
+		}
+	}
+	b.flush(ctx)
+	clear(b.chunk)
+	b.chunk = nil
+	return b.emitDue(ctx, now)
+}
+
+// flush reports the outcomes in b.acks.
+func (b *partition[T]) flush(ctx context.Context) {
+	if b.acks.Len() > 0 {
+		b.flushing = true
+		b.acks.Flush(ctx, b.s.log)
+		b.flushing = false
+	}
+}
+
+// emitDue emits the open batches whose deadline is not after now and hands
+// what was emitted over. It reports false when the hard stop came (it has
+// called leftBehind then).
+func (b *partition[T]) emitDue(ctx context.Context, now time.Time) bool {
+	for first := b.first(); first != nil && !first.deadline.After(now); first = b.first() {
+		if !b.emit(ctx, first, message.TriggerTimeout) {
+			b.leftBehind(ctx, nil)
+			return false
+		}
+	}
+	if !b.handOver(ctx) {
+		b.leftBehind(ctx, nil)
+		return false
+	}
+	return true
+}
+
+// resume is where a goroutine that takes over from one that user code
+// ended (runtime.Goexit) starts. It logs the exit in one error line, with
+// its stack, and goes on where the partition stopped: the outcomes being
+// reported when an acknowledger exited are left, unacknowledged (the
+// other ones in b.acks, not reported yet, are kept); a message whose
+// Weight exited has failed with message.ErrHandlerExited and is
+// acknowledged at once, as one whose Weight panicked; after an exit in
+// the BatchEmit hook, the batch it observed has been emitted all the
+// same. Then the rest of the chunk is taken in as usual. It reports false
+// when the hard stop came.
+func (b *partition[T]) resume(ctx context.Context) bool {
+	attrs := []any{slog.Int("partition", b.index)}
+	switch {
+	case b.flushing:
+		b.flushing = false
+		b.acks.Reset()
+		attrs = append(attrs, slog.String("while", "reporting outcomes"))
+	case b.exitedIn != nil:
+		attrs = append(attrs, slog.String("while", "weighing a message"), slog.Any("message", b.exitedIn))
+		b.exitedIn = nil
+	case b.chunk != nil:
+		attrs = append(attrs, slog.String("while", "emitting a batch"))
+		// The exit came in the BatchEmit hook once the message at b.at
+		// was in its batch: that batch may be due too.
+		m := b.chunk[b.at]
+		b.at++
+		if ob := b.last; ob != nil && len(ob.msgs) > 0 && ob.msgs[len(ob.msgs)-1] == m {
+			if !b.due(ctx, ob, m) {
+				rest := b.chunk[b.at:]
+				b.chunk = nil
+				b.leftBehind(ctx, rest)
+				clear(b.buf)
+				return false
+			}
+		}
+	default:
+		attrs = append(attrs, slog.String("while", "emitting a batch"))
+	}
+	b.s.log.Error(PartitionExitedLog, append(attrs, slog.String("stack", string(b.exitStack)))...)
+	b.exitStack = nil
+	if b.chunk != nil {
+		return b.takeIn(ctx, time.Now())
+	}
+	// Between chunks: the batches emitted and not handed over yet go
+	// first. The loop emits the due ones once its timer fires.
+	if ctx.Err() == nil && !b.handOver(ctx) {
+		b.leftBehind(ctx, nil)
+		return false
+	}
+	return true
 }
 
 // first returns the open batch with the earliest deadline.
@@ -397,7 +529,43 @@ func (b *partition[T]) first() *open[T] {
 	}
 	b.order = b.order[:0]
 	b.head = 0
+	b.trim()
 	return nil
+}
+
+// trimAbove is how many spare open batches a partition keeps beyond twice
+// the most it had open at once lately (see trim).
+const trimAbove = 1024
+
+// trim lets go of the bookkeeping a burst of many keys left behind: spare
+// open batches (free), slots of order and the byKey map beyond what
+// 2·peak + trimAbove batches need, peak being the most batches open at
+// once since the previous trim. Without it a partition would hold, for
+// the rest of its life, memory in proportion to the most keys it ever had
+// open at once (about 170 bytes a key). It is called where order is
+// emptied or compacted (first, compact), costs a few comparisons when
+// there is nothing to let go of, and a steady load keeps what it uses:
+// its peak between two calls is what it has open at most.
+func (b *partition[T]) trim() {
+	keep := 2*b.peak + trimAbove
+	b.peak = len(b.byKey)
+	if len(b.free) > keep {
+		clear(b.free[keep:])
+		b.free = append(make([]*open[T], 0, keep), b.free[:keep]...)
+	}
+	if cap(b.order) > 2*keep && b.head == 0 {
+		if len(b.order) == 0 {
+			b.order = nil
+		} else {
+			b.order = append(make([]slot[T], 0, 2*len(b.order)), b.order...)
+		}
+	}
+	if b.mapPeak > keep {
+		m := make(map[string]*open[T], len(b.byKey))
+		maps.Copy(m, b.byKey)
+		b.byKey = m
+		b.mapPeak = len(m)
+	}
 }
 
 // add puts m, of weight w, into the open batch of its key and emits what
@@ -425,19 +593,30 @@ func (b *partition[T]) add(ctx context.Context, m *message.Message[T], w int, no
 		b.last = ob
 	}
 	if b.weigh != nil && len(ob.msgs) > 0 && ob.weight > b.s.opts.MaxWeight-w {
-		// m would push the batch past MaxWeight: it starts the next one.
-		handed := b.emit(ctx, ob, message.TriggerWeight)
+		// m would push the batch past MaxWeight: it starts the next one,
+		// which it joins before the full one is emitted, so that it is
+		// in a batch whatever the BatchEmit hook does.
+		full := b.cut(ob, message.TriggerWeight)
 		ob = b.newOpen(key, now)
 		b.last = ob
-		if !handed {
+		ob.msgs = append(ob.msgs, m)
+		ob.weight += w
+		if !b.publish(ctx, full) {
 			// The hard stop came: m waits in its batch for leftBehind to
 			// count it.
-			ob.msgs = append(ob.msgs, m)
 			return false
 		}
+		return b.due(ctx, ob, m)
 	}
 	ob.msgs = append(ob.msgs, m)
 	ob.weight += w
+	return b.due(ctx, ob, m)
+}
+
+// due emits ob, which m joined last, when it is due: m is in flush mode,
+// or ob holds BatchSize messages, or MaxWeight. It reports false when the
+// hard stop came first.
+func (b *partition[T]) due(ctx context.Context, ob *open[T], m *message.Message[T]) bool {
 	switch {
 	case m.BatchMode() == message.Flush:
 		return b.emit(ctx, ob, message.TriggerFlush)
@@ -451,13 +630,23 @@ func (b *partition[T]) add(ctx context.Context, m *message.Message[T], w int, no
 
 // guardWeight wraps the user's Weight function: a negative weight counts as
 // 0, and a panic fails the message with a *message.PanicError (logged) and
-// weighs it 0.
-func guardWeight[T any](weight func(*message.Message[T]) int, log *slog.Logger) func(*message.Message[T]) int {
+// weighs it 0. When weight ends the goroutine (runtime.Goexit), the message
+// fails with message.ErrHandlerExited and exited is told, before the
+// goroutine ends.
+func guardWeight[T any](weight func(*message.Message[T]) int, log *slog.Logger, exited func(*message.Message[T])) func(*message.Message[T]) int {
 	return func(m *message.Message[T]) (w int) {
 		var err error
 		func() {
+			returned := false
+			defer func() {
+				if !returned && err == nil {
+					m.Fail(message.ErrHandlerExited)
+					exited(m)
+				}
+			}()
 			defer message.Recover(&err)
 			w = weight(m)
+			returned = true
 		}()
 		if pe, ok := err.(*message.PanicError); ok {
 			log.Error("Weight panicked; message failed", slog.Any("message", m),
@@ -484,6 +673,10 @@ func (b *partition[T]) newOpen(key string, now time.Time) *open[T] {
 	ob.started = now
 	ob.deadline = now.Add(b.s.opts.BatchTimeout)
 	b.byKey[key] = ob
+	if n := len(b.byKey); n > b.peak {
+		b.peak = n
+		b.mapPeak = max(b.mapPeak, n)
+	}
 	if len(b.order) >= 2*len(b.byKey)+16 {
 		b.compact()
 	}
@@ -506,11 +699,18 @@ func (b *partition[T]) compact() {
 	clear(b.order[len(live):])
 	b.order = live
 	b.head = 0
+	b.trim()
 }
 
 // emit hands ob to the batch processors. It reports false when the hard
 // stop came first.
 func (b *partition[T]) emit(ctx context.Context, ob *open[T], trigger message.Trigger) bool {
+	return b.publish(ctx, b.cut(ob, trigger))
+}
+
+// cut closes ob and returns it as a batch, emitted with trigger, for
+// publish.
+func (b *partition[T]) cut(ob *open[T], trigger message.Trigger) message.Batch[T] {
 	batch := message.Batch[T]{
 		Messages: ob.msgs,
 		Info:     b.info(ob.key, len(ob.msgs), ob.weight, trigger, ob.started),
@@ -521,7 +721,7 @@ func (b *partition[T]) emit(ctx context.Context, ob *open[T], trigger message.Tr
 	ob.weight = 0
 	ob.gen++
 	b.free = append(b.free, ob)
-	return b.publish(ctx, batch)
+	return batch
 }
 
 // info describes a batch this partition emits.
@@ -542,10 +742,12 @@ func (b *partition[T]) info(key string, size, weight int, trigger message.Trigge
 // false when the hard stop came first.
 func (b *partition[T]) publish(ctx context.Context, batch message.Batch[T]) bool {
 	b.st.emitted(batch.Info.Trigger, batch.Info.Size)
+	b.emitted = append(b.emitted, batch)
 	if b.s.hooks != nil {
+		// After the batch is in b.emitted: a hook that ends the
+		// goroutine leaves it emitted.
 		b.s.emitHook(ctx, batch.Info)
 	}
-	b.emitted = append(b.emitted, batch)
 	if len(b.emitted) >= maxEmitted {
 		return b.handOver(ctx)
 	}
@@ -580,9 +782,7 @@ func (b *partition[T]) handOver(ctx context.Context) bool {
 // those of the emitted batches not handed over, and those of them it drops
 // (see left). It lets go of all of them.
 func (b *partition[T]) leftBehind(ctx context.Context, rest []*message.Message[T]) {
-	if b.acks.Len() > 0 {
-		b.acks.Flush(ctx, b.s.log)
-	}
+	b.flush(ctx)
 	b.in.Close()
 	queued := 0
 	var l left[T]
@@ -825,3 +1025,8 @@ func (bp *batchProcessor[T]) handleFailed(ctx context.Context, info message.Batc
 // ExitedLog is the message of the error line a batch processor logs when
 // user code ended its goroutine (runtime.Goexit).
 const ExitedLog = "user code ended the batch processor's goroutine (runtime.Goexit); failing the batch it held, another batch processor takes over"
+
+// PartitionExitedLog is the message of the error line a batcher partition
+// logs when user code it called (Weight, the BatchEmit hook, an
+// acknowledger) ended its goroutine (runtime.Goexit).
+const PartitionExitedLog = "user code ended the batcher partition's goroutine (runtime.Goexit); another goroutine takes over as that partition"
