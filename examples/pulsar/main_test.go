@@ -77,22 +77,29 @@ func TestRunInProcess(t *testing.T) {
 	}
 }
 
-// Given a URL with a password in its user information, the program never
-// prints it: not in its output, not in its debug log (pulsar-client-go's
-// lines included), not in the error run returns.
-func TestURLPasswordNeverPrinted(t *testing.T) {
+// deadAddr returns an address on 127.0.0.1 where nothing listens.
+func deadAddr(t *testing.T) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
-	_ = ln.Close() // nothing listens: the run fails after trying
+	_ = ln.Close()
+	return addr
+}
+
+// Given a URL with a password in its user information, the program never
+// prints it: not in its output, not in its debug log (pulsar-client-go's
+// lines included), not in the error run returns.
+func TestURLPasswordNeverPrinted(t *testing.T) {
+	addr := deadAddr(t) // the run fails after trying
 	var out, logs bytes.Buffer
 	cfg := config{url: "pulsar://alice:pw-5e4d3c@" + addr, topic: "t", subscription: "s", n: 1, customers: 1, concurrency: 1,
 		nackDelay: time.Second, logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	_, err = run(ctx, cfg, &out)
+	_, err := run(ctx, cfg, &out)
 	if err == nil {
 		t.Fatal("a run against nothing listening succeeded")
 	}
@@ -246,12 +253,7 @@ func TestSignalsDrainAndReport(t *testing.T) {
 // Guarantee: the error run returns never holds the user information of
 // -url, so that any caller may print it as it is, not only main.
 func TestRunErrorHoldsNoCredentials(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close() // nothing listens: the run fails after trying
+	addr := deadAddr(t) // the run fails after trying
 	// TestURLPasswordNeverPrinted covers a password RedactURL can
 	// delimit; this one has a raw "/", which it cannot.
 	for _, url := range []string{"pulsar://user:se/cret@" + addr} {

@@ -134,6 +134,26 @@ func TestPutFrontWakesReceiversAndRefusesWhenClosed(t *testing.T) {
 	}
 }
 
+// holding returns a queue of capacity 4 holding 1 to k.
+func holding(k int) *Queue[int] {
+	q := New[int](4)
+	for v := 1; v <= k; v++ {
+		_ = q.Publish(context.Background(), v)
+	}
+	return q
+}
+
+// takeTwo takes the first two items of q into buf (of length 2) with
+// ReceiveOrTake, failing t unless it takes both, and returns the take.
+func takeTwo(t *testing.T, q *Queue[int], buf []int) uint64 {
+	t.Helper()
+	n, take, err := q.ReceiveOrTake(context.Background(), buf, nil)
+	if n != 2 || err != nil {
+		t.Fatalf("ReceiveOrTake = %d, %v; want 2, nil", n, err)
+	}
+	return take
+}
+
 // Guarantee: PutBack gives back what the latest receive that took items
 // took, ahead of everything queued, as if it had never been taken; once
 // another receive (TryReceive included) took items after it, PutBack
@@ -141,22 +161,16 @@ func TestPutFrontWakesReceiversAndRefusesWhenClosed(t *testing.T) {
 // item after a later one; a closed queue refuses with ErrClosed.
 func TestPutBackOnlyWhileNothingWasTakenSince(t *testing.T) {
 	ctx := context.Background()
-	q := New[int](4)
-	for v := 1; v <= 4; v++ {
-		_ = q.Publish(ctx, v)
-	}
+	q := holding(4)
 	buf := make([]int, 2)
-	n, take, err := q.ReceiveOrTake(ctx, buf, nil)
-	if n != 2 || err != nil {
-		t.Fatalf("ReceiveOrTake = %d, %v; want 2, nil", n, err)
-	}
-	if err := q.PutBack(buf[:n], take); err != nil {
+	take := takeTwo(t, q, buf)
+	if err := q.PutBack(buf, take); err != nil {
 		t.Fatalf("PutBack of the latest take = %v, want nil", err)
 	}
 	checkInvariant(t, q)
 
 	// Taken again, then the next item is taken by another receive.
-	n, take, err = q.ReceiveOrTake(ctx, buf[:1], nil)
+	n, take, err := q.ReceiveOrTake(ctx, buf[:1], nil)
 	if n != 1 || err != nil || buf[0] != 1 {
 		t.Fatalf("ReceiveOrTake = %v, %v; want [1], nil", buf[:n], err)
 	}
@@ -187,18 +201,11 @@ func TestPutBackOnlyWhileNothingWasTakenSince(t *testing.T) {
 // items given back, in order, before ErrDrained. It refuses with
 // ErrTakenSince as PutBack does, open or closed.
 func TestPutBackDrainingGivesBackToAClosedQueue(t *testing.T) {
-	ctx := context.Background()
-	q := New[int](4)
-	for v := 1; v <= 3; v++ {
-		_ = q.Publish(ctx, v)
-	}
+	q := holding(3)
 	buf := make([]int, 2)
-	n, take, err := q.ReceiveOrTake(ctx, buf, nil)
-	if n != 2 || err != nil {
-		t.Fatalf("ReceiveOrTake = %d, %v; want 2, nil", n, err)
-	}
+	take := takeTwo(t, q, buf)
 	q.Close()
-	if err := q.PutBackDraining(buf[:n], take); err != nil {
+	if err := q.PutBackDraining(buf, take); err != nil {
 		t.Fatalf("PutBackDraining of the latest take on a closed queue = %v, want nil", err)
 	}
 	checkInvariant(t, q)
@@ -209,11 +216,8 @@ func TestPutBackDrainingGivesBackToAClosedQueue(t *testing.T) {
 		t.Fatalf("TryReceive once drained = %v, want ErrDrained", err)
 	}
 
-	q = New[int](4)
-	for v := 1; v <= 2; v++ {
-		_ = q.Publish(ctx, v)
-	}
-	n, take, _ = q.ReceiveOrTake(ctx, buf[:1], nil)
+	q = holding(2)
+	n, take, _ := q.ReceiveOrTake(context.Background(), buf[:1], nil)
 	q.Close()
 	if k, _ := q.TryReceive(buf[1:]); k != 1 {
 		t.Fatalf("TryReceive of a closed queue = %d items, want 1", k)

@@ -37,6 +37,38 @@ func expectRunFails(t *testing.T, done <-chan error, want, brokerErr error, what
 	}
 }
 
+// refuseFetches makes a one-broker cluster whose partition 0 of the test
+// topic holds records 0 to 9 and which answers each Fetch of the test
+// topic with code, count times (-1: for good), those that when accepts
+// (nil: every one). It returns the cluster, the partition's end offsets
+// and the fault.
+func refuseFetches(t *testing.T, code *kerr.Error, count int, when func(kmsg.Request) bool) (*kfake.Cluster, map[int32]int64, *kfake.FaultHandle) {
+	t.Helper()
+	c := newCluster(t, 1, kfake.NumBrokers(1))
+	ends := produce(t, c, 1, 0, 10)
+	faults := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: testTopic, Err: code, Count: count, When: when})
+	t.Cleanup(faults.Remove)
+	return c, ends, faults
+}
+
+// expectFetchRefusalEndsRun runs, for each code (a subtest named after
+// it) and with either client, a member of group "g-"+name whose every
+// Fetch the cluster answers with code, and checks with expectRunFails
+// that Run returns within 20s with an error wrapping want and the
+// client's error for code, naming the fetch and partition 0.
+func expectFetchRefusalEndsRun(t *testing.T, name string, want error, codes ...*kerr.Error) {
+	t.Helper()
+	for _, code := range codes {
+		t.Run(code.Message, func(t *testing.T) {
+			eachClient(t, func(t *testing.T, cl client) {
+				c, _, _ := refuseFetches(t, code, -1, nil)
+				done := runOnce(t, name, cl.new(t, sourceOptions(c, "g-"+name)))
+				expectRunFails(t, done, want, cl.brokerErr(code), "fetch")
+			})
+		})
+	}
+}
+
 // Guarantee: a Fetch the cluster refuses for a claimed partition with an
 // authorization error (TOPIC_AUTHORIZATION_FAILED and its kin) ends the
 // member, with either client: Run returns within a bound with an error
@@ -44,18 +76,7 @@ func expectRunFails(t *testing.T, done <-chan error, want, brokerErr error, what
 // partition, so that the pipeline's restart policy decides, rather than
 // the partition stalling for ever behind a WARN line per fetch.
 func TestRunFailsWhenAFetchIsRefusedForGood(t *testing.T) {
-	for _, code := range []*kerr.Error{kerr.TopicAuthorizationFailed, kerr.ClusterAuthorizationFailed} {
-		t.Run(code.Message, func(t *testing.T) {
-			eachClient(t, func(t *testing.T, cl client) {
-				c := newCluster(t, 1, kfake.NumBrokers(1))
-				produce(t, c, 1, 0, 10)
-				faults := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: testTopic, Err: code, Count: -1})
-				t.Cleanup(faults.Remove)
-				done := runOnce(t, "fetch-refused", cl.new(t, sourceOptions(c, "g-fetch-refused")))
-				expectRunFails(t, done, kafka.ErrDenied, cl.brokerErr(code), "fetch")
-			})
-		})
-	}
+	expectFetchRefusalEndsRun(t, "fetch-refused", kafka.ErrDenied, kerr.TopicAuthorizationFailed, kerr.ClusterAuthorizationFailed)
 }
 
 // Guarantee: a Fetch the cluster answers for a claimed partition with an
@@ -66,21 +87,13 @@ func TestRunFailsWhenAFetchIsRefusedForGood(t *testing.T) {
 // and the partition, so that the pipeline's restart policy decides,
 // rather than the partition being fetched again for ever.
 func TestRunFailsWhenAFetchIsAnsweredWithAnErrorNotToRetry(t *testing.T) {
-	for _, code := range []*kerr.Error{kerr.UnsupportedCompressionType, kerr.InvalidRecord, kerr.UnsupportedVersion} {
-		t.Run(code.Message, func(t *testing.T) {
-			if kerr.IsRetriable(code) {
-				t.Fatalf("%v is retriable", code)
-			}
-			eachClient(t, func(t *testing.T, cl client) {
-				c := newCluster(t, 1, kfake.NumBrokers(1))
-				produce(t, c, 1, 0, 10)
-				faults := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: testTopic, Err: code, Count: -1})
-				t.Cleanup(faults.Remove)
-				done := runOnce(t, "fetch-not-retried", cl.new(t, sourceOptions(c, "g-fetch-not-retried")))
-				expectRunFails(t, done, kafka.ErrFetchRefused, cl.brokerErr(code), "fetch")
-			})
-		})
+	codes := []*kerr.Error{kerr.UnsupportedCompressionType, kerr.InvalidRecord, kerr.UnsupportedVersion}
+	for _, code := range codes {
+		if kerr.IsRetriable(code) {
+			t.Fatalf("%v is retriable", code)
+		}
 	}
+	expectFetchRefusalEndsRun(t, "fetch-not-retried", kafka.ErrFetchRefused, codes...)
 }
 
 // Guarantee: a Fetch the cluster refuses for a claimed partition with an
@@ -93,10 +106,7 @@ func TestRunFailsWhenAFetchIsAnsweredWithAnErrorNotToRetry(t *testing.T) {
 func TestFetchRefusedForNowIsRetriedWithOneLogLine(t *testing.T) {
 	eachClient(t, func(t *testing.T, cl client) {
 		const refusals = 6
-		c := newCluster(t, 1, kfake.NumBrokers(1))
-		ends := produce(t, c, 1, 0, 10)
-		faults := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: testTopic, Err: kerr.UnknownServerError, Count: refusals})
-		t.Cleanup(faults.Remove)
+		c, ends, faults := refuseFetches(t, kerr.UnknownServerError, refusals, nil)
 		logs := &logtest.Records{}
 		o := sourceOptions(c, "g-fetch-retried")
 		o.Logger = slog.New(logs)
@@ -106,11 +116,7 @@ func TestFetchRefusedForNowIsRetriedWithOneLogLine(t *testing.T) {
 		if n := faults.Hits(); n != refusals {
 			t.Fatalf("the fetch was refused %d times, want %d", n, refusals)
 		}
-		select {
-		case err := <-done:
-			t.Fatalf("Run = %v after fetches refused with a passing error", err)
-		default:
-		}
+		expectRunning(t, done, "after fetches refused with a passing error")
 		if n := logs.Count(slog.LevelWarn, "kafka consumer error"); n != 1 {
 			t.Fatalf("%d WARN lines for %d refused fetches, want 1", n, refusals)
 		}
@@ -124,29 +130,24 @@ func TestFetchRefusedForNowIsRetriedWithOneLogLine(t *testing.T) {
 // good). It returns Run's result and the fault.
 func startRewoundFetchRefusal(t *testing.T, group string, code *kerr.Error, count int, l *ledger, logger *slog.Logger) (<-chan error, *kfake.FaultHandle) {
 	t.Helper()
-	c := newCluster(t, 1, kfake.NumBrokers(1))
-	produce(t, c, 1, 0, 10)
 	var armed atomic.Bool
-	faults := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: testTopic, Err: code, Count: count,
-		When: func(req kmsg.Request) bool {
-			if !armed.Load() {
-				return false
-			}
-			for _, rt := range req.(*kmsg.FetchRequest).Topics {
-				for _, rp := range rt.Partitions {
-					if rp.Partition == 0 && rp.FetchOffset <= 5 {
-						return true // the rewound consumer's
-					}
+	c, _, faults := refuseFetches(t, code, count, func(req kmsg.Request) bool {
+		if !armed.Load() {
+			return false
+		}
+		for _, rt := range req.(*kmsg.FetchRequest).Topics {
+			for _, rp := range rt.Partitions {
+				if rp.Partition == 0 && rp.FetchOffset <= 5 {
+					return true // the rewound consumer's
 				}
 			}
-			return false
-		}})
-	t.Cleanup(faults.Remove)
+		}
+		return false
+	})
 	o := sourceOptions(c, group)
 	o.FailurePolicy = kafka.FailureRedeliver
 	o.Logger = logger
 	src := newSource(t, o)
-	done := make(chan error, 1)
 	var failed atomic.Bool
 	opts := pipelineOpts("rewound-fetch", src, 1, l, func(m *message.Message[[]byte]) error {
 		if md, _ := message.MetadataAs[*kafka.Metadata](m); md.Partition == 0 && md.Offset == 5 && failed.CompareAndSwap(false, true) {
@@ -155,10 +156,7 @@ func startRewoundFetchRefusal(t *testing.T, group string, code *kerr.Error, coun
 		}
 		return nil
 	})
-	opts.Producer.Source = onceSource{testSource: src, done: done}
-	p := startPipeline(t, opts)
-	t.Cleanup(func() { stopPipeline(t, p) })
-	return done, faults
+	return startOnce(t, opts, src), faults
 }
 
 // Guarantee: with the sarama source, a Fetch of a partition rewound to
@@ -186,11 +184,7 @@ func TestRewoundFetchRefusedForNowIsRetriedWithOneLogLine(t *testing.T) {
 	wait.Within(t, 30*time.Second, "the failed record redelivered once the fetches are answered", func() bool {
 		return faults.Hits() == refusals && l.times(rec{0, 5}) >= 1
 	})
-	select {
-	case err := <-done:
-		t.Fatalf("Run = %v after the rewound fetches were refused with a passing error", err)
-	default:
-	}
+	expectRunning(t, done, "after the rewound fetches were refused with a passing error")
 	if n := logs.Count(slog.LevelWarn, "kafka redelivery consumer error"); n != 1 {
 		t.Fatalf("%d WARN lines for %d refused fetches of the rewound partition, want 1", n, refusals)
 	}

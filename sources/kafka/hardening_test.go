@@ -113,8 +113,15 @@ func runOnce(t *testing.T, name string, src testSource) <-chan error {
 // runOnceInto is runOnce whose handler records what it sees in l.
 func runOnceInto(t *testing.T, name string, src testSource, l *ledger) <-chan error {
 	t.Helper()
+	return startOnce(t, pipelineOpts(name, src, 1, l, nil), src)
+}
+
+// startOnce starts the pipeline of opts with src, run once, as its
+// source, stopped when the test ends, and returns a channel that
+// receives what src's Run returned.
+func startOnce(t *testing.T, opts pipeline.Options[[]byte, []byte], src testSource) <-chan error {
+	t.Helper()
 	done := make(chan error, 1)
-	opts := pipelineOpts(name, src, 1, l, nil)
 	opts.Producer.Source = onceSource{testSource: src, done: done}
 	p := startPipeline(t, opts)
 	t.Cleanup(func() { stopPipeline(t, p) })
@@ -132,6 +139,17 @@ func runStage(t *testing.T, src testSource, limit time.Duration) error {
 	case <-time.After(limit):
 		t.Fatalf("Run did not return within %s", limit)
 		return nil
+	}
+}
+
+// expectRunning fails t if Run (done) has returned, with its error and
+// after, which says what the member has been through.
+func expectRunning(t *testing.T, done <-chan error, after string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		t.Fatalf("Run = %v %s", err, after)
+	default:
 	}
 }
 

@@ -1,16 +1,13 @@
 package kafka_test
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/boulevard-go/boulevard/internal/wait"
@@ -18,36 +15,13 @@ import (
 )
 
 // deleteRecordsBefore deletes the records of the test topic's partitions
-// before offs (DeleteRecords), as retention would: each partition's log
-// then starts at its offset.
+// before offs, as retention (or a DeleteRecords request, whose code the
+// cluster runs) would: each partition's log then starts at its offset.
 func deleteRecordsBefore(t *testing.T, c *kfake.Cluster, offs map[int32]int64) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	req := kmsg.NewPtrDeleteRecordsRequest()
-	req.TimeoutMillis = 10_000
-	rt := kmsg.NewDeleteRecordsRequestTopic()
-	rt.Topic = testTopic
 	for p, o := range offs {
-		rp := kmsg.NewDeleteRecordsRequestTopicPartition()
-		rp.Partition, rp.Offset = p, o
-		rt.Partitions = append(rt.Partitions, rp)
-	}
-	req.Topics = append(req.Topics, rt)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, rt := range resp.Topics {
-		for _, rp := range rt.Partitions {
-			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-				t.Fatalf("deleting the records of partition %d before %d: %v", rp.Partition, offs[rp.Partition], err)
-			}
+		if err := c.DeleteRecords(testTopic, p, o); err != nil {
+			t.Fatalf("deleting the records of partition %d before %d: %v", p, o, err)
 		}
 	}
 }
@@ -116,11 +90,7 @@ func TestCommittedOffsetBelowTheLogStartStartsAtInitialOffset(t *testing.T) {
 			}
 			return true
 		})
-		select {
-		case err := <-done:
-			t.Fatalf("Run = %v", err)
-		default:
-		}
+		expectRunning(t, done, "after starting below the log start")
 		if n := joins.Hits(); n > 1 {
 			t.Fatalf("the member joined the group %d times", n)
 		}

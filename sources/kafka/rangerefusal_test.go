@@ -107,11 +107,7 @@ func (r *rangeRefusal) expectRetried(t *testing.T, what string, refusals int32, 
 	if gi := r.c.GroupInfo(r.group); gi == nil || gi.Epoch != epoch() {
 		t.Fatalf("group %q is %+v once every record was handled, want generation %d: the refusal made the member rejoin", r.group, gi, epoch())
 	}
-	select {
-	case err := <-r.done:
-		t.Fatalf("Run = %v after the %s was refused with a retriable error", err, r.step)
-	default:
-	}
+	expectRunning(t, r.done, "after the "+r.step+" was refused with a retriable error")
 }
 
 // refuseTwice returns a refuse function that refuses the first two

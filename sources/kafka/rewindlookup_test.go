@@ -31,7 +31,6 @@ func startRewindRefusal(t *testing.T, group string, code *kerr.Error, refuse fun
 	o := sourceOptions(c, group)
 	o.FailurePolicy = kafka.FailureRedeliver
 	src := newSource(t, o)
-	done := make(chan error, 1)
 	var failed atomic.Bool
 	opts := pipelineOpts("rewind-refused", src, 1, r.l, func(m *message.Message[[]byte]) error {
 		if md, _ := message.MetadataAs[*kafka.Metadata](m); md.Partition == 0 && md.Offset == 5 && failed.CompareAndSwap(false, true) {
@@ -43,10 +42,7 @@ func startRewindRefusal(t *testing.T, group string, code *kerr.Error, refuse fun
 		}
 		return nil
 	})
-	opts.Producer.Source = onceSource{testSource: src, done: done}
-	p := startPipeline(t, opts)
-	t.Cleanup(func() { stopPipeline(t, p) })
-	r.done = done
+	r.done = startOnce(t, opts, src)
 	return r
 }
 

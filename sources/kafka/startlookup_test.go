@@ -124,11 +124,7 @@ func TestStartOffsetListingRefusedForNowIsRetried(t *testing.T) {
 		if gi := c.GroupInfo(group); gi == nil || gi.Epoch != 1 {
 			t.Fatalf("group %q is %+v once every record was delivered, want generation 1: the refusals made the member rejoin", group, gi)
 		}
-		select {
-		case err := <-done:
-			t.Fatalf("Run = %v after the listing was refused with a retriable error", err)
-		default:
-		}
+		expectRunning(t, done, "after the listing was refused with a retriable error")
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/kafkatopic"
 )
 
 // stampPrefix begins the key of the header stamp appends.
@@ -64,31 +65,21 @@ func stamps(it topic.Item[string]) []string {
 // each record once (the record over the limit too).
 func TestResentRecordCarriesEachInterceptorsEffectOnce(t *testing.T) {
 	const kname, k = "intercepted-resend", 5
-	c := testbroker.Kafka(t)
-	limitedTopic(t, c, kname)
-	testbroker.RefuseDescribeConfigs(c)
-	o := batchedOptions(c, k+1)
 	st := newStamp()
-	o.Config.Producer.Interceptors = []sarama.ProducerInterceptor{st}
-	b := newBackend(t, o)
-	h := newTopic(t, b, kname, topic.Options{})
-	s := subscribe(t, h, topic.Balanced("g"))
-
-	small, big := oversizedValues(k)
-	results := make(chan publishResult, k+1)
-	publishAt(t, h, results, append([]string{big}, small...)...)
-	bigErr := awaitPublishes(t, results, k+1, big, func() {})
-	checkTooLarge(t, bigErr, kname, 0)
-	for range small {
-		it := recv(t, s)
+	rb := publishRefusedBatch(t, kname, k, func(o *kafkatopic.Options[string]) {
+		o.Config.Producer.Interceptors = []sarama.ProducerInterceptor{st}
+	})
+	checkTooLarge(t, rb.bigErr, kname, 0)
+	for range rb.small {
+		it := recv(t, rb.s)
 		if keys := stamps(it); len(keys) != 1 {
 			t.Errorf("record %q arrived with the interceptor's headers %q, want one", it.Value, keys)
 		}
-		if err := s.Ack(it.ID); err != nil {
+		if err := rb.s.Ack(it.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, v := range append(small, big) {
+	for _, v := range append(rb.small, rb.big) {
 		if n := st.callsOn(v); n != 1 {
 			t.Errorf("the interceptor saw the record %.10q %d times, want once", v, n)
 		}

@@ -196,6 +196,41 @@ func TestOversizedRecordFailsAloneUnderTheDeclaredLimit(t *testing.T) {
 	}
 }
 
+// refusedBatch is what publishRefusedBatch leaves: the cluster, the
+// subscription, the values published and the error of the big one.
+type refusedBatch struct {
+	c      *kfake.Cluster
+	s      *topic.Subscription[string]
+	small  []string
+	big    string
+	bigErr error
+}
+
+// publishRefusedBatch creates kname, limited to tooLargeLimit, on a
+// cluster that refuses to describe topic configurations (so the backend
+// does not know the limit), with a backend of batchedOptions(c, k+1) as
+// edit changes them and a balanced subscription of group "g". It then
+// publishes one value of bigSize bytes and k small ones at once, which
+// the producer sends in one batch that the broker refuses, and waits for
+// the k+1 publishes, failing t if a small one fails.
+func publishRefusedBatch(t *testing.T, kname string, k int, edit func(*kafkatopic.Options[string])) refusedBatch {
+	t.Helper()
+	c := testbroker.Kafka(t)
+	limitedTopic(t, c, kname)
+	testbroker.RefuseDescribeConfigs(c)
+	o := batchedOptions(c, k+1)
+	edit(&o)
+	b := newBackend(t, o)
+	h := newTopic(t, b, topic.Name(kname), topic.Options{})
+	s := subscribe(t, h, topic.Balanced("g"))
+
+	small, big := oversizedValues(k)
+	results := make(chan publishResult, k+1)
+	publishAt(t, h, results, append([]string{big}, small...)...)
+	bigErr := awaitPublishes(t, results, k+1, big, func() {})
+	return refusedBatch{c: c, s: s, small: small, big: big, bigErr: bigErr}
+}
+
 // Guarantee: when the topic's max.message.bytes cannot be read (the
 // cluster refuses to describe its configuration), the declaration still
 // succeeds (logging why), and a record over the limit still fails alone,
@@ -204,22 +239,12 @@ func TestOversizedRecordFailsAloneUnderTheDeclaredLimit(t *testing.T) {
 // and received.
 func TestOversizedRecordFailsAloneWhenTheLimitIsUnknown(t *testing.T) {
 	const kname, k = "unknown-limit", 5
-	c := testbroker.Kafka(t)
-	limitedTopic(t, c, kname)
-	testbroker.RefuseDescribeConfigs(c)
-	o := batchedOptions(c, k+1)
 	var logs logBuffer
-	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	b := newBackend(t, o)
-	h := newTopic(t, b, kname, topic.Options{})
-	s := subscribe(t, h, topic.Balanced("g"))
-
-	small, big := oversizedValues(k)
-	results := make(chan publishResult, k+1)
-	publishAt(t, h, results, append([]string{big}, small...)...)
-	bigErr := awaitPublishes(t, results, k+1, big, func() {})
-	checkTooLarge(t, bigErr, kname, 0)
-	checkStored(t, c, kname, s, small)
+	rb := publishRefusedBatch(t, kname, k, func(o *kafkatopic.Options[string]) {
+		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	checkTooLarge(t, rb.bigErr, kname, 0)
+	checkStored(t, rb.c, kname, rb.s, rb.small)
 	if !strings.Contains(logs.String(), "max.message.bytes could not be read") {
 		t.Fatalf("no log line says the limit could not be read: %q", logs.String())
 	}

@@ -31,6 +31,38 @@ type panickyUnwrapReason struct{}
 func (panickyUnwrapReason) Error() string { return "panicky unwrap reason" }
 func (panickyUnwrapReason) Unwrap() error { panic("reason's Unwrap") }
 
+// publishAndNackFirst publishes through s message 1, or with batch
+// messages 1 and 2 in one PublishBatch, each acknowledged upstream by up,
+// and settles them on sub: the first received is nacked with reason, the
+// other acked. It returns how many messages it published.
+func publishAndNackFirst(t *testing.T, s *sink.Sink[int], sub *topic.Subscription[int], up acker.Acknowledger, batch bool, reason error) int {
+	t.Helper()
+	ms := []*message.Message[int]{message.New(1, up, 1)}
+	if batch {
+		ms = append(ms, message.New(2, up, 2))
+		if err := s.PublishBatch(t.Context(), ms); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := s.Publish(t.Context(), ms[0]); err != nil {
+		t.Fatal(err)
+	}
+	for i := range ms {
+		it, err := sub.Receive(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			err = sub.Nack(it.ID, reason)
+		} else {
+			err = sub.Ack(it.ID)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return len(ms)
+}
+
 // Guarantee: a downstream nack whose reason panics when matched (its Is
 // or Unwrap method panics) still reaches the upstream acknowledger, once,
 // as a failed outcome with the default disposition whose error wraps
@@ -52,28 +84,7 @@ func TestPanickingNackReasonIsReportedUpstreamOnceAndSettles(t *testing.T) {
 						Logger:  slog.New(slog.NewTextHandler(&own, nil)),
 					})
 					rec := acker.NewRecorder(false)
-					if batch {
-						ms := []*message.Message[int]{message.New(1, rec, 1), message.New(2, rec, 2)}
-						if err := s.PublishBatch(t.Context(), ms); err != nil {
-							t.Fatal(err)
-						}
-					} else {
-						publishOne(t, s, rec, 1)
-					}
-					for i := range map[bool]int{false: 1, true: 2}[batch] {
-						it, err := sub.Receive(t.Context())
-						if err != nil {
-							t.Fatal(err)
-						}
-						if i == 0 {
-							err = sub.Nack(it.ID, reason)
-						} else {
-							err = sub.Ack(it.ID)
-						}
-						if err != nil {
-							t.Fatal(err)
-						}
-					}
+					publishAndNackFirst(t, s, sub, rec, batch, reason)
 
 					// Within a minute of the bubble's fake time: a wait
 					// that holds lets it pass at once and fails.
@@ -151,30 +162,7 @@ func TestNackReasonWhoseErrorPanicsIsReportedUpstreamOnceWithASafeReason(t *test
 				})
 				rec := acker.NewRecorder(false)
 				up := formattingAcker{rec: rec}
-				want := 1
-				if batch {
-					want = 2
-					ms := []*message.Message[int]{message.New(1, up, 1), message.New(2, up, 2)}
-					if err := s.PublishBatch(t.Context(), ms); err != nil {
-						t.Fatal(err)
-					}
-				} else if err := s.Publish(t.Context(), message.New(1, up, 1)); err != nil {
-					t.Fatal(err)
-				}
-				for i := range want {
-					it, err := sub.Receive(t.Context())
-					if err != nil {
-						t.Fatal(err)
-					}
-					if i == 0 {
-						err = sub.Nack(it.ID, panickyErrorReason{})
-					} else {
-						err = sub.Ack(it.ID)
-					}
-					if err != nil {
-						t.Fatal(err)
-					}
-				}
+				want := publishAndNackFirst(t, s, sub, up, batch, panickyErrorReason{})
 				ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 				defer cancel()
 				if err := s.Wait(ctx); err != nil {

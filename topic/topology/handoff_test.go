@@ -82,21 +82,33 @@ func startFailedHoldRun(t *testing.T, log *slog.Logger) *failedHoldRun {
 	return r
 }
 
+// build returns the topology b builds, failing t if it cannot.
+func build(t *testing.T, b *topology.Builder) *topology.Topology {
+	t.Helper()
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return top
+}
+
+// declareMemory declares top on an in-memory backend closed when t ends.
+func declareMemory(t *testing.T, top *topology.Topology) (*topology.Memory[int], topology.Queues[int]) {
+	t.Helper()
+	m, _ := topology.NewMemory[int](topology.MemoryOptions{})
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	q, err := m.Declare(t.Context(), top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, q
+}
+
 // declareLedger declares the sequenced topology "ledger", with one hold
 // queue of a second, on an in-memory backend closed when t ends.
 func declareLedger(t *testing.T) (*topology.Memory[int], topology.Queues[int]) {
 	t.Helper()
-	m, _ := topology.NewMemory[int](topology.MemoryOptions{})
-	t.Cleanup(func() { _ = m.Close(context.Background()) })
-	top, err := topology.New("ledger").Sequenced(topology.Skip).Hold(time.Second).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mq, err := m.Declare(t.Context(), top)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, mq
+	return declareMemory(t, build(t, topology.New("ledger").Sequenced(topology.Skip).Hold(time.Second)))
 }
 
 // startPipeline starts a pipeline, named after q's topology, of one

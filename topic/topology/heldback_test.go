@@ -39,17 +39,9 @@ type heldBackRun struct {
 
 func startHeldBackRun(t *testing.T, maxHeldBack int, handle func(v, attempt int) error) *heldBackRun {
 	t.Helper()
-	m, _ := topology.NewMemory[int](topology.MemoryOptions{})
-	t.Cleanup(func() { _ = m.Close(context.Background()) })
-	top, err := topology.New("keyed").Sequenced(topology.Skip).Hold(time.Second).DLQ().Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := m.Declare(t.Context(), top)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, q := declareMemory(t, build(t, topology.New("keyed").Sequenced(topology.Skip).Hold(time.Second).DLQ()))
 	r := &heldBackRun{logs: &logtest.Records{}}
+	var err error
 	r.src, err = topology.NewSource(topology.SourceOptions[int]{Queues: q, MaxHeldBack: maxHeldBack, Logger: slog.New(r.logs)})
 	if err != nil {
 		t.Fatal(err)
@@ -167,10 +159,7 @@ func TestSequencedSourceAtMaxHeldBackStillTakesTheRetryBack(t *testing.T) {
 // negative value or one past MaxHeldBackLimit fails NewSource with an
 // error naming the field.
 func TestMaxHeldBackIsValidated(t *testing.T) {
-	m, _ := topology.NewMemory[int](topology.MemoryOptions{})
-	defer m.Close(t.Context())
-	top, _ := topology.New("v").Sequenced(topology.Skip).DLQ().Build()
-	q, _ := m.Declare(t.Context(), top)
+	_, q := declareMemory(t, build(t, topology.New("v").Sequenced(topology.Skip).DLQ()))
 	if o := (topology.SourceOptions[int]{}).WithDefaults(); o.MaxHeldBack != topology.DefaultMaxHeldBack {
 		t.Errorf("default MaxHeldBack %d, want %d", o.MaxHeldBack, topology.DefaultMaxHeldBack)
 	}

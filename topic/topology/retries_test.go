@@ -73,18 +73,10 @@ func TestNegativeRetryCountFromABackendCountsAsZero(t *testing.T) {
 		topology.New("neg").Hold(time.Second).Hold(2 * time.Second).DLQ(),
 		topology.New("negseq").Sequenced(topology.Skip).Hold(time.Second).Hold(2 * time.Second).DLQ(),
 	} {
-		top, err := b.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
+		top := build(t, b)
 		t.Run(top.Name(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				m, _ := topology.NewMemory[int](topology.MemoryOptions{})
-				t.Cleanup(func() { _ = m.Close(context.Background()) })
-				mq, err := m.Declare(t.Context(), top)
-				if err != nil {
-					t.Fatal(err)
-				}
+				_, mq := declareMemory(t, top)
 				q := &negativeRetries{Queues: mq, holds: map[int][2]int{}}
 				logs := &logtest.Records{}
 				var mu sync.Mutex

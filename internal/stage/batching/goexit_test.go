@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"runtime"
-	"sync/atomic"
 	"testing"
 
 	"github.com/boulevard-go/boulevard/acker"
@@ -54,12 +53,7 @@ func goexitRun(t *testing.T, opts batcher.Options[int]) {
 	send(20, 10)
 	s.CloseInput()
 	waitDone(t, done, "the batcher to return")
-	counts := rec.Counts()
-	for id := range 30 {
-		if counts[uint64(id)] != 1 {
-			t.Errorf("message %d acknowledged %d times, want once", id, counts[uint64(id)])
-		}
-	}
+	stagetest.ExpectAckedOnce(t, rec, 30)
 	failed := map[uint64]bool{}
 	for _, o := range rec.Failed() {
 		failed[o.ID] = true
@@ -124,14 +118,10 @@ func TestBatchHandleFailedGoexitReportsBatchAndABatchProcessorTakesOver(t *testi
 // message.ErrHandlerExited, each message reported once, and another batch
 // processor takes over with the batches it had taken.
 func TestBatchHookGoexitFailsBatchAndABatchProcessorTakesOver(t *testing.T) {
-	var exited atomic.Bool
+	exit := stagetest.GoexitOnce()
 	hooks := &telemetry.Hooks{
-		BatchStart: func(context.Context, telemetry.Batch) {
-			if exited.CompareAndSwap(false, true) {
-				runtime.Goexit()
-			}
-		},
-		BatchStop: func(context.Context, telemetry.Batch) {},
+		BatchStart: func(context.Context, telemetry.Batch) { exit() },
+		BatchStop:  func(context.Context, telemetry.Batch) {},
 	}
 	opts := batcher.Options[int]{Name: "test", BatchSize: 5, Concurrency: 1, BatchTimeout: never,
 		Handle: func(context.Context, []*message.Message[int], message.BatchInfo) error { return nil }}
@@ -154,17 +144,8 @@ func TestBatchHookGoexitFailsBatchAndABatchProcessorTakesOver(t *testing.T) {
 	}
 	s.CloseInput()
 	waitDone(t, done, "the batcher to return")
-	counts := rec.Counts()
-	for id := range uint64(20) {
-		if counts[id] != 1 {
-			t.Errorf("message %d acknowledged %d times, want once", id, counts[id])
-		}
-	}
-	for _, o := range rec.Failed() {
-		if !errors.Is(o.Err, message.ErrHandlerExited) || o.ID >= 5 {
-			t.Errorf("message %d failed with %v; want only those of the first batch, with message.ErrHandlerExited", o.ID, o.Err)
-		}
-	}
+	stagetest.ExpectAckedOnce(t, rec, 20)
+	stagetest.ExpectOnlyFirstExited(t, rec, 5, "batch")
 	if n := rec.FailedCount(); n != 5 {
 		t.Errorf("%d messages failed, want the first batch's 5", n)
 	}

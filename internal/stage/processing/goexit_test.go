@@ -5,7 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"runtime"
-	"sync/atomic"
+	"slices"
 	"testing"
 
 	"github.com/boulevard-go/boulevard/acker"
@@ -141,14 +141,10 @@ func (a ackingRoute) Publish(ctx context.Context, msgs []*message.Message[int]) 
 // that chunk with message.ErrHandlerExited, each reported once, and
 // another processor takes over.
 func TestChunkHookGoexitFailsChunkAndAProcessorTakesOver(t *testing.T) {
-	var exited atomic.Bool
+	exit := stagetest.GoexitOnce()
 	hooks := &telemetry.Hooks{
-		ChunkStart: func(context.Context, telemetry.Chunk) {
-			if exited.CompareAndSwap(false, true) {
-				runtime.Goexit()
-			}
-		},
-		ChunkStop: func(context.Context, telemetry.Chunk) {},
+		ChunkStart: func(context.Context, telemetry.Chunk) { exit() },
+		ChunkStop:  func(context.Context, telemetry.Chunk) {},
 	}
 	opts := processor.Options[int, int]{Concurrency: 1, MaxDemand: 10,
 		Handle: func(_ context.Context, m *message.Message[int]) (int, error) { return m.Data, nil }}
@@ -161,14 +157,8 @@ func TestChunkHookGoexitFailsChunkAndAProcessorTakesOver(t *testing.T) {
 	waitAcks(t, rec, 20)
 	drain(t, s)
 	assertOnce(t, rec, seq(0, 20))
-	failed0 := false
-	for _, o := range rec.Failed() {
-		failed0 = failed0 || o.ID == 0
-		if !errors.Is(o.Err, message.ErrHandlerExited) || o.ID >= 10 {
-			t.Errorf("message %d failed with %v; want only messages of the first chunk, with message.ErrHandlerExited", o.ID, o.Err)
-		}
-	}
-	if !failed0 {
+	stagetest.ExpectOnlyFirstExited(t, rec, 10, "chunk")
+	if !slices.Contains(ids(rec.Failed()), 0) {
 		t.Error("message 0, of the chunk whose hook exited, did not fail")
 	}
 }

@@ -1,6 +1,8 @@
 // Package stagetest runs a pipeline stage's Run on its own in tests, the way
-// the pipeline does, and waits for it, and counts what the stages report
-// left unacknowledged (UnackedLog).
+// the pipeline does, and waits for it, counts what the stages report left
+// unacknowledged (UnackedLog), and holds what the stages' tests of user
+// code ending its goroutine share (GoexitOnce, ExpectAckedOnce,
+// ExpectOnlyFirstExited).
 package stagetest
 
 import (
@@ -9,9 +11,11 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -186,5 +190,42 @@ func ReportEarly[T any](ctx context.Context, m *message.Message[T], n uint64) {
 		m.Defer()
 		ack, _, _ := m.Acknowledger()
 		ack.Ack(ctx, []acker.Outcome{m.Outcome()}, nil)
+	}
+}
+
+// GoexitOnce returns a function that ends the goroutine calling it
+// (runtime.Goexit) the first time it is called, and returns at once every
+// later time: the body of a user hook that exits once.
+func GoexitOnce() func() {
+	var exited atomic.Bool
+	return func() {
+		if exited.CompareAndSwap(false, true) {
+			runtime.Goexit()
+		}
+	}
+}
+
+// ExpectAckedOnce fails t unless each of the messages with ids 0 to n-1
+// got exactly one outcome in rec.
+func ExpectAckedOnce(t testing.TB, rec *acker.Recorder, n int) {
+	t.Helper()
+	counts := rec.Counts()
+	for id := range uint64(n) {
+		if counts[id] != 1 {
+			t.Errorf("message %d acknowledged %d times, want once", id, counts[id])
+		}
+	}
+}
+
+// ExpectOnlyFirstExited fails t unless every message that failed in rec
+// failed with message.ErrHandlerExited and is one of the first n (its id
+// is below n): those of the first unit ("chunk", "batch"), the one whose
+// user code ended its goroutine.
+func ExpectOnlyFirstExited(t testing.TB, rec *acker.Recorder, n uint64, unit string) {
+	t.Helper()
+	for _, o := range rec.Failed() {
+		if !errors.Is(o.Err, message.ErrHandlerExited) || o.ID >= n {
+			t.Errorf("message %d failed with %v; want only those of the first %s, with message.ErrHandlerExited", o.ID, o.Err, unit)
+		}
 	}
 }

@@ -883,30 +883,18 @@ func closedReaderRefuses(s *h) {
 		// One received: the others are likely ready at the reader now.
 		s.receiveInto(c.what, r, map[int]bool{}, 1, 1)
 		MustClose(s.T, c.what, r.Close)
-		live, cancel := context.WithTimeout(s.ctx, 10*time.Second)
-		done, stop := context.WithCancel(s.ctx)
-		stop()
 		buf := make([]topology.Letter[Msg], 4)
-		for _, cx := range []struct {
-			name string
-			ctx  context.Context
-		}{{"", live}, {", its context done", done}} {
-			for _, call := range []struct {
-				name string
-				f    func(context.Context, []topology.Letter[Msg]) (int, error)
-			}{{"Receive", r.Receive}, {"TryReceive", r.TryReceive}} {
-				// Repeated: a reader that picks between its letters and
-				// its closing at random gives a letter sooner or later.
-				for range 20 {
-					n, err := call.f(cx.ctx, buf)
-					if n != 0 || !errors.Is(err, topology.ErrClosed) {
-						s.Errorf("%s, closed: %s%s = %d, %v; want 0, ErrClosed", c.what, call.name, cx.name, n, err)
-						break
-					}
+		s.eachReceiveCall(r, func(call, ctxName string, ctx context.Context, receive receiveFunc) {
+			// Repeated: a reader that picks between its letters and its
+			// closing at random gives a letter sooner or later.
+			for range 20 {
+				n, err := receive(ctx, buf)
+				if n != 0 || !errors.Is(err, topology.ErrClosed) {
+					s.Errorf("%s, closed: %s%s = %d, %v; want 0, ErrClosed", c.what, call, ctxName, n, err)
+					break
 				}
 			}
-		}
-		cancel()
+		})
 	}
 }
 
@@ -974,35 +962,49 @@ func returnedDeadLetters(s *h) {
 // and write nothing into dst's backing array.
 func (s *h) emptyDst(what string, r topology.Reader[Msg]) {
 	s.Helper()
-	live, cancel := context.WithTimeout(s.ctx, 10*time.Second)
-	defer cancel()
-	done, stop := context.WithCancel(s.ctx)
-	stop()
 	backing := make([]topology.Letter[Msg], 1)
-	for _, cx := range []struct {
-		name string
-		ctx  context.Context
-	}{{"", live}, {", its context done", done}} {
+	s.eachReceiveCall(r, func(call, ctxName string, ctx context.Context, receive receiveFunc) {
 		for _, d := range []struct {
 			name string
 			dst  []topology.Letter[Msg]
 		}{{"a nil dst", nil}, {"an empty dst", backing[:0]}} {
-			for _, call := range []struct {
-				name string
-				f    func(context.Context, []topology.Letter[Msg]) (int, error)
-			}{{"Receive", r.Receive}, {"TryReceive", r.TryReceive}} {
-				p, n, err := recovered(func() (int, error) { return call.f(cx.ctx, d.dst) })
-				switch {
-				case p != nil:
-					s.Errorf("%s: %s with %s%s panicked: %v", what, call.name, d.name, cx.name, p)
-				case n != 0 || !errors.Is(err, topology.ErrEmptyDst):
-					s.Errorf("%s: %s with %s%s = %d, %v; want 0, ErrEmptyDst", what, call.name, d.name, cx.name, n, err)
-				}
+			p, n, err := recovered(func() (int, error) { return receive(ctx, d.dst) })
+			switch {
+			case p != nil:
+				s.Errorf("%s: %s with %s%s panicked: %v", what, call, d.name, ctxName, p)
+			case n != 0 || !errors.Is(err, topology.ErrEmptyDst):
+				s.Errorf("%s: %s with %s%s = %d, %v; want 0, ErrEmptyDst", what, call, d.name, ctxName, n, err)
 			}
 		}
-	}
+	})
 	if l := backing[0]; l.Value != (Msg{}) || l.Receipt != nil {
 		s.Errorf("%s: a call with an empty dst wrote %v past its length", what, l.Value)
+	}
+}
+
+// receiveFunc is a reader's Receive or TryReceive.
+type receiveFunc func(context.Context, []topology.Letter[Msg]) (int, error)
+
+// eachReceiveCall calls f with each of r's receive methods (call names
+// it: "Receive", "TryReceive") under each of a live context (for 10s)
+// and one already done; ctxName is what a failure message says of the
+// context after the call: "" and ", its context done".
+func (s *h) eachReceiveCall(r topology.Reader[Msg], f func(call, ctxName string, ctx context.Context, receive receiveFunc)) {
+	s.Helper()
+	live, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	defer cancel()
+	done, stop := context.WithCancel(s.ctx)
+	stop()
+	for _, cx := range []struct {
+		name string
+		ctx  context.Context
+	}{{"", live}, {", its context done", done}} {
+		for _, call := range []struct {
+			name string
+			f    receiveFunc
+		}{{"Receive", r.Receive}, {"TryReceive", r.TryReceive}} {
+			f(call.name, cx.name, cx.ctx, call.f)
+		}
 	}
 }
 
