@@ -379,10 +379,16 @@ func (m *member) leaveOnRebalance(log *slog.Logger, why string) {
 // fail reports err, which ends the member, to Failed, once: the first
 // caller's error is the one Run returns (loop, or a claim whose start
 // offset listing or rewind was refused for good), and loop calls Consume no more.
-func (m *member) fail(err error) {
+func (m *member) fail(err error) { m.failWith(func() error { return err }) }
+
+// failWith is fail for an error that takes a request to describe (the
+// offset an out-of-range claim read from): the member is down at once,
+// so that loop does not join the group again while describe waits for
+// the broker, and describe's error goes to Failed.
+func (m *member) failWith(describe func() error) {
 	m.failOnce.Do(func() {
-		m.failed <- err
 		close(m.down)
+		m.failed <- describe()
 	})
 }
 
@@ -492,9 +498,11 @@ func (m *member) logErrors() {
 			continue
 		}
 		if errors.Is(ce.Err, sarama.ErrOffsetOutOfRange) && !m.client.Config().Consumer.Group.ResetInvalidOffsets {
-			ferr := m.outOfRange(ce.Topic, ce.Partition, ce.Err)
-			m.log.Error("kafka partition offset out of range and not to be reset; the member fails", slog.Any("error", ferr))
-			m.fail(ferr)
+			m.failWith(func() error {
+				ferr := m.outOfRange(ce.Topic, ce.Partition, ce.Err)
+				m.log.Error("kafka partition offset out of range and not to be reset; the member fails", slog.Any("error", ferr))
+				return ferr
+			})
 			continue
 		}
 		if runs.Log(topicPart{ce.Topic, ce.Partition}, ce, m.fetchedTo(ce.Topic, ce.Partition)) {
