@@ -115,12 +115,8 @@ func TestWeightGoexitFailsThatMessageAndThePartitionGoesOn(t *testing.T) {
 // leaves the batch it observed emitted, and the partition goes on with
 // the rest of its chunk: no message is lost or failed.
 func TestBatchEmitHookGoexitLeavesTheBatchEmittedAndThePartitionGoesOn(t *testing.T) {
-	var exited atomic.Bool
-	hooks := &telemetry.Hooks{BatchEmit: func(context.Context, telemetry.Batch) {
-		if exited.CompareAndSwap(false, true) {
-			runtime.Goexit()
-		}
-	}}
+	exit := stagetest.GoexitOnce()
+	hooks := &telemetry.Hooks{BatchEmit: func(context.Context, telemetry.Batch) { exit() }}
 	partitionExitRun(t, batcher.Options[int]{
 		Handle: func(context.Context, []*message.Message[int], message.BatchInfo) error { return nil },
 	}, hooks, func(rec acker.Acknowledger) []*message.Message[int] { return msgs(rec, 0, 20, "k") }, nil)
@@ -131,12 +127,8 @@ func TestBatchEmitHookGoexitLeavesTheBatchEmittedAndThePartitionGoesOn(t *testin
 // batch, and that batch is emitted as soon as it is due (here it reaches
 // MaxWeight at once), not left to wait for a timeout.
 func TestBatchEmitHookGoexitOnAWeightCutStillEmitsTheNextBatchWhenDue(t *testing.T) {
-	var exited atomic.Bool
-	hooks := &telemetry.Hooks{BatchEmit: func(context.Context, telemetry.Batch) {
-		if exited.CompareAndSwap(false, true) {
-			runtime.Goexit()
-		}
-	}}
+	exit := stagetest.GoexitOnce()
+	hooks := &telemetry.Hooks{BatchEmit: func(context.Context, telemetry.Batch) { exit() }}
 	partitionExitRun(t, batcher.Options[int]{
 		BatchSize: 100,
 		MaxWeight: 5,
