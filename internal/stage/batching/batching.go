@@ -467,16 +467,17 @@ func (b *partition[T]) emitDue(ctx context.Context, now time.Time) bool {
 
 // resume is where a goroutine that takes over from one that user code
 // ended (runtime.Goexit) starts. It logs the exit in one error line, with
-// its stack, and goes on where the partition stopped: the outcomes being
-// reported when an acknowledger exited are left, unacknowledged (the
-// other ones in b.acks, not reported yet, are kept); a message whose
-// Weight exited has failed with message.ErrHandlerExited and is
-// acknowledged at once, as one whose Weight panicked; after an exit in
-// the BatchEmit hook, the batch it observed has been emitted all the
-// same. Then the rest of the chunk is taken in as usual. It reports false
-// when the hard stop came.
+// its stack, before it calls user code again, and goes on where the
+// partition stopped: the outcomes being reported when an acknowledger
+// exited are left, unacknowledged (the other ones in b.acks, not reported
+// yet, are kept); a message whose Weight exited has failed with
+// message.ErrHandlerExited and is acknowledged at once, as one whose
+// Weight panicked; after an exit in the BatchEmit hook, the batch it
+// observed has been emitted all the same. Then the rest of the chunk is
+// taken in as usual. It reports false when the hard stop came.
 func (b *partition[T]) resume(ctx context.Context) bool {
 	attrs := []any{slog.Int("partition", b.index)}
+	emitting := false
 	switch {
 	case b.flushing:
 		b.flushing = false
@@ -485,36 +486,40 @@ func (b *partition[T]) resume(ctx context.Context) bool {
 	case b.exitedIn != nil:
 		attrs = append(attrs, slog.String("while", "weighing a message"), slog.Any("message", b.exitedIn))
 		b.exitedIn = nil
-	case b.chunk != nil:
+	default:
 		attrs = append(attrs, slog.String("while", "emitting a batch"))
+		emitting = b.chunk != nil
+	}
+	b.s.log.Error(PartitionExitedLog, append(attrs, slog.String("stack", string(b.exitStack)))...)
+	b.exitStack = nil
+	if b.chunk == nil {
+		// Between chunks: the batches emitted and not handed over yet go
+		// first. The loop emits the due ones once its timer fires.
+		if ctx.Err() == nil && !b.handOver(ctx) {
+			b.leftBehind(ctx, nil)
+			return false
+		}
+		return true
+	}
+	if emitting {
 		// The exit came in the BatchEmit hook once the message at b.at
-		// was in its batch: that batch may be due too.
+		// was in its batch: that batch may be due too. b.at moves past
+		// the message only once that is settled, so that an exit in the
+		// hook here brings the next goroutine back to the same message,
+		// whose batch has been cut by then.
 		m := b.chunk[b.at]
-		b.at++
 		if ob := b.last; ob != nil && len(ob.msgs) > 0 && ob.msgs[len(ob.msgs)-1] == m {
 			if !b.due(ctx, ob, m) {
-				rest := b.chunk[b.at:]
+				rest := b.chunk[b.at+1:]
 				b.chunk = nil
 				b.leftBehind(ctx, rest)
 				clear(b.buf)
 				return false
 			}
 		}
-	default:
-		attrs = append(attrs, slog.String("while", "emitting a batch"))
+		b.at++
 	}
-	b.s.log.Error(PartitionExitedLog, append(attrs, slog.String("stack", string(b.exitStack)))...)
-	b.exitStack = nil
-	if b.chunk != nil {
-		return b.takeIn(ctx, time.Now())
-	}
-	// Between chunks: the batches emitted and not handed over yet go
-	// first. The loop emits the due ones once its timer fires.
-	if ctx.Err() == nil && !b.handOver(ctx) {
-		b.leftBehind(ctx, nil)
-		return false
-	}
-	return true
+	return b.takeIn(ctx, time.Now())
 }
 
 // first returns the open batch with the earliest deadline.
