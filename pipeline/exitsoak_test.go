@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/telemetry"
 )
 
 // exitAct is what user code does with a message (or with the chunk or batch
@@ -34,11 +36,17 @@ const (
 )
 
 // exitPlan is what each piece of user code does for one message: the
-// processor's handler for it; Prepare, the batch handler and the
-// HandleFailed hooks for the chunk, batch or failed slice whose first
-// message with something other than actOK it is.
+// processor's handler, the batcher's PartitionBy and its Weight for it;
+// Prepare, the batch handler and the HandleFailed hooks for the chunk,
+// batch or failed slice whose first message with something other than
+// actOK it is.
 type exitPlan struct {
 	handle, prepare, batch, procFailed, batchFailed exitAct
+	// partBy and weigh are what the batcher's PartitionBy and Weight do
+	// for the message: return, panic or exit (never actErr, they return
+	// no error); weight is the weight Weight returns.
+	partBy, weigh exitAct
+	weight        int
 	// itemFail makes the batch handler fail the message alone (m.Fail).
 	itemFail bool
 	// sleep is how long (fake time) the handler takes; batchSleep how
@@ -82,6 +90,14 @@ type exitWorld struct {
 	chunks     int
 	batches    int
 	delivered  map[uint64]bool
+	// keyCalled and keyed are the messages the batcher's PartitionBy was
+	// called with and returned for; handOnExit the chunks whose processor
+	// a batcher's PartitionBy ended while it handed them on; weighCalled
+	// the messages Weight was called with.
+	keyCalled   map[uint64]bool
+	keyed       map[uint64]bool
+	handOnExit  map[int]bool
+	weighCalled map[uint64]bool
 }
 
 // act is what pick says for the first message of msgs (whose ids idOf
@@ -178,6 +194,12 @@ type exitSoakCase struct {
 	batchTimeout                    time.Duration
 	stop                            string // "exhausted", "stop", "deadline"
 	stopAfter, deadline, shutdownTO time.Duration
+	// maxWeight, when not 0, gives the batchers a Weight (exitPlan.weigh,
+	// exitPlan.weight) and this MaxWeight.
+	maxWeight int
+	// emit is what the BatchEmit telemetry hook does at its nth call,
+	// emit[n%len(emit)]; nil leaves the pipeline without hooks.
+	emit []exitAct
 }
 
 func newExitSoakCase(rng *rand.Rand) (exitSoakCase, []exitPlan) {
@@ -222,24 +244,54 @@ func newExitSoakCase(rng *rand.Rand) (exitSoakCase, []exitPlan) {
 			plans[i].batchSleep = time.Duration(rng.IntN(3000)) * time.Microsecond
 		}
 	}
+	// Drawn after the rest, so that the rest is what it was before these
+	// were planned.
+	rk, rw := rate(), rate()
+	exitOnly := func(r float64) exitAct {
+		if rng.Float64() >= r {
+			return actOK
+		}
+		return []exitAct{actPanic, actExit}[rng.IntN(2)]
+	}
+	if rng.IntN(2) == 0 {
+		c.maxWeight = 1 + rng.IntN(20)
+	}
+	for i := range plans {
+		plans[i].partBy, plans[i].weigh = exitOnly(rk), exitOnly(rw)
+		// From -1 (counted as 0) to past MaxWeight (a batch of its own).
+		plans[i].weight = rng.IntN(c.maxWeight+3) - 1
+	}
+	if rng.IntN(2) == 0 {
+		re := rate()
+		c.emit = make([]exitAct, 1+rng.IntN(64))
+		for i := range c.emit {
+			c.emit[i] = exitOnly(re)
+		}
+	}
 	return c, plans
 }
 
 // Guarantee: whatever user code does with a message — return, fail it,
 // panic or end its goroutine (runtime.Goexit) — in the processors'
-// handler, Prepare or HandleFailed or in a batch handler or its
-// HandleFailed, with any concurrency, demand, batching, ordering and
+// handler, Prepare or HandleFailed, in a batcher's PartitionBy or Weight,
+// in a batch handler or its HandleFailed, or in the BatchEmit telemetry
+// hook, with any concurrency, demand, batching, ordering and
 // stopping point: every message the source delivered gets at most one
 // outcome, exactly one unless a drain was cut short; a failed message
 // carries an error its user code explains (its own error, a
 // *message.PanicError naming it or its chunk or batch,
-// message.ErrHandlerExited when a goroutine that held it exited, or the
-// shutdown's interruption); a successful one went through the handler and
-// a batch handler; the stats add up (In = Succeeded + Failed + Unhandled
-// for the processors, + Dropped + InFlight for the batchers, and every
-// missing outcome is counted unhandled); an ordered source's partitions
-// are handled in order; Stop returns, by its deadline when it has one; and
-// no goroutine is left. It runs 150 seeds (20 under -short), each a random
+// message.ErrHandlerExited when a goroutine that held it exited — its
+// processor, its batch processor, the processor handing it on when a
+// batcher's PartitionBy exited (a message handed on before then may still
+// succeed), the batcher partition when its own Weight exited — or the
+// shutdown's interruption; an exit or a panic in the BatchEmit hook fails
+// nothing); a successful one went through the handler, its batcher's
+// PartitionBy and Weight returned for it, and a batch handler; the stats
+// add up (In = Succeeded + Failed + Unhandled for the processors, plus
+// Dropped + InFlight for the batchers, and every missing outcome is
+// counted unhandled); an ordered source's partitions are handled in
+// order; Stop returns, by its deadline when it has one; and no goroutine
+// is left. It runs 150 seeds (20 under -short), each a random
 // pipeline in a synctest bubble; BOULEVARD_EXIT_SOAK_SEEDS=N runs N.
 func TestEveryDeliveredMessageGetsOneExplainedOutcomeWhateverUserCodeDoes(t *testing.T) {
 	n := testsize.Count(t, "BOULEVARD_EXIT_SOAK_SEEDS", 20, 150)
@@ -261,7 +313,8 @@ func TestEveryDeliveredMessageGetsOneExplainedOutcomeWhateverUserCodeDoes(t *tes
 func exitSoakOnce[Out any](t *testing.T, c exitSoakCase, plans []exitPlan, wrap func(uint64) Out, idOf func(Out) uint64) {
 	w := &exitWorld{plans: plans, chunkOf: map[uint64]int{}, exitChunk: map[int]bool{},
 		batchOf: map[uint64]int{}, exitBatch: map[int]bool{}, handled: map[uint64]bool{},
-		batchedOK: map[uint64]bool{}, called: map[uint64]bool{}, lastCalled: map[int]uint64{}, delivered: map[uint64]bool{}}
+		batchedOK: map[uint64]bool{}, called: map[uint64]bool{}, lastCalled: map[int]uint64{}, delivered: map[uint64]bool{},
+		keyCalled: map[uint64]bool{}, keyed: map[uint64]bool{}, handOnExit: map[int]bool{}, weighCalled: map[uint64]bool{}}
 	rec := acker.NewRecorder(false)
 	src := &exitSource{feeds: c.feeds, perFeed: c.perFeed, ordered: c.ordered, ack: rec, w: w}
 	o := pipeline.Options[uint64, Out]{
@@ -378,13 +431,47 @@ func exitSoakOnce[Out any](t *testing.T, c exitSoakCase, plans []exitPlan, wrap 
 		}
 		doAct("batch HandleFailed", a, id) //nolint:errcheck // only panics and exits matter here
 	}
+	partBy := func(m *message.Message[Out]) string {
+		id := idOf(m.Data)
+		a := plans[id].partBy
+		w.mu.Lock()
+		w.keyCalled[id] = true
+		if a == actExit {
+			w.handOnExit[w.chunkOf[id]] = true
+		}
+		w.mu.Unlock()
+		doAct("batch PartitionBy", a, id) //nolint:errcheck // it returns no error
+		w.mu.Lock()
+		w.keyed[id] = true
+		w.mu.Unlock()
+		return m.BatchKey()
+	}
+	weigh := func(m *message.Message[Out]) int {
+		id := idOf(m.Data)
+		a := plans[id].weigh
+		w.mu.Lock()
+		w.weighCalled[id] = true
+		w.mu.Unlock()
+		doAct("weight", a, id) //nolint:errcheck // it returns no error
+		return plans[id].weight
+	}
 	for i, name := range []string{message.DefaultBatcher, "second"}[:c.batchers] {
 		bo := batcher.Options[Out]{Name: name, BatchSize: c.batchSize, BatchTimeout: c.batchTimeout,
 			Concurrency: c.batchConc, Handle: batchHandle, HandleFailed: batchFailed}
 		if c.batchPartition && i == 0 {
-			bo.PartitionBy = func(m *message.Message[Out]) string { return m.BatchKey() }
+			bo.PartitionBy = partBy
+		}
+		if c.maxWeight > 0 {
+			bo.Weight, bo.MaxWeight = weigh, c.maxWeight
 		}
 		o.Batchers = append(o.Batchers, bo)
+	}
+	if c.emit != nil {
+		var emits atomic.Uint64
+		o.Telemetry = &telemetry.Hooks{BatchEmit: func(context.Context, telemetry.Batch) {
+			n := emits.Add(1) - 1
+			doAct("BatchEmit", c.emit[n%uint64(len(c.emit))], n) //nolint:errcheck // it returns no error
+		}}
 	}
 	p := mustNew(t, o)
 	if err := p.Start(context.Background()); err != nil {
@@ -458,6 +545,12 @@ func exitSoakOnce[Out any](t *testing.T, c exitSoakCase, plans []exitPlan, wrap 
 			errorf("message %d succeeded though its processor exited holding it", id)
 		case w.exitBatch[w.batchOf[id]]:
 			errorf("message %d succeeded though its batch processor exited holding it", id)
+		case w.handOnExit[w.chunkOf[id]] && !w.keyed[id]:
+			errorf("message %d succeeded though a batcher's PartitionBy ended its processor before handing it on", id)
+		case w.keyCalled[id] && plans[id].partBy != actOK:
+			errorf("message %d succeeded though its batcher's PartitionBy did not return for it (%d)", id, plans[id].partBy)
+		case w.weighCalled[id] && plans[id].weigh != actOK:
+			errorf("message %d succeeded though its Weight did not return for it (%d)", id, plans[id].weigh)
 		}
 	}
 	failed := map[uint64]bool{}
@@ -525,7 +618,8 @@ func (w *exitWorld) unexplained(id uint64, err error, cut bool) string {
 		return ""
 	}
 	if errors.Is(err, message.ErrHandlerExited) {
-		if w.exitChunk[w.chunkOf[id]] || w.exitBatch[w.batchOf[id]] {
+		if w.exitChunk[w.chunkOf[id]] || w.exitBatch[w.batchOf[id]] || w.handOnExit[w.chunkOf[id]] ||
+			(w.weighCalled[id] && w.plans[id].weigh == actExit) {
 			return ""
 		}
 		return "no goroutine holding it exited"
@@ -547,11 +641,12 @@ func (w *exitWorld) unexplained(id uint64, err error, cut bool) string {
 
 // sameUnit reports ("" when it is so) whether the user code at site,
 // deciding for message by, could fail message id doing a: by itself for
-// the handler, the same chunk for Prepare, the same batch for a batch
-// handler.
+// the handler, a batcher's PartitionBy and Weight, the same chunk for
+// Prepare, the same batch for a batch handler.
 func (w *exitWorld) sameUnit(id uint64, site string, by uint64, a exitAct) string {
 	p := w.plans[by]
-	planned := map[string]exitAct{"handle": p.handle, "prepare": p.prepare, "batch": p.batch, "batch item": actErr}[site]
+	planned := map[string]exitAct{"handle": p.handle, "prepare": p.prepare, "batch": p.batch, "batch item": actErr,
+		"batch PartitionBy": p.partBy, "weight": p.weigh}[site]
 	if site == "batch item" && !p.itemFail {
 		planned = actOK
 	}
@@ -559,7 +654,7 @@ func (w *exitWorld) sameUnit(id uint64, site string, by uint64, a exitAct) strin
 		return fmt.Sprintf("%s of message %d was not to do that (%d)", site, by, planned)
 	}
 	switch site {
-	case "handle", "batch item":
+	case "handle", "batch item", "batch PartitionBy", "weight":
 		if by == id {
 			return ""
 		}
