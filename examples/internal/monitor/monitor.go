@@ -1,6 +1,9 @@
 // Package monitor gives every example the same two flags: -http, to serve
 // the metrics, health checks and live dashboard of package observe while
 // the example runs, and -linger, to keep serving them after its run ends.
+// The server bounds what a client can hold (a slow or silent request, an
+// answer nobody reads, an idle keep-alive connection; see serverLimits),
+// and Server.Close ends every connection within its own bound.
 package monitor
 
 import (
@@ -27,6 +30,8 @@ type Flags struct {
 	HTTP string
 	// Linger is how long to keep serving after the run; see Forever.
 	Linger Linger
+	// limits replaces serverLimits when set (tests use shorter bounds).
+	limits *limits
 }
 
 // Register defines -http and -linger on fs.
@@ -83,6 +88,8 @@ type Server struct {
 	done   chan struct{}
 	linger Linger
 	out    io.Writer
+	lim    limits
+	conns  connCount
 }
 
 // Serve starts serving obs's handler on f.HTTP (on 127.0.0.1 when it names
@@ -96,8 +103,20 @@ func (f Flags) Serve(obs *observe.Observer, stdout io.Writer) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("-http: %w", err)
 	}
-	s := &Server{Addr: l.Addr().String(), srv: &http.Server{Handler: obs.Handler(nil), ReadHeaderTimeout: 5 * time.Second},
-		done: make(chan struct{}), linger: f.Linger, out: stdout}
+	lim := serverLimits
+	if f.limits != nil {
+		lim = *f.limits
+	}
+	s := &Server{Addr: l.Addr().String(), done: make(chan struct{}), linger: f.Linger, out: stdout, lim: lim}
+	s.srv = &http.Server{
+		Handler:           obs.Handler(nil),
+		ReadHeaderTimeout: lim.readHeader,
+		ReadTimeout:       lim.read,
+		WriteTimeout:      lim.write,
+		IdleTimeout:       lim.idle,
+		MaxHeaderBytes:    lim.maxHeaderBytes,
+		ConnState:         s.conns.hook,
+	}
 	go func() {
 		defer close(s.done)
 		if err := s.srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -109,8 +128,14 @@ func (f Flags) Serve(obs *observe.Observer, stdout io.Writer) (*Server, error) {
 }
 
 // Close keeps serving as long as -linger says (until ctx ends for a bare
-// -linger, at most the given duration otherwise), then stops the server.
-// A nil Server does nothing.
+// -linger, at most the given duration otherwise), then stops the server:
+// it lets the requests being handled finish for 1 s at most, then closes
+// every connection left (one whose client does not read its answer, or
+// sends its request slowly), and waits 1 s at most for their handlers to
+// return. It returns 2 s after the linger at most, and says so on the
+// Serve's stdout when a handler has still not returned then (a /metrics
+// scrape whose gathering ignores the closed connection until its own
+// bound). A nil Server does nothing.
 func (s *Server) Close(ctx context.Context) {
 	if s == nil {
 		return
@@ -127,8 +152,23 @@ func (s *Server) Close(ctx context.Context) {
 		}
 		<-wait.Done()
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	s.stop()
+}
+
+// stop shuts the server down within s.lim.shutdown, then closes what is
+// left and waits s.lim.closeWait at most for the connections to end.
+func (s *Server) stop() {
+	sctx, cancel := context.WithTimeout(context.Background(), s.lim.shutdown)
 	defer cancel()
-	_ = s.srv.Shutdown(sctx)
-	<-s.done
+	if err := s.srv.Shutdown(sctx); err != nil {
+		_ = s.srv.Close()
+	}
+	<-s.done // Serve returns once the listener is closed, which Shutdown does first
+	t := time.NewTimer(s.lim.closeWait)
+	defer t.Stop()
+	select {
+	case <-s.conns.allClosed():
+	case <-t.C:
+		fmt.Fprintf(s.out, "stopped serving on http://%s with %d connection(s) still being answered\n", s.Addr, s.conns.open())
+	}
 }
