@@ -116,8 +116,9 @@ const maxEvents = 10_000_000
 const maxNackDelay = time.Minute
 
 // run publishes cfg.n events, consumes them with a pipeline and reports.
-// Its error never shows the user information of cfg.url: a caller may
-// print it as it is.
+// Its error never shows the user information of cfg.url, and is one line
+// (pulsar-client-go's errors may span several): a caller may print it as
+// it is.
 func run(ctx context.Context, cfg config, out io.Writer) (_ *result, err error) {
 	defer func() {
 		if err != nil {
@@ -298,11 +299,12 @@ func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.err }
 
 // redacted returns err, or, when its message shows user information (of
-// serviceURL, or of any URL in it), err with that message redacted.
-// serviceURL is replaced whole first, so that a password RedactURL cannot
-// delimit (a raw "/" in it) is hidden too.
+// serviceURL, or of any URL in it) or spans several lines, err with that
+// message redacted and its lines joined by "; ". serviceURL is replaced
+// whole first, so that a password RedactURL cannot delimit (a raw "/" in
+// it) is hidden too.
 func redacted(err error, serviceURL string) error {
-	msg := err.Error()
+	msg := strings.ReplaceAll(strings.TrimRight(err.Error(), "\n"), "\n", "; ")
 	if serviceURL != "" {
 		msg = strings.ReplaceAll(msg, serviceURL, bpulsar.RedactServiceURL(serviceURL))
 	}

@@ -270,3 +270,23 @@ func TestRunErrorHoldsNoCredentials(t *testing.T) {
 		}
 	}
 }
+
+// Guarantee: given a -url where no broker can be reached, the program
+// exits 1 within the client's bounds with one line on stderr, naming the
+// URL, although pulsar-client-go's errors may span several lines.
+func TestUnreachableBrokerExitsWithOneLine(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close() // nothing listens
+	p := exampletest.Start(t, "-url", "pulsar://"+addr, "-n", "1")
+	if code := p.Wait(time.Minute); code != 1 {
+		t.Fatalf("exit status %d, want 1\nstderr:\n%s", code, p.Stderr())
+	}
+	stderr := strings.TrimSuffix(p.Stderr(), "\n")
+	if strings.Contains(stderr, "\n") || !strings.Contains(stderr, addr) {
+		t.Fatalf("stderr %q, want one line naming %s", p.Stderr(), addr)
+	}
+}
