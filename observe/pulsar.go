@@ -29,7 +29,7 @@ var (
 	pulsarRedelivered  = desc("pulsar_messages_redelivered_total", "Received messages the broker had delivered before (redelivery count above 0).", lSubscription)
 	pulsarNacked       = desc("pulsar_messages_nacked_total", "Messages the source asked the broker to redeliver.", lSubscription)
 	pulsarDeadLettered = desc("pulsar_messages_dead_lettered_total", "Messages the client routed to the dead-letter topic.", lSubscription)
-	pulsarDroppedAcks  = desc("pulsar_acks_dropped_total", "Outcomes dropped because their consumer had been closed or replaced; the broker redelivers those messages.", lSubscription)
+	pulsarDroppedAcks  = desc("pulsar_acks_dropped_total", "Outcomes dropped because their consumer had been closed or replaced, or its ack queue was full while the client took no acks; the broker redelivers those messages.", lSubscription)
 	pulsarReplaced     = desc("pulsar_consumers_replaced_total", "Consumers closed because their stage failed and was restarted.", lSubscription)
 	pulsarGranted      = desc("pulsar_permits_granted_total", "Permits the stages' feeds granted the consumers.", lSubscription)
 	pulsarAvailable    = desc("pulsar_permits_available", "Granted permits the open consumers have not used yet.", lSubscription)

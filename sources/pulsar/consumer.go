@@ -36,6 +36,8 @@ type consumer struct {
 	// were logged: later ones are only counted.
 	droppedLogged atomic.Bool
 	closeOnce     sync.Once
+	// acks is the queue the ack goroutine (sendAcks) hands to the client.
+	acks *ackQueue
 	// watch reports the consumer's closure, by whoever closed it.
 	watch *closeWatch
 	// events is the consumer's active-state listener; nil without an
@@ -269,70 +271,54 @@ func (c *consumer) next(ctx context.Context, buffered bool, flush func()) (pulsa
 // caused (acker.Interrupted) is neither acked nor nacked, whatever its
 // disposition: the message stays unacknowledged and the broker delivers it
 // again once the consumer closes, without counting a redelivery against
-// it. Outcomes for a consumer that was
-// replaced or closed are dropped, counted in Stats().DroppedAcks and logged
-// once per consumer: the broker redelivers those messages to the consumer
-// that replaced it.
+// it.
+//
+// Ack does not call the client: it queues the outcomes for the consumer's
+// ack goroutine (ackQueueSize of them), which hands them to the client in
+// order. When the queue is full (the client is not taking acks, for
+// example while it reconnects the consumer), Ack waits for room as long
+// as some is made at least every ackRoomWait, then drops the outcomes
+// that do not fit (and while the queue stays full, later ones at once):
+// they are counted in Stats().DroppedAcks and logged once per such
+// event, and the broker redelivers those messages. Outcomes for a
+// consumer that was replaced or closed are dropped, counted in
+// Stats().DroppedAcks and logged once per consumer: the broker redelivers
+// those messages to the consumer that replaced it.
 func (c *consumer) Ack(ctx context.Context, successful, failed []acker.Outcome) {
 	if c.gone.Load() {
-		n := len(successful) + len(failed)
-		c.src.droppedAcks.Add(int64(n))
-		// One event, however many calls bring its outcomes: the first is
-		// logged, every one is counted.
-		if c.droppedLogged.CompareAndSwap(false, true) {
-			c.log.WarnContext(ctx, "outcomes for messages of a closed or replaced consumer are dropped; the broker redelivers them",
-				slog.String("consumer", c.name), slog.Int("successful", len(successful)), slog.Int("failed", len(failed)),
-				slog.String("later_outcomes", "not logged; counted in Stats().DroppedAcks"))
-		}
+		c.dropGone(ctx, len(successful)+len(failed))
 		return
 	}
-	var (
-		errs     int
-		firstErr error
-	)
-	ack := func(o *acker.Outcome) {
-		pm, ok := o.Data.(pulsar.Message)
-		if !ok {
-			return
-		}
-		if err := c.c.AckID(pm.ID()); err != nil {
-			errs++
-			if firstErr == nil {
-				firstErr = err
-			}
-		}
-	}
-	for i := range successful {
-		ack(&successful[i])
-	}
-	for i := range failed {
-		o := &failed[i]
-		if acker.Interrupted(*o) {
-			continue
-		}
-		if o.Disposition == acker.DispositionDiscard {
-			ack(o)
-			continue
-		}
-		if pm, ok := o.Data.(pulsar.Message); ok {
-			c.c.Nack(pm)
-			c.src.nacked.Add(1)
-		}
-	}
-	if errs > 0 {
-		c.log.WarnContext(ctx, "pulsar acknowledgements failed; the broker redelivers those messages",
-			slog.Int("failed_acks", errs), slog.Any("error", firstErr))
-	}
+	c.enqueue(ctx, successful, failed)
 	// These messages left the stage: the gate may have room again.
 	c.signal()
 }
 
-// close marks the consumer gone and closes it, once. The client's close
-// waits for its close request (bounded by ClientOptions.OperationTimeout).
+// dropGone counts n outcomes for a closed or replaced consumer as dropped,
+// and logs the first call that brings some.
+func (c *consumer) dropGone(ctx context.Context, n int) {
+	c.src.droppedAcks.Add(int64(n))
+	// One event, however many calls bring its outcomes: the first is
+	// logged, every one is counted.
+	if n > 0 && c.droppedLogged.CompareAndSwap(false, true) {
+		c.log.WarnContext(ctx, "outcomes for messages of a closed or replaced consumer are dropped; the broker redelivers them",
+			slog.String("consumer", c.name), slog.Int("outcomes", n),
+			slog.String("later_outcomes", "not logged; counted in Stats().DroppedAcks"))
+	}
+}
+
+// close marks the consumer gone and closes it, once: it stops the ack
+// goroutine first (stopAcks: the queued outcomes reach the client unless
+// it stopped taking them), so that no ack is handed to the client after
+// its close was asked for, closes the consumer, and waits for the ack
+// goroutine's last call, which the close ends. The client's close waits
+// for its close request (bounded by ClientOptions.OperationTimeout).
 func (c *consumer) close() {
 	c.closeOnce.Do(func() {
 		c.gone.Store(true)
+		c.acks.stopAcks()
 		c.c.Close()
+		<-c.acks.done
 	})
 }
 

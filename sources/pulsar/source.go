@@ -93,7 +93,10 @@ type Stats struct {
 	// failed and was restarted.
 	Replaced int64
 	// DroppedAcks is the number of outcomes dropped because their consumer
-	// had been closed or replaced (the broker redelivers those messages).
+	// had been closed or replaced, or because its ack queue was full, or
+	// still held them when it closed, while the client took no acks (see
+	// docs/pulsar.md, The ack queue). The broker redelivers those
+	// messages.
 	DroppedAcks int64
 	// CallbackPanics is the number of panics recovered from
 	// Options.ActiveStateCallback.
@@ -303,7 +306,9 @@ func (s *Source) subscribe(ctx context.Context, st *producer.Stage[[]byte], topi
 		plan:   r.plan,
 		wake:   make(chan struct{}, 1),
 		watch:  watch,
+		acks:   newAckQueue(),
 	}
+	go c.sendAcks()
 	// Logged before the consumer shows in Stats, so that whoever sees it
 	// there finds the line in the log too.
 	c.log.Debug("pulsar consumer subscribed", slog.String("consumer", c.name),
@@ -365,6 +370,12 @@ func (s *Source) retire(ctx context.Context, cs []*consumer) {
 		return
 	}
 	liveset.Remove(&s.mu, s.live, cs...)
+	// Gone before they count as replaced: an outcome that comes once
+	// Stats shows them replaced is dropped, not queued for a consumer
+	// that is closing.
+	for _, c := range cs {
+		c.gone.Store(true)
+	}
 	s.replaced.Add(int64(len(cs)))
 	done := make(chan struct{})
 	s.bg.Go(func() {
@@ -382,8 +393,10 @@ func closeAll(cs []*consumer) {
 	_ = liveset.CloseEach(cs, func(c *consumer) error { c.close(); return nil })
 }
 
-// Close closes every consumer the source still has open, which flushes the
-// acknowledgements the client still groups, and waits for the subscribe
+// Close closes every consumer the source still has open, which first hands
+// the client the acknowledgements still in the consumer's ack queue (giving
+// up those the client does not take, see Ack) and then flushes those the
+// client still groups, and waits for the subscribe
 // calls that outlived their stage and for the closes of a failed stage's
 // consumers that outlived its Run. It does not close the client. Closing a
 // consumer waits for the client's own close request (bounded by
