@@ -161,10 +161,20 @@ func (p *Pipeline[In, Out]) Start(ctx context.Context) error {
 	p.mu.Unlock()
 
 	register(p.opts.Name, p)
+	// Deferred, so that the pipeline runs even when the PipelineStart
+	// hook ends the caller's goroutine (runtime.Goexit): Stop, Run and
+	// Done then work as usual, though Start never returns to its caller.
+	defer p.launch(hardCtx, closeCtx)
 	// Without p.mu, so that the hook may read the pipeline (Stats, Err,
 	// SourceStatus); before run, so that PipelineStart precedes
 	// PipelineStop.
 	p.hookStart(ctx)
+	return nil
+}
+
+// launch starts run once the PipelineStart hook has returned (or ended
+// its goroutine).
+func (p *Pipeline[In, Out]) launch(hardCtx, closeCtx context.Context) {
 	p.mu.Lock()
 	p.starting = false
 	p.mu.Unlock()
@@ -175,7 +185,6 @@ func (p *Pipeline[In, Out]) Start(ctx context.Context) error {
 	}
 	go p.run(hardCtx, closeCtx)
 	p.log.Info("pipeline started", slog.Any("topology", p.Topology()))
-	return nil
 }
 
 // run owns every goroutine of the pipeline: it launches the stages, each
@@ -228,8 +237,10 @@ func (p *Pipeline[In, Out]) run(hardCtx, closeCtx context.Context) {
 	p.mu.Unlock()
 	p.log.Info("pipeline stopped")
 	unregister(p)
+	// Deferred, so that Done closes even when the PipelineStop hook ends
+	// this goroutine (runtime.Goexit).
+	defer close(p.done)
 	p.hookStop(started)
-	close(p.done)
 }
 
 // enforceShutdownTimeout starts the drain when a stop is requested and cuts it

@@ -16,7 +16,15 @@
 // goes on as if the hook had returned (a message or batch keeps the outcome
 // its handler gave it, the pipeline starts or stops all the same, a Kafka
 // partition is claimed or let go all the same). The recovery costs a
-// deferred call per hook call and allocates nothing.
+// deferred call per hook call and allocates nothing. A hook that ends its
+// goroutine (runtime.Goexit, as t.FailNow does) is logged too, and treated
+// as the user code around it would be: ChunkStart, the message hooks and
+// the processors' HandleFailed hook fail the chunk's messages with
+// message.ErrHandlerExited (those failed before keep their error), as
+// BatchStart does the batch's; the batchers' HandleFailed hook, BatchEmit,
+// ChunkStop and BatchStop change no outcome; the pipeline starts and stops
+// all the same after an exit in PipelineStart (which ends the goroutine
+// that called Start) or PipelineStop. docs/architecture.md has the table.
 //
 // # Events and their cost
 //
