@@ -190,6 +190,9 @@ func (s *Batcher[T]) work(ctx context.Context, g *group.Group, bp *batchProcesso
 	returned := false
 	defer func() {
 		if !returned {
+			if bp.step == stepBatchStop {
+				bp.batchStopExited(ctx)
+			}
 			// Let go of the batches handled: those before bp.rest.
 			handled := len(bp.buf)
 			if len(bp.rest) > 0 {
@@ -858,6 +861,9 @@ const (
 	stepHandleFailed
 	// stepReporting: the outcomes are being reported.
 	stepReporting
+	// stepBatchStop: the BatchStop hook runs, once the batch is settled
+	// (exited has nothing to do by then; work logs an exit).
+	stepBatchStop
 )
 
 func (bp *batchProcessor[T]) loop(ctx context.Context, in *queue.Queue[message.Batch[T]]) {
@@ -1015,6 +1021,15 @@ func (bp *batchProcessor[T]) exited(ctx context.Context, b *message.Batch[T], ms
 		}
 	}
 	bp.settle(ctx, b, msgs, false)
+}
+
+// batchStopExited logs the exit of the BatchStop hook, which ended the
+// batch processor's goroutine once its batch was settled: no outcome is
+// left to report.
+func (bp *batchProcessor[T]) batchStopExited(ctx context.Context) {
+	bp.step = stepIdle
+	bp.log.ErrorContext(ctx, ExitedLog, slog.String("while", "BatchStop hook"), slog.Int("size", 0),
+		slog.String("stack", string(debug.Stack())))
 }
 
 func (bp *batchProcessor[T]) call(ctx context.Context, b *message.Batch[T]) (err error) {

@@ -38,7 +38,8 @@ func (bp *batchProcessor[T]) batchStart(ctx context.Context, b *message.Batch[T]
 }
 
 // batchStop calls the BatchStop hook once the batch is acknowledged, with
-// its duration from bp.batchT.
+// its duration from bp.batchT; bp.step tells work that the hook runs,
+// should it end the goroutine.
 func (bp *batchProcessor[T]) batchStop(ctx context.Context, b *message.Batch[T]) {
 	start := bp.batchT
 	h := bp.s.hooks.BatchStop
@@ -49,7 +50,9 @@ func (bp *batchProcessor[T]) batchStop(ctx context.Context, b *message.Batch[T])
 	if !bp.s.hooks.NoDurations {
 		e.Duration = bp.hookNow() - start
 	}
+	bp.step = stepBatchStop
 	h(ctx, e)
+	bp.step = stepIdle
 }
 
 // handleFailedHooked calls HandleFailed, then the HandleFailed hook.

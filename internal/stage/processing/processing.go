@@ -177,6 +177,9 @@ func (s *Pool[In, Out]) work(ctx context.Context, g *group.Group, p *worker[In, 
 	returned := false
 	defer func() {
 		if !returned {
+			if p.step == stepChunkStop {
+				p.chunkStopExited(ctx)
+			}
 			g.Go(func() { s.work(ctx, g, p, in) })
 			return
 		}
@@ -282,6 +285,9 @@ const (
 	// stepHandingOn: the outcomes are being reported and the messages
 	// handed to their batchers.
 	stepHandingOn
+	// stepChunkStop: the ChunkStop hook runs, once the chunk is settled
+	// (exited has nothing to do by then; work logs an exit).
+	stepChunkStop
 )
 
 func (s *Pool[In, Out]) newProcessor(i int) *worker[In, Out] {
@@ -507,6 +513,16 @@ func (p *worker[In, Out]) exited(ctx context.Context, chunk []*message.Message[I
 	}
 	p.log.ErrorContext(ctx, ExitedLog, slog.Int("messages", failed), slog.String("stack", string(debug.Stack())))
 	p.acks.Flush(ctx, p.log)
+}
+
+// chunkStopExited logs the exit of the ChunkStop hook, which ended the
+// processor's goroutine once its chunk was settled: no outcome is left to
+// report. It lets go of the chunk, which the loop did not clear.
+func (p *worker[In, Out]) chunkStopExited(ctx context.Context) {
+	p.step = stepIdle
+	clear(p.buf)
+	p.log.ErrorContext(ctx, ExitedLog, slog.String("while", "ChunkStop hook"), slog.Int("messages", 0),
+		slog.String("stack", string(debug.Stack())))
 }
 
 // notHandedOnExited fails with message.ErrHandlerExited, counts and adds

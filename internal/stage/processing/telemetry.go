@@ -71,7 +71,8 @@ func (p *worker[In, Out]) chunkStart(ctx context.Context, n int) time.Duration {
 }
 
 // chunkStop calls the ChunkStop hook with the chunk's duration, from
-// p.chunkT.
+// p.chunkT; p.step tells work that the hook runs, should it end the
+// goroutine.
 func (p *worker[In, Out]) chunkStop(ctx context.Context, n int) {
 	start := p.chunkT
 	h := p.s.hooks.ChunkStop
@@ -82,7 +83,9 @@ func (p *worker[In, Out]) chunkStop(ctx context.Context, n int) {
 	if p.clock.timed {
 		e.Duration, e.Timed = p.clock.now()-start, true
 	}
+	p.step = stepChunkStop
 	h(ctx, e)
+	p.step = stepIdle
 }
 
 // preparedMark restarts the message clock once Prepare has run, so that
