@@ -98,6 +98,18 @@ type exitWorld struct {
 	keyed       map[uint64]bool
 	handOnExit  map[int]bool
 	weighCalled map[uint64]bool
+	// goChunk is the chunk Prepare last saw on each goroutine (0 from the
+	// ChunkStart hook on, until Prepare sees the next one), to tell which
+	// chunk a processor's telemetry hook observed.
+	goChunk map[uint64]int
+	// startExited and batchStartExited add up the sizes of the chunks
+	// whose ChunkStart hook exited and of the batches whose BatchStart
+	// hook exited: their messages fail with message.ErrHandlerExited
+	// before Prepare, or the batch handler, sees them. unprepared and
+	// unbatched count the messages failed so: never seen by Prepare, or
+	// handled but never seen by a batch handler.
+	startExited, batchStartExited int
+	unprepared, unbatched         int
 }
 
 // act is what pick says for the first message of msgs (whose ids idOf
@@ -198,9 +210,20 @@ type exitSoakCase struct {
 	// exitPlan.weight) and this MaxWeight.
 	maxWeight int
 	// emit is what the BatchEmit telemetry hook does at its nth call,
-	// emit[n%len(emit)]; nil leaves the pipeline without hooks.
+	// emit[n%len(emit)]; nil leaves it unset.
 	emit []exitAct
+	// hooks is what each of the other telemetry hooks (exitHookNames)
+	// does at its nth call, hooks[name][n%len]; a hook not in it is
+	// unset. Without emit and hooks the pipeline has no hooks.
+	hooks map[string][]exitAct
 }
+
+// exitHookNames are the telemetry hooks beside BatchEmit that
+// TestEveryDeliveredMessageGetsOneExplainedOutcomeWhateverUserCodeDoes
+// sets, in the order their plans are drawn. PipelineStart runs on the
+// goroutine that called Start, PipelineStop on the pipeline's own.
+var exitHookNames = []string{"ChunkStart", "ChunkStop", "MessageStart", "MessageStop", "MessageException",
+	"HandleFailed", "BatchStart", "BatchStop", "PipelineStart", "PipelineStop"}
 
 func newExitSoakCase(rng *rand.Rand) (exitSoakCase, []exitPlan) {
 	c := exitSoakCase{
@@ -268,14 +291,30 @@ func newExitSoakCase(rng *rand.Rand) (exitSoakCase, []exitPlan) {
 			c.emit[i] = exitOnly(re)
 		}
 	}
+	// Drawn after the rest too, for the same reason; in half the seeds,
+	// so that a quarter of them still run without hooks.
+	if rng.IntN(2) == 0 {
+		c.hooks = map[string][]exitAct{}
+		for _, name := range exitHookNames {
+			if rng.IntN(2) != 0 {
+				continue
+			}
+			re := rate()
+			acts := make([]exitAct, 1+rng.IntN(64))
+			for i := range acts {
+				acts[i] = exitOnly(re)
+			}
+			c.hooks[name] = acts
+		}
+	}
 	return c, plans
 }
 
 // Guarantee: whatever user code does with a message — return, fail it,
 // panic or end its goroutine (runtime.Goexit) — in the processors'
 // handler, Prepare or HandleFailed, in a batcher's PartitionBy or Weight,
-// in a batch handler or its HandleFailed, or in the BatchEmit telemetry
-// hook, with any concurrency, demand, batching, ordering and
+// in a batch handler or its HandleFailed, or in any of the pipeline's
+// telemetry hooks, with any concurrency, demand, batching, ordering and
 // stopping point: every message the source delivered gets at most one
 // outcome, exactly one unless a drain was cut short; a failed message
 // carries an error its user code explains (its own error, a
@@ -284,8 +323,14 @@ func newExitSoakCase(rng *rand.Rand) (exitSoakCase, []exitPlan) {
 // processor, its batch processor, the processor handing it on when a
 // batcher's PartitionBy exited (a message handed on before then may still
 // succeed), the batcher partition when its own Weight exited — or the
-// shutdown's interruption; an exit or a panic in the BatchEmit hook fails
-// nothing); a successful one went through the handler, its batcher's
+// shutdown's interruption, or an exit in a telemetry hook: ChunkStart
+// (the messages Prepare never saw, no more than those chunks held), a
+// message hook or the processors' HandleFailed hook (its chunk),
+// BatchStart (handled messages no batch handler saw, no more than those
+// batches held); a panic in any hook fails nothing, nor does an exit in
+// BatchEmit, ChunkStop, BatchStop, the batchers' HandleFailed hook,
+// PipelineStart or PipelineStop, after which the pipeline starts and
+// stops all the same); a successful one went through the handler, its batcher's
 // PartitionBy and Weight returned for it, and a batch handler; the stats
 // add up (In = Succeeded + Failed + Unhandled for the processors, plus
 // Dropped + InFlight for the batchers, and every missing outcome is
@@ -314,7 +359,8 @@ func exitSoakOnce[Out any](t *testing.T, c exitSoakCase, plans []exitPlan, wrap 
 	w := &exitWorld{plans: plans, chunkOf: map[uint64]int{}, exitChunk: map[int]bool{},
 		batchOf: map[uint64]int{}, exitBatch: map[int]bool{}, handled: map[uint64]bool{},
 		batchedOK: map[uint64]bool{}, called: map[uint64]bool{}, lastCalled: map[int]uint64{}, delivered: map[uint64]bool{},
-		keyCalled: map[uint64]bool{}, keyed: map[uint64]bool{}, handOnExit: map[int]bool{}, weighCalled: map[uint64]bool{}}
+		keyCalled: map[uint64]bool{}, keyed: map[uint64]bool{}, handOnExit: map[int]bool{}, weighCalled: map[uint64]bool{},
+		goChunk: map[uint64]int{}}
 	rec := acker.NewRecorder(false)
 	src := &exitSource{feeds: c.feeds, perFeed: c.perFeed, ordered: c.ordered, ack: rec, w: w}
 	o := pipeline.Options[uint64, Out]{
@@ -332,6 +378,7 @@ func exitSoakOnce[Out any](t *testing.T, c exitSoakCase, plans []exitPlan, wrap 
 				for _, m := range msgs {
 					w.chunkOf[m.Data] = w.chunks
 				}
+				w.goChunk[goroutineID()] = w.chunks
 				if a == actExit {
 					w.exitChunk[w.chunks] = true
 				}
@@ -466,16 +513,26 @@ func exitSoakOnce[Out any](t *testing.T, c exitSoakCase, plans []exitPlan, wrap 
 		}
 		o.Batchers = append(o.Batchers, bo)
 	}
-	if c.emit != nil {
-		var emits atomic.Uint64
-		o.Telemetry = &telemetry.Hooks{BatchEmit: func(context.Context, telemetry.Batch) {
-			n := emits.Add(1) - 1
-			doAct("BatchEmit", c.emit[n%uint64(len(c.emit))], n) //nolint:errcheck // it returns no error
-		}}
+	if c.emit != nil || len(c.hooks) > 0 {
+		o.Telemetry = exitSoakHooks(c, w, o.Name+".processor")
 	}
 	p := mustNew(t, o)
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
+	// On a goroutine of its own, which the PipelineStart hook may end:
+	// the pipeline runs all the same.
+	startReturned := false
+	var startErr error
+	startDone := make(chan struct{})
+	go func() {
+		defer close(startDone)
+		startErr = p.Start(context.Background())
+		startReturned = true
+	}()
+	<-startDone
+	if startErr != nil {
+		t.Fatal(startErr)
+	}
+	if !startReturned && c.hooks["PipelineStart"] == nil {
+		t.Fatal("Start ended its goroutine without a PipelineStart hook to end it")
 	}
 
 	var stopErr error
@@ -590,6 +647,14 @@ func exitSoakOnce[Out any](t *testing.T, c exitSoakCase, plans []exitPlan, wrap 
 	if int(acked) != rec.Total() {
 		t.Errorf("stats count %d outcomes, the acknowledger got %d", acked, rec.Total())
 	}
+	if w.unprepared > w.startExited || (stopErr == nil && w.unprepared != w.startExited) {
+		t.Errorf("%d messages Prepare never saw failed with message.ErrHandlerExited; the chunks whose ChunkStart hook exited held %d",
+			w.unprepared, w.startExited)
+	}
+	if w.unbatched > w.batchStartExited {
+		t.Errorf("%d handled messages no batch handler saw failed with message.ErrHandlerExited; the batches whose BatchStart hook exited held %d",
+			w.unbatched, w.batchStartExited)
+	}
 	if int(unhandled) != missing {
 		t.Errorf("stats count %d unhandled messages, %d delivered messages got no outcome", unhandled, missing)
 	}
@@ -620,6 +685,17 @@ func (w *exitWorld) unexplained(id uint64, err error, cut bool) string {
 	if errors.Is(err, message.ErrHandlerExited) {
 		if w.exitChunk[w.chunkOf[id]] || w.exitBatch[w.batchOf[id]] || w.handOnExit[w.chunkOf[id]] ||
 			(w.weighCalled[id] && w.plans[id].weigh == actExit) {
+			return ""
+		}
+		// A ChunkStart hook exited before Prepare saw it, or a BatchStart
+		// hook before a batch handler did: counted, and matched against
+		// the sizes of those chunks and batches once all are judged.
+		if _, prepared := w.chunkOf[id]; !prepared && w.startExited > 0 {
+			w.unprepared++
+			return ""
+		}
+		if _, batched := w.batchOf[id]; !batched && w.handled[id] && w.batchStartExited > 0 {
+			w.unbatched++
 			return ""
 		}
 		return "no goroutine holding it exited"
@@ -668,4 +744,114 @@ func (w *exitWorld) sameUnit(id uint64, site string, by uint64, a exitAct) strin
 		}
 	}
 	return fmt.Sprintf("%s of message %d could not fail it", site, by)
+}
+
+// exitSoakHooks returns the telemetry hooks of c, which record in w what
+// their exits do to the messages: an exit in ChunkStart fails the chunk
+// before Prepare sees it; in MessageStart, MessageStop, MessageException
+// or the processors' HandleFailed hook (whose stage is procStage) it fails
+// the chunk Prepare last saw on the goroutine as the handler's exit does;
+// in BatchStart it fails the batch before its handler sees it; in
+// ChunkStop, BatchStop, the batchers' HandleFailed hook (run once the
+// outcomes are decided), BatchEmit, PipelineStart and PipelineStop it
+// changes no outcome. A panic in any of them changes no outcome.
+func exitSoakHooks(c exitSoakCase, w *exitWorld, procStage string) *telemetry.Hooks {
+	h := &telemetry.Hooks{}
+	if c.emit != nil {
+		var emits atomic.Uint64
+		h.BatchEmit = func(context.Context, telemetry.Batch) {
+			n := emits.Add(1) - 1
+			doAct("BatchEmit", c.emit[n%uint64(len(c.emit))], n) //nolint:errcheck // it returns no error
+		}
+	}
+	calls := map[string]*atomic.Uint64{}
+	for name := range c.hooks {
+		calls[name] = new(atomic.Uint64)
+	}
+	// next is what hook name does at this call, and the call's number.
+	next := func(name string) (exitAct, uint64) {
+		acts := c.hooks[name]
+		n := calls[name].Add(1) - 1
+		return acts[n%uint64(len(acts))], n
+	}
+	// chunkHook fails, when it exits, the chunk Prepare last saw on the
+	// calling goroutine.
+	chunkHook := func(name string) {
+		a, n := next(name)
+		if a == actExit {
+			w.mu.Lock()
+			w.exitChunk[w.goChunk[goroutineID()]] = true
+			w.mu.Unlock()
+		}
+		doAct(name, a, n) //nolint:errcheck // it returns no error
+	}
+	// noEffect is a hook whose exit changes no outcome.
+	noEffect := func(name string) {
+		a, n := next(name)
+		doAct(name, a, n) //nolint:errcheck // it returns no error
+	}
+	for name := range c.hooks {
+		switch name {
+		case "ChunkStart":
+			h.ChunkStart = func(_ context.Context, e telemetry.Chunk) {
+				a, n := next(name)
+				w.mu.Lock()
+				w.goChunk[goroutineID()] = 0
+				if a == actExit {
+					w.startExited += e.Size
+				}
+				w.mu.Unlock()
+				doAct(name, a, n) //nolint:errcheck // it returns no error
+			}
+		case "ChunkStop":
+			h.ChunkStop = func(context.Context, telemetry.Chunk) { noEffect(name) }
+		case "MessageStart":
+			h.MessageStart = func(context.Context, telemetry.Message) { chunkHook(name) }
+		case "MessageStop":
+			h.MessageStop = func(context.Context, telemetry.Message) { chunkHook(name) }
+		case "MessageException":
+			h.MessageException = func(context.Context, telemetry.Message) { chunkHook(name) }
+		case "HandleFailed":
+			h.HandleFailed = func(_ context.Context, e telemetry.Failed) {
+				if e.Stage == procStage {
+					chunkHook(name)
+					return
+				}
+				noEffect(name)
+			}
+		case "BatchStart":
+			h.BatchStart = func(_ context.Context, e telemetry.Batch) {
+				a, n := next(name)
+				if a == actExit {
+					w.mu.Lock()
+					w.batchStartExited += e.Info.Size
+					w.mu.Unlock()
+				}
+				doAct(name, a, n) //nolint:errcheck // it returns no error
+			}
+		case "BatchStop":
+			h.BatchStop = func(context.Context, telemetry.Batch) { noEffect(name) }
+		case "PipelineStart":
+			h.PipelineStart = func(context.Context, telemetry.Pipeline) { noEffect(name) }
+		case "PipelineStop":
+			h.PipelineStop = func(context.Context, telemetry.Pipeline) { noEffect(name) }
+		}
+	}
+	return h
+}
+
+// goroutineID is the calling goroutine's id, read from its stack header
+// ("goroutine N [...").
+func goroutineID() uint64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b = b[len("goroutine "):]
+	var id uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			break
+		}
+		id = id*10 + uint64(c-'0')
+	}
+	return id
 }
