@@ -24,7 +24,10 @@
 // BatchStart does the batch's; the batchers' HandleFailed hook, BatchEmit,
 // ChunkStop and BatchStop change no outcome; the pipeline starts and stops
 // all the same after an exit in PipelineStart (which ends the goroutine
-// that called Start) or PipelineStop. docs/architecture.md has the table.
+// that called Start) or PipelineStop; a Kafka source calls PartitionAssigned
+// and PartitionRevoked on a goroutine of their own, so an exit there ends
+// only that call and the partition is claimed or let go all the same.
+// docs/architecture.md has the table.
 //
 // # Events and their cost
 //
@@ -133,6 +136,10 @@ type Hooks struct {
 	// PartitionRevoked is called by such a source when the member has
 	// let a partition go: its claim ended, its messages were settled and
 	// its offsets committed (or the commit given up).
+	//
+	// The source calls both on a goroutine of their own and waits for it:
+	// a panic or an exit (runtime.Goexit) in them is logged once and the
+	// member goes on as if the hook had returned.
 	PartitionRevoked func(ctx context.Context, e Assignment)
 
 	// NoDurations, when true, tells the pipeline that these hooks do not

@@ -7,6 +7,8 @@ package safehooks
 import (
 	"context"
 	"log/slog"
+	"runtime/debug"
+	"slices"
 
 	"github.com/boulevard-go/boulevard/internal/panics"
 	"github.com/boulevard-go/boulevard/telemetry"
@@ -15,6 +17,12 @@ import (
 // Panicked is the message a recovered hook panic is logged with; its
 // "hook" attribute names the hook.
 const Panicked = "telemetry hook panicked; the work it observed goes on"
+
+// Exited is the message a hook's exit (runtime.Goexit, as t.FailNow
+// does) is logged with, where the caller recovers from it (the Kafka
+// sources' partition hooks); its "hook" attribute names the hook and its
+// "stack" attribute holds the stack of the exit.
+const Exited = "telemetry hook ended its goroutine (runtime.Goexit); the work it observed goes on"
 
 // Wrap returns a copy of h whose every hook recovers its own panic and
 // logs it to log (which names the stage) with Panicked, the hook's name,
@@ -44,4 +52,35 @@ func Wrap(h *telemetry.Hooks, log *slog.Logger) *telemetry.Hooks {
 
 func guard[E any](f func(ctx context.Context, e E), log *slog.Logger, hook string) func(context.Context, E) {
 	return panics.Guard(f, log, Panicked, slog.String("hook", hook))
+}
+
+// CallAside calls f(ctx, e), the hook named hook, on a goroutine of its own
+// and waits for it to end. A panic in f is recovered and logged to log
+// with Panicked; an exit (runtime.Goexit, as t.FailNow does) ends only
+// that goroutine and is logged with Exited and the stack of the exit. One
+// error line each, with attrs, and the caller's goroutine goes on as if f
+// had returned: the caller may be a client library's goroutine (a Kafka
+// consumer group's session or group manager) that an exit must not end.
+// It costs a goroutine per call, so it is for hooks called once per event
+// (a partition assigned or revoked), never per message.
+func CallAside[E any](ctx context.Context, log *slog.Logger, hook string, f func(context.Context, E), e E, attrs ...any) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		returned := false
+		defer func() {
+			if returned {
+				return
+			}
+			attrs := append(slices.Clip(attrs), slog.String("hook", hook))
+			if r := recover(); r != nil {
+				log.ErrorContext(ctx, Panicked, append(attrs, slog.Any("panic", r), slog.String("stack", string(debug.Stack())))...)
+				return
+			}
+			log.ErrorContext(ctx, Exited, append(attrs, slog.String("stack", string(debug.Stack())))...)
+		}()
+		f(ctx, e)
+		returned = true
+	}()
+	<-done
 }

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/boulevard-go/boulevard/internal/panics"
 	"github.com/boulevard-go/boulevard/internal/safehooks"
 	"github.com/boulevard-go/boulevard/telemetry"
 )
@@ -350,26 +349,26 @@ func SourceStats(group string, members []MemberStats) Stats {
 }
 
 // Assigned calls h's PartitionAssigned, if any, for a partition the member
-// has just claimed. A panic in the hook is logged to m.Log and the claim
+// has just claimed. The hook runs on a goroutine of its own (the caller is
+// the client's: a sarama session's, franz-go's group manager): a panic in
+// it, or an exit (runtime.Goexit), is logged once to m.Log and the claim
 // goes on.
 func (m *Member) Assigned(ctx context.Context, h *telemetry.Hooks, c *Claim) {
 	if h != nil && h.PartitionAssigned != nil {
-		defer panics.Log(ctx, m.Log, safehooks.Panicked, slog.String("hook", "PartitionAssigned"),
+		safehooks.CallAside(ctx, m.Log, "PartitionAssigned", h.PartitionAssigned, m.assignment(c),
 			slog.String("topic", c.Topic), slog.Int("partition", int(c.Part)))
-		h.PartitionAssigned(ctx, m.assignment(c))
 	}
 }
 
 // Revoked calls h's PartitionRevoked, if any, for a partition the member
 // has let go. The member's context may be over (the source is closing), so
-// the hook gets a context of its own. A panic in the hook is logged to m.Log
-// and the release goes on.
+// the hook gets a context of its own. As in Assigned, the hook runs on a
+// goroutine of its own: a panic in it, or an exit (runtime.Goexit), is
+// logged once to m.Log and the release goes on.
 func (m *Member) Revoked(ctx context.Context, h *telemetry.Hooks, c *Claim) {
 	if h != nil && h.PartitionRevoked != nil {
-		ctx := context.WithoutCancel(ctx)
-		defer panics.Log(ctx, m.Log, safehooks.Panicked, slog.String("hook", "PartitionRevoked"),
+		safehooks.CallAside(context.WithoutCancel(ctx), m.Log, "PartitionRevoked", h.PartitionRevoked, m.assignment(c),
 			slog.String("topic", c.Topic), slog.Int("partition", int(c.Part)))
-		h.PartitionRevoked(ctx, m.assignment(c))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -121,6 +122,43 @@ func TestPanickingPartitionHooksAreLoggedOnce(t *testing.T) {
 	}
 	for i, hook := range []string{"PartitionAssigned", "PartitionRevoked"} {
 		for _, want := range []string{"level=ERROR", "hook=" + hook, "topic=" + c.Topic, "partition=0"} {
+			if !strings.Contains(lines[i], want) {
+				t.Errorf("log line %q lacks %q", lines[i], want)
+			}
+		}
+	}
+}
+
+// Guarantee: a PartitionAssigned or PartitionRevoked hook that ends its
+// goroutine (runtime.Goexit, as t.FailNow does) ends only its own call:
+// Assigned and Revoked return to their caller (a client's goroutine), and
+// each exit costs one error log line naming the hook and the partition,
+// with the stack of the exit.
+func TestExitingPartitionHooksReturnToTheCallerAndAreLoggedOnce(t *testing.T) {
+	m, c := handledTo(10)
+	var logged bytes.Buffer
+	m.Log = slog.New(slog.NewTextHandler(&logged, nil))
+	h := &telemetry.Hooks{
+		PartitionAssigned: func(context.Context, telemetry.Assignment) { runtime.Goexit() },
+		PartitionRevoked:  func(context.Context, telemetry.Assignment) { runtime.Goexit() },
+	}
+	returned := make(chan bool, 1)
+	go func() {
+		ok := false
+		defer func() { returned <- ok }()
+		m.Assigned(context.Background(), h, c)
+		m.Revoked(context.Background(), h, c)
+		ok = true
+	}()
+	if !<-returned {
+		t.Fatal("the hook's exit ended its caller's goroutine: Assigned or Revoked never returned")
+	}
+	lines := strings.Split(strings.TrimSpace(logged.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want 2 log lines, got %q", logged.String())
+	}
+	for i, hook := range []string{"PartitionAssigned", "PartitionRevoked"} {
+		for _, want := range []string{"level=ERROR", "runtime.Goexit", "hook=" + hook, "topic=" + c.Topic, "partition=0"} {
 			if !strings.Contains(lines[i], want) {
 				t.Errorf("log line %q lacks %q", lines[i], want)
 			}
