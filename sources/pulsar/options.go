@@ -126,9 +126,12 @@ type Options struct {
 	// Validate refuses what the client would refuse at every subscribe: a
 	// DLQ with MaxDeliveries 0 or, without RetryEnable, no
 	// DeadLetterTopic; a PriorityLevel outside 0 to math.MaxInt32; a
-	// negative NackPrecisionBit; and a negative ExpireTimeOfIncompleteChunk
+	// negative NackPrecisionBit; a negative ExpireTimeOfIncompleteChunk
 	// (the client would discard and acknowledge every chunked message as
-	// it begins). The
+	// it begins); and a MaxPendingChunkedMessage outside 0 to
+	// MaxPendingChunkedMessageLimit (the client reserves a table of that
+	// many entries in every partition consumer, and takes a negative
+	// value for no limit). The
 	// fields the source sets itself must be left zero, or Validate rejects
 	// them: Topic, Topics, TopicsPattern, SubscriptionName, Type, Name,
 	// EventListener, MessageChannel, ReceiverQueueSize,
@@ -163,6 +166,14 @@ type Options struct {
 	// Deprecated: set the pipeline's Logger instead.
 	Logger *slog.Logger `name:"-" validate:"-"`
 }
+
+// MaxPendingChunkedMessageLimit is the largest
+// Options.Consumer.MaxPendingChunkedMessage Validate accepts: the chunked
+// messages a partition consumer may be assembling at once. pulsar-client-go
+// reserves a table of that many entries in every partition consumer it
+// makes (about 3 MiB at the limit; its default, 100, a few KiB), so
+// an unbounded value would be reserved once per partition and per stage.
+const MaxPendingChunkedMessageLimit = 1 << 16
 
 // WithDefaults returns o with every zero field replaced by its default.
 // (No field of Options has a default other than its zero value today.)
@@ -277,6 +288,13 @@ func (o Options) Validate() error {
 	// The client discards, and acknowledges, a chunked message still
 	// incomplete after this long: a negative value would discard every
 	// chunked message at once.
+	// The client sizes a map by it in every partition consumer it makes
+	// (about 53 bytes an entry), and takes a negative value for no limit
+	// on the chunked messages it keeps assembling.
+	if n := c.MaxPendingChunkedMessage; n < 0 || n > MaxPendingChunkedMessageLimit {
+		errs = append(errs, validate.Field("pulsar.consumer.maxPendingChunkedMessage", "range",
+			fmt.Sprintf("must be 0 (the client's default, 100) or 1 to %d", MaxPendingChunkedMessageLimit)))
+	}
 	if c.ExpireTimeOfIncompleteChunk < 0 {
 		errs = append(errs, validate.Field("pulsar.consumer.expireTimeOfIncompleteChunk", "gte",
 			"must be 0 (the client's default, 1 minute) or positive"))
