@@ -121,7 +121,7 @@ type Options[T any] struct {
 	// Partitions is the partition count topics are declared with: 0 (the
 	// default) for a non-partitioned topic. Declaring a topic that exists
 	// with another count (or partitioned when 0 is asked) is an error naming
-	// both counts.
+	// both counts. At most MaxPartitions (4096).
 	Partitions int `validate:"gte=0,lte=4096"`
 	// Admin creates a partitioned topic that does not exist yet. Required
 	// for Partitions > 0 unless every topic is created beforehand.

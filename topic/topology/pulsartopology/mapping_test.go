@@ -262,6 +262,20 @@ func TestOptionsValidated(t *testing.T) {
 	}
 }
 
+// Guarantee: ReadAhead is bounded by MaxReadAhead: accepted at it, refused
+// one past it with an error naming pulsartopology.readAhead and the rule.
+func TestReadAheadIsBoundedByMaxReadAhead(t *testing.T) {
+	o := pulsartopology.Options[string]{ServiceURL: "pulsar://x:6650", Codec: topic.StringCodec{}, ReadAhead: pulsartopology.MaxReadAhead}
+	if err := o.WithDefaults().Validate(); err != nil {
+		t.Fatalf("ReadAhead at MaxReadAhead refused: %v", err)
+	}
+	o.ReadAhead++
+	var es validate.Errors
+	if err := o.WithDefaults().Validate(); !errors.As(err, &es) || !es.Has("pulsartopology.readAhead", "lte") {
+		t.Fatalf("ReadAhead past MaxReadAhead: Validate = %v, want an lte error on pulsartopology.readAhead", err)
+	}
+}
+
 // failing is a codec whose Encode fails while fail is set.
 type failing struct {
 	topic.StringCodec

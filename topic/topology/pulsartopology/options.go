@@ -27,6 +27,10 @@ const (
 	DefaultReadAhead = 1000
 	// DefaultRedeliveryDelay is Options.RedeliveryDelay.
 	DefaultRedeliveryDelay = time.Second
+	// MaxReadAhead is the largest Options.ReadAhead, checked by Validate:
+	// pulsar-client-go makes a queue of that many entries (24 MiB at the
+	// bound) for every topic a reader's consumer reads.
+	MaxReadAhead = 1 << 20
 )
 
 // Options configure a [Backend]. Zero fields take the documented defaults.
@@ -56,7 +60,8 @@ type Options[T any] struct {
 	OperationTimeout time.Duration `validate:"gte=0"`
 	// ReadAhead is the receiver queue of each reader's consumer: how many
 	// messages the broker may push ahead of Receive, per topic read.
-	// Default 1000 (pulsar-client-go's own default).
+	// Default 1000 (pulsar-client-go's own default), at most MaxReadAhead
+	// (1048576).
 	ReadAhead int `validate:"gte=0,lte=1048576"`
 	// RedeliveryDelay is how long a received letter whose hand-off failed
 	// (its Hold, Requeue or DeadLetter returned an error) waits before the
