@@ -58,6 +58,9 @@ var rules = []rule{
 	{from: "internal/kafkaoffset", only: []string{"acker", "internal/kafkarefusal"}, why: "the shared Kafka offset tracking imports only acker and the refusal table"},
 	// One table of Kafka's refusals for good, for every client.
 	{from: "internal/kafkarefusal", only: []string{}, why: "internal/kafkarefusal imports nothing of the module"},
+	// The bounds of the sarama fields that size sarama's allocations,
+	// shared by every option package that takes a sarama.Config.
+	{from: "internal/kafkalimits", only: []string{"validate"}, why: "internal/kafkalimits imports only validate"},
 	// The telemetry hooks are called by the stage runtime and by the
 	// sources, which never import each other: the hook API depends on
 	// neither, only on the message types its events name.

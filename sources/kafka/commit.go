@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/IBM/sarama"
 
@@ -226,9 +227,15 @@ func (m *member) refreshCoordinator(err error) {
 // Config.Consumer.Offsets.Retry.Max times (as sarama's final flush does)
 // unless the group has moved on (the member's generation is over), all of
 // it within RevokeTimeout (claim.Member.CommitFinal): a commit still
-// unanswered then is abandoned, and the partition lets go.
+// unanswered then is abandoned, and the partition lets go. Retry.Max
+// math.MaxInt (sarama accepts any count that is not negative) tries as
+// often, not never.
 func (m *member) commitFinal(p *partition) {
-	_ = m.cm.CommitFinal(m.hurryCtx, m.opts.RevokeTimeout, p.Claim, m.client.Config().Consumer.Offsets.Retry.Max+1, 0, m.send,
+	attempts := m.client.Config().Consumer.Offsets.Retry.Max
+	if attempts < math.MaxInt {
+		attempts++
+	}
+	_ = m.cm.CommitFinal(m.hurryCtx, m.opts.RevokeTimeout, p.Claim, attempts, 0, m.send,
 		func(err error) bool {
 			return errors.Is(err, sarama.ErrIllegalGeneration) || errors.Is(err, sarama.ErrUnknownMemberId) ||
 				errors.Is(err, sarama.ErrRebalanceInProgress) || errors.Is(err, sarama.ErrClosedClient)

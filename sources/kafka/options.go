@@ -8,10 +8,18 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/kafkalimits"
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
 	"github.com/boulevard-go/boulevard/telemetry"
 	"github.com/boulevard-go/boulevard/validate"
 )
+
+// MaxOpenRequests is the largest Options.Config.Net.MaxOpenRequests
+// Validate accepts (sarama's default is 5; it checks only that the value
+// is positive): sarama makes two channels of that many entries for every
+// broker connection, and a value past what make accepts panics on
+// sarama's own goroutine when the source connects.
+const MaxOpenRequests = kafkalimits.OpenRequests
 
 // Default values of the source options. A zero field in Options takes the
 // matching default: InitialOffset OffsetLatest, BeginOffset BeginCommitted,
@@ -196,7 +204,9 @@ type Options struct {
 	// its connections). A few timeouts take
 	// the source's defaults when they still hold sarama.NewConfig's value
 	// (see SaramaDefaults); any other value is the user's and is kept. It
-	// is checked with sarama's own Validate.
+	// is checked with sarama's own Validate, and Net.MaxOpenRequests, by
+	// which sarama sizes two channels per broker connection, must be at
+	// most MaxOpenRequests.
 	//
 	// The options print with their credentials redacted (see String):
 	// nothing of Config is printed but its version, client id and whether
@@ -282,6 +292,9 @@ func (o Options) Validate() error {
 		if err := o.saramaConfig(100).Validate(); err != nil {
 			errs = append(errs, validate.Field("kafka.config", "sarama", fmt.Sprintf("is rejected by sarama: %v", err)))
 		}
+		// ChannelBufferSize is the source's own (saramaConfig), and the
+		// source does not produce.
+		errs = append(errs, kafkalimits.Check("kafka.config", o.Config, kafkalimits.Connections)...)
 	}
 	return validate.Join(errs...)
 }

@@ -11,7 +11,34 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/kafkalimits"
 	"github.com/boulevard-go/boulevard/validate"
+)
+
+// Upper bounds of [Options], checked by Validate (the struct tags repeat
+// the numbers), so that a mistyped size is an error, not an allocation
+// that exhausts memory or a panic on one of sarama's goroutines.
+const (
+	// MaxPartitions is the largest Options.Partitions.
+	MaxPartitions = 100000
+	// MaxReplicationFactor is the largest Options.ReplicationFactor.
+	MaxReplicationFactor = 32
+	// MaxPublishBuffer is the largest Options.PublishBuffer: a channel of
+	// that many entries is made when the backend starts.
+	MaxPublishBuffer = 1 << 20
+	// MaxChannelBufferSize is the largest Options.Config.ChannelBufferSize
+	// (sarama's default 256; sarama checks only that it is not negative):
+	// sarama makes a channel of that many entries for every topic and
+	// partition it produces to and two for every partition it consumes.
+	MaxChannelBufferSize = kafkalimits.ChannelBufferSize
+	// MaxOpenRequests is the largest Options.Config.Net.MaxOpenRequests
+	// (sarama's default 5): sarama makes two channels of that many entries
+	// for every broker connection.
+	MaxOpenRequests = kafkalimits.OpenRequests
+	// MaxProducerRetries is the largest Options.Config.Producer.Retry.Max
+	// (sarama's default 3): sarama makes a table of that many entries for
+	// every partition it produces to.
+	MaxProducerRetries = kafkalimits.ProducerRetries
 )
 
 // Defaults applied by [New] to zero fields of [Options].
@@ -62,7 +89,11 @@ type Options[T any] struct {
 	// producer, which sends records one per request (see
 	// [RecordTooLargeError]), takes it with its Producer.Flush settings
 	// replaced. Nil means sarama.NewConfig(). Its credentials never
-	// appear in errors, logs or the String form of the options.
+	// appear in errors, logs or the String form of the options. The
+	// fields by which sarama sizes what it allocates are bounded (sarama
+	// checks only that they are not negative): ChannelBufferSize at most
+	// MaxChannelBufferSize, Net.MaxOpenRequests at most MaxOpenRequests,
+	// Producer.Retry.Max at most MaxProducerRetries.
 	Config *sarama.Config `name:"-"`
 	// Codec turns values into record payloads and back. Required. A panic
 	// in Encode fails that publish with an error wrapping the
@@ -84,10 +115,11 @@ type Options[T any] struct {
 	// Headers returns a value's record headers. Nil means none.
 	Headers func(T) []sarama.RecordHeader `name:"-"`
 	// Partitions is the partition count of the topics the backend creates,
-	// and the least an existing topic must have. Default 1.
+	// and the least an existing topic must have. Default 1, at most
+	// MaxPartitions (100000).
 	Partitions int32 `validate:"gte=0,lte=100000"`
 	// ReplicationFactor is the replication factor of the topics the
-	// backend creates. Default 1.
+	// backend creates. Default 1, at most MaxReplicationFactor (32).
 	ReplicationFactor int16 `name:"replication_factor" validate:"gte=0,lte=32"`
 	// Acks is "all" (default), "leader" or "none"; see AcksAll.
 	Acks string `validate:"omitempty,oneof=all leader none"`
@@ -112,7 +144,7 @@ type Options[T any] struct {
 	RevokeTimeout time.Duration `name:"revoke_timeout" validate:"gte=0"`
 	// PublishBuffer is how many publishes may wait to be handed to the
 	// producer; TryPublish reports DroppedOnFull when it is full, Publish
-	// waits for room. Default 256.
+	// waits for room. Default 256, at most MaxPublishBuffer (1048576).
 	PublishBuffer int `name:"publish_buffer" validate:"gte=0,lte=1048576"`
 	// Logger receives one line per event (a failed join, a record that
 	// does not decode, a lag). Nil means slog.Default().
@@ -151,14 +183,15 @@ func (o Options[T]) WithDefaults() Options[T] {
 // broken rule by field ("brokers is required", "acks must be one of all
 // leader none", "config: …" for a sarama configuration sarama refuses).
 func (o Options[T]) Validate() error {
-	var cfgErr error
+	errs := []error{validate.Struct("", &o)}
 	if o.Config != nil {
 		c := o.WithDefaults().saramaConfig()
 		if err := c.Validate(); err != nil {
-			cfgErr = validate.Field("config", "valid", "config: "+oneLine(err.Error()))
+			errs = append(errs, validate.Field("config", "valid", "config: "+oneLine(err.Error())))
 		}
+		errs = append(errs, kafkalimits.Check("config", c, kafkalimits.All)...)
 	}
-	return validate.Join(validate.Struct("", &o), cfgErr)
+	return validate.Join(errs...)
 }
 
 // saramaConfig is the configuration of every client of the backend: a

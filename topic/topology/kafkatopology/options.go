@@ -7,6 +7,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/kafkalimits"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/validate"
 )
@@ -28,6 +29,32 @@ const (
 	DefaultHoldRetentionMargin = 7 * 24 * time.Hour
 )
 
+// Upper bounds of [Options], checked by Validate (the struct tags repeat
+// the numbers), so that a mistyped size is an error, not an allocation
+// that exhausts memory or a panic on one of sarama's goroutines.
+const (
+	// MaxPartitions is the largest Options.Partitions.
+	MaxPartitions = 100000
+	// MaxReplicationFactor is the largest Options.ReplicationFactor.
+	MaxReplicationFactor = 32
+	// MaxReadAhead is the largest Options.ReadAhead: the letters each
+	// reader may keep fetched.
+	MaxReadAhead = 1 << 20
+	// MaxChannelBufferSize is the largest Options.Config.ChannelBufferSize
+	// (sarama's default 256; sarama checks only that it is not negative):
+	// sarama makes a channel of that many entries for every topic and
+	// partition it produces to and two for every partition it consumes.
+	MaxChannelBufferSize = kafkalimits.ChannelBufferSize
+	// MaxOpenRequests is the largest Options.Config.Net.MaxOpenRequests
+	// (sarama's default 5): sarama makes two channels of that many entries
+	// for every broker connection.
+	MaxOpenRequests = kafkalimits.OpenRequests
+	// MaxProducerRetries is the largest Options.Config.Producer.Retry.Max
+	// (sarama's default 3): sarama makes a table of that many entries for
+	// every partition it produces to.
+	MaxProducerRetries = kafkalimits.ProducerRetries
+)
+
 // MinHoldRetentionMargin is the least a hold topic must keep a letter past
 // its due time: Declare refuses an existing hold topic whose retention.ms
 // is below its delay plus MinHoldRetentionMargin (ErrRetentionTooShort),
@@ -45,16 +72,21 @@ type Options[T any] struct {
 	// returned, offsets committed automatically from what is settled,
 	// groups without a committed offset starting at the oldest record, and
 	// at least protocol version 0.11 (record headers). Nil means
-	// sarama.NewConfig().
+	// sarama.NewConfig(). The fields by which sarama sizes what it
+	// allocates are bounded (sarama checks only that they are not
+	// negative): ChannelBufferSize at most MaxChannelBufferSize,
+	// Net.MaxOpenRequests at most MaxOpenRequests, Producer.Retry.Max at
+	// most MaxProducerRetries.
 	Config *sarama.Config `name:"-"`
 	// Codec turns values into record payloads and back. Required.
 	Codec topic.Codec[T] `validate:"required"`
 	// Partitions is the partition count of the topics the backend creates,
 	// except the main topic of a sequenced topology, which gets one
-	// partition per routing shard. Default 1.
+	// partition per routing shard. Default 1, at most MaxPartitions
+	// (100000).
 	Partitions int32 `validate:"gte=0,lte=100000"`
 	// ReplicationFactor is the replication factor of the topics the
-	// backend creates. Default 1.
+	// backend creates. Default 1, at most MaxReplicationFactor (32).
 	ReplicationFactor int16 `validate:"gte=0,lte=32"`
 	// AdminTimeout bounds each administrative step: a Declare (creating
 	// the topics, committing a group's starting offsets, starting the
@@ -69,7 +101,7 @@ type Options[T any] struct {
 	// sooner); see the package documentation, Bounded calls. Default 30s.
 	AdminTimeout time.Duration `validate:"gte=0"`
 	// ReadAhead is how many fetched letters each reader keeps ready for
-	// Receive. Default 1024.
+	// Receive. Default 1024, at most MaxReadAhead (1048576).
 	ReadAhead int `validate:"gte=0,lte=1048576"`
 	// RevokeTimeout is how long a reader whose partition the group moves
 	// to another member waits for the letters of that partition it handed
@@ -139,13 +171,15 @@ func (o Options[T]) WithDefaults() Options[T] {
 // validate.Errors naming every broken rule ("kafkatopology.brokers is
 // required").
 func (o Options[T]) Validate() error {
-	var cfgErr error
+	errs := []error{validate.Struct("kafkatopology", &o)}
 	if o.Config != nil {
-		if err := o.saramaConfig().Validate(); err != nil {
-			cfgErr = validate.Field("kafkatopology.config", "valid", "kafkatopology.config: "+err.Error())
+		c := o.saramaConfig()
+		if err := c.Validate(); err != nil {
+			errs = append(errs, validate.Field("kafkatopology.config", "valid", "kafkatopology.config: "+err.Error()))
 		}
+		errs = append(errs, kafkalimits.Check("kafkatopology.config", c, kafkalimits.All)...)
 	}
-	return validate.Join(validate.Struct("kafkatopology", &o), cfgErr)
+	return validate.Join(errs...)
 }
 
 // saramaConfig is the configuration of every client of the backend.
