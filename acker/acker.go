@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 )
 
 // ErrShutdown is wrapped by the error of a failed outcome whose failure the
@@ -302,7 +303,8 @@ func (g *Group) Reset() {
 }
 
 // Safe invokes a.Ack and recovers a panic in it, logging it to log (which may
-// be nil). It reports whether Ack returned normally.
+// be nil) in one error line with the panic's value and stack. It reports
+// whether Ack returned normally.
 func Safe(ctx context.Context, log *slog.Logger, a Acknowledger, successful, failed []Outcome) (ok bool) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -312,7 +314,8 @@ func Safe(ctx context.Context, log *slog.Logger, a Acknowledger, successful, fai
 					slog.String("acknowledger", fmt.Sprintf("%T", a)),
 					slog.Int("successful", len(successful)),
 					slog.Int("failed", len(failed)),
-					slog.Any("panic", r))
+					slog.Any("panic", r),
+					slog.String("stack", string(debug.Stack())))
 			}
 		}
 	}()
