@@ -225,7 +225,7 @@ func (p *Pipeline[In, Out]) run(hardCtx, closeCtx context.Context) {
 	close(closed)
 	aux.Wait()
 	if err != nil {
-		p.log.Error("closing the source failed", slog.Any("error", err))
+		p.log.Error("closing the source failed", withStack(err, slog.Any("error", err))...)
 		p.setErr(fmt.Errorf("pipeline: closing the source: %w", err))
 	}
 	cancel()

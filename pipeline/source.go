@@ -2,7 +2,10 @@ package pipeline
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 
+	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
 )
 
@@ -30,4 +33,19 @@ type producerRuntime[T any] interface {
 	RateLimit() *producer.RateLimit
 	UpdateRateLimit(fn func(rl *producer.RateLimit) error) error
 	ResetRateLimit() error
+}
+
+// withStack returns attrs, followed by a "stack" attribute when err
+// carries the stack of a panic (*message.PanicError) or of an exit
+// (*producer.ExitError) in the source's code.
+func withStack(err error, attrs ...any) []any {
+	var pe *message.PanicError
+	var ee *producer.ExitError
+	switch {
+	case errors.As(err, &pe):
+		attrs = append(attrs, slog.String("stack", string(pe.Stack)))
+	case errors.As(err, &ee):
+		attrs = append(attrs, slog.String("stack", string(ee.Stack)))
+	}
+	return attrs
 }

@@ -14,6 +14,7 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -110,18 +111,12 @@ func (p *runtime[T]) Run(ctx context.Context, fatal func(error)) {
 		g.Go(func() {
 			defer close(ran)
 			if err := s.run(fetchCtx, p.opts.Source, p.opts.Restart); err != nil {
-				s.log.Error("producer stage gave up", slog.Any("error", err))
+				s.log.Error("producer stage gave up", withStack(err, slog.Any("error", err))...)
 				fatal(err)
 			}
 		})
-		g.Go(func() {
-			// The stage counts what it leaves behind once nothing
-			// more can be delivered to it: the dispatcher waits for
-			// the source's runs to end.
-			lost := s.dispatch(ctx)
-			<-ran
-			s.settle(lost)
-		})
+		d := newDispatcher(s)
+		g.Go(func() { s.dispatchAndSettle(ctx, &g, d, ran, nil) })
 	}
 	g.Wait()
 	if len(p.stages) == 0 {
@@ -132,6 +127,33 @@ func (p *runtime[T]) Run(ctx context.Context, fatal func(error)) {
 		case <-ctx.Done():
 		}
 	}
+}
+
+// dispatchAndSettle runs the stage's dispatching, then counts what it
+// leaves behind once nothing more can be delivered to it: it waits for the
+// source's runs to end (ran). When user code it calls (a feed's grant
+// callback, the processors' PartitionBy) ends its goroutine
+// (runtime.Goexit), which no recover catches, a new goroutine of g, which
+// Run waits for like the others, finishes what this one was doing and
+// goes on: one flag per goroutine, nothing per message.
+//
+// exited is the stack of the exit the goroutine takes over from (nil for
+// the first one).
+func (s *Stage[T]) dispatchAndSettle(ctx context.Context, g *group.Group, d *dispatcher[T], ran <-chan struct{}, exited []byte) {
+	returned := false
+	defer func() {
+		if !returned {
+			stack := debug.Stack()
+			g.Go(func() { s.dispatchAndSettle(ctx, g, d, ran, stack) })
+		}
+	}()
+	if exited != nil {
+		d.dispatchExited(exited)
+	}
+	lost := s.dispatch(ctx, d)
+	returned = true
+	<-ran
+	s.settle(lost)
 }
 
 // Start calls Run in a new goroutine that wg tracks, and returns at once.
@@ -167,12 +189,14 @@ func (p *runtime[T]) StopFetching() {
 func (p *runtime[T]) Done() <-chan struct{} { return p.done }
 
 // Close closes the source. Call it once, after every stage goroutine has
-// returned (see Source).
+// returned (see Source). The source's Close runs on a goroutine of its
+// own: a panic in it is returned as a *message.PanicError, and an exit
+// (runtime.Goexit) as an *ExitError, both carrying the stack.
 func (p *runtime[T]) Close(ctx context.Context) error {
 	if p.opts.Source == nil {
 		return nil
 	}
-	return p.opts.Source.Close(ctx)
+	return call("Close", func() error { return p.opts.Source.Close(ctx) })
 }
 
 // SetRateLimit changes the rate limit shared by all stages; nil removes it.

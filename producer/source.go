@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"runtime/debug"
 	"strings"
 	"time"
+
+	"github.com/boulevard-go/boulevard/message"
 )
 
 // Source is anything that supplies messages to a pipeline: a Kafka consumer
@@ -31,8 +35,12 @@ import (
 //   - nil: the source is exhausted; the stage finishes once its buffered
 //     messages are dispatched, and when every stage has finished the pipeline
 //     drains and stops by itself;
-//   - an error (or a panic, recovered): the stage restarts the source after a
-//     backoff, as Options.Restart says.
+//   - an error (or a panic, recovered as a *message.PanicError, or an end
+//     of its goroutine with runtime.Goexit, as t.FailNow does, an
+//     *ExitError: Run has a goroutine of its own per call): the stage
+//     closes the run's feeds and restarts the source after a backoff, as
+//     Options.Restart says. The failure is logged with the stack of the
+//     panic or exit.
 //
 // The restart rules are checked when a run ends, and they tell a run that
 // connected from one that did not by whether it created a feed. So a source
@@ -49,7 +57,8 @@ import (
 //
 // Close releases what the source holds (connections, consumer groups). The
 // pipeline calls it once, after every Run call and every stage goroutine has
-// returned, so no Ack call is running or will follow. After a complete
+// returned, so no Ack call is running or will follow. A panic or an exit
+// (runtime.Goexit) in Close is a failed Close, as an error is. After a complete
 // drain every delivered message has had its outcome; after a drain cut
 // short by the shutdown timeout, the messages still in flight never get one
 // (the broker redelivers them).
@@ -102,6 +111,73 @@ func (f SourceFunc[T]) Info() (Info, error) { return Info{}, nil }
 
 // Close does nothing and returns nil.
 func (f SourceFunc[T]) Close(context.Context) error { return nil }
+
+// ExitError is the error of a call of a Source method, Run or Close, that
+// ended its goroutine with runtime.Goexit (t.FailNow does, in a test's fake
+// source) before returning. The stage calls Run, and the pipeline Close,
+// each on a goroutine of its own, so the exit ends only that one: a Run that exits is a failed
+// run, restarted as Options.Restart says, and a Close that exits is a
+// failed Close. It wraps message.ErrHandlerExited.
+type ExitError struct {
+	// Method is the Source method that exited: "Run" or "Close".
+	Method string
+	// Stack is the stack of the goroutine at the exit: it shows the call
+	// that ended it.
+	Stack []byte
+}
+
+// Error names the method that exited.
+func (e *ExitError) Error() string {
+	return fmt.Sprintf("producer: the source's %s ended its goroutine (runtime.Goexit) before returning", e.Method)
+}
+
+// Unwrap returns message.ErrHandlerExited.
+func (e *ExitError) Unwrap() error { return message.ErrHandlerExited }
+
+// call calls f, a Source method named method, on a goroutine of its own
+// and returns its error: a panic is recovered as a *message.PanicError and
+// an exit (runtime.Goexit) is an *ExitError with the stack of the exit.
+// It costs a goroutine per call, and is used once per Run or Close call.
+func call(method string, f func() error) error {
+	res := make(chan error, 1)
+	go func() {
+		var err error
+		returned := false
+		defer func() {
+			if !returned && err == nil {
+				err = &ExitError{Method: method, Stack: debug.Stack()}
+			}
+			res <- err
+		}()
+		defer message.Recover(&err)
+		err = f()
+		returned = true
+	}()
+	return <-res
+}
+
+// failureStack is the stack a failed call's error carries: that of a panic
+// (*message.PanicError) or of an exit (*ExitError); nil for any other error.
+func failureStack(err error) []byte {
+	var pe *message.PanicError
+	if errors.As(err, &pe) {
+		return pe.Stack
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return ee.Stack
+	}
+	return nil
+}
+
+// withStack returns attrs, followed by a "stack" attribute when err
+// carries the stack of a panic or an exit (see failureStack).
+func withStack(err error, attrs ...any) []any {
+	if st := failureStack(err); st != nil {
+		attrs = append(attrs, slog.String("stack", string(st)))
+	}
+	return attrs
+}
 
 // ErrTooManyRestarts is wrapped by *RestartError.
 var ErrTooManyRestarts = errors.New("producer: source restarted too often")

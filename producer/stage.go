@@ -132,7 +132,11 @@ func (s *Stage[T]) queuedLocked() int { return len(s.pending) - s.head }
 //     Feed.Close (it may call Deliver): a grant that blocks stops the stage
 //     from dispatching and from closing its feeds, so Run never returns.
 //     Record the permits and wake the source instead. A panic in it is
-//     recovered and logged.
+//     recovered and logged. An exit (runtime.Goexit) in it is logged, with
+//     its stack, and ends the goroutine that called it: when that is the
+//     stage's dispatcher (a refill), another goroutine takes over the
+//     dispatching; when it is Run's (the first grant, from NewFeed), the
+//     run fails.
 //   - grant == nil (pull model, for sources that fetch in a loop, such as
 //     the topic source): the
 //     permits accumulate in the feed, and the source takes them with
@@ -278,9 +282,7 @@ func (s *Stage[T]) finish() {
 // It takes the buffer one chunk (at most dispatchChunk messages) at a time,
 // so that everything but the chunk being handed over stays in the buffer,
 // where Feed.Withdraw can still remove it.
-func (s *Stage[T]) dispatch(ctx context.Context) (lost int) {
-	chunk := make([]entry[T], 0, dispatchChunk)
-	msgs := make([]*message.Message[T], 0, dispatchChunk)
+func (s *Stage[T]) dispatch(ctx context.Context, d *dispatcher[T]) (lost int) {
 	for {
 		s.mu.Lock()
 		s.busy = false
@@ -304,10 +306,8 @@ func (s *Stage[T]) dispatch(ctx context.Context) (lost int) {
 			refills := s.refills
 			s.refills, s.spare = s.spare[:0], refills
 			s.mu.Unlock()
-			for _, f := range refills {
-				f.charge(0) // grants the refills that are due
-			}
-			clear(refills)
+			d.refills, d.next, d.step = refills, 0, stepRefill
+			d.refill() // grants the refills that are due
 			continue
 		}
 		want := min(dispatchChunk, s.queuedLocked())
@@ -326,29 +326,137 @@ func (s *Stage[T]) dispatch(ctx context.Context) (lost int) {
 		// (Feed.Withdraw), never grown at its front.
 		s.mu.Lock()
 		k := min(n, s.queuedLocked())
-		chunk = append(chunk[:0], s.pending[s.head:s.head+k]...)
+		d.chunk = append(d.chunk[:0], s.pending[s.head:s.head+k]...)
 		s.take(k)
 		s.busy = k > 0
 		s.mu.Unlock()
 		if k == 0 {
 			continue
 		}
-		msgs = msgs[:0]
-		for _, e := range chunk {
+		msgs := d.msgs[:0]
+		for _, e := range d.chunk {
 			msgs = append(msgs, e.msg)
 		}
+		d.msgs = msgs
 		if ctx.Err() != nil {
-			return len(chunk)
+			return d.release()
 		}
-		got, err := s.out.Publish(ctx, msgs)
+		d.step = stepPublish
+		got, err := s.out.Publish(ctx, d.msgs)
 		if err != nil {
 			// Stopping: which messages an Output took before failing
 			// need not be a prefix, and no feed will be refilled.
-			return len(chunk) - got
+			return d.release() - got
 		}
-		s.charge(chunk)
-		clear(chunk)
-		clear(msgs)
+		d.next, d.step = 0, stepCharge
+		d.charge()
+		d.release()
+	}
+}
+
+// dispatcher is the state of a stage's dispatching that outlives its
+// goroutine: user code it calls (a feed's grant callback, the processors'
+// PartitionBy) may end that goroutine with runtime.Goexit, and the next
+// dispatching goroutine finishes, with it, what the ended one was doing
+// (see dispatchExited). Only the dispatching goroutine of the moment
+// touches it.
+type dispatcher[T any] struct {
+	stage   *Stage[T]
+	step    dispatchStep
+	chunk   []entry[T]            // the chunk taken from the buffer
+	msgs    []*message.Message[T] // its messages, for Publish
+	refills []*Feed[T]            // the feeds whose refill is being granted
+	next    int                   // stepCharge: chunk[next:] are not charged; stepRefill: refills[next:] are not refilled
+}
+
+// dispatchStep is what the dispatching goroutine is doing.
+type dispatchStep uint8
+
+const (
+	stepIdle    dispatchStep = iota
+	stepPublish              // handing d.msgs to the processors
+	stepCharge               // charging d.chunk's permits to its feeds
+	stepRefill               // granting d.refills' refills
+)
+
+func newDispatcher[T any](s *Stage[T]) *dispatcher[T] {
+	return &dispatcher[T]{
+		stage: s,
+		chunk: make([]entry[T], 0, dispatchChunk),
+		msgs:  make([]*message.Message[T], 0, dispatchChunk),
+	}
+}
+
+// charge charges one permit per entry of chunk[next:] to its feed, in runs
+// of the same feed. next passes a run before its feed is charged, so that
+// a grant callback that ends the goroutine is not called again for it by
+// the goroutine that takes over.
+func (d *dispatcher[T]) charge() {
+	es := d.chunk
+	for d.next < len(es) {
+		i := d.next
+		f := es[i].feed
+		j := i + 1
+		for j < len(es) && es[j].feed == f {
+			j++
+		}
+		d.next = j
+		f.charge(j - i)
+	}
+}
+
+// refill grants the due refills of refills[next:], passing each feed
+// before its grant as charge does.
+func (d *dispatcher[T]) refill() {
+	for d.next < len(d.refills) {
+		f := d.refills[d.next]
+		d.next++
+		f.charge(0)
+	}
+	clear(d.refills)
+	d.refills, d.step = nil, stepIdle
+}
+
+// release lets go of the chunk and returns how many messages it held.
+func (d *dispatcher[T]) release() int {
+	n := len(d.chunk)
+	clear(d.chunk)
+	clear(d.msgs)
+	d.chunk, d.msgs, d.step = d.chunk[:0], d.msgs[:0], stepIdle
+	return n
+}
+
+// dispatchExitedLog is the error line a stage logs when user code ended
+// its dispatching goroutine (runtime.Goexit).
+const dispatchExitedLog = "user code ended the producer stage's dispatching goroutine (runtime.Goexit); another goroutine takes over"
+
+// dispatchExited finishes, on the goroutine that takes over, what the
+// dispatching goroutine was doing when user code ended it: the chunk it
+// was handing to the processors (whose PartitionBy ended it) is charged to
+// its feeds, as if it had been handed over, though its messages not taken
+// yet get no outcome; the permits of the chunk not yet charged are
+// charged, and the refills not yet granted are granted, but for the feed
+// whose grant callback ended it.
+func (d *dispatcher[T]) dispatchExited(stack []byte) {
+	var where string
+	switch d.step {
+	case stepPublish:
+		where = "processors' PartitionBy"
+	case stepCharge, stepRefill:
+		where = "feed grant callback"
+	default:
+		where = "dispatching"
+	}
+	d.stage.log.Error(dispatchExitedLog, slog.String("in", where), slog.String("stack", string(stack)))
+	switch d.step {
+	case stepPublish:
+		d.next, d.step = 0, stepCharge
+		fallthrough
+	case stepCharge:
+		d.charge()
+		d.release()
+	case stepRefill:
+		d.refill()
 	}
 }
 
@@ -421,19 +529,6 @@ func (s *Stage[T]) settle(lost int) {
 	}
 }
 
-// charge charges one permit per entry to its feed, in runs of the same feed.
-func (s *Stage[T]) charge(es []entry[T]) {
-	for i := 0; i < len(es); {
-		f := es[i].feed
-		j := i + 1
-		for j < len(es) && es[j].feed == f {
-			j++
-		}
-		f.charge(j - i)
-		i = j
-	}
-}
-
 // run calls the source's Run until ctx is cancelled, the source is
 // exhausted, or it failed too often under the rules of Restart.
 func (s *Stage[T]) run(ctx context.Context, src Source[T], rs Restart) error {
@@ -498,10 +593,10 @@ func (s *Stage[T]) run(ctx context.Context, src Source[T], rs Restart) error {
 				ConsecutiveFailures: consecutive, Failing: failing, Last: err}
 		}
 		backoff := rs.backoff(max(len(windowed), consecutive))
-		s.log.Warn("source failed; restarting",
+		s.log.Warn("source failed; restarting", withStack(err,
 			slog.Any("error", err), slog.Int("failures_in_window", len(windowed)),
 			slog.Int("consecutive_failures", consecutive), slog.Duration("failing", failing),
-			slog.Duration("backoff", backoff))
+			slog.Duration("backoff", backoff))...)
 		s.setState(StateRestarting, now, func(st *StageStatus) {
 			st.Restarts++
 			st.ConsecutiveFailures, st.LastError = consecutive, err
@@ -531,9 +626,11 @@ func (s *Stage[T]) waitIdle(ctx context.Context) error {
 	return s.idle.Wait(ctx, &s.mu, func() bool { return s.queuedLocked() == 0 && !s.busy })
 }
 
-func (s *Stage[T]) runOnce(ctx context.Context, src Source[T]) (err error) {
-	defer message.Recover(&err)
-	return src.Run(ctx, s)
+// runOnce calls the source's Run on a goroutine of its own (see call), so
+// that a Run that ends its goroutine (runtime.Goexit) is a failed run, as
+// a panic is, and the stage goes on.
+func (s *Stage[T]) runOnce(ctx context.Context, src Source[T]) error {
+	return call("Run", func() error { return src.Run(ctx, s) })
 }
 
 // ErrFeedClosed is returned by Feed.Acquire once the feed is closed: its Run
