@@ -527,6 +527,10 @@ func (s *Sink[T]) PublishBatch(ctx context.Context, batch []*message.Message[T])
 	var b *batchOutcomes
 	if s.tracked != nil {
 		b = &batchOutcomes{left: 1}
+		// Deferred, so that the outcomes of the messages published are
+		// reported even when Options.Headers ends the goroutine
+		// (runtime.Goexit) partway through the batch.
+		defer s.endBatch(b)
 	}
 	for _, m := range batch {
 		if m.Failed() {
@@ -559,16 +563,19 @@ func (s *Sink[T]) PublishBatch(ctx context.Context, batch []*message.Message[T])
 			continue
 		}
 	}
-	if b != nil {
-		b.mu.Lock()
-		b.left--
-		last := b.left == 0
-		b.mu.Unlock()
-		if last && b.g.Len() > 0 {
-			b.g.Flush(s.ctx, s.log)
-		}
-	}
 	return nil
+}
+
+// endBatch drops a PublishBatch's own hold on b: once every message of the
+// batch published has resolved, their outcomes are reported together.
+func (s *Sink[T]) endBatch(b *batchOutcomes) {
+	b.mu.Lock()
+	b.left--
+	last := b.left == 0
+	b.mu.Unlock()
+	if last && b.g.Len() > 0 {
+		b.g.Flush(s.ctx, s.log)
+	}
 }
 
 // Handler returns a processor handler that publishes each message's payload
