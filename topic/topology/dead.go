@@ -36,7 +36,10 @@ type ReplayOptions[T any] struct {
 	// shared through DLQNamed) are never replayed here. A Filter that
 	// panics stops Replay as a queue error does: the letter it was given
 	// and those after it stay in the DLQ, and Replay returns an error
-	// wrapping the *message.PanicError.
+	// wrapping the *message.PanicError. A Filter that ends its goroutine
+	// (runtime.Goexit, as t.FailNow does) ends Replay's, which never
+	// returns, and likewise leaves that letter and those after it in the
+	// DLQ.
 	Filter func(l *Letter[T]) bool
 	// DryRun reports what would be replayed and leaves every letter in the
 	// DLQ.
@@ -111,12 +114,26 @@ func Replay[T any](ctx context.Context, q Queues[T], opts ReplayOptions[T]) (rep
 		}
 		all = append(all, buf[:n]...)
 	}
+	// filtering is the index of the letter Filter is called on, -1
+	// between calls. A Filter that ends the goroutine (runtime.Goexit, as
+	// t.FailNow does) leaves it set: the letters from that one on go back
+	// to the DLQ as they do after a Filter that panics, before the DLQ
+	// reader closes.
+	filtering := -1
+	defer func() {
+		if filtering >= 0 {
+			_ = keepDead(ctx, q, r, all[filtering:], nil, &rep)
+		}
+	}()
 	for i := range all {
 		l := &all[i]
 		pick := l.Death != nil && l.Death.Topic == t.name
 		if pick && opts.Filter != nil {
 			var ferr error
-			if pick, ferr = filter(opts.Filter, l); ferr != nil {
+			filtering = i
+			pick, ferr = filter(opts.Filter, l)
+			filtering = -1
+			if ferr != nil {
 				ferr = fmt.Errorf("topology %s: replay: Filter: %w", t.name, ferr)
 				return rep, errors.Join(ferr, keepDead(ctx, q, r, all[i:], nil, &rep))
 			}
