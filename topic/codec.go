@@ -18,7 +18,14 @@ import (
 // The backends recover a panic in a codec: one in Encode fails that
 // publish with an error wrapping the *message.PanicError, one in Decode
 // makes that payload one that does not decode (logged once and skipped,
-// as each backend documents for a decode error).
+// as each backend documents for a decode error). A Decode that ends its
+// goroutine (runtime.Goexit, as t.FailNow does) makes the payload one
+// that does not decode too, logged once with the stack of the exit: a
+// Kafka backend's reader goes on with the next record (on a new
+// goroutine), a Pulsar backend's Receive, whose caller's goroutine the
+// exit ends, acknowledges that message and nacks those it had taken
+// before it in the same call. An Encode that ends its goroutine ends the
+// publisher's, with nothing sent and nothing of the topic left held.
 type Codec[T any] interface {
 	Encode(v T) ([]byte, error)
 	Decode(b []byte) (T, error)

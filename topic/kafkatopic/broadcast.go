@@ -10,7 +10,9 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
+	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/internal/goexit"
 )
 
 // bsub is one broadcast subscriber: a consumer of every partition of the
@@ -129,8 +131,20 @@ func (t *kTopic[T]) subscribeBroadcast() (*bsub[T], error) {
 func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 	defer s.pumps.Done()
 	b := s.t.b
-	for {
-		msgs, errs, stop := pc.Messages(), pc.Errors(), s.stopCh
+	var msgs <-chan *sarama.ConsumerMessage
+	var errs <-chan *sarama.ConsumerError
+	var stop <-chan struct{}
+	// decoding is the record the codec decodes, nil between records: a
+	// Goexit of the codec ends the goroutine while it is set.
+	var decoding *sarama.ConsumerMessage
+	undecodable := func(rec *sarama.ConsumerMessage, err error, attrs ...any) {
+		b.log.Warn("kafkatopic: record does not decode; skipped",
+			append([]any{slog.String("topic", rec.Topic), slog.Int("partition", int(rec.Partition)),
+				slog.Int64("offset", rec.Offset), slog.Any("error", err)}, attrs...)...)
+	}
+	// drain reads pc until it ends and reports whether it ended below the
+	// log start with the subscription still open.
+	drain := func() bool {
 		outOfRange := false
 		for msgs != nil || errs != nil {
 			select {
@@ -143,11 +157,11 @@ func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 				if stop == nil {
 					continue // closing: drained, not queued
 				}
+				decoding = rec
 				v, err := topic.Decode(b.opts.Codec, rec.Value)
+				decoding = nil
 				if err != nil {
-					b.log.Warn("kafkatopic: record does not decode; skipped",
-						slog.String("topic", rec.Topic), slog.Int("partition", int(rec.Partition)),
-						slog.Int64("offset", rec.Offset), slog.Any("error", err))
+					undecodable(rec, err)
 					continue
 				}
 				if !s.push(bitem[T]{v: v, hdr: envelopeHeaders(rec.Headers)}) {
@@ -170,18 +184,39 @@ func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 				stop = nil
 			}
 		}
-		if stop == nil || !outOfRange {
-			return
-		}
-		var err error
-		if pc, next, err = s.lagged(part, next); err != nil || pc == nil {
-			if err != nil {
-				b.log.Warn("kafkatopic: broadcast subscriber cannot continue on a partition after falling below the log start",
-					slog.String("topic", s.t.kname), slog.Int("partition", int(part)), slog.Any("error", b.red.err(err)))
+		return stop != nil && outOfRange
+	}
+	loop := func() {
+		for {
+			if msgs == nil && errs == nil {
+				msgs, errs, stop = pc.Messages(), pc.Errors(), s.stopCh
 			}
-			return
+			if !drain() {
+				return
+			}
+			var err error
+			if pc, next, err = s.lagged(part, next); err != nil || pc == nil {
+				if err != nil {
+					b.log.Warn("kafkatopic: broadcast subscriber cannot continue on a partition after falling below the log start",
+						slog.String("topic", s.t.kname), slog.Int("partition", int(part)), slog.Any("error", b.red.err(err)))
+				}
+				return
+			}
+			msgs, errs = nil, nil
 		}
 	}
+	// A codec that ends the goroutine (runtime.Goexit) makes its record
+	// one that does not decode, and the pump goes on (on a new goroutine
+	// the ending one waits for).
+	goexit.Resume(loop, func(stack string) bool {
+		rec := decoding
+		if rec == nil {
+			return false
+		}
+		decoding = nil
+		undecodable(rec, message.ErrHandlerExited, slog.String("stack", stack))
+		return true
+	})
 }
 
 // lagged handles a partition whose next offset fell below the log start:

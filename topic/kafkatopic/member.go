@@ -12,7 +12,9 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
+	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/internal/goexit"
 )
 
 // member is one balanced subscriber: a member of the group's Kafka
@@ -214,53 +216,77 @@ func (m *member[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.Con
 	ctx := sess.Context()
 	batch := make([]delivery[T], 0, pushBatch)
 	msgs := gc.Messages()
-	// add decodes rec into batch; a record that does not decode is logged
-	// once and settled at once, after what batch holds is queued.
-	add := func(rec *sarama.ConsumerMessage) bool {
-		v, err := topic.Decode(m.t.b.opts.Codec, rec.Value)
-		if err == nil {
-			batch = append(batch, delivery[T]{c: c, off: rec.Offset, v: v, hdr: envelopeHeaders(rec.Headers)})
-			return true
-		}
+	// decoding is the record the codec decodes, nil between records: a
+	// Goexit of the codec ends the goroutine while it is set.
+	var decoding *sarama.ConsumerMessage
+	// skip logs rec, which does not decode, and settles it at once, after
+	// what batch holds is queued.
+	skip := func(rec *sarama.ConsumerMessage, err error, attrs ...any) bool {
 		m.t.b.log.Warn("kafkatopic: record does not decode; skipped and committed",
-			slog.String("topic", rec.Topic), slog.Int("partition", int(rec.Partition)),
-			slog.Int64("offset", rec.Offset), slog.Any("error", err))
+			append([]any{slog.String("topic", rec.Topic), slog.Int("partition", int(rec.Partition)),
+				slog.Int64("offset", rec.Offset), slog.Any("error", err)}, attrs...)...)
 		if !m.push(ctx, c, batch) {
 			return false
 		}
+		clear(batch)
 		batch = batch[:0]
 		m.skip(c, rec.Offset)
 		return true
 	}
-	for {
-		select {
-		case rec, ok := <-msgs:
-			if !ok || !add(rec) {
-				return nil
-			}
-		more:
-			for len(batch) < cap(batch) {
-				select {
-				case rec, ok := <-msgs:
-					if !ok {
+	// add decodes rec into batch.
+	add := func(rec *sarama.ConsumerMessage) bool {
+		decoding = rec
+		v, err := topic.Decode(m.t.b.opts.Codec, rec.Value)
+		decoding = nil
+		if err == nil {
+			batch = append(batch, delivery[T]{c: c, off: rec.Offset, v: v, hdr: envelopeHeaders(rec.Headers)})
+			return true
+		}
+		return skip(rec, err)
+	}
+	loop := func() {
+		for {
+			select {
+			case rec, ok := <-msgs:
+				if !ok || !add(rec) {
+					return
+				}
+			more:
+				for len(batch) < cap(batch) {
+					select {
+					case rec, ok := <-msgs:
+						if !ok {
+							break more
+						}
+						if !add(rec) {
+							return
+						}
+					default:
 						break more
 					}
-					if !add(rec) {
-						return nil
-					}
-				default:
-					break more
 				}
+				if !m.push(ctx, c, batch) {
+					return
+				}
+				clear(batch)
+				batch = batch[:0]
+			case <-ctx.Done():
+				return
 			}
-			if !m.push(ctx, c, batch) {
-				return nil
-			}
-			clear(batch)
-			batch = batch[:0]
-		case <-ctx.Done():
-			return nil
 		}
 	}
+	// A codec that ends the goroutine (runtime.Goexit) makes its record
+	// one that does not decode, and the claim goes on (on a new goroutine;
+	// the client's, which called ConsumeClaim, waits for it).
+	goexit.Resume(loop, func(stack string) bool {
+		rec := decoding
+		if rec == nil {
+			return false
+		}
+		decoding = nil
+		return skip(rec, message.ErrHandlerExited, slog.String("stack", stack))
+	})
+	return nil
 }
 
 // pushBatch is the most records a claim queues at once.

@@ -5,12 +5,14 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
 )
 
@@ -39,6 +41,11 @@ type pSub[T any] struct {
 	ids     []pulsar.MessageID // only Receive uses it
 	mu      sync.Mutex
 	pending map[topic.MessageID]pulsar.MessageID // received, not yet settled
+
+	// decoding is the message the codec decodes, nil between messages
+	// (only Receive uses it): a Goexit of the codec ends Receive's
+	// goroutine while it is set.
+	decoding pulsar.Message
 }
 
 // readAhead splits a capacity into the consumer's channel and its receiver
@@ -101,6 +108,12 @@ func (s *pSub[T]) Receive(ctx context.Context, dst []topic.Envelope[T]) (int, er
 	}
 	ids := s.ids
 	n := 0
+	returned := false
+	defer func() {
+		if !returned {
+			s.exited(ids[:n])
+		}
+	}()
 	for n == 0 {
 		if s.closed.Load() {
 			return 0, topic.ErrSubscriptionClosed
@@ -131,6 +144,7 @@ func (s *pSub[T]) Receive(ctx context.Context, dst []topic.Envelope[T]) (int, er
 			}
 		}
 	}
+	returned = true
 	s.mu.Lock()
 	if s.pending == nil { // closed meanwhile: the broker delivers them again
 		s.mu.Unlock()
@@ -148,7 +162,9 @@ func (s *pSub[T]) Receive(ctx context.Context, dst []topic.Envelope[T]) (int, er
 
 // take decodes cm into dst[n] and returns the new count.
 func (s *pSub[T]) take(cm pulsar.ConsumerMessage, dst []topic.Envelope[T], ids []pulsar.MessageID, n int) int {
+	s.decoding = cm.Message
 	v, err := topic.Decode(s.t.b.o.Codec, cm.Payload())
+	s.decoding = nil
 	if err != nil {
 		s.log.Warn("pulsartopic: cannot decode a message; it is acked and skipped",
 			slog.String("message_id", cm.ID().String()), slog.String("error", err.Error()))
@@ -162,6 +178,29 @@ func (s *pSub[T]) take(cm pulsar.ConsumerMessage, dst []topic.Envelope[T], ids [
 	}
 	ids[n] = cm.ID()
 	return n + 1
+}
+
+// exited settles what a Receive held when the codec ended its goroutine
+// (runtime.Goexit, as t.FailNow does) in Decode: the message it was
+// decoding counts as one that does not decode (logged once, with the
+// stack of the exit, and acked), and the messages taken before it
+// (taken), which no caller gets now, are nacked, so that the broker
+// delivers them again. It does nothing when the goroutine ends for
+// another reason (a panic goes on).
+func (s *pSub[T]) exited(taken []pulsar.MessageID) {
+	m := s.decoding
+	if m == nil {
+		return
+	}
+	s.decoding = nil
+	s.log.Warn("pulsartopic: cannot decode a message; it is acked and skipped",
+		slog.String("message_id", m.ID().String()), slog.String("error", message.ErrHandlerExited.Error()),
+		slog.Int("nacked", len(taken)), slog.String("stack", string(debug.Stack())))
+	_ = s.consumer.AckID(m.ID())
+	for i, id := range taken {
+		s.consumer.NackID(id)
+		taken[i] = nil
+	}
 }
 
 // Settle implements topic.SubscriptionState: an ack acknowledges the

@@ -3,6 +3,7 @@ package topictest
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -249,6 +250,29 @@ func (c PanickingCodec[T]) Decode(b []byte) (T, error) {
 	v, err := c.Codec.Decode(b)
 	if err != nil {
 		panic(err)
+	}
+	return v, nil
+}
+
+// ExitingCodec is Codec, except that it ends its goroutine with
+// runtime.Goexit (as t.FailNow does) where Codec returns an error: for
+// tests of how a backend contains a codec's exit.
+type ExitingCodec[T any] struct{ Codec topic.Codec[T] }
+
+// Encode implements topic.Codec.
+func (c ExitingCodec[T]) Encode(v T) ([]byte, error) {
+	b, err := c.Codec.Encode(v)
+	if err != nil {
+		runtime.Goexit()
+	}
+	return b, nil
+}
+
+// Decode implements topic.Codec.
+func (c ExitingCodec[T]) Decode(b []byte) (T, error) {
+	v, err := c.Codec.Decode(b)
+	if err != nil {
+		runtime.Goexit()
 	}
 	return v, nil
 }

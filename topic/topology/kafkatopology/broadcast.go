@@ -3,12 +3,15 @@ package kafkatopology
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/internal/liveset"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/topic/internal/goexit"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
@@ -75,18 +78,37 @@ func newBroadcastReader[T any](b *Backend[T], d *dialing, kname string) (*broadc
 // pump buffers one partition's records until the partition consumer
 // closes.
 func (r *broadcastReader[T]) pump(pc sarama.PartitionConsumer) {
-	for rec := range pc.Messages() {
-		l, m, err := decodeLetter(r.b, rec)
-		if err != nil || m.group != "" {
-			continue
+	// decoding is the record being decoded, nil between records: a Goexit
+	// of the codec ends the goroutine while it is set.
+	var decoding *sarama.ConsumerMessage
+	loop := func() {
+		for rec := range pc.Messages() {
+			decoding = rec
+			l, m, err := decodeLetter(r.b, rec)
+			decoding = nil
+			if err != nil || m.group != "" {
+				continue
+			}
+			r.mu.Lock()
+			if r.waitRoom(nil) {
+				r.items = append(r.items, l)
+				notify(r.sig)
+			}
+			r.mu.Unlock()
 		}
-		r.mu.Lock()
-		if r.waitRoom(nil) {
-			r.items = append(r.items, l)
-			notify(r.sig)
-		}
-		r.mu.Unlock()
 	}
+	// A codec that ends the goroutine (runtime.Goexit) makes its record
+	// one that does not decode, and the pump goes on (on a new goroutine
+	// the ending one waits for).
+	goexit.Resume(loop, func(stack string) bool {
+		rec := decoding
+		if rec == nil {
+			return false
+		}
+		decoding = nil
+		logUndecodable(r.b, rec, message.ErrHandlerExited, slog.String("stack", stack))
+		return true
+	})
 }
 
 // Receive implements topology.Reader.

@@ -13,7 +13,9 @@ import (
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/internal/liveset"
+	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/internal/goexit"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
@@ -301,33 +303,58 @@ func (r *groupReader[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc saram
 	r.mu.Unlock()
 	notify(r.fetched)
 	defer r.release(c)
-	for {
-		select {
-		case rec, ok := <-gc.Messages():
-			if !ok {
-				return nil
-			}
-			l, skip := r.decode(rec)
-			r.mu.Lock()
-			c.next = rec.Offset + 1
-			if skip {
-				c.Skip(rec.Offset)
-			} else {
-				if !r.waitRoom(sess.Context().Done()) {
-					r.mu.Unlock()
-					return nil
+	// decoding is the record being decoded, nil between records: a Goexit
+	// of the codec ends the goroutine while it is set.
+	var decoding *sarama.ConsumerMessage
+	loop := func() {
+		for {
+			select {
+			case rec, ok := <-gc.Messages():
+				if !ok {
+					return
 				}
-				c.Fetch(rec.Offset)
-				l.Receipt = &receipt{owner: r, mu: &r.mu, c: c, off: rec.Offset}
-				r.items = append(r.items, l)
-				notify(r.sig)
+				decoding = rec
+				l, skip := r.decode(rec)
+				decoding = nil
+				r.mu.Lock()
+				c.next = rec.Offset + 1
+				if skip {
+					c.Skip(rec.Offset)
+				} else {
+					if !r.waitRoom(sess.Context().Done()) {
+						r.mu.Unlock()
+						return
+					}
+					c.Fetch(rec.Offset)
+					l.Receipt = &receipt{owner: r, mu: &r.mu, c: c, off: rec.Offset}
+					r.items = append(r.items, l)
+					notify(r.sig)
+				}
+				r.mu.Unlock()
+				notify(r.fetched)
+			case <-sess.Context().Done():
+				return
 			}
-			r.mu.Unlock()
-			notify(r.fetched)
-		case <-sess.Context().Done():
-			return nil
 		}
 	}
+	// A codec that ends the goroutine (runtime.Goexit) makes its record
+	// one that does not decode, and the claim goes on (on a new goroutine;
+	// the client's, which called ConsumeClaim, waits for it).
+	goexit.Resume(loop, func(stack string) bool {
+		rec := decoding
+		if rec == nil {
+			return false
+		}
+		decoding = nil
+		logUndecodable(r.b, rec, message.ErrHandlerExited, slog.String("stack", stack))
+		r.mu.Lock()
+		c.next = rec.Offset + 1
+		c.Skip(rec.Offset)
+		r.mu.Unlock()
+		notify(r.fetched)
+		return true
+	})
+	return nil
 }
 
 // startOffset resolves a claim's initial offset at (sarama.OffsetNewest or
@@ -361,11 +388,16 @@ func decodeLetter[T any](b *Backend[T], rec *sarama.ConsumerMessage) (topology.L
 		l.Value, err = topic.Decode(b.opts.Codec, rec.Value)
 	}
 	if err != nil {
-		b.log.Warn("kafkatopology: record does not decode; skipped and committed",
-			slog.String("topic", rec.Topic), slog.Int("partition", int(rec.Partition)),
-			slog.Int64("offset", rec.Offset), slog.Any("error", err))
+		logUndecodable(b, rec, err)
 	}
 	return l, m, err
+}
+
+// logUndecodable logs the one line of a record that does not decode.
+func logUndecodable[T any](b *Backend[T], rec *sarama.ConsumerMessage, err error, attrs ...any) {
+	b.log.Warn("kafkatopology: record does not decode; skipped and committed",
+		append([]any{slog.String("topic", rec.Topic), slog.Int("partition", int(rec.Partition)),
+			slog.Int64("offset", rec.Offset), slog.Any("error", err)}, attrs...)...)
 }
 
 // release ends a claim: its buffered letters are dropped (the partition's

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/boulevard-go/boulevard/internal/liveset"
+	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
@@ -55,6 +57,11 @@ type reader[T any] struct {
 	// only the receiving goroutine uses these
 	marker   string // the marker TryReceive waits for
 	markerAt time.Time
+	// decoding is the message the codec decodes, nil between messages,
+	// and decodingAt the letters taken before it in the same call: a
+	// Goexit of the codec ends the receiving goroutine while it is set.
+	decoding   pulsar.Message
+	decodingAt int
 }
 
 func newReader[T any](b *Backend[T], co pulsar.ConsumerOptions, group, dlq string) (*reader[T], error) {
@@ -87,6 +94,8 @@ func (r *reader[T]) Receive(ctx context.Context, dst []topology.Letter[T]) (int,
 	if len(dst) == 0 {
 		return 0, topology.ErrEmptyDst
 	}
+	returned := false
+	defer r.exited(dst, &returned)
 	n := 0
 	for n == 0 {
 		// A closed reader refuses whatever is ready, as TryReceive does:
@@ -106,6 +115,7 @@ func (r *reader[T]) Receive(ctx context.Context, dst []topology.Letter[T]) (int,
 		}
 		n = r.drain(dst, n)
 	}
+	returned = true
 	return n, nil
 }
 
@@ -139,6 +149,14 @@ func (r *reader[T]) TryReceive(ctx context.Context, dst []topology.Letter[T]) (i
 	if len(dst) == 0 {
 		return 0, topology.ErrEmptyDst
 	}
+	returned := false
+	defer r.exited(dst, &returned)
+	n, err := r.tryReceive(ctx, dst)
+	returned = true
+	return n, err
+}
+
+func (r *reader[T]) tryReceive(ctx context.Context, dst []topology.Letter[T]) (int, error) {
 	select {
 	case <-r.stop:
 		return 0, topology.ErrClosed
@@ -198,7 +216,9 @@ func (r *reader[T]) take(cm pulsar.ConsumerMessage, dst []topology.Letter[T], n 
 		r.marked(cm, m)
 		return n
 	}
+	r.decoding, r.decodingAt = cm.Message, n
 	l, group, err := decodeLetter(r.b.opts.Codec, props, cm.Payload())
+	r.decoding = nil
 	if err != nil {
 		r.b.log.Warn("pulsartopology: a message does not decode; acknowledged and skipped",
 			slog.String("topic", cm.Topic()), slog.String("message_id", cm.ID().String()), slog.Any("error", err))
@@ -213,6 +233,33 @@ func (r *reader[T]) take(cm pulsar.ConsumerMessage, dst []topology.Letter[T], n 
 	l.Receipt = &receipt{id: cm.ID()}
 	dst[n] = l
 	return n + 1
+}
+
+// exited is deferred by Receive and TryReceive, which set *returned when
+// they return. When the codec ended their goroutine instead (runtime.Goexit,
+// as t.FailNow does), the message it was decoding counts as one that does
+// not decode (logged once, with the stack of the exit, and acknowledged),
+// and the letters taken before it in that call, which no caller gets now,
+// are nacked, so that the broker delivers them again. It does nothing
+// when the goroutine ends for another reason (a panic goes on).
+func (r *reader[T]) exited(dst []topology.Letter[T], returned *bool) {
+	m := r.decoding
+	if *returned || m == nil {
+		return
+	}
+	r.decoding = nil
+	taken := dst[:r.decodingAt]
+	r.b.log.Warn("pulsartopology: a message does not decode; acknowledged and skipped",
+		slog.String("topic", m.Topic()), slog.String("message_id", m.ID().String()),
+		slog.Any("error", message.ErrHandlerExited), slog.Int("nacked", len(taken)),
+		slog.String("stack", string(debug.Stack())))
+	r.ack(m.ID())
+	for i := range taken {
+		if rc, ok := taken[i].Receipt.(*receipt); ok && !r.b.crashed.Load() {
+			r.cons.NackID(rc.id)
+		}
+		taken[i] = topology.Letter[T]{}
+	}
 }
 
 // decodeLetter decodes a message's properties and payload into a letter

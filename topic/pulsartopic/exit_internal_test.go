@@ -1,0 +1,70 @@
+package pulsartopic
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/topictest"
+)
+
+// Guarantee: when the codec ends the receiving goroutine (runtime.Goexit)
+// on a message, the messages that Receive took before it, which no caller
+// gets, are nacked: the broker delivers them again, and a later Receive
+// gets them.
+func TestDecodeGoexitNacksTheMessagesTakenBeforeIt(t *testing.T) {
+	b, err := pulsartest.Start(context.Background(), pulsartest.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	co := pulsar.ClientOptions{OperationTimeout: 5 * time.Second}
+	be, err := New(Options[int]{ServiceURL: b.URL(), Codec: topictest.ExitingCodec[int]{Codec: topic.IntCodec{}}, SendTimeout: -1,
+		NackRedeliveryDelay: 50 * time.Millisecond, ClientOptions: co, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close(context.Background())
+	st, err := be.NewTopic(context.Background(), "t", topic.Options{}.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ss, err := st.Subscribe(topic.Balanced("g"), topic.SubscriberOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	s := ss.(*pSub[int])
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := st.Publish(ctx, topic.Envelope[int]{Value: 8}, topic.Block); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Publish(ctx, be.TopicName("t"), pulsartest.Message{Payload: []byte("not an int")}); err != nil {
+		t.Fatal(err)
+	}
+	wait.Within(t, 20*time.Second, "both messages in the consumer's channel", func() bool { return len(s.ch) == 2 })
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		n, err := s.Receive(ctx, make([]topic.Envelope[int], 10))
+		t.Errorf("Receive returned %d, %v; want the codec's exit to end the goroutine", n, err)
+	}()
+	<-exited
+	dst := make([]topic.Envelope[int], 1)
+	n, err := s.Receive(ctx, dst)
+	if err != nil || n != 1 || dst[0].Value != 8 {
+		t.Fatalf("Receive = %d %+v, %v; want 8 again", n, dst[0], err)
+	}
+	if err := s.Settle(dst[0].ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	wait.Within(t, 20*time.Second, "both messages acked", func() bool { return b.Backlog(be.TopicName("t"), "g") == 0 })
+}
