@@ -2,10 +2,8 @@ package pipeline
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 
-	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
 )
 
@@ -36,16 +34,11 @@ type producerRuntime[T any] interface {
 }
 
 // withStack returns attrs, followed by a "stack" attribute when err
-// carries the stack of a panic (*message.PanicError) or of an exit
-// (*producer.ExitError) in the source's code.
+// carries the stack of a panic or an exit in the source's code
+// (producer.FailureStack).
 func withStack(err error, attrs ...any) []any {
-	var pe *message.PanicError
-	var ee *producer.ExitError
-	switch {
-	case errors.As(err, &pe):
-		attrs = append(attrs, slog.String("stack", string(pe.Stack)))
-	case errors.As(err, &ee):
-		attrs = append(attrs, slog.String("stack", string(ee.Stack)))
+	if st := producer.FailureStack(err); st != nil {
+		attrs = append(attrs, slog.String("stack", string(st)))
 	}
 	return attrs
 }

@@ -156,9 +156,10 @@ func call(method string, f func() error) error {
 	return <-res
 }
 
-// failureStack is the stack a failed call's error carries: that of a panic
-// (*message.PanicError) or of an exit (*ExitError); nil for any other error.
-func failureStack(err error) []byte {
+// FailureStack is the stack a failed Source call's error carries: that of
+// a panic (*message.PanicError) or of an exit (*ExitError); nil for any
+// other error. The stage and the pipeline log it with the failure.
+func FailureStack(err error) []byte {
 	var pe *message.PanicError
 	if errors.As(err, &pe) {
 		return pe.Stack
@@ -171,9 +172,9 @@ func failureStack(err error) []byte {
 }
 
 // withStack returns attrs, followed by a "stack" attribute when err
-// carries the stack of a panic or an exit (see failureStack).
+// carries the stack of a panic or an exit (see FailureStack).
 func withStack(err error, attrs ...any) []any {
-	if st := failureStack(err); st != nil {
+	if st := FailureStack(err); st != nil {
 		attrs = append(attrs, slog.String("stack", string(st)))
 	}
 	return attrs
