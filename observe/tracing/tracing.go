@@ -30,6 +30,11 @@
 // database query, an HTTP request) are children of the message's or the
 // batch's span.
 //
+// A span whose handler fails ends with an error status: the error's text,
+// "handler panicked" (or "batch handler panicked") when it panicked, and
+// "handler exited (runtime.Goexit)" (or "batch handler exited
+// (runtime.Goexit)") when it ended its goroutine, as t.FailNow does.
+//
 // Tracing changes no message's outcome. A Carrier or Propagator of the
 // caller's that panics while a message's trace context is read is taken
 // as no trace context: the message's span starts a trace of its own and
@@ -361,12 +366,20 @@ func wrapHandler[In, Out any](t *tracer, pipe string, batched bool, h processor.
 		key, keyed := linkKeyOf(m)
 		done := false
 		defer func() {
-			if !done { // the handler panicked: the processor recovers it
-				span.SetStatus(codes.Error, "handler panicked")
-				if keyed {
-					t.links.forget(key)
-				}
-				span.End()
+			if done {
+				return
+			}
+			// The handler panicked (the processor recovers it: the panic
+			// goes on, with its value) or ended its goroutine
+			// (runtime.Goexit).
+			r := recover()
+			span.SetStatus(codes.Error, abnormalEnd(r, "handler"))
+			if keyed {
+				t.links.forget(key)
+			}
+			span.End()
+			if r != nil {
+				panic(r)
 			}
 		}()
 		out, err := h(sctx, m)
@@ -418,10 +431,18 @@ func wrapBatchHandler[T any](t *tracer, pipe, name string, h batcher.Handler[T])
 			))
 		done := false
 		defer func() {
-			if !done { // the batch processor recovers it and fails the whole batch
-				span.SetAttributes(AttrBatchFailed.Int(len(msgs)))
-				span.SetStatus(codes.Error, "batch handler panicked")
-				span.End()
+			if done {
+				return
+			}
+			// The batch handler panicked (the batch processor recovers it:
+			// the panic goes on, with its value) or ended its goroutine
+			// (runtime.Goexit); either way the whole batch fails.
+			r := recover()
+			span.SetAttributes(AttrBatchFailed.Int(len(msgs)))
+			span.SetStatus(codes.Error, abnormalEnd(r, "batch handler"))
+			span.End()
+			if r != nil {
+				panic(r)
 			}
 		}()
 		err := h(sctx, batch, info)
@@ -444,6 +465,17 @@ func wrapBatchHandler[T any](t *tracer, pipe, name string, h batcher.Handler[T])
 		span.End()
 		return err
 	}
+}
+
+// abnormalEnd is the status description of the span of a handler (who)
+// that did not return: r is what a recover in its deferred call gave, nil
+// when it ended its goroutine (runtime.Goexit), since a panic's value,
+// even panic(nil)'s, is never nil.
+func abnormalEnd(r any, who string) string {
+	if r != nil {
+		return who + " panicked"
+	}
+	return who + " exited (runtime.Goexit)"
 }
 
 // linkOf is the span context a batch span links to for m: its processor
