@@ -50,7 +50,9 @@ const (
 // that ends its goroutine with runtime.Goexit, as t.FailNow does, fails the
 // batch with message.ErrHandlerExited (when HandleFailed exited, the
 // messages keep the outcome they had), reported once, and another
-// goroutine takes over as that batch processor.
+// goroutine takes over as that batch processor. As after a panic,
+// HandleFailed sees the batch before it is acknowledged, unless it is
+// what exited.
 //
 // The batch slice is the handler's: it may keep it after the call (the
 // batcher never touches it again) and may change it (filter it with
@@ -119,9 +121,11 @@ type Options[T any] struct {
 	// before they are acknowledged (Broadway's handle_failed). It may change
 	// how they are acknowledged with m.SetDisposition. A panic in it is
 	// logged and the messages are acknowledged with whatever it changed
-	// before it panicked. It sees interrupted messages (see Handler) too,
-	// but cannot make them anything but a retry. The slice is reused: do
-	// not keep it after the call.
+	// before it panicked. It sees the batch of a handler that panicked or
+	// ended its goroutine (runtime.Goexit; see Handler), but is not called
+	// again after it ended its own. It sees interrupted messages (see
+	// Handler) too, but cannot make them anything but a retry. The slice
+	// is reused: do not keep it after the call.
 	HandleFailed func(ctx context.Context, failed []*message.Message[T], info message.BatchInfo)
 }
 

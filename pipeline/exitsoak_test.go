@@ -423,7 +423,12 @@ func exitSoakOnce[Out any](t *testing.T, c exitSoakCase, plans []exitPlan, wrap 
 				a, id := act(w, failed, sameID, func(p exitPlan) exitAct { return p.procFailed })
 				if a == actExit {
 					w.mu.Lock()
-					w.exitChunk[w.chunkOf[failed[0].Data]] = true
+					// HandleFailed also sees a chunk whose ChunkStart hook
+					// exited, which Prepare never saw: its messages are
+					// counted with startExited already.
+					if c := w.goChunk[goroutineID()]; c != 0 {
+						w.exitChunk[c] = true
+					}
 					w.mu.Unlock()
 				}
 				if a == actErr {
@@ -776,11 +781,16 @@ func exitSoakHooks(c exitSoakCase, w *exitWorld, procStage string) *telemetry.Ho
 	}
 	// chunkHook fails, when it exits, the chunk Prepare last saw on the
 	// calling goroutine.
+	// The processors' HandleFailed hook also observes a chunk whose
+	// ChunkStart hook exited (0: Prepare never saw it), whose messages are
+	// counted with startExited already.
 	chunkHook := func(name string) {
 		a, n := next(name)
 		if a == actExit {
 			w.mu.Lock()
-			w.exitChunk[w.goChunk[goroutineID()]] = true
+			if c := w.goChunk[goroutineID()]; c != 0 {
+				w.exitChunk[c] = true
+			}
 			w.mu.Unlock()
 		}
 		doAct(name, a, n) //nolint:errcheck // it returns no error

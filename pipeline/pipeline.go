@@ -134,6 +134,13 @@ func New[In, Out any](opts Options[In, Out]) (*Pipeline[In, Out], error) {
 // on one that was started returns ErrAlreadyStarted, with ErrStopped
 // wrapped too once it is stopping or has stopped.
 func (p *Pipeline[In, Out]) Start(ctx context.Context) error {
+	return p.start(ctx, nil)
+}
+
+// start is Start; runCtx is Run's context (nil from Start), which the
+// pipeline watches itself when the PipelineStart hook ends the goroutine
+// that called Run: that goroutine no longer does.
+func (p *Pipeline[In, Out]) start(ctx, runCtx context.Context) error {
 	if !p.built() {
 		return ErrNotBuilt
 	}
@@ -163,18 +170,28 @@ func (p *Pipeline[In, Out]) Start(ctx context.Context) error {
 	register(p.opts.Name, p)
 	// Deferred, so that the pipeline runs even when the PipelineStart
 	// hook ends the caller's goroutine (runtime.Goexit): Stop, Run and
-	// Done then work as usual, though Start never returns to its caller.
-	defer p.launch(hardCtx, closeCtx)
+	// Done then work as usual, though Start never returns to its caller,
+	// and Run's context stops the pipeline as it would have stopped Run.
+	hookReturned := false
+	defer func() {
+		var watch context.Context
+		if !hookReturned {
+			watch = runCtx
+		}
+		p.launch(hardCtx, closeCtx, watch)
+	}()
 	// Without p.mu, so that the hook may read the pipeline (Stats, Err,
 	// SourceStatus); before run, so that PipelineStart precedes
 	// PipelineStop.
 	p.hookStart(ctx)
+	hookReturned = true
 	return nil
 }
 
 // launch starts run once the PipelineStart hook has returned (or ended
-// its goroutine).
-func (p *Pipeline[In, Out]) launch(hardCtx, closeCtx context.Context) {
+// its goroutine). A non-nil runCtx is the context of a Run whose
+// goroutine the hook ended: run then requests a stop when it ends.
+func (p *Pipeline[In, Out]) launch(hardCtx, closeCtx, runCtx context.Context) {
 	p.mu.Lock()
 	p.starting = false
 	p.mu.Unlock()
@@ -183,7 +200,7 @@ func (p *Pipeline[In, Out]) launch(hardCtx, closeCtx context.Context) {
 		// stopped, and the stages drain what was pushed meanwhile.
 		p.prod.StopFetching()
 	}
-	go p.run(hardCtx, closeCtx)
+	go p.run(hardCtx, closeCtx, runCtx)
 	p.log.Info("pipeline started", slog.Any("topology", p.Topology()))
 }
 
@@ -191,11 +208,15 @@ func (p *Pipeline[In, Out]) launch(hardCtx, closeCtx context.Context) {
 // closing the input of the stage after it once it has returned, and the
 // shutdown-timeout enforcer, waits for them, then closes the sources and
 // closes Done as the last thing it does. Stop and Run wait for Done (or
-// give up on it, see ShutdownTimeoutError).
-func (p *Pipeline[In, Out]) run(hardCtx, closeCtx context.Context) {
+// give up on it, see ShutdownTimeoutError). A non-nil runCtx (see launch)
+// is watched in place of the Run that no longer does.
+func (p *Pipeline[In, Out]) run(hardCtx, closeCtx, runCtx context.Context) {
 	started := time.Now()
 	var stages, aux group.Group
 	aux.Go(p.enforceShutdownTimeout)
+	if runCtx != nil {
+		aux.Go(func() { p.stopWhenDone(runCtx) })
+	}
 	stages.Go(func() {
 		p.prod.Run(hardCtx, p.fatal)
 		p.prodDone.Store(true)
@@ -241,6 +262,17 @@ func (p *Pipeline[In, Out]) run(hardCtx, closeCtx context.Context) {
 	// this goroutine (runtime.Goexit).
 	defer close(p.done)
 	p.hookStop(started)
+}
+
+// stopWhenDone requests a stop when ctx ends, as Run does, unless the
+// stages have returned first: it watches the context of a Run whose
+// goroutine the PipelineStart hook ended (runtime.Goexit).
+func (p *Pipeline[In, Out]) stopWhenDone(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+		p.requestStop()
+	case <-p.stagesDone:
+	}
 }
 
 // enforceShutdownTimeout starts the drain when a stop is requested and cuts it
@@ -410,8 +442,14 @@ func (p *Pipeline[In, Out]) Stop(ctx context.Context) error {
 // that names them. It also returns when the pipeline stops by itself: when
 // every source is exhausted and everything is handled (nil), or when a
 // source failed too often (a *producer.RestartError).
+//
+// When the PipelineStart hook ends Run's goroutine (runtime.Goexit), Run
+// never returns to its caller, but ctx keeps its meaning: cancelling it
+// stops and drains the pipeline as it would have; Done closes once it has
+// stopped, and Err tells what Run would have returned (bar a
+// *ShutdownTimeoutError, which the pipeline logs).
 func (p *Pipeline[In, Out]) Run(ctx context.Context) error {
-	if err := p.Start(ctx); err != nil {
+	if err := p.start(ctx, ctx); err != nil {
 		return err
 	}
 	select {

@@ -154,3 +154,74 @@ func TestChunkStopOrBatchStopHookGoexitChangesNoOutcome(t *testing.T) {
 		})
 	}
 }
+
+// Guarantee: when the PipelineStart hook ends the goroutine that called
+// Run (runtime.Goexit), Run's context keeps its meaning: cancelling it
+// stops the pipeline, which drains what was pushed (every message
+// acknowledged once), closes Done and logs one line per event (one
+// HookExitedLog, one "pipeline stopped").
+func TestRunContextStopsThePipelineAfterPipelineStartHookGoexit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &logtest.Records{}
+		// The batcher's timeout is long: the messages are still in a batch
+		// when the context is cancelled, and only the drain emits it.
+		p := mustNew(t, pipeline.Options[uint64, uint64]{
+			Name:            "runexits",
+			Logger:          slog.New(log),
+			ShutdownTimeout: time.Minute,
+			Telemetry: &telemetry.Hooks{
+				PipelineStart: func(context.Context, telemetry.Pipeline) { runtime.Goexit() },
+			},
+			Processors: processor.Options[uint64, uint64]{Concurrency: 1, Handle: identity},
+			Batchers: []batcher.Options[uint64]{{Name: message.DefaultBatcher, Concurrency: 1,
+				BatchSize: 1000, BatchTimeout: time.Hour, Handle: batchOK}},
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		runDone := make(chan struct{})
+		returned := false
+		go func() {
+			defer close(runDone)
+			_ = p.Run(ctx)
+			returned = true
+		}()
+		<-runDone
+		if returned {
+			t.Error("Run returned to its caller after the PipelineStart hook ended its goroutine")
+		}
+		rec := acker.NewRecorder(false)
+		msgs := make([]*message.Message[uint64], 30)
+		for i := range msgs {
+			msgs[i] = message.New(uint64(i), rec, uint64(i))
+		}
+		if err := p.Push(context.Background(), msgs...); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if n := rec.Total(); n != 0 {
+			t.Errorf("%d outcomes reported before Run's context was cancelled, want 0 (the batch is open)", n)
+		}
+		cancel()
+		select {
+		case <-p.Done():
+		case <-time.After(10 * time.Minute):
+			t.Error("Done did not close after Run's context was cancelled")
+			sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer scancel()
+			_ = p.Stop(sctx)
+		}
+		assertExactlyOnce(t, rec, len(msgs))
+		if n := len(rec.Successful()); n != len(msgs) {
+			t.Errorf("%d of %d messages succeeded", n, len(msgs))
+		}
+		if err := p.Err(); err != nil {
+			t.Errorf("Err = %v, want nil", err)
+		}
+		if n := log.Count(slog.LevelError, pipeline.HookExitedLog); n != 1 {
+			t.Errorf("%d log lines %q, want 1", n, pipeline.HookExitedLog)
+		}
+		if n := log.Count(slog.LevelInfo, "pipeline stopped"); n != 1 {
+			t.Errorf("%d log lines %q, want 1", n, "pipeline stopped")
+		}
+	})
+}

@@ -14,7 +14,8 @@ import (
 // hookStart calls the PipelineStart hook, if any, with the stage names. A
 // panic in the hook is logged and the pipeline starts all the same; so is
 // an exit (runtime.Goexit), which ends the goroutine that called Start
-// (Start runs the pipeline from a deferred call).
+// or Run (Start runs the pipeline from a deferred call, and the pipeline
+// then watches Run's context itself).
 func (p *Pipeline[In, Out]) hookStart(ctx context.Context) {
 	h := p.opts.Telemetry
 	if h == nil || h.PipelineStart == nil {

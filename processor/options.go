@@ -48,6 +48,8 @@ const (
 // runtime.Goexit, as t.FailNow does, fails every message of its chunk
 // with message.ErrHandlerExited (one that failed before keeps its error),
 // reported once, and another goroutine takes over as that processor.
+// As after a panic, HandleFailed sees those messages before they are
+// acknowledged, unless it is what exited.
 type Handler[In, Out any] func(ctx context.Context, m *message.Message[In]) (Out, error)
 
 // Options configure the processors of a pipeline.
@@ -102,8 +104,11 @@ type Options[In, Out any] struct {
 	// handle_failed). It may change how they are acknowledged with
 	// m.SetDisposition, or replace their error with m.Fail. A panic in it is
 	// logged and the messages are acknowledged with whatever it changed
-	// before it panicked. It sees interrupted messages (see Handler) too,
-	// but cannot make them anything but a retry. The slice is a copy:
+	// before it panicked. It sees the messages of a chunk whose handler or
+	// Prepare panicked or ended its goroutine (runtime.Goexit; see
+	// Handler), but is not called again after it ended its own. It sees
+	// interrupted messages (see Handler) too, but cannot make them
+	// anything but a retry. The slice is a copy:
 	// changing the slice itself (rather than its messages) changes nothing
 	// of which messages are acknowledged. It is reused: do not keep it
 	// after the call.

@@ -21,11 +21,14 @@
 // as the user code around it would be: ChunkStart, the message hooks and
 // the processors' HandleFailed hook fail the chunk's messages with
 // message.ErrHandlerExited (those failed before keep their error), as
-// BatchStart does the batch's; the batchers' HandleFailed hook, BatchEmit,
-// ChunkStop and BatchStop change no outcome; the pipeline starts and stops
-// all the same after an exit in PipelineStart (which ends the goroutine
-// that called Start) or PipelineStop; a Kafka source calls PartitionAssigned
-// and PartitionRevoked on a goroutine of their own, so an exit there ends
+// BatchStart does the batch's, and HandleFailed then sees them (not after
+// an exit in the HandleFailed hook, which runs once HandleFailed has
+// returned); the batchers' HandleFailed hook, BatchEmit, ChunkStop and
+// BatchStop change no outcome; the pipeline starts and stops all the same
+// after an exit in PipelineStart (which ends the goroutine that called
+// Start or Run; the context given to Run still stops the pipeline) or
+// PipelineStop; a Kafka source calls PartitionAssigned and
+// PartitionRevoked on a goroutine of their own, so an exit there ends
 // only that call and the partition is claimed or let go all the same.
 // docs/architecture.md has the table.
 //

@@ -989,11 +989,14 @@ func (bp *batchProcessor[T]) settle(ctx context.Context, b *message.Batch[T], ms
 // exited is deferred by handle, and does something only when user code
 // ended the batch processor's goroutine (runtime.Goexit) in the middle of
 // batch b, whose messages are msgs, which a recover cannot catch. When the
-// batch handler exited, the whole batch fails with message.ErrHandlerExited,
-// as it would with a *message.PanicError; when HandleFailed exited, the
-// messages keep the outcome they had. Either way the outcomes are then
-// counted and reported once; HandleFailed is not called (again), since
-// user code that ends its goroutine here would leave them unreported.
+// batch handler (or BatchStart) exited, the whole batch fails with
+// message.ErrHandlerExited, as it would with a *message.PanicError, and
+// HandleFailed sees it, as it sees a batch whose handler panicked; should
+// HandleFailed end the goroutine too, exited settles the batch again, from
+// a deferred call, without it (a panic in it is logged, as on the usual
+// path). When HandleFailed (or its hook) exited, the messages keep the
+// outcome they had and HandleFailed is not called again. Either way the
+// outcomes are then counted and reported once.
 // When an acknowledger exited, the outcomes not reported
 // yet are left, unacknowledged, for the source to deliver again. It logs
 // one error line, with the stack of the exit, and the batch processor goes
@@ -1018,6 +1021,14 @@ func (bp *batchProcessor[T]) exited(ctx context.Context, b *message.Batch[T], ms
 	if was == stepHandler {
 		for _, m := range msgs {
 			m.Fail(message.ErrHandlerExited)
+		}
+		if bp.s.opts.HandleFailed != nil {
+			// Should HandleFailed end the goroutine too, the deferred call
+			// settles the batch (step stepHandleFailed); once settle has
+			// returned, it has nothing to do (stepIdle).
+			defer bp.exited(ctx, b, msgs)
+			bp.settle(ctx, b, msgs, true)
+			return
 		}
 	}
 	bp.settle(ctx, b, msgs, false)

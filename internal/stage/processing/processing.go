@@ -279,9 +279,12 @@ type step uint8
 const (
 	// stepIdle: between chunks.
 	stepIdle step = iota
-	// stepHandling: Prepare, the handler, HandleFailed or a telemetry
-	// hook may run; no outcome of the chunk has been reported yet.
+	// stepHandling: Prepare, the handler or a telemetry hook may run; no
+	// outcome of the chunk has been reported yet.
 	stepHandling
+	// stepHandleFailed: HandleFailed (or its telemetry hook) runs; no
+	// outcome of the chunk has been reported yet.
+	stepHandleFailed
 	// stepHandingOn: the outcomes are being reported and the messages
 	// handed to their batchers.
 	stepHandingOn
@@ -422,6 +425,7 @@ func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Mess
 			m.MarkInterrupted(ctx)
 		}
 		if s.opts.HandleFailed != nil {
+			p.step = stepHandleFailed
 			p.handleFailedHooked(ctx, p.failed)
 		}
 		p.step = stepHandingOn
@@ -455,9 +459,13 @@ func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Mess
 // (Prepare, the handler, HandleFailed, a telemetry hook), none of its
 // outcomes was reported yet: every message of the chunk fails with
 // message.ErrHandlerExited (one that failed before keeps its error, one
-// deferred is its deferrer's), HandleFailed is not called again, and the
-// outcomes are reported and counted once, as those of a failed chunk are;
-// none goes on to a batcher. Once the outcomes were being reported (an
+// deferred is its deferrer's); HandleFailed, unless it (or its hook) is
+// what exited, sees them, as it sees those of a handler that panics; and
+// the outcomes are reported and counted once, as those of a failed chunk
+// are; none goes on to a batcher. Should HandleFailed end the goroutine
+// too, exited settles the chunk again, from a deferred call, without it;
+// a panic in it is logged, as on the usual path. Once the outcomes were
+// being reported (an
 // acknowledger exited), those not reported yet are left, unacknowledged,
 // for the source to deliver again. When a batcher's PartitionBy exited
 // while the messages were handed on, those not yet handed on (see Route)
@@ -498,7 +506,6 @@ func (p *worker[In, Out]) exited(ctx context.Context, chunk []*message.Message[I
 	}
 	p.acks.Reset()
 	p.st.chunkLeft = 0
-	failed := 0
 	for _, m := range chunk {
 		if m.Deferred() {
 			continue
@@ -506,12 +513,26 @@ func (p *worker[In, Out]) exited(ctx context.Context, chunk []*message.Message[I
 		if !m.Failed() {
 			m.Fail(message.ErrHandlerExited)
 		}
+		// Before HandleFailed, as on the usual path.
 		m.MarkInterrupted(ctx)
+		p.failed = append(p.failed, m)
+	}
+	p.log.ErrorContext(ctx, ExitedLog, slog.Int("messages", len(p.failed)), slog.String("stack", string(debug.Stack())))
+	if was == stepHandling && p.s.opts.HandleFailed != nil && len(p.failed) > 0 {
+		// Should HandleFailed end the goroutine too, the deferred call
+		// settles the chunk (step stepHandleFailed); once it has
+		// returned, the deferred call has nothing to do (stepIdle).
+		p.step = stepHandleFailed
+		defer p.exited(ctx, chunk)
+		p.handleFailedHooked(ctx, p.failed)
+		p.step = stepIdle
+	}
+	for _, m := range p.failed {
 		p.st.fail(uint8(m.Disposition()))
 		m.AddTo(&p.acks)
-		failed++
 	}
-	p.log.ErrorContext(ctx, ExitedLog, slog.Int("messages", failed), slog.String("stack", string(debug.Stack())))
+	clear(p.failed)
+	p.failed = p.failed[:0]
 	p.acks.Flush(ctx, p.log)
 }
 
