@@ -321,6 +321,43 @@ func (q *Queue[T]) PutBackDraining(vs []T, take uint64) error {
 	return nil
 }
 
+// PutTail appends vs to the tail of the queue, in order, after every item
+// queued, and never blocks: when the queue has no room it goes over its
+// capacity, growing its ring (by half at least, so a run of PutTail
+// calls copies the ring a logarithmic number of times), which shrinks
+// back to the capacity once receivers have taken the queue below it;
+// publishers meanwhile wait, as on a full queue, and so do not overtake
+// vs. It is for items that were received from the queue and come back to
+// it (a retry), whose number the caller bounds: so that a queue that
+// only its own receivers drain never waits on itself. It returns nil once
+// vs is queued (at once for an empty vs), and ErrClosed when the queue is
+// closed (nothing is queued then).
+func (q *Queue[T]) PutTail(vs []T) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return ErrClosed
+	}
+	n := len(vs)
+	if n == 0 {
+		return nil
+	}
+	if q.count+n > len(q.items) {
+		q.resizeLocked(max(q.count+n, len(q.items)+len(q.items)/2))
+	}
+	size := len(q.items)
+	tail := q.head + q.count
+	if tail >= size {
+		tail -= size
+	}
+	k := copy(q.items[tail:], vs)
+	copy(q.items, vs[k:])
+	q.count += n
+	q.wakeReceivers()
+	q.wakePublishers()
+	return nil
+}
+
 // putFrontLocked puts vs at the head of the queue, over its capacity if
 // need be (see PutFront).
 func (q *Queue[T]) putFrontLocked(vs []T) {
