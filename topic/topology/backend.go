@@ -100,7 +100,9 @@ type Backend[T any] interface {
 // reader, a durable backend keeps that letter's message from being settled
 // (the broker delivers it again); a later hand-off of the same letter that
 // succeeds undoes that, as a sequenced source hands a key's retry off
-// again itself until the backend takes it.
+// again itself until the backend takes it. A backend that refuses a
+// hand-off for room returns an error wrapping ErrFull and keeps nothing
+// of the letter: a Source keeps it and hands it off again (see Source).
 type Queues[T any] interface {
 	// Topology is the topology they were declared for.
 	Topology() *Topology

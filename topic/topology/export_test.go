@@ -48,3 +48,10 @@ func WaitingKeys[T any](s *Source[T]) []string {
 
 // HandOffFailedLog is the message a source logs for a refused hand-off.
 const HandOffFailedLog = handOffFailedLog
+
+// RefusedLog and RecoveredLog are the lines a source logs when a full
+// queue starts refusing its hand-offs, and once it took them all.
+const (
+	RefusedLog   = refusedLog
+	RecoveredLog = recoveredLog
+)

@@ -2,8 +2,10 @@ package topology
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,6 +23,13 @@ import (
 // 8th, ...), so a hand-off that keeps failing logs a line at growing
 // intervals rather than one per attempt, and one more line once the
 // backend takes the letter.
+//
+// Any source keeps, the same way, a letter whose hand-off (hold, requeue,
+// dead-letter) the backend refuses for room (ErrFull: an in-memory queue
+// is full), sequenced or not, in one queue of letters kept (keep): they
+// are handed off again in the order they were refused, later hand-offs
+// going behind them, and the source takes no new letters while any is
+// kept, so that a bad day bounds its memory instead of losing letters.
 const (
 	handOffFirstBackoff = 100 * time.Millisecond
 	handOffMaxBackoff   = 10 * time.Second
@@ -50,6 +59,206 @@ type handOffs[T any] struct {
 	// the first hand-off.
 	ctx  context.Context
 	stop context.CancelFunc
+
+	// kept are the letters a full queue refused (ErrFull), oldest first,
+	// handed off again in that order by one attempt at a time (a timer,
+	// no goroutine of its own); see keep.
+	kept []keptLetter[T]
+	// keptN is len(kept), read without the lock: the source takes no
+	// new letters while it is not 0, and hands nothing off past them.
+	keptN atomic.Int64
+	// room is closed once kept empties; made when it fills.
+	room chan struct{}
+	// keptTimer arms the next attempt, keptBackoff is the wait before
+	// it; episode counts the letters kept and attempts the failed
+	// attempts since kept last filled, for the log line when it empties.
+	keptTimer   *time.Timer
+	keptBackoff time.Duration
+	episode     int
+	attempts    int
+}
+
+// handOffKind is what a kept letter's hand-off is.
+type handOffKind uint8
+
+const (
+	handOffHold handOffKind = iota
+	handOffRequeue
+	handOffDeadLetter
+)
+
+// keptLetter is a letter a full queue refused, kept by its source.
+type keptLetter[T any] struct {
+	p    pendingLetter[T] // as received: settled once handed off, given back at Close
+	l    Letter[T]        // what is handed off
+	kind handOffKind
+	hold int // the hold queue, for handOffHold
+}
+
+// initLocked makes hs's context with the first hand-off kept.
+func (hs *handOffs[T]) initLocked() {
+	if hs.waiting == nil {
+		hs.waiting = map[*handOff[T]]struct{}{}
+		hs.ctx, hs.stop = context.WithCancel(context.Background())
+	}
+}
+
+// handTo hands l off to the backend as kind says.
+func (s *Source[T]) handTo(ctx context.Context, kind handOffKind, hold int, l Letter[T]) error {
+	switch kind {
+	case handOffHold:
+		return s.q.Hold(ctx, hold, l)
+	case handOffRequeue:
+		return s.q.Requeue(ctx, l)
+	default:
+		return s.q.DeadLetter(ctx, l)
+	}
+}
+
+// handOffName names kind for logs.
+func (s *Source[T]) handOffName(kind handOffKind, hold int) string {
+	switch kind {
+	case handOffHold:
+		return "hold " + s.t.holds[hold].Name
+	case handOffRequeue:
+		return "requeue"
+	default:
+		return "dead-letter to " + s.t.dlq
+	}
+}
+
+// handedOff counts a hand-off the backend took.
+func (s *Source[T]) handedOff(kind handOffKind) {
+	if kind == handOffDeadLetter {
+		s.deadLettered.Add(1)
+	}
+}
+
+// handOff hands l, p's letter as it goes to the backend, off, and settles
+// p once the backend took it. A refusal for room (an error wrapping
+// ErrFull) keeps p instead, to be handed off again once there is room (see
+// keep), and so does any hand-off while letters so kept wait, so that none
+// overtakes them (a key's dead letters keep their order). It returns nil
+// when it is done with p (handed off and settled, or kept), the
+// backend's error otherwise (p is then not settled).
+func (s *Source[T]) handOff(ctx context.Context, p *pendingLetter[T], l Letter[T], kind handOffKind, hold int) error {
+	if s.handOffs.keptN.Load() > 0 && s.keep(p, l, kind, hold, nil) {
+		return nil
+	}
+	err := s.handTo(ctx, kind, hold, l)
+	if err == nil {
+		s.handedOff(kind)
+		s.done(ctx, p)
+		return nil
+	}
+	if errors.Is(err, ErrFull) && s.keep(p, l, kind, hold, err) {
+		return nil
+	}
+	return err
+}
+
+// keep adds p to the letters kept for room, refused with err (nil: not
+// tried, because others wait), and arms their next attempt when it is
+// the first: it logs one WARN line then, and one INFO line when the
+// last of them is handed off (attemptKept), not one per attempt. The
+// attempts go on for as long as the source runs, handOffFirstBackoff
+// apart, doubling up to handOffMaxBackoff; each hands off as many kept
+// letters as the backend takes, in order. It returns false, keeping
+// nothing, once the source has closed, or when nothing is kept and p was
+// not refused (the caller then tries p itself).
+func (s *Source[T]) keep(p *pendingLetter[T], l Letter[T], kind handOffKind, hold int, err error) bool {
+	hs := &s.handOffs
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	if hs.closed || (len(hs.kept) == 0 && err == nil) {
+		return false
+	}
+	hs.initLocked()
+	first := len(hs.kept) == 0 && hs.room == nil
+	hs.kept = append(hs.kept, keptLetter[T]{p: *p, l: l, kind: kind, hold: hold})
+	hs.keptN.Store(int64(len(hs.kept)))
+	hs.episode++
+	if first {
+		hs.room = make(chan struct{})
+		hs.episode, hs.attempts = 1, 0
+		hs.keptBackoff = handOffFirstBackoff
+		s.log.Warn(refusedLog, slog.String("hand_off", s.handOffName(kind, hold)),
+			slog.Duration("next_attempt_in", hs.keptBackoff), slog.Any("error", err))
+		hs.wg.Add(1)
+		hs.keptTimer = time.AfterFunc(hs.keptBackoff, func() { defer hs.wg.Done(); s.attemptKept() })
+	}
+	return true
+}
+
+// attemptKept hands the kept letters off again, oldest first, until the
+// backend refuses one (the next attempt is then armed, after twice the
+// backoff, up to handOffMaxBackoff) or none is left (the source then
+// takes new letters again).
+func (s *Source[T]) attemptKept() {
+	hs := &s.handOffs
+	hs.mu.Lock()
+	parent := hs.ctx
+	hs.mu.Unlock()
+	took := false
+	for {
+		hs.mu.Lock()
+		if hs.closed || len(hs.kept) == 0 {
+			hs.mu.Unlock()
+			return
+		}
+		k := hs.kept[0]
+		hs.mu.Unlock()
+		ctx, cancel := context.WithTimeout(parent, handOffTimeout)
+		err := s.handTo(ctx, k.kind, k.hold, k.l)
+		if err == nil {
+			s.handedOff(k.kind)
+			s.done(ctx, &k.p)
+		}
+		cancel()
+		hs.mu.Lock()
+		if err != nil {
+			hs.attempts++
+			if !hs.closed {
+				// Room came and went: the next attempt comes soon.
+				// Otherwise it comes after twice the wait.
+				hs.keptBackoff = min(2*hs.keptBackoff, handOffMaxBackoff)
+				if took {
+					hs.keptBackoff = handOffFirstBackoff
+				}
+				hs.wg.Add(1)
+				hs.keptTimer = time.AfterFunc(hs.keptBackoff, func() { defer hs.wg.Done(); s.attemptKept() })
+			}
+			hs.mu.Unlock()
+			return
+		}
+		took = true
+		hs.kept[0] = keptLetter[T]{}
+		hs.kept = hs.kept[1:]
+		hs.keptN.Store(int64(len(hs.kept)))
+		if len(hs.kept) == 0 {
+			hs.kept = nil
+			close(hs.room)
+			hs.room = nil
+			s.log.Info(recoveredLog, slog.Int("letters", hs.episode), slog.Int("failed_attempts", hs.attempts))
+			hs.mu.Unlock()
+			return
+		}
+		hs.mu.Unlock()
+	}
+}
+
+// roomWait returns a channel closed once no letter is kept for room, or
+// nil when none is (without locking then).
+func (hs *handOffs[T]) roomWait() <-chan struct{} {
+	if hs.keptN.Load() == 0 {
+		return nil
+	}
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	if hs.room == nil {
+		return nil
+	}
+	return hs.room
 }
 
 // retryHandOff keeps p, whose hand-off with do just failed with err, and
@@ -69,10 +278,7 @@ func (hs *handOffs[T]) schedule(log *slog.Logger, h *handOff[T], err error, atte
 	if hs.closed {
 		return false
 	}
-	if hs.waiting == nil {
-		hs.waiting = map[*handOff[T]]struct{}{}
-		hs.ctx, hs.stop = context.WithCancel(context.Background())
-	}
+	hs.initLocked()
 	if h.failed&(h.failed-1) == 0 {
 		log.Error("could not hand a held key's letter to the backend; trying again",
 			slog.String("to", h.what), slog.String("key", h.p.l.Key), slog.Int("failed_attempts", h.failed),
@@ -126,11 +332,32 @@ func (hs *handOffs[T]) close() []Letter[T] {
 		}
 	}
 	clear(hs.waiting)
+	if hs.keptTimer != nil && hs.keptTimer.Stop() {
+		hs.wg.Done()
+	}
 	hs.mu.Unlock()
 	hs.wg.Wait()
 	hs.mu.Lock()
 	out = append(out, hs.back...)
 	hs.back = nil
+	// The letters kept for room go back as they were received.
+	for i := range hs.kept {
+		out = append(out, hs.kept[i].p.l)
+	}
+	hs.kept = nil
+	hs.keptN.Store(0)
+	if hs.room != nil {
+		close(hs.room)
+		hs.room = nil
+	}
 	hs.mu.Unlock()
 	return out
 }
+
+// The lines a source logs when a full queue starts refusing its hand-offs
+// (WARN: nothing is lost, the source slows down) and once the letters it
+// kept are all handed off (INFO).
+const (
+	refusedLog   = "a full queue refused a letter; the source keeps it, hands it off again once there is room, and takes no new letters meanwhile"
+	recoveredLog = "the letters a full queue refused are all handed off; the source takes new letters again"
+)

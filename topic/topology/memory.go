@@ -17,22 +17,40 @@ import (
 // DefaultMemoryCapacity is the default MemoryOptions.Capacity.
 const DefaultMemoryCapacity = 4096
 
+// DefaultMemoryHoldCapacity is the default MemoryOptions.HoldCapacity.
+const DefaultMemoryHoldCapacity = 1 << 16
+
+// MaxMemoryHoldCapacity is the largest MemoryOptions.HoldCapacity.
+const MaxMemoryHoldCapacity = 1 << 24
+
 // MemoryOptions configure a [Memory] backend.
 type MemoryOptions struct {
 	// Capacity is how many letters each consumer group's queue and each DLQ
 	// holds (1 to 1048576, allocated when the queue is declared). A publish
-	// or a hold release waits while the queue it goes to is full. A requeue
-	// or a dead-lettering never waits: the letter waits for room behind
-	// the queue instead, in order, and up to Capacity letters may wait so
-	// behind each queue; past that they fail with ErrFull. Default
-	// DefaultMemoryCapacity.
+	// waits while the queue it goes to is full. A letter that goes back to
+	// the queue it was received from (a hold's release, a retry requeued,
+	// a dead letter put back) never waits and is never refused: it goes
+	// in over the capacity, publishers waiting meanwhile. Any other
+	// requeue or dead-lettering never waits either: the letter waits for
+	// room behind the queue instead, in order, and up to Capacity letters
+	// may wait so behind each queue; past that they fail with ErrFull.
+	// Default DefaultMemoryCapacity.
 	Capacity int `validate:"gte=1,lte=1048576"`
+	// HoldCapacity is how many letters each hold queue holds (1 to
+	// MaxMemoryHoldCapacity, allocated as letters come in). A Hold into a
+	// hold queue that holds as many fails at once with ErrFull; a
+	// [Source] keeps such a letter and hands it off again once there is
+	// room (see Source). Default DefaultMemoryHoldCapacity.
+	HoldCapacity int `validate:"gte=1,lte=16777216"`
 }
 
 // WithDefaults returns o with every zero field replaced by its default.
 func (o MemoryOptions) WithDefaults() MemoryOptions {
 	if o.Capacity == 0 {
 		o.Capacity = DefaultMemoryCapacity
+	}
+	if o.HoldCapacity == 0 {
+		o.HoldCapacity = DefaultMemoryHoldCapacity
 	}
 	return o
 }
@@ -45,17 +63,26 @@ func (o MemoryOptions) Validate() error { return validate.Struct("memory", &o) }
 // DLQ) is a set of bounded queues, one per consumer group, created when a
 // topology declares the group and kept until Close whether or not a
 // consumer is connected, so nothing published or dead-lettered in between
-// is lost. A hold queue is a timed queue: one goroutine per hold queue, a
-// timer set for its earliest due letter, no goroutine or timer per letter.
-// A letter requeued or dead-lettered into a full queue waits for room
-// behind it, in order, moved in by one goroutine per queue while any wait,
-// so a source's acknowledgement never waits for room. Nothing survives the
-// process.
+// is lost. A hold queue is a timed queue of at most HoldCapacity letters:
+// one goroutine per hold queue, a timer set for its earliest due letter,
+// no goroutine or timer per letter. A letter going back to the queue it
+// was received from (a hold's release, a retry requeued, a dead letter
+// put back) goes in at once, over the queue's capacity if need be: the
+// queue held it already, so it goes over by no more than the letters
+// taken from it and not settled (in flight, in hold queues, kept by a
+// source), and a queue that only its own readers drain never waits on
+// itself. Any other letter requeued or dead-lettered into a full queue
+// waits for room behind it, in order, moved in by one goroutine per
+// queue while any wait, so a source's acknowledgement never waits for
+// room. Memory is therefore bounded by the options: Capacity per queue
+// and as many waiting behind it, HoldCapacity per hold queue, and what
+// sources and pipelines hold in flight. Nothing survives the process.
 //
 // Create it with NewMemory and Close it when done. It is safe for
 // concurrent use.
 type Memory[T any] struct {
-	capacity int
+	capacity     int
+	holdCapacity int
 
 	mu       sync.Mutex
 	closed   bool
@@ -67,10 +94,13 @@ type Memory[T any] struct {
 	wg       sync.WaitGroup
 }
 
-// ErrFull is returned, wrapped, by the in-memory backend's Requeue and
-// DeadLetter when the queue the letter goes to is full and as many letters
-// as it holds (MemoryOptions.Capacity) already wait for room behind it.
-// The letter is then neither queued nor kept.
+// ErrFull is returned, wrapped, by the in-memory backend's Hold when the
+// hold queue holds MemoryOptions.HoldCapacity letters, and by its Requeue
+// and DeadLetter when the queue the letter goes to is full and as many
+// letters as it holds (MemoryOptions.Capacity) already wait for room
+// behind it. The backend then keeps nothing: the letter stays the
+// caller's. A [Source] keeps it and hands it off again once there is
+// room, taking no new letters meanwhile (see Source).
 var ErrFull = errors.New("topology: queue full, and as many letters wait for room behind it")
 
 // NewMemory returns an empty in-memory backend, or the validate.Errors of
@@ -82,12 +112,13 @@ func NewMemory[T any](opts MemoryOptions) (*Memory[T], error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Memory[T]{
-		capacity: opts.Capacity,
-		topics:   map[string]*memTopic[T]{},
-		holds:    map[string]*holdQueue[T]{},
-		backlogs: map[*queue.Queue[Letter[T]]]*backlog[T]{},
-		ctx:      ctx,
-		cancel:   cancel,
+		capacity:     opts.Capacity,
+		holdCapacity: opts.HoldCapacity,
+		topics:       map[string]*memTopic[T]{},
+		holds:        map[string]*holdQueue[T]{},
+		backlogs:     map[*queue.Queue[Letter[T]]]*backlog[T]{},
+		ctx:          ctx,
+		cancel:       cancel,
 	}, nil
 }
 
@@ -120,7 +151,7 @@ func (m *Memory[T]) Declare(ctx context.Context, t *Topology) (Queues[T], error)
 	for _, h := range t.holds {
 		hq := m.holds[h.Name]
 		if hq == nil {
-			hq = &holdQueue[T]{name: h.Name, delay: h.Delay, wake: make(chan struct{}, 1), ctx: m.ctx}
+			hq = &holdQueue[T]{name: h.Name, delay: h.Delay, limit: m.holdCapacity, wake: make(chan struct{}, 1), ctx: m.ctx}
 			m.holds[h.Name] = hq
 			m.wg.Go(hq.run)
 		}
@@ -367,9 +398,9 @@ func (q *memQueues[T]) Subscribe(ctx context.Context) (Reader[T], error) {
 	if q.group == nil {
 		name := "broadcast-" + strconv.FormatUint(q.main.ephemeral.Add(1), 10)
 		g := q.main.group(name, q.m.capacity)
-		return newMemReader(g, nil, func() { q.main.remove(name) }), nil
+		return newMemReader(g, func() { q.main.remove(name) }), nil
 	}
-	return newMemReader(q.group, nil, nil), nil
+	return newMemReader(q.group, nil), nil
 }
 
 // Hold implements Queues.
@@ -381,14 +412,20 @@ func (q *memQueues[T]) Hold(ctx context.Context, i int, l Letter[T]) error {
 }
 
 // Requeue implements Queues: l goes to the tail of the group's queue. It
-// never waits: when the queue is full, l waits for room behind it, after
-// the letters requeued before it (ErrFull when Capacity letters wait
-// already).
+// never waits. A letter received from the group's queue (a retry) goes
+// in at once, over the queue's capacity if need be (see Memory); any
+// other (a replayed dead letter) waits for room behind a full queue,
+// after the others waiting (ErrFull when Capacity letters wait already).
 func (q *memQueues[T]) Requeue(_ context.Context, l Letter[T]) error {
 	if q.group == nil {
 		return errors.New("topology: a broadcast topology cannot requeue")
 	}
+	from := l.Receipt
 	l.Receipt = nil
+	if g, ok := from.(*queue.Queue[Letter[T]]); ok && g == q.group {
+		one := [1]Letter[T]{l}
+		return mapQueueErr(q.group.PutTail(one[:]))
+	}
 	return q.requeue.put(l)
 }
 
@@ -435,14 +472,21 @@ func (q *memQueues[T]) Return(_ context.Context, ls []Letter[T]) error {
 	return errors.Join(errs...)
 }
 
-// DeadLetter implements Queues. It never waits: when the DLQ is full, l
-// waits for room behind it, after the letters dead-lettered before it
-// (ErrFull when Capacity letters wait already).
+// DeadLetter implements Queues. It never waits. A letter received from
+// the DLQ (put back by a dead source or Replay) goes in at once, over
+// the DLQ's capacity if need be (see Memory); any other waits for room
+// behind a full DLQ, after the letters dead-lettered before it (ErrFull
+// when Capacity letters wait already).
 func (q *memQueues[T]) DeadLetter(_ context.Context, l Letter[T]) error {
 	if q.dead == nil {
 		return ErrNoDLQ
 	}
+	from := l.Receipt
 	l.Receipt, l.Resume = nil, false
+	if g, ok := from.(*queue.Queue[Letter[T]]); ok && g == q.dead {
+		one := [1]Letter[T]{l}
+		return mapQueueErr(q.dead.PutTail(one[:]))
+	}
 	return q.deadBacklog.put(l)
 }
 
@@ -457,32 +501,29 @@ func (q *memQueues[T]) SubscribeDead(ctx context.Context) (Reader[T], error) {
 	if q.m.isClosed() {
 		return nil, ErrClosed
 	}
-	return newMemReader(q.dead, q.dead, nil), nil
+	return newMemReader(q.dead, nil), nil
 }
 
-// memReader reads one group queue.
+// memReader reads one group queue (a DLQ's reader, its one group's).
+// Each letter it hands out carries that queue as Receipt, so that Return
+// puts the letter back where it came from, and Requeue and DeadLetter
+// know a letter that goes back to the queue it came from (a retry, a
+// dead letter put back), which never waits and is never refused.
 type memReader[T any] struct {
-	q *queue.Queue[Letter[T]]
-	// dead is set on a DLQ's reader, to its queue: each letter it
-	// hands out carries it as Receipt, so that Return puts the letter
-	// back where it came from.
-	dead    *queue.Queue[Letter[T]]
+	q       *queue.Queue[Letter[T]]
 	stop    chan time.Time // closed by Close: wakes a waiting Receive
 	once    sync.Once
 	onClose func()
 }
 
-func newMemReader[T any](q, dead *queue.Queue[Letter[T]], onClose func()) *memReader[T] {
-	return &memReader[T]{q: q, dead: dead, stop: make(chan time.Time), onClose: onClose}
+func newMemReader[T any](q *queue.Queue[Letter[T]], onClose func()) *memReader[T] {
+	return &memReader[T]{q: q, stop: make(chan time.Time), onClose: onClose}
 }
 
-// mark gives the letters of a DLQ's reader their DLQ as Receipt.
+// mark gives the letters r hands out their queue as Receipt.
 func (r *memReader[T]) mark(ls []Letter[T]) {
-	if r.dead == nil {
-		return
-	}
 	for i := range ls {
-		ls[i].Receipt = r.dead
+		ls[i].Receipt = r.q
 	}
 }
 
@@ -548,6 +589,7 @@ func (r *memReader[T]) Close(context.Context) error {
 type holdQueue[T any] struct {
 	name  string
 	delay time.Duration
+	limit int // the most letters it holds (MemoryOptions.HoldCapacity)
 	wake  chan struct{}
 	ctx   context.Context // the backend's: done when it closes
 
@@ -568,6 +610,10 @@ func (h *holdQueue[T]) add(_ context.Context, l Letter[T], target *queue.Queue[L
 	}
 	l.Receipt = nil
 	h.mu.Lock()
+	if len(h.items)-h.head >= h.limit {
+		h.mu.Unlock()
+		return fmt.Errorf("topology: hold queue %s: %w (%d)", strconv.Quote(h.name), ErrFull, h.limit)
+	}
 	h.items = append(h.items, held[T]{due: time.Now().Add(h.delay), l: l, target: target})
 	first := len(h.items)-h.head == 1
 	h.mu.Unlock()
@@ -585,6 +631,7 @@ func (h *holdQueue[T]) run() {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	var due []held[T]
+	var one [1]Letter[T]
 	for {
 		h.mu.Lock()
 		now := time.Now()
@@ -606,7 +653,12 @@ func (h *holdQueue[T]) run() {
 		}
 		h.mu.Unlock()
 		for i := range due {
-			if due[i].target.Publish(h.ctx, due[i].l) != nil {
+			// Never waits: a retry goes back to the queue it was
+			// received from, over its capacity if need be (see Memory).
+			one[0] = due[i].l
+			err := due[i].target.PutTail(one[:])
+			one[0] = Letter[T]{}
+			if err != nil {
 				return // closed
 			}
 		}

@@ -118,25 +118,27 @@ func TestReplayFailureKeepsTheDeadLetters(t *testing.T) {
 	})
 }
 
-// Guarantee: when Replay cannot put a dead letter it took back on an
-// in-memory DLQ (other consumers filled the DLQ, and the room behind it,
-// while Replay ran), it returns the failure and loses no letter: the
-// letters it kept stay in the DLQ, counted in Kept, whether they were to
-// be kept (DryRun, a filter) or their replay failed.
+// Guarantee: Replay loses no dead letter it took from an in-memory DLQ
+// that other consumers filled, and the room behind it, while Replay ran:
+// a letter it keeps (DryRun, a filter) goes back to the DLQ it came from
+// even over its capacity (it held the letter already), and a letter
+// whose replay the group's full queue refuses stays in the DLQ, Replay
+// returning that failure; all are counted in Kept.
 func TestReplayKeepsTheDeadLettersItCannotPutBack(t *testing.T) {
 	for _, c := range []struct {
-		name string
-		opts func(fill func()) topology.ReplayOptions[int]
+		name    string
+		opts    func(fill func()) topology.ReplayOptions[int]
+		refused bool
 	}{
 		{"kept by the filter", func(fill func()) topology.ReplayOptions[int] {
 			return topology.ReplayOptions[int]{Filter: func(*topology.Letter[int]) bool { fill(); return false }}
-		}},
+		}, false},
 		{"dry run", func(fill func()) topology.ReplayOptions[int] {
 			return topology.ReplayOptions[int]{DryRun: true, Filter: func(*topology.Letter[int]) bool { fill(); return true }}
-		}},
+		}, false},
 		{"replay refused", func(fill func()) topology.ReplayOptions[int] {
 			return topology.ReplayOptions[int]{Filter: func(*topology.Letter[int]) bool { fill(); return true }}
-		}},
+		}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -177,8 +179,11 @@ func TestReplayKeepsTheDeadLettersItCannotPutBack(t *testing.T) {
 					})
 				}
 				rep, err := topology.Replay(ctx, q, c.opts(fill))
-				if !errors.Is(err, topology.ErrFull) {
+				if c.refused && !errors.Is(err, topology.ErrFull) {
 					t.Errorf("Replay = %v, want an error wrapping ErrFull", err)
+				}
+				if !c.refused && err != nil {
+					t.Errorf("Replay = %v, want nil: its letters go back to the DLQ they came from", err)
 				}
 				want := 2*capacity + capacity // the letters dead-lettered meanwhile, and the ones Replay took
 				if got := m.Queued("rk-dlq", ""); got != want || rep.Kept != capacity {

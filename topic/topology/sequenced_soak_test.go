@@ -72,11 +72,12 @@ func newSeqSoakConfig(rng *rand.Rand) seqSoakConfig {
 		c.maxRetries = -1 // a retry is dead-lettered at once
 	}
 	if rng.IntN(3) == 0 {
-		// Publishes and hold releases wait for room. A dead-lettering
-		// never waits: past twice the capacity it would fail (ErrFull,
-		// and the letter is lost) when the DLQ's consumer lags, which is
-		// no matter for this test; so the DLQ and the letters waiting
-		// for room in it can take every message.
+		// Publishes wait for room; hold releases and retries go over
+		// it. A dead-lettering never waits: past twice the capacity it
+		// is refused (ErrFull, and the source keeps the letter and
+		// stops taking more) when the DLQ's consumer lags, which is no
+		// matter for this test; so the DLQ and the letters waiting for
+		// room in it can take every message.
 		c.capacity = (c.messages+1)/2 + rng.IntN(8)
 	}
 	if rng.IntN(3) == 0 {

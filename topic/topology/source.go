@@ -147,6 +147,10 @@ type Stats struct {
 	// for an earlier message of their key (or, released, for a permit):
 	// within SourceOptions.MaxHeldBack, see there.
 	HeldBack int
+	// Refused is the number of letters a full queue refused (ErrFull)
+	// that the source keeps, to hand them off again once there is room;
+	// it takes no new letters while it is not 0 (see Source).
+	Refused int
 }
 
 // Source consumes a declared topology into a pipeline (it implements
@@ -162,6 +166,21 @@ type Stats struct {
 // (see SourceOptions.MaxHeldBack). It reports itself ordered, with
 // each message's partition key its shard, so a pipeline keeps each shard on
 // one processor.
+//
+// A letter whose hand-off (a hold, a requeue, a dead-lettering, a dead
+// letter put back) the backend refuses for room, with an error wrapping
+// ErrFull, is not lost: the source keeps it, unsettled, and hands it off
+// again, after 100ms, then twice as long up to 10s (100ms again after
+// an attempt that handed some off), each
+// attempt handing off as many of the letters kept as the backend takes,
+// in the order they were refused; a hand-off that comes while letters
+// are kept goes behind them. While it keeps letters the source takes no
+// new letters from its queues (backpressure: Stats.Refused counts them,
+// and they number no more than the messages in flight when the refusals
+// began). It logs one WARN line when the refusals begin and one INFO
+// line once the letters kept are all handed off, not one per attempt.
+// Close gives the letters it still keeps back to the backend
+// (Queues.Return), ahead of the letters a sequenced source holds back.
 //
 // Create it with NewSource (or NewDeadSource for the DLQ).
 type Source[T any] struct {
@@ -239,6 +258,7 @@ func (s *Source[T]) Stats() Stats {
 	if s.seq != nil {
 		st.HeldBack = s.seq.heldBack()
 	}
+	st.Refused = int(s.handOffs.keptN.Load())
 	s.mu.Lock()
 	st.Subscriptions = len(s.readers)
 	s.mu.Unlock()
@@ -333,6 +353,23 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 					continue
 				}
 				want = room
+			}
+			if room := s.handOffs.roomWait(); room != nil {
+				// A full queue refused letters, which the source
+				// keeps: it takes no new ones until they are handed
+				// off (backpressure), but still delivers a sequenced
+				// key's ready letters.
+				select {
+				case <-room:
+				case <-wctx.Done():
+				}
+				if ctx.Err() != nil {
+					return nil
+				}
+				if s.seq != nil && wctx.Err() != nil {
+					wctx = s.seq.watch(ctx, w)
+				}
+				continue
 			}
 			n, err := r.Receive(wctx, buf[:want])
 			if err != nil {
@@ -572,14 +609,14 @@ func (s *Source[T]) hold(ctx context.Context, p *pendingLetter[T], i int) {
 	if p.l.Resume {
 		s.seq.sentOut(p.l.Key)
 	}
-	if err := s.q.Hold(ctx, i, p.l); err != nil {
+	if err := s.handOff(ctx, p, p.l, handOffHold, i); err != nil {
 		do := func(ctx context.Context, l Letter[T]) error { return s.q.Hold(ctx, i, l) }
 		if p.l.Resume && s.retryHandOff(p, "hold "+s.t.holds[i].Name, do, err) {
 			return
 		}
 		s.handOffFailed(ctx, "hold", err, slog.String("hold", s.t.holds[i].Name))
+		s.done(ctx, p)
 	}
-	s.done(ctx, p)
 }
 
 func (s *Source[T]) requeue(ctx context.Context, p *pendingLetter[T]) {
@@ -591,13 +628,13 @@ func (s *Source[T]) requeue(ctx context.Context, p *pendingLetter[T]) {
 	if p.l.Resume {
 		s.seq.sentOut(p.l.Key)
 	}
-	if err := s.q.Requeue(ctx, p.l); err != nil {
+	if err := s.handOff(ctx, p, p.l, handOffRequeue, 0); err != nil {
 		if p.l.Resume && s.retryHandOff(p, "requeue", s.q.Requeue, err) {
 			return
 		}
 		s.handOffFailed(ctx, "requeue", err)
+		s.done(ctx, p)
 	}
-	s.done(ctx, p)
 }
 
 func (s *Source[T]) discard(ctx context.Context, p *pendingLetter[T], why string) {
@@ -662,12 +699,10 @@ func (s *Source[T]) deadLetter(ctx context.Context, p *pendingLetter[T], reason 
 	l := p.l
 	l.Death = &Death{Reason: reason, Error: text, Topic: s.t.name, Group: s.t.ConsumerGroup(),
 		Retries: l.Retries, FirstFailure: l.FirstFailure, LastFailure: l.LastFailure}
-	if err := s.q.DeadLetter(ctx, l); err != nil {
+	if err := s.handOff(ctx, p, l, handOffDeadLetter, 0); err != nil {
 		s.handOffFailed(ctx, "dead-letter", err, slog.String("dlq", s.t.dlq), slog.String("reason", string(reason)))
-	} else {
-		s.deadLettered.Add(1)
+		s.done(ctx, p)
 	}
-	s.done(ctx, p)
 }
 
 // settleDead carries out the outcome of a dead letter: success removes it,
@@ -681,16 +716,17 @@ func (s *Source[T]) settleDead(ctx context.Context, rec *record[T], out Outcome,
 		s.discarded.Add(1)
 		s.log.WarnContext(ctx, "dead letter discarded", slog.Any("error", err))
 	default:
-		if qerr := s.q.DeadLetter(ctx, p.l); qerr != nil {
+		if qerr := s.handOff(ctx, p, p.l, handOffDeadLetter, 0); qerr != nil {
 			s.handOffFailed(ctx, "put back on the DLQ", qerr)
-		} else {
-			s.deadLettered.Add(1)
+			s.done(ctx, p)
 		}
+		return
 	}
 	s.done(ctx, p)
 }
 
-// Close gives the messages a sequenced source still holds back, and those
+// Close gives the letters the source keeps for room (see Source), the
+// messages a sequenced source still holds back, and those
 // of its keys whose handling the pipeline's shutdown interrupted, back to
 // the backend (Queues.Return), in the order they were received: the next
 // consumer of the group receives them first, in that order, so each key's
@@ -709,19 +745,19 @@ func (s *Source[T]) Close(ctx context.Context) error {
 	s.readers = nil
 	s.mu.Unlock()
 	var err error
+	// A letter waiting for its hand-off again (a key's, or one a full
+	// queue refused) goes back ahead of the letters held back.
+	ls := s.handOffs.close()
 	if s.seq != nil {
-		// A key's letter waiting for its hand-off again goes back ahead
-		// of the letters of its key held back.
-		ls := s.handOffs.close()
 		for _, p := range s.seq.drain() {
 			ls = append(ls, p.l)
 		}
-		if len(ls) > 0 {
-			if err = s.q.Return(ctx, ls); err != nil {
-				err = fmt.Errorf("topology %s: returning %d held-back letters: %w", s.t.name, len(ls), err)
-				s.log.ErrorContext(ctx, "could not give back the held-back letters; they are lost",
-					slog.Int("letters", len(ls)), slog.Any("error", err))
-			}
+	}
+	if len(ls) > 0 {
+		if err = s.q.Return(ctx, ls); err != nil {
+			err = fmt.Errorf("topology %s: returning %d held-back letters: %w", s.t.name, len(ls), err)
+			s.log.ErrorContext(ctx, "could not give back the held-back letters; they are lost",
+				slog.Int("letters", len(ls)), slog.Any("error", err))
 		}
 	}
 	cerr := liveset.CloseEach(rs, func(r Reader[T]) error { return r.Close(ctx) })
