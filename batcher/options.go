@@ -91,7 +91,8 @@ type Options[T any] struct {
 	// bound).
 	MaxWeight int `validate:"omitempty,gte=1,lte=1099511627776"`
 	// BatchTimeout is how long after its first message a batch that has not
-	// filled up is emitted anyway. Default 1s.
+	// filled up is emitted anyway. Default 1s; a value set must be above 0
+	// (no upper bound).
 	BatchTimeout time.Duration `validate:"gt=0"`
 	// MaxDemand is how many messages a batcher partition takes from its
 	// input queue at once before it sorts them into batches (Broadway's

@@ -1,7 +1,8 @@
 // Package observe exposes running pipelines to operators: a Prometheus
 // collector built from Pipeline.Stats snapshots (and from the stats of the
-// Kafka sources and topics registered with it), and one http.Handler
-// serving /metrics, /healthz and /readyz.
+// Kafka sources, Pulsar sources and topics registered with it), and one
+// http.Handler serving /metrics, /healthz, /readyz, /stats and the live
+// /dashboard.
 //
 // Nothing is registered globally: the caller registers the Observer on the
 // prometheus.Registerer of its choice, and mounts the Handler on its own
@@ -86,7 +87,7 @@ type Options struct {
 	// called again until it returns (see ErrStatsPending). Add, Replace,
 	// AddKafka, Health, Readiness and Snapshot wait for the Stats they
 	// read as long at most, and less when their context ends first. 0 means
-	// DefaultStatsTimeout; at most MaxStatsTimeout (New uses
+	// DefaultStatsTimeout (5s); at most MaxStatsTimeout (1m; New uses
 	// DefaultStatsTimeout in place of a negative value and
 	// MaxStatsTimeout in place of a longer one).
 	StatsTimeout time.Duration `validate:"gte=0,lte=1m"`

@@ -40,7 +40,7 @@ type Options[In, Out any] struct {
 	// cancelled and messages not yet handled stay unacknowledged (so the
 	// broker redelivers them). The source's Close gets as long again. Stop
 	// and Run stop waiting for what ignores its context CancelGrace after
-	// either (see Stop). Default 30s.
+	// either (see Stop). Default 30s; a value set must be above 0.
 	ShutdownTimeout time.Duration `validate:"gt=0"`
 	// Drainers are waited for, in order, once every stage has returned
 	// and before the source is closed: each one's Drain gets the context

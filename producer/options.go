@@ -141,9 +141,11 @@ type Restart struct {
 	// MaxRestarts is how many restarts are tolerated within Window. Default
 	// 3, at most MaxRestartCount (65536).
 	MaxRestarts int `validate:"gte=1,lte=65536"`
-	// Window is the period over which restarts are counted. Default 5s.
+	// Window is the period over which restarts are counted. Default 5s;
+	// a value set must be above 0.
 	Window time.Duration `validate:"gt=0"`
-	// Backoff is the wait before the first restart. Default 100ms.
+	// Backoff is the wait before the first restart. Default 100ms; a
+	// value set must be above 0.
 	Backoff time.Duration `validate:"gt=0"`
 	// MaxBackoff caps the doubling backoff. Default 5s, or Backoff if that
 	// is larger; must be ≥ Backoff.

@@ -1,6 +1,8 @@
 // Package topic is the topic layer: named topics that decouple publishers
-// from subscribers, inside a pipeline and between pipelines, and the
-// in-memory queues pipeline stages pass messages through.
+// from subscribers, inside a pipeline and between pipelines, with the
+// backend contract and the in-memory backend. (The queues between a
+// pipeline's stages are internal/queue's, which the in-memory backend
+// uses too.)
 //
 // # Topics
 //

@@ -450,7 +450,8 @@ func (o Options) ValidateAs(prefix string) error {
 // topic's AckPropagation values.
 type TrackedOptions struct {
 	// MaxInFlight bounds unresolved publishes; Publish waits and TryPublish
-	// reports MaxInFlightReached at the bound. At most MaxInFlightLimit.
+	// reports MaxInFlightReached at the bound. Zero (the default) takes the
+	// topic's ack_propagation.max_in_flight; at most MaxInFlightLimit.
 	MaxInFlight int `name:"max_in_flight" validate:"gte=0,lte=1048576"`
 	// Timeout resolves a publish as TimedOut when no outcome arrived in time.
 	// Zero takes the topic's ack_propagation.timeout; a timeout set must be

@@ -1,6 +1,8 @@
 // Package imports holds the test that keeps the module's import graph
 // pointing one way: message and acker at the bottom, then the stage queues,
 // the core stages, the pipeline, and the topic glue, sources and examples
-// on top, and the test that every exported sentinel error names its
-// package. It has no code of its own.
+// on top, the test that every exported sentinel error names its
+// package, and the tests that keep the docs in step with the code (every
+// Go name they quote is declared; the bounds docs/operations.md gives are
+// the constants'). It has no code of its own.
 package imports

@@ -66,7 +66,8 @@ type TopicSpec struct {
 	// defaults.backend, else "in_memory".
 	Backend string `validate:"required"`
 	// Connection names the entry of connections that a kafka or pulsar
-	// topic reaches its broker through. Default defaults.connection.
+	// topic reaches its broker through. Default defaults.connection, except
+	// on an in_memory topic, which has none (and may not name one).
 	Connection string
 	// ImplSelection is "auto" (default: the mode is inferred from how the
 	// topic is subscribed to) or "force_mixed" (always topic.Mixed).
@@ -460,6 +461,14 @@ func buildSpec(path string, base TopicSpec, r *rawTopic) (TopicSpec, error) {
 	if r != nil {
 		setString(&s.Backend, r.Backend)
 		setString(&s.Connection, r.Connection)
+	}
+	if s.Backend == DefaultBackend && (r == nil || r.Connection == nil) {
+		// defaults.connection is for the kafka and pulsar topics that
+		// name none: an in-memory topic has none unless it names one
+		// (which checkConnections refuses).
+		s.Connection = ""
+	}
+	if r != nil {
 		setString(&s.ImplSelection, r.ImplSelection)
 		if p := r.Policies; p != nil {
 			if b := p.Balanced; b != nil {

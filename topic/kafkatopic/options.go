@@ -180,14 +180,15 @@ func (o Options[T]) WithDefaults() Options[T] {
 }
 
 // Validate checks o and returns nil or a [validate.Errors] naming each
-// broken rule by field ("brokers is required", "acks must be one of all
-// leader none", "config: …" for a sarama configuration sarama refuses).
+// broken rule by field ("brokers is required", "acks must be one of [all
+// leader none]", "config is rejected by sarama: …" for a sarama
+// configuration sarama refuses).
 func (o Options[T]) Validate() error {
 	errs := []error{validate.Struct("", &o)}
 	if o.Config != nil {
 		c := o.WithDefaults().saramaConfig()
 		if err := c.Validate(); err != nil {
-			errs = append(errs, validate.Field("config", "valid", "config: "+oneLine(err.Error())))
+			errs = append(errs, validate.Field("config", "valid", "is rejected by sarama: "+oneLine(err.Error())))
 		}
 		errs = append(errs, kafkalimits.Check("config", c, kafkalimits.All)...)
 	}

@@ -5,8 +5,11 @@ package exampletest
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"os/exec"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -120,3 +123,66 @@ func (p *Process) Stdout() string { return p.stdout.String() }
 
 // Stderr returns what the process printed to stderr so far.
 func (p *Process) Stderr() string { return p.stderr.String() }
+
+var (
+	// helpFlag is a flag's first line in the -h output: "  -name type".
+	helpFlag = regexp.MustCompile(`^  -([\w-]+)(?:\s|$)`)
+	// helpDefault is the default the -h output gives a flag, unless it is
+	// a sentence ("(default: an in-process broker)").
+	helpDefault = regexp.MustCompile(`\(default ([^:)][^)]*)\)$`)
+	// readmeFlag is a row of a README's flags table: | `-name` | default |
+	readmeFlag = regexp.MustCompile("^\\| `-([\\w-]+)` \\| ([^|]*) \\|")
+)
+
+// CheckReadmeFlags runs the example with -h and fails the test unless the
+// flags table of readme (the rows | `-name` | default | meaning |) lists
+// exactly the flags the program has, each with the default -h gives it
+// when -h gives one.
+func CheckReadmeFlags(t *testing.T, readme string) {
+	t.Helper()
+	md, err := os.ReadFile(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]string{}
+	for line := range strings.SplitSeq(string(md), "\n") {
+		if m := readmeFlag.FindStringSubmatch(line); m != nil {
+			documented[m[1]] = strings.Trim(strings.TrimSpace(m[2]), "`")
+		}
+	}
+	p := Start(t, "-h")
+	if code := p.Wait(time.Minute); code != 0 {
+		t.Fatalf("-h exited with status %d\nstderr:\n%s", code, p.Stderr())
+	}
+	defaults := map[string]string{}
+	var flag string
+	for line := range strings.SplitSeq(p.Stderr(), "\n") {
+		if strings.HasPrefix(line, "  -") {
+			flag = "" // the test binary's own flags (-test.v) are not checked
+			if m := helpFlag.FindStringSubmatch(line); m != nil {
+				flag = m[1]
+				defaults[flag] = ""
+			}
+		}
+		if m := helpDefault.FindStringSubmatch(strings.TrimSpace(line)); m != nil && flag != "" {
+			defaults[flag] = strings.Trim(m[1], `"`)
+		}
+	}
+	if len(defaults) < 3 {
+		t.Fatalf("read %d flags from -h; the test would check little\n%s", len(defaults), p.Stderr())
+	}
+	for _, name := range slices.Sorted(maps.Keys(defaults)) {
+		doc, ok := documented[name]
+		switch {
+		case !ok:
+			t.Errorf("%s has no row for -%s", readme, name)
+		case defaults[name] != "" && doc != defaults[name]:
+			t.Errorf("%s gives -%s the default %q, -h %q", readme, name, doc, defaults[name])
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(documented)) {
+		if _, ok := defaults[name]; !ok {
+			t.Errorf("%s lists -%s, which the program does not have", readme, name)
+		}
+	}
+}
