@@ -51,6 +51,9 @@ func New(sess Session, topic string, part int32) *Claim {
 	return &Claim{topic: topic, part: part, sess: sess, cp: acker.NewCheckpoint(0), idle: make(chan struct{}, 1)}
 }
 
+// Partition is the claim's partition.
+func (c *Claim) Partition() int32 { return c.part }
+
 // Fetch tracks off, fetched and not yet settled: the claim marks nothing
 // past it until it is settled. Offsets are fetched in increasing order; an
 // offset that is negative or not above every offset fetched before is

@@ -4,6 +4,8 @@
 package kafkarefusal
 
 import (
+	"errors"
+
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -101,6 +103,20 @@ func carries(err error, code Code, match func(int16) bool) bool {
 		}
 	}
 	return false
+}
+
+// SaramaCorrupt reports whether err, a sarama partition consumer's fetch
+// error (or an error wrapping one), says the fetched bytes cannot be
+// decoded: sarama could not decode the broker's Fetch answer (a
+// sarama.PacketDecodingError: a batch whose CRC does not match, a length
+// or a compression codec that does not hold), or the broker answered
+// CORRUPT_MESSAGE (sarama.ErrInvalidMessage), which it does for a log
+// segment it cannot read. Each fetch from the same offset fails alike,
+// so sarama's retries never end it; skipping the batch would lose its
+// records. Kafka's Java consumer stops there with an error.
+func SaramaCorrupt(err error) bool {
+	var pde sarama.PacketDecodingError
+	return errors.As(err, &pde) || errors.Is(err, sarama.ErrInvalidMessage)
 }
 
 // Sarama is the Code of sarama's errors (sarama.KError).

@@ -107,3 +107,31 @@ func TestFetchRefusedLeavesOutPassingAndResetCodes(t *testing.T) {
 		t.Error("FetchRefused holds for no error")
 	}
 }
+
+// Guarantee: SaramaCorrupt takes a fetch that sarama could not decode (a
+// PacketDecodingError, such as a CRC mismatch) and the broker's
+// CORRUPT_MESSAGE, wherever wrapped (a ConsumerError included), and no
+// connection error or other broker code, which sarama's retries may end.
+func TestSaramaCorruptTakesUndecodableFetchesOnly(t *testing.T) {
+	crc := sarama.PacketDecodingError{Info: "CRC didn't match expected 0x1 got 0x2"}
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{crc, true},
+		{fmt.Errorf("fetch: %w", crc), true},
+		{&sarama.ConsumerError{Topic: "t", Partition: 0, Err: crc}, true},
+		{sarama.ErrInvalidMessage, true},
+		{&sarama.ConsumerError{Topic: "t", Partition: 0, Err: sarama.ErrInvalidMessage}, true},
+		{errors.Join(errors.New("other"), sarama.ErrInvalidMessage), true},
+		{sarama.ErrNotConnected, false},
+		{sarama.ErrNotLeaderForPartition, false},
+		{sarama.ErrUnknown, false},
+		{errors.New("read tcp: connection reset by peer"), false},
+		{nil, false},
+	} {
+		if got := SaramaCorrupt(c.err); got != c.want {
+			t.Errorf("SaramaCorrupt(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}

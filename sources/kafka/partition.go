@@ -642,7 +642,8 @@ func (r *reader) run() {
 // refusal (denied: of the fetch, or of the metadata or leader lookup
 // before it), or a fetch answered with another error Kafka says not to
 // retry (fetchRefused), fails the member, with an ERROR line, and ownFailed reports
-// false: fetching again changes nothing until an operator does. Any
+// false: fetching again changes nothing until an operator does; so does
+// a fetch that cannot be decoded (corruptBatch: failCorrupt). Any
 // other error is sarama's to retry (its consumer fetches again after
 // Consumer.Retry.Backoff): it is logged at WARN once per run of failures
 // (claim.FailureRun: the first, one with another message, or one after
@@ -652,6 +653,10 @@ func (r *reader) ownFailed(err *sarama.ConsumerError) bool {
 		ferr := refusedFetch(r.p.Topic, r.p.Part, err.Err)
 		r.log.Error("kafka partition fetch refused; the member fails", slog.Any("error", ferr))
 		r.p.m.fail(ferr)
+		return false
+	}
+	if corruptBatch(err.Err) {
+		r.p.m.failCorrupt(r.p.Topic, r.p.Part, r.p.Next.Load(), err.Err)
 		return false
 	}
 	if r.ownFailures.Log(err, r.p.Next.Load()) {
@@ -679,6 +684,21 @@ func refusedFetch(topic string, part int32, err error) error {
 // (kafkarefusal.FetchRefused, which the franz-go source shares).
 func fetchRefused(err error) bool {
 	return denied(err) || kafkarefusal.FetchRefused(err, kafkarefusal.Sarama)
+}
+
+// corruptBatch reports whether err, a claim's fetch error, says that the
+// fetched bytes cannot be decoded (kafkarefusal.SaramaCorrupt: a
+// sarama.PacketDecodingError, or the broker's CORRUPT_MESSAGE). Either
+// is returned again by each fetch from the same offset.
+func corruptBatch(err error) bool { return kafkarefusal.SaramaCorrupt(err) }
+
+// corruptFetch is the member's error for err, a fetch of topic/part from
+// offset at (-1: not known) that cannot be decoded (corruptBatch).
+func corruptFetch(topic string, part int32, at int64, err error) error {
+	if at < 0 {
+		return fmt.Errorf("%w: fetching partition %q/%d: %w", ErrCorruptBatch, topic, part, flat(err))
+	}
+	return fmt.Errorf("%w: fetching partition %q/%d from offset %d: %w", ErrCorruptBatch, topic, part, at, flat(err))
 }
 
 // inWhileOwn returns the claim's channel while a rewound consumer reads the

@@ -17,7 +17,9 @@
 // Kafka says not to retry fails Run with ErrDenied or ErrStartRefused,
 // a claim's fetch refused for authorization fails it with ErrDenied, a
 // fetch answered with another error Kafka says not to retry (but
-// UNKNOWN_SERVER_ERROR) with ErrFetchRefused, and, with
+// UNKNOWN_SERVER_ERROR) with ErrFetchRefused, a fetch that cannot be
+// decoded (or that the broker answers with CORRUPT_MESSAGE) with
+// ErrCorruptBatch, and, with
 // Consumer.Group.ResetInvalidOffsets false, an offset out of its
 // partition's range with ErrOffsetOutOfRange, so that the pipeline's
 // restart policy decides (see SaramaDefaults, Metadata.Timeout, and
@@ -115,6 +117,21 @@ var ErrFetchRefused = claim.ErrFetchRefused
 // known) and wraps sarama.ErrOffsetOutOfRange. The franz-go source never
 // returns it (see docs/kafka.md, Failures).
 var ErrOffsetOutOfRange = claim.ErrOffsetOutOfRange
+
+// ErrCorruptBatch is wrapped by the error Run returns, at once, when a
+// claimed partition's fetch cannot be decoded (a sarama
+// PacketDecodingError: a batch whose CRC does not match, a length or a
+// compression codec that does not hold) or the broker answers it with
+// CORRUPT_MESSAGE (sarama.ErrInvalidMessage): fetching again returns the
+// same bytes, and skipping them would lose their records, so the member
+// stops there, as Kafka's Java consumer does, and the pipeline's restart
+// policy decides. The error names the partition and the offset its claim
+// has read to (the batch's, unless records before it still waited in
+// sarama's channel), and wraps sarama's error. sarama decodes a broker's whole
+// Fetch answer at once, so the partition named is one that answer
+// covered (see docs/kafka.md, Failures). franz.ErrCorruptBatch is the
+// same error.
+var ErrCorruptBatch = claim.ErrCorruptBatch
 
 // ErrNotCreated is returned by Run, Validate and Info of a Source that New
 // did not make (a zero Source, or a nil *Source): it has no options to
@@ -474,7 +491,9 @@ func (m *member) loop() {
 // fetch (or the metadata or leader lookup it needs) refused with an
 // authorization error (denied), or answered with another error Kafka
 // says not to retry (fetchRefused), fails the member, with an ERROR line:
-// fetching again changes nothing until an operator does. So does
+// fetching again changes nothing until an operator does. So does a fetch
+// that cannot be decoded or that the broker answers with CORRUPT_MESSAGE
+// (corruptBatch), with one ERROR line for the member (failCorrupt). So does
 // sarama.ErrOffsetOutOfRange for a partition when
 // Consumer.Group.ResetInvalidOffsets is false (outOfRange): sarama's
 // claim of that partition cannot open (or its consumer stopped), and
@@ -497,6 +516,10 @@ func (m *member) logErrors() {
 			m.fail(ferr)
 			continue
 		}
+		if corruptBatch(ce.Err) {
+			m.failCorrupt(ce.Topic, ce.Partition, m.fetchedTo(ce.Topic, ce.Partition), ce.Err)
+			continue
+		}
 		if errors.Is(ce.Err, sarama.ErrOffsetOutOfRange) && !m.client.Config().Consumer.Group.ResetInvalidOffsets {
 			m.failWith(func() error {
 				ferr := m.outOfRange(ce.Topic, ce.Partition, ce.Err)
@@ -509,6 +532,19 @@ func (m *member) logErrors() {
 			m.log.Warn("kafka consumer error", slog.Any("error", flat(err)))
 		}
 	}
+}
+
+// failCorrupt fails the member with ErrCorruptBatch for err, a fetch of
+// topic/part from offset at (-1: not known) that cannot be decoded
+// (corruptBatch), and logs it at ERROR, once for the member: sarama
+// reports the failed fetch again for each partition the answer covered
+// and after each of its retries until the member is down.
+func (m *member) failCorrupt(topic string, part int32, at int64, err error) {
+	m.failWith(func() error {
+		ferr := corruptFetch(topic, part, at, err)
+		m.log.Error("kafka partition fetch cannot be decoded; the member fails", slog.Any("error", ferr))
+		return ferr
+	})
 }
 
 // outOfRange is the member's error for err, sarama's

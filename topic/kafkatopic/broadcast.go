@@ -10,6 +10,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
+	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/internal/goexit"
@@ -45,8 +46,10 @@ type bsub[T any] struct {
 	queue   []bitem[T]
 	head    int
 	nextID  topic.MessageID
-	closed  bool // Close: Receive ends at once
-	ended   bool // no more records: Receive drains, then ends
+	closed  bool  // Close: Receive ends at once
+	ended   bool  // no more records: Receive drains, then ends
+	failed  error // why fetching stopped (a partition that cannot be decoded): Receive returns it once drained
+	failing bool  // endCorrupt was called
 	dataSig chan struct{}
 	room    chan struct{}
 }
@@ -177,6 +180,10 @@ func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 					outOfRange = true
 					continue
 				}
+				if kafkarefusal.SaramaCorrupt(cerr.Err) {
+					s.endCorrupt(part, next, cerr.Err) // closes stopCh: pc closes below
+					continue
+				}
 				b.log.Warn("kafkatopic: broadcast consumer error", slog.String("topic", s.t.kname),
 					slog.Int("partition", int(part)), slog.Any("error", b.red.err(cerr.Err)))
 			case <-stop:
@@ -279,6 +286,39 @@ func (s *bsub[T]) disconnect(unread uint64) {
 	s.stopOne.Do(func() { close(s.stopCh) })
 }
 
+// endCorrupt ends the subscription for err, a fetch of partition part
+// from offset next that cannot be decoded (kafkarefusal.SaramaCorrupt):
+// sarama fetches the same bytes again for ever, and skipping them would
+// lose their records. The first such error is logged at ERROR, naming
+// the partition and the offset, and is what Receive returns, wrapped in
+// ErrCorruptBatch, once it has handed out what was queued; every pump
+// stops.
+func (s *bsub[T]) endCorrupt(part int32, next int64, err error) {
+	t := s.t
+	s.mu.Lock()
+	if s.ended || s.failing {
+		s.mu.Unlock()
+		return
+	}
+	s.failing = true
+	s.mu.Unlock()
+	// Logged before Receive can return the error.
+	t.b.log.Error("kafkatopic: partition fetch cannot be decoded; the broadcast subscription ends",
+		slog.String("topic", t.kname), slog.Int("partition", int(part)), slog.Int64("offset", next),
+		slog.Any("error", t.b.red.err(err)))
+	t.mu.Lock()
+	delete(t.broadcasts, s) // no longer a connected subscriber
+	t.mu.Unlock()
+	s.mu.Lock()
+	if !s.ended {
+		s.failed = corruptFetch(t.kname, part, next, t.b.red.err(err))
+		s.ended = true
+	}
+	s.mu.Unlock()
+	s.signal()
+	s.stopOne.Do(func() { close(s.stopCh) })
+}
+
 // push queues it, waiting for room; false once the subscriber stopped.
 func (s *bsub[T]) push(it bitem[T]) bool {
 	capacity := s.t.opts.Broadcast.Capacity
@@ -345,8 +385,11 @@ func (s *bsub[T]) Receive(ctx context.Context, dst []topic.Envelope[T]) (int, er
 			s.mu.Unlock()
 			return n, nil
 		}
-		ended := s.ended
+		ended, failed := s.ended, s.failed
 		s.mu.Unlock()
+		if failed != nil {
+			return 0, failed
+		}
 		if ended {
 			return 0, topic.ErrSubscriptionClosed
 		}

@@ -40,6 +40,32 @@ var ErrRevoked = errors.New("kafkatopic: partition revoked before the message wa
 // broker acknowledged it: the record may or may not be stored.
 var ErrUnconfirmed = errors.New("kafkatopic: the record was handed to the producer before the context ended and may be stored")
 
+// ErrCorruptBatch is wrapped by the error a subscription's Receive
+// returns, balanced or broadcast, once it has handed out what was
+// already fetched, when
+// a partition of the topic holds a record batch the client cannot decode
+// (its CRC does not match, a length or a compression codec that does not
+// hold) or the broker answers its fetch with CORRUPT_MESSAGE: fetching
+// again returns the same bytes, and skipping them would lose their
+// records, so the subscription stops there, as Kafka's Java consumer
+// does; a balanced one leaves its group (what it did not ack is
+// delivered again).
+// The error names the partition and the offset it reads from, and wraps
+// sarama's error; the backend logs it once, at ERROR. A topic source
+// whose subscription ends so fails, and the pipeline's restart policy
+// decides.
+var ErrCorruptBatch = errors.New("kafkatopic: record batch cannot be decoded")
+
+// corruptFetch is the error for err, a fetch of topic/part from offset at
+// (negative: not known) that cannot be decoded.
+
+func corruptFetch(topic string, part int32, at int64, err error) error {
+	if at < 0 {
+		return fmt.Errorf("%w: fetching partition %q/%d: %w", ErrCorruptBatch, topic, part, err)
+	}
+	return fmt.Errorf("%w: fetching partition %q/%d from offset %d: %w", ErrCorruptBatch, topic, part, at, err)
+}
+
 // ErrRecordTooLarge is wrapped by [*RecordTooLargeError].
 var ErrRecordTooLarge = errors.New("kafkatopic: record larger than the topic accepts")
 

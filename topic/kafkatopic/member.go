@@ -12,6 +12,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
+	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/internal/goexit"
@@ -58,6 +59,13 @@ type member[T any] struct {
 	dataSig     chan struct{} // cap 1: something to receive, or ended
 	room        chan struct{} // closed (and replaced) when queue has room again
 	lastErr     error
+	// fetchFrom is, per partition, where the member's claim of it reads
+	// from: the offset after the last record it queued or skipped, or the
+	// claim's initial offset (negative: not known).
+	fetchFrom map[int32]int64
+	// failed is the error consumption ended with (a partition that
+	// cannot be decoded): Receive returns it once the queue is drained.
+	failed error
 }
 
 // delivery is one fetched record of a claim (one partition of one group
@@ -117,8 +125,8 @@ func (t *kTopic[T]) joinGroup(g topic.GroupName) (*member[T], error) {
 	m := &member[T]{
 		t: t, group: g, gid: gid, client: client, conns: conns, cg: cg,
 		ready: make(chan struct{}), loopDone: make(chan struct{}), errsDone: make(chan struct{}),
-		outstanding: make(map[topic.MessageID]delivery[T]),
-		stopped:     make(chan struct{}), dataSig: make(chan struct{}, 1),
+		outstanding: make(map[topic.MessageID]delivery[T]), fetchFrom: make(map[int32]int64),
+		stopped: make(chan struct{}), dataSig: make(chan struct{}, 1),
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	t.mu.Lock()
@@ -187,13 +195,46 @@ func (m *member[T]) loop() {
 	}
 }
 
-// logErrors logs the consumer group's asynchronous errors, one line each.
+// logErrors logs the consumer group's asynchronous errors, one line each,
+// but for a partition's fetch that cannot be decoded
+// (kafkarefusal.SaramaCorrupt), which ends consumption (endCorrupt).
 func (m *member[T]) logErrors() {
 	defer close(m.errsDone)
 	for err := range m.cg.Errors() {
+		if ce, ok := err.(*sarama.ConsumerError); ok && ce.Topic != "" && kafkarefusal.SaramaCorrupt(ce.Err) {
+			m.endCorrupt(ce)
+			continue
+		}
 		m.t.b.log.Warn("kafkatopic: consumer group error",
 			slog.String("topic", m.t.kname), slog.String("group", m.gid), slog.Any("error", m.t.b.red.err(err)))
 	}
+}
+
+// endCorrupt ends consumption for ce, a fetch of a claimed partition
+// that cannot be decoded: sarama fetches the same bytes again for ever,
+// and skipping them would lose their records. The first such error is
+// logged at ERROR, naming the partition and the offset the claim reads
+// from, and is what Receive returns, wrapped in ErrCorruptBatch, once it
+// has handed out what was queued; the member leaves its group, so that
+// what it did not settle is delivered again, and later errors of the
+// kind are not logged.
+func (m *member[T]) endCorrupt(ce *sarama.ConsumerError) {
+	m.mu.Lock()
+	if m.failed != nil || m.ended {
+		m.mu.Unlock()
+		return
+	}
+	at, ok := m.fetchFrom[ce.Partition]
+	if !ok {
+		at = -1
+	}
+	m.failed = corruptFetch(ce.Topic, ce.Partition, at, m.t.b.red.err(ce.Err))
+	m.mu.Unlock()
+	m.t.b.log.Error("kafkatopic: partition fetch cannot be decoded; the subscription ends",
+		slog.String("topic", ce.Topic), slog.String("group", m.gid), slog.Int("partition", int(ce.Partition)),
+		slog.Int64("offset", at), slog.Any("error", m.t.b.red.err(ce.Err)))
+	// teardown waits for this goroutine to return.
+	go m.stop(false)
 }
 
 // Setup implements sarama.ConsumerGroupHandler: the first session marks
@@ -213,6 +254,9 @@ func (m *member[T]) Cleanup(sarama.ConsumerGroupSession) error { return nil }
 func (m *member[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.ConsumerGroupClaim) error {
 	c := kafkaoffset.New(sess, gc.Topic(), gc.Partition())
 	defer m.release(c)
+	m.mu.Lock()
+	m.fetchFrom[gc.Partition()] = gc.InitialOffset()
+	m.mu.Unlock()
 	ctx := sess.Context()
 	batch := make([]delivery[T], 0, pushBatch)
 	msgs := gc.Messages()
@@ -326,6 +370,7 @@ func (m *member[T]) push(ctx context.Context, c *kafkaoffset.Claim, batch []deli
 		for _, d := range batch[:n] {
 			c.Fetch(d.off)
 		}
+		m.fetchFrom[c.Partition()] = batch[n-1].off + 1
 		m.queue = append(m.queue, batch[:n]...)
 		batch = batch[n:]
 		m.signal()
@@ -338,6 +383,7 @@ func (m *member[T]) push(ctx context.Context, c *kafkaoffset.Claim, batch []deli
 func (m *member[T]) skip(c *kafkaoffset.Claim, off int64) {
 	m.mu.Lock()
 	c.Skip(off)
+	m.fetchFrom[c.Partition()] = off + 1
 	m.mu.Unlock()
 }
 
@@ -361,7 +407,11 @@ func (m *member[T]) Receive(ctx context.Context, dst []topic.Envelope[T]) (int, 
 			return n, nil
 		}
 		if m.ended {
+			err := m.failed
 			m.mu.Unlock()
+			if err != nil {
+				return 0, err
+			}
 			return 0, topic.ErrSubscriptionClosed
 		}
 		m.mu.Unlock()

@@ -255,7 +255,10 @@ const pollMax = 10_000
 // partition: fetching again changes nothing until an operator does; so
 // does another error Kafka says not to retry (kafkarefusal.FetchRefused:
 // UNSUPPORTED_COMPRESSION_TYPE, INVALID_RECORD, ...), with ErrFetchRefused,
-// but for UNKNOWN_SERVER_ERROR, which brokers also send for passing faults. Any
+// but for UNKNOWN_SERVER_ERROR, which brokers also send for passing
+// faults; so does a partition's fetch that franz-go cannot decode
+// (undecodable), with ErrCorruptBatch naming the partition and the
+// offset of the batch, before the poll's records are handed over. Any
 // other is franz-go's to fetch again, and is logged at WARN once per run
 // of failures of the partition (m.fetchFailures: the first, one with
 // another message, or one after the partition's claim was handed records
@@ -276,7 +279,7 @@ func (m *member) poll() {
 		if m.pollCtx.Err() != nil || fs.IsClientClosed() {
 			return
 		}
-		var groupErr, refused error
+		var groupErr, refused, corrupt error
 		topicGone := false
 		fs.EachError(func(topic string, part int32, err error) {
 			if errors.Is(err, context.Canceled) {
@@ -302,6 +305,14 @@ func (m *member) poll() {
 				}
 				return
 			}
+			if undecodable(err) {
+				// The same bytes come back with each fetch from this
+				// offset; skipping them would lose their records.
+				if corrupt == nil {
+					corrupt = corruptFetch(topic, part, m.fetchOffset(topic, part), err)
+				}
+				return
+			}
 			if m.fetchFailures.Log(topicPartition{topic, part}, err, m.pushes(topic, part)) {
 				m.log.Warn("kafka consumer error", slog.String("topic", topic), slog.Int("partition", int(part)), slog.Any("error", claim.Flat(err)))
 			}
@@ -309,6 +320,11 @@ func (m *member) poll() {
 		if refused != nil {
 			m.log.Error("kafka fetch refused; the member fails", slog.Any("error", refused))
 			m.fail(refused)
+			return
+		}
+		if corrupt != nil {
+			m.log.Error("kafka partition fetch cannot be decoded; the member fails", slog.Any("error", corrupt))
+			m.fail(corrupt)
 			return
 		}
 		if topicGone {
@@ -372,6 +388,59 @@ func refusedFetch(topic string, part int32, err error) error {
 		return fmt.Errorf("%w: fetching partition %q/%d: %w", ErrDenied, topic, part, claim.Flat(err))
 	}
 	return fmt.Errorf("%w: fetching partition %q/%d: %w", ErrFetchRefused, topic, part, claim.Flat(err))
+}
+
+// undecodable reports whether err, a partition's fetch error in a poll,
+// is franz-go's for fetched bytes it cannot decode: a batch whose CRC or
+// length does not match, an unknown magic, a compression that does not
+// decompress (kgo.ProcessFetchPartition's errors, which have no type of
+// their own), or one that decompresses past MaxDecompressBatchBytes
+// (*kgo.ErrDecompressTooLarge, after which franz-go stops fetching the
+// partition). franz-go fetches the same bytes again for each of them (or
+// none, for the last), so they are told apart from the kinds of fetch
+// error it does type, which are not: a broker's error code (*kerr.Error,
+// which poll classifies), a data loss notice (*kgo.ErrDataLoss, after
+// which consumption goes on), the client closing or the poll ending. A
+// broker that keeps leaving the partition out of the group's OffsetFetch
+// answers, after which franz-go gives the partition up, is reported the
+// same way.
+func undecodable(err error) bool {
+	if _, ok := errors.AsType[*kgo.ErrDecompressTooLarge](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[*kerr.Error](err); ok {
+		return false
+	}
+	if _, ok := errors.AsType[*kgo.ErrDataLoss](err); ok {
+		return false
+	}
+	return !errors.Is(err, kgo.ErrClientClosed) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// corruptFetch is the member's error for err, a fetch of topic/part from
+// offset at (-1: not known) that cannot be decoded (undecodable).
+func corruptFetch(topic string, part int32, at int64, err error) error {
+	if at < 0 {
+		return fmt.Errorf("%w: fetching partition %q/%d: %w", ErrCorruptBatch, topic, part, claim.Flat(err))
+	}
+	return fmt.Errorf("%w: fetching partition %q/%d from offset %d: %w", ErrCorruptBatch, topic, part, at, claim.Flat(err))
+}
+
+// fetchOffset is where the client fetches topic/part from: the offset
+// after the last record polled from it (kgo.Client.UncommittedOffsets),
+// or, before the first, where the member's claim of it starts; -1 when
+// neither is known.
+func (m *member) fetchOffset(topic string, part int32) int64 {
+	if eo, ok := m.client().UncommittedOffsets()[topic][part]; ok && eo.Offset >= 0 {
+		return eo.Offset
+	}
+	m.mu.Lock()
+	p := m.parts[topicPartition{topic, part}]
+	m.mu.Unlock()
+	if p == nil {
+		return -1
+	}
+	return p.Next.Load()
 }
 
 // pushes is the count of hand-overs of topic/part's claim (-1 when the

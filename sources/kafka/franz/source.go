@@ -77,6 +77,18 @@ var ErrStartRefused = claim.ErrStartRefused
 // broker's *kerr.Error. It is kafka.ErrFetchRefused.
 var ErrFetchRefused = claim.ErrFetchRefused
 
+// ErrCorruptBatch is wrapped by the error Run returns, at once, when a
+// claimed partition's fetch returns a record batch the client cannot
+// decode (franz-go's fetch error for a batch whose CRC or length does
+// not match, or whose compression does not decompress): fetching again
+// returns the same bytes, and skipping them would lose their records, so
+// the member stops there, as Kafka's Java consumer does, and the
+// pipeline's restart policy decides. The error names the partition and
+// the offset of the batch, and wraps franz-go's error. A broker's
+// CORRUPT_MESSAGE answer is retried inside franz-go (kerr calls it
+// retriable) and never reaches the source. It is kafka.ErrCorruptBatch.
+var ErrCorruptBatch = claim.ErrCorruptBatch
+
 // ErrNotCreated is returned by Run, Validate and Info of a Source that New
 // did not make (a zero Source, or a nil *Source): it has no options to
 // run with. Its Stats are empty and Close returns nil. It is

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
+	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
 	"github.com/boulevard-go/boulevard/internal/liveset"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic/internal/goexit"
@@ -60,9 +62,14 @@ func newBroadcastReader[T any](b *Backend[T], d *dialing, kname string) (*broadc
 			return fail(fmt.Errorf("kafkatopology: consuming topic %q partition %d: %w", kname, p, err))
 		}
 		r.pcs = append(r.pcs, pc)
-		r.wg.Go(func() { r.pump(pc) })
+		next := new(atomic.Int64) // the offset after the last record fetched
+		next.Store(end)
+		r.wg.Go(func() { r.pump(pc, next) })
 		r.wg.Go(func() {
-			for range pc.Errors() { // a partition consumer retries by itself
+			for cerr := range pc.Errors() { // a partition consumer retries by itself
+				if kafkarefusal.SaramaCorrupt(cerr.Err) {
+					r.failCorrupt(cerr, next.Load())
+				}
 			}
 		})
 	}
@@ -75,14 +82,31 @@ func newBroadcastReader[T any](b *Backend[T], d *dialing, kname string) (*broadc
 	return r, nil
 }
 
+// failCorrupt stops the reader's buffering for cerr, a fetch from offset
+// at that cannot be decoded (kafkarefusal.SaramaCorrupt): sarama fetches
+// the same bytes again for ever, and skipping them would lose their
+// letters. The first such error is logged at ERROR, naming the partition
+// and the offset, and is what Receive returns, wrapped in
+// ErrCorruptBatch, once it has handed out what was buffered; no record
+// fetched after it is buffered, and later errors of the kind are not
+// logged.
+func (r *broadcastReader[T]) failCorrupt(cerr *sarama.ConsumerError, at int64) {
+	r.fail(corruptFetch(cerr.Topic, cerr.Partition, at, cerr.Err), func() {
+		r.b.log.Error("kafkatopology: partition fetch cannot be decoded; the broadcast reader stops", slog.String("topic", cerr.Topic),
+			slog.Int("partition", int(cerr.Partition)), slog.Int64("offset", at), slog.Any("error", cerr.Err))
+	})
+}
+
 // pump buffers one partition's records until the partition consumer
-// closes.
-func (r *broadcastReader[T]) pump(pc sarama.PartitionConsumer) {
+// closes (none once the reader failed), and keeps next, the offset after
+// the last record it read.
+func (r *broadcastReader[T]) pump(pc sarama.PartitionConsumer, next *atomic.Int64) {
 	// decoding is the record being decoded, nil between records: a Goexit
 	// of the codec ends the goroutine while it is set.
 	var decoding *sarama.ConsumerMessage
 	loop := func() {
 		for rec := range pc.Messages() {
+			next.Store(rec.Offset + 1)
 			decoding = rec
 			l, m, err := decodeLetter(r.b, rec)
 			decoding = nil
@@ -90,7 +114,7 @@ func (r *broadcastReader[T]) pump(pc sarama.PartitionConsumer) {
 				continue
 			}
 			r.mu.Lock()
-			if r.waitRoom(nil) {
+			if r.failed == nil && r.waitRoom(nil) {
 				r.items = append(r.items, l)
 				notify(r.sig)
 			}
@@ -127,7 +151,10 @@ func (r *broadcastReader[T]) TryReceive(_ context.Context, dst []topology.Letter
 	if r.closed {
 		return 0, topology.ErrClosed
 	}
-	return r.take(dst), nil
+	if n := r.take(dst); n > 0 || r.failed == nil {
+		return n, nil
+	}
+	return 0, r.failed
 }
 
 // Settle does nothing: a broadcast reader commits nothing.

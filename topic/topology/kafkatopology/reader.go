@@ -12,6 +12,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
+	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
 	"github.com/boulevard-go/boulevard/internal/liveset"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
@@ -29,6 +30,21 @@ var ErrCatchUp = errors.New("kafkatopology: the reader did not catch up with the
 // delivered again.
 var ErrNotCommitted = errors.New("kafkatopology: not committed, its hand-off failed; it will be delivered again")
 
+// ErrCorruptBatch is wrapped by the error a reader's Receive and
+// TryReceive return (a group reader's and a broadcast reader's), once
+// they have handed out what was already fetched, when a partition of its
+// topic holds a record batch the client cannot
+// decode (its CRC does not match, a length or a compression codec that
+// does not hold) or the broker answers its fetch with CORRUPT_MESSAGE:
+// fetching again returns the same bytes, and skipping them would lose
+// their letters, so the reader stops there, as Kafka's Java consumer
+// does: a group reader's sessions end (what it did not settle is
+// delivered again to the group once it is closed), and a broadcast
+// reader buffers nothing fetched after it. The error names the partition and the offset it
+// reads from, and wraps sarama's error; the backend logs it once, at
+// ERROR.
+var ErrCorruptBatch = errors.New("kafkatopology: record batch cannot be decoded")
+
 // buffer is a reader's read-ahead: fetched letters waiting for Receive.
 type buffer[T any] struct {
 	mu      sync.Mutex
@@ -40,6 +56,10 @@ type buffer[T any] struct {
 	sig     chan struct{} // cap 1: something to receive, or closed
 	room    chan struct{} // closed (and replaced) when items has room again
 	fetched chan struct{} // cap 1: a claim's position moved
+	// failed, once set, is what receive returns when nothing is buffered:
+	// the reader stopped consuming (a partition that cannot be decoded).
+	failed  error
+	failing bool // fail was called
 	// taken, when set, is told (with mu held) of the letters take hands out.
 	taken func([]topology.Letter[T])
 }
@@ -113,9 +133,13 @@ func (bf *buffer[T]) receive(ctx context.Context, dst []topology.Letter[T]) (int
 			return 0, topology.ErrClosed
 		}
 		n := bf.take(dst)
+		failed := bf.failed
 		bf.mu.Unlock()
 		if n > 0 {
 			return n, nil
+		}
+		if failed != nil {
+			return 0, failed
 		}
 		select {
 		case <-bf.sig:
@@ -124,6 +148,35 @@ func (bf *buffer[T]) receive(ctx context.Context, dst []topology.Letter[T]) (int
 			return 0, ctx.Err()
 		}
 	}
+}
+
+// fail sets err as what receive returns once nothing is buffered, and
+// wakes the receivers, the first time it is called: it runs first (the
+// log line) before any receiver can see err, and reports whether it did.
+func (bf *buffer[T]) fail(err error, first func()) bool {
+	bf.mu.Lock()
+	if bf.failing {
+		bf.mu.Unlock()
+		return false
+	}
+	bf.failing = true
+	bf.mu.Unlock()
+	first()
+	bf.mu.Lock()
+	bf.failed = err
+	bf.mu.Unlock()
+	notify(bf.sig)
+	notify(bf.fetched)
+	return true
+}
+
+// corruptFetch is the error for err, a fetch of topic/part from offset at
+// (negative: not known) that cannot be decoded.
+func corruptFetch(topic string, part int32, at int64, err error) error {
+	if at < 0 {
+		return fmt.Errorf("%w: fetching partition %q/%d: %w", ErrCorruptBatch, topic, part, err)
+	}
+	return fmt.Errorf("%w: fetching partition %q/%d from offset %d: %w", ErrCorruptBatch, topic, part, at, err)
 }
 
 // close ends the buffer; it reports whether it was open.
@@ -241,6 +294,10 @@ func (r *groupReader[T]) loop() {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for err := range r.cg.Errors() {
+			if ce, ok := err.(*sarama.ConsumerError); ok && ce.Topic != "" && kafkarefusal.SaramaCorrupt(ce.Err) {
+				r.failCorrupt(ce)
+				continue
+			}
 			r.b.log.Warn("kafkatopology: consumer group error", slog.String("topic", r.topic),
 				slog.String("group", r.gid), slog.Any("error", err))
 		}
@@ -262,6 +319,29 @@ func (r *groupReader[T]) loop() {
 				return
 			}
 		}
+	}
+}
+
+// failCorrupt stops the reader's consuming for ce, a fetch of a claimed
+// partition that cannot be decoded (kafkarefusal.SaramaCorrupt): sarama
+// fetches the same bytes again for ever, and skipping them would lose
+// their letters. The first such error is logged at ERROR, naming the
+// partition and the offset its claim reads from, and is what Receive and
+// TryReceive return, wrapped in ErrCorruptBatch, once they have handed
+// out what was buffered; later errors of the kind are not logged. The
+// group sessions end (loop returns); Close leaves the group.
+func (r *groupReader[T]) failCorrupt(ce *sarama.ConsumerError) {
+	at := int64(-1)
+	r.mu.Lock()
+	if c, ok := r.claims[ce.Partition]; ok {
+		at = c.next
+	}
+	r.mu.Unlock()
+	if r.fail(corruptFetch(ce.Topic, ce.Partition, at, ce.Err), func() {
+		r.b.log.Error("kafkatopology: partition fetch cannot be decoded; the reader stops", slog.String("topic", ce.Topic),
+			slog.String("group", r.gid), slog.Int("partition", int(ce.Partition)), slog.Int64("offset", at), slog.Any("error", ce.Err))
+	}) {
+		r.cancel()
 	}
 }
 
@@ -458,6 +538,11 @@ func (r *groupReader[T]) TryReceive(ctx context.Context, dst []topology.Letter[T
 		if n := r.take(dst); n > 0 {
 			r.mu.Unlock()
 			return n, nil
+		}
+		if r.failed != nil {
+			err := r.failed
+			r.mu.Unlock()
+			return 0, err
 		}
 		ready := r.joined && r.inSess && len(r.claims) == r.want
 		var parts []int32

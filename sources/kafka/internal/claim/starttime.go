@@ -91,6 +91,13 @@ var ErrRewindRefused = errors.New("kafka: rewind refused")
 // faults, and OFFSET_OUT_OF_RANGE (ErrOffsetOutOfRange).
 var ErrFetchRefused = errors.New("kafka: fetch refused")
 
+// ErrCorruptBatch is wrapped by the error a member fails with when a
+// claimed partition holds a record batch the client cannot decode (its
+// CRC does not match, a length or a compression that does not hold), or
+// the broker answers its fetch with CORRUPT_MESSAGE: fetching again
+// returns the same bytes, and skipping them would lose their records.
+var ErrCorruptBatch = errors.New("kafka: record batch cannot be decoded")
+
 // ErrOffsetOutOfRange is wrapped by the error a member fails with when
 // the offset a claim is to read from is out of its partition's range
 // (retention deleted the committed offset's record) and the member is not
