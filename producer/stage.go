@@ -59,8 +59,13 @@ type Stage[T any] struct {
 	running  bool        // inside a Run call: feeds may be registered
 	busy     bool        // the dispatcher holds a chunk taken from pending
 	idle     cond.Signal // broadcast when nothing is queued and !busy
-	feeds    []*Feed[T]
-	wake     chan struct{}
+	// feeds are the current run's feeds, in registration order; closed
+	// counts those of them closed since the list was last compacted
+	// (Feed.Close drops the closed ones once they are half of it, so
+	// that a run through many rebalances keeps only its open feeds).
+	feeds  []*Feed[T]
+	closed int
+	wake   chan struct{}
 	// refills are push-model feeds whose permits fell to the threshold in
 	// a direct hand-off (deliver): the dispatcher grants their refill, so
 	// that a grant callback never runs inside the source's own Deliver.
@@ -184,7 +189,7 @@ func (s *Stage[T]) startRun(now time.Time) {
 func (s *Stage[T]) closeFeeds() (connectedAt time.Time, delivered bool) {
 	s.mu.Lock()
 	feeds := s.feeds
-	s.feeds = nil
+	s.feeds, s.closed = nil, 0
 	s.running = false
 	connectedAt, delivered = s.connectedAt, s.delivered
 	s.mu.Unlock()
@@ -813,16 +818,41 @@ func (f *Feed[T]) WithdrawAppend(dst []*message.Message[T]) []*message.Message[T
 // Close stops the feed from receiving further grants, for a consumer that
 // ends before Run returns; a grant in progress finishes first. Messages it
 // already delivered are still dispatched, unless the source withdraws them
-// first (Withdraw). Close is idempotent.
+// first (Withdraw). Close is idempotent. The stage lets go of a closed
+// feed (and of what its grant callback holds) while Run goes on, so that a
+// source re-creating its feeds over many rebalances keeps only the open
+// ones.
 func (f *Feed[T]) Close() {
 	f.lockForClose()
-	defer f.mu.Unlock()
 	if f.closed.Load() {
+		f.mu.Unlock()
 		return
 	}
 	f.closed.Store(true)
 	f.avail = 0
 	close(f.done)
+	f.mu.Unlock()
+	f.stage.forget()
+}
+
+// forget notes that one of the run's feeds closed: once the closed feeds
+// are half the list, it keeps only the open ones (in order), so that
+// closing costs amortised O(1) and a closed feed, with what its grant
+// callback holds, is garbage once the source lets go of it.
+func (s *Stage[T]) forget() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed++; 2*s.closed < len(s.feeds) {
+		return
+	}
+	open := s.feeds[:0]
+	for _, f := range s.feeds {
+		if !f.closed.Load() {
+			open = append(open, f)
+		}
+	}
+	clear(s.feeds[len(open):])
+	s.feeds, s.closed = open, 0
 }
 
 // grantStallWarning is how long Feed.Close waits for a grant in progress
