@@ -3,8 +3,10 @@ package topology
 import (
 	"context"
 	"errors"
+	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -278,4 +280,36 @@ func TestSequencerRoomAtTheBound(t *testing.T) {
 		t.Errorf("nothing held back, yet waitingKeys %d, outKeys %d, held %d", q.waitingKeys, q.outKeys, q.held)
 	}
 	check("nothing held back", 2, false)
+}
+
+// Guarantee: a sequenced source keeps bookkeeping only for the keys with a
+// message in flight or held back (and poisoned ones): after any number of
+// distinct keys have come and gone (BOULEVARD_SCALE_KEYS, 100,000 by
+// default), it remembers none of them, and keeps at most 1,024 spare key
+// states for reuse.
+func TestSequencerForgetsKeysThatWentQuiet(t *testing.T) {
+	keys := 100_000
+	if v, err := strconv.Atoi(os.Getenv("BOULEVARD_SCALE_KEYS")); err == nil && v > 0 {
+		keys = v
+	}
+	const inFlight = 64
+	q := &sequencer[int]{keys: map[string]*keyState[int]{}, wakers: map[*waker]struct{}{}}
+	name := func(i int) string { return "k" + strconv.Itoa(i) }
+	for i := range keys + inFlight {
+		if i < keys && q.admit(Letter[int]{Key: name(i), Value: i}, nil) != admitDeliver {
+			t.Fatalf("the first message of key %s was not admitted", name(i))
+		}
+		if j := i - inFlight; j >= 0 {
+			q.release(name(j))
+		}
+		if n := len(q.keys); n > inFlight {
+			t.Fatalf("%d keys remembered with %d messages in flight", n, inFlight)
+		}
+	}
+	if n := len(q.keys); n != 0 {
+		t.Fatalf("%d of %d keys remembered once every message was handled, want 0", n, keys)
+	}
+	if n := len(q.free); n > 1024 {
+		t.Fatalf("%d spare key states kept, want at most 1024", n)
+	}
 }

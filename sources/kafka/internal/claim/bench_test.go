@@ -1,6 +1,8 @@
 package claim
 
 import (
+	"context"
+	"fmt"
 	"testing"
 
 	"github.com/boulevard-go/boulevard/acker"
@@ -27,5 +29,51 @@ func BenchmarkAck(b *testing.B) {
 			p.Ack(b.Context(), succ, nil)
 		}
 		next += 64
+	}
+}
+
+// BenchmarkCommitTick measures one commit of a member claiming many
+// partitions, one of which advanced since the last commit (the commit loop's
+// tick under a light load): its cost grows with the partitions claimed,
+// once per tick, never per message.
+func BenchmarkCommitTick(b *testing.B) {
+	for _, parts := range []int{64, 1000, 4000} {
+		b.Run(fmt.Sprintf("partitions=%d", parts), func(b *testing.B) {
+			m := NewMember("g", "s", discard, false)
+			cs := make([]*Claim, parts)
+			for i := range cs {
+				cs[i] = New(Config{Topic: "t", Partition: int32(i), Committed: 0, Start: 0})
+				m.Add(cs[i])
+			}
+			send := func(_ context.Context, blocks []Block) ([]Block, error) { return blocks, nil }
+			off := int64(0)
+			b.ReportAllocs()
+			for b.Loop() {
+				off++
+				cs[off%int64(parts)].Marked.Store(off)
+				if err := m.Commit(context.Background(), nil, send); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkMemberStats measures a member's Stats with many partitions
+// claimed: what a /stats or /metrics scrape costs per member.
+func BenchmarkMemberStats(b *testing.B) {
+	for _, parts := range []int{64, 1000, 4000} {
+		b.Run(fmt.Sprintf("partitions=%d", parts), func(b *testing.B) {
+			m := NewMember("g", "s", discard, false)
+			for i := range parts {
+				m.Add(New(Config{Topic: "t", Partition: int32(i), Committed: 0, Start: 0}))
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if st := m.Stats(); len(st.Partitions) != parts {
+					b.Fatal(len(st.Partitions))
+				}
+			}
+		})
 	}
 }

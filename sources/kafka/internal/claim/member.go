@@ -159,13 +159,13 @@ func (m *Member) commit(ctx context.Context, only *Claim, send Send, final bool)
 	case <-ctx.Done():
 		// Only offsets that were to go out make a failure: a commit with
 		// nothing new to send fails nothing by not being sent.
-		if blocks := m.uncommitted(nil, only); len(blocks) > 0 {
+		if blocks := m.uncommitted(nil, only, false); len(blocks) > 0 {
 			return m.failed(fmt.Errorf("kafka: commit not sent, the one before is still on its way: %w", context.Cause(ctx)), blocks)
 		}
 		return nil
 	}
 	defer func() { <-m.commitSem }()
-	blocks := m.uncommitted(m.commitBuf[:0], only)
+	blocks := m.uncommitted(m.commitBuf[:0], only, final)
 	defer func() {
 		all := blocks[:cap(blocks)] // also the blocks the send left out
 		clear(all)
@@ -207,27 +207,41 @@ func (m *Member) commit(ctx context.Context, only *Claim, send Send, final bool)
 }
 
 // uncommitted appends to blocks, and returns, the handled offsets of the
-// member's claims (only only's when it is not nil) that differ from what
-// they last committed, but for lost claims.
-func (m *Member) uncommitted(blocks []Block, only *Claim) []Block {
-	add := func(c *Claim) {
+// member's claims (only only's when it is not nil and others is not set)
+// that differ from what they last committed, but for lost claims. With
+// others, only's offset comes first, then the other claims' (none when
+// only has nothing to send): a claim's final commit carries those of the
+// claims released with it, so that a member letting go of many partitions
+// at once commits them in one request rather than one round trip each, one
+// after the other, and the claims whose offsets it carried cost one check
+// each.
+func (m *Member) uncommitted(blocks []Block, only *Claim, others bool) []Block {
+	add := func(c *Claim) bool {
 		if off := c.Marked.Load(); off >= 0 && off != c.Committed.Load() && !c.Lost.Load() {
 			blocks = append(blocks, Block{C: c, Off: off})
+			return true
 		}
+		return false
 	}
 	if only != nil {
-		add(only)
-		return blocks
+		if !add(only) || !others {
+			return blocks
+		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for c := range m.claims {
-		add(c)
+		if c != only {
+			add(c)
+		}
 	}
 	return blocks
 }
 
-// CommitFinal commits c's handled offsets on its release: up to attempts
+// CommitFinal commits c's handled offsets on its release, with those of
+// the member's other claims in the same request (c's first): the claims
+// released at the same time, each waiting for the commit before its own,
+// find their offsets committed by it and send nothing. Up to attempts
 // requests, pause apart, until one is accepted or fails with an error over
 // reports as final (the group has moved on to a new generation, the client
 // is closed). The whole of it, the wait for a commit already on its way
@@ -253,6 +267,11 @@ func (m *Member) CommitFinal(ctx context.Context, timeout time.Duration, c *Clai
 		err = m.commit(ctx, c, send, true)
 		if err == nil || over(err) || ctx.Err() != nil {
 			return err
+		}
+		if c.Marked.Load() == c.Committed.Load() {
+			// c's offset went out: what failed is another claim's,
+			// which its own release or the next commit sends again.
+			return nil
 		}
 	}
 	return err

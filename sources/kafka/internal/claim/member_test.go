@@ -240,3 +240,40 @@ func TestCommitsRefusedByARebalanceLogOnceAtInfo(t *testing.T) {
 		}
 	})
 }
+
+// Guarantee: the final commits of claims released together go out in one
+// request, the first claim's offset first: the later claims find their
+// offsets committed and send nothing, so releasing n partitions costs one
+// round trip, not n one after the other.
+func TestFinalCommitsOfClaimsReleasedTogetherShareOneRequest(t *testing.T) {
+	const parts = 100
+	m := NewMember("g", "s", slog.New(slog.DiscardHandler), false)
+	cs := make([]*Claim, parts)
+	for i := range cs {
+		cs[i] = New(Config{Topic: "t", Partition: int32(i), Committed: -1, Start: 0})
+		m.Add(cs[i])
+		cs[i].Marked.Store(int64(10 + i))
+	}
+	var requests [][]Block
+	send := func(_ context.Context, blocks []Block) ([]Block, error) {
+		requests = append(requests, slices.Clone(blocks))
+		return blocks, nil
+	}
+	never := func(error) bool { return false }
+	for _, c := range cs {
+		if err := m.CommitFinal(context.Background(), time.Minute, c, 3, 0, send, never); err != nil {
+			t.Fatalf("final commit of %s = %v", c.Key, err)
+		}
+	}
+	if len(requests) != 1 {
+		t.Fatalf("%d commit requests for %d claims released together, want 1", len(requests), parts)
+	}
+	if got := requests[0]; len(got) != parts || got[0].C != cs[0] {
+		t.Errorf("the request carried %d offsets (first %s), want all %d, %s's first", len(got), got[0].C.Key, parts, cs[0].Key)
+	}
+	for _, c := range cs {
+		if got, want := c.Committed.Load(), int64(10+c.Part); got != want {
+			t.Errorf("%s committed at %d, want %d", c.Key, got, want)
+		}
+	}
+}
