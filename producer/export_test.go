@@ -20,3 +20,23 @@ func SetGrantStallWarning(t interface{ Cleanup(func()) }, d time.Duration) {
 	grantStallWarning = d
 	t.Cleanup(func() { grantStallWarning = old })
 }
+
+// LockStage holds the stage's mutex until the returned function is called.
+func LockStage[T any](s *Stage[T]) (unlock func()) {
+	s.mu.Lock()
+	return s.mu.Unlock
+}
+
+// WithdrawScanned is the number of buffer entries withdrawals visited.
+func WithdrawScanned[T any](s *Stage[T]) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.scanned
+}
+
+// WithdrawWaiting is the number of withdrawals waiting for the stage.
+func WithdrawWaiting[T any](s *Stage[T]) int {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return len(s.withdrawals)
+}

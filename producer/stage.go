@@ -80,6 +80,26 @@ type Stage[T any] struct {
 	status StageStatus
 
 	unhandled atomic.Uint64 // see Unhandled
+
+	// Withdrawals (Feed.Withdraw) waiting for mu: whichever of them gets
+	// mu first serves them all in one pass over the buffer, so that
+	// partitions released together (a rebalance, a stop) cost one pass,
+	// not one each. wmu guards withdrawals and is taken after mu when
+	// both are held.
+	wmu         sync.Mutex
+	withdrawals []*withdrawal[T]
+	scanned     uint64 // buffer entries the withdrawals visited (tests); guarded by mu
+}
+
+// withdrawal is one Withdraw call: a feed whose buffered messages are to
+// be taken out (and, with collect, appended to dst). The pass that serves
+// it sets n and done, under the stage mutex.
+type withdrawal[T any] struct {
+	feed    *Feed[T]
+	collect bool
+	dst     []*message.Message[T]
+	n       int
+	done    bool
 }
 
 type entry[T any] struct {
@@ -483,25 +503,59 @@ func (s *Stage[T]) take(k int) {
 }
 
 // withdraw removes f's queued entries, keeping the others in order, and
-// appends the removed messages to dst.
+// appends the removed messages to dst when collect is set. Withdrawals
+// that wait for the stage mutex at the same time are served together, in
+// one pass over the buffer (withdrawLocked), by the first of them to get
+// it: a feed's messages are the same as if each had been served alone.
 func (s *Stage[T]) withdraw(f *Feed[T], collect bool, dst []*message.Message[T]) ([]*message.Message[T], int) {
+	w := &withdrawal[T]{feed: f, collect: collect, dst: dst}
+	s.wmu.Lock()
+	s.withdrawals = append(s.withdrawals, w)
+	s.wmu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !w.done {
+		s.withdrawLocked()
+	}
+	return w.dst, w.n
+}
+
+// withdrawLocked serves every waiting withdrawal in one pass over the
+// buffer: O(buffered + withdrawals). A feed with two withdrawals waiting
+// gets its messages in the first, as if they had run one after the other.
+// The caller holds s.mu.
+func (s *Stage[T]) withdrawLocked() {
+	s.wmu.Lock()
+	ws := s.withdrawals
+	s.withdrawals = nil
+	s.wmu.Unlock()
+	for _, w := range ws {
+		if w.feed.withdrawal == nil {
+			w.feed.withdrawal = w
+		}
+	}
 	q := s.pending[s.head:]
+	s.scanned += uint64(len(q))
 	kept, removed := 0, 0
 	for i := range q {
-		if q[i].feed == f {
-			if collect {
-				dst = append(dst, q[i].msg)
+		if w := q[i].feed.withdrawal; w != nil {
+			if w.collect {
+				w.dst = append(w.dst, q[i].msg)
 			}
+			w.n++
 			removed++
 			continue
 		}
 		q[kept] = q[i]
 		kept++
 	}
+	for _, w := range ws {
+		w.feed.withdrawal = nil
+		w.done = true
+	}
+	clear(ws)
 	if removed == 0 {
-		return dst, 0
+		return
 	}
 	clear(q[kept:])
 	s.pending = s.pending[:s.head+kept]
@@ -511,7 +565,6 @@ func (s *Stage[T]) withdraw(f *Feed[T], collect bool, dst []*message.Message[T])
 			s.idle.Broadcast()
 		}
 	}
-	return dst, removed
 }
 
 // settle is the stage's last step, once the source's Run and dispatch
@@ -674,6 +727,8 @@ type Feed[T any] struct {
 	overdelivered atomic.Int64 // high-water mark of delivered - granted
 	delivered     atomic.Int64
 	withdrawn     atomic.Int64
+
+	withdrawal *withdrawal[T] // the pass over the buffer serving it; guarded by the stage's mu
 }
 
 // Name is the name the feed was registered with.
@@ -799,6 +854,11 @@ func (f *Feed[T]) TryDeliver(msgs ...*message.Message[T]) bool {
 // of 64) are past withdrawing and are dispatched as usual; so are the
 // messages delivered after Withdraw returns. Withdraw works on open and
 // closed feeds and is safe to call from any goroutine.
+//
+// Withdraw passes over the stage buffer once; withdrawals of several feeds
+// that wait for the stage at the same time (each consumer a source lets go
+// of at once withdrawing on its own goroutine) share one pass, so releasing
+// n consumers costs about one pass over the buffer, not n.
 func (f *Feed[T]) Withdraw() int {
 	_, n := f.stage.withdraw(f, false, nil)
 	f.withdrawn.Add(int64(n))
