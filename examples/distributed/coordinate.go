@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -273,16 +274,28 @@ func spawn(ctx context.Context, c coordConfig, addr, httpAddr, role string, even
 	if c.verbose {
 		cmd.Stderr = io.MultiWriter(&ch.stderr, os.Stderr)
 	}
+	cmd.SysProcAttr = childAttr()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", role, err)
-	}
+	started := make(chan error, 1)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		// The kernel sends the parent-death signal (childAttr) when the
+		// thread that started the process ends, not the coordinator: a
+		// goroutine that returns while locked to its thread ends that
+		// thread. This goroutine starts the process and keeps its thread
+		// to itself, locked, until the process has exited, so that no
+		// other goroutine can end the thread under it (golang/go#27505).
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			if line := sc.Text(); line != "" {
@@ -299,6 +312,9 @@ func spawn(ctx context.Context, c coordConfig, addr, httpAddr, role string, even
 		case <-quit:
 		}
 	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("starting %s: %w", role, err)
+	}
 	return ch, nil
 }
 

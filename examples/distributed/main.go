@@ -10,7 +10,9 @@
 // environment), kills one enrich process mid-run with SIGKILL and starts a
 // replacement, and reports what every process handled. Every process loads
 // the same topic document and wiring; the topics are declared by whichever
-// process comes first, idempotently.
+// process comes first, idempotently. On Linux a process gets SIGTERM
+// from the kernel when the coordinator dies without stopping it (SIGKILL,
+// a second Ctrl-C), its parent-death signal, so that none outlives it.
 //
 // Across processes a publish is settled when the broker has stored it
 // (ack_propagation is disabled: outcomes do not travel back to the

@@ -118,6 +118,9 @@ func (p *Process) Wait(d time.Duration) int {
 	return 0
 }
 
+// Pid returns the process's id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Stdout returns what the process printed to stdout so far.
 func (p *Process) Stdout() string { return p.stdout.String() }
 
