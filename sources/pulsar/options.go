@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/bits"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
@@ -123,6 +125,16 @@ type Options struct {
 	// default backoff (1s doubled per redelivery, at most 10 minutes),
 	// computed by the source for every redelivery count (the client's own
 	// overflows from a count of 34). Each consumer gets a copy of DLQ.
+	// NackPrecisionBit: the client rounds each nack deadline down to a
+	// multiple of 2^bit ms, so with 2^bit ms above the first nack delay
+	// (NackRedeliveryDelay, or the backoff policy's delay for a
+	// redelivery count of 0) deadlines fall at or before the nack and
+	// nacked messages come back at once; within it, every nack waits more
+	// than the delay less 2^bit ms. Validate refuses a bit set above the
+	// first delay (it asks a policy for Next(0) only: a policy whose later
+	// delays are shorter is the application's to keep above 2^bit ms).
+	// Unset, the source gives the client its default, 8 (256ms), or, for
+	// a first delay under 256ms, the largest bit within it.
 	// Validate refuses what the client would refuse at every subscribe: a
 	// DLQ with MaxDeliveries 0 or, without RetryEnable, no
 	// DeadLetterTopic; a PriorityLevel outside 0 to math.MaxInt32; a
@@ -284,6 +296,8 @@ func (o Options) Validate() error {
 	}
 	if b := c.NackPrecisionBit; b != nil && *b < 0 {
 		errs = append(errs, validate.Field("pulsar.consumer.nackPrecisionBit", "gte", "must be at least 0"))
+	} else if err := nackPrecisionProblem(c); err != nil {
+		errs = append(errs, err)
 	}
 	// The client discards, and acknowledges, a chunked message still
 	// incomplete after this long: a negative value would discard every
@@ -304,6 +318,78 @@ func (o Options) Validate() error {
 			"needs pulsar.subscriptionType Failover (it is "+o.SubscriptionType.String()+")"))
 	}
 	return validate.Join(errs...)
+}
+
+// clientNackPrecisionBit is pulsar-client-go's NackPrecisionBit when none
+// is set: deadlines rounded down to a multiple of 256ms.
+const clientNackPrecisionBit = 8
+
+// firstNackDelay is the delay the client gives the first nack of a
+// message (redelivery count 0) under c, and how an error names it. A
+// NackBackoffPolicy is called through nackPolicy, as the source calls it,
+// with log receiving a panic (the NackRedeliveryDelay then applies); a
+// policy that is a *nackPolicy already is called as it is.
+func firstNackDelay(c *pulsar.ConsumerOptions, log *slog.Logger) (time.Duration, string) {
+	switch p := c.NackBackoffPolicy; {
+	case p != nil:
+		if _, ok := p.(*nackPolicy); !ok {
+			p = newNackPolicy(p, c.NackRedeliveryDelay, log)
+		}
+		return p.Next(0), "nackBackoffPolicy.Next(0)"
+	case c.EnableDefaultNackBackoffPolicy:
+		return defaultNackBackoff{}.Next(0), "the default nack backoff's"
+	case c.NackRedeliveryDelay == 0:
+		return clientNackDelay, "the client's default nackRedeliveryDelay"
+	}
+	return c.NackRedeliveryDelay, "nackRedeliveryDelay"
+}
+
+// maxNackPrecisionBit is the largest NackPrecisionBit whose 2^bit ms is at
+// most d, the first nack delay: 0 below 2ms.
+//
+// pulsar-client-go (v0.21.0, negative_acks_tracker.go) files a nack under
+// the deadline time.Now().Add(delay) in Unix milliseconds with its lowest
+// bit bits cleared, and redelivers on the first tick of its tracker (every
+// third of the first delay) at or past it: the deadline moves earlier by
+// up to 2^bit - 1 ms. With 2^bit ms at most the delay it stays after the
+// nack, by more than the delay less 2^bit ms; above it, the deadline of a
+// share of the nacks (all of them, once 2^bit ms is far above the delay)
+// falls at or before the nack itself, and those messages come back on the
+// next tick instead of after their delay.
+func maxNackPrecisionBit(d time.Duration) int64 {
+	return max(int64(bits.Len64(uint64(max(d.Milliseconds(), 1))))-1, 0)
+}
+
+// nackPrecisionProblem refuses a NackPrecisionBit set above
+// maxNackPrecisionBit of the first nack delay, or returns nil.
+func nackPrecisionProblem(c *pulsar.ConsumerOptions) error {
+	if c.NackPrecisionBit == nil {
+		return nil // the source chooses it (nackPrecisionBit)
+	}
+	if d := c.NackRedeliveryDelay; c.NackBackoffPolicy == nil && d != 0 && d < minNackDelay {
+		return nil // refused as nackRedeliveryDelay
+	}
+	d, name := firstNackDelay(c, slog.New(slog.DiscardHandler))
+	most := maxNackPrecisionBit(d)
+	if *c.NackPrecisionBit <= most {
+		return nil
+	}
+	return validate.Field("pulsar.consumer.nackPrecisionBit", "precision", fmt.Sprintf(
+		"must be at most %d (2^bit ms at most %v, the first nack delay, %s; or unset): the client rounds each nack deadline down to a multiple of 2^bit ms, and a coarser precision brings a nacked message back at once",
+		most, d, name))
+}
+
+// nackPrecisionBit is the NackPrecisionBit the source gives the client for
+// c: the one c sets, else the client's default, 8, or, when the first nack
+// delay is under 256ms, the largest bit that keeps it (2^bit ms at most
+// the delay). log receives a panic of c's NackBackoffPolicy.
+func nackPrecisionBit(c *pulsar.ConsumerOptions, log *slog.Logger) *int64 {
+	if c.NackPrecisionBit != nil {
+		return c.NackPrecisionBit
+	}
+	d, _ := firstNackDelay(c, log)
+	bit := min(clientNackPrecisionBit, maxNackPrecisionBit(d))
+	return &bit
 }
 
 // topicNameProblem says why pulsar-client-go (v0.21.0, its

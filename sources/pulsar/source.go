@@ -237,6 +237,9 @@ func (s *Source) subscribe(ctx context.Context, st *producer.Stage[[]byte], topi
 		co.NackBackoffPolicy = newNackPolicy(co.NackBackoffPolicy, co.NackRedeliveryDelay,
 			log.With(slog.String("consumer", co.Name)))
 	}
+	// Unset, the client's 8 (256ms) would round the deadline of a nack
+	// with a shorter first delay into the past.
+	co.NackPrecisionBit = nackPrecisionBit(&co, log.With(slog.String("consumer", co.Name)))
 	// Unbuffered: the client counts a message as consumed, towards its
 	// next grant to the broker, when the source takes it.
 	ch := make(chan pulsar.ConsumerMessage)
