@@ -61,6 +61,7 @@ var rules = []rule{
 	// The bounds of the sarama fields that size sarama's allocations,
 	// shared by every option package that takes a sarama.Config.
 	{from: "internal/kafkalimits", only: []string{"validate"}, why: "internal/kafkalimits imports only validate"},
+	{from: "internal/pulsarnack", only: []string{}, why: "internal/pulsarnack imports nothing of the module"},
 	// The telemetry hooks are called by the stage runtime and by the
 	// sources, which never import each other: the hook API depends on
 	// neither, only on the message types its events name.

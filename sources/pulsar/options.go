@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"math/bits"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/boulevard-go/boulevard/internal/pulsarnack"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/validate"
 )
@@ -320,10 +320,6 @@ func (o Options) Validate() error {
 	return validate.Join(errs...)
 }
 
-// clientNackPrecisionBit is pulsar-client-go's NackPrecisionBit when none
-// is set: deadlines rounded down to a multiple of 256ms.
-const clientNackPrecisionBit = 8
-
 // firstNackDelay is the delay the client gives the first nack of a
 // message (redelivery count 0) under c, and how an error names it. A
 // NackBackoffPolicy is called through nackPolicy, as the source calls it,
@@ -344,24 +340,8 @@ func firstNackDelay(c *pulsar.ConsumerOptions, log *slog.Logger) (time.Duration,
 	return c.NackRedeliveryDelay, "nackRedeliveryDelay"
 }
 
-// maxNackPrecisionBit is the largest NackPrecisionBit whose 2^bit ms is at
-// most d, the first nack delay: 0 below 2ms.
-//
-// pulsar-client-go (v0.21.0, negative_acks_tracker.go) files a nack under
-// the deadline time.Now().Add(delay) in Unix milliseconds with its lowest
-// bit bits cleared, and redelivers on the first tick of its tracker (every
-// third of the first delay) at or past it: the deadline moves earlier by
-// up to 2^bit - 1 ms. With 2^bit ms at most the delay it stays after the
-// nack, by more than the delay less 2^bit ms; above it, the deadline of a
-// share of the nacks (all of them, once 2^bit ms is far above the delay)
-// falls at or before the nack itself, and those messages come back on the
-// next tick instead of after their delay.
-func maxNackPrecisionBit(d time.Duration) int64 {
-	return max(int64(bits.Len64(uint64(max(d.Milliseconds(), 1))))-1, 0)
-}
-
 // nackPrecisionProblem refuses a NackPrecisionBit set above
-// maxNackPrecisionBit of the first nack delay, or returns nil.
+// pulsarnack.MaxBit of the first nack delay, or returns nil.
 func nackPrecisionProblem(c *pulsar.ConsumerOptions) error {
 	if c.NackPrecisionBit == nil {
 		return nil // the source chooses it (nackPrecisionBit)
@@ -370,7 +350,7 @@ func nackPrecisionProblem(c *pulsar.ConsumerOptions) error {
 		return nil // refused as nackRedeliveryDelay
 	}
 	d, name := firstNackDelay(c, slog.New(slog.DiscardHandler))
-	most := maxNackPrecisionBit(d)
+	most := pulsarnack.MaxBit(d)
 	if *c.NackPrecisionBit <= most {
 		return nil
 	}
@@ -388,8 +368,7 @@ func nackPrecisionBit(c *pulsar.ConsumerOptions, log *slog.Logger) *int64 {
 		return c.NackPrecisionBit
 	}
 	d, _ := firstNackDelay(c, log)
-	bit := min(clientNackPrecisionBit, maxNackPrecisionBit(d))
-	return &bit
+	return pulsarnack.Bit(d)
 }
 
 // topicNameProblem says why pulsar-client-go (v0.21.0, its

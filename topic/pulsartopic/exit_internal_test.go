@@ -19,28 +19,7 @@ import (
 // gets, are nacked: the broker delivers them again, and a later Receive
 // gets them.
 func TestDecodeGoexitNacksTheMessagesTakenBeforeIt(t *testing.T) {
-	b, err := pulsartest.Start(context.Background(), pulsartest.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	co := pulsar.ClientOptions{OperationTimeout: 5 * time.Second}
-	be, err := New(Options[int]{ServiceURL: b.URL(), Codec: topictest.ExitingCodec[int]{Codec: topic.IntCodec{}}, SendTimeout: -1,
-		NackRedeliveryDelay: 50 * time.Millisecond, ClientOptions: co, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer be.Close(context.Background())
-	st, err := be.NewTopic(context.Background(), "t", topic.Options{}.WithDefaults())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	ss, err := st.Subscribe(topic.Balanced("g"), topic.SubscriberOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
+	b, be, st, ss := balancedOnBroker(t, topictest.ExitingCodec[int]{Codec: topic.IntCodec{}}, 50*time.Millisecond)
 	s := ss.(*pSub[int])
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -67,4 +46,33 @@ func TestDecodeGoexitNacksTheMessagesTakenBeforeIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait.Within(t, 20*time.Second, "both messages acked", func() bool { return b.Backlog(be.TopicName("t"), "g") == 0 })
+}
+
+// balancedOnBroker starts a pulsartest broker, a backend on it with codec
+// and nackDelay, its topic "t" and a balanced subscription of group "g"
+// to it, all closed at t's cleanup.
+func balancedOnBroker(t *testing.T, codec topic.Codec[int], nackDelay time.Duration) (*pulsartest.Broker, *Backend[int], topic.State[int], topic.SubscriptionState[int]) {
+	t.Helper()
+	b, err := pulsartest.Start(context.Background(), pulsartest.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	be, err := New(Options[int]{ServiceURL: b.URL(), Codec: codec, SendTimeout: -1, NackRedeliveryDelay: nackDelay,
+		ClientOptions: pulsar.ClientOptions{OperationTimeout: 5 * time.Second}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Close(context.Background()) })
+	st, err := be.NewTopic(context.Background(), "t", topic.Options{}.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ss, err := st.Subscribe(topic.Balanced("g"), topic.SubscriberOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	return b, be, st, ss
 }

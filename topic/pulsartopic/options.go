@@ -153,7 +153,10 @@ type Options[T any] struct {
 	BatchingMaxPublishDelay time.Duration `validate:"gte=0"`
 	// NackRedeliveryDelay is how long a nacked message waits before it is
 	// delivered again. Default 1s; 0 means the default, and a delay set
-	// must be at least 1ms (pulsar-client-go cannot tick shorter).
+	// must be at least 1ms (pulsar-client-go cannot tick shorter). The
+	// backend gives the client a nack precision within the delay (the
+	// client's 256ms, or a finer one for a shorter delay), so that a
+	// nacked message waits for more than the delay less that precision.
 	NackRedeliveryDelay time.Duration `validate:"omitempty,gte=1ms"`
 	// Logger receives the backend's events (a record that cannot be
 	// decoded) and, for a client the backend makes, pulsar-client-go's

@@ -12,6 +12,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/boulevard-go/boulevard/internal/pulsarnack"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
 )
@@ -64,6 +65,9 @@ func newSub[T any](t *pTopic[T], mode topic.SubscriptionMode) (*pSub[T], error) 
 		Topic:                       t.full,
 		SubscriptionInitialPosition: pulsar.SubscriptionPositionLatest,
 		NackRedeliveryDelay:         o.NackRedeliveryDelay,
+		// The client's default precision (256ms) would round the
+		// deadline of a shorter delay into the past.
+		NackPrecisionBit: pulsarnack.Bit(o.NackRedeliveryDelay),
 	}
 	if mode.IsBroadcast() {
 		capacity = t.opts.Broadcast.Capacity

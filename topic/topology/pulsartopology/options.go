@@ -69,7 +69,9 @@ type Options[T any] struct {
 	// acknowledges it instead of acknowledging it (a dead-letter reader's
 	// comes back after 100ms). Default 1s; 0 means the default, and a
 	// delay set must be at least 1ms (pulsar-client-go cannot tick
-	// shorter).
+	// shorter). The backend gives the client a nack precision within the
+	// delay (the client's 256ms, or a finer one for a shorter delay), so
+	// that a letter waits for more than the delay less that precision.
 	RedeliveryDelay time.Duration `validate:"omitempty,gte=1ms"`
 	// Admin reads the message TTL in effect on the hold topics and the
 	// DLQ at each Declare, which then refuses a hold not shorter than its

@@ -10,6 +10,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/boulevard-go/boulevard/internal/pulsarnack"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
@@ -128,7 +129,10 @@ func (q *queues[T]) Subscribe(ctx context.Context) (topology.Reader[T], error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	co := pulsar.ConsumerOptions{ReceiverQueueSize: q.b.opts.ReadAhead, NackRedeliveryDelay: q.b.opts.RedeliveryDelay}
+	// The client's default nack precision (256ms) would round the deadline
+	// of a shorter delay into the past (see internal/pulsarnack).
+	co := pulsar.ConsumerOptions{ReceiverQueueSize: q.b.opts.ReadAhead, NackRedeliveryDelay: q.b.opts.RedeliveryDelay,
+		NackPrecisionBit: pulsarnack.Bit(q.b.opts.RedeliveryDelay)}
 	if q.group == "" {
 		var rnd [8]byte
 		_, _ = rand.Read(rnd[:])
@@ -158,7 +162,7 @@ func (q *queues[T]) SubscribeDead(ctx context.Context) (topology.Reader[T], erro
 		return nil, err
 	}
 	co := pulsar.ConsumerOptions{Topic: q.dlq, SubscriptionName: DeadSubscription, Type: pulsar.Shared,
-		ReceiverQueueSize: q.b.opts.ReadAhead, NackRedeliveryDelay: markerNackDelay}
+		ReceiverQueueSize: q.b.opts.ReadAhead, NackRedeliveryDelay: markerNackDelay, NackPrecisionBit: pulsarnack.Bit(markerNackDelay)}
 	return q.subscribe(ctx, co, "", q.dlq)
 }
 
