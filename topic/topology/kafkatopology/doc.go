@@ -56,6 +56,11 @@
 //     letter is held therefore loses nothing: the record stays in the hold
 //     topic, uncommitted, and the next releaser releases it (at least once:
 //     a crash between the produce and the commit releases it twice).
+//     A releaser that cannot go on (a partition whose batch cannot be
+//     decoded, which it does not skip; a letter it cannot produce back;
+//     consumer group sessions that fail) stalls there, retrying, logs
+//     the stall when it begins and then at growing intervals, not per
+//     retry, and Backend.Stats lists it until it ends (see Stall).
 //   - The main topic is read by every consumer group, and a released retry
 //     must reach only the group that held it. A record produced back by a
 //     release, a Requeue or a Replay carries the header topology-group; the

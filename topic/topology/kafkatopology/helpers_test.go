@@ -1,6 +1,7 @@
 package kafkatopology
 
 import (
+	"io"
 	"log/slog"
 	"testing"
 	"time"
@@ -44,4 +45,22 @@ func hungCluster() []goleak.Option {
 		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*clientConn).write"),
 		goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"),
 	}
+}
+
+// newLoggedBackend is newBackend logging as text to logs.
+func newLoggedBackend(t testing.TB, brokers []string, logs io.Writer) *Backend[topologytest.Msg] {
+	t.Helper()
+	b, err := New(Options[topologytest.Msg]{
+		Brokers:       brokers,
+		Config:        testbroker.SaramaConfig(),
+		Codec:         topic.JSONCodec[topologytest.Msg]{},
+		AdminTimeout:  30 * time.Second,
+		RevokeTimeout: 2 * time.Second,
+		Logger:        slog.New(slog.NewTextHandler(logs, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { topologytest.MustClose(t, "the backend", b.Close) })
+	return b
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -28,6 +30,22 @@ type releaser[T any] struct {
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when loop returns
 	closing liveset.Closing
+
+	// stalls are the partitions it cannot go on releasing (Backend.Stats)
+	// and the failures it logs at growing intervals.
+	stalls stalls
+	// at is, per claimed partition, where its claim is (see offset);
+	// guarded by atMu.
+	atMu sync.Mutex
+	at   map[int32]*claimAt
+}
+
+// claimAt is where a claim is: the offset after the last record it
+// received (-1: not known; stored by the claim alone) and the records
+// fetched and not yet received.
+type claimAt struct {
+	next atomic.Int64
+	msgs <-chan *sarama.ConsumerMessage
 }
 
 func newReleaser[T any](b *Backend[T], d *dialing, kname string) (*releaser[T], error) {
@@ -37,7 +55,8 @@ func newReleaser[T any](b *Backend[T], d *dialing, kname string) (*releaser[T], 
 	if err != nil {
 		return nil, fmt.Errorf("%w: consumer group %q: %w", ErrConnect, gid, err)
 	}
-	r := &releaser[T]{b: b, topic: kname, gid: gid, cg: cg, done: make(chan struct{})}
+	r := &releaser[T]{b: b, topic: kname, gid: gid, cg: cg, done: make(chan struct{}),
+		stalls: stalls{topic: kname, log: b.log.With(slog.String("group", gid))}, at: map[int32]*claimAt{}}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r, nil
 }
@@ -54,13 +73,19 @@ func discard[T any](rs []*releaser[T]) {
 	}
 }
 
+// loop runs the group sessions one after the other until the releaser
+// stops. Its failures are logged once per stall and then at growing
+// intervals, not once per retry (see Stall): the group's errors (a
+// partition whose fetch cannot be decoded stalls it, at its offset, and
+// is not skipped: that would lose its letters) and the sessions' (the
+// cluster cannot be reached, the hold topic was deleted), which stall
+// the whole hold topic until a session starts.
 func (r *releaser[T]) loop(gid string) {
 	defer close(r.done)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for err := range r.cg.Errors() {
-			r.b.log.Warn("kafkatopology: hold consumer group error", slog.String("topic", r.topic),
-				slog.String("group", gid), slog.Any("error", err))
+			r.stalls.groupError(err, r.offset)
 		}
 	})
 	defer wg.Wait()
@@ -70,10 +95,28 @@ func (r *releaser[T]) loop(gid string) {
 		if r.ctx.Err() != nil || errors.Is(err, sarama.ErrClosedConsumerGroup) {
 			return
 		}
-		if err != nil && !sleep(r.ctx, backoff) {
-			return
+		if err != nil {
+			r.stalls.fail(stallSession, -1, -1, fmt.Errorf("consumer group %q on hold topic %q: %w", gid, r.topic, err))
+			if !sleep(r.ctx, backoff) {
+				return
+			}
 		}
 	}
+}
+
+// offset is where sarama fetches partition part from, -1 when not known:
+// the offset after the last record the claim received and those fetched
+// for it meanwhile (the offsets of a hold topic follow one another; a
+// gap, such as a transaction's marker, makes it lower).
+func (r *releaser[T]) offset(part int32) int64 {
+	r.atMu.Lock()
+	defer r.atMu.Unlock()
+	if at := r.at[part]; at != nil {
+		if next := at.next.Load(); next >= 0 {
+			return next + int64(len(at.msgs))
+		}
+	}
+	return -1
 }
 
 // sleep waits d; false when ctx ended first.
@@ -88,8 +131,20 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// Setup implements sarama.ConsumerGroupHandler.
-func (r *releaser[T]) Setup(sarama.ConsumerGroupSession) error { return nil }
+// Setup implements sarama.ConsumerGroupHandler: a session started, so the
+// hold topic's stall ends, and those of partitions it no longer claims.
+func (r *releaser[T]) Setup(sess sarama.ConsumerGroupSession) error {
+	parts := sess.Claims()[r.topic]
+	r.atMu.Lock()
+	for p := range r.at {
+		if !slices.Contains(parts, p) {
+			delete(r.at, p)
+		}
+	}
+	r.atMu.Unlock()
+	r.stalls.keepOnly(parts)
+	return nil
+}
 
 // Cleanup implements sarama.ConsumerGroupHandler.
 func (r *releaser[T]) Cleanup(sarama.ConsumerGroupSession) error { return nil }
@@ -100,6 +155,11 @@ func (r *releaser[T]) Cleanup(sarama.ConsumerGroupSession) error { return nil }
 func (r *releaser[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.ConsumerGroupClaim) error {
 	ctx := sess.Context()
 	paused := map[string][]int32{r.topic: {gc.Partition()}}
+	at := &claimAt{msgs: gc.Messages()}
+	at.next.Store(max(gc.InitialOffset(), -1))
+	r.atMu.Lock()
+	r.at[gc.Partition()] = at
+	r.atMu.Unlock()
 	for {
 		var rec *sarama.ConsumerMessage
 		select {
@@ -108,6 +168,8 @@ func (r *releaser[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.C
 				return nil
 			}
 			rec = m
+			at.next.Store(rec.Offset + 1)
+			r.stalls.fetched(rec.Partition, rec.Offset)
 		case <-ctx.Done():
 			return nil
 		}
@@ -143,7 +205,8 @@ func (r *releaser[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.C
 // until the broker acknowledges it; learning the main topic's partitions
 // is bounded by the claim's session and Options.AdminTimeout. false when
 // the claim ended or the backend stopped first (the record then stays
-// uncommitted).
+// uncommitted). While it fails, the record's partition is stalled (see
+// Stall): logged when it begins and at growing intervals, not per retry.
 func (r *releaser[T]) releaseRecord(ctx context.Context, rec *sarama.ConsumerMessage, m meta) bool {
 	hs := make([]sarama.RecordHeader, 0, len(rec.Headers))
 	for _, h := range rec.Headers {
@@ -165,13 +228,14 @@ func (r *releaser[T]) releaseRecord(ctx context.Context, rec *sarama.ConsumerMes
 			err = r.b.send(msg)
 		}
 		if err == nil {
+			r.stalls.clear(stallRelease, rec.Partition)
 			return true
 		}
 		if r.b.stopped.Load() || errors.Is(err, topology.ErrClosed) {
 			return false
 		}
-		r.b.log.Warn("kafkatopology: releasing a held record failed; retrying",
-			slog.String("topic", r.topic), slog.Int64("offset", rec.Offset), slog.Any("error", err))
+		r.stalls.fail(stallRelease, rec.Partition, rec.Offset,
+			fmt.Errorf("releasing the record at offset %d to topic %q: %w", rec.Offset, m.topic, err))
 		if !sleep(ctx, backoff) {
 			return false
 		}

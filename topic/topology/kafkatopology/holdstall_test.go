@@ -1,0 +1,154 @@
+package kafkatopology
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/internal/testbroker"
+	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/topic/topology"
+)
+
+// Guarantee: when a partition of a hold topic holds a record batch the
+// client cannot decode, the releaser logs it once at ERROR, naming the hold
+// topic, the partition and the offset, rather than a WARN line per fetch
+// sarama retries; the backend's Stats report the partition as stalled
+// (wrapping ErrCorruptBatch) for as long as it cannot go on; and the batch
+// is not skipped: the partition stays at its offset.
+func TestReleaserReportsAHoldPartitionThatCannotBeDecodedOnceAndInStats(t *testing.T) {
+	c := testbroker.Kafka(t)
+	logs := &lockedBuffer{}
+	b := newLoggedBackend(t, c.ListenAddrs(), logs)
+	q := declare(t, b, topology.New("orders").Hold(time.Second))
+	hold := q.(*queues[msg]).holds[0].name
+	r := subscribe(t, q)
+	for n := range 3 {
+		if err := q.Hold(t.Context(), 0, topology.Letter[msg]{Value: msg{N: n}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for n := range 3 {
+		l := receiveOne(t, r)
+		if l.Value.N != n {
+			t.Fatalf("received letter %d, want %d", l.Value.N, n)
+		}
+		if err := r.Settle(t.Context(), &l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hits := testbroker.ServeCorruptBatch(c, hold, 0, 3)
+	wait.For(t, "the releaser's fetches of the batch that cannot be decoded", func() bool { return hits.Load() >= 10 })
+
+	out := logs.String()
+	if n := strings.Count(out, "level=ERROR"); n != 1 {
+		t.Errorf("%d ERROR lines after %d fetches of the batch, want 1:\n%s", n, hits.Load(), out)
+	}
+	if n := warnLines(out, "error decoding packet"); n != 0 {
+		t.Errorf("%d WARN lines for the batch after %d fetches, want none (one per event):\n%s", n, hits.Load(), out)
+	}
+	for _, s := range []string{"topic=" + hold, "partition=0", "offset=3"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("the log does not name %s:\n%s", s, out)
+		}
+	}
+	st := b.Stats()
+	if len(st.Stalled) != 1 {
+		t.Fatalf("Stats().Stalled = %+v, want the hold partition", st.Stalled)
+	}
+	s := st.Stalled[0]
+	if s.Topic != hold || s.Partition != 0 || s.Offset != 3 || !errors.Is(s.Err, ErrCorruptBatch) || s.Since.IsZero() {
+		t.Fatalf("Stats().Stalled[0] = %+v, want topic %q partition 0 offset 3 wrapping ErrCorruptBatch", s, hold)
+	}
+}
+
+// Guarantee: when a hold topic is deleted while its releaser runs, the
+// backend's Stats report it as stalled (its claimed partition, or the
+// whole topic once the group sessions fail: an error wrapping
+// ErrReleaseStalled and sarama's ErrUnknownTopicOrPartition), and the
+// releaser logs it once rather than saying nothing or logging each retry.
+func TestReleaserReportsAHoldTopicItCannotConsumeInStatsWithoutALogFlood(t *testing.T) {
+	c := testbroker.Kafka(t)
+	logs := &lockedBuffer{}
+	b := newLoggedBackend(t, c.ListenAddrs(), logs)
+	q := declare(t, b, topology.New("orders").Hold(time.Second))
+	hold := q.(*queues[msg]).holds[0].name
+	r := subscribe(t, q)
+	// A letter released: the releaser's session runs and claims the
+	// hold topic's partition.
+	if err := q.Hold(t.Context(), 0, topology.Letter[msg]{Value: msg{N: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	l := receiveOne(t, r)
+	if err := r.Settle(t.Context(), &l); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := sarama.NewClusterAdmin(c.ListenAddrs(), testbroker.SaramaConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if err := admin.DeleteTopic(hold); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, "the hold topic reported stalled", func() bool {
+		st := b.Stats()
+		return len(st.Stalled) > 0 && st.Stalled[0].Failures >= 5
+	}, func() string { return fmt.Sprintf("Stats() = %+v; log:\n%s", b.Stats(), logs.String()) })
+	s := b.Stats().Stalled[0]
+	if s.Topic != hold || s.Partition > 0 || !errors.Is(s.Err, ErrReleaseStalled) || !errors.Is(s.Err, sarama.ErrUnknownTopicOrPartition) {
+		t.Fatalf("Stats().Stalled[0] = %+v, want topic %q wrapping ErrReleaseStalled and ErrUnknownTopicOrPartition", s, hold)
+	}
+	out := logs.String()
+	if n := strings.Count(out, "level=WARN"); n > 3 {
+		t.Fatalf("%d WARN lines after %d failures, want one per failure kind:\n%s", n, s.Failures, out)
+	}
+}
+
+// Guarantee: a held letter that cannot be produced back to its main topic
+// (here the topic does not exist) stalls its hold partition at its offset
+// in the backend's Stats (an error wrapping ErrReleaseStalled and
+// ErrMetadata) and is logged on one WARN line, not one per retry; it is
+// not lost: once the topic exists it is released, and the stall ends.
+func TestReleaserReportsALetterItCannotReleaseInStatsWithoutALogFlood(t *testing.T) {
+	c := testbroker.Kafka(t)
+	logs := &lockedBuffer{}
+	b := newLoggedBackend(t, c.ListenAddrs(), logs)
+	q := declare(t, b, topology.New("orders").Hold(time.Second)).(*queues[msg])
+	hold := q.holds[0].name
+	l := topology.Letter[msg]{Value: msg{N: 1}}
+	if err := q.produce(t.Context(), hold, &l, timeHeader(HeaderDue, time.Now()),
+		header(HeaderGroup, q.group), header(HeaderTopic, "gone")); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, "the hold partition reported stalled", func() bool {
+		st := b.Stats()
+		return len(st.Stalled) == 1 && st.Stalled[0].Failures >= 4
+	}, func() string { return fmt.Sprintf("Stats() = %+v; log:\n%s", b.Stats(), logs.String()) })
+	s := b.Stats().Stalled[0]
+	if s.Topic != hold || s.Partition != 0 || s.Offset != 0 || !errors.Is(s.Err, ErrReleaseStalled) || !errors.Is(s.Err, ErrMetadata) {
+		t.Fatalf("Stats().Stalled[0] = %+v, want topic %q partition 0 offset 0 wrapping ErrReleaseStalled and ErrMetadata", s, hold)
+	}
+	if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
+		t.Fatalf("%d WARN lines after %d failed releases, want 1:\n%s", n, s.Failures, logs.String())
+	}
+	admin, err := sarama.NewClusterAdmin(c.ListenAddrs(), testbroker.SaramaConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if err := admin.CreateTopic("gone", &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1}, false); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, "the stall to end, with one INFO line, once the letter is released", func() bool {
+		return len(b.Stats().Stalled) == 0 && strings.Contains(logs.String(), "hold partition released again")
+	}, func() string { return fmt.Sprintf("Stats() = %+v; log:\n%s", b.Stats(), logs.String()) })
+	offs, err := b.offsets(t.Context(), "gone", []int32{0}, sarama.OffsetNewest)
+	if err != nil || offs[0] != 1 {
+		t.Fatalf("topic %q ends at %v (%v), want the released letter at offset 0", "gone", offs, err)
+	}
+}

@@ -1,0 +1,323 @@
+package kafkatopology
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
+)
+
+// ErrReleaseStalled is wrapped by Stall.Err: a releaser cannot go on
+// releasing a hold topic, or a partition of one. The error wraps the
+// cause too: ErrCorruptBatch for a partition holding a record batch that
+// cannot be decoded, ErrMetadata or the producer's error for a letter
+// that cannot be produced back to its main topic, sarama's error for a
+// hold topic whose consumer group sessions fail (the cluster cannot be
+// reached, the hold topic was deleted).
+var ErrReleaseStalled = errors.New("kafkatopology: hold queue release stalled")
+
+// Log lines of a failure that goes on: the first when it begins, then one
+// after FirstRepeatLog, and each following one twice as long after the
+// last, up to MaxRepeatLog apart (see Stats).
+const (
+	FirstRepeatLog = time.Minute
+	MaxRepeatLog   = time.Hour
+)
+
+// Stats is a snapshot of a Backend's state, for monitoring (see
+// Backend.Stats).
+type Stats struct {
+	// Stalled are the hold topics, or partitions of them, that their
+	// releaser in this backend cannot go on releasing, ordered by topic
+	// and partition; empty while every releaser releases. A letter of a
+	// stalled partition is not lost: it stays in its hold topic,
+	// uncommitted, and is released once the cause is gone. Alert on a
+	// stall that lasts (see Stall.Since).
+	Stalled []Stall
+}
+
+// Stall is a hold topic, or a partition of one, that its releaser cannot
+// go on releasing. It lasts until the cause is gone: a fetch of the
+// partition returns records again (for a fetch error that sarama retries,
+// such as a hold topic deleted while its partitions were claimed: or 30
+// seconds go by without the error, since sarama does not report a fetch
+// that returns nothing), the letter is produced back, or a consumer group
+// session of the hold topic starts; a partition the group moves to
+// another member is no longer reported by this backend.
+//
+// While a stall lasts its releaser logs it once when it begins (at
+// ERROR for a batch that cannot be decoded, at WARN otherwise), then
+// again after FirstRepeatLog and at intervals that double up to
+// MaxRepeatLog, with the count of failures so far; sarama's retries in
+// between are not logged. It logs one INFO line when the stall ends.
+type Stall struct {
+	// Topic is the hold topic's Kafka name.
+	Topic string
+	// Partition is the stalled partition, or -1 when the releaser cannot
+	// consume the hold topic at all (its consumer group sessions fail).
+	Partition int32
+	// Offset is the offset of the record the partition stopped at (for
+	// a fetch, where the releaser's consumer fetches from), or -1 when
+	// not known.
+	Offset int64
+	// Since is when the stall began.
+	Since time.Time
+	// Failures is the count of failed attempts since the stall began.
+	Failures int
+	// Err is the last failure; it wraps ErrReleaseStalled and the cause.
+	Err error
+}
+
+// Stats returns a snapshot of the backend's state.
+func (b *Backend[T]) Stats() Stats {
+	b.mu.Lock()
+	rs := make([]*releaser[T], 0, len(b.releasers))
+	for _, r := range b.releasers {
+		rs = append(rs, r)
+	}
+	b.mu.Unlock()
+	var st Stats
+	for _, r := range rs {
+		st.Stalled = r.stalls.appendTo(st.Stalled)
+	}
+	slices.SortFunc(st.Stalled, func(a, b Stall) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	return st
+}
+
+// logGaps picks which of a failure's repeats to log: the first, then one
+// FirstRepeatLog after it, each later one twice as long after the last
+// logged, up to MaxRepeatLog. The zero value is ready.
+type logGaps struct {
+	next time.Time
+	gap  time.Duration
+}
+
+// due reports whether a failure at now is to be logged.
+func (g *logGaps) due(now time.Time) bool {
+	if !g.next.IsZero() && now.Before(g.next) {
+		return false
+	}
+	switch {
+	case g.gap == 0:
+		g.gap = FirstRepeatLog
+	case g.next.IsZero():
+	default:
+		g.gap = min(2*g.gap, MaxRepeatLog)
+	}
+	g.next = now.Add(g.gap)
+	return true
+}
+
+// stallKind is what stalls a partition.
+type stallKind uint8
+
+const (
+	stallSession stallKind = iota // the group sessions fail (partition -1)
+	stallFetch                    // its fetches fail: a batch cannot be decoded
+	stallRelease                  // a letter cannot be produced back
+	stallRetried                  // its fetches fail with an error sarama retries
+)
+
+// retriedQuiet is how long after its last failure a partition stalled by
+// fetch errors that sarama retries (stallRetried) is taken to fetch
+// again: sarama reports nothing when a fetch succeeds without records, so
+// such a stall ends with a record or with that quiet.
+const retriedQuiet = 30 * time.Second
+
+type stall struct {
+	Stall
+	kind stallKind
+	gaps logGaps
+	last time.Time // the last failure
+}
+
+// stalls are a releaser's stalled partitions, and the failures it logs at
+// growing intervals that stall nothing (a fetch error sarama retries).
+type stalls struct {
+	topic string
+	log   *slog.Logger
+	n     atomic.Int32 // len(m): read on each record without the lock
+
+	mu     sync.Mutex
+	m      map[int32]*stall
+	others map[string]*logGaps // by error text; reset when it grows past maxOthers
+}
+
+// maxOthers bounds stalls.others: errors whose texts vary (addresses,
+// offsets) make new entries.
+const maxOthers = 64
+
+// appendTo appends the stalls to out.
+func (s *stalls) appendTo(out []Stall) []Stall {
+	quiet := time.Now().Add(-retriedQuiet)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for p, st := range s.m {
+		if st.kind == stallRetried && st.last.Before(quiet) {
+			delete(s.m, p)
+			s.n.Store(int32(len(s.m)))
+			continue
+		}
+		out = append(out, st.Stall)
+	}
+	return out
+}
+
+// fail records a failed attempt of kind at partition part, offset at (-1:
+// not known), and logs it when due (see Stall). A fetch error sarama
+// retries, of a partition stalled otherwise, counts there and is not
+// logged; any other failure of another kind begins a stall of its own.
+func (s *stalls) fail(kind stallKind, part int32, at int64, err error) {
+	now := time.Now()
+	s.mu.Lock()
+	st := s.m[part]
+	if st != nil && (st.kind != kind && kind != stallRetried || st.kind == stallRetried && st.last.Before(now.Add(-retriedQuiet))) {
+		st = nil // begins a stall of its own
+	}
+	begins := st == nil
+	if begins {
+		if s.m == nil {
+			s.m = map[int32]*stall{}
+		}
+		st = &stall{Stall: Stall{Topic: s.topic, Partition: part, Offset: at, Since: now}, kind: kind}
+		s.m[part] = st
+		s.n.Store(int32(len(s.m)))
+	} else if st.kind != kind {
+		st.Failures++
+		st.last = now
+		s.mu.Unlock()
+		return
+	}
+	st.Failures++
+	st.last = now
+	if at >= 0 {
+		st.Offset = at
+	}
+	st.Err = fmt.Errorf("%w: %w", ErrReleaseStalled, err)
+	if !st.gaps.due(now) {
+		s.mu.Unlock()
+		return
+	}
+	line := st.Stall
+	s.mu.Unlock()
+	level, msg := slog.LevelWarn, stallMessage(kind)
+	if kind == stallFetch {
+		level = slog.LevelError
+	}
+	attrs := []slog.Attr{slog.String("topic", line.Topic), slog.Int("partition", int(line.Partition)),
+		slog.Int64("offset", line.Offset), slog.Any("error", err)}
+	if !begins {
+		attrs = append(attrs, slog.Time("since", line.Since), slog.Int("failures", line.Failures))
+		msg += " (still)"
+	}
+	s.log.LogAttrs(context.Background(), level, msg, attrs...)
+}
+
+func stallMessage(kind stallKind) string {
+	switch kind {
+	case stallFetch:
+		return "kafkatopology: hold partition fetch cannot be decoded; its letters wait there, not skipped, until it can"
+	case stallRelease:
+		return "kafkatopology: releasing a held letter to its main topic fails; retrying"
+	case stallRetried:
+		return "kafkatopology: hold partition fetch fails; retrying"
+	default:
+		return "kafkatopology: hold consumer group session fails; retrying"
+	}
+}
+
+// fetched ends the stall of partition part by failed fetches, if any,
+// when off, the offset of a record the partition delivered, is at or past
+// the offset the fetches failed at (records fetched before that still
+// come after the failure).
+func (s *stalls) fetched(part int32, off int64) {
+	if s.n.Load() == 0 {
+		return
+	}
+	s.end(part, func(st *stall) bool {
+		return (st.kind == stallFetch || st.kind == stallRetried) && off >= st.Offset
+	})
+}
+
+// clear ends the stall of kind at partition part, if any.
+func (s *stalls) clear(kind stallKind, part int32) {
+	if s.n.Load() == 0 {
+		return
+	}
+	s.end(part, func(st *stall) bool { return st.kind == kind })
+}
+
+// end ends the stall of partition part, if any and ok says so, with one
+// INFO line.
+func (s *stalls) end(part int32, ok func(*stall) bool) {
+	s.mu.Lock()
+	st := s.m[part]
+	if st == nil || !ok(st) {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.m, part)
+	s.n.Store(int32(len(s.m)))
+	s.mu.Unlock()
+	s.log.Info("kafkatopology: hold partition released again", slog.String("topic", st.Topic),
+		slog.Int("partition", int(st.Partition)), slog.Int64("offset", st.Offset),
+		slog.Time("since", st.Since), slog.Int("failures", st.Failures))
+}
+
+// keepOnly drops the partition stalls but those of parts (the partitions
+// of a new session; the others are another member's now), and the stall
+// of the sessions, which have started again.
+func (s *stalls) keepOnly(parts []int32) {
+	s.clear(stallSession, -1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for p := range s.m {
+		if !slices.Contains(parts, p) {
+			delete(s.m, p)
+		}
+	}
+	s.n.Store(int32(len(s.m)))
+}
+
+// groupError handles an error of the releaser's consumer group (its
+// Errors channel): a failed fetch stalls its partition at at(partition)
+// (stallFetch for a batch that cannot be decoded, stallRetried for an
+// error sarama retries); any other error is logged at WARN when due, per
+// error text.
+func (s *stalls) groupError(err error, at func(int32) int64) {
+	var ce *sarama.ConsumerError
+	if errors.As(err, &ce) && ce.Topic != "" {
+		if kafkarefusal.SaramaCorrupt(ce.Err) {
+			s.fail(stallFetch, ce.Partition, at(ce.Partition), corruptFetch(ce.Topic, ce.Partition, at(ce.Partition), ce.Err))
+			return
+		}
+		s.fail(stallRetried, ce.Partition, at(ce.Partition), fmt.Errorf("fetching partition %q/%d: %w", ce.Topic, ce.Partition, ce.Err))
+		return
+	}
+	msg := err.Error()
+	s.mu.Lock()
+	g := s.others[msg]
+	if g == nil {
+		if s.others == nil || len(s.others) >= maxOthers {
+			s.others = map[string]*logGaps{}
+		}
+		g = &logGaps{}
+		s.others[msg] = g
+	}
+	due := g.due(time.Now())
+	s.mu.Unlock()
+	if due {
+		s.log.Warn("kafkatopology: hold consumer group error", slog.String("topic", s.topic), slog.Any("error", err))
+	}
+}
