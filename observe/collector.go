@@ -124,7 +124,9 @@ func (o *Observer) Describe(ch chan<- *prometheus.Desc) {
 // rebalance moves it): each comes from the member, or the claim, of the
 // newest group generation (the one added first among equals). Each such
 // duplicate is logged once, when a scrape first sees it, not at every
-// scrape: once it is gone, it is logged again if it comes back.
+// scrape: once it is gone, it is logged again if it comes back. The
+// partitions of a group a scrape first sees claimed twice are one line,
+// naming the first 32 and counting them all.
 func (o *Observer) Collect(ch chan<- prometheus.Metric) {
 	r := o.read(context.Background())
 	var dups []duplicate

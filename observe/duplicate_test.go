@@ -316,7 +316,7 @@ func TestKafkaSeriesReportedOnceFromTheNewestGeneration(t *testing.T) {
 	expectSeriesOnce(t, body, `boulevard_kafka_consumer_lag_messages{group="readers",partition="1",topic="events"}`, 5)
 	promtoolCheck(t, body)
 	member := []string{"readers", "events.producer.0"}
-	part := []string{"readers", "events", "partition=1"}
+	part := []string{"readers", "events/1", "partitions_count=2"}
 	if n, m := len(logs.lines(member...)), len(logs.lines(part...)); n != 1 || m != 1 {
 		t.Fatalf("after 3 scrapes, %d log lines on the member's duplicate and %d on partition 1's, want 1 each; logs:\n%s",
 			n, m, strings.Join(logs.lines(), "\n"))

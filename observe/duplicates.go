@@ -2,7 +2,8 @@ package observe
 
 import (
 	"log/slog"
-	"slices"
+
+	"github.com/boulevard-go/boulevard/internal/logattr"
 )
 
 // dupKind is what a duplicate is of.
@@ -27,12 +28,10 @@ type duplicate struct {
 	labels [3]string
 }
 
-// addDuplicate appends d to dups unless it is there already (a name that
-// three pipelines report is one duplicate).
+// addDuplicate appends d to dups. A name that three pipelines report is
+// appended twice and is one duplicate: logDuplicates counts it once (a
+// search of dups here would cost O(n²) for n partitions claimed twice).
 func addDuplicate(dups []duplicate, d duplicate) []duplicate {
-	if slices.Contains(dups, d) {
-		return dups
-	}
 	return append(dups, d)
 }
 
@@ -45,16 +44,19 @@ func (d duplicate) log(log *slog.Logger) {
 	case dupKafkaMember:
 		log.Warn("two Kafka group members report the same group and stage; exporting the one of the newest generation",
 			slog.String("group", d.labels[0]), slog.String("stage", d.labels[1]))
-	case dupKafkaPartition:
-		log.Info("two Kafka group members claim the same partition (a rebalance moving it); exporting the claim of the newest generation",
-			slog.String("group", d.labels[0]), slog.String("topic", d.labels[1]), slog.String("partition", d.labels[2]))
 	}
 }
 
+// msgClaimedTwice is the line of the partitions of a group that a scrape
+// first sees claimed by two members.
+const msgClaimedTwice = "two Kafka group members claim the same partitions (a rebalance moving them); exporting the claims of the newest generation"
+
 // logDuplicates logs each of dups that the previous scrape did not see,
 // and remembers dups for the next: a duplicate that lasts is logged once,
-// not at every scrape. A scrape without duplicates after one without
-// costs nothing.
+// not at every scrape. The partitions of a group claimed twice that the
+// scrape sees first are one line (a rebalance moves thousands at once):
+// it names the first logattr.MaxListed and counts them all. A scrape
+// without duplicates after one without costs nothing.
 func (o *Observer) logDuplicates(dups []duplicate) {
 	o.dupMu.Lock()
 	defer o.dupMu.Unlock()
@@ -62,11 +64,31 @@ func (o *Observer) logDuplicates(dups []duplicate) {
 		return
 	}
 	seen := make(map[duplicate]struct{}, len(dups))
+	var groups []string           // of the new partitions claimed twice, in order
+	var moved map[string][]string // group → its new partitions claimed twice
 	for _, d := range dups {
-		if _, ok := o.dups[d]; !ok {
-			d.log(o.log)
+		if _, ok := seen[d]; ok {
+			continue
 		}
 		seen[d] = struct{}{}
+		if _, ok := o.dups[d]; ok {
+			continue
+		}
+		if d.kind != dupKafkaPartition {
+			d.log(o.log)
+			continue
+		}
+		if moved == nil {
+			moved = map[string][]string{}
+		}
+		g := d.labels[0]
+		if _, ok := moved[g]; !ok {
+			groups = append(groups, g)
+		}
+		moved[g] = append(moved[g], d.labels[1]+"/"+d.labels[2])
+	}
+	for _, g := range groups {
+		o.log.Info(msgClaimedTwice, slog.String("group", g), logattr.List("partitions", moved[g]))
 	}
 	o.dups = seen
 }

@@ -58,6 +58,9 @@ var rules = []rule{
 	{from: "internal/kafkaoffset", only: []string{"acker", "internal/kafkarefusal"}, why: "the shared Kafka offset tracking imports only acker and the refusal table"},
 	// One table of Kafka's refusals for good, for every client.
 	{from: "internal/kafkarefusal", only: []string{}, why: "internal/kafkarefusal imports nothing of the module"},
+	// The bounded lists of the log lines about many partitions, topics or
+	// keys, for every source and backend.
+	{from: "internal/logattr", only: []string{}, why: "internal/logattr imports nothing of the module"},
 	// The bounds of the sarama fields that size sarama's allocations,
 	// shared by every option package that takes a sarama.Config.
 	{from: "internal/kafkalimits", only: []string{"validate"}, why: "internal/kafkalimits imports only validate"},

@@ -15,10 +15,12 @@ import (
 
 // CommitError is the last commit of a member the broker did not accept
 // (MemberStats.LastCommitError): Err, the error; At, when it happened; and
-// Partitions, the partitions ("topic/partition") whose offsets it left
-// uncommitted. The offsets stay marked and go out with the next commit. It
-// unwraps to Err. In JSON (observe's /stats) Err is its message; decoded
-// from JSON, Err is an error with that message only.
+// Partitions, the partitions ("topic/partition", ordered by topic and
+// partition) whose offsets it left uncommitted, all of them (its log line
+// names the first 32 and counts them all). The offsets stay marked and go
+// out with the next commit. It unwraps to Err. In JSON (observe's /stats)
+// Err is its message; decoded from JSON, Err is an error with that message
+// only.
 type CommitError = claim.CommitError
 
 // commitLoop commits on the interval, and on every advance with

@@ -35,7 +35,15 @@ func (b logBook) Handle(_ context.Context, r slog.Record) error {
 	rec := logRecord{Level: r.Level, Msg: r.Message}
 	var text strings.Builder
 	text.WriteString(r.Message)
-	add := func(a slog.Attr) bool {
+	var add func(a slog.Attr) bool
+	add = func(a slog.Attr) bool {
+		if v := a.Value.Resolve(); a.Key == "" && v.Kind() == slog.KindGroup {
+			// Inlined, as slog's handlers do (internal/logattr's lists).
+			for _, g := range v.Group() {
+				add(g)
+			}
+			return true
+		}
 		rec.Keys = append(rec.Keys, a.Key)
 		fmt.Fprintf(&text, " %s=%v", a.Key, a.Value.Resolve())
 		return true

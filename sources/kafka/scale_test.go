@@ -6,11 +6,14 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/boulevard-go/boulevard/internal/logattr"
+	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/producer"
 )
@@ -124,6 +127,90 @@ func TestMemberReleasingManyPartitionsCommitsThemAllWithinRevokeTimeout(t *testi
 			}
 			t.Errorf("%d of %d partitions not committed at their end after the member let them go (stop took %v, RevokeTimeout %v, commit round trip %v)",
 				missing, parts, took, opts.RevokeTimeout, rtt)
+		}
+	})
+}
+
+// BenchmarkStatsAtManyPartitions measures, with each client, a running
+// member's Stats with every partition of a topic claimed (64, 1,000 and
+// 4,000 partitions; BOULEVARD_SCALE_PARTITIONS adds its own count): the
+// source's Stats, and the pipeline's, which reads each partition's feed.
+func BenchmarkStatsAtManyPartitions(b *testing.B) {
+	counts := []int32{64, 1000, 4000}
+	if n := scalePartitions(0); n > 0 {
+		counts = []int32{n}
+	}
+	for _, cl := range clients {
+		for _, parts := range counts {
+			b.Run(fmt.Sprintf("%s/partitions=%d", cl.name, parts), func(b *testing.B) {
+				c := newCluster(b, parts)
+				ends := produce(b, c, parts, 0, int(parts))
+				l := newLedger()
+				opts := sourceOptions(c, "g-stats-"+cl.name)
+				opts.Logger = slog.New(slog.DiscardHandler)
+				src := cl.new(b, opts)
+				po := pipelineOpts("stats", src, 1, l, nil)
+				po.Logger = slog.New(slog.DiscardHandler)
+				po.Producer.Flow = producer.Flow{}
+				p := startPipeline(b, po)
+				defer stopPipeline(b, p)
+				wait.Within(b, 5*time.Minute, "every record handled", func() bool { return l.covers(ends) },
+					func() string { return fmt.Sprintf("%d of %d handled", l.total, parts) })
+				b.Run("source", func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						if st := src.Stats(); len(st.Members[0].Partitions) != int(parts) {
+							b.Fatalf("%d partitions in Stats, want %d", len(st.Members[0].Partitions), parts)
+						}
+					}
+				})
+				b.Run("pipeline", func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						if n := len(p.Stats().Producers[0].Feeds); n != int(parts) {
+							b.Fatalf("%d feeds in Stats, want %d", n, parts)
+						}
+					}
+				})
+			})
+		}
+	}
+}
+
+// Guarantee: the line a member logs when its group session starts names at
+// most logattr.MaxListed of the partitions it claims and counts them all,
+// whatever their number: one line of a bounded size, with either client.
+func TestSessionStartLineNamesTheFirstPartitionsAndCountsThemAll(t *testing.T) {
+	parts := scalePartitions(64)
+	eachClient(t, func(t *testing.T, cl client) {
+		c := newCluster(t, parts)
+		ends := produce(t, c, parts, 0, int(parts))
+		var lines logtest.Lines
+		opts := sourceOptions(c, "g-session-line-"+cl.name)
+		opts.Logger = slog.New(slog.NewTextHandler(&lines, nil))
+		l := newLedger()
+		po := pipelineOpts("session-line", cl.new(t, opts), 1, l, nil)
+		po.Logger = slog.New(slog.DiscardHandler)
+		po.Producer.Flow = producer.Flow{}
+		p := startPipeline(t, po)
+		wait.Within(t, 5*time.Minute, "every record handled", func() bool { return l.covers(ends) })
+		stopPipeline(t, p)
+		started := lines.Matching("kafka group session started")
+		if len(started) == 0 {
+			t.Fatal("no session started line")
+		}
+		counted := false
+		for _, line := range started {
+			if len(line) > 2<<10 {
+				t.Errorf("session started line of %d bytes, want at most 2 KiB: %.300q...", len(line), line)
+			}
+			if n := strings.Count(line, testTopic+"/"); n > logattr.MaxListed {
+				t.Errorf("session started line names %d partitions, want at most %d", n, logattr.MaxListed)
+			}
+			counted = counted || strings.Contains(line, fmt.Sprintf(" claims_count=%d", parts))
+		}
+		if !counted {
+			t.Errorf("no session started line counts the %d partitions claimed (claims_count=%d): %q", parts, parts, started)
 		}
 	})
 }

@@ -38,6 +38,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
+	"github.com/boulevard-go/boulevard/internal/logattr"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/lifecycle"
@@ -653,7 +654,7 @@ func (h *handler) Setup(sess sarama.ConsumerGroupSession) error {
 	h.cm.NoteSession(sess.MemberID(), sess.GenerationID())
 	h.log.Info("kafka group session started",
 		slog.String("member", sess.MemberID()), slog.Int("generation", int(sess.GenerationID())),
-		slog.Any("claims", sess.Claims()))
+		logattr.Partitions("claims", sess.Claims()))
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
+	"github.com/boulevard-go/boulevard/internal/logattr"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/lifecycle"
@@ -77,6 +79,9 @@ type topicPartition struct {
 	topic string
 	part  int32
 }
+
+// String is "topic/partition", as log lines name partitions.
+func (tp topicPartition) String() string { return tp.topic + "/" + strconv.Itoa(int(tp.part)) }
 
 // startMember connects a member. It returns nil, nil when ctx ended first.
 func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byte]) (*member, error) {
@@ -463,7 +468,7 @@ func (m *member) assigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 	memberID, gen := cl.GroupMetadata()
 	m.cm.NoteSession(memberID, gen)
 	m.log.Info("kafka group session started",
-		slog.String("member", memberID), slog.Int("generation", int(gen)), slog.Any("claims", assigned))
+		slog.String("member", memberID), slog.Int("generation", int(gen)), logattr.Partitions("claims", assigned))
 	// A topic deleted while the member runs is still assigned from the
 	// client's metadata: fail at the new session, so that the pipeline's
 	// restart policy decides, rather than consume it forever; the same for
@@ -484,7 +489,7 @@ func (m *member) assigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 		// must not wait for it): franz-go first revokes what the member
 		// still claims (revoked: in-flight messages waited for, commits),
 		// and Close waits for it to end.
-		m.log.Info("kafka group leaving: the pipeline drains", slog.Any("unclaimed", assigned))
+		m.log.Info("kafka group leaving: the pipeline drains", logattr.Partitions("unclaimed", assigned))
 		//lint:ignore SA1012 a nil context starts the leave without waiting, as a callback must
 		_ = cl.LeaveGroupContext(nil) // returns nil
 		return
@@ -678,14 +683,14 @@ func (m *member) lookUpStarts(parent context.Context, tps []topicPartition) (map
 	backoff := lookupFirstBackoff
 	for failed := 0; ; {
 		if errors.Is(context.Cause(ctx), errDraining) {
-			m.log.Debug("kafka start offset lookup stopped", slog.Any("partitions", tps), slog.Any("cause", errDraining))
+			m.log.Debug("kafka start offset lookup stopped", logattr.List("partitions", tps), slog.Any("cause", errDraining))
 			return nil, errDraining
 		}
 		starts, err := m.lookUpStartsOnce(ctx, tps)
 		if err == nil {
 			if failed > 0 {
 				m.log.Info("kafka start offsets listed after failed attempts",
-					slog.Any("partitions", tps), slog.Int("failed_attempts", failed))
+					logattr.List("partitions", tps), slog.Int("failed_attempts", failed))
 			}
 			return starts, nil
 		}
@@ -697,13 +702,13 @@ func (m *member) lookUpStarts(parent context.Context, tps []topicPartition) (map
 			if refusedForGood(err) {
 				err = refusedStarts(err)
 				m.log.Error("kafka start offsets refused; the member fails",
-					slog.Any("partitions", tps), slog.Int("failed_attempts", failed), slog.Any("error", err))
+					logattr.List("partitions", tps), slog.Int("failed_attempts", failed), slog.Any("error", err))
 				m.fail(err)
 				return nil, err
 			}
 			if failed&(failed-1) == 0 {
 				m.log.Warn("kafka start offsets cannot be listed; trying again on a client of the member's own",
-					slog.Any("partitions", tps), slog.Int("failed_attempts", failed),
+					logattr.List("partitions", tps), slog.Int("failed_attempts", failed),
 					slog.Duration("in", backoff), slog.Any("error", claim.Flat(err)))
 			}
 		}
@@ -863,7 +868,7 @@ func (m *member) lost(_ context.Context, cl *kgo.Client, lost map[string][]int32
 		p.Lost.Store(true) // before the member joins again: see send
 	}
 	if len(ps) > 0 {
-		m.log.Warn("kafka partitions lost; their in-flight messages will be delivered again", slog.Any("partitions", lost))
+		m.log.Warn("kafka partitions lost; their in-flight messages will be delivered again", logattr.Partitions("partitions", lost))
 	}
 	m.release(ps, false)
 }

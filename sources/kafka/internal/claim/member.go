@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/logattr"
 	"github.com/boulevard-go/boulevard/internal/safehooks"
 	"github.com/boulevard-go/boulevard/telemetry"
 )
@@ -282,7 +283,7 @@ func (m *Member) CommitFinal(ctx context.Context, timeout time.Duration, c *Clai
 func (m *Member) failed(err error, blocks []Block) *CommitError {
 	ce := m.record(err, blocks)
 	m.Log.Warn("kafka commit failed; the offsets go out with the next commit",
-		slog.Any("partitions", ce.Partitions), slog.Any("error", ce.Err))
+		logattr.List("partitions", ce.Partitions), slog.Any("error", ce.Err))
 	return ce
 }
 
@@ -299,16 +300,23 @@ func (m *Member) refused(err error, blocks []Block) *CommitError {
 		m.refusedWarned, level = true, slog.LevelWarn
 		msg = "kafka commits refused for longer than the group's rebalance timeout; the offsets go out with the next commit"
 	}
-	m.Log.Log(context.Background(), level, msg, slog.Any("partitions", ce.Partitions), slog.Any("error", ce.Err),
+	m.Log.Log(context.Background(), level, msg, logattr.List("partitions", ce.Partitions), slog.Any("error", ce.Err),
 		slog.Duration("refused_for", ce.At.Sub(m.refusedSince)))
 	return ce
 }
 
-// record keeps and counts a commit's failure for Stats.
+// record keeps and counts a commit's failure for Stats, its partitions
+// ordered by topic and partition (so that a log line naming the first
+// few of them names the lowest).
 func (m *Member) record(err error, blocks []Block) *CommitError {
-	parts := make([]string, len(blocks))
+	cs := make([]*Claim, len(blocks))
 	for i, b := range blocks {
-		parts[i] = b.C.Key
+		cs[i] = b.C
+	}
+	slices.SortFunc(cs, func(a, b *Claim) int { return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Part, b.Part)) })
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = c.Key
 	}
 	ce := &CommitError{Err: err, At: time.Now(), Partitions: parts}
 	m.lastErr.Store(ce)

@@ -79,7 +79,7 @@ const (
 type CommitError struct {
 	Err        error
 	At         time.Time
-	Partitions []string // "topic/partition"
+	Partitions []string // "topic/partition", ordered by topic and partition
 }
 
 func (e *CommitError) Error() string {

@@ -1,0 +1,77 @@
+package claim
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/boulevard-go/boulevard/internal/logattr"
+)
+
+// maxLine is the most bytes a member's log line about a commit may take,
+// whatever the partitions in it: well under the 16 KiB at which log
+// pipelines start to truncate or drop lines.
+const maxLine = 4 << 10
+
+// Guarantee: a commit the broker does not accept, or refuses because the
+// group rebalances, over thousands of partitions is logged as one line of
+// at most maxLine bytes, naming the first logattr.MaxListed partitions and
+// counting them all; Stats' LastCommitError still lists every partition.
+func TestCommitFailureOverManyPartitionsLogsOneBoundedLine(t *testing.T) {
+	const parts = 4000
+	for _, tc := range []struct {
+		name        string
+		rebalancing bool
+		msg         string
+	}{
+		{"failed", false, "kafka commit failed"},
+		{"refused while rebalancing", true, "kafka commit refused while the group rebalances"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			m := NewMember("g", "s", slog.New(slog.NewTextHandler(&buf, nil)), false)
+			refusal := errors.New("kafka server: the provided generation id is not the current generation")
+			if tc.rebalancing {
+				m.Rebalancing = func(err error) bool { return errors.Is(err, refusal) }
+			}
+			for i := range parts {
+				c := New(Config{Topic: "events", Partition: int32(i), Committed: 0, Start: 0})
+				c.Marked.Store(10)
+				m.Add(c)
+			}
+			send := func(_ context.Context, blocks []Block) ([]Block, error) {
+				for i := range blocks {
+					blocks[i].Err = refusal
+				}
+				return blocks, nil
+			}
+			if err := m.Commit(context.Background(), nil, send); err == nil {
+				t.Fatal("a commit whose every partition was refused returned nil")
+			}
+			lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+			if len(lines) != 1 {
+				t.Fatalf("%d log lines, want 1: %q", len(lines), lines)
+			}
+			line := lines[0]
+			if !strings.Contains(line, tc.msg) {
+				t.Fatalf("line %.200q... is not %q", line, tc.msg)
+			}
+			if len(line) > maxLine {
+				t.Fatalf("the line of a commit of %d partitions is %d bytes, want at most %d: %.300q...", parts, len(line), maxLine, line)
+			}
+			if want := fmt.Sprintf(" partitions_count=%d ", parts); !strings.Contains(line, want) {
+				t.Errorf("line %q does not count the partitions (%q)", line, want)
+			}
+			if n := strings.Count(line, "events/"); n != logattr.MaxListed {
+				t.Errorf("line names %d partitions, want %d: %q", n, logattr.MaxListed, line)
+			}
+			if got := len(m.Stats().LastCommitError.Partitions); got != parts {
+				t.Errorf("LastCommitError lists %d partitions, want %d", got, parts)
+			}
+		})
+	}
+}
