@@ -4,5 +4,6 @@
 // on top, the test that every exported sentinel error names its
 // package, and the tests that keep the docs in step with the code (every
 // Go name they quote is declared; the bounds docs/operations.md gives are
-// the constants'). It has no code of its own.
+// the constants'), and the test that no compiled program or oversized
+// file is tracked. It has no code of its own.
 package imports
