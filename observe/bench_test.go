@@ -2,6 +2,8 @@ package observe_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +21,8 @@ import (
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/topic/topology"
+	"github.com/boulevard-go/boulevard/topic/topology/kafkatopology"
 )
 
 // benchScrapeInterval is how often the "on" benchmarks read /metrics and
@@ -172,5 +176,32 @@ func BenchmarkScrape(b *testing.B) {
 				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 			}
 		})
+	}
+}
+
+// BenchmarkScrapeTopology measures one scrape of a topology source and of
+// a Kafka topology backend listing 0, 1 or 4,000 stalled hold partitions
+// (every partition of a large hold topic): /metrics and /stats.
+func BenchmarkScrapeTopology(b *testing.B) {
+	for _, n := range []int{0, 1, 4000} {
+		stalled := make([]kafkatopology.Stall, n)
+		for i := range stalled {
+			stalled[i] = kafkatopology.Stall{Topic: "orders-hold-5s", Partition: int32(i), Offset: int64(i) * 1000,
+				Since: time.Now().Add(-time.Minute), Failures: i%7 + 1, Err: kafkatopology.ErrReleaseStalled}
+		}
+		obs := observe.New(observe.Options{})
+		if err := errors.Join(obs.AddTopology("orders", fixedTopology(topology.Stats{Received: 1000, Acked: 900, Retried: 80, DeadLettered: 20, Subscriptions: 1})),
+			obs.AddKafkaTopology("orders-kafka", newFixedKafkaTopology(stalled...))); err != nil {
+			b.Fatal(err)
+		}
+		h := obs.Handler(nil)
+		for _, path := range []string{"/metrics", "/stats"} {
+			b.Run(fmt.Sprintf("stalls=%d%s", n, path), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					scrape(h, path)
+				}
+			})
+		}
 	}
 }

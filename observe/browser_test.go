@@ -2,6 +2,7 @@ package observe_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -24,6 +25,8 @@ import (
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/pulsar"
 	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/topology"
+	"github.com/boulevard-go/boulevard/topic/topology/kafkatopology"
 )
 
 // chromium returns the path of a Chromium or Chrome binary, or "".
@@ -100,7 +103,8 @@ func textOf(ctx context.Context, sel string) (string, error) {
 // Guarantee: in a real browser, the dashboard draws a topic that
 // LinkTopic connects in both pipelines' graphs, after the publisher's
 // stages and before the subscriber's, each linking to the pipeline at the
-// other end, lists the Pulsar sources, and lists the things whose Stats
+// other end, lists the Pulsar sources, the topology sources and the
+// stalled hold releases, and lists the things whose Stats
 // could not be read (/stats' failed) with their errors, as text: markup
 // in an error is shown, not rendered. Skipped when no Chromium is
 // installed.
@@ -122,6 +126,11 @@ func TestDashboardDrawsTopicLinks(t *testing.T) {
 	}
 	obs.LinkTopic("orders", observe.TopicLinks{Publishers: []string{"ingest"}, Subscribers: []string{"enrich"}})
 	if err := obs.AddPulsar("billing", fixedPulsar(pulsar.Stats{Consumers: 1, Received: 42})); err != nil {
+		t.Fatal(err)
+	}
+	stall := kafkatopology.Stall{Topic: "orders-hold-5s", Partition: 2, Offset: 17, Since: time.Now().Add(-time.Hour), Failures: 9}
+	if err := errors.Join(obs.AddTopology("settlement", fixedTopology(topology.Stats{Received: 30, Acked: 25, DeadLettered: 5})),
+		obs.AddKafkaTopology("settlement-kafka", newFixedKafkaTopology(stall))); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(obs.Handler(nil))
@@ -165,6 +174,15 @@ func TestDashboardDrawsTopicLinks(t *testing.T) {
 	}
 	if !strings.HasPrefix(pulsarRow, "billing 1 ") || !strings.Contains(pulsarRow, " 42 ") {
 		t.Errorf("Pulsar table row %q, want the billing source with 1 consumer and 42 received", pulsarRow)
+	}
+	for id, want := range map[string]string{"topologies": "settlement 30 25 0 0 0 5 ", "stalls": "settlement-kafka orders-hold-5s 2 17 360"} {
+		row, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll("#`+id+` td")].map(td => td.textContent).join(" ")`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(row, want) {
+			t.Errorf("#%s table row %q, want it to begin with %q", id, row, want)
+		}
 	}
 	type failedList struct {
 		Heading  string   `json:"heading"`

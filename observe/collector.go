@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -103,10 +104,14 @@ func (o *Observer) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range pulsarDescs {
 		ch <- d
 	}
+	for _, d := range topologyDescs {
+		ch <- d
+	}
 }
 
-// Collect reads a snapshot of every pipeline, Kafka source and topic added
-// and sends them as metrics (prometheus.Collector).
+// Collect reads a snapshot of everything added (pipelines, sources,
+// topics, topology sources and Kafka topology backends) and sends them as
+// metrics (prometheus.Collector).
 //
 // A Stats that panics, or that has not returned within
 // Options.StatsTimeout, does not stop the others: Collect sends the
@@ -133,10 +138,17 @@ func (o *Observer) Collect(ch chan<- prometheus.Metric) {
 	dups = collectPipelines(ch, r.pipes, dups)
 	dups = collectKafka(ch, r.kafka, dups)
 	for _, t := range r.topics {
-		collectTopic(ch, t.t, t.st)
+		collectTopic(ch, t.e, t.st)
 	}
 	for _, p := range r.pulsar {
-		collectPulsar(ch, p.subscription, p.st)
+		collectPulsar(ch, p.e.subscription, p.st)
+	}
+	for _, t := range r.topologies {
+		collectTopology(ch, t.e.name, t.st)
+	}
+	now := time.Now()
+	for _, b := range r.kafkaTopologies {
+		collectKafkaTopology(ch, b.e.name, b.st, now)
 	}
 	for _, err := range r.errs {
 		ch <- prometheus.NewInvalidMetric(prometheus.NewInvalidDesc(err), err)

@@ -24,6 +24,8 @@ import (
 	"github.com/boulevard-go/boulevard/sources/kafka"
 	"github.com/boulevard-go/boulevard/sources/pulsar"
 	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/topology"
+	"github.com/boulevard-go/boulevard/topic/topology/kafkatopology"
 )
 
 // seriesValues returns the values of every sample of /metrics body whose
@@ -125,7 +127,8 @@ func newFixedKafka(st kafka.Stats) *fixedKafka {
 
 func (f *fixedKafka) Stats() kafka.Stats { return *f.st.Load() }
 
-// Guarantee: Add, AddTopic, AddPulsar and AddKafka refuse what would be
+// Guarantee: Add, AddTopic, AddPulsar, AddTopology, AddKafkaTopology and
+// AddKafka refuse what would be
 // exported under a name (or, for a Kafka source, as a source) already
 // added, with an error wrapping ErrDuplicate that names it; Add adds none
 // of its pipelines when it refuses one. Names are compared as exported:
@@ -163,6 +166,15 @@ func TestAddRefusesANameAlreadyAdded(t *testing.T) {
 		t.Fatal(err)
 	}
 	isDuplicate("AddPulsar of billing again", obs.AddPulsar("billing", fixedPulsar(pulsar.Stats{Consumers: 1})), `"billing"`)
+
+	if err := obs.AddTopology("orders", fixedTopology(topology.Stats{})); err != nil {
+		t.Fatal(err)
+	}
+	isDuplicate("AddTopology of orders again", obs.AddTopology("orders", fixedTopology(topology.Stats{Acked: 1})), `"orders"`)
+	if err := obs.AddKafkaTopology("orders", newFixedKafkaTopology()); err != nil {
+		t.Errorf("AddKafkaTopology under the name of a topology source: %v, want nil (another label)", err)
+	}
+	isDuplicate("AddKafkaTopology of orders again", obs.AddKafkaTopology("orders", newFixedKafkaTopology()), `"orders"`)
 
 	src := newFixedKafka(kafka.Stats{GroupID: "readers"})
 	if err := obs.AddKafka(t.Context(), src); err != nil {
@@ -233,7 +245,8 @@ func TestReplaceAndRemoveSwapARebuiltPipeline(t *testing.T) {
 	})
 }
 
-// Guarantee: Remove, RemoveTopic, RemovePulsar and RemoveKafka take what
+// Guarantee: Remove, RemoveTopic, RemovePulsar, RemoveKafka,
+// RemoveTopology and RemoveKafkaTopology take what
 // they name out of the metrics and /stats, report whether there was one,
 // and let the same name (or source) be added again.
 func TestRemoveTakesSourcesAndTopicsOut(t *testing.T) {
@@ -241,7 +254,9 @@ func TestRemoveTakesSourcesAndTopicsOut(t *testing.T) {
 	reg := newRegistry(t, obs)
 	h := memTopic(t, "orders", topic.Options{})
 	src := newFixedKafka(kafka.Stats{GroupID: "readers", Members: []kafka.MemberStats{{Stage: "events.producer.0"}}})
-	for _, err := range []error{obs.AddTopic("orders", h), obs.AddPulsar("billing", fixedPulsar(pulsar.Stats{Consumers: 1})), obs.AddKafka(t.Context(), src)} {
+	stalls := newFixedKafkaTopology(kafkatopology.Stall{Topic: "orders-hold-5s", Since: time.Now(), Failures: 1})
+	for _, err := range []error{obs.AddTopic("orders", h), obs.AddPulsar("billing", fixedPulsar(pulsar.Stats{Consumers: 1})), obs.AddKafka(t.Context(), src),
+		obs.AddTopology("orders", fixedTopology(topology.Stats{Acked: 1})), obs.AddKafkaTopology("orders-kafka", stalls)} {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,15 +268,19 @@ func TestRemoveTakesSourcesAndTopicsOut(t *testing.T) {
 		{"boulevard_topic_published_total", map[string]string{"topic": "orders"}},
 		{"boulevard_pulsar_consumers", map[string]string{"subscription": "billing"}},
 		{"boulevard_kafka_generation", map[string]string{"group": "readers"}},
+		{"boulevard_topology_messages_acked_total", map[string]string{"topology": "orders"}},
+		{"boulevard_topology_release_failures", map[string]string{"backend": "orders-kafka"}},
 	} {
 		if _, ok := find(t, reg, c.metric, c.labels); !ok {
 			t.Errorf("%s%v missing before the removals", c.metric, c.labels)
 		}
 	}
-	if !obs.RemoveTopic("orders") || !obs.RemovePulsar("billing") || !obs.RemoveKafka(src) {
+	if !obs.RemoveTopic("orders") || !obs.RemovePulsar("billing") || !obs.RemoveKafka(src) ||
+		!obs.RemoveTopology("orders") || !obs.RemoveKafkaTopology("orders-kafka") {
 		t.Fatal("a removal of something added reported false")
 	}
-	if obs.RemoveTopic("orders") || obs.RemovePulsar("billing") || obs.RemoveKafka(src) {
+	if obs.RemoveTopic("orders") || obs.RemovePulsar("billing") || obs.RemoveKafka(src) ||
+		obs.RemoveTopology("orders") || obs.RemoveKafkaTopology("orders-kafka") {
 		t.Error("a second removal reported true")
 	}
 	mfs, err := reg.Gather()
@@ -271,10 +290,11 @@ func TestRemoveTakesSourcesAndTopicsOut(t *testing.T) {
 	if len(mfs) != 0 {
 		t.Errorf("%d metric families left after every removal, want none (first %s)", len(mfs), mfs[0].GetName())
 	}
-	if snap := obs.Snapshot(t.Context()); len(snap.Topics)+len(snap.Pulsar)+len(snap.Kafka) != 0 {
+	if snap := obs.Snapshot(t.Context()); len(snap.Topics)+len(snap.Pulsar)+len(snap.Kafka)+len(snap.Topologies)+len(snap.KafkaTopologies) != 0 {
 		t.Errorf("/stats after the removals: %+v, want nothing", snap)
 	}
-	for _, err := range []error{obs.AddTopic("orders", h), obs.AddPulsar("billing", fixedPulsar(pulsar.Stats{})), obs.AddKafka(t.Context(), src)} {
+	for _, err := range []error{obs.AddTopic("orders", h), obs.AddPulsar("billing", fixedPulsar(pulsar.Stats{})), obs.AddKafka(t.Context(), src),
+		obs.AddTopology("orders", fixedTopology(topology.Stats{})), obs.AddKafkaTopology("orders-kafka", stalls)} {
 		if err != nil {
 			t.Errorf("adding again after a removal: %v", err)
 		}

@@ -2,10 +2,13 @@ package observe_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http/httptest"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -13,6 +16,8 @@ import (
 	"github.com/boulevard-go/boulevard/observe"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
 // Mounting the handler: the Observer is registered on the program's own
@@ -80,4 +85,74 @@ func Example() {
 	// /healthz 200 {"status":"ok","pipelines":[{"name":"greeter","ok":true}]}
 	// boulevard_pipeline_up{pipeline="greeter"} 0
 	// boulevard_processor_messages_received_total{pipeline="greeter"} 1
+}
+
+// Exporting a topology's source: its outcomes become counters labelled
+// by the name it is added under, here after one order settled and one
+// was rejected into the dead-letter queue.
+func ExampleObserver_AddTopology() {
+	ctx := context.Background()
+	top, err := topology.New("orders").Hold(5 * time.Second).DLQ().Build()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	mem, err := topology.NewMemory[string](topology.MemoryOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer mem.Close(ctx)
+	q, err := mem.Declare(ctx, top)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	src, err := topology.NewSource(topology.SourceOptions[string]{Queues: q, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	p, err := pipeline.New(pipeline.Options[string, string]{
+		Name:     "orders",
+		Logger:   slog.New(slog.DiscardHandler),
+		Producer: producer.Options[string]{Source: src},
+		Processors: processor.Options[string, string]{Handle: func(_ context.Context, m *message.Message[string]) (string, error) {
+			if m.Data == "malformed" {
+				return "", topology.Reject(errors.New("malformed order"))
+			}
+			return m.Data, nil
+		}},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	obs := observe.New(observe.Options{})
+	defer obs.Close(ctx)
+	if err := errors.Join(obs.Add(ctx, p), obs.AddTopology("orders", src)); err != nil {
+		fmt.Println(err)
+		return
+	}
+	_ = p.Start(ctx)
+	defer p.Stop(ctx)
+	pub, _ := topology.NewPublisher(q, topology.PublisherOptions[string]{})
+	_ = pub.Publish(ctx, "order-1")
+	_ = pub.Publish(ctx, "malformed")
+	for deadline := time.Now().Add(30 * time.Second); src.Stats().Acked+src.Stats().DeadLettered < 2 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond) // poll: both orders settled
+	}
+
+	rr := httptest.NewRecorder()
+	obs.Handler(nil).ServeHTTP(rr, httptest.NewRequest("GET", "/metrics", nil))
+	for line := range strings.Lines(rr.Body.String()) {
+		if strings.HasPrefix(line, "boulevard_topology_messages_") && !strings.Contains(line, "} 0") {
+			fmt.Print(line)
+		}
+	}
+	// Output:
+	// boulevard_topology_messages_acked_total{topology="orders"} 1
+	// boulevard_topology_messages_dead_lettered_total{topology="orders"} 1
+	// boulevard_topology_messages_received_total{topology="orders"} 2
 }

@@ -20,6 +20,8 @@ import (
 	"github.com/boulevard-go/boulevard/sources/kafka"
 	"github.com/boulevard-go/boulevard/sources/pulsar"
 	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/topology"
+	"github.com/boulevard-go/boulevard/topic/topology/kafkatopology"
 )
 
 // Modes of a faulty Stats.
@@ -86,7 +88,8 @@ func reportOf(t *testing.T, body string) map[string]observe.PipelineReport {
 }
 
 // Guarantee: a Stats of the caller's that panics (a pipeline's, a Kafka
-// source's, a topic's or a Pulsar source's) never panics the process or
+// source's, a topic's, a Pulsar source's, a topology source's or a Kafka
+// topology backend's) never panics the process or
 // an endpoint: /metrics answers 200 with the series of everything else
 // and logs one line per scrape naming each one that failed; /healthz and
 // /readyz fail the pipeline whose Stats panicked, the panic in its
@@ -112,11 +115,17 @@ func TestAStatsThatPanicsFailsOnlyWhatItReports(t *testing.T) {
 	if err := obs.AddPulsar("audit", audit); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []interface{ setMode(int32) }{bad, group, events, audit} {
+	retries, stalls := newFaulty(topology.Stats{Acked: 4}), newFaulty(kafkatopology.Stats{})
+	if err := errors.Join(obs.AddTopology("retries", retries), obs.AddTopology("settled", newFaulty(topology.Stats{Acked: 9})),
+		obs.AddKafkaTopology("stalls", stalls)); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []interface{ setMode(int32) }{bad, group, events, audit, retries, stalls} {
 		f.setMode(statsPanic)
 	}
 	h := obs.Handler(nil)
-	failed := []string{"Stats panicked", `pipeline "bad"`, "Kafka source 0", `topic "events"`, `Pulsar subscription "audit"`}
+	failed := []string{"Stats panicked", `pipeline "bad"`, "Kafka source 0", `topic "events"`, `Pulsar subscription "audit"`,
+		`topology "retries"`, `Kafka topology backend "stalls"`}
 
 	for scrape := 1; scrape <= 2; scrape++ {
 		code, body := serveMetrics(t, h)
@@ -125,7 +134,9 @@ func TestAStatsThatPanicsFailsOnlyWhatItReports(t *testing.T) {
 		}
 		expectSeriesOnce(t, body, `boulevard_pipeline_up{pipeline="good"}`, 1)
 		expectSeriesOnce(t, body, `boulevard_topic_published_total{topic="clicks"}`, 7)
-		if strings.Contains(body, `"bad"`) || strings.Contains(body, `"events"`) || strings.Contains(body, `"audit"`) {
+		expectSeriesOnce(t, body, `boulevard_topology_messages_acked_total{topology="settled"}`, 9)
+		if strings.Contains(body, `"bad"`) || strings.Contains(body, `"events"`) || strings.Contains(body, `"audit"`) ||
+			strings.Contains(body, `"retries"`) || strings.Contains(body, `"stalls"`) {
 			t.Errorf("scrape %d: /metrics has series of what failed:\n%s", scrape, body)
 		}
 		promtoolCheck(t, body)
@@ -155,11 +166,12 @@ func TestAStatsThatPanicsFailsOnlyWhatItReports(t *testing.T) {
 	}
 	snap := decodeSnapshot(t, body)
 	if len(snap.Pipelines) != 1 || snap.Pipelines[0].Name != "good" || len(snap.Kafka) != 0 ||
-		len(snap.Topics) != 1 || snap.Topics[0].Name != "clicks" || len(snap.Pulsar) != 0 {
-		t.Errorf("/stats reports %+v, want the pipeline good and the topic clicks alone", snap)
+		len(snap.Topics) != 1 || snap.Topics[0].Name != "clicks" || len(snap.Pulsar) != 0 ||
+		len(snap.Topologies) != 1 || snap.Topologies[0].Name != "settled" || len(snap.KafkaTopologies) != 0 {
+		t.Errorf("/stats reports %+v, want the pipeline good, the topic clicks and the topology source settled alone", snap)
 	}
-	if len(snap.Failed) != 4 {
-		t.Errorf("/stats lists the failures %q, want the 4 whose Stats panicked", snap.Failed)
+	if len(snap.Failed) != 6 {
+		t.Errorf("/stats lists the failures %q, want the 6 whose Stats panicked", snap.Failed)
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	"github.com/boulevard-go/boulevard/sources/kafka"
 	"github.com/boulevard-go/boulevard/sources/pulsar"
 	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/topology"
+	"github.com/boulevard-go/boulevard/topic/topology/kafkatopology"
 )
 
 // expectInvalid fails the test unless call returns, without panicking, an
@@ -38,8 +40,8 @@ func expectInvalid(t *testing.T, what string, call func() error, names ...string
 	}
 }
 
-// Guarantee: Add, Replace, AddKafka, AddTopic and AddPulsar refuse a nil value (a
-// nil interface or a nil pointer) with an error wrapping ErrInvalid that
+// Guarantee: Add, Replace, AddKafka, AddTopic, AddPulsar, AddTopology and
+// AddKafkaTopology refuse a nil value (a nil interface or a nil pointer) with an error wrapping ErrInvalid that
 // names the argument, instead of panicking then or at a later scrape; a
 // variadic call with one nil argument adds none of its arguments, and
 // /metrics, /readyz and /stats then answer as if none had been given.
@@ -68,6 +70,13 @@ func TestAddRefusesNilWithAnErrorNamingTheArgument(t *testing.T) {
 	expectInvalid(t, "AddPulsar(billing, nil)", func() error { return obs.AddPulsar("billing", nil) }, `"billing"`, "nil")
 	expectInvalid(t, "AddPulsar of a nil *pulsar.Source", func() error { return obs.AddPulsar("billing", (*pulsar.Source)(nil)) },
 		`"billing"`, "*pulsar.Source")
+	expectInvalid(t, "AddTopology(orders, nil)", func() error { return obs.AddTopology("orders", nil) }, `"orders"`, "nil")
+	expectInvalid(t, "AddTopology of a nil *topology.Source", func() error { return obs.AddTopology("orders", (*topology.Source[int])(nil)) },
+		`"orders"`, "*topology.Source[int]")
+	expectInvalid(t, "AddKafkaTopology(orders-kafka, nil)", func() error { return obs.AddKafkaTopology("orders-kafka", nil) }, `"orders-kafka"`, "nil")
+	expectInvalid(t, "AddKafkaTopology of a nil *kafkatopology.Backend", func() error {
+		return obs.AddKafkaTopology("orders-kafka", (*kafkatopology.Backend[int])(nil))
+	}, `"orders-kafka"`, "*kafkatopology.Backend[int]")
 
 	if t.Failed() {
 		t.Fatal("a nil value was accepted: a scrape would panic on it")
@@ -79,7 +88,7 @@ func TestAddRefusesNilWithAnErrorNamingTheArgument(t *testing.T) {
 	if rep := expect(t, h, "/readyz", http.StatusOK, ""); len(rep.Pipelines) != 0 {
 		t.Errorf("/readyz after the refused calls: %+v, want no pipeline", rep)
 	}
-	if snap := obs.Snapshot(t.Context()); len(snap.Pipelines)+len(snap.Kafka)+len(snap.Topics)+len(snap.Pulsar) != 0 {
+	if snap := obs.Snapshot(t.Context()); len(snap.Pipelines)+len(snap.Kafka)+len(snap.Topics)+len(snap.Pulsar)+len(snap.Topologies)+len(snap.KafkaTopologies) != 0 {
 		t.Errorf("/stats after the refused calls: %+v, want nothing", snap)
 	}
 	add(t, obs, good) // the refused calls left the name free
@@ -88,18 +97,20 @@ func TestAddRefusesNilWithAnErrorNamingTheArgument(t *testing.T) {
 	}
 }
 
-// Guarantee: AddTopic refuses an empty topic name and AddPulsar an empty
-// subscription with an error wrapping ErrInvalid, adding nothing: no
-// topic or subscription has an empty name, and Prometheus drops a label
+// Guarantee: AddTopic refuses an empty topic name, AddPulsar an empty
+// subscription, AddTopology and AddKafkaTopology an empty name, with an
+// error wrapping ErrInvalid, adding nothing: Prometheus drops a label
 // whose value is empty, so the series would carry no name at all.
 func TestAddRefusesAnEmptyTopicOrSubscriptionName(t *testing.T) {
 	obs := observe.New(observe.Options{})
 	expectInvalid(t, `AddTopic("")`, func() error { return obs.AddTopic("", memTopic(t, "orders", topic.Options{})) }, "topic name", "empty")
 	expectInvalid(t, `AddPulsar("")`, func() error { return obs.AddPulsar("", fixedPulsar(pulsar.Stats{Consumers: 1})) }, "subscription", "empty")
+	expectInvalid(t, `AddTopology("")`, func() error { return obs.AddTopology("", fixedTopology(topology.Stats{Received: 1})) }, "topology name", "empty")
+	expectInvalid(t, `AddKafkaTopology("")`, func() error { return obs.AddKafkaTopology("", newFixedKafkaTopology()) }, "backend name", "empty")
 	if code, body := serveMetrics(t, obs.Handler(nil)); code != http.StatusOK || strings.Contains(body, "boulevard_") {
 		t.Errorf("/metrics after the refused calls: %d, want 200 without a series:\n%s", code, body)
 	}
-	if snap := obs.Snapshot(t.Context()); len(snap.Topics)+len(snap.Pulsar) != 0 {
+	if snap := obs.Snapshot(t.Context()); len(snap.Topics)+len(snap.Pulsar)+len(snap.Topologies)+len(snap.KafkaTopologies) != 0 {
 		t.Errorf("/stats after the refused calls: %+v, want nothing", snap)
 	}
 }

@@ -1,6 +1,7 @@
 // Package observe exposes running pipelines to operators: a Prometheus
 // collector built from Pipeline.Stats snapshots (and from the stats of the
-// Kafka sources, Pulsar sources and topics registered with it), and one
+// Kafka sources, Pulsar sources, topics, topology sources and Kafka
+// topology backends registered with it), and one
 // http.Handler serving /metrics, /healthz, /readyz, /stats and the live
 // /dashboard.
 //
@@ -57,18 +58,20 @@ type Topic interface {
 	Stats() topic.Stats
 }
 
-// ErrDuplicate is wrapped by the error of Add, AddTopic and AddPulsar when
-// the name given is already added, and of AddKafka when the source is:
+// ErrDuplicate is wrapped by the error of Add, AddTopic, AddPulsar,
+// AddTopology and AddKafkaTopology when the name given is already added,
+// and of AddKafka when the source is:
 // Prometheus refuses two series with the same name and labels. Names are
 // compared as they are exported, that is with the bytes that are not
 // valid UTF-8 replaced by U+FFFD.
 var ErrDuplicate = errors.New("observe: already added")
 
-// ErrInvalid is wrapped by the error of Add, Replace, AddKafka, AddTopic
-// and AddPulsar when an argument cannot be added: a nil value (a nil
-// interface or a nil pointer, whose Stats would panic), or an empty topic
-// or subscription name (Prometheus drops a label whose value is empty, so
-// its series would carry no name). The error names the argument.
+// ErrInvalid is wrapped by the error of Add, Replace, AddKafka, AddTopic,
+// AddPulsar, AddTopology and AddKafkaTopology when an argument cannot be
+// added: a nil value (a nil interface or a nil pointer, whose Stats would
+// panic), or an empty name (Prometheus drops a label whose value is
+// empty, so its series would carry no name). The error names the
+// argument.
 var ErrInvalid = errors.New("observe: invalid argument")
 
 // Options configures an Observer. The zero value is ready to use.
@@ -105,9 +108,9 @@ func (o Options) WithDefaults() Options {
 // ("observe.statsTimeout must be ≤ 1m").
 func (o Options) Validate() error { return validate.Struct("observe", &o) }
 
-// Observer collects the stats of the pipelines, Kafka sources and topics
-// added to it. It is a prometheus.Collector, and serves the HTTP endpoints
-// (Handler). Its methods are safe for concurrent use.
+// Observer collects the stats of the pipelines, sources, topics and
+// topology backends added to it. It is a prometheus.Collector, and serves
+// the HTTP endpoints (Handler). Its methods are safe for concurrent use.
 type Observer struct {
 	log     *slog.Logger
 	timeout time.Duration
@@ -118,6 +121,10 @@ type Observer struct {
 	topics    []namedTopic
 	pulsar    []namedPulsar
 	links     map[string]TopicLinks
+	// topologies are the topology sources, kafkaTopologies the Kafka
+	// topology backends (AddTopology, AddKafkaTopology).
+	topologies      []namedTopology
+	kafkaTopologies []namedKafkaTopology
 
 	// pendingPipes and pendingKafka are the guards of the values that
 	// Add, Replace and AddKafka read that are not added (o.mu).
@@ -479,37 +486,65 @@ func sameSource(s KafkaSource) func(KafkaSource) bool {
 // reads no Stats, and does not block; once Close is called, it returns
 // ErrClosed.
 func (o *Observer) AddTopic(name string, t Topic) error {
-	if o.calls.isClosed() {
-		return ErrClosed
-	}
-	if err := checkNamed("topic", name, t); err != nil {
-		return err
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.topicIndex(name) >= 0 {
-		return fmt.Errorf("%w: topic %q", ErrDuplicate, labelValue(name))
-	}
-	o.topics = append(o.topics, namedTopic{name: name, t: t, published: new(atomic.Uint64), g: new(guard[topic.Stats])})
-	return nil
+	return addNamed(o, &o.topics, "topic", name, t, topicName,
+		namedTopic{name: name, t: t, published: new(atomic.Uint64), g: new(guard[topic.Stats])})
 }
 
 // RemoveTopic removes the topic added under name, and reports whether
 // there was one. Its links (LinkTopic) are kept.
 func (o *Observer) RemoveTopic(name string) bool {
-	return removeFrom(&o.mu, &o.topics, func() int { return o.topicIndex(name) })
+	return removeNamed(o, &o.topics, name, topicName)
 }
 
-// topicIndex returns the index of the topic added under name (compared as
-// exported), or -1. o.mu is held.
-func (o *Observer) topicIndex(name string) int {
-	name = labelValue(name)
-	return slices.IndexFunc(o.topics, func(t namedTopic) bool { return labelValue(t.name) == name })
-}
+func topicName(t namedTopic) string { return t.name }
 
-// snapshot copies the lists, so that reading stats holds no lock.
-func (o *Observer) snapshot() ([]namedPipeline, []namedKafka, []namedTopic) {
+// addNamed appends e, the value v added under name, to *list, one of the
+// lists o.mu guards, and returns nil. It refuses it, returning the error,
+// once Close is called (ErrClosed), when name is empty or v is nil or a
+// nil pointer (see checkNamed, what naming the kind), and when an element
+// of *list has the name name (nameOf), compared as exported
+// (ErrDuplicate).
+func addNamed[E any](o *Observer, list *[]E, what, name string, v any, nameOf func(E) string, e E) error {
+	if o.calls.isClosed() {
+		return ErrClosed
+	}
+	if err := checkNamed(what, name, v); err != nil {
+		return err
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return slices.Clone(o.pipelines), slices.Clone(o.kafka), slices.Clone(o.topics)
+	if namedIndex(*list, name, nameOf) >= 0 {
+		return fmt.Errorf("%w: %s %q", ErrDuplicate, what, labelValue(name))
+	}
+	*list = append(*list, e)
+	return nil
+}
+
+// removeNamed removes the element of *list added under name (see
+// addNamed), and reports whether there was one.
+func removeNamed[E any](o *Observer, list *[]E, name string, nameOf func(E) string) bool {
+	return removeFrom(&o.mu, list, func() int { return namedIndex(*list, name, nameOf) })
+}
+
+// namedIndex returns the index of the element of list whose name (nameOf)
+// is name, compared as exported, or -1.
+func namedIndex[E any](list []E, name string, nameOf func(E) string) int {
+	name = labelValue(name)
+	return slices.IndexFunc(list, func(e E) bool { return labelValue(nameOf(e)) == name })
+}
+
+// named copies the lists of the things added under a name, so that
+// reading stats holds no lock.
+func (o *Observer) named() ([]namedTopic, []namedPulsar, []namedTopology, []namedKafkaTopology) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.topics), slices.Clone(o.pulsar), slices.Clone(o.topologies), slices.Clone(o.kafkaTopologies)
+}
+
+// snapshot copies the lists of pipelines and Kafka sources, so that
+// reading stats holds no lock.
+func (o *Observer) snapshot() ([]namedPipeline, []namedKafka) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.pipelines), slices.Clone(o.kafka)
 }

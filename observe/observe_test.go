@@ -27,6 +27,8 @@ import (
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/topology"
+	"github.com/boulevard-go/boulevard/topic/topology/kafkatopology"
 )
 
 func TestMain(m *testing.M) {
@@ -207,7 +209,8 @@ func TestPipelineUpOnlyWhileRunning(t *testing.T) {
 }
 
 // Guarantee: promtool, Prometheus's own checker, accepts the /metrics
-// output (skipped when promtool is not installed).
+// output, a topology source's and a Kafka topology backend's stalls
+// included (skipped when promtool is not installed).
 func TestMetricsPassPromtool(t *testing.T) {
 	if _, err := exec.LookPath("promtool"); err != nil {
 		t.Skip("promtool not installed (Debian package prometheus); .ci/run installs it")
@@ -218,9 +221,18 @@ func TestMetricsPassPromtool(t *testing.T) {
 	wait.For(t, "every message acknowledged", func() bool { return rec.Total() == 10 })
 	obs := observe.New(observe.Options{})
 	add(t, obs, p)
+	if err := obs.AddTopology("orders", fixedTopology(topology.Stats{Received: 12, Acked: 9, Retried: 3, DeadLettered: 1, Subscriptions: 1})); err != nil {
+		t.Fatal(err)
+	}
+	stall := kafkatopology.Stall{Topic: "orders-hold-5s", Partition: 0, Since: time.Now().Add(-time.Minute), Failures: 4}
+	if err := obs.AddKafkaTopology("orders-kafka", newFixedKafkaTopology(stall)); err != nil {
+		t.Fatal(err)
+	}
 	code, body := serveMetrics(t, obs.Handler(nil))
-	if code != http.StatusOK || !strings.Contains(body, "boulevard_processor_messages_received_total") {
-		t.Fatalf("/metrics answered %d without the processors' counters:\n%s", code, body)
+	for _, m := range []string{"boulevard_processor_messages_received_total", "boulevard_topology_messages_retried_total", "boulevard_topology_release_stalled_seconds"} {
+		if code != http.StatusOK || !strings.Contains(body, m) {
+			t.Fatalf("/metrics answered %d without %s:\n%s", code, m, body)
+		}
 	}
 	promtoolCheck(t, body)
 }

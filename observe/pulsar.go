@@ -1,9 +1,6 @@
 package observe
 
 import (
-	"fmt"
-	"slices"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/boulevard-go/boulevard/sources/pulsar"
@@ -49,40 +46,17 @@ var pulsarDescs = []*prometheus.Desc{pulsarConsumers, pulsarReceived, pulsarRede
 // an error wrapping ErrInvalid. AddPulsar reads no Stats, and does not
 // block; once Close is called, it returns ErrClosed.
 func (o *Observer) AddPulsar(subscription string, s PulsarSource) error {
-	if o.calls.isClosed() {
-		return ErrClosed
-	}
-	if err := checkNamed("Pulsar subscription", subscription, s); err != nil {
-		return err
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.pulsarIndex(subscription) >= 0 {
-		return fmt.Errorf("%w: Pulsar subscription %q", ErrDuplicate, labelValue(subscription))
-	}
-	o.pulsar = append(o.pulsar, namedPulsar{subscription: subscription, s: s, g: new(guard[pulsar.Stats])})
-	return nil
+	return addNamed(o, &o.pulsar, "Pulsar subscription", subscription, s, pulsarSubscription,
+		namedPulsar{subscription: subscription, s: s, g: new(guard[pulsar.Stats])})
 }
 
 // RemovePulsar removes the Pulsar source added under subscription, and
 // reports whether there was one.
 func (o *Observer) RemovePulsar(subscription string) bool {
-	return removeFrom(&o.mu, &o.pulsar, func() int { return o.pulsarIndex(subscription) })
+	return removeNamed(o, &o.pulsar, subscription, pulsarSubscription)
 }
 
-// pulsarIndex returns the index of the source added under subscription
-// (compared as exported), or -1. o.mu is held.
-func (o *Observer) pulsarIndex(subscription string) int {
-	subscription = labelValue(subscription)
-	return slices.IndexFunc(o.pulsar, func(p namedPulsar) bool { return labelValue(p.subscription) == subscription })
-}
-
-// pulsarSources copies the list, so that reading stats holds no lock.
-func (o *Observer) pulsarSources() []namedPulsar {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return slices.Clone(o.pulsar)
-}
+func pulsarSubscription(p namedPulsar) string { return p.subscription }
 
 func collectPulsar(ch chan<- prometheus.Metric, sub string, st pulsar.Stats) {
 	gauge(ch, pulsarConsumers, float64(st.Consumers), sub)

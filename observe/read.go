@@ -15,6 +15,8 @@ import (
 	"github.com/boulevard-go/boulevard/sources/kafka"
 	"github.com/boulevard-go/boulevard/sources/pulsar"
 	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/topology"
+	"github.com/boulevard-go/boulevard/topic/topology/kafkatopology"
 )
 
 // DefaultStatsTimeout is the default Options.StatsTimeout.
@@ -27,10 +29,11 @@ const MaxStatsTimeout = time.Minute
 // could not be read: it panicked, or did not return within
 // Options.StatsTimeout. The error names the thing (a pipeline by the
 // name it was added under, a Kafka source by its place among those
-// added, a topic or a Pulsar subscription by its name). Add, Replace and
-// AddKafka, which read a Stats before the thing is added, return such an
-// error naming it by its place among their arguments ("pipelines[1]",
-// "sources[0]"), or, for Replace, as "the pipeline".
+// added, a topic, a Pulsar subscription, a topology source or a Kafka
+// topology backend by its name). Add, Replace and AddKafka, which read a
+// Stats before the thing is added, return such an error naming it by its
+// place among their arguments ("pipelines[1]", "sources[0]"), or, for
+// Replace, as "the pipeline".
 var ErrStats = errors.New("observe: reading stats failed")
 
 // ErrStatsPending is wrapped, with ErrStats, by the error reporting a
@@ -43,9 +46,10 @@ var ErrStats = errors.New("observe: reading stats failed")
 // goroutine, however often it is read or its pipeline is added again.
 var ErrStatsPending = errors.New("observe: Stats has not returned")
 
-// ErrClosed is returned by Add, Replace, AddKafka, AddTopic and AddPulsar
-// once Close has been called, and wrapped (with ErrStats) by the error
-// reporting each thing that a read after Close does not read.
+// ErrClosed is returned by Add, Replace, AddKafka, AddTopic, AddPulsar,
+// AddTopology and AddKafkaTopology once Close has been called, and
+// wrapped (with ErrStats) by the error reporting each thing that a read
+// after Close does not read.
 var ErrClosed = errors.New("observe: observer closed")
 
 // errTimedOut is the cause of the end of a read's context when
@@ -100,10 +104,11 @@ func (cs *calls) isClosed() bool {
 }
 
 // Close refuses everything added from now on (Add, Replace, AddKafka,
-// AddTopic and AddPulsar return ErrClosed), makes every later read
-// (scrapes, checks, /stats, Snapshot) report what is added as failed
-// without calling its Stats, and waits until each Stats call the
-// Observer has started has returned, or ctx ends. It returns nil once
+// AddTopic, AddPulsar, AddTopology and AddKafkaTopology return
+// ErrClosed), makes every later read (scrapes, checks, /stats, Snapshot)
+// report what is added as failed without calling its Stats, and waits
+// until each Stats call the Observer has started has returned, or ctx
+// ends. It returns nil once
 // they have all returned (their goroutines ended), or, when ctx ends
 // first, an error wrapping ErrStatsPending and ctx's cause that counts
 // the calls still running; those goroutines end when their Stats
@@ -339,12 +344,14 @@ func abandoned[S any](g *guard[S]) bool {
 // reading is one read of the Stats of everything added, each with the
 // error that kept it from being read.
 type reading struct {
-	pipes  []pipeRead
-	kafka  []kafka.Stats
-	topics []topicRead
-	pulsar []pulsarRead
-	// errs are the errors of the Kafka sources, topics and Pulsar
-	// sources that could not be read (those of pipelines are in pipes).
+	pipes           []pipeRead
+	kafka           []kafka.Stats
+	topics          []readOf[namedTopic, topic.Stats]
+	pulsar          []readOf[namedPulsar, pulsar.Stats]
+	topologies      []readOf[namedTopology, topology.Stats]
+	kafkaTopologies []readOf[namedKafkaTopology, kafkatopology.Stats]
+	// errs are the errors of the things other than pipelines that could
+	// not be read (those of pipelines are in pipes).
 	errs []error
 }
 
@@ -355,14 +362,10 @@ type pipeRead struct {
 	err  error
 }
 
-type topicRead struct {
-	t  namedTopic
-	st topic.Stats
-}
-
-type pulsarRead struct {
-	subscription string
-	st           pulsar.Stats
+// readOf is one thing added, e, and the stats read of it.
+type readOf[E, S any] struct {
+	e  E
+	st S
 }
 
 // read calls the Stats of everything added, each on a goroutine of its
@@ -370,8 +373,8 @@ type pulsarRead struct {
 // that panics, or has not returned by then, is reported by an error
 // wrapping ErrStats, and the others are read all the same.
 func (o *Observer) read(ctx context.Context) reading {
-	pipes, kafkas, topics := o.snapshot()
-	pulsars := o.pulsarSources()
+	pipes, kafkas := o.snapshot()
+	topics, pulsars, topologies, kafkaTopologies := o.named()
 	ctx, cancel := context.WithTimeoutCause(ctx, o.timeout, errTimedOut)
 	defer cancel()
 
@@ -383,14 +386,18 @@ func (o *Observer) read(ctx context.Context) reading {
 	for i, k := range kafkas {
 		kc[i] = k.g.start(&o.calls, fmt.Sprintf("Kafka source %d", i), o.timeout, k.s.Stats)
 	}
-	tc := make([]*call[topic.Stats], len(topics))
-	for i, t := range topics {
-		tc[i] = t.g.start(&o.calls, fmt.Sprintf("topic %q", labelValue(t.name)), o.timeout, t.t.Stats)
-	}
-	uc := make([]*call[pulsar.Stats], len(pulsars))
-	for i, p := range pulsars {
-		uc[i] = p.g.start(&o.calls, fmt.Sprintf("Pulsar subscription %q", labelValue(p.subscription)), o.timeout, p.s.Stats)
-	}
+	tc := startAll(o, topics, func(t namedTopic) (string, *guard[topic.Stats], func() topic.Stats) {
+		return fmt.Sprintf("topic %q", labelValue(t.name)), t.g, t.t.Stats
+	})
+	uc := startAll(o, pulsars, func(p namedPulsar) (string, *guard[pulsar.Stats], func() pulsar.Stats) {
+		return fmt.Sprintf("Pulsar subscription %q", labelValue(p.subscription)), p.g, p.s.Stats
+	})
+	yc := startAll(o, topologies, func(t namedTopology) (string, *guard[topology.Stats], func() topology.Stats) {
+		return fmt.Sprintf("topology %q", labelValue(t.name)), t.g, t.t.Stats
+	})
+	bc := startAll(o, kafkaTopologies, func(b namedKafkaTopology) (string, *guard[kafkatopology.Stats], func() kafkatopology.Stats) {
+		return fmt.Sprintf("Kafka topology backend %q", labelValue(b.name)), b.g, b.b.Stats
+	})
 
 	var r reading
 	r.pipes = make([]pipeRead, len(pipes))
@@ -406,21 +413,36 @@ func (o *Observer) read(ctx context.Context) reading {
 			r.kafka = append(r.kafka, st)
 		}
 	}
-	r.topics = make([]topicRead, 0, len(tc))
-	for i, c := range tc {
-		if st, err := c.wait(ctx, o.timeout); err != nil {
-			r.errs = append(r.errs, err)
-		} else {
-			r.topics = append(r.topics, topicRead{topics[i], st})
-		}
-	}
-	r.pulsar = make([]pulsarRead, 0, len(uc))
-	for i, c := range uc {
-		if st, err := c.wait(ctx, o.timeout); err != nil {
-			r.errs = append(r.errs, err)
-		} else {
-			r.pulsar = append(r.pulsar, pulsarRead{pulsars[i].subscription, st})
-		}
-	}
+	r.topics = waitAll(ctx, o.timeout, topics, tc, &r.errs)
+	r.pulsar = waitAll(ctx, o.timeout, pulsars, uc, &r.errs)
+	r.topologies = waitAll(ctx, o.timeout, topologies, yc, &r.errs)
+	r.kafkaTopologies = waitAll(ctx, o.timeout, kafkaTopologies, bc, &r.errs)
 	return r
+}
+
+// startAll starts the Stats call of each of list (see guard.start): that
+// of e named what in its error, read through g with f, as of(e) returns
+// them.
+func startAll[E, S any](o *Observer, list []E, of func(e E) (what string, g *guard[S], f func() S)) []*call[S] {
+	cs := make([]*call[S], len(list))
+	for i, e := range list {
+		what, g, f := of(e)
+		cs[i] = g.start(&o.calls, what, o.timeout, f)
+	}
+	return cs
+}
+
+// waitAll waits for each of cs, the calls of list (see call.wait), and
+// returns, in list's order, those whose stats were read; it appends the
+// errors of the others to *errs.
+func waitAll[E, S any](ctx context.Context, timeout time.Duration, list []E, cs []*call[S], errs *[]error) []readOf[E, S] {
+	out := make([]readOf[E, S], 0, len(cs))
+	for i, c := range cs {
+		if st, err := c.wait(ctx, timeout); err != nil {
+			*errs = append(*errs, err)
+		} else {
+			out = append(out, readOf[E, S]{list[i], st})
+		}
+	}
+	return out
 }

@@ -21,6 +21,10 @@ type Snapshot struct {
 	Kafka     []kafka.Stats      `json:"kafka"`
 	Topics    []TopicSnapshot    `json:"topics"`
 	Pulsar    []PulsarSnapshot   `json:"pulsar"`
+	// Topologies are the topology sources (AddTopology), KafkaTopologies
+	// the Kafka topology backends' stalls (AddKafkaTopology).
+	Topologies      []TopologySnapshot      `json:"topologies"`
+	KafkaTopologies []KafkaTopologySnapshot `json:"kafkaTopologies"`
 	// Links are the topics' publishing and subscribing pipelines, by topic
 	// name (Observer.LinkTopic).
 	Links map[string]TopicLinks `json:"links"`
@@ -104,11 +108,19 @@ func (o *Observer) Snapshot(ctx context.Context) Snapshot {
 	}
 	snap.Kafka = kafkaStats(r.kafka)
 	for _, t := range r.topics {
-		snap.Topics = append(snap.Topics, TopicSnapshot{Name: t.t.name, Stats: t.st})
+		snap.Topics = append(snap.Topics, TopicSnapshot{Name: t.e.name, Stats: t.st})
 	}
 	snap.Pulsar = []PulsarSnapshot{}
 	for _, p := range r.pulsar {
-		snap.Pulsar = append(snap.Pulsar, PulsarSnapshot{Subscription: p.subscription, Stats: p.st})
+		snap.Pulsar = append(snap.Pulsar, PulsarSnapshot{Subscription: p.e.subscription, Stats: p.st})
+	}
+	snap.Topologies = []TopologySnapshot{}
+	for _, t := range r.topologies {
+		snap.Topologies = append(snap.Topologies, TopologySnapshot{Name: t.e.name, Stats: t.st})
+	}
+	snap.KafkaTopologies = []KafkaTopologySnapshot{}
+	for _, b := range r.kafkaTopologies {
+		snap.KafkaTopologies = append(snap.KafkaTopologies, kafkaTopologySnapshot(b.e.name, b.st))
 	}
 	for _, err := range r.errs {
 		snap.Failed = append(snap.Failed, err.Error())

@@ -61,7 +61,9 @@ func (j *journal) get(who string) []string {
 }
 
 // run settles the orders and the ledger and reports to w; obs, when not
-// nil, gets every pipeline (the -http flag serves it).
+// nil, gets every pipeline and every topology source (the -http flag
+// serves it), each source under its topology's name ("ledger-dlq" for the
+// dead source reading the ledger's DLQ).
 func run(ctx context.Context, w io.Writer, log *slog.Logger, obs *observe.Observer) error {
 	orders, err := topology.New("order-settlement").Hold(time.Second).Hold(2 * time.Second).DLQ().Build()
 	if err != nil {
@@ -119,7 +121,7 @@ func run(ctx context.Context, w io.Writer, log *slog.Logger, obs *observe.Observ
 	if err != nil {
 		return err
 	}
-	op, err := start(ctx, "orders", osrc, processor.Handler[Order, Order](topology.WithTimeout(time.Second, settle)), log, obs)
+	op, err := start(ctx, "orders", orders.Names()[0], osrc, processor.Handler[Order, Order](topology.WithTimeout(time.Second, settle)), log, obs)
 	if err != nil {
 		return err
 	}
@@ -139,7 +141,7 @@ func run(ctx context.Context, w io.Writer, log *slog.Logger, obs *observe.Observ
 	if err != nil {
 		return err
 	}
-	lp, err := start(ctx, "ledger", lsrc, post, log, obs)
+	lp, err := start(ctx, "ledger", ledger.Names()[0], lsrc, post, log, obs)
 	if err != nil {
 		return err
 	}
@@ -193,7 +195,7 @@ func run(ctx context.Context, w io.Writer, log *slog.Logger, obs *observe.Observ
 	if err != nil {
 		return err
 	}
-	dp, err := start(ctx, "ledger-dlq", dsrc, topology.HandleDead(func(_ context.Context, e Entry, d topology.Death) (Entry, error) {
+	dp, err := start(ctx, "ledger-dlq", ledger.Names()[1], dsrc, topology.HandleDead(func(_ context.Context, e Entry, d topology.Death) (Entry, error) {
 		deadMu.Lock()
 		dead = append(dead, fmt.Sprintf("  %s #%d: %s (%s)", e.Account, e.Seq, d.Reason, d.Error))
 		deadMu.Unlock()
@@ -233,8 +235,9 @@ func run(ctx context.Context, w io.Writer, log *slog.Logger, obs *observe.Observ
 	return nil
 }
 
-// start runs a pipeline of one processor stage over src.
-func start[T any](ctx context.Context, name string, src producer.Source[T], h processor.Handler[T, T], log *slog.Logger, obs *observe.Observer) (*pipeline.Pipeline[T, T], error) {
+// start runs a pipeline of one processor stage over src, which obs, when
+// not nil, exports under srcName.
+func start[T any](ctx context.Context, name, srcName string, src *topology.Source[T], h processor.Handler[T, T], log *slog.Logger, obs *observe.Observer) (*pipeline.Pipeline[T, T], error) {
 	p, err := pipeline.New(pipeline.Options[T, T]{
 		Name:       name,
 		Logger:     log,
@@ -246,7 +249,7 @@ func start[T any](ctx context.Context, name string, src producer.Source[T], h pr
 	}
 	if obs != nil {
 		// Adding is setup, not the work an interrupt stops: StatsTimeout bounds it.
-		if err := obs.Add(context.WithoutCancel(ctx), p); err != nil {
+		if err := errors.Join(obs.Add(context.WithoutCancel(ctx), p), obs.AddTopology(srcName, src)); err != nil {
 			return nil, err
 		}
 	}

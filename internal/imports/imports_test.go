@@ -91,6 +91,10 @@ var rules = []rule{
 	// they never depend on it (their tests may).
 	{from: "sources/...", never: []string{"pipeline", "internal/stage/..."}, why: "sources never depend on the pipeline or the stage runtime outside their tests"},
 	{from: "topic/source", never: []string{"pipeline", "internal/stage/..."}, why: "sources never depend on the pipeline or the stage runtime outside their tests"},
+	// The exporter reads the Stats of the sources, the topics and the
+	// topologies (their backends' included); none of them depends on it.
+	{from: "sources/...", never: []string{"observe/..."}, why: "observe reads the sources' Stats: sources never depend on it"},
+	{from: "topic/...", never: []string{"observe/..."}, why: "observe reads the topics' and topologies' Stats: the broker, its backends and topologies never depend on it"},
 }
 
 // match reports whether the module-relative path p matches pattern.

@@ -1,0 +1,193 @@
+package observe
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/boulevard-go/boulevard/topic/topology"
+	"github.com/boulevard-go/boulevard/topic/topology/kafkatopology"
+)
+
+// Topology is what the Observer reads of a topology's source: every
+// *topology.Source implements it, whatever its payload type, the one
+// topology.NewDeadSource returns included.
+type Topology interface {
+	Stats() topology.Stats
+}
+
+// KafkaTopology is what the Observer reads of a Kafka topology backend:
+// every *kafkatopology.Backend implements it, whatever its payload type.
+type KafkaTopology interface {
+	Stats() kafkatopology.Stats
+}
+
+type namedTopology struct {
+	name string
+	t    Topology
+	g    *guard[topology.Stats]
+}
+
+type namedKafkaTopology struct {
+	name string
+	b    KafkaTopology
+	g    *guard[kafkatopology.Stats]
+}
+
+const (
+	lTopology = "topology"
+	lBackend  = "backend"
+)
+
+var (
+	topologyReceived     = desc("topology_messages_received_total", "Letters the source took from the topology's queues.", lTopology)
+	topologyAcked        = desc("topology_messages_acked_total", "Messages the pipeline acknowledged: done with.", lTopology)
+	topologyRetried      = desc("topology_messages_retried_total", "Messages sent to a hold queue to be delivered again, counting a retry.", lTopology)
+	topologyDeferred     = desc("topology_messages_deferred_total", "Messages sent to a hold queue without counting a retry.", lTopology)
+	topologyRequeued     = desc("topology_messages_requeued_total", "Messages the pipeline's shutdown interrupted, delivered again at once.", lTopology)
+	topologyDeadLettered = desc("topology_messages_dead_lettered_total", "Messages sent to the dead-letter queue (by a dead source: put back), poisoned ones included.", lTopology)
+	topologyDiscarded    = desc("topology_messages_discarded_total", "Messages dropped with a warning: rejected without a dead-letter queue, or a broadcast retry.", lTopology)
+	topologyPoisoned     = desc("topology_messages_poisoned_total", "Messages of a sequenced topology dead-lettered because their key was poisoned: the one that failed under FailAll and the later ones of its key.", lTopology)
+	topologyHeldBack     = desc("topology_held_back_messages", "Messages of a sequenced topology waiting for an earlier message of their key.", lTopology)
+	topologyRefused      = desc("topology_refused_letters", "Letters a full queue refused that the source keeps to hand off again; it takes no new letters while this is above 0.", lTopology)
+	topologySubs         = desc("topology_subscriptions", "Readers the source holds open.", lTopology)
+
+	releaseStalls   = desc("topology_release_stalls", "Hold topics, or partitions of them, whose release is stalled in the backend.", lBackend)
+	releaseStalled  = desc("topology_release_stalled_seconds", "Time since the release of the hold partition stalled (partition -1: the whole hold topic).", lBackend, lTopic, lPartition)
+	releaseFailures = desc("topology_release_failures", "Failed attempts to release the hold partition since its stall began.", lBackend, lTopic, lPartition)
+)
+
+var topologyDescs = []*prometheus.Desc{topologyReceived, topologyAcked, topologyRetried, topologyDeferred, topologyRequeued,
+	topologyDeadLettered, topologyDiscarded, topologyPoisoned, topologyHeldBack, topologyRefused, topologySubs,
+	releaseStalls, releaseStalled, releaseFailures}
+
+// AddTopology adds a topology's source under name: its outcomes (acks,
+// retries, deferrals, requeues, dead letters, discards, poisoned keys),
+// the letters it holds back or keeps for room, and its readers become
+// metrics labelled topology=name. Name each source of a topology apart:
+// its topology's name for the source that feeds the pipeline, another
+// ("orders-dlq") for the dead source that reads its DLQ. The source's
+// pipeline must be added with Add for its health to count. A name already
+// added is refused with an error wrapping ErrDuplicate; an empty name,
+// or a nil t (or nil pointer), with an error wrapping ErrInvalid.
+// AddTopology reads no Stats, and does not block; once Close is called,
+// it returns ErrClosed.
+func (o *Observer) AddTopology(name string, t Topology) error {
+	return addNamed(o, &o.topologies, "topology", name, t, topologyName,
+		namedTopology{name: name, t: t, g: new(guard[topology.Stats])})
+}
+
+// RemoveTopology removes the topology's source added under name, and
+// reports whether there was one.
+func (o *Observer) RemoveTopology(name string) bool {
+	return removeNamed(o, &o.topologies, name, topologyName)
+}
+
+// AddKafkaTopology adds a Kafka topology backend under name: the hold
+// topics, or partitions of them, whose release is stalled
+// (kafkatopology.Stats.Stalled) become metrics labelled backend=name,
+// topic and partition, one series per stall while it lasts. A name
+// already added is refused with an error wrapping ErrDuplicate; an empty
+// name, or a nil b (or nil pointer), with an error wrapping ErrInvalid.
+// AddKafkaTopology reads no Stats, and does not block; once Close is
+// called, it returns ErrClosed.
+func (o *Observer) AddKafkaTopology(name string, b KafkaTopology) error {
+	return addNamed(o, &o.kafkaTopologies, "Kafka topology backend", name, b, kafkaTopologyName,
+		namedKafkaTopology{name: name, b: b, g: new(guard[kafkatopology.Stats])})
+}
+
+// RemoveKafkaTopology removes the Kafka topology backend added under
+// name, and reports whether there was one.
+func (o *Observer) RemoveKafkaTopology(name string) bool {
+	return removeNamed(o, &o.kafkaTopologies, name, kafkaTopologyName)
+}
+
+func topologyName(n namedTopology) string { return n.name }
+
+func kafkaTopologyName(n namedKafkaTopology) string { return n.name }
+
+func collectTopology(ch chan<- prometheus.Metric, name string, st topology.Stats) {
+	counter(ch, topologyReceived, float64(st.Received), name)
+	counter(ch, topologyAcked, float64(st.Acked), name)
+	counter(ch, topologyRetried, float64(st.Retried), name)
+	counter(ch, topologyDeferred, float64(st.Deferred), name)
+	counter(ch, topologyRequeued, float64(st.Requeued), name)
+	counter(ch, topologyDeadLettered, float64(st.DeadLettered), name)
+	counter(ch, topologyDiscarded, float64(st.Discarded), name)
+	counter(ch, topologyPoisoned, float64(st.Poisoned), name)
+	gauge(ch, topologyHeldBack, float64(st.HeldBack), name)
+	gauge(ch, topologyRefused, float64(st.Refused), name)
+	gauge(ch, topologySubs, float64(st.Subscriptions), name)
+}
+
+// collectKafkaTopology sends the stalls of a Kafka topology backend, as
+// of now: their count, and one series per hold topic and partition (the
+// first stall of each, should the backend list one twice).
+func collectKafkaTopology(ch chan<- prometheus.Metric, name string, st kafkatopology.Stats, now time.Time) {
+	stalls := uniqueStalls(st.Stalled)
+	gauge(ch, releaseStalls, float64(len(stalls)), name)
+	for _, s := range stalls {
+		part := partitionLabel(s.Partition)
+		gauge(ch, releaseStalled, max(now.Sub(s.Since), 0).Seconds(), name, s.Topic, part)
+		gauge(ch, releaseFailures, float64(s.Failures), name, s.Topic, part)
+	}
+}
+
+// uniqueStalls returns stalled without the stalls of a topic (as
+// exported) and partition listed before, whose series would be sent
+// already (a Backend lists each once; another KafkaTopology might not).
+func uniqueStalls(stalled []kafkatopology.Stall) []kafkatopology.Stall {
+	if len(stalled) < 2 {
+		return stalled
+	}
+	seen := make(map[stallKey]struct{}, len(stalled))
+	out := make([]kafkatopology.Stall, 0, len(stalled))
+	for _, s := range stalled {
+		k := stallKey{labelValue(s.Topic), s.Partition}
+		if _, ok := seen[k]; !ok {
+			seen[k] = struct{}{}
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// stallKey is what tells the series of two stalls apart.
+type stallKey struct {
+	topic     string
+	partition int32
+}
+
+// TopologySnapshot is one topology source's topology.Stats, with the name
+// it was added under.
+type TopologySnapshot struct {
+	Name string `json:"name"`
+	topology.Stats
+}
+
+// KafkaTopologySnapshot is one Kafka topology backend's stalls, with the
+// name it was added under.
+type KafkaTopologySnapshot struct {
+	Backend string          `json:"backend"`
+	Stalled []StallSnapshot `json:"stalled"`
+}
+
+// StallSnapshot is one kafkatopology.Stall, as JSON: Err is given as its
+// message.
+type StallSnapshot struct {
+	Topic     string    `json:"topic"`
+	Partition int32     `json:"partition"`
+	Offset    int64     `json:"offset"`
+	Since     time.Time `json:"since"`
+	Failures  int       `json:"failures"`
+	Err       string    `json:"err,omitempty"`
+}
+
+func kafkaTopologySnapshot(backend string, st kafkatopology.Stats) KafkaTopologySnapshot {
+	snap := KafkaTopologySnapshot{Backend: backend, Stalled: make([]StallSnapshot, len(st.Stalled))}
+	for i, s := range st.Stalled {
+		snap.Stalled[i] = StallSnapshot{Topic: s.Topic, Partition: s.Partition, Offset: s.Offset, Since: s.Since,
+			Failures: s.Failures, Err: errString(s.Err)}
+	}
+	return snap
+}

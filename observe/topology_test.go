@@ -1,0 +1,348 @@
+package observe_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/boulevard-go/boulevard/internal/testbroker"
+	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/observe"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/topology"
+	"github.com/boulevard-go/boulevard/topic/topology/kafkatopology"
+)
+
+// settleOrders runs a pipeline over a topology on the in-memory backend
+// (a 1s hold queue and a DLQ), publishes orders 0 to 9 and waits until
+// every one is settled: orders 0 and 5 are rejected (dead-lettered), 1
+// and 6 retried once, 2 and 7 deferred once, the others acked at once.
+// The pipeline and the backend stop when the test ends.
+func settleOrders(t *testing.T, obs *observe.Observer) *topology.Source[int] {
+	t.Helper()
+	top, err := topology.New("orders").Hold(time.Second).DLQ().Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := topology.NewMemory[int](topology.MemoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mem.Close(context.Background()) })
+	q, err := mem.Declare(t.Context(), top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := topology.NewSource(topology.SourceOptions[int]{Queues: q, MaxRetries: 3, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := obs.AddTopology("orders", src); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := map[int]bool{}
+	p, err := pipeline.New(pipeline.Options[int, int]{
+		Name:     "orders",
+		Logger:   slog.New(slog.DiscardHandler),
+		Producer: producer.Options[int]{Source: src},
+		Processors: processor.Options[int, int]{Concurrency: 2, Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+			mu.Lock()
+			again := seen[m.Data]
+			seen[m.Data] = true
+			mu.Unlock()
+			switch {
+			case m.Data%5 == 0:
+				return 0, topology.Reject(errors.New("malformed"))
+			case m.Data%5 == 1 && !again:
+				return 0, topology.Retry(errors.New("gateway down"))
+			case m.Data%5 == 2 && !again:
+				return 0, topology.Defer()
+			}
+			return m.Data, nil
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	add(t, obs, p)
+	if err := p.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Stop(context.Background()) })
+	pub, err := topology.NewPublisher(q, topology.PublisherOptions[int]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := range 10 {
+		if err := pub.Publish(t.Context(), n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait.For(t, "every order settled", func() bool {
+		st := src.Stats()
+		return st.Acked == 8 && st.DeadLettered == 2
+	}, func() string { return fmt.Sprintf("%+v", src.Stats()) })
+	return src
+}
+
+// Guarantee: a topology source added with AddTopology has its outcomes
+// exported under the documented names, labelled topology=name, with the
+// values its Stats holds once messages went through a real pipeline
+// (retried through a hold queue, deferred, dead-lettered), promtool
+// accepts the output, and /stats lists the source under its name.
+func TestTopologyOutcomesAreExported(t *testing.T) {
+	obs := observe.New(observe.Options{})
+	src := settleOrders(t, obs)
+	h := obs.Handler(nil)
+	code, body := serveMetrics(t, h)
+	if code != http.StatusOK {
+		t.Fatalf("/metrics answered %d:\n%s", code, body)
+	}
+	for series, want := range map[string]float64{
+		"boulevard_topology_messages_received_total":      14, // 10 published, 2 retried, 2 deferred
+		"boulevard_topology_messages_acked_total":         8,
+		"boulevard_topology_messages_retried_total":       2,
+		"boulevard_topology_messages_deferred_total":      2,
+		"boulevard_topology_messages_requeued_total":      0,
+		"boulevard_topology_messages_dead_lettered_total": 2,
+		"boulevard_topology_messages_discarded_total":     0,
+		"boulevard_topology_messages_poisoned_total":      0,
+		"boulevard_topology_held_back_messages":           0,
+		"boulevard_topology_refused_letters":              0,
+		"boulevard_topology_subscriptions":                1,
+	} {
+		expectSeriesOnce(t, body, series+`{topology="orders"}`, want)
+	}
+	promtoolCheck(t, body)
+
+	code, body = serveGet(t, h, "/stats")
+	var snap observe.Snapshot
+	if err := json.Unmarshal([]byte(body), &snap); code != http.StatusOK || err != nil {
+		t.Fatalf("/stats answered %d (%v):\n%s", code, err, body)
+	}
+	if want := src.Stats(); len(snap.Topologies) != 1 || snap.Topologies[0].Name != "orders" || snap.Topologies[0].Stats != want {
+		t.Errorf("/stats topologies = %+v, want orders %+v", snap.Topologies, want)
+	}
+}
+
+// fixedTopology is a topology source whose stats are given.
+type fixedTopology topology.Stats
+
+func (f fixedTopology) Stats() topology.Stats { return topology.Stats(f) }
+
+// fixedKafkaTopology is a Kafka topology backend whose stats are given,
+// and can be changed between scrapes.
+type fixedKafkaTopology struct {
+	st atomic.Pointer[kafkatopology.Stats]
+}
+
+func newFixedKafkaTopology(stalled ...kafkatopology.Stall) *fixedKafkaTopology {
+	f := &fixedKafkaTopology{}
+	f.set(stalled...)
+	return f
+}
+
+func (f *fixedKafkaTopology) set(stalled ...kafkatopology.Stall) {
+	f.st.Store(&kafkatopology.Stats{Stalled: stalled})
+}
+
+func (f *fixedKafkaTopology) Stats() kafkatopology.Stats { return *f.st.Load() }
+
+// Guarantee: each stall a Kafka topology backend added with
+// AddKafkaTopology reports is exported while it lasts, labelled by the
+// backend's name, the hold topic and the partition (-1 for a whole
+// topic): the seconds since it began and its failures, with the count of
+// stalls; a stall listed twice is exported once; a stall that ended is
+// gone from the next scrape (the count 0), and /stats lists the stalls
+// with their errors.
+func TestAKafkaTopologyStallIsExportedUntilItEnds(t *testing.T) {
+	start := time.Now()
+	began := start.Add(-10 * time.Minute)
+	part := kafkatopology.Stall{Topic: "orders-hold-5s", Partition: 3, Offset: 42, Since: began, Failures: 7,
+		Err: fmt.Errorf("%w: %w", kafkatopology.ErrReleaseStalled, kafkatopology.ErrCorruptBatch)}
+	whole := kafkatopology.Stall{Topic: "orders-hold-30s", Partition: -1, Offset: -1, Since: began.Add(5 * time.Minute), Failures: 2}
+	b := newFixedKafkaTopology(part, whole, part)
+	obs := observe.New(observe.Options{})
+	if err := obs.AddKafkaTopology("orders-kafka", b); err != nil {
+		t.Fatal(err)
+	}
+	h := obs.Handler(nil)
+	code, body := serveMetrics(t, h)
+	if code != http.StatusOK {
+		t.Fatalf("/metrics answered %d:\n%s", code, body)
+	}
+	partSeries := `{backend="orders-kafka",partition="3",topic="orders-hold-5s"}`
+	wholeSeries := `{backend="orders-kafka",partition="-1",topic="orders-hold-30s"}`
+	expectSeriesOnce(t, body, `boulevard_topology_release_stalls{backend="orders-kafka"}`, 2)
+	expectSeriesOnce(t, body, "boulevard_topology_release_failures"+partSeries, 7)
+	expectSeriesOnce(t, body, "boulevard_topology_release_failures"+wholeSeries, 2)
+	for series, least := range map[string]float64{partSeries: 600, wholeSeries: 300} {
+		v := seriesValues(body, "boulevard_topology_release_stalled_seconds"+series)
+		if len(v) != 1 || v[0] < least || v[0] > least+time.Since(start).Seconds() {
+			t.Errorf("boulevard_topology_release_stalled_seconds%s = %v, want one sample of %vs or a little more", series, v, least)
+		}
+	}
+	promtoolCheck(t, body)
+
+	var snap observe.Snapshot
+	if code, body := serveGet(t, h, "/stats"); code != http.StatusOK || json.Unmarshal([]byte(body), &snap) != nil {
+		t.Fatalf("/stats answered %d:\n%s", code, body)
+	}
+	if len(snap.KafkaTopologies) != 1 || snap.KafkaTopologies[0].Backend != "orders-kafka" || len(snap.KafkaTopologies[0].Stalled) != 3 {
+		t.Fatalf("/stats kafkaTopologies = %+v, want orders-kafka's three stalls as listed", snap.KafkaTopologies)
+	}
+	if s := snap.KafkaTopologies[0].Stalled[0]; s.Topic != part.Topic || s.Partition != 3 || s.Offset != 42 || s.Failures != 7 ||
+		!s.Since.Equal(began) || s.Err != part.Err.Error() {
+		t.Errorf("/stats stall = %+v, want %+v with its error's message", s, part)
+	}
+
+	b.set()
+	_, body = serveMetrics(t, h)
+	expectSeriesOnce(t, body, `boulevard_topology_release_stalls{backend="orders-kafka"}`, 0)
+	for _, m := range []string{"boulevard_topology_release_stalled_seconds", "boulevard_topology_release_failures"} {
+		if strings.Contains(body, m+"{") {
+			t.Errorf("%s still exported once the stalls ended:\n%s", m, body)
+		}
+	}
+}
+
+// Guarantee: a hold partition whose release stalls on a real Kafka
+// backend (a record batch there cannot be decoded) is exported by the
+// backend added with AddKafkaTopology: its topic and partition, the
+// seconds since the stall began and its failures.
+func TestAStalledReleaseOnKafkaIsExported(t *testing.T) {
+	c := testbroker.Kafka(t)
+	b, err := kafkatopology.New(kafkatopology.Options[int]{
+		Brokers:       c.ListenAddrs(),
+		Config:        testbroker.SaramaConfig(),
+		Codec:         topic.JSONCodec[int]{},
+		AdminTimeout:  30 * time.Second,
+		RevokeTimeout: 2 * time.Second,
+		Logger:        slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := b.Close(ctx); err != nil {
+			t.Errorf("closing the backend: %v", err)
+		}
+	})
+	top, err := topology.New("orders").Hold(time.Second).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Declare(t.Context(), top); err != nil {
+		t.Fatal(err)
+	}
+	hold := top.Holds()[0].Name
+	hits := testbroker.ServeCorruptBatch(c, hold, 0, 0)
+	obs := observe.New(observe.Options{})
+	if err := obs.AddKafkaTopology("orders-kafka", b); err != nil {
+		t.Fatal(err)
+	}
+	h := obs.Handler(nil)
+	series := fmt.Sprintf(`{backend="orders-kafka",partition="0",topic=%q}`, hold)
+	var body string
+	wait.For(t, "the stalled hold partition exported", func() bool {
+		_, body = serveMetrics(t, h)
+		v := seriesValues(body, "boulevard_topology_release_failures"+series)
+		return len(v) == 1 && v[0] >= 1
+	}, func() string {
+		return fmt.Sprintf("%d corrupt fetches; Stats() = %+v; /metrics:\n%s", hits.Load(), b.Stats(), body)
+	})
+	if v := seriesValues(body, "boulevard_topology_release_stalled_seconds"+series); len(v) != 1 || v[0] < 0 {
+		t.Errorf("boulevard_topology_release_stalled_seconds%s = %v, want one sample, not negative", series, v)
+	}
+	expectSeriesOnce(t, body, `boulevard_topology_release_stalls{backend="orders-kafka"}`, 1)
+	promtoolCheck(t, body)
+}
+
+// Guarantee: the alert rules docs/observability.md proposes for
+// topologies are valid Prometheus rules (promtool check rules, when
+// installed), and each names only metrics and labels an Observer of a
+// topology source and a stalled Kafka topology backend exports.
+func TestTopologyAlertsInTheDocsQueryExportedMetrics(t *testing.T) {
+	md, err := os.ReadFile("../docs/observability.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules []string
+	for _, block := range strings.Split(string(md), "```yaml\n")[1:] {
+		if body, _, ok := strings.Cut(block, "```"); ok && strings.Contains(body, "- alert:") {
+			rules = append(rules, body)
+		}
+	}
+	if len(rules) == 0 {
+		t.Fatal("docs/observability.md has no yaml block of alert rules")
+	}
+	var parsed []struct {
+		Alert string `yaml:"alert"`
+		Expr  string `yaml:"expr"`
+	}
+	if err := yaml.Unmarshal([]byte(strings.Join(rules, "")), &parsed); err != nil || len(parsed) < 3 {
+		t.Fatalf("the alert rules parse as %+v (%v), want three or more", parsed, err)
+	}
+
+	obs := observe.New(observe.Options{})
+	stall := kafkatopology.Stall{Topic: "orders-hold-5s", Partition: 0, Since: time.Now(), Failures: 1}
+	if err := errors.Join(obs.AddTopology("orders", fixedTopology(topology.Stats{Received: 1})),
+		obs.AddKafkaTopology("orders-kafka", newFixedKafkaTopology(stall))); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := newRegistry(t, obs).Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := map[string]*dto.MetricFamily{}
+	for _, mf := range mfs {
+		fams[mf.GetName()] = mf
+	}
+	for _, r := range parsed {
+		checkExpr(t, "alert "+r.Alert, r.Expr, fams)
+	}
+
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Log("promtool not installed: the rules are not checked by it")
+		return
+	}
+	file := filepath.Join(t.TempDir(), "rules.yml")
+	group := "groups:\n  - name: topology\n    rules:\n" + indent(strings.Join(rules, ""), "      ")
+	if err := os.WriteFile(file, []byte(group), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(promtool, "check", "rules", file).CombinedOutput(); err != nil {
+		t.Fatalf("promtool check rules: %v\n%s\n%s", err, out, group)
+	}
+}
+
+// indent prefixes each line of s with prefix.
+func indent(s, prefix string) string {
+	var b strings.Builder
+	for line := range strings.Lines(s) {
+		b.WriteString(prefix + line)
+	}
+	return b.String()
+}
