@@ -3,8 +3,8 @@ package observe_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -26,6 +26,8 @@ import (
 	"github.com/boulevard-go/boulevard/sources/kafka"
 	"github.com/boulevard-go/boulevard/sources/pulsar"
 	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/topology"
+	"github.com/boulevard-go/boulevard/topic/topology/kafkatopology"
 )
 
 const examplesDir = "../examples"
@@ -64,7 +66,8 @@ type panel struct {
 // liveFamilies starts a pipeline with every kind of stage (a producer
 // stage with a feed and a rate limit, processors, a batcher), a Kafka
 // source with claimed partitions on an in-process cluster, a Pulsar
-// source's stats and a topic, and returns the metric families an Observer
+// source's stats, a topic, a topology source's stats and a Kafka topology
+// backend's stall, and returns the metric families an Observer
 // of them exports, by name.
 func liveFamilies(t *testing.T) map[string]*dto.MetricFamily {
 	t.Helper()
@@ -111,8 +114,12 @@ func liveFamilies(t *testing.T) map[string]*dto.MetricFamily {
 	if err := obs.AddTopic("orders", h); err != nil {
 		t.Fatal(err)
 	}
-	// The Pulsar metrics' names and labels, from stats given here.
-	if err := obs.AddPulsar("billing", fixedPulsar(pulsar.Stats{Consumers: 1})); err != nil {
+	// The Pulsar and topology metrics' names and labels, from stats given
+	// here: a topology source and a Kafka topology backend with a stall.
+	stall := kafkatopology.Stall{Topic: "settlement-hold-5s", Partition: 0, Since: time.Now(), Failures: 1}
+	if err := errors.Join(obs.AddPulsar("billing", fixedPulsar(pulsar.Stats{Consumers: 1})),
+		obs.AddTopology("settlement", fixedTopology(topology.Stats{Received: 1})),
+		obs.AddKafkaTopology("settlement-kafka", newFixedKafkaTopology(stall))); err != nil {
 		t.Fatal(err)
 	}
 	reg := newRegistry(t, obs)
@@ -267,14 +274,8 @@ func TestGrafanaDashboardQueriesExportedMetrics(t *testing.T) {
 }
 
 // Guarantee: promtool accepts the Prometheus configuration the compose
-// file mounts (skipped when promtool is not installed).
+// file mounts, and the rules files it loads (skipped when promtool is not
+// installed).
 func TestPrometheusConfigPassesPromtool(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Skip("promtool not installed (Debian package prometheus); .ci/run installs it")
-	}
-	out, err := exec.Command(promtool, "check", "config", filepath.Join(examplesDir, "prometheus/prometheus.yml")).CombinedOutput()
-	if err != nil {
-		t.Fatalf("promtool check config: %v\n%s", err, out)
-	}
+	runPromtool(t, "check", "config", prometheusFile)
 }

@@ -7,17 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	dto "github.com/prometheus/client_model/go"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
@@ -277,72 +271,4 @@ func TestAStalledReleaseOnKafkaIsExported(t *testing.T) {
 	}
 	expectSeriesOnce(t, body, `boulevard_topology_release_stalls{backend="orders-kafka"}`, 1)
 	promtoolCheck(t, body)
-}
-
-// Guarantee: the alert rules docs/observability.md proposes for
-// topologies are valid Prometheus rules (promtool check rules, when
-// installed), and each names only metrics and labels an Observer of a
-// topology source and a stalled Kafka topology backend exports.
-func TestTopologyAlertsInTheDocsQueryExportedMetrics(t *testing.T) {
-	md, err := os.ReadFile("../docs/observability.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rules []string
-	for _, block := range strings.Split(string(md), "```yaml\n")[1:] {
-		if body, _, ok := strings.Cut(block, "```"); ok && strings.Contains(body, "- alert:") {
-			rules = append(rules, body)
-		}
-	}
-	if len(rules) == 0 {
-		t.Fatal("docs/observability.md has no yaml block of alert rules")
-	}
-	var parsed []struct {
-		Alert string `yaml:"alert"`
-		Expr  string `yaml:"expr"`
-	}
-	if err := yaml.Unmarshal([]byte(strings.Join(rules, "")), &parsed); err != nil || len(parsed) < 3 {
-		t.Fatalf("the alert rules parse as %+v (%v), want three or more", parsed, err)
-	}
-
-	obs := observe.New(observe.Options{})
-	stall := kafkatopology.Stall{Topic: "orders-hold-5s", Partition: 0, Since: time.Now(), Failures: 1}
-	if err := errors.Join(obs.AddTopology("orders", fixedTopology(topology.Stats{Received: 1})),
-		obs.AddKafkaTopology("orders-kafka", newFixedKafkaTopology(stall))); err != nil {
-		t.Fatal(err)
-	}
-	mfs, err := newRegistry(t, obs).Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fams := map[string]*dto.MetricFamily{}
-	for _, mf := range mfs {
-		fams[mf.GetName()] = mf
-	}
-	for _, r := range parsed {
-		checkExpr(t, "alert "+r.Alert, r.Expr, fams)
-	}
-
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Log("promtool not installed: the rules are not checked by it")
-		return
-	}
-	file := filepath.Join(t.TempDir(), "rules.yml")
-	group := "groups:\n  - name: topology\n    rules:\n" + indent(strings.Join(rules, ""), "      ")
-	if err := os.WriteFile(file, []byte(group), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(promtool, "check", "rules", file).CombinedOutput(); err != nil {
-		t.Fatalf("promtool check rules: %v\n%s\n%s", err, out, group)
-	}
-}
-
-// indent prefixes each line of s with prefix.
-func indent(s, prefix string) string {
-	var b strings.Builder
-	for line := range strings.Lines(s) {
-		b.WriteString(prefix + line)
-	}
-	return b.String()
 }
