@@ -61,7 +61,10 @@ type pTopic[T any] struct {
 // the broker's receipt on done. Pooled, with its callback bound once, so a
 // publish does not allocate a closure or a channel; bound is the timer of
 // a TryPublish's wait (made on first use, stopped when the send is put
-// back), so a bounded wait does not allocate one either.
+// back), so a bounded wait does not allocate one either. Only a send that
+// was stored goes back to the pool: one that failed, or whose publisher
+// stopped waiting, is left to the client, which may still read its
+// message.
 type send struct {
 	done  chan error
 	fn    func(pulsar.MessageID, *pulsar.ProducerMessage, error)
@@ -275,8 +278,13 @@ func (t *pTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool,
 			if s.bound != nil {
 				s.bound.Stop()
 			}
-			s.msg = pulsar.ProducerMessage{}
-			t.sends.Put(s)
+			if err == nil {
+				s.msg = pulsar.ProducerMessage{}
+				t.sends.Put(s)
+			}
+			// A send that failed is not reused: pulsar-client-go may
+			// still read its message after failing it (a message over
+			// the broker's size is logged once its callback has run).
 		case <-expired:
 			// No receipt within the bound: failed as the client's own
 			// send timeout fails a publish. s is left to a callback that

@@ -36,14 +36,7 @@ func TestDecodeGoexitAcksTheMessageAndALaterReceiveGoesOn(t *testing.T) {
 	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	be := newBackend(t, o)
 	top := build(t, topology.New("exits"))
-	q, err := be.Declare(ctxT(t), top)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := q.Subscribe(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	q, r := declared(t, be, top)
 	defer topologytest.MustClose(t, "a reader", r.Close)
 	if _, err := br.Publish(ctxT(t), full("exits"), pulsartest.Message{Payload: []byte("not json")}); err != nil {
 		t.Fatal(err)

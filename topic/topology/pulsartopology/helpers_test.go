@@ -7,6 +7,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/topology"
 	"github.com/boulevard-go/boulevard/topic/topology/pulsartopology"
 	"github.com/boulevard-go/boulevard/topic/topology/topologytest"
 )
@@ -29,4 +30,19 @@ func newBackend[T any](t testing.TB, o pulsartopology.Options[T]) *pulsartopolog
 	}
 	t.Cleanup(func() { topologytest.MustClose(t, "the backend", be.Close) })
 	return be
+}
+
+// declared declares top on be and subscribes a reader of its group (the
+// backend's Close closes it).
+func declared[T any](t testing.TB, be *pulsartopology.Backend[T], top *topology.Topology) (topology.Queues[T], topology.Reader[T]) {
+	t.Helper()
+	q, err := be.Declare(ctxT(t), top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := q.Subscribe(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q, r
 }

@@ -395,14 +395,7 @@ func TestCloseEndsEverything(t *testing.T) {
 	br := testbroker.Pulsar(t)
 	be := newBackend(t, options(br, topic.Codec[string](topic.StringCodec{})))
 	top := build(t, topology.New("closing").Hold(time.Second).DLQ())
-	q, err := be.Declare(ctxT(t), top)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := q.Subscribe(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	q, r := declared(t, be, top)
 	got := make(chan error, 1)
 	go func() {
 		_, err := r.Receive(ctxT(t), make([]topology.Letter[string], 1))
