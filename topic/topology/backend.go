@@ -3,7 +3,9 @@ package topology
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // ErrClosed is returned by the operations of a backend, or of queues it
@@ -53,7 +55,8 @@ type Letter[T any] struct {
 type Death struct {
 	// Reason is why it was dead-lettered.
 	Reason Reason
-	// Error is the text of the failure that killed it.
+	// Error is the text of the failure that killed it, at most
+	// MaxDeathErrorBytes of it (see BoundDeathError).
 	Error string
 	// Topic is the main topic it was published to.
 	Topic string
@@ -63,6 +66,38 @@ type Death struct {
 	Retries int
 	// FirstFailure and LastFailure are when it first and last failed.
 	FirstFailure, LastFailure time.Time
+}
+
+// MaxDeathErrorBytes bounds the failure text a dead letter carries
+// (Death.Error): a source keeps the first bytes of a longer one, and the
+// broker backends write at most this many (see BoundDeathError). Without
+// the bound a failure text longer than the broker's largest message
+// (1 MB by default on Kafka, 5 MiB on Pulsar) would make a dead letter
+// the broker refuses, and its message would be delivered again and fail
+// again for ever, never reaching the DLQ.
+const MaxDeathErrorBytes = 4096
+
+// BoundDeathError returns text when it is at most MaxDeathErrorBytes long,
+// and otherwise its first bytes, up to MaxDeathErrorBytes and cut at a
+// character boundary (text that is not UTF-8 is cut at the bound),
+// followed by " … (N bytes cut)". A Backend applies it to the Death.Error
+// it writes, so that a letter dead-lettered without a source (a replay
+// tool calling DeadLetter) is bounded too.
+func BoundDeathError(text string) string {
+	if len(text) <= MaxDeathErrorBytes {
+		return text
+	}
+	// A character is at most utf8.UTFMax bytes: the start of the one the
+	// bound falls in (or right after it) is that close. Without one there,
+	// the text is not UTF-8 and is cut at the bound.
+	kept := MaxDeathErrorBytes
+	for i := MaxDeathErrorBytes; i > MaxDeathErrorBytes-utf8.UTFMax; i-- {
+		if utf8.RuneStart(text[i]) {
+			kept = i
+			break
+		}
+	}
+	return text[:kept] + " … (" + strconv.Itoa(len(text)-kept) + " bytes cut)"
 }
 
 // Backend declares topologies on one kind of broker. [Memory] is the

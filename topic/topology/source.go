@@ -697,7 +697,7 @@ func (s *Source[T]) deadLetter(ctx context.Context, p *pendingLetter[T], reason 
 		return
 	}
 	l := p.l
-	l.Death = &Death{Reason: reason, Error: text, Topic: s.t.name, Group: s.t.ConsumerGroup(),
+	l.Death = &Death{Reason: reason, Error: BoundDeathError(text), Topic: s.t.name, Group: s.t.ConsumerGroup(),
 		Retries: l.Retries, FirstFailure: l.FirstFailure, LastFailure: l.LastFailure}
 	if err := s.handOff(ctx, p, l, handOffDeadLetter, 0); err != nil {
 		s.handOffFailed(ctx, "dead-letter", err, slog.String("dlq", s.t.dlq), slog.String("reason", string(reason)))

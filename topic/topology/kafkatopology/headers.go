@@ -81,7 +81,7 @@ func letterHeaders[T any](l *topology.Letter[T], hs []sarama.RecordHeader) []sar
 		hs = append(hs, header(HeaderResume, "1"))
 	}
 	if d := l.Death; d != nil {
-		hs = append(hs, header(HeaderDeathReason, string(d.Reason)), header(HeaderDeathError, d.Error),
+		hs = append(hs, header(HeaderDeathReason, string(d.Reason)), header(HeaderDeathError, topology.BoundDeathError(d.Error)),
 			header(HeaderDeathTopic, d.Topic), header(HeaderDeathGroup, d.Group),
 			header(HeaderDeathRetries, strconv.Itoa(d.Retries)))
 		if !d.FirstFailure.IsZero() {

@@ -179,6 +179,7 @@ func FuzzLetterHeadersRoundTrip(f *testing.F) {
 	f.Add("A", 3, 2, int64(1767323045000000006), int64(1767323046000000000), true, true, "max_retries", "boom", "orders", "billing", 10)
 	f.Add("", 0, 0, int64(0), int64(0), false, false, "", "", "", "", 0)
 	f.Add("\xff\x00", topology.MaxRoutingShards-1, topology.MaxRetriesLimit, int64(-1), int64(math.MaxInt64), false, true, "\xff", "\n", "", "\x00", topology.MaxRetriesLimit)
+	f.Add("A", 1, 1, int64(1), int64(2), false, true, "rejected", strings.Repeat("é", topology.MaxDeathErrorBytes), "orders", "billing", 1)
 	b := fuzzBackend()
 	f.Fuzz(func(t *testing.T, key string, shard, retries int, first, last int64, resume, dead bool, reason, errText, dtopic, dgroup string, dretries int) {
 		// The values a source gives a letter: a shard below the routing
@@ -200,6 +201,10 @@ func FuzzLetterHeadersRoundTrip(f *testing.F) {
 		}
 		if got.Value.Key != l.Value.Key { // JSON carries invalid UTF-8 as U+FFFD
 			l.Value.Key = got.Value.Key
+		}
+		if l.Death != nil {
+			// A longer failure text is carried cut (see topology.MaxDeathErrorBytes).
+			l.Death.Error = topology.BoundDeathError(errText)
 		}
 		if d := topologytest.LetterDiff(l, got); d != "" {
 			t.Fatalf("round trip of %+v: %s", l, d)

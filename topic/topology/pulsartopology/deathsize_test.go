@@ -1,21 +1,19 @@
 package pulsartopology_test
 
 import (
-	"strconv"
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
-	"github.com/boulevard-go/boulevard/topic/topology/pulsartopology"
+	"github.com/boulevard-go/boulevard/topic/topology/topologytest"
 )
 
 // Guarantee: a letter whose failure text is longer than a message can
 // carry (over the broker's 5 MiB maximum message size) is dead-lettered
-// all the same, its error cut to MaxDeathErrorBytes at a character
+// all the same, its error cut to topology.MaxDeathErrorBytes at a character
 // boundary and ending with how many bytes were cut; its message is
 // acknowledged, not delivered to the group again.
 func TestADeadLetterWithAnErrorLongerThanAMessageReachesTheDLQ(t *testing.T) {
@@ -49,16 +47,7 @@ func TestADeadLetterWithAnErrorLongerThanAMessageReachesTheDLQ(t *testing.T) {
 		t.Fatalf("TryReceive on the DLQ = %d, %v, want the dead letter", n, err)
 	}
 	got := buf[0].Death
-	kept, rest, ok := strings.Cut(got.Error, " … (")
-	switch {
-	case !ok || len(kept) > pulsartopology.MaxDeathErrorBytes || len(kept) < pulsartopology.MaxDeathErrorBytes-utf8.UTFMax:
-		t.Fatalf("the dead letter's error is %d bytes (%.40q…), want at most %d of the text and how much was cut",
-			len(got.Error), got.Error, pulsartopology.MaxDeathErrorBytes)
-	case !strings.HasPrefix(text, kept) || !utf8.ValidString(kept):
-		t.Fatalf("the dead letter's error does not start with the text, cut at a character boundary: %.40q…", got.Error)
-	case rest != strconv.Itoa(len(text)-len(kept))+" bytes cut)":
-		t.Fatalf("the dead letter's error ends %q, want %q", rest, strconv.Itoa(len(text)-len(kept))+" bytes cut)")
-	}
+	topologytest.ExpectBoundedDeathError(t, text, got.Error)
 	if got.Reason != topology.ReasonMaxRetries || buf[0].Value != "v" {
 		t.Fatalf("the dead letter is %+v with death %+v, want value v dead of max_retries", buf[0], got)
 	}

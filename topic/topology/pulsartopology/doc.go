@@ -40,7 +40,7 @@
 //     (topology-shard, topology-retries, topology-first-failure,
 //     topology-last-failure, topology-resume; the topology-death-*
 //     properties on a dead letter, whose failure text is cut to
-//     MaxDeathErrorBytes). Times are RFC 3339 with nanoseconds.
+//     topology.MaxDeathErrorBytes). Times are RFC 3339 with nanoseconds.
 //   - Hold sends the letter to the hold topic with delayed delivery
 //     (DeliverAfter the hold's delay) and the property topology-group: the
 //     broker keeps it from the group's Shared subscription until it is due.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/boulevard-go/boulevard/topic/internal/quote"
 	"github.com/boulevard-go/boulevard/topic/topology"
@@ -69,7 +68,7 @@ func properties[T any](l *topology.Letter[T], group string) map[string]string {
 	}
 	if d := l.Death; d != nil {
 		put(PropDeathReason, string(d.Reason))
-		put(PropDeathError, deathError(d.Error))
+		put(PropDeathError, topology.BoundDeathError(d.Error))
 		put(PropDeathTopic, d.Topic)
 		put(PropDeathGroup, d.Group)
 		put(PropDeathRetries, strconv.Itoa(d.Retries))
@@ -141,27 +140,4 @@ func readProperties[T any](p map[string]string, l *topology.Letter[T]) (string, 
 			FirstFailure: tm(PropDeathFirstFailure), LastFailure: tm(PropDeathLastFailure)}
 	}
 	return p[PropGroup], err
-}
-
-// MaxDeathErrorBytes bounds the failure text a dead letter's message
-// carries (PropDeathError): a longer one keeps its first bytes, up to
-// this many and cut at a character boundary, followed by
-// " … (N bytes cut)". Without the bound a failure text longer than the
-// broker's maximum message size (5 MiB by default) would make the dead
-// letter one the broker refuses, and its message would be delivered
-// again and fail again for ever, never reaching the DLQ.
-const MaxDeathErrorBytes = 4096
-
-// deathError is text bounded by MaxDeathErrorBytes.
-func deathError(text string) string {
-	if len(text) <= MaxDeathErrorBytes {
-		return text
-	}
-	// A character is at most utf8.UTFMax bytes: its start is that close
-	// (text that is not UTF-8 is cut at the bound).
-	kept := MaxDeathErrorBytes
-	for kept > MaxDeathErrorBytes-utf8.UTFMax+1 && !utf8.RuneStart(text[kept]) {
-		kept--
-	}
-	return text[:kept] + " … (" + strconv.Itoa(len(text)-kept) + " bytes cut)"
 }

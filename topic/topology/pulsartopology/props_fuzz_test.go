@@ -126,8 +126,8 @@ func FuzzDecodeLetter(f *testing.F) {
 			t.Fatalf("the encoding of %+v does not decode: %v", l, err)
 		}
 		if l.Death != nil {
-			// A longer failure text is carried cut (see MaxDeathErrorBytes).
-			l.Death.Error = deathError(l.Death.Error)
+			// A longer failure text is carried cut (see topology.MaxDeathErrorBytes).
+			l.Death.Error = topology.BoundDeathError(l.Death.Error)
 		}
 		if d := topologytest.LetterDiff(l, got); d != "" || g != group {
 			t.Fatalf("round trip: %s; group %q, want %q", d, g, group)
@@ -143,6 +143,7 @@ func FuzzPropertiesRoundTrip(f *testing.F) {
 	f.Add(3, 2, int64(1767323045000000006), int64(1767323046000000000), true, "billing", true, "max_retries", "boom", "orders", "billing", 10)
 	f.Add(0, 0, int64(0), int64(0), false, "", false, "", "", "", "", 0)
 	f.Add(topology.MaxRoutingShards-1, topology.MaxRetriesLimit, int64(-1), int64(math.MaxInt64), false, "\xff", true, "\xff", "\n", "", "\x00", topology.MaxRetriesLimit)
+	f.Add(1, 1, int64(1), int64(2), false, "billing", true, "rejected", strings.Repeat("é", topology.MaxDeathErrorBytes), "orders", "billing", 1)
 	codec := topic.JSONCodec[topologytest.Msg]{}
 	f.Fuzz(func(t *testing.T, shard, retries int, first, last int64, resume bool, group string, dead bool, reason, errText, dtopic, dgroup string, dretries int) {
 		// The values a source gives a letter: a shard below the routing
@@ -163,8 +164,8 @@ func FuzzPropertiesRoundTrip(f *testing.F) {
 			t.Fatalf("the encoding of %+v does not decode: %v", l, err)
 		}
 		if l.Death != nil {
-			// A longer failure text is carried cut (see MaxDeathErrorBytes).
-			l.Death.Error = deathError(errText)
+			// A longer failure text is carried cut (see topology.MaxDeathErrorBytes).
+			l.Death.Error = topology.BoundDeathError(errText)
 		}
 		if d := topologytest.LetterDiff(l, got); d != "" || g != group {
 			t.Fatalf("round trip of %+v: %s; group %q, want %q", l, d, g, group)

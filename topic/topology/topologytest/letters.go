@@ -2,8 +2,11 @@ package topologytest
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
@@ -83,4 +86,24 @@ func DecodeVerdict[T any](t testing.TB, bad string, err, codecErr error, l topol
 		t.Fatalf("decoded a record whose value does not decode (%v): %+v", codecErr, l)
 	}
 	return err == nil
+}
+
+// ExpectBoundedDeathError fails t unless got, the Death.Error a dead
+// letter carries for the failure text text, is text bounded as
+// topology.BoundDeathError bounds it: at most
+// topology.MaxDeathErrorBytes of its start, cut at a character boundary,
+// then " … (N bytes cut)" with the bytes left out. text must be longer
+// than the bound.
+func ExpectBoundedDeathError(t testing.TB, text, got string) {
+	t.Helper()
+	kept, rest, ok := strings.Cut(got, " … (")
+	switch {
+	case !ok || len(kept) > topology.MaxDeathErrorBytes || len(kept) < topology.MaxDeathErrorBytes-utf8.UTFMax:
+		t.Fatalf("the dead letter's error is %d bytes (%.40q…), want at most %d of the failure text and how much was cut",
+			len(got), got, topology.MaxDeathErrorBytes)
+	case !strings.HasPrefix(text, kept) || !utf8.ValidString(kept):
+		t.Fatalf("the dead letter's error does not start with the failure text, cut at a character boundary: %.40q…", got)
+	case rest != strconv.Itoa(len(text)-len(kept))+" bytes cut)":
+		t.Fatalf("the dead letter's error ends %q, want %q", rest, strconv.Itoa(len(text)-len(kept))+" bytes cut)")
+	}
 }
