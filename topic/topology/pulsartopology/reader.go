@@ -222,11 +222,11 @@ func (r *reader[T]) take(cm pulsar.ConsumerMessage, dst []topology.Letter[T], n 
 	if err != nil {
 		r.b.log.Warn("pulsartopology: a message does not decode; acknowledged and skipped",
 			slog.String("topic", cm.Topic()), slog.String("message_id", cm.ID().String()), slog.Any("error", err))
-		r.ack(cm.ID())
+		r.ack(cm)
 		return n
 	}
 	if group != "" && group != r.group {
-		r.ack(cm.ID())
+		r.ack(cm)
 		return n
 	}
 	l.Key = cm.Key()
@@ -253,7 +253,7 @@ func (r *reader[T]) exited(dst []topology.Letter[T], returned *bool) {
 		slog.String("topic", m.Topic()), slog.String("message_id", m.ID().String()),
 		slog.Any("error", message.ErrHandlerExited), slog.Int("nacked", len(taken)),
 		slog.String("stack", string(debug.Stack())))
-	r.ack(m.ID())
+	r.ack(m)
 	for i := range taken {
 		if rc, ok := taken[i].Receipt.(*receipt); ok && !r.b.crashed.Load() {
 			r.cons.NackID(rc.id)
@@ -280,14 +280,14 @@ func (r *reader[T]) marked(cm pulsar.ConsumerMessage, m string) {
 	tok, at, _ := strings.Cut(m, "@")
 	if r.marker != "" && tok == r.marker {
 		r.marker = ""
-		r.ack(cm.ID())
+		r.ack(cm)
 		return
 	}
 	if markerYoung(at, time.Now()) {
 		r.cons.NackID(cm.ID())
 		return
 	}
-	r.ack(cm.ID())
+	r.ack(cm)
 }
 
 // markerYoung reports whether a marker stamped at (Unix milliseconds, as
@@ -304,12 +304,17 @@ func markerYoung(at string, now time.Time) bool {
 	return age > -markerLife && age < markerLife
 }
 
-func (r *reader[T]) ack(id pulsar.MessageID) {
+// ack acknowledges m, a message the reader skips (a marker, a letter for
+// another group, one that does not decode); a failure is logged with the
+// message's topic and id (the broker delivers it again, to be skipped
+// again).
+func (r *reader[T]) ack(m pulsar.Message) {
 	if r.b.crashed.Load() {
 		return
 	}
-	if err := r.cons.AckID(id); err != nil {
-		r.b.log.Warn("pulsartopology: acknowledging a skipped message failed", slog.Any("error", err))
+	if err := r.cons.AckID(m.ID()); err != nil {
+		r.b.log.Warn("pulsartopology: acknowledging a skipped message failed",
+			slog.String("topic", m.Topic()), slog.String("message_id", m.ID().String()), slog.Any("error", err))
 	}
 }
 
