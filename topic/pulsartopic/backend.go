@@ -230,6 +230,9 @@ func (b *Backend[T]) forget(t *pTopic[T]) {
 
 // Close closes every topic the backend created that is still open (their
 // publishes fail with topic.ErrTopicClosed, their subscribers are closed),
+// all together: a broker that leaves the closes unanswered holds the
+// closing for about two of the client's operation timeouts (a topic's
+// subscribers, then its producer), however many topics there are;
 // waits for the partition lookups and producer creations a cancelled
 // declaration left running (the client's operation timeout bounds them,
 // and a producer created after its declaration gave up is closed) and, when the backend made its
@@ -259,9 +262,14 @@ func (b *Backend[T]) close() {
 		ts = append(ts, t)
 	}
 	b.mu.Unlock()
+	// The topics close together: each close waits for the broker's
+	// answers, up to the client's operation timeout when it gives none,
+	// and one after another they would take that many times longer.
+	var wg sync.WaitGroup
 	for _, t := range ts {
-		t.close(true)
+		wg.Go(func() { t.close(true) })
 	}
+	wg.Wait()
 	b.lookups.Wait()
 	if b.owned {
 		b.client.Close()

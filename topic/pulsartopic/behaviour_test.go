@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -352,5 +353,48 @@ func TestCloseReturnsByItsDeadlineWhileTheBrokerWithholdsTheCloses(t *testing.T)
 	}
 	if st := b.Stats(); st.ProducersOpen != 0 || st.ConsumersOpen != 0 {
 		t.Errorf("after Close: %d producers and %d consumers open, want none", st.ProducersOpen, st.ConsumersOpen)
+	}
+}
+
+// Guarantee: the backend's topics and their subscribers close together:
+// while the broker leaves every close unanswered, the closing ends after
+// about two of the client's operation timeouts (a topic's subscribers
+// together, then its producer), however many topics and subscribers the
+// backend has, not after one timeout for each of them.
+func TestTopicsAndSubscribersCloseTogetherWhileTheBrokerWithholdsTheCloses(t *testing.T) {
+	const (
+		topics    = 4
+		subs      = 2
+		operation = time.Second
+	)
+	b := testbroker.Pulsar(t)
+	o := testOptions[int](b, topic.IntCodec{})
+	o.ClientOptions.OperationTimeout = operation
+	o.ClientOptions.KeepAliveInterval = time.Minute
+	be := newBackend(t, o)
+	for i := range topics {
+		h := newHandle(t, be, topic.Name("together-"+strconv.Itoa(i)), topic.Options{})
+		for range subs {
+			sub, err := h.Subscribe(topic.Balanced("g"), topic.SubscriberOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Close()
+		}
+		if err := h.Publish(ctxT(t), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release := b.Withhold(pulsartest.CommandCloseProducer, pulsartest.CommandCloseConsumer)
+	t.Cleanup(release)
+	start := time.Now()
+	if err := be.Close(ctxT(t)); err != nil {
+		t.Fatalf("Close = %v, want nil once the client gave up on the closes", err)
+	}
+	// One after another: topics × (subs + 1) = 12 timeouts. Together: 2,
+	// and 6 leave room for a busy machine.
+	if took, bound := time.Since(start), 6*operation; took > bound {
+		t.Errorf("closing %d topics of %d subscribers each took %v with the closes withheld, want under %v (about two operation timeouts of %v)",
+			topics, subs, took.Round(time.Millisecond), bound, operation)
 	}
 }

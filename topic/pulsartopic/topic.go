@@ -438,10 +438,15 @@ func (t *pTopic[T]) close(subs bool) {
 		ss = append(ss, s)
 	}
 	t.mu.Unlock()
-	for _, s := range ss {
-		if subs {
-			s.Close()
-		} else {
+	if subs {
+		// Together, as the topics: each waits for the broker's answer.
+		var wg sync.WaitGroup
+		for _, s := range ss {
+			wg.Go(s.Close)
+		}
+		wg.Wait()
+	} else {
+		for _, s := range ss {
 			s.topicClosed()
 		}
 	}
