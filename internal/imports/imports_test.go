@@ -65,6 +65,7 @@ var rules = []rule{
 	// shared by every option package that takes a sarama.Config.
 	{from: "internal/kafkalimits", only: []string{"validate"}, why: "internal/kafkalimits imports only validate"},
 	{from: "internal/pulsarnack", only: []string{}, why: "internal/pulsarnack imports nothing of the module"},
+	{from: "internal/pulsarsize", only: []string{}, why: "internal/pulsarsize imports nothing of the module"},
 	// The telemetry hooks are called by the stage runtime and by the
 	// sources, which never import each other: the hook API depends on
 	// neither, only on the message types its events name.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/boulevard-go/boulevard/internal/pulsarsize"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
 )
@@ -328,7 +329,7 @@ func (t *pTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool,
 		case ctx.Err() != nil && errors.Is(err, pulsar.ErrContextExpired):
 			return topic.Published, ctx.Err()
 		}
-		return topic.Published, &Error{Op: "publish to", Topic: t.full, Err: err}
+		return topic.Published, &Error{Op: "publish to", Topic: t.full, Err: pulsarsize.Refusal(err)}
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/boulevard-go/boulevard/internal/liveset"
+	"github.com/boulevard-go/boulevard/internal/pulsarsize"
 	spulsar "github.com/boulevard-go/boulevard/sources/pulsar"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
@@ -387,7 +388,7 @@ func (b *Backend[T]) sendWithin(ctx context.Context, full string, msg *pulsar.Pr
 			// in the producer's queue with an error of its own.
 			return fmt.Errorf("%w: topic %q: %w: %w", ErrSend, full, ended, err)
 		}
-		return fmt.Errorf("%w: topic %q: %w", ErrSend, full, err)
+		return fmt.Errorf("%w: topic %q: %w", ErrSend, full, pulsarsize.Refusal(err))
 	}
 	return nil
 }

@@ -1,13 +1,19 @@
 package pulsartopology_test
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/apache/pulsar-client-go/pulsar"
+
 	"github.com/boulevard-go/boulevard/internal/testbroker"
+	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
+	"github.com/boulevard-go/boulevard/topic/topology/pulsartopology"
 	"github.com/boulevard-go/boulevard/topic/topology/topologytest"
 )
 
@@ -50,5 +56,25 @@ func TestADeadLetterWithAnErrorLongerThanAMessageReachesTheDLQ(t *testing.T) {
 	topologytest.ExpectBoundedDeathError(t, text, got.Error)
 	if got.Reason != topology.ReasonMaxRetries || buf[0].Value != "v" {
 		t.Fatalf("the dead letter is %+v with death %+v, want value v dead of max_retries", buf[0], got)
+	}
+}
+
+// Guarantee: a letter larger than the broker takes fails its Publish with
+// an error that wraps ErrSend and pulsar.ErrMessageTooLarge and says what
+// to do, whichever way the client found it out.
+func TestALetterOverTheBrokersMessageSizeFailsWithMessageTooLarge(t *testing.T) {
+	br, err := pulsartest.Start(context.Background(), pulsartest.Options{Logger: testbroker.PulsarLogger(), MaxMessageSize: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = br.Close() })
+	be := newBackend(t, options(br, topic.Codec[string](topic.StringCodec{})))
+	q, _ := declared(t, be, build(t, topology.New("oversized").DLQ()))
+	err = q.Publish(ctxT(t), topology.Letter[string]{Value: strings.Repeat("x", 4096)})
+	if !errors.Is(err, pulsartopology.ErrSend) || !errors.Is(err, pulsar.ErrMessageTooLarge) || !strings.Contains(err.Error(), "raise maxMessageSize") {
+		t.Fatalf("publishing a letter over the broker's size = %v, want an error wrapping ErrSend and pulsar.ErrMessageTooLarge that says what to do", err)
+	}
+	if err := q.Publish(ctxT(t), topology.Letter[string]{Value: "fits"}); err != nil {
+		t.Fatalf("publishing after a refused letter = %v, want nil", err)
 	}
 }
