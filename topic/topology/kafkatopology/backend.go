@@ -32,6 +32,43 @@ var ErrConnect = errors.New("kafkatopology: cannot connect")
 // does not know the topic. Nothing was produced.
 var ErrMetadata = errors.New("kafkatopology: topic partitions unknown")
 
+// ErrLetterTooLarge is wrapped by [*LetterTooLargeError].
+var ErrLetterTooLarge = errors.New("kafkatopology: letter too large to hold and dead-letter")
+
+// LetterTooLargeError is the error of a Publish whose record, with the
+// headers a hold or a dead-lettering adds to it later (the letter's
+// history, the hold's due time and destination, its Death), would be
+// larger than the producer takes (sarama's Producer.MaxMessageBytes, 1 MiB
+// by default): such a letter could be delivered but neither held nor
+// dead-lettered, and its failures would stop its partition's commits for
+// good. Nothing was produced. It wraps [ErrLetterTooLarge] and
+// sarama.ErrMessageSizeTooLarge.
+type LetterTooLargeError struct {
+	// Topic is the Kafka topic the letter was published to.
+	Topic string
+	// Size is the record's size as the producer counts it
+	// (sarama.ProducerMessage.ByteSize): its value, key and headers and
+	// the most a record's framing takes.
+	Size int
+	// Reserve is what the topology keeps under Limit for the headers a
+	// hold or a dead-lettering adds (see the package documentation,
+	// Mapping): Publish takes a letter of at most Limit-Reserve bytes.
+	Reserve int
+	// Limit is the producer's Producer.MaxMessageBytes.
+	Limit int
+}
+
+// Error names the topic, the record's size, the reserve and the limit.
+func (e *LetterTooLargeError) Error() string {
+	return fmt.Sprintf("kafkatopology: letter of %d bytes refused by topic %q: a letter takes at most %d bytes (Producer.MaxMessageBytes %d less %d kept for the headers of a hold or a dead-lettering)",
+		e.Size, e.Topic, e.Limit-e.Reserve, e.Limit, e.Reserve)
+}
+
+// Unwrap returns ErrLetterTooLarge and sarama.ErrMessageSizeTooLarge.
+func (e *LetterTooLargeError) Unwrap() []error {
+	return []error{ErrLetterTooLarge, sarama.ErrMessageSizeTooLarge}
+}
+
 // Backend is the Kafka topology backend. Create it with [New] and Close it
 // when done; it is safe for concurrent use.
 type Backend[T any] struct {
@@ -128,6 +165,7 @@ func (b *Backend[T]) Declare(ctx context.Context, t *topology.Topology) (topolog
 	ctx, cancel := context.WithTimeout(ctx, b.opts.AdminTimeout)
 	defer cancel()
 	q := &queues[T]{b: b, t: t, main: kafkaName(t.Name()), group: t.ConsumerGroup()}
+	q.reserve = historyReserve(q.main, t)
 	return bounded(ctx, b, ErrAdmin, fmt.Sprintf("declaring topology %q", t.Name()), func(d *dialing) (topology.Queues[T], error) {
 		if err := b.declare(ctx, d, q); err != nil {
 			return nil, err

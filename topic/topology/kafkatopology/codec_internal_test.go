@@ -46,7 +46,7 @@ func TestPanickingCodecFailsOnlyItsLetter(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := &queues[topologytest.Msg]{b: b, t: top, main: "t"}
-	if _, err := q.record(t.Context(), "t", &topology.Letter[topologytest.Msg]{}); !errors.As(err, &pe) || pe.Value != "encode" {
+	if _, err := q.record(t.Context(), "t", &topology.Letter[topologytest.Msg]{}, 0); !errors.As(err, &pe) || pe.Value != "encode" {
 		t.Fatalf("record = %v, want an error wrapping the Encode panic", err)
 	}
 }

@@ -44,7 +44,17 @@
 //     acknowledged the record (acks=all). A sequenced letter goes to the
 //     partition of its shard (shard modulo the partition count, so a key
 //     always lands on one partition and keeps its order); the others are
-//     spread round-robin.
+//     spread round-robin. It refuses, with a LetterTooLargeError wrapping
+//     ErrLetterTooLarge and producing nothing, a letter whose record is
+//     larger than sarama's Producer.MaxMessageBytes (1 MiB by default)
+//     less a reserve for the headers a hold or a dead-lettering adds to it
+//     (every history header at its largest, the hold's, a Death with its
+//     failure text at topology.MaxDeathErrorBytes, and a record batch's
+//     framing: about 5 kB, a little more for long topology and group
+//     names): such a letter fits on the main topic but could be neither
+//     held nor dead-lettered, so each of its failures would stop its
+//     partition's commits, for good. A record another producer wrote to
+//     the main topic is not checked.
 //   - Hold produces the letter to the hold topic with its due time. Each
 //     backend runs one releaser per hold topic it declared, a member of the
 //     Kafka consumer group "<hold topic>:release": it reads a partition in

@@ -1,6 +1,7 @@
 package kafkatopology
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -92,6 +93,43 @@ func letterHeaders[T any](l *topology.Letter[T], hs []sarama.RecordHeader) []sar
 		}
 	}
 	return hs
+}
+
+// recordBatchOverhead is the header of a record batch (Kafka's
+// RECORD_BATCH_OVERHEAD): a broker measures what it takes by the batch,
+// which a lone record's batch makes this much larger than the record.
+const recordBatchOverhead = 61
+
+// deathErrorNote bounds the note that follows a failure text
+// topology.BoundDeathError cut (" … (N bytes cut)").
+const deathErrorNote = 64
+
+// historyReserve returns what a record of topology t published to its
+// main topic kname can grow by, as the producer counts a record's size,
+// once a hold or a dead-lettering adds headers to it: every history
+// header at its largest (the shard, the retry count at their bounds, the
+// times at the length of RFC 3339 with nanoseconds, Resume), a hold's
+// (its due time, group and main topic) and a dead letter's (the longest
+// reason, a failure text bounded by topology.BoundDeathError, t's name and
+// group as a source writes them), and the header of the record batch a
+// broker measures. It counts the headers a published letter has already
+// twice: a reserve, not a size.
+func historyReserve(kname string, t *topology.Topology) int {
+	h := func(key string, n int) int { return len(key) + n + 2*binary.MaxVarintLen32 }
+	retries := len(strconv.Itoa(topology.MaxRetriesLimit))
+	at := len(time.RFC3339Nano)
+	reason := 0
+	for _, r := range []topology.Reason{topology.ReasonRejected, topology.ReasonMaxRetries, topology.ReasonPoisoned, topology.ReasonTimeout} {
+		reason = max(reason, len(r))
+	}
+	group := t.ConsumerGroup()
+	return recordBatchOverhead +
+		h(HeaderShard, len(strconv.Itoa(topology.MaxRoutingShards-1))) + h(HeaderRetries, retries) +
+		h(HeaderFirstFailure, at) + h(HeaderLastFailure, at) + h(HeaderResume, 1) +
+		h(HeaderDue, at) + h(HeaderGroup, len(group)) + h(HeaderTopic, len(kname)) +
+		h(HeaderDeathReason, reason) + h(HeaderDeathError, topology.MaxDeathErrorBytes+deathErrorNote) +
+		h(HeaderDeathTopic, len(t.Name())) + h(HeaderDeathGroup, len(group)) + h(HeaderDeathRetries, retries) +
+		h(HeaderDeathFirstFailure, at) + h(HeaderDeathLastFailure, at)
 }
 
 // meta is what a record's headers say besides the letter's own fields.

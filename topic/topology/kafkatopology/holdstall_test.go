@@ -121,7 +121,7 @@ func TestReleaserReportsALetterItCannotReleaseInStatsWithoutALogFlood(t *testing
 	q := declare(t, b, topology.New("orders").Hold(time.Second)).(*queues[msg])
 	hold := q.holds[0].name
 	l := topology.Letter[msg]{Value: msg{N: 1}}
-	if err := q.produce(t.Context(), hold, &l, timeHeader(HeaderDue, time.Now()),
+	if err := q.produce(t.Context(), hold, &l, 0, timeHeader(HeaderDue, time.Now()),
 		header(HeaderGroup, q.group), header(HeaderTopic, "gone")); err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,9 @@ type queues[T any] struct {
 	holds []hold
 	dlq   string
 	group string // "" for broadcast
+	// reserve is what Publish keeps under the producer's largest message
+	// for the headers a hold or a dead-lettering adds (historyReserve).
+	reserve int
 }
 
 // groupID is the Kafka consumer group of the topology's group on the main
@@ -39,22 +42,30 @@ func (q *queues[T]) groupID() string {
 func (q *queues[T]) Topology() *topology.Topology { return q.t }
 
 // record builds the record of l to kname; learning kname's partitions is
-// bounded by ctx and Options.AdminTimeout (see Backend.partition).
-func (q *queues[T]) record(ctx context.Context, kname string, l *topology.Letter[T], extra ...sarama.RecordHeader) (*sarama.ProducerMessage, error) {
+// bounded by ctx and Options.AdminTimeout (see Backend.partition). A
+// record larger than the producer takes less reserve is a
+// *LetterTooLargeError, before any partition is looked up.
+func (q *queues[T]) record(ctx context.Context, kname string, l *topology.Letter[T], reserve int, extra ...sarama.RecordHeader) (*sarama.ProducerMessage, error) {
 	payload, err := topic.Encode(q.b.opts.Codec, l.Value)
 	if err != nil {
 		return nil, fmt.Errorf("kafkatopology: encoding a value for topic %q: %w", kname, err)
 	}
-	_, seq := q.t.Sequenced()
-	part, err := q.b.partition(ctx, kname, l.Shard, seq)
-	if err != nil {
-		return nil, q.b.refused(err)
-	}
-	msg := &sarama.ProducerMessage{Topic: kname, Partition: part, Value: sarama.ByteEncoder(payload)}
+	msg := &sarama.ProducerMessage{Topic: kname, Value: sarama.ByteEncoder(payload)}
 	if l.Key != "" {
 		msg.Key = sarama.StringEncoder(l.Key)
 	}
 	msg.Headers = append(letterHeaders(l, make([]sarama.RecordHeader, 0, 4+len(extra))), extra...)
+	if reserve > 0 {
+		// Version 2: the record batches of Kafka 0.11 on (saramaConfig).
+		limit := q.b.cfg.Producer.MaxMessageBytes
+		if size := msg.ByteSize(2); size > limit-reserve {
+			return nil, &LetterTooLargeError{Topic: kname, Size: size, Reserve: reserve, Limit: limit}
+		}
+	}
+	_, seq := q.t.Sequenced()
+	if msg.Partition, err = q.b.partition(ctx, kname, l.Shard, seq); err != nil {
+		return nil, q.b.refused(err)
+	}
 	return msg, nil
 }
 
@@ -64,12 +75,14 @@ func (q *queues[T]) record(ctx context.Context, kname string, l *topology.Letter
 // the produce (see the package documentation). When that fails, the
 // letter's delivery is kept from being committed, so the group delivers it
 // again. The last produce decides: one that succeeds after a failed one (a sequenced
-// source hands such a letter off again itself) lets it be committed.
-func (q *queues[T]) produce(ctx context.Context, kname string, l *topology.Letter[T], extra ...sarama.RecordHeader) error {
+// source hands such a letter off again itself) lets it be committed. A
+// reserve other than 0 refuses, with a *LetterTooLargeError, a record
+// larger than the producer takes less reserve.
+func (q *queues[T]) produce(ctx context.Context, kname string, l *topology.Letter[T], reserve int, extra ...sarama.RecordHeader) error {
 	err := topology.ErrClosed
 	if !q.b.stopped.Load() { // once stopped, the client may be closed: not asked
 		var msg *sarama.ProducerMessage
-		if msg, err = q.record(ctx, kname, l, extra...); err == nil {
+		if msg, err = q.record(ctx, kname, l, reserve, extra...); err == nil {
 			err = q.b.send(msg)
 		}
 	}
@@ -81,10 +94,12 @@ func (q *queues[T]) produce(ctx context.Context, kname string, l *topology.Lette
 
 // Publish implements topology.Queues: it produces l to the main topic and
 // returns once the broker acknowledged it. ctx bounds only learning the
-// topic's partitions, not the produce (see the package documentation).
+// topic's partitions, not the produce (see the package documentation). A
+// letter whose record would outgrow the producer's largest message once
+// held or dead-lettered is refused with a *LetterTooLargeError, unproduced.
 func (q *queues[T]) Publish(ctx context.Context, l topology.Letter[T]) error {
 	l.Receipt, l.Resume = nil, false
-	return q.produce(ctx, q.main, &l)
+	return q.produce(ctx, q.main, &l, q.reserve)
 }
 
 // Subscribe implements topology.Queues: a member of the group's Kafka
@@ -138,7 +153,7 @@ func (q *queues[T]) Hold(ctx context.Context, i int, l topology.Letter[T]) error
 		return errors.New("kafkatopology: a broadcast topology cannot hold")
 	}
 	h := q.holds[i]
-	return q.produce(ctx, h.name, &l, timeHeader(HeaderDue, time.Now().Add(h.delay)),
+	return q.produce(ctx, h.name, &l, 0, timeHeader(HeaderDue, time.Now().Add(h.delay)),
 		header(HeaderGroup, q.group), header(HeaderTopic, q.main))
 }
 
@@ -148,7 +163,7 @@ func (q *queues[T]) Requeue(ctx context.Context, l topology.Letter[T]) error {
 	if q.group == "" {
 		return errors.New("kafkatopology: a broadcast topology cannot requeue")
 	}
-	return q.produce(ctx, q.main, &l, header(HeaderGroup, q.group))
+	return q.produce(ctx, q.main, &l, 0, header(HeaderGroup, q.group))
 }
 
 // Return implements topology.Queues: the letters' records are left
@@ -175,7 +190,7 @@ func (q *queues[T]) DeadLetter(ctx context.Context, l topology.Letter[T]) error 
 		return topology.ErrNoDLQ
 	}
 	l.Resume = false
-	return q.produce(ctx, q.dlq, &l)
+	return q.produce(ctx, q.dlq, &l, 0)
 }
 
 // SubscribeDead implements topology.Queues: a member of the DLQ's consumer
