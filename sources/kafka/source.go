@@ -297,6 +297,7 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		failed:    make(chan error, 1),
 		down:      make(chan struct{}),
 		loopDone:  make(chan struct{}),
+		errsSeen:  make(chan chan struct{}),
 
 		commitVersion: commitVersion(cfg.Version),
 		commitConn:    newCommitConn(conns, cfg),
@@ -355,7 +356,11 @@ type member struct {
 	failed    chan error    // receives the error fail reports, once
 	down      chan struct{} // closed once fail has run: loop joins no more
 	loopDone  chan struct{}
-	wg        sync.WaitGroup // logErrors, commitLoop
+	// errsSeen takes a channel from loop after each session, which
+	// logErrors closes once it has handled every error the group had
+	// queued by then (seenErrors).
+	errsSeen chan chan struct{}
+	wg       sync.WaitGroup // logErrors, commitLoop
 
 	// The member's claims, session and commit bookkeeping (commit.go: one
 	// request in flight at a time, on a connection of its own).
@@ -435,6 +440,7 @@ func (m *member) loop() {
 	failures := 0
 	for {
 		err := m.group.Consume(m.consumeCtx, m.opts.Topics, (*handler)(m))
+		m.seenErrors()
 		if m.ctx.Err() != nil || m.isDown() || errors.Is(err, sarama.ErrClosedConsumerGroup) {
 			// Closed, or a claim failed the member (its session then
 			// ended): joining again is for the restart policy to decide.
@@ -502,36 +508,82 @@ func (m *member) loop() {
 // is logged at WARN, a claim's fetch errors once per run of failures of
 // its partition (claim.FailureRuns: the first, one with another message,
 // or one after the claim took records in since the last), as sarama
-// fetches again after each.
+// fetches again after each. Between two sessions it answers loop's
+// seenErrors once it has handled every error queued.
 func (m *member) logErrors() {
 	var runs claim.FailureRuns[topicPart]
-	for err := range m.group.Errors() {
-		ce, ok := err.(*sarama.ConsumerError)
-		if !ok || ce.Topic == "" {
-			m.log.Warn("kafka consumer error", slog.Any("error", flat(err)))
-			continue
+	errs := m.group.Errors()
+	for {
+		select {
+		case err, ok := <-errs:
+			if !ok {
+				return
+			}
+			m.handleError(&runs, err)
+		case seen := <-m.errsSeen:
+			for queued := true; queued; {
+				select {
+				case err, ok := <-errs:
+					if !ok {
+						close(seen)
+						return
+					}
+					m.handleError(&runs, err)
+				default:
+					queued = false
+				}
+			}
+			close(seen)
 		}
-		if fetchRefused(ce) {
-			ferr := refusedFetch(ce.Topic, ce.Partition, ce.Err)
-			m.log.Error("kafka partition fetch refused; the member fails", slog.Any("error", ferr))
-			m.fail(ferr)
-			continue
-		}
-		if corruptBatch(ce.Err) {
-			m.failCorrupt(ce.Topic, ce.Partition, m.fetchedTo(ce.Topic, ce.Partition), ce.Err)
-			continue
-		}
-		if errors.Is(ce.Err, sarama.ErrOffsetOutOfRange) && !m.client.Config().Consumer.Group.ResetInvalidOffsets {
-			m.failWith(func() error {
-				ferr := m.outOfRange(ce.Topic, ce.Partition, ce.Err)
-				m.log.Error("kafka partition offset out of range and not to be reset; the member fails", slog.Any("error", ferr))
-				return ferr
-			})
-			continue
-		}
-		if runs.Log(topicPart{ce.Topic, ce.Partition}, ce, m.fetchedTo(ce.Topic, ce.Partition)) {
-			m.log.Warn("kafka consumer error", slog.Any("error", flat(err)))
-		}
+	}
+}
+
+// seenErrors returns once logErrors has handled every error the group
+// queued before the call (or the member closes). A session ends when one
+// of its claims fails to open, as on an offset out of range not to be
+// reset, and sarama queues the claim's error before Consume returns: loop
+// calls seenErrors before deciding to join again, so that an error that
+// fails the member is seen first, however busy the machine.
+func (m *member) seenErrors() {
+	seen := make(chan struct{})
+	select {
+	case m.errsSeen <- seen:
+	case <-m.ctx.Done():
+		return
+	}
+	select {
+	case <-seen:
+	case <-m.ctx.Done():
+	}
+}
+
+// handleError is logErrors' handling of err, one of the group's errors.
+func (m *member) handleError(runs *claim.FailureRuns[topicPart], err error) {
+	ce, ok := err.(*sarama.ConsumerError)
+	if !ok || ce.Topic == "" {
+		m.log.Warn("kafka consumer error", slog.Any("error", flat(err)))
+		return
+	}
+	if fetchRefused(ce) {
+		ferr := refusedFetch(ce.Topic, ce.Partition, ce.Err)
+		m.log.Error("kafka partition fetch refused; the member fails", slog.Any("error", ferr))
+		m.fail(ferr)
+		return
+	}
+	if corruptBatch(ce.Err) {
+		m.failCorrupt(ce.Topic, ce.Partition, m.fetchedTo(ce.Topic, ce.Partition), ce.Err)
+		return
+	}
+	if errors.Is(ce.Err, sarama.ErrOffsetOutOfRange) && !m.client.Config().Consumer.Group.ResetInvalidOffsets {
+		m.failWith(func() error {
+			ferr := m.outOfRange(ce.Topic, ce.Partition, ce.Err)
+			m.log.Error("kafka partition offset out of range and not to be reset; the member fails", slog.Any("error", ferr))
+			return ferr
+		})
+		return
+	}
+	if runs.Log(topicPart{ce.Topic, ce.Partition}, ce, m.fetchedTo(ce.Topic, ce.Partition)) {
+		m.log.Warn("kafka consumer error", slog.Any("error", flat(err)))
 	}
 }
 
