@@ -11,6 +11,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/topic/internal/quote"
 	"github.com/boulevard-go/boulevard/topic/topology"
+	"github.com/boulevard-go/boulevard/topic/topology/internal/lettersize"
 )
 
 // Record headers: what a letter knows about its history. Times are RFC
@@ -100,36 +101,24 @@ func letterHeaders[T any](l *topology.Letter[T], hs []sarama.RecordHeader) []sar
 // which a lone record's batch makes this much larger than the record.
 const recordBatchOverhead = 61
 
-// deathErrorNote bounds the note that follows a failure text
-// topology.BoundDeathError cut (" … (N bytes cut)").
-const deathErrorNote = 64
+// reserveKeys are the headers a hold or a dead-lettering writes, for
+// lettersize.Reserve.
+var reserveKeys = lettersize.Keys{Shard: HeaderShard, Retries: HeaderRetries, FirstFailure: HeaderFirstFailure,
+	LastFailure: HeaderLastFailure, Resume: HeaderResume, Group: HeaderGroup,
+	DeathReason: HeaderDeathReason, DeathError: HeaderDeathError, DeathTopic: HeaderDeathTopic, DeathGroup: HeaderDeathGroup,
+	DeathRetries: HeaderDeathRetries, DeathFirstFailure: HeaderDeathFirstFailure, DeathLastFailure: HeaderDeathLastFailure,
+	ResumeValue: "1"}
 
 // historyReserve returns what a record of topology t published to its
 // main topic kname can grow by, as the producer counts a record's size,
-// once a hold or a dead-lettering adds headers to it: every history
-// header at its largest (the shard, the retry count at their bounds, the
-// times at the length of RFC 3339 with nanoseconds, Resume), a hold's
-// (its due time, group and main topic) and a dead letter's (the longest
-// reason, a failure text bounded by topology.BoundDeathError, t's name and
-// group as a source writes them), and the header of the record batch a
-// broker measures. It counts the headers a published letter has already
-// twice: a reserve, not a size.
+// once a hold or a dead-lettering adds headers to it: every header of the
+// history and of a Death at its largest (lettersize.Reserve), a hold's due
+// time and main topic, and the header of the record batch a broker
+// measures.
 func historyReserve(kname string, t *topology.Topology) int {
 	h := func(key string, n int) int { return len(key) + n + 2*binary.MaxVarintLen32 }
-	retries := len(strconv.Itoa(topology.MaxRetriesLimit))
-	at := len(time.RFC3339Nano)
-	reason := 0
-	for _, r := range []topology.Reason{topology.ReasonRejected, topology.ReasonMaxRetries, topology.ReasonPoisoned, topology.ReasonTimeout} {
-		reason = max(reason, len(r))
-	}
-	group := t.ConsumerGroup()
-	return recordBatchOverhead +
-		h(HeaderShard, len(strconv.Itoa(topology.MaxRoutingShards-1))) + h(HeaderRetries, retries) +
-		h(HeaderFirstFailure, at) + h(HeaderLastFailure, at) + h(HeaderResume, 1) +
-		h(HeaderDue, at) + h(HeaderGroup, len(group)) + h(HeaderTopic, len(kname)) +
-		h(HeaderDeathReason, reason) + h(HeaderDeathError, topology.MaxDeathErrorBytes+deathErrorNote) +
-		h(HeaderDeathTopic, len(t.Name())) + h(HeaderDeathGroup, len(group)) + h(HeaderDeathRetries, retries) +
-		h(HeaderDeathFirstFailure, at) + h(HeaderDeathLastFailure, at)
+	return recordBatchOverhead + lettersize.Reserve(reserveKeys, t, h) +
+		h(HeaderDue, lettersize.TimeBytes) + h(HeaderTopic, len(kname))
 }
 
 // meta is what a record's headers say besides the letter's own fields.

@@ -36,6 +36,45 @@ var ErrSubscribe = errors.New("pulsartopology: subscribing a reader failed")
 // first (the error then wraps context.DeadlineExceeded).
 var ErrSend = errors.New("pulsartopology: sending a message failed")
 
+// ErrLetterTooLarge is wrapped by [*LetterTooLargeError].
+var ErrLetterTooLarge = errors.New("pulsartopology: letter too large to hold and dead-letter")
+
+// LetterTooLargeError is the error of a Publish whose message, with the
+// properties a hold or a dead-lettering adds to it later (the letter's
+// history, the group a hold releases it to, its Death) and a hold's
+// delivery time, would be larger than the broker takes
+// (Options.MaxMessageSize): such a letter could be delivered but neither
+// held nor dead-lettered, and it would come back after every redelivery
+// delay for good. Nothing was sent. It wraps [ErrLetterTooLarge] and
+// pulsar.ErrMessageTooLarge.
+type LetterTooLargeError struct {
+	// Topic is the Pulsar topic the letter was published to.
+	Topic string
+	// Size is what the letter takes of its message as Pulsar counts a
+	// message's size: its payload, and its key and properties as the
+	// message's metadata encodes them.
+	Size int
+	// Reserve is what the topology keeps under Limit for the rest of the
+	// metadata, at its largest: the properties a hold or a dead-lettering
+	// adds, a hold's delivery time, and the fields the client writes
+	// itself (the producer's name, the sequence id, the publish time).
+	// Publish takes a letter of at most Limit-Reserve bytes.
+	Reserve int
+	// Limit is Options.MaxMessageSize.
+	Limit int
+}
+
+// Error names the topic, the letter's size, the reserve and the limit.
+func (e *LetterTooLargeError) Error() string {
+	return fmt.Sprintf("pulsartopology: letter of %d bytes refused by topic %q: a letter takes at most %d bytes (Options.MaxMessageSize %d less %d kept for the metadata of a hold or a dead-lettering)",
+		e.Size, e.Topic, e.Limit-e.Reserve, e.Limit, e.Reserve)
+}
+
+// Unwrap returns ErrLetterTooLarge and pulsar.ErrMessageTooLarge.
+func (e *LetterTooLargeError) Unwrap() []error {
+	return []error{ErrLetterTooLarge, pulsar.ErrMessageTooLarge}
+}
+
 // DeadSubscription is the subscription dead-letter readers share on a DLQ.
 const DeadSubscription = "dead"
 
@@ -188,6 +227,7 @@ func (b *Backend[T]) Declare(ctx context.Context, t *topology.Topology) (topolog
 		if err := b.declare(ctx, q); err != nil {
 			return nil, err
 		}
+		q.reserve = reserve(t, b.longestProducerName(t))
 		return q, nil
 	}, func(topology.Queues[T]) {})
 }
@@ -326,6 +366,20 @@ func (b *Backend[T]) create(full string, c *creation) {
 	default:
 		c.p = p
 	}
+}
+
+// longestProducerName returns the length of the longest name of the
+// backend's producers on t's topics.
+func (b *Backend[T]) longestProducerName(t *topology.Topology) int {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	n := 0
+	for _, name := range t.Names() {
+		if p := b.producers[b.TopicName(name)]; p != nil {
+			n = max(n, len(p.Name()))
+		}
+	}
+	return n
 }
 
 // ensureSubscription creates the durable subscription sub on full, at pos,

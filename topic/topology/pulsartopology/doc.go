@@ -41,6 +41,14 @@
 //     topology-last-failure, topology-resume; the topology-death-*
 //     properties on a dead letter, whose failure text is cut to
 //     topology.MaxDeathErrorBytes). Times are RFC 3339 with nanoseconds.
+//   - Publish sends the letter to the main topic, unless its message would
+//     outgrow Options.MaxMessageSize (the brokers' maxMessageSize) once a
+//     hold or a dead-lettering adds its metadata: the history and a
+//     Death at their largest, topology-group, a hold's delivery time, and
+//     the fields the client writes. Such a letter could be delivered but
+//     neither held nor dead-lettered; Publish refuses it, sending nothing,
+//     with a LetterTooLargeError wrapping ErrLetterTooLarge and
+//     pulsar.ErrMessageTooLarge.
 //   - Hold sends the letter to the hold topic with delayed delivery
 //     (DeliverAfter the hold's delay) and the property topology-group: the
 //     broker keeps it from the group's Shared subscription until it is due.

@@ -31,6 +31,19 @@ const (
 	// pulsar-client-go makes a queue of that many entries (24 MiB at the
 	// bound) for every topic a reader's consumer reads.
 	MaxReadAhead = 1 << 20
+	// DefaultMaxMessageSize is Options.MaxMessageSize: Pulsar's default
+	// maxMessageSize, 5 MiB.
+	DefaultMaxMessageSize = 5 << 20
+	// MinMaxMessageSize is the smallest Options.MaxMessageSize, checked by
+	// Validate: under it, the room Publish keeps for a hold's and a
+	// dead-lettering's properties (about 5 kB) would leave a letter
+	// little or none.
+	MinMaxMessageSize = 16 << 10
+	// MaxMessageSizeLimit is the largest Options.MaxMessageSize, checked
+	// by Validate: pulsar-client-go and the broker hold a message whole in
+	// memory, and the client keeps the size the broker announces in an
+	// int32.
+	MaxMessageSizeLimit = 1 << 30
 )
 
 // Options configure a [Backend]. Zero fields take the documented defaults.
@@ -73,6 +86,18 @@ type Options[T any] struct {
 	// delay (the client's 256ms, or a finer one for a shorter delay), so
 	// that a letter waits for more than the delay less that precision.
 	RedeliveryDelay time.Duration `validate:"omitempty,gte=1ms"`
+	// MaxMessageSize is the largest message the broker takes, in bytes: it
+	// must match the brokers' maxMessageSize setting, which they announce
+	// to the client but pulsar-client-go does not expose. Publish keeps
+	// room under it for the properties a hold or a dead-lettering adds to
+	// a letter's message, and refuses a larger letter with a
+	// *LetterTooLargeError (see the package documentation, Mapping). Set
+	// larger than the brokers', a letter that could not be held or
+	// dead-lettered is taken; set smaller, letters the topology could
+	// carry are refused. Default DefaultMaxMessageSize (5 MiB, Pulsar's
+	// default), from MinMaxMessageSize (16384) to MaxMessageSizeLimit
+	// (1073741824).
+	MaxMessageSize int `validate:"gte=16384,lte=1073741824"`
 	// Admin reads the message TTL in effect on the hold topics and the
 	// DLQ at each Declare, which then refuses a hold not shorter than its
 	// topic's TTL (a *TTLError wrapping ErrHoldOutlastsTTL: the broker
@@ -122,6 +147,9 @@ func (o Options[T]) WithDefaults() Options[T] {
 	if o.RedeliveryDelay == 0 {
 		o.RedeliveryDelay = DefaultRedeliveryDelay
 	}
+	if o.MaxMessageSize == 0 {
+		o.MaxMessageSize = DefaultMaxMessageSize
+	}
 	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return o
 }
@@ -143,9 +171,9 @@ func (o Options[T]) Validate() error {
 // whether a client and an authentication are set, never what they hold.
 // %v, %+v, %#v, %s and %q all print this.
 func (o Options[T]) String() string {
-	return fmt.Sprintf("pulsartopology.Options{serviceURL: %q, client: %t, authentication: %t, admin: %t, tenant: %q, namespace: %q, operationTimeout: %s, readAhead: %d, redeliveryDelay: %s}",
+	return fmt.Sprintf("pulsartopology.Options{serviceURL: %q, client: %t, authentication: %t, admin: %t, tenant: %q, namespace: %q, operationTimeout: %s, readAhead: %d, redeliveryDelay: %s, maxMessageSize: %d}",
 		spulsar.RedactServiceURL(o.ServiceURL), o.Client != nil, o.ClientOptions.Authentication != nil, o.Admin != nil, o.Tenant, o.Namespace,
-		o.OperationTimeout, o.ReadAhead, o.RedeliveryDelay)
+		o.OperationTimeout, o.ReadAhead, o.RedeliveryDelay, o.MaxMessageSize)
 }
 
 // GoString is String, so that %#v shows no credential either.

@@ -28,6 +28,9 @@ type queues[T any] struct {
 	dlq     string // "" without DLQ
 	group   string // "" for broadcast
 	subType pulsar.SubscriptionType
+	// reserve is what Publish keeps under Options.MaxMessageSize for the
+	// metadata a hold or a dead-lettering adds (see reserve).
+	reserve int
 }
 
 // Topology implements topology.Queues.
@@ -48,12 +51,17 @@ func (q *queues[T]) message(l *topology.Letter[T], group string) (*pulsar.Produc
 // waits for the broker's receipt until ctx's deadline or
 // Options.OperationTimeout, whichever is first, and then returns an error
 // wrapping ErrSend and context.DeadlineExceeded; so do Hold, Requeue and
-// DeadLetter (see the package documentation, Bounded calls).
+// DeadLetter (see the package documentation, Bounded calls). A letter
+// whose message would outgrow Options.MaxMessageSize once held or
+// dead-lettered is refused with a *LetterTooLargeError, unsent.
 func (q *queues[T]) Publish(ctx context.Context, l topology.Letter[T]) error {
 	l.Resume = false
 	m, err := q.message(&l, "")
 	if err != nil {
 		return err
+	}
+	if size, limit := messageSize(m), q.b.opts.MaxMessageSize; size > limit-q.reserve {
+		return &LetterTooLargeError{Topic: q.main, Size: size, Reserve: q.reserve, Limit: limit}
 	}
 	return q.b.send(ctx, q.main, m)
 }
