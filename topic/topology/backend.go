@@ -78,27 +78,37 @@ type Death struct {
 const MaxDeathErrorBytes = 4096
 
 // BoundDeathError returns text when it is at most MaxDeathErrorBytes long,
-// and otherwise its first bytes, up to MaxDeathErrorBytes and cut at a
-// character boundary (text that is not UTF-8 is cut at the bound),
-// followed by " … (N bytes cut)". A Backend applies it to the Death.Error
-// it writes, so that a letter dead-lettered without a source (a replay
-// tool calling DeadLetter) is bounded too.
+// and otherwise its first bytes, cut at a character boundary (text that
+// is not UTF-8 is cut where the room ends), followed by " … (N bytes
+// cut)", N the bytes left out: MaxDeathErrorBytes in all at most. A
+// Backend applies it to the Death.Error it writes, so that a letter
+// dead-lettered without a source (a replay tool calling DeadLetter) is
+// bounded too; a text it bounded already, as a source's, it returns
+// unchanged, so the count stays that of the original text.
 func BoundDeathError(text string) string {
 	if len(text) <= MaxDeathErrorBytes {
 		return text
 	}
+	// Room for the note first: it names at most len(text) bytes cut.
+	room := MaxDeathErrorBytes - len(deathNoteOpen) - len(strconv.Itoa(len(text))) - len(deathNoteClose)
 	// A character is at most utf8.UTFMax bytes: the start of the one the
-	// bound falls in (or right after it) is that close. Without one there,
-	// the text is not UTF-8 and is cut at the bound.
-	kept := MaxDeathErrorBytes
-	for i := MaxDeathErrorBytes; i > MaxDeathErrorBytes-utf8.UTFMax; i-- {
+	// room ends in (or right after it) is that close. Without one there,
+	// the text is not UTF-8 and is cut where the room ends.
+	kept := room
+	for i := room; i > room-utf8.UTFMax; i-- {
 		if utf8.RuneStart(text[i]) {
 			kept = i
 			break
 		}
 	}
-	return text[:kept] + " … (" + strconv.Itoa(len(text)-kept) + " bytes cut)"
+	return text[:kept] + deathNoteOpen + strconv.Itoa(len(text)-kept) + deathNoteClose
 }
+
+// The note BoundDeathError puts after a cut text, around the bytes cut.
+const (
+	deathNoteOpen  = " … ("
+	deathNoteClose = " bytes cut)"
+)
 
 // Backend declares topologies on one kind of broker. [Memory] is the
 // in-memory one.

@@ -19,24 +19,31 @@ import (
 )
 
 // Guarantee: a failure text is bounded before it goes into a dead letter,
-// whichever backend carries it: at most MaxDeathErrorBytes of the text,
-// cut at a character boundary, then how many bytes were cut; a text
-// within the bound is carried whole.
+// whichever backend carries it: at most MaxDeathErrorBytes in all, the
+// start of the text cut at a character boundary, then how many bytes were
+// cut; a text within the bound is carried whole; and a text bounded once
+// (by the source) is carried unchanged by a backend that bounds it again,
+// so its count of bytes cut stays that of the original.
 func TestBoundDeathErrorKeepsTheStartOfALongText(t *testing.T) {
 	const limit = topology.MaxDeathErrorBytes
+	// room is what is kept of a text of n bytes, n over the bound, when
+	// its bytes there are single characters: the bound less the note.
+	room := func(n int) int { return limit - len(" … ( bytes cut)") - len(strconv.Itoa(n)) }
 	cases := []struct {
 		name, text string
 		kept       int // bytes of text kept; -1: the whole text, nothing added
 	}{
 		{"empty", "", -1},
 		{"at the bound", strings.Repeat("a", limit), -1},
-		{"one byte over", strings.Repeat("a", limit+1), limit},
-		// A two-byte character straddles the bound: it is left out whole.
-		{"character across the bound", strings.Repeat("a", limit-1) + "é" + "b", limit - 1},
-		// A four-byte character ends at the bound: it is kept.
-		{"character up to the bound", strings.Repeat("a", limit-4) + "😀" + "b", limit},
-		// Not UTF-8: nothing to find a boundary by, cut at the bound.
-		{"not UTF-8", strings.Repeat("\x80", limit+10), limit},
+		{"one byte over", strings.Repeat("a", limit+1), room(limit + 1)},
+		{"a million bytes over", strings.Repeat("a", limit+1e6), room(limit + 1e6)},
+		// A two-byte character straddles the end of the room: it is left
+		// out whole.
+		{"character across the cut", strings.Repeat("a", room(limit+100)-1) + "é" + strings.Repeat("b", 100), room(limit+100) - 1},
+		// A four-byte character ends where the room does: it is kept.
+		{"character up to the cut", strings.Repeat("a", room(limit+100)-4) + "😀" + strings.Repeat("b", 104), room(limit + 100)},
+		// Not UTF-8: nothing to find a boundary by, cut where the room ends.
+		{"not UTF-8", strings.Repeat("\x80", limit+10), room(limit + 10)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -51,6 +58,13 @@ func TestBoundDeathErrorKeepsTheStartOfALongText(t *testing.T) {
 			if got != want {
 				t.Fatalf("BoundDeathError of %d bytes = %d bytes ending %q, want %d ending %q",
 					len(c.text), len(got), got[max(len(got)-24, 0):], len(want), want[max(len(want)-24, 0):])
+			}
+			if len(got) > limit {
+				t.Fatalf("BoundDeathError of %d bytes = %d bytes, over MaxDeathErrorBytes (%d)", len(c.text), len(got), limit)
+			}
+			if again := topology.BoundDeathError(got); again != got {
+				t.Fatalf("BoundDeathError of its own %d-byte result cut it again, to %d bytes ending %q",
+					len(got), len(again), again[max(len(again)-24, 0):])
 			}
 		})
 	}

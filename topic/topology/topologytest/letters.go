@@ -90,20 +90,24 @@ func DecodeVerdict[T any](t testing.TB, bad string, err, codecErr error, l topol
 
 // ExpectBoundedDeathError fails t unless got, the Death.Error a dead
 // letter carries for the failure text text, is text bounded as
-// topology.BoundDeathError bounds it: at most
-// topology.MaxDeathErrorBytes of its start, cut at a character boundary,
-// then " … (N bytes cut)" with the bytes left out. text must be longer
+// topology.BoundDeathError bounds it: topology.MaxDeathErrorBytes at
+// most in all, the start of text cut at a character boundary, then
+// " … (N bytes cut)" with the bytes of text left out. text must be longer
 // than the bound.
 func ExpectBoundedDeathError(t testing.TB, text, got string) {
 	t.Helper()
 	kept, rest, ok := strings.Cut(got, " … (")
+	note := strconv.Itoa(len(text)-len(kept)) + " bytes cut)"
+	// Of the bound, the note takes its own bytes, and a character that
+	// would not fit whole takes up to utf8.UTFMax-1 more.
+	least := topology.MaxDeathErrorBytes - len(" … (") - len(strconv.Itoa(len(text))) - len(" bytes cut)") - (utf8.UTFMax - 1)
 	switch {
-	case !ok || len(kept) > topology.MaxDeathErrorBytes || len(kept) < topology.MaxDeathErrorBytes-utf8.UTFMax:
-		t.Fatalf("the dead letter's error is %d bytes (%.40q…), want at most %d of the failure text and how much was cut",
+	case !ok || len(got) > topology.MaxDeathErrorBytes || len(kept) < least:
+		t.Fatalf("the dead letter's error is %d bytes (%.40q…), want at most %d in all, as much of the failure text as fits and how much was cut",
 			len(got), got, topology.MaxDeathErrorBytes)
 	case !strings.HasPrefix(text, kept) || !utf8.ValidString(kept):
 		t.Fatalf("the dead letter's error does not start with the failure text, cut at a character boundary: %.40q…", got)
-	case rest != strconv.Itoa(len(text)-len(kept))+" bytes cut)":
-		t.Fatalf("the dead letter's error ends %q, want %q", rest, strconv.Itoa(len(text)-len(kept))+" bytes cut)")
+	case rest != note:
+		t.Fatalf("the dead letter's error ends %q, want %q", rest, note)
 	}
 }

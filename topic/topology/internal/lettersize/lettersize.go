@@ -16,10 +16,6 @@ import (
 // with nanoseconds and a zone offset, of the years 0 to 9999.
 const TimeBytes = len(time.RFC3339Nano)
 
-// deathErrorNote bounds the note that follows a failure text
-// topology.BoundDeathError cut (" … (N bytes cut)").
-const deathErrorNote = 64
-
 // Keys are the names a backend writes a letter's history and Death under
 // (Kafka headers, Pulsar properties), and how it writes a true
 // Letter.Resume.
@@ -37,8 +33,9 @@ type Keys struct {
 // most bytes the entry's value takes for a letter of topology t: the shard
 // and the retry counts at their bounds (topology.MaxRoutingShards-1,
 // topology.MaxRetriesLimit), the times at TimeBytes, ResumeValue, t's
-// consumer group, the longest Reason, a failure text cut by
-// topology.BoundDeathError, t's name as a source writes it. It counts the
+// consumer group, the longest Reason, a failure text at
+// topology.MaxDeathErrorBytes (what topology.BoundDeathError keeps, its
+// note included), t's name as a source writes it. It counts the
 // entries a published letter may have already as well: a reserve, not a
 // size.
 func Reserve(k Keys, t *topology.Topology, entry func(key string, n int) int) int {
@@ -51,7 +48,7 @@ func Reserve(k Keys, t *topology.Topology, entry func(key string, n int) int) in
 	return entry(k.Shard, len(strconv.Itoa(topology.MaxRoutingShards-1))) + entry(k.Retries, retries) +
 		entry(k.FirstFailure, TimeBytes) + entry(k.LastFailure, TimeBytes) + entry(k.Resume, len(k.ResumeValue)) +
 		entry(k.Group, group) +
-		entry(k.DeathReason, reason) + entry(k.DeathError, topology.MaxDeathErrorBytes+deathErrorNote) +
+		entry(k.DeathReason, reason) + entry(k.DeathError, topology.MaxDeathErrorBytes) +
 		entry(k.DeathTopic, len(t.Name())) + entry(k.DeathGroup, group) + entry(k.DeathRetries, retries) +
 		entry(k.DeathFirstFailure, TimeBytes) + entry(k.DeathLastFailure, TimeBytes)
 }
