@@ -256,11 +256,14 @@ func TestReadersLeavingAndJoiningDuringRebalancesLoseNoLetter(t *testing.T) {
 	heldB := takeHolding(t, b, led, n/5, 5)
 	topologytest.MustClose(t, "a reader holding letters", a.Close)
 	for i := range heldA {
-		_ = a.Settle(t.Context(), &heldA[i]) // too late: not counted
+		// Too late: not counted, and Settle says so.
+		if err := a.Settle(t.Context(), &heldA[i]); !errors.Is(err, ErrRevoked) {
+			t.Fatalf("Settle after the reader closed = %v, want %v", err, ErrRevoked)
+		}
 	}
 	// A third reader joins while b holds five letters past the revoke
 	// timeout; b settles them once it has let their partition go: not
-	// counted.
+	// counted, and Settle says so.
 	c3 := subscribe(t, q)
 	gb := b.(*groupReader[msg])
 	wait.Within(t, patience, "b to let go of the partition of the letters it holds", func() bool {
@@ -274,7 +277,9 @@ func TestReadersLeavingAndJoiningDuringRebalancesLoseNoLetter(t *testing.T) {
 		return true
 	})
 	for i := range heldB {
-		_ = b.Settle(t.Context(), &heldB[i])
+		if err := b.Settle(t.Context(), &heldB[i]); !errors.Is(err, ErrRevoked) {
+			t.Fatalf("Settle after the letter's partition was revoked = %v, want %v", err, ErrRevoked)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

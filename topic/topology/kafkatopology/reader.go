@@ -30,6 +30,12 @@ var ErrCatchUp = errors.New("kafkatopology: the reader did not catch up with the
 // delivered again.
 var ErrNotCommitted = errors.New("kafkatopology: not committed, its hand-off failed; it will be delivered again")
 
+// ErrRevoked is returned by Settle for a letter whose partition the
+// reader let go before the letter was settled: after RevokeTimeout in a
+// rebalance, or when the reader closed. The reader commits nothing of it
+// any more, and the group delivers it again to the partition's new owner.
+var ErrRevoked = errors.New("kafkatopology: partition revoked before the letter was settled; the group delivers it again")
+
 // ErrCorruptBatch is wrapped by the error a reader's Receive and
 // TryReceive return (a group reader's and a broadcast reader's), once
 // they have handed out what was already fetched, when a partition of its
@@ -606,7 +612,8 @@ func (r *groupReader[T]) notCaughtUp(ctx context.Context, err error) error {
 
 // Settle implements topology.Reader: the letter's offset is settled, and
 // its partition's contiguous prefix of settled offsets marked for commit.
-// A letter whose hand-off failed is not (ErrNotCommitted).
+// A letter whose hand-off failed is not (ErrNotCommitted), nor one whose
+// partition the reader let go first (ErrRevoked).
 func (r *groupReader[T]) Settle(_ context.Context, l *topology.Letter[T]) error {
 	rc, ok := l.Receipt.(*receipt)
 	if !ok || rc.owner != r {
@@ -625,6 +632,9 @@ func (r *groupReader[T]) settle(rc *receipt) error {
 	}
 	if rc.kept {
 		return ErrNotCommitted
+	}
+	if c.Revoked() {
+		return ErrRevoked
 	}
 	c.Settle(rc.off)
 	return nil
