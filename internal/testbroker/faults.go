@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/boulevard-go/boulevard/internal/testsize"
 	"github.com/boulevard-go/boulevard/internal/wait"
 )
 
@@ -122,6 +123,29 @@ func ProducesTo(topic string) func(kmsg.Request) bool {
 	return func(req kmsg.Request) bool {
 		return slices.ContainsFunc(req.(*kmsg.ProduceRequest).Topics, func(t kmsg.ProduceRequestTopic) bool { return t.Topic == topic })
 	}
+}
+
+// FaultCount is how many messages a fault test publishes:
+// BOULEVARD_KAFKA_FAULT_MESSAGES, or a few hundred (100 with -short).
+func FaultCount(t testing.TB) int {
+	return testsize.Count(t, "BOULEVARD_KAFKA_FAULT_MESSAGES", 100, 300)
+}
+
+// LogValues reads every record of topic on brokers (Log), and the set of
+// the values decode finds in them, failing t on a record it cannot
+// decode.
+func LogValues(t testing.TB, brokers []string, topic string, decode func([]byte) (int, error)) ([]Record, map[int]bool) {
+	t.Helper()
+	recs := Log(t, brokers, topic)
+	vs := make(map[int]bool, len(recs))
+	for _, r := range recs {
+		v, err := decode(r.Value)
+		if err != nil {
+			t.Fatalf("record %d/%d of %q: %v", r.Partition, r.Offset, topic, err)
+		}
+		vs[v] = true
+	}
+	return recs, vs
 }
 
 // Record is one record of a topic's log: where it is and its value.

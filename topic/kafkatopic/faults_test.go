@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -13,17 +14,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
-	"github.com/boulevard-go/boulevard/internal/testsize"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/kafkatopic"
 )
-
-// faultMessages is how many messages the fault tests publish:
-// BOULEVARD_KAFKA_FAULT_MESSAGES, or a few hundred.
-func faultMessages(t *testing.T) int {
-	return testsize.Count(t, "BOULEVARD_KAFKA_FAULT_MESSAGES", 100, 300)
-}
 
 // faultTopic makes a backend on c whose topics have 4 partitions, each
 // value keyed by itself, and its topic name.
@@ -42,12 +36,12 @@ func faultTopic(t *testing.T, c *kfake.Cluster, name topic.Name, edit func(*kafk
 // logValues reads the values the log of kname holds.
 func logValues(t *testing.T, c *kfake.Cluster, kname string) ([]testbroker.Record, map[int]bool) {
 	t.Helper()
-	recs := testbroker.Log(t, c.ListenAddrs(), kname)
-	vs := make(map[int]bool, len(recs))
-	for _, r := range recs {
-		vs[int(binary.BigEndian.Uint64(r.Value))] = true
-	}
-	return recs, vs
+	return testbroker.LogValues(t, c.ListenAddrs(), kname, func(b []byte) (int, error) {
+		if len(b) != 8 {
+			return 0, fmt.Errorf("a value of %d bytes, want 8", len(b))
+		}
+		return int(binary.BigEndian.Uint64(b)), nil
+	})
 }
 
 // Guarantee: while the broker fails produce requests (refuses them with
@@ -61,7 +55,7 @@ func TestAPublishThatReturnedNilIsStoredWhileProducesFail(t *testing.T) {
 			c := testbroker.Kafka(t)
 			h := faultTopic(t, c, "lossy-publish", nil)
 			f := testbroker.Inject(c, kmsg.Produce, fault.Code(kmsg.Produce), nil)
-			testbroker.PublishThroughFaults(t, f, faultMessages(t), func(v int) error { return h.Publish(ctxT(t), v) },
+			testbroker.PublishThroughFaults(t, f, testbroker.FaultCount(t), func(v int) error { return h.Publish(ctxT(t), v) },
 				func() map[int]bool { _, vs := logValues(t, c, "lossy-publish"); return vs })
 		})
 	}
@@ -99,7 +93,7 @@ func TestCommitFailuresCommitOnlyAckedMessagesAndLoseNone(t *testing.T) {
 			h := faultTopic(t, c, "lossy-commit", nil)
 			gid := kafkatopic.GroupID("lossy-commit", "g")
 			a := subscribe(t, h, topic.Balanced("g"))
-			n := faultMessages(t)
+			n := testbroker.FaultCount(t)
 			led := testbroker.NewLedger()
 			testbroker.PublishRange(led, 0, n, func(v int) error { return h.Publish(ctxT(t), v) }, nil)
 			if p, _ := led.Counts(); p != n {
@@ -199,7 +193,7 @@ func TestMembersLeavingAndJoiningDuringRebalancesLoseNoMessage(t *testing.T) {
 	gid := kafkatopic.GroupID("lossy-rebalance", "g")
 	a := subscribe(t, h, topic.Balanced("g"))
 	b := subscribe(t, h, topic.Balanced("g"))
-	n := faultMessages(t)
+	n := testbroker.FaultCount(t)
 	led := testbroker.NewLedger()
 	testbroker.PublishRange(led, 0, n, func(v int) error { return h.Publish(ctxT(t), v) }, nil)
 

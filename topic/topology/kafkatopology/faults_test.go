@@ -15,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
-	"github.com/boulevard-go/boulevard/internal/testsize"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
@@ -24,12 +23,6 @@ import (
 
 // patience bounds the fault tests' waits for what must happen.
 const patience = 30 * time.Second
-
-// faultLetters is how many letters the fault tests publish:
-// BOULEVARD_KAFKA_FAULT_MESSAGES, or a few hundred.
-func faultLetters(t *testing.T) int {
-	return testsize.Count(t, "BOULEVARD_KAFKA_FAULT_MESSAGES", 100, 300)
-}
 
 // faultBackend starts a backend on c whose main topics have 4
 // partitions and whose producer retries after 10ms, closed when the test
@@ -52,16 +45,11 @@ func faultBackend(t *testing.T, c *kfake.Cluster) *Backend[msg] {
 // logLetters reads the letters the log of kname holds, by value.
 func logLetters(t *testing.T, c *kfake.Cluster, kname string) ([]testbroker.Record, map[int]bool) {
 	t.Helper()
-	recs := testbroker.Log(t, c.ListenAddrs(), kname)
-	vs := make(map[int]bool, len(recs))
-	for _, r := range recs {
+	return testbroker.LogValues(t, c.ListenAddrs(), kname, func(b []byte) (int, error) {
 		var m msg
-		if err := json.Unmarshal(r.Value, &m); err != nil {
-			t.Fatalf("record %d/%d of %q: %v", r.Partition, r.Offset, kname, err)
-		}
-		vs[m.N] = true
-	}
-	return recs, vs
+		err := json.Unmarshal(b, &m)
+		return m.N, err
+	})
 }
 
 // publisher publishes value v to q as letter v, keyed by v.
@@ -124,7 +112,7 @@ func TestAPublishThatReturnedNilIsStoredWhileProducesFail(t *testing.T) {
 			c := testbroker.Kafka(t)
 			q := declare(t, faultBackend(t, c), topology.New("lossy-publish"))
 			f := testbroker.Inject(c, kmsg.Produce, fault.Code(kmsg.Produce), nil)
-			testbroker.PublishThroughFaults(t, f, faultLetters(t), publisher(t, q),
+			testbroker.PublishThroughFaults(t, f, testbroker.FaultCount(t), publisher(t, q),
 				func() map[int]bool { _, vs := logLetters(t, c, "lossy-publish"); return vs })
 		})
 	}
@@ -146,7 +134,7 @@ func TestCommitFailuresCommitOnlySettledLettersAndLoseNone(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			n := faultLetters(t)
+			n := testbroker.FaultCount(t)
 			led := testbroker.NewLedger()
 			testbroker.PublishRange(led, 0, n, publisher(t, q), nil)
 			if p, _ := led.Counts(); p != n {
@@ -247,7 +235,7 @@ func TestReadersLeavingAndJoiningDuringRebalancesLoseNoLetter(t *testing.T) {
 	q := declare(t, faultBackend(t, c), topology.New("lossy-rebalance"))
 	gid := q.(*queues[msg]).groupID()
 	a, b := subscribe(t, q), subscribe(t, q)
-	n := faultLetters(t)
+	n := testbroker.FaultCount(t)
 	led := testbroker.NewLedger()
 	testbroker.PublishRange(led, 0, n, publisher(t, q), nil)
 
@@ -313,7 +301,7 @@ func TestHoldAndReleaseLoseNoLetterWhenTheReleasersCommitsFail(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			n := faultLetters(t)
+			n := testbroker.FaultCount(t)
 			led := testbroker.NewLedger()
 			testbroker.PublishRange(led, 0, n, publisher(t, q1), nil)
 			commits.Every(2)
@@ -385,7 +373,7 @@ func TestADeadLetterThatCannotBeProducedIsDeliveredAgain(t *testing.T) {
 			q := declare(t, faultBackend(t, c), topology.New("lossy-dlq").DLQ())
 			dlq := q.(*queues[msg]).dlq
 			f := testbroker.Inject(c, kmsg.Produce, fault.Code(kmsg.Produce), testbroker.ProducesTo(dlq))
-			n := faultLetters(t)
+			n := testbroker.FaultCount(t)
 			led := testbroker.NewLedger()
 			testbroker.PublishRange(led, 0, n, publisher(t, q), nil)
 			r1, err := q.Subscribe(t.Context())
