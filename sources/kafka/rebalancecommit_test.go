@@ -108,13 +108,14 @@ type rebalanceRefusal struct {
 }
 
 // refuseCommitsDuringRebalance runs member A (pipeline "a", cooperative
-// sticky, committing every 20ms) alone on 4 partitions until it has
-// committed the first 100 records of each, then lets member B join. The
-// broker holds every SyncGroup of that rebalance (the group stays in
-// CompletingRebalance, its new generation set) while 10 more records per
-// partition are produced and A handles them, until A has sent at least 3
-// commits, all of which the broker refuses (sarama sends the generation
-// that ended, ILLEGAL_GENERATION; franz-go the one being completed,
+// sticky, committing every 20ms) alone on 4 partitions, none led by the
+// group's coordinator, until it has committed the first 100 records of
+// each, then lets member B join. The broker holds every SyncGroup of that
+// rebalance (the group stays in CompletingRebalance, its new generation
+// set). Once it holds both members', 10 more records per partition are
+// produced and A handles them, until A has sent at least 3 commits, all of
+// which the broker refuses (sarama sends the generation that ended,
+// ILLEGAL_GENERATION; franz-go the one being completed,
 // REBALANCE_IN_PROGRESS). It then lets the rebalance end and waits for the
 // group to commit every record (no record is produced after).
 func refuseCommitsDuringRebalance(t *testing.T, cl client) rebalanceRefusal {
@@ -122,20 +123,26 @@ func refuseCommitsDuringRebalance(t *testing.T, cl client) rebalanceRefusal {
 	const parts = 4
 	group := "g-refused-" + cl.name
 	c := newCluster(t, parts)
+	leadAwayFromCoordinator(t, c, group, parts)
 	r := rebalanceRefusal{logs: newLogBook()}
 	r.commits = recordCommits(c, group)
 
-	var holding atomic.Bool
-	held := make(chan struct{})
-	heldOnce := sync.OnceFunc(func() { close(held) })
+	var (
+		holding atomic.Bool
+		heldMu  sync.Mutex
+		held    = map[string]bool{} // the members whose SyncGroup is held
+	)
 	release := make(chan struct{})
 	releaseOnce := sync.OnceFunc(func() { holding.Store(false); close(release) })
 	c.ControlKey(int16(kmsg.SyncGroup), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
-		if req.(*kmsg.SyncGroupRequest).Group != group || !holding.Load() {
+		sg := req.(*kmsg.SyncGroupRequest)
+		if sg.Group != group || !holding.Load() {
 			return nil, nil, false
 		}
-		heldOnce()
+		heldMu.Lock()
+		held[sg.MemberID] = true
+		heldMu.Unlock()
 		c.SleepControl(func() { <-release })
 		return nil, nil, false
 	})
@@ -157,13 +164,10 @@ func refuseCommitsDuringRebalance(t *testing.T, cl client) rebalanceRefusal {
 	b := startPipeline(t, pipelineOpts("b", cl.new(t, opts), 1, newLedger(), nil))
 	defer stopPipeline(t, b)
 	defer releaseOnce() // before the stops, if the test ends early
-	wait.Within(t, 20*time.Second, "the rebalance's SyncGroup held", func() bool {
-		select {
-		case <-held:
-			return true
-		default:
-			return false
-		}
+	wait.Within(t, 20*time.Second, "both members' SyncGroups held", func() bool {
+		heldMu.Lock()
+		defer heldMu.Unlock()
+		return len(held) == 2
 	})
 	from := r.commits.len()
 	r.ends = produce(t, c, parts, parts*100, parts*10)
@@ -207,6 +211,31 @@ func refuseCommitsDuringRebalance(t *testing.T, cl client) rebalanceRefusal {
 	r.endLines = r.logs.records()
 	r.stats = onlyMember(t, asrc)
 	return r
+}
+
+// leadAwayFromCoordinator moves the leadership of every partition of
+// testTopic off the broker that coordinates group. sarama sends a client's
+// requests to one broker one at a time, on one connection: while the
+// broker holds the member's JoinGroup or SyncGroup (as a test holding a
+// rebalance does), the member fetches nothing from that broker. Its
+// commits go on, on a connection of their own.
+func leadAwayFromCoordinator(t *testing.T, c *kfake.Cluster, group string, parts int32) {
+	t.Helper()
+	coord := c.CoordinatorFor(group)
+	var others []int32 // newCluster's brokers are nodes 0, 1 and 2
+	for n := range int32(len(c.ListenAddrs())) {
+		if n != coord {
+			others = append(others, n)
+		}
+	}
+	for p := range parts {
+		if c.LeaderFor(testTopic, p) != coord {
+			continue
+		}
+		if err := c.MoveTopicPartition(testTopic, p, others[int(p)%len(others)]); err != nil {
+			t.Fatalf("moving partition %d off the coordinator (node %d): %v", p, coord, err)
+		}
+	}
 }
 
 // Guarantee: under cooperative-sticky, the handled offsets of the
