@@ -51,6 +51,7 @@ var (
 	topologyHeldBack     = desc("topology_held_back_messages", "Messages of a sequenced topology waiting for an earlier message of their key.", lTopology)
 	topologyRefused      = desc("topology_refused_letters", "Letters a full queue refused that the source keeps to hand off again; it takes no new letters while this is above 0.", lTopology)
 	topologySubs         = desc("topology_subscriptions", "Readers the source holds open.", lTopology)
+	topologySettleFailed = desc("topology_settle_failures_total", "Letters whose settling the backend refused, such as a Kafka topology's letters whose partition a rebalance took away first: the group delivers them again.", lTopology)
 
 	releaseStalls   = desc("topology_release_stalls", "Hold topics, or partitions of them, whose release is stalled in the backend.", lBackend)
 	releaseStalled  = desc("topology_release_stalled_seconds", "Time since the release of the hold partition stalled (partition -1: the whole hold topic).", lBackend, lTopic, lPartition)
@@ -58,7 +59,7 @@ var (
 )
 
 var topologyDescs = []*prometheus.Desc{topologyReceived, topologyAcked, topologyRetried, topologyDeferred, topologyRequeued,
-	topologyDeadLettered, topologyDiscarded, topologyPoisoned, topologyHeldBack, topologyRefused, topologySubs,
+	topologyDeadLettered, topologyDiscarded, topologyPoisoned, topologyHeldBack, topologyRefused, topologySubs, topologySettleFailed,
 	releaseStalls, releaseStalled, releaseFailures}
 
 // AddTopology adds a topology's source under name: its outcomes (acks,
@@ -118,6 +119,7 @@ func collectTopology(ch chan<- prometheus.Metric, name string, st topology.Stats
 	gauge(ch, topologyHeldBack, float64(st.HeldBack), name)
 	gauge(ch, topologyRefused, float64(st.Refused), name)
 	gauge(ch, topologySubs, float64(st.Subscriptions), name)
+	counter(ch, topologySettleFailed, float64(st.SettleFailed), name)
 }
 
 // collectKafkaTopology sends the stalls of a Kafka topology backend, as

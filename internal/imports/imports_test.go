@@ -61,6 +61,7 @@ var rules = []rule{
 	// The bounded lists of the log lines about many partitions, topics or
 	// keys, for every source and backend.
 	{from: "internal/logattr", only: []string{}, why: "internal/logattr imports nothing of the module"},
+	{from: "internal/logburst", only: []string{}, why: "internal/logburst imports nothing of the module"},
 	// The bounds of the sarama fields that size sarama's allocations,
 	// shared by every option package that takes a sarama.Config.
 	{from: "internal/kafkalimits", only: []string{"validate"}, why: "internal/kafkalimits imports only validate"},

@@ -1,6 +1,7 @@
 package source_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"sync"
@@ -31,6 +32,9 @@ type heldBackend struct {
 	// panics is how many of the next Subscribes panic, as a backend
 	// written by a user (or a codec inside it) may.
 	panics int
+	// settleErr, when set, is what every Settle of a subscription returns
+	// (ErrMessageNotTracked when not).
+	settleErr error
 }
 
 // holdSubscribes makes every later Subscribe wait until release is
@@ -109,7 +113,8 @@ func (s *heldState) Subscribe(topic.SubscriptionMode, topic.SubscriberOptions) (
 		<-hold
 	}
 	sub := &heldSub{in: make(chan topic.Envelope[int], 8), topicClosed: s.closed,
-		closing: make(chan struct{}), gate: make(chan struct{}), closed: make(chan struct{})}
+		closing: make(chan struct{}), gate: make(chan struct{}), closed: make(chan struct{}),
+		settleErr: cmp.Or(s.b.settleErr, topic.ErrMessageNotTracked)}
 	s.b.mu.Lock()
 	defer s.b.mu.Unlock()
 	if s.b.released {
@@ -129,6 +134,7 @@ func (s *heldState) Close() { s.once.Do(func() { close(s.closed) }) }
 type heldSub struct {
 	in          chan topic.Envelope[int]
 	topicClosed <-chan struct{}
+	settleErr   error
 
 	startOnce, gateOnce, doneOnce sync.Once
 	closing                       chan struct{} // closed when Close is first called
@@ -153,7 +159,7 @@ func (s *heldSub) Receive(ctx context.Context, dst []topic.Envelope[int]) (int, 
 	}
 }
 
-func (*heldSub) Settle(topic.MessageID, error) error { return topic.ErrMessageNotTracked }
+func (s *heldSub) Settle(topic.MessageID, error) error { return s.settleErr }
 
 func (s *heldSub) Close() {
 	s.startOnce.Do(func() { close(s.closing) })

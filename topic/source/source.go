@@ -101,6 +101,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/internal/liveset"
+	"github.com/boulevard-go/boulevard/internal/logburst"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/topic"
@@ -205,6 +206,15 @@ type Stats struct {
 	// topic disconnected a lagging one, each counted once it has replaced
 	// the disconnected one: the stages receive through it from then on.
 	Resubscribes uint64
+	// SettleFailed is the number of acks and nacks the topic refused with
+	// another error than topic.ErrMessageNotTracked, kafkatopic's
+	// ErrRevoked among them: a rebalance took the message's partition away
+	// first, and the group delivers it again. Many come at once when a
+	// partition goes with many messages in flight, so the source logs one
+	// WARN line for the first and at most one every 10 s after it, each
+	// counting the ones it did not log ("held_back"), and a last one as it
+	// closes.
+	SettleFailed uint64
 }
 
 // Source reads a topic into a pipeline. It implements producer.Source.
@@ -248,6 +258,10 @@ type Source[T any] struct {
 	received, lagNotices, missed atomic.Uint64
 	acked, nacked, notTracked    atomic.Uint64
 	subscriptions, resubscribes  atomic.Uint64
+	settleFailed                 atomic.Uint64
+	// settleLog keeps the WARN lines of failed settlings to one per
+	// logburst.Interval.
+	settleLog logburst.Limiter
 }
 
 // slot is the subscription one stage (balanced) or every stage (broadcast)
@@ -344,6 +358,7 @@ func (s *Source[T]) Stats() Stats {
 		NotTracked:    s.notTracked.Load(),
 		Subscriptions: s.subscriptions.Load(),
 		Resubscribes:  s.resubscribes.Load(),
+		SettleFailed:  s.settleFailed.Load(),
 	}
 }
 
@@ -701,7 +716,8 @@ func (s *Source[T]) note(ctx context.Context, err error, ok *atomic.Uint64) {
 	case errors.Is(err, topic.ErrMessageNotTracked):
 		s.notTracked.Add(1)
 	default:
-		s.log.WarnContext(ctx, "could not settle a topic message", slog.Any("error", err))
+		s.settleFailed.Add(1)
+		s.settleLog.Log(ctx, s.log, slog.LevelWarn, "could not settle a topic message", slog.Any("error", err))
 	}
 }
 
@@ -722,12 +738,15 @@ func (s *Source[T]) note(ctx context.Context, err error, ok *atomic.Uint64) {
 // (the in-memory backend's is immediate; a Kafka topic's, which leaves
 // its group, is bounded by kafkatopic's Options.AdminTimeout; a Pulsar
 // topic's by the client's operation timeout), and the unsettled messages
-// of a subscription resolve upstream once its closing ends. Idempotent: a
-// later call waits, within its own ctx, for the same closing.
+// of a subscription resolve upstream once its closing ends. Failed
+// settlings counted and not logged since the last line about them (see
+// Stats.SettleFailed) get one last WARN line. Idempotent: a later call
+// waits, within its own ctx, for the same closing.
 func (s *Source[T]) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true // no subscribe starts any more
 	s.mu.Unlock()
+	defer s.settleLog.Flush(ctx, s.log, slog.LevelWarn, "could not settle topic messages since the last line; they were counted, not logged")
 	if err := liveset.Await(ctx, s.closing.Start(s.closeAll), nil); err != nil {
 		return fmt.Errorf("source: closing the subscriptions of topic %q: %w", s.opts.Topic.Name(), err)
 	}

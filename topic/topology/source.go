@@ -13,6 +13,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/internal/liveset"
+	"github.com/boulevard-go/boulevard/internal/logburst"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/validate"
@@ -151,6 +152,14 @@ type Stats struct {
 	// that the source keeps, to hand them off again once there is room;
 	// it takes no new letters while it is not 0 (see Source).
 	Refused int
+	// SettleFailed counts the letters whose settling the backend refused
+	// (Reader.Settle), kafkatopology's ErrRevoked among them: a rebalance
+	// took the letter's partition away first, and the group delivers it
+	// again. Many come at once when a partition goes with many letters in
+	// flight, so the source logs one WARN line for the first and at most
+	// one every 10 s after it, each counting the ones it did not log
+	// ("held_back"), and a last one as it closes.
+	SettleFailed uint64
 }
 
 // Source consumes a declared topology into a pipeline (it implements
@@ -202,6 +211,10 @@ type Source[T any] struct {
 
 	received, acked, retried, deferred, requeued atomic.Uint64
 	deadLettered, discarded, poisoned            atomic.Uint64
+	settleFailed                                 atomic.Uint64
+	// settleLog keeps the WARN lines of failed settlings to one per
+	// logburst.Interval.
+	settleLog logburst.Limiter
 	// negativeLogged is set once a letter with a negative retry count
 	// was logged.
 	negativeLogged atomic.Bool
@@ -254,6 +267,7 @@ func (s *Source[T]) Stats() Stats {
 		Received: s.received.Load(), Acked: s.acked.Load(), Retried: s.retried.Load(),
 		Deferred: s.deferred.Load(), Requeued: s.requeued.Load(),
 		DeadLettered: s.deadLettered.Load(), Discarded: s.discarded.Load(), Poisoned: s.poisoned.Load(),
+		SettleFailed: s.settleFailed.Load(),
 	}
 	if s.seq != nil {
 		st.HeldBack = s.seq.heldBack()
@@ -565,12 +579,21 @@ func stamp[T any](l *Letter[T], now time.Time) {
 	l.LastFailure = now
 }
 
-// done settles p on its reader.
+// done settles p on its reader. A failure is counted, and logged within
+// the bounds of settleLog.
 func (s *Source[T]) done(ctx context.Context, p *pendingLetter[T]) {
 	if err := p.r.Settle(ctx, &p.l); err != nil {
-		s.log.WarnContext(ctx, "could not settle a letter", slog.Any("error", err))
+		s.settleFailed.Add(1)
+		s.settleLog.Log(ctx, s.log, slog.LevelWarn, settleFailedLog, slog.Any("error", err))
 	}
 }
+
+// settleFailedLog is the message of the lines done logs.
+const settleFailedLog = "could not settle a letter"
+
+// settleFailedLastLog is the message of the line Close logs when failed
+// settlings were counted and not logged since done's last line.
+const settleFailedLastLog = "could not settle letters since the last line; they were counted, not logged"
 
 // handOffFailed logs a letter's hand-off (what: hold, requeue,
 // dead-letter, put back on the DLQ) that failed with err, at ERROR, once.
@@ -733,7 +756,9 @@ func (s *Source[T]) settleDead(ctx context.Context, rec *record[T], out Outcome,
 // order holds across a stop. Then it closes the readers the source
 // subscribed, all at once, each within ctx (Reader.Close): it returns by
 // ctx's deadline, with an error wrapping ctx.Err() when a reader's closing
-// was cut short. Idempotent: a later call returns nil at once.
+// was cut short. Failed settlings counted and not logged since the last
+// line about them (see Stats.SettleFailed) get one last WARN line.
+// Idempotent: a later call returns nil at once.
 func (s *Source[T]) Close(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
@@ -764,5 +789,6 @@ func (s *Source[T]) Close(ctx context.Context) error {
 	if cerr != nil {
 		cerr = fmt.Errorf("topology %s: closing its readers: %w", s.t.name, cerr)
 	}
+	s.settleLog.Flush(ctx, s.log, slog.LevelWarn, settleFailedLastLog)
 	return errors.Join(err, cerr)
 }
