@@ -580,6 +580,12 @@ const (
 	CommandSend                Command = cmdSend
 )
 
+// CommandAck is an acknowledgement a consumer sends, which
+// pulsar-client-go does not wait on (unless its consumer asks for ack
+// receipts): withheld, the broker records none of the connection's acks
+// until they are released, and a dropped connection loses them.
+const CommandAck Command = cmdAck
+
 // String returns the command's name in the protocol ("SUBSCRIBE").
 func (c Command) String() string { return cmdName(int(c)) }
 
