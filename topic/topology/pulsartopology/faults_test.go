@@ -301,7 +301,11 @@ func TestHeldLettersComeBackAfterTheirHoldThroughDroppedConnections(t *testing.T
 			dropped = true
 		}
 		l := receiveLetter(t, r)
-		heldAt[l.Value] = time.Now()
+		if _, ok := heldAt[l.Value]; !ok {
+			// A letter whose ack the drop lost comes again and is held
+			// again: its first hold may come back first.
+			heldAt[l.Value] = time.Now()
+		}
 		l.Retries = 1
 		if err := q.Hold(ctxT(t), 0, l); err != nil {
 			t.Fatalf("Hold(%d): %v", l.Value, err)
