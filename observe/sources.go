@@ -27,12 +27,13 @@ var (
 	topicInFlight    = desc("topic_in_flight_publishes", "Tracked publishes not resolved yet.", lTopic)
 	topicGroups      = desc("topic_balanced_groups", "Consumer groups with subscribers.", lTopic)
 	topicSubscribers = desc("topic_broadcast_subscribers", "Connected broadcast subscribers.", lTopic)
+	topicUndecodable = desc("topic_undecodable_total", "Messages this process's subscriptions skipped for good because the codec could not decode them.", lTopic)
 )
 
 var kafkaDescs = []*prometheus.Desc{kafkaLag, kafkaFetchLag, kafkaCommitted, kafkaHighWater, kafkaInFlight,
 	kafkaAssigned, kafkaGeneration, kafkaRebalances, kafkaCommits, kafkaCommitErrs}
 
-var topicDescs = []*prometheus.Desc{topicPublished, topicDropped, topicLagged, topicInFlight, topicGroups, topicSubscribers}
+var topicDescs = []*prometheus.Desc{topicPublished, topicDropped, topicLagged, topicInFlight, topicGroups, topicSubscribers, topicUndecodable}
 
 // memberKey identifies the series of a Kafka group member, and
 // partitionKey those of a claimed partition (label values as exported).
@@ -192,6 +193,7 @@ func collectTopic(ch chan<- prometheus.Metric, t namedTopic, st topic.Stats) {
 	gauge(ch, topicInFlight, float64(st.InFlight), name)
 	gauge(ch, topicGroups, float64(st.BalancedGroups), name)
 	gauge(ch, topicSubscribers, float64(st.BroadcastSubscribers), name)
+	counter(ch, topicUndecodable, float64(st.Undecodable), name)
 }
 
 // raise returns the larger of v and the highest value hw has held, and

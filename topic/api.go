@@ -117,6 +117,10 @@ type Stats struct {
 	Lagged uint64
 	// InFlight is the number of unresolved tracked publishes.
 	InFlight int
+	// Undecodable counts the messages this process's subscriptions
+	// received that the codec could not decode, each logged once and
+	// skipped for good (a durable backend's; see StateStats).
+	Undecodable uint64
 }
 
 // Declaration is one topic of a [Broker.CreateTopics] batch. A nil Backend
@@ -538,6 +542,7 @@ func (h *Handle[T]) Stats() Stats {
 		Dropped:              h.dropped.Load(),
 		Lagged:               ss.Lagged,
 		InFlight:             int(h.inFlight.Load()),
+		Undecodable:          ss.Undecodable,
 	}
 }
 

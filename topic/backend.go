@@ -168,6 +168,12 @@ type StateStats struct {
 	BroadcastSubscribers int
 	// Lagged is the total number of messages broadcast subscribers missed.
 	Lagged uint64
+	// Undecodable is the number of messages this process's subscriptions
+	// received that the topic's codec could not decode (an error, a panic
+	// or a Goexit in Decode): each is logged once at WARN and skipped for
+	// good, a durable backend committing or acknowledging past it. The
+	// in-memory backend, which keeps values, has none.
+	Undecodable uint64
 }
 
 // SubscriptionState is the backend side of one subscription.

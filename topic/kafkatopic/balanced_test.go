@@ -160,8 +160,9 @@ func equal[T comparable](a, b []T) bool {
 }
 
 // Guarantee: a record the codec cannot decode, or panics on, is logged
-// once for the group and committed past, and once for a broadcast
-// subscriber; both go on with the next record.
+// and counted (Stats().Undecodable) once for the group and committed
+// past, and once for a broadcast subscriber; both go on with the next
+// record.
 func TestUndecodableRecordSkipped(t *testing.T) {
 	for _, codec := range []topic.Codec[int]{topic.IntCodec{}, topictest.PanickingCodec[int]{Codec: topic.IntCodec{}}} {
 		t.Run(fmt.Sprintf("%T", codec), func(t *testing.T) { undecodableRecordSkipped(t, codec) })
@@ -203,11 +204,17 @@ func undecodableRecordSkipped(t *testing.T, codec topic.Codec[int]) {
 	if n := strings.Count(logs.String(), "does not decode"); n != 2 {
 		t.Fatalf("%d decode warnings, want 2 (the group's and the broadcast subscriber's): %s", n, logs.String())
 	}
+	if n := h.Stats().Undecodable; n != 2 {
+		t.Fatalf("Stats().Undecodable = %d, want 2 (the group's and the broadcast subscriber's)", n)
+	}
 	m.Close()
 	m = subscribe(t, h, topic.Balanced("g"))
 	recvNothing(t, m)
 	if n := strings.Count(logs.String(), "does not decode"); n != 2 {
 		t.Fatalf("the undecodable record was read again: %s", logs.String())
+	}
+	if n := h.Stats().Undecodable; n != 2 {
+		t.Fatalf("Stats().Undecodable = %d after a new member, want still 2", n)
 	}
 }
 

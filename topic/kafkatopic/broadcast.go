@@ -141,6 +141,7 @@ func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 	// Goexit of the codec ends the goroutine while it is set.
 	var decoding *sarama.ConsumerMessage
 	undecodable := func(rec *sarama.ConsumerMessage, err error, attrs ...any) {
+		s.t.undecodable.Add(1)
 		b.log.Warn("kafkatopic: record does not decode; skipped",
 			append([]any{slog.String("topic", rec.Topic), slog.Int("partition", int(rec.Partition)),
 				slog.Int64("offset", rec.Offset), slog.Any("error", err)}, attrs...)...)

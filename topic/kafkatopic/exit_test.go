@@ -57,6 +57,9 @@ func TestDecodeGoexitSkipsTheRecordAndTheSubscribersGoOn(t *testing.T) {
 	if n := strings.Count(out, "stack="); n != 2 || !strings.Contains(out, "ExitingCodec") {
 		t.Fatalf("want 2 lines naming the exit, with its stack: %s", out)
 	}
+	if n := h.Stats().Undecodable; n != 2 {
+		t.Fatalf("Stats().Undecodable = %d, want 2 (the group's and the broadcast subscriber's)", n)
+	}
 	m.Close()
 	m = subscribe(t, h, topic.Balanced("g"))
 	recvNothing(t, m)

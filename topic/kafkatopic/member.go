@@ -266,6 +266,7 @@ func (m *member[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.Con
 	// skip logs rec, which does not decode, and settles it at once, after
 	// what batch holds is queued.
 	skip := func(rec *sarama.ConsumerMessage, err error, attrs ...any) bool {
+		m.t.undecodable.Add(1)
 		m.t.b.log.Warn("kafkatopic: record does not decode; skipped and committed",
 			append([]any{slog.String("topic", rec.Topic), slog.Int("partition", int(rec.Partition)),
 				slog.Int64("offset", rec.Offset), slog.Any("error", err)}, attrs...)...)

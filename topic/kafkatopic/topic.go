@@ -26,6 +26,9 @@ type kTopic[T any] struct {
 	closedCh  chan struct{}
 	closeOnce sync.Once
 	lagged    atomic.Uint64
+	// undecodable counts the records of this topic its subscriptions
+	// skipped because the codec could not decode them.
+	undecodable atomic.Uint64
 
 	mu         sync.Mutex
 	closed     bool
@@ -307,12 +310,14 @@ func (t *kTopic[T]) leaveGroup(g topic.GroupName) {
 	t.mu.Unlock()
 }
 
-// Stats counts this process's groups and broadcast subscribers, and the
-// records broadcast subscribers missed.
+// Stats counts this process's groups and broadcast subscribers, the
+// records broadcast subscribers missed and those its subscriptions skipped
+// because they do not decode.
 func (t *kTopic[T]) Stats() topic.StateStats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return topic.StateStats{BalancedGroups: len(t.groups), BroadcastSubscribers: len(t.broadcasts), Lagged: t.lagged.Load()}
+	return topic.StateStats{BalancedGroups: len(t.groups), BroadcastSubscribers: len(t.broadcasts), Lagged: t.lagged.Load(),
+		Undecodable: t.undecodable.Load()}
 }
 
 // Close closes the topic: publishes fail with ErrTopicClosed, members

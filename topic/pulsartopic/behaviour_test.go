@@ -160,8 +160,8 @@ func TestReadAheadBoundedByCapacity(t *testing.T) {
 }
 
 // Guarantee: a record the codec cannot decode, or panics on, is logged
-// once at WARN and acked (not delivered again), and the subscriber
-// receives the next one.
+// once at WARN, counted (Stats().Undecodable) and acked (not delivered
+// again), and the subscriber receives the next one.
 func TestUndecodableRecordSkipped(t *testing.T) {
 	for _, codec := range []topic.Codec[int]{topic.IntCodec{}, topictest.PanickingCodec[int]{Codec: topic.IntCodec{}}} {
 		t.Run(fmt.Sprintf("%T", codec), func(t *testing.T) { undecodableRecordSkipped(t, codec) })
@@ -192,6 +192,9 @@ func undecodableRecordSkipped(t *testing.T, codec topic.Codec[int]) {
 	wait.Within(t, patience, "both messages acked", func() bool { return b.Backlog(be.TopicName("t"), "g") == 0 })
 	if n := strings.Count(logs.String(), "level=WARN"); n != 1 || !strings.Contains(logs.String(), "cannot decode") {
 		t.Fatalf("logs %q, want one WARN about the undecodable record", logs.String())
+	}
+	if n := h.Stats().Undecodable; n != 1 {
+		t.Fatalf("Stats().Undecodable = %d, want 1", n)
 	}
 }
 

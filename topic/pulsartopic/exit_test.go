@@ -50,6 +50,9 @@ func TestDecodeGoexitAcksTheMessageAndALaterReceiveGoesOn(t *testing.T) {
 	if strings.Count(out, "\n") != 1 || !strings.Contains(out, "cannot decode") || !strings.Contains(out, "stack=") || !strings.Contains(out, "ExitingCodec") {
 		t.Fatalf("logs %q, want one line about the message, with the stack of the exit", out)
 	}
+	if n := h.Stats().Undecodable; n != 1 {
+		t.Fatalf("Stats().Undecodable = %d, want 1", n)
+	}
 }
 
 // exitOn13 is IntCodec, except that Encode ends its goroutine

@@ -170,6 +170,7 @@ func (s *pSub[T]) take(cm pulsar.ConsumerMessage, dst []topic.Envelope[T], ids [
 	v, err := topic.Decode(s.t.b.o.Codec, cm.Payload())
 	s.decoding = nil
 	if err != nil {
+		s.t.undecodable.Add(1)
 		s.log.Warn("pulsartopic: cannot decode a message; it is acked and skipped",
 			slog.String("message_id", cm.ID().String()), slog.String("error", err.Error()))
 		_ = s.consumer.AckID(cm.ID())
@@ -197,6 +198,7 @@ func (s *pSub[T]) exited(taken []pulsar.MessageID) {
 		return
 	}
 	s.decoding = nil
+	s.t.undecodable.Add(1)
 	s.log.Warn("pulsartopic: cannot decode a message; it is acked and skipped",
 		slog.String("message_id", m.ID().String()), slog.String("error", message.ErrHandlerExited.Error()),
 		slog.Int("nacked", len(taken)), slog.String("stack", string(debug.Stack())))
