@@ -26,10 +26,9 @@ const HeldBackKey = "held_back"
 // Interval of the previous one. Its zero value is ready to use, and safe
 // for concurrent use.
 type Limiter struct {
-	mu     sync.Mutex
-	logged bool      // a line has been logged
-	last   time.Time // when the last line was logged
-	held   uint64    // lines held back since
+	mu   sync.Mutex
+	last time.Time // when the last line was logged; zero before the first
+	held uint64    // lines held back since
 }
 
 // Log logs msg with attrs at level on log unless a line of l was logged
@@ -38,13 +37,13 @@ type Limiter struct {
 func (l *Limiter) Log(ctx context.Context, log *slog.Logger, level slog.Level, msg string, attrs ...slog.Attr) {
 	now := time.Now()
 	l.mu.Lock()
-	if l.logged && now.Sub(l.last) < Interval {
+	if !l.last.IsZero() && now.Sub(l.last) < Interval {
 		l.held++
 		l.mu.Unlock()
 		return
 	}
 	held := l.held
-	l.logged, l.last, l.held = true, now, 0
+	l.last, l.held = now, 0
 	l.mu.Unlock()
 	if held > 0 {
 		attrs = append(attrs, slog.Uint64(HeldBackKey, held))
@@ -58,7 +57,7 @@ func (l *Limiter) Log(ctx context.Context, log *slog.Logger, level slog.Level, m
 func (l *Limiter) Flush(ctx context.Context, log *slog.Logger, level slog.Level, msg string, attrs ...slog.Attr) {
 	l.mu.Lock()
 	held := l.held
-	l.logged, l.held = false, 0
+	l.last, l.held = time.Time{}, 0
 	l.mu.Unlock()
 	if held > 0 {
 		log.LogAttrs(ctx, level, msg, append(attrs, slog.Uint64(HeldBackKey, held))...)
