@@ -52,6 +52,7 @@ var (
 	topologyRefused      = desc("topology_refused_letters", "Letters a full queue refused that the source keeps to hand off again; it takes no new letters while this is above 0.", lTopology)
 	topologySubs         = desc("topology_subscriptions", "Readers the source holds open.", lTopology)
 	topologySettleFailed = desc("topology_settle_failures_total", "Letters whose settling the backend refused, such as a Kafka topology's letters whose partition a rebalance took away first: the group delivers them again.", lTopology)
+	topologyUndecodable  = desc("topology_undecodable_total", "Letters the source's readers skipped for good because they could not be decoded.", lTopology)
 
 	releaseStalls   = desc("topology_release_stalls", "Hold topics, or partitions of them, whose release is stalled in the backend.", lBackend)
 	releaseStalled  = desc("topology_release_stalled_seconds", "Time since the release of the hold partition stalled (partition -1: the whole hold topic).", lBackend, lTopic, lPartition)
@@ -60,12 +61,13 @@ var (
 
 var topologyDescs = []*prometheus.Desc{topologyReceived, topologyAcked, topologyRetried, topologyDeferred, topologyRequeued,
 	topologyDeadLettered, topologyDiscarded, topologyPoisoned, topologyHeldBack, topologyRefused, topologySubs, topologySettleFailed,
-	releaseStalls, releaseStalled, releaseFailures}
+	topologyUndecodable, releaseStalls, releaseStalled, releaseFailures}
 
 // AddTopology adds a topology's source under name: its outcomes (acks,
 // retries, deferrals, requeues, dead letters, discards, poisoned keys),
-// the letters it holds back or keeps for room, and its readers become
-// metrics labelled topology=name. Name each source of a topology apart:
+// the letters it holds back or keeps for room, those its readers skipped
+// because they do not decode, and its readers become metrics labelled
+// topology=name. Name each source of a topology apart:
 // its topology's name for the source that feeds the pipeline, another
 // ("orders-dlq") for the dead source that reads its DLQ. The source's
 // pipeline must be added with Add for its health to count. A name already
@@ -120,6 +122,7 @@ func collectTopology(ch chan<- prometheus.Metric, name string, st topology.Stats
 	gauge(ch, topologyRefused, float64(st.Refused), name)
 	gauge(ch, topologySubs, float64(st.Subscriptions), name)
 	counter(ch, topologySettleFailed, float64(st.SettleFailed), name)
+	counter(ch, topologyUndecodable, float64(st.Undecodable), name)
 }
 
 // collectKafkaTopology sends the stalls of a Kafka topology backend, as

@@ -123,6 +123,7 @@ func TestTopologyOutcomesAreExported(t *testing.T) {
 		"boulevard_topology_held_back_messages":           0,
 		"boulevard_topology_refused_letters":              0,
 		"boulevard_topology_subscriptions":                1,
+		"boulevard_topology_undecodable_total":            0,
 	} {
 		expectSeriesOnce(t, body, series+`{topology="orders"}`, want)
 	}
@@ -136,6 +137,23 @@ func TestTopologyOutcomesAreExported(t *testing.T) {
 	if want := src.Stats(); len(snap.Topologies) != 1 || snap.Topologies[0].Name != "orders" || snap.Topologies[0].Stats != want {
 		t.Errorf("/stats topologies = %+v, want orders %+v", snap.Topologies, want)
 	}
+}
+
+// Guarantee: the letters a topology source's readers skipped for good
+// because they do not decode (Stats.Undecodable) are exported as
+// boulevard_topology_undecodable_total, labelled topology=name, and
+// promtool accepts the output.
+func TestTopologyUndecodableLettersAreExported(t *testing.T) {
+	obs := observe.New(observe.Options{})
+	if err := obs.AddTopology("orders-dlq", fixedTopology(topology.Stats{Received: 4, Acked: 4, Undecodable: 3})); err != nil {
+		t.Fatal(err)
+	}
+	code, body := serveMetrics(t, obs.Handler(nil))
+	if code != http.StatusOK {
+		t.Fatalf("/metrics answered %d:\n%s", code, body)
+	}
+	expectSeriesOnce(t, body, `boulevard_topology_undecodable_total{topology="orders-dlq"}`, 3)
+	promtoolCheck(t, body)
 }
 
 // fixedTopology is a topology source whose stats are given.

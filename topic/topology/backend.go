@@ -206,6 +206,12 @@ var ErrNoDLQ = errors.New("topology: no dead-letter queue")
 // one, receive them). Once only the backend was closed, a reader may
 // first hand out the letters it already holds (the in-memory backend's
 // do, see [Memory.Close]), then returns ErrClosed.
+//
+// A durable backend's reader skips for good, logging each once at WARN,
+// the messages it cannot decode into letters, and counts them: it
+// implements [UndecodableCounter], which a [Source] reads into
+// Stats.Undecodable. The in-memory backend, which keeps values, skips
+// none.
 type Reader[T any] interface {
 	// Receive waits for at least one letter and fills dst[:n] with up to
 	// len(dst) of them, in order. It returns ctx.Err() when ctx is done
@@ -239,4 +245,29 @@ type Reader[T any] interface {
 	// done. Idempotent: a later call waits, within its own ctx, for the
 	// same closing.
 	Close(ctx context.Context) error
+}
+
+// UndecodableCounter is implemented by a [Reader] that may skip messages
+// it cannot decode: the Kafka and Pulsar backends' readers do. A [Source]
+// adds up its readers' counts (Stats.Undecodable), and [Replay] reports
+// its DLQ reader's (ReplayReport.Undecodable).
+type UndecodableCounter interface {
+	// Undecodable returns the number of letters this reader skipped for
+	// good because they could not be decoded (an error, a panic or a
+	// Goexit of the codec, or history headers or properties that do not
+	// parse), each logged once at WARN: a durable backend commits or
+	// acknowledges past them, so they are not delivered again. Messages
+	// meant for another consumer group are skipped too, and not counted.
+	// The count only grows.
+	Undecodable() uint64
+}
+
+// undecodable returns what r counts as skipped for good because it could
+// not be decoded (see UndecodableCounter); 0 for a reader that counts
+// nothing.
+func undecodable[T any](r Reader[T]) uint64 {
+	if c, ok := r.(UndecodableCounter); ok {
+		return c.Undecodable()
+	}
+	return 0
 }

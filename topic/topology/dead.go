@@ -61,6 +61,11 @@ type ReplayReport[T any] struct {
 	// Kept is the number of letters left in the DLQ, those given back
 	// after a failure included.
 	Kept int
+	// Undecodable is the number of messages of the DLQ that Replay's
+	// reader skipped for good because they could not be decoded, each
+	// logged once at WARN by the backend (see UndecodableCounter): a
+	// durable backend's only. They are neither replayed nor kept.
+	Undecodable uint64
 }
 
 // Replay takes every letter the DLQ of q holds now, puts those the filter
@@ -68,7 +73,10 @@ type ReplayReport[T any] struct {
 // count, failure times and death cleared, and returns the others to the
 // DLQ (all of them on a dry run). Letters that reach the DLQ while it runs
 // may be looked at or not. The replayed letters go to the topology's own
-// consumer group only: other groups of the topic never failed them.
+// consumer group only: other groups of the topic never failed them. A
+// message of the DLQ that a durable backend's reader cannot decode is
+// skipped for good by the backend, neither replayed nor kept, and counted
+// in the report (ReplayReport.Undecodable).
 //
 // Replay is meant for an operator, with the topology's consumers running or
 // not; it reads the DLQ as one more consumer, so it must not run while a
@@ -98,6 +106,7 @@ func Replay[T any](ctx context.Context, q Queues[T], opts ReplayOptions[T]) (rep
 		if cerr := r.Close(ctx); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("topology %s: replay: closing the DLQ reader: %w", t.name, cerr))
 		}
+		rep.Undecodable = undecodable(r)
 	}()
 	var all []Letter[T]
 	buf := make([]Letter[T], 64)

@@ -160,6 +160,12 @@ type Stats struct {
 	// one every 10 s after it, each counting the ones it did not log
 	// ("held_back"), and a last one as it closes.
 	SettleFailed uint64
+	// Undecodable counts the letters the source's readers skipped for
+	// good because they could not be decoded, each logged once at WARN
+	// by the backend (see UndecodableCounter): a durable backend's
+	// only. It includes what the readers the source closed counted, and
+	// never goes down.
+	Undecodable uint64
 }
 
 // Source consumes a declared topology into a pipeline (it implements
@@ -204,6 +210,10 @@ type Source[T any] struct {
 	mu      sync.Mutex
 	readers []Reader[T]
 	closed  bool
+	// undecodable is what the readers no longer in readers counted
+	// (UndecodableCounter), added as each leaves readers and again once
+	// it is closed, so that Stats never goes down.
+	undecodable uint64
 
 	// handOffs are the sequenced letters whose hand-off failed, which
 	// the source hands off again itself (handoff.go).
@@ -275,6 +285,10 @@ func (s *Source[T]) Stats() Stats {
 	st.Refused = int(s.handOffs.keptN.Load())
 	s.mu.Lock()
 	st.Subscriptions = len(s.readers)
+	st.Undecodable = s.undecodable
+	for _, r := range s.readers {
+		st.Undecodable += undecodable(r)
+	}
 	s.mu.Unlock()
 	return st
 }
@@ -452,6 +466,7 @@ func (s *Source[T]) subscribe(ctx context.Context) (Reader[T], error) {
 	if s.closed {
 		s.mu.Unlock()
 		_ = r.Close(ctx)
+		s.countClosed(r, 0)
 		return nil, ErrClosed
 	}
 	s.readers = append(s.readers, r)
@@ -463,15 +478,40 @@ func (s *Source[T]) subscribe(ctx context.Context) (Reader[T], error) {
 // cuts short is no failure: r has nothing to commit.
 func (s *Source[T]) unsubscribe(ctx context.Context, r Reader[T]) {
 	s.mu.Lock()
+	held := false
+	var counted uint64
 	for i, x := range s.readers {
 		if x == r {
 			s.readers = append(s.readers[:i], s.readers[i+1:]...)
+			held, counted = true, s.countGone(r)
 			break
 		}
 	}
 	s.mu.Unlock()
 	if err := r.Close(ctx); err != nil && ctx.Err() == nil {
 		s.log.WarnContext(ctx, "closing a broadcast reader failed", slog.Any("error", err))
+	}
+	if held { // otherwise Close took it, and counts it
+		s.countClosed(r, counted)
+	}
+}
+
+// countGone adds what r counted so far (UndecodableCounter) to the count
+// of the readers gone, as r leaves s.readers, and returns it; s.mu is
+// held.
+func (s *Source[T]) countGone(r Reader[T]) uint64 {
+	n := undecodable(r)
+	s.undecodable += n
+	return n
+}
+
+// countClosed adds what r, now closed, counted since countGone counted
+// it (counted then).
+func (s *Source[T]) countClosed(r Reader[T], counted uint64) {
+	if n := undecodable(r); n > counted {
+		s.mu.Lock()
+		s.undecodable += n - counted
+		s.mu.Unlock()
 	}
 }
 
@@ -768,6 +808,10 @@ func (s *Source[T]) Close(ctx context.Context) error {
 	s.closed = true
 	rs := s.readers
 	s.readers = nil
+	counted := make([]uint64, len(rs))
+	for i, r := range rs {
+		counted[i] = s.countGone(r)
+	}
 	s.mu.Unlock()
 	var err error
 	// A letter waiting for its hand-off again (a key's, or one a full
@@ -786,6 +830,9 @@ func (s *Source[T]) Close(ctx context.Context) error {
 		}
 	}
 	cerr := liveset.CloseEach(rs, func(r Reader[T]) error { return r.Close(ctx) })
+	for i, r := range rs {
+		s.countClosed(r, counted[i])
+	}
 	if cerr != nil {
 		cerr = fmt.Errorf("topology %s: closing its readers: %w", s.t.name, cerr)
 	}

@@ -424,7 +424,8 @@ func TestHandOffAfterAFailedOneIsCommitted(t *testing.T) {
 
 // Guarantee: a record whose history headers hold a negative shard or retry
 // count (written by another producer of the main topic) is bad input: it is
-// skipped and committed like a record that does not decode, and never
+// skipped, committed and counted (Undecodable) like a record that does not
+// decode, and never
 // reaches a source, where the count would index the hold queues and the
 // shard the main topic's partitions (a panic on its next hand-off).
 func TestNegativeCountHeadersAreSkipped(t *testing.T) {
@@ -453,5 +454,38 @@ func TestNegativeCountHeadersAreSkipped(t *testing.T) {
 			}()
 			_ = q.Requeue(t.Context(), got)
 		}()
+	}
+	if n := r.(topology.UndecodableCounter).Undecodable(); n != 2 {
+		t.Errorf("Undecodable() = %d, want 2 (both records with a negative count)", n)
+	}
+}
+
+// Guarantee: Replay reports the records of the DLQ its reader skipped and
+// committed past because they do not decode (ReplayReport.Undecodable),
+// replays the dead letters around them, and a later Replay meets them no
+// more.
+func TestReplayCountsTheDeadLettersThatDoNotDecode(t *testing.T) {
+	b := newBackend(t, testbroker.Kafka(t).ListenAddrs())
+	q := declare(t, b, topology.New("replayed").DLQ())
+	dlq, _ := q.Topology().DLQ()
+	death := &topology.Death{Reason: topology.ReasonRejected, Topic: "replayed", Group: q.Topology().ConsumerGroup()}
+	if err := q.DeadLetter(t.Context(), topology.Letter[msg]{Value: msg{N: 1}, Death: death}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.send(&sarama.ProducerMessage{Topic: dlq, Partition: 0, Value: sarama.StringEncoder("not json")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.DeadLetter(t.Context(), topology.Letter[msg]{Value: msg{N: 2}, Death: death}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := topology.Replay(t.Context(), q, topology.ReplayOptions[msg]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Replayed) != 2 || rep.Kept != 0 || rep.Undecodable != 1 {
+		t.Fatalf("Replay replayed %d, kept %d, met %d that do not decode; want 2, 0 and 1", len(rep.Replayed), rep.Kept, rep.Undecodable)
+	}
+	if rep, err = topology.Replay(t.Context(), q, topology.ReplayOptions[msg]{}); err != nil || len(rep.Replayed) != 0 || rep.Undecodable != 0 {
+		t.Fatalf("a second Replay: %+v, %v; want nothing replayed and nothing undecodable (committed past)", rep, err)
 	}
 }

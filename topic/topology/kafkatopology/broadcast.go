@@ -32,6 +32,8 @@ type broadcastReader[T any] struct {
 	closing liveset.Closing
 }
 
+var _ topology.UndecodableCounter = (*broadcastReader[int])(nil)
+
 // newBroadcastReader makes a broadcast reader of kname, whose client dials
 // through d (see bounded).
 func newBroadcastReader[T any](b *Backend[T], d *dialing, kname string) (*broadcastReader[T], error) {
@@ -110,7 +112,11 @@ func (r *broadcastReader[T]) pump(pc sarama.PartitionConsumer, next *atomic.Int6
 			decoding = rec
 			l, m, err := decodeLetter(r.b, rec)
 			decoding = nil
-			if err != nil || m.group != "" {
+			if err != nil {
+				r.undecodable.Add(1)
+				continue
+			}
+			if m.group != "" {
 				continue
 			}
 			r.mu.Lock()
@@ -130,6 +136,7 @@ func (r *broadcastReader[T]) pump(pc sarama.PartitionConsumer, next *atomic.Int6
 			return false
 		}
 		decoding = nil
+		r.undecodable.Add(1)
 		logUndecodable(r.b, rec, message.ErrHandlerExited, slog.String("stack", stack))
 		return true
 	})

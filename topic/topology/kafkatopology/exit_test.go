@@ -29,8 +29,10 @@ func (l *syncLog) String() string              { l.mu.Lock(); defer l.mu.Unlock(
 // Guarantee: a codec whose Decode ends the reading goroutine
 // (runtime.Goexit, as t.FailNow does) on a record makes that record one
 // that does not decode, for a group reader and for a broadcast reader:
-// it is logged once, with the stack of the exit, and skipped, and the
-// reader delivers the next letter; Close returns.
+// it is logged once, with the stack of the exit, skipped and counted
+// (Undecodable), as a record whose history headers do not parse is, and
+// the reader delivers the next letter; a record for another group is
+// skipped without being counted; Close returns.
 func TestDecodeGoexitSkipsTheRecordAndTheReaderGoesOn(t *testing.T) {
 	for _, broadcast := range []bool{false, true} {
 		name := "group"
@@ -55,8 +57,14 @@ func TestDecodeGoexitSkipsTheRecordAndTheReaderGoesOn(t *testing.T) {
 			}
 			q := declare(t, b, tb)
 			r := subscribe(t, q)
-			if err := b.send(&sarama.ProducerMessage{Topic: "exits", Partition: 0, Value: sarama.StringEncoder("not json")}); err != nil {
-				t.Fatal(err)
+			for _, rec := range []*sarama.ProducerMessage{
+				{Topic: "exits", Partition: 0, Value: sarama.StringEncoder("not json")},
+				{Topic: "exits", Partition: 0, Value: sarama.StringEncoder(`{"N":3}`), Headers: []sarama.RecordHeader{header(HeaderRetries, "-1")}},
+				{Topic: "exits", Partition: 0, Value: sarama.StringEncoder(`{"N":4}`), Headers: []sarama.RecordHeader{header(HeaderGroup, "billing")}},
+			} {
+				if err := b.send(rec); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if err := q.Publish(t.Context(), topology.Letter[msg]{Value: msg{N: 2}}); err != nil {
 				t.Fatal(err)
@@ -69,8 +77,11 @@ func TestDecodeGoexitSkipsTheRecordAndTheReaderGoesOn(t *testing.T) {
 				t.Fatal(err)
 			}
 			out := logs.String()
-			if strings.Count(out, "does not decode") != 1 || strings.Count(out, "stack=") != 1 || !strings.Contains(out, "ExitingCodec") {
-				t.Fatalf("logs %q, want one line about the record, with the stack of the exit", out)
+			if strings.Count(out, "does not decode") != 2 || strings.Count(out, "stack=") != 1 || !strings.Contains(out, "ExitingCodec") {
+				t.Fatalf("logs %q, want one line about each record that does not decode, one with the stack of the exit", out)
+			}
+			if n := r.(topology.UndecodableCounter).Undecodable(); n != 2 {
+				t.Fatalf("Undecodable() = %d, want 2 (the record the codec exited on and the one with a bad header, not the other group's)", n)
 			}
 		})
 	}

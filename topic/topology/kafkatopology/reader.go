@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"sync"
+	"sync/atomic"
 
 	"github.com/IBM/sarama"
 
@@ -68,7 +69,16 @@ type buffer[T any] struct {
 	failing bool // fail was called
 	// taken, when set, is told (with mu held) of the letters take hands out.
 	taken func([]topology.Letter[T])
+	// undecodable counts the records the reader skipped because they do
+	// not decode.
+	undecodable atomic.Uint64
 }
+
+// Undecodable implements topology.UndecodableCounter: the records the
+// reader skipped and committed past (a broadcast reader: skipped) because
+// they do not decode, each logged once at WARN; those for another group
+// are not counted.
+func (bf *buffer[T]) Undecodable() uint64 { return bf.undecodable.Load() }
 
 func newBuffer[T any](capacity int) buffer[T] {
 	return buffer[T]{cap: capacity, stop: make(chan struct{}), sig: make(chan struct{}, 1), fetched: make(chan struct{}, 1)}
@@ -262,6 +272,8 @@ func (rc *receipt) giveBack() {
 	}
 }
 
+var _ topology.UndecodableCounter = (*groupReader[int])(nil)
+
 // newGroupReader makes a member of consumer group gid on kname, whose
 // client dials through d (see bounded).
 func newGroupReader[T any](b *Backend[T], d *dialing, kname, gid, group string) (*groupReader[T], error) {
@@ -432,6 +444,7 @@ func (r *groupReader[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc saram
 			return false
 		}
 		decoding = nil
+		r.undecodable.Add(1)
 		logUndecodable(r.b, rec, message.ErrHandlerExited, slog.String("stack", stack))
 		r.mu.Lock()
 		c.next = rec.Offset + 1
@@ -457,10 +470,11 @@ func (r *groupReader[T]) startOffset(ctx context.Context, part int32, at int64) 
 }
 
 // decode turns rec into a letter; skip when it is for another group or
-// does not decode.
+// does not decode (counted).
 func (r *groupReader[T]) decode(rec *sarama.ConsumerMessage) (topology.Letter[T], bool) {
 	l, m, err := decodeLetter(r.b, rec)
 	if err != nil {
+		r.undecodable.Add(1)
 		return l, true
 	}
 	return l, m.group != "" && m.group != r.group

@@ -27,8 +27,9 @@ func (l *syncLog) String() string              { l.mu.Lock(); defer l.mu.Unlock(
 
 // Guarantee: a codec whose Decode ends the receiving goroutine
 // (runtime.Goexit, as t.FailNow does) ends only that Receive: the message
-// is logged once, with the stack of the exit, and acknowledged as one
-// that does not decode, and a later Receive gets the next letter.
+// is logged once, with the stack of the exit, acknowledged and counted
+// (Undecodable) as one that does not decode, and a later Receive gets the
+// next letter.
 func TestDecodeGoexitAcksTheMessageAndALaterReceiveGoesOn(t *testing.T) {
 	br := testbroker.Pulsar(t)
 	var logs syncLog
@@ -62,5 +63,8 @@ func TestDecodeGoexitAcksTheMessageAndALaterReceiveGoesOn(t *testing.T) {
 	out := logs.String()
 	if strings.Count(out, "does not decode") != 1 || !strings.Contains(out, "stack=") || !strings.Contains(out, "ExitingCodec") {
 		t.Fatalf("logs %q, want one line about the message, with the stack of the exit", out)
+	}
+	if n := r.(topology.UndecodableCounter).Undecodable(); n != 1 {
+		t.Fatalf("Undecodable() = %d, want 1", n)
 	}
 }

@@ -153,7 +153,7 @@ func TestHoldAndDeathTravelInProperties(t *testing.T) {
 
 // Guarantee: a message put back on the main topic for one group (Requeue)
 // reaches that group only; the other group's reader acknowledges it
-// without delivering it.
+// without delivering it, and does not count it as undecodable.
 func TestRequeueReachesOnlyItsGroup(t *testing.T) {
 	br := testbroker.Pulsar(t)
 	be := newBackend(t, options(br, topic.Codec[string](topic.StringCodec{})))
@@ -187,6 +187,9 @@ func TestRequeueReachesOnlyItsGroup(t *testing.T) {
 	wait.Within(t, patience, "group other's backlog to empty", func() bool { return br.Backlog(full("shared"), "other") == 0 })
 	if n := br.Backlog(full("shared"), "shared"); n != 2 {
 		t.Errorf("group shared's backlog is %d, want both messages", n)
+	}
+	if n := rb.(topology.UndecodableCounter).Undecodable(); n != 0 {
+		t.Errorf("group other's reader counts %d undecodable, want 0 (the message for a is not)", n)
 	}
 }
 
@@ -236,6 +239,41 @@ func TestDeadTryReceiveCatchesUp(t *testing.T) {
 	// Unacknowledged, they are all still there for the next reader.
 	if got := strings.Join(read(), ""); got != "abcde" {
 		t.Errorf("second reader got %q, want abcde", got)
+	}
+}
+
+// Guarantee: Replay reports the messages of the DLQ its reader
+// acknowledged and skipped because they do not decode
+// (ReplayReport.Undecodable), replays the dead letters around them, and a
+// later Replay meets them no more.
+func TestReplayCountsTheDeadLettersThatDoNotDecode(t *testing.T) {
+	br := testbroker.Pulsar(t)
+	be := newBackend(t, options(br, topic.Codec[string](topic.StringCodec{})))
+	q, err := be.Declare(ctxT(t), build(t, topology.New("replayed").DLQ()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlq, _ := q.Topology().DLQ()
+	death := &topology.Death{Reason: topology.ReasonRejected, Topic: "replayed", Group: q.Topology().ConsumerGroup()}
+	if err := q.DeadLetter(ctxT(t), topology.Letter[string]{Value: "a", Death: death}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := br.Publish(ctxT(t), full(dlq), pulsartest.Message{Payload: []byte("bad"),
+		Properties: map[string]string{pulsartopology.PropRetries: "-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.DeadLetter(ctxT(t), topology.Letter[string]{Value: "b", Death: death}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := topology.Replay(ctxT(t), q, topology.ReplayOptions[string]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Replayed) != 2 || rep.Kept != 0 || rep.Undecodable != 1 {
+		t.Fatalf("Replay replayed %d, kept %d, met %d that do not decode; want 2, 0 and 1", len(rep.Replayed), rep.Kept, rep.Undecodable)
+	}
+	if rep, err = topology.Replay(ctxT(t), q, topology.ReplayOptions[string]{}); err != nil || len(rep.Replayed) != 0 || rep.Undecodable != 0 {
+		t.Fatalf("a second Replay: %+v, %v; want nothing replayed and nothing undecodable (acknowledged)", rep, err)
 	}
 }
 
@@ -428,8 +466,9 @@ func TestCloseEndsEverything(t *testing.T) {
 
 // Guarantee: a message whose history properties hold a negative shard or
 // retry count (sent by another producer of the main topic) is bad input:
-// it is acknowledged and skipped like one that does not decode, and never
-// reaches a source, whose next retry of it would pick hold queue -1.
+// it is acknowledged, skipped and counted (Undecodable) like one that does
+// not decode, and never reaches a source, whose next retry of it would
+// pick hold queue -1.
 func TestNegativeCountPropertiesAreSkipped(t *testing.T) {
 	br := testbroker.Pulsar(t)
 	be := newBackend(t, options(br, topic.Codec[string](topic.StringCodec{})))
@@ -458,6 +497,9 @@ func TestNegativeCountPropertiesAreSkipped(t *testing.T) {
 	if got := buf[0]; got.Value != "good" {
 		t.Errorf("received %q (retries %d, shard %d) first, want the well-formed message (the others skipped)",
 			got.Value, got.Retries, got.Shard)
+	}
+	if n := r.(topology.UndecodableCounter).Undecodable(); n != 2 {
+		t.Errorf("Undecodable() = %d, want 2 (both messages with a negative count)", n)
 	}
 }
 

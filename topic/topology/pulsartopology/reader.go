@@ -62,7 +62,17 @@ type reader[T any] struct {
 	// Goexit of the codec ends the receiving goroutine while it is set.
 	decoding   pulsar.Message
 	decodingAt int
+	// undecodable counts the messages the reader acknowledged and skipped
+	// because they do not decode.
+	undecodable atomic.Uint64
 }
+
+var _ topology.UndecodableCounter = (*reader[int])(nil)
+
+// Undecodable implements topology.UndecodableCounter: the messages the
+// reader acknowledged and skipped because they do not decode, each logged
+// once at WARN; those for another group, and markers, are not counted.
+func (r *reader[T]) Undecodable() uint64 { return r.undecodable.Load() }
 
 func newReader[T any](b *Backend[T], co pulsar.ConsumerOptions, group, dlq string) (*reader[T], error) {
 	ch := make(chan pulsar.ConsumerMessage, channelSize)
@@ -220,6 +230,7 @@ func (r *reader[T]) take(cm pulsar.ConsumerMessage, dst []topology.Letter[T], n 
 	l, group, err := decodeLetter(r.b.opts.Codec, props, cm.Payload())
 	r.decoding = nil
 	if err != nil {
+		r.undecodable.Add(1)
 		r.b.log.Warn("pulsartopology: a message does not decode; acknowledged and skipped",
 			slog.String("topic", cm.Topic()), slog.String("message_id", cm.ID().String()), slog.Any("error", err))
 		r.ack(cm)
@@ -248,6 +259,7 @@ func (r *reader[T]) exited(dst []topology.Letter[T], returned *bool) {
 		return
 	}
 	r.decoding = nil
+	r.undecodable.Add(1)
 	taken := dst[:r.decodingAt]
 	r.b.log.Warn("pulsartopology: a message does not decode; acknowledged and skipped",
 		slog.String("topic", m.Topic()), slog.String("message_id", m.ID().String()),
