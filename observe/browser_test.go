@@ -103,8 +103,9 @@ func textOf(ctx context.Context, sel string) (string, error) {
 // Guarantee: in a real browser, the dashboard draws a topic that
 // LinkTopic connects in both pipelines' graphs, after the publisher's
 // stages and before the subscriber's, each linking to the pipeline at the
-// other end, lists the Pulsar sources, the topology sources and the
-// stalled hold releases, and lists the things whose Stats
+// other end, lists the Pulsar sources, the topics' undecodable messages,
+// the topology sources (their settle failures and undecodable letters
+// included) and the stalled hold releases, and lists the things whose Stats
 // could not be read (/stats' failed) with their errors, as text: markup
 // in an error is shown, not rendered. Skipped when no Chromium is
 // installed.
@@ -124,12 +125,15 @@ func TestDashboardDrawsTopicLinks(t *testing.T) {
 	if err := obs.AddTopic(markup, audit); err != nil {
 		t.Fatal(err)
 	}
+	if err := obs.AddTopic("ledger", newFaulty(topic.Stats{Published: 9, Undecodable: 4})); err != nil {
+		t.Fatal(err)
+	}
 	obs.LinkTopic("orders", observe.TopicLinks{Publishers: []string{"ingest"}, Subscribers: []string{"enrich"}})
 	if err := obs.AddPulsar("billing", fixedPulsar(pulsar.Stats{Consumers: 1, Received: 42})); err != nil {
 		t.Fatal(err)
 	}
 	stall := kafkatopology.Stall{Topic: "orders-hold-5s", Partition: 2, Offset: 17, Since: time.Now().Add(-time.Hour), Failures: 9}
-	if err := errors.Join(obs.AddTopology("settlement", fixedTopology(topology.Stats{Received: 30, Acked: 25, DeadLettered: 5})),
+	if err := errors.Join(obs.AddTopology("settlement", fixedTopology(topology.Stats{Received: 30, Acked: 25, DeadLettered: 5, SettleFailed: 3, Undecodable: 2})),
 		obs.AddKafkaTopology("settlement-kafka", newFixedKafkaTopology(stall))); err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +179,7 @@ func TestDashboardDrawsTopicLinks(t *testing.T) {
 	if !strings.HasPrefix(pulsarRow, "billing 1 ") || !strings.Contains(pulsarRow, " 42 ") {
 		t.Errorf("Pulsar table row %q, want the billing source with 1 consumer and 42 received", pulsarRow)
 	}
-	for id, want := range map[string]string{"topologies": "settlement 30 25 0 0 0 5 ", "stalls": "settlement-kafka orders-hold-5s 2 17 360"} {
+	for id, want := range map[string]string{"topologies": "settlement 30 25 0 0 0 5 0 0 0 0 0 3 2", "stalls": "settlement-kafka orders-hold-5s 2 17 360"} {
 		row, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll("#`+id+` td")].map(td => td.textContent).join(" ")`))
 		if err != nil {
 			t.Fatal(err)
@@ -183,6 +187,13 @@ func TestDashboardDrawsTopicLinks(t *testing.T) {
 		if !strings.HasPrefix(row, want) {
 			t.Errorf("#%s table row %q, want it to begin with %q", id, row, want)
 		}
+	}
+	ledger, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll("#topics tr")].map(tr => [...tr.querySelectorAll("td")].map(td => td.textContent).join(" ")).find(r => r.startsWith("ledger ")) ?? ""`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(ledger, " 9 0 0 0 0 4") {
+		t.Errorf("topics table row %q, want the ledger topic with 9 published and 4 undecodable last", ledger)
 	}
 	type failedList struct {
 		Heading  string   `json:"heading"`
