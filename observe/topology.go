@@ -57,11 +57,12 @@ var (
 	releaseStalls   = desc("topology_release_stalls", "Hold topics, or partitions of them, whose release is stalled in the backend.", lBackend)
 	releaseStalled  = desc("topology_release_stalled_seconds", "Time since the release of the hold partition stalled (partition -1: the whole hold topic).", lBackend, lTopic, lPartition)
 	releaseFailures = desc("topology_release_failures", "Failed attempts to release the hold partition since its stall began.", lBackend, lTopic, lPartition)
+	holdsSkipped    = desc("topology_hold_records_skipped_total", "Records of hold topics the releasers skipped and committed past because they carry no valid due time, topic and group: written by something other than the backend, and lost to the topology.", lBackend)
 )
 
 var topologyDescs = []*prometheus.Desc{topologyReceived, topologyAcked, topologyRetried, topologyDeferred, topologyRequeued,
 	topologyDeadLettered, topologyDiscarded, topologyPoisoned, topologyHeldBack, topologyRefused, topologySubs, topologySettleFailed,
-	topologyUndecodable, releaseStalls, releaseStalled, releaseFailures}
+	topologyUndecodable, releaseStalls, releaseStalled, releaseFailures, holdsSkipped}
 
 // AddTopology adds a topology's source under name: its outcomes (acks,
 // retries, deferrals, requeues, dead letters, discards, poisoned keys),
@@ -89,7 +90,9 @@ func (o *Observer) RemoveTopology(name string) bool {
 // AddKafkaTopology adds a Kafka topology backend under name: the hold
 // topics, or partitions of them, whose release is stalled
 // (kafkatopology.Stats.Stalled) become metrics labelled backend=name,
-// topic and partition, one series per stall while it lasts. A name
+// topic and partition, one series per stall while it lasts, and the hold
+// records its releasers skipped (SkippedHoldRecords) a counter labelled
+// backend=name. A name
 // already added is refused with an error wrapping ErrDuplicate; an empty
 // name, or a nil b (or nil pointer), with an error wrapping ErrInvalid.
 // AddKafkaTopology reads no Stats, and does not block; once Close is
@@ -127,10 +130,12 @@ func collectTopology(ch chan<- prometheus.Metric, name string, st topology.Stats
 
 // collectKafkaTopology sends the stalls of a Kafka topology backend, as
 // of now: their count, and one series per hold topic and partition (the
-// first stall of each, should the backend list one twice).
+// first stall of each, should the backend list one twice); and the hold
+// records it skipped.
 func collectKafkaTopology(ch chan<- prometheus.Metric, name string, st kafkatopology.Stats, now time.Time) {
 	stalls := uniqueStalls(st.Stalled)
 	gauge(ch, releaseStalls, float64(len(stalls)), name)
+	counter(ch, holdsSkipped, float64(st.SkippedHoldRecords), name)
 	for _, s := range stalls {
 		part := partitionLabel(s.Partition)
 		gauge(ch, releaseStalled, max(now.Sub(s.Since), 0).Seconds(), name, s.Topic, part)

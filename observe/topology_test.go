@@ -237,6 +237,25 @@ func TestAKafkaTopologyStallIsExportedUntilItEnds(t *testing.T) {
 	}
 }
 
+// Guarantee: the hold records a Kafka topology backend's releasers
+// skipped (SkippedHoldRecords) are exported as a counter labelled by the
+// backend's name, 0 before any.
+func TestSkippedHoldRecordsAreExported(t *testing.T) {
+	b := newFixedKafkaTopology()
+	obs := observe.New(observe.Options{})
+	if err := obs.AddKafkaTopology("orders-kafka", b); err != nil {
+		t.Fatal(err)
+	}
+	h := obs.Handler(nil)
+	_, body := serveMetrics(t, h)
+	const series = `boulevard_topology_hold_records_skipped_total{backend="orders-kafka"}`
+	expectSeriesOnce(t, body, series, 0)
+	b.st.Store(&kafkatopology.Stats{SkippedHoldRecords: 3})
+	_, body = serveMetrics(t, h)
+	expectSeriesOnce(t, body, series, 3)
+	promtoolCheck(t, body)
+}
+
 // Guarantee: a hold partition whose release stalls on a real Kafka
 // backend (a record batch there cannot be decoded) is exported by the
 // backend added with AddKafkaTopology: its topic and partition, the

@@ -81,6 +81,9 @@ type Backend[T any] struct {
 	rr      atomic.Uint32 // round-robin partition choice
 	pauses  atomic.Uint64 // how many times a releaser paused a partition
 	resumes atomic.Uint64 // and resumed it
+	// skippedHolds counts the hold records the releasers skipped and
+	// committed past because they carry no valid due time, topic and group.
+	skippedHolds atomic.Uint64
 
 	// conns are the connections of every client of the backend, its
 	// readers' and releasers' included (theirs dial through it): cut when

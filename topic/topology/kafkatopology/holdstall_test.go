@@ -152,3 +152,43 @@ func TestReleaserReportsALetterItCannotReleaseInStatsWithoutALogFlood(t *testing
 		t.Fatalf("topic %q ends at %v (%v), want the released letter at offset 0", "gone", offs, err)
 	}
 }
+
+// Guarantee: a record of a hold topic that this backend did not write (no
+// due time, main topic or group) is skipped and committed past by the
+// releaser, logged once at WARN naming its topic, partition and offset,
+// and counted in Stats (SkippedHoldRecords); the letters held after it
+// are released as usual.
+func TestReleaserCountsTheHoldRecordsItSkips(t *testing.T) {
+	c := testbroker.Kafka(t)
+	logs := &lockedBuffer{}
+	b := newLoggedBackend(t, c.ListenAddrs(), logs)
+	q := declare(t, b, topology.New("orders").Hold(time.Second))
+	hold := q.(*queues[msg]).holds[0].name
+	r := subscribe(t, q)
+	for _, v := range []string{"not a letter", `{"N":1}`} {
+		if err := b.send(&sarama.ProducerMessage{Topic: hold, Partition: 0, Value: sarama.StringEncoder(v)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := q.Hold(t.Context(), 0, topology.Letter[msg]{Value: msg{N: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	l := receiveOne(t, r)
+	if l.Value.N != 2 {
+		t.Fatalf("received letter %d, want the held letter 2", l.Value.N)
+	}
+	if err := r.Settle(t.Context(), &l); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, "the releaser to count both records it skips", func() bool { return b.Stats().SkippedHoldRecords >= 2 })
+	if n := b.Stats().SkippedHoldRecords; n != 2 {
+		t.Fatalf("Stats().SkippedHoldRecords = %d, want 2", n)
+	}
+	out := logs.String()
+	if n := warnLines(out, "hold record without a valid due time"); n != 2 {
+		t.Fatalf("%d WARN lines for the skipped hold records, want one each:\n%s", n, out)
+	}
+	if !strings.Contains(out, "topic="+hold) {
+		t.Fatalf("the log does not name the hold topic %s:\n%s", hold, out)
+	}
+}

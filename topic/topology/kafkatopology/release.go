@@ -177,6 +177,7 @@ func (r *releaser[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.C
 		m, err := readHeaders(rec, &l)
 		m.shard = l.Shard
 		if err != nil || m.topic == "" || m.group == "" {
+			r.b.skippedHolds.Add(1)
 			r.b.log.Warn("kafkatopology: hold record without a valid due time, topic and group; skipped and committed",
 				slog.String("topic", rec.Topic), slog.Int("partition", int(rec.Partition)),
 				slog.Int64("offset", rec.Offset), slog.Any("error", err))

@@ -43,6 +43,13 @@ type Stats struct {
 	// uncommitted, and is released once the cause is gone. Alert on a
 	// stall that lasts (see Stall.Since).
 	Stalled []Stall
+	// SkippedHoldRecords counts the records of hold topics that the
+	// releasers skipped, and committed past, because they carry no valid
+	// due time, main topic and consumer group: records this backend did
+	// not write (something else produced to a hold topic), each logged
+	// once at WARN with its topic, partition and offset. They are lost to
+	// the topology; alert on any.
+	SkippedHoldRecords uint64
 }
 
 // Stall is a hold topic, or a partition of one, that its releaser cannot
@@ -85,7 +92,7 @@ func (b *Backend[T]) Stats() Stats {
 		rs = append(rs, r)
 	}
 	b.mu.Unlock()
-	var st Stats
+	st := Stats{SkippedHoldRecords: b.skippedHolds.Load()}
 	for _, r := range rs {
 		st.Stalled = r.stalls.appendTo(st.Stalled)
 	}
