@@ -16,6 +16,12 @@ import (
 // DefaultShutdownTimeout is the default Options.ShutdownTimeout.
 const DefaultShutdownTimeout = 30 * time.Second
 
+// DefaultFailureLogInterval is the default Options.FailureLogInterval.
+const DefaultFailureLogInterval = 10 * time.Second
+
+// MaxFailureLogInterval bounds Options.FailureLogInterval.
+const MaxFailureLogInterval = time.Hour
+
 // Options declare a pipeline. In is the payload type the source produces; Out
 // is the payload type processors turn it into, which batchers receive (use
 // the same type for both when processors do not change it).
@@ -31,6 +37,18 @@ type Options[In, Out any] struct {
 	Name string `validate:"required,name"`
 	// Logger receives the pipeline's logs. Nil means slog.Default().
 	Logger *slog.Logger `name:"-"`
+	// FailureLogInterval keeps a burst of failures to a few log lines: the
+	// pipeline logs the first failure of each kind in each stage at once
+	// (a message failed, a handler, PartitionBy or Weight panicked,
+	// Prepare failed a chunk, a batch handler failed or panicked), then,
+	// for FailureLogInterval after it, only counts the like failures; the
+	// next line of that kind carries how many were held back (held_back),
+	// and each stage logs what it still holds back as it stops. Failures
+	// are counted exactly all the same (Stats, Telemetry), and
+	// HandleFailed sees every failed message. Default 10s
+	// (DefaultFailureLogInterval); at most MaxFailureLogInterval (1h); a
+	// negative value logs every failure, one line each.
+	FailureLogInterval time.Duration `validate:"lte=1h"`
 	// Telemetry, when set, is called at the points of the pipeline's work
 	// that package telemetry lists (Broadway's :telemetry events). Nil
 	// (the default) is off and costs a nil check per chunk and per batch.
@@ -100,6 +118,9 @@ type Options[In, Out any] struct {
 func (o Options[In, Out]) WithDefaults() Options[In, Out] {
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if o.FailureLogInterval == 0 {
+		o.FailureLogInterval = DefaultFailureLogInterval
 	}
 	o.Producer = o.Producer.WithDefaults()
 	o.Processors = o.Processors.WithDefaults()

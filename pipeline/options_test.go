@@ -69,6 +69,9 @@ func TestValidationRules(t *testing.T) {
 			o.Producer.Restart.Backoff = time.Second
 			o.Producer.Restart.MaxBackoff = time.Millisecond
 		}, "producer.restart.maxBackoff", "gtefield", "producer.restart.maxBackoff must be ≥ backoff"},
+		{"failure log interval", func(o *pipeline.Options[uint64, uint64]) {
+			o.FailureLogInterval = pipeline.MaxFailureLogInterval + time.Nanosecond
+		}, "failureLogInterval", "lte", "failureLogInterval must be ≤ 1h"},
 		{"processors concurrency", func(o *pipeline.Options[uint64, uint64]) { o.Processors.Concurrency = -1 },
 			"processors.concurrency", "gte", "processors.concurrency must be ≥ 1"},
 		{"processors max demand", func(o *pipeline.Options[uint64, uint64]) { o.Processors.MaxDemand = -1 },

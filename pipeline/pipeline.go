@@ -119,11 +119,12 @@ func New[In, Out any](opts Options[In, Out]) (*Pipeline[In, Out], error) {
 	routes := make([]processing.NamedRoute[Out], 0, len(opts.Batchers))
 	for _, bo := range opts.Batchers {
 		bo.Handle = watchTestBatches(bo.Handle)
-		b := batching.New(bo, batching.Config{Name: opts.Name, Logger: log, Hooks: opts.Telemetry})
+		b := batching.New(bo, batching.Config{Name: opts.Name, Logger: log, Hooks: opts.Telemetry, FailureLogInterval: opts.FailureLogInterval})
 		p.batchers = append(p.batchers, b)
 		routes = append(routes, processing.NamedRoute[Out]{Name: bo.Name, Route: b})
 	}
-	p.proc = processing.New(opts.Processors, processing.Config[Out]{Name: opts.Name, Logger: log, Hooks: opts.Telemetry, Routes: routes, MinQueue: opts.Producer.Flow.MaxWindow()})
+	p.proc = processing.New(opts.Processors, processing.Config[Out]{Name: opts.Name, Logger: log, Hooks: opts.Telemetry, Routes: routes,
+		MinQueue: opts.Producer.Flow.MaxWindow(), FailureLogInterval: opts.FailureLogInterval})
 	p.prod = sourcewire.New(opts.Producer, opts.Name, log, p.proc).(producerRuntime[In])
 	return p, nil
 }

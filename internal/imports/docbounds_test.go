@@ -34,6 +34,7 @@ var boundConstants = map[string]int64{
 	"batcher.MaxWeightLimit":         batcher.MaxWeightLimit,
 	"batcher.ConcurrencyLimit":       batcher.ConcurrencyLimit,
 	"pipeline.BatchersLimit":         pipeline.BatchersLimit,
+	"pipeline.MaxFailureLogInterval": int64(pipeline.MaxFailureLogInterval),
 	"validate.NameMaxLen":            validate.NameMaxLen,
 	"source.MaxBatchLimit":           source.MaxBatchLimit,
 	"topology.MaxBatchLimit":         topology.MaxBatchLimit,

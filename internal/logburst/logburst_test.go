@@ -114,3 +114,65 @@ func TestConcurrentWarningsAreEachLoggedOrCounted(t *testing.T) {
 		}
 	})
 }
+
+// Guarantee: a Limiter holds like lines back for its own interval (Every)
+// when it has one, not for Interval.
+func TestEveryIsTheIntervalOfItsLimiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var lines logtest.Lines
+		log := logger(&lines)
+		l := logburst.Limiter{Every: 3 * logburst.Interval}
+		ctx := context.Background()
+		for i := range 100 {
+			l.Log(ctx, log, slog.LevelWarn, "message failed", slog.Int("i", i))
+		}
+		time.Sleep(logburst.Interval)
+		l.Log(ctx, log, slog.LevelWarn, "message failed", slog.Int("i", 100))
+		if got := lines.All(); len(got) != 1 {
+			t.Fatalf("lines within Every, past Interval: %q, want the first alone", got)
+		}
+		time.Sleep(2 * logburst.Interval)
+		l.Log(ctx, log, slog.LevelWarn, "message failed", slog.Int("i", 101))
+		if got := lines.All(); len(got) != 2 || !strings.Contains(got[1], "i=101") || !strings.Contains(got[1], "held_back=100") {
+			t.Fatalf("the line after Every: %q, want i=101 counting 100 held back", got)
+		}
+	})
+}
+
+// Guarantee: a Limiter whose Every is negative logs every line, and its
+// Flush has nothing to say.
+func TestANegativeEveryLogsEveryLine(t *testing.T) {
+	var lines logtest.Lines
+	log := logger(&lines)
+	k := logburst.Kind{Limiter: logburst.Limiter{Every: -1}, Level: slog.LevelWarn, Msg: "message failed"}
+	ctx := context.Background()
+	for i := range 1000 {
+		k.Line(ctx, log, slog.Int("i", i))
+	}
+	k.FlushHeld(ctx, log)
+	got := lines.All()
+	if len(got) != 1000 || !strings.Contains(got[999], "i=999") {
+		t.Fatalf("%d lines for 1000 warnings, want 1000", len(got))
+	}
+	if held := lines.Matching(logburst.HeldBackKey); len(held) > 0 {
+		t.Fatalf("lines counting some held back: %q", held)
+	}
+}
+
+// Guarantee: a Kind logs its lines at its level with its message, and
+// FlushHeld says what it held back under the same message.
+func TestAKindFlushesUnderItsMessage(t *testing.T) {
+	var lines logtest.Lines
+	log := logger(&lines)
+	k := logburst.Kind{Level: slog.LevelError, Msg: "handler panicked; message failed"}
+	ctx := context.Background()
+	for range 5 {
+		k.Line(ctx, log, slog.String("panic", "boom"))
+	}
+	k.FlushHeld(ctx, log)
+	got := lines.All()
+	if len(got) != 2 || !strings.Contains(got[0], `level=ERROR msg="handler panicked; message failed" panic=boom`) ||
+		!strings.Contains(got[1], `level=ERROR msg="handler panicked; message failed`+logburst.HeldBackSuffix+`" held_back=4`) {
+		t.Fatalf("5 lines and FlushHeld logged %q, want the first and one counting 4 held back", got)
+	}
+}

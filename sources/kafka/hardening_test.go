@@ -232,7 +232,9 @@ func TestDeletedTopicFailsRun(t *testing.T) {
 // Guarantee: the source logs through the producer stage's logger when its
 // own Logger is nil, and a failed message is logged at WARN once (by the
 // stage that failed it), not once more by the source, even when the source
-// and the pipeline share one logger.
+// and the pipeline share one logger. The pipeline logs every failure here
+// (a negative FailureLogInterval), so that each failed message has its
+// line.
 func TestFailedMessageLoggedOnce(t *testing.T) {
 	eachClient(t, func(t *testing.T, cl client) {
 		for _, shared := range []bool{false, true} {
@@ -262,6 +264,7 @@ func TestFailedMessageLoggedOnce(t *testing.T) {
 					return nil
 				})
 				po.Logger = book.logger()
+				po.FailureLogInterval = -1
 				p := startPipeline(t, po)
 				wait.Within(t, 20*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
 				stopPipeline(t, p)

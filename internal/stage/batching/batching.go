@@ -16,9 +16,11 @@ import (
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/batcher"
 	"github.com/boulevard-go/boulevard/internal/group"
+	"github.com/boulevard-go/boulevard/internal/logburst"
 	"github.com/boulevard-go/boulevard/internal/panics"
 	"github.com/boulevard-go/boulevard/internal/queue"
 	"github.com/boulevard-go/boulevard/internal/safehooks"
+	"github.com/boulevard-go/boulevard/internal/stage/failurelog"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/telemetry"
 )
@@ -33,6 +35,12 @@ type Config struct {
 	// Hooks are the pipeline's telemetry hooks; nil is off. A hook that
 	// panics is recovered and logged (see internal/safehooks).
 	Hooks *telemetry.Hooks
+	// FailureLogInterval is how long after a line of one kind of failure
+	// (PartitionBy or Weight panicked, a batch handler failed or
+	// panicked) the batcher only counts the like ones, which the next
+	// line of that kind counts (see logburst). Zero means
+	// logburst.Interval; a negative value logs every failure.
+	FailureLogInterval time.Duration
 }
 
 // minQueueCapacity is the smallest input queue a batcher partition gets.
@@ -58,6 +66,7 @@ type Batcher[T any] struct {
 	input   *queue.Partitioned[*message.Message[T]]
 	batches []*queue.Queue[message.Batch[T]]
 	hooks   *telemetry.Hooks
+	fails   *failurelog.Lines
 
 	// loops[i] and procs[i]: partition i, batch processor i has not
 	// returned.
@@ -78,9 +87,10 @@ func New[T any](opts batcher.Options[T], cfg Config) *Batcher[T] {
 	log := cmp.Or(cfg.Logger, slog.Default())
 	name := cfg.Name + ".batcher." + opts.Name
 	s := &Batcher[T]{
-		opts: opts,
-		log:  log.With(slog.String("stage", name)),
-		name: name,
+		opts:  opts,
+		log:   log.With(slog.String("stage", name)),
+		name:  name,
+		fails: failurelog.New(cfg.FailureLogInterval),
 	}
 	s.hooks = safehooks.Wrap(cfg.Hooks, s.log)
 	partitions := 1
@@ -94,7 +104,7 @@ func New[T any](opts batcher.Options[T], cfg Config) *Batcher[T] {
 		s.batches = []*queue.Queue[message.Batch[T]]{queue.New[message.Batch[T]](max(2*opts.Concurrency, small))}
 	} else {
 		key := message.GuardKey(opts.PartitionBy, func(m *message.Message[T], pe *message.PanicError) {
-			s.log.Error("PartitionBy panicked; message failed", slog.Any("message", m),
+			s.fails.PartitionBy.Line(context.Background(), s.log, slog.Any("message", m),
 				slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))
 		})
 		s.input = queue.NewPartitioned(opts.Concurrency, inCap, key)
@@ -157,7 +167,8 @@ func runningIn(flags []atomic.Bool) []int {
 // drained (CloseInput) and their open batches emitted, the batch processors
 // once every batch is handled. ctx is the pipeline's hard-stop context: when
 // it is cancelled, open batches and queued messages stay unacknowledged.
-// Call it once.
+// Once all have returned, it logs the failures held back since the last
+// line of their kind. Call it once.
 func (s *Batcher[T]) Run(ctx context.Context) {
 	var loops, procs group.Group
 	for i := range s.input.Len() {
@@ -177,6 +188,7 @@ func (s *Batcher[T]) Run(ctx context.Context) {
 	procs.Wait()
 	s.leftQueued()
 	s.st.settle()
+	s.fails.Flush(ctx, s.log)
 }
 
 // work runs batch processor bp until it returns. When user code it calls
@@ -357,7 +369,7 @@ func (b *partition[T]) loop(ctx context.Context) {
 		b.started = true
 		b.byKey = make(map[string]*open[T])
 		if b.s.opts.Weight != nil {
-			b.weigh = guardWeight(b.s.opts.Weight, b.s.log, func(m *message.Message[T]) { b.exitedIn = m })
+			b.weigh = guardWeight(b.s.opts.Weight, b.s.log, &b.s.fails.Weight, func(m *message.Message[T]) { b.exitedIn = m })
 		}
 		// The queue never holds more than its capacity: a larger buffer
 		// would only reserve memory (MaxDemand × partitions is not
@@ -638,10 +650,11 @@ func (b *partition[T]) due(ctx context.Context, ob *open[T], m *message.Message[
 
 // guardWeight wraps the user's Weight function: a negative weight counts as
 // 0, and a panic fails the message with a *message.PanicError (logged) and
-// weighs it 0. When weight ends the goroutine (runtime.Goexit), the message
+// weighs it 0; the line goes through panicked, which logs it on log or
+// counts it. When weight ends the goroutine (runtime.Goexit), the message
 // fails with message.ErrHandlerExited and exited is told, before the
 // goroutine ends.
-func guardWeight[T any](weight func(*message.Message[T]) int, log *slog.Logger, exited func(*message.Message[T])) func(*message.Message[T]) int {
+func guardWeight[T any](weight func(*message.Message[T]) int, log *slog.Logger, panicked *logburst.Kind, exited func(*message.Message[T])) func(*message.Message[T]) int {
 	return func(m *message.Message[T]) (w int) {
 		var err error
 		func() {
@@ -657,7 +670,7 @@ func guardWeight[T any](weight func(*message.Message[T]) int, log *slog.Logger, 
 			returned = true
 		}()
 		if pe, ok := err.(*message.PanicError); ok {
-			log.Error("Weight panicked; message failed", slog.Any("message", m),
+			panicked.Line(context.Background(), log, slog.Any("message", m),
 				slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))
 			m.Fail(pe)
 			return 0
@@ -938,14 +951,14 @@ func (bp *batchProcessor[T]) handle(ctx context.Context, b *message.Batch[T]) {
 	}
 	if err := bp.callTimed(ctx, b); err != nil {
 		if pe, ok := err.(*message.PanicError); ok {
-			bp.log.ErrorContext(ctx, "batch handler panicked; failing the whole batch",
+			bp.s.fails.BatchPanicked.Line(ctx, bp.log,
 				slog.String("batch_key", b.Info.BatchKey), slog.Int("size", b.Info.Size),
 				slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))
 			for _, m := range msgs {
 				m.Fail(err)
 			}
 		} else {
-			bp.log.WarnContext(ctx, "batch handler failed the batch",
+			bp.s.fails.BatchFailed.Line(ctx, bp.log,
 				slog.String("batch_key", b.Info.BatchKey), slog.Int("size", b.Info.Size), slog.Any("error", err))
 			for _, m := range msgs {
 				if !m.Failed() {

@@ -19,6 +19,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/panics"
 	"github.com/boulevard-go/boulevard/internal/queue"
 	"github.com/boulevard-go/boulevard/internal/safehooks"
+	"github.com/boulevard-go/boulevard/internal/stage/failurelog"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/telemetry"
@@ -57,6 +58,12 @@ type Config[Out any] struct {
 	// Hooks are the pipeline's telemetry hooks; nil is off. A hook that
 	// panics is recovered and logged (see internal/safehooks).
 	Hooks *telemetry.Hooks
+	// FailureLogInterval is how long after a line of one kind of failure
+	// (a message failed, a handler panicked, Prepare failed, PartitionBy
+	// panicked) the processors only count the like ones, which the next
+	// line of that kind counts (see logburst). Zero means
+	// logburst.Interval; a negative value logs every failure.
+	FailureLogInterval time.Duration
 	// MinQueue is the least capacity of each processor queue. The pipeline
 	// sets it to the producer's permit window, so that one delivery of a
 	// source usually fits in a queue and goes to it directly
@@ -90,6 +97,7 @@ type Pool[In, Out any] struct {
 
 	running []atomic.Bool // running[i]: processor i has not returned
 	st      poolStats
+	fails   *failurelog.Lines
 }
 
 // New prepares the processors. opts must already carry its defaults and be
@@ -112,6 +120,7 @@ func New[In, Out any](opts processor.Options[In, Out], cfg Config[Out]) *Pool[In
 		plan:    planHooks(cfg.Hooks),
 		running: make([]atomic.Bool, opts.Concurrency),
 		st:      newPoolStats(opts.Concurrency),
+		fails:   failurelog.New(cfg.FailureLogInterval),
 	}
 	for i := range s.running {
 		s.running[i].Store(true)
@@ -123,7 +132,7 @@ func New[In, Out any](opts processor.Options[In, Out], cfg Config[Out]) *Pool[In
 		s.input = queue.NewPartitioned[*message.Message[In]](1, max(2*opts.Concurrency*opts.MaxDemand, minQueueCapacity, min(cfg.MinQueue, queueSlotBudget)), nil)
 	} else {
 		key := message.GuardKey(opts.PartitionBy, func(m *message.Message[In], pe *message.PanicError) {
-			log.Error("PartitionBy panicked; message failed", slog.String("stage", s.name),
+			s.fails.PartitionBy.Line(context.Background(), log, slog.String("stage", s.name),
 				slog.Any("message", m), slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))
 		})
 		s.input = queue.NewPartitioned(opts.Concurrency, max(2*opts.MaxDemand, minQueueCapacity, min(cfg.MinQueue, queueSlotBudget/opts.Concurrency)), key)
@@ -155,7 +164,8 @@ func (s *Pool[In, Out]) QueueCapacity() int { return s.input.Partition(0).Cap() 
 // pipeline's hard-stop context, is cancelled. A processor whose goroutine
 // user code ends (runtime.Goexit) goes on in a new goroutine of the same
 // group (see work). Once they have all returned it closes the input and
-// counts what a hard stop left in it (leftQueued). Call it once.
+// counts what a hard stop left in it (leftQueued), and logs the failures it
+// held back since the last line of their kind. Call it once.
 func (s *Pool[In, Out]) Run(ctx context.Context) {
 	var g group.Group
 	for i := range s.opts.Concurrency {
@@ -165,6 +175,7 @@ func (s *Pool[In, Out]) Run(ctx context.Context) {
 	}
 	g.Wait()
 	s.leftQueued()
+	s.fails.Flush(ctx, s.log.With(slog.String("stage", s.name)))
 }
 
 // work runs processor p until it returns. When user code it calls ends
@@ -342,7 +353,7 @@ func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Mess
 	}
 	if s.opts.Prepare != nil {
 		if err := p.prepare(ctx, chunk); err != nil {
-			p.log.WarnContext(ctx, "prepare failed; failing the whole chunk", slog.Any("error", err), slog.Int("messages", len(chunk)))
+			s.fails.Prepare.Line(ctx, p.log, slog.Any("error", err), slog.Int("messages", len(chunk)))
 			for _, m := range chunk {
 				if !m.Failed() {
 					m.Fail(err)
@@ -675,13 +686,15 @@ func (p *worker[In, Out]) copyOf(msgs []*message.Message[In]) []*message.Message
 	return p.view
 }
 
+// logFailure logs that m failed with err, within the bounds of the stage's
+// failure lines (see failurelog).
 func (p *worker[In, Out]) logFailure(ctx context.Context, m *message.Message[In], err error) {
 	if pe, ok := err.(*message.PanicError); ok {
-		p.log.ErrorContext(ctx, "handler panicked; message failed",
+		p.s.fails.Panicked.Line(ctx, p.log,
 			slog.Any("message", m), slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))
 		return
 	}
-	p.log.WarnContext(ctx, "message failed", slog.Any("message", m), slog.Any("error", err))
+	p.s.fails.Failed.Line(ctx, p.log, slog.Any("message", m), slog.Any("error", err))
 }
 
 // ExitedLog is the message of the error line a processor logs when user
