@@ -23,8 +23,11 @@ var ErrEmptyDst = errors.New("topology: receive into a dst of length 0")
 type Letter[T any] struct {
 	// Value is the payload.
 	Value T
-	// Key is the sequence key of a sequenced topology ("" otherwise, and for
-	// messages published without a key).
+	// Key is the sequence key of a sequenced topology. On a broker
+	// backend it is the record's (Kafka) or message's (Pulsar) key on any
+	// topology, so a letter that something outside the topology produced
+	// with a key carries it; "" when there is none. The in-memory backend
+	// keeps what was published: "" unless sequenced.
 	Key string
 	// Shard is the routing shard the key hashes to (0 when not sequenced).
 	Shard int

@@ -197,6 +197,11 @@ type Stats struct {
 // Close gives the letters it still keeps back to the backend
 // (Queues.Return), ahead of the letters a sequenced source holds back.
 //
+// The source numbers its messages from 1 in the order it hands them to
+// the pipeline: the id of the outcomes it is given (acker.Outcome.ID),
+// and of log lines (message.id). A letter delivered again gets a new
+// number; Delivery says what the letter is.
+//
 // Create it with NewSource (or NewDeadSource for the DLQ).
 type Source[T any] struct {
 	opts   SourceOptions[T]
@@ -228,6 +233,9 @@ type Source[T any] struct {
 	// negativeLogged is set once a letter with a negative retry count
 	// was logged.
 	negativeLogged atomic.Bool
+	// lastID is the id of the last message the source made: it numbers
+	// its messages from 1, in the order it hands them to the pipeline.
+	lastID atomic.Uint64
 }
 
 // NewSource validates opts and returns a source over the main topic of
@@ -529,8 +537,10 @@ func (s *Source[T]) admit(ctx context.Context, out []pendingLetter[T], l Letter[
 	return out
 }
 
-// messages turns letters into messages, allocating one block per batch.
+// messages turns letters into messages, allocating one block per batch,
+// and numbers them (see Source).
 func (s *Source[T]) messages(ls []pendingLetter[T]) []*message.Message[T] {
+	first := s.lastID.Add(uint64(len(ls))) - uint64(len(ls)) + 1
 	msgs := make([]message.Message[T], len(ls))
 	recs := make([]record[T], len(ls))
 	ptrs := make([]*message.Message[T], len(ls))
@@ -541,7 +551,7 @@ func (s *Source[T]) messages(ls []pendingLetter[T]) []*message.Message[T] {
 		rec.md = Delivery{Topic: s.t.name, Group: s.t.ConsumerGroup(), Key: l.Key, Shard: l.Shard,
 			Retries: l.Retries, FirstFailure: l.FirstFailure, LastFailure: l.LastFailure, Death: l.Death}
 		m := &msgs[i]
-		m.Init(l.Value, s, 0)
+		m.Init(l.Value, s, first+uint64(i))
 		m.SetAckData(rec)
 		m.Metadata = &rec.md
 		if s.seq != nil && l.Shard >= 0 && l.Shard < len(s.shards) {

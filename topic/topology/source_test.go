@@ -21,8 +21,8 @@ import (
 )
 
 // Guarantee: whatever the producer concurrency, each message of a
-// topology enters a pipeline once, broadcast included, and a sequenced
-// source reports itself ordered.
+// topology enters a pipeline once, broadcast included, numbered apart
+// from 1 (its id), and a sequenced source reports itself ordered.
 func TestProducerConcurrencyDeliversOnce(t *testing.T) {
 	for _, b := range []*topology.Builder{
 		topology.New("bal"),
@@ -50,13 +50,16 @@ func TestProducerConcurrencyDeliversOnce(t *testing.T) {
 				}
 				var mu sync.Mutex
 				seen := map[int]int{}
+				ids := map[uint64]int{}
 				p, err := pipeline.New(pipeline.Options[int, int]{
 					Name:     "once",
 					Logger:   slog.New(slog.DiscardHandler),
 					Producer: producer.Options[int]{Source: src, Concurrency: 3},
 					Processors: processor.Options[int, int]{Concurrency: 2, Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+						_, id, _ := m.Acknowledger()
 						mu.Lock()
 						seen[m.Data]++
+						ids[id]++
 						mu.Unlock()
 						return m.Data, nil
 					}},
@@ -85,6 +88,12 @@ func TestProducerConcurrencyDeliversOnce(t *testing.T) {
 				for i := range 100 {
 					if seen[i] != 1 {
 						t.Errorf("message %d handled %d times", i, seen[i])
+					}
+				}
+				for id := uint64(1); id <= 100; id++ {
+					if ids[id] != 1 {
+						t.Errorf("message id %d given %d times, want once: the source numbers its messages from 1 (ids seen: %v)", id, ids[id], ids)
+						break
 					}
 				}
 			})
