@@ -153,6 +153,6 @@ func ExampleObserver_AddTopology() {
 	}
 	// Output:
 	// boulevard_topology_messages_acked_total{topology="orders"} 1
-	// boulevard_topology_messages_dead_lettered_total{topology="orders"} 1
+	// boulevard_topology_messages_dead_lettered_total{reason="rejected",topology="orders"} 1
 	// boulevard_topology_messages_received_total{topology="orders"} 2
 }

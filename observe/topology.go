@@ -37,6 +37,7 @@ type namedKafkaTopology struct {
 const (
 	lTopology = "topology"
 	lBackend  = "backend"
+	lReason   = "reason"
 )
 
 var (
@@ -45,7 +46,7 @@ var (
 	topologyRetried      = desc("topology_messages_retried_total", "Messages sent to a hold queue to be delivered again, counting a retry.", lTopology)
 	topologyDeferred     = desc("topology_messages_deferred_total", "Messages sent to a hold queue without counting a retry.", lTopology)
 	topologyRequeued     = desc("topology_messages_requeued_total", "Messages the pipeline's shutdown interrupted, delivered again at once.", lTopology)
-	topologyDeadLettered = desc("topology_messages_dead_lettered_total", "Messages sent to the dead-letter queue (by a dead source: put back), poisoned ones included.", lTopology)
+	topologyDeadLettered = desc("topology_messages_dead_lettered_total", "Messages sent to the dead-letter queue (by a dead source: put back), by the reason of their death: rejected, max_retries, timeout, poisoned or other.", lTopology, lReason)
 	topologyDiscarded    = desc("topology_messages_discarded_total", "Messages dropped with a warning: rejected without a dead-letter queue, or a broadcast retry.", lTopology)
 	topologyPoisoned     = desc("topology_messages_poisoned_total", "Messages of a sequenced topology dead-lettered because their key was poisoned: the one that failed under FailAll and the later ones of its key.", lTopology)
 	topologyHeldBack     = desc("topology_held_back_messages", "Messages of a sequenced topology waiting for an earlier message of their key.", lTopology)
@@ -118,7 +119,14 @@ func collectTopology(ch chan<- prometheus.Metric, name string, st topology.Stats
 	counter(ch, topologyRetried, float64(st.Retried), name)
 	counter(ch, topologyDeferred, float64(st.Deferred), name)
 	counter(ch, topologyRequeued, float64(st.Requeued), name)
-	counter(ch, topologyDeadLettered, float64(st.DeadLettered), name)
+	d := st.DeadLetteredBy
+	for _, r := range []struct {
+		reason string
+		n      uint64
+	}{{string(topology.ReasonRejected), d.Rejected}, {string(topology.ReasonMaxRetries), d.MaxRetries},
+		{string(topology.ReasonTimeout), d.Timeout}, {string(topology.ReasonPoisoned), d.Poisoned}, {"other", d.Other}} {
+		counter(ch, topologyDeadLettered, float64(r.n), name, r.reason)
+	}
 	counter(ch, topologyDiscarded, float64(st.Discarded), name)
 	counter(ch, topologyPoisoned, float64(st.Poisoned), name)
 	gauge(ch, topologyHeldBack, float64(st.HeldBack), name)

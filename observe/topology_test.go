@@ -112,20 +112,22 @@ func TestTopologyOutcomesAreExported(t *testing.T) {
 		t.Fatalf("/metrics answered %d:\n%s", code, body)
 	}
 	for series, want := range map[string]float64{
-		"boulevard_topology_messages_received_total":      14, // 10 published, 2 retried, 2 deferred
-		"boulevard_topology_messages_acked_total":         8,
-		"boulevard_topology_messages_retried_total":       2,
-		"boulevard_topology_messages_deferred_total":      2,
-		"boulevard_topology_messages_requeued_total":      0,
-		"boulevard_topology_messages_dead_lettered_total": 2,
-		"boulevard_topology_messages_discarded_total":     0,
-		"boulevard_topology_messages_poisoned_total":      0,
-		"boulevard_topology_held_back_messages":           0,
-		"boulevard_topology_refused_letters":              0,
-		"boulevard_topology_subscriptions":                1,
-		"boulevard_topology_undecodable_total":            0,
+		"boulevard_topology_messages_received_total":  14, // 10 published, 2 retried, 2 deferred
+		"boulevard_topology_messages_acked_total":     8,
+		"boulevard_topology_messages_retried_total":   2,
+		"boulevard_topology_messages_deferred_total":  2,
+		"boulevard_topology_messages_requeued_total":  0,
+		"boulevard_topology_messages_discarded_total": 0,
+		"boulevard_topology_messages_poisoned_total":  0,
+		"boulevard_topology_held_back_messages":       0,
+		"boulevard_topology_refused_letters":          0,
+		"boulevard_topology_subscriptions":            1,
+		"boulevard_topology_undecodable_total":        0,
 	} {
 		expectSeriesOnce(t, body, series+`{topology="orders"}`, want)
+	}
+	for reason, want := range map[string]float64{"rejected": 2, "max_retries": 0, "timeout": 0, "poisoned": 0, "other": 0} {
+		expectSeriesOnce(t, body, `boulevard_topology_messages_dead_lettered_total{reason="`+reason+`",topology="orders"}`, want)
 	}
 	promtoolCheck(t, body)
 

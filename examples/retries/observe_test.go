@@ -37,8 +37,8 @@ func TestObserverSeesEveryPipelineAndTopologySource(t *testing.T) {
 	for _, want := range []string{
 		`boulevard_topology_messages_acked_total{topology="order-settlement"} 7`,
 		`boulevard_topology_messages_retried_total{topology="order-settlement"} 4`,
-		`boulevard_topology_messages_dead_lettered_total{topology="order-settlement"} 1`,
-		`boulevard_topology_messages_dead_lettered_total{topology="ledger"} 3`,
+		`boulevard_topology_messages_dead_lettered_total{reason="rejected",topology="order-settlement"} 1`,
+		`boulevard_topology_messages_dead_lettered_total{reason="poisoned",topology="ledger"} 3`,
 		`boulevard_topology_messages_poisoned_total{topology="ledger"} 3`,
 		`boulevard_topology_messages_acked_total{topology="ledger-dlq"} 3`,
 	} {

@@ -127,10 +127,11 @@ func (s *Source[T]) handOffName(kind handOffKind, hold int) string {
 	}
 }
 
-// handedOff counts a hand-off the backend took.
-func (s *Source[T]) handedOff(kind handOffKind) {
+// handedOff counts a hand-off of l the backend took: a dead letter under
+// its reason.
+func (s *Source[T]) handedOff(kind handOffKind, l *Letter[T]) {
 	if kind == handOffDeadLetter {
-		s.deadLettered.Add(1)
+		s.deadBy[deadReasonIndex(l.Death)].Add(1)
 	}
 }
 
@@ -147,7 +148,7 @@ func (s *Source[T]) handOff(ctx context.Context, p *pendingLetter[T], l Letter[T
 	}
 	err := s.handTo(ctx, kind, hold, l)
 	if err == nil {
-		s.handedOff(kind)
+		s.handedOff(kind, &l)
 		s.done(ctx, p)
 		return nil
 	}
@@ -211,7 +212,7 @@ func (s *Source[T]) attemptKept() {
 		ctx, cancel := context.WithTimeout(parent, handOffTimeout)
 		err := s.handTo(ctx, k.kind, k.hold, k.l)
 		if err == nil {
-			s.handedOff(k.kind)
+			s.handedOff(k.kind, &k.l)
 			s.done(ctx, &k.p)
 		}
 		cancel()

@@ -136,6 +136,9 @@ type Stats struct {
 	// back), Discarded those dropped with a warning (no DLQ, or a
 	// broadcast retry).
 	DeadLettered, Discarded uint64
+	// DeadLetteredBy splits DeadLettered by each dead letter's reason
+	// (Death.Reason); its fields add up to DeadLettered.
+	DeadLetteredBy DeadReasons
 	// Poisoned counts letters dead-lettered because their key was poisoned
 	// (included in DeadLettered).
 	Poisoned uint64
@@ -166,6 +169,58 @@ type Stats struct {
 	// only. It includes what the readers the source closed counted, and
 	// never goes down.
 	Undecodable uint64
+}
+
+// DeadReasons counts dead letters by their reason (Death.Reason).
+type DeadReasons struct {
+	// Rejected: the handler rejected them (ReasonRejected).
+	Rejected uint64
+	// MaxRetries: they failed again after MaxRetries retries
+	// (ReasonMaxRetries).
+	MaxRetries uint64
+	// Timeout: their handler ran past its timeout on their last allowed
+	// attempt (ReasonTimeout).
+	Timeout uint64
+	// Poisoned: an earlier message of their key was dead-lettered on a
+	// sequenced FailAll topology (ReasonPoisoned).
+	Poisoned uint64
+	// Other: any other reason, which only a dead source putting back a
+	// letter that something outside the topology wrote to the DLQ meets.
+	Other uint64
+}
+
+func (d DeadReasons) total() uint64 {
+	return d.Rejected + d.MaxRetries + d.Timeout + d.Poisoned + d.Other
+}
+
+// Indexes of Source.deadBy.
+const (
+	deadRejected = iota
+	deadMaxRetries
+	deadTimeout
+	deadPoisoned
+	deadOther
+	deadReasons // how many
+)
+
+// deadReasonIndex returns the index in Source.deadBy of a dead letter
+// whose death is d.
+func deadReasonIndex(d *Death) int {
+	if d == nil {
+		return deadOther
+	}
+	switch d.Reason {
+	case ReasonRejected:
+		return deadRejected
+	case ReasonMaxRetries:
+		return deadMaxRetries
+	case ReasonTimeout:
+		return deadTimeout
+	case ReasonPoisoned:
+		return deadPoisoned
+	default:
+		return deadOther
+	}
 }
 
 // Source consumes a declared topology into a pipeline (it implements
@@ -225,8 +280,11 @@ type Source[T any] struct {
 	handOffs handOffs[T]
 
 	received, acked, retried, deferred, requeued atomic.Uint64
-	deadLettered, discarded, poisoned            atomic.Uint64
-	settleFailed                                 atomic.Uint64
+	discarded, poisoned                          atomic.Uint64
+	// deadBy counts the dead letters the backend took, by reason (see
+	// deadReasonIndex); their sum is Stats.DeadLettered.
+	deadBy       [deadReasons]atomic.Uint64
+	settleFailed atomic.Uint64
 	// settleLog keeps the WARN lines of failed settlings to one per
 	// logburst.Interval.
 	settleLog logburst.Limiter
@@ -284,12 +342,17 @@ func (s *Source[T]) Stats() Stats {
 	st := Stats{
 		Received: s.received.Load(), Acked: s.acked.Load(), Retried: s.retried.Load(),
 		Deferred: s.deferred.Load(), Requeued: s.requeued.Load(),
-		DeadLettered: s.deadLettered.Load(), Discarded: s.discarded.Load(), Poisoned: s.poisoned.Load(),
+		Discarded: s.discarded.Load(), Poisoned: s.poisoned.Load(),
 		SettleFailed: s.settleFailed.Load(),
 	}
 	if s.seq != nil {
 		st.HeldBack = s.seq.heldBack()
 	}
+	st.DeadLetteredBy = DeadReasons{
+		Rejected: s.deadBy[deadRejected].Load(), MaxRetries: s.deadBy[deadMaxRetries].Load(),
+		Timeout: s.deadBy[deadTimeout].Load(), Poisoned: s.deadBy[deadPoisoned].Load(), Other: s.deadBy[deadOther].Load(),
+	}
+	st.DeadLettered = st.DeadLetteredBy.total()
 	st.Refused = int(s.handOffs.keptN.Load())
 	s.mu.Lock()
 	st.Subscriptions = len(s.readers)
