@@ -46,23 +46,41 @@ func Poll(ctx context.Context, try func() (done bool, err error)) error {
 	}
 }
 
+// Start is what [StartOffsets] did.
+type Start struct {
+	// Backlog is how many records the partitions given a starting offset
+	// held when it was committed (the log end less the log start, summed
+	// over them): the records a group starting at the log end is not
+	// delivered, and those one starting at the oldest record is. Zero
+	// when no offset was committed (every partition had one, or Refused).
+	Backlog int64
+	// Refused is the commit's refusal when members elsewhere got there
+	// first. It is not a failure: the partitions still without an offset
+	// start at the oldest record, so nothing is missed either way.
+	Refused error
+}
+
 // StartOffsets makes sure consumer group gid has a committed offset on
 // every partition of topic before its first member joins: a partition
-// without one gets the log end, committed outside any group generation
-// (which a group without members accepts) with the OffsetCommit request
-// version of protocol version v. So a new group starts at the log end as
-// of StartOffsets returning, however long the join then takes, and a group
-// with committed offsets resumes from them.
+// without one gets its log end (at sarama.OffsetNewest) or its log start
+// (at sarama.OffsetOldest), committed outside any group generation (which
+// a group without members accepts) with the OffsetCommit request version
+// of protocol version v. So a new group starts at the log end as of
+// StartOffsets returning, or at the oldest record the log keeps then,
+// however long the join then takes, and a group with committed offsets
+// resumes from them: a committed offset is never moved.
 //
 // The commit can be refused when members elsewhere got there first; that
-// refusal is returned as refused and is not a failure: the partitions
-// still without an offset start at the oldest record, so nothing is missed
-// either way. A failure says which step failed. Each request is retried
-// (see Poll) until ctx ends, except a Denied one.
-func StartOffsets(ctx context.Context, client sarama.Client, admin sarama.ClusterAdmin, topic, gid string, v sarama.KafkaVersion) (refused, err error) {
+// refusal is returned in Start.Refused (see there). A failure says which
+// step failed. Each request is retried (see Poll) until ctx ends, except a
+// Denied one.
+func StartOffsets(ctx context.Context, client sarama.Client, admin sarama.ClusterAdmin, topic, gid string, at int64, v sarama.KafkaVersion) (Start, error) {
+	if at != sarama.OffsetNewest && at != sarama.OffsetOldest {
+		return Start{}, fmt.Errorf("starting offsets at %d: neither sarama.OffsetNewest nor sarama.OffsetOldest", at)
+	}
 	parts, err := client.Partitions(topic)
 	if err != nil {
-		return nil, fmt.Errorf("listing partitions: %w", err)
+		return Start{}, fmt.Errorf("listing partitions: %w", err)
 	}
 	var missing []int32
 	if err := Poll(ctx, func() (bool, error) {
@@ -85,10 +103,10 @@ func StartOffsets(ctx context.Context, client sarama.Client, admin sarama.Cluste
 		}
 		return true, nil
 	}); err != nil {
-		return nil, fmt.Errorf("fetching committed offsets: %w", err)
+		return Start{}, fmt.Errorf("fetching committed offsets: %w", err)
 	}
 	if len(missing) == 0 {
-		return nil, nil
+		return Start{}, nil
 	}
 	req := &sarama.OffsetCommitRequest{
 		// Both backends raise the protocol version to 0.10.1 or later, so
@@ -99,13 +117,24 @@ func StartOffsets(ctx context.Context, client sarama.Client, admin sarama.Cluste
 		ConsumerGroupGeneration: -1, // outside any generation
 		RetentionTime:           -1,
 	}
+	var backlog int64
 	for _, p := range missing {
-		off, err := client.GetOffset(topic, p, sarama.OffsetNewest)
+		end, err := client.GetOffset(topic, p, sarama.OffsetNewest)
 		if err != nil {
-			return nil, fmt.Errorf("reading the log end of partition %d: %w", p, err)
+			return Start{}, fmt.Errorf("reading the log end of partition %d: %w", p, err)
+		}
+		start, err := client.GetOffset(topic, p, sarama.OffsetOldest)
+		if err != nil {
+			return Start{}, fmt.Errorf("reading the log start of partition %d: %w", p, err)
+		}
+		backlog += max(end-start, 0)
+		off := end
+		if at == sarama.OffsetOldest {
+			off = start
 		}
 		req.AddBlock(topic, p, off, 0, "")
 	}
+	var refused error
 	err = Poll(ctx, func() (bool, error) {
 		coord, err := client.Coordinator(gid)
 		if err != nil {
@@ -134,7 +163,10 @@ func StartOffsets(ctx context.Context, client sarama.Client, admin sarama.Cluste
 		return true, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("committing starting offsets: %w", err)
+		return Start{}, fmt.Errorf("committing starting offsets: %w", err)
 	}
-	return refused, nil
+	if refused != nil {
+		return Start{Refused: refused}, nil
+	}
+	return Start{Backlog: backlog}, nil
 }

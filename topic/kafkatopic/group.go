@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"strconv"
 
+	"github.com/IBM/sarama"
+
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/topic"
 )
@@ -20,8 +22,8 @@ import (
 func (b *Backend[T]) startOffsets(ctx context.Context, kname, gid string) error {
 	var refused error
 	err := b.bounded(ctx, "resolving the starting offsets of group "+strconv.Quote(gid), func() error {
-		var err error
-		refused, err = kafkaoffset.StartOffsets(ctx, b.client, b.admin, kname, gid, b.cfg.Version)
+		start, err := kafkaoffset.StartOffsets(ctx, b.client, b.admin, kname, gid, sarama.OffsetNewest, b.cfg.Version)
+		refused = start.Refused
 		return err
 	})
 	if errors.Is(err, ErrAdmin) || errors.Is(err, topic.ErrTopicClosed) {

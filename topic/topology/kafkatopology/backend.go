@@ -13,6 +13,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/internal/liveset"
+	"github.com/boulevard-go/boulevard/sources/kafka"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/kafkatopic"
 	"github.com/boulevard-go/boulevard/topic/topology"
@@ -156,8 +157,10 @@ func kafkaName(name string) string { return kafkatopic.KafkaTopic(topic.Name(nam
 // (a *RetentionError wrapping ErrRetentionTooShort for one that can
 // delete letters before they are released or replayed; see the package
 // documentation, Mapping), commits the consumer group's starting offsets
-// on the main topic where it has none (the log end), and starts a
-// releaser for each hold topic this backend does not release yet. ctx and Options.AdminTimeout
+// on the main topic where it has none (the log end, or the oldest record
+// with Options.InitialOffset earliest; a committed offset is never moved),
+// and starts a releaser for each hold topic this backend does not release
+// yet. ctx and Options.AdminTimeout
 // bound it: it returns by the first of their deadlines, with an error
 // wrapping ErrAdmin and the context's error when the cluster has not
 // answered by then (see the package documentation, Bounded calls).
@@ -282,19 +285,35 @@ func (b *Backend[T]) ensureTopic(ctx context.Context, client sarama.Client, admi
 	return existed, nil
 }
 
-// startOffsets commits the log end as group gid's offset on every
-// partition of kname without a committed offset, outside any group
-// generation (accepted while the group has no member). If the commit is
-// refused (members elsewhere got there first), the partitions without an
-// offset start at the oldest record: nothing is missed either way.
+// The lines Declare logs when it starts a new group on a main topic that
+// holds records.
+const (
+	msgStartAtEnd    = "kafkatopology: a new consumer group starts at the log end of its main topic; the records before it are not delivered to the group (Options.InitialOffset earliest delivers them)"
+	msgStartAtOldest = "kafkatopology: a new consumer group starts at the oldest record of its main topic; the records already there are delivered to the group"
+)
+
+// startOffsets commits, as group gid's offset on every partition of kname
+// without a committed offset, the log end or, with Options.InitialOffset
+// earliest, the log start, outside any group generation (accepted while
+// the group has no member), and logs one INFO line when records precede
+// the log end there. If the commit is refused (members elsewhere got there
+// first), the partitions without an offset start at the oldest record:
+// nothing is missed either way.
 func (b *Backend[T]) startOffsets(ctx context.Context, client sarama.Client, admin sarama.ClusterAdmin, kname, gid string) error {
-	refused, err := kafkaoffset.StartOffsets(ctx, client, admin, kname, gid, b.cfg.Version)
+	at, msg := int64(sarama.OffsetNewest), msgStartAtEnd
+	if b.opts.InitialOffset == kafka.OffsetEarliest {
+		at, msg = sarama.OffsetOldest, msgStartAtOldest
+	}
+	start, err := kafkaoffset.StartOffsets(ctx, client, admin, kname, gid, at, b.cfg.Version)
 	if err != nil {
 		return fmt.Errorf("%w: group %q on topic %q: %w", ErrAdmin, gid, kname, err)
 	}
-	if refused != nil {
+	if start.Refused != nil {
 		b.log.Warn("kafkatopology: the starting offsets of a consumer group were refused; partitions without a committed offset start at the oldest record",
-			slog.String("topic", kname), slog.String("group", gid), slog.Any("error", refused))
+			slog.String("topic", kname), slog.String("group", gid), slog.Any("error", start.Refused))
+	}
+	if start.Backlog > 0 {
+		b.log.Info(msg, slog.String("topic", kname), slog.String("group", gid), slog.Int64("records", start.Backlog))
 	}
 	return nil
 }

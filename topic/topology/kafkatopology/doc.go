@@ -11,8 +11,12 @@
 //     do not exist, and commits the log end as the starting offset of the
 //     consumer group on every partition of the main topic that has none,
 //     so a group reads everything published after Declare returns, however
-//     late its first consumer joins. It is idempotent: a group with
-//     committed offsets keeps them.
+//     late its first consumer joins, and nothing published before; with
+//     Options.InitialOffset earliest it commits the log start instead, so
+//     the records a topic already holds are delivered. When records
+//     precede where it starts a group, or it starts one at the oldest
+//     record, it logs one INFO line with how many. It is idempotent: a
+//     group with committed offsets keeps them, whatever InitialOffset.
 //   - Retention. A hold topic Declare creates keeps its records their
 //     delay plus Options.HoldRetentionMargin (retention.ms; 7 days by
 //     default, so a held letter outlives its due time by a week even when

@@ -47,17 +47,22 @@ func hungCluster() []goleak.Option {
 	}
 }
 
-// newLoggedBackend is newBackend logging as text to logs.
-func newLoggedBackend(t testing.TB, brokers []string, logs io.Writer) *Backend[topologytest.Msg] {
+// newLoggedBackend is newBackend logging as text to logs, with its
+// options then changed by each of set.
+func newLoggedBackend(t testing.TB, brokers []string, logs io.Writer, set ...func(*Options[topologytest.Msg])) *Backend[topologytest.Msg] {
 	t.Helper()
-	b, err := New(Options[topologytest.Msg]{
+	opts := Options[topologytest.Msg]{
 		Brokers:       brokers,
 		Config:        testbroker.SaramaConfig(),
 		Codec:         topic.JSONCodec[topologytest.Msg]{},
 		AdminTimeout:  30 * time.Second,
 		RevokeTimeout: 2 * time.Second,
 		Logger:        slog.New(slog.NewTextHandler(logs, nil)),
-	})
+	}
+	for _, f := range set {
+		f(&opts)
+	}
+	b, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

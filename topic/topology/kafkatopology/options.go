@@ -8,6 +8,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/internal/kafkalimits"
+	"github.com/boulevard-go/boulevard/sources/kafka"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/validate"
 )
@@ -27,6 +28,9 @@ const (
 	// DefaultHoldRetentionMargin is Options.HoldRetentionMargin: Kafka's
 	// own default retention (log.retention.hours 168).
 	DefaultHoldRetentionMargin = 7 * 24 * time.Hour
+	// DefaultInitialOffset is Options.InitialOffset: a new group starts
+	// at the log end as of its first declaration.
+	DefaultInitialOffset = kafka.OffsetLatest
 )
 
 // Upper bounds of [Options], checked by Validate (the struct tags repeat
@@ -70,8 +74,14 @@ type Options[T any] struct {
 	// modified; the backend then sets what its guarantees need: producer
 	// successes returned, acks=all, its own partitioner, consumer errors
 	// returned, offsets committed automatically from what is settled,
-	// groups without a committed offset starting at the oldest record, and
-	// at least protocol version 0.11 (record headers). Nil means
+	// Consumer.Offsets.Initial sarama.OffsetOldest, and at least protocol
+	// version 0.11 (record headers). Where a new group starts is
+	// InitialOffset's, not Consumer.Offsets.Initial's: Declare commits
+	// the group's starting offsets before any member joins, so sarama's
+	// fallback to the oldest record applies only to a partition still
+	// without a committed offset (the commit refused because members
+	// elsewhere joined first, or a partition added since), where starting
+	// later could miss letters. Nil means
 	// sarama.NewConfig(). The fields by which sarama sizes what it
 	// allocates are bounded (sarama checks only that they are not
 	// negative): ChannelBufferSize at most MaxChannelBufferSize,
@@ -138,6 +148,22 @@ type Options[T any] struct {
 	// most they may hold. The topics the backend creates have no size
 	// limit (retention.bytes -1) either way.
 	AcceptRetentionBytes bool
+	// InitialOffset is where the topology's consumer group starts on a
+	// partition of the main topic without a committed offset when Declare
+	// commits its starting offsets: kafka.OffsetLatest (package
+	// sources/kafka; "latest"), the log end as of the first Declare, so
+	// the group is delivered what is published from then on and nothing
+	// published before, as the in-memory backend's group; or
+	// kafka.OffsetEarliest ("earliest"), the oldest record the partition
+	// keeps, so a topic that already holds records (one put under a
+	// topology) has them delivered. A committed offset is never moved,
+	// whatever the setting: it only decides where a new group starts.
+	// When the partitions it starts a group on hold records, Declare logs
+	// one INFO line saying how many, skipped or to be delivered.
+	// Broadcast topologies have no group and are not affected: their
+	// readers start at the log end as of Subscribe. Default
+	// DefaultInitialOffset (kafka.OffsetLatest).
+	InitialOffset string `validate:"oneof=earliest latest"`
 	// Logger receives one line per event (a record that does not decode, a
 	// failed release, a consumer group error). Nil means slog.Default().
 	Logger *slog.Logger `name:"-"`
@@ -163,6 +189,7 @@ func (o Options[T]) WithDefaults() Options[T] {
 	if o.HoldRetentionMargin == 0 {
 		o.HoldRetentionMargin = DefaultHoldRetentionMargin
 	}
+	o.InitialOffset = cmp.Or(o.InitialOffset, DefaultInitialOffset)
 	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return o
 }
