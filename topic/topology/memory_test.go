@@ -459,3 +459,25 @@ func TestClosedMemoryRefusesPublishAndSubscribe(t *testing.T) {
 		t.Errorf("SubscribeDead after Close = %v, %v; want ErrClosed", r, err)
 	}
 }
+
+// Guarantee: a pipeline stop that the shutdown timeout cuts short, with
+// handlers that return only after the pipeline gave up on them, delivers
+// no letter twice to the next consumer of the in-memory backend (see
+// topologytest.CutShortStop; the backend lives on, since closing it loses
+// its queues).
+func TestAStopCutShortDeliversNoLetterTwiceToTheNextConsumer(t *testing.T) {
+	m, err := topology.NewMemory[topologytest.Msg](topology.MemoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	top, err := topology.New("cut-short").Hold(time.Second).DLQ().Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := m.Declare(t.Context(), top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topologytest.CutShortStop(t, q, func() topology.Queues[topologytest.Msg] { return q }, false)
+}

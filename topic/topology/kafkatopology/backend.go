@@ -468,7 +468,7 @@ func (b *Backend[T]) Close(ctx context.Context) error {
 	b.mu.Lock()
 	b.closed = true // Declare, Subscribe and the releasers refuse at once
 	b.mu.Unlock()
-	return await(ctx, b.closing.Start(b.close), b.conns, "the backend")
+	return await(ctx, b.closing.Start(b.close), b.conns.Cut, "the backend")
 }
 
 func (b *Backend[T]) close() {

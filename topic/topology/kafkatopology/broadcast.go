@@ -175,7 +175,7 @@ func (r *broadcastReader[T]) Settle(context.Context, *topology.Letter[T]) error 
 // fetches the cluster does not answer. Idempotent: a later call waits,
 // within its own ctx, for the same closing.
 func (r *broadcastReader[T]) Close(ctx context.Context) error {
-	return await(ctx, r.shut(), r.conns, "a broadcast reader")
+	return await(ctx, r.shut(), r.conns.Cut, "a broadcast reader")
 }
 
 // shut ends the reader's receiving at once and starts its closing (once);

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -11,7 +12,9 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
+	"github.com/boulevard-go/boulevard/topic/topology/topologytest"
 )
 
 // Guarantee: when the cluster stops answering, a group reader's Close, a
@@ -123,4 +126,74 @@ func TestSendsReturnErrClosedOnceTheBackendClosesWhenTheClusterHangs(t *testing.
 		t.Fatalf("the backend's closing, cut short at its deadline, still runs 10s later: %v", err)
 	}
 	refused("once the closing has ended")
+}
+
+// Guarantee: a group reader's Close given a context already done returns
+// at once with an error wrapping it, and its closing still commits what
+// was settled: once it has ended (a later Close returns nil), the group's
+// committed offset is past the settled letter.
+func TestAReaderClosedWithAContextDoneCommitsWhatWasSettled(t *testing.T) {
+	c := testbroker.Kafka(t)
+	b := newBackend(t, c.ListenAddrs())
+	q := declare(t, b, topology.New("closed-done"))
+	r := subscribe(t, q)
+	if err := q.Publish(t.Context(), topology.Letter[msg]{Value: msg{N: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	l := receiveOne(t, r)
+	if err := r.Settle(t.Context(), &l); err != nil {
+		t.Fatal(err)
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := r.Close(done); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Close with a context already done = %v, want an error wrapping context.Canceled", err)
+	}
+	topologytest.MustClose(t, "the reader again", r.Close)
+	gr := r.(*groupReader[msg])
+	if got := testbroker.Committed(t, testbroker.Admin(t, c.ListenAddrs()), gr.topic, gr.gid); got[0] != 1 {
+		t.Errorf("committed offset after a Close with a context already done = %d, want 1 (past the settled letter)", got[0])
+	}
+}
+
+// Guarantee: the closing a group reader's Close leaves behind, given a
+// context already done, ends by Options.AdminTimeout when the cluster
+// stopped answering its last commit: a later Close returns nil within 10s,
+// the backend still open, and the reader holds no connection.
+func TestAReaderClosingLeftBehindEndsByTheAdminTimeoutWhenTheClusterHangs(t *testing.T) {
+	c := testbroker.Kafka(t)
+	b, err := New(Options[msg]{
+		Brokers:      c.ListenAddrs(),
+		Config:       testbroker.SaramaConfig(),
+		Codec:        topic.JSONCodec[msg]{},
+		AdminTimeout: time.Second,
+		Logger:       slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { topologytest.MustClose(t, "the backend", b.Close) })
+	q := declare(t, b, topology.New("hung-reader"))
+	r := subscribe(t, q)
+	if err := q.Publish(t.Context(), topology.Letter[msg]{Value: msg{N: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	l := receiveOne(t, r)
+	if err := r.Settle(t.Context(), &l); err != nil {
+		t.Fatal(err)
+	}
+	testbroker.HangKafka(t, c)
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := r.Close(done); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Close with a context already done = %v, want an error wrapping context.Canceled", err)
+	}
+	ctx, cancelLater := context.WithTimeout(context.Background(), testbroker.HungGrace)
+	defer cancelLater()
+	if err := r.Close(ctx); err != nil {
+		t.Fatalf("the reader's closing, left behind with the cluster hung, still runs %v later (AdminTimeout 1s): %v", testbroker.HungGrace, err)
+	}
+	if n := r.(*groupReader[msg]).conns.Len(); n != 0 {
+		t.Errorf("%d connections of the reader still open after its closing", n)
+	}
 }

@@ -160,6 +160,14 @@
 // and cuts the connections (a reader's own, or all of the backend's), so
 // that the requests still waiting fail at once and the closing ends soon
 // after. What was settled and not yet committed is then delivered again.
+// A group reader cuts its own connections Options.AdminTimeout after its
+// Close's context ended, not at once: its closing goes on in the
+// background meanwhile and commits what was settled, letters requeued,
+// held or dead-lettered included, whose copies the group would otherwise
+// receive besides the originals. A pipeline whose drain the shutdown
+// timeout cuts short closes its source, and so its readers, with a
+// context already cancelled; the backend's Close waits for those
+// closings, and cuts them at its own deadline.
 // From the backend's Close on, whether its closing completes or is cut
 // short, Publish, Hold, Requeue and DeadLetter return an error wrapping
 // topology.ErrClosed at once, and a produce under way that fails

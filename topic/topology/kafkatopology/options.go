@@ -108,7 +108,10 @@ type Options[T any] struct {
 	// finished by then (or by its context's deadline, if sooner) cuts its
 	// connections and fails; a TryReceive returns ErrCatchUp and a
 	// produce ErrMetadata (by then, or by its context's deadline, if
-	// sooner); see the package documentation, Bounded calls. Default 30s.
+	// sooner); see the package documentation, Bounded calls. It also
+	// bounds a group reader's last commit and leave once the context of
+	// its Close has ended (see the package documentation, Closing is
+	// bounded). Default 30s.
 	AdminTimeout time.Duration `validate:"gte=0"`
 	// ReadAhead is how many fetched letters each reader keeps ready for
 	// Receive. Default 1024, at most MaxReadAhead (1048576).

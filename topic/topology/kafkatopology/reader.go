@@ -8,6 +8,7 @@ import (
 	"maps"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/IBM/sarama"
 
@@ -222,6 +223,12 @@ type groupReader[T any] struct {
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when loop returns
 	closing liveset.Closing
+	// lastMu guards lastCut, which cuts conns Options.AdminTimeout after
+	// the context of a Close ended first (see Close), and lastDone, set
+	// once the closing has ended.
+	lastMu   sync.Mutex
+	lastCut  *time.Timer
+	lastDone bool
 
 	// guarded by buffer.mu
 	claims  map[int32]*claim
@@ -657,15 +664,32 @@ func (r *groupReader[T]) settle(rc *receipt) error {
 // Close implements topology.Reader: the member commits what was settled
 // and leaves its group; what it received and did not settle is delivered
 // again to the group. It returns nil once that is done; if ctx ends
-// first, it returns an error wrapping ctx.Err() and cuts the member's
-// connections, so that the commit and the leave, if the cluster does not
-// answer them, fail at once instead of each waiting up to sarama's
-// Net.ReadTimeout: what was settled and not yet committed is then
-// delivered again, and the group moves the member's partitions once its
-// session times out. Idempotent: a later call waits, within its own ctx,
-// for the same closing.
+// first (or had ended), it returns an error wrapping ctx.Err() at once,
+// and the closing goes on in the background for up to
+// Options.AdminTimeout more, so that what was settled (letters handed off
+// to a hold, requeued or dead-lettered among them) is still committed
+// and the group does not deliver it again: a pipeline whose drain the
+// shutdown timeout cuts short closes its source with a context already
+// cancelled. Past that bound it cuts the member's connections, so that
+// the commit and the leave, if the cluster does not answer them, fail at
+// once instead of each waiting up to sarama's Net.ReadTimeout: what was
+// settled and not yet committed is then delivered again, and the group
+// moves the member's partitions once its session times out. The
+// backend's Close waits for that closing, and cuts it at its own
+// deadline. Idempotent: a later call waits, within its own ctx, for the
+// same closing.
 func (r *groupReader[T]) Close(ctx context.Context) error {
-	return await(ctx, r.shut(), r.conns, fmt.Sprintf("a reader of topic %q (group %q)", r.topic, r.gid))
+	return await(ctx, r.shut(), r.cutLater, fmt.Sprintf("a reader of topic %q (group %q)", r.topic, r.gid))
+}
+
+// cutLater arms the cut of the reader's connections Options.AdminTimeout
+// from its first call, unless the closing has ended.
+func (r *groupReader[T]) cutLater() {
+	r.lastMu.Lock()
+	defer r.lastMu.Unlock()
+	if r.lastCut == nil && !r.lastDone {
+		r.lastCut = time.AfterFunc(r.b.opts.AdminTimeout, r.conns.Cut)
+	}
 }
 
 // shut ends the reader's receiving at once and starts its closing (once);
@@ -676,6 +700,12 @@ func (r *groupReader[T]) shut() <-chan struct{} {
 	return r.closing.Start(func() {
 		_ = r.cg.Close()
 		<-r.done
+		r.lastMu.Lock()
+		r.lastDone = true
+		if r.lastCut != nil {
+			r.lastCut.Stop()
+		}
+		r.lastMu.Unlock()
 		r.b.untrack(r)
 	})
 }
