@@ -63,6 +63,13 @@ const (
 	stateDone
 )
 
+// CloseCutShortLog is the WARN line of a source's Close that returned its
+// context's error after a drain the shutdown timeout cut short: the
+// pipeline called Close with a context already ended, as it does then
+// (see Stop), so what Close could not finish in no time the source
+// finishes on its own or the broker delivers again.
+const CloseCutShortLog = "closing the source with its context already ended, after a drain cut short"
+
 // Pipeline is a running (or runnable) pipeline. Its methods are safe for
 // concurrent use. Build one with New: a Pipeline that New did not build (the
 // zero Pipeline) never runs; its methods that can fail return ErrNotBuilt,
@@ -242,12 +249,19 @@ func (p *Pipeline[In, Out]) run(hardCtx, closeCtx, runCtx context.Context) {
 	closeCtx, cancel := context.WithTimeout(closeCtx, p.opts.ShutdownTimeout)
 	closed := make(chan struct{})
 	aux.Go(func() { p.watchClose(closed) })
+	cutBefore := closeCtx.Err()
 	err := p.drainAndClose(closeCtx)
 	p.closing.Store(closeReturned)
 	close(closed)
 	aux.Wait()
 	if err != nil {
-		p.log.Error("closing the source failed", withStack(err, slog.Any("error", err))...)
+		if cutBefore != nil && errors.Is(err, cutBefore) {
+			// The drain was cut short, and the stop reports it: the
+			// source's Close had no time at all, as expected.
+			p.log.Warn(CloseCutShortLog, slog.Any("error", err))
+		} else {
+			p.log.Error("closing the source failed", withStack(err, slog.Any("error", err))...)
+		}
 		p.setErr(fmt.Errorf("pipeline: closing the source: %w", err))
 	}
 	cancel()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -611,6 +613,59 @@ func TestLargestShutdownTimeoutLeavesCloseItsTime(t *testing.T) {
 		}
 		if runErr != nil {
 			t.Errorf("Run = %v, want nil: the drain completed and Close returned after 10ms", runErr)
+		}
+	})
+}
+
+// ctxCloseSource delivers nothing; its Close returns its context's error
+// when that context has ended.
+type ctxCloseSource struct {
+	producer.Basic
+}
+
+func (s *ctxCloseSource) Run(ctx context.Context, _ *producer.Stage[uint64]) error {
+	<-ctx.Done()
+	return nil
+}
+
+func (s *ctxCloseSource) Close(ctx context.Context) error { return ctx.Err() }
+
+// Guarantee: after a drain the shutdown timeout cut short (a handler
+// ignored its context), the source's Close, called with a context already
+// ended, returning that context's error is one WARN line, not an ERROR:
+// the stop reports the cut already; the error is still joined to Err.
+func TestACloseCutShortWithTheDrainIsAWarning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		started, release, unblock := stuckGate()
+		defer unblock()
+		recs := &logtest.Records{}
+		p := mustNew(t, pipeline.Options[uint64, uint64]{
+			Name:            "cut-close",
+			Logger:          slog.New(recs),
+			ShutdownTimeout: time.Second,
+			Producer:        producer.Options[uint64]{Source: &ctxCloseSource{}},
+			Processors:      processor.Options[uint64, uint64]{Concurrency: 1, MaxDemand: 1, Handle: stuckHandler(started, release)},
+		})
+		if err := p.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Push(context.Background(), message.New[uint64](1, nil, 1)); err != nil {
+			t.Fatal(err)
+		}
+		<-started
+		if err := p.Stop(context.Background()); !errors.Is(err, pipeline.ErrShutdownTimeout) {
+			t.Fatalf("Stop = %v, want the shutdown timeout", err)
+		}
+		unblock()
+		<-p.Done()
+		if n := recs.Count(slog.LevelError, "closing the source failed"); n != 0 {
+			t.Fatalf("%d ERROR lines for a Close given a context already ended, want none", n)
+		}
+		if n := recs.Count(slog.LevelWarn, pipeline.CloseCutShortLog); n != 1 {
+			t.Fatalf("%d WARN lines %q, want 1", n, pipeline.CloseCutShortLog)
+		}
+		if err := p.Err(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Err = %v, want the Close's error joined", err)
 		}
 	})
 }
