@@ -62,6 +62,9 @@ var rules = []rule{
 	// keys, for every source and backend.
 	{from: "internal/logattr", only: []string{}, why: "internal/logattr imports nothing of the module"},
 	{from: "internal/logburst", only: []string{}, why: "internal/logburst imports nothing of the module"},
+	// The lines of a failure that goes on, logged at growing intervals,
+	// for the Kafka topic and topology backends.
+	{from: "internal/repeatlog", only: []string{}, why: "internal/repeatlog imports nothing of the module"},
 	// The failure lines of the stage runtime, kept to one per interval.
 	{from: "internal/stage/failurelog", only: []string{"internal/logburst"}, why: "internal/stage/failurelog imports only internal/logburst"},
 	// The bounds of the sarama fields that size sarama's allocations,

@@ -5,6 +5,7 @@ package logtest
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -40,6 +41,47 @@ func (l *Lines) Matching(s string) []string {
 	var out []string
 	for _, line := range l.lines {
 		if strings.Contains(line, s) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// Count returns how many records written so far contain every one of
+// subs.
+func (l *Lines) Count(subs ...string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range l.lines {
+		if !slices.ContainsFunc(subs, func(s string) bool { return !strings.Contains(line, s) }) {
+			n++
+		}
+	}
+	return n
+}
+
+// Want fails t unless exactly n records written so far contain every
+// one of subs; what names them in the failure, which shows every record.
+func (l *Lines) Want(t testing.TB, n int, what string, subs ...string) {
+	t.Helper()
+	if got := l.Count(subs...); got != n {
+		t.Errorf("%d %s, want %d:\n%s", got, what, n, strings.Join(l.All(), ""))
+	}
+}
+
+// Repeated returns the records written more than once, but for their
+// time (a text handler's leading "time=… " attribute), each once.
+func (l *Lines) Repeated() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	seen := map[string]int{}
+	var out []string
+	for _, line := range l.lines {
+		if rest, ok := strings.CutPrefix(line, "time="); ok {
+			_, line, _ = strings.Cut(rest, " ")
+		}
+		if seen[line]++; seen[line] == 2 {
 			out = append(out, line)
 		}
 	}

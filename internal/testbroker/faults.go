@@ -419,3 +419,17 @@ func CommittedToTheEnd(t testing.TB, c *kfake.Cluster, patience time.Duration, t
 		return true
 	}, func() string { return fmt.Sprintf("committed %v; log ends %v", last, ends) })
 }
+
+// OutOfReach makes c drop the connection of every request it receives, as
+// a cluster that cannot be reached does, until until reports true (state
+// describes what was seen if it does not within wait.Deadline) and the
+// clients have retried 20 more requests since; then c answers again.
+func OutOfReach(t testing.TB, c *kfake.Cluster, what string, until func() bool, state func() string) {
+	t.Helper()
+	f := Inject(c, kmsg.Key(-1), 0, nil)
+	f.Every(1)
+	defer f.Every(0)
+	wait.For(t, what, until, state)
+	failed := f.Failed()
+	wait.For(t, "the clients to retry while the cluster cannot be reached", func() bool { return f.Failed() >= failed+20 })
+}

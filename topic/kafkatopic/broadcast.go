@@ -11,6 +11,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
+	"github.com/boulevard-go/boulevard/internal/repeatlog"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/internal/goexit"
@@ -41,6 +42,9 @@ type bsub[T any] struct {
 	stopOne  sync.Once
 	pumps    sync.WaitGroup
 	teardown sync.Once
+	// fails are the partitions' fetch errors that go on, logged at
+	// growing intervals.
+	fails repeatlog.Runs[int32]
 
 	mu      sync.Mutex
 	queue   []bitem[T]
@@ -87,7 +91,8 @@ func (t *kTopic[T]) subscribeBroadcast() (*bsub[T], error) {
 		_ = client.Close()
 		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.err(err))
 	}
-	s := &bsub[T]{t: t, client: client, conns: conns, cons: cons, stopCh: make(chan struct{}), dataSig: make(chan struct{}, 1)}
+	s := &bsub[T]{t: t, client: client, conns: conns, cons: cons, stopCh: make(chan struct{}), dataSig: make(chan struct{}, 1),
+		fails: repeatlog.Runs[int32]{Log: b.log}}
 	fail := func(err error) (*bsub[T], error) {
 		if !stop() {
 			err = ctx.Err() // the connections were cut
@@ -130,7 +135,11 @@ func (t *kTopic[T]) subscribeBroadcast() (*bsub[T], error) {
 	return s, nil
 }
 
-// pump queues one partition's records, from offset next on.
+// pump queues one partition's records, from offset next on. A fetch
+// error that goes on (sarama retries it while the cluster cannot be
+// reached) is logged when it begins and then at growing intervals
+// (repeatlog.Runs), not once per retry; it ends, with one INFO line, when
+// the partition delivers a record.
 func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 	defer s.pumps.Done()
 	b := s.t.b
@@ -158,6 +167,7 @@ func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 					continue
 				}
 				next = rec.Offset + 1
+				s.fails.End(context.Background(), part)
 				if stop == nil {
 					continue // closing: drained, not queued
 				}
@@ -185,8 +195,9 @@ func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 					s.endCorrupt(part, next, cerr.Err) // closes stopCh: pc closes below
 					continue
 				}
-				b.log.Warn("kafkatopic: broadcast consumer error", slog.String("topic", s.t.kname),
-					slog.Int("partition", int(part)), slog.Any("error", b.red.err(cerr.Err)))
+				s.fails.Fail(context.Background(), part, repeatlog.Event{Level: slog.LevelWarn,
+					Msg: "kafkatopic: broadcast consumer error", Ended: "kafkatopic: broadcast consumer error ended",
+					Attrs: []slog.Attr{slog.String("topic", s.t.kname), slog.Int("partition", int(part)), slog.Any("error", b.red.err(cerr.Err))}})
 			case <-stop:
 				pc.AsyncClose()
 				stop = nil

@@ -13,6 +13,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
+	"github.com/boulevard-go/boulevard/internal/repeatlog"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/internal/goexit"
@@ -47,6 +48,9 @@ type member[T any] struct {
 	loopDone  chan struct{}
 	errsDone  chan struct{}
 	stopOnce  sync.Once
+	// fails are the group's failures that go on, logged at growing
+	// intervals.
+	fails repeatlog.Group
 
 	mu          sync.Mutex
 	queue       []delivery[T] // fetched, not yet received; queue[head:] live
@@ -127,6 +131,7 @@ func (t *kTopic[T]) joinGroup(g topic.GroupName) (*member[T], error) {
 		ready: make(chan struct{}), loopDone: make(chan struct{}), errsDone: make(chan struct{}),
 		outstanding: make(map[topic.MessageID]delivery[T]), fetchFrom: make(map[int32]int64),
 		stopped: make(chan struct{}), dataSig: make(chan struct{}, 1),
+		fails: repeatlog.Group{Prefix: "kafkatopic", Log: b.log},
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	t.mu.Lock()
@@ -168,7 +173,8 @@ func (t *kTopic[T]) joinGroup(g topic.GroupName) (*member[T], error) {
 }
 
 // loop runs the member's group sessions one after the other until it
-// stops.
+// stops. Failed sessions are logged when they begin to fail and then at
+// growing intervals (repeatlog.Group), until a session starts.
 func (m *member[T]) loop() {
 	defer close(m.loopDone)
 	backoff := m.client.Config().Consumer.Group.Rebalance.Retry.Backoff
@@ -182,8 +188,7 @@ func (m *member[T]) loop() {
 			m.mu.Lock()
 			m.lastErr = err
 			m.mu.Unlock()
-			m.t.b.log.Warn("kafkatopic: consumer group session failed; joining again",
-				slog.String("topic", m.t.kname), slog.String("group", m.gid), slog.Any("error", err))
+			m.fails.SessionFailed(m.ctx, slog.String("topic", m.t.kname), slog.String("group", m.gid), slog.Any("error", err))
 			t := time.NewTimer(backoff)
 			select {
 			case <-m.ctx.Done():
@@ -195,18 +200,26 @@ func (m *member[T]) loop() {
 	}
 }
 
-// logErrors logs the consumer group's asynchronous errors, one line each,
-// but for a partition's fetch that cannot be decoded
-// (kafkarefusal.SaramaCorrupt), which ends consumption (endCorrupt).
+// logErrors logs the consumer group's asynchronous errors but for a
+// partition's fetch that cannot be decoded (kafkarefusal.SaramaCorrupt),
+// which ends consumption (endCorrupt). An error that goes on (sarama
+// retries a partition's fetch while the cluster cannot be reached) is
+// logged when it begins and then at growing intervals, per partition or
+// per error text (repeatlog.Group), not once per retry; it ends, with one
+// INFO line, when the partition delivers a record or a session starts.
 func (m *member[T]) logErrors() {
 	defer close(m.errsDone)
 	for err := range m.cg.Errors() {
-		if ce, ok := err.(*sarama.ConsumerError); ok && ce.Topic != "" && kafkarefusal.SaramaCorrupt(ce.Err) {
+		ce, ok := err.(*sarama.ConsumerError)
+		if ok && ce.Topic != "" && kafkarefusal.SaramaCorrupt(ce.Err) {
 			m.endCorrupt(ce)
 			continue
 		}
-		m.t.b.log.Warn("kafkatopic: consumer group error",
-			slog.String("topic", m.t.kname), slog.String("group", m.gid), slog.Any("error", m.t.b.red.err(err)))
+		part := int32(-1)
+		if ok && ce.Topic != "" {
+			part = ce.Partition
+		}
+		m.fails.Error(m.ctx, part, m.t.b.red.err(err), slog.String("topic", m.t.kname), slog.String("group", m.gid))
 	}
 }
 
@@ -238,8 +251,10 @@ func (m *member[T]) endCorrupt(ce *sarama.ConsumerError) {
 }
 
 // Setup implements sarama.ConsumerGroupHandler: the first session marks
-// the member joined.
+// the member joined; each ends the runs of failures logged (the cluster
+// answers).
 func (m *member[T]) Setup(sarama.ConsumerGroupSession) error {
+	m.fails.Started(m.ctx)
 	m.readyOnce.Do(func() { close(m.ready) })
 	return nil
 }
@@ -280,6 +295,7 @@ func (m *member[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.Con
 	}
 	// add decodes rec into batch.
 	add := func(rec *sarama.ConsumerMessage) bool {
+		m.fails.Fetched(ctx, rec.Partition)
 		decoding = rec
 		v, err := topic.Decode(m.t.b.opts.Codec, rec.Value)
 		decoding = nil

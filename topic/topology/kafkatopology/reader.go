@@ -16,6 +16,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
 	"github.com/boulevard-go/boulevard/internal/liveset"
+	"github.com/boulevard-go/boulevard/internal/repeatlog"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/internal/goexit"
@@ -229,6 +230,9 @@ type groupReader[T any] struct {
 	lastMu   sync.Mutex
 	lastCut  *time.Timer
 	lastDone bool
+	// fails are the group's failures that go on, logged at growing
+	// intervals.
+	fails repeatlog.Group
 
 	// guarded by buffer.mu
 	claims  map[int32]*claim
@@ -294,7 +298,8 @@ func newGroupReader[T any](b *Backend[T], d *dialing, kname, gid, group string) 
 		return nil, errCutShort
 	}
 	r := &groupReader[T]{buffer: newBuffer[T](b.opts.ReadAhead), b: b, topic: kname, gid: gid, group: group,
-		cg: cg, conns: conns, done: make(chan struct{}), claims: map[int32]*claim{}}
+		cg: cg, conns: conns, done: make(chan struct{}), claims: map[int32]*claim{},
+		fails: repeatlog.Group{Prefix: "kafkatopology", Log: b.log}}
 	r.taken = func(ls []topology.Letter[T]) {
 		for i := range ls {
 			if rc, ok := ls[i].Receipt.(*receipt); ok {
@@ -313,18 +318,27 @@ func newGroupReader[T any](b *Backend[T], d *dialing, kname, gid, group string) 
 }
 
 // loop runs the group sessions one after the other and logs the group's
-// errors, until the reader closes.
+// errors, until the reader closes. A failure that goes on (the cluster
+// cannot be reached: each partition's fetch fails, then each session) is
+// logged when it begins and then at growing intervals, per partition, per
+// error text or for the sessions (repeatlog.Group), not once per retry;
+// it ends, with one INFO line, when the partition delivers a record or a
+// session starts.
 func (r *groupReader[T]) loop() {
 	defer close(r.done)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for err := range r.cg.Errors() {
-			if ce, ok := err.(*sarama.ConsumerError); ok && ce.Topic != "" && kafkarefusal.SaramaCorrupt(ce.Err) {
+			ce, ok := err.(*sarama.ConsumerError)
+			if ok && ce.Topic != "" && kafkarefusal.SaramaCorrupt(ce.Err) {
 				r.failCorrupt(ce)
 				continue
 			}
-			r.b.log.Warn("kafkatopology: consumer group error", slog.String("topic", r.topic),
-				slog.String("group", r.gid), slog.Any("error", err))
+			part := int32(-1)
+			if ok && ce.Topic != "" {
+				part = ce.Partition
+			}
+			r.fails.Error(r.ctx, part, err, slog.String("topic", r.topic), slog.String("group", r.gid))
 		}
 	})
 	defer wg.Wait()
@@ -338,8 +352,7 @@ func (r *groupReader[T]) loop() {
 			r.mu.Lock()
 			r.lastErr = err
 			r.mu.Unlock()
-			r.b.log.Warn("kafkatopology: consumer group session failed; joining again",
-				slog.String("topic", r.topic), slog.String("group", r.gid), slog.Any("error", err))
+			r.fails.SessionFailed(r.ctx, slog.String("topic", r.topic), slog.String("group", r.gid), slog.Any("error", err))
 			if !sleep(r.ctx, backoff) {
 				return
 			}
@@ -370,12 +383,14 @@ func (r *groupReader[T]) failCorrupt(ce *sarama.ConsumerError) {
 	}
 }
 
-// Setup implements sarama.ConsumerGroupHandler.
+// Setup implements sarama.ConsumerGroupHandler; a session that starts ends
+// the runs of failures logged (the cluster answers).
 func (r *groupReader[T]) Setup(sess sarama.ConsumerGroupSession) error {
 	r.mu.Lock()
 	r.want = len(sess.Claims()[r.topic])
 	r.inSess, r.joined = true, true
 	r.mu.Unlock()
+	r.fails.Started(r.ctx)
 	notify(r.fetched)
 	return nil
 }
@@ -418,6 +433,7 @@ func (r *groupReader[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc saram
 				if !ok {
 					return
 				}
+				r.fails.Fetched(r.ctx, rec.Partition)
 				decoding = rec
 				l, skip := r.decode(rec)
 				decoding = nil

@@ -56,7 +56,8 @@ func newReleaser[T any](b *Backend[T], d *dialing, kname string) (*releaser[T], 
 		return nil, fmt.Errorf("%w: consumer group %q: %w", ErrConnect, gid, err)
 	}
 	r := &releaser[T]{b: b, topic: kname, gid: gid, cg: cg, done: make(chan struct{}),
-		stalls: stalls{topic: kname, log: b.log.With(slog.String("group", gid))}, at: map[int32]*claimAt{}}
+		at: map[int32]*claimAt{}}
+	r.stalls.init(kname, b.log.With(slog.String("group", gid)))
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r, nil
 }

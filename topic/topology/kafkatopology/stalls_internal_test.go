@@ -5,12 +5,15 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/internal/logtest"
 )
 
 // lineTimes is a slog.Handler that keeps when each record was logged,
@@ -41,7 +44,8 @@ func (h *lineTimes) Handle(_ context.Context, rec slog.Record) error {
 func TestAStallThatGoesOnIsLoggedAtGrowingIntervals(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := &lineTimes{}
-		s := &stalls{topic: "hold", log: slog.New(h)}
+		s := &stalls{}
+		s.init("hold", slog.New(h))
 		err := errors.New("cannot")
 		for range 4 * 3600 {
 			s.fail(stallRelease, 0, 7, err)
@@ -64,7 +68,8 @@ func TestAStallThatGoesOnIsLoggedAtGrowingIntervals(t *testing.T) {
 func TestAReleaserGroupErrorThatRepeatsIsLoggedAtGrowingIntervals(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := &lineTimes{}
-		s := &stalls{topic: "hold", log: slog.New(h)}
+		s := &stalls{}
+		s.init("hold", slog.New(h))
 		err := errors.New("kafka: broker not connected")
 		for range 601 { // 0s to 60s
 			s.groupError(err, func(int32) int64 { return -1 })
@@ -84,7 +89,8 @@ func TestAReleaserGroupErrorThatRepeatsIsLoggedAtGrowingIntervals(t *testing.T) 
 // one fetched before).
 func TestAPartitionStalledByRetriedFetchErrorsIsReportedWhileTheyGoOn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := &stalls{topic: "hold", log: slog.New(slog.DiscardHandler)}
+		s := &stalls{}
+		s.init("hold", slog.New(slog.DiscardHandler))
 		at := func(int32) int64 { return 5 }
 		for range 10 {
 			s.groupError(&sarama.ConsumerError{Topic: "hold", Partition: 1, Err: sarama.ErrUnknownTopicOrPartition}, at)
@@ -111,4 +117,26 @@ func TestAPartitionStalledByRetriedFetchErrorsIsReportedWhileTheyGoOn(t *testing
 			t.Fatalf("stalls after a record of the partition = %+v, want none", st)
 		}
 	})
+}
+
+// Guarantee: a releaser's consumer group error that stalls nothing ends
+// with one INFO line, counting its failures, when a session starts; the
+// same error after that is logged again as a first line.
+func TestAReleaserGroupErrorEndsWithOneLineWhenASessionStarts(t *testing.T) {
+	var lines logtest.Lines
+	s := &stalls{}
+	s.init("hold", slog.New(slog.NewTextHandler(&lines, nil)))
+	err := errors.New("kafka: broker not connected")
+	for range 5 {
+		s.groupError(err, func(int32) int64 { return -1 })
+	}
+	s.keepOnly([]int32{0})
+	s.keepOnly([]int32{0})
+	if got := lines.All(); len(got) != 2 || !strings.Contains(got[1], "level=INFO") || !strings.Contains(got[1], "failures=5") {
+		t.Fatalf("5 errors, then two sessions, logged %q, want the first line and one INFO line counting 5 failures", got)
+	}
+	s.groupError(err, func(int32) int64 { return -1 })
+	if got := lines.All(); len(got) != 3 || !strings.Contains(got[2], "level=WARN") || strings.Contains(got[2], "(still)") {
+		t.Fatalf("the error after a session started logged %q, want a first line again", got)
+	}
 }

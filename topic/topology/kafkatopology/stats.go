@@ -14,6 +14,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
+	"github.com/boulevard-go/boulevard/internal/repeatlog"
 )
 
 // ErrReleaseStalled is wrapped by Stall.Err: a releaser cannot go on
@@ -27,10 +28,11 @@ var ErrReleaseStalled = errors.New("kafkatopology: hold queue release stalled")
 
 // Log lines of a failure that goes on: the first when it begins, then one
 // after FirstRepeatLog, and each following one twice as long after the
-// last, up to MaxRepeatLog apart (see Stats).
+// last, up to MaxRepeatLog apart (see Stall). The readers' consumer group
+// errors and failed sessions are logged at the same intervals.
 const (
-	FirstRepeatLog = time.Minute
-	MaxRepeatLog   = time.Hour
+	FirstRepeatLog = repeatlog.First
+	MaxRepeatLog   = repeatlog.Max
 )
 
 // Stats is a snapshot of a Backend's state, for monitoring (see
@@ -102,30 +104,6 @@ func (b *Backend[T]) Stats() Stats {
 	return st
 }
 
-// logGaps picks which of a failure's repeats to log: the first, then one
-// FirstRepeatLog after it, each later one twice as long after the last
-// logged, up to MaxRepeatLog. The zero value is ready.
-type logGaps struct {
-	next time.Time
-	gap  time.Duration
-}
-
-// due reports whether a failure at now is to be logged.
-func (g *logGaps) due(now time.Time) bool {
-	if !g.next.IsZero() && now.Before(g.next) {
-		return false
-	}
-	switch {
-	case g.gap == 0:
-		g.gap = FirstRepeatLog
-	case g.next.IsZero():
-	default:
-		g.gap = min(2*g.gap, MaxRepeatLog)
-	}
-	g.next = now.Add(g.gap)
-	return true
-}
-
 // stallKind is what stalls a partition.
 type stallKind uint8
 
@@ -145,7 +123,7 @@ const retriedQuiet = 30 * time.Second
 type stall struct {
 	Stall
 	kind stallKind
-	gaps logGaps
+	gaps repeatlog.Gaps
 	last time.Time // the last failure
 }
 
@@ -156,14 +134,19 @@ type stalls struct {
 	log   *slog.Logger
 	n     atomic.Int32 // len(m): read on each record without the lock
 
-	mu     sync.Mutex
-	m      map[int32]*stall
-	others map[string]*logGaps // by error text; reset when it grows past maxOthers
+	// others are the group's errors that stall nothing, by error text;
+	// they end when a session starts.
+	others repeatlog.Runs[string]
+
+	mu sync.Mutex
+	m  map[int32]*stall
 }
 
-// maxOthers bounds stalls.others: errors whose texts vary (addresses,
-// offsets) make new entries.
-const maxOthers = 64
+// init sets the hold topic whose stalls s are, and where they are logged.
+func (s *stalls) init(topic string, log *slog.Logger) {
+	s.topic, s.log = topic, log
+	s.others.Log, s.others.Bound = log, repeatlog.MaxTexts
+}
 
 // appendTo appends the stalls to out.
 func (s *stalls) appendTo(out []Stall) []Stall {
@@ -212,7 +195,7 @@ func (s *stalls) fail(kind stallKind, part int32, at int64, err error) {
 		st.Offset = at
 	}
 	st.Err = fmt.Errorf("%w: %w", ErrReleaseStalled, err)
-	if !st.gaps.due(now) {
+	if !st.gaps.Due(now) {
 		s.mu.Unlock()
 		return
 	}
@@ -225,8 +208,8 @@ func (s *stalls) fail(kind stallKind, part int32, at int64, err error) {
 	attrs := []slog.Attr{slog.String("topic", line.Topic), slog.Int("partition", int(line.Partition)),
 		slog.Int64("offset", line.Offset), slog.Any("error", err)}
 	if !begins {
-		attrs = append(attrs, slog.Time("since", line.Since), slog.Int("failures", line.Failures))
-		msg += " (still)"
+		attrs = append(attrs, slog.Time(repeatlog.SinceKey, line.Since), slog.Int(repeatlog.FailuresKey, line.Failures))
+		msg += repeatlog.StillSuffix
 	}
 	s.log.LogAttrs(context.Background(), level, msg, attrs...)
 }
@@ -279,14 +262,16 @@ func (s *stalls) end(part int32, ok func(*stall) bool) {
 	s.mu.Unlock()
 	s.log.Info("kafkatopology: hold partition released again", slog.String("topic", st.Topic),
 		slog.Int("partition", int(st.Partition)), slog.Int64("offset", st.Offset),
-		slog.Time("since", st.Since), slog.Int("failures", st.Failures))
+		slog.Time(repeatlog.SinceKey, st.Since), slog.Int(repeatlog.FailuresKey, st.Failures))
 }
 
 // keepOnly drops the partition stalls but those of parts (the partitions
-// of a new session; the others are another member's now), and the stall
-// of the sessions, which have started again.
+// of a new session; the others are another member's now), and ends the
+// stall of the sessions, which have started again, and the runs of the
+// group's other errors.
 func (s *stalls) keepOnly(parts []int32) {
 	s.clear(stallSession, -1)
+	s.others.EndAll(context.Background())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for p := range s.m {
@@ -301,7 +286,7 @@ func (s *stalls) keepOnly(parts []int32) {
 // Errors channel): a failed fetch stalls its partition at at(partition)
 // (stallFetch for a batch that cannot be decoded, stallRetried for an
 // error sarama retries); any other error is logged at WARN when due, per
-// error text.
+// error text (repeatlog.Runs).
 func (s *stalls) groupError(err error, at func(int32) int64) {
 	var ce *sarama.ConsumerError
 	if errors.As(err, &ce) && ce.Topic != "" {
@@ -312,19 +297,7 @@ func (s *stalls) groupError(err error, at func(int32) int64) {
 		s.fail(stallRetried, ce.Partition, at(ce.Partition), fmt.Errorf("fetching partition %q/%d: %w", ce.Topic, ce.Partition, ce.Err))
 		return
 	}
-	msg := err.Error()
-	s.mu.Lock()
-	g := s.others[msg]
-	if g == nil {
-		if s.others == nil || len(s.others) >= maxOthers {
-			s.others = map[string]*logGaps{}
-		}
-		g = &logGaps{}
-		s.others[msg] = g
-	}
-	due := g.due(time.Now())
-	s.mu.Unlock()
-	if due {
-		s.log.Warn("kafkatopology: hold consumer group error", slog.String("topic", s.topic), slog.Any("error", err))
-	}
+	s.others.Fail(context.Background(), err.Error(), repeatlog.Event{Level: slog.LevelWarn,
+		Msg: "kafkatopology: hold consumer group error", Ended: "kafkatopology: hold consumer group error ended",
+		Attrs: []slog.Attr{slog.String("topic", s.topic), slog.Any("error", err)}})
 }

@@ -1,0 +1,257 @@
+// Package repeatlog keeps a failure that goes on to a few log lines. A
+// Kafka client retries what fails (a fetch, a group session) many times a
+// second, each time with the same error, while the cluster cannot be
+// reached: a run of such failures is logged when it begins, then once
+// First after that, each later line twice as long after the one before,
+// up to Max apart, with the count of failures so far, and once at INFO
+// when it ends. The Kafka topic and topology backends share it.
+package repeatlog
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Log lines of a failure that goes on: the first when it begins, then one
+// after First, and each following one twice as long after the last, up to
+// Max apart.
+const (
+	First = time.Minute
+	Max   = time.Hour
+)
+
+// Quiet is how long after a run's last failure the next one begins a new
+// run, logged as a first line, when nothing was seen to end the run (a
+// partition that fetches nothing says nothing of fetching again).
+const Quiet = First
+
+// The attributes and the message suffix of the lines that follow a run's
+// first.
+const (
+	// SinceKey is the time the run began.
+	SinceKey = "since"
+	// FailuresKey counts the run's failures so far.
+	FailuresKey = "failures"
+	// StillSuffix ends the message of a repeat: the first line's, then
+	// this.
+	StillSuffix = " (still)"
+)
+
+// Gaps picks which of a failure's repeats to log: the first, then one
+// First after it, each later one twice as long after the last logged, up
+// to Max. The zero value is ready; it is not safe for concurrent use.
+type Gaps struct {
+	next time.Time
+	gap  time.Duration
+}
+
+// Due reports whether a failure at now is to be logged.
+func (g *Gaps) Due(now time.Time) bool {
+	if !g.next.IsZero() && now.Before(g.next) {
+		return false
+	}
+	switch {
+	case g.gap == 0:
+		g.gap = First
+	case g.next.IsZero():
+	default:
+		g.gap = min(2*g.gap, Max)
+	}
+	g.next = now.Add(g.gap)
+	return true
+}
+
+// Event is what the lines of a failure say.
+type Event struct {
+	// Level is the level of the run's lines but the last, which is INFO.
+	Level slog.Level
+	// Msg is the message of the run's first line, and, followed by
+	// StillSuffix, of its repeats.
+	Msg string
+	// Ended is the message of the INFO line that ends the run.
+	Ended string
+	// Attrs are the attributes of the failure's line; those of the run's
+	// first failure are those of the line that ends it.
+	Attrs []slog.Attr
+}
+
+// run is one run of failures.
+type run struct {
+	since, last time.Time
+	failures    int
+	gaps        Gaps
+	ended       string
+	attrs       []slog.Attr // the first failure's
+}
+
+// Runs are the runs of failures of one owner, one per key K (a partition,
+// an error's text), each logged when it begins, at growing intervals
+// while it goes on (see Gaps) and once when it ends. The zero value is
+// ready, and safe for concurrent use; set Log and Bound before the first
+// failure.
+type Runs[K comparable] struct {
+	// Log is where the lines go; nil means slog.Default().
+	Log *slog.Logger
+	// Bound, when positive, is the most runs kept: a failure of a new key
+	// past it forgets the runs going on first (without their end lines),
+	// for keys that vary without end, such as error texts naming
+	// addresses or offsets.
+	Bound int
+
+	n  atomic.Int32 // len(m): End reads it without the lock
+	mu sync.Mutex
+	m  map[K]*run
+}
+
+// Fail counts a failure of key k and logs it when due: ev at ev.Level when
+// it begins a run (the first of k, or the first Quiet after the last),
+// then its repeats at the intervals of Gaps with SinceKey and FailuresKey;
+// the others are only counted.
+func (rs *Runs[K]) Fail(ctx context.Context, k K, ev Event) {
+	now := time.Now()
+	rs.mu.Lock()
+	r := rs.m[k]
+	if r != nil && now.Sub(r.last) >= Quiet {
+		r = nil
+	}
+	begins := r == nil
+	if begins {
+		if rs.m == nil || rs.Bound > 0 && len(rs.m) >= rs.Bound && rs.m[k] == nil {
+			rs.m = map[K]*run{}
+		}
+		r = &run{since: now, ended: ev.Ended, attrs: ev.Attrs}
+		rs.m[k] = r
+		rs.n.Store(int32(len(rs.m)))
+	}
+	r.failures++
+	r.last = now
+	due := r.gaps.Due(now)
+	since, failures := r.since, r.failures
+	rs.mu.Unlock()
+	if !due {
+		return
+	}
+	if begins {
+		rs.logger().LogAttrs(ctx, ev.Level, ev.Msg, ev.Attrs...)
+		return
+	}
+	attrs := append(ev.Attrs[:len(ev.Attrs):len(ev.Attrs)], slog.Time(SinceKey, since), slog.Int(FailuresKey, failures))
+	rs.logger().LogAttrs(ctx, ev.Level, ev.Msg+StillSuffix, attrs...)
+}
+
+func (rs *Runs[K]) logger() *slog.Logger {
+	if rs.Log == nil {
+		return slog.Default()
+	}
+	return rs.Log
+}
+
+// End ends the run of key k, if one goes on, with its INFO line: the
+// Ended message and the attributes of its first failure, with SinceKey
+// and FailuresKey. It costs an atomic load when no run goes on.
+func (rs *Runs[K]) End(ctx context.Context, k K) {
+	if rs.n.Load() == 0 {
+		return
+	}
+	rs.mu.Lock()
+	r := rs.m[k]
+	if r != nil {
+		delete(rs.m, k)
+		rs.n.Store(int32(len(rs.m)))
+	}
+	rs.mu.Unlock()
+	if r != nil {
+		r.logEnd(ctx, rs.logger())
+	}
+}
+
+// EndAll ends every run going on, each with its INFO line (see End).
+func (rs *Runs[K]) EndAll(ctx context.Context) {
+	if rs.n.Load() == 0 {
+		return
+	}
+	rs.mu.Lock()
+	m := rs.m
+	rs.m = nil
+	rs.n.Store(0)
+	rs.mu.Unlock()
+	for _, r := range m {
+		r.logEnd(ctx, rs.logger())
+	}
+}
+
+func (r *run) logEnd(ctx context.Context, log *slog.Logger) {
+	attrs := append(r.attrs[:len(r.attrs):len(r.attrs)], slog.Time(SinceKey, r.since), slog.Int(FailuresKey, r.failures))
+	log.LogAttrs(ctx, slog.LevelInfo, r.ended, attrs...)
+}
+
+// Group is the runs of failures of a Kafka consumer group member on one
+// topic: its sessions' (one run), its partitions' fetch errors (a run per
+// partition) and its group's other errors (a run per error text, at most
+// MaxTexts). Its lines' messages begin with Prefix (the package's name);
+// set Prefix and Log before the first failure. Safe for concurrent use.
+type Group struct {
+	// Prefix begins the lines' messages, as "kafkatopic".
+	Prefix string
+	// Log is where the lines go; nil means slog.Default().
+	Log *slog.Logger
+
+	once  sync.Once
+	parts Runs[int32] // by partition; sessionRun for the sessions
+	texts Runs[string]
+}
+
+// MaxTexts is the most runs of a Group's errors without a partition kept
+// at once (see Runs.Bound).
+const MaxTexts = 64
+
+// sessionRun is the key of a Group's run of failed sessions.
+const sessionRun = -1
+
+func (g *Group) init() {
+	g.once.Do(func() {
+		g.parts.Log, g.texts.Log = g.Log, g.Log
+		g.texts.Bound = MaxTexts
+	})
+}
+
+// SessionFailed counts a group session that failed (attrs name the topic,
+// the group and the error), logged at WARN as "<Prefix>: consumer group
+// session failed; joining again" when due.
+func (g *Group) SessionFailed(ctx context.Context, attrs ...slog.Attr) {
+	g.init()
+	g.parts.Fail(ctx, sessionRun, Event{Level: slog.LevelWarn, Msg: g.Prefix + ": consumer group session failed; joining again",
+		Ended: g.Prefix + ": consumer group session started again", Attrs: attrs})
+}
+
+// Error counts err, an error of the group (attrs name the topic and the
+// group), logged at WARN as "<Prefix>: consumer group error" with attrs,
+// the partition and the error when due: a run per partition part for a
+// partition's error, or, with part negative, per error text.
+func (g *Group) Error(ctx context.Context, part int32, err error, attrs ...slog.Attr) {
+	g.init()
+	ev := Event{Level: slog.LevelWarn, Msg: g.Prefix + ": consumer group error", Ended: g.Prefix + ": consumer group error ended"}
+	if part < 0 {
+		ev.Attrs = append(attrs, slog.Any("error", err))
+		g.texts.Fail(ctx, err.Error(), ev)
+		return
+	}
+	ev.Attrs = append(attrs, slog.Int("partition", int(part)), slog.Any("error", err))
+	g.parts.Fail(ctx, part, ev)
+}
+
+// Fetched ends the run of partition part's errors, if any: it delivered a
+// record. It costs an atomic load when no run goes on.
+func (g *Group) Fetched(ctx context.Context, part int32) {
+	g.parts.End(ctx, part)
+}
+
+// Started ends every run: a group session started, so the cluster
+// answers.
+func (g *Group) Started(ctx context.Context) {
+	g.parts.EndAll(ctx)
+	g.texts.EndAll(ctx)
+}

@@ -1,0 +1,135 @@
+package repeatlog_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/boulevard-go/boulevard/internal/logtest"
+	"github.com/boulevard-go/boulevard/internal/repeatlog"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func group(lines *logtest.Lines) *repeatlog.Group {
+	return &repeatlog.Group{Prefix: "pkg", Log: slog.New(slog.NewTextHandler(lines, nil))}
+}
+
+var errDown = errors.New("kafka: client has run out of available brokers to talk to: EOF")
+
+// Guarantee: a partition's errors within the first minute of a run are
+// one line, the first, whatever their count; the first repeat due, First
+// after it, says "(still)" with when the run began and its failures so
+// far; the run's end is one INFO line counting them all.
+func TestAPartitionsErrorsAreOneLineAMinuteThenRepeatWithTheirCountAndEndOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var lines logtest.Lines
+		g := group(&lines)
+		ctx := context.Background()
+		began := time.Now()
+		for range 600 { // one every 100ms for a minute, less 100ms
+			g.Error(ctx, 2, errDown, slog.String("topic", "orders"))
+			time.Sleep(100 * time.Millisecond)
+		}
+		got := lines.All()
+		if len(got) != 1 || !strings.Contains(got[0], "level=WARN") || !strings.Contains(got[0], `msg="pkg: consumer group error"`) ||
+			!strings.Contains(got[0], "topic=orders partition=2 error=") || strings.Contains(got[0], "failures=") {
+			t.Fatalf("600 errors of one partition within a minute logged %q, want its first line alone", got)
+		}
+		g.Error(ctx, 2, errDown, slog.String("topic", "orders"))
+		got = lines.All()
+		since := "since=" + began.Format("2006-01-02T15:04:05.000Z07:00")
+		if len(got) != 2 || !strings.Contains(got[1], `"pkg: consumer group error (still)"`) ||
+			!strings.Contains(got[1], "failures=601") || !strings.Contains(got[1], since) {
+			t.Fatalf("the error %v after the first logged %q, want a line saying (still), %s, failures=601", repeatlog.First, got, since)
+		}
+		g.Fetched(ctx, 1) // another partition: ends nothing
+		g.Fetched(ctx, 2)
+		g.Fetched(ctx, 2)
+		got = lines.All()
+		if len(got) != 3 || !strings.Contains(got[2], "level=INFO") || !strings.Contains(got[2], `"pkg: consumer group error ended"`) ||
+			!strings.Contains(got[2], "partition=2") || !strings.Contains(got[2], "failures=601") {
+			t.Fatalf("the partition fetching again logged %q, want one INFO line ending its run of 601 failures", got)
+		}
+		g.Error(ctx, 2, errDown, slog.String("topic", "orders"))
+		if got = lines.All(); len(got) != 4 || strings.Contains(got[3], "(still)") {
+			t.Fatalf("an error after the run ended logged %q, want a first line again", got)
+		}
+	})
+}
+
+// Guarantee: each partition's errors, and each text of the group's other
+// errors, begin a run of their own with a first line; the failed
+// sessions are one run; a session that starts ends every run, each with
+// its INFO line.
+func TestEachPartitionAndEachErrorTextIsLoggedOnItsOwnAndASessionEndsThemAll(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var lines logtest.Lines
+		g := group(&lines)
+		ctx := context.Background()
+		other := errors.New("kafka: broker not connected")
+		for range 10 {
+			g.Error(ctx, 0, errDown)
+			g.Error(ctx, 1, errDown)
+			g.Error(ctx, -1, errDown)
+			g.Error(ctx, -1, other)
+			g.SessionFailed(ctx, slog.Any("error", errDown))
+			time.Sleep(time.Second)
+		}
+		if n := len(lines.Matching("level=WARN")); n != 5 || len(lines.All()) != 5 {
+			t.Fatalf("10 rounds of errors of 2 partitions, 2 texts and the sessions logged %q, want 5 WARN lines", lines.All())
+		}
+		for _, s := range []string{"partition=0", "partition=1", "error=\"" + other.Error(), "session failed; joining again"} {
+			if n := len(lines.Matching(s)); n != 1 {
+				t.Errorf("%d lines with %s, want 1: %q", n, s, lines.All())
+			}
+		}
+		g.Started(ctx)
+		g.Started(ctx)
+		ended := lines.Matching("level=INFO")
+		if len(ended) != 5 || len(lines.Matching("failures=10")) != 5 || len(lines.Matching("pkg: consumer group session started again")) != 1 {
+			t.Fatalf("a session that starts logged %q, want one INFO line per run, each counting its 10 failures", ended)
+		}
+	})
+}
+
+// Guarantee: a failure Quiet or more after its run's last failure, the
+// run's end not seen, begins a new run logged as a first line.
+func TestAFailureAfterAQuietBeginsANewRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var lines logtest.Lines
+		rs := repeatlog.Runs[int32]{Log: slog.New(slog.NewTextHandler(&lines, nil))}
+		ctx := context.Background()
+		ev := repeatlog.Event{Level: slog.LevelWarn, Msg: "fetch fails", Ended: "fetches again"}
+		rs.Fail(ctx, 0, ev)
+		time.Sleep(repeatlog.Quiet - time.Nanosecond)
+		rs.Fail(ctx, 0, ev) // counted: not due before First
+		time.Sleep(repeatlog.Quiet)
+		rs.Fail(ctx, 0, ev)
+		got := lines.All()
+		if len(got) != 2 || strings.Contains(got[1], "(still)") {
+			t.Fatalf("failures at 0, Quiet-1ns and 2·Quiet-1ns logged %q, want a first line, then a first line again", got)
+		}
+	})
+}
+
+// Guarantee: a Runs with a Bound keeps at most that many runs: keys that
+// vary without end (error texts naming offsets) cannot grow it.
+func TestRunsWithABoundKeepNoMoreThanIt(t *testing.T) {
+	var lines logtest.Lines
+	rs := repeatlog.Runs[int]{Log: slog.New(slog.NewTextHandler(&lines, nil)), Bound: 4}
+	ctx := context.Background()
+	for k := range 10 {
+		rs.Fail(ctx, k, repeatlog.Event{Level: slog.LevelWarn, Msg: "fails", Ended: "ended"})
+	}
+	rs.EndAll(ctx)
+	if n := len(lines.Matching("ended")); n > 4 || n == 0 {
+		t.Fatalf("10 keys with a bound of 4 ended %d runs, want 1 to 4", n)
+	}
+}

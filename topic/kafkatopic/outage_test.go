@@ -1,0 +1,73 @@
+package kafkatopic_test
+
+import (
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/boulevard-go/boulevard/internal/logtest"
+	"github.com/boulevard-go/boulevard/internal/testbroker"
+	"github.com/boulevard-go/boulevard/topic"
+)
+
+// Guarantee: while the cluster cannot be reached, a balanced member logs
+// each partition's fetch errors on one WARN line, and its failed sessions
+// on one, and a broadcast subscriber each partition's fetch errors on
+// one, not one line per retry; once the cluster answers again, each of
+// those ends with one INFO line counting its failures (the member's when
+// its session starts, the broadcast subscriber's when the partition
+// delivers a record).
+func TestAnUnreachableClusterIsLoggedOncePerPartitionNotPerRetry(t *testing.T) {
+	c := testbroker.Kafka(t)
+	logs := &logtest.Lines{}
+	o := testOptions[string](c, topic.StringCodec{})
+	o.Partitions = 3
+	o.Key = func(v string) []byte { return []byte(v) }
+	o.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	b := newBackend(t, o)
+	h := newTopic(t, b, "outage", topic.Options{Mode: topic.Mixed})
+	m := subscribe(t, h, topic.Balanced("g"))
+	bs := subscribe(t, h, topic.Broadcast())
+	if err := h.Publish(ctxT(t), "before"); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, bs)
+	if err := m.Ack(recv(t, m).ID); err != nil {
+		t.Fatal(err)
+	}
+
+	all := func() string { return strings.Join(logs.All(), "") }
+	testbroker.OutOfReach(t, c, "the member's sessions to fail", func() bool {
+		return logs.Count("consumer group session failed") > 0
+	}, all)
+	// Records on every partition: the broadcast subscriber's partitions
+	// deliver again; the member's come from a session that started after
+	// the outage, whose start was logged.
+	const n = 30
+	for i := range n {
+		if err := h.Publish(ctxT(t), "after"+strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range n {
+		recv(t, bs)
+		if err := m.Ack(recv(t, m).ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for p := range 3 {
+		part, bpart := fmt.Sprintf("outage/%d:", p), fmt.Sprintf("partition=%d ", p) // in the error; an attribute
+		logs.Want(t, 1, fmt.Sprintf("WARN lines for the member's fetch errors of partition %d", p), "level=WARN", "kafkatopic: consumer group error", part)
+		logs.Want(t, 1, fmt.Sprintf("INFO lines ending the member's fetch errors of partition %d", p), "level=INFO", "kafkatopic: consumer group error ended", part, "failures=")
+		logs.Want(t, 1, fmt.Sprintf("WARN lines for the broadcast fetch errors of partition %d", p), "level=WARN", "kafkatopic: broadcast consumer error", bpart)
+		logs.Want(t, 1, fmt.Sprintf("INFO lines ending the broadcast fetch errors of partition %d", p), "level=INFO", "kafkatopic: broadcast consumer error ended", bpart, "failures=")
+	}
+	logs.Want(t, 1, "WARN lines for the failed sessions", "level=WARN", "kafkatopic: consumer group session failed")
+	logs.Want(t, 1, "INFO lines ending the failed sessions", "level=INFO", "kafkatopic: consumer group session started again", "failures=")
+	if rep := logs.Repeated(); len(rep) > 0 {
+		t.Errorf("lines logged more than once: %q", rep)
+	}
+}
