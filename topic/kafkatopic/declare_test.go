@@ -110,14 +110,14 @@ func TestCapabilityRefusals(t *testing.T) {
 func TestOptionsValidation(t *testing.T) {
 	bad := sarama.NewConfig()
 	bad.Producer.Flush.MaxMessages = -1
-	_, err := kafkatopic.New(kafkatopic.Options[int]{Acks: "most", Partitions: -1, Config: bad, PublishBuffer: -2})
+	_, err := kafkatopic.New(kafkatopic.Options[int]{Acks: "most", Partitions: -1, Config: bad, PublishBuffer: -2, InitialOffset: "oldest"})
 	var ve validate.Errors
 	if !errors.As(err, &ve) {
 		t.Fatalf("New = %v, want validate.Errors", err)
 	}
 	for _, f := range []struct{ field, rule string }{
 		{"brokers", "required"}, {"codec", "required"}, {"acks", "oneof"}, {"partitions", "gte"},
-		{"publish_buffer", "gte"}, {"config", "valid"},
+		{"publish_buffer", "gte"}, {"initial_offset", "oneof"}, {"config", "valid"},
 	} {
 		if !ve.Has(f.field, f.rule) {
 			t.Errorf("%v: no %s %s error", err, f.field, f.rule)

@@ -21,12 +21,15 @@
 //     record.
 //   - Balanced group g of topic a/b is the Kafka consumer group a.b:g
 //     (GroupID). Each balanced subscription is one member, on a client of
-//     its own; a new group starts at the log end as of its first Subscribe,
+//     its own; a new group starts at the log end as of its first Subscribe
+//     (or, with Options.InitialOffset earliest, at the oldest record, so
+//     that what a topic already holds is delivered; its first Subscribe
+//     logs one INFO line counting the records it skips or delivers),
 //     and offsets are committed as the contiguous prefix of settled
 //     messages of each partition, so what a member received and did not
 //     settle is delivered again to the group.
 //   - A broadcast subscriber reads every partition from the log end, with
-//     no consumer group; on_lag applies when retention removes records it
+//     no consumer group, whatever InitialOffset; on_lag applies when retention removes records it
 //     had not read.
 //   - Each subscriber reads ahead at most its mode's queue capacity.
 //

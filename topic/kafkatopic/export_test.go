@@ -17,3 +17,10 @@ func ReadAhead[T any](b *Backend[T]) []int {
 	}
 	return out
 }
+
+// The lines a Subscribe logs when it starts a new group on a topic that
+// holds records.
+const (
+	MsgStartAtEnd    = msgStartAtEnd
+	MsgStartAtOldest = msgStartAtOldest
+)

@@ -12,6 +12,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/internal/kafkalimits"
+	"github.com/boulevard-go/boulevard/sources/kafka"
 	"github.com/boulevard-go/boulevard/validate"
 )
 
@@ -59,6 +60,9 @@ const (
 	DefaultRevokeTimeout = 5 * time.Second
 	// DefaultPublishBuffer is Options.PublishBuffer.
 	DefaultPublishBuffer = 256
+	// DefaultInitialOffset is Options.InitialOffset: a new group starts
+	// at the log end as of its first Subscribe.
+	DefaultInitialOffset = kafka.OffsetLatest
 )
 
 // Acks values: how many replicas store a record before the broker
@@ -88,7 +92,15 @@ type Options[T any] struct {
 	// cut their connections at its deadline). The backend's second
 	// producer, which sends records one per request (see
 	// [RecordTooLargeError]), takes it with its Producer.Flush settings
-	// replaced. Nil means sarama.NewConfig(). Its credentials never
+	// replaced. Where a new balanced group starts is InitialOffset's, not
+	// Consumer.Offsets.Initial's: the backend commits the group's starting
+	// offsets before its first member joins, and sets
+	// Consumer.Offsets.Initial to sarama.OffsetOldest for a partition
+	// still without one (the commit refused because members elsewhere
+	// joined first, or a partition added since) or whose committed offset
+	// retention has since deleted, where starting later could miss
+	// records. Nil means
+	// sarama.NewConfig(). Its credentials never
 	// appear in errors, logs or the String form of the options. The
 	// fields by which sarama sizes what it allocates are bounded (sarama
 	// checks only that they are not negative): ChannelBufferSize at most
@@ -146,6 +158,22 @@ type Options[T any] struct {
 	// producer; TryPublish reports DroppedOnFull when it is full, Publish
 	// waits for room. Default 256, at most MaxPublishBuffer (1048576).
 	PublishBuffer int `name:"publish_buffer" validate:"gte=0,lte=1048576"`
+	// InitialOffset is where a balanced group starts on a partition
+	// without a committed offset when its first Subscribe commits its
+	// starting offsets: kafka.OffsetLatest (package sources/kafka;
+	// "latest"), the log end as of that Subscribe, so the group is
+	// delivered what is published from then on and nothing published
+	// before, as the in-memory backend's group; or kafka.OffsetEarliest
+	// ("earliest"), the oldest record the partition keeps, so a topic that
+	// already holds records (an existing Kafka topic put under a topic
+	// document) has them delivered. A committed offset is never moved,
+	// whatever the setting: it only decides where a new group starts.
+	// When the partitions it starts a group on hold records, Subscribe
+	// logs one INFO line saying how many, skipped or to be delivered.
+	// Broadcast subscribers have no group and are not affected: they
+	// start at the log end as of their Subscribe. Default
+	// DefaultInitialOffset (kafka.OffsetLatest).
+	InitialOffset string `name:"initial_offset" validate:"omitempty,oneof=earliest latest"`
 	// Logger receives one line per event (a failed join, a record that
 	// does not decode, a lag). Nil means slog.Default().
 	Logger *slog.Logger `name:"-"`
@@ -175,14 +203,16 @@ func (o Options[T]) WithDefaults() Options[T] {
 	if o.PublishBuffer == 0 {
 		o.PublishBuffer = DefaultPublishBuffer
 	}
+	o.InitialOffset = cmp.Or(o.InitialOffset, DefaultInitialOffset)
 	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return o
 }
 
 // Validate checks o and returns nil or a [validate.Errors] naming each
 // broken rule by field ("brokers is required", "acks must be one of [all
-// leader none]", "config is rejected by sarama: …" for a sarama
-// configuration sarama refuses).
+// leader none]", "initial_offset must be one of [earliest latest]",
+// "config is rejected by sarama: …" for a sarama configuration sarama
+// refuses).
 func (o Options[T]) Validate() error {
 	errs := []error{validate.Struct("", &o)}
 	if o.Config != nil {
@@ -251,6 +281,9 @@ func (o Options[T]) String() string {
 	}
 	if o.PublishBuffer != 0 {
 		fmt.Fprintf(&b, " PublishBuffer:%d", o.PublishBuffer)
+	}
+	if o.InitialOffset != "" {
+		fmt.Fprintf(&b, " InitialOffset:%q", o.InitialOffset)
 	}
 	if o.Config != nil {
 		b.WriteString(" Config:")

@@ -246,7 +246,8 @@ func envelopeHeaders(hs []*sarama.RecordHeader) topic.Headers {
 }
 
 // Subscribe joins a balanced group (its consumer group is GroupID; a new
-// group starts at the log end as of Subscribe returning) or adds a
+// group starts at the log end as of Subscribe returning, or at the oldest
+// record with Options.InitialOffset earliest) or adds a
 // broadcast subscriber that reads every partition from the log end as of
 // Subscribe returning. It returns within Options.AdminTimeout (and the
 // time to cut the subscriber's connections) even when the brokers stopped

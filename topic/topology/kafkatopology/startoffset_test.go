@@ -17,33 +17,11 @@ import (
 )
 
 // existingTopic makes topic kname on c with parts partitions holding the
-// letters 1 to n, written by a producer of its own before any topology is
-// declared on it: letter v on partition v%parts, so each partition holds
-// its letters in increasing order.
+// letters 1 to n before any topology is declared on it: letter v on
+// partition v%parts (see testbroker.ExistingTopic).
 func existingTopic(t *testing.T, c *kfake.Cluster, kname string, parts int32, n int) {
 	t.Helper()
-	if err := c.CreateTopic(kname, parts, nil); err != nil {
-		t.Fatal(err)
-	}
-	cfg := testbroker.SaramaConfig()
-	cfg.Producer.Return.Successes = true
-	cfg.Producer.Partitioner = sarama.NewManualPartitioner
-	p, err := sarama.NewSyncProducer(c.ListenAddrs(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	msgs := make([]*sarama.ProducerMessage, 0, n)
-	for v := 1; v <= n; v++ {
-		b, err := topic.JSONCodec[msg]{}.Encode(msg{N: v})
-		if err != nil {
-			t.Fatal(err)
-		}
-		msgs = append(msgs, &sarama.ProducerMessage{Topic: kname, Partition: int32(v) % parts, Value: sarama.ByteEncoder(b)})
-	}
-	if err := p.SendMessages(msgs); err != nil {
-		t.Fatal(err)
-	}
+	testbroker.ExistingTopic(t, c, kname, parts, n, func(v int) ([]byte, error) { return topic.JSONCodec[msg]{}.Encode(msg{N: v}) })
 }
 
 // startingAt sets Options.InitialOffset.
@@ -53,13 +31,7 @@ func startingAt(initial string) func(*Options[msg]) {
 
 // startLines returns the lines of logs about where a new group starts.
 func startLines(logs string) []string {
-	var out []string
-	for line := range strings.Lines(logs) {
-		if strings.Contains(line, msgStartAtEnd) || strings.Contains(line, msgStartAtOldest) {
-			out = append(out, strings.TrimSuffix(line, "\n"))
-		}
-	}
-	return out
+	return testbroker.LinesWith(logs, msgStartAtEnd, msgStartAtOldest)
 }
 
 // committedOffset is group gid's committed offset on partition part of
