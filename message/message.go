@@ -474,16 +474,32 @@ func (m *Message[T]) String() string {
 	return s + "}"
 }
 
-// LogValue describes the message for log/slog without its payload.
+// LogValue describes the message for log/slog without its payload: its
+// id; its batcher and batch key, when a processor set them; its status and
+// error; and, as "source", what its Metadata says of where it came from
+// when the Metadata describes itself for logs (implements slog.LogValuer,
+// as the sources' do: a Kafka record's topic, partition and offset, a
+// Pulsar message's topic, id and key, a topology letter's key and
+// retries), so that a failure's log line locates the message.
 func (m *Message[T]) LogValue() slog.Value {
-	attrs := []slog.Attr{
-		slog.Uint64("id", m.id),
-		slog.String("batcher", m.Batcher()),
-		slog.String("batch_key", m.BatchKey()),
-		slog.String("status", m.st.status.String()),
+	attrs := make([]slog.Attr, 0, 6)
+	attrs = append(attrs, slog.Uint64("id", m.id))
+	if x := m.extra(); x != nil {
+		if x.batcher != "" {
+			attrs = append(attrs, slog.String("batcher", x.batcher))
+		}
+		if x.batchKey != "" {
+			attrs = append(attrs, slog.String("batch_key", x.batchKey))
+		}
 	}
+	attrs = append(attrs, slog.String("status", m.st.status.String()))
 	if err := m.Err(); err != nil {
 		attrs = append(attrs, slog.String("error", err.Error()))
+	}
+	if lv, ok := m.Metadata.(slog.LogValuer); ok {
+		// Resolved here: a handler resolves the values of top-level
+		// attributes, not those within a group.
+		attrs = append(attrs, slog.Attr{Key: "source", Value: slog.AnyValue(lv).Resolve()})
 	}
 	return slog.GroupValue(attrs...)
 }

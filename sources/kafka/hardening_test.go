@@ -234,7 +234,7 @@ func TestDeletedTopicFailsRun(t *testing.T) {
 // stage that failed it), not once more by the source, even when the source
 // and the pipeline share one logger. The pipeline logs every failure here
 // (a negative FailureLogInterval), so that each failed message has its
-// line.
+// line, which names the record by its topic, partition and offset.
 func TestFailedMessageLoggedOnce(t *testing.T) {
 	eachClient(t, func(t *testing.T, cl client) {
 		for _, shared := range []bool{false, true} {
@@ -276,6 +276,12 @@ func TestFailedMessageLoggedOnce(t *testing.T) {
 						t.Log(r.Text)
 					}
 					t.Fatalf("%d WARN lines for 4 failed messages, want one each", len(warned))
+				}
+				for i, off := range []int{2, 7, 12, 17} {
+					want := fmt.Sprintf("source=[topic=events partition=0 offset=%d]", off)
+					if !strings.Contains(warned[i].Text, want) {
+						t.Fatalf("failure line %q does not locate its record (%s)", warned[i].Text, want)
+					}
 				}
 				if got := book.find(func(r logRecord) bool { return r.Msg == "kafka group session started" }); len(got) == 0 {
 					t.Fatal("the source's lines did not reach the logger")

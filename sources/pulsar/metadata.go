@@ -1,6 +1,7 @@
 package pulsar
 
 import (
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -52,6 +53,25 @@ type Metadata struct {
 	// fields above do not cover (schema version, replication, broker
 	// publish time, …). Its methods follow the client library.
 	Raw pulsar.Message
+}
+
+// LogValue describes the message for logs: its topic (the partition's),
+// its id (MessageIDString), its key when it has one and its redelivery
+// count when it was redelivered. The pipeline's failure lines carry it
+// (message.Message.LogValue).
+func (m *Metadata) LogValue() slog.Value {
+	if m == nil {
+		return slog.Value{}
+	}
+	attrs := make([]slog.Attr, 0, 4)
+	attrs = append(attrs, slog.String("topic", m.Topic), slog.String("message_id", m.MessageIDString()))
+	if m.Key != "" {
+		attrs = append(attrs, slog.String("key", m.Key))
+	}
+	if m.RedeliveryCount > 0 {
+		attrs = append(attrs, slog.Uint64("redelivery_count", uint64(m.RedeliveryCount)))
+	}
+	return slog.GroupValue(attrs...)
 }
 
 // Partitioned reports whether the message came from a partitioned topic.

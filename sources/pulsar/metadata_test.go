@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -196,5 +198,29 @@ func TestMetadataReportsTombstones(t *testing.T) {
 	}
 	if k := s["kept"]; k.null || string(k.data) != "v" {
 		t.Errorf("message with a value: NullValue %v, data %q; want false and \"v\"", k.null, k.data)
+	}
+}
+
+// Guarantee: a message's metadata describes it for logs by its topic, its
+// id as Pulsar prints it, its key and its redelivery count, so that the
+// pipeline's failure line for it (message.Message.LogValue) locates it.
+func TestMetadataLocatesTheMessageInLogs(t *testing.T) {
+	md := &bpulsar.Metadata{Topic: "persistent://public/default/devices-partition-1", Partition: 1,
+		MessageID: pulsar.NewMessageID(12, 34, -1, 1), Key: "dev-11", RedeliveryCount: 2}
+	m := message.New([]byte("x"), nil, 1)
+	m.Metadata = md
+	var buf bytes.Buffer
+	slog.New(slog.NewTextHandler(&buf, nil)).Warn("message failed", slog.Any("message", m))
+	for _, want := range []string{"message.source.topic=persistent://public/default/devices-partition-1",
+		"message.source.message_id=12:34:1", "message.source.key=dev-11", "message.source.redelivery_count=2"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("line %q lacks %s", buf.String(), want)
+		}
+	}
+	md.Key, md.RedeliveryCount = "", 0
+	buf.Reset()
+	slog.New(slog.NewTextHandler(&buf, nil)).Warn("message failed", slog.Any("message", m))
+	if strings.Contains(buf.String(), "source.key") || strings.Contains(buf.String(), "redelivery_count") {
+		t.Errorf("line %q names a key or redeliveries the message does not have", buf.String())
 	}
 }

@@ -184,6 +184,20 @@ type Metadata struct {
 	Headers topic.Headers
 }
 
+// LogValue describes the message for logs: its topic, and its group or
+// "broadcast". The pipeline's failure lines carry it
+// (message.Message.LogValue).
+func (md *Metadata) LogValue() slog.Value {
+	if md == nil {
+		return slog.Value{}
+	}
+	sub := "broadcast"
+	if !md.Mode.IsBroadcast() {
+		sub = string(md.Mode.Group())
+	}
+	return slog.GroupValue(slog.String("topic", string(md.Topic)), slog.String("subscription", sub))
+}
+
 // Stats are a source's counters.
 type Stats struct {
 	// Received is the number of messages handed to the pipeline.

@@ -121,6 +121,24 @@ type Delivery struct {
 	Death *Death
 }
 
+// LogValue describes the letter for logs: its main topic, its key when it
+// has one, and its retries when it was retried. The pipeline's failure
+// lines carry it (message.Message.LogValue).
+func (d *Delivery) LogValue() slog.Value {
+	if d == nil {
+		return slog.Value{}
+	}
+	attrs := make([]slog.Attr, 0, 3)
+	attrs = append(attrs, slog.String("topology", d.Topic))
+	if d.Key != "" {
+		attrs = append(attrs, slog.String("key", d.Key))
+	}
+	if d.Retries > 0 {
+		attrs = append(attrs, slog.Int("retries", d.Retries))
+	}
+	return slog.GroupValue(attrs...)
+}
+
 // DeliveryOf returns the Delivery of a message a Source delivered.
 func DeliveryOf[T any](m *message.Message[T]) (*Delivery, bool) {
 	return message.MetadataAs[*Delivery](m)
@@ -288,6 +306,10 @@ type Source[T any] struct {
 	// settleLog keeps the WARN lines of failed settlings to one per
 	// logburst.Interval.
 	settleLog logburst.Limiter
+	// deadLog, poisonLog and discardLog keep the WARN lines of letters
+	// dead-lettered, keys poisoned and letters discarded to one a kind
+	// per logburst.Interval, each counting the lines it held back.
+	deadLog, poisonLog, discardLog logburst.Kind
 	// negativeLogged is set once a letter with a negative retry count
 	// was logged.
 	negativeLogged atomic.Bool
@@ -321,7 +343,10 @@ func newSource[T any](opts SourceOptions[T], dead bool) (*Source[T], error) {
 		return nil, fmt.Errorf("topology %s: %w", t.name, ErrNoDLQ)
 	}
 	s := &Source[T]{opts: opts, t: t, q: opts.Queues, dead: dead,
-		log: opts.Logger.With(slog.String("topology", t.name))}
+		log:        opts.Logger.With(slog.String("topology", t.name)),
+		deadLog:    logburst.NewKind(0, slog.LevelWarn, deadLetteredLog),
+		poisonLog:  logburst.NewKind(0, slog.LevelWarn, poisonedLog),
+		discardLog: logburst.NewKind(0, slog.LevelWarn, discardedLog)}
 	if f, ok := t.Sequenced(); ok && !dead {
 		s.seq = &sequencer[T]{policy: f, limit: opts.MaxHeldBack, keys: map[string]*keyState[T]{}, wakers: map[*waker]struct{}{}}
 		s.shards = make([]string, t.shards)
@@ -775,10 +800,20 @@ func (s *Source[T]) requeue(ctx context.Context, p *pendingLetter[T]) {
 
 func (s *Source[T]) discard(ctx context.Context, p *pendingLetter[T], why string) {
 	s.discarded.Add(1)
-	s.log.WarnContext(ctx, "message discarded", slog.String("why", why),
+	s.discardLog.Line(ctx, s.log, slog.String("why", why),
 		slog.String("key", p.l.Key), slog.Int("retries", p.l.Retries))
 	s.done(ctx, p)
 }
+
+// The messages of the WARN lines of letters discarded, dead-lettered and
+// of keys poisoned. Like lines within logburst.Interval of the last are
+// counted, not logged: the next line, or the one the source's Close
+// logs, carries their count (logburst.HeldBackKey).
+const (
+	discardedLog    = "message discarded"
+	deadLetteredLog = "message dead-lettered"
+	poisonedLog     = "key poisoned: its messages go to the dead-letter queue until the source closes"
+)
 
 // kill dead-letters p; on a sequenced FailAll topology it poisons p's key
 // (unless it is empty) and dead-letters the messages of the key held back.
@@ -788,6 +823,8 @@ func (s *Source[T]) kill(ctx context.Context, p *pendingLetter[T], reason Reason
 		text = err.Error()
 	}
 	if s.seq != nil && s.seq.policy == FailAll && p.l.Key != "" {
+		s.poisonLog.Line(ctx, s.log, slog.String("key", p.l.Key), slog.String("reason", string(reason)),
+			slog.String("error", BoundDeathError(text)), slog.String("dlq", s.t.dlq))
 		s.poisonLetter(ctx, p, text)
 		// The key's held-back messages are dead-lettered in order, and so
 		// are those that arrive meanwhile, before any later one is
@@ -835,6 +872,8 @@ func (s *Source[T]) deadLetter(ctx context.Context, p *pendingLetter[T], reason 
 	l := p.l
 	l.Death = &Death{Reason: reason, Error: BoundDeathError(text), Topic: s.t.name, Group: s.t.ConsumerGroup(),
 		Retries: l.Retries, FirstFailure: l.FirstFailure, LastFailure: l.LastFailure}
+	s.deadLog.Line(ctx, s.log, slog.String("reason", string(reason)), slog.String("key", l.Key),
+		slog.Int("retries", l.Retries), slog.String("error", l.Death.Error), slog.String("dlq", s.t.dlq))
 	if err := s.handOff(ctx, p, l, handOffDeadLetter, 0); err != nil {
 		s.handOffFailed(ctx, "dead-letter", err, slog.String("dlq", s.t.dlq), slog.String("reason", string(reason)))
 		s.done(ctx, p)
@@ -850,7 +889,8 @@ func (s *Source[T]) settleDead(ctx context.Context, rec *record[T], out Outcome,
 		s.acked.Add(1)
 	case OutcomeReject:
 		s.discarded.Add(1)
-		s.log.WarnContext(ctx, "dead letter discarded", slog.Any("error", err))
+		s.discardLog.Line(ctx, s.log, slog.String("why", "a dead letter was rejected"),
+			slog.String("key", p.l.Key), slog.Any("error", err))
 	default:
 		if qerr := s.handOff(ctx, p, p.l, handOffDeadLetter, 0); qerr != nil {
 			s.handOffFailed(ctx, "put back on the DLQ", qerr)
@@ -910,5 +950,8 @@ func (s *Source[T]) Close(ctx context.Context) error {
 		cerr = fmt.Errorf("topology %s: closing its readers: %w", s.t.name, cerr)
 	}
 	s.settleLog.Flush(ctx, s.log, slog.LevelWarn, settleFailedLastLog)
+	for _, k := range []*logburst.Kind{&s.deadLog, &s.poisonLog, &s.discardLog} {
+		k.FlushHeld(ctx, s.log)
+	}
 	return errors.Join(err, cerr)
 }

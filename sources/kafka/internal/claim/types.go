@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -42,6 +43,17 @@ type Metadata struct {
 type Header struct {
 	Key   []byte
 	Value []byte
+}
+
+// LogValue describes the record for logs by where it was read: its topic,
+// partition and offset (not its key, which may be binary or personal
+// data). The pipeline's failure lines carry it (message.Message.LogValue).
+func (md *Metadata) LogValue() slog.Value {
+	if md == nil {
+		return slog.Value{}
+	}
+	return slog.GroupValue(slog.String("topic", md.Topic), slog.Int("partition", int(md.Partition)),
+		slog.Int64("offset", md.Offset))
 }
 
 // Header returns the value of the first header named key, and whether there
