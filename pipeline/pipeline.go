@@ -300,14 +300,25 @@ func (p *Pipeline[In, Out]) enforceShutdownTimeout() {
 	}
 	p.log.Info("pipeline draining", slog.Duration("shutdown_timeout", p.opts.ShutdownTimeout))
 	p.prod.StopFetching()
+	began := time.Now()
 	t := time.NewTimer(p.opts.ShutdownTimeout)
 	defer t.Stop()
-	select {
-	case <-p.stagesDone:
-		return
-	case <-t.C:
-		p.cutShort()
-	case <-p.cut: // by Stop's ctx
+	prog := newProgress()
+	defer prog.stop()
+wait:
+	for {
+		select {
+		case <-p.stagesDone:
+			return
+		case <-t.C:
+			p.cutShort()
+			break wait
+		case <-p.cut: // by Stop's ctx
+			break wait
+		case <-prog.c():
+			p.logDraining(began)
+			prog.next()
+		}
 	}
 	// The handlers' contexts are cancelled: give them CancelGrace to
 	// return before Stop and Run stop waiting for them.

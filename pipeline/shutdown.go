@@ -214,13 +214,77 @@ func (p *Pipeline[In, Out]) watchClose(returned <-chan struct{}) {
 	} else {
 		d = math.MaxInt64 // ShutdownTimeout + CancelGrace would overflow
 	}
+	began := time.Now()
 	t := time.NewTimer(d)
 	defer t.Stop()
-	select {
-	case <-returned:
-	case <-t.C:
-		p.giveUp()
+	prog := newProgress()
+	defer prog.stop()
+	for {
+		select {
+		case <-returned:
+			return
+		case <-t.C:
+			p.giveUp()
+			return
+		case <-prog.c():
+			p.log.Info(closingLog, slog.Duration("for", time.Since(began).Round(time.Millisecond)))
+			prog.next()
+		}
 	}
+}
+
+// The progress lines of a stop that takes its time: the first
+// progressFirst after the drain (or the source's Close) began, each later
+// one twice as long after the last, at most progressMax apart, so that
+// an operator waiting on a stop sees what it waits for.
+const (
+	progressFirst = 5 * time.Second
+	progressMax   = time.Minute
+)
+
+// The messages of the progress lines.
+const (
+	drainingLog = "pipeline still draining"
+	closingLog  = "pipeline still closing its source"
+)
+
+// progress times the progress lines of one wait.
+type progress struct {
+	t     *time.Timer
+	every time.Duration
+}
+
+func newProgress() *progress {
+	return &progress{t: time.NewTimer(progressFirst), every: progressFirst}
+}
+
+func (g *progress) c() <-chan time.Time { return g.t.C }
+
+// next sets the timer for the line after the one just logged.
+func (g *progress) next() {
+	g.every = min(2*g.every, progressMax)
+	g.t.Reset(g.every)
+}
+
+func (g *progress) stop() { g.t.Stop() }
+
+// logDraining logs what a drain that began at began still waits for: the
+// messages the producer stages, the processors and the batchers hold.
+func (p *Pipeline[In, Out]) logDraining(began time.Time) {
+	st := p.Stats()
+	buffered, batching := 0, 0
+	for _, ps := range st.Producers {
+		buffered += ps.Buffered
+	}
+	for _, bs := range st.Batchers {
+		batching += bs.InFlight + bs.Queued
+	}
+	elapsed := time.Since(began)
+	p.log.Info(drainingLog, slog.Duration("for", elapsed.Round(time.Millisecond)),
+		slog.Duration("cut_short_in", max(p.opts.ShutdownTimeout-elapsed, 0).Round(time.Millisecond)),
+		slog.Int("producers_buffered", buffered),
+		slog.Int("processors_in_flight", st.Processors.InFlight+st.Processors.Queued),
+		slog.Int("batchers_in_flight", batching))
 }
 
 // stopResult is what Stop and Run return once they stop waiting: the
