@@ -163,11 +163,21 @@ func (b *Builder) DLQNamed(name string) *Builder {
 	return b
 }
 
-// Sequenced makes the topic ordered per key: messages of one key are
-// handled one at a time in publish order, retries included, and f says
-// what happens to the rest of a key when one of its messages is
-// dead-lettered: Skip or FailAll (another value, the zero one included,
-// is a conflict).
+// Sequenced makes the topic ordered per key: while a consumer runs,
+// messages of one key are handled one at a time in publish order, a
+// retried message holding back the later ones of its key until it is
+// handled, and f says what happens to the rest of a key when one of its
+// messages is dead-lettered: Skip or FailAll (another value, the zero one
+// included, is a conflict).
+//
+// The order does not hold across a stop of the consumer: a retried
+// message still in a hold queue when its consumer stops (and, on the
+// Kafka and Pulsar backends, one back from its hold queue whose handling
+// the stop interrupted) comes back after the messages of its key that
+// were held back behind it, and a poisoned key is forgotten (see the
+// Limits section of docs/topology.md). A handler that must apply a key's
+// messages strictly in order across restarts checks a sequence number
+// of its own.
 func (b *Builder) Sequenced(f SequenceFailure) *Builder {
 	b.sequenced, b.seqSet = f, true
 	return b
