@@ -215,7 +215,11 @@ func TestStopDuringAReconnectStormReturnsByItsDeadline(t *testing.T) {
 		t.Fatal("every message was handled before the stop: nothing in flight")
 	}
 	var te *pipeline.ShutdownTimeoutError
-	if err := stopLeavingNoProducerStage(t, p, "during a reconnect storm"); err != nil && !errors.As(err, &te) && !errors.Is(err, context.DeadlineExceeded) {
+	// On a busy machine the deadline can also cut the source's Close,
+	// whose context the pipeline then cancels: its error wraps
+	// context.Canceled.
+	if err := stopLeavingNoProducerStage(t, p, "during a reconnect storm"); err != nil && !errors.As(err, &te) &&
+		!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 		t.Errorf("Stop during a reconnect storm: %v", err)
 	}
 	stopStorm()
