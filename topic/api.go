@@ -118,8 +118,9 @@ type Stats struct {
 	// InFlight is the number of unresolved tracked publishes.
 	InFlight int
 	// Undecodable counts the messages this process's subscriptions
-	// received that the codec could not decode, each logged once and
-	// skipped for good (a durable backend's; see StateStats).
+	// received that the codec could not decode, each skipped for good and
+	// logged, a burst in a few lines (a durable backend's; see
+	// StateStats).
 	Undecodable uint64
 }
 

@@ -170,9 +170,11 @@ type StateStats struct {
 	Lagged uint64
 	// Undecodable is the number of messages this process's subscriptions
 	// received that the topic's codec could not decode (an error, a panic
-	// or a Goexit in Decode): each is logged once at WARN and skipped for
-	// good, a durable backend committing or acknowledging past it. The
-	// in-memory backend, which keeps values, has none.
+	// or a Goexit in Decode): each is counted here, logged at WARN (a
+	// burst on one partition in a few lines: the first in full, then the
+	// count held back, held_back, with the first and last position) and
+	// skipped for good, a durable backend committing or acknowledging
+	// past it. The in-memory backend, which keeps values, has none.
 	Undecodable uint64
 }
 

@@ -17,10 +17,11 @@ import (
 //
 // The backends recover a panic in a codec: one in Encode fails that
 // publish with an error wrapping the *message.PanicError, one in Decode
-// makes that payload one that does not decode (logged once and skipped,
-// as each backend documents for a decode error). A Decode that ends its
+// makes that payload one that does not decode (logged and skipped, as
+// each backend documents for a decode error). A Decode that ends its
 // goroutine (runtime.Goexit, as t.FailNow does) makes the payload one
-// that does not decode too, logged once with the stack of the exit: a
+// that does not decode too, logged with the stack of the exit (unless its
+// line is held back in a burst, as a decode error's is): a
 // Kafka backend's reader goes on with the next record (on a new
 // goroutine), a Pulsar backend's Receive, whose caller's goroutine the
 // exit ends, acknowledges that message and nacks those it had taken

@@ -6,9 +6,12 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/boulevard-go/boulevard/internal/logburst"
 )
 
 // Lines is an io.Writer keeping what a slog handler writes, one record per
@@ -68,6 +71,30 @@ func (l *Lines) Want(t testing.TB, n int, what string, subs ...string) {
 	if got := l.Count(subs...); got != n {
 		t.Errorf("%d %s, want %d:\n%s", got, what, n, strings.Join(l.All(), ""))
 	}
+}
+
+// Told returns how many records written so far contain every one of
+// subs, and how many events they tell of: one per record, but for a
+// record saying what a logburst limiter held back (its message ends with
+// logburst.HeldBackSuffix), plus the count of the lines held back each
+// record carries (logburst.HeldBackKey).
+func (l *Lines) Told(subs ...string) (records, events int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range l.lines {
+		if slices.ContainsFunc(subs, func(s string) bool { return !strings.Contains(line, s) }) {
+			continue
+		}
+		records++
+		if !strings.Contains(line, logburst.HeldBackSuffix) {
+			events++
+		}
+		if _, after, ok := strings.Cut(line, " "+logburst.HeldBackKey+"="); ok {
+			n, _ := strconv.Atoi(strings.Fields(after)[0])
+			events += n
+		}
+	}
+	return records, events
 }
 
 // Repeated returns the records written more than once, but for their

@@ -11,6 +11,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
+	"github.com/boulevard-go/boulevard/internal/logburst"
 	"github.com/boulevard-go/boulevard/internal/repeatlog"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
@@ -45,6 +46,10 @@ type bsub[T any] struct {
 	// fails are the partitions' fetch errors that go on, logged at
 	// growing intervals.
 	fails repeatlog.Runs[int32]
+	// undecodable holds back, per partition, the lines of records that do
+	// not decode that follow the last one logged by less than
+	// logburst.Interval.
+	undecodable logburst.Keyed[int32]
 
 	mu      sync.Mutex
 	queue   []bitem[T]
@@ -92,7 +97,8 @@ func (t *kTopic[T]) subscribeBroadcast() (*bsub[T], error) {
 		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.err(err))
 	}
 	s := &bsub[T]{t: t, client: client, conns: conns, cons: cons, stopCh: make(chan struct{}), dataSig: make(chan struct{}, 1),
-		fails: repeatlog.Runs[int32]{Log: b.log}}
+		fails:       repeatlog.Runs[int32]{Log: b.log},
+		undecodable: logburst.Keyed[int32]{Log: b.log, Level: slog.LevelWarn, Msg: "kafkatopic: record does not decode; skipped"}}
 	fail := func(err error) (*bsub[T], error) {
 		if !stop() {
 			err = ctx.Err() // the connections were cut
@@ -149,11 +155,9 @@ func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 	// decoding is the record the codec decodes, nil between records: a
 	// Goexit of the codec ends the goroutine while it is set.
 	var decoding *sarama.ConsumerMessage
-	undecodable := func(rec *sarama.ConsumerMessage, err error, attrs ...any) {
+	undecodable := func(rec *sarama.ConsumerMessage, err error, attrs ...slog.Attr) {
 		s.t.undecodable.Add(1)
-		b.log.Warn("kafkatopic: record does not decode; skipped",
-			append([]any{slog.String("topic", rec.Topic), slog.Int("partition", int(rec.Partition)),
-				slog.Int64("offset", rec.Offset), slog.Any("error", err)}, attrs...)...)
+		logUndecodable(context.Background(), &s.undecodable, rec, err, attrs...)
 	}
 	// drain reads pc until it ends and reports whether it ended below the
 	// log start with the subscription still open.
@@ -450,5 +454,6 @@ func (s *bsub[T]) shutdown() {
 			_ = s.cons.Close()
 			_ = s.client.Close()
 		})
+		s.undecodable.Flush(context.Background())
 	})
 }

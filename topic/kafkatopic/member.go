@@ -13,6 +13,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
+	"github.com/boulevard-go/boulevard/internal/logburst"
 	"github.com/boulevard-go/boulevard/internal/repeatlog"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
@@ -51,6 +52,10 @@ type member[T any] struct {
 	// fails are the group's failures that go on, logged at growing
 	// intervals.
 	fails repeatlog.Group
+	// undecodable holds back, per partition, the lines of records that do
+	// not decode that follow the last one logged by less than
+	// logburst.Interval.
+	undecodable logburst.Keyed[int32]
 
 	mu          sync.Mutex
 	queue       []delivery[T] // fetched, not yet received; queue[head:] live
@@ -132,6 +137,8 @@ func (t *kTopic[T]) joinGroup(g topic.GroupName) (*member[T], error) {
 		outstanding: make(map[topic.MessageID]delivery[T]), fetchFrom: make(map[int32]int64),
 		stopped: make(chan struct{}), dataSig: make(chan struct{}, 1),
 		fails: repeatlog.Group{Prefix: "kafkatopic", Log: b.log},
+		undecodable: logburst.Keyed[int32]{Log: b.log, Level: slog.LevelWarn,
+			Msg: "kafkatopic: record does not decode; skipped and committed"},
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	t.mu.Lock()
@@ -278,13 +285,12 @@ func (m *member[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.Con
 	// decoding is the record the codec decodes, nil between records: a
 	// Goexit of the codec ends the goroutine while it is set.
 	var decoding *sarama.ConsumerMessage
-	// skip logs rec, which does not decode, and settles it at once, after
-	// what batch holds is queued.
-	skip := func(rec *sarama.ConsumerMessage, err error, attrs ...any) bool {
+	// skip counts and logs rec, which does not decode (its line held back
+	// in a burst), and settles it at once, after what batch holds is
+	// queued.
+	skip := func(rec *sarama.ConsumerMessage, err error, attrs ...slog.Attr) bool {
 		m.t.undecodable.Add(1)
-		m.t.b.log.Warn("kafkatopic: record does not decode; skipped and committed",
-			append([]any{slog.String("topic", rec.Topic), slog.Int("partition", int(rec.Partition)),
-				slog.Int64("offset", rec.Offset), slog.Any("error", err)}, attrs...)...)
+		logUndecodable(ctx, &m.undecodable, rec, err, attrs...)
 		if !m.push(ctx, c, batch) {
 			return false
 		}
@@ -348,6 +354,15 @@ func (m *member[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.Con
 		return skip(rec, message.ErrHandlerExited, slog.String("stack", stack))
 	})
 	return nil
+}
+
+// logUndecodable logs the line of rec, which does not decode with err, on
+// kd: the topic, the partition, the offset, the error and attrs; a line
+// that follows the last of its partition by less than logburst.Interval
+// is only counted, with its offset.
+func logUndecodable(ctx context.Context, kd *logburst.Keyed[int32], rec *sarama.ConsumerMessage, err error, attrs ...slog.Attr) {
+	kd.Line(ctx, rec.Partition, []slog.Attr{slog.String("topic", rec.Topic), slog.Int("partition", int(rec.Partition))},
+		slog.Int64Value(rec.Offset), append([]slog.Attr{slog.Int64("offset", rec.Offset), slog.Any("error", err)}, attrs...)...)
 }
 
 // pushBatch is the most records a claim queues at once.
@@ -520,6 +535,7 @@ func (m *member[T]) release(c *kafkaoffset.Claim) {
 	c.Release(&m.mu, m.stopped, m.t.b.opts.RevokeTimeout)
 	m.mu.Unlock()
 	c.Commit()
+	m.undecodable.Forget(m.ctx, c.Partition())
 }
 
 // Close implements topic.SubscriptionState: the member leaves its group;
@@ -550,6 +566,7 @@ func (m *member[T]) teardown(closing bool) {
 			<-m.errsDone
 			_ = m.client.Close()
 		})
+		m.undecodable.Flush(m.ctx)
 		t := m.t
 		t.mu.Lock()
 		delete(t.members, m)

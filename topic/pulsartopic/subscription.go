@@ -12,6 +12,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/boulevard-go/boulevard/internal/logburst"
 	"github.com/boulevard-go/boulevard/internal/pulsarnack"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
@@ -47,6 +48,10 @@ type pSub[T any] struct {
 	// (only Receive uses it): a Goexit of the codec ends Receive's
 	// goroutine while it is set.
 	decoding pulsar.Message
+	// undecodable holds back, per partition, the lines of messages that do
+	// not decode that follow the last one logged by less than
+	// logburst.Interval.
+	undecodable logburst.Keyed[string]
 }
 
 // readAhead splits a capacity into the consumer's channel and its receiver
@@ -91,11 +96,13 @@ func newSub[T any](t *pTopic[T], mode topic.SubscriptionMode) (*pSub[T], error) 
 	if err != nil {
 		return nil, &Error{Op: "subscribe " + quoteSub(co.SubscriptionName) + " to", Topic: t.full, Err: err}
 	}
+	log := o.Logger.With(slog.String("topic", t.full), slog.String("subscription", co.SubscriptionName))
 	return &pSub[T]{
 		t: t, mode: mode, name: co.SubscriptionName, consumer: c, ch: ch,
-		log:     o.Logger.With(slog.String("topic", t.full), slog.String("subscription", co.SubscriptionName)),
-		stop:    make(chan struct{}),
-		pending: make(map[topic.MessageID]pulsar.MessageID),
+		log:         log,
+		stop:        make(chan struct{}),
+		pending:     make(map[topic.MessageID]pulsar.MessageID),
+		undecodable: logburst.Keyed[string]{Log: log, Level: slog.LevelWarn, Msg: "pulsartopic: cannot decode a message; it is acked and skipped"},
 	}, nil
 }
 
@@ -171,8 +178,7 @@ func (s *pSub[T]) take(cm pulsar.ConsumerMessage, dst []topic.Envelope[T], ids [
 	s.decoding = nil
 	if err != nil {
 		s.t.undecodable.Add(1)
-		s.log.Warn("pulsartopic: cannot decode a message; it is acked and skipped",
-			slog.String("message_id", cm.ID().String()), slog.String("error", err.Error()))
+		s.logUndecodable(cm.Message, err)
 		_ = s.consumer.AckID(cm.ID())
 		return n
 	}
@@ -187,8 +193,8 @@ func (s *pSub[T]) take(cm pulsar.ConsumerMessage, dst []topic.Envelope[T], ids [
 
 // exited settles what a Receive held when the codec ended its goroutine
 // (runtime.Goexit, as t.FailNow does) in Decode: the message it was
-// decoding counts as one that does not decode (logged once, with the
-// stack of the exit, and acked), and the messages taken before it
+// decoding counts as one that does not decode (logged with the stack of
+// the exit, unless its line is held back in a burst, and acked), and the messages taken before it
 // (taken), which no caller gets now, are nacked, so that the broker
 // delivers them again. It does nothing when the goroutine ends for
 // another reason (a panic goes on).
@@ -199,14 +205,22 @@ func (s *pSub[T]) exited(taken []pulsar.MessageID) {
 	}
 	s.decoding = nil
 	s.t.undecodable.Add(1)
-	s.log.Warn("pulsartopic: cannot decode a message; it is acked and skipped",
-		slog.String("message_id", m.ID().String()), slog.String("error", message.ErrHandlerExited.Error()),
-		slog.Int("nacked", len(taken)), slog.String("stack", string(debug.Stack())))
+	s.logUndecodable(m, message.ErrHandlerExited, slog.Int("nacked", len(taken)), slog.String("stack", string(debug.Stack())))
 	_ = s.consumer.AckID(m.ID())
 	for i, id := range taken {
 		s.consumer.NackID(id)
 		taken[i] = nil
 	}
+}
+
+// logUndecodable logs the line of m, which does not decode with err: the
+// topic partition it came from, its id, the error and attrs; a line that
+// follows the last of its partition by less than logburst.Interval is
+// only counted, with its id.
+func (s *pSub[T]) logUndecodable(m pulsar.Message, err error, attrs ...slog.Attr) {
+	id := m.ID().String()
+	s.undecodable.Line(context.Background(), m.Topic(), []slog.Attr{slog.String("partition_topic", m.Topic())}, slog.StringValue(id),
+		append([]slog.Attr{slog.String("message_id", id), slog.String("error", err.Error())}, attrs...)...)
 }
 
 // Settle implements topic.SubscriptionState: an ack acknowledges the
@@ -248,6 +262,7 @@ func (s *pSub[T]) Close() {
 	s.pending = nil
 	s.mu.Unlock()
 	s.consumer.Close()
+	s.undecodable.Flush(context.Background())
 	s.t.leave(s)
 }
 

@@ -210,8 +210,9 @@ var ErrNoDLQ = errors.New("topology: no dead-letter queue")
 // first hand out the letters it already holds (the in-memory backend's
 // do, see [Memory.Close]), then returns ErrClosed.
 //
-// A durable backend's reader skips for good, logging each once at WARN,
-// the messages it cannot decode into letters, and counts them: it
+// A durable backend's reader skips for good, logging them at WARN (a
+// burst on one partition in a few lines), the messages it cannot decode
+// into letters, and counts each: it
 // implements [UndecodableCounter], which a [Source] reads into
 // Stats.Undecodable. The in-memory backend, which keeps values, skips
 // none.
@@ -258,8 +259,13 @@ type UndecodableCounter interface {
 	// Undecodable returns the number of letters this reader skipped for
 	// good because they could not be decoded (an error, a panic or a
 	// Goexit of the codec, or history headers or properties that do not
-	// parse), each logged once at WARN: a durable backend commits or
-	// acknowledges past them, so they are not delivered again. Messages
+	// parse): a durable backend commits or acknowledges past them, so they
+	// are not delivered again. The count is exact; the log is not one line
+	// each: per partition, the first is logged at WARN in full, and the
+	// like ones within 10 s of the last line are only counted in the next
+	// line of the partition (held_back, with the first and the last
+	// position held back), or in one the reader logs as it closes or lets
+	// go of the partition. Messages
 	// meant for another consumer group are skipped too, and not counted.
 	// The count only grows.
 	Undecodable() uint64

@@ -62,9 +62,9 @@ type ReplayReport[T any] struct {
 	// after a failure included.
 	Kept int
 	// Undecodable is the number of messages of the DLQ that Replay's
-	// reader skipped for good because they could not be decoded, each
-	// logged once at WARN by the backend (see UndecodableCounter): a
-	// durable backend's only. They are neither replayed nor kept.
+	// reader skipped for good because they could not be decoded, logged
+	// at WARN by the backend, a burst in a few lines (see
+	// UndecodableCounter): a durable backend's only. They are neither replayed nor kept.
 	Undecodable uint64
 }
 

@@ -182,9 +182,9 @@ type Stats struct {
 	// ("held_back"), and a last one as it closes.
 	SettleFailed uint64
 	// Undecodable counts the letters the source's readers skipped for
-	// good because they could not be decoded, each logged once at WARN
-	// by the backend (see UndecodableCounter): a durable backend's
-	// only. It includes what the readers the source closed counted, and
+	// good because they could not be decoded, logged at WARN by the
+	// backend, a burst in a few lines (see UndecodableCounter): a durable
+	// backend's only. It includes what the readers the source closed counted, and
 	// never goes down.
 	Undecodable uint64
 }

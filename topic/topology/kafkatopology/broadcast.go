@@ -42,7 +42,7 @@ func newBroadcastReader[T any](b *Backend[T], d *dialing, kname string) (*broadc
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConnect, err)
 	}
-	r := &broadcastReader[T]{buffer: newBuffer[T](b.opts.ReadAhead), b: b, client: client, conns: conns}
+	r := &broadcastReader[T]{buffer: newBuffer[T](b.opts.ReadAhead, b.log), b: b, client: client, conns: conns}
 	fail := func(err error) (*broadcastReader[T], error) {
 		r.release()
 		return nil, err
@@ -110,10 +110,9 @@ func (r *broadcastReader[T]) pump(pc sarama.PartitionConsumer, next *atomic.Int6
 		for rec := range pc.Messages() {
 			next.Store(rec.Offset + 1)
 			decoding = rec
-			l, m, err := decodeLetter(r.b, rec)
+			l, m, err := r.readLetter(r.b, rec)
 			decoding = nil
 			if err != nil {
-				r.undecodable.Add(1)
 				continue
 			}
 			if m.group != "" {
@@ -137,7 +136,7 @@ func (r *broadcastReader[T]) pump(pc sarama.PartitionConsumer, next *atomic.Int6
 		}
 		decoding = nil
 		r.undecodable.Add(1)
-		logUndecodable(r.b, rec, message.ErrHandlerExited, slog.String("stack", stack))
+		r.logUndecodable(rec, message.ErrHandlerExited, slog.String("stack", stack))
 		return true
 	})
 }
@@ -184,6 +183,7 @@ func (r *broadcastReader[T]) shut() <-chan struct{} {
 	r.close()
 	return r.closing.Start(func() {
 		r.release()
+		r.undecodableLines.Flush(context.Background())
 		r.b.untrack(r)
 	})
 }

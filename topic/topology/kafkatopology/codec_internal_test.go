@@ -33,13 +33,14 @@ func TestPanickingCodecFailsOnlyItsLetter(t *testing.T) {
 		opts: Options[topologytest.Msg]{Codec: panickingCodec{}},
 		log:  slog.New(slog.NewTextHandler(&logged, nil)),
 	}
-	_, _, err := decodeLetter(b, &sarama.ConsumerMessage{Topic: "t", Value: []byte("{}")})
+	bf := newBuffer[topologytest.Msg](1, b.log)
+	_, _, err := bf.readLetter(b, &sarama.ConsumerMessage{Topic: "t", Value: []byte("{}")})
 	var pe *message.PanicError
 	if !errors.As(err, &pe) || pe.Value != "decode" {
-		t.Fatalf("decodeLetter = %v, want an error wrapping the Decode panic", err)
+		t.Fatalf("readLetter = %v, want an error wrapping the Decode panic", err)
 	}
-	if n := strings.Count(logged.String(), "does not decode"); n != 1 {
-		t.Fatalf("%d decode warnings, want 1: %s", n, logged.String())
+	if n := strings.Count(logged.String(), "does not decode"); n != 1 || bf.Undecodable() != 1 {
+		t.Fatalf("%d decode warnings, %d counted, want 1 and 1: %s", n, bf.Undecodable(), logged.String())
 	}
 	top, err := topology.New("t").Build()
 	if err != nil {

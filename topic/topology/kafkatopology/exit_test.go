@@ -30,8 +30,9 @@ func (l *syncLog) String() string              { l.mu.Lock(); defer l.mu.Unlock(
 // (runtime.Goexit, as t.FailNow does) on a record makes that record one
 // that does not decode, for a group reader and for a broadcast reader:
 // it is logged once, with the stack of the exit, skipped and counted
-// (Undecodable), as a record whose history headers do not parse is, and
-// the reader delivers the next letter; a record for another group is
+// (Undecodable), as a record whose history headers do not parse is (its
+// line, which follows at once, held back and said as the reader closes),
+// and the reader delivers the next letter; a record for another group is
 // skipped without being counted; Close returns.
 func TestDecodeGoexitSkipsTheRecordAndTheReaderGoesOn(t *testing.T) {
 	for _, broadcast := range []bool{false, true} {
@@ -76,8 +77,10 @@ func TestDecodeGoexitSkipsTheRecordAndTheReaderGoesOn(t *testing.T) {
 			if err := r.Settle(t.Context(), &got); err != nil {
 				t.Fatal(err)
 			}
+			topologytest.MustClose(t, "the reader", r.Close)
 			out := logs.String()
-			if strings.Count(out, "does not decode") != 2 || strings.Count(out, "stack=") != 1 || !strings.Contains(out, "ExitingCodec") {
+			if strings.Count(out, "does not decode") != 2 || strings.Count(out, "stack=") != 1 || !strings.Contains(out, "ExitingCodec") ||
+				!strings.Contains(out, "held_back=1 held_back_first=1 held_back_last=1") {
 				t.Fatalf("logs %q, want one line about each record that does not decode, one with the stack of the exit", out)
 			}
 			if n := r.(topology.UndecodableCounter).Undecodable(); n != 2 {

@@ -38,8 +38,8 @@ func record(key string, value []byte, hs []sarama.RecordHeader) *sarama.Consumer
 	return rec
 }
 
-// fuzzBackend is a backend with what decodeLetter reads: its codec and
-// logger.
+// fuzzBackend is a backend with what decodeLetter reads, its codec, and
+// a logger that discards what it is given.
 func fuzzBackend() *Backend[topologytest.Msg] {
 	return &Backend[topologytest.Msg]{
 		opts: Options[topologytest.Msg]{Codec: topic.JSONCodec[topologytest.Msg]{}},

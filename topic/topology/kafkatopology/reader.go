@@ -16,6 +16,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
 	"github.com/boulevard-go/boulevard/internal/liveset"
+	"github.com/boulevard-go/boulevard/internal/logburst"
 	"github.com/boulevard-go/boulevard/internal/repeatlog"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
@@ -74,16 +75,25 @@ type buffer[T any] struct {
 	// undecodable counts the records the reader skipped because they do
 	// not decode.
 	undecodable atomic.Uint64
+	// undecodableLines holds back, per partition, the lines of records
+	// that do not decode that follow the last one logged by less than
+	// logburst.Interval.
+	undecodableLines logburst.Keyed[int32]
 }
 
 // Undecodable implements topology.UndecodableCounter: the records the
 // reader skipped and committed past (a broadcast reader: skipped) because
-// they do not decode, each logged once at WARN; those for another group
-// are not counted.
+// they do not decode; those for another group are not counted. Each is
+// counted; per partition, the first is logged at WARN with its offset and
+// error, and the like ones within logburst.Interval of the last line are
+// counted in the partition's next line (held_back, with the first and the
+// last offset held back), or in one logged as the reader closes or its
+// claim of the partition ends.
 func (bf *buffer[T]) Undecodable() uint64 { return bf.undecodable.Load() }
 
-func newBuffer[T any](capacity int) buffer[T] {
-	return buffer[T]{cap: capacity, stop: make(chan struct{}), sig: make(chan struct{}, 1), fetched: make(chan struct{}, 1)}
+func newBuffer[T any](capacity int, log *slog.Logger) buffer[T] {
+	return buffer[T]{cap: capacity, stop: make(chan struct{}), sig: make(chan struct{}, 1), fetched: make(chan struct{}, 1),
+		undecodableLines: logburst.Keyed[int32]{Log: log, Level: slog.LevelWarn, Msg: "kafkatopology: record does not decode; skipped and committed"}}
 }
 
 func notify(c chan struct{}) {
@@ -297,7 +307,7 @@ func newGroupReader[T any](b *Backend[T], d *dialing, kname, gid, group string) 
 		_ = cg.Close()
 		return nil, errCutShort
 	}
-	r := &groupReader[T]{buffer: newBuffer[T](b.opts.ReadAhead), b: b, topic: kname, gid: gid, group: group,
+	r := &groupReader[T]{buffer: newBuffer[T](b.opts.ReadAhead, b.log), b: b, topic: kname, gid: gid, group: group,
 		cg: cg, conns: conns, done: make(chan struct{}), claims: map[int32]*claim{},
 		fails: repeatlog.Group{Prefix: "kafkatopology", Log: b.log}}
 	r.taken = func(ls []topology.Letter[T]) {
@@ -468,7 +478,7 @@ func (r *groupReader[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc saram
 		}
 		decoding = nil
 		r.undecodable.Add(1)
-		logUndecodable(r.b, rec, message.ErrHandlerExited, slog.String("stack", stack))
+		r.logUndecodable(rec, message.ErrHandlerExited, slog.String("stack", stack))
 		r.mu.Lock()
 		c.next = rec.Offset + 1
 		c.Skip(rec.Offset)
@@ -495,32 +505,42 @@ func (r *groupReader[T]) startOffset(ctx context.Context, part int32, at int64) 
 // decode turns rec into a letter; skip when it is for another group or
 // does not decode (counted).
 func (r *groupReader[T]) decode(rec *sarama.ConsumerMessage) (topology.Letter[T], bool) {
-	l, m, err := decodeLetter(r.b, rec)
+	l, m, err := r.readLetter(r.b, rec)
 	if err != nil {
-		r.undecodable.Add(1)
 		return l, true
 	}
 	return l, m.group != "" && m.group != r.group
 }
 
-// decodeLetter decodes a record, logging one line when it cannot.
+// readLetter decodes a record (decodeLetter); one that does not decode
+// is counted and logged (logUndecodable).
+func (bf *buffer[T]) readLetter(b *Backend[T], rec *sarama.ConsumerMessage) (topology.Letter[T], meta, error) {
+	l, m, err := decodeLetter(b, rec)
+	if err != nil {
+		bf.undecodable.Add(1)
+		bf.logUndecodable(rec, err)
+	}
+	return l, m, err
+}
+
+// decodeLetter decodes a record: its history headers and its value.
 func decodeLetter[T any](b *Backend[T], rec *sarama.ConsumerMessage) (topology.Letter[T], meta, error) {
 	var l topology.Letter[T]
 	m, err := readHeaders(rec, &l)
 	if err == nil {
 		l.Value, err = topic.Decode(b.opts.Codec, rec.Value)
 	}
-	if err != nil {
-		logUndecodable(b, rec, err)
-	}
 	return l, m, err
 }
 
-// logUndecodable logs the one line of a record that does not decode.
-func logUndecodable[T any](b *Backend[T], rec *sarama.ConsumerMessage, err error, attrs ...any) {
-	b.log.Warn("kafkatopology: record does not decode; skipped and committed",
-		append([]any{slog.String("topic", rec.Topic), slog.Int("partition", int(rec.Partition)),
-			slog.Int64("offset", rec.Offset), slog.Any("error", err)}, attrs...)...)
+// logUndecodable logs the line of a record that does not decode: the
+// topic, the partition, the offset, the error and attrs; a line that
+// follows the last of its partition by less than logburst.Interval is
+// only counted, with its offset.
+func (bf *buffer[T]) logUndecodable(rec *sarama.ConsumerMessage, err error, attrs ...slog.Attr) {
+	bf.undecodableLines.Line(context.Background(), rec.Partition,
+		[]slog.Attr{slog.String("topic", rec.Topic), slog.Int("partition", int(rec.Partition))},
+		slog.Int64Value(rec.Offset), append([]slog.Attr{slog.Int64("offset", rec.Offset), slog.Any("error", err)}, attrs...)...)
 }
 
 // release ends a claim: its buffered letters are dropped (the partition's
@@ -548,6 +568,7 @@ func (r *groupReader[T]) release(c *claim) {
 	}
 	r.mu.Unlock()
 	c.Commit()
+	r.undecodableLines.Forget(context.Background(), c.part)
 }
 
 // Receive implements topology.Reader.
@@ -716,6 +737,7 @@ func (r *groupReader[T]) shut() <-chan struct{} {
 	return r.closing.Start(func() {
 		_ = r.cg.Close()
 		<-r.done
+		r.undecodableLines.Flush(context.Background())
 		r.lastMu.Lock()
 		r.lastDone = true
 		if r.lastCut != nil {

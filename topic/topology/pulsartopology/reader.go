@@ -16,6 +16,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/boulevard-go/boulevard/internal/liveset"
+	"github.com/boulevard-go/boulevard/internal/logburst"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
@@ -65,13 +66,21 @@ type reader[T any] struct {
 	// undecodable counts the messages the reader acknowledged and skipped
 	// because they do not decode.
 	undecodable atomic.Uint64
+	// undecodableLines holds back, per topic partition, the lines of
+	// messages that do not decode that follow the last one logged by less
+	// than logburst.Interval.
+	undecodableLines logburst.Keyed[string]
 }
 
 var _ topology.UndecodableCounter = (*reader[int])(nil)
 
 // Undecodable implements topology.UndecodableCounter: the messages the
-// reader acknowledged and skipped because they do not decode, each logged
-// once at WARN; those for another group, and markers, are not counted.
+// reader acknowledged and skipped because they do not decode; those for
+// another group, and markers, are not counted. Each is counted; per topic
+// partition, the first is logged at WARN with its id and error, and the
+// like ones within logburst.Interval of the last line are counted in the
+// partition's next line (held_back, with the ids of the first and the last
+// held back), or in one logged as the reader closes.
 func (r *reader[T]) Undecodable() uint64 { return r.undecodable.Load() }
 
 func newReader[T any](b *Backend[T], co pulsar.ConsumerOptions, group, dlq string) (*reader[T], error) {
@@ -96,7 +105,9 @@ func newReader[T any](b *Backend[T], co pulsar.ConsumerOptions, group, dlq strin
 // messages come on ch.
 func readerOn[T any](b *Backend[T], c pulsar.Consumer, ch chan pulsar.ConsumerMessage, group, dlq, sub string) *reader[T] {
 	life, end := context.WithCancel(context.Background())
-	return &reader[T]{b: b, cons: c, ch: ch, group: group, dlq: dlq, sub: sub, life: life, end: end, stop: life.Done()}
+	return &reader[T]{b: b, cons: c, ch: ch, group: group, dlq: dlq, sub: sub, life: life, end: end, stop: life.Done(),
+		undecodableLines: logburst.Keyed[string]{Log: b.log, Level: slog.LevelWarn,
+			Msg: "pulsartopology: a message does not decode; acknowledged and skipped"}}
 }
 
 // Receive implements topology.Reader.
@@ -231,8 +242,7 @@ func (r *reader[T]) take(cm pulsar.ConsumerMessage, dst []topology.Letter[T], n 
 	r.decoding = nil
 	if err != nil {
 		r.undecodable.Add(1)
-		r.b.log.Warn("pulsartopology: a message does not decode; acknowledged and skipped",
-			slog.String("topic", cm.Topic()), slog.String("message_id", cm.ID().String()), slog.Any("error", err))
+		r.logUndecodable(cm.Message, err)
 		r.ack(cm)
 		return n
 	}
@@ -249,7 +259,8 @@ func (r *reader[T]) take(cm pulsar.ConsumerMessage, dst []topology.Letter[T], n 
 // exited is deferred by Receive and TryReceive, which set *returned when
 // they return. When the codec ended their goroutine instead (runtime.Goexit,
 // as t.FailNow does), the message it was decoding counts as one that does
-// not decode (logged once, with the stack of the exit, and acknowledged),
+// not decode (logged with the stack of the exit, unless its line is held
+// back in a burst, and acknowledged),
 // and the letters taken before it in that call, which no caller gets now,
 // are nacked, so that the broker delivers them again. It does nothing
 // when the goroutine ends for another reason (a panic goes on).
@@ -261,10 +272,7 @@ func (r *reader[T]) exited(dst []topology.Letter[T], returned *bool) {
 	r.decoding = nil
 	r.undecodable.Add(1)
 	taken := dst[:r.decodingAt]
-	r.b.log.Warn("pulsartopology: a message does not decode; acknowledged and skipped",
-		slog.String("topic", m.Topic()), slog.String("message_id", m.ID().String()),
-		slog.Any("error", message.ErrHandlerExited), slog.Int("nacked", len(taken)),
-		slog.String("stack", string(debug.Stack())))
+	r.logUndecodable(m, message.ErrHandlerExited, slog.Int("nacked", len(taken)), slog.String("stack", string(debug.Stack())))
 	r.ack(m)
 	for i := range taken {
 		if rc, ok := taken[i].Receipt.(*receipt); ok && !r.b.crashed.Load() {
@@ -272,6 +280,16 @@ func (r *reader[T]) exited(dst []topology.Letter[T], returned *bool) {
 		}
 		taken[i] = topology.Letter[T]{}
 	}
+}
+
+// logUndecodable logs the line of m, which does not decode with err: its
+// topic (the partition's), its id, the error and attrs; a line that
+// follows the last of its partition by less than logburst.Interval is
+// only counted, with its id.
+func (r *reader[T]) logUndecodable(m pulsar.Message, err error, attrs ...slog.Attr) {
+	id := m.ID().String()
+	r.undecodableLines.Line(context.Background(), m.Topic(), []slog.Attr{slog.String("topic", m.Topic())}, slog.StringValue(id),
+		append([]slog.Attr{slog.String("message_id", id), slog.Any("error", err)}, attrs...)...)
 }
 
 // decodeLetter decodes a message's properties and payload into a letter
@@ -385,6 +403,7 @@ func (r *reader[T]) shut() <-chan struct{} {
 	r.end()
 	return r.closing.Start(func() {
 		r.cons.Close()
+		r.undecodableLines.Flush(context.Background())
 		r.b.untrack(r)
 	})
 }
