@@ -368,6 +368,9 @@ func (m *Message[T]) PartitionKey() string {
 // PartitionBy, a pipeline routes messages by this key, so that messages with
 // the same key are handled by one processor in the order they were fetched.
 // Sources should reuse one string per key rather than build one per message.
+// The key needs the message's extra fields, allocated on first use: a source
+// that does not reuse its messages can make them with Slab.NewKeyed instead,
+// which allocates those in blocks.
 func (m *Message[T]) SetPartitionKey(key string) {
 	if x := m.extra(); x != nil {
 		x.partKey = key

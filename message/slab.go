@@ -22,10 +22,15 @@ const slabBytes = 8192 - 8
 // say) keeps its whole block alive, so a source whose messages live very
 // different lifetimes should use New.
 //
+// NewKeyed makes messages that carry a partition key
+// (Message.SetPartitionKey) without a second allocation per message: their
+// extra fields are carved from blocks of their own, as the messages are.
+//
 // The zero Slab is ready to use. A Slab is not safe for concurrent use:
 // give each goroutine that makes messages its own.
 type Slab[T any] struct {
-	block []Message[T]
+	block  []Message[T]
+	extras []extra
 }
 
 // New returns a fresh message carrying data, to be acknowledged through
@@ -37,5 +42,26 @@ func (s *Slab[T]) New(data T, ack acker.Acknowledger, id uint64) *Message[T] {
 	m := &s.block[0]
 	s.block = s.block[1:]
 	m.Data, m.ack, m.id = data, ack, id
+	return m
+}
+
+// NewKeyed is New for a message with the partition key key, as if
+// SetPartitionKey(key) followed, except that the extra fields a key needs
+// come from a block of about 8 KiB allocated at once (102 messages' worth)
+// instead of one allocation per message. An empty key takes no extra
+// fields. Each message gets extra fields of its own: what a stage sets on
+// one (an error, a batch key) never shows on another.
+func (s *Slab[T]) NewKeyed(data T, ack acker.Acknowledger, id uint64, key string) *Message[T] {
+	m := s.New(data, ack, id)
+	if key == "" {
+		return m
+	}
+	if len(s.extras) == 0 {
+		s.extras = make([]extra, max(1, slabBytes/int(unsafe.Sizeof(extra{}))))
+	}
+	x := &s.extras[0]
+	s.extras = s.extras[1:]
+	x.partKey = key
+	m.aux = x
 	return m
 }

@@ -2,6 +2,7 @@ package message_test
 
 import (
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"unsafe"
@@ -37,9 +38,14 @@ func TestSlabNeverReusesAMessageItHandedOut(t *testing.T) {
 		}
 	})
 	for i := range n {
+		// Every other message has a partition key, whose extra fields
+		// come from a block too.
 		m := slab.New([]byte{byte(i)}, acker.Discard, uint64(i))
-		if m.Failed() || m.BatchKey() != "" || m.Metadata != nil {
-			t.Errorf("message %d is not fresh: failed %v, batch key %q, metadata %v", i, m.Failed(), m.BatchKey(), m.Metadata)
+		if i%2 == 1 {
+			m = slab.NewKeyed([]byte{byte(i)}, acker.Discard, uint64(i), keyOf(i))
+		}
+		if m.Failed() || m.BatchKey() != "" || m.Metadata != nil || m.PartitionKey() != keyOf(i) {
+			t.Errorf("message %d is not fresh: failed %v, batch key %q, metadata %v, partition key %q", i, m.Failed(), m.BatchKey(), m.Metadata, m.PartitionKey())
 		}
 		held <- m
 	}
@@ -51,8 +57,8 @@ func TestSlabNeverReusesAMessageItHandedOut(t *testing.T) {
 			t.Fatalf("message %d handed out twice", i)
 		}
 		seen[m] = true
-		if id := m.Outcome().ID; id != uint64(i) || len(m.Data) != 2 || m.Data[0] != byte(i) {
-			t.Errorf("message %d now has id %d and data %v", i, id, m.Data)
+		if id := m.Outcome().ID; id != uint64(i) || len(m.Data) != 2 || m.Data[0] != byte(i) || m.PartitionKey() != keyOf(i) {
+			t.Errorf("message %d now has id %d, data %v and partition key %q", i, id, m.Data, m.PartitionKey())
 		}
 	}
 }
@@ -75,5 +81,42 @@ func TestSlabAllocatesPerBlock(t *testing.T) {
 	a, id, _ := m.Acknowledger()
 	if a != acker.Discard || id != 9 || &m.Data[0] != &data[0] || m.Status() != message.New(data, acker.Discard, 9).Status() {
 		t.Errorf("slab message: acknowledger %v, id %d, status %v", a, id, m.Status())
+	}
+}
+
+// keyOf is the partition key TestSlabNeverReusesAMessageItHandedOut gives
+// message i: none for an even i.
+func keyOf(i int) string {
+	if i%2 == 0 {
+		return ""
+	}
+	return strconv.Itoa(i % 10)
+}
+
+// Guarantee: a Slab makes messages with a partition key at one allocation
+// per block of messages and one per block of their extra fields, not one
+// per message, and such a message keeps its ack data and key apart.
+func TestSlabKeyedMessagesAllocatePerBlock(t *testing.T) {
+	perMsg := int((8192 - 8) / unsafe.Sizeof(message.Message[[]byte]{}))
+	// The extra fields (ack data, error, partition key, batcher, batch
+	// key) are 80 bytes.
+	perExtra := (8192 - 8) / 80
+	var slab message.Slab[[]byte]
+	data := []byte("d")
+	allocs := testing.AllocsPerRun(5, func() {
+		for range perMsg * perExtra {
+			slab.NewKeyed(data, acker.Discard, 1, "k")
+		}
+	})
+	if want := float64(perMsg + perExtra); allocs != want {
+		t.Errorf("%v allocations per %d keyed messages, want %v (one per block)", allocs, perMsg*perExtra, want)
+	}
+	m := slab.NewKeyed(data, acker.Discard, 9, "key")
+	m.SetAckData("ack")
+	if _, id, ack := m.Acknowledger(); m.PartitionKey() != "key" || id != 9 || ack != "ack" {
+		t.Errorf("keyed message: partition key %q, id %d, ack data %v", m.PartitionKey(), id, ack)
+	}
+	if m := slab.NewKeyed(data, acker.Discard, 10, ""); m.PartitionKey() != "" {
+		t.Errorf("message without a key has partition key %q", m.PartitionKey())
 	}
 }
