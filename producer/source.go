@@ -73,7 +73,8 @@ type Source[T any] interface {
 type Info struct {
 	// Ordered asks for the messages to be handled in order per partition
 	// key (message.Message.SetPartitionKey), as the Kafka source does, which
-	// gives every message of a partition the same key. When it is true and
+	// gives every message of a partition the same key, and the Pulsar
+	// source on its KeyShared, Exclusive and Failover subscriptions. When it is true and
 	// the processors have no PartitionBy of their own, the pipeline routes
 	// messages by that key: each key is handled by one processor, in the
 	// order the source delivered it.

@@ -15,7 +15,8 @@ import (
 	"github.com/boulevard-go/boulevard/producer"
 )
 
-// slabSize is how many messages (and their metadata) are allocated at once.
+// slabSize is how many messages' metadata is allocated at once (the
+// messages come from a message.Slab).
 const slabSize = 64
 
 // consumer is one pulsar-client-go consumer of one producer stage, and the
@@ -80,8 +81,9 @@ func (c *consumer) signal() {
 func (c *consumer) receive(ctx context.Context, feed *producer.Feed[[]byte], maxTake int) error {
 	var (
 		buf  = make([]*message.Message[[]byte], 0, slabSize)
-		msgs []message.Message[[]byte]
+		slab message.Slab[[]byte]
 		mds  []Metadata
+		typ  = c.src.opts.SubscriptionType
 	)
 	flush := func() {
 		if len(buf) > 0 {
@@ -129,12 +131,11 @@ func (c *consumer) receive(ctx context.Context, feed *producer.Feed[[]byte], max
 				closed = true
 				return &ConsumerError{Stage: c.stage, Topic: c.topic, Subscription: sub, Broker: c.src.broker, Kind: ErrConsumerClosed, Err: err}
 			}
-			if len(msgs) == 0 {
-				msgs = make([]message.Message[[]byte], slabSize)
+			if len(mds) == 0 {
 				mds = make([]Metadata, slabSize)
 			}
-			m, md := &msgs[0], &mds[0]
-			msgs, mds = msgs[1:], mds[1:]
+			md := &mds[0]
+			mds = mds[1:]
 			md.fill(pm, sub, &tc)
 			if md.RedeliveryCount > 0 {
 				c.src.redelivered.Add(1)
@@ -143,7 +144,7 @@ func (c *consumer) receive(ctx context.Context, feed *producer.Feed[[]byte], max
 				c.events.received(c.c, pm.Topic())
 			}
 			c.seq++
-			m.Init(pm.Payload(), c, c.seq)
+			m := slab.NewKeyed(pm.Payload(), c, c.seq, md.partitionKey(typ))
 			m.Metadata = md
 			// The message itself, not only its id: a nack goes through
 			// Consumer.Nack, which applies ConsumerOptions.NackBackoffPolicy

@@ -163,3 +163,21 @@ func (md *Metadata) fill(msg pulsar.Message, sub string, tc *topicCache) {
 		md.EventTime = et
 	}
 }
+
+// partitionKey is the message's partition key (message.SetPartitionKey) on
+// a subscription of type t, the strings the client's message holds: on
+// KeyShared the key the broker routes by, the ordering key or else the key
+// ("" for a message with neither, which the broker routes as one key too);
+// on Exclusive and Failover the topic, one per partition; on Shared none.
+func (md *Metadata) partitionKey(t SubscriptionType) string {
+	switch t {
+	case KeyShared:
+		if md.OrderingKey != "" {
+			return md.OrderingKey
+		}
+		return md.Key
+	case Exclusive, Failover:
+		return md.Topic
+	}
+	return ""
+}

@@ -63,6 +63,11 @@ func (t SubscriptionType) pulsar() pulsar.SubscriptionType {
 	return pulsar.Shared
 }
 
+// keyed reports whether the broker keeps an order on the subscription
+// type that the source passes on as partition keys: per key on KeyShared,
+// per topic or partition on Exclusive and Failover.
+func (t SubscriptionType) keyed() bool { return t != Shared }
+
 // ActiveState is one report of a failover consumer becoming active or
 // passive for a topic or partition, as the broker announced it.
 type ActiveState struct {
@@ -110,6 +115,13 @@ type Options struct {
 	Subscription string `validate:"required"`
 	// SubscriptionType is the kind of subscription. Default Shared.
 	SubscriptionType SubscriptionType `validate:"lte=3"`
+	// Unordered relaxes the order the subscription type gives: messages
+	// are balanced over all processors instead of each key (KeyShared) or
+	// partition (Exclusive, Failover) going to one processor in delivery
+	// order (see Source.Info). The source still sets the messages'
+	// partition keys. Default false. A Shared subscription is unordered
+	// whatever it says.
+	Unordered bool
 	// Consumer holds any other pulsar-client-go consumer option, applied to
 	// every consumer the source creates (for example
 	// SubscriptionInitialPosition, NackRedeliveryDelay, DLQ,
@@ -197,8 +209,8 @@ func (o Options) WithDefaults() Options { return o }
 // subscription settings the source reads.
 func (o Options) String() string {
 	client := clientName(o.Client)
-	return fmt.Sprintf("pulsar.Options{client: %s, topics: %q, subscription: %q, subscriptionType: %v, dlq: %t, activeStateCallback: %t}",
-		client, o.Topics, o.Subscription, o.SubscriptionType, o.Consumer.DLQ != nil, o.ActiveStateCallback != nil)
+	return fmt.Sprintf("pulsar.Options{client: %s, topics: %q, subscription: %q, subscriptionType: %v, unordered: %t, dlq: %t, activeStateCallback: %t}",
+		client, o.Topics, o.Subscription, o.SubscriptionType, o.Unordered, o.Consumer.DLQ != nil, o.ActiveStateCallback != nil)
 }
 
 // GoString is String, so that %#v shows no credential either.
@@ -216,6 +228,7 @@ func (o Options) LogValue() slog.Value {
 		slog.Any("topics", o.Topics),
 		slog.String("subscription", o.Subscription),
 		slog.String("subscription_type", o.SubscriptionType.String()),
+		slog.Bool("unordered", o.Unordered),
 		slog.Bool("dlq", o.Consumer.DLQ != nil),
 	)
 }

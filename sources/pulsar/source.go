@@ -7,8 +7,11 @@
 // that a pipeline handles successfully is acked; one that fails is nacked,
 // and the broker redelivers it after ConsumerOptions.NackRedeliveryDelay
 // (pulsar-client-go's default is one minute), up to a DLQ policy's
-// MaxDeliveries when one is set. See docs/pulsar.md for the permit mapping,
-// failure handling and metadata.
+// MaxDeliveries when one is set. On KeyShared, Exclusive and Failover
+// subscriptions the source is ordered: each key, or each partition, is
+// handled by one processor in delivery order (see Source.Info). See
+// docs/pulsar.md for the permit mapping, failure handling, ordering and
+// metadata.
 //
 // The sub-package pulsartest is an in-process Pulsar broker for tests.
 package pulsar
@@ -79,9 +82,22 @@ func New(opts Options) *Source {
 // Validate reports every broken option rule (see Options.Validate).
 func (s *Source) Validate() error { return s.opts.Validate() }
 
-// Info describes the source to the pipeline: unordered, the default
-// window, and the errors of Validate.
-func (s *Source) Info() (producer.Info, error) { return producer.Info{}, s.Validate() }
+// Info describes the source to the pipeline, which reads it when it is
+// created:
+//   - Ordered on a KeyShared, Exclusive or Failover subscription unless
+//     Options.Unordered: the pipeline then routes messages by their
+//     partition key, so that each key (KeyShared: the message's ordering
+//     key, else its key) or each partition's topic (Exclusive, Failover) is
+//     handled by one processor in the order the broker delivered it;
+//     unordered on a Shared subscription, whose broker keeps no order.
+//     A PartitionBy of the application's replaces the partition key, and a
+//     failed message comes back after later messages of its key or
+//     partition were handled (docs/pulsar.md, Ordering);
+//   - the default window;
+//   - the errors of Validate.
+func (s *Source) Info() (producer.Info, error) {
+	return producer.Info{Ordered: s.opts.SubscriptionType.keyed() && !s.opts.Unordered}, s.Validate()
+}
 
 // Stats are the source's counters, summed over its consumers (every
 // producer stage and topic). Counters ending in a total only grow; the
