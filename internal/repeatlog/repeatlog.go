@@ -4,7 +4,8 @@
 // reached: a run of such failures is logged when it begins, then once
 // First after that, each later line twice as long after the one before,
 // up to Max apart, with the count of failures so far, and once at INFO
-// when it ends. The Kafka topic and topology backends share it.
+// when it ends. The Kafka topic and topology backends share it, and so
+// does sources/pulsar's adapter of pulsar-client-go's logs.
 package repeatlog
 
 import (
@@ -141,6 +142,10 @@ func (rs *Runs[K]) Fail(ctx context.Context, k K, ev Event) {
 	attrs := append(ev.Attrs[:len(ev.Attrs):len(ev.Attrs)], slog.Time(SinceKey, since), slog.Int(FailuresKey, failures))
 	rs.logger().LogAttrs(ctx, ev.Level, ev.Msg+StillSuffix, attrs...)
 }
+
+// Going reports whether a run goes on, for an owner that looks for the
+// end of its runs only then. It costs an atomic load.
+func (rs *Runs[K]) Going() bool { return rs.n.Load() > 0 }
 
 func (rs *Runs[K]) logger() *slog.Logger {
 	if rs.Log == nil {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
+
+	"github.com/boulevard-go/boulevard/internal/repeatlog"
 )
 
 // Defaults ClientDefaults gives the pulsar-client-go options that bound how
@@ -252,25 +254,112 @@ func RedactServiceURL(serviceURL string) string {
 }
 
 // ClientLogger adapts logger (nil: slog.Default()) to pulsar-client-go's
-// logging interface, one slog record per client log call. The user
-// information of any URL in a message or field is redacted (the client
-// logs its service URL on many lines), and the client's Info lines
-// (connections opened, consumers created) are logged at Debug; its
-// warnings and errors keep their level.
+// logging interface. The user information of any URL in a message or field
+// is redacted (the client logs its service URL on many lines) and line
+// breaks are joined. The client's Info lines (connections opened,
+// consumers created) are logged at Debug, and so are the warnings and
+// errors it logs for events that lose nothing: messages it drops on
+// receipt because they were delivered or acknowledged already ("receive 1
+// messages , all filtered", after a reconnection), and a consumer closed
+// before the client sent it permits or a redelivery request ("Failed to
+// redeliver closing or closed consumer"; the broker redelivers what a
+// closed consumer held). Its other warnings and errors keep their level,
+// one record per client log call, but for the failures it logs once per
+// retry while a broker is out of reach: a connection that fails ("Failed
+// to connect to broker.", "Failed to perform initial handshake"), per
+// broker address, and a consumer's or producer's reconnection that fails
+// ("Failed to lookup topic", "Failed to create consumer at reconnect",
+// "Failed to reconnect to broker, will retry later."), per consumer or
+// producer. Such a failure is logged when it begins, again after 1 minute
+// and at intervals that double up to 1 hour with " (still)" after the
+// message, the time it began ("since") and the count of failures so far
+// ("failures"), and once at INFO with " (ended)" after the message and
+// the count when the client next connects to that broker ("Connection is
+// ready") or reconnects that consumer or producer; one that comes a
+// minute or more after the last of its kind is logged as a new one. The
+// returned logger keeps these runs for one client: give each client its
+// own.
 func ClientLogger(logger *slog.Logger) plog.Logger { return clientLogger(logger, nil) }
 
 func clientLogger(logger *slog.Logger, last *lastFailure) plog.Logger {
-	logger = cmp.Or(logger, slog.Default())
-	return plog.NewLoggerWithSlog(slog.New(&redactingHandler{h: logger.Handler(), last: last}))
+	h := cmp.Or(logger, slog.Default()).Handler()
+	runs := &repeatlog.Runs[clientRun]{Log: slog.New(h), Bound: maxClientRuns}
+	return plog.NewLoggerWithSlog(slog.New(&redactingHandler{h: h, last: last, runs: runs}))
 }
 
-// redactingHandler redacts URLs' user information and lowers Info to
-// Debug before handing records on. With last set, it also remembers the
-// latest warning or error that carries an error, enabled or not.
+// maxClientRuns is the most runs of repeated failures one client logger
+// keeps (see repeatlog.Runs.Bound): two per consumer or producer
+// partition reconnecting, one per broker address.
+const maxClientRuns = 4096
+
+// endedSuffix ends the message of the INFO line that ends a run of one of
+// the client's repeated failures.
+const endedSuffix = " (ended)"
+
+// repeatedFailures are the messages of the warnings and errors
+// pulsar-client-go logs once per retry while a broker is out of reach.
+var repeatedFailures = []string{
+	"Failed to connect to broker.",
+	"Failed to perform initial handshake",
+	"Failed to lookup topic",
+	"Failed to create consumer at reconnect",
+	"Failed to reconnect to broker, will retry later.",
+}
+
+// failureEnds are the messages of pulsar-client-go's Info lines that end
+// the runs of failures of their broker address, consumer or producer.
+var failureEnds = []string{
+	"Connection is ready",
+	"Reconnected consumer to broker",
+	"Reconnected producer to broker",
+}
+
+// lostNothing reports whether a client warning or error, with its error
+// text, is of an event that loses nothing, logged at Debug.
+func lostNothing(msg, errText string) bool {
+	switch msg {
+	case "Failed to redeliver closing or closed consumer":
+		// A consumer closed before the client sent it permits or a
+		// redelivery request for nacked messages: the broker redelivers
+		// whatever a closed consumer held. The client sends a consumer's
+		// first permits from a goroutine of its own after Subscribe has
+		// returned, and shows no sign of having sent them, so a consumer
+		// closed soon after Subscribe (as the Pulsar topology backend's
+		// Declare closes the consumers that make sure of its
+		// subscriptions) cannot wait for them.
+		return true
+	case "unable to send initial permits to broker", "unable to send permits":
+		// The same event, logged a second time with the flow's error.
+		return errText == "consumer closing or closed"
+	}
+	// Messages dropped on receipt as delivered or acknowledged already:
+	// acknowledged by batch index, before the position a reconnection
+	// resumes from, or acknowledged and not yet flushed.
+	rest, ok := strings.CutPrefix(msg, "receive ")
+	return ok && strings.HasSuffix(rest, " messages , all filtered")
+}
+
+// clientRun is the key of a run of one of the client's repeated
+// failures: its message and what it is about, a broker address or a
+// consumer or producer (topic, subscription, id).
+type clientRun struct {
+	msg                                  string
+	addr, topic, sub, consumer, producer string
+}
+
+// redactingHandler redacts URLs' user information, lowers Info, and the
+// warnings and errors of events that lose nothing, to Debug, and limits
+// the client's repeated failures (runs) before handing records on. With
+// last set, it also remembers the latest warning or error that carries an
+// error, enabled or not.
 type redactingHandler struct {
-	h    slog.Handler
-	last *lastFailure
-	err  string // an "error" attribute given to WithAttrs
+	h       slog.Handler
+	last    *lastFailure
+	runs    *repeatlog.Runs[clientRun] // shared by every handler of one client
+	attrs   []slog.Attr                // given to WithAttrs, redacted: a run's lines carry them
+	grouped bool                       // WithGroup was called: lines are not limited
+	err     string                     // an "error" attribute given to WithAttrs
+	of      clientRun                  // what the lines are about, msg unset
 }
 
 func clientLevel(l slog.Level) slog.Level {
@@ -281,28 +370,69 @@ func clientLevel(l slog.Level) slog.Level {
 }
 
 func (r *redactingHandler) Enabled(ctx context.Context, l slog.Level) bool {
-	return (r.last != nil && l >= slog.LevelWarn) || r.h.Enabled(ctx, clientLevel(l))
+	switch {
+	case r.last != nil && l >= slog.LevelWarn:
+		return true
+	case l == slog.LevelInfo && r.runs.Going():
+		return true // the line may end a run
+	}
+	return r.h.Enabled(ctx, clientLevel(l))
 }
 
 func (r *redactingHandler) Handle(ctx context.Context, rec slog.Record) error {
 	msg := oneLine(RedactURL(rec.Message))
-	out := slog.NewRecord(rec.Time, clientLevel(rec.Level), msg, rec.PC)
 	errText := r.err
+	var attrs []slog.Attr
 	rec.Attrs(func(a slog.Attr) bool {
 		a = redactAttr(a)
 		if a.Key == "error" {
 			errText = a.Value.String()
 		}
-		out.AddAttrs(a)
+		attrs = append(attrs, a)
 		return true
 	})
-	if r.last != nil && rec.Level >= slog.LevelWarn && errText != "" {
+	level := clientLevel(rec.Level)
+	if level >= slog.LevelWarn && lostNothing(msg, errText) {
+		level = slog.LevelDebug
+	}
+	if r.last != nil && level >= slog.LevelWarn && errText != "" {
 		r.last.set(msg + ": " + oneLine(errText))
 	}
-	if !r.h.Enabled(ctx, out.Level) {
+	if rec.Level == slog.LevelInfo && slices.Contains(failureEnds, msg) {
+		r.endRuns(ctx)
+	}
+	if level >= slog.LevelWarn && r.limits() && slices.Contains(repeatedFailures, msg) {
+		k := r.of
+		k.msg = msg
+		r.runs.Fail(ctx, k, repeatlog.Event{Level: level, Msg: msg, Ended: msg + endedSuffix,
+			Attrs: append(r.attrs[:len(r.attrs):len(r.attrs)], attrs...)})
 		return nil
 	}
+	if !r.h.Enabled(ctx, level) {
+		return nil
+	}
+	out := slog.NewRecord(rec.Time, level, msg, rec.PC)
+	out.AddAttrs(attrs...)
 	return r.h.Handle(ctx, out)
+}
+
+// limits reports whether the handler's lines are about a broker address,
+// a consumer or a producer, so that its repeated failures are limited.
+func (r *redactingHandler) limits() bool {
+	return !r.grouped && (r.of.addr != "" || r.of.consumer != "" || r.of.producer != "")
+}
+
+// endRuns ends the runs of the handler's broker address, consumer or
+// producer, each with its INFO line.
+func (r *redactingHandler) endRuns(ctx context.Context) {
+	if !r.runs.Going() || !r.limits() {
+		return
+	}
+	k := r.of
+	for _, m := range repeatedFailures {
+		k.msg = m
+		r.runs.End(ctx, k)
+	}
 }
 
 func (r *redactingHandler) WithAttrs(as []slog.Attr) slog.Handler {
@@ -310,16 +440,29 @@ func (r *redactingHandler) WithAttrs(as []slog.Attr) slog.Handler {
 	red := make([]slog.Attr, len(as))
 	for i, a := range as {
 		red[i] = redactAttr(a)
-		if red[i].Key == "error" {
+		switch red[i].Key {
+		case "error":
 			c.err = red[i].Value.String()
+		case "remote_addr":
+			c.of.addr = red[i].Value.String()
+		case "topic":
+			c.of.topic = red[i].Value.String()
+		case "subscription":
+			c.of.sub = red[i].Value.String()
+		case "consumerID":
+			c.of.consumer = red[i].Value.String()
+		case "producerID":
+			c.of.producer = red[i].Value.String()
 		}
 	}
+	c.attrs = append(r.attrs[:len(r.attrs):len(r.attrs)], red...)
 	c.h = r.h.WithAttrs(red)
 	return &c
 }
 
 func (r *redactingHandler) WithGroup(name string) slog.Handler {
 	c := *r
+	c.grouped = true
 	c.h = r.h.WithGroup(name)
 	return &c
 }
