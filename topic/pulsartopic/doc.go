@@ -19,7 +19,10 @@
 //     group's name.
 //   - A broadcast subscriber is an exclusive non-durable subscription of its
 //     own, starting at the latest message; it ends when the subscriber
-//     closes.
+//     closes. A reconnection to the broker starts it again at the latest
+//     message: what the client held and had not passed on, and what was
+//     published meanwhile, never reaches the subscriber (pulsar-client-go
+//     resubscribes a non-durable consumer without a start message id).
 //   - Publish sends the message and waits for the broker's receipt, so a
 //     publish that returned nil is stored. The producer's pending queue
 //     (Options.MaxPendingMessages) is what on_full applies to: block waits
