@@ -13,6 +13,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/internal/liveset"
+	"github.com/boulevard-go/boulevard/internal/logburst"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
@@ -38,7 +39,14 @@ type releaser[T any] struct {
 	// guarded by atMu.
 	atMu sync.Mutex
 	at   map[int32]*claimAt
+	// foreignLines keeps the WARN lines of the records it skips (records
+	// it did not write) to a few per partition (see logburst.Keyed).
+	foreignLines logburst.Keyed[int32]
 }
+
+// foreignLog is the message of the lines of the hold records a releaser
+// skips.
+const foreignLog = "kafkatopology: hold record without a valid due time, topic and group; skipped and committed"
 
 // claimAt is where a claim is: the offset after the last record it
 // received (-1: not known; stored by the claim alone) and the records
@@ -56,7 +64,8 @@ func newReleaser[T any](b *Backend[T], d *dialing, kname string) (*releaser[T], 
 		return nil, fmt.Errorf("%w: consumer group %q: %w", ErrConnect, gid, err)
 	}
 	r := &releaser[T]{b: b, topic: kname, gid: gid, cg: cg, done: make(chan struct{}),
-		at: map[int32]*claimAt{}}
+		at:           map[int32]*claimAt{},
+		foreignLines: logburst.Keyed[int32]{Log: b.log, Level: slog.LevelWarn, Msg: foreignLog}}
 	r.stalls.init(kname, b.log.With(slog.String("group", gid)))
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r, nil
@@ -161,6 +170,9 @@ func (r *releaser[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.C
 	r.atMu.Lock()
 	r.at[gc.Partition()] = at
 	r.atMu.Unlock()
+	// The claim's end (a rebalance, the releaser stopping) says what it
+	// held back of the records it skipped.
+	defer r.foreignLines.Forget(context.Background(), gc.Partition())
 	for {
 		var rec *sarama.ConsumerMessage
 		select {
@@ -179,9 +191,9 @@ func (r *releaser[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.C
 		m.shard = l.Shard
 		if err != nil || m.topic == "" || m.group == "" {
 			r.b.skippedHolds.Add(1)
-			r.b.log.Warn("kafkatopology: hold record without a valid due time, topic and group; skipped and committed",
-				slog.String("topic", rec.Topic), slog.Int("partition", int(rec.Partition)),
-				slog.Int64("offset", rec.Offset), slog.Any("error", err))
+			r.foreignLines.Line(ctx, rec.Partition,
+				[]slog.Attr{slog.String("topic", rec.Topic), slog.Int("partition", int(rec.Partition))},
+				slog.Int64Value(rec.Offset), slog.Int64("offset", rec.Offset), slog.Any("error", err))
 			sess.MarkOffset(r.topic, rec.Partition, rec.Offset+1, "")
 			continue
 		}

@@ -48,9 +48,10 @@ type Stats struct {
 	// SkippedHoldRecords counts the records of hold topics that the
 	// releasers skipped, and committed past, because they carry no valid
 	// due time, main topic and consumer group: records this backend did
-	// not write (something else produced to a hold topic), each logged
-	// once at WARN with its topic, partition and offset. They are lost to
-	// the topology; alert on any.
+	// not write (something else produced to a hold topic), logged at
+	// WARN with their topic, partition and offset, a burst of them in a
+	// few lines per partition that count the rest and give their first
+	// and last offsets. They are lost to the topology; alert on any.
 	SkippedHoldRecords uint64
 }
 
