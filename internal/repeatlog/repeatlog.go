@@ -101,6 +101,15 @@ type Runs[K comparable] struct {
 	// for keys that vary without end, such as error texts naming
 	// addresses or offsets.
 	Bound int
+	// Idle is how long after a run's last failure the next failure of its
+	// key begins a new run, logged as a first line; zero means Quiet. Set
+	// it above the longest wait between the retries of a failure that
+	// goes on (a client that backs off up to a minute and more between
+	// its attempts needs more than Quiet). When Idle is set, a run idle
+	// for that long is also forgotten, without its end line, when another
+	// run begins, so that runs nothing ends (an owner gone while it
+	// failed) do not stay.
+	Idle time.Duration
 
 	n  atomic.Int32 // len(m): End reads it without the lock
 	mu sync.Mutex
@@ -108,18 +117,29 @@ type Runs[K comparable] struct {
 }
 
 // Fail counts a failure of key k and logs it when due: ev at ev.Level when
-// it begins a run (the first of k, or the first Quiet after the last),
+// it begins a run (the first of k, or the first Idle after the last),
 // then its repeats at the intervals of Gaps with SinceKey and FailuresKey;
 // the others are only counted.
 func (rs *Runs[K]) Fail(ctx context.Context, k K, ev Event) {
 	now := time.Now()
+	idle, prune := rs.Idle, rs.Idle > 0
+	if !prune {
+		idle = Quiet
+	}
 	rs.mu.Lock()
 	r := rs.m[k]
-	if r != nil && now.Sub(r.last) >= Quiet {
+	if r != nil && now.Sub(r.last) >= idle {
 		r = nil
 	}
 	begins := r == nil
 	if begins {
+		if prune {
+			for ok, or := range rs.m {
+				if now.Sub(or.last) >= idle {
+					delete(rs.m, ok)
+				}
+			}
+		}
 		if rs.m == nil || rs.Bound > 0 && len(rs.m) >= rs.Bound && rs.m[k] == nil {
 			rs.m = map[K]*run{}
 		}

@@ -133,3 +133,29 @@ func TestRunsWithABoundKeepNoMoreThanIt(t *testing.T) {
 		t.Fatalf("10 keys with a bound of 4 ended %d runs, want 1 to 4", n)
 	}
 }
+
+// Guarantee: with Idle set, failures that come further apart than Quiet
+// but within Idle stay one run (a client backing off by more than a
+// minute between its attempts), and a run idle for Idle is forgotten when
+// another begins, so that a run nothing ends does not keep Going true.
+func TestIdleKeepsSparseFailuresOneRunAndForgetsRunsLeftIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var lines logtest.Lines
+		rs := repeatlog.Runs[int]{Log: slog.New(slog.NewTextHandler(&lines, nil)), Idle: 5 * time.Minute}
+		ctx := context.Background()
+		ev := repeatlog.Event{Level: slog.LevelWarn, Msg: "reconnect fails", Ended: "reconnected"}
+		for range 10 { // one every 72 s: more than Quiet apart
+			rs.Fail(ctx, 1, ev)
+			time.Sleep(72 * time.Second)
+		}
+		if n := lines.Count(`msg="reconnect fails"`); n != 1 {
+			t.Fatalf("10 failures 72 s apart logged %d first lines, want 1:\n%s", n, strings.Join(lines.All(), ""))
+		}
+		time.Sleep(5 * time.Minute) // key 1's run is now idle for Idle
+		rs.Fail(ctx, 2, ev)
+		rs.End(ctx, 2)
+		if rs.Going() {
+			t.Fatal("a run idle for Idle still counts as going once another began and ended")
+		}
+	})
+}

@@ -270,20 +270,21 @@ func RedactServiceURL(serviceURL string) string {
 // broker address, and a consumer's or producer's reconnection that fails
 // ("Failed to lookup topic", "Failed to create consumer at reconnect",
 // "Failed to reconnect to broker, will retry later."), per consumer or
-// producer. Such a failure is logged when it begins, again after 1 minute
+// producer (the lookup service's own failed lookups, per topic). Such a
+// failure is logged when it begins, again after 1 minute
 // and at intervals that double up to 1 hour with " (still)" after the
 // message, the time it began ("since") and the count of failures so far
 // ("failures"), and once at INFO with " (ended)" after the message and
 // the count when the client next connects to that broker ("Connection is
-// ready") or reconnects that consumer or producer; one that comes a
-// minute or more after the last of its kind is logged as a new one. The
+// ready") or reconnects that consumer or producer; one that comes 5
+// minutes or more after the last of its kind is logged as a new one. The
 // returned logger keeps these runs for one client: give each client its
 // own.
 func ClientLogger(logger *slog.Logger) plog.Logger { return clientLogger(logger, nil) }
 
 func clientLogger(logger *slog.Logger, last *lastFailure) plog.Logger {
 	h := cmp.Or(logger, slog.Default()).Handler()
-	runs := &repeatlog.Runs[clientRun]{Log: slog.New(h), Bound: maxClientRuns}
+	runs := &repeatlog.Runs[clientRun]{Log: slog.New(h), Bound: maxClientRuns, Idle: clientRunIdle}
 	return plog.NewLoggerWithSlog(slog.New(&redactingHandler{h: h, last: last, runs: runs}))
 }
 
@@ -291,6 +292,14 @@ func clientLogger(logger *slog.Logger, last *lastFailure) plog.Logger {
 // keeps (see repeatlog.Runs.Bound): two per consumer or producer
 // partition reconnecting, one per broker address.
 const maxClientRuns = 4096
+
+// clientRunIdle is how long after the last failure of one of the
+// client's runs the next one begins a new run: pulsar-client-go waits up
+// to a minute and a fifth between a consumer's or producer's reconnection
+// attempts, so an outage that goes on fails less often than
+// repeatlog.Quiet, and would otherwise be logged as a new run at every
+// attempt.
+const clientRunIdle = 5 * time.Minute
 
 // endedSuffix ends the message of the INFO line that ends a run of one of
 // the client's repeated failures.
@@ -417,21 +426,28 @@ func (r *redactingHandler) Handle(ctx context.Context, rec slog.Record) error {
 }
 
 // limits reports whether the handler's lines are about a broker address,
-// a consumer or a producer, so that its repeated failures are limited.
+// a consumer, a producer or a topic (the lookup service's), so that its
+// repeated failures are limited.
 func (r *redactingHandler) limits() bool {
-	return !r.grouped && (r.of.addr != "" || r.of.consumer != "" || r.of.producer != "")
+	return !r.grouped && (r.of.addr != "" || r.of.consumer != "" || r.of.producer != "" || r.of.topic != "")
 }
 
 // endRuns ends the runs of the handler's broker address, consumer or
-// producer, each with its INFO line.
+// producer, each with its INFO line, and those of the lookups of its
+// topic: a consumer or producer that reconnects found its topic.
 func (r *redactingHandler) endRuns(ctx context.Context) {
 	if !r.runs.Going() || !r.limits() {
 		return
 	}
 	k := r.of
+	lookup := clientRun{topic: k.topic}
 	for _, m := range repeatedFailures {
 		k.msg = m
 		r.runs.End(ctx, k)
+		if lookup.topic != "" && lookup != r.of {
+			lookup.msg = m
+			r.runs.End(ctx, lookup)
+		}
 	}
 }
 

@@ -124,6 +124,40 @@ func TestAFailureThatGoesOnIsLoggedAgainAndEachBrokerAndConsumerOnItsOwn(t *test
 	})
 }
 
+// Guarantee: an outage of an hour costs a consumer a handful of lines
+// even once the client's backoff between its reconnection attempts has
+// grown to a minute and more (pulsar-client-go: from 100 ms, doubling, up
+// to 60 s plus a fifth of jitter): the attempts are one run, logged when it
+// begins and at growing intervals, not a new run per attempt. The lookup
+// service's own failed lookups of the topic, which name no consumer, are a
+// run of their own, ended by the consumer's reconnection.
+func TestAnHourLongOutageWithTheClientsBackoffIsAFewLines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, lines := clientLines(slog.LevelInfo)
+		cons := consumerLog(l, 7)
+		lookups := l.SubLogger(plog.Fields{"serviceURL": "pulsar://10.0.0.1:6650", "topic": "persistent://public/default/orders"})
+		refused := errors.New("connection refused")
+		failures := 0
+		for wait, spent := 100*time.Millisecond, time.Duration(0); spent < time.Hour; spent += wait {
+			lookups.WithError(refused).Warn(failedLookup)
+			cons.WithError(refused).Warn(failedLookup)
+			cons.WithError(refused).Error(failedReconnect)
+			failures++
+			time.Sleep(wait)
+			wait = min(2*wait, 72*time.Second) // the longest: 60 s and a fifth
+		}
+		if got := lines.All(); len(got) > 3*8 {
+			t.Fatalf("an hour of %d failed reconnections logged %d lines, want at most 8 for each of the 3 runs:\n%s",
+				failures, len(got), strings.Join(got, ""))
+		}
+		lines.Want(t, 1, "first lines of the consumer's failed reconnections", "level=ERROR", `msg="`+failedReconnect+`"`)
+		lines.Want(t, 1, "first lines of the lookup service's failed lookups", "level=WARN", `msg="`+failedLookup+`"`, "serviceURL=")
+		cons.Info("Reconnected consumer to broker")
+		lines.Want(t, 1, "end lines of the consumer's runs", "level=INFO", "(ended)", "consumerID=7", fmt.Sprintf("failures=%d", failures), failedReconnect)
+		lines.Want(t, 1, "end lines of the lookup service's run", "level=INFO", "(ended)", "serviceURL=", fmt.Sprintf("failures=%d", failures))
+	})
+}
+
 // Guarantee: what the client logs at WARN or ERROR for events that lose
 // nothing is logged at Debug: messages dropped on receipt as delivered or
 // acknowledged already after a reconnection, and a consumer closed before
