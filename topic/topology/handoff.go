@@ -128,10 +128,17 @@ func (s *Source[T]) handOffName(kind handOffKind, hold int) string {
 }
 
 // handedOff counts a hand-off of l the backend took: a dead letter under
-// its reason.
-func (s *Source[T]) handedOff(kind handOffKind, l *Letter[T]) {
-	if kind == handOffDeadLetter {
-		s.deadBy[deadReasonIndex(l.Death)].Add(1)
+// its reason, logged (a topology's source's; a dead source only puts its
+// letters back) within the bounds of deadLog, so that the lines and their
+// held-back counts add up to the dead letters counted.
+func (s *Source[T]) handedOff(ctx context.Context, kind handOffKind, l *Letter[T]) {
+	if kind != handOffDeadLetter {
+		return
+	}
+	s.deadBy[deadReasonIndex(l.Death)].Add(1)
+	if !s.dead && l.Death != nil {
+		s.deadLog.Line(ctx, s.log, slog.String("reason", string(l.Death.Reason)), slog.String("key", l.Key),
+			slog.Int("retries", l.Retries), slog.String("error", l.Death.Error), slog.String("dlq", s.t.dlq))
 	}
 }
 
@@ -148,7 +155,7 @@ func (s *Source[T]) handOff(ctx context.Context, p *pendingLetter[T], l Letter[T
 	}
 	err := s.handTo(ctx, kind, hold, l)
 	if err == nil {
-		s.handedOff(kind, &l)
+		s.handedOff(ctx, kind, &l)
 		s.done(ctx, p)
 		return nil
 	}
@@ -212,7 +219,7 @@ func (s *Source[T]) attemptKept() {
 		ctx, cancel := context.WithTimeout(parent, handOffTimeout)
 		err := s.handTo(ctx, k.kind, k.hold, k.l)
 		if err == nil {
-			s.handedOff(k.kind, &k.l)
+			s.handedOff(ctx, k.kind, &k.l)
 			s.done(ctx, &k.p)
 		}
 		cancel()

@@ -104,7 +104,8 @@ func rejectAll(n *atomic.Int64) processor.Handler[int, int] {
 // is not lost: the source keeps it and hands it off again, with backoff,
 // until the DLQ has room, in the order the letters were refused; it logs
 // one WARN line when the refusals start and one INFO line when the
-// letters it kept are all handed off, not one per attempt.
+// letters it kept are all handed off, not one per attempt, and says a
+// letter is dead-lettered only once the DLQ took it.
 func TestDeadLetterRefusedByAFullDLQIsKeptUntilItHasRoom(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, q := fullDLQ(t)
@@ -121,6 +122,9 @@ func TestDeadLetterRefusedByAFullDLQIsKeptUntilItHasRoom(t *testing.T) {
 		synctest.Wait()
 		if handled.Load() != 2 {
 			t.Fatalf("handled %d messages, want 2", handled.Load())
+		}
+		if n := recs.Count(slog.LevelWarn, "message dead-lettered"); n != 0 {
+			t.Fatalf("%d lines say a letter the DLQ refused was dead-lettered", n)
 		}
 		rd, err := q.SubscribeDead(t.Context())
 		if err != nil {
@@ -144,6 +148,9 @@ func TestDeadLetterRefusedByAFullDLQIsKeptUntilItHasRoom(t *testing.T) {
 		}
 		if st := src.Stats(); st.DeadLettered != 2 {
 			t.Errorf("stats %+v, want 2 dead-lettered", st)
+		}
+		if n := recs.Count(slog.LevelWarn, "message dead-lettered"); n != 1 {
+			t.Errorf("%d WARN lines for the 2 letters dead-lettered once the DLQ had room, want 1 (the second held back)", n)
 		}
 		if n := recs.Count(slog.LevelWarn, topology.RefusedLog); n != 1 {
 			t.Errorf("%d WARN lines %q, want 1", n, topology.RefusedLog)

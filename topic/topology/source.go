@@ -872,8 +872,6 @@ func (s *Source[T]) deadLetter(ctx context.Context, p *pendingLetter[T], reason 
 	l := p.l
 	l.Death = &Death{Reason: reason, Error: BoundDeathError(text), Topic: s.t.name, Group: s.t.ConsumerGroup(),
 		Retries: l.Retries, FirstFailure: l.FirstFailure, LastFailure: l.LastFailure}
-	s.deadLog.Line(ctx, s.log, slog.String("reason", string(reason)), slog.String("key", l.Key),
-		slog.Int("retries", l.Retries), slog.String("error", l.Death.Error), slog.String("dlq", s.t.dlq))
 	if err := s.handOff(ctx, p, l, handOffDeadLetter, 0); err != nil {
 		s.handOffFailed(ctx, "dead-letter", err, slog.String("dlq", s.t.dlq), slog.String("reason", string(reason)))
 		s.done(ctx, p)
