@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/pulsar-client-go/pulsar"
+
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
@@ -21,7 +23,8 @@ import (
 
 // Guarantee: Info is ordered on the subscription types whose broker keeps
 // an order (KeyShared per key, Exclusive and Failover per partition),
-// unordered on Shared, and unordered on any type with Unordered set.
+// unordered on Shared, and unordered on any type with Unordered set, or
+// on KeyShared with a policy allowing out-of-order delivery.
 func TestInfoOrderedFollowsSubscriptionType(t *testing.T) {
 	e := newEnv(t)
 	for _, tc := range []struct {
@@ -47,6 +50,14 @@ func TestInfoOrderedFollowsSubscriptionType(t *testing.T) {
 		if info.Ordered != tc.want {
 			t.Errorf("%s, Unordered %t: Info().Ordered %t, want %t", tc.typ, tc.unordered, info.Ordered, tc.want)
 		}
+	}
+	// A KeyShared policy that allows out-of-order delivery gives up the
+	// broker's order: the source does not claim one.
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"t"}, Subscription: "sub",
+		SubscriptionType: bpulsar.KeyShared,
+		Consumer:         pulsar.ConsumerOptions{KeySharedPolicy: &pulsar.KeySharedPolicy{AllowOutOfOrderDelivery: true}}})
+	if info, err := src.Info(); err != nil || info.Ordered {
+		t.Errorf("KeyShared with AllowOutOfOrderDelivery: Info() = %+v, %v; want unordered", info, err)
 	}
 }
 

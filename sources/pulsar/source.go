@@ -85,7 +85,8 @@ func (s *Source) Validate() error { return s.opts.Validate() }
 // Info describes the source to the pipeline, which reads it when it is
 // created:
 //   - Ordered on a KeyShared, Exclusive or Failover subscription unless
-//     Options.Unordered: the pipeline then routes messages by their
+//     Options.Unordered (or, on KeyShared, a KeySharedPolicy with
+//     AllowOutOfOrderDelivery): the pipeline then routes messages by their
 //     partition key, so that each key (KeyShared: the message's ordering
 //     key, else its key) or each partition's topic (Exclusive, Failover) is
 //     handled by one processor in the order the broker delivered it;
@@ -96,7 +97,11 @@ func (s *Source) Validate() error { return s.opts.Validate() }
 //   - the default window;
 //   - the errors of Validate.
 func (s *Source) Info() (producer.Info, error) {
-	return producer.Info{Ordered: s.opts.SubscriptionType.keyed() && !s.opts.Unordered}, s.Validate()
+	ordered := s.opts.SubscriptionType.keyed() && !s.opts.Unordered
+	if ks := s.opts.Consumer.KeySharedPolicy; s.opts.SubscriptionType == KeyShared && ks != nil && ks.AllowOutOfOrderDelivery {
+		ordered = false // the broker keeps no order then
+	}
+	return producer.Info{Ordered: ordered}, s.Validate()
 }
 
 // Stats are the source's counters, summed over its consumers (every
