@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"time"
@@ -155,4 +156,35 @@ func ExampleObserver_AddTopology() {
 	// boulevard_topology_messages_acked_total{topology="orders"} 1
 	// boulevard_topology_messages_dead_lettered_total{reason="rejected",topology="orders"} 1
 	// boulevard_topology_messages_received_total{topology="orders"} 2
+}
+
+// Serving the endpoints on an address of the program's own: Serve
+// listens at once (":0" lets the system choose a port, on 127.0.0.1
+// only, as any address without a host does) and serves until Close, which
+// bounds how long a slow client can hold it.
+func ExampleObserver_Serve() {
+	ctx := context.Background()
+	obs := observe.New(observe.Options{})
+	defer obs.Close(ctx)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(obs) // and the program's own collectors
+
+	srv, err := obs.Serve(ctx, observe.ServerOptions{Addr: ":0", Gatherer: reg})
+	if err != nil {
+		fmt.Println(err) // a bad option, a port in use
+		return
+	}
+	defer srv.Close(ctx)
+
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Get("http://" + srv.Addr() + "/healthz")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Println(strings.HasPrefix(srv.Addr(), "127.0.0.1:"), resp.StatusCode, string(body))
+	// Output:
+	// true 200 {"status":"ok","pipelines":[]}
 }

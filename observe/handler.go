@@ -38,7 +38,8 @@ type PipelineReport struct {
 }
 
 // Handler returns the HTTP handler of the Observer's endpoints, to mount on
-// the caller's own server (it listens nowhere itself):
+// the caller's own server (it listens nowhere itself; Serve serves it on
+// an address of its own):
 //
 //   - /metrics: the metrics gathered from g in the Prometheus text or
 //     OpenMetrics format (g is usually the registry the Observer is

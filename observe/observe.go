@@ -7,7 +7,8 @@
 //
 // Nothing is registered globally: the caller registers the Observer on the
 // prometheus.Registerer of its choice, and mounts the Handler on its own
-// server. Collecting reads the snapshots only when Prometheus scrapes, so
+// server, or lets Observer.Serve serve it on an address of its own, with
+// bounds on what a client can hold and a bounded Server.Close. Collecting reads the snapshots only when Prometheus scrapes, so
 // the message path pays nothing for it beyond the counters the stages keep
 // anyway.
 //
@@ -19,6 +20,14 @@
 //	reg := prometheus.NewRegistry()
 //	reg.MustRegister(obs)
 //	http.Handle("/", obs.Handler(reg))
+//
+// or, without a server of the program's own:
+//
+//	srv, err := obs.Serve(ctx, observe.ServerOptions{Addr: ":9090", Gatherer: reg}) // 127.0.0.1:9090
+//	if err != nil {
+//		return err
+//	}
+//	defer srv.Close(ctx)
 package observe
 
 import (

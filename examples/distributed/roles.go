@@ -140,7 +140,7 @@ func runRole(ctx context.Context, out io.Writer, role string, c childCfg) error 
 	}
 	defer func() { _ = wired.Close(context.Background()) }()
 	obs := observe.New(observe.Options{})
-	srv, err := monitor.Flags{HTTP: c.http}.Serve(obs, out)
+	srv, err := monitor.Flags{HTTP: c.http}.Serve(ctx, obs, out)
 	if err != nil {
 		return err
 	}

@@ -242,7 +242,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	if err := obs.AddKafka(context.WithoutCancel(ctx), src); err != nil {
 		return err
 	}
-	srv, err := cfg.monitor.Serve(obs, out)
+	srv, err := cfg.monitor.Serve(ctx, obs, out)
 	if err != nil {
 		return err
 	}

@@ -252,7 +252,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (_ *result, err error) 
 	if err := obs.AddPulsar(cfg.subscription, src); err != nil {
 		return nil, err
 	}
-	srv, err := cfg.monitor.Serve(obs, out)
+	srv, err := cfg.monitor.Serve(ctx, obs, out)
 	if err != nil {
 		return nil, err
 	}

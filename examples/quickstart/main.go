@@ -93,7 +93,7 @@ func main() {
 // prints the report to stdout, and checks that every order was accounted for.
 func run(ctx context.Context, cfg config, stdout io.Writer) error {
 	obs := observe.New(observe.Options{})
-	srv, err := cfg.monitor.Serve(obs, stdout)
+	srv, err := cfg.monitor.Serve(ctx, obs, stdout)
 	if err != nil {
 		return err
 	}

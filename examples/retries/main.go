@@ -40,7 +40,7 @@ func main() {
 	ctx, cancel := context.WithTimeout(interrupted, time.Minute)
 	defer cancel()
 	obs := observe.New(observe.Options{})
-	srv, err := mon.Serve(obs, os.Stdout)
+	srv, err := mon.Serve(ctx, obs, os.Stdout)
 	if err == nil {
 		err = run(ctx, os.Stdout, log, obs)
 		srv.Close(interrupted) // for as long as -linger says

@@ -42,7 +42,7 @@ func main() {
 	ctx, cancel := context.WithTimeout(interrupted, 30*time.Second)
 	defer cancel()
 	obs := observe.New(observe.Options{})
-	srv, err := mon.Serve(obs, os.Stdout)
+	srv, err := mon.Serve(ctx, obs, os.Stdout)
 	if err == nil {
 		err = runObserved(ctx, os.Stdout, log, *orders, obs)
 		srv.Close(interrupted) // for as long as -linger says

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/observe"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
@@ -44,6 +45,9 @@ var boundConstants = map[string]int64{
 	"topic.MaxInFlightLimit":         topic.MaxInFlightLimit,
 	"pulsartopic.MaxPartitions":      pulsartopic.MaxPartitions,
 	"pulsartopic.MaxPendingSlots":    pulsartopic.MaxPendingSlots,
+	"observe.MaxServerTimeout":       int64(observe.MaxServerTimeout),
+	"observe.MaxShutdownTimeout":     int64(observe.MaxShutdownTimeout),
+	"observe.MaxServerHeaderBytes":   observe.MaxServerHeaderBytes,
 }
 
 var (

@@ -1,23 +1,19 @@
 // Package monitor gives every example the same two flags: -http, to serve
 // the metrics, health checks and live dashboard of package observe while
 // the example runs, and -linger, to keep serving them after its run ends.
-// The server bounds what a client can hold (a slow or silent request, an
-// answer nobody reads, an idle keep-alive connection; see serverLimits),
-// and Server.Close ends every connection within its own bound.
+// The server is observe's (Observer.Serve) with its default bounds on
+// what a client can hold, and Server.Close ends every connection within
+// its ShutdownTimeout.
 package monitor
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"strconv"
 	"time"
 
-	"github.com/boulevard-go/boulevard/internal/loopback"
 	"github.com/boulevard-go/boulevard/observe"
 )
 
@@ -30,8 +26,6 @@ type Flags struct {
 	HTTP string
 	// Linger is how long to keep serving after the run; see Forever.
 	Linger Linger
-	// limits replaces serverLimits when set (tests use shorter bounds).
-	limits *limits
 }
 
 // Register defines -http and -linger on fs.
@@ -84,58 +78,34 @@ type Server struct {
 	// Addr is the address it listens on (with the port the system chose
 	// for ":0").
 	Addr   string
-	srv    *http.Server
-	done   chan struct{}
+	srv    *observe.Server
 	linger Linger
 	out    io.Writer
-	lim    limits
-	conns  connCount
 }
 
 // Serve starts serving obs's handler on f.HTTP (on 127.0.0.1 when it names
-// no host) and prints where to stdout. It returns nil and serves nothing
-// when f.HTTP is "".
-func (f Flags) Serve(obs *observe.Observer, stdout io.Writer) (*Server, error) {
+// no host) and prints where to stdout; ctx bounds the listen. It returns
+// nil and serves nothing when f.HTTP is "".
+func (f Flags) Serve(ctx context.Context, obs *observe.Observer, stdout io.Writer) (*Server, error) {
 	if f.HTTP == "" {
 		return nil, nil
 	}
-	l, err := net.Listen("tcp", loopback.Addr(f.HTTP))
+	srv, err := obs.Serve(ctx, observe.ServerOptions{Addr: f.HTTP})
 	if err != nil {
 		return nil, fmt.Errorf("-http: %w", err)
 	}
-	lim := serverLimits
-	if f.limits != nil {
-		lim = *f.limits
-	}
-	s := &Server{Addr: l.Addr().String(), done: make(chan struct{}), linger: f.Linger, out: stdout, lim: lim}
-	s.srv = &http.Server{
-		Handler:           obs.Handler(nil),
-		ReadHeaderTimeout: lim.readHeader,
-		ReadTimeout:       lim.read,
-		WriteTimeout:      lim.write,
-		IdleTimeout:       lim.idle,
-		MaxHeaderBytes:    lim.maxHeaderBytes,
-		ConnState:         s.conns.hook,
-	}
-	go func() {
-		defer close(s.done)
-		if err := s.srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			fmt.Fprintln(stdout, "serving metrics:", err)
-		}
-	}()
+	s := &Server{Addr: srv.Addr(), srv: srv, linger: f.Linger, out: stdout}
 	fmt.Fprintf(stdout, "metrics on http://%s/metrics, health on /healthz and /readyz, dashboard on http://%s/dashboard\n", s.Addr, s.Addr)
 	return s, nil
 }
 
 // Close keeps serving as long as -linger says (until ctx ends for a bare
-// -linger, at most the given duration otherwise), then stops the server:
-// it lets the requests being handled finish for 1 s at most, then closes
-// every connection left (one whose client does not read its answer, or
-// sends its request slowly), and waits 1 s at most for their handlers to
-// return. It returns 2 s after the linger at most, and says so on the
-// Serve's stdout when a handler has still not returned then (a /metrics
-// scrape whose gathering ignores the closed connection until its own
-// bound). A nil Server does nothing.
+// -linger, at most the given duration otherwise), then stops the server
+// (observe.Server.Close with the default ShutdownTimeout: it returns 2 s
+// after the linger at most), and says so on the Serve's stdout when a
+// request was still being answered then (a /metrics scrape whose
+// gathering ignores the closed connection until its own bound). A nil
+// Server does nothing.
 func (s *Server) Close(ctx context.Context) {
 	if s == nil {
 		return
@@ -152,23 +122,9 @@ func (s *Server) Close(ctx context.Context) {
 		}
 		<-wait.Done()
 	}
-	s.stop()
-}
-
-// stop shuts the server down within s.lim.shutdown, then closes what is
-// left and waits s.lim.closeWait at most for the connections to end.
-func (s *Server) stop() {
-	sctx, cancel := context.WithTimeout(context.Background(), s.lim.shutdown)
-	defer cancel()
-	if err := s.srv.Shutdown(sctx); err != nil {
-		_ = s.srv.Close()
-	}
-	<-s.done // Serve returns once the listener is closed, which Shutdown does first
-	t := time.NewTimer(s.lim.closeWait)
-	defer t.Stop()
-	select {
-	case <-s.conns.allClosed():
-	case <-t.C:
-		fmt.Fprintf(s.out, "stopped serving on http://%s with %d connection(s) still being answered\n", s.Addr, s.conns.open())
+	// ctx has often ended (the interrupt that stopped the run): the
+	// server's own bound applies.
+	if err := s.srv.Close(context.WithoutCancel(ctx)); err != nil {
+		fmt.Fprintln(s.out, "stopped serving:", err)
 	}
 }

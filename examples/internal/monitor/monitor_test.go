@@ -49,7 +49,7 @@ func TestLingerFlag(t *testing.T) {
 
 // Without -http nothing is served and Close does nothing.
 func TestNoHTTPServesNothing(t *testing.T) {
-	s, err := Flags{}.Serve(observe.New(observe.Options{}), io.Discard)
+	s, err := Flags{}.Serve(context.Background(), observe.New(observe.Options{}), io.Discard)
 	if err != nil || s != nil {
 		t.Fatalf("got %v, %v; want no server", s, err)
 	}
@@ -68,7 +68,7 @@ func get(addr string) error {
 // context ends; then the server stops.
 func TestLingerKeepsServingUntilInterrupted(t *testing.T) {
 	var out Buffer
-	s, err := Flags{HTTP: "127.0.0.1:0", Linger: Forever}.Serve(observe.New(observe.Options{}), &out)
+	s, err := Flags{HTTP: "127.0.0.1:0", Linger: Forever}.Serve(context.Background(), observe.New(observe.Options{}), &out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestLingerKeepsServingUntilInterrupted(t *testing.T) {
 
 // -linger=d stops serving once d has passed.
 func TestLingerDurationEnds(t *testing.T) {
-	s, err := Flags{HTTP: "127.0.0.1:0", Linger: Linger(50 * time.Millisecond)}.Serve(observe.New(observe.Options{}), io.Discard)
+	s, err := Flags{HTTP: "127.0.0.1:0", Linger: Linger(50 * time.Millisecond)}.Serve(context.Background(), observe.New(observe.Options{}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestHTTPWithoutAHostListensOnLoopbackOnly(t *testing.T) {
 		{"127.0.0.1:0", "127.0.0.1"},
 		{"0.0.0.0:0", "::"}, // told otherwise: every interface (Go reports it as [::] on a dual-stack host)
 	} {
-		s, err := Flags{HTTP: c.http}.Serve(observe.New(observe.Options{}), io.Discard)
+		s, err := Flags{HTTP: c.http}.Serve(context.Background(), observe.New(observe.Options{}), io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}
