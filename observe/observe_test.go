@@ -3,6 +3,7 @@ package observe_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -134,11 +135,7 @@ func TestCollectorReportsPipelineStats(t *testing.T) {
 	add(t, obs, p)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(obs)
-	wait.For(t, "the batcher's outcomes counted", func() bool {
-		v, _ := find(t, reg, "boulevard_batcher_messages_succeeded_total", map[string]string{"pipeline": "orders", "batcher": "default"})
-		return v == 20
-	})
-	for _, c := range []struct {
+	want := []struct {
 		name   string
 		labels map[string]string
 		want   float64
@@ -150,12 +147,21 @@ func TestCollectorReportsPipelineStats(t *testing.T) {
 		{"boulevard_processor_messages_failed_total", map[string]string{"pipeline": "orders", "disposition": "discard"}, 0},
 		{"boulevard_processor_concurrency", map[string]string{"pipeline": "orders"}, 2},
 		{"boulevard_batcher_messages_received_total", map[string]string{"pipeline": "orders", "batcher": "default"}, 20},
+		{"boulevard_batcher_messages_succeeded_total", map[string]string{"pipeline": "orders", "batcher": "default"}, 20},
 		{"boulevard_batcher_messages_in_flight", map[string]string{"pipeline": "orders", "batcher": "default"}, 0},
-	} {
-		if got, ok := find(t, reg, c.name, c.labels); !ok || got != c.want {
-			t.Errorf("%s%v = %v (found %v), want %v", c.name, c.labels, got, ok, c.want)
-		}
 	}
+	// A stage counts a message once it has passed it on, so a counter may
+	// trail the acknowledgement by a moment: wait for them all to settle.
+	mismatches := func() string {
+		var bad []string
+		for _, c := range want {
+			if got, ok := find(t, reg, c.name, c.labels); !ok || got != c.want {
+				bad = append(bad, fmt.Sprintf("%s%v = %v (found %v), want %v", c.name, c.labels, got, ok, c.want))
+			}
+		}
+		return strings.Join(bad, "; ")
+	}
+	wait.For(t, "every stage's counters to match what the pipeline did", func() bool { return mismatches() == "" }, mismatches)
 	if n, ok := find(t, reg, "boulevard_batcher_batch_size_messages", map[string]string{"batcher": "default"}); !ok || n == 0 {
 		t.Errorf("batch size histogram has %v observations (found %v), want some", n, ok)
 	}
