@@ -21,19 +21,20 @@ var (
 	kafkaCommits    = desc("kafka_commits_total", "OffsetCommit requests the broker answered.", lGroup, lStage)
 	kafkaCommitErrs = desc("kafka_commit_errors_total", "Commits the broker did not accept, or that could not be sent.", lGroup, lStage)
 
-	topicPublished   = desc("topic_published_total", "Publishes that did not fail or get dropped.", lTopic)
-	topicDropped     = desc("topic_dropped_total", "Publishes dropped because the topic was full.", lTopic)
-	topicLagged      = desc("topic_lagged_total", "Broadcast messages missed by slow subscribers.", lTopic)
-	topicInFlight    = desc("topic_in_flight_publishes", "Tracked publishes not resolved yet.", lTopic)
-	topicGroups      = desc("topic_balanced_groups", "Consumer groups with subscribers.", lTopic)
-	topicSubscribers = desc("topic_broadcast_subscribers", "Connected broadcast subscribers.", lTopic)
-	topicUndecodable = desc("topic_undecodable_total", "Messages this process's subscriptions skipped for good because the codec could not decode them.", lTopic)
+	topicPublished    = desc("topic_published_total", "Publishes that did not fail or get dropped.", lTopic)
+	topicDropped      = desc("topic_dropped_total", "Publishes dropped because the topic was full.", lTopic)
+	topicLagged       = desc("topic_lagged_total", "Broadcast messages missed by slow subscribers.", lTopic)
+	topicInFlight     = desc("topic_in_flight_publishes", "Tracked publishes not resolved yet.", lTopic)
+	topicGroups       = desc("topic_balanced_groups", "Consumer groups with subscribers.", lTopic)
+	topicSubscribers  = desc("topic_broadcast_subscribers", "Connected broadcast subscribers.", lTopic)
+	topicUndecodable  = desc("topic_undecodable_total", "Messages this process's subscriptions skipped for good because the codec could not decode them.", lTopic)
+	topicResubscribes = desc("topic_broadcast_resubscribes_total", "Times this process's broadcast subscribers subscribed again after losing their connection, each maybe missing what was published meanwhile.", lTopic)
 )
 
 var kafkaDescs = []*prometheus.Desc{kafkaLag, kafkaFetchLag, kafkaCommitted, kafkaHighWater, kafkaInFlight,
 	kafkaAssigned, kafkaGeneration, kafkaRebalances, kafkaCommits, kafkaCommitErrs}
 
-var topicDescs = []*prometheus.Desc{topicPublished, topicDropped, topicLagged, topicInFlight, topicGroups, topicSubscribers, topicUndecodable}
+var topicDescs = []*prometheus.Desc{topicPublished, topicDropped, topicLagged, topicInFlight, topicGroups, topicSubscribers, topicUndecodable, topicResubscribes}
 
 // memberKey identifies the series of a Kafka group member, and
 // partitionKey those of a claimed partition (label values as exported).
@@ -194,6 +195,7 @@ func collectTopic(ch chan<- prometheus.Metric, t namedTopic, st topic.Stats) {
 	gauge(ch, topicGroups, float64(st.BalancedGroups), name)
 	gauge(ch, topicSubscribers, float64(st.BroadcastSubscribers), name)
 	counter(ch, topicUndecodable, float64(st.Undecodable), name)
+	counter(ch, topicResubscribes, float64(st.BroadcastResubscribes), name)
 }
 
 // raise returns the larger of v and the highest value hw has held, and

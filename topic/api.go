@@ -122,6 +122,11 @@ type Stats struct {
 	// logged, a burst in a few lines (a durable backend's; see
 	// StateStats).
 	Undecodable uint64
+	// BroadcastResubscribes counts the times this process's broadcast
+	// subscribers subscribed again after losing their connection (a
+	// durable backend's; see StateStats): each may have missed what was
+	// published meanwhile, and is logged.
+	BroadcastResubscribes uint64
 }
 
 // Declaration is one topic of a [Broker.CreateTopics] batch. A nil Backend
@@ -537,13 +542,14 @@ func (h *Handle[T]) Stats() Stats {
 	unpublished := h.unpublished.Load() // before seq, so the difference is ≥ 0
 	published := h.seq.Load() - unpublished
 	return Stats{
-		BalancedGroups:       ss.BalancedGroups,
-		BroadcastSubscribers: ss.BroadcastSubscribers,
-		Published:            published,
-		Dropped:              h.dropped.Load(),
-		Lagged:               ss.Lagged,
-		InFlight:             int(h.inFlight.Load()),
-		Undecodable:          ss.Undecodable,
+		BalancedGroups:        ss.BalancedGroups,
+		BroadcastSubscribers:  ss.BroadcastSubscribers,
+		Published:             published,
+		Dropped:               h.dropped.Load(),
+		Lagged:                ss.Lagged,
+		InFlight:              int(h.inFlight.Load()),
+		Undecodable:           ss.Undecodable,
+		BroadcastResubscribes: ss.BroadcastResubscribes,
 	}
 }
 

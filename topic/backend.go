@@ -176,6 +176,13 @@ type StateStats struct {
 	// skipped for good, a durable backend committing or acknowledging
 	// past it. The in-memory backend, which keeps values, has none.
 	Undecodable uint64
+	// BroadcastResubscribes is the number of times this process's
+	// broadcast subscribers subscribed again after their connection to
+	// the broker dropped or the topic moved (a Pulsar subscriber, one per
+	// topic partition): a subscriber does not resume where it stood, so
+	// each may have missed what was published while it was away, and is
+	// logged at WARN. The in-memory backend has none.
+	BroadcastResubscribes uint64
 }
 
 // SubscriptionState is the backend side of one subscription.

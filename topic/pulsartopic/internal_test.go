@@ -242,8 +242,8 @@ func TestBroadcastSubscriptions(t *testing.T) {
 	}
 	for _, s := range subs {
 		cs := b.Consumers(full, s.name)
-		if !strings.HasPrefix(s.name, BroadcastPrefix) || len(cs) != 1 || cs[0].SubType != "Exclusive" {
-			t.Fatalf("subscription %q: %+v, want one exclusive consumer", s.name, cs)
+		if !strings.HasPrefix(s.name, BroadcastPrefix) || len(cs) != 1 || cs[0].SubType != "Failover" {
+			t.Fatalf("subscription %q: %+v, want one failover consumer", s.name, cs)
 		}
 	}
 	if got := st.Stats().BroadcastSubscribers; got != 2 {

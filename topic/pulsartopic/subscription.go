@@ -14,6 +14,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/logburst"
 	"github.com/boulevard-go/boulevard/internal/pulsarnack"
+	"github.com/boulevard-go/boulevard/internal/pulsarresub"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
 )
@@ -52,6 +53,9 @@ type pSub[T any] struct {
 	// not decode that follow the last one logged by less than
 	// logburst.Interval.
 	undecodable logburst.Keyed[string]
+	// resubscribes counts and logs the resubscriptions of a broadcast
+	// subscription (nil for a balanced one).
+	resubscribes *pulsarresub.Listener
 }
 
 // readAhead splits a capacity into the consumer's channel and its receiver
@@ -79,7 +83,10 @@ func newSub[T any](t *pTopic[T], mode topic.SubscriptionMode) (*pSub[T], error) 
 		var b [8]byte
 		_, _ = rand.Read(b[:])
 		co.SubscriptionName = BroadcastPrefix + hex.EncodeToString(b[:])
-		co.Type = pulsar.Exclusive
+		// Alone on its subscription, a Failover consumer is dispatched to
+		// as an Exclusive one, and hears from the broker each time it
+		// subscribes again (see internal/pulsarresub).
+		co.Type = pulsar.Failover
 		co.SubscriptionMode = pulsar.NonDurable
 	} else {
 		co.SubscriptionName = string(mode.Group())
@@ -92,17 +99,23 @@ func newSub[T any](t *pTopic[T], mode topic.SubscriptionMode) (*pSub[T], error) 
 	ch := make(chan pulsar.ConsumerMessage, channel)
 	co.MessageChannel = ch
 	co.ReceiverQueueSize = queue
+	log := o.Logger.With(slog.String("topic", t.full), slog.String("subscription", co.SubscriptionName))
+	var resubscribes *pulsarresub.Listener
+	if mode.IsBroadcast() {
+		resubscribes = pulsarresub.New(log, "pulsartopic: broadcast subscriber subscribed again after losing its connection; it may have missed what was published while it was away", &t.resubscribes)
+		co.EventListener = resubscribes
+	}
 	c, err := t.b.client.Subscribe(co)
 	if err != nil {
 		return nil, &Error{Op: "subscribe " + quoteSub(co.SubscriptionName) + " to", Topic: t.full, Err: err}
 	}
-	log := o.Logger.With(slog.String("topic", t.full), slog.String("subscription", co.SubscriptionName))
 	return &pSub[T]{
 		t: t, mode: mode, name: co.SubscriptionName, consumer: c, ch: ch,
-		log:         log,
-		stop:        make(chan struct{}),
-		pending:     make(map[topic.MessageID]pulsar.MessageID),
-		undecodable: logburst.Keyed[string]{Log: log, Level: slog.LevelWarn, Msg: "pulsartopic: cannot decode a message; it is acked and skipped"},
+		log:          log,
+		resubscribes: resubscribes,
+		stop:         make(chan struct{}),
+		pending:      make(map[topic.MessageID]pulsar.MessageID),
+		undecodable:  logburst.Keyed[string]{Log: log, Level: slog.LevelWarn, Msg: "pulsartopic: cannot decode a message; it is acked and skipped"},
 	}, nil
 }
 
@@ -263,6 +276,9 @@ func (s *pSub[T]) Close() {
 	s.mu.Unlock()
 	s.consumer.Close()
 	s.undecodable.Flush(context.Background())
+	if s.resubscribes != nil {
+		s.resubscribes.Flush(context.Background())
+	}
 	s.t.leave(s)
 }
 

@@ -45,6 +45,10 @@ type pTopic[T any] struct {
 	// undecodable counts the messages of this topic its subscriptions
 	// acked and skipped because the codec could not decode them.
 	undecodable atomic.Uint64
+	// resubscribes counts the resubscriptions of this process's broadcast
+	// subscriptions after a lost connection or an unload, one per topic
+	// partition.
+	resubscribes atomic.Uint64
 	// sending is held (read) by a publish around its SendAsync call, and
 	// taken by Close once, so that the producer's Close never overlaps a
 	// SendAsync (pulsar-client-go closes the channel SendAsync writes to).
@@ -414,11 +418,13 @@ func (t *pTopic[T]) leave(s *pSub[T]) {
 
 // Stats implements topic.State: the groups and broadcast subscribers of
 // this process, and the messages its subscriptions skipped because they do
-// not decode. Nothing lags on a log.
+// not decode, and the resubscriptions of its broadcast subscriptions.
+// Nothing lags on a log.
 func (t *pTopic[T]) Stats() topic.StateStats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return topic.StateStats{BalancedGroups: len(t.groups), BroadcastSubscribers: t.broadcast, Undecodable: t.undecodable.Load()}
+	return topic.StateStats{BalancedGroups: len(t.groups), BroadcastSubscribers: t.broadcast, Undecodable: t.undecodable.Load(),
+		BroadcastResubscribes: t.resubscribes.Load()}
 }
 
 // Close implements topic.State: publishes fail with topic.ErrTopicClosed

@@ -76,8 +76,12 @@
 //     again after Options.RedeliveryDelay. Closing a
 //     reader, or a crash, leaves what it received unacknowledged, and the
 //     broker delivers it to the subscription again.
-//   - A broadcast topology's reader has an exclusive non-durable
-//     subscription of its own, starting at the latest message.
+//   - A broadcast topology's reader has a non-durable subscription of
+//     its own, starting at the latest message, with one Failover
+//     consumer (dispatched to as an Exclusive one). After a lost
+//     connection or an unload it subscribes again at the latest message,
+//     missing what was published meanwhile; each such resubscription is
+//     logged at WARN.
 //
 // A dead-letter reader's TryReceive, which Replay uses to read everything
 // the DLQ holds, publishes a marker message (property topology-marker) to

@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/boulevard-go/boulevard/internal/pulsarnack"
+	"github.com/boulevard-go/boulevard/internal/pulsarresub"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
@@ -128,9 +130,10 @@ func (q *queues[T]) DeadLetter(ctx context.Context, l topology.Letter[T]) error 
 
 // Subscribe implements topology.Queues: one consumer of the group's
 // subscription on the main topic and every hold topic (Key_Shared on a
-// sequenced topology, Shared otherwise); for a broadcast topology, an
-// exclusive non-durable subscription of its own on the main topic,
-// starting at its latest message. Subscribing is bounded by ctx and
+// sequenced topology, Shared otherwise); for a broadcast topology, a
+// non-durable subscription of its own on the main topic, starting at its
+// latest message, with one Failover consumer, which logs at WARN each
+// time it subscribes again after losing its connection. Subscribing is bounded by ctx and
 // Options.OperationTimeout (see the package documentation, Bounded
 // calls).
 func (q *queues[T]) Subscribe(ctx context.Context) (topology.Reader[T], error) {
@@ -146,9 +149,14 @@ func (q *queues[T]) Subscribe(ctx context.Context) (topology.Reader[T], error) {
 		_, _ = rand.Read(rnd[:])
 		co.Topic = q.main
 		co.SubscriptionName = BroadcastPrefix + hex.EncodeToString(rnd[:])
-		co.Type = pulsar.Exclusive
+		// Alone on its subscription, a Failover consumer is dispatched to
+		// as an Exclusive one, and hears from the broker each time it
+		// subscribes again (see internal/pulsarresub).
+		co.Type = pulsar.Failover
 		co.SubscriptionMode = pulsar.NonDurable
 		co.SubscriptionInitialPosition = pulsar.SubscriptionPositionLatest
+		co.EventListener = pulsarresub.New(q.b.log.With(slog.String("topic", q.main), slog.String("subscription", co.SubscriptionName)),
+			"pulsartopology: broadcast reader subscribed again after losing its connection; it may have missed what was published while it was away", nil)
 	} else {
 		co.Topics = []string{q.main}
 		for _, h := range q.holds {

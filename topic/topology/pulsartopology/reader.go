@@ -17,6 +17,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/liveset"
 	"github.com/boulevard-go/boulevard/internal/logburst"
+	"github.com/boulevard-go/boulevard/internal/pulsarresub"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
@@ -70,6 +71,9 @@ type reader[T any] struct {
 	// messages that do not decode that follow the last one logged by less
 	// than logburst.Interval.
 	undecodableLines logburst.Keyed[string]
+	// resubscribes logs the resubscriptions of a broadcast reader (nil
+	// for another reader).
+	resubscribes *pulsarresub.Listener
 }
 
 var _ topology.UndecodableCounter = (*reader[int])(nil)
@@ -94,6 +98,7 @@ func newReader[T any](b *Backend[T], co pulsar.ConsumerOptions, group, dlq strin
 		return nil, fmt.Errorf("%w: subscription %q: %w", ErrSubscribe, co.SubscriptionName, err)
 	}
 	r := readerOn(b, c, ch, group, dlq, co.SubscriptionName)
+	r.resubscribes, _ = co.EventListener.(*pulsarresub.Listener)
 	if !b.track(r) {
 		c.Close()
 		return nil, topology.ErrClosed
@@ -404,6 +409,9 @@ func (r *reader[T]) shut() <-chan struct{} {
 	return r.closing.Start(func() {
 		r.cons.Close()
 		r.undecodableLines.Flush(context.Background())
+		if r.resubscribes != nil {
+			r.resubscribes.Flush(context.Background())
+		}
 		r.b.untrack(r)
 	})
 }
