@@ -10,28 +10,12 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/boulevard-go/boulevard/internal/logburst"
 	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
-
-// heldBack returns the count a line carries as logburst.HeldBackKey, 0
-// when it carries none.
-func heldBack(t *testing.T, line string) int {
-	t.Helper()
-	_, rest, ok := strings.Cut(line, logburst.HeldBackKey+"=")
-	if !ok {
-		return 0
-	}
-	n, err := strconv.Atoi(strings.Fields(rest)[0])
-	if err != nil {
-		t.Fatalf("line %q: %v", line, err)
-	}
-	return n
-}
 
 // Guarantee: every dead letter is said in the log, in a bounded number of
 // lines: the first at once, with its reason, key and error; a burst of
@@ -65,16 +49,9 @@ func TestABurstOfDeadLettersIsLoggedOnceAndCounted(t *testing.T) {
 		if err := src.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		got = lines.Matching("message dead-lettered")
-		total := 0
-		for _, l := range got {
-			total += heldBack(t, l)
-			if !strings.Contains(l, logburst.HeldBackSuffix) {
-				total++ // the line's own dead letter
-			}
-		}
-		if len(got) != 2 || total != letters {
-			t.Fatalf("after Close: %q, want 2 lines accounting for the %d dead letters", got, letters)
+		n, total := lines.Told("message dead-lettered")
+		if n != 2 || total != letters {
+			t.Fatalf("after Close: %d lines telling of %d dead letters, want 2 telling of %d:\n%s", n, total, letters, strings.Join(lines.Matching("message dead-lettered"), ""))
 		}
 	})
 }
