@@ -2,6 +2,7 @@ package testbroker
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -121,4 +122,23 @@ func PulsarPublisher(b *pulsartest.Broker, topic string, encode func(v int) ([]b
 		_, err = b.Publish(ctx, topic, pulsartest.Message{Payload: payload})
 		return err
 	}
+}
+
+// PulsarReopened waits, within PulsarFaultPatience, until b has as many
+// consumers and producers open as it had when before was taken (b.Stats()
+// before the fault): every client that lost its connections has opened
+// them all again. A test that drops connections calls it before it ends:
+// pulsar-client-go (v0.21.0) reconnects a producer on a goroutine that no
+// Close waits for, and a client closed while that goroutine looks the
+// topic up leaves the lookup retrying, for up to the client's operation
+// timeout, after the test has ended.
+func PulsarReopened(t testing.TB, b *pulsartest.Broker, before pulsartest.BrokerStats) {
+	t.Helper()
+	wait.Within(t, PulsarFaultPatience, "every consumer and producer to be open again", func() bool {
+		st := b.Stats()
+		return st.ConsumersOpen == before.ConsumersOpen && st.ProducersOpen == before.ProducersOpen
+	}, func() string {
+		st := b.Stats()
+		return fmt.Sprintf("%d consumers and %d producers open, want %d and %d", st.ConsumersOpen, st.ProducersOpen, before.ConsumersOpen, before.ProducersOpen)
+	})
 }

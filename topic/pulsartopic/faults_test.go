@@ -109,6 +109,7 @@ func TestAcksTheBrokerNeverRecordedDeliverTheirMessagesAgain(t *testing.T) {
 	t.Cleanup(release)
 	take(t, a, led, min(n/3, 500), func(_, v int) bool { return v%5 == 0 })
 	wait.Within(t, faultPatience, "an ack withheld", func() bool { return b.Stats().Withheld > 0 })
+	before := b.Stats()
 	b.DropConnections()
 	release()
 	var again atomic.Int64
@@ -118,6 +119,7 @@ func TestAcksTheBrokerNeverRecordedDeliverTheirMessagesAgain(t *testing.T) {
 		}
 	}, a)
 	allAcked(t, b, led, full, "g")
+	testbroker.PulsarReopened(t, b, before)
 	if again.Load() == 0 {
 		t.Errorf("no message whose ack was withheld came again")
 	}
@@ -197,6 +199,7 @@ func TestAnUnloadedTopicLosesNothingAndResumes(t *testing.T) {
 	publish := testbroker.PulsarPublisher(b, full, topic.IntCodec{}.Encode, func(v int) error { return h.Publish(ctxT(t), v) })
 	var wg sync.WaitGroup
 	wg.Go(func() { testbroker.PublishRange(led, 0, n, publish, nil) })
+	before := b.Stats()
 	unloads := 0
 	for _, at := range []int{n / 4, n / 2} {
 		wait.Within(t, faultPatience, "publishes", func() bool { p, f := led.Counts(); return p+f >= at })
@@ -210,4 +213,5 @@ func TestAnUnloadedTopicLosesNothingAndResumes(t *testing.T) {
 		t.Errorf("%d publishes returned nil and %d failed across %d unloads, want every one nil", p, f, unloads)
 	}
 	allAcked(t, b, led, full, "g")
+	testbroker.PulsarReopened(t, b, before)
 }

@@ -32,6 +32,7 @@ func TestMemberSurvivesDroppedConnections(t *testing.T) {
 		seen[it.Value] = true
 		_ = sub.Ack(it.ID)
 	}
+	before := b.Stats()
 	b.DropConnections()
 	// Published through the broker's API: pulsar-client-go (v0.21.0)'s
 	// producer races in its reconnect path when it sends while reconnecting.
@@ -51,4 +52,5 @@ func TestMemberSurvivesDroppedConnections(t *testing.T) {
 		_ = sub.Ack(it.ID)
 	}
 	wait.Within(t, patience, "the group's backlog to empty", func() bool { return b.Backlog(be.TopicName("t"), "g") == 0 })
+	testbroker.PulsarReopened(t, b, before)
 }

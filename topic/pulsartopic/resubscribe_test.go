@@ -7,7 +7,6 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/internal/testbroker"
-	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/pulsartopic"
@@ -67,11 +66,13 @@ func TestABroadcastResubscriptionIsCountedAndLogged(t *testing.T) {
 				t.Errorf("BroadcastResubscribes = %d before any drop, want 0", n)
 			}
 			lines.Want(t, 0, "resubscription lines before any drop", msg)
+			before := b.Stats()
+			if before.ConsumersOpen != consumers {
+				t.Fatalf("%d consumers open, want the subscriber's %d", before.ConsumersOpen, consumers)
+			}
 			for d := 1; d <= drops; d++ {
 				b.DropConnections()
-				wait.Within(t, patience, "the subscriber's consumers to subscribe again", func() bool {
-					return b.Stats().ConsumersOpen == consumers
-				})
+				testbroker.PulsarReopened(t, b, before)
 				roundTrip(d)
 				if n, want := h.Stats().BroadcastResubscribes, uint64(d*consumers); n != want {
 					t.Fatalf("BroadcastResubscribes = %d after %d drops of %d consumers, want %d", n, d, consumers, want)

@@ -201,6 +201,7 @@ func TestAcksTheBrokerNeverRecordedDeliverTheirLettersAgain(t *testing.T) {
 	t.Cleanup(release)
 	take(t, r, led, min(n/3, 500), func(_, v int) bool { return v%5 == 0 })
 	wait.Within(t, faultPatience, "an ack withheld", func() bool { return br.Stats().Withheld > 0 })
+	before := br.Stats()
 	br.DropConnections()
 	release()
 	var again atomic.Int64
@@ -211,6 +212,7 @@ func TestAcksTheBrokerNeverRecordedDeliverTheirLettersAgain(t *testing.T) {
 		return true
 	}, r)
 	allSettled(t, br, led, "lossy-ack", main)
+	testbroker.PulsarReopened(t, br, before)
 	if again.Load() == 0 {
 		t.Errorf("no letter whose ack was withheld came again")
 	}
@@ -264,6 +266,7 @@ func TestAnUnloadedMainTopicLosesNothingAndResumes(t *testing.T) {
 		return q.Publish(ctxT(t), topology.Letter[int]{Value: v})
 	})
 	var wg sync.WaitGroup
+	before := br.Stats()
 	wg.Go(func() { testbroker.PublishRange(led, 0, n, publish, nil) })
 	for _, at := range []int{n / 4, n / 2} {
 		wait.Within(t, faultPatience, "publishes", func() bool { p, f := led.Counts(); return p+f >= at })
@@ -276,6 +279,7 @@ func TestAnUnloadedMainTopicLosesNothingAndResumes(t *testing.T) {
 		t.Errorf("%d publishes returned nil and %d failed across 2 unloads, want every one nil", p, f)
 	}
 	allSettled(t, br, led, "lossy-unload", main)
+	testbroker.PulsarReopened(t, br, before)
 }
 
 // Guarantee: letters held (their hold's send receipted, their message on
@@ -294,6 +298,7 @@ func TestHeldLettersComeBackAfterTheirHoldThroughDroppedConnections(t *testing.T
 	// it comes back with Retries 1; one that comes again from the main
 	// topic (its ack lost with the connection) has none.
 	heldAt := map[int]time.Time{}
+	before := br.Stats()
 	dropped := false
 	for len(heldAt) < n {
 		if len(heldAt) == n/2 && !dropped && !testbroker.RaceDetector {
@@ -334,6 +339,7 @@ func TestHeldLettersComeBackAfterTheirHoldThroughDroppedConnections(t *testing.T
 		}
 	}
 	allSettled(t, br, led, "lossy-hold", be.TopicName("lossy-hold"), holdTopic(be, q))
+	testbroker.PulsarReopened(t, br, before)
 }
 
 // Guarantee: a dead-lettering whose send the broker withholds until its
@@ -349,6 +355,7 @@ func TestAFailedDeadLetteringLosesNoLetter(t *testing.T) {
 	const n = 10
 	led := testbroker.NewLedger()
 	publishLetters(t, q, led, n)
+	before := br.Stats()
 	for range n {
 		l := receiveLetter(t, r)
 		release := br.Withhold(pulsartest.CommandSend)
@@ -375,6 +382,7 @@ func TestAFailedDeadLetteringLosesNoLetter(t *testing.T) {
 		return true
 	}, r)
 	allSettled(t, br, led, "lossy-dead", main)
+	testbroker.PulsarReopened(t, br, before)
 	dead := map[int]bool{}
 	for _, m := range br.Messages(dlq) {
 		if v, err := decodeInt(m.Payload); err == nil {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/internal/testbroker"
-	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
@@ -49,9 +48,13 @@ func TestABroadcastReaderLogsEachResubscription(t *testing.T) {
 	}
 	roundTrip(-1)
 	lines.Want(t, 0, "resubscription lines before any drop", msg)
+	before := br.Stats()
+	if before.ConsumersOpen != 1 {
+		t.Fatalf("%d consumers open, want the reader's 1", before.ConsumersOpen)
+	}
 	for d := 1; d <= drops; d++ {
 		br.DropConnections()
-		wait.Within(t, patience, "the reader's consumer to subscribe again", func() bool { return br.Stats().ConsumersOpen == 1 })
+		testbroker.PulsarReopened(t, br, before)
 		roundTrip(d)
 		if _, events := lines.Told(msg); events == 0 {
 			t.Fatalf("no line tells of a resubscription after %d drops:\n%v", d, lines.All())
