@@ -125,7 +125,7 @@ func TestDashboardDrawsTopicLinks(t *testing.T) {
 	if err := obs.AddTopic(markup, audit); err != nil {
 		t.Fatal(err)
 	}
-	if err := obs.AddTopic("ledger", newFaulty(topic.Stats{Published: 9, Undecodable: 4})); err != nil {
+	if err := obs.AddTopic("ledger", newFaulty(topic.Stats{Published: 9, Undecodable: 4, BroadcastResubscribes: 6})); err != nil {
 		t.Fatal(err)
 	}
 	obs.LinkTopic("orders", observe.TopicLinks{Publishers: []string{"ingest"}, Subscribers: []string{"enrich"}})
@@ -133,7 +133,7 @@ func TestDashboardDrawsTopicLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	stall := kafkatopology.Stall{Topic: "orders-hold-5s", Partition: 2, Offset: 17, Since: time.Now().Add(-time.Hour), Failures: 9}
-	if err := errors.Join(obs.AddTopology("settlement", fixedTopology(topology.Stats{Received: 30, Acked: 25, DeadLettered: 5, SettleFailed: 3, Undecodable: 2})),
+	if err := errors.Join(obs.AddTopology("settlement", fixedTopology(topology.Stats{Received: 30, Acked: 25, DeadLettered: 5, SettleFailed: 3, Undecodable: 2, BroadcastResubscribes: 7})),
 		obs.AddKafkaTopology("settlement-kafka", newFixedKafkaTopology(stall))); err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestDashboardDrawsTopicLinks(t *testing.T) {
 	if !strings.HasPrefix(pulsarRow, "billing 1 ") || !strings.Contains(pulsarRow, " 42 ") {
 		t.Errorf("Pulsar table row %q, want the billing source with 1 consumer and 42 received", pulsarRow)
 	}
-	for id, want := range map[string]string{"topologies": "settlement 30 25 0 0 0 5 0 0 0 0 0 3 2", "stalls": "settlement-kafka orders-hold-5s 2 17 360"} {
+	for id, want := range map[string]string{"topologies": "settlement 30 25 0 0 0 5 0 0 0 0 0 3 2 7", "stalls": "settlement-kafka orders-hold-5s 2 17 360"} {
 		row, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll("#`+id+` td")].map(td => td.textContent).join(" ")`))
 		if err != nil {
 			t.Fatal(err)
@@ -192,8 +192,8 @@ func TestDashboardDrawsTopicLinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasSuffix(ledger, " 9 0 0 0 0 4") {
-		t.Errorf("topics table row %q, want the ledger topic with 9 published and 4 undecodable last", ledger)
+	if !strings.HasSuffix(ledger, " 9 0 0 0 0 4 6") {
+		t.Errorf("topics table row %q, want the ledger topic with 9 published, 4 undecodable and 6 broadcast resubscribes last", ledger)
 	}
 	type failedList struct {
 		Heading  string   `json:"heading"`

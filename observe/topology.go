@@ -54,6 +54,7 @@ var (
 	topologySubs         = desc("topology_subscriptions", "Readers the source holds open.", lTopology)
 	topologySettleFailed = desc("topology_settle_failures_total", "Letters whose settling the backend refused, such as a Kafka topology's letters whose partition a rebalance took away first: the group delivers them again.", lTopology)
 	topologyUndecodable  = desc("topology_undecodable_total", "Letters the source's readers skipped for good because they could not be decoded.", lTopology)
+	topologyResubscribes = desc("topology_broadcast_resubscribes_total", "Times the source's broadcast readers subscribed again after losing their connection (per topic partition), each of which may have missed letters.", lTopology)
 
 	releaseStalls   = desc("topology_release_stalls", "Hold topics, or partitions of them, whose release is stalled in the backend.", lBackend)
 	releaseStalled  = desc("topology_release_stalled_seconds", "Time since the release of the hold partition stalled (partition -1: the whole hold topic).", lBackend, lTopic, lPartition)
@@ -63,7 +64,7 @@ var (
 
 var topologyDescs = []*prometheus.Desc{topologyReceived, topologyAcked, topologyRetried, topologyDeferred, topologyRequeued,
 	topologyDeadLettered, topologyDiscarded, topologyPoisoned, topologyHeldBack, topologyRefused, topologySubs, topologySettleFailed,
-	topologyUndecodable, releaseStalls, releaseStalled, releaseFailures, holdsSkipped}
+	topologyUndecodable, topologyResubscribes, releaseStalls, releaseStalled, releaseFailures, holdsSkipped}
 
 // AddTopology adds a topology's source under name: its outcomes (acks,
 // retries, deferrals, requeues, dead letters, discards, poisoned keys),
@@ -134,6 +135,7 @@ func collectTopology(ch chan<- prometheus.Metric, name string, st topology.Stats
 	gauge(ch, topologySubs, float64(st.Subscriptions), name)
 	counter(ch, topologySettleFailed, float64(st.SettleFailed), name)
 	counter(ch, topologyUndecodable, float64(st.Undecodable), name)
+	counter(ch, topologyResubscribes, float64(st.BroadcastResubscribes), name)
 }
 
 // collectKafkaTopology sends the stalls of a Kafka topology backend, as

@@ -112,17 +112,18 @@ func TestTopologyOutcomesAreExported(t *testing.T) {
 		t.Fatalf("/metrics answered %d:\n%s", code, body)
 	}
 	for series, want := range map[string]float64{
-		"boulevard_topology_messages_received_total":  14, // 10 published, 2 retried, 2 deferred
-		"boulevard_topology_messages_acked_total":     8,
-		"boulevard_topology_messages_retried_total":   2,
-		"boulevard_topology_messages_deferred_total":  2,
-		"boulevard_topology_messages_requeued_total":  0,
-		"boulevard_topology_messages_discarded_total": 0,
-		"boulevard_topology_messages_poisoned_total":  0,
-		"boulevard_topology_held_back_messages":       0,
-		"boulevard_topology_refused_letters":          0,
-		"boulevard_topology_subscriptions":            1,
-		"boulevard_topology_undecodable_total":        0,
+		"boulevard_topology_messages_received_total":      14, // 10 published, 2 retried, 2 deferred
+		"boulevard_topology_messages_acked_total":         8,
+		"boulevard_topology_messages_retried_total":       2,
+		"boulevard_topology_messages_deferred_total":      2,
+		"boulevard_topology_messages_requeued_total":      0,
+		"boulevard_topology_messages_discarded_total":     0,
+		"boulevard_topology_messages_poisoned_total":      0,
+		"boulevard_topology_held_back_messages":           0,
+		"boulevard_topology_refused_letters":              0,
+		"boulevard_topology_subscriptions":                1,
+		"boulevard_topology_undecodable_total":            0,
+		"boulevard_topology_broadcast_resubscribes_total": 0,
 	} {
 		expectSeriesOnce(t, body, series+`{topology="orders"}`, want)
 	}
@@ -143,11 +144,14 @@ func TestTopologyOutcomesAreExported(t *testing.T) {
 
 // Guarantee: the letters a topology source's readers skipped for good
 // because they do not decode (Stats.Undecodable) are exported as
-// boulevard_topology_undecodable_total, labelled topology=name, and
-// promtool accepts the output.
-func TestTopologyUndecodableLettersAreExported(t *testing.T) {
+// boulevard_topology_undecodable_total, and its broadcast readers'
+// resubscriptions (Stats.BroadcastResubscribes) as
+// boulevard_topology_broadcast_resubscribes_total, labelled
+// topology=name, and promtool accepts the output.
+func TestTopologyReaderCountsAreExported(t *testing.T) {
 	obs := observe.New(observe.Options{})
-	if err := obs.AddTopology("orders-dlq", fixedTopology(topology.Stats{Received: 4, Acked: 4, Undecodable: 3})); err != nil {
+	if err := errors.Join(obs.AddTopology("orders-dlq", fixedTopology(topology.Stats{Received: 4, Acked: 4, Undecodable: 3})),
+		obs.AddTopology("audit", fixedTopology(topology.Stats{Received: 9, Acked: 9, BroadcastResubscribes: 2}))); err != nil {
 		t.Fatal(err)
 	}
 	code, body := serveMetrics(t, obs.Handler(nil))
@@ -155,6 +159,8 @@ func TestTopologyUndecodableLettersAreExported(t *testing.T) {
 		t.Fatalf("/metrics answered %d:\n%s", code, body)
 	}
 	expectSeriesOnce(t, body, `boulevard_topology_undecodable_total{topology="orders-dlq"}`, 3)
+	expectSeriesOnce(t, body, `boulevard_topology_broadcast_resubscribes_total{topology="audit"}`, 2)
+	expectSeriesOnce(t, body, `boulevard_topology_broadcast_resubscribes_total{topology="orders-dlq"}`, 0)
 	promtoolCheck(t, body)
 }
 

@@ -39,6 +39,7 @@ import (
 type Listener struct {
 	log   *slog.Logger
 	total *atomic.Uint64
+	n     atomic.Uint64
 	lines logburst.Kind
 
 	mu   sync.Mutex
@@ -48,8 +49,8 @@ type Listener struct {
 var _ pulsar.ConsumerEventListener = (*Listener)(nil)
 
 // New returns a Listener that logs its lines on log (nil means
-// slog.Default()) with message msg, and counts the resubscriptions in
-// total (nil counts nothing).
+// slog.Default()) with message msg, and counts the resubscriptions (see
+// Count), and in total too unless it is nil.
 func New(log *slog.Logger, msg string, total *atomic.Uint64) *Listener {
 	return &Listener{log: cmp.Or(log, slog.Default()), total: total, lines: logburst.NewKind(0, slog.LevelWarn, msg), seen: make(map[string]struct{}, 1)}
 }
@@ -64,6 +65,7 @@ func (l *Listener) BecameActive(_ pulsar.Consumer, topicName string, _ int32) {
 	if !again {
 		return
 	}
+	l.n.Add(1)
 	if l.total != nil {
 		l.total.Add(1)
 	}
@@ -74,6 +76,9 @@ func (l *Listener) BecameActive(_ pulsar.Consumer, topicName string, _ int32) {
 // is inactive only while the broker still holds its previous connection's
 // consumer; the notice that it is active follows once that one is gone.
 func (l *Listener) BecameInactive(pulsar.Consumer, string, int32) {}
+
+// Count returns the resubscriptions counted so far.
+func (l *Listener) Count() uint64 { return l.n.Load() }
 
 // Flush logs the count of the lines held back since the last one logged,
 // if any.

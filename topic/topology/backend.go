@@ -271,6 +271,19 @@ type UndecodableCounter interface {
 	Undecodable() uint64
 }
 
+// ResubscribeCounter is implemented by a broadcast [Reader] whose
+// subscription does not survive the loss of its connection to the broker:
+// the Pulsar backend's broadcast reader subscribes again, on its own, at
+// the latest message, and may have missed the letters published while it
+// was away (see docs/topic-backends.md, "A reconnection loses messages").
+// A [Source] adds up its readers' counts (Stats.BroadcastResubscribes).
+type ResubscribeCounter interface {
+	// Resubscribes returns the number of times this reader's consumer
+	// subscribed again after losing its connection, once per topic
+	// partition. The count only grows.
+	Resubscribes() uint64
+}
+
 // undecodable returns what r counts as skipped for good because it could
 // not be decoded (see UndecodableCounter); 0 for a reader that counts
 // nothing.
@@ -279,4 +292,29 @@ func undecodable[T any](r Reader[T]) uint64 {
 		return c.Undecodable()
 	}
 	return 0
+}
+
+// readerCounts are what a reader counts of itself (UndecodableCounter,
+// ResubscribeCounter).
+type readerCounts struct{ undecodable, resubscribes uint64 }
+
+// countsOf returns what r counted so far; 0 for what it does not count.
+func countsOf[T any](r Reader[T]) readerCounts {
+	c := readerCounts{undecodable: undecodable(r)}
+	if rc, ok := r.(ResubscribeCounter); ok {
+		c.resubscribes = rc.Resubscribes()
+	}
+	return c
+}
+
+// add adds o to c.
+func (c *readerCounts) add(o readerCounts) {
+	c.undecodable += o.undecodable
+	c.resubscribes += o.resubscribes
+}
+
+// since returns what c counted beyond before.
+func (c readerCounts) since(before readerCounts) readerCounts {
+	return readerCounts{undecodable: c.undecodable - min(before.undecodable, c.undecodable),
+		resubscribes: c.resubscribes - min(before.resubscribes, c.resubscribes)}
 }

@@ -187,6 +187,14 @@ type Stats struct {
 	// backend's only. It includes what the readers the source closed counted, and
 	// never goes down.
 	Undecodable uint64
+	// BroadcastResubscribes counts the times a broadcast reader of the
+	// source subscribed again after losing its connection to the broker,
+	// once per topic partition, each a window in which it may have missed
+	// letters (see ResubscribeCounter): the Pulsar backend's broadcast
+	// readers count them, logging each at WARN (a burst in a few lines).
+	// It includes what the readers the source closed counted, and never
+	// goes down.
+	BroadcastResubscribes uint64
 }
 
 // DeadReasons counts dead letters by their reason (Death.Reason).
@@ -288,10 +296,10 @@ type Source[T any] struct {
 	mu      sync.Mutex
 	readers []Reader[T]
 	closed  bool
-	// undecodable is what the readers no longer in readers counted
-	// (UndecodableCounter), added as each leaves readers and again once
-	// it is closed, so that Stats never goes down.
-	undecodable uint64
+	// gone is what the readers no longer in readers counted
+	// (UndecodableCounter, ResubscribeCounter), added as each leaves
+	// readers and again once it is closed, so that Stats never goes down.
+	gone readerCounts
 
 	// handOffs are the sequenced letters whose hand-off failed, which
 	// the source hands off again itself (handoff.go).
@@ -381,10 +389,11 @@ func (s *Source[T]) Stats() Stats {
 	st.Refused = int(s.handOffs.keptN.Load())
 	s.mu.Lock()
 	st.Subscriptions = len(s.readers)
-	st.Undecodable = s.undecodable
+	c := s.gone
 	for _, r := range s.readers {
-		st.Undecodable += undecodable(r)
+		c.add(countsOf(r))
 	}
+	st.Undecodable, st.BroadcastResubscribes = c.undecodable, c.resubscribes
 	s.mu.Unlock()
 	return st
 }
@@ -562,7 +571,7 @@ func (s *Source[T]) subscribe(ctx context.Context) (Reader[T], error) {
 	if s.closed {
 		s.mu.Unlock()
 		_ = r.Close(ctx)
-		s.countClosed(r, 0)
+		s.countClosed(r, readerCounts{})
 		return nil, ErrClosed
 	}
 	s.readers = append(s.readers, r)
@@ -575,7 +584,7 @@ func (s *Source[T]) subscribe(ctx context.Context) (Reader[T], error) {
 func (s *Source[T]) unsubscribe(ctx context.Context, r Reader[T]) {
 	s.mu.Lock()
 	held := false
-	var counted uint64
+	var counted readerCounts
 	for i, x := range s.readers {
 		if x == r {
 			s.readers = append(s.readers[:i], s.readers[i+1:]...)
@@ -592,21 +601,21 @@ func (s *Source[T]) unsubscribe(ctx context.Context, r Reader[T]) {
 	}
 }
 
-// countGone adds what r counted so far (UndecodableCounter) to the count
-// of the readers gone, as r leaves s.readers, and returns it; s.mu is
-// held.
-func (s *Source[T]) countGone(r Reader[T]) uint64 {
-	n := undecodable(r)
-	s.undecodable += n
-	return n
+// countGone adds what r counted so far (UndecodableCounter,
+// ResubscribeCounter) to the counts of the readers gone, as r leaves
+// s.readers, and returns it; s.mu is held.
+func (s *Source[T]) countGone(r Reader[T]) readerCounts {
+	c := countsOf(r)
+	s.gone.add(c)
+	return c
 }
 
 // countClosed adds what r, now closed, counted since countGone counted
 // it (counted then).
-func (s *Source[T]) countClosed(r Reader[T], counted uint64) {
-	if n := undecodable(r); n > counted {
+func (s *Source[T]) countClosed(r Reader[T], counted readerCounts) {
+	if more := countsOf(r).since(counted); more != (readerCounts{}) {
 		s.mu.Lock()
-		s.undecodable += n - counted
+		s.gone.add(more)
 		s.mu.Unlock()
 	}
 }
@@ -919,7 +928,7 @@ func (s *Source[T]) Close(ctx context.Context) error {
 	s.closed = true
 	rs := s.readers
 	s.readers = nil
-	counted := make([]uint64, len(rs))
+	counted := make([]readerCounts, len(rs))
 	for i, r := range rs {
 		counted[i] = s.countGone(r)
 	}

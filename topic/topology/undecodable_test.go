@@ -13,11 +13,14 @@ import (
 )
 
 // skippingQueues wraps queues so that their readers count undecodable
-// letters as a durable backend's do (topology.UndecodableCounter): the
-// test sets what a reader has counted, and each counts closingSkips more
-// as it closes (letters its fetching skipped before it stopped). With
-// failFirst, the first reader skips firstSkips letters and then fails its
-// first Receive, as one whose connection broke.
+// letters as a durable backend's do (topology.UndecodableCounter), and
+// resubscriptions as a Pulsar broadcast reader does
+// (topology.ResubscribeCounter): the test sets what a reader has counted,
+// and each counts closingSkips more undecodable letters as it closes
+// (letters its fetching skipped before it stopped). With failFirst, the
+// first reader skips firstSkips letters, counts firstResubscribes
+// resubscriptions and then fails its first Receive, as one whose
+// connection broke.
 type skippingQueues[T any] struct {
 	topology.Queues[T]
 	failFirst bool
@@ -31,8 +34,9 @@ type skippingQueues[T any] struct {
 }
 
 const (
-	closingSkips = 2
-	firstSkips   = 3
+	closingSkips      = 2
+	firstSkips        = 3
+	firstResubscribes = 4
 )
 
 type skippingReader[T any] struct {
@@ -40,6 +44,7 @@ type skippingReader[T any] struct {
 	q       *skippingQueues[T]
 	fail    bool
 	skipped atomic.Uint64
+	resubs  atomic.Uint64
 	once    sync.Once
 	// atClose is Stats().Undecodable as its Close began.
 	atClose atomic.Uint64
@@ -64,12 +69,15 @@ func (r *skippingReader[T]) Receive(ctx context.Context, dst []topology.Letter[T
 	if r.fail {
 		r.fail = false
 		r.skipped.Add(firstSkips)
+		r.resubs.Add(firstResubscribes)
 		return 0, errors.New("connection reset")
 	}
 	return r.Reader.Receive(ctx, dst)
 }
 
 func (r *skippingReader[T]) Undecodable() uint64 { return r.skipped.Load() }
+
+func (r *skippingReader[T]) Resubscribes() uint64 { return r.resubs.Load() }
 
 func (r *skippingReader[T]) Close(ctx context.Context) error {
 	r.once.Do(func() {
@@ -151,6 +159,34 @@ func TestUndecodableLettersStayCountedOnceABroadcastRunEnds(t *testing.T) {
 		}
 		if n := src.Stats().Undecodable; n != want+1+closingSkips {
 			t.Errorf("Stats().Undecodable = %d once the pipeline stopped, want %d", n, want+1+closingSkips)
+		}
+	})
+}
+
+// Guarantee: Stats.BroadcastResubscribes adds up what the source's
+// readers counted (topology.ResubscribeCounter), and keeps what a reader
+// counted once a broadcast run's end closed it (here one whose Receive
+// failed, the stage running it again with a new reader).
+func TestBroadcastResubscribesStayCountedOnceABroadcastRunEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, mq := declareMemory(t, build(t, topology.New("resubs").Broadcast()))
+		q := &skippingQueues[int]{Queues: mq, failFirst: true, readers: make(chan *skippingReader[int])}
+		src, stop, _ := startSkipping(t, q)
+		r2 := <-q.readers // the run after the failed one
+		synctest.Wait()
+		if st := src.Stats(); st.BroadcastResubscribes != firstResubscribes || st.Subscriptions != 1 {
+			t.Fatalf("after a run's end closed its reader: Stats().BroadcastResubscribes = %d (%d subscriptions), want %d (1)",
+				st.BroadcastResubscribes, st.Subscriptions, firstResubscribes)
+		}
+		r2.resubs.Store(1)
+		if n := src.Stats().BroadcastResubscribes; n != firstResubscribes+1 {
+			t.Fatalf("Stats().BroadcastResubscribes = %d with the new reader's 1, want %d", n, firstResubscribes+1)
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		if n := src.Stats().BroadcastResubscribes; n != firstResubscribes+1 {
+			t.Errorf("Stats().BroadcastResubscribes = %d once the pipeline stopped, want %d", n, firstResubscribes+1)
 		}
 	})
 }

@@ -78,6 +78,19 @@ type reader[T any] struct {
 
 var _ topology.UndecodableCounter = (*reader[int])(nil)
 
+var _ topology.ResubscribeCounter = (*reader[int])(nil)
+
+// Resubscribes implements topology.ResubscribeCounter: the times a
+// broadcast reader's consumer subscribed again after losing its
+// connection, once per topic partition; 0 for a group or dead-letter
+// reader, whose durable subscription keeps its position.
+func (r *reader[T]) Resubscribes() uint64 {
+	if r.resubscribes == nil {
+		return 0
+	}
+	return r.resubscribes.Count()
+}
+
 // Undecodable implements topology.UndecodableCounter: the messages the
 // reader acknowledged and skipped because they do not decode; those for
 // another group, and markers, are not counted. Each is counted; per topic

@@ -14,10 +14,11 @@ import (
 )
 
 // Guarantee: each time a broadcast reader's consumer subscribes again
-// after its connection dropped, a WARN line (or the count of those held
-// back, as the reader closes) names the topic and the subscription; a
-// reader that never lost its connection logs none.
-func TestABroadcastReaderLogsEachResubscription(t *testing.T) {
+// after its connection dropped, the reader counts it
+// (topology.ResubscribeCounter) and a WARN line (or the count of those
+// held back, as the reader closes) names the topic and the subscription;
+// a reader that never lost its connection counts and logs none.
+func TestABroadcastReaderCountsAndLogsEachResubscription(t *testing.T) {
 	const drops = 3
 	br := testbroker.Pulsar(t)
 	var lines logtest.Lines
@@ -48,6 +49,10 @@ func TestABroadcastReaderLogsEachResubscription(t *testing.T) {
 	}
 	roundTrip(-1)
 	lines.Want(t, 0, "resubscription lines before any drop", msg)
+	resubscribes := r.(topology.ResubscribeCounter).Resubscribes
+	if n := resubscribes(); n != 0 {
+		t.Errorf("Resubscribes() = %d before any drop, want 0", n)
+	}
 	before := br.Stats()
 	if before.ConsumersOpen != 1 {
 		t.Fatalf("%d consumers open, want the reader's 1", before.ConsumersOpen)
@@ -58,6 +63,9 @@ func TestABroadcastReaderLogsEachResubscription(t *testing.T) {
 		roundTrip(d)
 		if _, events := lines.Told(msg); events == 0 {
 			t.Fatalf("no line tells of a resubscription after %d drops:\n%v", d, lines.All())
+		}
+		if n := resubscribes(); n != uint64(d) {
+			t.Fatalf("Resubscribes() = %d after %d drops, want %d", n, d, d)
 		}
 	}
 	topologytest.MustClose(t, "the reader", r.Close) // logs what its lines held back
