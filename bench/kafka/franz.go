@@ -30,11 +30,14 @@ import (
 // auto-commit interval for the plain loop, the source's CommitInterval.
 const commitEvery = time.Second
 
-// franzOptions are the client options both franz-go sides share.
+// franzOptions are the client options both franz-go sides share: the
+// source's fetch wait (franz.DefaultFetchMaxWait, which it sets unless
+// told otherwise) is the plain loop's too.
 func franzOptions() []kgo.Opt {
 	return []kgo.Opt{
 		kgo.HeartbeatInterval(200 * time.Millisecond),
 		kgo.SessionTimeout(3 * time.Second),
+		kgo.FetchMaxWait(franz.DefaultFetchMaxWait),
 	}
 }
 

@@ -116,7 +116,7 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		parts:      make(map[topicPartition]*partition),
 		room:       make(chan struct{}, 1),
 	}
-	opts := append(append([]kgo.Opt(nil), s.opts.ClientOptions...),
+	opts := append(append([]kgo.Opt{kgo.FetchMaxWait(DefaultFetchMaxWait)}, s.opts.ClientOptions...),
 		kgo.SeedBrokers(s.opts.Brokers...),
 		kgo.ConsumerGroup(s.opts.GroupID),
 		kgo.ConsumeTopics(s.opts.Topics...),

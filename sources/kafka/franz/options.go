@@ -66,6 +66,15 @@ const (
 	// the sarama source's DefaultMetadataTimeout, which bounds that
 	// source's lookup of a claim's start offset.
 	DefaultLookupTimeout = 10 * time.Second
+	// DefaultFetchMaxWait (500ms, sarama's Consumer.MaxWaitTime) is the
+	// kgo.FetchMaxWait the source gives its client before ClientOptions,
+	// which may set another. franz-go's own default, 5s, would let a
+	// partition the source paused (its processors stalled) and then
+	// resumed wait for up to 5s for its next fetch while the broker holds
+	// an earlier one for the member's other, caught-up partitions: the
+	// partition sits idle with a backlog. A shorter wait costs an empty
+	// fetch per broker and interval when nothing is published.
+	DefaultFetchMaxWait = 500 * time.Millisecond
 )
 
 // Options configure a Source. They are the sarama source's options
@@ -163,7 +172,9 @@ type Options struct {
 	Unordered bool
 	// ClientOptions are franz-go options for everything the client offers
 	// (TLS with kgo.DialTLSConfig, SASL, client id, fetch sizes, session
-	// and rebalance timeouts, balancers). The source adds, after them, the
+	// and rebalance timeouts, balancers). The source puts
+	// kgo.FetchMaxWait(DefaultFetchMaxWait) before them, so a
+	// kgo.FetchMaxWait here takes its place. It adds, after them, the
 	// options it owns: kgo.SeedBrokers (Brokers), kgo.ConsumerGroup,
 	// kgo.ConsumeTopics, kgo.DisableAutoCommit (the source commits itself,
 	// as CommitMode says), kgo.ConsumeResetOffset (from InitialOffset),
