@@ -137,6 +137,25 @@ func (s *Stage[T]) Buffered() int {
 // counted.
 func (s *Stage[T]) Unhandled() uint64 { return s.unhandled.Load() }
 
+// Abandoned returns a channel closed once the pipeline has cut its drain
+// short (its shutdown timeout passed, or Stop's context ended) and with it
+// the stage's dispatching: a message delivered to the stage that has no
+// outcome by then gets none from the pipeline, only perhaps from user code
+// that ignored its context, which the pipeline no longer waits for. A
+// source's Close, which the pipeline calls after that, need not wait for
+// those messages: the Kafka sources stop waiting for a released
+// partition's in-flight messages and commit what was handled. After a
+// drain that completed, it is closed only once the source's Close has
+// returned. Nil (never closed) before the stage's first run.
+func (s *Stage[T]) Abandoned() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stop == nil {
+		return nil
+	}
+	return s.stop.Done()
+}
+
 // queuedLocked is the number of messages waiting in the stage buffer.
 func (s *Stage[T]) queuedLocked() int { return len(s.pending) - s.head }
 

@@ -60,8 +60,11 @@ type Claim struct {
 	Session    any
 	Feed       *producer.Feed[[]byte]
 
-	policy    FailurePolicy
-	log       *slog.Logger
+	policy FailurePolicy
+	log    *slog.Logger
+	// abandoned is the stage's Abandoned: closed once the pipeline cut
+	// its drain short, after which in-flight messages get no outcome.
+	abandoned <-chan struct{}
 	onAdvance func(int64)
 	highWater func() int64
 
@@ -149,6 +152,7 @@ func itoa(n int32) string {
 // Open creates the claim's feed in stage.
 func (c *Claim) Open(stage *producer.Stage[[]byte]) {
 	c.Feed = stage.NewFeed(c.Key, c.Grant)
+	c.abandoned = stage.Abandoned()
 }
 
 // Grant adds n permits and wakes the reader.
@@ -354,9 +358,14 @@ func (c *Claim) forget(msgs []*message.Message[[]byte]) {
 	c.permits.Add(int64(len(msgs)))
 }
 
-// Release waits, at most timeout (or until hurry is closed), for the
-// claim's in-flight messages, then stops accepting acks. The caller then
-// commits what was handled.
+// AbandonedLog is the INFO line of a partition released, after the
+// pipeline cut its drain short, with messages the pipeline left unhandled.
+const AbandonedLog = "kafka partition released with messages the pipeline's cut-short drain left unhandled; they will be delivered again"
+
+// Release waits, at most timeout (or until hurry is closed, or the
+// pipeline abandoned its in-flight messages: producer.Stage.Abandoned), for
+// the claim's in-flight messages, then stops accepting acks. The caller
+// then commits what was handled.
 func (c *Claim) Release(log *slog.Logger, timeout time.Duration, hurry <-chan struct{}) {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
@@ -366,14 +375,23 @@ func (c *Claim) Release(log *slog.Logger, timeout time.Duration, hurry <-chan st
 		if pending == 0 {
 			break
 		}
+		abandoned := false
 		select {
 		case <-c.settled:
 			continue
+		case <-c.abandoned:
+			abandoned = true
 		case <-t.C:
 		case <-hurry:
 		}
-		log.Warn("kafka partition released with messages still in flight; they will be delivered again",
-			slog.Int("pending", pending))
+		if abandoned {
+			// Expected after a cut-short drain, which logged its own
+			// warning.
+			log.Info(AbandonedLog, slog.Int("pending", pending))
+		} else {
+			log.Warn("kafka partition released with messages still in flight; they will be delivered again",
+				slog.Int("pending", pending))
+		}
 		break
 	}
 	// Acks marked every advance of the handled prefix already; the claim
