@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -467,8 +468,29 @@ func (m *member) assigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 	m.cl.CompareAndSwap(nil, cl)
 	memberID, gen := cl.GroupMetadata()
 	m.cm.NoteSession(memberID, gen)
-	m.log.Info("kafka group session started",
-		slog.String("member", memberID), slog.Int("generation", int(gen)), logattr.Partitions("claims", assigned))
+	// The line names every partition the member claims from now on: under
+	// cooperative-sticky, assigned holds only those it gains, which it
+	// names apart (new_claims).
+	attrs := []any{slog.String("member", memberID), slog.Int("generation", int(gen))}
+	m.mu.Lock()
+	kept := len(m.parts)
+	claims := make(map[string][]int32, len(assigned))
+	for tp := range m.parts {
+		claims[tp.topic] = append(claims[tp.topic], tp.part)
+	}
+	m.mu.Unlock()
+	if kept == 0 {
+		attrs = append(attrs, logattr.Partitions("claims", assigned))
+	} else {
+		for t, ps := range assigned {
+			claims[t] = append(claims[t], ps...)
+		}
+		for _, ps := range claims {
+			slices.Sort(ps)
+		}
+		attrs = append(attrs, logattr.Partitions("claims", claims), logattr.Partitions("new_claims", assigned))
+	}
+	m.log.Info("kafka group session started", attrs...)
 	// A topic deleted while the member runs is still assigned from the
 	// client's metadata: fail at the new session, so that the pipeline's
 	// restart policy decides, rather than consume it forever; the same for
