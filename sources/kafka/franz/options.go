@@ -190,7 +190,10 @@ type Options struct {
 	// commits, and one for each lookup of start offsets (OffsetTimestamp),
 	// so that a request the cluster leaves unanswered does not hold the
 	// group's heartbeats behind it (see docs/kafka.md, Commits). New
-	// checks the options by building a client.
+	// checks the options by building a client, and refuses
+	// kgo.ConsumerGroup, kgo.ConsumeTopics and kgo.ConsumeRegex here
+	// (franz.clientOptions, rule "owned"): the source would replace the
+	// first two, and the third would make Topics regular expressions.
 	//
 	// The options print without them (see String): they may hold
 	// credentials.
@@ -242,12 +245,35 @@ func (o Options) Validate() error {
 		errs = append(errs, validate.Field("franz.clientOptions", "kgo", fmt.Sprintf("are rejected by franz-go: %v", claim.Flat(err))))
 	} else {
 		rt, _ := cl.OptValue(kgo.RebalanceTimeout).(time.Duration)
+		errs = append(errs, ownedOptions(cl)...)
 		cl.Close()
 		if rt > 0 {
 			errs = append(errs, claim.RevokeRule("franz", o.RevokeTimeout, rt, "the client's RebalanceTimeout"))
 		}
 	}
 	return validate.Join(errs...)
+}
+
+// ownedOptions reports the options of cl, a client built from
+// ClientOptions alone, that the source owns and would silently replace (a
+// group or topics of the options' own) or read otherwise than its options
+// say (ConsumeRegex would make Topics regular expressions).
+func ownedOptions(cl *kgo.Client) []error {
+	var errs []error
+	owned := func(opt, field string) {
+		errs = append(errs, validate.Field("franz.clientOptions", "owned",
+			fmt.Sprintf("must not set %s: the source sets it from %s", opt, field)))
+	}
+	if g, _ := cl.OptValue(kgo.ConsumerGroup).(string); g != "" {
+		owned("kgo.ConsumerGroup", "GroupID")
+	}
+	if ts, _ := cl.OptValue(kgo.ConsumeTopics).([]string); len(ts) > 0 {
+		owned("kgo.ConsumeTopics", "Topics")
+	}
+	if re, _ := cl.OptValue(kgo.ConsumeRegex).(bool); re {
+		owned("kgo.ConsumeRegex", "Topics, which are topic names")
+	}
+	return errs
 }
 
 // seeds are the brokers to build a client with while validating: Brokers

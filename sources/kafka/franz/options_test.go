@@ -170,3 +170,27 @@ func TestOptionsAtTheirBoundsValidated(t *testing.T) {
 		}
 	}
 }
+
+// Guarantee: ClientOptions that set what the source owns and would replace
+// or read otherwise (a consumer group, topics, topics as regular
+// expressions) fail New with an error naming the option and the field to
+// set instead, rather than being ignored.
+func TestClientOptionsTheSourceOwnsAreRefused(t *testing.T) {
+	base := franz.Options{Brokers: []string{"127.0.0.1:9092"}, GroupID: "g", Topics: []string{"t"}}
+	for _, tc := range []struct {
+		opt  kgo.Opt
+		want string
+	}{
+		{kgo.ConsumerGroup("other"), "kgo.ConsumerGroup: the source sets it from GroupID"},
+		{kgo.ConsumeTopics("other"), "kgo.ConsumeTopics: the source sets it from Topics"},
+		{kgo.ConsumeRegex(), "kgo.ConsumeRegex"},
+	} {
+		o := base
+		o.ClientOptions = []kgo.Opt{kgo.ClientID("c"), tc.opt}
+		var es validate.Errors
+		_, err := franz.New(o)
+		if !errors.As(err, &es) || !es.Has("franz.clientOptions", "owned") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New with %s in ClientOptions = %v, want franz.clientOptions owned, saying %q", tc.want, err, tc.want)
+		}
+	}
+}
