@@ -242,6 +242,13 @@ func (p *Pipeline[In, Out]) run(hardCtx, closeCtx, runCtx context.Context) {
 	stages.Wait()
 	close(p.stagesDone)
 	aux.Wait()
+	select {
+	case <-p.cut:
+		// The messages still in flight get no outcome from the stages
+		// now: the source's Close need not wait for them.
+		p.prod.Abandon()
+	default:
+	}
 
 	// Every outcome has been delivered, once the drainers have settled
 	// theirs: the sources may let go of their connections. The drainers

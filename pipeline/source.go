@@ -19,6 +19,9 @@ type producerRuntime[T any] interface {
 	// StopFetching ends the source's Run calls; what was delivered is
 	// still dispatched.
 	StopFetching()
+	// Abandon closes the stages' Abandoned channel: the stages have
+	// returned from a drain that was cut short.
+	Abandon()
 	// Close closes the source, once every stage has returned.
 	Close(ctx context.Context) error
 	// Stages are the producer stages, in order.

@@ -47,6 +47,9 @@ type runtime[T any] struct {
 	stopOnce    sync.Once
 	stopped     chan struct{}
 	done        chan struct{}
+	// abandoned is every stage's Abandoned, closed by Abandon.
+	abandoned   chan struct{}
+	abandonOnce sync.Once
 }
 
 // New prepares the producer stages. opts must already carry its defaults
@@ -54,26 +57,28 @@ type runtime[T any] struct {
 func newRuntime[T any](opts Options[T], cfg runtimeConfig[T]) *runtime[T] {
 	log := cmp.Or(cfg.Logger, slog.Default())
 	p := &runtime[T]{
-		opts:    opts,
-		gate:    newGate(opts.RateLimit),
-		log:     log,
-		stopped: make(chan struct{}),
-		done:    make(chan struct{}),
+		opts:      opts,
+		gate:      newGate(opts.RateLimit),
+		log:       log,
+		stopped:   make(chan struct{}),
+		done:      make(chan struct{}),
+		abandoned: make(chan struct{}),
 	}
 	if opts.Source != nil {
 		now := time.Now()
 		for i := range opts.Concurrency {
 			name := stageName(cfg.Name, i)
 			p.stages = append(p.stages, &Stage[T]{
-				index:  i,
-				name:   name,
-				log:    log.With(slog.String("stage", name)),
-				flow:   opts.Flow,
-				out:    cfg.Output,
-				try:    tryOutput(cfg.Output),
-				gate:   p.gate,
-				wake:   make(chan struct{}, 1),
-				status: StageStatus{Stage: name, State: StateStarting, Since: now},
+				index:     i,
+				name:      name,
+				log:       log.With(slog.String("stage", name)),
+				flow:      opts.Flow,
+				out:       cfg.Output,
+				try:       tryOutput(cfg.Output),
+				gate:      p.gate,
+				abandoned: p.abandoned,
+				wake:      make(chan struct{}, 1),
+				status:    StageStatus{Stage: name, State: StateStarting, Since: now},
 			})
 		}
 	}
@@ -166,6 +171,11 @@ func (p *runtime[T]) Start(ctx context.Context, wg *sync.WaitGroup, fatal func(e
 		p.Run(ctx, fatal)
 	}()
 }
+
+// Abandon closes every stage's Abandoned channel: the pipeline calls it
+// once the stages have returned from a drain it cut short, before it closes
+// the source. Safe to call more than once.
+func (p *runtime[T]) Abandon() { p.abandonOnce.Do(func() { close(p.abandoned) }) }
 
 // StopFetching tells every stage's source to stop fetching (its Run context
 // is cancelled). Buffered messages are still dispatched. Safe to call more

@@ -51,6 +51,9 @@ type Stage[T any] struct {
 	try   directOutput[T] // out, when it can take messages without waiting
 	stop  context.Context // the dispatcher's (hard-stop) context, set by start
 	gate  *gate
+	// abandoned is the producer's, closed once the stages have returned
+	// from a drain the pipeline cut short (see Abandoned).
+	abandoned <-chan struct{}
 
 	mu       sync.Mutex
 	pending  []entry[T] // pending[head:] wait to be dispatched, in delivery order
@@ -138,23 +141,17 @@ func (s *Stage[T]) Buffered() int {
 func (s *Stage[T]) Unhandled() uint64 { return s.unhandled.Load() }
 
 // Abandoned returns a channel closed once the pipeline has cut its drain
-// short (its shutdown timeout passed, or Stop's context ended) and with it
-// the stage's dispatching: a message delivered to the stage that has no
-// outcome by then gets none from the pipeline, only perhaps from user code
-// that ignored its context, which the pipeline no longer waits for. A
-// source's Close, which the pipeline calls after that, need not wait for
-// those messages: the Kafka sources stop waiting for a released
-// partition's in-flight messages and commit what was handled. After a
-// drain that completed, it is closed only once the source's Close has
-// returned. Nil (never closed) before the stage's first run.
-func (s *Stage[T]) Abandoned() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stop == nil {
-		return nil
-	}
-	return s.stop.Done()
-}
+// short (its shutdown timeout passed, or Stop's context ended) and its
+// stages have returned: every outcome the pipeline's processors and
+// batchers were to report is in, and a message delivered to the stage that
+// has none by then gets none, but perhaps from user code that ignored its
+// context, which the pipeline no longer waits for. The pipeline closes the
+// source after that, and the source's Close need not wait for those
+// messages: the Kafka sources stop waiting for a released partition's
+// in-flight messages and commit what was handled. It stays open while the
+// pipeline runs and drains, during the cut-short drain's last outcomes
+// too, and after a drain that completed.
+func (s *Stage[T]) Abandoned() <-chan struct{} { return s.abandoned }
 
 // queuedLocked is the number of messages waiting in the stage buffer.
 func (s *Stage[T]) queuedLocked() int { return len(s.pending) - s.head }

@@ -28,7 +28,7 @@ import (
 // WARN) counting them, and the final commit of what was handled goes out,
 // although the partitions' RevokeTimeout is longer than the time Close is
 // given.
-func TestACutShortDrainStillCommitsWhatWasHandled(t *testing.T) {
+func TestACutShortDrainReleasesPartitionsAtOnceAndCommitsWhatWasHandled(t *testing.T) {
 	eachClient(t, func(t *testing.T, cl client) {
 		const parts, handled = 2, 6
 		c := newCluster(t, parts)

@@ -229,7 +229,9 @@ func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
 
 // Close commits what was handled, leaves the group and releases every
 // connection of every member. It waits for the partitions' in-flight
-// messages at most Options.RevokeTimeout, or until ctx is done. Errors while
+// messages at most Options.RevokeTimeout, or until ctx is done, and not at
+// all for those a drain the pipeline cut short left without an outcome
+// (producer.Stage.Abandoned). Errors while
 // leaving the group are logged; Close returns an error only when a client's
 // connections could not be closed. On a Source New did not make it does
 // nothing and returns nil.

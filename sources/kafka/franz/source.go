@@ -214,7 +214,9 @@ func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
 
 // Close commits what was handled, leaves the group and closes every
 // member's client. It waits for the partitions' in-flight messages at most
-// Options.RevokeTimeout, or until ctx is done. It returns nil: errors while
+// Options.RevokeTimeout, or until ctx is done, and not at all for those a
+// drain the pipeline cut short left without an outcome
+// (producer.Stage.Abandoned). It returns nil: errors while
 // leaving the group are logged. On a Source New did not make it does
 // nothing.
 func (s *Source) Close(ctx context.Context) error {
