@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/IBM/sarama"
 
@@ -12,12 +13,14 @@ import (
 
 // checkBrokers dials every bootstrap broker at once and asks each for its
 // API versions (after TLS and SASL, when enabled), each attempt bounded by
-// Options.ConnectTimeout. It returns nil as soon as one broker answers, or
-// when ctx ends; otherwise an error wrapping ErrConnect that names every
+// Options.ConnectTimeout; when they all fail at once (refused
+// connections), it logs one WARN line on log and tries again until
+// ConnectTimeout has passed (see claim.Probes.Check). It returns nil as
+// soon as one broker answers, or when ctx ends; otherwise an error wrapping ErrConnect that names every
 // broker with its cause (ErrClosed once the source is closed), and also
 // ErrDenied when a broker refused the credentials. Attempts still running when it returns close
 // their connections in the background (Close waits for them).
-func (s *Source) checkBrokers(ctx context.Context, cfg *sarama.Config) error {
+func (s *Source) checkBrokers(ctx context.Context, log *slog.Logger, cfg *sarama.Config) error {
 	pc := *cfg
 	pc.Net.DialTimeout = min(pc.Net.DialTimeout, s.opts.ConnectTimeout)
 	pc.Net.ReadTimeout = min(pc.Net.ReadTimeout, s.opts.ConnectTimeout)
@@ -26,7 +29,7 @@ func (s *Source) checkBrokers(ctx context.Context, cfg *sarama.Config) error {
 	// (it retries with another version and goes on): ask explicitly below.
 	pc.ApiVersionsRequest = false
 
-	err := s.live.CheckBrokers(ctx, s.opts.Brokers, s.opts.ConnectTimeout,
+	err := s.live.CheckBrokers(ctx, s.opts.Brokers, s.opts.ConnectTimeout, log, denied,
 		func(addr string) error { return probeBroker(addr, &pc) })
 	if denied(err) {
 		// A broker answered, refusing the credentials: retrying changes

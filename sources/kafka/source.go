@@ -248,7 +248,8 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		return nil, ErrClosed
 	}
 	cfg := s.opts.saramaConfig(stage.Flow().MaxWindow())
-	if err := s.checkBrokers(runCtx, cfg); err != nil || runCtx.Err() != nil {
+	log := lifecycle.Logger(s.opts.Logger, stage).With(slog.String("group", s.opts.GroupID))
+	if err := s.checkBrokers(runCtx, log, cfg); err != nil || runCtx.Err() != nil {
 		return nil, err
 	}
 	conns := kafkaconn.New(cfg)
@@ -280,7 +281,7 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		src:      s,
 		opts:     &s.opts,
 		stage:    stage,
-		log:      lifecycle.Logger(s.opts.Logger, stage).With(slog.String("group", s.opts.GroupID)),
+		log:      log,
 		client:   client,
 		group:    group,
 		consumer: consumer,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -14,13 +15,15 @@ import (
 
 // checkBrokers dials every bootstrap broker at once, with the client
 // options (TLS, SASL), and asks each for its API versions, each attempt
-// bounded by Options.ConnectTimeout. It returns nil as soon as one broker
-// answers, or when ctx ends; otherwise an error wrapping ErrConnect that
+// bounded by Options.ConnectTimeout; when they all fail at once (refused
+// connections), it logs one WARN line on log and tries again until
+// ConnectTimeout has passed (see claim.Probes.Check). It returns nil as
+// soon as one broker answers, or when ctx ends; otherwise an error wrapping ErrConnect that
 // names every broker with its cause (ErrClosed once the source is closed),
 // and also ErrDenied when a broker refused the credentials. Attempts still running when it returns close their clients in the
 // background (Close waits for them).
-func (s *Source) checkBrokers(ctx context.Context) error {
-	err := s.live.CheckBrokers(ctx, s.opts.Brokers, s.opts.ConnectTimeout, s.probeBroker)
+func (s *Source) checkBrokers(ctx context.Context, log *slog.Logger) error {
+	err := s.live.CheckBrokers(ctx, s.opts.Brokers, s.opts.ConnectTimeout, log, denied, s.probeBroker)
 	if denied(err) {
 		// A broker answered, refusing the credentials: retrying changes
 		// nothing until an operator does.

@@ -89,10 +89,10 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 	if s.live.Closed() {
 		return nil, ErrClosed
 	}
-	if err := s.checkBrokers(runCtx); err != nil || runCtx.Err() != nil {
+	log := lifecycle.Logger(s.opts.Logger, stage).With(slog.String("group", s.opts.GroupID))
+	if err := s.checkBrokers(runCtx, log); err != nil || runCtx.Err() != nil {
 		return nil, err
 	}
-	log := lifecycle.Logger(s.opts.Logger, stage).With(slog.String("group", s.opts.GroupID))
 	ctx, cancel := context.WithCancel(context.Background())
 	pollCtx, pollCancel := context.WithCancel(ctx)
 	hurryCtx, hurryStop := context.WithCancel(ctx)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -170,15 +171,66 @@ type Probes struct {
 	wg sync.WaitGroup
 }
 
+// ProbeBackoff is the first wait between two rounds of Probes.Check, which
+// doubles up to MaxProbeBackoff.
+const (
+	ProbeBackoff    = 250 * time.Millisecond
+	MaxProbeBackoff = 2 * time.Second
+)
+
+// ProbeRetryLog is the WARN line of a connection check whose first round
+// failed and that tries again until its timeout.
+const ProbeRetryLog = "kafka: no broker answered; trying again until the connect timeout"
+
 // Check runs probe for every broker at once, each in its own goroutine,
 // unless closed reports that the source is closed (checked and registered
 // under mu, so that once Close has marked the source closed no probe
 // starts: Check then returns ErrClosed). It returns nil as soon as one
-// probe succeeds, or when ctx ends; otherwise an error wrapping ErrConnect
-// that names every broker (quoted) with its cause, on one line. Probes
-// still running when it returns finish in the background.
+// probe succeeds, or when ctx ends. When every probe of a round fails
+// before timeout has passed since the check began (a broker refusing
+// connections fails at once), it logs the round's errors at WARN on log
+// (once a check, ProbeRetryLog) and runs another round after a backoff
+// (ProbeBackoff, doubling up to MaxProbeBackoff), until a round succeeds
+// or timeout has passed: a cluster that cannot be reached then fails the
+// check after timeout whether its brokers refuse connections or never
+// answer, as the pipeline's restart rules expect of a run that cannot
+// connect. An error final reports as final (a broker that refused the
+// credentials) ends the check at once. Otherwise the check returns an
+// error wrapping ErrConnect that names every broker (quoted) with its
+// cause in the last round, on one line. Probes still running when it
+// returns finish in the background.
 func (ps *Probes) Check(ctx context.Context, mu *sync.Mutex, closed *bool, brokers []string, timeout time.Duration,
-	probe func(addr string) error) error {
+	log *slog.Logger, final func(error) bool, probe func(addr string) error) error {
+	deadline := time.Now().Add(timeout)
+	backoff := ProbeBackoff
+	for round := 0; ; round++ {
+		done, err := ps.round(ctx, mu, closed, brokers, timeout, probe)
+		if done || err == nil {
+			return err
+		}
+		wait := min(backoff, time.Until(deadline))
+		if wait <= 0 || final(err) {
+			return err
+		}
+		if round == 0 {
+			log.WarnContext(ctx, ProbeRetryLog, slog.Duration("connect_timeout", timeout), slog.Any("error", err))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		}
+		backoff = min(2*backoff, MaxProbeBackoff)
+	}
+}
+
+// round is one round of Check: done when Check must return err as it is
+// (the source is closed: ErrClosed; ctx ended or a probe succeeded: nil),
+// else the round's error, which names every broker.
+func (ps *Probes) round(ctx context.Context, mu *sync.Mutex, closed *bool, brokers []string, timeout time.Duration,
+	probe func(addr string) error) (done bool, err error) {
 	type result struct {
 		addr string
 		err  error
@@ -187,7 +239,7 @@ func (ps *Probes) Check(ctx context.Context, mu *sync.Mutex, closed *bool, broke
 	mu.Lock()
 	if *closed {
 		mu.Unlock()
-		return ErrClosed
+		return true, ErrClosed
 	}
 	ps.wg.Add(len(brokers))
 	mu.Unlock()
@@ -202,14 +254,14 @@ func (ps *Probes) Check(ctx context.Context, mu *sync.Mutex, closed *bool, broke
 		select {
 		case r := <-results:
 			if r.err == nil {
-				return nil
+				return true, nil
 			}
 			errs = append(errs, fmt.Errorf("%q: %w", r.addr, Flat(r.err)))
 		case <-ctx.Done():
-			return nil
+			return true, nil
 		}
 	}
-	return fmt.Errorf("%w: no broker answered within %s: %w", ErrConnect, timeout, ErrList(errs))
+	return false, fmt.Errorf("%w: no broker answered within %s: %w", ErrConnect, timeout, ErrList(errs))
 }
 
 // Wait waits for the probes still running, or until ctx ends.

@@ -66,14 +66,15 @@ func (s *Members[M]) Add(m M) bool {
 	return liveset.Add(&s.mu, &s.closed, live, m)
 }
 
-// CheckBrokers runs probe for every bootstrap broker at once (see
-// claim.Probes.Check): nil as soon as one answers or when ctx ends, else an
-// error wrapping claim.ErrConnect that names every broker, and
-// claim.ErrClosed once the source is closed. Close waits for the probes
+// CheckBrokers runs probe for every bootstrap broker at once, in rounds
+// until timeout when they fail at once (see claim.Probes.Check): nil as
+// soon as one answers or when ctx ends, else an error wrapping
+// claim.ErrConnect that names every broker, and claim.ErrClosed once the
+// source is closed. Close waits for the probes
 // still running.
 func (s *Members[M]) CheckBrokers(ctx context.Context, brokers []string, timeout time.Duration,
-	probe func(addr string) error) error {
-	return s.probes.Check(ctx, &s.mu, &s.closed, brokers, timeout, probe)
+	log *slog.Logger, final func(error) bool, probe func(addr string) error) error {
+	return s.probes.Check(ctx, &s.mu, &s.closed, brokers, timeout, log, final, probe)
 }
 
 // Run starts a member with start and feeds it until ctx ends: the member

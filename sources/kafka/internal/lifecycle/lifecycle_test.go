@@ -3,6 +3,7 @@ package lifecycle_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -127,7 +128,7 @@ func TestCloseReleasesAllAndRefusesNewMembers(t *testing.T) {
 		t.Fatal("a closed source added a member")
 	}
 	probed := false
-	err := s.CheckBrokers(context.Background(), []string{"b:9092"}, 0, func(string) error { probed = true; return nil })
+	err := s.CheckBrokers(context.Background(), []string{"b:9092"}, 0, slog.Default(), func(error) bool { return false }, func(string) error { probed = true; return nil })
 	if !errors.Is(err, claim.ErrClosed) || probed {
 		t.Fatalf("CheckBrokers after Close = %v, probed %v; want ErrClosed, no probe", err, probed)
 	}
