@@ -684,6 +684,7 @@ func (m *member) Close(ctx context.Context) error {
 		}
 		m.wg.Wait()
 		m.commitConn.close()
+		m.cm.FlushLogs()
 		m.hurryStop()
 		if err := m.client.Close(); err != nil && !errors.Is(err, sarama.ErrClosedClient) {
 			m.closeErr = fmt.Errorf("kafka: close client: %w", flat(err))

@@ -976,6 +976,7 @@ func (m *member) Close(ctx context.Context) error {
 		// The commits are over: a request given up on still waits on its
 		// connection, which this cuts.
 		m.commits.Close()
+		m.cm.FlushLogs()
 		m.cancel()
 	})
 	return nil

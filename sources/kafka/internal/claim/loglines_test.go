@@ -75,3 +75,31 @@ func TestCommitFailureOverManyPartitionsLogsOneBoundedLine(t *testing.T) {
 		})
 	}
 }
+
+// Guarantee: a burst of failed commits (a cluster gone: every partition's
+// release and the periodic commit fail within milliseconds) is one WARN
+// line, and the member's FlushLogs, as it closes, logs one more counting
+// the failures held back; Stats counts each.
+func TestABurstOfFailedCommitsIsOneLineAndACount(t *testing.T) {
+	const commits = 24
+	var buf bytes.Buffer
+	m := NewMember("g", "s", slog.New(slog.NewTextHandler(&buf, nil)), false)
+	c := New(Config{Topic: "events", Partition: 0, Committed: 0, Start: 0})
+	m.Add(c)
+	gone := errors.New("kafka: client has run out of available brokers to talk to")
+	for i := range commits {
+		c.Marked.Store(int64(10 + i))
+		if err := m.Commit(context.Background(), nil, func(context.Context, []Block) ([]Block, error) { return nil, gone }); err == nil {
+			t.Fatal("a commit the cluster did not take returned nil")
+		}
+	}
+	m.FlushLogs()
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "kafka commit failed") ||
+		!strings.Contains(lines[1], fmt.Sprintf("held_back=%d", commits-1)) {
+		t.Fatalf("%d failed commits logged %d lines, want the first and one counting the %d others: %q", commits, len(lines), commits-1, lines)
+	}
+	if n := m.Stats().CommitErrors; n != commits {
+		t.Errorf("Stats().CommitErrors = %d, want %d", n, commits)
+	}
+}

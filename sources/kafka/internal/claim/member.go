@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/boulevard-go/boulevard/internal/logattr"
+	"github.com/boulevard-go/boulevard/internal/logburst"
 	"github.com/boulevard-go/boulevard/internal/safehooks"
 	"github.com/boulevard-go/boulevard/telemetry"
 )
@@ -59,6 +60,10 @@ type Member struct {
 	// their lasting RebalanceTimeout was logged.
 	refusedSince  time.Time
 	refusedWarned bool
+
+	// failLines holds back the lines of failed commits within
+	// logburst.Interval of the last one (see failed).
+	failLines logburst.Limiter
 }
 
 // NewMember returns a member of group running in stage; onAck says whether
@@ -280,11 +285,25 @@ func (m *Member) CommitFinal(ctx context.Context, timeout time.Duration, c *Clai
 
 // failed records and logs a commit the broker did not accept (or that
 // could not be sent), and returns the error.
+// A burst of them (a cluster gone: every partition's release and the
+// periodic commit fail within milliseconds) is one line, then the next
+// line within logburst.Interval counts those held back (held_back), and
+// FlushLogs logs the count left as the member closes.
 func (m *Member) failed(err error, blocks []Block) *CommitError {
 	ce := m.record(err, blocks)
-	m.Log.Warn("kafka commit failed; the offsets go out with the next commit",
+	m.failLines.Log(context.Background(), m.Log, slog.LevelWarn, commitFailedLog,
 		logattr.List("partitions", ce.Partitions), slog.Any("error", ce.Err))
 	return ce
+}
+
+// commitFailedLog is the WARN line of a commit the broker did not accept.
+const commitFailedLog = "kafka commit failed; the offsets go out with the next commit"
+
+// FlushLogs logs the count of failed commits held back since the last
+// line about them, if any: the member's owner calls it once its commits
+// are over.
+func (m *Member) FlushLogs() {
+	m.failLines.Flush(context.Background(), m.Log, slog.LevelWarn, commitFailedLog+logburst.HeldBackSuffix)
 }
 
 // refused records and logs a commit the broker refused because the group
