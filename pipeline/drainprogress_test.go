@@ -63,7 +63,7 @@ func TestASlowDrainSaysWhatItWaitsFor(t *testing.T) {
 		synctest.Wait()
 		got := lines.Matching("pipeline still draining")
 		if len(got) != 1 || !strings.Contains(got[0], "level=INFO") || !strings.Contains(got[0], "for=5s") ||
-			!strings.Contains(got[0], "cut_short_in=1m55s") || !strings.Contains(got[0], "processors_in_flight=1") {
+			!strings.Contains(got[0], "cut_short_in=1m55s") || !strings.Contains(got[0], "processors_queued=0 processors_in_flight=1") {
 			t.Fatalf("5 s into the drain: %q, want one INFO line with the time spent, the time left and the message in flight", got)
 		}
 		time.Sleep(10 * time.Second) // the next line comes twice as long after the first

@@ -269,21 +269,25 @@ func (g *progress) next() {
 func (g *progress) stop() { g.t.Stop() }
 
 // logDraining logs what a drain that began at began still waits for: the
-// messages the producer stages, the processors and the batchers hold.
+// messages the producer stages, the processors and the batchers hold,
+// queued and in flight as their Stats (and metrics) count them.
 func (p *Pipeline[In, Out]) logDraining(began time.Time) {
 	st := p.Stats()
-	buffered, batching := 0, 0
+	buffered, batching, batchQueued := 0, 0, 0
 	for _, ps := range st.Producers {
 		buffered += ps.Buffered
 	}
 	for _, bs := range st.Batchers {
-		batching += bs.InFlight + bs.Queued
+		batching += bs.InFlight
+		batchQueued += bs.Queued
 	}
 	elapsed := time.Since(began)
 	p.log.Info(drainingLog, slog.Duration("for", elapsed.Round(time.Millisecond)),
 		slog.Duration("cut_short_in", max(p.opts.ShutdownTimeout-elapsed, 0).Round(time.Millisecond)),
 		slog.Int("producers_buffered", buffered),
-		slog.Int("processors_in_flight", st.Processors.InFlight+st.Processors.Queued),
+		slog.Int("processors_queued", st.Processors.Queued),
+		slog.Int("processors_in_flight", st.Processors.InFlight),
+		slog.Int("batchers_queued", batchQueued),
 		slog.Int("batchers_in_flight", batching))
 }
 
