@@ -564,7 +564,7 @@ func (m *member) seenErrors() {
 func (m *member) handleError(runs *claim.FailureRuns[topicPart], err error) {
 	ce, ok := err.(*sarama.ConsumerError)
 	if !ok || ce.Topic == "" {
-		m.log.Warn("kafka consumer error", slog.Any("error", flat(err)))
+		m.log.Log(context.Background(), cutLevel(err), "kafka consumer error", slog.Any("error", flat(err)))
 		return
 	}
 	if fetchRefused(ce) {
@@ -677,10 +677,10 @@ func (m *member) Close(ctx context.Context) error {
 		// they are logged, and what is left for the caller is whether the
 		// connections could be closed.
 		if err := m.consumer.Close(); err != nil {
-			m.log.Warn("kafka consumer closed with an error", slog.Any("error", flat(err)))
+			m.log.Log(context.Background(), cutLevel(err), "kafka consumer closed with an error", slog.Any("error", flat(err)))
 		}
 		if err := m.group.Close(); err != nil {
-			m.log.Warn("kafka consumer group closed with an error", slog.Any("error", flat(err)))
+			m.log.Log(context.Background(), cutLevel(err), "kafka consumer group closed with an error", slog.Any("error", flat(err)))
 		}
 		m.wg.Wait()
 		m.commitConn.close()
@@ -691,6 +691,16 @@ func (m *member) Close(ctx context.Context) error {
 		}
 	})
 	return m.closeErr
+}
+
+// cutLevel is the level of a line about err: Debug when err is a request
+// failed by the member's own cut of its connections (kafkaconn.ErrCut, a
+// Close past its deadline, which says so itself), WARN otherwise.
+func cutLevel(err error) slog.Level {
+	if errors.Is(err, kafkaconn.ErrCut) {
+		return slog.LevelDebug
+	}
+	return slog.LevelWarn
 }
 
 // cutShort is Close running out of time: the partitions stop waiting for
