@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -51,8 +50,7 @@ func TestACutShortDrainReleasesPartitionsAtOnceAndCommitsWhatWasHandled(t *testi
 		// cut short (it fails, and partition 0 is fetched again from it),
 		// and the batches behind it, partition 1's among them, have no
 		// outcome.
-		var mu sync.Mutex
-		done := map[int32]map[int64]bool{}
+		batched := newLedger() // the records whose batch was handled
 		batches := 0
 		busy := make(chan struct{})
 		po.Batchers = []batcher.Options[[]byte]{{
@@ -64,12 +62,7 @@ func TestACutShortDrainReleasesPartitionsAtOnceAndCommitsWhatWasHandled(t *testi
 					<-ctx.Done()
 					return ctx.Err()
 				}
-				mu.Lock()
-				if done[md.Partition] == nil {
-					done[md.Partition] = map[int64]bool{}
-				}
-				done[md.Partition][md.Offset] = true
-				mu.Unlock()
+				batched.add(md)
 				return nil
 			},
 		}}
@@ -91,14 +84,7 @@ func TestACutShortDrainReleasesPartitionsAtOnceAndCommitsWhatWasHandled(t *testi
 			t.Fatalf("Stop = %v, want ErrShutdownTimeout", err)
 		}
 		t.Logf("Stop took %v", time.Since(start))
-		mu.Lock()
-		want := map[int32]int64{}
-		for part, offs := range done {
-			for offs[want[part]] {
-				want[part]++
-			}
-		}
-		mu.Unlock()
+		want := batched.handledPrefix(parts)
 		wait.Within(t, 10*time.Second, fmt.Sprint("the handled prefixes ", want, " committed"), func() bool {
 			got := committed(c, "g-cut")
 			for part, n := range want {
