@@ -479,16 +479,15 @@ func (m *member) assigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 		claims[tp.topic] = append(claims[tp.topic], tp.part)
 	}
 	m.mu.Unlock()
-	if kept == 0 {
-		attrs = append(attrs, logattr.Partitions("claims", assigned))
-	} else {
-		for t, ps := range assigned {
-			claims[t] = append(claims[t], ps...)
-		}
-		for _, ps := range claims {
-			slices.Sort(ps)
-		}
-		attrs = append(attrs, logattr.Partitions("claims", claims), logattr.Partitions("new_claims", assigned))
+	for t, ps := range assigned {
+		claims[t] = append(claims[t], ps...)
+	}
+	for _, ps := range claims {
+		slices.Sort(ps)
+	}
+	attrs = append(attrs, logattr.Partitions("claims", claims))
+	if kept > 0 {
+		attrs = append(attrs, logattr.Partitions("new_claims", assigned))
 	}
 	m.log.Info("kafka group session started", attrs...)
 	// A topic deleted while the member runs is still assigned from the
