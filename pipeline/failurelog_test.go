@@ -14,6 +14,7 @@ import (
 	"github.com/boulevard-go/boulevard/batcher"
 	"github.com/boulevard-go/boulevard/internal/logburst"
 	"github.com/boulevard-go/boulevard/internal/logtest"
+	"github.com/boulevard-go/boulevard/internal/stage/failurelog"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -237,5 +238,75 @@ func TestFailureLogIntervalBounds(t *testing.T) {
 	}
 	if got := validOptions().WithDefaults().FailureLogInterval; got != pipeline.DefaultFailureLogInterval {
 		t.Errorf("the default failureLogInterval is %v, want %v", got, pipeline.DefaultFailureLogInterval)
+	}
+}
+
+// Guarantee: a handler, Prepare or batch handler that the shutdown cut
+// short, returning its cancelled context's error, is logged as
+// interrupted, at INFO, not as a failed message or batch: its messages are
+// left for the source to deliver again.
+func TestWorkTheShutdownInterruptedIsLoggedAsInterruptedNotFailed(t *testing.T) {
+	const n = 2 // one in each of the stage's 2 handlers
+	waitCtx := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+	cases := []struct {
+		name, stage, interrupted, failed string
+		set                              func(o *pipeline.Options[uint64, uint64])
+	}{
+		{"handler", "failing.processor", failurelog.InterruptedLog, "message failed", func(o *pipeline.Options[uint64, uint64]) {
+			o.Processors.Handle = func(ctx context.Context, _ *message.Message[uint64]) (uint64, error) { return 0, waitCtx(ctx) }
+		}},
+		{"prepare", "failing.processor", failurelog.InterruptedLog, "prepare failed; failing the whole chunk", func(o *pipeline.Options[uint64, uint64]) {
+			o.Processors.Prepare = func(ctx context.Context, _ []*message.Message[uint64]) error { return waitCtx(ctx) }
+		}},
+		{"batch handler", "failing.batcher.default", failurelog.BatchInterruptedLog, "batch handler failed the batch", func(o *pipeline.Options[uint64, uint64]) {
+			o.Batchers[0].Handle = func(ctx context.Context, _ []*message.Message[uint64], _ message.BatchInfo) error {
+				return waitCtx(ctx)
+			}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				o := failureKinds()[0].options()
+				o.Processors.Handle = identity
+				o.ShutdownTimeout = time.Second
+				c.set(&o)
+				var lines logtest.Lines
+				o.Logger = slog.New(slog.NewTextHandler(&lines, nil))
+				p := mustNew(t, o)
+				ctx := context.Background()
+				if err := p.Start(ctx); err != nil {
+					t.Fatalf("Start: %v", err)
+				}
+				rec := acker.NewRecorder(false)
+				msgs := make([]*message.Message[uint64], n)
+				for i := range msgs {
+					msgs[i] = message.New(uint64(i), rec, uint64(i))
+				}
+				if err := p.Push(ctx, msgs...); err != nil {
+					t.Fatalf("Push: %v", err)
+				}
+				synctest.Wait()
+				if err := p.Stop(ctx); !errors.Is(err, pipeline.ErrShutdownTimeout) {
+					t.Fatalf("Stop = %v, want the drain cut short (ErrShutdownTimeout)", err)
+				}
+				if got := kindLines(&lines, c.failed, c.stage); len(got) > 0 {
+					t.Fatalf("the shutdown's interruption was logged as a failure: %s", got[0])
+				}
+				got := kindLines(&lines, c.interrupted, c.stage)
+				if len(got) != 1 || !strings.Contains(got[0], "level=INFO") || !strings.Contains(got[0], "context canceled") {
+					t.Fatalf("%d lines %q of stage %s, want one at INFO with the context's error; all lines:\n%s", len(got), c.interrupted, c.stage, strings.Join(lines.All(), "\n"))
+				}
+				failed := rec.Failed()
+				if len(failed) != n || rec.Total() != n {
+					t.Fatalf("%d outcomes, %d failed, want %d interrupted", rec.Total(), len(failed), n)
+				}
+				for _, o := range failed {
+					if !acker.Interrupted(o) {
+						t.Fatalf("outcome %+v is not interrupted", o)
+					}
+				}
+			})
+		})
 	}
 }

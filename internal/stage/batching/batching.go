@@ -958,7 +958,11 @@ func (bp *batchProcessor[T]) handle(ctx context.Context, b *message.Batch[T]) {
 				m.Fail(err)
 			}
 		} else {
-			bp.s.fails.BatchFailed.Line(ctx, bp.log,
+			kind := &bp.s.fails.BatchFailed
+			if acker.CausedByShutdown(ctx, err) {
+				kind = &bp.s.fails.BatchInterrupted
+			}
+			kind.Line(ctx, bp.log,
 				slog.String("batch_key", b.Info.BatchKey), slog.Int("size", b.Info.Size), slog.Any("error", err))
 			for _, m := range msgs {
 				if !m.Failed() {

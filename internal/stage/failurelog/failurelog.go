@@ -13,6 +13,15 @@ import (
 	"github.com/boulevard-go/boulevard/internal/logburst"
 )
 
+// InterruptedLog and BatchInterruptedLog are the messages of the lines
+// logged instead of a failure line when the shutdown cut a handler or
+// Prepare (InterruptedLog), or a batch handler (BatchInterruptedLog),
+// short.
+const (
+	InterruptedLog      = "processing interrupted by the shutdown; message left for the source to deliver again"
+	BatchInterruptedLog = "batch handler interrupted by the shutdown; batch left for the source to deliver again"
+)
+
 // Lines are the failure lines of one stage, each kind with its own
 // limiter; a stage logs the kinds it has, and its goroutines share them.
 type Lines struct {
@@ -33,6 +42,14 @@ type Lines struct {
 	BatchFailed logburst.Kind
 	// BatchPanicked: a batch handler panicked. ERROR, with the stack.
 	BatchPanicked logburst.Kind
+	// Interrupted: the pipeline's shutdown cut a handler or Prepare
+	// short, and the message failed with its cancelled context
+	// (acker.CausedByShutdown): not handled, left for the source to
+	// deliver again. INFO: the drain's cut is the event, already logged.
+	Interrupted logburst.Kind
+	// BatchInterrupted: the pipeline's shutdown cut a batch handler
+	// short, as Interrupted. INFO.
+	BatchInterrupted logburst.Kind
 }
 
 // New returns the failure lines of a stage, each holding like lines back
@@ -40,13 +57,15 @@ type Lines struct {
 // value logs every failure.
 func New(every time.Duration) *Lines {
 	return &Lines{
-		Failed:        logburst.NewKind(every, slog.LevelWarn, "message failed"),
-		Panicked:      logburst.NewKind(every, slog.LevelError, "handler panicked; message failed"),
-		Prepare:       logburst.NewKind(every, slog.LevelWarn, "prepare failed; failing the whole chunk"),
-		PartitionBy:   logburst.NewKind(every, slog.LevelError, "PartitionBy panicked; message failed"),
-		Weight:        logburst.NewKind(every, slog.LevelError, "Weight panicked; message failed"),
-		BatchFailed:   logburst.NewKind(every, slog.LevelWarn, "batch handler failed the batch"),
-		BatchPanicked: logburst.NewKind(every, slog.LevelError, "batch handler panicked; failing the whole batch"),
+		Failed:           logburst.NewKind(every, slog.LevelWarn, "message failed"),
+		Panicked:         logburst.NewKind(every, slog.LevelError, "handler panicked; message failed"),
+		Prepare:          logburst.NewKind(every, slog.LevelWarn, "prepare failed; failing the whole chunk"),
+		PartitionBy:      logburst.NewKind(every, slog.LevelError, "PartitionBy panicked; message failed"),
+		Weight:           logburst.NewKind(every, slog.LevelError, "Weight panicked; message failed"),
+		BatchFailed:      logburst.NewKind(every, slog.LevelWarn, "batch handler failed the batch"),
+		BatchPanicked:    logburst.NewKind(every, slog.LevelError, "batch handler panicked; failing the whole batch"),
+		Interrupted:      logburst.NewKind(every, slog.LevelInfo, InterruptedLog),
+		BatchInterrupted: logburst.NewKind(every, slog.LevelInfo, BatchInterruptedLog),
 	}
 }
 
@@ -54,7 +73,7 @@ func New(every time.Duration) *Lines {
 // last line of their kind (see logburst.Kind.FlushHeld). The stage calls it
 // once its goroutines have returned, so that no count is left unsaid.
 func (l *Lines) Flush(ctx context.Context, log *slog.Logger) {
-	for _, k := range []*logburst.Kind{&l.Failed, &l.Panicked, &l.Prepare, &l.PartitionBy, &l.Weight, &l.BatchFailed, &l.BatchPanicked} {
+	for _, k := range []*logburst.Kind{&l.Failed, &l.Panicked, &l.Prepare, &l.PartitionBy, &l.Weight, &l.BatchFailed, &l.BatchPanicked, &l.Interrupted, &l.BatchInterrupted} {
 		k.FlushHeld(ctx, log)
 	}
 }

@@ -353,7 +353,11 @@ func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Mess
 	}
 	if s.opts.Prepare != nil {
 		if err := p.prepare(ctx, chunk); err != nil {
-			s.fails.Prepare.Line(ctx, p.log, slog.Any("error", err), slog.Int("messages", len(chunk)))
+			kind := &s.fails.Prepare
+			if acker.CausedByShutdown(ctx, err) {
+				kind = &s.fails.Interrupted
+			}
+			kind.Line(ctx, p.log, slog.Any("error", err), slog.Int("messages", len(chunk)))
 			for _, m := range chunk {
 				if !m.Failed() {
 					m.Fail(err)
@@ -687,14 +691,19 @@ func (p *worker[In, Out]) copyOf(msgs []*message.Message[In]) []*message.Message
 }
 
 // logFailure logs that m failed with err, within the bounds of the stage's
-// failure lines (see failurelog).
+// failure lines (see failurelog); a failure the shutdown caused as
+// interrupted.
 func (p *worker[In, Out]) logFailure(ctx context.Context, m *message.Message[In], err error) {
 	if pe, ok := err.(*message.PanicError); ok {
 		p.s.fails.Panicked.Line(ctx, p.log,
 			slog.Any("message", m), slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))
 		return
 	}
-	p.s.fails.Failed.Line(ctx, p.log, slog.Any("message", m), slog.Any("error", err))
+	kind := &p.s.fails.Failed
+	if acker.CausedByShutdown(ctx, err) {
+		kind = &p.s.fails.Interrupted
+	}
+	kind.Line(ctx, p.log, slog.Any("message", m), slog.Any("error", err))
 }
 
 // ExitedLog is the message of the error line a processor logs when user
