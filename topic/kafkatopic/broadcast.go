@@ -16,6 +16,7 @@ import (
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/internal/goexit"
+	"github.com/boulevard-go/boulevard/topic/internal/undecodable"
 )
 
 // bsub is one broadcast subscriber: a consumer of every partition of the
@@ -157,7 +158,7 @@ func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 	var decoding *sarama.ConsumerMessage
 	undecodable := func(rec *sarama.ConsumerMessage, err error, attrs ...slog.Attr) {
 		s.t.undecodable.Add(1)
-		logUndecodable(context.Background(), &s.undecodable, rec, err, attrs...)
+		undecodable.LogKafka(context.Background(), &s.undecodable, rec, err, attrs...)
 	}
 	// drain reads pc until it ends and reports whether it ended below the
 	// log start with the subscription still open.

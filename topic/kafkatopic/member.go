@@ -18,6 +18,7 @@ import (
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/internal/goexit"
+	"github.com/boulevard-go/boulevard/topic/internal/undecodable"
 )
 
 // member is one balanced subscriber: a member of the group's Kafka
@@ -290,7 +291,7 @@ func (m *member[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.Con
 	// queued.
 	skip := func(rec *sarama.ConsumerMessage, err error, attrs ...slog.Attr) bool {
 		m.t.undecodable.Add(1)
-		logUndecodable(ctx, &m.undecodable, rec, err, attrs...)
+		undecodable.LogKafka(ctx, &m.undecodable, rec, err, attrs...)
 		if !m.push(ctx, c, batch) {
 			return false
 		}
@@ -354,15 +355,6 @@ func (m *member[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.Con
 		return skip(rec, message.ErrHandlerExited, slog.String("stack", stack))
 	})
 	return nil
-}
-
-// logUndecodable logs the line of rec, which does not decode with err, on
-// kd: the topic, the partition, the offset, the error and attrs; a line
-// that follows the last of its partition by less than logburst.Interval
-// is only counted, with its offset.
-func logUndecodable(ctx context.Context, kd *logburst.Keyed[int32], rec *sarama.ConsumerMessage, err error, attrs ...slog.Attr) {
-	kd.Line(ctx, rec.Partition, []slog.Attr{slog.String("topic", rec.Topic), slog.Int("partition", int(rec.Partition))},
-		slog.Int64Value(rec.Offset), append([]slog.Attr{slog.Int64("offset", rec.Offset), slog.Any("error", err)}, attrs...)...)
 }
 
 // pushBatch is the most records a claim queues at once.

@@ -21,6 +21,7 @@ import (
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/internal/goexit"
+	"github.com/boulevard-go/boulevard/topic/internal/undecodable"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
@@ -533,14 +534,10 @@ func decodeLetter[T any](b *Backend[T], rec *sarama.ConsumerMessage) (topology.L
 	return l, m, err
 }
 
-// logUndecodable logs the line of a record that does not decode: the
-// topic, the partition, the offset, the error and attrs; a line that
-// follows the last of its partition by less than logburst.Interval is
-// only counted, with its offset.
+// logUndecodable logs the line of a record that does not decode (see
+// undecodable.LogKafka).
 func (bf *buffer[T]) logUndecodable(rec *sarama.ConsumerMessage, err error, attrs ...slog.Attr) {
-	bf.undecodableLines.Line(context.Background(), rec.Partition,
-		[]slog.Attr{slog.String("topic", rec.Topic), slog.Int("partition", int(rec.Partition))},
-		slog.Int64Value(rec.Offset), append([]slog.Attr{slog.Int64("offset", rec.Offset), slog.Any("error", err)}, attrs...)...)
+	undecodable.LogKafka(context.Background(), &bf.undecodableLines, rec, err, attrs...)
 }
 
 // release ends a claim: its buffered letters are dropped (the partition's
