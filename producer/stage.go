@@ -740,6 +740,7 @@ type Feed[T any] struct {
 	dispatched int
 
 	warned        atomic.Bool
+	heldWarned    bool         // pull model: the held-permits warning was logged; guarded by mu
 	overdelivered atomic.Int64 // high-water mark of delivered - granted
 	delivered     atomic.Int64
 	withdrawn     atomic.Int64
@@ -755,6 +756,32 @@ func (f *Feed[T]) Name() string { return f.name }
 // then fetches and delivers at most that many messages. It returns ErrFeedClosed once the feed is closed,
 // ctx.Err() when ctx ends first, and ErrPushFeed on a feed registered with a
 // grant callback.
+//
+// Permits taken are the source's until it delivers a message for each:
+// they do not come back to the feed, and the feed is refilled only as
+// delivered messages leave the stage buffer. A source whose fetch may
+// return fewer messages than it asked for keeps the rest and delivers up
+// to them before it acquires again, as a GenStage producer keeps the
+// demand it has not met:
+//
+//	have := 0
+//	for {
+//		if have == 0 {
+//			n, err := feed.Acquire(ctx, 500)
+//			if err != nil {
+//				return nil
+//			}
+//			have = n
+//		}
+//		msgs := fetchUpTo(ctx, have) // may return fewer, or none
+//		feed.Deliver(msgs...)
+//		have -= len(msgs)
+//	}
+//
+// A source that acquires again while it holds more undelivered permits
+// than the flow's Threshold waits for ever (nothing it delivered is left
+// to refill the feed): Acquire then logs one warning for the feed, naming
+// how many permits the source holds.
 func (f *Feed[T]) Acquire(ctx context.Context, max int) (int, error) {
 	if f.grant != nil {
 		return 0, ErrPushFeed
@@ -798,8 +825,39 @@ func (f *Feed[T]) take(limit int) (n int, closed bool) {
 	if f.avail > 0 && n > 0 {
 		f.signal() // another acquirer may take the rest
 	}
+	if n == 0 && !f.heldWarned {
+		f.warnHeldLocked()
+	}
 	return n, false
 }
+
+// warnHeldLocked logs, once per feed, that its source is about to wait for
+// permits while holding more it acquired and has not delivered than the
+// flow's Threshold: the feed is refilled only as delivered messages leave
+// the stage buffer, and what is left there cannot bring its remaining
+// permits down to the threshold, so no refill will come. The caller holds
+// f.mu, with no permit available.
+func (f *Feed[T]) warnHeldLocked() {
+	f.cmu.Lock()
+	remaining, dispatched := f.remaining, f.dispatched
+	f.cmu.Unlock()
+	// remaining = available + held by the source + in the stage buffer;
+	// a delivery under way counts as in the buffer already, so held is
+	// never overstated.
+	buffered := int(f.delivered.Load()-f.withdrawn.Load()) - dispatched
+	held := remaining - f.avail - buffered
+	if held <= f.stage.flow.Threshold {
+		return
+	}
+	f.heldWarned = true
+	f.stage.log.Warn(HeldPermitsLog, slog.String("feed", f.name), slog.Int("held", held),
+		slog.Int("threshold", f.stage.flow.Threshold))
+}
+
+// HeldPermitsLog is the message of the warning Feed.Acquire logs when the
+// source waits for permits while holding more it acquired and never
+// delivered than the flow's Threshold (see Acquire).
+const HeldPermitsLog = "feed's source waits for permits while holding ones it acquired and has not delivered; the feed is refilled only as delivered messages leave, so it waits for ever: deliver up to what Acquire returned before acquiring again"
 
 func (f *Feed[T]) signal() {
 	select {

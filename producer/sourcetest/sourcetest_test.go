@@ -161,11 +161,16 @@ func (s *memSource) Run(ctx context.Context, st *producer.Stage[string]) error {
 		ack.mu.Unlock()
 	}()
 	feed := st.NewFeed("mem", nil)
+	have := 0 // permits acquired and not used by a delivery yet
 	for {
-		k, err := feed.Acquire(ctx, 16)
-		if err != nil {
-			return nil
+		if have == 0 {
+			k, err := feed.Acquire(ctx, 16)
+			if err != nil {
+				return nil
+			}
+			have = k
 		}
+		k := have
 		if s.faults.overDeliver {
 			k *= 2
 		}
@@ -173,6 +178,7 @@ func (s *memSource) Run(ctx context.Context, st *producer.Stage[string]) error {
 		if err != nil {
 			return nil
 		}
+		have = max(0, have-len(idx))
 		if s.faults.readAhead {
 			// Prefetch a window into a queue of the source's own, as a
 			// client library with a receive queue does.
