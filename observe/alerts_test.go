@@ -127,13 +127,50 @@ func TestAlertRulesPassPromtool(t *testing.T) {
 	runPromtool(t, "check", "rules", alertsFile)
 }
 
+// targetDownAlert is the one shipped rule over a series Prometheus makes
+// itself, up, rather than one an Observer exports.
+const targetDownAlert = "BoulevardTargetDown"
+
 // Guarantee: every metric (and label) the expression of each shipped
-// alerting rule names is one a live Observer exports.
+// alerting rule names is one a live Observer exports, but for the rule
+// over Prometheus's up.
 func TestAlertRulesQueryExportedMetrics(t *testing.T) {
 	fams := liveFamilies(t)
 	for _, r := range shippedAlerts(t) {
+		if r.Alert == targetDownAlert {
+			continue // TestTargetDownSelectsTheScrapeJobs
+		}
 		checkExpr(t, "alert "+r.Alert, r.Expr, fams)
 	}
+}
+
+// Guarantee: the rule on Prometheus's up selects, by job, exactly the
+// scrape jobs of the shipped Prometheus configuration, so that a job
+// renamed or added there is not silently left out.
+func TestTargetDownSelectsTheScrapeJobs(t *testing.T) {
+	var prom struct {
+		ScrapeConfigs []struct {
+			JobName string `yaml:"job_name"`
+		} `yaml:"scrape_configs"`
+	}
+	readYAML(t, prometheusFile, &prom)
+	var jobs []string
+	for _, sc := range prom.ScrapeConfigs {
+		jobs = append(jobs, sc.JobName)
+	}
+	want := `up{job="` + strings.Join(jobs, "|") + `"} == 0`
+	if len(jobs) > 1 {
+		want = `up{job=~"` + strings.Join(jobs, "|") + `"} == 0`
+	}
+	for _, r := range shippedAlerts(t) {
+		if r.Alert == targetDownAlert {
+			if r.Expr != want {
+				t.Errorf("alert %s: expression %q, want %q for the jobs of %s", r.Alert, r.Expr, want, prometheusFile)
+			}
+			return
+		}
+	}
+	t.Errorf("%s has no alert %s", alertsFile, targetDownAlert)
 }
 
 // Guarantee: the unit tests of the shipped alerting rules pass (promtool

@@ -15,6 +15,7 @@ var (
 	kafkaCommitted  = desc("kafka_committed_offset", "The offset the broker last accepted for the group; -1 when none.", lGroup, lTopic, lPartition)
 	kafkaHighWater  = desc("kafka_high_water_offset", "The partition's high-water mark as of the latest fetch.", lGroup, lTopic, lPartition)
 	kafkaInFlight   = desc("kafka_in_flight_messages", "Records delivered to the pipeline whose outcome has not reached the claim.", lGroup, lTopic, lPartition)
+	kafkaFailedPast = desc("kafka_failed_committed_total", "Failed messages the failure policy commit committed past since the partition was claimed: they are not delivered again.", lGroup, lTopic, lPartition)
 	kafkaAssigned   = desc("kafka_assigned_partitions", "Partitions the group member claims.", lGroup, lStage)
 	kafkaGeneration = desc("kafka_generation", "Group generation of the member's latest session; -1 before its first join.", lGroup, lStage)
 	kafkaRebalances = desc("kafka_rebalances_total", "Group generations the member took part in.", lGroup, lStage)
@@ -31,7 +32,7 @@ var (
 	topicResubscribes = desc("topic_broadcast_resubscribes_total", "Times this process's broadcast subscribers subscribed again after losing their connection, each maybe missing what was published meanwhile.", lTopic)
 )
 
-var kafkaDescs = []*prometheus.Desc{kafkaLag, kafkaFetchLag, kafkaCommitted, kafkaHighWater, kafkaInFlight,
+var kafkaDescs = []*prometheus.Desc{kafkaLag, kafkaFetchLag, kafkaCommitted, kafkaHighWater, kafkaInFlight, kafkaFailedPast,
 	kafkaAssigned, kafkaGeneration, kafkaRebalances, kafkaCommits, kafkaCommitErrs}
 
 var topicDescs = []*prometheus.Desc{topicPublished, topicDropped, topicLagged, topicInFlight, topicGroups, topicSubscribers, topicUndecodable, topicResubscribes}
@@ -147,6 +148,7 @@ func collectKafka(ch chan<- prometheus.Metric, sources []kafka.Stats, dups []dup
 				gauge(ch, kafkaCommitted, float64(p.Committed), g, p.Topic, part)
 				gauge(ch, kafkaHighWater, float64(p.HighWater), g, p.Topic, part)
 				gauge(ch, kafkaInFlight, float64(p.InFlight), g, p.Topic, part)
+				counter(ch, kafkaFailedPast, float64(p.FailedCommitted), g, p.Topic, part)
 			}
 		}
 	}

@@ -44,7 +44,11 @@ type MemberStats = claim.MemberStats
 //     never negative;
 //   - InFlight, the records delivered to the pipeline whose outcome has
 //     not reached the claim (or that wait behind one that has not), and
-//     ReadAhead, the records taken from the client and not yet delivered.
+//     ReadAhead, the records taken from the client and not yet delivered;
+//   - FailedCommitted, the failed messages with DispositionDefault the
+//     claim committed past under FailurePolicy commit: they are not
+//     delivered again (a hook that dead-letters a message sets
+//     DispositionDiscard, which is not counted); 0 when each claim starts.
 type PartitionStats = claim.PartitionStats
 
 // Stats returns a snapshot of the source's members and their claimed

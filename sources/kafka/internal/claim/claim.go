@@ -79,6 +79,9 @@ type Claim struct {
 	Committed atomic.Int64 // the offset the broker last accepted, -1 when none
 	Next      atomic.Int64 // the offset after the last record taken from the client
 	ReadAhead atomic.Int32 // records taken from the client, not yet delivered
+	// CommittedPast counts the failed messages with DispositionDefault
+	// that FailureCommit committed past: they are not delivered again.
+	CommittedPast atomic.Int64
 	// Lost is set when the member lost the partition (its session ended
 	// without a revoke): the partition may be another member's already,
 	// so the claim's offsets are committed no more.
@@ -218,7 +221,7 @@ func (c *Claim) Ack(_ context.Context, successful, failed []acker.Outcome) {
 		}
 		c.recycle(successful[i].Data)
 	}
-	discarded, redeliver, interrupted := 0, 0, 0
+	discarded, redeliver, interrupted, policyPast := 0, 0, 0, 0
 	for i := range failed {
 		o := &failed[i]
 		c.recycle(o.Data)
@@ -239,6 +242,9 @@ func (c *Claim) Ack(_ context.Context, successful, failed []acker.Outcome) {
 			continue
 		}
 		discarded++
+		if o.Disposition == acker.DispositionDefault && c.cp.IsPending(o.ID) {
+			policyPast++
+		}
 		if c.cp.Done(o.ID) {
 			advanced = true
 		}
@@ -254,6 +260,9 @@ func (c *Claim) Ack(_ context.Context, successful, failed []acker.Outcome) {
 		c.log.Debug("kafka messages failed",
 			slog.String("partition", c.Key), slog.Int("committed_past", discarded), slog.Int("to_redeliver", redeliver),
 			slog.Int("interrupted", interrupted))
+	}
+	if policyPast > 0 {
+		c.CommittedPast.Add(int64(policyPast))
 	}
 	if redeliver > 0 {
 		Signal(c.RetryCh)
@@ -404,13 +413,14 @@ func (c *Claim) Release(log *slog.Logger, timeout time.Duration, hurry <-chan st
 // Stats returns the claim's figures.
 func (c *Claim) Stats() PartitionStats {
 	ps := PartitionStats{
-		Topic:        c.Topic,
-		Partition:    c.Part,
-		GenerationID: c.Generation,
-		Committed:    c.Committed.Load(),
-		Marked:       c.Marked.Load(),
-		Next:         c.Next.Load(),
-		ReadAhead:    int(c.ReadAhead.Load()),
+		Topic:           c.Topic,
+		Partition:       c.Part,
+		GenerationID:    c.Generation,
+		Committed:       c.Committed.Load(),
+		Marked:          c.Marked.Load(),
+		Next:            c.Next.Load(),
+		ReadAhead:       int(c.ReadAhead.Load()),
+		FailedCommitted: c.CommittedPast.Load(),
 	}
 	if c.highWater != nil {
 		ps.HighWater = c.highWater()

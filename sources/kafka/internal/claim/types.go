@@ -202,4 +202,9 @@ type PartitionStats struct {
 	// delivered.
 	InFlight  int
 	ReadAhead int
+	// FailedCommitted counts the failed messages with DispositionDefault
+	// that the claim committed past under FailureCommit: they are not
+	// delivered again. Messages a hook discarded (DispositionDiscard) are
+	// not counted. It starts at 0 with each claim.
+	FailedCommitted int64
 }
