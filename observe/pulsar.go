@@ -32,10 +32,11 @@ var (
 	pulsarAvailable    = desc("pulsar_permits_available", "Granted permits the open consumers have not used yet.", lSubscription)
 	pulsarClientQueue  = desc("pulsar_client_queue_messages", "Messages the clients of the open consumers may hold or be owed by the broker beyond what the source took.", lSubscription)
 	pulsarPanics       = desc("pulsar_callback_panics_total", "Panics recovered from the active-state callback.", lSubscription)
+	pulsarReconnects   = desc("pulsar_reconnect_failures_total", "Failed attempts of the subscription's consumers to reconnect to a broker after their connection closed.", lSubscription)
 )
 
 var pulsarDescs = []*prometheus.Desc{pulsarConsumers, pulsarReceived, pulsarRedelivered, pulsarNacked, pulsarDeadLettered,
-	pulsarDroppedAcks, pulsarReplaced, pulsarGranted, pulsarAvailable, pulsarClientQueue, pulsarPanics}
+	pulsarDroppedAcks, pulsarReplaced, pulsarGranted, pulsarAvailable, pulsarClientQueue, pulsarPanics, pulsarReconnects}
 
 // AddPulsar adds a Pulsar source under its subscription's name: its
 // consumers, deliveries, redeliveries, nacks, dead letters, dropped acks
@@ -70,6 +71,7 @@ func collectPulsar(ch chan<- prometheus.Metric, sub string, st pulsar.Stats) {
 	gauge(ch, pulsarAvailable, float64(st.PermitsAvailable), sub)
 	gauge(ch, pulsarClientQueue, float64(st.ClientQueue), sub)
 	counter(ch, pulsarPanics, float64(st.CallbackPanics), sub)
+	counter(ch, pulsarReconnects, float64(st.ReconnectFailures), sub)
 }
 
 // PulsarSnapshot is one Pulsar source's pulsar.Stats, with the

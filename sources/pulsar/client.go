@@ -77,6 +77,40 @@ type lastFailure struct {
 	mu  sync.Mutex
 	at  time.Time
 	msg string
+	// reconnects counts, per subscription, the client's failed attempts
+	// to reconnect a consumer (failedReconnect lines).
+	reconnects map[string]int64
+}
+
+// failedReconnect is the error pulsar-client-go logs for each failed
+// attempt to reconnect a consumer whose connection closed.
+const failedReconnect = "Failed to create consumer at reconnect"
+
+func (l *lastFailure) reconnectFailed(sub string) {
+	l.mu.Lock()
+	if l.reconnects == nil {
+		l.reconnects = map[string]int64{}
+	}
+	l.reconnects[sub]++
+	l.mu.Unlock()
+}
+
+// ReconnectFailures returns how many times the client failed to
+// reconnect a consumer of subscription sub to a broker since it was
+// created: each attempt that pulsar-client-go logs as failed
+// ("Failed to create consumer at reconnect"; it tries again after a
+// backoff, from 100 ms doubling up to 1 minute, until it reconnects or the
+// consumer closes). A consumer that reconnects at its first attempt (a
+// broker handing its topics over) counts nothing. A client not made by
+// NewClient, or made with a Logger of its own, counts nothing: the count
+// comes from the client's log lines.
+func (c *Client) ReconnectFailures(sub string) int64 {
+	if c == nil || c.last == nil {
+		return 0
+	}
+	c.last.mu.Lock()
+	defer c.last.mu.Unlock()
+	return c.last.reconnects[sub]
 }
 
 func (l *lastFailure) set(msg string) {
@@ -406,6 +440,9 @@ func (r *redactingHandler) Handle(ctx context.Context, rec slog.Record) error {
 	}
 	if r.last != nil && level >= slog.LevelWarn && errText != "" {
 		r.last.set(msg + ": " + oneLine(errText))
+	}
+	if r.last != nil && msg == failedReconnect {
+		r.last.reconnectFailed(r.of.sub)
 	}
 	if rec.Level == slog.LevelInfo && slices.Contains(failureEnds, msg) {
 		r.endRuns(ctx)

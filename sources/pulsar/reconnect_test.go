@@ -395,3 +395,45 @@ func TestStopWhileReconnectSubscribesHangReturnsByItsDeadline(t *testing.T) {
 		t.Errorf("Close once the broker answers: %v", err)
 	}
 }
+
+// Guarantee: Stats counts the failed attempts of the subscription's
+// consumers to reconnect while their broker is away, and nothing while
+// the topic is only quiet, so that an outage can be told from a quiet
+// topic; once the broker is back the consumer reconnects, the count stops
+// growing, and what is published then is received.
+func TestStatsCountFailedReconnectionsWhileTheBrokerIsAway(t *testing.T) {
+	e := newEnv(t)
+	client, err := bpulsar.NewClient(pulsar.ClientOptions{URL: e.broker.URL(), OperationTimeout: time.Second}, testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	src := bpulsar.New(bpulsar.Options{Client: client, Topics: []string{"away"}, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
+	got := newReceived()
+	_, stop := run(t, src, 1, producer.Flow{}, recordAll(got))
+	t.Cleanup(func() { _ = stop() })
+	wait.Within(t, waitLimit, "the consumer to subscribe", func() bool { return len(connected(e, "away", "sub")) == 1 })
+	if n := src.Stats().ReconnectFailures; n != 0 {
+		t.Fatalf("ReconnectFailures = %d on a quiet topic with its broker up, want 0", n)
+	}
+	addr := e.broker.Addr().String()
+	if err := e.broker.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wait.Within(t, waitLimit, "failed reconnections counted while the broker is away", func() bool {
+		return src.Stats().ReconnectFailures >= 3
+	}, func() string { return fmt.Sprintf("%+v", src.Stats()) })
+	b, err := pulsartest.Start(context.Background(), pulsartest.Options{Addr: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	e.broker = b
+	wait.Within(t, waitLimit, "the consumer to reconnect", func() bool { return len(connected(e, "away", "sub")) == 1 })
+	failures := src.Stats().ReconnectFailures
+	e.publish("away", "m", 5)
+	wait.Within(t, waitLimit, "the messages published after the outage", func() bool { return got.distinct() == 5 })
+	if n := src.Stats().ReconnectFailures; n != failures {
+		t.Errorf("ReconnectFailures went from %d to %d after the consumer reconnected", failures, n)
+	}
+}

@@ -143,6 +143,13 @@ type Stats struct {
 	// PermitsAvailable is the number of those the open consumers have not
 	// used yet.
 	PermitsAvailable int64
+	// ReconnectFailures is the number of failed attempts of the client's
+	// consumers of the subscription to reconnect to a broker after their
+	// connection closed (Client.ReconnectFailures): it grows while a
+	// broker cannot be reached, and stays put while a topic is only
+	// quiet. 0 when Options.Client was not made by NewClient, or was made
+	// with a Logger of its own.
+	ReconnectFailures int64
 	// ClientQueue is how many messages the clients of the open consumers
 	// may hold or be owed by the broker beyond what the source took: the
 	// sum of their reserves (receiver queue × partitions, see
@@ -161,6 +168,9 @@ func (s *Source) Stats() Stats {
 		Nacked:         s.nacked.Load(),
 		DeadLettered:   s.deadLettered.Load(),
 		PermitsGranted: s.granted.Load(),
+	}
+	if c, ok := s.opts.Client.(*Client); ok {
+		st.ReconnectFailures = c.ReconnectFailures(s.opts.Subscription)
 	}
 	s.mu.Lock()
 	st.Consumers = len(s.live)
