@@ -2,6 +2,7 @@ package claim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -29,6 +30,34 @@ func BenchmarkAck(b *testing.B) {
 			p.Ack(b.Context(), succ, nil)
 		}
 		next += 64
+	}
+}
+
+// BenchmarkAckFailed measures BenchmarkAck's path with every message
+// failed under FailureCommit: each chunk is committed past and counted
+// (Claim.CommittedPast).
+func BenchmarkAckFailed(b *testing.B) {
+	errFailed := errors.New("failed")
+	p := New(Config{Topic: "t", Policy: FailureCommit, OnAdvance: func(int64) {}})
+	failed := make([]acker.Outcome, 8)
+	next := uint64(0)
+	b.ReportAllocs()
+	for b.Loop() {
+		p.mu.Lock()
+		for i := range uint64(64) {
+			p.cp.Track(next + i)
+		}
+		p.mu.Unlock()
+		for c := uint64(0); c < 64; c += 8 {
+			for i := range failed {
+				failed[i] = acker.Outcome{ID: next + c + uint64(i), Err: errFailed}
+			}
+			p.Ack(b.Context(), nil, failed)
+		}
+		next += 64
+	}
+	if got, want := p.CommittedPast.Load(), int64(next); got != want {
+		b.Fatalf("CommittedPast = %d, want %d", got, want)
 	}
 }
 
