@@ -2,6 +2,7 @@ package claim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -100,5 +101,29 @@ func TestOrdinaryFailureCommitsPast(t *testing.T) {
 	p.Ack(context.Background(), outcomes(0, 2, 3), []acker.Outcome{{ID: 1, Err: context.Canceled}})
 	if got := sess.last(); got != 4 {
 		t.Fatalf("marked %d, want 4", got)
+	}
+}
+
+// Guarantee: CommittedPast counts each failed message with
+// DispositionDefault that FailureCommit commits past once, and neither
+// a discarded one, a retried one, one acknowledged twice, nor one whose
+// offset a rewind dropped (it is fetched again).
+func TestCommittedPastCountsOnlyFailuresGivenUp(t *testing.T) {
+	p, _ := newTestPartition(FailureCommit, 10)
+	failed := func(id uint64, d acker.Disposition) acker.Outcome {
+		return acker.Outcome{ID: id, Err: errors.New("fails"), Disposition: d}
+	}
+	p.Ack(t.Context(), nil, []acker.Outcome{failed(0, acker.DispositionDefault), failed(1, acker.DispositionDiscard)})
+	p.Ack(t.Context(), nil, []acker.Outcome{failed(0, acker.DispositionDefault)}) // again
+	p.Ack(t.Context(), nil, []acker.Outcome{failed(4, acker.DispositionRetry)})
+	if at := p.TakeRetry(); at != 4 {
+		t.Fatalf("TakeRetry = %d, want 4", at)
+	}
+	p.Ack(t.Context(), nil, []acker.Outcome{failed(6, acker.DispositionDefault), failed(2, acker.DispositionDefault)})
+	if got := p.CommittedPast.Load(); got != 2 {
+		t.Errorf("CommittedPast = %d, want 2 (offsets 0 and 2)", got)
+	}
+	if got := p.Stats().FailedCommitted; got != 2 {
+		t.Errorf("Stats().FailedCommitted = %d, want 2", got)
 	}
 }
