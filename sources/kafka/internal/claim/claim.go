@@ -208,7 +208,7 @@ func Redeliver(policy FailurePolicy, d acker.Disposition) bool {
 // owner. The claim does not rewind for it (the pipeline is stopping), and
 // it stops waiting for the records after it (they are delivered again
 // anyway), so that the release is not held up by them.
-func (c *Claim) Ack(_ context.Context, successful, failed []acker.Outcome) {
+func (c *Claim) Ack(ctx context.Context, successful, failed []acker.Outcome) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.released {
@@ -254,10 +254,10 @@ func (c *Claim) Ack(_ context.Context, successful, failed []acker.Outcome) {
 		// longer waits for them, and their acks cannot move the commit.
 		c.cp.Truncate(uint64(c.holdAt))
 	}
-	if len(failed) > 0 {
+	if len(failed) > 0 && c.log.Enabled(ctx, slog.LevelDebug) {
 		// The stage that failed the messages logged each of them; this
 		// line only says what the claim does with them.
-		c.log.Debug("kafka messages failed",
+		c.log.LogAttrs(ctx, slog.LevelDebug, "kafka messages failed",
 			slog.String("partition", c.Key), slog.Int("committed_past", discarded), slog.Int("to_redeliver", redeliver),
 			slog.Int("interrupted", interrupted))
 	}
