@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -294,6 +295,15 @@ func TestDashboardInARealBrowser(t *testing.T) {
 	}
 	if !strings.Contains(producerText, "feed numbers:") || !strings.Contains(producerText, "permits out") {
 		t.Errorf("the producer stage's node does not show its feed's permits: %q", producerText)
+	}
+	for _, stage := range []string{"orders.processor", "orders.batcher.default"} {
+		s, err := textOf(ctx, `[data-stage="`+stage+`"]`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !regexp.MustCompile(`longest call: [0-9]+ s`).MatchString(s) {
+			t.Errorf("the node of %s does not show its longest call: %q", stage, s)
+		}
 	}
 	first := text()
 	deadline := time.Now().Add(20 * time.Second)

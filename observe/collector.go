@@ -61,6 +61,7 @@ var (
 	procBusy      = desc("processor_busy_seconds_total", "Time the processors spent handling chunks, all processors together.", lPipeline)
 	procWorkers   = desc("processor_concurrency", "Number of processors.", lPipeline)
 	procDuration  = desc("processor_handler_duration_seconds", "Duration of the processor handler, sampled on the first message of one chunk in 64.", lPipeline)
+	procLongest   = desc("processor_longest_call_seconds", "How long the longest-running chunk a processor holds has been running (0 when none holds one), to within the pipeline's StallCheckInterval.", lPipeline)
 
 	batReceived  = desc("batcher_messages_received_total", "Messages the batcher took from its queues.", lPipeline, lBatcher)
 	batBatches   = desc("batcher_batches_total", "Batches emitted, by trigger.", lPipeline, lBatcher, lTrigger)
@@ -76,6 +77,7 @@ var (
 	batBusy      = desc("batcher_busy_seconds_total", "Time the batch processors spent in the batch handler, all together.", lPipeline, lBatcher)
 	batWorkers   = desc("batcher_concurrency", "Number of batch processors.", lPipeline, lBatcher)
 	batDuration  = desc("batcher_handler_duration_seconds", "Duration of the batch handler, timed on one batch in ceil(64/BatchSize) of each batch processor (every batch from BatchSize 64 up).", lPipeline, lBatcher)
+	batLongest   = desc("batcher_longest_call_seconds", "How long the longest-running batch a batch processor holds has been running (0 when none holds one), to within the pipeline's StallCheckInterval.", lPipeline, lBatcher)
 )
 
 var states = []producer.State{producer.StateStarting, producer.StateConnecting, producer.StateRunning,
@@ -85,8 +87,8 @@ var allDescs = []*prometheus.Desc{
 	pipelineUp, pipelineRateLimit,
 	producerState, producerRestarts, producerFailures, producerBuffered, producerUnhandled, producerStateTime,
 	feedGranted, feedOutstanding, feedDelivered, feedDispatched,
-	procReceived, procSucceeded, procFailed, procUnhandled, procInFlight, procQueued, procQueueCap, procBusy, procWorkers, procDuration,
-	batReceived, batBatches, batSize, batSucceeded, batFailed, batUnhandled, batDropped, batInFlight, batQueued, batQueueCap, batBatchesQ, batBusy, batWorkers, batDuration,
+	procReceived, procSucceeded, procFailed, procUnhandled, procInFlight, procQueued, procQueueCap, procBusy, procWorkers, procDuration, procLongest,
+	batReceived, batBatches, batSize, batSucceeded, batFailed, batUnhandled, batDropped, batInFlight, batQueued, batQueueCap, batBatchesQ, batBusy, batWorkers, batDuration, batLongest,
 }
 
 // Describe sends the descriptions of every metric the Observer may
@@ -302,6 +304,7 @@ func collectPipeline(ch chan<- prometheus.Metric, st pipeline.Stats) {
 	counter(ch, procBusy, pr.Busy.Seconds(), name)
 	gauge(ch, procWorkers, float64(pr.Concurrency), name)
 	histogram(ch, procDuration, pr.Latency, name)
+	gauge(ch, procLongest, pr.LongestCall.Seconds(), name)
 	for _, b := range st.Batchers {
 		counter(ch, batReceived, float64(b.In), name, b.Name)
 		for trigger, n := range b.Batches {
@@ -319,6 +322,7 @@ func collectPipeline(ch chan<- prometheus.Metric, st pipeline.Stats) {
 		counter(ch, batBusy, b.Busy.Seconds(), name, b.Name)
 		gauge(ch, batWorkers, float64(b.Concurrency), name, b.Name)
 		histogram(ch, batDuration, b.Latency, name, b.Name)
+		gauge(ch, batLongest, b.LongestCall.Seconds(), name, b.Name)
 	}
 }
 

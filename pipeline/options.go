@@ -22,6 +22,24 @@ const DefaultFailureLogInterval = 10 * time.Second
 // MaxFailureLogInterval bounds Options.FailureLogInterval.
 const MaxFailureLogInterval = time.Hour
 
+// DefaultStallThreshold is the default Options.StallThreshold: as long
+// as the default ShutdownTimeout, since a handler call that runs longer
+// cannot end within a default drain.
+const DefaultStallThreshold = 30 * time.Second
+
+// MaxStallThreshold bounds Options.StallThreshold.
+const MaxStallThreshold = 24 * time.Hour
+
+// DefaultStallCheckInterval is the default Options.StallCheckInterval.
+const DefaultStallCheckInterval = time.Second
+
+// MinStallCheckInterval and MaxStallCheckInterval bound
+// Options.StallCheckInterval.
+const (
+	MinStallCheckInterval = 10 * time.Millisecond
+	MaxStallCheckInterval = time.Minute
+)
+
 // Options declare a pipeline. In is the payload type the source produces; Out
 // is the payload type processors turn it into, which batchers receive (use
 // the same type for both when processors do not change it).
@@ -49,6 +67,24 @@ type Options[In, Out any] struct {
 	// (DefaultFailureLogInterval); at most MaxFailureLogInterval (1h); a
 	// negative value logs every failure, one line each.
 	FailureLogInterval time.Duration `validate:"lte=1h"`
+	// StallCheckInterval is how often the pipeline reads how long each
+	// processor's chunk and each batch processor's batch has been running
+	// (the stages' LongestCall in Stats, and the stall log lines). The
+	// stages read no clock for it: a call is dated from the first reading
+	// that saw it, so a LongestCall is short by up to StallCheckInterval,
+	// and a call over within it may never show. One goroutine per
+	// pipeline reads, from Start until the stages have returned. Default
+	// 1s (DefaultStallCheckInterval); 10ms … 1m (MinStallCheckInterval,
+	// MaxStallCheckInterval).
+	StallCheckInterval time.Duration `validate:"gte=10ms,lte=1m"`
+	// StallThreshold is how long a processor's chunk or a batch
+	// processor's batch may run before the stage logs it: one WARN line
+	// when a call of the stage has run longer than StallThreshold
+	// (StallLog), and one INFO line once none has any longer
+	// (StallEndedLog). Default 30s (DefaultStallThreshold); at most
+	// MaxStallThreshold (24h); a negative value logs no stall (Stats
+	// still reports LongestCall).
+	StallThreshold time.Duration `validate:"lte=24h"`
 	// Telemetry, when set, is called at the points of the pipeline's work
 	// that package telemetry lists (Broadway's :telemetry events). Nil
 	// (the default) is off and costs a nil check per chunk and per batch.
@@ -121,6 +157,12 @@ func (o Options[In, Out]) WithDefaults() Options[In, Out] {
 	}
 	if o.FailureLogInterval == 0 {
 		o.FailureLogInterval = DefaultFailureLogInterval
+	}
+	if o.StallCheckInterval == 0 {
+		o.StallCheckInterval = DefaultStallCheckInterval
+	}
+	if o.StallThreshold == 0 {
+		o.StallThreshold = DefaultStallThreshold
 	}
 	o.Producer = o.Producer.WithDefaults()
 	o.Processors = o.Processors.WithDefaults()

@@ -72,6 +72,15 @@ func TestValidationRules(t *testing.T) {
 		{"failure log interval", func(o *pipeline.Options[uint64, uint64]) {
 			o.FailureLogInterval = pipeline.MaxFailureLogInterval + time.Nanosecond
 		}, "failureLogInterval", "lte", "failureLogInterval must be ≤ 1h"},
+		{"stall threshold", func(o *pipeline.Options[uint64, uint64]) {
+			o.StallThreshold = pipeline.MaxStallThreshold + time.Nanosecond
+		}, "stallThreshold", "lte", "stallThreshold must be ≤ 24h"},
+		{"stall check interval too long", func(o *pipeline.Options[uint64, uint64]) {
+			o.StallCheckInterval = pipeline.MaxStallCheckInterval + time.Nanosecond
+		}, "stallCheckInterval", "lte", "stallCheckInterval must be ≤ 1m"},
+		{"stall check interval too short", func(o *pipeline.Options[uint64, uint64]) {
+			o.StallCheckInterval = pipeline.MinStallCheckInterval - time.Nanosecond
+		}, "stallCheckInterval", "gte", "stallCheckInterval must be ≥ 10ms"},
 		{"processors concurrency", func(o *pipeline.Options[uint64, uint64]) { o.Processors.Concurrency = -1 },
 			"processors.concurrency", "gte", "processors.concurrency must be ≥ 1"},
 		{"processors max demand", func(o *pipeline.Options[uint64, uint64]) { o.Processors.MaxDemand = -1 },

@@ -102,6 +102,8 @@ type Pipeline[In, Out any] struct {
 	prodDone    atomic.Bool   // the producer's Run has returned
 	done        chan struct{} // closed when the pipeline has stopped
 	startedAt   atomic.Int64  // Unix nanoseconds of Start, for Stats
+	quitStalls  chan struct{} // closed by giveUp: the stall watch returns
+	stallsDone  chan struct{} // closed when the stall watch has returned
 }
 
 // New validates opts and builds the pipeline. Nothing starts until Start or
@@ -122,6 +124,8 @@ func New[In, Out any](opts Options[In, Out]) (*Pipeline[In, Out], error) {
 		cut:        make(chan struct{}),
 		abandoned:  make(chan struct{}),
 		done:       make(chan struct{}),
+		quitStalls: make(chan struct{}),
+		stallsDone: make(chan struct{}),
 	}
 	routes := make([]processing.NamedRoute[Out], 0, len(opts.Batchers))
 	for _, bo := range opts.Batchers {
@@ -213,14 +217,15 @@ func (p *Pipeline[In, Out]) launch(hardCtx, closeCtx, runCtx context.Context) {
 }
 
 // run owns every goroutine of the pipeline: it launches the stages, each
-// closing the input of the stage after it once it has returned, and the
-// shutdown-timeout enforcer, waits for them, then closes the sources and
-// closes Done as the last thing it does. Stop and Run wait for Done (or
+// closing the input of the stage after it once it has returned, the stall
+// watch and the shutdown-timeout enforcer, waits for them, then closes the
+// sources and closes Done as the last thing it does. Stop and Run wait for Done (or
 // give up on it, see ShutdownTimeoutError). A non-nil runCtx (see launch)
 // is watched in place of the Run that no longer does.
 func (p *Pipeline[In, Out]) run(hardCtx, closeCtx, runCtx context.Context) {
 	started := time.Now()
 	var stages, aux group.Group
+	aux.Go(p.watchStalls)
 	aux.Go(p.enforceShutdownTimeout)
 	if runCtx != nil {
 		aux.Go(func() { p.stopWhenDone(runCtx) })

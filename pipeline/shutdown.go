@@ -199,6 +199,10 @@ func (p *Pipeline[In, Out]) giveUp() {
 		p.closeCancel()
 		p.log.Error("shutdown timeout: giving up on goroutines that ignore their context; they are left running",
 			slog.Any("running", err.Running))
+		// The stall watch is not left running with them: Stop and Run
+		// return once it has returned.
+		close(p.quitStalls)
+		<-p.stallsDone
 		close(p.abandoned)
 	})
 }

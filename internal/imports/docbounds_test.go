@@ -36,6 +36,8 @@ var boundConstants = map[string]int64{
 	"batcher.ConcurrencyLimit":       batcher.ConcurrencyLimit,
 	"pipeline.BatchersLimit":         pipeline.BatchersLimit,
 	"pipeline.MaxFailureLogInterval": int64(pipeline.MaxFailureLogInterval),
+	"pipeline.MaxStallThreshold":     int64(pipeline.MaxStallThreshold),
+	"pipeline.MaxStallCheckInterval": int64(pipeline.MaxStallCheckInterval),
 	"validate.NameMaxLen":            validate.NameMaxLen,
 	"source.MaxBatchLimit":           source.MaxBatchLimit,
 	"topology.MaxBatchLimit":         topology.MaxBatchLimit,

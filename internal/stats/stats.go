@@ -217,6 +217,16 @@ type Processors struct {
 	// Latency is the handler's duration (seconds), sampled on the first
 	// message of the chunks timed for Busy.
 	Latency Histogram
+	// LongestCall is how long the longest-running chunk a processor holds
+	// has been running (0 when none holds one): Prepare, the handler on
+	// each of its messages, HandleFailed, acknowledging, and handing the
+	// messages to their batchers, which waits for room in a full
+	// batcher's queue. Processors read no clock for it: a chunk is dated
+	// from the first reading of the counters that saw it (a Stats call,
+	// or the pipeline's own reading every Options.StallCheckInterval), so
+	// the age is short by up to that interval, and a chunk over within
+	// it may never show. See Calls.
+	LongestCall time.Duration
 }
 
 // Batcher is a snapshot of one batcher and its batch processors.
@@ -274,6 +284,12 @@ type Batcher struct {
 	// timed for Busy: every batch when BatchSize ≥ 64, one in
 	// ⌈64 ÷ BatchSize⌉ otherwise.
 	Latency Histogram
+	// LongestCall is how long the longest-running batch a batch
+	// processor holds has been running (0 when none holds one): the batch
+	// handler, HandleFailed and acknowledging. It is dated as the
+	// processors' LongestCall is: short by up to the time between two
+	// readings.
+	LongestCall time.Duration
 }
 
 // Ratio is busy ÷ (workers × wall), clamped to [0, 1]; 0 when wall or

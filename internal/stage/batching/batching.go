@@ -942,6 +942,7 @@ func (bp *batchProcessor[T]) handle(ctx context.Context, b *message.Batch[T]) {
 	msgs := append(bp.msgs[:0], b.Messages...)
 	bp.msgs = msgs
 	defer clear(msgs)
+	bp.st.took(len(msgs))
 	// Deferred after the others, so that it runs first: before the
 	// batch's hook; and before BatchStart, which may exit too.
 	bp.step = stepHandler

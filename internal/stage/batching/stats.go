@@ -41,7 +41,12 @@ type partShard struct {
 // procShard is one batch processor's counters, written only by its
 // goroutine.
 type procShard struct {
-	_         [64]byte
+	_ [64]byte
+	// taken counts the messages of the batches the batch processor took
+	// up, stored as it takes each one: the one store per batch that tells
+	// a reader it holds a batch (taken > succeeded + failed) and which
+	// one (each batch adds to taken).
+	taken     stats.Counter
 	succeeded stats.Counter
 	failed    stats.FailureCounters
 	busy      stats.Busy // time in the batch handler, estimated
@@ -56,6 +61,9 @@ type batcherStats struct {
 	// every partition and batch processor returned; only Run writes it
 	// (settle).
 	unhandled *stats.Counter
+	// calls dates the batches the batch processors hold, for the readers
+	// (CallAges).
+	calls *stats.Calls
 	// dropped counts the messages a hard stop left behind whose outcome
 	// was not the batcher's to report (see left). The partitions and
 	// batch processors add to it on their way out, and Run once they
@@ -67,7 +75,7 @@ type batcherStats struct {
 // time one batch in every.
 func newBatcherStats(partitions, processors int, every uint32) batcherStats {
 	st := batcherStats{parts: make([]*partShard, partitions), procs: make([]*procShard, processors),
-		unhandled: new(stats.Counter), dropped: new(atomic.Uint64)}
+		unhandled: new(stats.Counter), dropped: new(atomic.Uint64), calls: stats.NewCalls(processors)}
 	for i := range st.parts {
 		st.parts[i] = &partShard{sizes: stats.NewSize()}
 	}
@@ -101,6 +109,13 @@ func (sh *partShard) emitted(trigger message.Trigger, size int) {
 	}
 	sh.batches[min(int(trigger), maxTriggers-1)].Add(1)
 	sh.sizes.ObserveSize(size)
+}
+
+// took counts the n messages of the batch the batch processor takes up.
+func (sh *procShard) took(n int) {
+	if sh != nil {
+		sh.taken.Add(uint64(n))
+	}
 }
 
 // count counts the outcome of one message of a handled batch: a failure
@@ -179,10 +194,38 @@ func (sh *procShard) stopped() {
 	}
 }
 
+// read returns batch processor i's successes and failures, and how long
+// the batch it holds has been running at now (see stats.Calls). The
+// outcomes are read before what it took, so that a batch ending meanwhile
+// never shows more outcomes than messages.
+func (st batcherStats) read(i int, now time.Time) (succeeded uint64, failed stats.Failures, age time.Duration) {
+	sh := st.procs[i]
+	succeeded = sh.succeeded.Load()
+	sh.failed.AddTo(&failed)
+	taken := sh.taken.Load()
+	age = st.calls.Age(i, taken, taken > succeeded+failed.Total(), now)
+	return succeeded, failed, age
+}
+
+// CallAges appends to ages, for each batch processor in turn, how long
+// the batch it holds has been running at now: 0 when it holds none, or
+// when no earlier reading (this one, or Stats) saw that batch. A batch is
+// dated from the first reading that saw it, so an age is short by up to
+// the time between two readings. Safe to call from any goroutine at any
+// time.
+func (s *Batcher[T]) CallAges(now time.Time, ages []time.Duration) []time.Duration {
+	for i := range s.st.procs {
+		_, _, age := s.st.read(i, now)
+		ages = append(ages, age)
+	}
+	return ages
+}
+
 // Stats returns a snapshot of the batcher's counters; wall is the time
 // since the pipeline started (0 before), for the busy ratio. Safe to call
 // from any goroutine at any time.
 func (s *Batcher[T]) Stats(wall time.Duration) stats.Batcher {
+	now := time.Now()
 	st := stats.Batcher{
 		Name:          s.opts.Name,
 		Stage:         s.name,
@@ -196,9 +239,11 @@ func (s *Batcher[T]) Stats(wall time.Duration) stats.Batcher {
 	}
 	// Outcomes before what was taken in, so that InFlight is never
 	// negative: a message is counted in before its outcome is.
-	for _, sh := range s.st.procs {
-		st.Succeeded += sh.succeeded.Load()
-		sh.failed.AddTo(&st.Failed)
+	for i, sh := range s.st.procs {
+		succeeded, failed, age := s.st.read(i, now)
+		st.Succeeded += succeeded
+		st.Failed.Add(failed)
+		st.LongestCall = max(st.LongestCall, age)
 		st.Busy += sh.busy.Load()
 		sh.latency.AddTo(&st.Latency)
 	}

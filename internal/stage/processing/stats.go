@@ -47,10 +47,13 @@ type poolStats struct {
 	// queues, taken in and unhandled; only Run writes it (leftQueued),
 	// once every processor has returned.
 	left *stats.Counter
+	// calls dates the chunks in flight for the readers (CallAges): a
+	// processor's in counter names its chunk, since each chunk adds to it.
+	calls *stats.Calls
 }
 
 func newPoolStats(processors int) poolStats {
-	st := poolStats{shards: make([]*shard, processors), left: new(stats.Counter)}
+	st := poolStats{shards: make([]*shard, processors), left: new(stats.Counter), calls: stats.NewCalls(processors)}
 	for i := range st.shards {
 		st.shards[i] = &shard{latency: stats.NewLatency(), busy: stats.NewBusy(sampleEvery)}
 	}
@@ -107,10 +110,38 @@ func (p *worker[In, Out]) handleTimed(ctx context.Context, m *message.Message[In
 	return out, err
 }
 
+// read returns processor i's counters: its outcomes, read before what it
+// took in, so that a chunk ending meanwhile never shows more outcomes than
+// messages; and how long the chunk it holds has been running at now (see
+// stats.Calls).
+func (st poolStats) read(i int, now time.Time) (succeeded, unhandled, in uint64, failed stats.Failures, age time.Duration) {
+	sh := st.shards[i]
+	sh.failed.AddTo(&failed)
+	succeeded, unhandled = sh.succeeded.Load(), sh.unhandled.Load()
+	in = sh.in.Load()
+	// Each chunk adds to in, so in names the chunk in flight.
+	age = st.calls.Age(i, in, in > succeeded+unhandled+failed.Total(), now)
+	return succeeded, unhandled, in, failed, age
+}
+
+// CallAges appends to ages, for each processor in turn, how long the chunk
+// it holds has been running at now: 0 when it holds none, or when no
+// earlier reading (this one, or Stats) saw that chunk. A chunk is dated
+// from the first reading that saw it, so an age is short by up to the
+// time between two readings. Safe to call from any goroutine at any time.
+func (s *Pool[In, Out]) CallAges(now time.Time, ages []time.Duration) []time.Duration {
+	for i := range s.st.shards {
+		_, _, _, _, age := s.st.read(i, now)
+		ages = append(ages, age)
+	}
+	return ages
+}
+
 // Stats returns a snapshot of the processors' counters; wall is the time
 // since the pipeline started (0 before), for the busy ratio. Safe to call
 // from any goroutine at any time.
 func (s *Pool[In, Out]) Stats(wall time.Duration) stats.Processors {
+	now := time.Now()
 	left := s.st.left.Load()
 	st := stats.Processors{
 		Stage:         s.name,
@@ -121,13 +152,9 @@ func (s *Pool[In, Out]) Stats(wall time.Duration) stats.Processors {
 		Queued:        s.input.Queued(),
 		QueueCapacity: s.QueueCapacity() * s.input.Len(),
 	}
-	for _, sh := range s.st.shards {
-		// Outcomes before what was taken in, so that a chunk ending
-		// meanwhile never shows more outcomes than messages.
-		var failed stats.Failures
-		sh.failed.AddTo(&failed)
-		succeeded, unhandled := sh.succeeded.Load(), sh.unhandled.Load()
-		in := sh.in.Load()
+	for i, sh := range s.st.shards {
+		succeeded, unhandled, in, failed, age := s.st.read(i, now)
+		st.LongestCall = max(st.LongestCall, age)
 		st.Failed.Add(failed)
 		st.Succeeded += succeeded
 		st.Unhandled += unhandled

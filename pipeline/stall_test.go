@@ -1,0 +1,290 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/internal/logtest"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+)
+
+// blocker is a handler's wait that a test releases once.
+type blocker struct {
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func newBlocker() *blocker {
+	return &blocker{entered: make(chan struct{}, 1), release: make(chan struct{})}
+}
+
+// wait blocks until the test releases it, whatever ctx says.
+func (b *blocker) wait() {
+	select {
+	case b.entered <- struct{}{}:
+	default:
+	}
+	<-b.release
+}
+
+func (b *blocker) free() { b.once.Do(func() { close(b.release) }) }
+
+// checkStall runs a pipeline whose only message stalls in a handler for 70
+// s, and checks what longest (the stage's LongestCall in Stats) and the
+// log say meanwhile: the age grows with the reading interval's
+// resolution, one WARN line once it is past the threshold, one INFO line
+// once the call returned.
+func checkStall(t *testing.T, stage string, opts pipeline.Options[uint64, uint64], b *blocker,
+	longest func(pipeline.Stats) time.Duration) {
+	var lines logtest.Lines
+	opts.Logger = slog.New(slog.NewTextHandler(&lines, nil))
+	p := mustNew(t, opts)
+	defer func() { _ = p.Stop(context.Background()) }() // a failed check's way out
+	defer b.free()                                      // before Stop
+	if err := p.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Push(t.Context(), message.New(uint64(1), acker.NewRecorder(false), 1)); err != nil {
+		t.Fatal(err)
+	}
+	<-b.entered
+	synctest.Wait()
+	for _, at := range []time.Duration{10 * time.Second, 20 * time.Second} {
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		// Dated from the first reading that saw it, 1 s in at the latest.
+		if got := longest(p.Stats()); got < at-time.Second || got > at {
+			t.Fatalf("%v into the stall: LongestCall %v, want between %v and %v", at, got, at-time.Second, at)
+		}
+	}
+	if got := lines.Matching(pipeline.StallLog); len(got) != 0 {
+		t.Fatalf("20 s into a stall under a 30 s threshold: %q, want no line", got)
+	}
+	time.Sleep(50 * time.Second)
+	synctest.Wait()
+	if got := longest(p.Stats()); got < 69*time.Second {
+		t.Fatalf("70 s into the stall: LongestCall %v, want at least 69s", got)
+	}
+	warned := lines.Matching(pipeline.StallLog)
+	if len(warned) != 1 || !strings.Contains(warned[0], "level=WARN") || !strings.Contains(warned[0], "stage="+stage+" ") ||
+		!strings.Contains(warned[0], "workers=1") || !strings.Contains(warned[0], "threshold=30s") {
+		t.Fatalf("70 s into the stall: %q, want one WARN line of stage %s with one worker", warned, stage)
+	}
+	if got := lines.Matching(pipeline.StallEndedLog); len(got) != 0 {
+		t.Fatalf("during the stall: %q", got)
+	}
+	b.free()
+	synctest.Wait()
+	time.Sleep(time.Second)
+	synctest.Wait()
+	ended := lines.Matching(pipeline.StallEndedLog)
+	if len(ended) != 1 || !strings.Contains(ended[0], "level=INFO") || !strings.Contains(ended[0], "stage="+stage+" ") ||
+		!strings.Contains(ended[0], "took=1m9s") {
+		t.Fatalf("once the call returned: %q, want one INFO line of stage %s with took=1m9s", ended, stage)
+	}
+	if got := longest(p.Stats()); got != 0 {
+		t.Fatalf("once the call returned: LongestCall %v, want 0", got)
+	}
+	if err := p.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := lines.Matching(pipeline.StallLog); len(got) != 1 {
+		t.Fatalf("after the stall: %q, want still one WARN line", got)
+	}
+}
+
+// Guarantee: a processor handler that stalls shows in Stats
+// (Processors.LongestCall grows while it runs, 0 once it returned), and the
+// processors log one WARN line once it has run longer than StallThreshold
+// (however long it then runs) and one INFO line, with how long it took,
+// once it returned.
+func TestAStalledProcessorIsReportedWhileItRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBlocker()
+		checkStall(t, "stalled.processor", pipeline.Options[uint64, uint64]{
+			Name: "stalled",
+			Processors: processor.Options[uint64, uint64]{Concurrency: 2, Handle: func(_ context.Context, m *message.Message[uint64]) (uint64, error) {
+				b.wait()
+				return m.Data, nil
+			}},
+		}, b, func(st pipeline.Stats) time.Duration { return st.Processors.LongestCall })
+	})
+}
+
+// Guarantee: a batch handler that stalls shows in Stats
+// (Batchers[].LongestCall) and in the log as a processor's does.
+func TestAStalledBatchHandlerIsReportedWhileItRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBlocker()
+		checkStall(t, "stalled.batcher.default", pipeline.Options[uint64, uint64]{
+			Name:       "stalled",
+			Processors: processor.Options[uint64, uint64]{Handle: identity},
+			Batchers: []batcher.Options[uint64]{{Name: "default", BatchSize: 1, Concurrency: 2,
+				Handle: func(context.Context, []*message.Message[uint64], message.BatchInfo) error {
+					b.wait()
+					return nil
+				}}},
+		}, b, func(st pipeline.Stats) time.Duration { return st.Batchers[0].LongestCall })
+	})
+}
+
+// Guarantee: handlers that keep taking new work are not reported as
+// stalled, however long the stages stay busy: a call is dated, not the
+// time a worker has held one call after another.
+func TestBusyHandlersAreNotReportedAsStalled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var lines logtest.Lines
+		slow := func() { time.Sleep(300 * time.Millisecond) }
+		p := mustNew(t, pipeline.Options[uint64, uint64]{
+			Name:           "busy",
+			Logger:         slog.New(slog.NewTextHandler(&lines, nil)),
+			StallThreshold: 2 * time.Second,
+			Processors: processor.Options[uint64, uint64]{Concurrency: 2, MaxDemand: 1, Handle: func(_ context.Context, m *message.Message[uint64]) (uint64, error) {
+				slow()
+				return m.Data, nil
+			}},
+			// Room for what the processors hand on, so that they never
+			// wait for the batcher.
+			Batchers: []batcher.Options[uint64]{{Name: "default", BatchSize: 1, Concurrency: 4,
+				Handle: func(context.Context, []*message.Message[uint64], message.BatchInfo) error {
+					slow()
+					return nil
+				}}},
+		})
+		if err := p.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = p.Stop(context.Background()) }() // a failed check's way out
+		// 2 minutes of work for the processors.
+		const messages = 800
+		pushed := make(chan error, 1)
+		go func() {
+			rec := acker.NewRecorder(false)
+			for i := range messages {
+				if err := p.Push(t.Context(), message.New(uint64(i), rec, uint64(i))); err != nil {
+					pushed <- err
+					return
+				}
+			}
+			pushed <- nil
+		}()
+		busy := 0
+		time.Sleep(150 * time.Millisecond) // between two readings of the pipeline's own
+		for i := range 110 {
+			time.Sleep(time.Second)
+			st := p.Stats()
+			if st.Processors.InFlight > 0 && st.Batchers[0].InFlight > 0 {
+				busy++
+			}
+			if st.Processors.LongestCall > time.Second || st.Batchers[0].LongestCall > time.Second {
+				t.Fatalf("%v into the run: LongestCall %v (processors), %v (batcher), want at most the 1 s between two readings",
+					time.Duration(i+1)*time.Second, st.Processors.LongestCall, st.Batchers[0].LongestCall)
+			}
+		}
+		if busy < 100 {
+			t.Fatalf("the stages were busy at %d readings of 110, want at least 100", busy)
+		}
+		if err := <-pushed; err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if got := lines.Matching(pipeline.StallLog); len(got) != 0 {
+			t.Fatalf("busy handlers logged %q, want no stall", got)
+		}
+	})
+}
+
+// Guarantee: a negative StallThreshold logs no stall, while Stats still
+// dates the stalled call.
+func TestANegativeStallThresholdLogsNoStall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var lines logtest.Lines
+		b := newBlocker()
+		p := mustNew(t, pipeline.Options[uint64, uint64]{
+			Name:           "quiet",
+			Logger:         slog.New(slog.NewTextHandler(&lines, nil)),
+			StallThreshold: -1,
+			Processors: processor.Options[uint64, uint64]{Handle: func(_ context.Context, m *message.Message[uint64]) (uint64, error) {
+				b.wait()
+				return m.Data, nil
+			}},
+		})
+		if err := p.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = p.Stop(context.Background()) }() // a failed check's way out
+		defer b.free()                                      // before Stop
+		if err := p.Push(t.Context(), message.New(uint64(1), acker.NewRecorder(false), 1)); err != nil {
+			t.Fatal(err)
+		}
+		<-b.entered
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if got := p.Stats().Processors.LongestCall; got < time.Hour-time.Second {
+			t.Fatalf("an hour into the stall: LongestCall %v", got)
+		}
+		b.free()
+		if err := p.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if got := lines.Matching("stall"); len(got) != 0 {
+			t.Fatalf("with a negative StallThreshold: %q, want no stall line", got)
+		}
+	})
+}
+
+// Guarantee: when Stop gives up on a handler that ignores its context, it
+// returns within ShutdownTimeout + CancelGrace as before, and the stall
+// watch has returned by then: only the handler is left running.
+func TestStopGivingUpOnAStalledHandlerLeavesNoStallWatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBlocker()
+		p := mustNew(t, pipeline.Options[uint64, uint64]{
+			Name:            "stuck",
+			Logger:          slog.New(slog.DiscardHandler),
+			ShutdownTimeout: 5 * time.Second,
+			Processors: processor.Options[uint64, uint64]{Handle: func(_ context.Context, m *message.Message[uint64]) (uint64, error) {
+				b.wait()
+				return m.Data, nil
+			}},
+		})
+		if err := p.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { // a failed check's way out
+			b.free()
+			<-p.Done()
+		}()
+		if err := p.Push(t.Context(), message.New(uint64(1), acker.NewRecorder(false), 1)); err != nil {
+			t.Fatal(err)
+		}
+		<-b.entered
+		time.Sleep(time.Minute)
+		began := time.Now()
+		err := p.Stop(context.Background())
+		if _, ok := errors.AsType[*pipeline.ShutdownTimeoutError](err); !ok {
+			t.Fatalf("Stop: %v, want a *ShutdownTimeoutError", err)
+		}
+		if took := time.Since(began); took != 5*time.Second+pipeline.CancelGrace {
+			t.Fatalf("Stop took %v, want ShutdownTimeout + CancelGrace", took)
+		}
+		buf := make([]byte, 1<<20)
+		if stacks := string(buf[:runtime.Stack(buf, true)]); strings.Contains(stacks, "watchStalls") {
+			t.Fatalf("the stall watch still runs once Stop returned:\n%s", stacks)
+		}
+	})
+}
