@@ -48,7 +48,11 @@ type Slab struct {
 	N     int
 	Start chan struct{}
 	Ack   acker.Acknowledger
-	slab  []message.Message[int]
+	// Metadata, when set, is every message's Metadata (one value shared
+	// by all of them, as a source's per-record metadata would be without
+	// its allocation).
+	Metadata any
+	slab     []message.Message[int]
 }
 
 // NewSlab returns a Slab of n messages acknowledged to ack.
@@ -73,6 +77,9 @@ func (s *Slab) Run(ctx context.Context, st *producer.Stage[int]) error {
 		for j := range k {
 			m := &s.slab[i+j]
 			m.Init(i+j, s.Ack, uint64(i+j))
+			if s.Metadata != nil {
+				m.Metadata = s.Metadata
+			}
 			buf = append(buf, m)
 		}
 		feed.Deliver(buf...)

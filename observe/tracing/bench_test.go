@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"testing"
 
+	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/boulevard-go/boulevard/batcher"
@@ -20,23 +21,33 @@ import (
 // BenchmarkTracing runs b.N messages through two processors and a batcher
 // of 100: without tracing (off), with every message and batch sampled into
 // an SDK provider that exports nothing (sampled), and with a provider that
-// samples nothing (unsampled).
+// samples nothing (unsampled); each with messages that carry no trace
+// context, and (the "-context" cases) with messages that each carry a
+// W3C traceparent, as records of a traced producer do.
 func BenchmarkTracing(b *testing.B) {
+	upstream := propagation.MapCarrier{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	sampled := func() *sdktrace.TracerProvider {
+		return sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	}
+	unsampled := func() *sdktrace.TracerProvider {
+		return sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample()))
+	}
 	for _, c := range []struct {
-		name string
-		tp   func() *sdktrace.TracerProvider
+		name     string
+		tp       func() *sdktrace.TracerProvider
+		metadata any
 	}{
-		{"off", nil},
-		{"sampled", func() *sdktrace.TracerProvider {
-			return sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
-		}},
-		{"unsampled", func() *sdktrace.TracerProvider {
-			return sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample()))
-		}},
+		{"off", nil, nil},
+		{"sampled", sampled, nil},
+		{"unsampled", unsampled, nil},
+		{"off-context", nil, upstream},
+		{"sampled-context", sampled, upstream},
+		{"unsampled-context", unsampled, upstream},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			ack := &benchsrc.Counter{}
 			src := benchsrc.NewSlab(b.N, ack)
+			src.Metadata = c.metadata
 			opts := pipeline.Options[int, int]{
 				Name:     "bench",
 				Logger:   slog.New(slog.DiscardHandler),

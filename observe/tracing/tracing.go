@@ -16,6 +16,12 @@
 //	topts := tracing.Options{TracerProvider: tp}
 //	s, err := sink.New(sink.Options[T]{Binding: b, Headers: tracing.SinkHeaders(topts)})
 //
+// In a batch handler, MessageContext gives the context of one message of
+// the batch, carrying the message's span rather than the batch's, so that
+// what the handler does for that message (a publish, a call) joins the
+// message's trace. SampleLinked wraps an SDK sampler so that the batch
+// span of any sampled message is recorded.
+//
 // Tracing is off unless Options.TracerProvider is set (a nil pointer, such
 // as a *sdktrace.TracerProvider left unset, is off too); off, Instrument
 // returns the pipeline's options unchanged and the pipeline runs exactly
@@ -416,19 +422,26 @@ func wrapBatchHandler[T any](t *tracer, pipe, name string, h batcher.Handler[T])
 		// rewrite its slice (see batcher.Handler).
 		msgs := slices.Clone(batch)
 		links := make([]trace.Link, 0, len(batch))
-		for _, m := range batch {
+		bs := &batchSpans[T]{msgs: msgs, scs: make([]trace.SpanContext, len(batch))}
+		for i, m := range batch {
 			sc, ok := t.linkOf(m)
 			if ok {
 				links = append(links, trace.Link{SpanContext: sc})
+				bs.scs[i] = sc
 			}
+		}
+		attrs := []attribute.KeyValue{
+			AttrPipeline.String(pipe), AttrStage.String(stage), AttrBatcher.String(name),
+			AttrBatchTrigger.String(info.Trigger.String()),
+			attribute.Int("messaging.batch.message_count", len(batch)),
+		}
+		if info.BatchKey != "" {
+			attrs = append(attrs, AttrBatchKey.String(info.BatchKey))
 		}
 		sctx, span := t.tracer.Start(ctx, stage,
 			trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindConsumer), trace.WithLinks(links...),
-			trace.WithAttributes(
-				AttrPipeline.String(pipe), AttrStage.String(stage), AttrBatcher.String(name),
-				AttrBatchKey.String(info.BatchKey), AttrBatchTrigger.String(info.Trigger.String()),
-				attribute.Int("messaging.batch.message_count", len(batch)),
-			))
+			trace.WithAttributes(attrs...))
+		sctx = context.WithValue(sctx, batchSpansKey{}, bs)
 		done := false
 		defer func() {
 			if done {
@@ -465,6 +478,78 @@ func wrapBatchHandler[T any](t *tracer, pipe, name string, h batcher.Handler[T])
 		span.End()
 		return err
 	}
+}
+
+// batchSpansKey is the context key of a batch handler's batchSpans.
+type batchSpansKey struct{}
+
+// batchSpans are the span contexts a batch span links to, one for each
+// message of the batch as the batch handler was given it (zero when the
+// message has none), for MessageContext.
+type batchSpans[T any] struct {
+	msgs []*message.Message[T]
+	scs  []trace.SpanContext
+	once sync.Once
+	idx  map[*message.Message[T]]int // built on the first lookup in a large batch
+}
+
+// linearLookup is the batch size up to which MessageContext looks a
+// message up by scanning the batch rather than through a map.
+const linearLookup = 64
+
+// of returns the span context of m, a message of the batch.
+func (b *batchSpans[T]) of(m *message.Message[T]) (trace.SpanContext, bool) {
+	if len(b.msgs) <= linearLookup {
+		for i, x := range b.msgs {
+			if x == m {
+				return b.scs[i], b.scs[i].IsValid()
+			}
+		}
+		return trace.SpanContext{}, false
+	}
+	b.once.Do(func() {
+		b.idx = make(map[*message.Message[T]]int, len(b.msgs))
+		for i, x := range b.msgs {
+			b.idx[x] = i
+		}
+	})
+	i, ok := b.idx[m]
+	if !ok {
+		return trace.SpanContext{}, false
+	}
+	return b.scs[i], b.scs[i].IsValid()
+}
+
+// MessageContext returns, in a batch handler that Instrument wrapped, ctx
+// (the handler's context, or one derived from it) carrying as its span
+// context the span the batch span links to for m, a message of the
+// batch: the span of m's processor, or, when that is not known, the trace
+// context m arrived with. What the handler does for that one message
+// then joins the message's trace rather than the batch's: a publish
+// through a topic sink with SinkHeaders carries the message's trace
+// downstream, and a span the handler starts under it is a child of the
+// message's span.
+//
+//	for _, m := range batch {
+//		if err := s.Publish(tracing.MessageContext(ctx, m), m); err != nil {
+//			m.Fail(err)
+//		}
+//	}
+//
+// It returns ctx unchanged when tracing is off, outside a batch handler
+// that Instrument wrapped, for a message that is not of the batch, and
+// for one without a span context. Safe to call from several goroutines
+// of the handler at once.
+func MessageContext[T any](ctx context.Context, m *message.Message[T]) context.Context {
+	bs, ok := ctx.Value(batchSpansKey{}).(*batchSpans[T])
+	if !ok || m == nil {
+		return ctx
+	}
+	sc, ok := bs.of(m)
+	if !ok {
+		return ctx
+	}
+	return trace.ContextWithSpanContext(ctx, sc)
 }
 
 // abnormalEnd is the status description of the span of a handler (who)
