@@ -127,3 +127,26 @@ func TestCommittedPastCountsOnlyFailuresGivenUp(t *testing.T) {
 		t.Errorf("Stats().FailedCommitted = %d, want 2", got)
 	}
 }
+
+// Guarantee: a failure acknowledged in the same call as an interrupted
+// outcome at a lower offset is not counted as committed past: the commit
+// stays held below the interrupted offset, so the failed record is
+// delivered again.
+func TestCommittedPastLeavesOutFailuresAboveAnInterruption(t *testing.T) {
+	for _, order := range []string{"interrupted first", "failure first"} {
+		t.Run(order, func(t *testing.T) {
+			p, _ := newTestPartition(FailureCommit, 10)
+			interrupted := acker.Outcome{ID: 2, Err: acker.WrapShutdown(context.Canceled), Disposition: acker.DispositionRetry}
+			fail := acker.Outcome{ID: 5, Err: errors.New("fails"), Disposition: acker.DispositionDefault}
+			below := acker.Outcome{ID: 1, Err: errors.New("fails"), Disposition: acker.DispositionDefault}
+			outcomes := []acker.Outcome{interrupted, fail, below}
+			if order == "failure first" {
+				outcomes = []acker.Outcome{fail, below, interrupted}
+			}
+			p.Ack(t.Context(), nil, outcomes)
+			if got := p.CommittedPast.Load(); got != 1 {
+				t.Fatalf("CommittedPast = %d, want 1 (offset 1; offset 5 is above the interruption at 2)", got)
+			}
+		})
+	}
+}

@@ -222,14 +222,21 @@ func (c *Claim) Ack(ctx context.Context, successful, failed []acker.Outcome) {
 		c.recycle(successful[i].Data)
 	}
 	discarded, redeliver, interrupted, policyPast := 0, 0, 0, 0
+	// The commit is held below the first interrupted offset first, so
+	// that a failure after it in the same call is not counted as committed
+	// past: it is delivered again.
 	for i := range failed {
-		o := &failed[i]
-		c.recycle(o.Data)
-		if acker.Interrupted(*o) {
+		if o := &failed[i]; acker.Interrupted(*o) {
 			interrupted++
 			if c.holdAt < 0 || int64(o.ID) < c.holdAt {
 				c.holdAt = int64(o.ID)
 			}
+		}
+	}
+	for i := range failed {
+		o := &failed[i]
+		c.recycle(o.Data)
+		if acker.Interrupted(*o) {
 			continue
 		}
 		if Redeliver(c.policy, o.Disposition) {
@@ -242,7 +249,7 @@ func (c *Claim) Ack(ctx context.Context, successful, failed []acker.Outcome) {
 			continue
 		}
 		discarded++
-		if o.Disposition == acker.DispositionDefault && c.cp.IsPending(o.ID) {
+		if o.Disposition == acker.DispositionDefault && c.cp.IsPending(o.ID) && (c.holdAt < 0 || int64(o.ID) < c.holdAt) {
 			policyPast++
 		}
 		if c.cp.Done(o.ID) {
