@@ -4,8 +4,11 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/internal/logtest"
@@ -49,7 +52,8 @@ func partialFetchSource(total int, carry bool, rec *acker.Recorder) *countingSou
 // Guarantee: a pull-model source that keeps the permits its fetches did
 // not use delivers everything, with no warning; one that drops them, and
 // so waits in Acquire for permits no delivered message will refill, is
-// told so in one warning naming how many permits it holds.
+// told so in one warning naming how many permits it holds, once it has
+// waited HeldPermitsPatience.
 func TestASourceHoldingUndeliveredPermitsIsWarnedOnce(t *testing.T) {
 	for _, carry := range []bool{true, false} {
 		name := map[bool]string{true: "keeps the rest", false: "drops the rest"}[carry]
@@ -75,6 +79,11 @@ func TestASourceHoldingUndeliveredPermitsIsWarnedOnce(t *testing.T) {
 					}
 				})
 				synctest.Wait() // the source delivered all it could, and waits
+				if held := lines.Matching(producer.HeldPermitsLog); len(held) > 0 {
+					t.Fatalf("warned before the source waited %v: %s", producer.HeldPermitsPatience, held[0])
+				}
+				time.Sleep(2 * producer.HeldPermitsPatience)
+				synctest.Wait()
 				held := lines.Matching(producer.HeldPermitsLog)
 				if carry {
 					if rec.Total() != total || len(held) > 0 {
@@ -94,3 +103,63 @@ func TestASourceHoldingUndeliveredPermitsIsWarnedOnce(t *testing.T) {
 		})
 	}
 }
+
+// Guarantee: a source whose goroutines share one feed, each waiting in
+// Acquire while another holds the permits it took through a fetch, and
+// each delivering all it took, delivers everything and is not warned.
+func TestSharedFeedFetchersAreNotWarnedOfHeldPermits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const total, fetchers = 1000, 2
+		var lines logtest.Lines
+		rec := acker.NewRecorder(false)
+		src := &countingSource{run: func(ctx context.Context, st *producer.Stage[uint64], _ int) error {
+			feed := st.NewFeed("shared", nil)
+			var next atomic.Uint64
+			var wg sync.WaitGroup
+			for range fetchers {
+				wg.Go(func() {
+					for next.Load() < total {
+						n, err := feed.Acquire(ctx, 100)
+						if err != nil {
+							return
+						}
+						time.Sleep(heldFetchTime) // the fetch, holding the permits
+						msgs := make([]*message.Message[uint64], 0, n)
+						for range n {
+							if id := next.Add(1) - 1; id < total {
+								msgs = append(msgs, message.New(id, rec, id))
+							}
+						}
+						feed.Deliver(msgs...)
+					}
+				})
+			}
+			wg.Wait()
+			<-ctx.Done()
+			return nil
+		}}
+		p := mustNew(t, pipeline.Options[uint64, uint64]{
+			Name:       "shared",
+			Logger:     slog.New(slog.NewTextHandler(&lines, nil)),
+			Producer:   producer.Options[uint64]{Source: src, Flow: producer.Flow{Initial: 100, Threshold: 50, Refill: 50}},
+			Processors: processor.Options[uint64, uint64]{Concurrency: 2, Handle: identity},
+		})
+		ctx := context.Background()
+		if err := p.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := rec.Wait(ctx, total); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * producer.HeldPermitsPatience)
+		if err := p.Stop(ctx); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		if held := lines.Matching(producer.HeldPermitsLog); len(held) > 0 {
+			t.Fatalf("a source whose fetchers deliver all they take was warned: %s", held[0])
+		}
+	})
+}
+
+// heldFetchTime is how long a fetch of TestSharedFeedFetchersAreNotWarnedOfHeldPermits takes.
+const heldFetchTime = 10 * time.Millisecond

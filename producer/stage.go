@@ -780,12 +780,24 @@ func (f *Feed[T]) Name() string { return f.name }
 //
 // A source that acquires again while it holds more undelivered permits
 // than the flow's Threshold waits for ever (nothing it delivered is left
-// to refill the feed): Acquire then logs one warning for the feed, naming
-// how many permits the source holds.
+// to refill the feed): once it has waited so for HeldPermitsPatience,
+// with nothing delivered meanwhile, Acquire logs one warning for the
+// feed, naming how many permits the source holds.
 func (f *Feed[T]) Acquire(ctx context.Context, max int) (int, error) {
 	if f.grant != nil {
 		return 0, ErrPushFeed
 	}
+	// patience runs while the source waits holding undelivered permits
+	// above the threshold (rare: no timer otherwise); delivered is the
+	// feed's count when it started.
+	var patience *time.Timer
+	var patienceC <-chan time.Time
+	var delivered int64
+	defer func() {
+		if patience != nil {
+			patience.Stop()
+		}
+	}()
 	for {
 		if n, closed := f.take(max); n > 0 || closed {
 			if n == 0 {
@@ -793,11 +805,21 @@ func (f *Feed[T]) Acquire(ctx context.Context, max int) (int, error) {
 			}
 			return n, nil
 		}
+		if patience == nil && f.heldAbove() {
+			delivered = f.delivered.Load()
+			patience = time.NewTimer(HeldPermitsPatience)
+			patienceC = patience.C
+		}
 		select {
 		case <-f.wake:
 		case <-f.done:
 		case <-ctx.Done():
 			return 0, ctx.Err()
+		case <-patienceC:
+			patienceC = nil
+			if f.delivered.Load() == delivered {
+				f.warnHeld()
+			}
 		}
 	}
 }
@@ -825,19 +847,12 @@ func (f *Feed[T]) take(limit int) (n int, closed bool) {
 	if f.avail > 0 && n > 0 {
 		f.signal() // another acquirer may take the rest
 	}
-	if n == 0 && !f.heldWarned {
-		f.warnHeldLocked()
-	}
 	return n, false
 }
 
-// warnHeldLocked logs, once per feed, that its source is about to wait for
-// permits while holding more it acquired and has not delivered than the
-// flow's Threshold: the feed is refilled only as delivered messages leave
-// the stage buffer, and what is left there cannot bring its remaining
-// permits down to the threshold, so no refill will come. The caller holds
-// f.mu, with no permit available.
-func (f *Feed[T]) warnHeldLocked() {
+// heldLocked is how many permits the source took and has not delivered
+// (nor got back by withdrawing messages). The caller holds f.mu.
+func (f *Feed[T]) heldLocked() int {
 	f.cmu.Lock()
 	remaining, dispatched := f.remaining, f.dispatched
 	f.cmu.Unlock()
@@ -845,19 +860,45 @@ func (f *Feed[T]) warnHeldLocked() {
 	// a delivery under way counts as in the buffer already, so held is
 	// never overstated.
 	buffered := int(f.delivered.Load()-f.withdrawn.Load()) - dispatched
-	held := remaining - f.avail - buffered
-	if held <= f.stage.flow.Threshold {
+	return remaining - f.avail - buffered
+}
+
+// heldAbove reports whether the source holds more undelivered permits
+// than the flow's Threshold, which no delivered message is left to
+// refill, and the feed has not warned of it yet.
+func (f *Feed[T]) heldAbove() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !f.heldWarned && f.avail == 0 && f.heldLocked() > f.stage.flow.Threshold
+}
+
+// warnHeld logs HeldPermitsLog, once per feed, if the source still holds
+// more undelivered permits than the threshold while it waits in Acquire.
+func (f *Feed[T]) warnHeld() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	held := f.heldLocked()
+	if f.heldWarned || f.closed.Load() || f.avail > 0 || held <= f.stage.flow.Threshold {
 		return
 	}
 	f.heldWarned = true
 	f.stage.log.Warn(HeldPermitsLog, slog.String("feed", f.name), slog.Int("held", held),
-		slog.Int("threshold", f.stage.flow.Threshold))
+		slog.Int("threshold", f.stage.flow.Threshold), slog.Duration("waited", HeldPermitsPatience))
 }
 
+// HeldPermitsPatience is how long Acquire waits, while the source holds
+// more permits it acquired and has not delivered than the flow's
+// Threshold and the feed delivers nothing, before it logs HeldPermitsLog.
+// A source that fetches for one feed on several goroutines holds such
+// permits for a while as a matter of course (one goroutine waits while
+// another fetches); one that dropped them holds them for ever.
+const HeldPermitsPatience = 5 * time.Second
+
 // HeldPermitsLog is the message of the warning Feed.Acquire logs when the
-// source waits for permits while holding more it acquired and never
-// delivered than the flow's Threshold (see Acquire).
-const HeldPermitsLog = "feed's source waits for permits while holding ones it acquired and has not delivered; the feed is refilled only as delivered messages leave, so it waits for ever: deliver up to what Acquire returned before acquiring again"
+// source has waited HeldPermitsPatience for permits, delivering nothing,
+// while holding more it acquired and never delivered than the flow's
+// Threshold (see Acquire).
+const HeldPermitsLog = "feed's source waits for permits while holding ones it acquired and has not delivered; the feed is refilled only as delivered messages leave, so unless another goroutine of the source delivers them it waits for ever: deliver up to what Acquire returned before acquiring again"
 
 func (f *Feed[T]) signal() {
 	select {

@@ -103,11 +103,10 @@ type logWatch struct {
 }
 
 // contractWarnings are the warnings the producer stage logs when a source
-// breaks its contract: it delivered more than it was granted, delivered
+// breaks its contract: it delivered more than it was granted, or delivered
 // messages that were dropped unacknowledged (to a closed feed, or after its
-// Run returned), or waits for permits while holding undelivered ones no
-// delivery will refill (producer.HeldPermitsLog).
-var contractWarnings = []string{"does not honour the permit window", "dropped unacknowledged", producer.HeldPermitsLog}
+// Run returned).
+var contractWarnings = []string{"does not honour the permit window", "dropped unacknowledged"}
 
 func (w *logWatch) Enabled(context.Context, slog.Level) bool { return true }
 

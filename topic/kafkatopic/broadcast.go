@@ -156,7 +156,7 @@ func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 	// decoding is the record the codec decodes, nil between records: a
 	// Goexit of the codec ends the goroutine while it is set.
 	var decoding *sarama.ConsumerMessage
-	undecodable := func(rec *sarama.ConsumerMessage, err error, attrs ...slog.Attr) {
+	skipUndecodable := func(rec *sarama.ConsumerMessage, err error, attrs ...slog.Attr) {
 		s.t.undecodable.Add(1)
 		undecodable.LogKafka(context.Background(), &s.undecodable, rec, err, attrs...)
 	}
@@ -180,7 +180,7 @@ func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 				v, err := topic.Decode(b.opts.Codec, rec.Value)
 				decoding = nil
 				if err != nil {
-					undecodable(rec, err)
+					skipUndecodable(rec, err)
 					continue
 				}
 				if !s.push(bitem[T]{v: v, hdr: envelopeHeaders(rec.Headers)}) {
@@ -238,7 +238,7 @@ func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 			return false
 		}
 		decoding = nil
-		undecodable(rec, message.ErrHandlerExited, slog.String("stack", stack))
+		skipUndecodable(rec, message.ErrHandlerExited, slog.String("stack", stack))
 		return true
 	})
 }

@@ -19,7 +19,7 @@ import (
 // short.
 const (
 	InterruptedLog      = "processing interrupted by the shutdown; message left for the source to deliver again"
-	BatchInterruptedLog = "batch handler interrupted by the shutdown; batch left for the source to deliver again"
+	BatchInterruptedLog = "batch handler interrupted by the shutdown; its messages not failed otherwise are left for the source to deliver again"
 )
 
 // Lines are the failure lines of one stage, each kind with its own
