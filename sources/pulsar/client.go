@@ -103,7 +103,9 @@ func (l *lastFailure) reconnectFailed(sub string) {
 // consumer closes). A consumer that reconnects at its first attempt (a
 // broker handing its topics over) counts nothing. A client not made by
 // NewClient, or made with a Logger of its own, counts nothing: the count
-// comes from the client's log lines.
+// comes from the client's log lines. The count is by subscription name
+// only: sources that share the client and a subscription name, on
+// different topics, count each other's failures too.
 func (c *Client) ReconnectFailures(sub string) int64 {
 	if c == nil || c.last == nil {
 		return 0
