@@ -85,7 +85,9 @@ type Wired[T any] struct {
 // BuildOptions are the optional inputs of [BuildContext].
 type BuildOptions[T any] struct {
 	// Backends are backends the document can name in backend:, by their
-	// Name, besides the built-in "in_memory".
+	// Name, besides the built-in "in_memory". A backend named "kafka" or
+	// "pulsar" cannot be named so: those names mean a connection, whose
+	// backend Connect makes (or returns, for one the program made).
 	Backends []topic.Backend[T]
 	// Connect makes the backend of each connection a kafka or pulsar topic
 	// uses. Required when the plan has such topics.
