@@ -107,7 +107,8 @@ func textOf(ctx context.Context, sel string) (string, error) {
 // other end, lists the Pulsar sources (their failed reconnections
 // included), the topics' undecodable messages,
 // the topology sources (their settle failures and undecodable letters
-// included) and the stalled hold releases, and lists the things whose Stats
+// included), the stalled hold releases and the lag of the partitions a
+// Kafka topology backend's group readers claim, and lists the things whose Stats
 // could not be read (/stats' failed) with their errors, as text: markup
 // in an error is shown, not rendered. Skipped when no Chromium is
 // installed.
@@ -135,8 +136,11 @@ func TestDashboardDrawsTopicLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	stall := kafkatopology.Stall{Topic: "orders-hold-5s", Partition: 2, Offset: 17, Since: time.Now().Add(-time.Hour), Failures: 9}
+	kafkaTopologyLag := newFixedKafkaTopology()
+	kafkaTopologyLag.st.Store(&kafkatopology.Stats{Stalled: []kafkatopology.Stall{stall}, Partitions: []kafkatopology.PartitionStats{
+		{Topic: "orders", Partition: 1, Group: "orders:settlement", Committed: 40, Next: 70, HighWater: 100, Lag: 60, FetchLag: 30}}})
 	if err := errors.Join(obs.AddTopology("settlement", fixedTopology(topology.Stats{Received: 30, Acked: 25, DeadLettered: 5, SettleFailed: 3, Undecodable: 2, BroadcastResubscribes: 7})),
-		obs.AddKafkaTopology("settlement-kafka", newFixedKafkaTopology(stall))); err != nil {
+		obs.AddKafkaTopology("settlement-kafka", kafkaTopologyLag)); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(obs.Handler(nil))
@@ -181,7 +185,8 @@ func TestDashboardDrawsTopicLinks(t *testing.T) {
 	if !strings.HasPrefix(pulsarRow, "billing 1 ") || !strings.Contains(pulsarRow, " 42 ") || !strings.HasSuffix(pulsarRow, " 8") {
 		t.Errorf("Pulsar table row %q, want the billing source with 1 consumer, 42 received and 8 failed reconnections last", pulsarRow)
 	}
-	for id, want := range map[string]string{"topologies": "settlement 30 25 0 0 0 5 0 0 0 0 0 3 2 7", "stalls": "settlement-kafka orders-hold-5s 2 17 360"} {
+	for id, want := range map[string]string{"topologies": "settlement 30 25 0 0 0 5 0 0 0 0 0 3 2 7", "stalls": "settlement-kafka orders-hold-5s 2 17 360",
+		"topologyLag": "settlement-kafka orders:settlement orders 1 40 100 60 30"} {
 		row, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll("#`+id+` td")].map(td => td.textContent).join(" ")`))
 		if err != nil {
 			t.Fatal(err)

@@ -115,11 +115,15 @@ func liveFamilies(t *testing.T) map[string]*dto.MetricFamily {
 		t.Fatal(err)
 	}
 	// The Pulsar and topology metrics' names and labels, from stats given
-	// here: a topology source and a Kafka topology backend with a stall.
+	// here: a topology source and a Kafka topology backend with a stall
+	// and a claimed partition.
 	stall := kafkatopology.Stall{Topic: "settlement-hold-5s", Partition: 0, Since: time.Now(), Failures: 1}
+	backend := newFixedKafkaTopology()
+	backend.st.Store(&kafkatopology.Stats{Stalled: []kafkatopology.Stall{stall},
+		Partitions: []kafkatopology.PartitionStats{{Topic: "settlement", Group: "settlement:billing", HighWater: 1, Lag: 1}}})
 	if err := errors.Join(obs.AddPulsar("billing", fixedPulsar(pulsar.Stats{Consumers: 1})),
 		obs.AddTopology("settlement", fixedTopology(topology.Stats{Received: 1})),
-		obs.AddKafkaTopology("settlement-kafka", newFixedKafkaTopology(stall))); err != nil {
+		obs.AddKafkaTopology("settlement-kafka", backend)); err != nil {
 		t.Fatal(err)
 	}
 	reg := newRegistry(t, obs)

@@ -56,15 +56,17 @@ var (
 	topologyUndecodable  = desc("topology_undecodable_total", "Letters the source's readers skipped for good because they could not be decoded.", lTopology)
 	topologyResubscribes = desc("topology_broadcast_resubscribes_total", "Times the source's broadcast readers subscribed again after losing their connection (per topic partition), each of which may have missed letters.", lTopology)
 
-	releaseStalls   = desc("topology_release_stalls", "Hold topics, or partitions of them, whose release is stalled in the backend.", lBackend)
-	releaseStalled  = desc("topology_release_stalled_seconds", "Time since the release of the hold partition stalled (partition -1: the whole hold topic).", lBackend, lTopic, lPartition)
-	releaseFailures = desc("topology_release_failures", "Failed attempts to release the hold partition since its stall began.", lBackend, lTopic, lPartition)
-	holdsSkipped    = desc("topology_hold_records_skipped_total", "Records of hold topics the releasers skipped and committed past because they carry no valid due time, topic and group: written by something other than the backend, and lost to the topology.", lBackend)
+	releaseStalls    = desc("topology_release_stalls", "Hold topics, or partitions of them, whose release is stalled in the backend.", lBackend)
+	releaseStalled   = desc("topology_release_stalled_seconds", "Time since the release of the hold partition stalled (partition -1: the whole hold topic).", lBackend, lTopic, lPartition)
+	releaseFailures  = desc("topology_release_failures", "Failed attempts to release the hold partition since its stall began.", lBackend, lTopic, lPartition)
+	holdsSkipped     = desc("topology_hold_records_skipped_total", "Records of hold topics the releasers skipped and committed past because they carry no valid due time, topic and group: written by something other than the backend, and lost to the topology.", lBackend)
+	topologyLag      = desc("topology_kafka_lag_messages", "High-water mark minus the committed offset of a partition the backend's group readers claim: what a restart would read.", lBackend, lGroup, lTopic, lPartition)
+	topologyFetchLag = desc("topology_kafka_fetch_lag_messages", "High-water mark minus the next offset to fetch of a partition the backend's group readers claim: what is not fetched yet.", lBackend, lGroup, lTopic, lPartition)
 )
 
 var topologyDescs = []*prometheus.Desc{topologyReceived, topologyAcked, topologyRetried, topologyDeferred, topologyRequeued,
 	topologyDeadLettered, topologyDiscarded, topologyPoisoned, topologyHeldBack, topologyRefused, topologySubs, topologySettleFailed,
-	topologyUndecodable, topologyResubscribes, releaseStalls, releaseStalled, releaseFailures, holdsSkipped}
+	topologyUndecodable, topologyResubscribes, releaseStalls, releaseStalled, releaseFailures, holdsSkipped, topologyLag, topologyFetchLag}
 
 // AddTopology adds a topology's source under name: its outcomes (acks,
 // retries, deferrals, requeues, dead letters, discards, poisoned keys),
@@ -92,9 +94,11 @@ func (o *Observer) RemoveTopology(name string) bool {
 // AddKafkaTopology adds a Kafka topology backend under name: the hold
 // topics, or partitions of them, whose release is stalled
 // (kafkatopology.Stats.Stalled) become metrics labelled backend=name,
-// topic and partition, one series per stall while it lasts, and the hold
+// topic and partition, one series per stall while it lasts, the hold
 // records its releasers skipped (SkippedHoldRecords) a counter labelled
-// backend=name. A name
+// backend=name, and the lag of each partition its group readers claim
+// (Partitions) gauges labelled backend=name, group, topic and partition,
+// one series per partition while it is claimed. A name
 // already added is refused with an error wrapping ErrDuplicate; an empty
 // name, or a nil b (or nil pointer), with an error wrapping ErrInvalid.
 // AddKafkaTopology reads no Stats, and does not block; once Close is
@@ -140,8 +144,10 @@ func collectTopology(ch chan<- prometheus.Metric, name string, st topology.Stats
 
 // collectKafkaTopology sends the stalls of a Kafka topology backend, as
 // of now: their count, and one series per hold topic and partition (the
-// first stall of each, should the backend list one twice); and the hold
-// records it skipped.
+// first stall of each, should the backend list one twice); the hold
+// records it skipped; and the lag of each partition its group readers
+// claim (the first listed of each group, topic and partition, should two
+// readers claim one at once).
 func collectKafkaTopology(ch chan<- prometheus.Metric, name string, st kafkatopology.Stats, now time.Time) {
 	stalls := uniqueStalls(st.Stalled)
 	gauge(ch, releaseStalls, float64(len(stalls)), name)
@@ -151,22 +157,43 @@ func collectKafkaTopology(ch chan<- prometheus.Metric, name string, st kafkatopo
 		gauge(ch, releaseStalled, max(now.Sub(s.Since), 0).Seconds(), name, s.Topic, part)
 		gauge(ch, releaseFailures, float64(s.Failures), name, s.Topic, part)
 	}
+	for _, p := range uniquePartitions(st.Partitions) {
+		part := partitionLabel(p.Partition)
+		gauge(ch, topologyLag, float64(p.Lag), name, p.Group, p.Topic, part)
+		gauge(ch, topologyFetchLag, float64(p.FetchLag), name, p.Group, p.Topic, part)
+	}
+}
+
+// uniquePartitions returns parts without the partitions of a group and
+// topic (as exported) listed before, whose series would be sent already
+// (two readers of a group claim one partition at once for a moment of a
+// rebalance).
+func uniquePartitions(parts []kafkatopology.PartitionStats) []kafkatopology.PartitionStats {
+	return firstOfEach(parts, func(p kafkatopology.PartitionStats) partitionKey {
+		return partitionKey{labelValue(p.Group), labelValue(p.Topic), p.Partition}
+	})
 }
 
 // uniqueStalls returns stalled without the stalls of a topic (as
 // exported) and partition listed before, whose series would be sent
 // already (a Backend lists each once; another KafkaTopology might not).
 func uniqueStalls(stalled []kafkatopology.Stall) []kafkatopology.Stall {
-	if len(stalled) < 2 {
-		return stalled
+	return firstOfEach(stalled, func(s kafkatopology.Stall) stallKey { return stallKey{labelValue(s.Topic), s.Partition} })
+}
+
+// firstOfEach returns xs without the elements whose key is that of one
+// listed before; xs itself when it has fewer than two.
+func firstOfEach[T any, K comparable](xs []T, key func(T) K) []T {
+	if len(xs) < 2 {
+		return xs
 	}
-	seen := make(map[stallKey]struct{}, len(stalled))
-	out := make([]kafkatopology.Stall, 0, len(stalled))
-	for _, s := range stalled {
-		k := stallKey{labelValue(s.Topic), s.Partition}
+	seen := make(map[K]struct{}, len(xs))
+	out := make([]T, 0, len(xs))
+	for _, x := range xs {
+		k := key(x)
 		if _, ok := seen[k]; !ok {
 			seen[k] = struct{}{}
-			out = append(out, s)
+			out = append(out, x)
 		}
 	}
 	return out
@@ -185,11 +212,12 @@ type TopologySnapshot struct {
 	topology.Stats
 }
 
-// KafkaTopologySnapshot is one Kafka topology backend's stalls, with the
-// name it was added under.
+// KafkaTopologySnapshot is one Kafka topology backend's stalls and the
+// partitions its group readers claim, with the name it was added under.
 type KafkaTopologySnapshot struct {
-	Backend string          `json:"backend"`
-	Stalled []StallSnapshot `json:"stalled"`
+	Backend    string                         `json:"backend"`
+	Stalled    []StallSnapshot                `json:"stalled"`
+	Partitions []kafkatopology.PartitionStats `json:"partitions"`
 }
 
 // StallSnapshot is one kafkatopology.Stall, as JSON: Err is given as its
@@ -204,7 +232,8 @@ type StallSnapshot struct {
 }
 
 func kafkaTopologySnapshot(backend string, st kafkatopology.Stats) KafkaTopologySnapshot {
-	snap := KafkaTopologySnapshot{Backend: backend, Stalled: make([]StallSnapshot, len(st.Stalled))}
+	snap := KafkaTopologySnapshot{Backend: backend, Stalled: make([]StallSnapshot, len(st.Stalled)),
+		Partitions: append([]kafkatopology.PartitionStats{}, st.Partitions...)}
 	for i, s := range st.Stalled {
 		snap.Stalled[i] = StallSnapshot{Topic: s.Topic, Partition: s.Partition, Offset: s.Offset, Since: s.Since,
 			Failures: s.Failures, Err: errString(s.Err)}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
@@ -241,6 +243,62 @@ func TestAKafkaTopologyStallIsExportedUntilItEnds(t *testing.T) {
 	for _, m := range []string{"boulevard_topology_release_stalled_seconds", "boulevard_topology_release_failures"} {
 		if strings.Contains(body, m+"{") {
 			t.Errorf("%s still exported once the stalls ended:\n%s", m, body)
+		}
+	}
+}
+
+// Guarantee: the lag of each partition a Kafka topology backend's group
+// readers claim is exported, labelled by the backend's name, the group,
+// the topic and the partition: Lag and FetchLag, one series per claimed
+// partition (a partition listed twice, two readers claiming it for a
+// moment of a rebalance, once); a partition no longer claimed is gone
+// from the next scrape, and /stats lists the partitions.
+func TestAKafkaTopologyPartitionLagIsExported(t *testing.T) {
+	b := newFixedKafkaTopology()
+	first := kafkatopology.PartitionStats{Topic: "orders", Partition: 0, Group: "orders:billing", Committed: 10, Next: 40,
+		HighWater: 50, Lag: 40, FetchLag: 10}
+	b.st.Store(&kafkatopology.Stats{Partitions: []kafkatopology.PartitionStats{
+		first,
+		{Topic: "orders", Partition: 0, Group: "orders:billing", Committed: 5, Next: 5, HighWater: 50, Lag: 45, FetchLag: 45},
+		{Topic: "orders", Partition: 1, Group: "orders:billing", Committed: 7, Next: 7, HighWater: 7},
+		{Topic: "orders", Partition: 0, Group: "orders:audit", Committed: 48, Next: 50, HighWater: 50, Lag: 2},
+	}})
+	obs := observe.New(observe.Options{})
+	if err := obs.AddKafkaTopology("orders-kafka", b); err != nil {
+		t.Fatal(err)
+	}
+	h := obs.Handler(nil)
+	_, body := serveMetrics(t, h)
+	for series, v := range map[string]float64{
+		`boulevard_topology_kafka_lag_messages{backend="orders-kafka",group="orders:billing",partition="0",topic="orders"}`:       40,
+		`boulevard_topology_kafka_fetch_lag_messages{backend="orders-kafka",group="orders:billing",partition="0",topic="orders"}`: 10,
+		`boulevard_topology_kafka_lag_messages{backend="orders-kafka",group="orders:billing",partition="1",topic="orders"}`:       0,
+		`boulevard_topology_kafka_fetch_lag_messages{backend="orders-kafka",group="orders:billing",partition="1",topic="orders"}`: 0,
+		`boulevard_topology_kafka_lag_messages{backend="orders-kafka",group="orders:audit",partition="0",topic="orders"}`:         2,
+		`boulevard_topology_kafka_fetch_lag_messages{backend="orders-kafka",group="orders:audit",partition="0",topic="orders"}`:   0,
+	} {
+		expectSeriesOnce(t, body, series, v)
+	}
+	promtoolCheck(t, body)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(obs)
+	if _, err := reg.Gather(); err != nil {
+		t.Errorf("gathering the backend's series: %v", err)
+	}
+
+	var snap observe.Snapshot
+	if code, body := serveGet(t, h, "/stats"); code != http.StatusOK || json.Unmarshal([]byte(body), &snap) != nil {
+		t.Fatalf("/stats answered %d:\n%s", code, body)
+	}
+	if len(snap.KafkaTopologies) != 1 || len(snap.KafkaTopologies[0].Partitions) != 4 || snap.KafkaTopologies[0].Partitions[0] != first {
+		t.Fatalf("/stats kafkaTopologies = %+v, want orders-kafka's four partitions as listed", snap.KafkaTopologies)
+	}
+
+	b.set()
+	_, body = serveMetrics(t, h)
+	for _, m := range []string{"boulevard_topology_kafka_lag_messages", "boulevard_topology_kafka_fetch_lag_messages"} {
+		if strings.Contains(body, m+"{") {
+			t.Errorf("%s still exported once no partition is claimed:\n%s", m, body)
 		}
 	}
 }

@@ -41,6 +41,7 @@ type Claim struct {
 	part    int32
 	sess    Session
 	cp      *acker.Checkpoint // fetched offsets and the settled prefix
+	marked  int64             // the offset last marked, -1 when none
 	handed  int               // messages handed to the subscriber, not yet settled
 	idle    chan struct{}     // cap 1: handed fell to zero
 	revoked bool
@@ -48,7 +49,7 @@ type Claim struct {
 
 // New returns the claim of partition part of topic in session sess.
 func New(sess Session, topic string, part int32) *Claim {
-	return &Claim{topic: topic, part: part, sess: sess, cp: acker.NewCheckpoint(0), idle: make(chan struct{}, 1)}
+	return &Claim{topic: topic, part: part, sess: sess, cp: acker.NewCheckpoint(0), marked: -1, idle: make(chan struct{}, 1)}
 }
 
 // Partition is the claim's partition.
@@ -79,8 +80,13 @@ func (c *Claim) Settle(off int64) {
 	if off < 0 || !c.cp.Done(uint64(off)) || c.revoked {
 		return
 	}
-	c.sess.MarkOffset(c.topic, c.part, int64(c.cp.Next()), "")
+	c.marked = int64(c.cp.Next())
+	c.sess.MarkOffset(c.topic, c.part, c.marked, "")
 }
+
+// Marked is the offset the claim last marked on its session (the end of
+// the settled prefix, the next commit's), -1 while it has marked none.
+func (c *Claim) Marked() int64 { return c.marked }
 
 // Hand counts a message of the claim handed to the subscriber.
 func (c *Claim) Hand() { c.handed++ }

@@ -260,6 +260,36 @@ type claim struct {
 	*kafkaoffset.Claim
 	part int32
 	next int64 // the offset after the last fetched
+	// committed is the group's committed offset as the claim began, -1
+	// when it had none.
+	committed int64
+	hw        highWater // the claim's consumer
+}
+
+// highWater is what a sarama group claim offers to read its partition's
+// high-water mark (from its latest fetch response, atomically).
+type highWater interface{ HighWaterMarkOffset() int64 }
+
+// stats returns the claim's figures; the caller holds the reader's mu.
+func (c *claim) stats(topic, gid string) PartitionStats {
+	ps := PartitionStats{Topic: topic, Partition: c.part, Group: gid, Committed: c.committed, Next: c.next,
+		HighWater: c.hw.HighWaterMarkOffset()}
+	if m := c.Marked(); m >= 0 {
+		ps.Committed = m
+	}
+	ps.Lag, ps.FetchLag = lag(ps.HighWater, ps.Committed, ps.Next)
+	return ps
+}
+
+// appendPartitions appends the figures of the partitions the reader
+// claims to out.
+func (r *groupReader[T]) appendPartitions(out []PartitionStats) []PartitionStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.claims {
+		out = append(out, c.stats(r.topic, r.gid))
+	}
+	return out
 }
 
 // receipt is a letter's handle on its record.
@@ -418,7 +448,8 @@ func (r *groupReader[T]) Cleanup(sarama.ConsumerGroupSession) error {
 // partition's records for Receive, skipping (and settling) those for
 // another group and those that do not decode.
 func (r *groupReader[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.ConsumerGroupClaim) error {
-	c := &claim{Claim: kafkaoffset.New(sess, r.topic, gc.Partition()), part: gc.Partition(), next: gc.InitialOffset()}
+	c := &claim{Claim: kafkaoffset.New(sess, r.topic, gc.Partition()), part: gc.Partition(), next: gc.InitialOffset(),
+		committed: max(gc.InitialOffset(), -1), hw: gc}
 	if c.next < 0 {
 		off, err := r.startOffset(sess.Context(), c.part, c.next)
 		if errors.Is(err, topology.ErrClosed) {

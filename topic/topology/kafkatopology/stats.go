@@ -53,6 +53,64 @@ type Stats struct {
 	// few lines per partition that count the rest and give their first
 	// and last offsets. They are lost to the topology; alert on any.
 	SkippedHoldRecords uint64
+	// Partitions are the partitions this backend's group readers claim
+	// right now (the readers of main topics, and of dead-letter topics,
+	// Subscribe and SubscribeDead make), with their lag, ordered by group,
+	// topic and partition; empty while no reader claims any. A broadcast
+	// reader, which reads without a group, and the releasers of hold
+	// topics are not listed: a hold topic's letters wait there until they
+	// are due, so its backlog is the retry rate times the hold's delay by
+	// design, not a sign that the backend falls behind; a releaser that
+	// cannot go on is in Stalled.
+	Partitions []PartitionStats
+}
+
+// PartitionStats is one partition a group reader of the backend claims,
+// with its lag read the way the Kafka source's (package sources/kafka)
+// is. Offsets are Kafka offsets: the offset of the next record to read, as
+// Kafka commits them.
+type PartitionStats struct {
+	// Topic is the topic's Kafka name, Partition the partition.
+	Topic     string
+	Partition int32
+	// Group is the reader's Kafka consumer group.
+	Group string
+	// Committed is the group's committed offset as the claim began (-1
+	// when it had none), then the end of the contiguous prefix of letters
+	// the reader settled, which it marks for commit: sarama's offset
+	// manager commits it within Consumer.Offsets.AutoCommit.Interval (1s
+	// by default) and when the claim ends, and does not tell when the
+	// broker accepted it, so Committed may run ahead of the broker's
+	// offset by that interval.
+	Committed int64
+	// Next is the offset of the next record to fetch: the one after the
+	// last record taken from the client, or where the claim started.
+	Next int64
+	// HighWater is the partition's high-water mark (the offset the next
+	// produced record gets) as of the latest fetch response; 0 before the
+	// first.
+	HighWater int64
+	// Lag is HighWater − Committed: the records a restart would read
+	// again or for the first time. FetchLag is HighWater − Next: the
+	// records not yet fetched. Both are 0 while HighWater is unknown, and
+	// never negative.
+	Lag      int64
+	FetchLag int64
+}
+
+// lag returns the Lag and FetchLag of a partition (see PartitionStats):
+// highWater − committed (a committed of -1, none, counts as 0) and
+// highWater − next, both 0 while highWater is unknown (0) and never
+// negative.
+func lag(highWater, committed, next int64) (lag, fetchLag int64) {
+	if highWater <= 0 {
+		return 0, 0
+	}
+	lag = max(0, highWater-max(0, committed))
+	if next >= 0 {
+		fetchLag = max(0, highWater-next)
+	}
+	return lag, fetchLag
 }
 
 // Stall is a hold topic, or a partition of one, that its releaser cannot
@@ -87,12 +145,21 @@ type Stall struct {
 	Err error
 }
 
-// Stats returns a snapshot of the backend's state.
+// Stats returns a snapshot of the backend's state. It is safe for
+// concurrent use and sends no request to the cluster: it reads what the
+// releasers and readers keep anyway (each one's lock for a moment, and the
+// high-water marks of their latest fetches).
 func (b *Backend[T]) Stats() Stats {
 	b.mu.Lock()
 	rs := make([]*releaser[T], 0, len(b.releasers))
 	for _, r := range b.releasers {
 		rs = append(rs, r)
+	}
+	var grs []*groupReader[T]
+	for c := range b.readers {
+		if r, ok := c.(*groupReader[T]); ok {
+			grs = append(grs, r)
+		}
 	}
 	b.mu.Unlock()
 	st := Stats{SkippedHoldRecords: b.skippedHolds.Load()}
@@ -101,6 +168,12 @@ func (b *Backend[T]) Stats() Stats {
 	}
 	slices.SortFunc(st.Stalled, func(a, b Stall) int {
 		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	for _, r := range grs {
+		st.Partitions = r.appendPartitions(st.Partitions)
+	}
+	slices.SortFunc(st.Partitions, func(a, b PartitionStats) int {
+		return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 	})
 	return st
 }
