@@ -194,14 +194,39 @@ func BenchmarkScrapeTopology(b *testing.B) {
 			obs.AddKafkaTopology("orders-kafka", newFixedKafkaTopology(stalled...))); err != nil {
 			b.Fatal(err)
 		}
-		h := obs.Handler(nil)
-		for _, path := range []string{"/metrics", "/stats"} {
-			b.Run(fmt.Sprintf("stalls=%d%s", n, path), func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					scrape(h, path)
-				}
-			})
+		benchScrapes(b, obs.Handler(nil), fmt.Sprintf("stalls=%d", n))
+	}
+}
+
+// BenchmarkScrapeTopologyLag measures one scrape of a Kafka topology
+// backend whose group readers claim 0, 1 or 4,000 partitions (every
+// partition of a large main topic): /metrics and /stats.
+func BenchmarkScrapeTopologyLag(b *testing.B) {
+	for _, n := range []int{0, 1, 4000} {
+		parts := make([]kafkatopology.PartitionStats, n)
+		for i := range parts {
+			parts[i] = kafkatopology.PartitionStats{Topic: "orders", Partition: int32(i), Group: "orders:billing",
+				Committed: int64(i) * 1000, Next: int64(i)*1000 + 500, HighWater: int64(i)*1000 + 900, Lag: 900, FetchLag: 400}
 		}
+		backend := newFixedKafkaTopology()
+		backend.st.Store(&kafkatopology.Stats{Partitions: parts})
+		obs := observe.New(observe.Options{})
+		if err := obs.AddKafkaTopology("orders-kafka", backend); err != nil {
+			b.Fatal(err)
+		}
+		benchScrapes(b, obs.Handler(nil), fmt.Sprintf("partitions=%d", n))
+	}
+}
+
+// benchScrapes runs a sub-benchmark of one scrape of h's /metrics and one
+// of its /stats, named prefix and the path.
+func benchScrapes(b *testing.B, h http.Handler, prefix string) {
+	for _, path := range []string{"/metrics", "/stats"} {
+		b.Run(prefix+path, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				scrape(h, path)
+			}
+		})
 	}
 }
