@@ -342,3 +342,43 @@ func TestDashboardInARealBrowser(t *testing.T) {
 		t.Errorf("console errors: %q", errs)
 	}
 }
+
+// Guarantee: in a real browser, the dashboard draws a stage whose chunk or
+// batch has run over 60 s as failing, as the shipped alerts fire: the
+// processors of a pipeline whose batcher is stalled wait for it and are
+// not drawn as failing, those of a pipeline whose batchers are not
+// stalled are. Skipped when no Chromium is installed.
+func TestDashboardDrawsTheStalledStageAsFailing(t *testing.T) {
+	ctx, consoleErrors := browser(t)
+	obs := observe.New(observe.Options{})
+	stalled := func(name string, processors, batcher time.Duration) *faulty[pipeline.Stats] {
+		return newFaulty(pipeline.Stats{Name: name, Started: time.Now(),
+			Processors: pipeline.ProcessorStats{Stage: name + ".processor", Concurrency: 1, LongestCall: processors},
+			Batchers: []pipeline.BatcherStats{{Name: "default", Stage: name + ".batcher.default", Concurrency: 1,
+				Batches: map[string]uint64{}, LongestCall: batcher}}})
+	}
+	add(t, obs, stalled("batchstall", 90*time.Second, 80*time.Second), stalled("procstall", 90*time.Second, 0))
+	srv := httptest.NewServer(obs.Handler(nil))
+	t.Cleanup(srv.Close)
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/dashboard"),
+		chromedp.WaitVisible(chromedp.CSS(`.node.batcher`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]bool](`Object.fromEntries(
+		[...document.querySelectorAll(".node[data-stage]")].map(n => [n.dataset.stage, n.classList.contains("bad")]))`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"batchstall.processor": false, "batchstall.batcher.default": true,
+		"procstall.processor": true, "procstall.batcher.default": false}
+	for stage, bad := range want {
+		if b, ok := got[stage]; !ok || b != bad {
+			t.Errorf("stage %s drawn as failing: %v (drawn: %v), want %v", stage, b, ok, bad)
+		}
+	}
+	if errs := consoleErrors(); len(errs) > 0 {
+		t.Errorf("console errors: %q", errs)
+	}
+}

@@ -61,7 +61,7 @@ var (
 	procBusy      = desc("processor_busy_seconds_total", "Time the processors spent handling chunks, all processors together.", lPipeline)
 	procWorkers   = desc("processor_concurrency", "Number of processors.", lPipeline)
 	procDuration  = desc("processor_handler_duration_seconds", "Duration of the processor handler, sampled on the first message of one chunk in 64.", lPipeline)
-	procLongest   = desc("processor_longest_call_seconds", "How long the longest-running chunk a processor holds has been running (0 when none holds one), to within the pipeline's StallCheckInterval.", lPipeline)
+	procLongest   = desc("processor_longest_call_seconds", "How long the longest-running chunk (up to MaxDemand messages, handled one after the other, then acknowledged) a processor holds has been running (0 when none holds one), to within the pipeline's StallCheckInterval.", lPipeline)
 
 	batReceived  = desc("batcher_messages_received_total", "Messages the batcher took from its queues.", lPipeline, lBatcher)
 	batBatches   = desc("batcher_batches_total", "Batches emitted, by trigger.", lPipeline, lBatcher, lTrigger)
@@ -77,7 +77,7 @@ var (
 	batBusy      = desc("batcher_busy_seconds_total", "Time the batch processors spent in the batch handler, all together.", lPipeline, lBatcher)
 	batWorkers   = desc("batcher_concurrency", "Number of batch processors.", lPipeline, lBatcher)
 	batDuration  = desc("batcher_handler_duration_seconds", "Duration of the batch handler, timed on one batch in ceil(64/BatchSize) of each batch processor (every batch from BatchSize 64 up).", lPipeline, lBatcher)
-	batLongest   = desc("batcher_longest_call_seconds", "How long the longest-running batch a batch processor holds has been running (0 when none holds one), to within the pipeline's StallCheckInterval.", lPipeline, lBatcher)
+	batLongest   = desc("batcher_longest_call_seconds", "How long the longest-running batch (its handler, then acknowledging) a batch processor holds has been running (0 when none holds one), to within the pipeline's StallCheckInterval.", lPipeline, lBatcher)
 )
 
 var states = []producer.State{producer.StateStarting, producer.StateConnecting, producer.StateRunning,

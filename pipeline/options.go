@@ -33,8 +33,9 @@ const MaxStallThreshold = 24 * time.Hour
 // DefaultStallCheckInterval is the default Options.StallCheckInterval.
 const DefaultStallCheckInterval = time.Second
 
-// MinStallCheckInterval and MaxStallCheckInterval bound
-// Options.StallCheckInterval.
+// MinStallCheckInterval and MaxStallCheckInterval bound a positive
+// Options.StallCheckInterval; any negative value turns the stall watch
+// off.
 const (
 	MinStallCheckInterval = 10 * time.Millisecond
 	MaxStallCheckInterval = time.Minute
@@ -73,17 +74,24 @@ type Options[In, Out any] struct {
 	// stages read no clock for it: a call is dated from the first reading
 	// that saw it, so a LongestCall is short by up to StallCheckInterval,
 	// and a call over within it may never show. One goroutine per
-	// pipeline reads, from Start until the stages have returned. Default
-	// 1s (DefaultStallCheckInterval); 10ms … 1m (MinStallCheckInterval,
-	// MaxStallCheckInterval).
-	StallCheckInterval time.Duration `validate:"gte=10ms,lte=1m"`
+	// pipeline reads, from Start until the stages have returned, with a
+	// ticker always pending. Default 1s (DefaultStallCheckInterval);
+	// 10ms … 1m (MinStallCheckInterval, MaxStallCheckInterval). A
+	// negative value turns the watch off: no goroutine, no ticker, no
+	// stall line, and LongestCall is dated by Stats calls alone (from
+	// the first Stats call that saw a call). Tests in a testing/synctest
+	// bubble set it negative, so that the bubble's deadlock detection
+	// still sees a pipeline whose goroutines all wait.
+	StallCheckInterval time.Duration `validate:"lte=1m"`
 	// StallThreshold is how long a processor's chunk or a batch
 	// processor's batch may run before the stage logs it: one WARN line
 	// when a call of the stage has run longer than StallThreshold
 	// (StallLog), and one INFO line once none has any longer
 	// (StallEndedLog). Default 30s (DefaultStallThreshold); at most
 	// MaxStallThreshold (24h); a negative value logs no stall (Stats
-	// still reports LongestCall).
+	// still reports LongestCall). A processor's chunk is up to
+	// Processors.MaxDemand messages, so MaxDemand times the handler's
+	// duration must stay under it.
 	StallThreshold time.Duration `validate:"lte=24h"`
 	// Telemetry, when set, is called at the points of the pipeline's work
 	// that package telemetry lists (Broadway's :telemetry events). Nil
@@ -192,6 +200,10 @@ func (o Options[In, Out]) WithDefaults() Options[In, Out] {
 // returns nil or an error listing every problem. New calls it.
 func (o Options[In, Out]) Validate() error {
 	errs := []error{validate.Struct("", &o), o.Producer.ValidateAs("producer"), o.Processors.ValidateAs("processors")}
+	if o.StallCheckInterval > 0 && o.StallCheckInterval < MinStallCheckInterval {
+		errs = append(errs, validate.Field("stallCheckInterval", "gte",
+			fmt.Sprintf("must be ≥ %v (or negative: no stall watch)", MinStallCheckInterval)))
+	}
 	seen := make(map[string]int, len(o.Batchers))
 	unnamed := false
 	for i, b := range o.Batchers {

@@ -80,7 +80,7 @@ func TestValidationRules(t *testing.T) {
 		}, "stallCheckInterval", "lte", "stallCheckInterval must be ≤ 1m"},
 		{"stall check interval too short", func(o *pipeline.Options[uint64, uint64]) {
 			o.StallCheckInterval = pipeline.MinStallCheckInterval - time.Nanosecond
-		}, "stallCheckInterval", "gte", "stallCheckInterval must be ≥ 10ms"},
+		}, "stallCheckInterval", "gte", "stallCheckInterval must be ≥ 10ms (or negative: no stall watch)"},
 		{"processors concurrency", func(o *pipeline.Options[uint64, uint64]) { o.Processors.Concurrency = -1 },
 			"processors.concurrency", "gte", "processors.concurrency must be ≥ 1"},
 		{"processors max demand", func(o *pipeline.Options[uint64, uint64]) { o.Processors.MaxDemand = -1 },

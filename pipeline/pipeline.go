@@ -225,7 +225,11 @@ func (p *Pipeline[In, Out]) launch(hardCtx, closeCtx, runCtx context.Context) {
 func (p *Pipeline[In, Out]) run(hardCtx, closeCtx, runCtx context.Context) {
 	started := time.Now()
 	var stages, aux group.Group
-	aux.Go(p.watchStalls)
+	if p.opts.StallCheckInterval > 0 {
+		aux.Go(p.watchStalls)
+	} else {
+		close(p.stallsDone) // turned off: giveUp has none to wait for
+	}
 	aux.Go(p.enforceShutdownTimeout)
 	if runCtx != nil {
 		aux.Go(func() { p.stopWhenDone(runCtx) })

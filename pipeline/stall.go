@@ -6,12 +6,15 @@ import (
 )
 
 // StallLog is the WARN line a stage logs when a call it holds (a
-// processor's chunk, a batch processor's batch) has run longer than
-// Options.StallThreshold: one line per stall, however many of the stage's
-// workers it holds and however long it lasts. Its attributes: stage;
-// workers, how many of the stage's calls have run longer than the
-// threshold; longest, how long the longest of them has run; threshold.
-const StallLog = "handler running longer than the stall threshold"
+// processor's chunk of up to Processors.MaxDemand messages, a batch
+// processor's batch) has run longer than Options.StallThreshold: one line
+// per stall, however many of the stage's workers it holds and however
+// long it lasts. The call is the whole chunk or batch, not one handler
+// call: a chunk of healthy handler calls that together run past the
+// threshold is logged too. Its attributes: stage; workers, how many of
+// the stage's calls have run longer than the threshold; longest, how long
+// the longest of them has run; threshold.
+const StallLog = "chunk or batch running longer than the stall threshold"
 
 // StallEndedLog is the INFO line a stage that logged StallLog logs once
 // none of its calls has run longer than Options.StallThreshold any more.
@@ -19,7 +22,7 @@ const StallLog = "handler running longer than the stall threshold"
 // (as the last reading before it ended saw it: short by up to
 // Options.StallCheckInterval); workers, the most calls that had run
 // longer than the threshold at once.
-const StallEndedLog = "stalled handler returned"
+const StallEndedLog = "stalled chunk or batch ended"
 
 // stallWatch is what the stall watch knows of one stage.
 type stallWatch struct {
@@ -37,8 +40,14 @@ type stallWatch struct {
 // watchStalls reads every StallCheckInterval how long the calls of each
 // stage have been running, which dates them for Stats (see
 // Options.StallCheckInterval), and logs a stall's beginning and end. run
-// starts it and waits for it: it returns once the stages have returned,
-// or when Stop and Run give up on them (giveUp waits for it).
+// starts it, unless StallCheckInterval is negative, and waits for it: it
+// returns once the stages have returned, or when Stop and Run give up on
+// them (giveUp waits for it).
+//
+// Its ticker runs while the stages are idle too: stopping it then would
+// need a signal from the workers when a call begins, a store or a
+// channel operation per chunk and per batch on the hot path, to save one
+// wake-up per interval.
 func (p *Pipeline[In, Out]) watchStalls() {
 	defer close(p.stallsDone)
 	watches := []stallWatch{{stage: p.proc.Name(), ages: p.proc.CallAges}}

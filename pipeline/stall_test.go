@@ -41,12 +41,49 @@ func (b *blocker) wait() {
 
 func (b *blocker) free() { b.once.Do(func() { close(b.release) }) }
 
-// checkStall runs a pipeline whose only message stalls in a handler for 70
-// s, and checks what longest (the stage's LongestCall in Stats) and the
+// blockingAcker is an acknowledger whose Ack waits on its blocker.
+type blockingAcker struct{ b *blocker }
+
+func (a blockingAcker) Ack(context.Context, []acker.Outcome, []acker.Outcome) { a.b.wait() }
+
+// startStalling starts a pipeline of opts whose processors' handler waits
+// on b, logging to lines as text. Once the test has returned, b is freed
+// and the pipeline stopped.
+func startStalling(t *testing.T, opts pipeline.Options[uint64, uint64], b *blocker, lines *logtest.Lines) *pipeline.Pipeline[uint64, uint64] {
+	t.Helper()
+	opts.Logger = slog.New(slog.NewTextHandler(lines, nil))
+	opts.Processors.Handle = func(_ context.Context, m *message.Message[uint64]) (uint64, error) {
+		b.wait()
+		return m.Data, nil
+	}
+	p := mustNew(t, opts)
+	if err := p.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Stop(context.Background()) }) // a failed check's way out
+	t.Cleanup(b.free)                                      // before Stop
+	return p
+}
+
+// stopWithoutStallLines frees b, stops p and checks that lines hold no
+// stall line.
+func stopWithoutStallLines(t *testing.T, p *pipeline.Pipeline[uint64, uint64], b *blocker, lines *logtest.Lines) {
+	t.Helper()
+	b.free()
+	if err := p.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := lines.Matching("stall"); len(got) != 0 {
+		t.Fatalf("%q, want no stall line", got)
+	}
+}
+
+// checkStall runs a pipeline whose only message, acknowledged by ack,
+// stalls in a handler or in ack for 70 s, and checks what longest (the stage's LongestCall in Stats) and the
 // log say meanwhile: the age grows with the reading interval's
 // resolution, one WARN line once it is past the threshold, one INFO line
 // once the call returned.
-func checkStall(t *testing.T, stage string, opts pipeline.Options[uint64, uint64], b *blocker,
+func checkStall(t *testing.T, stage string, opts pipeline.Options[uint64, uint64], ack acker.Acknowledger, b *blocker,
 	longest func(pipeline.Stats) time.Duration) {
 	var lines logtest.Lines
 	opts.Logger = slog.New(slog.NewTextHandler(&lines, nil))
@@ -56,7 +93,7 @@ func checkStall(t *testing.T, stage string, opts pipeline.Options[uint64, uint64
 	if err := p.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Push(t.Context(), message.New(uint64(1), acker.NewRecorder(false), 1)); err != nil {
+	if err := p.Push(t.Context(), message.New(uint64(1), ack, 1)); err != nil {
 		t.Fatal(err)
 	}
 	<-b.entered
@@ -119,24 +156,93 @@ func TestAStalledProcessorIsReportedWhileItRuns(t *testing.T) {
 				b.wait()
 				return m.Data, nil
 			}},
-		}, b, func(st pipeline.Stats) time.Duration { return st.Processors.LongestCall })
+		}, acker.NewRecorder(false), b, func(st pipeline.Stats) time.Duration { return st.Processors.LongestCall })
 	})
 }
+
+// oneBatcher returns the options of a pipeline "stalled" whose batcher
+// "default" takes batches of one message and whose batch handler calls
+// handle.
+func oneBatcher(handle func()) pipeline.Options[uint64, uint64] {
+	return pipeline.Options[uint64, uint64]{
+		Name:       "stalled",
+		Processors: processor.Options[uint64, uint64]{Handle: identity},
+		Batchers: []batcher.Options[uint64]{{Name: "default", BatchSize: 1, Concurrency: 2,
+			Handle: func(context.Context, []*message.Message[uint64], message.BatchInfo) error {
+				handle()
+				return nil
+			}}},
+	}
+}
+
+// batcherLongest is the LongestCall of the pipeline's first batcher.
+func batcherLongest(st pipeline.Stats) time.Duration { return st.Batchers[0].LongestCall }
 
 // Guarantee: a batch handler that stalls shows in Stats
 // (Batchers[].LongestCall) and in the log as a processor's does.
 func TestAStalledBatchHandlerIsReportedWhileItRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newBlocker()
-		checkStall(t, "stalled.batcher.default", pipeline.Options[uint64, uint64]{
-			Name:       "stalled",
-			Processors: processor.Options[uint64, uint64]{Handle: identity},
-			Batchers: []batcher.Options[uint64]{{Name: "default", BatchSize: 1, Concurrency: 2,
-				Handle: func(context.Context, []*message.Message[uint64], message.BatchInfo) error {
-					b.wait()
-					return nil
-				}}},
-		}, b, func(st pipeline.Stats) time.Duration { return st.Batchers[0].LongestCall })
+		checkStall(t, "stalled.batcher.default", oneBatcher(func() { b.wait() }), acker.NewRecorder(false), b, batcherLongest)
+	})
+}
+
+// Guarantee: a batch is in flight until its acknowledgers have returned,
+// so an acknowledger that stalls after the batch handler returned shows in
+// Stats (Batchers[].LongestCall) and in the log as a stalled batch
+// handler does.
+func TestAStalledBatchAcknowledgerIsReportedWhileItRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBlocker()
+		checkStall(t, "stalled.batcher.default", oneBatcher(func() {}), blockingAcker{b}, b, batcherLongest)
+	})
+}
+
+// Guarantee: a processor's chunk is in flight until its acknowledgers
+// have returned, a chunk whose messages all failed too: an acknowledger
+// that stalls on failed messages shows in Stats (Processors.LongestCall)
+// and in the log.
+func TestAStalledAcknowledgerOfFailedMessagesIsReportedWhileItRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBlocker()
+		checkStall(t, "stalled.processor", pipeline.Options[uint64, uint64]{
+			Name: "stalled",
+			Processors: processor.Options[uint64, uint64]{Concurrency: 2, Handle: func(context.Context, *message.Message[uint64]) (uint64, error) {
+				return 0, errors.New("rejected")
+			}},
+		}, blockingAcker{b}, b, func(st pipeline.Stats) time.Duration { return st.Processors.LongestCall })
+	})
+}
+
+// Guarantee: a negative StallCheckInterval turns the stall watch off: no
+// goroutine of it runs (so nothing keeps a timer pending, and a
+// testing/synctest bubble whose goroutines all wait is seen as
+// deadlocked), no stall is logged, and LongestCall is dated by Stats calls
+// alone.
+func TestANegativeStallCheckIntervalRunsNoStallWatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var lines logtest.Lines
+		b := newBlocker()
+		p := startStalling(t, pipeline.Options[uint64, uint64]{Name: "unwatched", StallCheckInterval: -1}, b, &lines)
+		synctest.Wait()
+		buf := make([]byte, 1<<20)
+		if stacks := string(buf[:runtime.Stack(buf, true)]); strings.Contains(stacks, "watchStalls") {
+			t.Fatalf("a stall watch runs with a negative StallCheckInterval:\n%s", stacks)
+		}
+		if err := p.Push(t.Context(), message.New(uint64(1), acker.NewRecorder(false), 1)); err != nil {
+			t.Fatal(err)
+		}
+		<-b.entered
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if got := p.Stats().Processors.LongestCall; got != 0 {
+			t.Fatalf("first Stats call an hour into the stall: LongestCall %v, want 0 (no reading saw the chunk before)", got)
+		}
+		time.Sleep(10 * time.Second)
+		if got := p.Stats().Processors.LongestCall; got != 10*time.Second {
+			t.Fatalf("10 s after the first Stats call: LongestCall %v, want 10s", got)
+		}
+		stopWithoutStallLines(t, p, b, &lines)
 	})
 }
 
@@ -214,20 +320,7 @@ func TestANegativeStallThresholdLogsNoStall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var lines logtest.Lines
 		b := newBlocker()
-		p := mustNew(t, pipeline.Options[uint64, uint64]{
-			Name:           "quiet",
-			Logger:         slog.New(slog.NewTextHandler(&lines, nil)),
-			StallThreshold: -1,
-			Processors: processor.Options[uint64, uint64]{Handle: func(_ context.Context, m *message.Message[uint64]) (uint64, error) {
-				b.wait()
-				return m.Data, nil
-			}},
-		})
-		if err := p.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = p.Stop(context.Background()) }() // a failed check's way out
-		defer b.free()                                      // before Stop
+		p := startStalling(t, pipeline.Options[uint64, uint64]{Name: "quiet", StallThreshold: -1}, b, &lines)
 		if err := p.Push(t.Context(), message.New(uint64(1), acker.NewRecorder(false), 1)); err != nil {
 			t.Fatal(err)
 		}
@@ -237,13 +330,7 @@ func TestANegativeStallThresholdLogsNoStall(t *testing.T) {
 		if got := p.Stats().Processors.LongestCall; got < time.Hour-time.Second {
 			t.Fatalf("an hour into the stall: LongestCall %v", got)
 		}
-		b.free()
-		if err := p.Stop(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		if got := lines.Matching("stall"); len(got) != 0 {
-			t.Fatalf("with a negative StallThreshold: %q, want no stall line", got)
-		}
+		stopWithoutStallLines(t, p, b, &lines)
 	})
 }
 

@@ -147,8 +147,36 @@ func (f *Failures) Add(g Failures) {
 	f.Discard += g.Discard
 }
 
+// Count counts one failure with disposition d (acker.Disposition's
+// values: 0 default, 1 retry, 2 discard) in f: a plain count, for a tally
+// its owner stores into FailureCounters once (FailureCounters.Store).
+func (f *Failures) Count(d uint8) {
+	switch d {
+	case 1:
+		f.Retry++
+	case 2:
+		f.Discard++
+	default:
+		f.Default++
+	}
+}
+
 // FailureCounters is Failures as counters owned by one goroutine.
 type FailureCounters struct{ Default, Retry, Discard Counter }
+
+// Store adds the tally f to the counters, storing only those it changes;
+// only the owner calls it.
+func (c *FailureCounters) Store(f Failures) {
+	if f.Default > 0 {
+		c.Default.Add(f.Default)
+	}
+	if f.Retry > 0 {
+		c.Retry.Add(f.Retry)
+	}
+	if f.Discard > 0 {
+		c.Discard.Add(f.Discard)
+	}
+}
 
 // Count counts one failure with disposition d (acker.Disposition's
 // values: 0 default, 1 retry, 2 discard); only the owner calls it.
@@ -218,10 +246,13 @@ type Processors struct {
 	// message of the chunks timed for Busy.
 	Latency Histogram
 	// LongestCall is how long the longest-running chunk a processor holds
-	// has been running (0 when none holds one): Prepare, the handler on
-	// each of its messages, HandleFailed, acknowledging, and handing the
-	// messages to their batchers, which waits for room in a full
-	// batcher's queue. Processors read no clock for it: a chunk is dated
+	// has been running (0 when none holds one): a chunk of up to MaxDemand
+	// messages, not one handler call, from the moment the processor takes
+	// it until its acknowledgers have returned and its messages are handed
+	// to their batchers: Prepare, the handler on each of its messages one
+	// after the other, HandleFailed, acknowledging, and handing on, which
+	// waits for room in a full batcher's queue. Processors read no clock
+	// for it: a chunk is dated
 	// from the first reading of the counters that saw it (a Stats call,
 	// or the pipeline's own reading every Options.StallCheckInterval), so
 	// the age is short by up to that interval, and a chunk over within
@@ -285,8 +316,10 @@ type Batcher struct {
 	// ⌈64 ÷ BatchSize⌉ otherwise.
 	Latency Histogram
 	// LongestCall is how long the longest-running batch a batch
-	// processor holds has been running (0 when none holds one): the batch
-	// handler, HandleFailed and acknowledging. It is dated as the
+	// processor holds has been running (0 when none holds one), from the
+	// moment it takes the batch up until its acknowledgers have returned:
+	// the BatchStart hook, the batch handler, HandleFailed and
+	// acknowledging (not the BatchStop hook). It is dated as the
 	// processors' LongestCall is: short by up to the time between two
 	// readings.
 	LongestCall time.Duration

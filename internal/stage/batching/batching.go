@@ -976,8 +976,9 @@ func (bp *batchProcessor[T]) handle(ctx context.Context, b *message.Batch[T]) {
 }
 
 // settle has HandleFailed (when handleFailed is set) see the failed
-// messages of batch b, whose messages are msgs, then counts and reports
-// the outcome of every message.
+// messages of batch b, whose messages are msgs, then reports the outcome
+// of every message and counts them once reported: until the acknowledgers
+// have returned, the batch is in flight.
 func (bp *batchProcessor[T]) settle(ctx context.Context, b *message.Batch[T], msgs []*message.Message[T], handleFailed bool) {
 	for _, m := range msgs {
 		if m.Failed() {
@@ -999,8 +1000,8 @@ func (bp *batchProcessor[T]) settle(ctx context.Context, b *message.Batch[T], ms
 		bp.st.count(m.Failed(), m.Disposition())
 		m.AddTo(&bp.acks)
 	}
-	bp.st.batchDone()
 	bp.acks.Flush(ctx, bp.log)
+	bp.st.batchDone()
 	bp.step = stepIdle
 }
 
@@ -1029,7 +1030,9 @@ func (bp *batchProcessor[T]) exited(ctx context.Context, b *message.Batch[T], ms
 	bp.failed = bp.failed[:0]
 	attrs := []any{slog.String("batch_key", b.Info.BatchKey), slog.Int("size", b.Info.Size)}
 	if was == stepReporting {
-		// The outcomes were counted before they were reported.
+		// The outcomes were tallied before they were reported: they
+		// are counted, those not reported yet left unacknowledged.
+		bp.st.batchDone()
 		bp.acks.Reset()
 		bp.log.ErrorContext(ctx, ExitedLog, append(attrs, slog.String("while", "reporting outcomes"),
 			slog.String("stack", string(debug.Stack())))...)

@@ -113,6 +113,18 @@ func TestBatchHandleFailedGoexitReportsBatchAndABatchProcessorTakesOver(t *testi
 	})
 }
 
+// runBatchesOfFive runs, until the test ends, a batcher of cfg with one
+// batch processor whose handler succeeds on batches of 5, and returns it,
+// the context it runs in and what stagetest.Go returns.
+func runBatchesOfFive(t *testing.T, cfg batching.Config) (*batching.Batcher[int], context.Context, <-chan struct{}) {
+	opts := batcher.Options[int]{Name: "test", BatchSize: 5, Concurrency: 1, BatchTimeout: never,
+		Handle: func(context.Context, []*message.Message[int], message.BatchInfo) error { return nil }}
+	s := batching.New(opts.WithDefaults(), cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return s, ctx, stagetest.Go(ctx, s)
+}
+
 // Guarantee: a telemetry hook that ends the batch processor's goroutine
 // (here BatchStart, before the batch handler runs) fails that batch with
 // message.ErrHandlerExited, each message reported once, and another batch
@@ -123,12 +135,7 @@ func TestBatchHookGoexitFailsBatchAndABatchProcessorTakesOver(t *testing.T) {
 		BatchStart: func(context.Context, telemetry.Batch) { exit() },
 		BatchStop:  func(context.Context, telemetry.Batch) {},
 	}
-	opts := batcher.Options[int]{Name: "test", BatchSize: 5, Concurrency: 1, BatchTimeout: never,
-		Handle: func(context.Context, []*message.Message[int], message.BatchInfo) error { return nil }}
-	s := batching.New(opts.WithDefaults(), batching.Config{Name: t.Name(), Hooks: hooks})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := stagetest.Go(ctx, s)
+	s, ctx, done := runBatchesOfFive(t, batching.Config{Name: t.Name(), Hooks: hooks})
 	rec := acker.NewRecorder(false)
 	msgs := make([]*message.Message[int], 20)
 	for i := range msgs {
@@ -148,5 +155,36 @@ func TestBatchHookGoexitFailsBatchAndABatchProcessorTakesOver(t *testing.T) {
 	stagetest.ExpectOnlyFirstExited(t, rec, 5, "batch")
 	if n := rec.FailedCount(); n != 5 {
 		t.Errorf("%d messages failed, want the first batch's 5", n)
+	}
+}
+
+// Guarantee: an acknowledger that ends the batch processor's goroutine
+// (runtime.Goexit) while the batch is reported leaves that batch's
+// messages unacknowledged, and still counted by the outcomes they were
+// given: In = Succeeded once the batcher has drained, none in flight and
+// none unhandled.
+func TestBatchAcknowledgerGoexitCountsTheBatchItHeld(t *testing.T) {
+	s, ctx, done := runBatchesOfFive(t, batching.Config{Name: t.Name(), Logger: slog.New(slog.DiscardHandler)})
+	rec := acker.NewRecorder(false)
+	msgs := make([]*message.Message[int], 20)
+	for i := range msgs {
+		var ack acker.Acknowledger = rec
+		if i >= 15 { // the last batch
+			ack = exitingAcker{}
+		}
+		msgs[i] = message.New(i, ack, uint64(i))
+	}
+	if n, err := s.Publish(ctx, msgs); err != nil || n != len(msgs) {
+		t.Fatalf("Publish took %d of %d messages: %v", n, len(msgs), err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, patience)
+	defer wcancel()
+	if err := rec.Wait(wctx, 15); err != nil {
+		t.Fatalf("%d outcomes recorded, want the 15 of the batches before the exit: %v", rec.Total(), err)
+	}
+	s.CloseInput()
+	waitDone(t, done, "the batcher to return")
+	if st := s.Stats(0); st.In != 20 || st.Succeeded != 20 || st.Unhandled != 0 || st.InFlight != 0 {
+		t.Errorf("Stats: In %d, Succeeded %d, Unhandled %d, InFlight %d; want 20, 20, 0, 0", st.In, st.Succeeded, st.Unhandled, st.InFlight)
 	}
 }

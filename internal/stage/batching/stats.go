@@ -45,13 +45,17 @@ type procShard struct {
 	// taken counts the messages of the batches the batch processor took
 	// up, stored as it takes each one: the one store per batch that tells
 	// a reader it holds a batch (taken > succeeded + failed) and which
-	// one (each batch adds to taken).
+	// one (each batch adds to taken). The outcomes are stored once the
+	// batch is acknowledged (batchDone), so that a batch stays in flight
+	// while an acknowledger runs.
 	taken     stats.Counter
 	succeeded stats.Counter
 	failed    stats.FailureCounters
 	busy      stats.Busy // time in the batch handler, estimated
 	latency   *stats.Recorder
-	batchOK   uint64 // successes of the batch being counted; owner only
+	// The outcomes of the batch being counted; owner only.
+	batchOK     uint64
+	batchFailed stats.Failures
 }
 
 type batcherStats struct {
@@ -118,24 +122,31 @@ func (sh *procShard) took(n int) {
 	}
 }
 
-// count counts the outcome of one message of a handled batch: a failure
-// at once, a success in the batch's tally, stored by batchDone (one atomic
-// store per batch rather than per message).
+// count counts the outcome of one message of a handled batch in the
+// batch's tally, stored by batchDone (one atomic store per batch and
+// outcome rather than per message).
 func (sh *procShard) count(failed bool, d acker.Disposition) {
 	switch {
 	case sh == nil:
 	case failed:
-		sh.failed.Count(uint8(d))
+		sh.batchFailed.Count(uint8(d))
 	default:
 		sh.batchOK++
 	}
 }
 
-// batchDone stores the successes of the batch just handled.
+// batchDone stores the outcomes of the batch just acknowledged.
 func (sh *procShard) batchDone() {
-	if sh != nil && sh.batchOK > 0 {
+	if sh == nil {
+		return
+	}
+	if sh.batchOK > 0 {
 		sh.succeeded.Add(sh.batchOK)
 		sh.batchOK = 0
+	}
+	if sh.batchFailed.Total() > 0 {
+		sh.failed.Store(sh.batchFailed)
+		sh.batchFailed = stats.Failures{}
 	}
 }
 

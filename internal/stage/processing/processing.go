@@ -504,8 +504,8 @@ func (p *worker[In, Out]) exited(ctx context.Context, chunk []*message.Message[I
 	clear(p.failed)
 	p.failed = p.failed[:0]
 	if was == stepHandingOn {
-		// The outcomes were counted when they were decided, and those
-		// reported already are the acknowledgers'.
+		// The outcomes were tallied when they were decided (end stores
+		// them), and those reported already are the acknowledgers'.
 		p.acks.Reset()
 		if p.handing < 0 {
 			p.log.ErrorContext(ctx, ExitedLog, slog.String("while", "reporting outcomes"),

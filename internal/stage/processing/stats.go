@@ -17,11 +17,13 @@ import (
 const sampleEvery = 64
 
 // shard is one processor's counters: only that processor's goroutine
-// writes them, twice per chunk (and once per failed message), so that
-// counting adds no contention and no allocation to the hot path. An
-// atomic store is a locked instruction on amd64, so a chunk stores only
-// what it must: what it took in when it starts, what succeeded when it
-// ends; in flight is derived.
+// writes them, twice per chunk (and once more per disposition of its
+// failures, when some failed), so that counting adds no contention and no
+// allocation to the hot path. An atomic store is a locked instruction on
+// amd64, so a chunk stores only what it must: what it took in when it
+// starts, its outcomes once it has ended (acknowledged and handed on); in
+// flight is derived, and a chunk stays in flight, for LongestCall, until
+// its acknowledgers have returned.
 type shard struct {
 	_         [64]byte // keeps the counters off the previous allocation's cache line
 	in        stats.Counter
@@ -33,9 +35,10 @@ type shard struct {
 
 	// Owned by the processor goroutine, not read by Stats. chunkLeft
 	// counts the chunk's messages a hard stop left without an outcome:
-	// those the handler did not see, and those a batcher did not take.
+	// those the handler did not see, and those a batcher did not take;
+	// chunkFailed tallies its failures by disposition, stored by end.
 	chunkIn     uint64
-	chunkFailed uint64
+	chunkFailed stats.Failures
 	chunkLeft   uint64
 	sample      bool
 }
@@ -74,14 +77,19 @@ func (sh *shard) begin(n int) time.Time {
 
 // end counts the chunk's outcomes and the time it took. Deferred by
 // handleChunk, so it runs once the chunk's messages are acknowledged or
-// handed to their batchers.
+// handed to their batchers: until then the chunk is in flight.
 func (sh *shard) end(start time.Time) {
 	sh.busy.End(start)
 	if sh.chunkLeft > 0 {
 		sh.unhandled.Add(sh.chunkLeft)
 	}
-	sh.succeeded.Add(sh.chunkIn - sh.chunkFailed - sh.chunkLeft)
-	sh.chunkFailed, sh.chunkLeft = 0, 0
+	failed := sh.chunkFailed.Total()
+	sh.succeeded.Add(sh.chunkIn - failed - sh.chunkLeft)
+	if failed > 0 {
+		sh.failed.Store(sh.chunkFailed)
+		sh.chunkFailed = stats.Failures{}
+	}
+	sh.chunkLeft = 0
 }
 
 // leftQueued counts n messages a hard stop left in the processors'
@@ -91,10 +99,10 @@ func (st poolStats) leftQueued(n int) {
 	st.left.Add(uint64(n))
 }
 
-// fail counts a failed message by the disposition it is acknowledged with.
+// fail counts a failed message by the disposition it is acknowledged
+// with, in the chunk's tally that end stores.
 func (sh *shard) fail(d uint8) {
-	sh.failed.Count(d)
-	sh.chunkFailed++
+	sh.chunkFailed.Count(d)
 }
 
 // handleTimed calls the handler, timing it on the first message of a timed
