@@ -12,34 +12,26 @@ import (
 // BenchmarkAck measures a claim's acknowledgement path: 64 offsets tracked
 // as one delivery, then acknowledged in chunks of 8, as processors do.
 func BenchmarkAck(b *testing.B) {
-	// A claim whose advances go nowhere, as a member's with CommitInterval.
-	p := New(Config{Topic: "t", Policy: FailureCommit, OnAdvance: func(int64) {}})
-	succ := make([]acker.Outcome, 8)
-	next := uint64(0)
-	b.ReportAllocs()
-	for b.Loop() {
-		p.mu.Lock()
-		for i := range uint64(64) {
-			p.cp.Track(next + i)
-		}
-		p.mu.Unlock()
-		for c := uint64(0); c < 64; c += 8 {
-			for i := range succ {
-				succ[i] = acker.Outcome{ID: next + c + uint64(i)}
-			}
-			p.Ack(b.Context(), succ, nil)
-		}
-		next += 64
-	}
+	benchAck(b, nil)
 }
 
 // BenchmarkAckFailed measures BenchmarkAck's path with every message
 // failed under FailureCommit: each chunk is committed past and counted
 // (Claim.CommittedPast).
 func BenchmarkAckFailed(b *testing.B) {
-	errFailed := errors.New("failed")
+	p := benchAck(b, errors.New("failed"))
+	if got, want := p.CommittedPast.Load(), int64(64*b.N); got != want {
+		b.Fatalf("CommittedPast = %d, want %d", got, want)
+	}
+}
+
+// benchAck tracks 64 offsets a loop, as one delivery, and acknowledges
+// them in chunks of 8: successes when failure is nil, else failures with
+// that error. It returns the claim.
+func benchAck(b *testing.B, failure error) *Claim {
+	// A claim whose advances go nowhere, as a member's with CommitInterval.
 	p := New(Config{Topic: "t", Policy: FailureCommit, OnAdvance: func(int64) {}})
-	failed := make([]acker.Outcome, 8)
+	chunk := make([]acker.Outcome, 8)
 	next := uint64(0)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -49,16 +41,18 @@ func BenchmarkAckFailed(b *testing.B) {
 		}
 		p.mu.Unlock()
 		for c := uint64(0); c < 64; c += 8 {
-			for i := range failed {
-				failed[i] = acker.Outcome{ID: next + c + uint64(i), Err: errFailed}
+			for i := range chunk {
+				chunk[i] = acker.Outcome{ID: next + c + uint64(i), Err: failure}
 			}
-			p.Ack(b.Context(), nil, failed)
+			if failure == nil {
+				p.Ack(b.Context(), chunk, nil)
+			} else {
+				p.Ack(b.Context(), nil, chunk)
+			}
 		}
 		next += 64
 	}
-	if got, want := p.CommittedPast.Load(), int64(next); got != want {
-		b.Fatalf("CommittedPast = %d, want %d", got, want)
-	}
+	return p
 }
 
 // BenchmarkCommitTick measures one commit of a member claiming many
