@@ -46,7 +46,8 @@ type MemberStats = claim.MemberStats
 //     not reached the claim (or that wait behind one that has not), and
 //     ReadAhead, the records taken from the client and not yet delivered;
 //   - FailedCommitted, the failed messages with DispositionDefault the
-//     claim committed past under FailurePolicy commit: they are not
+//     claim committed past under FailurePolicy commit, counted once the
+//     offset the claim marks for commit passes them: they are not
 //     delivered again (a hook that dead-letters a message sets
 //     DispositionDiscard, which is not counted); 0 when each claim starts.
 type PartitionStats = claim.PartitionStats

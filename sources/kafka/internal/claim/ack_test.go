@@ -143,10 +143,43 @@ func TestCommittedPastLeavesOutFailuresAboveAnInterruption(t *testing.T) {
 			if order == "failure first" {
 				outcomes = []acker.Outcome{fail, below, interrupted}
 			}
-			p.Ack(t.Context(), nil, outcomes)
+			p.Ack(t.Context(), []acker.Outcome{{ID: 0}}, outcomes)
 			if got := p.CommittedPast.Load(); got != 1 {
 				t.Fatalf("CommittedPast = %d, want 1 (offset 1; offset 5 is above the interruption at 2)", got)
 			}
 		})
 	}
+}
+
+// Guarantee: a failure settled while a lower offset is still pending is
+// counted as committed past only once the offset marked for commit passes
+// it, and not at all when an interruption acknowledged later holds the
+// commit below it (it is delivered again).
+func TestCommittedPastWaitsForTheCommitToPassTheFailure(t *testing.T) {
+	fail := func(id uint64) acker.Outcome {
+		return acker.Outcome{ID: id, Err: errors.New("fails"), Disposition: acker.DispositionDefault}
+	}
+	t.Run("passed", func(t *testing.T) {
+		p, _ := newTestPartition(FailureCommit, 10)
+		p.Ack(t.Context(), nil, []acker.Outcome{fail(3)})
+		if got := p.CommittedPast.Load(); got != 0 {
+			t.Fatalf("CommittedPast = %d while offsets 0-2 are pending, want 0", got)
+		}
+		p.Ack(t.Context(), []acker.Outcome{{ID: 0}, {ID: 1}, {ID: 2}}, nil)
+		if got := p.CommittedPast.Load(); got != 1 {
+			t.Fatalf("CommittedPast = %d once the commit passed offset 3, want 1", got)
+		}
+	})
+	t.Run("held below by a later interruption", func(t *testing.T) {
+		p, _ := newTestPartition(FailureCommit, 10)
+		p.Ack(t.Context(), nil, []acker.Outcome{fail(10 - 1)})
+		p.Ack(t.Context(), nil, []acker.Outcome{{ID: 5, Err: acker.WrapShutdown(context.Canceled), Disposition: acker.DispositionRetry}})
+		p.Ack(t.Context(), []acker.Outcome{{ID: 0}, {ID: 1}, {ID: 2}, {ID: 3}, {ID: 4}}, nil)
+		if got := p.CommittedPast.Load(); got != 0 {
+			t.Fatalf("CommittedPast = %d, want 0: the commit is held at 5, below the failure at 9", got)
+		}
+		if got := p.Committable(); got != 5 {
+			t.Fatalf("Committable = %d, want 5", got)
+		}
+	})
 }

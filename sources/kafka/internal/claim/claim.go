@@ -81,6 +81,8 @@ type Claim struct {
 	ReadAhead atomic.Int32 // records taken from the client, not yet delivered
 	// CommittedPast counts the failed messages with DispositionDefault
 	// that FailureCommit committed past: they are not delivered again.
+	// Each is counted once the offset the claim marks for commit passes
+	// it (failedAhead holds them until then).
 	CommittedPast atomic.Int64
 	// Lost is set when the member lost the partition (its session ended
 	// without a revoke): the partition may be another member's already,
@@ -94,7 +96,13 @@ type Claim struct {
 	released bool
 	retryAt  int64 // lowest offset to redeliver, -1 when none
 	holdAt   int64 // lowest offset interrupted by the shutdown, -1 when none: never committed past
-	settled  chan struct{}
+	// failedAhead are the offsets of failed messages with
+	// DispositionDefault that FailureCommit settled and the offset marked
+	// for commit has not passed yet (a lower one is still pending, or
+	// held): counted in CommittedPast once it does, dropped if they are to
+	// be fetched again first. Guarded by mu.
+	failedAhead []uint64
+	settled     chan struct{}
 
 	// The reader's scratch space (Deliver, Withdraw).
 	msgs  []*message.Message[[]byte]
@@ -221,7 +229,7 @@ func (c *Claim) Ack(ctx context.Context, successful, failed []acker.Outcome) {
 		}
 		c.recycle(successful[i].Data)
 	}
-	discarded, redeliver, interrupted, policyPast := 0, 0, 0, 0
+	discarded, redeliver, interrupted := 0, 0, 0
 	// The commit is held below the first interrupted offset first, so
 	// that a failure after it in the same call is not counted as committed
 	// past: it is delivered again.
@@ -250,7 +258,7 @@ func (c *Claim) Ack(ctx context.Context, successful, failed []acker.Outcome) {
 		}
 		discarded++
 		if o.Disposition == acker.DispositionDefault && c.cp.IsPending(o.ID) && (c.holdAt < 0 || int64(o.ID) < c.holdAt) {
-			policyPast++
+			c.failedAhead = append(c.failedAhead, o.ID)
 		}
 		if c.cp.Done(o.ID) {
 			advanced = true
@@ -260,6 +268,7 @@ func (c *Claim) Ack(ctx context.Context, successful, failed []acker.Outcome) {
 		// Forget the tracked offsets from the held one on: the claim no
 		// longer waits for them, and their acks cannot move the commit.
 		c.cp.Truncate(uint64(c.holdAt))
+		c.dropFailedFrom(uint64(c.holdAt))
 	}
 	if len(failed) > 0 && c.log.Enabled(ctx, slog.LevelDebug) {
 		// The stage that failed the messages logged each of them; this
@@ -268,14 +277,14 @@ func (c *Claim) Ack(ctx context.Context, successful, failed []acker.Outcome) {
 			slog.String("partition", c.Key), slog.Int("committed_past", discarded), slog.Int("to_redeliver", redeliver),
 			slog.Int("interrupted", interrupted))
 	}
-	if policyPast > 0 {
-		c.CommittedPast.Add(int64(policyPast))
-	}
 	if redeliver > 0 {
 		Signal(c.RetryCh)
 	}
 	if advanced {
 		next := c.committable()
+		if len(c.failedAhead) > 0 {
+			c.countFailedBelow(uint64(next))
+		}
 		c.Marked.Store(next)
 		if c.onAdvance != nil {
 			c.onAdvance(next)
@@ -284,6 +293,36 @@ func (c *Claim) Ack(ctx context.Context, successful, failed []acker.Outcome) {
 	if c.cp.Pending() == 0 {
 		Signal(c.settled)
 	}
+}
+
+// countFailedBelow counts in CommittedPast the failed messages of
+// failedAhead below next, the offset now marked for commit, and keeps the
+// others. The caller holds c.mu.
+func (c *Claim) countFailedBelow(next uint64) {
+	kept := c.failedAhead[:0]
+	for _, o := range c.failedAhead {
+		if o >= next {
+			kept = append(kept, o)
+		}
+	}
+	if n := len(c.failedAhead) - len(kept); n > 0 {
+		c.CommittedPast.Add(int64(n))
+	}
+	c.failedAhead = kept
+}
+
+// dropFailedFrom forgets the failed messages of failedAhead from offset
+// from on: they are fetched again (a rewind, a withdrawal) or left to the
+// next owner (an interruption holds the commit below them). The caller
+// holds c.mu.
+func (c *Claim) dropFailedFrom(from uint64) {
+	kept := c.failedAhead[:0]
+	for _, o := range c.failedAhead {
+		if o < from {
+			kept = append(kept, o)
+		}
+	}
+	c.failedAhead = kept
 }
 
 // Committable is the offset the claim may commit: the end of the handled
@@ -321,6 +360,7 @@ func (c *Claim) TakeRetry() int64 {
 	c.retryAt = -1
 	if at >= 0 {
 		c.cp.Truncate(uint64(at))
+		c.dropFailedFrom(uint64(at))
 	}
 	return at
 }
@@ -367,6 +407,7 @@ func (c *Claim) forget(msgs []*message.Message[[]byte]) {
 	}
 	clear(msgs)
 	c.cp.Truncate(low)
+	c.dropFailedFrom(low)
 	if c.cp.Pending() == 0 {
 		Signal(c.settled)
 	}
@@ -453,5 +494,6 @@ func (c *Claim) Begin(committed, start int64) {
 	c.Next.Store(max(start, -1))
 	c.mu.Lock()
 	c.cp.Reset(uint64(max(start, 0)))
+	c.failedAhead = c.failedAhead[:0]
 	c.mu.Unlock()
 }

@@ -117,6 +117,7 @@ func Deliver[R any](c *Claim, recs []R, get func(R) Record, headers func(dst []H
 		// claim's prefix starts there, else these records would go
 		// untracked and the commit would never follow them.
 		c.cp.Reset(uint64(get(recs[0]).Offset))
+		c.failedAhead = c.failedAhead[:0]
 	}
 	for _, r := range recs {
 		c.cp.Track(uint64(get(r).Offset))

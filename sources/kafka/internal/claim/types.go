@@ -203,8 +203,9 @@ type PartitionStats struct {
 	InFlight  int
 	ReadAhead int
 	// FailedCommitted counts the failed messages with DispositionDefault
-	// that the claim committed past under FailureCommit: they are not
-	// delivered again. Messages a hook discarded (DispositionDiscard) are
-	// not counted. It starts at 0 with each claim.
+	// that the claim committed past under FailureCommit, each once the
+	// offset the claim marks for commit passed it: they are not delivered
+	// again. Messages a hook discarded (DispositionDiscard) are not
+	// counted. It starts at 0 with each claim.
 	FailedCommitted int64
 }
