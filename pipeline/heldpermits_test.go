@@ -163,3 +163,53 @@ func TestSharedFeedFetchersAreNotWarnedOfHeldPermits(t *testing.T) {
 
 // heldFetchTime is how long a fetch of TestSharedFeedFetchersAreNotWarnedOfHeldPermits takes.
 const heldFetchTime = 10 * time.Millisecond
+
+// Guarantee: the warning still comes when the source delivered something
+// while it waited, then stopped delivering with permits held: here one
+// goroutine takes every permit, delivers a few after a while and drops
+// the rest, while another waits in Acquire.
+func TestHeldPermitsAreWarnedOfAfterADeliveryWhileWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var lines logtest.Lines
+		rec := acker.NewRecorder(false)
+		src := &countingSource{run: func(ctx context.Context, st *producer.Stage[uint64], _ int) error {
+			feed := st.NewFeed("dropping", nil)
+			n, err := feed.Acquire(ctx, 100) // every permit
+			if err != nil {
+				return nil
+			}
+			waiting := make(chan struct{})
+			go func() {
+				close(waiting)
+				_, _ = feed.Acquire(ctx, 100) // waits: the other goroutine holds them all
+			}()
+			<-waiting
+			time.Sleep(producer.HeldPermitsPatience / 2)
+			msgs := make([]*message.Message[uint64], 0, n)
+			for i := range uint64(10) {
+				msgs = append(msgs, message.New(i, rec, i))
+			}
+			feed.Deliver(msgs...) // 10 of n; the rest are dropped
+			<-ctx.Done()
+			return nil
+		}}
+		p := mustNew(t, pipeline.Options[uint64, uint64]{
+			Name:       "dropping",
+			Logger:     slog.New(slog.NewTextHandler(&lines, nil)),
+			Producer:   producer.Options[uint64]{Source: src, Flow: producer.Flow{Initial: 100, Threshold: 50, Refill: 50}},
+			Processors: processor.Options[uint64, uint64]{Concurrency: 2, Handle: identity},
+		})
+		ctx := context.Background()
+		if err := p.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(4 * producer.HeldPermitsPatience)
+		held := lines.Matching(producer.HeldPermitsLog)
+		if err := p.Stop(ctx); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		if len(held) != 1 || !strings.Contains(held[0], "held=90") {
+			t.Fatalf("warnings %q, want one with held=90", held)
+		}
+	})
+}

@@ -788,8 +788,8 @@ func (f *Feed[T]) Acquire(ctx context.Context, max int) (int, error) {
 		return 0, ErrPushFeed
 	}
 	// patience runs while the source waits holding undelivered permits
-	// above the threshold (rare: no timer otherwise); delivered is the
-	// feed's count when it started.
+	// above the threshold (no timer otherwise), restarted while the feed
+	// delivers; delivered is the feed's count when it last started.
 	var patience *time.Timer
 	var patienceC <-chan time.Time
 	var delivered int64
@@ -816,10 +816,14 @@ func (f *Feed[T]) Acquire(ctx context.Context, max int) (int, error) {
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		case <-patienceC:
-			patienceC = nil
-			if f.delivered.Load() == delivered {
-				f.warnHeld()
+			if d := f.delivered.Load(); d != delivered {
+				// Something was delivered meanwhile: wait again, from now.
+				delivered = d
+				patience.Reset(HeldPermitsPatience)
+				continue
 			}
+			patienceC = nil
+			f.warnHeld()
 		}
 	}
 }
