@@ -186,7 +186,10 @@ func checkExpr(t *testing.T, where, expr string, fams map[string]*dto.MetricFami
 		t.Errorf("%s: %q names no boulevard metric", where, expr)
 		return
 	}
-	labels := map[string]bool{"le": true, "__name__": true}
+	// Besides the metrics' own labels: le, the name, and the labels
+	// Prometheus gives every series it scrapes (its target's job and
+	// instance).
+	labels := map[string]bool{"le": true, "__name__": true, "job": true, "instance": true}
 	for _, n := range names {
 		mf := family(fams, n)
 		if mf == nil {
