@@ -62,22 +62,7 @@ func TestASourceHoldingUndeliveredPermitsIsWarnedOnce(t *testing.T) {
 				const total = 1000
 				var lines logtest.Lines
 				rec := acker.NewRecorder(false)
-				p := mustNew(t, pipeline.Options[uint64, uint64]{
-					Name:       "partial",
-					Logger:     slog.New(slog.NewTextHandler(&lines, nil)),
-					Producer:   producer.Options[uint64]{Source: partialFetchSource(total, carry, rec), Flow: producer.Flow{Initial: 100, Threshold: 50, Refill: 50}},
-					Processors: processor.Options[uint64, uint64]{Concurrency: 2, Handle: identity},
-				})
-				ctx := context.Background()
-				if err := p.Start(ctx); err != nil {
-					t.Fatal(err)
-				}
-				stopped := false
-				t.Cleanup(func() {
-					if !stopped {
-						_ = p.Stop(ctx)
-					}
-				})
+				stop := startHeldPermits(t, "partial", partialFetchSource(total, carry, rec), &lines)
 				synctest.Wait() // the source delivered all it could, and waits
 				if held := lines.Matching(producer.HeldPermitsLog); len(held) > 0 {
 					t.Fatalf("warned before the source waited %v: %s", producer.HeldPermitsPatience, held[0])
@@ -95,10 +80,7 @@ func TestASourceHoldingUndeliveredPermitsIsWarnedOnce(t *testing.T) {
 						t.Fatalf("%d messages handled, warnings %q; want 33 and one warning with held=67", rec.Total(), held)
 					}
 				}
-				stopped = true
-				if err := p.Stop(ctx); err != nil {
-					t.Fatalf("Stop: %v", err)
-				}
+				stop()
 			})
 		})
 	}
@@ -138,23 +120,12 @@ func TestSharedFeedFetchersAreNotWarnedOfHeldPermits(t *testing.T) {
 			<-ctx.Done()
 			return nil
 		}}
-		p := mustNew(t, pipeline.Options[uint64, uint64]{
-			Name:       "shared",
-			Logger:     slog.New(slog.NewTextHandler(&lines, nil)),
-			Producer:   producer.Options[uint64]{Source: src, Flow: producer.Flow{Initial: 100, Threshold: 50, Refill: 50}},
-			Processors: processor.Options[uint64, uint64]{Concurrency: 2, Handle: identity},
-		})
-		ctx := context.Background()
-		if err := p.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := rec.Wait(ctx, total); err != nil {
+		stop := startHeldPermits(t, "shared", src, &lines)
+		if err := rec.Wait(context.Background(), total); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(2 * producer.HeldPermitsPatience)
-		if err := p.Stop(ctx); err != nil {
-			t.Fatalf("Stop: %v", err)
-		}
+		stop()
 		if held := lines.Matching(producer.HeldPermitsLog); len(held) > 0 {
 			t.Fatalf("a source whose fetchers deliver all they take was warned: %s", held[0])
 		}
@@ -193,23 +164,43 @@ func TestHeldPermitsAreWarnedOfAfterADeliveryWhileWaiting(t *testing.T) {
 			<-ctx.Done()
 			return nil
 		}}
-		p := mustNew(t, pipeline.Options[uint64, uint64]{
-			Name:       "dropping",
-			Logger:     slog.New(slog.NewTextHandler(&lines, nil)),
-			Producer:   producer.Options[uint64]{Source: src, Flow: producer.Flow{Initial: 100, Threshold: 50, Refill: 50}},
-			Processors: processor.Options[uint64, uint64]{Concurrency: 2, Handle: identity},
-		})
-		ctx := context.Background()
-		if err := p.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
+		stop := startHeldPermits(t, "dropping", src, &lines)
 		time.Sleep(4 * producer.HeldPermitsPatience)
 		held := lines.Matching(producer.HeldPermitsLog)
-		if err := p.Stop(ctx); err != nil {
-			t.Fatalf("Stop: %v", err)
-		}
+		stop()
 		if len(held) != 1 || !strings.Contains(held[0], "held=90") {
 			t.Fatalf("warnings %q, want one with held=90", held)
 		}
 	})
+}
+
+// startHeldPermits starts a pipeline named name on src, a pull source,
+// with a window of 100 refilled by 50 at 50 and its log in lines, in the
+// current synctest bubble. It returns a function that stops it, failing t
+// if Stop fails; the test's cleanup stops it otherwise.
+func startHeldPermits(t *testing.T, name string, src producer.Source[uint64], lines *logtest.Lines) (stop func()) {
+	t.Helper()
+	p := mustNew(t, pipeline.Options[uint64, uint64]{
+		Name:       name,
+		Logger:     slog.New(slog.NewTextHandler(lines, nil)),
+		Producer:   producer.Options[uint64]{Source: src, Flow: producer.Flow{Initial: 100, Threshold: 50, Refill: 50}},
+		Processors: processor.Options[uint64, uint64]{Concurrency: 2, Handle: identity},
+	})
+	ctx := context.Background()
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = p.Stop(ctx)
+		}
+	})
+	return func() {
+		t.Helper()
+		stopped = true
+		if err := p.Stop(ctx); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+	}
 }
