@@ -167,7 +167,8 @@ func collectKafkaTopology(ch chan<- prometheus.Metric, name string, st kafkatopo
 // uniquePartitions returns parts without the partitions of a group and
 // topic (as exported) listed before, whose series would be sent already
 // (two readers of a group claim one partition at once for a moment of a
-// rebalance).
+// rebalance; Stats lists the one furthest ahead first, so the figures
+// exported do not flip between them from one scrape to the next).
 func uniquePartitions(parts []kafkatopology.PartitionStats) []kafkatopology.PartitionStats {
 	return firstOfEach(parts, func(p kafkatopology.PartitionStats) partitionKey {
 		return partitionKey{labelValue(p.Group), labelValue(p.Topic), p.Partition}

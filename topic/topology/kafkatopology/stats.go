@@ -56,7 +56,9 @@ type Stats struct {
 	// Partitions are the partitions this backend's group readers claim
 	// right now (the readers of main topics, and of dead-letter topics,
 	// Subscribe and SubscribeDead make), with their lag, ordered by group,
-	// topic and partition; empty while no reader claims any. A broadcast
+	// topic and partition; empty while no reader claims any. A partition
+	// two readers claim for a moment of a rebalance is listed twice, the
+	// one furthest ahead (greatest Committed, then Next) first. A broadcast
 	// reader, which reads without a group, and the releasers of hold
 	// topics are not listed: a hold topic's letters wait there until they
 	// are due, so its backlog is the retry rate times the hold's delay by
@@ -172,10 +174,21 @@ func (b *Backend[T]) Stats() Stats {
 	for _, r := range grs {
 		st.Partitions = r.appendPartitions(st.Partitions)
 	}
-	slices.SortFunc(st.Partitions, func(a, b PartitionStats) int {
-		return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
-	})
+	sortPartitions(st.Partitions)
 	return st
+}
+
+// sortPartitions orders parts by group, topic and partition, and a
+// partition listed twice (two readers claim it for a moment of a
+// rebalance) the one furthest ahead first: greatest Committed, then Next,
+// then HighWater. The order depends on the figures only, so a collector
+// that keeps the first of each reads the same one whichever reader
+// listed it first.
+func sortPartitions(parts []PartitionStats) {
+	slices.SortFunc(parts, func(a, b PartitionStats) int {
+		return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition),
+			cmp.Compare(b.Committed, a.Committed), cmp.Compare(b.Next, a.Next), cmp.Compare(b.HighWater, a.HighWater))
+	})
 }
 
 // stallKind is what stalls a partition.
