@@ -39,9 +39,12 @@ type MemberStats = claim.MemberStats
 //   - HighWater, the partition's high-water mark as of the latest fetch
 //     response, 0 before the first;
 //   - Lag, HighWater − Committed (the records a restart would read again
-//     or for the first time), and FetchLag, HighWater − Next (the records
-//     not yet fetched); both 0 while HighWater (or Next) is unknown, and
-//     never negative;
+//     or for the first time; while the group has no committed offset,
+//     HighWater − the offset the claim started at, or the first record it
+//     took when it started at the oldest or newest without knowing the
+//     offset), and FetchLag, HighWater − Next (the records not yet
+//     fetched); each 0 while an offset it needs is unknown, HighWater
+//     included, and never negative;
 //   - InFlight, the records delivered to the pipeline whose outcome has
 //     not reached the claim (or that wait behind one that has not), and
 //     ReadAhead, the records taken from the client and not yet delivered;

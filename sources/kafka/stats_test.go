@@ -145,6 +145,73 @@ func TestStatsReportAssignmentCommittedAndLag(t *testing.T) {
 	})
 }
 
+// Guarantee: a new group that starts at the newest record is not
+// reported behind by the topic's history: while it has no committed
+// offset, a partition's lag counts from where its claim started, so it is
+// 0 until records arrive and then counts the records not handled since.
+func TestStatsLagOfANewGroupCountsFromWhereItStarted(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl client) {
+		const parts, history = 2, 100
+		c := newCluster(t, parts)
+		ends := produce(t, c, parts, 0, history)
+		gate := make(chan struct{})
+		open := sync.OnceFunc(func() { close(gate) })
+		opts := sourceOptions(c, "g-new-at-latest")
+		opts.InitialOffset = kafka.OffsetLatest
+		src := cl.new(t, opts)
+		a := startPipeline(t, pipelineOpts("lag-latest", src, 1, newLedger(), func(*message.Message[[]byte]) error {
+			<-gate // the records published after the start wait in the handler
+			return nil
+		}))
+		defer stopPipeline(t, a)
+		defer open() // before the stop
+
+		partitions := func() []kafka.PartitionStats {
+			st := src.Stats()
+			if len(st.Members) != 1 {
+				return nil
+			}
+			return st.Members[0].Partitions
+		}
+		state := func() string { return fmt.Sprintf("partitions %+v, log ends %v", partitions(), ends) }
+		// sarama reports the high-water mark of a fetch that returns no
+		// record; franz-go's fetches report it with records only.
+		quietHighWater := cl.name == saramaClient.name
+		wait.For(t, "both partitions claimed (with their high-water marks known, on sarama)", func() bool {
+			ps := partitions()
+			for _, p := range ps {
+				if quietHighWater && p.HighWater != ends[p.Partition] {
+					return false
+				}
+			}
+			return len(ps) == parts
+		}, state)
+		for _, p := range partitions() {
+			if p.Lag != 0 {
+				t.Errorf("partition %d of a group started at the newest record: lag %d, want 0 (%+v)", p.Partition, p.Lag, p)
+			}
+		}
+
+		// One record a partition published after the start, held in the
+		// handler: the lag is that record.
+		produce(t, c, parts, history, parts)
+		wait.For(t, "the new records fetched and in the handler", func() bool {
+			ps := partitions()
+			for _, p := range ps {
+				if p.HighWater != ends[p.Partition]+1 || p.InFlight != 1 {
+					return false
+				}
+			}
+			return len(ps) == parts
+		}, state)
+		for _, p := range partitions() {
+			if p.Lag != 1 {
+				t.Errorf("partition %d with one record in the handler: lag %d, want 1 (%+v)", p.Partition, p.Lag, p)
+			}
+		}
+	})
+}
+
 // Guarantee: Stats is safe to call while records flow and members come
 // and go (run with -race).
 func TestStatsConcurrentWithFlow(t *testing.T) {

@@ -260,6 +260,9 @@ type claim struct {
 	*kafkaoffset.Claim
 	part int32
 	next int64 // the offset after the last fetched
+	// start is where the claim started: Lag counts from it while the
+	// group has no committed offset.
+	start int64
 	// committed is the group's committed offset as the claim began, -1
 	// when it had none.
 	committed int64
@@ -277,7 +280,7 @@ func (c *claim) stats(topic, gid string) PartitionStats {
 	if m := c.Marked(); m >= 0 {
 		ps.Committed = m
 	}
-	ps.Lag, ps.FetchLag = lag(ps.HighWater, ps.Committed, ps.Next)
+	ps.Lag, ps.FetchLag = kafkaoffset.Lag(ps.HighWater, ps.Committed, c.start, ps.Next)
 	return ps
 }
 
@@ -460,6 +463,7 @@ func (r *groupReader[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc saram
 		}
 		c.next = off
 	}
+	c.start = c.next
 	r.mu.Lock()
 	r.claims[c.part] = c
 	r.mu.Unlock()

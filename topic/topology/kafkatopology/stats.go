@@ -93,26 +93,13 @@ type PartitionStats struct {
 	// first.
 	HighWater int64
 	// Lag is HighWater − Committed: the records a restart would read
-	// again or for the first time. FetchLag is HighWater − Next: the
-	// records not yet fetched. Both are 0 while HighWater is unknown, and
-	// never negative.
+	// again or for the first time; while the group has no committed
+	// offset (a partition Declare could not commit a start for),
+	// HighWater − the offset the claim started at. FetchLag is
+	// HighWater − Next: the records not yet fetched. Both are 0 while
+	// HighWater is unknown, and never negative.
 	Lag      int64
 	FetchLag int64
-}
-
-// lag returns the Lag and FetchLag of a partition (see PartitionStats):
-// highWater − committed (a committed of -1, none, counts as 0) and
-// highWater − next, both 0 while highWater is unknown (0) and never
-// negative.
-func lag(highWater, committed, next int64) (lag, fetchLag int64) {
-	if highWater <= 0 {
-		return 0, 0
-	}
-	lag = max(0, highWater-max(0, committed))
-	if next >= 0 {
-		fetchLag = max(0, highWater-next)
-	}
-	return lag, fetchLag
 }
 
 // Stall is a hold topic, or a partition of one, that its releaser cannot

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
 )
@@ -79,6 +80,10 @@ type Claim struct {
 	Committed atomic.Int64 // the offset the broker last accepted, -1 when none
 	Next      atomic.Int64 // the offset after the last record taken from the client
 	ReadAhead atomic.Int32 // records taken from the client, not yet delivered
+	// start is the offset the claim started at: where it was told to
+	// start, or the first record it took when it was not told (-1 until
+	// then). Lag counts from it while the group has no committed offset.
+	start atomic.Int64
 	// CommittedPast counts the failed messages with DispositionDefault
 	// that FailureCommit committed past: they are not delivered again.
 	// Each is counted once the offset the claim marks for commit passes
@@ -133,6 +138,7 @@ func New(cfg Config) *Claim {
 	c.Committed.Store(committed)
 	c.Marked.Store(committed)
 	c.Next.Store(max(cfg.Start, -1))
+	c.start.Store(max(cfg.Start, -1))
 	c.cp = acker.NewCheckpoint(uint64(max(cfg.Start, 0)))
 	return c
 }
@@ -473,12 +479,7 @@ func (c *Claim) Stats() PartitionStats {
 	if c.highWater != nil {
 		ps.HighWater = c.highWater()
 	}
-	if ps.HighWater > 0 {
-		ps.Lag = max(0, ps.HighWater-max(0, ps.Committed))
-		if ps.Next >= 0 {
-			ps.FetchLag = max(0, ps.HighWater-ps.Next)
-		}
-	}
+	ps.Lag, ps.FetchLag = kafkaoffset.Lag(ps.HighWater, ps.Committed, c.start.Load(), ps.Next)
 	ps.InFlight = c.Pending()
 	return ps
 }
@@ -492,6 +493,7 @@ func (c *Claim) Begin(committed, start int64) {
 	c.Committed.Store(committed)
 	c.Marked.Store(committed)
 	c.Next.Store(max(start, -1))
+	c.start.Store(max(start, -1))
 	c.mu.Lock()
 	c.cp.Reset(uint64(max(start, 0)))
 	c.failedAhead = c.failedAhead[:0]

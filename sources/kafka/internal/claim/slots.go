@@ -118,6 +118,9 @@ func Deliver[R any](c *Claim, recs []R, get func(R) Record, headers func(dst []H
 		// untracked and the commit would never follow them.
 		c.cp.Reset(uint64(get(recs[0]).Offset))
 		c.failedAhead = c.failedAhead[:0]
+		c.start.Store(get(recs[0]).Offset)
+	} else if n > 0 && c.start.Load() < 0 {
+		c.start.Store(get(recs[0]).Offset) // the claim was not told where it starts
 	}
 	for _, r := range recs {
 		c.cp.Track(uint64(get(r).Offset))

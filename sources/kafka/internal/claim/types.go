@@ -191,9 +191,12 @@ type PartitionStats struct {
 	// first.
 	HighWater int64
 	// Lag is HighWater − Committed: the records a restart would read
-	// again or for the first time. FetchLag is HighWater − Next: the
-	// records not yet fetched. Both are 0 while HighWater (or Next) is
-	// unknown, and never negative.
+	// again or for the first time; while the group has no committed
+	// offset, HighWater − the offset the claim started at (the first
+	// record it took, when it started at the oldest or newest record
+	// without knowing its offset). FetchLag is HighWater − Next: the
+	// records not yet fetched. Each is 0 while an offset it needs is
+	// unknown, HighWater included, and never negative.
 	Lag      int64
 	FetchLag int64
 	// InFlight counts the records delivered to the pipeline whose
