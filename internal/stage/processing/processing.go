@@ -369,64 +369,8 @@ func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Mess
 		}
 	}
 	left := 0
-	for _, m := range chunk {
-		if m.Failed() {
-			p.failed = append(p.failed, m)
-			continue
-		}
-		if ctx.Err() != nil {
-			// The drain was cut short: a message the handler has not
-			// seen stays unacknowledged, for the source to deliver again.
-			// One Prepare deferred is its deferrer's to report: nothing
-			// is owed for it, and it counts as a success, as it does
-			// when its batcher does not take it (notHandedOn).
-			if !m.Deferred() {
-				left++
-			}
-			continue
-		}
-		var out Out
-		var err error
-		if s.plan.messages {
-			out, err = p.handleHooked(ctx, m)
-		} else {
-			out, err = p.handleTimed(ctx, m)
-		}
-		if err != nil {
-			m.Fail(err)
-			p.logFailure(ctx, m, err)
-		}
-		if m.Failed() {
-			p.failed = append(p.failed, m)
-			continue
-		}
-		if len(s.routes) == 0 {
-			if !m.Deferred() {
-				p.convert(m, out).AddTo(&p.acks)
-			}
-			// A deferred message's outcome is its deferrer's, who may
-			// have reported it already: the processor no longer
-			// touches it.
-			continue
-		}
-		r := p.route(m.Batcher())
-		if r < 0 {
-			m.Fail(&processor.UnknownBatcherError{Batcher: m.Batcher(), Known: s.known})
-			p.logFailure(ctx, m, m.Err())
-			p.failed = append(p.failed, m)
-			continue
-		}
-		if m.AckRequested() && !m.Deferred() {
-			// Acknowledged now, with the chunk; the batcher gets a copy
-			// the source cannot reuse under it. A deferred message's
-			// outcome is its deferrer's: it goes on as itself.
-			m.AddTo(&p.acks)
-			om := p.fromSlab()
-			message.Detach(om, m, out)
-			p.pending[r] = append(p.pending[r], om)
-			continue
-		}
-		p.pending[r] = append(p.pending[r], p.convert(m, out))
+	for i := 0; i < len(chunk); {
+		i = p.handleFrom(ctx, chunk, i, &left)
 	}
 	if left > 0 {
 		p.st.chunkLeft = uint64(left)
@@ -466,6 +410,105 @@ func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Mess
 		p.pending[r] = msgs[:0]
 	}
 	p.step = stepIdle
+}
+
+// handleFrom handles chunk[from:] in turn and returns len(chunk), or, when
+// a message's handler panicked, the index after that message, which it
+// failed with a *message.PanicError: handleChunk then calls it again for
+// the rest. One deferred recover serves the whole chunk, instead of one for
+// each handler call. It recovers only a panic of the handler it called
+// itself (calling ≥ 0); one anywhere else goes on up the stack, as does a
+// runtime.Goexit, which exited settles. *left counts the messages a cut
+// drain leaves unhandled.
+func (p *worker[In, Out]) handleFrom(ctx context.Context, chunk []*message.Message[In], from int, left *int) (next int) {
+	s := p.s
+	calling := -1
+	defer func() {
+		if calling < 0 {
+			return
+		}
+		if r := recover(); r != nil {
+			p.handled(ctx, chunk[calling], *new(Out), &message.PanicError{Value: r, Stack: debug.Stack()})
+			next = calling + 1
+		}
+	}()
+	for i := from; i < len(chunk); i++ {
+		m := chunk[i]
+		if m.Failed() {
+			p.failed = append(p.failed, m)
+			continue
+		}
+		if ctx.Err() != nil {
+			// The drain was cut short: a message the handler has not
+			// seen stays unacknowledged, for the source to deliver again.
+			// One Prepare deferred is its deferrer's to report: nothing
+			// is owed for it, and it counts as a success, as it does
+			// when its batcher does not take it (notHandedOn).
+			if !m.Deferred() {
+				*left++
+			}
+			continue
+		}
+		var out Out
+		var err error
+		switch {
+		case s.plan.messages:
+			out, err = p.handleHooked(ctx, m)
+		case p.st.sample:
+			out, err = p.handleTimed(ctx, m)
+		default:
+			// Called without a recover of its own: the deferred call
+			// above recovers a panic of this message's handler.
+			calling = i
+			out, err = s.opts.Handle(ctx, m)
+			calling = -1
+		}
+		p.handled(ctx, m, out, err)
+	}
+	return len(chunk)
+}
+
+// handled is what a processor does with message m once its handler
+// returned out and err (or panicked, err a *message.PanicError): it fails
+// m on an error, then collects m's outcome for the chunk's
+// acknowledgement or hands it towards its batcher.
+func (p *worker[In, Out]) handled(ctx context.Context, m *message.Message[In], out Out, err error) {
+	s := p.s
+	if err != nil {
+		m.Fail(err)
+		p.logFailure(ctx, m, err)
+	}
+	if m.Failed() {
+		p.failed = append(p.failed, m)
+		return
+	}
+	if len(s.routes) == 0 {
+		if !m.Deferred() {
+			p.convert(m, out).AddTo(&p.acks)
+		}
+		// A deferred message's outcome is its deferrer's, who may
+		// have reported it already: the processor no longer
+		// touches it.
+		return
+	}
+	r := p.route(m.Batcher())
+	if r < 0 {
+		m.Fail(&processor.UnknownBatcherError{Batcher: m.Batcher(), Known: s.known})
+		p.logFailure(ctx, m, m.Err())
+		p.failed = append(p.failed, m)
+		return
+	}
+	if m.AckRequested() && !m.Deferred() {
+		// Acknowledged now, with the chunk; the batcher gets a copy
+		// the source cannot reuse under it. A deferred message's
+		// outcome is its deferrer's: it goes on as itself.
+		m.AddTo(&p.acks)
+		om := p.fromSlab()
+		message.Detach(om, m, out)
+		p.pending[r] = append(p.pending[r], om)
+		return
+	}
+	p.pending[r] = append(p.pending[r], p.convert(m, out))
 }
 
 // exited is deferred by handleChunk, and does something only when user

@@ -332,6 +332,61 @@ func TestHandlerPanicFailsMessageAndStageContinues(t *testing.T) {
 	}
 }
 
+// Guarantee: within one chunk, every handler panic fails only its own
+// message, with a *message.PanicError that carries the panic's value and
+// the stack of the handler that panicked, and the processor goes on with
+// the rest of the chunk in order: the first message of a chunk, the last,
+// and two in a row included.
+func TestHandlerPanicsInOneChunkFailOnlyTheirMessages(t *testing.T) {
+	rec := acker.NewRecorder(false)
+	panics := map[int]bool{0: true, 4: true, 5: true, 9: true, 13: true}
+	errBad := errors.New("bad")
+	var order []int // one processor: no lock needed
+	s := newStage(t, processor.Options[int, int]{
+		Concurrency: 1,
+		MaxDemand:   10,
+		Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+			order = append(order, m.Data)
+			if panics[m.Data] {
+				panic(fmt.Sprintf("boom %d", m.Data))
+			}
+			if m.Data == 7 {
+				return 0, errBad
+			}
+			return m.Data, nil
+		},
+	})
+	// Queued before the processor runs: it takes them as two chunks of 10.
+	publish(t, s, ints(rec, 0, 20))
+	run(t, s)
+	drain(t, s)
+
+	assertOnce(t, rec, seq(0, 20))
+	if !slices.Equal(order, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}) {
+		t.Errorf("handler called for %v, want every message once, in order", order)
+	}
+	failed := rec.Failed()
+	if got := ids(failed); !slices.Equal(got, []uint64{0, 4, 5, 7, 9, 13}) {
+		t.Fatalf("failed outcomes %v, want 0, 4, 5, 7, 9 and 13", got)
+	}
+	for _, o := range failed {
+		if o.ID == 7 {
+			if !errors.Is(o.Err, errBad) {
+				t.Errorf("message 7 failed with %v, want the handler's error", o.Err)
+			}
+			continue
+		}
+		var pe *message.PanicError
+		if !errors.As(o.Err, &pe) || pe.Value != fmt.Sprintf("boom %d", o.ID) {
+			t.Errorf("message %d failed with %#v, want a *message.PanicError with value \"boom %d\"", o.ID, o.Err, o.ID)
+			continue
+		}
+		if !strings.Contains(string(pe.Stack), "TestHandlerPanicsInOneChunkFailOnlyTheirMessages.func") {
+			t.Errorf("message %d: the panic's stack does not show the handler that panicked:\n%s", o.ID, pe.Stack)
+		}
+	}
+}
+
 type meta struct{ partition int }
 
 // Guarantee: when the handler changes the payload type, the acknowledger
