@@ -77,6 +77,19 @@ type TestOptions struct {
 	// BatchKey, when not "", is every message's batch key before the
 	// processors see it.
 	BatchKey string
+	// PartitionKey, when not "", is every message's partition key, as a
+	// source sets it with message.Message.SetPartitionKey: what a
+	// PartitionBy reading m.PartitionKey() sees, and what the processors
+	// are partitioned by when the pipeline's source asks for ordering
+	// (the Kafka source, say, whose key is the record's partition) and
+	// they have no PartitionBy of their own. Without one, every message
+	// of such a pipeline goes to the same processor.
+	PartitionKey string
+	// PartitionKeyFor, when set, gives message i (in push order) its own
+	// partition key instead, so that a test can spread its messages over
+	// the partitions a source would: a key's messages are then handled by
+	// one processor, in push order.
+	PartitionKeyFor func(i int) string
 	// Acknowledger, when set, is also called with every acknowledgement
 	// the messages get, after TestWith has recorded it: the outcomes' IDs
 	// are the messages' indexes in push order. TestWith returns only after
@@ -88,7 +101,8 @@ type TestOptions struct {
 }
 
 // WithDefaults returns o unchanged: the zero value of every field is its
-// default (Mode message.Bulk, no metadata, no batcher or batch key set).
+// default (Mode message.Bulk, no metadata, no batcher, batch key or
+// partition key set).
 func (o TestOptions) WithDefaults() TestOptions { return o }
 
 // Validate returns nil: TestWith takes every value, and the messages it
@@ -143,6 +157,11 @@ func (p *Pipeline[In, Out]) TestWith(ctx context.Context, opts TestOptions, data
 			m.SetBatcher(opts.Batcher)
 		}
 		m.SetBatchKey(opts.BatchKey)
+		if opts.PartitionKeyFor != nil {
+			m.SetPartitionKey(opts.PartitionKeyFor(i))
+		} else {
+			m.SetPartitionKey(opts.PartitionKey)
+		}
 		msgs[i] = m
 	}
 	testsRunning.Add(1)

@@ -3,7 +3,10 @@ package pipeline_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"hash/fnv"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
 )
 
 // testMeta is a source's metadata type, as a handler reads it.
@@ -160,4 +164,91 @@ func TestTestWithoutDataReportsThePipelineState(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(p, "after Stop", pipeline.ErrStopped)
+}
+
+// idleOrderedSource asks for ordering by partition key and delivers
+// nothing: a pipeline fed through TestWith as an ordered (Kafka-like)
+// source's pipeline is.
+type idleOrderedSource struct{ producer.Basic }
+
+func (idleOrderedSource) Info() (producer.Info, error) { return producer.Info{Ordered: true}, nil }
+
+func (idleOrderedSource) Run(ctx context.Context, _ *producer.Stage[uint64]) error {
+	<-ctx.Done()
+	return nil
+}
+
+// Guarantee: TestWith gives its messages the partition keys of
+// PartitionKey and PartitionKeyFor, so that a pipeline whose source asks
+// for ordering spreads them over its processors as the source's messages
+// would be: messages of different keys run side by side (the first key's
+// message here waits for the second key's one), and each key's messages
+// are handled in push order.
+func TestTestWithPartitionKeysSpreadMessagesOverProcessors(t *testing.T) {
+	const processors = 4
+	// Two keys that land on different processors (FNV-1a mod Concurrency).
+	part := func(k string) uint32 {
+		h := fnv.New32a()
+		h.Write([]byte(k))
+		return h.Sum32() % processors
+	}
+	keyA, keyB := "p0", ""
+	for i := 1; keyB == ""; i++ {
+		if k := fmt.Sprintf("p%d", i); part(k) != part(keyA) {
+			keyB = k
+		}
+	}
+	bHandled := make(chan struct{})
+	var mu sync.Mutex
+	seen := map[string][]uint64{}
+	p := mustNew(t, pipeline.Options[uint64, uint64]{
+		Name:     "test-with-partitions",
+		Producer: producer.Options[uint64]{Source: idleOrderedSource{}},
+		Processors: processor.Options[uint64, uint64]{Concurrency: processors, Handle: func(ctx context.Context, m *message.Message[uint64]) (uint64, error) {
+			if m.Data == 0 { // keyA's first message: needs keyB on another processor
+				select {
+				case <-bHandled:
+				case <-ctx.Done():
+					return 0, ctx.Err()
+				}
+			}
+			mu.Lock()
+			seen[m.PartitionKey()] = append(seen[m.PartitionKey()], m.Data)
+			mu.Unlock()
+			if m.Data == 1 {
+				close(bHandled)
+			}
+			return m.Data, nil
+		}},
+	})
+	startPipeline(t, p)
+	keys := []string{keyA, keyB, keyA, keyB, keyA, keyB}
+	r, err := p.TestWith(ctxT(t, 10*time.Second), pipeline.TestOptions{
+		Mode:            message.Flush,
+		PartitionKeyFor: func(i int) string { return keys[i] },
+	}, 0, 1, 2, 3, 4, 5)
+	if err != nil {
+		t.Fatalf("TestWith: %v", err)
+	}
+	for i, o := range r.Outcomes {
+		if o.Err != nil || o.Acks != 1 {
+			t.Errorf("outcome %d: %+v, want one success", i, o)
+		}
+	}
+	mu.Lock()
+	if a, b := seen[keyA], seen[keyB]; !slices.Equal(a, []uint64{0, 2, 4}) || !slices.Equal(b, []uint64{1, 3, 5}) {
+		t.Errorf("handled per partition key %v, want %s: [0 2 4], %s: [1 3 5]", seen, keyA, keyB)
+	}
+	clear(seen)
+	mu.Unlock()
+
+	// PartitionKey gives every message the same key.
+	if _, err := p.TestWith(ctxT(t, 10*time.Second), pipeline.TestOptions{PartitionKey: keyB}, 7, 8); err != nil {
+		t.Fatalf("TestWith: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := seen[keyB]; !slices.Equal(got, []uint64{7, 8}) {
+		t.Errorf("handled per partition key %v, want %s: [7 8]", seen, keyB)
+	}
 }
