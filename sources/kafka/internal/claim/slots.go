@@ -64,18 +64,22 @@ func (c *Claim) takeSlots(dst []*slot, n int) []*slot {
 	return dst
 }
 
-// recycle puts the slot behind an outcome's ack data back on the free list,
-// dropping its references to the record (and so to the client's fetch
-// buffer). The caller holds c.mu.
+// recycle drops the references of the slot behind an outcome's ack data to
+// its record (and so to the client's fetch buffer) and puts the slot back
+// on the free list while the list has room. A slot left off the list is
+// dropped too: its block stays reachable as long as another slot of it is
+// free or live, and would keep the record's payload with it. The caller
+// holds c.mu.
 func (c *Claim) recycle(data any) {
 	s, ok := data.(*slot)
 	if !ok || !s.live {
 		return
 	}
 	s.live = false
-	if len(c.free) >= c.maxFree || s.msg.Deferred() {
+	if s.msg.Deferred() {
 		// A deferred message's outcome may come while the pipeline still
-		// holds it (see message.Message.Defer): it is not reused.
+		// holds it (see message.Message.Defer): it is neither changed nor
+		// reused.
 		return
 	}
 	s.msg.Data = nil
@@ -83,7 +87,9 @@ func (c *Claim) recycle(data any) {
 	if s.md.Headers != nil {
 		s.md.Headers = nil
 	}
-	c.free = append(c.free, s)
+	if len(c.free) < c.maxFree {
+		c.free = append(c.free, s)
+	}
 }
 
 // Record is what a delivery takes from a client's record.

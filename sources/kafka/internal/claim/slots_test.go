@@ -127,3 +127,32 @@ func TestDeferredMessageSlotIsNotReused(t *testing.T) {
 		}
 	}
 }
+
+// Guarantee: a slot whose outcome comes while the free list is full drops
+// its references to the record too: the rest of its block stays reachable
+// (on the free list, or live), and would keep the record's payload, a
+// whole fetch buffer with some clients, after its message was done.
+func TestSlotLeftOffTheFullFreeListDropsItsRecord(t *testing.T) {
+	p := &Claim{maxFree: 2}
+	taken := p.takeSlots(nil, 4)
+	p.free = p.free[:0]
+	for i, s := range taken {
+		s.md.Key = []byte("k")
+		s.md.Headers = []Header{{Key: []byte("h")}}
+		s.msg.Init(make([]byte, 16), p, uint64(i))
+		s.msg.SetAckData(s)
+		s.msg.Metadata = &s.md
+	}
+	for _, s := range taken {
+		_, _, data := s.msg.Acknowledger()
+		p.recycle(data)
+	}
+	if len(p.free) != p.maxFree {
+		t.Fatalf("free list holds %d slots, want its bound %d", len(p.free), p.maxFree)
+	}
+	for i, s := range taken {
+		if s.msg.Data != nil || s.md.Key != nil || s.md.Headers != nil {
+			t.Fatalf("slot %d of %d still points at its record after its outcome (free list bound %d)", i, len(taken), p.maxFree)
+		}
+	}
+}
