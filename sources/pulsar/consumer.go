@@ -19,6 +19,17 @@ import (
 // messages come from a message.Slab).
 const slabSize = 64
 
+// slabPayloadMax is the largest payload whose message and metadata are
+// carved from the consumer's slabs. A slab block stays reachable as long
+// as any of its messages is (and the block being carved from, as long as
+// the consumer runs), and keeps every payload of its messages with it:
+// done messages of a block keep their payloads until the whole block is
+// unreachable. Above this size a message and its metadata are allocated
+// on their own, which costs little beside the payload, so that a message
+// done is a payload freed; at or below it a block keeps at most
+// (93 + 64) × 1 KiB of payloads after their messages are done.
+const slabPayloadMax = 1024
+
 // consumer is one pulsar-client-go consumer of one producer stage, and the
 // acknowledger of the messages it delivered.
 type consumer struct {
@@ -131,11 +142,18 @@ func (c *consumer) receive(ctx context.Context, feed *producer.Feed[[]byte], max
 				closed = true
 				return &ConsumerError{Stage: c.stage, Topic: c.topic, Subscription: sub, Broker: c.src.broker, Kind: ErrConsumerClosed, Err: err}
 			}
-			if len(mds) == 0 {
-				mds = make([]Metadata, slabSize)
+			payload := pm.Payload()
+			large := len(payload) > slabPayloadMax
+			var md *Metadata
+			if large {
+				md = new(Metadata)
+			} else {
+				if len(mds) == 0 {
+					mds = make([]Metadata, slabSize)
+				}
+				md = &mds[0]
+				mds = mds[1:]
 			}
-			md := &mds[0]
-			mds = mds[1:]
 			md.fill(pm, sub, &tc)
 			if md.RedeliveryCount > 0 {
 				c.src.redelivered.Add(1)
@@ -144,7 +162,15 @@ func (c *consumer) receive(ctx context.Context, feed *producer.Feed[[]byte], max
 				c.events.received(c.c, pm.Topic())
 			}
 			c.seq++
-			m := slab.NewKeyed(pm.Payload(), c, c.seq, md.partitionKey(typ))
+			var m *message.Message[[]byte]
+			if large {
+				m = message.New(payload, acker.Acknowledger(c), c.seq)
+				if key := md.partitionKey(typ); key != "" {
+					m.SetPartitionKey(key)
+				}
+			} else {
+				m = slab.NewKeyed(payload, c, c.seq, md.partitionKey(typ))
+			}
 			m.Metadata = md
 			// The message itself, not only its id: a nack goes through
 			// Consumer.Nack, which applies ConsumerOptions.NackBackoffPolicy
