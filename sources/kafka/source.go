@@ -130,8 +130,10 @@ var ErrOffsetOutOfRange = claim.ErrOffsetOutOfRange
 // has read to (the batch's, unless records before it still waited in
 // sarama's channel), and wraps sarama's error. sarama decodes a broker's whole
 // Fetch answer at once, so the partition named is one that answer
-// covered (see docs/kafka.md, Failures). franz.ErrCorruptBatch is the
-// same error.
+// covered (see docs/kafka.md, Failures). An answer larger than
+// sarama.MaxResponseSize, which sarama refuses as a length that does not
+// hold, fails the member the same way, with a message naming that limit.
+// franz.ErrCorruptBatch is the same error.
 var ErrCorruptBatch = claim.ErrCorruptBatch
 
 // ErrNotCreated is returned by Run, Validate and Info of a Source that New
