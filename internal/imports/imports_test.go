@@ -70,6 +70,10 @@ var rules = []rule{
 	// The bounds of the sarama fields that size sarama's allocations,
 	// shared by every option package that takes a sarama.Config.
 	{from: "internal/kafkalimits", only: []string{"validate"}, why: "internal/kafkalimits imports only validate"},
+	// The printing of values that hold credentials, shared by every
+	// package whose options or backend hold them.
+	{from: "internal/redact", only: []string{}, why: "internal/redact imports nothing of the module"},
+	{from: "internal/redact/redacttest", only: []string{}, why: "internal/redact/redacttest imports nothing of the module"},
 	{from: "internal/pulsarnack", only: []string{}, why: "internal/pulsarnack imports nothing of the module"},
 	{from: "internal/pulsarsize", only: []string{}, why: "internal/pulsarsize imports nothing of the module"},
 	// The telemetry hooks are called by the stage runtime and by the

@@ -4,11 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/IBM/sarama"
+	"github.com/boulevard-go/boulevard/internal/redact"
 )
 
 // String describes the options with every credential left out: of Config
@@ -55,7 +54,7 @@ func (o Options) String() string {
 	}
 	if o.Config != nil {
 		b.WriteString(" Config:")
-		b.WriteString(configSummary(o.Config))
+		b.WriteString(redact.SaramaConfig(o.Config))
 	}
 	b.WriteString("}")
 	return b.String()
@@ -68,14 +67,7 @@ func (o Options) GoString() string { return o.String() }
 // Format prints String for every verb (quoted for %q, GoString for %#v),
 // so that no verb reaches Config's fields.
 func (o Options) Format(f fmt.State, verb rune) {
-	switch {
-	case verb == 'q':
-		_, _ = f.Write([]byte(strconv.Quote(o.String())))
-	case verb == 'v' && f.Flag('#'):
-		_, _ = f.Write([]byte(o.GoString()))
-	default:
-		_, _ = f.Write([]byte(o.String()))
-	}
+	redact.Format(f, verb, o.String())
 }
 
 // LogValue logs the options as a group of their non-secret fields (the
@@ -112,20 +104,6 @@ func (o Options) LogValue() slog.Value {
 // holding them (logged by a JSON handler, for instance) does not encode
 // Config's credentials.
 func (o Options) MarshalJSON() ([]byte, error) { return json.Marshal(o.String()) }
-
-// configSummary describes what of a sarama config is safe to print.
-func configSummary(c *sarama.Config) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "{Version:%s ClientID:%q TLS:%t SASL:%t", c.Version, c.ClientID, c.Net.TLS.Enable, c.Net.SASL.Enable)
-	if c.Net.SASL.Enable {
-		fmt.Fprintf(&b, " SASLMechanism:%q", string(c.Net.SASL.Mechanism))
-	}
-	if c.Net.SASL.Enable || c.Net.TLS.Config != nil {
-		b.WriteString(" credentials:redacted")
-	}
-	b.WriteString("}")
-	return b.String()
-}
 
 // String describes the source by its options, credentials left out.
 func (s *Source) String() string {

@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/internal/kafkalimits"
+	"github.com/boulevard-go/boulevard/internal/redact"
 	"github.com/boulevard-go/boulevard/sources/kafka"
 	"github.com/boulevard-go/boulevard/validate"
 )
@@ -266,29 +265,15 @@ func (o Options[T]) saramaConfig() *sarama.Config {
 // only the protocol version, the client id and whether TLS and SASL are on
 // (and the SASL mechanism). %v, %+v, %s, %q and %#v all print this.
 func (o Options[T]) String() string {
-	var b strings.Builder
+	var b redact.Fields
 	fmt.Fprintf(&b, "kafkatopic.Options{Brokers:%q Partitions:%d ReplicationFactor:%d", o.Brokers, o.Partitions, o.ReplicationFactor)
-	if o.Acks != "" {
-		fmt.Fprintf(&b, " Acks:%q", o.Acks)
-	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"AdminTimeout", o.AdminTimeout}, {"ConnectTimeout", o.ConnectTimeout}, {"RevokeTimeout", o.RevokeTimeout}} {
-		if d.v != 0 {
-			fmt.Fprintf(&b, " %s:%s", d.name, d.v)
-		}
-	}
-	if o.PublishBuffer != 0 {
-		fmt.Fprintf(&b, " PublishBuffer:%d", o.PublishBuffer)
-	}
-	if o.InitialOffset != "" {
-		fmt.Fprintf(&b, " InitialOffset:%q", o.InitialOffset)
-	}
-	if o.Config != nil {
-		b.WriteString(" Config:")
-		b.WriteString(configSummary(o.Config))
-	}
+	b.Quoted("Acks", o.Acks)
+	b.Duration("AdminTimeout", o.AdminTimeout)
+	b.Duration("ConnectTimeout", o.ConnectTimeout)
+	b.Duration("RevokeTimeout", o.RevokeTimeout)
+	b.Int("PublishBuffer", int64(o.PublishBuffer))
+	b.Quoted("InitialOffset", o.InitialOffset)
+	b.Config(o.Config)
 	b.WriteString("}")
 	return b.String()
 }
@@ -298,11 +283,7 @@ func (o Options[T]) GoString() string { return o.String() }
 
 // Format prints String for every verb (quoted for %q).
 func (o Options[T]) Format(f fmt.State, verb rune) {
-	s := o.String()
-	if verb == 'q' {
-		s = strconv.Quote(s)
-	}
-	_, _ = f.Write([]byte(s))
+	redact.Format(f, verb, o.String())
 }
 
 // LogValue logs the options' non-secret fields.
@@ -311,14 +292,3 @@ func (o Options[T]) LogValue() slog.Value { return slog.StringValue(o.String()) 
 // MarshalJSON encodes String, so that no encoder reaches Config's
 // credentials.
 func (o Options[T]) MarshalJSON() ([]byte, error) { return json.Marshal(o.String()) }
-
-// configSummary is what of a sarama config is safe to print.
-func configSummary(c *sarama.Config) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "{Version:%s ClientID:%q TLS:%t SASL:%t", c.Version, c.ClientID, c.Net.TLS.Enable, c.Net.SASL.Enable)
-	if c.Net.SASL.Enable {
-		fmt.Fprintf(&b, " SASLMechanism:%q credentials:redacted", string(c.Net.SASL.Mechanism))
-	}
-	b.WriteString("}")
-	return b.String()
-}
