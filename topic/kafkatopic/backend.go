@@ -2,6 +2,7 @@ package kafkatopic
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/internal/liveset"
+	"github.com/boulevard-go/boulevard/internal/redact"
 	"github.com/boulevard-go/boulevard/topic"
 )
 
@@ -106,6 +108,28 @@ func NewContext[T any](ctx context.Context, opts Options[T]) (*Backend[T], error
 
 // Name returns "kafka".
 func (b *Backend[T]) Name() string { return Name }
+
+// String describes the backend by its options, credentials left out (see
+// Options.String).
+func (b *Backend[T]) String() string {
+	if b == nil {
+		return "kafkatopic.Backend(nil)"
+	}
+	return "kafkatopic.Backend(" + b.opts.String() + ")"
+}
+
+// GoString is String: the backend's fields hold Config's credentials.
+func (b *Backend[T]) GoString() string { return b.String() }
+
+// Format writes String for every verb (quoted for %q), so that no verb
+// reaches the backend's fields.
+func (b *Backend[T]) Format(f fmt.State, verb rune) { redact.Format(f, verb, b.String()) }
+
+// LogValue logs what String shows.
+func (b *Backend[T]) LogValue() slog.Value { return slog.StringValue(b.String()) }
+
+// MarshalJSON encodes String.
+func (b *Backend[T]) MarshalJSON() ([]byte, error) { return json.Marshal(b.String()) }
 
 // Capabilities declares what a Kafka topic honours: every mode; both
 // on_full policies, applied to the producer's buffer (a log stores every

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/boulevard-go/boulevard/internal/redact/redacttest"
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/kafkatopic"
@@ -130,5 +131,18 @@ func TestSubscribeDeniedOnTheGroupFailsAtOnce(t *testing.T) {
 	// A topic alone needs no group: publishing works.
 	if err := h.Publish(ctxT(t), "x"); err != nil {
 		t.Fatalf("Publish with topic permissions: %v", err)
+	}
+}
+
+// Guarantee: a backend made with SASL credentials prints none of them,
+// with any fmt verb (%#v, %s and %d included: they would reach the sarama
+// configuration the backend holds), encoded as JSON or logged.
+func TestBackendPrintsNoCredentials(t *testing.T) {
+	c := testbroker.Kafka(t, kfake.EnableSASL(), kfake.Superuser(sarama.SASLTypePlaintext, saslUser, saslPassword))
+	var logs logBuffer
+	b := newBackend(t, saslOptions(c, saslPassword, &logs))
+	redacttest.NoSecret(t, "the backend", b, saslPassword)
+	if s := fmt.Sprintf("%#v", b); !strings.Contains(s, "credentials:redacted") {
+		t.Fatalf("%%#v of the backend = %s, want its options, credentials redacted", s)
 	}
 }

@@ -2,12 +2,15 @@ package pulsartopic
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/boulevard-go/boulevard/internal/liveset"
+	"github.com/boulevard-go/boulevard/internal/redact"
 	spulsar "github.com/boulevard-go/boulevard/sources/pulsar"
 	"github.com/boulevard-go/boulevard/topic"
 )
@@ -276,10 +279,29 @@ func (b *Backend[T]) close() {
 	}
 }
 
-// String names the backend and its broker, without credentials.
+// String names the backend and its broker, without credentials: the
+// service URL of a client the backend made, its user information
+// redacted, or "a shared client".
 func (b *Backend[T]) String() string {
+	if b == nil {
+		return "pulsartopic backend (nil)"
+	}
 	return "pulsartopic backend for " + clientName(b.client)
 }
+
+// GoString is String: the backend's fields hold its options, the service
+// URL's user information included.
+func (b *Backend[T]) GoString() string { return b.String() }
+
+// Format writes String for every verb (quoted for %q), so that no verb
+// reaches the backend's fields.
+func (b *Backend[T]) Format(f fmt.State, verb rune) { redact.Format(f, verb, b.String()) }
+
+// LogValue logs what String shows.
+func (b *Backend[T]) LogValue() slog.Value { return slog.StringValue(b.String()) }
+
+// MarshalJSON encodes String.
+func (b *Backend[T]) MarshalJSON() ([]byte, error) { return json.Marshal(b.String()) }
 
 func clientName(c pulsar.Client) string {
 	if u, ok := c.(interface{ ServiceURL() string }); ok {

@@ -3,6 +3,7 @@ package pulsartopic_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/boulevard-go/boulevard/internal/redact/redacttest"
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/testnet"
 	"github.com/boulevard-go/boulevard/topic"
@@ -109,4 +111,19 @@ func TestSecretsNeverInErrorsOrLogs(t *testing.T) {
 		t.Fatal("nothing was logged: the check would prove nothing")
 	}
 	check("logs", logs.String())
+}
+
+// Guarantee: a backend made with a password in its service URL and a
+// token prints neither, with any fmt verb (%#v and %d included), encoded
+// as JSON or logged; it names its broker with the user information
+// redacted.
+func TestBackendPrintsNoSecret(t *testing.T) {
+	o := testOptions(testbroker.Pulsar(t), topic.IntCodec{})
+	o.ServiceURL = strings.Replace(o.ServiceURL, "pulsar://", "pulsar://user:"+password+"@", 1)
+	o.ClientOptions.Authentication = pulsar.NewAuthenticationToken(token)
+	be := newBackend(t, o)
+	redacttest.NoSecret(t, "the backend", be, password, token)
+	if s := fmt.Sprintf("%#v", be); !strings.Contains(s, "pulsar://user:xxxxx@") {
+		t.Fatalf("%%#v of the backend = %s, want its broker's URL, redacted", s)
+	}
 }

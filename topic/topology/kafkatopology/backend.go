@@ -2,6 +2,7 @@ package kafkatopology
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/internal/liveset"
+	"github.com/boulevard-go/boulevard/internal/redact"
 	"github.com/boulevard-go/boulevard/sources/kafka"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/kafkatopic"
@@ -146,6 +148,28 @@ func New[T any](opts Options[T]) (*Backend[T], error) {
 
 // Name returns "kafka".
 func (b *Backend[T]) Name() string { return "kafka" }
+
+// String describes the backend by its options, credentials left out (see
+// Options.String).
+func (b *Backend[T]) String() string {
+	if b == nil {
+		return "kafkatopology.Backend(nil)"
+	}
+	return "kafkatopology.Backend(" + b.opts.String() + ")"
+}
+
+// GoString is String: the backend's fields hold Config's credentials.
+func (b *Backend[T]) GoString() string { return b.String() }
+
+// Format writes String for every verb (quoted for %q), so that no verb
+// reaches the backend's fields.
+func (b *Backend[T]) Format(f fmt.State, verb rune) { redact.Format(f, verb, b.String()) }
+
+// LogValue logs what String shows.
+func (b *Backend[T]) LogValue() slog.Value { return slog.StringValue(b.String()) }
+
+// MarshalJSON encodes String.
+func (b *Backend[T]) MarshalJSON() ([]byte, error) { return json.Marshal(b.String()) }
 
 // kafkaName is the Kafka topic of a topology name.
 func kafkaName(name string) string { return kafkatopic.KafkaTopic(topic.Name(name)) }

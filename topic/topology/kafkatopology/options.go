@@ -2,12 +2,15 @@ package kafkatopology
 
 import (
 	"cmp"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/internal/kafkalimits"
+	"github.com/boulevard-go/boulevard/internal/redact"
 	"github.com/boulevard-go/boulevard/sources/kafka"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/validate"
@@ -235,3 +238,37 @@ func (o Options[T]) saramaConfig() *sarama.Config {
 	}
 	return &c
 }
+
+// String describes the options with every credential left out: of Config
+// only the protocol version, the client id and whether TLS and SASL are on
+// (and the SASL mechanism). Every fmt verb prints this.
+func (o Options[T]) String() string {
+	var b redact.Fields
+	fmt.Fprintf(&b, "kafkatopology.Options{Brokers:%q Partitions:%d ReplicationFactor:%d", o.Brokers, o.Partitions, o.ReplicationFactor)
+	b.Duration("AdminTimeout", o.AdminTimeout)
+	b.Int("ReadAhead", int64(o.ReadAhead))
+	b.Duration("RevokeTimeout", o.RevokeTimeout)
+	b.Duration("HoldRetentionMargin", o.HoldRetentionMargin)
+	b.Duration("DLQRetention", o.DLQRetention)
+	if o.AcceptRetentionBytes {
+		b.WriteString(" AcceptRetentionBytes:true")
+	}
+	b.Quoted("InitialOffset", o.InitialOffset)
+	b.Config(o.Config)
+	b.WriteString("}")
+	return b.String()
+}
+
+// GoString is String.
+func (o Options[T]) GoString() string { return o.String() }
+
+// Format prints String for every verb (quoted for %q), so that no verb
+// reaches Config's fields.
+func (o Options[T]) Format(f fmt.State, verb rune) { redact.Format(f, verb, o.String()) }
+
+// LogValue logs the options' non-secret fields.
+func (o Options[T]) LogValue() slog.Value { return slog.StringValue(o.String()) }
+
+// MarshalJSON encodes String, so that no encoder reaches Config's
+// credentials.
+func (o Options[T]) MarshalJSON() ([]byte, error) { return json.Marshal(o.String()) }
