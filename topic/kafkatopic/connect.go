@@ -53,7 +53,8 @@ func (b *Backend[T]) probe(ctx context.Context) error {
 	if err := ended(ctx); err != nil {
 		return fmt.Errorf("%w: no broker answered within %s: %s: %w", ErrConnect, d.Round(time.Millisecond), strings.Join(failed, "; "), err)
 	}
-	return fmt.Errorf("%w: no broker answered within %s: %s: %w", ErrConnect, d, strings.Join(failed, "; "), errorsCause{first})
+	// errorsCause writes nothing: the broker list already ends with its cause.
+	return fmt.Errorf("%w: no broker answered within %s: %s%w", ErrConnect, d, strings.Join(failed, "; "), errorsCause{first})
 }
 
 // ended returns ctx.Err(), or context.DeadlineExceeded once ctx's deadline

@@ -146,3 +146,20 @@ func TestBackendPrintsNoCredentials(t *testing.T) {
 		t.Fatalf("%%#v of the backend = %s, want its options, credentials redacted", s)
 	}
 }
+
+// Guarantee: the error of a New whose credentials a broker refuses by
+// closing the connection names the broker and ends with its cause, with
+// no empty part after it.
+func TestConnectErrorEndsWithTheBrokersCause(t *testing.T) {
+	c := testbroker.Kafka(t, kfake.EnableSASL(), kfake.Superuser(sarama.SASLTypePlaintext, saslUser, saslPassword))
+	var logs logBuffer
+	_, err := kafkatopic.New(saslOptions(c, wrongPass, &logs))
+	if !errors.Is(err, kafkatopic.ErrConnect) {
+		t.Fatalf("New = %v, want ErrConnect", err)
+	}
+	// kfake closes the connection: the cause is EOF (or a reset).
+	msg := err.Error()
+	if broker := fmt.Sprintf("%q: ", c.ListenAddrs()[0]); !strings.Contains(msg, broker) || strings.HasSuffix(msg, ": ") {
+		t.Fatalf("New = %q, want the broker %s followed by its cause, last", msg, broker)
+	}
+}
