@@ -108,13 +108,16 @@ type ServerOptions struct {
 	ShutdownTimeout time.Duration `validate:"gte=0,lte=1m"`
 	// Logger receives one line when serving starts, with the address, and
 	// one when serving ends with an error (an accept that fails for
-	// good), and net/http's own errors. Nil means slog.Default().
+	// good), and net/http's own errors. Nil means the Observer's logger
+	// (Options.Logger) for Serve, and slog.Default() for WithDefaults
+	// called alone.
 	Logger *slog.Logger `name:"-"`
 }
 
 // WithDefaults returns o with each zero value replaced by its default,
 // but WriteTimeout, whose default depends on the Observer (Serve sets
-// it).
+// it), and with a nil Logger replaced by slog.Default() (Serve gives the
+// Observer's first).
 func (o ServerOptions) WithDefaults() ServerOptions {
 	o.ReadHeaderTimeout = cmp.Or(o.ReadHeaderTimeout, DefaultReadHeaderTimeout)
 	o.ReadTimeout = cmp.Or(o.ReadTimeout, DefaultReadTimeout)
@@ -153,6 +156,7 @@ func (o *Observer) Serve(ctx context.Context, opts ServerOptions) (*Server, erro
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	opts.Logger = cmp.Or(opts.Logger, o.log)
 	opts = opts.WithDefaults()
 	opts.WriteTimeout = cmp.Or(opts.WriteTimeout, 2*o.timeout+writeMargin)
 	var lc net.ListenConfig

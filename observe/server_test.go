@@ -20,6 +20,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 
+	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/observe"
 	"github.com/boulevard-go/boulevard/validate"
@@ -534,5 +535,21 @@ func TestServerDefaultsFitTheEndpoints(t *testing.T) {
 	}
 	if w := 2*observe.MaxStatsTimeout + 10*time.Second; w > observe.MaxServerTimeout {
 		t.Errorf("the default write timeout at the longest StatsTimeout, %v, is above MaxServerTimeout", w)
+	}
+}
+
+// Guarantee: a Server without a Logger of its own logs to its Observer's
+// logger, so that a program that gives observe.Options a logger finds the
+// line saying where the endpoints are served there, not on slog.Default().
+func TestServeWithoutALoggerLogsToTheObserversLogger(t *testing.T) {
+	var lines logtest.Lines
+	obs := observe.New(observe.Options{Logger: slog.New(slog.NewTextHandler(&lines, nil))})
+	s, err := obs.Serve(context.Background(), observe.ServerOptions{Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close(context.Background()) }()
+	if n := lines.Count(`msg="serving the observer's endpoints"`, "addr="+s.Addr()); n != 1 {
+		t.Fatalf("the Observer's logger got %d lines saying where the endpoints are served, want 1: %q", n, lines.All())
 	}
 }
