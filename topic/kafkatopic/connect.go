@@ -53,8 +53,11 @@ func (b *Backend[T]) probe(ctx context.Context) error {
 	if err := ended(ctx); err != nil {
 		return fmt.Errorf("%w: no broker answered within %s: %s: %w", ErrConnect, d.Round(time.Millisecond), strings.Join(failed, "; "), err)
 	}
-	// errorsCause writes nothing: the broker list already ends with its cause.
-	return fmt.Errorf("%w: no broker answered within %s: %s%w", ErrConnect, d, strings.Join(failed, "; "), errorsCause{first})
+	// Every broker failed by itself (a refusal, a closed connection, or its
+	// own timeout, which its error names): the error does not claim a
+	// wait. errorsCause writes nothing: the broker list already ends with
+	// its cause.
+	return fmt.Errorf("%w: no broker answered: %s%w", ErrConnect, strings.Join(failed, "; "), errorsCause{first})
 }
 
 // ended returns ctx.Err(), or context.DeadlineExceeded once ctx's deadline

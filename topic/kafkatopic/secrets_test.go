@@ -149,7 +149,7 @@ func TestBackendPrintsNoCredentials(t *testing.T) {
 
 // Guarantee: the error of a New whose credentials a broker refuses by
 // closing the connection names the broker and ends with its cause, with
-// no empty part after it.
+// no empty part after it, and claims no wait it did not make.
 func TestConnectErrorEndsWithTheBrokersCause(t *testing.T) {
 	c := testbroker.Kafka(t, kfake.EnableSASL(), kfake.Superuser(sarama.SASLTypePlaintext, saslUser, saslPassword))
 	var logs logBuffer
@@ -161,5 +161,10 @@ func TestConnectErrorEndsWithTheBrokersCause(t *testing.T) {
 	msg := err.Error()
 	if broker := fmt.Sprintf("%q: ", c.ListenAddrs()[0]); !strings.Contains(msg, broker) || strings.HasSuffix(msg, ": ") {
 		t.Fatalf("New = %q, want the broker %s followed by its cause, last", msg, broker)
+	}
+	// The broker closed the connection at once: the error does not say
+	// that New waited for it.
+	if strings.Contains(msg, "within") {
+		t.Fatalf("New = %q, want no claim of a wait for a broker that failed at once", msg)
 	}
 }
