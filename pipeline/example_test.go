@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -176,4 +177,50 @@ func ExamplePipeline_Push() {
 	}
 	// Output:
 	// request 1 handled: "hello"
+}
+
+// Stop drains within bounds: past ShutdownTimeout the handlers' contexts
+// are cancelled, a message whose handler gives up then is interrupted (its
+// source delivers it again), and Stop reports ErrShutdownTimeout.
+func ExamplePipeline_Stop() {
+	started := make(chan struct{})
+	p, err := pipeline.New(pipeline.Options[string, string]{
+		Name:            "slow",
+		Logger:          slog.New(slog.DiscardHandler),
+		ShutdownTimeout: 100 * time.Millisecond,
+		Processors: processor.Options[string, string]{
+			Handle: func(ctx context.Context, m *message.Message[string]) (string, error) {
+				close(started)
+				<-ctx.Done() // a call that takes longer than the drain may
+				return "", ctx.Err()
+			},
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := context.Background()
+	if err := p.Start(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	acks := acker.NewRecorder(false)
+	if err := p.Push(ctx, message.New("order-1", acks, 1)); err != nil {
+		fmt.Println(err)
+	}
+	<-started
+
+	// A deadline for Stop itself, as a process stopping on SIGTERM has.
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err = p.Stop(stopCtx)
+	fmt.Println("shutdown timeout:", errors.Is(err, pipeline.ErrShutdownTimeout))
+	for _, o := range acks.Failed() {
+		fmt.Printf("message %d: interrupted %t, disposition %v\n",
+			o.ID, errors.Is(o.Err, acker.ErrShutdown), o.Disposition)
+	}
+	// Output:
+	// shutdown timeout: true
+	// message 1: interrupted true, disposition retry
 }
