@@ -7,7 +7,10 @@
 //
 // Field names are the lower-camel form of the Go field names joined with dots,
 // rooted at the prefix the caller gives, so that the message points at the
-// place in the options literal the user has to change.
+// place in the options literal the user has to change. A field with a `name`
+// tag is named by the tag instead (the options that YAML configuration also
+// sets use its snake_case keys, such as "max_in_flight"), and `name:"-"`
+// leaves the field's own name out of the path.
 package validate
 
 import (
