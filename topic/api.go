@@ -40,14 +40,18 @@ type MessageID uint64
 // Item is what a subscription receives: a message, or (Lagged > 0) a lag
 // notice saying how many broadcast messages the subscriber missed.
 type Item[T any] struct {
-	ID    MessageID
+	// ID identifies the message for Subscription.Ack and Subscription.Nack.
+	ID MessageID
+	// Value is the message's payload.
 	Value T
 	// Headers are the headers the message was published with (see
 	// [Handle.PublishWithHeaders]); nil when it has none, and on a lag
 	// notice. Every recipient of a publish may see the same map: read it,
 	// do not change it.
 	Headers Headers
-	Lagged  uint64
+	// Lagged is, on a lag notice, how many broadcast messages the
+	// subscriber missed; 0 on an ordinary message.
+	Lagged uint64
 }
 
 // Headers are a message's optional key/value headers: W3C trace context
@@ -132,8 +136,11 @@ type Stats struct {
 // Declaration is one topic of a [Broker.CreateTopics] batch. A nil Backend
 // means [InMemory].
 type Declaration[T any] struct {
-	Name    Name
+	// Name is the topic's name.
+	Name Name
+	// Options are the topic's options; zero fields take their defaults.
 	Options Options
+	// Backend implements the topic; nil means InMemory.
 	Backend Backend[T]
 }
 

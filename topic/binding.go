@@ -22,8 +22,15 @@ var ErrNoHandle = errors.New("topic: binding has no topic handle")
 // ack_propagation). A Binding without a Handle (the zero Binding) publishes
 // nothing: its methods return ErrNoHandle.
 type Binding[T any] struct {
-	Handle         *Handle[T]
-	OnFull         OnFull
+	// Handle is the bound topic; nil in the zero Binding.
+	Handle *Handle[T]
+	// OnFull is the full-queue policy Publish and Tracked apply: the
+	// pipeline's queue_on_full for this topic, else the topic's
+	// balanced.on_full.
+	OnFull OnFull
+	// AckPropagation is the topic's ack_propagation: its Mode tells a sink
+	// whether to publish tracked, and Tracked takes its MaxInFlight and
+	// Timeout.
 	AckPropagation AckPropagation
 }
 

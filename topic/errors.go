@@ -139,8 +139,10 @@ var ErrUnknownOnFull = errors.New("topic: unknown on_full policy")
 // TopicError names the topic an operation failed on. It wraps the cause
 // (for example [ErrTopicExists]).
 type TopicError struct {
+	// Topic is the topic's name.
 	Topic Name
-	Err   error
+	// Err is the cause, returned by Unwrap.
+	Err error
 }
 
 // Error returns "topic <name>: <cause>"; a name that is not valid is shown

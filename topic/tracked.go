@@ -47,6 +47,8 @@ func (o ReceiptOutcome) String() string {
 
 // Result is the terminal outcome of a tracked publish.
 type Result struct {
+	// Outcome is how the publish ended: Acked, Nacked, TimedOut or
+	// TopicClosed.
 	Outcome ReceiptOutcome
 	// Reason is the nack reason for Nacked (the subscriber's error,
 	// ErrNacked, ErrDeliveryDropped, ErrLagged or ErrNoSubscribers), and

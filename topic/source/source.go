@@ -123,8 +123,9 @@ type Options[T any] struct {
 	// Topic is the topic to read. Required. Validation checks only that it
 	// is set: the handle may be in use by running subscriptions.
 	Topic *topic.Handle[T] `validate:"-"`
-	// Mode is topic.Balanced(group) or topic.Broadcast(). A balanced mode
-	// needs a group that is a valid name (topic.GroupName.Validate).
+	// Mode is topic.Balanced(group) or topic.Broadcast(). Required: the
+	// zero Mode, a balanced mode without a group, is refused. A balanced
+	// mode needs a group that is a valid name (topic.GroupName.Validate).
 	Mode topic.SubscriptionMode `name:"-"`
 	// MaxBatch is the largest number of messages taken from a subscription
 	// at once (never more than the feed has permits for), 1 to

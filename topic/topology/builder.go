@@ -76,6 +76,7 @@ func (e *ConflictError) Unwrap() error { return ErrConflict }
 // the order the checks run. errors.As finds each *ConflictError and
 // errors.Is finds ErrConflict.
 type BuildError struct {
+	// Conflicts are the conflicts found, at least one.
 	Conflicts []*ConflictError
 }
 
