@@ -30,6 +30,7 @@ type Report struct {
 
 // PipelineReport is one pipeline's part of a Report.
 type PipelineReport struct {
+	// Name is the pipeline's name.
 	Name string `json:"name"`
 	// OK reports whether the pipeline passes the check; Reason says why
 	// not ("" when it does).

@@ -172,7 +172,9 @@ type namedTopic struct {
 // TopicLinks are the pipelines a topic connects: those that publish into
 // it and those that subscribe to it.
 type TopicLinks struct {
-	Publishers  []string `json:"publishers"`
+	// Publishers are the pipelines that publish into the topic.
+	Publishers []string `json:"publishers"`
+	// Subscribers are the pipelines that subscribe to it.
 	Subscribers []string `json:"subscribers"`
 }
 

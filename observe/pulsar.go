@@ -77,6 +77,7 @@ func collectPulsar(ch chan<- prometheus.Metric, sub string, st pulsar.Stats) {
 // PulsarSnapshot is one Pulsar source's pulsar.Stats, with the
 // subscription it was added under.
 type PulsarSnapshot struct {
+	// Subscription is the subscription the source was added under.
 	Subscription string `json:"subscription"`
 	pulsar.Stats
 }

@@ -16,7 +16,11 @@ import (
 // Snapshot is the JSON body of /stats: one snapshot of everything added to
 // the Observer. Errors are given as their messages.
 type Snapshot struct {
-	Time      time.Time          `json:"time"`
+	// Time is when the snapshot was taken.
+	Time time.Time `json:"time"`
+	// Pipelines are the pipelines (Add), Kafka the Kafka sources
+	// (AddKafka), Topics the topics (AddTopic) and Pulsar the Pulsar
+	// sources (AddPulsar).
 	Pipelines []PipelineSnapshot `json:"pipelines"`
 	Kafka     []kafka.Stats      `json:"kafka"`
 	Topics    []TopicSnapshot    `json:"topics"`
@@ -36,10 +40,14 @@ type Snapshot struct {
 
 // PipelineSnapshot is one pipeline's pipeline.Stats, as JSON.
 type PipelineSnapshot struct {
-	Name       string             `json:"name"`
-	Started    time.Time          `json:"started"`
-	Stopped    bool               `json:"stopped"`
-	Err        string             `json:"err,omitempty"`
+	// Name, Started and Stopped are pipeline.Stats' fields of those names;
+	// Err is its Err's message, "" when nil.
+	Name    string    `json:"name"`
+	Started time.Time `json:"started"`
+	Stopped bool      `json:"stopped"`
+	Err     string    `json:"err,omitempty"`
+	// Producers, Processors and Batchers are the stages' counters, as
+	// pipeline.Stats reports them.
 	Producers  []ProducerSnapshot `json:"producers"`
 	Processors stats.Processors   `json:"processors"`
 	Batchers   []stats.Batcher    `json:"batchers"`
@@ -50,19 +58,25 @@ type PipelineSnapshot struct {
 
 // ProducerSnapshot is one producer stage, as JSON.
 type ProducerSnapshot struct {
-	Stage               string         `json:"stage"`
-	State               string         `json:"state"`
-	Since               time.Time      `json:"since"`
-	Restarts            int            `json:"restarts"`
-	ConsecutiveFailures int            `json:"consecutiveFailures"`
-	LastError           string         `json:"lastError,omitempty"`
-	Buffered            int            `json:"buffered"`
-	Feeds               []FeedSnapshot `json:"feeds"`
+	// Stage, State, Since, Restarts and ConsecutiveFailures are the
+	// stage's producer.StageStatus; LastError is its LastError's message,
+	// "" when nil.
+	Stage               string    `json:"stage"`
+	State               string    `json:"state"`
+	Since               time.Time `json:"since"`
+	Restarts            int       `json:"restarts"`
+	ConsecutiveFailures int       `json:"consecutiveFailures"`
+	LastError           string    `json:"lastError,omitempty"`
+	// Buffered is the messages waiting in the stage buffer.
+	Buffered int `json:"buffered"`
+	// Feeds are the stage's open feeds.
+	Feeds []FeedSnapshot `json:"feeds"`
 }
 
 // FeedSnapshot is one open feed's permit counters, as JSON
 // (producer.NamedFeedStats).
 type FeedSnapshot struct {
+	// Name is the name the source registered the feed with.
 	Name string `json:"name"`
 	// Granted is the permits granted; Outstanding those not yet charged.
 	Granted     int `json:"granted"`
@@ -75,6 +89,7 @@ type FeedSnapshot struct {
 
 // TopicSnapshot is one topic's topic.Stats, with its name.
 type TopicSnapshot struct {
+	// Name is the name the topic was added under.
 	Name string `json:"name"`
 	topic.Stats
 }

@@ -209,6 +209,7 @@ type stallKey struct {
 // TopologySnapshot is one topology source's topology.Stats, with the name
 // it was added under.
 type TopologySnapshot struct {
+	// Name is the name the source was added under.
 	Name string `json:"name"`
 	topology.Stats
 }
@@ -216,20 +217,26 @@ type TopologySnapshot struct {
 // KafkaTopologySnapshot is one Kafka topology backend's stalls and the
 // partitions its group readers claim, with the name it was added under.
 type KafkaTopologySnapshot struct {
-	Backend    string                         `json:"backend"`
-	Stalled    []StallSnapshot                `json:"stalled"`
+	// Backend is the name the backend was added under.
+	Backend string `json:"backend"`
+	// Stalled are its stalled releases (kafkatopology.Stats.Stalled).
+	Stalled []StallSnapshot `json:"stalled"`
+	// Partitions are the partitions its group readers claim.
 	Partitions []kafkatopology.PartitionStats `json:"partitions"`
 }
 
 // StallSnapshot is one kafkatopology.Stall, as JSON: Err is given as its
 // message.
 type StallSnapshot struct {
+	// Topic, Partition, Offset, Since and Failures are the
+	// kafkatopology.Stall's fields of those names.
 	Topic     string    `json:"topic"`
 	Partition int32     `json:"partition"`
 	Offset    int64     `json:"offset"`
 	Since     time.Time `json:"since"`
 	Failures  int       `json:"failures"`
-	Err       string    `json:"err,omitempty"`
+	// Err is the Stall's Err, as its message.
+	Err string `json:"err,omitempty"`
 }
 
 func kafkaTopologySnapshot(backend string, st kafkatopology.Stats) KafkaTopologySnapshot {
