@@ -199,8 +199,9 @@ type Options struct {
 // an unbounded value would be reserved once per partition and per stage.
 const MaxPendingChunkedMessageLimit = 1 << 16
 
-// WithDefaults returns o with every zero field replaced by its default.
-// (No field of Options has a default other than its zero value today.)
+// WithDefaults returns o unchanged: every field's default is its zero
+// value, but for NameSuffix, whose default the source derives when it is
+// created (see NameSuffix), not here.
 func (o Options) WithDefaults() Options { return o }
 
 // String describes the options without anything that can hold a

@@ -17,8 +17,10 @@ import (
 type Message struct {
 	// Key is the partition key; OrderingKey the ordering key.
 	Key, OrderingKey string
-	Payload          []byte
-	Properties       map[string]string
+	// Payload is the message's bytes.
+	Payload []byte
+	// Properties are the message's user properties (nil when it has none).
+	Properties map[string]string
 	// EventTime is zero when the message has none.
 	EventTime time.Time
 	// ProducerName defaults to "pulsartest" when publishing through the API.
@@ -34,6 +36,7 @@ type Message struct {
 
 // MessageID identifies a stored message.
 type MessageID struct {
+	// LedgerID and EntryID locate the stored entry.
 	LedgerID, EntryID uint64
 	// Partition is the partition index, -1 for a non-partitioned topic.
 	Partition int32
@@ -53,6 +56,9 @@ const MaxFlowsRecorded = 10000
 // ConsumerStats is what the broker observed of one consumer. Counts are in
 // messages: a batch entry of n messages counts n.
 type ConsumerStats struct {
+	// ConsumerID is the id the client gave the consumer on its
+	// connection, Name the consumer's name, Topic and Subscription what
+	// it subscribed to.
 	ConsumerID   uint64
 	Name         string
 	Topic        string

@@ -33,7 +33,9 @@ const (
 // ServerError is an error the broker sends to a client as a protocol error.
 // Pass one to RefuseSubscribe to choose the code the client sees.
 type ServerError struct {
-	Code    ServerErrorCode
+	// Code is the protocol's error code the client sees.
+	Code ServerErrorCode
+	// Message is the error text the client sees.
 	Message string
 	// Err is an optional cause, returned by Unwrap.
 	Err error
