@@ -120,6 +120,12 @@ type Backend[T any] struct {
 type closer interface{ shut() <-chan struct{} }
 
 // New validates opts, connects to the cluster and starts the producer.
+// It returns a validate.Errors for invalid options, or an error wrapping
+// ErrConnect when the cluster cannot be reached. New takes no context: that
+// first contact is bounded only by the sarama Config's own settings
+// (Net.DialTimeout, Net.ReadTimeout, Metadata.Retry), which sarama.NewConfig
+// leaves at 30s per dial and read; set them lower in Options.Config to
+// fail sooner on a cluster out of reach.
 func New[T any](opts Options[T]) (*Backend[T], error) {
 	opts = opts.WithDefaults()
 	if err := opts.Validate(); err != nil {
