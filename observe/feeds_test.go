@@ -100,3 +100,39 @@ func TestFeedPermitCountersAreReported(t *testing.T) {
 		t.Errorf("/stats feeds = %+v", got)
 	}
 }
+
+// statsOf is a Pipeline whose Stats are st.
+type statsOf pipeline.Stats
+
+func (s statsOf) Stats() pipeline.Stats { return pipeline.Stats(s) }
+
+// Guarantee: /stats carries every counter a producer stage reports: the
+// messages a cut-short drain left in the stage (Unhandled), and each
+// feed's withdrawn and overdelivered messages beside its permits, so that
+// what Stats shows of a misbehaving source, or of a drain cut short, is
+// not lost on the way to the JSON.
+func TestStatsJSONCarriesEveryProducerCounter(t *testing.T) {
+	st := pipeline.Stats{Name: "orders", Producers: []pipeline.ProducerStats{{
+		StageStatus: producer.StageStatus{Stage: "orders.producer.0", State: producer.StateRunning},
+		Buffered:    3,
+		Unhandled:   11,
+		Feeds: []producer.NamedFeedStats{{Name: "p0", FeedStats: producer.FeedStats{
+			Remaining: 5, Granted: 50, Delivered: 48, Dispatched: 45, Withdrawn: 2, Overdelivered: 4}}},
+	}}}
+	obs := observe.New(observe.Options{})
+	add(t, obs, statsOf(st))
+	rr := httptest.NewRecorder()
+	obs.Handler(nil).ServeHTTP(rr, httptest.NewRequest("GET", "/stats", nil))
+	var snap observe.Snapshot
+	if err := json.NewDecoder(rr.Body).Decode(&snap); err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Pipelines) != 1 || len(snap.Pipelines[0].Producers) != 1 {
+		t.Fatalf("/stats pipelines = %+v, want one with one producer stage", snap.Pipelines)
+	}
+	ps := snap.Pipelines[0].Producers[0]
+	wantFeed := observe.FeedSnapshot{Name: "p0", Granted: 50, Outstanding: 5, Delivered: 48, Dispatched: 45, Withdrawn: 2, Overdelivered: 4}
+	if ps.Buffered != 3 || ps.Unhandled != 11 || len(ps.Feeds) != 1 || ps.Feeds[0] != wantFeed {
+		t.Fatalf("/stats producer stage = %+v, want buffered 3, unhandled 11 and feeds [%+v]", ps, wantFeed)
+	}
+}

@@ -69,6 +69,9 @@ type ProducerSnapshot struct {
 	LastError           string    `json:"lastError,omitempty"`
 	// Buffered is the messages waiting in the stage buffer.
 	Buffered int `json:"buffered"`
+	// Unhandled is the messages a drain cut short left in the stage,
+	// never handed to the processors (pipeline.ProducerStats.Unhandled).
+	Unhandled uint64 `json:"unhandled"`
 	// Feeds are the stage's open feeds.
 	Feeds []FeedSnapshot `json:"feeds"`
 }
@@ -85,6 +88,12 @@ type FeedSnapshot struct {
 	// buffer and those that left it.
 	Delivered  int `json:"delivered"`
 	Dispatched int `json:"dispatched"`
+	// Withdrawn is the messages the source took back out of the stage
+	// buffer; Overdelivered the most the source was ever ahead of its
+	// grants, 0 for a source that honours its window
+	// (producer.FeedStats).
+	Withdrawn     int `json:"withdrawn"`
+	Overdelivered int `json:"overdelivered"`
 }
 
 // TopicSnapshot is one topic's topic.Stats, with its name.
@@ -155,10 +164,12 @@ func pipelineSnapshot(st pipeline.Stats) PipelineSnapshot {
 	for _, p := range st.Producers {
 		feeds := make([]FeedSnapshot, len(p.Feeds))
 		for i, f := range p.Feeds {
-			feeds[i] = FeedSnapshot{Name: f.Name, Granted: f.Granted, Outstanding: f.Remaining, Delivered: f.Delivered, Dispatched: f.Dispatched}
+			feeds[i] = FeedSnapshot{Name: f.Name, Granted: f.Granted, Outstanding: f.Remaining, Delivered: f.Delivered, Dispatched: f.Dispatched,
+				Withdrawn: f.Withdrawn, Overdelivered: f.Overdelivered}
 		}
 		ps.Producers = append(ps.Producers, ProducerSnapshot{Stage: p.Stage, State: string(p.State), Since: p.Since,
-			Restarts: p.Restarts, ConsecutiveFailures: p.ConsecutiveFailures, LastError: errString(p.LastError), Buffered: p.Buffered, Feeds: feeds})
+			Restarts: p.Restarts, ConsecutiveFailures: p.ConsecutiveFailures, LastError: errString(p.LastError), Buffered: p.Buffered,
+			Unhandled: p.Unhandled, Feeds: feeds})
 	}
 	return ps
 }
