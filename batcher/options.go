@@ -9,6 +9,7 @@ package batcher
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/boulevard-go/boulevard/message"
@@ -34,6 +35,14 @@ const (
 	// MaxWeightLimit is the largest MaxWeight: 2⁴⁰, a TiB when weights
 	// are bytes.
 	MaxWeightLimit = 1 << 40
+	// QueueCapacityLimit is the largest QueueCapacity, and with
+	// PartitionBy the largest Concurrency × QueueCapacity (the partitions'
+	// input queues together).
+	QueueCapacityLimit = 1 << 20
+	// BatchQueueCapacityLimit is the largest BatchQueueCapacity, and with
+	// PartitionBy the largest Concurrency × BatchQueueCapacity (the
+	// partitions' batch queues together).
+	BatchQueueCapacityLimit = 1 << 16
 )
 
 // Handler handles one batch. All messages share info.BatchKey. It may fail
@@ -104,6 +113,33 @@ type Options[T any] struct {
 	// PartitionBy it is also the number of batcher partitions, each with
 	// its own batch processor. At most ConcurrencyLimit. Default 1.
 	Concurrency int `validate:"gte=1,lte=10000"`
+	// QueueCapacity, when set, is the capacity of each batcher partition's
+	// input queue, in messages: how many messages the processors have
+	// handed to the batcher and it has not taken yet. Default 0: the
+	// pipeline derives it, max(2·BatchSize, 64) (docs/architecture.md,
+	// "How messages move between stages"). Set it, with
+	// BatchQueueCapacity, when messages are large and memory, not
+	// throughput, is what limits the pipeline (docs/operations.md,
+	// "Sizing memory for large records"). A queue smaller than MaxDemand
+	// or BatchSize works: a batch grows as its messages arrive, whatever
+	// the queue holds. It costs throughput: the processors wait for room
+	// more often, and a partition wakes for fewer messages at a time.
+	// Between 1 and QueueCapacityLimit, and with PartitionBy Concurrency ×
+	// QueueCapacity at most QueueCapacityLimit.
+	QueueCapacity int `validate:"omitempty,gte=1,lte=1048576"`
+	// BatchQueueCapacity, when set, is the capacity of the queue of
+	// emitted batches waiting for a batch processor, in batches (with
+	// PartitionBy, of each partition's own queue). Default 0: the pipeline
+	// derives it, max(2·Concurrency, ⌈64/BatchSize⌉) without PartitionBy
+	// and max(2, ⌈64/BatchSize⌉) each with it, so that small batches queue
+	// about 64 messages. Each batch holds up to BatchSize messages, so
+	// this queue holds up to BatchQueueCapacity·BatchSize of them: set it
+	// small (1 is the least) to hold fewer large messages. It costs
+	// throughput: a partition waits for a batch processor sooner, and a
+	// batch processor takes fewer batches each time it wakes. Between 1
+	// and BatchQueueCapacityLimit, and with PartitionBy Concurrency ×
+	// BatchQueueCapacity at most BatchQueueCapacityLimit.
+	BatchQueueCapacity int `validate:"omitempty,gte=1,lte=65536"`
 	// PartitionBy, when set, splits the batcher into Concurrency partitions:
 	// messages with the same key go to the same partition and are batched
 	// and handled in the order they arrived. Nil (the default) makes one
@@ -138,7 +174,23 @@ func (o Options[T]) Validate() error { return o.ValidateAs("") }
 // ValidateAs is Validate with every field path rooted at path
 // ("batchers[0]" in a pipeline). pipeline.New calls it.
 func (o Options[T]) ValidateAs(path string) error {
-	return validate.Join(validate.Struct(path, &o), o.checkWeight(path))
+	return validate.Join(validate.Struct(path, &o), o.checkWeight(path),
+		o.checkQueue(path, "queueCapacity", "queueSlots", o.QueueCapacity, QueueCapacityLimit),
+		o.checkQueue(path, "batchQueueCapacity", "batchSlots", o.BatchQueueCapacity, BatchQueueCapacityLimit))
+}
+
+// checkQueue reports the bound on one kind of queue of a partitioned
+// batcher, all of them together: Concurrency × capacity at most limit. It
+// returns nil without PartitionBy, and when a field is out of its own
+// bounds, which the tags report.
+func (o Options[T]) checkQueue(path, field, rule string, capacity, limit int) error {
+	if o.PartitionBy == nil || o.Concurrency < 1 || o.Concurrency > ConcurrencyLimit ||
+		capacity < 1 || capacity > limit || o.Concurrency*capacity <= limit {
+		return nil
+	}
+	return validate.Field(join(path, field), rule, fmt.Sprintf(
+		"must be ≤ %d with partitionBy and %s (concurrency × %s must be ≤ %d)",
+		limit/o.Concurrency, join(path, fmt.Sprintf("concurrency %d", o.Concurrency)), field, limit))
 }
 
 // checkWeight reports the rule between Weight and MaxWeight, which struct

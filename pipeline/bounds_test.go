@@ -40,6 +40,9 @@ var stageFields = []stageField{
 	{"processors.maxDemand", func(o *pipeline.Options[uint64, uint64], v int64) { o.Processors.MaxDemand = int(v) }, processor.MaxDemandLimit},
 	{"batchers[0].batchSize", func(o *pipeline.Options[uint64, uint64], v int64) { o.Batchers[0].BatchSize = int(v) }, batcher.BatchSizeLimit},
 	{"batchers[0].concurrency", func(o *pipeline.Options[uint64, uint64], v int64) { o.Batchers[0].Concurrency = int(v) }, batcher.ConcurrencyLimit},
+	{"processors.queueCapacity", func(o *pipeline.Options[uint64, uint64], v int64) { o.Processors.QueueCapacity = int(v) }, processor.QueueCapacityLimit},
+	{"batchers[0].queueCapacity", func(o *pipeline.Options[uint64, uint64], v int64) { o.Batchers[0].QueueCapacity = int(v) }, batcher.QueueCapacityLimit},
+	{"batchers[0].batchQueueCapacity", func(o *pipeline.Options[uint64, uint64], v int64) { o.Batchers[0].BatchQueueCapacity = int(v) }, batcher.BatchQueueCapacityLimit},
 }
 
 // Guarantee: an extreme value of any size or concurrency option of the
@@ -99,6 +102,18 @@ func TestLargestStageOptionsStayBounded(t *testing.T) {
 	o.Batchers[0].Concurrency = batcher.ConcurrencyLimit
 	o.Batchers[0].PartitionBy = func(*message.Message[uint64]) string { return "" }
 	allocated, err := measureNew(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if allocated > 128<<20 {
+		t.Fatalf("New allocated %d MiB at the documented bounds", allocated>>20)
+	}
+	t.Logf("New at the bounds allocated %d MiB", allocated>>20)
+	// The queue capacities set at their bounds instead of derived.
+	o.Processors.QueueCapacity = processor.QueueCapacityLimit
+	o.Batchers[0].QueueCapacity = batcher.QueueCapacityLimit / batcher.ConcurrencyLimit
+	o.Batchers[0].BatchQueueCapacity = batcher.BatchQueueCapacityLimit / batcher.ConcurrencyLimit
+	allocated, err = measureNew(o)
 	if err != nil {
 		t.Fatal(err)
 	}

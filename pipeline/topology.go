@@ -51,8 +51,9 @@ type ProcessorTopology struct {
 	// Partitioned reports whether PartitionBy is set.
 	Partitioned bool
 	// QueueCapacity is the capacity of each processor's queue (of the one
-	// shared queue when not partitioned): at least the producer's permit
-	// window, so that a delivery usually goes straight to the processors.
+	// shared queue when not partitioned): Processors.QueueCapacity when
+	// set, otherwise at least the producer's permit window, so that a
+	// delivery usually goes straight to the processors.
 	QueueCapacity int
 }
 
@@ -76,6 +77,14 @@ type BatcherTopology struct {
 	Concurrency int
 	// Partitioned reports whether PartitionBy is set.
 	Partitioned bool
+	// QueueCapacity is the capacity of each batcher partition's input
+	// queue, in messages (the batcher's QueueCapacity when set).
+	QueueCapacity int
+	// BatchQueueCapacity is the capacity of each queue of batches waiting
+	// for a batch processor (of the one shared queue when not
+	// partitioned), in batches (the batcher's BatchQueueCapacity when
+	// set).
+	BatchQueueCapacity int
 }
 
 // Topology describes the pipeline's stages.
@@ -107,14 +116,16 @@ func (p *Pipeline[In, Out]) Topology() Topology {
 	}
 	for i, b := range o.Batchers {
 		t.Batchers = append(t.Batchers, BatcherTopology{
-			Name:         b.Name,
-			Stage:        p.batchers[i].StageName(),
-			BatchSize:    b.BatchSize,
-			MaxWeight:    b.MaxWeight,
-			BatchTimeout: b.BatchTimeout,
-			MaxDemand:    b.MaxDemand,
-			Concurrency:  b.Concurrency,
-			Partitioned:  b.PartitionBy != nil,
+			Name:               b.Name,
+			Stage:              p.batchers[i].StageName(),
+			BatchSize:          b.BatchSize,
+			MaxWeight:          b.MaxWeight,
+			BatchTimeout:       b.BatchTimeout,
+			MaxDemand:          b.MaxDemand,
+			Concurrency:        b.Concurrency,
+			Partitioned:        b.PartitionBy != nil,
+			QueueCapacity:      p.batchers[i].QueueCapacity(),
+			BatchQueueCapacity: p.batchers[i].BatchQueueCapacity(),
 		})
 	}
 	return t

@@ -31,6 +31,10 @@ const (
 	MaxDemandLimit = 10_000
 	// ChunkSlotsLimit is the largest Concurrency × MaxDemand.
 	ChunkSlotsLimit = 1 << 20
+	// QueueCapacityLimit is the largest QueueCapacity, and with
+	// PartitionBy the largest Concurrency × QueueCapacity (the processors'
+	// queues together).
+	QueueCapacityLimit = 1 << 20
 )
 
 // Handler handles one message and returns the payload it becomes. Returning
@@ -77,6 +81,24 @@ type Options[In, Out any] struct {
 	// are smaller. At least 0 and less than MaxDemand. Default 0 (chunks
 	// of up to MaxDemand).
 	MinDemand int `validate:"omitempty,gte=0,ltfield=MaxDemand"`
+	// QueueCapacity, when set, is the capacity of the processors' queue,
+	// in messages (with PartitionBy, of each processor's own queue): how
+	// many messages wait for a processor at most. Default 0: the pipeline
+	// derives it, max(2·Concurrency·MaxDemand, 64, the producer's permit
+	// window) without PartitionBy and max(2·MaxDemand, 64, the window)
+	// each with it (docs/architecture.md, "How messages move between
+	// stages"). Set it when messages are large and memory, not
+	// throughput, is what limits the pipeline: the pipeline then holds
+	// fewer of them (docs/operations.md, "Sizing memory for large
+	// records"). A queue smaller than the window, or than MaxDemand,
+	// works: the producer hands a delivery over in parts as room frees
+	// up, and a processor takes what is queued. It costs throughput: a
+	// small queue wakes the producer and the processors more often for
+	// the same messages, and a delivery that does not fit waits in the
+	// producer stage's buffer instead. Between 1 and QueueCapacityLimit,
+	// and with PartitionBy Concurrency × QueueCapacity at most
+	// QueueCapacityLimit.
+	QueueCapacity int `validate:"omitempty,gte=1,lte=1048576"`
 	// PartitionBy, when set, makes messages with the same key go to the same
 	// processor, which handles them in the order they arrived. Nil (the
 	// default) balances messages over all processors. It is not called
@@ -129,8 +151,9 @@ func (o Options[In, Out]) WithDefaults() Options[In, Out] {
 }
 
 // Validate reports every broken rule of o, which carries its defaults (see
-// WithDefaults): the struct tags, and Concurrency × MaxDemand at most
-// ChunkSlotsLimit. It returns nil or a validate.Errors value.
+// WithDefaults): the struct tags, Concurrency × MaxDemand at most
+// ChunkSlotsLimit and, with PartitionBy, Concurrency × QueueCapacity at
+// most QueueCapacityLimit. It returns nil or a validate.Errors value.
 func (o Options[In, Out]) Validate() error { return o.ValidateAs("") }
 
 // ValidateAs is Validate with every field path rooted at path
@@ -139,20 +162,28 @@ func (o Options[In, Out]) ValidateAs(path string) error {
 	return validate.Join(validate.Struct(path, &o), o.checkBounds(path))
 }
 
-// checkBounds reports the rule between fields that struct tags cannot
-// express: Concurrency × MaxDemand must be at most ChunkSlotsLimit. It
-// returns nil when the fields are out of their own bounds, which the tags
-// report.
+// checkBounds reports the rules between fields that struct tags cannot
+// express: Concurrency × MaxDemand at most ChunkSlotsLimit and, with
+// PartitionBy, Concurrency × QueueCapacity at most QueueCapacityLimit.
 func (o Options[In, Out]) checkBounds(path string) error {
-	if o.Concurrency < 1 || o.Concurrency > ConcurrencyLimit || o.MaxDemand < 1 || o.MaxDemand > MaxDemandLimit {
+	errs := []error{o.checkProduct(path, "maxDemand", "chunkSlots", "", o.MaxDemand, MaxDemandLimit, ChunkSlotsLimit)}
+	if o.PartitionBy != nil {
+		errs = append(errs, o.checkProduct(path, "queueCapacity", "queueSlots", "partitionBy and ", o.QueueCapacity, QueueCapacityLimit, QueueCapacityLimit))
+	}
+	return validate.Join(errs...)
+}
+
+// checkProduct reports Concurrency × v above limit as an error on field
+// (whose value v is and whose own bound is vmax) with rule, naming what
+// the bound applies with. It returns nil when a field is unset or out of
+// its own bounds, which the tags report.
+func (o Options[In, Out]) checkProduct(path, field, rule, with string, v, vmax, limit int) error {
+	if o.Concurrency < 1 || o.Concurrency > ConcurrencyLimit || v < 1 || v > vmax || o.Concurrency*v <= limit {
 		return nil
 	}
-	if o.Concurrency*o.MaxDemand <= ChunkSlotsLimit {
-		return nil
-	}
-	return validate.Field(join(path, "maxDemand"), "chunkSlots", fmt.Sprintf(
-		"must be ≤ %d with %s (concurrency × maxDemand must be ≤ %d)",
-		ChunkSlotsLimit/o.Concurrency, join(path, fmt.Sprintf("concurrency %d", o.Concurrency)), ChunkSlotsLimit))
+	return validate.Field(join(path, field), rule, fmt.Sprintf(
+		"must be ≤ %d with %s%s (concurrency × %s must be ≤ %d)",
+		limit/o.Concurrency, with, join(path, fmt.Sprintf("concurrency %d", o.Concurrency)), field, limit))
 }
 
 func join(path, field string) string {

@@ -301,8 +301,9 @@ type Batcher struct {
 	InFlight int
 	// Queued is the number of messages waiting in the batcher's input
 	// queues, QueueCapacity their capacity together; QueuedBatches the
-	// batches waiting for a batch processor.
-	Queued, QueueCapacity, QueuedBatches int
+	// batches waiting for a batch processor, BatchQueueCapacity the
+	// capacity of their queues together (in batches).
+	Queued, QueueCapacity, QueuedBatches, BatchQueueCapacity int
 	// Busy is the time the batch processors spent in the batch handler,
 	// all of them together, estimated from a sample of the batches: each
 	// batch processor times one batch in ⌈64 ÷ BatchSize⌉ (every batch

@@ -83,6 +83,8 @@ type Batcher[T any] struct {
 // (max(2, min(⌈64/BatchSize⌉, 2¹⁶/partitions)) per partition when
 // partitioned): small batches queue as many messages as one processor
 // chunk's worth, so that a batch processor wakes once for several of them.
+// opts.QueueCapacity and opts.BatchQueueCapacity, when set, are the
+// capacities instead.
 func New[T any](opts batcher.Options[T], cfg Config) *Batcher[T] {
 	log := cmp.Or(cfg.Logger, slog.Default())
 	name := cfg.Name + ".batcher." + opts.Name
@@ -97,11 +99,11 @@ func New[T any](opts batcher.Options[T], cfg Config) *Batcher[T] {
 	if opts.PartitionBy != nil {
 		partitions = opts.Concurrency
 	}
-	inCap := max(min(2*opts.BatchSize, queueSlotBudget/partitions), minQueueCapacity)
+	inCap := cmp.Or(opts.QueueCapacity, max(min(2*opts.BatchSize, queueSlotBudget/partitions), minQueueCapacity))
 	small := (minQueueCapacity + opts.BatchSize - 1) / opts.BatchSize
 	if opts.PartitionBy == nil {
 		s.input = queue.NewPartitioned[*message.Message[T]](1, inCap, nil)
-		s.batches = []*queue.Queue[message.Batch[T]]{queue.New[message.Batch[T]](max(2*opts.Concurrency, small))}
+		s.batches = []*queue.Queue[message.Batch[T]]{queue.New[message.Batch[T]](cmp.Or(opts.BatchQueueCapacity, max(2*opts.Concurrency, small)))}
 	} else {
 		key := message.GuardKey(opts.PartitionBy, func(m *message.Message[T], pe *message.PanicError) {
 			s.fails.PartitionBy.Line(context.Background(), s.log, slog.Any("message", m),
@@ -109,7 +111,7 @@ func New[T any](opts batcher.Options[T], cfg Config) *Batcher[T] {
 		})
 		s.input = queue.NewPartitioned(opts.Concurrency, inCap, key)
 		for range opts.Concurrency {
-			s.batches = append(s.batches, queue.New[message.Batch[T]](max(2, min(small, batchSlotBudget/partitions))))
+			s.batches = append(s.batches, queue.New[message.Batch[T]](cmp.Or(opts.BatchQueueCapacity, max(2, min(small, batchSlotBudget/partitions)))))
 		}
 	}
 	s.loops = make([]atomic.Bool, s.input.Len())
@@ -145,6 +147,15 @@ func (s *Batcher[T]) CloseInput() { s.input.Close() }
 
 // StageName is the stage's name, "<pipeline>.batcher.<name>".
 func (s *Batcher[T]) StageName() string { return s.name }
+
+// QueueCapacity is the capacity of each batcher partition's input queue,
+// in messages.
+func (s *Batcher[T]) QueueCapacity() int { return s.input.Partition(0).Cap() }
+
+// BatchQueueCapacity is the capacity of each queue of batches waiting for
+// a batch processor (the one shared queue when not partitioned), in
+// batches.
+func (s *Batcher[T]) BatchQueueCapacity() int { return s.batches[0].Cap() }
 
 // Running returns the indexes of the batcher partitions and of the batch
 // processors that have not returned yet (all of them before Run).

@@ -247,6 +247,7 @@ func (s *Batcher[T]) Stats(wall time.Duration) stats.Batcher {
 	}
 	for _, q := range s.batches {
 		st.QueuedBatches += q.Len()
+		st.BatchQueueCapacity += q.Cap()
 	}
 	// Outcomes before what was taken in, so that InFlight is never
 	// negative: a message is counted in before its outcome is.

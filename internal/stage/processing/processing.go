@@ -67,7 +67,8 @@ type Config[Out any] struct {
 	// MinQueue is the least capacity of each processor queue. The pipeline
 	// sets it to the producer's permit window, so that one delivery of a
 	// source usually fits in a queue and goes to it directly
-	// (its TryPublish).
+	// (its TryPublish). It does not apply when the user's options set
+	// QueueCapacity.
 	MinQueue int
 }
 
@@ -107,7 +108,7 @@ type Pool[In, Out any] struct {
 // max(2·Concurrency·MaxDemand, 64, min(cfg.MinQueue, 2²⁰)); with
 // PartitionBy each processor has its own queue of capacity max(2·MaxDemand,
 // 64, min(cfg.MinQueue, 2²⁰/Concurrency)), and a message goes to the queue
-// its key hashes to.
+// its key hashes to. opts.QueueCapacity, when set, is the capacity instead.
 func New[In, Out any](opts processor.Options[In, Out], cfg Config[Out]) *Pool[In, Out] {
 	log := cmp.Or(cfg.Logger, slog.Default())
 	name := cfg.Name + ".processor"
@@ -129,13 +130,13 @@ func New[In, Out any](opts processor.Options[In, Out], cfg Config[Out]) *Pool[In
 		s.known = append(s.known, r.Name)
 	}
 	if opts.PartitionBy == nil {
-		s.input = queue.NewPartitioned[*message.Message[In]](1, max(2*opts.Concurrency*opts.MaxDemand, minQueueCapacity, min(cfg.MinQueue, queueSlotBudget)), nil)
+		s.input = queue.NewPartitioned[*message.Message[In]](1, cmp.Or(opts.QueueCapacity, max(2*opts.Concurrency*opts.MaxDemand, minQueueCapacity, min(cfg.MinQueue, queueSlotBudget))), nil)
 	} else {
 		key := message.GuardKey(opts.PartitionBy, func(m *message.Message[In], pe *message.PanicError) {
 			s.fails.PartitionBy.Line(context.Background(), log, slog.String("stage", s.name),
 				slog.Any("message", m), slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))
 		})
-		s.input = queue.NewPartitioned(opts.Concurrency, max(2*opts.MaxDemand, minQueueCapacity, min(cfg.MinQueue, queueSlotBudget/opts.Concurrency)), key)
+		s.input = queue.NewPartitioned(opts.Concurrency, cmp.Or(opts.QueueCapacity, max(2*opts.MaxDemand, minQueueCapacity, min(cfg.MinQueue, queueSlotBudget/opts.Concurrency))), key)
 	}
 	return s
 }
