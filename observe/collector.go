@@ -74,6 +74,7 @@ var (
 	batQueued    = desc("batcher_queue_messages", "Messages waiting in the batcher's input queues.", lPipeline, lBatcher)
 	batQueueCap  = desc("batcher_queue_capacity_messages", "Capacity of the batcher's input queues together.", lPipeline, lBatcher)
 	batBatchesQ  = desc("batcher_queued_batches", "Batches waiting for a batch processor.", lPipeline, lBatcher)
+	batBatchCap  = desc("batcher_batch_queue_capacity_batches", "Capacity of the batcher's queues of batches waiting for a batch processor, together.", lPipeline, lBatcher)
 	batBusy      = desc("batcher_busy_seconds_total", "Time the batch processors spent in the batch handler, all together.", lPipeline, lBatcher)
 	batWorkers   = desc("batcher_concurrency", "Number of batch processors.", lPipeline, lBatcher)
 	batDuration  = desc("batcher_handler_duration_seconds", "Duration of the batch handler, timed on one batch in ceil(64/BatchSize) of each batch processor (every batch from BatchSize 64 up).", lPipeline, lBatcher)
@@ -88,7 +89,7 @@ var allDescs = []*prometheus.Desc{
 	producerState, producerRestarts, producerFailures, producerBuffered, producerUnhandled, producerStateTime,
 	feedGranted, feedOutstanding, feedDelivered, feedDispatched,
 	procReceived, procSucceeded, procFailed, procUnhandled, procInFlight, procQueued, procQueueCap, procBusy, procWorkers, procDuration, procLongest,
-	batReceived, batBatches, batSize, batSucceeded, batFailed, batUnhandled, batDropped, batInFlight, batQueued, batQueueCap, batBatchesQ, batBusy, batWorkers, batDuration, batLongest,
+	batReceived, batBatches, batSize, batSucceeded, batFailed, batUnhandled, batDropped, batInFlight, batQueued, batQueueCap, batBatchesQ, batBatchCap, batBusy, batWorkers, batDuration, batLongest,
 }
 
 // Describe sends the descriptions of every metric the Observer may
@@ -319,6 +320,7 @@ func collectPipeline(ch chan<- prometheus.Metric, st pipeline.Stats) {
 		gauge(ch, batQueued, float64(b.Queued), name, b.Name)
 		gauge(ch, batQueueCap, float64(b.QueueCapacity), name, b.Name)
 		gauge(ch, batBatchesQ, float64(b.QueuedBatches), name, b.Name)
+		gauge(ch, batBatchCap, float64(b.BatchQueueCapacity), name, b.Name)
 		counter(ch, batBusy, b.Busy.Seconds(), name, b.Name)
 		gauge(ch, batWorkers, float64(b.Concurrency), name, b.Name)
 		histogram(ch, batDuration, b.Latency, name, b.Name)
