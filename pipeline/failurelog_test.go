@@ -310,3 +310,26 @@ func TestWorkTheShutdownInterruptedIsLoggedAsInterruptedNotFailed(t *testing.T) 
 		})
 	}
 }
+
+// Guarantee: a failure line says its error once: the message it names is
+// logged without the error the line carries on its own (error, or panic
+// with its stack).
+func TestAFailureLineSaysItsErrorOnce(t *testing.T) {
+	for _, k := range failureKinds() {
+		t.Run(k.stage+"/"+k.msg, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var lines logtest.Lines
+				push, stop := failing(t, k.options(), &lines)
+				push(1)
+				stop()
+				got := kindLines(&lines, k.msg, k.stage)
+				if len(got) == 0 {
+					t.Fatalf("no %q line; logged:\n%s", k.msg, strings.Join(lines.All(), "\n"))
+				}
+				if n := strings.Count(got[0], errDown.Error()); n != 1 {
+					t.Fatalf("the line says its error %d times, want once: %s", n, got[0])
+				}
+			})
+		})
+	}
+}

@@ -106,7 +106,7 @@ func New[T any](opts batcher.Options[T], cfg Config) *Batcher[T] {
 		s.batches = []*queue.Queue[message.Batch[T]]{queue.New[message.Batch[T]](cmp.Or(opts.BatchQueueCapacity, max(2*opts.Concurrency, small)))}
 	} else {
 		key := message.GuardKey(opts.PartitionBy, func(m *message.Message[T], pe *message.PanicError) {
-			s.fails.PartitionBy.Line(context.Background(), s.log, slog.Any("message", m),
+			s.fails.PartitionBy.Line(context.Background(), s.log, slog.Any("message", failurelog.Failed(m)),
 				slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))
 		})
 		s.input = queue.NewPartitioned(opts.Concurrency, inCap, key)

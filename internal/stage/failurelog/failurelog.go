@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/boulevard-go/boulevard/internal/logburst"
+	"github.com/boulevard-go/boulevard/message"
 )
 
 // InterruptedLog and BatchInterruptedLog are the messages of the lines
@@ -76,4 +77,24 @@ func (l *Lines) Flush(ctx context.Context, log *slog.Logger) {
 	for _, k := range []*logburst.Kind{&l.Failed, &l.Panicked, &l.Prepare, &l.PartitionBy, &l.Weight, &l.BatchFailed, &l.BatchPanicked, &l.Interrupted, &l.BatchInterrupted} {
 		k.FlushHeld(ctx, log)
 	}
+}
+
+// Failed is how a failure line logs the message m that failed: as m logs
+// itself (message.Message.LogValue) without its error, which the line
+// carries on its own (as error, or as panic with the stack), so that the
+// line says it once.
+func Failed[T any](m *message.Message[T]) slog.LogValuer { return failedMessage[T]{m} }
+
+type failedMessage[T any] struct{ m *message.Message[T] }
+
+func (f failedMessage[T]) LogValue() slog.Value {
+	v := f.m.LogValue()
+	attrs := v.Group()
+	kept := make([]slog.Attr, 0, len(attrs))
+	for _, a := range attrs {
+		if a.Key != "error" {
+			kept = append(kept, a)
+		}
+	}
+	return slog.GroupValue(kept...)
 }

@@ -134,7 +134,7 @@ func New[In, Out any](opts processor.Options[In, Out], cfg Config[Out]) *Pool[In
 	} else {
 		key := message.GuardKey(opts.PartitionBy, func(m *message.Message[In], pe *message.PanicError) {
 			s.fails.PartitionBy.Line(context.Background(), log, slog.String("stage", s.name),
-				slog.Any("message", m), slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))
+				slog.Any("message", failurelog.Failed(m)), slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))
 		})
 		s.input = queue.NewPartitioned(opts.Concurrency, cmp.Or(opts.QueueCapacity, max(2*opts.MaxDemand, minQueueCapacity, min(cfg.MinQueue, queueSlotBudget/opts.Concurrency))), key)
 	}
@@ -740,14 +740,14 @@ func (p *worker[In, Out]) copyOf(msgs []*message.Message[In]) []*message.Message
 func (p *worker[In, Out]) logFailure(ctx context.Context, m *message.Message[In], err error) {
 	if pe, ok := err.(*message.PanicError); ok {
 		p.s.fails.Panicked.Line(ctx, p.log,
-			slog.Any("message", m), slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))
+			slog.Any("message", failurelog.Failed(m)), slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))
 		return
 	}
 	kind := &p.s.fails.Failed
 	if acker.CausedByShutdown(ctx, err) {
 		kind = &p.s.fails.Interrupted
 	}
-	kind.Line(ctx, p.log, slog.Any("message", m), slog.Any("error", err))
+	kind.Line(ctx, p.log, slog.Any("message", failurelog.Failed(m)), slog.Any("error", err))
 }
 
 // ExitedLog is the message of the error line a processor logs when user
