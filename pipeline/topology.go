@@ -149,6 +149,7 @@ func (t Topology) String() string {
 	if t.Processors.MinDemand > 0 {
 		fmt.Fprintf(&b, ", min demand %d", t.Processors.MinDemand)
 	}
+	fmt.Fprintf(&b, ", queue %d", t.Processors.QueueCapacity)
 	if t.Processors.Partitioned {
 		b.WriteString(", partitioned")
 	}
@@ -158,7 +159,8 @@ func (t Topology) String() string {
 		if bt.MaxWeight > 0 {
 			fmt.Fprintf(&b, ", max weight %d", bt.MaxWeight)
 		}
-		fmt.Fprintf(&b, ", timeout %s, max demand %d, %d batch processor(s)", bt.BatchTimeout, bt.MaxDemand, bt.Concurrency)
+		fmt.Fprintf(&b, ", timeout %s, max demand %d, %d batch processor(s), queue %d, batch queue %d",
+			bt.BatchTimeout, bt.MaxDemand, bt.Concurrency, bt.QueueCapacity, bt.BatchQueueCapacity)
 		if bt.Partitioned {
 			b.WriteString(", partitioned")
 		}
@@ -179,6 +181,7 @@ func (t Topology) LogValue() slog.Value {
 	if t.Processors.MinDemand > 0 {
 		attrs = append(attrs, slog.Int("min_demand", t.Processors.MinDemand))
 	}
+	attrs = append(attrs, slog.Int("queue_capacity", t.Processors.QueueCapacity))
 	if rl := t.Producer.RateLimit; rl != nil {
 		attrs = append(attrs, slog.String("rate_limit", fmt.Sprintf("%d per %s", rl.Allowed, rl.Interval)))
 	}
@@ -190,7 +193,9 @@ func (t Topology) LogValue() slog.Value {
 		battrs = append(battrs,
 			slog.Duration("batch_timeout", b.BatchTimeout),
 			slog.Int("max_demand", b.MaxDemand),
-			slog.Int("concurrency", b.Concurrency))
+			slog.Int("concurrency", b.Concurrency),
+			slog.Int("queue_capacity", b.QueueCapacity),
+			slog.Int("batch_queue_capacity", b.BatchQueueCapacity))
 		attrs = append(attrs, slog.Group("batcher_"+b.Name, battrs...))
 	}
 	return slog.GroupValue(attrs...)

@@ -21,9 +21,9 @@ const DefaultMaxDemand = 10
 
 // Upper bounds of the options, checked when the pipeline is built. Each
 // processor holds a chunk buffer of MaxDemand entries and the processors'
-// queues hold about 2·Concurrency·MaxDemand, so their product is bounded
-// too: the processors' own memory stays below a few tens of MiB whatever
-// the options say.
+// queues hold about 2·Concurrency·MaxDemand (or QueueCapacity each, when
+// set), so their products are bounded too: the processors' own memory
+// stays below a few tens of MiB whatever the options say.
 const (
 	// ConcurrencyLimit is the largest Concurrency.
 	ConcurrencyLimit = 10_000
@@ -76,7 +76,8 @@ type Options[In, Out any] struct {
 	// MinDemand makes a processor take chunks of at most MaxDemand −
 	// MinDemand messages, as a GenStage consumer asks for more events once
 	// it is down to min_demand of its max_demand: MaxDemand then still
-	// sizes the processors' queues (how much is read ahead), while the
+	// sizes the processors' queues (how much is read ahead) unless
+	// QueueCapacity sets them, while the
 	// chunks that Prepare sees and whose acknowledgements travel together
 	// are smaller. At least 0 and less than MaxDemand. Default 0 (chunks
 	// of up to MaxDemand).
