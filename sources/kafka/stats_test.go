@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -147,8 +148,9 @@ func TestStatsReportAssignmentCommittedAndLag(t *testing.T) {
 
 // Guarantee: a new group that starts at the newest record is not
 // reported behind by the topic's history: while it has no committed
-// offset, a partition's lag counts from where its claim started, so it is
-// 0 until records arrive and then counts the records not handled since.
+// offset, a partition's lag counts from where its claim started (the
+// first record it took), so it is 0 while nothing came after the history
+// and then counts the records since.
 func TestStatsLagOfANewGroupCountsFromWhereItStarted(t *testing.T) {
 	eachClient(t, func(t *testing.T, cl client) {
 		const parts, history = 2, 100
@@ -156,10 +158,18 @@ func TestStatsLagOfANewGroupCountsFromWhereItStarted(t *testing.T) {
 		ends := produce(t, c, parts, 0, history)
 		gate := make(chan struct{})
 		open := sync.OnceFunc(func() { close(gate) })
+		var mu sync.Mutex
+		first := map[int32]int64{} // the first record each partition's claim took
 		opts := sourceOptions(c, "g-new-at-latest")
 		opts.InitialOffset = kafka.OffsetLatest
 		src := cl.new(t, opts)
-		a := startPipeline(t, pipelineOpts("lag-latest", src, 1, newLedger(), func(*message.Message[[]byte]) error {
+		a := startPipeline(t, pipelineOpts("lag-latest", src, 1, newLedger(), func(m *message.Message[[]byte]) error {
+			md, _ := message.MetadataAs[*kafka.Metadata](m)
+			mu.Lock()
+			if _, ok := first[md.Partition]; !ok {
+				first[md.Partition] = md.Offset
+			}
+			mu.Unlock()
 			<-gate // the records published after the start wait in the handler
 			return nil
 		}))
@@ -173,40 +183,59 @@ func TestStatsLagOfANewGroupCountsFromWhereItStarted(t *testing.T) {
 			}
 			return st.Members[0].Partitions
 		}
-		state := func() string { return fmt.Sprintf("partitions %+v, log ends %v", partitions(), ends) }
+		state := func() string {
+			mu.Lock()
+			defer mu.Unlock()
+			return fmt.Sprintf("partitions %+v, log ends %v, first records taken %v", partitions(), ends, first)
+		}
 		// sarama reports the high-water mark of a fetch that returns no
-		// record; franz-go's fetches report it with records only.
-		quietHighWater := cl.name == saramaClient.name
-		wait.For(t, "both partitions claimed (with their high-water marks known, on sarama)", func() bool {
-			ps := partitions()
-			for _, p := range ps {
-				if quietHighWater && p.HighWater != ends[p.Partition] {
-					return false
+		// record: with it known and nothing new, the lag is 0. (franz-go
+		// reports a high-water mark with records only.)
+		if cl.name == saramaClient.name {
+			wait.For(t, "both partitions claimed, their high-water marks known", func() bool {
+				ps := partitions()
+				for _, p := range ps {
+					if p.HighWater != ends[p.Partition] {
+						return false
+					}
 				}
-			}
-			return len(ps) == parts
-		}, state)
-		for _, p := range partitions() {
-			if p.Lag != 0 {
-				t.Errorf("partition %d of a group started at the newest record: lag %d, want 0 (%+v)", p.Partition, p.Lag, p)
+				return len(ps) == parts
+			}, state)
+			for _, p := range partitions() {
+				if p.Lag != 0 {
+					t.Errorf("partition %d of a group started at the newest record: lag %d, want 0 (%+v)", p.Partition, p.Lag, p)
+				}
 			}
 		}
 
-		// One record a partition published after the start, held in the
-		// handler: the lag is that record.
-		produce(t, c, parts, history, parts)
-		wait.For(t, "the new records fetched and in the handler", func() bool {
-			ps := partitions()
-			for _, p := range ps {
-				if p.HighWater != ends[p.Partition]+1 || p.InFlight != 1 {
-					return false
-				}
+		// Records published after the start, held in the handler. A claim
+		// places itself at the log end as it starts fetching, which the
+		// test cannot see: publish one record a partition at a time until
+		// each partition's claim has taken one.
+		published := history
+		var last time.Time
+		wait.For(t, "a record of each partition taken after the history", func() bool {
+			mu.Lock()
+			n := len(first)
+			mu.Unlock()
+			if n == parts {
+				return true
 			}
-			return len(ps) == parts
+			if time.Since(last) > 200*time.Millisecond {
+				produce(t, c, parts, published, parts)
+				published += parts
+				last = time.Now()
+			}
+			return false
 		}, state)
+		mu.Lock()
+		taken := maps.Clone(first)
+		mu.Unlock()
 		for _, p := range partitions() {
-			if p.Lag != 1 {
-				t.Errorf("partition %d with one record in the handler: lag %d, want 1 (%+v)", p.Partition, p.Lag, p)
+			from := taken[p.Partition]
+			if from < ends[p.Partition] || p.HighWater <= from || p.Lag != p.HighWater-from {
+				t.Errorf("partition %d, first record taken at %d (history up to %d): lag %d, want high water %d − %d (%+v)",
+					p.Partition, from, ends[p.Partition], p.Lag, p.HighWater, from, p)
 			}
 		}
 	})
