@@ -98,7 +98,11 @@ type Options[In, Out any] struct {
 	// the same messages, and a delivery that does not fit waits in the
 	// producer stage's buffer instead. Between 1 and QueueCapacityLimit,
 	// and with PartitionBy Concurrency × QueueCapacity at most
-	// QueueCapacityLimit.
+	// QueueCapacityLimit. PartitionBy here includes the one a pipeline
+	// sets for an ordered source (the Kafka source, the Pulsar source on
+	// an ordered subscription type; see pipeline.Options.WithDefaults):
+	// its processors each have a queue of QueueCapacity, Concurrency ×
+	// QueueCapacity messages together.
 	QueueCapacity int `validate:"omitempty,gte=1,lte=1048576"`
 	// PartitionBy, when set, makes messages with the same key go to the same
 	// processor, which handles them in the order they arrived. Nil (the
