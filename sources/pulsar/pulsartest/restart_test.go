@@ -1,7 +1,13 @@
 package pulsartest
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/apache/pulsar-client-go/pulsar"
@@ -60,6 +66,57 @@ func TestRestartedBrokerAckOfAnOldMessageAcksNothingNew(t *testing.T) {
 	}
 	if m.ID().LedgerID() == old.ID().LedgerID() {
 		t.Fatalf("the new broker's message has the old one's ledger %d", m.ID().LedgerID())
+	}
+}
+
+// ledgerChildEnv makes the test binary a broker process that publishes
+// one message and prints its ledger id (TestLedgerIDsNeverRepeatAcrossProcesses).
+const ledgerChildEnv = "PULSARTEST_LEDGER_CHILD"
+
+// Guarantee: a broker restarted in a new process (a test broker run as a
+// process of its own, stopped and started again on the same address)
+// never gives a message an id that a message of the broker before it had:
+// each process numbers its ledgers from above what an earlier one reached,
+// so an acknowledgement a client still sends for a message of the earlier
+// broker acknowledges nothing of the new one.
+func TestLedgerIDsNeverRepeatAcrossProcesses(t *testing.T) {
+	if os.Getenv(ledgerChildEnv) == "1" {
+		b, err := Start(context.Background(), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		ids, err := b.Publish(ctxT(t), "persistent://public/default/ledger", Message{Payload: []byte("m")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("ledger=%d\n", ids[0].LedgerID)
+		return
+	}
+	ledgerOf := func() uint64 {
+		t.Helper()
+		cmd := exec.CommandContext(ctxT(t), os.Args[0], "-test.run=^TestLedgerIDsNeverRepeatAcrossProcesses$", "-test.count=1")
+		cmd.Env = append(os.Environ(), ledgerChildEnv+"=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("broker process: %v\n%s", err, out)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if v, ok := strings.CutPrefix(line, "ledger="); ok {
+				n, err := strconv.ParseUint(v, 10, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+		}
+		t.Fatalf("the broker process printed no ledger id:\n%s", out)
+		return 0
+	}
+	first := ledgerOf()
+	second := ledgerOf()
+	if second <= first {
+		t.Fatalf("the second broker process gave its first message ledger %d, the first one %d: ids repeat across processes", second, first)
 	}
 }
 

@@ -167,16 +167,21 @@ func (c *consumer) held() bool {
 }
 
 // ledgers numbers the topics' ledgers of every broker of the process, from
-// 101: as in a Pulsar cluster, whose ledger ids never repeat, a message id
-// names one message only, so that an acknowledgement a client still sends
-// for a message of a broker that was closed (a broker restarted on the same
-// address) never acknowledges another message.
+// the time the process started, in microseconds since 1970: as in a Pulsar
+// cluster, whose ledger ids never repeat, a message id names one message
+// only, so that an acknowledgement a client still sends for a message of a
+// broker that was closed (a broker restarted on the same address, in this
+// process or in a new one) never acknowledges another message. A process
+// started later numbers from above what an earlier one reached as long as
+// the earlier one made fewer ledgers than the microseconds it ran.
 var ledgers atomic.Uint64
+
+func init() { ledgers.Store(uint64(time.Now().UnixMicro())) }
 
 func (b *Broker) topicLocked(tn topicName, create bool) *topic {
 	t := b.topics[tn.full]
 	if t == nil && create {
-		t = &topic{b: b, name: tn, ledger: 100 + ledgers.Add(1), subs: map[string]*subscription{}, stalled: b.stalled[tn.full]}
+		t = &topic{b: b, name: tn, ledger: ledgers.Add(1), subs: map[string]*subscription{}, stalled: b.stalled[tn.full]}
 		if tn.partition >= 0 && b.stalled[tn.base] {
 			t.stalled = true
 		}
