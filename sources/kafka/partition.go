@@ -693,34 +693,10 @@ func fetchRefused(err error) bool {
 func corruptBatch(err error) bool { return kafkarefusal.SaramaCorrupt(err) }
 
 // corruptFetch is the member's error for err, a fetch of topic/part from
-// offset at (-1: not known) that cannot be decoded (corruptBatch). An
-// answer sarama refused for its length, past sarama.MaxResponseSize, is
-// not corrupt: the error says so, and which limit to raise.
+// offset at (-1: not known) that cannot be decoded (corruptBatch); one past
+// sarama.MaxResponseSize says so (kafkarefusal.CorruptFetch).
 func corruptFetch(topic string, part int32, at int64, err error) error {
-	where := fmt.Sprintf("fetching partition %q/%d", topic, part)
-	if at >= 0 {
-		where += fmt.Sprintf(" from offset %d", at)
-	}
-	if n, ok := responseTooLarge(err); ok {
-		return fmt.Errorf("%w: %s: the broker's answer of %d bytes is larger than sarama.MaxResponseSize (%d): raise it above the largest record batch of the topic: %w",
-			ErrCorruptBatch, where, n, sarama.MaxResponseSize, flat(err))
-	}
-	return fmt.Errorf("%w: %s: %w", ErrCorruptBatch, where, flat(err))
-}
-
-// responseTooLarge reports whether err is sarama's refusal of an answer
-// for its length, and that length, when it is past sarama.MaxResponseSize
-// (sarama gives one error for a length too large or too small).
-func responseTooLarge(err error) (int32, bool) {
-	var pde sarama.PacketDecodingError
-	if !errors.As(err, &pde) {
-		return 0, false
-	}
-	var n int32
-	if _, serr := fmt.Sscanf(pde.Info, "message of length %d too large or too small", &n); serr != nil {
-		return 0, false
-	}
-	return n, n > sarama.MaxResponseSize
+	return kafkarefusal.CorruptFetch(ErrCorruptBatch, topic, part, at, flat(err))
 }
 
 // inWhileOwn returns the claim's channel while a rewound consumer reads the

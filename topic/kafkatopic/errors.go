@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
 )
 
 // ErrConnect is wrapped by the error [New] returns when no broker could be
@@ -57,13 +59,10 @@ var ErrUnconfirmed = errors.New("kafkatopic: the record was handed to the produc
 var ErrCorruptBatch = errors.New("kafkatopic: record batch cannot be decoded")
 
 // corruptFetch is the error for err, a fetch of topic/part from offset at
-// (negative: not known) that cannot be decoded.
-
+// (negative: not known) that cannot be decoded; one past
+// sarama.MaxResponseSize says so (kafkarefusal.CorruptFetch).
 func corruptFetch(topic string, part int32, at int64, err error) error {
-	if at < 0 {
-		return fmt.Errorf("%w: fetching partition %q/%d: %w", ErrCorruptBatch, topic, part, err)
-	}
-	return fmt.Errorf("%w: fetching partition %q/%d from offset %d: %w", ErrCorruptBatch, topic, part, at, err)
+	return kafkarefusal.CorruptFetch(ErrCorruptBatch, topic, part, at, err)
 }
 
 // ErrRecordTooLarge is wrapped by [*RecordTooLargeError].

@@ -200,12 +200,10 @@ func (bf *buffer[T]) fail(err error, first func()) bool {
 }
 
 // corruptFetch is the error for err, a fetch of topic/part from offset at
-// (negative: not known) that cannot be decoded.
+// (negative: not known) that cannot be decoded; one past
+// sarama.MaxResponseSize says so (kafkarefusal.CorruptFetch).
 func corruptFetch(topic string, part int32, at int64, err error) error {
-	if at < 0 {
-		return fmt.Errorf("%w: fetching partition %q/%d: %w", ErrCorruptBatch, topic, part, err)
-	}
-	return fmt.Errorf("%w: fetching partition %q/%d from offset %d: %w", ErrCorruptBatch, topic, part, at, err)
+	return kafkarefusal.CorruptFetch(ErrCorruptBatch, topic, part, at, err)
 }
 
 // close ends the buffer; it reports whether it was open.
