@@ -138,7 +138,7 @@ func New(cfg Config) *Claim {
 	c.Committed.Store(committed)
 	c.Marked.Store(committed)
 	c.Next.Store(max(cfg.Start, -1))
-	c.start.Store(max(cfg.Start, -1))
+	c.start.Store(max(cfg.Start, kafkaoffset.StartOldest)) // sarama's OffsetOldest kept: counted from 0
 	c.cp = acker.NewCheckpoint(uint64(max(cfg.Start, 0)))
 	return c
 }
