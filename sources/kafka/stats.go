@@ -44,7 +44,9 @@ type MemberStats = claim.MemberStats
 //     took when it started at the oldest or newest without knowing the
 //     offset), and FetchLag, HighWater − Next (the records not yet
 //     fetched); each 0 while an offset it needs is unknown, HighWater
-//     included, and never negative;
+//     included, and never negative, except that a claim that starts at
+//     the oldest record counts the whole log as lag until it takes its
+//     first record;
 //   - InFlight, the records delivered to the pipeline whose outcome has
 //     not reached the claim (or that wait behind one that has not), and
 //     ReadAhead, the records taken from the client and not yet delivered;

@@ -196,7 +196,9 @@ type PartitionStats struct {
 	// record it took, when it started at the oldest or newest record
 	// without knowing its offset). FetchLag is HighWater − Next: the
 	// records not yet fetched. Each is 0 while an offset it needs is
-	// unknown, HighWater included, and never negative.
+	// unknown, HighWater included, and never negative; a claim that
+	// starts at the oldest record counts the whole log as lag until it
+	// takes its first record (the log's start is not known before).
 	Lag      int64
 	FetchLag int64
 	// InFlight counts the records delivered to the pipeline whose
