@@ -3,9 +3,11 @@ package group_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/boulevard-go/boulevard/internal/group"
 )
@@ -89,4 +91,93 @@ func TestBackgroundGoMayRaceWithWait(t *testing.T) {
 	if err := b.Wait(t.Context()); err != nil {
 		t.Fatalf("Wait at the end = %v", err)
 	}
+}
+
+// Guarantee: a disowned goroutine no longer keeps the set busy: Wait
+// returns while it still runs, and its later return (or a second Disown)
+// does not count another goroutine of the set as done.
+func TestBackgroundDisownedGoroutineIsNotWaitedFor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var b group.Background
+		stuck, other := make(chan struct{}), make(chan struct{})
+		task := b.Start(func() { <-stuck })
+		b.Go(func() { <-other })
+		task.Disown()
+		task.Disown()
+		synctest.Wait()
+		if isClosed(b.Idle()) {
+			t.Fatal("Idle closed while a goroutine that was not disowned still runs")
+		}
+		close(stuck) // the disowned goroutine returns: it must not count for the other
+		synctest.Wait()
+		if isClosed(b.Idle()) {
+			t.Fatal("Idle closed when the disowned goroutine returned, with another still running")
+		}
+		close(other)
+		if err := b.Wait(t.Context()); err != nil {
+			t.Fatalf("Wait once the other goroutine returned = %v", err)
+		}
+		never := make(chan struct{})
+		b.Start(func() { <-never }).Disown()
+		if err := b.Wait(t.Context()); err != nil {
+			t.Fatalf("Wait with only a disowned goroutine running = %v", err)
+		}
+		close(never)
+	})
+}
+
+// Guarantee: Await returns the call's result when it comes in time; when
+// its context ends first it returns ctx.Err() and the set keeps waiting
+// for the call; when its timeout passes first it returns ErrAbandoned and
+// the set no longer waits for it. Either way a successful result that
+// comes later is discarded, and a failed one is not.
+func TestAwaitReturnsTheResultOrLeavesTheCallBehind(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var b group.Background
+		var discarded []int
+		discard := func(v int) { discarded = append(discarded, v) }
+
+		v, err := group.Await(t.Context(), &b, time.Second, func() (int, error) { return 1, nil }, discard)
+		if v != 1 || err != nil {
+			t.Fatalf("Await of a call that returns = %d, %v; want 1, nil", v, err)
+		}
+
+		release := make(chan struct{})
+		ctx, cancel := context.WithCancel(t.Context())
+		go func() { time.Sleep(time.Millisecond); cancel() }()
+		if _, err := group.Await(ctx, &b, time.Hour, func() (int, error) { <-release; return 2, nil }, discard); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Await with its context cancelled = %v, want context.Canceled", err)
+		}
+		synctest.Wait()
+		if isClosed(b.Idle()) {
+			t.Fatal("the set stopped waiting for a call whose waiter's context ended")
+		}
+		close(release)
+		if err := b.Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+
+		stuck := make(chan struct{})
+		began := time.Now()
+		if _, err := group.Await(t.Context(), &b, time.Second, func() (int, error) { <-stuck; return 3, nil }, discard); !errors.Is(err, group.ErrAbandoned) {
+			t.Fatalf("Await of a call that does not return = %v, want ErrAbandoned", err)
+		}
+		if d := time.Since(began); d != time.Second {
+			t.Errorf("Await abandoned the call after %v, want its timeout, 1s", d)
+		}
+		if err := b.Wait(t.Context()); err != nil {
+			t.Fatalf("Wait with only an abandoned call running = %v", err)
+		}
+		close(stuck)
+
+		failing := make(chan struct{})
+		if _, err := group.Await(t.Context(), &b, time.Second, func() (int, error) { <-failing; return 4, errors.New("late failure") }, discard); !errors.Is(err, group.ErrAbandoned) {
+			t.Fatalf("Await = %v, want ErrAbandoned", err)
+		}
+		close(failing)
+		synctest.Wait()
+		if want := []int{2, 3}; !slices.Equal(discarded, want) {
+			t.Errorf("discarded %v, want the late successful results %v", discarded, want)
+		}
+	})
 }
