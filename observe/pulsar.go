@@ -33,10 +33,11 @@ var (
 	pulsarClientQueue  = desc("pulsar_client_queue_messages", "Messages the clients of the open consumers may hold or be owed by the broker beyond what the source took.", lSubscription)
 	pulsarPanics       = desc("pulsar_callback_panics_total", "Panics recovered from the active-state callback.", lSubscription)
 	pulsarReconnects   = desc("pulsar_reconnect_failures_total", "Failed attempts of the subscription's consumers to reconnect to a broker after their connection closed.", lSubscription)
+	pulsarAbandoned    = desc("pulsar_subscribes_abandoned_total", "Subscribe calls of the client the source stopped waiting for after its subscribe timeout; each failed its stage.", lSubscription)
 )
 
 var pulsarDescs = []*prometheus.Desc{pulsarConsumers, pulsarReceived, pulsarRedelivered, pulsarNacked, pulsarDeadLettered,
-	pulsarDroppedAcks, pulsarReplaced, pulsarGranted, pulsarAvailable, pulsarClientQueue, pulsarPanics, pulsarReconnects}
+	pulsarDroppedAcks, pulsarReplaced, pulsarGranted, pulsarAvailable, pulsarClientQueue, pulsarPanics, pulsarReconnects, pulsarAbandoned}
 
 // AddPulsar adds a Pulsar source under its subscription's name: its
 // consumers, deliveries, redeliveries, nacks, dead letters, dropped acks
@@ -72,6 +73,7 @@ func collectPulsar(ch chan<- prometheus.Metric, sub string, st pulsar.Stats) {
 	gauge(ch, pulsarClientQueue, float64(st.ClientQueue), sub)
 	counter(ch, pulsarPanics, float64(st.CallbackPanics), sub)
 	counter(ch, pulsarReconnects, float64(st.ReconnectFailures), sub)
+	counter(ch, pulsarAbandoned, float64(st.SubscribesAbandoned), sub)
 }
 
 // PulsarSnapshot is one Pulsar source's pulsar.Stats, with the

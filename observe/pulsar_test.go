@@ -21,7 +21,7 @@ func (f fixedPulsar) Stats() pulsar.Stats { return pulsar.Stats(f) }
 // exported as a metric labelled by its subscription, and listed in /stats.
 func TestPulsarSourceStatsAreExported(t *testing.T) {
 	st := pulsar.Stats{Consumers: 2, Replaced: 3, DroppedAcks: 4, CallbackPanics: 5, Received: 600, Redelivered: 7,
-		Nacked: 8, DeadLettered: 9, PermitsGranted: 1000, PermitsAvailable: 11, ClientQueue: 12, ReconnectFailures: 13}
+		Nacked: 8, DeadLettered: 9, PermitsGranted: 1000, PermitsAvailable: 11, ClientQueue: 12, ReconnectFailures: 13, SubscribesAbandoned: 14}
 	obs := observe.New(observe.Options{})
 	if err := obs.AddPulsar("billing", fixedPulsar(st)); err != nil {
 		t.Fatal(err)
@@ -41,6 +41,7 @@ func TestPulsarSourceStatsAreExported(t *testing.T) {
 		"boulevard_pulsar_permits_available":            11,
 		"boulevard_pulsar_client_queue_messages":        12,
 		"boulevard_pulsar_reconnect_failures_total":     13,
+		"boulevard_pulsar_subscribes_abandoned_total":   14,
 	} {
 		if got, ok := find(t, reg, name, sub); !ok || got != want {
 			t.Errorf("%s = %v (found %v), want %v", name, got, ok, want)

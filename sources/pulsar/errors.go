@@ -10,6 +10,11 @@ import (
 // consumer cannot subscribe. The pipeline restarts the stage with backoff.
 var ErrSubscribe = errors.New("pulsar: subscribe failed")
 
+// ErrSubscribeTimeout is wrapped, with ErrSubscribe, by the error of a
+// stage whose client did not return from subscribing a consumer within
+// Options.SubscribeTimeout.
+var ErrSubscribeTimeout = errors.New("pulsar: the client did not return from subscribing within the subscribe timeout")
+
 // ErrTLSWithPlaintextURL is wrapped by the error of NewClient when its
 // options hold TLS settings (TLSConfig, a trust, certificate or key file,
 // TLSValidateHostname, cipher suites or TLS versions) and its service URL

@@ -182,6 +182,23 @@ type Options struct {
 	// host name, a replica number) for a choice that survives them too. At
 	// most 64 printable characters, no spaces.
 	NameSuffix string `validate:"omitempty,max=64,printascii,excludes= "`
+	// SubscribeTimeout bounds a stage's wait for the client to subscribe
+	// one of its consumers (the partition lookup and the subscribe of
+	// every partition). Past it the stage fails with an error wrapping
+	// ErrSubscribe and ErrSubscribeTimeout, and the pipeline restarts it
+	// with a new consumer; the client's call is left behind (counted in
+	// Stats().SubscribesAbandoned), and a consumer it returns later is
+	// closed. The client bounds its own requests by
+	// ClientOptions.OperationTimeout, but pulsar-client-go can deadlock a
+	// subscribe to a partitioned topic whose connection drops while one
+	// partition is subscribed and another is not yet (docs/pulsar.md,
+	// Consumer ownership and failure): without this bound the stage would
+	// wait for ever.
+	// Set it above the time the client takes to give up on its own:
+	// about ConnectionTimeout + 2 × OperationTimeout (19 s with
+	// NewClient's defaults, 70 s with pulsar-client-go's). Default
+	// DefaultSubscribeTimeout; at most 1 hour.
+	SubscribeTimeout time.Duration `validate:"gte=0,lte=1h"`
 	// Logger is ignored: the source logs through its producer stage's
 	// logger (the pipeline's Logger, annotated with the stage; nil there
 	// means slog.Default()). To route pulsar-client-go's own logs to the
@@ -199,10 +216,19 @@ type Options struct {
 // an unbounded value would be reserved once per partition and per stage.
 const MaxPendingChunkedMessageLimit = 1 << 16
 
-// WithDefaults returns o unchanged: every field's default is its zero
-// value, but for NameSuffix, whose default the source derives when it is
-// created (see NameSuffix), not here.
-func (o Options) WithDefaults() Options { return o }
+// DefaultSubscribeTimeout is Options.SubscribeTimeout's default.
+const DefaultSubscribeTimeout = 90 * time.Second
+
+// WithDefaults returns o with a zero SubscribeTimeout set to
+// DefaultSubscribeTimeout. Every other field's default is its zero value,
+// but for NameSuffix, whose default the source derives when it is created
+// (see NameSuffix), not here.
+func (o Options) WithDefaults() Options {
+	if o.SubscribeTimeout == 0 {
+		o.SubscribeTimeout = DefaultSubscribeTimeout
+	}
+	return o
+}
 
 // String describes the options without anything that can hold a
 // credential: the client shows as its redacted service URL (for one made
@@ -210,8 +236,8 @@ func (o Options) WithDefaults() Options { return o }
 // subscription settings the source reads.
 func (o Options) String() string {
 	client := clientName(o.Client)
-	return fmt.Sprintf("pulsar.Options{client: %s, topics: %q, subscription: %q, subscriptionType: %v, unordered: %t, dlq: %t, activeStateCallback: %t}",
-		client, o.Topics, o.Subscription, o.SubscriptionType, o.Unordered, o.Consumer.DLQ != nil, o.ActiveStateCallback != nil)
+	return fmt.Sprintf("pulsar.Options{client: %s, topics: %q, subscription: %q, subscriptionType: %v, unordered: %t, dlq: %t, activeStateCallback: %t, subscribeTimeout: %v}",
+		client, o.Topics, o.Subscription, o.SubscriptionType, o.Unordered, o.Consumer.DLQ != nil, o.ActiveStateCallback != nil, o.SubscribeTimeout)
 }
 
 // GoString is String, so that %#v shows no credential either.
@@ -231,6 +257,7 @@ func (o Options) LogValue() slog.Value {
 		slog.String("subscription_type", o.SubscriptionType.String()),
 		slog.Bool("unordered", o.Unordered),
 		slog.Bool("dlq", o.Consumer.DLQ != nil),
+		slog.Duration("subscribe_timeout", o.SubscribeTimeout),
 	)
 }
 

@@ -95,6 +95,8 @@ func TestValidateRules(t *testing.T) {
 		{"priority level at most MaxInt32", func(o *bpulsar.Options) { o.Consumer.PriorityLevel = math.MaxInt32 + 1 }, "pulsar.consumer.priorityLevel", "range", "between 0 and 2147483647"},
 		{"nack precision bit not negative", func(o *bpulsar.Options) { bit := int64(-1); o.Consumer.NackPrecisionBit = &bit }, "pulsar.consumer.nackPrecisionBit", "gte", "at least 0"},
 		{"incomplete chunk expiry not negative", func(o *bpulsar.Options) { o.Consumer.ExpireTimeOfIncompleteChunk = -time.Second }, "pulsar.consumer.expireTimeOfIncompleteChunk", "gte", "0 (the client's default, 1 minute) or positive"},
+		{"subscribe timeout not negative", func(o *bpulsar.Options) { o.SubscribeTimeout = -time.Second }, "pulsar.subscribeTimeout", "gte", "pulsar.subscribeTimeout"},
+		{"subscribe timeout at most an hour", func(o *bpulsar.Options) { o.SubscribeTimeout = time.Hour + time.Second }, "pulsar.subscribeTimeout", "lte", "pulsar.subscribeTimeout"},
 		{"owned auto queue", func(o *bpulsar.Options) { o.Consumer.EnableAutoScaledReceiverQueueSize = true }, "pulsar.consumer.enableAutoScaledReceiverQueueSize", "owned", "is set by the source"},
 	}
 	for _, tc := range cases {

@@ -379,6 +379,11 @@ func TestStopWhileReconnectSubscribesHangReturnsByItsDeadline(t *testing.T) {
 		Processors: processor.Options[[]byte, []byte]{Handle: recordAll(r)},
 	})
 	wait.Within(t, waitLimit, "some messages handled", func() bool { return r.distinct() >= 10 })
+	// Both stages subscribed: what is withheld is the reconnects of
+	// subscribed consumers. (A connection dropped while the client is still
+	// subscribing a partitioned topic can deadlock the client's Subscribe,
+	// which SubscribeTimeout bounds; another test covers that.)
+	wait.Within(t, waitLimit, "both stages subscribed", func() bool { return src.Stats().Consumers == 2 })
 	release := e.broker.Withhold(pulsartest.CommandSubscribe)
 	t.Cleanup(release) // before the pipeline stops
 	e.broker.DropConnections()

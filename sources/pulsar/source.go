@@ -18,6 +18,7 @@ package pulsar
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
@@ -60,6 +61,7 @@ type Source struct {
 	nacked         atomic.Int64
 	deadLettered   atomic.Int64
 	granted        atomic.Int64
+	abandoned      atomic.Int64
 }
 
 var _ producer.Source[[]byte] = (*Source)(nil)
@@ -150,6 +152,11 @@ type Stats struct {
 	// quiet. 0 when Options.Client was not made by NewClient, or was made
 	// with a Logger of its own.
 	ReconnectFailures int64
+	// SubscribesAbandoned is the number of the client's subscribe calls
+	// the source stopped waiting for after Options.SubscribeTimeout; each
+	// failed its stage. A call that never returns holds the client's
+	// goroutines of that consumer until the process ends.
+	SubscribesAbandoned int64
 	// ClientQueue is how many messages the clients of the open consumers
 	// may hold or be owed by the broker beyond what the source took: the
 	// sum of their reserves (receiver queue × partitions, see
@@ -168,6 +175,8 @@ func (s *Source) Stats() Stats {
 		Nacked:         s.nacked.Load(),
 		DeadLettered:   s.deadLettered.Load(),
 		PermitsGranted: s.granted.Load(),
+
+		SubscribesAbandoned: s.abandoned.Load(),
 	}
 	if c, ok := s.opts.Client.(*Client); ok {
 		st.ReconnectFailures = c.ReconnectFailures(s.opts.Subscription)
@@ -289,44 +298,35 @@ func (s *Source) subscribe(ctx context.Context, st *producer.Stage[[]byte], topi
 	type result struct {
 		c    pulsar.Consumer
 		plan queuePlan
-		err  error
 	}
-	res := make(chan result)
 	began := time.Now()
-	s.bg.Go(func() {
+	r, err := group.Await(ctx, &s.bg, s.opts.SubscribeTimeout, func() (result, error) {
 		// Subscribe looks the partitions up first too: failing here is
 		// failing to subscribe, with the same error.
-		var (
-			pc   pulsar.Consumer
-			plan queuePlan
-		)
 		parts, err := s.opts.Client.TopicPartitions(topic)
-		if err == nil {
-			plan = newQueuePlan(flow, len(parts))
-			co.ReceiverQueueSize = plan.size
-			pc, err = s.opts.Client.Subscribe(co)
+		if err != nil {
+			return result{}, err
 		}
-		select {
-		case res <- result{pc, plan, err}:
-		case <-ctx.Done():
-			if err == nil {
-				pc.Close()
-			}
-		}
-	})
-	var r result
-	select {
-	case r = <-res:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+		plan := newQueuePlan(flow, len(parts))
+		co.ReceiverQueueSize = plan.size
+		c, err := s.opts.Client.Subscribe(co)
+		return result{c, plan}, err
+	}, func(r result) { r.c.Close() })
+	switch {
+	case err != nil && err == ctx.Err():
+		return nil, err // the stage stops: a late consumer is closed
+	case errors.Is(err, group.ErrAbandoned):
+		// The client may never return (see Options.SubscribeTimeout).
+		s.abandoned.Add(1)
+		err = fmt.Errorf("%w: %s", ErrSubscribeTimeout, s.opts.SubscribeTimeout)
 	}
-	if r.err != nil {
+	if err != nil {
 		if c, ok := s.opts.Client.(*Client); ok {
 			if cause := c.last.since(began); cause != "" {
-				r.err = fmt.Errorf("%w (the client's last connection failure: %s)", r.err, cause)
+				err = fmt.Errorf("%w (the client's last connection failure: %s)", err, cause)
 			}
 		}
-		return nil, &ConsumerError{Stage: st.Index(), Broker: s.broker, Topic: topic, Subscription: s.opts.Subscription, Kind: ErrSubscribe, Err: r.err}
+		return nil, &ConsumerError{Stage: st.Index(), Broker: s.broker, Topic: topic, Subscription: s.opts.Subscription, Kind: ErrSubscribe, Err: err}
 	}
 	c := &consumer{
 		src:    s,
