@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/boulevard-go/boulevard/examples/internal/exampletest"
+	"github.com/boulevard-go/boulevard/internal/testnet"
 	"github.com/boulevard-go/boulevard/producer"
 	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
@@ -77,23 +78,11 @@ func TestRunInProcess(t *testing.T) {
 	}
 }
 
-// deadAddr returns an address on 127.0.0.1 where nothing listens.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
-}
-
 // Given a URL with a password in its user information, the program never
 // prints it: not in its output, not in its debug log (pulsar-client-go's
 // lines included), not in the error run returns.
 func TestURLPasswordNeverPrinted(t *testing.T) {
-	addr := deadAddr(t) // the run fails after trying
+	addr := testnet.ClosedPort(t) // the run fails after trying
 	var out, logs bytes.Buffer
 	cfg := config{url: "pulsar://alice:pw-5e4d3c@" + addr, topic: "t", subscription: "s", n: 1, customers: 1, concurrency: 1,
 		nackDelay: time.Second, logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
@@ -253,7 +242,7 @@ func TestSignalsDrainAndReport(t *testing.T) {
 // Guarantee: the error run returns never holds the user information of
 // -url, so that any caller may print it as it is, not only main.
 func TestRunErrorHoldsNoCredentials(t *testing.T) {
-	addr := deadAddr(t) // the run fails after trying
+	addr := testnet.ClosedPort(t) // the run fails after trying
 	// TestURLPasswordNeverPrinted covers a password RedactURL can
 	// delimit; this one has a raw "/", which it cannot.
 	for _, url := range []string{"pulsar://user:se/cret@" + addr} {

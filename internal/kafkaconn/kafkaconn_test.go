@@ -8,42 +8,15 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-)
 
-// listener accepts connections on 127.0.0.1 until the test ends, and keeps
-// them open without answering.
-func listener(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	t.Cleanup(func() { _ = ln.Close(); <-done })
-	go func() {
-		defer close(done)
-		var held []net.Conn
-		defer func() {
-			for _, c := range held {
-				_ = c.Close()
-			}
-		}()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, c)
-		}
-	}()
-	return ln.Addr().String()
-}
+	"github.com/boulevard-go/boulevard/internal/testnet"
+)
 
 // Guarantee: a set holds only open connections (one
 // closed by sarama leaves it, so reconnections do not grow it), and
 // cutting it fails a read in progress at once and refuses new dials.
 func TestCutClosesEveryConnection(t *testing.T) {
-	addr := listener(t)
+	addr := testnet.SilentListener(t)
 	cfg := sarama.NewConfig()
 	s := New(cfg)
 	s.Use(cfg)
@@ -89,7 +62,7 @@ func TestCutClosesEveryConnection(t *testing.T) {
 // Guarantee: cutting a child set closes its connections only; cutting
 // its parent closes the child's as well and refuses the child's dials.
 func TestChildCutsItsOwnConnections(t *testing.T) {
-	addr := listener(t)
+	addr := testnet.SilentListener(t)
 	parent := New(sarama.NewConfig())
 	cfg := sarama.NewConfig()
 	ccfg, child := parent.Child(cfg)
@@ -131,7 +104,7 @@ func TestChildCutsItsOwnConnections(t *testing.T) {
 // Guarantee: a dialer the application configured (Net.Proxy) is kept:
 // the set dials through it.
 func TestConfiguredDialerIsKept(t *testing.T) {
-	addr := listener(t)
+	addr := testnet.SilentListener(t)
 	cfg := sarama.NewConfig()
 	d := &countingDialer{}
 	cfg.Net.Proxy.Enable, cfg.Net.Proxy.Dialer = true, d

@@ -44,3 +44,18 @@ func SilentListener(t testing.TB) string {
 	})
 	return ln.Addr().String()
 }
+
+// ClosedPort returns an address on 127.0.0.1 where nothing listens: a
+// connection to it is refused, as by a broker that is down.
+func ClosedPort(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}

@@ -1,7 +1,9 @@
 package testnet_test
 
 import (
+	"errors"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,5 +29,18 @@ func TestSilentListenerAcceptsAndNeverAnswers(t *testing.T) {
 	n, err := c.Read(b[:])
 	if ne, ok := err.(net.Error); n != 0 || !ok || !ne.Timeout() {
 		t.Fatalf("read: got %d bytes, %v; want a timeout with nothing read", n, err)
+	}
+}
+
+// A closed port refuses connections.
+func TestClosedPortRefusesConnections(t *testing.T) {
+	addr := testnet.ClosedPort(t)
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err == nil {
+		_ = c.Close()
+		t.Fatalf("dial %s succeeded, want a refusal", addr)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("dial %s = %v, want connection refused", addr, err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -32,18 +31,6 @@ import (
 	"github.com/boulevard-go/boulevard/sources/kafka/franz"
 )
 
-// closedPort returns an address on 127.0.0.1 where nothing listens.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
-}
-
 // Guarantee: a source that cannot reach its broker (a port that accepts
 // TCP but never answers, or nothing listening) with sarama's default
 // configuration gets its first connection failure logged at WARN within
@@ -56,7 +43,7 @@ func TestUnreachableBrokerWarnsWithinTenSeconds(t *testing.T) {
 	}{
 		{"silent listener", func(t *testing.T) string { return testnet.SilentListener(t) },
 			map[string]string{"sarama": "i/o timeout", "franz": "no answer within"}},
-		{"nothing listening", closedPort, map[string]string{"sarama": "connection refused", "franz": "connection refused"}},
+		{"nothing listening", func(t *testing.T) string { return testnet.ClosedPort(t) }, map[string]string{"sarama": "connection refused", "franz": "connection refused"}},
 	} {
 		eachClient(t, func(t *testing.T, cl client) {
 			t.Run(tc.name, func(t *testing.T) {

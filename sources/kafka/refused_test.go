@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/testnet"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/kafka"
 )
@@ -18,7 +19,7 @@ import (
 func TestABrokerRefusingConnectionsIsGivenUpAfterConsecutiveConnectTimeouts(t *testing.T) {
 	eachClient(t, func(t *testing.T, cl client) {
 		const connect = 2 * time.Second
-		src := cl.new(t, kafka.Options{Brokers: []string{closedPort(t)}, GroupID: "g-refused", Topics: []string{testTopic},
+		src := cl.new(t, kafka.Options{Brokers: []string{testnet.ClosedPort(t)}, GroupID: "g-refused", Topics: []string{testTopic},
 			ConnectTimeout: connect, Logger: testLogger()})
 		po := pipelineOpts("refused", src, 1, newLedger(), nil)
 		start := time.Now()
