@@ -2,7 +2,9 @@
 // that can cut them all at once: sarama waits for a broker's answer holding
 // the broker's lock, a wait bounded only by Net.ReadTimeout, and nothing
 // else interrupts it, so a Close that must return by its context's
-// deadline cuts the connections when the context ends.
+// deadline cuts the connections when the context ends. Probe checks, before
+// a client starts, that a bootstrap broker answers, within a timeout and a
+// context's deadline.
 package kafkaconn
 
 import (

@@ -8,6 +8,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
 )
 
@@ -21,38 +22,14 @@ import (
 // ErrDenied when a broker refused the credentials. Attempts still running when it returns close
 // their connections in the background (Close waits for them).
 func (s *Source) checkBrokers(ctx context.Context, log *slog.Logger, cfg *sarama.Config) error {
-	pc := *cfg
-	pc.Net.DialTimeout = min(pc.Net.DialTimeout, s.opts.ConnectTimeout)
-	pc.Net.ReadTimeout = min(pc.Net.ReadTimeout, s.opts.ConnectTimeout)
-	pc.Net.WriteTimeout = min(pc.Net.WriteTimeout, s.opts.ConnectTimeout)
-	// sarama's own ApiVersions exchange in Open does not fail on a timeout
-	// (it retries with another version and goes on): ask explicitly below.
-	pc.ApiVersionsRequest = false
-
+	pc := kafkaconn.ProbeConfig(cfg, s.opts.ConnectTimeout)
 	err := s.live.CheckBrokers(ctx, s.opts.Brokers, s.opts.ConnectTimeout, log, denied,
-		func(addr string) error { return probeBroker(addr, &pc) })
+		func(addr string) error { return kafkaconn.ProbeBroker(addr, pc) })
 	if denied(err) {
 		// A broker answered, refusing the credentials: retrying changes
 		// nothing until an operator does.
 		return fmt.Errorf("%w: %w", ErrDenied, err)
 	}
-	return err
-}
-
-// probeBroker connects to addr and exchanges one request.
-func probeBroker(addr string, cfg *sarama.Config) error {
-	b := sarama.NewBroker(addr)
-	if err := b.Open(cfg); err != nil {
-		return err
-	}
-	defer func() { _ = b.Close() }()
-	if ok, err := b.Connected(); err != nil || !ok {
-		if err == nil {
-			err = sarama.ErrNotConnected
-		}
-		return err
-	}
-	_, err := b.ApiVersions(&sarama.ApiVersionsRequest{})
 	return err
 }
 
