@@ -85,7 +85,7 @@ type Options[T any] struct {
 	// is copied, never modified; the backend then sets what its guarantees
 	// need (producer successes and errors returned, RequiredAcks from Acks,
 	// consumer errors returned, group offsets committed by the backend,
-	// Net.DialTimeout from ConnectTimeout, Admin.Timeout from
+	// Net.DialTimeout at most ConnectTimeout, Admin.Timeout from
 	// AdminTimeout, and Net.Proxy: the clients dial through a dialer of the
 	// backend's, which wraps a Net.Proxy.Dialer you set, so that Close can
 	// cut their connections at its deadline). The backend's second
@@ -143,8 +143,10 @@ type Options[T any] struct {
 	// then cuts the subscriber's connections, so that brokers that stopped
 	// answering do not keep it waiting). Default 30s.
 	AdminTimeout time.Duration `name:"admin_timeout" validate:"gte=0"`
-	// ConnectTimeout bounds each attempt to connect to a broker
-	// (sarama's Net.DialTimeout). Default 10s.
+	// ConnectTimeout bounds New's first contact with the cluster (each
+	// bootstrap broker dialled and asked for its API versions; see
+	// NewContext) and each later attempt to connect to a broker (sarama's
+	// Net.DialTimeout, unless Config sets a lower one). Default 10s.
 	ConnectTimeout time.Duration `name:"connect_timeout" validate:"gte=0"`
 	// RevokeTimeout is how long a member whose partition the group moves to
 	// another member waits for the messages of that partition it handed
@@ -250,7 +252,7 @@ func (o Options[T]) saramaConfig() *sarama.Config {
 	c.Consumer.Offsets.Initial = sarama.OffsetOldest
 	c.Consumer.Offsets.AutoCommit.Enable = true
 	if o.ConnectTimeout > 0 {
-		c.Net.DialTimeout = o.ConnectTimeout
+		c.Net.DialTimeout = min(c.Net.DialTimeout, o.ConnectTimeout)
 	}
 	if o.AdminTimeout > 0 {
 		c.Admin.Timeout = o.AdminTimeout
