@@ -121,17 +121,37 @@ type closer interface{ shut() <-chan struct{} }
 
 // New validates opts, connects to the cluster and starts the producer.
 // It returns a validate.Errors for invalid options, or an error wrapping
-// ErrConnect when the cluster cannot be reached. New takes no context: that
-// first contact is bounded only by the sarama Config's own settings
-// (Net.DialTimeout, Net.ReadTimeout, Metadata.Retry), which sarama.NewConfig
-// leaves at 30s per dial and read; set them lower in Options.Config to
-// fail sooner on a cluster out of reach.
+// ErrConnect when no bootstrap broker answers within
+// Options.ConnectTimeout. It is NewContext with context.Background().
 func New[T any](opts Options[T]) (*Backend[T], error) {
+	return NewContext(context.Background(), opts)
+}
+
+// NewContext is New with ctx's deadline bounding the first contact with
+// the cluster as well as Options.ConnectTimeout does: every bootstrap
+// broker is dialled at once and asked for its API versions, each step
+// within the sooner of the two. When no broker has answered by the
+// deadline, or ctx has ended by the time one answered, it returns an
+// error wrapping ErrConnect and ctx.Err(); the error names every broker
+// with its cause. The backend made keeps Options.ConnectTimeout for its
+// later connections. A ctx cancelled without a deadline is seen once the
+// first contact ends, within a few Options.ConnectTimeout.
+func NewContext[T any](ctx context.Context, opts Options[T]) (*Backend[T], error) {
 	opts = opts.WithDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConnect, err)
+	}
 	cfg := opts.saramaConfig()
+	if err := kafkaconn.Probe(ctx, ErrConnect, opts.Brokers, cfg, opts.ConnectTimeout, nil); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConnect, err)
+	}
+	// After the probe, which dials with shortened timeouts of its own.
 	conns := kafkaconn.New(cfg)
 	conns.Use(cfg)
 	client, err := sarama.NewClient(opts.Brokers, cfg)

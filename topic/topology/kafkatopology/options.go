@@ -24,6 +24,8 @@ const (
 	DefaultReplicationFactor = 1
 	// DefaultAdminTimeout is Options.AdminTimeout.
 	DefaultAdminTimeout = 30 * time.Second
+	// DefaultConnectTimeout is Options.ConnectTimeout.
+	DefaultConnectTimeout = 10 * time.Second
 	// DefaultReadAhead is Options.ReadAhead.
 	DefaultReadAhead = 1024
 	// DefaultRevokeTimeout is Options.RevokeTimeout.
@@ -47,6 +49,8 @@ const (
 	// MaxReadAhead is the largest Options.ReadAhead: the letters each
 	// reader may keep fetched.
 	MaxReadAhead = 1 << 20
+	// MaxConnectTimeout is the largest Options.ConnectTimeout.
+	MaxConnectTimeout = 5 * time.Minute
 	// MaxChannelBufferSize is the largest Options.Config.ChannelBufferSize
 	// (sarama's default 256; sarama checks only that it is not negative):
 	// sarama makes a channel of that many entries for every topic and
@@ -77,8 +81,9 @@ type Options[T any] struct {
 	// modified; the backend then sets what its guarantees need: producer
 	// successes returned, acks=all, its own partitioner, consumer errors
 	// returned, offsets committed automatically from what is settled,
-	// Consumer.Offsets.Initial sarama.OffsetOldest, and at least protocol
-	// version 0.11 (record headers). Where a new group starts is
+	// Consumer.Offsets.Initial sarama.OffsetOldest, Net.DialTimeout at most
+	// ConnectTimeout, Admin.Timeout from AdminTimeout, and at least
+	// protocol version 0.11 (record headers). Where a new group starts is
 	// InitialOffset's, not Consumer.Offsets.Initial's: Declare commits
 	// the group's starting offsets before any member joins, so sarama's
 	// fallback to the oldest record applies only to a partition still
@@ -116,6 +121,12 @@ type Options[T any] struct {
 	// its Close has ended (see the package documentation, Closing is
 	// bounded). Default 30s.
 	AdminTimeout time.Duration `validate:"gte=0"`
+	// ConnectTimeout bounds connecting to the cluster: New's first contact
+	// (each bootstrap broker dialled and asked for its API versions, every
+	// step within ConnectTimeout; see NewContext) and each later attempt
+	// to connect to a broker (sarama's Net.DialTimeout, unless Config sets
+	// a lower one). Default 10s, at most MaxConnectTimeout (5m).
+	ConnectTimeout time.Duration `validate:"gte=0,lte=5m"`
 	// ReadAhead is how many fetched letters each reader keeps ready for
 	// Receive. Default 1024, at most MaxReadAhead (1048576).
 	ReadAhead int `validate:"gte=0,lte=1048576"`
@@ -186,6 +197,9 @@ func (o Options[T]) WithDefaults() Options[T] {
 	if o.AdminTimeout == 0 {
 		o.AdminTimeout = DefaultAdminTimeout
 	}
+	if o.ConnectTimeout == 0 {
+		o.ConnectTimeout = DefaultConnectTimeout
+	}
 	if o.ReadAhead == 0 {
 		o.ReadAhead = DefaultReadAhead
 	}
@@ -233,6 +247,9 @@ func (o Options[T]) saramaConfig() *sarama.Config {
 	if o.AdminTimeout > 0 {
 		c.Admin.Timeout = o.AdminTimeout
 	}
+	if o.ConnectTimeout > 0 {
+		c.Net.DialTimeout = min(c.Net.DialTimeout, o.ConnectTimeout)
+	}
 	if !c.Version.IsAtLeast(sarama.V0_11_0_0) {
 		c.Version = sarama.DefaultVersion
 	}
@@ -246,6 +263,7 @@ func (o Options[T]) String() string {
 	var b redact.Fields
 	fmt.Fprintf(&b, "kafkatopology.Options{Brokers:%q Partitions:%d ReplicationFactor:%d", o.Brokers, o.Partitions, o.ReplicationFactor)
 	b.Duration("AdminTimeout", o.AdminTimeout)
+	b.Duration("ConnectTimeout", o.ConnectTimeout)
 	b.Int("ReadAhead", int64(o.ReadAhead))
 	b.Duration("RevokeTimeout", o.RevokeTimeout)
 	b.Duration("HoldRetentionMargin", o.HoldRetentionMargin)

@@ -1,0 +1,140 @@
+package kafkatopology
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/internal/testbroker"
+	"github.com/boulevard-go/boulevard/internal/testnet"
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/topology/topologytest"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+// connectOptions are options for brokers with sarama's own timeouts (30s
+// per dial and read, three metadata retries) left as they are.
+func connectOptions(brokers ...string) Options[topologytest.Msg] {
+	return Options[topologytest.Msg]{Brokers: brokers, Codec: topic.JSONCodec[topologytest.Msg]{},
+		Logger: slog.New(slog.DiscardHandler)}
+}
+
+// Guarantee: New against a broker that accepts connections and never
+// answers returns within a few ConnectTimeouts, long before sarama's own
+// 30s timeouts would let it, with an error wrapping ErrConnect that names
+// the broker.
+func TestNewFailsWithinItsConnectTimeoutWhenTheBrokerNeverAnswers(t *testing.T) {
+	done := make(chan error, 1)
+	// Registered before the listener: runs after its cleanup has cut the
+	// connections, so that a New still running ends and is waited for.
+	t.Cleanup(func() { <-done })
+	addr := testnet.SilentListener(t)
+	o := connectOptions(addr)
+	o.ConnectTimeout = 300 * time.Millisecond
+	start := time.Now()
+	go func() {
+		b, err := New(o)
+		if err == nil {
+			_ = b.Close(context.Background())
+		}
+		done <- err
+	}()
+	const patience = 10 * time.Second
+	select {
+	case err := <-done:
+		done <- err // for the cleanup
+		if !errors.Is(err, ErrConnect) {
+			t.Fatalf("New = %v, want an error wrapping ErrConnect", err)
+		}
+		if !strings.Contains(err.Error(), addr) {
+			t.Errorf("New's error %q does not name the broker %s", err, addr)
+		}
+		t.Logf("New returned after %s: %v", time.Since(start).Round(time.Millisecond), err)
+	case <-time.After(patience):
+		t.Fatalf("New against a broker that never answers still runs after %s, with ConnectTimeout %s", patience, o.ConnectTimeout)
+	}
+}
+
+// Guarantee: NewContext against a broker that accepts connections and
+// never answers returns by ctx's deadline, far below ConnectTimeout, with
+// an error wrapping both ErrConnect and context.DeadlineExceeded.
+func TestNewContextReturnsByItsDeadlineWhenTheBrokerNeverAnswers(t *testing.T) {
+	o := connectOptions(testnet.SilentListener(t))
+	o.ConnectTimeout = time.Minute
+	testbroker.ReturnsByDeadline(t, "NewContext", func(ctx context.Context) error {
+		b, err := NewContext(ctx, o)
+		if err == nil {
+			_ = b.Close(context.Background())
+		} else if !errors.Is(err, ErrConnect) {
+			t.Errorf("NewContext = %v, want an error wrapping ErrConnect", err)
+		}
+		return err
+	})
+}
+
+// Guarantee: NewContext with a context already cancelled makes no backend,
+// even on a cluster that answers: it returns an error wrapping ErrConnect
+// and context.Canceled.
+func TestNewContextWithACancelledContextMakesNoBackend(t *testing.T) {
+	o := connectOptions(testbroker.Kafka(t).ListenAddrs()...)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	b, err := NewContext(ctx, o)
+	if err == nil {
+		topologytest.MustClose(t, "the backend", b.Close)
+		t.Fatal("NewContext with a cancelled context made a backend")
+	}
+	if !errors.Is(err, ErrConnect) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("NewContext = %v, want an error wrapping ErrConnect and context.Canceled", err)
+	}
+}
+
+// Guarantee: ConnectTimeout is accepted from 0 (the default) to
+// MaxConnectTimeout; a negative one or one past the bound is an error
+// naming the field and the rule.
+func TestConnectTimeoutIsBounded(t *testing.T) {
+	for _, ok := range []time.Duration{0, time.Millisecond, MaxConnectTimeout} {
+		o := connectOptions("127.0.0.1:9092")
+		o.ConnectTimeout = ok
+		if err := o.WithDefaults().Validate(); err != nil {
+			t.Errorf("ConnectTimeout %s refused: %v", ok, err)
+		}
+	}
+	for _, c := range []struct {
+		d    time.Duration
+		rule string
+	}{{-time.Millisecond, "gte"}, {MaxConnectTimeout + time.Millisecond, "lte"}} {
+		o := connectOptions("127.0.0.1:9092")
+		o.ConnectTimeout = c.d
+		_, err := New(o)
+		var es validate.Errors
+		if !errors.As(err, &es) || !es.Has("kafkatopology.connectTimeout", c.rule) {
+			t.Errorf("ConnectTimeout %s: New = %v, want a %s error on kafkatopology.connectTimeout", c.d, err, c.rule)
+		}
+	}
+}
+
+// Guarantee: ConnectTimeout is the clients' dial timeout, unless Config
+// sets a lower one, which is kept; the options print it.
+func TestConnectTimeoutBoundsTheDialTimeout(t *testing.T) {
+	o := connectOptions("127.0.0.1:9092")
+	o.ConnectTimeout = 3 * time.Second
+	if got := o.WithDefaults().saramaConfig().Net.DialTimeout; got != 3*time.Second {
+		t.Errorf("Net.DialTimeout with sarama's defaults = %s, want ConnectTimeout 3s", got)
+	}
+	if got := connectOptions("127.0.0.1:9092").WithDefaults().saramaConfig().Net.DialTimeout; got != DefaultConnectTimeout {
+		t.Errorf("Net.DialTimeout with ConnectTimeout unset = %s, want DefaultConnectTimeout %s", got, DefaultConnectTimeout)
+	}
+	o.Config = testbroker.SaramaConfig()
+	o.Config.Net.DialTimeout = time.Second
+	if got := o.WithDefaults().saramaConfig().Net.DialTimeout; got != time.Second {
+		t.Errorf("Net.DialTimeout with Config's 1s and ConnectTimeout 3s = %s, want Config's 1s", got)
+	}
+	if s := fmt.Sprint(o.WithDefaults()); !strings.Contains(s, " ConnectTimeout:3s") {
+		t.Errorf("the options print as %s, without ConnectTimeout:3s", s)
+	}
+}
