@@ -121,6 +121,12 @@
 //
 // # Bounded calls
 //
+// New's first contact with the cluster is bounded by
+// Options.ConnectTimeout, and NewContext's also by its context's deadline:
+// every bootstrap broker is dialled and asked for its API versions, and
+// when none answers in time the error wraps ErrConnect (and the context's
+// error), naming every broker with its cause.
+//
 // Declare and Subscribe (and SubscribeDead) are bounded by their context
 // and by Options.AdminTimeout, whichever ends first. sarama's requests take
 // no context: a new client's first metadata request, an admin request or a
