@@ -17,6 +17,7 @@ type Background struct {
 	mu   sync.Mutex
 	n    int
 	idle chan struct{} // closed when n drops to 0; nil until someone waits
+	shut bool          // TryStart starts nothing (see Shut)
 }
 
 // closed is a channel that is always closed.
@@ -30,17 +31,51 @@ var closed = func() chan struct{} {
 func (b *Background) Go(f func()) { b.Start(f) }
 
 // Start runs f in a new goroutine of the set, as Go does, and returns a
-// handle by which the goroutine can be disowned.
+// handle by which the goroutine can be disowned. It runs f even once the
+// set is shut (see TryStart).
 func (b *Background) Start(f func()) *Task {
+	t := b.enter(false)
+	t.run(f)
+	return t
+}
+
+// TryStart is Start unless the set is shut (see Shut): it then runs
+// nothing and returns nil.
+func (b *Background) TryStart(f func()) *Task {
+	t := b.enter(true)
+	if t != nil {
+		t.run(f)
+	}
+	return t
+}
+
+// Shut makes the set refuse the goroutines TryStart (and Await) would
+// start from now on; those running go on, and Idle and Wait wait for
+// them. An owner shuts the set of its calls as it begins closing, so that
+// no call starts once its closing waits for them.
+func (b *Background) Shut() {
 	b.mu.Lock()
-	b.n++
+	b.shut = true
 	b.mu.Unlock()
-	t := &Task{b: b}
+}
+
+// enter counts one more goroutine, unless refuse is set and the set is
+// shut: it then returns nil.
+func (b *Background) enter(refuse bool) *Task {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if refuse && b.shut {
+		return nil
+	}
+	b.n++
+	return &Task{b: b}
+}
+
+func (t *Task) run(f func()) {
 	go func() {
 		defer t.leave()
 		f()
 	}()
-	return t
 }
 
 // Task is one goroutine of a Background, started by Start.
@@ -98,23 +133,45 @@ func (b *Background) Wait(ctx context.Context) error {
 // its timeout.
 var ErrAbandoned = errors.New("call abandoned: it did not return within its timeout")
 
+// ErrShut is returned by Await once its set is shut (see Shut): the call
+// was not made.
+var ErrShut = errors.New("call refused: its set is shut")
+
 // Await runs call on a goroutine of b and waits for its result until ctx
 // ends, when it returns ctx.Err(), or until timeout passes, when it
-// returns ErrAbandoned and disowns the goroutine (see Task.Disown): for a
-// client library's call that may deadlock and cannot be cancelled. A
-// result that comes once Await has returned, with a nil error, is handed
-// to discard (to close what it holds). A goroutine left behind by an
-// ended ctx stays in b, so that b's Wait waits for it; one abandoned does
-// not. A timeout of 0 or less means none.
+// returns ErrAbandoned: for a client library's call that may deadlock and
+// cannot be cancelled. Once the set is shut it makes no call and returns
+// ErrShut. A result that comes once Await has returned, with a nil error,
+// is handed to discard (to close what it holds). The goroutine is
+// disowned (see Task.Disown) once timeout has passed since the call
+// began, whether Await still waited for it or its ctx had ended before:
+// until then b's Wait waits for it, and never longer. A timeout of 0 or
+// less means none.
 func Await[T any](ctx context.Context, b *Background, timeout time.Duration, call func() (T, error), discard func(T)) (T, error) {
 	type result struct {
 		v   T
 		err error
 	}
+	var zero T
 	res := make(chan result)
 	gone := make(chan struct{}) // closed when Await returned without the result
-	task := b.Start(func() {
+	expired := make(chan struct{})
+	task := b.enter(true)
+	if task == nil {
+		return zero, ErrShut
+	}
+	var abandon *time.Timer
+	if timeout > 0 {
+		abandon = time.AfterFunc(timeout, func() {
+			task.Disown()
+			close(expired)
+		})
+	}
+	task.run(func() {
 		v, err := call()
+		if abandon != nil {
+			abandon.Stop()
+		}
 		select {
 		case res <- result{v, err}:
 		case <-gone:
@@ -123,13 +180,6 @@ func Await[T any](ctx context.Context, b *Background, timeout time.Duration, cal
 			}
 		}
 	})
-	var expired <-chan time.Time
-	if timeout > 0 {
-		t := time.NewTimer(timeout)
-		defer t.Stop()
-		expired = t.C
-	}
-	var zero T
 	select {
 	case r := <-res:
 		return r.v, r.err
@@ -138,7 +188,6 @@ func Await[T any](ctx context.Context, b *Background, timeout time.Duration, cal
 		return zero, ctx.Err()
 	case <-expired:
 		close(gone)
-		task.Disown()
 		return zero, ErrAbandoned
 	}
 }

@@ -181,3 +181,65 @@ func TestAwaitReturnsTheResultOrLeavesTheCallBehind(t *testing.T) {
 		}
 	})
 }
+
+// Guarantee: a call Await left behind because its context ended is
+// disowned once its timeout has passed since it began: the set waits for
+// it until then, and no longer.
+func TestAwaitDisownsACallItsWaiterLeftOnceItsTimeoutPasses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var b group.Background
+		stuck := make(chan struct{})
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		began := time.Now()
+		if _, err := group.Await(ctx, &b, time.Minute, func() (int, error) { <-stuck; return 1, nil }, func(int) {}); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Await with its context's deadline first = %v, want context.DeadlineExceeded", err)
+		}
+		synctest.Wait()
+		if isClosed(b.Idle()) {
+			t.Fatal("the set stopped waiting for the call as soon as its waiter's context ended")
+		}
+		if err := b.Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(began); d != time.Minute {
+			t.Errorf("the set waited %v for the call, want its timeout, 1m", d)
+		}
+		close(stuck)
+	})
+}
+
+// Guarantee: once the set is shut, TryStart runs nothing and Await makes
+// no call (ErrShut), while the goroutines already running are still
+// waited for and Start still runs.
+func TestAShutSetStartsNoCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var b group.Background
+		running := make(chan struct{})
+		if b.TryStart(func() { <-running }) == nil {
+			t.Fatal("TryStart refused before the set was shut")
+		}
+		b.Shut()
+		ran := false
+		if task := b.TryStart(func() { ran = true }); task != nil {
+			t.Error("TryStart on a shut set returned a task")
+		}
+		if _, err := group.Await(t.Context(), &b, time.Second, func() (int, error) { ran = true; return 1, nil }, func(int) {}); !errors.Is(err, group.ErrShut) {
+			t.Errorf("Await on a shut set = %v, want ErrShut", err)
+		}
+		synctest.Wait()
+		if ran {
+			t.Error("a call ran on a shut set")
+		}
+		if isClosed(b.Idle()) {
+			t.Fatal("the shut set stopped waiting for the goroutine it ran before")
+		}
+		close(running)
+		started := make(chan struct{})
+		b.Start(func() { close(started) })
+		<-started
+		if err := b.Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
