@@ -9,42 +9,13 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
 	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
 )
-
-// hangingClient is a client whose first Subscribe does not return until
-// released, as pulsar-client-go's does when it deadlocks; it then
-// subscribes for real. Later calls subscribe at once.
-type hangingClient struct {
-	pulsar.Client
-	first    chan struct{} // closed when the first call begins
-	release  chan struct{}
-	returned chan struct{} // closed when the first call returned
-	calls    chan struct{} // one token: the first call takes it
-}
-
-func newHangingClient(c pulsar.Client) *hangingClient {
-	h := &hangingClient{Client: c, first: make(chan struct{}), release: make(chan struct{}),
-		returned: make(chan struct{}), calls: make(chan struct{}, 1)}
-	h.calls <- struct{}{}
-	return h
-}
-
-func (h *hangingClient) Subscribe(o pulsar.ConsumerOptions) (pulsar.Consumer, error) {
-	select {
-	case <-h.calls:
-	default:
-		return h.Client.Subscribe(o)
-	}
-	defer close(h.returned)
-	close(h.first)
-	<-h.release
-	return h.Client.Subscribe(o)
-}
 
 // Guarantee: a stage whose client does not return from subscribing fails
 // after Options.SubscribeTimeout with an error wrapping ErrSubscribe and
@@ -54,13 +25,8 @@ func (h *hangingClient) Subscribe(o pulsar.ConsumerOptions) (pulsar.Consumer, er
 // subscribed.
 func TestAStageWhoseClientNeverReturnsFromSubscribingFailsAndSubscribesAgain(t *testing.T) {
 	e := newEnv(t)
-	hc := newHangingClient(e.client)
-	released := false
-	t.Cleanup(func() {
-		if !released {
-			close(hc.release)
-		}
-	})
+	hc := testbroker.HangSubscribe(e.client, func(pulsar.ConsumerOptions) bool { return true })
+	t.Cleanup(hc.Release)
 	want := e.publish("hung-subscribe", "m", 20)
 	recs := newRecords()
 	r := newReceived()
@@ -73,7 +39,7 @@ func TestAStageWhoseClientNeverReturnsFromSubscribingFailsAndSubscribesAgain(t *
 			Restart: producer.Restart{MaxRestarts: 10, Window: time.Minute, Backoff: 10 * time.Millisecond, MaxBackoff: 10 * time.Millisecond}},
 		Processors: processor.Options[[]byte, []byte]{Handle: recordAll(r)},
 	})
-	<-hc.first
+	<-hc.Began
 	wait.Within(t, waitLimit, "every message received by the restarted stage", func() bool { return r.distinct() == len(want) })
 	l, ok := recs.first(slog.LevelWarn, "source failed; restarting")
 	if !ok {
@@ -103,9 +69,8 @@ func TestAStageWhoseClientNeverReturnsFromSubscribingFailsAndSubscribesAgain(t *
 		t.Fatalf("%d consumers connected after Close, want 0", n)
 	}
 	before := len(e.broker.Consumers("hung-subscribe", "sub"))
-	released = true
-	close(hc.release)
-	<-hc.returned
+	hc.Release()
+	<-hc.Returned
 	wait.Within(t, waitLimit, "the consumer the abandoned call returned, subscribed and closed", func() bool {
 		return len(e.broker.Consumers("hung-subscribe", "sub")) == before+1 && len(connected(e, "hung-subscribe", "sub")) == 0
 	})
