@@ -14,6 +14,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/boulevard-go/boulevard/internal/group"
 	"github.com/boulevard-go/boulevard/internal/liveset"
 	"github.com/boulevard-go/boulevard/internal/pulsarsize"
 	spulsar "github.com/boulevard-go/boulevard/sources/pulsar"
@@ -111,11 +112,12 @@ type Backend[T any] struct {
 	creating map[string]*creation
 	readers  map[*reader[T]]struct{}
 	// calls are the client calls under way that create something (a
-	// Declare, a Subscribe, a producer's creation), each bounded by the
-	// client's operation timeout; the closing waits for them. Added to
-	// under mu while not closed, so that once closed, what a call makes
-	// it closes itself.
-	calls sync.WaitGroup
+	// Declare, a Subscribe, a producer's creation); the closing waits for
+	// each until Options.OperationTimeout has passed since it began (see
+	// bounded). Shut under mu with closed, so that no call starts once
+	// closed, and what a call under way makes once closed it closes
+	// itself.
+	calls group.Background
 }
 
 // creation is the creation of a topic's producer, on a goroutine of the
@@ -214,6 +216,7 @@ func (b *Backend[T]) Declare(ctx context.Context, t *topology.Topology) (topolog
 	if t == nil {
 		return nil, errors.New("pulsartopology: Declare with a nil topology")
 	}
+	caller := ctx
 	ctx, cancel := context.WithTimeout(ctx, b.opts.OperationTimeout)
 	defer cancel()
 	q := &queues[T]{b: b, t: t, main: b.TopicName(t.Name()), subType: pulsar.Shared}
@@ -223,7 +226,7 @@ func (b *Backend[T]) Declare(ctx context.Context, t *topology.Topology) (topolog
 	if !t.IsBroadcast() {
 		q.group = t.ConsumerGroup()
 	}
-	return bounded(ctx, b, ErrDeclare, fmt.Sprintf("declaring topology %q", t.Name()), func() (topology.Queues[T], error) {
+	return bounded(caller, b, ErrDeclare, fmt.Sprintf("declaring topology %q", t.Name()), func() (topology.Queues[T], error) {
 		if err := b.declare(ctx, q); err != nil {
 			return nil, err
 		}
@@ -318,8 +321,9 @@ func (b *Backend[T]) producer(ctx context.Context, kind error, full string) (pul
 	if c == nil {
 		c = &creation{done: make(chan struct{})}
 		b.creating[full] = c
-		b.calls.Add(1)
-		go b.create(full, c)
+		// Not shut: Close shuts calls under mu as it marks the backend
+		// closed.
+		b.calls.TryStart(func() { b.create(full, c) })
 	}
 	b.mu.Unlock()
 	select {
@@ -337,17 +341,27 @@ func (b *Backend[T]) producer(ctx context.Context, kind error, full string) (pul
 	}
 }
 
-// create creates the producer on full for c, waiting for the broker up to
-// the client's operation timeout, whoever still waits for it. The backend
-// keeps the producer for its later sends, unless it closed meanwhile: the
-// producer is then closed, before the backend's closing goes on.
+// create creates the producer on full for c, waiting for the client up to
+// Options.OperationTimeout (see bounded), whoever still waits for it. The
+// backend keeps the producer for its later sends, unless it closed
+// meanwhile: the producer is then closed, before the backend's closing
+// goes on. A creation abandoned fails its callers with an error wrapping
+// ErrAbandoned, and the next call that needs the producer starts another;
+// the producer the abandoned call makes, if it ever returns, is closed.
 func (b *Backend[T]) create(full string, c *creation) {
-	defer b.calls.Done()
 	defer close(c.done)
 	// No send timeout: each send is bounded by its context instead (the
 	// send timeout's timer outlives a closed producer in pulsar-client-go
 	// v0.21.0).
-	p, err := b.client.CreateProducer(pulsar.ProducerOptions{Topic: full, DisableBatching: true, SendTimeout: -1})
+	p, err := group.Await(context.Background(), &b.calls, b.opts.OperationTimeout, func() (pulsar.Producer, error) {
+		return b.client.CreateProducer(pulsar.ProducerOptions{Topic: full, DisableBatching: true, SendTimeout: -1})
+	}, pulsar.Producer.Close)
+	switch {
+	case errors.Is(err, group.ErrShut):
+		err = topology.ErrClosed
+	case errors.Is(err, group.ErrAbandoned):
+		err = b.abandon(fmt.Sprintf("creating a producer on topic %q", full))
+	}
 	b.mu.Lock()
 	delete(b.creating, full)
 	closed := b.closed
@@ -476,13 +490,14 @@ func (b *Backend[T]) untrack(r *reader[T]) { liveset.Remove(&b.mu, b.readers, r)
 func (b *Backend[T]) Close(ctx context.Context) error {
 	b.mu.Lock()
 	b.closed = true // Declare, Subscribe and new producers refuse at once
+	b.calls.Shut()
 	b.mu.Unlock()
 	b.endAdmin() // a Declare's admin calls under way end now
 	return await(ctx, b.closing.Start(b.close), "the backend")
 }
 
 func (b *Backend[T]) close() {
-	b.calls.Wait() // closed is set: what they make from now on, they close
+	<-b.calls.Idle() // closed is set: what they make from now on, they close
 	b.mu.Lock()
 	rs := make([]*reader[T], 0, len(b.readers))
 	for r := range b.readers {

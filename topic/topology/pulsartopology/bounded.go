@@ -2,51 +2,55 @@ package pulsartopology
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 
-	"github.com/boulevard-go/boulevard/internal/liveset"
+	"github.com/boulevard-go/boulevard/internal/group"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
-// bounded runs call on a goroutine of the backend (its Close waits for it)
-// and waits for it within ctx. pulsar-client-go's CreateProducer and
+// ErrAbandoned is wrapped, with ErrDeclare, ErrSubscribe or ErrSend and
+// context.DeadlineExceeded, by the error of a call that gave up waiting
+// for the client after Options.OperationTimeout: the client's call was
+// abandoned (see the package documentation, Bounded calls).
+var ErrAbandoned = errors.New("pulsartopology: the client did not return within Options.OperationTimeout; its call was abandoned")
+
+// bounded runs call on a goroutine of the backend and waits for it within
+// ctx and Options.OperationTimeout. pulsar-client-go's CreateProducer and
 // Subscribe, and the topic lookups they make, take no context: each waits
-// for the broker's answer up to the client's operation timeout. When ctx
-// ends before call returns, bounded returns an error wrapping kind and
-// ctx.Err() that names what was under way (what); call goes on until the
-// client returns, and then hands what it made, if anything, to release.
-// A call that returned just as ctx ended may be handed to either. Once
-// the backend is closed, bounded returns topology.ErrClosed.
+// for the broker's answer up to the client's operation timeout, or for
+// ever when the client deadlocks. When ctx ends before call returns,
+// bounded returns an error wrapping kind and ctx.Err() that names what
+// was under way (what); past Options.OperationTimeout, one wrapping kind,
+// ErrAbandoned and context.DeadlineExceeded (see abandon). Either way
+// call goes on until the client returns, and then hands what it made, if
+// anything, to release; the backend's Close waits for it until
+// Options.OperationTimeout has passed since it began, and no longer. A
+// call that returned just as ctx ended may be handed to either. Once the
+// backend is closed, bounded returns topology.ErrClosed.
 func bounded[T, R any](ctx context.Context, b *Backend[T], kind error, what string, call func() (R, error), release func(R)) (R, error) {
 	var zero R
 	if err := ctx.Err(); err != nil {
 		return zero, fmt.Errorf("%w: %s: %w", kind, what, err)
 	}
-	if !liveset.Enter(&b.mu, &b.closed, &b.calls) {
+	r, err := group.Await(ctx, &b.calls, b.opts.OperationTimeout, call, release)
+	switch {
+	case errors.Is(err, group.ErrShut):
 		return zero, topology.ErrClosed
+	case errors.Is(err, group.ErrAbandoned):
+		return zero, fmt.Errorf("%w: %s: %w", kind, what, b.abandon(what))
+	case err != nil && err == ctx.Err():
+		return zero, fmt.Errorf("%w: %s: %w", kind, what, err)
 	}
-	type result struct {
-		r   R
-		err error
-	}
-	took := make(chan result) // unbuffered: a result is either taken or released
-	gone := make(chan struct{})
-	go func() {
-		defer b.calls.Done()
-		r, err := call()
-		select {
-		case took <- result{r, err}:
-		case <-gone:
-			if err == nil {
-				release(r)
-			}
-		}
-	}()
-	select {
-	case res := <-took:
-		return res.r, res.err
-	case <-ctx.Done():
-		close(gone)
-		return zero, fmt.Errorf("%w: %s: %w", kind, what, ctx.Err())
-	}
+	return r, err
+}
+
+// abandon logs one ERROR line for a client call (what) abandoned after
+// Options.OperationTimeout, and returns the error that says so, wrapping
+// ErrAbandoned and context.DeadlineExceeded.
+func (b *Backend[T]) abandon(what string) error {
+	b.log.Error("pulsartopology: the client did not return within the operation timeout; its call is abandoned, and what it makes if it ever returns is closed",
+		slog.String("call", what), slog.Duration("operation_timeout", b.opts.OperationTimeout))
+	return fmt.Errorf("%w (%s): %w", ErrAbandoned, b.opts.OperationTimeout, context.DeadlineExceeded)
 }

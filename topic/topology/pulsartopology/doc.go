@@ -112,6 +112,21 @@
 // more. What a Declare cut short had already made (topics, subscriptions)
 // stays, and declaring again finishes the work.
 //
+// pulsar-client-go (up to v0.21.0 at least) can also never return from
+// Subscribe on a partitioned topic: when the connection drops after one
+// partition subscribed and before another did, the subscribed partition's
+// consumer starts reconnecting before its dispatcher runs and waits for it
+// for ever, and the call waits for that consumer to close. So a client
+// call (a Declare's, a Subscribe's, a producer's creation) still running
+// once Options.OperationTimeout has passed since it began is abandoned:
+// its caller, if still waiting, gets an error wrapping ErrDeclare,
+// ErrSubscribe or ErrSend, ErrAbandoned and context.DeadlineExceeded, one
+// ERROR line names the call and the timeout, the backend's Close no
+// longer waits for it, and what it makes if it ever returns is closed (an
+// abandoned producer's creation is started again by the next call that
+// needs the producer). A call that never returns keeps the client's
+// goroutines of that consumer or producer until the process ends.
+//
 // A send (Publish, Hold, Requeue, DeadLetter) waits for the broker's
 // receipt, and first, on a topic the backend has no producer for yet, for
 // the producer's creation, until its context's deadline or
@@ -129,8 +144,8 @@
 // meanwhile (sends, Declares) share it. It goes on when they stop
 // waiting: the backend then keeps the producer for its next sends, or
 // closes it when the backend has closed meanwhile. The Backend's Close
-// waits for these calls and creations; what one makes once the backend
-// is closed, it closes.
+// waits for these calls and creations, each until it is abandoned at the
+// latest; what one makes once the backend is closed, it closes.
 //
 // # Closing
 //

@@ -67,10 +67,18 @@ type Options[T any] struct {
 	Tenant    string `validate:"omitempty,excludesall=/ "`
 	Namespace string `validate:"omitempty,excludesall=/ "`
 	// OperationTimeout bounds each broker operation the backend waits for:
-	// a Declare, a Subscribe (or SubscribeDead), a send's receipt, and a
-	// dead-letter reader's TryReceive catching up with the DLQ, each also
-	// bounded by its own context. Default 30s.
-	OperationTimeout time.Duration `validate:"gte=0"`
+	// a Declare, a Subscribe (or SubscribeDead), a producer's creation, a
+	// send's receipt, and a dead-letter reader's TryReceive catching up
+	// with the DLQ, each also bounded by its own context. A client call
+	// still running past it (pulsar-client-go can deadlock subscribing to
+	// a partitioned topic, see the package documentation, Bounded calls)
+	// is abandoned: its caller gets an error wrapping ErrAbandoned, one
+	// ERROR line is logged, Close no longer waits for it, and what it
+	// makes if it ever returns is closed. Keep it above the time the
+	// client takes to give up on its own, about ConnectionTimeout + 2 ×
+	// OperationTimeout of ClientOptions (19 s with sources/pulsar's
+	// defaults). Default 30s; at most 1 hour.
+	OperationTimeout time.Duration `validate:"gte=0,lte=1h"`
 	// ReadAhead is the receiver queue of each reader's consumer: how many
 	// messages the broker may push ahead of Receive, per topic read.
 	// Default 1000 (pulsar-client-go's own default), at most MaxReadAhead

@@ -186,8 +186,6 @@ func (q *queues[T]) SubscribeDead(ctx context.Context) (topology.Reader[T], erro
 // bounded by ctx and Options.OperationTimeout (see bounded); a reader made
 // once its caller has given up is closed.
 func (q *queues[T]) subscribe(ctx context.Context, co pulsar.ConsumerOptions, group, dlq string) (topology.Reader[T], error) {
-	ctx, cancel := context.WithTimeout(ctx, q.b.opts.OperationTimeout)
-	defer cancel()
 	topics := co.Topic
 	if topics == "" {
 		topics = strings.Join(co.Topics, ", ")
