@@ -146,11 +146,15 @@ var ErrShut = errors.New("call refused: its set is shut")
 // disowned (see Task.Disown) once timeout has passed since the call
 // began, whether Await still waited for it or its ctx had ended before:
 // until then b's Wait waits for it, and never longer. A timeout of 0 or
-// less means none.
+// less means none. A panic of call goes on in Await's caller, with the
+// same value, as if call had run there; once Await has returned, on
+// call's goroutine.
 func Await[T any](ctx context.Context, b *Background, timeout time.Duration, call func() (T, error), discard func(T)) (T, error) {
 	type result struct {
-		v   T
-		err error
+		v        T
+		err      error
+		panicked bool
+		p        any
 	}
 	var zero T
 	res := make(chan result)
@@ -168,20 +172,34 @@ func Await[T any](ctx context.Context, b *Background, timeout time.Duration, cal
 		})
 	}
 	task.run(func() {
-		v, err := call()
+		var r result
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					r.panicked, r.p = true, p
+				}
+			}()
+			r.v, r.err = call()
+		}()
 		if abandon != nil {
 			abandon.Stop()
 		}
 		select {
-		case res <- result{v, err}:
+		case res <- r:
 		case <-gone:
-			if err == nil {
-				discard(v)
+			if r.panicked {
+				panic(r.p)
+			}
+			if r.err == nil {
+				discard(r.v)
 			}
 		}
 	})
 	select {
 	case r := <-res:
+		if r.panicked {
+			panic(r.p)
+		}
 		return r.v, r.err
 	case <-ctx.Done():
 		close(gone)

@@ -243,3 +243,23 @@ func TestAShutSetStartsNoCall(t *testing.T) {
 		}
 	})
 }
+
+// Guarantee: a panic of the call Await waits for goes on in Await's
+// caller, with the same value, and the set does not wait for the call's
+// goroutine any longer.
+func TestAwaitPanicsInItsCallerWithTheCallsPanic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var b group.Background
+		var got any
+		func() {
+			defer func() { got = recover() }()
+			_, _ = group.Await(t.Context(), &b, time.Second, func() (int, error) { panic("the client panics") }, func(int) {})
+		}()
+		if got != "the client panics" {
+			t.Errorf("Await's caller recovered %v, want the call's panic", got)
+		}
+		if err := b.Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
