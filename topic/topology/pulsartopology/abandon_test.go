@@ -11,8 +11,6 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/internal/testbroker"
-	"github.com/boulevard-go/boulevard/internal/wait"
-	spulsar "github.com/boulevard-go/boulevard/sources/pulsar"
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
@@ -25,26 +23,11 @@ const abandonTimeout = 2 * time.Second
 
 // hangingBackend returns a backend on br, closed at t's cleanup, with
 // Options.OperationTimeout abandonTimeout and a client whose first
-// Subscribe that hang matches never returns until released (at t's
-// cleanup, before the client closes, if the test did not), and the lines
-// it logs.
+// Subscribe that hang matches never returns until released (see
+// testbroker.HangPulsarSubscribe), and the lines it logs.
 func hangingBackend(t *testing.T, br *pulsartest.Broker, hang func(pulsar.ConsumerOptions) bool) (*pulsartopology.Backend[string], *testbroker.HangingClient, *logtest.Lines) {
 	t.Helper()
-	c, err := spulsar.NewClient(pulsar.ClientOptions{URL: br.URL(), OperationTimeout: 5 * time.Second, ConnectionTimeout: 5 * time.Second},
-		testbroker.PulsarLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	hc := testbroker.HangSubscribe(c, hang)
-	t.Cleanup(func() {
-		hc.Release()
-		select {
-		case <-hc.Began:
-			<-hc.Returned
-		default:
-		}
-	})
+	hc := testbroker.HangPulsarSubscribe(t, br, hang)
 	var lines logtest.Lines
 	o := options(br, topic.Codec[string](topic.StringCodec{}))
 	o.ServiceURL, o.Client = "", hc
@@ -64,41 +47,6 @@ func abandoned(t *testing.T, call string, err, kind error, elapsed time.Duration
 	if elapsed < abandonTimeout || elapsed > abandonTimeout+patience {
 		t.Errorf("%s returned after %v, want Options.OperationTimeout (%v)", call, elapsed, abandonTimeout)
 	}
-}
-
-// closesAtOnce checks that be's Close returns nil while hc's call still
-// hangs.
-func closesAtOnce(t *testing.T, be *pulsartopology.Backend[string], hc *testbroker.HangingClient) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), patience)
-	defer cancel()
-	if err := be.Close(ctx); err != nil {
-		t.Errorf("Close with the client's call still hanging: %v", err)
-	}
-	select {
-	case <-hc.Returned:
-		t.Fatal("the hung call returned before it was released")
-	default:
-	}
-}
-
-// releasedAndClosed releases hc's hung call and waits for the consumer it
-// makes on sub of full to be closed: one more consumer than before, none
-// connected.
-func releasedAndClosed(t *testing.T, br *pulsartest.Broker, hc *testbroker.HangingClient, full, sub string) {
-	t.Helper()
-	before := len(br.Consumers(full, sub))
-	hc.Release()
-	<-hc.Returned
-	wait.Within(t, patience, "the consumer the abandoned call made, subscribed and closed", func() bool {
-		cs := br.Consumers(full, sub)
-		for _, c := range cs {
-			if c.Connected {
-				return false
-			}
-		}
-		return len(cs) == before+1
-	})
 }
 
 // Guarantee: a reader's Subscribe whose client never returns from
@@ -124,8 +72,8 @@ func TestASubscribeTheClientNeverReturnsFromIsAbandonedAfterTheOperationTimeout(
 	abandoned(t, "a Subscribe", err, pulsartopology.ErrSubscribe, time.Since(began))
 	lines.Want(t, 1, "lines for the abandoned Subscribe", "level=ERROR", "did not return within the operation timeout",
 		`subscription \"hung-reader\"`, "operation_timeout="+abandonTimeout.String())
-	closesAtOnce(t, be, hc)
-	releasedAndClosed(t, br, hc, be.TopicName("hung-reader"), top.ConsumerGroup())
+	hc.CloseWhileHung(t, be.Close, patience)
+	hc.ReleaseAndWaitClosed(t, br, be.TopicName("hung-reader"), top.ConsumerGroup(), patience)
 }
 
 // Guarantee: a Declare whose client never returns from subscribing the
@@ -143,6 +91,6 @@ func TestADeclareTheClientNeverReturnsFromIsAbandonedAfterTheOperationTimeout(t 
 	abandoned(t, "a Declare", err, pulsartopology.ErrDeclare, time.Since(began))
 	lines.Want(t, 1, "lines for the abandoned Declare", "level=ERROR", "did not return within the operation timeout",
 		`topology \"hung-declare\"`, "operation_timeout="+abandonTimeout.String())
-	closesAtOnce(t, be, hc)
-	releasedAndClosed(t, br, hc, be.TopicName("hung-declare"), top.ConsumerGroup())
+	hc.CloseWhileHung(t, be.Close, patience)
+	hc.ReleaseAndWaitClosed(t, br, be.TopicName("hung-declare"), top.ConsumerGroup(), patience)
 }

@@ -298,6 +298,15 @@ func TestOptionsValidated(t *testing.T) {
 			t.Fatalf("New with a redelivery delay of %v: %v", d, err)
 		}
 	}
+	for _, c := range []struct {
+		d    time.Duration
+		rule string
+	}{{-time.Second, "gte"}, {time.Hour + time.Second, "lte"}} {
+		o := pulsartopology.Options[string]{ServiceURL: "pulsar://x:6650", Codec: topic.StringCodec{}, OperationTimeout: c.d}
+		if _, err = pulsartopology.New(o); !errors.As(err, &es) || !es.Has("pulsartopology.operationTimeout", c.rule) {
+			t.Fatalf("New with an operation timeout of %v: %v, want a %s error on pulsartopology.operationTimeout", c.d, err, c.rule)
+		}
+	}
 }
 
 // Guarantee: ReadAhead is bounded by MaxReadAhead: accepted at it, refused
