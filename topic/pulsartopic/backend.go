@@ -3,12 +3,15 @@ package pulsartopic
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/boulevard-go/boulevard/internal/group"
 	"github.com/boulevard-go/boulevard/internal/liveset"
 	"github.com/boulevard-go/boulevard/internal/redact"
 	spulsar "github.com/boulevard-go/boulevard/sources/pulsar"
@@ -25,7 +28,10 @@ type Backend[T any] struct {
 	client pulsar.Client
 	owned  bool // the backend made client and closes it
 
-	lookups sync.WaitGroup  // partition lookups and producer creations still running; Close waits for them
+	// calls are the client calls under way (partition lookups, producer
+	// creations, subscribes); Close waits for each until it is abandoned
+	// (see bounded). Shut under mu with closed.
+	calls   group.Background
 	closing liveset.Closing // what Close started
 
 	mu     sync.Mutex
@@ -159,70 +165,56 @@ func (b *Backend[T]) declare(ctx context.Context, full string) (int, error) {
 // partitions asks the broker for the topic's partition count (0: not
 // partitioned or not there yet), within ctx.
 func (b *Backend[T]) partitions(ctx context.Context, full string) (int, error) {
-	type result struct {
-		n   int
-		err error
-	}
-	// Registered under the lock, so that no lookup starts once the
-	// closing waits for them.
-	if !liveset.Enter(&b.mu, &b.closed, &b.lookups) {
-		return 0, &Error{Op: "look up partitions of", Topic: full, Err: ErrBackendClosed}
-	}
-	ch := make(chan result, 1)
-	go func() {
-		defer b.lookups.Done()
-		// TopicPartitions takes no context; the client's operation timeout
-		// bounds it, so this goroutine ends by then.
+	// TopicPartitions takes no context; the client's operation timeout
+	// bounds it, unless the client never returns.
+	n, err := bounded(ctx, b, "look up partitions of", full, b.o.AdminTimeout, nil, func() (int, error) {
 		ps, err := b.client.TopicPartitions(full)
 		n := 0
 		if err == nil && (len(ps) > 1 || len(ps) == 1 && ps[0] != full) {
 			n = len(ps)
 		}
-		ch <- result{n, err}
-	}()
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			return 0, &Error{Op: "look up partitions of", Topic: full, Err: r.err}
-		}
-		return r.n, nil
-	case <-ctx.Done():
-		return 0, &Error{Op: "look up partitions of", Topic: full, Err: ctx.Err()}
+		return n, err
+	}, func(int) {})
+	if err != nil {
+		return 0, &Error{Op: "look up partitions of", Topic: full, Err: err}
 	}
+	return n, nil
 }
 
-// createProducer creates a topic's producer within ctx. CreateProducer
-// takes no context (the client's operation timeout bounds it): when ctx
-// ends first, the producer it returns later is closed, and Close waits
-// for that.
+// createProducer creates a topic's producer within ctx and
+// Options.AdminTimeout (see bounded): a producer created once its caller
+// gave up is closed.
 func (b *Backend[T]) createProducer(ctx context.Context, po pulsar.ProducerOptions) (pulsar.Producer, error) {
-	type result struct {
-		p   pulsar.Producer
-		err error
-	}
-	if !liveset.Enter(&b.mu, &b.closed, &b.lookups) {
-		return nil, ErrBackendClosed
-	}
-	ch := make(chan result) // unbuffered: a result not taken goes to abandoned
-	abandoned := make(chan struct{})
-	go func() {
-		defer b.lookups.Done()
-		p, err := b.client.CreateProducer(po)
-		select {
-		case ch <- result{p, err}:
-		case <-abandoned:
-			if err == nil {
-				p.Close()
-			}
+	return bounded(ctx, b, "create producer for", po.Topic, b.o.AdminTimeout, nil, func() (pulsar.Producer, error) {
+		return b.client.CreateProducer(po)
+	}, pulsar.Producer.Close)
+}
+
+// bounded runs call, a client call that takes no context (op on topic
+// full), on a goroutine of the backend, and waits for it within ctx and
+// timeout. Once the backend is closed it makes no call and returns
+// ErrBackendClosed. When ctx ends first it returns ctx.Err(). Past
+// timeout the call is abandoned: bounded logs one ERROR line naming it
+// and the timeout, and returns an error wrapping timeoutErr (unless nil)
+// and context.DeadlineExceeded. Either way the call goes on until the
+// client returns, and what it makes then is handed to release; the
+// backend's Close waits for it until timeout has passed since it began,
+// and no longer (pulsar-client-go can deadlock a Subscribe, see
+// Options.SubscribeTimeout).
+func bounded[T, R any](ctx context.Context, b *Backend[T], op, full string, timeout time.Duration, timeoutErr error, call func() (R, error), release func(R)) (R, error) {
+	r, err := group.Await(ctx, &b.calls, timeout, call, release)
+	switch {
+	case errors.Is(err, group.ErrShut):
+		return r, ErrBackendClosed
+	case errors.Is(err, group.ErrAbandoned):
+		b.o.Logger.Error("pulsartopic: the client did not return within its timeout; its call is abandoned, and what it makes if it ever returns is closed",
+			slog.String("call", op), slog.String("topic", full), slog.Duration("timeout", timeout))
+		err = fmt.Errorf("the client did not return within %s: %w", timeout, context.DeadlineExceeded)
+		if timeoutErr != nil {
+			err = fmt.Errorf("%w: %w", timeoutErr, err)
 		}
-	}()
-	select {
-	case r := <-ch:
-		return r.p, r.err
-	case <-ctx.Done():
-		close(abandoned)
-		return nil, ctx.Err()
 	}
+	return r, err
 }
 
 func (b *Backend[T]) forget(t *pTopic[T]) {
@@ -237,20 +229,24 @@ func (b *Backend[T]) forget(t *pTopic[T]) {
 // closing for about two of the client's operation timeouts (a topic's
 // subscribers, then its producer), however many topics there are;
 // waits for the partition lookups and producer creations a cancelled
-// declaration left running (the client's operation timeout bounds them,
-// and a producer created after its declaration gave up is closed) and, when the backend made its
-// own client, closes the client. It returns nil once all are closed. If
+// declaration left running, and the subscribes under way (the client's
+// operation timeout bounds them, and what one makes after its caller gave
+// up is closed; one the client has not returned from within
+// Options.AdminTimeout, or Options.SubscribeTimeout for a subscribe, is
+// abandoned and no longer waited for) and, when the backend made its own
+// client, closes the client. It returns nil once all are closed. If
 // ctx ends first it returns an error wrapping ctx.Err() that names what is
 // still closing, and the rest is closed in the background. Idempotent: a
 // later call waits, within its own ctx, for the same closing.
 func (b *Backend[T]) Close(ctx context.Context) error {
 	b.mu.Lock()
 	b.closed = true // new topics refuse at once
+	b.calls.Shut()
 	b.mu.Unlock()
 	if err := liveset.Await(ctx, b.closing.Start(b.close), nil); err != nil {
-		what := "its topics, partition lookups and producer creations are"
+		what := "its topics, partition lookups, producer creations and subscribes are"
 		if b.owned {
-			what = "its topics, partition lookups, producer creations and client are"
+			what = "its topics, partition lookups, producer creations, subscribes and client are"
 		}
 		return fmt.Errorf("pulsartopic: closing the backend: %s still closing: %w", what, err)
 	}
@@ -273,7 +269,7 @@ func (b *Backend[T]) close() {
 		wg.Go(func() { t.close(true) })
 	}
 	wg.Wait()
-	b.lookups.Wait()
+	<-b.calls.Idle()
 	if b.owned {
 		b.client.Close()
 	}

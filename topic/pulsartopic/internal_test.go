@@ -322,6 +322,7 @@ func TestNoPartitionLookupStartsOnceClosed(t *testing.T) {
 	defer be.Close(context.Background())
 	be.mu.Lock()
 	be.closed = true // as Close does first
+	be.calls.Shut()
 	be.mu.Unlock()
 	if _, err := be.partitions(context.Background(), be.TopicName("late")); !errors.Is(err, ErrBackendClosed) {
 		t.Fatalf("a partition lookup once the backend is closed = %v, want an error wrapping ErrBackendClosed", err)

@@ -36,6 +36,9 @@ const (
 	// DefaultAdminTimeout bounds one topic declaration (the partition
 	// metadata lookup and, when needed, Admin.CreatePartitionedTopic).
 	DefaultAdminTimeout = 10 * time.Second
+	// DefaultSubscribeTimeout is Options.SubscribeTimeout: sources/pulsar's
+	// default for the same bound.
+	DefaultSubscribeTimeout = spulsar.DefaultSubscribeTimeout
 	// MaxPartitions is the largest partition count Options.Partitions
 	// accepts.
 	MaxPartitions = 4096
@@ -127,8 +130,25 @@ type Options[T any] struct {
 	// for Partitions > 0 unless every topic is created beforehand.
 	Admin Admin `validate:"-"`
 	// AdminTimeout bounds one topic declaration on the broker (within the
-	// context NewTopic is given). Default 10s.
-	AdminTimeout time.Duration `validate:"gte=0"`
+	// context NewTopic is given). A partition lookup or a producer's
+	// creation still running once it has passed since the call began is
+	// abandoned: the backend's Close no longer waits for it, and a
+	// producer it creates later is closed. Default 10s; at most 1 hour.
+	AdminTimeout time.Duration `validate:"gte=0,lte=1h"`
+	// SubscribeTimeout bounds a Subscribe's wait for the client to
+	// subscribe its consumer (the partition lookup and the subscribe of
+	// every partition). pulsar-client-go can deadlock a subscribe to a
+	// partitioned topic whose connection drops while one partition is
+	// subscribed and another is not yet (see docs/topic-backends.md): past
+	// this bound Subscribe fails with an *Error wrapping
+	// sources/pulsar's ErrSubscribeTimeout and context.DeadlineExceeded,
+	// one ERROR line names the topic, the subscription and the timeout,
+	// the backend's Close no longer waits for the call, and a consumer it
+	// returns later is closed. Set it above the time the client takes to
+	// give up on its own: about ConnectionTimeout + 2 × OperationTimeout
+	// (19 s with sources/pulsar's defaults, 70 s with pulsar-client-go's).
+	// Default DefaultSubscribeTimeout (90s); at most 1 hour.
+	SubscribeTimeout time.Duration `validate:"gte=0,lte=1h"`
 	// MaxPendingMessages is the producer's pending queue per topic:
 	// publishes sent and not yet confirmed by the broker. A publish with
 	// on_full block waits for room in it; TryPublish and drop_newest report
@@ -174,6 +194,9 @@ func (o Options[T]) WithDefaults() Options[T] {
 	}
 	if o.AdminTimeout == 0 {
 		o.AdminTimeout = DefaultAdminTimeout
+	}
+	if o.SubscribeTimeout == 0 {
+		o.SubscribeTimeout = DefaultSubscribeTimeout
 	}
 	if o.MaxPendingMessages == 0 {
 		o.MaxPendingMessages = DefaultMaxPendingMessages

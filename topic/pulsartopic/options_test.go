@@ -40,6 +40,9 @@ func TestOptionsValidation(t *testing.T) {
 		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, NackRedeliveryDelay: -time.Second}, "pulsartopic.nackRedeliveryDelay", "gte"},
 		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, NackRedeliveryDelay: 2}, "pulsartopic.nackRedeliveryDelay", "gte"},
 		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, Namespace: "a/b"}, "pulsartopic.namespace", "excludesall"},
+		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, SubscribeTimeout: -time.Second}, "pulsartopic.subscribeTimeout", "gte"},
+		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, SubscribeTimeout: time.Hour + time.Second}, "pulsartopic.subscribeTimeout", "lte"},
+		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, AdminTimeout: time.Hour + time.Second}, "pulsartopic.adminTimeout", "lte"},
 		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{},
 			ClientOptions: pulsar.ClientOptions{URL: "pulsar://y:6650"}}, "pulsartopic.clientOptions.url", "owned"},
 	}

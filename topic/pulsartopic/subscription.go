@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"runtime/debug"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/pulsarnack"
 	"github.com/boulevard-go/boulevard/internal/pulsarresub"
 	"github.com/boulevard-go/boulevard/message"
+	spulsar "github.com/boulevard-go/boulevard/sources/pulsar"
 	"github.com/boulevard-go/boulevard/topic"
 )
 
@@ -105,9 +107,15 @@ func newSub[T any](t *pTopic[T], mode topic.SubscriptionMode) (*pSub[T], error) 
 		resubscribes = pulsarresub.New(log, "pulsartopic: broadcast subscriber subscribed again after losing its connection; it may have missed what was published while it was away", &t.resubscribes)
 		co.EventListener = resubscribes
 	}
-	c, err := t.b.client.Subscribe(co)
+	op := "subscribe " + quoteSub(co.SubscriptionName) + " to"
+	c, err := bounded(context.Background(), t.b, op, t.full, o.SubscribeTimeout, spulsar.ErrSubscribeTimeout, func() (pulsar.Consumer, error) {
+		return t.b.client.Subscribe(co)
+	}, pulsar.Consumer.Close)
+	if errors.Is(err, ErrBackendClosed) {
+		return nil, topic.ErrTopicClosed // the backend's closing closes the topic
+	}
 	if err != nil {
-		return nil, &Error{Op: "subscribe " + quoteSub(co.SubscriptionName) + " to", Topic: t.full, Err: err}
+		return nil, &Error{Op: op, Topic: t.full, Err: err}
 	}
 	return &pSub[T]{
 		t: t, mode: mode, name: co.SubscriptionName, consumer: c, ch: ch,
