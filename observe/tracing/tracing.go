@@ -287,6 +287,7 @@ func sourceAttrs(md any) []attribute.KeyValue {
 			attribute.String("messaging.destination.name", md.Topic),
 			attribute.String("messaging.destination.partition.id", strconv.Itoa(int(md.Partition))),
 			attribute.Int64("messaging.kafka.offset", md.Offset),
+			attribute.String("messaging.consumer.group.name", md.Group),
 		}
 	case *pulsar.Metadata:
 		if md == nil {

@@ -122,7 +122,7 @@ func TestMessageSpanContinuesTheKafkaRecordsTrace(t *testing.T) {
 	r := newRecorded(t)
 	rec := acker.NewRecorder(false)
 	m := message.New(1, rec, 1)
-	m.Metadata = &kafka.Metadata{Topic: "orders", Partition: 3, Offset: 42, Headers: kafkaTraceparent()}
+	m.Metadata = &kafka.Metadata{Topic: "orders", Partition: 3, Offset: 42, Group: "billing", Headers: kafkaTraceparent()}
 	run(t, r, pipeline.Options[int, int]{Name: "kt", Processors: processor.Options[int, int]{Concurrency: 1, Handle: echo[int]}}, m)
 
 	spans := spansNamed(r, "kt.processor")
@@ -142,6 +142,7 @@ func TestMessageSpanContinuesTheKafkaRecordsTrace(t *testing.T) {
 		"messaging.destination.name":         attribute.StringValue("orders"),
 		"messaging.destination.partition.id": attribute.StringValue("3"),
 		"messaging.kafka.offset":             attribute.Int64Value(42),
+		"messaging.consumer.group.name":      attribute.StringValue("billing"),
 		tracing.AttrPipeline:                 attribute.StringValue("kt"),
 		tracing.AttrStage:                    attribute.StringValue("kt.processor"),
 	}

@@ -15,7 +15,7 @@ import (
 )
 
 // Guarantee: every metadata field describes the record: topic, partition,
-// offset, key, headers in order, timestamp, generation and member.
+// offset, key, headers in order, timestamp, generation, member and group.
 func TestMetadataFields(t *testing.T) {
 	eachClient(t, func(t *testing.T, cl client) {
 		const parts = 2
@@ -82,6 +82,9 @@ func TestMetadataFields(t *testing.T) {
 			}
 			if md.GenerationID <= 0 || md.MemberID == "" {
 				t.Errorf("record %d: generation %d member %q, want the claim's", i, md.GenerationID, md.MemberID)
+			}
+			if md.Group != group {
+				t.Errorf("record %d: group %q, want %q", i, md.Group, group)
 			}
 		}
 	})

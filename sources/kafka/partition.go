@@ -85,6 +85,7 @@ func (m *member) consumeClaim(sess sarama.ConsumerGroupSession, claimed sarama.C
 		Partition:  part,
 		Generation: sess.GenerationID(),
 		MemberID:   sess.MemberID(),
+		Group:      m.opts.GroupID,
 		Session:    sess,
 		Policy:     m.opts.FailurePolicy,
 		Window:     m.stage.Flow().MaxWindow(),

@@ -56,6 +56,7 @@ func (m *member) newPartition(topic string, part, gen int32, memberID string) *p
 		Partition:  part,
 		Generation: gen,
 		MemberID:   memberID,
+		Group:      m.opts.GroupID,
 		Policy:     m.opts.FailurePolicy,
 		Window:     m.stage.Flow().MaxWindow(),
 		Committed:  -1,

@@ -23,6 +23,7 @@ type Config struct {
 	Partition  int32
 	Generation int32
 	MemberID   string
+	Group      string // the consumer group, for the records' Metadata
 	// Session is the client's session the claim belongs to (compared, never
 	// used, by the code that commits).
 	Session any
@@ -58,6 +59,7 @@ type Claim struct {
 	Key        string // partition key and feed name: one string per claim
 	Generation int32
 	MemberID   string
+	Group      string
 	Session    any
 	Feed       *producer.Feed[[]byte]
 
@@ -122,6 +124,7 @@ func New(cfg Config) *Claim {
 		Key:        cfg.Topic + "/" + itoa(cfg.Partition),
 		Generation: cfg.Generation,
 		MemberID:   cfg.MemberID,
+		Group:      cfg.Group,
 		Session:    cfg.Session,
 		policy:     cfg.Policy,
 		log:        cmp.Or(cfg.Log, discard),

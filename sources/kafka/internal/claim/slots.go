@@ -143,8 +143,8 @@ func Deliver[R any](c *Claim, recs []R, get func(R) Record, headers func(dst []H
 		// collector's write barriers (taken by every pointer store while
 		// it marks) off the rest.
 		md := &s.md
-		if md.Topic != c.Topic || md.Partition != c.Part || md.GenerationID != c.Generation || md.MemberID != c.MemberID {
-			md.Topic, md.Partition, md.GenerationID, md.MemberID = c.Topic, c.Part, c.Generation, c.MemberID
+		if md.Topic != c.Topic || md.Partition != c.Part || md.GenerationID != c.Generation || md.MemberID != c.MemberID || md.Group != c.Group {
+			md.Topic, md.Partition, md.GenerationID, md.MemberID, md.Group = c.Topic, c.Part, c.Generation, c.MemberID, c.Group
 		}
 		md.Offset = rec.Offset
 		md.Key = rec.Key

@@ -37,6 +37,8 @@ type Metadata struct {
 	GenerationID int32
 	// MemberID is the group member that fetched the record.
 	MemberID string
+	// Group is the consumer group the member belongs to (Options.GroupID).
+	Group string
 }
 
 // Header is one record header.
