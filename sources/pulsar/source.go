@@ -436,7 +436,9 @@ func closeAll(cs []*consumer) {
 // consumer waits for the client's own close request (bounded by
 // ClientOptions.OperationTimeout). Close waits for those closes and for
 // the subscribe calls until ctx ends, when it returns an error wrapping
-// ctx.Err() and leaves them behind (a later Close waits for them again).
+// ctx.Err() and leaves them behind (a later Close waits for them again);
+// a subscribe call abandoned after Options.SubscribeTimeout is not waited
+// for.
 // Otherwise it returns ctx.Err() if ctx expired meanwhile.
 func (s *Source) Close(ctx context.Context) error {
 	cs := liveset.Close(&s.mu, &s.closed, s.live)
