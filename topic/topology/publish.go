@@ -23,11 +23,12 @@ type PublisherOptions[T any] struct {
 func (o PublisherOptions[T]) WithDefaults() PublisherOptions[T] { return o }
 
 // Validate returns nil: whether Key is required depends on the topology,
-// and NewPublisher reports ErrKey when it does not match.
+// and NewPublisher reports an error wrapping ErrKey when it does not match.
 func (o PublisherOptions[T]) Validate() error { return nil }
 
-// ErrKey is returned by NewPublisher when PublisherOptions.Key is missing
-// on a sequenced topology or set on another.
+// ErrKey is wrapped by the error NewPublisher returns when
+// PublisherOptions.Key is missing on a sequenced topology or set on
+// another; the error names the topology and what to change.
 var ErrKey = errors.New("topology: a sequenced topology needs a key function, and only a sequenced one takes one")
 
 // Publisher publishes messages to a topology's main topic, routing the
@@ -47,8 +48,11 @@ func NewPublisher[T any](q Queues[T], opts PublisherOptions[T]) (*Publisher[T], 
 		return nil, validate.Field("publisher.queues", "required", "is required")
 	}
 	t := q.Topology()
-	if _, seq := t.Sequenced(); seq != (opts.Key != nil) {
-		return nil, ErrKey
+	switch _, seq := t.Sequenced(); {
+	case seq && opts.Key == nil:
+		return nil, fmt.Errorf("%w: topology %q is sequenced and PublisherOptions.Key is nil; set it to a function that returns each message's sequence key", ErrKey, t.Name())
+	case !seq && opts.Key != nil:
+		return nil, fmt.Errorf("%w: topology %q is not sequenced and PublisherOptions.Key is set; leave it nil, or build the topology with Sequenced", ErrKey, t.Name())
 	}
 	return &Publisher[T]{q: q, key: opts.Key, shards: t.shards}, nil
 }

@@ -48,15 +48,23 @@ func TestShardOf(t *testing.T) {
 	}
 }
 
+// sequencedAndPlain declares, in memory, a sequenced topology "s" and a
+// plain one "p".
+func sequencedAndPlain(t *testing.T) (sq, pq topology.Queues[int]) {
+	t.Helper()
+	m, _ := topology.NewMemory[int](topology.MemoryOptions{})
+	t.Cleanup(func() { _ = m.Close(t.Context()) }) // in memory, Close never waits
+	seq, _ := topology.New("s").Sequenced(topology.Skip).DLQ().Build()
+	plain, _ := topology.New("p").Build()
+	sq, _ = m.Declare(t.Context(), seq)
+	pq, _ = m.Declare(t.Context(), plain)
+	return sq, pq
+}
+
 // Guarantee: a sequenced topology's publisher needs a key function, and
 // no other publisher takes one.
 func TestPublisherKey(t *testing.T) {
-	m, _ := topology.NewMemory[int](topology.MemoryOptions{})
-	defer m.Close(t.Context())
-	seq, _ := topology.New("s").Sequenced(topology.Skip).DLQ().Build()
-	plain, _ := topology.New("p").Build()
-	sq, _ := m.Declare(t.Context(), seq)
-	pq, _ := m.Declare(t.Context(), plain)
+	sq, pq := sequencedAndPlain(t)
 	key := func(int) string { return "k" }
 	if _, err := topology.NewPublisher(sq, topology.PublisherOptions[int]{}); !errors.Is(err, topology.ErrKey) {
 		t.Errorf("sequenced without key: %v", err)
@@ -66,6 +74,20 @@ func TestPublisherKey(t *testing.T) {
 	}
 	if _, err := topology.NewPublisher(sq, topology.PublisherOptions[int]{Key: key}); err != nil {
 		t.Errorf("sequenced with key: %v", err)
+	}
+}
+
+// Guarantee: a publisher's key that does not fit its topology is an error
+// naming the topology and what to change.
+func TestPublisherKeyErrorSaysWhichTopologyAndWhatToChange(t *testing.T) {
+	sq, pq := sequencedAndPlain(t)
+	_, err := topology.NewPublisher(sq, topology.PublisherOptions[int]{})
+	if want := `topology "s" is sequenced and PublisherOptions.Key is nil; set it to a function that returns each message's sequence key`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("sequenced without key: %v, want it to say %q", err, want)
+	}
+	_, err = topology.NewPublisher(pq, topology.PublisherOptions[int]{Key: func(int) string { return "k" }})
+	if want := `topology "p" is not sequenced and PublisherOptions.Key is set; leave it nil, or build the topology with Sequenced`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("plain with key: %v, want it to say %q", err, want)
 	}
 }
 
