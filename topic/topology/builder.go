@@ -38,7 +38,9 @@ const (
 	Skip SequenceFailure = iota + 1
 	// FailAll dead-letters the failed message and every later message of its
 	// key, for the consumer's lifetime, with reason poisoned. The empty key
-	// is never poisoned.
+	// is never poisoned. The poisoning lives in the memory of the consumer
+	// that poisoned the key: a restart, or a rebalance that gives the key's
+	// partition to another member of the group, lifts it.
 	FailAll
 )
 
@@ -171,14 +173,16 @@ func (b *Builder) DLQNamed(name string) *Builder {
 // messages is dead-lettered: Skip or FailAll (another value, the zero one
 // included, is a conflict).
 //
-// The order does not hold across a stop of the consumer: a retried
-// message still in a hold queue when its consumer stops (and, on the
-// Kafka and Pulsar backends, one back from its hold queue whose handling
-// the stop interrupted) comes back after the messages of its key that
-// were held back behind it, and a poisoned key is forgotten (see the
-// Limits section of docs/topology.md). A handler that must apply a key's
-// messages strictly in order across restarts checks a sequence number
-// of its own.
+// The order does not hold across a stop of the consumer, nor across a
+// rebalance that moves a key's partition to another member of the group:
+// a retried message still in a hold queue then (and, on the Kafka and
+// Pulsar backends, one back from its hold queue whose handling the stop
+// interrupted) comes back after the messages of its key that were held
+// back behind it, which the next consumer handles at once, and a poisoned
+// key is forgotten (see Several consumers and the Limits section of
+// docs/topology.md). A handler that must apply a key's messages strictly
+// in order across restarts and rebalances checks a sequence number of its
+// own.
 func (b *Builder) Sequenced(f SequenceFailure) *Builder {
 	b.sequenced, b.seqSet = f, true
 	return b
