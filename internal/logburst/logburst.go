@@ -81,8 +81,11 @@ func (l *Limiter) Log(ctx context.Context, log *slog.Logger, level slog.Level, m
 		l.held.Add(1)
 		return
 	}
-	l.last.Store(int64(since))
+	// The count is taken before the line's time is published: a line
+	// held back because of this one (its check saw the new time) counts
+	// towards the next line, never towards this one.
 	held := l.held.Swap(0)
+	l.last.Store(int64(since))
 	l.mu.Unlock()
 	if held > 0 {
 		attrs = append(attrs, slog.Uint64(HeldBackKey, held))

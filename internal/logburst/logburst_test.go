@@ -115,6 +115,33 @@ func TestConcurrentWarningsAreEachLoggedOrCounted(t *testing.T) {
 	})
 }
 
+// Guarantee: the first line of a burst counts nothing held back, however
+// many goroutines log at once: a line held back because of it counts
+// towards the next line.
+func TestTheFirstLineOfAConcurrentBurstCountsNothingHeldBack(t *testing.T) {
+	for round := range 2000 {
+		var lines logtest.Lines
+		log := logger(&lines)
+		l := logburst.Limiter{Every: time.Hour} // a burst, however slow the machine
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for range 4 {
+			wg.Go(func() {
+				<-start
+				for range 20 {
+					l.Log(ctx, log, slog.LevelWarn, "w")
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if got := lines.All(); len(got) != 1 || strings.Contains(got[0], logburst.HeldBackKey) {
+			t.Fatalf("round %d: a burst logged %q, want one line counting nothing held back", round, got)
+		}
+	}
+}
+
 // Guarantee: a Limiter holds like lines back for its own interval (Every)
 // when it has one, not for Interval.
 func TestEveryIsTheIntervalOfItsLimiter(t *testing.T) {
