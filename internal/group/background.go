@@ -140,9 +140,10 @@ var ErrShut = errors.New("call refused: its set is shut")
 // Await runs call on a goroutine of b and waits for its result until ctx
 // ends, when it returns ctx.Err(), or until timeout passes, when it
 // returns ErrAbandoned: for a client library's call that may deadlock and
-// cannot be cancelled. Once the set is shut it makes no call and returns
-// ErrShut. A result that comes once Await has returned, with a nil error,
-// is handed to discard (to close what it holds). The goroutine is
+// cannot be cancelled. Once ctx has ended it makes no call and returns
+// ctx.Err(); once the set is shut, ErrShut. A result that comes once
+// Await has returned, with a nil error, is handed to discard (to close
+// what it holds). The goroutine is
 // disowned (see Task.Disown) once timeout has passed since the call
 // began, whether Await still waited for it or its ctx had ended before:
 // until then b's Wait waits for it, and never longer. A timeout of 0 or
@@ -157,6 +158,9 @@ func Await[T any](ctx context.Context, b *Background, timeout time.Duration, cal
 		p        any
 	}
 	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, err // nobody waits for the call: it is not made
+	}
 	res := make(chan result)
 	gone := make(chan struct{}) // closed when Await returned without the result
 	expired := make(chan struct{})

@@ -263,3 +263,25 @@ func TestAwaitPanicsInItsCallerWithTheCallsPanic(t *testing.T) {
 		}
 	})
 }
+
+// Guarantee: Await whose context has already ended makes no call: it
+// returns ctx.Err() and starts no goroutine, whatever the call would
+// return.
+func TestAwaitWithAnEndedContextMakesNoCall(t *testing.T) {
+	var b group.Background
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	for range 100 {
+		calls := 0
+		_, err := group.Await(ctx, &b, time.Second, func() (int, error) { calls++; return 1, nil }, func(int) {})
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Await with its context ended = %v, want context.Canceled", err)
+		}
+		if err := b.Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if calls != 0 {
+			t.Fatalf("Await with its context ended made the call")
+		}
+	}
+}
