@@ -468,22 +468,23 @@ func (b *Backend[T]) untrack(r *reader[T]) { liveset.Remove(&b.mu, b.readers, r)
 
 // Close waits for the calls under way that create something (a Declare, a
 // Subscribe, the creation of a topic's producer, even one its callers no
-// longer wait for: each bounded by the client's operation timeout, and
-// what they make then is closed), then closes every reader (what each
-// received and did not settle is delivered again to its subscription by
-// the broker), all at once, then the producers, all at once, and, when the
-// backend made it, the client. What the hold topics and the DLQ hold stays
-// on the broker.
+// longer wait for: each until it returns, or at most until
+// Options.OperationTimeout has passed since it began, when it is
+// abandoned; what they make then is closed), then closes every reader
+// (what each received and did not settle is delivered again to its
+// subscription by the broker), all at once, then the producers, all at
+// once, and, when the backend made it, the client. What the hold topics
+// and the DLQ hold stays on the broker.
 //
 // pulsar-client-go's Close calls take no context: each waits for the
 // broker's answer to its close request for at most the client's
 // operation timeout (pulsar.ClientOptions.OperationTimeout; the backend's
 // own client has sources/pulsar's default, DefaultOperationTimeout), so
-// the closing takes at most about four times that: the last step of the
-// calls under way (a creation, and the closing of what it made), the
-// readers, the producers. The calls of Options.Admin of a Declare under
-// way are ended at once (their context ends), and that Declare returns
-// topology.ErrClosed. Close returns nil once it is done; if ctx ends
+// the closing takes at most about Options.OperationTimeout for the calls
+// under way, and then one client operation timeout each for closing what
+// they made, the readers and the producers. The calls of Options.Admin
+// of a Declare under way are ended at once (their context ends), and that
+// Declare returns topology.ErrClosed. Close returns nil once it is done; if ctx ends
 // first, it returns an error wrapping ctx.Err() and the closing goes on in
 // the background, within those bounds. Idempotent: a later call waits,
 // within its own ctx, for the same closing.

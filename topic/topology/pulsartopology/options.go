@@ -77,7 +77,9 @@ type Options[T any] struct {
 	// makes if it ever returns is closed. Keep it above the time the
 	// client takes to give up on its own, about ConnectionTimeout + 2 ×
 	// OperationTimeout of ClientOptions (19 s with sources/pulsar's
-	// defaults). Default 30s; at most 1 hour.
+	// defaults; 70 s, above this option's default, for an Options.Client
+	// made by pulsar.NewClient with its defaults). Default 30s; at most 1
+	// hour.
 	OperationTimeout time.Duration `validate:"gte=0,lte=1h"`
 	// ReadAhead is the receiver queue of each reader's consumer: how many
 	// messages the broker may push ahead of Receive, per topic read.
