@@ -10,9 +10,9 @@ import (
 // consumer cannot subscribe. The pipeline restarts the stage with backoff.
 var ErrSubscribe = errors.New("pulsar: subscribe failed")
 
-// ErrSubscribeTimeout is wrapped, with ErrSubscribe, by the error of a
-// stage whose client did not return from subscribing a consumer within
-// Options.SubscribeTimeout.
+// ErrSubscribeTimeout is wrapped, with ErrSubscribe and
+// context.DeadlineExceeded, by the error of a stage whose client did not
+// return from subscribing a consumer within Options.SubscribeTimeout.
 var ErrSubscribeTimeout = errors.New("pulsar: the client did not return from subscribing within the subscribe timeout")
 
 // ErrTLSWithPlaintextURL is wrapped by the error of NewClient when its

@@ -318,7 +318,7 @@ func (s *Source) subscribe(ctx context.Context, st *producer.Stage[[]byte], topi
 	case errors.Is(err, group.ErrAbandoned):
 		// The client may never return (see Options.SubscribeTimeout).
 		s.abandoned.Add(1)
-		err = fmt.Errorf("%w: %s", ErrSubscribeTimeout, s.opts.SubscribeTimeout)
+		err = fmt.Errorf("%w (%s): %w", ErrSubscribeTimeout, s.opts.SubscribeTimeout, context.DeadlineExceeded)
 	}
 	if err != nil {
 		if c, ok := s.opts.Client.(*Client); ok {

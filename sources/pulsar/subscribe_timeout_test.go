@@ -18,8 +18,8 @@ import (
 )
 
 // Guarantee: a stage whose client does not return from subscribing fails
-// after Options.SubscribeTimeout with an error wrapping ErrSubscribe and
-// ErrSubscribeTimeout, and the restarted stage subscribes a new consumer
+// after Options.SubscribeTimeout with an error wrapping ErrSubscribe,
+// ErrSubscribeTimeout and context.DeadlineExceeded, and the restarted stage subscribes a new consumer
 // and receives; Stats counts the call left behind; Close does not wait for
 // it; and a consumer the call returns later is closed, not left
 // subscribed.
@@ -51,8 +51,8 @@ func TestAStageWhoseClientNeverReturnsFromSubscribingFailsAndSubscribesAgain(t *
 			err = e
 		}
 	}
-	if !errors.Is(err, bpulsar.ErrSubscribe) || !errors.Is(err, bpulsar.ErrSubscribeTimeout) {
-		t.Errorf("stage failed with %v, want an error wrapping ErrSubscribe and ErrSubscribeTimeout", err)
+	if !errors.Is(err, bpulsar.ErrSubscribe) || !errors.Is(err, bpulsar.ErrSubscribeTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("stage failed with %v, want an error wrapping ErrSubscribe, ErrSubscribeTimeout and context.DeadlineExceeded", err)
 	}
 	if n := src.Stats().SubscribesAbandoned; n != 1 {
 		t.Errorf("Stats().SubscribesAbandoned = %d, want 1", n)
