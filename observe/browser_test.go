@@ -104,8 +104,8 @@ func textOf(ctx context.Context, sel string) (string, error) {
 // Guarantee: in a real browser, the dashboard draws a topic that
 // LinkTopic connects in both pipelines' graphs, after the publisher's
 // stages and before the subscriber's, each linking to the pipeline at the
-// other end, lists the Pulsar sources (their failed reconnections
-// included), the topics' undecodable messages,
+// other end, lists the Pulsar sources (their failed reconnections and
+// abandoned subscribes included), the topics' undecodable messages,
 // the topology sources (their settle failures and undecodable letters
 // included), the stalled hold releases and the lag of the partitions a
 // Kafka topology backend's group readers claim, and lists the things whose Stats
@@ -132,7 +132,7 @@ func TestDashboardDrawsTopicLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	obs.LinkTopic("orders", observe.TopicLinks{Publishers: []string{"ingest"}, Subscribers: []string{"enrich"}})
-	if err := obs.AddPulsar("billing", fixedPulsar(pulsar.Stats{Consumers: 1, Received: 42, ReconnectFailures: 8})); err != nil {
+	if err := obs.AddPulsar("billing", fixedPulsar(pulsar.Stats{Consumers: 1, Received: 42, ReconnectFailures: 8, SubscribesAbandoned: 3})); err != nil {
 		t.Fatal(err)
 	}
 	stall := kafkatopology.Stall{Topic: "orders-hold-5s", Partition: 2, Offset: 17, Since: time.Now().Add(-time.Hour), Failures: 9}
@@ -182,8 +182,8 @@ func TestDashboardDrawsTopicLinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(pulsarRow, "billing 1 ") || !strings.Contains(pulsarRow, " 42 ") || !strings.HasSuffix(pulsarRow, " 8") {
-		t.Errorf("Pulsar table row %q, want the billing source with 1 consumer, 42 received and 8 failed reconnections last", pulsarRow)
+	if !strings.HasPrefix(pulsarRow, "billing 1 ") || !strings.Contains(pulsarRow, " 42 ") || !strings.HasSuffix(pulsarRow, " 8 3") {
+		t.Errorf("Pulsar table row %q, want the billing source with 1 consumer, 42 received, and 8 failed reconnections and 3 abandoned subscribes last", pulsarRow)
 	}
 	for id, want := range map[string]string{"topologies": "settlement 30 25 0 0 0 5 0 0 0 0 0 3 2 7", "stalls": "settlement-kafka orders-hold-5s 2 17 360",
 		"topologyLag": "settlement-kafka orders:settlement orders 1 40 100 60 30"} {
