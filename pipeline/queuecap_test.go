@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -212,6 +213,18 @@ func TestQueueCapacityOptionsValidated(t *testing.T) {
 				t.Fatalf("New = %v, want one %s error on %s", err, c.rule, c.field)
 			}
 		})
+	}
+
+	// Under an ordered source the pipeline partitions the processors by
+	// itself: the error says so, not only "partitionBy", which the
+	// application did not set.
+	_, err := pipeline.New(boundsOptions(func(o *pipeline.Options[uint64, uint64]) {
+		o.Producer.Source = idleOrderedSource{}
+		o.Processors.Concurrency, o.Processors.QueueCapacity = 2, processor.QueueCapacityLimit/2+1
+	}))
+	var errs validate.Errors
+	if !errors.As(err, &errs) || !errs.Has("processors.queueCapacity", "queueSlots") || !strings.Contains(err.Error(), "an ordered source's partition keys") {
+		t.Errorf("New under an ordered source = %v, want a queueSlots error on processors.queueCapacity that names the ordered source's partition keys", err)
 	}
 
 	p := mustNew(t, boundsOptions(func(o *pipeline.Options[uint64, uint64]) {

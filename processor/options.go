@@ -173,7 +173,7 @@ func (o Options[In, Out]) ValidateAs(path string) error {
 func (o Options[In, Out]) checkBounds(path string) error {
 	errs := []error{o.checkProduct(path, "maxDemand", "chunkSlots", "", o.MaxDemand, MaxDemandLimit, ChunkSlotsLimit)}
 	if o.PartitionBy != nil {
-		errs = append(errs, o.checkProduct(path, "queueCapacity", "queueSlots", "partitionBy and ", o.QueueCapacity, QueueCapacityLimit, QueueCapacityLimit))
+		errs = append(errs, o.checkProduct(path, "queueCapacity", "queueSlots", "partitioned processors (a partitionBy, or an ordered source's partition keys) and ", o.QueueCapacity, QueueCapacityLimit, QueueCapacityLimit))
 	}
 	return validate.Join(errs...)
 }
