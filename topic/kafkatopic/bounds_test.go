@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/IBM/sarama"
 
@@ -88,6 +89,34 @@ func TestSizeOptionsAreBoundedByTheirConstants(t *testing.T) {
 		var es validate.Errors
 		if err := o.Validate(); !errors.As(err, &es) || !es.Has(tc.field, "lte") {
 			t.Errorf("%s at %d: Validate = %v, want an lte error on %s", tc.field, tc.limit+1, err, tc.field)
+		}
+	}
+}
+
+// Guarantee: each timeout is accepted at its Max constant and refused one
+// past it, with an error naming the field and the rule.
+func TestTimeoutsAreBoundedByTheirConstants(t *testing.T) {
+	base := func() kafkatopic.Options[int] {
+		return kafkatopic.Options[int]{Brokers: []string{"127.0.0.1:9092"}, Codec: topic.IntCodec{}}
+	}
+	for _, tc := range []struct {
+		field string
+		set   func(*kafkatopic.Options[int], time.Duration)
+		limit time.Duration
+	}{
+		{"admin_timeout", func(o *kafkatopic.Options[int], d time.Duration) { o.AdminTimeout = d }, kafkatopic.MaxAdminTimeout},
+		{"connect_timeout", func(o *kafkatopic.Options[int], d time.Duration) { o.ConnectTimeout = d }, kafkatopic.MaxConnectTimeout},
+		{"revoke_timeout", func(o *kafkatopic.Options[int], d time.Duration) { o.RevokeTimeout = d }, kafkatopic.MaxAdminTimeout},
+	} {
+		o := base()
+		tc.set(&o, tc.limit)
+		if err := o.Validate(); err != nil {
+			t.Errorf("%s at %s refused: %v", tc.field, tc.limit, err)
+		}
+		tc.set(&o, tc.limit+time.Millisecond)
+		var es validate.Errors
+		if err := o.Validate(); !errors.As(err, &es) || !es.Has(tc.field, "lte") {
+			t.Errorf("%s at %s: Validate = %v, want an lte error on %s", tc.field, tc.limit+time.Millisecond, err, tc.field)
 		}
 	}
 }

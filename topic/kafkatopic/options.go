@@ -26,6 +26,12 @@ const (
 	// MaxPublishBuffer is the largest Options.PublishBuffer: a channel of
 	// that many entries is made when the backend starts.
 	MaxPublishBuffer = 1 << 20
+	// MaxAdminTimeout is the largest Options.AdminTimeout and
+	// Options.RevokeTimeout: a wait past it is a mistyped value, not a
+	// bound.
+	MaxAdminTimeout = time.Hour
+	// MaxConnectTimeout is the largest Options.ConnectTimeout.
+	MaxConnectTimeout = 5 * time.Minute
 	// MaxChannelBufferSize is the largest Options.Config.ChannelBufferSize
 	// (sarama's default 256; sarama checks only that it is not negative):
 	// sarama makes a channel of that many entries for every topic and
@@ -141,20 +147,23 @@ type Options[T any] struct {
 	// subscriber's reading of the log ends), and a subscriber's closing (a
 	// Close of the subscription or of the topic that has not finished by
 	// then cuts the subscriber's connections, so that brokers that stopped
-	// answering do not keep it waiting). Default 30s.
-	AdminTimeout time.Duration `name:"admin_timeout" validate:"gte=0"`
+	// answering do not keep it waiting). Default 30s, at most
+	// MaxAdminTimeout (1h).
+	AdminTimeout time.Duration `name:"admin_timeout" validate:"gte=0,lte=1h"`
 	// ConnectTimeout bounds New's first contact with the cluster (each
 	// bootstrap broker dialled and asked for its API versions; see
 	// NewContext) and each later attempt to connect to a broker (sarama's
-	// Net.DialTimeout, unless Config sets a lower one). Default 10s.
-	ConnectTimeout time.Duration `name:"connect_timeout" validate:"gte=0"`
+	// Net.DialTimeout, unless Config sets a lower one). Default 10s, at
+	// most MaxConnectTimeout (5m).
+	ConnectTimeout time.Duration `name:"connect_timeout" validate:"gte=0,lte=5m"`
 	// RevokeTimeout is how long a member whose partition the group moves to
 	// another member waits for the messages of that partition it handed
 	// out to be settled before it lets the partition go; what is still
 	// unsettled then is delivered again by the next owner. Keep it below
 	// Config.Consumer.Group.Rebalance.Timeout (sarama's default 60s), or
-	// the group drops the member while it waits. Default 5s.
-	RevokeTimeout time.Duration `name:"revoke_timeout" validate:"gte=0"`
+	// the group drops the member while it waits. Default 5s, at most
+	// MaxAdminTimeout (1h).
+	RevokeTimeout time.Duration `name:"revoke_timeout" validate:"gte=0,lte=1h"`
 	// PublishBuffer is how many publishes may wait to be handed to the
 	// producer; TryPublish reports DroppedOnFull when it is full, Publish
 	// waits for room. Default 256, at most MaxPublishBuffer (1048576).

@@ -93,27 +93,37 @@ func TestNewContextWithACancelledContextMakesNoBackend(t *testing.T) {
 	}
 }
 
-// Guarantee: ConnectTimeout is accepted from 0 (the default) to
-// MaxConnectTimeout; a negative one or one past the bound is an error
-// naming the field and the rule.
-func TestConnectTimeoutIsBounded(t *testing.T) {
-	for _, ok := range []time.Duration{0, time.Millisecond, MaxConnectTimeout} {
-		o := connectOptions("127.0.0.1:9092")
-		o.ConnectTimeout = ok
-		if err := o.WithDefaults().Validate(); err != nil {
-			t.Errorf("ConnectTimeout %s refused: %v", ok, err)
+// Guarantee: each timeout is accepted from 0 (its default) to its Max
+// constant; a negative one or one past the bound is an error naming the
+// field and the rule.
+func TestTimeoutsAreBounded(t *testing.T) {
+	for _, f := range []struct {
+		field string
+		set   func(*Options[msg], time.Duration)
+		max   time.Duration
+	}{
+		{"kafkatopology.connectTimeout", func(o *Options[msg], d time.Duration) { o.ConnectTimeout = d }, MaxConnectTimeout},
+		{"kafkatopology.adminTimeout", func(o *Options[msg], d time.Duration) { o.AdminTimeout = d }, MaxAdminTimeout},
+		{"kafkatopology.revokeTimeout", func(o *Options[msg], d time.Duration) { o.RevokeTimeout = d }, MaxAdminTimeout},
+	} {
+		for _, ok := range []time.Duration{0, time.Millisecond, f.max} {
+			o := connectOptions("127.0.0.1:9092")
+			f.set(&o, ok)
+			if err := o.WithDefaults().Validate(); err != nil {
+				t.Errorf("%s %s refused: %v", f.field, ok, err)
+			}
 		}
-	}
-	for _, c := range []struct {
-		d    time.Duration
-		rule string
-	}{{-time.Millisecond, "gte"}, {MaxConnectTimeout + time.Millisecond, "lte"}} {
-		o := connectOptions("127.0.0.1:9092")
-		o.ConnectTimeout = c.d
-		_, err := New(o)
-		var es validate.Errors
-		if !errors.As(err, &es) || !es.Has("kafkatopology.connectTimeout", c.rule) {
-			t.Errorf("ConnectTimeout %s: New = %v, want a %s error on kafkatopology.connectTimeout", c.d, err, c.rule)
+		for _, c := range []struct {
+			d    time.Duration
+			rule string
+		}{{-time.Millisecond, "gte"}, {f.max + time.Millisecond, "lte"}} {
+			o := connectOptions("127.0.0.1:9092")
+			f.set(&o, c.d)
+			_, err := New(o)
+			var es validate.Errors
+			if !errors.As(err, &es) || !es.Has(f.field, c.rule) {
+				t.Errorf("%s %s: New = %v, want a %s error on %s", f.field, c.d, err, c.rule, f.field)
+			}
 		}
 	}
 }

@@ -51,6 +51,10 @@ const (
 	MaxReadAhead = 1 << 20
 	// MaxConnectTimeout is the largest Options.ConnectTimeout.
 	MaxConnectTimeout = 5 * time.Minute
+	// MaxAdminTimeout is the largest Options.AdminTimeout and
+	// Options.RevokeTimeout: a wait past it is a mistyped value, not a
+	// bound.
+	MaxAdminTimeout = time.Hour
 	// MaxChannelBufferSize is the largest Options.Config.ChannelBufferSize
 	// (sarama's default 256; sarama checks only that it is not negative):
 	// sarama makes a channel of that many entries for every topic and
@@ -119,8 +123,8 @@ type Options[T any] struct {
 	// sooner); see the package documentation, Bounded calls. It also
 	// bounds a group reader's last commit and leave once the context of
 	// its Close has ended (see the package documentation, Closing is
-	// bounded). Default 30s.
-	AdminTimeout time.Duration `validate:"gte=0"`
+	// bounded). Default 30s, at most MaxAdminTimeout (1h).
+	AdminTimeout time.Duration `validate:"gte=0,lte=1h"`
 	// ConnectTimeout bounds connecting to the cluster: New's first contact
 	// (each bootstrap broker dialled and asked for its API versions, every
 	// step within ConnectTimeout; see NewContext) and each later attempt
@@ -134,8 +138,9 @@ type Options[T any] struct {
 	// to another member waits for the letters of that partition it handed
 	// out to be settled before it lets the partition go; what is still
 	// unsettled then is delivered again by the next owner. Keep it below
-	// the group's rebalance timeout. Default 5s.
-	RevokeTimeout time.Duration `validate:"gte=0"`
+	// the group's rebalance timeout. Default 5s, at most MaxAdminTimeout
+	// (1h).
+	RevokeTimeout time.Duration `validate:"gte=0,lte=1h"`
 	// HoldRetentionMargin is how long a hold topic the backend creates
 	// keeps a letter past its due time: the topic is created with
 	// retention.ms set to its delay plus HoldRetentionMargin (and
