@@ -161,16 +161,16 @@ type Options struct {
 	// CommitMode CommitInterval, and how soon a failed commit is retried
 	// with CommitOnAck. Offsets are also committed when a partition is
 	// released and when the source closes; never once per message. Default
-	// 1s; at least 1ms.
-	CommitInterval time.Duration `validate:"gte=1ms"`
+	// 1s; at least 1ms, at most 1 hour.
+	CommitInterval time.Duration `validate:"gte=1ms,lte=1h"`
 	// FailurePolicy is what a failed message with DispositionDefault does.
 	// Default FailureCommit. DispositionDiscard always commits past the
 	// message and DispositionRetry always redelivers it, whatever the
 	// policy.
 	FailurePolicy FailurePolicy `validate:"oneof=commit redeliver"`
 	// RedeliveryBackoff is how long a partition waits before it fetches a
-	// message to redeliver again. Default 1s; at least 1ms.
-	RedeliveryBackoff time.Duration `validate:"gte=1ms"`
+	// message to redeliver again. Default 1s; at least 1ms, at most 1 hour.
+	RedeliveryBackoff time.Duration `validate:"gte=1ms,lte=1h"`
 	// RevokeTimeout bounds how long a revoked (or closing) partition waits
 	// for its in-flight messages before it commits what was handled and lets
 	// the partition go; that commit, and every other, is given up after
@@ -183,8 +183,8 @@ type Options struct {
 	// ConnectTimeout (or by Config.Net's own timeouts when they are
 	// shorter). When no broker answers, Run fails with ErrConnect naming
 	// every broker and its cause, and the pipeline logs it at WARN and
-	// restarts the source. Default 5s.
-	ConnectTimeout time.Duration `validate:"gt=0"`
+	// restarts the source. Default 5s, at most 5 minutes.
+	ConnectTimeout time.Duration `validate:"gt=0,lte=5m"`
 	// Unordered relaxes per-partition ordering: messages are balanced over
 	// all processors instead of one processor per partition. Offsets are
 	// still committed only up to the contiguous handled prefix. Default

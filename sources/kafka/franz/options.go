@@ -124,16 +124,16 @@ type Options struct {
 	// CommitMode CommitInterval, and how soon a failed commit is retried
 	// with CommitOnAck. Offsets are also committed when a partition is
 	// released and when the source closes; never once per message.
-	// Default 1s; at least 1ms.
-	CommitInterval time.Duration `validate:"gte=1ms"`
+	// Default 1s; at least 1ms, at most 1 hour.
+	CommitInterval time.Duration `validate:"gte=1ms,lte=1h"`
 	// FailurePolicy is what a failed message with DispositionDefault does.
 	// Default FailureCommit. DispositionDiscard always commits past the
 	// message and DispositionRetry always redelivers it, whatever the
 	// policy.
 	FailurePolicy FailurePolicy `validate:"oneof=commit redeliver"`
 	// RedeliveryBackoff is how long a partition waits before it fetches a
-	// message to redeliver again. Default 1s; at least 1ms.
-	RedeliveryBackoff time.Duration `validate:"gte=1ms"`
+	// message to redeliver again. Default 1s; at least 1ms, at most 1 hour.
+	RedeliveryBackoff time.Duration `validate:"gte=1ms,lte=1h"`
 	// RevokeTimeout bounds how long a revoked (or closing) partition waits
 	// for its in-flight messages before it commits what was handled and
 	// lets the partition go; that commit, and every other, is given up
@@ -145,8 +145,8 @@ type Options struct {
 	// every bootstrap broker is dialled at once (with ClientOptions' TLS
 	// and SASL) and asked for its API versions. When no broker answers
 	// within ConnectTimeout, Run fails with ErrConnect naming every broker
-	// and its cause. Default 5s.
-	ConnectTimeout time.Duration `validate:"gt=0"`
+	// and its cause. Default 5s, at most 5 minutes.
+	ConnectTimeout time.Duration `validate:"gt=0,lte=5m"`
 	// LookupTimeout bounds each attempt to find where a session's new
 	// claims start with OffsetTimestamp (the ListOffsets requests by time
 	// and at the end, on a client of the member's own, see docs/kafka.md,

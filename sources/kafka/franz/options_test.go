@@ -171,6 +171,42 @@ func TestOptionsAtTheirBoundsValidated(t *testing.T) {
 	}
 }
 
+// Guarantee: the sources' intervals and connect timeout are accepted up
+// to their documented bounds (1 hour; 5 minutes for ConnectTimeout) and
+// refused past them, each error naming the field and the rule, in both
+// clients. (RevokeTimeout is bounded by the group's rebalance timeout.)
+func TestDurationsAreBoundedInBothClients(t *testing.T) {
+	for _, f := range []struct {
+		field string
+		set   func(*franz.Options, *kafka.Options, time.Duration)
+		max   time.Duration
+	}{
+		{"commitInterval", func(o *franz.Options, k *kafka.Options, d time.Duration) { o.CommitInterval, k.CommitInterval = d, d }, time.Hour},
+		{"redeliveryBackoff", func(o *franz.Options, k *kafka.Options, d time.Duration) {
+			o.RedeliveryBackoff, k.RedeliveryBackoff = d, d
+		}, time.Hour},
+		{"connectTimeout", func(o *franz.Options, k *kafka.Options, d time.Duration) { o.ConnectTimeout, k.ConnectTimeout = d, d }, 5 * time.Minute},
+	} {
+		for _, d := range []time.Duration{f.max, f.max + time.Millisecond} {
+			o := franz.Options{Brokers: []string{"127.0.0.1:9092"}, GroupID: "g", Topics: []string{"t"}}
+			k := kafka.Options{Brokers: o.Brokers, GroupID: "g", Topics: o.Topics}
+			f.set(&o, &k, d)
+			for _, c := range []struct {
+				prefix string
+				err    error
+			}{{"franz", o.WithDefaults().Validate()}, {"kafka", k.WithDefaults().Validate()}} {
+				var es validate.Errors
+				switch {
+				case d == f.max && c.err != nil:
+					t.Errorf("%s.%s of %s, its bound, rejected: %v", c.prefix, f.field, d, c.err)
+				case d > f.max && (!errors.As(c.err, &es) || !es.Has(c.prefix+"."+f.field, "lte")):
+					t.Errorf("%s.%s of %s: Validate = %v, want an lte error on %s.%s", c.prefix, f.field, d, c.err, c.prefix, f.field)
+				}
+			}
+		}
+	}
+}
+
 // Guarantee: ClientOptions that set what the source owns and would replace
 // or read otherwise (a consumer group, topics, topics as regular
 // expressions) fail New with an error naming the option and the field to
