@@ -60,18 +60,9 @@ func TestAStageWhoseClientNeverReturnsFromSubscribingFailsAndSubscribesAgain(t *
 	if err := stop(); err != nil {
 		t.Fatalf("Stop with a subscribe call still hanging: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-	defer cancel()
-	if err := src.Close(ctx); err != nil {
-		t.Fatalf("Close with a subscribe call still hanging: %v", err)
-	}
+	hc.CloseWhileHung(t, src.Close, waitLimit)
 	if n := len(connected(e, "hung-subscribe", "sub")); n != 0 {
 		t.Fatalf("%d consumers connected after Close, want 0", n)
 	}
-	before := len(e.broker.Consumers("hung-subscribe", "sub"))
-	hc.Release()
-	<-hc.Returned
-	wait.Within(t, waitLimit, "the consumer the abandoned call returned, subscribed and closed", func() bool {
-		return len(e.broker.Consumers("hung-subscribe", "sub")) == before+1 && len(connected(e, "hung-subscribe", "sub")) == 0
-	})
+	hc.ReleaseAndWaitClosed(t, e.broker, "hung-subscribe", "sub", waitLimit)
 }
