@@ -149,8 +149,10 @@ type Stats struct {
 	// consumers of the subscription to reconnect to a broker after their
 	// connection closed (Client.ReconnectFailures): it grows while a
 	// broker cannot be reached, and stays put while a topic is only
-	// quiet. 0 when Options.Client was not made by NewClient, or was made
-	// with a Logger of its own.
+	// quiet. A broker lost while a stage is still subscribing fails the
+	// stage instead (its restarts' subscribes fail until the broker is
+	// back), which this does not count. 0 when Options.Client was not made
+	// by NewClient, or was made with a Logger of its own.
 	ReconnectFailures int64
 	// SubscribesAbandoned is the number of the client's subscribe calls
 	// the source stopped waiting for after Options.SubscribeTimeout; each
