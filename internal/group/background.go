@@ -143,10 +143,10 @@ var ErrShut = errors.New("call refused: its set is shut")
 // cannot be cancelled. Once ctx has ended it makes no call and returns
 // ctx.Err(); once the set is shut, ErrShut. A result that comes once
 // Await has returned, with a nil error, is handed to discard (to close
-// what it holds). The goroutine is
-// disowned (see Task.Disown) once timeout has passed since the call
-// began, whether Await still waited for it or its ctx had ended before:
-// until then b's Wait waits for it, and never longer. A timeout of 0 or
+// what it holds). The goroutine is disowned (see Task.Disown) once
+// timeout has passed since the call began, whether Await still waited for
+// it or its ctx had ended before: until then b's Wait waits for it, and
+// never longer. A timeout of 0 or
 // less means none. A panic of call goes on in Await's caller, with the
 // same value, as if call had run there; once Await has returned, on
 // call's goroutine.

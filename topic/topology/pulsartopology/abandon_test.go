@@ -71,7 +71,7 @@ func TestASubscribeTheClientNeverReturnsFromIsAbandonedAfterTheOperationTimeout(
 	}
 	abandoned(t, "a Subscribe", err, pulsartopology.ErrSubscribe, time.Since(began))
 	lines.Want(t, 1, "lines for the abandoned Subscribe", "level=ERROR", "did not return within the operation timeout",
-		`subscription \"hung-reader\"`, "operation_timeout="+abandonTimeout.String())
+		`subscription \"hung-reader\"`, "timeout="+abandonTimeout.String())
 	hc.CloseWhileHung(t, be.Close, patience)
 	hc.ReleaseAndWaitClosed(t, br, be.TopicName("hung-reader"), top.ConsumerGroup(), patience)
 }
@@ -90,7 +90,7 @@ func TestADeclareTheClientNeverReturnsFromIsAbandonedAfterTheOperationTimeout(t 
 	_, err := be.Declare(context.Background(), top)
 	abandoned(t, "a Declare", err, pulsartopology.ErrDeclare, time.Since(began))
 	lines.Want(t, 1, "lines for the abandoned Declare", "level=ERROR", "did not return within the operation timeout",
-		`topology \"hung-declare\"`, "operation_timeout="+abandonTimeout.String())
+		`topology \"hung-declare\"`, "timeout="+abandonTimeout.String())
 	hc.CloseWhileHung(t, be.Close, patience)
 	hc.ReleaseAndWaitClosed(t, br, be.TopicName("hung-declare"), top.ConsumerGroup(), patience)
 }

@@ -51,6 +51,6 @@ func bounded[T, R any](ctx context.Context, b *Backend[T], kind error, what stri
 // ErrAbandoned and context.DeadlineExceeded.
 func (b *Backend[T]) abandon(what string) error {
 	b.log.Error("pulsartopology: the client did not return within the operation timeout; its call is abandoned, and what it makes if it ever returns is closed",
-		slog.String("call", what), slog.Duration("operation_timeout", b.opts.OperationTimeout))
+		slog.String("call", what), slog.Duration("timeout", b.opts.OperationTimeout))
 	return fmt.Errorf("%w (%s): %w", ErrAbandoned, b.opts.OperationTimeout, context.DeadlineExceeded)
 }
