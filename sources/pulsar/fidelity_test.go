@@ -92,6 +92,13 @@ func TestUnloadNothingLost(t *testing.T) {
 		return m.Data, nil
 	})
 	wait.Within(t, waitLimit, "some messages handled", func() bool { return r.distinct() >= 100 })
+	// Both stages hold their consumers: what the unload meets is four
+	// subscribed partition consumers to reconnect. (One stage can handle
+	// the first messages while the other still subscribes; an unload then
+	// closes fewer consumers, or fails that subscribe.)
+	wait.Within(t, waitLimit, "2 stages × 2 partitions subscribed", func() bool {
+		return e.connectedCount("unload", "sub", 2) == 4 && src.Stats().Consumers == 2
+	})
 	if err := e.broker.Unload("unload"); err != nil {
 		t.Fatal(err)
 	}

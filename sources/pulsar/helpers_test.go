@@ -180,6 +180,18 @@ func (e *env) sumAcked(topic, sub string, parts int) int64 {
 	return n
 }
 
+// connectedCount is the number of consumers of subscription on topic (and
+// its partitions, when parts > 0) the broker lists as connected.
+func (e *env) connectedCount(topic, sub string, parts int) int {
+	n := 0
+	for _, c := range e.consumerStats(topic, sub, parts) {
+		if c.Connected {
+			n++
+		}
+	}
+	return n
+}
+
 func (e *env) consumerStats(topic, sub string, parts int) []pulsartest.ConsumerStats {
 	if parts == 0 {
 		return e.broker.Consumers(topic, sub)

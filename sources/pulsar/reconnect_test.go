@@ -248,15 +248,7 @@ func TestPartitionsAddedWhileConsumingAreConsumed(t *testing.T) {
 	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"grow"}, Subscription: "sub", Consumer: co, Logger: testLogger()})
 	p, stop := run(t, src, 2, producer.Flow{Initial: 10}, recordAll(r))
 	connectedOn := func(parts int) func() bool {
-		return func() bool {
-			n := 0
-			for _, c := range e.consumerStats("grow", "sub", parts) {
-				if c.Connected {
-					n++
-				}
-			}
-			return n == 2*parts
-		}
+		return func() bool { return e.connectedCount("grow", "sub", parts) == 2*parts }
 	}
 	wait.Within(t, waitLimit, "2 stages × 2 partitions subscribed", func() bool { return connectedOn(2)() && src.Stats().Consumers == 2 })
 	queue := src.Stats().ClientQueue
