@@ -303,7 +303,7 @@ func TestConsumerClosedWithoutPermitsNoticed(t *testing.T) {
 		Processors: processor.Options[[]byte, []byte]{Concurrency: 1, Handle: handle},
 	})
 	defer g.open() // before the stop, even when the test fails
-	e.waitStarved("starved", "sub", len(want))
+	e.waitStarved(src, "starved", "sub", len(want))
 	if !src.CloseConsumerForTest() {
 		t.Fatal("no open consumer to close")
 	}
@@ -319,9 +319,12 @@ func TestConsumerClosedWithoutPermitsNoticed(t *testing.T) {
 // waitStarved waits until the broker stops dispatching to the one consumer
 // of sub on topic while the handler is stuck: the client's queue, its
 // channel, the stage buffer and the processors' input are full, and the
-// stage is out of permits. It fails the test if all published messages
-// were dispatched, as the stage then never ran out.
-func (e *env) waitStarved(topic, sub string, published int) {
+// stage is out of permits. The stage of src must hold that consumer and
+// the broker must have dispatched to it: a count that stays at 0 while the
+// subscribe's answer is on its way to the client is no starvation. It fails
+// the test if all published messages were dispatched, as the stage then
+// never ran out.
+func (e *env) waitStarved(src *bpulsar.Source, topic, sub string, published int) {
 	e.t.Helper()
 	var (
 		last  int64 = -1
@@ -329,7 +332,8 @@ func (e *env) waitStarved(topic, sub string, published int) {
 	)
 	wait.Within(e.t, waitLimit, "dispatch to stop while the handler is stuck", func() bool {
 		cs := e.broker.Consumers(topic, sub)
-		if len(cs) != 1 {
+		if len(cs) != 1 || cs[0].Dispatched == 0 || src.Stats().Consumers != 1 {
+			last = -1
 			return false
 		}
 		if cs[0].Dispatched != last {
@@ -362,7 +366,7 @@ func TestStopDuringReconnectionReturnsPromptly(t *testing.T) {
 		Processors:      processor.Options[[]byte, []byte]{Concurrency: 1, Handle: handle},
 	})
 	defer g.open() // before the stop, even when the test fails
-	e.waitStarved("reconnecting", "sub", len(want))
+	e.waitStarved(src, "reconnecting", "sub", len(want))
 	e.broker.RefuseSubscribe("reconnecting", "sub", errors.New("not now"))
 	e.broker.DropConnections()
 	// Five refused attempts (the client's backoff starts at 100 ms and
@@ -403,7 +407,7 @@ func TestReconnectionGivenUpRestartsTheStage(t *testing.T) {
 		Processors: processor.Options[[]byte, []byte]{Concurrency: 1, Handle: handle},
 	})
 	defer g.open() // before the stop, even when the test fails
-	e.waitStarved("given-up", "sub", len(want))
+	e.waitStarved(src, "given-up", "sub", len(want))
 	e.broker.RefuseSubscribe("given-up", "sub", errors.New("not now"))
 	e.broker.DropConnections()
 	wait.Within(t, waitLimit, "the given-up consumer to be replaced", func() bool { return src.Stats().Replaced >= 1 })

@@ -130,7 +130,7 @@ func TestDroppedOutcomesOfAReplacedConsumerLoggedOnce(t *testing.T) {
 		Processors: processor.Options[[]byte, []byte]{Concurrency: 8, Handle: recordAfter(g, r)},
 	})
 	defer g.open() // before the stop, even when the test fails
-	e.waitStarved("dropped-logs", "sub", len(want))
+	e.waitStarved(src, "dropped-logs", "sub", len(want))
 	if !src.CloseConsumerForTest() {
 		t.Fatal("no open consumer to close")
 	}
