@@ -30,8 +30,11 @@ func TestAStageWhoseClientNeverReturnsFromSubscribingFailsAndSubscribesAgain(t *
 	want := e.publish("hung-subscribe", "m", 20)
 	recs := newRecords()
 	r := newReceived()
+	// The timeout also bounds the restarted stage's subscribe, which must
+	// not be abandoned: long enough for a lookup and a subscribe on a busy
+	// machine.
 	src := bpulsar.New(bpulsar.Options{Client: hc, Topics: []string{"hung-subscribe"}, Subscription: "sub",
-		Consumer: earliest(), SubscribeTimeout: 300 * time.Millisecond})
+		Consumer: earliest(), SubscribeTimeout: 2 * time.Second})
 	_, stop := start(t, pipeline.Options[[]byte, []byte]{
 		Name:   "hung-subscribe",
 		Logger: slog.New(recs),
