@@ -18,7 +18,7 @@ import (
 // leaves the exported counter where it was.
 func TestTopicPublishedCounterNeverDecreases(t *testing.T) {
 	h := memTopic(t, "orders", topic.Options{Balanced: topic.BalancedPolicy{Capacity: 1}})
-	if _, err := h.Subscribe(topic.Balanced("billing"), topic.SubscriberOptions{}); err != nil {
+	if _, err := h.Subscribe(t.Context(), topic.Balanced("billing"), topic.SubscriberOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	obs := observe.New(observe.Options{})

@@ -437,16 +437,26 @@ func (h *Handle[T]) publishEnvelope(ctx context.Context, e Envelope[T], onFull O
 // ErrTopicClosed wrapped in a [*TopicError] naming the topic, or, for a
 // balanced mode whose group breaks the rules of [GroupName], ErrEmptyName
 // or a [*NameError]; on a zero Handle, an error wrapping ErrNotCreated.
-func (h *Handle[T]) Subscribe(mode SubscriptionMode, opts SubscriberOptions) (*Subscription[T], error) {
+//
+// ctx bounds the subscribe: a backend on a broker waits for it (a Kafka
+// topic's group join, a Pulsar subscribe). Once ctx ends, Subscribe
+// returns a [*TopicError] wrapping ctx.Err() and has subscribed nothing:
+// what the backend made for it is closed, at once or when the broker's
+// call it could not interrupt returns. With ctx already ended it returns
+// that error before looking at anything else (but a zero Handle's).
+func (h *Handle[T]) Subscribe(ctx context.Context, mode SubscriptionMode, opts SubscriberOptions) (*Subscription[T], error) {
 	if h.state == nil {
 		return nil, errZeroHandle
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, &TopicError{Topic: h.name, Err: err}
 	}
 	if !mode.broadcast {
 		if err := mode.group.Validate(); err != nil {
 			return nil, err
 		}
 	}
-	st, err := h.state.Subscribe(mode, opts)
+	st, err := h.state.Subscribe(ctx, mode, opts)
 	if err != nil {
 		return nil, &TopicError{Topic: h.name, Err: err}
 	}

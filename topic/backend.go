@@ -150,8 +150,12 @@ type State[T any] interface {
 	// is full.
 	TryPublish(e Envelope[T]) (PublishOutcome, error)
 	// Subscribe adds a subscriber, or returns one of the ErrSubscribe*
-	// errors or ErrTopicClosed.
-	Subscribe(mode SubscriptionMode, opts SubscriberOptions) (SubscriptionState[T], error)
+	// errors or ErrTopicClosed. ctx bounds whatever the backend does on a
+	// broker to subscribe: once ctx ends the call returns an error wrapping
+	// ctx.Err(), having subscribed nothing (what it made is closed, at once
+	// or when a call on the broker it could not interrupt returns). With
+	// ctx already ended it subscribes nothing and returns ctx.Err().
+	Subscribe(ctx context.Context, mode SubscriptionMode, opts SubscriberOptions) (SubscriptionState[T], error)
 	// Stats returns the backend-side counters.
 	Stats() StateStats
 	// Close closes the topic: publishes fail with ErrTopicClosed, receivers

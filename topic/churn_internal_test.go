@@ -21,7 +21,7 @@ func TestBroadcastSubscribersThatLeaveLeaveNothingBehind(t *testing.T) {
 		}
 		defer h.Close()
 		for range 1000 {
-			sub, err := h.Subscribe(Broadcast(), SubscriberOptions{})
+			sub, err := h.Subscribe(t.Context(), Broadcast(), SubscriberOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -45,7 +45,7 @@ func TestBroadcastSubscribersThatLeaveLeaveNothingBehind(t *testing.T) {
 		var gone []weak.Pointer[ringSub[int]]
 		var open []*Subscription[int]
 		for range 3 {
-			sub, err := h.Subscribe(Broadcast(), SubscriberOptions{})
+			sub, err := h.Subscribe(t.Context(), Broadcast(), SubscriberOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -74,12 +74,12 @@ func TestUnackedDeliveriesOfSettledPublishesAreNotKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	worker, err := h.Subscribe(Balanced("workers"), SubscriberOptions{})
+	worker, err := h.Subscribe(t.Context(), Balanced("workers"), SubscriberOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer worker.Close()
-	audit, err := h.Subscribe(Broadcast(), SubscriberOptions{})
+	audit, err := h.Subscribe(t.Context(), Broadcast(), SubscriberOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestGroupsThatGoAwayAreNotKept(t *testing.T) {
 			var subs []*Subscription[int]
 			var gone []weak.Pointer[memGroup[int]]
 			for _, name := range names {
-				sub, err := h.Subscribe(Balanced(name), SubscriberOptions{})
+				sub, err := h.Subscribe(t.Context(), Balanced(name), SubscriberOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -19,7 +19,7 @@ func ExampleBroker() {
 		fmt.Println(err)
 		return
 	}
-	worker, _ := orders.Subscribe(topic.Balanced("workers"), topic.SubscriberOptions{})
+	worker, _ := orders.Subscribe(ctx, topic.Balanced("workers"), topic.SubscriberOptions{})
 	_ = orders.Publish(ctx, "order-1")
 	_ = orders.Publish(ctx, "order-2")
 
@@ -44,8 +44,8 @@ func ExampleHandle_Subscribe_broadcast() {
 	}, nil)
 	defer audit.Close()
 
-	fast, _ := audit.Subscribe(topic.Broadcast(), topic.SubscriberOptions{})
-	slow, _ := audit.Subscribe(topic.Broadcast(), topic.SubscriberOptions{})
+	fast, _ := audit.Subscribe(ctx, topic.Broadcast(), topic.SubscriberOptions{})
+	slow, _ := audit.Subscribe(ctx, topic.Broadcast(), topic.SubscriberOptions{})
 	var seen []int
 	for i := 1; i <= 4; i++ {
 		_ = audit.Publish(ctx, i)
@@ -83,8 +83,8 @@ func ExampleTrackedPublisher() {
 		return
 	}
 	defer events.Close()
-	b, _ := events.Subscribe(topic.Broadcast(), topic.SubscriberOptions{})
-	c, _ := events.Subscribe(topic.Broadcast(), topic.SubscriberOptions{})
+	b, _ := events.Subscribe(ctx, topic.Broadcast(), topic.SubscriberOptions{})
+	c, _ := events.Subscribe(ctx, topic.Broadcast(), topic.SubscriberOptions{})
 	pub, _ := events.Tracked(topic.TrackedOptions{})
 
 	receipt, _ := pub.Publish(ctx, "e1")
@@ -116,7 +116,7 @@ func ExampleTopicSet() {
 	ctx := context.Background()
 	h, _ := topic.NewTopic[int]("raw", topic.Options{}, nil)
 	defer h.Close()
-	sub, _ := h.Subscribe(topic.Balanced("g"), topic.SubscriberOptions{})
+	sub, _ := h.Subscribe(ctx, topic.Balanced("g"), topic.SubscriberOptions{})
 
 	set := topic.NewTopicSet[int]()
 	_ = set.Bind("out", topic.Binding[int]{Handle: h, OnFull: topic.DropNewest})

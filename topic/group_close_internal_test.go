@@ -38,10 +38,10 @@ func groupOfTwo(t *testing.T, opts Options) (h *Handle[int], leaving, staying *S
 		t.Fatal(err)
 	}
 	t.Cleanup(h.Close)
-	if leaving, err = h.Subscribe(Balanced("g"), SubscriberOptions{}); err != nil {
+	if leaving, err = h.Subscribe(t.Context(), Balanced("g"), SubscriberOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if staying, err = h.Subscribe(Balanced("g"), SubscriberOptions{}); err != nil {
+	if staying, err = h.Subscribe(t.Context(), Balanced("g"), SubscriberOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(staying.Close)

@@ -253,7 +253,7 @@ func TestGroupChurnKeepsEachMembersOrderAndSettlesEveryPublish(t *testing.T) {
 				select {
 				case <-published:
 				default:
-					if member, err = h.Subscribe(Balanced("g"), SubscriberOptions{}); err != nil {
+					if member, err = h.Subscribe(t.Context(), Balanced("g"), SubscriberOptions{}); err != nil {
 						t.Fatal(err)
 					}
 					continue

@@ -195,9 +195,13 @@ func (t *memTopic[T]) publishMixed(ctx context.Context, e Envelope[T], noWait bo
 	}
 }
 
-// Subscribe implements State. Mode mismatches are checked before the
-// closed state, so they are reported even on a closed topic.
-func (t *memTopic[T]) Subscribe(mode SubscriptionMode, _ SubscriberOptions) (SubscriptionState[T], error) {
+// Subscribe implements State. It waits for nothing; an ended ctx
+// subscribes nothing. Mode mismatches are checked before the closed
+// state, so they are reported even on a closed topic.
+func (t *memTopic[T]) Subscribe(ctx context.Context, mode SubscriptionMode, _ SubscriberOptions) (SubscriptionState[T], error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if mode.broadcast {

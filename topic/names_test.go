@@ -62,7 +62,7 @@ func TestNamesOutsideTheCharacterSetAreRejected(t *testing.T) {
 		if _, err := topic.NewGroupName(name); !errors.Is(err, topic.ErrInvalidName) {
 			t.Errorf("NewGroupName(%q) = %v, want ErrInvalidName", name, err)
 		}
-		sub, err := h.Subscribe(topic.Balanced(topic.GroupName(name)), topic.SubscriberOptions{})
+		sub, err := h.Subscribe(t.Context(), topic.Balanced(topic.GroupName(name)), topic.SubscriberOptions{})
 		if !errors.Is(err, topic.ErrInvalidName) {
 			if sub != nil {
 				sub.Close()

@@ -245,8 +245,8 @@ func TestCapabilitiesNotOnHotPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	asked := be.asked.Load()
-	g, _ := h.Subscribe(topic.Balanced("g"), topic.SubscriberOptions{})
-	bc, _ := h.Subscribe(topic.Broadcast(), topic.SubscriberOptions{})
+	g, _ := h.Subscribe(t.Context(), topic.Balanced("g"), topic.SubscriberOptions{})
+	bc, _ := h.Subscribe(t.Context(), topic.Broadcast(), topic.SubscriberOptions{})
 	p, _ := h.Tracked(topic.TrackedOptions{})
 	ctx := context.Background()
 	for i := range 100 {
@@ -337,7 +337,7 @@ func TestTrackedResolvesExactlyOnceUnderChurn(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					for ctx.Err() == nil {
-						s, err := h.Subscribe(mode, topic.SubscriberOptions{})
+						s, err := h.Subscribe(t.Context(), mode, topic.SubscriberOptions{})
 						if err != nil {
 							return
 						}

@@ -50,7 +50,7 @@ func (s *settlingState) TryPublish(e topic.Envelope[int]) (topic.PublishOutcome,
 	return topic.Published, nil
 }
 
-func (s *settlingState) Subscribe(topic.SubscriptionMode, topic.SubscriberOptions) (topic.SubscriptionState[int], error) {
+func (s *settlingState) Subscribe(context.Context, topic.SubscriptionMode, topic.SubscriberOptions) (topic.SubscriptionState[int], error) {
 	return s, nil
 }
 

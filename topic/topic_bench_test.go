@@ -61,7 +61,7 @@ func benchBalanced(b *testing.B, subs, batch int) {
 	var wg sync.WaitGroup
 	var got atomic.Int64
 	for range subs {
-		s, err := h.Subscribe(Balanced("g"), SubscriberOptions{})
+		s, err := h.Subscribe(b.Context(), Balanced("g"), SubscriberOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -112,7 +112,7 @@ func benchBroadcast(b *testing.B, subs, capacity, batch int) {
 	var wg sync.WaitGroup
 	var got atomic.Int64
 	for range subs {
-		s, err := h.Subscribe(Broadcast(), SubscriberOptions{})
+		s, err := h.Subscribe(b.Context(), Broadcast(), SubscriberOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -186,7 +186,7 @@ func benchTracked(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := h.Subscribe(Balanced("g"), SubscriberOptions{})
+	s, err := h.Subscribe(b.Context(), Balanced("g"), SubscriberOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

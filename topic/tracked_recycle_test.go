@@ -58,7 +58,7 @@ func TestLateAckDoesNotSettleLaterPublish(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer h.Close()
-		sub, err := h.Subscribe(topic.Balanced("g"), topic.SubscriberOptions{})
+		sub, err := h.Subscribe(t.Context(), topic.Balanced("g"), topic.SubscriberOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

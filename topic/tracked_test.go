@@ -23,7 +23,7 @@ func newIntTopic(t *testing.T, o topic.Options) *topic.Handle[int] {
 
 func subscribeInt(t *testing.T, h *topic.Handle[int], mode topic.SubscriptionMode) *topic.Subscription[int] {
 	t.Helper()
-	s, err := h.Subscribe(mode, topic.SubscriberOptions{})
+	s, err := h.Subscribe(t.Context(), mode, topic.SubscriberOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func (s *heldState) TryPublish(e topic.Envelope[int]) (topic.PublishOutcome, err
 	return topic.Published, nil
 }
 
-func (s *heldState) Subscribe(topic.SubscriptionMode, topic.SubscriberOptions) (topic.SubscriptionState[int], error) {
+func (s *heldState) Subscribe(context.Context, topic.SubscriptionMode, topic.SubscriberOptions) (topic.SubscriptionState[int], error) {
 	return s, nil
 }
 
@@ -194,7 +194,7 @@ func TestDeliveryToClosingSubscriptionNacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	sub, err := h.Subscribe(topic.Balanced("g"), topic.SubscriberOptions{})
+	sub, err := h.Subscribe(t.Context(), topic.Balanced("g"), topic.SubscriberOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

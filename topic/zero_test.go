@@ -1,6 +1,7 @@
 package topic_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -48,11 +49,16 @@ func TestZeroHandleReturnsErrNotCreated(t *testing.T) {
 		wantNotCreated(t, "TryPublish", err)
 	})
 	call(t, "Subscribe", func() {
-		s, err := h.Subscribe(topic.Broadcast(), topic.SubscriberOptions{})
+		s, err := h.Subscribe(t.Context(), topic.Broadcast(), topic.SubscriberOptions{})
 		if s != nil {
 			t.Error("Subscribe on a zero Handle returned a subscription")
 		}
 		wantNotCreated(t, "Subscribe", err)
+		// The zero Handle is reported before an ended context.
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		_, err = h.Subscribe(ctx, topic.Broadcast(), topic.SubscriberOptions{})
+		wantNotCreated(t, "Subscribe with an ended context", err)
 	})
 	call(t, "Tracked", func() {
 		p, err := h.Tracked(topic.TrackedOptions{})

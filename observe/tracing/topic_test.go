@@ -162,7 +162,7 @@ func TestTopicTracingOffCostsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	sub, err := h.Subscribe(topic.Balanced("g"), topic.SubscriberOptions{})
+	sub, err := h.Subscribe(t.Context(), topic.Balanced("g"), topic.SubscriberOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

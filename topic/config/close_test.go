@@ -55,7 +55,7 @@ topics:
 		t.Fatal(err)
 	}
 	s := w.Subscriptions("reader")[0]
-	sub, err := s.Binding.Handle.Subscribe(s.Mode, topic.SubscriberOptions{})
+	sub, err := s.Binding.Handle.Subscribe(t.Context(), s.Mode, topic.SubscriberOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

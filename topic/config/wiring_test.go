@@ -404,7 +404,7 @@ groups:
 	}
 	// The wiring works: what parse publishes into ingress reaches store's
 	// group.
-	sub, err := subs[0].Binding.Handle.Subscribe(subs[0].Mode, topic.SubscriberOptions{})
+	sub, err := subs[0].Binding.Handle.Subscribe(t.Context(), subs[0].Mode, topic.SubscriberOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

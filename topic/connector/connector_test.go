@@ -115,7 +115,7 @@ func TestKafkaConnectionAuthenticatesFromEnvironment(t *testing.T) {
 	if h.Backend() != "kafka" {
 		t.Fatalf("orders on %s", h.Backend())
 	}
-	sub, err := h.Subscribe(topic.Balanced("billing"), topic.SubscriberOptions{})
+	sub, err := h.Subscribe(t.Context(), topic.Balanced("billing"), topic.SubscriberOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

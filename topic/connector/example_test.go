@@ -60,7 +60,7 @@ topics:
 	defer wired.Close(context.Background())
 
 	orders := wired.Topics["orders"]
-	sub, _ := orders.Subscribe(topic.Balanced("billing"), topic.SubscriberOptions{})
+	sub, _ := orders.Subscribe(ctx, topic.Balanced("billing"), topic.SubscriberOptions{})
 	defer sub.Close()
 	_ = orders.Publish(ctx, "order-1")
 	it, err := sub.Receive(ctx)

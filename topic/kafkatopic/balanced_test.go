@@ -306,7 +306,7 @@ func TestRevokeWaitsForHandedOutMessages(t *testing.T) {
 			it := recv(t, a)
 			joined := make(chan *topic.Subscription[int], 1)
 			go func() {
-				s, err := h.Subscribe(topic.Balanced("g"), topic.SubscriberOptions{})
+				s, err := h.Subscribe(t.Context(), topic.Balanced("g"), topic.SubscriberOptions{})
 				if err != nil {
 					t.Error(err)
 				}
@@ -411,7 +411,7 @@ func TestSubscribeReturnsByAdminTimeoutWhileTheGroupRebalances(t *testing.T) {
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() {
-		s, err := h.Subscribe(topic.Balanced("g"), topic.SubscriberOptions{})
+		s, err := h.Subscribe(t.Context(), topic.Balanced("g"), topic.SubscriberOptions{})
 		if s != nil {
 			s.Close()
 		}
@@ -498,7 +498,7 @@ func TestSubscriberCloseReturnsWithinAdminTimeoutWhenTheClusterHangs(t *testing.
 			o := testOptions[int](c, topic.IntCodec{})
 			o.AdminTimeout = 5 * time.Second
 			b, h := mixedTopic(t, o, "hung")
-			s, err := h.Subscribe(tc.mode, topic.SubscriberOptions{})
+			s, err := h.Subscribe(t.Context(), tc.mode, topic.SubscriberOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -567,7 +567,7 @@ func TestSubscribeReturnsWithinAdminTimeoutWhenTheClusterHangs(t *testing.T) {
 			start := time.Now()
 			done := make(chan error, 1)
 			go func() {
-				s, err := h.Subscribe(tc.mode, topic.SubscriberOptions{})
+				s, err := h.Subscribe(t.Context(), tc.mode, topic.SubscriberOptions{})
 				if s != nil {
 					s.Close()
 				}
@@ -617,7 +617,7 @@ func TestCloseWaitsForASubscribeUnderWay(t *testing.T) {
 			held := hangKafkaFrom(t, c, kmsg.Metadata)
 			done := make(chan error, 1)
 			go func() {
-				s, err := h.Subscribe(mode, topic.SubscriberOptions{})
+				s, err := h.Subscribe(t.Context(), mode, topic.SubscriberOptions{})
 				if s != nil {
 					s.Close()
 				}

@@ -40,10 +40,10 @@ func ExampleNew() {
 		fmt.Println(err)
 		return
 	}
-	workers, _ := orders.Subscribe(topic.Balanced("billing"), topic.SubscriberOptions{})
-	audit, _ := orders.Subscribe(topic.Broadcast(), topic.SubscriberOptions{})
-
 	ctx := context.Background()
+	workers, _ := orders.Subscribe(ctx, topic.Balanced("billing"), topic.SubscriberOptions{})
+	audit, _ := orders.Subscribe(ctx, topic.Broadcast(), topic.SubscriberOptions{})
+
 	_ = orders.Publish(ctx, "order-1") // returns once the broker stored it
 	it, _ := workers.Receive(ctx)
 	fmt.Println("billing got", it.Value, "ack:", workers.Ack(it.ID)) // committed for the group

@@ -81,7 +81,7 @@ func newTopic[T any](t testing.TB, b *kafkatopic.Backend[T], name topic.Name, o 
 
 func subscribe[T any](t testing.TB, h *topic.Handle[T], mode topic.SubscriptionMode) *topic.Subscription[T] {
 	t.Helper()
-	s, err := h.Subscribe(mode, topic.SubscriberOptions{})
+	s, err := h.Subscribe(t.Context(), mode, topic.SubscriberOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

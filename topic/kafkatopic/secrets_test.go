@@ -120,7 +120,7 @@ func TestSubscribeDeniedOnTheGroupFailsAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	_, err = h.Subscribe(topic.Balanced("g"), topic.SubscriberOptions{})
+	_, err = h.Subscribe(t.Context(), topic.Balanced("g"), topic.SubscriberOptions{})
 	took := time.Since(start)
 	if !errors.Is(err, kafkatopic.ErrAdmin) || !errors.Is(err, sarama.ErrGroupAuthorizationFailed) {
 		t.Fatalf("Subscribe = %v, want ErrAdmin wrapping sarama.ErrGroupAuthorizationFailed", err)

@@ -252,7 +252,10 @@ func envelopeHeaders(hs []*sarama.RecordHeader) topic.Headers {
 // Subscribe returning. It returns within Options.AdminTimeout (and the
 // time to cut the subscriber's connections) even when the brokers stopped
 // answering; the error then wraps context.DeadlineExceeded.
-func (t *kTopic[T]) Subscribe(mode topic.SubscriptionMode, _ topic.SubscriberOptions) (topic.SubscriptionState[T], error) {
+func (t *kTopic[T]) Subscribe(ctx context.Context, mode topic.SubscriptionMode, _ topic.SubscriberOptions) (topic.SubscriptionState[T], error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	t.mu.Lock()
 	if mode.IsBroadcast() {
 		if t.opts.Mode == topic.BalancedOnly {

@@ -35,7 +35,7 @@ func TestASubscribeTheClientNeverReturnsFromFailsAfterTheSubscribeTimeout(t *tes
 	h := newHandle(t, be, "hung", topic.Options{})
 
 	began := time.Now()
-	sub, err := h.Subscribe(topic.Balanced("g"), topic.SubscriberOptions{})
+	sub, err := h.Subscribe(t.Context(), topic.Balanced("g"), topic.SubscriberOptions{})
 	elapsed := time.Since(began)
 	if err == nil {
 		sub.Close()

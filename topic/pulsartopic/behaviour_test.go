@@ -32,7 +32,7 @@ func newHandle(t *testing.T, be *pulsartopic.Backend[int], name topic.Name, o to
 
 func subscribe(t *testing.T, h *topic.Handle[int], mode topic.SubscriptionMode) *topic.Subscription[int] {
 	t.Helper()
-	s, err := h.Subscribe(mode, topic.SubscriberOptions{})
+	s, err := h.Subscribe(t.Context(), mode, topic.SubscriberOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +330,7 @@ func TestCloseReturnsByItsDeadlineWhileTheBrokerWithholdsTheCloses(t *testing.T)
 	o.ClientOptions.KeepAliveInterval = time.Minute
 	be := newBackend(t, o)
 	h := newHandle(t, be, "closing", topic.Options{})
-	sub, err := h.Subscribe(topic.Balanced("g"), topic.SubscriberOptions{})
+	sub, err := h.Subscribe(t.Context(), topic.Balanced("g"), topic.SubscriberOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,7 +378,7 @@ func TestTopicsAndSubscribersCloseTogetherWhileTheBrokerWithholdsTheCloses(t *te
 	for i := range topics {
 		h := newHandle(t, be, topic.Name("together-"+strconv.Itoa(i)), topic.Options{})
 		for range subs {
-			sub, err := h.Subscribe(topic.Balanced("g"), topic.SubscriberOptions{})
+			sub, err := h.Subscribe(t.Context(), topic.Balanced("g"), topic.SubscriberOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -52,7 +52,7 @@ func benchBackend(b *testing.B, pubs int) {
 		b.Fatal(err)
 	}
 	defer h.Close()
-	sub, err := h.Subscribe(topic.Balanced("g"), topic.SubscriberOptions{})
+	sub, err := h.Subscribe(b.Context(), topic.Balanced("g"), topic.SubscriberOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

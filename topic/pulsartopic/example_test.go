@@ -38,7 +38,7 @@ func ExampleNew() {
 		fmt.Println(err)
 		return
 	}
-	workers, _ := orders[0].Subscribe(topic.Balanced("workers"), topic.SubscriberOptions{})
+	workers, _ := orders[0].Subscribe(ctx, topic.Balanced("workers"), topic.SubscriberOptions{})
 	defer workers.Close()
 
 	_ = orders[0].Publish(ctx, "book") // returns once the broker stored it

@@ -69,7 +69,7 @@ func balancedOnBroker(t *testing.T, codec topic.Codec[int], nackDelay time.Durat
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	ss, err := st.Subscribe(topic.Balanced("g"), topic.SubscriberOptions{})
+	ss, err := st.Subscribe(t.Context(), topic.Balanced("g"), topic.SubscriberOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -229,7 +229,7 @@ func TestBroadcastSubscriptions(t *testing.T) {
 	defer st.Close()
 	var subs []*pSub[int]
 	for range 2 {
-		s, err := st.Subscribe(topic.Broadcast(), topic.SubscriberOptions{})
+		s, err := st.Subscribe(t.Context(), topic.Broadcast(), topic.SubscriberOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -121,12 +121,12 @@ func TestCloseReturnsAfterAPanicInSendAsyncWasRecovered(t *testing.T) {
 func TestSubscribeAndCloseReturnAfterAPanicInSubscribeWasRecovered(t *testing.T) {
 	st, subscribe, _ := panickyBackend(t)
 	subscribe.Store(true)
-	if !panics(func() { _, _ = st.Subscribe(topic.Balanced("g"), topic.SubscriberOptions{}) }) {
+	if !panics(func() { _, _ = st.Subscribe(t.Context(), topic.Balanced("g"), topic.SubscriberOptions{}) }) {
 		t.Fatal("a subscribe through a client Subscribe that panics did not panic")
 	}
 	subscribe.Store(false)
 	within(t, "the next Subscribe", closeBound, func() {
-		s, err := st.Subscribe(topic.Balanced("g"), topic.SubscriberOptions{})
+		s, err := st.Subscribe(t.Context(), topic.Balanced("g"), topic.SubscriberOptions{})
 		if err != nil {
 			t.Errorf("the next Subscribe: %v", err)
 			return

@@ -92,7 +92,7 @@ func TestSecretsNeverInErrorsOrLogs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("declaration: %v", err)
 	}
-	sub, err := h.Subscribe(topic.Balanced("g"), topic.SubscriberOptions{})
+	sub, err := h.Subscribe(t.Context(), topic.Balanced("g"), topic.SubscriberOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -341,8 +341,12 @@ func (t *pTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool,
 }
 
 // Subscribe implements topic.State. Mode mismatches are reported before the
-// closed state, as the in-memory backend does.
-func (t *pTopic[T]) Subscribe(mode topic.SubscriptionMode, _ topic.SubscriberOptions) (topic.SubscriptionState[T], error) {
+// closed state, as the in-memory backend does. An ended ctx subscribes
+// nothing.
+func (t *pTopic[T]) Subscribe(ctx context.Context, mode topic.SubscriptionMode, _ topic.SubscriberOptions) (topic.SubscriptionState[T], error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	t.mu.Lock()
 	if mode.IsBroadcast() {
 		if t.opts.Mode == topic.BalancedOnly {

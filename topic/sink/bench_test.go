@@ -28,7 +28,7 @@ func benchSink(b *testing.B, mode topic.PropagationMode) {
 		b.Fatal(err)
 	}
 	defer h.Close()
-	sub, err := h.Subscribe(topic.Balanced("g"), topic.SubscriberOptions{})
+	sub, err := h.Subscribe(b.Context(), topic.Balanced("g"), topic.SubscriberOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

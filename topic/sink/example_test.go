@@ -19,7 +19,7 @@ func ExampleSink() {
 		AckPropagation: topic.AckPropagation{Mode: topic.PropagationAuto},
 	}, nil)
 	defer h.Close()
-	sub, _ := h.Subscribe(topic.Balanced("workers"), topic.SubscriberOptions{})
+	sub, _ := h.Subscribe(ctx, topic.Balanced("workers"), topic.SubscriberOptions{})
 	defer sub.Close()
 
 	s, _ := sink.New(sink.Options[string]{Binding: topic.Binding[string]{Handle: h, AckPropagation: h.Options().AckPropagation}})

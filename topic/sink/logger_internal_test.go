@@ -29,7 +29,7 @@ func TestTrackedPublisherLogsToTheSinksLogger(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.Close)
-	sub, err := h.Subscribe(topic.Balanced("g"), topic.SubscriberOptions{})
+	sub, err := h.Subscribe(t.Context(), topic.Balanced("g"), topic.SubscriberOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ func rigWith(t *testing.T, opts topic.Options, mode topic.SubscriptionMode, so s
 	t.Cleanup(h.Close)
 	var sub *topic.Subscription[int]
 	if mode != (topic.SubscriptionMode{}) {
-		if sub, err = h.Subscribe(mode, topic.SubscriberOptions{}); err != nil {
+		if sub, err = h.Subscribe(t.Context(), mode, topic.SubscriberOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(sub.Close)

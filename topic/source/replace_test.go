@@ -97,7 +97,7 @@ func (*heldState) TryPublish(topic.Envelope[int]) (topic.PublishOutcome, error) 
 	return topic.Published, topic.ErrTopicClosed
 }
 
-func (s *heldState) Subscribe(topic.SubscriptionMode, topic.SubscriberOptions) (topic.SubscriptionState[int], error) {
+func (s *heldState) Subscribe(context.Context, topic.SubscriptionMode, topic.SubscriberOptions) (topic.SubscriptionState[int], error) {
 	s.b.mu.Lock()
 	hold, entered := s.b.hold, s.b.entered
 	panics := s.b.panics > 0

@@ -152,7 +152,7 @@ func TestShutdownOfUpstreamRetriesUnsettledPublishes(t *testing.T) {
 			const n = 4
 			h := newTopic(t, "t", c.opts)
 			// A member that never receives: the group queue fills at one.
-			sub, err := h.Subscribe(topic.Balanced("b"), topic.SubscriberOptions{})
+			sub, err := h.Subscribe(t.Context(), topic.Balanced("b"), topic.SubscriberOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -472,7 +472,7 @@ func (s *Source[T]) subscribe() (ts *topic.Subscription[T], err error) {
 		}
 	}()
 	defer message.Recover(&err)
-	return s.opts.Topic.Subscribe(s.opts.Mode, topic.SubscriberOptions{})
+	return s.opts.Topic.Subscribe(context.Background(), s.opts.Mode, topic.SubscriberOptions{})
 }
 
 // subscribePanicked is the message a topic subscribe that panicked is

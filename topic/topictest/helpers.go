@@ -73,7 +73,7 @@ func (s *suite) topic(name string, o topic.Options) *topic.Handle[int] {
 
 func (s *suite) sub(h *topic.Handle[int], mode topic.SubscriptionMode) *topic.Subscription[int] {
 	s.t.Helper()
-	sub, err := h.Subscribe(mode, topic.SubscriberOptions{})
+	sub, err := h.Subscribe(s.t.Context(), mode, topic.SubscriberOptions{})
 	if err != nil {
 		s.t.Fatalf("Subscribe: %v", err)
 	}

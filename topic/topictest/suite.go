@@ -186,6 +186,8 @@ var cases = []testCase{
 	{"CancelledPublishDeliversNothing", []topic.Feature{topic.FeatureGroupBackpressure}, testCancelledPublish},
 	// A publish whose context is already done returns its error and delivers nothing anywhere.
 	{"CancelledContextPublishesNothing", nil, testCancelledContext},
+	// A subscribe whose context has ended returns its error and subscribes nothing: no group, no subscriber, nothing delivered.
+	{"EndedContextSubscribesNothing", nil, testSubscribeEndedContext},
 	// No replay: a late subscriber only sees messages published after it subscribed.
 	{"NoReplayForLateSubscribers", nil, testNoReplay},
 	// Close: publish fails, receivers drain then see ErrSubscriptionClosed, subscribe is refused, waiters wake.
@@ -250,7 +252,7 @@ func testEmptyNames(s *suite) {
 	_, err = s.broker.CreateTopic("", topic.Options{}, s.backend)
 	isErr(t, "CreateTopic", err, topic.ErrEmptyName)
 	h := s.topic("t", balanced(4))
-	_, err = h.Subscribe(topic.Balanced(""), topic.SubscriberOptions{})
+	_, err = h.Subscribe(t.Context(), topic.Balanced(""), topic.SubscriberOptions{})
 	isErr(t, "Subscribe(Balanced(\"\"))", err, topic.ErrEmptyName)
 	if len(s.broker.Names()) != 1 {
 		t.Fatalf("Names = %v", s.broker.Names())
@@ -365,14 +367,14 @@ func testTopicSetRemove(s *suite) {
 func testModeMismatch(s *suite) {
 	t := s.t
 	bo := s.topic("bal", balanced(4))
-	_, err := bo.Subscribe(topic.Broadcast(), topic.SubscriberOptions{})
+	_, err := bo.Subscribe(t.Context(), topic.Broadcast(), topic.SubscriberOptions{})
 	isErr(t, "broadcast on balanced-only", err, topic.ErrSubscribeBroadcastNotSupported)
 	s.sub(bo, group("g1"))
 	s.sub(bo, group("g1"))
-	_, err = bo.Subscribe(group("g2"), topic.SubscriberOptions{})
+	_, err = bo.Subscribe(t.Context(), group("g2"), topic.SubscriberOptions{})
 	isErr(t, "second group on balanced-only", err, topic.ErrSubscribeSingleGroupViolation)
 	bc := s.topic("bc", broadcast(4, topic.DropOldest))
-	_, err = bc.Subscribe(group("g"), topic.SubscriberOptions{})
+	_, err = bc.Subscribe(t.Context(), group("g"), topic.SubscriberOptions{})
 	isErr(t, "balanced on broadcast-only", err, topic.ErrSubscribeBalancedNotSupported)
 	mx := s.topic("mx", mixed(4, 4))
 	s.sub(mx, group("g1"))
@@ -937,6 +939,40 @@ func testCancelledContext(s *suite) {
 	}
 }
 
+func testSubscribeEndedContext(s *suite) {
+	t := s.t
+	h := s.topic("t", mixed(8, 8))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	// The context is looked at first: before the group's name too.
+	for name, mode := range map[string]topic.SubscriptionMode{`Balanced("g")`: group("g"), "Broadcast()": topic.Broadcast(), `Balanced("")`: topic.Balanced("")} {
+		sub, err := h.Subscribe(ctx, mode, topic.SubscriberOptions{})
+		if sub != nil {
+			sub.Close()
+		}
+		var te *topic.TopicError
+		if !errors.Is(err, context.Canceled) || !errors.As(err, &te) || te.Topic != "t" {
+			t.Fatalf("Subscribe(%s) with an ended context: %v, want a *topic.TopicError naming the topic and wrapping context.Canceled", name, err)
+		}
+	}
+	if st := h.Stats(); st.BalancedGroups != 0 || st.BroadcastSubscribers != 0 {
+		t.Fatalf("Stats after subscribes with an ended context: %d groups, %d broadcast subscribers; want none", st.BalancedGroups, st.BroadcastSubscribers)
+	}
+	// A tracked publish now reaches no subscriber.
+	p := s.tracked(h, topic.TrackedOptions{})
+	r, err := p.Publish(ctxT(t), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectResult(t, r, topic.Nacked, topic.ErrNoSubscribers)
+	// Nor was it kept for the group the refused subscribe named: the
+	// group's first member receives what is published from then on.
+	g := s.sub(h, group("g"))
+	publish(t, h, 2)
+	recvValue(t, g, 2)
+	recvNothing(t, g)
+}
+
 func testNoReplay(s *suite) {
 	t := s.t
 	for _, o := range []topic.Options{balanced(8), broadcast(8, topic.DropOldest), mixed(8, 8)} {
@@ -1013,11 +1049,11 @@ func testClose(s *suite) {
 		recvClosed(t, g)
 	}
 	recvClosed(t, bc)
-	_, err = h.Subscribe(group("g"), topic.SubscriberOptions{})
+	_, err = h.Subscribe(t.Context(), group("g"), topic.SubscriberOptions{})
 	isErr(t, "balanced Subscribe after Close", err, topic.ErrTopicClosed)
-	_, err = h.Subscribe(group("other"), topic.SubscriberOptions{})
+	_, err = h.Subscribe(t.Context(), group("other"), topic.SubscriberOptions{})
 	isErr(t, "new group after Close", err, topic.ErrTopicClosed)
-	_, err = h.Subscribe(topic.Broadcast(), topic.SubscriberOptions{})
+	_, err = h.Subscribe(t.Context(), topic.Broadcast(), topic.SubscriberOptions{})
 	isErr(t, "broadcast Subscribe after Close", err, topic.ErrTopicClosed)
 	_, err = h.Tracked(topic.TrackedOptions{})
 	isErr(t, "Tracked after Close", err, topic.ErrTopicClosed)

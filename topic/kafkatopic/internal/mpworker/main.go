@@ -105,7 +105,7 @@ func run(brokers, role, name, group string, partitions int32, from, to, then, ca
 		say("done")
 		return nil
 	}
-	sub, err := h.Subscribe(topic.Balanced(topic.GroupName(group)), topic.SubscriberOptions{})
+	sub, err := h.Subscribe(context.Background(), topic.Balanced(topic.GroupName(group)), topic.SubscriberOptions{})
 	if err != nil {
 		return err
 	}

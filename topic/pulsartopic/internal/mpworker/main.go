@@ -66,7 +66,7 @@ func run(url, name, role string, n int, group string, capacity, stall int) error
 		fmt.Fprintf(os.Stdout, "published %d\n", n)
 		return nil
 	}
-	sub, err := h.Subscribe(topic.Balanced(topic.GroupName(group)), topic.SubscriberOptions{})
+	sub, err := h.Subscribe(ctx, topic.Balanced(topic.GroupName(group)), topic.SubscriberOptions{})
 	if err != nil {
 		return err
 	}
