@@ -54,3 +54,56 @@ func TestASubscribeTheClientNeverReturnsFromFailsAfterTheSubscribeTimeout(t *tes
 	hc.CloseWhileHung(t, be.Close, patience)
 	hc.ReleaseAndWaitClosed(t, br, full, "g", patience)
 }
+
+// Guarantee: a Subscribe whose client never returns from subscribing
+// returns once its context is cancelled, long before
+// Options.SubscribeTimeout, with a *topic.TopicError wrapping
+// context.Canceled, and has subscribed nothing: Stats shows no group, and
+// the consumer the call makes once it returns is closed.
+func TestASubscribeTheClientNeverReturnsFromReturnsWhenItsContextEnds(t *testing.T) {
+	const timeout = 10 * time.Minute
+	br := testbroker.Pulsar(t)
+	hc := testbroker.HangPulsarSubscribe(t, br, func(co pulsar.ConsumerOptions) bool { return co.SubscriptionName == "g" })
+	o := testOptions(br, topic.Codec[int](topic.IntCodec{}))
+	o.ServiceURL, o.Client = "", hc
+	o.SubscribeTimeout = timeout
+	be := newBackend(t, o)
+	// Released before the backend's Close, which waits for the call.
+	t.Cleanup(hc.Release)
+	h := newHandle(t, be, "hung", topic.Options{})
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	type result struct {
+		sub *topic.Subscription[int]
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		sub, err := h.Subscribe(ctx, topic.Balanced("g"), topic.SubscriberOptions{})
+		done <- result{sub, err}
+	}()
+	select {
+	case <-hc.Began:
+	case <-time.After(patience):
+		t.Fatal("the client's subscribe never began")
+	}
+	cancel()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(patience):
+		t.Fatalf("Subscribe still waiting %v after its context was cancelled (SubscribeTimeout %v)", patience, timeout)
+	}
+	if r.sub != nil {
+		r.sub.Close()
+	}
+	var te *topic.TopicError
+	if !errors.As(r.err, &te) || !errors.Is(r.err, context.Canceled) {
+		t.Errorf("a cancelled Subscribe the client never returns from = %v, want a *topic.TopicError wrapping context.Canceled", r.err)
+	}
+	if st := h.Stats(); st.BalancedGroups != 0 {
+		t.Errorf("Stats after the cancelled Subscribe: %d groups, want none", st.BalancedGroups)
+	}
+	hc.ReleaseAndWaitClosed(t, br, be.TopicName("hung"), "g", patience)
+}

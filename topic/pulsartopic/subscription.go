@@ -69,7 +69,11 @@ func readAhead(capacity, partitions int) (channel, queue int) {
 	return channel, queue
 }
 
-func newSub[T any](t *pTopic[T], mode topic.SubscriptionMode) (*pSub[T], error) {
+// newSub subscribes a consumer for mode. The client's subscribe takes no
+// context and may never return: newSub waits for it until ctx ends or
+// Options.SubscribeTimeout passes, whichever comes first, and a consumer
+// the call makes once newSub has returned is closed.
+func newSub[T any](ctx context.Context, t *pTopic[T], mode topic.SubscriptionMode) (*pSub[T], error) {
 	o := t.b.o
 	capacity := t.opts.Balanced.Capacity
 	co := pulsar.ConsumerOptions{
@@ -108,7 +112,7 @@ func newSub[T any](t *pTopic[T], mode topic.SubscriptionMode) (*pSub[T], error) 
 		co.EventListener = resubscribes
 	}
 	op := "subscribe " + quoteSub(co.SubscriptionName) + " to"
-	c, err := bounded(context.Background(), t.b, op, t.full, o.SubscribeTimeout, spulsar.ErrSubscribeTimeout, func() (pulsar.Consumer, error) {
+	c, err := bounded(ctx, t.b, op, t.full, o.SubscribeTimeout, spulsar.ErrSubscribeTimeout, func() (pulsar.Consumer, error) {
 		return t.b.client.Subscribe(co)
 	}, pulsar.Consumer.Close)
 	if errors.Is(err, ErrBackendClosed) {

@@ -341,8 +341,12 @@ func (t *pTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool,
 }
 
 // Subscribe implements topic.State. Mode mismatches are reported before the
-// closed state, as the in-memory backend does. An ended ctx subscribes
-// nothing.
+// closed state, as the in-memory backend does. It waits for the client's
+// subscribe until ctx ends or Options.SubscribeTimeout passes, whichever
+// comes first; the error then wraps ctx.Err() or, for the timeout,
+// sources/pulsar's ErrSubscribeTimeout and context.DeadlineExceeded, and
+// the consumer the client makes once Subscribe has returned is closed. An
+// ended ctx subscribes nothing.
 func (t *pTopic[T]) Subscribe(ctx context.Context, mode topic.SubscriptionMode, _ topic.SubscriberOptions) (topic.SubscriptionState[T], error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -368,7 +372,7 @@ func (t *pTopic[T]) Subscribe(ctx context.Context, mode topic.SubscriptionMode, 
 		return nil, topic.ErrTopicClosed
 	}
 	t.mu.Unlock()
-	s, err := newSub(t, mode)
+	s, err := newSub(ctx, t, mode)
 	if err != nil {
 		return nil, err
 	}
