@@ -540,11 +540,30 @@ func TestSubscriberCloseReturnsWithinAdminTimeoutWhenTheClusterHangs(t *testing.
 
 // Guarantee: AdminTimeout bounds a Subscribe, balanced or broadcast, when
 // the cluster stops answering (at once, or from the metadata request a
-// subscriber's new client starts with, or from a broadcast subscriber's
-// first offset request): it returns an error by then (plus the time to
-// cut the subscriber's connections) instead of waiting for sarama's read
-// timeouts, request after request.
+// subscriber's new client starts with, from a member's join request, or
+// from a broadcast subscriber's first offset request): it returns an error
+// by then (plus the time to cut the subscriber's connections) instead of
+// waiting for sarama's read timeouts, request after request.
 func TestSubscribeReturnsWithinAdminTimeoutWhenTheClusterHangs(t *testing.T) {
+	subscribeToHungCluster(t, 3*time.Second, 10*time.Minute)
+}
+
+// Guarantee: the caller's context bounds a Subscribe, balanced or
+// broadcast, as AdminTimeout does, whichever ends first: with the cluster
+// no longer answering (as above) and a long AdminTimeout, it returns by
+// its context's deadline (plus the time to cut the subscriber's
+// connections).
+func TestSubscribeReturnsByItsContextsDeadlineWhenTheClusterHangs(t *testing.T) {
+	subscribeToHungCluster(t, 10*time.Minute, 2*time.Second)
+}
+
+// subscribeToHungCluster subscribes, with a context ending after wait, to
+// a topic whose backend has the given AdminTimeout on a cluster that
+// stopped answering, in each way a cluster can hang under a Subscribe,
+// and checks that the Subscribe returns by the sooner of the two (plus
+// the time to cut connections) with a *topic.TopicError wrapping
+// context.DeadlineExceeded.
+func subscribeToHungCluster(t *testing.T, adminTimeout, wait time.Duration) {
 	hangOnly := func(key kmsg.Key) func(*testing.T, *kfake.Cluster) {
 		return func(t *testing.T, c *kfake.Cluster) { hangKafkaFrom(t, c, key) }
 	}
@@ -555,40 +574,44 @@ func TestSubscribeReturnsWithinAdminTimeoutWhenTheClusterHangs(t *testing.T) {
 	}{
 		{"balanced", topic.Balanced("g"), func(t *testing.T, c *kfake.Cluster) { testbroker.HangKafka(t, c) }},
 		{"balanced, metadata hung", topic.Balanced("g"), hangOnly(kmsg.Metadata)},
+		{"balanced, join hung", topic.Balanced("g"), hangOnly(kmsg.JoinGroup)},
 		{"broadcast", topic.Broadcast(), func(t *testing.T, c *kfake.Cluster) { testbroker.HangKafka(t, c) }},
 		{"broadcast, offsets hung", topic.Broadcast(), hangOnly(kmsg.ListOffsets)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := testbroker.Kafka(t)
 			o := testOptions[int](c, topic.IntCodec{})
-			o.AdminTimeout = 3 * time.Second
+			o.AdminTimeout = adminTimeout
 			b, h := mixedTopic(t, o, "hung")
 			tc.hang(t, c)
+			ctx, cancel := context.WithTimeout(t.Context(), wait)
+			defer cancel()
 			start := time.Now()
 			done := make(chan error, 1)
 			go func() {
-				s, err := h.Subscribe(t.Context(), tc.mode, topic.SubscriberOptions{})
+				s, err := h.Subscribe(ctx, tc.mode, topic.SubscriberOptions{})
 				if s != nil {
 					s.Close()
 				}
 				done <- err
 			}()
-			bound := o.AdminTimeout + 10*time.Second
+			bound := min(adminTimeout, wait) + 10*time.Second
 			select {
 			case err := <-done:
-				if !errors.Is(err, context.DeadlineExceeded) {
-					t.Errorf("Subscribe with the cluster hung = %v, want an error wrapping context.DeadlineExceeded", err)
+				var te *topic.TopicError
+				if !errors.As(err, &te) || !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("Subscribe with the cluster hung = %v, want a *topic.TopicError wrapping context.DeadlineExceeded", err)
 				}
 				t.Logf("Subscribe returned %v after %v", err, time.Since(start).Round(time.Millisecond))
 			case <-time.After(bound):
-				t.Errorf("Subscribe still waiting %v after the cluster stopped answering (AdminTimeout %v)", bound, o.AdminTimeout)
+				t.Errorf("Subscribe still waiting %v after the cluster stopped answering (its context's deadline %v, AdminTimeout %v)", bound, wait, adminTimeout)
 				defer func() { <-done }() // ends once Close below cuts the connections
 			}
 			// Closing the backend past its deadline cuts every connection,
 			// so that whatever still waits ends before the test does.
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			_ = b.Close(ctx)
+			cctx, ccancel := context.WithTimeout(context.Background(), time.Second)
+			defer ccancel()
+			_ = b.Close(cctx)
 			h.Close()
 		})
 	}

@@ -71,14 +71,14 @@ type bitem[T any] struct {
 	lagged uint64
 }
 
-// subscribeBroadcast starts a broadcast subscriber within
-// Options.AdminTimeout: its client's connections are cut when that ends
+// subscribeBroadcast starts a broadcast subscriber within parent and
+// Options.AdminTimeout: its client's connections are cut when either ends
 // (or the topic closes) before it has read every partition's log end, and
-// it returns an error wrapping context.DeadlineExceeded (or
-// topic.ErrTopicClosed).
-func (t *kTopic[T]) subscribeBroadcast() (*bsub[T], error) {
+// it returns an error wrapping parent's error or
+// context.DeadlineExceeded (or topic.ErrTopicClosed).
+func (t *kTopic[T]) subscribeBroadcast(parent context.Context) (*bsub[T], error) {
 	b := t.b
-	ctx, cancel := t.adminContext()
+	ctx, cancel := t.adminContext(parent)
 	defer cancel()
 	client, conns, err := b.newClient(ctx)
 	if err != nil {

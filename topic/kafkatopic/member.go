@@ -87,11 +87,11 @@ type delivery[T any] struct {
 	hdr topic.Headers
 }
 
-// adminContext returns a context that ends after Options.AdminTimeout,
-// or once the topic closes, whichever comes first; its goroutine ends
-// with it, so the caller must call cancel.
-func (t *kTopic[T]) adminContext() (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithTimeout(context.Background(), t.b.opts.AdminTimeout)
+// adminContext returns a context that ends with parent, after
+// Options.AdminTimeout, or once the topic closes, whichever comes first;
+// its goroutine ends with it, so the caller must call cancel.
+func (t *kTopic[T]) adminContext(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(parent, t.b.opts.AdminTimeout)
 	go func() {
 		select {
 		case <-t.closedCh:
@@ -104,13 +104,14 @@ func (t *kTopic[T]) adminContext() (context.Context, context.CancelFunc) {
 
 // joinGroup resolves the group's starting offsets, starts a member and
 // waits until it has joined the group (its first assignment), bounded by
-// Options.AdminTimeout, even while a join request waits at the
-// coordinator. The caller counted the member in t.groups; on an error
-// joinGroup (or the member, once it has left) uncounts it.
-func (t *kTopic[T]) joinGroup(g topic.GroupName) (*member[T], error) {
+// parent and Options.AdminTimeout, whichever ends first, even while a join
+// request waits at the coordinator. The caller counted the member in
+// t.groups; on an error joinGroup (or the member, once it has left)
+// uncounts it.
+func (t *kTopic[T]) joinGroup(parent context.Context, g topic.GroupName) (*member[T], error) {
 	b := t.b
 	gid := GroupID(t.name, g)
-	ctx, cancel := t.adminContext()
+	ctx, cancel := t.adminContext(parent)
 	defer cancel()
 	if err := b.startOffsets(ctx, t.kname, gid); err != nil {
 		t.leaveGroup(g)
@@ -173,6 +174,9 @@ func (t *kTopic[T]) joinGroup(g topic.GroupName) (*member[T], error) {
 	case <-t.closedCh:
 		return nil, topic.ErrTopicClosed
 	default:
+	}
+	if err := parent.Err(); err != nil {
+		return nil, fmt.Errorf("%w: group %q had not assigned partitions when the subscribe's context ended: %w", ErrJoin, gid, err)
 	}
 	if last == nil {
 		last = ctx.Err()

@@ -249,9 +249,13 @@ func envelopeHeaders(hs []*sarama.RecordHeader) topic.Headers {
 // group starts at the log end as of Subscribe returning, or at the oldest
 // record with Options.InitialOffset earliest) or adds a
 // broadcast subscriber that reads every partition from the log end as of
-// Subscribe returning. It returns within Options.AdminTimeout (and the
-// time to cut the subscriber's connections) even when the brokers stopped
-// answering; the error then wraps context.DeadlineExceeded.
+// Subscribe returning. It returns once ctx ends or Options.AdminTimeout
+// has passed, whichever comes first (and the time to cut the subscriber's
+// connections), even when the brokers stopped answering; the error then
+// wraps ctx.Err() or, for the timeout, context.DeadlineExceeded, and what
+// the subscribe had made (a member, which leaves its group in the
+// background, or a subscriber's client) is closed. An ended ctx
+// subscribes nothing.
 func (t *kTopic[T]) Subscribe(ctx context.Context, mode topic.SubscriptionMode, _ topic.SubscriberOptions) (topic.SubscriptionState[T], error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -271,7 +275,7 @@ func (t *kTopic[T]) Subscribe(ctx context.Context, mode topic.SubscriptionMode, 
 			return nil, topic.ErrTopicClosed
 		}
 		defer t.b.admins.Done()
-		s, err := t.subscribeBroadcast()
+		s, err := t.subscribeBroadcast(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -298,7 +302,7 @@ func (t *kTopic[T]) Subscribe(ctx context.Context, mode topic.SubscriptionMode, 
 		return nil, topic.ErrTopicClosed
 	}
 	defer t.b.admins.Done()
-	m, err := t.joinGroup(g)
+	m, err := t.joinGroup(ctx, g)
 	if err != nil {
 		return nil, err
 	}
