@@ -12,6 +12,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	spulsar "github.com/boulevard-go/boulevard/sources/pulsar"
+	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/pulsartopic"
 )
@@ -64,12 +65,7 @@ func TestASubscribeTheClientNeverReturnsFromReturnsWhenItsContextEnds(t *testing
 	const timeout = 10 * time.Minute
 	br := testbroker.Pulsar(t)
 	hc := testbroker.HangPulsarSubscribe(t, br, func(co pulsar.ConsumerOptions) bool { return co.SubscriptionName == "g" })
-	o := testOptions(br, topic.Codec[int](topic.IntCodec{}))
-	o.ServiceURL, o.Client = "", hc
-	o.SubscribeTimeout = timeout
-	be := newBackend(t, o)
-	// Released before the backend's Close, which waits for the call.
-	t.Cleanup(hc.Release)
+	be := hungBackend(t, br, hc, timeout)
 	h := newHandle(t, be, "hung", topic.Options{})
 
 	ctx, cancel := context.WithCancel(t.Context())
@@ -106,4 +102,17 @@ func TestASubscribeTheClientNeverReturnsFromReturnsWhenItsContextEnds(t *testing
 		t.Errorf("Stats after the cancelled Subscribe: %d groups, want none", st.BalancedGroups)
 	}
 	hc.ReleaseAndWaitClosed(t, br, be.TopicName("hung"), "g", patience)
+}
+
+// hungBackend returns a backend on br whose client is hc and whose
+// Options.SubscribeTimeout is timeout. hc's hung call is released before
+// the backend's Close, which waits for it.
+func hungBackend(t *testing.T, br *pulsartest.Broker, hc *testbroker.HangingClient, timeout time.Duration) *pulsartopic.Backend[int] {
+	t.Helper()
+	o := testOptions(br, topic.Codec[int](topic.IntCodec{}))
+	o.ServiceURL, o.Client = "", hc
+	o.SubscribeTimeout = timeout
+	be := newBackend(t, o)
+	t.Cleanup(hc.Release)
+	return be
 }

@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
@@ -69,4 +73,58 @@ func TestSourceSettlesWithBroker(t *testing.T) {
 			t.Fatalf("message %d handled %d times", v, k)
 		}
 	}
+}
+
+// Guarantee: a pipeline whose topic source's stage is subscribing when it
+// is stopped, to a Pulsar topic whose client never returns from that
+// subscribe, stops by its deadline, long before Options.SubscribeTimeout:
+// the stage's context bounds the subscribe, so the source's closing does
+// not wait for it. Nothing is left subscribed once the client returns,
+// and no goroutine is left (TestMain's goleak).
+func TestAPipelineStoppedWhileItsTopicSourceSubscribesStopsByItsDeadline(t *testing.T) {
+	const timeout = 10 * time.Minute
+	br := testbroker.Pulsar(t)
+	var calls atomic.Int32
+	// The second subscribe of group "readers", the second stage's, hangs.
+	hc := testbroker.HangPulsarSubscribe(t, br, func(co pulsar.ConsumerOptions) bool {
+		return co.SubscriptionName == "readers" && calls.Add(1) == 2
+	})
+	be := hungBackend(t, br, hc, timeout)
+	h := newHandle(t, be, "in", topic.Options{})
+	src, err := source.New(source.Options[int]{Topic: h, Mode: topic.Balanced("readers"), Logger: testbroker.PulsarLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pipeline.New(pipeline.Options[int, int]{
+		Name:     "hung-subscribe",
+		Logger:   testbroker.PulsarLogger(),
+		Producer: producer.Options[int]{Source: src, Concurrency: 2},
+		Processors: processor.Options[int, int]{Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+			return m.Data, nil
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-hc.Began:
+	case <-time.After(patience):
+		t.Fatal("the second stage never began subscribing")
+	}
+	const deadline = 5 * time.Second
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	began := time.Now()
+	err = p.Stop(ctx)
+	elapsed := time.Since(began)
+	if err != nil {
+		t.Errorf("Stop while a stage subscribes = %v, want nil", err)
+	}
+	if elapsed >= deadline {
+		t.Errorf("Stop returned after %v, want within its deadline (%v; SubscribeTimeout %v)", elapsed, deadline, timeout)
+	}
+	hc.ReleaseAndWaitClosed(t, br, be.TopicName("in"), "readers", patience)
 }

@@ -27,8 +27,11 @@ type heldBackend struct {
 	subs     []*heldSub
 	released bool
 	// hold, once set by holdSubscribes, makes each Subscribe wait until it
-	// is closed, telling entered first.
+	// is closed, telling entered first; with honourCtx, only until the
+	// Subscribe's context ends too (it then subscribes nothing), as a
+	// broker's backend does.
 	hold, entered chan struct{}
+	honourCtx     bool
 	// panics is how many of the next Subscribes panic, as a backend
 	// written by a user (or a codec inside it) may.
 	panics int
@@ -97,9 +100,12 @@ func (*heldState) TryPublish(topic.Envelope[int]) (topic.PublishOutcome, error) 
 	return topic.Published, topic.ErrTopicClosed
 }
 
-func (s *heldState) Subscribe(context.Context, topic.SubscriptionMode, topic.SubscriberOptions) (topic.SubscriptionState[int], error) {
+func (s *heldState) Subscribe(ctx context.Context, _ topic.SubscriptionMode, _ topic.SubscriberOptions) (topic.SubscriptionState[int], error) {
 	s.b.mu.Lock()
 	hold, entered := s.b.hold, s.b.entered
+	if !s.b.honourCtx {
+		ctx = context.Background()
+	}
 	panics := s.b.panics > 0
 	if panics {
 		s.b.panics--
@@ -110,7 +116,11 @@ func (s *heldState) Subscribe(context.Context, topic.SubscriptionMode, topic.Sub
 	}
 	if hold != nil {
 		entered <- struct{}{}
-		<-hold
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	sub := &heldSub{in: make(chan topic.Envelope[int], 8), topicClosed: s.closed,
 		closing: make(chan struct{}), gate: make(chan struct{}), closed: make(chan struct{}),
@@ -375,10 +385,33 @@ func (r *rerun) Run(ctx context.Context, st *producer.Stage[int]) error {
 // Guarantee: once the topic disconnected a lagging broadcast subscription,
 // nothing is received through the source until the subscription replacing
 // it is made, and Stats.Resubscribes counts it only then. A Run stopped
-// while that subscribe waits on its backend returns at once; the next Run
-// waits for the same subscribe (it makes no other, and does not receive
-// from the disconnected subscription), then receives from the new one.
+// while that subscribe waits on its backend returns at once; on a backend
+// that does not honour the subscribe's context, the next Run waits for
+// the same subscribe (it makes no other, and does not receive from the
+// disconnected subscription), then receives from the new one.
 func TestTheNextRunAwaitsAResubscribeLeftUnderWay(t *testing.T) {
+	stopRunWhileResubscribing(t, false)
+}
+
+// Guarantee: the subscribe replacing a disconnected broadcast
+// subscription is bounded by the context of the Run that began it: on a
+// backend that honours it, the Run stopped while it waits ends it, with
+// nothing subscribed, and the next Run, which finds it ended that way,
+// subscribes anew under its own context instead of failing, then
+// receives from the new subscription.
+func TestTheNextRunSubscribesAnewWhenTheStoppedRunsResubscribeWasCut(t *testing.T) {
+	stopRunWhileResubscribing(t, true)
+}
+
+// stopRunWhileResubscribing runs a broadcast source, whose stage runs it
+// twice (rerun), on a heldBackend that honours the Subscribe's context or
+// not, has the topic disconnect its subscription, and stops the first Run
+// while the subscribe replacing it waits. It checks that the Run returns
+// at once, that the next Run makes a subscribe of its own only when the
+// backend ended the first with its context, and, once the subscribes are
+// released, that the next Run receives from the new subscription, counted
+// then as the one resubscribe.
+func stopRunWhileResubscribing(t *testing.T, honourCtx bool) {
 	synctest.Test(t, func(t *testing.T) {
 		cut, stop := context.WithCancel(context.Background())
 		defer stop()
@@ -391,6 +424,9 @@ func TestTheNextRunAwaitsAResubscribeLeftUnderWay(t *testing.T) {
 			r.Source = src
 			return r
 		})
+		b.mu.Lock()
+		b.honourCtx = honourCtx
+		b.mu.Unlock()
 		entered, release := b.holdSubscribes()
 		t.Cleanup(release)
 		b.sub(t, 0).disconnect()
@@ -408,10 +444,14 @@ func TestTheNextRunAwaitsAResubscribeLeftUnderWay(t *testing.T) {
 		if !isClosed(r.first) {
 			t.Fatal("the Run stopped while its resubscribe waits has not returned")
 		}
-		if n := len(entered); n != 0 {
-			t.Fatalf("the next Run made %d subscribes of its own, want it to wait for the one under way", n)
+		want, why := 0, "want it to wait for the one under way"
+		if honourCtx {
+			want, why = 1, "want one of its own in place of the one its predecessor's context ended"
 		}
-		if st := src.Stats(); st.Resubscribes != 0 || st.Received != 0 {
+		if n := len(entered); n != want {
+			t.Fatalf("the next Run made %d subscribes of its own, %s", n, why)
+		}
+		if st := src.Stats(); st.Resubscribes != 0 || st.Received != 0 || st.Subscriptions != 1 {
 			t.Fatalf("stats %+v before the resubscribe ended, want nothing more counted", st)
 		}
 

@@ -21,10 +21,15 @@
 // one) at once, so that nothing published after New returns is missed by
 // the pipeline; the other balanced members subscribe when their stages
 // start. Subscribing can wait on the topic's backend (on a Kafka topic
-// whose cluster does not answer, up to kafkatopic's Options.AdminTimeout),
-// so a stage's subscribe runs on a goroutine the source owns: a stage
-// stopped meanwhile returns at once, and Close closes the subscription
-// once it is made. A backend whose Subscribe panics fails that subscribe
+// whose cluster does not answer, up to kafkatopic's Options.AdminTimeout;
+// on a Pulsar topic whose client does not return, up to pulsartopic's
+// Options.SubscribeTimeout), so a stage's subscribe runs on a goroutine
+// the source owns, under the stage's context: a stage stopped meanwhile
+// returns at once, and its subscribe returns as soon as the backend lets
+// it, having subscribed nothing, so that the pipeline's stopping does not
+// wait for it (a backend that does not honour the context subscribes
+// anyway, and Close closes that subscription once it is made). A stage
+// that runs again subscribes anew. A backend whose Subscribe panics fails that subscribe
 // with an error wrapping a *message.PanicError, logged once on
 // Options.Logger, as a subscribe that returned an error fails (New or the
 // stage's Run returns it). Close the source if the pipeline is never run.
@@ -70,9 +75,11 @@
 // receives every message published from then on (as any broadcast
 // subscriber does, as long as it does not fall more than the ring's
 // capacity behind in its turn). That subscribe runs on a goroutine the
-// source owns, as a stage's first one does: a stage stopped while it waits
-// returns at once, and the next stage to receive from the slot waits for
-// that same subscribe instead of making another.
+// source owns, under the context of the stage that began it, as a stage's
+// first one does: a stage stopped while it waits returns at once, and the
+// next stage to receive from the slot waits for that same subscribe
+// instead of making another, unless the stopped stage's context ended it:
+// it then subscribes anew.
 //
 // The replaced subscription stays the acknowledger of the messages it
 // delivered; once their outcomes are all in (at once if there were none)
@@ -294,11 +301,15 @@ type slot[T any] struct {
 }
 
 // subscribing is a subscribe under way on a goroutine of the source's own
-// (goSubscribeLocked). done is closed once sub or err is set.
+// (goSubscribeLocked). done is closed once sub or err is set; cut is set
+// with err when the subscribe failed because the context of the stage
+// that began it ended, which another stage's wait does not take for its
+// own failure: it subscribes anew.
 type subscribing[T any] struct {
 	done chan struct{}
 	sub  *subscription[T]
 	err  error
+	cut  bool
 }
 
 // wait waits for the subscribe until ctx ends, and reports whether it has
@@ -378,26 +389,50 @@ func (s *Source[T]) Stats() Stats {
 }
 
 // slot returns the slot of a stage, subscribing it on first use. The
-// subscribe runs on a goroutine of the source's own, which a later call
-// for the same stage waits for too: when ctx ends first, slot returns
-// ctx.Err(), and the slot, once made, is there for the stage's next Run
-// (or its subscription is closed by Close).
+// subscribe runs on a goroutine of the source's own, bounded by ctx,
+// which a later call for the same stage waits for too: when ctx ends
+// first, slot returns ctx.Err() and the subscribe returns as soon as the
+// topic's backend lets it, having subscribed nothing. A call that waited
+// for a subscribe begun under another context that ended subscribes
+// again under its own.
 func (s *Source[T]) slot(ctx context.Context, index int) (*slot[T], error) {
 	if s.opts.Mode.IsBroadcast() {
 		index = 0
 	}
+	for {
+		sl, p, err := s.slotOrSubscribe(ctx, index)
+		if p == nil {
+			return sl, err
+		}
+		if !p.wait(ctx) {
+			return nil, ctx.Err()
+		}
+		if p.err == nil {
+			s.mu.Lock()
+			sl := s.slots[index]
+			s.mu.Unlock()
+			return sl, nil
+		}
+		if !p.cut || ctx.Err() != nil {
+			return nil, p.err
+		}
+	}
+}
+
+// slotOrSubscribe returns the slot of a stage if it is made, or else the
+// subscribe making it, which it starts under ctx if none is under way.
+func (s *Source[T]) slotOrSubscribe(ctx context.Context, index int) (*slot[T], *subscribing[T], error) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed {
-		s.mu.Unlock()
-		return nil, ErrClosed
+		return nil, nil, ErrClosed
 	}
 	if sl := s.slots[index]; sl != nil {
-		s.mu.Unlock()
-		return sl, nil
+		return sl, nil, nil
 	}
 	p := s.making[index]
 	if p == nil {
-		p = s.goSubscribeLocked(func(sub *subscription[T]) {
+		p = s.goSubscribeLocked(ctx, func(sub *subscription[T]) {
 			delete(s.making, index)
 			if sub == nil {
 				return // the next Run of the stage subscribes again
@@ -412,29 +447,21 @@ func (s *Source[T]) slot(ctx context.Context, index int) (*slot[T], error) {
 		})
 		s.making[index] = p
 	}
-	s.mu.Unlock()
-	if !p.wait(ctx) {
-		return nil, ctx.Err()
-	}
-	if p.err != nil {
-		return nil, p.err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.slots[index], nil
+	return nil, p, nil
 }
 
-// goSubscribeLocked starts a subscribe on a goroutine counted in
-// subscribes; s.mu is held and the source is not closed. Once the
+// goSubscribeLocked starts a subscribe bounded by ctx on a goroutine
+// counted in subscribes; s.mu is held and the source is not closed. Once the
 // subscription is made it is in all, and made, unless nil, is called with
 // it (nil when the subscribe failed), under s.mu, before the subscribe's
 // done is closed. A subscription made once the source is closed is closed
 // at once by the same goroutine, and the subscribe's error is ErrClosed.
-func (s *Source[T]) goSubscribeLocked(made func(*subscription[T])) *subscribing[T] {
+func (s *Source[T]) goSubscribeLocked(ctx context.Context, made func(*subscription[T])) *subscribing[T] {
 	p := &subscribing[T]{done: make(chan struct{})}
 	s.subscribes.Go(func() {
-		ts, err := s.subscribe()
+		ts, err := s.subscribe(ctx)
 		if err != nil {
+			p.cut = ctx.Err() != nil
 			err = fmt.Errorf("source: subscribe to %q: %w", s.opts.Topic.Name(), err)
 		}
 		s.mu.Lock()
@@ -465,14 +492,14 @@ func (s *Source[T]) goSubscribeLocked(made func(*subscription[T])) *subscribing[
 // error level, and returned as a *message.PanicError: the goroutine
 // subscribing goes on, and the subscribe fails as one that returned that
 // error does.
-func (s *Source[T]) subscribe() (ts *topic.Subscription[T], err error) {
+func (s *Source[T]) subscribe(ctx context.Context) (ts *topic.Subscription[T], err error) {
 	defer func() {
 		if pe, ok := err.(*message.PanicError); ok {
 			s.log.Error(subscribePanicked, slog.Any("error", pe), slog.String("stack", string(pe.Stack)))
 		}
 	}()
 	defer message.Recover(&err)
-	return s.opts.Topic.Subscribe(context.Background(), s.opts.Mode, topic.SubscriberOptions{})
+	return s.opts.Topic.Subscribe(ctx, s.opts.Mode, topic.SubscriberOptions{})
 }
 
 // subscribePanicked is the message a topic subscribe that panicked is
@@ -483,41 +510,52 @@ const subscribePanicked = "topic subscribe panicked; the subscribe fails"
 // disconnected for lagging, with a new one. The caller holds the slot's
 // turn, and receives nothing through the slot before resubscribe has
 // returned nil. The subscribe runs on a goroutine of the source's own,
-// recorded as the slot's next: when ctx ends first, resubscribe returns
-// ctx.Err() and the subscribe stays the slot's next, which the next holder
-// of the turn waits for in its turn (it calls resubscribe again) instead
-// of making another. Stats.Resubscribes counts the new subscription once
-// it is the slot's.
+// bounded by ctx, recorded as the slot's next: when ctx ends first,
+// resubscribe returns ctx.Err() and the subscribe stays the slot's next,
+// which the next holder of the turn waits for in its turn (it calls
+// resubscribe again) instead of making another, unless it failed for the
+// end of ctx: the holder then subscribes anew under its own.
+// Stats.Resubscribes counts the new subscription once it is the slot's.
 func (s *Source[T]) resubscribe(ctx context.Context, sl *slot[T]) error {
-	if sl.next == nil {
-		s.mu.Lock()
-		if s.closed {
+	for {
+		if sl.next == nil {
+			s.mu.Lock()
+			if s.closed {
+				s.mu.Unlock()
+				return ErrClosed
+			}
+			sl.next = s.goSubscribeLocked(ctx, nil)
 			s.mu.Unlock()
-			return ErrClosed
 		}
-		sl.next = s.goSubscribeLocked(nil)
-		s.mu.Unlock()
+		p := sl.next
+		if !p.wait(ctx) {
+			return ctx.Err()
+		}
+		sl.next = nil
+		if p.err == nil {
+			s.replace(sl, p.sub)
+			return nil
+		}
+		if !p.cut || ctx.Err() != nil {
+			// The next holder of the turn finds cur ended again, and
+			// subscribes anew.
+			return p.err
+		}
 	}
-	p := sl.next
-	if !p.wait(ctx) {
-		return ctx.Err()
-	}
-	sl.next = nil
-	if p.err != nil {
-		// The next holder of the turn finds cur ended again, and
-		// subscribes anew.
-		return p.err
-	}
+}
+
+// replace makes sub the slot's subscription in place of the one the topic
+// disconnected, which is retired.
+func (s *Source[T]) replace(sl *slot[T], sub *subscription[T]) {
 	s.mu.Lock()
 	old := sl.cur
-	sl.cur = p.sub
+	sl.cur = sub
 	s.resubscribes.Add(1)
 	old.retired.Store(true)
 	if old.pending.Load() == 0 {
 		s.dropLocked(old)
 	}
 	s.mu.Unlock()
-	return nil
 }
 
 // dropLocked removes a retired subscription whose messages are all
@@ -570,9 +608,11 @@ func closeSubscriptions[T any](subs []*subscription[T]) {
 // drained (it returns nil: the source is exhausted). A subscription that
 // cannot be made is an error, and the stage restarts the source. A stage's
 // subscribe (its first one, or one replacing a subscription the topic
-// disconnected) runs on a goroutine the source owns: when ctx ends while
-// it waits on the topic's backend, Run returns nil at once, and the
-// subscription, once made, is the stage's next Run's, or closed by Close.
+// disconnected) runs on a goroutine the source owns, under ctx: when ctx
+// ends while it waits on the topic's backend, Run returns nil at once, and
+// the subscribe ends with nothing subscribed as soon as the backend lets
+// it (a subscription a backend makes anyway is the stage's next Run's, or
+// closed by Close).
 func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 	sl, err := s.slot(ctx, stage.Index())
 	if err != nil {
