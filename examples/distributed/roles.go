@@ -194,7 +194,7 @@ func ingest(ctx context.Context, w *lineWriter, wired *config.Wired[Order], c ch
 // order, with its region, into audit.
 func enrich(ctx context.Context, w *lineWriter, wired *config.Wired[Order], role string, c childCfg, obs *observe.Observer) error {
 	subs := wired.Subscriptions("enrich")
-	src, err := source.New(source.Options[Order]{Topic: subs[0].Binding.Handle, Mode: subs[0].Mode, Logger: c.log})
+	src, err := source.NewContext(ctx, source.Options[Order]{Topic: subs[0].Binding.Handle, Mode: subs[0].Mode, Logger: c.log})
 	if err != nil {
 		return err
 	}
@@ -233,7 +233,7 @@ var errSuspicious = errors.New("suspicious amount")
 // not retried), as a real fraud check's verdict would be.
 func check(ctx context.Context, w *lineWriter, wired *config.Wired[Order], name string, c childCfg, obs *observe.Observer) error {
 	subs := wired.Subscriptions(name)
-	src, err := source.New(source.Options[Order]{Topic: subs[0].Binding.Handle, Mode: subs[0].Mode, Logger: c.log})
+	src, err := source.NewContext(ctx, source.Options[Order]{Topic: subs[0].Binding.Handle, Mode: subs[0].Mode, Logger: c.log})
 	if err != nil {
 		return err
 	}

@@ -68,35 +68,15 @@ func TestASubscribeTheClientNeverReturnsFromReturnsWhenItsContextEnds(t *testing
 	be := hungBackend(t, br, hc, timeout)
 	h := newHandle(t, be, "hung", topic.Options{})
 
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	type result struct {
-		sub *topic.Subscription[int]
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		sub, err := h.Subscribe(ctx, topic.Balanced("g"), topic.SubscriberOptions{})
-		done <- result{sub, err}
-	}()
-	select {
-	case <-hc.Began:
-	case <-time.After(patience):
-		t.Fatal("the client's subscribe never began")
-	}
-	cancel()
-	var r result
-	select {
-	case r = <-done:
-	case <-time.After(patience):
-		t.Fatalf("Subscribe still waiting %v after its context was cancelled (SubscribeTimeout %v)", patience, timeout)
-	}
-	if r.sub != nil {
-		r.sub.Close()
+	sub, err := cancelWhileHung(t, hc, "Subscribe", timeout, func(ctx context.Context) (*topic.Subscription[int], error) {
+		return h.Subscribe(ctx, topic.Balanced("g"), topic.SubscriberOptions{})
+	})
+	if sub != nil {
+		sub.Close()
 	}
 	var te *topic.TopicError
-	if !errors.As(r.err, &te) || !errors.Is(r.err, context.Canceled) {
-		t.Errorf("a cancelled Subscribe the client never returns from = %v, want a *topic.TopicError wrapping context.Canceled", r.err)
+	if !errors.As(err, &te) || !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled Subscribe the client never returns from = %v, want a *topic.TopicError wrapping context.Canceled", err)
 	}
 	if st := h.Stats(); st.BalancedGroups != 0 {
 		t.Errorf("Stats after the cancelled Subscribe: %d groups, want none", st.BalancedGroups)
@@ -115,4 +95,36 @@ func hungBackend(t *testing.T, br *pulsartest.Broker, hc *testbroker.HangingClie
 	be := newBackend(t, o)
 	t.Cleanup(hc.Release)
 	return be
+}
+
+// cancelWhileHung makes call with a context that it cancels once hc's hung
+// call has begun, and returns call's results, failing the test if call
+// does not return within patience of the cancel (timeout is the
+// backend's SubscribeTimeout, for the message).
+func cancelWhileHung[R any](t *testing.T, hc *testbroker.HangingClient, what string, timeout time.Duration, call func(context.Context) (R, error)) (R, error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	type result struct {
+		r   R
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := call(ctx)
+		done <- result{r, err}
+	}()
+	select {
+	case <-hc.Began:
+	case <-time.After(patience):
+		t.Fatal("the client's subscribe never began")
+	}
+	cancel()
+	select {
+	case res := <-done:
+		return res.r, res.err
+	case <-time.After(patience):
+		t.Fatalf("%s still waiting %v after its context was cancelled (SubscribeTimeout %v)", what, patience, timeout)
+		panic("unreachable")
+	}
 }

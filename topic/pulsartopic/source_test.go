@@ -128,3 +128,27 @@ func TestAPipelineStoppedWhileItsTopicSourceSubscribesStopsByItsDeadline(t *test
 	}
 	hc.ReleaseAndWaitClosed(t, br, be.TopicName("in"), "readers", patience)
 }
+
+// Guarantee: source.NewContext, on a Pulsar topic whose client never
+// returns from subscribing, returns once its context is cancelled, long
+// before Options.SubscribeTimeout, with an error wrapping
+// context.Canceled and no source; the consumer the client makes once it
+// returns is closed.
+func TestNewContextReturnsWhenItsContextEndsWhileTheClientSubscribes(t *testing.T) {
+	const timeout = 10 * time.Minute
+	br := testbroker.Pulsar(t)
+	hc := testbroker.HangPulsarSubscribe(t, br, func(co pulsar.ConsumerOptions) bool { return co.SubscriptionName == "readers" })
+	be := hungBackend(t, br, hc, timeout)
+	h := newHandle(t, be, "in", topic.Options{})
+	src, err := cancelWhileHung(t, hc, "NewContext", timeout, func(ctx context.Context) (*source.Source[int], error) {
+		return source.NewContext(ctx, source.Options[int]{Topic: h, Mode: topic.Balanced("readers"), Logger: testbroker.PulsarLogger()})
+	})
+	if src != nil {
+		_ = src.Close(ctxT(t))
+		t.Error("NewContext returned a source once its context was cancelled")
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("NewContext with its context cancelled = %v, want an error wrapping context.Canceled", err)
+	}
+	hc.ReleaseAndWaitClosed(t, br, be.TopicName("in"), "readers", patience)
+}

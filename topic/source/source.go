@@ -17,9 +17,10 @@
 // as the feed has been granted permits: the permit window bounds read-ahead
 // exactly as for a broker consumer.
 //
-// New subscribes the first subscription (stage 0's, or the shared broadcast
-// one) at once, so that nothing published after New returns is missed by
-// the pipeline; the other balanced members subscribe when their stages
+// New (or NewContext, the subscribe bounded by its context) subscribes
+// the first subscription (stage 0's, or the shared broadcast one) at
+// once, so that nothing published after New returns is missed by the
+// pipeline; the other balanced members subscribe when their stages
 // start. Subscribing can wait on the topic's backend (on a Kafka topic
 // whose cluster does not answer, up to kafkatopic's Options.AdminTimeout;
 // on a Pulsar topic whose client does not return, up to pulsartopic's
@@ -346,8 +347,18 @@ type subscription[T any] struct {
 	retired atomic.Bool
 }
 
-// New validates opts and subscribes the first subscription.
+// New validates opts and subscribes the first subscription. It is
+// NewContext with context.Background(): the topic's backend alone bounds
+// the subscribe.
 func New[T any](opts Options[T]) (*Source[T], error) {
+	return NewContext(context.Background(), opts)
+}
+
+// NewContext validates opts and subscribes the first subscription, the
+// subscribe bounded by ctx: once ctx ends it returns an error wrapping
+// ctx.Err() and no source, with nothing subscribed (what the topic's
+// backend makes for the subscribe later is closed).
+func NewContext[T any](ctx context.Context, opts Options[T]) (*Source[T], error) {
 	opts = opts.WithDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -359,7 +370,16 @@ func New[T any](opts Options[T]) (*Source[T], error) {
 		slots:  map[int]*slot[T]{},
 		making: map[int]*subscribing[T]{},
 	}
-	if _, err := s.slot(context.Background(), 0); err != nil {
+	if _, err := s.slot(ctx, 0); err != nil {
+		if ctx.Err() != nil {
+			// The subscribe may still be returning (as soon as the
+			// topic's backend lets it): it finds the source closed, and
+			// closes what it made.
+			s.mu.Lock()
+			s.closed = true
+			s.mu.Unlock()
+			return nil, fmt.Errorf("source: subscribe to %q: %w", opts.Topic.Name(), ctx.Err())
+		}
 		return nil, err
 	}
 	return s, nil
