@@ -224,12 +224,19 @@ func (b *Broker[T]) CreateTopicsContext(ctx context.Context, decls []Declaration
 
 // NewTopic creates a topic that no broker registers (for tests and
 // single-owner uses). nil backend means InMemory. Errors are as for
-// [Broker.CreateTopics].
+// [Broker.CreateTopics]. It is [NewTopicContext] with
+// context.Background().
 func NewTopic[T any](name Name, opts Options, backend Backend[T]) (*Handle[T], error) {
+	return NewTopicContext(context.Background(), name, opts, backend)
+}
+
+// NewTopicContext is [NewTopic] with ctx bounding what the backend does on
+// its broker to declare the topic, as for [Broker.CreateTopicsContext].
+func NewTopicContext[T any](ctx context.Context, name Name, opts Options, backend Backend[T]) (*Handle[T], error) {
 	if err := name.Validate(); err != nil {
 		return nil, &TopicError{Topic: name, Err: err}
 	}
-	h, err := newHandle(context.Background(), name, opts, backend)
+	h, err := newHandle(ctx, name, opts, backend)
 	if err != nil {
 		return nil, &TopicError{Topic: name, Err: err}
 	}

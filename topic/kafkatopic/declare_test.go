@@ -168,14 +168,25 @@ func TestNewContextReturnsByItsDeadlineWhenTheClusterHangs(t *testing.T) {
 }
 
 // Guarantee: the declaration's context bounds it: with the cluster hung,
-// CreateTopicsContext returns the context's error by its deadline, long
-// before Options.AdminTimeout and sarama's read timeouts.
+// CreateTopicsContext and NewTopicContext return the context's error by
+// its deadline, long before Options.AdminTimeout and sarama's read
+// timeouts.
 func TestDeclarationReturnsByItsDeadlineWhenTheClusterHangs(t *testing.T) {
-	c := testbroker.Kafka(t)
-	b := newBackend(t, testOptions[int](c, topic.IntCodec{}))
-	testbroker.HangKafka(t, c)
-	testbroker.ReturnsByDeadline(t, "CreateTopicsContext", func(ctx context.Context) error {
-		_, err := topic.NewBroker[int]().CreateTopicsContext(ctx, []topic.Declaration[int]{{Name: "hung", Backend: b}})
-		return err
-	})
+	for name, declare := range map[string]func(context.Context, topic.Backend[int]) error{
+		"CreateTopicsContext": func(ctx context.Context, b topic.Backend[int]) error {
+			_, err := topic.NewBroker[int]().CreateTopicsContext(ctx, []topic.Declaration[int]{{Name: "hung", Backend: b}})
+			return err
+		},
+		"NewTopicContext": func(ctx context.Context, b topic.Backend[int]) error {
+			_, err := topic.NewTopicContext(ctx, "hung", topic.Options{}, b)
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := testbroker.Kafka(t)
+			b := newBackend(t, testOptions[int](c, topic.IntCodec{}))
+			testbroker.HangKafka(t, c)
+			testbroker.ReturnsByDeadline(t, name, func(ctx context.Context) error { return declare(ctx, b) })
+		})
+	}
 }
