@@ -30,10 +30,10 @@
 // it, having subscribed nothing, so that the pipeline's stopping does not
 // wait for it (a backend that does not honour the context subscribes
 // anyway, and Close closes that subscription once it is made). A stage
-// that runs again subscribes anew. A backend whose Subscribe panics fails that subscribe
-// with an error wrapping a *message.PanicError, logged once on
-// Options.Logger, as a subscribe that returned an error fails (New or the
-// stage's Run returns it). Close the source if the pipeline is never run.
+// that runs again subscribes anew. A backend whose Subscribe panics fails
+// that subscribe with an error wrapping a *message.PanicError, logged once
+// on Options.Logger, as a subscribe that returned an error fails (New or
+// the stage's Run returns it). Close the source if the pipeline is never run.
 //
 // # Acknowledgement
 //
