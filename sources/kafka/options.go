@@ -194,7 +194,10 @@ type Options struct {
 	// SASL, version, client id, fetch sizes, session and rebalance
 	// timeouts, strategies). Nil means sarama.NewConfig(). The source copies
 	// it and owns these fields, whatever they hold:
-	// Consumer.Offsets.Initial (from InitialOffset),
+	// Consumer.Offsets.Initial (from InitialOffset; a Config with
+	// sarama.OffsetOldest there is refused unless InitialOffset is
+	// OffsetEarliest, so that a config carried over from a sarama consumer
+	// does not start new partitions elsewhere than it did),
 	// Consumer.Offsets.AutoCommit (disabled: the source commits itself, as
 	// CommitMode says),
 	// Consumer.Return.Errors (true: errors are logged),
@@ -289,6 +292,15 @@ func (o Options) Validate() error {
 	if o.Config != nil {
 		errs = append(errs, claim.RevokeRule("kafka", o.RevokeTimeout, o.Config.Consumer.Group.Rebalance.Timeout,
 			"config.Consumer.Group.Rebalance.Timeout"))
+		if o.Config.Consumer.Offsets.Initial == sarama.OffsetOldest && o.InitialOffset != OffsetEarliest {
+			// The source would replace it with InitialOffset: a config
+			// carried over from a sarama consumer of the group would start
+			// a partition without a committed offset elsewhere than it
+			// did, past records it would have read.
+			errs = append(errs, validate.Field("kafka.config.Consumer.Offsets.Initial", "initialOffset",
+				fmt.Sprintf("is sarama.OffsetOldest, but InitialOffset is %q: the source starts a partition without a committed offset at InitialOffset; "+
+					"set InitialOffset to %q, or leave this field at sarama's default", o.InitialOffset, OffsetEarliest)))
+		}
 		if err := o.saramaConfig(100).Validate(); err != nil {
 			errs = append(errs, validate.Field("kafka.config", "sarama", fmt.Sprintf("is rejected by sarama: %v", err)))
 		}

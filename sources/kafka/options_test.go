@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,5 +67,34 @@ func TestOptionsValidate(t *testing.T) {
 	var es validate.Errors
 	if !errors.As(err, &es) || !es.Has("kafka.brokers", "required") || !es.Has("kafka.groupID", "required") {
 		t.Fatalf("Validate() = %v, want kafka.brokers and kafka.groupID required", err)
+	}
+}
+
+// Guarantee: a Config whose Consumer.Offsets.Initial is sarama.OffsetOldest
+// (as a sarama consumer of the group carried over would have it) is refused
+// unless InitialOffset is OffsetEarliest, naming the field and what to set,
+// rather than the source silently starting a partition without a committed
+// offset at the newest record, past the records the config said to read.
+func TestConfigStartingAtTheOldestRecordNeedsInitialOffsetEarliest(t *testing.T) {
+	cfg := sarama.NewConfig()
+	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
+	for _, initial := range []string{"", kafka.OffsetLatest, kafka.OffsetTimestamp} {
+		o := kafka.Options{Brokers: []string{"127.0.0.1:9092"}, GroupID: "g", Topics: []string{"t"},
+			InitialOffset: initial, Config: cfg}
+		if initial == kafka.OffsetTimestamp {
+			o.StartTime = time.Unix(1, 0)
+		}
+		_, err := kafka.New(o)
+		var es validate.Errors
+		if !errors.As(err, &es) || !es.Has("kafka.config.Consumer.Offsets.Initial", "initialOffset") || len(es) != 1 {
+			t.Fatalf("InitialOffset %q: New = %v, want only kafka.config.Consumer.Offsets.Initial/initialOffset", initial, err)
+		}
+		if want := `set InitialOffset to "earliest"`; !strings.Contains(err.Error(), want) {
+			t.Errorf("InitialOffset %q: %q does not say %s", initial, err, want)
+		}
+	}
+	if _, err := kafka.New(kafka.Options{Brokers: []string{"127.0.0.1:9092"}, GroupID: "g", Topics: []string{"t"},
+		InitialOffset: kafka.OffsetEarliest, Config: cfg}); err != nil {
+		t.Fatalf("InitialOffset earliest with OffsetOldest refused: %v", err)
 	}
 }
