@@ -63,6 +63,18 @@ var ErrUnknownTopic = claim.ErrUnknownTopic
 // retries, after which the source gives up maxConsumeFailures times in a row).
 var ErrConsume = claim.ErrConsume
 
+// ErrGroupProtocol is wrapped by the errors of a join the group's
+// coordinator refuses because the group's members offer no partition
+// assignment strategy in common with this member's (sarama's
+// ErrInconsistentGroupProtocol, which the error also wraps): a group of
+// members on sarama's default, range, that a member with
+// "cooperative-sticky" joins, or the other way round. The error names the
+// group and the member's strategies. The member logs each refusal at WARN
+// and keeps joining (the other members may be leaving, as in a rolling
+// deploy), so Run returns it within ErrConsume, after maxConsumeFailures
+// refusals in a row. franz.ErrGroupProtocol is the same error.
+var ErrGroupProtocol = claim.ErrGroupProtocol
+
 // ErrDenied is wrapped by the error Run returns, at once, when Kafka refuses
 // the credentials or a permission the member needs (on the group, a topic
 // or the cluster; sarama.ErrGroupAuthorizationFailed and its kin, which the
@@ -420,6 +432,20 @@ func (m *member) failWith(describe func() error) {
 	})
 }
 
+// strategyNames are the names of the partition assignment strategies the
+// member offers the group, in its order of preference.
+func strategyNames(cfg *sarama.Config) []string {
+	ss := cfg.Consumer.Group.Rebalance.GroupStrategies
+	if st := cfg.Consumer.Group.Rebalance.Strategy; st != nil {
+		ss = []sarama.BalanceStrategy{st}
+	}
+	names := make([]string, len(ss))
+	for i, s := range ss {
+		names[i] = s.Name()
+	}
+	return names
+}
+
 // isDown reports whether the member failed.
 func (m *member) isDown() bool {
 	select {
@@ -479,6 +505,9 @@ func (m *member) loop() {
 				m.fail(terr)
 				return
 			}
+		}
+		if errors.Is(err, sarama.ErrInconsistentGroupProtocol) {
+			err = claim.GroupProtocol(m.opts.GroupID, strategyNames(m.client.Config()), flat(err))
 		}
 		failures++
 		if failures >= maxConsumeFailures {

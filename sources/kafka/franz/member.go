@@ -43,6 +43,9 @@ type member struct {
 	commits *kgo.Client
 	// instanceID is the static member id of ClientOptions, nil without.
 	instanceID *string
+	// strategies are the names of the balancers the member offers the
+	// group, for the error of a join the group refuses for them.
+	strategies []string
 
 	ctx        context.Context // cancelled when the member has closed
 	cancel     context.CancelFunc
@@ -146,6 +149,11 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 	// commit, which a callback may already make, does not read them).
 	m.cm.Rebalancing = refusedByRebalance
 	m.cm.RebalanceTimeout, _ = cl.OptValue(kgo.RebalanceTimeout).(time.Duration)
+	if bs, ok := cl.OptValue(kgo.Balancers).([]kgo.GroupBalancer); ok {
+		for _, b := range bs {
+			m.strategies = append(m.strategies, b.ProtocolName())
+		}
+	}
 	if id := cl.OptValues(kgo.InstanceID); len(id) == 2 {
 		if s, ok := id[0].(string); ok && id[1] == true {
 			m.instanceID = &s
@@ -295,6 +303,9 @@ func (m *member) poll() {
 				topicGone = true
 			}
 			if topic == "" {
+				if errors.Is(err, kerr.InconsistentGroupProtocol) {
+					err = claim.GroupProtocol(m.opts.GroupID, m.strategies, claim.Flat(err))
+				}
 				groupErr = err
 				m.log.Warn("kafka consumer error", slog.String("topic", topic), slog.Int("partition", int(part)), slog.Any("error", claim.Flat(err)))
 				return

@@ -51,6 +51,18 @@ var ErrUnknownTopic = claim.ErrUnknownTopic
 // fetched in between.
 var ErrConsume = claim.ErrConsume
 
+// ErrGroupProtocol is wrapped by the errors of a join the group's
+// coordinator refuses because the group's members offer no partition
+// assignment strategy in common with this member's
+// (kerr.InconsistentGroupProtocol, which the error also wraps): a member
+// on franz-go's default, cooperative-sticky, joining a group of members
+// on sarama's default, range, or the other way round. The error names
+// the group and the member's balancers. The member logs each refusal at
+// WARN and keeps joining (the other members may be leaving, as in a
+// rolling deploy), so Run returns it within ErrConsume, after
+// maxConsumeFailures refusals in a row. It is kafka.ErrGroupProtocol.
+var ErrGroupProtocol = claim.ErrGroupProtocol
+
 // ErrDenied is wrapped by the error Run returns, at once, when Kafka refuses
 // the credentials or a permission the member needs (on the group, a topic
 // or the cluster; kerr.GroupAuthorizationFailed and its kin, which the
