@@ -356,8 +356,9 @@ func New[T any](opts Options[T]) (*Source[T], error) {
 
 // NewContext validates opts and subscribes the first subscription, the
 // subscribe bounded by ctx: once ctx ends it returns an error wrapping
-// ctx.Err() and no source, with nothing subscribed (what the topic's
-// backend makes for the subscribe later is closed).
+// ctx.Err() and no source, with nothing subscribed: a subscription the
+// topic's backend made as ctx ended is closed before NewContext returns,
+// one it makes later once it is made.
 func NewContext[T any](ctx context.Context, opts Options[T]) (*Source[T], error) {
 	opts = opts.WithDefaults()
 	if err := opts.Validate(); err != nil {
@@ -374,10 +375,15 @@ func NewContext[T any](ctx context.Context, opts Options[T]) (*Source[T], error)
 		if ctx.Err() != nil {
 			// The subscribe may still be returning (as soon as the
 			// topic's backend lets it): it finds the source closed, and
-			// closes what it made.
+			// closes what it made. One that made its subscription before
+			// the source closed, as ctx ended, left it in all: no source
+			// is returned to close it, so it is closed here.
 			s.mu.Lock()
 			s.closed = true
+			made := s.all
+			s.all = nil
 			s.mu.Unlock()
+			closeSubscriptions(made)
 			return nil, fmt.Errorf("source: subscribe to %q: %w", opts.Topic.Name(), ctx.Err())
 		}
 		return nil, err
