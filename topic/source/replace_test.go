@@ -32,6 +32,9 @@ type heldBackend struct {
 	// broker's backend does.
 	hold, entered chan struct{}
 	honourCtx     bool
+	// cutSlowly, when set, holds a Subscribe whose context ended until it
+	// is closed, as a backend returns some time after the context ends.
+	cutSlowly chan struct{}
 	// panics is how many of the next Subscribes panic, as a backend
 	// written by a user (or a codec inside it) may.
 	panics int
@@ -102,7 +105,7 @@ func (*heldState) TryPublish(topic.Envelope[int]) (topic.PublishOutcome, error) 
 
 func (s *heldState) Subscribe(ctx context.Context, _ topic.SubscriptionMode, _ topic.SubscriberOptions) (topic.SubscriptionState[int], error) {
 	s.b.mu.Lock()
-	hold, entered := s.b.hold, s.b.entered
+	hold, entered, cutSlowly := s.b.hold, s.b.entered, s.b.cutSlowly
 	if !s.b.honourCtx {
 		ctx = context.Background()
 	}
@@ -119,6 +122,9 @@ func (s *heldState) Subscribe(ctx context.Context, _ topic.SubscriptionMode, _ t
 		select {
 		case <-hold:
 		case <-ctx.Done():
+			if cutSlowly != nil {
+				<-cutSlowly
+			}
 			return nil, ctx.Err()
 		}
 	}
