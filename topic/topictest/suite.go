@@ -958,7 +958,30 @@ func testSubscribeEndedContext(s *suite) {
 	if st := h.Stats(); st.BalancedGroups != 0 || st.BroadcastSubscribers != 0 {
 		t.Fatalf("Stats after subscribes with an ended context: %d groups, %d broadcast subscribers; want none", st.BalancedGroups, st.BroadcastSubscribers)
 	}
-	// A tracked publish now reaches no subscriber.
+
+	// The backend's own Subscribe, which a Handle calls only with a live
+	// context, honours an ended one too (another caller of State, or a
+	// context that ends on the way in).
+	st, err := s.backend.NewTopic(ctxT(t), "t-state", mixed(8, 8).WithDefaults())
+	if err != nil {
+		t.Fatalf("NewTopic(t-state): %v", err)
+	}
+	defer st.Close()
+	for name, mode := range map[string]topic.SubscriptionMode{`Balanced("g")`: group("g"), "Broadcast()": topic.Broadcast()} {
+		sub, err := st.Subscribe(ctx, mode, topic.SubscriberOptions{})
+		if sub != nil {
+			sub.Close()
+		}
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the backend's Subscribe(%s) with an ended context: %v, want an error wrapping context.Canceled", name, err)
+		}
+	}
+	if stats := st.Stats(); stats.BalancedGroups != 0 || stats.BroadcastSubscribers != 0 {
+		t.Fatalf("the backend's Stats after subscribes with an ended context: %d groups, %d broadcast subscribers; want none", stats.BalancedGroups, stats.BroadcastSubscribers)
+	}
+
+	// A tracked publish now reaches no subscriber (on a backend that
+	// carries outcomes back to publishers; the others skip from here).
 	p := s.tracked(h, topic.TrackedOptions{})
 	r, err := p.Publish(ctxT(t), 1)
 	if err != nil {
