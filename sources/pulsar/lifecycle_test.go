@@ -175,6 +175,9 @@ func TestDropConnectionsNothingLost(t *testing.T) {
 		return m.Data, nil
 	})
 	wait.Within(t, waitLimit, "some messages handled", func() bool { return r.distinct() >= 200 })
+	// Both stages hold their consumers: the drop meets two subscribed
+	// consumers, which the client reconnects.
+	wait.Within(t, waitLimit, "both stages subscribed", func() bool { return src.Stats().Consumers == 2 })
 	e.broker.DropConnections()
 	wait.Within(t, waitLimit, "every message handled", func() bool { return r.distinct() == len(want) })
 	wait.Within(t, waitLimit, "the backlog to empty", func() bool { return e.broker.Backlog("drop", "sub") == 0 })

@@ -142,6 +142,9 @@ func TestBrokerRestartsDeliverEveryMessageAndGoOn(t *testing.T) {
 			return fmt.Sprintf("%d distinct handled, backlog %d, stats %+v", r.distinct(), e.broker.Backlog("restart", "sub"), src.Stats())
 		})
 		if i < restarts {
+			// Both stages hold their consumers, so the restart meets two
+			// subscribed consumers, which the client reconnects.
+			wait.Within(t, waitLimit, "both stages subscribed", func() bool { return src.Stats().Consumers == 2 })
 			e.restartBroker()
 		}
 	}
@@ -327,6 +330,7 @@ func TestDropsWithNacksCountRedeliveriesAsDelivered(t *testing.T) {
 	})
 	handledOK := func() int { mu.Lock(); defer mu.Unlock(); return len(ok) }
 	wait.Within(t, waitLimit, "some messages handled", func() bool { return handledOK() >= 100 })
+	wait.Within(t, waitLimit, "both stages subscribed", func() bool { return src.Stats().Consumers == 2 })
 	e.broker.DropConnections()
 	wait.Within(t, waitLimit, "more messages handled", func() bool { return handledOK() >= 250 })
 	e.broker.DropConnections()
