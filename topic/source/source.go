@@ -380,10 +380,8 @@ func NewContext[T any](ctx context.Context, opts Options[T]) (*Source[T], error)
 			// is returned to close it, so it is closed here.
 			s.mu.Lock()
 			s.closed = true
-			made := s.all
-			s.all = nil
 			s.mu.Unlock()
-			closeSubscriptions(made)
+			s.closeHeld()
 			return nil, fmt.Errorf("source: subscribe to %q: %w", opts.Topic.Name(), ctx.Err())
 		}
 		return nil, err
@@ -842,11 +840,18 @@ func (s *Source[T]) Close(ctx context.Context) error {
 // closed, and returns once all are closed. No subscription joins all once
 // the source is closed, so none is left open.
 func (s *Source[T]) closeAll() {
+	s.closeHeld()
+	s.closers.Wait()
+	s.subscribes.Wait()
+}
+
+// closeHeld closes the subscriptions the source holds now, each on its
+// own goroutine, and waits for them; the source is closed, so none joins
+// them later.
+func (s *Source[T]) closeHeld() {
 	s.mu.Lock()
 	all := s.all
 	s.all = nil
 	s.mu.Unlock()
 	closeSubscriptions(all)
-	s.closers.Wait()
-	s.subscribes.Wait()
 }
