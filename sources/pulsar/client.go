@@ -3,10 +3,10 @@ package pulsar
 import (
 	"cmp"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"log/slog"
 	neturl "net/url"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +15,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
+	"github.com/boulevard-go/boulevard/internal/redact"
 	"github.com/boulevard-go/boulevard/internal/repeatlog"
 )
 
@@ -66,8 +67,9 @@ func ClientDefaults(o pulsar.ClientOptions, logger *slog.Logger) pulsar.ClientOp
 // the source's errors can name the broker.
 type Client struct {
 	pulsar.Client
-	url  string // redacted
-	last *lastFailure
+	url     string // redacted
+	secrets redact.Secrets
+	last    *lastFailure
 }
 
 // lastFailure is the latest warning or error the client logged with an
@@ -145,10 +147,18 @@ func (c *Client) String() string { return "pulsar client for " + c.url }
 func (c *Client) GoString() string { return c.String() }
 
 // Format writes String for every verb (%q quotes it).
-func (c *Client) Format(f fmt.State, verb rune) { formatRedacted(f, verb, c.String()) }
+func (c *Client) Format(f fmt.State, verb rune) { redact.Format(f, verb, c.String()) }
 
 // LogValue logs the redacted service URL only.
 func (c *Client) LogValue() slog.Value { return slog.StringValue(c.String()) }
+
+// Redact returns err with its message on one line, the user information of
+// any URL in it redacted, and the credentials the client was created with
+// (the password or token of its service URL, the token or basic password
+// of its Authentication) replaced by "[redacted]", whatever put them there
+// (a broker echoing what it refused); it unwraps to err. An err whose
+// message needs none of this is returned as it is.
+func (c *Client) Redact(err error) error { return c.secrets.Err(err) }
 
 // NewClient creates a pulsar-client-go client with ClientDefaults(o, logger).
 // Its error, like the client's logs, never shows the URL's user
@@ -159,71 +169,58 @@ func (c *Client) LogValue() slog.Value { return slog.StringValue(c.String()) }
 // wrapping ErrTLSWithPlaintextURL. The caller closes the client once every
 // pipeline using it has stopped.
 func NewClient(o pulsar.ClientOptions, logger *slog.Logger) (*Client, error) {
-	if !userInfoParses(o.URL) {
-		return nil, &redactedError{msg: fmt.Sprintf("pulsar: create client for %q: %v", RedactServiceURL(o.URL), ErrServiceURL), err: ErrServiceURL}
+	url := redact.ServiceURL(o.URL)
+	if !redact.UserInfoParses(o.URL) {
+		return nil, fmt.Errorf("pulsar: create client for %q: %w", url, ErrServiceURL)
 	}
-	url := RedactServiceURL(o.URL)
 	if hasTLSSettings(&o) && !usesTLS(o.URL) {
-		return nil, &redactedError{msg: fmt.Sprintf("pulsar: create client for %q: %v", url, ErrTLSWithPlaintextURL), err: ErrTLSWithPlaintextURL}
+		return nil, fmt.Errorf("pulsar: create client for %q: %w", url, ErrTLSWithPlaintextURL)
 	}
+	secrets := clientSecrets(&o)
 	last := new(lastFailure)
 	if o.Logger == nil {
-		o.Logger = clientLogger(logger, last)
+		o.Logger = clientLogger(logger, last, secrets)
 	}
 	o = ClientDefaults(o, logger)
 	c, err := pulsar.NewClient(o)
 	if err != nil {
-		return nil, &redactedError{msg: fmt.Sprintf("pulsar: create client for %q: %s", url, RedactURL(err.Error())), err: err}
+		return nil, fmt.Errorf("pulsar: create client for %q: %w", url, secrets.Err(err))
 	}
-	return &Client{Client: c, url: url, last: last}, nil
+	return &Client{Client: c, url: url, secrets: secrets, last: last}, nil
 }
 
-// userInfoParses reports whether raw, a service URL, holds no user
-// information (no "@" after its "//"), or holds user information that
-// pulsar-client-go parses and RedactURL then finds whole: the last "@" is
-// within the authority (no raw "/", "?" or "#" before it) and the URL,
-// reduced to its first host as pulsar-client-go reduces it, parses with
-// net/url (no space or bad escape in the user information, a host and
-// port that parse).
-func userInfoParses(raw string) bool {
-	i := strings.Index(raw, "//")
-	start := i + 2
-	if i < 0 {
-		start = 0
+// clientSecrets returns the credentials of o that Client.Redact takes out
+// of errors and the client's logger out of its lines: the password (or
+// token) in the service URL's user information, as written and decoded,
+// and the token or the basic user and password of the Authentication.
+// Other providers (TLS, OAuth2, Athenz) are not asked: their data is a
+// certificate or comes from a request of their own.
+func clientSecrets(o *pulsar.ClientOptions) redact.Secrets {
+	var vs []string
+	if _, rest, ok := strings.Cut(o.URL, "//"); ok {
+		if at := strings.LastIndexByte(rest, '@'); at >= 0 {
+			info := rest[:at]
+			if _, pw, ok := strings.Cut(info, ":"); ok {
+				info = pw
+			}
+			vs = append(vs, info)
+			if d, err := neturl.PathUnescape(info); err == nil {
+				vs = append(vs, d)
+			}
+		}
 	}
-	rest := raw[start:]
-	at := strings.LastIndexByte(rest, '@')
-	if at < 0 {
-		return true
+	if a, ok := o.Authentication.(interface {
+		Name() string
+		GetData() ([]byte, error)
+	}); ok && (a.Name() == "token" || a.Name() == "basic") {
+		if d, err := a.GetData(); err == nil {
+			vs = append(vs, string(d))
+			if user, pw, ok := strings.Cut(string(d), ":"); ok && a.Name() == "basic" {
+				vs = append(vs, base64.StdEncoding.EncodeToString(d), pw, user)
+			}
+		}
 	}
-	end := strings.IndexAny(rest, "/?#")
-	if i < 0 || (end >= 0 && end < at) {
-		return false
-	}
-	hosts, suffix := rest[at+1:], ""
-	if end >= 0 {
-		hosts, suffix = rest[at+1:end], rest[end:]
-	}
-	if j := strings.IndexAny(hosts, ",;"); j >= 0 {
-		hosts = hosts[:j]
-	}
-	u, err := neturl.Parse(raw[:start] + rest[:at+1] + hosts + suffix)
-	return err == nil && u.User != nil
-}
-
-// redactUserInfo returns raw with everything between its "//" (or its
-// start) and its last "@" replaced by "xxxxx", for a URL whose user
-// information RedactURL cannot delimit.
-func redactUserInfo(raw string) string {
-	start := 0
-	if i := strings.Index(raw, "//"); i >= 0 {
-		start = i + 2
-	}
-	at := strings.LastIndexByte(raw[start:], '@')
-	if at < 0 {
-		return raw
-	}
-	return raw[:start] + "xxxxx" + raw[start+at:]
+	return redact.NewSecrets(vs...)
 }
 
 // hasTLSSettings reports whether o sets anything pulsar-client-go uses
@@ -245,36 +242,10 @@ func usesTLS(serviceURL string) bool {
 	return parts[0] == "https" || slices.Contains(parts[1:], "ssl")
 }
 
-// redactedError shows a message with the credentials taken out, and
-// unwraps to the original error.
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e *redactedError) Error() string { return oneLine(e.msg) }
-func (e *redactedError) Unwrap() error { return e.err }
-
-// userInfo matches the user information of every URL in a text: up to the
-// last "@" of the authority, as url.Parse reads it, so that a password
-// holding an "@" is hidden whole.
-var userInfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)([^/?#\s]*)@`)
-
 // RedactURL returns s with the user information of every URL in it
 // replaced: "pulsar://user:secret@host" becomes "pulsar://user:xxxxx@host",
 // and "pulsar+ssl://token@host" becomes "pulsar+ssl://xxxxx@host".
-func RedactURL(s string) string {
-	if !strings.Contains(s, "@") {
-		return s
-	}
-	return userInfo.ReplaceAllStringFunc(s, func(m string) string {
-		sub := userInfo.FindStringSubmatch(m)
-		if user, _, ok := strings.Cut(sub[2], ":"); ok {
-			return sub[1] + user + ":xxxxx@"
-		}
-		return sub[1] + "xxxxx@"
-	})
-}
+func RedactURL(s string) string { return redact.URL(s) }
 
 // RedactServiceURL returns serviceURL, one service URL, with its user
 // information redacted as RedactURL redacts it, or, when that user
@@ -282,12 +253,7 @@ func RedactURL(s string) string {
 // space, which RedactURL cannot delimit), with everything between the
 // "//" and the last "@" replaced: "pulsar://user:p/w@host" becomes
 // "pulsar://xxxxx@host".
-func RedactServiceURL(serviceURL string) string {
-	if userInfoParses(serviceURL) {
-		return RedactURL(serviceURL)
-	}
-	return redactUserInfo(serviceURL)
-}
+func RedactServiceURL(serviceURL string) string { return redact.ServiceURL(serviceURL) }
 
 // ClientLogger adapts logger (nil: slog.Default()) to pulsar-client-go's
 // logging interface. The user information of any URL in a message or field
@@ -316,12 +282,14 @@ func RedactServiceURL(serviceURL string) string {
 // minutes or more after the last of its kind is logged as a new one. The
 // returned logger keeps these runs for one client: give each client its
 // own.
-func ClientLogger(logger *slog.Logger) plog.Logger { return clientLogger(logger, nil) }
+func ClientLogger(logger *slog.Logger) plog.Logger {
+	return clientLogger(logger, nil, redact.Secrets{})
+}
 
-func clientLogger(logger *slog.Logger, last *lastFailure) plog.Logger {
+func clientLogger(logger *slog.Logger, last *lastFailure, secrets redact.Secrets) plog.Logger {
 	h := cmp.Or(logger, slog.Default()).Handler()
 	runs := &repeatlog.Runs[clientRun]{Log: slog.New(h), Bound: maxClientRuns, Idle: clientRunIdle}
-	return plog.NewLoggerWithSlog(slog.New(&redactingHandler{h: h, last: last, runs: runs}))
+	return plog.NewLoggerWithSlog(slog.New(&redactingHandler{h: h, last: last, runs: runs, secrets: secrets}))
 }
 
 // maxClientRuns is the most runs of repeated failures one client logger
@@ -405,6 +373,7 @@ type redactingHandler struct {
 	grouped bool                       // WithGroup was called: lines are not limited
 	err     string                     // an "error" attribute given to WithAttrs
 	of      clientRun                  // what the lines are about, msg unset
+	secrets redact.Secrets             // the client's credentials, taken out of every line
 }
 
 func clientLevel(l slog.Level) slog.Level {
@@ -425,11 +394,11 @@ func (r *redactingHandler) Enabled(ctx context.Context, l slog.Level) bool {
 }
 
 func (r *redactingHandler) Handle(ctx context.Context, rec slog.Record) error {
-	msg := oneLine(RedactURL(rec.Message))
+	msg := r.secrets.Text(rec.Message)
 	errText := r.err
 	var attrs []slog.Attr
 	rec.Attrs(func(a slog.Attr) bool {
-		a = redactAttr(a)
+		a = r.secrets.Attr(a)
 		if a.Key == "error" {
 			errText = a.Value.String()
 		}
@@ -441,7 +410,7 @@ func (r *redactingHandler) Handle(ctx context.Context, rec slog.Record) error {
 		level = slog.LevelDebug
 	}
 	if r.last != nil && level >= slog.LevelWarn && errText != "" {
-		r.last.set(msg + ": " + oneLine(errText))
+		r.last.set(msg + ": " + errText)
 	}
 	if r.last != nil && msg == failedReconnect {
 		r.last.reconnectFailed(r.of.sub)
@@ -494,7 +463,7 @@ func (r *redactingHandler) WithAttrs(as []slog.Attr) slog.Handler {
 	c := *r
 	red := make([]slog.Attr, len(as))
 	for i, a := range as {
-		red[i] = redactAttr(a)
+		red[i] = r.secrets.Attr(a)
 		switch red[i].Key {
 		case "error":
 			c.err = red[i].Value.String()
@@ -520,50 +489,4 @@ func (r *redactingHandler) WithGroup(name string) slog.Handler {
 	c.grouped = true
 	c.h = r.h.WithGroup(name)
 	return &c
-}
-
-// redactAttr returns a with any URL user information in its value
-// redacted. A value of any other kind than string, group or number is
-// formatted first, so a *url.URL or an error naming one is caught too.
-func redactAttr(a slog.Attr) slog.Attr {
-	v := a.Value.Resolve()
-	switch v.Kind() {
-	case slog.KindString:
-		return slog.String(a.Key, RedactURL(v.String()))
-	case slog.KindGroup:
-		g := v.Group()
-		red := make([]any, len(g))
-		for i, x := range g {
-			red[i] = redactAttr(x)
-		}
-		return slog.Group(a.Key, red...)
-	case slog.KindAny:
-		s := fmt.Sprint(v.Any())
-		if red := RedactURL(s); red != s {
-			return slog.String(a.Key, red)
-		}
-		if err, ok := v.Any().(error); ok && strings.ContainsAny(s, "\r\n") {
-			return slog.String(a.Key, oneLine(err.Error()))
-		}
-	}
-	return slog.Attr{Key: a.Key, Value: v}
-}
-
-// formatRedacted writes s for any verb, quoted for %q.
-func formatRedacted(f fmt.State, verb rune, s string) {
-	if verb == 'q' {
-		s = fmt.Sprintf("%q", s)
-	}
-	_, _ = fmt.Fprint(f, s)
-}
-
-// oneLine replaces the line breaks in s, so that an error message or a log
-// message stays on one line ("a\nb" becomes "a; b").
-func oneLine(s string) string {
-	if !strings.ContainsAny(s, "\r\n") {
-		return s
-	}
-	s = strings.ReplaceAll(s, "\r\n", "\n")
-	s = strings.ReplaceAll(s, "\r", "\n")
-	return strings.ReplaceAll(s, "\n", "; ")
 }

@@ -120,7 +120,7 @@ func (c *consumer) receive(ctx context.Context, feed *producer.Feed[[]byte], max
 		n, gone, err := c.acquire(ctx, feed, maxTake)
 		if gone != nil {
 			closed = true
-			return &ConsumerError{Stage: c.stage, Topic: c.topic, Subscription: sub, Broker: c.src.broker, Kind: ErrConsumerClosed, Err: gone}
+			return &ConsumerError{Stage: c.stage, Topic: c.topic, Subscription: sub, Broker: c.src.broker, Kind: ErrConsumerClosed, Err: c.src.clean(gone)}
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -140,7 +140,7 @@ func (c *consumer) receive(ctx context.Context, feed *producer.Feed[[]byte], max
 					return nil
 				}
 				closed = true
-				return &ConsumerError{Stage: c.stage, Topic: c.topic, Subscription: sub, Broker: c.src.broker, Kind: ErrConsumerClosed, Err: err}
+				return &ConsumerError{Stage: c.stage, Topic: c.topic, Subscription: sub, Broker: c.src.broker, Kind: ErrConsumerClosed, Err: c.src.clean(err)}
 			}
 			payload := pm.Payload()
 			large := len(payload) > slabPayloadMax

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/boulevard-go/boulevard/internal/redact"
 )
 
 // ErrSubscribe is wrapped by the *ConsumerError a stage fails with when a
@@ -72,7 +74,7 @@ func (e *ConsumerError) Error() string {
 	fmt.Fprintf(&b, ", topic %q, subscription %q)", e.Topic, e.Subscription)
 	if e.Err != nil {
 		b.WriteString(": ")
-		b.WriteString(RedactURL(oneLine(e.Err.Error())))
+		b.WriteString(redact.URL(redact.OneLine(e.Err.Error())))
 	}
 	return b.String()
 }
@@ -98,7 +100,7 @@ type CallbackPanicError struct {
 
 // Error says which report the callback panicked on, and with what.
 func (e *CallbackPanicError) Error() string {
-	return oneLine(fmt.Sprintf("%v on active=%t topic %q subscription %q: %v",
+	return redact.OneLine(fmt.Sprintf("%v on active=%t topic %q subscription %q: %v",
 		ErrCallbackPanic, e.State.Active, e.State.Topic, e.State.Subscription, e.Value))
 }
 

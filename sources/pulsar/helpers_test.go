@@ -251,3 +251,23 @@ func stopLeavingNoProducerStage[In, Out any](t *testing.T, p *pipeline.Pipeline[
 		return nil
 	}
 }
+
+// runUntilGivenUp runs a pipeline named name on src, passing messages
+// through, until its producer stage has restarted maxRestarts times
+// within a minute and given up (or waitLimit passes), and returns Run's
+// error.
+func runUntilGivenUp(t *testing.T, name string, src *bpulsar.Source, maxRestarts int, logger *slog.Logger) error {
+	t.Helper()
+	p, err := pipeline.New(pipeline.Options[[]byte, []byte]{
+		Name:       name,
+		Logger:     logger,
+		Producer:   producer.Options[[]byte]{Source: src, Restart: producer.Restart{MaxRestarts: maxRestarts, Window: time.Minute, Backoff: 10 * time.Millisecond}},
+		Processors: processor.Options[[]byte, []byte]{Handle: func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) { return m.Data, nil }},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	return p.Run(ctx)
+}

@@ -225,18 +225,7 @@ func TestRefusedSubscribe(t *testing.T) {
 		e.publish("refuse", "m", 1)
 		e.broker.RefuseSubscribe("refuse", "sub", errors.New("never"))
 		src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"refuse"}, Subscription: "sub", Logger: testLogger()})
-		p, err := pipeline.New(pipeline.Options[[]byte, []byte]{
-			Name:       "refuse",
-			Logger:     testLogger(),
-			Producer:   producer.Options[[]byte]{Source: src, Restart: producer.Restart{MaxRestarts: 2, Window: time.Minute, Backoff: 10 * time.Millisecond}},
-			Processors: processor.Options[[]byte, []byte]{Handle: func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) { return m.Data, nil }},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-		defer cancel()
-		err = p.Run(ctx)
+		err := runUntilGivenUp(t, "refuse", src, 2, testLogger())
 		var re *producer.RestartError
 		if !errors.As(err, &re) || !errors.Is(err, bpulsar.ErrSubscribe) {
 			t.Fatalf("want a restart error wrapping ErrSubscribe, got %v", err)

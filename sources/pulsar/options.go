@@ -11,6 +11,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/boulevard-go/boulevard/internal/pulsarnack"
+	"github.com/boulevard-go/boulevard/internal/redact"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/validate"
 )
@@ -245,7 +246,7 @@ func (o Options) GoString() string { return o.String() }
 
 // Format writes String for every verb (%q quotes it), so that no verb
 // reaches the client's or the consumer options' internals.
-func (o Options) Format(f fmt.State, verb rune) { formatRedacted(f, verb, o.String()) }
+func (o Options) Format(f fmt.State, verb rune) { redact.Format(f, verb, o.String()) }
 
 // LogValue logs what String shows, as a group.
 func (o Options) LogValue() slog.Value {
@@ -505,7 +506,7 @@ func clientName(c pulsar.Client) string {
 		return "<nil>"
 	}
 	if u, ok := c.(interface{ ServiceURL() string }); ok {
-		return RedactURL(u.ServiceURL())
+		return redact.URL(u.ServiceURL())
 	}
 	return "set"
 }

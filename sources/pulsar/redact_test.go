@@ -15,6 +15,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/logtest"
 	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
+	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 )
 
 const (
@@ -221,4 +222,39 @@ func TestNewClientKeepsAPasswordThatDoesNotParseSecret(t *testing.T) {
 		t.Errorf("NewClient = %v, want an error wrapping ErrServiceURL", err)
 	}
 	noSecret(t, "NewClient error", fmt.Sprint(err))
+}
+
+// Guarantee: a broker refusal that echoes the client's credentials (the
+// token of its Authentication, the password of its service URL) shows
+// them in no error the pipeline returns and no line the pipeline, the
+// source or the client logs; the error still unwraps to ErrSubscribe and
+// names the broker with its URL redacted.
+func TestRefusalEchoingCredentialsShowsNone(t *testing.T) {
+	e := newEnv(t)
+	var lines logtest.Lines
+	logger := slog.New(slog.NewTextHandler(&lines, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	url := strings.Replace(e.broker.URL(), "pulsar://", "pulsar://alice:"+password+"@", 1)
+	c, err := bpulsar.NewClient(pulsar.ClientOptions{URL: url, Authentication: pulsar.NewAuthenticationToken(token),
+		OperationTimeout: 5 * time.Second}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	e.broker.RefuseSubscribe("echo", "sub", &pulsartest.ServerError{Code: pulsartest.AuthorizationError,
+		Message: "token " + token + " of alice:" + password + " may not subscribe"})
+	src := bpulsar.New(bpulsar.Options{Client: c, Topics: []string{"echo"}, Subscription: "sub", Logger: logger})
+	err = runUntilGivenUp(t, "echo", src, 1, logger)
+	if !errors.Is(err, bpulsar.ErrSubscribe) {
+		t.Fatalf("Run = %v, want an error wrapping ErrSubscribe", err)
+	}
+	if !strings.Contains(err.Error(), "may not subscribe") || !strings.Contains(err.Error(), "alice:xxxxx@") {
+		t.Errorf("Run = %v, want the broker's refusal and the redacted broker URL", err)
+	}
+	noSecret(t, "the pipeline's error", err.Error())
+	if len(lines.All()) == 0 {
+		t.Fatal("nothing was logged: the check would prove nothing")
+	}
+	for _, l := range lines.All() {
+		noSecret(t, "a log line", l)
+	}
 }

@@ -32,6 +32,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/group"
 	"github.com/boulevard-go/boulevard/internal/liveset"
+	"github.com/boulevard-go/boulevard/internal/redact"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/validate"
@@ -76,9 +77,18 @@ func New(opts Options) *Source {
 		s.suffix = nameSuffix(sources.Add(1))
 	}
 	if c, ok := opts.Client.(interface{ ServiceURL() string }); ok {
-		s.broker = RedactURL(c.ServiceURL())
+		s.broker = redact.URL(c.ServiceURL())
 	}
 	return s
+}
+
+// clean returns err with the credentials of the source's client taken out
+// of its message (see Client.Redact), when the client can tell them.
+func (s *Source) clean(err error) error {
+	if c, ok := s.opts.Client.(interface{ Redact(error) error }); ok {
+		return c.Redact(err)
+	}
+	return err
 }
 
 // Validate reports every broken option rule (see Options.Validate).
@@ -328,7 +338,7 @@ func (s *Source) subscribe(ctx context.Context, st *producer.Stage[[]byte], topi
 				err = fmt.Errorf("%w (the client's last connection failure: %s)", err, cause)
 			}
 		}
-		return nil, &ConsumerError{Stage: st.Index(), Broker: s.broker, Topic: topic, Subscription: s.opts.Subscription, Kind: ErrSubscribe, Err: err}
+		return nil, &ConsumerError{Stage: st.Index(), Broker: s.broker, Topic: topic, Subscription: s.opts.Subscription, Kind: ErrSubscribe, Err: s.clean(err)}
 	}
 	c := &consumer{
 		src:    s,

@@ -1,0 +1,42 @@
+package redact_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/internal/redact"
+)
+
+// Guarantee: an error whose text carries a configured credential
+// (whatever put it there: a broker, a client library), as written or
+// URL-escaped, or a URL's user information, is reported with them
+// replaced, on one line, and still unwraps to the original; an error that
+// needs none of this is returned as it is.
+func TestSecretsErrRemovesCredentials(t *testing.T) {
+	c := sarama.NewConfig()
+	c.Net.SASL.User = "alice"
+	c.Net.SASL.Password = "pw/1234 x"
+	s := redact.SaramaSecrets(c)
+	orig := errors.New("auth failed for alice with pw/1234 x (pw%2F1234+x)\nretrying pulsar://bob:pw-99@h:1")
+	got := s.Err(orig)
+	for _, shown := range []string{"pw/1234", "pw%2F1234", "alice", "pw-99", "\n"} {
+		if strings.Contains(got.Error(), shown) {
+			t.Errorf("redacted error %q shows %q", got, shown)
+		}
+	}
+	if !errors.Is(got, orig) {
+		t.Fatal("redacted error does not unwrap to the original")
+	}
+	if s.Err(nil) != nil {
+		t.Fatal("nil error redacted to non-nil")
+	}
+	if plain := errors.New("nothing secret"); s.Err(plain) != plain {
+		t.Fatal("an error without credentials was rewrapped")
+	}
+	if got := redact.NewSecrets("ab").Text("ab cd"); got != "ab cd" {
+		t.Errorf("a value shorter than 3 characters was taken out: %q", got)
+	}
+}
