@@ -30,7 +30,7 @@ const Name = "kafka"
 type Backend[T any] struct {
 	opts   Options[T]
 	cfg    *sarama.Config
-	red    redactor
+	red    redact.Secrets
 	log    *slog.Logger
 	client sarama.Client // metadata, offsets, the producer
 	// v2 is whether records are written as record batches (magic 2,
@@ -77,7 +77,7 @@ func NewContext[T any](ctx context.Context, opts Options[T]) (*Backend[T], error
 		return nil, fmt.Errorf("%w: %w", ErrConnect, err)
 	}
 	cfg := opts.saramaConfig()
-	b := &Backend[T]{opts: opts, cfg: cfg, red: newRedactor(cfg), log: opts.Logger, topics: make(map[*kTopic[T]]struct{})}
+	b := &Backend[T]{opts: opts, cfg: cfg, red: redact.SaramaSecrets(cfg), log: opts.Logger, topics: make(map[*kTopic[T]]struct{})}
 	b.v2 = cfg.Version.IsAtLeast(sarama.V0_11_0_0)
 	if err := b.probe(ctx); err != nil {
 		return nil, err
@@ -90,17 +90,17 @@ func NewContext[T any](ctx context.Context, opts Options[T]) (*Backend[T], error
 	b.conns.Use(cfg)
 	client, err := sarama.NewClient(opts.Brokers, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: brokers %q: %w", ErrConnect, opts.Brokers, b.red.err(err))
+		return nil, fmt.Errorf("%w: brokers %q: %w", ErrConnect, opts.Brokers, b.red.Err(err))
 	}
 	admin, err := sarama.NewClusterAdminFromClient(client)
 	if err != nil {
 		_ = client.Close()
-		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.err(err))
+		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.Err(err))
 	}
 	prod, err := newProducer(client, opts.Brokers, cfg, opts.PublishBuffer)
 	if err != nil {
 		_ = admin.Close()
-		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.err(err))
+		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.Err(err))
 	}
 	b.client, b.admin, b.prod = client, admin, prod
 	return b, nil
@@ -231,7 +231,7 @@ func (b *Backend[T]) ensureTopic(ctx context.Context, kname string) error {
 	case errors.Is(err, sarama.ErrTopicAlreadyExists):
 		md, derr := b.admin.DescribeTopics([]string{kname})
 		if derr != nil {
-			return fmt.Errorf("%w: describing topic %q: %w", ErrAdmin, kname, b.red.err(derr))
+			return fmt.Errorf("%w: describing topic %q: %w", ErrAdmin, kname, b.red.Err(derr))
 		}
 		if len(md) != 1 || !errors.Is(md[0].Err, sarama.ErrNoError) {
 			var merr error = sarama.ErrUnknownTopicOrPartition
@@ -244,7 +244,7 @@ func (b *Backend[T]) ensureTopic(ctx context.Context, kname string) error {
 			return &PartitionsError{Topic: kname, Have: have, Want: want}
 		}
 	default:
-		return fmt.Errorf("%w: creating topic %q: %w", ErrAdmin, kname, b.red.err(err))
+		return fmt.Errorf("%w: creating topic %q: %w", ErrAdmin, kname, b.red.Err(err))
 	}
 	err = kafkaoffset.Poll(ctx, func() (bool, error) {
 		if err := b.client.RefreshMetadata(kname); err != nil {
@@ -254,7 +254,7 @@ func (b *Backend[T]) ensureTopic(ctx context.Context, kname string) error {
 		return err == nil && int32(len(ps)) >= want, err
 	})
 	if err != nil {
-		return fmt.Errorf("%w: topic %q not visible in the cluster metadata: %w", ErrAdmin, kname, b.red.err(err))
+		return fmt.Errorf("%w: topic %q not visible in the cluster metadata: %w", ErrAdmin, kname, b.red.Err(err))
 	}
 	return nil
 }
@@ -289,7 +289,7 @@ func (b *Backend[T]) maxMessageBytes(kname string) int {
 		}
 	}
 	b.log.Info("kafkatopic: the topic's max.message.bytes could not be read; a record over it is found when the broker refuses its batch, whose other records are then sent again one by one",
-		slog.String("topic", kname), slog.Any("error", b.red.err(err)))
+		slog.String("topic", kname), slog.Any("error", b.red.Err(err)))
 	return 0
 }
 
@@ -374,7 +374,7 @@ func (b *Backend[T]) newClient(ctx context.Context) (sarama.Client, *kafkaconn.S
 		return nil, nil, fmt.Errorf("%w: %w", ErrConnect, ctx.Err())
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", ErrConnect, b.red.err(err))
+		return nil, nil, fmt.Errorf("%w: %w", ErrConnect, b.red.Err(err))
 	}
 	return c, conns, nil
 }

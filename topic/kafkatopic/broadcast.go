@@ -95,7 +95,7 @@ func (t *kTopic[T]) subscribeBroadcast(parent context.Context) (*bsub[T], error)
 	if err != nil {
 		stop()
 		_ = client.Close()
-		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.err(err))
+		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.Err(err))
 	}
 	s := &bsub[T]{t: t, client: client, conns: conns, cons: cons, stopCh: make(chan struct{}), dataSig: make(chan struct{}, 1),
 		fails:       repeatlog.Runs[int32]{Log: b.log},
@@ -110,7 +110,7 @@ func (t *kTopic[T]) subscribeBroadcast(parent context.Context) (*bsub[T], error)
 			return nil, topic.ErrTopicClosed
 		default:
 		}
-		return nil, fmt.Errorf("%w: starting a broadcast subscriber of topic %q: %w", ErrAdmin, t.kname, b.red.err(err))
+		return nil, fmt.Errorf("%w: starting a broadcast subscriber of topic %q: %w", ErrAdmin, t.kname, b.red.Err(err))
 	}
 	parts, err := client.Partitions(t.kname)
 	if err != nil {
@@ -202,7 +202,7 @@ func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 				}
 				s.fails.Fail(context.Background(), part, repeatlog.Event{Level: slog.LevelWarn,
 					Msg: "kafkatopic: broadcast consumer error", Ended: "kafkatopic: broadcast consumer error ended",
-					Attrs: []slog.Attr{slog.String("topic", s.t.kname), slog.Int("partition", int(part)), slog.Any("error", b.red.err(cerr.Err))}})
+					Attrs: []slog.Attr{slog.String("topic", s.t.kname), slog.Int("partition", int(part)), slog.Any("error", b.red.Err(cerr.Err))}})
 			case <-stop:
 				pc.AsyncClose()
 				stop = nil
@@ -222,7 +222,7 @@ func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 			if pc, next, err = s.lagged(part, next); err != nil || pc == nil {
 				if err != nil {
 					b.log.Warn("kafkatopic: broadcast subscriber cannot continue on a partition after falling below the log start",
-						slog.String("topic", s.t.kname), slog.Int("partition", int(part)), slog.Any("error", b.red.err(err)))
+						slog.String("topic", s.t.kname), slog.Int("partition", int(part)), slog.Any("error", b.red.Err(err)))
 				}
 				return
 			}
@@ -322,13 +322,13 @@ func (s *bsub[T]) endCorrupt(part int32, next int64, err error) {
 	// Logged before Receive can return the error.
 	t.b.log.Error("kafkatopic: partition fetch cannot be decoded; the broadcast subscription ends",
 		slog.String("topic", t.kname), slog.Int("partition", int(part)), slog.Int64("offset", next),
-		slog.Any("error", t.b.red.err(err)))
+		slog.Any("error", t.b.red.Err(err)))
 	t.mu.Lock()
 	delete(t.broadcasts, s) // no longer a connected subscriber
 	t.mu.Unlock()
 	s.mu.Lock()
 	if !s.ended {
-		s.failed = corruptFetch(t.kname, part, next, t.b.red.err(err))
+		s.failed = corruptFetch(t.kname, part, next, t.b.red.Err(err))
 		s.ended = true
 	}
 	s.mu.Unlock()

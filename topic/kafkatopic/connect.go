@@ -13,5 +13,5 @@ import (
 // every broker with its cause (credentials left out), which wraps
 // ctx.Err() when ctx ended meanwhile (see kafkaconn.Probe).
 func (b *Backend[T]) probe(ctx context.Context) error {
-	return kafkaconn.Probe(ctx, ErrConnect, b.opts.Brokers, b.cfg, b.opts.ConnectTimeout, b.red.err)
+	return kafkaconn.Probe(ctx, ErrConnect, b.opts.Brokers, b.cfg, b.opts.ConnectTimeout, b.red.Err)
 }

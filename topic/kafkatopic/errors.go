@@ -3,7 +3,6 @@ package kafkatopic
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/IBM/sarama"
 
@@ -122,58 +121,3 @@ func (e *PartitionsError) Error() string {
 
 // Unwrap returns ErrPartitions.
 func (e *PartitionsError) Unwrap() error { return ErrPartitions }
-
-// redactor removes the configured credentials from error text, so that no
-// error or log line of the backend carries them, whatever a broker or
-// client library put in its message.
-type redactor struct{ secrets []string }
-
-func newRedactor(c *sarama.Config) redactor {
-	var r redactor
-	for _, s := range []string{c.Net.SASL.Password, c.Net.SASL.User} {
-		if len(s) >= 3 {
-			r.secrets = append(r.secrets, s)
-		}
-	}
-	return r
-}
-
-// err returns err with its message on one line and the credentials
-// replaced by "[redacted]"; it unwraps to err.
-func (r redactor) err(err error) error {
-	if err == nil {
-		return nil
-	}
-	msg := err.Error()
-	clean := r.text(oneLine(msg))
-	if clean == msg {
-		return err
-	}
-	return &cleanError{msg: clean, err: err}
-}
-
-func (r redactor) text(s string) string {
-	for _, sec := range r.secrets {
-		s = strings.ReplaceAll(s, sec, "[redacted]")
-	}
-	return s
-}
-
-type cleanError struct {
-	msg string
-	err error
-}
-
-func (e *cleanError) Error() string { return e.msg }
-func (e *cleanError) Unwrap() error { return e.err }
-
-// oneLine joins the lines of s with "; " (sarama joins errors with
-// newlines).
-func oneLine(s string) string {
-	if !strings.ContainsAny(s, "\r\n") {
-		return s
-	}
-	s = strings.ReplaceAll(s, "\r\n", "\n")
-	s = strings.ReplaceAll(s, "\r", "\n")
-	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r == '\n' }), "; ")
-}

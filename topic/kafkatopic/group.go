@@ -45,14 +45,14 @@ func (b *Backend[T]) startOffsets(ctx context.Context, kname, gid string) error 
 		return err
 	}
 	if err != nil {
-		return fmt.Errorf("%w: group %q on topic %q: %w", ErrAdmin, gid, kname, b.red.err(err))
+		return fmt.Errorf("%w: group %q on topic %q: %w", ErrAdmin, gid, kname, b.red.Err(err))
 	}
 	if start.Refused != nil {
 		// The group has members elsewhere (their commit came first, or is
 		// about to): a partition still without an offset is read from the
 		// oldest record kept, so nothing published is missed.
 		b.log.Warn("kafkatopic: the starting offsets of a new consumer group were refused; partitions without a committed offset start at the oldest record",
-			slog.String("topic", kname), slog.String("group", gid), slog.Any("error", b.red.err(start.Refused)))
+			slog.String("topic", kname), slog.String("group", gid), slog.Any("error", b.red.Err(start.Refused)))
 	}
 	if start.Backlog > 0 {
 		b.log.Info(msg, slog.String("topic", kname), slog.String("group", gid), slog.Int64("records", start.Backlog))

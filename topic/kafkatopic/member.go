@@ -131,7 +131,7 @@ func (t *kTopic[T]) joinGroup(parent context.Context, g topic.GroupName) (*membe
 	if err != nil {
 		_ = client.Close()
 		t.leaveGroup(g)
-		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.err(err))
+		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.Err(err))
 	}
 	m := &member[T]{
 		t: t, group: g, gid: gid, client: client, conns: conns, cg: cg,
@@ -196,7 +196,7 @@ func (m *member[T]) loop() {
 			return
 		}
 		if err != nil {
-			err = m.t.b.red.err(err)
+			err = m.t.b.red.Err(err)
 			m.mu.Lock()
 			m.lastErr = err
 			m.mu.Unlock()
@@ -231,7 +231,7 @@ func (m *member[T]) logErrors() {
 		if ok && ce.Topic != "" {
 			part = ce.Partition
 		}
-		m.fails.Error(m.ctx, part, m.t.b.red.err(err), slog.String("topic", m.t.kname), slog.String("group", m.gid))
+		m.fails.Error(m.ctx, part, m.t.b.red.Err(err), slog.String("topic", m.t.kname), slog.String("group", m.gid))
 	}
 }
 
@@ -253,11 +253,11 @@ func (m *member[T]) endCorrupt(ce *sarama.ConsumerError) {
 	if !ok {
 		at = -1
 	}
-	m.failed = corruptFetch(ce.Topic, ce.Partition, at, m.t.b.red.err(ce.Err))
+	m.failed = corruptFetch(ce.Topic, ce.Partition, at, m.t.b.red.Err(ce.Err))
 	m.mu.Unlock()
 	m.t.b.log.Error("kafkatopic: partition fetch cannot be decoded; the subscription ends",
 		slog.String("topic", ce.Topic), slog.String("group", m.gid), slog.Int("partition", int(ce.Partition)),
-		slog.Int64("offset", at), slog.Any("error", m.t.b.red.err(ce.Err)))
+		slog.Int64("offset", at), slog.Any("error", m.t.b.red.Err(ce.Err)))
 	// teardown waits for this goroutine to return.
 	go m.stop(false)
 }

@@ -228,7 +228,7 @@ func (o Options[T]) Validate() error {
 	if o.Config != nil {
 		c := o.WithDefaults().saramaConfig()
 		if err := c.Validate(); err != nil {
-			errs = append(errs, validate.Field("config", "valid", "is rejected by sarama: "+oneLine(err.Error())))
+			errs = append(errs, validate.Field("config", "valid", "is rejected by sarama: "+redact.SaramaSecrets(c).Text(err.Error())))
 		}
 		errs = append(errs, kafkalimits.Check("config", c, kafkalimits.All)...)
 	}

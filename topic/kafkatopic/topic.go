@@ -124,7 +124,7 @@ func (t *kTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool)
 		if errors.Is(err, sarama.ErrMessageSizeTooLarge) {
 			return topic.Published, t.tooLarge(&c.msg)
 		}
-		return topic.Published, fmt.Errorf("kafkatopic: publishing to topic %q: %w", t.kname, t.b.red.err(err))
+		return topic.Published, fmt.Errorf("kafkatopic: publishing to topic %q: %w", t.kname, t.b.red.Err(err))
 	}
 	return topic.Published, nil
 }
