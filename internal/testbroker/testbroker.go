@@ -183,7 +183,11 @@ func RefuseListOffsets(req kmsg.Request, code int16) kmsg.Response {
 // RefuseDescribeConfigs makes c refuse to describe the configuration of
 // any resource, for good (TOPIC_AUTHORIZATION_FAILED on each), as a
 // cluster does for a client without DescribeConfigs permission.
-func RefuseDescribeConfigs(c *kfake.Cluster) {
+func RefuseDescribeConfigs(c *kfake.Cluster) { RefuseDescribeConfigsSaying(c, nil) }
+
+// RefuseDescribeConfigsSaying is RefuseDescribeConfigs with msg (when not
+// nil) as the error message of each refusal.
+func RefuseDescribeConfigsSaying(c *kfake.Cluster, msg *string) {
 	c.ControlKey(kmsg.DescribeConfigs.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		req := kreq.(*kmsg.DescribeConfigsRequest)
@@ -192,6 +196,7 @@ func RefuseDescribeConfigs(c *kfake.Cluster) {
 			rr := kmsg.NewDescribeConfigsResponseResource()
 			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
 			rr.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			rr.ErrorMessage = msg
 			resp.Resources = append(resp.Resources, rr)
 		}
 		return resp, nil, true

@@ -77,7 +77,8 @@ func (e *LetterTooLargeError) Unwrap() []error {
 type Backend[T any] struct {
 	opts    Options[T]
 	cfg     *sarama.Config
-	log     *slog.Logger
+	red     redact.Secrets // cfg's credentials, taken out of every error and log line
+	log     *slog.Logger   // Options.Logger, redacting red
 	client  sarama.Client
 	admin   sarama.ClusterAdmin
 	prod    sarama.SyncProducer
@@ -145,7 +146,8 @@ func NewContext[T any](ctx context.Context, opts Options[T]) (*Backend[T], error
 		return nil, fmt.Errorf("%w: %w", ErrConnect, err)
 	}
 	cfg := opts.saramaConfig()
-	if err := kafkaconn.Probe(ctx, ErrConnect, opts.Brokers, cfg, opts.ConnectTimeout, nil); err != nil {
+	red := redact.SaramaSecrets(cfg)
+	if err := kafkaconn.Probe(ctx, ErrConnect, opts.Brokers, cfg, opts.ConnectTimeout, red.Err); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -156,19 +158,19 @@ func NewContext[T any](ctx context.Context, opts Options[T]) (*Backend[T], error
 	conns.Use(cfg)
 	client, err := sarama.NewClient(opts.Brokers, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: brokers %q: %w", ErrConnect, opts.Brokers, err)
+		return nil, fmt.Errorf("%w: brokers %q: %w", ErrConnect, opts.Brokers, red.Err(err))
 	}
 	admin, err := sarama.NewClusterAdminFromClient(client)
 	if err != nil {
 		_ = client.Close()
-		return nil, fmt.Errorf("%w: %w", ErrConnect, err)
+		return nil, fmt.Errorf("%w: %w", ErrConnect, red.Err(err))
 	}
 	prod, err := sarama.NewSyncProducerFromClient(client)
 	if err != nil {
 		_ = admin.Close()
-		return nil, fmt.Errorf("%w: %w", ErrConnect, err)
+		return nil, fmt.Errorf("%w: %w", ErrConnect, red.Err(err))
 	}
-	return &Backend[T]{opts: opts, cfg: cfg, log: opts.Logger, client: client, admin: admin, prod: prod, conns: conns,
+	return &Backend[T]{opts: opts, cfg: cfg, red: red, log: slog.New(redact.Handler(opts.Logger.Handler(), red)), client: client, admin: admin, prod: prod, conns: conns,
 		releasers: map[string]*releaser[T]{}, readers: map[closer]struct{}{}}, nil
 }
 
@@ -236,12 +238,12 @@ func (b *Backend[T]) declare(ctx context.Context, d *dialing, q *queues[T]) erro
 	cfg, _ := d.child(b.cfg)
 	client, err := sarama.NewClient(b.opts.Brokers, cfg)
 	if err != nil {
-		return fmt.Errorf("%w: brokers %q: %w", ErrConnect, b.opts.Brokers, err)
+		return fmt.Errorf("%w: brokers %q: %w", ErrConnect, b.opts.Brokers, b.red.Err(err))
 	}
 	admin, err := sarama.NewClusterAdminFromClient(client)
 	if err != nil {
 		_ = client.Close()
-		return fmt.Errorf("%w: %w", ErrConnect, err)
+		return fmt.Errorf("%w: %w", ErrConnect, b.red.Err(err))
 	}
 	defer admin.Close() // closes client too
 	t := q.t
@@ -320,7 +322,7 @@ func (b *Backend[T]) ensureTopic(ctx context.Context, client sarama.Client, admi
 	err = admin.CreateTopic(kname, &sarama.TopicDetail{NumPartitions: parts, ReplicationFactor: b.opts.ReplicationFactor, ConfigEntries: configs}, false)
 	existed = errors.Is(err, sarama.ErrTopicAlreadyExists)
 	if err != nil && !existed {
-		return false, fmt.Errorf("%w: creating topic %q: %w", ErrAdmin, kname, err)
+		return false, fmt.Errorf("%w: creating topic %q: %w", ErrAdmin, kname, b.red.Err(err))
 	}
 	err = kafkaoffset.Poll(ctx, func() (bool, error) {
 		if err := client.RefreshMetadata(kname); err != nil {
@@ -330,7 +332,7 @@ func (b *Backend[T]) ensureTopic(ctx context.Context, client sarama.Client, admi
 		return err == nil && len(ps) > 0, err
 	})
 	if err != nil {
-		return existed, fmt.Errorf("%w: topic %q not visible in the cluster metadata: %w", ErrAdmin, kname, err)
+		return existed, fmt.Errorf("%w: topic %q not visible in the cluster metadata: %w", ErrAdmin, kname, b.red.Err(err))
 	}
 	return existed, nil
 }
@@ -356,7 +358,7 @@ func (b *Backend[T]) startOffsets(ctx context.Context, client sarama.Client, adm
 	}
 	start, err := kafkaoffset.StartOffsets(ctx, client, admin, kname, gid, at, b.cfg.Version)
 	if err != nil {
-		return fmt.Errorf("%w: group %q on topic %q: %w", ErrAdmin, gid, kname, err)
+		return fmt.Errorf("%w: group %q on topic %q: %w", ErrAdmin, gid, kname, b.red.Err(err))
 	}
 	if start.Refused != nil {
 		b.log.Warn("kafkatopology: the starting offsets of a consumer group were refused; partitions without a committed offset start at the oldest record",
@@ -379,7 +381,7 @@ func (b *Backend[T]) partition(ctx context.Context, kname string, shard int, seq
 	if b.client.PartitionNotReadable(kname, 0) {
 		ps, err = b.lookUpPartitions(ctx, kname)
 	} else if ps, err = b.client.Partitions(kname); err != nil {
-		err = fmt.Errorf("%w: topic %q: %w", ErrMetadata, kname, err)
+		err = fmt.Errorf("%w: topic %q: %w", ErrMetadata, kname, b.red.Err(err))
 	}
 	if err != nil {
 		return 0, err
@@ -408,7 +410,7 @@ func (b *Backend[T]) lookUpPartitions(ctx context.Context, kname string) ([]int3
 	return bounded(ctx, b, ErrMetadata, fmt.Sprintf("the partitions of topic %q", kname), func(*dialing) ([]int32, error) {
 		ps, err := b.client.Partitions(kname)
 		if err != nil {
-			return nil, fmt.Errorf("%w: topic %q: %w", ErrMetadata, kname, err)
+			return nil, fmt.Errorf("%w: topic %q: %w", ErrMetadata, kname, b.red.Err(err))
 		}
 		return ps, nil
 	})
@@ -430,7 +432,7 @@ func (b *Backend[T]) offsets(ctx context.Context, kname string, parts []int32, a
 		for _, p := range parts {
 			off, err := b.client.GetOffset(kname, p, at)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("kafkatopology: offset of topic %q partition %d: %w", kname, p, err))
+				errs = append(errs, fmt.Errorf("kafkatopology: offset of topic %q partition %d: %w", kname, p, b.red.Err(err)))
 				continue
 			}
 			offs[p] = off
@@ -447,7 +449,7 @@ func (b *Backend[T]) send(msg *sarama.ProducerMessage) error {
 		return topology.ErrClosed
 	}
 	if _, _, err := b.prod.SendMessage(msg); err != nil {
-		return b.refused(fmt.Errorf("kafkatopology: producing to topic %q: %w", msg.Topic, err))
+		return b.refused(fmt.Errorf("kafkatopology: producing to topic %q: %w", msg.Topic, b.red.Err(err)))
 	}
 	return nil
 }

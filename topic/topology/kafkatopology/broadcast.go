@@ -40,7 +40,7 @@ func newBroadcastReader[T any](b *Backend[T], d *dialing, kname string) (*broadc
 	cfg, conns := d.child(b.cfg)
 	client, err := sarama.NewClient(b.opts.Brokers, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConnect, err)
+		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.Err(err))
 	}
 	r := &broadcastReader[T]{buffer: newBuffer[T](b.opts.ReadAhead, b.log), b: b, client: client, conns: conns}
 	fail := func(err error) (*broadcastReader[T], error) {
@@ -48,20 +48,20 @@ func newBroadcastReader[T any](b *Backend[T], d *dialing, kname string) (*broadc
 		return nil, err
 	}
 	if r.cons, err = sarama.NewConsumerFromClient(client); err != nil {
-		return fail(fmt.Errorf("%w: %w", ErrConnect, err))
+		return fail(fmt.Errorf("%w: %w", ErrConnect, b.red.Err(err)))
 	}
 	parts, err := client.Partitions(kname)
 	if err != nil {
-		return fail(fmt.Errorf("kafkatopology: partitions of topic %q: %w", kname, err))
+		return fail(fmt.Errorf("kafkatopology: partitions of topic %q: %w", kname, b.red.Err(err)))
 	}
 	for _, p := range parts {
 		end, err := client.GetOffset(kname, p, sarama.OffsetNewest)
 		if err != nil {
-			return fail(fmt.Errorf("kafkatopology: log end of topic %q partition %d: %w", kname, p, err))
+			return fail(fmt.Errorf("kafkatopology: log end of topic %q partition %d: %w", kname, p, b.red.Err(err)))
 		}
 		pc, err := r.cons.ConsumePartition(kname, p, end)
 		if err != nil {
-			return fail(fmt.Errorf("kafkatopology: consuming topic %q partition %d: %w", kname, p, err))
+			return fail(fmt.Errorf("kafkatopology: consuming topic %q partition %d: %w", kname, p, b.red.Err(err)))
 		}
 		r.pcs = append(r.pcs, pc)
 		next := new(atomic.Int64) // the offset after the last record fetched
@@ -93,7 +93,7 @@ func newBroadcastReader[T any](b *Backend[T], d *dialing, kname string) (*broadc
 // fetched after it is buffered, and later errors of the kind are not
 // logged.
 func (r *broadcastReader[T]) failCorrupt(cerr *sarama.ConsumerError, at int64) {
-	r.fail(corruptFetch(cerr.Topic, cerr.Partition, at, cerr.Err), func() {
+	r.fail(corruptFetch(cerr.Topic, cerr.Partition, at, r.b.red.Err(cerr.Err)), func() {
 		r.b.log.Error("kafkatopology: partition fetch cannot be decoded; the broadcast reader stops", slog.String("topic", cerr.Topic),
 			slog.Int("partition", int(cerr.Partition)), slog.Int64("offset", at), slog.Any("error", cerr.Err))
 	})

@@ -227,7 +227,7 @@ func (o Options[T]) Validate() error {
 	if o.Config != nil {
 		c := o.saramaConfig()
 		if err := c.Validate(); err != nil {
-			errs = append(errs, validate.Field("kafkatopology.config", "valid", "is rejected by sarama: "+err.Error()))
+			errs = append(errs, validate.Field("kafkatopology.config", "valid", "is rejected by sarama: "+redact.SaramaSecrets(c).Text(err.Error())))
 		}
 		errs = append(errs, kafkalimits.Check("kafkatopology.config", c, kafkalimits.All)...)
 	}

@@ -333,7 +333,7 @@ func newGroupReader[T any](b *Backend[T], d *dialing, kname, gid, group string) 
 	cfg, conns := d.child(b.cfg)
 	cg, err := sarama.NewConsumerGroup(b.opts.Brokers, gid, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: consumer group %q: %w", ErrConnect, gid, err)
+		return nil, fmt.Errorf("%w: consumer group %q: %w", ErrConnect, gid, b.red.Err(err))
 	}
 	if !d.settle() {
 		_ = cg.Close()
@@ -417,7 +417,7 @@ func (r *groupReader[T]) failCorrupt(ce *sarama.ConsumerError) {
 		at = c.next
 	}
 	r.mu.Unlock()
-	if r.fail(corruptFetch(ce.Topic, ce.Partition, at, ce.Err), func() {
+	if r.fail(corruptFetch(ce.Topic, ce.Partition, at, r.b.red.Err(ce.Err)), func() {
 		r.b.log.Error("kafkatopology: partition fetch cannot be decoded; the reader stops", slog.String("topic", ce.Topic),
 			slog.String("group", r.gid), slog.Int("partition", int(ce.Partition)), slog.Int64("offset", at), slog.Any("error", ce.Err))
 	}) {
@@ -693,7 +693,7 @@ func (r *groupReader[T]) notCaughtUp(ctx context.Context, err error) error {
 	}
 	out := fmt.Errorf("%w: topic %q, group %q, within %s or the caller's deadline: %w", ErrCatchUp, r.topic, r.gid, r.b.opts.AdminTimeout, ctx.Err())
 	if err != nil {
-		out = fmt.Errorf("%w: %w", out, err)
+		out = fmt.Errorf("%w: %w", out, r.b.red.Err(err))
 	}
 	return out
 }

@@ -61,12 +61,12 @@ func newReleaser[T any](b *Backend[T], d *dialing, kname string) (*releaser[T], 
 	cfg, _ := d.child(b.cfg)
 	cg, err := sarama.NewConsumerGroup(b.opts.Brokers, gid, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: consumer group %q: %w", ErrConnect, gid, err)
+		return nil, fmt.Errorf("%w: consumer group %q: %w", ErrConnect, gid, b.red.Err(err))
 	}
 	r := &releaser[T]{b: b, topic: kname, gid: gid, cg: cg, done: make(chan struct{}),
 		at:           map[int32]*claimAt{},
 		foreignLines: logburst.Keyed[int32]{Log: b.log, Level: slog.LevelWarn, Msg: foreignLog}}
-	r.stalls.init(kname, b.log.With(slog.String("group", gid)))
+	r.stalls.init(kname, b.log.With(slog.String("group", gid)), b.red)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r, nil
 }

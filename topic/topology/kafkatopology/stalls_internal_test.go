@@ -14,6 +14,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/internal/logtest"
+	"github.com/boulevard-go/boulevard/internal/redact"
 )
 
 // lineTimes is a slog.Handler that keeps when each record was logged,
@@ -45,7 +46,7 @@ func TestAStallThatGoesOnIsLoggedAtGrowingIntervals(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := &lineTimes{}
 		s := &stalls{}
-		s.init("hold", slog.New(h))
+		s.init("hold", slog.New(h), redact.Secrets{})
 		err := errors.New("cannot")
 		for range 4 * 3600 {
 			s.fail(stallRelease, 0, 7, err)
@@ -69,7 +70,7 @@ func TestAReleaserGroupErrorThatRepeatsIsLoggedAtGrowingIntervals(t *testing.T) 
 	synctest.Test(t, func(t *testing.T) {
 		h := &lineTimes{}
 		s := &stalls{}
-		s.init("hold", slog.New(h))
+		s.init("hold", slog.New(h), redact.Secrets{})
 		err := errors.New("kafka: broker not connected")
 		for range 601 { // 0s to 60s
 			s.groupError(err, func(int32) int64 { return -1 })
@@ -90,7 +91,7 @@ func TestAReleaserGroupErrorThatRepeatsIsLoggedAtGrowingIntervals(t *testing.T) 
 func TestAPartitionStalledByRetriedFetchErrorsIsReportedWhileTheyGoOn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := &stalls{}
-		s.init("hold", slog.New(slog.DiscardHandler))
+		s.init("hold", slog.New(slog.DiscardHandler), redact.Secrets{})
 		at := func(int32) int64 { return 5 }
 		for range 10 {
 			s.groupError(&sarama.ConsumerError{Topic: "hold", Partition: 1, Err: sarama.ErrUnknownTopicOrPartition}, at)
@@ -125,7 +126,7 @@ func TestAPartitionStalledByRetriedFetchErrorsIsReportedWhileTheyGoOn(t *testing
 func TestAReleaserGroupErrorEndsWithOneLineWhenASessionStarts(t *testing.T) {
 	var lines logtest.Lines
 	s := &stalls{}
-	s.init("hold", slog.New(slog.NewTextHandler(&lines, nil)))
+	s.init("hold", slog.New(slog.NewTextHandler(&lines, nil)), redact.Secrets{})
 	err := errors.New("kafka: broker not connected")
 	for range 5 {
 		s.groupError(err, func(int32) int64 { return -1 })

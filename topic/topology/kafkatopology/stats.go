@@ -14,6 +14,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
+	"github.com/boulevard-go/boulevard/internal/redact"
 	"github.com/boulevard-go/boulevard/internal/repeatlog"
 )
 
@@ -206,7 +207,8 @@ type stall struct {
 type stalls struct {
 	topic string
 	log   *slog.Logger
-	n     atomic.Int32 // len(m): read on each record without the lock
+	red   redact.Secrets // taken out of the errors stalls keep
+	n     atomic.Int32   // len(m): read on each record without the lock
 
 	// others are the group's errors that stall nothing, by error text;
 	// they end when a session starts.
@@ -216,9 +218,10 @@ type stalls struct {
 	m  map[int32]*stall
 }
 
-// init sets the hold topic whose stalls s are, and where they are logged.
-func (s *stalls) init(topic string, log *slog.Logger) {
-	s.topic, s.log = topic, log
+// init sets the hold topic whose stalls s are, where they are logged, and
+// the credentials taken out of their errors.
+func (s *stalls) init(topic string, log *slog.Logger, red redact.Secrets) {
+	s.topic, s.log, s.red = topic, log, red
 	s.others.Log, s.others.Bound = log, repeatlog.MaxTexts
 }
 
@@ -268,7 +271,7 @@ func (s *stalls) fail(kind stallKind, part int32, at int64, err error) {
 	if at >= 0 {
 		st.Offset = at
 	}
-	st.Err = fmt.Errorf("%w: %w", ErrReleaseStalled, err)
+	st.Err = fmt.Errorf("%w: %w", ErrReleaseStalled, s.red.Err(err))
 	if !st.gaps.Due(now) {
 		s.mu.Unlock()
 		return
