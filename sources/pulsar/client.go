@@ -160,6 +160,20 @@ func (c *Client) LogValue() slog.Value { return slog.StringValue(c.String()) }
 // message needs none of this is returned as it is.
 func (c *Client) Redact(err error) error { return c.secrets.Err(err) }
 
+// RedactError returns err as c.Redact does when c is a *Client (one made by
+// NewClient), so that the credentials it was created with never show in an
+// error a broker echoed them into; for any other client, whose credentials
+// it cannot know, it returns err with the user information of any URL in
+// it redacted. It unwraps to err; a nil err stays nil. Packages that take
+// a pulsar.Client from their user (the topic and topology backends) pass
+// the client's errors through it.
+func RedactError(c pulsar.Client, err error) error {
+	if rc, ok := c.(*Client); ok && rc != nil {
+		return rc.Redact(err)
+	}
+	return redact.Secrets{}.Err(err)
+}
+
 // NewClient creates a pulsar-client-go client with ClientDefaults(o, logger).
 // Its error, like the client's logs, never shows the URL's user
 // information. A URL whose user information does not parse (a raw "/",

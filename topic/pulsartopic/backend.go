@@ -157,7 +157,7 @@ func (b *Backend[T]) declare(ctx context.Context, full string) (int, error) {
 		if have, err2 := b.partitions(ctx, full); err2 == nil && have == want {
 			return want, nil
 		}
-		return 0, &Error{Op: "create partitioned topic", Topic: full, Err: err}
+		return 0, b.fail("create partitioned topic", full, err)
 	}
 	return want, nil
 }
@@ -176,7 +176,7 @@ func (b *Backend[T]) partitions(ctx context.Context, full string) (int, error) {
 		return n, err
 	}, func(int) {})
 	if err != nil {
-		return 0, &Error{Op: "look up partitions of", Topic: full, Err: err}
+		return 0, b.fail("look up partitions of", full, err)
 	}
 	return n, nil
 }

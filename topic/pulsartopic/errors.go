@@ -40,7 +40,10 @@ func (e *PartitionError) Unwrap() error { return ErrPartitionMismatch }
 
 // Error is an error from the broker or the client, with what the backend
 // was doing. Its message never holds a URL's user information nor a line
-// break; Unwrap returns the client's error.
+// break, nor, when the backend's client was made by sources/pulsar's
+// NewClient (as it is with Options.ServiceURL), the token or password the
+// client was created with; Unwrap returns the client's error (through a
+// redacting wrapper when its message had to change).
 type Error struct {
 	// Op is what failed, for example "create producer".
 	Op string
@@ -61,3 +64,11 @@ func (e *Error) Error() string {
 
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
+
+// fail returns the *Error of op on the topic full, its cause err passed
+// through the client's redaction (sources/pulsar's RedactError): a broker
+// that echoes the token or password the client was created with, in the
+// refusal the client reports, does not show them.
+func (b *Backend[T]) fail(op, full string, err error) *Error {
+	return &Error{Op: op, Topic: full, Err: spulsar.RedactError(b.client, err)}
+}

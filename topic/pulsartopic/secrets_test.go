@@ -3,6 +3,7 @@ package pulsartopic_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/redact/redacttest"
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/testnet"
+	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/pulsartopic"
 )
@@ -126,4 +128,32 @@ func TestBackendPrintsNoSecret(t *testing.T) {
 	if s := fmt.Sprintf("%#v", be); !strings.Contains(s, "pulsar://user:xxxxx@") {
 		t.Fatalf("%%#v of the backend = %s, want its broker's URL, redacted", s)
 	}
+}
+
+// Guarantee: a broker that refuses a subscribe with a message quoting the
+// token and the password the client was created with (as a misconfigured
+// authorization plugin may) shows neither in the subscribe's error; the
+// error keeps the refusal and the topic.
+func TestBrokerRefusalEchoingCredentialsShowsNone(t *testing.T) {
+	b := testbroker.Pulsar(t)
+	o := testOptions(b, topic.IntCodec{})
+	o.ServiceURL = strings.Replace(o.ServiceURL, "pulsar://", "pulsar://user:"+password+"@", 1)
+	o.ClientOptions.Authentication = pulsar.NewAuthenticationToken(token)
+	be := newBackend(t, o)
+	h, err := topic.NewTopic[int]("echoes", topic.Options{}, be)
+	if err != nil {
+		t.Fatalf("declaration: %v", err)
+	}
+	defer h.Close()
+	b.RefuseSubscribe("echoes", "g", &pulsartest.ServerError{Code: pulsartest.AuthorizationError,
+		Message: "token " + token + " of user:" + password + " may not subscribe"})
+	_, err = h.Subscribe(ctxT(t), topic.Balanced("g"), topic.SubscriberOptions{})
+	var perr *pulsartopic.Error
+	if !errors.As(err, &perr) {
+		t.Fatalf("Subscribe = %v, want a *pulsartopic.Error", err)
+	}
+	if !strings.Contains(err.Error(), "may not subscribe") || !strings.Contains(err.Error(), "echoes") {
+		t.Errorf("Subscribe = %v, want the broker's refusal and the topic", err)
+	}
+	redacttest.NoSecret(t, "the subscribe's error", err, password, token)
 }

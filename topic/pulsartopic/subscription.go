@@ -119,7 +119,7 @@ func newSub[T any](ctx context.Context, t *pTopic[T], mode topic.SubscriptionMod
 		return nil, topic.ErrTopicClosed // the backend's closing closes the topic
 	}
 	if err != nil {
-		return nil, &Error{Op: op, Topic: t.full, Err: err}
+		return nil, t.b.fail(op, t.full, err)
 	}
 	return &pSub[T]{
 		t: t, mode: mode, name: co.SubscriptionName, consumer: c, ch: ch,
@@ -268,7 +268,7 @@ func (s *pSub[T]) Settle(id topic.MessageID, reason error) error {
 		return nil
 	}
 	if err := s.consumer.AckID(mid); err != nil {
-		return &Error{Op: "ack on " + quoteSub(s.name) + " of", Topic: s.t.full, Err: err}
+		return s.t.b.fail("ack on "+quoteSub(s.name)+" of", s.t.full, err)
 	}
 	return nil
 }

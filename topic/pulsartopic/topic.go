@@ -96,7 +96,7 @@ func newTopic[T any](ctx context.Context, b *Backend[T], name topic.Name, full s
 	}
 	p, err := b.createProducer(ctx, po)
 	if err != nil {
-		return nil, &Error{Op: "create producer for", Topic: full, Err: err}
+		return nil, b.fail("create producer for", full, err)
 	}
 	t := &pTopic[T]{
 		b: b, name: name, full: full, partitions: partitions, opts: opts, producer: p,
@@ -330,13 +330,13 @@ func (t *pTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool,
 			if !wait {
 				return topic.DroppedOnFull, nil
 			}
-			return topic.Published, &Error{Op: "publish to", Topic: t.full, Err: err}
+			return topic.Published, t.b.fail("publish to", t.full, err)
 		case errors.Is(err, pulsar.ErrProducerClosed):
 			return topic.Published, topic.ErrTopicClosed
 		case ctx.Err() != nil && errors.Is(err, pulsar.ErrContextExpired):
 			return topic.Published, ctx.Err()
 		}
-		return topic.Published, &Error{Op: "publish to", Topic: t.full, Err: pulsarsize.Refusal(err)}
+		return topic.Published, t.b.fail("publish to", t.full, pulsarsize.Refusal(err))
 	}
 }
 

@@ -454,9 +454,9 @@ func (b *Backend[T]) sendWithin(ctx context.Context, full string, msg *pulsar.Pr
 		if ended := ctx.Err(); ended != nil && !errors.Is(err, ended) {
 			// pulsar-client-go reports a send that ended waiting for room
 			// in the producer's queue with an error of its own.
-			return fmt.Errorf("%w: topic %q: %w: %w", ErrSend, full, ended, err)
+			return fmt.Errorf("%w: topic %q: %w: %w", ErrSend, full, ended, b.redact(err))
 		}
-		return fmt.Errorf("%w: topic %q: %w", ErrSend, full, pulsarsize.Refusal(err))
+		return fmt.Errorf("%w: topic %q: %w", ErrSend, full, b.redact(pulsarsize.Refusal(err)))
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/boulevard-go/boulevard/internal/group"
+	spulsar "github.com/boulevard-go/boulevard/sources/pulsar"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
@@ -43,8 +44,14 @@ func bounded[T, R any](ctx context.Context, b *Backend[T], kind error, what stri
 	case err != nil && err == ctx.Err():
 		return zero, fmt.Errorf("%w: %s: %w", kind, what, err)
 	}
-	return r, err
+	return r, b.redact(err)
 }
+
+// redact passes an error of the client through its redaction
+// (sources/pulsar's RedactError): a broker that echoes the token or
+// password the client was created with, in a refusal the client reports,
+// does not show them in the backend's errors.
+func (b *Backend[T]) redact(err error) error { return spulsar.RedactError(b.client, err) }
 
 // abandon logs one ERROR line for a client call (what) abandoned after
 // Options.OperationTimeout, and returns the error that says so, wrapping

@@ -108,7 +108,7 @@ func newReader[T any](b *Backend[T], co pulsar.ConsumerOptions, group, dlq strin
 		if b.isClosed() {
 			return nil, topology.ErrClosed
 		}
-		return nil, fmt.Errorf("%w: subscription %q: %w", ErrSubscribe, co.SubscriptionName, err)
+		return nil, fmt.Errorf("%w: subscription %q: %w", ErrSubscribe, co.SubscriptionName, b.redact(err))
 	}
 	r := readerOn(b, c, ch, group, dlq, co.SubscriptionName)
 	r.resubscribes, _ = co.EventListener.(*pulsarresub.Listener)
@@ -395,7 +395,7 @@ func (r *reader[T]) Settle(_ context.Context, l *topology.Letter[T]) error {
 		return ErrNotSettled
 	}
 	if err := r.cons.AckID(rc.id); err != nil {
-		return fmt.Errorf("pulsartopology: acknowledging: %w", err)
+		return fmt.Errorf("pulsartopology: acknowledging: %w", r.b.redact(err))
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package pulsartopology_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -11,8 +12,12 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/boulevard-go/boulevard/internal/logtest"
+	"github.com/boulevard-go/boulevard/internal/redact/redacttest"
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/testnet"
+	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/topology"
 	"github.com/boulevard-go/boulevard/topic/topology/pulsartopology"
 )
 
@@ -92,4 +97,27 @@ func checkOptionsAndBackend(t *testing.T, serviceURL, secret, token, want string
 	if be != nil && !strings.Contains(fmt.Sprint(be), want) {
 		t.Fatalf("the backend prints %v; want it to name the broker as %s…", be, want)
 	}
+}
+
+// Guarantee: a broker that refuses a subscription with a message quoting
+// the token and the password the client was created with shows neither in
+// the declaration's error; the error keeps the refusal and wraps
+// ErrDeclare.
+func TestBrokerRefusalEchoingCredentialsShowsNone(t *testing.T) {
+	const password, token = "pAssw0rd-in-URL-5e", "t0ken-SECRET-7a"
+	b := testbroker.Pulsar(t)
+	o := options(b, topic.IntCodec{})
+	o.ServiceURL = strings.Replace(o.ServiceURL, "pulsar://", "pulsar://user:"+password+"@", 1)
+	o.ClientOptions.Authentication = pulsar.NewAuthenticationToken(token)
+	be := newBackend(t, o)
+	b.RefuseSubscribe(be.TopicName("echoes-dlq"), pulsartopology.DeadSubscription, &pulsartest.ServerError{
+		Code: pulsartest.AuthorizationError, Message: "token " + token + " of user:" + password + " may not subscribe"})
+	_, err := be.Declare(ctxT(t), build(t, topology.New("echoes").DLQ()))
+	if !errors.Is(err, pulsartopology.ErrDeclare) {
+		t.Fatalf("Declare = %v, want an error wrapping ErrDeclare", err)
+	}
+	if !strings.Contains(err.Error(), "may not subscribe") {
+		t.Errorf("Declare = %v, want the broker's refusal", err)
+	}
+	redacttest.NoSecret(t, "the declaration's error", err, password, token)
 }
