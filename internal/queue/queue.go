@@ -406,7 +406,7 @@ func (q *Queue[T]) resizeLocked(size int) {
 // the queue then. It panics if len(buf) == 0, which is a programming error
 // (a zero-length receive could never make progress).
 func (q *Queue[T]) Receive(ctx context.Context, buf []T) (int, error) {
-	n, _, err := q.receive(ctx, buf, nil)
+	n, _, _, err := q.receive(ctx, buf, nil, nil)
 	return n, err
 }
 
@@ -423,8 +423,18 @@ func (q *Queue[T]) Receive(ctx context.Context, buf []T) (int, error) {
 // [time.Timer]: pass the timer's C as alarm, and on 0, nil treat the timer as
 // fired (its value has been consumed). It panics if len(buf) == 0.
 func (q *Queue[T]) ReceiveOr(ctx context.Context, buf []T, alarm <-chan time.Time) (int, error) {
-	n, _, err := q.receive(ctx, buf, alarm)
+	n, _, _, err := q.receive(ctx, buf, alarm, nil)
 	return n, err
+}
+
+// ReceiveOrWake is [Queue.ReceiveOr] that also stops waiting when wake
+// delivers a value, and then returns 0, true, nil (woken); a nil wake never
+// fires. When alarm fired it returns 0, false, nil. As with alarm, queued
+// items are returned without looking at wake: a wake is consumed only
+// while the queue is empty.
+func (q *Queue[T]) ReceiveOrWake(ctx context.Context, buf []T, alarm <-chan time.Time, wake <-chan struct{}) (n int, woken bool, err error) {
+	n, _, woken, err = q.receive(ctx, buf, alarm, wake)
+	return n, woken, err
 }
 
 // ReceiveOrTake is [Queue.ReceiveOr] that also returns, when it received
@@ -432,16 +442,17 @@ func (q *Queue[T]) ReceiveOr(ctx context.Context, buf []T, alarm <-chan time.Tim
 // queue: what [Queue.PutBack] needs to give them back. take is 0 when it
 // received nothing.
 func (q *Queue[T]) ReceiveOrTake(ctx context.Context, buf []T, alarm <-chan time.Time) (n int, take uint64, err error) {
-	return q.receive(ctx, buf, alarm)
+	n, take, _, err = q.receive(ctx, buf, alarm, nil)
+	return n, take, err
 }
 
-func (q *Queue[T]) receive(ctx context.Context, buf []T, alarm <-chan time.Time) (int, uint64, error) {
+func (q *Queue[T]) receive(ctx context.Context, buf []T, alarm <-chan time.Time, wake <-chan struct{}) (int, uint64, bool, error) {
 	if len(buf) == 0 {
 		panic("queue: Receive with an empty buffer")
 	}
 	done := ctx.Done()
 	if IsDone(done) {
-		return 0, 0, ctx.Err()
+		return 0, 0, false, ctx.Err()
 	}
 	q.mu.Lock()
 	var w *waiter
@@ -451,12 +462,12 @@ func (q *Queue[T]) receive(ctx context.Context, buf []T, alarm <-chan time.Time)
 			take := q.takes
 			q.recycle(w)
 			q.mu.Unlock()
-			return n, take, nil
+			return n, take, false, nil
 		}
 		if q.closed {
 			q.recycle(w)
 			q.mu.Unlock()
-			return 0, 0, ErrDrained
+			return 0, 0, false, ErrDrained
 		}
 		if w == nil {
 			w = q.newWaiter()
@@ -472,12 +483,17 @@ func (q *Queue[T]) receive(ctx context.Context, buf []T, alarm <-chan time.Time)
 			q.mu.Lock()
 			q.abandon(&q.recv, w)
 			q.mu.Unlock()
-			return 0, 0, ctx.Err()
+			return 0, 0, false, ctx.Err()
 		case <-alarm:
 			q.mu.Lock()
 			q.abandon(&q.recv, w)
 			q.mu.Unlock()
-			return 0, 0, nil
+			return 0, 0, false, nil
+		case <-wake:
+			q.mu.Lock()
+			q.abandon(&q.recv, w)
+			q.mu.Unlock()
+			return 0, 0, true, nil
 		}
 	}
 }

@@ -1262,3 +1262,37 @@ func TestWaitersAreRecycled(t *testing.T) {
 		t.Fatalf("pending accounting leaked: recv %d, pub %d", q.recv.pending, q.pub.pending)
 	}
 }
+
+// Behaviour: ReceiveOrWake returns 0, true, nil when wake delivers while
+// the queue is empty (consuming the value, and leaving no receiver
+// listed), 0, false, nil when the alarm fires, and queued items before
+// looking at wake, which keeps its value for a later call.
+func TestReceiveOrWakeStopsWaitingOnWake(t *testing.T) {
+	q := New[int](4)
+	ctx := context.Background()
+	buf := make([]int, 4)
+	wake := make(chan struct{}, 1)
+	wake <- struct{}{}
+	if n, woken, err := q.ReceiveOrWake(ctx, buf, nil, wake); n != 0 || !woken || err != nil {
+		t.Fatalf("ReceiveOrWake = %d, %v, %v; want 0, true, nil on wake", n, woken, err)
+	}
+	if len(wake) != 0 {
+		t.Fatal("the wake's value was not consumed")
+	}
+	if n := recvWaiting(q); n != 0 {
+		t.Fatalf("%d receivers still listed after the wake", n)
+	}
+	fired := make(chan time.Time, 1)
+	fired <- time.Now()
+	if n, woken, err := q.ReceiveOrWake(ctx, buf, fired, nil); n != 0 || woken || err != nil {
+		t.Fatalf("ReceiveOrWake = %d, %v, %v; want 0, false, nil on alarm", n, woken, err)
+	}
+	wake <- struct{}{}
+	_ = q.Publish(ctx, 7)
+	if n, woken, err := q.ReceiveOrWake(ctx, buf, nil, wake); n != 1 || woken || err != nil || buf[0] != 7 {
+		t.Fatalf("ReceiveOrWake = %d, %v, %v, %v; want 1, false, nil, [7]", n, woken, err, buf[:n])
+	}
+	if len(wake) != 1 {
+		t.Fatal("a receive that found items consumed the wake")
+	}
+}
