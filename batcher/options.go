@@ -3,7 +3,8 @@
 // reaches BatchSize (or, with Weight, before it would pass MaxWeight), when
 // BatchTimeout has passed since its first message, or
 // at once for a message in flush mode (and for everything when the pipeline
-// drains), and batch processors call the user's batch handler and
+// drains, or while a source releases a feed and waits for its messages in
+// flight, such as a revoked Kafka partition), and batch processors call the user's batch handler and
 // acknowledge the outcome of every message to its source.
 package batcher
 
@@ -101,7 +102,9 @@ type Options[T any] struct {
 	MaxWeight int `validate:"omitempty,gte=1,lte=1099511627776"`
 	// BatchTimeout is how long after its first message a batch that has not
 	// filled up is emitted anyway. Default 1s; a value set must be above 0
-	// (no upper bound).
+	// (no upper bound). A source releasing a feed (a revoked Kafka
+	// partition) has open batches emitted without waiting for it
+	// (producer.Feed.FlushInFlight).
 	BatchTimeout time.Duration `validate:"gt=0"`
 	// MaxDemand is how many messages a batcher partition takes from its
 	// input queue at once before it sorts them into batches (Broadway's

@@ -10,8 +10,9 @@ const (
 	TriggerSize Trigger = iota
 	// TriggerTimeout means BatchTimeout passed since the batch's first message.
 	TriggerTimeout
-	// TriggerFlush means a message in flush mode joined the batch, or the
-	// pipeline is draining.
+	// TriggerFlush means a message in flush mode joined the batch, the
+	// pipeline is draining, or a source is releasing a feed and waits for
+	// its messages in flight (producer.Feed.FlushInFlight).
 	TriggerFlush
 	// TriggerWeight means the batch reached its batcher's MaxWeight, or the
 	// next message would have pushed it past MaxWeight.

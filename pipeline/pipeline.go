@@ -24,6 +24,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/group"
 	"github.com/boulevard-go/boulevard/internal/queue"
+	"github.com/boulevard-go/boulevard/internal/release"
 	"github.com/boulevard-go/boulevard/internal/sourcewire"
 	"github.com/boulevard-go/boulevard/internal/stage/batching"
 	"github.com/boulevard-go/boulevard/internal/stage/processing"
@@ -128,15 +129,23 @@ func New[In, Out any](opts Options[In, Out]) (*Pipeline[In, Out], error) {
 		stallsDone: make(chan struct{}),
 	}
 	routes := make([]processing.NamedRoute[Out], 0, len(opts.Batchers))
+	// A source that releases a feed and waits for its messages in flight
+	// has the batchers emit their open batches at once (none to tell
+	// without batchers).
+	var rel *release.Signal
+	if len(opts.Batchers) > 0 {
+		rel = &release.Signal{}
+	}
 	for _, bo := range opts.Batchers {
 		bo.Handle = watchTestBatches(bo.Handle)
-		b := batching.New(bo, batching.Config{Name: opts.Name, Logger: log, Hooks: opts.Telemetry, FailureLogInterval: opts.FailureLogInterval})
+		b := batching.New(bo, batching.Config{Name: opts.Name, Logger: log, Hooks: opts.Telemetry, FailureLogInterval: opts.FailureLogInterval,
+			Release: rel})
 		p.batchers = append(p.batchers, b)
 		routes = append(routes, processing.NamedRoute[Out]{Name: bo.Name, Route: b})
 	}
 	p.proc = processing.New(opts.Processors, processing.Config[Out]{Name: opts.Name, Logger: log, Hooks: opts.Telemetry, Routes: routes,
 		MinQueue: opts.Producer.Flow.MaxWindow(), FailureLogInterval: opts.FailureLogInterval})
-	p.prod = sourcewire.New(opts.Producer, opts.Name, log, p.proc).(producerRuntime[In])
+	p.prod = sourcewire.New(opts.Producer, opts.Name, log, p.proc, rel).(producerRuntime[In])
 	return p, nil
 }
 

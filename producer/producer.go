@@ -22,6 +22,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/boulevard-go/boulevard/internal/group"
+	"github.com/boulevard-go/boulevard/internal/release"
 )
 
 // runtimeConfig is what the pipeline gives its producer besides the user's options.
@@ -32,6 +33,9 @@ type runtimeConfig[T any] struct {
 	Logger *slog.Logger
 	// Output is the processors' input.
 	Output output[T]
+	// Release is the pipeline's release signal, which Feed.FlushInFlight
+	// begins. Nil means none: FlushInFlight does nothing.
+	Release *release.Signal
 }
 
 // Producer runs the producer stages of one pipeline.
@@ -76,6 +80,7 @@ func newRuntime[T any](opts Options[T], cfg runtimeConfig[T]) *runtime[T] {
 				out:       cfg.Output,
 				try:       tryOutput(cfg.Output),
 				gate:      p.gate,
+				release:   cfg.Release,
 				abandoned: p.abandoned,
 				wake:      make(chan struct{}, 1),
 				status:    StageStatus{Stage: name, State: StateStarting, Since: now},

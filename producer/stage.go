@@ -11,6 +11,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/cond"
 	"github.com/boulevard-go/boulevard/internal/panics"
+	"github.com/boulevard-go/boulevard/internal/release"
 	"github.com/boulevard-go/boulevard/message"
 )
 
@@ -51,6 +52,8 @@ type Stage[T any] struct {
 	try   directOutput[T] // out, when it can take messages without waiting
 	stop  context.Context // the dispatcher's (hard-stop) context, set by start
 	gate  *gate
+	// release is the pipeline's release signal (Feed.FlushInFlight).
+	release *release.Signal
 	// abandoned is the producer's, closed once the stages have returned
 	// from a drain the pipeline cut short (see Abandoned).
 	abandoned <-chan struct{}
@@ -992,6 +995,25 @@ func (f *Feed[T]) WithdrawAppend(dst []*message.Message[T]) []*message.Message[T
 	dst, n := f.stage.withdraw(f, true, dst)
 	f.withdrawn.Add(int64(n))
 	return dst
+}
+
+// FlushInFlight tells the pipeline that the source releases the feed and
+// waits for the outcomes of the messages it delivered (a revoked Kafka
+// partition waiting for its in-flight messages before it commits): every
+// batcher of the pipeline emits its open batches at once, with trigger
+// flush, and until done is called emits each batch as soon as the chunk
+// that filled it is taken in, as if BatchTimeout were zero. The feed's
+// messages still in the processors then reach their batch handler without
+// waiting out BatchTimeout. Emitting early reorders nothing: a batcher
+// partition emits its batches in the order they opened, as a drain does.
+// Other feeds' batches are emitted early too, and smaller, while it lasts:
+// call done as soon as the wait is over; it is idempotent. Several feeds
+// released at once share the early emission, which lasts until the last of
+// them is done; each call wakes a batcher partition at most once, however
+// many come before it runs. FlushInFlight never blocks; in a pipeline
+// without batchers it does nothing.
+func (f *Feed[T]) FlushInFlight() (done func()) {
+	return f.stage.release.Begin()
 }
 
 // Close stops the feed from receiving further grants, for a consumer that

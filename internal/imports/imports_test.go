@@ -54,7 +54,10 @@ var rules = []rule{
 	{from: "internal/cond", only: []string{}, why: "internal/cond imports nothing of the module"},
 	// The set of a source's live resources, closed once.
 	{from: "internal/liveset", only: []string{}, why: "internal/liveset imports nothing of the module"},
-	{from: "internal/sourcewire", only: []string{}, why: "internal/sourcewire imports nothing of the module"},
+	{from: "internal/sourcewire", only: []string{"internal/release"}, why: "internal/sourcewire imports only the release signal it hands the producer"},
+	// A source's release of a feed, from the producer stages to the
+	// batchers.
+	{from: "internal/release", only: []string{}, why: "internal/release imports nothing of the module"},
 	{from: "internal/kafkaoffset", only: []string{"acker", "internal/kafkarefusal"}, why: "the shared Kafka offset tracking imports only acker and the refusal table"},
 	// One table of Kafka's refusals for good, for every client.
 	{from: "internal/kafkarefusal", only: []string{}, why: "internal/kafkarefusal imports nothing of the module"},
@@ -85,7 +88,7 @@ var rules = []rule{
 	{from: "internal/safehooks", only: []string{"telemetry", "internal/panics"}, why: "internal/safehooks imports only telemetry and internal/panics"},
 	// The public stage packages hold options, handler types and the source
 	// contract; their runtime depends on them, never the reverse.
-	{from: "producer", only: []string{"message", "validate", "internal/group", "internal/panics", "internal/cond", "internal/sourcewire"}, why: "producer imports only message, validate and the internal leaves"},
+	{from: "producer", only: []string{"message", "validate", "internal/group", "internal/panics", "internal/cond", "internal/sourcewire", "internal/release"}, why: "producer imports only message, validate and the internal leaves"},
 	{from: "processor", only: []string{"message", "validate"}, why: "processor imports only message and validate"},
 	{from: "batcher", only: []string{"message", "validate"}, why: "batcher imports only message and validate"},
 	// The core stages move messages through internal/queue, never through

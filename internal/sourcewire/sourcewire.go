@@ -10,10 +10,16 @@
 // StopFetching, Close, Stages, Status, the rate limit methods).
 package sourcewire
 
-import "log/slog"
+import (
+	"log/slog"
+
+	"github.com/boulevard-go/boulevard/internal/release"
+)
 
 // New builds the producer runtime of a pipeline named name: opts is a
 // producer.Options[T] that carries its defaults and was validated, out the
 // processors' input (its Publish, and TryPublish when it has one, over
-// []*message.Message[T]). Nothing starts until the runtime's Run.
-var New func(opts any, name string, log *slog.Logger, out any) any
+// []*message.Message[T]), rel the pipeline's release signal, which its
+// feeds' FlushInFlight begins (nil: none). Nothing starts until the
+// runtime's Run.
+var New func(opts any, name string, log *slog.Logger, out any, rel *release.Signal) any

@@ -27,5 +27,5 @@ type producerRuntime interface {
 // pipeline, feeding out, as the pipeline builds its own. opts are used as
 // given: apply WithDefaults first unless the test wants them raw.
 func newProducerRuntime(opts producer.Options[[]byte], name string, log *slog.Logger, out producerOutput) producerRuntime {
-	return sourcewire.New(opts, name, log, out).(producerRuntime)
+	return sourcewire.New(opts, name, log, out, nil).(producerRuntime)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/logburst"
 	"github.com/boulevard-go/boulevard/internal/panics"
 	"github.com/boulevard-go/boulevard/internal/queue"
+	"github.com/boulevard-go/boulevard/internal/release"
 	"github.com/boulevard-go/boulevard/internal/safehooks"
 	"github.com/boulevard-go/boulevard/internal/stage/failurelog"
 	"github.com/boulevard-go/boulevard/message"
@@ -41,6 +42,12 @@ type Config struct {
 	// line of that kind counts (see logburst). Zero means
 	// logburst.Interval; a negative value logs every failure.
 	FailureLogInterval time.Duration
+	// Release is the pipeline's release signal: while a source releases a
+	// feed and waits for its messages in flight (release.Signal.Begin),
+	// every partition emits its open batches at once, with trigger flush,
+	// and emits each batch as soon as the chunk that filled it is taken
+	// in. Nil means none.
+	Release *release.Signal
 }
 
 // minQueueCapacity is the smallest input queue a batcher partition gets.
@@ -67,6 +74,7 @@ type Batcher[T any] struct {
 	batches []*queue.Queue[message.Batch[T]]
 	hooks   *telemetry.Hooks
 	fails   *failurelog.Lines
+	release *release.Signal
 
 	// loops[i] and procs[i]: partition i, batch processor i has not
 	// returned.
@@ -89,10 +97,11 @@ func New[T any](opts batcher.Options[T], cfg Config) *Batcher[T] {
 	log := cmp.Or(cfg.Logger, slog.Default())
 	name := cfg.Name + ".batcher." + opts.Name
 	s := &Batcher[T]{
-		opts:  opts,
-		log:   log.With(slog.String("stage", name)),
-		name:  name,
-		fails: failurelog.New(cfg.FailureLogInterval),
+		opts:    opts,
+		log:     log.With(slog.String("stage", name)),
+		name:    name,
+		fails:   failurelog.New(cfg.FailureLogInterval),
+		release: cfg.Release,
 	}
 	s.hooks = safehooks.Wrap(cfg.Hooks, s.log)
 	partitions := 1
@@ -184,7 +193,7 @@ func (s *Batcher[T]) Run(ctx context.Context) {
 	var loops, procs group.Group
 	for i := range s.input.Len() {
 		out := s.batches[min(i, len(s.batches)-1)]
-		b := &partition[T]{s: s, index: i, in: s.input.Partition(i), out: out, st: s.st.parts[i]}
+		b := &partition[T]{s: s, index: i, in: s.input.Partition(i), out: out, st: s.st.parts[i], wake: s.release.Listen()}
 		loops.Go(func() { s.partitionWork(ctx, &loops, b) })
 	}
 	for i := range s.opts.Concurrency {
@@ -336,6 +345,9 @@ type partition[T any] struct {
 	in    *queue.Queue[*message.Message[T]]
 	out   *queue.Queue[message.Batch[T]]
 	st    *partShard
+	// wake receives a value when a source begins to release a feed (see
+	// Config.Release); nil without a release signal.
+	wake <-chan struct{}
 
 	acks  acker.Group
 	weigh func(*message.Message[T]) int // opts.Weight guarded against panics; nil without
@@ -402,34 +414,46 @@ func (b *partition[T]) loop(ctx context.Context) {
 			}
 			alarm = timer.C
 		}
-		n, err := b.in.ReceiveOr(ctx, b.buf, alarm)
+		n, woken, err := b.in.ReceiveOrWake(ctx, b.buf, alarm, b.wake)
 		if err != nil {
 			if ctx.Err() != nil {
 				b.leftBehind(ctx, nil)
 				return
 			}
 			// Input closed and drained: the pipeline is draining.
-			for first := b.first(); first != nil; first = b.first() {
-				if !b.emit(ctx, first, message.TriggerFlush) {
-					b.leftBehind(ctx, nil)
-					return
-				}
-			}
-			if !b.handOver(ctx) {
-				b.leftBehind(ctx, nil)
-			}
+			b.flushOpen(ctx)
 			return
 		}
 		if n == 0 {
-			// The alarm fired; the timer needs re-arming.
+			// The alarm fired, or a release began; the timer needs
+			// re-arming either way.
 			armed = time.Time{}
+			if woken {
+				if !b.flushOpen(ctx) {
+					return
+				}
+				continue
+			}
 		}
 		b.st.received(n)
 		b.chunk, b.at = b.buf[:n], 0
 		if !b.takeIn(ctx, time.Now()) {
 			return
 		}
+		// One atomic load per chunk: while a source releases a feed, no
+		// batch waits for its timeout.
+		if b.s.release.Active() && !b.flushOpen(ctx) {
+			return
+		}
 	}
+}
+
+// flushOpen emits every open batch, in deadline order, with trigger flush,
+// and hands them over: the pipeline drains, or a source releases a feed
+// and waits for its messages in flight (Config.Release). It reports false
+// when the hard stop came (it has called leftBehind then).
+func (b *partition[T]) flushOpen(ctx context.Context) bool {
+	return b.emitOpen(ctx, time.Time{}, message.TriggerFlush)
 }
 
 // takeIn sorts the messages of b.chunk from b.at on into batches, reports
@@ -478,8 +502,16 @@ func (b *partition[T]) flush(ctx context.Context) {
 // what was emitted over. It reports false when the hard stop came (it has
 // called leftBehind then).
 func (b *partition[T]) emitDue(ctx context.Context, now time.Time) bool {
-	for first := b.first(); first != nil && !first.deadline.After(now); first = b.first() {
-		if !b.emit(ctx, first, message.TriggerTimeout) {
+	return b.emitOpen(ctx, now, message.TriggerTimeout)
+}
+
+// emitOpen emits, in deadline order and with trigger, the open batches
+// whose deadline is not after due (every one for a zero due), and hands
+// what was emitted over. It reports false when the hard stop came (it has
+// called leftBehind then).
+func (b *partition[T]) emitOpen(ctx context.Context, due time.Time, trigger message.Trigger) bool {
+	for first := b.first(); first != nil && (due.IsZero() || !first.deadline.After(due)); first = b.first() {
+		if !b.emit(ctx, first, trigger) {
 			b.leftBehind(ctx, nil)
 			return false
 		}
