@@ -431,11 +431,18 @@ const AbandonedLog = "kafka partition released with messages the pipeline's cut-
 // Release waits, at most timeout (or until hurry is closed, or the
 // pipeline abandoned its in-flight messages: producer.Stage.Abandoned), for
 // the claim's in-flight messages, then stops accepting acks. The caller
-// then commits what was handled.
+// then commits what was handled. While it waits, the pipeline's batchers
+// emit their batches without waiting for BatchTimeout
+// (producer.Feed.FlushInFlight), so that messages in open batches are
+// handled within timeout.
 func (c *Claim) Release(log *slog.Logger, timeout time.Duration, hurry <-chan struct{}) {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
-	log.Debug("kafka partition releasing", slog.Int("in_flight", c.Pending()))
+	inFlight := c.Pending()
+	log.Debug("kafka partition releasing", slog.Int("in_flight", inFlight))
+	if inFlight > 0 && timeout > 0 && c.Feed != nil {
+		defer c.Feed.FlushInFlight()()
+	}
 	for {
 		pending := c.Pending()
 		if pending == 0 {
