@@ -3,6 +3,7 @@ package redact
 import (
 	neturl "net/url"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/IBM/sarama"
@@ -104,7 +105,9 @@ const minSecret = 3
 type Secrets struct{ values []string }
 
 // NewSecrets returns the secrets among values: those of at least 3
-// characters, each also in its URL-escaped forms when they differ.
+// characters, each also in its URL-escaped forms when they differ. A
+// shorter value is not taken out of any text. Text replaces the longest
+// first, so that a secret holding another one is taken out whole.
 func NewSecrets(values ...string) Secrets {
 	var s Secrets
 	for _, v := range values {
@@ -118,6 +121,7 @@ func NewSecrets(values ...string) Secrets {
 			}
 		}
 	}
+	slices.SortStableFunc(s.values, func(a, b string) int { return len(b) - len(a) })
 	return s
 }
 

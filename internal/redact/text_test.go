@@ -40,3 +40,17 @@ func TestSecretsErrRemovesCredentials(t *testing.T) {
 		t.Errorf("a value shorter than 3 characters was taken out: %q", got)
 	}
 }
+
+// Guarantee: a configured credential that holds another one (a token
+// that contains a short password, a password that starts with the user
+// name) is taken out whole, whichever order they were given in: no part
+// of the longer one is left beside the mask.
+func TestSecretsTextTakesOutACredentialHoldingAnotherWhole(t *testing.T) {
+	const short, long = "abcd", "abcd-efgh-token"
+	for _, s := range []redact.Secrets{redact.NewSecrets(short, long), redact.NewSecrets(long, short)} {
+		got := s.Text("refused " + long + " and " + short)
+		if want := "refused " + redact.Masked + " and " + redact.Masked; got != want {
+			t.Errorf("Text = %q, want %q", got, want)
+		}
+	}
+}
