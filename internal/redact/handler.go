@@ -1,17 +1,23 @@
 package redact
 
 import (
+	"bytes"
 	"context"
+	"encoding"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"reflect"
+	"strings"
 )
 
 // Handler returns a handler that hands h every record with its message
 // and attribute values redacted as s.Text redacts a text: the user
 // information of URLs and the secrets of s taken out, lines joined. A
 // value of a kind other than string, group or number (an error, a
-// structure) is formatted first and replaced by the redacted text when
-// redacting changes it.
+// structure, bytes) is rendered first, as fmt prints it and as slog's text
+// and JSON handlers write it, and replaced by the redacted text of the
+// first rendering that redacting changes.
 func Handler(h slog.Handler, s Secrets) slog.Handler { return &handler{h: h, s: s} }
 
 type handler struct {
@@ -43,8 +49,9 @@ func (r *handler) WithGroup(name string) slog.Handler {
 }
 
 // Attr returns a with its value redacted as Text redacts a text. A value
-// of a kind other than string, group or number is formatted first, so
-// that an error or a *url.URL holding a credential is caught too.
+// of a kind other than string, group or number is rendered first (see
+// Handler), so that an error, a *url.URL or bytes holding a credential
+// are caught too.
 func (s Secrets) Attr(a slog.Attr) slog.Attr {
 	v := a.Value.Resolve()
 	switch v.Kind() {
@@ -58,10 +65,37 @@ func (s Secrets) Attr(a slog.Attr) slog.Attr {
 		}
 		return slog.Group(a.Key, red...)
 	case slog.KindAny:
-		t := fmt.Sprint(v.Any())
-		if red := s.Text(t); red != t {
-			return slog.String(a.Key, red)
+		for _, t := range renderings(v.Any()) {
+			if red := s.Text(t); red != t {
+				return slog.String(a.Key, red)
+			}
 		}
 	}
 	return slog.Attr{Key: a.Key, Value: v}
+}
+
+// renderings returns the texts a handler may write for x: what fmt prints,
+// and, where it differs, what slog's text handler writes (the bytes of a
+// byte slice as a string, the text of an encoding.TextMarshaler) and what
+// its JSON handler writes (the JSON encoding of anything but an error).
+// A method that panics adds nothing.
+func renderings(x any) (ts []string) {
+	ts = []string{fmt.Sprint(x)}
+	defer func() { _ = recover() }()
+	if m, ok := x.(encoding.TextMarshaler); ok {
+		if b, err := m.MarshalText(); err == nil {
+			ts = append(ts, string(b))
+		}
+	} else if rv := reflect.ValueOf(x); rv.Kind() == reflect.Slice && rv.Type().Elem().Kind() == reflect.Uint8 {
+		ts = append(ts, string(rv.Bytes()))
+	}
+	if _, ok := x.(error); !ok {
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if enc.Encode(x) == nil {
+			ts = append(ts, strings.TrimSuffix(b.String(), "\n"))
+		}
+	}
+	return ts
 }
