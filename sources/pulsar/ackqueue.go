@@ -291,7 +291,7 @@ func (c *consumer) send(ops []ackOp) int {
 	}
 	if errs > 0 {
 		c.log.Warn("pulsar acknowledgements failed; the broker redelivers those messages",
-			slog.String("consumer", c.name), slog.Int("failed_acks", errs), slog.Any("error", firstErr))
+			slog.String("consumer", c.name), slog.Int("failed_acks", errs), slog.Any("error", c.src.clean(firstErr)))
 	}
 	return i
 }
