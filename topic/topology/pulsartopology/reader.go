@@ -355,14 +355,14 @@ func markerYoung(at string, now time.Time) bool {
 // ack acknowledges m, a message the reader skips (a marker, a letter for
 // another group, one that does not decode); a failure is logged with the
 // message's topic and id (the broker delivers it again, to be skipped
-// again).
+// again), and its error redacted as the backend's errors are.
 func (r *reader[T]) ack(m pulsar.Message) {
 	if r.b.crashed.Load() {
 		return
 	}
 	if err := r.cons.AckID(m.ID()); err != nil {
 		r.b.log.Warn("pulsartopology: acknowledging a skipped message failed",
-			slog.String("topic", m.Topic()), slog.String("message_id", m.ID().String()), slog.Any("error", err))
+			slog.String("topic", m.Topic()), slog.String("message_id", m.ID().String()), slog.Any("error", r.b.redact(err)))
 	}
 }
 
