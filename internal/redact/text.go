@@ -1,6 +1,7 @@
 package redact
 
 import (
+	"fmt"
 	neturl "net/url"
 	"regexp"
 	"slices"
@@ -145,8 +146,9 @@ func (s Secrets) Text(t string) string {
 }
 
 // Err returns err itself when Text leaves its message as it is, and
-// otherwise an error with the message Text returns that unwraps to err
-// (errors.Is and errors.As still find what err wraps). A nil err stays
+// otherwise an error with the message Text returns, printed as that
+// message with every fmt verb, that unwraps to err (errors.Is and
+// errors.As still find what err wraps). A nil err stays
 // nil.
 func (s Secrets) Err(err error) error {
 	if err == nil {
@@ -169,3 +171,7 @@ type cleanError struct {
 
 func (e *cleanError) Error() string { return e.msg }
 func (e *cleanError) Unwrap() error { return e.err }
+
+// Format writes the message for every verb, so that none (%#v, %d)
+// reaches the original error behind it.
+func (e *cleanError) Format(f fmt.State, verb rune) { Format(f, verb, e.msg) }

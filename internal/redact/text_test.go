@@ -8,6 +8,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/internal/redact"
+	"github.com/boulevard-go/boulevard/internal/redact/redacttest"
 )
 
 // Guarantee: an error whose text carries a configured credential
@@ -53,4 +54,22 @@ func TestSecretsTextTakesOutACredentialHoldingAnotherWhole(t *testing.T) {
 			t.Errorf("Text = %q, want %q", got, want)
 		}
 	}
+}
+
+// refusal is an error held by value, as some client libraries return
+// theirs: fmt prints its fields for %#v and %d.
+type refusal struct{ text string }
+
+func (r refusal) Error() string { return r.text }
+
+// Guarantee: an error Err redacted prints with every fmt verb, logs and
+// encodes without the credential, even where fmt would reach the original
+// error's fields (%#v, %d) behind its message.
+func TestSecretsErrPrintsNoCredentialWithAnyVerb(t *testing.T) {
+	const secret = "pw-5e0c-secret"
+	got := redact.NewSecrets(secret).Err(refusal{"login refused with " + secret})
+	if !strings.Contains(got.Error(), "login refused with "+redact.Masked) {
+		t.Fatalf("redacted error %q lost the refusal", got)
+	}
+	redacttest.NoSecret(t, "the redacted error", got, secret)
 }
