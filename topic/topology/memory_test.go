@@ -339,7 +339,11 @@ func TestMemoryRequeueAndDeadLetterNeverWaitForRoom(t *testing.T) {
 				t.Errorf("%s received %v, want [0 1 10 11]", name, got)
 			}
 		}
-		// Nothing waits any more: a requeue goes straight in again.
+		// Nothing waits any more once the goroutine that moved the waiting
+		// letters in has seen none left and ended (until then the last
+		// letter it moved still counts as moving): a requeue goes
+		// straight in again.
+		synctest.Wait()
 		if err := q.Requeue(ctx, topology.Letter[int]{Value: 13}); err != nil {
 			t.Fatal(err)
 		}
