@@ -28,9 +28,12 @@ func deleteRecordsBefore(t *testing.T, c *kfake.Cluster, offs map[int32]int64) {
 
 // startBelowLogStart makes a cluster whose one partition holds records 0
 // to 9, of which retention deleted those before 5, and where group
-// committed offset 2, below the log start. It returns the cluster and a
-// count of the joins it is sent (the JoinGroup requests with a member id).
-func startBelowLogStart(t *testing.T, group string) (*kfake.Cluster, *kfake.FaultHandle) {
+// committed offset 2, below the log start. It returns the options of a
+// source of group on it and a count of the joins the cluster is sent (the
+// JoinGroup requests with a member id). The source's session lasts 15 s:
+// the tests count joins, and a busy machine's stall of a 2 s session would
+// end the member's session and make it join again.
+func startBelowLogStart(t *testing.T, group string) (kafka.Options, *kfake.FaultHandle) {
 	t.Helper()
 	c := newCluster(t, 1, kfake.NumBrokers(1))
 	produce(t, c, 1, 0, 10)
@@ -42,7 +45,9 @@ func startBelowLogStart(t *testing.T, group string) (*kfake.Cluster, *kfake.Faul
 		return req.(*kmsg.JoinGroupRequest).MemberID != ""
 	}})
 	t.Cleanup(joins.Remove)
-	return c, joins
+	o := sourceOptions(c, group)
+	o.Config.Consumer.Group.Session.Timeout = 15 * time.Second
+	return o, joins
 }
 
 // Guarantee: with the sarama source and
@@ -55,8 +60,7 @@ func startBelowLogStart(t *testing.T, group string) (*kfake.Cluster, *kfake.Faul
 // and the member rejoining the group over and over.
 func TestRunFailsOnceWhenTheCommittedOffsetIsOutOfRangeAndNotToBeReset(t *testing.T) {
 	group := "g-out-of-range"
-	c, joins := startBelowLogStart(t, group)
-	o := sourceOptions(c, group)
+	o, joins := startBelowLogStart(t, group)
 	o.Config.Consumer.Group.ResetInvalidOffsets = false
 	err := runStage(t, saramaClient.new(t, o), 20*time.Second)
 	if !errors.Is(err, kafka.ErrOffsetOutOfRange) || !errors.Is(err, sarama.ErrOffsetOutOfRange) {
@@ -79,9 +83,9 @@ func TestRunFailsOnceWhenTheCommittedOffsetIsOutOfRangeAndNotToBeReset(t *testin
 func TestCommittedOffsetBelowTheLogStartStartsAtInitialOffset(t *testing.T) {
 	eachClient(t, func(t *testing.T, cl client) {
 		group := "g-below-log-start"
-		c, joins := startBelowLogStart(t, group)
+		o, joins := startBelowLogStart(t, group)
 		l := newLedger()
-		done := runOnceInto(t, "below-log-start", cl.new(t, sourceOptions(c, group)), l)
+		done := runOnceInto(t, "below-log-start", cl.new(t, o), l)
 		wait.Within(t, 20*time.Second, "the records after the log start", func() bool {
 			for o := int64(5); o < 10; o++ {
 				if !l.handled(rec{0, o}) {
