@@ -398,8 +398,15 @@ func (b *partition[T]) loop(ctx context.Context) {
 		// would only reserve memory (MaxDemand × partitions is not
 		// bounded).
 		b.buf = make([]*message.Message[T], min(b.s.opts.MaxDemand, b.in.Cap()))
-	} else if !b.resume(ctx) {
-		return
+	} else {
+		if !b.resume(ctx) {
+			return
+		}
+		// The exit may have come while a release emitted the open
+		// batches, its wake-up taken: the rest are emitted now.
+		if ctx.Err() == nil && b.s.release.Active() && !b.flushOpen(ctx) {
+			return
+		}
 	}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()

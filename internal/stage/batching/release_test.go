@@ -2,6 +2,7 @@ package batching_test
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/stage/batching"
 	"github.com/boulevard-go/boulevard/internal/stage/stagetest"
 	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/telemetry"
 )
 
 // handled is a batch a release test's handler saw.
@@ -153,4 +155,42 @@ func releaseEmits(t *testing.T, opts batcher.Options[int]) {
 			last[h.key] = i
 		}
 	}
+}
+
+// Guarantee: a BatchEmit hook that ends the partition's goroutine
+// (runtime.Goexit) while a release emits the open batches does not leave
+// the others open until BatchTimeout: the goroutine that takes over emits
+// them at once, since the release still lasts, and every message is
+// acknowledged once.
+func TestReleaseEmitsEveryOpenBatchThoughTheEmitHookEndsItsGoroutine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		exit := stagetest.GoexitOnce()
+		hooks := &telemetry.Hooks{BatchEmit: func(context.Context, telemetry.Batch) { exit() }}
+		sig := &release.Signal{}
+		s := batching.New(batcher.Options[int]{
+			Name: "release", Concurrency: 1, BatchSize: 100, BatchTimeout: never,
+			Handle: func(context.Context, []*message.Message[int], message.BatchInfo) error { return nil },
+		}.WithDefaults(), batching.Config{Name: t.Name(), Logger: slog.New(slog.DiscardHandler), Hooks: hooks, Release: sig})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		done := stagetest.Go(ctx, s)
+		rec := acker.NewRecorder(false)
+		var ms []*message.Message[int]
+		for i, k := range []string{"a", "b", "c"} {
+			ms = append(ms, msgs(rec, 2*i, 2, k)...)
+		}
+		if n, err := s.Publish(ctx, ms); err != nil || n != len(ms) {
+			t.Fatalf("Publish took %d of %d: %v", n, len(ms), err)
+		}
+		synctest.Wait()
+		end := sig.Begin()
+		defer end()
+		synctest.Wait()
+		if got := rec.Total(); got != len(ms) {
+			t.Fatalf("%d of %d messages acknowledged while the release lasts; the rest wait in open batches", got, len(ms))
+		}
+		s.CloseInput()
+		<-done
+		assertOnce(t, rec, span(0, len(ms)))
+	})
 }
