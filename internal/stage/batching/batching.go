@@ -436,7 +436,11 @@ func (b *partition[T]) loop(ctx context.Context) {
 			// re-arming either way.
 			armed = time.Time{}
 			if woken {
-				if !b.flushOpen(ctx) {
+				// A wake-up left by a release that has ended since
+				// (several began and ended before the partition ran, or
+				// a chunk taken in meanwhile flushed already) cuts
+				// nothing short.
+				if b.s.release.Active() && !b.flushOpen(ctx) {
 					return
 				}
 				continue

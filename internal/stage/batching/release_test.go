@@ -194,3 +194,52 @@ func TestReleaseEmitsEveryOpenBatchThoughTheEmitHookEndsItsGoroutine(t *testing.
 		assertOnce(t, rec, span(0, len(ms)))
 	})
 }
+
+// Guarantee: a release that has ended before a batcher partition takes
+// its wake-up cuts no batch short: the wake-up it left behind emits
+// nothing, and the open batch waits for its size or timeout.
+func TestReleaseEndedBeforeThePartitionWokeEmitsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sig := &release.Signal{}
+		var emitted []message.Trigger
+		var mu sync.Mutex
+		s := batching.New(batcher.Options[int]{
+			Name: "release", Concurrency: 1, BatchSize: 100, BatchTimeout: never,
+			Handle: func(_ context.Context, _ []*message.Message[int], info message.BatchInfo) error {
+				mu.Lock()
+				emitted = append(emitted, info.Trigger)
+				mu.Unlock()
+				return nil
+			},
+		}.WithDefaults(), batching.Config{Name: t.Name(), Release: sig})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		done := stagetest.Go(ctx, s)
+		rec := acker.NewRecorder(false)
+		if n, err := s.Publish(ctx, msgs(rec, 0, 3, "a")); err != nil || n != 3 {
+			t.Fatalf("Publish took %d of 3: %v", n, err)
+		}
+		synctest.Wait()
+		// The partition waits, durably blocked: it runs only once both
+		// calls have returned.
+		sig.Begin()()
+		synctest.Wait()
+		mu.Lock()
+		got := slices.Clone(emitted)
+		mu.Unlock()
+		if len(got) != 0 {
+			t.Fatalf("batches emitted with triggers %v after the release had ended, want none before the timeout", got)
+		}
+		time.Sleep(never)
+		synctest.Wait()
+		mu.Lock()
+		got = slices.Clone(emitted)
+		mu.Unlock()
+		if !slices.Equal(got, []message.Trigger{message.TriggerTimeout}) {
+			t.Errorf("batches emitted with triggers %v, want one at its timeout", got)
+		}
+		s.CloseInput()
+		<-done
+		assertOnce(t, rec, span(0, 3))
+	})
+}
