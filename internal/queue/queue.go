@@ -430,8 +430,9 @@ func (q *Queue[T]) ReceiveOr(ctx context.Context, buf []T, alarm <-chan time.Tim
 // ReceiveOrWake is [Queue.ReceiveOr] that also stops waiting when wake
 // delivers a value, and then returns 0, true, nil (woken); a nil wake never
 // fires. When alarm fired it returns 0, false, nil. As with alarm, queued
-// items are returned without looking at wake: a wake is consumed only
-// while the queue is empty.
+// items are returned without looking at wake: a wake is consumed only by
+// a call that found the queue empty (items published while it waits may
+// then stay queued for the next call).
 func (q *Queue[T]) ReceiveOrWake(ctx context.Context, buf []T, alarm <-chan time.Time, wake <-chan struct{}) (n int, woken bool, err error) {
 	n, _, woken, err = q.receive(ctx, buf, alarm, wake)
 	return n, woken, err
