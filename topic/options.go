@@ -484,11 +484,27 @@ func validateTracked(o TrackedOptions) error {
 	return validate.Join(validate.Struct("", &o), extra)
 }
 
-// SubscriberOptions tunes one subscription. It has no fields yet.
-type SubscriberOptions struct{}
+// SubscriberOptions tunes one subscription.
+type SubscriberOptions struct {
+	// OnRelease, when set, is called by a backend that lets go of part of
+	// what the subscription reads (a Kafka topic's balanced member whose
+	// partition a rebalance revokes) and waits, up to its own bound
+	// (kafkatopic's Options.RevokeTimeout), for the messages of that part
+	// the subscriber received and has not settled. The subscriber should
+	// hurry their settlement: a pipeline source (package topic/source)
+	// has its batchers emit their open batches at once. done (nil: none)
+	// is called once the wait is over, however it ends, and what was
+	// settled is committed. OnRelease is called only
+	// while such messages are held and the wait is not zero, never while
+	// the subscription is closing; it must not block, nor call back into
+	// the subscription. The in-memory and Pulsar backends never call it:
+	// nothing they do waits for the messages a subscriber holds. Nil: the
+	// backend just waits.
+	OnRelease func() (done func()) `name:"-" validate:"-"`
+}
 
-// WithDefaults returns o: it has no fields yet.
+// WithDefaults returns o: no field has a default.
 func (o SubscriberOptions) WithDefaults() SubscriberOptions { return o }
 
-// Validate returns nil: it has no fields yet.
+// Validate returns nil: every value of every field is valid.
 func (o SubscriberOptions) Validate() error { return nil }

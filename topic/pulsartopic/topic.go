@@ -346,7 +346,10 @@ func (t *pTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool,
 // comes first; the error then wraps ctx.Err() or, for the timeout,
 // sources/pulsar's ErrSubscribeTimeout and context.DeadlineExceeded, and
 // the consumer the client makes once Subscribe has returned is closed. An
-// ended ctx subscribes nothing.
+// ended ctx subscribes nothing. opts.OnRelease is never called: nothing
+// the backend does waits for the messages a subscriber holds (an ack
+// settles a message on the subscription, whichever of its consumers the
+// broker delivers to next).
 func (t *pTopic[T]) Subscribe(ctx context.Context, mode topic.SubscriptionMode, _ topic.SubscriberOptions) (topic.SubscriptionState[T], error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -41,6 +41,8 @@ type heldBackend struct {
 	// settleErr, when set, is what every Settle of a subscription returns
 	// (ErrMessageNotTracked when not).
 	settleErr error
+	// opts are the options of every Subscribe, in order.
+	opts []topic.SubscriberOptions
 }
 
 // holdSubscribes makes every later Subscribe wait until release is
@@ -103,8 +105,9 @@ func (*heldState) TryPublish(topic.Envelope[int]) (topic.PublishOutcome, error) 
 	return topic.Published, topic.ErrTopicClosed
 }
 
-func (s *heldState) Subscribe(ctx context.Context, _ topic.SubscriptionMode, _ topic.SubscriberOptions) (topic.SubscriptionState[int], error) {
+func (s *heldState) Subscribe(ctx context.Context, _ topic.SubscriptionMode, opts topic.SubscriberOptions) (topic.SubscriptionState[int], error) {
 	s.b.mu.Lock()
+	s.b.opts = append(s.b.opts, opts)
 	hold, entered, cutSlowly := s.b.hold, s.b.entered, s.b.cutSlowly
 	if !s.b.honourCtx {
 		ctx = context.Background()

@@ -90,6 +90,20 @@
 // subscription nor acknowledging waits for it. Close waits for such
 // closings under way, within its context.
 //
+// # Rebalancing
+//
+// A backend that lets go of part of a subscription (a Kafka topic's
+// balanced member whose partition a rebalance revokes) waits, up to its
+// own bound (kafkatopic's Options.RevokeTimeout), for the messages of it
+// the pipeline holds, and hands those not settled by then to the next
+// owner, which handles them again. A message waiting in a batcher's open
+// batch is settled only once the batch is emitted, BatchTimeout after it
+// opened. So the source subscribes with topic.SubscriberOptions.OnRelease
+// set to the current Run's producer.Feed.FlushInFlight: while the
+// backend waits, the pipeline's batchers emit their open batches at once,
+// and the messages are handled and committed within the wait. With no Run
+// receiving through the subscription at that moment, nothing is hurried.
+//
 // # End of stream
 //
 // When the topic is closed, the subscriptions end once everything delivered
@@ -251,6 +265,10 @@ type Source[T any] struct {
 	making map[int]*subscribing[T] // the first subscribes of slots under way
 	all    []*subscription[T]
 	closed bool
+	// runs are, per slot index, the feeds of the Runs receiving through
+	// the slot now, which its subscriptions' OnRelease reaches. A slot's
+	// subscription outlives a Run, so it looks them up when it is called.
+	runs map[int]*runFeeds[T]
 
 	// subscribes counts the goroutines that subscribe (goSubscribeLocked).
 	// Subscribing can wait on the topic's backend (on a Kafka topic whose
@@ -370,6 +388,7 @@ func NewContext[T any](ctx context.Context, opts Options[T]) (*Source[T], error)
 		log:    log.With(slog.String("topic", string(opts.Topic.Name()))),
 		slots:  map[int]*slot[T]{},
 		making: map[int]*subscribing[T]{},
+		runs:   map[int]*runFeeds[T]{},
 	}
 	if _, err := s.slot(ctx, 0); err != nil {
 		if ctx.Err() != nil {
@@ -456,7 +475,7 @@ func (s *Source[T]) slotOrSubscribe(ctx context.Context, index int) (*slot[T], *
 	}
 	p := s.making[index]
 	if p == nil {
-		p = s.goSubscribeLocked(ctx, func(sub *subscription[T]) {
+		p = s.goSubscribeLocked(ctx, index, func(sub *subscription[T]) {
 			delete(s.making, index)
 			if sub == nil {
 				return // the next Run of the stage subscribes again
@@ -474,16 +493,19 @@ func (s *Source[T]) slotOrSubscribe(ctx context.Context, index int) (*slot[T], *
 	return nil, p, nil
 }
 
-// goSubscribeLocked starts a subscribe bounded by ctx on a goroutine
-// counted in subscribes; s.mu is held and the source is not closed. Once the
-// subscription is made it is in all, and made, unless nil, is called with
-// it (nil when the subscribe failed), under s.mu, before the subscribe's
-// done is closed. A subscription made once the source is closed is closed
-// at once by the same goroutine, and the subscribe's error is ErrClosed.
-func (s *Source[T]) goSubscribeLocked(ctx context.Context, made func(*subscription[T])) *subscribing[T] {
+// goSubscribeLocked starts a subscribe for slot index, bounded by ctx, on
+// a goroutine counted in subscribes; s.mu is held and the source is not
+// closed. Once the subscription is made it is in all, and made, unless
+// nil, is called with it (nil when the subscribe failed), under s.mu,
+// before the subscribe's done is closed. A subscription made once the
+// source is closed is closed at once by the same goroutine, and the
+// subscribe's error is ErrClosed. The subscription's OnRelease reaches
+// the feeds of the slot's Runs (runFeeds.flushInFlight).
+func (s *Source[T]) goSubscribeLocked(ctx context.Context, index int, made func(*subscription[T])) *subscribing[T] {
 	p := &subscribing[T]{done: make(chan struct{})}
+	opts := topic.SubscriberOptions{OnRelease: s.runsLocked(index).flushInFlight}
 	s.subscribes.Go(func() {
-		ts, err := s.subscribe(ctx)
+		ts, err := s.subscribe(ctx, opts)
 		if err != nil {
 			p.cut = ctx.Err() != nil
 			err = fmt.Errorf("source: subscribe to %q: %w", s.opts.Topic.Name(), err)
@@ -511,19 +533,66 @@ func (s *Source[T]) goSubscribeLocked(ctx context.Context, made func(*subscripti
 	return p
 }
 
-// subscribe subscribes to the topic. A panic in the topic's backend (a
+// subscribe subscribes to the topic with opts. A panic in the topic's backend (a
 // backend written by a user, or a codec inside it) is logged once, at
 // error level, and returned as a *message.PanicError: the goroutine
 // subscribing goes on, and the subscribe fails as one that returned that
 // error does.
-func (s *Source[T]) subscribe(ctx context.Context) (ts *topic.Subscription[T], err error) {
+func (s *Source[T]) subscribe(ctx context.Context, opts topic.SubscriberOptions) (ts *topic.Subscription[T], err error) {
 	defer func() {
 		if pe, ok := err.(*message.PanicError); ok {
 			s.log.Error(subscribePanicked, slog.Any("error", pe), slog.String("stack", string(pe.Stack)))
 		}
 	}()
 	defer message.Recover(&err)
-	return s.opts.Topic.Subscribe(ctx, s.opts.Mode, topic.SubscriberOptions{})
+	return s.opts.Topic.Subscribe(ctx, s.opts.Mode, opts)
+}
+
+// runsLocked returns the feeds of the Runs of slot index, which it makes
+// on first use; s.mu is held.
+func (s *Source[T]) runsLocked(index int) *runFeeds[T] {
+	r := s.runs[index]
+	if r == nil {
+		r = &runFeeds[T]{}
+		s.runs[index] = r
+	}
+	return r
+}
+
+// runFeeds are the feeds of the Runs receiving through one slot now: a
+// balanced slot's one stage, or every stage sharing a broadcast slot.
+type runFeeds[T any] struct {
+	mu    sync.Mutex
+	feeds []*producer.Feed[T]
+}
+
+// add counts f among the feeds until the returned remove is called.
+func (r *runFeeds[T]) add(f *producer.Feed[T]) (remove func()) {
+	r.mu.Lock()
+	r.feeds = append(r.feeds, f)
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		if i := slices.Index(r.feeds, f); i >= 0 {
+			r.feeds = slices.Delete(r.feeds, i, i+1)
+		}
+		r.mu.Unlock()
+	}
+}
+
+// flushInFlight is the slot's subscriptions' OnRelease (see
+// topic.SubscriberOptions): the topic's backend waits for messages the
+// slot's subscription delivered, so the pipeline's batchers emit their
+// open batches at once (producer.Feed.FlushInFlight, which reaches every
+// batcher of the pipeline through any of its feeds) until done. With no
+// Run receiving through the slot it does nothing.
+func (r *runFeeds[T]) flushInFlight() (done func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.feeds) == 0 {
+		return func() {}
+	}
+	return r.feeds[len(r.feeds)-1].FlushInFlight()
 }
 
 // subscribePanicked is the message a topic subscribe that panicked is
@@ -548,7 +617,7 @@ func (s *Source[T]) resubscribe(ctx context.Context, sl *slot[T]) error {
 				s.mu.Unlock()
 				return ErrClosed
 			}
-			sl.next = s.goSubscribeLocked(ctx, nil)
+			sl.next = s.goSubscribeLocked(ctx, sl.md.Member, nil)
 			s.mu.Unlock()
 		}
 		p := sl.next
@@ -646,6 +715,10 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 		return err
 	}
 	feed := stage.NewFeed(fmt.Sprintf("%s/%d", s.opts.Topic.Name(), stage.Index()), nil)
+	s.mu.Lock()
+	runs := s.runsLocked(sl.md.Member)
+	s.mu.Unlock()
+	defer runs.add(feed)()
 	ptrs := make([]*message.Message[T], 0, min(s.opts.MaxBatch, stage.Flow().MaxWindow()))
 	have := 0
 	for {

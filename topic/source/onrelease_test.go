@@ -1,0 +1,86 @@
+package source_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/topic"
+)
+
+// onRelease returns the OnRelease the source's i-th subscribe passed to
+// the backend, failing the test when it passed none.
+func (b *heldBackend) onRelease(t *testing.T, i int) func() (done func()) {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if i >= len(b.opts) || b.opts[i].OnRelease == nil {
+		t.Fatalf("subscribe %d passed no OnRelease (%d subscribes)", i, len(b.opts))
+	}
+	return b.opts[i].OnRelease
+}
+
+// Guarantee: the OnRelease a source subscribes with reaches the feed of
+// the Run receiving through the subscription: called while a message
+// waits in an open batch, it has the batch emitted at once, not at
+// BatchTimeout. Called while no Run receives (before the pipeline runs,
+// after it stopped), it does nothing and returns a done that does
+// nothing.
+func TestOnReleaseEmitsTheOpenBatchesOfTheRunningPipeline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &heldBackend{}
+		b.releaseAll() // the subscriptions' Close returns at once
+		h, err := topic.NewTopic[int]("held", topic.Options{}, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(h.Close)
+		src := newSource(t, h, topic.Balanced("g"))
+		release := b.onRelease(t, 0)
+		release()() // no Run yet
+
+		batched := make(chan []int, 4)
+		p := run(t, pipeline.Options[int, int]{
+			Name:     "held",
+			Producer: producer.Options[int]{Source: src},
+			Processors: processor.Options[int, int]{Concurrency: 1, Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+				return m.Data, nil
+			}},
+			Batchers: []batcher.Options[int]{{Name: message.DefaultBatcher, BatchSize: 100, BatchTimeout: time.Hour,
+				Handle: func(_ context.Context, batch []*message.Message[int], _ message.BatchInfo) error {
+					vs := make([]int, len(batch))
+					for i, m := range batch {
+						vs[i] = m.Data
+					}
+					batched <- vs
+					return nil
+				}}},
+		})
+		b.sub(t, 0).in <- topic.Envelope[int]{ID: 1, Value: 1}
+		synctest.Wait()
+		select {
+		case vs := <-batched:
+			t.Fatalf("batch %v emitted before BatchTimeout", vs)
+		default:
+		}
+		done := release()
+		synctest.Wait()
+		select {
+		case vs := <-batched:
+			if len(vs) != 1 || vs[0] != 1 {
+				t.Fatalf("batch %v, want [1]", vs)
+			}
+		default:
+			t.Fatal("OnRelease did not have the open batch emitted")
+		}
+		done()
+		stop(t, p)
+		release()() // the Run has returned
+	})
+}
