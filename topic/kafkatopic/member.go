@@ -45,6 +45,11 @@ type member[T any] struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	// onRelease is the subscriber's SubscriberOptions.OnRelease: called
+	// while a released claim waits for the messages the subscriber holds.
+	// Nil: none.
+	onRelease func() (done func())
+
 	ready     chan struct{} // closed by the first session's Setup
 	readyOnce sync.Once
 	loopDone  chan struct{}
@@ -107,8 +112,8 @@ func (t *kTopic[T]) adminContext(parent context.Context) (context.Context, conte
 // parent and Options.AdminTimeout, whichever ends first, even while a join
 // request waits at the coordinator. The caller counted the member in
 // t.groups; on an error joinGroup (or the member, once it has left)
-// uncounts it.
-func (t *kTopic[T]) joinGroup(parent context.Context, g topic.GroupName) (*member[T], error) {
+// uncounts it. onRelease is the subscriber's SubscriberOptions.OnRelease.
+func (t *kTopic[T]) joinGroup(parent context.Context, g topic.GroupName, onRelease func() (done func())) (*member[T], error) {
 	b := t.b
 	gid := GroupID(t.name, g)
 	ctx, cancel := t.adminContext(parent)
@@ -134,7 +139,7 @@ func (t *kTopic[T]) joinGroup(parent context.Context, g topic.GroupName) (*membe
 		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.Err(err))
 	}
 	m := &member[T]{
-		t: t, group: g, gid: gid, client: client, conns: conns, cg: cg,
+		t: t, group: g, gid: gid, client: client, conns: conns, cg: cg, onRelease: onRelease,
 		ready: make(chan struct{}), loopDone: make(chan struct{}), errsDone: make(chan struct{}),
 		outstanding: make(map[topic.MessageID]delivery[T]), fetchFrom: make(map[int32]int64),
 		stopped: make(chan struct{}), dataSig: make(chan struct{}, 1),
@@ -515,7 +520,9 @@ func (m *member[T]) Settle(id topic.MessageID, reason error) error {
 // release ends a claim: records of it still queued are dropped (the next
 // owner fetches them again), the messages of it the subscriber holds get
 // up to Options.RevokeTimeout to be settled (none when the member is
-// stopping), and what is settled is committed.
+// stopping), and what is settled is committed. While it waits, the
+// subscriber's OnRelease hurries their settlement (see
+// topic.SubscriberOptions).
 func (m *member[T]) release(c *kafkaoffset.Claim) {
 	m.mu.Lock()
 	k := m.head
@@ -527,8 +534,17 @@ func (m *member[T]) release(c *kafkaoffset.Claim) {
 	}
 	clear(m.queue[k:])
 	m.queue = m.queue[:k]
+	timeout := m.t.b.opts.RevokeTimeout
+	if m.onRelease != nil && c.Handed() > 0 && timeout > 0 && !m.ended {
+		// Called without mu: the subscriber may settle at once.
+		m.mu.Unlock()
+		if done := m.onRelease(); done != nil {
+			defer done()
+		}
+		m.mu.Lock()
+	}
 	// m.stopped is closed when m.ended is set, both under mu.
-	c.Release(&m.mu, m.stopped, m.t.b.opts.RevokeTimeout)
+	c.Release(&m.mu, m.stopped, timeout)
 	m.mu.Unlock()
 	c.Commit()
 	m.undecodable.Forget(m.ctx, c.Partition())

@@ -159,7 +159,10 @@ type Options[T any] struct {
 	// RevokeTimeout is how long a member whose partition the group moves to
 	// another member waits for the messages of that partition it handed
 	// out to be settled before it lets the partition go; what is still
-	// unsettled then is delivered again by the next owner. Keep it below
+	// unsettled then is delivered again by the next owner. While it waits
+	// it calls the subscription's topic.SubscriberOptions.OnRelease, with
+	// which a pipeline source (topic/source) has its batchers emit their
+	// open batches at once. Keep it below
 	// Config.Consumer.Group.Rebalance.Timeout (sarama's default 60s), or
 	// the group drops the member while it waits. Default 5s, at most
 	// MaxAdminTimeout (1h).

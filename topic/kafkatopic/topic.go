@@ -255,8 +255,11 @@ func envelopeHeaders(hs []*sarama.RecordHeader) topic.Headers {
 // wraps ctx.Err() or, for the timeout, context.DeadlineExceeded, and what
 // the subscribe had made (a member, which leaves its group in the
 // background, or a subscriber's client) is closed. An ended ctx
-// subscribes nothing.
-func (t *kTopic[T]) Subscribe(ctx context.Context, mode topic.SubscriptionMode, _ topic.SubscriberOptions) (topic.SubscriptionState[T], error) {
+// subscribes nothing. A balanced member calls opts.OnRelease while a
+// rebalance's revoke waits for the messages of the partition the
+// subscriber holds (see Options.RevokeTimeout); a broadcast subscriber,
+// which belongs to no group, never does.
+func (t *kTopic[T]) Subscribe(ctx context.Context, mode topic.SubscriptionMode, opts topic.SubscriberOptions) (topic.SubscriptionState[T], error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -302,7 +305,7 @@ func (t *kTopic[T]) Subscribe(ctx context.Context, mode topic.SubscriptionMode, 
 		return nil, topic.ErrTopicClosed
 	}
 	defer t.b.admins.Done()
-	m, err := t.joinGroup(ctx, g)
+	m, err := t.joinGroup(ctx, g, opts.OnRelease)
 	if err != nil {
 		return nil, err
 	}
