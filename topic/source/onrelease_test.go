@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/internal/batchtest"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -45,40 +46,21 @@ func TestOnReleaseEmitsTheOpenBatchesOfTheRunningPipeline(t *testing.T) {
 		release := b.onRelease(t, 0)
 		release()() // no Run yet
 
-		batched := make(chan []int, 4)
+		batches := batchtest.New[int]()
 		p := run(t, pipeline.Options[int, int]{
 			Name:     "held",
 			Producer: producer.Options[int]{Source: src},
 			Processors: processor.Options[int, int]{Concurrency: 1, Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
 				return m.Data, nil
 			}},
-			Batchers: []batcher.Options[int]{{Name: message.DefaultBatcher, BatchSize: 100, BatchTimeout: time.Hour,
-				Handle: func(_ context.Context, batch []*message.Message[int], _ message.BatchInfo) error {
-					vs := make([]int, len(batch))
-					for i, m := range batch {
-						vs[i] = m.Data
-					}
-					batched <- vs
-					return nil
-				}}},
+			Batchers: []batcher.Options[int]{batches.Batcher(100, time.Hour)},
 		})
 		b.sub(t, 0).in <- topic.Envelope[int]{ID: 1, Value: 1}
 		synctest.Wait()
-		select {
-		case vs := <-batched:
-			t.Fatalf("batch %v emitted before BatchTimeout", vs)
-		default:
-		}
+		batches.None(t, "before BatchTimeout")
 		done := release()
 		synctest.Wait()
-		select {
-		case vs := <-batched:
-			if len(vs) != 1 || vs[0] != 1 {
-				t.Fatalf("batch %v, want [1]", vs)
-			}
-		default:
-			t.Fatal("OnRelease did not have the open batch emitted")
-		}
+		batches.Emitted(t, "OnRelease", 1)
 		done()
 		stop(t, p)
 		release()() // the Run has returned

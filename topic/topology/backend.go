@@ -284,6 +284,25 @@ type ResubscribeCounter interface {
 	Resubscribes() uint64
 }
 
+// ReleaseNotifier is implemented by a [Reader] that may let go of part of
+// what it reads while letters of it are handed out, and then waits, up to
+// a bound of its own, for them to be settled: the Kafka backend's group
+// reader, whose partition a rebalance revokes, waits up to its
+// Options.RevokeTimeout; a letter settled later is delivered again to the
+// partition's next owner. A [Source] sets it right after it subscribes,
+// to the FlushInFlight of the feed its Run delivers through, so that its
+// pipeline's batchers emit their open batches at once while the reader
+// waits, and sets nil once that Run has returned.
+type ReleaseNotifier interface {
+	// OnRelease sets f, which the reader calls as it starts waiting for
+	// the letters of a part it lets go (only while some are handed out
+	// and the wait is not zero, never while the reader is closing), and
+	// whose done (nil: none) it calls once the wait is over and what was
+	// settled is committed. f must not block, nor call back into the
+	// reader. A later call replaces f; nil: the reader just waits.
+	OnRelease(f func() (done func()))
+}
+
 // undecodable returns what r counts as skipped for good because it could
 // not be decoded (see UndecodableCounter); 0 for a reader that counts
 // nothing.

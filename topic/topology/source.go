@@ -432,6 +432,12 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 		defer s.unsubscribe(ctx, r)
 	}
 	feed := stage.NewFeed(fmt.Sprintf("%s/%d", s.t.name, stage.Index()), nil)
+	if rn, ok := r.(ReleaseNotifier); ok {
+		// The reader outlives the run: once it has returned, a release
+		// hurries nothing.
+		rn.OnRelease(feed.FlushInFlight)
+		defer rn.OnRelease(nil)
+	}
 	// A batch never exceeds the feed's permits: MaxBatch is only a bound,
 	// which the permit window may keep far below.
 	size := min(s.opts.MaxBatch, stage.Flow().MaxWindow())

@@ -88,7 +88,9 @@
 //     committed only once it and every record before it on its partition
 //     have their fate sealed. When the group moves a partition to another
 //     member, the reader waits up to Options.RevokeTimeout for the letters
-//     of it in flight to be settled and commits them before letting go. A
+//     of it in flight to be settled and commits them before letting go;
+//     meanwhile a topology Source reading it has its pipeline's batchers
+//     emit their open batches at once (topology.ReleaseNotifier). A
 //     letter whose hand-off failed (Hold, Requeue
 //     or DeadLetter returned an error) is never committed: its partition's
 //     commits stop there and the group delivers it again after the next

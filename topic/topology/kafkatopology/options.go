@@ -137,9 +137,11 @@ type Options[T any] struct {
 	// RevokeTimeout is how long a reader whose partition the group moves
 	// to another member waits for the letters of that partition it handed
 	// out to be settled before it lets the partition go; what is still
-	// unsettled then is delivered again by the next owner. Keep it below
-	// the group's rebalance timeout. Default 5s, at most MaxAdminTimeout
-	// (1h).
+	// unsettled then is delivered again by the next owner. While it waits
+	// it calls what the reader's OnRelease set (topology.ReleaseNotifier),
+	// with which a topology Source has its pipeline's batchers emit their
+	// open batches at once. Keep it below the group's rebalance timeout.
+	// Default 5s, at most MaxAdminTimeout (1h).
 	RevokeTimeout time.Duration `validate:"gte=0,lte=1h"`
 	// HoldRetentionMargin is how long a hold topic the backend creates
 	// keeps a letter past its due time: the topic is created with

@@ -250,6 +250,9 @@ type groupReader[T any] struct {
 	joined  bool // a session has started once
 	lastErr error
 	waiting int // claims waiting for their letters in flight before letting go
+	// onRelease is what OnRelease set: called while a claim waits for
+	// its letters in flight before letting go. Nil: none.
+	onRelease func() (done func())
 }
 
 // claim is one partition of one session: its settled offsets and the
@@ -325,7 +328,19 @@ func (rc *receipt) giveBack() {
 	}
 }
 
-var _ topology.UndecodableCounter = (*groupReader[int])(nil)
+var (
+	_ topology.UndecodableCounter = (*groupReader[int])(nil)
+	_ topology.ReleaseNotifier    = (*groupReader[int])(nil)
+)
+
+// OnRelease implements topology.ReleaseNotifier: f is called while a
+// claim the group takes away waits up to Options.RevokeTimeout for its
+// letters handed out, and its done once the claim is committed.
+func (r *groupReader[T]) OnRelease(f func() (done func())) {
+	r.mu.Lock()
+	r.onRelease = f
+	r.mu.Unlock()
+}
 
 // newGroupReader makes a member of consumer group gid on kname, whose
 // client dials through d (see bounded).
@@ -576,7 +591,8 @@ func (bf *buffer[T]) logUndecodable(rec *sarama.ConsumerMessage, err error, attr
 // release ends a claim: its buffered letters are dropped (the partition's
 // next owner fetches them again); the letters of it handed out get up to
 // Options.RevokeTimeout to be settled (none when the reader is closing),
-// what is settled is committed, and later settles commit nothing.
+// what is settled is committed, and later settles commit nothing. While
+// it waits, the OnRelease set hurries their settlement.
 func (r *groupReader[T]) release(c *claim) {
 	r.mu.Lock()
 	k := r.head
@@ -588,6 +604,14 @@ func (r *groupReader[T]) release(c *claim) {
 	}
 	clear(r.items[k:])
 	r.items = r.items[:k]
+	if f := r.onRelease; f != nil && c.Handed() > 0 && r.b.opts.RevokeTimeout > 0 && !r.closed {
+		// Called without mu: the subscriber may settle at once.
+		r.mu.Unlock()
+		if done := f(); done != nil {
+			defer done()
+		}
+		r.mu.Lock()
+	}
 	// Counted while Release waits (it lets go of mu only then); r.stop is
 	// closed when r.closed is set, both under mu.
 	r.waiting++

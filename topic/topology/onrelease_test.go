@@ -1,0 +1,117 @@
+package topology_test
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/internal/batchtest"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/topic/topology"
+)
+
+// notifyQueues wraps queues so that their readers are
+// topology.ReleaseNotifiers that keep what OnRelease set.
+type notifyQueues[T any] struct {
+	topology.Queues[T]
+	mu      sync.Mutex
+	readers []*notifyReader[T]
+}
+
+type notifyReader[T any] struct {
+	topology.Reader[T]
+	mu sync.Mutex
+	f  func() (done func())
+}
+
+func (r *notifyReader[T]) OnRelease(f func() (done func())) {
+	r.mu.Lock()
+	r.f = f
+	r.mu.Unlock()
+}
+
+func (r *notifyReader[T]) onRelease() func() (done func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.f
+}
+
+func (q *notifyQueues[T]) Subscribe(ctx context.Context) (topology.Reader[T], error) {
+	r, err := q.Queues.Subscribe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	nr := &notifyReader[T]{Reader: r}
+	q.mu.Lock()
+	q.readers = append(q.readers, nr)
+	q.mu.Unlock()
+	return nr, nil
+}
+
+// Guarantee: a Source sets the OnRelease of a reader that is a
+// topology.ReleaseNotifier to what has its pipeline's open batches
+// emitted at once, not at BatchTimeout, and sets nil once the Run that
+// subscribed the reader has returned (the reader outlives it).
+func TestSourceHasItsReadersReleaseEmitTheOpenBatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, _ := topology.NewMemory[int](topology.MemoryOptions{})
+		defer m.Close(t.Context())
+		top, _ := topology.New("rel").Build()
+		mq, _ := m.Declare(t.Context(), top)
+		q := &notifyQueues[int]{Queues: mq}
+		src, err := topology.NewSource(topology.SourceOptions[int]{Queues: q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		batches := batchtest.New[int]()
+		p, err := pipeline.New(pipeline.Options[int, int]{
+			Name:     "rel",
+			Logger:   slog.New(slog.DiscardHandler),
+			Producer: producer.Options[int]{Source: src},
+			Processors: processor.Options[int, int]{Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+				return m.Data, nil
+			}},
+			Batchers: []batcher.Options[int]{batches.Batcher(100, time.Hour)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		q.mu.Lock()
+		readers := q.readers
+		q.mu.Unlock()
+		if len(readers) != 1 {
+			t.Fatalf("%d readers subscribed, want 1", len(readers))
+		}
+		r := readers[0]
+		release := r.onRelease()
+		if release == nil {
+			t.Fatal("the running Source set no OnRelease on its reader")
+		}
+		if err := mq.Publish(t.Context(), topology.Letter[int]{Value: 1}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		batches.None(t, "before BatchTimeout")
+		done := release()
+		synctest.Wait()
+		batches.Emitted(t, "the reader's OnRelease", 1)
+		done()
+		if err := p.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if r.onRelease() != nil {
+			t.Error("the reader's OnRelease is still set once the Run that subscribed it has returned")
+		}
+	})
+}
