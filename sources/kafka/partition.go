@@ -25,6 +25,10 @@ type partition struct {
 	sess    sarama.ConsumerGroupSession
 	claimPC highWater                   // the claim's consumer
 	ownPC   atomic.Pointer[ownConsumer] // while rewound or moved to a start offset
+	// ownHW is the high-water mark the member's consumers last saw before
+	// they were closed: the claim's consumer, paused while they read, saw
+	// none of what they fetched.
+	ownHW atomic.Int64
 }
 
 // highWater is what sarama's partition consumers offer to read the
@@ -36,11 +40,13 @@ type highWater interface{ HighWaterMarkOffset() int64 }
 type ownConsumer struct{ pc sarama.PartitionConsumer }
 
 // highWaterMark reads the partition's high-water mark from whichever
-// consumers read it.
+// consumers read it, or read it last: a partition waiting out the backoff
+// before a redelivery has neither consumer fetching, and the claim's own
+// has been paused since the first rewind.
 func (p *partition) highWaterMark() int64 {
-	var hw int64
+	hw := p.ownHW.Load()
 	if p.claimPC != nil {
-		hw = p.claimPC.HighWaterMarkOffset()
+		hw = max(hw, p.claimPC.HighWaterMarkOffset())
 	}
 	if own := p.ownPC.Load(); own != nil {
 		hw = max(hw, own.pc.HighWaterMarkOffset())
@@ -519,6 +525,7 @@ func (r *reader) closeOwn() {
 	if r.own == nil {
 		return
 	}
+	r.p.ownHW.Store(max(r.p.ownHW.Load(), r.own.HighWaterMarkOffset()))
 	r.p.ownPC.Store(nil)
 	r.own.AsyncClose()
 	for range r.own.Messages() {

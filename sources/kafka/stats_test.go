@@ -342,3 +342,59 @@ func TestStatsReportCommitErrors(t *testing.T) {
 		})
 	})
 }
+
+// Guarantee: a partition that keeps rewinding to redeliver a failed message
+// reports the high-water mark its rewound reads last saw, and the lag it
+// makes, also while it waits out the backoff between two rewinds: a
+// partition stalled by a failing message shows its lag growing.
+func TestStatsLagOfAPartitionWaitingToRedeliverCountsWhatItHasNotHandled(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl client) {
+		const group, later = "g-stats-redeliver", 100
+		c := newCluster(t, 1)
+		produce(t, c, 1, 0, 1)
+		opts := sourceOptions(c, group)
+		opts.FailurePolicy = kafka.FailureRedeliver
+		opts.RedeliveryBackoff = 500 * time.Millisecond
+		src := cl.new(t, opts)
+		var mu sync.Mutex
+		deliveries := map[int64]int{}
+		delivered := func(off int64) int {
+			mu.Lock()
+			defer mu.Unlock()
+			return deliveries[off]
+		}
+		// Offsets 0 and 50 fail on their first delivery, each making the
+		// partition rewind; the others succeed.
+		p := startPipeline(t, pipelineOpts("stats-redeliver", src, 1, newLedger(), func(m *message.Message[[]byte]) error {
+			md, _ := message.MetadataAs[*kafka.Metadata](m)
+			mu.Lock()
+			deliveries[md.Offset]++
+			n := deliveries[md.Offset]
+			mu.Unlock()
+			if (md.Offset == 0 || md.Offset == 50) && n == 1 {
+				return errors.New("not yet")
+			}
+			return nil
+		}))
+		defer stopPipeline(t, p)
+		// The records after offset 0 are produced once the partition has
+		// rewound to it: only the rewound read fetches them.
+		wait.Within(t, 20*time.Second, "offset 0 delivered again", func() bool { return delivered(0) == 2 })
+		produce(t, c, 1, 1, later)
+		wait.Within(t, 20*time.Second, "offset 50 failed", func() bool { return delivered(50) == 1 })
+		// From offset 50's failure until its redelivery, the partition
+		// rewinds and waits out the backoff; the high-water mark stays at
+		// least what the fetch that returned offset 50 saw.
+		samples := 0
+		for delivered(50) < 2 {
+			ps := onlyMember(t, src).Partitions
+			if len(ps) == 1 && (ps[0].HighWater < 51 || ps[0].Lag < 1) {
+				t.Fatalf("partition waiting to redeliver offset 50 reports high water %d and lag %d, want at least 51 and 1",
+					ps[0].HighWater, ps[0].Lag)
+			}
+			samples++
+			time.Sleep(5 * time.Millisecond)
+		}
+		t.Logf("%d samples while offset 50 waited to be redelivered", samples)
+	})
+}
