@@ -765,8 +765,7 @@ func (r *reader) redeliver() bool {
 	r.closeOwn()
 	r.paused = false
 	r.setPaused(true)
-	r.log.Info("kafka partition rewinds to redeliver a failed message",
-		slog.Int64("offset", at), slog.Duration("backoff", p.m.opts.RedeliveryBackoff))
+	p.LogRewind(r.log, at, p.m.opts.RedeliveryBackoff)
 	t := time.NewTimer(p.m.opts.RedeliveryBackoff)
 	defer t.Stop()
 	sessDone := p.sess.Context().Done()

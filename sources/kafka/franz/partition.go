@@ -346,8 +346,7 @@ func (p *partition) redeliver(q *claim.Queue[*kgo.Record], paused, blocking *boo
 	p.dropUndelivered(q, func() { p.rewindAt = at })
 	p.setBlocking(blocking, false)
 	p.Withdraw()
-	p.log.Info("kafka partition rewinds to redeliver a failed message",
-		slog.Int64("offset", at), slog.Duration("backoff", p.m.opts.RedeliveryBackoff))
+	p.LogRewind(p.log, at, p.m.opts.RedeliveryBackoff)
 	// The partition is paused and what arrives is dropped: the poll loop
 	// need not wait for this reader until it takes records in again.
 	p.decided.Store(noGate)

@@ -102,6 +102,11 @@ type Claim struct {
 	maxFree  int     // bound of free
 	released bool
 	retryAt  int64 // lowest offset to redeliver, -1 when none
+	// rewindAt is the offset of the claim's last rewind (-1 before the
+	// first), and rewinds how many rewinds in a row went to it; only the
+	// reader uses them (LogRewind).
+	rewindAt int64
+	rewinds  int
 	holdAt   int64 // lowest offset interrupted by the shutdown, -1 when none: never committed past
 	// failedAhead are the offsets of failed messages with
 	// DispositionDefault that FailureCommit settled and the offset marked
@@ -134,6 +139,7 @@ func New(cfg Config) *Claim {
 		RetryCh:    make(chan struct{}, 1),
 		maxFree:    maxFreeSlots * cfg.Window,
 		retryAt:    -1,
+		rewindAt:   -1,
 		holdAt:     -1,
 		settled:    make(chan struct{}, 1),
 	}
@@ -372,6 +378,29 @@ func (c *Claim) TakeRetry() int64 {
 		c.dropFailedFrom(uint64(at))
 	}
 	return at
+}
+
+// RewindLogEvery is how many rewinds in a row to one offset, past the
+// first few, LogRewind lets pass between two lines.
+const RewindLogEvery = 256
+
+// LogRewind logs, at INFO, that the partition rewinds to offset at to
+// redeliver a failed message after backoff, with how many rewinds in a row
+// went to that offset (rewinds). A message that keeps failing rewinds its
+// partition once every backoff, for as long as it fails; so that it makes
+// a few lines rather than one per backoff, the rewinds to one offset are
+// logged at the 1st, 2nd, 4th, 8th, … up to RewindLogEvery, then at every
+// RewindLogEvery-th. Only the claim's reader calls it.
+func (c *Claim) LogRewind(log *slog.Logger, at int64, backoff time.Duration) {
+	if at != c.rewindAt {
+		c.rewindAt, c.rewinds = at, 0
+	}
+	c.rewinds++
+	if n := c.rewinds; n&(n-1) != 0 && n%RewindLogEvery != 0 {
+		return
+	}
+	log.Info("kafka partition rewinds to redeliver a failed message",
+		slog.Int64("offset", at), slog.Int("rewinds", c.rewinds), slog.Duration("backoff", backoff))
 }
 
 // RetryAt returns the lowest offset to redeliver, -1 when none.

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/boulevard-go/boulevard/internal/logattr"
 )
@@ -101,5 +103,38 @@ func TestABurstOfFailedCommitsIsOneLineAndACount(t *testing.T) {
 	}
 	if n := m.Stats().CommitErrors; n != commits {
 		t.Errorf("Stats().CommitErrors = %d, want %d", n, commits)
+	}
+}
+
+// Guarantee: a partition that keeps rewinding to one failed offset logs its
+// 1st, 2nd, 4th, … rewind and then every RewindLogEvery-th, each line
+// counting the rewinds in a row; a rewind to another offset starts the
+// count again and is logged at once.
+func TestRewindsToOneOffsetAreLoggedAtGrowingIntervals(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	c := New(Config{Topic: "events", Partition: 0, Committed: 0, Start: 0})
+	const rewinds = 3 * RewindLogEvery
+	for range rewinds {
+		c.LogRewind(log, 10, time.Second)
+	}
+	c.LogRewind(log, 50, time.Second)
+	var got []string
+	for line := range strings.Lines(buf.String()) {
+		if !strings.Contains(line, `msg="kafka partition rewinds to redeliver a failed message"`) {
+			t.Fatalf("unexpected line %q", line)
+		}
+		f := strings.Fields(line)
+		got = append(got, strings.Join(f[len(f)-3:], " "))
+	}
+	var want []string
+	for n := 1; n <= rewinds; n++ {
+		if n&(n-1) == 0 || n%RewindLogEvery == 0 {
+			want = append(want, fmt.Sprintf("offset=10 rewinds=%d backoff=1s", n))
+		}
+	}
+	want = append(want, "offset=50 rewinds=1 backoff=1s")
+	if !slices.Equal(got, want) {
+		t.Fatalf("%d rewinds to offset 10, then one to 50, logged\n%s\nwant\n%s", rewinds, strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
