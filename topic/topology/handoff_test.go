@@ -359,3 +359,45 @@ func TestRefusedHandOffOfAnUnsequencedLetterIsLoggedOnceWithItsFate(t *testing.T
 		}
 	})
 }
+
+// refusingDLQ fails every DeadLetter, as a Pulsar DLQ over a backlog quota
+// that refuses producers does.
+type refusingDLQ struct{ topology.Queues[int] }
+
+func (refusingDLQ) DeadLetter(context.Context, topology.Letter[int]) error {
+	return errors.New("producer blocked: backlog quota exceeded")
+}
+
+// Guarantee: a DLQ that refuses every dead letter is counted per letter
+// (Stats.HandOffFailed) and logged in a few lines, not one per letter: the
+// first at once, the ones within 10 s of it counted, and the count of
+// those held back when the source closes.
+func TestRefusedDeadLettersAreCountedAndLoggedInAFewLines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 100
+		_, mq := declareMemory(t, build(t, topology.New("refused-dlq").DLQ()))
+		q := refusingDLQ{mq}
+		var recs logtest.Records
+		src, p := startLoggingPipeline(t, q, slog.New(&recs), func(context.Context, *message.Message[int]) (int, error) {
+			return 0, topology.Reject(errors.New("unparsable"))
+		})
+		pub, _ := topology.NewPublisher(q, topology.PublisherOptions[int]{})
+		for i := range n {
+			if err := pub.Publish(t.Context(), i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait()
+		if err := p.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if got := src.Stats().HandOffFailed; got != n {
+			t.Errorf("Stats.HandOffFailed = %d, want %d", got, n)
+		}
+		first := "could not hand a letter to the backend; a durable backend delivers it again, the in-memory one loses it"
+		last := "could not hand letters to the backend since the last line; they were counted, not logged"
+		if a, b := recs.Count(slog.LevelError, first), recs.Count(slog.LevelError, last); a != 1 || b != 1 {
+			t.Errorf("%d ERROR lines %q and %d %q, want 1 and 1", a, first, b, last)
+		}
+	})
+}

@@ -181,6 +181,16 @@ type Stats struct {
 	// one every 10 s after it, each counting the ones it did not log
 	// ("held_back"), and a last one as it closes.
 	SettleFailed uint64
+	// HandOffFailed counts the letters whose hand-off the backend failed
+	// with an error other than ErrFull: a hold, a requeue, a dead-lettering
+	// or a dead source's putting back on the DLQ (a broker that refuses the
+	// hold topic or the DLQ, a DLQ over its backlog quota). A durable
+	// backend delivers such a letter again, which fails again as long as
+	// the cause lasts; the in-memory one has lost it. The source logs one
+	// ERROR line for the first and at most one every 10 s after it, each
+	// counting the ones it did not log ("held_back"), and a last one as it
+	// closes.
+	HandOffFailed uint64
 	// Undecodable counts the letters the source's readers skipped for
 	// good because they could not be decoded, logged at WARN by the
 	// backend, a burst in a few lines (see UndecodableCounter): a durable
@@ -313,7 +323,11 @@ type Source[T any] struct {
 	settleFailed atomic.Uint64
 	// settleLog keeps the WARN lines of failed settlings to one per
 	// logburst.Interval.
-	settleLog logburst.Limiter
+	settleLog    logburst.Limiter
+	handOffFails atomic.Uint64
+	// handOffLog keeps the ERROR lines of failed hand-offs to one per
+	// logburst.Interval.
+	handOffLog logburst.Limiter
 	// deadLog, poisonLog and discardLog keep the WARN lines of letters
 	// dead-lettered, keys poisoned and letters discarded to one a kind
 	// per logburst.Interval, each counting the lines it held back.
@@ -376,7 +390,7 @@ func (s *Source[T]) Stats() Stats {
 		Received: s.received.Load(), Acked: s.acked.Load(), Retried: s.retried.Load(),
 		Deferred: s.deferred.Load(), Requeued: s.requeued.Load(),
 		Discarded: s.discarded.Load(), Poisoned: s.poisoned.Load(),
-		SettleFailed: s.settleFailed.Load(),
+		SettleFailed: s.settleFailed.Load(), HandOffFailed: s.handOffFails.Load(),
 	}
 	if s.seq != nil {
 		st.HeldBack = s.seq.heldBack()
@@ -748,20 +762,25 @@ const settleFailedLog = "could not settle a letter"
 // settlings were counted and not logged since done's last line.
 const settleFailedLastLog = "could not settle letters since the last line; they were counted, not logged"
 
-// handOffFailed logs a letter's hand-off (what: hold, requeue,
-// dead-letter, put back on the DLQ) that failed with err, at ERROR, once.
-// The letter is then settled as it is, and the backend decides its fate:
+// handOffFailed counts a letter's hand-off (what: hold, requeue,
+// dead-letter, put back on the DLQ) that failed with err, and logs it at
+// ERROR within the bounds of handOffLog. The letter is then settled as it is, and the backend decides its fate:
 // a durable one (Kafka, Pulsar) does not commit or acknowledge a letter
 // whose hand-off failed, and delivers it to the group again; the
 // in-memory one, which removed it from its queue when it was received,
 // has lost it.
 func (s *Source[T]) handOffFailed(ctx context.Context, what string, err error, attrs ...slog.Attr) {
-	s.log.LogAttrs(ctx, slog.LevelError, handOffFailedLog,
+	s.handOffFails.Add(1)
+	s.handOffLog.Log(ctx, s.log, slog.LevelError, handOffFailedLog,
 		append(attrs, slog.String("hand_off", what), slog.Any("error", err))...)
 }
 
 // handOffFailedLog is the message handOffFailed logs.
 const handOffFailedLog = "could not hand a letter to the backend; a durable backend delivers it again, the in-memory one loses it"
+
+// handOffFailedLastLog is the message of the line Close logs when failed
+// hand-offs were held back since the last line.
+const handOffFailedLastLog = "could not hand letters to the backend since the last line; they were counted, not logged"
 
 // release lets the next held-back message of l's key go.
 func (s *Source[T]) release(l Letter[T]) {
@@ -963,6 +982,7 @@ func (s *Source[T]) Close(ctx context.Context) error {
 		cerr = fmt.Errorf("topology %s: closing its readers: %w", s.t.name, cerr)
 	}
 	s.settleLog.Flush(ctx, s.log, slog.LevelWarn, settleFailedLastLog)
+	s.handOffLog.Flush(ctx, s.log, slog.LevelError, handOffFailedLastLog)
 	for _, k := range []*logburst.Kind{&s.deadLog, &s.poisonLog, &s.discardLog} {
 		k.FlushHeld(ctx, s.log)
 	}
