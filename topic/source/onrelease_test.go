@@ -35,13 +35,8 @@ func (b *heldBackend) onRelease(t *testing.T, i int) func() (done func()) {
 // nothing.
 func TestOnReleaseEmitsTheOpenBatchesOfTheRunningPipeline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := &heldBackend{}
+		b, h := heldTopic(t, topic.Options{})
 		b.releaseAll() // the subscriptions' Close returns at once
-		h, err := topic.NewTopic[int]("held", topic.Options{}, b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(h.Close)
 		src := newSource(t, h, topic.Balanced("g"))
 		release := b.onRelease(t, 0)
 		release()() // no Run yet

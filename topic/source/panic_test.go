@@ -97,13 +97,8 @@ func (r *runErrors) Run(ctx context.Context, st *producer.Stage[int]) error {
 // handled.
 func TestPanickingResubscribeFailsTheStagesRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := &heldBackend{}
-		h, err := topic.NewTopic[int]("held", topic.Options{Mode: topic.BroadcastOnly,
-			Broadcast: topic.BroadcastPolicy{OnLag: topic.Disconnect}}, b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(h.Close)
+		b, h := heldTopic(t, topic.Options{Mode: topic.BroadcastOnly,
+			Broadcast: topic.BroadcastPolicy{OnLag: topic.Disconnect}})
 		var log logtest.Lines
 		src, err := source.New(source.Options[int]{Topic: h, Mode: topic.Broadcast(), Logger: slog.New(slog.NewTextHandler(&log, nil))})
 		if err != nil {

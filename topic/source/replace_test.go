@@ -89,6 +89,19 @@ func (b *heldBackend) releaseAll() {
 	}
 }
 
+// heldTopic declares the topic "held" with opts on a new heldBackend,
+// closed at t's cleanup.
+func heldTopic(t *testing.T, opts topic.Options) (*heldBackend, *topic.Handle[int]) {
+	t.Helper()
+	b := &heldBackend{}
+	h, err := topic.NewTopic[int]("held", opts, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	return b, h
+}
+
 // heldState is the topic side of a heldBackend: publishing is refused
 // (the test feeds the subscriptions itself), closing the topic ends them.
 type heldState struct {
@@ -218,13 +231,8 @@ func replaceRig(t *testing.T, handle processor.Handler[int, int]) (*heldBackend,
 // the source itself.
 func wrapRig(t *testing.T, handle processor.Handler[int, int], wrap func(*source.Source[int]) producer.Source[int]) (*heldBackend, *source.Source[int]) {
 	t.Helper()
-	b := &heldBackend{}
-	h, err := topic.NewTopic[int]("held", topic.Options{Mode: topic.BroadcastOnly,
-		Broadcast: topic.BroadcastPolicy{OnLag: topic.Disconnect}}, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Close)
+	b, h := heldTopic(t, topic.Options{Mode: topic.BroadcastOnly,
+		Broadcast: topic.BroadcastPolicy{OnLag: topic.Disconnect}})
 	src, err := source.New(source.Options[int]{Topic: h, Mode: topic.Broadcast()})
 	if err != nil {
 		t.Fatal(err)

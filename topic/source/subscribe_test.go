@@ -42,13 +42,8 @@ func (c *lateCtx) Err() error {
 // that no source will ever receive from or close.
 func TestNewContextClosesTheSubscriptionMadeAsItsContextEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := &heldBackend{}
+		b, h := heldTopic(t, topic.Options{})
 		b.releaseAll() // the subscriptions' Close returns at once
-		h, err := topic.NewTopic[int]("held", topic.Options{}, b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer h.Close()
 		entered, release := b.holdSubscribes()
 		ctx := &lateCtx{Context: context.Background(), done: make(chan struct{}), seen: make(chan struct{})}
 		type result struct {
