@@ -203,40 +203,48 @@ func TestReleaseEndedBeforeThePartitionWokeEmitsNothing(t *testing.T) {
 		sig := &release.Signal{}
 		var emitted []message.Trigger
 		var mu sync.Mutex
+		// The partition is held in the hook of its first emission while
+		// the release begins and ends: it cannot look at the release
+		// before it has ended, and takes the wake-up afterwards.
+		gate := make(chan struct{})
+		var held sync.Once
+		hooks := &telemetry.Hooks{BatchEmit: func(context.Context, telemetry.Batch) { held.Do(func() { <-gate }) }}
 		s := batching.New(batcher.Options[int]{
-			Name: "release", Concurrency: 1, BatchSize: 100, BatchTimeout: never,
+			Name: "release", Concurrency: 1, BatchSize: 2, BatchTimeout: never,
 			Handle: func(_ context.Context, _ []*message.Message[int], info message.BatchInfo) error {
 				mu.Lock()
 				emitted = append(emitted, info.Trigger)
 				mu.Unlock()
 				return nil
 			},
-		}.WithDefaults(), batching.Config{Name: t.Name(), Release: sig})
+		}.WithDefaults(), batching.Config{Name: t.Name(), Hooks: hooks, Release: sig})
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		done := stagetest.Go(ctx, s)
 		rec := acker.NewRecorder(false)
-		if n, err := s.Publish(ctx, msgs(rec, 0, 3, "a")); err != nil || n != 3 {
-			t.Fatalf("Publish took %d of 3: %v", n, err)
+		// Key a's message opens a batch; key b's two fill one, whose
+		// emission holds the partition.
+		ms := append(msgs(rec, 0, 1, "a"), msgs(rec, 1, 2, "b")...)
+		if n, err := s.Publish(ctx, ms); err != nil || n != len(ms) {
+			t.Fatalf("Publish took %d of %d: %v", n, len(ms), err)
 		}
 		synctest.Wait()
-		// The partition waits, durably blocked: it runs only once both
-		// calls have returned.
 		sig.Begin()()
+		close(gate)
 		synctest.Wait()
 		mu.Lock()
 		got := slices.Clone(emitted)
 		mu.Unlock()
-		if len(got) != 0 {
-			t.Fatalf("batches emitted with triggers %v after the release had ended, want none before the timeout", got)
+		if !slices.Equal(got, []message.Trigger{message.TriggerSize}) {
+			t.Fatalf("batches emitted with triggers %v after the release had ended, want only the full one before the timeout", got)
 		}
 		time.Sleep(never)
 		synctest.Wait()
 		mu.Lock()
 		got = slices.Clone(emitted)
 		mu.Unlock()
-		if !slices.Equal(got, []message.Trigger{message.TriggerTimeout}) {
-			t.Errorf("batches emitted with triggers %v, want one at its timeout", got)
+		if !slices.Equal(got, []message.Trigger{message.TriggerSize, message.TriggerTimeout}) {
+			t.Errorf("batches emitted with triggers %v, want the full one, then the open one at its timeout", got)
 		}
 		s.CloseInput()
 		<-done
