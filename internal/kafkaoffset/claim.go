@@ -113,9 +113,12 @@ func (c *Claim) Revoked() bool { return c.revoked }
 // the claim; Release keeps it except while it waits. Unless stop is closed
 // (the owner is stopping), Release first waits up to timeout for the
 // messages the subscriber holds to be settled (or nacked), then revokes the
-// claim: later settles mark nothing. The caller commits what is marked
-// with Commit, after unlocking mu.
-func (c *Claim) Release(mu sync.Locker, stop <-chan struct{}, timeout time.Duration) {
+// claim: later settles mark nothing. It returns how many messages the
+// subscriber still held when timeout ran out (0 when all were settled in
+// time, or when stop ended the wait): the partition's next owner delivers
+// them again. The caller commits what is marked with Commit, after
+// unlocking mu.
+func (c *Claim) Release(mu sync.Locker, stop <-chan struct{}, timeout time.Duration) (left int) {
 	if c.handed > 0 && !closed(stop) {
 		timer := time.NewTimer(timeout)
 		defer timer.Stop()
@@ -127,12 +130,14 @@ func (c *Claim) Release(mu sync.Locker, stop <-chan struct{}, timeout time.Durat
 			case <-stop:
 			case <-timer.C:
 				mu.Lock()
+				left = c.handed
 				break wait
 			}
 			mu.Lock()
 		}
 	}
 	c.revoked = true
+	return left
 }
 
 // Commit sends what the claim's session has marked to the broker.

@@ -215,19 +215,20 @@ func TestReleaseRevokesAtOnceWhenNothingToWaitFor(t *testing.T) {
 }
 
 // releaseInBackground runs Release under mu in a goroutine and returns a
-// channel closed when it has returned, with mu unlocked.
-func releaseInBackground(c *kafkaoffset.Claim, mu *sync.Mutex, stop chan struct{}, timeout time.Duration) chan struct{} {
-	done := make(chan struct{})
+// channel that receives what Release returned once it has, with mu
+// unlocked.
+func releaseInBackground(c *kafkaoffset.Claim, mu *sync.Mutex, stop chan struct{}, timeout time.Duration) chan int {
+	done := make(chan int, 1)
 	go func() {
 		mu.Lock()
-		c.Release(mu, stop, timeout)
+		left := c.Release(mu, stop, timeout)
 		mu.Unlock()
-		close(done)
+		done <- left
 	}()
 	return done
 }
 
-func returned(ch chan struct{}) bool {
+func returned(ch chan int) bool {
 	select {
 	case <-ch:
 		return true
@@ -262,25 +263,26 @@ func TestReleaseWaitsForHandedMessages(t *testing.T) {
 		c.Return()
 		c.Settle(1)
 		mu.Unlock()
-		<-done
-		if waited := time.Since(start); waited != 0 || !c.Revoked() {
-			t.Fatalf("Release returned after %s, revoked %v; want at the last return, true", waited, c.Revoked())
+		left := <-done
+		if waited := time.Since(start); waited != 0 || !c.Revoked() || left != 0 {
+			t.Fatalf("Release returned %d left after %s, revoked %v; want 0 at the last return, true", left, waited, c.Revoked())
 		}
 		wantMarks(t, "settles during the release", s.marks, 1, 2)
 	})
 }
 
-// Guarantee: Release stops waiting after its timeout, and a message settled
-// after that marks nothing.
+// Guarantee: Release stops waiting after its timeout, reporting how many
+// messages the subscriber still holds, and a message settled after that
+// marks nothing.
 func TestReleaseGivesUpAfterTheTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, s := newClaim(0)
 		c.Hand()
 		var mu sync.Mutex
 		start := time.Now()
-		<-releaseInBackground(c, &mu, make(chan struct{}), 3*time.Second)
-		if waited := time.Since(start); waited != 3*time.Second {
-			t.Fatalf("Release waited %s, want the 3s timeout", waited)
+		left := <-releaseInBackground(c, &mu, make(chan struct{}), 3*time.Second)
+		if waited := time.Since(start); waited != 3*time.Second || left != 1 {
+			t.Fatalf("Release waited %s and left %d held, want the 3s timeout and 1", waited, left)
 		}
 		c.Return()
 		c.Settle(0)
@@ -303,10 +305,10 @@ func TestReleaseStopsWaitingWhenTheOwnerStops(t *testing.T) {
 		mu.Lock()
 		close(stop)
 		mu.Unlock()
-		<-done
-		if time.Since(start) != 0 || !c.Revoked() || c.Handed() != 1 {
-			t.Fatalf("Release returned after %s, revoked %v, %d handed; want at once, true, 1",
-				time.Since(start), c.Revoked(), c.Handed())
+		left := <-done
+		if time.Since(start) != 0 || !c.Revoked() || c.Handed() != 1 || left != 0 {
+			t.Fatalf("Release returned %d left after %s, revoked %v, %d handed; want 0 at once (a stop is no timeout), true, 1",
+				left, time.Since(start), c.Revoked(), c.Handed())
 		}
 	})
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/topic"
@@ -286,7 +287,8 @@ func TestNewGroupStartsAtSubscribe(t *testing.T) {
 // Rebalancing: a member that loses a partition waits up to RevokeTimeout
 // for the messages of it that it handed out; settled in time, they are
 // committed and nobody receives them again. Settled too late, the ack is
-// refused with ErrRevoked and the group delivers the message again.
+// refused with ErrRevoked, the group delivers the message again, and the
+// member says so in one WARN line naming how many it held.
 func TestRevokeWaitsForHandedOutMessages(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -297,6 +299,8 @@ func TestRevokeWaitsForHandedOutMessages(t *testing.T) {
 			c := testbroker.Kafka(t)
 			o := testOptions[int](c, topic.IntCodec{})
 			o.RevokeTimeout = tc.timeout
+			var logs logtest.Lines
+			o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 			b := newBackend(t, o)
 			h := newTopic(t, b, "revoke", topic.Options{})
 			a := subscribe(t, h, topic.Balanced("g"))
@@ -387,6 +391,12 @@ func TestRevokeWaitsForHandedOutMessages(t *testing.T) {
 			if !tc.settled && n != 1 {
 				t.Fatalf("a message acked too late was delivered %d more times, want 1", n)
 			}
+			warned := 1
+			if tc.settled {
+				warned = 0
+			}
+			logs.Want(t, warned, "lines saying the partition was released with a message held",
+				"level=WARN", kafkatopic.ReleasedHeldLog, "held=1", "partition=0")
 		})
 	}
 }

@@ -517,6 +517,12 @@ func (m *member[T]) Settle(id topic.MessageID, reason error) error {
 	return nil
 }
 
+// ReleasedHeldLog is the WARN line of a balanced subscriber whose
+// partition the group moved while it still held messages of it when
+// Options.RevokeTimeout ran out: the partition's next owner delivers them
+// again, and their settling here commits nothing.
+const ReleasedHeldLog = "kafkatopic: partition released with messages the subscriber still holds; they will be delivered again"
+
 // release ends a claim: records of it still queued are dropped (the next
 // owner fetches them again), the messages of it the subscriber holds get
 // up to Options.RevokeTimeout to be settled (none when the member is
@@ -544,8 +550,12 @@ func (m *member[T]) release(c *kafkaoffset.Claim) {
 		m.mu.Lock()
 	}
 	// m.stopped is closed when m.ended is set, both under mu.
-	c.Release(&m.mu, m.stopped, timeout)
+	left := c.Release(&m.mu, m.stopped, timeout)
 	m.mu.Unlock()
+	if left > 0 {
+		m.t.b.log.Warn(ReleasedHeldLog, slog.String("topic", m.t.kname), slog.String("group", m.gid),
+			slog.Int("partition", int(c.Partition())), slog.Int("held", left), slog.Duration("revoke_timeout", timeout))
+	}
 	c.Commit()
 	m.undecodable.Forget(m.ctx, c.Partition())
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/topic"
@@ -329,6 +330,41 @@ func TestRebalanceWaitsForLettersInFlight(t *testing.T) {
 	})
 	if got[0] != 2 {
 		t.Errorf("after the rebalance the group received %v, want message 2 only (1 was settled before the move)", got)
+	}
+}
+
+// Guarantee: a member whose partition the group moves while a letter of
+// it is still unsettled when RevokeTimeout runs out lets it go with one
+// WARN line naming the partition and how many letters it held, and the
+// group delivers the letter again.
+func TestRebalancePastRevokeTimeoutSaysSoAndRedelivers(t *testing.T) {
+	var logs logtest.Lines
+	b := newLoggedBackend(t, testbroker.Kafka(t).ListenAddrs(), &logs,
+		func(o *Options[msg]) { o.RevokeTimeout = 200 * time.Millisecond })
+	q := declare(t, b, topology.New("let-go"))
+	if err := q.Publish(t.Context(), topology.Letter[msg]{Value: msg{N: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	r1 := subscribe(t, q)
+	receiveOne(t, r1)     // never settled
+	r2 := subscribe(t, q) // joins the group: the partition is reassigned
+	wait.For(t, "the WARN line of the partition let go", func() bool {
+		return logs.Count(ReleasedHeldLog) > 0
+	})
+	logs.Want(t, 1, "lines saying the partition was released with a letter unsettled",
+		"level=WARN", ReleasedHeldLog, "held=1", "partition=0", "revoke_timeout=200ms")
+	buf := make([]topology.Letter[msg], 1)
+	var got []int
+	wait.For(t, "message 1 delivered again", func() bool {
+		for _, r := range []topology.Reader[msg]{r1, r2} {
+			if n, err := r.TryReceive(t.Context(), buf); err == nil && n == 1 {
+				got = append(got, buf[0].Value.N)
+			}
+		}
+		return len(got) > 0
+	})
+	if got[0] != 1 {
+		t.Errorf("after the rebalance the group received %v, want message 1 again", got)
 	}
 }
 

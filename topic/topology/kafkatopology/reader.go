@@ -588,6 +588,12 @@ func (bf *buffer[T]) logUndecodable(rec *sarama.ConsumerMessage, err error, attr
 	undecodable.LogKafka(context.Background(), &bf.undecodableLines, rec, err, attrs...)
 }
 
+// ReleasedHeldLog is the WARN line of a group reader whose partition the
+// group moved while letters of it it had handed out were still unsettled
+// when Options.RevokeTimeout ran out: the partition's next owner delivers
+// them again, and their settling here commits nothing.
+const ReleasedHeldLog = "kafkatopology: partition released with letters still unsettled; they will be delivered again"
+
 // release ends a claim: its buffered letters are dropped (the partition's
 // next owner fetches them again); the letters of it handed out get up to
 // Options.RevokeTimeout to be settled (none when the reader is closing),
@@ -615,12 +621,16 @@ func (r *groupReader[T]) release(c *claim) {
 	// Counted while Release waits (it lets go of mu only then); r.stop is
 	// closed when r.closed is set, both under mu.
 	r.waiting++
-	c.Release(&r.mu, r.stop, r.b.opts.RevokeTimeout)
+	left := c.Release(&r.mu, r.stop, r.b.opts.RevokeTimeout)
 	r.waiting--
 	if r.claims[c.part] == c {
 		delete(r.claims, c.part)
 	}
 	r.mu.Unlock()
+	if left > 0 {
+		r.b.log.Warn(ReleasedHeldLog, slog.String("topic", r.topic), slog.String("group", r.gid),
+			slog.Int("partition", int(c.part)), slog.Int("held", left), slog.Duration("revoke_timeout", r.b.opts.RevokeTimeout))
+	}
 	c.Commit()
 	r.undecodableLines.Forget(context.Background(), c.part)
 }
