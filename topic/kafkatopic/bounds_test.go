@@ -107,6 +107,7 @@ func TestTimeoutsAreBoundedByTheirConstants(t *testing.T) {
 		{"admin_timeout", func(o *kafkatopic.Options[int], d time.Duration) { o.AdminTimeout = d }, kafkatopic.MaxAdminTimeout},
 		{"connect_timeout", func(o *kafkatopic.Options[int], d time.Duration) { o.ConnectTimeout = d }, kafkatopic.MaxConnectTimeout},
 		{"revoke_timeout", func(o *kafkatopic.Options[int], d time.Duration) { o.RevokeTimeout = d }, kafkatopic.MaxAdminTimeout},
+		{"nack_redelivery_delay", func(o *kafkatopic.Options[int], d time.Duration) { o.NackRedeliveryDelay = d }, kafkatopic.MaxNackRedeliveryDelay},
 	} {
 		o := base()
 		tc.set(&o, tc.limit)

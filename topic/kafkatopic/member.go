@@ -31,8 +31,9 @@ import (
 // claim's contiguous prefix of settled offsets is marked for commit
 // (sarama's offset manager commits marks every
 // Consumer.Offsets.AutoCommit.Interval, and the claim commits once more
-// when it is released). A nacked message goes back to the end of the
-// queue. Messages never acked are never committed: when the member leaves
+// when it is released). A nacked message waits in nacked for
+// Options.NackRedeliveryDelay, then goes back to the end of the queue.
+// Messages never acked are never committed: when the member leaves
 // or its process dies, the group delivers them again from the committed
 // offset.
 type member[T any] struct {
@@ -81,6 +82,11 @@ type member[T any] struct {
 	// failed is the error consumption ended with (a partition that
 	// cannot be decoded): Receive returns it once the queue is drained.
 	failed error
+	// nacked are the nacked messages waiting for their delay, in the
+	// order they come due; nackTimer queues them again when the first
+	// one is due (nil while none waits).
+	nacked    []nackedDelivery[T]
+	nackTimer *time.Timer
 }
 
 // delivery is one fetched record of a claim (one partition of one group
@@ -90,6 +96,12 @@ type delivery[T any] struct {
 	off int64
 	v   T
 	hdr topic.Headers
+}
+
+// nackedDelivery is a nacked message and when it is queued again.
+type nackedDelivery[T any] struct {
+	d   delivery[T]
+	due time.Time
 }
 
 // adminContext returns a context that ends with parent, after
@@ -488,7 +500,8 @@ func (m *member[T]) take(dst []topic.Envelope[T]) int {
 
 // Settle implements topic.SubscriptionState: an ack settles the message's
 // offset (committed once every earlier offset of its partition is
-// settled), a nack queues the message to be received again.
+// settled), a nack queues the message to be received again once
+// Options.NackRedeliveryDelay has passed.
 // ErrMessageNotTracked for an unknown or already settled id; ErrRevoked
 // when its partition has moved to another member (which delivers it
 // again).
@@ -509,12 +522,41 @@ func (m *member[T]) Settle(id topic.MessageID, reason error) error {
 		if m.ended {
 			return nil // not committed: the group delivers it again
 		}
-		m.queue = append(m.queue, d)
-		m.signal()
+		delay := m.t.b.opts.NackRedeliveryDelay
+		m.nacked = append(m.nacked, nackedDelivery[T]{d: d, due: time.Now().Add(delay)})
+		if m.nackTimer == nil {
+			m.nackTimer = time.AfterFunc(delay, m.requeue)
+		}
 		return nil
 	}
 	c.Settle(d.off)
 	return nil
+}
+
+// requeue queues again the nacked messages that are due, and waits for the
+// next one to be.
+func (m *member[T]) requeue() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.nackTimer = nil
+	if m.ended {
+		return
+	}
+	now := time.Now()
+	k := 0
+	for k < len(m.nacked) && !m.nacked[k].due.After(now) {
+		m.queue = append(m.queue, m.nacked[k].d)
+		k++
+	}
+	n := copy(m.nacked, m.nacked[k:])
+	clear(m.nacked[n:])
+	m.nacked = m.nacked[:n]
+	if k > 0 {
+		m.signal()
+	}
+	if n > 0 {
+		m.nackTimer = time.AfterFunc(m.nacked[0].due.Sub(now), m.requeue)
+	}
 }
 
 // ReleasedHeldLog is the WARN line of a balanced subscriber whose
@@ -540,6 +582,15 @@ func (m *member[T]) release(c *kafkaoffset.Claim) {
 	}
 	clear(m.queue[k:])
 	m.queue = m.queue[:k]
+	k = 0
+	for _, n := range m.nacked {
+		if n.d.c != c {
+			m.nacked[k] = n
+			k++
+		}
+	}
+	clear(m.nacked[k:])
+	m.nacked = m.nacked[:k]
 	timeout := m.t.b.opts.RevokeTimeout
 	if m.onRelease != nil && c.Handed() > 0 && timeout > 0 && !m.ended {
 		// Called without mu: the subscriber may settle at once.
@@ -579,6 +630,12 @@ func (m *member[T]) teardown(closing bool) {
 		m.mu.Lock()
 		m.ended = true
 		close(m.stopped)
+		if m.nackTimer != nil {
+			m.nackTimer.Stop()
+			m.nackTimer = nil
+		}
+		clear(m.nacked)
+		m.nacked = nil
 		m.mu.Unlock()
 		m.signal()
 		m.cancel()

@@ -30,6 +30,8 @@ const (
 	// Options.RevokeTimeout: a wait past it is a mistyped value, not a
 	// bound.
 	MaxAdminTimeout = time.Hour
+	// MaxNackRedeliveryDelay is the largest Options.NackRedeliveryDelay.
+	MaxNackRedeliveryDelay = time.Hour
 	// MaxConnectTimeout is the largest Options.ConnectTimeout.
 	MaxConnectTimeout = 5 * time.Minute
 	// MaxChannelBufferSize is the largest Options.Config.ChannelBufferSize
@@ -65,6 +67,9 @@ const (
 	DefaultRevokeTimeout = 5 * time.Second
 	// DefaultPublishBuffer is Options.PublishBuffer.
 	DefaultPublishBuffer = 256
+	// DefaultNackRedeliveryDelay is Options.NackRedeliveryDelay, as
+	// pulsartopic's.
+	DefaultNackRedeliveryDelay = time.Second
 	// DefaultInitialOffset is Options.InitialOffset: a new group starts
 	// at the log end as of its first Subscribe.
 	DefaultInitialOffset = kafka.OffsetLatest
@@ -171,6 +176,14 @@ type Options[T any] struct {
 	// producer; TryPublish reports DroppedOnFull when it is full, Publish
 	// waits for room. Default 256, at most MaxPublishBuffer (1048576).
 	PublishBuffer int `name:"publish_buffer" validate:"gte=0,lte=1048576"`
+	// NackRedeliveryDelay is how long a message a balanced member nacked
+	// waits before that member receives it again. The partition's
+	// commits wait for it meanwhile, as for any unsettled message, and
+	// the member's other messages go on being received, so a message
+	// that fails on every delivery comes back once per delay instead of
+	// as fast as the subscriber can nack it. Default 1s, at least 1ms
+	// when set, at most MaxNackRedeliveryDelay (1h).
+	NackRedeliveryDelay time.Duration `name:"nack_redelivery_delay" validate:"omitempty,gte=1ms,lte=1h"`
 	// InitialOffset is where a balanced group starts on a partition
 	// without a committed offset when its first Subscribe commits its
 	// starting offsets: kafka.OffsetLatest (package sources/kafka;
@@ -215,6 +228,9 @@ func (o Options[T]) WithDefaults() Options[T] {
 	}
 	if o.PublishBuffer == 0 {
 		o.PublishBuffer = DefaultPublishBuffer
+	}
+	if o.NackRedeliveryDelay == 0 {
+		o.NackRedeliveryDelay = DefaultNackRedeliveryDelay
 	}
 	o.InitialOffset = cmp.Or(o.InitialOffset, DefaultInitialOffset)
 	o.Logger = cmp.Or(o.Logger, slog.Default())
@@ -286,6 +302,7 @@ func (o Options[T]) String() string {
 	b.Duration("ConnectTimeout", o.ConnectTimeout)
 	b.Duration("RevokeTimeout", o.RevokeTimeout)
 	b.Int("PublishBuffer", int64(o.PublishBuffer))
+	b.Duration("NackRedeliveryDelay", o.NackRedeliveryDelay)
 	b.Quoted("InitialOffset", o.InitialOffset)
 	b.Config(o.Config)
 	b.WriteString("}")

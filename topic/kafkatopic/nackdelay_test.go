@@ -1,0 +1,136 @@
+package kafkatopic_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/internal/testbroker"
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/kafkatopic"
+	"github.com/boulevard-go/boulevard/validate"
+)
+
+// nackOne makes topic name on a cluster of its own, with NackRedeliveryDelay
+// delay (0: the default), subscribes a member of group g, publishes 1, and
+// has the member receive it and nack it. It returns the topic, the member
+// and when the nack was made.
+func nackOne(t *testing.T, name topic.Name, delay time.Duration) (*topic.Handle[int], *topic.Subscription[int], time.Time) {
+	t.Helper()
+	o := testOptions(testbroker.Kafka(t), topic.IntCodec{})
+	o.NackRedeliveryDelay = delay
+	h := newTopic(t, newBackend(t, o), name, topic.Options{})
+	m := subscribe(t, h, topic.Balanced("g"))
+	if err := h.Publish(ctxT(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	it := recv(t, m)
+	nacked := time.Now()
+	if err := m.Nack(it.ID, errors.New("handler failed")); err != nil {
+		t.Fatalf("Nack: %v", err)
+	}
+	return h, m, nacked
+}
+
+// A message a balanced member nacks on every delivery comes back once per
+// NackRedeliveryDelay, not as fast as the member can nack it, and the
+// member receives what was published after it meanwhile.
+func TestANackedMessageComesBackAfterTheNackRedeliveryDelay(t *testing.T) {
+	const delay = 300 * time.Millisecond
+	h, m, nacked := nackOne(t, "nack-delay", delay)
+	if err := h.Publish(ctxT(t), 2); err != nil {
+		t.Fatal(err)
+	}
+	if it := recv(t, m); it.Value != 2 {
+		t.Fatalf("received %d while 1 waited for its nack delay, want 2", it.Value)
+	} else if err := m.Ack(it.ID); err != nil {
+		t.Fatalf("Ack: %v", err)
+	}
+	for i := range 3 {
+		it := recv(t, m)
+		if it.Value != 1 {
+			t.Fatalf("received %d, want the nacked 1", it.Value)
+		}
+		if waited := time.Since(nacked); waited < delay {
+			t.Fatalf("delivery %d of the nacked message came %v after its nack, before the delay of %v", i+2, waited, delay)
+		}
+		nacked = time.Now()
+		if err := m.Nack(it.ID, errors.New("handler failed")); err != nil {
+			t.Fatalf("Nack: %v", err)
+		}
+	}
+}
+
+// Without NackRedeliveryDelay, a nacked message waits
+// DefaultNackRedeliveryDelay (1s) before it comes back.
+func TestANackedMessageWaitsTheDefaultDelay(t *testing.T) {
+	if d := (kafkatopic.Options[int]{}).WithDefaults().NackRedeliveryDelay; d != time.Second {
+		t.Fatalf("default NackRedeliveryDelay %v, want %v", d, time.Second)
+	}
+	_, m, nacked := nackOne(t, "nack-default", 0)
+	recv(t, m)
+	if waited := time.Since(nacked); waited < kafkatopic.DefaultNackRedeliveryDelay {
+		t.Fatalf("the nacked message came back %v after its nack, before the default delay of %v", waited, kafkatopic.DefaultNackRedeliveryDelay)
+	}
+}
+
+// A member that closes while a nacked message waits for its delay leaves
+// it to the group: the next member receives it.
+func TestANackedMessageWaitingForItsDelayGoesToTheNextMemberWhenItsMemberCloses(t *testing.T) {
+	h, m, _ := nackOne(t, "nack-close", time.Hour)
+	m.Close()
+	m2 := subscribe(t, h, topic.Balanced("g"))
+	if it := recv(t, m2); it.Value != 1 {
+		t.Fatalf("the next member received %d, want the nacked 1", it.Value)
+	}
+}
+
+// A rebalance that takes the partition of a nacked message waiting for its
+// delay leaves that message to the partition's next claim: it is received
+// once, not once from the wait and again from the log.
+func TestANackedMessageWaitingForItsDelayIsReceivedOnceAcrossARebalance(t *testing.T) {
+	const delay = 500 * time.Millisecond
+	h, a, _ := nackOne(t, "nack-rebalance", delay)
+	b := subscribe(t, h, topic.Balanced("g")) // the group rebalances: every claim is released
+	got := make(chan string, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for name, s := range map[string]*topic.Subscription[int]{"a": a, "b": b} {
+		wg.Go(func() {
+			for {
+				it, err := s.Receive(ctx)
+				if err != nil {
+					return
+				}
+				_ = s.Ack(it.ID)
+				got <- name
+			}
+		})
+	}
+	var first string
+	select {
+	case first = <-got:
+	case <-time.After(patience):
+		t.Fatal("the nacked message never came back")
+	}
+	// A second delivery, from the wait, would come within the delay of
+	// the nack; wait twice that (a check that something does not happen).
+	select {
+	case again := <-got:
+		t.Errorf("the nacked message was received by %s and again by %s", first, again)
+	case <-time.After(2 * delay):
+	}
+	cancel()
+	wg.Wait()
+}
+
+// A NackRedeliveryDelay set below 1ms is refused, naming the field.
+func TestANackRedeliveryDelayBelowAMillisecondIsRefused(t *testing.T) {
+	o := kafkatopic.Options[int]{Brokers: []string{"127.0.0.1:9092"}, Codec: topic.IntCodec{}, NackRedeliveryDelay: time.Microsecond}
+	var es validate.Errors
+	if err := o.Validate(); !errors.As(err, &es) || !es.Has("nack_redelivery_delay", "gte") {
+		t.Fatalf("Validate = %v, want a gte error on nack_redelivery_delay", err)
+	}
+}
