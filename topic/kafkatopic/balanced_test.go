@@ -401,6 +401,27 @@ func TestRevokeWaitsForHandedOutMessages(t *testing.T) {
 	}
 }
 
+// Guarantee: every group session of a balanced member is logged at INFO,
+// once as it starts (naming the partitions it claims) and once as it
+// ends, so a rebalance shows in the log as the Kafka source's do.
+func TestGroupSessionsAreLoggedAtInfo(t *testing.T) {
+	c := testbroker.Kafka(t)
+	o := testOptions[int](c, topic.IntCodec{})
+	var logs logtest.Lines
+	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	b := newBackend(t, o)
+	h := newTopic(t, b, "sessions", topic.Options{})
+	subscribe(t, h, topic.Balanced("g"))
+	wait.For(t, "the first member's session line", func() bool { return logs.Count(kafkatopic.SessionStartedLog) == 1 })
+	logs.Want(t, 1, "session lines of the first member", "level=INFO", kafkatopic.SessionStartedLog,
+		"group=sessions:g", "generation=1", "claims=[sessions/0]")
+	subscribe(t, h, topic.Balanced("g")) // a rebalance: the first member's session ends, two start
+	wait.For(t, "the rebalance's session lines", func() bool {
+		return logs.Count(kafkatopic.SessionStartedLog) >= 3 && logs.Count(kafkatopic.SessionEndedLog) >= 1
+	})
+	logs.Want(t, 0, "session lines not at INFO", "kafkatopic: group session", "level=WARN")
+}
+
 // Guarantee: AdminTimeout bounds a balanced Subscribe even while the join
 // it sent waits at the coordinator for a rebalance (here, a member holding
 // a message of the partition it must give up): Subscribe returns ErrJoin by

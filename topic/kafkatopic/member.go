@@ -13,6 +13,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
+	"github.com/boulevard-go/boulevard/internal/logattr"
 	"github.com/boulevard-go/boulevard/internal/logburst"
 	"github.com/boulevard-go/boulevard/internal/repeatlog"
 	"github.com/boulevard-go/boulevard/message"
@@ -282,14 +283,30 @@ func (m *member[T]) endCorrupt(ce *sarama.ConsumerError) {
 // Setup implements sarama.ConsumerGroupHandler: the first session marks
 // the member joined; each ends the runs of failures logged (the cluster
 // answers).
-func (m *member[T]) Setup(sarama.ConsumerGroupSession) error {
+func (m *member[T]) Setup(sess sarama.ConsumerGroupSession) error {
 	m.fails.Started(m.ctx)
 	m.readyOnce.Do(func() { close(m.ready) })
+	m.t.b.log.Info(SessionStartedLog, slog.String("topic", m.t.kname), slog.String("group", m.gid),
+		slog.String("member", sess.MemberID()), slog.Int("generation", int(sess.GenerationID())),
+		logattr.Partitions("claims", sess.Claims()))
 	return nil
 }
 
 // Cleanup implements sarama.ConsumerGroupHandler.
-func (m *member[T]) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+func (m *member[T]) Cleanup(sess sarama.ConsumerGroupSession) error {
+	m.t.b.log.Info(SessionEndedLog, slog.String("topic", m.t.kname), slog.String("group", m.gid),
+		slog.String("member", sess.MemberID()), slog.Int("generation", int(sess.GenerationID())))
+	return nil
+}
+
+// SessionStartedLog and SessionEndedLog are the INFO lines of a balanced
+// member's group session, one each a rebalance, as the Kafka source logs
+// its own: the first names the partitions the member claims (claims), both
+// the member id and the group's generation.
+const (
+	SessionStartedLog = "kafkatopic: group session started"
+	SessionEndedLog   = "kafkatopic: group session ended"
+)
 
 // ConsumeClaim implements sarama.ConsumerGroupHandler: it queues the
 // partition's records for Receive, waiting for room, until the claim ends,

@@ -368,6 +368,22 @@ func TestRebalancePastRevokeTimeoutSaysSoAndRedelivers(t *testing.T) {
 	}
 }
 
+// Guarantee: every group session of a reader is logged at INFO, once as
+// it starts (naming the partitions it claims) and once as it ends, so a
+// rebalance shows in the log as the Kafka source's do.
+func TestGroupSessionsAreLoggedAtInfo(t *testing.T) {
+	var logs logtest.Lines
+	b := newLoggedBackend(t, testbroker.Kafka(t).ListenAddrs(), &logs)
+	q := declare(t, b, topology.New("sessions"))
+	subscribe(t, q)
+	wait.For(t, "the first reader's session line", func() bool { return logs.Count(SessionStartedLog) == 1 })
+	logs.Want(t, 1, "session lines of the first reader", "level=INFO", SessionStartedLog, "generation=1", "claims=[")
+	subscribe(t, q) // a rebalance: the first reader's session ends, two start
+	wait.For(t, "the rebalance's session lines", func() bool {
+		return logs.Count(SessionStartedLog) >= 3 && logs.Count(SessionEndedLog) >= 1
+	})
+}
+
 // flakyCodec is JSON that fails to encode while failing is set.
 type flakyCodec struct {
 	topic.JSONCodec[msg]

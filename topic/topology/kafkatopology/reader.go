@@ -16,6 +16,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
 	"github.com/boulevard-go/boulevard/internal/liveset"
+	"github.com/boulevard-go/boulevard/internal/logattr"
 	"github.com/boulevard-go/boulevard/internal/logburst"
 	"github.com/boulevard-go/boulevard/internal/repeatlog"
 	"github.com/boulevard-go/boulevard/message"
@@ -449,14 +450,28 @@ func (r *groupReader[T]) Setup(sess sarama.ConsumerGroupSession) error {
 	r.mu.Unlock()
 	r.fails.Started(r.ctx)
 	notify(r.fetched)
+	r.b.log.Info(SessionStartedLog, slog.String("topic", r.topic), slog.String("group", r.gid),
+		slog.String("member", sess.MemberID()), slog.Int("generation", int(sess.GenerationID())),
+		logattr.Partitions("claims", sess.Claims()))
 	return nil
 }
 
+// SessionStartedLog and SessionEndedLog are the INFO lines of a group
+// reader's session, one each a rebalance, as the Kafka source logs its
+// own: the first names the partitions the reader claims (claims), both the
+// member id and the group's generation.
+const (
+	SessionStartedLog = "kafkatopology: group session started"
+	SessionEndedLog   = "kafkatopology: group session ended"
+)
+
 // Cleanup implements sarama.ConsumerGroupHandler.
-func (r *groupReader[T]) Cleanup(sarama.ConsumerGroupSession) error {
+func (r *groupReader[T]) Cleanup(sess sarama.ConsumerGroupSession) error {
 	r.mu.Lock()
 	r.inSess = false
 	r.mu.Unlock()
+	r.b.log.Info(SessionEndedLog, slog.String("topic", r.topic), slog.String("group", r.gid),
+		slog.String("member", sess.MemberID()), slog.Int("generation", int(sess.GenerationID())))
 	return nil
 }
 
