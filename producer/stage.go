@@ -195,7 +195,13 @@ func (s *Stage[T]) NewFeed(name string, grant func(n int)) *Feed[T] {
 	s.mu.Lock()
 	if s.running && s.connectedAt.IsZero() {
 		s.connectedAt = time.Now()
-		s.setState(StateRunning, s.connectedAt, nil)
+		s.stMu.Lock()
+		if s.status.State == StateConnecting {
+			// A degraded run stays degraded until its source says it
+			// reads again.
+			s.status.State, s.status.Since = StateRunning, s.connectedAt
+		}
+		s.stMu.Unlock()
 	}
 	f.attempt = s.attempt
 	if !s.running {
@@ -209,6 +215,83 @@ func (s *Stage[T]) NewFeed(name string, grant func(n int)) *Feed[T] {
 	s.mu.Unlock()
 	f.give(s.flow.Initial)
 	return f
+}
+
+// ErrUnreachable is the error a stage records as LastError when its source
+// calls Stage.Degrade with a nil error.
+var ErrUnreachable = errors.New("producer: the source cannot read from its broker")
+
+// DegradedLog is the message of the warning a stage logs when its source
+// reports that it cannot read from its broker (Stage.Degrade).
+const DegradedLog = "source cannot read from its broker; stage degraded"
+
+// RecoveredLog is the message of the line a stage logs when its source,
+// degraded, reports that it reads again (Stage.Recovered).
+const RecoveredLog = "source reads from its broker again; stage running"
+
+// Degrade reports that the source's current run is up but cannot read
+// from its broker: its client cannot reach it, or its consumer group
+// session keeps failing, and is trying again by itself. err says why (nil
+// records ErrUnreachable). The stage moves to StateDegraded, with err as
+// its LastError, and logs DegradedLog at WARN; a Degrade while degraded
+// only updates LastError, and logs nothing, so a source may call it at
+// each failed attempt. The source calls Recovered once it reads again.
+//
+// Degrade is for an outage the source rides out within its run; a source
+// that gives up returns an error from Run instead, and the stage restarts
+// it. A call outside a Run (before the stage calls Run, or after it has
+// returned) does nothing. Degrade never blocks and is safe to call from
+// any goroutine.
+func (s *Stage[T]) Degrade(err error) {
+	if err == nil {
+		err = ErrUnreachable
+	}
+	s.mu.Lock()
+	if !s.running {
+		s.mu.Unlock()
+		return
+	}
+	s.stMu.Lock()
+	was := s.status.State == StateDegraded
+	if !was {
+		s.status.State, s.status.Since = StateDegraded, time.Now()
+	}
+	s.status.LastError = err
+	s.stMu.Unlock()
+	s.mu.Unlock()
+	if !was {
+		s.log.Warn(DegradedLog, slog.Any("error", err))
+	}
+}
+
+// Recovered reports that the source, which had called Degrade in its
+// current run, reads from its broker again. The stage goes back to
+// StateRunning (StateConnecting when the run has created no feed yet) and
+// logs RecoveredLog at INFO, with how long it was degraded. On a stage
+// that is not degraded, or outside a Run, it does nothing, so a source
+// may call it at each success. It never blocks and is safe to call from
+// any goroutine.
+func (s *Stage[T]) Recovered() {
+	s.mu.Lock()
+	if !s.running {
+		s.mu.Unlock()
+		return
+	}
+	s.stMu.Lock()
+	if s.status.State != StateDegraded {
+		s.stMu.Unlock()
+		s.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	degraded := now.Sub(s.status.Since)
+	s.status.State, s.status.Since = StateRunning, now
+	if s.connectedAt.IsZero() {
+		s.status.State = StateConnecting
+	}
+	s.stMu.Unlock()
+	s.mu.Unlock()
+	s.log.Info(RecoveredLog, slog.Duration("degraded", degraded))
 }
 
 // startRun marks the beginning of a Run call: feeds may be registered.
