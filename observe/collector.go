@@ -39,7 +39,7 @@ var (
 	pipelineUp        = desc("pipeline_up", "1 while the pipeline runs, 0 before it has started and once it has stopped.", lPipeline)
 	pipelineRateLimit = desc("pipeline_rate_limit_messages_per_second", "The rate limit in force, in messages per second; absent when there is none.", lPipeline)
 
-	producerState     = desc("producer_state", "1 for the state the producer stage is in (starting, connecting, running, restarting, stopped, failed), 0 for the others.", lPipeline, lStage, lState)
+	producerState     = desc("producer_state", "1 for the state the producer stage is in (starting, connecting, running, degraded, restarting, stopped, failed), 0 for the others.", lPipeline, lStage, lState)
 	producerRestarts  = desc("producer_restarts_total", "Restarts of the stage's source after a failure.", lPipeline, lStage)
 	producerFailures  = desc("producer_consecutive_failures", "Runs of the source in a row that failed without delivering a message.", lPipeline, lStage)
 	producerBuffered  = desc("producer_buffered_messages", "Delivered messages waiting in the stage buffer for room in the processors' queues.", lPipeline, lStage)
@@ -82,7 +82,7 @@ var (
 )
 
 var states = []producer.State{producer.StateStarting, producer.StateConnecting, producer.StateRunning,
-	producer.StateRestarting, producer.StateStopped, producer.StateFailed}
+	producer.StateDegraded, producer.StateRestarting, producer.StateStopped, producer.StateFailed}
 
 var allDescs = []*prometheus.Desc{
 	pipelineUp, pipelineRateLimit,

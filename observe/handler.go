@@ -105,7 +105,7 @@ func (o *Observer) Health(ctx context.Context) []PipelineReport {
 }
 
 // Readiness checks that every pipeline runs and is connected: it has not
-// stopped, no producer stage is restarting, failed or stopped, none is
+// stopped, no producer stage is restarting, degraded, failed or stopped, none is
 // reconnecting after a failed run, and at least one of its stages has a
 // connected source (a push-only pipeline, without producer stages, is
 // ready while it runs). A member of a consumer group that has been given
@@ -162,6 +162,8 @@ func ready(st pipeline.Stats) string {
 		case ps.State == producer.StateRunning:
 			connected = true
 		case ps.State == producer.StateConnecting && ps.ConsecutiveFailures == 0:
+		case ps.State == producer.StateDegraded:
+			return fmt.Sprintf("%s degraded: %v", ps.Stage, ps.LastError)
 		case ps.LastError != nil:
 			return fmt.Sprintf("%s %s after %d failed runs in a row: %v", ps.Stage, ps.State, ps.ConsecutiveFailures, ps.LastError)
 		default:
