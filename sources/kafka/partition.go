@@ -609,6 +609,7 @@ func (r *reader) run() {
 				r.fill(src, limit)
 				msg = r.q.Last()
 			}
+			p.m.reach.Reading()
 			p.Next.Store(msg.Offset + 1)
 		case <-stallC:
 			armed = false

@@ -321,6 +321,7 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		lookups:       lookups,
 	}
 	lookups.list = m.listOffset
+	m.reach.Stage = stage
 	m.cm = claim.NewMember(s.opts.GroupID, stage.Name(), m.log, s.opts.CommitMode == CommitOnAck)
 	m.cm.Rebalancing = refusedByRebalance
 	m.cm.RebalanceTimeout = cfg.Consumer.Group.Rebalance.Timeout
@@ -384,6 +385,10 @@ type member struct {
 	cm            *claim.Member
 	commitVersion int16
 	commitConn    *commitConn
+
+	// reach reports the stage degraded while the member cannot read from
+	// the cluster, and running again once it reads (claim.Reach).
+	reach claim.Reach
 }
 
 func (m *member) draining() bool {
@@ -515,6 +520,7 @@ func (m *member) loop() {
 			return
 		}
 		m.log.Warn("kafka consumer group session failed", slog.Any("error", flat(err)), slog.Int("failures", failures))
+		m.noteSessionFailed(err)
 		t := time.NewTimer(m.client.Config().Consumer.Group.Rebalance.Retry.Backoff)
 		select {
 		case <-t.C:
@@ -526,6 +532,17 @@ func (m *member) loop() {
 			return
 		}
 	}
+}
+
+// noteSessionFailed tells m.reach of a failed session (Consume's err): the
+// stage is degraded at the second in a row, or at once when sarama could
+// reach no broker.
+func (m *member) noteSessionFailed(err error) {
+	if errors.Is(err, sarama.ErrOutOfBrokers) {
+		m.reach.Unreachable(flat(err))
+		return
+	}
+	m.reach.SessionFailed(flat(err))
 }
 
 // logErrors reads the group's errors until the group closes. A claim's
@@ -593,6 +610,12 @@ func (m *member) seenErrors() {
 
 // handleError is logErrors' handling of err, one of the group's errors.
 func (m *member) handleError(runs *claim.FailureRuns[topicPart], err error) {
+	if errors.Is(err, sarama.ErrOutOfBrokers) {
+		// sarama tried every broker it knows, for a claim's fetch (its
+		// leader lookup) or the session's heartbeat: the member cannot
+		// read until one answers.
+		m.reach.Unreachable(flat(err))
+	}
 	ce, ok := err.(*sarama.ConsumerError)
 	if !ok || ce.Topic == "" {
 		m.log.Log(context.Background(), cutLevel(err), "kafka consumer error", slog.Any("error", flat(err)))
@@ -749,6 +772,7 @@ type handler member
 
 func (h *handler) Setup(sess sarama.ConsumerGroupSession) error {
 	h.cm.NoteSession(sess.MemberID(), sess.GenerationID())
+	h.reach.Reading()
 	h.log.Info("kafka group session started",
 		slog.String("member", sess.MemberID()), slog.Int("generation", int(sess.GenerationID())),
 		logattr.Partitions("claims", sess.Claims()))

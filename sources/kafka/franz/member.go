@@ -33,6 +33,9 @@ type member struct {
 	cl    atomic.Pointer[kgo.Client] // set once NewClient returns, or by the first callback
 	cm    *claim.Member
 	reset kgo.Offset
+	// reach reports the stage degraded while the member cannot read from
+	// the cluster, and running again once it reads (claim.Reach).
+	reach claim.Reach
 	// recycle says whether the partitions recycle each record once it is
 	// delivered (see recyclable). Set once NewClient returns: a partition
 	// assigned before does not recycle what it delivers until then.
@@ -105,6 +108,7 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		stage:      stage,
 		log:        log,
 		cm:         claim.NewMember(s.opts.GroupID, stage.Name(), log, s.opts.CommitMode == CommitOnAck),
+		reach:      claim.Reach{Stage: stage},
 		reset:      s.opts.resetOffset(),
 		ctx:        ctx,
 		cancel:     cancel,
@@ -373,6 +377,7 @@ func (m *member) poll() {
 		switch {
 		case got:
 			failures = 0
+			m.reach.Reading()
 		case groupErr != nil:
 			// A refusal of the credentials or of a permission fails at
 			// once: polling again changes nothing until an operator does.
@@ -384,6 +389,9 @@ func (m *member) poll() {
 				m.fail(fmt.Errorf("%w: %w", ErrConsume, claim.Flat(groupErr)))
 				return
 			}
+			// franz-go rejoins by itself after each: the second failed
+			// join in a row degrades the stage until the member reads.
+			m.reach.SessionFailed(claim.Flat(groupErr))
 		}
 	}
 }
@@ -479,6 +487,7 @@ func (m *member) assigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 	m.cl.CompareAndSwap(nil, cl)
 	memberID, gen := cl.GroupMetadata()
 	m.cm.NoteSession(memberID, gen)
+	m.reach.Reading()
 	// The line names every partition the member claims from now on: under
 	// cooperative-sticky, assigned holds only those it gains, which it
 	// names apart (new_claims).

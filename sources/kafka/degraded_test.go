@@ -1,0 +1,103 @@
+package kafka_test
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/producer"
+)
+
+// outageRetry is how long the members wait between two group sessions
+// while the cluster is away: long enough that the 10 failed sessions
+// that fail a run take longer than the outage.
+const outageRetry = time.Second
+
+// Guarantee: a cluster that goes away under a running pipeline moves the
+// member's stage to degraded within a few seconds, with the client's
+// error as LastError, while its run goes on; once the cluster is back the
+// stage runs again (the group gave the member its partitions), without a
+// restart. (kfake started again is a new cluster, with new topic ids,
+// which the franz-go client does not read from as a cluster that
+// returns would be read.) This is how the
+// timeline of docs/operations.md, "A Kafka cluster that goes away under a
+// running pipeline", is measured (-v logs when each state came).
+func TestStoppedClusterDegradesTheStageUntilItReturns(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl client) {
+		cl = cl.withKgo(kgo.RetryBackoffFn(func(int) time.Duration { return outageRetry }))
+		port := freePort(t)
+		c := portCluster(t, port)
+		o := sourceOptions(c, "outage")
+		o.Config.Consumer.Group.Rebalance.Retry.Backoff = outageRetry
+		produce(t, c, 2, 0, 10)
+		l := newLedger()
+		p := startPipeline(t, pipelineOpts("outage", cl.new(t, o), 1, l, nil))
+		t.Cleanup(func() { stopPipeline(t, p) })
+		status := func() producer.StageStatus { return p.SourceStatus()[0] }
+		waitState(t, status, producer.StateRunning, 30*time.Second, "the first read")
+		wait.Within(t, 30*time.Second, "the records before the outage", func() bool { return l.covers(map[int32]int64{0: 5, 1: 5}) })
+
+		c.Close()
+		down := time.Now()
+		st := waitState(t, status, producer.StateDegraded, 5*time.Second, "the cluster stopped")
+		t.Logf("degraded %v after the cluster stopped: %v", st.Since.Sub(down).Round(time.Millisecond), st.LastError)
+		if st.LastError == nil || st.Restarts != 0 {
+			t.Fatalf("status %+v, want degraded with an error, in the first run", st)
+		}
+
+		portCluster(t, port) // a new cluster: the group's session starts afresh
+		back := time.Now()
+		st = waitState(t, status, producer.StateRunning, 30*time.Second, "the cluster came back")
+		t.Logf("running %v after the cluster came back", st.Since.Sub(back).Round(time.Millisecond))
+		if st.Restarts != 0 {
+			t.Fatalf("status %+v, want the first run still", st)
+		}
+	})
+}
+
+// freePort returns a TCP port of the loopback interface nothing listens
+// on, for a cluster to be stopped and started again on.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// portCluster starts a one-broker kfake cluster on port, with the test
+// topic of 2 partitions.
+func portCluster(t *testing.T, port int) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.SeedTopics(2, testTopic),
+		kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// waitState waits, at most limit, for the stage to be in state and
+// returns its status then, failing the test with the last status seen
+// otherwise.
+func waitState(t *testing.T, status func() producer.StageStatus, state producer.State, limit time.Duration, after string) producer.StageStatus {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		st := status()
+		if st.State == state {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stage not %s within %v of %s: %+v", state, limit, after, st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
