@@ -82,6 +82,9 @@ type lastFailure struct {
 	// reconnects counts, per subscription, the client's failed attempts
 	// to reconnect a consumer (failedReconnect lines).
 	reconnects map[string]int64
+	// watches are the running stages' reconnection watches, by the name
+	// of their consumers (see Source.consumerName).
+	watches map[string]*reconnectWatch
 }
 
 // failedReconnect is the error pulsar-client-go logs for each failed
@@ -95,6 +98,97 @@ func (l *lastFailure) reconnectFailed(sub string) {
 	}
 	l.reconnects[sub]++
 	l.mu.Unlock()
+}
+
+// watch registers w for the consumers named name until the returned
+// function is called.
+func (l *lastFailure) watch(name string, w *reconnectWatch) (unwatch func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.watches == nil {
+		l.watches = map[string]*reconnectWatch{}
+	}
+	l.watches[name] = w
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.watches[name] == w {
+			delete(l.watches, name)
+		}
+	}
+}
+
+// watchOf returns the watch of the consumers named name, nil when none.
+func (l *lastFailure) watchOf(name string) *reconnectWatch {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.watches[name]
+}
+
+// reconnectedConsumer is the client's Info line for a consumer that
+// reconnected to a broker.
+const reconnectedConsumer = "Reconnected consumer to broker"
+
+// ReconnectFailuresToDegrade is how many attempts in a row one of a
+// stage's consumers (a partition's, for a partitioned topic) must fail to
+// reconnect to a broker before the source reports the stage degraded
+// (producer.StateDegraded). A consumer whose broker hands its topic to
+// another reconnects at its first or second attempt; two failures in a row
+// (about 300 ms after the connection closed, with the client's backoff of
+// 100 ms doubling) say the broker is out of reach.
+const ReconnectFailuresToDegrade = 2
+
+// degrader is the part of producer.Stage a reconnection watch reports to.
+type degrader interface {
+	Degrade(err error)
+	Recovered()
+}
+
+// reconnectWatch follows the reconnections of one stage's consumers, from
+// the client's lines about them: the stage is degraded while one of them
+// has failed ReconnectFailuresToDegrade attempts in a row, and runs again
+// once each of those has reconnected.
+type reconnectWatch struct {
+	stage degrader
+
+	mu      sync.Mutex
+	failing map[string]int // failed attempts in a row, by partition consumer (topic and consumer id)
+	down    int            // how many of them failed ReconnectFailuresToDegrade or more
+}
+
+func newReconnectWatch(stage degrader) *reconnectWatch {
+	return &reconnectWatch{stage: stage, failing: map[string]int{}}
+}
+
+// failed notes a failed attempt of the partition consumer key to
+// reconnect, with the client's error text.
+func (w *reconnectWatch) failed(key, errText string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := w.failing[key] + 1
+	w.failing[key] = n
+	if n == ReconnectFailuresToDegrade {
+		w.down++
+	}
+	if n >= ReconnectFailuresToDegrade {
+		w.stage.Degrade(fmt.Errorf("%w: %s: %s", ErrReconnecting, failedReconnect, errText))
+	}
+}
+
+// reconnected notes that the partition consumer key reconnected.
+func (w *reconnectWatch) reconnected(key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, ok := w.failing[key]
+	if !ok {
+		return
+	}
+	delete(w.failing, key)
+	if n >= ReconnectFailuresToDegrade {
+		if w.down--; w.down == 0 {
+			w.stage.Recovered()
+		}
+	}
 }
 
 // ReconnectFailures returns how many times the client failed to
@@ -387,6 +481,7 @@ type redactingHandler struct {
 	grouped bool                       // WithGroup was called: lines are not limited
 	err     string                     // an "error" attribute given to WithAttrs
 	of      clientRun                  // what the lines are about, msg unset
+	name    string                     // the consumer's or producer's name, when the lines are about one
 	secrets redact.Secrets             // the client's credentials, taken out of every line
 }
 
@@ -403,6 +498,8 @@ func (r *redactingHandler) Enabled(ctx context.Context, l slog.Level) bool {
 		return true
 	case l == slog.LevelInfo && r.runs.Going():
 		return true // the line may end a run
+	case l == slog.LevelInfo && r.last != nil && r.of.consumer != "":
+		return true // the line may say that a consumer reconnected
 	}
 	return r.h.Enabled(ctx, clientLevel(l))
 }
@@ -428,6 +525,14 @@ func (r *redactingHandler) Handle(ctx context.Context, rec slog.Record) error {
 	}
 	if r.last != nil && msg == failedReconnect {
 		r.last.reconnectFailed(r.of.sub)
+		if w := r.last.watchOf(r.name); w != nil {
+			w.failed(r.of.topic+"#"+r.of.consumer, errText)
+		}
+	}
+	if r.last != nil && msg == reconnectedConsumer {
+		if w := r.last.watchOf(r.name); w != nil {
+			w.reconnected(r.of.topic + "#" + r.of.consumer)
+		}
 	}
 	if rec.Level == slog.LevelInfo && slices.Contains(failureEnds, msg) {
 		r.endRuns(ctx)
@@ -489,6 +594,8 @@ func (r *redactingHandler) WithAttrs(as []slog.Attr) slog.Handler {
 			c.of.sub = red[i].Value.String()
 		case "consumerID":
 			c.of.consumer = red[i].Value.String()
+		case "name":
+			c.name = red[i].Value.String()
 		case "producerID":
 			c.of.producer = red[i].Value.String()
 		}

@@ -42,6 +42,12 @@ var ErrServiceURL = errors.New("pulsar: the service URL does not parse (a passwo
 // subscribes new ones.
 var ErrConsumerClosed = errors.New("pulsar: consumer closed while consuming")
 
+// ErrReconnecting is wrapped by the error a stage shows as LastError while
+// it is degraded (producer.StateDegraded) because one of its consumers
+// keeps failing to reconnect to a broker (ReconnectFailuresToDegrade
+// attempts in a row); the error carries the client's last failure.
+var ErrReconnecting = errors.New("pulsar: a consumer cannot reconnect to its broker")
+
 // ErrCallbackPanic is wrapped by *CallbackPanicError.
 var ErrCallbackPanic = errors.New("pulsar: active state callback panicked")
 

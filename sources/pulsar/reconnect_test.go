@@ -397,13 +397,12 @@ func TestStopWhileReconnectSubscribesHangReturnsByItsDeadline(t *testing.T) {
 	}
 }
 
-// Guarantee: Stats counts the failed attempts of the subscription's
-// consumers to reconnect while their broker is away, and nothing while
-// the topic is only quiet, so that an outage can be told from a quiet
-// topic; once the broker is back the consumer reconnects, the count stops
-// growing, and what is published then is received.
-func TestStatsCountFailedReconnectionsWhileTheBrokerIsAway(t *testing.T) {
-	e := newEnv(t)
+// runAway runs, in a pipeline of one stage stopped at the end of the
+// test, a source of topic "away", subscription "sub", on a client of
+// e's broker made by NewClient (so that it follows its consumers'
+// reconnections), recording what it receives.
+func runAway(t *testing.T, e *env) (*bpulsar.Source, *pipeline.Pipeline[[]byte, []byte], *received) {
+	t.Helper()
 	client, err := bpulsar.NewClient(pulsar.ClientOptions{URL: e.broker.URL(), OperationTimeout: time.Second}, testLogger())
 	if err != nil {
 		t.Fatal(err)
@@ -411,8 +410,19 @@ func TestStatsCountFailedReconnectionsWhileTheBrokerIsAway(t *testing.T) {
 	t.Cleanup(client.Close)
 	src := bpulsar.New(bpulsar.Options{Client: client, Topics: []string{"away"}, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
 	got := newReceived()
-	_, stop := run(t, src, 1, producer.Flow{}, recordAll(got))
+	p, stop := run(t, src, 1, producer.Flow{}, recordAll(got))
 	t.Cleanup(func() { _ = stop() })
+	return src, p, got
+}
+
+// Guarantee: Stats counts the failed attempts of the subscription's
+// consumers to reconnect while their broker is away, and nothing while
+// the topic is only quiet, so that an outage can be told from a quiet
+// topic; once the broker is back the consumer reconnects, the count stops
+// growing, and what is published then is received.
+func TestStatsCountFailedReconnectionsWhileTheBrokerIsAway(t *testing.T) {
+	e := newEnv(t)
+	src, _, got := runAway(t, e)
 	// The stage holds its consumer: the client's subscribe has returned, so
 	// what the outage meets is a subscribed consumer reconnecting. (A
 	// broker closed while the subscribe's answer is on its way fails the

@@ -224,6 +224,11 @@ func (s *Source) Run(ctx context.Context, st *producer.Stage[[]byte]) error {
 	}
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	if c, ok := s.opts.Client.(*Client); ok && c.last != nil {
+		// The client's lines about the stage's consumers tell when they
+		// cannot reconnect: the stage is degraded meanwhile.
+		defer c.last.watch(s.consumerName(st), newReconnectWatch(st))()
+	}
 
 	cs := make([]*consumer, 0, len(s.opts.Topics))
 	for _, topic := range s.opts.Topics {

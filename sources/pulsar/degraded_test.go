@@ -1,0 +1,55 @@
+package pulsar_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/producer"
+	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
+	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
+)
+
+// Guarantee: a broker that goes away under a running pipeline moves the
+// stage to degraded within a few seconds, with an error wrapping
+// ErrReconnecting as LastError, while the client reconnects its consumer
+// within the run; once the broker is back and the consumer reconnected
+// the stage runs again, without a restart, and receives what is
+// published.
+func TestAwayBrokerDegradesTheStageUntilTheConsumerReconnects(t *testing.T) {
+	e := newEnv(t)
+	_, p, got := runAway(t, e)
+	status := func() producer.StageStatus { return p.SourceStatus()[0] }
+	state := func() string { return fmt.Sprintf("%+v", status()) }
+	wait.Within(t, waitLimit, "the consumer to subscribe", func() bool {
+		return len(connected(e, "away", "sub")) == 1 && status().State == producer.StateRunning
+	}, state)
+	addr := e.broker.Addr().String()
+	if err := e.broker.Close(); err != nil {
+		t.Fatal(err)
+	}
+	down := time.Now()
+	wait.Within(t, 5*time.Second, "the stage degraded", func() bool { return status().State == producer.StateDegraded }, state)
+	st := status()
+	t.Logf("degraded %v after the broker went away: %v", st.Since.Sub(down).Round(time.Millisecond), st.LastError)
+	if !errors.Is(st.LastError, bpulsar.ErrReconnecting) || st.Restarts != 0 {
+		t.Fatalf("status %+v, want degraded with ErrReconnecting in the first run", st)
+	}
+	b, err := pulsartest.Start(context.Background(), pulsartest.Options{Addr: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	e.broker = b
+	back := time.Now()
+	wait.Within(t, waitLimit, "the stage running again", func() bool { return status().State == producer.StateRunning }, state)
+	t.Logf("running %v after the broker came back", status().Since.Sub(back).Round(time.Millisecond))
+	if st := status(); st.Restarts != 0 {
+		t.Fatalf("status %+v, want the first run still", st)
+	}
+	e.publish("away", "m", 5)
+	wait.Within(t, waitLimit, "the messages published after the outage", func() bool { return got.distinct() == 5 })
+}
