@@ -117,3 +117,58 @@ func Await(ctx context.Context, done <-chan struct{}, cut func()) error {
 		return ctx.Err()
 	}
 }
+
+// Retiring closes the members an owner retires (a replaced subscription
+// once its messages are settled) on a goroutine of its own, the closer,
+// so that neither what retires a member nor the settling of its last
+// message waits for a closing that can wait on a broker. The closer
+// starts with the first member queued while none runs, hands the members
+// queued together to close at once, and returns once the queue is empty.
+// An owner queues members under its own mutex while it is open, and its
+// Close takes that mutex before Wait, so that no closer starts once Wait
+// was called. Make it with NewRetiring.
+type Retiring[K any] struct {
+	close   func([]K)
+	mu      sync.Mutex
+	queue   []K
+	running bool
+	wg      sync.WaitGroup
+}
+
+// NewRetiring returns a Retiring whose closer closes members with close,
+// which returns once those it is given are closed.
+func NewRetiring[K any](close func([]K)) *Retiring[K] {
+	return &Retiring[K]{close: close}
+}
+
+// Add queues k for the closer, starting one if none runs.
+func (r *Retiring[K]) Add(k K) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.queue = append(r.queue, k)
+	if !r.running {
+		r.running = true
+		r.wg.Go(r.closer)
+	}
+}
+
+// closer closes the queued members, those queued together at once, until
+// the queue is empty.
+func (r *Retiring[K]) closer() {
+	for {
+		r.mu.Lock()
+		batch := r.queue
+		r.queue = nil
+		if len(batch) == 0 {
+			r.running = false
+			r.mu.Unlock()
+			return
+		}
+		r.mu.Unlock()
+		r.close(batch)
+	}
+}
+
+// Wait returns once the closer, if one runs, has closed what was queued
+// and returned.
+func (r *Retiring[K]) Wait() { r.wg.Wait() }

@@ -187,3 +187,43 @@ func TestEnterRefusesOnceClosed(t *testing.T) {
 		}
 	})
 }
+
+// Guarantee: Retiring closes every member queued, once each, on one
+// closer at a time: the members queued while it closes a batch are
+// closed in the next one, and Wait returns once all are closed, leaving
+// no goroutine behind.
+func TestRetiringClosesEveryMemberQueuedOnceOnOneCloser(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var mu sync.Mutex
+		var batches [][]int
+		running := 0
+		r := liveset.NewRetiring(func(ks []int) {
+			mu.Lock()
+			running++
+			if running > 1 {
+				t.Error("two closers run at once")
+			}
+			batches = append(batches, slices.Clone(ks))
+			mu.Unlock()
+			<-release
+			mu.Lock()
+			running--
+			mu.Unlock()
+		})
+		r.Add(1)
+		synctest.Wait() // the closer waits in close with [1]
+		r.Add(2)
+		r.Add(3)
+		close(release)
+		r.Wait()
+		if want := [][]int{{1}, {2, 3}}; !slices.EqualFunc(batches, want, slices.Equal) {
+			t.Fatalf("closed %v, want %v", batches, want)
+		}
+		r.Add(4) // a closer starts again after the last returned
+		r.Wait()
+		if n := len(batches); n != 3 || !slices.Equal(batches[2], []int{4}) {
+			t.Fatalf("closed %v, want [4] closed by a new closer", batches)
+		}
+	})
+}

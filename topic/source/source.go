@@ -280,16 +280,12 @@ type Source[T any] struct {
 	// closing, which waits for subscribes, leaves none open.
 	subscribes sync.WaitGroup
 
-	// retiring holds the replaced subscriptions dropped from all, waiting
-	// for the closer: a goroutine, started under mu by the first one
-	// queued while none runs (closerRunning), that closes them and returns
-	// once the queue is empty. closers counts it; Close waits for it. It is
-	// only started while a subscription is dropped from all, which is
-	// empty for good once closeAll has taken it, so no closer starts after
-	// closeAll waits.
-	retiring      []*subscription[T]
-	closerRunning bool
-	closers       sync.WaitGroup
+	// retiring closes the replaced subscriptions dropped from all on a
+	// goroutine of its own (the closer); Close waits for it. A
+	// subscription is only queued, under mu, as it is dropped from all,
+	// which is empty for good once closeAll has taken it, so no closer
+	// starts after closeAll waits.
+	retiring *liveset.Retiring[*subscription[T]]
 
 	// closing closes the subscriptions held when Close was first called,
 	// and waits for the closer, on a goroutine of its own that Close waits
@@ -389,6 +385,8 @@ func NewContext[T any](ctx context.Context, opts Options[T]) (*Source[T], error)
 		slots:  map[int]*slot[T]{},
 		making: map[int]*subscribing[T]{},
 		runs:   map[int]*runFeeds[T]{},
+
+		retiring: liveset.NewRetiring(closeSubscriptions[T]),
 	}
 	if _, err := s.slot(ctx, 0); err != nil {
 		if ctx.Err() != nil {
@@ -663,28 +661,7 @@ func (s *Source[T]) dropLocked(sub *subscription[T]) {
 		return
 	}
 	s.all = slices.Delete(s.all, i, i+1)
-	s.retiring = append(s.retiring, sub)
-	if !s.closerRunning {
-		s.closerRunning = true
-		s.closers.Go(s.closeRetired)
-	}
-}
-
-// closeRetired is the closer: it closes the queued subscriptions, those
-// queued together at once, until the queue is empty.
-func (s *Source[T]) closeRetired() {
-	for {
-		s.mu.Lock()
-		batch := s.retiring
-		s.retiring = nil
-		if len(batch) == 0 {
-			s.closerRunning = false
-			s.mu.Unlock()
-			return
-		}
-		s.mu.Unlock()
-		closeSubscriptions(batch)
-	}
+	s.retiring.Add(sub)
 }
 
 // closeSubscriptions closes subs, each on its own goroutine, and returns
@@ -914,7 +891,7 @@ func (s *Source[T]) Close(ctx context.Context) error {
 // the source is closed, so none is left open.
 func (s *Source[T]) closeAll() {
 	s.closeHeld()
-	s.closers.Wait()
+	s.retiring.Wait()
 	s.subscribes.Wait()
 }
 
