@@ -55,3 +55,7 @@ const (
 	RefusedLog   = refusedLog
 	RecoveredLog = recoveredLog
 )
+
+// RetiredCloseFailedLog is the message a source logs when the closing of
+// a failed run's reader fails.
+const RetiredCloseFailedLog = retiredCloseFailedLog

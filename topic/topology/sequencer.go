@@ -8,7 +8,7 @@ import (
 // pendingLetter is a letter and the reader it came from.
 type pendingLetter[T any] struct {
 	l Letter[T]
-	r Reader[T]
+	r *heldReader[T]
 }
 
 type admission uint8
@@ -87,7 +87,7 @@ func (q *sequencer[T]) forget(key string, ks *keyState[T]) {
 // later message of a key released, or a message put back).
 type waker struct{ cancel context.CancelFunc }
 
-func (q *sequencer[T]) admit(l Letter[T], r Reader[T]) admission {
+func (q *sequencer[T]) admit(l Letter[T], r *heldReader[T]) admission {
 	if l.Key == "" {
 		return admitDeliver
 	}

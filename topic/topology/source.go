@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -162,8 +163,11 @@ type Stats struct {
 	Poisoned uint64
 	// Subscriptions is the number of readers the source holds open: one
 	// per running producer stage that reads (a broadcast or sequenced
-	// source reads with one). A broadcast source closes its reader when
-	// its run ends, the others when the source closes.
+	// source reads with one), and the readers of failed runs whose
+	// letters are not all settled yet. A broadcast source closes its
+	// reader when its run ends; a reader whose run failed is closed once
+	// the letters it handed out are all settled (see Source.Run); the
+	// others close when the source closes.
 	Subscriptions int
 	// HeldBack is the number of messages of a sequenced topology waiting
 	// for an earlier message of their key (or, released, for a permit):
@@ -303,13 +307,28 @@ type Source[T any] struct {
 	seq    *sequencer[T]
 	shards []string
 
-	mu      sync.Mutex
-	readers []Reader[T]
+	mu sync.Mutex
+	// readers are the readers the source holds open, those of failed runs
+	// with letters out included (retire.go).
+	readers []*heldReader[T]
 	closed  bool
 	// gone is what the readers no longer in readers counted
 	// (UndecodableCounter, ResubscribeCounter), added as each leaves
 	// readers and again once it is closed, so that Stats never goes down.
 	gone readerCounts
+
+	// retiring closes the readers of failed runs dropped from readers,
+	// their letters all settled, on a goroutine of its own (the closer,
+	// retire.go); Close waits for it. A reader is only queued, under mu,
+	// as it leaves readers, which Close empties for good before it waits,
+	// so no closer starts after.
+	retiring *liveset.Retiring[*retiredReader[T]]
+	// closerCtx bounds the closer's closings; Close cancels it
+	// (stopCloser) once its own context ends. closerCut counts the
+	// closings that cut short, for Close to report.
+	closerCtx  context.Context
+	stopCloser context.CancelFunc
+	closerCut  int
 
 	// handOffs are the sequenced letters whose hand-off failed, which
 	// the source hands off again itself (handoff.go).
@@ -369,6 +388,8 @@ func newSource[T any](opts SourceOptions[T], dead bool) (*Source[T], error) {
 		deadLog:    logburst.NewKind(0, slog.LevelWarn, deadLetteredLog),
 		poisonLog:  logburst.NewKind(0, slog.LevelWarn, poisonedLog),
 		discardLog: logburst.NewKind(0, slog.LevelWarn, discardedLog)}
+	s.closerCtx, s.stopCloser = context.WithCancel(context.Background())
+	s.retiring = liveset.NewRetiring(s.closeRetired)
 	if f, ok := t.Sequenced(); ok && !dead {
 		s.seq = &sequencer[T]{policy: f, limit: opts.MaxHeldBack, keys: map[string]*keyState[T]{}, wakers: map[*waker]struct{}{}}
 		s.shards = make([]string, t.shards)
@@ -404,8 +425,8 @@ func (s *Source[T]) Stats() Stats {
 	s.mu.Lock()
 	st.Subscriptions = len(s.readers)
 	c := s.gone
-	for _, r := range s.readers {
-		c.add(countsOf(r))
+	for _, h := range s.readers {
+		c.add(countsOf(h.rd))
 	}
 	st.Undecodable, st.BroadcastResubscribes = c.undecodable, c.resubscribes
 	s.mu.Unlock()
@@ -420,7 +441,10 @@ type record[T any] struct {
 
 // Run subscribes one reader for the stage and delivers letters under the
 // stage's permit window until ctx is cancelled or the queues are closed
-// (then it returns nil: the source is exhausted).
+// (then it returns nil: the source is exhausted). A run that fails (its
+// reader's Receive returns an error, or it panics) retires its reader,
+// which is closed once the letters it handed out are all settled; the
+// stage runs the source again with a new reader.
 //
 // A broadcast topology is read by the first producer stage only (the others
 // return at once), so that each message enters the pipeline once whatever
@@ -430,7 +454,7 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 	if (s.t.broadcast || s.seq != nil) && stage.Index() > 0 {
 		return nil
 	}
-	r, err := s.subscribe(ctx)
+	h, err := s.subscribe(ctx)
 	if err != nil {
 		if errors.Is(err, ErrClosed) || ctx.Err() != nil {
 			return nil
@@ -443,8 +467,23 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 		// until the source closes. What it delivered needs no settling,
 		// so the run's context, done when the pipeline stops, bounds the
 		// closing: the run does not hold the stop up.
-		defer s.unsubscribe(ctx, r)
+		defer s.unsubscribe(ctx, h)
+		return s.read(ctx, stage, h)
 	}
+	ended := false
+	defer func() {
+		if !ended { // failed: an error, or a panic
+			s.retire(h)
+		}
+	}()
+	err = s.read(ctx, stage, h)
+	ended = err == nil
+	return err
+}
+
+// read is Run's receiving from h once subscribed.
+func (s *Source[T]) read(ctx context.Context, stage *producer.Stage[T], h *heldReader[T]) error {
+	r := h.rd
 	feed := stage.NewFeed(fmt.Sprintf("%s/%d", s.t.name, stage.Index()), nil)
 	if rn, ok := r.(ReleaseNotifier); ok {
 		// The reader outlives the run: once it has returned, a release
@@ -537,11 +576,12 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 				return err
 			}
 			s.received.Add(uint64(n))
+			h.out.Add(int64(n))
 			for i := range n {
 				if buf[i].Retries < 0 {
 					s.negativeRetries(ctx, &buf[i])
 				}
-				out = s.admit(ctx, out, buf[i], r)
+				out = s.admit(ctx, out, buf[i], h)
 				buf[i] = Letter[T]{}
 			}
 		}
@@ -570,7 +610,7 @@ func (s *Source[T]) negativeRetries(ctx context.Context, l *Letter[T]) {
 // subscribes (a broker may take its time: Stats must not wait for it). A
 // reader that a Subscribe returns once the source has closed is closed
 // at once, within ctx.
-func (s *Source[T]) subscribe(ctx context.Context) (Reader[T], error) {
+func (s *Source[T]) subscribe(ctx context.Context) (*heldReader[T], error) {
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
@@ -594,30 +634,28 @@ func (s *Source[T]) subscribe(ctx context.Context) (Reader[T], error) {
 		s.countClosed(r, readerCounts{})
 		return nil, ErrClosed
 	}
-	s.readers = append(s.readers, r)
+	h := &heldReader[T]{rd: r}
+	s.readers = append(s.readers, h)
 	s.mu.Unlock()
-	return r, nil
+	return h, nil
 }
 
-// unsubscribe closes r, within ctx, and forgets it. A closing that ctx
-// cuts short is no failure: r has nothing to commit.
-func (s *Source[T]) unsubscribe(ctx context.Context, r Reader[T]) {
+// unsubscribe closes h, within ctx, and forgets it. A closing that ctx
+// cuts short is no failure: h has nothing to commit.
+func (s *Source[T]) unsubscribe(ctx context.Context, h *heldReader[T]) {
 	s.mu.Lock()
 	held := false
 	var counted readerCounts
-	for i, x := range s.readers {
-		if x == r {
-			s.readers = append(s.readers[:i], s.readers[i+1:]...)
-			held, counted = true, s.countGone(r)
-			break
-		}
+	if i := slices.Index(s.readers, h); i >= 0 {
+		s.readers = slices.Delete(s.readers, i, i+1)
+		held, counted = true, s.countGone(h.rd)
 	}
 	s.mu.Unlock()
-	if err := r.Close(ctx); err != nil && ctx.Err() == nil {
+	if err := h.rd.Close(ctx); err != nil && ctx.Err() == nil {
 		s.log.WarnContext(ctx, "closing a broadcast reader failed", slog.Any("error", err))
 	}
 	if held { // otherwise Close took it, and counts it
-		s.countClosed(r, counted)
+		s.countClosed(h.rd, counted)
 	}
 }
 
@@ -641,7 +679,7 @@ func (s *Source[T]) countClosed(r Reader[T], counted readerCounts) {
 }
 
 // admit appends l to out if it may be delivered now.
-func (s *Source[T]) admit(ctx context.Context, out []pendingLetter[T], l Letter[T], r Reader[T]) []pendingLetter[T] {
+func (s *Source[T]) admit(ctx context.Context, out []pendingLetter[T], l Letter[T], r *heldReader[T]) []pendingLetter[T] {
 	if s.seq == nil {
 		return append(out, pendingLetter[T]{l: l, r: r})
 	}
@@ -747,12 +785,14 @@ func stamp[T any](l *Letter[T], now time.Time) {
 }
 
 // done settles p on its reader. A failure is counted, and logged within
-// the bounds of settleLog.
+// the bounds of settleLog. A retired reader whose last letter out that was
+// is closed (settledOne).
 func (s *Source[T]) done(ctx context.Context, p *pendingLetter[T]) {
-	if err := p.r.Settle(ctx, &p.l); err != nil {
+	if err := p.r.rd.Settle(ctx, &p.l); err != nil {
 		s.settleFailed.Add(1)
 		s.settleLog.Log(ctx, s.log, slog.LevelWarn, settleFailedLog, slog.Any("error", err))
 	}
+	s.settledOne(p.r)
 }
 
 // settleFailedLog is the message of the lines done logs.
@@ -939,9 +979,11 @@ func (s *Source[T]) settleDead(ctx context.Context, rec *record[T], out Outcome,
 // the backend (Queues.Return), in the order they were received: the next
 // consumer of the group receives them first, in that order, so each key's
 // order holds across a stop. Then it closes the readers the source
-// subscribed, all at once, each within ctx (Reader.Close): it returns by
-// ctx's deadline, with an error wrapping ctx.Err() when a reader's closing
-// was cut short. Failed settlings counted and not logged since the last
+// subscribed, all at once, each within ctx (Reader.Close), those of
+// failed runs with letters still out included, and waits, within ctx, for
+// the closings of failed runs' readers already under way (see Run): it
+// returns by ctx's deadline, with an error wrapping ctx.Err() when a
+// reader's closing was cut short. Failed settlings counted and not logged since the last
 // line about them (see Stats.SettleFailed) get one last WARN line.
 // Idempotent: a later call returns nil at once.
 func (s *Source[T]) Close(ctx context.Context) error {
@@ -954,8 +996,8 @@ func (s *Source[T]) Close(ctx context.Context) error {
 	rs := s.readers
 	s.readers = nil
 	counted := make([]readerCounts, len(rs))
-	for i, r := range rs {
-		counted[i] = s.countGone(r)
+	for i, h := range rs {
+		counted[i] = s.countGone(h.rd)
 	}
 	s.mu.Unlock()
 	var err error
@@ -974,10 +1016,21 @@ func (s *Source[T]) Close(ctx context.Context) error {
 				slog.Int("letters", len(ls)), slog.Any("error", err))
 		}
 	}
-	cerr := liveset.CloseEach(rs, func(r Reader[T]) error { return r.Close(ctx) })
-	for i, r := range rs {
-		s.countClosed(r, counted[i])
+	cerr := liveset.CloseEach(rs, func(h *heldReader[T]) error { return h.rd.Close(ctx) })
+	for i, h := range rs {
+		s.countClosed(h.rd, counted[i])
 	}
+	// The closer closes failed runs' readers whose letters are all
+	// settled: within ctx.
+	stop := context.AfterFunc(ctx, s.stopCloser)
+	s.retiring.Wait()
+	stop()
+	s.stopCloser()
+	s.mu.Lock()
+	if s.closerCut > 0 {
+		cerr = errors.Join(cerr, fmt.Errorf("the closing of %d failed runs' readers: %w", s.closerCut, ctx.Err()))
+	}
+	s.mu.Unlock()
 	if cerr != nil {
 		cerr = fmt.Errorf("topology %s: closing its readers: %w", s.t.name, cerr)
 	}

@@ -1,0 +1,119 @@
+package topology
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/boulevard-go/boulevard/internal/liveset"
+)
+
+// A run that fails (its reader's Receive returned an error, or it
+// panicked) is run again by its producer stage, which subscribes a new
+// reader. The failed run's reader is retired rather than closed: the
+// letters it handed out may still be in the pipeline, held back by a
+// sequenced source or kept for a hand-off, and their outcomes are settled
+// through it (a durable backend commits them there), so it stays open,
+// receiving nothing more, until the last of them is settled, and is then
+// closed on the closer, a goroutine of the source's own, within
+// retiredCloseTimeout; the source's Close closes the retired readers that
+// still have letters out with the others, and waits for the closer within
+// its context. A reader a run left for another reason (its context ended:
+// the pipeline stops; its queues closed) is closed by Close.
+
+// retiredCloseTimeout bounds the closer's closing of one retired reader.
+// A durable backend's reader whose closing it cuts short goes on closing
+// within the backend's own bounds (Reader.Close).
+const retiredCloseTimeout = 30 * time.Second
+
+// heldReader is a reader the source subscribed, with the count of the
+// letters it received that the source has not settled yet.
+type heldReader[T any] struct {
+	rd Reader[T]
+	// out counts the letters received from rd and not yet settled: Run
+	// adds them as it receives them, done counts each off as it settles
+	// it. Letters given back (Queues.Return) at Close stay counted.
+	out atomic.Int64
+	// retired is set once the run reading from rd failed: nothing
+	// receives from rd any more, and it is closed once out is 0.
+	retired atomic.Bool
+}
+
+// retiredCloseFailedLog is the message of the line the closer logs for a
+// retired reader whose closing failed.
+const retiredCloseFailedLog = "closing the reader of a failed run failed"
+
+// retiredReader is a retired reader dropped from Source.readers, queued
+// for the closer, with what it counted as it was dropped (countGone), and
+// its closing's error once it is closed.
+type retiredReader[T any] struct {
+	h       *heldReader[T]
+	counted readerCounts
+	err     error
+}
+
+// retire marks h, whose run failed, retired, and drops it at once when no
+// letter of it is out.
+func (s *Source[T]) retire(h *heldReader[T]) {
+	h.retired.Store(true)
+	if h.out.Load() == 0 {
+		s.mu.Lock()
+		s.dropLocked(h)
+		s.mu.Unlock()
+	}
+}
+
+// settledOne counts off one letter of h, settled, and drops h when it is
+// retired and that was its last letter out.
+func (s *Source[T]) settledOne(h *heldReader[T]) {
+	if h.out.Add(-1) == 0 && h.retired.Load() {
+		s.mu.Lock()
+		s.dropLocked(h)
+		s.mu.Unlock()
+	}
+}
+
+// dropLocked removes h, retired with no letter out, from s.readers and,
+// if it was there, queues it for the closer (s.retiring); s.mu is held.
+// Closing a reader can wait on the broker (a Kafka reader commits and
+// leaves its group), so neither the run that retired it nor the outcome
+// of its last letter waits for that. A reader Close took is no longer in
+// s.readers: no closer starts once Close waits for it.
+func (s *Source[T]) dropLocked(h *heldReader[T]) {
+	i := slices.Index(s.readers, h)
+	if i < 0 {
+		return
+	}
+	s.readers = slices.Delete(s.readers, i, i+1)
+	s.retiring.Add(&retiredReader[T]{h: h, counted: s.countGone(h.rd)})
+}
+
+// closeRetired closes retired readers, each within retiredCloseTimeout,
+// all at once (the closer's close). A closing that fails is logged,
+// unless Close cut it short (it then reports it).
+func (s *Source[T]) closeRetired(batch []*retiredReader[T]) {
+	_ = liveset.CloseEach(batch, func(rr *retiredReader[T]) error {
+		ctx, cancel := context.WithTimeout(s.closerCtx, retiredCloseTimeout)
+		defer cancel()
+		rr.err = rr.h.rd.Close(ctx)
+		return nil
+	})
+	cut := 0
+	for _, rr := range batch {
+		s.countClosed(rr.h.rd, rr.counted)
+		switch {
+		case rr.err == nil:
+		case s.closerCtx.Err() != nil:
+			cut++
+		default:
+			s.log.Warn(retiredCloseFailedLog, slog.Any("error", rr.err))
+		}
+	}
+	if cut > 0 {
+		s.mu.Lock()
+		s.closerCut += cut
+		s.mu.Unlock()
+	}
+}

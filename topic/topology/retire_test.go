@@ -1,0 +1,371 @@
+package topology_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/boulevard-go/boulevard/internal/logtest"
+	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/topic/topology"
+)
+
+// failingQueues wraps queues so that each of their first fails readers
+// fails its Receive once it has handed out letters, as a reader whose
+// broker connection breaks does, and records for every reader the letters
+// it handed out, those settled through it, and how many were still out
+// when it was closed (a durable backend delivers those again). With
+// stuck set, the failing readers' Close waits for it to be closed, or for
+// its context to end, as the leave of a broker that does not answer would.
+type failingQueues[T any] struct {
+	topology.Queues[T]
+	fails int
+	stuck <-chan struct{}
+
+	mu      sync.Mutex
+	readers []*failingReader[T]
+}
+
+type failingReader[T any] struct {
+	topology.Reader[T]
+	q    *failingQueues[T]
+	fail bool
+
+	// guarded by q.mu
+	received, settled int
+	closed            bool
+	outAtClose        int
+}
+
+func (q *failingQueues[T]) Subscribe(ctx context.Context) (topology.Reader[T], error) {
+	r, err := q.Queues.Subscribe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	fr := &failingReader[T]{Reader: r, q: q, fail: len(q.readers) < q.fails}
+	q.readers = append(q.readers, fr)
+	return fr, nil
+}
+
+func (r *failingReader[T]) Receive(ctx context.Context, dst []topology.Letter[T]) (int, error) {
+	r.q.mu.Lock()
+	fail := r.fail && r.received > 0
+	r.q.mu.Unlock()
+	if fail {
+		return 0, errors.New("connection reset")
+	}
+	n, err := r.Reader.Receive(ctx, dst)
+	r.q.mu.Lock()
+	r.received += n
+	r.q.mu.Unlock()
+	return n, err
+}
+
+func (r *failingReader[T]) Settle(ctx context.Context, l *topology.Letter[T]) error {
+	r.q.mu.Lock()
+	r.settled++
+	r.q.mu.Unlock()
+	return r.Reader.Settle(ctx, l)
+}
+
+func (r *failingReader[T]) Close(ctx context.Context) error {
+	r.q.mu.Lock()
+	if !r.closed {
+		r.closed = true
+		r.outAtClose = r.received - r.settled
+	}
+	r.q.mu.Unlock()
+	if r.fail && r.q.stuck != nil {
+		select {
+		case <-r.q.stuck:
+		case <-ctx.Done():
+			_ = r.Reader.Close(ctx)
+			return fmt.Errorf("stuck reader: %w", ctx.Err())
+		}
+	}
+	return r.Reader.Close(ctx)
+}
+
+// declareFailing declares tb on an in-memory backend, closed when the
+// test ends, and returns the backend and its queues wrapped so that their
+// first fails readers fail.
+func declareFailing(t *testing.T, tb *topology.Builder, fails int) (*topology.Memory[int], *failingQueues[int]) {
+	t.Helper()
+	top, err := tb.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := topology.NewMemory[int](topology.MemoryOptions{})
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	mq, err := m.Declare(t.Context(), top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, &failingQueues[int]{Queues: mq, fails: fails}
+}
+
+// subscribed returns how many readers were subscribed, and how many of
+// them are open.
+func (q *failingQueues[T]) subscribed() (all, open int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, r := range q.readers {
+		if !r.closed {
+			open++
+		}
+	}
+	return len(q.readers), open
+}
+
+// closedWithLettersOut returns the letters the closed readers had handed
+// out and not settled when they were closed.
+func (q *failingQueues[T]) closedWithLettersOut() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for _, r := range q.readers {
+		if r.closed {
+			n += r.outAtClose
+		}
+	}
+	return n
+}
+
+// Guarantee: a reader whose run failed (its Receive returned an error, and
+// the producer stage ran the source again with a new reader) is retired: it
+// receives nothing more, stays open while letters it handed out are in
+// the pipeline, settles them when their outcomes come, and is closed as
+// soon as the last one is settled. After any number of failed runs, the
+// source holds one reader open plus those with letters still out, not one
+// per failure until it closes; no letter is delivered twice, and Close
+// closes the rest.
+func TestFailedRunsReaderIsClosedOnceItsLettersAreSettled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const fails = 3
+		m, q := declareFailing(t, topology.New("retire"), fails)
+		gate := make(chan struct{})
+		src, p := startPipeline(t, q, func(_ context.Context, m *message.Message[int]) (int, error) {
+			<-gate
+			return m.Data, nil
+		}, func(o *pipeline.Options[int, int]) {
+			o.Processors.Concurrency = fails + 1
+			o.Producer.Restart.MaxRestarts = 2 * fails
+		})
+		pub, _ := topology.NewPublisher(q, topology.PublisherOptions[int]{})
+		for i := range fails {
+			if err := pub.Publish(t.Context(), i); err != nil {
+				t.Fatal(err)
+			}
+			wait.Within(t, time.Minute, "the next reader after a failed run", func() bool {
+				all, _ := q.subscribed()
+				return all == i+2
+			})
+		}
+		synctest.Wait()
+		if _, open := q.subscribed(); open != fails+1 {
+			t.Errorf("%d readers open with a letter out from each failed run, want %d", open, fails+1)
+		}
+		if st := src.Stats(); st.Subscriptions != fails+1 {
+			t.Errorf("Stats().Subscriptions = %d with a letter out from each failed run, want %d", st.Subscriptions, fails+1)
+		}
+		close(gate)
+		wait.Within(t, time.Minute, "the letters acked", func() bool { return src.Stats().Acked == fails })
+		synctest.Wait()
+		if all, open := q.subscribed(); open != 1 {
+			t.Errorf("%d of %d readers open once the failed runs' letters are settled, want 1", open, all)
+		}
+		if st := src.Stats(); st.Subscriptions != 1 {
+			t.Errorf("Stats().Subscriptions = %d once the failed runs' letters are settled, want 1", st.Subscriptions)
+		}
+		if n := q.closedWithLettersOut(); n != 0 {
+			t.Errorf("readers closed with %d letters not settled, want every letter settled before its reader closes", n)
+		}
+		if err := pub.Publish(t.Context(), fails); err != nil {
+			t.Fatal(err)
+		}
+		wait.Within(t, time.Minute, "the last letter acked", func() bool { return src.Stats().Acked == fails+1 })
+		if err := p.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if st := src.Stats(); st.Received != fails+1 || st.Acked != fails+1 {
+			t.Errorf("stats %+v, want %d letters received and acked once each", st, fails+1)
+		}
+		if n := m.Queued("retire", "retire"); n != 0 {
+			t.Errorf("%d letters back on the group's queue, want none", n)
+		}
+		if all, open := q.subscribed(); open != 0 {
+			t.Errorf("%d of %d readers open after Close", open, all)
+		}
+	})
+}
+
+// Guarantee: on a sequenced topology, the letters a failed run's reader
+// handed out and the source holds back behind their key stay with that
+// reader: the next run delivers them in their key's order, they are
+// settled through it, and it is closed once they are.
+func TestFailedSequencedRunsHeldBackLettersAreSettledThroughItsReader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, q := declareFailing(t, topology.New("retireseq").Sequenced(topology.Skip).DLQ(), 1)
+		pub, _ := topology.NewPublisher(q, topology.PublisherOptions[int]{Key: func(int) string { return "A" }})
+		for i := range 3 {
+			if err := pub.Publish(t.Context(), i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		gate := make(chan struct{})
+		var mu sync.Mutex
+		var handled []int
+		src, p := startPipeline(t, q, func(_ context.Context, m *message.Message[int]) (int, error) {
+			<-gate
+			mu.Lock()
+			handled = append(handled, m.Data)
+			mu.Unlock()
+			return m.Data, nil
+		})
+		wait.Within(t, time.Minute, "the next reader after the failed run", func() bool {
+			all, _ := q.subscribed()
+			return all == 2
+		})
+		synctest.Wait()
+		if st := src.Stats(); st.HeldBack != 2 {
+			t.Fatalf("stats %+v, want the failed run's two later letters of the key held back", st)
+		}
+		close(gate)
+		wait.Within(t, time.Minute, "the letters acked", func() bool { return src.Stats().Acked == 3 })
+		synctest.Wait()
+		if all, open := q.subscribed(); open != 1 {
+			t.Errorf("%d of %d readers open once the failed run's letters are settled, want 1", open, all)
+		}
+		if n := q.closedWithLettersOut(); n != 0 {
+			t.Errorf("the failed run's reader closed with %d letters not settled", n)
+		}
+		mu.Lock()
+		got := slices.Clone(handled)
+		mu.Unlock()
+		if !slices.Equal(got, []int{0, 1, 2}) {
+			t.Errorf("handled %v, want the key's letters once each, in order", got)
+		}
+		if err := p.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if all, open := q.subscribed(); open != 0 {
+			t.Errorf("%d of %d readers open after Close", open, all)
+		}
+	})
+}
+
+// Guarantee: a failed run's reader with letters still out when the source
+// closes is closed by Close, after the interrupted letters are put back.
+func TestCloseClosesAFailedRunsReaderWithLettersOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, q := declareFailing(t, topology.New("retireclose"), 1)
+		pub, _ := topology.NewPublisher(q, topology.PublisherOptions[int]{})
+		if err := pub.Publish(t.Context(), 1); err != nil {
+			t.Fatal(err)
+		}
+		src, p := startPipeline(t, q, func(ctx context.Context, m *message.Message[int]) (int, error) {
+			<-ctx.Done()
+			return 0, ctx.Err()
+		}, func(o *pipeline.Options[int, int]) { o.ShutdownTimeout = time.Second })
+		wait.Within(t, time.Minute, "the next reader after the failed run", func() bool {
+			all, _ := q.subscribed()
+			return all == 2
+		})
+		synctest.Wait()
+		_ = p.Stop(context.Background())
+		if all, open := q.subscribed(); open != 0 {
+			t.Errorf("%d of %d readers open after Close", open, all)
+		}
+		if n := q.closedWithLettersOut(); n != 0 {
+			t.Errorf("readers closed with %d letters not settled, want the interrupted letter put back and settled first", n)
+		}
+		if st := src.Stats(); st.Requeued != 1 {
+			t.Errorf("stats %+v, want the interrupted letter requeued", st)
+		}
+		if n := m.Queued("retireclose", "retireclose"); n != 1 {
+			t.Errorf("%d letters back on the group's queue, want 1", n)
+		}
+	})
+}
+
+// startStuckRetiring starts a pipeline whose first reader fails once it
+// has handed out a letter, which is acked at once, and whose Close then
+// waits until stuck is closed or its context ends; it returns once the
+// failed run's reader is retired and its closing waits.
+func startStuckRetiring(t *testing.T, name string, stuck <-chan struct{}, log *slog.Logger) (*failingQueues[int], *pipeline.Pipeline[int, int]) {
+	t.Helper()
+	_, q := declareFailing(t, topology.New(name), 1)
+	q.stuck = stuck
+	pub, _ := topology.NewPublisher(q, topology.PublisherOptions[int]{})
+	if err := pub.Publish(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	src, p := startLoggingPipeline(t, q, log, func(_ context.Context, m *message.Message[int]) (int, error) { return m.Data, nil },
+		func(o *pipeline.Options[int, int]) { o.ShutdownTimeout = time.Second })
+	wait.Within(t, time.Minute, "the failed run's reader retired", func() bool {
+		all, _ := q.subscribed()
+		return all == 2 && src.Stats().Subscriptions == 1
+	})
+	synctest.Wait()
+	return q, p
+}
+
+// Guarantee: the source closes a retired reader within a bound of its
+// own (30 s): a closing that does not end (a broker that does not answer)
+// is cut there and logged, and holds nothing up.
+func TestRetiredReadersClosingIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		stuck := make(chan struct{})
+		defer close(stuck)
+		var recs logtest.Records
+		q, p := startStuckRetiring(t, "retirebound", stuck, slog.New(&recs))
+		time.Sleep(29 * time.Second)
+		synctest.Wait()
+		if n := recs.Count(slog.LevelWarn, topology.RetiredCloseFailedLog); n != 0 {
+			t.Fatalf("%d lines for the retired reader's closing before its bound", n)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if n := recs.Count(slog.LevelWarn, topology.RetiredCloseFailedLog); n != 1 {
+			t.Errorf("%d WARN lines for the retired reader's closing cut at its bound (30s), want 1", n)
+		}
+		if all, open := q.subscribed(); open != 1 {
+			t.Errorf("%d of %d readers open after the retired one's closing was cut, want 1", open, all)
+		}
+		if err := p.Stop(context.Background()); err != nil {
+			t.Errorf("Stop = %v, want nil: the retired reader's closing ended at its bound", err)
+		}
+	})
+}
+
+// Guarantee: the source's Close waits, within its context, for the closing
+// of a retired reader under way: it returns by its deadline with an error
+// wrapping the context's, and that closing has ended by then.
+func TestCloseWaitsForARetiredReadersClosingWithinItsContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		stuck := make(chan struct{})
+		defer close(stuck)
+		q, p := startStuckRetiring(t, "retirewait", stuck, slog.New(slog.DiscardHandler))
+		start := time.Now()
+		err := p.Stop(context.Background())
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Stop with a retired reader's closing stuck = %v, want an error wrapping context.DeadlineExceeded", err)
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("Stop took %v, want at most the shutdown timeout (1s)", took)
+		}
+		if all, open := q.subscribed(); open != 0 {
+			t.Errorf("%d of %d readers open after Close", open, all)
+		}
+	})
+}
