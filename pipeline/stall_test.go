@@ -369,6 +369,11 @@ func TestStopGivingUpOnAStalledHandlerLeavesNoStallWatch(t *testing.T) {
 		if took := time.Since(began); took != 5*time.Second+pipeline.CancelGrace {
 			t.Fatalf("Stop took %v, want ShutdownTimeout + CancelGrace", took)
 		}
+		// The watch's goroutine said it returned (Stop waited for that)
+		// and may still be unwinding, in parallel with this one: the
+		// stacks are read once every goroutine is blocked, so that only a
+		// watch that kept running, ticking, shows in them.
+		synctest.Wait()
 		buf := make([]byte, 1<<20)
 		if stacks := string(buf[:runtime.Stack(buf, true)]); strings.Contains(stacks, "watchStalls") {
 			t.Fatalf("the stall watch still runs once Stop returned:\n%s", stacks)
