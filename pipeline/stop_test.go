@@ -102,42 +102,27 @@ func TestTestHelperReportsDuplicateAck(t *testing.T) {
 // Guarantee: a drain cut short both by ShutdownTimeout and by Stop's context
 // reports ErrShutdownTimeout once, not once per cause.
 func TestShutdownTimeoutReportedOnce(t *testing.T) {
-	release := make(chan struct{})
-	started := make(chan struct{})
-	var calls atomic.Int64
-	p := mustNew(t, pipeline.Options[int, int]{
-		Name:            "stuck",
-		ShutdownTimeout: 50 * time.Millisecond,
-		Processors: processor.Options[int, int]{
-			Concurrency: 1,
-			Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
-				if calls.Add(1) == 1 {
-					close(started)
-				}
-				<-release // ignores its context: the drain can only be cut short
-				return m.Data, nil
-			},
-		},
+	synctest.Test(t, func(t *testing.T) {
+		started, release, unblock := stuckGate()
+		defer unblock() // so that nothing is left blocked if the test fails
+		p := mustNew(t, pipeline.Options[uint64, uint64]{
+			Name:            "stuck",
+			ShutdownTimeout: 50 * time.Millisecond,
+			Processors:      processor.Options[uint64, uint64]{Concurrency: 1, Handle: stuckHandler(started, release)},
+		})
+		startWithOne(t, p, started)
+		// Both the shutdown timeout and Stop's context end the drain at
+		// 50ms; the handler, which ignores its context, is let go only
+		// once Stop has returned.
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		err := p.Stop(ctx)
+		if !errors.Is(err, pipeline.ErrShutdownTimeout) || strings.Count(err.Error(), pipeline.ErrShutdownTimeout.Error()) != 1 {
+			t.Fatalf("Stop = %q, want ErrShutdownTimeout reported once", err)
+		}
+		unblock()
+		<-p.Done()
 	})
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Push(context.Background(), message.New(1, nil, 1)); err != nil {
-		t.Fatal(err)
-	}
-	<-started
-	// Both the shutdown timeout and Stop's context end the drain at 50ms; the
-	// handler lets go well after both.
-	go func() {
-		time.Sleep(300 * time.Millisecond)
-		close(release)
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	err := p.Stop(ctx)
-	if !errors.Is(err, pipeline.ErrShutdownTimeout) || strings.Count(err.Error(), pipeline.ErrShutdownTimeout.Error()) != 1 {
-		t.Fatalf("Stop = %q, want ErrShutdownTimeout reported once", err)
-	}
 }
 
 // Guarantee: the source is closed once, only after every outcome has been
