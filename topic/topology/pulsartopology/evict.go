@@ -178,7 +178,7 @@ func (b *Backend[T]) checkEviction(ctx context.Context, q *queues[T]) error {
 		}
 	}
 	if len(errs) > 0 && b.evictionUnread.CompareAndSwap(false, true) {
-		b.log.Warn(msgEvictionUnread, slog.Any("error", errors.Join(errs...)))
+		b.log.Warn(msgEvictionUnread, slog.Any("error", b.redact(errors.Join(errs...))))
 	}
 	if refused != nil {
 		return refused

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
@@ -120,4 +121,42 @@ func TestBrokerRefusalEchoingCredentialsShowsNone(t *testing.T) {
 		t.Errorf("Declare = %v, want the broker's refusal", err)
 	}
 	redacttest.NoSecret(t, "the declaration's error", err, password, token)
+}
+
+// echoingAdmin is an EvictionAdmin whose every answer is err: an admin
+// API refusing the client's credentials and quoting them.
+type echoingAdmin struct{ err error }
+
+func (a echoingAdmin) MessageTTL(context.Context, string) (time.Duration, error) { return 0, a.err }
+
+func (a echoingAdmin) BacklogQuotas(context.Context, string) ([]pulsartopology.BacklogQuota, error) {
+	return nil, a.err
+}
+
+func (a echoingAdmin) SubscriptionExpiration(context.Context, string) (time.Duration, error) {
+	return 0, a.err
+}
+
+// Guarantee: an admin API that refuses to report the policies with a
+// message quoting the token and the password the client was created with
+// shows neither in the WARN lines saying the policies could not be read;
+// the lines keep the refusal.
+func TestUnreadPoliciesWarningsShowNoCredential(t *testing.T) {
+	const password, token = "pAssw0rd-in-URL-5e", "t0ken-SECRET-7a"
+	b := testbroker.Pulsar(t)
+	o := options(b, topic.Codec[string](topic.StringCodec{}))
+	o.ServiceURL = strings.Replace(o.ServiceURL, "pulsar://", "pulsar://user:"+password+"@", 1)
+	o.ClientOptions.Authentication = pulsar.NewAuthenticationToken(token)
+	var lines logtest.Lines
+	o.Logger = slog.New(slog.NewTextHandler(&lines, nil))
+	o.Admin = echoingAdmin{err: errors.New("401: token " + token + " of user:" + password + " may not read policies")}
+	be := newBackend(t, o)
+	if _, err := be.Declare(ctxT(t), build(t, topology.New("unread").ForConsumerGroup("g").Hold(time.Second).DLQ())); err != nil {
+		t.Fatalf("Declare where policies cannot be read: %v", err)
+	}
+	lines.Want(t, 1, "WARN lines saying the TTLs could not be read", "level=WARN", pulsartopology.MsgTTLUnread, "may not read policies")
+	lines.Want(t, 1, "WARN lines saying the eviction policies could not be read", "level=WARN", pulsartopology.MsgEvictionUnread, "may not read policies")
+	for _, l := range lines.All() {
+		redacttest.NoSecret(t, "a log line", l, password, token)
+	}
 }

@@ -128,7 +128,7 @@ func (b *Backend[T]) checkTTL(ctx context.Context, q *queues[T]) error {
 		}
 	}
 	if len(errs) > 0 && b.ttlUnread.CompareAndSwap(false, true) {
-		b.log.Warn(msgTTLUnread, slog.Any("error", errors.Join(errs...)))
+		b.log.Warn(msgTTLUnread, slog.Any("error", b.redact(errors.Join(errs...))))
 	}
 	if refused != nil {
 		return refused
