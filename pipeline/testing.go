@@ -25,7 +25,10 @@ type TestOutcome[Out any] struct {
 	// Disposition is how the failed message was to be acknowledged (after
 	// any failure hook).
 	Disposition acker.Disposition
-	// Batcher is the batcher the message was routed to.
+	// Batcher is the batcher the message was routed to. A message that
+	// failed in its processor reached no batcher: Batcher is then where
+	// it was routed when it failed ("default" unless the test or the
+	// handler routed it), and Err says it failed.
 	Batcher string
 	// BatchKey is the batch key the message ended with.
 	BatchKey string
