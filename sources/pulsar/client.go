@@ -101,7 +101,9 @@ func (l *lastFailure) reconnectFailed(sub string) {
 }
 
 // watch registers w for the consumers named name until the returned
-// function is called.
+// function is called, which also ends w: a line handled at that moment
+// (by a handler that looked w up just before) reports nothing to the
+// stage once unwatch has returned.
 func (l *lastFailure) watch(name string, w *reconnectWatch) (unwatch func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -111,10 +113,11 @@ func (l *lastFailure) watch(name string, w *reconnectWatch) (unwatch func()) {
 	l.watches[name] = w
 	return func() {
 		l.mu.Lock()
-		defer l.mu.Unlock()
 		if l.watches[name] == w {
 			delete(l.watches, name)
 		}
+		l.mu.Unlock()
+		w.end()
 	}
 }
 
@@ -129,13 +132,20 @@ func (l *lastFailure) watchOf(name string) *reconnectWatch {
 // reconnected to a broker.
 const reconnectedConsumer = "Reconnected consumer to broker"
 
+// closingConsumer begins the client's Info line for a consumer that
+// closes ("Closing consumer=<id>"); its reconnection attempts have ended.
+const closingConsumer = "Closing consumer="
+
 // ReconnectFailuresToDegrade is how many attempts in a row one of a
 // stage's consumers (a partition's, for a partitioned topic) must fail to
 // reconnect to a broker before the source reports the stage degraded
 // (producer.StateDegraded). A consumer whose broker hands its topic to
 // another reconnects at its first or second attempt; two failures in a row
-// (about 300 ms after the connection closed, with the client's backoff of
-// 100 ms doubling) say the broker is out of reach.
+// say the broker is out of reach. Each attempt at a broker that is down
+// fails once the client's OperationTimeout has passed (its lookup retries
+// until then), and the client waits 100 ms, then 200 ms, between them:
+// the stage is degraded about two operation timeouts after the connection
+// closed, some 14 s with DefaultOperationTimeout.
 const ReconnectFailuresToDegrade = 2
 
 // degrader is the part of producer.Stage a reconnection watch reports to.
@@ -144,14 +154,18 @@ type degrader interface {
 	Recovered()
 }
 
-// reconnectWatch follows the reconnections of one stage's consumers, from
+// reconnectWatch follows the reconnections of one run's consumers, from
 // the client's lines about them: the stage is degraded while one of them
 // has failed ReconnectFailuresToDegrade attempts in a row, and runs again
-// once each of those has reconnected.
+// once each of those has reconnected or closed. A consumer that closes
+// while it fails is not necessarily the run's: one of a subscribe an
+// earlier run gave up on carries the same name; it must not hold the
+// stage degraded for the rest of the run.
 type reconnectWatch struct {
 	stage degrader
 
 	mu      sync.Mutex
+	ended   bool           // the run let go of the watch: report nothing more
 	failing map[string]int // failed attempts in a row, by partition consumer (topic and consumer id)
 	down    int            // how many of them failed ReconnectFailuresToDegrade or more
 }
@@ -165,6 +179,9 @@ func newReconnectWatch(stage degrader) *reconnectWatch {
 func (w *reconnectWatch) failed(key, errText string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.ended {
+		return
+	}
 	n := w.failing[key] + 1
 	w.failing[key] = n
 	if n == ReconnectFailuresToDegrade {
@@ -175,12 +192,13 @@ func (w *reconnectWatch) failed(key, errText string) {
 	}
 }
 
-// reconnected notes that the partition consumer key reconnected.
-func (w *reconnectWatch) reconnected(key string) {
+// settled notes that the partition consumer key reconnected, or closed:
+// either way it no longer tries to reconnect.
+func (w *reconnectWatch) settled(key string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n, ok := w.failing[key]
-	if !ok {
+	if !ok || w.ended {
 		return
 	}
 	delete(w.failing, key)
@@ -189,6 +207,14 @@ func (w *reconnectWatch) reconnected(key string) {
 			w.stage.Recovered()
 		}
 	}
+}
+
+// end makes the watch report nothing more to its stage: the run it
+// belongs to is over, and the stage's next run may have begun.
+func (w *reconnectWatch) end() {
+	w.mu.Lock()
+	w.ended = true
+	w.mu.Unlock()
 }
 
 // ReconnectFailures returns how many times the client failed to
@@ -499,7 +525,7 @@ func (r *redactingHandler) Enabled(ctx context.Context, l slog.Level) bool {
 	case l == slog.LevelInfo && r.runs.Going():
 		return true // the line may end a run
 	case l == slog.LevelInfo && r.last != nil && r.of.consumer != "":
-		return true // the line may say that a consumer reconnected
+		return true // the line may say that a consumer reconnected or closes
 	}
 	return r.h.Enabled(ctx, clientLevel(l))
 }
@@ -529,9 +555,9 @@ func (r *redactingHandler) Handle(ctx context.Context, rec slog.Record) error {
 			w.failed(r.of.topic+"#"+r.of.consumer, errText)
 		}
 	}
-	if r.last != nil && msg == reconnectedConsumer {
+	if r.last != nil && (msg == reconnectedConsumer || strings.HasPrefix(msg, closingConsumer)) {
 		if w := r.last.watchOf(r.name); w != nil {
-			w.reconnected(r.of.topic + "#" + r.of.consumer)
+			w.settled(r.of.topic + "#" + r.of.consumer)
 		}
 	}
 	if rec.Level == slog.LevelInfo && slices.Contains(failureEnds, msg) {

@@ -1,0 +1,113 @@
+package pulsar
+
+import (
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
+
+	"github.com/boulevard-go/boulevard/internal/redact"
+)
+
+// stageReports records what a reconnection watch reports to its stage.
+type stageReports struct {
+	mu       sync.Mutex
+	degraded bool
+	degrades int
+}
+
+func (s *stageReports) Degrade(error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.degraded = true
+	s.degrades++
+}
+
+func (s *stageReports) Recovered() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.degraded = false
+}
+
+func (s *stageReports) state() (degraded bool, degrades int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.degraded, s.degrades
+}
+
+// watchedClient returns the logger a client made by NewClient gives its
+// consumers, and its lastFailure, on which a watch of the consumers named
+// name reports to the returned stage until the returned unwatch.
+func watchedClient(name string) (plog.Logger, *lastFailure, *stageReports, *reconnectWatch, func()) {
+	last := new(lastFailure)
+	l := clientLogger(slog.New(slog.DiscardHandler), last, redact.Secrets{})
+	st := new(stageReports)
+	w := newReconnectWatch(st)
+	return l, last, st, w, last.watch(name, w)
+}
+
+// partitionLog is the logger the client gives the partition consumer id
+// of the stage's consumers named name.
+func partitionLog(l plog.Logger, name string, id uint64) plog.Logger {
+	return l.SubLogger(plog.Fields{"name": name, "topic": "persistent://public/default/orders-partition-0",
+		"subscription": "billing", "consumerID": id})
+}
+
+// Guarantee: a consumer that closes while it fails to reconnect (one of
+// a subscribe the stage gave up on, or of an earlier run, that carries
+// the stage's consumer name) no longer holds the stage degraded: once
+// every consumer that held it so has reconnected or closed, the stage
+// runs again.
+func TestConsumerClosedWhileFailingToReconnectReleasesTheStage(t *testing.T) {
+	const name = "orders.producer.0-1a2b3c4d"
+	l, _, st, _, unwatch := watchedClient(name)
+	defer unwatch()
+	refused := errors.New("dial tcp 10.0.0.1:6650: connect: connection refused")
+	stale, live := partitionLog(l, name, 7), partitionLog(l, name, 8)
+	for range ReconnectFailuresToDegrade {
+		stale.WithError(refused).Error(failedReconnect)
+		live.WithError(refused).Error(failedReconnect)
+	}
+	if degraded, _ := st.state(); !degraded {
+		t.Fatal("stage not degraded after its consumers failed to reconnect")
+	}
+	stale.Infof("Closing consumer=%d", 7)
+	if degraded, _ := st.state(); !degraded {
+		t.Fatal("stage running while one of its consumers still fails to reconnect")
+	}
+	live.Info(reconnectedConsumer)
+	if degraded, _ := st.state(); degraded {
+		t.Fatal("stage still degraded after one consumer closed and the other reconnected")
+	}
+
+	// A consumer that closes alone, with no other down, releases it too.
+	for range ReconnectFailuresToDegrade {
+		stale.WithError(refused).Error(failedReconnect)
+	}
+	stale.Infof("Closing consumer=%d", 7)
+	if degraded, _ := st.state(); degraded {
+		t.Fatal("stage still degraded after the only consumer failing to reconnect closed")
+	}
+}
+
+// Guarantee: a line about a consumer that the client logs as the stage's
+// run ends (handled by a watch looked up before the run let go of it)
+// reports nothing to the stage once the run has let go of the watch, so
+// that it cannot degrade the stage's next run, which that run's own
+// watch would then never see recover.
+func TestEndedWatchReportsNothingToTheStage(t *testing.T) {
+	const name = "orders.producer.0-1a2b3c4d"
+	_, last, st, w, unwatch := watchedClient(name)
+	if last.watchOf(name) != w {
+		t.Fatal("watch not registered")
+	}
+	unwatch()
+	for range ReconnectFailuresToDegrade {
+		w.failed("persistent://public/default/orders#7", "connection refused")
+	}
+	if _, n := st.state(); n != 0 {
+		t.Fatalf("an ended watch reported the stage degraded %d times", n)
+	}
+}
