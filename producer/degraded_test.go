@@ -130,3 +130,26 @@ func TestDegradeOutsideARunChangesNothing(t *testing.T) {
 		}
 	})
 }
+
+// Guarantee: the line a recovery logs names the state the stage goes back
+// to: connecting for a run that has created no feed yet, running for one
+// that has.
+func TestRecoveryLineNamesTheStateTheStageReturnsTo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &degradingSource{steps: make(chan func(*producer.Stage[item])), stage: make(chan *producer.Stage[item], 1)}
+		log, lines := newLogRecorder()
+		h := start(t, "p", producer.Options[item]{Source: src}, newRecorder(), log)
+		src.steps <- func(st *producer.Stage[item]) { st.Degrade(nil); st.Recovered() }
+		synctest.Wait()
+		if n := countLines(lines(), "INFO "+producer.RecoveredLog, "state=connecting"); n != 1 {
+			t.Fatalf("%d recovered lines saying state=connecting, want 1: %q", n, lines())
+		}
+		src.steps <- func(st *producer.Stage[item]) { st.NewFeed("p0", nil); st.Degrade(nil); st.Recovered() }
+		synctest.Wait()
+		if n := countLines(lines(), "INFO "+producer.RecoveredLog, "state=running"); n != 1 {
+			t.Fatalf("%d recovered lines saying state=running, want 1: %q", n, lines())
+		}
+		h.p.StopFetching()
+		synctest.Wait()
+	})
+}

@@ -226,8 +226,9 @@ var ErrUnreachable = errors.New("producer: the source cannot read from its broke
 const DegradedLog = "source cannot read from its broker; stage degraded"
 
 // RecoveredLog is the message of the line a stage logs when its source,
-// degraded, reports that it reads again (Stage.Recovered).
-const RecoveredLog = "source reads from its broker again; stage running"
+// degraded, reports that it reads again (Stage.Recovered); its "state"
+// says where the stage went back to (running, or connecting).
+const RecoveredLog = "source reads from its broker again; stage no longer degraded"
 
 // Degrade reports that the source's current run is up but cannot read
 // from its broker: its client cannot reach it, or its consumer group
@@ -239,9 +240,13 @@ const RecoveredLog = "source reads from its broker again; stage running"
 //
 // Degrade is for an outage the source rides out within its run; a source
 // that gives up returns an error from Run instead, and the stage restarts
-// it. A call outside a Run (before the stage calls Run, or after it has
-// returned) does nothing. Degrade never blocks and is safe to call from
-// any goroutine.
+// it. A call while no Run is up (before the stage calls Run, or between
+// two runs) does nothing. The stage cannot tell which run a call comes
+// from, though: a goroutine of a run that has returned which calls
+// Degrade while the next run is up degrades that run, whose source then
+// never reports it recovered. A source stops its goroutines from calling
+// Degrade and Recovered before its Run returns. Degrade never blocks and
+// is safe to call from any goroutine.
 func (s *Stage[T]) Degrade(err error) {
 	if err == nil {
 		err = ErrUnreachable
@@ -267,10 +272,12 @@ func (s *Stage[T]) Degrade(err error) {
 // Recovered reports that the source, which had called Degrade in its
 // current run, reads from its broker again. The stage goes back to
 // StateRunning (StateConnecting when the run has created no feed yet) and
-// logs RecoveredLog at INFO, with how long it was degraded. On a stage
-// that is not degraded, or outside a Run, it does nothing, so a source
-// may call it at each success. It never blocks and is safe to call from
-// any goroutine.
+// logs RecoveredLog at INFO, with that state and how long it was
+// degraded. On a stage that is not degraded, or while no Run is up, it
+// does nothing, so a source may call it at each success. Like Degrade,
+// it applies to whichever run is up: a source stops calling it before
+// its Run returns. It never blocks and is safe to call from any
+// goroutine.
 func (s *Stage[T]) Recovered() {
 	s.mu.Lock()
 	if !s.running {
@@ -289,9 +296,10 @@ func (s *Stage[T]) Recovered() {
 	if s.connectedAt.IsZero() {
 		s.status.State = StateConnecting
 	}
+	state := s.status.State
 	s.stMu.Unlock()
 	s.mu.Unlock()
-	s.log.Info(RecoveredLog, slog.Duration("degraded", degraded))
+	s.log.Info(RecoveredLog, slog.String("state", string(state)), slog.Duration("degraded", degraded))
 }
 
 // startRun marks the beginning of a Run call: feeds may be registered.
