@@ -27,16 +27,27 @@ const SessionFailuresToDegrade = 2
 //     be reached (Unreachable: sarama's ErrOutOfBrokers, which it returns
 //     only once it has tried every broker): the stage is degraded, the
 //     last error as the reason;
-//   - a session starts or records come in (Reading): it runs again.
+//   - a session starts (SessionStarted) or records come in (Reading): it
+//     runs again;
+//   - while the member holds its session, any answer from the cluster
+//     that the client reads after the stage was degraded (Heard): it runs
+//     again. On an idle topic the session's fetches and heartbeats are
+//     those answers; without them a stage degraded by a short outage that
+//     the session outlived would stay degraded until a record or the next
+//     rebalance. A member without a session (between two, or whose joins
+//     the group refuses) runs again only when a session starts: the group
+//     may answer and still refuse it.
 //
-// Reading is on the records' path: when there is nothing to clear it is
-// two atomic loads. The zero Reach reports to no stage; set Stage first.
+// Reading and Heard are on the records' and responses' paths: when there
+// is nothing to clear they are atomic loads. The zero Reach reports to no
+// stage; set Stage first.
 type Reach struct {
 	Stage Degrader
 
 	mu       sync.Mutex // serialises the reports to Stage
 	failures atomic.Int32
 	degraded atomic.Bool
+	session  bool // guarded by mu: between SessionStarted and SessionEnded
 }
 
 // SessionFailed notes a failed group session: the stage is degraded once
@@ -57,6 +68,41 @@ func (r *Reach) Unreachable(err error) {
 	r.degradeLocked(err)
 }
 
+// SessionStarted notes that the member's group session started: it reads
+// (Reading), and answers the client reads from now on count (Heard).
+func (r *Reach) SessionStarted() {
+	r.mu.Lock()
+	r.session = true
+	r.mu.Unlock()
+	r.Reading()
+}
+
+// SessionEnded notes that the member's group session ended (or was lost):
+// until the next starts, only a session start or records end a degraded
+// stage.
+func (r *Reach) SessionEnded() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.session = false
+}
+
+// Heard notes that the client read an answer from the cluster. Called
+// once the answer was read, it ends a degrade reported before it (a
+// degrade reported after an answer is not ended by that answer), and
+// only while the member holds its session: its fetches and heartbeats go
+// on, so it reads again. It is one atomic load while the stage is not
+// degraded.
+func (r *Reach) Heard() {
+	if !r.degraded.Load() {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.session {
+		r.recoverLocked()
+	}
+}
+
 func (r *Reach) degradeLocked(err error) {
 	r.degraded.Store(true)
 	if r.Stage != nil {
@@ -73,6 +119,12 @@ func (r *Reach) Reading() {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.recoverLocked()
+}
+
+// recoverLocked starts the count of failed sessions again and reports a
+// degraded stage running.
+func (r *Reach) recoverLocked() {
 	r.failures.Store(0)
 	if r.degraded.Swap(false) && r.Stage != nil {
 		r.Stage.Recovered()

@@ -43,3 +43,38 @@ func TestReachReadingAllocatesNothing(t *testing.T) {
 		t.Fatalf("Reading allocates %v, want 0", n)
 	}
 }
+
+// Guarantee: an answer from the cluster ends a degrade reported before it
+// while the member holds its session, once; an answer read before the
+// degrade, or while the member has no session (its joins fail, the group
+// may answer them and still refuse), leaves the stage degraded until a
+// session starts.
+func TestReachRecoversOnAnAnswerAfterTheDegradeOnlyWithinASession(t *testing.T) {
+	var st reports
+	r := Reach{Stage: &st}
+	r.SessionStarted()
+	r.Heard() // an answer before any degrade
+	r.Unreachable(errors.New("out of brokers"))
+	r.Heard()
+	r.Heard()
+	r.SessionEnded()
+	r.SessionFailed(errors.New("refused"))
+	r.SessionFailed(errors.New("refused again"))
+	r.Heard() // the refusal's answer: no session
+	r.SessionStarted()
+	r.Heard()
+	want := []string{"degrade: out of brokers", "recovered", "degrade: refused again", "recovered"}
+	if !slices.Equal(st.got, want) {
+		t.Fatalf("reports %q, want %q", st.got, want)
+	}
+}
+
+// Guarantee: noting an answer from the cluster costs no allocation (it is
+// called for each response the client reads).
+func TestReachHeardAllocatesNothing(t *testing.T) {
+	r := Reach{Stage: &reports{}}
+	r.SessionStarted()
+	if n := testing.AllocsPerRun(100, r.Heard); n != 0 {
+		t.Fatalf("Heard allocates %v, want 0", n)
+	}
+}
