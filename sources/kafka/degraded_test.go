@@ -9,7 +9,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/producer"
 )
@@ -133,5 +135,40 @@ func waitState(t *testing.T, status func() producer.StageStatus, state producer.
 			t.Fatalf("stage not %s within %v of %s: %+v", state, limit, after, st)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Guarantee: a stage degraded by an outage that its member's group
+// session outlives runs again once the cluster answers, on a topic that
+// stays idle (no record comes in to say the member reads): the answers
+// its client reads after the degrade (the session's fetches) end it. The
+// cluster drops every request but the session's heartbeats (and what
+// they need) until the stage is degraded: no broker answers a fetch's
+// leader lookup. With sarama only: franz-go reports no failed fetch, and
+// a failed heartbeat ends its session, whose next start recovers the
+// stage (TestStoppedClusterDegradesTheStageUntilItReturns).
+func TestDegradedStageRunsAgainWhenTheClusterAnswersOnAnIdleTopic(t *testing.T) {
+	c := newCluster(t, 2)
+	o := sourceOptions(c, "idle-outage")
+	o.Config.Consumer.Group.Session.Timeout = 30 * time.Second // outlives the outage
+	p := startPipeline(t, pipelineOpts("idle-outage", saramaClient.new(t, o), 1, newLedger(), nil))
+	t.Cleanup(func() { stopPipeline(t, p) })
+	status := func() producer.StageStatus { return p.SourceStatus()[0] }
+	waitState(t, status, producer.StateRunning, 30*time.Second, "the start")
+
+	f := testbroker.Inject(c, kmsg.Key(-1), 0, func(req kmsg.Request) bool {
+		k := kmsg.Key(req.Key())
+		return k != kmsg.ApiVersions && k != kmsg.FindCoordinator && k != kmsg.Heartbeat
+	})
+	f.Every(1)
+	st := waitState(t, status, producer.StateDegraded, 30*time.Second, "the cluster dropped its requests")
+	f.Every(0)
+	back := time.Now()
+	t.Logf("degraded: %v", st.LastError)
+
+	st = waitState(t, status, producer.StateRunning, 5*time.Second, "the cluster answered again")
+	t.Logf("running %v after the cluster answered again", st.Since.Sub(back).Round(time.Millisecond))
+	if st.Restarts != 0 {
+		t.Fatalf("status %+v, want the first run still", st)
 	}
 }

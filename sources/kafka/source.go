@@ -262,6 +262,10 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		return nil, ErrClosed
 	}
 	cfg := s.opts.saramaConfig(stage.Flow().MaxWindow())
+	// Each response the member's client reads is an answer from the
+	// cluster, which ends a degrade its session outlived (claim.Reach).
+	reach := &claim.Reach{Stage: stage}
+	cfg.MetricRegistry = newHeardRegistry(cfg.MetricRegistry, reach.Heard)
 	log := lifecycle.Logger(s.opts.Logger, stage).With(slog.String("group", s.opts.GroupID))
 	if err := s.checkBrokers(runCtx, log, cfg); err != nil || runCtx.Err() != nil {
 		return nil, err
@@ -319,9 +323,9 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		commitVersion: commitVersion(cfg.Version),
 		commitConn:    newCommitConn(conns, cfg),
 		lookups:       lookups,
+		reach:         reach,
 	}
 	lookups.list = m.listOffset
-	m.reach.Stage = stage
 	m.cm = claim.NewMember(s.opts.GroupID, stage.Name(), m.log, s.opts.CommitMode == CommitOnAck)
 	m.cm.Rebalancing = refusedByRebalance
 	m.cm.RebalanceTimeout = cfg.Consumer.Group.Rebalance.Timeout
@@ -387,8 +391,10 @@ type member struct {
 	commitConn    *commitConn
 
 	// reach reports the stage degraded while the member cannot read from
-	// the cluster, and running again once it reads (claim.Reach).
-	reach claim.Reach
+	// the cluster, and running again once it reads (claim.Reach). Its
+	// client's responses are heard through Config.MetricRegistry
+	// (heardRegistry).
+	reach *claim.Reach
 }
 
 func (m *member) draining() bool {
@@ -772,7 +778,7 @@ type handler member
 
 func (h *handler) Setup(sess sarama.ConsumerGroupSession) error {
 	h.cm.NoteSession(sess.MemberID(), sess.GenerationID())
-	h.reach.Reading()
+	h.reach.SessionStarted()
 	h.log.Info("kafka group session started",
 		slog.String("member", sess.MemberID()), slog.Int("generation", int(sess.GenerationID())),
 		logattr.Partitions("claims", sess.Claims()))
@@ -780,6 +786,7 @@ func (h *handler) Setup(sess sarama.ConsumerGroupSession) error {
 }
 
 func (h *handler) Cleanup(sess sarama.ConsumerGroupSession) error {
+	h.reach.SessionEnded()
 	h.log.Info("kafka group session ended",
 		slog.String("member", sess.MemberID()), slog.Int("generation", int(sess.GenerationID())))
 	return nil

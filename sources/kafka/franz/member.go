@@ -138,6 +138,10 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		// Close's context ending cancels the client's own (hurryCtx): a
 		// leave or commit that a hung cluster does not answer gives up.
 		kgo.WithContext(hurryCtx),
+		// Each response the client reads is an answer from the cluster,
+		// which ends a degrade the member's session outlived
+		// (claim.Reach); added to the hooks of ClientOptions.
+		kgo.WithHooks(heardHook{&m.reach}),
 	)
 	if b := s.opts.balancer(); b != nil {
 		opts = append(opts, kgo.Balancers(b))
@@ -396,6 +400,18 @@ func (m *member) poll() {
 	}
 }
 
+// heardHook tells a member's reach of each response its client reads
+// without error (kgo.HookBrokerRead): long-poll fetches and heartbeats
+// answer even on an idle topic.
+type heardHook struct{ reach *claim.Reach }
+
+// OnBrokerRead calls Heard for a response read whole.
+func (h heardHook) OnBrokerRead(_ kgo.BrokerMetadata, _ int16, _ int, _, _ time.Duration, err error) {
+	if err == nil {
+		h.reach.Heard()
+	}
+}
+
 // denied reports whether err, or an error it wraps, is Kafka refusing the
 // client's credentials or its permissions on a topic, the group or the
 // cluster (kafkarefusal.Denied, which the sarama source shares).
@@ -487,7 +503,7 @@ func (m *member) assigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 	m.cl.CompareAndSwap(nil, cl)
 	memberID, gen := cl.GroupMetadata()
 	m.cm.NoteSession(memberID, gen)
-	m.reach.Reading()
+	m.reach.SessionStarted()
 	// The line names every partition the member claims from now on: under
 	// cooperative-sticky, assigned holds only those it gains, which it
 	// names apart (new_claims).
@@ -904,6 +920,7 @@ func (m *member) revoked(_ context.Context, cl *kgo.Client, revoked map[string][
 // another member, so they stop at once and commit nothing.
 func (m *member) lost(_ context.Context, cl *kgo.Client, lost map[string][]int32) {
 	m.cl.CompareAndSwap(nil, cl)
+	m.reach.SessionEnded()
 	ps := m.take(lost)
 	for _, p := range ps {
 		p.Lost.Store(true) // before the member joins again: see send
