@@ -369,3 +369,113 @@ func TestCloseWaitsForARetiredReadersClosingWithinItsContext(t *testing.T) {
 		}
 	})
 }
+
+// refusingQueues fails hand-offs as a broker would: its first Hold with
+// an error of its own, its second and third for room (ErrFull), and its
+// first DeadLetter for room.
+type refusingQueues[T any] struct {
+	topology.Queues[T]
+	mu           sync.Mutex
+	holds, deads int
+}
+
+func (q *refusingQueues[T]) Hold(ctx context.Context, i int, l topology.Letter[T]) error {
+	q.mu.Lock()
+	q.holds++
+	n := q.holds
+	q.mu.Unlock()
+	switch n {
+	case 1:
+		return errors.New("hold topic unavailable")
+	case 2, 3:
+		return topology.ErrFull
+	}
+	return q.Queues.Hold(ctx, i, l)
+}
+
+func (q *refusingQueues[T]) DeadLetter(ctx context.Context, l topology.Letter[T]) error {
+	q.mu.Lock()
+	q.deads++
+	n := q.deads
+	q.mu.Unlock()
+	if n == 1 {
+		return topology.ErrFull
+	}
+	return q.Queues.DeadLetter(ctx, l)
+}
+
+// Guarantee: a failed run's reader is closed once its letters are
+// settled, whatever their outcome: acked, retried through a hold queue,
+// deferred, rejected, failed by a panic, dead-lettered with their key
+// poisoned (those held back behind it too), their hand-off failed and
+// tried again, or refused for room and kept. Every letter it handed out
+// is counted off once, so it closes, with none of them unsettled, while
+// the source runs.
+func TestFailedRunsReaderIsClosedOnceEveryOutcomeSettledItsLetters(t *testing.T) {
+	for _, policy := range []topology.SequenceFailure{topology.Skip, topology.FailAll} {
+		t.Run(policy.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				_, q := declareFailing(t, topology.New("retireall").Sequenced(policy).Hold(time.Second).DLQ(), 1)
+				refusing := &refusingQueues[int]{Queues: q.Queues}
+				q.Queues = refusing
+				// Keys by tens: A rejected first (poisoning A under
+				// FailAll), B retried once each, C deferred once each,
+				// D failed by a panic once.
+				pub, _ := topology.NewPublisher(q, topology.PublisherOptions[int]{Key: func(v int) string { return string(rune('A' + v/10)) }})
+				values := []int{0, 1, 2, 10, 11, 12, 20, 21, 30}
+				for _, v := range values {
+					if err := pub.Publish(t.Context(), v); err != nil {
+						t.Fatal(err)
+					}
+				}
+				var mu sync.Mutex
+				seen := map[int]int{}
+				src, p := startPipeline(t, q, func(_ context.Context, m *message.Message[int]) (int, error) {
+					mu.Lock()
+					seen[m.Data]++
+					n := seen[m.Data]
+					mu.Unlock()
+					switch {
+					case m.Data == 0:
+						return 0, topology.Reject(errors.New("bad order"))
+					case m.Data/10 == 1 && n == 1:
+						return 0, topology.Retry(errors.New("later"))
+					case m.Data/10 == 2 && n == 1:
+						return 0, topology.Defer()
+					case m.Data == 30 && n == 1:
+						panic("handler bug")
+					}
+					return m.Data, nil
+				}, func(o *pipeline.Options[int, int]) { o.Processors.Concurrency = 4 })
+				done := func() bool {
+					st := src.Stats()
+					return st.Acked+st.DeadLettered == uint64(len(values)) && st.HeldBack == 0 && st.Refused == 0
+				}
+				wait.Within(t, time.Minute, "every letter settled", done, func() string { return fmt.Sprintf("%+v", src.Stats()) })
+				synctest.Wait()
+				refusing.mu.Lock()
+				holds, deads := refusing.holds, refusing.deads
+				refusing.mu.Unlock()
+				if holds < 4 || deads < 2 {
+					t.Fatalf("%d holds and %d dead-letterings tried, want the refused ones tried again", holds, deads)
+				}
+				q.mu.Lock()
+				first := q.readers[0]
+				got := first.received
+				q.mu.Unlock()
+				if got != len(values) {
+					t.Fatalf("the failing reader handed out %d letters, want all %d", got, len(values))
+				}
+				if all, open := q.subscribed(); all != 2 || open != 1 {
+					t.Errorf("%d of %d readers open once the failed run's letters are settled, want 1 of 2", open, all)
+				}
+				if n := q.closedWithLettersOut(); n != 0 {
+					t.Errorf("the failed run's reader closed with %d letters not settled", n)
+				}
+				if err := p.Stop(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			})
+		})
+	}
+}
