@@ -14,6 +14,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
 )
 
 // outageRetry is how long the members wait between two group sessions
@@ -143,18 +144,26 @@ func waitState(t *testing.T, status func() producer.StageStatus, state producer.
 // stays idle (no record comes in to say the member reads): the answers
 // its client reads after the degrade (the session's fetches) end it. The
 // cluster drops every request but the session's heartbeats (and what
-// they need) until the stage is degraded: no broker answers a fetch's
-// leader lookup. With sarama only: franz-go reports no failed fetch, and
+// they need) until the stage is degraded and a while longer: no broker
+// answers a fetch's leader lookup, and the answered heartbeats in
+// between do not make the stage flap. With sarama only: franz-go reports no failed fetch, and
 // a failed heartbeat ends its session, whose next start recovers the
 // stage (TestStoppedClusterDegradesTheStageUntilItReturns).
 func TestDegradedStageRunsAgainWhenTheClusterAnswersOnAnIdleTopic(t *testing.T) {
 	c := newCluster(t, 2)
 	o := sourceOptions(c, "idle-outage")
 	o.Config.Consumer.Group.Session.Timeout = 30 * time.Second // outlives the outage
-	p := startPipeline(t, pipelineOpts("idle-outage", saramaClient.new(t, o), 1, newLedger(), nil))
+	src := saramaClient.new(t, o)
+	p := startPipeline(t, pipelineOpts("idle-outage", src, 1, newLedger(), nil))
 	t.Cleanup(func() { stopPipeline(t, p) })
 	status := func() producer.StageStatus { return p.SourceStatus()[0] }
 	waitState(t, status, producer.StateRunning, 30*time.Second, "the start")
+	// The outage comes once the member holds its session: one cut short
+	// by it would fail the run (joins refused ten times in a row).
+	wait.For(t, "the member to claim both partitions", func() bool {
+		st := src.Stats()
+		return len(st.Members) == 1 && len(st.Members[0].Partitions) == 2
+	})
 
 	f := testbroker.Inject(c, kmsg.Key(-1), 0, func(req kmsg.Request) bool {
 		k := kmsg.Key(req.Key())
@@ -162,11 +171,19 @@ func TestDegradedStageRunsAgainWhenTheClusterAnswersOnAnIdleTopic(t *testing.T) 
 	})
 	f.Every(1)
 	st := waitState(t, status, producer.StateDegraded, 30*time.Second, "the cluster dropped its requests")
+	// The heartbeats answered while the leader lookups fail at each retry
+	// do not end the degrade: the stage does not flap (a check that
+	// something does not happen, over a few retries).
+	for end := time.Now().Add(claim.HeardQuiet + 3*time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if st := status(); st.State != producer.StateDegraded {
+			t.Fatalf("status %+v while the cluster still drops every fetch, want degraded", st)
+		}
+	}
 	f.Every(0)
 	back := time.Now()
 	t.Logf("degraded: %v", st.LastError)
 
-	st = waitState(t, status, producer.StateRunning, 5*time.Second, "the cluster answered again")
+	st = waitState(t, status, producer.StateRunning, claim.HeardQuiet+5*time.Second, "the cluster answered again")
 	t.Logf("running %v after the cluster answered again", st.Since.Sub(back).Round(time.Millisecond))
 	if st.Restarts != 0 {
 		t.Fatalf("status %+v, want the first run still", st)

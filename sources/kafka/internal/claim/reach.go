@@ -3,6 +3,7 @@ package claim
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Degrader is the part of producer.Stage a member reports its reach to.
@@ -18,6 +19,16 @@ type Degrader interface {
 // the second says the member cannot read.
 const SessionFailuresToDegrade = 2
 
+// HeardQuiet is how long after the last sign that the member cannot read
+// (a failed session, a client that reached no broker) an answer from the
+// cluster must come to end a degrade (Reach.Heard). A cluster that
+// answers the session's heartbeats while a partition's leader cannot be
+// looked up fails that lookup again every Consumer.Retry.Backoff (2 s by
+// default): an answer in between ends nothing, so the stage does not
+// flap between degraded and running, with a line each way, at every
+// retry.
+const HeardQuiet = 3 * time.Second
+
 // Reach decides when a member reports its stage degraded (it cannot read
 // from the cluster) and when it reports it reads again. The rule, shared
 // by both clients:
@@ -29,9 +40,9 @@ const SessionFailuresToDegrade = 2
 //     last error as the reason;
 //   - a session starts (SessionStarted) or records come in (Reading): it
 //     runs again;
-//   - while the member holds its session, any answer from the cluster
-//     that the client reads after the stage was degraded (Heard): it runs
-//     again. On an idle topic the session's fetches and heartbeats are
+//   - while the member holds its session, an answer from the cluster
+//     that the client reads at least HeardQuiet after the last sign
+//     that it cannot read (Heard): it runs again. On an idle topic the session's fetches and heartbeats are
 //     those answers; without them a stage degraded by a short outage that
 //     the session outlived would stay degraded until a record or the next
 //     rebalance. A member without a session (between two, or whose joins
@@ -47,7 +58,8 @@ type Reach struct {
 	mu       sync.Mutex // serialises the reports to Stage
 	failures atomic.Int32
 	degraded atomic.Bool
-	session  bool // guarded by mu: between SessionStarted and SessionEnded
+	session  bool      // guarded by mu: between SessionStarted and SessionEnded
+	badAt    time.Time // guarded by mu: the last failed session or unreachable cluster
 }
 
 // SessionFailed notes a failed group session: the stage is degraded once
@@ -55,6 +67,7 @@ type Reach struct {
 func (r *Reach) SessionFailed(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.badAt = time.Now()
 	if r.failures.Add(1) >= SessionFailuresToDegrade {
 		r.degradeLocked(err)
 	}
@@ -65,6 +78,7 @@ func (r *Reach) SessionFailed(err error) {
 func (r *Reach) Unreachable(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.badAt = time.Now()
 	r.degradeLocked(err)
 }
 
@@ -88,17 +102,18 @@ func (r *Reach) SessionEnded() {
 
 // Heard notes that the client read an answer from the cluster. Called
 // once the answer was read, it ends a degrade reported before it (a
-// degrade reported after an answer is not ended by that answer), and
-// only while the member holds its session: its fetches and heartbeats go
-// on, so it reads again. It is one atomic load while the stage is not
-// degraded.
+// degrade reported after an answer is not ended by that answer), only
+// while the member holds its session (its fetches and heartbeats go on,
+// so it reads again), and only HeardQuiet or more after the last sign
+// that the member could not read. It is one atomic load while the stage
+// is not degraded.
 func (r *Reach) Heard() {
 	if !r.degraded.Load() {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.session {
+	if r.session && time.Since(r.badAt) >= HeardQuiet {
 		r.recoverLocked()
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
 type reports struct{ got []string }
@@ -50,23 +52,54 @@ func TestReachReadingAllocatesNothing(t *testing.T) {
 // may answer them and still refuse), leaves the stage degraded until a
 // session starts.
 func TestReachRecoversOnAnAnswerAfterTheDegradeOnlyWithinASession(t *testing.T) {
-	var st reports
-	r := Reach{Stage: &st}
-	r.SessionStarted()
-	r.Heard() // an answer before any degrade
-	r.Unreachable(errors.New("out of brokers"))
-	r.Heard()
-	r.Heard()
-	r.SessionEnded()
-	r.SessionFailed(errors.New("refused"))
-	r.SessionFailed(errors.New("refused again"))
-	r.Heard() // the refusal's answer: no session
-	r.SessionStarted()
-	r.Heard()
-	want := []string{"degrade: out of brokers", "recovered", "degrade: refused again", "recovered"}
-	if !slices.Equal(st.got, want) {
-		t.Fatalf("reports %q, want %q", st.got, want)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		var st reports
+		r := Reach{Stage: &st}
+		r.SessionStarted()
+		r.Heard() // an answer before any degrade
+		r.Unreachable(errors.New("out of brokers"))
+		time.Sleep(HeardQuiet)
+		r.Heard()
+		r.Heard()
+		r.SessionEnded()
+		r.SessionFailed(errors.New("refused"))
+		r.SessionFailed(errors.New("refused again"))
+		time.Sleep(HeardQuiet)
+		r.Heard() // the refusal's answer: no session
+		r.SessionStarted()
+		r.Heard()
+		want := []string{"degrade: out of brokers", "recovered", "degrade: refused again", "recovered"}
+		if !slices.Equal(st.got, want) {
+			t.Fatalf("reports %q, want %q", st.got, want)
+		}
+	})
+}
+
+// Guarantee: a cluster that answers between two failures a few seconds
+// apart (heartbeats answered, a partition's leader lookup failing at each
+// retry) keeps the stage degraded, reported once, instead of flapping:
+// an answer ends the degrade only HeardQuiet after the last failure.
+func TestReachAnswersBetweenRepeatedFailuresDoNotFlap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var st reports
+		r := Reach{Stage: &st}
+		r.SessionStarted()
+		for range 5 {
+			r.Unreachable(errors.New("out of brokers"))
+			for range 4 {
+				time.Sleep(500 * time.Millisecond) // fetches answered meanwhile
+				r.Heard()
+			}
+		}
+		if slices.Contains(st.got, "recovered") {
+			t.Fatalf("reports %q: recovered between failures 2 s apart", st.got)
+		}
+		time.Sleep(HeardQuiet)
+		r.Heard()
+		if got := st.got[len(st.got)-1]; got != "recovered" {
+			t.Fatalf("reports %q, want recovered once the failures stopped for %v", st.got, HeardQuiet)
+		}
+	})
 }
 
 // Guarantee: noting an answer from the cluster costs no allocation (it is
