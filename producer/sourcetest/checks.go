@@ -3,8 +3,11 @@ package sourcetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/fnv"
+	"maps"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +16,7 @@ import (
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/producer"
 )
 
@@ -288,6 +292,60 @@ func checkRestart[T any](t testing.TB, h Harness[T]) {
 		t.Fatalf("the pipeline failed: %v", err)
 	}
 	settledAtMostOnce(t, e, l)
+}
+
+// interruptAfter is the ShutdownTimeout of the pipeline whose drain the
+// interruption subtest cuts short. The source's Close gets as much again.
+const interruptAfter = time.Second
+
+// checkInterrupted: a message whose handling the pipeline's shutdown cut
+// short (its outcome is acker.Interrupted, with DispositionRetry) is not
+// settled at the broker, and a new source on the same stream delivers it
+// again. The handlers hold their messages until their context ends, so
+// that no message is handled: the broker must settle none.
+func checkInterrupted[T any](t testing.TB, h Harness[T]) {
+	e, src := setup(t, h, false)
+	held := newLedger()
+	e.shutdown = interruptAfter
+	p := e.start("sourcetest-interrupted", src, newLedger(), nil, func(ctx context.Context, m *message.Message[T]) error {
+		held.add(e.fx.Key(m))
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	e.shutdown = waitLimit
+	// An ordered source may route every message to one processor.
+	wait.Within(t, waitLimit, "a handler to hold a message", func() bool {
+		calls, _ := held.counts()
+		return calls > 0
+	})
+	err := stop(p)
+	var straggler *pipeline.ShutdownTimeoutError
+	if !errors.Is(err, pipeline.ErrShutdownTimeout) || errors.As(err, &straggler) {
+		t.Fatalf("stop: %v; want the drain cut short by the shutdown timeout, with nothing left running", err)
+	}
+	if err := p.Err(); err != nil && !errors.Is(err, pipeline.ErrShutdownTimeout) {
+		t.Fatalf("the pipeline failed: %v", err)
+	}
+	if n := e.settled(); n != 0 {
+		t.Errorf("the broker counts %d settlements though no message was handled: the source settled messages the shutdown interrupted (acker.Interrupted)", n)
+	}
+	interrupted := held.snapshot()
+	again := newLedger()
+	p = e.start("sourcetest-after-interruption", e.source(), again, nil, nil)
+	wait.Within(t, waitLimit, fmt.Sprintf("the %d interrupted messages delivered again by a new source", len(interrupted)), func() bool {
+		return again.covers(slices.Collect(maps.Keys(interrupted)))
+	}, func() string {
+		var missing []string
+		for k := range interrupted {
+			if !again.covers([]string{k}) {
+				missing = append(missing, k)
+			}
+		}
+		return fmt.Sprintf("not delivered again: %q", missing)
+	})
+	if err := stop(p); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
 }
 
 // connected reports whether the stage's current run has connected (created

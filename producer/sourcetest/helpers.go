@@ -149,6 +149,9 @@ type env[T any] struct {
 	feeds int
 	keys  []string
 	logs  *logWatch
+	// shutdown is the ShutdownTimeout of the pipelines start builds:
+	// waitLimit unless a subtest cuts its drain short.
+	shutdown time.Duration
 }
 
 // setup starts a fixture for n messages (at least the configured count),
@@ -165,7 +168,7 @@ func setup[T any](t testing.TB, h Harness[T], saturated bool) (*env[T], *observe
 	if fx.NewSource == nil || fx.Publish == nil || fx.Key == nil || fx.Settled == nil {
 		t.Fatal("sourcetest: the Fixture lacks one of NewSource, Publish, Key, Settled")
 	}
-	e := &env[T]{t: t, fx: fx, feeds: max(h.Feeds, 1), logs: &logWatch{}}
+	e := &env[T]{t: t, fx: fx, feeds: max(h.Feeds, 1), logs: &logWatch{}, shutdown: waitLimit}
 	src := e.source()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
@@ -199,7 +202,7 @@ func (e *env[T]) start(name string, src *observed[T], l *ledger, rl *producer.Ra
 	p, err := pipeline.New(pipeline.Options[T, T]{
 		Name:            name,
 		Logger:          slog.New(e.logs),
-		ShutdownTimeout: waitLimit,
+		ShutdownTimeout: e.shutdown,
 		Producer: producer.Options[T]{
 			Source:    src,
 			Flow:      flow,

@@ -43,13 +43,18 @@
 //   - RestartKeepsDelivering: a run that fails (Fixture.Fail) is restarted
 //     and the source delivers everything, with no message lost and no
 //     delivery settled twice;
+//   - InterruptedIsRedelivered: with every handler holding its message
+//     until its context ends, the drain is cut short by the shutdown
+//     timeout; the broker settles none of the interrupted messages
+//     (acker.Interrupted), and a new source on the same stream delivers
+//     each of them again;
 //   - MemberJoinWithdraws: a second consumer joining the stream while the
 //     first one's stage buffer holds a window per feed (a Kafka rebalance, where the source
 //     withdraws what it buffered for a revoked partition with
 //     Feed.Withdraw) loses nothing and settles no delivery twice.
 //
-// A pipeline is held still with a rate limit (Pipeline.SetRateLimit lifts
-// it) rather than with blocked handlers: the dispatcher then leaves what the
+// Outside InterruptedIsRedelivered, a pipeline is held still with a rate
+// limit (Pipeline.SetRateLimit lifts it) rather than with blocked handlers: the dispatcher then leaves what the
 // source delivers in the stage buffer, where Stage.Buffered counts it.
 // Every subtest also fails when the pipeline logs that the source delivered
 // beyond its permits or delivered messages that were dropped unacknowledged.
@@ -167,6 +172,8 @@ func checks[T any]() []check[T] {
 		{"DrainFlushesEverything", checkDrain[T]},
 		// A run that fails is restarted and keeps delivering, losing nothing, settling no delivery twice.
 		{"RestartKeepsDelivering", checkRestart[T]},
+		// A message the shutdown interrupted is not settled, and a new source delivers it again.
+		{"InterruptedIsRedelivered", checkInterrupted[T]},
 		// A consumer joining mid-stream (a rebalance that withdraws buffered messages) loses nothing, settles no delivery twice.
 		{"MemberJoinWithdraws", checkMemberJoin[T]},
 	}

@@ -123,6 +123,7 @@ type faults struct {
 	overDeliver  bool // deliver twice what was acquired
 	doubleAck    bool // settle every successful message twice
 	ackOnlyInRun bool // ignore acknowledgements that arrive after Run returned
+	settleFailed bool // settle every failed message, the interrupted ones too
 }
 
 type memAck struct {
@@ -145,7 +146,7 @@ func (a *memAck) Ack(_ context.Context, successful, failed []acker.Outcome) {
 		}
 	}
 	for _, o := range failed {
-		if o.Disposition == acker.DispositionDiscard && !acker.Interrupted(o) {
+		if a.s.faults.settleFailed || o.Disposition == acker.DispositionDiscard && !acker.Interrupted(o) {
 			a.s.b.settle(int(o.ID))
 		} else {
 			a.s.b.giveBack(int(o.ID))
@@ -302,6 +303,8 @@ func TestChecksCatchBrokenSources(t *testing.T) {
 		{"DrainFlushesEverything", faults{ackOnlyInRun: true}, "settle"},
 		// The same source loses the outcomes of the failed run's messages.
 		{"RestartKeepsDelivering", faults{ackOnlyInRun: true}, "settle"},
+		// A source that settles a message the shutdown interrupted loses it.
+		{"InterruptedIsRedelivered", faults{settleFailed: true}, "interrupted"},
 	} {
 		t.Run(c.check, func(t *testing.T) {
 			got := runCheck(t, c.check, memHarness(c.faults))
