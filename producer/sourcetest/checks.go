@@ -348,6 +348,52 @@ func checkInterrupted[T any](t testing.TB, h Harness[T]) {
 	}
 }
 
+// checkOutage: a source whose broker is out of reach says so: its stage
+// is degraded, with the cause as its LastError, not running while it reads
+// nothing; once the broker is back the stage runs again and the source
+// delivers everything, settling no delivery twice. The pipeline starts
+// held, so that the source has delivered its window and waits for permits
+// when the outage begins; lifting the limit sends it back to its broker.
+func checkOutage[T any](t testing.TB, h Harness[T]) {
+	e, src := setup(t, h, true)
+	if e.fx.Outage == nil {
+		t.Skip("the harness cannot make its broker unreachable (Fixture.Outage is nil)")
+	}
+	p, l := e.startHeld("sourcetest-outage", src)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	restore, err := e.fx.Outage(ctx)
+	if err != nil {
+		t.Fatalf("make the broker unreachable: %v", err)
+	}
+	restored := false
+	defer func() {
+		if !restored {
+			_ = restore(ctx)
+		}
+	}()
+	release(t, p)
+	status := func() string { return fmt.Sprintf("stage %+v; %s", p.SourceStatus()[0], heldState(src, l)) }
+	wait.Within(t, waitLimit, "the stage to be degraded while its broker is out of reach (the source calls Stage.Degrade)", func() bool {
+		return p.SourceStatus()[0].State == producer.StateDegraded
+	}, status)
+	if st := p.SourceStatus()[0]; st.LastError == nil {
+		t.Errorf("the degraded stage has no LastError: %+v", st)
+	}
+	restored = true
+	if err := restore(ctx); err != nil {
+		t.Fatalf("make the broker reachable again: %v", err)
+	}
+	wait.Within(t, waitLimit, "the stage to run again once its broker is back (the source calls Stage.Recovered)", func() bool {
+		return connected(p.SourceStatus()[0])
+	}, status)
+	wait.Within(t, waitLimit, "every message handled after the outage", func() bool { return l.covers(e.keys) }, status)
+	if err := stop(p); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	settledAtMostOnce(t, e, l)
+}
+
 // connected reports whether the stage's current run has connected (created
 // a feed), or ended after it ran, as a generator does once exhausted.
 func connected(st producer.StageStatus) bool {

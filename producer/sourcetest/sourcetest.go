@@ -48,6 +48,12 @@
 //     timeout; the broker settles none of the interrupted messages
 //     (acker.Interrupted), and a new source on the same stream delivers
 //     each of them again;
+//   - OutageDegradesStage: while the broker is out of reach
+//     (Fixture.Outage; skipped without), the source reports it
+//     (producer.Stage.Degrade), so that the stage is degraded with the
+//     cause as its LastError rather than running; once the broker is
+//     back the source reports that too (Stage.Recovered), the stage runs
+//     again, and every message is handled, none settled twice;
 //   - MemberJoinWithdraws: a second consumer joining the stream while the
 //     first one's stage buffer holds a window per feed (a Kafka rebalance, where the source
 //     withdraws what it buffered for a revoked partition with
@@ -132,6 +138,11 @@ type Fixture[T any] struct {
 	// fixture's consumers so far (pushed to them or fetched by them,
 	// counting a redelivery again). Nil skips the read-ahead subtest.
 	Fetched func(ctx context.Context) (int, error)
+	// Outage makes the fixture's broker unreachable to its sources (it
+	// refuses or drops their connections, or answers every request with
+	// an error) until the restore function it returns is called, which
+	// makes it reachable again. Nil skips the outage subtest.
+	Outage func(ctx context.Context) (restore func(ctx context.Context) error, err error)
 }
 
 // Run runs every subtest of the suite against the sources h builds.
@@ -174,6 +185,8 @@ func checks[T any]() []check[T] {
 		{"RestartKeepsDelivering", checkRestart[T]},
 		// A message the shutdown interrupted is not settled, and a new source delivers it again.
 		{"InterruptedIsRedelivered", checkInterrupted[T]},
+		// A broker out of reach degrades the stage, which runs again once it is back, losing nothing.
+		{"OutageDegradesStage", checkOutage[T]},
 		// A consumer joining mid-stream (a rebalance that withdraws buffered messages) loses nothing, settles no delivery twice.
 		{"MemberJoinWithdraws", checkMemberJoin[T]},
 	}

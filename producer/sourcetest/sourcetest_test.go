@@ -2,6 +2,7 @@ package sourcetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -30,6 +31,42 @@ type memBroker struct {
 	settled map[int]int
 	total   int
 	wake    chan struct{}
+	up      chan struct{} // closed when an outage ends; nil while the broker is reachable
+}
+
+// errDown is what the broker answers while it is out of reach.
+var errDown = errors.New("broker out of reach")
+
+// outage makes the broker unreachable until restore is called.
+func (b *memBroker) outage(context.Context) (func(context.Context) error, error) {
+	up := make(chan struct{})
+	b.mu.Lock()
+	b.up = up
+	b.mu.Unlock()
+	b.signal()
+	return func(context.Context) error {
+		b.mu.Lock()
+		b.up = nil
+		b.mu.Unlock()
+		close(up)
+		return nil
+	}, nil
+}
+
+// waitUp waits until the broker is reachable.
+func (b *memBroker) waitUp(ctx context.Context) error {
+	b.mu.Lock()
+	up := b.up
+	b.mu.Unlock()
+	if up == nil {
+		return nil
+	}
+	select {
+	case <-up:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func newMemBroker(n int) *memBroker {
@@ -61,6 +98,10 @@ func (b *memBroker) signal() {
 func (b *memBroker) take(ctx context.Context, k int) ([]int, error) {
 	for {
 		b.mu.Lock()
+		if b.up != nil {
+			b.mu.Unlock()
+			return nil, errDown
+		}
 		if len(b.ready) > 0 {
 			k = min(k, len(b.ready))
 			out := append([]int(nil), b.ready[:k]...)
@@ -124,6 +165,8 @@ type faults struct {
 	doubleAck    bool // settle every successful message twice
 	ackOnlyInRun bool // ignore acknowledgements that arrive after Run returned
 	settleFailed bool // settle every failed message, the interrupted ones too
+	silentOutage bool // never report that the broker is out of reach
+	neverRecover bool // never report that the broker is back
 }
 
 type memAck struct {
@@ -176,8 +219,20 @@ func (s *memSource) Run(ctx context.Context, st *producer.Stage[string]) error {
 			k *= 2
 		}
 		idx, err := s.b.take(ctx, k)
+		if errors.Is(err, errDown) {
+			if !s.faults.silentOutage {
+				st.Degrade(err)
+			}
+			if s.b.waitUp(ctx) != nil {
+				return nil
+			}
+			continue
+		}
 		if err != nil {
 			return nil
+		}
+		if !s.faults.neverRecover {
+			st.Recovered()
 		}
 		have = max(0, have-len(idx))
 		if s.faults.readAhead {
@@ -214,6 +269,7 @@ func memHarness(f faults) Harness[string] {
 			Settled:   b.settledCount,
 			Fail:      fail.Fail,
 			Fetched:   b.takenCount,
+			Outage:    b.outage,
 		}
 	}}
 }
@@ -305,8 +361,12 @@ func TestChecksCatchBrokenSources(t *testing.T) {
 		{"RestartKeepsDelivering", faults{ackOnlyInRun: true}, "settle"},
 		// A source that settles a message the shutdown interrupted loses it.
 		{"InterruptedIsRedelivered", faults{settleFailed: true}, "interrupted"},
+		// A source that says nothing of an outage leaves its stage running while it reads nothing.
+		{"OutageDegradesStage", faults{silentOutage: true}, "degraded"},
+		// A source that never says its broker is back leaves its stage degraded.
+		{"OutageDegradesStage", faults{neverRecover: true}, "run again"},
 	} {
-		t.Run(c.check, func(t *testing.T) {
+		t.Run(c.check+"/"+c.want, func(t *testing.T) {
 			got := runCheck(t, c.check, memHarness(c.faults))
 			t.Logf("failures: %q", got)
 			if len(got) == 0 {
