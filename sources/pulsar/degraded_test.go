@@ -14,11 +14,13 @@ import (
 )
 
 // Guarantee: a broker that goes away under a running pipeline moves the
-// stage to degraded within a few seconds, with an error wrapping
-// ErrReconnecting as LastError, while the client reconnects its consumer
-// within the run; once the broker is back and the consumer reconnected
-// the stage runs again, without a restart, and receives what is
-// published.
+// stage to degraded, with an error wrapping ErrReconnecting as LastError,
+// while the client reconnects its consumer within the run; once the
+// broker is back and the consumer reconnected the stage runs again,
+// without a restart, and receives what is published. How long the
+// degrade takes (two failed attempts, each ending at the client's 1 s
+// operation timeout: about 2 s) is logged, not bounded: a busy machine
+// stretches it by as long as it keeps the client from running.
 func TestAwayBrokerDegradesTheStageUntilTheConsumerReconnects(t *testing.T) {
 	e := newEnv(t)
 	_, p, got := runAway(t, e)
@@ -32,7 +34,7 @@ func TestAwayBrokerDegradesTheStageUntilTheConsumerReconnects(t *testing.T) {
 		t.Fatal(err)
 	}
 	down := time.Now()
-	wait.Within(t, 5*time.Second, "the stage degraded", func() bool { return status().State == producer.StateDegraded }, state)
+	wait.Within(t, waitLimit, "the stage degraded", func() bool { return status().State == producer.StateDegraded }, state)
 	st := status()
 	t.Logf("degraded %v after the broker went away: %v", st.Since.Sub(down).Round(time.Millisecond), st.LastError)
 	if !errors.Is(st.LastError, bpulsar.ErrReconnecting) || st.Restarts != 0 {
