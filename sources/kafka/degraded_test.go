@@ -23,17 +23,20 @@ import (
 const outageRetry = time.Second
 
 // Guarantee: a cluster that goes away under a running pipeline moves the
-// member's stage to degraded within a few seconds, with the client's
-// error as LastError, while its run goes on; once the cluster is back the
-// stage runs again (the group gave the member its partitions), without a
-// restart. (kfake started again is a new cluster, with new topic ids,
-// which the franz-go client does not read from as a cluster that
-// returns would be read.) This is how the
-// timeline of docs/operations.md, "A Kafka cluster that goes away under a
-// running pipeline", is measured: with BOULEVARD_KAFKA_OUTAGE set to a
-// duration (90s), the sources run on their clients' defaults and the
-// cluster stays away that long, and -v logs each state the stage goes
-// through, and when.
+// member's stage to degraded, with the client's error as LastError, while
+// its run goes on; once the cluster is back the stage runs again (the
+// group gave the member its partitions), without a restart. How long the
+// degrade takes is logged, not bounded (about 200 ms with sarama, 2 s
+// with franz-go, longer on a busy machine): one that came only after the
+// 10 failed sessions that fail a run would come in a restarted run, which
+// the test refuses. (kfake started again is a new cluster, with new
+// topic ids, which the franz-go client does not read from as a cluster
+// that returns would be read.) This is how the timeline of
+// docs/operations.md, "A Kafka cluster that goes away under a running
+// pipeline", is measured: with BOULEVARD_KAFKA_OUTAGE set to a duration
+// (90s), the sources run on their clients' defaults and the cluster
+// stays away that long, and -v logs each state the stage goes through,
+// and when.
 func TestStoppedClusterDegradesTheStageUntilItReturns(t *testing.T) {
 	outage, _ := time.ParseDuration(os.Getenv("BOULEVARD_KAFKA_OUTAGE"))
 	eachClient(t, func(t *testing.T, cl client) {
@@ -66,7 +69,7 @@ func TestStoppedClusterDegradesTheStageUntilItReturns(t *testing.T) {
 			logStates(t, status, down, outage)
 			return
 		}
-		st := waitState(t, status, producer.StateDegraded, 5*time.Second, "the cluster stopped")
+		st := waitState(t, status, producer.StateDegraded, 30*time.Second, "the cluster stopped")
 		t.Logf("degraded %v after the cluster stopped: %v", st.Since.Sub(down).Round(time.Millisecond), st.LastError)
 		if st.LastError == nil || st.Restarts != 0 {
 			t.Fatalf("status %+v, want degraded with an error, in the first run", st)
