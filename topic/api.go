@@ -52,6 +52,11 @@ type Item[T any] struct {
 	// Lagged is, on a lag notice, how many broadcast messages the
 	// subscriber missed; 0 on an ordinary message.
 	Lagged uint64
+	// Redeliveries is how many times the message had been delivered to the
+	// subscription before without being acked, as far as its backend
+	// knows (see [Envelope.Redeliveries]): 0 on a first delivery, on the
+	// in-memory backend, and on a lag notice.
+	Redeliveries uint32
 }
 
 // Headers are a message's optional key/value headers: W3C trace context
@@ -619,7 +624,7 @@ func (s *Subscription[T]) Receive(ctx context.Context) (Item[T], error) {
 		return Item[T]{}, err
 	}
 	e := &s.buf[0]
-	it := Item[T]{ID: e.ID, Value: e.Value, Headers: e.Headers, Lagged: e.Lagged}
+	it := Item[T]{ID: e.ID, Value: e.Value, Headers: e.Headers, Lagged: e.Lagged, Redeliveries: e.Redeliveries}
 	*e = Envelope[T]{}
 	return it, nil
 }
@@ -637,7 +642,7 @@ func (s *Subscription[T]) ReceiveBatch(ctx context.Context, dst []Item[T]) (int,
 	n, err := s.recv(ctx, len(dst))
 	for i := range n {
 		e := &s.buf[i]
-		dst[i] = Item[T]{ID: e.ID, Value: e.Value, Headers: e.Headers, Lagged: e.Lagged}
+		dst[i] = Item[T]{ID: e.ID, Value: e.Value, Headers: e.Headers, Lagged: e.Lagged, Redeliveries: e.Redeliveries}
 		*e = Envelope[T]{}
 	}
 	return n, err

@@ -245,4 +245,15 @@ type Envelope[T any] struct {
 	// Lagged > 0 marks a lag notice: the subscriber missed that many
 	// messages. Value and Ticket are then zero.
 	Lagged uint64
+	// Redeliveries is, on receive, how many times the message had been
+	// delivered to the subscription before without being acked, as far as
+	// the backend knows, so that a subscriber can give up on a message
+	// that keeps failing. A backend that never delivers a message twice
+	// (in memory) leaves it 0. On Kafka it is what the member counted: the
+	// nacks of the message since its partition came to the member (the
+	// log keeps no count, so it starts again at 0 when the partition moves
+	// to another member); on Pulsar it is the broker's redelivery count of
+	// the message on the subscription (which starts again when the
+	// subscription's last consumer leaves).
+	Redeliveries uint32
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -97,6 +98,9 @@ type delivery[T any] struct {
 	off int64
 	v   T
 	hdr topic.Headers
+	// nacks counts the nacks of the record since its partition came to
+	// the member: its Envelope.Redeliveries.
+	nacks uint32
 }
 
 // nackedDelivery is a nacked message and when it is queued again.
@@ -498,7 +502,7 @@ func (m *member[T]) take(dst []topic.Envelope[T]) int {
 		m.nextID++
 		m.outstanding[m.nextID] = d
 		d.c.Hand()
-		dst[n] = topic.Envelope[T]{ID: m.nextID, Value: d.v, Headers: d.hdr}
+		dst[n] = topic.Envelope[T]{ID: m.nextID, Value: d.v, Headers: d.hdr, Redeliveries: d.nacks}
 		n++
 	}
 	if m.head == len(m.queue) {
@@ -538,6 +542,9 @@ func (m *member[T]) Settle(id topic.MessageID, reason error) error {
 	if reason != nil {
 		if m.ended {
 			return nil // not committed: the group delivers it again
+		}
+		if d.nacks < math.MaxUint32 {
+			d.nacks++
 		}
 		delay := m.t.b.opts.NackRedeliveryDelay
 		m.nacked = append(m.nacked, nackedDelivery[T]{d: d, due: time.Now().Add(delay)})

@@ -146,3 +146,30 @@ func TestANackRedeliveryDelayBelowAMillisecondIsRefused(t *testing.T) {
 		t.Fatalf("Validate = %v, want a gte error on nack_redelivery_delay", err)
 	}
 }
+
+// A member counts the deliveries of a message it nacked: each delivery
+// carries how many came before it without an ack (Item.Redeliveries), so
+// that a subscriber can give up on a message that keeps failing, and a
+// message delivered for the first time carries 0.
+func TestANackedMessageCarriesItsRedeliveryCount(t *testing.T) {
+	h, m, _ := nackOne(t, "nack-count", 5*time.Millisecond)
+	for want := uint32(1); want <= 3; want++ {
+		it := recv(t, m)
+		if it.Value != 1 || it.Redeliveries != want {
+			t.Fatalf("received %d with Redeliveries %d, want the nacked 1 with %d", it.Value, it.Redeliveries, want)
+		}
+		if want < 3 {
+			if err := m.Nack(it.ID, errors.New("handler failed")); err != nil {
+				t.Fatalf("Nack: %v", err)
+			}
+		} else if err := m.Ack(it.ID); err != nil {
+			t.Fatalf("Ack: %v", err)
+		}
+	}
+	if err := h.Publish(ctxT(t), 2); err != nil {
+		t.Fatal(err)
+	}
+	if it := recv(t, m); it.Value != 2 || it.Redeliveries != 0 {
+		t.Fatalf("received %d with Redeliveries %d, want 2 delivered for the first time (0)", it.Value, it.Redeliveries)
+	}
+}

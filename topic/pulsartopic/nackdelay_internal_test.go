@@ -52,3 +52,30 @@ func TestNackedMessageWaitsForAShortRedeliveryDelay(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Guarantee: each delivery of a message carries how many deliveries to the
+// subscription came before it without an ack (the broker's redelivery
+// count), so that a subscriber can give up on a message that keeps
+// failing; a first delivery carries 0.
+func TestNackedMessageCarriesTheBrokersRedeliveryCount(t *testing.T) {
+	_, _, st, ss := balancedOnBroker(t, topic.IntCodec{}, 50*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := st.Publish(ctx, topic.Envelope[int]{Value: 7}, topic.Block); err != nil {
+		t.Fatal(err)
+	}
+	dst := make([]topic.Envelope[int], 1)
+	for want := uint32(0); want <= 3; want++ {
+		got, err := ss.Receive(ctx, dst)
+		if err != nil || got != 1 || dst[0].Value != 7 || dst[0].Redeliveries != want {
+			t.Fatalf("delivery %d: Receive = %d %+v, %v; want 7 with Redeliveries %d", want+1, got, dst[0], err, want)
+		}
+		var reason error
+		if want < 3 {
+			reason = errors.New("failed")
+		}
+		if err := ss.Settle(dst[0].ID, reason); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package pulsartopic_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
@@ -72,6 +74,76 @@ func TestSourceSettlesWithBroker(t *testing.T) {
 		if k != 1 && v != failing {
 			t.Fatalf("message %d handled %d times", v, k)
 		}
+	}
+}
+
+// Guarantee: a message that fails on every delivery carries how many times
+// it was delivered before (source.Metadata.Redeliveries), so that a
+// HandleFailed can give up on it after a few attempts: once it sets
+// acker.DispositionDiscard, the source acks the message and the broker
+// delivers it no more.
+func TestHandleFailedGivesUpAfterAFewRedeliveries(t *testing.T) {
+	b := testbroker.Pulsar(t)
+	o := testOptions[int](b, topic.IntCodec{})
+	o.NackRedeliveryDelay = 10 * time.Millisecond
+	be := newBackend(t, o)
+	h := newHandle(t, be, "poison", topic.Options{})
+	src, err := source.New(source.Options[int]{Topic: h, Mode: topic.Balanced("readers"), Logger: testbroker.PulsarLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const poison, giveUpAfter = 3, 2
+	var mu sync.Mutex
+	var seen []uint32 // the poison's Redeliveries, delivery by delivery
+	handled := map[int]int{}
+	p, err := pipeline.New(pipeline.Options[int, int]{
+		Name:     "gives-up",
+		Logger:   testbroker.PulsarLogger(),
+		Producer: producer.Options[int]{Source: src},
+		Processors: processor.Options[int, int]{Concurrency: 2,
+			Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				handled[m.Data]++
+				if m.Data == poison {
+					md, _ := message.MetadataAs[*source.Metadata](m)
+					seen = append(seen, md.Redeliveries)
+					return 0, errors.New("always fails")
+				}
+				return m.Data, nil
+			},
+			HandleFailed: func(_ context.Context, failed []*message.Message[int]) {
+				for _, m := range failed {
+					if md, ok := message.MetadataAs[*source.Metadata](m); ok && md.Redeliveries >= giveUpAfter {
+						m.SetDisposition(acker.DispositionDiscard)
+					}
+				}
+			}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := h.Publish(ctxT(t), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait.Within(t, patience, "every message settled on the broker", func() bool {
+		mu.Lock()
+		n := len(handled)
+		mu.Unlock()
+		return n == 5 && b.Backlog(be.TopicName("poison"), "readers") == 0
+	})
+	if err := p.Stop(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []uint32{0, 1, 2}; !slices.Equal(seen, want) {
+		t.Fatalf("the failing message was delivered with Redeliveries %v, want %v and then let go", seen, want)
 	}
 }
 

@@ -208,7 +208,7 @@ func (s *pSub[T]) take(cm pulsar.ConsumerMessage, dst []topic.Envelope[T], ids [
 		return n
 	}
 	s.next++
-	dst[n] = topic.Envelope[T]{ID: s.next, Value: v}
+	dst[n] = topic.Envelope[T]{ID: s.next, Value: v, Redeliveries: cm.RedeliveryCount()}
 	if props := cm.Properties(); len(props) > 0 {
 		dst[n].Headers = props
 	}

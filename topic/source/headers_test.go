@@ -58,3 +58,20 @@ func TestHeadersLandInMetadata(t *testing.T) {
 		}
 	}
 }
+
+// A message's Metadata describes it for the pipeline's failure lines: its
+// topic and subscription, and, for a message delivered before, how many
+// times, so that a line about a message that keeps failing says so.
+func TestMetadataLogValueCountsRedeliveries(t *testing.T) {
+	for _, c := range []struct {
+		md   source.Metadata
+		want string
+	}{
+		{source.Metadata{Topic: "orders", Mode: topic.Balanced("billing")}, "[topic=orders subscription=billing]"},
+		{source.Metadata{Topic: "orders", Mode: topic.Broadcast(), Redeliveries: 4}, "[topic=orders subscription=broadcast redeliveries=4]"},
+	} {
+		if got := c.md.LogValue().String(); got != c.want {
+			t.Errorf("LogValue of %+v = %s, want %s", c.md, got, c.want)
+		}
+	}
+}

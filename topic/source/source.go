@@ -53,13 +53,15 @@
 // # Metadata and headers
 //
 // A message's Metadata is a *Metadata: the topic, the subscription's mode,
-// the stage that received it, and the headers it was published with
+// the stage that received it, the headers it was published with
 // (Metadata.Headers, from a sink's Options.Headers or
-// topic.Handle.PublishWithHeaders). Package observe/tracing reads the W3C
-// trace context there, so that a traced pipeline continues the trace of
-// the pipeline that published the message. Messages without headers share
-// their slot's Metadata and cost nothing more; the messages with headers
-// of one received batch cost one allocation for their Metadata.
+// topic.Handle.PublishWithHeaders), and how many times it was delivered
+// before without being acked (Metadata.Redeliveries, on a Kafka or Pulsar
+// topic). Package observe/tracing reads the W3C trace context there, so
+// that a traced pipeline continues the trace of the pipeline that
+// published the message. Messages without headers, delivered for the
+// first time, share their slot's Metadata and cost nothing more; the
+// others of one received batch cost one allocation for their Metadata.
 //
 // # Lag
 //
@@ -205,6 +207,14 @@ type Metadata struct {
 	// trace context, which package observe/tracing reads from here); nil
 	// when it has none.
 	Headers topic.Headers
+	// Redeliveries is how many times the subscription had delivered the
+	// message before without its being acked (topic.Item.Redeliveries): 0
+	// on its first delivery. A backend on a broker counts; the in-memory
+	// backend never delivers a message twice. On Kafka the count starts
+	// again when the message's partition moves to another member. A
+	// HandleFailed that gives up on a message after a few attempts reads
+	// it, and sets acker.DispositionDiscard once it is high enough.
+	Redeliveries uint32
 }
 
 // LogValue describes the message for logs: its topic, and its group or
@@ -217,6 +227,10 @@ func (md *Metadata) LogValue() slog.Value {
 	sub := "broadcast"
 	if !md.Mode.IsBroadcast() {
 		sub = string(md.Mode.Group())
+	}
+	if md.Redeliveries > 0 {
+		return slog.GroupValue(slog.String("topic", string(md.Topic)), slog.String("subscription", sub),
+			slog.Uint64("redeliveries", uint64(md.Redeliveries)))
 	}
 	return slog.GroupValue(slog.String("topic", string(md.Topic)), slog.String("subscription", sub))
 }
@@ -765,13 +779,13 @@ func ended(ctx context.Context, err error) error {
 
 // convert turns received items into messages (one allocation per batch,
 // and one more for the Metadata of the batch's messages that carry
-// headers) and handles lag notices.
+// headers or have been delivered before) and handles lag notices.
 func (s *Source[T]) convert(sub *subscription[T], md *Metadata, items []topic.Item[T], ptrs []*message.Message[T]) []*message.Message[T] {
 	values, headed := 0, 0
 	for i := range items {
 		if items[i].Lagged == 0 {
 			values++
-			if items[i].Headers != nil {
+			if items[i].Headers != nil || items[i].Redeliveries > 0 {
 				headed++
 			}
 		}
@@ -801,11 +815,11 @@ func (s *Source[T]) convert(sub *subscription[T], md *Metadata, items []topic.It
 		m := &block[0]
 		block = block[1:]
 		m.Init(it.Value, sub, uint64(it.ID))
-		if it.Headers != nil {
+		if it.Headers != nil || it.Redeliveries > 0 {
 			own := &mds[0]
 			mds = mds[1:]
 			*own = *md
-			own.Headers = it.Headers
+			own.Headers, own.Redeliveries = it.Headers, it.Redeliveries
 			m.Metadata = own
 		} else {
 			m.Metadata = md
