@@ -58,7 +58,7 @@ func TestExportsOnlyUserAPI(t *testing.T) {
 	want := []string{
 		"Basic", "ErrFeedClosed", "ErrNoRateLimit", "ErrPushFeed", "ErrTooManyRestarts", "ErrUnreachable", "ExitError", "FailureStack",
 		"Feed", "FeedStats", "Flow", "Info", "NamedFeedStats", "Options", "RateLimit", "Restart", "RestartError",
-		"RestartRule", "Source", "SourceFunc", "Stage", "StageStatus", "State",
+		"RestartRule", "RunHealth", "Source", "SourceFunc", "Stage", "StageStatus", "State",
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("package producer exports the types, functions and errors %v, want %v", got, want)

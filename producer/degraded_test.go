@@ -3,6 +3,7 @@ package producer_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -10,11 +11,12 @@ import (
 	"github.com/boulevard-go/boulevard/producer"
 )
 
-// degradingSource is a source whose run connects (one feed) and then
-// follows the steps the test sends it, each on the run's goroutine.
+// degradingSource is a source whose runs follow the steps the test sends
+// them, each on the run's goroutine with the stage and the run's health
+// handle; a step that returns an error ends its run with it.
 type degradingSource struct {
 	producer.Basic
-	steps chan func(st *producer.Stage[item])
+	steps chan func(st *producer.Stage[item], h *producer.RunHealth) error
 	stage chan *producer.Stage[item]
 }
 
@@ -23,14 +25,41 @@ func (s *degradingSource) Run(ctx context.Context, st *producer.Stage[item]) err
 	case s.stage <- st:
 	default:
 	}
+	h := st.Health()
 	for {
 		select {
 		case f := <-s.steps:
-			f(st)
+			if err := f(st, h); err != nil {
+				return err
+			}
 		case <-ctx.Done():
 			return nil
 		}
 	}
+}
+
+// startDegrading starts a producer on a degradingSource, logging to log
+// (nil: nowhere).
+func startDegrading(t *testing.T, log *slog.Logger) (*degradingSource, *harness) {
+	src := &degradingSource{
+		steps: make(chan func(*producer.Stage[item], *producer.RunHealth) error),
+		stage: make(chan *producer.Stage[item], 1),
+	}
+	return src, start(t, "p", producer.Options[item]{Source: src}, newRecorder(), log)
+}
+
+// stopFetching ends the source's run and waits until the stage has
+// stopped.
+func stopFetching(h *harness) {
+	h.p.StopFetching()
+	synctest.Wait()
+}
+
+// do runs f as a step of the source's current run, and waits until
+// everything it set off is done.
+func (s *degradingSource) do(f func(st *producer.Stage[item], h *producer.RunHealth)) {
+	s.steps <- func(st *producer.Stage[item], h *producer.RunHealth) error { f(st, h); return nil }
+	synctest.Wait()
 }
 
 // Guarantee: a source that reports its run cannot read from its broker
@@ -39,14 +68,9 @@ func (s *degradingSource) Run(ctx context.Context, st *producer.Stage[item]) err
 // line, when it reports that it reads again.
 func TestDegradedStageSaysWhyAndRecoversWithOneLineEach(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		src := &degradingSource{steps: make(chan func(*producer.Stage[item])), stage: make(chan *producer.Stage[item], 1)}
 		log, lines := newLogRecorder()
-		h := start(t, "p", producer.Options[item]{Source: src}, newRecorder(), log)
-		step := func(f func(*producer.Stage[item])) {
-			src.steps <- f
-			synctest.Wait()
-		}
-		step(func(st *producer.Stage[item]) {
+		src, h := startDegrading(t, log)
+		src.do(func(st *producer.Stage[item], _ *producer.RunHealth) {
 			if got := st.Status().State; got != producer.StateConnecting {
 				t.Errorf("state before the first feed %q, want connecting", got)
 			}
@@ -57,7 +81,7 @@ func TestDegradedStageSaysWhyAndRecoversWithOneLineEach(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 		errDown := errors.New("kafka: client has run out of available brokers to talk to")
-		step(func(st *producer.Stage[item]) { st.Degrade(errDown) })
+		src.do(func(_ *producer.Stage[item], rh *producer.RunHealth) { rh.Degrade(errDown) })
 		st := h.p.Status()[0]
 		if st.State != producer.StateDegraded || !errors.Is(st.LastError, errDown) || st.ConsecutiveFailures != 0 {
 			t.Fatalf("status %+v, want degraded with LastError %v and no failure", st, errDown)
@@ -66,7 +90,7 @@ func TestDegradedStageSaysWhyAndRecoversWithOneLineEach(t *testing.T) {
 		time.Sleep(3 * time.Second)
 		errAgain := errors.New("dial tcp 10.0.0.1:9092: connect: connection refused")
 		for range 5 {
-			step(func(st *producer.Stage[item]) { st.Degrade(errAgain) })
+			src.do(func(_ *producer.Stage[item], rh *producer.RunHealth) { rh.Degrade(errAgain) })
 		}
 		if st := h.p.Status()[0]; st.State != producer.StateDegraded || !st.Since.Equal(since) || !errors.Is(st.LastError, errAgain) {
 			t.Fatalf("status %+v after more reports, want degraded since %v with the latest error", st, since)
@@ -74,15 +98,14 @@ func TestDegradedStageSaysWhyAndRecoversWithOneLineEach(t *testing.T) {
 		if n := countLines(lines(), "WARN "+producer.DegradedLog); n != 1 {
 			t.Fatalf("%d degraded lines, want 1: %q", n, lines())
 		}
-		step(func(st *producer.Stage[item]) { st.Recovered(); st.Recovered() })
+		src.do(func(_ *producer.Stage[item], rh *producer.RunHealth) { rh.Recovered(); rh.Recovered() })
 		if st := h.p.Status()[0]; st.State != producer.StateRunning || !st.Since.After(since) {
 			t.Fatalf("status %+v after recovery, want running since now", st)
 		}
 		if n := countLines(lines(), "INFO "+producer.RecoveredLog, "degraded=3s"); n != 1 {
 			t.Fatalf("%d recovered lines saying degraded=3s, want 1: %q", n, lines())
 		}
-		h.p.StopFetching()
-		synctest.Wait()
+		stopFetching(h)
 	})
 }
 
@@ -91,40 +114,37 @@ func TestDegradedStageSaysWhyAndRecoversWithOneLineEach(t *testing.T) {
 // is degraded leaves it degraded until its source says it reads again.
 func TestDegradedBeforeTheFirstFeedRecoversToItsRunsState(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		src := &degradingSource{steps: make(chan func(*producer.Stage[item])), stage: make(chan *producer.Stage[item], 1)}
-		h := start(t, "p", producer.Options[item]{Source: src}, newRecorder(), nil)
+		src, h := startDegrading(t, nil)
 		state := func() producer.State { return h.p.Status()[0].State }
-		src.steps <- func(st *producer.Stage[item]) { st.Degrade(nil); st.Recovered() }
-		synctest.Wait()
+		src.do(func(_ *producer.Stage[item], rh *producer.RunHealth) { rh.Degrade(nil); rh.Recovered() })
 		if got := state(); got != producer.StateConnecting {
 			t.Fatalf("state %q after a recovery before any feed, want connecting", got)
 		}
-		src.steps <- func(st *producer.Stage[item]) { st.Degrade(nil); st.NewFeed("p0", nil) }
-		synctest.Wait()
+		src.do(func(st *producer.Stage[item], rh *producer.RunHealth) { rh.Degrade(nil); st.NewFeed("p0", nil) })
 		if st := h.p.Status()[0]; st.State != producer.StateDegraded || !errors.Is(st.LastError, producer.ErrUnreachable) {
 			t.Fatalf("status %+v, want degraded with ErrUnreachable after a feed created while degraded", st)
 		}
-		src.steps <- func(st *producer.Stage[item]) { st.Recovered() }
-		synctest.Wait()
+		src.do(func(_ *producer.Stage[item], rh *producer.RunHealth) { rh.Recovered() })
 		if got := state(); got != producer.StateRunning {
 			t.Fatalf("state %q, want running", got)
 		}
-		h.p.StopFetching()
-		synctest.Wait()
+		stopFetching(h)
 	})
 }
 
-// Guarantee: a report from outside a Run (a goroutine of the source
-// that outlived it) does not move the stage out of the state the end of
+// Guarantee: a report through the handle of a run that has returned, or
+// through one obtained once no run is up (a goroutine of the source that
+// outlived its run), does not move the stage out of the state the end of
 // the run gave it.
 func TestDegradeOutsideARunChangesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		src := &degradingSource{steps: make(chan func(*producer.Stage[item])), stage: make(chan *producer.Stage[item], 1)}
-		h := start(t, "p", producer.Options[item]{Source: src}, newRecorder(), nil)
+		src, h := startDegrading(t, nil)
+		var ran *producer.RunHealth
+		src.do(func(_ *producer.Stage[item], rh *producer.RunHealth) { ran = rh })
 		st := <-src.stage
-		h.p.StopFetching()
-		synctest.Wait()
-		st.Degrade(errors.New("late"))
+		stopFetching(h)
+		ran.Degrade(errors.New("late"))
+		st.Health().Degrade(errors.New("later"))
 		if got := h.p.Status()[0]; got.State != producer.StateStopped || got.LastError != nil {
 			t.Fatalf("status %+v after a late Degrade, want stopped with no error", got)
 		}
@@ -136,20 +156,91 @@ func TestDegradeOutsideARunChangesNothing(t *testing.T) {
 // that has.
 func TestRecoveryLineNamesTheStateTheStageReturnsTo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		src := &degradingSource{steps: make(chan func(*producer.Stage[item])), stage: make(chan *producer.Stage[item], 1)}
 		log, lines := newLogRecorder()
-		h := start(t, "p", producer.Options[item]{Source: src}, newRecorder(), log)
-		src.steps <- func(st *producer.Stage[item]) { st.Degrade(nil); st.Recovered() }
-		synctest.Wait()
+		src, h := startDegrading(t, log)
+		src.do(func(_ *producer.Stage[item], rh *producer.RunHealth) { rh.Degrade(nil); rh.Recovered() })
 		if n := countLines(lines(), "INFO "+producer.RecoveredLog, "state=connecting"); n != 1 {
 			t.Fatalf("%d recovered lines saying state=connecting, want 1: %q", n, lines())
 		}
-		src.steps <- func(st *producer.Stage[item]) { st.NewFeed("p0", nil); st.Degrade(nil); st.Recovered() }
-		synctest.Wait()
+		src.do(func(st *producer.Stage[item], rh *producer.RunHealth) {
+			st.NewFeed("p0", nil)
+			rh.Degrade(nil)
+			rh.Recovered()
+		})
 		if n := countLines(lines(), "INFO "+producer.RecoveredLog, "state=running"); n != 1 {
 			t.Fatalf("%d recovered lines saying state=running, want 1: %q", n, lines())
 		}
-		h.p.StopFetching()
-		synctest.Wait()
+		stopFetching(h)
+	})
+}
+
+// failRun makes the source's current run connect, fail with err, and
+// returns that run's health handle once the stage has run the source
+// again and the next run has connected too.
+func (s *degradingSource) failRun(err error) *producer.RunHealth {
+	var stale *producer.RunHealth
+	s.steps <- func(st *producer.Stage[item], h *producer.RunHealth) error {
+		st.NewFeed("p0", nil)
+		stale = h
+		return err
+	}
+	// The send waits out the restart backoff: the next run takes it.
+	s.do(func(st *producer.Stage[item], _ *producer.RunHealth) { st.NewFeed("p0", nil) })
+	return stale
+}
+
+// Guarantee: a goroutine of a run that has returned which reports the
+// broker out of reach while the stage's next run is up leaves that run
+// alone: the stage stays running, its LastError is still the failed
+// run's error, and no line is logged.
+func TestStaleRunsDegradeLeavesTheNextRunRunning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log, lines := newLogRecorder()
+		src, h := startDegrading(t, log)
+		errRun := errors.New("subscribe: topic terminated")
+		stale := src.failRun(errRun)
+		before := h.p.Status()[0]
+		if before.State != producer.StateRunning || !errors.Is(before.LastError, errRun) {
+			t.Fatalf("status %+v, want the second run running with the first run's error", before)
+		}
+		stale.Degrade(errors.New("kafka: client has run out of available brokers to talk to"))
+		stale.Degrade(nil)
+		if got := h.p.Status()[0]; got != before {
+			t.Fatalf("status %+v after a stale run's Degrade, want it unchanged: %+v", got, before)
+		}
+		if n := countLines(lines(), producer.DegradedLog); n != 0 {
+			t.Fatalf("%d degraded lines after a stale run's Degrade, want none: %q", n, lines())
+		}
+		stopFetching(h)
+	})
+}
+
+// Guarantee: a goroutine of a run that has returned which reports the
+// broker reachable again does not end the degrade the stage's next run
+// reported: only that run's own report does.
+func TestStaleRunsRecoveredLeavesTheNextRunDegraded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log, lines := newLogRecorder()
+		src, h := startDegrading(t, log)
+		stale := src.failRun(errors.New("subscribe: topic terminated"))
+		errDown := errors.New("dial tcp 10.0.0.1:6650: connect: connection refused")
+		src.do(func(_ *producer.Stage[item], rh *producer.RunHealth) { rh.Degrade(errDown) })
+		before := h.p.Status()[0]
+		if before.State != producer.StateDegraded || !errors.Is(before.LastError, errDown) {
+			t.Fatalf("status %+v, want the second run degraded with %v", before, errDown)
+		}
+		time.Sleep(time.Second)
+		stale.Recovered()
+		if got := h.p.Status()[0]; got != before {
+			t.Fatalf("status %+v after a stale run's Recovered, want it unchanged: %+v", got, before)
+		}
+		if n := countLines(lines(), producer.RecoveredLog); n != 0 {
+			t.Fatalf("%d recovered lines after a stale run's Recovered, want none: %q", n, lines())
+		}
+		src.do(func(_ *producer.Stage[item], rh *producer.RunHealth) { rh.Recovered() })
+		if got := h.p.Status()[0].State; got != producer.StateRunning {
+			t.Fatalf("state %q after the run's own Recovered, want running", got)
+		}
+		stopFetching(h)
 	})
 }

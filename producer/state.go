@@ -10,9 +10,9 @@ type State string
 // run creates its first feed, and to StateRestarting when the run fails;
 // from there back to StateConnecting when it runs the source again. While a
 // run is up, its source may move the stage to StateDegraded and back
-// (Stage.Degrade, Stage.Recovered). It ends in StateStopped (the pipeline
-// stopped it, or the source was exhausted) or StateFailed (it gave up under
-// Restart's rules).
+// (RunHealth.Degrade, RunHealth.Recovered, through the handle Stage.Health
+// gives the run). It ends in StateStopped (the pipeline stopped it, or the
+// source was exhausted) or StateFailed (it gave up under Restart's rules).
 const (
 	// StateStarting: the stage has not called the source's Run yet.
 	StateStarting State = "starting"
@@ -23,13 +23,13 @@ const (
 	// StateRunning: the current run has created a feed.
 	StateRunning State = "running"
 	// StateDegraded: the current run is up, but its source has reported
-	// that it cannot read from its broker (Stage.Degrade): it cannot reach
-	// it, or its consumer group session keeps failing. LastError says why.
-	// The stage goes back to StateRunning (StateConnecting when the run
-	// has created no feed yet) when the source reports that it reads
-	// again (Stage.Recovered), and leaves it as any run does when the run
-	// ends. The run is not failed, and the time it spends degraded does
-	// not count as failing time under Restart's rules.
+	// that it cannot read from its broker (RunHealth.Degrade): it cannot
+	// reach it, or its consumer group session keeps failing. LastError
+	// says why. The stage goes back to StateRunning (StateConnecting when
+	// the run has created no feed yet) when the source reports that it
+	// reads again (RunHealth.Recovered), and leaves it as any run does
+	// when the run ends. The run is not failed, and the time it spends
+	// degraded does not count as failing time under Restart's rules.
 	StateDegraded State = "degraded"
 	// StateRestarting: the last run failed; the stage waits for its backoff
 	// (and for the failed run's messages to leave its buffer) before it
@@ -62,7 +62,7 @@ type StageStatus struct {
 	ConsecutiveFailures int
 	// LastError is the error of the last failed run (nil when none
 	// failed), or, from the time the stage last entered StateDegraded,
-	// the error its source gave for it (Stage.Degrade). It stays set
+	// the error its source gave for it (RunHealth.Degrade). It stays set
 	// after a recovery; ConsecutiveFailures, and State being
 	// StateDegraded, tell whether it is current.
 	LastError error

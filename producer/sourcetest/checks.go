@@ -374,7 +374,7 @@ func checkOutage[T any](t testing.TB, h Harness[T]) {
 	}()
 	release(t, p)
 	status := func() string { return fmt.Sprintf("stage %+v; %s", p.SourceStatus()[0], heldState(src, l)) }
-	wait.Within(t, waitLimit, "the stage to be degraded while its broker is out of reach (the source calls Stage.Degrade)", func() bool {
+	wait.Within(t, waitLimit, "the stage to be degraded while its broker is out of reach (the source calls RunHealth.Degrade)", func() bool {
 		return p.SourceStatus()[0].State == producer.StateDegraded
 	}, status)
 	if st := p.SourceStatus()[0]; st.LastError == nil {
@@ -384,7 +384,7 @@ func checkOutage[T any](t testing.TB, h Harness[T]) {
 	if err := restore(ctx); err != nil {
 		t.Fatalf("make the broker reachable again: %v", err)
 	}
-	wait.Within(t, waitLimit, "the stage to run again once its broker is back (the source calls Stage.Recovered)", func() bool {
+	wait.Within(t, waitLimit, "the stage to run again once its broker is back (the source calls RunHealth.Recovered)", func() bool {
 		return connected(p.SourceStatus()[0])
 	}, status)
 	wait.Within(t, waitLimit, "every message handled after the outage", func() bool { return l.covers(e.keys) }, status)

@@ -50,9 +50,9 @@
 //     each of them again;
 //   - OutageDegradesStage: while the broker is out of reach
 //     (Fixture.Outage; skipped without), the source reports it
-//     (producer.Stage.Degrade), so that the stage is degraded with the
+//     (producer.RunHealth.Degrade), so that the stage is degraded with the
 //     cause as its LastError rather than running; once the broker is
-//     back the source reports that too (Stage.Recovered), the stage runs
+//     back the source reports that too (RunHealth.Recovered), the stage runs
 //     again, and every message is handled, none settled twice;
 //   - MemberJoinWithdraws: a second consumer joining the stream while the
 //     first one's stage buffer holds a window per feed (a Kafka rebalance, where the source

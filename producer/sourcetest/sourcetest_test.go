@@ -204,6 +204,7 @@ func (s *memSource) Run(ctx context.Context, st *producer.Stage[string]) error {
 		ack.run = false
 		ack.mu.Unlock()
 	}()
+	health := st.Health()
 	feed := st.NewFeed("mem", nil)
 	have := 0 // permits acquired and not used by a delivery yet
 	for {
@@ -221,7 +222,7 @@ func (s *memSource) Run(ctx context.Context, st *producer.Stage[string]) error {
 		idx, err := s.b.take(ctx, k)
 		if errors.Is(err, errDown) {
 			if !s.faults.silentOutage {
-				st.Degrade(err)
+				health.Degrade(err)
 			}
 			if s.b.waitUp(ctx) != nil {
 				return nil
@@ -232,7 +233,7 @@ func (s *memSource) Run(ctx context.Context, st *producer.Stage[string]) error {
 			return nil
 		}
 		if !s.faults.neverRecover {
-			st.Recovered()
+			health.Recovered()
 		}
 		have = max(0, have-len(idx))
 		if s.faults.readAhead {

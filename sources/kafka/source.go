@@ -264,7 +264,7 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 	cfg := s.opts.saramaConfig(stage.Flow().MaxWindow())
 	// Each response the member's client reads is an answer from the
 	// cluster, which ends a degrade its session outlived (claim.Reach).
-	reach := &claim.Reach{Stage: stage}
+	reach := &claim.Reach{Health: stage.Health()}
 	cfg.MetricRegistry = newHeardRegistry(cfg.MetricRegistry, reach.Heard)
 	log := lifecycle.Logger(s.opts.Logger, stage).With(slog.String("group", s.opts.GroupID))
 	if err := s.checkBrokers(runCtx, log, cfg); err != nil || runCtx.Err() != nil {

@@ -148,7 +148,8 @@ const closingConsumer = "Closing consumer="
 // closed, some 14 s with DefaultOperationTimeout.
 const ReconnectFailuresToDegrade = 2
 
-// degrader is the part of producer.Stage a reconnection watch reports to.
+// degrader is the part of producer.RunHealth a reconnection watch reports
+// to.
 type degrader interface {
 	Degrade(err error)
 	Recovered()
@@ -162,7 +163,7 @@ type degrader interface {
 // earlier run gave up on carries the same name; it must not hold the
 // stage degraded for the rest of the run.
 type reconnectWatch struct {
-	stage degrader
+	health degrader // the run's (producer.Stage.Health)
 
 	mu      sync.Mutex
 	ended   bool           // the run let go of the watch: report nothing more
@@ -170,8 +171,8 @@ type reconnectWatch struct {
 	down    int            // how many of them failed ReconnectFailuresToDegrade or more
 }
 
-func newReconnectWatch(stage degrader) *reconnectWatch {
-	return &reconnectWatch{stage: stage, failing: map[string]int{}}
+func newReconnectWatch(health degrader) *reconnectWatch {
+	return &reconnectWatch{health: health, failing: map[string]int{}}
 }
 
 // failed notes a failed attempt of the partition consumer key to
@@ -188,7 +189,7 @@ func (w *reconnectWatch) failed(key, errText string) {
 		w.down++
 	}
 	if n >= ReconnectFailuresToDegrade {
-		w.stage.Degrade(fmt.Errorf("%w: %s: %s", ErrReconnecting, failedReconnect, errText))
+		w.health.Degrade(fmt.Errorf("%w: %s: %s", ErrReconnecting, failedReconnect, errText))
 	}
 }
 
@@ -204,13 +205,14 @@ func (w *reconnectWatch) settled(key string) {
 	delete(w.failing, key)
 	if n >= ReconnectFailuresToDegrade {
 		if w.down--; w.down == 0 {
-			w.stage.Recovered()
+			w.health.Recovered()
 		}
 	}
 }
 
 // end makes the watch report nothing more to its stage: the run it
-// belongs to is over, and the stage's next run may have begun.
+// belongs to is ending. Its handle already ignores what comes once Run has
+// returned; end also silences what comes while the run winds down.
 func (w *reconnectWatch) end() {
 	w.mu.Lock()
 	w.ended = true

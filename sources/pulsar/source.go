@@ -227,7 +227,7 @@ func (s *Source) Run(ctx context.Context, st *producer.Stage[[]byte]) error {
 	if c, ok := s.opts.Client.(*Client); ok && c.last != nil {
 		// The client's lines about the stage's consumers tell when they
 		// cannot reconnect: the stage is degraded meanwhile.
-		defer c.last.watch(s.consumerName(st), newReconnectWatch(st))()
+		defer c.last.watch(s.consumerName(st), newReconnectWatch(st.Health()))()
 	}
 
 	cs := make([]*consumer, 0, len(s.opts.Topics))

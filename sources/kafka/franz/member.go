@@ -108,7 +108,7 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		stage:      stage,
 		log:        log,
 		cm:         claim.NewMember(s.opts.GroupID, stage.Name(), log, s.opts.CommitMode == CommitOnAck),
-		reach:      claim.Reach{Stage: stage},
+		reach:      claim.Reach{Health: stage.Health()},
 		reset:      s.opts.resetOffset(),
 		ctx:        ctx,
 		cancel:     cancel,

@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// Degrader is the part of producer.Stage a member reports its reach to.
+// Degrader is the part of producer.RunHealth a member reports its reach
+// to.
 type Degrader interface {
 	Degrade(err error)
 	Recovered()
@@ -51,11 +52,14 @@ const HeardQuiet = 3 * time.Second
 //
 // Reading and Heard are on the records' and responses' paths: when there
 // is nothing to clear they are atomic loads. The zero Reach reports to no
-// stage; set Stage first.
+// stage; set Health first.
 type Reach struct {
-	Stage Degrader
+	// Health is the handle of the stage's run the member belongs to
+	// (producer.Stage.Health): once that run has returned, the member's
+	// reports change nothing.
+	Health Degrader
 
-	mu       sync.Mutex // serialises the reports to Stage
+	mu       sync.Mutex // serialises the reports to Health
 	failures atomic.Int32
 	degraded atomic.Bool
 	session  bool      // guarded by mu: between SessionStarted and SessionEnded
@@ -120,8 +124,8 @@ func (r *Reach) Heard() {
 
 func (r *Reach) degradeLocked(err error) {
 	r.degraded.Store(true)
-	if r.Stage != nil {
-		r.Stage.Degrade(err)
+	if r.Health != nil {
+		r.Health.Degrade(err)
 	}
 }
 
@@ -141,7 +145,7 @@ func (r *Reach) Reading() {
 // degraded stage running.
 func (r *Reach) recoverLocked() {
 	r.failures.Store(0)
-	if r.degraded.Swap(false) && r.Stage != nil {
-		r.Stage.Recovered()
+	if r.degraded.Swap(false) && r.Health != nil {
+		r.Health.Recovered()
 	}
 }

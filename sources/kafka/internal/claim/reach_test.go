@@ -19,7 +19,7 @@ func (r *reports) Recovered()        { r.got = append(r.got, "recovered") }
 // recovers it, once.
 func TestReachDegradesOnTheSecondFailedSessionOrNoBrokerAndRecoversOnReading(t *testing.T) {
 	var st reports
-	r := Reach{Stage: &st}
+	r := Reach{Health: &st}
 	r.SessionFailed(errors.New("first"))
 	r.Reading()
 	r.SessionFailed(errors.New("again first"))
@@ -40,7 +40,7 @@ func TestReachDegradesOnTheSecondFailedSessionOrNoBrokerAndRecoversOnReading(t *
 // Guarantee: noting that the member reads costs no allocation when there
 // is nothing to clear (it is called for each batch of records).
 func TestReachReadingAllocatesNothing(t *testing.T) {
-	r := Reach{Stage: &reports{}}
+	r := Reach{Health: &reports{}}
 	if n := testing.AllocsPerRun(100, r.Reading); n != 0 {
 		t.Fatalf("Reading allocates %v, want 0", n)
 	}
@@ -54,7 +54,7 @@ func TestReachReadingAllocatesNothing(t *testing.T) {
 func TestReachRecoversOnAnAnswerAfterTheDegradeOnlyWithinASession(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var st reports
-		r := Reach{Stage: &st}
+		r := Reach{Health: &st}
 		r.SessionStarted()
 		r.Heard() // an answer before any degrade
 		r.Unreachable(errors.New("out of brokers"))
@@ -82,7 +82,7 @@ func TestReachRecoversOnAnAnswerAfterTheDegradeOnlyWithinASession(t *testing.T) 
 func TestReachAnswersBetweenRepeatedFailuresDoNotFlap(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var st reports
-		r := Reach{Stage: &st}
+		r := Reach{Health: &st}
 		r.SessionStarted()
 		for range 5 {
 			r.Unreachable(errors.New("out of brokers"))
@@ -105,7 +105,7 @@ func TestReachAnswersBetweenRepeatedFailuresDoNotFlap(t *testing.T) {
 // Guarantee: noting an answer from the cluster costs no allocation (it is
 // called for each response the client reads).
 func TestReachHeardAllocatesNothing(t *testing.T) {
-	r := Reach{Stage: &reports{}}
+	r := Reach{Health: &reports{}}
 	r.SessionStarted()
 	if n := testing.AllocsPerRun(100, r.Heard); n != 0 {
 		t.Fatalf("Heard allocates %v, want 0", n)
