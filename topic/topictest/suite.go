@@ -234,7 +234,7 @@ var cases = []testCase{
 	{"HeadersReachEveryRecipient", nil, testHeaders},
 	// Durable: Stats counts this process's groups and broadcast subscribers and the publishes, on a log too.
 	{"DurableStats", []topic.Feature{topic.FeatureDurable}, testDurableStats},
-	// Durable: a nacked message is delivered again to its group.
+	// Durable: a nacked message is delivered again to its group, with its Redeliveries counted.
 	{"DurableNackRedelivers", []topic.Feature{topic.FeatureDurable}, testDurableNack},
 	// Durable: an untracked message is settled with the backend; settling it twice, or an unknown id, is refused.
 	{"DurableSettlesUntracked", []topic.Feature{topic.FeatureDurable}, testDurableSettles},
@@ -1670,11 +1670,17 @@ func testDurableNack(s *suite) {
 	m := s.sub(h, group("g"))
 	publish(t, h, 1)
 	it := recvValue(t, m, 1)
+	if it.Redeliveries != 0 {
+		t.Fatalf("first delivery has Redeliveries %d, want 0", it.Redeliveries)
+	}
 	reason := errors.New("handler failed")
 	if err := m.Nack(it.ID, reason); err != nil {
 		t.Fatalf("Nack: %v", err)
 	}
 	again := recvValue(t, m, 1)
+	if again.Redeliveries != 1 {
+		t.Fatalf("the delivery after a nack has Redeliveries %d, want 1", again.Redeliveries)
+	}
 	if err := m.Ack(again.ID); err != nil {
 		t.Fatalf("Ack of the redelivery: %v", err)
 	}
