@@ -13,15 +13,18 @@ import (
 // A run that fails (its reader's Receive returned an error, or it
 // panicked) is run again by its producer stage, which subscribes a new
 // reader. The failed run's reader is retired rather than closed: the
-// letters it handed out may still be in the pipeline, held back by a
-// sequenced source or kept for a hand-off, and their outcomes are settled
-// through it (a durable backend commits them there), so it stays open,
-// receiving nothing more, until the last of them is settled, and is then
-// closed on the closer, a goroutine of the source's own, within
+// letters it handed out may still be in the pipeline, or kept for a
+// hand-off, and their outcomes are settled through it (a durable backend
+// commits them there), so it stays open, receiving nothing more, until
+// the last of them is settled, and is then closed on the closer, a
+// goroutine of the source's own, within
 // retiredCloseTimeout; the source's Close closes the retired readers that
 // still have letters out with the others, and waits for the closer within
-// its context. A reader a run left for another reason (its context ended:
-// the pipeline stops; its queues closed) is closed by Close.
+// its context. The letters of it a sequenced source holds back behind
+// their key are not waited for: they go back to the backend as the reader
+// is retired (giveBack). A reader a run left for another reason (its
+// context ended: the pipeline stops; its queues closed) is closed by
+// Close.
 
 // retiredCloseTimeout bounds the closer's closing of one retired reader.
 // A durable backend's reader whose closing it cuts short goes on closing
@@ -54,10 +57,12 @@ type retiredReader[T any] struct {
 	err     error
 }
 
-// retire marks h, whose run failed, retired, and drops it at once when no
-// letter of it is out.
-func (s *Source[T]) retire(h *heldReader[T]) {
+// retire marks h, whose run failed, retired, gives back to the backend
+// the letters of it a sequenced source holds back (giveBack), and drops h
+// at once when no letter of it is out.
+func (s *Source[T]) retire(ctx context.Context, h *heldReader[T]) {
 	h.retired.Store(true)
+	s.giveBack(ctx, h)
 	if h.out.Load() == 0 {
 		s.mu.Lock()
 		s.dropLocked(h)
@@ -65,8 +70,43 @@ func (s *Source[T]) retire(h *heldReader[T]) {
 	}
 }
 
-// settledOne counts off one letter of h, settled, and drops h when it is
-// retired and that was its last letter out.
+// giveBack returns to the backend (Queues.Return) the letters a sequenced
+// source holds back that h, retired, handed out, and counts them off.
+// Nothing receives from h any more, and a broker backend keeps sending
+// to it the messages of the share of the group it holds (a Key_Shared
+// consumer's keys, a Kafka member's partitions) until it closes: a
+// letter held back there may wait for ever on an earlier letter of its
+// key that comes back, retried, among them. Given back, they no longer
+// keep h open, and once its letters in the pipeline are settled and it
+// is closed the broker delivers them again to the next reader, ahead of
+// the letters of their keys that came after them; their keys keep their
+// message in flight, so they wait behind it again.
+func (s *Source[T]) giveBack(ctx context.Context, h *heldReader[T]) {
+	if s.seq == nil {
+		return
+	}
+	ps := s.seq.giveBack(h)
+	if len(ps) == 0 {
+		return
+	}
+	ls := make([]Letter[T], len(ps))
+	for i := range ps {
+		ls[i] = ps[i].l
+	}
+	if err := s.q.Return(ctx, ls); err != nil {
+		s.log.ErrorContext(ctx, giveBackFailedLog, slog.Int("letters", len(ls)), slog.Any("error", err))
+	}
+	for i := range ps {
+		s.settledOne(ps[i].r)
+	}
+}
+
+// giveBackFailedLog is the message of the line giveBack logs when the
+// backend refuses the letters it gives back.
+const giveBackFailedLog = "could not give back the held-back letters of a failed run; a durable backend delivers them again, the in-memory one has lost them"
+
+// settledOne counts off one letter of h, settled or given back, and drops
+// h when it is retired and that was its last letter out.
 func (s *Source[T]) settledOne(h *heldReader[T]) {
 	if h.out.Add(-1) == 0 && h.retired.Load() {
 		s.mu.Lock()

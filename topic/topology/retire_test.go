@@ -22,7 +22,8 @@ import (
 // fails its Receive once it has handed out letters, as a reader whose
 // broker connection breaks does, and records for every reader the letters
 // it handed out, those settled through it, and how many were still out
-// when it was closed (a durable backend delivers those again). With
+// when it was closed (a durable backend delivers those again), and how
+// many letters were given back (Return). With
 // stuck set, the failing readers' Close waits for it to be closed, or for
 // its context to end, as the leave of a broker that does not answer would.
 type failingQueues[T any] struct {
@@ -30,8 +31,23 @@ type failingQueues[T any] struct {
 	fails int
 	stuck <-chan struct{}
 
-	mu      sync.Mutex
-	readers []*failingReader[T]
+	mu       sync.Mutex
+	readers  []*failingReader[T]
+	returned int
+}
+
+func (q *failingQueues[T]) Return(ctx context.Context, ls []topology.Letter[T]) error {
+	q.mu.Lock()
+	q.returned += len(ls)
+	q.mu.Unlock()
+	return q.Queues.Return(ctx, ls)
+}
+
+// givenBack returns how many letters were given back (Return).
+func (q *failingQueues[T]) givenBack() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.returned
 }
 
 type failingReader[T any] struct {
@@ -210,10 +226,12 @@ func TestFailedRunsReaderIsClosedOnceItsLettersAreSettled(t *testing.T) {
 }
 
 // Guarantee: on a sequenced topology, the letters a failed run's reader
-// handed out and the source holds back behind their key stay with that
-// reader: the next run delivers them in their key's order, they are
-// settled through it, and it is closed once they are.
-func TestFailedSequencedRunsHeldBackLettersAreSettledThroughItsReader(t *testing.T) {
+// handed out that the source holds back behind their key go back to the
+// group at once (Queues.Return), so that they do not keep that reader
+// open: it is closed once its letter in the pipeline is settled, and the
+// next run receives them again and delivers them in their key's order,
+// each once.
+func TestFailedSequencedRunsHeldBackLettersGoBackToTheGroup(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, q := declareFailing(t, topology.New("retireseq").Sequenced(topology.Skip).DLQ(), 1)
 		pub, _ := topology.NewPublisher(q, topology.PublisherOptions[int]{Key: func(int) string { return "A" }})
@@ -237,17 +255,20 @@ func TestFailedSequencedRunsHeldBackLettersAreSettledThroughItsReader(t *testing
 			return all == 2
 		})
 		synctest.Wait()
-		if st := src.Stats(); st.HeldBack != 2 {
-			t.Fatalf("stats %+v, want the failed run's two later letters of the key held back", st)
+		if n := q.givenBack(); n != 2 {
+			t.Errorf("%d letters given back, want the failed run's two later letters of the key", n)
+		}
+		if st := src.Stats(); st.HeldBack != 2 || st.Received != 5 {
+			t.Errorf("stats %+v, want the two letters given back received again and held back behind the first", st)
 		}
 		close(gate)
 		wait.Within(t, time.Minute, "the letters acked", func() bool { return src.Stats().Acked == 3 })
 		synctest.Wait()
 		if all, open := q.subscribed(); open != 1 {
-			t.Errorf("%d of %d readers open once the failed run's letters are settled, want 1", open, all)
+			t.Errorf("%d of %d readers open once the failed run's letter in the pipeline is settled, want 1", open, all)
 		}
-		if n := q.closedWithLettersOut(); n != 0 {
-			t.Errorf("the failed run's reader closed with %d letters not settled", n)
+		if n := q.closedWithLettersOut(); n != 2 {
+			t.Errorf("the failed run's reader closed with %d letters not settled, want the 2 given back only", n)
 		}
 		mu.Lock()
 		got := slices.Clone(handled)
@@ -407,10 +428,10 @@ func (q *refusingQueues[T]) DeadLetter(ctx context.Context, l topology.Letter[T]
 // Guarantee: a failed run's reader is closed once its letters are
 // settled, whatever their outcome: acked, retried through a hold queue,
 // deferred, rejected, failed by a panic, dead-lettered with their key
-// poisoned (those held back behind it too), their hand-off failed and
-// tried again, or refused for room and kept. Every letter it handed out
-// is counted off once, so it closes, with none of them unsettled, while
-// the source runs.
+// poisoned, their hand-off failed and tried again, or refused for room
+// and kept. Every letter it handed out is counted off once, settled or,
+// held back behind its key, given back to the group, so it closes, with
+// none of the others unsettled, while the source runs.
 func TestFailedRunsReaderIsClosedOnceEveryOutcomeSettledItsLetters(t *testing.T) {
 	for _, policy := range []topology.SequenceFailure{topology.Skip, topology.FailAll} {
 		t.Run(policy.String(), func(t *testing.T) {
@@ -469,8 +490,8 @@ func TestFailedRunsReaderIsClosedOnceEveryOutcomeSettledItsLetters(t *testing.T)
 				if all, open := q.subscribed(); all != 2 || open != 1 {
 					t.Errorf("%d of %d readers open once the failed run's letters are settled, want 1 of 2", open, all)
 				}
-				if n := q.closedWithLettersOut(); n != 0 {
-					t.Errorf("the failed run's reader closed with %d letters not settled", n)
+				if out, back := q.closedWithLettersOut(), q.givenBack(); out != back {
+					t.Errorf("the failed run's reader closed with %d letters not settled, want the %d given back only", out, back)
 				}
 				if err := p.Stop(context.Background()); err != nil {
 					t.Fatal(err)

@@ -2,6 +2,7 @@ package topology
 
 import (
 	"context"
+	"slices"
 	"sync"
 )
 
@@ -325,6 +326,39 @@ func (q *sequencer[T]) heldBack() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.held + len(q.ready)
+}
+
+// giveBack removes and returns the letters r handed out that wait behind
+// an earlier message of their key, each key's from the first of r's on,
+// in order (a later one of another reader included, so that none of the
+// key's overtakes them), but not those of a poisoned key being drained,
+// which are being dead-lettered. The keys keep their message in flight,
+// so the letters given back wait behind it again when they come back.
+// Nothing once drain was called.
+func (q *sequencer[T]) giveBack(r *heldReader[T]) []pendingLetter[T] {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []pendingLetter[T]
+	for _, ks := range q.keys {
+		if ks.draining {
+			continue
+		}
+		i := slices.IndexFunc(ks.waiting, func(p pendingLetter[T]) bool { return p.r == r })
+		if i < 0 {
+			continue
+		}
+		out = append(out, ks.waiting[i:]...)
+		q.held -= len(ks.waiting) - i
+		clear(ks.waiting[i:])
+		ks.waiting = ks.waiting[:i]
+		if i == 0 {
+			q.tally(ks, -1)
+		}
+	}
+	if len(out) > 0 {
+		q.wakeLocked() // room for the run
+	}
+	return out
 }
 
 // drain removes and returns every letter the sequencer holds (ready ones

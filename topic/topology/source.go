@@ -166,8 +166,8 @@ type Stats struct {
 	// source reads with one), and the readers of failed runs whose
 	// letters are not all settled yet. A broadcast source closes its
 	// reader when its run ends; a reader whose run failed is closed once
-	// the letters it handed out are all settled (see Source.Run); the
-	// others close when the source closes.
+	// the letters it handed out are all settled or given back (see
+	// Source.Run); the others close when the source closes.
 	Subscriptions int
 	// HeldBack is the number of messages of a sequenced topology waiting
 	// for an earlier message of their key (or, released, for a permit):
@@ -443,8 +443,10 @@ type record[T any] struct {
 // stage's permit window until ctx is cancelled or the queues are closed
 // (then it returns nil: the source is exhausted). A run that fails (its
 // reader's Receive returns an error, or it panics) retires its reader,
-// which is closed once the letters it handed out are all settled; the
-// stage runs the source again with a new reader.
+// which is closed once the letters it handed out are all settled, those
+// a sequenced source holds back behind their key being given back to the
+// backend at once (Queues.Return); the stage runs the source again with
+// a new reader.
 //
 // A broadcast topology is read by the first producer stage only (the others
 // return at once), so that each message enters the pipeline once whatever
@@ -473,7 +475,7 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 	ended := false
 	defer func() {
 		if !ended { // failed: an error, or a panic
-			s.retire(h)
+			s.retire(ctx, h)
 		}
 	}()
 	err = s.read(ctx, stage, h)
