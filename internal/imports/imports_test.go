@@ -59,6 +59,9 @@ var rules = []rule{
 	// batchers.
 	{from: "internal/release", only: []string{}, why: "internal/release imports nothing of the module"},
 	{from: "internal/kafkaoffset", only: []string{"acker", "internal/kafkarefusal"}, why: "the shared Kafka offset tracking imports only acker and the refusal table"},
+	// When a Kafka reader cannot read from its cluster, one rule for the
+	// Kafka sources and the Kafka topic backend.
+	{from: "internal/kafkareach", only: []string{}, why: "internal/kafkareach imports nothing of the module"},
 	// One table of Kafka's refusals for good, for every client.
 	{from: "internal/kafkarefusal", only: []string{}, why: "internal/kafkarefusal imports nothing of the module"},
 	// The bounded lists of the log lines about many partitions, topics or

@@ -11,10 +11,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/boulevard-go/boulevard/internal/kafkareach"
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/producer"
-	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
 )
 
 // outageRetry is how long the members wait between two group sessions
@@ -177,7 +177,7 @@ func TestDegradedStageRunsAgainWhenTheClusterAnswersOnAnIdleTopic(t *testing.T) 
 	// The heartbeats answered while the leader lookups fail at each retry
 	// do not end the degrade: the stage does not flap (a check that
 	// something does not happen, over a few retries).
-	for end := time.Now().Add(claim.HeardQuiet + 3*time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+	for end := time.Now().Add(kafkareach.HeardQuiet + 3*time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		if st := status(); st.State != producer.StateDegraded {
 			t.Fatalf("status %+v while the cluster still drops every fetch, want degraded", st)
 		}
@@ -186,7 +186,7 @@ func TestDegradedStageRunsAgainWhenTheClusterAnswersOnAnIdleTopic(t *testing.T) 
 	back := time.Now()
 	t.Logf("degraded: %v", st.LastError)
 
-	st = waitState(t, status, producer.StateRunning, claim.HeardQuiet+5*time.Second, "the cluster answered again")
+	st = waitState(t, status, producer.StateRunning, kafkareach.HeardQuiet+5*time.Second, "the cluster answered again")
 	t.Logf("running %v after the cluster answered again", st.Since.Sub(back).Round(time.Millisecond))
 	if st.Restarts != 0 {
 		t.Fatalf("status %+v, want the first run still", st)

@@ -38,6 +38,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
+	"github.com/boulevard-go/boulevard/internal/kafkareach"
 	"github.com/boulevard-go/boulevard/internal/logattr"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
@@ -263,9 +264,9 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 	}
 	cfg := s.opts.saramaConfig(stage.Flow().MaxWindow())
 	// Each response the member's client reads is an answer from the
-	// cluster, which ends a degrade its session outlived (claim.Reach).
-	reach := &claim.Reach{Health: stage.Health()}
-	cfg.MetricRegistry = newHeardRegistry(cfg.MetricRegistry, reach.Heard)
+	// cluster, which ends a degrade its session outlived (kafkareach.Reach).
+	reach := &kafkareach.Reach{Health: stage.Health()}
+	cfg.MetricRegistry = kafkareach.NewHeardRegistry(cfg.MetricRegistry, reach.Heard)
 	log := lifecycle.Logger(s.opts.Logger, stage).With(slog.String("group", s.opts.GroupID))
 	if err := s.checkBrokers(runCtx, log, cfg); err != nil || runCtx.Err() != nil {
 		return nil, err
@@ -391,10 +392,10 @@ type member struct {
 	commitConn    *commitConn
 
 	// reach reports the stage degraded while the member cannot read from
-	// the cluster, and running again once it reads (claim.Reach). Its
+	// the cluster, and running again once it reads (kafkareach.Reach). Its
 	// client's responses are heard through Config.MetricRegistry
-	// (heardRegistry).
-	reach *claim.Reach
+	// (kafkareach.NewHeardRegistry).
+	reach *kafkareach.Reach
 }
 
 func (m *member) draining() bool {

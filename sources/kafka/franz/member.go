@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	"github.com/boulevard-go/boulevard/internal/kafkareach"
 	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
 	"github.com/boulevard-go/boulevard/internal/logattr"
 	"github.com/boulevard-go/boulevard/producer"
@@ -34,8 +35,8 @@ type member struct {
 	cm    *claim.Member
 	reset kgo.Offset
 	// reach reports the stage degraded while the member cannot read from
-	// the cluster, and running again once it reads (claim.Reach).
-	reach claim.Reach
+	// the cluster, and running again once it reads (kafkareach.Reach).
+	reach kafkareach.Reach
 	// recycle says whether the partitions recycle each record once it is
 	// delivered (see recyclable). Set once NewClient returns: a partition
 	// assigned before does not recycle what it delivers until then.
@@ -108,7 +109,7 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		stage:      stage,
 		log:        log,
 		cm:         claim.NewMember(s.opts.GroupID, stage.Name(), log, s.opts.CommitMode == CommitOnAck),
-		reach:      claim.Reach{Health: stage.Health()},
+		reach:      kafkareach.Reach{Health: stage.Health()},
 		reset:      s.opts.resetOffset(),
 		ctx:        ctx,
 		cancel:     cancel,
@@ -140,7 +141,7 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		kgo.WithContext(hurryCtx),
 		// Each response the client reads is an answer from the cluster,
 		// which ends a degrade the member's session outlived
-		// (claim.Reach); added to the hooks of ClientOptions.
+		// (kafkareach.Reach); added to the hooks of ClientOptions.
 		kgo.WithHooks(heardHook{&m.reach}),
 	)
 	if b := s.opts.balancer(); b != nil {
@@ -403,7 +404,7 @@ func (m *member) poll() {
 // heardHook tells a member's reach of each response its client reads
 // without error (kgo.HookBrokerRead): long-poll fetches and heartbeats
 // answer even on an idle topic.
-type heardHook struct{ reach *claim.Reach }
+type heardHook struct{ reach *kafkareach.Reach }
 
 // OnBrokerRead calls Heard for a response read whole.
 func (h heardHook) OnBrokerRead(_ kgo.BrokerMetadata, _ int16, _ int, _, _ time.Duration, err error) {

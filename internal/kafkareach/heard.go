@@ -1,4 +1,4 @@
-package kafka
+package kafkareach
 
 import (
 	metrics "github.com/rcrowley/go-metrics"
@@ -9,12 +9,12 @@ import (
 // and heartbeats included), shared by the brokers of a client.
 const responseRate = "response-rate"
 
-// heardRegistry is a member's Config.MetricRegistry: the registry it
+// heardRegistry is a reader's Config.MetricRegistry: the registry it
 // wraps (the user's, or sarama's default), whose response-rate meter,
-// as the member's brokers take it, also calls heard for each response.
-// A registry of its own per member, so that a member hears only its own
+// as the reader's brokers take it, also calls heard for each response.
+// A registry of its own per reader, so that a reader hears only its own
 // client's responses, even when the user shares one registry between
-// members or clients. It calls heard whatever metrics.UseNilMetrics
+// readers or clients. It calls heard whatever metrics.UseNilMetrics
 // says: sarama then hands out meters that count nothing, which the
 // wrapper still wraps.
 type heardRegistry struct {
@@ -22,9 +22,13 @@ type heardRegistry struct {
 	heard func()
 }
 
-// newHeardRegistry wraps parent (nil: a new registry) for a member whose
-// heard is called for each response its brokers read.
-func newHeardRegistry(parent metrics.Registry, heard func()) metrics.Registry {
+// NewHeardRegistry wraps parent (nil: a new registry) for the sarama
+// client of one reader, whose heard (Reach.Heard) is called for each
+// response the client's brokers read. Set it as the client's
+// Config.MetricRegistry: sarama's brokers mark its response-rate meter
+// once per response, from any broker and for any request (fetches and
+// heartbeats included).
+func NewHeardRegistry(parent metrics.Registry, heard func()) metrics.Registry {
 	if parent == nil {
 		parent = metrics.NewRegistry()
 	}

@@ -1,4 +1,10 @@
-package claim
+// Package kafkareach decides when a Kafka reader cannot read from its
+// cluster, and when it reads again, from what its client shows: failed
+// group sessions, a client out of brokers, records coming in and the
+// answers the client reads. The Kafka sources (sarama and franz-go) and
+// the Kafka topic backend report through it, so that all of them follow
+// one rule.
+package kafkareach
 
 import (
 	"sync"
@@ -6,8 +12,8 @@ import (
 	"time"
 )
 
-// Degrader is the part of producer.RunHealth a member reports its reach
-// to.
+// Degrader is what a Reach reports to: the handle of a source's run
+// (producer.RunHealth), or a topic subscriber's topic.ReachObserver.
 type Degrader interface {
 	Degrade(err error)
 	Recovered()
@@ -54,9 +60,10 @@ const HeardQuiet = 3 * time.Second
 // is nothing to clear they are atomic loads. The zero Reach reports to no
 // stage; set Health first.
 type Reach struct {
-	// Health is the handle of the stage's run the member belongs to
-	// (producer.Stage.Health): once that run has returned, the member's
-	// reports change nothing.
+	// Health is what the member reports to: for a source, the handle of
+	// the stage's run the member belongs to (producer.Stage.Health), so
+	// that once that run has returned its reports change nothing; for a
+	// topic member, its subscription's topic.ReachObserver.
 	Health Degrader
 
 	mu       sync.Mutex // serialises the reports to Health
