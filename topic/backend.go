@@ -189,6 +189,34 @@ type StateStats struct {
 	BroadcastResubscribes uint64
 }
 
+// ReachObserver hears from a topic's backend whether one subscription can
+// read from its broker: a subscriber sets it as [SubscriberOptions].Reach.
+// A pipeline source (package topic/source) passes it on to the producer
+// stages that receive through the subscription, whose state is then
+// "degraded" while it cannot read.
+//
+// A backend on a broker calls Degrade once its client shows that the
+// subscription cannot read (kafkatopic: group sessions that keep
+// failing, for a balanced member, or partition fetches that keep
+// failing, for a broadcast subscriber, or a client that reached no
+// broker; pulsartopic: a consumer whose reconnection attempts keep
+// failing), and again at later failures while that lasts; then
+// Recovered once it reads again. A backend that cannot tell (the
+// in-memory one, whose subscriptions have no broker to lose) never calls
+// it. Calls for one subscription come one at a time, from the backend's
+// goroutines (never from a call of the subscriber into the
+// subscription), possibly before Subscribe has returned and while the
+// subscription closes; they must not block nor call back into the
+// subscription.
+type ReachObserver interface {
+	// Degrade reports that the subscription cannot read from its broker;
+	// err says why.
+	Degrade(err error)
+	// Recovered reports that the subscription, which Degrade reported
+	// unable to read, reads again.
+	Recovered()
+}
+
 // SubscriptionState is the backend side of one subscription.
 type SubscriptionState[T any] interface {
 	// Receive waits for at least one envelope and fills dst[:n] with up to

@@ -198,7 +198,8 @@ func (t *memTopic[T]) publishMixed(ctx context.Context, e Envelope[T], noWait bo
 // Subscribe implements State. It waits for nothing; an ended ctx
 // subscribes nothing. Mode mismatches are checked before the closed
 // state, so they are reported even on a closed topic. opts.OnRelease is
-// never called: nothing here waits for the messages a subscriber holds.
+// never called: nothing here waits for the messages a subscriber holds;
+// nor is opts.Reach: there is no broker to lose.
 func (t *memTopic[T]) Subscribe(ctx context.Context, mode SubscriptionMode, _ SubscriberOptions) (SubscriptionState[T], error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

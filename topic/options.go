@@ -501,6 +501,10 @@ type SubscriberOptions struct {
 	// nothing they do waits for the messages a subscriber holds. Nil: the
 	// backend just waits.
 	OnRelease func() (done func()) `name:"-" validate:"-"`
+	// Reach, when set, hears whether the subscription can read from its
+	// broker (see [ReachObserver]): the Kafka and Pulsar backends report
+	// to it, the in-memory backend never does. Nil: nobody hears.
+	Reach ReachObserver `name:"-" validate:"-"`
 }
 
 // WithDefaults returns o: no field has a default.

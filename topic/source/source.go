@@ -106,6 +106,22 @@
 // and the messages are handled and committed within the wait. With no Run
 // receiving through the subscription at that moment, nothing is hurried.
 //
+// # A broker out of reach
+//
+// The source subscribes with topic.SubscriberOptions.Reach set, so that
+// the topic's backend tells it when a subscription cannot read from its
+// broker (see topic.ReachObserver: a Kafka topic's member whose group
+// sessions keep failing, a Pulsar topic's consumer that keeps failing to
+// reconnect, …). Every stage receiving through that subscription (its
+// balanced member's one stage, or all the stages sharing the broadcast
+// subscription) is then degraded (producer.RunHealth.Degrade), with the
+// backend's error as its LastError, while its Run goes on, and runs
+// again once the backend reports that the subscription reads. A stage
+// whose Run begins while its subscription cannot read is degraded from
+// the start. A subscription that replaces one the topic disconnected
+// starts from what its own backend reports. The in-memory backend never
+// reports: its stages stay running.
+//
 // # End of stream
 //
 // When the topic is closed, the subscriptions end once everything delivered
@@ -362,6 +378,9 @@ func (p *subscribing[T]) wait(ctx context.Context) bool {
 type subscription[T any] struct {
 	src *Source[T]
 	sub *topic.Subscription[T]
+	// reach hears from the topic's backend whether the subscription
+	// can read from its broker (topic.SubscriberOptions.Reach).
+	reach *reach[T]
 	// lagClosed is set when a lag notice arrived on a disconnect topic: the
 	// end of the subscription that follows is a disconnect, not the end of
 	// the topic.
@@ -499,6 +518,7 @@ func (s *Source[T]) slotOrSubscribe(ctx context.Context, index int) (*slot[T], *
 				md: &Metadata{Topic: s.opts.Topic.Name(), Mode: s.opts.Mode, Member: index}}
 			sl.turn <- struct{}{}
 			s.slots[index] = sl
+			s.runsLocked(index).adopt(sub.reach)
 		})
 		s.making[index] = p
 	}
@@ -515,7 +535,9 @@ func (s *Source[T]) slotOrSubscribe(ctx context.Context, index int) (*slot[T], *
 // the feeds of the slot's Runs (runFeeds.flushInFlight).
 func (s *Source[T]) goSubscribeLocked(ctx context.Context, index int, made func(*subscription[T])) *subscribing[T] {
 	p := &subscribing[T]{done: make(chan struct{})}
-	opts := topic.SubscriberOptions{OnRelease: s.runsLocked(index).flushInFlight}
+	runs := s.runsLocked(index)
+	rch := &reach[T]{runs: runs}
+	opts := topic.SubscriberOptions{OnRelease: runs.flushInFlight, Reach: rch}
 	s.subscribes.Go(func() {
 		ts, err := s.subscribe(ctx, opts)
 		if err != nil {
@@ -528,7 +550,7 @@ func (s *Source[T]) goSubscribeLocked(ctx context.Context, index int, made func(
 		case late:
 			err = ErrClosed
 		case err == nil:
-			p.sub = &subscription[T]{src: s, sub: ts}
+			p.sub = &subscription[T]{src: s, sub: ts, reach: rch}
 			s.all = append(s.all, p.sub)
 			s.subscriptions.Add(1)
 		}
@@ -572,24 +594,109 @@ func (s *Source[T]) runsLocked(index int) *runFeeds[T] {
 }
 
 // runFeeds are the feeds of the Runs receiving through one slot now: a
-// balanced slot's one stage, or every stage sharing a broadcast slot.
+// balanced slot's one stage, or every stage sharing a broadcast slot,
+// with their stages, to which the slot's subscription's reach is told.
 type runFeeds[T any] struct {
-	mu    sync.Mutex
-	feeds []*producer.Feed[T]
+	mu     sync.Mutex
+	feeds  []*producer.Feed[T]
+	health []*producer.RunHealth // health[i] is the handle of feeds[i]'s Run
+	// from is the reach of the slot's subscription: the reports of
+	// another (one the slot no longer uses, or a subscribe that did not
+	// become the slot's) reach no stage.
+	from *reach[T]
 }
 
-// add counts f among the feeds until the returned remove is called.
-func (r *runFeeds[T]) add(f *producer.Feed[T]) (remove func()) {
+// add counts f, the feed of st's current Run, among the feeds until the
+// returned remove is called, and tells st whether the slot's
+// subscription can read, through the handle of that Run
+// (producer.Stage.Health). The Run calls remove before it returns: from
+// then on nothing is reported to st for it.
+func (r *runFeeds[T]) add(f *producer.Feed[T], st *producer.Stage[T]) (remove func()) {
 	r.mu.Lock()
 	r.feeds = append(r.feeds, f)
+	h := st.Health()
+	r.health = append(r.health, h)
+	if r.from != nil && r.from.down != nil {
+		tell(h, r.from.down)
+	}
 	r.mu.Unlock()
 	return func() {
 		r.mu.Lock()
 		if i := slices.Index(r.feeds, f); i >= 0 {
 			r.feeds = slices.Delete(r.feeds, i, i+1)
+			r.health = slices.Delete(r.health, i, i+1)
 		}
 		r.mu.Unlock()
 	}
+}
+
+// adopt makes rch, the reach of the subscription the slot receives
+// through from now on, the one whose reports reach the slot's stages,
+// and tells them its state: a subscription that replaces one that could
+// not read may read.
+func (r *runFeeds[T]) adopt(rch *reach[T]) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	was := r.from
+	r.from = rch
+	if rch.down != nil || (was != nil && was.down != nil) {
+		r.tellLocked(rch.down)
+	}
+}
+
+// tellLocked tells every stage receiving through the slot whether its
+// subscription can read; r.mu is held.
+func (r *runFeeds[T]) tellLocked(down error) {
+	for _, h := range r.health {
+		tell(h, down)
+	}
+}
+
+// tell is where the source reports to a stage's Run whether the
+// subscription it receives through can read from its broker: down is why
+// it cannot, nil once it reads again. It is only called for a Run among a
+// slot's (runFeeds), under that slot's lock, so that nothing is reported
+// for a Run once it has left the slot; the Run's handle ignores a report
+// once the Run has returned anyway.
+func tell(h *producer.RunHealth, down error) {
+	if down != nil {
+		h.Degrade(down)
+		return
+	}
+	h.Recovered()
+}
+
+// reach is one subscription's topic.ReachObserver: it keeps what the
+// topic's backend reports, and passes it on to the slot's stages while
+// the subscription is the slot's (runFeeds.from).
+type reach[T any] struct {
+	runs *runFeeds[T]
+	down error // guarded by runs.mu: why the subscription cannot read, nil while it can
+}
+
+// Degrade notes that the subscription cannot read from its broker, and
+// degrades the stages receiving through it (producer.RunHealth.Degrade).
+func (r *reach[T]) Degrade(err error) {
+	if err == nil {
+		err = producer.ErrUnreachable
+	}
+	r.report(err)
+}
+
+// Recovered notes that the subscription reads again, and tells the
+// stages receiving through it (producer.RunHealth.Recovered).
+func (r *reach[T]) Recovered() { r.report(nil) }
+
+func (r *reach[T]) report(down error) {
+	runs := r.runs
+	runs.mu.Lock()
+	defer runs.mu.Unlock()
+	was := r.down
+	r.down = down
+	if runs.from != r || (down == nil && was == nil) {
+		return
+	}
+	runs.tellLocked(down)
 }
 
 // flushInFlight is the slot's subscriptions' OnRelease (see
@@ -655,6 +762,7 @@ func (s *Source[T]) replace(sl *slot[T], sub *subscription[T]) {
 	s.mu.Lock()
 	old := sl.cur
 	sl.cur = sub
+	s.runsLocked(sl.md.Member).adopt(sub.reach)
 	s.resubscribes.Add(1)
 	old.retired.Store(true)
 	if old.pending.Load() == 0 {
@@ -709,7 +817,7 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 	s.mu.Lock()
 	runs := s.runsLocked(sl.md.Member)
 	s.mu.Unlock()
-	defer runs.add(feed)()
+	defer runs.add(feed, stage)()
 	ptrs := make([]*message.Message[T], 0, min(s.opts.MaxBatch, stage.Flow().MaxWindow()))
 	have := 0
 	for {
