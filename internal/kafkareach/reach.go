@@ -7,9 +7,12 @@
 package kafkareach
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/IBM/sarama"
 )
 
 // Degrader is what a Reach reports to: the handle of a source's run
@@ -56,9 +59,16 @@ const HeardQuiet = 3 * time.Second
 //     the group refuses) runs again only when a session starts: the group
 //     may answer and still refuse it.
 //
+// A reader that belongs to no group (a broadcast subscriber of a Kafka
+// topic, which consumes every partition itself) has no sessions to fail:
+// it calls SessionStarted once it is subscribed, and is degraded only
+// when its client could reach no broker (Unreachable); records or an
+// answer after HeardQuiet end that.
+//
 // Reading and Heard are on the records' and responses' paths: when there
 // is nothing to clear they are atomic loads. The zero Reach reports to no
-// stage; set Health first.
+// stage; set Health first. Health is called with Reach's lock held, one
+// report at a time.
 type Reach struct {
 	// Health is what the member reports to: for a source, the handle of
 	// the stage's run the member belongs to (producer.Stage.Health), so
@@ -81,6 +91,29 @@ func (r *Reach) SessionFailed(err error) {
 	r.badAt = time.Now()
 	if r.failures.Add(1) >= SessionFailuresToDegrade {
 		r.degradeLocked(err)
+	}
+}
+
+// SaramaSessionFailed notes a group session of a sarama client that
+// failed with err (sarama.ConsumerGroup.Consume's error): Unreachable
+// when sarama could reach no broker (sarama.ErrOutOfBrokers),
+// SessionFailed otherwise.
+func (r *Reach) SaramaSessionFailed(err error) {
+	if errors.Is(err, sarama.ErrOutOfBrokers) {
+		r.Unreachable(err)
+		return
+	}
+	r.SessionFailed(err)
+}
+
+// SaramaError notes an error a sarama client reported on its own (a
+// consumer group's or a partition consumer's Errors): Unreachable when
+// it could reach no broker (sarama.ErrOutOfBrokers, for a partition's
+// leader lookup or a session's heartbeat); any other error, which the
+// client retries, is not a sign that the reader cannot read.
+func (r *Reach) SaramaError(err error) {
+	if errors.Is(err, sarama.ErrOutOfBrokers) {
+		r.Unreachable(err)
 	}
 }
 

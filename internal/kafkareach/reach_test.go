@@ -2,10 +2,13 @@ package kafkareach
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/IBM/sarama"
 )
 
 type reports struct{ got []string }
@@ -109,5 +112,32 @@ func TestReachHeardAllocatesNothing(t *testing.T) {
 	r.SessionStarted()
 	if n := testing.AllocsPerRun(100, r.Heard); n != 0 {
 		t.Fatalf("Heard allocates %v, want 0", n)
+	}
+}
+
+// Guarantee: of a sarama client's own errors only one saying that it
+// could reach no broker degrades the stage; a failed session saying so
+// degrades it at once, any other only as the second in a row.
+func TestReachSaramaErrorsDegradeOnNoBrokerOrTheSecondFailedSession(t *testing.T) {
+	var st reports
+	r := Reach{Health: &st}
+	r.SaramaError(errors.New("connection reset"))
+	r.SaramaError(errors.New("connection reset again"))
+	if len(st.got) != 0 {
+		t.Fatalf("reports %q after errors the client retries, want none", st.got)
+	}
+	r.SaramaError(fmt.Errorf("fetch: %w", sarama.ErrOutOfBrokers))
+	r.Reading()
+	r.SaramaSessionFailed(fmt.Errorf("join: %w", sarama.ErrOutOfBrokers))
+	r.Reading()
+	r.SaramaSessionFailed(errors.New("rebalance in progress"))
+	r.SaramaSessionFailed(errors.New("rebalance in progress again"))
+	want := []string{
+		"degrade: fetch: " + sarama.ErrOutOfBrokers.Error(), "recovered",
+		"degrade: join: " + sarama.ErrOutOfBrokers.Error(), "recovered",
+		"degrade: rebalance in progress again",
+	}
+	if !slices.Equal(st.got, want) {
+		t.Fatalf("reports %q, want %q", st.got, want)
 	}
 }

@@ -544,13 +544,7 @@ func (m *member) loop() {
 // noteSessionFailed tells m.reach of a failed session (Consume's err): the
 // stage is degraded at the second in a row, or at once when sarama could
 // reach no broker.
-func (m *member) noteSessionFailed(err error) {
-	if errors.Is(err, sarama.ErrOutOfBrokers) {
-		m.reach.Unreachable(flat(err))
-		return
-	}
-	m.reach.SessionFailed(flat(err))
-}
+func (m *member) noteSessionFailed(err error) { m.reach.SaramaSessionFailed(flat(err)) }
 
 // logErrors reads the group's errors until the group closes. A claim's
 // fetch (or the metadata or leader lookup it needs) refused with an
@@ -617,12 +611,10 @@ func (m *member) seenErrors() {
 
 // handleError is logErrors' handling of err, one of the group's errors.
 func (m *member) handleError(runs *claim.FailureRuns[topicPart], err error) {
-	if errors.Is(err, sarama.ErrOutOfBrokers) {
-		// sarama tried every broker it knows, for a claim's fetch (its
-		// leader lookup) or the session's heartbeat: the member cannot
-		// read until one answers.
-		m.reach.Unreachable(flat(err))
-	}
+	// sarama tried every broker it knows, for a claim's fetch (its leader
+	// lookup) or the session's heartbeat: the member cannot read until
+	// one answers.
+	m.reach.SaramaError(flat(err))
 	ce, ok := err.(*sarama.ConsumerError)
 	if !ok || ce.Topic == "" {
 		m.log.Log(context.Background(), cutLevel(err), "kafka consumer error", slog.Any("error", flat(err)))

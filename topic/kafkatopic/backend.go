@@ -15,6 +15,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
+	"github.com/boulevard-go/boulevard/internal/kafkareach"
 	"github.com/boulevard-go/boulevard/internal/liveset"
 	"github.com/boulevard-go/boulevard/internal/redact"
 	"github.com/boulevard-go/boulevard/topic"
@@ -363,8 +364,11 @@ func (b *Backend[T]) forget(t *kTopic[T]) {
 // backend's, which the subscriber cuts when its closing outlasts
 // Options.AdminTimeout (closeWithin), and which newClient cuts when ctx
 // ends before the client has connected (its error then wraps ctx.Err()).
-func (b *Backend[T]) newClient(ctx context.Context) (sarama.Client, *kafkaconn.Set, error) {
+// Each response the client reads is an answer from the cluster, which
+// reach hears (kafkareach.Reach.Heard).
+func (b *Backend[T]) newClient(ctx context.Context, reach *kafkareach.Reach) (sarama.Client, *kafkaconn.Set, error) {
 	cfg, conns := b.conns.Child(b.cfg)
+	cfg.MetricRegistry = kafkareach.NewHeardRegistry(cfg.MetricRegistry, reach.Heard)
 	stop := context.AfterFunc(ctx, conns.Cut)
 	c, err := sarama.NewClient(b.opts.Brokers, cfg)
 	if !stop() {

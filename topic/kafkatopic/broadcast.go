@@ -10,6 +10,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
+	"github.com/boulevard-go/boulevard/internal/kafkareach"
 	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
 	"github.com/boulevard-go/boulevard/internal/logburst"
 	"github.com/boulevard-go/boulevard/internal/repeatlog"
@@ -39,6 +40,10 @@ type bsub[T any] struct {
 	client sarama.Client
 	conns  *kafkaconn.Set // the client's connections
 	cons   sarama.Consumer
+	// reach tells the subscriber's SubscriberOptions.Reach when its
+	// client can reach no broker, and when it reads again; the client's
+	// responses are heard through Config.MetricRegistry (newClient).
+	reach *kafkareach.Reach
 
 	stopCh   chan struct{}
 	stopOne  sync.Once
@@ -75,12 +80,17 @@ type bitem[T any] struct {
 // Options.AdminTimeout: its client's connections are cut when either ends
 // (or the topic closes) before it has read every partition's log end, and
 // it returns an error wrapping parent's error or
-// context.DeadlineExceeded (or topic.ErrTopicClosed).
-func (t *kTopic[T]) subscribeBroadcast(parent context.Context) (*bsub[T], error) {
+// context.DeadlineExceeded (or topic.ErrTopicClosed). It reports to
+// observer (nil: none) when it cannot read from the cluster.
+func (t *kTopic[T]) subscribeBroadcast(parent context.Context, observer topic.ReachObserver) (*bsub[T], error) {
 	b := t.b
 	ctx, cancel := t.adminContext(parent)
 	defer cancel()
-	client, conns, err := b.newClient(ctx)
+	// A reader of its own partitions holds no group session: it reads as
+	// long as it is subscribed (kafkareach.Reach).
+	reach := &kafkareach.Reach{Health: observer}
+	reach.SessionStarted()
+	client, conns, err := b.newClient(ctx, reach)
 	if err != nil {
 		select {
 		case <-t.closedCh:
@@ -97,7 +107,7 @@ func (t *kTopic[T]) subscribeBroadcast(parent context.Context) (*bsub[T], error)
 		_ = client.Close()
 		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.Err(err))
 	}
-	s := &bsub[T]{t: t, client: client, conns: conns, cons: cons, stopCh: make(chan struct{}), dataSig: make(chan struct{}, 1),
+	s := &bsub[T]{t: t, client: client, conns: conns, cons: cons, reach: reach, stopCh: make(chan struct{}), dataSig: make(chan struct{}, 1),
 		fails:       repeatlog.Runs[int32]{Log: b.log},
 		undecodable: logburst.Keyed[int32]{Log: b.log, Level: slog.LevelWarn, Msg: "kafkatopic: record does not decode; skipped"}}
 	fail := func(err error) (*bsub[T], error) {
@@ -173,6 +183,7 @@ func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 				}
 				next = rec.Offset + 1
 				s.fails.End(context.Background(), part)
+				s.reach.Reading()
 				if stop == nil {
 					continue // closing: drained, not queued
 				}
@@ -200,6 +211,7 @@ func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 					s.endCorrupt(part, next, cerr.Err) // closes stopCh: pc closes below
 					continue
 				}
+				s.reach.SaramaError(b.red.Err(cerr))
 				s.fails.Fail(context.Background(), part, repeatlog.Event{Level: slog.LevelWarn,
 					Msg: "kafkatopic: broadcast consumer error", Ended: "kafkatopic: broadcast consumer error ended",
 					Attrs: []slog.Attr{slog.String("topic", s.t.kname), slog.Int("partition", int(part)), slog.Any("error", b.red.Err(cerr.Err))}})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
+	"github.com/boulevard-go/boulevard/internal/kafkareach"
 	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
 	"github.com/boulevard-go/boulevard/internal/logattr"
 	"github.com/boulevard-go/boulevard/internal/logburst"
@@ -52,6 +53,11 @@ type member[T any] struct {
 	// while a released claim waits for the messages the subscriber holds.
 	// Nil: none.
 	onRelease func() (done func())
+	// reach tells the subscriber's SubscriberOptions.Reach when the
+	// member cannot read from the cluster, and when it reads again; its
+	// client's responses are heard through Config.MetricRegistry
+	// (newClient).
+	reach *kafkareach.Reach
 
 	ready     chan struct{} // closed by the first session's Setup
 	readyOnce sync.Once
@@ -129,8 +135,8 @@ func (t *kTopic[T]) adminContext(parent context.Context) (context.Context, conte
 // parent and Options.AdminTimeout, whichever ends first, even while a join
 // request waits at the coordinator. The caller counted the member in
 // t.groups; on an error joinGroup (or the member, once it has left)
-// uncounts it. onRelease is the subscriber's SubscriberOptions.OnRelease.
-func (t *kTopic[T]) joinGroup(parent context.Context, g topic.GroupName, onRelease func() (done func())) (*member[T], error) {
+// uncounts it. opts are the subscriber's.
+func (t *kTopic[T]) joinGroup(parent context.Context, g topic.GroupName, opts topic.SubscriberOptions) (*member[T], error) {
 	b := t.b
 	gid := GroupID(t.name, g)
 	ctx, cancel := t.adminContext(parent)
@@ -139,7 +145,8 @@ func (t *kTopic[T]) joinGroup(parent context.Context, g topic.GroupName, onRelea
 		t.leaveGroup(g)
 		return nil, err
 	}
-	client, conns, err := b.newClient(ctx)
+	reach := &kafkareach.Reach{Health: opts.Reach}
+	client, conns, err := b.newClient(ctx, reach)
 	if err != nil {
 		t.leaveGroup(g)
 		select {
@@ -156,7 +163,7 @@ func (t *kTopic[T]) joinGroup(parent context.Context, g topic.GroupName, onRelea
 		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.Err(err))
 	}
 	m := &member[T]{
-		t: t, group: g, gid: gid, client: client, conns: conns, cg: cg, onRelease: onRelease,
+		t: t, group: g, gid: gid, client: client, conns: conns, cg: cg, onRelease: opts.OnRelease, reach: reach,
 		ready: make(chan struct{}), loopDone: make(chan struct{}), errsDone: make(chan struct{}),
 		outstanding: make(map[topic.MessageID]delivery[T]), fetchFrom: make(map[int32]int64),
 		stopped: make(chan struct{}), dataSig: make(chan struct{}, 1),
@@ -223,6 +230,7 @@ func (m *member[T]) loop() {
 			m.lastErr = err
 			m.mu.Unlock()
 			m.fails.SessionFailed(m.ctx, slog.String("topic", m.t.kname), slog.String("group", m.gid), slog.Any("error", err))
+			m.reach.SaramaSessionFailed(err)
 			t := time.NewTimer(backoff)
 			select {
 			case <-m.ctx.Done():
@@ -253,6 +261,7 @@ func (m *member[T]) logErrors() {
 		if ok && ce.Topic != "" {
 			part = ce.Partition
 		}
+		m.reach.SaramaError(m.t.b.red.Err(err))
 		m.fails.Error(m.ctx, part, m.t.b.red.Err(err), slog.String("topic", m.t.kname), slog.String("group", m.gid))
 	}
 }
@@ -286,9 +295,10 @@ func (m *member[T]) endCorrupt(ce *sarama.ConsumerError) {
 
 // Setup implements sarama.ConsumerGroupHandler: the first session marks
 // the member joined; each ends the runs of failures logged (the cluster
-// answers).
+// answers), and a degrade reported to the subscriber's Reach.
 func (m *member[T]) Setup(sess sarama.ConsumerGroupSession) error {
 	m.fails.Started(m.ctx)
+	m.reach.SessionStarted()
 	m.readyOnce.Do(func() { close(m.ready) })
 	m.t.b.log.Info(SessionStartedLog, slog.String("topic", m.t.kname), slog.String("group", m.gid),
 		slog.String("member", sess.MemberID()), slog.Int("generation", int(sess.GenerationID())),
@@ -298,6 +308,7 @@ func (m *member[T]) Setup(sess sarama.ConsumerGroupSession) error {
 
 // Cleanup implements sarama.ConsumerGroupHandler.
 func (m *member[T]) Cleanup(sess sarama.ConsumerGroupSession) error {
+	m.reach.SessionEnded()
 	m.t.b.log.Info(SessionEndedLog, slog.String("topic", m.t.kname), slog.String("group", m.gid),
 		slog.String("member", sess.MemberID()), slog.Int("generation", int(sess.GenerationID())))
 	return nil
@@ -405,6 +416,7 @@ const pushBatch = 64
 // push queues batch, waiting while the member's read-ahead is full. It
 // returns false if the session or the member ended first.
 func (m *member[T]) push(ctx context.Context, c *kafkaoffset.Claim, batch []delivery[T]) bool {
+	m.reach.Reading() // records came in
 	capacity := m.t.opts.Balanced.Capacity
 	m.mu.Lock()
 	for len(batch) > 0 {

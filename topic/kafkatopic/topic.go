@@ -258,7 +258,12 @@ func envelopeHeaders(hs []*sarama.RecordHeader) topic.Headers {
 // subscribes nothing. A balanced member calls opts.OnRelease while a
 // rebalance's revoke waits for the messages of the partition the
 // subscriber holds (see Options.RevokeTimeout); a broadcast subscriber,
-// which belongs to no group, never does.
+// which belongs to no group, never does. opts.Reach hears when the
+// subscription cannot read from the cluster (kafkareach.Reach's rule:
+// a balanced member's group sessions failing twice in a row, or its
+// client out of brokers; a broadcast subscriber's client out of
+// brokers) and when it reads again (records, a session started, or an
+// answer read HeardQuiet after the last failure).
 func (t *kTopic[T]) Subscribe(ctx context.Context, mode topic.SubscriptionMode, opts topic.SubscriberOptions) (topic.SubscriptionState[T], error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -278,7 +283,7 @@ func (t *kTopic[T]) Subscribe(ctx context.Context, mode topic.SubscriptionMode, 
 			return nil, topic.ErrTopicClosed
 		}
 		defer t.b.admins.Done()
-		s, err := t.subscribeBroadcast(ctx)
+		s, err := t.subscribeBroadcast(ctx, opts.Reach)
 		if err != nil {
 			return nil, err
 		}
@@ -305,7 +310,7 @@ func (t *kTopic[T]) Subscribe(ctx context.Context, mode topic.SubscriptionMode, 
 		return nil, topic.ErrTopicClosed
 	}
 	defer t.b.admins.Done()
-	m, err := t.joinGroup(ctx, g, opts.OnRelease)
+	m, err := t.joinGroup(ctx, g, opts)
 	if err != nil {
 		return nil, err
 	}

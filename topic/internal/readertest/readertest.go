@@ -1,0 +1,89 @@
+// Package readertest runs a pipeline that reads a topic through
+// topic/source and records what it handles, for the tests of the topic
+// backends.
+package readertest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/source"
+)
+
+// stopWithin bounds the stop of a Reader's pipeline at the test's end.
+const stopWithin = 30 * time.Second
+
+// Reader is a running pipeline of one producer stage reading a topic
+// through a topic source, whose processors record each value handled.
+type Reader struct {
+	p *pipeline.Pipeline[int, int]
+
+	mu      sync.Mutex
+	handled map[int]bool
+}
+
+// Start starts a Reader named name on h, subscribed in mode, logging to
+// log; it is stopped (draining) when the test ends.
+func Start(t testing.TB, name string, h *topic.Handle[int], mode topic.SubscriptionMode, log *slog.Logger) *Reader {
+	t.Helper()
+	src, err := source.New(source.Options[int]{Topic: h, Mode: mode, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Reader{handled: map[int]bool{}}
+	r.p, err = pipeline.New(pipeline.Options[int, int]{
+		Name:     name,
+		Logger:   log,
+		Producer: producer.Options[int]{Source: src},
+		Processors: processor.Options[int, int]{Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+			r.mu.Lock()
+			r.handled[m.Data] = true
+			r.mu.Unlock()
+			return m.Data, nil
+		}},
+	})
+	if err != nil {
+		_ = src.Close(context.Background())
+		t.Fatal(err)
+	}
+	if err := r.p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), stopWithin)
+		defer cancel()
+		if err := r.p.Stop(ctx); err != nil {
+			t.Errorf("stopping the pipeline: %v", err)
+		}
+	})
+	return r
+}
+
+// Status is the status of the pipeline's producer stage.
+func (r *Reader) Status() producer.StageStatus { return r.p.SourceStatus()[0] }
+
+// Handled is how many distinct values the pipeline handled.
+func (r *Reader) Handled() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.handled)
+}
+
+// String describes the stage's status and the count of values handled,
+// for the failure message of a wait.
+func (r *Reader) String() string { return fmt.Sprintf("%+v (%d handled)", r.Status(), r.Handled()) }
+
+// Modes are the subscription modes a Reader is tested in, by name: a
+// balanced member of group "g", and a broadcast subscriber.
+func Modes() map[string]topic.SubscriptionMode {
+	return map[string]topic.SubscriptionMode{"balanced": topic.Balanced("g"), "broadcast": topic.Broadcast()}
+}
