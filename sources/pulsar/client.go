@@ -148,11 +148,31 @@ const closingConsumer = "Closing consumer="
 // closed, some 14 s with DefaultOperationTimeout.
 const ReconnectFailuresToDegrade = 2
 
-// degrader is the part of producer.RunHealth a reconnection watch reports
-// to.
-type degrader interface {
+// Degrader is what Client.WatchReconnects reports to: the handle of a
+// source's run (producer.RunHealth), or a topic subscriber's
+// topic.ReachObserver.
+type Degrader interface {
 	Degrade(err error)
 	Recovered()
+}
+
+// WatchReconnects reports to d whether the consumers named name (their
+// ConsumerOptions.Name) can reconnect to a broker, until the returned
+// unwatch is called: d.Degrade, with an error wrapping ErrReconnecting,
+// once one of them has failed ReconnectFailuresToDegrade attempts in a
+// row, and again at each later failed attempt; d.Recovered once each of
+// those has reconnected or closed. The rule is the Pulsar source's: it
+// watches its stages' consumers so. Calls to d come one at a time; none
+// comes once unwatch has returned. The client's log lines tell it (as
+// for ReconnectFailures): on a client made with a Logger of its own,
+// or on a nil Client, it watches nothing and reports false, with an
+// unwatch that does nothing. Give each watched consumer a name of its
+// own: a later watch of the same name replaces the earlier.
+func (c *Client) WatchReconnects(name string, d Degrader) (unwatch func(), ok bool) {
+	if c == nil || c.last == nil {
+		return func() {}, false
+	}
+	return c.last.watch(name, newReconnectWatch(d)), true
 }
 
 // reconnectWatch follows the reconnections of one run's consumers, from
@@ -163,7 +183,7 @@ type degrader interface {
 // earlier run gave up on carries the same name; it must not hold the
 // stage degraded for the rest of the run.
 type reconnectWatch struct {
-	health degrader // the run's (producer.Stage.Health)
+	health Degrader // the run's (producer.Stage.Health), or a subscriber's
 
 	mu      sync.Mutex
 	ended   bool           // the run let go of the watch: report nothing more
@@ -171,7 +191,7 @@ type reconnectWatch struct {
 	down    int            // how many of them failed ReconnectFailuresToDegrade or more
 }
 
-func newReconnectWatch(health degrader) *reconnectWatch {
+func newReconnectWatch(health Degrader) *reconnectWatch {
 	return &reconnectWatch{health: health, failing: map[string]int{}}
 }
 

@@ -111,3 +111,42 @@ func TestEndedWatchReportsNothingToTheStage(t *testing.T) {
 		t.Fatalf("an ended watch reported the stage degraded %d times", n)
 	}
 }
+
+// Guarantee: WatchReconnects reports to what it is given, by the
+// client's lines about the consumers of the name it watches, until
+// unwatch; a client whose lines it cannot read (one made with a Logger
+// of its own, or none) watches nothing and says so.
+func TestWatchReconnectsReportsUntilUnwatchedOnAClientThatCanTell(t *testing.T) {
+	const name = "orders-broadcast-1a2b3c4d"
+	last := new(lastFailure)
+	l := clientLogger(slog.New(slog.DiscardHandler), last, redact.Secrets{})
+	st := new(stageReports)
+	unwatch, ok := (&Client{last: last}).WatchReconnects(name, st)
+	if !ok {
+		t.Fatal("WatchReconnects on a client made by NewClient watches nothing")
+	}
+	cons := partitionLog(l, name, 3)
+	refused := errors.New("dial tcp 10.0.0.1:6650: connect: connection refused")
+	for range ReconnectFailuresToDegrade {
+		cons.WithError(refused).Error(failedReconnect)
+	}
+	if degraded, _ := st.state(); !degraded {
+		t.Fatal("not degraded after the consumer failed to reconnect")
+	}
+	cons.Info(reconnectedConsumer)
+	if degraded, _ := st.state(); degraded {
+		t.Fatal("still degraded once the consumer reconnected")
+	}
+	unwatch()
+	for range ReconnectFailuresToDegrade {
+		cons.WithError(refused).Error(failedReconnect)
+	}
+	if _, degrades := st.state(); degrades != 1 {
+		t.Fatalf("%d degrades, want 1: a report came after unwatch", degrades)
+	}
+	for what, c := range map[string]*Client{"a client with a Logger of its own": {}, "a nil client": nil} {
+		if _, ok := c.WatchReconnects(name, st); ok {
+			t.Errorf("WatchReconnects on %s, whose lines it cannot read, says it watches", what)
+		}
+	}
+}

@@ -224,10 +224,11 @@ func (s *Source) Run(ctx context.Context, st *producer.Stage[[]byte]) error {
 	}
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	if c, ok := s.opts.Client.(*Client); ok && c.last != nil {
+	if c, ok := s.opts.Client.(*Client); ok {
 		// The client's lines about the stage's consumers tell when they
 		// cannot reconnect: the stage is degraded meanwhile.
-		defer c.last.watch(s.consumerName(st), newReconnectWatch(st.Health()))()
+		unwatch, _ := c.WatchReconnects(s.consumerName(st), st.Health())
+		defer unwatch()
 	}
 
 	cs := make([]*consumer, 0, len(s.opts.Topics))

@@ -58,6 +58,32 @@ type pSub[T any] struct {
 	// resubscribes counts and logs the resubscriptions of a broadcast
 	// subscription (nil for a balanced one).
 	resubscribes *pulsarresub.Listener
+	// unwatch ends the watch of the consumer's reconnections that
+	// reports to the subscriber's SubscriberOptions.Reach (watchReach).
+	unwatch func()
+}
+
+// randomHex returns n random bytes in hexadecimal.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// watchReach names the consumer co makes after its subscription, with a
+// random suffix, and has the client (when it is a *spulsar.Client, whose
+// log lines tell) report to observer while that consumer cannot
+// reconnect to a broker, by the Pulsar source's rule
+// (spulsar.Client.WatchReconnects), until the returned unwatch. With no
+// observer, or another client, it changes nothing and watches nothing.
+func watchReach(client pulsar.Client, co *pulsar.ConsumerOptions, observer topic.ReachObserver) (unwatch func()) {
+	c, ok := client.(*spulsar.Client)
+	if observer == nil || !ok {
+		return func() {}
+	}
+	co.Name = co.SubscriptionName + "-" + randomHex(4)
+	unwatch, _ = c.WatchReconnects(co.Name, observer)
+	return unwatch
 }
 
 // readAhead splits a capacity into the consumer's channel and its receiver
@@ -72,8 +98,9 @@ func readAhead(capacity, partitions int) (channel, queue int) {
 // newSub subscribes a consumer for mode. The client's subscribe takes no
 // context and may never return: newSub waits for it until ctx ends or
 // Options.SubscribeTimeout passes, whichever comes first, and a consumer
-// the call makes once newSub has returned is closed.
-func newSub[T any](ctx context.Context, t *pTopic[T], mode topic.SubscriptionMode) (*pSub[T], error) {
+// the call makes once newSub has returned is closed. opts.Reach hears
+// when the consumer cannot reconnect (watchReach).
+func newSub[T any](ctx context.Context, t *pTopic[T], mode topic.SubscriptionMode, opts topic.SubscriberOptions) (*pSub[T], error) {
 	o := t.b.o
 	capacity := t.opts.Balanced.Capacity
 	co := pulsar.ConsumerOptions{
@@ -86,9 +113,7 @@ func newSub[T any](ctx context.Context, t *pTopic[T], mode topic.SubscriptionMod
 	}
 	if mode.IsBroadcast() {
 		capacity = t.opts.Broadcast.Capacity
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		co.SubscriptionName = BroadcastPrefix + hex.EncodeToString(b[:])
+		co.SubscriptionName = BroadcastPrefix + randomHex(8)
 		// Alone on its subscription, a Failover consumer is dispatched to
 		// as an Exclusive one, and hears from the broker each time it
 		// subscribes again (see internal/pulsarresub).
@@ -111,10 +136,14 @@ func newSub[T any](ctx context.Context, t *pTopic[T], mode topic.SubscriptionMod
 		resubscribes = pulsarresub.New(log, "pulsartopic: broadcast subscriber subscribed again after losing its connection; it may have missed what was published while it was away", &t.resubscribes)
 		co.EventListener = resubscribes
 	}
+	unwatch := watchReach(t.b.client, &co, opts.Reach)
 	op := "subscribe " + quoteSub(co.SubscriptionName) + " to"
 	c, err := bounded(ctx, t.b, op, t.full, o.SubscribeTimeout, spulsar.ErrSubscribeTimeout, func() (pulsar.Consumer, error) {
 		return t.b.client.Subscribe(co)
 	}, pulsar.Consumer.Close)
+	if err != nil {
+		unwatch()
+	}
 	if errors.Is(err, ErrBackendClosed) {
 		return nil, topic.ErrTopicClosed // the backend's closing closes the topic
 	}
@@ -125,6 +154,7 @@ func newSub[T any](ctx context.Context, t *pTopic[T], mode topic.SubscriptionMod
 		t: t, mode: mode, name: co.SubscriptionName, consumer: c, ch: ch,
 		log:          log,
 		resubscribes: resubscribes,
+		unwatch:      unwatch,
 		stop:         make(chan struct{}),
 		pending:      make(map[topic.MessageID]pulsar.MessageID),
 		undecodable:  logburst.Keyed[string]{Log: log, Level: slog.LevelWarn, Msg: "pulsartopic: cannot decode a message; it is acked and skipped"},
@@ -286,12 +316,19 @@ func (s *pSub[T]) Close() {
 	s.mu.Lock()
 	s.pending = nil
 	s.mu.Unlock()
-	s.consumer.Close()
+	s.closeConsumer()
 	s.undecodable.Flush(context.Background())
 	if s.resubscribes != nil {
 		s.resubscribes.Flush(context.Background())
 	}
 	s.t.leave(s)
+}
+
+// closeConsumer closes the consumer, then ends the watch of its
+// reconnections.
+func (s *pSub[T]) closeConsumer() {
+	s.consumer.Close()
+	s.unwatch()
 }
 
 // topicClosed stops Receive from waiting for more messages.

@@ -349,8 +349,14 @@ func (t *pTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool,
 // ended ctx subscribes nothing. opts.OnRelease is never called: nothing
 // the backend does waits for the messages a subscriber holds (an ack
 // settles a message on the subscription, whichever of its consumers the
-// broker delivers to next).
-func (t *pTopic[T]) Subscribe(ctx context.Context, mode topic.SubscriptionMode, _ topic.SubscriberOptions) (topic.SubscriptionState[T], error) {
+// broker delivers to next). opts.Reach, with a client made by
+// sources/pulsar's NewClient (the backend's own, from
+// Options.ServiceURL, or one given as Options.Client), hears when the
+// subscription's consumer fails sources/pulsar's
+// ReconnectFailuresToDegrade attempts in a row to reconnect to a
+// broker, and when it has reconnected; with another client, whose log
+// lines it cannot read, it hears nothing.
+func (t *pTopic[T]) Subscribe(ctx context.Context, mode topic.SubscriptionMode, opts topic.SubscriberOptions) (topic.SubscriptionState[T], error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -375,7 +381,7 @@ func (t *pTopic[T]) Subscribe(ctx context.Context, mode topic.SubscriptionMode, 
 		return nil, topic.ErrTopicClosed
 	}
 	t.mu.Unlock()
-	s, err := newSub(ctx, t, mode)
+	s, err := newSub(ctx, t, mode, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -397,7 +403,7 @@ func (t *pTopic[T]) Subscribe(ctx context.Context, mode topic.SubscriptionMode, 
 	}
 	t.mu.Unlock()
 	if refused != nil {
-		s.consumer.Close()
+		s.closeConsumer()
 		return nil, refused
 	}
 	return s, nil
