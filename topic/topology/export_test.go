@@ -59,3 +59,7 @@ const (
 // RetiredCloseFailedLog is the message a source logs when the closing of
 // a failed run's reader fails.
 const RetiredCloseFailedLog = retiredCloseFailedLog
+
+// GiveBackFailedLog is the message a source logs when the backend fails
+// to take back the letters held back from a failed run's reader.
+const GiveBackFailedLog = giveBackFailedLog

@@ -126,8 +126,15 @@ func startLoggingPipeline(t *testing.T, q topology.Queues[int], log *slog.Logger
 	if err != nil {
 		t.Fatal(err)
 	}
+	return src, startPipelineOf(t, q.Topology().Name(), src, handle, adjust...)
+}
+
+// startPipelineOf starts the pipeline name, stopped when t ends, reading
+// src.
+func startPipelineOf(t *testing.T, name string, src *topology.Source[int], handle processor.Handler[int, int], adjust ...func(*pipeline.Options[int, int])) *pipeline.Pipeline[int, int] {
+	t.Helper()
 	opts := pipeline.Options[int, int]{
-		Name:       q.Topology().Name(),
+		Name:       name,
 		Logger:     slog.New(slog.DiscardHandler),
 		Producer:   producer.Options[int]{Source: src},
 		Processors: processor.Options[int, int]{Concurrency: 1, Handle: handle},
@@ -146,7 +153,7 @@ func startLoggingPipeline(t *testing.T, q topology.Queues[int], log *slog.Logger
 	// second Stop returns at once), rather than leave its goroutines, and
 	// in a bubble a hand-off's timers, running.
 	t.Cleanup(func() { _ = p.Stop(context.Background()) })
-	return src, p
+	return p
 }
 
 func (r *failedHoldRun) handledSoFar() []int {

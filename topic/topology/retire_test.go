@@ -31,6 +31,10 @@ type failingQueues[T any] struct {
 	fails int
 	stuck <-chan struct{}
 
+	// returnErr, when set, is what Return fails with, giving back
+	// nothing.
+	returnErr error
+
 	mu       sync.Mutex
 	readers  []*failingReader[T]
 	returned int
@@ -40,6 +44,9 @@ func (q *failingQueues[T]) Return(ctx context.Context, ls []topology.Letter[T]) 
 	q.mu.Lock()
 	q.returned += len(ls)
 	q.mu.Unlock()
+	if q.returnErr != nil {
+		return q.returnErr
+	}
 	return q.Queues.Return(ctx, ls)
 }
 
@@ -157,6 +164,32 @@ func (q *failingQueues[T]) closedWithLettersOut() int {
 	return n
 }
 
+// publishKeyed publishes 0 to n-1 to q, all of key A.
+func publishKeyed(t *testing.T, q topology.Queues[int], n int) {
+	t.Helper()
+	pub, _ := topology.NewPublisher(q, topology.PublisherOptions[int]{Key: func(int) string { return "A" }})
+	for v := range n {
+		if err := pub.Publish(t.Context(), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// awaitGivenBack waits, in a synctest bubble, for the reader the stage
+// subscribes after the first run failed, and for the bubble to settle,
+// then checks that the failed run gave back want letters (Return).
+func (q *failingQueues[T]) awaitGivenBack(t *testing.T, want int) {
+	t.Helper()
+	wait.Within(t, time.Minute, "the next reader after the failed run", func() bool {
+		all, _ := q.subscribed()
+		return all == 2
+	})
+	synctest.Wait()
+	if n := q.givenBack(); n != want {
+		t.Fatalf("%d letters given back, want %d, the failed run's later letters of the key", n, want)
+	}
+}
+
 // Guarantee: a reader whose run failed (its Receive returned an error, and
 // the producer stage ran the source again with a new reader) is retired: it
 // receives nothing more, stays open while letters it handed out are in
@@ -234,12 +267,7 @@ func TestFailedRunsReaderIsClosedOnceItsLettersAreSettled(t *testing.T) {
 func TestFailedSequencedRunsHeldBackLettersGoBackToTheGroup(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, q := declareFailing(t, topology.New("retireseq").Sequenced(topology.Skip).DLQ(), 1)
-		pub, _ := topology.NewPublisher(q, topology.PublisherOptions[int]{Key: func(int) string { return "A" }})
-		for i := range 3 {
-			if err := pub.Publish(t.Context(), i); err != nil {
-				t.Fatal(err)
-			}
-		}
+		publishKeyed(t, q, 3)
 		gate := make(chan struct{})
 		var mu sync.Mutex
 		var handled []int
@@ -250,14 +278,7 @@ func TestFailedSequencedRunsHeldBackLettersGoBackToTheGroup(t *testing.T) {
 			mu.Unlock()
 			return m.Data, nil
 		})
-		wait.Within(t, time.Minute, "the next reader after the failed run", func() bool {
-			all, _ := q.subscribed()
-			return all == 2
-		})
-		synctest.Wait()
-		if n := q.givenBack(); n != 2 {
-			t.Errorf("%d letters given back, want the failed run's two later letters of the key", n)
-		}
+		q.awaitGivenBack(t, 2)
 		if st := src.Stats(); st.HeldBack != 2 || st.Received != 5 {
 			t.Errorf("stats %+v, want the two letters given back received again and held back behind the first", st)
 		}
@@ -499,4 +520,102 @@ func TestFailedRunsReaderIsClosedOnceEveryOutcomeSettledItsLetters(t *testing.T)
 			})
 		})
 	}
+}
+
+// Guarantee: the letters a failed run gives back leave the source's
+// bound on held-back letters as it was. With MaxHeldBack reached by
+// letters of a key waiting on its message out in a hold queue, that
+// message comes back only through the reader, behind letters not yet
+// taken: the next run takes letters past the bound, warning once, until
+// it comes back, and the key's letters are then handled in order, the
+// given-back one once. It does not wait for ever, as it would if the
+// key still counted among those whose letters wait on a message handled
+// in the pipeline.
+func TestFailedRunsGivenBackLettersLeaveTheHeldBackBoundsEscapeOpen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const bound = 2
+		_, q := declareFailing(t, topology.New("retirebound").Sequenced(topology.Skip).Hold(time.Second).DLQ(), 1)
+		publishKeyed(t, q, 3)
+		var logs logtest.Records
+		src, err := topology.NewSource(topology.SourceOptions[int]{Queues: q, MaxHeldBack: bound, Logger: slog.New(&logs)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gate := make(chan struct{})
+		var mu sync.Mutex
+		var handled []int
+		attempts := map[int]int{}
+		p := startPipelineOf(t, "retirebound", src, func(_ context.Context, m *message.Message[int]) (int, error) {
+			mu.Lock()
+			handled = append(handled, m.Data)
+			attempts[m.Data]++
+			first := m.Data == 0 && attempts[m.Data] == 1
+			mu.Unlock()
+			if first {
+				<-gate
+				return 0, topology.Retry(errors.New("not yet"))
+			}
+			return m.Data, nil
+		})
+		// The failing reader hands out 0 and 1 (the bound allows two),
+		// 1 waits behind 0, and its next Receive fails: 1 goes back, and
+		// the next run takes 1 and 2, both behind 0, up to the bound.
+		q.awaitGivenBack(t, 1)
+		if st := src.Stats(); st.HeldBack != bound {
+			t.Fatalf("stats %+v, want %d letters held back behind 0", st, bound)
+		}
+		if err := topology.CheckSequencer(src); err != nil {
+			t.Fatal(err)
+		}
+		close(gate)
+		time.Sleep(3 * time.Second) // fake time: the hold of 0 is over
+		synctest.Wait()
+		mu.Lock()
+		got := slices.Clone(handled)
+		mu.Unlock()
+		if want := []int{0, 0, 1, 2}; !slices.Equal(got, want) {
+			t.Errorf("handled %v, want %v; stats %+v", got, want, src.Stats())
+		}
+		if n := logs.Count(slog.LevelWarn, overdrawWarning); n != 1 {
+			t.Errorf("%d warnings %q, want 1", n, overdrawWarning)
+		}
+		if err := p.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// Guarantee: when the backend fails to take back the letters a failed
+// run's reader handed out and the source held back, the source logs it
+// at ERROR, once, with how many letters, and counts them off all the
+// same: the reader is closed once its letter in the pipeline is settled,
+// not kept open until the source closes.
+func TestFailedRunsReaderIsClosedWhenGivingBackItsLettersFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, q := declareFailing(t, topology.New("retirelost").Sequenced(topology.Skip).DLQ(), 1)
+		q.returnErr = errors.New("backend gone")
+		publishKeyed(t, q, 3)
+		var logs logtest.Records
+		gate := make(chan struct{})
+		src, p := startLoggingPipeline(t, q, slog.New(&logs), func(_ context.Context, m *message.Message[int]) (int, error) {
+			<-gate
+			return m.Data, nil
+		})
+		q.awaitGivenBack(t, 2)
+		if n := logs.Count(slog.LevelError, topology.GiveBackFailedLog); n != 1 {
+			t.Errorf("%d ERROR lines %q, want 1", n, topology.GiveBackFailedLog)
+		}
+		close(gate)
+		wait.Within(t, time.Minute, "the letter in the pipeline acked", func() bool { return src.Stats().Acked == 1 })
+		synctest.Wait()
+		if all, open := q.subscribed(); all != 2 || open != 1 {
+			t.Errorf("%d of %d readers open once the failed run's letter in the pipeline is settled, want 1 of 2", open, all)
+		}
+		if st := src.Stats(); st.Subscriptions != 1 || st.HeldBack != 0 {
+			t.Errorf("stats %+v, want 1 subscription and nothing held back", st)
+		}
+		if err := p.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
