@@ -75,7 +75,14 @@ func (r *ring[T]) putLocked(e Envelope[T], extra int) (evicted *Ticket, dropped 
 		}
 	}
 	e.Ticket.SetRecipients(len(r.subs) + extra)
-	r.slots[r.head%size] = rslot[T]{e: memEnvOf(&e), unread: len(r.subs)}
+	sl := rslot[T]{unread: len(r.subs)}
+	if sl.unread > 0 {
+		// With no subscriber connected nobody will read the slot (a later
+		// subscriber starts at head): keep only its place in the sequence,
+		// not the value, which may be large.
+		sl.e = memEnvOf(&e)
+	}
+	r.slots[r.head%size] = sl
 	r.head++
 	for i, s := range r.waiting {
 		s.waiting = false
