@@ -69,3 +69,16 @@ func Check(prefix string, c *sarama.Config, fields Fields) []error {
 		"a table of that many entries per partition it produces to")
 	return errs
 }
+
+// ShareChannels lowers cfg.ChannelBufferSize, which sizes the channel a
+// sarama consumer fills for each partition it reads, to a share of
+// capacity over the parts partitions of the topic a subscriber reads (at
+// least 1 a partition), so that the records sarama buffers for the
+// subscriber stay within the capacity that bounds the subscriber's own
+// queue instead of growing with the partition count. A smaller
+// ChannelBufferSize is kept. cfg must be the subscriber's own, and the
+// consumer must not have started a partition yet: sarama reads the field
+// as it starts each one.
+func ShareChannels(cfg *sarama.Config, parts, capacity int) {
+	cfg.ChannelBufferSize = min(cfg.ChannelBufferSize, max(1, capacity/max(1, parts)))
+}

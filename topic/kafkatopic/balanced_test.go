@@ -250,6 +250,31 @@ func TestReadAheadBoundedByCapacity(t *testing.T) {
 	}
 }
 
+// Guarantee: what a subscriber has fetched and not handed out is bounded
+// by its queue capacity, the records sarama buffers for each partition
+// included. Each partition's channel gets a share of the capacity (one
+// record at the least), whatever Config.ChannelBufferSize says (256 by
+// default), so a topic of many partitions does not multiply the
+// read-ahead by its partition count.
+func TestReadAheadOfEveryPartitionSharesTheCapacity(t *testing.T) {
+	c := testbroker.Kafka(t)
+	o := testOptions[int](c, topic.IntCodec{})
+	o.Partitions = 4
+	b := newBackend(t, o)
+	h := newTopic(t, b, "wide", topic.Options{Mode: topic.Mixed,
+		Balanced:  topic.BalancedPolicy{Capacity: 8},
+		Broadcast: topic.BroadcastPolicy{Capacity: 12}})
+	subscribe(t, h, topic.Balanced("g"))
+	subscribe(t, h, topic.Broadcast())
+	members, broadcasts := kafkatopic.ChannelBuffers(b)
+	if len(members) != 1 || members[0] != 8/4 {
+		t.Errorf("a member's channel per partition holds %v records, want [%d] (a quarter of balanced.queue_capacity 8)", members, 8/4)
+	}
+	if len(broadcasts) != 1 || broadcasts[0] != 12/4 {
+		t.Errorf("a broadcast subscriber's channel per partition holds %v records, want [%d] (a quarter of broadcast.queue_capacity 12)", broadcasts, 12/4)
+	}
+}
+
 // A new group starts at the log end as of its first Subscribe returning,
 // even when no member is left to read by the time messages arrive:
 // records published before are not delivered, records published after

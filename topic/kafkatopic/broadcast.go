@@ -10,6 +10,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
+	"github.com/boulevard-go/boulevard/internal/kafkalimits"
 	"github.com/boulevard-go/boulevard/internal/kafkareach"
 	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
 	"github.com/boulevard-go/boulevard/internal/logburst"
@@ -126,6 +127,7 @@ func (t *kTopic[T]) subscribeBroadcast(parent context.Context, observer topic.Re
 	if err != nil {
 		return fail(err)
 	}
+	kafkalimits.ShareChannels(client.Config(), len(parts), t.opts.Broadcast.Capacity)
 	for _, p := range parts {
 		off, err := client.GetOffset(t.kname, p, sarama.OffsetNewest)
 		if err != nil {

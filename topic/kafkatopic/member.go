@@ -12,6 +12,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
+	"github.com/boulevard-go/boulevard/internal/kafkalimits"
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/internal/kafkareach"
 	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
@@ -156,6 +157,11 @@ func (t *kTopic[T]) joinGroup(parent context.Context, g topic.GroupName, opts to
 		}
 		return nil, err
 	}
+	parts := 1 // unknown: the whole capacity for each claimed partition
+	if ps, err := client.Partitions(t.kname); err == nil {
+		parts = len(ps)
+	}
+	kafkalimits.ShareChannels(client.Config(), parts, t.opts.Balanced.Capacity)
 	cg, err := sarama.NewConsumerGroupFromClient(gid, client)
 	if err != nil {
 		_ = client.Close()

@@ -115,7 +115,10 @@ type Options[T any] struct {
 	// fields by which sarama sizes what it allocates are bounded (sarama
 	// checks only that they are not negative): ChannelBufferSize at most
 	// MaxChannelBufferSize, Net.MaxOpenRequests at most MaxOpenRequests,
-	// Producer.Retry.Max at most MaxProducerRetries.
+	// Producer.Retry.Max at most MaxProducerRetries. A subscriber's client
+	// lowers ChannelBufferSize further, to its share of the topic's queue
+	// capacity over the topic's partitions (at least 1), so that the
+	// records sarama buffers for it are bounded by that capacity.
 	Config *sarama.Config `name:"-"`
 	// Codec turns values into record payloads and back. Required. A panic
 	// in Encode fails that publish with an error wrapping the
