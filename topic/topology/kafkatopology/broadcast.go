@@ -10,6 +10,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
+	"github.com/boulevard-go/boulevard/internal/kafkalimits"
 	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
 	"github.com/boulevard-go/boulevard/internal/liveset"
 	"github.com/boulevard-go/boulevard/message"
@@ -54,6 +55,7 @@ func newBroadcastReader[T any](b *Backend[T], d *dialing, kname string) (*broadc
 	if err != nil {
 		return fail(fmt.Errorf("kafkatopology: partitions of topic %q: %w", kname, b.red.Err(err)))
 	}
+	kafkalimits.ShareChannels(client.Config(), len(parts), b.opts.ReadAhead)
 	for _, p := range parts {
 		end, err := client.GetOffset(kname, p, sarama.OffsetNewest)
 		if err != nil {

@@ -13,17 +13,22 @@ import (
 	"github.com/boulevard-go/boulevard/topic/topology/topologytest"
 )
 
-// newBackend starts a backend on the brokers, closed when the test ends.
-func newBackend(t testing.TB, brokers []string) *Backend[topologytest.Msg] {
+// newBackend starts a backend on the brokers, closed when the test ends;
+// each of set changes the options first.
+func newBackend(t testing.TB, brokers []string, set ...func(*Options[topologytest.Msg])) *Backend[topologytest.Msg] {
 	t.Helper()
-	b, err := New(Options[topologytest.Msg]{
+	o := Options[topologytest.Msg]{
 		Brokers:       brokers,
 		Config:        testbroker.SaramaConfig(),
 		Codec:         topic.JSONCodec[topologytest.Msg]{},
 		AdminTimeout:  30 * time.Second,
 		RevokeTimeout: 2 * time.Second,
 		Logger:        slog.New(slog.DiscardHandler),
-	})
+	}
+	for _, f := range set {
+		f(&o)
+	}
+	b, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

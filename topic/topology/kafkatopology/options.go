@@ -132,7 +132,12 @@ type Options[T any] struct {
 	// a lower one). Default 10s, at most MaxConnectTimeout (5m).
 	ConnectTimeout time.Duration `validate:"gte=0,lte=5m"`
 	// ReadAhead is how many fetched letters each reader keeps ready for
-	// Receive. Default 1024, at most MaxReadAhead (1048576).
+	// Receive. Below them, sarama buffers records in a channel per
+	// partition: each reader's client sizes those channels to a share of
+	// ReadAhead over the topic's partitions (at least 1 each; a smaller
+	// Config.ChannelBufferSize is kept), so that they hold at most
+	// ReadAhead records together, or one a partition when there are more
+	// partitions. Default 1024, at most MaxReadAhead (1048576).
 	ReadAhead int `validate:"gte=0,lte=1048576"`
 	// RevokeTimeout is how long a reader whose partition the group moves
 	// to another member waits for the letters of that partition it handed

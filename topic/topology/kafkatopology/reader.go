@@ -13,6 +13,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
+	"github.com/boulevard-go/boulevard/internal/kafkalimits"
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
 	"github.com/boulevard-go/boulevard/internal/liveset"
@@ -347,6 +348,15 @@ func (r *groupReader[T]) OnRelease(f func() (done func())) {
 // client dials through d (see bounded).
 func newGroupReader[T any](b *Backend[T], d *dialing, kname, gid, group string) (*groupReader[T], error) {
 	cfg, conns := d.child(b.cfg)
+	// The partitions from the shared client's metadata, which Declare
+	// filled; unknown there, the whole read-ahead for each partition.
+	parts := 1
+	if !b.client.PartitionNotReadable(kname, 0) {
+		if ps, err := b.client.Partitions(kname); err == nil {
+			parts = len(ps)
+		}
+	}
+	kafkalimits.ShareChannels(cfg, parts, b.opts.ReadAhead)
 	cg, err := sarama.NewConsumerGroup(b.opts.Brokers, gid, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: consumer group %q: %w", ErrConnect, gid, b.red.Err(err))
