@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/boulevard-go/boulevard/topic"
 )
 
 // ErrClosed is returned by the operations of a backend, or of queues it
@@ -301,6 +303,32 @@ type ReleaseNotifier interface {
 	// settled is committed. f must not block, nor call back into the
 	// reader. A later call replaces f; nil: the reader just waits.
 	OnRelease(f func() (done func()))
+}
+
+// ReachReporter is implemented by a [Reader] that can tell whether it
+// can read from its broker: the Kafka and Pulsar backends' readers do,
+// the in-memory backend's, which has no broker to lose, do not. A
+// [Source] sets it right after it subscribes, to the handle of the Run
+// that receives through the reader (producer.Stage.Health), whose stage
+// is then "degraded" while the reader cannot read, and sets nil before
+// that Run returns: the reports of a failed run's reader, which stays
+// open until its letters are settled, reach no later Run.
+//
+// A reader reports, to the observer set last, by the rule of its backend
+// (kafkatopology: group sessions that keep failing, or a client that
+// reached no broker; pulsartopology: a consumer whose reconnection
+// attempts keep failing): Degrade once it cannot read, and again at later
+// failures while that lasts, then Recovered once it reads again. Reports
+// come one at a time, from the reader's goroutines, never from a call
+// into the reader other than ReportReach; they must not block nor call
+// back into the reader.
+type ReachReporter interface {
+	// ReportReach sets o, which hears from then on whether the reader can
+	// read from its broker; when it cannot as o is set, ReportReach
+	// calls o.Degrade at once, with the reason last reported. A later
+	// call replaces o; nil: nobody hears. Once ReportReach has returned,
+	// nothing more is reported to the observer it replaced.
+	ReportReach(o topic.ReachObserver)
 }
 
 // undecodable returns what r counts as skipped for good because it could

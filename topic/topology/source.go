@@ -448,6 +448,14 @@ type record[T any] struct {
 // backend at once (Queues.Return); the stage runs the source again with
 // a new reader.
 //
+// While the run's reader cannot read from its broker (see
+// ReachReporter: a Kafka or Pulsar reader), the stage is degraded
+// (producer.RunHealth.Degrade), with the backend's error as its
+// LastError, and the run goes on; it runs again once the reader reads.
+// A run whose reader cannot read as it starts is degraded from the
+// start. The in-memory backend's readers never report: their stages stay
+// running.
+//
 // A broadcast topology is read by the first producer stage only (the others
 // return at once), so that each message enters the pipeline once whatever
 // the producer concurrency; so is a sequenced one, whose order per key is
@@ -492,6 +500,13 @@ func (s *Source[T]) read(ctx context.Context, stage *producer.Stage[T], h *heldR
 		// hurries nothing.
 		rn.OnRelease(feed.FlushInFlight)
 		defer rn.OnRelease(nil)
+	}
+	if rr, ok := r.(ReachReporter); ok {
+		// The stage is degraded while its reader cannot read. A failed
+		// run's reader stays open for its letters out: its reports reach
+		// no later run.
+		rr.ReportReach(stage.Health())
+		defer rr.ReportReach(nil)
 	}
 	// A batch never exceeds the feed's permits: MaxBatch is only a bound,
 	// which the permit window may keep far below.
