@@ -1,6 +1,6 @@
-// Package readertest runs a pipeline that reads a topic through
-// topic/source and records what it handles, for the tests of the topic
-// backends.
+// Package readertest runs a pipeline that reads through a source (a
+// topic's, or a topology's) and records what it handles, for the tests
+// of the topic and topology backends.
 package readertest
 
 import (
@@ -22,31 +22,41 @@ import (
 // stopWithin bounds the stop of a Reader's pipeline at the test's end.
 const stopWithin = 30 * time.Second
 
-// Reader is a running pipeline of one producer stage reading a topic
-// through a topic source, whose processors record each value handled.
-type Reader struct {
-	p *pipeline.Pipeline[int, int]
+// Reader is a running pipeline of one producer stage reading through a
+// source, whose processors record the id of each value handled.
+type Reader[T any] struct {
+	p *pipeline.Pipeline[T, T]
 
 	mu      sync.Mutex
 	handled map[int]bool
 }
 
-// Start starts a Reader named name on h, subscribed in mode, logging to
-// log; it is stopped (draining) when the test ends.
-func Start(t testing.TB, name string, h *topic.Handle[int], mode topic.SubscriptionMode, log *slog.Logger) *Reader {
+// Start starts a Reader named name on h, subscribed in mode through a
+// topic source, logging to log; it is stopped (draining) when the test
+// ends. A value is its own id.
+func Start(t testing.TB, name string, h *topic.Handle[int], mode topic.SubscriptionMode, log *slog.Logger) *Reader[int] {
 	t.Helper()
 	src, err := source.New(source.Options[int]{Topic: h, Mode: mode, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Reader{handled: map[int]bool{}}
-	r.p, err = pipeline.New(pipeline.Options[int, int]{
+	return Run(t, name, src, func(v int) int { return v }, log)
+}
+
+// Run starts a Reader named name reading through src, logging to log,
+// which records id(v) for each value v handled; it is stopped (draining)
+// when the test ends.
+func Run[T any](t testing.TB, name string, src producer.Source[T], id func(T) int, log *slog.Logger) *Reader[T] {
+	t.Helper()
+	r := &Reader[T]{handled: map[int]bool{}}
+	var err error
+	r.p, err = pipeline.New(pipeline.Options[T, T]{
 		Name:     name,
 		Logger:   log,
-		Producer: producer.Options[int]{Source: src},
-		Processors: processor.Options[int, int]{Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+		Producer: producer.Options[T]{Source: src},
+		Processors: processor.Options[T, T]{Handle: func(_ context.Context, m *message.Message[T]) (T, error) {
 			r.mu.Lock()
-			r.handled[m.Data] = true
+			r.handled[id(m.Data)] = true
 			r.mu.Unlock()
 			return m.Data, nil
 		}},
@@ -69,10 +79,10 @@ func Start(t testing.TB, name string, h *topic.Handle[int], mode topic.Subscript
 }
 
 // Status is the status of the pipeline's producer stage.
-func (r *Reader) Status() producer.StageStatus { return r.p.SourceStatus()[0] }
+func (r *Reader[T]) Status() producer.StageStatus { return r.p.SourceStatus()[0] }
 
 // Handled is how many distinct values the pipeline handled.
-func (r *Reader) Handled() int {
+func (r *Reader[T]) Handled() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.handled)
@@ -80,7 +90,9 @@ func (r *Reader) Handled() int {
 
 // String describes the stage's status and the count of values handled,
 // for the failure message of a wait.
-func (r *Reader) String() string { return fmt.Sprintf("%+v (%d handled)", r.Status(), r.Handled()) }
+func (r *Reader[T]) String() string {
+	return fmt.Sprintf("%+v (%d handled)", r.Status(), r.Handled())
+}
 
 // Modes are the subscription modes a Reader is tested in, by name: a
 // balanced member of group "g", and a broadcast subscriber.

@@ -23,6 +23,10 @@ import (
 // records that are for no group in particular.
 type broadcastReader[T any] struct {
 	buffer[T]
+	// reach tells the observer the subscriber sets when the reader's
+	// client reaches no broker, and when it reads again; a reader of its
+	// own partitions holds no group session (kafkareach.Reach).
+	*reach
 	b      *Backend[T]
 	client sarama.Client
 	conns  *kafkaconn.Set // the client's connections, cut when Close's ctx ends
@@ -33,17 +37,22 @@ type broadcastReader[T any] struct {
 	closing liveset.Closing
 }
 
-var _ topology.UndecodableCounter = (*broadcastReader[int])(nil)
+var (
+	_ topology.UndecodableCounter = (*broadcastReader[int])(nil)
+	_ topology.ReachReporter      = (*broadcastReader[int])(nil)
+)
 
 // newBroadcastReader makes a broadcast reader of kname, whose client dials
 // through d (see bounded).
 func newBroadcastReader[T any](b *Backend[T], d *dialing, kname string) (*broadcastReader[T], error) {
 	cfg, conns := d.child(b.cfg)
+	rch := newReach(cfg)
+	rch.rule.SessionStarted()
 	client, err := sarama.NewClient(b.opts.Brokers, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.Err(err))
 	}
-	r := &broadcastReader[T]{buffer: newBuffer[T](b.opts.ReadAhead, b.log), b: b, client: client, conns: conns}
+	r := &broadcastReader[T]{buffer: newBuffer[T](b.opts.ReadAhead, b.log), reach: rch, b: b, client: client, conns: conns}
 	fail := func(err error) (*broadcastReader[T], error) {
 		r.release()
 		return nil, err
@@ -73,7 +82,9 @@ func newBroadcastReader[T any](b *Backend[T], d *dialing, kname string) (*broadc
 			for cerr := range pc.Errors() { // a partition consumer retries by itself
 				if kafkarefusal.SaramaCorrupt(cerr.Err) {
 					r.failCorrupt(cerr, next.Load())
+					continue
 				}
+				r.rule.SaramaError(r.b.red.Err(cerr))
 			}
 		})
 	}
@@ -111,6 +122,7 @@ func (r *broadcastReader[T]) pump(pc sarama.PartitionConsumer, next *atomic.Int6
 	loop := func() {
 		for rec := range pc.Messages() {
 			next.Store(rec.Offset + 1)
+			r.rule.Reading()
 			decoding = rec
 			l, m, err := r.readLetter(r.b, rec)
 			decoding = nil

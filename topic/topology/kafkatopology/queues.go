@@ -105,7 +105,12 @@ func (q *queues[T]) Publish(ctx context.Context, l topology.Letter[T]) error {
 // Subscribe implements topology.Queues: a member of the group's Kafka
 // consumer group on the main topic, or a broadcast reader. Connecting its
 // client is bounded by ctx and Options.AdminTimeout (see the package
-// documentation, Bounded calls).
+// documentation, Bounded calls). The reader is a topology.ReachReporter,
+// by the Kafka source's rule: it reports that it cannot read once two
+// group sessions in a row failed (a member) or its client reached no
+// broker (either), and that it reads again on records, a session
+// started, or an answer its client read some seconds after the last
+// failure.
 func (q *queues[T]) Subscribe(ctx context.Context) (topology.Reader[T], error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -194,7 +199,7 @@ func (q *queues[T]) DeadLetter(ctx context.Context, l topology.Letter[T]) error 
 }
 
 // SubscribeDead implements topology.Queues: a member of the DLQ's consumer
-// group "<dlq>:dead".
+// group "<dlq>:dead", a topology.ReachReporter as Subscribe's members are.
 func (q *queues[T]) SubscribeDead(ctx context.Context) (topology.Reader[T], error) {
 	if q.dlq == "" {
 		return nil, topology.ErrNoDLQ

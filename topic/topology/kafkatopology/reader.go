@@ -225,6 +225,9 @@ func (bf *buffer[T]) close() bool {
 // contiguous prefix of settled ones for commit.
 type groupReader[T any] struct {
 	buffer[T]
+	// reach tells the observer the subscriber sets whether the member can
+	// read (its sessions, records and the answers its client reads).
+	*reach
 	b       *Backend[T]
 	topic   string
 	gid     string
@@ -333,6 +336,7 @@ func (rc *receipt) giveBack() {
 var (
 	_ topology.UndecodableCounter = (*groupReader[int])(nil)
 	_ topology.ReleaseNotifier    = (*groupReader[int])(nil)
+	_ topology.ReachReporter      = (*groupReader[int])(nil)
 )
 
 // OnRelease implements topology.ReleaseNotifier: f is called while a
@@ -348,6 +352,7 @@ func (r *groupReader[T]) OnRelease(f func() (done func())) {
 // client dials through d (see bounded).
 func newGroupReader[T any](b *Backend[T], d *dialing, kname, gid, group string) (*groupReader[T], error) {
 	cfg, conns := d.child(b.cfg)
+	rch := newReach(cfg)
 	// The partitions from the shared client's metadata, which Declare
 	// filled; unknown there, the whole read-ahead for each partition.
 	parts := 1
@@ -365,7 +370,7 @@ func newGroupReader[T any](b *Backend[T], d *dialing, kname, gid, group string) 
 		_ = cg.Close()
 		return nil, errCutShort
 	}
-	r := &groupReader[T]{buffer: newBuffer[T](b.opts.ReadAhead, b.log), b: b, topic: kname, gid: gid, group: group,
+	r := &groupReader[T]{buffer: newBuffer[T](b.opts.ReadAhead, b.log), reach: rch, b: b, topic: kname, gid: gid, group: group,
 		cg: cg, conns: conns, done: make(chan struct{}), claims: map[int32]*claim{},
 		fails: repeatlog.Group{Prefix: "kafkatopology", Log: b.log}}
 	r.taken = func(ls []topology.Letter[T]) {
@@ -402,6 +407,7 @@ func (r *groupReader[T]) loop() {
 				r.failCorrupt(ce)
 				continue
 			}
+			r.rule.SaramaError(r.b.red.Err(err))
 			part := int32(-1)
 			if ok && ce.Topic != "" {
 				part = ce.Partition
@@ -421,6 +427,7 @@ func (r *groupReader[T]) loop() {
 			r.lastErr = err
 			r.mu.Unlock()
 			r.fails.SessionFailed(r.ctx, slog.String("topic", r.topic), slog.String("group", r.gid), slog.Any("error", err))
+			r.rule.SaramaSessionFailed(r.b.red.Err(err))
 			if !sleep(r.ctx, backoff) {
 				return
 			}
@@ -452,8 +459,10 @@ func (r *groupReader[T]) failCorrupt(ce *sarama.ConsumerError) {
 }
 
 // Setup implements sarama.ConsumerGroupHandler; a session that starts ends
-// the runs of failures logged (the cluster answers).
+// the runs of failures logged (the cluster answers), and a degrade
+// reported to the observer set (ReportReach).
 func (r *groupReader[T]) Setup(sess sarama.ConsumerGroupSession) error {
+	r.rule.SessionStarted()
 	r.mu.Lock()
 	r.want = len(sess.Claims()[r.topic])
 	r.inSess, r.joined = true, true
@@ -477,6 +486,7 @@ const (
 
 // Cleanup implements sarama.ConsumerGroupHandler.
 func (r *groupReader[T]) Cleanup(sess sarama.ConsumerGroupSession) error {
+	r.rule.SessionEnded()
 	r.mu.Lock()
 	r.inSess = false
 	r.mu.Unlock()
@@ -518,6 +528,7 @@ func (r *groupReader[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc saram
 					return
 				}
 				r.fails.Fetched(r.ctx, rec.Partition)
+				r.rule.Reading()
 				decoding = rec
 				l, skip := r.decode(rec)
 				decoding = nil
