@@ -135,7 +135,13 @@ func (q *queues[T]) DeadLetter(ctx context.Context, l topology.Letter[T]) error 
 // latest message, with one Failover consumer, which logs at WARN each
 // time it subscribes again after losing its connection. Subscribing is bounded by ctx and
 // Options.OperationTimeout (see the package documentation, Bounded
-// calls).
+// calls). The reader is a topology.ReachReporter: with a client made by
+// sources/pulsar's NewClient (the backend's own, from
+// Options.ServiceURL, or one given as Options.Client), it reports that
+// it cannot read once its consumer failed sources/pulsar's
+// ReconnectFailuresToDegrade attempts in a row to reconnect to a
+// broker, and that it reads again once the consumer reconnected; with
+// another client, whose log lines it cannot read, it reports nothing.
 func (q *queues[T]) Subscribe(ctx context.Context) (topology.Reader[T], error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -169,7 +175,8 @@ func (q *queues[T]) Subscribe(ctx context.Context) (topology.Reader[T], error) {
 }
 
 // SubscribeDead implements topology.Queues: a consumer of the DLQ's
-// subscription DeadSubscription (Shared), bounded as Subscribe.
+// subscription DeadSubscription (Shared), bounded as Subscribe, whose
+// reader reports its reach as Subscribe's do.
 func (q *queues[T]) SubscribeDead(ctx context.Context) (topology.Reader[T], error) {
 	if q.dlq == "" {
 		return nil, topology.ErrNoDLQ

@@ -19,8 +19,10 @@ import (
 	"github.com/boulevard-go/boulevard/internal/logburst"
 	"github.com/boulevard-go/boulevard/internal/pulsarresub"
 	"github.com/boulevard-go/boulevard/message"
+	spulsar "github.com/boulevard-go/boulevard/sources/pulsar"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
+	"github.com/boulevard-go/boulevard/topic/topology/internal/reachrelay"
 )
 
 // ErrCatchUp is returned by a dead-letter reader's TryReceive when its
@@ -74,11 +76,41 @@ type reader[T any] struct {
 	// resubscribes logs the resubscriptions of a broadcast reader (nil
 	// for another reader).
 	resubscribes *pulsarresub.Listener
+	// reach keeps what the watch of the consumer's reconnections reports
+	// (watchReconnects) for the observer the subscriber sets
+	// (ReportReach); unwatch ends that watch.
+	reach   *reachrelay.Relay
+	unwatch func()
 }
 
 var _ topology.UndecodableCounter = (*reader[int])(nil)
 
 var _ topology.ResubscribeCounter = (*reader[int])(nil)
+
+var _ topology.ReachReporter = (*reader[int])(nil)
+
+// ReportReach implements topology.ReachReporter: o hears when the
+// reader's consumer cannot reconnect to a broker and when it has
+// reconnected (see Queues.Subscribe).
+func (r *reader[T]) ReportReach(o topic.ReachObserver) { r.reach.Set(o) }
+
+// watchReconnects names the consumer co makes after its subscription,
+// with a random suffix, and, when the backend's client is one made by
+// sources/pulsar's NewClient (whose log lines tell), has it report to d
+// while that consumer cannot reconnect to a broker, by the Pulsar
+// source's rule (spulsar.Client.WatchReconnects), until the returned
+// unwatch. With another client it watches nothing.
+func (b *Backend[T]) watchReconnects(co *pulsar.ConsumerOptions, d spulsar.Degrader) (unwatch func()) {
+	c, ok := b.client.(*spulsar.Client)
+	if !ok {
+		return func() {}
+	}
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:])
+	co.Name = co.SubscriptionName + "-" + hex.EncodeToString(rnd[:])
+	unwatch, _ = c.WatchReconnects(co.Name, d)
+	return unwatch
+}
 
 // Resubscribes implements topology.ResubscribeCounter: the times a
 // broadcast reader's consumer subscribed again after losing its
@@ -103,8 +135,11 @@ func (r *reader[T]) Undecodable() uint64 { return r.undecodable.Load() }
 func newReader[T any](b *Backend[T], co pulsar.ConsumerOptions, group, dlq string) (*reader[T], error) {
 	ch := make(chan pulsar.ConsumerMessage, channelSize)
 	co.MessageChannel = ch
+	reach := new(reachrelay.Relay)
+	unwatch := b.watchReconnects(&co, reach)
 	c, err := b.client.Subscribe(co)
 	if err != nil {
+		unwatch()
 		if b.isClosed() {
 			return nil, topology.ErrClosed
 		}
@@ -112,18 +147,21 @@ func newReader[T any](b *Backend[T], co pulsar.ConsumerOptions, group, dlq strin
 	}
 	r := readerOn(b, c, ch, group, dlq, co.SubscriptionName)
 	r.resubscribes, _ = co.EventListener.(*pulsarresub.Listener)
+	r.reach, r.unwatch = reach, unwatch
 	if !b.track(r) {
 		c.Close()
+		unwatch()
 		return nil, topology.ErrClosed
 	}
 	return r, nil
 }
 
 // readerOn returns the reader of consumer c of subscription sub, whose
-// messages come on ch.
+// messages come on ch, with no watch of its reconnections.
 func readerOn[T any](b *Backend[T], c pulsar.Consumer, ch chan pulsar.ConsumerMessage, group, dlq, sub string) *reader[T] {
 	life, end := context.WithCancel(context.Background())
 	return &reader[T]{b: b, cons: c, ch: ch, group: group, dlq: dlq, sub: sub, life: life, end: end, stop: life.Done(),
+		reach: new(reachrelay.Relay), unwatch: func() {},
 		undecodableLines: logburst.Keyed[string]{Log: b.log, Level: slog.LevelWarn,
 			Msg: "pulsartopology: a message does not decode; acknowledged and skipped"}}
 }
@@ -421,6 +459,7 @@ func (r *reader[T]) shut() <-chan struct{} {
 	r.end()
 	return r.closing.Start(func() {
 		r.cons.Close()
+		r.unwatch()
 		r.undecodableLines.Flush(context.Background())
 		if r.resubscribes != nil {
 			r.resubscribes.Flush(context.Background())
