@@ -3,7 +3,9 @@ package pulsar
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	neturl "net/url"
@@ -173,6 +175,25 @@ func (c *Client) WatchReconnects(name string, d Degrader) (unwatch func(), ok bo
 		return func() {}, false
 	}
 	return c.last.watch(name, newReconnectWatch(d)), true
+}
+
+// WatchConsumer watches the reconnections of the consumer co is about to
+// make, for a subscriber that makes its own consumers (a topic or
+// topology backend): when client is a *Client and d is not nil, it names
+// the consumer after its subscription with a random suffix, so that no
+// other consumer of the client shares the name, and reports to d by
+// WatchReconnects' rule until the returned unwatch is called. With
+// another client, or a nil d, it changes nothing and watches nothing.
+func WatchConsumer(client pulsar.Client, co *pulsar.ConsumerOptions, d Degrader) (unwatch func()) {
+	c, ok := client.(*Client)
+	if !ok || d == nil || c == nil || c.last == nil {
+		return func() {}
+	}
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:])
+	co.Name = co.SubscriptionName + "-" + hex.EncodeToString(rnd[:])
+	unwatch, _ = c.WatchReconnects(co.Name, d)
+	return unwatch
 }
 
 // reconnectWatch follows the reconnections of one run's consumers, from

@@ -3,8 +3,11 @@ package pulsar
 import (
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
+
+	"github.com/apache/pulsar-client-go/pulsar"
 
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
@@ -147,6 +150,43 @@ func TestWatchReconnectsReportsUntilUnwatchedOnAClientThatCanTell(t *testing.T) 
 	for what, c := range map[string]*Client{"a client with a Logger of its own": {}, "a nil client": nil} {
 		if _, ok := c.WatchReconnects(name, st); ok {
 			t.Errorf("WatchReconnects on %s, whose lines it cannot read, says it watches", what)
+		}
+	}
+}
+
+// Guarantee: WatchConsumer gives the consumer a backend is about to make a
+// name of its own (its subscription's, with a random suffix) and watches
+// it on a client that can tell, so that two subscribers of one
+// subscription never share a watch; on a client that cannot tell, or
+// without an observer, it leaves the options as they were.
+func TestWatchConsumerNamesAndWatchesOnlyWhereItCanTell(t *testing.T) {
+	last := new(lastFailure)
+	l := clientLogger(slog.New(slog.DiscardHandler), last, redact.Secrets{})
+	st := new(stageReports)
+	c := &Client{last: last}
+	var a, b pulsar.ConsumerOptions
+	a.SubscriptionName, b.SubscriptionName = "billing", "billing"
+	unwatchA, unwatchB := WatchConsumer(c, &a, st), WatchConsumer(c, &b, new(stageReports))
+	defer unwatchA()
+	defer unwatchB()
+	if !strings.HasPrefix(a.Name, "billing-") || a.Name == b.Name {
+		t.Fatalf("consumer names %q and %q, want two distinct names after the subscription", a.Name, b.Name)
+	}
+	cons := partitionLog(l, a.Name, 0)
+	for range ReconnectFailuresToDegrade {
+		cons.WithError(errors.New("connection refused")).Error(failedReconnect)
+	}
+	if degraded, _ := st.state(); !degraded {
+		t.Fatal("the watched consumer failed to reconnect and its observer heard nothing")
+	}
+	for what, w := range map[string]struct {
+		c pulsar.Client
+		d Degrader
+	}{"a client that cannot tell": {&Client{}, st}, "no observer": {c, nil}} {
+		co := pulsar.ConsumerOptions{SubscriptionName: "billing"}
+		WatchConsumer(w.c, &co, w.d)()
+		if co.Name != "" {
+			t.Errorf("with %s, WatchConsumer named the consumer %q", what, co.Name)
 		}
 	}
 }

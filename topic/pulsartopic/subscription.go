@@ -59,7 +59,7 @@ type pSub[T any] struct {
 	// subscription (nil for a balanced one).
 	resubscribes *pulsarresub.Listener
 	// unwatch ends the watch of the consumer's reconnections that
-	// reports to the subscriber's SubscriberOptions.Reach (watchReach).
+	// reports to the subscriber's SubscriberOptions.Reach (spulsar.WatchConsumer).
 	unwatch func()
 }
 
@@ -68,22 +68,6 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// watchReach names the consumer co makes after its subscription, with a
-// random suffix, and has the client (when it is a *spulsar.Client, whose
-// log lines tell) report to observer while that consumer cannot
-// reconnect to a broker, by the Pulsar source's rule
-// (spulsar.Client.WatchReconnects), until the returned unwatch. With no
-// observer, or another client, it changes nothing and watches nothing.
-func watchReach(client pulsar.Client, co *pulsar.ConsumerOptions, observer topic.ReachObserver) (unwatch func()) {
-	c, ok := client.(*spulsar.Client)
-	if observer == nil || !ok {
-		return func() {}
-	}
-	co.Name = co.SubscriptionName + "-" + randomHex(4)
-	unwatch, _ = c.WatchReconnects(co.Name, observer)
-	return unwatch
 }
 
 // readAhead splits a capacity into the consumer's channel and its receiver
@@ -99,7 +83,7 @@ func readAhead(capacity, partitions int) (channel, queue int) {
 // context and may never return: newSub waits for it until ctx ends or
 // Options.SubscribeTimeout passes, whichever comes first, and a consumer
 // the call makes once newSub has returned is closed. opts.Reach hears
-// when the consumer cannot reconnect (watchReach).
+// when the consumer cannot reconnect (spulsar.WatchConsumer).
 func newSub[T any](ctx context.Context, t *pTopic[T], mode topic.SubscriptionMode, opts topic.SubscriberOptions) (*pSub[T], error) {
 	o := t.b.o
 	capacity := t.opts.Balanced.Capacity
@@ -136,7 +120,7 @@ func newSub[T any](ctx context.Context, t *pTopic[T], mode topic.SubscriptionMod
 		resubscribes = pulsarresub.New(log, "pulsartopic: broadcast subscriber subscribed again after losing its connection; it may have missed what was published while it was away", &t.resubscribes)
 		co.EventListener = resubscribes
 	}
-	unwatch := watchReach(t.b.client, &co, opts.Reach)
+	unwatch := spulsar.WatchConsumer(t.b.client, &co, opts.Reach)
 	op := "subscribe " + quoteSub(co.SubscriptionName) + " to"
 	c, err := bounded(ctx, t.b, op, t.full, o.SubscribeTimeout, spulsar.ErrSubscribeTimeout, func() (pulsar.Consumer, error) {
 		return t.b.client.Subscribe(co)

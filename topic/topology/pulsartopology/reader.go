@@ -77,7 +77,7 @@ type reader[T any] struct {
 	// for another reader).
 	resubscribes *pulsarresub.Listener
 	// reach keeps what the watch of the consumer's reconnections reports
-	// (watchReconnects) for the observer the subscriber sets
+	// (spulsar.WatchConsumer) for the observer the subscriber sets
 	// (ReportReach); unwatch ends that watch.
 	reach   *reachrelay.Relay
 	unwatch func()
@@ -93,24 +93,6 @@ var _ topology.ReachReporter = (*reader[int])(nil)
 // reader's consumer cannot reconnect to a broker and when it has
 // reconnected (see Queues.Subscribe).
 func (r *reader[T]) ReportReach(o topic.ReachObserver) { r.reach.Set(o) }
-
-// watchReconnects names the consumer co makes after its subscription,
-// with a random suffix, and, when the backend's client is one made by
-// sources/pulsar's NewClient (whose log lines tell), has it report to d
-// while that consumer cannot reconnect to a broker, by the Pulsar
-// source's rule (spulsar.Client.WatchReconnects), until the returned
-// unwatch. With another client it watches nothing.
-func (b *Backend[T]) watchReconnects(co *pulsar.ConsumerOptions, d spulsar.Degrader) (unwatch func()) {
-	c, ok := b.client.(*spulsar.Client)
-	if !ok {
-		return func() {}
-	}
-	var rnd [4]byte
-	_, _ = rand.Read(rnd[:])
-	co.Name = co.SubscriptionName + "-" + hex.EncodeToString(rnd[:])
-	unwatch, _ = c.WatchReconnects(co.Name, d)
-	return unwatch
-}
 
 // Resubscribes implements topology.ResubscribeCounter: the times a
 // broadcast reader's consumer subscribed again after losing its
@@ -136,7 +118,7 @@ func newReader[T any](b *Backend[T], co pulsar.ConsumerOptions, group, dlq strin
 	ch := make(chan pulsar.ConsumerMessage, channelSize)
 	co.MessageChannel = ch
 	reach := new(reachrelay.Relay)
-	unwatch := b.watchReconnects(&co, reach)
+	unwatch := spulsar.WatchConsumer(b.client, &co, reach)
 	c, err := b.client.Subscribe(co)
 	if err != nil {
 		unwatch()
