@@ -43,9 +43,17 @@ func wantStates(t *testing.T, p *pipeline.Pipeline[int, int], state producer.Sta
 // before the pipeline starts.
 func reachRig(t *testing.T, before func(b *heldBackend)) (*heldBackend, *pipeline.Pipeline[int, int]) {
 	t.Helper()
-	b, h := heldTopic(t, topic.Options{Mode: topic.BroadcastOnly,
-		Broadcast: topic.BroadcastPolicy{OnLag: topic.Disconnect}})
-	src, err := source.New(source.Options[int]{Topic: h, Mode: topic.Broadcast()})
+	return reachRigOf(t, topic.Options{Mode: topic.BroadcastOnly,
+		Broadcast: topic.BroadcastPolicy{OnLag: topic.Disconnect}}, topic.Broadcast(), before)
+}
+
+// reachRigOf is reachRig on a topic made with opts, subscribed in mode:
+// on a balanced topic each of the two stages has a subscription of its
+// own, stage 0 the source's first (New's), stage 1 the second.
+func reachRigOf(t *testing.T, opts topic.Options, mode topic.SubscriptionMode, before func(b *heldBackend)) (*heldBackend, *pipeline.Pipeline[int, int]) {
+	t.Helper()
+	b, h := heldTopic(t, opts)
+	src, err := source.New(source.Options[int]{Topic: h, Mode: mode})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,5 +109,36 @@ func TestAStageStartingOnASubscriptionThatCannotReadIsDegraded(t *testing.T) {
 		wantStates(t, p, producer.StateDegraded, away, "after the start")
 		b.reachOf(t, 0).Recovered()
 		wantStates(t, p, producer.StateRunning, nil, "after Recovered")
+	})
+}
+
+// Guarantee: on a balanced topic, where each stage receives through a
+// subscription of its own, a backend's report about one stage's
+// subscription degrades that stage alone, and its Recovered brings that
+// stage back; the other stage stays running throughout.
+func TestABalancedMembersReportReachesOnlyItsOwnStage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, p := reachRigOf(t, topic.Options{}, topic.Balanced("g"), func(*heldBackend) {})
+		away := errors.New("broker away")
+		for _, member := range []int{1, 0} {
+			other := 1 - member
+			b.reachOf(t, member).Degrade(away)
+			st := p.SourceStatus()
+			if st[member].State != producer.StateDegraded || !errors.Is(st[member].LastError, away) || st[other].State != producer.StateRunning {
+				t.Fatalf("after member %d's Degrade: stages %+v, want %d degraded and %d running", member, st, member, other)
+			}
+			b.reachOf(t, member).Recovered()
+			wantStates(t, p, producer.StateRunning, nil, "after Recovered")
+		}
+	})
+}
+
+// Guarantee: a backend's Degrade without an error degrades the stages
+// all the same, with producer.ErrUnreachable as their LastError.
+func TestADegradeWithoutAnErrorDegradesWithErrUnreachable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, p := reachRig(t, func(*heldBackend) {})
+		b.reachOf(t, 0).Degrade(nil)
+		wantStates(t, p, producer.StateDegraded, producer.ErrUnreachable, "after Degrade(nil)")
 	})
 }
