@@ -196,18 +196,18 @@ type StateStats struct {
 // "degraded" while it cannot read.
 //
 // A backend on a broker calls Degrade once its client shows that the
-// subscription cannot read (kafkatopic: group sessions that keep
-// failing, for a balanced member, or partition fetches that keep
-// failing, for a broadcast subscriber, or a client that reached no
-// broker; pulsartopic: a consumer whose reconnection attempts keep
-// failing), and again at later failures while that lasts; then
-// Recovered once it reads again. A backend that cannot tell (the
-// in-memory one, whose subscriptions have no broker to lose) never calls
-// it. Calls for one subscription come one at a time, from the backend's
-// goroutines (never from a call of the subscriber into the
-// subscription), possibly before Subscribe has returned and while the
-// subscription closes; they must not block nor call back into the
-// subscription.
+// subscription cannot read (kafkatopic: a balanced member's group
+// sessions that keep failing, or a client, a member's or a broadcast
+// subscriber's, that reached no broker, while fetches that fail with the
+// cluster answering are retried and report nothing; pulsartopic: a
+// consumer whose reconnection attempts keep failing), and again at later
+// failures while that lasts; then Recovered once it reads again. A
+// backend that cannot tell (the in-memory one, whose subscriptions have
+// no broker to lose) never calls it. Calls for one subscription come one
+// at a time, from the backend's goroutines (never from a call of the
+// subscriber into the subscription), possibly before Subscribe has
+// returned and while the subscription closes; they must not block nor
+// call back into the subscription.
 type ReachObserver interface {
 	// Degrade reports that the subscription cannot read from its broker;
 	// err says why.
