@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/boulevard-go/boulevard/batcher"
 	"github.com/boulevard-go/boulevard/internal/logtest"
@@ -113,4 +116,126 @@ func produceTo(t *testing.T, c *kfake.Cluster, part int32, n int) {
 		recs[i] = &kgo.Record{Topic: testTopic, Partition: part, Value: fmt.Appendf(nil, "p%d-%d", part, i)}
 	}
 	produceSync(t, c, recs)
+}
+
+// Guarantee: a member whose Close starts with its context already ended
+// (Stop called with a cancelled context, or past its deadline) still
+// leaves the group before Close returns, with either client: the group
+// hands its partitions to the members still working at once, not after
+// the member's session timeout (30s here, so that the broker evicting
+// the member cannot stand in for its leave).
+func TestCloseWithAnEndedContextLeavesTheGroup(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl client) {
+		const parts = 4
+		group := "g-ended-leave"
+		c := newCluster(t, parts)
+		opts := sourceOptions(c, group)
+		opts.Config.Consumer.Group.Session.Timeout = 30 * time.Second
+		p := startPipeline(t, pipelineOpts("ended", cl.new(t, opts), 2, newLedger(), nil))
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if _, err := c.WaitGroupInfo(ctx, group, func(gi *kfake.GroupInfo) bool {
+			return gi != nil && len(gi.Members) == 2 && gi.NumAssigned() == parts &&
+				gi.Members[0].NumAssigned() > 0 && gi.Members[1].NumAssigned() > 0
+		}); err != nil {
+			t.Fatalf("the members did not share the partitions: %v", err)
+		}
+		if left := stopEndedAndList(t, p, c, group, ""); len(left) > 0 {
+			t.Fatalf("members %v are still in the group after Close returned", left)
+		}
+	})
+}
+
+// stopEndedAndList stops p with a context already ended, waits until it
+// has stopped (its source's Close returned), and returns the members of
+// group left in c but for except.
+func stopEndedAndList(t *testing.T, p *pipeline.Pipeline[[]byte, []byte], c *kfake.Cluster, group, except string) []string {
+	t.Helper()
+	ended, end := context.WithCancel(context.Background())
+	end()
+	_ = p.Stop(ended) // cut short: reports ErrShutdownTimeout or nothing
+	select {
+	case <-p.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the pipeline did not stop")
+	}
+	var left []string
+	if gi := c.GroupInfo(group); gi != nil {
+		for _, m := range gi.Members {
+			if m.MemberID != except {
+				left = append(left, m.MemberID)
+			}
+		}
+	}
+	return left
+}
+
+// Guarantee: a franz-go member the group forgot (a heartbeat answered
+// UNKNOWN_MEMBER_ID), joining again under a new member id while the
+// rebalance waits for the others, still leaves the group when its Close
+// starts with an ended context: the group does not keep the new member
+// waiting in its join, to be given partitions nobody reads at the
+// rebalance's end. The member the heartbeat's answer made up stays (the
+// group never forgot it): it is the only one left.
+func TestCloseWithAnEndedContextLeavesTheGroupMidRejoin(t *testing.T) {
+	const parts = 2
+	group := "g-ended-rejoin"
+	c := newCluster(t, parts)
+	opts := sourceOptions(c, group)
+	// Neither the old member's session nor the rebalance ends during the
+	// test: the new member waits in its join until it leaves.
+	opts.Config.Consumer.Group.Session.Timeout = 30 * time.Second
+	opts.Config.Consumer.Group.Rebalance.Timeout = time.Minute
+	p := startPipeline(t, pipelineOpts("rejoin", franzClient.new(t, opts), 1, newLedger(), nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	gi, err := c.WaitGroupInfo(ctx, group, func(gi *kfake.GroupInfo) bool {
+		return gi != nil && len(gi.Members) == 1 && gi.NumAssigned() == parts
+	})
+	if err != nil {
+		t.Fatalf("the member did not claim the partitions: %v", err)
+	}
+	forgotten := gi.Members[0].MemberID
+	// The member's next heartbeat, then its join under its old id, are
+	// answered as the group would answer a member it removed: it joins
+	// again without an id, and is given a new one.
+	forgetOnce(c, kmsg.Heartbeat, forgotten)
+	forgetOnce(c, kmsg.JoinGroup, forgotten)
+	if _, err := c.WaitGroupInfo(ctx, group, func(gi *kfake.GroupInfo) bool {
+		return gi != nil && len(gi.Members) == 2 && gi.State == "PreparingRebalance"
+	}); err != nil {
+		t.Fatalf("the member did not join again: %v", err)
+	}
+	if left := stopEndedAndList(t, p, c, group, forgotten); len(left) > 0 {
+		t.Fatalf("members %v are still in the group after Close returned", left)
+	}
+}
+
+// forgetOnce answers the first request of key (Heartbeat or JoinGroup)
+// from memberID as a group answers a member it removed:
+// UNKNOWN_MEMBER_ID.
+func forgetOnce(c *kfake.Cluster, key kmsg.Key, memberID string) {
+	var done atomic.Bool
+	c.ControlKey(int16(key), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		resp := req.ResponseKind()
+		switch r := req.(type) {
+		case *kmsg.HeartbeatRequest:
+			if r.MemberID != memberID {
+				return nil, nil, false
+			}
+			resp.(*kmsg.HeartbeatResponse).ErrorCode = kerr.UnknownMemberID.Code
+		case *kmsg.JoinGroupRequest:
+			if r.MemberID != memberID {
+				return nil, nil, false
+			}
+			resp.(*kmsg.JoinGroupResponse).ErrorCode = kerr.UnknownMemberID.Code
+		default:
+			return nil, nil, false
+		}
+		if !done.CompareAndSwap(false, true) {
+			return nil, nil, false
+		}
+		return resp, nil, true
+	})
 }

@@ -246,7 +246,11 @@ func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
 // connection of every member. It waits for the partitions' in-flight
 // messages at most Options.RevokeTimeout, or until ctx is done, and not at
 // all for those a drain the pipeline cut short left without an outcome
-// (producer.Stage.Abandoned). Errors while
+// (producer.Stage.Abandoned). When ctx has ended (before Close, or
+// while it waits), each member still leaves the group, waiting at most
+// 500ms more for the answer before it cuts its connections: a member that
+// closed without leaving would keep its partitions from the group until
+// its session timed out. Errors while
 // leaving the group are logged; Close returns an error only when a client's
 // connections could not be closed. On a Source New did not make it does
 // nothing and returns nil.
@@ -316,6 +320,7 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		hurryStop: hurryStop,
 		conns:     conns,
 		cutDone:   make(chan struct{}),
+		left:      make(chan struct{}),
 		failed:    make(chan error, 1),
 		down:      make(chan struct{}),
 		loopDone:  make(chan struct{}),
@@ -373,6 +378,7 @@ type member struct {
 	hurryStop context.CancelFunc
 	conns     *kafkaconn.Set // the client's connections, cut when Close's ctx ends
 	cutDone   chan struct{}  // closed once cutShort has run
+	left      chan struct{}  // closed once Close has left the group
 	closeOnce sync.Once
 	closeErr  error
 	failOnce  sync.Once
@@ -709,7 +715,7 @@ func (m *member) fetchedTo(topic string, part int32) int64 {
 // Close ends the member's sessions (each partition waits for its in-flight
 // messages, commits and lets go), leaves the group and closes the
 // connections. When ctx ends first, the member is cut short (cutShort) and
-// Close returns at once after.
+// Close returns at most claim.LeaveGrace after.
 func (m *member) Close(ctx context.Context) error {
 	m.closeOnce.Do(func() {
 		stop := context.AfterFunc(ctx, m.cutShort)
@@ -735,6 +741,7 @@ func (m *member) Close(ctx context.Context) error {
 		if err := m.group.Close(); err != nil {
 			m.log.Log(context.Background(), cutLevel(err), "kafka consumer group closed with an error", slog.Any("error", flat(err)))
 		}
+		close(m.left)
 		m.wg.Wait()
 		m.commitConn.close()
 		m.cm.FlushLogs()
@@ -757,12 +764,22 @@ func cutLevel(err error) slog.Level {
 }
 
 // cutShort is Close running out of time: the partitions stop waiting for
-// their in-flight messages, and the member's connections are cut, which
-// fails at once the requests sarama waits on (a hung commit, the leave)
-// and those it would still make.
+// their in-flight messages, commits give up, and once the member has left
+// the group, or claim.LeaveGrace later, its connections are cut, which
+// fails at once the requests sarama still waits on (a hung commit, the
+// leave) and those it would still make. Without that grace, a member
+// whose Close starts with an ended context would not leave, and the group
+// would keep it, and the partitions it was given, until its session
+// times out.
 func (m *member) cutShort() {
 	defer close(m.cutDone)
 	m.hurryOnce.Do(func() { close(m.hurry); m.hurryStop() })
+	grace := time.NewTimer(claim.LeaveGrace)
+	defer grace.Stop()
+	select {
+	case <-grace.C:
+	case <-m.left:
+	}
 	m.conns.Cut()
 }
 

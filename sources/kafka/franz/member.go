@@ -1,6 +1,7 @@
 package franz
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,7 +44,9 @@ type member struct {
 	recycle atomic.Bool
 
 	// commits is the client the member's commits go through, outside the
-	// group (see send); closed once the member's commits are over.
+	// group (see send), and its leave when Close ran out of time
+	// (leaveCutShort); closed once the member's commits are over. Its
+	// context ends when the member has closed: each request has its own.
 	commits *kgo.Client
 	// instanceID is the static member id of ClientOptions, nil without.
 	instanceID *string
@@ -168,7 +171,7 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 			m.instanceID = &s
 		}
 	}
-	if m.commits, err = m.sideClient(kgo.MaxVersions(commitVersions(cl))); err != nil {
+	if m.commits, err = m.sideClient(kgo.MaxVersions(commitVersions(cl)), kgo.WithContext(ctx)); err != nil {
 		m.abort()
 		return nil, fmt.Errorf("%w: %w", ErrConnect, claim.Flat(err))
 	}
@@ -1010,6 +1013,7 @@ func (m *member) Close(ctx context.Context) error {
 		close(m.stopped)
 		m.wg.Wait()
 		m.client().Close() // leaves the group, after a revoke still running
+		m.leaveCutShort()
 		// The commits are over: a request given up on still waits on its
 		// connection, which this cuts.
 		m.commits.Close()
@@ -1017,6 +1021,51 @@ func (m *member) Close(ctx context.Context) error {
 		m.cancel()
 	})
 	return nil
+}
+
+// leaveCutShort leaves the group on the commit client when Close's
+// context ended before the client's own leave could go out: the client's
+// context is Close's, and franz-go's leave also waits for a join in flight
+// (one that waits for the other members in a rebalance, after the group
+// forgot the member), which the client's closing ended. Without it, the
+// group would keep the member until its session timed out, or, joined
+// anew, until the rebalance's end, then give it partitions nobody reads.
+// A leave the cluster answers takes one round trip; it is given up after
+// claim.LeaveGrace. A static member does not leave (nor does franz-go's
+// leave it), and the group's answer to a member that had left already
+// (UNKNOWN_MEMBER_ID) is no error.
+func (m *member) leaveCutShort() {
+	if m.hurryCtx.Err() == nil || m.instanceID != nil {
+		return
+	}
+	memberID, _ := m.client().GroupMetadata()
+	if memberID == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(m.ctx, claim.LeaveGrace)
+	defer cancel()
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Group = m.opts.GroupID
+	req.MemberID = memberID
+	leaving := kmsg.NewLeaveGroupRequestMember()
+	leaving.MemberID = memberID
+	leaving.Reason = kmsg.StringPtr("closing past its deadline")
+	req.Members = append(req.Members, leaving)
+	resp, err := req.RequestWith(ctx, m.commits)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+		for _, r := range resp.Members {
+			err = cmp.Or(err, kerr.ErrorForCode(r.ErrorCode))
+		}
+	}
+	if err != nil && !errors.Is(err, kerr.UnknownMemberID) {
+		// DEBUG, as the other requests a Close past its deadline fails:
+		// Close reports its deadline itself.
+		m.log.Debug("kafka group leave failed past the close deadline; the group keeps the member until its session times out",
+			slog.String("member", memberID), slog.Any("error", claim.Flat(err)))
+		return
+	}
+	m.log.Debug("kafka group left", slog.String("member", memberID))
 }
 
 // commit sends the handled offsets of the member's claims (only p's when

@@ -228,9 +228,12 @@ func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
 // member's client. It waits for the partitions' in-flight messages at most
 // Options.RevokeTimeout, or until ctx is done, and not at all for those a
 // drain the pipeline cut short left without an outcome
-// (producer.Stage.Abandoned). It returns nil: errors while
-// leaving the group are logged. On a Source New did not make it does
-// nothing.
+// (producer.Stage.Abandoned). When ctx has ended (before Close, or
+// while it waits), each member still leaves the group, waiting at most
+// 500ms more for the answer: a member that closed without leaving would
+// keep its partitions from the group until its session timed out. It
+// returns nil: errors while leaving the group are logged. On a Source New
+// did not make it does nothing.
 func (s *Source) Close(ctx context.Context) error {
 	if s == nil || !s.made {
 		return nil

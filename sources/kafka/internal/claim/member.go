@@ -16,6 +16,15 @@ import (
 	"github.com/boulevard-go/boulevard/telemetry"
 )
 
+// LeaveGrace is how long a member whose Close ran out of time (its
+// context ended, before Close or during it) still waits for its leave from
+// the group to be answered: a member that closed without leaving keeps
+// its partitions from the rest of the group until its session times out,
+// while a leave the cluster answers takes one round trip. It is well under
+// the pipeline's CancelGrace, which Close is given after its context
+// ends.
+const LeaveGrace = 500 * time.Millisecond
+
 // Member is what a consumer-group member keeps whatever its client: its
 // claims, its latest session, and its commit bookkeeping. Commits are
 // serialised: at most one request is in flight per member, hence per
