@@ -250,9 +250,9 @@ func TestReadAheadBoundedByCapacity(t *testing.T) {
 	}
 }
 
-// Guarantee: what a subscriber has fetched and not handed out is bounded
-// by its queue capacity, the records sarama buffers for each partition
-// included. Each partition's channel gets a share of the capacity (one
+// Guarantee: the records sarama buffers below a subscriber are bounded by
+// its queue capacity together, as its own queue is. Each partition's
+// channel gets a share of the capacity (one
 // record at the least), whatever Config.ChannelBufferSize says (256 by
 // default), so a topic of many partitions does not multiply the
 // read-ahead by its partition count.

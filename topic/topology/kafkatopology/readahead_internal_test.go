@@ -17,8 +17,8 @@ type messagesOf interface {
 	Messages() <-chan *sarama.ConsumerMessage
 }
 
-// Guarantee: what a reader has fetched and not handed out is bounded by
-// ReadAhead, the records sarama buffers for each partition included: each
+// Guarantee: the records sarama buffers below a reader are bounded by
+// ReadAhead together, as the letters the reader keeps ready are: each
 // partition's channel gets a share of ReadAhead (one record at the
 // least), whatever Config.ChannelBufferSize says (256 by default), so a
 // topic of many partitions does not multiply the read-ahead by its
