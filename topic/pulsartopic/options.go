@@ -80,6 +80,10 @@ type Options[T any] struct {
 	ServiceURL string `validate:"required_without=Client,excluded_with=Client"`
 	// Client is an existing pulsar-client-go client to use instead of one
 	// made from ServiceURL. The backend shares it and never closes it.
+	// Its subscriptions report that they cannot reach the broker (so that
+	// a topic source's stage is degraded) only when it was made by
+	// sources/pulsar's NewClient without a ClientOptions.Logger; with any
+	// other client they report nothing.
 	Client pulsar.Client `validate:"-"`
 	// ClientOptions are passed to pulsar-client-go when the backend makes
 	// its own client: authentication (pulsar.NewAuthenticationToken, TLS

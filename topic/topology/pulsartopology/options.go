@@ -55,6 +55,10 @@ type Options[T any] struct {
 	ServiceURL string `validate:"required_without=Client,excluded_with=Client"`
 	// Client is an existing pulsar-client-go client to use instead of one
 	// made from ServiceURL. The backend shares it and never closes it.
+	// Its readers report that they cannot reach the broker (so that
+	// a topology source's stage is degraded) only when it was made by
+	// sources/pulsar's NewClient without a ClientOptions.Logger; with any
+	// other client they report nothing.
 	Client pulsar.Client `name:"-" validate:"-"`
 	// ClientOptions are passed to pulsar-client-go when the backend makes
 	// its own client (authentication, TLS); URL must be empty. Zero
