@@ -193,7 +193,8 @@ type StateStats struct {
 // read from its broker: a subscriber sets it as [SubscriberOptions].Reach.
 // A pipeline source (package topic/source) passes it on to the producer
 // stages that receive through the subscription, whose state is then
-// "degraded" while it cannot read.
+// "degraded" while it cannot read. A topology's reader reports to one
+// too (topology.ReachReporter).
 //
 // A backend on a broker calls Degrade once its client shows that the
 // subscription cannot read (kafkatopic: a balanced member's group

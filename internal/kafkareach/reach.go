@@ -1,9 +1,9 @@
 // Package kafkareach decides when a Kafka reader cannot read from its
 // cluster, and when it reads again, from what its client shows: failed
 // group sessions, a client out of brokers, records coming in and the
-// answers the client reads. The Kafka sources (sarama and franz-go) and
-// the Kafka topic backend report through it, so that all of them follow
-// one rule.
+// answers the client reads. The Kafka sources (sarama and franz-go), the
+// Kafka topic backend and the Kafka topology backend report through it,
+// so that all of them follow one rule.
 package kafkareach
 
 import (
@@ -16,7 +16,8 @@ import (
 )
 
 // Degrader is what a Reach reports to: the handle of a source's run
-// (producer.RunHealth), or a topic subscriber's topic.ReachObserver.
+// (producer.RunHealth), a topic subscriber's topic.ReachObserver, or the
+// relay a topology reader reports through to its source.
 type Degrader interface {
 	Degrade(err error)
 	Recovered()
@@ -73,7 +74,9 @@ type Reach struct {
 	// Health is what the member reports to: for a source, the handle of
 	// the stage's run the member belongs to (producer.Stage.Health), so
 	// that once that run has returned its reports change nothing; for a
-	// topic member, its subscription's topic.ReachObserver.
+	// topic member, its subscription's topic.ReachObserver; for a
+	// topology reader, the relay that passes its reports on to the
+	// observer its source sets.
 	Health Degrader
 
 	mu       sync.Mutex // serialises the reports to Health
