@@ -48,7 +48,7 @@ func TestCloseWatchReportsEveryClosure(t *testing.T) {
 		name      string
 		opts      pulsar.ConsumerOptions
 		close     func(b *pulsartest.Broker, client pulsar.Client, c pulsar.Consumer)
-		wantCause string // "" for errClosedUnder
+		wantCause string // "" for ErrClosedByCall
 	}{{
 		name:  "consumer closed",
 		close: func(_ *pulsartest.Broker, _ pulsar.Client, c pulsar.Consumer) { c.Close() },
@@ -67,7 +67,7 @@ func TestCloseWatchReportsEveryClosure(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b, _ := brokerAndClient(t)
 			client := newTestClient(t, b)
-			w := newCloseWatch()
+			w := NewCloseWatch()
 			opts := tc.opts
 			opts.Topic, opts.SubscriptionName, opts.Type = "watched", "sub", pulsar.Shared
 			opts.Interceptors = pulsar.ConsumerInterceptors{w}
@@ -77,20 +77,20 @@ func TestCloseWatchReportsEveryClosure(t *testing.T) {
 			}
 			defer c.Close()
 			select {
-			case <-w.done:
+			case <-w.Done():
 				t.Fatal("an open consumer reported closed")
 			default:
 			}
 			tc.close(b, client, c)
 			select {
-			case <-w.done:
+			case <-w.Done():
 			case <-time.After(20 * time.Second):
 				t.Fatal("the closure was not reported")
 			}
-			err = w.err()
+			err = w.Err()
 			if tc.wantCause == "" {
-				if err != errClosedUnder {
-					t.Fatalf("cause %v, want %v", err, errClosedUnder)
+				if err != ErrClosedByCall {
+					t.Fatalf("cause %v, want %v", err, ErrClosedByCall)
 				}
 				return
 			}

@@ -51,7 +51,7 @@ type consumer struct {
 	// acks is the queue the ack goroutine (sendAcks) hands to the client.
 	acks *ackQueue
 	// watch reports the consumer's closure, by whoever closed it.
-	watch *closeWatch
+	watch *CloseWatch
 	// events is the consumer's active-state listener; nil without an
 	// ActiveStateCallback.
 	events *listener
@@ -200,8 +200,8 @@ func (c *consumer) acquire(ctx context.Context, feed *producer.Feed[[]byte], max
 		}
 		select {
 		case <-c.wake:
-		case <-c.watch.done:
-			return 0, c.watch.err(), nil
+		case <-c.watch.Done():
+			return 0, c.watch.Err(), nil
 		case <-ctx.Done():
 			return 0, nil, ctx.Err()
 		}
@@ -217,50 +217,68 @@ func (c *consumer) ready(feed *producer.Feed[[]byte], maxTake int) int {
 	return min(n, c.plan.room(c.taken-feed.Stats().Dispatched))
 }
 
-// closeWatch is the consumer interceptor through which pulsar-client-go
-// tells the source that a consumer closed: closed by the source, by the
-// application (closing the client, or ActiveState.Consumer), or by the
-// client itself when it gave up reconnecting
-// (ConsumerOptions.MaxReconnectToBroker) or the broker refused the
-// consumer for good (a deleted topic, a lost authorization). The client
-// calls OnConsumerClose once per consumer, after the close completed.
-type closeWatch struct {
+// CloseWatch is a consumer interceptor (pulsar.ConsumerOptions.Interceptors)
+// through which pulsar-client-go tells whoever made the consumer that it
+// closed: closed by its maker, by the application (closing the client,
+// or ActiveState.Consumer), or by the client itself when it gave up
+// reconnecting (ConsumerOptions.MaxReconnectToBroker) or the broker
+// refused the consumer for good (a deleted topic or subscription, a lost
+// authorization). The client calls OnConsumerClose once per consumer,
+// after the close completed. The Pulsar source fails a stage whose
+// consumer closed under it; the topic and topology backends fail the
+// Receive of a subscription whose consumer they did not close. Make one
+// per consumer, with NewCloseWatch.
+type CloseWatch struct {
 	once  sync.Once
 	done  chan struct{}
 	cause error // written before done is closed
 }
 
-func newCloseWatch() *closeWatch { return &closeWatch{done: make(chan struct{})} }
+// NewCloseWatch returns a watch of one consumer, to add to its
+// ConsumerOptions.Interceptors.
+func NewCloseWatch() *CloseWatch { return &CloseWatch{done: make(chan struct{})} }
 
 // OnConsumerClose records the client's cause (nil for a close the
-// application or the source asked for) and reports the closure.
-func (w *closeWatch) OnConsumerClose(_ pulsar.Consumer, cause error) {
+// application or the consumer's maker asked for) and reports the closure.
+func (w *CloseWatch) OnConsumerClose(_ pulsar.Consumer, cause error) {
 	w.once.Do(func() {
 		w.cause = cause
 		close(w.done)
 	})
 }
 
-// err is the cause of a reported closure: the client's, or errClosedUnder
-// when the close was asked for without one.
-func (w *closeWatch) err() error {
+// Done is closed once the consumer has closed.
+func (w *CloseWatch) Done() <-chan struct{} { return w.done }
+
+// Err is the cause of a reported closure: the client's, or an error
+// wrapping ErrClosedByCall when the close was asked for without one; nil
+// while the consumer is open.
+func (w *CloseWatch) Err() error {
+	select {
+	case <-w.done:
+	default:
+		return nil
+	}
 	if w.cause != nil {
 		return w.cause
 	}
-	return errClosedUnder
+	return ErrClosedByCall
 }
 
-// errClosedUnder is the cause a *ConsumerError carries when the consumer
-// was closed by a call to its Close (the application's, or the client's
-// when the application closed the client) rather than by the client giving
-// up on it.
-var errClosedUnder = errors.New("the consumer was closed by a call to Close")
+// ErrClosedByCall is CloseWatch.Err, and the cause a *ConsumerError
+// carries, when the consumer was closed by a call to its Close (its
+// maker's, the application's, or the client's when the application
+// closed the client) rather than by the client giving up on it.
+var ErrClosedByCall = errors.New("pulsar: the consumer was closed by a call to Close")
 
-func (*closeWatch) BeforeConsume(pulsar.ConsumerMessage) {}
+// BeforeConsume does nothing: CloseWatch only watches the closure.
+func (*CloseWatch) BeforeConsume(pulsar.ConsumerMessage) {}
 
-func (*closeWatch) OnAcknowledge(pulsar.Consumer, pulsar.MessageID) {}
+// OnAcknowledge does nothing: CloseWatch only watches the closure.
+func (*CloseWatch) OnAcknowledge(pulsar.Consumer, pulsar.MessageID) {}
 
-func (*closeWatch) OnNegativeAcksSend(pulsar.Consumer, []pulsar.MessageID) {}
+// OnNegativeAcksSend does nothing: CloseWatch only watches the closure.
+func (*CloseWatch) OnNegativeAcksSend(pulsar.Consumer, []pulsar.MessageID) {}
 
 // next returns the consumer's next message. When none is waiting and some
 // are buffered, it first lets the client's dispatcher run (it hands messages
@@ -285,8 +303,8 @@ func (c *consumer) next(ctx context.Context, buffered bool, flush func()) (pulsa
 	select {
 	case cm := <-c.ch:
 		return cm.Message, nil
-	case <-c.watch.done:
-		return nil, c.watch.err()
+	case <-c.watch.Done():
+		return nil, c.watch.Err()
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}

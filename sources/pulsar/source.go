@@ -302,7 +302,7 @@ func (s *Source) subscribe(ctx context.Context, st *producer.Stage[[]byte], topi
 	// next grant to the broker, when the source takes it.
 	ch := make(chan pulsar.ConsumerMessage)
 	co.MessageChannel = ch
-	watch := newCloseWatch()
+	watch := NewCloseWatch()
 	co.Interceptors = append(slices.Clip(co.Interceptors), watch)
 	if dlq := co.DLQ; dlq != nil && dlq.MaxDeliveries > 0 {
 		co.Interceptors = append(co.Interceptors, deadLetterCounter{n: &s.deadLettered, max: dlq.MaxDeliveries})
