@@ -341,8 +341,15 @@ type slot[T any] struct {
 	// disconnected for lagging: nothing is received through the slot
 	// until it has ended (resubscribe).
 	next *subscribing[T]
-	buf  []topic.Item[T]
-	md   *Metadata
+	// failed is set when a Receive through cur failed (ended returned
+	// its error): the stage's Run fails, and the next holder of the turn
+	// replaces cur before it receives (resubscribe), so that the
+	// restarted Run does not receive through a subscription that
+	// failed, whose backend may never deliver through it again. Only the
+	// holder of the turn uses it.
+	failed bool
+	buf    []topic.Item[T]
+	md     *Metadata
 }
 
 // subscribing is a subscribe under way on a goroutine of the source's own
@@ -719,7 +726,8 @@ func (r *runFeeds[T]) flushInFlight() (done func()) {
 const subscribePanicked = "topic subscribe panicked; the subscribe fails"
 
 // resubscribe replaces the slot's subscription, which the topic
-// disconnected for lagging, with a new one. The caller holds the slot's
+// disconnected for lagging or whose Receive failed (slot.failed), with a
+// new one. The caller holds the slot's
 // turn, and receives nothing through the slot before resubscribe has
 // returned nil. The subscribe runs on a goroutine of the source's own,
 // bounded by ctx, recorded as the slot's next: when ctx ends first,
@@ -727,7 +735,8 @@ const subscribePanicked = "topic subscribe panicked; the subscribe fails"
 // which the next holder of the turn waits for in its turn (it calls
 // resubscribe again) instead of making another, unless it failed for the
 // end of ctx: the holder then subscribes anew under its own.
-// Stats.Resubscribes counts the new subscription once it is the slot's.
+// Stats.Resubscribes counts the new subscription once it is the slot's,
+// when it replaces one the topic disconnected for lagging.
 func (s *Source[T]) resubscribe(ctx context.Context, sl *slot[T]) error {
 	for {
 		if sl.next == nil {
@@ -745,7 +754,8 @@ func (s *Source[T]) resubscribe(ctx context.Context, sl *slot[T]) error {
 		}
 		sl.next = nil
 		if p.err == nil {
-			s.replace(sl, p.sub)
+			s.replace(sl, p.sub, !sl.failed)
+			sl.failed = false
 			return nil
 		}
 		if !p.cut || ctx.Err() != nil {
@@ -757,13 +767,17 @@ func (s *Source[T]) resubscribe(ctx context.Context, sl *slot[T]) error {
 }
 
 // replace makes sub the slot's subscription in place of the one the topic
-// disconnected, which is retired.
-func (s *Source[T]) replace(sl *slot[T], sub *subscription[T]) {
+// disconnected, or whose Receive failed, which is retired; lagged counts
+// it in Stats.Resubscribes (the topic disconnected the old one for
+// lagging).
+func (s *Source[T]) replace(sl *slot[T], sub *subscription[T], lagged bool) {
 	s.mu.Lock()
 	old := sl.cur
 	sl.cur = sub
 	s.runsLocked(sl.md.Member).adopt(sub.reach)
-	s.resubscribes.Add(1)
+	if lagged {
+		s.resubscribes.Add(1)
+	}
 	old.retired.Store(true)
 	if old.pending.Load() == 0 {
 		s.dropLocked(old)
@@ -798,9 +812,13 @@ func closeSubscriptions[T any](subs []*subscription[T]) {
 // Run receives from the stage's subscription under the stage's permit
 // window until ctx is cancelled (it returns nil) or the topic is closed and
 // drained (it returns nil: the source is exhausted). A subscription that
-// cannot be made is an error, and the stage restarts the source. A stage's
+// cannot be made is an error, and the stage restarts the source. So is a
+// Receive that fails with another error than a closed subscription or
+// topic (a backend whose client gave up the subscription's consumer): the
+// next Run through the slot replaces that subscription with a new one
+// before it receives, and the failed one is retired. A stage's
 // subscribe (its first one, or one replacing a subscription the topic
-// disconnected) runs on a goroutine the source owns, under ctx: when ctx
+// disconnected or whose Receive failed) runs on a goroutine the source owns, under ctx: when ctx
 // ends while it waits on the topic's backend, Run returns nil at once, and
 // the subscribe ends with nothing subscribed as soon as the backend lets
 // it (a subscription a backend makes anyway is the stage's next Run's, or
@@ -833,9 +851,10 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 		case <-ctx.Done():
 			return nil
 		}
-		if sl.next != nil {
+		if sl.next != nil || sl.failed {
 			// A resubscribe left under way by a stage stopped while it
-			// waited: nothing is received before it has ended.
+			// waited, or a subscription whose Receive failed: nothing is
+			// received before a new subscription replaces it.
 			if err := s.resubscribe(ctx, sl); err != nil {
 				sl.turn <- struct{}{}
 				return ended(ctx, err)
@@ -846,6 +865,10 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 		}
 		sub := sl.cur
 		n, err := sub.sub.ReceiveBatch(ctx, sl.buf[:have])
+		// A subscription whose Receive failed is replaced by the next
+		// holder of the turn (not one the topic disconnected for
+		// lagging, replaced below).
+		sl.failed = err != nil && ended(ctx, err) != nil
 		ptrs = s.convert(sub, sl.md, sl.buf[:n], ptrs[:0])
 		// Counted before a resubscribe retires sub, which must not find
 		// it settled while these are on their way.
