@@ -20,6 +20,15 @@ var ErrNoAdmin = errors.New("pulsartopic: partitioned topic does not exist and n
 // ErrBackendClosed is returned by NewTopic after the backend's Close.
 var ErrBackendClosed = errors.New("pulsartopic: backend closed")
 
+// ErrConsumerClosed is wrapped, with the client's cause, by the *Error a
+// subscription's Receive returns once pulsar-client-go closed its consumer
+// by itself: it gave up reconnecting, or the broker refused the consumer
+// for good (a deleted topic or subscription, a revoked authorization), or
+// the application closed the client the backend uses. The subscription
+// receives nothing more; close it and subscribe again (a topic source
+// does so when its stage restarts).
+var ErrConsumerClosed = errors.New("pulsartopic: the client closed the subscription's consumer")
+
 // PartitionError reports a topic whose partition count on the broker is
 // not the one the options ask for. It wraps [ErrPartitionMismatch].
 type PartitionError struct {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"runtime/debug"
 	"strconv"
@@ -61,6 +62,10 @@ type pSub[T any] struct {
 	// unwatch ends the watch of the consumer's reconnections that
 	// reports to the subscriber's SubscriberOptions.Reach (spulsar.WatchConsumer).
 	unwatch func()
+	// gone reports the consumer's closure; lostOnce logs, once, a closure
+	// the subscription did not ask for (lost).
+	gone     *spulsar.CloseWatch
+	lostOnce sync.Once
 }
 
 // randomHex returns n random bytes in hexadecimal.
@@ -120,6 +125,8 @@ func newSub[T any](ctx context.Context, t *pTopic[T], mode topic.SubscriptionMod
 		resubscribes = pulsarresub.New(log, "pulsartopic: broadcast subscriber subscribed again after losing its connection; it may have missed what was published while it was away", &t.resubscribes)
 		co.EventListener = resubscribes
 	}
+	gone := spulsar.NewCloseWatch()
+	co.Interceptors = pulsar.ConsumerInterceptors{gone}
 	unwatch := spulsar.WatchConsumer(t.b.client, &co, opts.Reach)
 	op := "subscribe " + quoteSub(co.SubscriptionName) + " to"
 	c, err := bounded(ctx, t.b, op, t.full, o.SubscribeTimeout, spulsar.ErrSubscribeTimeout, func() (pulsar.Consumer, error) {
@@ -139,6 +146,7 @@ func newSub[T any](ctx context.Context, t *pTopic[T], mode topic.SubscriptionMod
 		log:          log,
 		resubscribes: resubscribes,
 		unwatch:      unwatch,
+		gone:         gone,
 		stop:         make(chan struct{}),
 		pending:      make(map[topic.MessageID]pulsar.MessageID),
 		undecodable:  logburst.Keyed[string]{Log: log, Level: slog.LevelWarn, Msg: "pulsartopic: cannot decode a message; it is acked and skipped"},
@@ -151,7 +159,8 @@ func quoteSub(s string) string { return "subscription " + strconv.Quote(s) }
 // then takes what else is ready, up to len(dst). A record the codec cannot
 // decode is logged at WARN and acked, so that it is not delivered again.
 // Once the topic is closed it no longer waits: it returns what the
-// consumer already holds, then ErrSubscriptionClosed.
+// consumer already holds, then ErrSubscriptionClosed. Once the client has
+// closed the consumer by itself (see lost) it returns lost's error.
 func (s *pSub[T]) Receive(ctx context.Context, dst []topic.Envelope[T]) (int, error) {
 	if len(s.ids) < len(dst) {
 		s.ids = make([]pulsar.MessageID, len(dst))
@@ -168,9 +177,14 @@ func (s *pSub[T]) Receive(ctx context.Context, dst []topic.Envelope[T]) (int, er
 		if s.closed.Load() {
 			return 0, topic.ErrSubscriptionClosed
 		}
+		if err := s.lost(); err != nil {
+			return 0, err
+		}
 		select {
 		case cm := <-s.ch:
 			n = s.take(cm, dst, ids, n)
+		case <-s.gone.Done():
+			continue // lost, or closed by Close meanwhile
 		case <-s.stop:
 			if s.closed.Load() {
 				return 0, topic.ErrSubscriptionClosed
@@ -208,6 +222,28 @@ func (s *pSub[T]) Receive(ctx context.Context, dst []topic.Envelope[T]) (int, er
 	}
 	s.mu.Unlock()
 	return n, nil
+}
+
+// lost returns nil while the consumer is open, or was closed by the
+// subscription's Close. Otherwise the client closed it by itself (it gave
+// up reconnecting, or the broker refused it for good: a deleted topic or
+// subscription, a revoked authorization), or the application closed the
+// client under the backend: nothing will be delivered through it again,
+// and what it delivered can no longer be acknowledged. lost then logs
+// one ERROR line, the first time, and returns an *Error wrapping
+// ErrConsumerClosed and the client's cause (spulsar.ErrClosedByCall when
+// it gave none). The messages it holds are not handed out: the broker
+// delivers them again to the group's next consumer.
+func (s *pSub[T]) lost() error {
+	cause := s.gone.Err()
+	if cause == nil || s.closed.Load() {
+		return nil
+	}
+	err := s.t.b.fail("receive on "+quoteSub(s.name)+" of", s.t.full, fmt.Errorf("%w: %w", ErrConsumerClosed, cause))
+	s.lostOnce.Do(func() {
+		s.log.Error("pulsartopic: the client closed the subscription's consumer; Receive fails", slog.Any("error", err))
+	})
+	return err
 }
 
 // take decodes cm into dst[n] and returns the new count.

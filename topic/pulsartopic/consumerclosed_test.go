@@ -1,0 +1,99 @@
+package pulsartopic_test
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"testing"
+
+	"github.com/boulevard-go/boulevard/internal/logtest"
+	"github.com/boulevard-go/boulevard/internal/testbroker"
+	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/internal/readertest"
+	"github.com/boulevard-go/boulevard/topic/pulsartopic"
+)
+
+// revoked is a refusal pulsar-client-go does not retry: a consumer whose
+// resubscription the broker answers so is closed by the client.
+var revoked = &pulsartest.ServerError{Code: pulsartest.AuthorizationError, Message: "authorization revoked"}
+
+// Guarantee: when pulsar-client-go closes a subscription's consumer by
+// itself (here the broker refuses its resubscription for good after the
+// connection dropped), a Receive waiting returns at once an error
+// wrapping ErrConsumerClosed and the client's cause, and so does every
+// later Receive, and one ERROR line names the topic and the subscription;
+// Close still returns quietly afterwards.
+func TestReceiveFailsOnceTheClientClosedTheConsumer(t *testing.T) {
+	b := testbroker.Pulsar(t)
+	var lines logtest.Lines
+	o := testOptions[int](b, topic.IntCodec{})
+	o.Logger = slog.New(slog.NewTextHandler(&lines, nil))
+	be := newBackend(t, o)
+	h := newHandle(t, be, "revoked", topic.Options{})
+	sub := subscribe(t, h, topic.Balanced("g"))
+	if err := h.Publish(ctxT(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	it, err := sub.Receive(ctxT(t)) // the consumer is subscribed
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = sub.Ack(it.ID)
+
+	b.RefuseSubscribe(be.TopicName("revoked"), "g", revoked)
+	b.DropConnections()
+	_, err = sub.Receive(ctxT(t))
+	if !errors.Is(err, pulsartopic.ErrConsumerClosed) {
+		t.Fatalf("Receive = %v, want an error wrapping ErrConsumerClosed", err)
+	}
+	var pe *pulsartopic.Error
+	if !errors.As(err, &pe) || pe.Topic != be.TopicName("revoked") {
+		t.Fatalf("Receive = %v, want a *pulsartopic.Error naming the topic", err)
+	}
+	t.Logf("Receive: %v", err)
+	if _, again := sub.Receive(ctxT(t)); !errors.Is(again, pulsartopic.ErrConsumerClosed) {
+		t.Fatalf("a later Receive = %v, want ErrConsumerClosed again", again)
+	}
+	lines.Want(t, 1, "the lost consumer's line", "level=ERROR", "closed the subscription's consumer", "subscription=g", "AuthorizationError")
+	sub.Close()
+}
+
+// Guarantee: a pipeline reading a Pulsar topic through topic/source, whose
+// consumer pulsar-client-go closed by itself, does not stay running with
+// nothing to read: its run fails with an error wrapping ErrConsumerClosed,
+// the stage restarts and subscribes anew (the restarted runs fail while
+// the broker still refuses), and once the broker accepts the subscription
+// again every message published from then on is handled.
+func TestTopicSourceSubscribesAnewOnceTheClientClosedItsConsumer(t *testing.T) {
+	b := testbroker.Pulsar(t)
+	be := newBackend(t, testOptions[int](b, topic.IntCodec{}))
+	h := newHandle(t, be, "lost", topic.Options{})
+	var lines logtest.Lines
+	r := readertest.Start(t, "lost", h, topic.Balanced("g"), slog.New(slog.NewTextHandler(&lines, nil)))
+	full := be.TopicName("lost")
+	publish := func(from, to int) {
+		t.Helper()
+		for v := from; v < to; v++ {
+			payload, _ := topic.IntCodec{}.Encode(v)
+			// Through the broker's API: the backend's producer may be
+			// reconnecting.
+			if _, err := b.Publish(ctxT(t), full, pulsartest.Message{Payload: payload}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	publish(0, 5)
+	wait.Within(t, patience, "the messages published first", func() bool { return r.Handled() == 5 }, r.String)
+
+	b.RefuseSubscribe(full, "g", revoked)
+	b.DropConnections()
+	wait.Within(t, patience, "the run to fail with ErrConsumerClosed", func() bool {
+		return r.Status().Restarts >= 1 && lines.Count("closed the subscription's consumer") > 0
+	}, r.String)
+	b.RefuseSubscribe(full, "g", nil)
+	publish(5, 10)
+	wait.Within(t, patience, "every message published after the consumer was closed", func() bool { return r.Handled() == 10 },
+		func() string { return fmt.Sprintf("%s, last error %v", r.String(), r.Status().LastError) })
+}
