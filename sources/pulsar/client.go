@@ -354,8 +354,12 @@ func NewClient(o pulsar.ClientOptions, logger *slog.Logger) (*Client, error) {
 		return nil, fmt.Errorf("pulsar: create client for %q: %w", url, ErrTLSWithPlaintextURL)
 	}
 	secrets := clientSecrets(&o)
-	last := new(lastFailure)
+	// The client's own lines tell its connection failures and its
+	// consumers' reconnections (lastFailure); a Logger of the caller's
+	// hides them, and the client then reports none (last stays nil).
+	var last *lastFailure
 	if o.Logger == nil {
+		last = new(lastFailure)
 		o.Logger = clientLogger(logger, last, secrets)
 	}
 	o = ClientDefaults(o, logger)

@@ -147,7 +147,12 @@ func TestWatchReconnectsReportsUntilUnwatchedOnAClientThatCanTell(t *testing.T) 
 	if _, degrades := st.state(); degrades != 1 {
 		t.Fatalf("%d degrades, want 1: a report came after unwatch", degrades)
 	}
-	for what, c := range map[string]*Client{"a client with a Logger of its own": {}, "a nil client": nil} {
+	own, err := NewClient(pulsar.ClientOptions{URL: "pulsar://127.0.0.1:1", Logger: plog.NewLoggerWithSlog(slog.New(slog.DiscardHandler))}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	for what, c := range map[string]*Client{"a client with a Logger of its own": own, "a nil client": nil} {
 		if _, ok := c.WatchReconnects(name, st); ok {
 			t.Errorf("WatchReconnects on %s, whose lines it cannot read, says it watches", what)
 		}
