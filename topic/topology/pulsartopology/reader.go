@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +31,15 @@ import (
 // marker did not come back within Options.OperationTimeout, or before
 // the TryReceive's context ended (it then wraps the context's error).
 var ErrCatchUp = errors.New("pulsartopology: the reader did not catch up with the DLQ")
+
+// ErrConsumerClosed is wrapped, with the client's cause, by the error a
+// reader's Receive and TryReceive return once pulsar-client-go closed
+// its consumer by itself: it gave up reconnecting, or the broker refused
+// the consumer for good (a deleted topic or subscription, a revoked
+// authorization), or the application closed the client the backend uses.
+// The reader receives nothing more; a topology source's run fails, and
+// the stage's next run subscribes a new reader.
+var ErrConsumerClosed = errors.New("pulsartopology: the client closed the reader's consumer")
 
 const (
 	// markerNackDelay is how soon a marker another reader received comes
@@ -81,6 +92,11 @@ type reader[T any] struct {
 	// (ReportReach); unwatch ends that watch.
 	reach   *reachrelay.Relay
 	unwatch func()
+	// gone reports the consumer's closure (nil for a reader made without
+	// a watch); lostOnce logs, once, a closure the reader did not ask for
+	// (lost).
+	gone     *spulsar.CloseWatch
+	lostOnce sync.Once
 }
 
 var _ topology.UndecodableCounter = (*reader[int])(nil)
@@ -118,6 +134,8 @@ func newReader[T any](b *Backend[T], co pulsar.ConsumerOptions, group, dlq strin
 	ch := make(chan pulsar.ConsumerMessage, channelSize)
 	co.MessageChannel = ch
 	reach := new(reachrelay.Relay)
+	gone := spulsar.NewCloseWatch()
+	co.Interceptors = append(slices.Clip(co.Interceptors), gone)
 	unwatch := spulsar.WatchConsumer(b.client, &co, reach)
 	c, err := b.client.Subscribe(co)
 	if err != nil {
@@ -129,7 +147,7 @@ func newReader[T any](b *Backend[T], co pulsar.ConsumerOptions, group, dlq strin
 	}
 	r := readerOn(b, c, ch, group, dlq, co.SubscriptionName)
 	r.resubscribes, _ = co.EventListener.(*pulsarresub.Listener)
-	r.reach, r.unwatch = reach, unwatch
+	r.reach, r.unwatch, r.gone = reach, unwatch, gone
 	if !b.track(r) {
 		c.Close()
 		unwatch()
@@ -164,9 +182,14 @@ func (r *reader[T]) Receive(ctx context.Context, dst []topology.Letter[T]) (int,
 			return 0, topology.ErrClosed
 		default:
 		}
+		if err := r.lost(); err != nil {
+			return 0, err
+		}
 		select {
 		case cm := <-r.ch:
 			n = r.take(cm, dst, n)
+		case <-r.goneDone():
+			continue // lost, or closed by Close meanwhile
 		case <-r.stop:
 			return 0, topology.ErrClosed
 		case <-ctx.Done():
@@ -176,6 +199,41 @@ func (r *reader[T]) Receive(ctx context.Context, dst []topology.Letter[T]) (int,
 	}
 	returned = true
 	return n, nil
+}
+
+// goneDone is closed once the reader's consumer has closed; nil (never
+// ready) for a reader made without a watch.
+func (r *reader[T]) goneDone() <-chan struct{} {
+	if r.gone == nil {
+		return nil
+	}
+	return r.gone.Done()
+}
+
+// lost returns nil while the consumer is open, or was closed by the
+// reader's Close (or the backend's). Otherwise the client closed it by
+// itself (it gave up reconnecting, or the broker refused it for good: a
+// deleted topic or subscription, a revoked authorization), or the
+// application closed the client under the backend: nothing will be
+// delivered through it again, and what it delivered can no longer be
+// acknowledged. lost then logs one ERROR line, the first time, and
+// returns an error wrapping ErrConsumerClosed and the client's cause
+// (spulsar.ErrClosedByCall when it gave none). The messages it holds
+// are not handed out: the broker delivers them again to the group.
+func (r *reader[T]) lost() error {
+	if r.gone == nil {
+		return nil
+	}
+	cause := r.gone.Err()
+	if cause == nil || r.life.Err() != nil {
+		return nil
+	}
+	err := fmt.Errorf("%w: subscription %q: %w", ErrConsumerClosed, r.sub, r.b.redact(cause))
+	r.lostOnce.Do(func() {
+		r.b.log.Error("pulsartopology: the client closed the reader's consumer; Receive fails",
+			slog.String("subscription", r.sub), slog.Any("error", err))
+	})
+	return err
 }
 
 // drain takes what is ready without waiting.
@@ -220,6 +278,9 @@ func (r *reader[T]) tryReceive(ctx context.Context, dst []topology.Letter[T]) (i
 	case <-r.stop:
 		return 0, topology.ErrClosed
 	default:
+	}
+	if err := r.lost(); err != nil {
+		return 0, err
 	}
 	n := r.drain(dst, 0)
 	if n > 0 || r.dlq == "" {

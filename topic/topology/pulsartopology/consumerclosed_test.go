@@ -1,0 +1,125 @@
+package pulsartopology_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"testing"
+
+	"github.com/boulevard-go/boulevard/internal/logtest"
+	"github.com/boulevard-go/boulevard/internal/testbroker"
+	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/internal/readertest"
+	"github.com/boulevard-go/boulevard/topic/topology"
+	"github.com/boulevard-go/boulevard/topic/topology/pulsartopology"
+	"github.com/boulevard-go/boulevard/topic/topology/topologytest"
+)
+
+// revoked is a refusal pulsar-client-go does not retry: a consumer whose
+// resubscription the broker answers so is closed by the client.
+var revoked = &pulsartest.ServerError{Code: pulsartest.AuthorizationError, Message: "authorization revoked"}
+
+// Guarantee: when pulsar-client-go closes a reader's consumer by itself
+// (here the broker refuses its resubscription for good after the
+// connection dropped), a group reader's or a dead-letter reader's Receive
+// waiting returns at once an error wrapping ErrConsumerClosed and the
+// client's cause, and so do every later Receive and TryReceive, and one
+// ERROR line names the subscription; Close still returns quietly
+// afterwards.
+func TestReaderReceiveFailsOnceTheClientClosedItsConsumer(t *testing.T) {
+	for name, c := range map[string]struct {
+		dead bool
+		sub  string
+	}{
+		"group":       {sub: "revoked"},
+		"dead-letter": {dead: true, sub: pulsartopology.DeadSubscription},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := testbroker.Pulsar(t)
+			var lines logtest.Lines
+			o := options(b, topic.IntCodec{})
+			o.Logger = slog.New(slog.NewTextHandler(&lines, nil))
+			be := newBackend(t, o)
+			top := build(t, topology.New("revoked").DLQ())
+			q, r := declared(t, be, top)
+			topicName := be.TopicName("revoked")
+			if c.dead {
+				var err error
+				if r, err = q.SubscribeDead(ctxT(t)); err != nil {
+					t.Fatal(err)
+				}
+				dlq, _ := top.DLQ()
+				topicName = be.TopicName(dlq)
+			}
+
+			b.RefuseSubscribe(topicName, c.sub, revoked)
+			b.DropConnections()
+			dst := make([]topology.Letter[int], 4)
+			_, err := r.Receive(ctxT(t), dst)
+			if !errors.Is(err, pulsartopology.ErrConsumerClosed) {
+				t.Fatalf("Receive = %v, want an error wrapping ErrConsumerClosed", err)
+			}
+			t.Logf("Receive: %v", err)
+			if _, again := r.Receive(ctxT(t), dst); !errors.Is(again, pulsartopology.ErrConsumerClosed) {
+				t.Fatalf("a later Receive = %v, want ErrConsumerClosed again", again)
+			}
+			if _, try := r.TryReceive(ctxT(t), dst); !errors.Is(try, pulsartopology.ErrConsumerClosed) {
+				t.Fatalf("TryReceive = %v, want ErrConsumerClosed", try)
+			}
+			topologytest.MustClose(t, "the reader", r.Close)
+			lines.Want(t, 1, "the lost consumer's line", "level=ERROR", "closed the reader's consumer", "subscription="+c.sub, "AuthorizationError")
+		})
+	}
+}
+
+// Guarantee: a pipeline reading a Pulsar topology through a topology
+// source, whose group reader's consumer pulsar-client-go closed by itself,
+// does not stay running with nothing to read: its run fails with an error
+// wrapping ErrConsumerClosed, the stage restarts and subscribes a new
+// reader (the restarted runs fail while the broker still refuses), and
+// once the broker accepts the subscription again every letter published
+// from then on is handled.
+func TestTopologySourceSubscribesANewReaderOnceTheClientClosedItsConsumer(t *testing.T) {
+	b := testbroker.Pulsar(t)
+	var lines logtest.Lines
+	log := slog.New(slog.NewTextHandler(&lines, nil))
+	o := options(b, topic.Codec[topologytest.Msg](topic.JSONCodec[topologytest.Msg]{}))
+	o.Logger = log
+	be := newBackend(t, o)
+	q, err := be.Declare(ctxT(t), build(t, topology.New("lost")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := topology.NewSource(topology.SourceOptions[topologytest.Msg]{Queues: q, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := readertest.Run(t, "lost", src, func(m topologytest.Msg) int { return m.N }, log)
+	full := be.TopicName("lost")
+	publish := func(from, to int) {
+		t.Helper()
+		for v := from; v < to; v++ {
+			payload, _ := json.Marshal(topologytest.Msg{N: v})
+			// Through the broker's API: the backend's producer may be
+			// reconnecting.
+			if _, err := b.Publish(ctxT(t), full, pulsartest.Message{Payload: payload}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	publish(0, 5)
+	wait.Within(t, patience, "the letters published first", func() bool { return r.Handled() == 5 }, r.String)
+
+	b.RefuseSubscribe(full, "lost", revoked)
+	b.DropConnections()
+	wait.Within(t, patience, "the run to fail with ErrConsumerClosed", func() bool {
+		return r.Status().Restarts >= 1 && lines.Count("level=ERROR", "closed the reader's consumer") > 0
+	}, r.String)
+	b.RefuseSubscribe(full, "lost", nil)
+	publish(5, 10)
+	wait.Within(t, patience, "every letter published after the consumer was closed", func() bool { return r.Handled() == 10 },
+		func() string { return fmt.Sprintf("%s, last error %v", r.String(), r.Status().LastError) })
+}
