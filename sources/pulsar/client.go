@@ -10,8 +10,10 @@ import (
 	"log/slog"
 	neturl "net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
@@ -180,8 +182,8 @@ func (c *Client) WatchReconnects(name string, d Degrader) (unwatch func(), ok bo
 // WatchConsumer watches the reconnections of the consumer co is about to
 // make, for a subscriber that makes its own consumers (a topic or
 // topology backend): when client is a *Client and d is not nil, it names
-// the consumer after its subscription with a random suffix, so that no
-// other consumer of the client shares the name, and reports to d by
+// the consumer after its subscription with a suffix no other consumer
+// of the process shares, and reports to d by
 // WatchReconnects' rule until the returned unwatch is called. With
 // another client, or a nil d, it changes nothing and watches nothing.
 func WatchConsumer(client pulsar.Client, co *pulsar.ConsumerOptions, d Degrader) (unwatch func()) {
@@ -189,11 +191,24 @@ func WatchConsumer(client pulsar.Client, co *pulsar.ConsumerOptions, d Degrader)
 	if !ok || d == nil || c == nil || c.last == nil {
 		return func() {}
 	}
-	var rnd [4]byte
-	_, _ = rand.Read(rnd[:])
-	co.Name = co.SubscriptionName + "-" + hex.EncodeToString(rnd[:])
+	co.Name = co.SubscriptionName + "-" + processTag + "-" + strconv.FormatUint(consumerSeq.Add(1), 10)
 	unwatch, _ = c.WatchReconnects(co.Name, d)
 	return unwatch
+}
+
+// processTag and consumerSeq name the consumers WatchConsumer watches:
+// the sequence number makes each name the process gives distinct (a watch
+// is by name), the random tag tells the processes apart in the broker's
+// statistics.
+var (
+	processTag  = randomTag()
+	consumerSeq atomic.Uint64
+)
+
+func randomTag() string {
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:])
+	return hex.EncodeToString(rnd[:])
 }
 
 // reconnectWatch follows the reconnections of one run's consumers, from

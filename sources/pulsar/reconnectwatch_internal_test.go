@@ -160,7 +160,7 @@ func TestWatchReconnectsReportsUntilUnwatchedOnAClientThatCanTell(t *testing.T) 
 }
 
 // Guarantee: WatchConsumer gives the consumer a backend is about to make a
-// name of its own (its subscription's, with a random suffix) and watches
+// name of its own (its subscription's, with a suffix of the process's) and watches
 // it on a client that can tell, so that two subscribers of one
 // subscription never share a watch; on a client that cannot tell, or
 // without an observer, it leaves the options as they were.
