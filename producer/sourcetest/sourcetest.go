@@ -53,7 +53,9 @@
 //     (producer.RunHealth.Degrade), so that the stage is degraded with the
 //     cause as its LastError rather than running; once the broker is
 //     back the source reports that too (RunHealth.Recovered), the stage runs
-//     again, and every message is handled, none settled twice;
+//     again, and every message is handled and settled (a message whose
+//     settlement the outage cut off is delivered again), none settled
+//     twice;
 //   - MemberJoinWithdraws: a second consumer joining the stream while the
 //     first one's stage buffer holds a window per feed (a Kafka rebalance, where the source
 //     withdraws what it buffered for a revoked partition with
