@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/producer/sourcetest"
@@ -20,7 +21,8 @@ import (
 // two partitions (two feeds per member), one consumer group, outcomes read
 // back as the group's committed offsets. A failure is the group
 // coordinator ending the session and refusing the member's next join as
-// unauthorized (Run returns ErrDenied).
+// unauthorized (Run returns ErrDenied). An outage is the cluster dropping
+// the connection of every request it receives until it is restored.
 func TestConformance(t *testing.T) {
 	eachClient(t, func(t *testing.T, cl client) {
 		conformance(t, cl)
@@ -65,7 +67,8 @@ func conformance(t *testing.T, cl client) {
 				// No Fetched: kfake shows the offsets fetches ask for, not
 				// the records it answers with, so it cannot tell how far
 				// the members read ahead.
-				Fail: f.fail,
+				Fail:   f.fail,
+				Outage: outage(c),
 			}
 		},
 	})
@@ -116,6 +119,19 @@ func (w *groupWatch) fail(context.Context) error {
 	defer w.mu.Unlock()
 	w.endNext = true
 	return nil
+}
+
+// outage makes c drop the connection of every request it receives, as a
+// cluster out of reach does, until the restore it returns is called.
+func outage(c *kfake.Cluster) func(context.Context) (func(context.Context) error, error) {
+	return func(context.Context) (func(context.Context) error, error) {
+		f := testbroker.Inject(c, kmsg.Key(-1), 0, nil)
+		f.Every(1)
+		return func(context.Context) error {
+			f.Every(0)
+			return nil
+		}, nil
+	}
 }
 
 func recordKey(p int32, off int64) string { return fmt.Sprintf("%d@%d", p, off) }
