@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
@@ -17,7 +20,15 @@ import (
 // The Pulsar source passes the source conformance suite on pulsartest: one
 // topic (one consumer, one feed per stage), a shared subscription, outcomes
 // read back as the acks the broker counted. A failure is a consumer closed
-// under its stage, which makes Run fail.
+// under its stage, which makes Run fail. An outage is the broker dropping
+// every connection and refusing the subscription's consumers until it is
+// restored: each attempt of the consumer to reconnect fails, as at a
+// broker out of reach, and the broker keeps the topic and its acks, which
+// a broker stopped and started again would not.
+// errOutOfReach is what the broker answers a subscribe with during an
+// outage.
+var errOutOfReach = errors.New("broker out of reach")
+
 func TestConformance(t *testing.T) {
 	const topic, sub = "conformance", "sub"
 	sourcetest.Run(t, sourcetest.Harness[[]byte]{
@@ -27,7 +38,14 @@ func TestConformance(t *testing.T) {
 				t.Fatalf("the Pulsar fixture needs a *testing.T, got %T", t)
 			}
 			e := newEnv(tt)
-			b, client := e.broker, e.client
+			b := e.broker
+			// A client of the source's own, which reports its consumers'
+			// failed reconnections (Client.WatchReconnects).
+			client, err := bpulsar.NewClient(pulsar.ClientOptions{URL: b.URL(), OperationTimeout: 5 * time.Second}, testLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(client.Close)
 			var (
 				mu      sync.Mutex
 				sources []*bpulsar.Source
@@ -74,6 +92,14 @@ func TestConformance(t *testing.T) {
 						}
 					}
 					return nil
+				},
+				Outage: func(context.Context) (func(context.Context) error, error) {
+					b.RefuseSubscribe(topic, sub, errOutOfReach)
+					b.DropConnections()
+					return func(context.Context) error {
+						b.RefuseSubscribe(topic, sub, nil)
+						return nil
+					}, nil
 				},
 			}
 		},
