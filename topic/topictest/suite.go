@@ -170,6 +170,8 @@ var cases = []testCase{
 	{"Backpressure", []topic.Feature{topic.FeatureGroupBackpressure}, testBackpressure},
 	// TryPublish and on_full drop_newest report DroppedOnFull and deliver nothing.
 	{"DropOnFull", []topic.Feature{topic.FeatureGroupBackpressure}, testDropOnFull},
+	// TryPublish and on_full drop_newest publish, and deliver, while there is room: on every backend, full or never full.
+	{"TryPublishWithRoomDelivers", nil, testTryPublishWithRoom},
 	// Broadcast drop_oldest: a slow subscriber gets Lagged{Missed} and continues from the oldest retained message; the fast one and the publisher are unaffected.
 	{"LagDropOldest", []topic.Feature{topic.FeatureBroadcastCapacity}, testLagDropOldest},
 	// Broadcast disconnect: a slow subscriber gets one final Lagged, then ErrSubscriptionClosed.
@@ -633,6 +635,37 @@ func testDropOnFull(s *suite) {
 	}
 }
 
+func testTryPublishWithRoom(s *suite) {
+	t := s.t
+	h := s.topic("t", mixed(8, 8))
+	g, bc := s.sub(h, group("g")), s.sub(h, topic.Broadcast())
+	if out, err := h.TryPublish(1); err != nil || out != topic.Published {
+		t.Fatalf("TryPublish with room = %v, %v; want Published", out, err)
+	}
+	if out, err := h.PublishWith(ctxT(t), 2, topic.DropNewest); err != nil || out != topic.Published {
+		t.Fatalf("PublishWith(DropNewest) with room = %v, %v; want Published", out, err)
+	}
+	bd := topic.Binding[int]{Handle: h, OnFull: topic.DropNewest}
+	if out, err := bd.Publish(ctxT(t), 3); err != nil || out != topic.Published {
+		t.Fatalf("Binding(DropNewest).Publish with room = %v, %v; want Published", out, err)
+	}
+	for _, sub := range []*topic.Subscription[int]{g, bc} {
+		for v := 1; v <= 3; v++ {
+			recvValue(t, sub, v)
+		}
+		recvNothing(t, sub)
+	}
+	if st := h.Stats(); st.Published != 3 || st.Dropped != 0 {
+		t.Fatalf("Stats = %+v, want 3 published, none dropped", st)
+	}
+	// A topic configured with on_full drop_newest (last: a backend that
+	// does not declare it skips from here).
+	d := s.topic("d", topic.Options{Mode: topic.BalancedOnly, Balanced: topic.BalancedPolicy{Capacity: 8, OnFull: topic.DropNewest}})
+	dg := s.sub(d, group("g"))
+	publish(t, d, 4)
+	recvValue(t, dg, 4)
+}
+
 func testLagDropOldest(s *suite) {
 	t := s.t
 	const capacity, n = 4, 10
@@ -980,6 +1013,26 @@ func testSubscribeEndedContext(s *suite) {
 		t.Fatalf("the backend's Stats after subscribes with an ended context: %d groups, %d broadcast subscribers; want none", stats.BalancedGroups, stats.BroadcastSubscribers)
 	}
 
+	// Nor did they leave a subscription behind that the backend does not
+	// count: what is published now is kept for nobody, and the group's
+	// first member receives what is published from then on.
+	stPublish(t, st, 1)
+	m, err := st.Subscribe(ctxT(t), group("g"), topic.SubscriberOptions{})
+	if err != nil {
+		t.Fatalf("the backend's Subscribe(Balanced(\"g\")): %v", err)
+	}
+	defer m.Close()
+	stPublish(t, st, 2)
+	buf := make([]topic.Envelope[int], 4)
+	if n, err := m.Receive(ctxT(t), buf); err != nil || n != 1 || buf[0].Value != 2 {
+		t.Fatalf("the group's first member received %v, %v; want only the message published after it subscribed (2)", buf[:n], err)
+	}
+	quietCtx, stop := context.WithTimeout(context.Background(), quiet)
+	defer stop()
+	if n, err := m.Receive(quietCtx, buf); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the group's first member then received %v, %v; want nothing", buf[:n], err)
+	}
+
 	// A tracked publish now reaches no subscriber (on a backend that
 	// carries outcomes back to publishers; the others skip from here).
 	p := s.tracked(h, topic.TrackedOptions{})
@@ -994,6 +1047,14 @@ func testSubscribeEndedContext(s *suite) {
 	publish(t, h, 2)
 	recvValue(t, g, 2)
 	recvNothing(t, g)
+}
+
+// stPublish publishes v through a backend's State, untracked.
+func stPublish(t *testing.T, st topic.State[int], v int) {
+	t.Helper()
+	if out, err := st.Publish(ctxT(t), topic.Envelope[int]{ID: topic.MessageID(v), Value: v}, topic.Block); err != nil || out != topic.Published {
+		t.Fatalf("the backend's Publish(%d) = %v, %v", v, out, err)
+	}
 }
 
 func testNoReplay(s *suite) {
