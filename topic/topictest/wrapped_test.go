@@ -23,6 +23,10 @@ func (w wrapped) Name() string { return w.name }
 
 func (w wrapped) Capabilities() topic.Capabilities {
 	c := topic.InMemory[int]{}.Capabilities()
+	if w.name == "durable-tracked" {
+		c.Features = []topic.Feature{topic.FeatureDurable}
+		return c
+	}
 	c.Features = nil
 	c.AckModes = []topic.AckMode{topic.AckFirst}
 	c.Propagation = []topic.PropagationMode{topic.PropagationDisabled}
@@ -70,7 +74,57 @@ func (w *wrappedState) Subscribe(ctx context.Context, mode topic.SubscriptionMod
 		}
 		return nil, err
 	}
-	return w.State.Subscribe(ctx, mode, o)
+	sub, err := w.State.Subscribe(ctx, mode, o)
+	if err != nil || w.fault != "durable-tracked" {
+		return sub, err
+	}
+	return &redelivering{SubscriptionState: sub, received: map[topic.MessageID]topic.Envelope[int]{}}, nil
+}
+
+// redelivering makes an in-memory subscription settle its deliveries as a
+// durable backend does, within one member: Settle refuses what it did not
+// hand out or settled already, and a nacked message comes again, with
+// Redeliveries one higher and its ticket, at the member's next Receive.
+type redelivering struct {
+	topic.SubscriptionState[int]
+
+	mu       sync.Mutex
+	received map[topic.MessageID]topic.Envelope[int]
+	again    []topic.Envelope[int]
+}
+
+func (r *redelivering) Receive(ctx context.Context, dst []topic.Envelope[int]) (int, error) {
+	r.mu.Lock()
+	n := copy(dst, r.again)
+	r.again = r.again[n:]
+	r.mu.Unlock()
+	if n == 0 {
+		var err error
+		if n, err = r.SubscriptionState.Receive(ctx, dst); err != nil {
+			return n, err
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range dst[:n] {
+		r.received[e.ID] = e
+	}
+	return n, nil
+}
+
+func (r *redelivering) Settle(id topic.MessageID, reason error) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.received[id]
+	if !ok {
+		return topic.ErrMessageNotTracked
+	}
+	delete(r.received, id)
+	if reason != nil {
+		e.Redeliveries++
+		r.again = append(r.again, e)
+	}
+	return nil
 }
 
 func (w *wrappedState) Stats() topic.StateStats {
@@ -91,16 +145,16 @@ func (w *wrappedState) Close() {
 	}
 }
 
-// brokenEnv makes TestBrokenBackendConformance run; only
-// TestSuiteCatchesBrokenBackends sets it, for the process it starts.
-const brokenEnv = "TOPICTEST_BROKEN_BACKENDS"
+// wrappedEnv makes TestWrappedBackendConformance run; only the tests below
+// set it, for the process they start.
+const wrappedEnv = "TOPICTEST_WRAPPED_BACKENDS"
 
-// The suite run against the backends of TestSuiteCatchesBrokenBackends.
-func TestBrokenBackendConformance(t *testing.T) {
-	if os.Getenv(brokenEnv) == "" {
-		t.Skip("run by TestSuiteCatchesBrokenBackends")
+// The suite run against the wrapped backends, by the tests below.
+func TestWrappedBackendConformance(t *testing.T) {
+	if os.Getenv(wrappedEnv) == "" {
+		t.Skip("run by TestSuiteCatchesBrokenBackends and TestTrackedSubtestsPassOnDurableBackend")
 	}
-	for _, name := range []string{"faithful", "try-publish-loses", "refused-subscribe-joins"} {
+	for _, name := range []string{"faithful", "try-publish-loses", "refused-subscribe-joins", "durable-tracked"} {
 		t.Run(name, func(t *testing.T) {
 			topictest.Run(t, func() topic.Backend[int] { return wrapped{name: name} })
 		})
@@ -117,21 +171,35 @@ func TestSuiteCatchesBrokenBackends(t *testing.T) {
 		t.Run(c.fault, func(t *testing.T) {
 			run := func(backend string) (string, error) {
 				cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.v",
-					"-test.run=^TestBrokenBackendConformance$/^"+backend+"$/^"+c.subtest+"$")
-				cmd.Env = append(os.Environ(), brokenEnv+"=1")
+					"-test.run=^TestWrappedBackendConformance$/^"+backend+"$/^"+c.subtest+"$")
+				cmd.Env = append(os.Environ(), wrappedEnv+"=1")
 				out, err := cmd.CombinedOutput()
 				return string(out), err
 			}
 			// Without the fault the subtest passes, or skips at its part on
 			// tracked publishers, which comes after what the faults break.
 			out, err := run("faithful")
-			if err != nil || !strings.Contains(out, "=== RUN   TestBrokenBackendConformance/faithful/"+c.subtest) {
+			if err != nil || !strings.Contains(out, "=== RUN   TestWrappedBackendConformance/faithful/"+c.subtest) {
 				t.Fatalf("the backend without the fault did not pass %s (%v):\n%s", c.subtest, err, out)
 			}
 			out, err = run(c.fault)
-			if err == nil || !strings.Contains(out, "--- FAIL: TestBrokenBackendConformance/"+c.fault+"/"+c.subtest) {
+			if err == nil || !strings.Contains(out, "--- FAIL: TestWrappedBackendConformance/"+c.fault+"/"+c.subtest) {
 				t.Fatalf("%s passed on a backend whose fault it checks (%v):\n%s", c.subtest, err, out)
 			}
 		})
+	}
+}
+
+// The tracked subtests hold on a durable backend that carries tickets: a
+// nacked message comes again, a delivery whose publish timed out is still
+// the backend's to settle, and a backend without group_backpressure is
+// not asked to fill a group's queue.
+func TestTrackedSubtestsPassOnDurableBackend(t *testing.T) {
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.v",
+		"-test.run=^TestWrappedBackendConformance$/^durable-tracked$/^(TrackedNackWithReason|TrackedTimedOut|TrackedFuncAndClose|DurableNackRedelivers|DurableSettlesUntracked)$")
+	cmd.Env = append(os.Environ(), wrappedEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.Count(string(out), "--- PASS: TestWrappedBackendConformance/durable-tracked/") != 5 {
+		t.Fatalf("the tracked subtests on a durable backend with tracked publishers (%v):\n%s", err, out)
 	}
 }
