@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -190,5 +191,87 @@ func TestDegradedStageRunsAgainWhenTheClusterAnswersOnAnIdleTopic(t *testing.T) 
 	t.Logf("running %v after the cluster answered again", st.Since.Sub(back).Round(time.Millisecond))
 	if st.Restarts != 0 {
 		t.Fatalf("status %+v, want the first run still", st)
+	}
+}
+
+// Guarantee: a cluster of three brokers one of which drops every
+// connection, while the others answer, does not degrade the stage: no
+// state change, no WARN line. The member's fetches from the partition
+// that broker leads fail at each retry, and each lookup of its leader
+// goes to the brokers that answer; sarama reports ErrOutOfBrokers (which
+// degrades at once) only once every broker it knows failed. Nor does the
+// partition's leader moving to a broker that answers, which the member
+// follows to read a record produced then. The check that the stage stays
+// running runs through the member's next 50 failed requests to that
+// broker and the move.
+func TestOneBrokerOutOfReachDoesNotDegradeTheStage(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl client) {
+		const group = "one-broker-away"
+		c := newCluster(t, 3)
+		// The broker away leads partition 0 and is not the group's
+		// coordinator: a coordinator away fails the session itself.
+		coord := c.CoordinatorFor(group)
+		away := (coord + 1) % 3
+		if err := c.MoveTopicPartition(testTopic, 0, away); err != nil {
+			t.Fatal(err)
+		}
+		produce(t, c, 3, 0, 6)
+		book := newLogBook()
+		l := newLedger()
+		src := cl.new(t, sourceOptions(c, group))
+		po := pipelineOpts(group, src, 1, l, nil)
+		po.Logger = book.logger()
+		p := startPipeline(t, po)
+		t.Cleanup(func() { stopPipeline(t, p) })
+		status := func() producer.StageStatus { return p.SourceStatus()[0] }
+		wait.Within(t, 30*time.Second, "the records before the broker went away", func() bool {
+			return l.covers(map[int32]int64{0: 2, 1: 2, 2: 2})
+		})
+
+		f := testbroker.Inject(c, kmsg.Key(-1), 0, func(kmsg.Request) bool { return c.CurrentNode() == away })
+		f.Every(1)
+		degraded := func() bool {
+			return status().State == producer.StateDegraded || degradedLines(book) != ""
+		}
+		for f.Failed() < 50 {
+			if degraded() {
+				t.Fatalf("status %+v after %d requests to broker %d dropped, want running: the other brokers answer", status(), f.Failed(), away)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err := c.MoveTopicPartition(testTopic, 0, coord); err != nil {
+			t.Fatal(err)
+		}
+		produceThrough(t, c, coord, 0)
+		wait.Within(t, 30*time.Second, "the record produced after the leader moved", func() bool { return l.handled(rec{0, 2}) })
+		if degraded() {
+			t.Fatalf("status %+v, log %q, want running with no degrade: the other brokers answer", status(), degradedLines(book))
+		}
+	})
+}
+
+// degradedLines is the text of the stage's degrade lines in book.
+func degradedLines(book logBook) string {
+	var out []string
+	for _, r := range book.find(func(r logRecord) bool { return r.Msg == producer.DegradedLog }) {
+		out = append(out, r.Text)
+	}
+	return strings.Join(out, "\n")
+}
+
+// produceThrough writes one record to partition part through broker node only
+// (its leader), for a cluster whose other brokers may not answer.
+func produceThrough(t testing.TB, c *kfake.Cluster, node, part int32) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()[node]), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.DisableIdempotentWrite())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: testTopic, Partition: part, Value: []byte("after the move")}).FirstErr(); err != nil {
+		t.Fatal(err)
 	}
 }
