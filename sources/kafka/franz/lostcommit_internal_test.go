@@ -15,9 +15,6 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
-	"github.com/boulevard-go/boulevard/pipeline"
-	"github.com/boulevard-go/boulevard/processor"
-	"github.com/boulevard-go/boulevard/producer"
 )
 
 // Guarantee: a commit whose offsets were picked while the member held a
@@ -117,40 +114,19 @@ func TestCommitOfALostClaimDoesNotGoOutInTheNextGeneration(t *testing.T) {
 	held := make(chan struct{})
 	release := sync.OnceFunc(func() { close(held) })
 	defer release()
-	p, err := pipeline.New(pipeline.Options[[]byte, []byte]{
-		Name:            "lost",
-		ShutdownTimeout: 10 * time.Second,
-		Producer:        producer.Options[[]byte]{Source: src},
-		Processors: processor.Options[[]byte, []byte]{
-			Handle: func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
-				md, _ := message.MetadataAs[*Metadata](m)
-				mu.Lock()
-				if firstGen < 0 {
-					firstGen = md.GenerationID
-				}
-				later := md.GenerationID != firstGen
-				mu.Unlock()
-				if later {
-					<-held // the new claim handles nothing until the end
-				}
-				return m.Data, nil
-			},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		release()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := p.Stop(ctx); err != nil {
-			t.Errorf("stop: %v", err)
+	runPipeline(t, "lost", src, func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
+		md, _ := message.MetadataAs[*Metadata](m)
+		mu.Lock()
+		if firstGen < 0 {
+			firstGen = md.GenerationID
 		}
-	}()
+		later := md.GenerationID != firstGen
+		mu.Unlock()
+		if later {
+			<-held // the new claim handles nothing until the end
+		}
+		return m.Data, nil
+	})
 
 	var m *member
 	select {
