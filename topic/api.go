@@ -263,6 +263,9 @@ func newHandle[T any](ctx context.Context, name Name, opts Options, backend Back
 	if err != nil {
 		return nil, err
 	}
+	if st == nil {
+		return nil, fmt.Errorf("%w: backend %q, NewTopic", ErrNoBackendState, backend.Name())
+	}
 	h := &Handle[T]{name: name, opts: opts, backend: backend.Name(), state: st,
 		tracks: slices.Contains(backend.Capabilities().Propagation, PropagationAuto)}
 	h.mem, _ = st.(*memTopic[T])
@@ -471,6 +474,9 @@ func (h *Handle[T]) Subscribe(ctx context.Context, mode SubscriptionMode, opts S
 	st, err := h.state.Subscribe(ctx, mode, opts)
 	if err != nil {
 		return nil, &TopicError{Topic: h.name, Err: err}
+	}
+	if st == nil {
+		return nil, &TopicError{Topic: h.name, Err: fmt.Errorf("%w: backend %q, Subscribe", ErrNoBackendState, h.backend)}
 	}
 	s := &Subscription[T]{h: h, st: st, mode: mode}
 	switch x := st.(type) {

@@ -122,6 +122,13 @@ var ErrPublisherClosed = errors.New("topic: tracked publisher closed")
 // [TopicSet.Bind] wraps it too when called on a nil *TopicSet.
 var ErrNotCreated = errors.New("topic: not created by its constructor")
 
+// ErrNoBackendState is wrapped by the error [Broker.CreateTopic],
+// [NewTopic] and [Handle.Subscribe] return when the topic's backend
+// answered its NewTopic or Subscribe with neither a state nor an error,
+// which breaks the [Backend] contract; the error names the backend.
+// Nothing is created or subscribed then.
+var ErrNoBackendState = errors.New("topic: backend returned neither a state nor an error")
+
 // The errors of the zero values, made once so that returning them does not
 // allocate.
 var (
