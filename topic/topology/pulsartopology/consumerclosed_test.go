@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/internal/testbroker"
@@ -73,6 +74,48 @@ func TestReaderReceiveFailsOnceTheClientClosedItsConsumer(t *testing.T) {
 			lines.Want(t, 1, "the lost consumer's line", "level=ERROR", "closed the reader's consumer", "subscription="+c.sub, "AuthorizationError")
 		})
 	}
+}
+
+// Guarantee: a dead-letter reader's TryReceive waiting for its marker to
+// come back from the DLQ stops waiting once pulsar-client-go closes the
+// reader's consumer by itself (the marker cannot come back through it): it
+// returns an error wrapping ErrConsumerClosed, long before
+// Options.OperationTimeout, and not ErrCatchUp when its context ends.
+func TestDeadReaderCatchUpEndsOnceTheClientClosedItsConsumer(t *testing.T) {
+	b := testbroker.Pulsar(t)
+	o := options(b, topic.IntCodec{})
+	o.OperationTimeout = time.Hour // far beyond the TryReceive's context
+	be := newBackend(t, o)
+	top := build(t, topology.New("catchup").DLQ())
+	q, _ := declared(t, be, top)
+	r, err := q.SubscribeDead(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlqName, _ := top.DLQ()
+	dlq := be.TopicName(dlqName)
+	b.StallDispatch(dlq, true) // the marker stays on the broker
+	done := make(chan error, 1)
+	ctx := ctxT(t)
+	go func() {
+		_, err := r.TryReceive(ctx, make([]topology.Letter[int], 1))
+		done <- err
+	}()
+	wait.Within(t, patience, "the marker stored on the DLQ", func() bool {
+		for _, m := range b.Messages(dlq) {
+			if _, ok := m.Properties[pulsartopology.PropMarker]; ok {
+				return true
+			}
+		}
+		return false
+	})
+
+	b.RefuseSubscribe(dlq, pulsartopology.DeadSubscription, revoked)
+	b.DropConnections()
+	if err := <-done; !errors.Is(err, pulsartopology.ErrConsumerClosed) {
+		t.Fatalf("TryReceive waiting for its marker = %v, want an error wrapping ErrConsumerClosed", err)
+	}
+	topologytest.MustClose(t, "the reader", r.Close)
 }
 
 // Guarantee: a pipeline reading a Pulsar topology through a topology

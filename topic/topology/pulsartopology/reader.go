@@ -261,7 +261,9 @@ func (r *reader[T]) drain(dst []topology.Letter[T], n int) int {
 // context's error); waiting for the marker to come back is bounded by
 // Options.OperationTimeout (ErrCatchUp) and by ctx (ErrCatchUp wrapping
 // ctx.Err(); a later call goes on waiting for the same marker). Both end
-// when the reader is closed: TryReceive then returns ErrClosed.
+// when the reader is closed: TryReceive then returns ErrClosed. The wait
+// for the marker also ends as soon as the client closes the consumer by
+// itself: TryReceive then returns lost's error (ErrConsumerClosed).
 func (r *reader[T]) TryReceive(ctx context.Context, dst []topology.Letter[T]) (int, error) {
 	if len(dst) == 0 {
 		return 0, topology.ErrEmptyDst
@@ -317,6 +319,12 @@ func (r *reader[T]) tryReceive(ctx context.Context, dst []topology.Letter[T]) (i
 				return n, nil
 			}
 		case <-r.stop:
+			return 0, topology.ErrClosed
+		case <-r.goneDone():
+			// The marker cannot come back through a closed consumer.
+			if err := r.lost(); err != nil {
+				return 0, err
+			}
 			return 0, topology.ErrClosed
 		case <-deadline.C:
 			return 0, fmt.Errorf("%w: topic %q, within %s", ErrCatchUp, r.dlq, r.b.opts.OperationTimeout)
