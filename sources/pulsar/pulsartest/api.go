@@ -497,6 +497,44 @@ func (b *Broker) consumerStatsLocked(out []ConsumerStats, tn topicName, subscrip
 	return out
 }
 
+// Subscriptions returns the names of the subscriptions on topic, sorted:
+// what a test needs to refer to one whose name its subscriber chose at
+// random. For the base name of a partitioned topic it returns those of
+// every partition, each once. A subscription lives as long as on a real
+// broker: a durable one until deleted, a non-durable one until its last
+// consumer leaves.
+func (b *Broker) Subscriptions(topic string) []string {
+	tn, err := parseTopic(topic)
+	if err != nil {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	names := b.namesLocked(tn)
+	var out []string
+	for _, name := range names {
+		if t := b.topics[name]; t != nil {
+			out = append(out, slices.Collect(maps.Keys(t.subs))...)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// namesLocked returns the names of the topics tn stands for: its
+// partitions' for the base name of a partitioned topic, else its own.
+func (b *Broker) namesLocked(tn topicName) []string {
+	n := b.partitioned[tn.full]
+	if n == 0 {
+		return []string{tn.full}
+	}
+	names := make([]string, 0, n)
+	for i := range n {
+		names = append(names, fmt.Sprintf("%s%s%d", tn.full, partitionSuffix, i))
+	}
+	return names
+}
+
 // Backlog returns how many messages of subscription on topic are not yet
 // acknowledged, or -1 if there is no such subscription. For the base name
 // of a partitioned topic it sums the partitions that have the subscription.
@@ -676,13 +714,7 @@ func (b *Broker) Unload(topic string) error {
 	if b.closed {
 		return ErrClosed
 	}
-	names := []string{tn.full}
-	if n := b.partitioned[tn.full]; n > 0 {
-		names = names[:0]
-		for i := range n {
-			names = append(names, fmt.Sprintf("%s%s%d", tn.full, partitionSuffix, i))
-		}
-	}
+	names := b.namesLocked(tn)
 	for _, name := range names {
 		t := b.topics[name]
 		if t == nil {
