@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/boulevard-go/boulevard/internal/logtest"
@@ -24,76 +25,112 @@ var revoked = &pulsartest.ServerError{Code: pulsartest.AuthorizationError, Messa
 // connection dropped), a Receive waiting returns at once an error
 // wrapping ErrConsumerClosed and the client's cause, and so does every
 // later Receive, and one ERROR line names the topic and the subscription;
-// Close still returns quietly afterwards.
+// Close still returns quietly afterwards. A balanced member and a
+// broadcast subscriber alike.
 func TestReceiveFailsOnceTheClientClosedTheConsumer(t *testing.T) {
-	b := testbroker.Pulsar(t)
-	var lines logtest.Lines
-	o := testOptions[int](b, topic.IntCodec{})
-	o.Logger = slog.New(slog.NewTextHandler(&lines, nil))
-	be := newBackend(t, o)
-	h := newHandle(t, be, "revoked", topic.Options{})
-	sub := subscribe(t, h, topic.Balanced("g"))
-	if err := h.Publish(ctxT(t), 1); err != nil {
-		t.Fatal(err)
-	}
-	it, err := sub.Receive(ctxT(t)) // the consumer is subscribed
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = sub.Ack(it.ID)
+	for name, mode := range readertest.Modes() {
+		t.Run(name, func(t *testing.T) {
+			b := testbroker.Pulsar(t)
+			var lines logtest.Lines
+			o := testOptions[int](b, topic.IntCodec{})
+			o.Logger = slog.New(slog.NewTextHandler(&lines, nil))
+			be := newBackend(t, o)
+			h := newHandle(t, be, "revoked", topic.Options{Mode: topic.Mixed})
+			sub := subscribe(t, h, mode)
+			if err := h.Publish(ctxT(t), 1); err != nil {
+				t.Fatal(err)
+			}
+			it, err := sub.Receive(ctxT(t)) // the consumer is subscribed
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = sub.Ack(it.ID)
 
-	b.RefuseSubscribe(be.TopicName("revoked"), "g", revoked)
-	b.DropConnections()
-	_, err = sub.Receive(ctxT(t))
-	if !errors.Is(err, pulsartopic.ErrConsumerClosed) {
-		t.Fatalf("Receive = %v, want an error wrapping ErrConsumerClosed", err)
+			full := be.TopicName("revoked")
+			name := subscriptionOf(t, b, full, mode, "")
+			b.RefuseSubscribe(full, name, revoked)
+			b.DropConnections()
+			_, err = sub.Receive(ctxT(t))
+			if !errors.Is(err, pulsartopic.ErrConsumerClosed) {
+				t.Fatalf("Receive = %v, want an error wrapping ErrConsumerClosed", err)
+			}
+			var pe *pulsartopic.Error
+			if !errors.As(err, &pe) || pe.Topic != full {
+				t.Fatalf("Receive = %v, want a *pulsartopic.Error naming the topic", err)
+			}
+			t.Logf("Receive: %v", err)
+			if _, again := sub.Receive(ctxT(t)); !errors.Is(again, pulsartopic.ErrConsumerClosed) {
+				t.Fatalf("a later Receive = %v, want ErrConsumerClosed again", again)
+			}
+			lines.Want(t, 1, "the lost consumer's line", "level=ERROR", "closed the subscription's consumer", "subscription="+name, "AuthorizationError")
+			sub.Close()
+		})
 	}
-	var pe *pulsartopic.Error
-	if !errors.As(err, &pe) || pe.Topic != be.TopicName("revoked") {
-		t.Fatalf("Receive = %v, want a *pulsartopic.Error naming the topic", err)
+}
+
+// subscriptionOf returns the name of the subscription of mode on topic
+// full: the group's, or the one broadcast subscription other than
+// previous, once the broker holds it (a broadcast subscription is the
+// broker's while its consumer is subscribed).
+func subscriptionOf(t *testing.T, b *pulsartest.Broker, full string, mode topic.SubscriptionMode, previous string) string {
+	t.Helper()
+	if !mode.IsBroadcast() {
+		return string(mode.Group())
 	}
-	t.Logf("Receive: %v", err)
-	if _, again := sub.Receive(ctxT(t)); !errors.Is(again, pulsartopic.ErrConsumerClosed) {
-		t.Fatalf("a later Receive = %v, want ErrConsumerClosed again", again)
-	}
-	lines.Want(t, 1, "the lost consumer's line", "level=ERROR", "closed the subscription's consumer", "subscription=g", "AuthorizationError")
-	sub.Close()
+	var name string
+	wait.Within(t, patience, "the broadcast subscription", func() bool {
+		for _, s := range b.Subscriptions(full) {
+			if strings.HasPrefix(s, pulsartopic.BroadcastPrefix) && s != previous {
+				name = s
+				return true
+			}
+		}
+		return false
+	}, func() string { return fmt.Sprint(b.Subscriptions(full)) })
+	return name
 }
 
 // Guarantee: a pipeline reading a Pulsar topic through topic/source, whose
 // consumer pulsar-client-go closed by itself, does not stay running with
 // nothing to read: its run fails with an error wrapping ErrConsumerClosed,
-// the stage restarts and subscribes anew (the restarted runs fail while
-// the broker still refuses), and once the broker accepts the subscription
-// again every message published from then on is handled.
+// the stage restarts and subscribes anew, and every message published once
+// it is subscribed again is handled. A balanced member's restarted runs
+// fail while the broker still refuses its group's subscription; a
+// broadcast subscriber subscribes anew under a subscription of its own.
 func TestTopicSourceSubscribesAnewOnceTheClientClosedItsConsumer(t *testing.T) {
-	b := testbroker.Pulsar(t)
-	be := newBackend(t, testOptions[int](b, topic.IntCodec{}))
-	h := newHandle(t, be, "lost", topic.Options{})
-	var lines logtest.Lines
-	r := readertest.Start(t, "lost", h, topic.Balanced("g"), slog.New(slog.NewTextHandler(&lines, nil)))
-	full := be.TopicName("lost")
-	publish := func(from, to int) {
-		t.Helper()
-		for v := from; v < to; v++ {
-			payload, _ := topic.IntCodec{}.Encode(v)
-			// Through the broker's API: the backend's producer may be
-			// reconnecting.
-			if _, err := b.Publish(ctxT(t), full, pulsartest.Message{Payload: payload}); err != nil {
-				t.Fatal(err)
+	for name, mode := range readertest.Modes() {
+		t.Run(name, func(t *testing.T) {
+			b := testbroker.Pulsar(t)
+			be := newBackend(t, testOptions[int](b, topic.IntCodec{}))
+			h := newHandle(t, be, "lost", topic.Options{Mode: topic.Mixed})
+			var lines logtest.Lines
+			r := readertest.Start(t, "lost", h, mode, slog.New(slog.NewTextHandler(&lines, nil)))
+			full := be.TopicName("lost")
+			publish := func(from, to int) {
+				t.Helper()
+				for v := from; v < to; v++ {
+					payload, _ := topic.IntCodec{}.Encode(v)
+					// Through the broker's API: the backend's producer may be
+					// reconnecting.
+					if _, err := b.Publish(ctxT(t), full, pulsartest.Message{Payload: payload}); err != nil {
+						t.Fatal(err)
+					}
+				}
 			}
-		}
-	}
-	publish(0, 5)
-	wait.Within(t, patience, "the messages published first", func() bool { return r.Handled() == 5 }, r.String)
+			first := subscriptionOf(t, b, full, mode, "")
+			publish(0, 5)
+			wait.Within(t, patience, "the messages published first", func() bool { return r.Handled() == 5 }, r.String)
 
-	b.RefuseSubscribe(full, "g", revoked)
-	b.DropConnections()
-	wait.Within(t, patience, "the run to fail with ErrConsumerClosed", func() bool {
-		return r.Status().Restarts >= 1 && lines.Count("closed the subscription's consumer") > 0
-	}, r.String)
-	b.RefuseSubscribe(full, "g", nil)
-	publish(5, 10)
-	wait.Within(t, patience, "every message published after the consumer was closed", func() bool { return r.Handled() == 10 },
-		func() string { return fmt.Sprintf("%s, last error %v", r.String(), r.Status().LastError) })
+			b.RefuseSubscribe(full, first, revoked)
+			b.DropConnections()
+			wait.Within(t, patience, "the run to fail with ErrConsumerClosed", func() bool {
+				return r.Status().Restarts >= 1 && lines.Count("closed the subscription's consumer") > 0
+			}, r.String)
+			b.RefuseSubscribe(full, first, nil)
+			subscriptionOf(t, b, full, mode, first)
+			publish(5, 10)
+			wait.Within(t, patience, "every message published after the consumer was closed", func() bool { return r.Handled() == 10 },
+				func() string { return fmt.Sprintf("%s, last error %v", r.String(), r.Status().LastError) })
+		})
+	}
 }
