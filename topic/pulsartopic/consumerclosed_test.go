@@ -35,22 +35,13 @@ func TestReceiveFailsOnceTheClientClosedTheConsumer(t *testing.T) {
 			o := testOptions[int](b, topic.IntCodec{})
 			o.Logger = slog.New(slog.NewTextHandler(&lines, nil))
 			be := newBackend(t, o)
-			h := newHandle(t, be, "revoked", topic.Options{Mode: topic.Mixed})
-			sub := subscribe(t, h, mode)
-			if err := h.Publish(ctxT(t), 1); err != nil {
-				t.Fatal(err)
-			}
-			it, err := sub.Receive(ctxT(t)) // the consumer is subscribed
-			if err != nil {
-				t.Fatal(err)
-			}
-			_ = sub.Ack(it.ID)
+			sub := subscribed(t, be, "revoked", mode)
 
 			full := be.TopicName("revoked")
 			name := subscriptionOf(t, b, full, mode, "")
 			b.RefuseSubscribe(full, name, revoked)
 			b.DropConnections()
-			_, err = sub.Receive(ctxT(t))
+			_, err := sub.Receive(ctxT(t))
 			if !errors.Is(err, pulsartopic.ErrConsumerClosed) {
 				t.Fatalf("Receive = %v, want an error wrapping ErrConsumerClosed", err)
 			}
@@ -66,6 +57,24 @@ func TestReceiveFailsOnceTheClientClosedTheConsumer(t *testing.T) {
 			sub.Close()
 		})
 	}
+}
+
+// subscribed returns a subscription of mode to the topic name (which takes
+// both modes) once its consumer is subscribed: it has received and acked
+// a message published after it subscribed.
+func subscribed(t *testing.T, be *pulsartopic.Backend[int], name topic.Name, mode topic.SubscriptionMode) *topic.Subscription[int] {
+	t.Helper()
+	h := newHandle(t, be, name, topic.Options{Mode: topic.Mixed})
+	sub := subscribe(t, h, mode)
+	if err := h.Publish(ctxT(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	it, err := sub.Receive(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = sub.Ack(it.ID)
+	return sub
 }
 
 // subscriptionOf returns the name of the subscription of mode on topic
@@ -131,6 +140,52 @@ func TestTopicSourceSubscribesAnewOnceTheClientClosedItsConsumer(t *testing.T) {
 			publish(5, 10)
 			wait.Within(t, patience, "every message published after the consumer was closed", func() bool { return r.Handled() == 10 },
 				func() string { return fmt.Sprintf("%s, last error %v", r.String(), r.Status().LastError) })
+		})
+	}
+}
+
+// Guarantee: Options.MaxReconnectToBroker reaches every subscription's
+// consumer. Set to 1, the client gives up on a consumer whose first
+// reconnection the broker refuses (a refusal it would retry): Receive
+// fails with ErrConsumerClosed and the client's cause. With the default
+// the consumer goes on reconnecting past such refusals, and receives what
+// is published once the broker accepts it again.
+func TestMaxReconnectToBrokerBoundsTheConsumersReconnections(t *testing.T) {
+	for name, max := range map[string]int{"1": 1, "default": 0} {
+		t.Run(name, func(t *testing.T) {
+			b := testbroker.Pulsar(t)
+			o := testOptions[int](b, topic.IntCodec{})
+			o.MaxReconnectToBroker = max
+			be := newBackend(t, o)
+			sub := subscribed(t, be, "flaky", topic.Balanced("g"))
+
+			full := be.TopicName("flaky")
+			refused := b.Stats().SubscribesRefused
+			b.RefuseSubscribe(full, "g", errors.New("not now"))
+			b.DropConnections()
+			if max == 1 {
+				_, err := sub.Receive(ctxT(t))
+				if !errors.Is(err, pulsartopic.ErrConsumerClosed) || !strings.Contains(err.Error(), "max retry attempts") {
+					t.Fatalf("Receive = %v, want ErrConsumerClosed with the client's cause", err)
+				}
+				return
+			}
+			wait.Within(t, patience, "two reconnections refused", func() bool { return b.Stats().SubscribesRefused >= refused+2 })
+			b.RefuseSubscribe(full, "g", nil)
+			payload, _ := topic.IntCodec{}.Encode(2)
+			if _, err := b.Publish(ctxT(t), full, pulsartest.Message{Payload: payload}); err != nil {
+				t.Fatal(err)
+			}
+			for { // 1 comes again when its ack was lost with the connection
+				it, err := sub.Receive(ctxT(t))
+				if err != nil {
+					t.Fatalf("Receive after the broker accepted the consumer again: %v", err)
+				}
+				_ = sub.Ack(it.ID)
+				if it.Value == 2 {
+					break
+				}
+			}
 		})
 	}
 }

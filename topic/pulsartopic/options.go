@@ -182,6 +182,17 @@ type Options[T any] struct {
 	// client's 256ms, or a finer one for a shorter delay), so that a
 	// nacked message waits for more than the delay less that precision.
 	NackRedeliveryDelay time.Duration `validate:"omitempty,gte=1ms"`
+	// MaxReconnectToBroker is how many attempts in a row a subscription's
+	// consumer makes to reconnect after losing its connection before
+	// pulsar-client-go gives up on it and closes it: its Receive then
+	// fails with an *Error wrapping ErrConsumerClosed, and a topic source
+	// subscribes anew. It is passed to every consumer's
+	// pulsar.ConsumerOptions.MaxReconnectToBroker, as the field of that
+	// name in the Pulsar source's ConsumerOptions is. 0, the default (the
+	// client's), reconnects for ever; a value set must be at least 1 (the
+	// client would take 0 for never reconnecting and keep the consumer
+	// open: its subscription would neither receive nor fail).
+	MaxReconnectToBroker int `validate:"gte=0"`
 	// Logger receives the backend's events (a record that cannot be
 	// decoded) and, for a client the backend makes, pulsar-client-go's
 	// logs. Nil means slog.Default().

@@ -43,6 +43,7 @@ func TestOptionsValidation(t *testing.T) {
 		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, SubscribeTimeout: -time.Second}, "pulsartopic.subscribeTimeout", "gte"},
 		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, SubscribeTimeout: time.Hour + time.Second}, "pulsartopic.subscribeTimeout", "lte"},
 		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, AdminTimeout: time.Hour + time.Second}, "pulsartopic.adminTimeout", "lte"},
+		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, MaxReconnectToBroker: -1}, "pulsartopic.maxReconnectToBroker", "gte"},
 		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{},
 			ClientOptions: pulsar.ClientOptions{URL: "pulsar://y:6650"}}, "pulsartopic.clientOptions.url", "owned"},
 	}

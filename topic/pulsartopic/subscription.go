@@ -100,6 +100,9 @@ func newSub[T any](ctx context.Context, t *pTopic[T], mode topic.SubscriptionMod
 		// deadline of a shorter delay into the past.
 		NackPrecisionBit: pulsarnack.Bit(o.NackRedeliveryDelay),
 	}
+	if n := uint(o.MaxReconnectToBroker); n > 0 { // 0: the client's nil, for ever
+		co.MaxReconnectToBroker = &n
+	}
 	if mode.IsBroadcast() {
 		capacity = t.opts.Broadcast.Capacity
 		co.SubscriptionName = BroadcastPrefix + randomHex(8)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -165,4 +166,64 @@ func TestTopologySourceSubscribesANewReaderOnceTheClientClosedItsConsumer(t *tes
 	publish(5, 10)
 	wait.Within(t, patience, "every letter published after the consumer was closed", func() bool { return r.Handled() == 10 },
 		func() string { return fmt.Sprintf("%s, last error %v", r.String(), r.Status().LastError) })
+}
+
+// Guarantee: Options.MaxReconnectToBroker reaches every reader's consumer.
+// Set to 1, the client gives up on a consumer whose first reconnection the
+// broker refuses (a refusal it would retry): Receive fails with
+// ErrConsumerClosed and the client's cause. With the default the consumer
+// goes on reconnecting past such refusals, and receives what is published
+// once the broker accepts it again.
+func TestMaxReconnectToBrokerBoundsTheReadersReconnections(t *testing.T) {
+	for name, max := range map[string]int{"1": 1, "default": 0} {
+		t.Run(name, func(t *testing.T) {
+			b := testbroker.Pulsar(t)
+			o := options(b, topic.IntCodec{})
+			o.MaxReconnectToBroker = max
+			be := newBackend(t, o)
+			_, r := declared(t, be, build(t, topology.New("flaky")))
+			full := be.TopicName("flaky")
+			dst := make([]topology.Letter[int], 4)
+			// receive publishes v and returns once the reader has received
+			// it, settling what it receives.
+			receive := func(v int) error {
+				t.Helper()
+				payload, _ := topic.IntCodec{}.Encode(v)
+				if _, err := b.Publish(ctxT(t), full, pulsartest.Message{Payload: payload}); err != nil {
+					t.Fatal(err)
+				}
+				for {
+					n, err := r.Receive(ctxT(t), dst)
+					if err != nil {
+						return err
+					}
+					for i := range n {
+						_ = r.Settle(ctxT(t), &dst[i])
+						if dst[i].Value == v {
+							return nil
+						}
+					}
+				}
+			}
+			if err := receive(1); err != nil { // the consumer is subscribed
+				t.Fatal(err)
+			}
+
+			refused := b.Stats().SubscribesRefused
+			b.RefuseSubscribe(full, "flaky", errors.New("not now"))
+			b.DropConnections()
+			if max == 1 {
+				_, err := r.Receive(ctxT(t), dst)
+				if !errors.Is(err, pulsartopology.ErrConsumerClosed) || !strings.Contains(err.Error(), "max retry attempts") {
+					t.Fatalf("Receive = %v, want ErrConsumerClosed with the client's cause", err)
+				}
+				return
+			}
+			wait.Within(t, patience, "two reconnections refused", func() bool { return b.Stats().SubscribesRefused >= refused+2 })
+			b.RefuseSubscribe(full, "flaky", nil)
+			if err := receive(2); err != nil {
+				t.Fatalf("Receive after the broker accepted the consumer again: %v", err)
+			}
+		})
+	}
 }

@@ -284,11 +284,12 @@ func TestOptionsValidated(t *testing.T) {
 	if !errors.As(err, &es) || !es.Has("pulsartopology.codec", "required") || !es.Has("pulsartopology.serviceURL", "required_without") {
 		t.Fatalf("New with no options: %v", err)
 	}
-	o := pulsartopology.Options[string]{ServiceURL: "pulsar://x:6650", Codec: topic.StringCodec{}, ReadAhead: -1}
+	o := pulsartopology.Options[string]{ServiceURL: "pulsar://x:6650", Codec: topic.StringCodec{}, ReadAhead: -1, MaxReconnectToBroker: -1}
 	o.ClientOptions.URL = "pulsar://y:6650"
 	_, err = pulsartopology.New(o)
-	if !errors.As(err, &es) || !es.Has("pulsartopology.readAhead", "gte") || !es.Has("pulsartopology.clientOptions.url", "owned") {
-		t.Fatalf("New with a negative read-ahead and a client URL: %v", err)
+	if !errors.As(err, &es) || !es.Has("pulsartopology.readAhead", "gte") || !es.Has("pulsartopology.clientOptions.url", "owned") ||
+		!es.Has("pulsartopology.maxReconnectToBroker", "gte") {
+		t.Fatalf("New with a negative read-ahead, a negative MaxReconnectToBroker and a client URL: %v", err)
 	}
 	// pulsar-client-go ticks every third of a nack delay: below 3ns its
 	// ticker panics, so anything under a millisecond is refused.

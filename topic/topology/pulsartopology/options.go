@@ -138,6 +138,18 @@ type Options[T any] struct {
 	// however young, so a burst of retries or dead letters loses letters
 	// before they are released or replayed.
 	AcceptBacklogEviction bool
+	// MaxReconnectToBroker is how many attempts in a row a reader's
+	// consumer makes to reconnect after losing its connection before
+	// pulsar-client-go gives up on it and closes it: its Receive and
+	// TryReceive then fail with an error wrapping ErrConsumerClosed, and a
+	// topology source's next run subscribes a new reader. It is passed to
+	// every reader's pulsar.ConsumerOptions.MaxReconnectToBroker (group,
+	// broadcast and dead-letter readers alike), as the field of that name
+	// in the Pulsar source's ConsumerOptions is. 0, the default (the
+	// client's), reconnects for ever; a value set must be at least 1 (the
+	// client would take 0 for never reconnecting and keep the consumer
+	// open: its reader would neither receive nor fail).
+	MaxReconnectToBroker int `validate:"gte=0"`
 	// Logger receives one line per event (a message that does not decode)
 	// and, for a client the backend makes, pulsar-client-go's logs. Nil
 	// means slog.Default().

@@ -133,6 +133,9 @@ func (r *reader[T]) Undecodable() uint64 { return r.undecodable.Load() }
 func newReader[T any](b *Backend[T], co pulsar.ConsumerOptions, group, dlq string) (*reader[T], error) {
 	ch := make(chan pulsar.ConsumerMessage, channelSize)
 	co.MessageChannel = ch
+	if n := uint(b.opts.MaxReconnectToBroker); n > 0 { // 0: the client's nil, for ever
+		co.MaxReconnectToBroker = &n
+	}
 	reach := new(reachrelay.Relay)
 	gone := spulsar.NewCloseWatch()
 	co.Interceptors = append(slices.Clip(co.Interceptors), gone)
