@@ -336,6 +336,13 @@ func (o Options) Validate() error {
 		errs = append(errs, validate.Field("pulsar.consumer.priorityLevel", "range",
 			"must be between 0 and 2147483647"))
 	}
+	// pulsar-client-go reads 0 as "never reconnect" but then neither
+	// reconnects nor closes the consumer: the stage would read nothing and
+	// never fail.
+	if m := c.MaxReconnectToBroker; m != nil && *m == 0 {
+		errs = append(errs, validate.Field("pulsar.consumer.maxReconnectToBroker", "gte",
+			"must be nil (reconnect for ever, the client's default) or at least 1: with 0 the client neither reconnects a consumer nor closes it"))
+	}
 	if b := c.NackPrecisionBit; b != nil && *b < 0 {
 		errs = append(errs, validate.Field("pulsar.consumer.nackPrecisionBit", "gte", "must be at least 0"))
 	} else if err := nackPrecisionProblem(c); err != nil {

@@ -93,6 +93,7 @@ func TestValidateRules(t *testing.T) {
 		{"dlq topic required", func(o *bpulsar.Options) { o.Consumer.DLQ = &pulsar.DLQPolicy{MaxDeliveries: 3} }, "pulsar.consumer.dlq.deadLetterTopic", "required", "is required with a DLQ policy"},
 		{"priority level not negative", func(o *bpulsar.Options) { o.Consumer.PriorityLevel = -1 }, "pulsar.consumer.priorityLevel", "range", "between 0 and 2147483647"},
 		{"priority level at most MaxInt32", func(o *bpulsar.Options) { o.Consumer.PriorityLevel = math.MaxInt32 + 1 }, "pulsar.consumer.priorityLevel", "range", "between 0 and 2147483647"},
+		{"max reconnect to broker not 0", func(o *bpulsar.Options) { var zero uint; o.Consumer.MaxReconnectToBroker = &zero }, "pulsar.consumer.maxReconnectToBroker", "gte", "nil (reconnect for ever, the client's default) or at least 1"},
 		{"nack precision bit not negative", func(o *bpulsar.Options) { bit := int64(-1); o.Consumer.NackPrecisionBit = &bit }, "pulsar.consumer.nackPrecisionBit", "gte", "at least 0"},
 		{"incomplete chunk expiry not negative", func(o *bpulsar.Options) { o.Consumer.ExpireTimeOfIncompleteChunk = -time.Second }, "pulsar.consumer.expireTimeOfIncompleteChunk", "gte", "0 (the client's default, 1 minute) or positive"},
 		{"subscribe timeout not negative", func(o *bpulsar.Options) { o.SubscribeTimeout = -time.Second }, "pulsar.subscribeTimeout", "gte", "pulsar.subscribeTimeout"},
