@@ -197,9 +197,9 @@ func (o Options[T]) Validate() error {
 // whether a client and an authentication are set, never what they hold.
 // %v, %+v, %#v, %s and %q all print this.
 func (o Options[T]) String() string {
-	return fmt.Sprintf("pulsartopology.Options{serviceURL: %q, client: %t, authentication: %t, admin: %t, tenant: %q, namespace: %q, operationTimeout: %s, readAhead: %d, redeliveryDelay: %s, maxMessageSize: %d}",
+	return fmt.Sprintf("pulsartopology.Options{serviceURL: %q, client: %t, authentication: %t, admin: %t, tenant: %q, namespace: %q, operationTimeout: %s, readAhead: %d, redeliveryDelay: %s, maxMessageSize: %d, maxReconnectToBroker: %d}",
 		spulsar.RedactServiceURL(o.ServiceURL), o.Client != nil, o.ClientOptions.Authentication != nil, o.Admin != nil, o.Tenant, o.Namespace,
-		o.OperationTimeout, o.ReadAhead, o.RedeliveryDelay, o.MaxMessageSize)
+		o.OperationTimeout, o.ReadAhead, o.RedeliveryDelay, o.MaxMessageSize, o.MaxReconnectToBroker)
 }
 
 // GoString is String, so that %#v shows no credential either.

@@ -160,3 +160,12 @@ func TestUnreadPoliciesWarningsShowNoCredential(t *testing.T) {
 		redacttest.NoSecret(t, "a log line", l, password, token)
 	}
 }
+
+// The options print the reconnection bound they give every reader, so
+// that a log line of them tells whether a reader may give up.
+func TestOptionsPrintTheirReconnectionBound(t *testing.T) {
+	o := pulsartopology.Options[int]{MaxReconnectToBroker: 3}
+	if got := fmt.Sprint(o); !strings.Contains(got, "maxReconnectToBroker: 3") {
+		t.Fatalf("options print %s; want maxReconnectToBroker: 3", got)
+	}
+}
