@@ -4,13 +4,10 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/boulevard-go/boulevard/internal/wait"
@@ -28,49 +25,13 @@ import (
 // record; no commit of that generation may carry an offset past 0.
 func TestCommitOfALostClaimDoesNotGoOutInTheNextGeneration(t *testing.T) {
 	const topic, group, records = "events", "g-lost-commit", 20
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	pcl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range records {
-		if err := pcl.ProduceSync(context.Background(), &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "%d", i)}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pcl.Close()
+	c := groupCluster(t, topic, records)
 
 	// The member's first commit waits after picking its offsets.
-	var armed atomic.Bool
-	armed.Store(true)
-	stalled, resume := make(chan *member, 1), make(chan struct{})
-	beforeCommitSend = func(m *member) {
-		if armed.CompareAndSwap(true, false) {
-			stalled <- m
-			<-resume
-		}
-	}
-	t.Cleanup(func() { beforeCommitSend = nil })
-	resumeOnce := sync.OnceFunc(func() { close(resume) })
-	defer resumeOnce()
-
+	stalled, resume := holdFirstCommit(t)
 	// The next heartbeat of the group is refused: the member loses its
 	// partition and joins again.
-	var lose atomic.Bool
-	c.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		r := req.(*kmsg.HeartbeatRequest)
-		if r.Group != group || !lose.CompareAndSwap(true, false) {
-			return nil, nil, false
-		}
-		resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
-		resp.ErrorCode = kerr.IllegalGeneration.Code
-		return resp, nil, true
-	})
+	lose := answerNextHeartbeat(c, group, kerr.IllegalGeneration.Code, nil)
 	var mu sync.Mutex
 	var violations []string
 	firstGen := int32(-1)
@@ -100,13 +61,7 @@ func TestCommitOfALostClaimDoesNotGoOutInTheNextGeneration(t *testing.T) {
 		CommitMode:     CommitOnAck,
 		CommitInterval: time.Hour,
 		RevokeTimeout:  2 * time.Second,
-		ClientOptions: []kgo.Opt{
-			kgo.SessionTimeout(2 * time.Second),
-			kgo.HeartbeatInterval(50 * time.Millisecond),
-			kgo.RebalanceTimeout(4 * time.Second),
-			kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
-			kgo.FetchMaxWait(50 * time.Millisecond),
-		},
+		ClientOptions:  fastGroup(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -134,12 +89,12 @@ func TestCommitOfALostClaimDoesNotGoOutInTheNextGeneration(t *testing.T) {
 	case <-time.After(wait.Deadline):
 		t.Fatal("the member never committed")
 	}
-	lose.Store(true)
+	lose()
 	wait.For(t, "the member to claim the partition again in a new generation", func() bool {
 		st := m.Stats()
 		return st.GenerationID > firstGen && len(st.Partitions) == 1 && st.Partitions[0].GenerationID == st.GenerationID
 	}, func() string { return fmt.Sprintf("stats %+v", m.Stats()) })
-	resumeOnce()
+	resume()
 	// A commit of the member's waits for the one held to be answered.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

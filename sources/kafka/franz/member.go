@@ -81,9 +81,12 @@ type member struct {
 	blocked atomic.Int32
 	room    chan struct{}
 
-	mu      sync.Mutex
-	parts   map[topicPartition]*partition
-	closing bool // no new claims
+	mu    sync.Mutex
+	parts map[topicPartition]*partition
+	// releasing holds the claims taken from parts whose release is under
+	// way (take, release): a revoke of one of them waits for it.
+	releasing map[topicPartition]*partition
+	closing   bool // no new claims
 }
 
 type topicPartition struct {
@@ -126,6 +129,7 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		pollDone:   make(chan struct{}),
 		stopped:    make(chan struct{}),
 		parts:      make(map[topicPartition]*partition),
+		releasing:  make(map[topicPartition]*partition),
 		room:       make(chan struct{}, 1),
 	}
 	opts := append(append([]kgo.Opt{kgo.FetchMaxWait(DefaultFetchMaxWait)}, s.opts.ClientOptions...),
@@ -223,7 +227,8 @@ func (m *member) client() *kgo.Client { return m.cl.Load() }
 // abort closes a member that never started polling.
 func (m *member) abort() {
 	m.Drain()
-	m.release(m.take(nil), false)
+	ps, _ := m.take(nil)
+	m.release(ps, false)
 	m.wg.Wait() // a start offset lookup (startLater), which release ended
 	m.client().Close()
 	if m.commits != nil {
@@ -914,18 +919,37 @@ func listOffsets(ctx context.Context, cl *kgo.Client, level int8, at int64, tps 
 
 // revoked is the client's OnPartitionsRevoked: each partition stops, waits
 // for its in-flight messages and commits what was handled before the
-// rebalance goes on.
+// rebalance goes on. A revoked partition whose release is already under
+// way (Close took it) is waited for too: the client joins the group's next
+// generation once revoked returns, and a commit of the generation that
+// ends would then be refused (ILLEGAL_GENERATION, then
+// REBALANCE_IN_PROGRESS), leaving what was handled uncommitted.
 func (m *member) revoked(_ context.Context, cl *kgo.Client, revoked map[string][]int32) {
 	m.cl.CompareAndSwap(nil, cl)
-	m.release(m.take(revoked), true)
+	ps, underway := m.take(revoked)
+	if len(underway) > 0 {
+		keys := make([]string, len(underway))
+		for i, p := range underway {
+			keys[i] = p.Key
+		}
+		m.log.Debug(revokeWaitsLog, logattr.List("partitions", keys))
+	}
+	m.release(ps, true)
+	for _, p := range underway {
+		<-p.released
+	}
 }
+
+// revokeWaitsLog is the DEBUG line of a revoke that waits for releases
+// already under way.
+const revokeWaitsLog = "kafka partitions revoked while their release is under way; the rebalance waits for it"
 
 // lost is the client's OnPartitionsLost: the partitions already belong to
 // another member, so they stop at once and commit nothing.
 func (m *member) lost(_ context.Context, cl *kgo.Client, lost map[string][]int32) {
 	m.cl.CompareAndSwap(nil, cl)
 	m.reach.SessionEnded()
-	ps := m.take(lost)
+	ps, _ := m.take(lost)
 	for _, p := range ps {
 		p.Lost.Store(true) // before the member joins again: see send
 	}
@@ -936,28 +960,33 @@ func (m *member) lost(_ context.Context, cl *kgo.Client, lost map[string][]int32
 }
 
 // take removes the claims of tps (all of them when tps is nil) from the
-// member's partitions and returns them.
-func (m *member) take(tps map[string][]int32) []*partition {
+// member's partitions and returns them, for the caller to release; with
+// them, the claims of tps whose release is already under way (underway).
+func (m *member) take(tps map[string][]int32) (ps, underway []*partition) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var ps []*partition
+	move := func(k topicPartition, p *partition) {
+		ps = append(ps, p)
+		delete(m.parts, k)
+		m.releasing[k] = p
+	}
 	if tps == nil {
 		for k, p := range m.parts {
-			ps = append(ps, p)
-			delete(m.parts, k)
+			move(k, p)
 		}
-		return ps
+		return ps, nil
 	}
 	for topic, parts := range tps {
 		for _, part := range parts {
 			k := topicPartition{topic, part}
 			if p := m.parts[k]; p != nil {
-				ps = append(ps, p)
-				delete(m.parts, k)
+				move(k, p)
+			} else if p := m.releasing[k]; p != nil {
+				underway = append(underway, p)
 			}
 		}
 	}
-	return ps
+	return ps, underway
 }
 
 // release stops each partition's reader, withdraws its undispatched
@@ -986,6 +1015,12 @@ func (m *member) release(ps []*partition, commit bool) {
 			}
 			p.log.Debug("kafka partition released", slog.Int64("committed", p.Committed.Load()))
 			m.cm.Remove(p.Claim)
+			m.mu.Lock()
+			if k := (topicPartition{p.Topic, p.Part}); m.releasing[k] == p {
+				delete(m.releasing, k)
+			}
+			m.mu.Unlock()
+			close(p.released)
 			m.cm.Revoked(m.ctx, m.opts.Telemetry, p.Claim)
 		})
 	}
@@ -1009,7 +1044,8 @@ func (m *member) Close(ctx context.Context) error {
 			case <-done:
 			}
 		}()
-		m.release(m.take(nil), true)
+		ps, _ := m.take(nil)
+		m.release(ps, true)
 		close(m.stopped)
 		m.wg.Wait()
 		m.client().Close() // leaves the group, after a revoke still running

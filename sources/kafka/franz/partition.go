@@ -47,10 +47,12 @@ type partition struct {
 	stopOnce sync.Once
 	stopCh   chan struct{} // closed when the claim is revoked or lost
 	done     chan struct{} // closed when the reader has returned
+	released chan struct{} // closed when the claim's release (and its commit) is over
 }
 
 func (m *member) newPartition(topic string, part, gen int32, memberID string) *partition {
-	p := &partition{m: m, rewindAt: -1, wake: make(chan struct{}, 1), stopCh: make(chan struct{}), done: make(chan struct{})}
+	p := &partition{m: m, rewindAt: -1, wake: make(chan struct{}, 1), stopCh: make(chan struct{}), done: make(chan struct{}),
+		released: make(chan struct{})}
 	p.Claim = claim.New(claim.Config{
 		Topic:      topic,
 		Partition:  part,
