@@ -3,6 +3,7 @@ package franz
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
 )
 
 // groupCluster starts a one-broker kfake cluster with one partition of
@@ -89,4 +96,71 @@ func answerNextHeartbeat(c *kfake.Cluster, group string, code int16, answered fu
 		return resp, nil, true
 	})
 	return func() { armed.Store(true) }
+}
+
+// stopWithCommitHeld starts a pipeline over a source of group on c (range
+// strategy, commits on an hourly interval, so that the first commit is
+// the final one of Close's release; log receives its lines when not nil),
+// waits until it has handled and marked for commit all of topic's
+// records, and stops it on a goroutine of its own. It returns once the
+// member's final commit waits in the hold holdFirstCommit set (stalled),
+// with that member and the channel that receives Stop's error.
+func stopWithCommitHeld(t *testing.T, c *kfake.Cluster, group, topic string, records int64, log *slog.Logger,
+	stalled <-chan *member) (*member, <-chan error) {
+	t.Helper()
+	src, err := New(Options{
+		Brokers:        c.ListenAddrs(),
+		GroupID:        group,
+		Topics:         []string{topic},
+		InitialOffset:  OffsetEarliest,
+		Rebalance:      RebalanceRange,
+		CommitInterval: time.Hour,
+		RevokeTimeout:  2 * time.Second,
+		Logger:         log,
+		ClientOptions:  fastGroup(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handled atomic.Int32
+	p, err := pipeline.New(pipeline.Options[[]byte, []byte]{
+		Name:            group,
+		ShutdownTimeout: 20 * time.Second,
+		Producer:        producer.Options[[]byte]{Source: src},
+		Processors: processor.Options[[]byte, []byte]{
+			Handle: func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
+				handled.Add(1)
+				return m.Data, nil
+			},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	marked := func() int64 {
+		for _, ms := range src.Stats().Members {
+			for _, ps := range ms.Partitions {
+				return ps.Marked
+			}
+		}
+		return -1
+	}
+	wait.For(t, "every record handled and marked for commit", func() bool { return marked() == records },
+		func() string { return fmt.Sprintf("%d handled, marked %d", handled.Load(), marked()) })
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		stopped <- p.Stop(ctx)
+	}()
+	select {
+	case m := <-stalled:
+		return m, stopped
+	case <-time.After(wait.Deadline):
+		t.Fatal("the stopping member never committed")
+		return nil, nil
+	}
 }

@@ -945,15 +945,17 @@ func (m *member) revoked(_ context.Context, cl *kgo.Client, revoked map[string][
 const revokeWaitsLog = "kafka partitions revoked while their release is under way; the rebalance waits for it"
 
 // lost is the client's OnPartitionsLost: the partitions already belong to
-// another member, so they stop at once and commit nothing.
+// another member, so they stop at once and commit nothing. The claims of
+// them whose release is under way (Close took them) commit nothing more
+// either.
 func (m *member) lost(_ context.Context, cl *kgo.Client, lost map[string][]int32) {
 	m.cl.CompareAndSwap(nil, cl)
 	m.reach.SessionEnded()
-	ps, _ := m.take(lost)
-	for _, p := range ps {
+	ps, underway := m.take(lost)
+	for _, p := range slices.Concat(ps, underway) {
 		p.Lost.Store(true) // before the member joins again: see send
 	}
-	if len(ps) > 0 {
+	if len(ps)+len(underway) > 0 {
 		m.log.Warn("kafka partitions lost; their in-flight messages will be delivered again", logattr.Partitions("partitions", lost))
 	}
 	m.release(ps, false)

@@ -2,7 +2,6 @@ package franz
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -14,10 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/boulevard-go/boulevard/internal/wait"
-	"github.com/boulevard-go/boulevard/message"
-	"github.com/boulevard-go/boulevard/pipeline"
-	"github.com/boulevard-go/boulevard/processor"
-	"github.com/boulevard-go/boulevard/producer"
 )
 
 // lineWatch is a log handler that signals once a line with message msg
@@ -72,60 +67,7 @@ func TestRevokeWaitsForTheCommitOfAReleaseUnderWay(t *testing.T) {
 	})
 
 	waits := &lineWatch{msg: revokeWaitsLog, seen: make(chan struct{})}
-	src, err := New(Options{
-		Brokers:        c.ListenAddrs(),
-		GroupID:        group,
-		Topics:         []string{topic},
-		InitialOffset:  OffsetEarliest,
-		Rebalance:      RebalanceRange,
-		CommitInterval: time.Hour,
-		RevokeTimeout:  2 * time.Second,
-		Logger:         slog.New(waits),
-		ClientOptions:  fastGroup(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var handled atomic.Int32
-	p, err := pipeline.New(pipeline.Options[[]byte, []byte]{
-		Name:            "revoke-underway",
-		ShutdownTimeout: 20 * time.Second,
-		Producer:        producer.Options[[]byte]{Source: src},
-		Processors: processor.Options[[]byte, []byte]{
-			Handle: func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
-				handled.Add(1)
-				return m.Data, nil
-			},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	marked := func() int64 {
-		for _, ms := range src.Stats().Members {
-			for _, ps := range ms.Partitions {
-				return ps.Marked
-			}
-		}
-		return -1
-	}
-	wait.For(t, "every record handled and marked for commit", func() bool { return marked() == records },
-		func() string { return fmt.Sprintf("%d handled, marked %d", handled.Load(), marked()) })
-
-	stopped := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		stopped <- p.Stop(ctx)
-	}()
-	select {
-	case <-stalled:
-	case <-time.After(wait.Deadline):
-		t.Fatal("the stopping member never committed")
-	}
+	_, stopped := stopWithCommitHeld(t, c, group, topic, records, slog.New(waits), stalled)
 	rebalance()
 	select {
 	case <-waits.seen: // the revoke waits for the release
