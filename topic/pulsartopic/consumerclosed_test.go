@@ -145,25 +145,35 @@ func TestTopicSourceSubscribesAnewOnceTheClientClosedItsConsumer(t *testing.T) {
 }
 
 // Guarantee: Options.MaxReconnectToBroker reaches every subscription's
-// consumer. Set to 1, the client gives up on a consumer whose first
-// reconnection the broker refuses (a refusal it would retry): Receive
-// fails with ErrConsumerClosed and the client's cause. With the default
-// the consumer goes on reconnecting past such refusals, and receives what
-// is published once the broker accepts it again.
+// consumer, a balanced member's and a broadcast subscriber's alike. Set
+// to 1, the client gives up on a consumer whose first reconnection the
+// broker refuses (a refusal it would retry): Receive fails with
+// ErrConsumerClosed and the client's cause. With the default the
+// consumer goes on reconnecting past such refusals, and receives what is
+// published once the broker accepts it again.
 func TestMaxReconnectToBrokerBoundsTheConsumersReconnections(t *testing.T) {
-	for name, max := range map[string]int{"1": 1, "default": 0} {
-		t.Run(name, func(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		mode topic.SubscriptionMode
+		max  int
+	}{
+		{"balanced/1", topic.Balanced("g"), 1},
+		{"broadcast/1", topic.Broadcast(), 1},
+		{"balanced/default", topic.Balanced("g"), 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
 			b := testbroker.Pulsar(t)
 			o := testOptions[int](b, topic.IntCodec{})
-			o.MaxReconnectToBroker = max
+			o.MaxReconnectToBroker = c.max
 			be := newBackend(t, o)
-			sub := subscribed(t, be, "flaky", topic.Balanced("g"))
+			sub := subscribed(t, be, "flaky", c.mode)
 
 			full := be.TopicName("flaky")
+			name := subscriptionOf(t, b, full, c.mode, "")
 			refused := b.Stats().SubscribesRefused
-			b.RefuseSubscribe(full, "g", errors.New("not now"))
+			b.RefuseSubscribe(full, name, errors.New("not now"))
 			b.DropConnections()
-			if max == 1 {
+			if c.max == 1 {
 				_, err := sub.Receive(ctxT(t))
 				if !errors.Is(err, pulsartopic.ErrConsumerClosed) || !strings.Contains(err.Error(), "max retry attempts") {
 					t.Fatalf("Receive = %v, want ErrConsumerClosed with the client's cause", err)
@@ -171,7 +181,7 @@ func TestMaxReconnectToBrokerBoundsTheConsumersReconnections(t *testing.T) {
 				return
 			}
 			wait.Within(t, patience, "two reconnections refused", func() bool { return b.Stats().SubscribesRefused >= refused+2 })
-			b.RefuseSubscribe(full, "g", nil)
+			b.RefuseSubscribe(full, name, nil)
 			payload, _ := topic.IntCodec{}.Encode(2)
 			if _, err := b.Publish(ctxT(t), full, pulsartest.Message{Payload: payload}); err != nil {
 				t.Fatal(err)

@@ -227,3 +227,52 @@ func TestMaxReconnectToBrokerBoundsTheReadersReconnections(t *testing.T) {
 		})
 	}
 }
+
+// Guarantee: Options.MaxReconnectToBroker reaches a broadcast reader's
+// and a dead-letter reader's consumer as it does a group reader's: set to
+// 1, the client gives up on either once the broker refuses its first
+// reconnection (a refusal it would retry), and Receive fails with
+// ErrConsumerClosed and the client's cause.
+func TestMaxReconnectToBrokerBoundsBroadcastAndDeadReaders(t *testing.T) {
+	for _, kind := range []string{"broadcast", "dead"} {
+		t.Run(kind, func(t *testing.T) {
+			b := testbroker.Pulsar(t)
+			o := options(b, topic.IntCodec{})
+			o.MaxReconnectToBroker = 1
+			be := newBackend(t, o)
+			var (
+				r         topology.Reader[int]
+				full, sub string
+			)
+			if kind == "broadcast" {
+				_, r = declared(t, be, build(t, topology.New("flaky").Broadcast()))
+				full = be.TopicName("flaky")
+				for _, s := range b.Subscriptions(full) {
+					if strings.HasPrefix(s, pulsartopology.BroadcastPrefix) {
+						sub = s
+					}
+				}
+				if sub == "" {
+					t.Fatalf("no broadcast subscription on %s: %q", full, b.Subscriptions(full))
+				}
+			} else {
+				top := build(t, topology.New("flaky").DLQ())
+				q, _ := declared(t, be, top)
+				var err error
+				if r, err = q.SubscribeDead(ctxT(t)); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { topologytest.MustClose(t, "the dead-letter reader", r.Close) })
+				dlq, _ := top.DLQ()
+				full, sub = be.TopicName(dlq), pulsartopology.DeadSubscription
+			}
+
+			b.RefuseSubscribe(full, sub, errors.New("not now"))
+			b.DropConnections()
+			_, err := r.Receive(ctxT(t), make([]topology.Letter[int], 1))
+			if !errors.Is(err, pulsartopology.ErrConsumerClosed) || !strings.Contains(err.Error(), "max retry attempts") {
+				t.Fatalf("Receive = %v, want ErrConsumerClosed with the client's cause", err)
+			}
+		})
+	}
+}
