@@ -182,7 +182,9 @@ func (b *Broker[T]) CreateInMemoryTopic(name Name, opts Options) (*Handle[T], er
 // or already registered, the topics already instantiated are closed,
 // nothing is registered, and the error names the topic (a [*TopicError]
 // wrapping ErrEmptyName, a [*NameError], ErrTopicExists, a
-// [validate.Errors], an [*UnsupportedError] or the backend's error).
+// [validate.Errors], an [*UnsupportedError], the backend's error, or
+// ErrNoBackendState when the backend returned neither a state nor an
+// error).
 func (b *Broker[T]) CreateTopics(decls []Declaration[T]) ([]*Handle[T], error) {
 	return b.CreateTopicsContext(context.Background(), decls)
 }
@@ -451,7 +453,9 @@ func (h *Handle[T]) publishEnvelope(ctx context.Context, e Envelope[T], onFull O
 // ErrSubscribeBroadcastNotSupported, ErrSubscribeSingleGroupViolation or
 // ErrTopicClosed wrapped in a [*TopicError] naming the topic, or, for a
 // balanced mode whose group breaks the rules of [GroupName], ErrEmptyName
-// or a [*NameError]; on a zero Handle, an error wrapping ErrNotCreated.
+// or a [*NameError]; a [*TopicError] wrapping ErrNoBackendState when the
+// backend returned neither a subscription nor an error; on a zero Handle,
+// an error wrapping ErrNotCreated.
 //
 // ctx bounds the subscribe: a backend on a broker waits for it (a Kafka
 // topic's group join, a Pulsar subscribe). Once ctx ends, Subscribe
