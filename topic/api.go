@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"sort"
 	"sync"
@@ -265,7 +266,7 @@ func newHandle[T any](ctx context.Context, name Name, opts Options, backend Back
 	if err != nil {
 		return nil, err
 	}
-	if st == nil {
+	if noState(st) {
 		return nil, fmt.Errorf("%w: backend %q, NewTopic", ErrNoBackendState, backend.Name())
 	}
 	h := &Handle[T]{name: name, opts: opts, backend: backend.Name(), state: st,
@@ -479,7 +480,7 @@ func (h *Handle[T]) Subscribe(ctx context.Context, mode SubscriptionMode, opts S
 	if err != nil {
 		return nil, &TopicError{Topic: h.name, Err: err}
 	}
-	if st == nil {
+	if noState(st) {
 		return nil, &TopicError{Topic: h.name, Err: fmt.Errorf("%w: backend %q, Subscribe", ErrNoBackendState, h.backend)}
 	}
 	s := &Subscription[T]{h: h, st: st, mode: mode}
@@ -824,4 +825,17 @@ func (s *Subscription[T]) Close() {
 	for _, t := range pending {
 		t.Drop(ErrDeliveryDropped)
 	}
+}
+
+// noState tells whether a backend answered with no state: a nil
+// interface, or a nil pointer, map, slice, channel or function in one.
+func noState(st any) bool {
+	if st == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(st); v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
 }

@@ -124,7 +124,8 @@ var ErrNotCreated = errors.New("topic: not created by its constructor")
 
 // ErrNoBackendState is wrapped by the error [Broker.CreateTopic],
 // [NewTopic] and [Handle.Subscribe] return when the topic's backend
-// answered its NewTopic or Subscribe with neither a state nor an error,
+// answered its NewTopic or Subscribe with neither a state (a nil
+// interface, or a nil pointer in one) nor an error,
 // which breaks the [Backend] contract; the error names the backend.
 // Nothing is created or subscribed then.
 var ErrNoBackendState = errors.New("topic: backend returned neither a state nor an error")

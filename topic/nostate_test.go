@@ -10,28 +10,41 @@ import (
 )
 
 // emptyBackend is the in-memory backend whose NewTopic, or whose topics'
-// Subscribe, answers with neither a state nor an error.
+// Subscribe, answers with neither a state nor an error: a nil interface,
+// or a nil pointer in one when typedNil is set.
 type emptyBackend struct {
 	topic.InMemory[int]
 	emptyTopic bool
+	typedNil   bool
 }
 
 func (b emptyBackend) Name() string { return "empty" }
 
 func (b emptyBackend) NewTopic(ctx context.Context, name topic.Name, o topic.Options) (topic.State[int], error) {
 	if b.emptyTopic {
+		if b.typedNil {
+			return (*emptySubscribe)(nil), nil
+		}
 		return nil, nil
 	}
 	st, err := b.InMemory.NewTopic(ctx, name, o)
 	if err != nil {
 		return nil, err
 	}
-	return emptySubscribe{st}, nil
+	return emptySubscribe{st, b.typedNil}, nil
 }
 
-type emptySubscribe struct{ topic.State[int] }
+type emptySubscribe struct {
+	topic.State[int]
+	typedNil bool
+}
 
-func (emptySubscribe) Subscribe(context.Context, topic.SubscriptionMode, topic.SubscriberOptions) (topic.SubscriptionState[int], error) {
+type nilSubscription struct{ topic.SubscriptionState[int] }
+
+func (e emptySubscribe) Subscribe(context.Context, topic.SubscriptionMode, topic.SubscriberOptions) (topic.SubscriptionState[int], error) {
+	if e.typedNil {
+		return (*nilSubscription)(nil), nil
+	}
 	return nil, nil
 }
 
@@ -52,27 +65,31 @@ func wantNoBackendState(t *testing.T, err error, method string) {
 // state nor an error gets the topic refused with an error naming it, and
 // nothing registered, rather than a topic that fails every later call.
 func TestABackendAnsweringNewTopicWithNothingIsRefused(t *testing.T) {
-	b := topic.NewBroker[int]()
-	_, err := b.CreateTopic("orders", topic.Options{Mode: topic.BalancedOnly}, emptyBackend{emptyTopic: true})
-	wantNoBackendState(t, err, "NewTopic")
-	if _, ok := b.Topic("orders"); ok {
-		t.Error("the topic was registered")
+	for _, typedNil := range []bool{false, true} {
+		b := topic.NewBroker[int]()
+		_, err := b.CreateTopic("orders", topic.Options{Mode: topic.BalancedOnly}, emptyBackend{emptyTopic: true, typedNil: typedNil})
+		wantNoBackendState(t, err, "NewTopic")
+		if _, ok := b.Topic("orders"); ok {
+			t.Error("the topic was registered")
+		}
+		_, err = topic.NewTopic[int]("orders", topic.Options{Mode: topic.BalancedOnly}, emptyBackend{emptyTopic: true, typedNil: typedNil})
+		wantNoBackendState(t, err, "NewTopic")
 	}
-	_, err = topic.NewTopic[int]("orders", topic.Options{Mode: topic.BalancedOnly}, emptyBackend{emptyTopic: true})
-	wantNoBackendState(t, err, "NewTopic")
 }
 
 // A backend whose Subscribe answers with neither a subscription nor an
 // error gets the subscription refused with an error naming it.
 func TestABackendAnsweringSubscribeWithNothingIsRefused(t *testing.T) {
-	h, err := topic.NewTopic[int]("orders", topic.Options{Mode: topic.BalancedOnly}, emptyBackend{})
-	if err != nil {
-		t.Fatal(err)
+	for _, typedNil := range []bool{false, true} {
+		h, err := topic.NewTopic[int]("orders", topic.Options{Mode: topic.BalancedOnly}, emptyBackend{typedNil: typedNil})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sub, err := h.Subscribe(t.Context(), topic.Balanced("billing"), topic.SubscriberOptions{})
+		if sub != nil {
+			t.Errorf("Subscribe returned a subscription %v with its error", sub)
+		}
+		wantNoBackendState(t, err, "Subscribe")
+		h.Close()
 	}
-	defer h.Close()
-	sub, err := h.Subscribe(t.Context(), topic.Balanced("billing"), topic.SubscriberOptions{})
-	if sub != nil {
-		t.Errorf("Subscribe returned a subscription %v with its error", sub)
-	}
-	wantNoBackendState(t, err, "Subscribe")
 }
