@@ -257,9 +257,9 @@ func TestSequencerRoomAtTheBound(t *testing.T) {
 	check("one held back", 1, false)
 	q.admit(letter("B", 2, false), nil)
 	check("at the bound, A1 and B1 in flight", 0, false)
-	q.sentOut("A")
+	q.sentOut(&Letter[int]{Key: "A"})
 	check("at the bound, B1 in flight", 0, false)
-	q.sentOut("B")
+	q.sentOut(&Letter[int]{Key: "B"})
 	check("at the bound, A1 and B1 out", 1, true)
 	q.admit(letter("A", 3, false), nil)
 	check("past the bound, still out", 1, false)
@@ -273,8 +273,8 @@ func TestSequencerRoomAtTheBound(t *testing.T) {
 	q.release("A")
 	q.takeReady(nil, 8)
 	check("below the bound", 1, false)
-	q.sentOut("A") // A3 out, B1 out, B2 held back
-	q.release("B") // B1 (had it come back) acked: B2 goes
+	q.sentOut(&Letter[int]{Key: "A"}) // A3 out, B1 out, B2 held back
+	q.release("B")                    // B1 (had it come back) acked: B2 goes
 	q.takeReady(nil, 8)
 	if q.waitingKeys != 0 || q.outKeys != 0 || q.held != 0 {
 		t.Errorf("nothing held back, yet waitingKeys %d, outKeys %d, held %d", q.waitingKeys, q.outKeys, q.held)

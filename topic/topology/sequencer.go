@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 )
 
 // pendingLetter is a letter and the reader it came from.
@@ -33,8 +34,29 @@ type keyState[T any] struct {
 	// out is set while the key's message went to the backend to come
 	// back marked Resume (a hold queue, a requeue, or a hand-off tried
 	// again): only the source's reader can bring it back.
-	out     bool
+	out bool
+	// outMark is the history of the message out (set with out): the
+	// letter coming back with it is that message.
+	outMark letterMark
 	waiting []pendingLetter[T] // later messages of the key, in order
+}
+
+// letterMark is what tells the letters of one key marked Resume apart:
+// a letter's retry count and failure times, which a hold or a requeue
+// leaves as they were when the source handed it off. (Letters that
+// never failed and were only deferred or requeued share a mark.)
+type letterMark struct {
+	retries     int
+	first, last time.Time
+}
+
+func markOf[T any](l *Letter[T]) letterMark {
+	return letterMark{retries: l.Retries, first: l.FirstFailure, last: l.LastFailure}
+}
+
+// marked reports whether l carries mark m.
+func marked[T any](m letterMark, l *Letter[T]) bool {
+	return m.retries == l.Retries && m.first.Equal(l.FirstFailure) && m.last.Equal(l.LastFailure)
 }
 
 // sequencer keeps one message per key in flight. A key is in keys while
@@ -104,11 +126,18 @@ func (q *sequencer[T]) admit(l Letter[T], r *heldReader[T]) admission {
 	case ks.poisoned:
 		q.wait(ks, pendingLetter[T]{l: l, r: r})
 		return admitHeldBack
-	case l.Resume:
+	case l.Resume && ks.out && marked(ks.outMark, &l):
 		// Back from a hold queue: it still holds its key.
 		q.setOut(ks, false)
 		return admitDeliver
 	}
+	// Any other letter waits for the key's turn, one marked Resume that
+	// is not the key's message out included: a copy this source did not
+	// send out (one that the previous reader of its partition held,
+	// delivered again after a rebalance or a restart). Delivered at
+	// once, it would take a second turn of the key beside the message
+	// in flight or out, and the release of each would let a later
+	// letter of the key go ahead of the other.
 	q.wait(ks, pendingLetter[T]{l: l, r: r})
 	return admitHeldBack
 }
@@ -250,11 +279,12 @@ func (q *sequencer[T]) drained(key string) []pendingLetter[T] {
 // sentOut records that key's message in flight went to the backend, to
 // come back through the reader marked Resume. At the limit it wakes the
 // run: that may leave it nothing else to wait for (see room).
-func (q *sequencer[T]) sentOut(key string) {
+func (q *sequencer[T]) sentOut(l *Letter[T]) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if ks := q.keys[key]; ks != nil {
+	if ks := q.keys[l.Key]; ks != nil {
 		q.setOut(ks, true)
+		ks.outMark = markOf(l)
 		if q.held+len(q.ready) >= q.limit {
 			q.wakeLocked()
 		}

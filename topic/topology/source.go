@@ -859,7 +859,7 @@ func (s *Source[T]) hold(ctx context.Context, p *pendingLetter[T], i int) {
 	}
 	p.l.Resume = s.seq != nil && p.l.Key != ""
 	if p.l.Resume {
-		s.seq.sentOut(p.l.Key)
+		s.seq.sentOut(&p.l)
 	}
 	if err := s.handOff(ctx, p, p.l, handOffHold, i); err != nil {
 		do := func(ctx context.Context, l Letter[T]) error { return s.q.Hold(ctx, i, l) }
@@ -878,7 +878,7 @@ func (s *Source[T]) requeue(ctx context.Context, p *pendingLetter[T]) {
 	}
 	p.l.Resume = s.seq != nil && p.l.Key != ""
 	if p.l.Resume {
-		s.seq.sentOut(p.l.Key)
+		s.seq.sentOut(&p.l)
 	}
 	if err := s.handOff(ctx, p, p.l, handOffRequeue, 0); err != nil {
 		if p.l.Resume && s.retryHandOff(p, "requeue", s.q.Requeue, err) {
