@@ -38,7 +38,11 @@ type Letter[T any] struct {
 	// the first one it meets (WARN).
 	Retries int
 	// FirstFailure and LastFailure are when it first and last failed; zero
-	// while it never failed.
+	// while it never failed. A backend brings a letter back from a hold
+	// queue or a requeue with Retries, FirstFailure and LastFailure as it
+	// was given them, the times to the nanosecond: a sequenced source
+	// knows its key's message coming back by them, and a letter it does
+	// not know waits for its key's turn.
 	FirstFailure, LastFailure time.Time
 	// Death is set on a dead letter: why and where it died.
 	Death *Death
