@@ -98,14 +98,15 @@ func answerNextHeartbeat(c *kfake.Cluster, group string, code int16, answered fu
 	return func() { armed.Store(true) }
 }
 
-// stopWithCommitHeld starts a pipeline over a source of group on c (range
-// strategy, commits on an hourly interval, so that the first commit is
-// the final one of Close's release; log receives its lines when not nil),
+// stopWithCommitHeld starts a pipeline over a source of group on c (with
+// the rebalance strategy, commits on an hourly interval, so that the first
+// commit is the final one of Close's release; log receives its lines when
+// not nil),
 // waits until it has handled and marked for commit all of topic's
 // records, and stops it on a goroutine of its own. It returns once the
 // member's final commit waits in the hold holdFirstCommit set (stalled),
 // with that member and the channel that receives Stop's error.
-func stopWithCommitHeld(t *testing.T, c *kfake.Cluster, group, topic string, records int64, log *slog.Logger,
+func stopWithCommitHeld(t *testing.T, c *kfake.Cluster, group, topic, rebalance string, records int64, log *slog.Logger,
 	stalled <-chan *member) (*member, <-chan error) {
 	t.Helper()
 	src, err := New(Options{
@@ -113,7 +114,7 @@ func stopWithCommitHeld(t *testing.T, c *kfake.Cluster, group, topic string, rec
 		GroupID:        group,
 		Topics:         []string{topic},
 		InitialOffset:  OffsetEarliest,
-		Rebalance:      RebalanceRange,
+		Rebalance:      rebalance,
 		CommitInterval: time.Hour,
 		RevokeTimeout:  2 * time.Second,
 		Logger:         log,
@@ -163,4 +164,15 @@ func stopWithCommitHeld(t *testing.T, c *kfake.Cluster, group, topic string, rec
 		t.Fatal("the stopping member never committed")
 		return nil, nil
 	}
+}
+
+// committedOffset is group's committed offset of partition 0 of topic on
+// c, -1 when there is none.
+func committedOffset(c *kfake.Cluster, group, topic string) int64 {
+	if gi := c.GroupInfo(group); gi != nil {
+		if oc, ok := gi.Commits[topic][0]; ok {
+			return oc.Offset
+		}
+	}
+	return -1
 }

@@ -44,7 +44,7 @@ func TestLostClaimUnderReleaseCommitsNothingInTheNextGeneration(t *testing.T) {
 		return nil, nil, false
 	})
 
-	m, stopped := stopWithCommitHeld(t, c, group, topic, records, nil, stalled)
+	m, stopped := stopWithCommitHeld(t, c, group, topic, RebalanceRange, records, nil, stalled)
 	lose()
 	wait.For(t, "the member to join a new generation", func() bool {
 		_, gen := m.client().GroupMetadata()

@@ -67,7 +67,7 @@ func TestRevokeWaitsForTheCommitOfAReleaseUnderWay(t *testing.T) {
 	})
 
 	waits := &lineWatch{msg: revokeWaitsLog, seen: make(chan struct{})}
-	_, stopped := stopWithCommitHeld(t, c, group, topic, records, slog.New(waits), stalled)
+	_, stopped := stopWithCommitHeld(t, c, group, topic, RebalanceRange, records, slog.New(waits), stalled)
 	rebalance()
 	select {
 	case <-waits.seen: // the revoke waits for the release
@@ -79,12 +79,7 @@ func TestRevokeWaitsForTheCommitOfAReleaseUnderWay(t *testing.T) {
 	if err := <-stopped; err != nil {
 		t.Fatalf("stop: %v", err)
 	}
-	var got int64 = -1
-	if gi := c.GroupInfo(group); gi != nil {
-		if oc, ok := gi.Commits[topic][0]; ok {
-			got = oc.Offset
-		}
-	}
+	got := committedOffset(c, group, topic)
 	if got != records {
 		t.Fatalf("the group's committed offset is %d after the member handled %d records and stopped, want %d", got, records, records)
 	}
