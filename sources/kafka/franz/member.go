@@ -87,6 +87,10 @@ type member struct {
 	// way (take, release): a revoke of one of them waits for it.
 	releasing map[topicPartition]*partition
 	closing   bool // no new claims
+	// moved is closed, and replaced, each time the member's session moves
+	// on (moveOn): a final commit the group refused as it rebalanced
+	// waits for it to go out again (commitFinal).
+	moved chan struct{}
 }
 
 type topicPartition struct {
@@ -130,6 +134,7 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		stopped:    make(chan struct{}),
 		parts:      make(map[topicPartition]*partition),
 		releasing:  make(map[topicPartition]*partition),
+		moved:      make(chan struct{}),
 		room:       make(chan struct{}, 1),
 	}
 	opts := append(append([]kgo.Opt{kgo.FetchMaxWait(DefaultFetchMaxWait)}, s.opts.ClientOptions...),
@@ -513,6 +518,7 @@ func (m *member) assigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 	memberID, gen := cl.GroupMetadata()
 	m.cm.NoteSession(memberID, gen)
 	m.reach.SessionStarted()
+	m.moveOn() // the generation is synced: a refused final commit goes out in it
 	// The line names every partition the member claims from now on: under
 	// cooperative-sticky, assigned holds only those it gains, which it
 	// names apart (new_claims).
@@ -927,12 +933,16 @@ func listOffsets(ctx context.Context, cl *kgo.Client, level int8, at int64, tps 
 func (m *member) revoked(_ context.Context, cl *kgo.Client, revoked map[string][]int32) {
 	m.cl.CompareAndSwap(nil, cl)
 	ps, underway := m.take(revoked)
+	for _, p := range slices.Concat(ps, underway) {
+		p.revoking.Store(true) // no later generation for their final commit
+	}
 	if len(underway) > 0 {
 		keys := make([]string, len(underway))
 		for i, p := range underway {
 			keys[i] = p.Key
 		}
 		m.log.Debug(revokeWaitsLog, logattr.List("partitions", keys))
+		m.moveOn() // their final commit goes out in the revoke's generation
 	}
 	m.release(ps, true)
 	for _, p := range underway {
@@ -955,6 +965,7 @@ func (m *member) lost(_ context.Context, cl *kgo.Client, lost map[string][]int32
 	for _, p := range slices.Concat(ps, underway) {
 		p.Lost.Store(true) // before the member joins again: see send
 	}
+	m.moveOn() // a final commit of the claims under release waits no more
 	if len(ps)+len(underway) > 0 {
 		m.log.Warn("kafka partitions lost; their in-flight messages will be delivered again", logattr.Partitions("partitions", lost))
 	}
@@ -1209,10 +1220,52 @@ var errNoAnswer = errors.New("franz: the commit response does not answer for the
 
 // commitFinal commits p's handled offsets on its release, retrying a few
 // times unless the group has moved on (the member's generation is over),
-// all of it within RevokeTimeout (claim.Member.CommitFinal).
+// all of it within RevokeTimeout (claim.Member.CommitFinal). A commit the
+// group refused as it rebalanced (refusedByRebalance) goes out again, within
+// the same RevokeTimeout and until Close's context ends, each time the
+// member's session moves on while it still owns p: under a cooperative
+// strategy a rebalance revokes nothing the member keeps, so nothing holds
+// it for this release, and the member owns p in the generation it syncs
+// next. It stops once p is lost (its offsets may be another member's
+// now), and after the commit of p's revoke, which waits for this release:
+// no later generation comes before it ends.
 func (m *member) commitFinal(p *partition) {
-	_ = m.cm.CommitFinal(m.hurryCtx, m.opts.RevokeTimeout, p.Claim, 3, 100*time.Millisecond, m.send, func(err error) bool {
-		return errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.UnknownMemberID) ||
-			errors.Is(err, kerr.RebalanceInProgress) || errors.Is(err, kgo.ErrClientClosed)
-	}) // recorded and logged
+	ctx, cancel := context.WithTimeout(m.hurryCtx, m.opts.RevokeTimeout)
+	defer cancel()
+	for {
+		moved := m.nextMove()
+		last := p.revoking.Load()
+		err := m.cm.CommitFinal(ctx, m.opts.RevokeTimeout, p.Claim, 3, 100*time.Millisecond, m.send, func(err error) bool {
+			return errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.UnknownMemberID) ||
+				errors.Is(err, kerr.RebalanceInProgress) || errors.Is(err, kgo.ErrClientClosed)
+		}) // recorded and logged
+		if !refusedByRebalance(err) || last || p.Lost.Load() || p.Marked.Load() == p.Committed.Load() {
+			return
+		}
+		select {
+		case <-moved:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// nextMove returns a channel closed the next time the member's session
+// moves on (moveOn).
+func (m *member) nextMove() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.moved
+}
+
+// moveOn tells the final commits waiting for it (nextMove) that the
+// member's session moved on: the member synced a new generation
+// (assigned), the client revokes claims whose release is under way, in
+// the generation the member holds them in (revoked), or the member lost
+// its partitions (lost).
+func (m *member) moveOn() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	close(m.moved)
+	m.moved = make(chan struct{})
 }

@@ -48,6 +48,11 @@ type partition struct {
 	stopCh   chan struct{} // closed when the claim is revoked or lost
 	done     chan struct{} // closed when the reader has returned
 	released chan struct{} // closed when the claim's release (and its commit) is over
+	// revoking is set when the client revokes the claim, before its
+	// release or while Close's is under way (revoked): the rebalance waits
+	// for the release, so its final commit has no later generation to go
+	// out in.
+	revoking atomic.Bool
 }
 
 func (m *member) newPartition(topic string, part, gen int32, memberID string) *partition {
