@@ -1,0 +1,65 @@
+package topology
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// Guarantee: a sequenced source knows its key's message out by the whole
+// history it sent it out with (retry count, first and last failure, the
+// times as instants, whatever their location): a letter of the key
+// marked Resume that differs in any of them, or that comes while the
+// key's message is back in flight (a second copy of it), waits for the
+// key's turn; only the message itself takes the turn, and the letters
+// that waited go one at a time, in order, as the turns end.
+func TestSequencerKnowsTheKeysMessageOutByItsWholeHistory(t *testing.T) {
+	q := &sequencer[int]{limit: 100, keys: map[string]*keyState[int]{}, wakers: map[*waker]struct{}{}}
+	first := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	last := first.Add(time.Minute)
+	out := Letter[int]{Key: "A", Value: 1, Retries: 2, FirstFailure: first, LastFailure: last, Resume: true}
+	if q.admit(Letter[int]{Key: "A", Value: 1}, nil) != admitDeliver {
+		t.Fatal("the first letter of a key was not admitted")
+	}
+	q.sentOut(&out)
+	copies := []struct {
+		name string
+		l    Letter[int]
+	}{
+		{"another retry count", Letter[int]{Retries: 1, FirstFailure: first, LastFailure: last}},
+		{"another first failure", Letter[int]{Retries: 2, FirstFailure: first.Add(time.Nanosecond), LastFailure: last}},
+		{"another last failure", Letter[int]{Retries: 2, FirstFailure: first, LastFailure: last.Add(-time.Nanosecond)}},
+		{"no history", Letter[int]{}},
+	}
+	for i, c := range copies {
+		c.l.Key, c.l.Value, c.l.Resume = "A", 10+i, true
+		if got := q.admit(c.l, nil); got != admitHeldBack {
+			t.Errorf("a copy with %s, while the key's message is out: admission %d, want held back", c.name, got)
+		}
+	}
+	// The message itself, its times decoded in another location.
+	back := out
+	zone := time.FixedZone("UTC+1", 3600)
+	back.FirstFailure, back.LastFailure = first.In(zone), last.In(zone)
+	if got := q.admit(back, nil); got != admitDeliver {
+		t.Fatalf("the key's message back with its history: admission %d, want delivered", got)
+	}
+	if got := q.admit(out, nil); got != admitHeldBack {
+		t.Errorf("a second copy of the key's message, back in flight: admission %d, want held back", got)
+	}
+	if got, want := q.heldBack(), len(copies)+1; got != want {
+		t.Errorf("%d letters held back, want %d", got, want)
+	}
+	var got []int
+	for turn := range len(copies) + 1 {
+		q.release("A")
+		ready := q.takeReady(nil, 8)
+		if len(ready) != 1 {
+			t.Fatalf("turn %d: %d letters ready, want one", turn, len(ready))
+		}
+		got = append(got, ready[0].l.Value)
+	}
+	if want := []int{10, 11, 12, 13, 1}; !slices.Equal(got, want) {
+		t.Errorf("the letters held back went %v, want %v", got, want)
+	}
+}
