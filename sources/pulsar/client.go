@@ -168,8 +168,8 @@ type Degrader interface {
 // those has reconnected or closed. The rule is the Pulsar source's: it
 // watches its stages' consumers so. Calls to d come one at a time; none
 // comes once unwatch has returned. The client's log lines tell it (as
-// for ReconnectFailures): on a client made with a Logger of its own,
-// or on a nil Client, it watches nothing and reports false, with an
+// for ReconnectFailures): on a Client not made by NewClient, or a nil
+// one, it watches nothing and reports false, with an
 // unwatch that does nothing. Give each watched consumer a name of its
 // own: a later watch of the same name replaces the earlier.
 func (c *Client) WatchReconnects(name string, d Degrader) (unwatch func(), ok bool) {
@@ -282,8 +282,8 @@ func (w *reconnectWatch) end() {
 // backoff, from 100 ms doubling up to 1 minute, until it reconnects or the
 // consumer closes). A consumer that reconnects at its first attempt (a
 // broker handing its topics over) counts nothing. A client not made by
-// NewClient, or made with a Logger of its own, counts nothing: the count
-// comes from the client's log lines. The count is by subscription name
+// NewClient counts nothing: the count comes from the client's log lines,
+// which NewClient reads also when they go to a Logger of the caller's. The count is by subscription name
 // only: sources that share the client and a subscription name, on
 // different topics, count each other's failures too.
 func (c *Client) ReconnectFailures(sub string) int64 {
@@ -370,12 +370,14 @@ func NewClient(o pulsar.ClientOptions, logger *slog.Logger) (*Client, error) {
 	}
 	secrets := clientSecrets(&o)
 	// The client's own lines tell its connection failures and its
-	// consumers' reconnections (lastFailure); a Logger of the caller's
-	// hides them, and the client then reports none (last stays nil).
-	var last *lastFailure
+	// consumers' reconnections (lastFailure). A Logger of the caller's
+	// gets them as the client writes them, and a second logger that
+	// writes nothing reads them too.
+	last := new(lastFailure)
 	if o.Logger == nil {
-		last = new(lastFailure)
 		o.Logger = clientLogger(logger, last, secrets)
+	} else {
+		o.Logger = teeLogger{tee[plog.Logger]{o.Logger, clientLogger(slog.New(slog.DiscardHandler), last, secrets)}}
 	}
 	o = ClientDefaults(o, logger)
 	c, err := pulsar.NewClient(o)

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
+	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/producer"
 	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
@@ -20,10 +23,23 @@ import (
 // without a restart, and receives what is published. How long the
 // degrade takes (two failed attempts, each ending at the client's 1 s
 // operation timeout: about 2 s) is logged, not bounded: a busy machine
-// stretches it by as long as it keeps the client from running.
+// stretches it by as long as it keeps the client from running. It holds
+// as well for a client whose lines go to a Logger of the caller's, which
+// gets them as the client writes them.
 func TestAwayBrokerDegradesTheStageUntilTheConsumerReconnects(t *testing.T) {
+	t.Run("NewClient's logger", func(t *testing.T) { awayBrokerDegrades(t, nil) })
+	t.Run("a Logger of the caller's", func(t *testing.T) {
+		var lines logtest.Lines
+		awayBrokerDegrades(t, plog.NewLoggerWithSlog(slog.New(slog.NewTextHandler(&lines, nil))))
+		if lines.Count("Failed to create consumer at reconnect") == 0 {
+			t.Errorf("the caller's Logger did not get the client's lines about the reconnection; it got %d lines", len(lines.All()))
+		}
+	})
+}
+
+func awayBrokerDegrades(t *testing.T, own plog.Logger) {
 	e := newEnv(t)
-	_, p, got := runAway(t, e)
+	_, p, got := runAwayLogging(t, e, own)
 	status := func() producer.StageStatus { return p.SourceStatus()[0] }
 	state := func() string { return fmt.Sprintf("%+v", status()) }
 	wait.Within(t, waitLimit, "the consumer to subscribe", func() bool {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
@@ -403,7 +404,14 @@ func TestStopWhileReconnectSubscribesHangReturnsByItsDeadline(t *testing.T) {
 // reconnections), recording what it receives.
 func runAway(t *testing.T, e *env) (*bpulsar.Source, *pipeline.Pipeline[[]byte, []byte], *received) {
 	t.Helper()
-	client, err := bpulsar.NewClient(pulsar.ClientOptions{URL: e.broker.URL(), OperationTimeout: time.Second}, testLogger())
+	return runAwayLogging(t, e, nil)
+}
+
+// runAwayLogging is runAway with the client's lines going to own (nil:
+// the source's logger, through NewClient's).
+func runAwayLogging(t *testing.T, e *env, own plog.Logger) (*bpulsar.Source, *pipeline.Pipeline[[]byte, []byte], *received) {
+	t.Helper()
+	client, err := bpulsar.NewClient(pulsar.ClientOptions{URL: e.broker.URL(), OperationTimeout: time.Second, Logger: own}, testLogger())
 	if err != nil {
 		t.Fatal(err)
 	}

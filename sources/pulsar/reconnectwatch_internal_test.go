@@ -117,8 +117,9 @@ func TestEndedWatchReportsNothingToTheStage(t *testing.T) {
 
 // Guarantee: WatchReconnects reports to what it is given, by the
 // client's lines about the consumers of the name it watches, until
-// unwatch; a client whose lines it cannot read (one made with a Logger
-// of its own, or none) watches nothing and says so.
+// unwatch; a client made with a Logger of its own watches too (NewClient
+// reads the lines it hands that Logger); no client watches nothing and
+// says so.
 func TestWatchReconnectsReportsUntilUnwatchedOnAClientThatCanTell(t *testing.T) {
 	const name = "orders-broadcast-1a2b3c4d"
 	last := new(lastFailure)
@@ -152,10 +153,13 @@ func TestWatchReconnectsReportsUntilUnwatchedOnAClientThatCanTell(t *testing.T) 
 		t.Fatal(err)
 	}
 	defer own.Close()
-	for what, c := range map[string]*Client{"a client with a Logger of its own": own, "a nil client": nil} {
-		if _, ok := c.WatchReconnects(name, st); ok {
-			t.Errorf("WatchReconnects on %s, whose lines it cannot read, says it watches", what)
-		}
+	unwatchOwn, ok := own.WatchReconnects(name, st)
+	if !ok {
+		t.Error("WatchReconnects on a client with a Logger of its own says it watches nothing")
+	}
+	unwatchOwn()
+	if _, ok := (*Client)(nil).WatchReconnects(name, st); ok {
+		t.Error("WatchReconnects on a nil client, whose lines it cannot read, says it watches")
 	}
 }
 

@@ -162,7 +162,7 @@ type Stats struct {
 	// quiet. A broker lost while a stage is still subscribing fails the
 	// stage instead (its restarts' subscribes fail until the broker is
 	// back), which this does not count. 0 when Options.Client was not made
-	// by NewClient, or was made with a Logger of its own.
+	// by NewClient.
 	ReconnectFailures int64
 	// SubscribesAbandoned is the number of the client's subscribe calls
 	// the source stopped waiting for after Options.SubscribeTimeout; each
