@@ -267,12 +267,18 @@ func TestMaxReconnectToBrokerBoundsBroadcastAndDeadReaders(t *testing.T) {
 				full, sub = be.TopicName(dlq), pulsartopology.DeadSubscription
 			}
 
+			producers := b.Stats().ProducersOpen
 			b.RefuseSubscribe(full, sub, errors.New("not now"))
 			b.DropConnections()
 			_, err := r.Receive(ctxT(t), make([]topology.Letter[int], 1))
 			if !errors.Is(err, pulsartopology.ErrConsumerClosed) || !strings.Contains(err.Error(), "max retry attempts") {
 				t.Fatalf("Receive = %v, want ErrConsumerClosed with the client's cause", err)
 			}
+			// The backend's producers reconnect (nothing refuses them);
+			// a reconnection still under way would outlive the client.
+			wait.Within(t, 30*time.Second, "the backend's producers to reconnect", func() bool {
+				return b.Stats().ProducersOpen >= producers
+			})
 		})
 	}
 }
