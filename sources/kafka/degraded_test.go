@@ -233,11 +233,15 @@ func TestOneBrokerOutOfReachDoesNotDegradeTheStage(t *testing.T) {
 		degraded := func() bool {
 			return status().State == producer.StateDegraded || degradedLines(book) != ""
 		}
+		deadline := time.Now().Add(30 * time.Second)
 		for f.Failed() < 50 {
 			if degraded() {
 				t.Fatalf("status %+v after %d requests to broker %d dropped, want running: the other brokers answer", status(), f.Failed(), away)
 			}
-			time.Sleep(10 * time.Millisecond)
+			if time.Now().After(deadline) {
+				t.Fatalf("only %d requests to broker %d dropped in 30s; the member stopped asking it", f.Failed(), away)
+			}
+			time.Sleep(10 * time.Millisecond) // a poll interval: checking that the stage stays running meanwhile
 		}
 		if err := c.MoveTopicPartition(testTopic, 0, coord); err != nil {
 			t.Fatal(err)
