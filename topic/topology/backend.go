@@ -309,6 +309,56 @@ type ReleaseNotifier interface {
 	OnRelease(f func() (done func()))
 }
 
+// ShardChange is what a [ShardNotifier] reader tells of the routing
+// shards it reads.
+type ShardChange uint8
+
+const (
+	// ShardsReleased: the reader lets go of a part of what it reads (a
+	// Kafka partition a rebalance revokes, or one lost with its session).
+	ShardsReleased ShardChange = iota + 1
+	// ShardsAssigned: the reader starts reading a new assignment (a
+	// Kafka group session begins); what it does not hold it no longer
+	// reads.
+	ShardsAssigned
+)
+
+// String returns "released" or "assigned".
+func (c ShardChange) String() string {
+	switch c {
+	case ShardsReleased:
+		return "released"
+	case ShardsAssigned:
+		return "assigned"
+	}
+	return "ShardChange(" + strconv.Itoa(int(c)) + ")"
+}
+
+// ShardNotifier is implemented by a [Reader] whose share of a sequenced
+// topic's routing shards ([Letter.Shard]) moves as its group rebalances,
+// and that can tell when: the Kafka backend's group reader, whose
+// partitions a rebalance revokes and assigns. A message that a sequenced
+// [Source] sent to a hold queue comes back to whichever reader holds its
+// shard then; told that its reader no longer holds the shard, the
+// source stops holding the key's later letters back for it. A sequenced
+// Source sets it right after it subscribes and sets nil once the Run
+// that subscribed the reader has returned. The Pulsar backend's
+// Key_Shared consumers are moved keys without being told, and do not
+// implement it (see docs/topology.md, "Sequenced topics").
+type ShardNotifier interface {
+	// OnShards sets f, which the reader calls from its own goroutines
+	// (for two parts let go at once, from two at once): with
+	// ShardsReleased as it lets go of a part, before it waits for the
+	// part's letters handed out (see ReleaseNotifier), never while the
+	// reader is closing; and with ShardsAssigned as it starts reading a
+	// new assignment, before it hands out any letter of it. in reports
+	// whether a shard is in the part let go, or in the assignment. f
+	// must not block; it may give letters back (Queues.Return), and
+	// must not call into the reader otherwise. A later call replaces f;
+	// nil: nobody is told.
+	OnShards(f func(change ShardChange, in func(shard int) bool))
+}
+
 // ReachReporter is implemented by a [Reader] that can tell whether it
 // can read from its broker: the Kafka and Pulsar backends' readers do,
 // the in-memory backend's, which has no broker to lose, do not. A

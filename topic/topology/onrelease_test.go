@@ -18,17 +18,56 @@ import (
 )
 
 // notifyQueues wraps queues so that their readers are
-// topology.ReleaseNotifiers that keep what OnRelease set.
+// topology.ReleaseNotifiers and topology.ShardNotifiers that keep what
+// OnRelease and OnShards set.
 type notifyQueues[T any] struct {
 	topology.Queues[T]
-	mu      sync.Mutex
-	readers []*notifyReader[T]
+	mu       sync.Mutex
+	readers  []*notifyReader[T]
+	returned []T // the values of the letters given back (Return)
+}
+
+func (q *notifyQueues[T]) Return(ctx context.Context, ls []topology.Letter[T]) error {
+	q.mu.Lock()
+	for i := range ls {
+		q.returned = append(q.returned, ls[i].Value)
+	}
+	q.mu.Unlock()
+	return q.Queues.Return(ctx, ls)
+}
+
+// takeReturned returns and forgets the values given back so far.
+func (q *notifyQueues[T]) takeReturned() []T {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := q.returned
+	q.returned = nil
+	return out
 }
 
 type notifyReader[T any] struct {
 	topology.Reader[T]
-	mu sync.Mutex
-	f  func() (done func())
+	mu     sync.Mutex
+	f      func() (done func())
+	shards func(topology.ShardChange, func(shard int) bool)
+}
+
+func (r *notifyReader[T]) OnShards(f func(topology.ShardChange, func(shard int) bool)) {
+	r.mu.Lock()
+	r.shards = f
+	r.mu.Unlock()
+}
+
+// tell tells what OnShards set, if anything, of change with in, as a
+// backend's reader would; it reports whether something was set.
+func (r *notifyReader[T]) tell(change topology.ShardChange, in func(shard int) bool) bool {
+	r.mu.Lock()
+	f := r.shards
+	r.mu.Unlock()
+	if f != nil {
+		f(change, in)
+	}
+	return f != nil
 }
 
 func (r *notifyReader[T]) OnRelease(f func() (done func())) {
@@ -53,6 +92,17 @@ func (q *notifyQueues[T]) Subscribe(ctx context.Context) (topology.Reader[T], er
 	q.readers = append(q.readers, nr)
 	q.mu.Unlock()
 	return nr, nil
+}
+
+// reader returns the one reader subscribed.
+func (q *notifyQueues[T]) reader(t *testing.T) *notifyReader[T] {
+	t.Helper()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.readers) != 1 {
+		t.Fatalf("%d readers subscribed, want 1", len(q.readers))
+	}
+	return q.readers[0]
 }
 
 // Guarantee: a Source sets the OnRelease of a reader that is a
@@ -87,13 +137,7 @@ func TestSourceHasItsReadersReleaseEmitTheOpenBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 		synctest.Wait()
-		q.mu.Lock()
-		readers := q.readers
-		q.mu.Unlock()
-		if len(readers) != 1 {
-			t.Fatalf("%d readers subscribed, want 1", len(readers))
-		}
-		r := readers[0]
+		r := q.reader(t)
 		release := r.onRelease()
 		if release == nil {
 			t.Fatal("the running Source set no OnRelease on its reader")

@@ -85,7 +85,28 @@ func (s *Source[T]) giveBack(ctx context.Context, h *heldReader[T]) {
 	if s.seq == nil {
 		return
 	}
-	ps := s.seq.giveBack(h)
+	s.returnHeld(ctx, s.seq.giveBack(h), giveBackFailedLog)
+}
+
+// shardsChanged is what a sequenced run's reader, a ShardNotifier, tells
+// of its shards: the letters held back of those it lets go of, or of
+// those its new assignment leaves out, go back to the backend (see
+// sequencer.letGo and sequencer.assigned).
+func (s *Source[T]) shardsChanged(ctx context.Context, change ShardChange, in func(shard int) bool) {
+	var ps []pendingLetter[T]
+	switch change {
+	case ShardsReleased:
+		ps = s.seq.letGo(in)
+	case ShardsAssigned:
+		ps = s.seq.assigned(in)
+	}
+	s.returnHeld(ctx, ps, shardGiveBackFailedLog)
+}
+
+// returnHeld gives ps, letters the sequencer held back, back to the
+// backend (Queues.Return), logging failLog at ERROR when it refuses
+// them, and counts them off their readers.
+func (s *Source[T]) returnHeld(ctx context.Context, ps []pendingLetter[T], failLog string) {
 	if len(ps) == 0 {
 		return
 	}
@@ -94,7 +115,7 @@ func (s *Source[T]) giveBack(ctx context.Context, h *heldReader[T]) {
 		ls[i] = ps[i].l
 	}
 	if err := s.q.Return(ctx, ls); err != nil {
-		s.log.ErrorContext(ctx, giveBackFailedLog, slog.Int("letters", len(ls)), slog.Any("error", err))
+		s.log.ErrorContext(ctx, failLog, slog.Int("letters", len(ls)), slog.Any("error", err))
 	}
 	for i := range ps {
 		s.settledOne(ps[i].r)
@@ -104,6 +125,10 @@ func (s *Source[T]) giveBack(ctx context.Context, h *heldReader[T]) {
 // giveBackFailedLog is the message of the line giveBack logs when the
 // backend refuses the letters it gives back.
 const giveBackFailedLog = "could not give back the held-back letters of a failed run; a durable backend delivers them again, the in-memory one has lost them"
+
+// shardGiveBackFailedLog is the message of the line shardsChanged logs
+// when the backend refuses the letters it gives back.
+const shardGiveBackFailedLog = "could not give back the held-back letters of shards the reader let go of; a durable backend delivers them again"
 
 // settledOne counts off one letter of h, settled or given back, and drops
 // h when it is retired and that was its last letter out.

@@ -38,6 +38,13 @@ type keyState[T any] struct {
 	// outMark is the history of the message out (set with out): the
 	// letter coming back with it is that message.
 	outMark letterMark
+	// moved is set while the reader no longer holds the key's shard
+	// (ShardNotifier) and the key's message is in flight: should it go
+	// out, it comes back to the shard's new owner, so the key is then
+	// done with here rather than out.
+	moved bool
+	// shard is the key's routing shard (Letter.Shard).
+	shard   int
 	waiting []pendingLetter[T] // later messages of the key, in order
 }
 
@@ -84,15 +91,16 @@ type sequencer[T any] struct {
 	free       []*keyState[T] // states of forgotten keys, for reuse
 }
 
-// newKey returns a state for a key that is not in keys.
-func (q *sequencer[T]) newKey() *keyState[T] {
+// newKey returns a state for a key of shard that is not in keys.
+func (q *sequencer[T]) newKey(shard int) *keyState[T] {
 	if n := len(q.free); n > 0 {
 		ks := q.free[n-1]
 		q.free[n-1] = nil
 		q.free = q.free[:n-1]
+		ks.shard = shard
 		return ks
 	}
-	return &keyState[T]{}
+	return &keyState[T]{shard: shard}
 }
 
 // forget removes an idle key, keeping its state for reuse.
@@ -101,7 +109,7 @@ func (q *sequencer[T]) forget(key string, ks *keyState[T]) {
 	if len(q.free) < 1024 {
 		ks.waiting = ks.waiting[:0]
 		ks.cause = ""
-		ks.out = false
+		ks.out, ks.moved = false, false
 		q.free = append(q.free, ks)
 	}
 }
@@ -119,7 +127,7 @@ func (q *sequencer[T]) admit(l Letter[T], r *heldReader[T]) admission {
 	ks := q.keys[l.Key]
 	switch {
 	case ks == nil:
-		q.keys[l.Key] = q.newKey()
+		q.keys[l.Key] = q.newKey(l.Shard)
 		return admitDeliver
 	case ks.poisoned && !ks.draining:
 		return admitPoisoned
@@ -195,6 +203,12 @@ func (q *sequencer[T]) release(key string) {
 	if ks == nil || ks.poisoned {
 		return
 	}
+	q.releaseLocked(key, ks)
+}
+
+// releaseLocked is release of ks, key's state, not poisoned; q.mu is
+// held.
+func (q *sequencer[T]) releaseLocked(key string, ks *keyState[T]) {
 	q.setOut(ks, false) // its message is done with
 	if len(ks.waiting) == 0 {
 		q.forget(key, ks)
@@ -230,7 +244,7 @@ func (q *sequencer[T]) putBack(p pendingLetter[T]) bool {
 		return false
 	}
 	if q.keys[p.l.Key] == nil {
-		q.keys[p.l.Key] = q.newKey()
+		q.keys[p.l.Key] = q.newKey(p.l.Shard)
 	}
 	q.ready = append(q.ready, p)
 	q.wakeLocked()
@@ -246,7 +260,7 @@ func (q *sequencer[T]) poison(key, cause string) []pendingLetter[T] {
 	defer q.mu.Unlock()
 	ks := q.keys[key]
 	if ks == nil {
-		ks = q.newKey()
+		ks = q.newKey(0)
 		q.keys[key] = ks
 	}
 	ks.poisoned, ks.draining, ks.cause = true, true, cause
@@ -282,7 +296,13 @@ func (q *sequencer[T]) drained(key string) []pendingLetter[T] {
 func (q *sequencer[T]) sentOut(l *Letter[T]) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if ks := q.keys[l.Key]; ks != nil {
+	ks := q.keys[l.Key]
+	switch {
+	case ks == nil:
+	case ks.moved: // never set on a poisoned key
+		// It comes back to the shard's new owner, not here.
+		q.releaseLocked(l.Key, ks)
+	default:
 		q.setOut(ks, true)
 		ks.outMark = markOf(l)
 		if q.held+len(q.ready) >= q.limit {
@@ -383,6 +403,64 @@ func (q *sequencer[T]) giveBack(r *heldReader[T]) []pendingLetter[T] {
 		ks.waiting = ks.waiting[:i]
 		if i == 0 {
 			q.tally(ks, -1)
+		}
+	}
+	if len(out) > 0 {
+		q.wakeLocked() // room for the run
+	}
+	return out
+}
+
+// letGo removes and returns the letters held back behind their key's
+// message whose shard is in (the reader lets go of their part; its next
+// owner receives them again), but not those of a poisoned key being
+// drained, which are being dead-lettered. The keys keep their message in
+// flight or out: should the part come back to the reader at once (an
+// eager rebalance gives a member its partitions back), the letters wait
+// behind it again. Nothing once drain was called.
+func (q *sequencer[T]) letGo(in func(shard int) bool) []pendingLetter[T] {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []pendingLetter[T]
+	for _, ks := range q.keys {
+		if !ks.draining && len(ks.waiting) > 0 && in(ks.shard) {
+			out = append(out, q.takeWaiting(ks)...)
+		}
+	}
+	if len(out) > 0 {
+		q.wakeLocked() // room for the run
+	}
+	return out
+}
+
+// assigned is told the reader's new assignment (in): a key whose shard
+// is not in it no longer has its letters here, and its message out comes
+// back to the shard's new owner. Such a key whose message is out is
+// forgotten, so that should its shard come back later its letters are
+// admitted as they arrive; one whose message is in flight (or ready) is
+// marked moved, so that should that message go out the key is done
+// with here (sentOut). A key whose shard is in the assignment is no
+// longer moved. It removes and returns the letters held back of the
+// keys not in it (which letGo would have given back, but for one taken
+// from the reader after that), for the caller to give back. Poisoned
+// keys stay as they are. Nothing once drain was called.
+func (q *sequencer[T]) assigned(in func(shard int) bool) []pendingLetter[T] {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []pendingLetter[T]
+	for key, ks := range q.keys {
+		switch {
+		case ks.poisoned:
+		case in(ks.shard):
+			ks.moved = false
+		default:
+			out = append(out, q.takeWaiting(ks)...)
+			if ks.out {
+				q.setOut(ks, false)
+				q.forget(key, ks)
+			} else {
+				ks.moved = true
+			}
 		}
 	}
 	if len(out) > 0 {

@@ -501,6 +501,13 @@ func (s *Source[T]) read(ctx context.Context, stage *producer.Stage[T], h *heldR
 		rn.OnRelease(feed.FlushInFlight)
 		defer rn.OnRelease(nil)
 	}
+	if sn, ok := r.(ShardNotifier); ok && s.seq != nil {
+		// A key's message out comes back to whichever reader holds its
+		// shard then: told that this one let go of it, the source stops
+		// holding the key's letters back for it.
+		sn.OnShards(func(change ShardChange, in func(shard int) bool) { s.shardsChanged(ctx, change, in) })
+		defer sn.OnShards(nil)
+	}
 	if rr, ok := r.(ReachReporter); ok {
 		// The stage is degraded while its reader cannot read. A failed
 		// run's reader stays open for its letters out: its reports reach

@@ -1,0 +1,244 @@
+package topology_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/topic/topology"
+)
+
+// keyMoveRun is a sequenced source over a reader that tells of its
+// shards (topology.ShardNotifier), whose handler fails the first attempt
+// of each key's first message (1 of key A, 11 of key B; retried after an
+// hour) and records what it handles.
+type keyMoveRun struct {
+	q   *notifyQueues[int]
+	src *topology.Source[int]
+	p   *pipeline.Pipeline[int, int]
+	pub *topology.Publisher[int]
+
+	mu      sync.Mutex
+	handled []int
+}
+
+// Keys A and B of keyMoveRun, on shards of their own.
+var (
+	shardA = topology.ShardOf("A", topology.DefaultRoutingShards)
+	shardB = topology.ShardOf("B", topology.DefaultRoutingShards)
+)
+
+func all(int) bool         { return true }
+func none(int) bool        { return false }
+func onlyA(shard int) bool { return shard == shardA }
+func onlyB(shard int) bool { return shard == shardB }
+
+// keyOf is key A for the values below 10, B for the others.
+func keyOf(v int) string {
+	if v < 10 {
+		return "A"
+	}
+	return "B"
+}
+
+// isFirst reports whether v is its key's message 1.
+func isFirst(v int) bool { return v%10 == 1 }
+
+func (r *keyMoveRun) now() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.handled)
+}
+
+// startKeyMoveRun starts the run and publishes, for each of keys (A or
+// B), its message 1 and 2 (11 and 12 for B): 1 goes out to the hold
+// queue and 2 waits behind it. block, when not nil, holds the first
+// attempt of each key's message 1 in the handler until closed.
+func startKeyMoveRun(t *testing.T, block chan struct{}, keys ...string) *keyMoveRun {
+	t.Helper()
+	if shardA == shardB {
+		t.Fatalf("keys A and B share shard %d", shardA)
+	}
+	_, mq := declareMemory(t, build(t, topology.New("keymove").Sequenced(topology.Skip).Hold(time.Hour)))
+	r := &keyMoveRun{q: &notifyQueues[int]{Queues: mq}}
+	r.src, r.p = startPipeline(t, r.q, func(ctx context.Context, m *message.Message[int]) (int, error) {
+		r.mu.Lock()
+		r.handled = append(r.handled, m.Data)
+		r.mu.Unlock()
+		if d, _ := topology.DeliveryOf(m); isFirst(m.Data) && d.Retries == 0 {
+			if block != nil {
+				select {
+				case <-block:
+				case <-ctx.Done():
+					return 0, ctx.Err()
+				}
+			}
+			return 0, topology.Retry(errors.New("not yet"))
+		}
+		return m.Data, nil
+	})
+	r.pub, _ = topology.NewPublisher(r.q, topology.PublisherOptions[int]{Key: keyOf})
+	var want []int
+	for _, k := range keys {
+		base := 0
+		if k == "B" {
+			base = 10
+		}
+		r.publish(t, base+1, base+2)
+		want = append(want, base+1)
+	}
+	synctest.Wait()
+	if got := r.now(); !slices.Equal(got, want) {
+		t.Fatalf("handled %v before the reader told anything, want %v (each 2 held back behind its 1)", got, want)
+	}
+	return r
+}
+
+func (r *keyMoveRun) publish(t *testing.T, vs ...int) {
+	t.Helper()
+	for _, v := range vs {
+		if err := r.pub.Publish(t.Context(), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// tell has the run's reader tell change with in, and waits for the
+// source to act on it.
+func (r *keyMoveRun) tell(t *testing.T, change topology.ShardChange, in func(int) bool) {
+	t.Helper()
+	if !r.q.reader(t).tell(change, in) {
+		t.Fatal("the running sequenced Source set no OnShards on its reader")
+	}
+	synctest.Wait()
+}
+
+func (r *keyMoveRun) expect(t *testing.T, when string, want ...int) {
+	t.Helper()
+	if got := r.now(); !slices.Equal(got, want) {
+		t.Fatalf("handled %v %s, want %v (stats %+v)", got, when, want, r.src.Stats())
+	}
+}
+
+// Guarantee: when the reader of a sequenced source starts on an
+// assignment without a key's shard while the key's message is out in a
+// hold queue, the source no longer waits for that message (it comes back
+// to the shard's new owner): the key's letters it held back go back to
+// the backend and, like the key's later letters once the shard comes
+// back, are admitted as they arrive, not held back until the source
+// stops. A key whose shard the assignment keeps still waits.
+func TestAKeyWhoseShardTheReaderNoLongerHoldsNoLongerWaitsForItsMessageOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startKeyMoveRun(t, nil, "A", "B")
+		r.tell(t, topology.ShardsReleased, onlyA)
+		if got := r.q.takeReturned(); !slices.Equal(got, []int{2}) {
+			t.Errorf("gave back %v as the reader let go of A's shard, want [2]: what it held back of it", got)
+		}
+		r.tell(t, topology.ShardsReleased, all)
+		r.expect(t, "once the reader let go of both keys' shards (they may come back)", 1, 11)
+		if got := r.q.takeReturned(); len(got) != 2 || !slices.Contains(got, 2) || !slices.Contains(got, 12) {
+			t.Errorf("gave back %v as the reader let go of every shard, want 2 and 12", got)
+		}
+		r.tell(t, topology.ShardsAssigned, onlyB)
+		r.expect(t, "once the reader's assignment left A's shard out", 1, 11, 2)
+		r.tell(t, topology.ShardsAssigned, all)
+		r.publish(t, 3)
+		synctest.Wait()
+		r.expect(t, "once A's shard came back", 1, 11, 2, 3)
+		if st := r.src.Stats(); st.HeldBack != 1 {
+			t.Errorf("stats %+v, want 12 held back behind 11", st)
+		}
+		time.Sleep(time.Hour) // fake time: the retries fall due and come back
+		synctest.Wait()
+		r.expect(t, "once the retries came back", 1, 11, 2, 3, 1, 11, 12)
+	})
+}
+
+// Guarantee: a reader that lets go of a key's shard and gets it back at
+// once (an eager rebalance gives a Kafka member its partitions back)
+// keeps the key waiting for its message out: the letters given back wait
+// behind it again, and the key's order holds.
+func TestAKeyWhoseShardComesBackAtOnceStillWaitsForItsMessageOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startKeyMoveRun(t, nil, "A")
+		r.tell(t, topology.ShardsReleased, all)
+		r.tell(t, topology.ShardsAssigned, all)
+		r.expect(t, "with message 1 out", 1)
+		if st := r.src.Stats(); st.HeldBack != 1 {
+			t.Errorf("stats %+v, want 2 held back again", st)
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		r.expect(t, "once message 1 came back", 1, 1, 2)
+	})
+}
+
+// Guarantee: a key whose message is in flight as the reader's new
+// assignment leaves its shard out keeps its turn until that message is
+// done; should the message then go out to a hold queue, which brings it
+// back to the shard's new owner, the key's letters no longer wait for
+// it. Should the shard come back before the message goes out, they wait
+// for it as before.
+func TestAKeyInFlightAsItsShardMovesWaitsForItsMessageOutOnlyWhereItComesBack(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		back   bool // the shard comes back before message 1 goes out
+		before []int
+		after  []int // once the hold's hour has passed
+	}{
+		{"shard gone", false, []int{1, 2}, []int{1, 2, 1}},
+		{"shard back", true, []int{1}, []int{1, 1, 2}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				block := make(chan struct{})
+				r := startKeyMoveRun(t, block, "A")
+				r.tell(t, topology.ShardsReleased, onlyA)
+				r.tell(t, topology.ShardsAssigned, onlyB)
+				if c.back {
+					r.tell(t, topology.ShardsAssigned, onlyA)
+				}
+				r.expect(t, "while message 1 is in flight", 1)
+				close(block)
+				synctest.Wait()
+				r.expect(t, "once message 1 went out", c.before...)
+				time.Sleep(time.Hour)
+				synctest.Wait()
+				r.expect(t, "once message 1 came back", c.after...)
+			})
+		})
+	}
+}
+
+// Guarantee: a sequenced source sets nil on its reader's OnShards once
+// the Run that subscribed the reader has returned, and only a sequenced
+// source sets it.
+func TestSourceSetsItsReadersOnShardsWhileItsRunReads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startKeyMoveRun(t, nil, "A")
+		rd := r.q.reader(t)
+		if err := r.p.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if rd.tell(topology.ShardsAssigned, none) {
+			t.Error("the reader's OnShards is still set once its Run has returned")
+		}
+
+		_, mq := declareMemory(t, build(t, topology.New("plain").Hold(time.Hour)))
+		q := &notifyQueues[int]{Queues: mq}
+		_, p := startPipeline(t, q, func(_ context.Context, m *message.Message[int]) (int, error) { return m.Data, nil })
+		synctest.Wait()
+		if q.reader(t).tell(topology.ShardsAssigned, none) {
+			t.Error("a source of a topology that is not sequenced set OnShards")
+		}
+		if err := p.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
