@@ -390,9 +390,15 @@ func (b *Backend[T]) partition(ctx context.Context, kname string, shard int, seq
 		return 0, fmt.Errorf("%w: topic %q: %w", ErrMetadata, kname, sarama.ErrUnknownTopicOrPartition)
 	}
 	if sequenced {
-		return ps[shard%len(ps)], nil
+		return shardPartition(ps, shard), nil
 	}
 	return ps[int(b.rr.Add(1))%len(ps)], nil
+}
+
+// shardPartition is the partition, of a sequenced topic's partitions
+// ps (not empty), that routing shard's letters go to.
+func shardPartition(ps []int32, shard int) int32 {
+	return ps[shard%len(ps)]
 }
 
 // lookUpPartitions asks the cluster for kname's partitions through the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -258,6 +259,9 @@ type groupReader[T any] struct {
 	// onRelease is what OnRelease set: called while a claim waits for
 	// its letters in flight before letting go. Nil: none.
 	onRelease func() (done func())
+	// onShards is what OnShards set: told of each claim let go of, and
+	// of each session's assignment. Nil: none.
+	onShards func(topology.ShardChange, func(shard int) bool)
 }
 
 // claim is one partition of one session: its settled offsets and the
@@ -336,8 +340,37 @@ func (rc *receipt) giveBack() {
 var (
 	_ topology.UndecodableCounter = (*groupReader[int])(nil)
 	_ topology.ReleaseNotifier    = (*groupReader[int])(nil)
+	_ topology.ShardNotifier      = (*groupReader[int])(nil)
 	_ topology.ReachReporter      = (*groupReader[int])(nil)
 )
+
+// OnShards implements topology.ShardNotifier: f is told of each
+// partition the reader lets go of (revoked, or lost with its session)
+// and of each group session's assignment, with the routing shards in
+// them (a shard's letters go to one partition, see Backend.partition).
+func (r *groupReader[T]) OnShards(f func(topology.ShardChange, func(shard int) bool)) {
+	r.mu.Lock()
+	r.onShards = f
+	r.mu.Unlock()
+}
+
+// shardsIn returns what tells whether a routing shard's letters go to
+// one of parts (see shardPartition), by the topic's partitions in the
+// shared client's metadata. When the metadata has none it answers
+// unknown for every shard: true for an assignment (a sequenced source
+// then keeps what it knows of its keys), false for a partition let go of
+// (it then gives back none of the letters it holds back, which the
+// release waits for as for any other).
+func (r *groupReader[T]) shardsIn(unknown bool, parts ...int32) func(shard int) bool {
+	var ps []int32
+	if !r.b.client.PartitionNotReadable(r.topic, 0) {
+		ps, _ = r.b.client.Partitions(r.topic)
+	}
+	if len(ps) == 0 {
+		return func(int) bool { return unknown }
+	}
+	return func(shard int) bool { return slices.Contains(parts, shardPartition(ps, shard)) }
+}
 
 // OnRelease implements topology.ReleaseNotifier: f is called while a
 // claim the group takes away waits up to Options.RevokeTimeout for its
@@ -466,7 +499,13 @@ func (r *groupReader[T]) Setup(sess sarama.ConsumerGroupSession) error {
 	r.mu.Lock()
 	r.want = len(sess.Claims()[r.topic])
 	r.inSess, r.joined = true, true
+	f := r.onShards
 	r.mu.Unlock()
+	if f != nil {
+		// Before any claim of the session hands out a letter: the
+		// claims start once Setup has returned.
+		f(topology.ShardsAssigned, r.shardsIn(true, sess.Claims()[r.topic]...))
+	}
 	r.fails.Started(r.ctx)
 	notify(r.fetched)
 	r.b.log.Info(SessionStartedLog, slog.String("topic", r.topic), slog.String("group", r.gid),
@@ -646,6 +685,14 @@ func (r *groupReader[T]) release(c *claim) {
 	}
 	clear(r.items[k:])
 	r.items = r.items[:k]
+	if f := r.onShards; f != nil && !r.closed {
+		// Called without mu: the subscriber gives back (Queues.Return)
+		// the letters of the partition it holds back, which the wait
+		// below then does not wait for.
+		r.mu.Unlock()
+		f(topology.ShardsReleased, r.shardsIn(false, c.part))
+		r.mu.Lock()
+	}
 	if f := r.onRelease; f != nil && c.Handed() > 0 && r.b.opts.RevokeTimeout > 0 && !r.closed {
 		// Called without mu: the subscriber may settle at once.
 		r.mu.Unlock()

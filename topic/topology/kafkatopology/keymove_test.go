@@ -1,0 +1,163 @@
+package kafkatopology
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/internal/testbroker"
+	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/topic/topology"
+)
+
+// seqMember is one member of a sequenced topology's group: a pipeline
+// reading it through a Source, whose handler retries message 1's first
+// attempt and records what it handles.
+type seqMember struct {
+	q   topology.Queues[msg]
+	src *topology.Source[msg]
+	p   *pipeline.Pipeline[msg, msg]
+
+	mu      sync.Mutex
+	handled []string // "N/retries"
+}
+
+// startSeqMember starts a member of top's group on its own backend,
+// whose client id is clientID: the group's range assignment gives the
+// topic's one partition to the member whose id sorts first.
+func startSeqMember(t *testing.T, brokers []string, clientID string, top *topology.Builder, set ...func(*Options[msg])) *seqMember {
+	t.Helper()
+	b := newBackend(t, brokers, append([]func(*Options[msg]){func(o *Options[msg]) { o.Config.ClientID = clientID }}, set...)...)
+	m := &seqMember{q: declare(t, b, top)}
+	var err error
+	m.src, err = topology.NewSource(topology.SourceOptions[msg]{Queues: m.q, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.p, err = pipeline.New(pipeline.Options[msg, msg]{
+		Name:     clientID,
+		Logger:   slog.New(slog.DiscardHandler),
+		Producer: producer.Options[msg]{Source: m.src},
+		Processors: processor.Options[msg, msg]{Concurrency: 1, Handle: func(_ context.Context, mm *message.Message[msg]) (msg, error) {
+			d, _ := topology.DeliveryOf(mm)
+			m.mu.Lock()
+			m.handled = append(m.handled, fmt.Sprintf("%d/%d", mm.Data.N, d.Retries))
+			m.mu.Unlock()
+			if mm.Data.N == 1 && d.Retries == 0 {
+				return msg{}, topology.Retry(errors.New("not yet"))
+			}
+			return mm.Data, nil
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.p.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.p.Stop(context.Background()) })
+	return m
+}
+
+func (m *seqMember) has(h string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Contains(m.handled, h)
+}
+
+func (m *seqMember) handledSoFar() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.handled)
+}
+
+func (m *seqMember) String() string {
+	return fmt.Sprintf("handled %v, stats %+v", m.handledSoFar(), m.src.Stats())
+}
+
+// startKeyOut starts member name of top's group and has its key K's
+// message 1 go out to the hold queue and message 2 wait behind it.
+func startKeyOut(t *testing.T, brokers []string, name string, top *topology.Builder, set ...func(*Options[msg])) (*seqMember, func(n int)) {
+	t.Helper()
+	a := startSeqMember(t, brokers, name, top, set...)
+	pub, err := topology.NewPublisher(a.q, topology.PublisherOptions[msg]{Key: func(msg) string { return "K" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish := func(n int) {
+		t.Helper()
+		if err := pub.Publish(t.Context(), msg{N: n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(1)
+	wait.Within(t, 30*time.Second, "member "+name+" to send message 1 to the hold queue", func() bool { return a.src.Stats().Retried == 1 }, a.String)
+	publish(2)
+	wait.Within(t, 30*time.Second, "member "+name+" to hold message 2 back", func() bool { return a.src.Stats().HeldBack == 1 }, a.String)
+	return a, publish
+}
+
+// Guarantee: a member of a sequenced topology's group whose partition a
+// rebalance gives another member while a key's message is out in a hold
+// queue stops waiting for that message, which comes back to the
+// partition's new owner: when the partition comes back to the member, a
+// later letter of the key is handled there at once, not held back until
+// the member stops.
+func TestAMemberThatGetsAKeysPartitionBackHandlesItsLetters(t *testing.T) {
+	brokers := testbroker.Kafka(t).ListenAddrs()
+	top := topology.New("keymove").Sequenced(topology.Skip).RoutingShards(1).Hold(5 * time.Second)
+	a, publish := startKeyOut(t, brokers, "zulu", top)
+
+	// B's member id sorts first: it takes the partition, and the message
+	// out comes back to it.
+	b := startSeqMember(t, brokers, "alpha", top)
+	wait.Within(t, 60*time.Second, "member B to handle message 2, then 1 back from the hold queue",
+		func() bool { return b.has("2/0") && b.has("1/1") }, b.String)
+	if err := b.p.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.src.Close(t.Context()); err != nil { // leaves the group
+		t.Fatal(err)
+	}
+
+	publish(3)
+	wait.Within(t, 60*time.Second, "member A, the partition back, to handle message 3", func() bool { return a.has("3/0") }, a.String)
+	if a.has("2/0") || a.has("1/1") {
+		t.Errorf("member A handled what member B did: %v", a)
+	}
+}
+
+// Guarantee: a member of a sequenced topology's group that a rebalance
+// leaves the partition of a key whose message is out in a hold queue
+// does not keep the rebalance waiting (up to RevokeTimeout) for the
+// letters of the key it holds back, which cannot go before that message
+// comes back: it gives them back at once, and, the partition assigned
+// to it again, receives them again behind that message, in the key's
+// order.
+func TestAMemberKeepingAKeysPartitionThroughARebalanceKeepsItsOrder(t *testing.T) {
+	brokers := testbroker.Kafka(t).ListenAddrs()
+	top := topology.New("keystay").Sequenced(topology.Skip).RoutingShards(1).Hold(5 * time.Second)
+	long := func(o *Options[msg]) { o.RevokeTimeout = 10 * time.Minute }
+	a, _ := startKeyOut(t, brokers, "alpha", top, long)
+
+	// C's member id sorts after A's: the rebalance its joining makes
+	// gives the partition back to A.
+	c := startSeqMember(t, brokers, "zulu", top, long)
+	wait.Within(t, 2*time.Minute, "member A to handle message 1 back from the hold queue, then 2 (a revoke waiting out RevokeTimeout takes 10 minutes)",
+		func() bool { return a.has("2/0") }, a.String)
+	if got, want := a.handledSoFar(), []string{"1/0", "1/1", "2/0"}; !slices.Equal(got, want) {
+		t.Errorf("member A handled %v, want %v", got, want)
+	}
+	if got := c.handledSoFar(); len(got) > 0 {
+		t.Errorf("member C, which holds no partition, handled %v", got)
+	}
+}
