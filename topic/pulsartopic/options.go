@@ -266,10 +266,12 @@ func (o Options[T]) checkPendingSlots() error {
 
 // String describes the options without anything that can hold a
 // credential: the service URL with its user information redacted, and
-// whether authentication is set, never what it holds.
+// whether authentication is set, never what it holds. It shows the
+// reconnection bound too, so that a log line of the options tells
+// whether a subscription may give up.
 func (o Options[T]) String() string {
-	return fmt.Sprintf("pulsartopic.Options{serviceURL: %q, client: %t, authentication: %t, tenant: %q, namespace: %q, partitions: %d}",
-		spulsar.RedactServiceURL(o.ServiceURL), o.Client != nil, o.ClientOptions.Authentication != nil, o.Tenant, o.Namespace, o.Partitions)
+	return fmt.Sprintf("pulsartopic.Options{serviceURL: %q, client: %t, authentication: %t, tenant: %q, namespace: %q, partitions: %d, maxReconnectToBroker: %d}",
+		spulsar.RedactServiceURL(o.ServiceURL), o.Client != nil, o.ClientOptions.Authentication != nil, o.Tenant, o.Namespace, o.Partitions, o.MaxReconnectToBroker)
 }
 
 // GoString is String, so that %#v shows no credential either.

@@ -113,6 +113,16 @@ func TestOptionsNeverShowSecrets(t *testing.T) {
 	}
 }
 
+// Guarantee: the options print the reconnection bound they give every
+// consumer, so that a log line of them tells whether a subscription may
+// give up.
+func TestOptionsPrintTheirReconnectionBound(t *testing.T) {
+	o := pulsartopic.Options[int]{MaxReconnectToBroker: 3}
+	if got := fmt.Sprint(o); !strings.Contains(got, "maxReconnectToBroker: 3") {
+		t.Fatalf("options print %s; want maxReconnectToBroker: 3", got)
+	}
+}
+
 // sharedClient stands for a client made elsewhere.
 type sharedClient struct{ pulsar.Client }
 
