@@ -58,7 +58,7 @@ func TestReaderReceiveFailsOnceTheClientClosedItsConsumer(t *testing.T) {
 			}
 
 			b.RefuseSubscribe(topicName, c.sub, revoked)
-			b.DropConnections()
+			reconnected := dropConnections(t, b)
 			dst := make([]topology.Letter[int], 4)
 			_, err := r.Receive(ctxT(t), dst)
 			if !errors.Is(err, pulsartopology.ErrConsumerClosed) {
@@ -73,6 +73,22 @@ func TestReaderReceiveFailsOnceTheClientClosedItsConsumer(t *testing.T) {
 			}
 			topologytest.MustClose(t, "the reader", r.Close)
 			lines.Want(t, 1, "the lost consumer's line", "level=ERROR", "closed the reader's consumer", "subscription="+c.sub, "AuthorizationError")
+			reconnected()
+		})
+	}
+}
+
+// dropConnections drops every connection of b, and returns what waits
+// for the producers open then, which nothing refuses, to be open again:
+// a producer's reconnection still under way as the test ends would
+// outlive the backend's client, and goleak would report it.
+func dropConnections(t *testing.T, b *pulsartest.Broker) (reconnected func()) {
+	producers := b.Stats().ProducersOpen
+	b.DropConnections()
+	return func() {
+		t.Helper()
+		wait.Within(t, 30*time.Second, "the backend's producers to reconnect", func() bool {
+			return b.Stats().ProducersOpen >= producers
 		})
 	}
 }
@@ -112,11 +128,12 @@ func TestDeadReaderCatchUpEndsOnceTheClientClosedItsConsumer(t *testing.T) {
 	})
 
 	b.RefuseSubscribe(dlq, pulsartopology.DeadSubscription, revoked)
-	b.DropConnections()
+	reconnected := dropConnections(t, b)
 	if err := <-done; !errors.Is(err, pulsartopology.ErrConsumerClosed) {
 		t.Fatalf("TryReceive waiting for its marker = %v, want an error wrapping ErrConsumerClosed", err)
 	}
 	topologytest.MustClose(t, "the reader", r.Close)
+	reconnected()
 }
 
 // Guarantee: a pipeline reading a Pulsar topology through a topology
@@ -267,18 +284,13 @@ func TestMaxReconnectToBrokerBoundsBroadcastAndDeadReaders(t *testing.T) {
 				full, sub = be.TopicName(dlq), pulsartopology.DeadSubscription
 			}
 
-			producers := b.Stats().ProducersOpen
 			b.RefuseSubscribe(full, sub, errors.New("not now"))
-			b.DropConnections()
+			reconnected := dropConnections(t, b)
 			_, err := r.Receive(ctxT(t), make([]topology.Letter[int], 1))
 			if !errors.Is(err, pulsartopology.ErrConsumerClosed) || !strings.Contains(err.Error(), "max retry attempts") {
 				t.Fatalf("Receive = %v, want ErrConsumerClosed with the client's cause", err)
 			}
-			// The backend's producers reconnect (nothing refuses them);
-			// a reconnection still under way would outlive the client.
-			wait.Within(t, 30*time.Second, "the backend's producers to reconnect", func() bool {
-				return b.Stats().ProducersOpen >= producers
-			})
+			reconnected()
 		})
 	}
 }
