@@ -302,7 +302,9 @@ func (s *pSub[T]) logUndecodable(m pulsar.Message, err error, attrs ...slog.Attr
 }
 
 // Settle implements topic.SubscriptionState: an ack acknowledges the
-// message on the broker, so the group never receives it again; a nack asks
+// message on the broker (sent in a group, without waiting for the
+// broker's answer: one the connection loses lets the broker deliver the
+// message to the group again, at least once); a nack asks
 // the broker to deliver it again after Options.NackRedeliveryDelay. It
 // returns topic.ErrMessageNotTracked for an id this subscription did not
 // receive, settled already, or that its closing handed back to the broker.

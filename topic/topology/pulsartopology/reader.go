@@ -471,9 +471,12 @@ type receipt struct {
 }
 
 // Settle implements topology.Reader: it acknowledges the letter's message
-// on its subscription, and the group never receives it again; a letter
-// whose hand-off failed is negatively acknowledged instead
-// (ErrNotSettled).
+// on its subscription; a letter whose hand-off failed is negatively
+// acknowledged instead (ErrNotSettled). The client sends acknowledgements
+// in groups and does not wait for the broker's answer: nil means the
+// acknowledgement is on its way, and one the connection loses (sent
+// while the consumer reconnects, or just before its connection dropped)
+// lets the broker deliver the letter to the group again (at least once).
 func (r *reader[T]) Settle(_ context.Context, l *topology.Letter[T]) error {
 	rc, ok := l.Receipt.(*receipt)
 	if !ok {
