@@ -294,3 +294,96 @@ func TestMaxReconnectToBrokerBoundsBroadcastAndDeadReaders(t *testing.T) {
 		})
 	}
 }
+
+// Guarantee: the letters a group reader handed out before it reported
+// that pulsar-client-go closed its consumer by itself (a refusal the
+// client does not retry, or Options.MaxReconnectToBroker reached),
+// letters the consumer had received before it lost its connection
+// included, cannot be settled through that consumer once it is closed:
+// Settle returns an error for each, never nil for an acknowledgement
+// that went nowhere; the reader's Close returns; and the broker delivers
+// every letter again to the group's next reader.
+func TestLettersOfAConsumerTheClientClosedAreDeliveredAgainNotSettled(t *testing.T) {
+	for name, c := range map[string]struct {
+		refusal      error
+		maxReconnect int
+	}{
+		"refused for good":      {refusal: revoked},
+		"reconnections used up": {refusal: errors.New("not now"), maxReconnect: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := testbroker.Pulsar(t)
+			o := options(b, topic.IntCodec{})
+			o.MaxReconnectToBroker = c.maxReconnect
+			be := newBackend(t, o)
+			q, r := declared(t, be, build(t, topology.New("gone")))
+			full := be.TopicName("gone")
+			const letters = 3
+			for v := range letters {
+				payload, _ := topic.IntCodec{}.Encode(v)
+				if _, err := b.Publish(ctxT(t), full, pulsartest.Message{Payload: payload}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			wait.Within(t, patience, "every letter dispatched to the reader's consumer", func() bool {
+				var n int64
+				for _, cs := range b.Consumers(full, "gone") {
+					n += cs.Dispatched
+				}
+				return n == letters
+			})
+			var held []topology.Letter[int]
+			dst := make([]topology.Letter[int], 1)
+			if n, err := r.Receive(ctxT(t), dst); n != 1 || err != nil {
+				t.Fatalf("Receive = %d, %v; want 1 letter", n, err)
+			}
+			held = append(held, dst[0])
+
+			b.RefuseSubscribe(full, "gone", c.refusal)
+			reconnected := dropConnections(t, b)
+			for {
+				n, err := r.Receive(ctxT(t), dst)
+				if errors.Is(err, pulsartopology.ErrConsumerClosed) {
+					break
+				}
+				if err != nil {
+					t.Fatalf("Receive = %v, want letters then ErrConsumerClosed", err)
+				}
+				held = append(held, dst[:n]...)
+			}
+			for i := range held {
+				err := r.Settle(ctxT(t), &held[i])
+				if err == nil {
+					t.Fatalf("Settle of letter %d through the closed consumer = nil; want an error: its acknowledgement cannot reach the broker", held[i].Value)
+				}
+				t.Logf("Settle of letter %d: %v", held[i].Value, err)
+			}
+			topologytest.MustClose(t, "the reader", r.Close)
+			if got := b.Backlog(full, "gone"); got != letters {
+				t.Fatalf("backlog %d once the closed consumer's letters were settled; want %d, none acknowledged", got, letters)
+			}
+
+			b.RefuseSubscribe(full, "gone", nil)
+			next, err := q.Subscribe(ctxT(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := map[int]bool{}
+			all := make([]topology.Letter[int], letters)
+			for len(seen) < letters {
+				n, err := next.Receive(ctxT(t), all)
+				if err != nil {
+					t.Fatalf("the next reader's Receive: %v", err)
+				}
+				for i := range n {
+					seen[all[i].Value] = true
+					if err := next.Settle(ctxT(t), &all[i]); err != nil {
+						t.Fatalf("the next reader's Settle: %v", err)
+					}
+				}
+			}
+			wait.Within(t, patience, "the next reader's acknowledgements", func() bool { return b.Backlog(full, "gone") == 0 })
+			reconnected()
+		})
+	}
+}
