@@ -1,7 +1,9 @@
 package franz
 
 import (
+	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/internal/wait"
 )
 
@@ -86,10 +89,101 @@ func TestFinalCommitOfAKeptPartitionLandsAfterACooperativeRebalance(t *testing.T
 	default:
 		t.Fatal("the final commit sent while the group completed its rebalance was not refused")
 	}
-	got := committedOffset(c, group, topic)
 	mu.Lock()
 	defer mu.Unlock()
-	if got != records {
+	wantAllCommitted(t, committedOffset(c, group, topic), records, gens)
+}
+
+// Guarantee: under a cooperative strategy, a final commit that carries the
+// generation the group has just left (the group's next JoinGroup answer
+// came after the commit was sent) is refused with ILLEGAL_GENERATION, and
+// goes out again once the member has synced the next generation, which
+// still gives it the partition: every handled record is committed.
+func TestFinalCommitRefusedForAnEndedGenerationLandsInTheNext(t *testing.T) {
+	const group, records = "g-ended-generation", 10
+	m, got, gens, _ := stopWithFinalCommitOfAnEndedGeneration(t, group, records)
+	if ce := m.Stats().LastCommitError; ce == nil || !errors.Is(ce.Err, kerr.IllegalGeneration) {
+		t.Fatalf("the member's last commit error is %v, want the final commit refused with ILLEGAL_GENERATION", ce)
+	}
+	wantAllCommitted(t, got, records, gens)
+}
+
+// stopWithFinalCommitOfAnEndedGeneration runs a pipeline over a source of
+// group (cooperative-sticky, logging at DEBUG to lines) on a one-partition
+// topic of records records, waits until it has handled them all, and
+// stops it. The member's final commit reaches the cluster with the
+// group's first generation, and the cluster holds it until the member,
+// joining again after a heartbeat answered REBALANCE_IN_PROGRESS, sends
+// its SyncGroup of the next generation: the group has moved on by then.
+// It returns, once the pipeline has stopped, the member, the group's
+// committed offset, the generations of the member's commits, and the
+// lines logged.
+func stopWithFinalCommitOfAnEndedGeneration(t *testing.T, group string, records int) (m *member, committed int64, gens []int32, lines *logtest.Lines) {
+	t.Helper()
+	const topic = "events"
+	c := groupCluster(t, topic, records)
+	stalled, resume := holdFirstCommit(t)
+	rebalance := answerNextHeartbeat(c, group, kerr.RebalanceInProgress.Code, nil)
+	syncing, done := make(chan struct{}), make(chan struct{})
+	defer close(done)
+	var synced sync.Once
+	c.ControlKey(int16(kmsg.SyncGroup), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if r := req.(*kmsg.SyncGroupRequest); r.Group == group && r.Generation > 1 {
+			synced.Do(func() { close(syncing) })
+		}
+		return nil, nil, false
+	})
+	// The member's first commit closes sent and waits until the member
+	// syncs the next generation; the cluster then answers it.
+	sent := make(chan struct{})
+	var first atomic.Bool
+	var mu sync.Mutex
+	c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		r := req.(*kmsg.OffsetCommitRequest)
+		if r.Group != group {
+			return nil, nil, false
+		}
+		mu.Lock()
+		gens = append(gens, r.Generation)
+		mu.Unlock()
+		if first.CompareAndSwap(false, true) {
+			close(sent)
+			c.SleepControl(func() {
+				select {
+				case <-syncing:
+				case <-done:
+				}
+			})
+		}
+		return nil, nil, false
+	})
+
+	lines = new(logtest.Lines)
+	log := slog.New(slog.NewTextHandler(lines, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	m, stopped := stopWithCommitHeld(t, c, group, topic, RebalanceCooperativeSticky, int64(records), log, stalled)
+	resume()
+	select {
+	case <-sent:
+	case <-time.After(wait.Deadline):
+		t.Fatal("the member's final commit never reached the cluster")
+	}
+	rebalance()
+	if err := <-stopped; err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return m, committedOffset(c, group, topic), slices.Clone(gens), lines
+}
+
+// wantAllCommitted fails t unless the group's committed offset (got) is
+// records, all that the member handled before it stopped; gens are the
+// generations of its commits.
+func wantAllCommitted(t *testing.T, got int64, records int, gens []int32) {
+	t.Helper()
+	if got != int64(records) {
 		t.Fatalf("the group's committed offset is %d after the member handled %d records and stopped, want %d (commits of generations %v)",
 			got, records, records, gens)
 	}
