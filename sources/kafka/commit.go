@@ -241,7 +241,7 @@ func (m *member) commitFinal(p *partition) {
 		func(err error) bool {
 			return errors.Is(err, sarama.ErrIllegalGeneration) || errors.Is(err, sarama.ErrUnknownMemberId) ||
 				errors.Is(err, sarama.ErrRebalanceInProgress) || errors.Is(err, sarama.ErrClosedClient)
-		}) // recorded and logged
+		}, nil) // recorded and logged: a refused final commit is not sent again
 }
 
 // refusedByRebalance reports whether err is the broker refusing a commit

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,7 +14,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/boulevard-go/boulevard/internal/logtest"
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
 )
 
 // Guarantee: under a cooperative strategy, a rebalance that leaves the
@@ -39,7 +42,7 @@ func TestFinalCommitOfAKeptPartitionLandsAfterACooperativeRebalance(t *testing.T
 	// The member's SyncGroup of the next generation closes syncing (the
 	// member has that generation by then), then waits until a commit
 	// failure is logged (or the test ends).
-	refused := &lineWatch{msg: "kafka commit failed", seen: make(chan struct{})}
+	refused := &lineWatch{msg: claim.FinalRefusedLog, seen: make(chan struct{})}
 	syncing, done := make(chan struct{}), make(chan struct{})
 	defer close(done)
 	var held atomic.Bool
@@ -106,6 +109,28 @@ func TestFinalCommitRefusedForAnEndedGenerationLandsInTheNext(t *testing.T) {
 		t.Fatalf("the member's last commit error is %v, want the final commit refused with ILLEGAL_GENERATION", ce)
 	}
 	wantAllCommitted(t, got, records, gens)
+}
+
+// Guarantee: a final commit the group refused as it rebalanced and that
+// then lands in the next generation is no loss, so its refusal is logged
+// below WARN, saying it goes out again, and no WARN line tells of a
+// failed commit.
+func TestFinalCommitRefusedThenLandedLogsNoWarning(t *testing.T) {
+	const group, records = "g-refused-quiet", 10
+	_, got, gens, lines := stopWithFinalCommitOfAnEndedGeneration(t, group, records)
+	wantAllCommitted(t, got, records, gens)
+	var warned []string
+	for _, l := range lines.Matching("level=WARN") {
+		if strings.Contains(l, "commit") {
+			warned = append(warned, l)
+		}
+	}
+	if len(warned) > 0 {
+		t.Errorf("a final commit that landed after its refusal logged WARN lines:\n%s", strings.Join(warned, ""))
+	}
+	if got := lines.Matching(claim.FinalRefusedLog); len(got) != 1 || strings.Contains(got[0], "level=WARN") {
+		t.Errorf("want one line below WARN saying the refused final commit goes out again, got %q", got)
+	}
 }
 
 // stopWithFinalCommitOfAnEndedGeneration runs a pipeline over a source of
@@ -176,6 +201,32 @@ func stopWithFinalCommitOfAnEndedGeneration(t *testing.T, group string, records 
 	mu.Lock()
 	defer mu.Unlock()
 	return m, committedOffset(c, group, topic), slices.Clone(gens), lines
+}
+
+// Guarantee: a final commit the group refused as it rebalanced, whose
+// member's session does not move on before RevokeTimeout ends the wait
+// for the next generation, is given up with one WARN line, after the
+// line below WARN that said it would go out again.
+func TestFinalCommitRefusedAndNotSentAgainWarnsOnce(t *testing.T) {
+	const topic, group, records = "events", "g-refused-given-up", 10
+	c := groupCluster(t, topic, records)
+	stalled, resume := holdFirstCommit(t)
+	// Every commit of the group is refused; the group never moves on.
+	testbroker.Inject(c, kmsg.OffsetCommit, kerr.RebalanceInProgress.Code, testbroker.CommitsOf(group)).Every(1)
+	lines := new(logtest.Lines)
+	log := slog.New(slog.NewTextHandler(lines, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	_, stopped := stopWithCommitHeld(t, c, group, topic, RebalanceCooperativeSticky, records, log, stalled)
+	resume()
+	if err := <-stopped; err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	lines.Want(t, 1, "the refusal said to go out again", claim.FinalRefusedLog)
+	lines.Want(t, 1, "the WARN line of the commit given up", "level=WARN", "commit", "REBALANCE_IN_PROGRESS")
+	all := lines.All()
+	refusal := slices.IndexFunc(all, func(l string) bool { return strings.Contains(l, claim.FinalRefusedLog) })
+	if warned := slices.IndexFunc(all, func(l string) bool { return strings.Contains(l, "level=WARN") }); warned < refusal {
+		t.Errorf("the WARN line came before the refusal's:\n%s", strings.Join(all, ""))
+	}
 }
 
 // wantAllCommitted fails t unless the group's committed offset (got) is

@@ -1228,25 +1228,42 @@ var errNoAnswer = errors.New("franz: the commit response does not answer for the
 // it for this release, and the member owns p in the generation it syncs
 // next. It stops once p is lost (its offsets may be another member's
 // now), and after the commit of p's revoke, which waits for this release:
-// no later generation comes before it ends.
+// no later generation comes before it ends. A refusal that goes out again
+// is logged below WARN (claim.FinalRefusedLog); one that does not, as the
+// wait for the next generation ended or p was lost meanwhile, is logged
+// at WARN once, when commitFinal gives it up.
 func (m *member) commitFinal(p *partition) {
 	ctx, cancel := context.WithTimeout(m.hurryCtx, m.opts.RevokeTimeout)
 	defer cancel()
+	var refused error // the last refusal that was to go out again
 	for {
 		moved := m.nextMove()
 		last := p.revoking.Load()
 		err := m.cm.CommitFinal(ctx, m.opts.RevokeTimeout, p.Claim, 3, 100*time.Millisecond, m.send, func(err error) bool {
 			return errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.UnknownMemberID) ||
 				errors.Is(err, kerr.RebalanceInProgress) || errors.Is(err, kgo.ErrClientClosed)
+		}, func(err error) bool {
+			return refusedByRebalance(err) && !last && !p.Lost.Load()
 		}) // recorded and logged
-		if !refusedByRebalance(err) || last || p.Lost.Load() || p.Marked.Load() == p.Committed.Load() {
-			return
+		if !errors.Is(err, claim.ErrSentAgain) {
+			if err == nil && refused != nil && p.Marked.Load() != p.Committed.Load() {
+				m.cm.GaveUp(refused) // nothing went out: p was lost since
+			}
+			return // accepted, or failed and warned of
+		}
+		refused = err
+		if p.Marked.Load() == p.Committed.Load() {
+			return // p's offset went out: what was refused is another claim's
 		}
 		select {
 		case <-moved:
+			if !p.Lost.Load() {
+				continue
+			}
 		case <-ctx.Done():
-			return
 		}
+		m.cm.GaveUp(refused)
+		return
 	}
 }
 

@@ -3,6 +3,7 @@ package claim
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -44,7 +45,8 @@ type Member struct {
 	// (CommitFinal) is logged at INFO the first time after an accepted
 	// commit, at DEBUG after, and once more at WARN when refusals have
 	// gone on for RebalanceTimeout; it is counted and kept for Stats as
-	// any failure.
+	// any failure. A final commit's refusals are CommitFinal's again to
+	// judge: Rebalancing is not read for them.
 	Rebalancing func(error) bool
 	// RebalanceTimeout is how long the group waits for its members to
 	// rejoin: refusals for Rebalancing's reasons lasting longer are no
@@ -163,12 +165,13 @@ type Send func(ctx context.Context, blocks []Block) (sent []Block, err error)
 // ends the wait for the commit before it: a commit that gets no answer by
 // then is abandoned and fails with an error wrapping ctx's.
 func (m *Member) Commit(ctx context.Context, only *Claim, send Send) error {
-	return m.commit(ctx, only, send, false)
+	return m.commit(ctx, only, send, false, nil)
 }
 
 // commit is Commit; final says it is a released claim's (CommitFinal),
-// whose refusals are always warned of: its offsets have no next commit.
-func (m *Member) commit(ctx context.Context, only *Claim, send Send, final bool) error {
+// whose refusals are warned of, its offsets having no next commit, unless
+// again reports that its caller sends them again (see CommitFinal).
+func (m *Member) commit(ctx context.Context, only *Claim, send Send, final bool, again func(error) bool) error {
 	select {
 	case m.commitSem <- struct{}{}:
 	case <-ctx.Done():
@@ -202,6 +205,7 @@ func (m *Member) commit(ctx context.Context, only *Claim, send Send, final bool)
 	var failed []Block
 	var ferr error
 	rebalancing := !final && m.Rebalancing != nil
+	sentAgain := final && again != nil
 	for _, b := range sent {
 		if b.Err == nil {
 			b.C.Committed.Store(b.Off)
@@ -210,13 +214,16 @@ func (m *Member) commit(ctx context.Context, only *Claim, send Send, final bool)
 		failed = append(failed, b)
 		ferr = b.Err
 		rebalancing = rebalancing && m.Rebalancing(b.Err)
+		sentAgain = sentAgain && again(b.Err)
 	}
 	switch {
 	case len(failed) == 0:
 		m.refusedSince, m.refusedWarned = time.Time{}, false
 		return nil
 	case rebalancing:
-		return m.refused(ferr, failed)
+		return m.refused(ferr, failed, false)
+	case sentAgain:
+		return fmt.Errorf("%w: %w", ErrSentAgain, m.refused(ferr, failed, true))
 	}
 	return m.failed(ferr, failed)
 }
@@ -264,8 +271,18 @@ func (m *Member) uncommitted(blocks []Block, only *Claim, others bool) []Block {
 // so that a cluster that does not answer holds the release, and with it
 // the rebalance, no longer: a request still unanswered then is abandoned
 // and not recorded as done (see Send). It returns the last failure.
+//
+// again, when not nil, reports whether the caller sends the commit again
+// in the group's next generation when the group refused it with that
+// error as it rebalanced. A commit again reports so for every partition
+// that failed is not a loss yet: it is recorded for Stats and logged as
+// a refusal of the rebalance, at INFO the first time after an accepted
+// commit and at DEBUG after, never at WARN, and CommitFinal returns at once
+// with an error wrapping ErrSentAgain and the *CommitError. A caller that
+// then does not send it again after all (its wait for the next generation
+// ended) logs it with GaveUp. Any other failure is logged at WARN.
 func (m *Member) CommitFinal(ctx context.Context, timeout time.Duration, c *Claim, attempts int, pause time.Duration,
-	send Send, over func(error) bool) error {
+	send Send, over, again func(error) bool) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var err error
@@ -279,8 +296,8 @@ func (m *Member) CommitFinal(ctx context.Context, timeout time.Duration, c *Clai
 				return err
 			}
 		}
-		err = m.commit(ctx, c, send, true)
-		if err == nil || over(err) || ctx.Err() != nil {
+		err = m.commit(ctx, c, send, true, again)
+		if err == nil || over(err) || errors.Is(err, ErrSentAgain) || ctx.Err() != nil {
 			return err
 		}
 		if c.Marked.Load() == c.Committed.Load() {
@@ -300,9 +317,14 @@ func (m *Member) CommitFinal(ctx context.Context, timeout time.Duration, c *Clai
 // FlushLogs logs the count left as the member closes.
 func (m *Member) failed(err error, blocks []Block) *CommitError {
 	ce := m.record(err, blocks)
+	m.logFailed(ce)
+	return ce
+}
+
+// logFailed logs the WARN line of the failed commit ce (see failed).
+func (m *Member) logFailed(ce *CommitError) {
 	m.failLines.Log(context.Background(), m.Log, slog.LevelWarn, commitFailedLog,
 		logattr.List("partitions", ce.Partitions), slog.Any("error", ce.Err))
-	return ce
 }
 
 // commitFailedLog is the WARN line of a commit the broker did not accept.
@@ -315,15 +337,44 @@ func (m *Member) FlushLogs() {
 	m.failLines.Flush(context.Background(), m.Log, slog.LevelWarn, commitFailedLog+logburst.HeldBackSuffix)
 }
 
+// ErrSentAgain marks the failure CommitFinal returns for a final commit
+// the group refused as it rebalanced and that its caller sends again in
+// the group's next generation (CommitFinal's again): it was logged below
+// WARN, as no loss.
+var ErrSentAgain = errors.New("kafka: the final commit goes out again in the group's next generation")
+
+// FinalRefusedLog is the line of a final commit the group refused as it
+// rebalanced and that goes out again in its next generation (CommitFinal's
+// again).
+const FinalRefusedLog = "kafka final commit refused while the group rebalances; it goes out again in the group's next generation"
+
+// GaveUp logs at WARN, as any failed commit, the final commit behind err
+// (a failure of CommitFinal wrapping ErrSentAgain) that its caller does
+// not send again after all: its offsets stay uncommitted, and the
+// partition's next owner handles those records again. It was recorded for
+// Stats already. It logs nothing for any other err.
+func (m *Member) GaveUp(err error) {
+	var ce *CommitError
+	if errors.Is(err, ErrSentAgain) && errors.As(err, &ce) {
+		m.logFailed(ce)
+	}
+}
+
 // refused records and logs a commit the broker refused because the group
-// rebalances (see Rebalancing), and returns the error. The caller holds
-// commitSem.
-func (m *Member) refused(err error, blocks []Block) *CommitError {
+// rebalances (see Rebalancing), or a final one that goes out again in the
+// group's next generation (final, see CommitFinal), and returns the error.
+// A final commit's refusal never warns: the time its refusals may last is
+// the caller's to bound. The caller holds commitSem.
+func (m *Member) refused(err error, blocks []Block, final bool) *CommitError {
 	ce := m.record(err, blocks)
 	level, msg := slog.LevelDebug, "kafka commit refused while the group rebalances; the offsets go out with the next commit"
+	if final {
+		msg = FinalRefusedLog
+	}
 	switch {
 	case m.refusedSince.IsZero():
 		m.refusedSince, level = ce.At, slog.LevelInfo
+	case final: // DEBUG: how long its refusals may last is the caller's to bound
 	case !m.refusedWarned && m.RebalanceTimeout > 0 && ce.At.Sub(m.refusedSince) >= m.RebalanceTimeout:
 		m.refusedWarned, level = true, slog.LevelWarn
 		msg = "kafka commits refused for longer than the group's rebalance timeout; the offsets go out with the next commit"

@@ -39,7 +39,7 @@ func TestCommitFinalReturnsByItsTimeoutWithoutAnswers(t *testing.T) {
 
 		const timeout = 2 * time.Second
 		start := time.Now()
-		err := m.CommitFinal(context.Background(), timeout, c, 3, 100*time.Millisecond, send, func(error) bool { return false })
+		err := m.CommitFinal(context.Background(), timeout, c, 3, 100*time.Millisecond, send, func(error) bool { return false }, nil)
 		if took := time.Since(start); took != timeout {
 			t.Errorf("CommitFinal returned after %v, want its timeout %v", took, timeout)
 		}
@@ -171,8 +171,10 @@ func TestExitingPartitionHooksReturnToTheCallerAndAreLoggedOnce(t *testing.T) {
 // one WARN line once the refusals have lasted the rebalance timeout; an
 // accepted commit starts over. A released claim's final commit refused for
 // the same reason, and any other refusal, is a WARN line, those within 10s
-// of the last such line held back (counted in the next one). Every
-// refusal is counted for Stats.
+// of the last such line held back (counted in the next one), unless the
+// final commit goes out again in the next generation: its refusal is
+// logged as the others a rebalance makes, never at WARN, and at WARN once
+// only when it is given up after all. Every refusal is counted for Stats.
 func TestCommitsRefusedByARebalanceLogOnceAtInfo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m, c := handledTo(10)
@@ -202,42 +204,60 @@ func TestCommitsRefusedByARebalanceLogOnceAtInfo(t *testing.T) {
 			logged.Reset()
 			return out
 		}
+		sentAgain := func(err error) bool { return errors.Is(err, rebalancing) }
+		const (
+			commit = iota
+			final  // a final commit not sent again
+			again  // a final commit sent again when the group refused it as it rebalanced
+			gaveUp // the same, given up after it was refused
+		)
 		steps := []struct {
-			wait  time.Duration
-			final bool
-			err   error
-			want  string // the level logged, "" for none
-			held  bool   // a failure held back: counted, not logged
+			wait time.Duration
+			kind int
+			err  error
+			want string // the levels logged, "" for none
 		}{
-			{0, false, rebalancing, "INFO", false},
-			{time.Second, false, rebalancing, "DEBUG", false},
-			{9 * time.Second, false, rebalancing, "WARN", false}, // refused for 10s
-			{time.Second, false, rebalancing, "DEBUG", false},
-			{0, false, nil, "", false}, // accepted: starts over
-			{0, false, rebalancing, "INFO", false},
-			{0, true, rebalancing, "WARN", false},
-			{0, false, other, "", true}, // within 10s of the WARN above
-			{10 * time.Second, false, other, "WARN", false},
-			{0, false, rebalancing, "WARN", false}, // refused since step 5, 10s ago
-			{0, false, rebalancing, "DEBUG", false},
+			{0, commit, rebalancing, "INFO"},
+			{time.Second, commit, rebalancing, "DEBUG"},
+			{9 * time.Second, commit, rebalancing, "WARN"}, // refused for 10s
+			{time.Second, commit, rebalancing, "DEBUG"},
+			{0, commit, nil, ""}, // accepted: starts over
+			{0, commit, rebalancing, "INFO"},
+			{0, final, rebalancing, "WARN"},
+			{0, commit, other, ""}, // within 10s of the WARN above: held back
+			{10 * time.Second, commit, other, "WARN"},
+			{0, commit, rebalancing, "WARN"}, // refused since step 5, 10s ago
+			{0, commit, rebalancing, "DEBUG"},
+			{0, commit, nil, ""},
+			{0, again, rebalancing, "INFO"},
+			{time.Second, again, rebalancing, "DEBUG"},
+			{10 * time.Second, again, rebalancing, "DEBUG"}, // no WARN however long
+			{0, gaveUp, rebalancing, "DEBUG WARN"},
+			{0, again, other, ""}, // not sent again; within 10s of the WARN above: held back
 		}
 		errs := int64(0)
 		for i, s := range steps {
 			time.Sleep(s.wait)
 			c.Committed.Store(-1) // something to commit
-			if s.final {
-				_ = m.CommitFinal(context.Background(), time.Second, c, 1, 0, answer(s.err), func(error) bool { return true })
-			} else {
-				_ = m.Commit(context.Background(), nil, answer(s.err))
+			var err error
+			switch s.kind {
+			case commit:
+				err = m.Commit(context.Background(), nil, answer(s.err))
+			case final:
+				err = m.CommitFinal(context.Background(), time.Second, c, 1, 0, answer(s.err), func(error) bool { return true }, nil)
+			default:
+				err = m.CommitFinal(context.Background(), time.Second, c, 1, 0, answer(s.err), func(error) bool { return true }, sentAgain)
+				if s.kind == gaveUp {
+					m.GaveUp(err)
+				}
 			}
-			var want []string
-			if s.want != "" {
-				want = []string{s.want}
-			}
-			if s.want != "" || s.held {
+			if s.err != nil {
 				errs++
 			}
-			if got := levels(); !slices.Equal(got, want) {
+			if gotAgain, wantAgain := errors.Is(err, ErrSentAgain), s.kind >= again && errors.Is(s.err, rebalancing); gotAgain != wantAgain {
+				t.Errorf("step %d: error %v, want one wrapping ErrSentAgain: %v", i, err, wantAgain)
+			}
+			if got, want := levels(), strings.Fields(s.want); !slices.Equal(got, want) {
 				t.Errorf("step %d (%v after %v): logged %v, want %v", i, s.err, s.wait, got, want)
 			}
 		}
@@ -267,7 +287,7 @@ func TestFinalCommitsOfClaimsReleasedTogetherShareOneRequest(t *testing.T) {
 	}
 	never := func(error) bool { return false }
 	for _, c := range cs {
-		if err := m.CommitFinal(context.Background(), time.Minute, c, 3, 0, send, never); err != nil {
+		if err := m.CommitFinal(context.Background(), time.Minute, c, 3, 0, send, never, nil); err != nil {
 			t.Fatalf("final commit of %s = %v", c.Key, err)
 		}
 	}
