@@ -351,9 +351,11 @@ type ShardNotifier interface {
 	// ShardsReleased as it lets go of a part, before it waits for the
 	// part's letters handed out (see ReleaseNotifier), never while the
 	// reader is closing; and with ShardsAssigned as it starts reading a
-	// new assignment, before it hands out any letter of it. in reports
-	// whether a shard is in the part let go, or in the assignment. f
-	// must not block; it may give letters back (Queues.Return), and
+	// new assignment, before it hands out any letter of it (a reader
+	// that learns of a part let go for good only once the part comes
+	// back may tell the assignment it held without it then, ahead of
+	// the one with it). in reports whether a shard is in the part let
+	// go, or in the assignment. f must not block; it may give letters back (Queues.Return), and
 	// must not call into the reader otherwise. A later call replaces f;
 	// nil: nobody is told.
 	OnShards(f func(change ShardChange, in func(shard int) bool))

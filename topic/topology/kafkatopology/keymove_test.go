@@ -1,6 +1,7 @@
 package kafkatopology
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
@@ -20,8 +23,9 @@ import (
 )
 
 // seqMember is one member of a sequenced topology's group: a pipeline
-// reading it through a Source, whose handler retries message 1's first
-// attempt and records what it handles.
+// reading it through a Source, whose handler retries the first attempt
+// of each key's message 1 (1, 11, ...: N%10 == 1) and records what it
+// handles.
 type seqMember struct {
 	q   topology.Queues[msg]
 	src *topology.Source[msg]
@@ -52,7 +56,7 @@ func startSeqMember(t *testing.T, brokers []string, clientID string, top *topolo
 			m.mu.Lock()
 			m.handled = append(m.handled, fmt.Sprintf("%d/%d", mm.Data.N, d.Retries))
 			m.mu.Unlock()
-			if mm.Data.N == 1 && d.Retries == 0 {
+			if mm.Data.N%10 == 1 && d.Retries == 0 {
 				return msg{}, topology.Retry(errors.New("not yet"))
 			}
 			return mm.Data, nil
@@ -160,4 +164,69 @@ func TestAMemberKeepingAKeysPartitionThroughARebalanceKeepsItsOrder(t *testing.T
 	if got := c.handledSoFar(); len(got) > 0 {
 		t.Errorf("member C, which holds no partition, handled %v", got)
 	}
+}
+
+// cooperative has a member's group rebalance incrementally
+// (cooperative-sticky): its session outlives the rebalances, which
+// revoke and assign only the partitions that move.
+func cooperative(o *Options[msg]) {
+	o.Config.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyCooperativeSticky()}
+}
+
+// Guarantee: under a cooperative rebalance protocol, whose group session
+// goes on across rebalances, a member whose partition moves to another
+// member while a key of it has its message out in a hold queue, and
+// comes back to it later in the same session, handles the key's later
+// letters there at once: the message came back to the other member, and
+// the member does not hold the letters back for it until it stops.
+func TestAMemberThatGetsAKeysPartitionBackInACooperativeRebalanceHandlesItsLetters(t *testing.T) {
+	brokers := testbroker.Kafka(t).ListenAddrs()
+	top := topology.New("coopmove").Sequenced(topology.Skip).RoutingShards(2).Hold(5 * time.Second)
+	// keys[i] is a key of shard i, its messages numbered from 10*i+1.
+	var keys [2]string
+	for i := 0; keys[0] == "" || keys[1] == ""; i++ {
+		k := fmt.Sprintf("K%d", i)
+		keys[topology.ShardOf(k, 2)] = cmp.Or(keys[topology.ShardOf(k, 2)], k)
+	}
+	a := startSeqMember(t, brokers, "alpha", top, cooperative)
+	pub, err := topology.NewPublisher(a.q, topology.PublisherOptions[msg]{Key: func(m msg) string { return m.Key }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish := func(ns ...int) {
+		t.Helper()
+		for _, n := range ns {
+			if err := pub.Publish(t.Context(), msg{Key: keys[n/10], N: n}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	publish(1, 11)
+	wait.Within(t, 30*time.Second, "member A to send messages 1 and 11 to the hold queue", func() bool { return a.src.Stats().Retried == 2 }, a.String)
+	publish(2, 12)
+	wait.Within(t, 30*time.Second, "member A to hold messages 2 and 12 back", func() bool { return a.src.Stats().HeldBack == 2 }, a.String)
+
+	// B joining takes one of the two partitions, and the message out of
+	// its key comes back to B.
+	b := startSeqMember(t, brokers, "zulu", top, cooperative)
+	moved := -1
+	wait.Within(t, 60*time.Second, "member B to handle a key's message 2, then 1 back from the hold queue", func() bool {
+		for _, base := range []int{0, 10} {
+			if b.has(fmt.Sprintf("%d/0", base+2)) && b.has(fmt.Sprintf("%d/1", base+1)) {
+				moved = base
+				return true
+			}
+		}
+		return false
+	}, b.String)
+	if err := b.p.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.src.Close(t.Context()); err != nil { // leaves the group
+		t.Fatal(err)
+	}
+
+	publish(moved + 3)
+	wait.Within(t, 60*time.Second, fmt.Sprintf("member A, the partition back, to handle message %d", moved+3),
+		func() bool { return a.has(fmt.Sprintf("%d/0", moved+3)) }, a.String)
 }

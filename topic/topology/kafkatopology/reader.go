@@ -260,8 +260,15 @@ type groupReader[T any] struct {
 	// its letters in flight before letting go. Nil: none.
 	onRelease func() (done func())
 	// onShards is what OnShards set: told of each claim let go of, and
-	// of each session's assignment. Nil: none.
+	// of each assignment. Nil: none.
 	onShards func(topology.ShardChange, func(shard int) bool)
+	// owned are the partitions of the session's assignment: Setup's,
+	// less those a cooperative rebalance revoked since, plus those it
+	// assigned since (see ConsumeClaim).
+	owned map[int32]bool
+
+	// shardsMu keeps what is told to onShards in order (tellShards).
+	shardsMu sync.Mutex
 }
 
 // claim is one partition of one session: its settled offsets and the
@@ -347,11 +354,45 @@ var (
 // OnShards implements topology.ShardNotifier: f is told of each
 // partition the reader lets go of (revoked, or lost with its session)
 // and of each group session's assignment, with the routing shards in
-// them (a shard's letters go to one partition, see Backend.partition).
+// them (a shard's letters go to one partition, see Backend.partition),
+// one call at a time. Under a cooperative rebalance protocol the session
+// goes on across rebalances, and Setup sees only its first assignment: a
+// partition a rebalance assigns within the session is told as its claim
+// starts, first by the assignment held without it (the rebalance that
+// revoked it earlier told nothing, see release), then with it.
 func (r *groupReader[T]) OnShards(f func(topology.ShardChange, func(shard int) bool)) {
 	r.mu.Lock()
 	r.onShards = f
 	r.mu.Unlock()
+}
+
+// tellShards tells what OnShards set, if anything, unless the reader is
+// closing, of change, with the routing shards of the partitions parts
+// returns (called with mu held; see shardsIn for unknown). It tells
+// without mu, which the subscriber takes as it gives letters back
+// (Queues.Return), and one call at a time, each with what it took of
+// the reader as it began: the assignments reach the subscriber in the
+// order they were made, from whichever of the client's goroutines.
+func (r *groupReader[T]) tellShards(change topology.ShardChange, unknown bool, parts func() []int32) {
+	r.shardsMu.Lock()
+	defer r.shardsMu.Unlock()
+	r.mu.Lock()
+	f := r.onShards
+	var ps []int32
+	if f != nil && !r.closed {
+		ps = parts()
+	} else {
+		f = nil
+	}
+	r.mu.Unlock()
+	if f != nil {
+		f(change, r.shardsIn(unknown, ps...))
+	}
+}
+
+// ownedParts returns the partitions of r.owned; mu is held.
+func (r *groupReader[T]) ownedParts() []int32 {
+	return slices.Collect(maps.Keys(r.owned))
 }
 
 // shardsIn returns what tells whether a routing shard's letters go to
@@ -499,13 +540,14 @@ func (r *groupReader[T]) Setup(sess sarama.ConsumerGroupSession) error {
 	r.mu.Lock()
 	r.want = len(sess.Claims()[r.topic])
 	r.inSess, r.joined = true, true
-	f := r.onShards
-	r.mu.Unlock()
-	if f != nil {
-		// Before any claim of the session hands out a letter: the
-		// claims start once Setup has returned.
-		f(topology.ShardsAssigned, r.shardsIn(true, sess.Claims()[r.topic]...))
+	r.owned = map[int32]bool{}
+	for _, p := range sess.Claims()[r.topic] {
+		r.owned[p] = true
 	}
+	r.mu.Unlock()
+	// Before any claim of the session hands out a letter: the claims
+	// start once Setup has returned.
+	r.tellShards(topology.ShardsAssigned, true, r.ownedParts)
 	r.fails.Started(r.ctx)
 	notify(r.fetched)
 	r.b.log.Info(SessionStartedLog, slog.String("topic", r.topic), slog.String("group", r.gid),
@@ -538,6 +580,24 @@ func (r *groupReader[T]) Cleanup(sess sarama.ConsumerGroupSession) error {
 // partition's records for Receive, skipping (and settling) those for
 // another group and those that do not decode.
 func (r *groupReader[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.ConsumerGroupClaim) error {
+	r.mu.Lock()
+	added := !r.owned[gc.Partition()]
+	r.mu.Unlock()
+	if added {
+		// A cooperative rebalance assigned the partition within the
+		// session, which goes on across rebalances: the reader did not
+		// hold it in the generation before, and the rebalance that
+		// revoked it earlier in the session told nothing (see release).
+		// The messages of it out in hold queues came back to its owner
+		// meanwhile: the assignment held until now goes first, then
+		// the one with the partition, before the claim hands out a
+		// letter.
+		r.tellShards(topology.ShardsAssigned, true, r.ownedParts)
+		r.tellShards(topology.ShardsAssigned, true, func() []int32 {
+			r.owned[gc.Partition()] = true
+			return r.ownedParts()
+		})
+	}
 	c := &claim{Claim: kafkaoffset.New(sess, r.topic, gc.Partition()), part: gc.Partition(), next: gc.InitialOffset(),
 		committed: max(gc.InitialOffset(), -1), hw: gc}
 	if c.next < 0 {
@@ -555,7 +615,7 @@ func (r *groupReader[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc saram
 	r.claims[c.part] = c
 	r.mu.Unlock()
 	notify(r.fetched)
-	defer r.release(c)
+	defer r.release(c, sess.Context())
 	// decoding is the record being decoded, nil between records: a Goexit
 	// of the codec ends the goroutine while it is set.
 	var decoding *sarama.ConsumerMessage
@@ -669,13 +729,23 @@ func (bf *buffer[T]) logUndecodable(rec *sarama.ConsumerMessage, err error, attr
 // them again, and their settling here commits nothing.
 const ReleasedHeldLog = "kafkatopology: partition released with letters still unsettled; they will be delivered again"
 
-// release ends a claim: its buffered letters are dropped (the partition's
-// next owner fetches them again); the letters of it handed out get up to
-// Options.RevokeTimeout to be settled (none when the reader is closing),
-// what is settled is committed, and later settles commit nothing. While
-// it waits, the OnRelease set hurries their settlement.
-func (r *groupReader[T]) release(c *claim) {
+// release ends a claim of the session whose context is sess: its
+// buffered letters are dropped (the partition's next owner fetches them
+// again); the letters of it handed out get up to Options.RevokeTimeout
+// to be settled (none when the reader is closing), what is settled is
+// committed, and later settles commit nothing. While it waits, the
+// OnRelease set hurries their settlement.
+func (r *groupReader[T]) release(c *claim, sess context.Context) {
 	r.mu.Lock()
+	if sess.Err() == nil {
+		// The session goes on without the partition: a cooperative
+		// rebalance revoked it (or its consumer stopped, which ends
+		// the session next). Nothing of it reaches the reader until a
+		// rebalance assigns it again, which tells the assignment
+		// without it first (ConsumeClaim); a session that ends instead
+		// starts a new one from Setup.
+		delete(r.owned, c.part)
+	}
 	k := r.head
 	for i := r.head; i < len(r.items); i++ {
 		if rc, _ := r.items[i].Receipt.(*receipt); rc == nil || rc.c != c {
@@ -685,12 +755,12 @@ func (r *groupReader[T]) release(c *claim) {
 	}
 	clear(r.items[k:])
 	r.items = r.items[:k]
-	if f := r.onShards; f != nil && !r.closed {
-		// Called without mu: the subscriber gives back (Queues.Return)
-		// the letters of the partition it holds back, which the wait
-		// below then does not wait for.
+	if r.onShards != nil && !r.closed {
+		// The subscriber gives back (Queues.Return) the letters of the
+		// partition it holds back, which the wait below then does not
+		// wait for.
 		r.mu.Unlock()
-		f(topology.ShardsReleased, r.shardsIn(false, c.part))
+		r.tellShards(topology.ShardsReleased, false, func() []int32 { return []int32{c.part} })
 		r.mu.Lock()
 	}
 	if f := r.onRelease; f != nil && c.Handed() > 0 && r.b.opts.RevokeTimeout > 0 && !r.closed {
