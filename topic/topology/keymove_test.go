@@ -3,6 +3,7 @@ package topology_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -241,4 +242,86 @@ func TestSourceSetsItsReadersOnShardsWhileItsRunReads(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// Guarantee: a key done with once its shard moved away (its message went
+// out while the reader no longer held the shard) leaves nothing behind
+// for the key whose state it frees: that key's retry out still holds its
+// later letters back, and an assignment that keeps that key's shard
+// keeps them waiting.
+func TestAKeyDoneWithAfterItsShardMovedLeavesNothingToTheNextKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		block := make(chan struct{})
+		r := startKeyMoveRun(t, block, "A")
+		r.tell(t, topology.ShardsReleased, onlyA)
+		r.tell(t, topology.ShardsAssigned, onlyB)
+		close(block) // 1 goes out, then 2 (given back and delivered again) is done: A is done with
+		synctest.Wait()
+		r.expect(t, "once key A was done with", 1, 2)
+		r.publish(t, 11, 12)
+		synctest.Wait()
+		r.expect(t, "with B's message 11 out", 1, 2, 11)
+		r.tell(t, topology.ShardsAssigned, onlyB)
+		r.expect(t, "once an assignment kept B's shard", 1, 2, 11)
+		if st := r.src.Stats(); st.HeldBack != 1 {
+			t.Errorf("stats %+v, want 12 held back behind 11", st)
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		r.expect(t, "once the retries came back", 1, 2, 11, 1, 11, 12)
+	})
+}
+
+// Guarantee: a sequenced source that waits at MaxHeldBack for room takes
+// letters from its reader again as soon as what its reader tells (a part
+// let go, an assignment leaving a key out) has it give back the letters
+// it held back: it does not wait on for a key's message in flight.
+func TestASourceAtMaxHeldBackTakesLettersAgainOnceItsReaderHasItGiveThemBack(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		change topology.ShardChange
+		in     func(int) bool
+	}{
+		{"released", topology.ShardsReleased, onlyA},
+		{"assigned", topology.ShardsAssigned, onlyB},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				_, mq := declareMemory(t, build(t, topology.New("full").Sequenced(topology.Skip).Hold(time.Hour)))
+				q := &notifyQueues[int]{Queues: mq, elsewhere: true}
+				src, err := topology.NewSource(topology.SourceOptions[int]{Queues: q, MaxHeldBack: 1, Logger: slog.New(slog.DiscardHandler)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				block := make(chan struct{})
+				startPipelineOf(t, "full", src, func(ctx context.Context, m *message.Message[int]) (int, error) {
+					if m.Data == 1 {
+						select {
+						case <-block:
+						case <-ctx.Done():
+						}
+					}
+					return m.Data, nil
+				})
+				defer close(block)
+				pub, _ := topology.NewPublisher(q, topology.PublisherOptions[int]{Key: keyOf})
+				for _, v := range []int{1, 2, 11} {
+					if err := pub.Publish(t.Context(), v); err != nil {
+						t.Fatal(err)
+					}
+				}
+				synctest.Wait()
+				if st := src.Stats(); st.Received != 2 || st.HeldBack != 1 {
+					t.Fatalf("stats %+v, want 1 in flight and 2 held back, at MaxHeldBack: 11 not taken", st)
+				}
+				if !q.reader(t).tell(c.change, c.in) {
+					t.Fatal("the running sequenced Source set no OnShards on its reader")
+				}
+				synctest.Wait()
+				if st := src.Stats(); st.Received != 3 || st.HeldBack != 0 {
+					t.Errorf("stats %+v once 2 was given back, want 11 taken", st)
+				}
+			})
+		})
+	}
 }

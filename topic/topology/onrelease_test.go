@@ -25,6 +25,10 @@ type notifyQueues[T any] struct {
 	mu       sync.Mutex
 	readers  []*notifyReader[T]
 	returned []T // the values of the letters given back (Return)
+	// elsewhere, when set, has the letters given back only recorded, not
+	// delivered again here: as a Kafka member's letters of a partition
+	// it lets go, they go to another member.
+	elsewhere bool
 }
 
 func (q *notifyQueues[T]) Return(ctx context.Context, ls []topology.Letter[T]) error {
@@ -32,7 +36,11 @@ func (q *notifyQueues[T]) Return(ctx context.Context, ls []topology.Letter[T]) e
 	for i := range ls {
 		q.returned = append(q.returned, ls[i].Value)
 	}
+	elsewhere := q.elsewhere
 	q.mu.Unlock()
+	if elsewhere {
+		return nil
+	}
 	return q.Queues.Return(ctx, ls)
 }
 
