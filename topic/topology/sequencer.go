@@ -299,7 +299,7 @@ func (q *sequencer[T]) sentOut(l *Letter[T]) {
 	ks := q.keys[l.Key]
 	switch {
 	case ks == nil:
-	case ks.moved: // never set on a poisoned key
+	case ks.moved: // a poisoned key has no message in flight to send out
 		// It comes back to the shard's new owner, not here.
 		q.releaseLocked(l.Key, ks)
 	default:
