@@ -90,7 +90,12 @@
 //     member, the reader waits up to Options.RevokeTimeout for the letters
 //     of it in flight to be settled and commits them before letting go;
 //     meanwhile a topology Source reading it has its pipeline's batchers
-//     emit their open batches at once (topology.ReleaseNotifier). A
+//     emit their open batches at once (topology.ReleaseNotifier). The
+//     reader tells a sequenced Source each partition it lets go and each
+//     assignment it starts on (topology.ShardNotifier): the source gives
+//     back at once the letters of the partition it holds back behind a
+//     key's retry, and forgets the retries of the keys an assignment
+//     leaves out, which come back to the partition's new owner. A
 //     letter whose hand-off failed (Hold, Requeue
 //     or DeadLetter returned an error) is never committed: its partition's
 //     commits stop there and the group delivers it again after the next
