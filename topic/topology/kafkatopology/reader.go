@@ -251,9 +251,9 @@ type groupReader[T any] struct {
 
 	// guarded by buffer.mu
 	claims  map[int32]*claim
-	want    int  // partitions the current session assigned
-	inSess  bool // a session is running
-	joined  bool // a session has started once
+	inSess  bool  // a session is running
+	joined  bool  // a session has started once
+	gen     int32 // the group's generation as the session began
 	lastErr error
 	waiting int // claims waiting for their letters in flight before letting go
 	// onRelease is what OnRelease set: called while a claim waits for
@@ -263,8 +263,9 @@ type groupReader[T any] struct {
 	// of each assignment. Nil: none.
 	onShards func(topology.ShardChange, func(shard int) bool)
 	// owned are the partitions of the session's assignment: Setup's,
-	// less those a cooperative rebalance revoked since, plus those it
-	// assigned since (see ConsumeClaim).
+	// less those a cooperative rebalance revoked since (see release),
+	// plus those it assigned since (see ConsumeClaim). TryReceive has
+	// caught up once it has fetched each of them (holdsAll).
 	owned map[int32]bool
 
 	// shardsMu keeps what is told to onShards in order (tellShards).
@@ -368,7 +369,8 @@ func (r *groupReader[T]) OnShards(f func(topology.ShardChange, func(shard int) b
 
 // tellShards tells what OnShards set, if anything, unless the reader is
 // closing, of change, with the routing shards of the partitions parts
-// returns (called with mu held; see shardsIn for unknown). It tells
+// returns (called with mu held, whether or not it tells: parts may move
+// the reader's assignment on; see shardsIn for unknown). It tells
 // without mu, which the subscriber takes as it gives letters back
 // (Queues.Return), and one call at a time, each with what it took of
 // the reader as it began: the assignments reach the subscriber in the
@@ -378,10 +380,8 @@ func (r *groupReader[T]) tellShards(change topology.ShardChange, unknown bool, p
 	defer r.shardsMu.Unlock()
 	r.mu.Lock()
 	f := r.onShards
-	var ps []int32
-	if f != nil && !r.closed {
-		ps = parts()
-	} else {
+	ps := parts()
+	if r.closed {
 		f = nil
 	}
 	r.mu.Unlock()
@@ -393,6 +393,22 @@ func (r *groupReader[T]) tellShards(change topology.ShardChange, unknown bool, p
 // ownedParts returns the partitions of r.owned; mu is held.
 func (r *groupReader[T]) ownedParts() []int32 {
 	return slices.Collect(maps.Keys(r.owned))
+}
+
+// holdsAll reports whether the reader's claims are the partitions of
+// its session's assignment as it stands (r.owned), each one started;
+// mu is held. Under an eager strategy that is Setup's whole assignment;
+// under a cooperative one, what the session's rebalances left it.
+func (r *groupReader[T]) holdsAll() bool {
+	if len(r.claims) != len(r.owned) {
+		return false
+	}
+	for p := range r.owned {
+		if r.claims[p] == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // shardsIn returns what tells whether a routing shard's letters go to
@@ -538,8 +554,7 @@ func (r *groupReader[T]) failCorrupt(ce *sarama.ConsumerError) {
 func (r *groupReader[T]) Setup(sess sarama.ConsumerGroupSession) error {
 	r.rule.SessionStarted()
 	r.mu.Lock()
-	r.want = len(sess.Claims()[r.topic])
-	r.inSess, r.joined = true, true
+	r.inSess, r.joined, r.gen = true, true, sess.GenerationID()
 	r.owned = map[int32]bool{}
 	for _, p := range sess.Claims()[r.topic] {
 		r.owned[p] = true
@@ -615,7 +630,7 @@ func (r *groupReader[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc saram
 	r.claims[c.part] = c
 	r.mu.Unlock()
 	notify(r.fetched)
-	defer r.release(c, sess.Context())
+	defer r.release(c, sess)
 	// decoding is the record being decoded, nil between records: a Goexit
 	// of the codec ends the goroutine while it is set.
 	var decoding *sarama.ConsumerMessage
@@ -729,21 +744,25 @@ func (bf *buffer[T]) logUndecodable(rec *sarama.ConsumerMessage, err error, attr
 // them again, and their settling here commits nothing.
 const ReleasedHeldLog = "kafkatopology: partition released with letters still unsettled; they will be delivered again"
 
-// release ends a claim of the session whose context is sess: its
-// buffered letters are dropped (the partition's next owner fetches them
-// again); the letters of it handed out get up to Options.RevokeTimeout
-// to be settled (none when the reader is closing), what is settled is
-// committed, and later settles commit nothing. While it waits, the
-// OnRelease set hurries their settlement.
-func (r *groupReader[T]) release(c *claim, sess context.Context) {
+// release ends a claim of sess: its buffered letters are dropped (the
+// partition's next owner fetches them again); the letters of it handed
+// out get up to Options.RevokeTimeout to be settled (none when the
+// reader is closing), what is settled is committed, and later settles
+// commit nothing. While it waits, the OnRelease set hurries their
+// settlement.
+func (r *groupReader[T]) release(c *claim, sess sarama.ConsumerGroupSession) {
 	r.mu.Lock()
-	if sess.Err() == nil {
-		// The session goes on without the partition: a cooperative
-		// rebalance revoked it (or its consumer stopped, which ends
-		// the session next). Nothing of it reaches the reader until a
-		// rebalance assigns it again, which tells the assignment
-		// without it first (ConsumeClaim); a session that ends instead
-		// starts a new one from Setup.
+	if sess.Context().Err() == nil && sess.GenerationID() != r.gen {
+		// The session goes on without the partition, in a generation
+		// after its first: a cooperative rebalance revoked it (which
+		// comes with a new generation), or its consumer stopped after
+		// one, which ends the session next. Nothing of it reaches the
+		// reader until a rebalance assigns it again, which tells the
+		// assignment without it first (ConsumeClaim); a session that
+		// ends instead starts a new one from Setup. A claim that ends
+		// in the session's first generation (its only one under an
+		// eager strategy) ends it too: the session still holds the
+		// partition until then, and TryReceive has not caught up.
 		delete(r.owned, c.part)
 	}
 	k := r.head
@@ -796,13 +815,17 @@ func (r *groupReader[T]) Receive(ctx context.Context, dst []topology.Letter[T]) 
 // TryReceive implements topology.Reader. A Kafka reader cannot tell that
 // nothing is ready without asking: it returns at once what it has
 // buffered; with nothing buffered it waits until it has joined its group
-// and fetched, on every partition it was assigned, up to the log end as
-// of the call (or until something arrives), bounded by
+// and fetched, on every partition its session holds, up to the log end
+// as of the call (or until something arrives), bounded by
 // Options.AdminTimeout and by ctx, whichever ends first: it then returns
 // ErrCatchUp wrapping the error of the one that ended
 // (context.DeadlineExceeded, or context.Canceled for a cancelled ctx),
 // even while the cluster has not answered its requests for the log ends
-// (they go on in the background, see Backend.offsets).
+// (they go on in the background, see Backend.offsets). Under a
+// cooperative rebalance protocol the session goes on across rebalances,
+// and the partitions it holds are those they left it: not one revoked
+// (once its claim has let it go), and one assigned after the session
+// began once its claim has started.
 func (r *groupReader[T]) TryReceive(ctx context.Context, dst []topology.Letter[T]) (int, error) {
 	if len(dst) == 0 {
 		return 0, topology.ErrEmptyDst
@@ -825,7 +848,7 @@ func (r *groupReader[T]) TryReceive(ctx context.Context, dst []topology.Letter[T
 			r.mu.Unlock()
 			return 0, err
 		}
-		ready := r.joined && r.inSess && len(r.claims) == r.want
+		ready := r.joined && r.inSess && r.holdsAll()
 		var parts []int32
 		for p := range r.claims {
 			if _, ok := ends[p]; !ok && ready {
@@ -848,7 +871,7 @@ func (r *groupReader[T]) TryReceive(ctx context.Context, dst []topology.Letter[T
 			// fetched meanwhile is either taken here or not yet counted.
 			r.mu.Lock()
 			n := r.take(dst)
-			caught := r.inSess && len(r.claims) == r.want
+			caught := r.inSess && r.holdsAll()
 			for p, c := range r.claims {
 				if end, ok := ends[p]; !ok || c.next < end {
 					caught = false

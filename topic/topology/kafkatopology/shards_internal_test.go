@@ -2,6 +2,7 @@ package kafkatopology
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -11,19 +12,21 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/repeatlog"
 	"github.com/boulevard-go/boulevard/internal/testbroker"
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
-// fakeSession is a group session over claims, whose context is ctx; it
-// commits nothing.
+// fakeSession is a group session over claims, whose context is ctx, in
+// the group's generation gen; it commits nothing.
 type fakeSession struct {
 	ctx    context.Context
 	claims map[string][]int32
+	gen    int32
 }
 
 func (s *fakeSession) Claims() map[string][]int32                  { return s.claims }
 func (s *fakeSession) MemberID() string                            { return "member" }
-func (s *fakeSession) GenerationID() int32                         { return 1 }
+func (s *fakeSession) GenerationID() int32                         { return s.gen }
 func (s *fakeSession) MarkOffset(string, int32, int64, string)     {}
 func (s *fakeSession) Commit()                                     {}
 func (s *fakeSession) ResetOffset(string, int32, int64, string)    {}
@@ -80,7 +83,7 @@ func shardsReader(t *testing.T) (r *groupReader[msg], told func() []string) {
 // context is ctx, and returns it.
 func startSession(t *testing.T, r *groupReader[msg], ctx context.Context, parts ...int32) *fakeSession {
 	t.Helper()
-	sess := &fakeSession{ctx: ctx, claims: map[string][]int32{r.topic: parts}}
+	sess := &fakeSession{ctx: ctx, claims: map[string][]int32{r.topic: parts}, gen: 1}
 	if err := r.Setup(sess); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +113,9 @@ func TestAGroupReaderTellsEachAssignmentAndEachPartitionItLetsGo(t *testing.T) {
 	if got, want := told(), []string{"assigned [0 2]"}; !slices.Equal(got, want) {
 		t.Errorf("told %q as the session started, want %q", got, want)
 	}
-	// A cooperative rebalance revokes partition 2: the session goes on.
+	// A cooperative rebalance revokes partition 2: the session goes on,
+	// in the rebalance's generation.
+	sess.gen++
 	claimEnded(t, r, sess, 2)
 	if got, want := told(), []string{"released [2]"}; !slices.Equal(got, want) {
 		t.Errorf("told %q as partition 2 was revoked, want %q", got, want)
@@ -136,5 +141,76 @@ func TestAGroupReaderThatDoesNotKnowItsTopicsPartitionsTellsWhatKeepsTheKeys(t *
 	claimEnded(t, r, startSession(t, r, t.Context(), 0), 0)
 	if got, want := told(), []string{"assigned [0 1 2]", "released []"}; !slices.Equal(got, want) {
 		t.Errorf("told %q, want %q", got, want)
+	}
+}
+
+// openClaim is a claim whose messages channel, empty, stays open until
+// msgs is closed (the group takes the partition away).
+type openClaim struct {
+	endedClaim
+	msgs chan *sarama.ConsumerMessage
+}
+
+func (c openClaim) Messages() <-chan *sarama.ConsumerMessage { return c.msgs }
+
+// claimOpen runs r's ConsumeClaim of part in sess, a claim that reads
+// until sess ends or revoke is called, and waits until it has started.
+// revoke closes its messages channel and waits for ConsumeClaim to
+// return; the claim is ended (sess's context cancelled) and waited for
+// when the test ends.
+func claimOpen(t *testing.T, r *groupReader[msg], sess *fakeSession, cancel context.CancelFunc, part int32) (revoke func()) {
+	t.Helper()
+	c := openClaim{endedClaim{r.topic, part}, make(chan *sarama.ConsumerMessage)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = r.ConsumeClaim(sess, c)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	wait.For(t, fmt.Sprintf("the claim of partition %d to start", part), func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.claims[part] != nil
+	})
+	return func() {
+		close(c.msgs)
+		<-done
+	}
+}
+
+// Guarantee: a group reader's TryReceive tells it has caught up only
+// with every partition its session holds: a partition whose claim ends
+// on its own in the session's first generation (its only one under an
+// eager strategy) is held until the session ends, which it ends next,
+// and TryReceive has not caught up without it; one a cooperative
+// rebalance revokes, which comes in a later generation, the session no
+// longer holds, and TryReceive catches up with the others at once.
+func TestTryReceiveCatchesUpWithEveryPartitionTheSessionHolds(t *testing.T) {
+	buf := make([]topology.Letter[msg], 1)
+
+	r, _ := shardsReader(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	sess := startSession(t, r, ctx, 0, 1)
+	claimOpen(t, r, sess, cancel, 0)
+	claimEnded(t, r, sess, 1) // on its own: the session still holds it
+	short, stop := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer stop()
+	if n, err := r.TryReceive(short, buf); !errors.Is(err, ErrCatchUp) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("TryReceive without a partition whose claim ended on its own = %d, %v; want ErrCatchUp by its deadline", n, err)
+	}
+
+	r, _ = shardsReader(t)
+	ctx, cancel = context.WithCancel(t.Context())
+	sess = startSession(t, r, ctx, 0, 1)
+	sess.gen++ // a cooperative rebalance, which revokes partition 1
+	claimOpen(t, r, sess, cancel, 0)
+	claimEnded(t, r, sess, 1)
+	bounded, end := context.WithTimeout(t.Context(), 10*time.Second) // far below AdminTimeout's 30s
+	defer end()
+	if n, err := r.TryReceive(bounded, buf); n != 0 || err != nil {
+		t.Errorf("TryReceive, partition 1 revoked = %d, %v; want 0, nil at once", n, err)
 	}
 }
