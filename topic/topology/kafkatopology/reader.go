@@ -799,6 +799,7 @@ func (r *groupReader[T]) release(c *claim, sess sarama.ConsumerGroupSession) {
 		delete(r.claims, c.part)
 	}
 	r.mu.Unlock()
+	notify(r.fetched) // a TryReceive may now hold all it needs to
 	if left > 0 {
 		r.b.log.Warn(ReleasedHeldLog, slog.String("topic", r.topic), slog.String("group", r.gid),
 			slog.Int("partition", int(c.part)), slog.Int("held", left), slog.Duration("revoke_timeout", r.b.opts.RevokeTimeout))

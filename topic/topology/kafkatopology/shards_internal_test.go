@@ -214,3 +214,39 @@ func TestTryReceiveCatchesUpWithEveryPartitionTheSessionHolds(t *testing.T) {
 		t.Errorf("TryReceive, partition 1 revoked = %d, %v; want 0, nil at once", n, err)
 	}
 }
+
+// Guarantee: a group reader's TryReceive under way, waiting for a
+// partition's claim to fetch up to the log end, returns at once, caught
+// up, when a cooperative rebalance revokes that partition: it no longer
+// waits for it.
+func TestTryReceiveUnderWayCatchesUpWhenARebalanceRevokesThePartitionItWaitsFor(t *testing.T) {
+	r, _ := shardsReader(t)
+	// Partition 1 holds a record its claim never fetches.
+	if err := r.b.send(&sarama.ProducerMessage{Topic: r.topic, Partition: 1, Value: sarama.StringEncoder("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	sess := startSession(t, r, ctx, 0, 1)
+	sess.gen++ // a cooperative rebalance, which revokes partition 1
+	claimOpen(t, r, sess, cancel, 0)
+	revoke := claimOpen(t, r, sess, cancel, 1)
+
+	type result struct {
+		n   int
+		err error
+	}
+	got := make(chan result, 1)
+	bounded, end := context.WithTimeout(t.Context(), 10*time.Second) // far below AdminTimeout's 30s
+	defer end()
+	go func() {
+		n, err := r.TryReceive(bounded, make([]topology.Letter[msg], 1))
+		got <- result{n, err}
+	}()
+	// The claims' starts woke the reader (r.fetched); TryReceive, not
+	// caught up, waits once it has taken that.
+	wait.For(t, "TryReceive to wait", func() bool { return len(r.fetched) == 0 })
+	revoke()
+	if res := <-got; res.n != 0 || res.err != nil {
+		t.Errorf("TryReceive under way as partition 1 was revoked = %d, %v; want 0, nil at once", res.n, res.err)
+	}
+}
