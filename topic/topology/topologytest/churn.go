@@ -161,10 +161,12 @@ type churnInstance struct {
 //     letter of its key was is a retried one (its retry count is above
 //     0), and the later letters were handled by another instance than
 //     the one that last sent it out (to a hold queue, or back to the
-//     group when a stop interrupted it), or by that one after its reader
-//     told of an assignment without the key's shard
-//     (topology.ShardNotifier): a retry out while its key moved to
-//     another member, the one exception the documentation makes. No
+//     group when a stop interrupted it), or by that one once the key
+//     moved away from it: its reader told of an assignment without the
+//     key's shard (topology.ShardNotifier) after the call that sent the
+//     retry out, or as the last one during that call: a retry out while
+//     its key moved to another member, the one exception the
+//     documentation makes. No
 //     instance handles a later letter of a key while a letter of the key
 //     it sent out has not come back, unless the key moved away from it
 //     meanwhile.
@@ -603,7 +605,7 @@ func (c *churn) checkKey(k int, calls []churnCall) (repeats, late int) {
 						sent = &out[call.N][i]
 					}
 				}
-				if sent != nil && sent.inst == cm.inst && !c.movedAway(cm.inst, k, sent.start, cm.start) {
+				if sent != nil && sent.inst == cm.inst && !c.movedAway(cm.inst, k, *sent, cm.start) {
 					c.t.Errorf("key %s: instance %d handled %v while %v, which it had sent out (%s), had not come back: out of order\n%s",
 						key, cm.inst, cm, call.Msg, sent.outcome, churnHistory(calls))
 				}

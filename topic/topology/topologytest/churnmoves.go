@@ -105,13 +105,21 @@ func (c *churn) moved(inst int, in func(shard int) bool) {
 	c.mu.Unlock()
 }
 
-// movedAway reports whether instance inst was assigned a share without
-// key index k's shard between the churn clock's from and to.
-func (c *churn) movedAway(inst, k int, from, to int64) bool {
-	for _, m := range c.moves[inst] {
-		if m.at > from && m.at < to && m.gone[k] {
+// movedAway reports whether key index k moved away from instance inst
+// between sent, the call that sent a letter of the key out, and at: the
+// last assignment told to inst while sent ran left the key's shard out
+// (the source then has the key done with as the letter goes out, not
+// out), or one told after sent ended and before at did (the source then
+// forgets the letter out).
+func (c *churn) movedAway(inst, k int, sent churnCall, at int64) bool {
+	var during *churnMove // the last assignment told while sent ran
+	for i, m := range c.moves[inst] {
+		switch {
+		case m.at > sent.start && m.at < sent.end:
+			during = &c.moves[inst][i]
+		case m.at > sent.end && m.at < at && m.gone[k]:
 			return true
 		}
 	}
-	return false
+	return during != nil && during.gone[k]
 }
