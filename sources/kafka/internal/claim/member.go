@@ -327,8 +327,11 @@ func (m *Member) logFailed(ce *CommitError) {
 		logattr.List("partitions", ce.Partitions), slog.Any("error", ce.Err))
 }
 
-// commitFailedLog is the WARN line of a commit the broker did not accept.
-const commitFailedLog = "kafka commit failed; the offsets go out with the next commit"
+// commitFailedLog is the WARN line of a commit the broker did not accept:
+// a running partition's offsets go out with its next commit; a released
+// partition's final commit has none, and the partition's next owner
+// handles the records after its committed offset again.
+const commitFailedLog = "kafka commit failed; the offsets go out with the next commit, or, for a partition let go, its next owner handles those records again"
 
 // FlushLogs logs the count of failed commits held back since the last
 // line about them, if any: the member's owner calls it once its commits
