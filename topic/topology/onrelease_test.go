@@ -29,19 +29,70 @@ type notifyQueues[T any] struct {
 	// delivered again here: as a Kafka member's letters of a partition
 	// it lets go, they go to another member.
 	elsewhere bool
+	// gone are the shards the readers were told they let go of since
+	// their last assignment, or that it left out, and parked the letters
+	// of them given back: as a Kafka member's, they are delivered again
+	// here only once an assignment gives their shard back.
+	gone   map[int]bool
+	parked []topology.Letter[T]
 }
 
 func (q *notifyQueues[T]) Return(ctx context.Context, ls []topology.Letter[T]) error {
 	q.mu.Lock()
+	var back []topology.Letter[T]
 	for i := range ls {
 		q.returned = append(q.returned, ls[i].Value)
+		switch {
+		case q.elsewhere:
+		case q.gone[ls[i].Shard]:
+			q.parked = append(q.parked, ls[i])
+		default:
+			back = append(back, ls[i])
+		}
 	}
-	elsewhere := q.elsewhere
 	q.mu.Unlock()
-	if elsewhere {
+	if len(back) == 0 {
 		return nil
 	}
-	return q.Queues.Return(ctx, ls)
+	return q.Queues.Return(ctx, back)
+}
+
+// told records that a reader was told change with in.
+func (q *notifyQueues[T]) told(change topology.ShardChange, in func(shard int) bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.gone == nil {
+		q.gone = map[int]bool{}
+	}
+	for shard := range q.Topology().RoutingShards() {
+		switch change {
+		case topology.ShardsReleased:
+			q.gone[shard] = q.gone[shard] || in(shard)
+		case topology.ShardsAssigned:
+			q.gone[shard] = !in(shard)
+		}
+	}
+}
+
+// unpark delivers again the letters parked whose shard is back.
+func (q *notifyQueues[T]) unpark(ctx context.Context) error {
+	q.mu.Lock()
+	var back []topology.Letter[T]
+	k := 0
+	for _, l := range q.parked {
+		if q.gone[l.Shard] {
+			q.parked[k] = l
+			k++
+		} else {
+			back = append(back, l)
+		}
+	}
+	q.parked = q.parked[:k]
+	q.mu.Unlock()
+	if len(back) == 0 {
+		return nil
+	}
+	return q.Queues.Return(ctx, back)
 }
 
 // takeReturned returns and forgets the values given back so far.
@@ -55,9 +106,31 @@ func (q *notifyQueues[T]) takeReturned() []T {
 
 type notifyReader[T any] struct {
 	topology.Reader[T]
+	q      *notifyQueues[T]
 	mu     sync.Mutex
 	f      func() (done func())
 	shards func(topology.ShardChange, func(shard int) bool)
+	// received, when set, is called with the letters a Receive took
+	// before it returns them.
+	received func([]topology.Letter[T])
+}
+
+func (r *notifyReader[T]) Receive(ctx context.Context, dst []topology.Letter[T]) (int, error) {
+	n, err := r.Reader.Receive(ctx, dst)
+	r.mu.Lock()
+	f := r.received
+	r.mu.Unlock()
+	if f != nil && n > 0 {
+		f(dst[:n])
+	}
+	return n, err
+}
+
+// onReceived sets received.
+func (r *notifyReader[T]) onReceived(f func([]topology.Letter[T])) {
+	r.mu.Lock()
+	r.received = f
+	r.mu.Unlock()
 }
 
 func (r *notifyReader[T]) OnShards(f func(topology.ShardChange, func(shard int) bool)) {
@@ -67,13 +140,21 @@ func (r *notifyReader[T]) OnShards(f func(topology.ShardChange, func(shard int) 
 }
 
 // tell tells what OnShards set, if anything, of change with in, as a
-// backend's reader would; it reports whether something was set.
+// backend's reader would; it reports whether something was set. The
+// letters parked of the shards an assignment gives back are delivered
+// again once it was told.
 func (r *notifyReader[T]) tell(change topology.ShardChange, in func(shard int) bool) bool {
+	r.q.told(change, in)
 	r.mu.Lock()
 	f := r.shards
 	r.mu.Unlock()
 	if f != nil {
 		f(change, in)
+	}
+	if change == topology.ShardsAssigned {
+		if err := r.q.unpark(context.Background()); err != nil {
+			panic(err)
+		}
 	}
 	return f != nil
 }
@@ -95,7 +176,7 @@ func (q *notifyQueues[T]) Subscribe(ctx context.Context) (topology.Reader[T], er
 	if err != nil {
 		return nil, err
 	}
-	nr := &notifyReader[T]{Reader: r}
+	nr := &notifyReader[T]{Reader: r, q: q}
 	q.mu.Lock()
 	q.readers = append(q.readers, nr)
 	q.mu.Unlock()
