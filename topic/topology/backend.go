@@ -340,9 +340,11 @@ func (c ShardChange) String() string {
 // partitions a rebalance revokes and assigns. A message that a sequenced
 // [Source] sent to a hold queue comes back to whichever reader holds its
 // shard then; told that its reader no longer holds the shard, the
-// source stops holding the key's later letters back for it. A sequenced
-// Source sets it right after it subscribes and sets nil once the Run
-// that subscribed the reader has returned. The Pulsar backend's
+// source stops holding the key's later letters back for it, and gives
+// back (Queues.Return) the letters of the shard it took from the reader
+// and had not yet admitted, until an assignment gives the shard back to
+// the reader. A sequenced Source sets it right after it subscribes and
+// sets nil once the Run that subscribed the reader has returned. The Pulsar backend's
 // Key_Shared consumers are moved keys without being told, and do not
 // implement it (see docs/topology.md, "Sequenced topics").
 type ShardNotifier interface {
@@ -355,7 +357,8 @@ type ShardNotifier interface {
 	// that learns of a part let go for good only once the part comes
 	// back may tell the assignment it held without it then, ahead of
 	// the one with it). in reports whether a shard is in the part let
-	// go, or in the assignment. f must not block; it may give letters back (Queues.Return), and
+	// go, or in the assignment, until f returns: f must not keep it. f
+	// must not block; it may give letters back (Queues.Return), and
 	// must not call into the reader otherwise. A later call replaces f;
 	// nil: nobody is told.
 	OnShards(f func(change ShardChange, in func(shard int) bool))

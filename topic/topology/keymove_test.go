@@ -273,7 +273,9 @@ func TestAKeyDoneWithAfterItsShardMovedLeavesNothingToTheNextKey(t *testing.T) {
 		}
 		time.Sleep(time.Hour)
 		synctest.Wait()
-		r.expect(t, "once the retries came back", 1, 2, 11, 1, 11, 12)
+		// 1 comes back to a reader whose assignment left A's shard out:
+		// given back, for the shard's owner.
+		r.expect(t, "once the retries came back", 1, 2, 11, 11, 12)
 	})
 }
 
@@ -331,3 +333,70 @@ func TestASourceAtMaxHeldBackTakesLettersAgainOnceItsReaderHasItGiveThemBack(t *
 	}
 }
 
+// onReceiving has the run's reader, as a Receive of r takes letter v,
+// tell what tells does before it returns the letters: the run admits v
+// only after the reader told it.
+func (r *keyMoveRun) onReceiving(t *testing.T, v int, tells func(rd *notifyReader[int])) {
+	t.Helper()
+	rd := r.q.reader(t)
+	var once sync.Once
+	rd.onReceived(func(ls []topology.Letter[int]) {
+		if slices.ContainsFunc(ls, func(l topology.Letter[int]) bool { return l.Value == v }) {
+			once.Do(func() { tells(rd) })
+		}
+	})
+}
+
+// Guarantee: a letter that a sequenced source took from its reader just
+// before the reader let go of the letter's shard, and admits after, goes
+// back to the backend, counted off the reader, rather than wait behind
+// its key's message out: the reader's release, which waits for every
+// letter it handed out, does not wait for it. An assignment that gives
+// the shard back (an eager rebalance hands a member its partitions back
+// at once) has the letters of it admitted again, behind the message out,
+// in the key's order.
+func TestALetterTakenBeforeItsShardIsLetGoIsGivenBackNotHeldBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startKeyMoveRun(t, nil, "A")
+		r.onReceiving(t, 3, func(rd *notifyReader[int]) { rd.tell(topology.ShardsReleased, all) })
+		r.publish(t, 3)
+		synctest.Wait()
+		if got := r.q.takeReturned(); !slices.Equal(got, []int{2, 3}) {
+			t.Errorf("gave back %v as the reader let go of A's shard while 3 was being taken, want [2 3]", got)
+		}
+		if st := r.src.Stats(); st.HeldBack != 0 {
+			t.Errorf("stats %+v, want nothing held back of a shard let go of", st)
+		}
+		r.tell(t, topology.ShardsAssigned, all)
+		if st := r.src.Stats(); st.HeldBack != 2 {
+			t.Errorf("stats %+v once A's shard came back, want 2 and 3 held back behind 1", st)
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		r.expect(t, "once message 1 came back", 1, 1, 2, 3)
+	})
+}
+
+// Guarantee: a letter that a sequenced source took from its reader just
+// before the reader's new assignment left the letter's shard out, and
+// admits after, goes back to the backend rather than be handled at once
+// as the first of a key the source no longer knows: it would go ahead of
+// its key's message out, which comes back to the shard's new owner.
+func TestALetterTakenBeforeAnAssignmentLeavesItsShardOutIsGivenBackNotHandled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startKeyMoveRun(t, nil, "A")
+		r.onReceiving(t, 3, func(rd *notifyReader[int]) {
+			rd.tell(topology.ShardsReleased, onlyA)
+			rd.tell(topology.ShardsAssigned, onlyB)
+		})
+		r.publish(t, 3)
+		synctest.Wait()
+		r.expect(t, "once the reader's assignment left A's shard out while 3 was being taken", 1)
+		if got := r.q.takeReturned(); !slices.Equal(got, []int{2, 3}) {
+			t.Errorf("gave back %v, want [2 3]: the letters of A's shard, for its new owner", got)
+		}
+		if st := r.src.Stats(); st.HeldBack != 0 {
+			t.Errorf("stats %+v, want nothing held back", st)
+		}
+	})
+}

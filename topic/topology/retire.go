@@ -42,6 +42,12 @@ type heldReader[T any] struct {
 	// retired is set once the run reading from rd failed: nothing
 	// receives from rd any more, and it is closed once out is 0.
 	retired atomic.Bool
+	// gone are the routing shards rd, a ShardNotifier of a sequenced
+	// source, let go of since its last assignment, or that its last
+	// assignment left out: the letters of them taken from rd are given
+	// back as they are admitted (see sequencer.admit). Empty for a reader
+	// that tells nothing. Guarded by the sequencer's mu.
+	gone shardSet
 }
 
 // retiredCloseFailedLog is the message of the line the closer logs for a
@@ -88,17 +94,19 @@ func (s *Source[T]) giveBack(ctx context.Context, h *heldReader[T]) {
 	s.returnHeld(ctx, s.seq.giveBack(h), giveBackFailedLog)
 }
 
-// shardsChanged is what a sequenced run's reader, a ShardNotifier, tells
-// of its shards: the letters held back of those it lets go of, or of
-// those its new assignment leaves out, go back to the backend (see
-// sequencer.letGo and sequencer.assigned).
-func (s *Source[T]) shardsChanged(ctx context.Context, change ShardChange, in func(shard int) bool) {
+// shardsChanged is what h, a sequenced run's reader and a ShardNotifier,
+// tells of its shards: the letters held back of those it lets go of, or
+// of those its new assignment leaves out, go back to the backend, and
+// so do the letters of them taken from h that the run admits later (see
+// sequencer.letGo and sequencer.assigned). in is called only before
+// shardsChanged returns.
+func (s *Source[T]) shardsChanged(ctx context.Context, h *heldReader[T], change ShardChange, in func(shard int) bool) {
 	var ps []pendingLetter[T]
 	switch change {
 	case ShardsReleased:
-		ps = s.seq.letGo(in)
+		ps = s.seq.letGo(h, in)
 	case ShardsAssigned:
-		ps = s.seq.assigned(in)
+		ps = s.seq.assigned(h, in)
 	}
 	s.returnHeld(ctx, ps, shardGiveBackFailedLog)
 }
@@ -126,9 +134,10 @@ func (s *Source[T]) returnHeld(ctx context.Context, ps []pendingLetter[T], failL
 // backend refuses the letters it gives back.
 const giveBackFailedLog = "could not give back the held-back letters of a failed run; a durable backend delivers them again, the in-memory one has lost them"
 
-// shardGiveBackFailedLog is the message of the line shardsChanged logs
-// when the backend refuses the letters it gives back.
-const shardGiveBackFailedLog = "could not give back the held-back letters of shards the reader let go of; a durable backend delivers them again"
+// shardGiveBackFailedLog is the message of the line shardsChanged, or
+// a run admitting letters of shards its reader let go of, logs when the
+// backend refuses the letters it gives back.
+const shardGiveBackFailedLog = "could not give back the letters of shards the reader let go of; a durable backend delivers them again"
 
 // settledOne counts off one letter of h, settled or given back, and drops
 // h when it is retired and that was its last letter out.

@@ -19,6 +19,7 @@ const (
 	admitDeliver  admission = iota // hand it to the pipeline now
 	admitHeldBack                  // a message of its key is in flight or held
 	admitPoisoned                  // its key is poisoned: dead-letter it
+	admitGiveBack                  // its reader let go of its shard: give it back
 )
 
 // keyState is one key with a message in flight (or held for a retry).
@@ -71,6 +72,8 @@ func marked[T any](m letterMark, l *Letter[T]) bool {
 // once poisoned.
 type sequencer[T any] struct {
 	policy SequenceFailure
+	// shards is the topology's number of routing shards.
+	shards int
 	// limit is MaxHeldBack: the run takes no more letters than would
 	// take held+len(ready) past it (see room).
 	limit int
@@ -124,6 +127,14 @@ func (q *sequencer[T]) admit(l Letter[T], r *heldReader[T]) admission {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if r != nil && r.gone.has(l.Shard) {
+		// Taken from r before r let go of its shard (or before an
+		// assignment left the shard out), and admitted after: the
+		// shard's letters are its next owner's. Held back, it would
+		// keep r's release waiting for it; delivered, it would go
+		// ahead of its key's message out, which comes back there.
+		return admitGiveBack
+	}
 	ks := q.keys[l.Key]
 	switch {
 	case ks == nil:
@@ -412,15 +423,19 @@ func (q *sequencer[T]) giveBack(r *heldReader[T]) []pendingLetter[T] {
 }
 
 // letGo removes and returns the letters held back behind their key's
-// message whose shard is in (the reader lets go of their part; its next
-// owner receives them again), but not those of a poisoned key being
+// message whose shard is in (r, the reader, lets go of their part; its
+// next owner receives them again), but not those of a poisoned key being
 // drained, which are being dead-lettered. The keys keep their message in
 // flight or out: should the part come back to the reader at once (an
 // eager rebalance gives a member its partitions back), the letters wait
-// behind it again. Nothing once drain was called.
-func (q *sequencer[T]) letGo(in func(shard int) bool) []pendingLetter[T] {
+// behind it again. From then until an assignment of r gives the shards
+// back, admit gives back the letters of them taken from r (see
+// heldReader.gone). Nothing once drain was called.
+func (q *sequencer[T]) letGo(r *heldReader[T], in func(shard int) bool) []pendingLetter[T] {
+	gone := shardSetOf(q.shards, in)
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	r.gone = r.gone.union(gone)
 	var out []pendingLetter[T]
 	for _, ks := range q.keys {
 		if !ks.draining && len(ks.waiting) > 0 && in(ks.shard) {
@@ -441,12 +456,16 @@ func (q *sequencer[T]) letGo(in func(shard int) bool) []pendingLetter[T] {
 // marked moved, so that should that message go out the key is done
 // with here (sentOut). A key whose shard is in the assignment is no
 // longer moved. It removes and returns the letters held back of the
-// keys not in it (which letGo would have given back, but for one taken
-// from the reader after that), for the caller to give back. Poisoned
-// keys stay as they are. Nothing once drain was called.
-func (q *sequencer[T]) assigned(in func(shard int) bool) []pendingLetter[T] {
+// keys not in it, for the caller to give back. Poisoned keys stay as
+// they are. From then on admit gives back the letters taken from r, the
+// reader, of the shards not in it, and admits those of the shards in it
+// as before, whatever r let go of earlier (see heldReader.gone). Nothing
+// once drain was called.
+func (q *sequencer[T]) assigned(r *heldReader[T], in func(shard int) bool) []pendingLetter[T] {
+	gone := shardSetOf(q.shards, func(shard int) bool { return !in(shard) })
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	r.gone = gone
 	var out []pendingLetter[T]
 	for key, ks := range q.keys {
 		switch {
@@ -487,6 +506,39 @@ func (q *sequencer[T]) drain() []pendingLetter[T] {
 	}
 	q.held, q.waitingKeys, q.outKeys = 0, 0, 0
 	return out
+}
+
+// shardSet is a set of routing shards, a bit each; nil is empty.
+type shardSet []uint64
+
+// shardSetOf returns the set of the shards below n for which in is true.
+func shardSetOf(n int, in func(shard int) bool) shardSet {
+	var s shardSet
+	for shard := range n {
+		if in(shard) {
+			if s == nil {
+				s = make(shardSet, (n+63)/64)
+			}
+			s[shard/64] |= 1 << (shard % 64)
+		}
+	}
+	return s
+}
+
+// has reports whether shard is in s.
+func (s shardSet) has(shard int) bool {
+	return shard >= 0 && shard/64 < len(s) && s[shard/64]&(1<<(shard%64)) != 0
+}
+
+// union returns the shards in s or o, reusing s.
+func (s shardSet) union(o shardSet) shardSet {
+	if len(s) < len(o) {
+		s = append(s, make(shardSet, len(o)-len(s))...)
+	}
+	for i, w := range o {
+		s[i] |= w
+	}
+	return s
 }
 
 // cause returns the error of the message that poisoned key.

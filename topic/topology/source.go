@@ -391,7 +391,7 @@ func newSource[T any](opts SourceOptions[T], dead bool) (*Source[T], error) {
 	s.closerCtx, s.stopCloser = context.WithCancel(context.Background())
 	s.retiring = liveset.NewRetiring(s.closeRetired)
 	if f, ok := t.Sequenced(); ok && !dead {
-		s.seq = &sequencer[T]{policy: f, limit: opts.MaxHeldBack, keys: map[string]*keyState[T]{}, wakers: map[*waker]struct{}{}}
+		s.seq = &sequencer[T]{policy: f, shards: t.shards, limit: opts.MaxHeldBack, keys: map[string]*keyState[T]{}, wakers: map[*waker]struct{}{}}
 		s.shards = make([]string, t.shards)
 		for i := range s.shards {
 			s.shards[i] = t.name + "#" + strconv.Itoa(i)
@@ -505,7 +505,7 @@ func (s *Source[T]) read(ctx context.Context, stage *producer.Stage[T], h *heldR
 		// A key's message out comes back to whichever reader holds its
 		// shard then: told that this one let go of it, the source stops
 		// holding the key's letters back for it.
-		sn.OnShards(func(change ShardChange, in func(shard int) bool) { s.shardsChanged(ctx, change, in) })
+		sn.OnShards(func(change ShardChange, in func(shard int) bool) { s.shardsChanged(ctx, h, change, in) })
 		defer sn.OnShards(nil)
 	}
 	if rr, ok := r.(ReachReporter); ok {
@@ -520,6 +520,7 @@ func (s *Source[T]) read(ctx context.Context, stage *producer.Stage[T], h *heldR
 	size := min(s.opts.MaxBatch, stage.Flow().MaxWindow())
 	buf := make([]Letter[T], size)
 	out := make([]pendingLetter[T], 0, size)
+	var back []pendingLetter[T] // letters of shards r let go of, to give back
 	have := 0
 	// A sequenced run waits on its reader with wctx, which the sequencer
 	// cancels when letters become ready.
@@ -605,8 +606,13 @@ func (s *Source[T]) read(ctx context.Context, stage *producer.Stage[T], h *heldR
 				if buf[i].Retries < 0 {
 					s.negativeRetries(ctx, &buf[i])
 				}
-				out = s.admit(ctx, out, buf[i], h)
+				out, back = s.admit(ctx, out, back, buf[i], h)
 				buf[i] = Letter[T]{}
+			}
+			if len(back) > 0 {
+				s.returnHeld(ctx, back, shardGiveBackFailedLog)
+				clear(back)
+				back = back[:0]
 			}
 		}
 		if len(out) > 0 {
@@ -702,18 +708,22 @@ func (s *Source[T]) countClosed(r Reader[T], counted readerCounts) {
 	}
 }
 
-// admit appends l to out if it may be delivered now.
-func (s *Source[T]) admit(ctx context.Context, out []pendingLetter[T], l Letter[T], r *heldReader[T]) []pendingLetter[T] {
+// admit appends l, received from r, to out if it may be delivered now,
+// and to back if it is to go back to the backend (r let go of its
+// shard, see sequencer.admit); the caller gives back's letters back.
+func (s *Source[T]) admit(ctx context.Context, out, back []pendingLetter[T], l Letter[T], r *heldReader[T]) ([]pendingLetter[T], []pendingLetter[T]) {
 	if s.seq == nil {
-		return append(out, pendingLetter[T]{l: l, r: r})
+		return append(out, pendingLetter[T]{l: l, r: r}), back
 	}
 	switch s.seq.admit(l, r) {
 	case admitDeliver:
 		out = append(out, pendingLetter[T]{l: l, r: r})
+	case admitGiveBack:
+		back = append(back, pendingLetter[T]{l: l, r: r})
 	case admitPoisoned:
 		s.poisonLetter(ctx, &pendingLetter[T]{l: l, r: r}, poisonedBy(l.Key, s.seq.cause(l.Key)))
 	}
-	return out
+	return out, back
 }
 
 // messages turns letters into messages, allocating one block per batch,

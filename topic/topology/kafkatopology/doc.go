@@ -94,8 +94,9 @@
 //     reader tells a sequenced Source each partition it lets go and each
 //     assignment it starts on (topology.ShardNotifier): the source gives
 //     back at once the letters of the partition it holds back behind a
-//     key's retry, and forgets the retries of the keys an assignment
-//     leaves out, which come back to the partition's new owner. A
+//     key's retry, and those it took as the partition went, and forgets
+//     the retries of the keys an assignment leaves out, which come back
+//     to the partition's new owner. A
 //     letter whose hand-off failed (Hold, Requeue
 //     or DeadLetter returned an error) is never committed: its partition's
 //     commits stop there and the group delivers it again after the next

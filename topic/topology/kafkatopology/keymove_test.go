@@ -40,8 +40,21 @@ type seqMember struct {
 // topic's one partition to the member whose id sorts first.
 func startSeqMember(t *testing.T, brokers []string, clientID string, top *topology.Builder, set ...func(*Options[msg])) *seqMember {
 	t.Helper()
+	return startSeqMemberOn(t, clientID, declareMember(t, brokers, clientID, top, set...))
+}
+
+// declareMember declares top on a backend of its own whose client id is
+// clientID.
+func declareMember(t *testing.T, brokers []string, clientID string, top *topology.Builder, set ...func(*Options[msg])) topology.Queues[msg] {
+	t.Helper()
 	b := newBackend(t, brokers, append([]func(*Options[msg]){func(o *Options[msg]) { o.Config.ClientID = clientID }}, set...)...)
-	m := &seqMember{q: declare(t, b, top)}
+	return declare(t, b, top)
+}
+
+// startSeqMemberOn starts a member named clientID reading q.
+func startSeqMemberOn(t *testing.T, clientID string, q topology.Queues[msg]) *seqMember {
+	t.Helper()
+	m := &seqMember{q: q}
 	var err error
 	m.src, err = topology.NewSource(topology.SourceOptions[msg]{Queues: m.q, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -88,11 +101,11 @@ func (m *seqMember) String() string {
 	return fmt.Sprintf("handled %v, stats %+v", m.handledSoFar(), m.src.Stats())
 }
 
-// startKeyOut starts member name of top's group and has its key K's
-// message 1 go out to the hold queue and message 2 wait behind it.
-func startKeyOut(t *testing.T, brokers []string, name string, top *topology.Builder, set ...func(*Options[msg])) (*seqMember, func(n int)) {
+// startKeyOut starts member name reading q, and has its key K's message
+// 1 go out to the hold queue and message 2 wait behind it.
+func startKeyOut(t *testing.T, name string, q topology.Queues[msg]) (*seqMember, func(n int)) {
 	t.Helper()
-	a := startSeqMember(t, brokers, name, top, set...)
+	a := startSeqMemberOn(t, name, q)
 	pub, err := topology.NewPublisher(a.q, topology.PublisherOptions[msg]{Key: func(msg) string { return "K" }})
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +132,7 @@ func startKeyOut(t *testing.T, brokers []string, name string, top *topology.Buil
 func TestAMemberThatGetsAKeysPartitionBackHandlesItsLetters(t *testing.T) {
 	brokers := testbroker.Kafka(t).ListenAddrs()
 	top := topology.New("keymove").Sequenced(topology.Skip).RoutingShards(1).Hold(5 * time.Second)
-	a, publish := startKeyOut(t, brokers, "zulu", top)
+	a, publish := startKeyOut(t, "zulu", declareMember(t, brokers, "zulu", top))
 
 	// B's member id sorts first: it takes the partition, and the message
 	// out comes back to it.
@@ -151,7 +164,7 @@ func TestAMemberKeepingAKeysPartitionThroughARebalanceKeepsItsOrder(t *testing.T
 	brokers := testbroker.Kafka(t).ListenAddrs()
 	top := topology.New("keystay").Sequenced(topology.Skip).RoutingShards(1).Hold(5 * time.Second)
 	long := func(o *Options[msg]) { o.RevokeTimeout = 10 * time.Minute }
-	a, _ := startKeyOut(t, brokers, "alpha", top, long)
+	a, _ := startKeyOut(t, "alpha", declareMember(t, brokers, "alpha", top, long))
 
 	// C's member id sorts after A's: the rebalance its joining makes
 	// gives the partition back to A.
@@ -163,6 +176,87 @@ func TestAMemberKeepingAKeysPartitionThroughARebalanceKeepsItsOrder(t *testing.T
 	}
 	if got := c.handledSoFar(); len(got) > 0 {
 		t.Errorf("member C, which holds no partition, handled %v", got)
+	}
+}
+
+// lateQueues are a sequenced topology's queues whose readers hand out
+// their letter numbered late only once they have told that they let go
+// of a part (topology.ShardsReleased): a revoke coming as the source
+// takes it.
+type lateQueues struct {
+	topology.Queues[msg]
+	late   int
+	caught chan struct{} // closed once a reader has taken the letter
+}
+
+func (q *lateQueues) Subscribe(ctx context.Context) (topology.Reader[msg], error) {
+	r, err := q.Queues.Subscribe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &lateReader{groupReader: r.(*groupReader[msg]), q: q, ctx: ctx, released: make(chan struct{})}, nil
+}
+
+type lateReader struct {
+	*groupReader[msg]
+	q        *lateQueues
+	ctx      context.Context // the subscriber's: bounds the wait
+	once     sync.Once
+	told     sync.Once
+	released chan struct{}
+}
+
+func (r *lateReader) OnShards(f func(topology.ShardChange, func(shard int) bool)) {
+	if f == nil {
+		r.groupReader.OnShards(nil)
+		return
+	}
+	r.groupReader.OnShards(func(c topology.ShardChange, in func(shard int) bool) {
+		f(c, in)
+		if c == topology.ShardsReleased {
+			r.told.Do(func() { close(r.released) })
+		}
+	})
+}
+
+func (r *lateReader) Receive(ctx context.Context, dst []topology.Letter[msg]) (int, error) {
+	n, err := r.groupReader.Receive(ctx, dst)
+	if slices.ContainsFunc(dst[:n], func(l topology.Letter[msg]) bool { return l.Value.N == r.q.late }) {
+		r.once.Do(func() { close(r.q.caught) })
+		select {
+		case <-r.released:
+		case <-r.ctx.Done():
+		}
+	}
+	return n, err
+}
+
+// Guarantee: a member of a sequenced topology's group that took a letter
+// of a key whose message is out in a hold queue just before a rebalance
+// revoked the key's partition does not keep the rebalance waiting (up to
+// RevokeTimeout) for that letter: it gives it back, and, the partition
+// assigned to it again, receives it again behind the message out, in the
+// key's order.
+func TestARevokeDoesNotWaitForALetterTakenAsItCame(t *testing.T) {
+	brokers := testbroker.Kafka(t).ListenAddrs()
+	top := topology.New("keylate").Sequenced(topology.Skip).RoutingShards(1).Hold(5 * time.Second)
+	long := func(o *Options[msg]) { o.RevokeTimeout = 10 * time.Minute }
+	q := &lateQueues{Queues: declareMember(t, brokers, "alpha", top, long), late: 3, caught: make(chan struct{})}
+	a, publish := startKeyOut(t, "alpha", q)
+	publish(3)
+	select {
+	case <-q.caught:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("member A did not take message 3: %v", a)
+	}
+
+	// C's member id sorts after A's: the rebalance its joining makes
+	// gives the partition back to A.
+	startSeqMember(t, brokers, "zulu", top, long)
+	wait.Within(t, 2*time.Minute, "member A to handle message 1 back from the hold queue, then 2 and 3 (a revoke waiting out RevokeTimeout takes 10 minutes)",
+		func() bool { return a.has("3/0") }, a.String)
+	if got, want := a.handledSoFar(), []string{"1/0", "1/1", "2/0", "3/0"}; !slices.Equal(got, want) {
+		t.Errorf("member A handled %v, want %v", got, want)
 	}
 }
 
