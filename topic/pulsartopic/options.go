@@ -48,6 +48,17 @@ const (
 	// when the topic is declared (about 24 bytes an entry), so the product
 	// is what the pending queues of one topic reserve: at most about 24 MiB.
 	MaxPendingSlots = 1 << 20
+	// MaxSendTimeout is the largest Options.SendTimeout.
+	MaxSendTimeout = time.Hour
+	// MaxBatchingMaxPublishDelay is the largest
+	// Options.BatchingMaxPublishDelay.
+	MaxBatchingMaxPublishDelay = time.Hour
+	// MaxNackRedeliveryDelay is the largest Options.NackRedeliveryDelay,
+	// as in package kafkatopic.
+	MaxNackRedeliveryDelay = time.Hour
+	// MaxReconnectToBrokerLimit is the largest
+	// Options.MaxReconnectToBroker.
+	MaxReconnectToBrokerLimit = 1 << 16
 )
 
 // Admin creates partitioned topics. A Pulsar client cannot create a
@@ -165,23 +176,26 @@ type Options[T any] struct {
 	// SendTimeout bounds the wait for the broker's receipt; a publish that
 	// gets none in time fails. Default 30s; negative disables it (a
 	// publish then waits as long as its context allows, and TryPublish,
-	// which has no context, at most DefaultSendTimeout).
-	SendTimeout time.Duration
+	// which has no context, at most DefaultSendTimeout). At most
+	// MaxSendTimeout (1h).
+	SendTimeout time.Duration `validate:"lte=1h"`
 	// Batching lets the producer group concurrent publishes into batch
 	// entries (each publish still waits for its own receipt). Default off:
 	// with one publisher waiting for each receipt a batch only adds its
 	// delay.
 	Batching bool
 	// BatchingMaxPublishDelay is the longest a batch waits to fill (with
-	// Batching). Default pulsar-client-go's, 10ms.
-	BatchingMaxPublishDelay time.Duration `validate:"gte=0"`
+	// Batching). Default pulsar-client-go's, 10ms; at most
+	// MaxBatchingMaxPublishDelay (1h).
+	BatchingMaxPublishDelay time.Duration `validate:"gte=0,lte=1h"`
 	// NackRedeliveryDelay is how long a nacked message waits before it is
 	// delivered again. Default 1s; 0 means the default, and a delay set
 	// must be at least 1ms (pulsar-client-go cannot tick shorter). The
 	// backend gives the client a nack precision within the delay (the
 	// client's 256ms, or a finer one for a shorter delay), so that a
 	// nacked message waits for more than the delay less that precision.
-	NackRedeliveryDelay time.Duration `validate:"omitempty,gte=1ms"`
+	// At most MaxNackRedeliveryDelay (1h).
+	NackRedeliveryDelay time.Duration `validate:"omitempty,gte=1ms,lte=1h"`
 	// MaxReconnectToBroker is how many attempts in a row a subscription's
 	// consumer makes to reconnect after losing its connection before
 	// pulsar-client-go gives up on it and closes it: its Receive then
@@ -191,8 +205,9 @@ type Options[T any] struct {
 	// name in the Pulsar source's ConsumerOptions is. 0, the default (the
 	// client's), reconnects for ever; a value set must be at least 1 (the
 	// client would take 0 for never reconnecting and keep the consumer
-	// open: its subscription would neither receive nor fail).
-	MaxReconnectToBroker int `validate:"gte=0"`
+	// open: its subscription would neither receive nor fail). At most
+	// MaxReconnectToBrokerLimit (65536).
+	MaxReconnectToBroker int `validate:"gte=0,lte=65536"`
 	// Logger receives the backend's events (a record that cannot be
 	// decoded) and, for a client the backend makes, pulsar-client-go's
 	// logs. Nil means slog.Default().

@@ -44,6 +44,10 @@ func TestOptionsValidation(t *testing.T) {
 		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, SubscribeTimeout: time.Hour + time.Second}, "pulsartopic.subscribeTimeout", "lte"},
 		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, AdminTimeout: time.Hour + time.Second}, "pulsartopic.adminTimeout", "lte"},
 		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, MaxReconnectToBroker: -1}, "pulsartopic.maxReconnectToBroker", "gte"},
+		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, MaxReconnectToBroker: pulsartopic.MaxReconnectToBrokerLimit + 1}, "pulsartopic.maxReconnectToBroker", "lte"},
+		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, SendTimeout: pulsartopic.MaxSendTimeout + 1}, "pulsartopic.sendTimeout", "lte"},
+		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, BatchingMaxPublishDelay: pulsartopic.MaxBatchingMaxPublishDelay + 1}, "pulsartopic.batchingMaxPublishDelay", "lte"},
+		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, NackRedeliveryDelay: pulsartopic.MaxNackRedeliveryDelay + 1}, "pulsartopic.nackRedeliveryDelay", "lte"},
 		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{},
 			ClientOptions: pulsar.ClientOptions{URL: "pulsar://y:6650"}}, "pulsartopic.clientOptions.url", "owned"},
 	}
