@@ -299,6 +299,16 @@ func TestOptionsValidated(t *testing.T) {
 			t.Fatalf("New with a redelivery delay of %v: %v", d, err)
 		}
 	}
+	// Each upper bound is refused one past it, naming the field.
+	for field, o := range map[string]pulsartopology.Options[string]{
+		"pulsartopology.redeliveryDelay":      {RedeliveryDelay: pulsartopology.MaxRedeliveryDelay + 1},
+		"pulsartopology.maxReconnectToBroker": {MaxReconnectToBroker: pulsartopology.MaxReconnectToBrokerLimit + 1},
+	} {
+		o.ServiceURL, o.Codec = "pulsar://x:6650", topic.StringCodec{}
+		if _, err = pulsartopology.New(o); !errors.As(err, &es) || !es.Has(field, "lte") {
+			t.Fatalf("New one past the bound of %s: %v, want an lte error on it", field, err)
+		}
+	}
 	for _, c := range []struct {
 		d    time.Duration
 		rule string

@@ -44,6 +44,12 @@ const (
 	// memory, and the client keeps the size the broker announces in an
 	// int32.
 	MaxMessageSizeLimit = 1 << 30
+	// MaxRedeliveryDelay is the largest Options.RedeliveryDelay, checked
+	// by Validate.
+	MaxRedeliveryDelay = time.Hour
+	// MaxReconnectToBrokerLimit is the largest
+	// Options.MaxReconnectToBroker, checked by Validate.
+	MaxReconnectToBrokerLimit = 1 << 16
 )
 
 // Options configure a [Backend]. Zero fields take the documented defaults.
@@ -99,7 +105,8 @@ type Options[T any] struct {
 	// shorter). The backend gives the client a nack precision within the
 	// delay (the client's 256ms, or a finer one for a shorter delay), so
 	// that a letter waits for more than the delay less that precision.
-	RedeliveryDelay time.Duration `validate:"omitempty,gte=1ms"`
+	// At most MaxRedeliveryDelay (1h).
+	RedeliveryDelay time.Duration `validate:"omitempty,gte=1ms,lte=1h"`
 	// MaxMessageSize is the largest message the broker takes, in bytes: it
 	// must match the brokers' maxMessageSize setting, which they announce
 	// to the client but pulsar-client-go does not expose. Publish keeps
@@ -148,8 +155,9 @@ type Options[T any] struct {
 	// in the Pulsar source's ConsumerOptions is. 0, the default (the
 	// client's), reconnects for ever; a value set must be at least 1 (the
 	// client would take 0 for never reconnecting and keep the consumer
-	// open: its reader would neither receive nor fail).
-	MaxReconnectToBroker int `validate:"gte=0"`
+	// open: its reader would neither receive nor fail). At most
+	// MaxReconnectToBrokerLimit (65536).
+	MaxReconnectToBroker int `validate:"gte=0,lte=65536"`
 	// Logger receives one line per event (a message that does not decode)
 	// and, for a client the backend makes, pulsar-client-go's logs. Nil
 	// means slog.Default().
