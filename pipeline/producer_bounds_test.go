@@ -28,6 +28,24 @@ var producerFields = []stageField{
 	{"producer.restart.maxFailingTime", func(o *pipeline.Options[uint64, uint64], v int64) {
 		o.Producer.Restart.MaxFailingTime = time.Duration(v)
 	}, int64(producer.MaxFailingTimeLimit)},
+	{"producer.rateLimit.interval", func(o *pipeline.Options[uint64, uint64], v int64) {
+		o.Producer.RateLimit = &producer.RateLimit{Allowed: 1, Interval: time.Duration(v)}
+	}, int64(producer.MaxRateLimitInterval)},
+	{"producer.restart.window", func(o *pipeline.Options[uint64, uint64], v int64) {
+		o.Producer.Restart.Window = time.Duration(v)
+	}, int64(producer.MaxRestartWindow)},
+	{"producer.restart.maxBackoff", func(o *pipeline.Options[uint64, uint64], v int64) {
+		o.Producer.Restart.MaxBackoff = time.Duration(v)
+	}, int64(producer.MaxBackoffLimit)},
+}
+
+// durationBounds are the bounds of the duration options above as their
+// messages quote them.
+var durationBounds = map[string]string{
+	"producer.restart.maxFailingTime": "24h",
+	"producer.rateLimit.interval":     "24h",
+	"producer.restart.window":         "24h",
+	"producer.restart.maxBackoff":     "1h",
 }
 
 // boundsOptions returns valid options changed by set.
@@ -51,8 +69,8 @@ func TestProducerOptionBoundsAreTheDocumentedOnes(t *testing.T) {
 				t.Fatalf("New(%s = %d) = %v, want one lte error on it", f.field, f.max+1, err)
 			}
 			bound := fmt.Sprint(f.max)
-			if f.field == "producer.restart.maxFailingTime" {
-				bound = "24h"
+			if d, ok := durationBounds[f.field]; ok {
+				bound = d
 			}
 			if want := f.field + " must be ≤ " + bound; errs[0].Message != want {
 				t.Fatalf("message %q, want %q", errs[0].Message, want)

@@ -47,6 +47,12 @@ const (
 	MaxRestartCount = 1 << 16
 	// MaxFailingTimeLimit bounds Restart.MaxFailingTime.
 	MaxFailingTimeLimit = 24 * time.Hour
+	// MaxRateLimitInterval bounds RateLimit.Interval.
+	MaxRateLimitInterval = 24 * time.Hour
+	// MaxRestartWindow bounds Restart.Window.
+	MaxRestartWindow = 24 * time.Hour
+	// MaxBackoffLimit bounds Restart.Backoff and Restart.MaxBackoff.
+	MaxBackoffLimit = time.Hour
 )
 
 // Options configure the producer stages of a pipeline.
@@ -112,8 +118,9 @@ type RateLimit struct {
 	// Allowed is the number of messages per Interval. Required, ≥ 1, at most
 	// MaxRateLimitAllowed (1073741824).
 	Allowed int `validate:"gte=1,lte=1073741824"`
-	// Interval is the length of the period. Required, > 0.
-	Interval time.Duration `validate:"gt=0"`
+	// Interval is the length of the period. Required, > 0, at most
+	// MaxRateLimitInterval (24h).
+	Interval time.Duration `validate:"gt=0,lte=24h"`
 }
 
 // Restart governs how a failing source is restarted. When its Run returns an
@@ -142,14 +149,14 @@ type Restart struct {
 	// 3, at most MaxRestartCount (65536).
 	MaxRestarts int `validate:"gte=1,lte=65536"`
 	// Window is the period over which restarts are counted. Default 5s;
-	// a value set must be above 0.
-	Window time.Duration `validate:"gt=0"`
+	// a value set must be above 0, at most MaxRestartWindow (24h).
+	Window time.Duration `validate:"gt=0,lte=24h"`
 	// Backoff is the wait before the first restart. Default 100ms; a
-	// value set must be above 0.
-	Backoff time.Duration `validate:"gt=0"`
+	// value set must be above 0, at most MaxBackoffLimit (1h).
+	Backoff time.Duration `validate:"gt=0,lte=1h"`
 	// MaxBackoff caps the doubling backoff. Default 5s, or Backoff if that
-	// is larger; must be ≥ Backoff.
-	MaxBackoff time.Duration `validate:"gtefield=Backoff"`
+	// is larger; must be ≥ Backoff, at most MaxBackoffLimit (1h).
+	MaxBackoff time.Duration `validate:"gtefield=Backoff,lte=1h"`
 	// MaxConsecutiveFailures is how many runs in a row may fail without
 	// delivering a message: the stage gives up when that many have.
 	// Default 5, or MaxRestarts+1 when that is larger (so that this rule
