@@ -329,6 +329,9 @@ const (
 	// TrackedOptions.MaxInFlight): 1048576 (1 << 20) unresolved publishes
 	// per tracked publisher.
 	MaxInFlightLimit = 1 << 20
+	// MaxTimeout is the largest ack_propagation.timeout (and
+	// TrackedOptions.Timeout): 24h.
+	MaxTimeout = 24 * time.Hour
 )
 
 // BalancedPolicy governs the bounded queue of each balanced consumer group.
@@ -364,8 +367,8 @@ type AckPropagation struct {
 	// to MaxInFlightLimit. Default 1024.
 	MaxInFlight int `name:"max_in_flight" validate:"gte=1,lte=1048576"`
 	// Timeout resolves a tracked publish as TimedOut when no outcome arrived
-	// in time. Default 30s; at least 1ms.
-	Timeout time.Duration `validate:"gte=1ms"`
+	// in time. Default 30s; at least 1ms, at most MaxTimeout (24h).
+	Timeout time.Duration `validate:"gte=1ms,lte=24h"`
 }
 
 // Options configures one topic. The zero value, after WithDefaults, is a
@@ -458,8 +461,8 @@ type TrackedOptions struct {
 	// Timeout resolves a publish as TimedOut when no outcome arrived in time.
 	// Zero takes the topic's ack_propagation.timeout; a timeout set must be
 	// at least 1ms (a shorter one would keep the publisher's timer firing
-	// without pause).
-	Timeout time.Duration `validate:"omitempty,gte=1ms"`
+	// without pause) and at most MaxTimeout (24h).
+	Timeout time.Duration `validate:"omitempty,gte=1ms,lte=24h"`
 	// OnFull is the balanced full-queue policy of Publish and PublishFunc
 	// (a per-publisher override of balanced.on_full). Default Block.
 	OnFull OnFull `name:"on_full"`

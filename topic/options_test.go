@@ -44,6 +44,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"broadcast capacity", func(o *topic.Options) { o.Broadcast.Capacity = -3 }, "broadcast.queue_capacity must be ≥ 1"},
 		{"max in flight", func(o *topic.Options) { o.AckPropagation.MaxInFlight = -1 }, "ack_propagation.max_in_flight must be ≥ 1"},
 		{"timeout", func(o *topic.Options) { o.AckPropagation.Timeout = time.Microsecond }, "ack_propagation.timeout must be ≥ 1ms"},
+		{"timeout bound", func(o *topic.Options) { o.AckPropagation.Timeout = topic.MaxTimeout + 1 }, "ack_propagation.timeout must be ≤ 24h"},
 		{"mode", func(o *topic.Options) { o.Mode = 9 }, "mode must be one of [balanced_only broadcast_only mixed]"},
 		{"on_full", func(o *topic.Options) { o.Balanced.OnFull = 5 }, "balanced.on_full must be one of [block drop_newest]"},
 		{"on_lag", func(o *topic.Options) { o.Broadcast.OnLag = -1 }, "broadcast.on_lag must be one of [drop_oldest disconnect]"},
@@ -408,7 +409,10 @@ func TestTrackedOptionsValidate(t *testing.T) {
 	if o := (topic.TrackedOptions{}).WithDefaults(); o != (topic.TrackedOptions{}) {
 		t.Fatalf("WithDefaults() = %+v, want the zero value (the topic's values)", o)
 	}
-	if err := (topic.TrackedOptions{MaxInFlight: 8, Timeout: time.Second}).Validate(); err != nil {
+	if err := (topic.TrackedOptions{Timeout: topic.MaxTimeout + 1}).Validate(); !errors.As(err, &errs) || !errs.Has("timeout", "lte") {
+		t.Fatalf("Validate() with Timeout past MaxTimeout = %v, want timeout lte", err)
+	}
+	if err := (topic.TrackedOptions{MaxInFlight: 8, Timeout: topic.MaxTimeout}).Validate(); err != nil {
 		t.Fatalf("valid options: %v", err)
 	}
 }

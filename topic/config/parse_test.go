@@ -168,6 +168,13 @@ topics:
       ack_propagation:
         timeout: 0s
 `, "topics.audit.policies.ack_propagation.timeout must be ≥ 1ms"},
+		{"timeout too long", `
+topics:
+  audit:
+    policies:
+      ack_propagation:
+        timeout: 24h1s
+`, "topics.audit.policies.ack_propagation.timeout must be ≤ 24h"},
 		{"impl_selection", `
 topics:
   ingress:

@@ -123,9 +123,9 @@ type AckPropagationSpec struct {
 	// most topic.MaxInFlightLimit (1048576). Default 1024.
 	MaxInFlight int `name:"max_in_flight" validate:"gte=1,lte=1048576"`
 	// Timeout is how long a tracked publish may stay unresolved before it
-	// resolves as timed out, written like "30s" or "1m30s"; at least 1ms.
-	// Default 30s.
-	Timeout time.Duration `validate:"gte=1ms"`
+	// resolves as timed out, written like "30s" or "1m30s"; at least 1ms,
+	// at most topic.MaxTimeout (24h). Default 30s.
+	Timeout time.Duration `validate:"gte=1ms,lte=24h"`
 }
 
 // DefaultTopicSpec returns the declaration a topic gets when it sets
