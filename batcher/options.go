@@ -29,6 +29,8 @@ const (
 const (
 	// BatchSizeLimit is the largest BatchSize.
 	BatchSizeLimit = 1_000_000
+	// BatchTimeoutLimit is the largest BatchTimeout.
+	BatchTimeoutLimit = 24 * time.Hour
 	// ConcurrencyLimit is the largest Concurrency.
 	ConcurrencyLimit = 10_000
 	// MaxDemandLimit is the largest MaxDemand.
@@ -101,11 +103,11 @@ type Options[T any] struct {
 	// bound).
 	MaxWeight int `validate:"omitempty,gte=1,lte=1099511627776"`
 	// BatchTimeout is how long after its first message a batch that has not
-	// filled up is emitted anyway. Default 1s; a value set must be above 0
-	// (no upper bound). A source releasing a feed (a revoked Kafka
-	// partition) has open batches emitted without waiting for it
-	// (producer.Feed.FlushInFlight).
-	BatchTimeout time.Duration `validate:"gt=0"`
+	// filled up is emitted anyway. Default 1s; a value set must be above 0,
+	// at most BatchTimeoutLimit (24h). A source releasing a feed (a
+	// revoked Kafka partition) has open batches emitted without waiting
+	// for it (producer.Feed.FlushInFlight).
+	BatchTimeout time.Duration `validate:"gt=0,lte=24h"`
 	// MaxDemand is how many messages a batcher partition takes from its
 	// input queue at once before it sorts them into batches (Broadway's
 	// max_demand of a batcher). Larger takes fewer turns under load; a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/boulevard-go/boulevard/batcher"
 	"github.com/boulevard-go/boulevard/message"
@@ -26,5 +27,21 @@ func TestValidateNamesTheFieldWithOrWithoutARoot(t *testing.T) {
 	o.BatchSize = 1
 	if err := o.Validate(); err != nil {
 		t.Fatalf("valid options: %v", err)
+	}
+}
+
+// Guarantee: BatchTimeout above BatchTimeoutLimit is refused with an error
+// naming batchTimeout and its upper bound, and the limit itself is
+// accepted.
+func TestBatchTimeoutHasAnUpperBound(t *testing.T) {
+	handle := func(context.Context, []*message.Message[int], message.BatchInfo) error { return nil }
+	o := batcher.Options[int]{Name: "out", Handle: handle, BatchTimeout: batcher.BatchTimeoutLimit + time.Nanosecond}.WithDefaults()
+	var errs validate.Errors
+	if err := o.Validate(); !errors.As(err, &errs) || !errs.Has("batchTimeout", "lte") || errs[0].Message != "batchTimeout must be ≤ 24h" {
+		t.Fatalf("Validate() = %v, want batchTimeout must be ≤ 24h", err)
+	}
+	o.BatchTimeout = batcher.BatchTimeoutLimit
+	if err := o.Validate(); err != nil {
+		t.Fatalf("BatchTimeout at BatchTimeoutLimit: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/boulevard-go/boulevard/batcher"
 	"github.com/boulevard-go/boulevard/message"
@@ -43,12 +44,13 @@ var stageFields = []stageField{
 	{"processors.queueCapacity", func(o *pipeline.Options[uint64, uint64], v int64) { o.Processors.QueueCapacity = int(v) }, processor.QueueCapacityLimit},
 	{"batchers[0].queueCapacity", func(o *pipeline.Options[uint64, uint64], v int64) { o.Batchers[0].QueueCapacity = int(v) }, batcher.QueueCapacityLimit},
 	{"batchers[0].batchQueueCapacity", func(o *pipeline.Options[uint64, uint64], v int64) { o.Batchers[0].BatchQueueCapacity = int(v) }, batcher.BatchQueueCapacityLimit},
+	{"batchers[0].batchTimeout", func(o *pipeline.Options[uint64, uint64], v int64) { o.Batchers[0].BatchTimeout = time.Duration(v) }, int64(batcher.BatchTimeoutLimit)},
 }
 
-// Guarantee: an extreme value of any size or concurrency option of the
-// producer, processors or batchers (1e12, 1e9, MaxInt64, the bound plus one,
-// negative, MinInt64) is an error naming the field and the rule, never a
-// panic or a large allocation.
+// Guarantee: an extreme value of any bounded size, concurrency or
+// duration option of the producer, processors or batchers (1e12, 1e9,
+// MaxInt64, the bound plus one, negative, MinInt64) is an error naming
+// the field and the rule, never a panic or a large allocation.
 func TestStageOptionExtremes(t *testing.T) {
 	for _, f := range slices.Concat(stageFields, producerFields) {
 		for _, v := range []int64{1e12, 1e9, math.MaxInt64, f.max + 1, -1, math.MinInt64} {

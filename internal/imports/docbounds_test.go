@@ -34,6 +34,7 @@ var boundConstants = map[string]int64{
 	"processor.MaxDemandLimit":       processor.MaxDemandLimit,
 	"processor.ChunkSlotsLimit":      processor.ChunkSlotsLimit,
 	"batcher.BatchSizeLimit":         batcher.BatchSizeLimit,
+	"batcher.BatchTimeoutLimit":      int64(batcher.BatchTimeoutLimit),
 	"batcher.MaxDemandLimit":         batcher.MaxDemandLimit,
 	"batcher.MaxWeightLimit":         batcher.MaxWeightLimit,
 	"batcher.ConcurrencyLimit":       batcher.ConcurrencyLimit,
