@@ -194,6 +194,29 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+// Guarantee: zero durations, restart rules and counts take the defaults
+// the field comments and docs/operations.md give.
+func TestWithDefaultsGivesTheDocumentedDefaults(t *testing.T) {
+	o := validOptions().WithDefaults()
+	for _, c := range []struct {
+		field     string
+		got, want any
+	}{
+		{"ShutdownTimeout", o.ShutdownTimeout, 30 * time.Second},
+		{"FailureLogInterval", o.FailureLogInterval, 10 * time.Second},
+		{"StallCheckInterval", o.StallCheckInterval, time.Second},
+		{"StallThreshold", o.StallThreshold, 30 * time.Second},
+		{"Producer.Concurrency", o.Producer.Concurrency, 1},
+		{"Producer.Restart", o.Producer.Restart, producer.Restart{MaxRestarts: 3, Window: 5 * time.Second,
+			Backoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second, MaxConsecutiveFailures: 5, MaxFailingTime: 2 * time.Minute}},
+		{"Batchers[0].MaxDemand", o.Batchers[0].MaxDemand, 64},
+	} {
+		if c.got != c.want {
+			t.Errorf("default %s = %+v, want %+v", c.field, c.got, c.want)
+		}
+	}
+}
+
 // Guarantee: SetRateLimit rejects an invalid limit with a field error.
 func TestSetRateLimitValidates(t *testing.T) {
 	p := mustNew(t, validOptions())
