@@ -47,6 +47,7 @@ var boundConstants = map[string]int64{
 	"topology.MaxBatchLimit":         topology.MaxBatchLimit,
 	"topology.MaxRetriesLimit":       topology.MaxRetriesLimit,
 	"topology.MaxMemoryHoldCapacity": topology.MaxMemoryHoldCapacity,
+	"topology.MaxMemoryCapacity":     topology.MaxMemoryCapacity,
 	"topic.MaxCapacity":              topic.MaxCapacity,
 	"topic.MaxInFlightLimit":         topic.MaxInFlightLimit,
 	"pulsartopic.MaxPartitions":      pulsartopic.MaxPartitions,

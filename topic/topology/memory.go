@@ -23,6 +23,9 @@ const DefaultMemoryHoldCapacity = 1 << 16
 // MaxMemoryHoldCapacity is the largest MemoryOptions.HoldCapacity.
 const MaxMemoryHoldCapacity = 1 << 24
 
+// MaxMemoryCapacity is the largest MemoryOptions.Capacity.
+const MaxMemoryCapacity = 1 << 20
+
 // MemoryOptions configure a [Memory] backend.
 type MemoryOptions struct {
 	// Capacity is how many letters each consumer group's queue and each DLQ
@@ -34,7 +37,7 @@ type MemoryOptions struct {
 	// requeue or dead-lettering never waits either: the letter waits for
 	// room behind the queue instead, in order, and up to Capacity letters
 	// may wait so behind each queue; past that they fail with ErrFull.
-	// Default DefaultMemoryCapacity.
+	// 1 to MaxMemoryCapacity (1048576); default DefaultMemoryCapacity.
 	Capacity int `validate:"gte=1,lte=1048576"`
 	// HoldCapacity is how many letters each hold queue holds (1 to
 	// MaxMemoryHoldCapacity, allocated as letters come in). A Hold into a

@@ -98,6 +98,10 @@ func TestOptionsValidation(t *testing.T) {
 	if !errors.As(err, &errs) || !errs.Has("memory.capacity", "gte") {
 		t.Errorf("NewMemory: %v", err)
 	}
+	_, err = topology.NewMemory[int](topology.MemoryOptions{Capacity: topology.MaxMemoryCapacity + 1})
+	if !errors.As(err, &errs) || !errs.Has("memory.capacity", "lte") {
+		t.Errorf("NewMemory one past MaxMemoryCapacity: %v", err)
+	}
 	_, err = topology.NewSource(topology.SourceOptions[int]{MaxRetries: -2, MaxBatch: -1})
 	if !errors.As(err, &errs) || !errs.Has("topology.queues", "required") || !errs.Has("topology.maxRetries", "gte") || !errs.Has("topology.maxBatch", "gte") {
 		t.Errorf("NewSource: %v", err)
