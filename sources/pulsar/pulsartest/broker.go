@@ -76,8 +76,9 @@ type Options struct {
 	// HandshakeTimeout bounds the time from accepting a connection to
 	// receiving its CONNECT command; a connection that has not completed
 	// it by then (silent, or sending its bytes slowly) is closed. Until
-	// CONNECT a frame may be at most 64 KiB. Default 10 s, at least 1 ms.
-	HandshakeTimeout time.Duration `validate:"gte=1ms"`
+	// CONNECT a frame may be at most 64 KiB. Default 10 s, at least 1 ms,
+	// at most MaxTimeout (1 h).
+	HandshakeTimeout time.Duration `validate:"gte=1ms,lte=1h"`
 	// BatchIndexAck honours batch-index acknowledgements (an ack that
 	// carries an ack_set, acknowledging some messages of a batch), as a
 	// broker with acknowledgmentAtBatchIndexLevelEnabled does. Default
@@ -118,8 +119,8 @@ type Options struct {
 	// accept what the broker has queued for it: a client that stops
 	// reading is closed when it passes, as if it had disconnected (its
 	// consumers' unacknowledged messages go to other consumers). Default
-	// 30 s (DefaultWriteTimeout), at least 1 ms.
-	WriteTimeout time.Duration `validate:"gte=1ms"`
+	// 30 s (DefaultWriteTimeout), at least 1 ms, at most MaxTimeout (1 h).
+	WriteTimeout time.Duration `validate:"gte=1ms,lte=1h"`
 }
 
 // DefaultMaxOutgoingBytes is the default Options.MaxOutgoingBytes.
@@ -134,6 +135,10 @@ const DefaultMaxUnackedPerConsumer = 50000
 
 // DefaultHandshakeTimeout is the default Options.HandshakeTimeout.
 const DefaultHandshakeTimeout = 10 * time.Second
+
+// MaxTimeout is the largest Options.HandshakeTimeout and
+// Options.WriteTimeout.
+const MaxTimeout = time.Hour
 
 // WithDefaults returns o with every unset field set to its default.
 func (o Options) WithDefaults() Options {

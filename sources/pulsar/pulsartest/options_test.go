@@ -19,6 +19,15 @@ func TestOptionsValidated(t *testing.T) {
 	if !errors.Is(err, validate.ErrInvalid) || !strings.Contains(err.Error(), "pulsartest.maxMessageSize") {
 		t.Fatalf("error %v", err)
 	}
+	for field, o := range map[string]Options{
+		"pulsartest.handshakeTimeout": {HandshakeTimeout: MaxTimeout + 1},
+		"pulsartest.writeTimeout":     {WriteTimeout: MaxTimeout + 1},
+	} {
+		var errs validate.Errors
+		if _, err := Start(context.Background(), o); !errors.As(err, &errs) || !errs.Has(field, "lte") {
+			t.Errorf("Start one past the bound of %s: %v, want an lte error on it", field, err)
+		}
+	}
 	_, err = Start(context.Background(), Options{Addr: "127.0.0.1:notaport"})
 	if err == nil || errors.Is(err, validate.ErrInvalid) {
 		t.Fatalf("bad address error %v", err)
