@@ -2,12 +2,16 @@ package producer_test
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
 )
@@ -124,4 +128,128 @@ func TestDirectHandOffGrantsOutsideDeliver(t *testing.T) {
 	if rec.direct.Load() == 0 {
 		t.Fatal("no message went straight to the Output")
 	}
+}
+
+// roomyRecorder is a recorder that can take messages without waiting and
+// always has room: TryPublish takes every message it is offered.
+type roomyRecorder struct{ *recorder }
+
+func (r roomyRecorder) TryPublish(msgs []*message.Message[item]) (int, error) {
+	return r.Publish(context.Background(), msgs)
+}
+
+// Guarantee: a rate limit holds for deliveries that find the stage buffer
+// empty and the processors with room: they wait for the bucket like the
+// buffered ones, and never pass it by.
+func TestRateLimitHoldsWhenTheProcessorsHaveRoom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := roomyRecorder{newRecorder()}
+		src, feed := feedSource()
+		h := start(t, "p", producer.Options[item]{Source: src, RateLimit: &producer.RateLimit{Allowed: 5, Interval: time.Hour}}, rec, nil)
+		synctest.Wait()
+		for i := range 20 {
+			feed().Deliver(items(i, i+1)...)
+			synctest.Wait()
+		}
+		if got := rec.published(); got != 5 {
+			t.Fatalf("%d messages published within the first interval, the limit allows 5", got)
+		}
+		h.p.SetRateLimit(nil)
+		synctest.Wait()
+		if got := rec.seqs("only"); !slices.Equal(got, seqRange(20)) {
+			t.Fatalf("published %v once the limit was lifted, want the 20 messages in order", got)
+		}
+		h.cancel()
+		waitDone(t, h)
+	})
+}
+
+// Guarantee: after the pipeline's hard stop, a message the source still
+// delivers never reaches the processors, even when they have room: it stays
+// unacknowledged and is counted in Unhandled.
+func TestDeliveryAfterHardStopIsUnhandled(t *testing.T) {
+	rec := roomyRecorder{newRecorder()}
+	var st *producer.Stage[item]
+	src := producer.SourceFunc[item](func(ctx context.Context, s *producer.Stage[item]) error {
+		st = s
+		f := s.NewFeed("only", func(int) {})
+		f.Deliver(items(0, 1)...)
+		<-ctx.Done()
+		f.Deliver(items(1, 4)...)
+		return ctx.Err()
+	})
+	h := start(t, "p", producer.Options[item]{Source: src}, rec, nil)
+	wait.For(t, "the first message to be published", func() bool { return rec.published() == 1 })
+	h.cancel()
+	waitDone(t, h)
+	if got := rec.published(); got != 1 {
+		t.Errorf("%d messages published, want only the one delivered before the hard stop", got)
+	}
+	if got := st.Unhandled(); got != 3 {
+		t.Errorf("Unhandled = %d, want the 3 messages delivered after the hard stop", got)
+	}
+}
+
+// Guarantee: a delivery that goes straight to processors with room refills
+// its feed as one through the stage buffer does, for push- and pull-model
+// feeds alike: as soon as the remaining permits fall to Threshold (at, not
+// only below it), and again while they stay at or below it.
+func TestDirectHandOffRefillsAtTheThreshold(t *testing.T) {
+	for _, tc := range thresholdCases {
+		for _, pull := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/pull=%v", flowName(tc.flow), pull), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					var mu sync.Mutex
+					var grants []int
+					grant := func(n int) {
+						mu.Lock()
+						grants = append(grants, n)
+						mu.Unlock()
+					}
+					if pull {
+						grant = nil
+					}
+					feeds := make(chan *producer.Feed[item], 1)
+					src := producer.SourceFunc[item](func(ctx context.Context, st *producer.Stage[item]) error {
+						feeds <- st.NewFeed("only", grant)
+						<-ctx.Done()
+						return ctx.Err()
+					})
+					rec := roomyRecorder{newRecorder()}
+					h := start(t, "p", producer.Options[item]{Source: src, Flow: tc.flow}, rec, nil)
+					f := <-feeds
+					if pull && f.TryAcquire(tc.flow.Initial) != tc.flow.Initial {
+						t.Fatalf("the feed holds fewer than its Initial %d permits", tc.flow.Initial)
+					}
+					f.Deliver(items(0, tc.deliver)...)
+					synctest.Wait()
+					mu.Lock()
+					got := slices.Clone(grants)
+					mu.Unlock()
+					want := tc.grants
+					if pull {
+						// The refills accumulate in the feed.
+						got = []int{tc.flow.Initial, f.TryAcquire(1 << 20)}
+						want = []int{tc.flow.Initial, sumOf(tc.grants[1:])}
+					}
+					if !slices.Equal(got, want) {
+						t.Errorf("grants %v after %d messages went straight to the processors, want %v", got, tc.deliver, want)
+					}
+					if st := f.Stats(); st.Remaining <= tc.flow.Threshold || st.Dispatched != tc.deliver {
+						t.Errorf("Stats() = %+v, want %d dispatched and Remaining above Threshold = %d", st, tc.deliver, tc.flow.Threshold)
+					}
+					h.p.StopFetching()
+					waitDone(t, h)
+				})
+			})
+		}
+	}
+}
+
+func sumOf(ns []int) int {
+	s := 0
+	for _, n := range ns {
+		s += n
+	}
+	return s
 }

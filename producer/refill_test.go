@@ -23,21 +23,26 @@ func feedItems(feed string, from, to int) []*message.Message[item] {
 	return msgs
 }
 
+// thresholdCases are deliveries, in one Deliver call, that bring a fresh
+// feed's remaining permits to its Threshold or below once they are charged,
+// with the grants the feed gets then.
+var thresholdCases = []struct {
+	flow    producer.Flow
+	deliver int
+	grants  []int
+}{
+	// 10 - 7 = 3 = Threshold: exactly at the threshold, one refill.
+	{producer.Flow{Initial: 10, Threshold: 3, Refill: 4}, 7, []int{10, 4}},
+	// 20 - 20 = 0, +10 = 10 is still ≤ 15: a second refill in the same charge.
+	{producer.Flow{Initial: 20, Threshold: 15, Refill: 10}, 20, []int{20, 10, 10}},
+}
+
 // Guarantee: a feed is refilled as soon as its remaining permits fall to
 // Threshold (at, not only below it), and refilled again and again while they
 // stay at or below Threshold, so after a charge it always has more than
 // Threshold permits.
 func TestRefillWhileRemainingAtOrBelowThreshold(t *testing.T) {
-	for _, tc := range []struct {
-		flow    producer.Flow
-		deliver int
-		grants  []int
-	}{
-		// 10 - 7 = 3 = Threshold: exactly at the threshold, one refill.
-		{producer.Flow{Initial: 10, Threshold: 3, Refill: 4}, 7, []int{10, 4}},
-		// 20 - 20 = 0, +10 = 10 is still ≤ 15: a second refill in the same charge.
-		{producer.Flow{Initial: 20, Threshold: 15, Refill: 10}, 20, []int{20, 10, 10}},
-	} {
+	for _, tc := range thresholdCases {
 		t.Run(flowName(tc.flow), func(t *testing.T) {
 			var mu sync.Mutex
 			var grants []int
