@@ -2,12 +2,15 @@ package producer_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
@@ -335,4 +338,73 @@ func TestFeedWithdrawTakesBackTheBuffer(t *testing.T) {
 	if !slices.Equal(lines, want) {
 		t.Fatalf("got\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
 	}
+}
+
+// Guarantee: messages withdrawn while the stage waits for rate-limit tokens
+// for them are never dispatched: the tokens that come then pass only what
+// is still buffered.
+func TestWithdrawWhileWaitingForTheRateLimitDispatchesNothingWithdrawn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		src := newWithdrawSource("a")
+		h := start(t, "p", producer.Options[item]{Source: src, RateLimit: &producer.RateLimit{Allowed: 2, Interval: time.Hour}}, rec, nil)
+		feeds := <-src.ready
+		a := feeds[0]
+		deliver(t, a, 0, 2) // the bucket's 2 tokens
+		deliver(t, a, 2, 10)
+		synctest.Wait() // the stage waits for the next tokens
+		if got := rec.published(); got != 2 {
+			t.Fatalf("%d messages published, the bucket holds 2", got)
+		}
+		if n := a.Withdraw(); n != 10 {
+			t.Fatalf("Withdraw removed %d, want the 10 waiting for tokens", n)
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		deliverAgain(a, 2, 1)
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if got := rec.seqs("a"); !slices.Equal(got, seqRange(3)) {
+			t.Fatalf("published %v, want a0, a1, then a2 delivered again after the withdrawal", got)
+		}
+		close(src.done)
+		waitDone(t, h)
+	})
+}
+
+// Guarantee: a source restarted after a failure starts as soon as the
+// failed run's messages are gone from the stage buffer, also when they go
+// by a withdrawal while the stage waits for rate-limit tokens for them.
+func TestRestartFollowsAWithdrawalThatEmptiesTheBuffer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		feeds := make(chan *producer.Feed[item], 2)
+		src := &scriptedSource{run: func(ctx context.Context, st *producer.Stage[item], call int) error {
+			f := st.NewFeed("only", nil)
+			feeds <- f
+			if call == 1 {
+				deliver(t, f, 0, 10)
+				return errors.New("connection reset")
+			}
+			<-ctx.Done()
+			return ctx.Err()
+		}}
+		h := start(t, "p", producer.Options[item]{Source: src, RateLimit: &producer.RateLimit{Allowed: 2, Interval: time.Hour}}, rec, nil)
+		first := <-feeds
+		time.Sleep(time.Minute) // past the backoff: the stage waits for the buffer to empty
+		synctest.Wait()
+		if n := src.calls(); n != 1 {
+			t.Fatalf("Run called %d times while the failed run's messages wait for tokens, want 1", n)
+		}
+		start := time.Now()
+		if n := first.Withdraw(); n != 8 {
+			t.Fatalf("Withdraw removed %d, want the 8 the bucket has no tokens for", n)
+		}
+		<-feeds
+		if waited := time.Since(start); waited != 0 {
+			t.Errorf("the source was restarted %v after the withdrawal emptied the buffer, want at once", waited)
+		}
+		h.cancel()
+		waitDone(t, h)
+	})
 }
