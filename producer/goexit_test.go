@@ -5,9 +5,12 @@ import (
 	"errors"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/boulevard-go/boulevard/internal/logtest"
@@ -185,4 +188,105 @@ func TestGrantCallbackGoexitOnTheDispatcherLeavesTheStageDispatching(t *testing.
 	if !strings.Contains(exited[0], "exitingGrant") || !strings.Contains(exited[0], "grant callback") {
 		t.Errorf("exit log line %q, want the stack of the exit (exitingGrant) and where it happened", exited[0])
 	}
+}
+
+// Guarantee: when the processors' code ends the stage's dispatching
+// goroutine (runtime.Goexit) while it hands a chunk over, the chunk is
+// charged to its feed as if handed over: the feed is refilled, and the
+// source goes on delivering past its first window.
+func TestPublishGoexitChargesTheChunkAndTheFeedIsRefilled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &exitOnceOutput{recorder: newRecorder()}
+		log, _ := newLogRecorder()
+		src := newWithdrawSource("a")
+		flow := producer.Flow{Initial: 10, Threshold: 3, Refill: 4}
+		h := start(t, "p", producer.Options[item]{Source: src, Flow: flow}, rec, log)
+		a := (<-src.ready)[0]
+		if n := a.TryAcquire(flow.Initial); n != flow.Initial {
+			t.Fatalf("TryAcquire = %d, want the Initial %d", n, flow.Initial)
+		}
+		a.Deliver(items(0, 10)...)
+		synctest.Wait()
+		if n := a.TryAcquire(100); n != flow.Refill {
+			t.Fatalf("TryAcquire = %d after the chunk was handed over, want the refill of %d", n, flow.Refill)
+		}
+		deliverAgain(a, 10, flow.Refill)
+		synctest.Wait()
+		if got := rec.seqs("a"); !slices.Equal(got, []int{10, 11, 12, 13}) {
+			t.Errorf("published %v, want the 4 messages delivered after the exit", got)
+		}
+		if st := a.Stats(); st.Dispatched != 14 || st.Remaining != flow.Refill {
+			t.Errorf("Stats() = %+v, want 14 dispatched and the refill of %d remaining", st, flow.Refill)
+		}
+		close(src.done)
+		waitDone(t, h)
+	})
+}
+
+// exitOnceOutput is a recorder whose first Publish call ends its goroutine
+// (runtime.Goexit) before it takes anything, as the processors'
+// PartitionBy may.
+type exitOnceOutput struct {
+	*recorder
+	exited atomic.Bool
+}
+
+func (o *exitOnceOutput) Publish(ctx context.Context, msgs []*message.Message[item]) (int, error) {
+	if o.exited.CompareAndSwap(false, true) {
+		runtime.Goexit()
+	}
+	return o.recorder.Publish(ctx, msgs)
+}
+
+// Guarantee: when a feed's grant callback ends the stage's dispatching
+// goroutine (runtime.Goexit) during a refill, the other feeds whose refill
+// was due with it are still refilled, by the goroutine that takes over.
+func TestGrantGoexitLeavesTheOtherDueRefillsGranted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		flow := producer.Flow{Initial: 10, Threshold: 3, Refill: 4}
+		inC, contC := make(chan struct{}), make(chan struct{})
+		var mu sync.Mutex
+		var grantsB []int
+		feeds := make(chan [3]*producer.Feed[item], 1)
+		src := producer.SourceFunc[item](func(ctx context.Context, st *producer.Stage[item]) error {
+			var callsA, callsC int
+			a := st.NewFeed("a", func(int) {
+				if callsA++; callsA == 2 {
+					exitingGrant()
+				}
+			})
+			b := st.NewFeed("b", func(n int) {
+				mu.Lock()
+				grantsB = append(grantsB, n)
+				mu.Unlock()
+			})
+			c := st.NewFeed("c", func(int) {
+				if callsC++; callsC == 2 {
+					// Hold the stage's refilling while a and b become due.
+					close(inC)
+					<-contC
+				}
+			})
+			feeds <- [3]*producer.Feed[item]{a, b, c}
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		log, _ := newLogRecorder()
+		h := start(t, "p", producer.Options[item]{Source: src, Flow: flow}, roomyRecorder{newRecorder()}, log)
+		fs := <-feeds
+		fs[2].Deliver(feedItems("c", 0, 7)...)
+		<-inC
+		fs[0].Deliver(feedItems("a", 0, 7)...)
+		fs[1].Deliver(feedItems("b", 0, 7)...)
+		close(contC)
+		synctest.Wait()
+		mu.Lock()
+		got := slices.Clone(grantsB)
+		mu.Unlock()
+		if want := []int{flow.Initial, flow.Refill}; !slices.Equal(got, want) {
+			t.Errorf("feed b got grants %v, want %v: its refill was due with the one whose callback exited", got, want)
+		}
+		h.p.StopFetching()
+		waitDone(t, h)
+	})
 }
