@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -266,5 +267,94 @@ func TestFailedRunLoggedOnce(t *testing.T) {
 		if len(errs) != 1 || !strings.HasPrefix(errs[0], "ERROR producer stage gave up stage=orders.producer.0 error=") {
 			t.Errorf("ERROR lines %q, want one saying the stage gave up", errs)
 		}
+	})
+}
+
+// Guarantee: the status's ConsecutiveFailures drops to 0 as soon as a run
+// delivers a message, while that run goes on.
+func TestStatusFailuresDropToZeroAtTheFirstDelivery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &scriptedSource{run: func(ctx context.Context, st *producer.Stage[item], call int) error {
+			if call < 3 {
+				return fmt.Errorf("connection refused (%d)", call)
+			}
+			f := st.NewFeed("p0", nil)
+			f.Deliver(items(0, 1)...)
+			<-ctx.Done()
+			return ctx.Err()
+		}}
+		h := start(t, "p", producer.Options[item]{Source: src}, newRecorder(), nil)
+		for src.calls() < 3 {
+			synctest.Wait()
+			time.Sleep(time.Second)
+		}
+		synctest.Wait()
+		if st := h.p.Status()[0]; st.ConsecutiveFailures != 0 || st.Restarts != 2 || st.State != producer.StateRunning {
+			t.Errorf("status %+v, want 0 consecutive failures in the running third run after 2 restarts", st)
+		}
+		h.p.StopFetching()
+		waitDone(t, h)
+	})
+}
+
+// pausingHandler is a slog.Handler that holds up the goroutine logging a
+// record whose message contains pause: it closes entered and waits for
+// release.
+type pausingHandler struct {
+	pause            string
+	entered, release chan struct{}
+}
+
+func (h pausingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h pausingHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h pausingHandler) WithGroup(string) slog.Handler            { return h }
+func (h pausingHandler) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.pause) {
+		close(h.entered)
+		<-h.release
+	}
+	return nil
+}
+
+// Guarantee: a message that a feed of an earlier run delivers while a
+// later run goes on (a delivery under way when that feed closed) does not
+// count as the later run's progress: that run failing is one more
+// consecutive failure.
+func TestLateDeliveryOfAnEarlierRunIsNotTheCurrentRunsProgress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := pausingHandler{pause: "delivered more messages than it was granted", entered: make(chan struct{}), release: make(chan struct{})}
+		run2, late := make(chan struct{}), make(chan struct{})
+		src := &scriptedSource{run: func(ctx context.Context, st *producer.Stage[item], call int) error {
+			switch call {
+			case 1:
+				f := st.NewFeed("p0", nil)
+				go func() {
+					// One more than the window: the warning holds this
+					// delivery up after its feed's closed check.
+					f.Deliver(items(0, producer.DefaultFlowInitial+1)...)
+					close(late)
+				}()
+				<-h.entered
+				return errors.New("connection reset (1)")
+			case 2:
+				close(run2)
+				<-late
+				return errors.New("connection reset (2)")
+			}
+			<-ctx.Done()
+			return ctx.Err()
+		}}
+		p := start(t, "p", producer.Options[item]{Source: src}, newRecorder(), slog.New(h))
+		<-run2
+		close(h.release)
+		for src.calls() < 3 {
+			synctest.Wait()
+			time.Sleep(time.Second)
+		}
+		if st := p.p.Status()[0]; st.ConsecutiveFailures != 2 {
+			t.Errorf("status %+v, want 2 consecutive failures: run 2 delivered nothing of its own", st)
+		}
+		p.p.StopFetching()
+		waitDone(t, p)
 	})
 }
