@@ -253,3 +253,62 @@ func sumOf(ns []int) int {
 	}
 	return s
 }
+
+// Guarantee: refills that fall due through direct hand-offs while the stage
+// is granting earlier ones are all granted, each feed's once: none is lost
+// or taken for another's, however many rounds of refills follow.
+func TestRefillsFallingDueDuringARefillAreAllGranted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		flow := producer.Flow{Initial: 10, Threshold: 3, Refill: 4}
+		names := []string{"e", "c", "d", "a", "b"}
+		// e's and c's refills hold the stage's refilling until the test
+		// lets them go on: while e's is granted, c and d fall due; while
+		// c's is granted, a and b.
+		in := map[string]chan struct{}{"e": make(chan struct{}), "c": make(chan struct{})}
+		cont := map[string]chan struct{}{"e": make(chan struct{}), "c": make(chan struct{})}
+		var mu sync.Mutex
+		grants := map[string][]int{}
+		feeds := make(chan map[string]*producer.Feed[item], 1)
+		src := producer.SourceFunc[item](func(ctx context.Context, st *producer.Stage[item]) error {
+			fs := map[string]*producer.Feed[item]{}
+			for _, name := range names {
+				fs[name] = st.NewFeed(name, func(n int) {
+					mu.Lock()
+					grants[name] = append(grants[name], n)
+					refill := len(grants[name]) == 2
+					mu.Unlock()
+					if refill && in[name] != nil {
+						close(in[name])
+						<-cont[name]
+					}
+				})
+			}
+			feeds <- fs
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		h := start(t, "p", producer.Options[item]{Source: src, Flow: flow}, roomyRecorder{newRecorder()}, nil)
+		fs := <-feeds
+		due := func(name string) { fs[name].Deliver(feedItems(name, 0, flow.Initial-flow.Threshold)...) }
+		due("e")
+		<-in["e"]
+		due("c")
+		due("d")
+		close(cont["e"])
+		<-in["c"]
+		due("a")
+		due("b")
+		close(cont["c"])
+		synctest.Wait()
+		for _, name := range names {
+			mu.Lock()
+			got := slices.Clone(grants[name])
+			mu.Unlock()
+			if want := []int{flow.Initial, flow.Refill}; !slices.Equal(got, want) {
+				t.Errorf("feed %s got grants %v, want %v", name, got, want)
+			}
+		}
+		h.p.StopFetching()
+		waitDone(t, h)
+	})
+}
