@@ -2,6 +2,7 @@ package producer_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 
@@ -51,5 +52,33 @@ func TestUnhandledCountsEveryMessageTheHardStopLeftUntaken(t *testing.T) {
 	}
 	if got := st.Unhandled(); got != 8 {
 		t.Errorf("Unhandled = %d, want the 3 of the chunk the processors did not take and the 5 buffered", got)
+	}
+}
+
+// closedOutput is a fake Output that is closed: it takes nothing, with or
+// without waiting.
+type closedOutput struct{}
+
+var errOutputClosed = errors.New("output closed")
+
+func (closedOutput) Publish(context.Context, []*message.Message[item]) (int, error) {
+	return 0, errOutputClosed
+}
+
+func (closedOutput) TryPublish([]*message.Message[item]) (int, error) { return 0, errOutputClosed }
+
+// Guarantee: messages that closed processors refuse, when offered straight
+// away, stay the stage's: they are not lost but counted in Unhandled.
+func TestMessagesClosedProcessorsRefuseAreUnhandled(t *testing.T) {
+	var st *producer.Stage[item]
+	src := producer.SourceFunc[item](func(ctx context.Context, s *producer.Stage[item]) error {
+		st = s
+		s.NewFeed("only", func(int) {}).Deliver(items(0, 5)...)
+		return nil
+	})
+	h := start(t, "p", producer.Options[item]{Source: src}, closedOutput{}, nil)
+	waitDone(t, h)
+	if got := st.Unhandled(); got != 5 {
+		t.Errorf("Unhandled = %d, want the 5 messages the closed processors refused", got)
 	}
 }
