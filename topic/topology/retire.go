@@ -44,10 +44,18 @@ type heldReader[T any] struct {
 	retired atomic.Bool
 	// gone are the routing shards rd, a ShardNotifier of a sequenced
 	// source, let go of since its last assignment, or that its last
-	// assignment left out: the letters of them taken from rd are given
-	// back as they are admitted (see sequencer.admit). Empty for a reader
-	// that tells nothing. Guarded by the sequencer's mu.
+	// assignment left out: the letters of them taken from rd while it
+	// told so are given back as they are admitted (see sequencer.admit).
+	// Empty for a reader that tells nothing. Guarded by the sequencer's
+	// mu, as are tells and taking.
 	gone shardSet
+	// tells counts what rd told of its shards; taking is tells as the
+	// run last began to take letters from rd (sequencer.taking). A
+	// letter taken after rd told its shard let go is handed out by a
+	// part rd holds (a partition that holds letters of a shard the
+	// partition count now routes elsewhere): it is admitted, not given
+	// back, which would keep it from being handled anywhere.
+	tells, taking uint64
 }
 
 // retiredCloseFailedLog is the message of the line the closer logs for a

@@ -127,12 +127,12 @@ func (q *sequencer[T]) admit(l Letter[T], r *heldReader[T]) admission {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if r != nil && r.gone.has(l.Shard) {
-		// Taken from r before r let go of its shard (or before an
-		// assignment left the shard out), and admitted after: the
-		// shard's letters are its next owner's. Held back, it would
-		// keep r's release waiting for it; delivered, it would go
-		// ahead of its key's message out, which comes back there.
+	if r != nil && r.tells != r.taking && r.gone.has(l.Shard) {
+		// Taken from r as r let go of its shard (or as an assignment
+		// left the shard out), and admitted after: the shard's letters
+		// are its next owner's. Held back, it would keep r's release
+		// waiting for it; delivered, it would go ahead of its key's
+		// message out, which comes back there.
 		return admitGiveBack
 	}
 	ks := q.keys[l.Key]
@@ -159,6 +159,15 @@ func (q *sequencer[T]) admit(l Letter[T], r *heldReader[T]) admission {
 	// letter of the key go ahead of the other.
 	q.wait(ks, pendingLetter[T]{l: l, r: r})
 	return admitHeldBack
+}
+
+// taking records that the run begins to take letters from r: admit
+// gives back only the letters of r's shards let go of that r told of
+// since (see heldReader.tells).
+func (q *sequencer[T]) taking(r *heldReader[T]) {
+	q.mu.Lock()
+	r.taking = r.tells
+	q.mu.Unlock()
 }
 
 // wait appends p to ks's waiting letters.
@@ -429,22 +438,23 @@ func (q *sequencer[T]) giveBack(r *heldReader[T]) []pendingLetter[T] {
 // flight or out: should the part come back to the reader at once (an
 // eager rebalance gives a member its partitions back), the letters wait
 // behind it again. From then until an assignment of r gives the shards
-// back, admit gives back the letters of them taken from r (see
-// heldReader.gone). Nothing once drain was called.
+// back, admit gives back the letters of them that r handed out as it
+// told so (see heldReader.gone and heldReader.tells). Nothing once drain was called.
 func (q *sequencer[T]) letGo(r *heldReader[T], in func(shard int) bool) []pendingLetter[T] {
 	gone := shardSetOf(q.shards, in)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	r.gone = r.gone.union(gone)
+	r.tells++
 	var out []pendingLetter[T]
 	for _, ks := range q.keys {
 		if !ks.draining && len(ks.waiting) > 0 && in(ks.shard) {
 			out = append(out, q.takeWaiting(ks)...)
 		}
 	}
-	if len(out) > 0 {
-		q.wakeLocked() // room for the run
-	}
+	// Room for the run, and a run waiting on r takes letters again as
+	// of this tell (see taking).
+	q.wakeLocked()
 	return out
 }
 
@@ -457,8 +467,8 @@ func (q *sequencer[T]) letGo(r *heldReader[T], in func(shard int) bool) []pendin
 // with here (sentOut). A key whose shard is in the assignment is no
 // longer moved. It removes and returns the letters held back of the
 // keys not in it, for the caller to give back. Poisoned keys stay as
-// they are. From then on admit gives back the letters taken from r, the
-// reader, of the shards not in it, and admits those of the shards in it
+// they are. From then on admit gives back the letters that r, the
+// reader, handed out as it told it, of the shards not in it, and admits those of the shards in it
 // as before, whatever r let go of earlier (see heldReader.gone). Nothing
 // once drain was called.
 func (q *sequencer[T]) assigned(r *heldReader[T], in func(shard int) bool) []pendingLetter[T] {
@@ -466,6 +476,7 @@ func (q *sequencer[T]) assigned(r *heldReader[T], in func(shard int) bool) []pen
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	r.gone = gone
+	r.tells++
 	var out []pendingLetter[T]
 	for key, ks := range q.keys {
 		switch {
@@ -482,9 +493,7 @@ func (q *sequencer[T]) assigned(r *heldReader[T], in func(shard int) bool) []pen
 			}
 		}
 	}
-	if len(out) > 0 {
-		q.wakeLocked() // room for the run
-	}
+	q.wakeLocked() // as letGo's
 	return out
 }
 

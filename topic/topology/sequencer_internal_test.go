@@ -63,3 +63,28 @@ func TestSequencerKnowsTheKeysMessageOutByItsWholeHistory(t *testing.T) {
 		t.Errorf("the letters held back went %v, want %v", got, want)
 	}
 }
+
+// Guarantee: a set of routing shards holds exactly the shards below its
+// count it was made of, across the 64-shard words, answers no for any
+// shard out of range (negative, or past the count), and a union holds
+// the shards of either set, whichever is longer.
+func TestAShardSetHoldsExactlyItsShards(t *testing.T) {
+	in := []int{0, 63, 64, 127, 128}
+	s := shardSetOf(129, func(shard int) bool { return slices.Contains(in, shard) })
+	for shard := -65; shard < 300; shard++ {
+		if got, want := s.has(shard), slices.Contains(in, shard); got != want {
+			t.Errorf("has(%d) = %v, want %v", shard, got, want)
+		}
+	}
+	if s := shardSetOf(129, func(int) bool { return false }); s.has(0) || s != nil {
+		t.Errorf("the set of no shard is %v, want nil", s)
+	}
+	short := shardSetOf(64, func(shard int) bool { return shard == 1 })
+	for _, u := range []shardSet{slices.Clone(short).union(s), slices.Clone(s).union(short)} {
+		for shard := range 129 {
+			if got, want := u.has(shard), shard == 1 || slices.Contains(in, shard); got != want {
+				t.Errorf("union has(%d) = %v, want %v", shard, got, want)
+			}
+		}
+	}
+}

@@ -588,6 +588,9 @@ func (s *Source[T]) read(ctx context.Context, stage *producer.Stage[T], h *heldR
 				}
 				continue
 			}
+			if s.seq != nil {
+				s.seq.taking(h)
+			}
 			n, err := r.Receive(wctx, buf[:want])
 			if err != nil {
 				if ctx.Err() != nil || errors.Is(err, ErrClosed) {
