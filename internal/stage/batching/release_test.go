@@ -26,6 +26,14 @@ type handled struct {
 	trigger message.Trigger
 }
 
+// publishAll hands ms to s and fails the test unless s took all of them.
+func publishAll(ctx context.Context, t *testing.T, s *batching.Batcher[int], ms ...*message.Message[int]) {
+	t.Helper()
+	if n, err := s.Publish(ctx, ms); err != nil || n != len(ms) {
+		t.Fatalf("Publish took %d of %d: %v", n, len(ms), err)
+	}
+}
+
 // Guarantee: when a source begins to release a feed, every batcher
 // partition emits its open batches at once, with trigger flush, without
 // waiting for BatchTimeout; while the release lasts, a batch is emitted as
@@ -80,9 +88,7 @@ func releaseEmits(t *testing.T, opts batcher.Options[int]) {
 	rec := acker.NewRecorder(false)
 	publish := func(ms ...*message.Message[int]) {
 		t.Helper()
-		if n, err := s.Publish(ctx, ms); err != nil || n != len(ms) {
-			t.Fatalf("Publish took %d of %d: %v", n, len(ms), err)
-		}
+		publishAll(ctx, t, s, ms...)
 	}
 	keys := []string{"a", "b", "c", "d", "e", "f"}
 	if opts.PartitionBy != nil {

@@ -160,11 +160,7 @@ func TestBatchTimeoutFiresWhileMessagesKeepComing(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		done := stagetest.Go(ctx, s)
 		rec := acker.NewRecorder(false)
-		publish := func(ms ...*message.Message[int]) {
-			if n, err := s.Publish(ctx, ms); err != nil || n != len(ms) {
-				t.Fatalf("Publish took %d of %d: %v", n, len(ms), err)
-			}
-		}
+		publish := func(ms ...*message.Message[int]) { publishAll(ctx, t, s, ms...) }
 		publish(msg(rec, 0, "a")) // opens batch a; its timeout starts
 		synctest.Wait()
 		publish(msg(rec, 1, "b")) // the partition waits in Weight
@@ -185,5 +181,80 @@ func TestBatchTimeoutFiresWhileMessagesKeepComing(t *testing.T) {
 		synctest.Wait()
 		cancel()
 		<-done
+	})
+}
+
+// Guarantee: a batch that does not fill up is emitted exactly when
+// BatchTimeout has passed since its first message: not a moment before,
+// not later, whatever messages join it meanwhile, whatever other keys'
+// batches open or time out in between; a key's next batch times out from
+// its own first message.
+func TestBatchTimeoutEmitsExactlyAtTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const timeout = time.Second
+		type emission struct {
+			key     string
+			ids     []int
+			trigger message.Trigger
+			at      time.Duration // since the test began
+		}
+		var mu sync.Mutex
+		var got []emission
+		rec := acker.NewRecorder(false)
+		begin := time.Now()
+		s := batching.New(batcher.Options[int]{
+			Name: "deadline", BatchSize: 100, BatchTimeout: timeout,
+			Handle: func(_ context.Context, batch []*message.Message[int], info message.BatchInfo) error {
+				e := emission{key: info.BatchKey, trigger: info.Trigger, at: time.Since(begin)}
+				for _, m := range batch {
+					e.ids = append(e.ids, m.Data)
+				}
+				mu.Lock()
+				got = append(got, e)
+				mu.Unlock()
+				return nil
+			},
+		}.WithDefaults(), batching.Config{Name: t.Name()})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		done := stagetest.Go(ctx, s)
+		publish := func(ms ...*message.Message[int]) {
+			t.Helper()
+			publishAll(ctx, t, s, ms...)
+			synctest.Wait()
+		}
+		// check advances the bubble's clock to when (since the test began)
+		// and fails unless want is what was emitted meanwhile.
+		check := func(when time.Duration, want ...emission) {
+			t.Helper()
+			time.Sleep(when - time.Since(begin))
+			synctest.Wait()
+			mu.Lock()
+			e := got
+			got = nil
+			mu.Unlock()
+			if !slices.EqualFunc(e, want, func(a, b emission) bool {
+				return a.key == b.key && slices.Equal(a.ids, b.ids) && a.trigger == b.trigger && a.at == b.at
+			}) {
+				t.Fatalf("by %v emitted %+v, want %+v", when, e, want)
+			}
+		}
+
+		publish(msg(rec, 0, "a")) // a's deadline: 1s
+		check(400 * time.Millisecond)
+		publish(msg(rec, 1, "b")) // b's deadline: 1.4s
+		check(700 * time.Millisecond)
+		publish(msg(rec, 2, "a")) // joins a; its deadline stays 1s
+		check(timeout - time.Nanosecond)
+		check(timeout, emission{"a", []int{0, 2}, message.TriggerTimeout, timeout})
+		publish(msg(rec, 3, "a")) // a's next batch: deadline 2s
+		check(1400*time.Millisecond - time.Nanosecond)
+		check(1400*time.Millisecond, emission{"b", []int{1}, message.TriggerTimeout, 1400 * time.Millisecond})
+		check(2*timeout - time.Nanosecond)
+		check(2*timeout, emission{"a", []int{3}, message.TriggerTimeout, 2 * timeout})
+
+		s.CloseInput()
+		<-done
+		assertOnce(t, rec, span(0, 4))
 	})
 }
