@@ -387,6 +387,26 @@ func TestFlushModeEmitsImmediately(t *testing.T) {
 	assertOnce(t, rec, span(0, 6))
 }
 
+// Guarantee: with BatchSize 1 every message is a batch of its own, emitted
+// at once, whose trigger says why: size for a bulk message, flush for one
+// in flush mode, as it would with a larger BatchSize.
+func TestBatchOfOneHasTriggerFlushForAFlushMessage(t *testing.T) {
+	rec := acker.NewRecorder(false)
+	h := start(t, batcher.Options[int]{BatchSize: 1, BatchTimeout: never})
+	flush := msg(rec, 1, "k")
+	flush.SetBatchMode(message.Flush)
+	h.publish(t, msg(rec, 0, "k"), flush, msg(rec, 2, "k"))
+	want := []message.Trigger{message.TriggerSize, message.TriggerFlush, message.TriggerSize}
+	for i, tr := range want {
+		b := h.next(t)
+		if !slices.Equal(b.ids, []int{i}) || b.info.Size != 1 || b.info.Trigger != tr {
+			t.Errorf("batch %d: %+v ids %v, want message %d alone with trigger %v", i, b.info, b.ids, i, tr)
+		}
+	}
+	h.drain(t)
+	assertOnce(t, rec, span(0, 3))
+}
+
 // Guarantee: CloseInput emits every open batch with trigger flush, every
 // message is acknowledged exactly once before Done closes, and Publish then
 // fails with queue.ErrClosed.
