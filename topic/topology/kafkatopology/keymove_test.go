@@ -194,11 +194,17 @@ func (q *lateQueues) Subscribe(ctx context.Context) (topology.Reader[msg], error
 	if err != nil {
 		return nil, err
 	}
-	return &lateReader{groupReader: r.(*groupReader[msg]), q: q, ctx: ctx, released: make(chan struct{})}, nil
+	lr := &lateReader{q: q, ctx: ctx, released: make(chan struct{})}
+	lr.tellingReader = &tellingReader{groupReader: r.(*groupReader[msg]), told: func(c topology.ShardChange, _ func(int) bool) {
+		if c == topology.ShardsReleased {
+			lr.told.Do(func() { close(lr.released) })
+		}
+	}}
+	return lr, nil
 }
 
 type lateReader struct {
-	*groupReader[msg]
+	*tellingReader
 	q        *lateQueues
 	ctx      context.Context // the subscriber's: bounds the wait
 	once     sync.Once
@@ -206,16 +212,21 @@ type lateReader struct {
 	released chan struct{}
 }
 
-func (r *lateReader) OnShards(f func(topology.ShardChange, func(shard int) bool)) {
+// tellingReader is a group reader that calls told after each change of
+// its shards it tells its subscriber of.
+type tellingReader struct {
+	*groupReader[msg]
+	told func(topology.ShardChange, func(shard int) bool)
+}
+
+func (r *tellingReader) OnShards(f func(topology.ShardChange, func(shard int) bool)) {
 	if f == nil {
 		r.groupReader.OnShards(nil)
 		return
 	}
 	r.groupReader.OnShards(func(c topology.ShardChange, in func(shard int) bool) {
 		f(c, in)
-		if c == topology.ShardsReleased {
-			r.told.Do(func() { close(r.released) })
-		}
+		r.told(c, in)
 	})
 }
 
