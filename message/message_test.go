@@ -99,7 +99,8 @@ func TestStrings(t *testing.T) {
 }
 
 // Guarantee: Reuse clears what stages set on the previous message (status,
-// error, disposition, routing, deferral) and keeps what the source set
+// error, disposition, routing, deferral, a request for immediate
+// acknowledgement) and keeps what the source set
 // (acknowledger, ack data, metadata, partition key), without allocating.
 func TestReuse(t *testing.T) {
 	ack := acker.NewRecorder(false)
@@ -115,11 +116,12 @@ func TestReuse(t *testing.T) {
 	m.SetBatchKey("k")
 	m.SetBatchMode(message.Flush)
 	m.Defer()
+	m.AckImmediately()
 
 	m.Reuse("second", 2)
 	if m.Data != "second" || m.Failed() || m.Err() != nil || m.Disposition() != acker.DispositionDefault ||
-		m.Batcher() != message.DefaultBatcher || m.BatchKey() != "" || m.BatchMode() != message.Bulk || m.Deferred() {
-		t.Fatalf("after Reuse: %v data %q disposition %v deferred %v", m, m.Data, m.Disposition(), m.Deferred())
+		m.Batcher() != message.DefaultBatcher || m.BatchKey() != "" || m.BatchMode() != message.Bulk || m.Deferred() || m.AckRequested() {
+		t.Fatalf("after Reuse: %v data %q disposition %v deferred %v immediate ack %v", m, m.Data, m.Disposition(), m.Deferred(), m.AckRequested())
 	}
 	a, id, data := m.Acknowledger()
 	if a != acker.Acknowledger(ack) || id != 2 || data != "slot" || m.Metadata != any(meta) || m.PartitionKey() != "t/0" {

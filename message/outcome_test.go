@@ -105,3 +105,57 @@ func TestUnknownBatchModeIsBulk(t *testing.T) {
 		t.Fatalf("String() = %s, want mode=bulk", m)
 	}
 }
+
+// Guarantee: the copy Detach makes of a message acknowledged immediately
+// holds nothing its source may reuse once the outcome is reported: no
+// Metadata, acknowledger or ack data. A batch handler reading the copy
+// never sees what the source set for a later record.
+func TestDetachedCopyHoldsNothingItsSourceMayReuse(t *testing.T) {
+	rec := acker.NewRecorder(false)
+	src := message.New("x", rec, 4)
+	src.Metadata = &kafkaMeta{Partition: 2}
+	src.SetAckData("ledger:4")
+	src.AckImmediately()
+	var dst message.Message[string]
+	message.Detach(&dst, src, "y")
+	if dst.Metadata != nil {
+		t.Fatalf("detached copy carries its source's Metadata %v", dst.Metadata)
+	}
+	if a, id, data := dst.Acknowledger(); a != acker.Discard || data != nil || id != 4 {
+		t.Fatalf("detached copy: acknowledger %v id %d ack data %v, want Discard, 4, none", a, id, data)
+	}
+	src.Reuse("z", 5)
+	src.Metadata = &kafkaMeta{Partition: 3}
+	if dst.Metadata != nil || dst.Data != "y" {
+		t.Fatalf("detached copy follows its reused source: metadata %v data %q", dst.Metadata, dst.Data)
+	}
+}
+
+// Guarantee: AddTo adds nothing for a deferred message, whose outcome is
+// its deferrer's to report, nor for the copy of a message acknowledged
+// immediately, even once that copy fails in its batch.
+func TestAddToLeavesOutcomesThatAreNotTheStagesToReport(t *testing.T) {
+	rec := acker.NewRecorder(false)
+	var g acker.Group
+	deferred := message.New(1, rec, 1)
+	deferred.Defer()
+	deferred.AddTo(&g)
+	deferred.Fail(errors.New("after the deferral"))
+	deferred.AddTo(&g)
+
+	src := message.New(2, rec, 2)
+	src.AckImmediately()
+	var copied message.Message[int]
+	message.Detach(&copied, src, 2)
+	copied.AddTo(&g)
+	copied.Fail(errors.New("in its batch"))
+	copied.AddTo(&g)
+
+	if n := g.Len(); n != 0 {
+		t.Fatalf("AddTo added %d outcomes, want none", n)
+	}
+	g.Flush(context.Background(), nil)
+	if rec.Total() != 0 {
+		t.Fatalf("acknowledger got %+v, want nothing", rec.Calls())
+	}
+}
