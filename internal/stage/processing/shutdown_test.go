@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/internal/queue"
 	"github.com/boulevard-go/boulevard/internal/stage/stagetest"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/processor"
@@ -177,4 +178,22 @@ func TestNilMessageDropped(t *testing.T) {
 	publish(t, s, []*message.Message[int]{nil, msgs[0], nil, msgs[1]})
 	drain(t, s)
 	assertOnce(t, rec, seq(1, 3))
+}
+
+// Guarantee: once the processors have returned after a hard stop (their
+// context cancelled, the input never closed), a late Publish fails with
+// queue.ErrClosed rather than queue a message that nobody handles or
+// counts.
+func TestPublishAfterHardStopFails(t *testing.T) {
+	rec := acker.NewRecorder(false)
+	s := newStage(t, processor.Options[int, int]{Concurrency: 2,
+		Handle: func(_ context.Context, m *message.Message[int]) (int, error) { return m.Data, nil }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := stagetest.Go(ctx, s)
+	cancel()
+	waitDone(t, done, "the processors to return")
+	n, err := s.Publish(context.Background(), ints(rec, 0, 1))
+	if n != 0 || !errors.Is(err, queue.ErrClosed) {
+		t.Errorf("Publish after a hard stop took %d: %v, want 0 and queue.ErrClosed", n, err)
+	}
 }
