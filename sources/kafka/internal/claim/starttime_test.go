@@ -52,16 +52,21 @@ func TestStartOffsetsNeverSkipARecordAppendedDuringTheLookup(t *testing.T) {
 		"found":    {10, 20, 150, 160}, // first record that late at 2
 		"late":     {10, 20, 30},       // none that late: its end, 3
 		"appended": {10, 20},           // one that late appended below
+		"empty":    {},                 // one that late appended at offset 0
 	}}
 	// Between the first listing by time and the end listing, a late record
-	// lands in "appended" at offset 2: the end listing then says 3.
-	f.onList = map[int]func(){1: func() { f.ts["appended"] = append(f.ts["appended"], 120) }}
+	// lands in "appended" at offset 2 (the end listing then says 3), and
+	// one in "empty" at offset 0 (the end listing says 1).
+	f.onList = map[int]func(){1: func() {
+		f.ts["appended"] = append(f.ts["appended"], 120)
+		f.ts["empty"] = append(f.ts["empty"], 130)
+	}}
 	parts := slices.Sorted(maps.Keys(f.ts))
 	got, err := StartOffsets(context.Background(), parts, f.list("time", start), f.list("end", 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]int64{"found": 2, "late": 3, "appended": 2}
+	want := map[string]int64{"found": 2, "late": 3, "appended": 2, "empty": 0}
 	if !maps.Equal(got, want) {
 		t.Fatalf("start offsets %v, want %v", got, want)
 	}
