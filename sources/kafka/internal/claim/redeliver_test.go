@@ -120,3 +120,25 @@ func TestReleaseReturnsOnTheLastOutcome(t *testing.T) {
 		}
 	})
 }
+
+// Guarantee: the failure of a message whose offset a rewind already
+// dropped (an outcome of the delivery before the rewind, arriving late)
+// asks for no second rewind: the records from that offset on are being
+// fetched again anyway.
+func TestALateFailureOfARewoundRecordAsksForNoRewind(t *testing.T) {
+	p, _ := newTestPartition(FailureRedeliver, 5)
+	p.Ack(t.Context(), outcomes(0, 1), []acker.Outcome{failedOutcome(2, acker.DispositionDefault)})
+	if at := p.TakeRetry(); at != 2 {
+		t.Fatalf("TakeRetry = %d, want 2", at)
+	}
+	<-p.RetryCh
+	p.Ack(t.Context(), nil, []acker.Outcome{failedOutcome(3, acker.DispositionDefault)})
+	if at := p.RetryAt(); at != -1 {
+		t.Fatalf("RetryAt = %d after a late failure of an offset the rewind dropped, want -1", at)
+	}
+	select {
+	case <-p.RetryCh:
+		t.Fatal("a late failure of an offset the rewind dropped woke the reader to rewind again")
+	default:
+	}
+}
