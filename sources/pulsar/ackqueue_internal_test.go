@@ -444,3 +444,41 @@ func TestCloseHandsOverTheQueuedOutcomesWhileTheClientKeepsTakingThem(t *testing
 		}
 	})
 }
+
+// Guarantee: outcomes for a consumer the source replaced or closed (its
+// stage failed, or the source closed) are dropped, never queued for the
+// client, and each one the broker will redeliver is counted in
+// Stats().DroppedAcks (failed ones too; one the shutdown interrupted is
+// neither acked nor nacked anyway, and is not counted).
+func TestOutcomesForAReplacedConsumerAreDroppedAndCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHeldConsumer()
+		c, logs := heldSourceConsumer(h)
+		// As retire marks the consumers of a failed stage, before it
+		// closes them.
+		c.gone.Store(true)
+		c.Ack(context.Background(), outcomes(3), []acker.Outcome{
+			{Data: pulsar.Message(heldMessage{}), Err: errors.New("failed")},
+			{Data: pulsar.Message(heldMessage{}), Err: errors.New("failed"), Disposition: acker.DispositionDiscard},
+			{Data: pulsar.Message(heldMessage{}), Err: acker.ErrShutdown},
+		})
+		synctest.Wait()
+		c.acks.mu.Lock()
+		queued := c.acks.n
+		c.acks.mu.Unlock()
+		if queued != 0 {
+			t.Errorf("%d outcomes of a replaced consumer were queued for its client", queued)
+		}
+		if got := c.src.droppedAcks.Load(); got != 5 {
+			t.Errorf("DroppedAcks = %d, want 5 (3 successful, 2 failed)", got)
+		}
+		if n := logs.count("closed or replaced consumer"); n != 1 {
+			t.Errorf("the dropped outcomes were logged %d times, want once", n)
+		}
+		close(h.release)
+		c.close()
+		if acked, nacked, _ := h.counts(); acked+nacked != 0 {
+			t.Errorf("the client got %d acks and %d nacks for a replaced consumer, want none", acked, nacked)
+		}
+	})
+}

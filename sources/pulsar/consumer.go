@@ -331,7 +331,7 @@ func (c *consumer) next(ctx context.Context, buffered bool, flush func()) (pulsa
 // those messages to the consumer that replaced it.
 func (c *consumer) Ack(ctx context.Context, successful, failed []acker.Outcome) {
 	if c.gone.Load() {
-		c.dropGone(ctx, len(successful)+len(failed))
+		c.dropGone(ctx, pending(successful, failed))
 		return
 	}
 	c.enqueue(ctx, successful, failed)

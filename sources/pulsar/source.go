@@ -129,7 +129,9 @@ type Stats struct {
 	// had been closed or replaced, or because its ack queue was full, or
 	// still held them when it closed, while the client took no acks (see
 	// docs/pulsar.md, The ack queue). The broker redelivers those
-	// messages.
+	// messages. A failure the pipeline's shutdown caused
+	// (acker.Interrupted) is never counted: it is neither acked nor nacked
+	// anyway.
 	DroppedAcks int64
 	// CallbackPanics is the number of panics recovered from
 	// Options.ActiveStateCallback.
