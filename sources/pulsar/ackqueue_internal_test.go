@@ -482,3 +482,24 @@ func TestOutcomesForAReplacedConsumerAreDroppedAndCounted(t *testing.T) {
 		}
 	})
 }
+
+// Guarantee: closing a consumer whose client takes no acks counts every
+// ack it gives up in Stats().DroppedAcks, those queued behind the chunk
+// the ack goroutine was handing over included.
+func TestCloseCountsEveryAckItGivesUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHeldConsumer()
+		c, _ := heldSourceConsumer(h)
+		ctx := context.Background()
+		c.Ack(ctx, outcomes(1), nil)
+		synctest.Wait() // the client holds the first
+		const behind = ackChunk + 50
+		c.Ack(ctx, outcomes(behind), nil)
+		c.close()
+		acked, _, after := h.counts()
+		if got := c.src.droppedAcks.Load(); acked != 1 || after != 0 || got != behind {
+			t.Errorf("client got %d acks (%d after its close), DroppedAcks = %d; want the one it held, none after, %d dropped",
+				acked, after, got, behind)
+		}
+	})
+}
