@@ -35,6 +35,7 @@ func TestDecide(t *testing.T) {
 		{"reject wins over retry disposition", acker.Outcome{Err: topology.Reject(plain), Disposition: acker.DispositionRetry}, topology.OutcomeReject, false},
 		{"defer", acker.Outcome{Err: topology.Defer()}, topology.OutcomeDefer, false},
 		{"timeout", acker.Outcome{Err: &topology.TimeoutError{Timeout: time.Second}}, topology.OutcomeRetry, true},
+		{"timeout asked to retry", acker.Outcome{Err: topology.Retry(&topology.TimeoutError{Timeout: time.Second})}, topology.OutcomeRetry, true},
 		{"interrupted reject", acker.Outcome{Err: acker.WrapShutdown(topology.Reject(context.Canceled))}, topology.OutcomeRequeue, false},
 	}
 	for _, c := range cases {
