@@ -417,3 +417,52 @@ func TestSequencedRetryRefusedByAFullHoldQueueKeepsItsKeysPlace(t *testing.T) {
 		}
 	})
 }
+
+// refuseFirstDeadLetter refuses the first dead letter for room (ErrFull,
+// keeping nothing), as a DLQ with no room for a moment does, and takes
+// every later one.
+type refuseFirstDeadLetter struct {
+	topology.Queues[int]
+	refused atomic.Bool
+}
+
+func (q *refuseFirstDeadLetter) DeadLetter(ctx context.Context, l topology.Letter[int]) error {
+	if q.refused.CompareAndSwap(false, true) {
+		return fmt.Errorf("DLQ: %w", topology.ErrFull)
+	}
+	return q.Queues.DeadLetter(ctx, l)
+}
+
+// Guarantee: a hand-off that comes while the source keeps letters a full
+// queue refused goes behind them, even when the queue would take it, so
+// that dead letters reach the DLQ in the order they died.
+func TestAHandOffWhileLettersAreKeptGoesBehindThem(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, mq := declareMemory(t, build(t, topology.New("plain").DLQ()))
+		q := &refuseFirstDeadLetter{Queues: mq}
+		pub, _ := topology.NewPublisher(mq, topology.PublisherOptions[int]{})
+		for v := 1; v <= 2; v++ { // both taken at once, before the first dies
+			if err := pub.Publish(t.Context(), v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var handled atomic.Int64
+		src, p := startPipeline(t, q, rejectAll(&handled))
+		time.Sleep(time.Minute) // fake time: the kept letter's next attempt
+		synctest.Wait()
+		if err := p.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		rd, err := mq.SubscribeDead(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rd.Close(context.Background())
+		if got := queuedValues(rd); !slices.Equal(got, []int{1, 2}) {
+			t.Errorf("the DLQ received %v, want [1 2]: the letter rejected second waits behind the one kept for room", got)
+		}
+		if st := src.Stats(); handled.Load() != 2 || st.DeadLettered != 2 {
+			t.Errorf("handled %d, stats %+v; want 2 handled and 2 dead-lettered", handled.Load(), st)
+		}
+	})
+}
