@@ -3,6 +3,7 @@ package kafkatopology
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync"
 
 	"github.com/IBM/sarama"
@@ -42,6 +43,7 @@ var errCutShort = fmt.Errorf("%w: %w", ErrConnect, kafkaconn.ErrCut)
 // already.
 func (d *dialing) child(cfg *sarama.Config) (*sarama.Config, *kafkaconn.Set) {
 	c, s := d.parent.Child(cfg)
+	ownStrategies(c)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.cut {
@@ -113,4 +115,38 @@ func bounded[T, R any](ctx context.Context, b *Backend[T], kind error, what stri
 	}
 	<-done
 	return res, err
+}
+
+// ownStrategy makes, for each type of sarama's partition assignment
+// strategies that keep what they planned last in the strategy itself
+// (sticky, cooperative-sticky), a new one: a group leader's plan writes
+// that state, so two consumer groups planning at once through one of
+// them race.
+var ownStrategy = map[reflect.Type]func() sarama.BalanceStrategy{
+	reflect.TypeOf(sarama.NewBalanceStrategySticky()):            sarama.NewBalanceStrategySticky,
+	reflect.TypeOf(sarama.NewBalanceStrategyCooperativeSticky()): sarama.NewBalanceStrategyCooperativeSticky,
+}
+
+// ownStrategies gives cfg, a client's copy of the backend's config, an
+// instance of its own of each stateful strategy the backend's config
+// names (see ownStrategy): the backend's consumer groups (its readers'
+// and its hold queues' releasers) share that config, and their leaders
+// plan their rebalances each on its own goroutine.
+func ownStrategies(cfg *sarama.Config) {
+	own := func(s sarama.BalanceStrategy) sarama.BalanceStrategy {
+		if mk, ok := ownStrategy[reflect.TypeOf(s)]; ok {
+			return mk()
+		}
+		return s
+	}
+	rb := &cfg.Consumer.Group.Rebalance
+	if ss := rb.GroupStrategies; len(ss) > 0 {
+		rb.GroupStrategies = make([]sarama.BalanceStrategy, len(ss))
+		for i, s := range ss {
+			rb.GroupStrategies[i] = own(s)
+		}
+	}
+	if rb.Strategy != nil {
+		rb.Strategy = own(rb.Strategy)
+	}
 }
