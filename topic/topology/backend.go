@@ -343,10 +343,14 @@ func (c ShardChange) String() string {
 // source stops holding the key's later letters back for it, and gives
 // back (Queues.Return) the letters of the shard it took from the reader
 // and had not yet admitted, until an assignment gives the shard back to
-// the reader. A sequenced Source sets it right after it subscribes and
-// sets nil once the Run that subscribed the reader has returned. The Pulsar backend's
-// Key_Shared consumers are moved keys without being told, and do not
-// implement it (see docs/topology.md, "Sequenced topics").
+// the reader; from a reader that is also a [PartTracker], it gives back
+// the letters of the part let go of instead, whatever their shard, and
+// delivers the letters of a shard no longer held that parts the reader
+// holds handed out. A sequenced Source sets it right after it
+// subscribes and sets nil once the Run that subscribed the reader has
+// returned. The Pulsar backend's Key_Shared consumers are moved keys
+// without being told, and do not implement it (see docs/topology.md,
+// "Sequenced topics").
 type ShardNotifier interface {
 	// OnShards sets f, which the reader calls from its own goroutines
 	// (for two parts let go at once, from two at once): with
@@ -356,12 +360,36 @@ type ShardNotifier interface {
 	// new assignment, before it hands out any letter of it (a reader
 	// that learns of a part let go for good only once the part comes
 	// back may tell the assignment it held without it then, ahead of
-	// the one with it). in reports whether a shard is in the part let
-	// go, or in the assignment, until f returns: f must not keep it. f
+	// the one with it; one that lets go of a part and reads on from the
+	// rest tells the assignment left after the part released). in
+	// reports whether a shard is in the part let go, or in the
+	// assignment, until f returns: f must not keep it. f
 	// must not block; it may give letters back (Queues.Return), and
 	// must not call into the reader otherwise. A later call replaces f;
 	// nil: nobody is told.
 	OnShards(f func(change ShardChange, in func(shard int) bool))
+}
+
+// PartTracker is implemented by a [ShardNotifier] that knows the part of
+// what it reads each letter it hands out came from: the Kafka backend's
+// group reader, whose letters each come from one partition's claim. A
+// part may hold letters of a shard that the reader tells of with another
+// part (a Kafka partition holds the letters of a shard that a grown
+// partition count now routes to another partition), so the shards told
+// do not say which letters the part let go of held. A sequenced [Source]
+// whose reader implements it gives back (Queues.Return) exactly the
+// letters it took from a part let go of, whatever their shard, as the
+// reader tells so and as it admits them later, and keeps those of the
+// parts the reader still holds: given back, they would stay unsettled
+// until the reader let their part go too.
+type PartTracker interface {
+	// LetGo reports whether the part that handed out the letter whose
+	// Receipt is receipt was let go of; the reader records it before it
+	// tells the part released (ShardsReleased), and once true for a
+	// receipt it stays true. False for a receipt it did not hand out.
+	// Called with the source's locks held: it must not block, nor call
+	// into the source.
+	LetGo(receipt any) bool
 }
 
 // ReachReporter is implemented by a [Reader] that can tell whether it

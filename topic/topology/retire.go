@@ -56,6 +56,11 @@ type heldReader[T any] struct {
 	// partition count now routes elsewhere): it is admitted, not given
 	// back, which would keep it from being handled anywhere.
 	tells, taking uint64
+	// parts is rd as a PartTracker, set (before rd tells anything) when
+	// rd is also the ShardNotifier of a sequenced source: the letters
+	// it let go of are known by their part, not by their shard (see
+	// heldReader.letGo).
+	parts PartTracker
 }
 
 // retiredCloseFailedLog is the message of the line the closer logs for a

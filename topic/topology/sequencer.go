@@ -127,9 +127,9 @@ func (q *sequencer[T]) admit(l Letter[T], r *heldReader[T]) admission {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if r != nil && r.tells != r.taking && r.gone.has(l.Shard) {
-		// Taken from r as r let go of its shard (or as an assignment
-		// left the shard out), and admitted after: the shard's letters
+	if r != nil && r.letGo(&l) {
+		// Taken from r as r let go of its part (or as an assignment
+		// left its shard out), and admitted after: the part's letters
 		// are its next owner's. Held back, it would keep r's release
 		// waiting for it; delivered, it would go ahead of its key's
 		// message out, which comes back there.
@@ -159,6 +159,42 @@ func (q *sequencer[T]) admit(l Letter[T], r *heldReader[T]) admission {
 	// letter of the key go ahead of the other.
 	q.wait(ks, pendingLetter[T]{l: l, r: r})
 	return admitHeldBack
+}
+
+// letGo reports whether l, taken from h, goes back to the backend as h
+// let go of where it came from: for a PartTracker, its part; for
+// another reader, its shard, which h told let go of (or left out of its
+// assignment) since the run began to take the letters l was taken with
+// (see heldReader.gone and heldReader.tells). q.mu is held.
+func (h *heldReader[T]) letGo(l *Letter[T]) bool {
+	if h.parts != nil {
+		return h.parts.LetGo(l.Receipt)
+	}
+	return h.tells != h.taking && h.gone.has(l.Shard)
+}
+
+// takeLetGo moves to out the letters waiting in ks that came from a part
+// their reader, a PartTracker, let go of, and keeps the others waiting in
+// their order.
+func (q *sequencer[T]) takeLetGo(ks *keyState[T], out []pendingLetter[T]) []pendingLetter[T] {
+	k := 0
+	for _, p := range ks.waiting {
+		if p.r != nil && p.r.parts != nil && p.r.parts.LetGo(p.l.Receipt) {
+			out = append(out, p)
+			continue
+		}
+		ks.waiting[k] = p
+		k++
+	}
+	if n := len(ks.waiting) - k; n > 0 {
+		q.held -= n
+		clear(ks.waiting[k:])
+		ks.waiting = ks.waiting[:k]
+		if k == 0 {
+			q.tally(ks, -1)
+		}
+	}
+	return out
 }
 
 // taking records that the run begins to take letters from r: admit
@@ -432,14 +468,18 @@ func (q *sequencer[T]) giveBack(r *heldReader[T]) []pendingLetter[T] {
 }
 
 // letGo removes and returns the letters held back behind their key's
-// message whose shard is in (r, the reader, lets go of their part; its
-// next owner receives them again), but not those of a poisoned key being
-// drained, which are being dead-lettered. The keys keep their message in
-// flight or out: should the part come back to the reader at once (an
-// eager rebalance gives a member its partitions back), the letters wait
-// behind it again. From then until an assignment of r gives the shards
-// back, admit gives back the letters of them that r handed out as it
-// told so (see heldReader.gone and heldReader.tells). Nothing once drain was called.
+// message that r, the reader, handed out from the part it lets go of
+// (its next owner receives them again), but not those of a poisoned key
+// being drained, which are being dead-lettered: for a PartTracker, the
+// letters of that part, whatever their shard; for another reader, those
+// whose shard is in. The keys keep their message in flight or out:
+// should the part come back to the reader at once (an eager rebalance
+// gives a member its partitions back), the letters wait behind it
+// again. From then on admit gives back the letters of the part that r
+// handed out as it told so (for a reader that is no PartTracker, those
+// of the shards let go of, until an assignment of r gives them back:
+// see heldReader.gone and heldReader.tells). Nothing once drain was
+// called.
 func (q *sequencer[T]) letGo(r *heldReader[T], in func(shard int) bool) []pendingLetter[T] {
 	gone := shardSetOf(q.shards, in)
 	q.mu.Lock()
@@ -448,7 +488,11 @@ func (q *sequencer[T]) letGo(r *heldReader[T], in func(shard int) bool) []pendin
 	r.tells++
 	var out []pendingLetter[T]
 	for _, ks := range q.keys {
-		if !ks.draining && len(ks.waiting) > 0 && in(ks.shard) {
+		switch {
+		case ks.draining || len(ks.waiting) == 0:
+		case r.parts != nil:
+			out = q.takeLetGo(ks, out)
+		case in(ks.shard):
 			out = append(out, q.takeWaiting(ks)...)
 		}
 	}
@@ -459,17 +503,22 @@ func (q *sequencer[T]) letGo(r *heldReader[T], in func(shard int) bool) []pendin
 }
 
 // assigned is told the reader's new assignment (in): a key whose shard
-// is not in it no longer has its letters here, and its message out comes
-// back to the shard's new owner. Such a key whose message is out is
-// forgotten, so that should its shard come back later its letters are
-// admitted as they arrive; one whose message is in flight (or ready) is
-// marked moved, so that should that message go out the key is done
-// with here (sentOut). A key whose shard is in the assignment is no
-// longer moved. It removes and returns the letters held back of the
-// keys not in it, for the caller to give back. Poisoned keys stay as
-// they are. From then on admit gives back the letters that r, the
-// reader, handed out as it told it, of the shards not in it, and admits those of the shards in it
-// as before, whatever r let go of earlier (see heldReader.gone). Nothing
+// is not in it has its message out come back to the shard's new owner.
+// Such a key whose message is out is done with here: its next letter
+// held back, if any, takes its turn, or else it is forgotten, so that
+// should its shard come back later its letters are admitted as they
+// arrive; one whose message is in flight (or ready) is marked moved, so
+// that should that message go out the key is done with here (sentOut).
+// A key whose shard is in the assignment is no longer moved. It removes
+// and returns, for the caller to give back, the letters held back of
+// the keys not in it that r, a PartTracker, handed out from a part it let
+// go of (those of the parts it holds, a partition holding letters of a
+// shard that a grown partition count routes elsewhere, stay, and go in
+// their turn); from another reader, all of them. Poisoned keys stay as
+// they are. From then on admit gives back the letters that r handed out
+// as it told it from the parts it let go of (a PartTracker), or else of
+// the shards not in it, and admits those of the shards in it as before,
+// whatever r let go of earlier (see heldReader.gone). Nothing
 // once drain was called.
 func (q *sequencer[T]) assigned(r *heldReader[T], in func(shard int) bool) []pendingLetter[T] {
 	gone := shardSetOf(q.shards, func(shard int) bool { return !in(shard) })
@@ -484,10 +533,13 @@ func (q *sequencer[T]) assigned(r *heldReader[T], in func(shard int) bool) []pen
 		case in(ks.shard):
 			ks.moved = false
 		default:
-			out = append(out, q.takeWaiting(ks)...)
+			if r.parts != nil {
+				out = q.takeLetGo(ks, out)
+			} else {
+				out = append(out, q.takeWaiting(ks)...)
+			}
 			if ks.out {
-				q.setOut(ks, false)
-				q.forget(key, ks)
+				q.releaseLocked(key, ks)
 			} else {
 				ks.moved = true
 			}

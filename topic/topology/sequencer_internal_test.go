@@ -88,3 +88,70 @@ func TestAShardSetHoldsExactlyItsShards(t *testing.T) {
 		}
 	}
 }
+
+// partsReader tells which receipts came from a part let go of: a
+// receipt is the part's name, and gone holds those let go of.
+type partsReader struct{ gone map[any]bool }
+
+func (p *partsReader) LetGo(receipt any) bool { return p.gone[receipt] }
+
+// Guarantee: a sequenced source whose reader knows each letter's part
+// (a PartTracker) gives back, as the reader lets a part go, exactly the
+// letters held back that the part handed out, whatever their shard, and
+// those of it it admits afterwards; the letters of a part the reader
+// keeps stay held back behind their key's message out, and go in their
+// order once an assignment that leaves their shard out tells that the
+// message comes back elsewhere.
+func TestASequencerGivesBackTheLettersOfThePartLetGoAndKeepsTheOthers(t *testing.T) {
+	q := &sequencer[int]{shards: 2, limit: 100, keys: map[string]*keyState[int]{}, wakers: map[*waker]struct{}{}}
+	parts := &partsReader{gone: map[any]bool{}}
+	r := &heldReader[int]{parts: parts}
+	// Key A, of shard 1: its message 1 is out; 2 and 4 come from the
+	// part "old", 3 from "new".
+	first := Letter[int]{Key: "A", Shard: 1, Value: 1, Receipt: "old"}
+	if q.admit(first, r) != admitDeliver {
+		t.Fatal("the key's first letter was not delivered")
+	}
+	q.sentOut(&first)
+	for _, l := range []Letter[int]{{Value: 2, Receipt: "old"}, {Value: 3, Receipt: "new"}, {Value: 4, Receipt: "old"}} {
+		l.Key, l.Shard = "A", 1
+		if got := q.admit(l, r); got != admitHeldBack {
+			t.Fatalf("letter %d: admission %d, want held back", l.Value, got)
+		}
+	}
+	// The reader lets the part "new" go, which the shard routes to now.
+	parts.gone["new"] = true
+	values := func(ps []pendingLetter[int]) []int {
+		var vs []int
+		for _, p := range ps {
+			vs = append(vs, p.l.Value)
+		}
+		return vs
+	}
+	if got := values(q.letGo(r, func(shard int) bool { return shard == 1 })); !slices.Equal(got, []int{3}) {
+		t.Errorf("letting the part go gave back %v, want [3]", got)
+	}
+	if got := q.admit(Letter[int]{Key: "A", Shard: 1, Value: 5, Receipt: "new"}, r); got != admitGiveBack {
+		t.Errorf("a letter of the part let go, admitted after: admission %d, want given back", got)
+	}
+	if got := q.heldBack(); got != 2 {
+		t.Errorf("%d letters held back, want 2 (of the part kept)", got)
+	}
+	// The assignment left, without shard 1: the message out comes back
+	// to another reader, and the letters of the part kept go in order.
+	if got := values(q.assigned(r, func(shard int) bool { return shard == 0 })); len(got) > 0 {
+		t.Errorf("the assignment left gave back %v, want none", got)
+	}
+	var turns []int
+	for range 2 {
+		ready := q.takeReady(nil, 8)
+		if len(ready) != 1 {
+			t.Fatalf("%d letters ready, want one", len(ready))
+		}
+		turns = append(turns, ready[0].l.Value)
+		q.release("A")
+	}
+	if !slices.Equal(turns, []int{2, 4}) || q.heldBack() != 0 {
+		t.Errorf("the letters of the part kept went %v, %d left, want [2 4], none left", turns, q.heldBack())
+	}
+}

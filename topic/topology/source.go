@@ -505,6 +505,7 @@ func (s *Source[T]) read(ctx context.Context, stage *producer.Stage[T], h *heldR
 		// A key's message out comes back to whichever reader holds its
 		// shard then: told that this one let go of it, the source stops
 		// holding the key's letters back for it.
+		h.parts, _ = r.(PartTracker)
 		sn.OnShards(func(change ShardChange, in func(shard int) bool) { s.shardsChanged(ctx, h, change, in) })
 		defer sn.OnShards(nil)
 	}

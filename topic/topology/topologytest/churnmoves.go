@@ -33,7 +33,21 @@ func (q movesQueues) Subscribe(ctx context.Context) (topology.Reader[Msg], error
 	if !ok {
 		return r, nil
 	}
-	return &movesReader{Reader: r, sn: sn, c: q.c, inst: q.inst}, nil
+	mr := &movesReader{Reader: r, sn: sn, c: q.c, inst: q.inst}
+	if _, ok := r.(topology.PartTracker); ok {
+		return trackingMovesReader{mr}, nil
+	}
+	return mr, nil
+}
+
+// trackingMovesReader is a movesReader over a reader that knows the part
+// each letter came from, which it passes through.
+type trackingMovesReader struct{ *movesReader }
+
+var _ topology.PartTracker = trackingMovesReader{}
+
+func (r trackingMovesReader) LetGo(receipt any) bool {
+	return r.Reader.(topology.PartTracker).LetGo(receipt)
 }
 
 // movesReader is a reader that tells of its shards, and what it tells is
