@@ -285,6 +285,10 @@ type claim struct {
 	// when it had none.
 	committed int64
 	hw        highWater // the claim's consumer
+	// letGo is set as the claim starts to let its partition go (see
+	// release), before it tells so, and stays set: the letters of it
+	// handed out then go back to the group (see LetGo).
+	letGo atomic.Bool
 }
 
 // highWater is what a sarama group claim offers to read its partition's
@@ -349,6 +353,7 @@ var (
 	_ topology.UndecodableCounter = (*groupReader[int])(nil)
 	_ topology.ReleaseNotifier    = (*groupReader[int])(nil)
 	_ topology.ShardNotifier      = (*groupReader[int])(nil)
+	_ topology.PartTracker        = (*groupReader[int])(nil)
 	_ topology.ReachReporter      = (*groupReader[int])(nil)
 )
 
@@ -358,9 +363,10 @@ var (
 // them (a shard's letters go to one partition, see Backend.partition),
 // one call at a time. Under a cooperative rebalance protocol the session
 // goes on across rebalances, and Setup sees only its first assignment: a
-// partition a rebalance assigns within the session is told as its claim
-// starts, first by the assignment held without it (the rebalance that
-// revoked it earlier told nothing, see release), then with it.
+// partition a rebalance revokes within the session is told let go of,
+// then the assignment left without it (see release); one a rebalance
+// assigns within the session is told as its claim starts, by the
+// assignment with it.
 func (r *groupReader[T]) OnShards(f func(topology.ShardChange, func(shard int) bool)) {
 	r.mu.Lock()
 	r.onShards = f
@@ -388,6 +394,15 @@ func (r *groupReader[T]) tellShards(change topology.ShardChange, unknown bool, p
 	if f != nil {
 		f(change, r.shardsIn(unknown, ps...))
 	}
+}
+
+// LetGo implements topology.PartTracker: whether the claim of the
+// partition that handed out the letter whose receipt is rc began to let
+// the partition go (see release). A claim that let go stays so: the
+// partition assigned again has a new claim.
+func (r *groupReader[T]) LetGo(rc any) bool {
+	c, ok := rc.(*receipt)
+	return ok && c.owner == any(r) && c.c.letGo.Load()
 }
 
 // ownedParts returns the partitions of r.owned; mu is held.
@@ -601,14 +616,17 @@ func (r *groupReader[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc saram
 	if added {
 		// A cooperative rebalance assigned the partition within the
 		// session, which goes on across rebalances: the reader did not
-		// hold it in the generation before, and the rebalance that
-		// revoked it earlier in the session told nothing (see release).
-		// The messages of it out in hold queues came back to its owner
-		// meanwhile: the assignment held until now goes first, then
-		// the one with the partition, before the claim hands out a
-		// letter.
-		r.tellShards(topology.ShardsAssigned, true, r.ownedParts)
+		// hold it in the generation before (a rebalance that revoked it
+		// earlier told the assignment left without it, see release).
+		// The generation's whole assignment, with the partitions the
+		// rebalance assigned beside it, goes before the claim hands out
+		// a letter: told one partition at a time, an assignment would
+		// leave out for a while the shards of the others, whose keys'
+		// messages out come back here.
 		r.tellShards(topology.ShardsAssigned, true, func() []int32 {
+			for _, p := range sess.Claims()[r.topic] {
+				r.owned[p] = true
+			}
 			r.owned[gc.Partition()] = true
 			return r.ownedParts()
 		})
@@ -751,14 +769,16 @@ const ReleasedHeldLog = "kafkatopology: partition released with letters still un
 // commit nothing. While it waits, the OnRelease set hurries their
 // settlement.
 func (r *groupReader[T]) release(c *claim, sess sarama.ConsumerGroupSession) {
+	c.letGo.Store(true)
 	r.mu.Lock()
-	if sess.Context().Err() == nil && sess.GenerationID() != r.gen {
+	goesOn := sess.Context().Err() == nil && sess.GenerationID() != r.gen
+	if goesOn {
 		// The session goes on without the partition, in a generation
 		// after its first: a cooperative rebalance revoked it (which
 		// comes with a new generation), or its consumer stopped after
 		// one, which ends the session next. Nothing of it reaches the
-		// reader until a rebalance assigns it again, which tells the
-		// assignment without it first (ConsumeClaim); a session that
+		// reader until a rebalance assigns it again (ConsumeClaim), and
+		// the assignment left without it is told below; a session that
 		// ends instead starts a new one from Setup. A claim that ends
 		// in the session's first generation (its only one under an
 		// eager strategy) ends it too: the session still holds the
@@ -777,9 +797,17 @@ func (r *groupReader[T]) release(c *claim, sess sarama.ConsumerGroupSession) {
 	if r.onShards != nil && !r.closed {
 		// The subscriber gives back (Queues.Return) the letters of the
 		// partition it holds back, which the wait below then does not
-		// wait for.
+		// wait for. A session that goes on reads on from the partitions
+		// left, which may hold letters of the shards the partition
+		// count routes to this one (partitions were added): told the
+		// assignment left, the subscriber stops holding them back for
+		// a key's message out, which comes back to the partition's new
+		// owner.
 		r.mu.Unlock()
 		r.tellShards(topology.ShardsReleased, false, func() []int32 { return []int32{c.part} })
+		if goesOn {
+			r.tellShards(topology.ShardsAssigned, true, r.ownedParts)
+		}
 		r.mu.Lock()
 	}
 	if f := r.onRelease; f != nil && c.Handed() > 0 && r.b.opts.RevokeTimeout > 0 && !r.closed {
