@@ -1,0 +1,168 @@
+package topology_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/boulevard-go/boulevard/topic/topology"
+	"github.com/boulevard-go/boulevard/topic/topology/topologytest"
+)
+
+// deadOf returns a dead letter of value v that topic dead-lettered.
+func deadOf(topic string, v int) topology.Letter[int] {
+	return topology.Letter[int]{Value: v, Death: &topology.Death{Reason: topology.ReasonRejected, Topic: topic, Group: topic}}
+}
+
+// dlqValues receives, once, what the DLQ of q holds, in order.
+func dlqValues(t *testing.T, q topology.Queues[int]) []int {
+	t.Helper()
+	r, err := q.SubscribeDead(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(t.Context())
+	return queuedValues(r)
+}
+
+// onlyLetter receives from r the one letter it holds (what it is, for
+// the failure), failing t unless it holds exactly one.
+func onlyLetter(t *testing.T, r topology.Reader[int], what string) topology.Letter[int] {
+	t.Helper()
+	buf := make([]topology.Letter[int], 2)
+	n, err := r.TryReceive(t.Context(), buf)
+	if err != nil || n != 1 {
+		t.Fatalf("TryReceive = %d, %v, want %s", n, err, what)
+	}
+	return buf[0]
+}
+
+// Guarantee: a replayed dead letter comes back to the main topic with a
+// fresh history, so that it gets every retry again and is not taken for
+// a dead letter (retry count 0, no failure times, no death), and with its
+// key and shard, so that a sequenced topology keeps its order.
+func TestReplayedLetterComesBackWithAFreshHistoryAndItsKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, q := declareMemory(t, build(t, topology.New("fresh").Sequenced(topology.Skip).Hold(time.Second).DLQ()))
+		failed := time.Now()
+		shard := topology.ShardOf("A", 8)
+		dead := topology.Letter[int]{Value: 7, Key: "A", Shard: shard, Retries: 3, FirstFailure: failed, LastFailure: failed.Add(time.Second),
+			Death: &topology.Death{Reason: topology.ReasonMaxRetries, Error: "gateway down", Topic: "fresh", Group: "fresh", Retries: 3,
+				FirstFailure: failed, LastFailure: failed.Add(time.Second)}}
+		if err := q.DeadLetter(t.Context(), dead); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := topology.Replay(t.Context(), q, topology.ReplayOptions[int]{})
+		if err != nil || len(rep.Replayed) != 1 || rep.Kept != 0 {
+			t.Fatalf("Replay = %+v, %v; want the letter replayed", rep, err)
+		}
+		r, err := q.Subscribe(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close(t.Context())
+		fresh := topology.Letter[int]{Value: 7, Key: "A", Shard: shard}
+		if d := topologytest.LetterDiff(fresh, onlyLetter(t, r, "the replayed letter")); d != "" {
+			t.Errorf("the replayed letter came back with %s", d)
+		}
+		if d := topologytest.LetterDiff(dead, rep.Replayed[0]); d != "" {
+			t.Errorf("the report lists the replayed letter with %s: want it as it was in the DLQ", d)
+		}
+	})
+}
+
+// Guarantee: Replay of one topology never replays into it the letters of
+// another topic that share its DLQ (DLQNamed): they stay in the DLQ, in
+// their order, counted as kept.
+func TestReplayLeavesTheLettersOfAnotherTopicInASharedDLQ(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, _ := topology.NewMemory[int](topology.MemoryOptions{})
+		defer m.Close(context.Background())
+		qa, err := m.Declare(t.Context(), build(t, topology.New("pay").DLQNamed("all-dead")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		qb, err := m.Declare(t.Context(), build(t, topology.New("ship").DLQNamed("all-dead")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for v, topic := range []string{"ship", "pay", "ship"} {
+			if err := qb.DeadLetter(t.Context(), deadOf(topic, v)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rep, err := topology.Replay(t.Context(), qa, topology.ReplayOptions[int]{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Replayed) != 1 || rep.Replayed[0].Value != 1 || rep.Kept != 2 {
+			t.Errorf("Replay of pay reported %d replayed (%+v) and %d kept, want pay's letter 1 replayed and ship's 2 kept",
+				len(rep.Replayed), rep.Replayed, rep.Kept)
+		}
+		if n := m.Queued("pay", "pay"); n != 1 {
+			t.Errorf("pay's group holds %d letters after its Replay, want 1: its own", n)
+		}
+		if got := dlqValues(t, qb); !slices.Equal(got, []int{0, 2}) {
+			t.Errorf("the shared DLQ holds %v after pay's Replay, want ship's [0 2]", got)
+		}
+	})
+}
+
+// refusingDeadLetters refuses to put back on the DLQ the letters whose
+// value refuse picks, as a DLQ that is full or gone would.
+type refusingDeadLetters struct {
+	topology.Queues[int]
+	refuse func(v int) bool
+}
+
+var errDLQGone = errors.New("dlq gone")
+
+func (q refusingDeadLetters) DeadLetter(ctx context.Context, l topology.Letter[int]) error {
+	if q.refuse(l.Value) {
+		return fmt.Errorf("letter %d: %w", l.Value, errDLQGone)
+	}
+	return q.Queues.DeadLetter(ctx, l)
+}
+
+// Guarantee: Replay loses no dead letter the DLQ refuses to take back: a
+// letter it keeps (a filter, or a dry run) that DeadLetter refuses, and
+// the letters after it that DeadLetter refuses too, are given back to the
+// DLQ (Return), all of them counted in Kept, and Replay returns the
+// failure.
+func TestReplayGivesBackTheDeadLettersTheDLQRefuses(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts topology.ReplayOptions[int]
+	}{
+		{"kept by the filter", topology.ReplayOptions[int]{Filter: func(*topology.Letter[int]) bool { return false }}},
+		{"dry run", topology.ReplayOptions[int]{DryRun: true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				_, mq := declareMemory(t, build(t, topology.New("refused").DLQ()))
+				for v := range 4 {
+					if err := mq.DeadLetter(t.Context(), deadOf("refused", v)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				q := refusingDeadLetters{Queues: mq, refuse: func(v int) bool { return v == 1 || v == 3 }}
+				rep, err := topology.Replay(t.Context(), q, c.opts)
+				if !errors.Is(err, errDLQGone) {
+					t.Errorf("Replay = %v, want the DLQ's refusal", err)
+				}
+				if rep.Kept != 4 {
+					t.Errorf("Replay reports %d kept, want 4: those put back and those given back", rep.Kept)
+				}
+				got := dlqValues(t, mq)
+				slices.Sort(got)
+				if !slices.Equal(got, []int{0, 1, 2, 3}) {
+					t.Errorf("the DLQ holds %v after Replay, want [0 1 2 3]: none lost", got)
+				}
+			})
+		})
+	}
+}
