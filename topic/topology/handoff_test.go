@@ -44,8 +44,10 @@ func (q refusingHolds) Hold(ctx context.Context, i int, l topology.Letter[int]) 
 // retries value 1 once and records what it handles in key A, and when
 // each hold was tried.
 type failedHoldRun struct {
-	m        *topology.Memory[int]
-	mq       topology.Queues[int]
+	m  *topology.Memory[int]
+	mq topology.Queues[int]
+	// counted records what the source's readers received and settled.
+	counted  *failingQueues[int]
 	src      *topology.Source[int]
 	p        *pipeline.Pipeline[int, int]
 	refuse   atomic.Bool
@@ -62,7 +64,8 @@ func startFailedHoldRun(t *testing.T, log *slog.Logger) *failedHoldRun {
 	r := &failedHoldRun{}
 	r.refuse.Store(true)
 	r.m, r.mq = declareLedger(t)
-	q := refusingHolds{Queues: r.mq, r: r}
+	r.counted = &failingQueues[int]{Queues: r.mq}
+	q := refusingHolds{Queues: r.counted, r: r}
 	r.src, r.p = startLoggingPipeline(t, q, log, func(_ context.Context, m *message.Message[int]) (int, error) {
 		r.mu.Lock()
 		r.handled = append(r.handled, m.Data)
@@ -168,6 +171,22 @@ func (r *failedHoldRun) triedSoFar() []time.Time {
 	return slices.Clone(r.tried)
 }
 
+// takeHoldsAndStop lets the backend take the holds, waits out the
+// longest backoff and the hold, checks that the retry and the later
+// message of its key were handled, in order, and stops the pipeline.
+func (r *failedHoldRun) takeHoldsAndStop(t *testing.T) {
+	t.Helper()
+	r.refuse.Store(false)
+	time.Sleep(15 * time.Second) // the longest backoff, then the hold's second
+	synctest.Wait()
+	if got := r.handledSoFar(); !slices.Equal(got, []int{1, 1, 2}) {
+		t.Fatalf("handled %v once the hold was taken, want [1 1 2]", got)
+	}
+	if err := r.p.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Guarantee: on a sequenced topology, a retry whose hold the backend
 // refuses keeps its key's place and moves on once the backend takes it:
 // the source tries the hold again with backoff, the retry comes back, and
@@ -183,17 +202,25 @@ func TestRefusedHoldIsTriedAgainAndItsKeyMovesOn(t *testing.T) {
 		if got := r.handledSoFar(); !slices.Equal(got, []int{1}) {
 			t.Fatalf("handled %v while the hold was refused, want [1] (2 waits behind it)", got)
 		}
-		r.refuse.Store(false)
-		time.Sleep(15 * time.Second) // the longest backoff, then the hold's second
-		synctest.Wait()
-		if got := r.handledSoFar(); !slices.Equal(got, []int{1, 1, 2}) {
-			t.Fatalf("handled %v once the hold was taken, want [1 1 2]", got)
-		}
-		if err := r.p.Stop(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		r.takeHoldsAndStop(t)
 		if st := r.src.Stats(); st.Acked != 2 || st.HeldBack != 0 {
 			t.Fatalf("stats %+v, want 2 acked and nothing held back", st)
+		}
+	})
+}
+
+// Guarantee: on a sequenced topology, a retry whose hold the backend
+// refused and then took is settled once the backend took it, as any
+// letter handed off is: a durable backend commits it, and its reader
+// closes with no letter out.
+func TestRefusedHoldIsSettledOnceTheBackendTakesIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startFailedHoldRun(t, slog.New(slog.DiscardHandler))
+		time.Sleep(time.Second)
+		synctest.Wait()
+		r.takeHoldsAndStop(t)
+		if n := r.counted.closedWithLettersOut(); n != 0 {
+			t.Errorf("the source's reader closed with %d letters not settled, want none: the retry the backend took at last is settled", n)
 		}
 	})
 }
@@ -225,17 +252,9 @@ func TestRefusedHoldBacksOffToTenSecondsAndLogsEachDoubling(t *testing.T) {
 		if got, want := log.Count(slog.LevelError, failing), bits.Len(uint(len(tried))); got != want {
 			t.Fatalf("%d ERROR lines for %d failed attempts, want %d: one at the first and one at each doubling", got, len(tried), want)
 		}
-		r.refuse.Store(false)
-		time.Sleep(15 * time.Second) // the longest backoff, then the hold's second
-		synctest.Wait()
+		r.takeHoldsAndStop(t)
 		if got := log.Count(slog.LevelInfo, "handed a held key's letter to the backend after failed attempts"); got != 1 {
 			t.Fatalf("%d INFO lines once the backend took the hold, want 1", got)
-		}
-		if got := r.handledSoFar(); !slices.Equal(got, []int{1, 1, 2}) {
-			t.Fatalf("handled %v once the hold was taken, want [1 1 2]", got)
-		}
-		if err := r.p.Stop(context.Background()); err != nil {
-			t.Fatal(err)
 		}
 	})
 }
