@@ -13,6 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
@@ -463,6 +464,54 @@ func TestAHandOffWhileLettersAreKeptGoesBehindThem(t *testing.T) {
 		}
 		if st := src.Stats(); handled.Load() != 2 || st.DeadLettered != 2 {
 			t.Errorf("handled %d, stats %+v; want 2 handled and 2 dead-lettered", handled.Load(), st)
+		}
+	})
+}
+
+// fullRequeue refuses every requeue for room (ErrFull), as a full queue
+// would.
+type fullRequeue struct{ topology.Queues[int] }
+
+func (fullRequeue) Requeue(context.Context, topology.Letter[int]) error {
+	return fmt.Errorf("requeue: %w", topology.ErrFull)
+}
+
+// Guarantee: once the source has closed, it keeps no letter a full queue
+// refuses, since nothing would hand it off or give it back any more: a
+// deferred message whose outcome comes after Close (its owner's drain cut
+// short), a retry whose requeue a full queue refuses, is counted as a
+// failed hand-off (Stats.HandOffFailed) and settled, for a durable
+// backend to deliver it again, and the source keeps nothing
+// (Stats.Refused is 0).
+func TestALetterRefusedForRoomAfterCloseIsNotKept(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, mq := declareMemory(t, build(t, topology.New("late").DLQ()))
+		fq := &failingQueues[int]{Queues: fullRequeue{mq}}
+		outcomes := make(chan acker.Outcome, 1)
+		src, p := startPipeline(t, fq, func(_ context.Context, m *message.Message[int]) (int, error) {
+			m.Defer()
+			outcomes <- m.Outcome()
+			return m.Data, nil
+		})
+		pub, _ := topology.NewPublisher(mq, topology.PublisherOptions[int]{})
+		if err := pub.Publish(t.Context(), 1); err != nil {
+			t.Fatal(err)
+		}
+		o := <-outcomes
+		if err := p.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		o.Err = topology.Retry(errors.New("downstream refused"))
+		src.Ack(context.Background(), nil, []acker.Outcome{o})
+		synctest.Wait()
+		st := src.Stats()
+		if st.Retried != 1 || st.HandOffFailed != 1 || st.Refused != 0 {
+			t.Errorf("stats %+v after a retry refused for room once the source closed, want 1 retried, 1 failed hand-off, none refused and kept", st)
+		}
+		fq.mu.Lock()
+		defer fq.mu.Unlock()
+		if r := fq.readers[0]; r.settled != 1 {
+			t.Errorf("the letter whose requeue was refused after Close was settled %d times, want once", r.settled)
 		}
 	})
 }
