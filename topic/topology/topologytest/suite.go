@@ -113,6 +113,7 @@ var cases = []testCase{
 	{"EmptyDstReturnsErrEmptyDstAndConsumesNothing", emptyDstConsumesNothing},
 	{"ClosedReaderRefusesReceiveWithLettersReady", closedReaderRefuses},
 	{"ReturnedDeadLettersComeBackFromTheDLQ", returnedDeadLetters},
+	{"PublishAndDeadLetterClearResume", publishAndDeadLetterClearResume},
 	{"CrashWhileHeldLosesNothing", crashWhileHeld},
 }
 
@@ -954,6 +955,45 @@ func returnedDeadLetters(s *h) {
 	}
 	if fmt.Sprint(got) != "[R1 R2 R3]" {
 		s.Errorf("the DLQ delivered %v after Return, want [R1 R2 R3]", got)
+	}
+}
+
+// Guarantee: Publish and DeadLetter clear Letter.Resume (Queues): a
+// letter published, or dead-lettered, with it set comes back without it,
+// so that a sequenced source never takes a new message, nor a dead letter
+// replayed or read by a dead source, for a retry of its key coming back.
+func publishAndDeadLetterClearResume(s *h) {
+	q := s.declare(topology.New("resumed").Sequenced(topology.Skip).DLQ())
+	l := topology.Letter[Msg]{Value: Msg{Key: "A", N: 1}, Key: "A", Retries: 1, Resume: true}
+	if err := q.Publish(s.ctx, l); err != nil {
+		s.Fatalf("Publish: %v", err)
+	}
+	l.Death = &topology.Death{Reason: topology.ReasonRejected, Topic: "resumed", Group: "resumed", Retries: 1}
+	if err := q.DeadLetter(s.ctx, l); err != nil {
+		s.Fatalf("DeadLetter: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
+	defer cancel()
+	for _, c := range []struct {
+		what      string
+		subscribe func(context.Context) (topology.Reader[Msg], error)
+	}{{"published", q.Subscribe}, {"dead-lettered", q.SubscribeDead}} {
+		r, err := c.subscribe(ctx)
+		if err != nil {
+			s.Fatalf("subscribing to the %s letter: %v", c.what, err)
+		}
+		buf := make([]topology.Letter[Msg], 1)
+		n, err := r.Receive(ctx, buf)
+		if err != nil || n != 1 {
+			s.Fatalf("Receive of the %s letter = %d, %v", c.what, n, err)
+		}
+		if buf[0].Resume {
+			s.Errorf("the letter %s with Resume set came back with it set, want it cleared", c.what)
+		}
+		if err := r.Settle(ctx, &buf[0]); err != nil {
+			s.Errorf("Settle the %s letter: %v", c.what, err)
+		}
+		MustClose(s.T, "the reader of the "+c.what+" letter", r.Close)
 	}
 }
 
