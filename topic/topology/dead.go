@@ -32,8 +32,9 @@ var ErrNotDead = errors.New("topology: not a dead letter")
 // ReplayOptions say which dead letters Replay puts back.
 type ReplayOptions[T any] struct {
 	// Filter selects the dead letters to replay; nil selects all of them.
-	// Letters whose Death.Topic is not the topology's main topic (a DLQ
-	// shared through DLQNamed) are never replayed here. A Filter that
+	// Letters whose Death.Topic is not the topology's main topic, or
+	// whose Death.Group is another consumer group (a DLQ shared through
+	// DLQNamed), are never replayed here, nor given to Filter. A Filter that
 	// panics stops Replay as a queue error does: the letter it was given
 	// and those after it stay in the DLQ, and Replay returns an error
 	// wrapping the *message.PanicError. A Filter that ends its goroutine
@@ -73,7 +74,13 @@ type ReplayReport[T any] struct {
 // count, failure times and death cleared, and returns the others to the
 // DLQ (all of them on a dry run). Letters that reach the DLQ while it runs
 // may be looked at or not. The replayed letters go to the topology's own
-// consumer group only: other groups of the topic never failed them. A
+// consumer group only: other groups of the topic never failed them. Only
+// the letters this topology's topic and group dead-lettered are offered
+// to the filter and replayed: in a DLQ that topologies share (DLQNamed),
+// those of another topic, or of another consumer group of the same topic
+// (Death.Group), stay in the DLQ, counted as kept; a letter whose
+// Death.Group is empty (written by something other than a topology
+// source) is taken as the group's. A
 // message of the DLQ that a durable backend's reader cannot decode is
 // skipped for good by the backend, neither replayed nor kept, and counted
 // in the report (ReplayReport.Undecodable).
@@ -136,7 +143,7 @@ func Replay[T any](ctx context.Context, q Queues[T], opts ReplayOptions[T]) (rep
 	}()
 	for i := range all {
 		l := &all[i]
-		pick := l.Death != nil && l.Death.Topic == t.name
+		pick := l.Death != nil && l.Death.Topic == t.name && ownDeath(t, l.Death)
 		if pick && opts.Filter != nil {
 			var ferr error
 			filtering = i
@@ -216,4 +223,13 @@ func giveBack[T any](ctx context.Context, q Queues[T], ls []Letter[T], rep *Repl
 	}
 	rep.Kept += len(ls)
 	return nil
+}
+
+// ownDeath reports whether d, the death of a letter of t's main topic,
+// is one t's consumer group dealt: a DLQ shared by several groups of the
+// topic (DLQNamed) holds each group's dead letters, and one group's
+// replay must not hand it another's. A death that names no group is
+// taken as t's.
+func ownDeath(t *Topology, d *Death) bool {
+	return d.Group == "" || d.Group == t.ConsumerGroup()
 }

@@ -166,3 +166,60 @@ func TestReplayGivesBackTheDeadLettersTheDLQRefuses(t *testing.T) {
 		})
 	}
 }
+
+// Guarantee: Replay of one consumer group of a topic never replays into
+// it the letters another group of the same topic dead-lettered into the
+// DLQ they share (DLQNamed): that group's letters stay in the DLQ, in
+// their order, counted as kept, for its own replay; a letter that names
+// no group is the replaying group's.
+func TestReplayLeavesTheLettersOfAnotherGroupInASharedDLQ(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, _ := topology.NewMemory[int](topology.MemoryOptions{})
+		defer m.Close(context.Background())
+		pay, err := m.Declare(t.Context(), build(t, topology.New("orders").ForConsumerGroup("pay").DLQNamed("all-dead")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		audit, err := m.Declare(t.Context(), build(t, topology.New("orders").ForConsumerGroup("audit").DLQNamed("all-dead")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadIn := func(group string, v int) topology.Letter[int] {
+			l := deadOf("orders", v)
+			l.Death.Group = group
+			return l
+		}
+		for _, l := range []topology.Letter[int]{deadIn("audit", 0), deadIn("pay", 1), deadIn("audit", 2), deadIn("", 3)} {
+			if err := pay.DeadLetter(t.Context(), l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var offered []int
+		rep, err := topology.Replay(t.Context(), pay, topology.ReplayOptions[int]{Filter: func(l *topology.Letter[int]) bool {
+			offered = append(offered, l.Value)
+			return true
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(offered, []int{1, 3}) {
+			t.Errorf("pay's Replay offered %v to its filter, want [1 3]: its own letter and the one naming no group", offered)
+		}
+		var replayed []int
+		for _, l := range rep.Replayed {
+			replayed = append(replayed, l.Value)
+		}
+		if !slices.Equal(replayed, []int{1, 3}) || rep.Kept != 2 {
+			t.Errorf("pay's Replay reported %v replayed and %d kept, want [1 3] replayed and audit's 2 kept", replayed, rep.Kept)
+		}
+		if n := m.Queued("orders", "pay"); n != 2 {
+			t.Errorf("pay's group holds %d letters after its Replay, want 2", n)
+		}
+		if n := m.Queued("orders", "audit"); n != 0 {
+			t.Errorf("audit's group holds %d letters after pay's Replay, want none", n)
+		}
+		if got := dlqValues(t, audit); !slices.Equal(got, []int{0, 2}) {
+			t.Errorf("the shared DLQ holds %v after pay's Replay, want audit's [0 2]", got)
+		}
+	})
+}

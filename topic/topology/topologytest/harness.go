@@ -227,8 +227,9 @@ func (s *h) quiet() {
 	}
 }
 
-// dead drains the DLQ of q through Replay's dry run and returns its
-// letters (they stay in the DLQ).
+// dead drains the DLQ of q through Replay's dry run and returns the
+// letters q's topic and consumer group dead-lettered (every letter stays
+// in the DLQ).
 func (s *h) dead(q topology.Queues[Msg]) []topology.Letter[Msg] {
 	s.Helper()
 	rep, err := topology.Replay(s.ctx, q, topology.ReplayOptions[Msg]{DryRun: true})
