@@ -16,6 +16,23 @@ func wantHeaders(t *testing.T, who string, it topic.Item[int], want topic.Header
 	}
 }
 
+// recipientsOf subscribes to h what a topic of mode may have: a group
+// (two on a mixed topic) and two broadcast subscribers.
+func recipientsOf(t *testing.T, h *topic.Handle[int], mode topic.Mode) []*topic.Subscription[int] {
+	t.Helper()
+	var subs []*topic.Subscription[int]
+	if mode != topic.BroadcastOnly {
+		subs = append(subs, subscribeInt(t, h, topic.Balanced("g")))
+	}
+	if mode == topic.Mixed {
+		subs = append(subs, subscribeInt(t, h, topic.Balanced("other")))
+	}
+	if mode != topic.BalancedOnly {
+		subs = append(subs, subscribeInt(t, h, topic.Broadcast()), subscribeInt(t, h, topic.Broadcast()))
+	}
+	return subs
+}
+
 // Every recipient of a publish (each balanced group, each broadcast
 // subscriber of a mixed topic) receives the headers it was published with,
 // through Receive and ReceiveBatch, and a message published without headers
@@ -24,16 +41,7 @@ func TestHeadersReachEveryRecipient(t *testing.T) {
 	for _, mode := range []topic.Mode{topic.BalancedOnly, topic.BroadcastOnly, topic.Mixed} {
 		t.Run(mode.String(), func(t *testing.T) {
 			h := newIntTopic(t, topic.Options{Mode: mode})
-			var subs []*topic.Subscription[int]
-			if mode != topic.BroadcastOnly {
-				subs = append(subs, subscribeInt(t, h, topic.Balanced("g")))
-			}
-			if mode == topic.Mixed {
-				subs = append(subs, subscribeInt(t, h, topic.Balanced("other")))
-			}
-			if mode != topic.BalancedOnly {
-				subs = append(subs, subscribeInt(t, h, topic.Broadcast()), subscribeInt(t, h, topic.Broadcast()))
-			}
+			subs := recipientsOf(t, h, mode)
 			hdr := topic.Headers{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
 			ctx := testCtx(t)
 			if out, err := h.PublishWithHeaders(ctx, 1, hdr, topic.Block); err != nil || out != topic.Published {
