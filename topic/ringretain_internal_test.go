@@ -32,29 +32,67 @@ func TestRingKeepsNoMessageWithoutABroadcastReader(t *testing.T) {
 				defer group.Close()
 			}
 			const n = 16
-			published := make([]weak.Pointer[payload], n)
-			for i := range n {
-				p := &payload{}
-				published[i] = weak.Make(p)
-				if err := h.Publish(t.Context(), p); err != nil {
-					t.Fatal(err)
-				}
+			published := publishPayloads(t, h, n, func() {
 				if group != nil {
 					if _, err := group.Receive(t.Context()); err != nil {
 						t.Fatal(err)
 					}
 				}
-			}
-			runtime.GC()
-			kept := 0
-			for _, w := range published {
-				if w.Value() != nil {
-					kept++
-				}
-			}
-			if kept != 0 {
+			})
+			if kept := reachable(published); kept != 0 {
 				t.Fatalf("%d of %d messages that no broadcast subscriber will read are still reachable, want 0", kept, n)
 			}
 		})
 	}
+}
+
+// Guarantee: a broadcast subscriber that leaves without reading what was
+// delivered to it takes its claim on those messages with it: once no
+// other subscriber will read them, they are garbage, rather than staying
+// reachable until queue_capacity later publishes overwrite their slots.
+func TestRingKeepsNoMessageItsLeavingSubscriberDidNotRead(t *testing.T) {
+	h, err := NewTopic[*payload]("t", Options{Mode: BroadcastOnly}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	sub, err := h.Subscribe(t.Context(), Broadcast(), SubscriberOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 16
+	published := publishPayloads(t, h, n, func() {})
+	sub.Close()
+	if kept := reachable(published); kept != 0 {
+		t.Fatalf("%d of %d messages whose only subscriber left are still reachable, want 0", kept, n)
+	}
+}
+
+// reachable collects garbage and returns how many of published are still
+// reachable.
+func reachable(published []weak.Pointer[payload]) int {
+	runtime.GC()
+	kept := 0
+	for _, w := range published {
+		if w.Value() != nil {
+			kept++
+		}
+	}
+	return kept
+}
+
+// publishPayloads publishes n payloads into h, calling after each, and
+// returns weak pointers to them.
+func publishPayloads(t *testing.T, h *Handle[*payload], n int, after func()) []weak.Pointer[payload] {
+	t.Helper()
+	published := make([]weak.Pointer[payload], n)
+	for i := range n {
+		p := &payload{}
+		published[i] = weak.Make(p)
+		if err := h.Publish(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+		after()
+	}
+	return published
 }
