@@ -1,0 +1,53 @@
+package topic
+
+import (
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// Guarantee: a callback ticket whose publish the in-memory backend
+// retried (it waited for room in a group whose last member then left, and
+// published again to no group) counts only the deliveries of the publish
+// that happened, so it is recycled once settled like any other.
+func TestRetriedPublishTicketIsRecycled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, err := NewTopic[int]("t", Options{Balanced: BalancedPolicy{Capacity: 1}, AckPropagation: AckPropagation{Mode: PropagationAuto}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		member, err := h.Subscribe(t.Context(), Balanced("g"), SubscriberOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Publish(t.Context(), 0); err != nil { // fills the group
+			t.Fatal(err)
+		}
+		p, err := h.Tracked(TrackedOptions{MaxInFlight: 1, Timeout: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		results := make(chan Result, 1)
+		published := make(chan error, 1)
+		go func() {
+			published <- p.PublishFunc(t.Context(), 1, func(r Result) { results <- r })
+		}()
+		synctest.Wait() // the publish waits for room in the group
+		member.Close()  // the group goes away: the publish retries and reaches nobody
+		if err := <-published; err != nil {
+			t.Fatalf("PublishFunc = %v", err)
+		}
+		if r := <-results; r.Outcome != Nacked || !errors.Is(r.Reason, ErrNoSubscribers) {
+			t.Fatalf("outcome = %+v, want Nacked with ErrNoSubscribers", r)
+		}
+		p.core.mu.Lock()
+		free := p.core.nfree
+		p.core.mu.Unlock()
+		if free != 1 {
+			t.Fatalf("%d recycled tickets after the settled retried publish, want 1", free)
+		}
+	})
+}
