@@ -91,3 +91,20 @@ func TestBroadcastReceivedMessageIsNotNackedWhenTheRingOverwritesIt(t *testing.T
 		})
 	}
 }
+
+// Guarantee: closing a subscription that was disconnected for lag
+// discards its pending final lag notice: its Receive then returns
+// ErrSubscriptionClosed, as for any closed subscription.
+func TestBroadcastClosedDisconnectedSubscriptionReceivesNothing(t *testing.T) {
+	h := broadcastTopic(t, 1, topic.Disconnect, false)
+	sub := subscribeInt(t, h, topic.Broadcast())
+	for i := range 2 { // the second overwrites the first, unread: sub is disconnected
+		if err := h.Publish(t.Context(), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sub.Close()
+	if it, err := sub.Receive(t.Context()); !errors.Is(err, topic.ErrSubscriptionClosed) {
+		t.Fatalf("Receive after Close = %+v, %v; want ErrSubscriptionClosed", it, err)
+	}
+}
