@@ -43,11 +43,46 @@ func TestRetriedPublishTicketIsRecycled(t *testing.T) {
 		if r := <-results; r.Outcome != Nacked || !errors.Is(r.Reason, ErrNoSubscribers) {
 			t.Fatalf("outcome = %+v, want Nacked with ErrNoSubscribers", r)
 		}
-		p.core.mu.Lock()
-		free := p.core.nfree
-		p.core.mu.Unlock()
-		if free != 1 {
+		if free := recycled(p.core); free != 1 {
 			t.Fatalf("%d recycled tickets after the settled retried publish, want 1", free)
 		}
 	})
+}
+
+// Guarantee: a callback ticket whose delivery was dropped (the group's
+// last member left with it queued) is recycled once the publish is
+// settled, like one acked.
+func TestDroppedDeliveryTicketIsRecycled(t *testing.T) {
+	h, err := NewTopic[int]("t", Options{AckPropagation: AckPropagation{Mode: PropagationAuto}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	member, err := h.Subscribe(t.Context(), Balanced("g"), SubscriberOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := h.Tracked(TrackedOptions{MaxInFlight: 1, Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	results := make(chan Result, 1)
+	if err := p.PublishFunc(t.Context(), 1, func(r Result) { results <- r }); err != nil {
+		t.Fatal(err)
+	}
+	member.Close() // leaves the message queued, unreceived
+	if r := <-results; r.Outcome != Nacked || !errors.Is(r.Reason, ErrDeliveryDropped) {
+		t.Fatalf("outcome = %+v, want Nacked with ErrDeliveryDropped", r)
+	}
+	if free := recycled(p.core); free != 1 {
+		t.Fatalf("%d recycled tickets after the settled dropped publish, want 1", free)
+	}
+}
+
+// recycled is the number of tickets on c's free list.
+func recycled(c *trackerCore) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nfree
 }
