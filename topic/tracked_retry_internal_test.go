@@ -13,23 +13,10 @@ import (
 // that happened, so it is recycled once settled like any other.
 func TestRetriedPublishTicketIsRecycled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h, err := NewTopic[int]("t", Options{Balanced: BalancedPolicy{Capacity: 1}, AckPropagation: AckPropagation{Mode: PropagationAuto}}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer h.Close()
-		member, err := h.Subscribe(t.Context(), Balanced("g"), SubscriberOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		h, member, p := trackedGroupOfOne(t, 1)
 		if err := h.Publish(t.Context(), 0); err != nil { // fills the group
 			t.Fatal(err)
 		}
-		p, err := h.Tracked(TrackedOptions{MaxInFlight: 1, Timeout: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close()
 		results := make(chan Result, 1)
 		published := make(chan error, 1)
 		go func() {
@@ -53,20 +40,7 @@ func TestRetriedPublishTicketIsRecycled(t *testing.T) {
 // last member left with it queued) is recycled once the publish is
 // settled, like one acked.
 func TestDroppedDeliveryTicketIsRecycled(t *testing.T) {
-	h, err := NewTopic[int]("t", Options{AckPropagation: AckPropagation{Mode: PropagationAuto}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	member, err := h.Subscribe(t.Context(), Balanced("g"), SubscriberOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := h.Tracked(TrackedOptions{MaxInFlight: 1, Timeout: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	_, member, p := trackedGroupOfOne(t, DefaultBalancedCapacity)
 	results := make(chan Result, 1)
 	if err := p.PublishFunc(t.Context(), 1, func(r Result) { results <- r }); err != nil {
 		t.Fatal(err)
@@ -85,4 +59,26 @@ func recycled(c *trackerCore) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.nfree
+}
+
+// trackedGroupOfOne makes a balanced-only topic whose group, of the given
+// capacity, has one member, and a tracked publisher of one publish in
+// flight; both are closed at the end of the test.
+func trackedGroupOfOne(t *testing.T, capacity int) (*Handle[int], *Subscription[int], *TrackedPublisher[int]) {
+	t.Helper()
+	h, err := NewTopic[int]("t", Options{Balanced: BalancedPolicy{Capacity: capacity}, AckPropagation: AckPropagation{Mode: PropagationAuto}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	member, err := h.Subscribe(t.Context(), Balanced("g"), SubscriberOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := h.Tracked(TrackedOptions{MaxInFlight: 1, Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return h, member, p
 }
