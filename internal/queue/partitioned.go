@@ -48,7 +48,20 @@ func (p *Partitioned[T]) Len() int { return len(p.queues) }
 // keys: a large batch returns soon after ctx ends (the window under way is
 // finished first), not only once every key has been computed.
 func (p *Partitioned[T]) PublishBatch(ctx context.Context, items []T) (int, error) {
-	return p.publishBatch(ctx, items, false)
+	return p.publishBatch(ctx, items, false, nil)
+}
+
+// PublishBatchProgress is PublishBatch for a caller that must know, when
+// the key function ends the goroutine (runtime.Goexit, which no recover
+// catches), which items were published: before each window's keys are
+// computed it sets *progress to how many items it has published, and
+// those are items[:*progress] (it computes a window's keys before it
+// publishes any of its items, and takes the next window only once the
+// queues took every item of the one before). So the caller's deferred
+// code can tell the items no queue took, items[*progress:], without the
+// items being touched. The cost is one store a window.
+func (p *Partitioned[T]) PublishBatchProgress(ctx context.Context, items []T, progress *int) (int, error) {
+	return p.publishBatch(ctx, items, false, progress)
 }
 
 // PublishBatchTakenFirst is PublishBatch, except that when it stops early
@@ -65,10 +78,10 @@ func (p *Partitioned[T]) PublishBatch(ctx context.Context, items []T) (int, erro
 // that the caller's deferred code can tell the items it did not publish,
 // those left as they were. It reorders nothing then.
 func (p *Partitioned[T]) PublishBatchTakenFirst(ctx context.Context, items []T) (int, error) {
-	return p.publishBatch(ctx, items, true)
+	return p.publishBatch(ctx, items, true, nil)
 }
 
-func (p *Partitioned[T]) publishBatch(ctx context.Context, items []T, takenFirst bool) (int, error) {
+func (p *Partitioned[T]) publishBatch(ctx context.Context, items []T, takenFirst bool, progress *int) (int, error) {
 	if len(p.queues) == 1 {
 		return p.queues[0].PublishBatch(ctx, items)
 	}
@@ -102,6 +115,9 @@ func (p *Partitioned[T]) publishBatch(ctx context.Context, items []T, takenFirst
 		if IsDone(done) {
 			err = ctx.Err()
 			break
+		}
+		if progress != nil {
+			*progress = total
 		}
 		total, err = p.publishWindow(ctx, parts, items[start:min(start+p.window, len(items))], total, takenFirst)
 	}
@@ -159,6 +175,20 @@ func (p *Partitioned[T]) publishWindow(ctx context.Context, parts [][]T, items [
 // partition cannot take (so no item passes an earlier one that stayed
 // behind), and returns ErrClosed when that partition is closed.
 func (p *Partitioned[T]) TryPublishBatch(items []T) (int, error) {
+	return p.tryPublishBatch(items, nil)
+}
+
+// TryPublishBatchProgress is TryPublishBatch for a caller that must know,
+// when the key function ends the goroutine (runtime.Goexit), which items
+// were published: before each call of the key function it sets *progress
+// to how many items it has published, items[:*progress], as
+// PublishBatchProgress does. The cost is one store a run of items with
+// the same key.
+func (p *Partitioned[T]) TryPublishBatchProgress(items []T, progress *int) (int, error) {
+	return p.tryPublishBatch(items, progress)
+}
+
+func (p *Partitioned[T]) tryPublishBatch(items []T, progress *int) (int, error) {
 	if len(p.queues) == 1 {
 		return p.queues[0].TryPublishBatch(items)
 	}
@@ -166,10 +196,16 @@ func (p *Partitioned[T]) TryPublishBatch(items []T) (int, error) {
 	// item's key is computed once.
 	total := 0
 	k := ""
+	if progress != nil {
+		*progress = 0
+	}
 	if len(items) > 0 {
 		k = p.key(items[0])
 	}
 	for total < len(items) {
+		if progress != nil {
+			*progress = total
+		}
 		end, next := total+1, ""
 		for ; end < len(items); end++ {
 			if next = p.key(items[end]); next != k {
