@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -562,6 +563,11 @@ func (p *Pipeline[In, Out]) Err() error {
 // handled rather than pushing a suffix again. With PartitionBy, msgs is
 // taken a window at a time (what the processors' queues hold together),
 // so that once ctx ends Push computes no more keys and returns.
+//
+// PartitionBy runs on the goroutine that called Push. When it ends that
+// goroutine (runtime.Goexit), the messages the processors had not taken
+// fail with message.ErrHandlerExited and go to their acknowledgers, and
+// the pipeline logs one error line (PushExitedLog); Push does not return.
 func (p *Pipeline[In, Out]) Push(ctx context.Context, msgs ...*message.Message[In]) error {
 	p.mu.Lock()
 	st := p.state
@@ -580,7 +586,14 @@ func (p *Pipeline[In, Out]) Push(ctx context.Context, msgs ...*message.Message[I
 			return fmt.Errorf("%w: message %d of %d", ErrNilMessage, i, len(msgs))
 		}
 	}
-	n, err := p.proc.Publish(ctx, msgs)
+	progress, pushing := 0, true
+	defer func() {
+		if pushing {
+			p.pushExited(ctx, msgs[progress:])
+		}
+	}()
+	n, err := p.proc.PublishProgress(ctx, msgs, &progress)
+	pushing = false
 	switch {
 	case err == nil:
 		return nil
@@ -589,6 +602,17 @@ func (p *Pipeline[In, Out]) Push(ctx context.Context, msgs ...*message.Message[I
 	default:
 		return fmt.Errorf("pipeline: push: %d of %d messages pushed: %w", n, len(msgs), err)
 	}
+}
+
+// PushExitedLog is the error line a pipeline logs when its processors'
+// PartitionBy ends the goroutine that called Push (runtime.Goexit).
+const PushExitedLog = "user code ended the goroutine of Push (runtime.Goexit) in the processors' PartitionBy; the messages not taken fail"
+
+// pushExited gives their outcome to the messages of a Push the
+// processors had not taken when PartitionBy ended its goroutine.
+func (p *Pipeline[In, Out]) pushExited(ctx context.Context, rest []*message.Message[In]) {
+	p.log.ErrorContext(ctx, PushExitedLog, slog.Int("messages", len(rest)), slog.String("stack", string(debug.Stack())))
+	p.proc.FailExited(ctx, rest)
 }
 
 // SetRateLimit changes the rate limit shared by every producer stage while

@@ -202,20 +202,7 @@ func TestPartitionByGoexitOnTheDispatcherLeavesTheStageDispatching(t *testing.T)
 	}
 	wait.For(t, "PartitionBy to end its goroutine", exited.Load)
 	close(second)
-	wait.For(t, "the messages delivered after the exit to be handled", func() bool {
-		n := 0
-		for _, o := range rec.Successful() {
-			if o.ID >= 100 {
-				n++
-			}
-		}
-		return n == 10
-	})
-	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
-	defer scancel()
-	if err := p.Stop(sctx); err != nil {
-		t.Errorf("Stop = %v, want nil", err)
-	}
+	stopOnceHandledAfterExit(t, ctx, p, rec)
 	if got := lines.Matching("dispatching goroutine (runtime.Goexit)"); len(got) != 1 || !strings.Contains(got[0], "PartitionBy") {
 		t.Errorf("exit log lines %q, want one naming PartitionBy", got)
 	}

@@ -79,6 +79,7 @@ func newRuntime[T any](opts Options[T], cfg runtimeConfig[T]) *runtime[T] {
 				flow:      opts.Flow,
 				out:       cfg.Output,
 				try:       tryOutput(cfg.Output),
+				exits:     exitsOf(cfg.Output),
 				gate:      p.gate,
 				release:   cfg.Release,
 				abandoned: p.abandoned,
@@ -158,7 +159,7 @@ func (s *Stage[T]) dispatchAndSettle(ctx context.Context, g *group.Group, d *dis
 		}
 	}()
 	if exited != nil {
-		d.dispatchExited(exited)
+		d.dispatchExited(ctx, exited)
 	}
 	lost := s.dispatch(ctx, d)
 	returned = true
@@ -285,6 +286,13 @@ func (g *gate) unlimited() bool { return g.cur.Load().lim == nil }
 func tryOutput[T any](out output[T]) directOutput[T] {
 	t, _ := out.(directOutput[T])
 	return t
+}
+
+// exitsOf returns out when user code it calls may end the goroutine that
+// hands messages over, nil otherwise.
+func exitsOf[T any](out output[T]) exitOutput[T] {
+	e, _ := out.(exitOutput[T])
+	return e
 }
 
 // take waits until some of n messages may pass and returns how many: all n

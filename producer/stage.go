@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +40,20 @@ type directOutput[T any] interface {
 	TryPublish(msgs []*message.Message[T]) (int, error)
 }
 
+// exitOutput is a directOutput that calls user code as it takes messages
+// (the processors' PartitionBy), which may end the goroutine handing them
+// over (runtime.Goexit). The stage then hands messages over with
+// PublishProgress and TryPublishProgress, which set *progress before each
+// such call to how many of msgs they have taken, msgs[:*progress]; when
+// the goroutine ends, FailExited gives the others their outcome
+// (message.ErrHandlerExited), reporting them to their acknowledgers.
+type exitOutput[T any] interface {
+	directOutput[T]
+	PublishProgress(ctx context.Context, msgs []*message.Message[T], progress *int) (int, error)
+	TryPublishProgress(msgs []*message.Message[T], progress *int) (int, error)
+	FailExited(ctx context.Context, msgs []*message.Message[T]) int
+}
+
 // Stage is one producer stage: the handle a Source's Run receives. It owns
 // the stage buffer that the source's feeds deliver into and the goroutine
 // that moves buffered messages to the processors, charging permits as they
@@ -50,6 +65,7 @@ type Stage[T any] struct {
 	flow  Flow
 	out   output[T]
 	try   directOutput[T] // out, when it can take messages without waiting
+	exits exitOutput[T]   // out, when user code it calls may end the goroutine
 	stop  context.Context // the dispatcher's (hard-stop) context, set by start
 	gate  *gate
 	// release is the pipeline's release signal (Feed.FlushInFlight).
@@ -58,9 +74,12 @@ type Stage[T any] struct {
 	// from a drain the pipeline cut short (see Abandoned).
 	abandoned <-chan struct{}
 
-	mu       sync.Mutex
-	pending  []entry[T] // pending[head:] wait to be dispatched, in delivery order
-	head     int
+	mu      sync.Mutex
+	pending []entry[T] // pending[head:] wait to be dispatched, in delivery order
+	head    int
+	// handed is how many messages of a delivery the processors took
+	// while it goes straight to them (put): progress for TryPublish.
+	handed   int
 	finished bool
 	running  bool        // inside a Run call: feeds may be registered
 	busy     bool        // the dispatcher holds a chunk taken from pending
@@ -252,7 +271,14 @@ func (s *Stage[T]) deliver(f *Feed[T], msgs []*message.Message[T]) bool {
 	if !ok {
 		return false
 	}
-	wake := direct < len(msgs)
+	s.handedOver(f, direct, direct < len(msgs))
+	return true
+}
+
+// handedOver charges f the direct messages of its delivery that left for
+// the processors, queueing its refill for the dispatcher when one is due,
+// and wakes the dispatcher when it has work (or wake is set).
+func (s *Stage[T]) handedOver(f *Feed[T], direct int, wake bool) {
 	if direct > 0 && f.chargeDirect(direct) {
 		s.mu.Lock()
 		s.refills = append(s.refills, f)
@@ -265,7 +291,6 @@ func (s *Stage[T]) deliver(f *Feed[T], msgs []*message.Message[T]) bool {
 		default:
 		}
 	}
-	return true
 }
 
 // put is deliver's part under the stage mutex: it hands over the first
@@ -273,10 +298,20 @@ func (s *Stage[T]) deliver(f *Feed[T], msgs []*message.Message[T]) bool {
 // delivering. The handing over runs the processors' PartitionBy, user
 // code, on the source's goroutine: the mutex is released by a deferred
 // call, so that one which ends the goroutine (runtime.Goexit) leaves the
-// stage free, and the pipeline can stop.
+// stage free, and the pipeline can stop; that call then finishes the
+// delivery (directExited).
 func (s *Stage[T]) put(f *Feed[T], msgs []*message.Message[T]) (direct int, ok bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	handing := false
+	defer func() {
+		if !handing {
+			s.mu.Unlock()
+			return
+		}
+		handed := s.handed
+		s.mu.Unlock()
+		s.directExited(f, msgs, handed)
+	}()
 	if s.finished {
 		return 0, false
 	}
@@ -293,12 +328,37 @@ func (s *Stage[T]) put(f *Feed[T], msgs []*message.Message[T]) (direct int, ok b
 		// stage mutex is held throughout, so the dispatcher cannot take a
 		// later delivery first; an error (closed processors) leaves the
 		// rest to the dispatcher, which reports it.
-		direct, _ = s.try.TryPublish(msgs)
+		if s.exits != nil {
+			handing = true
+			direct, _ = s.exits.TryPublishProgress(msgs, &s.handed)
+			handing = false
+		} else {
+			direct, _ = s.try.TryPublish(msgs)
+		}
 	}
 	for _, m := range msgs[direct:] {
 		s.pending = append(s.pending, entry[T]{msg: m, feed: f})
 	}
 	return direct, true
+}
+
+// DeliverExitedLog is the error line a stage logs when the processors'
+// PartitionBy ended the goroutine of a delivery that went straight to
+// them (runtime.Goexit).
+const DeliverExitedLog = "user code ended the goroutine delivering to the producer stage (runtime.Goexit) in the processors' PartitionBy; the messages not handed over fail"
+
+// directExited finishes, in put's deferred call, a delivery whose direct
+// hand-over the processors' PartitionBy ended (runtime.Goexit): the
+// processors took msgs[:handed]; the others fail with
+// message.ErrHandlerExited and go to their acknowledgers, as they would
+// had a handler ended its goroutine; every message left the stage, so f
+// is charged for them all.
+func (s *Stage[T]) directExited(f *Feed[T], msgs []*message.Message[T], handed int) {
+	rest := msgs[handed:]
+	s.handedOver(f, len(msgs), false)
+	s.log.Error(DeliverExitedLog, slog.String("feed", f.name), slog.Int("messages", len(rest)),
+		slog.String("stack", string(debug.Stack())))
+	s.exits.FailExited(s.stop, rest)
 }
 
 // directLocked reports whether a delivery may go straight to the
@@ -391,8 +451,13 @@ func (s *Stage[T]) dispatch(ctx context.Context, d *dispatcher[T]) (lost int) {
 		if ctx.Err() != nil {
 			return d.release()
 		}
-		d.step = stepPublish
-		got, err := s.out.Publish(ctx, d.msgs)
+		d.step, d.taken = stepPublish, 0
+		var got int
+		if s.exits != nil {
+			got, err = s.exits.PublishProgress(ctx, d.msgs, &d.taken)
+		} else {
+			got, err = s.out.Publish(ctx, d.msgs)
+		}
 		if err != nil {
 			// Stopping: which messages an Output took before failing
 			// need not be a prefix, and no feed will be refilled.
@@ -417,16 +482,18 @@ type dispatcher[T any] struct {
 	msgs    []*message.Message[T] // its messages, for Publish
 	refills []*Feed[T]            // the feeds whose refill is being granted
 	next    int                   // stepCharge: chunk[next:] are not charged; stepRefill: refills[next:] are not refilled
+	taken   int                   // stepPublish: the processors took msgs[:taken] (Publish's progress)
 }
 
 // dispatchStep is what the dispatching goroutine is doing.
 type dispatchStep uint8
 
 const (
-	stepIdle    dispatchStep = iota
-	stepPublish              // handing d.msgs to the processors
-	stepCharge               // charging d.chunk's permits to its feeds
-	stepRefill               // granting d.refills' refills
+	stepIdle       dispatchStep = iota
+	stepPublish                 // handing d.msgs to the processors
+	stepFailExited              // reporting the messages of d.msgs the processors' PartitionBy kept
+	stepCharge                  // charging d.chunk's permits to its feeds
+	stepRefill                  // granting d.refills' refills
 )
 
 func newDispatcher[T any](s *Stage[T]) *dispatcher[T] {
@@ -476,30 +543,43 @@ func (d *dispatcher[T]) release() int {
 	return n
 }
 
-// dispatchExitedLog is the error line a stage logs when user code ended
+// DispatchExitedLog is the error line a stage logs when user code ended
 // its dispatching goroutine (runtime.Goexit).
-const dispatchExitedLog = "user code ended the producer stage's dispatching goroutine (runtime.Goexit); another goroutine takes over"
+const DispatchExitedLog = "user code ended the producer stage's dispatching goroutine (runtime.Goexit); another goroutine takes over"
 
 // dispatchExited finishes, on the goroutine that takes over, what the
-// dispatching goroutine was doing when user code ended it: the chunk it
-// was handing to the processors (whose PartitionBy ended it) is charged to
-// its feeds, as if it had been handed over, though its messages not taken
-// yet get no outcome; the permits of the chunk not yet charged are
-// charged, and the refills not yet granted are granted, but for the feed
-// whose grant callback ended it.
-func (d *dispatcher[T]) dispatchExited(stack []byte) {
+// dispatching goroutine was doing when user code ended it. Of the chunk it
+// was handing to the processors (whose PartitionBy ended it), the
+// messages they had not taken fail with message.ErrHandlerExited and go
+// to their acknowledgers (an acknowledger that ends this goroutine too
+// leaves the rest unreported, and the next one goes on charging), and the
+// chunk is charged to its feeds, as it all left the stage; the permits
+// of the chunk not yet charged are charged, and the refills not yet
+// granted are granted, but for the feed whose grant callback ended it.
+func (d *dispatcher[T]) dispatchExited(ctx context.Context, stack []byte) {
 	var where string
+	attrs := make([]any, 0, 3)
 	switch d.step {
 	case stepPublish:
 		where = "processors' PartitionBy"
+		attrs = append(attrs, slog.Int("messages", len(d.msgs)-d.taken))
+	case stepFailExited:
+		where = "source acknowledger"
 	case stepCharge, stepRefill:
 		where = "feed grant callback"
 	default:
 		where = "dispatching"
 	}
-	d.stage.log.Error(dispatchExitedLog, slog.String("in", where), slog.String("stack", string(stack)))
+	attrs = append(attrs, slog.String("in", where), slog.String("stack", string(stack)))
+	d.stage.log.Error(DispatchExitedLog, attrs...)
 	switch d.step {
 	case stepPublish:
+		d.step = stepFailExited
+		if ex := d.stage.exits; ex != nil {
+			ex.FailExited(ctx, d.msgs[d.taken:])
+		}
+		fallthrough
+	case stepFailExited:
 		d.next, d.step = 0, stepCharge
 		fallthrough
 	case stepCharge:

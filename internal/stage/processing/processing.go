@@ -20,6 +20,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/queue"
 	"github.com/boulevard-go/boulevard/internal/safehooks"
 	"github.com/boulevard-go/boulevard/internal/stage/failurelog"
+	"github.com/boulevard-go/boulevard/internal/stats"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/telemetry"
@@ -149,11 +150,53 @@ func (s *Pool[In, Out]) Publish(ctx context.Context, msgs []*message.Message[In]
 	return s.input.PublishBatch(ctx, msgs)
 }
 
+// PublishProgress is Publish for a caller that gives their outcome to the
+// messages PartitionBy keeps from the processors by ending the caller's
+// goroutine (runtime.Goexit, which PartitionBy may call, as it runs on
+// that goroutine): before each call of PartitionBy it sets *progress to
+// how many messages the processors have taken, msgs[:*progress] (see
+// queue.Partitioned.PublishBatchProgress), so that the caller's deferred
+// code can hand the others, msgs[*progress:], to FailExited.
+func (s *Pool[In, Out]) PublishProgress(ctx context.Context, msgs []*message.Message[In], progress *int) (int, error) {
+	return s.input.PublishBatchProgress(ctx, msgs, progress)
+}
+
 // TryPublish hands over, without blocking, the longest prefix of msgs the
 // processors' queues have room for (see queue.Partitioned.TryPublishBatch)
 // and returns its length; queue.ErrClosed once the input is closed.
 func (s *Pool[In, Out]) TryPublish(msgs []*message.Message[In]) (int, error) {
 	return s.input.TryPublishBatch(msgs)
+}
+
+// TryPublishProgress is TryPublish keeping *progress as PublishProgress
+// does.
+func (s *Pool[In, Out]) TryPublishProgress(msgs []*message.Message[In], progress *int) (int, error) {
+	return s.input.TryPublishBatchProgress(msgs, progress)
+}
+
+// FailExited gives their outcome to messages that PartitionBy kept from
+// the processors by ending the goroutine that handed them over
+// (runtime.Goexit): each fails with message.ErrHandlerExited, counts as
+// taken in and failed, and is reported to its acknowledger at once, as
+// the processors report the messages a batcher's PartitionBy left behind
+// (HandleFailed does not see them). A message acknowledged already or
+// deferred owes nothing more and is passed over, as is a nil one. It
+// returns how many failed.
+func (s *Pool[In, Out]) FailExited(ctx context.Context, msgs []*message.Message[In]) int {
+	var acks acker.Group
+	var failed stats.Failures
+	for _, m := range msgs {
+		if m == nil || m.Acknowledged() || m.Deferred() {
+			continue
+		}
+		m.Fail(message.ErrHandlerExited)
+		m.MarkInterrupted(ctx)
+		failed.Count(uint8(m.Disposition()))
+		m.AddTo(&acks)
+	}
+	s.st.exited(failed)
+	acks.Flush(ctx, s.log)
+	return int(failed.Total())
 }
 
 // QueueCapacity is the capacity of each processor queue (of the one shared

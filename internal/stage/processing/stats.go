@@ -2,6 +2,7 @@ package processing
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/boulevard-go/boulevard/internal/stats"
@@ -53,10 +54,39 @@ type poolStats struct {
 	// calls dates the chunks in flight for the readers (CallAges): a
 	// processor's in counter names its chunk, since each chunk adds to it.
 	calls *stats.Calls
+	// early counts the messages failed before any processor took them
+	// (FailExited): taken in and failed at once.
+	early *earlyFailures
+}
+
+// earlyFailures tallies the messages failed on their way to the
+// processors. Only a goroutine that user code ended adds to it, so a
+// mutex costs nothing on the hot path.
+type earlyFailures struct {
+	mu     sync.Mutex
+	failed stats.Failures
+}
+
+// exited counts failed, messages failed on their way in, as taken in and
+// failed.
+func (st poolStats) exited(failed stats.Failures) {
+	if failed.Total() == 0 {
+		return
+	}
+	st.early.mu.Lock()
+	st.early.failed.Add(failed)
+	st.early.mu.Unlock()
+}
+
+// earlyFailed returns the tally of the messages failed on their way in.
+func (st poolStats) earlyFailed() stats.Failures {
+	st.early.mu.Lock()
+	defer st.early.mu.Unlock()
+	return st.early.failed
 }
 
 func newPoolStats(processors int) poolStats {
-	st := poolStats{shards: make([]*shard, processors), left: new(stats.Counter), calls: stats.NewCalls(processors)}
+	st := poolStats{shards: make([]*shard, processors), left: new(stats.Counter), calls: stats.NewCalls(processors), early: new(earlyFailures)}
 	for i := range st.shards {
 		st.shards[i] = &shard{latency: stats.NewLatency(), busy: stats.NewBusy(sampleEvery)}
 	}
@@ -151,12 +181,14 @@ func (s *Pool[In, Out]) CallAges(now time.Time, ages []time.Duration) []time.Dur
 func (s *Pool[In, Out]) Stats(wall time.Duration) stats.Processors {
 	now := time.Now()
 	left := s.st.left.Load()
+	early := s.st.earlyFailed()
 	st := stats.Processors{
 		Stage:         s.name,
 		Concurrency:   s.opts.Concurrency,
 		Running:       len(s.Running()),
-		In:            left,
+		In:            left + early.Total(),
 		Unhandled:     left,
+		Failed:        early,
 		Queued:        s.input.Queued(),
 		QueueCapacity: s.QueueCapacity() * s.input.Len(),
 	}
