@@ -401,3 +401,57 @@ func TestTopicsAndSubscribersCloseTogetherWhileTheBrokerWithholdsTheCloses(t *te
 			topics, subs, took.Round(time.Millisecond), bound, operation)
 	}
 }
+
+// Guarantee: each message of a batch ReceiveBatch hands out is settled by
+// its own id: the one message of a batch a member nacks comes back, and
+// once the member has acked all the others and that one, the group's
+// backlog on the broker is empty.
+func TestEveryMessageOfAReceivedBatchIsSettledByItsOwnID(t *testing.T) {
+	b := testbroker.Pulsar(t)
+	be := newBackend(t, testOptions[int](b, topic.IntCodec{}))
+	h := newHandle(t, be, "t", topic.Options{})
+	sub := subscribe(t, h, topic.Balanced("g"))
+	const n = 20
+	for i := range n {
+		if err := h.Publish(ctxT(t), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Everything is at the member before it receives, so that its
+	// receives return batches.
+	wait.Within(t, patience, "every message dispatched", func() bool {
+		return b.Consumers(be.TopicName("t"), "g")[0].Dispatched == n
+	})
+	dst := make([]topic.Item[int], n)
+	nacked := -1
+	for got := 0; got < n; {
+		k, err := sub.ReceiveBatch(ctxT(t), dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, it := range dst[:k] {
+			if nacked < 0 && k > 1 && i == k-1 {
+				nacked = it.Value
+				if err := sub.Nack(it.ID, errors.New("failed")); err != nil {
+					t.Fatalf("Nack(%d): %v", it.Value, err)
+				}
+				continue
+			}
+			if err := sub.Ack(it.ID); err != nil {
+				t.Fatalf("Ack(%d): %v", it.Value, err)
+			}
+		}
+		got += k
+	}
+	if nacked < 0 {
+		t.Fatal("every receive returned a single message; the test needs a batch")
+	}
+	it, err := sub.Receive(ctxT(t))
+	if err != nil || it.Value != nacked || it.Redeliveries != 1 {
+		t.Fatalf("after the nack, Receive = %+v, %v; want %d again", it, err, nacked)
+	}
+	if err := sub.Ack(it.ID); err != nil {
+		t.Fatal(err)
+	}
+	wait.Within(t, patience, "the group's backlog to empty", func() bool { return b.Backlog(be.TopicName("t"), "g") == 0 })
+}
