@@ -160,3 +160,27 @@ func TestDeclarationReturnsByItsDeadlineWhileTheProducerIsWithheld(t *testing.T)
 		t.Errorf("after Close: %d producers open, want none", st.ProducersOpen)
 	}
 }
+
+// Guarantee: a partitioned topic another process creates while this one
+// declares it is used as it is: when Admin fails because the topic now
+// exists with the wanted partition count, the declaration succeeds.
+func TestDeclareSucceedsWhenAnotherProcessCreatedTheTopicMeanwhile(t *testing.T) {
+	b := testbroker.Pulsar(t)
+	opts := testOptions[int](b, topic.IntCodec{})
+	opts.Partitions = 2
+	opts.Admin = pulsartopic.AdminFunc(func(_ context.Context, name string, n int) error {
+		if err := b.CreateTopic(name, n); err != nil { // the other process
+			return err
+		}
+		return errors.New("409 Conflict: this topic already exists")
+	})
+	be := newBackend(t, opts)
+	h, err := topic.NewTopic[int]("orders", topic.Options{}, be)
+	if err != nil {
+		t.Fatalf("NewTopic after another process created the topic = %v, want nil", err)
+	}
+	defer h.Close()
+	if err := h.Publish(ctxT(t), 1); err != nil {
+		t.Fatal(err)
+	}
+}
