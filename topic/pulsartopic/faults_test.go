@@ -7,6 +7,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
@@ -214,4 +217,29 @@ func TestAnUnloadedTopicLosesNothingAndResumes(t *testing.T) {
 	}
 	allAcked(t, b, led, full, "g")
 	testbroker.PulsarReopened(t, b, before)
+}
+
+// Guarantee: Options.SendTimeout bounds a publish's wait for the broker's
+// receipt: against a broker that never answers the send, Publish fails
+// with an error wrapping pulsar.ErrSendTimeout once it has passed, though
+// its context would let it wait longer.
+func TestAPublishFailsOnceItsSendTimeoutPassesWithoutAReceipt(t *testing.T) {
+	const sendTimeout = 300 * time.Millisecond
+	b := testbroker.Pulsar(t)
+	o := testOptions[int](b, topic.IntCodec{})
+	o.SendTimeout = sendTimeout
+	be := newBackend(t, o)
+	h := newHandle(t, be, "held", topic.Options{})
+	release := b.Withhold(pulsartest.CommandSend)
+	t.Cleanup(release) // before the topic's Close, which waits for the receipt
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	start := time.Now()
+	err := h.Publish(ctx, 1)
+	if !errors.Is(err, pulsar.ErrSendTimeout) {
+		t.Fatalf("Publish with the receipt withheld = %v after %v, want an error wrapping pulsar.ErrSendTimeout", err, time.Since(start))
+	}
+	if waited := time.Since(start); waited < sendTimeout {
+		t.Fatalf("Publish failed after %v, before its send timeout %v", waited, sendTimeout)
+	}
 }
