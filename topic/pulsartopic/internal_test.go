@@ -372,3 +372,21 @@ func TestTryPublishReturnsByItsBoundWhileTheBrokerWithholdsTheReceipt(t *testing
 		t.Fatalf("TryPublish with the receipt withheld still waits %v after its %v bound", testbroker.HungGrace, tryPublishBound)
 	}
 }
+
+// Guarantee: a subscription reads ahead at most its queue capacity: the
+// consumer's channel and its receiver queues, one per partition, hold no
+// more than the capacity together, wherever it leaves at least one message
+// for each partition's queue, and each queue holds at least one.
+func TestReadAheadStaysWithinTheCapacity(t *testing.T) {
+	for capacity := 1; capacity <= 1100; capacity++ {
+		for partitions := range 9 {
+			channel, queue := readAhead(capacity, partitions)
+			if queue < 1 || channel < 0 || channel > maxChannel {
+				t.Fatalf("readAhead(%d, %d) = %d, %d: want a channel of 0 to %d and a queue of at least 1", capacity, partitions, channel, queue, maxChannel)
+			}
+			if p := max(partitions, 1); capacity-channel >= p && channel+queue*p > capacity {
+				t.Fatalf("readAhead(%d, %d) = %d, %d: %d messages ahead, above the capacity", capacity, partitions, channel, queue, channel+queue*p)
+			}
+		}
+	}
+}

@@ -30,7 +30,7 @@ func TestOptionsValidation(t *testing.T) {
 		{pulsartopic.Options[int]{Codec: topic.IntCodec{}}, "pulsartopic.serviceURL", "required_without"},
 		{pulsartopic.Options[int]{Codec: topic.IntCodec{}, ServiceURL: "pulsar://x:6650", Client: sharedClient{}}, "pulsartopic.serviceURL", "excluded_with"},
 		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, Partitions: -1}, "pulsartopic.partitions", "gte"},
-		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, Partitions: 5000}, "pulsartopic.partitions", "lte"},
+		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, Partitions: pulsartopic.MaxPartitions + 1}, "pulsartopic.partitions", "lte"},
 		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, MaxPendingMessages: -1}, "pulsartopic.maxPendingMessages", "gte"},
 		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, MaxPendingMessages: pulsartopic.MaxPendingSlots + 1}, "pulsartopic.maxPendingMessages", "lte"},
 		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{},
