@@ -157,3 +157,13 @@ func TestBrokerRefusalEchoingCredentialsShowsNone(t *testing.T) {
 	}
 	redacttest.NoSecret(t, "the subscribe's error", err, password, token)
 }
+
+// Guarantee: an *Error's message holds neither the user information of a
+// URL its cause quotes nor a line break, whatever cause it wraps.
+func TestErrorMessageShowsNoURLUserInformation(t *testing.T) {
+	err := &pulsartopic.Error{Op: "publish to", Topic: "persistent://public/default/t",
+		Err: errors.New("dial pulsar://alice:s3cret@broker:6650 refused\nretrying")}
+	if s := err.Error(); strings.Contains(s, "s3cret") || strings.ContainsAny(s, "\r\n") {
+		t.Fatalf("Error() = %q, want no password and no line break", s)
+	}
+}
