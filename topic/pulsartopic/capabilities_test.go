@@ -72,3 +72,20 @@ func TestCapabilitiesDeclared(t *testing.T) {
 }
 
 var _ = pulsartopic.Name
+
+// Guarantee: on a balanced-only topic, a second group this process asks
+// for is refused with ErrSubscribeSingleGroupViolation before anything is
+// subscribed: no durable subscription of that name is left on the broker
+// to keep messages for ever.
+func TestASecondGroupRefusedOnABalancedOnlyTopicLeavesNoSubscription(t *testing.T) {
+	b := testbroker.Pulsar(t)
+	be := newBackend(t, testOptions[int](b, topic.IntCodec{}))
+	h := newHandle(t, be, "single", topic.Options{Mode: topic.BalancedOnly})
+	subscribe(t, h, topic.Balanced("first"))
+	if _, err := h.Subscribe(t.Context(), topic.Balanced("second"), topic.SubscriberOptions{}); !errors.Is(err, topic.ErrSubscribeSingleGroupViolation) {
+		t.Fatalf("Subscribe to a second group = %v, want ErrSubscribeSingleGroupViolation", err)
+	}
+	if subs := b.Subscriptions(be.TopicName("single")); len(subs) != 1 || subs[0] != "first" {
+		t.Fatalf("subscriptions on the broker: %v, want only the first group's", subs)
+	}
+}
