@@ -455,3 +455,28 @@ func TestEveryMessageOfAReceivedBatchIsSettledByItsOwnID(t *testing.T) {
 	}
 	wait.Within(t, patience, "the group's backlog to empty", func() bool { return b.Backlog(be.TopicName("t"), "g") == 0 })
 }
+
+// Guarantee: a message received and left unsettled when its subscription
+// closes is the broker's to deliver again: settling it afterwards returns
+// ErrMessageNotTracked, and the group's next member receives it.
+func TestSettlingAfterCloseIsNotTrackedAndTheMessageComesBack(t *testing.T) {
+	b := testbroker.Pulsar(t)
+	be := newBackend(t, testOptions[int](b, topic.IntCodec{}))
+	h := newHandle(t, be, "t", topic.Options{})
+	first := subscribe(t, h, topic.Balanced("g"))
+	if err := h.Publish(ctxT(t), 5); err != nil {
+		t.Fatal(err)
+	}
+	it, err := first.Receive(ctxT(t))
+	if err != nil || it.Value != 5 {
+		t.Fatalf("Receive = %+v, %v; want 5", it, err)
+	}
+	first.Close()
+	if err := first.Ack(it.ID); !errors.Is(err, topic.ErrMessageNotTracked) {
+		t.Fatalf("Ack after Close = %v, want ErrMessageNotTracked", err)
+	}
+	next := subscribe(t, h, topic.Balanced("g"))
+	if it, err := next.Receive(ctxT(t)); err != nil || it.Value != 5 {
+		t.Fatalf("the next member's Receive = %+v, %v; want 5 again", it, err)
+	}
+}
