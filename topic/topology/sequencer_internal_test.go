@@ -14,7 +14,7 @@ import (
 // key's turn; only the message itself takes the turn, and the letters
 // that waited go one at a time, in order, as the turns end.
 func TestSequencerKnowsTheKeysMessageOutByItsWholeHistory(t *testing.T) {
-	q := &sequencer[int]{limit: 100, keys: map[string]*keyState[int]{}, wakers: map[*waker]struct{}{}}
+	q := newTestSequencer(0, 100)
 	first := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
 	last := first.Add(time.Minute)
 	out := Letter[int]{Key: "A", Value: 1, Retries: 2, FirstFailure: first, LastFailure: last, Resume: true}
@@ -103,7 +103,7 @@ func (p *partsReader) LetGo(receipt any) bool { return p.gone[receipt] }
 // order once an assignment that leaves their shard out tells that the
 // message comes back elsewhere.
 func TestASequencerGivesBackTheLettersOfThePartLetGoAndKeepsTheOthers(t *testing.T) {
-	q := &sequencer[int]{shards: 2, limit: 100, keys: map[string]*keyState[int]{}, wakers: map[*waker]struct{}{}}
+	q := newTestSequencer(2, 100)
 	parts := &partsReader{gone: map[any]bool{}}
 	r := &heldReader[int]{parts: parts}
 	// Key A, of shard 1: its message 1 is out; 2 and 4 come from the
@@ -153,5 +153,72 @@ func TestASequencerGivesBackTheLettersOfThePartLetGoAndKeepsTheOthers(t *testing
 	}
 	if !slices.Equal(turns, []int{2, 4}) || q.heldBack() != 0 {
 		t.Errorf("the letters of the part kept went %v, %d left, want [2 4], none left", turns, q.heldBack())
+	}
+}
+
+// newTestSequencer returns a sequencer of shards routing shards that
+// holds back at most limit letters.
+func newTestSequencer(shards, limit int) *sequencer[int] {
+	return &sequencer[int]{shards: shards, limit: limit, keys: map[string]*keyState[int]{}, wakers: map[*waker]struct{}{}}
+}
+
+// Guarantee: once a reader that knows each letter's part lets a part go,
+// a sequenced source decides by the letter's part alone whether to give
+// back a letter it admits: one of a part the reader keeps waits behind
+// its key's message out even when the part let go held letters of the
+// same shard, and one of the part let go is given back even when the
+// run began taking letters after the reader told.
+func TestALetterOfAPartKeptWaitsItsTurnWhenAPartOfItsShardIsLetGo(t *testing.T) {
+	q := newTestSequencer(2, 100)
+	parts := &partsReader{gone: map[any]bool{}}
+	r := &heldReader[int]{parts: parts}
+	first := Letter[int]{Key: "A", Shard: 1, Value: 1, Receipt: "kept"}
+	if q.admit(first, r) != admitDeliver {
+		t.Fatal("the key's first letter was not delivered")
+	}
+	q.sentOut(&first)
+	parts.gone["let go"] = true
+	if got := q.letGo(r, func(shard int) bool { return shard == 1 }); len(got) > 0 {
+		t.Fatalf("letting the part go gave back %d letters, want none", len(got))
+	}
+	if got := q.admit(Letter[int]{Key: "A", Shard: 1, Value: 2, Receipt: "kept"}, r); got != admitHeldBack {
+		t.Errorf("a letter of the part kept, taken as the reader let the other go: admission %d, want held back", got)
+	}
+	q.taking(r)
+	if got := q.admit(Letter[int]{Key: "A", Shard: 1, Value: 3, Receipt: "let go"}, r); got != admitGiveBack {
+		t.Errorf("a letter of the part let go, taken after the reader told: admission %d, want given back", got)
+	}
+	q.release("A")
+	if ready := q.takeReady(nil, 8); len(ready) != 1 || ready[0].l.Value != 2 || q.heldBack() != 0 {
+		t.Errorf("once the key's message was done: %d ready, %d held back, want letter 2 ready alone", len(ready), q.heldBack())
+	}
+}
+
+// Guarantee: a sequenced source at MaxHeldBack whose letters held back
+// all wait on their keys' messages out takes letters past the bound
+// after a part let go had its letters given back, emptying a key whose
+// message is in flight: that key no longer counts as one that makes
+// room, so the run does not wait for ever for messages that come back
+// only through its reader.
+func TestASourceAtMaxHeldBackTakesPastItAfterAPartsLettersWereGivenBack(t *testing.T) {
+	q := newTestSequencer(2, 1)
+	parts := &partsReader{gone: map[any]bool{}}
+	r := &heldReader[int]{parts: parts}
+	// Key A's message 1 is in flight; its letter 2, of the part let go,
+	// waits behind it and is given back.
+	q.admit(Letter[int]{Key: "A", Shard: 0, Value: 1, Receipt: "kept"}, r)
+	q.admit(Letter[int]{Key: "A", Shard: 0, Value: 2, Receipt: "let go"}, r)
+	parts.gone["let go"] = true
+	if got := q.letGo(r, func(shard int) bool { return shard == 0 }); len(got) != 1 {
+		t.Fatalf("letting the part go gave back %d letters, want 1", len(got))
+	}
+	// Key B's message 11 is out; its letter 12 waits for it, at the
+	// bound.
+	b := Letter[int]{Key: "B", Shard: 1, Value: 11, Receipt: "kept"}
+	q.admit(b, r)
+	q.sentOut(&b)
+	q.admit(Letter[int]{Key: "B", Shard: 1, Value: 12, Receipt: "kept"}, r)
+	if n, _ := q.room(8); n != 1 {
+		t.Errorf("at MaxHeldBack with every letter held back waiting on a message out: room %d, want 1", n)
 	}
 }
