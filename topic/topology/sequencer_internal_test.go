@@ -222,3 +222,32 @@ func TestASourceAtMaxHeldBackTakesPastItAfterAPartsLettersWereGivenBack(t *testi
 		t.Errorf("at MaxHeldBack with every letter held back waiting on a message out: room %d, want 1", n)
 	}
 }
+
+// Guarantee: once an assignment leaving a key's shard out ends the wait
+// for the key's message out and the key's next letter, of a part the
+// reader keeps, takes its turn, that message coming back (the shard
+// assigned back) waits its turn: the key keeps one message in flight.
+func TestAMessageOutComingBackAfterItsKeyMovedOnWaitsItsTurn(t *testing.T) {
+	q := newTestSequencer(2, 100)
+	r := &heldReader[int]{parts: &partsReader{}}
+	out := Letter[int]{Key: "A", Shard: 1, Value: 1, Retries: 1, Receipt: "kept"}
+	if q.admit(out, r) != admitDeliver {
+		t.Fatal("the key's first letter was not delivered")
+	}
+	q.sentOut(&out)
+	for v := 2; v <= 3; v++ {
+		if got := q.admit(Letter[int]{Key: "A", Shard: 1, Value: v, Receipt: "kept"}, r); got != admitHeldBack {
+			t.Fatalf("letter %d: admission %d, want held back", v, got)
+		}
+	}
+	q.assigned(r, func(shard int) bool { return shard == 0 })
+	if ready := q.takeReady(nil, 8); len(ready) != 1 || ready[0].l.Value != 2 {
+		t.Fatalf("%d letters ready once the assignment left the shard out, want letter 2", len(ready))
+	}
+	q.assigned(r, func(int) bool { return true })
+	back := out
+	back.Resume = true
+	if got := q.admit(back, r); got != admitHeldBack {
+		t.Errorf("the message out, back while letter 2 is in flight: admission %d, want held back", got)
+	}
+}
