@@ -251,3 +251,36 @@ func TestAMessageOutComingBackAfterItsKeyMovedOnWaitsItsTurn(t *testing.T) {
 		t.Errorf("the message out, back while letter 2 is in flight: admission %d, want held back", got)
 	}
 }
+
+// Guarantee: the letters of a poisoned key that wait to be dead-lettered
+// stay for the dead-letter queue, in order, whatever the reader tells of
+// their shard: a part let go gives none of them back, an assignment
+// leaving their shard out neither gives them back nor ends the key's
+// poisoning, and a later letter of the key is dead-lettered too.
+func TestAPoisonedKeysLettersStayForTheDeadLetterQueueAsItsShardMoves(t *testing.T) {
+	q := newTestSequencer(2, 100)
+	r := &heldReader[int]{}
+	q.admit(Letter[int]{Key: "A", Shard: 1, Value: 1}, r)
+	q.admit(Letter[int]{Key: "A", Shard: 1, Value: 2}, r)
+	if got := q.poison("A", "failed"); len(got) != 1 || got[0].l.Value != 2 {
+		t.Fatalf("poisoning took %d letters, want letter 2", len(got))
+	}
+	if got := q.admit(Letter[int]{Key: "A", Shard: 1, Value: 3}, r); got != admitHeldBack {
+		t.Fatalf("a letter of the key being drained: admission %d, want held back", got)
+	}
+	if got := q.letGo(r, func(shard int) bool { return shard == 1 }); len(got) > 0 {
+		t.Errorf("letting the shard go gave back %d letters of the key being drained, want none", len(got))
+	}
+	if got := q.assigned(r, func(shard int) bool { return shard == 0 }); len(got) > 0 {
+		t.Errorf("an assignment leaving the shard out gave back %d letters of the key being drained, want none", len(got))
+	}
+	if got := q.drained("A"); len(got) != 1 || got[0].l.Value != 3 {
+		t.Errorf("draining took %d letters, want letter 3", len(got))
+	}
+	if got := q.drained("A"); len(got) > 0 {
+		t.Errorf("draining again took %d letters, want none", len(got))
+	}
+	if got := q.admit(Letter[int]{Key: "A", Shard: 1, Value: 4}, nil); got != admitPoisoned {
+		t.Errorf("a later letter of the poisoned key: admission %d, want dead-lettered", got)
+	}
+}
