@@ -284,3 +284,19 @@ func TestAPoisonedKeysLettersStayForTheDeadLetterQueueAsItsShardMoves(t *testing
 		t.Errorf("a later letter of the poisoned key: admission %d, want dead-lettered", got)
 	}
 }
+
+// Guarantee: Stats.HeldBack counts a letter of a key whose turn came
+// until the run delivers it, as it counted it while it waited: a letter
+// released to take its turn is still held back by the source.
+func TestHeldBackCountsALetterReadyUntilItIsDelivered(t *testing.T) {
+	q := newTestSequencer(1, 100)
+	q.admit(Letter[int]{Key: "A", Value: 1}, nil)
+	q.admit(Letter[int]{Key: "A", Value: 2}, nil)
+	q.release("A")
+	if got := q.heldBack(); got != 1 {
+		t.Errorf("%d letters held back with letter 2 ready, want 1", got)
+	}
+	if ready := q.takeReady(nil, 8); len(ready) != 1 || q.heldBack() != 0 {
+		t.Errorf("%d letters taken, %d held back after, want 1 taken and none held back", len(ready), q.heldBack())
+	}
+}
