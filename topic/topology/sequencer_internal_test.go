@@ -300,3 +300,27 @@ func TestHeldBackCountsALetterReadyUntilItIsDelivered(t *testing.T) {
 		t.Errorf("%d letters taken, %d held back after, want 1 taken and none held back", len(ready), q.heldBack())
 	}
 }
+
+// Guarantee: an assignment that leaves a key's shard out, told by a
+// reader that knows each letter's part without a release before it (a
+// part it learned was let go only as the assignment came), gives back
+// the key's letters held back of the part let go, for the part's next
+// owner, rather than handle them here once the key's message out is
+// done with.
+func TestAnAssignmentGivesBackTheLettersOfAPartLetGoUntold(t *testing.T) {
+	q := newTestSequencer(2, 100)
+	parts := &partsReader{gone: map[any]bool{}}
+	r := &heldReader[int]{parts: parts}
+	out := Letter[int]{Key: "A", Shard: 1, Value: 1, Receipt: "let go"}
+	q.admit(out, r)
+	q.sentOut(&out)
+	q.admit(Letter[int]{Key: "A", Shard: 1, Value: 2, Receipt: "let go"}, r)
+	parts.gone["let go"] = true
+	got := q.assigned(r, func(shard int) bool { return shard == 0 })
+	if len(got) != 1 || got[0].l.Value != 2 {
+		t.Errorf("the assignment gave back %d letters, want letter 2", len(got))
+	}
+	if ready := q.takeReady(nil, 8); len(ready) > 0 || q.heldBack() != 0 {
+		t.Errorf("%d letters ready, %d held back, want none", len(ready), q.heldBack())
+	}
+}
