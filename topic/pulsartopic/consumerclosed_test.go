@@ -64,6 +64,16 @@ func TestReceiveFailsOnceTheClientClosedTheConsumer(t *testing.T) {
 // a message published after it subscribed.
 func subscribed(t *testing.T, be *pulsartopic.Backend[int], name topic.Name, mode topic.SubscriptionMode) *topic.Subscription[int] {
 	t.Helper()
+	sub, it := subscribedHolding(t, be, name, mode)
+	_ = sub.Ack(it.ID)
+	return sub
+}
+
+// subscribedHolding returns a subscription of mode to the topic name and
+// the message, published after it subscribed, that it received and has
+// not settled.
+func subscribedHolding(t *testing.T, be *pulsartopic.Backend[int], name topic.Name, mode topic.SubscriptionMode) (*topic.Subscription[int], topic.Item[int]) {
+	t.Helper()
 	h := newHandle(t, be, name, topic.Options{Mode: topic.Mixed})
 	sub := subscribe(t, h, mode)
 	if err := h.Publish(ctxT(t), 1); err != nil {
@@ -73,8 +83,7 @@ func subscribed(t *testing.T, be *pulsartopic.Backend[int], name topic.Name, mod
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = sub.Ack(it.ID)
-	return sub
+	return sub, it
 }
 
 // subscriptionOf returns the name of the subscription of mode on topic
@@ -198,4 +207,29 @@ func TestMaxReconnectToBrokerBoundsTheConsumersReconnections(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Guarantee: a message received before pulsar-client-go closed its
+// subscription's consumer by itself can no longer be acknowledged through
+// it, and Ack says so: it returns an error naming the topic rather than
+// nil, so that the caller does not count the message as committed (the
+// broker delivers it again to the group's next consumer).
+func TestAckFailsOnceTheClientClosedTheConsumer(t *testing.T) {
+	b := testbroker.Pulsar(t)
+	be := newBackend(t, testOptions[int](b, topic.IntCodec{}))
+	mode := topic.Balanced("workers")
+	sub, it := subscribedHolding(t, be, "ackclosed", mode)
+	full := be.TopicName("ackclosed")
+	b.RefuseSubscribe(full, subscriptionOf(t, b, full, mode, ""), revoked)
+	b.DropConnections()
+	if _, err := sub.Receive(ctxT(t)); !errors.Is(err, pulsartopic.ErrConsumerClosed) {
+		t.Fatalf("Receive = %v, want an error wrapping ErrConsumerClosed", err)
+	}
+	err := sub.Ack(it.ID)
+	var pe *pulsartopic.Error
+	if !errors.As(err, &pe) || pe.Topic != full {
+		t.Fatalf("Ack after the client closed the consumer = %v, want a *pulsartopic.Error naming the topic", err)
+	}
+	t.Logf("Ack: %v", err)
+	sub.Close()
 }
