@@ -607,14 +607,43 @@ func (m *member[T]) requeue() {
 // again, and their settling here commits nothing.
 const ReleasedHeldLog = "kafkatopic: partition released with messages the subscriber still holds; they will be delivered again"
 
-// release ends a claim: records of it still queued are dropped (the next
-// owner fetches them again), the messages of it the subscriber holds get
+// release ends a claim: records of it still queued, and those nacked
+// (before the wait or during it), are dropped (the next owner fetches them
+// again), the messages of it the subscriber holds get
 // up to Options.RevokeTimeout to be settled (none when the member is
 // stopping), and what is settled is committed. While it waits, the
 // subscriber's OnRelease hurries their settlement (see
 // topic.SubscriberOptions).
 func (m *member[T]) release(c *kafkaoffset.Claim) {
 	m.mu.Lock()
+	m.withdraw(c)
+	timeout := m.t.b.opts.RevokeTimeout
+	if m.onRelease != nil && c.Handed() > 0 && timeout > 0 && !m.ended {
+		// Called without mu: the subscriber may settle at once.
+		m.mu.Unlock()
+		if done := m.onRelease(); done != nil {
+			defer done()
+		}
+		m.mu.Lock()
+	}
+	// m.stopped is closed when m.ended is set, both under mu.
+	left := c.Release(&m.mu, m.stopped, timeout)
+	// Again, now that the claim is revoked: a message nacked while Release
+	// waited would otherwise be queued again once its delay passed, taking
+	// room in the read-ahead that take frees without waking push.
+	m.withdraw(c)
+	m.mu.Unlock()
+	if left > 0 {
+		m.t.b.log.Warn(ReleasedHeldLog, slog.String("topic", m.t.kname), slog.String("group", m.gid),
+			slog.Int("partition", int(c.Partition())), slog.Int("held", left), slog.Duration("revoke_timeout", timeout))
+	}
+	c.Commit()
+	m.undecodable.Forget(m.ctx, c.Partition())
+}
+
+// withdraw drops the records of c still queued and its nacked messages
+// waiting for their delay; the caller holds mu.
+func (m *member[T]) withdraw(c *kafkaoffset.Claim) {
 	k := m.head
 	for i := m.head; i < len(m.queue); i++ {
 		if m.queue[i].c != c {
@@ -633,24 +662,6 @@ func (m *member[T]) release(c *kafkaoffset.Claim) {
 	}
 	clear(m.nacked[k:])
 	m.nacked = m.nacked[:k]
-	timeout := m.t.b.opts.RevokeTimeout
-	if m.onRelease != nil && c.Handed() > 0 && timeout > 0 && !m.ended {
-		// Called without mu: the subscriber may settle at once.
-		m.mu.Unlock()
-		if done := m.onRelease(); done != nil {
-			defer done()
-		}
-		m.mu.Lock()
-	}
-	// m.stopped is closed when m.ended is set, both under mu.
-	left := c.Release(&m.mu, m.stopped, timeout)
-	m.mu.Unlock()
-	if left > 0 {
-		m.t.b.log.Warn(ReleasedHeldLog, slog.String("topic", m.t.kname), slog.String("group", m.gid),
-			slog.Int("partition", int(c.Partition())), slog.Int("held", left), slog.Duration("revoke_timeout", timeout))
-	}
-	c.Commit()
-	m.undecodable.Forget(m.ctx, c.Partition())
 }
 
 // Close implements topic.SubscriptionState: the member leaves its group;

@@ -106,9 +106,21 @@ func TestANackedMessageWaitingForItsDelayIsReceivedOnceAcrossARebalance(t *testi
 	const delay = 500 * time.Millisecond
 	h, a, _ := nackOne(t, "nack-rebalance", delay)
 	b := subscribe(t, h, topic.Balanced("g")) // the group rebalances: every claim is released
+	receivedOnce(t, a, b, delay)
+}
+
+// receivedOnce has a and b, members of one group, receive and ack, and
+// checks that the one message nacked comes back to one of them, once: a
+// second delivery, from the nack's wait, would come within delay of the
+// nack, so it waits twice that after the first (a check that something
+// does not happen).
+func receivedOnce(t *testing.T, a, b *topic.Subscription[int], delay time.Duration) {
+	t.Helper()
 	got := make(chan string, 4)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
 	for name, s := range map[string]*topic.Subscription[int]{"a": a, "b": b} {
 		wg.Go(func() {
 			for {
@@ -127,15 +139,11 @@ func TestANackedMessageWaitingForItsDelayIsReceivedOnceAcrossARebalance(t *testi
 	case <-time.After(patience):
 		t.Fatal("the nacked message never came back")
 	}
-	// A second delivery, from the wait, would come within the delay of
-	// the nack; wait twice that (a check that something does not happen).
 	select {
 	case again := <-got:
 		t.Errorf("the nacked message was received by %s and again by %s", first, again)
 	case <-time.After(2 * delay):
 	}
-	cancel()
-	wg.Wait()
 }
 
 // A NackRedeliveryDelay set below 1ms is refused, naming the field.
@@ -172,4 +180,55 @@ func TestANackedMessageCarriesItsRedeliveryCount(t *testing.T) {
 	if it := recv(t, m); it.Value != 2 || it.Redeliveries != 0 {
 		t.Fatalf("received %d with Redeliveries %d, want 2 delivered for the first time (0)", it.Value, it.Redeliveries)
 	}
+}
+
+// A message nacked while the rebalance that takes its partition waits for
+// it (in OnRelease) is left to the partition's next claim: the member that
+// let the partition go does not receive it again once its delay has
+// passed, so it is received once, not once from the wait and again from
+// the log.
+func TestAMessageNackedWhileItsPartitionIsReleasedIsReceivedOnce(t *testing.T) {
+	const delay = 250 * time.Millisecond
+	o := testOptions(testbroker.Kafka(t), topic.IntCodec{})
+	o.NackRedeliveryDelay = delay
+	h := newTopic(t, newBackend(t, o), "nack-release", topic.Options{})
+	releasing := make(chan struct{}, 1)
+	a, err := h.Subscribe(t.Context(), topic.Balanced("g"), topic.SubscriberOptions{OnRelease: func() func() {
+		select {
+		case releasing <- struct{}{}:
+		default:
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	if err := h.Publish(ctxT(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	held := recv(t, a)
+	type subscribed struct {
+		s   *topic.Subscription[int]
+		err error
+	}
+	joined := make(chan subscribed, 1)
+	go func() { // returns once the rebalance is over, which waits for a
+		s, err := h.Subscribe(ctxT(t), topic.Balanced("g"), topic.SubscriberOptions{})
+		joined <- subscribed{s, err}
+	}()
+	select {
+	case <-releasing:
+	case <-time.After(patience):
+		t.Fatal("the rebalance never waited for the message a holds")
+	}
+	if err := a.Nack(held.ID, errors.New("handler failed")); err != nil {
+		t.Fatalf("Nack while the partition is released: %v", err)
+	}
+	j := <-joined
+	if j.err != nil {
+		t.Fatal(j.err)
+	}
+	t.Cleanup(j.s.Close)
+	receivedOnce(t, a, j.s, delay)
 }
