@@ -83,3 +83,113 @@ func TestAMessageNackedDuringItsRevokeLeavesTheReadAheadToTheNextClaim(t *testin
 		}
 	})
 }
+
+// Guarantee: each nacked message is received again NackRedeliveryDelay
+// after its own nack: one nacked while another waits does not come back
+// with it.
+func TestEachNackedMessageWaitsItsOwnDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const delay = time.Second
+		m := newMember(8, delay, time.Minute)
+		defer m.cancel()
+		ctx := t.Context()
+		c := kafkaoffset.New(session{}, "t", 0)
+		if !m.push(ctx, c, []delivery[int]{{c: c, off: 0, v: 1}, {c: c, off: 1, v: 2}}) {
+			t.Fatal("push to an empty read-ahead failed")
+		}
+		dst := make([]topic.Envelope[int], 2)
+		if n, err := m.Receive(ctx, dst); n != 2 || err != nil {
+			t.Fatalf("Receive = %d, %v", n, err)
+		}
+		start := time.Now()
+		nack := errors.New("handler failed")
+		if err := m.Settle(dst[0].ID, nack); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(delay / 2)
+		if err := m.Settle(dst[1].ID, nack); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []struct {
+			v  int
+			at time.Duration
+		}{{1, delay}, {2, delay + delay/2}} {
+			n, err := m.Receive(ctx, dst[:1])
+			if n != 1 || err != nil || dst[0].Value != want.v || time.Since(start) != want.at {
+				t.Fatalf("Receive = %d, %v: %d at %v, want %d again at %v", n, err, dst[0].Value, time.Since(start), want.v, want.at)
+			}
+		}
+	})
+}
+
+// Guarantee: while the revoke of a partition waits for the messages the
+// subscriber holds, the member hands out nothing more of it: neither the
+// records it had fetched and not handed out nor a message nacked before
+// the revoke whose delay passes meanwhile (the next owner delivers both).
+func TestARevokeHandsOutNothingMoreOfThePartition(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const delay = time.Second
+		m := newMember(8, delay, time.Minute)
+		defer m.cancel()
+		ctx := t.Context()
+		c := kafkaoffset.New(session{}, "t", 0)
+		if !m.push(ctx, c, []delivery[int]{{c: c, off: 0, v: 1}, {c: c, off: 1, v: 2}, {c: c, off: 2, v: 3}}) {
+			t.Fatal("push to an empty read-ahead failed")
+		}
+		dst := make([]topic.Envelope[int], 2)
+		if n, err := m.Receive(ctx, dst); n != 2 || err != nil {
+			t.Fatalf("Receive = %d, %v", n, err)
+		}
+		if err := m.Settle(dst[0].ID, errors.New("handler failed")); err != nil {
+			t.Fatal(err)
+		}
+		released := make(chan struct{})
+		go func() {
+			m.release(c)
+			close(released)
+		}()
+		synctest.Wait() // the revoke waits for 2
+		rctx, cancel := context.WithTimeout(ctx, 2*delay)
+		defer cancel()
+		got := make([]topic.Envelope[int], 1)
+		if n, err := m.Receive(rctx, got); n != 0 || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Receive while the revoke waits = %d, %v (value %d), want nothing", n, err, got[0].Value)
+		}
+		if err := m.Settle(dst[1].ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		<-released
+	})
+}
+
+// Guarantee: a broadcast subscriber queues at most broadcast.queue_capacity
+// records it has not handed out: the next waits until a Receive makes
+// room.
+func TestABroadcastSubscriberQueuesAtMostItsCapacity(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const capacity = 2
+		s := &bsub[int]{t: &kTopic[int]{opts: topic.Options{Broadcast: topic.BroadcastPolicy{Capacity: capacity}}},
+			stopCh: make(chan struct{}), dataSig: make(chan struct{}, 1)}
+		defer close(s.stopCh)
+		for v := range capacity {
+			if !s.push(bitem[int]{v: v}) {
+				t.Fatalf("push %d of %d failed", v+1, capacity)
+			}
+		}
+		pushed := make(chan bool, 1)
+		go func() { pushed <- s.push(bitem[int]{v: capacity}) }()
+		synctest.Wait()
+		select {
+		case <-pushed:
+			t.Fatalf("a record past the capacity of %d was queued", capacity)
+		default:
+		}
+		dst := make([]topic.Envelope[int], 1)
+		if n, err := s.Receive(t.Context(), dst); n != 1 || err != nil {
+			t.Fatalf("Receive = %d, %v", n, err)
+		}
+		if !<-pushed {
+			t.Fatal("the push waiting for room gave up once there was room")
+		}
+	})
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/kafkatopic"
 )
 
 // produceGarbage writes n records no codec of the tests decodes to
@@ -71,5 +72,31 @@ func TestABurstOfUndecodableRecordsIsLoggedInAFewLines(t *testing.T) {
 	where := []string{"record does not decode", "partition=1", logburst.HeldBackKey + "=", "held_back_first=", "held_back_last="}
 	if n, g := lines.Count(where...), lines.Count(append(where, "skipped and committed")...); g == 0 || n-g == 0 {
 		t.Errorf("%d lines of the group and %d of the broadcast subscriber say which records were held back; want at least 1 each:\n%s", g, n-g, all())
+	}
+}
+
+// Guarantee: a record that does not decode is committed past even when no
+// record after it is acked: the member that leaves commits the offset after
+// it, and the group's next member does not read it again.
+func TestAnUndecodableLastRecordIsCommittedPast(t *testing.T) {
+	c := testbroker.Kafka(t)
+	b := newBackend(t, testOptions[int](c, topic.IntCodec{}))
+	h := newTopic(t, b, "undecodable-last", topic.Options{})
+	m := subscribe(t, h, topic.Balanced("g"))
+	if err := h.Publish(ctxT(t), 7); err != nil {
+		t.Fatal(err)
+	}
+	if it := recv(t, m); it.Value != 7 {
+		t.Fatalf("received %d, want 7", it.Value)
+	} else if err := m.Ack(it.ID); err != nil {
+		t.Fatal(err)
+	}
+	produceGarbage(t, c.ListenAddrs(), "undecodable-last", 0, 1)
+	wait.Within(t, patience, "the member to skip the record that does not decode", func() bool {
+		return h.Stats().Undecodable == 1
+	})
+	m.Close()
+	if got := committed(t, c, "undecodable-last", kafkatopic.GroupID("undecodable-last", "g")); got[0] != 2 {
+		t.Fatalf("committed %v, want offset 2 on partition 0: past the acked 7 and the record that does not decode", got)
 	}
 }
