@@ -258,16 +258,7 @@ func TestAMessageOutComingBackAfterItsKeyMovedOnWaitsItsTurn(t *testing.T) {
 // leaving their shard out neither gives them back nor ends the key's
 // poisoning, and a later letter of the key is dead-lettered too.
 func TestAPoisonedKeysLettersStayForTheDeadLetterQueueAsItsShardMoves(t *testing.T) {
-	q := newTestSequencer(2, 100)
-	r := &heldReader[int]{}
-	q.admit(Letter[int]{Key: "A", Shard: 1, Value: 1}, r)
-	q.admit(Letter[int]{Key: "A", Shard: 1, Value: 2}, r)
-	if got := q.poison("A", "failed"); len(got) != 1 || got[0].l.Value != 2 {
-		t.Fatalf("poisoning took %d letters, want letter 2", len(got))
-	}
-	if got := q.admit(Letter[int]{Key: "A", Shard: 1, Value: 3}, r); got != admitHeldBack {
-		t.Fatalf("a letter of the key being drained: admission %d, want held back", got)
-	}
+	q, r := newDrainingSequencer(t)
 	if got := q.letGo(r, func(shard int) bool { return shard == 1 }); len(got) > 0 {
 		t.Errorf("letting the shard go gave back %d letters of the key being drained, want none", len(got))
 	}
@@ -283,6 +274,25 @@ func TestAPoisonedKeysLettersStayForTheDeadLetterQueueAsItsShardMoves(t *testing
 	if got := q.admit(Letter[int]{Key: "A", Shard: 1, Value: 4}, nil); got != admitPoisoned {
 		t.Errorf("a later letter of the poisoned key: admission %d, want dead-lettered", got)
 	}
+}
+
+// newDrainingSequencer returns a sequencer whose key A, of shard 1, is
+// poisoned by its letter 1 and being drained, with its letter 3, taken
+// from the reader it returns after letter 2 was dead-lettered, waiting
+// to be dead-lettered.
+func newDrainingSequencer(t *testing.T) (*sequencer[int], *heldReader[int]) {
+	t.Helper()
+	q := newTestSequencer(2, 100)
+	r := &heldReader[int]{}
+	q.admit(Letter[int]{Key: "A", Shard: 1, Value: 1}, r)
+	q.admit(Letter[int]{Key: "A", Shard: 1, Value: 2}, r)
+	if got := q.poison("A", "failed"); len(got) != 1 || got[0].l.Value != 2 {
+		t.Fatalf("poisoning took %d letters, want letter 2", len(got))
+	}
+	if got := q.admit(Letter[int]{Key: "A", Shard: 1, Value: 3}, r); got != admitHeldBack {
+		t.Fatalf("a letter of the key being drained: admission %d, want held back", got)
+	}
+	return q, r
 }
 
 // Guarantee: Stats.HeldBack counts a letter of a key whose turn came
@@ -322,5 +332,25 @@ func TestAnAssignmentGivesBackTheLettersOfAPartLetGoUntold(t *testing.T) {
 	}
 	if ready := q.takeReady(nil, 8); len(ready) > 0 || q.heldBack() != 0 {
 		t.Errorf("%d letters ready, %d held back, want none", len(ready), q.heldBack())
+	}
+}
+
+// Guarantee: the letters of a poisoned key that wait to be dead-lettered
+// stay for the dead-letter queue, in order, when the run that took them
+// fails: its reader's letters given back to the backend are only those
+// of keys that are not poisoned, which wait behind their key's message
+// in flight.
+func TestAPoisonedKeysLettersStayForTheDeadLetterQueueAsItsRunFails(t *testing.T) {
+	q, r := newDrainingSequencer(t)
+	q.admit(Letter[int]{Key: "B", Shard: 0, Value: 11}, r)
+	q.admit(Letter[int]{Key: "B", Shard: 0, Value: 12}, r)
+	if got := q.giveBack(r); len(got) != 1 || got[0].l.Value != 12 {
+		t.Errorf("the failed run's reader had %d letters given back, want letter 12 alone", len(got))
+	}
+	if got := q.drained("A"); len(got) != 1 || got[0].l.Value != 3 {
+		t.Errorf("draining took %d letters, want letter 3", len(got))
+	}
+	if got := q.drained("A"); len(got) > 0 || q.heldBack() != 0 {
+		t.Errorf("draining again took %d letters, %d held back, want none", len(got), q.heldBack())
 	}
 }
