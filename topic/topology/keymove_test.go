@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -63,11 +64,17 @@ func (r *keyMoveRun) now() []int {
 // attempt of each key's message 1 in the handler until closed.
 func startKeyMoveRun(t *testing.T, block chan struct{}, keys ...string) *keyMoveRun {
 	t.Helper()
+	return startKeyMoveRunOn(t, &notifyQueues[int]{}, block, keys...)
+}
+
+// startKeyMoveRunOn is startKeyMoveRun over q, whose Queues it sets.
+func startKeyMoveRunOn(t *testing.T, q *notifyQueues[int], block chan struct{}, keys ...string) *keyMoveRun {
+	t.Helper()
 	if shardA == shardB {
 		t.Fatalf("keys A and B share shard %d", shardA)
 	}
-	_, mq := declareMemory(t, build(t, topology.New("keymove").Sequenced(topology.Skip).Hold(time.Hour)))
-	r := &keyMoveRun{q: &notifyQueues[int]{Queues: mq}}
+	_, q.Queues = declareMemory(t, build(t, topology.New("keymove").Sequenced(topology.Skip).Hold(time.Hour)))
+	r := &keyMoveRun{q: q}
 	r.src, r.p = startPipeline(t, r.q, func(ctx context.Context, m *message.Message[int]) (int, error) {
 		r.mu.Lock()
 		r.handled = append(r.handled, m.Data)
@@ -445,4 +452,47 @@ func TestALetterTakenAsItsShardIsLetGoIsGivenBackWhateverIsLetGoAfter(t *testing
 			t.Errorf("stats %+v, want nothing held back of the shards let go of", st)
 		}
 	})
+}
+
+// Guarantee: a sequenced source whose reader knows each letter's part
+// (topology.PartTracker) gives back, as the reader lets a part go, the
+// letters held back that the part handed out, whatever the shards the
+// reader tells of: a letter of a part the reader keeps stays held back
+// behind its key's message out even as its shard is let go (a partition
+// holding letters of a shard a grown partition count routes elsewhere),
+// and goes in its key's order once that message comes back, rather than
+// be given back to a part that does not hand it out again; a letter of
+// the part let go goes back even when its shard is not told.
+func TestASequencedSourceGivesBackTheLettersOfThePartItsReaderLetsGo(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		partLetGo    bool
+		told         func(int) bool
+		wantReturned []int
+		wantHeldBack int
+	}{
+		{"part kept, shard let go", false, onlyA, nil, 1},
+		{"part let go, shard not told", true, onlyB, []int{2}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var letGo atomic.Bool // the one part of the reader
+				q := &notifyQueues[int]{elsewhere: true, letGo: func(any) bool { return letGo.Load() }}
+				r := startKeyMoveRunOn(t, q, nil, "A")
+				letGo.Store(c.partLetGo)
+				r.tell(t, topology.ShardsReleased, c.told)
+				if got := r.q.takeReturned(); !slices.Equal(got, c.wantReturned) {
+					t.Errorf("gave back %v as the reader let the part go, want %v", got, c.wantReturned)
+				}
+				if st := r.src.Stats(); st.HeldBack != c.wantHeldBack {
+					t.Errorf("stats %+v, want %d held back", st, c.wantHeldBack)
+				}
+				if !c.partLetGo {
+					time.Sleep(time.Hour)
+					synctest.Wait()
+					r.expect(t, "once message 1 came back", 1, 1, 2)
+				}
+			})
+		})
+	}
 }

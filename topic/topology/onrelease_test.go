@@ -35,7 +35,18 @@ type notifyQueues[T any] struct {
 	// here only once an assignment gives their shard back.
 	gone   map[int]bool
 	parked []topology.Letter[T]
+	// letGo, when set, makes the readers topology.PartTrackers too, whose
+	// LetGo it answers.
+	letGo func(receipt any) bool
 }
+
+// partsNotifyReader is a notifyReader that knows each letter's part.
+type partsNotifyReader[T any] struct {
+	*notifyReader[T]
+	letGo func(receipt any) bool
+}
+
+func (r *partsNotifyReader[T]) LetGo(receipt any) bool { return r.letGo(receipt) }
 
 func (q *notifyQueues[T]) Return(ctx context.Context, ls []topology.Letter[T]) error {
 	q.mu.Lock()
@@ -180,6 +191,9 @@ func (q *notifyQueues[T]) Subscribe(ctx context.Context) (topology.Reader[T], er
 	q.mu.Lock()
 	q.readers = append(q.readers, nr)
 	q.mu.Unlock()
+	if q.letGo != nil {
+		return &partsNotifyReader[T]{notifyReader: nr, letGo: q.letGo}, nil
+	}
 	return nr, nil
 }
 
