@@ -388,24 +388,35 @@ func TestALetterTakenBeforeItsShardIsLetGoIsGivenBackNotHeldBack(t *testing.T) {
 // before the reader's new assignment left the letter's shard out, and
 // admits after, goes back to the backend rather than be handled at once
 // as the first of a key the source no longer knows: it would go ahead of
-// its key's message out, which comes back to the shard's new owner.
+// its key's message out, which comes back to the shard's new owner. So
+// it is whether the reader let the shard go before the assignment or
+// learns it only from the assignment.
 func TestALetterTakenBeforeAnAssignmentLeavesItsShardOutIsGivenBackNotHandled(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		r := startKeyMoveRun(t, nil, "A")
-		r.onReceiving(t, 3, func(rd *notifyReader[int]) {
-			rd.tell(topology.ShardsReleased, onlyA)
-			rd.tell(topology.ShardsAssigned, onlyB)
+	for _, c := range []struct {
+		name     string
+		released bool
+	}{{"released first", true}, {"assigned alone", false}} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := startKeyMoveRun(t, nil, "A")
+				r.onReceiving(t, 3, func(rd *notifyReader[int]) {
+					if c.released {
+						rd.tell(topology.ShardsReleased, onlyA)
+					}
+					rd.tell(topology.ShardsAssigned, onlyB)
+				})
+				r.publish(t, 3)
+				synctest.Wait()
+				r.expect(t, "once the reader's assignment left A's shard out while 3 was being taken", 1)
+				if got := r.q.takeReturned(); !slices.Equal(got, []int{2, 3}) {
+					t.Errorf("gave back %v, want [2 3]: the letters of A's shard, for its new owner", got)
+				}
+				if st := r.src.Stats(); st.HeldBack != 0 {
+					t.Errorf("stats %+v, want nothing held back", st)
+				}
+			})
 		})
-		r.publish(t, 3)
-		synctest.Wait()
-		r.expect(t, "once the reader's assignment left A's shard out while 3 was being taken", 1)
-		if got := r.q.takeReturned(); !slices.Equal(got, []int{2, 3}) {
-			t.Errorf("gave back %v, want [2 3]: the letters of A's shard, for its new owner", got)
-		}
-		if st := r.src.Stats(); st.HeldBack != 0 {
-			t.Errorf("stats %+v, want nothing held back", st)
-		}
-	})
+	}
 }
 
 // Guarantee: a letter that a sequenced source's reader hands out after
