@@ -340,6 +340,18 @@ func TestASourceAtMaxHeldBackTakesLettersAgainOnceItsReaderHasItGiveThemBack(t *
 	}
 }
 
+// letAGoThenAssign has the run's reader let go of key A's shard, then
+// tell the assignment in, and checks that A's letter 2 held back was
+// given back.
+func (r *keyMoveRun) letAGoThenAssign(t *testing.T, in func(int) bool) {
+	t.Helper()
+	r.tell(t, topology.ShardsReleased, onlyA)
+	r.tell(t, topology.ShardsAssigned, in)
+	if got := r.q.takeReturned(); !slices.Equal(got, []int{2}) {
+		t.Errorf("gave back %v as the reader let go of A's shard, want [2]", got)
+	}
+}
+
 // onReceiving has the run's reader, as a Receive of r takes letter v,
 // tell what tells does before it returns the letters: the run admits v
 // only after the reader told it.
@@ -428,11 +440,7 @@ func TestALetterTakenBeforeAnAssignmentLeavesItsShardOutIsGivenBackNotHandled(t 
 func TestALetterItsReaderHandsOutAfterTellingItsShardGoneIsHandled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := startKeyMoveRun(t, nil, "A")
-		r.tell(t, topology.ShardsReleased, onlyA)
-		r.tell(t, topology.ShardsAssigned, onlyB)
-		if got := r.q.takeReturned(); !slices.Equal(got, []int{2}) {
-			t.Errorf("gave back %v as the reader let go of A's shard, want [2]", got)
-		}
+		r.letAGoThenAssign(t, onlyB)
 		r.publish(t, 3)
 		synctest.Wait()
 		r.expect(t, "once the reader handed out 3 after its assignment left A's shard out", 1, 3)
@@ -506,4 +514,27 @@ func TestASequencedSourceGivesBackTheLettersOfThePartItsReaderLetsGo(t *testing.
 			})
 		})
 	}
+}
+
+// Guarantee: an assignment that gives back a shard the reader let go of
+// ends its letting go: a letter of that shard taken later, as the reader
+// lets another shard go, waits its turn behind its key's message out
+// rather than be given back for a new owner the shard does not have.
+func TestALetterOfAShardAssignedBackIsHeldBackAsTheReaderLetsAnotherGo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startKeyMoveRun(t, nil, "A")
+		r.letAGoThenAssign(t, all)
+		r.onReceiving(t, 3, func(rd *notifyReader[int]) { rd.tell(topology.ShardsReleased, onlyB) })
+		r.publish(t, 3)
+		synctest.Wait()
+		if got := r.q.takeReturned(); len(got) != 0 {
+			t.Errorf("gave back %v as the reader let go of B's shard while 3 was being taken, want nothing", got)
+		}
+		if st := r.src.Stats(); st.HeldBack != 2 {
+			t.Errorf("stats %+v, want 2 and 3 held back behind 1", st)
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		r.expect(t, "once message 1 came back", 1, 1, 2, 3)
+	})
 }
