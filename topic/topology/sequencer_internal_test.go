@@ -354,3 +354,23 @@ func TestAPoisonedKeysLettersStayForTheDeadLetterQueueAsItsRunFails(t *testing.T
 		t.Errorf("draining again took %d letters, %d held back, want none", len(got), q.heldBack())
 	}
 }
+
+// Guarantee: a letter ready to take its key's turn counts toward
+// MaxHeldBack, and makes room without the reader: at the bound with one
+// ready, the run takes no letter past it (nor warns that it does) but
+// delivers the ready one first.
+func TestASourceAtMaxHeldBackWithALetterReadyTakesNoneUntilItIsDelivered(t *testing.T) {
+	q := newTestSequencer(1, 1)
+	q.admit(Letter[int]{Key: "A", Value: 1}, nil)
+	q.admit(Letter[int]{Key: "A", Value: 2}, nil)
+	q.release("A")
+	if n, first := q.room(8); n != 0 || first {
+		t.Errorf("at MaxHeldBack with letter 2 ready: room %d, %t, want 0, false", n, first)
+	}
+	if ready := q.takeReady(nil, 8); len(ready) != 1 {
+		t.Fatalf("%d letters ready, want letter 2", len(ready))
+	}
+	if n, _ := q.room(8); n != 1 {
+		t.Errorf("once letter 2 was delivered: room %d, want 1", n)
+	}
+}
