@@ -5,9 +5,11 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/kafkatopic"
 )
@@ -44,15 +46,7 @@ func TestBalancedReceiveFailsWhenAPartitionHoldsABatchThatCannotBeDecoded(t *tes
 	// From now on (the fetch waiting for records at offset 3 is answered
 	// as usual), offset 3 holds a batch that cannot be decoded.
 	hits := testbroker.ServeCorruptBatch(c, "corrupt", 0, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), patience)
-	defer cancel()
-	_, err := s.Receive(ctx)
-	if !errors.Is(err, kafkatopic.ErrCorruptBatch) {
-		t.Fatalf("Receive = %v after %d answers with a batch that cannot be decoded, want an error wrapping ErrCorruptBatch", err, hits.Load())
-	}
-	if msg := err.Error(); !strings.Contains(msg, `"corrupt"/0 from offset 3`) {
-		t.Fatalf("Receive's error %q does not name the partition and the batch's offset", msg)
-	}
+	receiveCorrupt(t, s, hits, `"corrupt"/0 from offset 3`)
 	out := logs.String()
 	if n := strings.Count(out, "partition fetch cannot be decoded"); n != 1 {
 		t.Fatalf("%d ERROR lines for the batch, want 1:\n%s", n, out)
@@ -90,21 +84,29 @@ func TestBroadcastReceiveFailsWhenAPartitionHoldsABatchThatCannotBeDecoded(t *te
 	// From now on (the fetch waiting for records at offset 3 is answered
 	// as usual), offset 3 holds a batch that cannot be decoded.
 	hits := testbroker.ServeCorruptBatch(c, "corrupt", 0, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), patience)
-	defer cancel()
-	_, err := s.Receive(ctx)
-	if !errors.Is(err, kafkatopic.ErrCorruptBatch) {
-		t.Fatalf("Receive = %v after %d answers with a batch that cannot be decoded, want an error wrapping ErrCorruptBatch", err, hits.Load())
-	}
-	if msg := err.Error(); !strings.Contains(msg, `"corrupt"/0 from offset 3`) {
-		t.Fatalf("Receive's error %q does not name the partition and the batch's offset", msg)
-	}
+	receiveCorrupt(t, s, hits, `"corrupt"/0 from offset 3`)
 	out := logs.String()
 	if n := strings.Count(out, "partition fetch cannot be decoded"); n != 1 {
 		t.Fatalf("%d ERROR lines for the batch, want 1:\n%s", n, out)
 	}
 	if n := warnLines(out, "error decoding packet"); n != 0 {
 		t.Fatalf("%d WARN lines for the batch, want none:\n%s", n, out)
+	}
+}
+
+// receiveCorrupt fails t unless s's Receive returns, within patience, an
+// error wrapping ErrCorruptBatch that names the partition and offset as
+// where does; hits counts the answers with the batch.
+func receiveCorrupt[T any](t *testing.T, s *topic.Subscription[T], hits *atomic.Int64, where string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	_, err := s.Receive(ctx)
+	if !errors.Is(err, kafkatopic.ErrCorruptBatch) {
+		t.Fatalf("Receive = %v after %d answers with a batch that cannot be decoded, want an error wrapping ErrCorruptBatch", err, hits.Load())
+	}
+	if msg := err.Error(); !strings.Contains(msg, where) {
+		t.Fatalf("Receive's error %q does not name the partition and the batch's offset (%s)", msg, where)
 	}
 }
 
@@ -119,4 +121,33 @@ func warnLines(out, s string) int {
 		}
 	}
 	return n
+}
+
+// Guarantee: when the record before a batch the client cannot decode was
+// itself skipped as undecodable, the error Receive returns names the
+// batch's offset, the one after the skipped record, not the skipped
+// record's own.
+func TestBalancedCorruptBatchErrorNamesTheOffsetAfterASkippedRecord(t *testing.T) {
+	c := testbroker.Kafka(t)
+	b := newBackend(t, testOptions(c, topic.Codec[int](topic.IntCodec{})))
+	h := newTopic(t, b, "corrupt-after-skip", topic.Options{})
+	s := subscribe(t, h, topic.Balanced("g"))
+	for v := range 2 {
+		if err := h.Publish(ctxT(t), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for want := range 2 {
+		it := recv(t, s)
+		if it.Value != want {
+			t.Fatalf("received %d, want %d", it.Value, want)
+		}
+		if err := s.Ack(it.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produceGarbage(t, c.ListenAddrs(), "corrupt-after-skip", 0, 1) // offset 2
+	wait.Within(t, patience, "the record that does not decode skipped", func() bool { return h.Stats().Undecodable == 1 })
+	hits := testbroker.ServeCorruptBatch(c, "corrupt-after-skip", 0, 3)
+	receiveCorrupt(t, s, hits, `"corrupt-after-skip"/0 from offset 3`)
 }
