@@ -272,3 +272,34 @@ func TestDeclarationBeforeKafka011LogsThatTheLimitIsUnknown(t *testing.T) {
 		t.Fatalf("log lines about the topic's limit: %q, want one naming the topic and the protocol version older than 0.11", lines)
 	}
 }
+
+// Guarantee: a record exactly as large as the topic's max.message.bytes
+// read at the declaration, which the broker refuses because the setting
+// was lowered since, fails with a *RecordTooLargeError that claims no
+// limit: the limit read is no longer the topic's.
+func TestARecordAtTheDeclaredLimitRefusedAfterTheLimitWasLoweredClaimsNoLimit(t *testing.T) {
+	c := testbroker.Kafka(t)
+	const kname = "lowered"
+	limitedTopic(t, c, kname)
+	b := newBackend(t, testOptions[string](c, topic.StringCodec{}))
+	h := newTopic(t, b, kname, topic.Options{})
+	admin, err := sarama.NewClusterAdmin(c.ListenAddrs(), testbroker.SaramaConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	lower := strconv.Itoa(tooLargeLimit / 2)
+	if err := admin.AlterConfig(sarama.TopicResource, kname, map[string]*string{"max.message.bytes": &lower}, false); err != nil {
+		t.Fatal(err)
+	}
+	// 930 bytes of value make a record batch of 1000 bytes: 61 of batch
+	// header, 2 of record length, 7 of record fields and value length.
+	err = h.Publish(ctxT(t), strings.Repeat("x", tooLargeLimit-70))
+	var tl *kafkatopic.RecordTooLargeError
+	if !errors.As(err, &tl) || tl.Size != tooLargeLimit {
+		t.Fatalf("Publish = %v, want a *RecordTooLargeError of a %d-byte record", err, tooLargeLimit)
+	}
+	if tl.Limit != 0 || strings.Contains(err.Error(), "at most") {
+		t.Fatalf("Publish = %q (limit %d), want no limit claimed: the record does not exceed the one read", err, tl.Limit)
+	}
+}
