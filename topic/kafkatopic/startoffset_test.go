@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
@@ -183,5 +184,32 @@ func TestInitialOffsetIsValidated(t *testing.T) {
 	}
 	if got := o.WithDefaults().InitialOffset; got != kafka.OffsetLatest {
 		t.Errorf("default InitialOffset %q, want %q", got, kafka.OffsetLatest)
+	}
+}
+
+// Guarantee: a group whose committed offset retention has since deleted
+// continues from the oldest record kept, not from the log end: the
+// records still there are delivered.
+func TestAGroupBelowTheLogStartContinuesFromTheOldestRecordKept(t *testing.T) {
+	c := testbroker.Kafka(t)
+	existingTopic(t, c, "orders", 1, 10) // values 1 to 10 at offsets 0 to 9
+	var logs logBuffer
+	b := newBackend(t, loggedOptions(c, &logs, kafka.OffsetEarliest))
+	h := newTopic(t, b, "orders", topic.Options{})
+	subscribe(t, h, topic.Balanced("billing")).Close()
+	if got := committed(t, c, "orders", "orders:billing")[0]; got != 0 {
+		t.Fatalf("the first Subscribe committed offset %d, want 0", got)
+	}
+	admin, err := sarama.NewClusterAdmin(c.ListenAddrs(), testbroker.SaramaConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if err := admin.DeleteRecords("orders", map[int32]int64{0: 5}); err != nil {
+		t.Fatal(err)
+	}
+	s := subscribe(t, h, topic.Balanced("billing"))
+	if got := publishedNext(t, h, s, 11); got != 6 {
+		t.Fatalf("the group received %d first, want 6, the oldest value kept", got)
 	}
 }
