@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -44,15 +45,7 @@ func TestDegradedMemberHoldingItsSessionRunsAgainOnTheAnswersItsClientReads(t *t
 		t.Fatal(err)
 	}
 
-	// The member's first commit, of the one record, hands the member over.
-	members := make(chan *member, 1)
-	beforeCommitSend = func(m *member) {
-		select {
-		case members <- m:
-		default:
-		}
-	}
-	t.Cleanup(func() { beforeCommitSend = nil })
+	members := committingMember(t) // the member's first commit hands it over
 	src, err := New(Options{
 		Brokers:       c.ListenAddrs(),
 		GroupID:       group,
@@ -128,12 +121,18 @@ func (r *recorder) Recovered()    { r.recovered++ }
 // message to handle, stopped at t's cleanup.
 func runPipeline(t *testing.T, name string, src *Source, handle func(context.Context, *message.Message[[]byte]) ([]byte, error)) *pipeline.Pipeline[[]byte, []byte] {
 	t.Helper()
-	p, err := pipeline.New(pipeline.Options[[]byte, []byte]{
+	return startPipeline(t, pipeline.Options[[]byte, []byte]{
 		Name:            name,
 		ShutdownTimeout: 10 * time.Second,
 		Producer:        producer.Options[[]byte]{Source: src},
 		Processors:      processor.Options[[]byte, []byte]{Handle: handle},
 	})
+}
+
+// startPipeline starts a pipeline of po, stopped at t's cleanup.
+func startPipeline(t *testing.T, po pipeline.Options[[]byte, []byte]) *pipeline.Pipeline[[]byte, []byte] {
+	t.Helper()
+	p, err := pipeline.New(po)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,4 +147,50 @@ func runPipeline(t *testing.T, name string, src *Source, handle func(context.Con
 		}
 	})
 	return p
+}
+
+// committingMember receives the first member that sends a commit (from
+// send, before the request is built).
+func committingMember(t *testing.T) <-chan *member {
+	members := make(chan *member, 1)
+	beforeCommitSend = func(m *member) {
+		select {
+		case members <- m:
+		default:
+		}
+	}
+	t.Cleanup(func() { beforeCommitSend = nil })
+	return members
+}
+
+// Guarantee: once a member lost its session (its partitions were lost),
+// the answers its client reads no longer end a degrade: the client hears
+// the failed joins' answers too, and only a new session or records say
+// that the member reads again.
+func TestLostSessionEndsNoDegradeOnTheAnswersItsClientReads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var st recorder
+		m := &member{
+			reach:     kafkareach.Reach{Health: &st},
+			opts:      &Options{},
+			log:       slog.New(slog.DiscardHandler),
+			parts:     map[topicPartition]*partition{},
+			releasing: map[topicPartition]*partition{},
+			moved:     make(chan struct{}),
+		}
+		h := heardHook{&m.reach}
+		m.reach.SessionStarted()
+		m.lost(context.Background(), nil, map[string][]int32{})
+		for range kafkareach.SessionFailuresToDegrade {
+			m.reach.SessionFailed(errors.New("join failing"))
+		}
+		if st.degraded != 1 {
+			t.Fatalf("degraded %d times after %d failed sessions, want once", st.degraded, kafkareach.SessionFailuresToDegrade)
+		}
+		time.Sleep(kafkareach.HeardQuiet)
+		h.OnBrokerRead(kgo.BrokerMetadata{}, 0, 0, 0, 0, nil)
+		if st.recovered != 0 {
+			t.Fatal("a member that lost its session recovered on an answer its client read")
+		}
+	})
 }
