@@ -268,11 +268,12 @@ func TestEachTopicMetricCarriesItsOwnStat(t *testing.T) {
 	})
 }
 
-// Guarantee: /stats names each field of a producer stage and of its
-// feeds as the dashboard reads it, so that the dashboard shows a stage
-// failing in a row, its restarts, its buffer and its feeds.
-func TestStatsJSONNamesTheProducerFieldsTheDashboardReads(t *testing.T) {
-	st := pipeline.Stats{Name: "orders", Producers: []pipeline.ProducerStats{{
+// Guarantee: /stats names each field of a pipeline, of a producer stage
+// and of its feeds as the dashboard reads it, so that the dashboard shows
+// a pipeline stopped and why, a stage failing in a row, its restarts, its
+// buffer and its feeds.
+func TestStatsJSONNamesThePipelineAndProducerFieldsTheDashboardReads(t *testing.T) {
+	st := pipeline.Stats{Name: "orders", Stopped: true, Err: errors.New("source gave up"), Producers: []pipeline.ProducerStats{{
 		StageStatus: producer.StageStatus{Stage: "orders.producer.0", State: producer.StateConnecting, Restarts: 2,
 			ConsecutiveFailures: 3, LastError: errors.New("refused")},
 		Buffered: 4,
@@ -283,17 +284,25 @@ func TestStatsJSONNamesTheProducerFieldsTheDashboardReads(t *testing.T) {
 	rr := httptest.NewRecorder()
 	obs.Handler(nil).ServeHTTP(rr, httptest.NewRequest("GET", "/stats", nil))
 	var snap struct {
-		Pipelines []struct {
-			Producers []map[string]any `json:"producers"`
-		} `json:"pipelines"`
+		Pipelines []map[string]any `json:"pipelines"`
 	}
 	if err := json.NewDecoder(rr.Body).Decode(&snap); err != nil {
 		t.Fatal(err)
 	}
-	if len(snap.Pipelines) != 1 || len(snap.Pipelines[0].Producers) != 1 {
-		t.Fatalf("/stats pipelines = %+v, want one with one producer stage", snap.Pipelines)
+	if len(snap.Pipelines) != 1 {
+		t.Fatalf("/stats pipelines = %+v, want one", snap.Pipelines)
 	}
-	ps := snap.Pipelines[0].Producers[0]
+	pl := snap.Pipelines[0]
+	for key, want := range map[string]any{"name": "orders", "stopped": true, "err": "source gave up"} {
+		if pl[key] != want {
+			t.Errorf("/stats pipeline %q = %v, want %v", key, pl[key], want)
+		}
+	}
+	producers, _ := pl["producers"].([]any)
+	if len(producers) != 1 {
+		t.Fatalf("/stats pipeline producers = %v, want one producer stage", pl["producers"])
+	}
+	ps, _ := producers[0].(map[string]any)
 	for key, want := range map[string]any{"stage": "orders.producer.0", "state": "connecting", "restarts": 2.0,
 		"consecutiveFailures": 3.0, "lastError": "refused", "buffered": 4.0} {
 		if ps[key] != want {
