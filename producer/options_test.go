@@ -41,3 +41,30 @@ func TestRestartBackoffHasAnUpperBound(t *testing.T) {
 		t.Fatalf("Backoff at MaxBackoffLimit: %v", err)
 	}
 }
+
+// Guarantee: the zero Options take the documented defaults, a Threshold
+// left to its default is Initial/2 rounded down (Refill making up the
+// rest), and MaxConsecutiveFailures left to its default is MaxRestarts+1
+// once that exceeds 5.
+func TestDefaultsAreTheDocumentedOnes(t *testing.T) {
+	o := producer.Options[int]{}.WithDefaults()
+	if o.Concurrency != 1 {
+		t.Errorf("Concurrency %d, want 1", o.Concurrency)
+	}
+	if want := (producer.Flow{Initial: 100, Threshold: 50, Refill: 50}); o.Flow != want {
+		t.Errorf("Flow %+v, want %+v", o.Flow, want)
+	}
+	want := producer.Restart{MaxRestarts: 3, Window: 5 * time.Second, Backoff: 100 * time.Millisecond,
+		MaxBackoff: 5 * time.Second, MaxConsecutiveFailures: 5, MaxFailingTime: 2 * time.Minute}
+	if o.Restart != want {
+		t.Errorf("Restart %+v, want %+v", o.Restart, want)
+	}
+	if got, want := (producer.Flow{Initial: 11}).WithDefaults(), (producer.Flow{Initial: 11, Threshold: 5, Refill: 6}); got != want {
+		t.Errorf("Flow{Initial: 11} takes %+v, want %+v", got, want)
+	}
+	for restarts, failures := range map[int]int{4: 5, 5: 6, 9: 10} {
+		if got := (producer.Restart{MaxRestarts: restarts}).WithDefaults().MaxConsecutiveFailures; got != failures {
+			t.Errorf("MaxRestarts %d: MaxConsecutiveFailures %d, want %d", restarts, got, failures)
+		}
+	}
+}
