@@ -50,7 +50,8 @@ func TestResetRateLimitRefillsTheBucket(t *testing.T) {
 	})
 }
 
-// Guarantee: messages pass as soon as the bucket holds a token for them: a
+// Guarantee: messages pass as soon as the bucket holds a token for them (a
+// single token lets one through): a
 // stage that wants more than the bucket holds takes what it holds at once
 // rather than wait for the rest; an empty bucket is waited on for a chunk
 // (as many as wanted, up to the bucket size), not a token at a time.
@@ -75,6 +76,13 @@ func TestRateLimitPassesWhatTheBucketHolds(t *testing.T) {
 		// point, so allow it a millisecond).
 		if waited := time.Since(start); waited < time.Hour-time.Millisecond || waited > time.Hour {
 			t.Errorf("waited %v for a chunk from the empty bucket, want 1h", waited)
+		}
+		// A single token (a third of an interval, and a little more for
+		// the floating point) lets one message through at once.
+		time.Sleep(21 * time.Minute)
+		start = time.Now()
+		if n, _ := p.gate.take(ctx, 5); n != 1 || time.Since(start) != 0 {
+			t.Fatalf("take of 5 with 1 token = %d after %v, want 1 at once", n, time.Since(start))
 		}
 	})
 }
@@ -152,5 +160,40 @@ func TestRateLimitTakeSurvivesAConcurrentlyLoweredBurst(t *testing.T) {
 		if _, err := p.gate.take(ctx, 64); err != nil {
 			t.Fatalf("take while the limit changes: %v", err)
 		}
+	}
+}
+
+// Guarantee: a limit changed while running, by SetRateLimit or
+// UpdateRateLimit, resizes the bucket to the new Allowed and refills it at
+// the new Allowed per Interval from then on.
+func TestChangedRateLimitSetsBucketSizeAndRate(t *testing.T) {
+	for name, change := range map[string]func(p *Producer[int], rl RateLimit) error{
+		"SetRateLimit": func(p *Producer[int], rl RateLimit) error { p.SetRateLimit(&rl); return nil },
+		"UpdateRateLimit": func(p *Producer[int], rl RateLimit) error {
+			return p.UpdateRateLimit(func(cur *RateLimit) error { cur.Allowed = rl.Allowed; return nil })
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := rateProducer(&RateLimit{Allowed: 2, Interval: time.Hour})
+				ctx := context.Background()
+				if n, _ := p.gate.take(ctx, 2); n != 2 {
+					t.Fatalf("first take = %d, want 2", n)
+				}
+				if err := change(p, RateLimit{Allowed: 10, Interval: time.Hour}); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(30 * time.Minute)
+				start := time.Now()
+				if n, _ := p.gate.take(ctx, 20); n != 5 || time.Since(start) != 0 {
+					t.Fatalf("half an interval after the change: took %d after %v, want 5 at once", n, time.Since(start))
+				}
+				time.Sleep(2 * time.Hour)
+				start = time.Now()
+				if n, _ := p.gate.take(ctx, 20); n != 10 || time.Since(start) != 0 {
+					t.Fatalf("from a full bucket: took %d after %v, want the new Allowed, 10, at once", n, time.Since(start))
+				}
+			})
+		})
 	}
 }
