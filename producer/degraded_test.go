@@ -205,12 +205,7 @@ func TestStaleRunsDegradeLeavesTheNextRunRunning(t *testing.T) {
 		}
 		stale.Degrade(errors.New("kafka: client has run out of available brokers to talk to"))
 		stale.Degrade(nil)
-		if got := h.p.Status()[0]; got != before {
-			t.Fatalf("status %+v after a stale run's Degrade, want it unchanged: %+v", got, before)
-		}
-		if n := countLines(lines(), producer.DegradedLog); n != 0 {
-			t.Fatalf("%d degraded lines after a stale run's Degrade, want none: %q", n, lines())
-		}
+		unchanged(t, h, before, lines, producer.DegradedLog, "a stale run's Degrade")
 		stopFetching(h)
 	})
 }
@@ -243,4 +238,91 @@ func TestStaleRunsRecoveredLeavesTheNextRunDegraded(t *testing.T) {
 		}
 		stopFetching(h)
 	})
+}
+
+// Guarantee: Recovered on a stage that is not degraded changes nothing:
+// the state and its Since stay, and no line is logged.
+func TestRecoveredWhileNotDegradedChangesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log, lines := newLogRecorder()
+		src, h := startDegrading(t, log)
+		src.do(func(st *producer.Stage[item], _ *producer.RunHealth) { st.NewFeed("p0", nil) })
+		before := h.p.Status()[0]
+		time.Sleep(time.Second)
+		src.do(func(_ *producer.Stage[item], rh *producer.RunHealth) { rh.Recovered() })
+		unchanged(t, h, before, lines, producer.RecoveredLog, "Recovered while running")
+		stopFetching(h)
+	})
+}
+
+// Guarantee: StageStatus.Since is when the stage entered its state: the
+// failure for restarting, the end of the backoff for connecting, the
+// first feed for running.
+func TestStatusSinceIsWhenTheStateWasEntered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src, h := startDegrading(t, nil)
+		synctest.Wait()
+		time.Sleep(time.Second)
+		failedAt := time.Now()
+		src.steps <- func(*producer.Stage[item], *producer.RunHealth) error { return errors.New("boom") }
+		synctest.Wait()
+		if st := h.p.Status()[0]; st.State != producer.StateRestarting || !st.Since.Equal(failedAt) {
+			t.Fatalf("status %+v, want restarting since %v", st, failedAt)
+		}
+		time.Sleep(producer.DefaultRestartBackoff)
+		synctest.Wait()
+		if st := h.p.Status()[0]; st.State != producer.StateConnecting || !st.Since.Equal(failedAt.Add(producer.DefaultRestartBackoff)) {
+			t.Fatalf("status %+v, want connecting since the end of the backoff", st)
+		}
+		time.Sleep(time.Second)
+		src.do(func(st *producer.Stage[item], _ *producer.RunHealth) { st.NewFeed("p0", nil) })
+		if st, want := h.p.Status()[0], failedAt.Add(producer.DefaultRestartBackoff+time.Second); st.State != producer.StateRunning || !st.Since.Equal(want) {
+			t.Fatalf("status %+v, want running since %v", st, want)
+		}
+		stopFetching(h)
+	})
+}
+
+// Guarantee: Stage.FeedStats lists the current run's open feeds, by the
+// name they were registered with, in registration order, each with its own
+// counters; a closed feed is left out, and between runs there are none.
+func TestFeedStatsListTheRunsOpenFeedsInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src, h := startDegrading(t, nil)
+		var stage *producer.Stage[item]
+		src.do(func(st *producer.Stage[item], _ *producer.RunHealth) {
+			stage = st
+			st.NewFeed("a", nil)
+			b := st.NewFeed("b", nil)
+			c := st.NewFeed("c", nil)
+			c.Deliver(items(0, 3)...)
+			b.Close()
+		})
+		got := stage.FeedStats()
+		if len(got) != 2 || got[0].Name != "a" || got[1].Name != "c" {
+			t.Fatalf("FeedStats %+v, want feeds a and c in that order", got)
+		}
+		if got[0].Delivered != 0 || got[1].Delivered != 3 || got[1].Granted != producer.DefaultFlowInitial {
+			t.Fatalf("FeedStats %+v, want c alone to have 3 delivered, of %d granted", got, producer.DefaultFlowInitial)
+		}
+		src.steps <- func(*producer.Stage[item], *producer.RunHealth) error { return errors.New("boom") }
+		synctest.Wait()
+		if got := stage.FeedStats(); got != nil {
+			t.Fatalf("FeedStats between runs %+v, want none", got)
+		}
+		time.Sleep(producer.DefaultRestartBackoff)
+		stopFetching(h)
+	})
+}
+
+// unchanged fails the test unless the stage's status is still before and
+// no line saying logged was logged, after what.
+func unchanged(t *testing.T, h *harness, before producer.StageStatus, lines func() []string, logged, after string) {
+	t.Helper()
+	if got := h.p.Status()[0]; got != before {
+		t.Fatalf("status %+v after %s, want it unchanged: %+v", got, after, before)
+	}
+	if n := countLines(lines(), logged); n != 0 {
+		t.Fatalf("%d %q lines after %s, want none: %q", n, logged, after, lines())
+	}
 }
