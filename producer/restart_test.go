@@ -358,3 +358,34 @@ func TestLateDeliveryOfAnEarlierRunIsNotTheCurrentRunsProgress(t *testing.T) {
 		waitDone(t, p)
 	})
 }
+
+// Guarantee: a run that delivered a message, even one that then failed,
+// resets the failing time, and the stage gives up once the failing time
+// since then reaches MaxFailingTime exactly, its status counting the
+// failures of the streak that tripped the rule.
+func TestDeliveringRunResetsFailingTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &scriptedSource{run: func(ctx context.Context, st *producer.Stage[item], call int) error {
+			if call == 3 {
+				st.NewFeed("p0", nil).Deliver(items(0, 1)...)
+			}
+			if !sleepCtx(ctx, 50*time.Second) {
+				return ctx.Err()
+			}
+			return errors.New("subscribe: operation timed out")
+		}}
+		// Runs 4 to 6 fail after 50s each, with backoffs of 100ms and 200ms
+		// between them.
+		const failing = 150*time.Second + 300*time.Millisecond
+		h := start(t, "p", producer.Options[item]{Source: src, Restart: producer.Restart{
+			MaxConsecutiveFailures: 100, MaxFailingTime: failing}}, newRecorder(), nil)
+		re := giveUp(t, h, time.Hour)
+		if re.Rule != producer.RuleMaxFailingTime || re.Failing != failing || re.ConsecutiveFailures != 3 || src.calls() != 6 {
+			t.Errorf("RestartError = %+v after %d runs, want rule %s after %v failing in runs 4-6",
+				re, src.calls(), producer.RuleMaxFailingTime, failing)
+		}
+		if st := h.p.Status()[0]; st.State != producer.StateFailed || st.ConsecutiveFailures != 3 {
+			t.Errorf("status %+v, want failed after 3 consecutive failures", st)
+		}
+	})
+}
