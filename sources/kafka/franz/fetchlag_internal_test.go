@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
@@ -16,18 +15,7 @@ import (
 func TestStatsOfAPartitionReadToItsEndShowNoFetchLag(t *testing.T) {
 	const topic, group, records = "events", "g-fetch-lag", 10
 	c := groupCluster(t, topic, records)
-	src, err := New(Options{
-		Brokers:       c.ListenAddrs(),
-		GroupID:       group,
-		Topics:        []string{topic},
-		InitialOffset: OffsetEarliest,
-		CommitMode:    CommitOnAck,
-		RevokeTimeout: 2 * time.Second,
-		ClientOptions: fastGroup(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := ackCommittingSource(t, c, topic, group)
 	runPipeline(t, "fetch-lag", src, func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) { return m.Data, nil })
 	stats := func() PartitionStats {
 		if ms := src.Stats().Members; len(ms) == 1 && len(ms[0].Partitions) == 1 {

@@ -109,20 +109,9 @@ func answerNextHeartbeat(c *kfake.Cluster, group string, code int16, answered fu
 func stopWithCommitHeld(t *testing.T, c *kfake.Cluster, group, topic, rebalance string, records int64, log *slog.Logger,
 	stalled <-chan *member) (*member, <-chan error) {
 	t.Helper()
-	src, err := New(Options{
-		Brokers:        c.ListenAddrs(),
-		GroupID:        group,
-		Topics:         []string{topic},
-		InitialOffset:  OffsetEarliest,
-		Rebalance:      rebalance,
-		CommitInterval: time.Hour,
-		RevokeTimeout:  2 * time.Second,
-		Logger:         log,
-		ClientOptions:  fastGroup(),
+	src := groupSource(t, c, topic, group, func(o *Options) {
+		o.Rebalance, o.CommitInterval, o.Logger = rebalance, time.Hour, log
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var handled atomic.Int32
 	p, err := pipeline.New(pipeline.Options[[]byte, []byte]{
 		Name:            group,
@@ -175,4 +164,33 @@ func committedOffset(c *kfake.Cluster, group, topic string) int64 {
 		}
 	}
 	return -1
+}
+
+// groupSource returns a source of group on c's topic, read from the
+// earliest offset, with a revoke waiting up to 2 s and fastGroup's client
+// options, once set (when not nil) has changed those options.
+func groupSource(t *testing.T, c *kfake.Cluster, topic, group string, set func(*Options)) *Source {
+	t.Helper()
+	o := Options{
+		Brokers:       c.ListenAddrs(),
+		GroupID:       group,
+		Topics:        []string{topic},
+		InitialOffset: OffsetEarliest,
+		RevokeTimeout: 2 * time.Second,
+		ClientOptions: fastGroup(),
+	}
+	if set != nil {
+		set(&o)
+	}
+	src, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
+
+// ackCommittingSource is groupSource committing on acknowledgement.
+func ackCommittingSource(t *testing.T, c *kfake.Cluster, topic, group string) *Source {
+	t.Helper()
+	return groupSource(t, c, topic, group, func(o *Options) { o.CommitMode = CommitOnAck })
 }

@@ -46,23 +46,15 @@ func TestDegradedMemberHoldingItsSessionRunsAgainOnTheAnswersItsClientReads(t *t
 	}
 
 	members := committingMember(t) // the member's first commit hands it over
-	src, err := New(Options{
-		Brokers:       c.ListenAddrs(),
-		GroupID:       group,
-		Topics:        []string{topic},
-		InitialOffset: OffsetEarliest,
-		CommitMode:    CommitOnAck,
-		RevokeTimeout: 2 * time.Second,
-		ClientOptions: []kgo.Opt{
+	src := groupSource(t, c, topic, group, func(o *Options) {
+		o.CommitMode = CommitOnAck
+		o.ClientOptions = []kgo.Opt{
 			kgo.SessionTimeout(2 * time.Second),
 			kgo.HeartbeatInterval(50 * time.Millisecond),
 			kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
 			kgo.FetchMaxWait(50 * time.Millisecond),
-		},
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := runPipeline(t, "heard", src, func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) { return m.Data, nil })
 	var m *member
 	select {

@@ -29,18 +29,7 @@ func TestPartitionPausedWhenItsClaimEndedIsFetchedWhenClaimedAgain(t *testing.T)
 	c := groupCluster(t, topic, records)
 	members := committingMember(t)
 	lose := answerNextHeartbeat(c, group, kerr.IllegalGeneration.Code, nil)
-	src, err := New(Options{
-		Brokers:       c.ListenAddrs(),
-		GroupID:       group,
-		Topics:        []string{topic},
-		InitialOffset: OffsetEarliest,
-		CommitMode:    CommitOnAck,
-		RevokeTimeout: 2 * time.Second,
-		ClientOptions: fastGroup(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := ackCommittingSource(t, c, topic, group)
 	held := make(chan struct{})
 	release := sync.OnceFunc(func() { close(held) })
 	defer release()
