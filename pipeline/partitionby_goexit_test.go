@@ -251,3 +251,60 @@ func twoBatchSource(ack acker.Acknowledger, exited <-chan struct{}) producer.Sou
 		return nil
 	}
 }
+
+// Guarantee: a message that failed before the processors' PartitionBy
+// ended the goroutine handing it over (here one whose PartitionBy
+// panicked, in the same Push) keeps its own error: the exit fails with
+// message.ErrHandlerExited only the messages that had not failed.
+func TestProcessorsPartitionByGoexitKeepsAnEarlierFailure(t *testing.T) {
+	rec := acker.NewRecorder(false)
+	ctx := ctxT(t, 30*time.Second)
+	var once sync.Once
+	p := mustNew(t, pipeline.Options[uint64, uint64]{
+		Name:   "exits",
+		Logger: slog.New(slog.DiscardHandler),
+		Processors: processor.Options[uint64, uint64]{Concurrency: 2, Handle: identity,
+			PartitionBy: func(m *message.Message[uint64]) string {
+				switch m.Data {
+				case 3:
+					panic("no key")
+				case 7:
+					exits := false
+					once.Do(func() { exits = true })
+					if exits {
+						runtime.Goexit()
+					}
+				}
+				return strconv.FormatUint(m.Data%3, 10)
+			}},
+	})
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = p.Push(ctx, tenFrom(rec, 0)...)
+	}()
+	<-done
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := rec.Wait(wctx, 10); err != nil {
+		t.Fatalf("%d outcomes of 10 reported: %v", rec.Total(), err)
+	}
+	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+	defer scancel()
+	if err := p.Stop(sctx); err != nil {
+		t.Errorf("Stop = %v, want nil", err)
+	}
+	assertExactlyOnce(t, rec, 10)
+	for _, o := range rec.Failed() {
+		var pe *message.PanicError
+		if panicked := errors.As(o.Err, &pe); panicked != (o.ID == 3) || o.ID != 3 && !errors.Is(o.Err, message.ErrHandlerExited) {
+			t.Errorf("message %d failed with %v, want message 3 with its PartitionBy's panic, the others with message.ErrHandlerExited", o.ID, o.Err)
+		}
+	}
+	if n := len(rec.Failed()); n != 10 {
+		t.Errorf("%d messages failed, want all 10 (the processors take a window at a time)", n)
+	}
+}

@@ -176,8 +176,10 @@ func (s *Pool[In, Out]) TryPublishProgress(msgs []*message.Message[In], progress
 
 // FailExited gives their outcome to messages that PartitionBy kept from
 // the processors by ending the goroutine that handed them over
-// (runtime.Goexit): each fails with message.ErrHandlerExited, counts as
-// taken in and failed, and is reported to its acknowledger at once, as
+// (runtime.Goexit): each fails with message.ErrHandlerExited (one that
+// failed before, such as one whose PartitionBy panicked, keeps its
+// error), counts as taken in and failed, and is reported to its
+// acknowledger at once, as
 // the processors report the messages a batcher's PartitionBy left behind
 // (HandleFailed does not see them). A message acknowledged already or
 // deferred owes nothing more and is passed over, as is a nil one. It
@@ -189,7 +191,9 @@ func (s *Pool[In, Out]) FailExited(ctx context.Context, msgs []*message.Message[
 		if m == nil || m.Acknowledged() || m.Deferred() {
 			continue
 		}
-		m.Fail(message.ErrHandlerExited)
+		if !m.Failed() {
+			m.Fail(message.ErrHandlerExited)
+		}
 		m.MarkInterrupted(ctx)
 		failed.Count(uint8(m.Disposition()))
 		m.AddTo(&acks)
