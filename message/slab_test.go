@@ -2,6 +2,7 @@ package message_test
 
 import (
 	"errors"
+	"math"
 	"strconv"
 	"sync"
 	"testing"
@@ -103,11 +104,17 @@ func TestSlabKeyedMessagesAllocatePerBlock(t *testing.T) {
 	perExtra := (8192 - 8) / 80
 	var slab message.Slab[[]byte]
 	data := []byte("d")
-	allocs := testing.AllocsPerRun(5, func() {
-		for range perMsg * perExtra {
-			slab.NewKeyed(data, acker.Discard, 1, "k")
-		}
-	})
+	// The fewest of three measurements: an allocation elsewhere in the
+	// process (the runtime's, under the race detector on a busy machine)
+	// only adds to one.
+	allocs := math.Inf(1)
+	for range 3 {
+		allocs = min(allocs, testing.AllocsPerRun(5, func() {
+			for range perMsg * perExtra {
+				slab.NewKeyed(data, acker.Discard, 1, "k")
+			}
+		}))
+	}
 	if want := float64(perMsg + perExtra); allocs != want {
 		t.Errorf("%v allocations per %d keyed messages, want %v (one per block)", allocs, perMsg*perExtra, want)
 	}
