@@ -27,18 +27,10 @@ func TestLostPartitionDoesNotWaitForItsInFlightMessages(t *testing.T) {
 	const revokeTimeout = time.Minute // past wait.Deadline; below the RebalanceTimeout set below
 	c := groupCluster(t, topic, records)
 	lose := answerNextHeartbeat(c, group, kerr.IllegalGeneration.Code, nil)
-	src, err := New(Options{
-		Brokers:        c.ListenAddrs(),
-		GroupID:        group,
-		Topics:         []string{topic},
-		InitialOffset:  OffsetEarliest,
-		CommitInterval: time.Hour,
-		RevokeTimeout:  revokeTimeout,
-		ClientOptions:  append(fastGroup(), kgo.RebalanceTimeout(2*time.Minute)),
+	src := groupSource(t, c, topic, group, func(o *Options) {
+		o.CommitInterval, o.RevokeTimeout = time.Hour, revokeTimeout
+		o.ClientOptions = append(o.ClientOptions, kgo.RebalanceTimeout(2*time.Minute))
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	held, holding := make(chan struct{}), make(chan struct{})
 	release := sync.OnceFunc(func() { close(held) })
 	defer release()
