@@ -538,6 +538,30 @@ func TestServerDefaultsFitTheEndpoints(t *testing.T) {
 	}
 }
 
+// Guarantee: a Server's write timeout is, by default, twice its
+// Observer's StatsTimeout (the longest a /metrics scrape waits for the
+// gathering) plus 10s to write the answer, whatever the StatsTimeout; a
+// WriteTimeout given is used as it is.
+func TestTheDefaultWriteTimeoutFollowsTheObserversStatsTimeout(t *testing.T) {
+	for _, c := range []struct {
+		stats, write, want time.Duration
+	}{
+		{0, 0, 2*observe.DefaultStatsTimeout + 10*time.Second},
+		{3 * time.Second, 0, 16 * time.Second},
+		{observe.MaxStatsTimeout, 0, 2*observe.MaxStatsTimeout + 10*time.Second},
+		{3 * time.Second, 2 * time.Second, 2 * time.Second},
+	} {
+		obs := observe.New(observe.Options{StatsTimeout: c.stats})
+		s := startServer(t, obs, observe.ServerOptions{WriteTimeout: c.write})
+		if got := observe.WriteTimeout(s); got != c.want {
+			t.Errorf("StatsTimeout %v, WriteTimeout %v: the server writes within %v, want %v", c.stats, c.write, got, c.want)
+		}
+		if err := s.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // Guarantee: a Server without a Logger of its own logs to its Observer's
 // logger, so that a program that gives observe.Options a logger finds the
 // line saying where the endpoints are served there, not on slog.Default().
