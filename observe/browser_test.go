@@ -107,7 +107,8 @@ func textOf(ctx context.Context, sel string) (string, error) {
 // other end, lists the Pulsar sources (their failed reconnections and
 // abandoned subscribes included), the topics' undecodable messages,
 // the topology sources (their settle failures and undecodable letters
-// included), the stalled hold releases and the lag of the partitions a
+// included), the stalled hold releases (their failed attempts and last
+// error included) and the lag of the partitions a
 // Kafka topology backend's group readers claim, and lists the things whose Stats
 // could not be read (/stats' failed) with their errors, as text: markup
 // in an error is shown, not rendered. Skipped when no Chromium is
@@ -135,7 +136,8 @@ func TestDashboardDrawsTopicLinks(t *testing.T) {
 	if err := obs.AddPulsar("billing", fixedPulsar(pulsar.Stats{Consumers: 1, Received: 42, ReconnectFailures: 8, SubscribesAbandoned: 3})); err != nil {
 		t.Fatal(err)
 	}
-	stall := kafkatopology.Stall{Topic: "orders-hold-5s", Partition: 2, Offset: 17, Since: time.Now().Add(-time.Hour), Failures: 9}
+	stall := kafkatopology.Stall{Topic: "orders-hold-5s", Partition: 2, Offset: 17, Since: time.Now().Add(-time.Hour), Failures: 9,
+		Err: errors.New("hold topic refused")}
 	kafkaTopologyLag := newFixedKafkaTopology()
 	kafkaTopologyLag.st.Store(&kafkatopology.Stats{Stalled: []kafkatopology.Stall{stall}, Partitions: []kafkatopology.PartitionStats{
 		{Topic: "orders", Partition: 1, Group: "orders:settlement", Committed: 40, Next: 70, HighWater: 100, Lag: 60, FetchLag: 30}}})
@@ -194,6 +196,13 @@ func TestDashboardDrawsTopicLinks(t *testing.T) {
 		if !strings.HasPrefix(row, want) {
 			t.Errorf("#%s table row %q, want it to begin with %q", id, row, want)
 		}
+	}
+	stallRow, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll("#stalls td")].map(td => td.textContent).join(" ")`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^settlement-kafka orders-hold-5s 2 17 36\d\d s 9 hold topic refused$`).MatchString(stallRow) {
+		t.Errorf("#stalls table row %q, want the stall's backend, topic, partition, offset, an hour stalled, 9 failures and its error", stallRow)
 	}
 	ledger, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll("#topics tr")].map(tr => [...tr.querySelectorAll("td")].map(td => td.textContent).join(" ")).find(r => r.startsWith("ledger ")) ?? ""`))
 	if err != nil {
