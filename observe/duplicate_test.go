@@ -408,6 +408,26 @@ func TestScrapeReportsTheNewestRunningPipelineOfANameOnce(t *testing.T) {
 	}
 }
 
+// Guarantee: a name that three pipelines report at one scrape is one
+// duplicate: one log line, however many report it.
+func TestANameThreePipelinesReportIsLoggedOnce(t *testing.T) {
+	logs := &logRecorder{}
+	obs := observe.New(observe.Options{Logger: slog.New(logs)})
+	ps := []*fakePipeline{newFakePipeline(pipeline.Stats{Name: "a"}), newFakePipeline(pipeline.Stats{Name: "b"}), newFakePipeline(pipeline.Stats{Name: "c"})}
+	for _, p := range ps {
+		add(t, obs, p)
+		p.set(pipeline.Stats{Name: "orders", Started: time.Now()})
+	}
+	code, body := serveMetrics(t, obs.Handler(nil))
+	if code != http.StatusOK {
+		t.Fatalf("/metrics answered %d, want 200:\n%s", code, body)
+	}
+	expectSeriesOnce(t, body, `boulevard_pipeline_up{pipeline="orders"}`, 1)
+	if n := len(logs.lines("pipeline=orders")); n != 1 {
+		t.Errorf("%d log lines on the name three pipelines report in one scrape, want 1; logs:\n%s", n, strings.Join(logs.lines(), "\n"))
+	}
+}
+
 // Guarantee: once Stop returned a *pipeline.ShutdownTimeoutError, having
 // given up on a handler that ignores its context, the pipeline is
 // reported as not running: boulevard_pipeline_up is 0 and /readyz is 503,
