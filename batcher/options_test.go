@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -126,4 +127,35 @@ func TestAPartitionedFieldOutOfItsBoundsIsReportedOnce(t *testing.T) {
 			t.Errorf("Validate() = %v, want only %s's %s rule", err, c.field, c.rule)
 		}
 	}
+}
+
+// Guarantee: Weight and MaxWeight set without the other are refused with
+// an error that names the missing field and the one that requires it,
+// reported with MaxWeight's own bound when MaxWeight is out of it too.
+func TestWeightAndMaxWeightNameEachOther(t *testing.T) {
+	weight := func(*message.Message[int]) int { return 1 }
+	for _, c := range []struct {
+		weight func(*message.Message[int]) int
+		max    int
+		want   []string
+	}{
+		{weight, 0, []string{"batchers[0].maxWeight is required with weight"}},
+		{nil, 10, []string{"batchers[0].weight is required with maxWeight"}},
+		{nil, -1, []string{"batchers[0].maxWeight must be ≥ 1", "batchers[0].weight is required with maxWeight"}},
+	} {
+		o := validBatcher(func(o *batcher.Options[int]) { o.Weight, o.MaxWeight = c.weight, c.max })
+		var errs validate.Errors
+		if err := o.ValidateAs("batchers[0]"); !errors.As(err, &errs) || !slices.Equal(messages(errs), c.want) {
+			t.Errorf("ValidateAs with MaxWeight %d = %v, want %q", c.max, err, c.want)
+		}
+	}
+}
+
+// messages returns the message of each error, in order.
+func messages(errs validate.Errors) []string {
+	out := make([]string, len(errs))
+	for i, e := range errs {
+		out[i] = e.Message
+	}
+	return out
 }
