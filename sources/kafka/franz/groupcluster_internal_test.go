@@ -24,7 +24,15 @@ import (
 // topic holding records records (values "0", "1", ...), closed at cleanup.
 func groupCluster(t *testing.T, topic string, records int) *kfake.Cluster {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	return partitionsCluster(t, topic, 1, 0, records)
+}
+
+// partitionsCluster starts a one-broker kfake cluster with parts
+// partitions of topic, partition part holding records records (values
+// "0", "1", ...) and the others none, closed at cleanup.
+func partitionsCluster(t *testing.T, topic string, parts, part int32, records int) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, topic), kfake.GroupMinSessionTimeout(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +43,8 @@ func groupCluster(t *testing.T, topic string, records int) *kfake.Cluster {
 	}
 	defer pcl.Close()
 	for i := range records {
-		if err := pcl.ProduceSync(context.Background(), &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "%d", i)}).FirstErr(); err != nil {
+		r := &kgo.Record{Topic: topic, Partition: part, Value: fmt.Appendf(nil, "%d", i)}
+		if err := pcl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
