@@ -148,8 +148,10 @@ type Restart struct {
 	// MaxRestarts is how many restarts are tolerated within Window. Default
 	// 3, at most MaxRestartCount (65536).
 	MaxRestarts int `validate:"gte=1,lte=65536"`
-	// Window is the period over which restarts are counted. Default 5s;
-	// a value set must be above 0, at most MaxRestartWindow (24h).
+	// Window is the period over which restarts are counted: a failure
+	// counts until Window has passed since it (two failures exactly
+	// Window apart are never in one window). Default 5s; a value set
+	// must be above 0, at most MaxRestartWindow (24h).
 	Window time.Duration `validate:"gt=0,lte=24h"`
 	// Backoff is the wait before the first restart. Default 100ms; a
 	// value set must be above 0, at most MaxBackoffLimit (1h).

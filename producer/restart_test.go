@@ -223,6 +223,48 @@ func TestWindowRuleNamedInError(t *testing.T) {
 	})
 }
 
+// Guarantee: a failure counts in the sliding Window until Window has
+// passed since it: failures exactly Window apart never add up, failures
+// less than that apart do.
+func TestAFailureLeavesTheWindowOnceWindowHasPassed(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		backoff time.Duration
+		giveUp  bool
+	}{
+		{"a Window apart", time.Second, false},
+		{"just under a Window apart", time.Second - time.Nanosecond, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				// Each run fails at once, so failures are exactly the
+				// backoff apart.
+				src := &scriptedSource{run: func(context.Context, *producer.Stage[item], int) error {
+					return errors.New("connection reset")
+				}}
+				h := start(t, "p", producer.Options[item]{Source: src, Restart: producer.Restart{MaxRestarts: 1, Window: time.Second,
+					Backoff: c.backoff, MaxBackoff: c.backoff, MaxConsecutiveFailures: 1000, MaxFailingTime: 24 * time.Hour}}, newRecorder(), nil)
+				if c.giveUp {
+					if re := giveUp(t, h, time.Minute); re.Rule != producer.RuleMaxRestarts || re.Restarts != 1 {
+						t.Errorf("RestartError = %+v, want rule %s after 1 restart", re, producer.RuleMaxRestarts)
+					}
+					return
+				}
+				time.Sleep(10 * time.Second)
+				synctest.Wait()
+				if n := src.calls(); n < 10 {
+					t.Errorf("%d runs in 10s of failures a second apart, want at least 10", n)
+				}
+				if errs := h.fatalErrs(); len(errs) != 0 {
+					t.Errorf("fatal called with %v for failures a Window apart", errs)
+				}
+				h.p.StopFetching()
+				waitDone(t, h)
+			})
+		})
+	}
+}
+
 // Guarantee: a RestartError's message is one line, even when the source's
 // error spans several (errors.Join).
 func TestRestartErrorIsOneLine(t *testing.T) {
