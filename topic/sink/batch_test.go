@@ -69,3 +69,30 @@ func TestBatchSkipsFailedMessages(t *testing.T) {
 		t.Fatalf("Receive = %+v, %v; want value 2", it, err)
 	}
 }
+
+// Guarantee: with ack propagation auto, a message of a PublishBatch that
+// the topic refuses (drop_newest on a full queue) is failed with the
+// topic's error and left undeferred, so the pipeline reports it, and the
+// outcomes of the batch's messages that were published are still
+// reported upstream.
+func TestBatchMessageTheTopicRefusesIsFailedAndTheOthersStillReported(t *testing.T) {
+	o := autoOpts(0)
+	o.Balanced.Capacity = 1
+	_, sub, s := rig(t, o, topic.DropNewest, topic.Balanced("g"))
+	rec := acker.NewRecorder(false)
+	batch := []*message.Message[int]{message.New(1, rec, 1), message.New(2, rec, 2)}
+	if err := s.PublishBatch(ctxT(t), batch); err != nil {
+		t.Fatal(err)
+	}
+	if refused := batch[1]; !refused.Failed() || refused.Deferred() || !errors.Is(refused.Err(), topic.ErrDroppedOnFull) {
+		t.Fatalf("message 2 dropped on a full queue: failed %v, deferred %v, error %v; want failed with topic.ErrDroppedOnFull, not deferred",
+			refused.Failed(), refused.Deferred(), refused.Err())
+	}
+	ackNext(t, sub)
+	if err := rec.Wait(ctxT(t), 1); err != nil {
+		t.Fatalf("the outcome of the published message 1 was never reported: %v", err)
+	}
+	if ok := rec.Successful(); len(ok) != 1 || ok[0].ID != 1 || rec.Total() != 1 {
+		t.Fatalf("outcomes %+v, want message 1 successful only", rec.Calls())
+	}
+}

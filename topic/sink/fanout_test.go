@@ -31,13 +31,7 @@ func TestSecondTrackedPublishOfAMessageIsRefused(t *testing.T) {
 	if st := h2.Stats(); st.Published != 0 {
 		t.Fatalf("the second topic got %d publishes of a message deferred already, want 0", st.Published)
 	}
-	it, err := sub1.Receive(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sub1.Ack(it.ID); err != nil {
-		t.Fatal(err)
-	}
+	ackNext(t, sub1)
 	if err := rec.Wait(ctxT(t), 1); err != nil {
 		t.Fatal(err)
 	}

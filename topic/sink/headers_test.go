@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/boulevard-go/boulevard/acker"
@@ -136,8 +137,8 @@ func TestHeadersPanicFailsThePublishAndKeepsTheOutcomes(t *testing.T) {
 		m := keyed(2, acker.NewRecorder(false), 2)
 		noPanic(t, "Publish", func() {
 			var pe *message.PanicError
-			if err := s.Publish(ctxT(t), m); !errors.As(err, &pe) {
-				t.Errorf("Publish = %v, want an error wrapping *message.PanicError", err)
+			if err := s.Publish(ctxT(t), m); !errors.As(err, &pe) || !strings.HasPrefix(err.Error(), "sink: headers for a message into t: ") {
+				t.Errorf("Publish = %v, want an error naming topic t and wrapping *message.PanicError", err)
 			}
 		})
 		if m.Deferred() {

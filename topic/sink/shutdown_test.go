@@ -26,6 +26,7 @@ func TestUnhandledByShutdownIsRetried(t *testing.T) {
 		wrap        []error // what the upstream error must wrap
 		disposition acker.Disposition
 		interrupted bool
+		text        string // the upstream error's text, when set
 	}{
 		{
 			name: "downstream handler interrupted",
@@ -52,6 +53,7 @@ func TestUnhandledByShutdownIsRetried(t *testing.T) {
 			},
 			wrap:        []error{sink.ErrClosed, topic.ErrPublisherClosed, acker.ErrShutdown},
 			disposition: acker.DispositionRetry, interrupted: true,
+			text: "acker: interrupted by the pipeline's shutdown: topic t: closed before the downstream outcome: topic: tracked publisher closed",
 		},
 		{
 			name: "downstream nacked",
@@ -87,6 +89,9 @@ func TestUnhandledByShutdownIsRetried(t *testing.T) {
 			if o.Disposition != c.disposition || acker.Interrupted(o) != c.interrupted {
 				t.Fatalf("outcome %v: disposition %v, interrupted %v; want %v, %v",
 					err, o.Disposition, acker.Interrupted(o), c.disposition, c.interrupted)
+			}
+			if c.text != "" && err.Error() != c.text {
+				t.Fatalf("upstream error %q, want %q", err, c.text)
 			}
 		})
 	}

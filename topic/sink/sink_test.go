@@ -95,6 +95,18 @@ func failedWith(t *testing.T, rec *acker.Recorder, sentinels ...error) error {
 	return f[0].Err
 }
 
+// ackNext receives the next message of sub and acks it.
+func ackNext(t *testing.T, sub *topic.Subscription[int]) {
+	t.Helper()
+	it, err := sub.Receive(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Ack(it.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // With propagation auto, a published message is deferred, and its upstream
 // outcome is reported (successful) when the subscriber acks it, not before.
 func TestAckedAfterSubscriberAck(t *testing.T) {
@@ -355,6 +367,34 @@ func TestPipelineDrainsSinkBeforeClosingSource(t *testing.T) {
 	}
 	if got := src.atClose.Load(); got != n || src.rec.FailedCount() != 0 {
 		t.Fatalf("the source was closed with %d of %d outcomes reported (%d failed)", got, n, src.rec.FailedCount())
+	}
+}
+
+// Guarantee: Handler's processor handler publishes each message's payload
+// and returns it unchanged, for the pipeline's later stages.
+func TestHandlerPublishesAndReturnsThePayloadUnchanged(t *testing.T) {
+	_, sub, s := rig(t, topic.Options{}, topic.Block, topic.Balanced("g"))
+	got, err := s.Handler()(ctxT(t), message.New(5, nil, 0))
+	if err != nil || got != 5 {
+		t.Fatalf("handler = %d, %v; want the payload 5 returned", got, err)
+	}
+	if it, err := sub.Receive(ctxT(t)); err != nil || it.Value != 5 {
+		t.Fatalf("Receive = %+v, %v; want the payload 5 published", it, err)
+	}
+}
+
+// Guarantee: a publish into a closed topic returns an error that names
+// the topic and wraps topic.ErrTopicClosed, tracked or not.
+func TestPublishIntoAClosedTopicNamesTheTopic(t *testing.T) {
+	for name, o := range map[string]topic.Options{"untracked": {}, "tracked": autoOpts(0)} {
+		t.Run(name, func(t *testing.T) {
+			h, _, s := rig(t, o, topic.Block, topic.Balanced("g"))
+			h.Close()
+			err := s.Publish(ctxT(t), message.New(1, acker.NewRecorder(false), 1))
+			if want := "sink: publish into t: topic: closed"; !errors.Is(err, topic.ErrTopicClosed) || err.Error() != want {
+				t.Fatalf("Publish = %v, want %q wrapping topic.ErrTopicClosed", err, want)
+			}
+		})
 	}
 }
 
