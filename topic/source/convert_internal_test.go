@@ -47,3 +47,22 @@ func TestConvertAllocatesForHeadersOnlyWhenPresent(t *testing.T) {
 		}
 	}
 }
+
+// A message delivered before gets its own Metadata, the slot's with its
+// Redeliveries count; one delivered for the first time shares the
+// slot's.
+func TestConvertCarriesRedeliveries(t *testing.T) {
+	s := &Source[int]{log: slog.New(slog.DiscardHandler)}
+	md := &Metadata{Topic: "t", Member: 2}
+	items := []topic.Item[int]{{ID: 1, Value: 1, Redeliveries: 3}, {ID: 2, Value: 2}}
+	ptrs := s.convert(nil, md, items, nil)
+	if len(ptrs) != 2 {
+		t.Fatalf("%d messages from 2 items", len(ptrs))
+	}
+	if got := ptrs[0].Metadata.(*Metadata); got == md || got.Topic != "t" || got.Member != 2 || got.Redeliveries != 3 || got.Headers != nil {
+		t.Errorf("message delivered 3 times before has metadata %+v, want its own with topic t, member 2 and 3 redeliveries", got)
+	}
+	if got := ptrs[1].Metadata.(*Metadata); got != md {
+		t.Errorf("message delivered for the first time has metadata %+v, want the slot's shared one", got)
+	}
+}

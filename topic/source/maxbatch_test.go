@@ -48,3 +48,25 @@ func TestLargestMaxBatchIsBoundedByTheWindow(t *testing.T) {
 	}
 	wait.For(t, "every message handled", func() bool { return got.count() == 300 })
 }
+
+// Guarantee: the source takes at most MaxBatch messages from its
+// subscription at once, however many permits its feed holds.
+func TestMaxBatchBoundsEachReceive(t *testing.T) {
+	b, h := heldTopic(t, topic.Options{})
+	b.releaseAll() // the subscriptions' Close returns at once
+	src, err := source.New(source.Options[int]{Topic: h, Mode: topic.Balanced("g"), MaxBatch: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, pipeline.Options[int, int]{
+		Name:       "b",
+		Producer:   producer.Options[int]{Source: src, Flow: producer.Flow{Initial: 100}},
+		Processors: processor.Options[int, int]{Handle: func(_ context.Context, m *message.Message[int]) (int, error) { return m.Data, nil }},
+	})
+	sub := b.sub(t, 0)
+	sub.in <- topic.Envelope[int]{ID: 1, Value: 1}
+	wait.For(t, "the message received", func() bool { return src.Stats().Received == 1 })
+	if w := sub.widest.Load(); w != 3 {
+		t.Fatalf("the source asked its subscription for up to %d messages at once with 100 permits, want MaxBatch 3", w)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -167,6 +168,8 @@ type heldSub struct {
 	in          chan topic.Envelope[int]
 	topicClosed <-chan struct{}
 	settleErr   error
+	// widest is the largest buffer a Receive was given.
+	widest atomic.Int64
 
 	startOnce, gateOnce, doneOnce sync.Once
 	closing                       chan struct{} // closed when Close is first called
@@ -175,6 +178,9 @@ type heldSub struct {
 }
 
 func (s *heldSub) Receive(ctx context.Context, dst []topic.Envelope[int]) (int, error) {
+	if n := int64(len(dst)); n > s.widest.Load() {
+		s.widest.Store(n) // Receives of a subscription do not overlap
+	}
 	select {
 	case e, ok := <-s.in:
 		if !ok {

@@ -107,6 +107,17 @@ func TestOptionsValidate(t *testing.T) {
 	}
 }
 
+// Guarantee: a zero MaxBatch means the documented default, 64; a set one
+// is kept.
+func TestMaxBatchDefaultsTo64(t *testing.T) {
+	if got := (source.Options[int]{}).WithDefaults().MaxBatch; got != 64 || source.DefaultMaxBatch != 64 {
+		t.Fatalf("default MaxBatch %d (DefaultMaxBatch %d), want 64", got, source.DefaultMaxBatch)
+	}
+	if got := (source.Options[int]{MaxBatch: 5}).WithDefaults().MaxBatch; got != 5 {
+		t.Fatalf("MaxBatch 5 became %d", got)
+	}
+}
+
 // The source takes from its subscription only what its feed was granted:
 // with a rate limit that lets one message per hour reach the processors (so
 // no refill is due), exactly Flow.Initial messages leave the topic and the
