@@ -11,8 +11,6 @@ import (
 	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
-	"github.com/boulevard-go/boulevard/pipeline"
-	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/source"
@@ -105,15 +103,7 @@ func TestPanickingResubscribeFailsTheStagesRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := &runErrors{Source: src, errs: make(chan error, 4)}
-		handled := make(chan int, 8)
-		run(t, pipeline.Options[int, int]{
-			Name:     "held",
-			Producer: producer.Options[int]{Source: r},
-			Processors: processor.Options[int, int]{Concurrency: 1, Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
-				handled <- m.Data
-				return m.Data, nil
-			}},
-		})
+		handled := runHandling(t, r)
 		t.Cleanup(b.releaseAll)
 		b.mu.Lock()
 		b.panics = 1

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -145,7 +146,7 @@ func (s *heldState) Subscribe(ctx context.Context, _ topic.SubscriptionMode, opt
 			return nil, ctx.Err()
 		}
 	}
-	sub := &heldSub{in: make(chan topic.Envelope[int], 8), topicClosed: s.closed,
+	sub := &heldSub{in: make(chan topic.Envelope[int], 8), fail: make(chan error, 1), topicClosed: s.closed,
 		closing: make(chan struct{}), gate: make(chan struct{}), closed: make(chan struct{}),
 		settleErr: cmp.Or(s.b.settleErr, topic.ErrMessageNotTracked)}
 	s.b.mu.Lock()
@@ -163,9 +164,11 @@ func (s *heldState) Close() { s.once.Do(func() { close(s.closed) }) }
 
 // heldSub is one subscription of a heldBackend. Receive returns what the
 // test sends on in, and ErrSubscriptionClosed once in is closed (the topic
-// disconnected it) or the subscription or topic is closed.
+// disconnected it) or the subscription or topic is closed; it fails with
+// what the test sends on fail.
 type heldSub struct {
 	in          chan topic.Envelope[int]
+	fail        chan error
 	topicClosed <-chan struct{}
 	settleErr   error
 	// widest is the largest buffer a Receive was given.
@@ -188,6 +191,8 @@ func (s *heldSub) Receive(ctx context.Context, dst []topic.Envelope[int]) (int, 
 		}
 		dst[0] = e
 		return 1, nil
+	case err := <-s.fail:
+		return 0, err
 	case <-s.closing:
 		return 0, topic.ErrSubscriptionClosed
 	case <-s.topicClosed:
@@ -501,4 +506,51 @@ func expectHandled(t *testing.T, handled <-chan int, want int, missing string) {
 	default:
 		t.Error(missing)
 	}
+}
+
+// Guarantee: a Receive that fails with another error than a closed
+// subscription or topic fails the stage's Run; the stage's next Run
+// receives through a new subscription, and the failed one is closed.
+// Stats.Resubscribes, which counts the replacements of lagging
+// subscriptions, does not count it.
+func TestARunAfterAFailedReceiveReceivesThroughANewSubscription(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, h := heldTopic(t, topic.Options{})
+		b.releaseAll() // the subscriptions' Close returns at once
+		r := &runErrors{Source: newSource(t, h, topic.Balanced("g")), errs: make(chan error, 4)}
+		handled := runHandling(t, r)
+		broken := errors.New("consumer given up")
+		b.sub(t, 0).fail <- broken
+		if err := <-r.errs; !errors.Is(err, broken) {
+			t.Fatalf("Run after a failed Receive = %v, want %v", err, broken)
+		}
+		wait.For(t, "the stage's next Run to subscribe again", func() bool { return r.Stats().Subscriptions == 2 })
+		b.sub(t, 1).in <- topic.Envelope[int]{ID: 1, Value: 1}
+		if v := <-handled; v != 1 {
+			t.Fatalf("handled %d, want the new subscription's 1", v)
+		}
+		synctest.Wait()
+		if !isClosed(b.sub(t, 0).closed) {
+			t.Fatal("the subscription whose Receive failed was not closed once replaced")
+		}
+		if st := r.Stats(); st.Subscriptions != 2 || st.Resubscribes != 0 {
+			t.Fatalf("stats %+v, want 2 subscriptions and no resubscribe (nothing lagged)", st)
+		}
+	})
+}
+
+// runHandling runs the pipeline "held" reading src with one processor,
+// which sends each message's value on the returned channel.
+func runHandling(t *testing.T, src producer.Source[int]) <-chan int {
+	t.Helper()
+	handled := make(chan int, 8)
+	run(t, pipeline.Options[int, int]{
+		Name:     "held",
+		Producer: producer.Options[int]{Source: src},
+		Processors: processor.Options[int, int]{Concurrency: 1, Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+			handled <- m.Data
+			return m.Data, nil
+		}},
+	})
+	return handled
 }
