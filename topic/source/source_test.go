@@ -419,13 +419,15 @@ func TestTopicCloseEndsSource(t *testing.T) {
 }
 
 // A message that B fails with DispositionDiscard is acked on the topic (it
-// is done with), so A's source sees it successful.
+// is done with), so A's source sees it successful, and B's source counts
+// it acked (Stats.Acked), not nacked.
 func TestDiscardDispositionAcks(t *testing.T) {
 	const n = 20
 	h := newTopic(t, "t", auto(topic.Options{}))
+	src := newSource(t, h, topic.Balanced("b"))
 	run(t, pipeline.Options[int, int]{
 		Name:     "b",
-		Producer: producer.Options[int]{Source: newSource(t, h, topic.Balanced("b"))},
+		Producer: producer.Options[int]{Source: src},
 		Processors: processor.Options[int, int]{
 			Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
 				if m.Data%2 == 0 {
@@ -452,6 +454,10 @@ func TestDiscardDispositionAcks(t *testing.T) {
 	}
 	if rec.FailedCount() != n/4 {
 		t.Fatalf("%d failed, want %d", rec.FailedCount(), n/4)
+	}
+	wait.For(t, "every outcome counted", func() bool { st := src.Stats(); return st.Acked+st.Nacked == n })
+	if st := src.Stats(); st.Acked != n-n/4 || st.Nacked != n/4 {
+		t.Fatalf("stats %+v, want %d acked (the discarded among them) and %d nacked", st, n-n/4, n/4)
 	}
 }
 
