@@ -554,3 +554,26 @@ func runHandling(t *testing.T, src producer.Source[int]) <-chan int {
 	})
 	return handled
 }
+
+// Guarantee: a Run whose broadcast subscription lagged on a disconnect
+// topic, and whose source is closed before it subscribes again, ends
+// without an error, as a Run whose subscription the source's Close
+// closed does: it does not fail the stage.
+func TestARunLaggingAfterCloseEndsWithoutAnError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, h := heldTopic(t, topic.Options{Mode: topic.BroadcastOnly,
+			Broadcast: topic.BroadcastPolicy{OnLag: topic.Disconnect}})
+		b.releaseAll() // the subscriptions' Close returns at once
+		r := &runErrors{Source: newSource(t, h, topic.Broadcast()), errs: make(chan error, 4)}
+		runHandling(t, r)
+		b.sub(t, 0).in <- topic.Envelope[int]{Lagged: 1}
+		wait.For(t, "the lag notice", func() bool { return r.Stats().LagNotices == 1 })
+		if err := r.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if n := len(r.errs); n != 0 {
+			t.Fatalf("Run failed with %v after its source was closed, want it to end", <-r.errs)
+		}
+	})
+}
