@@ -179,6 +179,9 @@ func TestLagDropOldestCounted(t *testing.T) {
 	if c, missed := logs.lagRecords(); c != int(st.LagNotices) || missed != st.Missed {
 		t.Fatalf("logged %d lag warnings for %d missed, want %d for %d", c, missed, st.LagNotices, st.Missed)
 	}
+	if d := logs.disconnects(); d != 0 {
+		t.Fatalf("%d lag warnings under drop_oldest say the subscription was disconnected", d)
+	}
 }
 
 // Guarantee: a broadcast subscriber disconnected for lagging (on_lag
@@ -197,7 +200,8 @@ func TestLagDisconnectResubscribes(t *testing.T) {
 	const capacity = 4
 	h := newTopic(t, "t", topic.Options{Mode: topic.BroadcastOnly,
 		Broadcast: topic.BroadcastPolicy{Capacity: capacity, OnLag: topic.Disconnect}})
-	src, err := source.New(source.Options[int]{Topic: h, Mode: topic.Broadcast()})
+	logs := &logCounter{}
+	src, err := source.New(source.Options[int]{Topic: h, Mode: topic.Broadcast(), Logger: slog.New(logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,6 +227,9 @@ func TestLagDisconnectResubscribes(t *testing.T) {
 	if st.LagNotices != 1 || st.Missed != capacity || st.Resubscribes != 1 || st.Subscriptions != 2 || st.Received != 0 {
 		t.Fatalf("stats after the disconnect: %+v, want one notice of %d missed, one resubscribe, nothing received", st, capacity)
 	}
+	if d := logs.disconnects(); d != 1 {
+		t.Fatalf("%d lag warnings say the subscription was disconnected, want 1", d)
+	}
 	if ts := h.Stats(); ts.BroadcastSubscribers != 1 {
 		t.Fatalf("topic stats %+v once the source counted its resubscribe, want its new subscription connected", ts)
 	}
@@ -244,12 +251,14 @@ func TestLagDisconnectResubscribes(t *testing.T) {
 	wait.For(t, "the replaced subscription to be let go", func() bool { return src.HeldSubscriptions() == 1 })
 }
 
-// logCounter is a slog.Handler that counts the source's lag warnings and
-// sums the missed counts they report.
+// logCounter is a slog.Handler that counts the source's lag warnings,
+// sums the missed counts they report, and counts those that report a
+// disconnect.
 type logCounter struct {
-	mu     sync.Mutex
-	lags   int
-	missed uint64
+	mu           sync.Mutex
+	lags         int
+	missed       uint64
+	disconnected int
 }
 
 func (l *logCounter) Enabled(context.Context, slog.Level) bool { return true }
@@ -263,8 +272,11 @@ func (l *logCounter) Handle(_ context.Context, r slog.Record) error {
 	defer l.mu.Unlock()
 	l.lags++
 	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "missed" {
+		switch {
+		case a.Key == "missed":
 			l.missed += a.Value.Uint64()
+		case a.Key == "disconnected" && a.Value.Bool():
+			l.disconnected++
 		}
 		return true
 	})
@@ -275,4 +287,10 @@ func (l *logCounter) lagRecords() (int, uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.lags, l.missed
+}
+
+func (l *logCounter) disconnects() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.disconnected
 }
