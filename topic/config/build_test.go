@@ -1,0 +1,175 @@
+package config_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/config"
+)
+
+// Build reports at most MaxListedErrors problems in its message, then
+// counts the rest, and unwraps to every one of them.
+func TestBuildListsAtMostMaxListedErrors(t *testing.T) {
+	var doc strings.Builder
+	doc.WriteString("topics:\n")
+	n := config.MaxListedErrors + 2
+	for i := range n {
+		fmt.Fprintf(&doc, "  t%02d: {backend: missing}\n", i)
+	}
+	plan, err := config.Resolve(mustParse(t, doc.String()), config.Wiring{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	broker := topic.NewBroker[int]()
+	defer broker.Close()
+	_, err = config.Build(broker, plan)
+	if err == nil {
+		t.Fatal("Build accepted topics on a backend that does not exist")
+	}
+	msg := err.Error()
+	if got := strings.Count(msg, "unsupported backend"); got != config.MaxListedErrors {
+		t.Errorf("error lists %d problems, want %d: %s", got, config.MaxListedErrors, msg)
+	}
+	if !strings.HasSuffix(msg, "; and 2 more") {
+		t.Errorf("error %q does not end with the count of the problems left out, \"and 2 more\"", msg)
+	}
+	var joined interface{ Unwrap() []error }
+	if !errors.As(err, &joined) || len(joined.Unwrap()) != n {
+		t.Errorf("error unwraps to %d errors, want all %d", len(joined.Unwrap()), n)
+	}
+}
+
+// A topic on a connection is checked against the capabilities of the
+// backend the connector made: one the backend cannot serve fails with a
+// *TopicError naming its declaration, and nothing is created.
+func TestBuildChecksTheConnectedBackendsCapabilities(t *testing.T) {
+	cfg := mustParse(t, `
+connections:
+  main: {kind: kafka, brokers: ["kafka:9092"]}
+topics:
+  orders: {backend: kafka, connection: main}
+`)
+	plan, err := config.Resolve(cfg, config.Wiring{Pipelines: []config.Pipeline{
+		{Name: "reader", Subscribes: []config.Subscribe{{Topic: "orders"}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	onlyBroadcast := topic.InMemory[int]{}.Capabilities()
+	onlyBroadcast.Modes = []topic.Mode{topic.BroadcastOnly}
+	connect := func(context.Context, config.ConnectionSpec) (topic.Backend[int], error) {
+		return restricted{"kafka", onlyBroadcast}, nil
+	}
+	broker := topic.NewBroker[int]()
+	defer broker.Close()
+	_, err = config.BuildContext(t.Context(), broker, plan, config.BuildOptions[int]{Connect: connect})
+	var te *config.TopicError
+	if !errors.Is(err, topic.ErrUnsupportedMode) || !errors.As(err, &te) || te.Path != "topics.orders" {
+		t.Fatalf("BuildContext = %v, want a *TopicError for topics.orders wrapping ErrUnsupportedMode", err)
+	}
+	if names := broker.Names(); len(names) != 0 {
+		t.Fatalf("topics were created despite the error: %v", names)
+	}
+}
+
+// A hand-built plan that binds one alias twice in a pipeline fails Build,
+// which removes the topics it had created: all or none.
+func TestBuildOfAPlanWithADuplicateAliasCreatesNothing(t *testing.T) {
+	plan, err := config.Resolve(mustParse(t, threeTopics), config.Wiring{Pipelines: []config.Pipeline{
+		{Name: "p", Publishes: []config.Publish{{Topic: "t1"}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bindings := &plan.Pipelines[0].Bindings
+	*bindings = append(*bindings, (*bindings)[0])
+	broker := topic.NewBroker[int]()
+	defer broker.Close()
+	if _, err := config.Build(broker, plan); err == nil || !strings.Contains(err.Error(), "pipeline p") {
+		t.Fatalf("Build = %v, want an error naming pipeline p", err)
+	}
+	if names := broker.Names(); len(names) != 0 {
+		t.Fatalf("broker holds %v after a failed Build, want no topic", names)
+	}
+}
+
+// Subscriptions lists the topics a pipeline subscribes to, not those it
+// publishes into, and returns a copy the caller may change.
+func TestSubscriptionsListOnlyTheSubscribedTopics(t *testing.T) {
+	w := config.Wiring{Pipelines: []config.Pipeline{
+		{Name: "p", Subscribes: []config.Subscribe{{Topic: "t1"}}, Publishes: []config.Publish{{Topic: "t2"}}},
+	}}
+	broker := topic.NewBroker[int]()
+	defer broker.Close()
+	wired, err := config.Load(yamlDoc(threeTopics), w, broker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subs := wired.Subscriptions("p")
+	if len(subs) != 1 || subs[0].Alias != "t1" {
+		t.Fatalf("Subscriptions(p) = %+v, want only t1", subs)
+	}
+	subs[0].Alias = "changed"
+	if again := wired.Subscriptions("p"); again[0].Alias != "t1" {
+		t.Fatalf("changing the result of Subscriptions changed a later one: %+v", again)
+	}
+}
+
+// closeGate is a backend whose topics' Close waits for release.
+type closeGate struct {
+	topic.InMemory[int]
+	release chan struct{}
+}
+
+func (g closeGate) Name() string { return "gated" }
+
+func (g closeGate) NewTopic(ctx context.Context, name topic.Name, o topic.Options) (topic.State[int], error) {
+	s, err := g.InMemory.NewTopic(ctx, name, o)
+	return gatedState{s, g.release}, err
+}
+
+type gatedState struct {
+	topic.State[int]
+	release chan struct{}
+}
+
+func (s gatedState) Close() {
+	<-s.release
+	s.State.Close()
+}
+
+// Wired.Close returns when its context ends, with an error wrapping the
+// context's, while a topic is still closing; a later Close waits for the
+// same closing and returns nil once it is done.
+func TestWiredCloseReportsTheContextEndingBeforeTheTopicsClose(t *testing.T) {
+	gate := closeGate{release: make(chan struct{})}
+	plan, err := config.Resolve(mustParse(t, `
+topics:
+  slow: {backend: gated}
+`), config.Wiring{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	broker := topic.NewBroker[int]()
+	defer broker.Close()
+	release := sync.OnceFunc(func() { close(gate.release) })
+	defer release() // before broker.Close, which closes the topic too
+	w, err := config.Build(broker, plan, gate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := w.Close(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Close with its context ended while a topic closes = %v, want an error wrapping context.Canceled", err)
+	}
+	release()
+	if err := w.Close(t.Context()); err != nil {
+		t.Fatalf("a later Close = %v, want nil", err)
+	}
+}
