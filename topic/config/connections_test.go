@@ -111,6 +111,27 @@ connections:
 		{"enabled not a boolean", `
 connections:
   k: {kind: kafka, brokers: ["x:1"], tls: {enabled: maybe}}`, `connections.k.tls.enabled must be true or false, not "maybe"`},
+		{"port zero", `
+connections:
+  k: {kind: kafka, brokers: ["x:0"]}`, `connections.k.brokers.0 must be host:port, not "x:0"`},
+		{"port past 65535", `
+connections:
+  k: {kind: kafka, brokers: ["x:65536"]}`, `connections.k.brokers.0 must be host:port, not "x:65536"`},
+		{"service_url on kafka", `
+connections:
+  k: {kind: kafka, brokers: ["x:1"], service_url: "pulsar://x:1"}`, "connections.k.service_url is for pulsar connections, not kafka"},
+		{"brokers on pulsar", `
+connections:
+  p: {kind: pulsar, service_url: "pulsar://x:1", brokers: ["x:1"]}`, "connections.p.brokers is for kafka connections, not pulsar"},
+		{"pulsar URL without a host", `
+connections:
+  p: {kind: pulsar, service_url: "pulsar:///x"}`, `connections.p.service_url must be pulsar://host:port or pulsar+ssl://host:port, not "pulsar:///x"`},
+		{"environment variable name too long", `
+connections:
+  p: {kind: pulsar, service_url: "pulsar://x:1", token_env: ` + strings.Repeat("A", 129) + `}`, "connections.p.token_env must be an environment variable name"},
+		{"bad connection name", `
+connections:
+  "a b": {kind: kafka, brokers: ["x:1"]}`, `connections."a b" name `},
 		{"brokers not a list", `
 connections:
   k: {kind: kafka, brokers: "x:1"}`, "connections.k.brokers must be a list"},
@@ -338,5 +359,53 @@ func TestParseRefusesTLSOnAPlaintextPulsarURL(t *testing.T) {
 		if !c.ok && (err == nil || !strings.Contains(err.Error(), "connections.c.tls needs a pulsar+ssl:// service_url")) {
 			t.Errorf("%s: Parse error = %v, want one naming connections.c.tls", c.conn, err)
 		}
+	}
+}
+
+// Every key of connections.<name>.tls reaches the ConnectionSpec, and tls
+// present turns TLS on unless enabled says false.
+func TestParseKeepsEveryTLSSetting(t *testing.T) {
+	cfg := mustParse(t, `
+connections:
+  full:
+    kind: kafka
+    brokers: ["x:1"]
+    tls:
+      ca_file: ca.pem
+      cert_file: client.pem
+      key_file: client.key
+      server_name: kafka.internal
+      insecure_skip_verify: true
+  off:
+    kind: kafka
+    brokers: ["x:1"]
+    tls: {enabled: false}
+`)
+	want := config.TLSSpec{Enabled: true, CAFile: "ca.pem", CertFile: "client.pem", KeyFile: "client.key",
+		ServerName: "kafka.internal", InsecureSkipVerify: true}
+	if got := cfg.Connections["full"].TLS; got == nil || *got != want {
+		t.Errorf("full.TLS = %+v, want %+v", got, want)
+	}
+	if got := cfg.Connections["off"].TLS; got == nil || *got != (config.TLSSpec{}) {
+		t.Errorf("off.TLS = %+v, want present and disabled", got)
+	}
+}
+
+// A document declares at most MaxConnections connections.
+func TestParseBoundsConnections(t *testing.T) {
+	doc := func(n int) []byte {
+		var b strings.Builder
+		b.WriteString("connections:\n")
+		for i := range n {
+			fmt.Fprintf(&b, "  c%d: {kind: kafka, brokers: [\"x:1\"]}\n", i)
+		}
+		return []byte(b.String())
+	}
+	if _, err := config.Parse(doc(config.MaxConnections)); err != nil {
+		t.Fatalf("%d connections: %v", config.MaxConnections, err)
+	}
+	_, err := config.Parse(doc(config.MaxConnections + 1))
+	if want := "connections declares 65 connections, more than the limit of 64"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("%d connections: got %v, want an error containing %q", config.MaxConnections+1, err, want)
 	}
 }
