@@ -139,6 +139,12 @@ func TestResolveAndBuildEscapeUserStrings(t *testing.T) {
 		t.Fatalf("Build = %v, want ErrUnsupportedBackend", err)
 	}
 	safeText(t, "Build", err.Error())
+	// So is the path of a TopicError made by hand.
+	msg := (&config.TopicError{Path: evil, Err: errors.New("cause")}).Error()
+	safeText(t, "TopicError", msg)
+	if !strings.HasSuffix(msg, ": cause") {
+		t.Fatalf("TopicError = %q, want the quoted path then the cause", msg)
+	}
 }
 
 // Aliases and merge keys cannot amplify a small document into unbounded
@@ -211,6 +217,26 @@ func TestParseBoundsMappings(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "groups.g1.topics brings the document to more than 1000 topic declarations") {
 		t.Fatalf("got %v, want the topic count named", err)
 	}
+	// One declaration past MaxTopics, global and group-scoped together.
+	var over strings.Builder
+	over.WriteString("topics:\n")
+	for i := range config.MaxTopics / 2 {
+		fmt.Fprintf(&over, "  t%d: {}\n", i)
+	}
+	over.WriteString("groups:\n  g:\n    topics:\n")
+	for i := range config.MaxTopics/2 + 1 {
+		fmt.Fprintf(&over, "      t%d: {}\n", i)
+	}
+	_, err = config.Parse([]byte(over.String()))
+	if err == nil || !strings.Contains(err.Error(), "brings the document to more than 1000 topic declarations") {
+		t.Fatalf("%d topic declarations: got %v, want the topic count named", config.MaxTopics+1, err)
+	}
+	// A list holds at most MaxMappingKeys items.
+	long := "connections:\n  k: {kind: kafka, brokers: [" + strings.TrimSuffix(strings.Repeat("\"x:1\", ", config.MaxMappingKeys+1), ", ") + "]}\n"
+	_, err = config.Parse([]byte(long))
+	if err == nil || !strings.Contains(err.Error(), "connections.k.brokers has 1001 items, more than 1000") {
+		t.Fatalf("a list of %d items: got %v, want its length named", config.MaxMappingKeys+1, err)
+	}
 	var dup strings.Builder
 	dup.WriteString("topics:\n  t:\n")
 	for range config.MaxMappingKeys {
@@ -264,6 +290,9 @@ func TestParseRejectsOversizedDocument(t *testing.T) {
 	}
 	if _, err := config.Parse(doc[:config.MaxDocumentSize]); err != nil {
 		t.Fatalf("a document of exactly MaxDocumentSize bytes: %v", err)
+	}
+	if _, err := config.Parse(doc[:config.MaxDocumentSize+1]); !errors.Is(err, config.ErrTooLarge) {
+		t.Fatalf("a document of MaxDocumentSize+1 bytes: got %v, want ErrTooLarge", err)
 	}
 }
 
@@ -417,5 +446,28 @@ func TestParseBoundsTotalCapacity(t *testing.T) {
 	var es validate.Errors
 	if !errors.As(err, &es) || !es.Has("topics", "lte") || !strings.Contains(err.Error(), "more than the limit of 8388608") {
 		t.Fatalf("%d topics over the total: got %v, want a topics lte error naming the limit", fit+1, err)
+	}
+}
+
+// The total capacity counts group-scoped topics too, and a document that
+// reaches MaxTotalCapacity exactly is accepted.
+func TestParseTotalCapacityBoundIsExactAndCountsGroups(t *testing.T) {
+	doc := func(groupBalanced int) []byte {
+		var b strings.Builder
+		b.WriteString("topics:\n")
+		for i := range 7 {
+			fmt.Fprintf(&b, "  t%d: {policies: {balanced: {queue_capacity: %d}, broadcast: {queue_capacity: 1}}}\n", i, topic.MaxCapacity)
+		}
+		fmt.Fprintf(&b, "groups:\n  g:\n    topics:\n      t: {policies: {balanced: {queue_capacity: %d}, broadcast: {queue_capacity: 1}}}\n", groupBalanced)
+		return []byte(b.String())
+	}
+	// 7 global topics hold 7 × (MaxCapacity + 1); the group's topic the rest.
+	rest := config.MaxTotalCapacity - 7*(topic.MaxCapacity+1) - 1
+	if _, err := config.Parse(doc(rest)); err != nil {
+		t.Fatalf("a document at exactly MaxTotalCapacity: %v", err)
+	}
+	_, err := config.Parse(doc(rest + 1))
+	if err == nil || !strings.Contains(err.Error(), "queue capacities add up to 8388609 messages") {
+		t.Fatalf("a document one message over MaxTotalCapacity (in a group-scoped topic): got %v, want the total named", err)
 	}
 }
