@@ -3,7 +3,9 @@ package config_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,6 +46,10 @@ topics:
     policies:
       broadcast: {on_lag: disconnect, ack_mode: all}
       ack_propagation: {mode: auto}
+  unheard:
+    policies:
+      broadcast: {on_lag: disconnect, ack_mode: all}
+      ack_propagation: {mode: auto}
 `)
 	w := config.Wiring{Pipelines: []config.Pipeline{
 		{Name: "src", Publishes: []config.Publish{{Topic: "work"}, {Topic: "fanout"}, {Topic: "both"}, {Topic: "groups2"}, {Topic: "forced"}, {Topic: "audit"}}},
@@ -69,6 +75,7 @@ topics:
 		"unused":  topic.BalancedOnly,  // nobody subscribes
 		"forced":  topic.Mixed,         // force_mixed overrides balanced-only
 		"audit":   topic.BroadcastOnly,
+		"unheard": topic.BroadcastOnly, // nobody subscribes; ack_mode all needs broadcast-only
 	}
 	if len(plan.Topics) != len(want) {
 		t.Fatalf("plan has %d topics, want %d", len(plan.Topics), len(want))
@@ -108,6 +115,8 @@ func TestResolveRejects(t *testing.T) {
 		{"consumer group on broadcast", threeTopics, config.Wiring{Pipelines: []config.Pipeline{
 			{Name: "a", Subscribes: []config.Subscribe{{Topic: "t1", Mode: config.Broadcast, ConsumerGroup: "g"}}},
 		}}, "wiring.pipelines[0].subscribes[0].consumer_group must be empty for a broadcast subscription"},
+		{"bad pipeline group", threeTopics, config.Wiring{Pipelines: []config.Pipeline{{Name: "a", Group: "a b"}}},
+			`wiring.pipelines[0].group "a b" has " " at byte 1; a name is 1 to 249 ASCII letters, digits, '.', '_' or '-'`},
 		{"bad subscription mode", threeTopics, config.Wiring{Pipelines: []config.Pipeline{
 			{Name: "a", Subscribes: []config.Subscribe{{Topic: "t1", Mode: 7}}},
 		}}, "wiring.pipelines[0].subscribes[0].mode must be ≤ 1"},
@@ -421,5 +430,54 @@ groups:
 	archive := wired.Subscriptions("archive")
 	if len(archive) != 1 || !archive[0].Mode.IsBroadcast() || archive[0].Binding.Handle.Name() != "audit" {
 		t.Fatalf("archive subscriptions %+v", archive)
+	}
+}
+
+// The plan records who uses each topic: its balanced consumer groups
+// sorted, its broadcast subscribers and its publishers in wiring order.
+func TestResolveRecordsWhoUsesEachTopic(t *testing.T) {
+	plan, err := config.Resolve(mustParse(t, threeTopics), config.Wiring{Pipelines: []config.Pipeline{
+		{Name: "zeta", Subscribes: []config.Subscribe{{Topic: "t1"}}, Publishes: []config.Publish{{Topic: "t2"}}},
+		{Name: "alpha", Subscribes: []config.Subscribe{{Topic: "t1"}, {Topic: "t2", Mode: config.Broadcast}}},
+		{Name: "mid", Subscribes: []config.Subscribe{{Topic: "t2", Mode: config.Broadcast}}, Publishes: []config.Publish{{Topic: "t3"}}},
+		{Name: "first", Publishes: []config.Publish{{Topic: "t3"}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[topic.Name]config.TopicPlan{}
+	for _, tp := range plan.Topics {
+		byName[tp.Name] = tp
+	}
+	if got := byName["t1"].BalancedGroups; !slices.Equal(got, []topic.GroupName{"alpha", "zeta"}) {
+		t.Errorf("t1 balanced groups %v, want [alpha zeta] (sorted)", got)
+	}
+	if got := byName["t2"].Broadcasters; !slices.Equal(got, []string{"alpha", "mid"}) {
+		t.Errorf("t2 broadcasters %v, want [alpha mid]", got)
+	}
+	if got := byName["t2"].Publishers; !slices.Equal(got, []string{"zeta"}) {
+		t.Errorf("t2 publishers %v, want [zeta]", got)
+	}
+	if got := byName["t3"].Publishers; !slices.Equal(got, []string{"mid", "first"}) {
+		t.Errorf("t3 publishers %v, want [mid first] (wiring order)", got)
+	}
+}
+
+// The error for an ack_mode all topic with balanced subscribers names at
+// most MaxListedErrors of their groups, then counts the rest.
+func TestResolveNamesAtMostMaxListedErrorsGroups(t *testing.T) {
+	var w config.Wiring
+	for i := range config.MaxListedErrors + 2 {
+		w.Pipelines = append(w.Pipelines, config.Pipeline{Name: fmt.Sprintf("p%02d", i), Subscribes: []config.Subscribe{{Topic: "audit"}}})
+	}
+	_, err := config.Resolve(mustParse(t, `
+topics:
+  audit:
+    policies:
+      broadcast: {on_lag: disconnect, ack_mode: all}
+      ack_propagation: {mode: auto}
+`), w)
+	if err == nil || !strings.Contains(err.Error(), "consumer group(s) p00, p01,") || !strings.Contains(err.Error(), ", p19, and 2 more subscribe") {
+		t.Fatalf("Resolve = %v, want the groups p00 to p19 named, then \"and 2 more\"", err)
 	}
 }
