@@ -1,0 +1,186 @@
+package connector_test
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/config"
+	"github.com/boulevard-go/boulevard/topic/connector"
+	"github.com/boulevard-go/boulevard/topic/kafkatopic"
+	"github.com/boulevard-go/boulevard/topic/pulsartopic"
+)
+
+// errCaptured stops the connector once the adjusting function has seen the
+// backend's options: a panic there is the connection's error, so nothing
+// dials.
+const errCaptured = "options captured"
+
+// The connection's TLS, SASL, token and key settings reach the options of
+// the backend the connector makes (as the adjusting functions see them),
+// TLS at version 1.2 or later and only when enabled.
+func TestConnectionSettingsReachTheBackendOptions(t *testing.T) {
+	pki := newPKI(t)
+	t.Setenv("BOULEVARD_TEST_PW", password)
+	t.Setenv("BOULEVARD_TEST_TOKEN", "token-value")
+	kafkaOpts := map[string]kafkatopic.Options[string]{}
+	pulsarOpts := map[string]pulsartopic.Options[string]{}
+	conn, err := connector.New(connector.Options[string]{
+		Codec:     topic.StringCodec{},
+		Logger:    slog.New(slog.DiscardHandler),
+		KafkaKey:  func(s string) []byte { return []byte("kafka-" + s) },
+		PulsarKey: func(s string) string { return "pulsar-" + s },
+		Kafka: func(c config.ConnectionSpec, o *kafkatopic.Options[string]) {
+			kafkaOpts[c.Name] = *o
+			panic(errCaptured)
+		},
+		Pulsar: func(c config.ConnectionSpec, o *pulsartopic.Options[string]) {
+			pulsarOpts[c.Name] = *o
+			panic(errCaptured)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse([]byte(`
+connections:
+  secure:
+    kind: kafka
+    brokers: [127.0.0.1:1]
+    tls: {ca_file: ` + pki.caFile + `, server_name: ` + serverName + `}
+    sasl: {mechanism: SCRAM-SHA-256, username: svc, password_env: BOULEVARD_TEST_PW}
+  plain:
+    kind: kafka
+    brokers: [127.0.0.1:1]
+    tls: {enabled: false, ca_file: /nonexistent/ca.pem}
+  events:
+    kind: pulsar
+    service_url: pulsar+ssl://127.0.0.1:1
+    tls: {ca_file: ` + pki.caFile + `}
+    token_env: BOULEVARD_TEST_TOKEN
+  quiet:
+    kind: pulsar
+    service_url: pulsar://127.0.0.1:1
+    tls: {enabled: false, ca_file: /nonexistent/ca.pem}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range cfg.Connections {
+		if b, err := conn(t.Context(), cfg.Connections[name]); b != nil || err == nil || !strings.Contains(err.Error(), errCaptured) {
+			t.Fatalf("connection %s: connector = %v, %v; want the adjusting function's panic", name, b, err)
+		}
+	}
+	checkTLS := func(name string, tc *tls.Config, wantServerName string) {
+		t.Helper()
+		if tc == nil || tc.MinVersion != tls.VersionTLS12 || tc.RootCAs == nil || tc.InsecureSkipVerify || tc.ServerName != wantServerName {
+			t.Errorf("connection %s: TLS config %+v, want TLS 1.2 or later verifying with the CA file, server name %q", name, tc, wantServerName)
+		}
+	}
+
+	secure := kafkaOpts["secure"]
+	if !secure.Config.Net.TLS.Enable {
+		t.Errorf("connection secure: TLS not enabled")
+	}
+	checkTLS("secure", secure.Config.Net.TLS.Config, serverName)
+	sasl := secure.Config.Net.SASL
+	if !sasl.Enable || sasl.Mechanism != sarama.SASLTypeSCRAMSHA256 || sasl.User != "svc" || sasl.Password != password || sasl.SCRAMClientGeneratorFunc == nil {
+		t.Errorf("connection secure: SASL enable %v mechanism %q user %q, password from the environment %v; want SCRAM-SHA-256 as svc",
+			sasl.Enable, sasl.Mechanism, sasl.User, sasl.Password == password)
+	}
+	if secure.Key == nil || string(secure.Key("v")) != "kafka-v" {
+		t.Errorf("connection secure: the record key is not Options.KafkaKey")
+	}
+	if plain := kafkaOpts["plain"]; plain.Config.Net.TLS.Enable || plain.Config.Net.SASL.Enable {
+		t.Errorf("connection plain: TLS %v, SASL %v; want neither", plain.Config.Net.TLS.Enable, plain.Config.Net.SASL.Enable)
+	}
+
+	events := pulsarOpts["events"]
+	checkTLS("events", events.ClientOptions.TLSConfig, "")
+	if events.ClientOptions.Authentication == nil {
+		t.Errorf("connection events: no token authentication")
+	}
+	if events.Key == nil || events.Key("v") != "pulsar-v" {
+		t.Errorf("connection events: the message key is not Options.PulsarKey")
+	}
+	if quiet := pulsarOpts["quiet"]; quiet.ClientOptions.TLSConfig != nil || quiet.ClientOptions.Authentication != nil {
+		t.Errorf("connection quiet: TLS config %+v, authentication %v; want neither", quiet.ClientOptions.TLSConfig, quiet.ClientOptions.Authentication)
+	}
+}
+
+// Each SASL mechanism a document may name authenticates to a cluster that
+// knows the user under that mechanism.
+func TestKafkaConnectionAuthenticatesWithEveryMechanism(t *testing.T) {
+	t.Setenv("BOULEVARD_TEST_PW", password)
+	for _, mech := range []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"} {
+		t.Run(mech, func(t *testing.T) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser(mech, "svc", password))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			cfg, err := config.Parse([]byte(`
+connections:
+  main:
+    kind: kafka
+    brokers: [` + c.ListenAddrs()[0] + `]
+    sasl: {mechanism: ` + mech + `, username: svc, password_env: BOULEVARD_TEST_PW}
+`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			b, err := newConnector(t, slog.New(slog.DiscardHandler))(ctx, cfg.Connections["main"])
+			if err != nil {
+				t.Fatalf("connecting with %s: %v", mech, err)
+			}
+			if err := b.(*kafkatopic.Backend[string]).Close(context.Background()); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+		})
+	}
+}
+
+// A connector called with an ended context, or for a connection of an
+// unknown kind, makes no backend; a CA file without a PEM certificate is a
+// connection error naming the setting.
+func TestConnectorRefusesWhatItCannotConnect(t *testing.T) {
+	conn, err := connector.New(connector.Options[string]{Codec: topic.StringCodec{}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pulsarConn := config.ConnectionSpec{Name: "events", Path: "connections.events", Kind: config.KindPulsar, ServiceURL: "pulsar://127.0.0.1:1"}
+	ended, cancel := context.WithCancel(t.Context())
+	cancel()
+	if b, err := conn(ended, pulsarConn); b != nil || !errors.Is(err, context.Canceled) {
+		if b != nil {
+			_ = b.(*pulsartopic.Backend[string]).Close(context.Background())
+		}
+		t.Errorf("connector with an ended context = %v, %v; want no backend and context.Canceled", b, err)
+	}
+	unknown := config.ConnectionSpec{Name: "queue", Path: "connections.queue", Kind: "rabbitmq"}
+	if b, err := conn(t.Context(), unknown); b != nil || !errors.Is(err, connector.ErrConnection) {
+		t.Errorf("connector for kind rabbitmq = %v, %v; want no backend and ErrConnection", b, err)
+	}
+	notPEM := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	withCA := config.ConnectionSpec{Name: "k", Path: "connections.k", Kind: config.KindKafka, Brokers: []string{"127.0.0.1:1"},
+		TLS: &config.TLSSpec{Enabled: true, CAFile: notPEM}}
+	if b, err := conn(t.Context(), withCA); b != nil || !errors.Is(err, connector.ErrConnection) ||
+		!strings.Contains(err.Error(), "connections.k.tls.ca_file: no PEM certificate") {
+		t.Errorf("connector with a CA file holding no certificate = %v, %v; want ErrConnection naming connections.k.tls.ca_file", b, err)
+	}
+}
