@@ -173,3 +173,30 @@ topics:
 		t.Fatalf("a later Close = %v, want nil", err)
 	}
 }
+
+// customMemory is an in-memory backend under a name of its own.
+type customMemory struct{ topic.InMemory[int] }
+
+func (customMemory) Name() string { return "custom" }
+
+// A nil entry among the backends given to Build is skipped: the others
+// are still found by name.
+func TestBuildSkipsANilBackend(t *testing.T) {
+	plan, err := config.Resolve(mustParse(t, `
+topics:
+  orders: {backend: custom}
+`), config.Wiring{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	broker := topic.NewBroker[int]()
+	defer broker.Close()
+	w, err := config.Build(broker, plan, nil, customMemory{})
+	if err != nil {
+		t.Fatalf("Build with a nil backend before the one named = %v, want nil", err)
+	}
+	defer w.Close(t.Context())
+	if _, ok := broker.Topic("orders"); !ok {
+		t.Error("topic orders was not created on the custom backend")
+	}
+}
