@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -37,18 +38,29 @@ func partitionsCluster(t *testing.T, topic string, parts, part int32, records in
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
+	values := make([]string, records)
+	for i := range values {
+		values[i] = strconv.Itoa(i)
+	}
+	produce(t, c, topic, part, values...)
+	return c
+}
+
+// produce writes one record of each of values, in order, to partition part
+// of topic on c.
+func produce(t *testing.T, c *kfake.Cluster, topic string, part int32, values ...string) {
+	t.Helper()
 	pcl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pcl.Close()
-	for i := range records {
-		r := &kgo.Record{Topic: topic, Partition: part, Value: fmt.Appendf(nil, "%d", i)}
+	for _, v := range values {
+		r := &kgo.Record{Topic: topic, Partition: part, Value: []byte(v)}
 		if err := pcl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return c
 }
 
 // fastGroup are client options for quick group operations on kfake: short
