@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
@@ -174,6 +175,17 @@ func stopWithCommitHeld(t *testing.T, c *kfake.Cluster, group, topic, rebalance 
 		t.Fatal("the stopping member never committed")
 		return nil, nil
 	}
+}
+
+// refuseFirstCommits refuses the first n OffsetCommit requests of group
+// on c with code on every partition; the others are answered as usual.
+func refuseFirstCommits(c *kfake.Cluster, group string, code int16, n int64) *testbroker.Faults {
+	var seen atomic.Int64
+	f := testbroker.Inject(c, kmsg.OffsetCommit, code, func(req kmsg.Request) bool {
+		return req.(*kmsg.OffsetCommitRequest).Group == group && seen.Add(1) <= n
+	})
+	f.Every(1)
+	return f
 }
 
 // committedOffset is group's committed offset of partition 0 of topic on
