@@ -123,16 +123,19 @@ func answerNextHeartbeat(c *kfake.Cluster, group string, code int16, answered fu
 // stopWithCommitHeld starts a pipeline over a source of group on c (with
 // the rebalance strategy, commits on an hourly interval, so that the first
 // commit is the final one of Close's release; log receives its lines when
-// not nil),
+// not nil; each of more changes its options after),
 // waits until it has handled and marked for commit all of topic's
 // records, and stops it on a goroutine of its own. It returns once the
 // member's final commit waits in the hold holdFirstCommit set (stalled),
 // with that member and the channel that receives Stop's error.
 func stopWithCommitHeld(t *testing.T, c *kfake.Cluster, group, topic, rebalance string, records int64, log *slog.Logger,
-	stalled <-chan *member) (*member, <-chan error) {
+	stalled <-chan *member, more ...func(*Options)) (*member, <-chan error) {
 	t.Helper()
 	src := groupSource(t, c, topic, group, func(o *Options) {
 		o.Rebalance, o.CommitInterval, o.Logger = rebalance, time.Hour, log
+		for _, set := range more {
+			set(o)
+		}
 	})
 	var handled atomic.Int32
 	p, err := pipeline.New(pipeline.Options[[]byte, []byte]{
