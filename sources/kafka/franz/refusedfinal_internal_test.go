@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/boulevard-go/boulevard/internal/wait"
@@ -23,19 +24,8 @@ import (
 func TestFinalCommitRefusedByARebalanceGoesOutInTheRevokesGeneration(t *testing.T) {
 	const topic, group, records = "events", "g-refused-final", 10
 	c := groupCluster(t, topic, records)
-	refused := refuseFirstCommits(c, group, kerr.RebalanceInProgress.Code, 1)
 	rebalance := answerNextHeartbeat(c, group, kerr.RebalanceInProgress.Code, nil)
-
-	// CommitInterval is an hour: the first commit is the final one, of
-	// Close's release.
-	stalled, resume := holdFirstCommit(t)
-	_, stopped := stopWithCommitHeld(t, c, group, topic, RebalanceRange, records, nil, stalled,
-		func(o *Options) {
-			o.RevokeTimeout = time.Minute
-			o.ClientOptions = append(o.ClientOptions, kgo.RebalanceTimeout(2*time.Minute))
-		})
-	resume()
-	wait.For(t, "the final commit to be refused", func() bool { return refused.Failed() == 1 })
+	stopped := stopWithFinalCommitRefused(t, c, group, topic, records)
 	rebalance()
 	wait.For(t, "the final commit refused by the rebalance to land before RevokeTimeout", func() bool {
 		return committedOffset(c, group, topic) == records
@@ -45,4 +35,24 @@ func TestFinalCommitRefusedByARebalanceGoesOutInTheRevokesGeneration(t *testing.
 	if err := <-stopped; err != nil {
 		t.Fatalf("stop: %v", err)
 	}
+}
+
+// stopWithFinalCommitRefused runs a pipeline over a source of group
+// (range, RevokeTimeout a minute, the client's RebalanceTimeout two) on
+// c, with commits on an hourly interval, and stops it once it has handled
+// topic's records records. The first commit, the final one of Close's
+// release, is refused with REBALANCE_IN_PROGRESS. It returns once it has
+// been, with the channel that receives Stop's error.
+func stopWithFinalCommitRefused(t *testing.T, c *kfake.Cluster, group, topic string, records int64) <-chan error {
+	t.Helper()
+	refused := refuseFirstCommits(c, group, kerr.RebalanceInProgress.Code, 1)
+	stalled, resume := holdFirstCommit(t)
+	_, stopped := stopWithCommitHeld(t, c, group, topic, RebalanceRange, records, nil, stalled,
+		func(o *Options) {
+			o.RevokeTimeout = time.Minute
+			o.ClientOptions = append(o.ClientOptions, kgo.RebalanceTimeout(2*time.Minute))
+		})
+	resume()
+	wait.For(t, "the final commit to be refused", func() bool { return refused.Failed() == 1 })
+	return stopped
 }
