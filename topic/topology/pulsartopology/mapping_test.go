@@ -320,6 +320,25 @@ func TestOptionsValidated(t *testing.T) {
 	}
 }
 
+// Guarantee: each documented upper bound is itself accepted: an
+// OperationTimeout of 1 hour, a RedeliveryDelay of MaxRedeliveryDelay and
+// a MaxReconnectToBroker of MaxReconnectToBrokerLimit, as are the smallest
+// values set (a RedeliveryDelay of 1ms, a MaxReconnectToBroker of 1).
+func TestOptionsAreAcceptedAtTheirBounds(t *testing.T) {
+	for what, o := range map[string]pulsartopology.Options[string]{
+		"OperationTimeout 1h":                {OperationTimeout: time.Hour},
+		"RedeliveryDelay MaxRedeliveryDelay": {RedeliveryDelay: pulsartopology.MaxRedeliveryDelay},
+		"RedeliveryDelay 1ms":                {RedeliveryDelay: time.Millisecond},
+		"MaxReconnectToBroker at its limit":  {MaxReconnectToBroker: pulsartopology.MaxReconnectToBrokerLimit},
+		"MaxReconnectToBroker 1":             {MaxReconnectToBroker: 1},
+	} {
+		o.ServiceURL, o.Codec = "pulsar://x:6650", topic.StringCodec{}
+		if err := o.WithDefaults().Validate(); err != nil {
+			t.Errorf("%s refused: %v", what, err)
+		}
+	}
+}
+
 // Guarantee: ReadAhead is bounded by MaxReadAhead: accepted at it, refused
 // one past it with an error naming pulsartopology.readAhead and the rule.
 func TestReadAheadIsBoundedByMaxReadAhead(t *testing.T) {
