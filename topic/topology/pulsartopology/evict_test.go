@@ -1,6 +1,7 @@
 package pulsartopology_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -240,22 +241,54 @@ func TestDeclareAcceptsBacklogQuotasThatKeepLetters(t *testing.T) {
 }
 
 // Guarantee: when the admin REST API fails to report the policies (an
-// error status), Declare goes on and makes what the topology needs, and
-// the backend logs one WARN however many Declares it makes.
+// error status), all of them or either one alone, Declare goes on and
+// makes what the topology needs, and the backend logs one WARN however
+// many Declares it makes.
 func TestDeclareWarnsOnceAndGoesOnWhenEvictionPoliciesCannotBeRead(t *testing.T) {
-	br := testbroker.Pulsar(t)
-	url := adminServer(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		http.Error(w, `{"reason":"Unauthorized"}`, http.StatusUnauthorized)
-	}))
-	be, recs := evictionBackend(t, br, url, false)
-	for _, name := range []string{"unread-a", "unread-b"} {
-		top := build(t, topology.New(name).ForConsumerGroup("g").Hold(time.Second).DLQ())
-		if _, err := be.Declare(ctxT(t), top); err != nil {
-			t.Fatalf("Declare %q where policies cannot be read: %v", name, err)
-		}
+	for _, refused := range []string{"", "backlogQuotaMap", "subscriptionExpirationTime"} {
+		t.Run("refused "+cmp.Or(refused, "all"), func(t *testing.T) {
+			br := testbroker.Pulsar(t)
+			url := adminServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if refused != "" && !strings.HasSuffix(r.URL.Path, "/"+refused) {
+					w.WriteHeader(http.StatusNoContent)
+					return
+				}
+				http.Error(w, `{"reason":"Unauthorized"}`, http.StatusUnauthorized)
+			}))
+			be, recs := evictionBackend(t, br, url, false)
+			for _, name := range []string{"unread-a", "unread-b"} {
+				top := build(t, topology.New(name).ForConsumerGroup("g").Hold(time.Second).DLQ())
+				if _, err := be.Declare(ctxT(t), top); err != nil {
+					t.Fatalf("Declare %q where policies cannot be read: %v", name, err)
+				}
+			}
+			if n := recs.Count(slog.LevelWarn, pulsartopology.MsgEvictionUnread); n != 1 {
+				t.Errorf("%d WARN %q, want 1", n, pulsartopology.MsgEvictionUnread)
+			}
+		})
 	}
-	if n := recs.Count(slog.LevelWarn, pulsartopology.MsgEvictionUnread); n != 1 {
-		t.Errorf("%d WARN %q, want 1", n, pulsartopology.MsgEvictionUnread)
+}
+
+// Guarantee: a DLQ under a backlog quota with policy
+// consumer_backlog_eviction is refused as a DLQ: the *EvictionError says
+// so (DLQ set) and its message names the DLQ and the letters' replay.
+func TestDeclareRefusesADLQUnderAnEvictingBacklogQuota(t *testing.T) {
+	br := testbroker.Pulsar(t)
+	url := adminServer(t, br.AdminHandler())
+	setPolicy(t, url, "backlogQuota?backlogQuotaType=destination_storage", `{"limitSize":1048576,"limitTime":-1,"policy":"consumer_backlog_eviction"}`)
+	be, _ := evictionBackend(t, br, url, false)
+	top := build(t, topology.New("evicted-dlq").ForConsumerGroup("g").DLQ())
+	_, err := be.Declare(ctxT(t), top)
+	var ee *pulsartopology.EvictionError
+	if !errors.As(err, &ee) {
+		t.Fatalf("Declare of a DLQ under an evicting backlog quota = %v, want an *EvictionError", err)
+	}
+	dlq, _ := top.DLQ()
+	if ee.Topic != be.TopicName(dlq) || !ee.DLQ || ee.Policy != pulsartopology.PolicyBacklogQuota {
+		t.Errorf("EvictionError %+v, want the DLQ %q, DLQ set, policy %s", *ee, be.TopicName(dlq), pulsartopology.PolicyBacklogQuota)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "on DLQ") || !strings.Contains(msg, "before they are replayed") {
+		t.Errorf("error %q does not name the DLQ and the replay of its letters", msg)
 	}
 }
 

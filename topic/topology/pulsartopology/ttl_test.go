@@ -117,16 +117,19 @@ func TestDeclareAcceptsHoldsShorterThanTheirTopicsMessageTTL(t *testing.T) {
 	}
 }
 
-// Guarantee: a DLQ with a message TTL (dead letters older than it are
-// acknowledged by the broker, replayed or not) is declared, with a WARN.
+// Guarantee: a DLQ with a message TTL, long or short (dead letters older
+// than it are acknowledged by the broker, replayed or not), is declared,
+// with a WARN.
 func TestDeclareWarnsOfADLQWithAMessageTTL(t *testing.T) {
 	br := testbroker.Pulsar(t)
-	be, recs := ttlBackend(t, br, &ttlAdmin{fallback: 24 * time.Hour})
-	if _, err := be.Declare(ctxT(t), build(t, topology.New("short-lived").ForConsumerGroup("g").Hold(time.Second).DLQ())); err != nil {
-		t.Fatalf("Declare: %v", err)
-	}
-	if n := recs.Count(slog.LevelWarn, pulsartopology.MsgDLQTTL); n != 1 {
-		t.Errorf("%d WARN %q, want 1", n, pulsartopology.MsgDLQTTL)
+	for _, ttl := range []time.Duration{24 * time.Hour, time.Minute} {
+		be, recs := ttlBackend(t, br, &ttlAdmin{fallback: ttl})
+		if _, err := be.Declare(ctxT(t), build(t, topology.New("short-lived").ForConsumerGroup("g").Hold(time.Second).DLQ())); err != nil {
+			t.Fatalf("Declare with a message TTL of %s: %v", ttl, err)
+		}
+		if n := recs.Count(slog.LevelWarn, pulsartopology.MsgDLQTTL); n != 1 {
+			t.Errorf("message TTL %s: %d WARN %q, want 1", ttl, n, pulsartopology.MsgDLQTTL)
+		}
 	}
 }
 
