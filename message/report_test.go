@@ -144,3 +144,38 @@ func TestAMessagesLogValueResolvesItsSource(t *testing.T) {
 	}
 	t.Fatal("no source attribute")
 }
+
+// Guarantee: the copy Detach makes of a message acknowledged immediately
+// keeps what decides its way through the batch stage: its batch mode,
+// status, routing and partition key.
+func TestADetachedCopyKeepsItsWayThroughTheBatchStage(t *testing.T) {
+	src := message.New(1, acker.NewRecorder(false), 1)
+	src.SetBatchMode(message.Flush)
+	src.SetBatcher("s3")
+	src.SetBatchKey("eu")
+	src.SetPartitionKey("p")
+	src.AckImmediately()
+	var dst message.Message[int]
+	message.Detach(&dst, src, 2)
+	if dst.BatchMode() != message.Flush || dst.Batcher() != "s3" || dst.BatchKey() != "eu" || dst.PartitionKey() != "p" {
+		t.Fatalf("detached copy %v, partition key %q: want mode flush, batcher s3, key eu, partition key p", &dst, dst.PartitionKey())
+	}
+	failed := message.New(3, acker.NewRecorder(false), 3)
+	failed.Fail(errors.New("in its processor"))
+	message.Detach(&dst, failed, 4)
+	if !dst.Failed() || dst.Err() == nil {
+		t.Fatalf("detached copy of a failed message: %v, want it failed", &dst)
+	}
+}
+
+// Guarantee: a message seen as a message.Keyed (by a pipeline's partition
+// function) shows its source's Metadata.
+func TestAKeyedMessageShowsItsMetadata(t *testing.T) {
+	m := message.New(1, nil, 1)
+	md := &where{topic: "orders"}
+	m.Metadata = md
+	var k message.Keyed = m
+	if k.SourceMetadata() != md {
+		t.Fatalf("SourceMetadata = %v, want the message's Metadata %v", k.SourceMetadata(), md)
+	}
+}
