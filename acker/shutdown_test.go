@@ -3,6 +3,7 @@ package acker_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/boulevard-go/boulevard/acker"
@@ -52,5 +53,14 @@ func TestCausedByShutdownNeedsTheStagesContextDoneAndAContextError(t *testing.T)
 		if got := acker.CausedByShutdown(tc.ctx, tc.err); got != tc.want {
 			t.Errorf("%s: CausedByShutdown = %v, want %v", name, got, tc.want)
 		}
+	}
+}
+
+// Guarantee: a ShutdownError's message names the shutdown and the
+// handler's error.
+func TestAShutdownErrorNamesTheShutdownAndTheHandlersError(t *testing.T) {
+	msg := acker.WrapShutdown(errors.New("query: context canceled")).Error()
+	if !strings.Contains(msg, acker.ErrShutdown.Error()) || !strings.Contains(msg, "query: context canceled") {
+		t.Fatalf("error %q, want it to name the shutdown (%q) and the handler's error", msg, acker.ErrShutdown)
 	}
 }
