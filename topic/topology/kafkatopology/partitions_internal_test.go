@@ -34,3 +34,24 @@ func TestAPartitionClaimedTwiceListsTheFurthestAheadFirst(t *testing.T) {
 		}
 	}
 }
+
+// Guarantee: of a partition two readers claim with the same committed
+// offset, the one that fetched further (greater Next) is listed first,
+// and with the same Next too, the one with the later high-water mark.
+func TestAPartitionClaimedTwiceAtOneCommitListsTheFurthestFetchFirst(t *testing.T) {
+	base := PartitionStats{Topic: "orders", Partition: 0, Group: "g", Committed: 100, Next: 120, HighWater: 200}
+	fetched, fresher := base, base
+	fetched.Next = 130
+	fresher.HighWater = 210
+	for _, tc := range []struct {
+		what  string
+		ahead PartitionStats
+	}{{"the greater Next", fetched}, {"the later high-water mark", fresher}} {
+		for _, in := range [][]PartitionStats{{base, tc.ahead}, {tc.ahead, base}} {
+			sortPartitions(in)
+			if in[0] != tc.ahead {
+				t.Errorf("listed %+v first, want the one with %s, %+v", in[0], tc.what, tc.ahead)
+			}
+		}
+	}
+}
