@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/sources/kafka"
 	"github.com/boulevard-go/boulevard/validate"
 )
@@ -51,17 +50,8 @@ func TestNewRefusesMaxOpenRequestsPastItsBound(t *testing.T) {
 // with math.MaxInt (retry without a practical limit, within
 // RevokeTimeout) a source that stops commits what it handled.
 func TestFinalCommitHappensWithTheLargestOffsetRetryCount(t *testing.T) {
-	const group = "g-retry-max"
-	c := newCluster(t, 1)
-	ends := produce(t, c, 1, 0, 20)
-	opts := sourceOptions(c, group)
-	opts.CommitInterval = time.Hour // only the final commit commits
-	opts.Config.Consumer.Offsets.Retry.Max = math.MaxInt
-	l := newLedger()
-	p := startPipeline(t, pipelineOpts("retry-max", newSource(t, opts), 1, l, nil))
-	wait.Within(t, 20*time.Second, "every record handled", func() bool { return l.covers(ends) })
-	stopPipeline(t, p)
-	if got := committed(c, group); !equalOffsets(got, ends) {
-		t.Fatalf("committed %v after the source stopped, want %v", got, ends)
-	}
+	commitAll(t, "g-retry-max", func(o *kafka.Options) {
+		o.CommitInterval = time.Hour // only the final commit commits
+		o.Config.Consumer.Offsets.Retry.Max = math.MaxInt
+	})
 }

@@ -22,9 +22,12 @@ import (
 // commitRequest is one OffsetCommit request of a group, as the broker
 // received it.
 type commitRequest struct {
-	member string
-	gen    int32
-	offs   map[int32]int64 // partition -> offset
+	member    string
+	gen       int32
+	offs      map[int32]int64 // partition -> offset
+	version   int16
+	retention int64   // RetentionTimeMillis
+	instance  *string // InstanceID
 }
 
 // commitRecorder keeps a group's OffsetCommit requests in arrival order.
@@ -41,7 +44,8 @@ func recordCommits(c *kfake.Cluster, group string) *commitRecorder {
 		if r.Group != group {
 			return nil, nil, false
 		}
-		got := commitRequest{member: r.MemberID, gen: r.Generation, offs: map[int32]int64{}}
+		got := commitRequest{member: r.MemberID, gen: r.Generation, offs: map[int32]int64{},
+			version: r.Version, retention: r.RetentionTimeMillis, instance: r.InstanceID}
 		for _, rt := range r.Topics {
 			for _, rp := range rt.Partitions {
 				if rt.Topic == testTopic {
