@@ -68,9 +68,11 @@ func TestOptionsRedactCredentials(t *testing.T) {
 				slog.New(slog.NewTextHandler(&text, nil)).Info("options", slog.Any("opts", v))
 				slog.New(slog.NewJSONHandler(&js, nil)).Info("options", slog.Any("opts", v))
 				printed = append(printed, text.String(), js.String())
-				if b, err := json.Marshal(v); err == nil {
-					printed = append(printed, string(b))
+				b, err := json.Marshal(v)
+				if err != nil {
+					t.Fatalf("%T does not encode as JSON: %v", v, err)
 				}
+				printed = append(printed, string(b))
 			}
 			printed = append(printed, opts.String(), opts.GoString(), src.String(), src.GoString())
 			for _, out := range printed {
