@@ -405,3 +405,34 @@ func TestStatsLagOfAPartitionWaitingToRedeliverCountsWhatItHasNotHandled(t *test
 		t.Logf("%d samples while offset 50 waited to be redelivered", samples)
 	})
 }
+
+// Guarantee: a claim of a partition the group committed reports that
+// offset as Committed from the start, before it commits anything itself.
+func TestStatsReportTheGroupsCommittedOffsetAsAClaimStarts(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl client) {
+		group := "g-stats-resume"
+		c := newCluster(t, 1)
+		ends := produce(t, c, 1, 0, 20)
+		l := newLedger()
+		first := startPipeline(t, pipelineOpts("first", cl.new(t, sourceOptions(c, group)), 1, l, nil))
+		wait.Within(t, 20*time.Second, "every record handled", func() bool { return l.covers(ends) })
+		stopPipeline(t, first)
+		if got := committed(c, group); !equalOffsets(got, ends) {
+			t.Fatalf("committed %v after the first run, want %v", got, ends)
+		}
+		opts := sourceOptions(c, group)
+		opts.CommitInterval = time.Hour // the claim commits nothing of its own
+		src := cl.new(t, opts)
+		second := startPipeline(t, pipelineOpts("second", src, 1, newLedger(), nil))
+		defer stopPipeline(t, second)
+		// The franz-go source lists the claim as it is assigned, before its
+		// start offset is known (Next -1).
+		wait.Within(t, 20*time.Second, "the partition claimed again at a known offset", func() bool {
+			ms := src.Stats().Members
+			return len(ms) == 1 && len(ms[0].Partitions) == 1 && ms[0].Partitions[0].Next >= 0
+		})
+		if ps := onlyMember(t, src).Partitions[0]; ps.Committed != ends[0] {
+			t.Fatalf("claim resuming at the group's offset %d reports Committed %d", ends[0], ps.Committed)
+		}
+	})
+}
