@@ -118,3 +118,22 @@ func TestMaxDemandBoundsATurn(t *testing.T) {
 		}
 	}
 }
+
+// Guarantee: a message heavier than MaxWeight that opens a batch (the first
+// message of its key, or the first after its key's batch was emitted) goes
+// alone in a batch of trigger weight: no empty batch is emitted before it.
+func TestAMessageHeavierThanMaxWeightOpeningABatchGoesAlone(t *testing.T) {
+	rec := acker.NewRecorder(false)
+	h := start(t, batcher.Options[int]{Name: "w", BatchSize: 100, BatchTimeout: never, Weight: weightOfData, MaxWeight: 10})
+	h.publish(t, message.New(25, rec, 0), message.New(10, rec, 1), message.New(30, rec, 2))
+	for i, want := range []int{25, 10, 30} {
+		b := h.next(t)
+		if !slices.Equal(b.ids, []int{want}) || b.info.Size != 1 || b.info.Weight != want || b.info.Trigger != message.TriggerWeight {
+			t.Errorf("batch %d: data %v %+v, want [%d] alone, of weight %[4]d and trigger weight", i, b.ids, b.info, want)
+		}
+	}
+	if rest := h.drain(t); len(rest) != 0 {
+		t.Errorf("after drain: %+v, want no more batches", rest)
+	}
+	assertOnce(t, rec, []int{0, 1, 2})
+}
