@@ -184,26 +184,28 @@ func TestBatchTimeoutFiresWhileMessagesKeepComing(t *testing.T) {
 	})
 }
 
-// Guarantee: a batch that does not fill up is emitted exactly when
-// BatchTimeout has passed since its first message: not a moment before,
-// not later, whatever messages join it meanwhile, whatever other keys'
-// batches open or time out in between; a key's next batch times out from
-// its own first message.
-func TestBatchTimeoutEmitsExactlyAtTheDeadline(t *testing.T) {
+// emission is a batch a deadline test saw emitted.
+type emission struct {
+	key     string
+	ids     []int
+	trigger message.Trigger
+	at      time.Duration // since the test began
+}
+
+// deadlineRun runs, in a synctest bubble, a batcher of batches of
+// batchSize and a BatchTimeout of one second, and script on it: publish
+// hands it messages and waits until the batcher is idle; check advances the
+// bubble's clock to when (since the test began) and fails unless want is
+// what was emitted meanwhile. It then drains the batcher and checks that
+// each of the n messages script published was acknowledged once.
+func deadlineRun(t *testing.T, batchSize, n int, script func(rec *acker.Recorder, publish func(...*message.Message[int]), check func(time.Duration, ...emission))) {
 	synctest.Test(t, func(t *testing.T) {
-		const timeout = time.Second
-		type emission struct {
-			key     string
-			ids     []int
-			trigger message.Trigger
-			at      time.Duration // since the test began
-		}
 		var mu sync.Mutex
 		var got []emission
 		rec := acker.NewRecorder(false)
 		begin := time.Now()
 		s := batching.New(batcher.Options[int]{
-			Name: "deadline", BatchSize: 100, BatchTimeout: timeout,
+			Name: "deadline", BatchSize: batchSize, BatchTimeout: time.Second,
 			Handle: func(_ context.Context, batch []*message.Message[int], info message.BatchInfo) error {
 				e := emission{key: info.BatchKey, trigger: info.Trigger, at: time.Since(begin)}
 				for _, m := range batch {
@@ -223,8 +225,6 @@ func TestBatchTimeoutEmitsExactlyAtTheDeadline(t *testing.T) {
 			publishAll(ctx, t, s, ms...)
 			synctest.Wait()
 		}
-		// check advances the bubble's clock to when (since the test began)
-		// and fails unless want is what was emitted meanwhile.
 		check := func(when time.Duration, want ...emission) {
 			t.Helper()
 			time.Sleep(when - time.Since(begin))
@@ -239,7 +239,21 @@ func TestBatchTimeoutEmitsExactlyAtTheDeadline(t *testing.T) {
 				t.Fatalf("by %v emitted %+v, want %+v", when, e, want)
 			}
 		}
+		script(rec, publish, check)
+		s.CloseInput()
+		<-done
+		assertOnce(t, rec, span(0, n))
+	})
+}
 
+// Guarantee: a batch that does not fill up is emitted exactly when
+// BatchTimeout has passed since its first message: not a moment before,
+// not later, whatever messages join it meanwhile, whatever other keys'
+// batches open or time out in between; a key's next batch times out from
+// its own first message.
+func TestBatchTimeoutEmitsExactlyAtTheDeadline(t *testing.T) {
+	const timeout = time.Second
+	deadlineRun(t, 100, 4, func(rec *acker.Recorder, publish func(...*message.Message[int]), check func(time.Duration, ...emission)) {
 		publish(msg(rec, 0, "a")) // a's deadline: 1s
 		check(400 * time.Millisecond)
 		publish(msg(rec, 1, "b")) // b's deadline: 1.4s
@@ -252,9 +266,28 @@ func TestBatchTimeoutEmitsExactlyAtTheDeadline(t *testing.T) {
 		check(1400*time.Millisecond, emission{"b", []int{1}, message.TriggerTimeout, 1400 * time.Millisecond})
 		check(2*timeout - time.Nanosecond)
 		check(2*timeout, emission{"a", []int{3}, message.TriggerTimeout, 2 * timeout})
+	})
+}
 
-		s.CloseInput()
-		<-done
-		assertOnce(t, rec, span(0, 4))
+// Guarantee: a batch emitted by size before its timeout does not disturb
+// the order in which the others time out: when its bookkeeping is reused
+// by a batch opened later, a batch opened in between still times out at
+// its own deadline, before the later one.
+func TestABatchEmittedBySizeDoesNotDelayTheTimeoutOfAnother(t *testing.T) {
+	ms := func(d int) time.Duration { return time.Duration(d) * time.Millisecond }
+	deadlineRun(t, 2, 5, func(rec *acker.Recorder, publish func(...*message.Message[int]), check func(time.Duration, ...emission)) {
+		publish(msg(rec, 0, "c")) // c's deadline: 1s
+		check(ms(100))
+		publish(msg(rec, 1, "a")) // a's deadline: 1.1s
+		check(ms(150))
+		publish(msg(rec, 2, "d")) // d's deadline: 1.15s
+		check(ms(200))
+		publish(msg(rec, 3, "a")) // fills a's batch
+		check(ms(300), emission{"a", []int{1, 3}, message.TriggerSize, ms(200)})
+		publish(msg(rec, 4, "b")) // b's deadline: 1.3s
+		check(ms(1000), emission{"c", []int{0}, message.TriggerTimeout, ms(1000)})
+		check(ms(1150) - 1)
+		check(ms(1150), emission{"d", []int{2}, message.TriggerTimeout, ms(1150)})
+		check(ms(1300), emission{"b", []int{4}, message.TriggerTimeout, ms(1300)})
 	})
 }
