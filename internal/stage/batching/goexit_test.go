@@ -188,3 +188,28 @@ func TestBatchAcknowledgerGoexitCountsTheBatchItHeld(t *testing.T) {
 		t.Errorf("Stats: In %d, Succeeded %d, Unhandled %d, InFlight %d; want 20, 20, 0, 0", st.In, st.Succeeded, st.Unhandled, st.InFlight)
 	}
 }
+
+// Guarantee: a batch handler that ends its goroutine (runtime.Goexit) fails
+// every message of its batch with message.ErrHandlerExited, as a panic
+// fails them all with its *message.PanicError: a failure the handler set on
+// one of them before it exited does not survive.
+func TestBatchHandlerGoexitFailsEveryMessageOfItsBatchWithErrHandlerExited(t *testing.T) {
+	rec := runBatches(t, batcher.Options[int]{
+		Handle: func(ctx context.Context, batch []*message.Message[int], info message.BatchInfo) error {
+			for _, m := range batch {
+				if m.Data == 1 {
+					m.Fail(errRefused)
+				}
+			}
+			return exitsOn3(ctx, batch, info)
+		},
+	}, &logtest.Records{})
+	if n := rec.FailedCount(); n != 5 {
+		t.Errorf("%d messages failed, want the first batch's 5", n)
+	}
+	for _, o := range rec.Failed() {
+		if !errors.Is(o.Err, message.ErrHandlerExited) {
+			t.Errorf("message %d failed with %v, want message.ErrHandlerExited", o.ID, o.Err)
+		}
+	}
+}
