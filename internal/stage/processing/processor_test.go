@@ -1162,3 +1162,48 @@ func receiversWaiting() int {
 	}
 	return n
 }
+
+// Guarantee: a message the handler fails itself (message.Fail) and returns
+// with a nil error is a failed message, as one whose handler returned an
+// error: HandleFailed sees it, it goes to no batcher, the processor
+// acknowledges it once with that error, and Stats counts it failed.
+func TestAMessageTheHandlerFailsWithoutAnErrorIsFailed(t *testing.T) {
+	errBad := errors.New("bad message")
+	rec := acker.NewRecorder(false)
+	route := &fakeRoute[int]{}
+	var mu sync.Mutex
+	var seen []uint64
+	s := newStage(t, processor.Options[int, int]{
+		Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+			m.SetBatcher("a")
+			if m.Data == 3 {
+				m.Fail(errBad)
+			}
+			return m.Data, nil
+		},
+		HandleFailed: func(_ context.Context, failed []*message.Message[int]) {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, routedIDs(failed)...)
+		},
+	}, processing.NamedRoute[int]{Name: "a", Route: route})
+	run(t, s)
+	publish(t, s, ints(rec, 0, 5))
+	drain(t, s)
+
+	if got := routedIDs(route.routed()); !slices.Equal(got, []uint64{0, 1, 2, 4}) {
+		t.Errorf("the batcher got %v, want every message but 3", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(seen, []uint64{3}) {
+		t.Errorf("HandleFailed saw %v, want message 3", seen)
+	}
+	assertOnce(t, rec, []uint64{3})
+	if f := rec.Failed(); len(f) != 1 || !errors.Is(f[0].Err, errBad) {
+		t.Errorf("failed outcomes %+v, want message 3 with the error it was failed with", f)
+	}
+	if st := s.Stats(0); st.Failed.Total() != 1 || st.Succeeded != 4 {
+		t.Errorf("Stats: Succeeded %d, Failed %d; want 4 and 1", st.Succeeded, st.Failed.Total())
+	}
+}
