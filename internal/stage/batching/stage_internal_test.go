@@ -2,8 +2,10 @@ package batching
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/boulevard-go/boulevard/batcher"
@@ -138,6 +140,41 @@ func TestEmittedBatchesHandedOverTogetherInOrder(t *testing.T) {
 	if len(b.emitted) != 0 {
 		t.Fatalf("%d batches still held once the partition stopped", len(b.emitted))
 	}
+}
+
+// Guarantee: when the hard stop comes while a hand-over waits for room in
+// the batch queue, the partition keeps only the batches it did not hand
+// over, for leftBehind to count as unacknowledged: those the batch
+// processors took are theirs, and are not counted twice.
+func TestAHardStopDuringAHandOverKeepsOnlyTheBatchesNotHandedOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newTestPartition(t, 1)
+		ctx, cancel := context.WithCancel(context.Background())
+		now := time.Now()
+		for id := range b.out.Cap() + 2 {
+			if !b.add(ctx, message.New(id, nil, uint64(id)), 0, now) {
+				t.Fatal("add failed")
+			}
+		}
+		handed := make(chan bool)
+		go func() { handed <- b.handOver(ctx) }()
+		synctest.Wait() // the queue is full: the hand-over waits
+		cancel()
+		if <-handed {
+			t.Fatal("a hand-over cut short by the hard stop reported success")
+		}
+		var kept []int
+		for _, batch := range b.emitted {
+			id := -1 // a batch let go of: handed over
+			if len(batch.Messages) > 0 {
+				id = batch.Messages[0].Data
+			}
+			kept = append(kept, id)
+		}
+		if want := []int{b.out.Cap(), b.out.Cap() + 1}; !slices.Equal(kept, want) {
+			t.Errorf("the partition kept the batches of messages %v (-1: one handed over), want only %v, those not handed over", kept, want)
+		}
+	})
 }
 
 // Guarantee: when the hard stop keeps a batch that MaxWeight closed from
