@@ -178,3 +178,37 @@ func TestHandleFailedPanicOrGoexitAfterAHandlerExitKeepsEveryOutcome(t *testing.
 		})
 	}
 }
+
+// Guarantee: when HandleFailed ends its goroutine (runtime.Goexit) in a
+// chunk whose handling the hard stop cut short, every message of the chunk
+// fails with message.ErrHandlerExited and is reported once, and Stats
+// counts each of them once, as failed: none is counted unhandled as well.
+func TestHandleFailedGoexitInACutChunkCountsEachMessageOnce(t *testing.T) {
+	errBad := errors.New("bad message")
+	rec := acker.NewRecorder(false)
+	stop := make(chan context.CancelFunc, 1)
+	s := newStage(t, processor.Options[int, int]{
+		Concurrency: 1,
+		Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
+			if m.Data == 0 {
+				(<-stop)() // the hard stop: the rest of the chunk is not handled
+				return 0, errBad
+			}
+			return m.Data, nil
+		},
+		HandleFailed: func(context.Context, []*message.Message[int]) { runtime.Goexit() },
+	})
+	publish(t, s, ints(rec, 0, 5)) // one chunk: queued before the processor starts
+	stop <- run(t, s)
+	waitDone(t, stagetest.Done(s), "the processors to return")
+
+	assertOnce(t, rec, seq(0, 5))
+	for _, o := range rec.Failed() {
+		if o.ID != 0 && !errors.Is(o.Err, message.ErrHandlerExited) {
+			t.Errorf("message %d failed with %v, want message.ErrHandlerExited", o.ID, o.Err)
+		}
+	}
+	if st := s.Stats(0); st.In != 5 || st.Failed.Total() != 5 || st.Succeeded != 0 || st.Unhandled != 0 {
+		t.Errorf("Stats: In %d, Failed %d, Succeeded %d, Unhandled %d; want 5, 5, 0, 0", st.In, st.Failed.Total(), st.Succeeded, st.Unhandled)
+	}
+}
