@@ -179,29 +179,54 @@ func TestHandleFailedPanicOrGoexitAfterAHandlerExitKeepsEveryOutcome(t *testing.
 	}
 }
 
-// Guarantee: when HandleFailed ends its goroutine (runtime.Goexit) in a
-// chunk whose handling the hard stop cut short, every message of the chunk
-// fails with message.ErrHandlerExited and is reported once, and Stats
-// counts each of them once, as failed: none is counted unhandled as well.
-func TestHandleFailedGoexitInACutChunkCountsEachMessageOnce(t *testing.T) {
-	errBad := errors.New("bad message")
+// cutChunk runs one chunk of 5 messages whose first message's handler
+// makes the hard stop and fails it, so that the other 4 are not handled,
+// with handleFailed as the processors' HandleFailed; it returns once the
+// processors have returned.
+func cutChunk(t *testing.T, handleFailed func(context.Context, []*message.Message[int])) (*processing.Pool[int, int], *acker.Recorder, *logtest.Records) {
+	t.Helper()
 	rec := acker.NewRecorder(false)
 	stop := make(chan context.CancelFunc, 1)
-	s := newStage(t, processor.Options[int, int]{
+	log := &logtest.Records{}
+	opts := processor.Options[int, int]{
 		Concurrency: 1,
 		Handle: func(_ context.Context, m *message.Message[int]) (int, error) {
 			if m.Data == 0 {
 				(<-stop)() // the hard stop: the rest of the chunk is not handled
-				return 0, errBad
+				return 0, errors.New("bad message")
 			}
 			return m.Data, nil
 		},
-		HandleFailed: func(context.Context, []*message.Message[int]) { runtime.Goexit() },
-	})
+		HandleFailed: handleFailed,
+	}
+	s := processing.New(opts.WithDefaults(), processing.Config[int]{Name: t.Name(), Logger: slog.New(log)})
 	publish(t, s, ints(rec, 0, 5)) // one chunk: queued before the processor starts
 	stop <- run(t, s)
 	waitDone(t, stagetest.Done(s), "the processors to return")
+	return s, rec, log
+}
 
+// Guarantee: when the hard stop cuts a chunk short, the failed message is
+// reported, the messages not handled stay unacknowledged and counted
+// unhandled, and one warning says how many.
+func TestAChunkTheHardStopCutShortLogsItsUnhandledMessagesOnce(t *testing.T) {
+	s, rec, log := cutChunk(t, func(context.Context, []*message.Message[int]) {})
+	assertOnce(t, rec, seq(0, 1))
+	if st := s.Stats(0); st.In != 5 || st.Failed.Total() != 1 || st.Succeeded != 0 || st.Unhandled != 4 {
+		t.Errorf("Stats: In %d, Failed %d, Succeeded %d, Unhandled %d; want 5, 1, 0, 4", st.In, st.Failed.Total(), st.Succeeded, st.Unhandled)
+	}
+	if n := log.Count(slog.LevelWarn, processing.CutLog); n != 1 {
+		t.Errorf("%d log lines %q, want 1", n, processing.CutLog)
+	}
+}
+
+// Guarantee: when HandleFailed ends its goroutine (runtime.Goexit) in a
+// chunk whose handling the hard stop cut short, every message of the chunk
+// fails with message.ErrHandlerExited and is reported once, and Stats
+// counts each of them once, as failed: none is counted unhandled as well,
+// and no line says they stay unacknowledged.
+func TestHandleFailedGoexitInACutChunkCountsEachMessageOnce(t *testing.T) {
+	s, rec, log := cutChunk(t, func(context.Context, []*message.Message[int]) { runtime.Goexit() })
 	assertOnce(t, rec, seq(0, 5))
 	for _, o := range rec.Failed() {
 		if o.ID != 0 && !errors.Is(o.Err, message.ErrHandlerExited) {
@@ -210,5 +235,11 @@ func TestHandleFailedGoexitInACutChunkCountsEachMessageOnce(t *testing.T) {
 	}
 	if st := s.Stats(0); st.In != 5 || st.Failed.Total() != 5 || st.Succeeded != 0 || st.Unhandled != 0 {
 		t.Errorf("Stats: In %d, Failed %d, Succeeded %d, Unhandled %d; want 5, 5, 0, 0", st.In, st.Failed.Total(), st.Succeeded, st.Unhandled)
+	}
+	if n := log.Count(slog.LevelWarn, processing.CutLog); n != 0 {
+		t.Errorf("%d log lines %q, though every message of the chunk was reported", n, processing.CutLog)
+	}
+	if n := log.Count(slog.LevelError, processing.ExitedLog); n != 1 {
+		t.Errorf("%d log lines %q, want 1", n, processing.ExitedLog)
 	}
 }

@@ -422,8 +422,6 @@ func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Mess
 	}
 	if left > 0 {
 		p.st.chunkLeft = uint64(left)
-		p.log.WarnContext(ctx, "processor stopped by the shutdown timeout; unhandled messages of its chunk stay unacknowledged",
-			slog.Int("messages", left))
 	}
 	if len(p.failed) > 0 {
 		for _, m := range p.failed {
@@ -442,6 +440,11 @@ func (p *worker[In, Out]) handleChunk(ctx context.Context, chunk []*message.Mess
 		}
 		clear(p.failed)
 		p.failed = p.failed[:0]
+	}
+	if left > 0 {
+		// After HandleFailed: should it end the goroutine, exited
+		// reports these messages too, and logs that instead.
+		p.log.WarnContext(ctx, CutLog, slog.Int("messages", left))
 	}
 	p.step = stepHandingOn
 	p.handing = -1
@@ -800,3 +803,10 @@ func (p *worker[In, Out]) logFailure(ctx context.Context, m *message.Message[In]
 // ExitedLog is the message of the error line a processor logs when user
 // code ended its goroutine (runtime.Goexit).
 const ExitedLog = "user code ended the processor's goroutine (runtime.Goexit); failing the messages it held, another processor takes over"
+
+// CutLog is the message of the warning a processor logs when the hard
+// stop cut its chunk short: the messages it did not handle stay
+// unacknowledged, for the source to deliver again. It is logged once the
+// chunk's failures are settled, and not when HandleFailed ended the
+// goroutine meanwhile: those messages are then failed and reported too.
+const CutLog = "processor stopped by the shutdown timeout; unhandled messages of its chunk stay unacknowledged"
