@@ -503,3 +503,29 @@ func TestCloseCountsEveryAckItGivesUp(t *testing.T) {
 		}
 	})
 }
+
+// Guarantee: an Ack call waiting for room in a full ack queue returns when
+// its context ends, before ackRoomWait, and counts the outcomes that did
+// not fit as dropped.
+func TestAnAckWaitingForRoomReturnsWhenItsContextEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHeldConsumer()
+		c, _ := heldSourceConsumer(h)
+		c.Ack(context.Background(), outcomes(1), nil)
+		synctest.Wait() // the ack goroutine waits in AckID
+
+		const wait = ackRoomWait / 10
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		began := time.Now()
+		c.Ack(ctx, outcomes(ackQueueSize), nil)
+		if d := time.Since(began); d != wait {
+			t.Errorf("Ack with the queue full returned after %v, want when its context ended (%v)", d, wait)
+		}
+		if got := c.src.droppedAcks.Load(); got != 1 {
+			t.Errorf("DroppedAcks = %d, want 1", got)
+		}
+		close(h.release)
+		c.close()
+	})
+}
