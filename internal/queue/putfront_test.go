@@ -108,13 +108,8 @@ func TestPutFrontOverCapacityHoldsPublishersBack(t *testing.T) {
 func TestPutFrontWakesReceiversAndRefusesWhenClosed(t *testing.T) {
 	ctx := context.Background()
 	q := New[int](2)
-	got := make(chan result, 1)
 	buf := make([]int, 4)
-	go func() {
-		n, err := q.Receive(ctx, buf)
-		got <- result{n, err}
-	}()
-	wait.For(t, "the receiver waiting", func() bool { return recvWaiting(q) == 1 })
+	got := startReceive(t, ctx, q, buf, 1)
 	if err := q.PutFront([]int{7, 8, 9}); err != nil {
 		t.Fatal(err)
 	}
