@@ -76,3 +76,60 @@ func TestPutTailKeepsWaitingPublishersBehind(t *testing.T) {
 		}
 	})
 }
+
+// Guarantee: items put at the tail of an empty queue wake a receiver
+// waiting on it.
+func TestPutTailWakesAWaitingReceiver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New[int](2)
+		got := make(chan result, 1)
+		buf := make([]int, 4)
+		go func() {
+			n, err := q.Receive(t.Context(), buf)
+			got <- result{n, err}
+		}()
+		synctest.Wait()
+		if err := q.PutTail([]int{7, 8}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		select {
+		case r := <-got:
+			if r.err != nil || fmt.Sprint(buf[:r.n]) != "[7 8]" {
+				t.Fatalf("waiting receiver got %v, %v; want [7 8]", buf[:r.n], r.err)
+			}
+		default:
+			q.Close()
+			<-got
+			t.Fatal("a receiver waiting on an empty queue was not woken by PutTail")
+		}
+	})
+}
+
+// Guarantee: a run of PutTail calls over the capacity grows the ring by
+// half at least each time it grows, so it copies the ring a logarithmic
+// number of times, not once a call.
+func TestPutTailGrowsTheRingGeometrically(t *testing.T) {
+	q := New[int](4)
+	for v := range 4 {
+		_ = q.Publish(context.Background(), v)
+	}
+	const calls = 200
+	grown := 0
+	for v := range calls {
+		size := len(q.items)
+		if err := q.PutTail([]int{v}); err != nil {
+			t.Fatal(err)
+		}
+		if len(q.items) != size {
+			grown++
+		}
+	}
+	// From 4 slots to 204 items, growing by half each time: 10 times.
+	if grown > 10 {
+		t.Fatalf("%d PutTail calls of one item grew the ring %d times, want at most 10", calls, grown)
+	}
+	if q.Len() != 4+calls {
+		t.Fatalf("Len = %d, want %d", q.Len(), 4+calls)
+	}
+}
