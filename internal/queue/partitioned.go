@@ -17,7 +17,8 @@ type Partitioned[T any] struct {
 }
 
 // NewPartitioned returns n queues of the given capacity and routes by key.
-// It panics if n < 1 or capacity < 1.
+// With one partition it is a plain queue: key is never called, and may be
+// nil. It panics if n < 1 or capacity < 1.
 func NewPartitioned[T any](n, capacity int, key func(T) string) *Partitioned[T] {
 	if n < 1 {
 		panic("queue: NewPartitioned needs at least one partition")

@@ -254,3 +254,47 @@ func TestPartitionedPublishBatchTakenFirstPutsPublishedItemsFirst(t *testing.T) 
 		}
 	}
 }
+
+// Guarantee: PublishBatch with a context already done computes no key and
+// publishes nothing.
+func TestPartitionedPublishBatchComputesNoKeyOnceCtxIsDone(t *testing.T) {
+	keys := 0
+	p := NewPartitioned(2, 4, func(s string) string { keys++; return s })
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	n, err := p.PublishBatch(ctx, []string{"a", "b", "c"})
+	if n != 0 || !errors.Is(err, context.Canceled) || keys != 0 || p.Queued() != 0 {
+		t.Fatalf("PublishBatch with a done context = %d, %v after %d keys (%d queued); want 0, context.Canceled, no key, nothing queued", n, err, keys, p.Queued())
+	}
+}
+
+// Guarantee: with one partition a Partitioned is a plain queue: it never
+// computes a key (so the key function may be nil), and every publish
+// method hands the items to that queue in order.
+func TestPartitionedWithOnePartitionComputesNoKey(t *testing.T) {
+	keys := 0
+	p := NewPartitioned(1, 8, func(int) string { keys++; return "" })
+	ctx := context.Background()
+	if n, err := p.PublishBatch(ctx, []int{1, 2}); n != 2 || err != nil {
+		t.Fatalf("PublishBatch = %d, %v; want 2, nil", n, err)
+	}
+	progress := -1
+	if n, err := p.PublishBatchProgress(ctx, []int{3}, &progress); n != 1 || err != nil {
+		t.Fatalf("PublishBatchProgress = %d, %v; want 1, nil", n, err)
+	}
+	if n, err := p.PublishBatchTakenFirst(ctx, []int{4}); n != 1 || err != nil {
+		t.Fatalf("PublishBatchTakenFirst = %d, %v; want 1, nil", n, err)
+	}
+	if n, err := p.TryPublishBatch([]int{5, 6}); n != 2 || err != nil {
+		t.Fatalf("TryPublishBatch = %d, %v; want 2, nil", n, err)
+	}
+	if n, err := p.TryPublishBatchProgress([]int{7, 8, 9}, &progress); n != 2 || err != nil {
+		t.Fatalf("TryPublishBatchProgress = %d, %v; want the 2 that fit, nil", n, err)
+	}
+	if keys != 0 {
+		t.Fatalf("a single partition computed %d keys, want none", keys)
+	}
+	if got := fmt.Sprint(drainAll(t, p.Partition(0))); got != "[1 2 3 4 5 6 7 8]" {
+		t.Fatalf("the queue holds %s, want [1 2 3 4 5 6 7 8]", got)
+	}
+}
