@@ -193,3 +193,105 @@ func TestABroadcastSubscriberQueuesAtMostItsCapacity(t *testing.T) {
 		}
 	})
 }
+
+// receiveAll pushes the records vs of claim c to m and receives them all.
+func receiveAll(t *testing.T, m *member[int], c *kafkaoffset.Claim, vs ...int) []topic.Envelope[int] {
+	t.Helper()
+	batch := make([]delivery[int], len(vs))
+	for i, v := range vs {
+		batch[i] = delivery[int]{c: c, off: int64(i), v: v}
+	}
+	if !m.push(t.Context(), c, batch) {
+		t.Fatal("push to the read-ahead failed")
+	}
+	dst := make([]topic.Envelope[int], len(vs))
+	if n, err := m.Receive(t.Context(), dst); n != len(vs) || err != nil {
+		t.Fatalf("Receive = %d, %v, want %d", n, err, len(vs))
+	}
+	return dst
+}
+
+// Guarantee: a revoke waits for the messages of the partition the
+// subscriber holds only until each is settled, acked or nacked: the
+// partition is let go as soon as the last one is, not when RevokeTimeout
+// runs out.
+func TestARevokeEndsAsSoonAsEveryHeldMessageIsSettled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMember(8, time.Second, time.Minute)
+		defer m.cancel()
+		c := kafkaoffset.New(session{}, "t", 0)
+		got := receiveAll(t, m, c, 1, 2, 3)
+		if err := m.Settle(got[0].ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		released := make(chan struct{})
+		go func() {
+			m.release(c)
+			close(released)
+		}()
+		synctest.Wait() // the revoke waits for 2 and 3
+		start := time.Now()
+		if err := m.Settle(got[1].ID, nil); err != nil {
+			t.Fatalf("Ack during the revoke: %v", err)
+		}
+		if err := m.Settle(got[2].ID, errors.New("handler failed")); err != nil {
+			t.Fatalf("Nack during the revoke: %v", err)
+		}
+		<-released
+		if waited := time.Since(start); waited != 0 {
+			t.Fatalf("the revoke let the partition go %v after its last held message was settled, want at once", waited)
+		}
+	})
+}
+
+// Guarantee: a revoke calls the subscriber's OnRelease only while the
+// subscriber holds messages of the partition, and never while the
+// subscription is closing; done is called once the wait is over.
+func TestOnReleaseIsCalledOnlyWhileMessagesOfThePartitionAreHeld(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMember(8, time.Second, time.Minute)
+		defer m.cancel()
+		calls, dones := 0, 0
+		m.onRelease = func() func() {
+			calls++
+			return func() { dones++ }
+		}
+		// Fetched, none handed out.
+		idle := kafkaoffset.New(session{}, "t", 0)
+		if !m.push(t.Context(), idle, []delivery[int]{{c: idle, off: 0, v: 1}}) {
+			t.Fatal("push to an empty read-ahead failed")
+		}
+		m.release(idle)
+		if calls != 0 {
+			t.Fatalf("OnRelease called %d time(s) for a partition of which nothing is held", calls)
+		}
+		held := kafkaoffset.New(session{}, "t", 1)
+		got := receiveAll(t, m, held, 2)
+		released := make(chan struct{})
+		go func() {
+			m.release(held)
+			close(released)
+		}()
+		synctest.Wait()
+		if calls != 1 || dones != 0 {
+			t.Fatalf("while the revoke waits: OnRelease called %d time(s), done %d, want 1 and 0", calls, dones)
+		}
+		if err := m.Settle(got[0].ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		<-released
+		if dones != 1 {
+			t.Fatalf("done called %d time(s) once the revoke was over, want 1", dones)
+		}
+		closing := kafkaoffset.New(session{}, "t", 2)
+		receiveAll(t, m, closing, 3)
+		m.mu.Lock()
+		m.ended = true // as teardown leaves it
+		close(m.stopped)
+		m.mu.Unlock()
+		m.release(closing)
+		if calls != 1 {
+			t.Fatalf("OnRelease called %d time(s) in all, want 1: called while the subscription was closing", calls)
+		}
+	})
+}
