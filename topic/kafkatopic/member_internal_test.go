@@ -295,3 +295,71 @@ func TestOnReleaseIsCalledOnlyWhileMessagesOfThePartitionAreHeld(t *testing.T) {
 		}
 	})
 }
+
+// newBroadcast returns a broadcast subscriber, with no client, whose
+// read-ahead is capacity records and whose clients count as closed
+// already.
+func newBroadcast(capacity int, onLag topic.OnLag) *bsub[int] {
+	b := &Backend[int]{log: slog.New(slog.DiscardHandler)}
+	t := &kTopic[int]{b: b, kname: "t", opts: topic.Options{Broadcast: topic.BroadcastPolicy{Capacity: capacity, OnLag: onLag}},
+		broadcasts: make(map[*bsub[int]]struct{})}
+	s := &bsub[int]{t: t, stopCh: make(chan struct{}), dataSig: make(chan struct{}, 1)}
+	t.broadcasts[s] = struct{}{}
+	s.teardown.Do(func() {}) // no client to close
+	return s
+}
+
+// Guarantee: once a subscription is closed, Receive returns
+// ErrSubscriptionClosed at once, balanced or broadcast: what was fetched
+// and not received is not handed out (a balanced member's group
+// delivers it again).
+func TestReceiveAfterCloseHandsOutNothingFetched(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dst := make([]topic.Envelope[int], 1)
+		m := newMember(8, time.Second, time.Minute)
+		defer m.cancel()
+		c := kafkaoffset.New(session{}, "t", 0)
+		if !m.push(t.Context(), c, []delivery[int]{{c: c, off: 0, v: 1}}) {
+			t.Fatal("push to an empty read-ahead failed")
+		}
+		m.stopOnce.Do(func() {}) // no client to close
+		m.Close()
+		if n, err := m.Receive(t.Context(), dst); n != 0 || !errors.Is(err, topic.ErrSubscriptionClosed) {
+			t.Fatalf("balanced Receive after Close = %d, %v (value %d), want 0, ErrSubscriptionClosed", n, err, dst[0].Value)
+		}
+		s := newBroadcast(8, topic.DropOldest)
+		if !s.push(bitem[int]{v: 1}) {
+			t.Fatal("push to an empty read-ahead failed")
+		}
+		s.Close()
+		if n, err := s.Receive(t.Context(), dst); n != 0 || !errors.Is(err, topic.ErrSubscriptionClosed) {
+			t.Fatalf("broadcast Receive after Close = %d, %v (value %d), want 0, ErrSubscriptionClosed", n, err, dst[0].Value)
+		}
+	})
+}
+
+// Guarantee: a broadcast subscriber disconnected under on_lag disconnect
+// gets one final lag notice counting everything it had not read: the
+// partition's unread records, the records it had queued and the lag
+// notices it had queued; the topic's Lagged counts the same, and the
+// subscription then ends.
+func TestADisconnectNoticeCountsWhatWasQueued(t *testing.T) {
+	s := newBroadcast(8, topic.Disconnect)
+	for _, it := range []bitem[int]{{v: 1}, {lagged: 5}, {v: 2}} {
+		if !s.push(it) {
+			t.Fatal("push to the read-ahead failed")
+		}
+	}
+	s.disconnect(10)
+	dst := make([]topic.Envelope[int], 4)
+	n, err := s.Receive(t.Context(), dst)
+	if n != 1 || err != nil || dst[0].Lagged != 17 {
+		t.Fatalf("Receive after the disconnect = %d, %v, %+v, want one notice of 17 missed (10 unread, 2 queued, 5 in a queued notice)", n, err, dst[:n])
+	}
+	if got := s.t.Stats().Lagged; got != 17 {
+		t.Fatalf("Stats().Lagged = %d, want 17", got)
+	}
+	if n, err := s.Receive(t.Context(), dst); n != 0 || !errors.Is(err, topic.ErrSubscriptionClosed) {
+		t.Fatalf("Receive after the final notice = %d, %v, want 0, ErrSubscriptionClosed", n, err)
+	}
+}
