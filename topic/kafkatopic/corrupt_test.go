@@ -151,3 +151,20 @@ func TestBalancedCorruptBatchErrorNamesTheOffsetAfterASkippedRecord(t *testing.T
 	hits := testbroker.ServeCorruptBatch(c, "corrupt-after-skip", 0, 3)
 	receiveCorrupt(t, s, hits, `"corrupt-after-skip"/0 from offset 3`)
 }
+
+// Guarantee: when the batch that cannot be decoded is the first a
+// member's claim of the partition reads (where its group starts), the
+// error Receive returns names that offset.
+func TestBalancedCorruptBatchErrorNamesTheOffsetAClaimStartsFrom(t *testing.T) {
+	c := testbroker.Kafka(t)
+	b := newBackend(t, testOptions(c, topic.StringCodec{}))
+	h := newTopic(t, b, "corrupt-at-start", topic.Options{})
+	for _, v := range []string{"a", "b"} {
+		if err := h.Publish(ctxT(t), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hits := testbroker.ServeCorruptBatch(c, "corrupt-at-start", 0, 2)
+	s := subscribe(t, h, topic.Balanced("g")) // a new group: it starts at the log end, offset 2
+	receiveCorrupt(t, s, hits, `"corrupt-at-start"/0 from offset 2`)
+}
