@@ -312,7 +312,8 @@ func newBroadcast(capacity int, onLag topic.OnLag) *bsub[int] {
 // Guarantee: once a subscription is closed, Receive returns
 // ErrSubscriptionClosed at once, balanced or broadcast: what was fetched
 // and not received is not handed out (a balanced member's group
-// delivers it again).
+// delivers it again), and a broadcast subscriber no longer counts in the
+// topic's Stats.
 func TestReceiveAfterCloseHandsOutNothingFetched(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		dst := make([]topic.Envelope[int], 1)
@@ -332,6 +333,9 @@ func TestReceiveAfterCloseHandsOutNothingFetched(t *testing.T) {
 			t.Fatal("push to an empty read-ahead failed")
 		}
 		s.Close()
+		if n := s.t.Stats().BroadcastSubscribers; n != 0 {
+			t.Fatalf("Stats().BroadcastSubscribers = %d after the subscriber closed, want 0", n)
+		}
 		if n, err := s.Receive(t.Context(), dst); n != 0 || !errors.Is(err, topic.ErrSubscriptionClosed) {
 			t.Fatalf("broadcast Receive after Close = %d, %v (value %d), want 0, ErrSubscriptionClosed", n, err, dst[0].Value)
 		}
@@ -361,5 +365,17 @@ func TestADisconnectNoticeCountsWhatWasQueued(t *testing.T) {
 	}
 	if n, err := s.Receive(t.Context(), dst); n != 0 || !errors.Is(err, topic.ErrSubscriptionClosed) {
 		t.Fatalf("Receive after the final notice = %d, %v, want 0, ErrSubscriptionClosed", n, err)
+	}
+}
+
+// Guarantee: a topic's Stats count apart the records its broadcast
+// subscribers missed (Lagged) and those its subscriptions skipped as not
+// decoding (Undecodable).
+func TestStatsCountLaggedAndUndecodableRecordsApart(t *testing.T) {
+	s := newBroadcast(8, topic.DropOldest)
+	s.t.lagged.Add(3)
+	s.t.undecodable.Add(2)
+	if st := s.t.Stats(); st.Lagged != 3 || st.Undecodable != 2 || st.BroadcastSubscribers != 1 {
+		t.Fatalf("Stats = %+v, want Lagged 3, Undecodable 2, BroadcastSubscribers 1", st)
 	}
 }
