@@ -379,3 +379,35 @@ func TestStatsCountLaggedAndUndecodableRecordsApart(t *testing.T) {
 		t.Fatalf("Stats = %+v, want Lagged 3, Undecodable 2, BroadcastSubscribers 1", st)
 	}
 }
+
+// Guarantee: the memory a subscriber's read-ahead keeps stays bounded by
+// its capacity however many records pass through it, balanced or
+// broadcast.
+func TestTheReadAheadsMemoryStaysBoundedByItsCapacity(t *testing.T) {
+	const capacity, records = 4, 10000
+	dst := make([]topic.Envelope[int], 1)
+	m := newMember(capacity, time.Second, time.Minute)
+	defer m.cancel()
+	c := kafkaoffset.New(session{}, "t", 0)
+	s := newBroadcast(capacity, topic.DropOldest)
+	for v := range records {
+		if !m.push(t.Context(), c, []delivery[int]{{c: c, off: int64(v), v: v}}) || !s.push(bitem[int]{v: v}) {
+			t.Fatal("push to an empty read-ahead failed")
+		}
+		if n, err := m.Receive(t.Context(), dst); n != 1 || err != nil {
+			t.Fatalf("balanced Receive = %d, %v", n, err)
+		}
+		if err := m.Settle(dst[0].ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.Receive(t.Context(), dst); n != 1 || err != nil {
+			t.Fatalf("broadcast Receive = %d, %v", n, err)
+		}
+	}
+	if got := cap(m.queue); got > 4*capacity {
+		t.Fatalf("after %d records the balanced read-ahead keeps room for %d, want at most %d", records, got, 4*capacity)
+	}
+	if got := cap(s.queue); got > 4*capacity {
+		t.Fatalf("after %d records the broadcast read-ahead keeps room for %d, want at most %d", records, got, 4*capacity)
+	}
+}
