@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/internal/kafkareach"
@@ -410,4 +413,31 @@ func TestTheReadAheadsMemoryStaysBoundedByItsCapacity(t *testing.T) {
 	if got := cap(s.queue); got > 4*capacity {
 		t.Fatalf("after %d records the broadcast read-ahead keeps room for %d, want at most %d", records, got, 4*capacity)
 	}
+}
+
+// Guarantee: the first fetch of a balanced member that cannot be decoded
+// is the one Receive returns and the one logged, on one ERROR line; a
+// later one, of the same partition or another, changes neither.
+func TestOnlyTheFirstUndecodableFetchEndsABalancedSubscription(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMember(8, time.Second, time.Minute)
+		defer m.cancel()
+		var logs strings.Builder
+		m.t.b.log = slog.New(slog.NewTextHandler(&logs, nil))
+		m.stopOnce.Do(func() {}) // no client to close
+		m.fetchFrom[0], m.fetchFrom[1] = 5, 7
+		m.endCorrupt(&sarama.ConsumerError{Topic: "t", Partition: 0, Err: sarama.PacketDecodingError{Info: "CRC didn't match"}})
+		m.endCorrupt(&sarama.ConsumerError{Topic: "t", Partition: 1, Err: sarama.PacketDecodingError{Info: "CRC didn't match"}})
+		synctest.Wait()
+		m.mu.Lock()
+		m.ended = true // as the stop endCorrupt started leaves it
+		m.mu.Unlock()
+		_, err := m.Receive(t.Context(), make([]topic.Envelope[int], 1))
+		if !errors.Is(err, ErrCorruptBatch) || !strings.Contains(err.Error(), `"t"/0 from offset 5`) {
+			t.Fatalf("Receive = %v, want the first fetch's error, naming \"t\"/0 from offset 5", err)
+		}
+		if n := strings.Count(logs.String(), "level=ERROR"); n != 1 {
+			t.Fatalf("%d ERROR lines, want 1:\n%s", n, logs.String())
+		}
+	})
 }
