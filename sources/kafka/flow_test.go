@@ -134,7 +134,7 @@ func TestPermitWindowBoundsFetching(t *testing.T) {
 		mu.Unlock()
 		close(release)
 		ends := map[int32]int64{0: int64(backlog), 1: int64(backlog)}
-		wait.Within(t, 30*time.Second, "the backlog after the handler resumed", func() bool { return l.covers(ends) })
+		wait.Within(t, loadWait(30*time.Second, 300), "the backlog after the handler resumed", func() bool { return l.covers(ends) })
 	})
 }
 
@@ -155,7 +155,7 @@ func TestPartitionOrder(t *testing.T) {
 		})
 		po.Processors.Concurrency = 8
 		p := startPipeline(t, po)
-		wait.Within(t, 30*time.Second, "every record", func() bool { return l.covers(ends) })
+		wait.Within(t, loadWait(30*time.Second, 2000), "every record", func() bool { return l.covers(ends) })
 		stopPipeline(t, p)
 		l.mu.Lock()
 		defer l.mu.Unlock()

@@ -43,6 +43,13 @@ func records(def int) int {
 	return def
 }
 
+// loadWait is d, the wait for every record of the default load def, grown
+// in proportion to the load BOULEVARD_KAFKA_RECORDS asks for: a larger
+// load takes longer to handle.
+func loadWait(d time.Duration, def int) time.Duration {
+	return d * time.Duration(max(1, (records(def)+def-1)/def))
+}
+
 // newCluster starts a kfake cluster of 3 brokers with the test topic.
 func newCluster(t testing.TB, partitions int32, opts ...kfake.Opt) *kfake.Cluster {
 	t.Helper()

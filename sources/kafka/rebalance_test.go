@@ -99,7 +99,7 @@ func TestMembersJoinAndLeaveDuringLoad(t *testing.T) {
 				if ends == nil {
 					t.FailNow()
 				}
-				wait.Within(t, 30*time.Second, "every record handled", func() bool { return l.covers(ends) })
+				wait.Within(t, loadWait(30*time.Second, 3000), "every record handled", func() bool { return l.covers(ends) })
 				wait.Within(t, 15*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
 				stopPipeline(t, b)
 				stopPipeline(t, c2)
@@ -248,7 +248,7 @@ func TestAbruptStopAndRestart(t *testing.T) {
 		_ = first.Stop(stopCtx) // cut short: reports ErrShutdownTimeout or nothing
 		release()
 		second := startPipeline(t, pipelineOpts("second", cl.new(t, sourceOptions(c, group)), 2, l, nil))
-		wait.Within(t, 30*time.Second, "every record after the restart", func() bool { return l.covers(ends) })
+		wait.Within(t, loadWait(30*time.Second, 4000), "every record after the restart", func() bool { return l.covers(ends) })
 		wait.Within(t, 10*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
 		stopPipeline(t, second)
 		watch.check(t)
@@ -299,7 +299,7 @@ func TestBrokerFaultsRecovered(t *testing.T) {
 		})
 		slow := func(*message.Message[[]byte]) error { time.Sleep(100 * time.Microsecond); return nil }
 		p := startPipeline(t, pipelineOpts("faults", cl.new(t, sourceOptions(c, group)), 2, l, slow))
-		wait.Within(t, 40*time.Second, "every record despite faults", func() bool { return l.covers(ends) })
+		wait.Within(t, loadWait(40*time.Second, 2000), "every record despite faults", func() bool { return l.covers(ends) })
 		wait.Within(t, 20*time.Second, "commits at the end despite faults", func() bool { return equalOffsets(committed(c, group), ends) })
 		stopPipeline(t, p)
 		watch.check(t)

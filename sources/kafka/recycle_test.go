@@ -78,7 +78,7 @@ func TestMessagesReusedOnlyAfterTheirOutcome(t *testing.T) {
 				},
 			},
 		})
-		wait.Within(t, 30*time.Second, "every record handled", func() bool { return l.covers(ends) })
+		wait.Within(t, loadWait(30*time.Second, 4000), "every record handled", func() bool { return l.covers(ends) })
 		stopPipeline(t, p)
 		mu.Lock()
 		defer mu.Unlock()

@@ -26,7 +26,7 @@ func TestEveryRecordOnceSeveralMembers(t *testing.T) {
 		watch := watchCommits(c, "g-normal", l)
 		src := cl.new(t, sourceOptions(c, "g-normal"))
 		p := startPipeline(t, pipelineOpts("normal", src, 3, l, nil))
-		wait.Within(t, 30*time.Second, "every record handled", func() bool { return l.covers(ends) })
+		wait.Within(t, loadWait(30*time.Second, 3000), "every record handled", func() bool { return l.covers(ends) })
 		wait.Within(t, 10*time.Second, "commits at the end offsets", func() bool { return equalOffsets(committed(c, "g-normal"), ends) })
 		stopPipeline(t, p)
 		if d := l.duplicates(); d != 0 {
