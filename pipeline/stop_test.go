@@ -268,3 +268,74 @@ func TestRunAndStopCalledTogetherBothReturn(t *testing.T) {
 		<-p.Done()
 	}
 }
+
+// Guarantee: once a Stop cut the drain short, Push refuses messages with
+// ErrStopped even while both a source whose Run ignores its context and a
+// handler that ignores its own keep the stages from returning: the
+// processors' queues have room, but no processor will take from them
+// again, so a message pushed then would be taken and never handled.
+func TestPushAfterCutShortStopIsRefusedWhileAHandlerIsStuck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		unblock := sync.OnceFunc(func() { close(release) })
+		t.Cleanup(unblock)
+		src := producer.SourceFunc[uint64](func(context.Context, *producer.Stage[uint64]) error {
+			<-release // a blocking call that ignores its context
+			return nil
+		})
+		p := mustNew(t, pipeline.Options[uint64, uint64]{
+			Name:            "push-after-stuck-stop",
+			ShutdownTimeout: time.Second,
+			Producer:        producer.Options[uint64]{Source: src},
+			Processors: processor.Options[uint64, uint64]{Concurrency: 1, Handle: func(_ context.Context, m *message.Message[uint64]) (uint64, error) {
+				<-release // a handler that ignores its context
+				return m.Data, nil
+			}},
+		})
+		if err := p.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		rec := acker.NewRecorder(false)
+		if err := p.Push(context.Background(), message.New[uint64](0, rec, 0)); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		if err := p.Stop(ctx); !errors.Is(err, pipeline.ErrShutdownTimeout) {
+			t.Fatalf("Stop = %v, want a shutdown timeout", err)
+		}
+		pctx, pcancel := context.WithTimeout(context.Background(), time.Second)
+		defer pcancel()
+		pushErr := p.Push(pctx, message.New[uint64](1, rec, 1))
+		unblock()
+		<-p.Done()
+		if !errors.Is(pushErr, pipeline.ErrStopped) {
+			t.Fatalf("Push after the cut-short Stop = %v, want ErrStopped", pushErr)
+		}
+		if n := rec.Counts()[1]; n != 0 {
+			t.Errorf("the message pushed after the cut-short Stop was acknowledged %d time(s)", n)
+		}
+	})
+}
+
+// Guarantee: Stop on a pipeline that has stopped returns what stopped it
+// (nil here) even when its context has ended already: a caller whose
+// deadline passed gets no shutdown timeout for a pipeline nothing is left
+// running in.
+func TestStopWithAnEndedContextAfterTheStopReturnsNil(t *testing.T) {
+	p := pushOnly(t)
+	if err := p.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Stop(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatalf("Stop = %v, want nil", err)
+	}
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 20 {
+		if err := p.Stop(ended); err != nil {
+			t.Fatalf("Stop with an ended context after the pipeline stopped = %v, want nil", err)
+		}
+	}
+}
