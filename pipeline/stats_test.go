@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/boulevard-go/boulevard/acker"
@@ -151,5 +152,41 @@ func TestStatsReportInFlightWhileHandlersRun(t *testing.T) {
 	wait.For(t, "5 successes and nothing in flight or queued", func() bool {
 		st := p.Stats().Processors
 		return st.Succeeded == 5 && st.InFlight == 0 && st.Queued == 0
+	})
+}
+
+// Guarantee: the busy ratios of Stats are the stages' busy time over their
+// workers' time since Start: a processor busy one second of the four
+// since Start reports 0.25, and so does a batch processor.
+func TestStatsBusyRatioIsBusyTimeOverTimeSinceStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := mustNew(t, pipeline.Options[uint64, uint64]{
+			Name:               "busy",
+			StallCheckInterval: -1,
+			Processors: processor.Options[uint64, uint64]{Concurrency: 1, Handle: func(_ context.Context, m *message.Message[uint64]) (uint64, error) {
+				time.Sleep(time.Second)
+				return m.Data, nil
+			}},
+			Batchers: []batcher.Options[uint64]{{Name: message.DefaultBatcher, BatchSize: 1, Concurrency: 1,
+				Handle: func(context.Context, []*message.Message[uint64], message.BatchInfo) error {
+					time.Sleep(time.Second)
+					return nil
+				}}},
+		})
+		startPipeline(t, p)
+		rec := acker.NewRecorder(false)
+		if err := p.Push(t.Context(), message.New[uint64](1, rec, 1)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(4 * time.Second)
+		synctest.Wait()
+		assertExactlyOnce(t, rec, 1)
+		st := p.Stats()
+		if got := st.Processors.BusyRatio; got != 0.25 {
+			t.Errorf("processors' BusyRatio = %v, want 0.25 (busy 1s of 4s)", got)
+		}
+		if got := st.Batchers[0].BusyRatio; got != 0.25 {
+			t.Errorf("batch processors' BusyRatio = %v, want 0.25 (busy 1s of 4s)", got)
+		}
 	})
 }
