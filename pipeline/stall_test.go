@@ -380,3 +380,119 @@ func TestStopGivingUpOnAStalledHandlerLeavesNoStallWatch(t *testing.T) {
 		}
 	})
 }
+
+// Guarantee: the line that ends a stall reports the stall as a whole: took
+// is how long its longest call ran, even once that call has returned and a
+// shorter one is what keeps the stage stalled, and workers is the most
+// calls past the threshold at once; a later stall of the stage is logged
+// afresh (one WARN line, one INFO line) and reports only its own calls.
+func TestStallEndedLineReportsTheWholeStallAndTheNextStallAfresh(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var lines logtest.Lines
+		blockers := []*blocker{newBlocker(), newBlocker(), newBlocker()}
+		p := mustNew(t, pipeline.Options[uint64, uint64]{
+			Name:   "stalls",
+			Logger: slog.New(slog.NewTextHandler(&lines, nil)),
+			Processors: processor.Options[uint64, uint64]{Concurrency: 2, MaxDemand: 1, Handle: func(_ context.Context, m *message.Message[uint64]) (uint64, error) {
+				blockers[m.Data].wait()
+				return m.Data, nil
+			}},
+		})
+		startPipeline(t, p)
+		for _, b := range blockers {
+			t.Cleanup(b.free) // before Stop
+		}
+		push := func(i uint64) {
+			t.Helper()
+			if err := p.Push(t.Context(), message.New(i, acker.Discard, i)); err != nil {
+				t.Fatal(err)
+			}
+			<-blockers[i].entered
+		}
+		sleep := func(d time.Duration) {
+			time.Sleep(d)
+			synctest.Wait()
+		}
+		// Call 0 runs 55 s, call 1 from 20 s to 60 s: both are past the
+		// 30 s threshold from 51 s to 55 s, call 1 alone after that.
+		push(0)
+		sleep(20 * time.Second)
+		push(1)
+		sleep(35 * time.Second)
+		blockers[0].free()
+		sleep(5 * time.Second)
+		if got := lines.Matching(pipeline.StallEndedLog); len(got) != 0 {
+			t.Fatalf("while call 1 still runs past the threshold: %q, want no end line", got)
+		}
+		blockers[1].free()
+		sleep(time.Second)
+		ended := lines.Matching(pipeline.StallEndedLog)
+		if len(ended) != 1 || !strings.Contains(ended[0], "took=54s") || !strings.Contains(ended[0], "workers=2") {
+			t.Fatalf("once both calls returned: %q, want one end line with took=54s (call 0) and workers=2", ended)
+		}
+		// A second stall, of one call running 40 s.
+		push(2)
+		sleep(40 * time.Second)
+		blockers[2].free()
+		sleep(time.Second)
+		if got := lines.Matching(pipeline.StallLog); len(got) != 2 {
+			t.Fatalf("after two stalls: %q, want two WARN lines", got)
+		}
+		ended = lines.Matching(pipeline.StallEndedLog)
+		if len(ended) != 2 || !strings.Contains(ended[1], "took=39s") || !strings.Contains(ended[1], "workers=1") {
+			t.Fatalf("after the second stall: %q, want a second end line with took=39s and workers=1", ended)
+		}
+	})
+}
+
+// Guarantee: a stall that is still logged when the stages return (the
+// stalled call returned during a drain, and the pipeline stopped before
+// the watch's next reading) gets its end line all the same, before Stop
+// returns: no WARN line is left without its INFO line.
+func TestAStallOngoingWhenThePipelineStopsGetsItsEndLine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var lines logtest.Lines
+		b := newBlocker()
+		p := startStalling(t, pipeline.Options[uint64, uint64]{Name: "stall-at-stop"}, b, &lines)
+		if err := p.Push(t.Context(), message.New(uint64(1), acker.Discard, 1)); err != nil {
+			t.Fatal(err)
+		}
+		<-b.entered
+		time.Sleep(40 * time.Second)
+		synctest.Wait()
+		if got := lines.Matching(pipeline.StallLog); len(got) != 1 {
+			t.Fatalf("40 s into the stall: %q, want one WARN line", got)
+		}
+		b.free()
+		if err := p.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if got := lines.Matching(pipeline.StallEndedLog); len(got) != 1 || !strings.Contains(got[0], "stage=stall-at-stop.processor ") {
+			t.Fatalf("once Stop returned: %q, want one end line of the processors", got)
+		}
+	})
+}
+
+// Guarantee: a stall is a call that has run longer than StallThreshold:
+// one that has run exactly as long is not logged.
+func TestACallRunningExactlyTheStallThresholdIsNoStall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var lines logtest.Lines
+		b := newBlocker()
+		p := startStalling(t, pipeline.Options[uint64, uint64]{Name: "at-threshold", StallThreshold: 30 * time.Second}, b, &lines)
+		if err := p.Push(t.Context(), message.New(uint64(1), acker.Discard, 1)); err != nil {
+			t.Fatal(err)
+		}
+		<-b.entered
+		synctest.Wait()
+		// The first reading, 1 s in, dates the call; the one 31 s in sees
+		// it 30 s old.
+		time.Sleep(31 * time.Second)
+		synctest.Wait()
+		if got := p.Stats().Processors.LongestCall; got != 30*time.Second {
+			t.Fatalf("LongestCall = %v, want 30s", got)
+		}
+		time.Sleep(500 * time.Millisecond)
+		stopWithoutStallLines(t, p, b, &lines)
+	})
+}
