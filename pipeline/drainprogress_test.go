@@ -33,7 +33,7 @@ func TestASlowDrainSaysWhatItWaitsFor(t *testing.T) {
 		p := mustNew(t, pipeline.Options[uint64, uint64]{
 			Name:            "slow",
 			Logger:          slog.New(slog.NewTextHandler(&lines, nil)),
-			ShutdownTimeout: 2 * time.Minute,
+			ShutdownTimeout: 5 * time.Minute,
 			Processors: processor.Options[uint64, uint64]{Concurrency: 1, Handle: func(ctx context.Context, m *message.Message[uint64]) (uint64, error) {
 				entered <- struct{}{}
 				select {
@@ -63,7 +63,7 @@ func TestASlowDrainSaysWhatItWaitsFor(t *testing.T) {
 		synctest.Wait()
 		got := lines.Matching("pipeline still draining")
 		if len(got) != 1 || !strings.Contains(got[0], "level=INFO") || !strings.Contains(got[0], "for=5s") ||
-			!strings.Contains(got[0], "cut_short_in=1m55s") || !strings.Contains(got[0], "processors_queued=0 processors_in_flight=1") {
+			!strings.Contains(got[0], "cut_short_in=4m55s") || !strings.Contains(got[0], "processors_queued=0 processors_in_flight=1") {
 			t.Fatalf("5 s into the drain: %q, want one INFO line with the time spent, the time left and the message in flight", got)
 		}
 		time.Sleep(10 * time.Second) // the next line comes twice as long after the first
@@ -71,12 +71,18 @@ func TestASlowDrainSaysWhatItWaitsFor(t *testing.T) {
 		if got := lines.Matching("pipeline still draining"); len(got) != 2 || !strings.Contains(got[1], "for=15s") {
 			t.Fatalf("15 s into the drain: %q, want a second line", got)
 		}
+		// Then 35 s and 75 s in, and a minute later rather than twice 40 s.
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		if got := lines.Matching("pipeline still draining"); len(got) != 5 || !strings.Contains(got[4], "for=2m15s") {
+			t.Fatalf("2m15s into the drain: %q, want five lines, the last a minute after the one 75 s in", got)
+		}
 		free()
 		if err := <-stopped; err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Hour)
-		if got := lines.Matching("pipeline still draining"); len(got) != 2 {
+		if got := lines.Matching("pipeline still draining"); len(got) != 5 {
 			t.Fatalf("after the drain: %q, want no more lines", got)
 		}
 	})
