@@ -175,3 +175,22 @@ func TestStuckDrainerIsNamed(t *testing.T) {
 		}
 	})
 }
+
+// Guarantee: a *DrainError names the drainer that failed by its index in
+// Options.Drainers, in Index and in its message.
+func TestDrainErrorNamesTheDrainerThatFailed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &callLog{}
+		failed := errors.New("downstream unreachable")
+		_, _, err := stopDraining(t, "drain-second", time.Second, log,
+			funcDrainer(func(context.Context) error { return nil }),
+			funcDrainer(func(context.Context) error { return failed }))
+		var de *pipeline.DrainError
+		if !errors.As(err, &de) || de.Index != 1 || !errors.Is(err, failed) {
+			t.Fatalf("Stop = %v, want a *DrainError of drainers[1]", err)
+		}
+		if want := "pipeline: draining before closing the source: drainers[1]: downstream unreachable"; err.Error() != want {
+			t.Fatalf("Stop = %q, want %q", err, want)
+		}
+	})
+}
