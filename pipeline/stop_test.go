@@ -307,14 +307,14 @@ func TestPushAfterCutShortStopIsRefusedWhileAHandlerIsStuck(t *testing.T) {
 		}
 		pctx, pcancel := context.WithTimeout(context.Background(), time.Second)
 		defer pcancel()
-		pushErr := p.Push(pctx, message.New[uint64](1, rec, 1))
+		pushErr := p.Push(pctx, message.New[uint64](1, rec, 1), message.New[uint64](2, rec, 2))
 		unblock()
 		<-p.Done()
-		if !errors.Is(pushErr, pipeline.ErrStopped) {
-			t.Fatalf("Push after the cut-short Stop = %v, want ErrStopped", pushErr)
+		if !errors.Is(pushErr, pipeline.ErrStopped) || !strings.Contains(pushErr.Error(), "0 of 2 messages pushed") {
+			t.Fatalf("Push after the cut-short Stop = %v, want ErrStopped saying 0 of 2 messages pushed", pushErr)
 		}
-		if n := rec.Counts()[1]; n != 0 {
-			t.Errorf("the message pushed after the cut-short Stop was acknowledged %d time(s)", n)
+		if c := rec.Counts(); c[1] != 0 || c[2] != 0 {
+			t.Errorf("the messages pushed after the cut-short Stop were acknowledged: %v", c)
 		}
 	})
 }
