@@ -100,7 +100,8 @@ func TestTestHelperReportsDuplicateAck(t *testing.T) {
 }
 
 // Guarantee: a drain cut short both by ShutdownTimeout and by Stop's context
-// reports ErrShutdownTimeout once, not once per cause.
+// reports ErrShutdownTimeout once, not once per cause, and Err, which has
+// that one error to report, returns ErrShutdownTimeout itself.
 func TestShutdownTimeoutReportedOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		started, release, unblock := stuckGate()
@@ -122,6 +123,10 @@ func TestShutdownTimeoutReportedOnce(t *testing.T) {
 		}
 		unblock()
 		<-p.Done()
+		// One cause is returned as it is, not joined with nothing.
+		if err := p.Err(); err != pipeline.ErrShutdownTimeout {
+			t.Fatalf("Err = %#v, want ErrShutdownTimeout itself", err)
+		}
 	})
 }
 
