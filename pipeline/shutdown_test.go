@@ -669,3 +669,43 @@ func TestACloseCutShortWithTheDrainIsAWarning(t *testing.T) {
 		}
 	})
 }
+
+// Guarantee: a *ShutdownTimeoutError names only the producer stages still
+// running: one whose source failed too often and that gave up has returned,
+// and is not named beside one whose source ignores its context.
+func TestStopNamesOnlyTheProducerStagesStillRunning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		defer close(release)
+		src := producer.SourceFunc[uint64](func(_ context.Context, st *producer.Stage[uint64]) error {
+			if strings.HasSuffix(st.Name(), ".producer.0") {
+				return errors.New("broker gone")
+			}
+			<-release // a blocking call that ignores its context
+			return nil
+		})
+		p := mustNew(t, pipeline.Options[uint64, uint64]{
+			Name:            "half-failed",
+			ShutdownTimeout: time.Second,
+			Producer: producer.Options[uint64]{Source: src, Concurrency: 2, Restart: producer.Restart{
+				MaxRestarts: 1, Window: time.Minute, Backoff: time.Millisecond, MaxBackoff: time.Millisecond,
+			}},
+			Processors: processor.Options[uint64, uint64]{Handle: identity},
+		})
+		if err := p.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if st := p.SourceStatus(); st[0].State != producer.StateFailed {
+			t.Fatalf("stage 0 is %v, want failed", st[0].State)
+		}
+		err := stopNaming(t, p, pipeline.Straggler{Kind: pipeline.KindProducerStage, Stage: "half-failed.producer.1", Index: -1})
+		var ste *pipeline.ShutdownTimeoutError
+		if errors.As(err, &ste) && len(ste.Running) != 1 {
+			t.Fatalf("Stop named %v, want only the stage still running", ste.Running)
+		}
+		release <- struct{}{}
+		<-p.Done()
+	})
+}
