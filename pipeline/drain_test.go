@@ -15,6 +15,7 @@ import (
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/telemetry"
 )
 
 // callLog records, in order, the drains and the source's Close.
@@ -193,4 +194,27 @@ func TestDrainErrorNamesTheDrainerThatFailed(t *testing.T) {
 			t.Fatalf("Stop = %q, want %q", err, want)
 		}
 	})
+}
+
+// Guarantee: the PipelineStop hook is told what stopped the pipeline
+// abnormally (its Err): here the *DrainError of a drainer that failed.
+func TestPipelineStopHookIsToldTheStopsError(t *testing.T) {
+	failed := errors.New("downstream unreachable")
+	got := make(chan error, 1)
+	p := mustNew(t, pipeline.Options[uint64, uint64]{
+		Name:       "stop-hook-err",
+		Drainers:   []pipeline.Drainer{funcDrainer(func(context.Context) error { return failed })},
+		Telemetry:  &telemetry.Hooks{PipelineStop: func(_ context.Context, e telemetry.Pipeline) { got <- e.Err }},
+		Processors: processor.Options[uint64, uint64]{Handle: identity},
+	})
+	if err := p.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Stop(ctxT(t, 10*time.Second)); !errors.Is(err, failed) {
+		t.Fatalf("Stop = %v, want the drain error", err)
+	}
+	var de *pipeline.DrainError
+	if err := <-got; !errors.As(err, &de) || !errors.Is(err, failed) {
+		t.Fatalf("PipelineStop was told Err %v, want the *DrainError", err)
+	}
 }
