@@ -1,6 +1,7 @@
 package pipeline_test
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -80,5 +81,25 @@ func TestRunningRegistryConcurrent(t *testing.T) {
 	wg.Wait()
 	if got := ours(ps...); len(got) != 0 {
 		t.Fatalf("%d stopped pipelines still listed", len(got))
+	}
+}
+
+// Guarantee: Running lists many pipelines in the order they started,
+// whatever order the registry holds them in.
+func TestRunningListsPipelinesInStartOrder(t *testing.T) {
+	ps := make([]pipeline.Handle, 10)
+	for i := range ps {
+		p := mustNew(t, pipeline.Options[uint64, uint64]{Name: "reg-order", Processors: processor.Options[uint64, uint64]{Concurrency: 1, Handle: identity}})
+		startPipeline(t, p)
+		ps[i] = p
+	}
+	got := ours(ps...)
+	if len(got) != len(ps) {
+		t.Fatalf("Running lists %d of the %d started pipelines", len(got), len(ps))
+	}
+	for i, r := range got {
+		if r.Pipeline != ps[i] {
+			t.Fatalf("Running lists pipeline %d at %d, want start order", slices.Index(ps, r.Pipeline), i)
+		}
 	}
 }
