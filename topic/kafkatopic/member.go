@@ -220,8 +220,12 @@ func (t *kTopic[T]) joinGroup(parent context.Context, g topic.GroupName, opts to
 }
 
 // loop runs the member's group sessions one after the other until it
-// stops. Failed sessions are logged when they begin to fail and then at
-// growing intervals (repeatlog.Group), until a session starts.
+// stops. After a failed session it waits
+// Config.Consumer.Group.Rebalance.Retry.Backoff before it joins again, so
+// that a coordinator that refuses the member is not sent one JoinGroup
+// request after another. Failed sessions are logged when they begin to
+// fail and then at growing intervals (repeatlog.Group), until a session
+// starts.
 func (m *member[T]) loop() {
 	defer close(m.loopDone)
 	backoff := m.client.Config().Consumer.Group.Rebalance.Retry.Backoff
