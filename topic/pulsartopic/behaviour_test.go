@@ -129,33 +129,49 @@ func TestGroupSubscriptionTypes(t *testing.T) {
 	}
 }
 
-// Guarantee: a member reads ahead at most balanced.queue_capacity messages:
-// the broker never dispatches more to it than that before it receives.
+// Guarantee: a subscriber reads ahead at most its mode's queue capacity
+// (balanced.queue_capacity for a group member, broadcast.queue_capacity
+// for a broadcast subscriber, the other mode's left at its larger
+// default): the broker never dispatches more to it than that before it
+// receives.
 func TestReadAheadBoundedByCapacity(t *testing.T) {
-	b := testbroker.Pulsar(t)
-	be := newBackend(t, testOptions[int](b, topic.IntCodec{}))
 	const capacity = 16
-	h := newHandle(t, be, "t", topic.Options{Balanced: topic.BalancedPolicy{Capacity: capacity}})
-	sub := subscribe(t, h, topic.Balanced("g"))
-	for i := range 100 {
-		if err := h.Publish(ctxT(t), i); err != nil {
-			t.Fatal(err)
-		}
-	}
-	stats := func() pulsartest.ConsumerStats { return b.Consumers(be.TopicName("t"), "g")[0] }
-	wait.Within(t, patience, "the consumer's permits to be used", func() bool {
-		s := stats()
-		return s.Dispatched > 0 && s.Dispatched == min(100, s.PermitsGranted)
-	})
-	if s := stats(); s.Dispatched > capacity || s.PermitsGranted > capacity {
-		t.Fatalf("dispatched %d (permits granted %d) before any receive; capacity %d", s.Dispatched, s.PermitsGranted, capacity)
-	}
-	for i := range 100 {
-		it, err := sub.Receive(ctxT(t))
-		if err != nil || it.Value != i {
-			t.Fatalf("Receive = %+v, %v; want %d", it, err, i)
-		}
-		_ = sub.Ack(it.ID)
+	for _, c := range []struct {
+		name string
+		mode topic.SubscriptionMode
+		o    topic.Options
+	}{
+		{"balanced", topic.Balanced("g"), topic.Options{Mode: topic.Mixed, Balanced: topic.BalancedPolicy{Capacity: capacity}}},
+		{"broadcast", topic.Broadcast(), topic.Options{Mode: topic.Mixed, Broadcast: topic.BroadcastPolicy{Capacity: capacity}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := testbroker.Pulsar(t)
+			be := newBackend(t, testOptions[int](b, topic.IntCodec{}))
+			h := newHandle(t, be, "t", c.o)
+			sub := subscribe(t, h, c.mode)
+			full := be.TopicName("t")
+			name := subscriptionOf(t, b, full, c.mode, "")
+			for i := range 100 {
+				if err := h.Publish(ctxT(t), i); err != nil {
+					t.Fatal(err)
+				}
+			}
+			stats := func() pulsartest.ConsumerStats { return b.Consumers(full, name)[0] }
+			wait.Within(t, patience, "the consumer's permits to be used", func() bool {
+				s := stats()
+				return s.Dispatched > 0 && s.Dispatched == min(100, s.PermitsGranted)
+			})
+			if s := stats(); s.Dispatched > capacity || s.PermitsGranted > capacity {
+				t.Fatalf("dispatched %d (permits granted %d) before any receive; capacity %d", s.Dispatched, s.PermitsGranted, capacity)
+			}
+			for i := range 100 {
+				it, err := sub.Receive(ctxT(t))
+				if err != nil || it.Value != i {
+					t.Fatalf("Receive = %+v, %v; want %d", it, err, i)
+				}
+				_ = sub.Ack(it.ID)
+			}
+		})
 	}
 }
 
