@@ -50,6 +50,8 @@ func TestOptionsValidation(t *testing.T) {
 		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}, NackRedeliveryDelay: pulsartopic.MaxNackRedeliveryDelay + 1}, "pulsartopic.nackRedeliveryDelay", "lte"},
 		{pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{},
 			ClientOptions: pulsar.ClientOptions{URL: "pulsar://y:6650"}}, "pulsartopic.clientOptions.url", "owned"},
+		{pulsartopic.Options[int]{Codec: topic.IntCodec{}, Client: sharedClient{},
+			ClientOptions: pulsar.ClientOptions{URL: "pulsar://y:6650"}}, "pulsartopic.clientOptions.url", "excluded_with"},
 	}
 	for _, c := range cases {
 		be, err := pulsartopic.New(c.o)
