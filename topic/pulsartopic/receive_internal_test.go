@@ -102,3 +102,34 @@ func TestAMessageTakenWhileTheSubscriptionClosesGoesToTheNextMember(t *testing.T
 		t.Fatal(err)
 	}
 }
+
+// Guarantee: the backend forgets a closed topic, so that a process that
+// declares and closes topics does not hold them all: at once when no
+// subscription of it is open, or once its last subscription has left.
+func TestTheBackendForgetsAClosedTopic(t *testing.T) {
+	_, be, st, ss := balancedOnBroker(t, topic.IntCodec{}, 50*time.Millisecond)
+	open := func() int {
+		be.mu.Lock()
+		defer be.mu.Unlock()
+		return len(be.topics)
+	}
+	bare, err := be.NewTopic(context.Background(), "bare", topic.Options{}.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := open(); n != 2 {
+		t.Fatalf("the backend holds %d topics, want 2", n)
+	}
+	bare.Close()
+	if n := open(); n != 1 {
+		t.Fatalf("after closing a topic with no subscription, the backend holds %d topics, want 1", n)
+	}
+	st.Close()
+	if n := open(); n != 1 {
+		t.Fatalf("after closing a topic whose subscription is open, the backend holds %d topics, want 1", n)
+	}
+	ss.Close()
+	if n := open(); n != 0 {
+		t.Fatalf("after its last subscription left, the backend holds %d topics, want 0", n)
+	}
+}
