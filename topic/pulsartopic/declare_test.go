@@ -3,6 +3,7 @@ package pulsartopic_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,32 +18,37 @@ import (
 
 // Guarantee: declaring a topic that already exists with the same partition
 // count succeeds and uses it, from the same backend or another one (as a
-// second process would): the partitioned topic is created once.
+// second process would): the partitioned topic is created once, a topic
+// of a single partition as one of several.
 func TestDeclareIdempotent(t *testing.T) {
-	b := testbroker.Pulsar(t)
-	var creates atomic.Int32
-	opts := testOptions[int](b, topic.IntCodec{})
-	opts.Partitions = 3
-	opts.Admin = pulsartopic.AdminFunc(func(_ context.Context, name string, n int) error {
-		creates.Add(1)
-		return b.CreateTopic(name, n)
-	})
-	first, second := newBackend(t, opts), newBackend(t, opts)
-	for i, be := range []*pulsartopic.Backend[int]{first, first, second} {
-		h, err := topic.NewTopic[int]("orders", topic.Options{}, be)
-		if err != nil {
-			t.Fatalf("declaration %d: %v", i, err)
-		}
-		if err := h.Publish(ctxT(t), i); err != nil {
-			t.Fatalf("Publish after declaration %d: %v", i, err)
-		}
-		h.Close()
-	}
-	if n := creates.Load(); n != 1 {
-		t.Fatalf("Admin created the topic %d times, want once", n)
-	}
-	if got := len(b.Messages(first.TopicName("orders"))); got != 3 {
-		t.Fatalf("%d messages stored on the topic, want 3", got)
+	for _, partitions := range []int{1, 3} {
+		t.Run(fmt.Sprint(partitions), func(t *testing.T) {
+			b := testbroker.Pulsar(t)
+			var creates atomic.Int32
+			opts := testOptions[int](b, topic.IntCodec{})
+			opts.Partitions = partitions
+			opts.Admin = pulsartopic.AdminFunc(func(_ context.Context, name string, n int) error {
+				creates.Add(1)
+				return b.CreateTopic(name, n)
+			})
+			first, second := newBackend(t, opts), newBackend(t, opts)
+			for i, be := range []*pulsartopic.Backend[int]{first, first, second} {
+				h, err := topic.NewTopic[int]("orders", topic.Options{}, be)
+				if err != nil {
+					t.Fatalf("declaration %d: %v", i, err)
+				}
+				if err := h.Publish(ctxT(t), i); err != nil {
+					t.Fatalf("Publish after declaration %d: %v", i, err)
+				}
+				h.Close()
+			}
+			if n := creates.Load(); n != 1 {
+				t.Fatalf("Admin created the topic %d times, want once", n)
+			}
+			if got := len(b.Messages(first.TopicName("orders"))); got != 3 {
+				t.Fatalf("%d messages stored on the topic, want 3", got)
+			}
+		})
 	}
 }
 
