@@ -301,20 +301,29 @@ func TestCloseWhilePublishingLeavesNoPublishWaiting(t *testing.T) {
 	}
 }
 
-// Guarantee: on_full block waits for room when concurrent publishes fill
-// the client's memory limit (pulsar.ClientOptions.MemoryLimitBytes), as it
-// does for the pending queue: every publish returns nil and is stored.
-func TestBlockingPublishWaitsForTheClientMemoryLimit(t *testing.T) {
+// memoryTopic is the topic "memory" of a backend on a broker whose
+// client's memory limit (pulsar.ClientOptions.MemoryLimitBytes) is 4096
+// bytes.
+func memoryTopic(t *testing.T) (*pulsartest.Broker, *pulsartopic.Backend[string], *topic.Handle[string]) {
+	t.Helper()
 	b := testbroker.Pulsar(t)
 	o := testOptions[string](b, topic.StringCodec{})
-	o.ClientOptions.MemoryLimitBytes = 4096 // two or three of the values below
+	o.ClientOptions.MemoryLimitBytes = 4096
 	be := newBackend(t, o)
 	h, err := topic.NewTopic[string]("memory", topic.Options{}, be)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.Close)
-	v := strings.Repeat("x", 1500)
+	return b, be, h
+}
+
+// Guarantee: on_full block waits for room when concurrent publishes fill
+// the client's memory limit (pulsar.ClientOptions.MemoryLimitBytes), as it
+// does for the pending queue: every publish returns nil and is stored.
+func TestBlockingPublishWaitsForTheClientMemoryLimit(t *testing.T) {
+	b, be, h := memoryTopic(t)
+	v := strings.Repeat("x", 1500) // two or three fill the client's memory
 	const publishers = 32
 	errs := make(chan error, publishers)
 	var wg sync.WaitGroup
@@ -331,6 +340,30 @@ func TestBlockingPublishWaitsForTheClientMemoryLimit(t *testing.T) {
 	if n := len(b.Messages(be.TopicName("memory"))); n != publishers {
 		t.Fatalf("the broker stored %d messages, want %d", n, publishers)
 	}
+}
+
+// Guarantee: a drop_newest publish that finds the client's memory limit
+// (pulsar.ClientOptions.MemoryLimitBytes) full reports DroppedOnFull, as
+// one that finds the pending queue full does, and does not fail.
+func TestADropNewestPublishReportsDroppedOnFullWhileTheClientMemoryIsFull(t *testing.T) {
+	b, _, h := memoryTopic(t)
+	v := strings.Repeat("x", 1500) // two fill the client's memory
+	// The receipts withheld, each publish holds its memory: a few fill it.
+	release := b.Withhold(pulsartest.CommandSend)
+	t.Cleanup(release)
+	for range 8 {
+		ctx, cancel := context.WithTimeout(ctxT(t), 50*time.Millisecond)
+		out, err := h.PublishWith(ctx, v, topic.DropNewest)
+		cancel()
+		switch {
+		case err == nil && out == topic.DroppedOnFull:
+			return
+		case errors.Is(err, context.DeadlineExceeded):
+			continue // sent, its receipt withheld
+		}
+		t.Fatalf("drop_newest publish with the client's memory full = %v, %v; want DroppedOnFull", out, err)
+	}
+	t.Fatal("8 publishes of 1500 bytes, their receipts withheld, never filled a memory limit of 4096 bytes")
 }
 
 // Guarantee: while the broker leaves the close of a topic's producer and
