@@ -133,3 +133,28 @@ func TestTheBackendForgetsAClosedTopic(t *testing.T) {
 		t.Fatalf("after its last subscription left, the backend holds %d topics, want 0", n)
 	}
 }
+
+// Guarantee: once its topic is closed, a subscription still hands out the
+// messages its consumer already holds, then returns ErrSubscriptionClosed
+// without waiting.
+func TestAfterItsTopicClosedASubscriptionHandsOutWhatItHolds(t *testing.T) {
+	_, _, st, ss := balancedOnBroker(t, topic.IntCodec{}, 50*time.Millisecond)
+	s := ss.(*pSub[int])
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const n = 3
+	for i := range n {
+		if _, err := st.Publish(ctx, topic.Envelope[int]{Value: i}, topic.Block); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait.Within(t, 20*time.Second, "every message in the consumer's channel", func() bool { return len(s.ch) == n })
+	st.Close()
+	dst := make([]topic.Envelope[int], 10)
+	if k, err := s.Receive(ctx, dst); err != nil || k != n {
+		t.Fatalf("Receive after the topic closed = %d, %v; want the %d messages held", k, err, n)
+	}
+	if k, err := s.Receive(ctx, dst); k != 0 || !errors.Is(err, topic.ErrSubscriptionClosed) {
+		t.Fatalf("Receive once the held messages are out = %d, %v; want ErrSubscriptionClosed", k, err)
+	}
+}
