@@ -19,12 +19,7 @@ func TestAReceiveTakesEveryReadyMessageUpToItsRoom(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const n = 5
-	for i := range n {
-		if _, err := st.Publish(ctx, topic.Envelope[int]{Value: i}, topic.Block); err != nil {
-			t.Fatal(err)
-		}
-	}
-	wait.Within(t, 20*time.Second, "every message in the consumer's channel", func() bool { return len(s.ch) == n })
+	publishHeld(ctx, t, st, s, n)
 	want := 0
 	for _, room := range []int{3, 10} {
 		dst := make([]topic.Envelope[int], room)
@@ -143,12 +138,7 @@ func TestAfterItsTopicClosedASubscriptionHandsOutWhatItHolds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const n = 3
-	for i := range n {
-		if _, err := st.Publish(ctx, topic.Envelope[int]{Value: i}, topic.Block); err != nil {
-			t.Fatal(err)
-		}
-	}
-	wait.Within(t, 20*time.Second, "every message in the consumer's channel", func() bool { return len(s.ch) == n })
+	publishHeld(ctx, t, st, s, n)
 	st.Close()
 	dst := make([]topic.Envelope[int], 10)
 	if k, err := s.Receive(ctx, dst); err != nil || k != n {
@@ -157,4 +147,16 @@ func TestAfterItsTopicClosedASubscriptionHandsOutWhatItHolds(t *testing.T) {
 	if k, err := s.Receive(ctx, dst); k != 0 || !errors.Is(err, topic.ErrSubscriptionClosed) {
 		t.Fatalf("Receive once the held messages are out = %d, %v; want ErrSubscriptionClosed", k, err)
 	}
+}
+
+// publishHeld publishes the values 0 to n-1 to st and waits until s's
+// consumer holds them all, none received yet.
+func publishHeld(ctx context.Context, t *testing.T, st topic.State[int], s *pSub[int], n int) {
+	t.Helper()
+	for i := range n {
+		if _, err := st.Publish(ctx, topic.Envelope[int]{Value: i}, topic.Block); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait.Within(t, 20*time.Second, "every message in the consumer's channel", func() bool { return len(s.ch) == n })
 }
