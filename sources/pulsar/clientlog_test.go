@@ -182,6 +182,18 @@ func TestClientLinesOfEventsThatLoseNothingAreDebug(t *testing.T) {
 	}
 }
 
+// Guarantee: permits the client fails to send to a consumer that is
+// not closing (a lost connection) keep the client's level: the consumer
+// may be left without permits, which is no event that loses nothing.
+func TestPermitsNotSentToAnOpenConsumerKeepTheirLevel(t *testing.T) {
+	l, lines := clientLines(slog.LevelDebug)
+	cons := consumerLog(l, 6)
+	cons.WithError(errors.New("connection closed")).Error("unable to send permits")
+	cons.WithError(errors.New("connection closed")).Error("unable to send initial permits to broker")
+	lines.Want(t, 1, "ERROR lines for the permits not sent", "level=ERROR", `msg="unable to send permits"`, "connection closed")
+	lines.Want(t, 1, "ERROR lines for the initial permits not sent", "level=ERROR", `msg="unable to send initial permits to broker"`, "connection closed")
+}
+
 // counter returns the value of the counter name in reg, or 0.
 func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
