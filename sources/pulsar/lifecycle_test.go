@@ -418,3 +418,35 @@ func TestReconnectionGivenUpRestartsTheStage(t *testing.T) {
 		t.Errorf("pipeline error after a restart: %v", err)
 	}
 }
+
+// Guarantee: a consumer whose subscribe completes after the source was
+// closed is closed at once: once the pipeline has stopped, the source
+// holds no consumer on the broker.
+func TestAConsumerSubscribedAfterTheSourceClosedIsClosed(t *testing.T) {
+	e := newEnv(t)
+	release := e.broker.Withhold(pulsartest.CommandSubscribe)
+	t.Cleanup(release)
+	recs := newRecords()
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"late"}, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
+	_, stop := start(t, pipeline.Options[[]byte, []byte]{
+		Name:       "late",
+		Logger:     slog.New(recs),
+		Producer:   producer.Options[[]byte]{Source: src},
+		Processors: processor.Options[[]byte, []byte]{Handle: recordAll(newReceived())},
+	})
+	wait.Within(t, waitLimit, "the subscribe withheld", func() bool { return e.broker.Stats().Withheld > 0 })
+	// Closes the source while the subscribe call runs; an ended context
+	// does not wait for that call.
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = src.Close(ended)
+	release()
+	wait.Within(t, waitLimit, "the late subscribe returned to the source", func() bool {
+		_, ok := recs.first(slog.LevelDebug, "pulsar consumer subscribed")
+		return ok
+	})
+	if err := stop(); err != nil {
+		t.Logf("Stop: %v", err)
+	}
+	wait.Within(t, waitLimit, "no consumer of the closed source left connected", func() bool { return e.connectedCount("late", "sub", 0) == 0 })
+}
