@@ -1,6 +1,7 @@
 package pulsar_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -62,5 +63,27 @@ func TestClosedConsumerFailsMultiTopicStage(t *testing.T) {
 	wait.Within(t, waitLimit, "every message of both topics handled", func() bool { return r.distinct() == len(want) })
 	for _, tp := range topics {
 		wait.Within(t, waitLimit, "the backlog of "+tp+" to empty", func() bool { return e.broker.Backlog(tp, "sub") == 0 })
+	}
+}
+
+// Guarantee: a stage whose subscribe to one of its topics fails closes the
+// consumers it had subscribed to its other topics before it is restarted:
+// however often it restarts, it holds at most one consumer of each topic.
+func TestAStageFailingToSubscribeOneTopicClosesItsOtherConsumers(t *testing.T) {
+	e := newEnv(t)
+	e.broker.RefuseSubscribe("refused", "sub", errors.New("not now"))
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"accepted", "refused"}, Subscription: "sub",
+		SubscriptionType: bpulsar.Shared, Consumer: earliest(), Logger: testLogger()})
+	start(t, pipeline.Options[[]byte, []byte]{
+		Name:   "half-subscribed",
+		Logger: testLogger(),
+		Producer: producer.Options[[]byte]{Source: src,
+			Restart: producer.Restart{MaxRestarts: 100, Window: time.Minute, Backoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}},
+		Processors: processor.Options[[]byte, []byte]{Handle: recordAll(newReceived())},
+	})
+	wait.Within(t, waitLimit, "three subscribes to the accepted topic", func() bool { return len(e.broker.Consumers("accepted", "sub")) >= 3 })
+	if n := e.connectedCount("accepted", "sub", 0); n > 1 {
+		t.Errorf("%d consumers of the accepted topic connected after %d subscribes, want at most 1 (the current run's)",
+			n, len(e.broker.Consumers("accepted", "sub")))
 	}
 }
