@@ -74,3 +74,19 @@ func TestStatsShowPermitsAndClientQueue(t *testing.T) {
 		t.Fatalf("stats %+v: want at most 600 permits granted for 500 messages, and the client queue of 49", st)
 	}
 }
+
+// Guarantee: Stats().ClientQueue counts the client's queue of every
+// partition of a partitioned topic: with the default window's share of
+// 49, a queue of 16 for each of 3 partitions is 48.
+func TestStatsCountTheClientQueueOfEveryPartition(t *testing.T) {
+	e := newEnv(t)
+	if err := e.broker.CreateTopic("stats-parts", 3); err != nil {
+		t.Fatal(err)
+	}
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"stats-parts"}, Subscription: "sub", Consumer: earliest()})
+	startProducer(t, src, 1, producer.Flow{}, newGatedOutput())
+	wait.Within(t, waitLimit, "the consumer to subscribe", func() bool { return src.Stats().Consumers == 1 })
+	if q := src.Stats().ClientQueue; q != 48 {
+		t.Errorf("ClientQueue = %d for a topic of 3 partitions, want 48 (16 per partition)", q)
+	}
+}
