@@ -199,3 +199,37 @@ func TestWatchConsumerNamesAndWatchesOnlyWhereItCanTell(t *testing.T) {
 		}
 	}
 }
+
+// Guarantee: a watch that ended reports no recovery either: a consumer
+// that reconnects once its run let go of the watch tells that run's
+// stage nothing.
+func TestEndedWatchReportsNoRecoveryToTheStage(t *testing.T) {
+	const name, key = "orders.producer.0-1a2b3c4d", "persistent://public/default/orders#7"
+	_, _, st, w, unwatch := watchedClient(name)
+	for range ReconnectFailuresToDegrade {
+		w.failed(key, "connection refused")
+	}
+	if degraded, _ := st.state(); !degraded {
+		t.Fatal("the stage was not degraded")
+	}
+	unwatch()
+	w.settled(key)
+	if degraded, _ := st.state(); !degraded {
+		t.Error("an ended watch reported the stage recovered")
+	}
+}
+
+// Guarantee: a later watch of a name replaces the earlier, and the
+// earlier's unwatch leaves the later registered.
+func TestUnwatchLeavesALaterWatchOfTheSameName(t *testing.T) {
+	const name = "orders-broadcast-1a2b3c4d"
+	last := new(lastFailure)
+	first, second := newReconnectWatch(new(stageReports)), newReconnectWatch(new(stageReports))
+	unwatchFirst := last.watch(name, first)
+	unwatchSecond := last.watch(name, second)
+	defer unwatchSecond()
+	unwatchFirst()
+	if last.watchOf(name) != second {
+		t.Error("the earlier watch's unwatch removed the later watch of the same name")
+	}
+}
