@@ -70,3 +70,20 @@ func TestSubscriptionTypes(t *testing.T) {
 		}
 	}
 }
+
+// Guarantee: the source keeps the topics it was given: an application
+// that reuses its slice after New changes nothing the source subscribes
+// to.
+func TestTheSourceKeepsTheTopicsItWasGiven(t *testing.T) {
+	e := newEnv(t)
+	want := e.publish("given", "m", 20)
+	topics := []string{"given"}
+	r := newReceived()
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: topics, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
+	topics[0] = "reused"
+	run(t, src, 1, producer.Flow{}, recordAll(r))
+	wait.Within(t, waitLimit, "every message of the given topic handled", func() bool { return r.distinct() == len(want) })
+	if subs := e.broker.Subscriptions("reused"); len(subs) != 0 {
+		t.Errorf("subscriptions %v on the topic the application wrote into its slice after New", subs)
+	}
+}
