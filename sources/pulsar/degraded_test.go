@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/pulsar-client-go/pulsar"
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/internal/wait"
@@ -70,4 +71,28 @@ func awayBrokerDegrades(t *testing.T, own plog.Logger) {
 	}
 	e.publish("away", "m", 5)
 	wait.Within(t, waitLimit, "the messages published after the outage", func() bool { return got.distinct() == 5 })
+}
+
+// Guarantee: a stopped pipeline leaves no reconnection watch of its stage
+// on the client it shares: the client keeps nothing of a stage once its
+// run has returned.
+func TestAStoppedPipelineLeavesNoReconnectionWatchOnItsClient(t *testing.T) {
+	e := newEnv(t)
+	client, err := bpulsar.NewClient(pulsar.ClientOptions{URL: e.broker.URL(), OperationTimeout: time.Second}, testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	src := bpulsar.New(bpulsar.Options{Client: client, Topics: []string{"watched"}, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
+	_, stop := run(t, src, 1, producer.Flow{}, recordAll(newReceived()))
+	wait.Within(t, waitLimit, "the stage to subscribe", func() bool { return src.Stats().Consumers == 1 })
+	if n := client.WatchesForTest(); n != 1 {
+		t.Fatalf("%d reconnection watches while one stage runs, want 1", n)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := client.WatchesForTest(); n != 0 {
+		t.Errorf("%d reconnection watches left on the client once the pipeline stopped, want 0", n)
+	}
 }

@@ -17,3 +17,10 @@ func (s *Source) CloseConsumerForTest() bool {
 	c.c.Close()
 	return true
 }
+
+// WatchesForTest is how many reconnection watches the client holds.
+func (c *Client) WatchesForTest() int {
+	c.last.mu.Lock()
+	defer c.last.mu.Unlock()
+	return len(c.last.watches)
+}
