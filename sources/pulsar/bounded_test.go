@@ -78,3 +78,15 @@ func TestStopReturnsByItsDeadlineWhileTheBrokerWithholdsARetiredConsumersClose(t
 		t.Errorf("Close once the broker answers: %v", err)
 	}
 }
+
+// Guarantee: Close with a context that has ended reports it, even with
+// nothing left to wait for: the caller learns its deadline passed.
+func TestCloseReportsAContextThatEnded(t *testing.T) {
+	e := newEnv(t)
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"idle"}, Subscription: "sub", Logger: testLogger()})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := src.Close(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Close with a cancelled context: %v, want an error wrapping context.Canceled", err)
+	}
+}
