@@ -127,6 +127,12 @@ func TestFlowDefaultWindowAtBroker(t *testing.T) {
 	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"flow"}, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
 	startProducer(t, src, 1, producer.Flow{}, out)
 
+	// The client reads ahead of the stage's 51; the bounds are checked once
+	// the broker's view has settled after that.
+	wait.Within(t, waitLimit, "the broker to push more than the stage's 51", func() bool {
+		st := e.consumerStats("flow", "sub", 0)
+		return len(st) == 1 && st[0].Dispatched > 51
+	})
 	st := settle(t, e, "flow", "sub", 0, 1)
 	if len(st) != 1 {
 		t.Fatalf("want 1 consumer, got %d", len(st))
