@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/boulevard-go/boulevard/internal/wait"
@@ -112,42 +114,41 @@ func TestDeliverToClosedFeedIsDropped(t *testing.T) {
 }
 
 // Guarantee: permits granted at once to a pull feed reach every goroutine
-// waiting in Acquire, not only the one woken first.
+// waiting in Acquire, not only the one woken first, as soon as they are
+// granted.
 func TestRefillReachesEveryAcquirer(t *testing.T) {
-	flow := producer.Flow{Initial: 10, Threshold: 5, Refill: 5}
-	res := make(chan error, 2)
-	src := producer.SourceFunc[item](func(ctx context.Context, st *producer.Stage[item]) error {
-		f := st.NewFeed("f", nil)
+	synctest.Test(t, func(t *testing.T) {
+		flow := producer.Flow{Initial: 10, Threshold: 5, Refill: 5}
+		feeds := make(chan *producer.Feed[item], 1)
+		src := producer.SourceFunc[item](func(ctx context.Context, st *producer.Stage[item]) error {
+			feeds <- st.NewFeed("f", nil)
+			<-ctx.Done()
+			return nil
+		})
+		h := start(t, "acquirers", producer.Options[item]{Source: src, Flow: flow}, newRecorder(), nil)
+		f := <-feeds
 		n := f.TryAcquire(1 << 30) // the initial window
+		var acquired atomic.Int32
 		var wg sync.WaitGroup
 		for range 2 {
 			wg.Go(func() {
-				_, err := f.Acquire(ctx, 1)
-				res <- err
+				if _, err := f.Acquire(context.Background(), 1); err == nil {
+					acquired.Add(1)
+				}
 			})
 		}
-		// No sync point exists for "blocked in Acquire": give both time to park.
-		time.Sleep(20 * time.Millisecond)
+		synctest.Wait() // both wait in Acquire
 		// Dispatching 5 of the 10 takes the feed to Threshold: a refill of 5,
 		// enough for both acquirers.
 		f.Deliver(feedItems("f", 0, n-flow.Threshold)...)
-		wg.Wait()
-		<-ctx.Done()
-		return nil
-	})
-	h := start(t, "acquirers", producer.Options[item]{Source: src, Flow: flow}, newRecorder(), nil)
-	for i := range 2 {
-		select {
-		case err := <-res:
-			if err != nil {
-				t.Fatalf("acquirer %d: %v", i, err)
-			}
-		case <-time.After(deadline):
-			t.Fatalf("acquirer %d still blocked although the refill left permits for it", i)
+		synctest.Wait() // no time passes: the refill alone must wake them
+		if got := acquired.Load(); got != 2 {
+			t.Errorf("%d of 2 acquirers got a permit once the refill of %d was granted, want both", got, flow.Refill)
 		}
-	}
-	h.p.StopFetching()
-	waitDone(t, h)
+		h.p.StopFetching() // closes the feed: an acquirer still waiting returns
+		wg.Wait()
+		waitDone(t, h)
+	})
 }
 
 // Guarantee: the doubling restart backoff never exceeds MaxBackoff.
