@@ -3,6 +3,7 @@ package producer_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -123,29 +124,52 @@ func TestAcquireOnPushFeed(t *testing.T) {
 	waitDone(t, h)
 }
 
-// Guarantee: a source that delivers more than it was granted is reported
-// (logged once and counted), and its messages are still dispatched.
-func TestOverdeliveryIsReported(t *testing.T) {
-	log, lines := newLogRecorder()
+// deliverAtOnce runs a source whose one feed delivers n messages in one
+// call, ignoring its grants, and is exhausted. It returns the feed's stats
+// right after the delivery and the Output, once every message was
+// dispatched.
+func deliverAtOnce(t *testing.T, name string, n int, log *slog.Logger) (producer.FeedStats, *recorder) {
+	t.Helper()
 	var stats atomic.Pointer[producer.FeedStats]
 	src := producer.SourceFunc[item](func(ctx context.Context, st *producer.Stage[item]) error {
-		f := st.NewFeed("greedy", func(int) {})
-		f.Deliver(items(0, 150)...) // 150 > Initial (100)
+		f := st.NewFeed(name, func(int) {})
+		f.Deliver(items(0, n)...)
 		s := f.Stats()
 		stats.Store(&s)
 		return nil
 	})
 	rec := newRecorder()
-	h := start(t, "greedy", producer.Options[item]{Source: src}, rec, log)
+	h := start(t, name, producer.Options[item]{Source: src}, rec, log)
 	waitDone(t, h)
+	return *stats.Load(), rec
+}
+
+// Guarantee: a source that delivers more than it was granted is reported
+// (logged once and counted), and its messages are still dispatched.
+func TestOverdeliveryIsReported(t *testing.T) {
+	log, lines := newLogRecorder()
+	s, rec := deliverAtOnce(t, "greedy", 150, log) // 150 > Initial (100)
 	if rec.published() != 150 {
 		t.Fatalf("published %d, want all 150", rec.published())
 	}
-	if s := stats.Load(); s.Overdelivered != 50 {
+	if s.Overdelivered != 50 {
 		t.Fatalf("Overdelivered = %d, want 50", s.Overdelivered)
 	}
 	if n := countLines(lines(), "more messages than it was granted"); n != 1 {
 		t.Fatalf("over-delivery logged %d times, want once", n)
+	}
+}
+
+// Guarantee: a source that delivers exactly the permits it was granted
+// honours the window: nothing is logged or counted as over-delivery.
+func TestDeliveringTheWholeWindowIsNotOverdelivery(t *testing.T) {
+	log, lines := newLogRecorder()
+	s, _ := deliverAtOnce(t, "exact", producer.DefaultFlowInitial, log) // the whole initial window
+	if s.Overdelivered != 0 {
+		t.Errorf("Overdelivered = %d after delivering exactly the %d permits granted, want 0", s.Overdelivered, producer.DefaultFlowInitial)
+	}
+	if n := countLines(lines(), "more messages than it was granted"); n != 0 {
+		t.Errorf("over-delivery logged %d times for a source that delivered exactly its window, want never: %q", n, lines())
 	}
 }
 
