@@ -68,3 +68,14 @@ func TestDefaultsAreTheDocumentedOnes(t *testing.T) {
 		}
 	}
 }
+
+// Guarantee: a Threshold not below Initial is reported on flow.threshold
+// alone: the Refill derived from them stays valid, so that the report
+// names only the field the user set wrong.
+func TestAThresholdNotBelowInitialIsReportedAlone(t *testing.T) {
+	o := producer.Options[int]{Flow: producer.Flow{Initial: 10, Threshold: 12}}.WithDefaults()
+	var errs validate.Errors
+	if err := o.Validate(); !errors.As(err, &errs) || !errs.Has("flow.threshold", "ltfield") || len(errs) != 1 {
+		t.Fatalf("Validate() = %v, want only flow.threshold ltfield", err)
+	}
+}
