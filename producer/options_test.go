@@ -79,3 +79,14 @@ func TestAThresholdNotBelowInitialIsReportedAlone(t *testing.T) {
 		t.Fatalf("Validate() = %v, want only flow.threshold ltfield", err)
 	}
 }
+
+// Guarantee: a Threshold left to its default that Initial cannot give (an
+// Initial of 1 halves to 0) is reported on flow.threshold, under the root
+// ValidateAs is given, besides Initial's own bound.
+func TestAnUnderivableThresholdIsReportedOnThreshold(t *testing.T) {
+	o := producer.Options[int]{Flow: producer.Flow{Initial: 1}}.WithDefaults()
+	var errs validate.Errors
+	if err := o.ValidateAs("producer"); !errors.As(err, &errs) || !errs.Has("producer.flow.threshold", "gte") {
+		t.Fatalf("ValidateAs = %v, want producer.flow.threshold gte", err)
+	}
+}
