@@ -13,22 +13,36 @@ func rateProducer(rl *RateLimit) *Producer[int] {
 	return New(Options[int]{RateLimit: rl}.WithDefaults(), Config[int]{Name: "rate"})
 }
 
+// drainedProducer is rateProducer(rl) whose bucket is empty: a take of
+// the whole of it has just passed.
+func drainedProducer(t *testing.T, rl RateLimit) *Producer[int] {
+	t.Helper()
+	p := rateProducer(&rl)
+	if n, err := p.gate.take(context.Background(), rl.Allowed); n != rl.Allowed || err != nil {
+		t.Fatalf("first take = %d, %v; want the full bucket", n, err)
+	}
+	return p
+}
+
+// takeLater starts a take of n tokens on a goroutine of its own and
+// returns where it sends how many it took.
+func takeLater(p *Producer[int], n int) <-chan int {
+	got := make(chan int, 1)
+	go func() {
+		k, _ := p.gate.take(context.Background(), n)
+		got <- k
+	}()
+	return got
+}
+
 // Guarantee: ResetRateLimit refills the bucket at once, and a stage waiting
 // for tokens of the old bucket takes them from the full one without
 // waiting for the interval.
 func TestResetRateLimitRefillsTheBucket(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := rateProducer(&RateLimit{Allowed: 5, Interval: time.Hour})
-		ctx := context.Background()
-		if n, err := p.gate.take(ctx, 5); n != 5 || err != nil {
-			t.Fatalf("first take = %d, %v; want the full bucket", n, err)
-		}
+		p := drainedProducer(t, RateLimit{Allowed: 5, Interval: time.Hour})
 		start := time.Now()
-		got := make(chan int, 1)
-		go func() {
-			n, _ := p.gate.take(ctx, 5)
-			got <- n
-		}()
+		got := takeLater(p, 5)
 		synctest.Wait() // the stage waits for the next interval
 		select {
 		case n := <-got:
@@ -196,4 +210,23 @@ func TestChangedRateLimitSetsBucketSizeAndRate(t *testing.T) {
 			})
 		})
 	}
+}
+
+// Guarantee: a stage waiting for tokens when the limit changes gives back
+// what it had reserved and waits only for the tokens it needs under the
+// new limit: the change costs no tokens.
+func TestALimitChangedDuringAWaitCostsNoTokens(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := drainedProducer(t, RateLimit{Allowed: 10, Interval: 10 * time.Second})
+		start := time.Now()
+		got := takeLater(p, 10)
+		synctest.Wait() // it waits 10s for 10 tokens at 1/s
+		p.SetRateLimit(&RateLimit{Allowed: 10, Interval: 5 * time.Second})
+		if n := <-got; n != 10 {
+			t.Fatalf("take after the change = %d, want 10", n)
+		}
+		if waited, want := time.Since(start), 5*time.Second; waited != want {
+			t.Errorf("waited %v for 10 tokens at 2/s from an empty bucket, want %v", waited, want)
+		}
+	})
 }
