@@ -230,3 +230,14 @@ func TestALimitChangedDuringAWaitCostsNoTokens(t *testing.T) {
 		}
 	})
 }
+
+// Guarantee: RateLimit returns a copy: changing it changes neither the
+// limit in force nor what RateLimit returns next.
+func TestRateLimitReturnsACopy(t *testing.T) {
+	want := RateLimit{Allowed: 5, Interval: time.Second}
+	p := rateProducer(&want)
+	p.RateLimit().Allowed = 99
+	if got := p.RateLimit(); *got != want {
+		t.Fatalf("RateLimit() = %+v after a caller changed its result, want %+v", *got, want)
+	}
+}
