@@ -127,3 +127,26 @@ func TestManyFeedsReleasedAtOnceEachWithdrawTheirOwnMessages(t *testing.T) {
 		n, per, took, producer.WithdrawScanned(st))
 	finish()
 }
+
+// Guarantee: two withdrawals of one feed waiting for the stage at the same
+// time act as if they ran one after the other: the first gets back every
+// buffered message of the feed, in order, and the second none.
+func TestAFeedsWithdrawalsWaitingTogetherActInTurn(t *testing.T) {
+	const per = 5
+	st, feeds, _, finish := manyFeeds(t, 1, per)
+	f := feeds[0]
+	unlock := producer.LockStage(st)
+	var first, second []*message.Message[item]
+	var wg sync.WaitGroup
+	wg.Go(func() { first = f.WithdrawAppend(nil) })
+	wait.For(t, "the first withdrawal to wait for the stage", func() bool { return producer.WithdrawWaiting(st) == 1 })
+	wg.Go(func() { second = f.WithdrawAppend(nil) })
+	wait.For(t, "the second withdrawal to wait for the stage", func() bool { return producer.WithdrawWaiting(st) == 2 })
+	unlock()
+	wg.Wait()
+	if !slices.Equal(seqsOf(first), seqRange(per)) || len(second) != 0 {
+		t.Fatalf("the first withdrawal got %v and the second %v, want the first all %d in order and the second none",
+			seqsOf(first), seqsOf(second), per)
+	}
+	finish()
+}
