@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/producer"
 )
 
@@ -430,4 +431,17 @@ func TestDeliveringRunResetsFailingTime(t *testing.T) {
 			t.Errorf("status %+v, want failed after 3 consecutive failures", st)
 		}
 	})
+}
+
+// Guarantee: a stage stopped while it waits out a restart backoff ends in
+// StateStopped, without running its source again.
+func TestStopDuringTheBackoffEndsStopped(t *testing.T) {
+	src := &scriptedSource{script: func(context.Context, int) error { return errors.New("connection reset") }}
+	h := start(t, "p", producer.Options[item]{Source: src, Restart: producer.Restart{Backoff: time.Hour}}, newRecorder(), nil)
+	wait.For(t, "the stage to wait for its restart", func() bool { return h.p.Status()[0].State == producer.StateRestarting })
+	h.p.StopFetching()
+	waitDone(t, h)
+	if st := h.p.Status()[0]; st.State != producer.StateStopped || src.calls() != 1 {
+		t.Fatalf("status %+v after %d runs, stopped during the backoff; want stopped after 1 run", st, src.calls())
+	}
 }
