@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/validate"
 )
@@ -73,7 +74,7 @@ func TestDefaultsAreTheDocumentedOnes(t *testing.T) {
 // alone: the Refill derived from them stays valid, so that the report
 // names only the field the user set wrong.
 func TestAThresholdNotBelowInitialIsReportedAlone(t *testing.T) {
-	o := producer.Options[int]{Flow: producer.Flow{Initial: 10, Threshold: 12}}.WithDefaults()
+	o := producer.Options[int]{Flow: producer.Flow{Initial: 10, Threshold: 10}}.WithDefaults()
 	var errs validate.Errors
 	if err := o.Validate(); !errors.As(err, &errs) || !errs.Has("flow.threshold", "ltfield") || len(errs) != 1 {
 		t.Fatalf("Validate() = %v, want only flow.threshold ltfield", err)
@@ -88,5 +89,20 @@ func TestAnUnderivableThresholdIsReportedOnThreshold(t *testing.T) {
 	var errs validate.Errors
 	if err := o.ValidateAs("producer"); !errors.As(err, &errs) || !errs.Has("producer.flow.threshold", "gte") {
 		t.Fatalf("ValidateAs = %v, want producer.flow.threshold gte", err)
+	}
+}
+
+// panickingInfo is a source whose Info panics.
+type panickingInfo struct{ producer.SourceFunc[int] }
+
+func (panickingInfo) Info() (producer.Info, error) { panic("options table corrupt") }
+
+// Guarantee: a source whose Info panics is an invalid option, not a crash:
+// Validate returns an error wrapping the *message.PanicError.
+func TestAPanickingSourceInfoIsAValidationError(t *testing.T) {
+	o := producer.Options[int]{Source: panickingInfo{}}.WithDefaults()
+	var pe *message.PanicError
+	if err := o.Validate(); !errors.As(err, &pe) {
+		t.Fatalf("Validate() = %v, want an error wrapping *message.PanicError", err)
 	}
 }
