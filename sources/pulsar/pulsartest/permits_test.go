@@ -1,0 +1,136 @@
+package pulsartest
+
+import (
+	"fmt"
+	"testing"
+)
+
+// An Exclusive consumer's read is at most 100 entries, whatever its
+// permits (dispatcherMaxReadBatchSize): 200 batches of 2 messages to a
+// consumer that granted 150 permits send the first 100 batches, 200
+// messages, and its permits go to -50; the rest waits for refills.
+func TestExclusiveReadStopsAtAHundredEntries(t *testing.T) {
+	b := startBroker(t)
+	topic := FullTopicName("read-cap")
+	publishBatches(t, b, topic, "k", 200, 2)
+	r := dialRaw(t, b)
+	r.connect(20)
+	rawSubscribe(r, topic, "s", subExclusive, 1, 1)
+	rawFlow(r, 1, 150)
+	for range 100 {
+		r.expect(cmdMessage)
+	}
+	r.quiet()
+	wantPushed(t, b, topic, 200, -50)
+}
+
+// With StrictBatchPermits a batch of exactly half the consumer's most
+// permits is not one of the large batches sent on any permit: it waits
+// until the permits cover it. A consumer that granted 20 permits is sent a
+// batch of 15 (5 permits left), and a batch of 10 after it waits.
+func TestStrictPermitsHoldABatchOfHalfTheQueue(t *testing.T) {
+	b := startBrokerWith(t, Options{StrictBatchPermits: true})
+	topic := FullTopicName("strict-half")
+	publishBatches(t, b, topic, "k", 1, 15)
+	publishBatches(t, b, topic, "k", 1, 10)
+	r := dialRaw(t, b)
+	r.connect(20)
+	rawSubscribe(r, topic, "s", subExclusive, 1, 1)
+	rawFlow(r, 1, 20)
+	r.expect(cmdMessage)
+	r.quiet()
+	wantPushed(t, b, topic, 15, 5)
+	rawFlow(r, 1, 5)
+	r.expect(cmdMessage)
+	r.quiet()
+	wantPushed(t, b, topic, 25, 0)
+}
+
+// A Shared consumer's turn stops at its unacked limit, as a real broker's
+// does (maxUnackedMessagesPerConsumer caps the messages of a turn): with a
+// limit of 10 and batches of 4, each of two consumers gets turns of 2
+// batches, then 1 batch that takes it past the limit, so the consumers
+// alternate: the first gets entries 0, 1 and 4, the second 2, 3 and 5.
+func TestSharedTurnStopsAtTheUnackedLimit(t *testing.T) {
+	b := startBrokerWith(t, Options{MaxUnackedPerConsumer: 10})
+	topic := FullTopicName("shared-turn-limit")
+	if err := b.CreateTopic(topic, 0); err != nil {
+		t.Fatal(err)
+	}
+	b.StallDispatch(topic, true)
+	r := dialRaw(t, b)
+	r.connect(20)
+	rawSubscribe(r, topic, "s", subShared, 1, 1)
+	rawSubscribe(r, topic, "s", subShared, 2, 2)
+	rawFlow(r, 1, 100)
+	rawFlow(r, 2, 100)
+	publishBatches(t, b, topic, "k", 6, 4)
+	r.quiet()
+	b.StallDispatch(topic, false)
+	got := map[uint64][]uint64{}
+	for range 6 {
+		f, _ := r.expect(cmdMessage)
+		id, err := decodeMsgID(f.bs[2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[f.u[1]] = append(got[f.u[1]], id.entry)
+	}
+	if want := map[uint64][]uint64{1: {0, 1, 4}, 2: {2, 3, 5}}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("entries by consumer %v, want %v", got, want)
+	}
+}
+
+// expectSkippingNotices returns the next command of type typ on r, passing
+// over the ACTIVE_CONSUMER_CHANGE notices before it.
+func expectSkippingNotices(r *rawConn, typ int) flat {
+	r.t.Helper()
+	for {
+		got, f, _ := r.read()
+		if got == typ {
+			return f
+		}
+		if got != cmdActiveConsumerChange {
+			r.t.Fatalf("got %s %v, want %s", cmdName(got), f, cmdName(typ))
+		}
+	}
+}
+
+// On a Failover subscription a redelivery request from a consumer that is
+// not the active one is ignored, as a real broker ignores it
+// (PersistentDispatcherSingleActiveConsumer.redeliverUnacknowledgedMessages):
+// the active consumer's unacknowledged messages are not sent again.
+func TestFailoverRedeliveryFromTheStandbyIsIgnored(t *testing.T) {
+	b := startBroker(t)
+	topic := FullTopicName("failover-standby-redeliver")
+	conns := []*rawConn{dialRaw(t, b), dialRaw(t, b)}
+	for i, r := range conns {
+		r.connect(20)
+		r.send(cmdSubscribe, func(o []byte) []byte {
+			o = appendStringField(o, 1, topic)
+			o = appendStringField(o, 2, "s")
+			o = appendVarintField(o, 3, subFailover)
+			o = appendVarintField(o, 4, 1)
+			o = appendVarintField(o, 5, 1)
+			return appendStringField(o, 6, fmt.Sprint("c", i))
+		}, nil)
+		expectSkippingNotices(r, cmdSuccess)
+		rawFlow(r, 1, 100)
+		r.quiet()
+	}
+	publishN(t, b, topic, 3)
+	st := b.Consumers(topic, "s")
+	active, standby := 0, 1
+	if !st[0].Active {
+		active, standby = 1, 0
+	}
+	for range 3 {
+		expectSkippingNotices(conns[active], cmdMessage)
+	}
+	conns[standby].send(cmdRedeliver, func(o []byte) []byte { return appendVarintField(o, 1, 1) }, nil)
+	conns[standby].send(cmdPing, nil, nil)
+	expectSkippingNotices(conns[standby], cmdPong)
+	if st := b.Consumers(topic, "s")[active]; st.Dispatched != 3 || st.Redelivered != 0 {
+		t.Fatalf("active consumer: dispatched %d, redelivered %d after the standby's redelivery request; want 3 and 0", st.Dispatched, st.Redelivered)
+	}
+}
