@@ -104,3 +104,29 @@ func TestAdminReportsTheNamespacePoliciesSetThroughIt(t *testing.T) {
 		t.Errorf("PUT backlogQuotaMap: %d, want 405", code)
 	}
 }
+
+// A backlogQuota POST or DELETE without backlogQuotaType applies to the
+// destination_storage quota, as a real broker defaults it.
+func TestAdminBacklogQuotaTypeDefaultsToDestinationStorage(t *testing.T) {
+	srv := httptest.NewServer(startBroker(t).AdminHandler())
+	defer srv.Close()
+	const ns = "/admin/v2/namespaces/acme/orders/"
+	if code, body := adminDo(t, srv, http.MethodPost, ns+"backlogQuota",
+		`{"limitSize":2048,"limitTime":-1,"policy":"producer_exception"}`); code != http.StatusNoContent {
+		t.Fatalf("setting a backlog quota without a type: %d %s", code, body)
+	}
+	_, body := adminDo(t, srv, http.MethodGet, ns+"backlogQuotaMap", "")
+	var quotas map[string]BacklogQuota
+	if err := json.Unmarshal([]byte(body), &quotas); err != nil {
+		t.Fatal(err)
+	}
+	if want := (BacklogQuota{LimitSize: 2048, LimitTime: -1, Policy: "producer_exception"}); len(quotas) != 1 || quotas[QuotaDestinationStorage] != want {
+		t.Fatalf("backlogQuotaMap = %v, want only %s: %v", quotas, QuotaDestinationStorage, want)
+	}
+	if code, body := adminDo(t, srv, http.MethodDelete, ns+"backlogQuota", ""); code != http.StatusNoContent {
+		t.Fatalf("removing a backlog quota without a type: %d %s", code, body)
+	}
+	if _, body := adminDo(t, srv, http.MethodGet, ns+"backlogQuotaMap", ""); strings.TrimSpace(body) != "{}" {
+		t.Fatalf("backlogQuotaMap after the removal: %q, want {}", body)
+	}
+}
