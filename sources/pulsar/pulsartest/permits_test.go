@@ -3,6 +3,7 @@ package pulsartest
 import (
 	"fmt"
 	"testing"
+	"time"
 )
 
 // An Exclusive consumer's read is at most 100 entries, whatever its
@@ -132,5 +133,41 @@ func TestFailoverRedeliveryFromTheStandbyIsIgnored(t *testing.T) {
 	expectSkippingNotices(conns[standby], cmdPong)
 	if st := b.Consumers(topic, "s")[active]; st.Dispatched != 3 || st.Redelivered != 0 {
 		t.Fatalf("active consumer: dispatched %d, redelivered %d after the standby's redelivery request; want 3 and 0", st.Dispatched, st.Redelivered)
+	}
+}
+
+// chunkSection is chunk id of a message of n chunks, uuid, as a producer
+// sends it.
+func chunkSection(uuid string, id, n int) []byte {
+	meta := appendMetaHead(nil, Message{}, 0, time.Now())
+	meta = appendStringField(meta, 26, uuid)
+	meta = appendVarintField(meta, 27, uint64(n))
+	meta = appendVarintField(meta, 29, uint64(id))
+	return buildPayloadSection(meta, fmt.Appendf(nil, "chunk %d", id))
+}
+
+// On a Shared subscription the next chunk of a message waits for the
+// permits of the consumer that got its first chunk, even while another
+// consumer has permits.
+func TestSharedChunkWaitsForItsConsumersPermits(t *testing.T) {
+	b := startBroker(t)
+	topic := FullTopicName("shared-chunk-permits")
+	r := dialRaw(t, b)
+	r.connect(20)
+	rawProducer(r, topic)
+	rawSubscribe(r, topic, "s", subShared, 1, 1)
+	rawSubscribe(r, topic, "s", subShared, 2, 2)
+	rawFlow(r, 1, 1)
+	rawSend(r, 0, chunkSection("m", 0, 2))
+	if f, _ := r.expect(cmdMessage); f.u[1] != 1 {
+		t.Fatalf("first chunk pushed to consumer %d, want 1", f.u[1])
+	}
+	r.expect(cmdSendReceipt)
+	rawFlow(r, 2, 10)
+	rawSend(r, 1, chunkSection("m", 1, 2))
+	r.expect(cmdSendReceipt) // and no MESSAGE: consumer 1 has no permits
+	rawFlow(r, 1, 1)
+	if f, _ := r.expect(cmdMessage); f.u[1] != 1 {
+		t.Fatalf("last chunk pushed to consumer %d, want 1", f.u[1])
 	}
 }
