@@ -1,0 +1,57 @@
+package pulsartest
+
+import (
+	"math"
+	"testing"
+)
+
+// rawLastMessageID asks for the last message id of consumer 1's topic on
+// r and returns it with the subscription's mark-delete position.
+func rawLastMessageID(r *rawConn, reqID uint64) (last, markDelete msgID) {
+	r.t.Helper()
+	r.send(cmdGetLastMessageID, func(o []byte) []byte {
+		o = appendVarintField(o, 1, 1)
+		return appendVarintField(o, 2, reqID)
+	}, nil)
+	f, _ := r.expect(cmdGetLastMessageIDResp)
+	last, err := decodeMsgID(f.bs[1])
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if markDelete, err = decodeMsgID(f.bs[3]); err != nil {
+		r.t.Fatal(err)
+	}
+	return last, markDelete
+}
+
+// GET_LAST_MESSAGE_ID answers the newest entry and the subscription's
+// mark-delete position: the last entry of its acknowledged prefix, entry
+// -1 while there is none. An entry acknowledged after a gap does not move
+// it.
+func TestLastMessageIDCarriesTheMarkDeletePosition(t *testing.T) {
+	b := startBroker(t)
+	topic := FullTopicName("last-id-mark-delete")
+	publishN(t, b, topic, 4)
+	r := dialRaw(t, b)
+	r.connect(20)
+	rawSubscribe(r, topic, "s", subExclusive, 1, 1)
+	if last, md := rawLastMessageID(r, 2); last.entry != 3 || md.entry != math.MaxUint64 {
+		t.Fatalf("before any ack: last entry %d, mark-delete entry %d; want 3 and -1", last.entry, int64(md.entry))
+	}
+	rawFlow(r, 1, 4)
+	var ledger uint64
+	for range 4 {
+		f, _ := r.expect(cmdMessage)
+		id, err := decodeMsgID(f.bs[2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		ledger = id.ledger
+	}
+	rawAck(r, ledger, 0)
+	rawAck(r, ledger, 1)
+	rawAck(r, ledger, 3)
+	if _, md := rawLastMessageID(r, 3); md.entry != 1 {
+		t.Fatalf("after acking entries 0, 1 and 3: mark-delete entry %d, want 1", int64(md.entry))
+	}
+}
