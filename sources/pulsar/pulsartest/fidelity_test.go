@@ -326,10 +326,7 @@ func TestCumulativeAckIgnoredOnShared(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			b := startBroker(t)
 			topic := FullTopicName("cumulative")
-			publishN(t, b, topic, 3)
-			r := dialRaw(t, b)
-			r.connect(20)
-			rawSubscribe(r, topic, "s", typ, 1, 1)
+			r := publishedConsumer(t, b, topic, typ, 3)
 			r.send(cmdFlow, func(o []byte) []byte {
 				o = appendVarintField(o, 1, 1)
 				return appendVarintField(o, 2, 10)
@@ -425,6 +422,17 @@ func publishBatches(t *testing.T, b *Broker, topic, key string, n, size int) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// publishedConsumer stores n unbatched messages on topic and subscribes
+// raw consumer 1 of type typ to it from the earliest position.
+func publishedConsumer(t *testing.T, b *Broker, topic string, typ, n int) *rawConn {
+	t.Helper()
+	publishN(t, b, topic, n)
+	r := dialRaw(t, b)
+	r.connect(20)
+	rawSubscribe(r, topic, "s", typ, 1, 1)
+	return r
 }
 
 // batchedConsumer stores 5 batches of 30 messages of key k on topic and

@@ -31,10 +31,7 @@ func rawLastMessageID(r *rawConn, reqID uint64) (last, markDelete msgID) {
 func TestLastMessageIDCarriesTheMarkDeletePosition(t *testing.T) {
 	b := startBroker(t)
 	topic := FullTopicName("last-id-mark-delete")
-	publishN(t, b, topic, 4)
-	r := dialRaw(t, b)
-	r.connect(20)
-	rawSubscribe(r, topic, "s", subExclusive, 1, 1)
+	r := publishedConsumer(t, b, topic, subExclusive, 4)
 	if last, md := rawLastMessageID(r, 2); last.entry != 3 || md.entry != math.MaxUint64 {
 		t.Fatalf("before any ack: last entry %d, mark-delete entry %d; want 3 and -1", last.entry, int64(md.entry))
 	}
