@@ -52,3 +52,26 @@ func TestLastMessageIDCarriesTheMarkDeletePosition(t *testing.T) {
 		t.Fatalf("after acking entries 0, 1 and 3: mark-delete entry %d, want 1", int64(md.entry))
 	}
 }
+
+// A forced UNSUBSCRIBE deletes the subscription although other consumers
+// are attached: they are closed (CLOSE_CONSUMER) and its backlog is gone.
+func TestForcedUnsubscribeClosesTheOtherConsumers(t *testing.T) {
+	b := startBroker(t)
+	topic := FullTopicName("forced-unsubscribe")
+	r := publishedConsumer(t, b, topic, subShared, 1)
+	rawSubscribe(r, topic, "s", subShared, 2, 2)
+	r.send(cmdUnsubscribe, func(o []byte) []byte {
+		o = appendVarintField(o, 1, 1)
+		o = appendVarintField(o, 2, 3)
+		return appendVarintField(o, 3, 1) // force
+	}, nil)
+	if f, _ := r.expect(cmdCloseConsumer); f.u[1] != 2 {
+		t.Fatalf("CLOSE_CONSUMER %+v, want one for consumer 2", f)
+	}
+	if f, _ := r.expect(cmdSuccess); f.u[1] != 3 {
+		t.Fatalf("success %+v", f)
+	}
+	if got := b.Backlog(topic, "s"); got != -1 {
+		t.Fatalf("subscription still there, backlog %d", got)
+	}
+}
