@@ -75,3 +75,58 @@ func TestForcedUnsubscribeClosesTheOtherConsumers(t *testing.T) {
 		t.Fatalf("subscription still there, backlog %d", got)
 	}
 }
+
+// An entry acknowledged twice is counted once in its consumer's Acked,
+// while an entry before it is still unacknowledged.
+func TestAckOfAnAckedEntryCountsOnce(t *testing.T) {
+	b := startBroker(t)
+	topic := FullTopicName("ack-twice")
+	r := publishedConsumer(t, b, topic, subShared, 2)
+	rawFlow(r, 1, 2)
+	f, _ := r.expect(cmdMessage)
+	id, err := decodeMsgID(f.bs[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.expect(cmdMessage)
+	rawAck(r, id.ledger, 1)
+	rawAck(r, id.ledger, 1)
+	r.quiet()
+	if st := b.Consumers(topic, "s")[0]; st.Acked != 1 {
+		t.Fatalf("Acked = %d after acking entry 1 twice, want 1", st.Acked)
+	}
+}
+
+// An ACK that asks for a response, from a consumer the connection does
+// not have, is answered with ConsumerNotFound.
+func TestAckResponseForAnUnknownConsumerIsAnError(t *testing.T) {
+	b := startBroker(t)
+	r := connectedRaw(t, b)
+	r.send(cmdAck, func(o []byte) []byte {
+		o = appendVarintField(o, 1, 99)
+		o = appendVarintField(o, 2, 0)
+		o = appendMsgID(o, 3, msgID{ledger: 1, entry: 0, partition: -1, batchIndex: -1})
+		return appendVarintField(o, 8, 5)
+	}, nil)
+	f, _ := r.expect(cmdAckResponse)
+	if f.u[1] != 99 || f.u[6] != 5 || ServerErrorCode(f.u[4]) != ConsumerNotFound {
+		t.Fatalf("ACK_RESPONSE %+v, want consumer 99, request 5, ConsumerNotFound", f)
+	}
+}
+
+// A Key_Shared sticky hash range holds both its ends: a key whose hash is
+// a range's end goes to the consumer of that range.
+func TestStickyRangeHoldsItsEnd(t *testing.T) {
+	b := startBroker(t)
+	topic := FullTopicName("sticky-end")
+	h := int32(murmur3([]byte("k")) % keyHashRange)
+	r := connectedRaw(t, b)
+	if typ, f := rawSubscribeSticky(r, topic, 1, 1, [2]int32{h - 1, h}); typ != cmdSuccess {
+		t.Fatalf("subscribe: %s %+v", cmdName(typ), f)
+	}
+	publishBatches(t, b, topic, "k", 1, 1)
+	rawFlow(r, 1, 1)
+	r.send(cmdPing, nil, nil)
+	r.expect(cmdMessage)
+	r.expect(cmdPong)
+}

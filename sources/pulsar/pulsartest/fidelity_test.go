@@ -429,8 +429,7 @@ func publishBatches(t *testing.T, b *Broker, topic, key string, n, size int) {
 func publishedConsumer(t *testing.T, b *Broker, topic string, typ, n int) *rawConn {
 	t.Helper()
 	publishN(t, b, topic, n)
-	r := dialRaw(t, b)
-	r.connect(20)
+	r := connectedRaw(t, b)
 	rawSubscribe(r, topic, "s", typ, 1, 1)
 	return r
 }
@@ -440,8 +439,7 @@ func publishedConsumer(t *testing.T, b *Broker, topic string, typ, n int) *rawCo
 func batchedConsumer(t *testing.T, b *Broker, topic string, typ int) *rawConn {
 	t.Helper()
 	publishBatches(t, b, topic, "k", 5, 30)
-	r := dialRaw(t, b)
-	r.connect(20)
+	r := connectedRaw(t, b)
 	rawSubscribe(r, topic, "s", typ, 1, 1)
 	return r
 }

@@ -14,8 +14,7 @@ func TestPartitionedBacklogSumsThePartitionsWithTheSubscription(t *testing.T) {
 	if err := b.CreateTopic(topic, 3); err != nil {
 		t.Fatal(err)
 	}
-	r := dialRaw(t, b)
-	r.connect(20)
+	r := connectedRaw(t, b)
 	rawSubscribe(r, PartitionTopic(topic, 0), "s", subShared, 1, 1)
 	rawSubscribe(r, PartitionTopic(topic, 1), "s", subShared, 2, 2)
 	for i, n := range []int{2, 3, 4} {
@@ -38,8 +37,7 @@ func TestRefuseSubscribeOnTheBaseNameRefusesEveryPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.RefuseSubscribe(topic, "s", &ServerError{Code: ServiceNotReady, Message: "refused"})
-	r := dialRaw(t, b)
-	r.connect(20)
+	r := connectedRaw(t, b)
 	for i := range 2 {
 		r.send(cmdSubscribe, func(o []byte) []byte {
 			o = appendStringField(o, 1, PartitionTopic(topic, i))

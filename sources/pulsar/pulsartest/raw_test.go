@@ -26,6 +26,14 @@ func dialRaw(t testing.TB, b *Broker) *rawConn {
 	return &rawConn{t: t, nc: nc}
 }
 
+// connectedRaw dials b and sends CONNECT (protocol version 20).
+func connectedRaw(t testing.TB, b *Broker) *rawConn {
+	t.Helper()
+	r := dialRaw(t, b)
+	r.connect(20)
+	return r
+}
+
 func (r *rawConn) send(typ int, body func([]byte) []byte, payload []byte) {
 	r.t.Helper()
 	o, fs, bs := beginFrame(nil, typ)

@@ -78,7 +78,8 @@ func TestRedeliveryIgnoresAnotherConsumersMessage(t *testing.T) {
 
 // Guarantee: SetRedeliveryCount makes the message's next delivery carry
 // the count set, and a nack raises it from there; a topic, subscription
-// or entry the broker does not have is refused with ErrUnknownMessage.
+// or entry the broker does not have (an id of another ledger included) is
+// refused with ErrUnknownMessage.
 func TestSetRedeliveryCountIsWhatTheNextDeliveryCarries(t *testing.T) {
 	b := startBroker(t)
 	cl := newClient(t, b)
@@ -106,10 +107,12 @@ func TestSetRedeliveryCountIsWhatTheNextDeliveryCarries(t *testing.T) {
 	}
 	unknown := ids[0]
 	unknown.EntryID++
+	otherLedger := ids[0]
+	otherLedger.LedgerID++
 	for _, bad := range []struct {
 		topic, sub string
 		id         MessageID
-	}{{topic, "s", unknown}, {topic, "other", ids[0]}, {uniqueTopic(t) + "-none", "s", ids[0]}} {
+	}{{topic, "s", unknown}, {topic, "s", otherLedger}, {topic, "other", ids[0]}, {uniqueTopic(t) + "-none", "s", ids[0]}} {
 		if err := b.SetRedeliveryCount(bad.topic, bad.sub, bad.id, 1); !errors.Is(err, ErrUnknownMessage) {
 			t.Errorf("SetRedeliveryCount(%q, %q, %v) = %v, want ErrUnknownMessage", bad.topic, bad.sub, bad.id, err)
 		}
