@@ -167,3 +167,40 @@ func TestSharedChunkWaitsForItsConsumersPermits(t *testing.T) {
 		t.Fatalf("last chunk pushed to consumer %d, want 1", f.u[1])
 	}
 }
+
+// A message a Shared subscription holds for delayed delivery is sent at
+// once when the subscription turns Failover, as a real broker's new
+// single-active dispatcher rewinds the cursor and delays nothing.
+func TestDelayedMessageSentAtOnceWhenSharedTurnsFailover(t *testing.T) {
+	b := startBroker(t)
+	topic := FullTopicName("delayed-turns-failover")
+	r := connectedRaw(t, b)
+	rawSubscribe(r, topic, "s", subShared, 1, 1)
+	ids, err := b.Publish(ctxT(t), topic, Message{Payload: []byte("delayed"), DeliverAt: time.Now().Add(time.Hour)}, Message{Payload: []byte("m1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rawFlow(r, 1, 10)
+	r.expect(cmdMessage)
+	rawAck(r, ids[1].LedgerID, ids[1].EntryID)
+	r.send(cmdCloseConsumer, func(o []byte) []byte {
+		o = appendVarintField(o, 1, 1)
+		return appendVarintField(o, 2, 2)
+	}, nil)
+	r.expect(cmdSuccess)
+	r.send(cmdSubscribe, func(o []byte) []byte {
+		o = appendStringField(o, 1, topic)
+		o = appendStringField(o, 2, "s")
+		o = appendVarintField(o, 3, subFailover)
+		o = appendVarintField(o, 4, 2)
+		return appendVarintField(o, 5, 3)
+	}, nil)
+	expectSkippingNotices(r, cmdSuccess)
+	rawFlow(r, 2, 10)
+	r.send(cmdPing, nil, nil)
+	f := expectSkippingNotices(r, cmdMessage)
+	if id, err := decodeMsgID(f.bs[2]); err != nil || f.u[1] != 2 || id.entry != ids[0].EntryID {
+		t.Fatalf("pushed %+v (%v), want the delayed entry %d to consumer 2", f, err, ids[0].EntryID)
+	}
+	expectSkippingNotices(r, cmdPong)
+}
