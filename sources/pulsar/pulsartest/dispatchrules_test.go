@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/boulevard-go/boulevard/internal/wait"
 )
 
 // An Exclusive consumer's read is at most 100 entries, whatever its
@@ -203,4 +205,32 @@ func TestDelayedMessageSentAtOnceWhenSharedTurnsFailover(t *testing.T) {
 		t.Fatalf("pushed %+v (%v), want the delayed entry %d to consumer 2", f, err, ids[0].EntryID)
 	}
 	expectSkippingNotices(r, cmdPong)
+}
+
+// A delayed message due before the one the broker's timer waits for is
+// released at its own time: here after 50 ms, though a message due in an
+// hour was held first.
+func TestEarlierDelayedMessageIsNotKeptWaitingForALaterOne(t *testing.T) {
+	b := startBroker(t)
+	topic := FullTopicName("delayed-earlier")
+	r := connectedRaw(t, b)
+	rawSubscribe(r, topic, "s", subShared, 1, 1)
+	rawFlow(r, 1, 10)
+	r.quiet()
+	if _, err := b.Publish(ctxT(t), topic, Message{Payload: []byte("late"), DeliverAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, "the timer to wait for the late message", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.nextWake != 0
+	})
+	ids, err := b.Publish(ctxT(t), topic, Message{Payload: []byte("soon"), DeliverAt: time.Now().Add(50 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := r.expect(cmdMessage)
+	if id, err := decodeMsgID(f.bs[2]); err != nil || id.entry != ids[0].EntryID {
+		t.Fatalf("pushed %+v (%v), want the message due soon, entry %d", f, err, ids[0].EntryID)
+	}
 }
