@@ -67,3 +67,21 @@ func TestUnloadAfterCloseIsErrClosed(t *testing.T) {
 		t.Fatalf("Unload after Close = %v, want ErrClosed", err)
 	}
 }
+
+// StallDispatch on a partitioned topic's base name stalls every partition
+// already there: nothing is pushed until it is resumed.
+func TestStallDispatchOnTheBaseNameStallsEveryPartition(t *testing.T) {
+	b := startBroker(t)
+	topic := FullTopicName("stall-partitions")
+	if err := b.CreateTopic(topic, 2); err != nil {
+		t.Fatal(err)
+	}
+	r := connectedRaw(t, b)
+	rawSubscribe(r, PartitionTopic(topic, 1), "s", subShared, 1, 1)
+	b.StallDispatch(topic, true)
+	rawFlow(r, 1, 10)
+	publishN(t, b, PartitionTopic(topic, 1), 1)
+	r.quiet() // and no MESSAGE before the PONG
+	b.StallDispatch(topic, false)
+	r.expect(cmdMessage)
+}
