@@ -5,15 +5,23 @@ import (
 	"testing"
 )
 
+// partitionedTopic creates the partitioned topic name with n partitions
+// on b and returns its full name.
+func partitionedTopic(t *testing.T, b *Broker, name string, n int) string {
+	t.Helper()
+	topic := FullTopicName(name)
+	if err := b.CreateTopic(topic, n); err != nil {
+		t.Fatal(err)
+	}
+	return topic
+}
+
 // Backlog of a partitioned topic's base name sums the partitions that have
 // the subscription; a partition without it adds nothing, and a
 // subscription no partition has is -1.
 func TestPartitionedBacklogSumsThePartitionsWithTheSubscription(t *testing.T) {
 	b := startBroker(t)
-	topic := FullTopicName("backlog-sum")
-	if err := b.CreateTopic(topic, 3); err != nil {
-		t.Fatal(err)
-	}
+	topic := partitionedTopic(t, b, "backlog-sum", 3)
 	r := connectedRaw(t, b)
 	rawSubscribe(r, PartitionTopic(topic, 0), "s", subShared, 1, 1)
 	rawSubscribe(r, PartitionTopic(topic, 1), "s", subShared, 2, 2)
@@ -32,10 +40,7 @@ func TestPartitionedBacklogSumsThePartitionsWithTheSubscription(t *testing.T) {
 // subscription on every partition, and nil lets them through again.
 func TestRefuseSubscribeOnTheBaseNameRefusesEveryPartition(t *testing.T) {
 	b := startBroker(t)
-	topic := FullTopicName("refuse-partitions")
-	if err := b.CreateTopic(topic, 2); err != nil {
-		t.Fatal(err)
-	}
+	topic := partitionedTopic(t, b, "refuse-partitions", 2)
 	b.RefuseSubscribe(topic, "s", &ServerError{Code: ServiceNotReady, Message: "refused"})
 	r := connectedRaw(t, b)
 	for i := range 2 {
@@ -72,10 +77,7 @@ func TestUnloadAfterCloseIsErrClosed(t *testing.T) {
 // already there: nothing is pushed until it is resumed.
 func TestStallDispatchOnTheBaseNameStallsEveryPartition(t *testing.T) {
 	b := startBroker(t)
-	topic := FullTopicName("stall-partitions")
-	if err := b.CreateTopic(topic, 2); err != nil {
-		t.Fatal(err)
-	}
+	topic := partitionedTopic(t, b, "stall-partitions", 2)
 	r := connectedRaw(t, b)
 	rawSubscribe(r, PartitionTopic(topic, 1), "s", subShared, 1, 1)
 	b.StallDispatch(topic, true)
