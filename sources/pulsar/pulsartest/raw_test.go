@@ -46,10 +46,16 @@ func (r *rawConn) send(typ int, body func([]byte) []byte, payload []byte) {
 	}
 }
 
+// rawReadWait bounds the wait for each command read on a rawConn: the
+// tests of bounded work wait for the broker's answer this long, which a
+// broker whose work is bounded meets with room to spare on a busy machine
+// under -race, and one busy for minutes does not.
+const rawReadWait = 30 * time.Second
+
 // read returns the next command's type, body fields and payload.
 func (r *rawConn) read() (int, flat, []byte) {
 	r.t.Helper()
-	_ = r.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_ = r.nc.SetReadDeadline(time.Now().Add(rawReadWait))
 	var hdr [8]byte
 	if _, err := io.ReadFull(r.nc, hdr[:]); err != nil {
 		r.t.Fatalf("read: %v", err)
