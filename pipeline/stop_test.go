@@ -189,11 +189,7 @@ func TestPushAfterCutShortStopIsRefused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p, unblock := startWithStuckSource(t, "push-after-stop", 1)
 		rec := acker.NewRecorder(false)
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		defer cancel()
-		if err := p.Stop(ctx); !errors.Is(err, pipeline.ErrShutdownTimeout) {
-			t.Fatalf("Stop = %v, want a shutdown timeout", err)
-		}
+		stopCutShort(t, p)
 		pctx, pcancel := context.WithTimeout(context.Background(), time.Second)
 		defer pcancel()
 		pushErr := p.Push(pctx, message.New[uint64](1, rec, 1))
@@ -305,11 +301,7 @@ func TestPushAfterCutShortStopIsRefusedWhileAHandlerIsStuck(t *testing.T) {
 			t.Fatal(err)
 		}
 		synctest.Wait()
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		defer cancel()
-		if err := p.Stop(ctx); !errors.Is(err, pipeline.ErrShutdownTimeout) {
-			t.Fatalf("Stop = %v, want a shutdown timeout", err)
-		}
+		stopCutShort(t, p)
 		pctx, pcancel := context.WithTimeout(context.Background(), time.Second)
 		defer pcancel()
 		pushErr := p.Push(pctx, message.New[uint64](1, rec, 1), message.New[uint64](2, rec, 2))
@@ -342,5 +334,16 @@ func TestStopWithAnEndedContextAfterTheStopReturnsNil(t *testing.T) {
 		if err := p.Stop(ended); err != nil {
 			t.Fatalf("Stop with an ended context after the pipeline stopped = %v, want nil", err)
 		}
+	}
+}
+
+// stopCutShort stops p with a deadline its stuck source makes it miss,
+// and checks that Stop reports the shutdown timeout.
+func stopCutShort(t *testing.T, p *pipeline.Pipeline[uint64, uint64]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := p.Stop(ctx); !errors.Is(err, pipeline.ErrShutdownTimeout) {
+		t.Fatalf("Stop = %v, want a shutdown timeout", err)
 	}
 }
