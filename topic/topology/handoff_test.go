@@ -241,13 +241,7 @@ func TestRefusedHoldBacksOffToTenSecondsAndLogsEachDoubling(t *testing.T) {
 		if len(tried) < 60 {
 			t.Fatalf("the hold was tried %d times in 10 minutes, want it tried every 10s at most", len(tried))
 		}
-		gap := 100 * time.Millisecond
-		for i := 1; i < len(tried); i++ {
-			if got := tried[i].Sub(tried[i-1]); got != gap {
-				t.Fatalf("attempt %d came %v after the one before, want %v", i+1, got, gap)
-			}
-			gap = min(2*gap, 10*time.Second)
-		}
+		backsOffToTenSeconds(t, tried)
 		const failing = "could not hand a held key's letter to the backend; trying again"
 		if got, want := log.Count(slog.LevelError, failing), bits.Len(uint(len(tried))); got != want {
 			t.Fatalf("%d ERROR lines for %d failed attempts, want %d: one at the first and one at each doubling", got, len(tried), want)
