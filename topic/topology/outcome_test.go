@@ -84,6 +84,23 @@ func TestWithTimeout(t *testing.T) {
 	})
 }
 
+// Guarantee: WithTimeout with a limit of zero or less sets no deadline:
+// the handler runs with the context it is given, and its message does
+// not time out.
+func TestWithTimeoutOfZeroOrLessSetsNoDeadline(t *testing.T) {
+	for _, d := range []time.Duration{0, -time.Second} {
+		h := topology.WithTimeout(d, func(ctx context.Context, m *message.Message[int]) (int, error) {
+			if _, ok := ctx.Deadline(); ok || ctx.Err() != nil {
+				return 0, fmt.Errorf("the handler's context has a deadline (err %v)", ctx.Err())
+			}
+			return m.Data, nil
+		})
+		if v, err := h(t.Context(), message.New(7, nil, 0)); v != 7 || err != nil {
+			t.Errorf("WithTimeout(%v) handler = %d, %v, want 7, nil", d, v, err)
+		}
+	}
+}
+
 // Guarantee: an *OutcomeError asks for a retry, a rejection or a deferral
 // only; one that names another outcome (its zero value says ack, and
 // requeue is the pipeline's shutdown's alone) is a retry, so a failed
