@@ -223,3 +223,45 @@ func TestReplayLeavesTheLettersOfAnotherGroupInASharedDLQ(t *testing.T) {
 		}
 	})
 }
+
+// Guarantee: Replay never puts a letter of another topic into its own:
+// in a DLQ that the topologies of two topics share (DLQNamed), read by
+// consumer groups of the same name, each topic's Replay replays its own
+// letters only, and the other topic's stay in the DLQ, counted as kept.
+func TestReplayLeavesTheLettersOfAnotherTopicWhoseGroupHasTheSameName(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, _ := topology.NewMemory[int](topology.MemoryOptions{})
+		defer m.Close(context.Background())
+		orders, err := m.Declare(t.Context(), build(t, topology.New("orders").ForConsumerGroup("billing").DLQNamed("all-dead")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Declare(t.Context(), build(t, topology.New("refunds").ForConsumerGroup("billing").DLQNamed("all-dead"))); err != nil {
+			t.Fatal(err)
+		}
+		for i, topic := range []string{"refunds", "orders", "refunds"} {
+			l := deadOf(topic, i)
+			l.Death.Group = "billing"
+			if err := orders.DeadLetter(t.Context(), l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rep, err := topology.Replay(t.Context(), orders, topology.ReplayOptions[int]{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var replayed []int
+		for _, l := range rep.Replayed {
+			replayed = append(replayed, l.Value)
+		}
+		if !slices.Equal(replayed, []int{1}) || rep.Kept != 2 {
+			t.Errorf("orders' Replay reported %v replayed and %d kept, want [1] replayed and refunds' 2 kept", replayed, rep.Kept)
+		}
+		if n := m.Queued("orders", "billing"); n != 1 {
+			t.Errorf("orders' group holds %d letters after its Replay, want 1", n)
+		}
+		if n := m.Queued("refunds", "billing"); n != 0 {
+			t.Errorf("refunds' group holds %d letters after orders' Replay, want none", n)
+		}
+	})
+}
