@@ -30,6 +30,9 @@ type failingQueues[T any] struct {
 	topology.Queues[T]
 	fails int
 	stuck <-chan struct{}
+	// failEmpty makes the failing readers fail on their first Receive,
+	// with no letter out, rather than once they received one.
+	failEmpty bool
 
 	// returnErr, when set, is what Return fails with, giving back
 	// nothing.
@@ -82,7 +85,7 @@ func (q *failingQueues[T]) Subscribe(ctx context.Context) (topology.Reader[T], e
 
 func (r *failingReader[T]) Receive(ctx context.Context, dst []topology.Letter[T]) (int, error) {
 	r.q.mu.Lock()
-	fail := r.fail && r.received > 0
+	fail := r.fail && (r.received > 0 || r.q.failEmpty)
 	r.q.mu.Unlock()
 	if fail {
 		return 0, errors.New("connection reset")
@@ -188,6 +191,33 @@ func (q *failingQueues[T]) awaitGivenBack(t *testing.T, want int) {
 	if n := q.givenBack(); n != want {
 		t.Fatalf("%d letters given back, want %d, the failed run's later letters of the key", n, want)
 	}
+}
+
+// Guarantee: a reader whose run failed with no letter out is closed at
+// once, not kept open until the source closes: after any number of such
+// failures the source holds one reader open.
+func TestFailedRunsReaderWithNoLetterOutIsClosedAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const fails = 3
+		_, q := declareFailing(t, topology.New("retire-empty"), fails)
+		q.failEmpty = true
+		src, _ := startPipeline(t, q, func(_ context.Context, m *message.Message[int]) (int, error) {
+			return m.Data, nil
+		}, func(o *pipeline.Options[int, int]) {
+			o.Producer.Restart.MaxRestarts = 2 * fails
+		})
+		wait.Within(t, time.Minute, "a reader after the failed runs", func() bool {
+			all, _ := q.subscribed()
+			return all == fails+1
+		})
+		synctest.Wait()
+		if all, open := q.subscribed(); open != 1 {
+			t.Errorf("%d of %d readers open after %d runs failed with no letter out, want 1", open, all, fails)
+		}
+		if st := src.Stats(); st.Subscriptions != 1 {
+			t.Errorf("Stats().Subscriptions = %d after %d runs failed with no letter out, want 1", st.Subscriptions, fails)
+		}
+	})
 }
 
 // Guarantee: a reader whose run failed (its Receive returned an error, and
