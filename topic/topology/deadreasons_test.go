@@ -19,7 +19,8 @@ import (
 // Guarantee: a source counts its dead letters by their reason
 // (Stats.DeadLetteredBy), and the reasons add up to DeadLettered: a
 // rejected message under Rejected, one that failed again after MaxRetries
-// retries under MaxRetries.
+// retries under MaxRetries, one whose last allowed attempt timed out
+// under Timeout.
 func TestDeadLettersAreCountedByReason(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, q := declareMemory(t, build(t, topology.New("orders").Hold(time.Second).DLQ()))
@@ -37,6 +38,8 @@ func TestDeadLettersAreCountedByReason(t *testing.T) {
 					return 0, topology.Reject(errors.New("malformed"))
 				case 1:
 					return 0, topology.Retry(errors.New("gateway down"))
+				case 2:
+					return 0, &topology.TimeoutError{Timeout: time.Second}
 				}
 				return m.Data, nil
 			}},
@@ -52,17 +55,17 @@ func TestDeadLettersAreCountedByReason(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for n := range 3 {
+		for n := range 4 {
 			if err := pub.Publish(t.Context(), n); err != nil {
 				t.Fatal(err)
 			}
 		}
 		wait.Within(t, time.Minute, "every message settled", func() bool {
 			st := src.Stats()
-			return st.Acked == 1 && st.DeadLettered == 2
+			return st.Acked == 1 && st.DeadLettered == 3
 		})
 		st := src.Stats()
-		if want := (topology.DeadReasons{Rejected: 1, MaxRetries: 1}); st.DeadLetteredBy != want {
+		if want := (topology.DeadReasons{Rejected: 1, MaxRetries: 1, Timeout: 1}); st.DeadLetteredBy != want {
 			t.Fatalf("Stats().DeadLetteredBy = %+v, want %+v (DeadLettered %d)", st.DeadLetteredBy, want, st.DeadLettered)
 		}
 	})
