@@ -33,6 +33,7 @@ func TestBuildNames(t *testing.T) {
 		{"minutes in seconds", topology.New("a").Hold(2 * time.Minute), []string{"a", "a-hold-120s"}, "a", 0},
 		{"sequenced default shards", topology.New("ledger").Sequenced(topology.FailAll).DLQ(), []string{"ledger", "ledger-dlq"}, "ledger", 8},
 		{"sequenced shards", topology.New("ledger").Sequenced(topology.Skip).RoutingShards(3).AllowMessageLoss(), []string{"ledger"}, "ledger", 3},
+		{"sequenced most shards", topology.New("ledger").Sequenced(topology.Skip).RoutingShards(topology.MaxRoutingShards).AllowMessageLoss(), []string{"ledger"}, "ledger", topology.MaxRoutingShards},
 		{"broadcast", topology.New("ticks").Broadcast(), []string{"ticks"}, "", 0},
 	}
 	for _, c := range cases {
