@@ -154,3 +154,34 @@ func TestOutcomeErrorWithoutErrReadsAsFailed(t *testing.T) {
 		}
 	})
 }
+
+// Guarantee: a HandleDead handler given a message that carries no death
+// (a Delivery without Death, or no Delivery) fails it with ErrNotDead,
+// without calling the handler.
+func TestHandleDeadFailsAMessageWithoutDeath(t *testing.T) {
+	called := false
+	h := topology.HandleDead(func(context.Context, int, topology.Death) (int, error) {
+		called = true
+		return 0, nil
+	})
+	alive := message.New(1, nil, 0)
+	alive.Metadata = &topology.Delivery{Topic: "orders"}
+	for _, m := range []*message.Message[int]{alive, message.New(2, nil, 0)} {
+		if _, err := h(t.Context(), m); !errors.Is(err, topology.ErrNotDead) {
+			t.Errorf("HandleDead on a message without death = %v, want ErrNotDead", err)
+		}
+	}
+	if called {
+		t.Error("HandleDead called its handler on a message without death")
+	}
+}
+
+// Guarantee: a source's options left zero default to 10 retries
+// (DefaultMaxRetries), batches of at most 64 letters (DefaultMaxBatch)
+// and 4096 letters held back (DefaultMaxHeldBack), as documented.
+func TestSourceOptionsDefaults(t *testing.T) {
+	o := topology.SourceOptions[int]{}.WithDefaults()
+	if o.MaxRetries != 10 || o.MaxBatch != 64 || o.MaxHeldBack != 4096 {
+		t.Errorf("defaults MaxRetries %d, MaxBatch %d, MaxHeldBack %d, want 10, 64, 4096", o.MaxRetries, o.MaxBatch, o.MaxHeldBack)
+	}
+}
