@@ -3,7 +3,9 @@ package repeatlog_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -54,8 +56,8 @@ func TestAPartitionsErrorsAreOneLineAMinuteThenRepeatWithTheirCountAndEndOnce(t 
 		g.Fetched(ctx, 2)
 		got = lines.All()
 		if len(got) != 3 || !strings.Contains(got[2], "level=INFO") || !strings.Contains(got[2], `"pkg: consumer group error ended"`) ||
-			!strings.Contains(got[2], "partition=2") || !strings.Contains(got[2], "failures=601") {
-			t.Fatalf("the partition fetching again logged %q, want one INFO line ending its run of 601 failures", got)
+			!strings.Contains(got[2], "partition=2") || !strings.Contains(got[2], "failures=601") || !strings.Contains(got[2], since) {
+			t.Fatalf("the partition fetching again logged %q, want one INFO line ending its run of 601 failures, %s", got, since)
 		}
 		g.Error(ctx, 2, errDown, slog.String("topic", "orders"))
 		if got = lines.All(); len(got) != 4 || strings.Contains(got[3], "(still)") {
@@ -132,6 +134,45 @@ func TestRunsWithABoundKeepNoMoreThanIt(t *testing.T) {
 	if n := len(lines.Matching("ended")); n > 4 || n == 0 {
 		t.Fatalf("10 keys with a bound of 4 ended %d runs, want 1 to 4", n)
 	}
+	if rs.Going() {
+		t.Fatal("a run counts as going once EndAll ended them all")
+	}
+}
+
+// Guarantee: a Group keeps at most MaxTexts runs of its errors without a
+// partition, however many texts they have.
+func TestAGroupKeepsAtMostMaxTextsRunsOfErrorTexts(t *testing.T) {
+	var lines logtest.Lines
+	g := group(&lines)
+	ctx := context.Background()
+	for i := range 2 * repeatlog.MaxTexts {
+		g.Error(ctx, -1, fmt.Errorf("kafka: offset %d out of range", i))
+	}
+	g.Started(ctx)
+	if n := lines.Count("consumer group error ended"); n > repeatlog.MaxTexts || n == 0 {
+		t.Fatalf("%d error texts ended %d runs, want 1 to %d", 2*repeatlog.MaxTexts, n, repeatlog.MaxTexts)
+	}
+}
+
+// Guarantee: Gaps lets a failure's first repeat through, then one First
+// after it, each later one twice as long after the one before, up to Max
+// apart, whatever comes between.
+func TestGapsDoubleUpToMax(t *testing.T) {
+	var g repeatlog.Gaps
+	start := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	var got []time.Duration
+	for at := time.Duration(0); at <= 5*repeatlog.Max; at += time.Second {
+		if g.Due(start.Add(at)) {
+			got = append(got, at)
+		}
+	}
+	var want []time.Duration
+	for at, gap := time.Duration(0), repeatlog.First; at <= 5*repeatlog.Max; at, gap = at+gap, min(2*gap, repeatlog.Max) {
+		want = append(want, at)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("a failure every second logged at %v, want %v", got, want)
+	}
 }
 
 // Guarantee: with Idle set, failures that come further apart than Quiet
@@ -151,7 +192,7 @@ func TestIdleKeepsSparseFailuresOneRunAndForgetsRunsLeftIdle(t *testing.T) {
 		if n := lines.Count(`msg="reconnect fails"`); n != 1 {
 			t.Fatalf("10 failures 72 s apart logged %d first lines, want 1:\n%s", n, strings.Join(lines.All(), ""))
 		}
-		time.Sleep(5 * time.Minute) // key 1's run is now idle for Idle
+		time.Sleep(5*time.Minute - 72*time.Second) // key 1's run is now idle for Idle exactly
 		rs.Fail(ctx, 2, ev)
 		rs.End(ctx, 2)
 		if rs.Going() {
