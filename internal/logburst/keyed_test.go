@@ -131,6 +131,26 @@ func TestKeyedKeepsAtMostMaxKeys(t *testing.T) {
 	})
 }
 
+// Guarantee: a Keyed without Max keeps MaxKeys keys: the first key past
+// them, and not one before, forgets one, saying what it held back.
+func TestAKeyedWithoutMaxKeepsMaxKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var lines logtest.Lines
+		kd := keyed(&lines)
+		for p := range int32(logburst.MaxKeys) {
+			part(kd, p, 0)
+			part(kd, p, 1)
+		}
+		if n := lines.Count(logburst.HeldBackSuffix); n != 0 {
+			t.Fatalf("%d keys forgotten among MaxKeys (%d), want none", n, logburst.MaxKeys)
+		}
+		part(kd, logburst.MaxKeys, 0)
+		if n := lines.Count(logburst.HeldBackSuffix, "held_back=1"); n != 1 {
+			t.Fatalf("%d keys forgotten by the one past MaxKeys (%d), want 1", n, logburst.MaxKeys)
+		}
+	})
+}
+
 // Guarantee: a Keyed whose Every is negative logs every line.
 func TestANegativeEveryLogsEveryKeyedLine(t *testing.T) {
 	var lines logtest.Lines
