@@ -182,6 +182,21 @@ func TestAwaitReturnsTheResultOrLeavesTheCallBehind(t *testing.T) {
 	})
 }
 
+// Guarantee: a timeout of 0 or less means none: Await waits for the call
+// however long it takes.
+func TestAwaitWithoutATimeoutWaitsForTheCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var b group.Background
+		for _, timeout := range []time.Duration{0, -time.Second} {
+			began := time.Now()
+			v, err := group.Await(t.Context(), &b, timeout, func() (int, error) { time.Sleep(time.Hour); return 1, nil }, func(int) {})
+			if v != 1 || err != nil || time.Since(began) != time.Hour {
+				t.Fatalf("Await with a timeout of %v = %d, %v after %v; want 1, nil after the call's hour", timeout, v, err, time.Since(began))
+			}
+		}
+	})
+}
+
 // Guarantee: a call Await left behind because its context ended is
 // disowned once its timeout has passed since it began: the set waits for
 // it until then, and no longer.

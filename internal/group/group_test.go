@@ -3,6 +3,7 @@ package group_test
 import (
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 
 	"go.uber.org/goleak"
 
@@ -16,6 +17,10 @@ func TestMain(m *testing.M) {
 // Guarantee: Wait returns only once every goroutine started with Go has
 // returned, including one started by another member of the group.
 func TestWaitAwaitsEveryGoroutine(t *testing.T) {
+	synctest.Test(t, waitAwaitsEveryGoroutine)
+}
+
+func waitAwaitsEveryGoroutine(t *testing.T) {
 	var g group.Group
 	var done atomic.Int32
 	release := make(chan struct{})
@@ -35,6 +40,7 @@ func TestWaitAwaitsEveryGoroutine(t *testing.T) {
 		g.Wait()
 		close(waited)
 	}()
+	synctest.Wait() // every goroutine has run as far as it can
 	select {
 	case <-waited:
 		t.Fatal("Wait returned while goroutines were blocked")
