@@ -73,3 +73,49 @@ func TestSecretsErrPrintsNoCredentialWithAnyVerb(t *testing.T) {
 	}
 	redacttest.NoSecret(t, "the redacted error", got, secret)
 }
+
+// Guarantee: a service URL's user information is hidden whole, even when
+// it does not parse (a raw "/" in the password, an "@" in it), and a URL
+// with a list of hosts, separated by "," or ";", keeps its user name.
+func TestServiceURLHidesTheWholeUserInformation(t *testing.T) {
+	for _, c := range []struct {
+		raw, want string
+		parses    bool
+	}{
+		{"pulsar://user:pw@h1:6650,h2", "pulsar://user:xxxxx@h1:6650,h2", true},
+		{"pulsar://user:pw@h1:6650;h2", "pulsar://user:xxxxx@h1:6650;h2", true},
+		{"pulsar://h:6650", "pulsar://h:6650", true},
+		{"pulsar:/x//user:pw@h:6650", "pulsar:/x//xxxxx@h:6650", false},
+		{"pulsar://user:p/w@rd@h:6650", "pulsar://xxxxx@h:6650", false},
+		{"pulsar://user:p w@h:6650", "pulsar://xxxxx@h:6650", false},
+	} {
+		if got := redact.ServiceURL(c.raw); got != c.want {
+			t.Errorf("ServiceURL(%q) = %q, want %q", c.raw, got, c.want)
+		}
+		if got := redact.UserInfoParses(c.raw); got != c.parses {
+			t.Errorf("UserInfoParses(%q) = %t, want %t", c.raw, got, c.parses)
+		}
+	}
+}
+
+// Guarantee: Secrets take out a credential of 3 characters or more, in
+// its query- and path-escaped forms too, and the Kerberos password of a
+// sarama configuration; Text joins lines split by "\r" alone too.
+func TestSecretsTakeOutEveryFormOfACredential(t *testing.T) {
+	c := sarama.NewConfig()
+	c.Net.SASL.GSSAPI.Password = "krb-5ecret"
+	if got := redact.SaramaSecrets(c).Text("kinit with krb-5ecret"); got != "kinit with "+redact.Masked {
+		t.Errorf("the Kerberos password left as %q", got)
+	}
+	s := redact.NewSecrets("abc", "p w/x")
+	for in, want := range map[string]string{
+		"user abc":                 "user " + redact.Masked,
+		"query pw=p+w%2Fx":         "query pw=" + redact.Masked,
+		"path /p%20w%2Fx/":         "path /" + redact.Masked + "/",
+		"refused\rretrying as abc": "refused; retrying as " + redact.Masked,
+	} {
+		if got := s.Text(in); got != want {
+			t.Errorf("Text(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
