@@ -56,3 +56,37 @@ func TestHandlerTakesCredentialsOutOfEveryEncodingOfAValue(t *testing.T) {
 		}
 	}
 }
+
+// jsonOnly prints as a placeholder with fmt but shows its field in JSON,
+// as slog's JSON handler writes it.
+type jsonOnly struct{ Pw string }
+
+func (jsonOnly) String() string { return "jsonOnly" }
+
+// valuer logs as the text it holds.
+type valuer struct{ text string }
+
+func (v valuer) LogValue() slog.Value { return slog.StringValue(v.text) }
+
+// Guarantee: the handler takes credentials out of a record's message, of
+// the attributes logged after WithGroup, of a value that resolves to one
+// (slog.LogValuer), and of a value only its JSON encoding shows, HTML
+// characters and all.
+func TestHandlerTakesCredentialsOutOfMessagesGroupsAndResolvedValues(t *testing.T) {
+	const secret = "pw<&>s3cret"
+	var b strings.Builder
+	l := slog.New(redact.Handler(slog.NewJSONHandler(&b, nil), redact.NewSecrets(secret)))
+	l.Info("login refused for " + secret)
+	l.WithGroup("g").Info("group", "v", "with "+secret)
+	l.Info("valuer", "v", valuer{"with " + secret})
+	l.Info("json", "v", jsonOnly{secret})
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("%d lines, want 4:\n%s", len(lines), b.String())
+	}
+	for _, line := range lines {
+		if strings.Contains(line, "s3cret") || !strings.Contains(line, redact.Masked) {
+			t.Errorf("the line shows the credential or lost the value: %s", line)
+		}
+	}
+}
