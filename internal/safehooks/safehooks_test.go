@@ -3,8 +3,10 @@ package safehooks_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -70,5 +72,35 @@ func TestWrapRecoversEveryHook(t *testing.T) {
 	}
 	if safehooks.Wrap(nil, log) != nil {
 		t.Error("Wrap(nil) is not nil")
+	}
+}
+
+// Guarantee: CallAside calls the hook with its event and returns once it
+// has returned; a hook that panics, or ends its goroutine
+// (runtime.Goexit), costs one error line naming the hook, with the
+// caller's attributes (and the panic value), and the caller goes on.
+func TestCallAsideContainsAPanicOrAnExitOfTheHook(t *testing.T) {
+	var logged bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	ctx := context.Background()
+	got := 0
+	safehooks.CallAside(ctx, log, "PartitionAssigned", func(_ context.Context, e int) { got = e }, 7, "topic", "t")
+	if got != 7 || logged.Len() != 0 {
+		t.Fatalf("a hook that returns: got event %d and logged %q, want 7 and nothing", got, logged.String())
+	}
+	for _, c := range []struct {
+		name, msg, detail string
+		hook              func(context.Context, int)
+	}{
+		{"panic", safehooks.Panicked, "panic=boom", func(context.Context, int) { panic("boom") }},
+		{"exit", safehooks.Exited, "stack=", func(context.Context, int) { runtime.Goexit() }},
+	} {
+		logged.Reset()
+		safehooks.CallAside(ctx, log, "PartitionRevoked", c.hook, 7, "topic", "t")
+		line := logged.String()
+		if strings.Count(line, "\n") != 1 || !strings.Contains(line, "level=ERROR") || !strings.Contains(line, fmt.Sprintf("%q", c.msg)) ||
+			!strings.Contains(line, "topic=t hook=PartitionRevoked") || !strings.Contains(line, c.detail) {
+			t.Errorf("a hook's %s logged %q, want one error line %q naming the hook, with the caller's attributes and %s", c.name, line, c.msg, c.detail)
+		}
 	}
 }
