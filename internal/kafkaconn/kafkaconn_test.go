@@ -102,21 +102,50 @@ func TestChildCutsItsOwnConnections(t *testing.T) {
 }
 
 // Guarantee: a dialer the application configured (Net.Proxy) is kept:
-// the set dials through it.
-func TestConfiguredDialerIsKept(t *testing.T) {
+// the set dials through it; one configured with Net.Proxy.Enable off is
+// not used, the set dialing directly as sarama would.
+func TestConfiguredDialerIsKeptOnlyWhenEnabled(t *testing.T) {
 	addr := testnet.SilentListener(t)
-	cfg := sarama.NewConfig()
-	d := &countingDialer{}
-	cfg.Net.Proxy.Enable, cfg.Net.Proxy.Dialer = true, d
-	s := New(cfg)
-	s.Use(cfg)
-	c, err := s.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
+	for _, enable := range []bool{true, false} {
+		cfg := sarama.NewConfig()
+		d := &countingDialer{}
+		cfg.Net.Proxy.Enable, cfg.Net.Proxy.Dialer = enable, d
+		s := New(cfg)
+		s.Use(cfg)
+		c, err := s.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.Close()
+		if want := map[bool]int{true: 1, false: 0}[enable]; d.n != want {
+			t.Fatalf("with Net.Proxy.Enable %t, the configured dialer dialed %d times, want %d", enable, d.n, want)
+		}
 	}
-	_ = c.Close()
-	if d.n != 1 {
-		t.Fatalf("the configured dialer dialed %d times, want 1", d.n)
+}
+
+// Guarantee: a set once cut dials nothing, and a dial under way when the
+// set is cut fails with ErrCut and closes the connection it made.
+func TestACutSetDialsNothingAndClosesADialUnderWay(t *testing.T) {
+	dials := 0
+	var peer net.Conn
+	var s *Set
+	s = &Set{conns: map[*setConn]struct{}{}, dial: func(string, string) (net.Conn, error) {
+		dials++
+		c, p := net.Pipe()
+		peer = p
+		s.Cut() // the set is cut while the dial is under way
+		return c, nil
+	}}
+	if c, err := s.Dial("tcp", "broker:9092"); !errors.Is(err, ErrCut) || c != nil {
+		t.Fatalf("a dial cut under way = %v, %v; want ErrCut", c, err)
+	}
+	defer func() { _ = peer.Close() }()
+	_ = peer.SetReadDeadline(time.Now().Add(10 * time.Second)) // an open connection reads nothing: no EOF
+	if _, err := peer.Read(make([]byte, 1)); !errors.Is(err, io.EOF) || s.Len() != 0 {
+		t.Fatalf("a dial cut under way left its connection open (read = %v) or %d held", err, s.Len())
+	}
+	if _, err := s.Dial("tcp", "broker:9092"); !errors.Is(err, ErrCut) || dials != 1 {
+		t.Fatalf("a dial on a cut set = %v after %d dials, want ErrCut without dialing", err, dials)
 	}
 }
 

@@ -71,3 +71,20 @@ func TestProbeReturnsByItsContextsDeadline(t *testing.T) {
 		t.Fatal("Probe with a 300ms deadline still runs after 10s")
 	}
 }
+
+// Guarantee: a probe's configuration bounds every network step by the
+// probe's time, keeps the shorter timeouts cfg has, and leaves sarama's
+// own ApiVersions exchange, which does not fail on a timeout, to
+// ProbeBroker.
+func TestProbeConfigBoundsEveryStep(t *testing.T) {
+	cfg := sarama.NewConfig()
+	cfg.Net.DialTimeout, cfg.Net.ReadTimeout, cfg.Net.WriteTimeout = time.Second, time.Minute, time.Minute
+	pc := ProbeConfig(cfg, 2*time.Second)
+	if pc.Net.DialTimeout != time.Second || pc.Net.ReadTimeout != 2*time.Second || pc.Net.WriteTimeout != 2*time.Second || pc.ApiVersionsRequest {
+		t.Fatalf("ProbeConfig within 2s = dial %v, read %v, write %v, ApiVersionsRequest %t; want 1s, 2s, 2s, false",
+			pc.Net.DialTimeout, pc.Net.ReadTimeout, pc.Net.WriteTimeout, pc.ApiVersionsRequest)
+	}
+	if !cfg.ApiVersionsRequest || cfg.Net.ReadTimeout != time.Minute {
+		t.Fatal("ProbeConfig changed the configuration it copied")
+	}
+}
