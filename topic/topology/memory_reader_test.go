@@ -78,3 +78,22 @@ func TestMemoryHoldIntoNoHoldQueueFails(t *testing.T) {
 		}
 	}
 }
+
+// Guarantee: a publish into queues with room succeeds even with its
+// context done: the context bounds only a wait for room.
+func TestMemoryPublishWithRoomIgnoresADoneContext(t *testing.T) {
+	m, _ := topology.NewMemory[int](topology.MemoryOptions{})
+	defer m.Close(context.Background())
+	q, err := m.Declare(t.Context(), build(t, topology.New("roomy")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := q.Publish(ctx, topology.Letter[int]{Value: 1}); err != nil {
+		t.Errorf("Publish with room and its context done = %v, want nil", err)
+	}
+	if n := m.Queued("roomy", "roomy"); n != 1 {
+		t.Errorf("%d letters queued, want 1", n)
+	}
+}
