@@ -8,18 +8,15 @@ import (
 	"time"
 
 	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 	"github.com/boulevard-go/boulevard/topic"
 )
 
 // Guarantee: a Receive takes every message its consumer already holds, up
 // to the room it is given, and returns with them without waiting for more.
 func TestAReceiveTakesEveryReadyMessageUpToItsRoom(t *testing.T) {
-	b, be, st, ss := balancedOnBroker(t, topic.IntCodec{}, 50*time.Millisecond)
-	s := ss.(*pSub[int])
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	const n = 5
-	publishHeld(ctx, t, st, s, n)
+	ctx, b, be, _, s := heldOnBroker(t, n)
 	want := 0
 	for _, room := range []int{3, 10} {
 		dst := make([]topic.Envelope[int], room)
@@ -133,12 +130,8 @@ func TestTheBackendForgetsAClosedTopic(t *testing.T) {
 // messages its consumer already holds, then returns ErrSubscriptionClosed
 // without waiting.
 func TestAfterItsTopicClosedASubscriptionHandsOutWhatItHolds(t *testing.T) {
-	_, _, st, ss := balancedOnBroker(t, topic.IntCodec{}, 50*time.Millisecond)
-	s := ss.(*pSub[int])
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	const n = 3
-	publishHeld(ctx, t, st, s, n)
+	ctx, _, _, st, s := heldOnBroker(t, n)
 	st.Close()
 	dst := make([]topic.Envelope[int], 10)
 	if k, err := s.Receive(ctx, dst); err != nil || k != n {
@@ -149,14 +142,20 @@ func TestAfterItsTopicClosedASubscriptionHandsOutWhatItHolds(t *testing.T) {
 	}
 }
 
-// publishHeld publishes the values 0 to n-1 to st and waits until s's
-// consumer holds them all, none received yet.
-func publishHeld(ctx context.Context, t *testing.T, st topic.State[int], s *pSub[int], n int) {
+// heldOnBroker makes a balanced subscription on a broker, publishes the
+// values 0 to n-1 to its topic and waits until the subscription's consumer
+// holds them all, none received yet. ctx bounds the test's calls.
+func heldOnBroker(t *testing.T, n int) (ctx context.Context, b *pulsartest.Broker, be *Backend[int], st topic.State[int], s *pSub[int]) {
 	t.Helper()
+	b, be, st, ss := balancedOnBroker(t, topic.IntCodec{}, 50*time.Millisecond)
+	s = ss.(*pSub[int])
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
 	for i := range n {
 		if _, err := st.Publish(ctx, topic.Envelope[int]{Value: i}, topic.Block); err != nil {
 			t.Fatal(err)
 		}
 	}
 	wait.Within(t, 20*time.Second, "every message in the consumer's channel", func() bool { return len(s.ch) == n })
+	return ctx, b, be, st, s
 }
