@@ -69,3 +69,36 @@ func TestBusyTimesOneUnitInEvery(t *testing.T) {
 		t.Fatalf("%v allocations per unit", allocs)
 	}
 }
+
+// Guarantee: when the units take as long as each other, the estimate once
+// stopped is their time exactly, idle time between them left out, however
+// many units there were since the latest timed one.
+func TestBusyCountsUnitsOfEvenLengthAndNotTheIdleTime(t *testing.T) {
+	for units := 1; units <= 9; units++ {
+		synctest.Test(t, func(t *testing.T) {
+			b := NewBusy(4)
+			for range units {
+				start := b.Begin()
+				time.Sleep(time.Millisecond)
+				b.End(start)
+				time.Sleep(time.Millisecond)
+			}
+			b.Stop()
+			if got, want := b.Load(), time.Duration(units)*time.Millisecond; got != want {
+				t.Fatalf("%d units of 1ms, each followed by 1ms idle, one in 4 timed: %v once stopped, want %v", units, got, want)
+			}
+		})
+	}
+}
+
+// Guarantee: NewBusy(0) times every unit, as NewBusy(1) does.
+func TestBusyOfZeroTimesEveryUnit(t *testing.T) {
+	b := NewBusy(0)
+	for i := range 3 {
+		start := b.Begin()
+		if start.IsZero() {
+			t.Fatalf("unit %d of NewBusy(0) was not timed", i+1)
+		}
+		b.End(start)
+	}
+}

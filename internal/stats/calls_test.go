@@ -30,6 +30,9 @@ func TestCallsAgeACallFromItsFirstReading(t *testing.T) {
 		{1, 3, true, 16, 10 * time.Second}, // the other worker's call aged apart
 		{1, 3, true, 15, 9 * time.Second},  // a reading that took its time earlier
 		{0, 20, true, 13, 0},               // never negative
+		{1, 0, false, 20, 0},               // idle
+		{1, 0, true, 21, 0},                // a call of id 0: seen anew
+		{1, 0, true, 23, 2 * time.Second},  //
 	}
 	for i, s := range steps {
 		if got := c.Age(s.worker, s.id, s.busy, at(s.now)); got != s.want {
