@@ -81,3 +81,17 @@ func TestPartitionsNamesTheFirstMaxListedAndCountsEveryTopic(t *testing.T) {
 		t.Fatalf("line %q does not name t/2 t/1 and count 2", buf.String())
 	}
 }
+
+// Guarantee: items that are not fmt.Stringers log as themselves, and List
+// copies them: a change to the slice after List does not show in the
+// line, which a handler may write later.
+func TestListLogsItemsThatAreNotStringersAsTheyWere(t *testing.T) {
+	items := []int32{1, 2, 3}
+	attr := logattr.List("partitions", items)
+	items[0] = 9
+	var buf bytes.Buffer
+	slog.New(slog.NewTextHandler(&buf, nil)).Info("m", attr)
+	if want := ` partitions="[1 2 3]" partitions_count=3`; !strings.Contains(buf.String(), want) {
+		t.Fatalf("line %q does not contain %q", buf.String(), want)
+	}
+}
