@@ -15,7 +15,7 @@ func TestBitKeepsTheDelay(t *testing.T) {
 		d    time.Duration
 		want int64
 	}{
-		{0, 0}, {time.Millisecond, 0}, {2 * time.Millisecond, 1}, {3 * time.Millisecond, 1},
+		{-time.Second, 0}, {0, 0}, {time.Millisecond, 0}, {2 * time.Millisecond, 1}, {3 * time.Millisecond, 1},
 		{100 * time.Millisecond, 6}, {255 * time.Millisecond, 7}, {256 * time.Millisecond, 8},
 		{time.Second, 8}, {time.Hour, 8},
 	} {
