@@ -144,6 +144,14 @@ func TestFailuresKeepEachDispositionApart(t *testing.T) {
 	if want := (Failures{Default: 6, Retry: 6, Discard: 10}); got != want {
 		t.Fatalf("FailureCounters stored %+v, counted 0, 1, 2, 2 and added twice: %+v, want %+v", f, got, want)
 	}
+	var one FailureCounters
+	one.Store(Failures{Default: 1, Retry: 1, Discard: 1})
+	one.Store(Failures{})
+	var ones Failures
+	one.AddTo(&ones)
+	if want := (Failures{Default: 1, Retry: 1, Discard: 1}); ones != want {
+		t.Fatalf("FailureCounters stored one failure of each disposition, then none: %+v, want %+v", ones, want)
+	}
 	got.Add(Failures{Default: 1, Retry: 20, Discard: 300})
 	if want := (Failures{Default: 7, Retry: 26, Discard: 310}); got != want || got.Total() != 343 {
 		t.Fatalf("Failures.Add: %+v total %d, want %+v total 343", got, got.Total(), want)
