@@ -9,8 +9,9 @@ import "github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
 // has none), Headers (in the order the producer set them), Timestamp
 // (create or log-append time, as the topic is configured), GenerationID
 // (the consumer-group generation in which the partition was claimed when
-// the record was fetched) and MemberID (the group member that fetched it);
-// Header(key) returns the value of the first header named key.
+// the record was fetched), MemberID (the group member that fetched it) and
+// Group (the consumer group, Options.GroupID); Header(key) returns the
+// value of the first header named key.
 //
 // The franz-go source (package franz) delivers the same type, so a handler
 // reads records the same way whichever client the pipeline uses.
