@@ -5,11 +5,11 @@
 //	tests: 212 passed, 0 failed, 1 skipped
 //
 // The recap repeats the output of every failed test, and of every package
-// that failed outside a test (a build error, a panic after a
-// timeout, a leak found by TestMain), so that the end of a long CI log names
-// the failure. It exits with status 1 when a test or a package failed
-// (including a package that did not build), so CI can pipe `go test -json`
-// through it.
+// that failed outside a test (a build error, with the compiler's messages,
+// a panic after a timeout, a leak found by TestMain), so that the end of a
+// long CI log names the failure. It exits with status 1 when a test or a
+// package failed (including a package that did not build), so CI can pipe
+// `go test -json` through it.
 package main
 
 import (
@@ -36,6 +36,11 @@ type event struct {
 	Package string
 	Test    string
 	Output  string
+	// ImportPath names the package a build-output event is about.
+	ImportPath string
+	// FailedBuild is, on a package's fail event, the ImportPath whose
+	// build failed.
+	FailedBuild string
 }
 
 // failure is one failed test, or a package that failed (Test empty), with
@@ -83,17 +88,33 @@ func (x *excerpt) String() string {
 	return fmt.Sprintf("%s\n[... %d bytes cut ...]\n%s", x.head, x.cut, x.tail)
 }
 
+// keep adds s to the excerpt of k in m, made if need be.
+func keep[K comparable](m map[K]*excerpt, k K, s string) {
+	x := m[k]
+	if x == nil {
+		x = &excerpt{}
+		m[k] = x
+	}
+	x.add(s)
+}
+
 // summarize copies every output line of r to w, counts the test results and
-// keeps the output of what failed. Lines that are not JSON (a build error
-// printed by go itself) are copied as they are.
+// keeps the output of what failed. Lines that are not JSON (an error printed
+// by go itself) are copied as they are. A build's output (build-output
+// events: the compiler's errors) is copied too, and repeated with each
+// package whose build it failed.
 func summarize(r io.Reader, w io.Writer) (counts, error) {
 	var c counts
 	running := map[key]*excerpt{}
-	finish := func(k key, failed bool) {
+	builds := map[string]*excerpt{} // kept: several packages may fail on one build
+	finish := func(k key, failed bool, build *excerpt) {
 		if x := running[k]; failed {
 			out := ""
+			if build != nil {
+				out = build.String()
+			}
 			if x != nil {
-				out = x.String()
+				out += x.String()
 			}
 			c.failures = append(c.failures, failure{Package: k.pkg, Test: k.test, Output: out})
 		}
@@ -112,29 +133,27 @@ func summarize(r io.Reader, w io.Writer) (counts, error) {
 		switch e.Action {
 		case "output":
 			io.WriteString(w, e.Output)
-			x := running[k]
-			if x == nil {
-				x = &excerpt{}
-				running[k] = x
-			}
-			x.add(e.Output)
+			keep(running, k, e.Output)
+		case "build-output":
+			io.WriteString(w, e.Output)
+			keep(builds, e.ImportPath, e.Output)
 		case "pass":
 			if e.Test != "" {
 				c.passed++
 			}
-			finish(k, false)
+			finish(k, false, nil)
 		case "fail":
 			if e.Test != "" {
 				c.failed++
 			} else {
 				c.failedPackages++
 			}
-			finish(k, true)
+			finish(k, true, builds[e.FailedBuild])
 		case "skip":
 			if e.Test != "" {
 				c.skipped++
 			}
-			finish(k, false)
+			finish(k, false, nil)
 		}
 	}
 	return c, sc.Err()
@@ -161,14 +180,22 @@ func recap(w io.Writer, fs []failure) {
 }
 
 func main() {
-	c, err := summarize(os.Stdin, os.Stdout)
-	recap(os.Stdout, c.failures)
-	fmt.Println(c)
+	os.Exit(run(os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run is the command reading in and writing to stdout and stderr; it
+// returns the exit status: 1 when a test or a package failed or in could
+// not be read, 0 otherwise.
+func run(in io.Reader, stdout, stderr io.Writer) int {
+	c, err := summarize(in, stdout)
+	recap(stdout, c.failures)
+	fmt.Fprintln(stdout, c)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "testsummary:", err)
-		os.Exit(1)
+		fmt.Fprintln(stderr, "testsummary:", err)
+		return 1
 	}
 	if c.failed > 0 || c.failedPackages > 0 {
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
