@@ -16,25 +16,73 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// Guarantee: a panic under a deferred Log is recovered and logged as one
-// error line with the attributes, the panic value and the stack; without a
-// panic nothing is logged.
-func TestLogRecoversAndLogsOnce(t *testing.T) {
+// traceKey is a context key whose value ctxHandler logs.
+type traceKey struct{}
+
+// ctxHandler logs the trace of the context it handles a record with.
+type ctxHandler struct{ slog.Handler }
+
+func (h ctxHandler) Handle(ctx context.Context, r slog.Record) error {
+	if v, ok := ctx.Value(traceKey{}).(string); ok {
+		r.AddAttrs(slog.String("trace", v))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+// logger is a JSON logger writing to the buffer returned, which logs the
+// context's trace.
+func logger() (*slog.Logger, *bytes.Buffer) {
 	var buf bytes.Buffer
-	log := slog.New(slog.NewJSONHandler(&buf, nil))
-	func() {
-		defer panics.Log(context.Background(), log, "hook panicked", slog.String("feed", "f1"))
-		panic("boom")
-	}()
-	out := buf.String()
+	return slog.New(ctxHandler{slog.NewJSONHandler(&buf, nil)}), &buf
+}
+
+// traced is a context with trace "T1".
+var traced = context.WithValue(context.Background(), traceKey{}, "T1")
+
+// checkOneLine fails t unless out is one log line holding each of want.
+func checkOneLine(t *testing.T, out string, want ...string) {
+	t.Helper()
 	if strings.Count(out, "\n") != 1 {
 		t.Fatalf("want one log line, got %q", out)
 	}
-	for _, want := range []string{`"level":"ERROR"`, `"msg":"hook panicked"`, `"feed":"f1"`, `"panic":"boom"`, `"stack":"goroutine`} {
-		if !strings.Contains(out, want) {
-			t.Errorf("log line %s lacks %s", out, want)
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("log line %s lacks %s", out, w)
 		}
 	}
+}
+
+// spare is attrs in a slice with room for more, whose spare room Log and
+// Guard must leave alone: callers share one slice between goroutines.
+func spare() []any {
+	attrs := make([]any, 1, 4)
+	attrs[0] = slog.String("feed", "f1")
+	return attrs
+}
+
+// checkUntouched fails t if the spare room of attrs was written.
+func checkUntouched(t *testing.T, attrs []any) {
+	t.Helper()
+	for _, a := range attrs[1:cap(attrs)] {
+		if a != nil {
+			t.Fatalf("the caller's attrs slice was written past its length: %v", attrs[:cap(attrs)])
+		}
+	}
+}
+
+// Guarantee: a panic under a deferred Log is recovered and logged as one
+// error line, with the context given, the attributes, the panic value and
+// the stack, leaving the caller's attrs slice as it was; without a panic
+// nothing is logged.
+func TestLogRecoversAndLogsOnce(t *testing.T) {
+	log, buf := logger()
+	attrs := spare()
+	func() {
+		defer panics.Log(traced, log, "hook panicked", attrs...)
+		panic("boom")
+	}()
+	checkOneLine(t, buf.String(), `"level":"ERROR"`, `"msg":"hook panicked"`, `"feed":"f1"`, `"panic":"boom"`, `"stack":"goroutine`, `"trace":"T1"`)
+	checkUntouched(t, attrs)
 	buf.Reset()
 	func() {
 		defer panics.Log(context.Background(), log, "hook panicked")
@@ -45,24 +93,25 @@ func TestLogRecoversAndLogsOnce(t *testing.T) {
 }
 
 // Guarantee: a function wrapped by Guard is called with its arguments, and
-// its panic is recovered and logged once with the attributes; the wrapper
-// returns normally. Guard of nil is nil.
+// its panic is recovered and logged once as Log does (error level, the
+// context, the message, the attributes, the panic value, the stack), leaving
+// the caller's attrs slice as it was; the wrapper returns normally. Guard of
+// nil is nil.
 func TestGuardRecoversThePanicOfTheWrappedFunction(t *testing.T) {
-	var buf bytes.Buffer
-	log := slog.New(slog.NewJSONHandler(&buf, nil))
+	log, buf := logger()
+	attrs := spare()
 	var got int
-	f := panics.Guard(func(_ context.Context, n int) {
-		got = n
+	var gotCtx context.Context
+	f := panics.Guard(func(ctx context.Context, n int) {
+		got, gotCtx = n, ctx
 		panic("boom")
-	}, log, "hook panicked", slog.String("hook", "H"))
-	f(context.Background(), 7)
-	if got != 7 {
-		t.Fatalf("wrapped function got %d, want 7", got)
+	}, log, "hook panicked", attrs...)
+	f(traced, 7)
+	if got != 7 || gotCtx != traced {
+		t.Fatalf("wrapped function got %d and context %v, want 7 and the caller's", got, gotCtx)
 	}
-	out := buf.String()
-	if strings.Count(out, "\n") != 1 || !strings.Contains(out, `"hook":"H"`) || !strings.Contains(out, `"panic":"boom"`) {
-		t.Fatalf("want one line naming the hook and the panic, got %q", out)
-	}
+	checkOneLine(t, buf.String(), `"level":"ERROR"`, `"msg":"hook panicked"`, `"feed":"f1"`, `"panic":"boom"`, `"stack":"goroutine`, `"trace":"T1"`)
+	checkUntouched(t, attrs)
 	if panics.Guard[int](nil, log, "hook panicked") != nil {
 		t.Fatal("Guard(nil) is not nil")
 	}
