@@ -1,6 +1,8 @@
 package wait_test
 
 import (
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,7 +24,8 @@ func TestForReturnsOnceTheConditionHolds(t *testing.T) {
 	}
 }
 
-// recorder is a testing.TB that records Fatalf instead of stopping.
+// recorder is a testing.TB that records Fatalf's message instead of
+// stopping.
 type recorder struct {
 	testing.TB
 	failed string
@@ -30,26 +33,35 @@ type recorder struct {
 
 func (r *recorder) Helper() {}
 func (r *recorder) Fatalf(format string, args ...any) {
-	r.failed = format
-	if len(args) > 0 {
-		r.failed, _ = args[1].(string)
-	}
+	r.failed = fmt.Sprintf(format, args...)
 }
 
+// parkedUntil blocks until ch is closed: a goroutine whose stack a failure
+// shows.
+func parkedUntil(ch chan struct{}) { <-ch }
+
 // Guarantee: a condition never met fails the test once the bound has
-// passed, naming what was awaited and the state described.
+// passed, naming what was awaited, the state as described then, and every
+// goroutine's stack.
 func TestWithinFailsAfterTheBound(t *testing.T) {
 	r := &recorder{TB: t}
+	stop := make(chan struct{})
+	defer close(stop)
+	go parkedUntil(stop)
 	begin := time.Now()
 	polls := 0
 	wait.Within(r, 20*time.Millisecond, "nothing", func() bool {
 		polls++
 		return r.failed != "" // never before Fatalf; stops the loop after it
-	}, func() string { return "state" })
+	}, func() string { return fmt.Sprintf("%d polls", polls) })
 	if took := time.Since(begin); took < 20*time.Millisecond {
 		t.Fatalf("gave up after %v, before the bound", took)
 	}
-	if r.failed != "nothing; state" || polls < 2 {
-		t.Fatalf("failure %q after %d polls, want \"nothing; state\" after several", r.failed, polls)
+	// The poll after Fatalf returned true.
+	if want := fmt.Sprintf("timed out after 20ms waiting for nothing; %d polls\n", polls-1); polls < 3 || !strings.HasPrefix(r.failed, want) {
+		t.Fatalf("failure %.200q after %d polls, want it to start with %q after several", r.failed, polls, want)
+	}
+	if !strings.Contains(r.failed, "wait_test.parkedUntil") {
+		t.Fatalf("failure lacks the stack of another goroutine:\n%s", r.failed)
 	}
 }
