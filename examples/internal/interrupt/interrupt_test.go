@@ -3,6 +3,7 @@ package interrupt
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"syscall"
@@ -79,5 +80,39 @@ func TestStopCancelsAndLeavesNoGoroutine(t *testing.T) {
 	stop()
 	if len(exited) != 0 {
 		t.Fatalf("exited %v after a single signal", exited)
+	}
+}
+
+// Guarantee: the context ends with its parent's.
+func TestTheParentsEndEndsTheContext(t *testing.T) {
+	parent, cancel := context.WithCancel(context.Background())
+	ctx, stop := Context(parent)
+	defer stop()
+	cancel()
+	if ctx.Err() == nil {
+		t.Fatal("the context lives on after its parent ended")
+	}
+}
+
+// Guarantee: the exit status is the second signal's, whichever the first
+// was: SIGTERM after Ctrl-C exits with 143.
+func TestTheExitStatusIsTheSecondSignals(t *testing.T) {
+	exited := make(chan int, 1)
+	ctx, stop := notify(context.Background(), io.Discard, func(c int) { exited <- c })
+	defer stop()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	<-ctx.Done()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-exited:
+		if code != 128+int(syscall.SIGTERM) {
+			t.Fatalf("exit status %d, want %d", code, 128+int(syscall.SIGTERM))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the second signal did not end the process")
 	}
 }
