@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,7 @@ func TestLingerFlag(t *testing.T) {
 		{[]string{"-linger"}, Forever, false},
 		{[]string{"-linger=30s"}, Linger(30 * time.Second), false},
 		{[]string{"-linger=false"}, 0, false},
+		{[]string{"-linger=0s"}, 0, false},
 		{[]string{"-linger=soon"}, 0, true},
 		{[]string{"-linger=-1s"}, 0, true},
 	} {
@@ -43,6 +45,42 @@ func TestLingerFlag(t *testing.T) {
 		}
 		if !c.bad && (f.Linger != c.want || f.HTTP != "127.0.0.1:0") {
 			t.Errorf("%v: linger %v http %q, want %v", c.args, f.Linger, f.HTTP, c.want)
+		}
+	}
+}
+
+// Guarantee: what a Linger's String says (flag's usage output) sets the
+// same Linger back.
+func TestLingerStringSetsItBack(t *testing.T) {
+	for _, l := range []Linger{0, Forever, Linger(90 * time.Second)} {
+		var got Linger
+		if err := got.Set(l.String()); err != nil || got != l {
+			t.Errorf("Set(%q) = %v, %v; want %v", l.String(), got, err, l)
+		}
+	}
+}
+
+// Guarantee: Serve prints the addresses of /metrics and /dashboard, and
+// the health checks, and each answers there.
+func TestServePrintsWhereItServes(t *testing.T) {
+	var out Buffer
+	s, err := Flags{HTTP: "127.0.0.1:0"}.Serve(context.Background(), observe.New(observe.Options{}), &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	m := regexp.MustCompile(`^metrics on (http://[^/]+)/metrics, health on /healthz and /readyz, dashboard on (http://[^/]+)/dashboard\n$`).FindStringSubmatch(out.String())
+	if m == nil || m[1] != "http://"+s.Addr || m[2] != m[1] {
+		t.Fatalf("Serve printed %q, want the addresses of http://%s", out.String(), s.Addr)
+	}
+	for _, path := range []string{"/metrics", "/healthz", "/readyz", "/dashboard"} {
+		resp, err := http.Get(m[1] + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusNotFound {
+			t.Errorf("%s: %s", path, resp.Status)
 		}
 	}
 }
@@ -95,11 +133,15 @@ func TestLingerKeepsServingUntilInterrupted(t *testing.T) {
 	if err := get(s.Addr); err == nil {
 		t.Fatal("still serving after Close")
 	}
+	if strings.Contains(out.String(), "stopped serving") {
+		t.Fatalf("said the close was cut short, with no request being answered:\n%s", out.String())
+	}
 }
 
-// -linger=d stops serving once d has passed.
+// -linger=d says so, and stops serving once d has passed.
 func TestLingerDurationEnds(t *testing.T) {
-	s, err := Flags{HTTP: "127.0.0.1:0", Linger: Linger(50 * time.Millisecond)}.Serve(context.Background(), observe.New(observe.Options{}), io.Discard)
+	var out Buffer
+	s, err := Flags{HTTP: "127.0.0.1:0", Linger: Linger(50 * time.Millisecond)}.Serve(context.Background(), observe.New(observe.Options{}), &out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,6 +152,29 @@ func TestLingerDurationEnds(t *testing.T) {
 	}
 	if err := get(s.Addr); err == nil {
 		t.Fatal("still serving after Close")
+	}
+	if want := "still serving on http://" + s.Addr + " for 50ms (-linger)\n"; !strings.Contains(out.String(), want) {
+		t.Fatalf("output %q lacks %q", out.String(), want)
+	}
+}
+
+// Guarantee: once the context has ended (the run was interrupted), Close
+// stops serving at once, whatever -linger says, and does not say it
+// lingers.
+func TestLingerEndsWithTheContext(t *testing.T) {
+	var out Buffer
+	s, err := Flags{HTTP: "127.0.0.1:0", Linger: Linger(time.Hour)}.Serve(context.Background(), observe.New(observe.Options{}), &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	s.Close(ctx)
+	if err := get(s.Addr); err == nil {
+		t.Fatal("still serving after Close")
+	}
+	if strings.Contains(out.String(), "still serving") || strings.Contains(out.String(), "stopped serving") {
+		t.Fatalf("output %q, want only where it served", out.String())
 	}
 }
 
