@@ -12,8 +12,8 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// Guarantee: tests are counted by outcome, package results are not counted
-// as tests, output is passed through, and non-JSON lines survive.
+// Guarantee: tests are counted by outcome, package results (a package
+// without test files is skipped) are not counted as tests, output is passed through, and non-JSON lines survive.
 func TestSummarize(t *testing.T) {
 	in := strings.Join([]string{
 		`{"Action":"run","Package":"p","Test":"TestA"}`,
@@ -25,6 +25,8 @@ func TestSummarize(t *testing.T) {
 		`{"Action":"fail","Package":"p"}`,
 		`# example.com/broken`,
 		`{"Action":"pass","Package":"q"}`,
+		`{"Action":"output","Package":"r","Output":"?   \tr\t[no test files]\n"}`,
+		`{"Action":"skip","Package":"r"}`,
 	}, "\n")
 	var out strings.Builder
 	c, err := summarize(strings.NewReader(in), &out)
