@@ -85,6 +85,20 @@ func TestServePrintsWhereItServes(t *testing.T) {
 	}
 }
 
+// Guarantee: an address Serve cannot listen on is an error naming -http,
+// with no server.
+func TestServeOnABusyAddressFails(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	s, err := Flags{HTTP: l.Addr().String()}.Serve(context.Background(), observe.New(observe.Options{}), io.Discard)
+	if s != nil || err == nil || !strings.HasPrefix(err.Error(), "-http: ") {
+		t.Fatalf("Serve on a busy address = %v, %v; want no server and an error naming -http", s, err)
+	}
+}
+
 // Without -http nothing is served and Close does nothing.
 func TestNoHTTPServesNothing(t *testing.T) {
 	s, err := Flags{}.Serve(context.Background(), observe.New(observe.Options{}), io.Discard)
