@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,18 +27,20 @@ import (
 // dials.
 const errCaptured = "options captured"
 
-// The connection's TLS, SASL, token and key settings reach the options of
-// the backend the connector makes (as the adjusting functions see them),
-// TLS at version 1.2 or later and only when enabled.
+// The connection's brokers, TLS, SASL, token, key and logger settings
+// reach the options of the backend the connector makes (as the adjusting
+// functions see them), TLS at version 1.2 or later, trusting only the CA
+// file's certificates, and only when enabled.
 func TestConnectionSettingsReachTheBackendOptions(t *testing.T) {
 	pki := newPKI(t)
 	t.Setenv("BOULEVARD_TEST_PW", password)
 	t.Setenv("BOULEVARD_TEST_TOKEN", "token-value")
 	kafkaOpts := map[string]kafkatopic.Options[string]{}
 	pulsarOpts := map[string]pulsartopic.Options[string]{}
+	log := slog.New(slog.DiscardHandler)
 	conn, err := connector.New(connector.Options[string]{
 		Codec:     topic.StringCodec{},
-		Logger:    slog.New(slog.DiscardHandler),
+		Logger:    log,
 		KafkaKey:  func(s string) []byte { return []byte("kafka-" + s) },
 		PulsarKey: func(s string) string { return "pulsar-" + s },
 		Kafka: func(c config.ConnectionSpec, o *kafkatopic.Options[string]) {
@@ -56,13 +59,17 @@ func TestConnectionSettingsReachTheBackendOptions(t *testing.T) {
 connections:
   secure:
     kind: kafka
-    brokers: [127.0.0.1:1]
+    brokers: [127.0.0.1:1, 127.0.0.1:2]
     tls: {ca_file: ` + pki.caFile + `, server_name: ` + serverName + `}
     sasl: {mechanism: SCRAM-SHA-256, username: svc, password_env: BOULEVARD_TEST_PW}
   plain:
     kind: kafka
     brokers: [127.0.0.1:1]
     tls: {enabled: false, ca_file: /nonexistent/ca.pem}
+  trusting:
+    kind: kafka
+    brokers: [127.0.0.1:1]
+    tls: {insecure_skip_verify: true}
   events:
     kind: pulsar
     service_url: pulsar+ssl://127.0.0.1:1
@@ -83,12 +90,20 @@ connections:
 	}
 	checkTLS := func(name string, tc *tls.Config, wantServerName string) {
 		t.Helper()
-		if tc == nil || tc.MinVersion != tls.VersionTLS12 || tc.RootCAs == nil || tc.InsecureSkipVerify || tc.ServerName != wantServerName {
-			t.Errorf("connection %s: TLS config %+v, want TLS 1.2 or later verifying with the CA file, server name %q", name, tc, wantServerName)
+		if tc == nil {
+			t.Errorf("connection %s: no TLS config", name)
+			return
+		}
+		if tc.MinVersion != tls.VersionTLS12 || !tc.RootCAs.Equal(pki.pool) || tc.InsecureSkipVerify || tc.ServerName != wantServerName {
+			t.Errorf("connection %s: TLS min version %#x, trusts only the CA file %v, skips verification %v, server name %q; want TLS 1.2 or later verifying with the CA file's certificate only, server name %q",
+				name, tc.MinVersion, tc.RootCAs.Equal(pki.pool), tc.InsecureSkipVerify, tc.ServerName, wantServerName)
 		}
 	}
 
 	secure := kafkaOpts["secure"]
+	if !slices.Equal(secure.Brokers, []string{"127.0.0.1:1", "127.0.0.1:2"}) {
+		t.Errorf("connection secure: brokers %q, want both of the connection's", secure.Brokers)
+	}
 	if !secure.Config.Net.TLS.Enable {
 		t.Errorf("connection secure: TLS not enabled")
 	}
@@ -104,17 +119,25 @@ connections:
 	if plain := kafkaOpts["plain"]; plain.Config.Net.TLS.Enable || plain.Config.Net.SASL.Enable {
 		t.Errorf("connection plain: TLS %v, SASL %v; want neither", plain.Config.Net.TLS.Enable, plain.Config.Net.SASL.Enable)
 	}
+	if tc := kafkaOpts["trusting"].Config.Net.TLS.Config; tc == nil || !tc.InsecureSkipVerify {
+		t.Errorf("connection trusting: certificate checks on (TLS config %p); the document turns them off", tc)
+	}
 
 	events := pulsarOpts["events"]
 	checkTLS("events", events.ClientOptions.TLSConfig, "")
-	if events.ClientOptions.Authentication == nil {
-		t.Errorf("connection events: no token authentication")
+	if tok, ok := events.ClientOptions.Authentication.(interface{ GetData() ([]byte, error) }); !ok {
+		t.Errorf("connection events: authentication %T, want the token", events.ClientOptions.Authentication)
+	} else if data, err := tok.GetData(); err != nil || string(data) != "token-value" {
+		t.Errorf("connection events: the token sent is not the value of token_env (%v)", err)
 	}
 	if events.Key == nil || events.Key("v") != "pulsar-v" {
 		t.Errorf("connection events: the message key is not Options.PulsarKey")
 	}
 	if quiet := pulsarOpts["quiet"]; quiet.ClientOptions.TLSConfig != nil || quiet.ClientOptions.Authentication != nil {
 		t.Errorf("connection quiet: TLS config %+v, authentication %v; want neither", quiet.ClientOptions.TLSConfig, quiet.ClientOptions.Authentication)
+	}
+	if secure.Logger != log || events.Logger != log {
+		t.Errorf("the backends log to %p (Kafka) and %p (Pulsar), want Options.Logger %p", secure.Logger, events.Logger, log)
 	}
 }
 
