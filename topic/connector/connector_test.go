@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -166,33 +167,45 @@ func TestKafkaConnectionRejectedKeepsSecret(t *testing.T) {
 	}
 }
 
-// An unset secret or an unreadable CA file is a connection error naming
-// the setting, before anything dials.
+// An unset secret, an unreadable CA or client certificate file, on either
+// kind, is a connection error naming the setting, and makes no backend;
+// so is a connection of an unknown kind, naming the connection.
 func TestConnectionSettingsErrors(t *testing.T) {
 	conn := newConnector(t, nil)
 	t.Setenv("BOULEVARD_TEST_UNSET", "")
-	cfg, err := config.Parse(doc("127.0.0.1:1", "BOULEVARD_TEST_UNSET"))
-	if err != nil {
-		t.Fatal(err)
+	unset := config.Secret{Env: "BOULEVARD_TEST_UNSET"}
+	noCA := &config.TLSSpec{Enabled: true, CAFile: "/nonexistent/ca.pem"}
+	kafka := func(name string) config.ConnectionSpec {
+		return config.ConnectionSpec{Name: name, Path: "connections." + name, Kind: config.KindKafka, Brokers: []string{"127.0.0.1:1"}}
 	}
-	_, err = conn(t.Context(), cfg.Connections["main"])
-	if !errors.Is(err, connector.ErrConnection) || !errors.Is(err, config.ErrSecretUnset) ||
-		!strings.Contains(err.Error(), "connections.main.sasl.password_env") {
-		t.Fatalf("unset secret: %v", err)
+	pulsar := func(name string) config.ConnectionSpec {
+		return config.ConnectionSpec{Name: name, Path: "connections." + name, Kind: config.KindPulsar, ServiceURL: "pulsar+ssl://127.0.0.1:1"}
 	}
-	cfg, err = config.Parse([]byte(`
-connections:
-  tls:
-    kind: kafka
-    brokers: [127.0.0.1:1]
-    tls: {ca_file: /nonexistent/ca.pem}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = conn(t.Context(), cfg.Connections["tls"])
-	if !errors.Is(err, connector.ErrConnection) || !strings.Contains(err.Error(), "connections.tls.tls.ca_file") {
-		t.Fatalf("missing CA file: %v", err)
+	for _, tc := range []struct {
+		name   string
+		change func(*config.ConnectionSpec)
+		want   string
+		unset  bool // the error wraps config.ErrSecretUnset
+	}{
+		{"main", func(c *config.ConnectionSpec) {
+			c.SASL = &config.SASLSpec{Mechanism: "SCRAM-SHA-512", Username: "svc", Password: unset}
+		}, "connections.main.sasl.password_env", true},
+		{"tls", func(c *config.ConnectionSpec) { c.TLS = noCA }, "connections.tls.tls.ca_file", false},
+		{"cert", func(c *config.ConnectionSpec) {
+			c.TLS = &config.TLSSpec{Enabled: true, CertFile: "/nonexistent/client.pem", KeyFile: "/nonexistent/client-key.pem"}
+		}, "connections.cert.tls.cert_file", false},
+		{"events", func(c *config.ConnectionSpec) { *c = pulsar(c.Name); c.Token = unset },
+			"connections.events.token_env", true},
+		{"audit", func(c *config.ConnectionSpec) { *c = pulsar(c.Name); c.TLS = noCA }, "connections.audit.tls.ca_file", false},
+		{"queue", func(c *config.ConnectionSpec) { c.Kind = "rabbitmq" }, "connection queue has kind", false},
+	} {
+		c := kafka(tc.name)
+		tc.change(&c)
+		b, err := conn(t.Context(), c)
+		if b != nil || !errors.Is(err, connector.ErrConnection) || errors.Is(err, config.ErrSecretUnset) != tc.unset ||
+			!strings.Contains(fmt.Sprint(err), tc.want) {
+			t.Errorf("connection %s: connector = %v, %v; want no backend and an ErrConnection naming %q (unset secret: %v)", tc.name, b, err, tc.want, tc.unset)
+		}
 	}
 }
 

@@ -175,9 +175,8 @@ connections:
 	}
 }
 
-// A connector called with an ended context, or for a connection of an
-// unknown kind, makes no backend; a CA file without a PEM certificate is a
-// connection error naming the setting.
+// A connector called with an ended context makes no backend; a CA file
+// without a PEM certificate is a connection error naming the setting.
 func TestConnectorRefusesWhatItCannotConnect(t *testing.T) {
 	conn, err := connector.New(connector.Options[string]{Codec: topic.StringCodec{}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -191,10 +190,6 @@ func TestConnectorRefusesWhatItCannotConnect(t *testing.T) {
 			_ = b.(*pulsartopic.Backend[string]).Close(context.Background())
 		}
 		t.Errorf("connector with an ended context = %v, %v; want no backend and context.Canceled", b, err)
-	}
-	unknown := config.ConnectionSpec{Name: "queue", Path: "connections.queue", Kind: "rabbitmq"}
-	if b, err := conn(t.Context(), unknown); b != nil || !errors.Is(err, connector.ErrConnection) {
-		t.Errorf("connector for kind rabbitmq = %v, %v; want no backend and ErrConnection", b, err)
 	}
 	notPEM := filepath.Join(t.TempDir(), "ca.pem")
 	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
