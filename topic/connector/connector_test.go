@@ -270,8 +270,8 @@ connections:
 // Guarantee: connecting to a Kafka cluster that accepts connections and
 // answers nothing returns by the context's deadline (far below the
 // backend's default ConnectTimeout of 10s), with an error wrapping
-// context.DeadlineExceeded, so that config.BuildContext's ctx bounds
-// connecting as documented.
+// context.DeadlineExceeded and no backend, so that config.BuildContext's
+// ctx bounds connecting as documented.
 func TestKafkaConnectReturnsByItsDeadlineWhenTheClusterHangs(t *testing.T) {
 	c := testbroker.Kafka(t)
 	testbroker.HangKafka(t, c)
@@ -287,6 +287,8 @@ func TestKafkaConnectReturnsByItsDeadlineWhenTheClusterHangs(t *testing.T) {
 		b, err := conn(ctx, cfg.Connections["main"])
 		if err == nil {
 			_ = b.(*kafkatopic.Backend[string]).Close(context.Background())
+		} else if b != nil {
+			t.Errorf("the connector failed (%v) and returned a backend %#v", err, b)
 		}
 		return err
 	})
@@ -348,7 +350,7 @@ func TestPulsarConnectionWithTLSOnAPlaintextURLMakesNoBackend(t *testing.T) {
 		_ = be.(*pulsartopic.Backend[string]).Close(context.Background())
 		t.Fatal("the connector made a backend that connects in plaintext")
 	}
-	if !errors.Is(err, spulsar.ErrTLSWithPlaintextURL) {
-		t.Fatalf("connector error = %v, want one wrapping ErrTLSWithPlaintextURL", err)
+	if be != nil || !errors.Is(err, spulsar.ErrTLSWithPlaintextURL) {
+		t.Fatalf("connector = %#v, %v; want no backend and an error wrapping ErrTLSWithPlaintextURL", be, err)
 	}
 }
