@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -30,7 +31,8 @@ const errCaptured = "options captured"
 // The connection's brokers, TLS, SASL, token, key and logger settings
 // reach the options of the backend the connector makes (as the adjusting
 // functions see them), TLS at version 1.2 or later, trusting only the CA
-// file's certificates, and only when enabled.
+// file's certificates, and only when enabled; printed, they show no
+// secret.
 func TestConnectionSettingsReachTheBackendOptions(t *testing.T) {
 	pki := newPKI(t)
 	t.Setenv("BOULEVARD_TEST_PW", password)
@@ -135,6 +137,14 @@ connections:
 	}
 	if quiet := pulsarOpts["quiet"]; quiet.ClientOptions.TLSConfig != nil || quiet.ClientOptions.Authentication != nil {
 		t.Errorf("connection quiet: TLS config %+v, authentication %v; want neither", quiet.ClientOptions.TLSConfig, quiet.ClientOptions.Authentication)
+	}
+	for name, printed := range map[string]string{
+		"secure": fmt.Sprintf("%v %+v %#v", secure, secure, secure),
+		"events": fmt.Sprintf("%v %+v %#v", events, events, events),
+	} {
+		if strings.Contains(printed, password) || strings.Contains(printed, "token-value") {
+			t.Errorf("connection %s: the printed options hold a secret: %s", name, printed)
+		}
 	}
 	if secure.Logger != log || events.Logger != log {
 		t.Errorf("the backends log to %p (Kafka) and %p (Pulsar), want Options.Logger %p", secure.Logger, events.Logger, log)
