@@ -212,3 +212,43 @@ func TestConnectorRefusesWhatItCannotConnect(t *testing.T) {
 		t.Errorf("connector with a CA file holding no certificate = %v, %v; want ErrConnection naming connections.k.tls.ca_file", b, err)
 	}
 }
+
+// What Options.Kafka and Options.Pulsar set reaches the backend the
+// connector makes: a Kafka backend's partitions, a Pulsar backend's
+// tenant and namespace.
+func TestAdjustingFunctionsReachTheBackends(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	conn, err := connector.New(connector.Options[string]{
+		Codec:  topic.StringCodec{},
+		Logger: slog.New(slog.DiscardHandler),
+		Kafka:  func(_ config.ConnectionSpec, o *kafkatopic.Options[string]) { o.Partitions = 3 },
+		Pulsar: func(_ config.ConnectionSpec, o *pulsartopic.Options[string]) {
+			o.Tenant, o.Namespace = "acme", "billing"
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	kb, err := conn(ctx, config.ConnectionSpec{Name: "k", Path: "connections.k", Kind: config.KindKafka, Brokers: c.ListenAddrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = kb.(*kafkatopic.Backend[string]).Close(context.Background()) }()
+	if s := fmt.Sprint(kb); !strings.Contains(s, "Partitions:3 ") {
+		t.Errorf("the Kafka backend %s does not have the partitions Options.Kafka set", s)
+	}
+	pb, err := conn(ctx, config.ConnectionSpec{Name: "p", Path: "connections.p", Kind: config.KindPulsar, ServiceURL: "pulsar://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = pb.(*pulsartopic.Backend[string]).Close(context.Background()) }()
+	if got := pb.(*pulsartopic.Backend[string]).TopicName("audit"); got != "persistent://acme/billing/audit" {
+		t.Errorf("the Pulsar backend names topic audit %q, want it in the tenant and namespace Options.Pulsar set", got)
+	}
+}
