@@ -101,9 +101,8 @@ var validatorInstance = sync.OnceValue(func() *validator.Validate {
 	v := validator.New(validator.WithRequiredStructEnabled())
 	v.RegisterTagNameFunc(func(f reflect.StructField) string {
 		if name, ok := f.Tag.Lookup("name"); ok {
-			if name == "-" {
-				return ""
-			}
+			// "-" stays in the namespace (an empty name would make the
+			// validator use the Go name) and convert drops it.
 			return name
 		}
 		return lowerFirst(f.Name)
@@ -206,7 +205,9 @@ func convert(prefix, root string, rootType reflect.Type, fe validator.FieldError
 	ns := fe.Namespace()
 	// Drop the root struct name validator puts first.
 	switch {
-	case root != "" && strings.HasPrefix(ns, root+"."):
+	case root == "":
+		// An anonymous struct: the namespace starts at its fields.
+	case strings.HasPrefix(ns, root+"."):
 		ns = ns[len(root)+1:]
 	case ns == root:
 		ns = ""
@@ -217,7 +218,7 @@ func convert(prefix, root string, rootType reflect.Type, fe validator.FieldError
 			ns = ""
 		}
 	}
-	field := ns
+	field := dropHidden(ns)
 	if prefix != "" {
 		if field == "" {
 			field = prefix
@@ -326,7 +327,9 @@ func parentStruct(t reflect.Type, root, ns string) reflect.Type {
 	if t == nil || t.Kind() != reflect.Struct {
 		return nil
 	}
-	if root != "" && strings.HasPrefix(ns, root+".") {
+	if root == "" {
+		// An anonymous struct: the namespace starts at its fields.
+	} else if strings.HasPrefix(ns, root+".") {
 		ns = ns[len(root)+1:]
 	} else if i := strings.IndexByte(ns, '.'); i >= 0 {
 		ns = ns[i+1:]
@@ -360,6 +363,22 @@ func parentStruct(t reflect.Type, root, ns string) reflect.Type {
 		}
 	}
 	return t
+}
+
+// dropHidden removes from a namespace the segments of the fields tagged
+// `name:"-"`.
+func dropHidden(ns string) string {
+	if ns != "-" && !strings.HasPrefix(ns, "-.") && !strings.Contains(ns, ".-") {
+		return ns
+	}
+	segs := strings.Split(ns, ".")
+	kept := segs[:0]
+	for _, seg := range segs {
+		if seg != "-" {
+			kept = append(kept, seg)
+		}
+	}
+	return strings.Join(kept, ".")
 }
 
 func lowerFirst(s string) string {
