@@ -75,10 +75,12 @@ func TestUnknownDispositionIsTheSourceDefault(t *testing.T) {
 	rec := acker.NewRecorder(false)
 	m := message.New(1, rec, 9)
 	m.Fail(errors.New("bad"))
-	m.SetDisposition(acker.DispositionDiscard)
-	m.SetDisposition(acker.Disposition(200))
-	if d := m.Disposition(); d != acker.DispositionDefault {
-		t.Fatalf("Disposition() after SetDisposition(200) = %v, want default", d)
+	for _, unknown := range []acker.Disposition{acker.DispositionDiscard + 1, 200} {
+		m.SetDisposition(acker.DispositionDiscard)
+		m.SetDisposition(unknown)
+		if d := m.Disposition(); d != acker.DispositionDefault {
+			t.Fatalf("Disposition() after SetDisposition(%d) = %v, want default", unknown, d)
+		}
 	}
 	if o := m.Outcome(); o.Disposition != acker.DispositionDefault {
 		t.Fatalf("Outcome() after SetDisposition(200) = %+v, want DispositionDefault", o)
@@ -96,10 +98,12 @@ func TestUnknownDispositionIsTheSourceDefault(t *testing.T) {
 // BatchMode and String agree on it.
 func TestUnknownBatchModeIsBulk(t *testing.T) {
 	m := message.New(1, nil, 1)
-	m.SetBatchMode(message.Flush)
-	m.SetBatchMode(99)
-	if mode := m.BatchMode(); mode != message.Bulk {
-		t.Fatalf("BatchMode() after SetBatchMode(99) = %d, want Bulk", mode)
+	for _, unknown := range []message.BatchMode{message.Flush + 1, 99} {
+		m.SetBatchMode(message.Flush)
+		m.SetBatchMode(unknown)
+		if mode := m.BatchMode(); mode != message.Bulk {
+			t.Fatalf("BatchMode() after SetBatchMode(%d) = %d, want Bulk", unknown, mode)
+		}
 	}
 	if !strings.Contains(m.String(), "mode=bulk") {
 		t.Fatalf("String() = %s, want mode=bulk", m)
