@@ -155,3 +155,17 @@ func TestAnonymousStructFieldPaths(t *testing.T) {
 		t.Errorf("Struct without prefix = %v, want %q", err, want)
 	}
 }
+
+type hiddenOther struct {
+	Client *int   `name:"-"`
+	URL    string `name:"url" validate:"required_without=Client"`
+}
+
+// Guarantee: a cross-field rule names another field tagged `name:"-"` by
+// its lower-camel Go name, not by "-".
+func TestCrossFieldRuleNamesAHiddenFieldByItsGoName(t *testing.T) {
+	err := validate.Struct("opts", hiddenOther{})
+	if want := "invalid options: opts.url is required when client is not set"; err == nil || err.Error() != want {
+		t.Errorf("Struct = %v, want %q", err, want)
+	}
+}
