@@ -96,7 +96,8 @@ func keyOf(i int) string {
 
 // Guarantee: a Slab makes messages with a partition key at one allocation
 // per block of messages and one per block of their extra fields, not one
-// per message, and such a message keeps its ack data and key apart.
+// per message, and such a message keeps its ack data and key apart; a
+// message without a key takes no extra fields.
 func TestSlabKeyedMessagesAllocatePerBlock(t *testing.T) {
 	perMsg := int((8192 - 8) / unsafe.Sizeof(message.Message[[]byte]{}))
 	// The extra fields (ack data, error, partition key, batcher, batch
@@ -104,19 +105,20 @@ func TestSlabKeyedMessagesAllocatePerBlock(t *testing.T) {
 	perExtra := (8192 - 8) / 80
 	var slab message.Slab[[]byte]
 	data := []byte("d")
-	// The fewest of three measurements: an allocation elsewhere in the
-	// process (the runtime's, under the race detector on a busy machine)
-	// only adds to one.
-	allocs := math.Inf(1)
-	for range 3 {
-		allocs = min(allocs, testing.AllocsPerRun(5, func() {
-			for range perMsg * perExtra {
-				slab.NewKeyed(data, acker.Discard, 1, "k")
-			}
-		}))
-	}
-	if want := float64(perMsg + perExtra); allocs != want {
+	if allocs, want := fewestAllocs(func() {
+		for range perMsg * perExtra {
+			slab.NewKeyed(data, acker.Discard, 1, "k")
+		}
+	}), float64(perMsg+perExtra); allocs != want {
 		t.Errorf("%v allocations per %d keyed messages, want %v (one per block)", allocs, perMsg*perExtra, want)
+	}
+	var keyless message.Slab[[]byte]
+	if allocs, want := fewestAllocs(func() {
+		for range perMsg * perExtra {
+			keyless.NewKeyed(data, acker.Discard, 1, "")
+		}
+	}), float64(perExtra); allocs != want {
+		t.Errorf("%v allocations per %d messages without a key, want %v (one per block of messages, none for extra fields)", allocs, perMsg*perExtra, want)
 	}
 	m := slab.NewKeyed(data, acker.Discard, 9, "key")
 	m.SetAckData("ack")
@@ -126,4 +128,15 @@ func TestSlabKeyedMessagesAllocatePerBlock(t *testing.T) {
 	if m := slab.NewKeyed(data, acker.Discard, 10, ""); m.PartitionKey() != "" {
 		t.Errorf("message without a key has partition key %q", m.PartitionKey())
 	}
+}
+
+// fewestAllocs is the fewest allocations of three measurements of f: an
+// allocation elsewhere in the process (the runtime's, under the race
+// detector on a busy machine) only adds to one.
+func fewestAllocs(f func()) float64 {
+	allocs := math.Inf(1)
+	for range 3 {
+		allocs = min(allocs, testing.AllocsPerRun(5, f))
+	}
+	return allocs
 }
