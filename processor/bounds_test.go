@@ -82,3 +82,15 @@ func TestPartitionedQueueErrorGivesTheLargestCapacity(t *testing.T) {
 		t.Errorf("ValidateAs = %v, want it to say %q", err, want)
 	}
 }
+
+// Guarantee: an *UnknownBatcherError names the batcher and those the
+// pipeline has, and wraps ErrUnknownBatcher.
+func TestUnknownBatcherErrorNamesTheBatchers(t *testing.T) {
+	var err error = &processor.UnknownBatcherError{Batcher: "s3", Known: []string{"default", "kafka"}}
+	if !errors.Is(err, processor.ErrUnknownBatcher) {
+		t.Errorf("errors.Is(%v, ErrUnknownBatcher) = false", err)
+	}
+	if want := `processor: unknown batcher "s3" (the pipeline has ["default" "kafka"])`; err.Error() != want {
+		t.Errorf("Error() = %q, want %q", err.Error(), want)
+	}
+}
