@@ -27,18 +27,19 @@ func TestNameOfMaxLenIsValid(t *testing.T) {
 var errOwnCheck = errors.New("own check")
 
 // Guarantee: Join keeps an error that is not a FieldError findable with
-// errors.Is, beside ErrInvalid, as a FieldError of rule "invalid" holding it.
+// errors.Is, beside ErrInvalid, as a FieldError of rule "invalid" holding
+// it, wherever it stands in the list.
 func TestJoinKeepsOtherErrors(t *testing.T) {
-	err := validate.Join(fmt.Errorf("source: %w", errOwnCheck))
+	err := validate.Join(validate.Field("opts.size", "gte", "must be ≥ 1"), fmt.Errorf("source: %w", errOwnCheck))
 	var errs validate.Errors
-	if !errors.As(err, &errs) || len(errs) != 1 {
-		t.Fatalf("Join = %#v, want one FieldError", err)
+	if !errors.As(err, &errs) || len(errs) != 2 {
+		t.Fatalf("Join = %v, want two FieldErrors", err)
 	}
 	if !errors.Is(err, errOwnCheck) || !errors.Is(err, validate.ErrInvalid) {
 		t.Errorf("errors.Is(Join(err), err) = %v, errors.Is(Join(err), ErrInvalid) = %v, want both true",
 			errors.Is(err, errOwnCheck), errors.Is(err, validate.ErrInvalid))
 	}
-	if e := errs[0]; e.Rule != "invalid" || e.Message != "source: own check" || !errors.Is(e.Err, errOwnCheck) {
+	if e := errs[1]; e.Rule != "invalid" || e.Message != "source: own check" || !errors.Is(e.Err, errOwnCheck) {
 		t.Errorf("FieldError = %+v, want rule invalid, the error's message and the error as Err", e)
 	}
 }
