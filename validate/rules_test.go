@@ -3,6 +3,7 @@ package validate_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -75,6 +76,31 @@ func TestNameDashLeavesFieldOut(t *testing.T) {
 	var errs validate.Errors
 	if !errors.As(err, &errs) || len(errs) != 1 || errs[0].Field != "opts.low" {
 		t.Fatalf("Struct = %v, want one error on opts.low", err)
+	}
+}
+
+type hiddenList struct {
+	Limits struct {
+		Items []inner `name:"-" validate:"dive"`
+	} `name:"limits"`
+	Items []inner `name:"-" validate:"dive"`
+}
+
+// Guarantee: the elements of a field tagged `name:"-"` are named by their
+// index on the path the field leaves out.
+func TestNameDashKeepsTheIndexOfAnElement(t *testing.T) {
+	var v hiddenList
+	v.Limits.Items = []inner{{Low: 1, High: 2}, {Low: 0, High: 1}}
+	v.Items = []inner{{Low: 0, High: 1}}
+	err := validate.Struct("opts", v)
+	var errs validate.Errors
+	if !errors.As(err, &errs) || len(errs) != 2 {
+		t.Fatalf("Struct = %v, want two errors", err)
+	}
+	got := []string{errs[0].Field, errs[1].Field}
+	slices.Sort(got)
+	if want := []string{"opts.limits[1].low", "opts[0].low"}; !slices.Equal(got, want) {
+		t.Fatalf("errors on %q, want %q", got, want)
 	}
 }
 

@@ -10,7 +10,8 @@
 // place in the options literal the user has to change. A field with a `name`
 // tag is named by the tag instead (the options that YAML configuration also
 // sets use its snake_case keys, such as "max_in_flight"), and `name:"-"`
-// leaves the field's own name out of the path.
+// leaves the field's own name out of the path (an element of such a field
+// keeps its index: "opts.limits[1].low").
 package validate
 
 import (
@@ -220,9 +221,12 @@ func convert(prefix, root string, rootType reflect.Type, fe validator.FieldError
 	}
 	field := dropHidden(ns)
 	if prefix != "" {
-		if field == "" {
+		switch {
+		case field == "":
 			field = prefix
-		} else {
+		case field[0] == '[': // an element of a hidden field at the top
+			field = prefix + field
+		default:
 			field = prefix + "." + field
 		}
 	}
@@ -366,15 +370,24 @@ func parentStruct(t reflect.Type, root, ns string) reflect.Type {
 }
 
 // dropHidden removes from a namespace the segments of the fields tagged
-// `name:"-"`.
+// `name:"-"`; the index of an element of such a field (a "-[2]" segment)
+// stays, on the segment before it.
 func dropHidden(ns string) string {
-	if ns != "-" && !strings.HasPrefix(ns, "-.") && !strings.Contains(ns, ".-") {
+	if ns != "-" && !strings.HasPrefix(ns, "-.") && !strings.HasPrefix(ns, "-[") && !strings.Contains(ns, ".-") {
 		return ns
 	}
 	segs := strings.Split(ns, ".")
 	kept := segs[:0]
 	for _, seg := range segs {
-		if seg != "-" {
+		switch {
+		case seg == "-":
+		case strings.HasPrefix(seg, "-["):
+			if len(kept) == 0 {
+				kept = append(kept, seg[1:])
+			} else {
+				kept[len(kept)-1] += seg[1:]
+			}
+		default:
 			kept = append(kept, seg)
 		}
 	}
