@@ -313,6 +313,25 @@ func TestReleaseStopsWaitingWhenTheOwnerStops(t *testing.T) {
 	})
 }
 
+// Guarantee: Marked is -1 until the claim marks an offset, then the offset
+// it last marked: the end of the settled prefix, not moved by settles
+// beyond a gap (the lag reported from it counts from there).
+func TestMarkedIsTheSettledPrefixEndOrNoneYet(t *testing.T) {
+	c, _ := newClaim(0, 1, 2)
+	if m := c.Marked(); m != -1 {
+		t.Fatalf("Marked of a claim that marked nothing = %d, want -1", m)
+	}
+	c.Settle(0)
+	c.Settle(2)
+	if m := c.Marked(); m != 1 {
+		t.Fatalf("Marked after settling 0 and 2 of 0, 1, 2 = %d, want 1", m)
+	}
+	c.Settle(1)
+	if m := c.Marked(); m != 3 {
+		t.Fatalf("Marked after settling all of 0, 1, 2 = %d, want 3", m)
+	}
+}
+
 // Guarantee: Commit sends what the session marked, once per call.
 func TestCommitCommitsTheSession(t *testing.T) {
 	c, s := newClaim(0)

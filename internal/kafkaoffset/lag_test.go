@@ -22,6 +22,7 @@ func TestLagCountsFromTheCommittedOffsetOrWhereTheClaimStarted(t *testing.T) {
 		{"nothing committed: from the claim's start", 1000, -1, 990, 995, 10, 5},
 		{"nothing committed, started at the newest record", 1000, -1, 1000, 1000, 0, 0},
 		{"nothing committed, start not known yet", 1000, -1, -1, -1, 0, 0},
+		{"nothing fetched yet from offset 0", 1000, -1, 0, 0, 1000, 1000},
 		{"nothing committed, starting at the oldest record, not known yet", 1000, -1, kafkaoffset.StartOldest, -1, 1000, 0},
 		{"no fetch response yet", 0, 10, 10, 10, 0, 0},
 		{"committed past the high-water mark (truncated log)", 50, 80, 0, 90, 0, 0},
