@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -67,6 +68,47 @@ func TestPollRetriesPassingErrorsAndStopsOnRefusal(t *testing.T) {
 		err = kafkaoffset.Poll(short, func() (bool, error) { return false, sarama.ErrNotCoordinatorForConsumer })
 		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, sarama.ErrNotCoordinatorForConsumer) {
 			t.Fatalf("Poll at the deadline = %v, want the deadline and the last error", err)
+		}
+	})
+}
+
+// Guarantee: Poll waits 1ms after the first call, doubling each time up to
+// 100ms, so that a coordinator that moves is asked again at once and one
+// that takes long is asked ten times a second, not less.
+func TestPollWaitsFromOneMillisecondDoublingUpTo100ms(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var at []time.Duration
+		err := kafkaoffset.Poll(context.Background(), func() (bool, error) {
+			at = append(at, time.Since(start))
+			return len(at) == 10, sarama.ErrOffsetsLoadInProgress
+		})
+		want := []time.Duration{0, 1, 3, 7, 15, 31, 63, 127, 227, 327}
+		for i := range want {
+			want[i] *= time.Millisecond
+		}
+		if err != nil || !slices.Equal(at, want) {
+			t.Fatalf("Poll = %v, calls at %v; want nil, calls at %v", err, at, want)
+		}
+	})
+}
+
+// Guarantee: when Poll's context ends, it reports the last error try
+// returned even when the calls after it returned none (not done yet,
+// without an error), so a timeout still says what failed.
+func TestPollAtTheDeadlineReportsTheLastErrorAfterCallsWithoutOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		calls := 0
+		err := kafkaoffset.Poll(ctx, func() (bool, error) {
+			if calls++; calls == 1 {
+				return false, sarama.ErrNotCoordinatorForConsumer
+			}
+			return false, nil
+		})
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, sarama.ErrNotCoordinatorForConsumer) || calls < 3 {
+			t.Fatalf("Poll at the deadline = %v after %d calls, want the deadline and the error of the first call, after several", err, calls)
 		}
 	})
 }
