@@ -29,6 +29,8 @@ func TestCorruptFetchNamesAnAnswerPastMaxResponseSize(t *testing.T) {
 				sarama.MaxResponseSize+1, sarama.MaxResponseSize), ""},
 		{"too small", -1, sarama.PacketDecodingError{Info: "message of length 3 too large or too small"},
 			`record batch cannot be decoded: fetching partition "media"/3: kafka: error decoding packet: message of length 3`, "MaxResponseSize"},
+		{"at the partition's first offset", 0, sarama.PacketDecodingError{Info: "CRC didn't match"},
+			`fetching partition "media"/3 from offset 0: kafka: error decoding packet`, "MaxResponseSize"},
 		{"a CRC that does not match", 7, sarama.PacketDecodingError{Info: "CRC didn't match"},
 			`fetching partition "media"/3 from offset 7: kafka: error decoding packet: CRC didn't match`, "MaxResponseSize"},
 	} {

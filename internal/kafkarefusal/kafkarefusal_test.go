@@ -38,6 +38,8 @@ func TestRefusalClassifiesCodesWhereverWrapped(t *testing.T) {
 		{wrap(kerr.GroupAuthorizationFailed), true, true},
 		{wrap(kerr.ClusterAuthorizationFailed), true, true},
 		{wrap(kerr.SaslAuthenticationFailed), true, true},
+		{wrap(kerr.UnsupportedSaslMechanism), true, true},
+		{wrap(kerr.IllegalSaslState), true, true},
 		{wrap(kerr.InvalidRequest), false, true},
 		{wrap(kerr.NotLeaderForPartition), false, false},
 		{errors.New("connection refused"), false, false},
