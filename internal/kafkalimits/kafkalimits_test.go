@@ -44,3 +44,28 @@ func TestCheckReportsTheSelectedFieldsPastTheirBounds(t *testing.T) {
 		t.Errorf("Check(nil) = %v", errs)
 	}
 }
+
+// Guarantee: ShareChannels lowers ChannelBufferSize to the capacity's
+// share of each partition, at least 1 a partition (and the whole capacity
+// for a topic whose partitions are not known), and keeps a smaller value
+// the config already has.
+func TestShareChannelsGivesEachPartitionItsShareOfTheCapacity(t *testing.T) {
+	for _, tc := range []struct {
+		name                    string
+		buffer, parts, capacity int
+		want                    int
+	}{
+		{"shared among partitions", 256, 4, 100, 25},
+		{"more partitions than capacity", 256, 1000, 100, 1},
+		{"no partition known", 256, 0, 100, 100},
+		{"a smaller buffer kept", 10, 2, 100, 10},
+	} {
+		c := sarama.NewConfig()
+		c.ChannelBufferSize = tc.buffer
+		kafkalimits.ShareChannels(c, tc.parts, tc.capacity)
+		if c.ChannelBufferSize != tc.want {
+			t.Errorf("%s: ShareChannels(buffer %d, %d partitions, capacity %d) left %d, want %d",
+				tc.name, tc.buffer, tc.parts, tc.capacity, c.ChannelBufferSize, tc.want)
+		}
+	}
+}
