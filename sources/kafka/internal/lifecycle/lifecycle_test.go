@@ -5,8 +5,11 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -132,4 +135,45 @@ func TestCloseReleasesAllAndRefusesNewMembers(t *testing.T) {
 	if !errors.Is(err, claim.ErrClosed) || probed {
 		t.Fatalf("CheckBrokers after Close = %v, probed %v; want ErrClosed, no probe", err, probed)
 	}
+}
+
+// Guarantee: Close waits for the connection checks still running (a probe
+// still closing its connection after its check returned), and the source
+// is closed from the moment Close begins: a check asked for meanwhile
+// starts no probe and returns ErrClosed.
+func TestCloseWaitsForRunningChecksAndRefusesNewOnes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var s lifecycle.Members[*member]
+		release := make(chan struct{})
+		unblock := sync.OnceFunc(func() { close(release) })
+		defer unblock() // a failing check ends with no probe left waiting
+		probe := func(addr string) error {
+			if addr == "slow:9092" {
+				<-release
+			}
+			return nil
+		}
+		err := s.CheckBrokers(context.Background(), []string{"fast:9092", "slow:9092"}, time.Minute, slog.Default(), func(error) bool { return false }, probe)
+		if err != nil {
+			t.Fatalf("CheckBrokers = %v, want nil once one broker answers", err)
+		}
+		closed := make(chan error, 1)
+		go func() { closed <- s.Close(context.Background()) }()
+		synctest.Wait()
+		select {
+		case err := <-closed:
+			t.Fatalf("Close = %v with a probe still running, want it to wait", err)
+		default:
+		}
+		probed := false
+		err = s.CheckBrokers(context.Background(), []string{"b:9092"}, time.Minute, slog.Default(), func(error) bool { return false },
+			func(string) error { probed = true; return nil })
+		if !errors.Is(err, claim.ErrClosed) || probed {
+			t.Fatalf("CheckBrokers while Close waits = %v, probed %v; want ErrClosed, no probe", err, probed)
+		}
+		unblock()
+		if err := <-closed; err != nil {
+			t.Fatalf("Close = %v, want nil", err)
+		}
+	})
 }
