@@ -216,7 +216,8 @@ func Admin(t testing.TB, brokers []string) sarama.ClusterAdmin {
 }
 
 // Committed returns the offsets consumer group gid has committed on the
-// partitions of topic (-1 for none).
+// partitions of topic (-1 for none, on every partition when the cluster
+// has never seen the group).
 func Committed(t testing.TB, admin sarama.ClusterAdmin, topic, gid string) map[int32]int64 {
 	t.Helper()
 	desc, err := admin.DescribeTopics([]string{topic})
@@ -228,12 +229,15 @@ func Committed(t testing.TB, admin sarama.ClusterAdmin, topic, gid string) map[i
 		parts = append(parts, p.ID)
 	}
 	resp, err := admin.ListConsumerGroupOffsets(gid, map[string][]int32{topic: parts})
-	if err != nil {
+	if err != nil && !errors.Is(err, sarama.ErrGroupIDNotFound) {
 		t.Fatal(err)
 	}
 	out := make(map[int32]int64, len(parts))
 	for _, p := range parts {
 		out[p] = -1
+		if resp == nil {
+			continue
+		}
 		if blk := resp.GetBlock(topic, p); blk != nil {
 			out[p] = blk.Offset
 		}
