@@ -12,7 +12,13 @@ import (
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// rcrowley/go-metrics (sarama's metric registry) starts one
+		// process-wide meter ticker on first use and never stops it.
+		goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"),
+	)
+}
 
 // session records what a claim marks and how often it commits.
 type session struct {
