@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,5 +91,16 @@ func TestStartOffsetsFailsOnADeniedCommit(t *testing.T) {
 	st, committed, err := startAgainst(t, kerr.GroupAuthorizationFailed.Code, true)
 	if !errors.Is(err, sarama.ErrGroupAuthorizationFailed) || st.Refused != nil || committed != -1 || time.Since(start) > 10*time.Second {
 		t.Fatalf("StartOffsets = %+v, %v, committed %d after %v; want the denial at once, nothing committed", st, err, committed, time.Since(start))
+	}
+}
+
+// Guarantee: StartOffsets starts a group only at the log end or the log
+// start: any other offset is refused before a request is sent.
+func TestStartOffsetsRefusesAStartOtherThanNewestOrOldest(t *testing.T) {
+	for _, at := range []int64{0, 42, -3} {
+		_, err := kafkaoffset.StartOffsets(t.Context(), nil, nil, "orders", "billing", at, sarama.DefaultVersion)
+		if err == nil || !strings.Contains(err.Error(), "neither sarama.OffsetNewest nor sarama.OffsetOldest") {
+			t.Errorf("StartOffsets at %d = %v, want it refused", at, err)
+		}
 	}
 }
