@@ -141,3 +141,70 @@ func TestReachSaramaErrorsDegradeOnNoBrokerOrTheSecondFailedSession(t *testing.T
 		t.Fatalf("reports %q, want %q", st.got, want)
 	}
 }
+
+// inSession runs test in a synctest bubble with a Reach reporting to st
+// whose member holds its session.
+func inSession(t *testing.T, test func(t *testing.T, r *Reach, st *reports)) {
+	synctest.Test(t, func(t *testing.T) {
+		var st reports
+		r := Reach{Health: &st}
+		r.SessionStarted()
+		test(t, &r, &st)
+	})
+}
+
+// want fails t unless the reports so far are want, when saying at what
+// point.
+func (r *reports) want(t *testing.T, when string, want ...string) {
+	t.Helper()
+	if !slices.Equal(r.got, want) {
+		t.Fatalf("reports %q %s, want %q", r.got, when, want)
+	}
+}
+
+// Guarantee: a failed session is a sign that the member cannot read as
+// much as an unreachable cluster: while the member holds its session, an
+// answer read within HeardQuiet of the failure that degraded the stage
+// leaves it degraded; one read HeardQuiet after it ends the degrade.
+func TestReachAnAnswerSoonAfterAFailedSessionEndsNoDegrade(t *testing.T) {
+	inSession(t, func(t *testing.T, r *Reach, st *reports) {
+		r.SessionFailed(errors.New("heartbeat failed"))
+		r.SessionFailed(errors.New("heartbeat failed again"))
+		time.Sleep(HeardQuiet - time.Millisecond)
+		r.Heard()
+		st.want(t, "after an answer just within HeardQuiet of the failed session", "degrade: heartbeat failed again")
+		time.Sleep(time.Millisecond)
+		r.Heard()
+		st.want(t, "after an answer HeardQuiet after the failed session", "degrade: heartbeat failed again", "recovered")
+	})
+}
+
+// Guarantee: a member whose session ended hears answers that end nothing,
+// however long after the failures; the next session starting ends the
+// degrade at once, before any answer.
+func TestReachWithoutASessionOnlyTheNextSessionEndsTheDegrade(t *testing.T) {
+	inSession(t, func(t *testing.T, r *Reach, st *reports) {
+		r.SessionEnded()
+		r.SessionFailed(errors.New("refused"))
+		r.SessionFailed(errors.New("refused again"))
+		time.Sleep(2 * HeardQuiet)
+		r.Heard()
+		st.want(t, "after an answer with no session", "degrade: refused again")
+		r.SessionStarted()
+		st.want(t, "once a session started", "degrade: refused again", "recovered")
+	})
+}
+
+// Guarantee: an answer from the cluster, unlike a session starting or
+// records, does not start the count of failed sessions again: two failed
+// sessions in a row degrade the stage even when the cluster answered in
+// between (a refused join is itself an answer).
+func TestReachAnAnswerBetweenTwoFailedSessionsStillDegrades(t *testing.T) {
+	inSession(t, func(t *testing.T, r *Reach, st *reports) {
+		r.SessionFailed(errors.New("first"))
+		time.Sleep(HeardQuiet)
+		r.Heard()
+		r.SessionFailed(errors.New("second"))
+		st.want(t, "after two failed sessions with an answer between", "degrade: second")
+	})
+}
