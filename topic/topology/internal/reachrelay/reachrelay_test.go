@@ -2,13 +2,14 @@ package reachrelay
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 )
 
 type reports struct{ got []string }
 
-func (r *reports) Degrade(err error) { r.got = append(r.got, "degrade: "+err.Error()) }
+func (r *reports) Degrade(err error) { r.got = append(r.got, fmt.Sprint("degrade: ", err)) }
 func (r *reports) Recovered()        { r.got = append(r.got, "recovered") }
 
 // Guarantee: an observer set while the reader cannot read hears so at
@@ -33,5 +34,22 @@ func TestRelayTellsTheObserverSetLastOnly(t *testing.T) {
 	}
 	if want := []string{"degrade: third"}; !slices.Equal(next.got, want) {
 		t.Errorf("replaced observer heard %q, want %q", next.got, want)
+	}
+}
+
+// Guarantee: an observer set while the reader can read hears nothing
+// until a report: none before the first, none after a recovery.
+func TestRelayTellsAnObserverSetWhileTheReaderReadsNothing(t *testing.T) {
+	var r Relay
+	first, next := &reports{}, &reports{}
+	r.Set(first)
+	r.Degrade(errors.New("down"))
+	r.Recovered()
+	r.Set(next)
+	if want := []string{"degrade: down", "recovered"}; !slices.Equal(first.got, want) {
+		t.Errorf("observer set before any report heard %q, want %q", first.got, want)
+	}
+	if len(next.got) != 0 {
+		t.Errorf("observer set after a recovery heard %q, want nothing", next.got)
 	}
 }
