@@ -72,6 +72,7 @@ func TestURLHidesUserInformation(t *testing.T) {
 		"pulsar+ssl://token@host:6651/x@y":   `"pulsar+ssl://xxxxx@host:6651/x@y"`,
 		"pulsar://svc:p@w d@host:6650?a=b@c": `"pulsar://xxxxx@host:6650?a=b@c"`,
 		"svc:pw@kafka:9093":                  `"xxxxx@kafka:9093"`,
+		"svc:pw@kafka:9093#a@b":              `"xxxxx@kafka:9093#a@b"`,
 		"pulsar://host:6650":                 `"pulsar://host:6650"`,
 		"kafka:9092":                         `"kafka:9092"`,
 		"":                                   `""`,
@@ -79,5 +80,43 @@ func TestURLHidesUserInformation(t *testing.T) {
 		if got := quote.URL(in); got != want {
 			t.Errorf("URL(%q) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+// Guarantee: a value of exactly MaxValue bytes is shown whole; one byte
+// more is cut; a cut never splits a character, however many bytes it
+// takes (here a 4-byte one straddling the bound), and a value that is not
+// UTF-8 at all is still shown up to a character's length short of the
+// bound.
+func TestValueCutsOnlyPastMaxValueAndNeverInsideACharacter(t *testing.T) {
+	exact := strings.Repeat("a", quote.MaxValue)
+	if got := quote.Value(exact); got != strconv.Quote(exact) {
+		t.Errorf("Value(%d bytes) = %s, want it whole", quote.MaxValue, got)
+	}
+	over := exact + "b"
+	if want := strconv.Quote(exact+"…") + " (65 bytes)"; quote.Value(over) != want {
+		t.Errorf("Value(%d bytes) = %s, want %s", len(over), quote.Value(over), want)
+	}
+	wide := strings.Repeat("a", quote.MaxValue-2) + "😀" + "tail"
+	if want := strconv.Quote(strings.Repeat("a", quote.MaxValue-2)+"…") + " (" + strconv.Itoa(len(wide)) + " bytes)"; quote.Value(wide) != want {
+		t.Errorf("Value(%q) = %s, want %s (cut before the split 😀)", wide, quote.Value(wide), want)
+	}
+	invalid := strings.Repeat("\x80", 2*quote.MaxValue)
+	if got := quote.Value(invalid); strings.Count(got, `\x80`) < quote.MaxValue-utf8.UTFMax {
+		t.Errorf("Value(%d bytes 0x80) = %s, want at least %d of them shown", len(invalid), got, quote.MaxValue-utf8.UTFMax)
+	}
+}
+
+// Guarantee: Text bounds what it returns, not only what it is given: a
+// short message whose characters escape to several bytes each is cut all
+// the same, and the cut never splits a character.
+func TestTextIsBoundedAfterEscapingAndCutsBetweenCharacters(t *testing.T) {
+	escaped := quote.Text(strings.Repeat("\x01", quote.MaxText))
+	if len(escaped) > quote.MaxText+32 || !strings.HasSuffix(escaped, "… (512 bytes)") {
+		t.Errorf("Text(%d control bytes) = %d bytes ending %q, want at most %d and the length", quote.MaxText, len(escaped), escaped[max(0, len(escaped)-30):], quote.MaxText+32)
+	}
+	wide := quote.Text("a" + strings.Repeat("é", quote.MaxText))
+	if !utf8.ValidString(wide) || !strings.HasSuffix(wide, "é… (1025 bytes)") {
+		t.Errorf("Text(a and %d é) ends %q, want whole characters then its length", quote.MaxText, wide[max(0, len(wide)-30):])
 	}
 }
