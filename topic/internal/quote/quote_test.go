@@ -65,7 +65,7 @@ func TestText(t *testing.T) {
 
 // Guarantee: URL shows a URL or address without the user information of
 // its authority, however the password is written, and keeps everything
-// else, quoted as Value quotes.
+// else, quoted and cut as Value quotes and cuts.
 func TestURLHidesUserInformation(t *testing.T) {
 	for in, want := range map[string]string{
 		"pulsar://svc:pw@host:6650":          `"pulsar://xxxxx@host:6650"`,
@@ -80,6 +80,10 @@ func TestURLHidesUserInformation(t *testing.T) {
 		if got := quote.URL(in); got != want {
 			t.Errorf("URL(%q) = %s, want %s", in, got, want)
 		}
+	}
+	long := "kafka-" + strings.Repeat("h", 2*quote.MaxValue) + ":9092"
+	if got, want := quote.URL(long), quote.Value(long); got != want {
+		t.Errorf("URL(%d bytes) = %s, want it cut as Value cuts it: %s", len(long), got, want)
 	}
 }
 
