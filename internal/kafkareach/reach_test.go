@@ -208,3 +208,12 @@ func TestReachAnAnswerBetweenTwoFailedSessionsStillDegrades(t *testing.T) {
 		st.want(t, "after two failed sessions with an answer between", "degrade: second")
 	})
 }
+
+// Guarantee: the zero Reach reports to no stage: it degrades and
+// recovers without a Health to tell.
+func TestReachWithoutHealthReportsNothing(t *testing.T) {
+	var r Reach
+	r.Unreachable(errors.New("out of brokers"))
+	r.SessionFailed(errors.New("refused"))
+	r.Reading()
+}
