@@ -124,3 +124,47 @@ func TestDrainDeadlineRetriesBatch(t *testing.T) {
 		}
 	}
 }
+
+// ctxBoundAcker is an upstream acknowledger whose Ack blocks until its
+// context ends (as one committing offsets may), or until release closes.
+type ctxBoundAcker struct {
+	release <-chan struct{}
+	calls   chan error // what each Ack's wait ended with
+}
+
+func (a *ctxBoundAcker) Ack(ctx context.Context, _, _ []acker.Outcome) {
+	select {
+	case <-ctx.Done():
+		a.calls <- ctx.Err()
+	case <-a.release:
+		a.calls <- nil
+	}
+}
+
+// The Acks a Drain makes for the publishes it gives up on get a context
+// that ends with the Drain's: an acknowledger that blocks until its context
+// ends does not keep Drain from returning past its deadline.
+func TestDrainReturnsByItsDeadlineWhenTheUpstreamAckBlocksOnItsContext(t *testing.T) {
+	_, _, s := rig(t, autoOpts(0), topic.Block, topic.Balanced("g"))
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	up := &ctxBoundAcker{release: release, calls: make(chan error, 1)}
+	if err := s.Publish(ctxT(t), message.New(1, up, 1)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	drained := make(chan error, 1)
+	go func() { drained <- s.Drain(ctx) }()
+	select {
+	case err := <-drained:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Drain = %v, want the drain cut short", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Drain did not return 5s after its deadline: the upstream Ack for the publish it gave up on got a context that never ends")
+	}
+	if err := <-up.calls; err == nil {
+		t.Fatal("the upstream Ack returned only when released, not when its context ended")
+	}
+}

@@ -227,8 +227,11 @@ type Sink[T any] struct {
 	tracked *topic.TrackedPublisher[T]
 	headers func(context.Context, message.Keyed) topic.Headers
 	log     *slog.Logger
-	ctx     context.Context // for upstream Ack calls
-	pool    sync.Pool       // *pending[T]
+	// ctx is for upstream Ack calls; endAcks ends it when a Drain's
+	// context ends first.
+	ctx     context.Context
+	endAcks context.CancelFunc
+	pool    sync.Pool // *pending[T]
 
 	published, dropped, acked, failed atomic.Uint64
 
@@ -276,8 +279,8 @@ func New[T any](opts Options[T]) (*Sink[T], error) {
 		b:       opts.Binding,
 		headers: opts.Headers,
 		log:     log.With(slog.String("topic", string(opts.Binding.Handle.Name()))),
-		ctx:     context.Background(),
 	}
+	s.ctx, s.endAcks = context.WithCancel(context.Background())
 	s.pool.New = func() any {
 		p := &pending[T]{s: s}
 		p.fn = p.done // bound once: publishing does not allocate a closure
@@ -624,9 +627,16 @@ func (s *Sink[T]) Close() {
 // publishes left were then reported as failed by Close, as interrupted by
 // the shutdown (acker.DispositionRetry). It is the sink's part of
 // pipeline.Drainer: a pipeline that lists the sink in its Drainers calls
-// it, with its shutdown timeout, before it closes its source.
+// it, with its shutdown timeout, before it closes its source. When ctx
+// ends first, the context of the sink's upstream Ack calls ends too (as
+// acker.Acknowledger says of the shutdown timeout), those running and
+// those Close makes, so that an Ack waiting on its context does not hold
+// Drain past ctx.
 func (s *Sink[T]) Drain(ctx context.Context) error {
 	err := s.Wait(ctx)
+	if err != nil {
+		s.endAcks()
+	}
 	s.Close()
 	return err
 }
