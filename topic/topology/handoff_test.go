@@ -304,22 +304,32 @@ func (q stuckHolds) Hold(ctx context.Context, _ int, _ topology.Letter[int]) err
 	return ctx.Err()
 }
 
+// startStuckHold starts a pipeline that retries every message, over a
+// source whose holds stuckHolds makes, publishes one message and returns
+// once the source's own attempt to hand it off again is stuck; q.started
+// has room for one more attempt.
+func startStuckHold(t *testing.T) (topology.Queues[int], stuckHolds, *pipeline.Pipeline[int, int]) {
+	t.Helper()
+	_, mq := declareLedger(t)
+	q := stuckHolds{Queues: mq, started: make(chan struct{}, 3), calls: new(atomic.Int64)}
+	_, p := startPipeline(t, q, func(context.Context, *message.Message[int]) (int, error) {
+		return 0, topology.Retry(errors.New("gateway down"))
+	})
+	pub, _ := topology.NewPublisher(mq, topology.PublisherOptions[int]{Key: func(int) string { return "A" }})
+	if err := pub.Publish(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	<-q.started // the first hold, in the acknowledgement: refused
+	<-q.started // the source's own attempt, after its backoff: stuck
+	return mq, q, p
+}
+
 // Guarantee: a source that closes while handing a refused retry off again
 // does not wait out that attempt: the attempt gives up at once, and the
 // letter is given back.
 func TestCloseEndsAHandOffUnderWay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		_, mq := declareLedger(t)
-		q := stuckHolds{Queues: mq, started: make(chan struct{}, 2), calls: new(atomic.Int64)}
-		_, p := startPipeline(t, q, func(context.Context, *message.Message[int]) (int, error) {
-			return 0, topology.Retry(errors.New("gateway down"))
-		})
-		pub, _ := topology.NewPublisher(mq, topology.PublisherOptions[int]{Key: func(int) string { return "A" }})
-		if err := pub.Publish(t.Context(), 1); err != nil {
-			t.Fatal(err)
-		}
-		<-q.started // the first hold, in the acknowledgement: refused
-		<-q.started // the source's own attempt, after its backoff: stuck
+		mq, _, p := startStuckHold(t)
 		start := time.Now()
 		if err := p.Stop(context.Background()); err != nil {
 			t.Fatal(err)
@@ -418,6 +428,29 @@ func TestRefusedDeadLettersAreCountedAndLoggedInAFewLines(t *testing.T) {
 		last := "could not hand letters to the backend since the last line; they were counted, not logged"
 		if a, b := recs.Count(slog.LevelError, first), recs.Count(slog.LevelError, last); a != 1 || b != 1 {
 			t.Errorf("%d ERROR lines %q and %d %q, want 1 and 1", a, first, b, last)
+		}
+	})
+}
+
+// Guarantee: an attempt to hand a refused retry off again whose broker
+// does not answer gives up after 30s and is tried again after its
+// backoff, so that a hung hold does not hold the key's letter for as long
+// as the source runs.
+func TestAHandOffAttemptTheBackendDoesNotAnswerGivesUpAfterThirtySeconds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, q, p := startStuckHold(t)
+		stuck := time.Now()
+		select {
+		case <-q.started:
+		case <-time.After(10 * time.Minute):
+			t.Fatal("no attempt followed the stuck one within 10 minutes: a hand-off the backend does not answer waits for ever")
+		}
+		// The stuck attempt's 30s, then the backoff after two failures.
+		if waited, want := time.Since(stuck), 30*time.Second+200*time.Millisecond; waited != want {
+			t.Fatalf("the next attempt came %v after the stuck one began, want %v", waited, want)
+		}
+		if err := p.Stop(context.Background()); err != nil {
+			t.Fatal(err)
 		}
 	})
 }
