@@ -161,7 +161,9 @@ type Options[T any] struct {
 	// the backend's Close no longer waits for the call, and a consumer it
 	// returns later is closed. Set it above the time the client takes to
 	// give up on its own: about ConnectionTimeout + 2 × OperationTimeout
-	// (19 s with sources/pulsar's defaults, 70 s with pulsar-client-go's).
+	// (19 s with sources/pulsar's defaults; with pulsar-client-go's, 60 s
+	// plus a dial it does not bound, which the system ends, after about 2
+	// minutes on Linux, against a host that does not answer).
 	// Default DefaultSubscribeTimeout (90s); at most 1 hour.
 	SubscribeTimeout time.Duration `validate:"gte=0,lte=1h"`
 	// MaxPendingMessages is the producer's pending queue per topic:
