@@ -197,7 +197,9 @@ type Options struct {
 	// wait for ever.
 	// Set it above the time the client takes to give up on its own:
 	// about ConnectionTimeout + 2 × OperationTimeout (19 s with
-	// NewClient's defaults, 70 s with pulsar-client-go's). Default
+	// NewClient's defaults; with pulsar-client-go's, 60 s plus a dial it
+	// does not bound, which the system ends, after about 2 minutes on
+	// Linux, against a host that does not answer). Default
 	// DefaultSubscribeTimeout; at most 1 hour.
 	SubscribeTimeout time.Duration `validate:"gte=0,lte=1h"`
 	// Logger is ignored: the source logs through its producer stage's

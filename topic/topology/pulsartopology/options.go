@@ -87,8 +87,10 @@ type Options[T any] struct {
 	// makes if it ever returns is closed. Keep it above the time the
 	// client takes to give up on its own, about ConnectionTimeout + 2 ×
 	// OperationTimeout of ClientOptions (19 s with sources/pulsar's
-	// defaults; 70 s, above this option's default, for an Options.Client
-	// made by pulsar.NewClient with its defaults). Default 30s; at most 1
+	// defaults; for an Options.Client made by pulsar.NewClient with its
+	// defaults, above this option's default: 60 s plus a dial the client
+	// does not bound, which the system ends, after about 2 minutes on
+	// Linux, against a host that does not answer). Default 30s; at most 1
 	// hour.
 	OperationTimeout time.Duration `validate:"gte=0,lte=1h"`
 	// ReadAhead is the receiver queue of each reader's consumer: how many
