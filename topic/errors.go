@@ -9,7 +9,8 @@ import (
 )
 
 // ErrTopicClosed is returned by the publish operations (Publish,
-// PublishBatch, TryPublish) once the topic has been closed. A publisher
+// PublishWith, PublishWithHeaders, TryPublish) once the topic has been
+// closed. A publisher
 // that is blocked waiting for room when Close is called is woken and also
 // gets ErrTopicClosed; the item it was trying to publish is not published.
 // It is the same value as the closed error of the queues the in-memory
