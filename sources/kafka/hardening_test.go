@@ -843,3 +843,28 @@ func stopsWithin[In, Out any](t *testing.T, p *pipeline.Pipeline[In, Out], d tim
 		<-stopped
 	}
 }
+
+// Guarantee: a run whose client is still connecting when the pipeline
+// stops (the cluster answered the connection check, then leaves the
+// client's metadata request unanswered) returns when its context ends: the
+// pipeline's Stop returns within its own deadline instead of waiting for
+// the client's metadata timeout (Config.Metadata.Timeout, 10s).
+func TestARunStillConnectingEndsWithItsContext(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl client) {
+		c := newCluster(t, 2)
+		held, _ := holdRequests(t, c, kmsg.Metadata, 0, func(kmsg.Request) bool { return true })
+		p := startPipeline(t, pipelineOpts("connecting", cl.new(t, sourceOptions(c, "g-connecting")), 1, newLedger(), nil))
+		select {
+		case <-held:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the client asked for no metadata within 20s")
+		}
+		const limit = 3 * time.Second
+		ctx, cancel := context.WithTimeout(context.Background(), limit)
+		defer cancel()
+		start := time.Now()
+		if err := p.Stop(ctx); err != nil {
+			t.Fatalf("Stop while the client waits for its metadata: %v after %v, want nil within %v", err, time.Since(start).Round(time.Millisecond), limit)
+		}
+	})
+}

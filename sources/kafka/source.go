@@ -277,12 +277,24 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 	}
 	conns := kafkaconn.New(cfg)
 	conns.Use(cfg)
+	// sarama's requests take no context: when ctx ends while the client
+	// connects or asks for the topics' metadata (each request waits up to
+	// Metadata.Timeout for a cluster that does not answer), the
+	// connections are cut, so that the client fails at once.
+	stop := context.AfterFunc(runCtx, conns.Cut)
 	client, err := sarama.NewClient(s.opts.Brokers, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w (brokers %s): %w", ErrConnect, quoteAll(s.opts.Brokers), flat(err))
-	}
-	if err := checkTopics(client, s.opts.Topics); err != nil {
+		err = fmt.Errorf("%w (brokers %s): %w", ErrConnect, quoteAll(s.opts.Brokers), flat(err))
+	} else if err = checkTopics(client, s.opts.Topics); err != nil {
 		_ = client.Close()
+	}
+	if !stop() {
+		if err == nil {
+			_ = client.Close()
+		}
+		return nil, nil
+	}
+	if err != nil {
 		return nil, err
 	}
 	group, err := sarama.NewConsumerGroupFromClient(s.opts.GroupID, client)
