@@ -631,6 +631,7 @@ func subscribeToHungCluster(t *testing.T, adminTimeout, wait time.Duration) {
 		{"balanced", topic.Balanced("g"), func(t *testing.T, c *kfake.Cluster) { testbroker.HangKafka(t, c) }},
 		{"balanced, metadata hung", topic.Balanced("g"), hangOnly(kmsg.Metadata)},
 		{"balanced, join hung", topic.Balanced("g"), hangOnly(kmsg.JoinGroup)},
+		{"balanced, the topic's metadata hung", topic.Balanced("g"), hangTopicMetadata},
 		{"broadcast", topic.Broadcast(), func(t *testing.T, c *kfake.Cluster) { testbroker.HangKafka(t, c) }},
 		{"broadcast, offsets hung", topic.Broadcast(), hangOnly(kmsg.ListOffsets)},
 	} {
@@ -671,6 +672,25 @@ func subscribeToHungCluster(t *testing.T, adminTimeout, wait time.Duration) {
 			h.Close()
 		})
 	}
+}
+
+// hangTopicMetadata makes c answer a request for the metadata of every
+// topic with none, as a broker that has not heard of a topic just created
+// does, so that a client must ask for the topic by name; from the first
+// such request on, c answers nothing, as hangKafkaFrom. The other
+// requests are answered.
+func hangTopicMetadata(t *testing.T, c *kfake.Cluster) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	c.ControlKey(int16(kmsg.Metadata), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if r := req.(*kmsg.MetadataRequest); r.Topics == nil {
+			r.Topics = []kmsg.MetadataRequestTopic{} // the brokers, no topic
+			return nil, nil, false
+		}
+		<-release
+		return nil, nil, false
+	})
 }
 
 // Guarantee: the backend's Close waits for a Subscribe under way (here

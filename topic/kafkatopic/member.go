@@ -158,7 +158,21 @@ func (t *kTopic[T]) joinGroup(parent context.Context, g topic.GroupName, opts to
 		return nil, err
 	}
 	parts := 1 // unknown: the whole capacity for each claimed partition
-	if ps, err := client.Partitions(t.kname); err == nil {
+	// The client asks for the topic's partitions unless its first metadata
+	// had them: that request too ends when ctx does (see newClient).
+	stop := context.AfterFunc(ctx, conns.Cut)
+	ps, err := client.Partitions(t.kname)
+	if !stop() {
+		_ = client.Close()
+		t.leaveGroup(g)
+		select {
+		case <-t.closedCh:
+			return nil, topic.ErrTopicClosed
+		default:
+		}
+		return nil, fmt.Errorf("%w: %w", ErrConnect, ctx.Err())
+	}
+	if err == nil {
 		parts = len(ps)
 	}
 	kafkalimits.ShareChannels(client.Config(), parts, t.opts.Balanced.Capacity)
