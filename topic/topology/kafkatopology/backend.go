@@ -134,8 +134,11 @@ func New[T any](opts Options[T]) (*Backend[T], error) {
 // within the sooner of the two. When no broker has answered by the
 // deadline, or ctx has ended by the time one answered, it returns an
 // error wrapping ErrConnect and ctx.Err(); the error names every broker
-// with its cause. The backend made keeps Options.ConnectTimeout for its
-// later connections. A ctx cancelled without a deadline is seen once the
+// with its cause. ctx also bounds what follows the first contact (the
+// client's metadata, the admin's and the producer's first requests): when
+// it ends while they wait for the cluster, the connections are cut and
+// NewContext returns an error wrapping ErrConnect and ctx.Err(). The
+// backend made keeps Options.ConnectTimeout for its later connections. A ctx cancelled without a deadline is seen once the
 // first contact ends, within a few Options.ConnectTimeout.
 func NewContext[T any](ctx context.Context, opts Options[T]) (*Backend[T], error) {
 	opts = opts.WithDefaults()
@@ -156,19 +159,20 @@ func NewContext[T any](ctx context.Context, opts Options[T]) (*Backend[T], error
 	// After the probe, which dials with shortened timeouts of its own.
 	conns := kafkaconn.New(cfg)
 	conns.Use(cfg)
-	client, err := sarama.NewClient(opts.Brokers, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("%w: brokers %q: %w", ErrConnect, opts.Brokers, red.Err(err))
+	// The client's first requests (its metadata, the admin's controller)
+	// take no context: when ctx ends first, the connections are cut, so
+	// that they fail at once.
+	stop := context.AfterFunc(ctx, conns.Cut)
+	client, admin, prod, err := connect(opts.Brokers, cfg, red)
+	if !stop() {
+		if err == nil {
+			_ = prod.Close()
+			_ = admin.Close()
+		}
+		return nil, fmt.Errorf("%w: %w", ErrConnect, ctx.Err())
 	}
-	admin, err := sarama.NewClusterAdminFromClient(client)
 	if err != nil {
-		_ = client.Close()
-		return nil, fmt.Errorf("%w: %w", ErrConnect, red.Err(err))
-	}
-	prod, err := sarama.NewSyncProducerFromClient(client)
-	if err != nil {
-		_ = admin.Close()
-		return nil, fmt.Errorf("%w: %w", ErrConnect, red.Err(err))
+		return nil, err
 	}
 	return &Backend[T]{opts: opts, cfg: cfg, red: red, log: slog.New(redact.Handler(opts.Logger.Handler(), red)), client: client, admin: admin, prod: prod, conns: conns,
 		releasers: map[string]*releaser[T]{}, readers: map[closer]struct{}{}}, nil
@@ -201,6 +205,25 @@ func (b *Backend[T]) MarshalJSON() ([]byte, error) { return json.Marshal(b.Strin
 
 // kafkaName is the Kafka topic of a topology name.
 func kafkaName(name string) string { return kafkatopic.KafkaTopic(topic.Name(name)) }
+
+// connect makes the backend's shared client, its admin and its producer.
+func connect(brokers []string, cfg *sarama.Config, red redact.Secrets) (sarama.Client, sarama.ClusterAdmin, sarama.SyncProducer, error) {
+	client, err := sarama.NewClient(brokers, cfg)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%w: brokers %q: %w", ErrConnect, brokers, red.Err(err))
+	}
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		_ = client.Close()
+		return nil, nil, nil, fmt.Errorf("%w: %w", ErrConnect, red.Err(err))
+	}
+	prod, err := sarama.NewSyncProducerFromClient(client)
+	if err != nil {
+		_ = admin.Close()
+		return nil, nil, nil, fmt.Errorf("%w: %w", ErrConnect, red.Err(err))
+	}
+	return client, admin, prod, nil
+}
 
 // Declare creates the main topic, the hold topics and the DLQ that do not
 // exist (a hold topic keeping its letters their delay plus

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/testnet"
 	"github.com/boulevard-go/boulevard/topic"
@@ -65,6 +67,27 @@ func TestNewFailsWithinItsConnectTimeoutWhenTheBrokerNeverAnswers(t *testing.T) 
 func TestNewContextReturnsByItsDeadlineWhenTheBrokerNeverAnswers(t *testing.T) {
 	o := connectOptions(testnet.SilentListener(t))
 	o.ConnectTimeout = time.Minute
+	newContextReturnsByDeadline(t, o)
+}
+
+// Guarantee: NewContext against a cluster that answers the first contact
+// and then leaves the client's metadata request unanswered returns by
+// ctx's deadline too, with an error wrapping both ErrConnect and
+// context.DeadlineExceeded, instead of waiting for sarama's read timeout
+// (30s for each of four attempts).
+func TestNewContextReturnsByItsDeadlineWhenTheMetadataIsNeverAnswered(t *testing.T) {
+	c := testbroker.Kafka(t)
+	testbroker.HangKafkaKey(t, c, kmsg.Metadata)
+	o := connectOptions(c.ListenAddrs()...)
+	o.ConnectTimeout = time.Minute
+	newContextReturnsByDeadline(t, o)
+}
+
+// newContextReturnsByDeadline checks that NewContext with o returns by its
+// context's deadline with an error wrapping ErrConnect and
+// context.DeadlineExceeded.
+func newContextReturnsByDeadline(t *testing.T, o Options[topologytest.Msg]) {
+	t.Helper()
 	testbroker.ReturnsByDeadline(t, "NewContext", func(ctx context.Context) error {
 		b, err := NewContext(ctx, o)
 		if err == nil {
