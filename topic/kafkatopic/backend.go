@@ -68,7 +68,11 @@ func New[T any](opts Options[T]) (*Backend[T], error) {
 // answered, it returns an error wrapping ctx.Err() (and [ErrConnect] when
 // no broker answered). The backend made keeps Options.ConnectTimeout for
 // its later connections. A ctx cancelled without a deadline is seen once
-// the first contact ends, within Options.ConnectTimeout.
+// the first contact ends, within Options.ConnectTimeout. ctx also bounds
+// what follows the first contact (the clients' metadata, the admin's
+// first request): when it ends while they wait for the cluster, the
+// connections are cut and NewContext returns an error wrapping
+// [ErrConnect] and ctx.Err().
 func NewContext[T any](ctx context.Context, opts Options[T]) (*Backend[T], error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -89,22 +93,42 @@ func NewContext[T any](ctx context.Context, opts Options[T]) (*Backend[T], error
 	// After the probe, which dials with shortened timeouts of its own.
 	b.conns = kafkaconn.New(cfg)
 	b.conns.Use(cfg)
-	client, err := sarama.NewClient(opts.Brokers, cfg)
+	// The clients' first requests (their metadata, the admin's controller)
+	// take no context: when ctx ends first, the connections are cut, so
+	// that they fail at once.
+	stop := context.AfterFunc(ctx, b.conns.Cut)
+	err := b.connect()
+	if !stop() {
+		if err == nil {
+			b.prod.close()
+			_ = b.admin.Close()
+		}
+		return nil, fmt.Errorf("%w: %w", ErrConnect, ctx.Err())
+	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: brokers %q: %w", ErrConnect, opts.Brokers, b.red.Err(err))
+		return nil, err
+	}
+	return b, nil
+}
+
+// connect makes the backend's client, its admin and its producer.
+func (b *Backend[T]) connect() error {
+	client, err := sarama.NewClient(b.opts.Brokers, b.cfg)
+	if err != nil {
+		return fmt.Errorf("%w: brokers %q: %w", ErrConnect, b.opts.Brokers, b.red.Err(err))
 	}
 	admin, err := sarama.NewClusterAdminFromClient(client)
 	if err != nil {
 		_ = client.Close()
-		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.Err(err))
+		return fmt.Errorf("%w: %w", ErrConnect, b.red.Err(err))
 	}
-	prod, err := newProducer(client, opts.Brokers, cfg, opts.PublishBuffer)
+	prod, err := newProducer(client, b.opts.Brokers, b.cfg, b.opts.PublishBuffer)
 	if err != nil {
 		_ = admin.Close()
-		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.Err(err))
+		return fmt.Errorf("%w: %w", ErrConnect, b.red.Err(err))
 	}
 	b.client, b.admin, b.prod = client, admin, prod
-	return b, nil
+	return nil
 }
 
 // Name returns "kafka".

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/testnet"
@@ -156,6 +157,27 @@ func TestNewContextReturnsByItsDeadlineWhenTheClusterHangs(t *testing.T) {
 	o := testOptions[int](nil, topic.IntCodec{})
 	o.Brokers = []string{testnet.SilentListener(t)}
 	o.ConnectTimeout = time.Minute
+	newContextReturnsByDeadline(t, o)
+}
+
+// Guarantee: NewContext against a cluster that answers the first contact
+// and then leaves the client's metadata request unanswered returns by
+// ctx's deadline too, with an error wrapping both ErrConnect and
+// context.DeadlineExceeded, instead of waiting for sarama's read timeout
+// (30s for each of four attempts).
+func TestNewContextReturnsByItsDeadlineWhenTheMetadataIsNeverAnswered(t *testing.T) {
+	c := testbroker.Kafka(t)
+	testbroker.HangKafkaKey(t, c, kmsg.Metadata)
+	o := testOptions[int](c, topic.IntCodec{})
+	o.ConnectTimeout = time.Minute
+	newContextReturnsByDeadline(t, o)
+}
+
+// newContextReturnsByDeadline checks that NewContext with o returns by its
+// context's deadline with an error wrapping ErrConnect and
+// context.DeadlineExceeded.
+func newContextReturnsByDeadline(t *testing.T, o kafkatopic.Options[int]) {
+	t.Helper()
 	testbroker.ReturnsByDeadline(t, "NewContext", func(ctx context.Context) error {
 		b, err := kafkatopic.NewContext(ctx, o)
 		if err == nil {
