@@ -133,7 +133,9 @@
 // Options.ConnectTimeout, and NewContext's also by its context's deadline:
 // every bootstrap broker is dialled and asked for its API versions, and
 // when none answers in time the error wraps ErrConnect (and the context's
-// error), naming every broker with its cause.
+// error), naming every broker with its cause. NewContext's context also
+// bounds the clients' first requests after that contact: when it ends
+// while they wait, their connections are cut.
 //
 // Declare and Subscribe (and SubscribeDead) are bounded by their context
 // and by Options.AdminTimeout, whichever ends first. sarama's requests take
