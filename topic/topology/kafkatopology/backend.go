@@ -138,8 +138,9 @@ func New[T any](opts Options[T]) (*Backend[T], error) {
 // client's metadata, the admin's and the producer's first requests): when
 // it ends while they wait for the cluster, the connections are cut and
 // NewContext returns an error wrapping ErrConnect and ctx.Err(). The
-// backend made keeps Options.ConnectTimeout for its later connections. A ctx cancelled without a deadline is seen once the
-// first contact ends, within a few Options.ConnectTimeout.
+// backend made keeps Options.ConnectTimeout for its later connections. A
+// ctx cancelled without a deadline is seen once the first contact ends,
+// within a few Options.ConnectTimeout.
 func NewContext[T any](ctx context.Context, opts Options[T]) (*Backend[T], error) {
 	opts = opts.WithDefaults()
 	if err := opts.Validate(); err != nil {
