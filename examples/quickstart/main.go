@@ -65,13 +65,14 @@ func main() {
 	flag.IntVar(&cfg.n, "n", 20000, "number of orders to generate")
 	flag.IntVar(&cfg.customers, "customers", 5, fmt.Sprintf("number of customers (1 to %d)", maxCustomers))
 	flag.Uint64Var(&cfg.seed, "seed", 1, "random seed for the generated orders")
-	flag.BoolVar(&verbose, "v", false, "log at debug level to stderr (every failed order is logged)")
+	flag.BoolVar(&verbose, "v", false, "log at debug level to stderr (failed orders: the first in full, then a line every 10s counting those held back)")
 	cfg.monitor.Register(flag.CommandLine)
 	flag.Parse()
 
-	// The pipeline logs each failed message at warn level. The report counts
-	// failures anyway, so by default only errors are logged; -v shows
-	// everything.
+	// The pipeline logs failed messages at warn level: the first in full,
+	// then one line every 10 s counting the like failures held back since.
+	// The report counts every failure anyway, so by default only errors are
+	// logged; -v shows the rest.
 	level := slog.LevelError
 	if verbose {
 		level = slog.LevelDebug
