@@ -49,8 +49,8 @@ func TestRunInProcess(t *testing.T) {
 	if res.handled != 2000 {
 		t.Errorf("handled %d events, want 2000", res.handled)
 	}
-	if res.failed != 8 || res.redelivered < 8 {
-		t.Errorf("%d failures, %d redeliveries; want 8 failures (every 250th) each redelivered", res.failed, res.redelivered)
+	if res.failed != 8 || res.redelivered < 8 || res.cameBack != 8 {
+		t.Errorf("%d failures, %d redeliveries, %d came back; want 8 failures (every 250th) each redelivered and handled", res.failed, res.redelivered, res.cameBack)
 	}
 	sum := 0
 	for k, v := range res.totals {
@@ -73,7 +73,7 @@ func TestRunInProcess(t *testing.T) {
 			t.Errorf("consumer %d grants %v, want 49 then 24", i, f)
 		}
 	}
-	if !strings.Contains(out.String(), "handled 2000 events") {
+	if !strings.Contains(out.String(), "handled 2000 events") || !strings.Contains(out.String(), "8 failed once, 8 came back") {
 		t.Errorf("report does not say what was handled:\n%s", out.String())
 	}
 }
@@ -220,7 +220,7 @@ func TestMoreBadFlagsNameTheFlag(t *testing.T) {
 
 // Guarantee: Ctrl-C and SIGTERM both stop the program the graceful way
 // while it consumes: the pipeline drains, the report says how many events
-// were left, and it exits 0.
+// were left (and that none of the failed ones came back), and it exits 0.
 func TestSignalsDrainAndReport(t *testing.T) {
 	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
@@ -234,6 +234,9 @@ func TestSignalsDrainAndReport(t *testing.T) {
 			}
 			if !strings.Contains(p.Stdout(), "\ninterrupted: ") || !strings.Contains(p.Stdout(), " of 1000 events not handled") {
 				t.Fatalf("no report of the interrupted run:\n%s", p.Stdout())
+			}
+			if !strings.Contains(p.Stdout(), " failed once, 0 came back ") {
+				t.Fatalf("the report says failed events came back before their -nack-delay:\n%s", p.Stdout())
 			}
 		})
 	}
