@@ -351,7 +351,11 @@ func printReport(out io.Writer, c coordConfig, rep *report) {
 	for _, n := range rep.enriched {
 		dups += n - 1
 	}
-	fmt.Fprintf(out, "\nenrich handled %d of %d orders (%d delivered again after the kill):\n", len(rep.enriched), c.orders, dups)
+	again := "delivered again"
+	if rep.killed != "" {
+		again += " after the kill"
+	}
+	fmt.Fprintf(out, "\nenrich handled %d of %d orders (%d %s):\n", len(rep.enriched), c.orders, dups, again)
 	roles := make([]string, 0, len(rep.per))
 	for r := range rep.per {
 		roles = append(roles, r)

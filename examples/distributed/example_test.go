@@ -53,6 +53,20 @@ func coordinateIn(t *testing.T, backend string, orders int) (*report, string) {
 	return rep, out.String()
 }
 
+// Guarantee: the report speaks of a kill only when a process was killed
+// (-kill=false, or too few orders for enrich-1 to reach the kill).
+func TestTheReportMentionsAKillOnlyAfterOne(t *testing.T) {
+	rep := &report{enriched: map[int]int{1: 1}, per: map[string]int{"enrich-1": 1}}
+	for _, killed := range []string{"", "enrich-1"} {
+		rep.killed = killed
+		var out bytes.Buffer
+		printReport(&out, coordConfig{orders: 1}, rep)
+		if got, want := strings.Contains(out.String(), "kill"), killed != ""; got != want {
+			t.Errorf("killed %q: the report mentions a kill: %v, want %v:\n%s", killed, got, want, out.String())
+		}
+	}
+}
+
 // Pipelines in separate processes, linked by Kafka topics: with one enrich
 // process killed by SIGKILL mid-run and replaced, every order is enriched
 // at least once, and archive and fraud each handle every order.
