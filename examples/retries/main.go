@@ -6,7 +6,7 @@
 // while other accounts carry on. Then it plays the operator: it reads the
 // ledger's DLQ through a pipeline, and replays the dead order (a dry run
 // first) once the bug that killed it is fixed. It prints what went where
-// and exits, in about four seconds.
+// and exits, in about three seconds.
 //
 //	go run ./examples/retries [-v] [-http 127.0.0.1:8080 [-linger]]
 package main
