@@ -5,7 +5,7 @@
 //
 //	go run ./examples/kafka
 //	go run ./examples/kafka -n 100000 -members 3 -v
-//	go run ./examples/kafka -http 127.0.0.1:8080 -linger   # metrics, lag and dashboard, kept open after the run
+//	go run ./examples/kafka -http 127.0.0.1:2113 -linger   # metrics, lag and dashboard, kept open after the run
 //
 // With -brokers it talks to a real Kafka instead (for example the one of
 // examples/docker-compose.yml), producing the readings first unless

@@ -5,7 +5,7 @@
 //
 //	go run ./examples/pulsar
 //	go run ./examples/pulsar -n 50000 -concurrency 2 -v
-//	go run ./examples/pulsar -http 127.0.0.1:8080 -linger   # metrics and dashboard, kept open after the run
+//	go run ./examples/pulsar -http 127.0.0.1:2114 -linger   # metrics and dashboard, kept open after the run
 //
 // With -url it talks to a real Pulsar instead, for example the standalone
 // one of examples/docker-compose.yml:

@@ -3,7 +3,7 @@
 //
 //	go run ./examples/quickstart
 //	go run ./examples/quickstart -n 100000 -customers 8 -seed 42 -v
-//	go run ./examples/quickstart -http 127.0.0.1:8080 -linger   # metrics and dashboard, kept open after the run
+//	go run ./examples/quickstart -http 127.0.0.1:2112 -linger   # metrics and dashboard, kept open after the run
 //
 // A source (source.go) makes up order events as JSON bytes for a handful of
 // customers, a few of them malformed, and hands them to the pipeline under a

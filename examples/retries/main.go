@@ -8,7 +8,7 @@
 // first) once the bug that killed it is fixed. It prints what went where
 // and exits, in about three seconds.
 //
-//	go run ./examples/retries [-v] [-http 127.0.0.1:8080 [-linger]]
+//	go run ./examples/retries [-v] [-http 127.0.0.1:2116 [-linger]]
 package main
 
 import (

@@ -10,7 +10,7 @@
 // back through audit, enrich and orders to ingest's source, with fraud's
 // reason. It prints what happened and exits.
 //
-//	go run ./examples/topics [-orders 12] [-v] [-http 127.0.0.1:8080 [-linger]]
+//	go run ./examples/topics [-orders 12] [-v] [-http 127.0.0.1:2115 [-linger]]
 package main
 
 import (

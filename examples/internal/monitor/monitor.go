@@ -21,8 +21,8 @@ import (
 type Flags struct {
 	// HTTP is the address to serve on, "" for none (the default). The
 	// endpoints have no access control, so an address without a host
-	// (":8080") listens on the loopback interface, 127.0.0.1, only; name
-	// a host to listen elsewhere ("0.0.0.0:8080" for every interface).
+	// (":2112") listens on the loopback interface, 127.0.0.1, only; name
+	// a host to listen elsewhere ("0.0.0.0:2112" for every interface).
 	HTTP string
 	// Linger is how long to keep serving after the run; see Forever.
 	Linger Linger
@@ -30,7 +30,7 @@ type Flags struct {
 
 // Register defines -http and -linger on fs.
 func (f *Flags) Register(fs *flag.FlagSet) {
-	fs.StringVar(&f.HTTP, "http", "", "serve /metrics, /healthz, /readyz, /stats and /dashboard on this address while the example runs, e.g. 127.0.0.1:8080 (off by default; without a host, :8080, on 127.0.0.1 only)")
+	fs.StringVar(&f.HTTP, "http", "", "serve /metrics, /healthz, /readyz, /stats and /dashboard on this address while the example runs, e.g. 127.0.0.1:2112 (off by default; without a host, :2112, on 127.0.0.1 only)")
 	fs.Var(&f.Linger, "linger", "with -http, keep serving after the run: -linger alone until interrupted (Ctrl-C), -linger=30s for that long")
 }
 
@@ -95,7 +95,7 @@ func (f Flags) Serve(ctx context.Context, obs *observe.Observer, stdout io.Write
 		return nil, fmt.Errorf("-http: %w", err)
 	}
 	s := &Server{Addr: srv.Addr(), srv: srv, linger: f.Linger, out: stdout}
-	fmt.Fprintf(stdout, "metrics on http://%s/metrics, health on /healthz and /readyz, dashboard on http://%s/dashboard\n", s.Addr, s.Addr)
+	fmt.Fprintf(stdout, "metrics on http://%s/metrics, health on /healthz and /readyz, stats on /stats, dashboard on http://%s/dashboard\n", s.Addr, s.Addr)
 	return s, nil
 }
 

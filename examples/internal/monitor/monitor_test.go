@@ -60,8 +60,8 @@ func TestLingerStringSetsItBack(t *testing.T) {
 	}
 }
 
-// Guarantee: Serve prints the addresses of /metrics and /dashboard, and
-// the health checks, and each answers there.
+// Guarantee: Serve prints the addresses of /metrics and /dashboard, the
+// health checks and /stats, and each answers there.
 func TestServePrintsWhereItServes(t *testing.T) {
 	var out Buffer
 	s, err := Flags{HTTP: "127.0.0.1:0"}.Serve(context.Background(), observe.New(observe.Options{}), &out)
@@ -69,11 +69,11 @@ func TestServePrintsWhereItServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close(context.Background())
-	m := regexp.MustCompile(`^metrics on (http://[^/]+)/metrics, health on /healthz and /readyz, dashboard on (http://[^/]+)/dashboard\n$`).FindStringSubmatch(out.String())
+	m := regexp.MustCompile(`^metrics on (http://[^/]+)/metrics, health on /healthz and /readyz, stats on /stats, dashboard on (http://[^/]+)/dashboard\n$`).FindStringSubmatch(out.String())
 	if m == nil || m[1] != "http://"+s.Addr || m[2] != m[1] {
 		t.Fatalf("Serve printed %q, want the addresses of http://%s", out.String(), s.Addr)
 	}
-	for _, path := range []string{"/metrics", "/healthz", "/readyz", "/dashboard"} {
+	for _, path := range []string{"/metrics", "/healthz", "/readyz", "/stats", "/dashboard"} {
 		resp, err := http.Get(m[1] + path)
 		if err != nil {
 			t.Fatal(err)
