@@ -90,7 +90,7 @@ func main() {
 	ctx, stop := interrupt.Context(context.Background())
 	defer stop()
 	if err := run(ctx, cfg, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
+		fmt.Fprintln(os.Stderr, "kafka example:", err)
 		os.Exit(1)
 	}
 }
