@@ -838,6 +838,18 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 	defer runs.add(feed, stage)()
 	ptrs := make([]*message.Message[T], 0, min(s.opts.MaxBatch, stage.Flow().MaxWindow()))
 	have := 0
+	// turn is set while the Run holds the slot's turn. A Receive of the
+	// topic's backend that panics or ends the goroutine (runtime.Goexit)
+	// fails the Run with the turn held: it is given back, and the
+	// subscription counts as failed, so that the next Run through the
+	// slot replaces it and receives, rather than waiting for ever.
+	turn := false
+	defer func() {
+		if turn {
+			sl.failed = true
+			sl.turn <- struct{}{}
+		}
+	}()
 	for {
 		if have == 0 {
 			n, err := feed.Acquire(ctx, s.opts.MaxBatch)
@@ -848,6 +860,7 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 		}
 		select {
 		case <-sl.turn:
+			turn = true
 		case <-ctx.Done():
 			return nil
 		}
@@ -856,6 +869,7 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 			// waited, or a subscription whose Receive failed: nothing is
 			// received before a new subscription replaces it.
 			if err := s.resubscribe(ctx, sl); err != nil {
+				turn = false
 				sl.turn <- struct{}{}
 				return ended(ctx, err)
 			}
@@ -882,6 +896,7 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 				err = rerr
 			}
 		}
+		turn = false
 		sl.turn <- struct{}{}
 		if len(ptrs) > 0 {
 			// Counted before Deliver, which may hand them straight to the
