@@ -433,6 +433,32 @@ func TestDeliveringRunResetsFailingTime(t *testing.T) {
 	})
 }
 
+// Guarantee: a stage stopped while it waits, after the backoff, for the
+// failed run's messages to leave the stage buffer (the processors are
+// stalled) ends in StateStopped at once, without running its source
+// again: that wait is bounded by the stop, not by the processors.
+func TestStopWhileTheFailedRunsMessagesWaitEndsStopped(t *testing.T) {
+	src := &scriptedSource{run: func(_ context.Context, st *producer.Stage[item], _ int) error {
+		st.NewFeed("f", nil).Deliver(items(0, 3)...)
+		return errors.New("connection reset")
+	}}
+	rec := newRecorder()
+	release, blocked := rec.hold()
+	defer release()
+	h := start(t, "p", producer.Options[item]{Source: src, Restart: producer.Restart{Backoff: time.Millisecond}}, rec, nil)
+	wait.For(t, "the dispatcher to block on the stalled processors", func() bool { return blocked.Load() > 0 })
+	wait.For(t, "the stage to wait for its restart", func() bool { return h.p.Status()[0].State == producer.StateRestarting })
+	h.p.StopFetching()
+	wait.For(t, "the stage to stop while the processors are still stalled", func() bool {
+		return h.p.Status()[0].State == producer.StateStopped
+	}, func() string { return fmt.Sprintf("state %q", h.p.Status()[0].State) })
+	if n := src.calls(); n != 1 {
+		t.Fatalf("source run %d times, want once: the stop came before the restart", n)
+	}
+	release()
+	waitDone(t, h)
+}
+
 // Guarantee: a stage stopped while it waits out a restart backoff ends in
 // StateStopped, without running its source again.
 func TestStopDuringTheBackoffEndsStopped(t *testing.T) {
