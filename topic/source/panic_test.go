@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"runtime"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -122,29 +123,37 @@ func TestPanickingResubscribeFailsTheStagesRun(t *testing.T) {
 	})
 }
 
-// Guarantee: a topic backend whose Receive panics fails that stage's Run,
-// which the pipeline runs again, and leaves the slot to the next Run: it
-// replaces the subscription whose Receive panicked and receives through
-// the new one, rather than waiting for ever for the turn to receive.
-func TestAPanickingReceiveLeavesTheSlotToTheNextRun(t *testing.T) {
-	for name, mode := range map[string]topic.SubscriptionMode{"balanced": topic.Balanced("g"), "broadcast": topic.Broadcast()} {
-		t.Run(name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				b, h := heldTopic(t, topic.Options{})
-				src := newSource(t, h, mode)
-				handled := runHandling(t, src)
-				t.Cleanup(b.releaseAll)
-				b.sub(t, 0).crash <- "held backend: receive broke"
-				wait.For(t, "the stage's next Run to replace the subscription whose Receive panicked", func() bool {
-					b.mu.Lock()
-					defer b.mu.Unlock()
-					return len(b.subs) == 2
+// Guarantee: a topic backend whose Receive panics or ends the goroutine
+// (runtime.Goexit) fails that stage's Run, which the pipeline runs again,
+// and leaves the slot to the next Run: it replaces the subscription whose
+// Receive broke and receives through the new one, rather than waiting for
+// ever for the turn to receive.
+func TestABrokenReceiveLeavesTheSlotToTheNextRun(t *testing.T) {
+	crashes := map[string]func(){
+		"panic":  func() { panic("held backend: receive broke") },
+		"Goexit": runtime.Goexit,
+	}
+	modes := map[string]topic.SubscriptionMode{"balanced": topic.Balanced("g"), "broadcast": topic.Broadcast()}
+	for how, crash := range crashes {
+		for name, mode := range modes {
+			t.Run(how+"/"+name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					b, h := heldTopic(t, topic.Options{})
+					src := newSource(t, h, mode)
+					handled := runHandling(t, src)
+					t.Cleanup(b.releaseAll)
+					b.sub(t, 0).crash <- crash
+					wait.For(t, "the stage's next Run to replace the subscription whose Receive broke", func() bool {
+						b.mu.Lock()
+						defer b.mu.Unlock()
+						return len(b.subs) == 2
+					})
+					b.sub(t, 1).in <- topic.Envelope[int]{ID: 2, Value: 2}
+					if v := <-handled; v != 2 {
+						t.Fatalf("handled %d, want the new subscription's 2", v)
+					}
 				})
-				b.sub(t, 1).in <- topic.Envelope[int]{ID: 2, Value: 2}
-				if v := <-handled; v != 2 {
-					t.Fatalf("handled %d, want the new subscription's 2", v)
-				}
 			})
-		})
+		}
 	}
 }

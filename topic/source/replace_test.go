@@ -146,7 +146,7 @@ func (s *heldState) Subscribe(ctx context.Context, _ topic.SubscriptionMode, opt
 			return nil, ctx.Err()
 		}
 	}
-	sub := &heldSub{in: make(chan topic.Envelope[int], 8), fail: make(chan error, 1), crash: make(chan any, 1), topicClosed: s.closed,
+	sub := &heldSub{in: make(chan topic.Envelope[int], 8), fail: make(chan error, 1), crash: make(chan func(), 1), topicClosed: s.closed,
 		closing: make(chan struct{}), gate: make(chan struct{}), closed: make(chan struct{}),
 		settleErr: cmp.Or(s.b.settleErr, topic.ErrMessageNotTracked)}
 	s.b.mu.Lock()
@@ -165,12 +165,13 @@ func (s *heldState) Close() { s.once.Do(func() { close(s.closed) }) }
 // heldSub is one subscription of a heldBackend. Receive returns what the
 // test sends on in, and ErrSubscriptionClosed once in is closed (the topic
 // disconnected it) or the subscription or topic is closed; it fails with
-// what the test sends on fail, and panics with what it sends on crash,
-// as a backend written by a user may.
+// what the test sends on fail, and calls what the test sends on crash
+// (which panics or ends the goroutine, as a backend written by a user
+// may).
 type heldSub struct {
 	in          chan topic.Envelope[int]
 	fail        chan error
-	crash       chan any
+	crash       chan func()
 	topicClosed <-chan struct{}
 	settleErr   error
 	// widest is the largest buffer a Receive was given.
@@ -195,8 +196,9 @@ func (s *heldSub) Receive(ctx context.Context, dst []topic.Envelope[int]) (int, 
 		return 1, nil
 	case err := <-s.fail:
 		return 0, err
-	case v := <-s.crash:
-		panic(v)
+	case crash := <-s.crash:
+		crash()
+		return 0, nil // not reached: crash panics or ends the goroutine
 	case <-s.closing:
 		return 0, topic.ErrSubscriptionClosed
 	case <-s.topicClosed:

@@ -814,9 +814,10 @@ func closeSubscriptions[T any](subs []*subscription[T]) {
 // drained (it returns nil: the source is exhausted). A subscription that
 // cannot be made is an error, and the stage restarts the source. So is a
 // Receive that fails with another error than a closed subscription or
-// topic (a backend whose client gave up the subscription's consumer): the
-// next Run through the slot replaces that subscription with a new one
-// before it receives, and the failed one is retired. A stage's
+// topic (a backend whose client gave up the subscription's consumer), or
+// that panics or ends the goroutine (runtime.Goexit): the next Run
+// through the slot replaces that subscription with a new one before it
+// receives, and the failed one is retired. A stage's
 // subscribe (its first one, or one replacing a subscription the topic
 // disconnected or whose Receive failed) runs on a goroutine the source owns, under ctx: when ctx
 // ends while it waits on the topic's backend, Run returns nil at once, and
