@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/internal/wait"
@@ -156,4 +157,40 @@ func TestABrokenReceiveLeavesTheSlotToTheNextRun(t *testing.T) {
 			})
 		}
 	}
+}
+
+// Guarantee: a topic backend whose Subscribe ends the goroutine
+// (runtime.Goexit, as t.FailNow does) fails that subscribe at once with an
+// error wrapping message.ErrHandlerExited, as a panic does, instead of
+// leaving New waiting for ever (and NewContext until its context ends) on
+// a subscribe that never ends; a later New on the same topic subscribes.
+func TestASubscribeThatEndsTheGoroutineFailsNew(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, h := heldTopic(t, topic.Options{})
+		b.exits = 1
+		ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
+		defer cancel()
+		var log logtest.Lines
+		opts := source.Options[int]{Topic: h, Mode: topic.Balanced("g"), Logger: slog.New(slog.NewTextHandler(&log, nil))}
+		began := time.Now()
+		src, err := source.NewContext(ctx, opts)
+		if src != nil || !errors.Is(err, message.ErrHandlerExited) {
+			t.Fatalf("NewContext with a Subscribe that ends its goroutine = %v, %v; want no source and an error wrapping message.ErrHandlerExited", src, err)
+		}
+		if d := time.Since(began); d != 0 {
+			t.Fatalf("NewContext failed after %v, want at once", d)
+		}
+		if lines := log.Matching("topic subscribe ended its goroutine (runtime.Goexit); the subscribe fails"); len(lines) != 1 ||
+			!strings.Contains(lines[0], "level=ERROR") || !strings.Contains(lines[0], "Goexit") {
+			t.Fatalf("log lines of the exit %q, want one at error level with the stack of the exit", lines)
+		}
+		b.releaseAll()
+		src, err = source.New(opts)
+		if err != nil {
+			t.Fatalf("New once Subscribe no longer exits = %v", err)
+		}
+		if err := src.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

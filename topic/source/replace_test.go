@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -38,8 +39,9 @@ type heldBackend struct {
 	// is closed, as a backend returns some time after the context ends.
 	cutSlowly chan struct{}
 	// panics is how many of the next Subscribes panic, as a backend
-	// written by a user (or a codec inside it) may.
-	panics int
+	// written by a user (or a codec inside it) may; exits how many of
+	// them then end the goroutine (runtime.Goexit, as t.FailNow does).
+	panics, exits int
 	// settleErr, when set, is what every Settle of a subscription returns
 	// (ErrMessageNotTracked when not).
 	settleErr error
@@ -131,9 +133,16 @@ func (s *heldState) Subscribe(ctx context.Context, _ topic.SubscriptionMode, opt
 	if panics {
 		s.b.panics--
 	}
+	exits := !panics && s.b.exits > 0
+	if exits {
+		s.b.exits--
+	}
 	s.b.mu.Unlock()
 	if panics {
 		panic("held backend: subscribe broke")
+	}
+	if exits {
+		runtime.Goexit()
 	}
 	if hold != nil {
 		entered <- struct{}{}

@@ -135,6 +135,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -546,32 +547,51 @@ func (s *Source[T]) goSubscribeLocked(ctx context.Context, index int, made func(
 	rch := &reach[T]{runs: runs}
 	opts := topic.SubscriberOptions{OnRelease: runs.flushInFlight, Reach: rch}
 	s.subscribes.Go(func() {
-		ts, err := s.subscribe(ctx, opts)
-		if err != nil {
-			p.cut = ctx.Err() != nil
-			err = fmt.Errorf("source: subscribe to %q: %w", s.opts.Topic.Name(), err)
-		}
-		s.mu.Lock()
-		late := err == nil && s.closed
-		switch {
-		case late:
-			err = ErrClosed
-		case err == nil:
-			p.sub = &subscription[T]{src: s, sub: ts, reach: rch}
-			s.all = append(s.all, p.sub)
-			s.subscriptions.Add(1)
-		}
-		p.err = err
-		if made != nil {
-			made(p.sub)
-		}
-		s.mu.Unlock()
-		close(p.done)
-		if late {
-			ts.Close()
-		}
+		// A backend whose Subscribe ends the goroutine (runtime.Goexit)
+		// fails the subscribe as one that returned an error: the deferred
+		// call ends it, so that no wait for it is left unanswered.
+		var ts *topic.Subscription[T]
+		var err error
+		returned := false
+		defer func() {
+			if !returned {
+				s.log.Error(subscribeExited, slog.String("stack", string(debug.Stack())))
+				err = errSubscribeExited
+			}
+			s.subscribed(ctx, p, ts, err, rch, made)
+		}()
+		ts, err = s.subscribe(ctx, opts)
+		returned = true
 	})
 	return p
+}
+
+// subscribed ends p, the subscribe under ctx that made ts or failed with
+// err (see goSubscribeLocked).
+func (s *Source[T]) subscribed(ctx context.Context, p *subscribing[T], ts *topic.Subscription[T], err error, rch *reach[T], made func(*subscription[T])) {
+	if err != nil {
+		p.cut = ctx.Err() != nil
+		err = fmt.Errorf("source: subscribe to %q: %w", s.opts.Topic.Name(), err)
+	}
+	s.mu.Lock()
+	late := err == nil && s.closed
+	switch {
+	case late:
+		err = ErrClosed
+	case err == nil:
+		p.sub = &subscription[T]{src: s, sub: ts, reach: rch}
+		s.all = append(s.all, p.sub)
+		s.subscriptions.Add(1)
+	}
+	p.err = err
+	if made != nil {
+		made(p.sub)
+	}
+	s.mu.Unlock()
+	close(p.done)
+	if late {
+		ts.Close()
+	}
 }
 
 // subscribe subscribes to the topic with opts. A panic in the topic's backend (a
@@ -724,6 +744,14 @@ func (r *runFeeds[T]) flushInFlight() (done func()) {
 // subscribePanicked is the message a topic subscribe that panicked is
 // logged with.
 const subscribePanicked = "topic subscribe panicked; the subscribe fails"
+
+// subscribeExited is the message a topic subscribe that ended its
+// goroutine (runtime.Goexit) is logged with, with the stack of the exit.
+const subscribeExited = "topic subscribe ended its goroutine (runtime.Goexit); the subscribe fails"
+
+// errSubscribeExited is the error of a subscribe whose topic backend
+// ended the goroutine (runtime.Goexit, as t.FailNow does).
+var errSubscribeExited = fmt.Errorf("topic subscribe ended its goroutine (runtime.Goexit) before returning: %w", message.ErrHandlerExited)
 
 // resubscribe replaces the slot's subscription, which the topic
 // disconnected for lagging or whose Receive failed (slot.failed), with a
