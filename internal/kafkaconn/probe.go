@@ -30,7 +30,7 @@ func Probe(ctx context.Context, kind error, brokers []string, cfg *sarama.Config
 	errs := make(chan error, len(brokers))
 	for _, addr := range brokers {
 		go func() {
-			err := ProbeBroker(addr, pc)
+			err := ProbeBroker(context.Background(), addr, pc)
 			if err != nil {
 				if clean != nil {
 					err = clean(err)
@@ -78,10 +78,16 @@ func ProbeConfig(cfg *sarama.Config, d time.Duration) *sarama.Config {
 }
 
 // ProbeBroker connects to addr as cfg says (a ProbeConfig) and exchanges
-// one request, ApiVersions, and closes the connection.
-func ProbeBroker(addr string, cfg *sarama.Config) error {
+// one request, ApiVersions, and closes the connection. When ctx ends
+// first, the connection is cut: the attempt fails at once (ErrCut).
+func ProbeBroker(ctx context.Context, addr string, cfg *sarama.Config) error {
+	conns := New(cfg)
+	own := *cfg
+	conns.Use(&own)
+	stop := context.AfterFunc(ctx, conns.Cut)
+	defer stop()
 	br := sarama.NewBroker(addr)
-	if err := br.Open(cfg); err != nil {
+	if err := br.Open(&own); err != nil {
 		return err
 	}
 	defer func() { _ = br.Close() }()

@@ -13,6 +13,14 @@ import (
 // closed and awaited at t's cleanup.
 func SilentListener(t testing.TB) string {
 	t.Helper()
+	addr, _ := SilentListenerAccepting(t)
+	return addr
+}
+
+// SilentListenerAccepting is SilentListener that also returns a channel
+// closed once it has accepted its first connection.
+func SilentListenerAccepting(t testing.TB) (addr string, accepted <-chan struct{}) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -22,6 +30,7 @@ func SilentListener(t testing.TB) string {
 		conns []net.Conn
 		wg    sync.WaitGroup
 	)
+	first := make(chan struct{})
 	wg.Go(func() {
 		for {
 			c, err := ln.Accept()
@@ -29,6 +38,9 @@ func SilentListener(t testing.TB) string {
 				return
 			}
 			mu.Lock()
+			if len(conns) == 0 {
+				close(first)
+			}
 			conns = append(conns, c)
 			mu.Unlock()
 		}
@@ -42,7 +54,7 @@ func SilentListener(t testing.TB) string {
 			_ = c.Close()
 		}
 	})
-	return ln.Addr().String()
+	return ln.Addr().String(), first
 }
 
 // ClosedPort returns an address on 127.0.0.1 where nothing listens: a

@@ -20,11 +20,12 @@ import (
 // soon as one broker answers, or when ctx ends; otherwise an error wrapping ErrConnect that names every
 // broker with its cause (ErrClosed once the source is closed), and also
 // ErrDenied when a broker refused the credentials. Attempts still running when it returns close
-// their connections in the background (Close waits for them).
+// their connections in the background (Close waits for them, and cuts
+// their connections when its context ends).
 func (s *Source) checkBrokers(ctx context.Context, log *slog.Logger, cfg *sarama.Config) error {
 	pc := kafkaconn.ProbeConfig(cfg, s.opts.ConnectTimeout)
 	err := s.live.CheckBrokers(ctx, s.opts.Brokers, s.opts.ConnectTimeout, log, denied,
-		func(addr string) error { return kafkaconn.ProbeBroker(addr, pc) })
+		func(ctx context.Context, addr string) error { return kafkaconn.ProbeBroker(ctx, addr, pc) })
 	if denied(err) {
 		// A broker answered, refusing the credentials: retrying changes
 		// nothing until an operator does.

@@ -21,7 +21,8 @@ import (
 // soon as one broker answers, or when ctx ends; otherwise an error wrapping ErrConnect that
 // names every broker with its cause (ErrClosed once the source is closed),
 // and also ErrDenied when a broker refused the credentials. Attempts still running when it returns close their clients in the
-// background (Close waits for them).
+// background (Close waits for them, and ends their requests when its
+// context ends).
 func (s *Source) checkBrokers(ctx context.Context, log *slog.Logger) error {
 	err := s.live.CheckBrokers(ctx, s.opts.Brokers, s.opts.ConnectTimeout, log, denied, s.probeBroker)
 	if denied(err) {
@@ -32,8 +33,9 @@ func (s *Source) checkBrokers(ctx context.Context, log *slog.Logger) error {
 	return err
 }
 
-// probeBroker connects to addr and exchanges one request.
-func (s *Source) probeBroker(addr string) error {
+// probeBroker connects to addr and exchanges one request, given up when
+// ctx ends.
+func (s *Source) probeBroker(ctx context.Context, addr string) error {
 	opts := append(append([]kgo.Opt(nil), s.opts.ClientOptions...),
 		kgo.SeedBrokers(addr), kgo.DialTimeout(s.opts.ConnectTimeout), kgo.RequestRetries(0))
 	cl, err := kgo.NewClient(opts...)
@@ -41,7 +43,7 @@ func (s *Source) probeBroker(addr string) error {
 		return err
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts.ConnectTimeout)
+	ctx, cancel := context.WithTimeout(ctx, s.opts.ConnectTimeout)
 	defer cancel()
 	_, err = cl.Request(ctx, kmsg.NewPtrApiVersionsRequest())
 	if errors.Is(err, context.DeadlineExceeded) {

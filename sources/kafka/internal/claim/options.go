@@ -166,9 +166,18 @@ var (
 )
 
 // Probes is a source's connection check: every bootstrap broker asked at
-// once, the first answer enough. Close waits for the probes still running.
+// once, the first answer enough. Close waits for the probes still running
+// (Wait). The zero value is ready to use.
 type Probes struct {
-	wg sync.WaitGroup
+	wg   sync.WaitGroup
+	once sync.Once
+	ctx  context.Context // the probes' context, ended by cut
+	cut  context.CancelFunc
+}
+
+// init makes the probes' context.
+func (ps *Probes) init() {
+	ps.once.Do(func() { ps.ctx, ps.cut = context.WithCancel(context.Background()) })
 }
 
 // ProbeBackoff is the first wait between two rounds of Probes.Check, which
@@ -198,9 +207,10 @@ const ProbeRetryLog = "kafka: no broker answered; trying again until the connect
 // credentials) ends the check at once. Otherwise the check returns an
 // error wrapping ErrConnect that names every broker (quoted) with its
 // cause in the last round, on one line. Probes still running when it
-// returns finish in the background.
+// returns finish in the background (see Wait). probe's ctx ends when Wait
+// gives up waiting: probe then returns at once.
 func (ps *Probes) Check(ctx context.Context, mu *sync.Mutex, closed *bool, brokers []string, timeout time.Duration,
-	log *slog.Logger, final func(error) bool, probe func(addr string) error) error {
+	log *slog.Logger, final func(error) bool, probe func(ctx context.Context, addr string) error) error {
 	deadline := time.Now().Add(timeout)
 	backoff := ProbeBackoff
 	for round := 0; ; round++ {
@@ -230,7 +240,7 @@ func (ps *Probes) Check(ctx context.Context, mu *sync.Mutex, closed *bool, broke
 // (the source is closed: ErrClosed; ctx ended or a probe succeeded: nil),
 // else the round's error, which names every broker.
 func (ps *Probes) round(ctx context.Context, mu *sync.Mutex, closed *bool, brokers []string, timeout time.Duration,
-	probe func(addr string) error) (done bool, err error) {
+	probe func(ctx context.Context, addr string) error) (done bool, err error) {
 	type result struct {
 		addr string
 		err  error
@@ -243,10 +253,11 @@ func (ps *Probes) round(ctx context.Context, mu *sync.Mutex, closed *bool, broke
 	}
 	ps.wg.Add(len(brokers))
 	mu.Unlock()
+	ps.init()
 	for _, addr := range brokers {
 		go func() {
 			defer ps.wg.Done()
-			results <- result{addr, probe(addr)}
+			results <- result{addr, probe(ps.ctx, addr)}
 		}()
 	}
 	errs := make([]error, 0, len(brokers))
@@ -264,12 +275,16 @@ func (ps *Probes) round(ctx context.Context, mu *sync.Mutex, closed *bool, broke
 	return false, fmt.Errorf("%w: no broker answered within %s: %w", ErrConnect, timeout, ErrList(errs))
 }
 
-// Wait waits for the probes still running, or until ctx ends.
+// Wait waits for the probes still running. When ctx ends first, it ends
+// their context, which ends them at once, and waits for them to return.
 func (ps *Probes) Wait(ctx context.Context) {
+	ps.init()
 	done := make(chan struct{})
 	go func() { ps.wg.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
+		ps.cut()
+		<-done
 	}
 }

@@ -30,7 +30,7 @@ func TestAConnectionCheckRefusedAtOnceTriesAgainUntilItsTimeout(t *testing.T) {
 		closed := false
 		start := time.Now()
 		err = ps.Check(context.Background(), &mu, &closed, []string{"a:9092", "b:9092"}, 10*time.Second,
-			slog.New(slog.NewTextHandler(lines, nil)), final, probe)
+			slog.New(slog.NewTextHandler(lines, nil)), final, func(_ context.Context, addr string) error { return probe(addr) })
 		took = time.Since(start)
 		ps.Wait(context.Background())
 		return took, lines, err

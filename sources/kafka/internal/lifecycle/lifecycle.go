@@ -71,9 +71,10 @@ func (s *Members[M]) Add(m M) bool {
 // soon as one answers or when ctx ends, else an error wrapping
 // claim.ErrConnect that names every broker, and claim.ErrClosed once the
 // source is closed. Close waits for the probes
-// still running.
+// still running; probe's ctx ends when Close's does, and probe then
+// returns at once.
 func (s *Members[M]) CheckBrokers(ctx context.Context, brokers []string, timeout time.Duration,
-	log *slog.Logger, final func(error) bool, probe func(addr string) error) error {
+	log *slog.Logger, final func(error) bool, probe func(ctx context.Context, addr string) error) error {
 	return s.probes.Check(ctx, &s.mu, &s.closed, brokers, timeout, log, final, probe)
 }
 
@@ -100,8 +101,8 @@ func (s *Members[M]) Run(ctx context.Context, start func() (M, error)) error {
 }
 
 // Close marks the source closed, waits for the connection checks still
-// running (until ctx ends) and closes every live member at once, returning
-// their errors joined.
+// running (ending them when ctx ends, then waiting for them to return)
+// and closes every live member at once, returning their errors joined.
 func (s *Members[M]) Close(ctx context.Context) error {
 	ms := liveset.Close(&s.mu, &s.closed, s.live)
 	s.probes.Wait(ctx)

@@ -131,7 +131,7 @@ func TestCloseReleasesAllAndRefusesNewMembers(t *testing.T) {
 		t.Fatal("a closed source added a member")
 	}
 	probed := false
-	err := s.CheckBrokers(context.Background(), []string{"b:9092"}, 0, slog.Default(), func(error) bool { return false }, func(string) error { probed = true; return nil })
+	err := s.CheckBrokers(context.Background(), []string{"b:9092"}, 0, slog.Default(), func(error) bool { return false }, func(context.Context, string) error { probed = true; return nil })
 	if !errors.Is(err, claim.ErrClosed) || probed {
 		t.Fatalf("CheckBrokers after Close = %v, probed %v; want ErrClosed, no probe", err, probed)
 	}
@@ -147,7 +147,7 @@ func TestCloseWaitsForRunningChecksAndRefusesNewOnes(t *testing.T) {
 		release := make(chan struct{})
 		unblock := sync.OnceFunc(func() { close(release) })
 		defer unblock() // a failing check ends with no probe left waiting
-		probe := func(addr string) error {
+		probe := func(_ context.Context, addr string) error {
 			if addr == "slow:9092" {
 				<-release
 			}
@@ -167,13 +167,43 @@ func TestCloseWaitsForRunningChecksAndRefusesNewOnes(t *testing.T) {
 		}
 		probed := false
 		err = s.CheckBrokers(context.Background(), []string{"b:9092"}, time.Minute, slog.Default(), func(error) bool { return false },
-			func(string) error { probed = true; return nil })
+			func(context.Context, string) error { probed = true; return nil })
 		if !errors.Is(err, claim.ErrClosed) || probed {
 			t.Fatalf("CheckBrokers while Close waits = %v, probed %v; want ErrClosed, no probe", err, probed)
 		}
 		unblock()
 		if err := <-closed; err != nil {
 			t.Fatalf("Close = %v, want nil", err)
+		}
+	})
+}
+
+// Guarantee: Close whose context has ended ends the connection checks'
+// probes still running (their context ends) and returns once they have
+// returned, rather than leaving them running for up to their timeout.
+func TestCloseWithAnEndedContextEndsTheRunningProbesAndWaitsForThem(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var s lifecycle.Members[*member]
+		var returned atomic.Bool
+		probe := func(ctx context.Context, addr string) error {
+			if addr == "hung:9092" {
+				<-ctx.Done()
+				returned.Store(true)
+				return ctx.Err()
+			}
+			return nil
+		}
+		err := s.CheckBrokers(context.Background(), []string{"fast:9092", "hung:9092"}, time.Minute, slog.Default(), func(error) bool { return false }, probe)
+		if err != nil {
+			t.Fatalf("CheckBrokers = %v, want nil once one broker answers", err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := s.Close(ctx); err != nil {
+			t.Fatalf("Close = %v, want nil", err)
+		}
+		if !returned.Load() {
+			t.Fatal("Close returned with a probe still running")
 		}
 	})
 }
