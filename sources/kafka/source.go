@@ -250,8 +250,9 @@ func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
 // while it waits), each member still leaves the group, waiting at most
 // 500ms more for the answer before it cuts its connections: a member that
 // closed without leaving would keep its partitions from the group until
-// its session timed out. Errors while
-// leaving the group are logged; Close returns an error only when a client's
+// its session timed out. The connection check's attempts still running
+// (see Options.ConnectTimeout) are waited for, and ended when ctx ends.
+// Errors while leaving the group are logged; Close returns an error only when a client's
 // connections could not be closed. On a Source New did not make it does
 // nothing and returns nil.
 func (s *Source) Close(ctx context.Context) error {

@@ -231,8 +231,10 @@ func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
 // (producer.Stage.Abandoned). When ctx has ended (before Close, or
 // while it waits), each member still leaves the group, waiting at most
 // 500ms more for the answer: a member that closed without leaving would
-// keep its partitions from the group until its session timed out. It
-// returns nil: errors while leaving the group are logged. On a Source New
+// keep its partitions from the group until its session timed out. The
+// connection check's attempts still running (see Options.ConnectTimeout)
+// are waited for, and ended when ctx ends. It returns nil: errors while
+// leaving the group are logged. On a Source New
 // did not make it does nothing.
 func (s *Source) Close(ctx context.Context) error {
 	if s == nil || !s.made {
