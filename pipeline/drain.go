@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+
+	"github.com/boulevard-go/boulevard/internal/panics"
+	"github.com/boulevard-go/boulevard/message"
 )
 
 // Drainer is something the pipeline waits for before it closes its source:
@@ -16,6 +19,9 @@ type Drainer interface {
 	// Drain waits, until ctx ends, for the work to settle, then lets go of
 	// it: once it has returned, the pipeline no longer waits for
 	// outcomes from it. It returns ctx.Err() when it stopped waiting.
+	// It runs on a goroutine of its own: a panic in it is a failed
+	// drain with a *message.PanicError, and an end of its goroutine
+	// (runtime.Goexit) one with a *DrainExitError.
 	Drain(ctx context.Context) error
 }
 
@@ -44,17 +50,57 @@ func (e *DrainError) Unwrap() []error { return []error{ErrDrain, e.Err} }
 
 // drainAndClose drains Options.Drainers in order, then closes the source,
 // all with ctx (bounded by ShutdownTimeout). A failed drain is reported
-// and does not stop the others or the source's Close.
+// and does not stop the others or the source's Close; so is a Drain that
+// panics or ends its goroutine (see drain).
 func (p *Pipeline[In, Out]) drainAndClose(ctx context.Context) error {
 	for i, d := range p.opts.Drainers {
 		p.draining.Store(int32(i) + 1)
-		err := d.Drain(ctx)
+		err := drain(ctx, d)
 		p.draining.Store(0)
 		if err != nil {
-			p.log.Error("draining before closing the source failed", slog.Int("drainer", i), slog.Any("error", err))
+			p.log.Error("draining before closing the source failed", drainStack(err, slog.Int("drainer", i), slog.Any("error", err))...)
 			p.setErr(&DrainError{Index: i, Err: err})
 		}
 	}
 	p.closing.Store(closeRunning)
 	return p.prod.Close(ctx)
+}
+
+// drain calls d.Drain(ctx) on a goroutine of its own and returns its
+// error: a panic is recovered as a *message.PanicError, and an exit
+// (runtime.Goexit, as t.FailNow does) is a *DrainExitError, both with the
+// stack. It costs a goroutine per drainer and stop.
+func drain(ctx context.Context, d Drainer) error {
+	return panics.Isolate(func() (err error) {
+		defer message.Recover(&err)
+		return d.Drain(ctx)
+	}, func(stack []byte) error { return &DrainExitError{Stack: stack} })
+}
+
+// DrainExitError is the error of a Drain that ended its goroutine with
+// runtime.Goexit (t.FailNow does, in a test's fake drainer) before
+// returning: the pipeline calls Drain on a goroutine of its own, so the
+// exit ends only that one and is a failed drain (the Err of its
+// *DrainError). It wraps message.ErrHandlerExited.
+type DrainExitError struct {
+	// Stack is the stack of the goroutine at the exit.
+	Stack []byte
+}
+
+// Error says that Drain exited.
+func (e *DrainExitError) Error() string {
+	return "the drainer's Drain ended its goroutine (runtime.Goexit) before returning"
+}
+
+// Unwrap returns message.ErrHandlerExited.
+func (e *DrainExitError) Unwrap() error { return message.ErrHandlerExited }
+
+// drainStack returns attrs, followed by a "stack" attribute when err
+// carries the stack of a panic or an exit.
+func drainStack(err error, attrs ...any) []any {
+	var de *DrainExitError
+	if errors.As(err, &de) {
+		return append(attrs, slog.String("stack", string(de.Stack)))
+	}
+	return withStack(err, attrs...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
@@ -216,5 +218,44 @@ func TestPipelineStopHookIsToldTheStopsError(t *testing.T) {
 	var de *pipeline.DrainError
 	if err := <-got; !errors.As(err, &de) || !errors.Is(err, failed) {
 		t.Fatalf("PipelineStop was told Err %v, want the *DrainError", err)
+	}
+}
+
+// Guarantee: a Drain that panics or ends its goroutine (runtime.Goexit,
+// as t.FailNow does) is a failed drain: Stop returns at once a *DrainError
+// naming it (wrapping a *message.PanicError, or message.ErrHandlerExited),
+// the next drainers are drained and the source is closed, and Done closes.
+func TestDrainThatPanicsOrExitsIsAFailedDrain(t *testing.T) {
+	cases := []struct {
+		name  string
+		drain func()
+		is    func(error) bool
+	}{
+		{"panic", func() { panic("drainer bug") }, func(err error) bool {
+			var pe *message.PanicError
+			return errors.As(err, &pe) && pe.Value == "drainer bug" && len(pe.Stack) > 0
+		}},
+		{"exit", runtime.Goexit, func(err error) bool { return errors.Is(err, message.ErrHandlerExited) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				log := &callLog{}
+				p, took, err := stopDraining(t, "drain-"+tc.name, time.Second, log,
+					funcDrainer(func(context.Context) error { tc.drain(); return nil }),
+					funcDrainer(func(context.Context) error { log.note("drainer 1 drained"); return nil }))
+				var de *pipeline.DrainError
+				if !errors.As(err, &de) || de.Index != 0 || !tc.is(err) {
+					t.Fatalf("Stop = %v, want a *DrainError of drainers[0] for its %s", err, tc.name)
+				}
+				if took != 0 {
+					t.Errorf("Stop took %v, want it to return at once", took)
+				}
+				<-p.Done()
+				if got, want := log.list(), []string{"drainer 1 drained", "source closed"}; !slices.Equal(got, want) {
+					t.Fatalf("calls %q, want %q", got, want)
+				}
+			})
+		})
 	}
 }

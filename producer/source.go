@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"strings"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/panics"
 	"github.com/boulevard-go/boulevard/message"
 )
 
@@ -140,21 +140,10 @@ func (e *ExitError) Unwrap() error { return message.ErrHandlerExited }
 // an exit (runtime.Goexit) is an *ExitError with the stack of the exit.
 // It costs a goroutine per call, and is used once per Run or Close call.
 func call(method string, f func() error) error {
-	res := make(chan error, 1)
-	go func() {
-		var err error
-		returned := false
-		defer func() {
-			if !returned && err == nil {
-				err = &ExitError{Method: method, Stack: debug.Stack()}
-			}
-			res <- err
-		}()
+	return panics.Isolate(func() (err error) {
 		defer message.Recover(&err)
-		err = f()
-		returned = true
-	}()
-	return <-res
+		return f()
+	}, func(stack []byte) error { return &ExitError{Method: method, Stack: stack} })
 }
 
 // FailureStack is the stack a failed Source call's error carries: that of

@@ -47,3 +47,27 @@ func (g *guard) recover(ctx context.Context) {
 		g.log.ErrorContext(ctx, g.msg, append(g.attrs, slog.Any("panic", r), slog.String("stack", string(debug.Stack())))...)
 	}
 }
+
+// Isolate calls f on a goroutine of its own, waits for it and returns its
+// error, or, when f ended that goroutine (runtime.Goexit, as t.FailNow
+// does) before returning, exited(stack of the exit): the exit ends only
+// that goroutine, never the caller's. f recovers its own panics (a panic
+// that leaves f goes on, as it would without Isolate). It costs a
+// goroutine per call, so it is for user code called once per event (a
+// source's Run or Close, a drainer's Drain), never per message.
+func Isolate(f func() error, exited func(stack []byte) error) error {
+	res := make(chan error, 1)
+	go func() {
+		var err error
+		returned := false
+		defer func() {
+			if !returned {
+				err = exited(debug.Stack())
+			}
+			res <- err
+		}()
+		err = f()
+		returned = true
+	}()
+	return <-res
+}
