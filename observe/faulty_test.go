@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/boulevard-go/boulevard/observe"
 	"github.com/boulevard-go/boulevard/pipeline"
@@ -29,11 +31,12 @@ const (
 	statsAnswer int32 = iota
 	statsPanic
 	statsBlock
+	statsExit
 )
 
 // faulty is a Stats method of the caller's (a pipeline, a Kafka source, a
-// topic or a Pulsar source) that returns st, panics or blocks until
-// release is closed, as its mode says.
+// topic or a Pulsar source) that returns st, panics, blocks until release
+// is closed or ends its goroutine (runtime.Goexit), as its mode says.
 type faulty[S any] struct {
 	st      S
 	mode    atomic.Int32
@@ -56,6 +59,9 @@ func (f *faulty[S]) Stats() S {
 	case statsBlock:
 		f.faulted.Add(1)
 		<-f.release
+	case statsExit:
+		f.faulted.Add(1)
+		runtime.Goexit()
 	}
 	return f.st
 }
@@ -449,4 +455,63 @@ func TestAGatherThatNeverReturnsHoldsOneGatheringHoweverOftenScraped(t *testing.
 			t.Errorf("the collector was called %d times, want twice: again once its gathering returned", n)
 		}
 	})
+}
+
+// Guarantee: a Stats of the caller's that ends its goroutine
+// (runtime.Goexit, as t.FailNow does) fails what it reports, as a panic
+// does: /healthz fails that pipeline, the exit in its reason, rather than
+// reporting the zero stats as read, and reports the others.
+func TestAStatsThatEndsItsGoroutineFailsWhatItReports(t *testing.T) {
+	obs := observe.New(observe.Options{Logger: slog.New(&logRecorder{})})
+	bad := newFaulty(pipeline.Stats{Name: "bad", Started: time.Now()})
+	good := newFaulty(pipeline.Stats{Name: "good", Started: time.Now()})
+	add(t, obs, bad, good)
+	bad.setMode(statsExit)
+	code, body := serveGet(t, obs.Handler(nil), "/healthz")
+	if code != http.StatusServiceUnavailable {
+		t.Errorf("/healthz answered %d, want 503:\n%s", code, body)
+	}
+	rep := reportOf(t, body)
+	if r := rep["bad"]; r.OK || !strings.Contains(r.Reason, "Stats ended its goroutine (runtime.Goexit)") {
+		t.Errorf("the pipeline whose Stats exited is reported %+v, want failed by the exit; report:\n%s", r, body)
+	}
+	if r := rep["good"]; !r.OK {
+		t.Errorf("the other pipeline is reported %+v, want OK", r)
+	}
+}
+
+// Guarantee: a Gather of the caller's gatherer that panics or ends its
+// goroutine (runtime.Goexit) never ends the process nor passes for an
+// empty gathering: /metrics answers 500 at once, its error saying what
+// the gatherer did, and the next scrape gathers again.
+func TestAGatherThatPanicsOrExitsAnswers500(t *testing.T) {
+	for _, tc := range []struct {
+		name, says string
+		fault      func()
+	}{
+		{"panic", "Gather panicked: the registry is broken", func() { panic("the registry is broken") }},
+		{"exit", "Gather ended its goroutine (runtime.Goexit)", runtime.Goexit},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obs := observe.New(observe.Options{Logger: slog.New(&logRecorder{})})
+			add(t, obs, newFaulty(pipeline.Stats{Name: "orders", Started: time.Now()}))
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(obs)
+			var faults atomic.Int32
+			h := obs.Handler(prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+				if faults.Add(1) == 1 {
+					tc.fault()
+				}
+				return reg.Gather()
+			}))
+			if code, body, _ := record(h, "/metrics"); code != http.StatusInternalServerError || !strings.Contains(body, tc.says) {
+				t.Fatalf("/metrics answered %d, want 500 saying %q:\n%s", code, tc.says, body)
+			}
+			code, body, _ := record(h, "/metrics")
+			if code != http.StatusOK {
+				t.Fatalf("the next scrape answered %d, want 200:\n%s", code, body)
+			}
+			expectSeriesOnce(t, body, `boulevard_pipeline_up{pipeline="orders"}`, 1)
+		})
+	}
 }

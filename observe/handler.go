@@ -54,7 +54,9 @@ type PipelineReport struct {
 //     the caller's that blocks), the answer is 500, logged once; until
 //     that Gather returns, each scrape answers 500 at once, logged once
 //     too, without gathering again, so that a collector that never
-//     returns holds one goroutine however often /metrics is scraped;
+//     returns holds one goroutine however often /metrics is scraped. A
+//     Gather of g that panics or ends its goroutine (runtime.Goexit)
+//     gathered nothing: the answer is 500, with an error saying so;
 //   - /healthz: 200 while no pipeline was stopped by a fatal error (a
 //     source that failed too often), 503 otherwise;
 //   - /readyz: 200 when every pipeline runs and its sources are connected,
@@ -221,7 +223,9 @@ type partialGatherer struct {
 var ErrGatherTimeout = errors.New("observe: gathering the metrics timed out")
 
 // gathering is one Gather of a partialGatherer's g, on a goroutine of its
-// own: mfs and err are set before done is closed.
+// own: mfs and err are set before done is closed. A Gather that panics or
+// ends that goroutine (runtime.Goexit) gathered nothing, with an error
+// saying so.
 type gathering struct {
 	since time.Time
 	done  chan struct{}
@@ -246,7 +250,16 @@ func (p *partialGatherer) Gather() ([]*dto.MetricFamily, error) {
 	c := &gathering{since: time.Now(), done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
+		returned := false
+		defer func() {
+			if r := recover(); r != nil {
+				c.mfs, c.err = nil, fmt.Errorf("observe: the gatherer's Gather panicked: %v", r)
+			} else if !returned {
+				c.mfs, c.err = nil, errors.New("observe: the gatherer's Gather ended its goroutine (runtime.Goexit)")
+			}
+		}()
 		c.mfs, c.err = p.g.Gather()
+		returned = true
 	}()
 	timer := time.NewTimer(p.timeout)
 	defer timer.Stop()

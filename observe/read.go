@@ -200,16 +200,22 @@ func (g *guard[S]) start(cs *calls, what string, timeout time.Duration, f func()
 	return c
 }
 
-// run calls f, recovering a panic as c's error.
+// run calls f, recovering a panic as c's error; an end of the goroutine
+// in f (runtime.Goexit, as t.FailNow does) is c's error too, rather than
+// the zero stats read as f's.
 func (c *call[S]) run(cs *calls, f func() S) {
 	defer cs.end(c.exited)
 	defer close(c.done)
+	returned := false
 	defer func() {
 		if r := recover(); r != nil {
 			c.err = fmt.Errorf("%w: %s: Stats panicked: %v", ErrStats, c.what, r)
+		} else if !returned {
+			c.err = fmt.Errorf("%w: %s: Stats ended its goroutine (runtime.Goexit)", ErrStats, c.what)
 		}
 	}()
 	c.st = f()
+	returned = true
 }
 
 // wait returns c's stats, or its error; an error wrapping ErrStats when
