@@ -166,10 +166,13 @@ type Options struct {
 	Consumer pulsar.ConsumerOptions `validate:"-"`
 	// ActiveStateCallback, when set, receives every active/passive change
 	// the broker reports for a Failover subscription's consumers. It is only
-	// allowed with SubscriptionType Failover. It runs synchronously on the
-	// client's connection goroutine and must return promptly. A panic in it
-	// is recovered, logged at error level as a *CallbackPanicError and
-	// counted in Stats().CallbackPanics; the consumer keeps running. Reports
+	// allowed with SubscriptionType Failover. The client's connection
+	// goroutine waits for it, so it must return promptly; it runs on a
+	// goroutine of its own. A panic in it is recovered, logged at error
+	// level as a *CallbackPanicError and counted in
+	// Stats().CallbackPanics; an end of its goroutine (runtime.Goexit) is
+	// logged at error level with CallbackExitedLog and the stack; either
+	// way the consumer keeps running. Reports
 	// are observations, not a lock: the same state may be reported twice and
 	// a consumer that closes need not report passive first.
 	ActiveStateCallback func(ActiveState) `validate:"-"`

@@ -32,6 +32,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/group"
 	"github.com/boulevard-go/boulevard/internal/liveset"
+	"github.com/boulevard-go/boulevard/internal/panics"
 	"github.com/boulevard-go/boulevard/internal/redact"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
@@ -484,19 +485,33 @@ func (s *Source) report(log *slog.Logger, stage int, active bool, c pulsar.Consu
 		Stage:        stage,
 		Consumer:     c,
 	}
-	if pe := callRecovering(func() { s.opts.ActiveStateCallback(st) }); pe != nil {
+	// On a goroutine of its own: an exit (runtime.Goexit) in the callback
+	// must not end the caller, the client's connection goroutine or the
+	// stage's.
+	err := panics.Isolate(func() (err error) {
+		defer message.Recover(&err)
+		s.opts.ActiveStateCallback(st)
+		return nil
+	}, func(stack []byte) error { return callbackExited(stack) })
+	var pe *message.PanicError
+	var exited callbackExited
+	switch {
+	case errors.As(err, &pe):
 		s.callbackPanics.Add(1)
 		err := &CallbackPanicError{State: st, Value: pe.Value, Stack: pe.Stack}
 		log.Error("pulsar active state callback panicked; the consumer keeps running",
 			slog.Any("error", err), slog.String("stack", string(err.Stack)))
+	case errors.As(err, &exited):
+		log.Error(CallbackExitedLog, slog.String("topic", topic), slog.Bool("active", active), slog.String("stack", string(exited)))
 	}
 }
 
-// callRecovering calls f and returns the panic it recovered, if any.
-func callRecovering(f func()) (pe *message.PanicError) {
-	var err error
-	defer func() { pe, _ = err.(*message.PanicError) }()
-	defer message.Recover(&err)
-	f()
-	return nil
-}
+// callbackExited is the stack of an active-state callback that ended its
+// goroutine (runtime.Goexit).
+type callbackExited []byte
+
+func (callbackExited) Error() string { return CallbackExitedLog }
+
+// CallbackExitedLog is the message of the error line the source logs when
+// Options.ActiveStateCallback ends its goroutine (runtime.Goexit).
+const CallbackExitedLog = "pulsar active state callback ended its goroutine (runtime.Goexit); the consumer keeps running"

@@ -1,0 +1,46 @@
+package pulsar_test
+
+import (
+	"log/slog"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/internal/logtest"
+	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
+	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
+)
+
+// Guarantee: an active-state callback that ends its goroutine
+// (runtime.Goexit, as t.FailNow does) ends neither the client's
+// connection goroutine nor the stage's: the exit is logged once per call
+// at error level on the stage's logger, and the consumer keeps receiving.
+func TestAnActiveStateCallbackThatEndsItsGoroutineLeavesTheConsumerRunning(t *testing.T) {
+	e := newEnv(t)
+	e.publish("fo-exit", "x", 1) // create the topic
+	logs := &logtest.Records{}
+	var calls atomic.Int32
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"fo-exit"}, Subscription: "sub",
+		SubscriptionType: bpulsar.Failover, Consumer: earliest(), Logger: testLogger(),
+		ActiveStateCallback: func(bpulsar.ActiveState) {
+			calls.Add(1)
+			runtime.Goexit()
+		}})
+	r := newReceived()
+	_, stop := start(t, pipeline.Options[[]byte, []byte]{Name: "fo-exit", Logger: slog.New(logs), ShutdownTimeout: 10 * time.Second,
+		Producer:   producer.Options[[]byte]{Source: src},
+		Processors: processor.Options[[]byte, []byte]{Handle: recordAll(r)}})
+	wait.Within(t, waitLimit, "the callback to be called", func() bool { return calls.Load() > 0 })
+	e.publish("fo-exit", "after", 20)
+	wait.Within(t, waitLimit, "the consumer to handle the messages", func() bool { return r.distinct() >= 21 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := logs.Count(slog.LevelError, bpulsar.CallbackExitedLog), int(calls.Load()); got != want {
+		t.Errorf("%d error lines %q for %d calls that exited, want one each", got, bpulsar.CallbackExitedLog, want)
+	}
+}
