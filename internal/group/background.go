@@ -133,6 +133,11 @@ func (b *Background) Wait(ctx context.Context) error {
 // its timeout.
 var ErrAbandoned = errors.New("call abandoned: it did not return within its timeout")
 
+// ErrExited is returned by Await, at once, for a call that ended its
+// goroutine (runtime.Goexit, as t.FailNow does in a fake client) before
+// returning.
+var ErrExited = errors.New("call ended its goroutine (runtime.Goexit) before returning")
+
 // ErrShut is returned by Await once its set is shut (see Shut): the call
 // was not made.
 var ErrShut = errors.New("call refused: its set is shut")
@@ -149,7 +154,8 @@ var ErrShut = errors.New("call refused: its set is shut")
 // never longer. A timeout of 0 or
 // less means none. A panic of call goes on in Await's caller, with the
 // same value, as if call had run there; once Await has returned, on
-// call's goroutine.
+// call's goroutine. A call that ends its goroutine (runtime.Goexit) is an
+// error: Await returns ErrExited.
 func Await[T any](ctx context.Context, b *Background, timeout time.Duration, call func() (T, error), discard func(T)) (T, error) {
 	type result struct {
 		v        T
@@ -177,6 +183,27 @@ func Await[T any](ctx context.Context, b *Background, timeout time.Duration, cal
 	}
 	task.run(func() {
 		var r result
+		exited := true
+		// Deferred, so that a call that ends the goroutine
+		// (runtime.Goexit) is answered too, with ErrExited.
+		defer func() {
+			if exited {
+				r = result{err: ErrExited}
+			}
+			if abandon != nil {
+				abandon.Stop()
+			}
+			select {
+			case res <- r:
+			case <-gone:
+				if r.panicked {
+					panic(r.p)
+				}
+				if r.err == nil {
+					discard(r.v)
+				}
+			}
+		}()
 		func() {
 			defer func() {
 				if p := recover(); p != nil {
@@ -185,19 +212,7 @@ func Await[T any](ctx context.Context, b *Background, timeout time.Duration, cal
 			}()
 			r.v, r.err = call()
 		}()
-		if abandon != nil {
-			abandon.Stop()
-		}
-		select {
-		case res <- r:
-		case <-gone:
-			if r.panicked {
-				panic(r.p)
-			}
-			if r.err == nil {
-				discard(r.v)
-			}
-		}
+		exited = false
 	})
 	select {
 	case r := <-res:

@@ -3,6 +3,7 @@ package group_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -299,4 +300,21 @@ func TestAwaitWithAnEndedContextMakesNoCall(t *testing.T) {
 			t.Fatalf("Await with its context ended made the call")
 		}
 	}
+}
+
+// Guarantee: a call that ends its goroutine (runtime.Goexit, as t.FailNow
+// does) makes Await return ErrExited at once, without waiting for its
+// timeout or its context, and the set does not wait for that goroutine.
+func TestAwaitReturnsErrExitedAtOnceForACallThatEndsItsGoroutine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var b group.Background
+		began := time.Now()
+		_, err := group.Await(t.Context(), &b, time.Hour, func() (int, error) { runtime.Goexit(); return 1, nil }, func(int) {})
+		if !errors.Is(err, group.ErrExited) || time.Since(began) != 0 {
+			t.Fatalf("Await = %v after %v, want ErrExited at once", err, time.Since(began))
+		}
+		if err := b.Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

@@ -197,7 +197,9 @@ type Options struct {
 	// subscribe to a partitioned topic whose connection drops while one
 	// partition is subscribed and another is not yet (docs/pulsar.md,
 	// Consumer ownership and failure): without this bound the stage would
-	// wait for ever.
+	// wait for ever. A client (a fake one, in a test) whose lookup or
+	// subscribe ends its goroutine (runtime.Goexit, as t.FailNow does)
+	// fails the subscribe at once, with ErrSubscribe, without waiting.
 	// Set it above the time the client takes to give up on its own:
 	// about ConnectionTimeout + 2 × OperationTimeout (19 s with
 	// NewClient's defaults; with pulsar-client-go's, 60 s plus a dial it
