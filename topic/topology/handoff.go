@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/boulevard-go/boulevard/message"
 )
 
 // A sequenced source hands a retried letter of a key to its backend (Hold,
@@ -217,28 +220,22 @@ func (s *Source[T]) attemptKept() {
 		k := hs.kept[0]
 		hs.mu.Unlock()
 		ctx, cancel := context.WithTimeout(parent, handOffTimeout)
-		err := s.handTo(ctx, k.kind, k.hold, k.l)
+		err := s.attemptOnce(ctx, s.handOffName(k.kind, k.hold), func(ctx context.Context, l Letter[T]) error {
+			return s.handTo(ctx, k.kind, k.hold, l)
+		}, k.l, func() {
+			cancel()
+			s.keptRefused(took)
+		})
 		if err == nil {
 			s.handedOff(ctx, k.kind, &k.l)
 			s.done(ctx, &k.p)
 		}
 		cancel()
-		hs.mu.Lock()
 		if err != nil {
-			hs.attempts++
-			if !hs.closed {
-				// Room came and went: the next attempt comes soon.
-				// Otherwise it comes after twice the wait.
-				hs.keptBackoff = min(2*hs.keptBackoff, handOffMaxBackoff)
-				if took {
-					hs.keptBackoff = handOffFirstBackoff
-				}
-				hs.wg.Add(1)
-				hs.keptTimer = time.AfterFunc(hs.keptBackoff, func() { defer hs.wg.Done(); s.attemptKept() })
-			}
-			hs.mu.Unlock()
+			s.keptRefused(took)
 			return
 		}
+		hs.mu.Lock()
 		took = true
 		hs.kept[0] = keptLetter[T]{}
 		hs.kept = hs.kept[1:]
@@ -253,6 +250,58 @@ func (s *Source[T]) attemptKept() {
 		}
 		hs.mu.Unlock()
 	}
+}
+
+// keptRefused arms the next attempt at the kept letters after one the
+// backend refused, unless the source has closed: soon if this attempt
+// handed some off first (took: room came and went), otherwise after twice
+// the wait, up to handOffMaxBackoff.
+func (s *Source[T]) keptRefused(took bool) {
+	hs := &s.handOffs
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	hs.attempts++
+	if hs.closed {
+		return
+	}
+	hs.keptBackoff = min(2*hs.keptBackoff, handOffMaxBackoff)
+	if took {
+		hs.keptBackoff = handOffFirstBackoff
+	}
+	hs.wg.Add(1)
+	hs.keptTimer = time.AfterFunc(hs.keptBackoff, func() { defer hs.wg.Done(); s.attemptKept() })
+}
+
+// handOffExited is the message a hand-off attempt whose backend call ended
+// the goroutine (runtime.Goexit) is logged with, with the stack of the
+// exit; the attempt counts as failed and the letter is tried again.
+const handOffExited = "a hand-off to the backend ended its goroutine (runtime.Goexit); the letter is tried again"
+
+// attemptOnce makes one of the source's own attempts to hand l off with
+// do, on a timer's goroutine, and returns do's error, a panic in do as an
+// error wrapping the *message.PanicError. When do ends the goroutine
+// instead (runtime.Goexit, as t.FailNow does), the exit is logged at
+// error level with the stack, naming what (the hand-off), and exited is
+// called as the goroutine ends: it treats the attempt as failed, so that
+// the letter is neither lost nor left waiting for an attempt that never
+// comes.
+func (s *Source[T]) attemptOnce(ctx context.Context, what string, do func(context.Context, Letter[T]) error, l Letter[T], exited func()) (err error) {
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		if v := recover(); v != nil {
+			err = &message.PanicError{Value: v, Stack: debug.Stack()}
+			return
+		}
+		s.log.Error(handOffExited, slog.String("to", what), slog.String("key", l.Key),
+			slog.Any("error", message.ErrHandlerExited), slog.String("stack", string(debug.Stack())))
+		exited()
+	}()
+	err = do(ctx, l)
+	returned = true
+	return err
 }
 
 // roomWait returns a channel closed once no letter is kept for room, or
@@ -308,13 +357,21 @@ func (s *Source[T]) attemptHandOff(h *handOff[T]) {
 	hs.mu.Unlock()
 	ctx, cancel := context.WithTimeout(parent, handOffTimeout)
 	defer cancel()
-	err := h.do(ctx, h.p.l)
+	err := s.attemptOnce(ctx, h.what, h.do, h.p.l, func() { s.retryFailed(h, message.ErrHandlerExited) })
 	if err == nil {
 		s.log.Info("handed a held key's letter to the backend after failed attempts",
 			slog.String("to", h.what), slog.String("key", h.p.l.Key), slog.Int("failed_attempts", h.failed))
 		s.done(ctx, &h.p)
 		return
 	}
+	s.retryFailed(h, err)
+}
+
+// retryFailed arms the next attempt at h, whose attempt just failed with
+// err, or, once the source has closed, leaves h's letter to Close to give
+// back.
+func (s *Source[T]) retryFailed(h *handOff[T], err error) {
+	hs := &s.handOffs
 	h.failed++
 	h.backoff = min(2*h.backoff, handOffMaxBackoff)
 	if !hs.schedule(s.log, h, err, s.attemptHandOff) {

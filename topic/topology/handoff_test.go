@@ -76,13 +76,19 @@ func startFailedHoldRun(t *testing.T, log *slog.Logger) *failedHoldRun {
 		}
 		return m.Data, nil
 	})
+	publishOneTwoToKeyA(t, q)
+	return r
+}
+
+// publishOneTwoToKeyA publishes 1 then 2 to q, both of key A.
+func publishOneTwoToKeyA(t *testing.T, q topology.Queues[int]) {
+	t.Helper()
 	pub, _ := topology.NewPublisher(q, topology.PublisherOptions[int]{Key: func(int) string { return "A" }})
 	for v := 1; v <= 2; v++ {
 		if err := pub.Publish(t.Context(), v); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return r
 }
 
 // build returns the topology b builds, failing t if it cannot.

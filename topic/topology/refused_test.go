@@ -393,12 +393,7 @@ func TestSequencedRetryRefusedByAFullHoldQueueKeepsItsKeysPlace(t *testing.T) {
 			}
 			return msg.Data, nil
 		})
-		pub, _ := topology.NewPublisher(q, topology.PublisherOptions[int]{Key: func(int) string { return "A" }})
-		for v := 1; v <= 2; v++ {
-			if err := pub.Publish(t.Context(), v); err != nil {
-				t.Fatal(err)
-			}
-		}
+		publishOneTwoToKeyA(t, q)
 		synctest.Wait()
 		if st := src.Stats(); st.Refused != 1 {
 			t.Fatalf("stats %+v while the hold queue is full, want the retry kept (Refused 1)", st)
