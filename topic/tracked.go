@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/topic/internal/goexit"
 )
 
 // ErrNacked is the Reason of a Nack whose subscriber gave no reason.
@@ -439,10 +440,37 @@ func (c *trackerCore) finish(t *Ticket) {
 
 // run times out pending tickets in deadline order (all tickets of one core
 // share the timeout, so the list is sorted by deadline).
+// A done callback that ends the goroutine (runtime.Goexit, as t.FailNow
+// does) as it is told of a timeout ends it there: the exit is logged once,
+// at error level, with the stack, and the timeouts go on on a new
+// goroutine, which Close waits for.
 func (c *trackerCore) run() {
 	defer c.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
+	// timingOut is the publish being settled as timed out, nil otherwise:
+	// done panics are recovered (report), so an end of the goroutine
+	// while it is set is an exit of done.
+	var timingOut *Ticket
+	goexit.Resume(func() { c.timeOuts(timer, &timingOut) }, func(stack string) bool {
+		t := timingOut
+		if t == nil {
+			return false
+		}
+		timingOut = nil
+		t.release() // resolveFrom's, which the exit skipped
+		c.log.Error(doneExited, slog.String("topic", string(c.topic)), slog.String("outcome", TimedOut.String()),
+			slog.Any("error", message.ErrHandlerExited), slog.String("stack", stack))
+		return true
+	})
+}
+
+// doneExited is the message a tracked publisher logs an exit of a done
+// callback (runtime.Goexit) on its timeout goroutine with.
+const doneExited = "tracked publish: done callback ended the timeout goroutine (runtime.Goexit); the publish stays settled and the timeouts go on"
+
+// timeOuts is run's loop: it returns when the core stops.
+func (c *trackerCore) timeOuts(timer *time.Timer, timingOut **Ticket) {
 	for {
 		c.mu.Lock()
 		t := c.head
@@ -454,7 +482,9 @@ func (c *trackerCore) run() {
 		}
 		c.mu.Unlock()
 		if t != nil && wait <= 0 {
+			*timingOut = t
 			t.resolveFrom(w, Result{Outcome: TimedOut})
+			*timingOut = nil
 			continue
 		}
 		var fire <-chan time.Time
@@ -563,7 +593,9 @@ func (p *TrackedPublisher[T]) PublishHeaders(ctx context.Context, v T, hdr Heade
 // PublishFunc returns an error. A panic in done is recovered and logged
 // once, at error level, to TrackedOptions.Logger: the publish stays
 // settled with the outcome done was given, and the goroutine that called
-// done goes on.
+// done goes on. A done that ends its goroutine (runtime.Goexit, as
+// t.FailNow does) as it is told of a timeout is logged the same way, and
+// later publishes still time out.
 func (p *TrackedPublisher[T]) PublishFunc(ctx context.Context, v T, done func(Result)) error {
 	_, err := p.publish(ctx, v, nil, done)
 	return err

@@ -3,6 +3,7 @@ package topic_test
 import (
 	"errors"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,19 @@ import (
 	"github.com/boulevard-go/boulevard/topic"
 )
 
+// newLoggingTracked returns a tracked publisher of a new topic, of a
+// timeout of a second and one publish in flight, logging as text to the
+// returned lines, and a balanced subscriber of that topic.
+func newLoggingTracked(t *testing.T) (*topic.Subscription[int], *topic.TrackedPublisher[int], *logtest.Lines) {
+	t.Helper()
+	var logged logtest.Lines
+	h := newIntTopic(t, topic.Options{})
+	sub := subscribeInt(t, h, topic.Balanced("g"))
+	p := newTracked(t, h, topic.TrackedOptions{Timeout: time.Second, MaxInFlight: 1,
+		Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	return sub, p, &logged
+}
+
 // Guarantee: a done callback that panics costs one error log line on the
 // publisher's Logger, whichever goroutine settled its publish (a
 // subscriber's Ack, the timeout goroutine, Close): that goroutine goes on,
@@ -20,11 +34,7 @@ import (
 // the outcome done was given, and its in-flight slot is free.
 func TestPanickingDoneCallbackIsLoggedAndContained(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var logged logtest.Lines
-		h := newIntTopic(t, topic.Options{})
-		sub := subscribeInt(t, h, topic.Balanced("g"))
-		p := newTracked(t, h, topic.TrackedOptions{Timeout: time.Second, MaxInFlight: 1,
-			Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+		sub, p, logged := newLoggingTracked(t)
 		var calls atomic.Int32
 		done := func(r topic.Result) {
 			calls.Add(1)
@@ -95,6 +105,48 @@ func TestPanickingDoneCallbackIsLoggedAndContained(t *testing.T) {
 		expect("close", 4, topic.TopicClosed)
 		if err := sub.Ack(it.ID); !errors.Is(err, topic.ErrMessageNotTracked) || calls.Load() != 4 {
 			t.Fatalf("Ack after Close = %v with done called %d times, want ErrMessageNotTracked and 4 (settled once)", err, calls.Load())
+		}
+	})
+}
+
+// Guarantee: a done callback that ends its goroutine (runtime.Goexit, as
+// t.FailNow does) as it is told of a timeout costs one error log line
+// with the stack of the exit: the publish stays settled as TimedOut with
+// its in-flight slot free, and later publishes still time out.
+func TestDoneCallbackThatExitsOnTimeoutLeavesTimeoutsGoing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sub, p, logged := newLoggingTracked(t)
+		var outcomes []topic.ReceiptOutcome // written by the timeout goroutine, read after synctest.Wait
+		done := func(r topic.Result) {
+			outcomes = append(outcomes, r.Outcome)
+			if len(outcomes) == 1 {
+				runtime.Goexit()
+			}
+		}
+		for i := range 2 {
+			if err := p.PublishFunc(t.Context(), i, done); err != nil {
+				t.Fatalf("publish %d: %v", i, err)
+			}
+			if _, err := sub.Receive(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2 * time.Second) // past the timeout
+			synctest.Wait()
+			if len(outcomes) != i+1 || outcomes[i] != topic.TimedOut {
+				t.Fatalf("after publish %d timed out, done was told %v, want TimedOut once each", i, outcomes)
+			}
+			if n := p.InFlight(); n != 0 {
+				t.Fatalf("InFlight = %d after publish %d timed out, want 0", n, i)
+			}
+		}
+		lines := logged.All()
+		if len(lines) != 1 {
+			t.Fatalf("%d log lines, want one for the exit: %q", len(lines), lines)
+		}
+		for _, want := range []string{"level=ERROR", "ended the timeout goroutine", "topic=t", "outcome=" + topic.TimedOut.String(), "stack="} {
+			if !strings.Contains(lines[0], want) {
+				t.Fatalf("log line %q does not contain %q", lines[0], want)
+			}
 		}
 	})
 }
