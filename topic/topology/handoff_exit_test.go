@@ -82,3 +82,73 @@ func TestAHandOffThatPanicsOrExitsIsTriedAgain(t *testing.T) {
 		})
 	}
 }
+
+// panickySettles refuses the first Hold, as a broker that refuses the hold
+// topic would, and its readers' Settle panics once a Hold went through.
+type panickySettles struct {
+	topology.Queues[int]
+	holds *atomic.Int64
+}
+
+func (q panickySettles) Hold(ctx context.Context, i int, l topology.Letter[int]) error {
+	if q.holds.Add(1) == 1 {
+		return errors.New("hold topic unavailable")
+	}
+	return q.Queues.Hold(ctx, i, l)
+}
+
+func (q panickySettles) Subscribe(ctx context.Context) (topology.Reader[int], error) {
+	r, err := q.Queues.Subscribe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return panickySettleReader{Reader: r, holds: q.holds}, nil
+}
+
+type panickySettleReader struct {
+	topology.Reader[int]
+	holds *atomic.Int64
+}
+
+func (r panickySettleReader) Settle(ctx context.Context, l *topology.Letter[int]) error {
+	if r.holds.Load() > 1 {
+		panic("settle backend broke")
+	}
+	return r.Reader.Settle(ctx, l)
+}
+
+// Guarantee: a reader whose Settle panics costs a settle failure, counted
+// and logged as one that returns an error is, whichever goroutine
+// settles: the source's own attempt at a refused hand-off (on a timer's
+// goroutine) or a message's acknowledgement. The process goes on, and so
+// does the key.
+func TestASettleThatPanicsIsASettleFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var log logtest.Records
+		_, mq := declareLedger(t)
+		q := panickySettles{Queues: mq, holds: new(atomic.Int64)}
+		var order []int
+		src, p := startLoggingPipeline(t, q, slog.New(&log), func(_ context.Context, m *message.Message[int]) (int, error) {
+			order = append(order, m.Data) // one processor: one at a time
+			if len(order) == 1 {
+				return 0, topology.Retry(errors.New("gateway down"))
+			}
+			return m.Data, nil
+		})
+		publishOneTwoToKeyA(t, mq)
+		time.Sleep(time.Minute) // fake time: the backoff and the hold's second
+		synctest.Wait()
+		if !slices.Equal(order, []int{1, 1, 2}) {
+			t.Fatalf("handled %v, want [1 1 2]: the retry comes back and its key moves on", order)
+		}
+		if st := src.Stats(); st.SettleFailed != 3 {
+			t.Fatalf("stats %+v, want 3 settle failures: the letter handed off, the retry and 2", st)
+		}
+		if got := log.Count(slog.LevelWarn, "could not settle a letter"); got == 0 {
+			t.Fatal("no WARN line for the settle failures")
+		}
+		if err := p.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

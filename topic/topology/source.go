@@ -824,13 +824,22 @@ func stamp[T any](l *Letter[T], now time.Time) {
 
 // done settles p on its reader. A failure is counted, and logged within
 // the bounds of settleLog. A retired reader whose last letter out that was
-// is closed (settledOne).
+// is closed (settledOne). A Settle that panics fails as one that returns
+// the *message.PanicError does, whichever goroutine settles (a message's
+// acknowledgement, the source's own hand-off attempt on a timer's).
 func (s *Source[T]) done(ctx context.Context, p *pendingLetter[T]) {
-	if err := p.r.rd.Settle(ctx, &p.l); err != nil {
+	if err := settleOn(ctx, p.r.rd, &p.l); err != nil {
 		s.settleFailed.Add(1)
 		s.settleLog.Log(ctx, s.log, slog.LevelWarn, settleFailedLog, slog.Any("error", err))
 	}
 	s.settledOne(p.r)
+}
+
+// settleOn settles l on r and returns a panic in Settle as a
+// *message.PanicError.
+func settleOn[T any](ctx context.Context, r Reader[T], l *Letter[T]) (err error) {
+	defer message.Recover(&err)
+	return r.Settle(ctx, l)
 }
 
 // settleFailedLog is the message of the lines done logs.
