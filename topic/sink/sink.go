@@ -410,9 +410,12 @@ func (s *Sink[T]) publish(ctx context.Context, v T, hdr topic.Headers, ack acker
 	return nil
 }
 
-// done receives the tracked publish's outcome and reports it upstream.
+// done receives the tracked publish's outcome and reports it upstream. The
+// publish counts as reported even when the upstream acknowledger ends the
+// goroutine (runtime.Goexit, as t.FailNow does), so that Wait returns.
 func (p *pending[T]) done(r topic.Result) {
 	s := p.s
+	defer s.settled()
 	o := acker.Outcome{ID: p.id, Data: p.data}
 	if r.Outcome == topic.Acked {
 		s.acked.Add(1)
@@ -435,14 +438,13 @@ func (p *pending[T]) done(r topic.Result) {
 		// The outcome slice lives in p, so reporting does not allocate; p
 		// is recycled only after the call.
 		p.one[0] = o
+		defer s.release(p)
 		if o.Err == nil {
 			acker.Safe(s.ctx, s.log, p.ack, p.one[:], nil)
 		} else {
 			acker.Safe(s.ctx, s.log, p.ack, nil, p.one[:])
 		}
-		s.release(p)
 	}
-	s.settled()
 }
 
 // failure returns the disposition and error a tracked publish that did not
