@@ -502,7 +502,10 @@ type SubscriberOptions struct {
 	// settled is committed. OnRelease is called only
 	// while such messages are held and the wait is not zero, never while
 	// the subscription is closing; it must not block, nor call back into
-	// the subscription. The in-memory and Pulsar backends never call it:
+	// the subscription. On a Kafka backend, an OnRelease or done that
+	// panics or ends its goroutine (runtime.Goexit) is logged at error
+	// level and the revoke goes on as if it had returned. The in-memory
+	// and Pulsar backends never call it:
 	// nothing they do waits for the messages a subscriber holds. Nil: the
 	// backend just waits.
 	OnRelease func() (done func()) `name:"-" validate:"-"`

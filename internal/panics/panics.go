@@ -71,3 +71,34 @@ func Isolate(f func() error, exited func(stack []byte) error) error {
 	}()
 	return <-res
 }
+
+// Aside calls f on a goroutine of its own and waits for it to end. A
+// panic in f is recovered and logged to log with panicked, attrs, the
+// panic value and the stack; an exit (runtime.Goexit, as t.FailNow does)
+// ends only that goroutine and is logged with exited, attrs and the stack
+// of the exit. One error line each, and the caller's goroutine goes on as
+// if f had returned: the caller may be a client library's goroutine (a
+// Kafka consumer group's session) that an exit must not end. It reports
+// whether f returned. It costs a goroutine per call, so it is for user
+// code called once per event (a partition assigned or revoked), never per
+// message.
+func Aside(ctx context.Context, log *slog.Logger, panicked, exited string, f func(), attrs ...any) (returned bool) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() {
+			if returned {
+				return
+			}
+			if r := recover(); r != nil {
+				log.ErrorContext(ctx, panicked, append(slices.Clip(attrs), slog.Any("panic", r), slog.String("stack", string(debug.Stack())))...)
+				return
+			}
+			log.ErrorContext(ctx, exited, append(slices.Clip(attrs), slog.String("stack", string(debug.Stack())))...)
+		}()
+		f()
+		returned = true
+	}()
+	<-done
+	return returned
+}

@@ -7,7 +7,6 @@ package safehooks
 import (
 	"context"
 	"log/slog"
-	"runtime/debug"
 	"slices"
 
 	"github.com/boulevard-go/boulevard/internal/panics"
@@ -64,23 +63,5 @@ func guard[E any](f func(ctx context.Context, e E), log *slog.Logger, hook strin
 // It costs a goroutine per call, so it is for hooks called once per event
 // (a partition assigned or revoked), never per message.
 func CallAside[E any](ctx context.Context, log *slog.Logger, hook string, f func(context.Context, E), e E, attrs ...any) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		returned := false
-		defer func() {
-			if returned {
-				return
-			}
-			attrs := append(slices.Clip(attrs), slog.String("hook", hook))
-			if r := recover(); r != nil {
-				log.ErrorContext(ctx, Panicked, append(attrs, slog.Any("panic", r), slog.String("stack", string(debug.Stack())))...)
-				return
-			}
-			log.ErrorContext(ctx, Exited, append(attrs, slog.String("stack", string(debug.Stack())))...)
-		}()
-		f(ctx, e)
-		returned = true
-	}()
-	<-done
+	panics.Aside(ctx, log, Panicked, Exited, func() { f(ctx, e) }, append(slices.Clip(attrs), slog.String("hook", hook))...)
 }

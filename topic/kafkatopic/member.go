@@ -22,6 +22,7 @@ import (
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/internal/goexit"
+	"github.com/boulevard-go/boulevard/topic/internal/onrelease"
 	"github.com/boulevard-go/boulevard/topic/internal/undecodable"
 )
 
@@ -639,7 +640,8 @@ func (m *member[T]) release(c *kafkaoffset.Claim) {
 	if m.onRelease != nil && c.Handed() > 0 && timeout > 0 && !m.ended {
 		// Called without mu: the subscriber may settle at once.
 		m.mu.Unlock()
-		if done := m.onRelease(); done != nil {
+		if done := onrelease.Call(m.t.b.log, m.onRelease, slog.String("topic", m.t.kname), slog.String("group", m.gid),
+			slog.Int("partition", int(c.Partition()))); done != nil {
 			defer done()
 		}
 		m.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"runtime"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -13,7 +14,9 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/internal/kafkareach"
+	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/internal/onrelease"
 )
 
 // session is a group session whose marks and commits go nowhere.
@@ -440,4 +443,51 @@ func TestOnlyTheFirstUndecodableFetchEndsABalancedSubscription(t *testing.T) {
 			t.Fatalf("%d ERROR lines, want 1:\n%s", n, logs.String())
 		}
 	})
+}
+
+// Guarantee: a subscriber's OnRelease, or the done it returned, that
+// panics or ends its goroutine (runtime.Goexit, as t.FailNow does) costs
+// one error line with the stack: the revoke, on the client's goroutine,
+// goes on as if it had returned, waits for the messages held and lets the
+// partition go once they are settled.
+func TestAnOnReleaseThatPanicsOrExitsLetsTheRevokeGoOn(t *testing.T) {
+	for _, c := range []struct {
+		name, want string
+		onRelease  func() func()
+	}{
+		{"OnRelease panics", onrelease.Panicked, func() func() { panic("release hook broke") }},
+		{"OnRelease exits", onrelease.Exited, func() func() { runtime.Goexit(); return nil }},
+		{"done panics", onrelease.Panicked, func() func() { return func() { panic("done broke") } }},
+		{"done exits", onrelease.Exited, func() func() { return runtime.Goexit }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var log logtest.Records
+				m := newMember(8, time.Second, time.Minute)
+				defer m.cancel()
+				m.t.b.log = slog.New(&log)
+				m.onRelease = c.onRelease
+				held := kafkaoffset.New(session{}, "t", 0)
+				got := receiveAll(t, m, held, 1)
+				released := make(chan struct{})
+				go func() {
+					m.release(held)
+					close(released)
+				}()
+				synctest.Wait()
+				select {
+				case <-released:
+					t.Fatal("the revoke let the partition go while its message was held")
+				default:
+				}
+				if err := m.Settle(got[0].ID, nil); err != nil {
+					t.Fatal(err)
+				}
+				<-released
+				if n := log.Count(slog.LevelError, c.want); n != 1 {
+					t.Fatalf("%d ERROR lines %q, want 1", n, c.want)
+				}
+			})
+		})
+	}
 }

@@ -13,6 +13,22 @@ import (
 // before the partition goes: it is committed, and its next owner does
 // not deliver it again.
 func TestAPartitionLetGoWithOneLetterInFlightCallsOnRelease(t *testing.T) {
+	letGoWithOneLetterInFlight(t, func() {})
+}
+
+// Guarantee: what OnRelease set that panics, on the client's goroutine,
+// is logged and the partition is let go as if it had returned: the letter
+// settled is committed, and the process goes on.
+func TestAnOnReleaseThatPanicsLetsThePartitionGo(t *testing.T) {
+	letGoWithOneLetterInFlight(t, func() { panic("release hook broke") })
+}
+
+// letGoWithOneLetterInFlight has a reader let a partition go with a single
+// letter of it handed out, and what OnRelease set tell it then call
+// then; it checks that the letter, settled then, is committed: the
+// partition's next owner does not deliver it again.
+func letGoWithOneLetterInFlight(t *testing.T, then func()) {
+	t.Helper()
 	b := newBackend(t, testbroker.Kafka(t).ListenAddrs()) // RevokeTimeout 2s
 	q := declare(t, b, topology.New("single"))
 	r := subscribe(t, q)
@@ -26,6 +42,7 @@ func TestAPartitionLetGoWithOneLetterInFlightCallsOnRelease(t *testing.T) {
 		case releasing <- struct{}{}:
 		default:
 		}
+		then()
 		return nil
 	})
 	second := subscribe(t, q) // the rebalance takes the partition from r
