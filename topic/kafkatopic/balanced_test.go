@@ -430,12 +430,7 @@ func TestRevokeWaitsForHandedOutMessages(t *testing.T) {
 // once as it starts (naming the partitions it claims) and once as it
 // ends, so a rebalance shows in the log as the Kafka source's do.
 func TestGroupSessionsAreLoggedAtInfo(t *testing.T) {
-	c := testbroker.Kafka(t)
-	o := testOptions[int](c, topic.IntCodec{})
-	var logs logtest.Lines
-	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	b := newBackend(t, o)
-	h := newTopic(t, b, "sessions", topic.Options{})
+	_, h, logs := newLoggingTopic(t, "sessions")
 	subscribe(t, h, topic.Balanced("g"))
 	wait.For(t, "the first member's session line", func() bool { return logs.Count(kafkatopic.SessionStartedLog) >= 1 })
 	logs.Want(t, 1, "session lines of the first member", "level=INFO", kafkatopic.SessionStartedLog,

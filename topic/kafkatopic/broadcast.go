@@ -18,6 +18,7 @@ import (
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/internal/goexit"
+	"github.com/boulevard-go/boulevard/topic/internal/hookcall"
 	"github.com/boulevard-go/boulevard/topic/internal/undecodable"
 )
 
@@ -89,7 +90,7 @@ func (t *kTopic[T]) subscribeBroadcast(parent context.Context, observer topic.Re
 	defer cancel()
 	// A reader of its own partitions holds no group session: it reads as
 	// long as it is subscribed (kafkareach.Reach).
-	reach := &kafkareach.Reach{Health: observer}
+	reach := &kafkareach.Reach{Health: hookcall.Reach(observer, b.log, slog.String("topic", t.kname))}
 	reach.SessionStarted()
 	client, conns, err := b.newClient(ctx, reach)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -175,4 +176,60 @@ func TestTopicSourceIsNotDegradedByFetchesThatFailWhileTheClusterAnswers(t *test
 			wait.Within(t, patience, "the message handled", func() bool { return r.Handled() == 1 }, r.String)
 		})
 	}
+}
+
+// misbehavingReach is a subscriber's Reach observer that panics when told
+// of a degrade and ends its goroutine (runtime.Goexit, as t.FailNow does)
+// when told of a recovery, after counting each.
+type misbehavingReach struct{ degrades, recoveries atomic.Int32 }
+
+func (r *misbehavingReach) Degrade(error) {
+	r.degrades.Add(1)
+	panic("reach observer broke")
+}
+
+func (r *misbehavingReach) Recovered() {
+	r.recoveries.Add(1)
+	runtime.Goexit()
+}
+
+// Guarantee: a balanced member's Reach observer that panics or ends its
+// goroutine, on the backend's goroutines, costs an error line each time:
+// the member goes on, runs its next session and receives what is
+// published.
+func TestAReachObserverThatPanicsOrExitsLeavesTheSubscriptionReading(t *testing.T) {
+	c, h, lines := newLoggingTopic(t, "reach")
+	obs := &misbehavingReach{}
+	s, err := h.Subscribe(t.Context(), topic.Balanced("g"), topic.SubscriberOptions{Reach: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	refusals, kick := refuseJoins(c)
+	refusals.Store(1 << 20)
+	kick.Store(true) // the session ends, and the next ones fail
+	wait.Within(t, patience, "a degrade reported", func() bool { return obs.degrades.Load() > 0 })
+	refusals.Store(0)
+	wait.Within(t, patience, "a recovery reported", func() bool { return obs.recoveries.Load() > 0 })
+	if err := h.Publish(ctxT(t), 7); err != nil {
+		t.Fatal(err)
+	}
+	it, err := s.Receive(ctxT(t))
+	if err != nil || it.Value != 7 {
+		t.Fatalf("Receive after the observer misbehaved = %+v, %v; want 7", it, err)
+	}
+	if lines.Count("Reach observer panicked") == 0 || lines.Count("Reach observer ended its goroutine") == 0 {
+		t.Fatalf("want error lines for the panic and the exit, got %q", lines.All())
+	}
+}
+
+// newLoggingTopic returns a cluster and the int topic name on a backend
+// of it that logs as text to the returned lines.
+func newLoggingTopic(t *testing.T, name topic.Name) (*kfake.Cluster, *topic.Handle[int], *logtest.Lines) {
+	t.Helper()
+	c := testbroker.Kafka(t)
+	o := testOptions[int](c, topic.IntCodec{})
+	var lines logtest.Lines
+	o.Logger = slog.New(slog.NewTextHandler(&lines, nil))
+	return c, newTopic(t, newBackend(t, o), name, topic.Options{}), &lines
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/internal/goexit"
-	"github.com/boulevard-go/boulevard/topic/internal/onrelease"
+	"github.com/boulevard-go/boulevard/topic/internal/hookcall"
 	"github.com/boulevard-go/boulevard/topic/internal/undecodable"
 )
 
@@ -147,7 +147,8 @@ func (t *kTopic[T]) joinGroup(parent context.Context, g topic.GroupName, opts to
 		t.leaveGroup(g)
 		return nil, err
 	}
-	reach := &kafkareach.Reach{Health: opts.Reach}
+	// The observer is the subscriber's: called on the client's goroutines.
+	reach := &kafkareach.Reach{Health: hookcall.Reach(opts.Reach, b.log, slog.String("topic", t.kname), slog.String("group", gid))}
 	client, conns, err := b.newClient(ctx, reach)
 	if err != nil {
 		t.leaveGroup(g)
@@ -640,7 +641,7 @@ func (m *member[T]) release(c *kafkaoffset.Claim) {
 	if m.onRelease != nil && c.Handed() > 0 && timeout > 0 && !m.ended {
 		// Called without mu: the subscriber may settle at once.
 		m.mu.Unlock()
-		if done := onrelease.Call(m.t.b.log, m.onRelease, slog.String("topic", m.t.kname), slog.String("group", m.gid),
+		if done := hookcall.Release(m.t.b.log, m.onRelease, slog.String("topic", m.t.kname), slog.String("group", m.gid),
 			slog.Int("partition", int(c.Partition()))); done != nil {
 			defer done()
 		}

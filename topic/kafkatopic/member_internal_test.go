@@ -16,7 +16,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/kafkareach"
 	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/topic"
-	"github.com/boulevard-go/boulevard/topic/internal/onrelease"
+	"github.com/boulevard-go/boulevard/topic/internal/hookcall"
 )
 
 // session is a group session whose marks and commits go nowhere.
@@ -455,10 +455,10 @@ func TestAnOnReleaseThatPanicsOrExitsLetsTheRevokeGoOn(t *testing.T) {
 		name, want string
 		onRelease  func() func()
 	}{
-		{"OnRelease panics", onrelease.Panicked, func() func() { panic("release hook broke") }},
-		{"OnRelease exits", onrelease.Exited, func() func() { runtime.Goexit(); return nil }},
-		{"done panics", onrelease.Panicked, func() func() { return func() { panic("done broke") } }},
-		{"done exits", onrelease.Exited, func() func() { return runtime.Goexit }},
+		{"OnRelease panics", hookcall.ReleasePanicked, func() func() { panic("release hook broke") }},
+		{"OnRelease exits", hookcall.ReleaseExited, func() func() { runtime.Goexit(); return nil }},
+		{"done panics", hookcall.ReleasePanicked, func() func() { return func() { panic("done broke") } }},
+		{"done exits", hookcall.ReleaseExited, func() func() { return runtime.Goexit }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

@@ -24,7 +24,7 @@ import (
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/internal/goexit"
-	"github.com/boulevard-go/boulevard/topic/internal/onrelease"
+	"github.com/boulevard-go/boulevard/topic/internal/hookcall"
 	"github.com/boulevard-go/boulevard/topic/internal/undecodable"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
@@ -814,7 +814,7 @@ func (r *groupReader[T]) release(c *claim, sess sarama.ConsumerGroupSession) {
 	if f := r.onRelease; f != nil && c.Handed() > 0 && r.b.opts.RevokeTimeout > 0 && !r.closed {
 		// Called without mu: the subscriber may settle at once.
 		r.mu.Unlock()
-		if done := onrelease.Call(r.b.log, f, slog.String("topic", r.topic), slog.String("group", r.gid),
+		if done := hookcall.Release(r.b.log, f, slog.String("topic", r.topic), slog.String("group", r.gid),
 			slog.Int("partition", int(c.part))); done != nil {
 			defer done()
 		}
