@@ -208,7 +208,7 @@ type StateStats struct {
 // at a time, from the backend's goroutines (never from a call of the
 // subscriber into the subscription), possibly before Subscribe has
 // returned and while the subscription closes; they must not block nor
-// call back into the subscription. On a Kafka backend a call that panics
+// call back into the subscription. On the Kafka and Pulsar backends a call that panics
 // or ends its goroutine (runtime.Goexit) is logged at error level and the
 // subscription goes on.
 type ReachObserver interface {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -178,28 +177,13 @@ func TestTopicSourceIsNotDegradedByFetchesThatFailWhileTheClusterAnswers(t *test
 	}
 }
 
-// misbehavingReach is a subscriber's Reach observer that panics when told
-// of a degrade and ends its goroutine (runtime.Goexit, as t.FailNow does)
-// when told of a recovery, after counting each.
-type misbehavingReach struct{ degrades, recoveries atomic.Int32 }
-
-func (r *misbehavingReach) Degrade(error) {
-	r.degrades.Add(1)
-	panic("reach observer broke")
-}
-
-func (r *misbehavingReach) Recovered() {
-	r.recoveries.Add(1)
-	runtime.Goexit()
-}
-
 // Guarantee: a balanced member's Reach observer that panics or ends its
 // goroutine, on the backend's goroutines, costs an error line each time:
 // the member goes on, runs its next session and receives what is
 // published.
 func TestAReachObserverThatPanicsOrExitsLeavesTheSubscriptionReading(t *testing.T) {
 	c, h, lines := newLoggingTopic(t, "reach")
-	obs := &misbehavingReach{}
+	obs := &readertest.MisbehavingReach{}
 	s, err := h.Subscribe(t.Context(), topic.Balanced("g"), topic.SubscriberOptions{Reach: obs})
 	if err != nil {
 		t.Fatal(err)
@@ -208,9 +192,9 @@ func TestAReachObserverThatPanicsOrExitsLeavesTheSubscriptionReading(t *testing.
 	refusals, kick := refuseJoins(c)
 	refusals.Store(1 << 20)
 	kick.Store(true) // the session ends, and the next ones fail
-	wait.Within(t, patience, "a degrade reported", func() bool { return obs.degrades.Load() > 0 })
+	wait.Within(t, patience, "a degrade reported", func() bool { return obs.Degrades.Load() > 0 })
 	refusals.Store(0)
-	wait.Within(t, patience, "a recovery reported", func() bool { return obs.recoveries.Load() > 0 })
+	wait.Within(t, patience, "a recovery reported", func() bool { return obs.Recoveries.Load() > 0 })
 	if err := h.Publish(ctxT(t), 7); err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/boulevard-go/boulevard/message"
 	spulsar "github.com/boulevard-go/boulevard/sources/pulsar"
 	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/internal/hookcall"
 )
 
 // BroadcastPrefix starts the name of every broadcast subscription; the
@@ -130,7 +131,7 @@ func newSub[T any](ctx context.Context, t *pTopic[T], mode topic.SubscriptionMod
 	}
 	gone := spulsar.NewCloseWatch()
 	co.Interceptors = pulsar.ConsumerInterceptors{gone}
-	unwatch := spulsar.WatchConsumer(t.b.client, &co, opts.Reach)
+	unwatch := spulsar.WatchConsumer(t.b.client, &co, hookcall.Reach(opts.Reach, log)) // called on the client's goroutines
 	op := "subscribe " + quoteSub(co.SubscriptionName) + " to"
 	c, err := bounded(ctx, t.b, op, t.full, o.SubscribeTimeout, spulsar.ErrSubscribeTimeout, func() (pulsar.Consumer, error) {
 		return t.b.client.Subscribe(co)

@@ -7,7 +7,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,4 +100,21 @@ func (r *Reader[T]) String() string {
 // balanced member of group "g", and a broadcast subscriber.
 func Modes() map[string]topic.SubscriptionMode {
 	return map[string]topic.SubscriptionMode{"balanced": topic.Balanced("g"), "broadcast": topic.Broadcast()}
+}
+
+// MisbehavingReach is a subscriber's Reach observer that panics when told
+// of a degrade and ends its goroutine (runtime.Goexit, as t.FailNow does)
+// when told of a recovery, after counting each.
+type MisbehavingReach struct{ Degrades, Recoveries atomic.Int32 }
+
+// Degrade counts the call and panics.
+func (r *MisbehavingReach) Degrade(error) {
+	r.Degrades.Add(1)
+	panic("reach observer broke")
+}
+
+// Recovered counts the call and ends the goroutine.
+func (r *MisbehavingReach) Recovered() {
+	r.Recoveries.Add(1)
+	runtime.Goexit()
 }
