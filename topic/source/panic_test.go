@@ -194,3 +194,28 @@ func TestASubscribeThatEndsTheGoroutineFailsNew(t *testing.T) {
 		}
 	})
 }
+
+// Guarantee: a topic backend whose subscription Close panics does not
+// crash the process from the goroutine the source closes it on: the
+// panic is logged once, at error level, with the stack, and the source's
+// Close returns.
+func TestAPanickingSubscriptionCloseIsLoggedAndCloseReturns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, h := heldTopic(t, topic.Options{})
+		b.closePanics = true
+		b.releaseAll()
+		var log logtest.Lines
+		src, err := source.New(source.Options[int]{Topic: h, Mode: topic.Balanced("g"), Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := src.Close(t.Context()); err != nil {
+			t.Fatalf("Close = %v, want nil", err)
+		}
+		lines := log.Matching("topic subscription Close panicked")
+		if len(lines) != 1 || !strings.Contains(lines[0], "level=ERROR") || !strings.Contains(lines[0], "held backend: close broke") ||
+			!strings.Contains(lines[0], "stack=") {
+			t.Fatalf("log lines of the panic %q, want one at error level with the panic and the stack", lines)
+		}
+	})
+}

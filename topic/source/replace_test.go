@@ -45,6 +45,9 @@ type heldBackend struct {
 	// settleErr, when set, is what every Settle of a subscription returns
 	// (ErrMessageNotTracked when not).
 	settleErr error
+	// closePanics makes the Close of the subscriptions made from then on
+	// panic once it has closed them, as a backend written by a user may.
+	closePanics bool
 	// opts are the options of every Subscribe, in order.
 	opts []topic.SubscriberOptions
 }
@@ -157,7 +160,7 @@ func (s *heldState) Subscribe(ctx context.Context, _ topic.SubscriptionMode, opt
 	}
 	sub := &heldSub{in: make(chan topic.Envelope[int], 8), fail: make(chan error, 1), crash: make(chan func(), 1), topicClosed: s.closed,
 		closing: make(chan struct{}), gate: make(chan struct{}), closed: make(chan struct{}),
-		settleErr: cmp.Or(s.b.settleErr, topic.ErrMessageNotTracked)}
+		settleErr: cmp.Or(s.b.settleErr, topic.ErrMessageNotTracked), closePanics: s.b.closePanics}
 	s.b.mu.Lock()
 	defer s.b.mu.Unlock()
 	if s.b.released {
@@ -183,6 +186,7 @@ type heldSub struct {
 	crash       chan func()
 	topicClosed <-chan struct{}
 	settleErr   error
+	closePanics bool
 	// widest is the largest buffer a Receive was given.
 	widest atomic.Int64
 
@@ -223,6 +227,9 @@ func (s *heldSub) Close() {
 	s.startOnce.Do(func() { close(s.closing) })
 	<-s.gate
 	s.doneOnce.Do(func() { close(s.closed) })
+	if s.closePanics {
+		panic("held backend: close broke")
+	}
 }
 
 func (s *heldSub) release() { s.gateOnce.Do(func() { close(s.gate) }) }

@@ -143,6 +143,7 @@ import (
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/internal/liveset"
 	"github.com/boulevard-go/boulevard/internal/logburst"
+	"github.com/boulevard-go/boulevard/internal/panics"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/topic"
@@ -590,7 +591,7 @@ func (s *Source[T]) subscribed(ctx context.Context, p *subscribing[T], ts *topic
 	s.mu.Unlock()
 	close(p.done)
 	if late {
-		ts.Close()
+		closeSub(s.log, ts)
 	}
 }
 
@@ -832,9 +833,22 @@ func (s *Source[T]) dropLocked(sub *subscription[T]) {
 // once all are closed.
 func closeSubscriptions[T any](subs []*subscription[T]) {
 	_ = liveset.CloseEach(subs, func(sub *subscription[T]) error {
-		sub.sub.Close()
+		closeSub(sub.src.log, sub.sub)
 		return nil
 	})
+}
+
+// closePanicked is the message a topic subscription's Close that panicked
+// is logged with.
+const closePanicked = "topic subscription Close panicked; the subscription counts as closed"
+
+// closeSub closes ts on one of the source's goroutines. A panic in the
+// topic's backend (a backend written by a user) is logged once to log,
+// at error level, with the stack, and the subscription counts as closed:
+// the source's Close goes on.
+func closeSub[T any](log *slog.Logger, ts *topic.Subscription[T]) {
+	defer panics.Log(context.Background(), log, closePanicked)
+	ts.Close()
 }
 
 // Run receives from the stage's subscription under the stage's permit
