@@ -84,7 +84,8 @@ func TestAHandOffThatPanicsOrExitsIsTriedAgain(t *testing.T) {
 }
 
 // panickySettles refuses the first Hold, as a broker that refuses the hold
-// topic would, and its readers' Settle panics once a Hold went through.
+// topic would, and its readers' Settle and Close panic once a Hold went
+// through.
 type panickySettles struct {
 	topology.Queues[int]
 	holds *atomic.Int64
@@ -110,6 +111,15 @@ type panickySettleReader struct {
 	holds *atomic.Int64
 }
 
+// Close closes the reader, then panics once a Hold went through.
+func (r panickySettleReader) Close(ctx context.Context) error {
+	err := r.Reader.Close(ctx)
+	if r.holds.Load() > 1 {
+		panic("close backend broke")
+	}
+	return err
+}
+
 func (r panickySettleReader) Settle(ctx context.Context, l *topology.Letter[int]) error {
 	if r.holds.Load() > 1 {
 		panic("settle backend broke")
@@ -121,8 +131,10 @@ func (r panickySettleReader) Settle(ctx context.Context, l *topology.Letter[int]
 // and logged as one that returns an error is, whichever goroutine
 // settles: the source's own attempt at a refused hand-off (on a timer's
 // goroutine) or a message's acknowledgement. The process goes on, and so
-// does the key.
-func TestASettleThatPanicsIsASettleFailure(t *testing.T) {
+// does the key. A reader whose Close panics, on the goroutine the
+// source's Close closes it on, fails that Close with the panic as an
+// error.
+func TestAReaderWhoseSettleOrClosePanicsFailsThatCallOnly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var log logtest.Records
 		_, mq := declareLedger(t)
@@ -147,8 +159,11 @@ func TestASettleThatPanicsIsASettleFailure(t *testing.T) {
 		if got := log.Count(slog.LevelWarn, "could not settle a letter"); got == 0 {
 			t.Fatal("no WARN line for the settle failures")
 		}
-		if err := p.Stop(context.Background()); err != nil {
-			t.Fatal(err)
+		// Stopping closes the source, which closes the reader, whose
+		// Close panics, on a goroutine of the source's own.
+		var pe *message.PanicError
+		if err := p.Stop(context.Background()); !errors.As(err, &pe) || pe.Value != "close backend broke" {
+			t.Fatalf("Stop = %v, want an error wrapping the *message.PanicError of the reader's Close", err)
 		}
 	})
 }

@@ -184,7 +184,7 @@ func (s *Source[T]) closeRetired(batch []*retiredReader[T]) {
 	_ = liveset.CloseEach(batch, func(rr *retiredReader[T]) error {
 		ctx, cancel := context.WithTimeout(s.closerCtx, retiredCloseTimeout)
 		defer cancel()
-		rr.err = rr.h.rd.Close(ctx)
+		rr.err = closeReader(ctx, rr.h.rd)
 		return nil
 	})
 	cut := 0

@@ -685,7 +685,7 @@ func (s *Source[T]) unsubscribe(ctx context.Context, h *heldReader[T]) {
 		held, counted = true, s.countGone(h.rd)
 	}
 	s.mu.Unlock()
-	if err := h.rd.Close(ctx); err != nil && ctx.Err() == nil {
+	if err := closeReader(ctx, h.rd); err != nil && ctx.Err() == nil {
 		s.log.WarnContext(ctx, "closing a broadcast reader failed", slog.Any("error", err))
 	}
 	if held { // otherwise Close took it, and counts it
@@ -833,6 +833,14 @@ func (s *Source[T]) done(ctx context.Context, p *pendingLetter[T]) {
 		s.settleLog.Log(ctx, s.log, slog.LevelWarn, settleFailedLog, slog.Any("error", err))
 	}
 	s.settledOne(p.r)
+}
+
+// closeReader closes r, on one of the source's goroutines, and returns a
+// panic in the backend's Close as a *message.PanicError: the reader counts
+// as closed, with that error.
+func closeReader[T any](ctx context.Context, r Reader[T]) (err error) {
+	defer message.Recover(&err)
+	return r.Close(ctx)
 }
 
 // settleOn settles l on r and returns a panic in Settle as a
@@ -1063,7 +1071,7 @@ func (s *Source[T]) Close(ctx context.Context) error {
 				slog.Int("letters", len(ls)), slog.Any("error", err))
 		}
 	}
-	cerr := liveset.CloseEach(rs, func(h *heldReader[T]) error { return h.rd.Close(ctx) })
+	cerr := liveset.CloseEach(rs, func(h *heldReader[T]) error { return closeReader(ctx, h.rd) })
 	for i, h := range rs {
 		s.countClosed(h.rd, counted[i])
 	}
