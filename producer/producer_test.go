@@ -552,6 +552,32 @@ func TestStopFetchingBeforeStart(t *testing.T) {
 	wg.Wait()
 }
 
+// Guarantee: Abandon closes the Abandoned channel of every stage, and may be
+// called again: a later call changes nothing and does not panic.
+func TestAbandonClosesEveryStagesAbandonedAndMayBeCalledAgain(t *testing.T) {
+	src := producer.SourceFunc[item](func(ctx context.Context, _ *producer.Stage[item]) error {
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	p := producer.New(producer.Options[item]{Source: src, Concurrency: 2}.WithDefaults(), producer.Config[item]{Name: "p", Output: newRecorder()})
+	stages := p.Stages()
+	if len(stages) != 2 {
+		t.Fatalf("%d stages, want 2", len(stages))
+	}
+	for i, st := range stages {
+		if isClosed(st.Abandoned()) {
+			t.Fatalf("stage %d: Abandoned closed before Abandon", i)
+		}
+	}
+	p.Abandon()
+	p.Abandon()
+	for i, st := range stages {
+		if !isClosed(st.Abandoned()) {
+			t.Errorf("stage %d: Abandoned still open after Abandon", i)
+		}
+	}
+}
+
 // Guarantee: cancelling the hard-stop context stops dispatching — buffered messages are left undispatched — and Done still closes.
 func TestHardStopLeavesBufferUndispatched(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
