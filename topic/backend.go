@@ -208,9 +208,9 @@ type StateStats struct {
 // at a time, from the backend's goroutines (never from a call of the
 // subscriber into the subscription), possibly before Subscribe has
 // returned and while the subscription closes; they must not block nor
-// call back into the subscription. On the Kafka and Pulsar backends a call that panics
-// or ends its goroutine (runtime.Goexit) is logged at error level and the
-// subscription goes on.
+// call back into the subscription. On the Kafka and Pulsar backends a
+// call that panics or ends its goroutine (runtime.Goexit) is logged at
+// error level and the subscription goes on.
 type ReachObserver interface {
 	// Degrade reports that the subscription cannot read from its broker;
 	// err says why.
