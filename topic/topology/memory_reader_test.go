@@ -14,12 +14,7 @@ import (
 // TryReceive even with letters queued, and those letters stay for the
 // group's other readers.
 func TestAClosedMemoryReaderLeavesTheQueuedLettersToTheOthers(t *testing.T) {
-	m, _ := topology.NewMemory[int](topology.MemoryOptions{})
-	defer m.Close(context.Background())
-	q, err := m.Declare(t.Context(), build(t, topology.New("shared")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, q := declareMemory(t, build(t, topology.New("shared")))
 	closed, _ := q.Subscribe(t.Context())
 	other, _ := q.Subscribe(t.Context())
 	defer other.Close(t.Context())
@@ -66,12 +61,7 @@ func TestAClosedBroadcastReaderNeverHoldsPublishersUp(t *testing.T) {
 // topology (negative, or past its last) fails with an error rather than
 // panic.
 func TestMemoryHoldIntoNoHoldQueueFails(t *testing.T) {
-	m, _ := topology.NewMemory[int](topology.MemoryOptions{})
-	defer m.Close(context.Background())
-	q, err := m.Declare(t.Context(), build(t, topology.New("one-hold").Hold(time.Second)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, q := declareMemory(t, build(t, topology.New("one-hold").Hold(time.Second)))
 	for _, i := range []int{-1, 1} {
 		if err := q.Hold(t.Context(), i, topology.Letter[int]{Value: i}); err == nil {
 			t.Errorf("Hold into hold queue %d of 1 = nil, want an error", i)
@@ -82,12 +72,7 @@ func TestMemoryHoldIntoNoHoldQueueFails(t *testing.T) {
 // Guarantee: a publish into queues with room succeeds even with its
 // context done: the context bounds only a wait for room.
 func TestMemoryPublishWithRoomIgnoresADoneContext(t *testing.T) {
-	m, _ := topology.NewMemory[int](topology.MemoryOptions{})
-	defer m.Close(context.Background())
-	q, err := m.Declare(t.Context(), build(t, topology.New("roomy")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, q := declareMemory(t, build(t, topology.New("roomy")))
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	if err := q.Publish(ctx, topology.Letter[int]{Value: 1}); err != nil {
