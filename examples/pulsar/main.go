@@ -171,8 +171,16 @@ func run(ctx context.Context, cfg config, out io.Writer) (_ *result, err error) 
 	// The client outlives the pipeline: the source shares it, never closes it.
 	defer client.Close()
 
-	if err := publish(ctx, client, cfg); err != nil {
+	published, err := publish(ctx, client, cfg)
+	if err != nil {
 		return nil, fmt.Errorf("publish to %s: %w", bpulsar.RedactServiceURL(url), err)
+	}
+	if published < cfg.n && ctx.Err() == nil {
+		return nil, fmt.Errorf("publish to %s: the broker acknowledged %d of %d events", bpulsar.RedactServiceURL(url), published, cfg.n)
+	}
+	if published < cfg.n {
+		fmt.Fprintf(out, "interrupted while publishing: published %d of %d events to %s, consumed none\n", published, cfg.n, cfg.topic)
+		return &result{totals: map[string]int{}}, nil
 	}
 	fmt.Fprintf(out, "published %d events to %s\n", cfg.n, cfg.topic)
 
@@ -322,38 +330,82 @@ func redacted(err error, serviceURL string) error {
 // duplicateKey is the batch key of events handled a second time.
 const duplicateKey = "duplicate"
 
-// publish sends cfg.n events "customer-K:SEQ", keyed by customer, batched.
-func publish(ctx context.Context, client pulsar.Client, cfg config) error {
+// flushGrace bounds how long an interrupted publish waits for the events
+// it already handed to the client.
+const flushGrace = 5 * time.Second
+
+// publish sends cfg.n events "customer-K:SEQ", keyed by customer, batched,
+// and returns how many the broker acknowledged. When ctx ends it stops
+// sending and returns the count so far with a nil error: the events already
+// handed to the client get flushGrace to reach the broker, so that the
+// client does not fail them (with an ERROR line of its own) the moment
+// the user presses Ctrl-C.
+func publish(ctx context.Context, client pulsar.Client, cfg config) (int, error) {
 	prod, err := client.CreateProducer(pulsar.ProducerOptions{Topic: cfg.topic, SendTimeout: -1})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer prod.Close()
+	// sendCtx ends flushGrace after ctx does, or when publish returns.
+	sendCtx, cancelSend := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelSend()
+	stopGrace := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(flushGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancelSend()
+		case <-sendCtx.Done():
+		}
+	})
+	defer stopGrace()
+	var published, completed atomic.Int64
+	answered := make(chan struct{}, 1) // a callback ran
 	errs := make(chan error, 1)
+	sent := 0
 	for i := range cfg.n {
-		if err := ctx.Err(); err != nil {
-			return err // interrupted: stop sending
+		if ctx.Err() != nil {
+			break // interrupted: stop sending
 		}
 		customer := fmt.Sprintf("customer-%d", i%cfg.customers)
-		prod.SendAsync(ctx, &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "%s:%d", customer, i), Key: customer},
+		sent++
+		prod.SendAsync(sendCtx, &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "%s:%d", customer, i), Key: customer},
 			func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
-				if err != nil {
+				if err == nil {
+					published.Add(1)
+				} else {
 					select {
 					case errs <- err:
 					default:
 					}
 				}
+				completed.Add(1)
+				select {
+				case answered <- struct{}{}:
+				default:
+				}
 			})
 	}
-	if err := prod.FlushWithCtx(ctx); err != nil {
-		return err
+	// Flush sends what the client still batches; the callbacks may run
+	// after it returns, so wait for every one of them too.
+	if err := prod.FlushWithCtx(sendCtx); err != nil && ctx.Err() == nil {
+		return int(published.Load()), err
+	}
+	for completed.Load() < int64(sent) {
+		select {
+		case <-answered:
+		case <-sendCtx.Done(): // only after ctx: interrupted, and the grace is over
+			return int(published.Load()), nil
+		}
 	}
 	select {
 	case err := <-errs:
-		return err
+		if ctx.Err() == nil {
+			return int(published.Load()), err
+		}
 	default:
-		return nil
 	}
+	return int(published.Load()), nil
 }
 
 // parse splits "customer-K:SEQ".
