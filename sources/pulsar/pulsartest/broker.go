@@ -346,7 +346,7 @@ func (b *Broker) acceptLoop() {
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
-			b.log.Warn("pulsartest accept failed", "err", err)
+			b.log.Warn("pulsartest accept failed", "error", err)
 			return
 		}
 		b.mu.Lock()

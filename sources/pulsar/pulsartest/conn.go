@@ -259,7 +259,7 @@ func (c *conn) readLoop() {
 		}
 		cmd, err := decodeBase(frame[:cmdSize])
 		if err != nil {
-			c.b.log.Warn("pulsartest: undecodable command, closing connection", "conn", c.id, "err", err)
+			c.b.log.Warn("pulsartest: undecodable command, closing connection", "conn", c.id, "error", err)
 			return
 		}
 		var payload []byte
@@ -306,7 +306,7 @@ func readGrowing(r io.Reader, buf []byte, n int) ([]byte, error) {
 // BrokerStats.WriteTimeouts.
 func (c *conn) logWriteErr(err error) {
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
-		c.b.log.Debug("pulsartest write failed", "conn", c.id, "err", err)
+		c.b.log.Debug("pulsartest write failed", "conn", c.id, "error", err)
 		return
 	}
 	c.b.log.Warn("pulsartest: client did not read what was queued within the write timeout, closing connection",
@@ -326,7 +326,7 @@ func (c *conn) logReadErr(err error, handshaking bool) {
 		c.b.log.Debug("pulsartest connection closed", "conn", c.id)
 		return
 	}
-	c.b.log.Debug("pulsartest read failed", "conn", c.id, "err", err)
+	c.b.log.Debug("pulsartest read failed", "conn", c.id, "error", err)
 }
 
 // handle runs one command; false closes the connection.

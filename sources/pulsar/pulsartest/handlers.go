@@ -93,7 +93,7 @@ func (b *Broker) handleSend(c *conn, body []byte, payload []byte) bool {
 	}
 	meta, content, err := splitPayloadSection(payload)
 	if err != nil {
-		b.log.Warn("pulsartest: rejected SEND", "conn", c.id, "err", err)
+		b.log.Warn("pulsartest: rejected SEND", "conn", c.id, "error", err)
 		sendErr(ChecksumError, err.Error())
 		return true
 	}
@@ -105,7 +105,7 @@ func (b *Broker) handleSend(c *conn, body []byte, payload []byte) bool {
 	if err := checkBatchSize(m, len(content)); err != nil {
 		// Refused for good: a pulsar-client-go producer fails the message
 		// instead of reconnecting to send it again.
-		b.log.Warn("pulsartest: rejected SEND", "conn", c.id, "err", err)
+		b.log.Warn("pulsartest: rejected SEND", "conn", c.id, "error", err)
 		sendErr(NotAllowedError, err.Error())
 		return true
 	}

@@ -3,10 +3,13 @@ package pulsartest
 import (
 	"encoding/binary"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/boulevard-go/boulevard/internal/logtest"
 )
 
 // rawConn is a minimal hand-driven protocol client for behaviour that
@@ -291,4 +294,20 @@ func TestRawRedeliverAll(t *testing.T) {
 	if st.Nacked != 2 || st.Redelivered != 2 || st.Dispatched != 4 {
 		t.Fatalf("stats %+v", st)
 	}
+}
+
+// The broker logs why it refused a SEND under the attribute every package
+// of the project names its error with, "error", so that one query finds
+// the broker's failures with the pipelines'.
+func TestARefusedSendIsLoggedWithItsErrorUnderTheErrorKey(t *testing.T) {
+	var lines logtest.Lines
+	b := startBrokerWith(t, Options{Logger: slog.New(slog.NewTextHandler(&lines, nil))})
+	r := dialRaw(t, b)
+	r.connect(20)
+	rawProducer(r, "crc")
+	bad := encodeSingle(Message{Payload: []byte("hello")}, 0, time.Now())
+	bad[len(bad)-1] ^= 0xff
+	rawSend(r, 0, bad)
+	r.expect(cmdSendError)
+	lines.Want(t, 1, "refused SEND with its error under error=", `msg="pulsartest: rejected SEND"`, " error=")
 }
