@@ -577,3 +577,15 @@ func TestServeWithoutALoggerLogsToTheObserversLogger(t *testing.T) {
 		t.Fatalf("the Observer's logger got %d lines saying where the endpoints are served, want 1: %q", n, lines.All())
 	}
 }
+
+// Guarantee: an Observer and a Server without a Logger log to
+// slog.Default(), never nowhere.
+func TestServeWithoutAnyLoggerLogsToTheDefaultLogger(t *testing.T) {
+	lines := logtest.CaptureDefault(t)
+	s, err := observe.New(observe.Options{}).Serve(context.Background(), observe.ServerOptions{Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close(context.Background()) }()
+	lines.Want(t, 1, "lines on slog.Default() saying where the endpoints are served", `msg="serving the observer's endpoints"`, "addr="+s.Addr())
+}

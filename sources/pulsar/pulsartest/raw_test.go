@@ -1,6 +1,7 @@
 package pulsartest
 
 import (
+	"context"
 	"encoding/binary"
 	"io"
 	"log/slog"
@@ -296,12 +297,10 @@ func TestRawRedeliverAll(t *testing.T) {
 	}
 }
 
-// The broker logs why it refused a SEND under the attribute every package
-// of the project names its error with, "error", so that one query finds
-// the broker's failures with the pipelines'.
-func TestARefusedSendIsLoggedWithItsErrorUnderTheErrorKey(t *testing.T) {
-	var lines logtest.Lines
-	b := startBrokerWith(t, Options{Logger: slog.New(slog.NewTextHandler(&lines, nil))})
+// refuseSend has b refuse a SEND (its checksum does not match) and
+// returns once the client got the refusal: the broker has logged it.
+func refuseSend(t *testing.T, b *Broker) {
+	t.Helper()
 	r := dialRaw(t, b)
 	r.connect(20)
 	rawProducer(r, "crc")
@@ -309,5 +308,26 @@ func TestARefusedSendIsLoggedWithItsErrorUnderTheErrorKey(t *testing.T) {
 	bad[len(bad)-1] ^= 0xff
 	rawSend(r, 0, bad)
 	r.expect(cmdSendError)
+}
+
+// The broker logs why it refused a SEND under the attribute every package
+// of the project names its error with, "error", so that one query finds
+// the broker's failures with the pipelines'.
+func TestARefusedSendIsLoggedWithItsErrorUnderTheErrorKey(t *testing.T) {
+	var lines logtest.Lines
+	b := startBrokerWith(t, Options{Logger: slog.New(slog.NewTextHandler(&lines, nil))})
+	refuseSend(t, b)
 	lines.Want(t, 1, "refused SEND with its error under error=", `msg="pulsartest: rejected SEND"`, " error=")
+}
+
+// A broker started without a Logger logs to slog.Default(), never nowhere.
+func TestABrokerWithoutALoggerLogsToTheDefaultLogger(t *testing.T) {
+	lines := logtest.CaptureDefault(t)
+	b, err := Start(context.Background(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	refuseSend(t, b)
+	lines.Want(t, 1, "refused SEND on slog.Default()", `msg="pulsartest: rejected SEND"`)
 }
