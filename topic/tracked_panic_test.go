@@ -27,6 +27,24 @@ func newLoggingTracked(t *testing.T) (*topic.Subscription[int], *topic.TrackedPu
 	return sub, p, &logged
 }
 
+// publishAndAck publishes 1 on p with done, receives it on sub and acks
+// it, which settles the publish, calling done: the Ack returns nil
+// whatever done does. It returns the item acked.
+func publishAndAck(t *testing.T, sub *topic.Subscription[int], p *topic.TrackedPublisher[int], done func(topic.Result)) topic.Item[int] {
+	t.Helper()
+	if err := p.PublishFunc(t.Context(), 1, done); err != nil {
+		t.Fatal(err)
+	}
+	it, err := sub.Receive(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Ack(it.ID); err != nil {
+		t.Fatalf("Ack whose done panicked = %v, want nil", err)
+	}
+	return it
+}
+
 // Guarantee: a done callback that panics costs one error log line on the
 // publisher's Logger, whichever goroutine settled its publish (a
 // subscriber's Ack, the timeout goroutine, Close): that goroutine goes on,
@@ -65,16 +83,7 @@ func TestPanickingDoneCallbackIsLoggedAndContained(t *testing.T) {
 		}
 
 		// Settled by a subscriber's Ack.
-		if err := p.PublishFunc(t.Context(), 1, done); err != nil {
-			t.Fatal(err)
-		}
-		it, err := sub.Receive(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := sub.Ack(it.ID); err != nil {
-			t.Fatalf("Ack whose done panicked = %v, want nil", err)
-		}
+		it := publishAndAck(t, sub, p, done)
 		expect("ack", 1, topic.Acked)
 		if err := sub.Ack(it.ID); !errors.Is(err, topic.ErrMessageNotTracked) {
 			t.Fatalf("second Ack = %v, want ErrMessageNotTracked (settled once)", err)
@@ -98,7 +107,8 @@ func TestPanickingDoneCallbackIsLoggedAndContained(t *testing.T) {
 		if err := p.PublishFunc(t.Context(), 4, done); err != nil {
 			t.Fatal(err)
 		}
-		if it, err = sub.Receive(t.Context()); err != nil {
+		it, err := sub.Receive(t.Context())
+		if err != nil {
 			t.Fatal(err)
 		}
 		p.Close()
@@ -149,4 +159,15 @@ func TestDoneCallbackThatExitsOnTimeoutLeavesTimeoutsGoing(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Guarantee: a tracked publisher without a Logger logs a done callback's
+// panic to slog.Default(), never nowhere.
+func TestPanickingDoneCallbackWithoutALoggerIsLoggedOnTheDefaultLogger(t *testing.T) {
+	logged := logtest.CaptureDefault(t)
+	h := newIntTopic(t, topic.Options{})
+	sub := subscribeInt(t, h, topic.Balanced("g"))
+	p := newTracked(t, h, topic.TrackedOptions{Timeout: time.Second, MaxInFlight: 1})
+	publishAndAck(t, sub, p, func(topic.Result) { panic("done") })
+	logged.Want(t, 1, "done callback panics on slog.Default()", "level=ERROR", "done callback panicked", "topic=t")
 }
