@@ -346,7 +346,9 @@ func (b *Broker) acceptLoop() {
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
-			b.log.Warn("pulsartest accept failed", "error", err)
+			// No client connects any more: a test waiting for one
+			// cannot get past it.
+			b.log.Error("pulsartest: accepting a connection failed; the broker accepts no more connections", "error", err)
 			return
 		}
 		b.mu.Lock()

@@ -3,6 +3,7 @@ package pulsartest
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -330,4 +331,25 @@ func TestABrokerWithoutALoggerLogsToTheDefaultLogger(t *testing.T) {
 	t.Cleanup(func() { _ = b.Close() })
 	refuseSend(t, b)
 	lines.Want(t, 1, "refused SEND on slog.Default()", `msg="pulsartest: rejected SEND"`)
+}
+
+// failingListener is a net.Listener whose Accept fails with err.
+type failingListener struct {
+	net.Listener
+	err error
+}
+
+func (l failingListener) Accept() (net.Conn, error) { return nil, l.err }
+
+// An accept failure that is no timeout ends the broker's accept loop: no
+// client connects any more, which a test cannot get past without a
+// person, so the broker says so at ERROR.
+func TestAnAcceptFailureThatStopsTheBrokerAcceptingIsAnError(t *testing.T) {
+	var lines logtest.Lines
+	b := &Broker{log: slog.New(slog.NewTextHandler(&lines, nil)), done: make(chan struct{}),
+		ln: failingListener{err: errors.New("too many open files")}}
+	b.wg.Add(1)
+	b.acceptLoop() // returns: the failure ends it
+	lines.Want(t, 1, "ERROR lines saying the broker accepts no more connections",
+		"level=ERROR", `msg="pulsartest: accepting a connection failed; the broker accepts no more connections"`, `error="too many open files"`)
 }
