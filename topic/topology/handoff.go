@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/panics"
 	"github.com/boulevard-go/boulevard/message"
 )
 
@@ -228,7 +229,7 @@ func (s *Source[T]) attemptKept() {
 		})
 		if err == nil {
 			s.handedOff(ctx, k.kind, &k.l)
-			s.done(ctx, &k.p)
+			s.doneAside(ctx, &k.p)
 		}
 		cancel()
 		if err != nil {
@@ -304,6 +305,26 @@ func (s *Source[T]) attemptOnce(ctx context.Context, what string, do func(contex
 	return err
 }
 
+// settleExited is the message a Settle that ended the goroutine
+// (runtime.Goexit) on one of the source's own attempts is logged with,
+// with the stack of the exit.
+const settleExited = "a settle ended its goroutine (runtime.Goexit); the letter counts as not settled"
+
+// doneAside is done on one of the source's own attempts (a timer's
+// goroutine): a Settle that ends the goroutine (runtime.Goexit, as
+// t.FailNow does) ends only a goroutine of its own, is logged at error
+// level with the stack, and counts as a settle that failed with
+// message.ErrHandlerExited, so that the attempt goes on (the letters kept
+// behind it are handed off). It costs a goroutine per letter so settled,
+// only for letters whose hand-off failed.
+func (s *Source[T]) doneAside(ctx context.Context, p *pendingLetter[T]) {
+	err := panics.Isolate(func() error { return settleOn(ctx, p.r.rd, &p.l) }, func(stack []byte) error {
+		s.log.Error(settleExited, slog.String("key", p.l.Key), slog.Any("error", message.ErrHandlerExited), slog.String("stack", string(stack)))
+		return message.ErrHandlerExited
+	})
+	s.settled(ctx, p, err)
+}
+
 // roomWait returns a channel closed once no letter is kept for room, or
 // nil when none is (without locking then).
 func (hs *handOffs[T]) roomWait() <-chan struct{} {
@@ -361,7 +382,7 @@ func (s *Source[T]) attemptHandOff(h *handOff[T]) {
 	if err == nil {
 		s.log.Info("handed a held key's letter to the backend after failed attempts",
 			slog.String("to", h.what), slog.String("key", h.p.l.Key), slog.Int("failed_attempts", h.failed))
-		s.done(ctx, &h.p)
+		s.doneAside(ctx, &h.p)
 		return
 	}
 	s.retryFailed(h, err)

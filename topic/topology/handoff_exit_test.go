@@ -14,6 +14,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
@@ -139,20 +140,7 @@ func TestAReaderWhoseSettleOrClosePanicsFailsThatCallOnly(t *testing.T) {
 		var log logtest.Records
 		_, mq := declareLedger(t)
 		q := panickySettles{Queues: mq, holds: new(atomic.Int64)}
-		var order []int
-		src, p := startLoggingPipeline(t, q, slog.New(&log), func(_ context.Context, m *message.Message[int]) (int, error) {
-			order = append(order, m.Data) // one processor: one at a time
-			if len(order) == 1 {
-				return 0, topology.Retry(errors.New("gateway down"))
-			}
-			return m.Data, nil
-		})
-		publishOneTwoToKeyA(t, mq)
-		time.Sleep(time.Minute) // fake time: the backoff and the hold's second
-		synctest.Wait()
-		if !slices.Equal(order, []int{1, 1, 2}) {
-			t.Fatalf("handled %v, want [1 1 2]: the retry comes back and its key moves on", order)
-		}
+		src, p := retryTheFirstOfKeyA(t, q, mq, slog.New(&log))
 		if st := src.Stats(); st.SettleFailed != 3 {
 			t.Fatalf("stats %+v, want 3 settle failures: the letter handed off, the retry and 2", st)
 		}
@@ -166,4 +154,98 @@ func TestAReaderWhoseSettleOrClosePanicsFailsThatCallOnly(t *testing.T) {
 			t.Fatalf("Stop = %v, want an error wrapping the *message.PanicError of the reader's Close", err)
 		}
 	})
+}
+
+// exitingSettles refuses the first Hold with refusal, as a broker that
+// refuses the hold topic (or a full hold queue) would; its readers' first
+// Settle once a Hold went through (the source's own settling of the
+// letter it handed off, on a timer's goroutine) ends its goroutine
+// (runtime.Goexit, as t.FailNow does).
+type exitingSettles struct {
+	topology.Queues[int]
+	refusal error
+	holds   *atomic.Int64
+	exited  *atomic.Bool
+}
+
+func (q exitingSettles) Hold(ctx context.Context, i int, l topology.Letter[int]) error {
+	if q.holds.Add(1) == 1 {
+		return q.refusal
+	}
+	return q.Queues.Hold(ctx, i, l)
+}
+
+func (q exitingSettles) Subscribe(ctx context.Context) (topology.Reader[int], error) {
+	r, err := q.Queues.Subscribe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return exitingSettleReader{Reader: r, q: q}, nil
+}
+
+type exitingSettleReader struct {
+	topology.Reader[int]
+	q exitingSettles
+}
+
+func (r exitingSettleReader) Settle(ctx context.Context, l *topology.Letter[int]) error {
+	if r.q.holds.Load() > 1 && r.q.exited.CompareAndSwap(false, true) {
+		runtime.Goexit()
+	}
+	return r.Reader.Settle(ctx, l)
+}
+
+// Guarantee: a reader whose Settle ends its goroutine (runtime.Goexit)
+// when the source settles a letter it handed off itself, on a timer's
+// goroutine (a refused retry, whether the backend refused it or a full
+// queue did), costs a settle failure, counted and logged at error level
+// with the stack: the timer's goroutine alone ends, and the source goes on
+// (for a full queue, the letters kept are let go and new ones taken)
+// instead of stalling until the consumer stops.
+func TestASettleThatExitsOnTheSourcesOwnHandOffIsASettleFailure(t *testing.T) {
+	for _, refusal := range []error{errors.New("hold topic unavailable"), fmt.Errorf("hold queue: %w", topology.ErrFull)} {
+		t.Run(refusal.Error(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var log logtest.Records
+				_, mq := declareLedger(t)
+				q := exitingSettles{Queues: mq, refusal: refusal, holds: new(atomic.Int64), exited: new(atomic.Bool)}
+				src, p := retryTheFirstOfKeyA(t, q, mq, slog.New(&log))
+				if !q.exited.Load() {
+					t.Fatal("no Settle ended its goroutine")
+				}
+				if st := src.Stats(); st.SettleFailed != 1 || st.Refused != 0 {
+					t.Fatalf("stats %+v, want 1 settle failure (the letter handed off) and no letter kept", st)
+				}
+				if got := log.Count(slog.LevelError, "a settle ended its goroutine (runtime.Goexit); the letter counts as not settled"); got != 1 {
+					t.Fatalf("%d ERROR lines for the exit, want 1", got)
+				}
+				if err := p.Stop(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			})
+		})
+	}
+}
+
+// retryTheFirstOfKeyA starts a pipeline reading q (over mq) whose handler
+// retries the first message it handles, publishes 1 and 2 to key "A" on
+// mq, lets a minute of fake time pass (the backoffs and the hold's
+// second), and fails t unless the retry came back and its key moved on.
+func retryTheFirstOfKeyA(t *testing.T, q, mq topology.Queues[int], log *slog.Logger) (*topology.Source[int], *pipeline.Pipeline[int, int]) {
+	t.Helper()
+	var order []int
+	src, p := startLoggingPipeline(t, q, log, func(_ context.Context, m *message.Message[int]) (int, error) {
+		order = append(order, m.Data) // one processor: one at a time
+		if len(order) == 1 {
+			return 0, topology.Retry(errors.New("gateway down"))
+		}
+		return m.Data, nil
+	})
+	publishOneTwoToKeyA(t, mq)
+	time.Sleep(time.Minute) // fake time: the backoff and the hold's second
+	synctest.Wait()
+	if !slices.Equal(order, []int{1, 1, 2}) {
+		t.Fatalf("handled %v, want [1 1 2]: the retry comes back and its key moves on", order)
+	}
+	return src, p
 }

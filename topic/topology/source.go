@@ -828,7 +828,12 @@ func stamp[T any](l *Letter[T], now time.Time) {
 // the *message.PanicError does, whichever goroutine settles (a message's
 // acknowledgement, the source's own hand-off attempt on a timer's).
 func (s *Source[T]) done(ctx context.Context, p *pendingLetter[T]) {
-	if err := settleOn(ctx, p.r.rd, &p.l); err != nil {
+	s.settled(ctx, p, settleOn(ctx, p.r.rd, &p.l))
+}
+
+// settled counts p, settled on its reader with err.
+func (s *Source[T]) settled(ctx context.Context, p *pendingLetter[T], err error) {
+	if err != nil {
 		s.settleFailed.Add(1)
 		s.settleLog.Log(ctx, s.log, slog.LevelWarn, settleFailedLog, slog.Any("error", err))
 	}
