@@ -448,18 +448,25 @@ func (c *trackerCore) run() {
 	defer c.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	// timingOut is the publish being settled as timed out, nil otherwise:
-	// done panics are recovered (report), so an end of the goroutine
-	// while it is set is an exit of done.
-	var timingOut *Ticket
-	goexit.Resume(func() { c.timeOuts(timer, &timingOut) }, func(stack string) bool {
-		t := timingOut
+	c.settleResuming(doneExited, TimedOut, func(timingOut **Ticket) { c.timeOuts(timer, timingOut) })
+}
+
+// settleResuming runs loop, which settles publishes as o, setting
+// *settling to the one whose done it calls and back to nil after. Done
+// panics are recovered (report), so an end of the goroutine while it is
+// set is an exit of done (runtime.Goexit): it is logged once, at error
+// level, with msg, the outcome and the stack, and loop goes on on a new
+// goroutine, which the ending one waits for.
+func (c *trackerCore) settleResuming(msg string, o ReceiptOutcome, loop func(settling **Ticket)) {
+	var settling *Ticket
+	goexit.Resume(func() { loop(&settling) }, func(stack string) bool {
+		t := settling
 		if t == nil {
 			return false
 		}
-		timingOut = nil
+		settling = nil
 		t.release() // resolveFrom's, which the exit skipped
-		c.log.Error(doneExited, slog.String("topic", string(c.topic)), slog.String("outcome", TimedOut.String()),
+		c.log.Error(msg, slog.String("topic", string(c.topic)), slog.String("outcome", o.String()),
 			slog.Any("error", message.ErrHandlerExited), slog.String("stack", stack))
 		return true
 	})
@@ -519,6 +526,18 @@ func (c *trackerCore) close(reason error) {
 	c.mu.Unlock()
 	defer close(c.closeDone)
 	c.wg.Wait()
+	c.settleResuming(doneExitedClosing, TopicClosed, func(closing **Ticket) { c.closePending(reason, closing) })
+}
+
+// doneExitedClosing is the message a tracked publisher logs an exit of a
+// done callback (runtime.Goexit) on the goroutine closing it with.
+const doneExitedClosing = "tracked publish: done callback ended the goroutine closing the publisher (runtime.Goexit); the publish stays settled and the closing goes on"
+
+// closePending is close's loop: it resolves every pending ticket as
+// TopicClosed with reason. A done callback that ends the goroutine
+// (runtime.Goexit) ends it there: close logs the exit and goes on with
+// the loop on a new goroutine, which the ending one waits for.
+func (c *trackerCore) closePending(reason error, closing **Ticket) {
 	for {
 		c.mu.Lock()
 		t := c.head
@@ -530,7 +549,10 @@ func (c *trackerCore) close(reason error) {
 		if t == nil {
 			return
 		}
-		if !t.resolveFrom(w, Result{Outcome: TopicClosed, Reason: reason}) {
+		*closing = t
+		settled := t.resolveFrom(w, Result{Outcome: TopicClosed, Reason: reason})
+		*closing = nil
+		if !settled {
 			// Settled concurrently; its resolver unlinks it. Yield the lock
 			// order by re-reading.
 			c.waitUnlinked(t)
@@ -595,7 +617,9 @@ func (p *TrackedPublisher[T]) PublishHeaders(ctx context.Context, v T, hdr Heade
 // settled with the outcome done was given, and the goroutine that called
 // done goes on. A done that ends its goroutine (runtime.Goexit, as
 // t.FailNow does) as it is told of a timeout is logged the same way, and
-// later publishes still time out.
+// later publishes still time out; one that does so as Close tells it its
+// publish is closed is logged the same way, and ends the goroutine that
+// called Close only once Close has settled every other pending publish.
 func (p *TrackedPublisher[T]) PublishFunc(ctx context.Context, v T, done func(Result)) error {
 	_, err := p.publish(ctx, v, nil, done)
 	return err

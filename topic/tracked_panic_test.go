@@ -171,3 +171,60 @@ func TestPanickingDoneCallbackWithoutALoggerIsLoggedOnTheDefaultLogger(t *testin
 	publishAndAck(t, sub, p, func(topic.Result) { panic("done") })
 	logged.Want(t, 1, "done callback panics on slog.Default()", "level=ERROR", "done callback panicked", "topic=t")
 }
+
+// Guarantee: a done callback that ends its goroutine (runtime.Goexit, as
+// t.FailNow does) as Close tells it its publish is closed ends the
+// goroutine that called Close, as it would without a publisher, but not
+// the closing: it costs one error log line with the stack of the exit,
+// the publish stays settled as TopicClosed, and Close settles the other
+// publishes still pending (their receipts report TopicClosed) before that
+// goroutine ends, freeing every in-flight slot.
+func TestDoneCallbackThatExitsOnCloseLeavesTheClosingGoing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logged logtest.Lines
+		h := newIntTopic(t, topic.Options{})
+		subscribeInt(t, h, topic.Balanced("g"))
+		p := newTracked(t, h, topic.TrackedOptions{Timeout: time.Hour, MaxInFlight: 2,
+			Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+		var told []topic.ReceiptOutcome
+		if err := p.PublishFunc(t.Context(), 1, func(r topic.Result) {
+			told = append(told, r.Outcome)
+			runtime.Goexit()
+		}); err != nil {
+			t.Fatal(err)
+		}
+		rc, err := p.Publish(t.Context(), 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ended := make(chan struct{})
+		go func() {
+			defer close(ended)
+			p.Close()
+		}()
+		<-ended
+		if len(told) != 1 || told[0] != topic.TopicClosed {
+			t.Fatalf("done was told %v, want TopicClosed once", told)
+		}
+		select {
+		case <-rc.Done():
+		default:
+			t.Fatal("the other publish is still pending after Close's goroutine ended")
+		}
+		if r, _ := rc.Result(); r.Outcome != topic.TopicClosed {
+			t.Fatalf("the other publish settled as %v, want TopicClosed", r.Outcome)
+		}
+		if n := p.InFlight(); n != 0 {
+			t.Fatalf("InFlight = %d after Close, want 0", n)
+		}
+		lines := logged.All()
+		if len(lines) != 1 {
+			t.Fatalf("%d log lines, want one for the exit: %q", len(lines), lines)
+		}
+		for _, want := range []string{"level=ERROR", "ended the goroutine closing the publisher", "topic=t", "outcome=" + topic.TopicClosed.String(), "stack="} {
+			if !strings.Contains(lines[0], want) {
+				t.Fatalf("log line %q does not contain %q", lines[0], want)
+			}
+		}
+	})
+}
