@@ -807,7 +807,9 @@ func (s *Subscription[T]) take(id MessageID) *Ticket {
 // queue, for the other members, unless another member has taken a message
 // since (it would receive this one after a later one) or none is left:
 // then it is dropped, a tracked one resolving as Nacked with
-// ErrDeliveryDropped. Idempotent.
+// ErrDeliveryDropped. A panic of the backend's Close reaches the caller,
+// as one of its Receive or Settle does, once those tracked messages are
+// resolved. Idempotent.
 func (s *Subscription[T]) Close() {
 	if s.st == nil {
 		return
@@ -821,7 +823,15 @@ func (s *Subscription[T]) Close() {
 	pending := s.pending
 	s.pending = nil
 	s.mu.Unlock()
+	// Dropped even when the backend's Close panics: the panic then reaches
+	// the caller once they are.
+	defer dropAll(pending)
 	s.st.Close()
+}
+
+// dropAll resolves the tracked deliveries of pending as Nacked with
+// ErrDeliveryDropped.
+func dropAll(pending map[MessageID]*Ticket) {
 	for _, t := range pending {
 		t.Drop(ErrDeliveryDropped)
 	}
