@@ -163,3 +163,23 @@ func (r *Records) Count(level slog.Level, msg string) int {
 	}
 	return n
 }
+
+// Errors returns the "error" attributes that are errors, in order, of
+// the records at level that carry msg.
+func (r *Records) Errors(level slog.Level, msg string) []error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var errs []error
+	for _, rec := range r.recs {
+		if rec.Level != level || rec.Message != msg {
+			continue
+		}
+		rec.Attrs(func(a slog.Attr) bool {
+			if err, ok := a.Value.Any().(error); ok && a.Key == "error" {
+				errs = append(errs, err)
+			}
+			return true
+		})
+	}
+	return errs
+}

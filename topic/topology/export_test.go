@@ -60,6 +60,10 @@ const (
 // a failed run's reader fails.
 const RetiredCloseFailedLog = retiredCloseFailedLog
 
+// BroadcastCloseFailedLog is the message a source logs when the closing
+// of a broadcast run's reader fails.
+const BroadcastCloseFailedLog = broadcastCloseFailedLog
+
 // GiveBackFailedLog is the message a source logs when the backend fails
 // to take back the letters held back from a failed run's reader.
 const GiveBackFailedLog = giveBackFailedLog

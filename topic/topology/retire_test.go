@@ -37,6 +37,9 @@ type failingQueues[T any] struct {
 	// returnErr, when set, is what Return fails with, giving back
 	// nothing.
 	returnErr error
+	// closePanics makes the failing readers' Close panic once it has
+	// closed them, as a backend written by a user may.
+	closePanics bool
 
 	mu       sync.Mutex
 	readers  []*failingReader[T]
@@ -119,7 +122,11 @@ func (r *failingReader[T]) Close(ctx context.Context) error {
 			return fmt.Errorf("stuck reader: %w", ctx.Err())
 		}
 	}
-	return r.Reader.Close(ctx)
+	err := r.Reader.Close(ctx)
+	if r.fail && r.q.closePanics {
+		panic("reader close broke")
+	}
+	return err
 }
 
 // declareFailing declares tb on an in-memory backend, closed when the
@@ -648,4 +655,42 @@ func TestFailedRunsReaderIsClosedWhenGivingBackItsLettersFails(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// Guarantee: a reader whose Close panics, on the goroutine the source
+// closes it on once its run failed (a retired reader's closer, a
+// broadcast run letting its reader go), fails that close with the panic
+// as an error wrapping the *message.PanicError, logged at WARN, instead
+// of crashing the process: the stage runs again with a new reader and
+// the pipeline stops cleanly.
+func TestAFailedRunsReaderWhoseClosePanicsFailsThatClose(t *testing.T) {
+	for name, c := range map[string]struct {
+		tb  *topology.Builder
+		log string
+	}{
+		"retired":   {topology.New("retirepanic"), topology.RetiredCloseFailedLog},
+		"broadcast": {topology.New("bcpanic").Broadcast(), topology.BroadcastCloseFailedLog},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var recs logtest.Records
+				_, q := declareFailing(t, c.tb, 1)
+				q.failEmpty, q.closePanics = true, true
+				_, p := startLoggingPipeline(t, q, slog.New(&recs), func(_ context.Context, m *message.Message[int]) (int, error) { return m.Data, nil })
+				wait.Within(t, time.Minute, "the next reader after the failed run", func() bool {
+					all, open := q.subscribed()
+					return all == 2 && open == 1
+				})
+				synctest.Wait()
+				errs := recs.Errors(slog.LevelWarn, c.log)
+				var pe *message.PanicError
+				if len(errs) != 1 || !errors.As(errs[0], &pe) || pe.Value != "reader close broke" {
+					t.Fatalf("errors logged for the failed run's reader's closing %v, want one wrapping the *message.PanicError of its Close", errs)
+				}
+				if err := p.Stop(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			})
+		})
+	}
 }

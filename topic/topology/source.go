@@ -686,12 +686,16 @@ func (s *Source[T]) unsubscribe(ctx context.Context, h *heldReader[T]) {
 	}
 	s.mu.Unlock()
 	if err := closeReader(ctx, h.rd); err != nil && ctx.Err() == nil {
-		s.log.WarnContext(ctx, "closing a broadcast reader failed", slog.Any("error", err))
+		s.log.WarnContext(ctx, broadcastCloseFailedLog, slog.Any("error", err))
 	}
 	if held { // otherwise Close took it, and counts it
 		s.countClosed(h.rd, counted)
 	}
 }
+
+// broadcastCloseFailedLog is the message of the line unsubscribe logs
+// when closing a broadcast reader fails.
+const broadcastCloseFailedLog = "closing a broadcast reader failed"
 
 // countGone adds what r counted so far (UndecodableCounter,
 // ResubscribeCounter) to the counts of the readers gone, as r leaves
