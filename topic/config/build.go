@@ -299,7 +299,8 @@ func LoadContext[T any](ctx context.Context, data []byte, wiring Wiring, broker 
 var ErrNoConnector = errors.New("config: no connector for kafka or pulsar topics (set BuildOptions.Connect)")
 
 // connect returns the backend of connection c, making it with fn the
-// first time.
+// first time. A backend fn made of another kind than c's is closed: no
+// Wired holds it to close it later.
 func connect[T any](ctx context.Context, fn Connector[T], c ConnectionSpec, cache map[string]topic.Backend[T], made *[]topic.Backend[T]) (topic.Backend[T], error) {
 	if b, ok := cache[c.Name]; ok {
 		return b, nil
@@ -315,6 +316,9 @@ func connect[T any](ctx context.Context, fn Connector[T], c ConnectionSpec, cach
 		name := "nil"
 		if b != nil {
 			name = quote.Value(b.Name())
+			if cl, ok := b.(interface{ Close(context.Context) error }); ok {
+				_ = cl.Close(context.WithoutCancel(ctx))
+			}
 		}
 		return nil, fmt.Errorf("config: the connector made backend %s for a %s connection", name, c.Kind)
 	}

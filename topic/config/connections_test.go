@@ -298,6 +298,29 @@ func TestBuildContextConnectorFailures(t *testing.T) {
 	}
 }
 
+// Guarantee: a backend the connector made for a connection of another
+// kind is closed: BuildContext refuses it, and the caller never gets it to
+// close.
+func TestBuildContextClosesABackendOfTheWrongKind(t *testing.T) {
+	plan, err := config.Resolve(mustParse(t, connectedDoc), config.Wiring{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var made, closed atomic.Int32
+	connect := func(_ context.Context, c config.ConnectionSpec) (topic.Backend[int], error) {
+		made.Add(1)
+		return fakeBackend{name: "in_memory", closed: &closed}, nil
+	}
+	broker := topic.NewBroker[int]()
+	defer broker.Close()
+	if _, err := config.BuildContext(t.Context(), broker, plan, config.BuildOptions[int]{Connect: connect}); err == nil {
+		t.Fatal("BuildContext = nil, want the wrong kind refused")
+	}
+	if made.Load() == 0 || closed.Load() != made.Load() {
+		t.Fatalf("closed %d of the %d backends of the wrong kind the connector made, want every one", closed.Load(), made.Load())
+	}
+}
+
 // Guarantee: a credential written in the document, as the user information
 // of a service URL or a broker address or as the value of a *_env key, is
 // refused, and no parse error repeats it.
