@@ -4,9 +4,6 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
-	"time"
-
-	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/topic"
@@ -23,12 +20,7 @@ import (
 // the last subtest, rather than under each subtest's consumers.
 func TestConformance(t *testing.T) {
 	b := testbroker.Pulsar(t)
-	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: b.URL(), OperationTimeout: 5 * time.Second,
-		ConnectionTimeout: 5 * time.Second, Logger: quietClientLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
+	client := testClient(t, b)
 	var n atomic.Int32
 	topictest.RunWith(t, func(t *testing.T) topic.Backend[int] {
 		o := testOptions[int](b, topic.IntCodec{})

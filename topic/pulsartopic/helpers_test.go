@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/pulsar-client-go/pulsar"
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
@@ -58,3 +59,16 @@ func newBackend[T any](t testing.TB, o pulsartopic.Options[T]) *pulsartopic.Back
 
 // quietClientLogger is testbroker.PulsarLogger() for pulsar-client-go's own logging.
 func quietClientLogger() plog.Logger { return plog.NewLoggerWithSlog(testbroker.PulsarLogger()) }
+
+// testClient is a client of the test's own on b, for Options.Client,
+// closed at t's cleanup.
+func testClient(t testing.TB, b *pulsartest.Broker) pulsar.Client {
+	t.Helper()
+	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: b.URL(), OperationTimeout: 5 * time.Second,
+		ConnectionTimeout: 5 * time.Second, Logger: quietClientLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	return client
+}

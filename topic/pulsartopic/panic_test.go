@@ -76,12 +76,7 @@ const closeBound = 10 * time.Second
 func panickyBackend(t *testing.T) (topic.State[int], *atomic.Bool, *atomic.Bool) {
 	t.Helper()
 	b := testbroker.Pulsar(t)
-	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: b.URL(), OperationTimeout: 5 * time.Second,
-		ConnectionTimeout: 5 * time.Second, Logger: quietClientLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
+	client := testClient(t, b)
 	var subscribe, send atomic.Bool
 	o := testOptions[int](b, topic.IntCodec{})
 	o.ServiceURL, o.Client = "", panickyClient{Client: client, subscribe: &subscribe, send: &send}
