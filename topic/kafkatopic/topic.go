@@ -33,6 +33,7 @@ type kTopic[T any] struct {
 	mu         sync.Mutex
 	closed     bool
 	bound      topic.GroupName         // BalancedOnly: the group fixed by the first subscription
+	boundMade  bool                    // a subscription of bound was made: bound stays once its members leave
 	groups     map[topic.GroupName]int // members per group in this process
 	members    map[*member[T]]struct{} // live balanced members
 	broadcasts map[*bsub[T]]struct{}   // live broadcast subscribers
@@ -314,14 +315,24 @@ func (t *kTopic[T]) Subscribe(ctx context.Context, mode topic.SubscriptionMode, 
 	if err != nil {
 		return nil, err
 	}
+	t.mu.Lock()
+	if t.bound == g {
+		t.boundMade = true
+	}
+	t.mu.Unlock()
 	return m, nil
 }
 
-// leaveGroup uncounts one member of g.
+// leaveGroup uncounts one member of g. The last one to leave a bound
+// group of which no subscription was made (each Subscribe failed) unbinds
+// the topic: the group stays bound only while a Subscribe joins it.
 func (t *kTopic[T]) leaveGroup(g topic.GroupName) {
 	t.mu.Lock()
 	if t.groups[g]--; t.groups[g] <= 0 {
 		delete(t.groups, g)
+		if t.bound == g && !t.boundMade {
+			t.bound = ""
+		}
 	}
 	t.mu.Unlock()
 }
