@@ -182,12 +182,18 @@ type TopicLinks struct {
 // name and which subscribe to it, so that the dashboard draws the topic
 // between them. A later call for the same topic replaces the links. The
 // topic need not be added with AddTopic; its counters are shown only if
-// it is.
+// it is. A call with no publishers and no subscribers forgets the topic's
+// links: call it so for a topic that is gone (RemoveTopic keeps them), or
+// the links of every topic ever linked are kept.
 func (o *Observer) LinkTopic(name string, links TopicLinks) {
 	links.Publishers = append([]string(nil), links.Publishers...)
 	links.Subscribers = append([]string(nil), links.Subscribers...)
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if len(links.Publishers) == 0 && len(links.Subscribers) == 0 {
+		delete(o.links, name)
+		return
+	}
 	if o.links == nil {
 		o.links = map[string]TopicLinks{}
 	}
@@ -502,7 +508,8 @@ func (o *Observer) AddTopic(name string, t Topic) error {
 }
 
 // RemoveTopic removes the topic added under name, and reports whether
-// there was one. Its links (LinkTopic) are kept.
+// there was one. Its links are kept: LinkTopic with no pipelines forgets
+// them.
 func (o *Observer) RemoveTopic(name string) bool {
 	return removeNamed(o, &o.topics, name, topicName)
 }

@@ -3,6 +3,7 @@ package observe_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -60,5 +61,26 @@ func TestTopicPublishedCounterNeverDecreases(t *testing.T) {
 	}
 	if got := published(); got < seen {
 		t.Fatalf("boulevard_topic_published_total went down from %v to %v", seen, got)
+	}
+}
+
+// Guarantee: the links of topics that come and go do not pile up: linking
+// a topic with no publishers and no subscribers forgets its links, so
+// /stats names only the topics still linked.
+func TestLinkingATopicToNoPipelineForgetsItsLinks(t *testing.T) {
+	obs := observe.New(observe.Options{})
+	const topics = 1000
+	name := func(i int) string { return "orders-" + strconv.Itoa(i) }
+	for i := range topics {
+		obs.LinkTopic(name(i), observe.TopicLinks{Publishers: []string{"ingest"}, Subscribers: []string{"billing"}})
+	}
+	obs.LinkTopic("audit", observe.TopicLinks{Publishers: []string{"ingest"}})
+	for i := range topics {
+		obs.LinkTopic(name(i), observe.TopicLinks{})
+	}
+	links := obs.Snapshot(t.Context()).Links
+	if len(links) != 1 || len(links["audit"].Publishers) != 1 {
+		t.Fatalf("after linking %d topics to no pipeline, /stats has the links of %d topics, want only those of audit: %v",
+			topics, len(links), links["orders-0"])
 	}
 }
