@@ -313,3 +313,30 @@ func TestSequencerForgetsKeysThatWentQuiet(t *testing.T) {
 		t.Fatalf("%d spare key states kept, want at most 1024", n)
 	}
 }
+
+// Guarantee: the in-memory backend keeps no queue of a broadcast reader
+// once it is closed: consumers coming and going leave the topic with the
+// groups of the readers still open only.
+func TestAClosedBroadcastReaderLeavesNoGroupBehind(t *testing.T) {
+	m, _ := NewMemory[int](MemoryOptions{})
+	defer m.Close(t.Context())
+	top, _ := New("churn").Broadcast().Build()
+	q, _ := m.Declare(t.Context(), top)
+	steady, _ := q.Subscribe(t.Context())
+	defer steady.Close(t.Context())
+	const readers = 1000
+	for range readers {
+		r, err := q.Subscribe(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Close(t.Context())
+	}
+	tp := m.topics["churn"]
+	tp.mu.Lock()
+	n := len(tp.groups)
+	tp.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("after %d broadcast readers came and went beside one open, the topic keeps %d groups, want 1", readers, n)
+	}
+}
