@@ -83,8 +83,11 @@ type lastFailure struct {
 	mu  sync.Mutex
 	at  time.Time
 	msg string
-	// reconnects counts, per subscription, the client's failed attempts
-	// to reconnect a consumer (failedReconnect lines).
+	// reconnects counts, per subscription a Source consumes (see
+	// countReconnects), the client's failed attempts to reconnect a
+	// consumer (failedReconnect lines). Those of other subscriptions (a
+	// topic backend's, a broadcast subscriber's named at random) are not
+	// counted: they would each keep an entry for the client's lifetime.
 	reconnects map[string]int64
 	// watches are the running stages' reconnection watches, by the name
 	// of their consumers (see Source.consumerName).
@@ -95,12 +98,26 @@ type lastFailure struct {
 // attempt to reconnect a consumer whose connection closed.
 const failedReconnect = "Failed to create consumer at reconnect"
 
-func (l *lastFailure) reconnectFailed(sub string) {
+// countReconnects makes the client count the failed attempts to
+// reconnect the consumers of subscription sub, from now on.
+func (l *lastFailure) countReconnects(sub string) {
 	l.mu.Lock()
 	if l.reconnects == nil {
 		l.reconnects = map[string]int64{}
 	}
-	l.reconnects[sub]++
+	if _, ok := l.reconnects[sub]; !ok {
+		l.reconnects[sub] = 0
+	}
+	l.mu.Unlock()
+}
+
+// reconnectFailed counts a failed attempt to reconnect a consumer of
+// subscription sub, when its attempts are counted (countReconnects).
+func (l *lastFailure) reconnectFailed(sub string) {
+	l.mu.Lock()
+	if n, ok := l.reconnects[sub]; ok {
+		l.reconnects[sub] = n + 1
+	}
 	l.mu.Unlock()
 }
 
@@ -276,14 +293,17 @@ func (w *reconnectWatch) end() {
 }
 
 // ReconnectFailures returns how many times the client failed to
-// reconnect a consumer of subscription sub to a broker since it was
-// created: each attempt that pulsar-client-go logs as failed
+// reconnect a consumer of subscription sub to a broker since the first
+// Source of sub was made with it (New): each attempt that pulsar-client-go logs as failed
 // ("Failed to create consumer at reconnect"; it tries again after a
 // backoff, from 100 ms doubling up to 1 minute, until it reconnects or the
 // consumer closes). A consumer that reconnects at its first attempt (a
 // broker handing its topics over) counts nothing. A client not made by
 // NewClient counts nothing: the count comes from the client's log lines,
-// which NewClient reads also when they go to a Logger of the caller's. The count is by subscription name
+// which NewClient reads also when they go to a Logger of the caller's.
+// The subscriptions no Source consumes (a topic backend's) count nothing,
+// so that the client keeps a count per Source subscription only, however
+// many subscriptions come and go. The count is by subscription name
 // only: sources that share the client and a subscription name, on
 // different topics, count each other's failures too.
 func (c *Client) ReconnectFailures(sub string) int64 {

@@ -3,6 +3,7 @@ package pulsar
 import (
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -231,5 +232,37 @@ func TestUnwatchLeavesALaterWatchOfTheSameName(t *testing.T) {
 	unwatchFirst()
 	if last.watchOf(name) != second {
 		t.Error("the earlier watch's unwatch removed the later watch of the same name")
+	}
+}
+
+// Guarantee: the client keeps a count of failed reconnections for the
+// subscriptions its Sources consume only: the failures of consumers of
+// other subscriptions (broadcast subscribers named at random, coming and
+// going) leave nothing behind, while a Source's subscription still
+// counts each failed attempt.
+func TestOnlyTheSubscriptionsOfSourcesKeepAReconnectionCount(t *testing.T) {
+	last := new(lastFailure)
+	c := &Client{last: last}
+	src := New(Options{Client: c, Subscription: "billing"})
+	l := clientLogger(slog.New(slog.DiscardHandler), last, redact.Secrets{})
+	refused := errors.New("dial tcp 10.0.0.1:6650: connect: connection refused")
+	fail := func(sub string) {
+		l.SubLogger(plog.Fields{"topic": "persistent://public/default/orders", "subscription": sub, "consumerID": 1}).
+			WithError(refused).Error(failedReconnect)
+	}
+	const subs = 1000
+	for i := range subs {
+		fail("broadcast-" + strconv.Itoa(i))
+	}
+	fail("billing")
+	fail("billing")
+	if n := src.Stats().ReconnectFailures; n != 2 {
+		t.Errorf("the source's subscription counts %d failed reconnections, want 2", n)
+	}
+	last.mu.Lock()
+	n := len(last.reconnects)
+	last.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("after the consumers of %d other subscriptions failed to reconnect, the client counts for %d subscriptions, want 1 (the source's)", subs, n)
 	}
 }

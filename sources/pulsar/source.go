@@ -80,6 +80,9 @@ func New(opts Options) *Source {
 	if c, ok := opts.Client.(interface{ ServiceURL() string }); ok {
 		s.broker = redact.URL(c.ServiceURL())
 	}
+	if c, ok := opts.Client.(*Client); ok && c != nil && c.last != nil {
+		c.last.countReconnects(opts.Subscription)
+	}
 	return s
 }
 
