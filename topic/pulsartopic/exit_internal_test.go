@@ -53,6 +53,13 @@ func TestDecodeGoexitNacksTheMessagesTakenBeforeIt(t *testing.T) {
 // to it, all closed at t's cleanup.
 func balancedOnBroker(t *testing.T, codec topic.Codec[int], nackDelay time.Duration) (*pulsartest.Broker, *Backend[int], topic.State[int], topic.SubscriptionState[int]) {
 	t.Helper()
+	return subscribedOnBroker(t, codec, nackDelay, topic.Options{}, topic.Balanced("g"))
+}
+
+// subscribedOnBroker is balancedOnBroker with the topic's options opts
+// (defaults applied) and a subscription of mode.
+func subscribedOnBroker(t *testing.T, codec topic.Codec[int], nackDelay time.Duration, opts topic.Options, mode topic.SubscriptionMode) (*pulsartest.Broker, *Backend[int], topic.State[int], topic.SubscriptionState[int]) {
+	t.Helper()
 	b, err := pulsartest.Start(context.Background(), pulsartest.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -64,12 +71,12 @@ func balancedOnBroker(t *testing.T, codec topic.Codec[int], nackDelay time.Durat
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { be.Close(context.Background()) })
-	st, err := be.NewTopic(context.Background(), "t", topic.Options{}.WithDefaults())
+	st, err := be.NewTopic(context.Background(), "t", opts.WithDefaults())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	ss, err := st.Subscribe(t.Context(), topic.Balanced("g"), topic.SubscriberOptions{})
+	ss, err := st.Subscribe(t.Context(), mode, topic.SubscriberOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

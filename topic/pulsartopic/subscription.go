@@ -48,6 +48,10 @@ type pSub[T any] struct {
 	ids     []pulsar.MessageID // only Receive uses it
 	mu      sync.Mutex
 	pending map[topic.MessageID]pulsar.MessageID // received, not yet settled
+	// unsettledMax is, for a broadcast subscription, the most messages
+	// left unsettled it keeps (see forgetOldestLocked); 0 for a balanced
+	// one, whose broker stops delivering past its unacked limit.
+	unsettledMax int
 
 	// decoding is the message the codec decodes, nil between messages
 	// (only Receive uses it): a Goexit of the codec ends Receive's
@@ -145,8 +149,13 @@ func newSub[T any](ctx context.Context, t *pTopic[T], mode topic.SubscriptionMod
 	if err != nil {
 		return nil, t.b.fail(op, t.full, err)
 	}
+	unsettledMax := 0
+	if mode.IsBroadcast() {
+		unsettledMax = UnsettledPerSlot * capacity
+	}
 	return &pSub[T]{
 		t: t, mode: mode, name: co.SubscriptionName, consumer: c, ch: ch,
+		unsettledMax: unsettledMax,
 		log:          log,
 		resubscribes: resubscribes,
 		unwatch:      unwatch,
@@ -224,8 +233,41 @@ func (s *pSub[T]) Receive(ctx context.Context, dst []topic.Envelope[T]) (int, er
 		s.pending[dst[i].ID] = ids[i]
 		ids[i] = nil
 	}
+	var old []pulsar.MessageID
+	if s.unsettledMax > 0 && len(s.pending) > s.unsettledMax {
+		old = s.forgetOldestLocked()
+	}
 	s.mu.Unlock()
+	for _, mid := range old {
+		_ = s.consumer.AckID(mid)
+	}
 	return n, nil
+}
+
+// UnsettledPerSlot bounds what a broadcast subscriber keeps of the
+// messages it received and left unsettled, in slots of its read-ahead
+// (broadcast.queue_capacity): past UnsettledPerSlot times that many, the
+// older half of them is acked and forgotten. A broadcast subscriber need
+// not settle what it receives (other backends' do not), and nothing else
+// would bound them: its broker keeps delivering to a failover consumer
+// whatever it leaves unacked.
+const UnsettledPerSlot = 16
+
+// forgetOldestLocked removes from pending the messages received before
+// the latest unsettledMax/2 and returns their ids, for Receive to ack
+// once s.mu is released: their Settle then returns
+// topic.ErrMessageNotTracked. Each call halves pending, so that the cost
+// per received message stays constant. Called by Receive with s.mu held.
+func (s *pSub[T]) forgetOldestLocked() []pulsar.MessageID {
+	keep := topic.MessageID(s.unsettledMax / 2)
+	var old []pulsar.MessageID
+	for id, mid := range s.pending {
+		if s.next-id >= keep {
+			old = append(old, mid)
+			delete(s.pending, id)
+		}
+	}
+	return old
 }
 
 // lost returns nil while the consumer is open, or was closed by the
@@ -308,7 +350,9 @@ func (s *pSub[T]) logUndecodable(m pulsar.Message, err error, attrs ...slog.Attr
 // message to the group again, at least once); a nack asks
 // the broker to deliver it again after Options.NackRedeliveryDelay. It
 // returns topic.ErrMessageNotTracked for an id this subscription did not
-// receive, settled already, or that its closing handed back to the broker.
+// receive, settled already, or that its closing handed back to the broker,
+// and, on a broadcast subscription, for one that UnsettledPerSlot acked
+// and forgot.
 func (s *pSub[T]) Settle(id topic.MessageID, reason error) error {
 	s.mu.Lock()
 	mid, ok := s.pending[id]

@@ -1,0 +1,59 @@
+package pulsartopic
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/topic"
+)
+
+// Guarantee: a broadcast subscriber that never settles what it receives
+// (as it need not on the other backends) keeps no more than
+// UnsettledPerSlot times its read-ahead of those messages: the older ones
+// are acked and forgotten (their Settle returns ErrMessageNotTracked),
+// the latest can still be settled.
+func TestABroadcastSubscriberThatNeverSettlesKeepsABoundedNumberOfMessages(t *testing.T) {
+	const capacity, msgs = 2, 200
+	b, be, st, ss := subscribedOnBroker(t, topic.IntCodec{}, time.Second,
+		topic.Options{Mode: topic.BroadcastOnly, Broadcast: topic.BroadcastPolicy{Capacity: capacity}}, topic.Broadcast())
+	s := ss.(*pSub[int])
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for i := range msgs {
+		if _, err := st.Publish(ctx, topic.Envelope[int]{Value: i}, topic.Block); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var first, last topic.MessageID
+	dst := make([]topic.Envelope[int], capacity)
+	for got := 0; got < msgs; {
+		n, err := s.Receive(ctx, dst)
+		if err != nil {
+			t.Fatalf("Receive after %d of %d messages: %v", got, msgs, err)
+		}
+		if got == 0 {
+			first = dst[0].ID
+		}
+		got += n
+		last = dst[n-1].ID
+	}
+	s.mu.Lock()
+	kept := len(s.pending)
+	s.mu.Unlock()
+	if limit := UnsettledPerSlot * capacity; kept > limit {
+		t.Fatalf("after receiving %d messages and settling none, the subscription keeps %d, want at most %d", msgs, kept, limit)
+	}
+	wait.Within(t, 20*time.Second, "the forgotten messages acked on the broker", func() bool {
+		n := b.Backlog(be.TopicName("t"), s.name)
+		return n >= 0 && n <= int64(kept)
+	})
+	if err := s.Settle(first, nil); !errors.Is(err, topic.ErrMessageNotTracked) {
+		t.Errorf("Settle of the first message, forgotten = %v, want ErrMessageNotTracked", err)
+	}
+	if err := s.Settle(last, nil); err != nil {
+		t.Errorf("Settle of the latest message = %v, want nil", err)
+	}
+}
