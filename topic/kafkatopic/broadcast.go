@@ -406,9 +406,7 @@ func (s *bsub[T]) Receive(ctx context.Context, dst []topic.Envelope[T]) (int, er
 			dst[n] = topic.Envelope[T]{ID: s.nextID, Value: it.v, Headers: it.hdr, Lagged: it.lagged}
 			n++
 		}
-		if s.head == len(s.queue) {
-			s.queue, s.head = s.queue[:0], 0
-		}
+		s.queue, s.head = compactQueue(s.queue, s.head)
 		if n > 0 {
 			if s.room != nil {
 				close(s.room)

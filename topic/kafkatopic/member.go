@@ -527,6 +527,29 @@ func (m *member[T]) Receive(ctx context.Context, dst []topic.Envelope[T]) (int, 
 	}
 }
 
+// queueCompactAt is how many handed-out slots a read-ahead's slice keeps
+// at most in front of its live records, once those are fewer: a
+// read-ahead that never empties (its subscriber always behind) would
+// otherwise grow with every record it ever queued, appends reallocating
+// the handed-out slots along with the live ones.
+const queueCompactAt = 1024
+
+// compactQueue returns the read-ahead q, whose records from head on are
+// live, emptied when none is, or with its live records moved to its
+// front when more than queueCompactAt slots before them were handed out
+// and they are fewer than those.
+func compactQueue[E any](q []E, head int) ([]E, int) {
+	switch {
+	case head == len(q):
+		return q[:0], 0
+	case head > queueCompactAt && head > len(q)/2:
+		k := copy(q, q[head:])
+		clear(q[k:])
+		return q[:k], 0
+	}
+	return q, head
+}
+
 // take moves up to len(dst) queued records to dst; the caller holds mu.
 func (m *member[T]) take(dst []topic.Envelope[T]) int {
 	n := 0
@@ -543,13 +566,7 @@ func (m *member[T]) take(dst []topic.Envelope[T]) int {
 		dst[n] = topic.Envelope[T]{ID: m.nextID, Value: d.v, Headers: d.hdr, Redeliveries: d.nacks}
 		n++
 	}
-	if m.head == len(m.queue) {
-		m.queue, m.head = m.queue[:0], 0
-	} else if m.head > 1024 && m.head > len(m.queue)/2 {
-		k := copy(m.queue, m.queue[m.head:])
-		clear(m.queue[k:])
-		m.queue, m.head = m.queue[:k], 0
-	}
+	m.queue, m.head = compactQueue(m.queue, m.head)
 	if n > 0 && m.room != nil {
 		close(m.room)
 		m.room = nil

@@ -200,6 +200,34 @@ func TestABroadcastSubscriberQueuesAtMostItsCapacity(t *testing.T) {
 	})
 }
 
+// Guarantee: a broadcast subscriber that is always behind (its
+// read-ahead never empties) keeps a read-ahead the size of what it holds,
+// not of every record it ever received.
+func TestABroadcastSubscriberAlwaysBehindKeepsABoundedReadAhead(t *testing.T) {
+	const capacity, records = 4, 100_000
+	s := &bsub[int]{t: &kTopic[int]{opts: topic.Options{Broadcast: topic.BroadcastPolicy{Capacity: capacity}}},
+		stopCh: make(chan struct{}), dataSig: make(chan struct{}, 1)}
+	defer close(s.stopCh)
+	dst := make([]topic.Envelope[int], 1)
+	for v := range records {
+		if !s.push(bitem[int]{v: v}) {
+			t.Fatalf("push %d failed", v)
+		}
+		if v == 0 {
+			continue // one record stays queued: the read-ahead never empties
+		}
+		if n, err := s.Receive(t.Context(), dst); n != 1 || err != nil || dst[0].Value != v-1 {
+			t.Fatalf("Receive = %d %+v, %v; want record %d", n, dst[0], err, v-1)
+		}
+	}
+	s.mu.Lock()
+	held, size := len(s.queue)-s.head, cap(s.queue)
+	s.mu.Unlock()
+	if held != 1 || size > 4*queueCompactAt {
+		t.Fatalf("after %d records received one behind, the read-ahead holds %d in a slice of %d, want 1 in at most %d", records, held, size, 4*queueCompactAt)
+	}
+}
+
 // receiveAll pushes the records vs of claim c to m and receives them all.
 func receiveAll(t *testing.T, m *member[int], c *kafkaoffset.Claim, vs ...int) []topic.Envelope[int] {
 	t.Helper()
