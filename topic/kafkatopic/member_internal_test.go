@@ -204,27 +204,49 @@ func TestABroadcastSubscriberQueuesAtMostItsCapacity(t *testing.T) {
 // read-ahead never empties) keeps a read-ahead the size of what it holds,
 // not of every record it ever received.
 func TestABroadcastSubscriberAlwaysBehindKeepsABoundedReadAhead(t *testing.T) {
-	const capacity, records = 4, 100_000
-	s := &bsub[int]{t: &kTopic[int]{opts: topic.Options{Broadcast: topic.BroadcastPolicy{Capacity: capacity}}},
+	s := &bsub[int]{t: &kTopic[int]{opts: topic.Options{Broadcast: topic.BroadcastPolicy{Capacity: 4}}},
 		stopCh: make(chan struct{}), dataSig: make(chan struct{}, 1)}
 	defer close(s.stopCh)
+	receiveOneBehind(t, func(v int) bool { return s.push(bitem[int]{v: v}) }, s.Receive, func() (int, int) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.queue) - s.head, cap(s.queue)
+	})
+}
+
+// Guarantee: so does a balanced member always behind.
+func TestABalancedMemberAlwaysBehindKeepsABoundedReadAhead(t *testing.T) {
+	m := newMember(4, time.Millisecond, time.Minute)
+	defer m.cancel()
+	c := kafkaoffset.New(session{}, "t", 0)
+	receiveOneBehind(t, func(v int) bool { return m.push(t.Context(), c, []delivery[int]{{c: c, off: int64(v), v: v}}) }, m.Receive, func() (int, int) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return len(m.queue) - m.head, cap(m.queue)
+	})
+}
+
+// receiveOneBehind pushes 100,000 records, receiving each but the last
+// one pushed, so that the read-ahead never empties, and fails t unless
+// it then holds that one record (size returns how many records it holds
+// and the capacity of its slice) in a slice of at most 4 queueCompactAt.
+func receiveOneBehind(t *testing.T, push func(v int) bool, receive func(context.Context, []topic.Envelope[int]) (int, error), size func() (held, capacity int)) {
+	t.Helper()
+	const records = 100_000
 	dst := make([]topic.Envelope[int], 1)
 	for v := range records {
-		if !s.push(bitem[int]{v: v}) {
+		if !push(v) {
 			t.Fatalf("push %d failed", v)
 		}
 		if v == 0 {
 			continue // one record stays queued: the read-ahead never empties
 		}
-		if n, err := s.Receive(t.Context(), dst); n != 1 || err != nil || dst[0].Value != v-1 {
+		if n, err := receive(t.Context(), dst); n != 1 || err != nil || dst[0].Value != v-1 {
 			t.Fatalf("Receive = %d %+v, %v; want record %d", n, dst[0], err, v-1)
 		}
 	}
-	s.mu.Lock()
-	held, size := len(s.queue)-s.head, cap(s.queue)
-	s.mu.Unlock()
-	if held != 1 || size > 4*queueCompactAt {
-		t.Fatalf("after %d records received one behind, the read-ahead holds %d in a slice of %d, want 1 in at most %d", records, held, size, 4*queueCompactAt)
+	if held, capacity := size(); held != 1 || capacity > 4*queueCompactAt {
+		t.Fatalf("after %d records received one behind, the read-ahead holds %d in a slice of %d, want 1 in at most %d", records, held, capacity, 4*queueCompactAt)
 	}
 }
 
