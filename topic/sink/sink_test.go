@@ -441,3 +441,20 @@ func TestNewRejectsUnknownBindingPolicies(t *testing.T) {
 		t.Fatalf("Validate = %v, want what New reports", verr)
 	}
 }
+
+// Guarantee: New with ack propagation auto on a closed topic fails with an
+// error that names the topic and wraps topic.ErrTopicClosed.
+func TestNewTrackedOnAClosedTopicWrapsTopicClosed(t *testing.T) {
+	h, err := topic.NewTopic[int]("t", autoOpts(0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	s, err := sink.New(sink.Options[int]{Binding: topic.Binding[int]{Handle: h, AckPropagation: h.Options().AckPropagation}})
+	if s != nil {
+		s.Close()
+	}
+	if want := "sink: tracked publisher for t: topic: closed"; !errors.Is(err, topic.ErrTopicClosed) || err == nil || err.Error() != want {
+		t.Fatalf("New = %v, want %q wrapping topic.ErrTopicClosed", err, want)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -112,21 +113,7 @@ func TestReplayLeavesTheLettersOfAnotherTopicInASharedDLQ(t *testing.T) {
 	})
 }
 
-// refusingDeadLetters refuses to put back on the DLQ the letters whose
-// value refuse picks, as a DLQ that is full or gone would.
-type refusingDeadLetters struct {
-	topology.Queues[int]
-	refuse func(v int) bool
-}
-
 var errDLQGone = errors.New("dlq gone")
-
-func (q refusingDeadLetters) DeadLetter(ctx context.Context, l topology.Letter[int]) error {
-	if q.refuse(l.Value) {
-		return fmt.Errorf("letter %d: %w", l.Value, errDLQGone)
-	}
-	return q.Queues.DeadLetter(ctx, l)
-}
 
 // Guarantee: Replay loses no dead letter the DLQ refuses to take back: a
 // letter it keeps (a filter, or a dry run) that DeadLetter refuses, and
@@ -143,13 +130,8 @@ func TestReplayGivesBackTheDeadLettersTheDLQRefuses(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				_, mq := declareMemory(t, build(t, topology.New("refused").DLQ()))
-				for v := range 4 {
-					if err := mq.DeadLetter(t.Context(), deadOf("refused", v)); err != nil {
-						t.Fatal(err)
-					}
-				}
-				q := refusingDeadLetters{Queues: mq, refuse: func(v int) bool { return v == 1 || v == 3 }}
+				mq := withDeadLetters(t, "refused", 4)
+				q := failingReplayQueues{Queues: mq, refuse: func(v int) bool { return v == 1 || v == 3 }}
 				rep, err := topology.Replay(t.Context(), q, c.opts)
 				if !errors.Is(err, errDLQGone) {
 					t.Errorf("Replay = %v, want the DLQ's refusal", err)
@@ -264,4 +246,104 @@ func TestReplayLeavesTheLettersOfAnotherTopicWhoseGroupHasTheSameName(t *testing
 			t.Errorf("refunds' group holds %d letters after orders' Replay, want none", n)
 		}
 	})
+}
+
+// withDeadLetters declares topology name, with a DLQ, in memory and
+// dead-letters into it n letters of values 0 to n-1.
+func withDeadLetters(t *testing.T, name string, n int) topology.Queues[int] {
+	t.Helper()
+	_, mq := declareMemory(t, build(t, topology.New(name).DLQ()))
+	for v := range n {
+		if err := mq.DeadLetter(t.Context(), deadOf(name, v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return mq
+}
+
+// failingReplayQueues fails the calls Replay makes on a DLQ, as a DLQ
+// that is full or gone would: DeadLetter of the letters refuse picks, Return when returnErr is set, and the
+// DLQ reader's Close when closeErr is set.
+type failingReplayQueues struct {
+	topology.Queues[int]
+	refuse              func(v int) bool
+	returnErr, closeErr error
+}
+
+func (q failingReplayQueues) DeadLetter(ctx context.Context, l topology.Letter[int]) error {
+	if q.refuse != nil && q.refuse(l.Value) {
+		return fmt.Errorf("letter %d: %w", l.Value, errDLQGone)
+	}
+	return q.Queues.DeadLetter(ctx, l)
+}
+
+func (q failingReplayQueues) Return(ctx context.Context, ls []topology.Letter[int]) error {
+	if q.returnErr != nil {
+		return q.returnErr
+	}
+	return q.Queues.Return(ctx, ls)
+}
+
+func (q failingReplayQueues) SubscribeDead(ctx context.Context) (topology.Reader[int], error) {
+	r, err := q.Queues.SubscribeDead(ctx)
+	if err != nil || q.closeErr == nil {
+		return r, err
+	}
+	return failingClose{Reader: r, err: q.closeErr}, nil
+}
+
+// failingClose is a reader whose Close closes it and returns err.
+type failingClose struct {
+	topology.Reader[int]
+	err error
+}
+
+func (r failingClose) Close(ctx context.Context) error {
+	_ = r.Reader.Close(ctx)
+	return r.err
+}
+
+// Guarantee: each failure of the DLQ that Replay meets reaches its caller
+// through errors.Is, whichever letter and whichever call it is: the DLQ
+// refusing the letter Replay keeps last, refusing a letter Replay puts
+// back after a Filter panicked, refusing the letters given back, and
+// failing to close its reader.
+func TestReplayReturnsEachFailureOfTheDLQ(t *testing.T) {
+	errReturn, errClose := errors.New("return refused"), errors.New("close failed")
+	keepAll := topology.ReplayOptions[int]{Filter: func(*topology.Letter[int]) bool { return false }}
+	panicOnFirst := topology.ReplayOptions[int]{Filter: func(l *topology.Letter[int]) bool {
+		if l.Value == 0 {
+			panic("filter broke")
+		}
+		return false
+	}}
+	for _, c := range []struct {
+		name string
+		q    func(topology.Queues[int]) failingReplayQueues
+		opts topology.ReplayOptions[int]
+		want error
+	}{
+		{"the last kept letter refused", func(mq topology.Queues[int]) failingReplayQueues {
+			return failingReplayQueues{Queues: mq, refuse: func(v int) bool { return v == 3 }}
+		}, keepAll, errDLQGone},
+		{"a letter refused after a Filter panic", func(mq topology.Queues[int]) failingReplayQueues {
+			return failingReplayQueues{Queues: mq, refuse: func(v int) bool { return v == 2 }}
+		}, panicOnFirst, errDLQGone},
+		{"the letters given back refused", func(mq topology.Queues[int]) failingReplayQueues {
+			return failingReplayQueues{Queues: mq, refuse: func(v int) bool { return v == 3 }, returnErr: errReturn}
+		}, keepAll, errReturn},
+		{"the DLQ reader's Close failing", func(mq topology.Queues[int]) failingReplayQueues {
+			return failingReplayQueues{Queues: mq, closeErr: errClose}
+		}, keepAll, errClose},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mq := withDeadLetters(t, "failing", 4)
+				_, err := topology.Replay(t.Context(), c.q(mq), c.opts)
+				if !errors.Is(err, c.want) || !strings.Contains(fmt.Sprint(err), "topology failing: replay") {
+					t.Errorf("Replay = %v, want an error naming topology failing's replay and wrapping %q", err, c.want)
+				}
+			})
+		})
+	}
 }
