@@ -77,8 +77,9 @@ topics:
 	}
 }
 
-// A hand-built plan that binds one alias twice in a pipeline fails Build,
-// which removes the topics it had created: all or none.
+// A hand-built plan that binds one alias twice in a pipeline fails Build
+// with an error naming the pipeline and wrapping topic.ErrAliasExists, and
+// Build removes the topics it had created: all or none.
 func TestBuildOfAPlanWithADuplicateAliasCreatesNothing(t *testing.T) {
 	plan, err := config.Resolve(mustParse(t, threeTopics), config.Wiring{Pipelines: []config.Pipeline{
 		{Name: "p", Publishes: []config.Publish{{Topic: "t1"}}},
@@ -90,8 +91,8 @@ func TestBuildOfAPlanWithADuplicateAliasCreatesNothing(t *testing.T) {
 	*bindings = append(*bindings, (*bindings)[0])
 	broker := topic.NewBroker[int]()
 	defer broker.Close()
-	if _, err := config.Build(broker, plan); err == nil || !strings.Contains(err.Error(), "pipeline p") {
-		t.Fatalf("Build = %v, want an error naming pipeline p", err)
+	if _, err := config.Build(broker, plan); !errors.Is(err, topic.ErrAliasExists) || !strings.Contains(err.Error(), "pipeline p") {
+		t.Fatalf("Build = %v, want an error naming pipeline p and wrapping topic.ErrAliasExists", err)
 	}
 	if names := broker.Names(); len(names) != 0 {
 		t.Fatalf("broker holds %v after a failed Build, want no topic", names)
