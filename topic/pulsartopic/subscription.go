@@ -151,7 +151,7 @@ func newSub[T any](ctx context.Context, t *pTopic[T], mode topic.SubscriptionMod
 	}
 	unsettledMax := 0
 	if mode.IsBroadcast() {
-		unsettledMax = UnsettledPerSlot * capacity
+		unsettledMax = unsettledLimit(capacity)
 	}
 	return &pSub[T]{
 		t: t, mode: mode, name: co.SubscriptionName, consumer: c, ch: ch,
@@ -246,12 +246,25 @@ func (s *pSub[T]) Receive(ctx context.Context, dst []topic.Envelope[T]) (int, er
 
 // UnsettledPerSlot bounds what a broadcast subscriber keeps of the
 // messages it received and left unsettled, in slots of its read-ahead
-// (broadcast.queue_capacity): past UnsettledPerSlot times that many, the
-// older half of them is acked and forgotten. A broadcast subscriber need
-// not settle what it receives (other backends' do not), and nothing else
-// would bound them: its broker keeps delivering to a failover consumer
-// whatever it leaves unacked.
+// (broadcast.queue_capacity): past UnsettledPerSlot times that many, or
+// MinUnsettled if that is more, the older half of them is acked and
+// forgotten. A broadcast subscriber need not settle what it receives
+// (other backends' do not), and nothing else would bound them: its broker
+// keeps delivering to a failover consumer whatever it leaves unacked.
 const UnsettledPerSlot = 16
+
+// MinUnsettled is the least a broadcast subscriber keeps of the messages
+// it left unsettled, whatever its read-ahead: a subscriber with a small
+// read-ahead whose reader holds many messages at once (a pipeline's
+// window, its processors' queues and its batches) can settle every one
+// it holds.
+const MinUnsettled = 1 << 16
+
+// unsettledLimit is how many unsettled messages a broadcast subscriber
+// with a read-ahead of capacity keeps.
+func unsettledLimit(capacity int) int {
+	return max(UnsettledPerSlot*capacity, MinUnsettled)
+}
 
 // forgetOldestLocked removes from pending the messages received before
 // the latest unsettledMax/2 and returns their ids, for Receive to ack

@@ -12,14 +12,35 @@ import (
 
 // Guarantee: a broadcast subscriber that never settles what it receives
 // (as it need not on the other backends) keeps no more than
-// UnsettledPerSlot times its read-ahead of those messages: the older ones
-// are acked and forgotten (their Settle returns ErrMessageNotTracked),
-// the latest can still be settled.
+// UnsettledPerSlot times its read-ahead of those messages, and never less
+// than MinUnsettled.
+func TestABroadcastSubscriberKeepsUnsettledMessagesUpToItsLimit(t *testing.T) {
+	for _, tc := range []struct{ capacity, want int }{
+		{1, MinUnsettled},
+		{topic.DefaultBroadcastCapacity, UnsettledPerSlot * topic.DefaultBroadcastCapacity},
+		{topic.MaxCapacity, UnsettledPerSlot * topic.MaxCapacity},
+	} {
+		if got := unsettledLimit(tc.capacity); got != tc.want {
+			t.Errorf("a broadcast subscriber with a read-ahead of %d keeps %d unsettled messages, want %d", tc.capacity, got, tc.want)
+		}
+	}
+	_, _, _, ss := subscribedOnBroker(t, topic.IntCodec{}, time.Second,
+		topic.Options{Mode: topic.BroadcastOnly, Broadcast: topic.BroadcastPolicy{Capacity: 2}}, topic.Broadcast())
+	if got := ss.(*pSub[int]).unsettledMax; got != unsettledLimit(2) {
+		t.Errorf("a broadcast subscription with a read-ahead of 2 keeps %d unsettled messages, want %d", got, unsettledLimit(2))
+	}
+}
+
+// Guarantee: past its limit, a broadcast subscriber that never settles
+// forgets the older half of what it left unsettled: those are acked on
+// the broker (their Settle returns ErrMessageNotTracked), the latest can
+// still be settled.
 func TestABroadcastSubscriberThatNeverSettlesKeepsABoundedNumberOfMessages(t *testing.T) {
-	const capacity, msgs = 2, 200
+	const capacity, msgs, limit = 2, 200, 32
 	b, be, st, ss := subscribedOnBroker(t, topic.IntCodec{}, time.Second,
 		topic.Options{Mode: topic.BroadcastOnly, Broadcast: topic.BroadcastPolicy{Capacity: capacity}}, topic.Broadcast())
 	s := ss.(*pSub[int])
+	s.unsettledMax = limit // MinUnsettled would take 65536 messages
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	for i := range msgs {
@@ -43,7 +64,7 @@ func TestABroadcastSubscriberThatNeverSettlesKeepsABoundedNumberOfMessages(t *te
 	s.mu.Lock()
 	kept := len(s.pending)
 	s.mu.Unlock()
-	if limit := UnsettledPerSlot * capacity; kept > limit {
+	if kept > limit {
 		t.Fatalf("after receiving %d messages and settling none, the subscription keeps %d, want at most %d", msgs, kept, limit)
 	}
 	wait.Within(t, 20*time.Second, "the forgotten messages acked on the broker", func() bool {
