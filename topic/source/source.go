@@ -160,6 +160,10 @@ const MaxBatchLimit = 1 << 16
 // ErrClosed is returned by Run after Close.
 var ErrClosed = errors.New("source: closed")
 
+// errZeroSource is what Run returns for a Source New did not make (a zero
+// value, declared with var): it wraps topic.ErrNotCreated.
+var errZeroSource = fmt.Errorf("source: zero Source (make one with New): %w", topic.ErrNotCreated)
+
 // Options configure a Source.
 type Options[T any] struct {
 	// Topic is the topic to read. Required. Validation checks only that it
@@ -865,8 +869,12 @@ func closeSub[T any](log *slog.Logger, ts *topic.Subscription[T]) {
 // ends while it waits on the topic's backend, Run returns nil at once, and
 // the subscribe ends with nothing subscribed as soon as the backend lets
 // it (a subscription a backend makes anyway is the stage's next Run's, or
-// closed by Close).
+// closed by Close). On a Source New did not make (a zero value), Run
+// returns an error wrapping topic.ErrNotCreated at once.
 func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
+	if s.retiring == nil {
+		return errZeroSource
+	}
 	sl, err := s.slot(ctx, stage.Index())
 	if err != nil {
 		if ctx.Err() != nil || errors.Is(err, topic.ErrTopicClosed) {
@@ -1073,8 +1081,12 @@ func (s *Source[T]) note(ctx context.Context, err error, ok *atomic.Uint64) {
 // of a subscription resolve upstream once its closing ends. Failed
 // settlings counted and not logged since the last line about them (see
 // Stats.SettleFailed) get one last WARN line. Idempotent: a later call
-// waits, within its own ctx, for the same closing.
+// waits, within its own ctx, for the same closing. On a Source New did
+// not make (a zero value), which holds nothing, Close returns nil.
 func (s *Source[T]) Close(ctx context.Context) error {
+	if s.retiring == nil {
+		return nil
+	}
 	s.mu.Lock()
 	s.closed = true // no subscribe starts any more
 	s.mu.Unlock()
