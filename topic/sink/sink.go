@@ -114,6 +114,15 @@ var (
 // only, so a message can follow one tracked publish, not several.
 var ErrAlreadyDeferred = errors.New("sink: message already deferred")
 
+// ErrNilMessage is what Publish and PublishValue return for a nil message,
+// and what the error PublishBatch returns for a batch holding nil wraps:
+// nothing is published for it.
+var ErrNilMessage = errors.New("sink: nil message")
+
+// errZeroSink is what a publish returns on a Sink New did not make (a zero
+// value, declared with var): it wraps topic.ErrNotCreated.
+var errZeroSink = fmt.Errorf("sink: zero Sink (make one with New): %w", topic.ErrNotCreated)
+
 // OutcomeError is the error a deferred message fails with when its tracked
 // publish did not resolve as acked. errors.Is matches its sentinel
 // (ErrNacked, ErrTimedOut, ErrClosed) and the topic's reason (for a nack,
@@ -331,8 +340,12 @@ type batchOutcomes struct {
 	left int // outcomes still expected, plus one while publishing
 }
 
-// Publish publishes m.Data (see PublishValue).
+// Publish publishes m.Data (see PublishValue). A nil m is refused with
+// ErrNilMessage.
 func (s *Sink[T]) Publish(ctx context.Context, m *message.Message[T]) error {
+	if m == nil {
+		return ErrNilMessage
+	}
 	return PublishValue(ctx, s, m, m.Data)
 }
 
@@ -346,8 +359,13 @@ func (s *Sink[T]) Publish(ctx context.Context, m *message.Message[T]) error {
 // with nothing published and m not deferred, when ctx ends, the topic is
 // closed, Options.Headers panicked (message.PanicError), or (auto only)
 // drop_newest found a queue full (topic.ErrDroppedOnFull) or m was
-// deferred already (ErrAlreadyDeferred).
+// deferred already (ErrAlreadyDeferred). A nil m is refused with
+// ErrNilMessage; on a Sink New did not make (a zero value) it returns an
+// error wrapping topic.ErrNotCreated.
 func PublishValue[In, T any](ctx context.Context, s *Sink[T], m *message.Message[In], v T) error {
+	if m == nil {
+		return ErrNilMessage
+	}
 	ack, id, data := m.Acknowledger()
 	if s.tracked != nil && m.Deferred() {
 		return ErrAlreadyDeferred
@@ -387,6 +405,9 @@ func (s *Sink[T]) headersOf(ctx context.Context, m message.Keyed) (hdr topic.Hea
 
 func (s *Sink[T]) publish(ctx context.Context, v T, hdr topic.Headers, ack acker.Acknowledger, id uint64, data any, batch *batchOutcomes) error {
 	if s.tracked == nil {
+		if s.b.Handle == nil {
+			return errZeroSink
+		}
 		out, err := s.b.Handle.PublishWithHeaders(ctx, v, hdr, s.b.OnFull)
 		if err != nil {
 			return fmt.Errorf("sink: publish into %s: %w", s.b.Handle.Name(), err)
@@ -527,8 +548,11 @@ func (s *Sink[T]) settled() {
 // the pipeline acknowledges it as failed; with ack propagation auto, a
 // message deferred already (by another tracked sink) is skipped, its
 // outcome being that deferrer's to report. It returns nil: per-message
-// problems are on the messages.
+// problems are on the messages. A nil element of batch, having nowhere to
+// put its problem, is skipped; PublishBatch then publishes the others and
+// returns an error wrapping ErrNilMessage that names the first one's index.
 func (s *Sink[T]) PublishBatch(ctx context.Context, batch []*message.Message[T]) error {
+	var nilErr error
 	var b *batchOutcomes
 	if s.tracked != nil {
 		b = &batchOutcomes{left: 1}
@@ -537,7 +561,13 @@ func (s *Sink[T]) PublishBatch(ctx context.Context, batch []*message.Message[T])
 		// (runtime.Goexit) partway through the batch.
 		defer s.endBatch(b)
 	}
-	for _, m := range batch {
+	for i, m := range batch {
+		if m == nil {
+			if nilErr == nil {
+				nilErr = fmt.Errorf("sink: batch[%d]: %w", i, ErrNilMessage)
+			}
+			continue
+		}
 		if m.Failed() {
 			continue
 		}
@@ -568,7 +598,7 @@ func (s *Sink[T]) PublishBatch(ctx context.Context, batch []*message.Message[T])
 			continue
 		}
 	}
-	return nil
+	return nilErr
 }
 
 // endBatch drops a PublishBatch's own hold on b: once every message of the
@@ -587,6 +617,10 @@ func (s *Sink[T]) endBatch(b *batchOutcomes) {
 // unchanged (for a pipeline whose processors only forward into the topic).
 func (s *Sink[T]) Handler() processor.Handler[T, T] {
 	return func(ctx context.Context, m *message.Message[T]) (T, error) {
+		if m == nil {
+			var zero T
+			return zero, ErrNilMessage
+		}
 		return m.Data, s.Publish(ctx, m)
 	}
 }
