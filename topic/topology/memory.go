@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/boulevard-go/boulevard/internal/queue"
+	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/validate"
 )
 
@@ -82,7 +83,9 @@ func (o MemoryOptions) Validate() error { return validate.Struct("memory", &o) }
 // sources and pipelines hold in flight. Nothing survives the process.
 //
 // Create it with NewMemory and Close it when done. It is safe for
-// concurrent use.
+// concurrent use. A Memory NewMemory did not make (a zero value) holds
+// nothing: its Declare returns an error wrapping topic.ErrNotCreated, and
+// its Close returns nil.
 type Memory[T any] struct {
 	capacity     int
 	holdCapacity int
@@ -105,6 +108,9 @@ type Memory[T any] struct {
 // caller's. A [Source] keeps it and hands it off again once there is
 // room, taking no new letters meanwhile (see Source).
 var ErrFull = errors.New("topology: queue full, and as many letters wait for room behind it")
+
+// errZeroMemory is what Declare returns on a Memory NewMemory did not make.
+var errZeroMemory = fmt.Errorf("topology: zero Memory (make one with NewMemory): %w", topic.ErrNotCreated)
 
 // NewMemory returns an empty in-memory backend, or the validate.Errors of
 // opts.
@@ -145,6 +151,9 @@ func (m *Memory[T]) Declare(ctx context.Context, t *Topology) (Queues[T], error)
 	defer m.mu.Unlock()
 	if m.closed {
 		return nil, ErrClosed
+	}
+	if m.topics == nil {
+		return nil, errZeroMemory
 	}
 	q := &memQueues[T]{m: m, t: t, main: m.topicLocked(t.name)}
 	if !t.broadcast {
@@ -218,6 +227,10 @@ func (m *Memory[T]) topicLocked(name string) *memTopic[T] {
 // Idempotent.
 func (m *Memory[T]) Close(context.Context) error {
 	m.mu.Lock()
+	if m.cancel == nil { // a zero Memory: nothing to close
+		m.mu.Unlock()
+		return nil
+	}
 	if m.closed {
 		m.mu.Unlock()
 		m.wg.Wait()

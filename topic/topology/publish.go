@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 
 	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/validate"
 )
 
@@ -41,6 +42,10 @@ type Publisher[T any] struct {
 	shards int
 }
 
+// errZeroPublisher is what Publish returns on a Publisher NewPublisher did
+// not make.
+var errZeroPublisher = fmt.Errorf("topology: zero Publisher (make one with NewPublisher): %w", topic.ErrNotCreated)
+
 // NewPublisher returns a publisher into q's main topic. A nil q is a
 // validate.FieldError ("publisher.queues is required").
 func NewPublisher[T any](q Queues[T], opts PublisherOptions[T]) (*Publisher[T], error) {
@@ -61,8 +66,13 @@ func NewPublisher[T any](q Queues[T], opts PublisherOptions[T]) (*Publisher[T], 
 // ctx.Err() or ErrClosed when it could not publish: nothing was
 // published then, except on the in-memory backend with several consumer
 // groups on the topic, where the groups it had put v in before it waited
-// keep it (a publish tried again gives them v twice).
+// keep it (a publish tried again gives them v twice). On a Publisher
+// NewPublisher did not make (a zero value) it publishes nothing and
+// returns an error wrapping topic.ErrNotCreated.
 func (p *Publisher[T]) Publish(ctx context.Context, v T) error {
+	if p.q == nil {
+		return errZeroPublisher
+	}
 	l := Letter[T]{Value: v}
 	if p.key != nil {
 		k, err := keyOf(p.key, v)
