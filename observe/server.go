@@ -205,8 +205,12 @@ func (s *Server) Addr() string { return s.addr }
 // connections closed all the same. The serving goroutine has returned
 // whenever Close returns nil. Close may be called more than once, and
 // concurrently: each call stops the Server the same way, and returns
-// once it is stopped.
+// once it is stopped. On a Server Observer.Serve did not make (a zero
+// value), which serves nothing, Close returns nil.
 func (s *Server) Close(ctx context.Context) error {
+	if s.srv == nil {
+		return nil
+	}
 	sctx, cancel := context.WithTimeout(ctx, s.shutdown)
 	defer cancel()
 	_ = s.srv.Shutdown(sctx) // stops listening first; its error is sctx's
