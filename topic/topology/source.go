@@ -17,6 +17,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/logburst"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/validate"
 )
 
@@ -297,7 +298,9 @@ func deadReasonIndex(d *Death) int {
 // and of log lines (message.id). A letter delivered again gets a new
 // number; Delivery says what the letter is.
 //
-// Create it with NewSource (or NewDeadSource for the DLQ).
+// Create it with NewSource (or NewDeadSource for the DLQ). A Source
+// neither of them made (a zero value) holds nothing: its Run returns an
+// error wrapping topic.ErrNotCreated, and its Close returns nil.
 type Source[T any] struct {
 	opts   SourceOptions[T]
 	t      *Topology
@@ -400,6 +403,10 @@ func newSource[T any](opts SourceOptions[T], dead bool) (*Source[T], error) {
 	return s, nil
 }
 
+// errZeroSource is what Run returns on a Source neither NewSource nor
+// NewDeadSource made.
+var errZeroSource = fmt.Errorf("topology: zero Source (make one with NewSource or NewDeadSource): %w", topic.ErrNotCreated)
+
 // Info reports the source ordered when its topology is sequenced.
 func (s *Source[T]) Info() (producer.Info, error) {
 	return producer.Info{Ordered: s.seq != nil}, s.opts.Validate()
@@ -461,6 +468,9 @@ type record[T any] struct {
 // the producer concurrency; so is a sequenced one, whose order per key is
 // the order in which its one reader receives.
 func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
+	if s.t == nil {
+		return errZeroSource
+	}
 	if (s.t.broadcast || s.seq != nil) && stage.Index() > 0 {
 		return nil
 	}
@@ -1051,6 +1061,9 @@ func (s *Source[T]) settleDead(ctx context.Context, rec *record[T], out Outcome,
 // line about them (see Stats.SettleFailed) get one last WARN line.
 // Idempotent: a later call returns nil at once.
 func (s *Source[T]) Close(ctx context.Context) error {
+	if s.t == nil {
+		return nil // a zero Source: nothing to close
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

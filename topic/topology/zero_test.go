@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/wraprun"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
@@ -53,5 +54,21 @@ func TestZeroMemoryAndPublisherRefuseWithErrNotCreated(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatalf("%s on a zero value did not return", c.name)
 		}
+	}
+}
+
+// Guarantee: a Source neither NewSource nor NewDeadSource made (a zero
+// value) holds nothing: its Close returns nil, and its Run, handed a
+// pipeline's stage (a source wrapping it), returns an error wrapping
+// topic.ErrNotCreated at once, instead of panicking.
+func TestAZeroSourceClosesAndRefusesToRunWithErrNotCreated(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	var zero topology.Source[int]
+	if err := zero.Close(ctx); err != nil {
+		t.Errorf("Close of a zero Source: %v, want nil", err)
+	}
+	if err := wraprun.Run(t, zero.Run); !errors.Is(err, topic.ErrNotCreated) {
+		t.Errorf("Run of a zero Source: %v, want an error wrapping topic.ErrNotCreated", err)
 	}
 }
