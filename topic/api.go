@@ -642,13 +642,15 @@ func (s *Subscription[T]) Receive(ctx context.Context) (Item[T], error) {
 
 // ReceiveBatch waits for at least one item and fills dst[:n] with up to
 // len(dst) items that are ready, without waiting for more. Errors are as
-// for Receive. It panics if dst is empty. On the in-memory backend n is at
-// most the capacity of the subscription's queue (balanced.queue_capacity)
-// or ring (broadcast.queue_capacity), and what the subscription keeps for
-// receiving is sized by that capacity, whatever len(dst) is.
+// for Receive; given a dst of length 0 it returns 0, ErrEmptyDst at
+// once, consuming nothing, whatever ctx and the subscription's state. On
+// the in-memory backend n is at most the capacity of the subscription's
+// queue (balanced.queue_capacity) or ring (broadcast.queue_capacity), and
+// what the subscription keeps for receiving is sized by that capacity,
+// whatever len(dst) is.
 func (s *Subscription[T]) ReceiveBatch(ctx context.Context, dst []Item[T]) (int, error) {
 	if len(dst) == 0 {
-		panic("topic: ReceiveBatch with an empty buffer")
+		return 0, ErrEmptyDst
 	}
 	n, err := s.recv(ctx, len(dst))
 	for i := range n {

@@ -115,6 +115,10 @@ var ErrLagged = errors.New("topic: broadcast subscriber lagged")
 // [TopicClosed] when it was closed.
 var ErrPublisherClosed = errors.New("topic: tracked publisher closed")
 
+// ErrEmptyDst is returned, at once, by [Subscription.ReceiveBatch] given
+// a dst of length 0 (nil or not): nothing is received.
+var ErrEmptyDst = errors.New("topic: ReceiveBatch into a dst of length 0")
+
 // ErrNotCreated is wrapped by the errors the methods of a [Handle],
 // [Subscription] or [TrackedPublisher] return when the value was not made
 // by its constructor ([Broker.CreateTopic], [NewTopic] and the like,
