@@ -805,7 +805,11 @@ var ErrFeedClosed = errors.New("producer: feed closed")
 var ErrPushFeed = errors.New("producer: Acquire on a feed that has a grant callback")
 
 // Feed is one flow-controlled consumer of a source within a producer stage.
-// Its methods may be called from any goroutine.
+// Its methods may be called from any goroutine. Stage.NewFeed makes it; a
+// Feed it did not make (a zero value) belongs to no stage and acts as a
+// closed one: Acquire returns ErrFeedClosed, TryDeliver reports false,
+// Deliver drops what it is given (logging to slog.Default()), Withdraw
+// finds nothing, and Close and FlushInFlight do nothing.
 type Feed[T any] struct {
 	stage   *Stage[T]
 	name    string
@@ -875,6 +879,9 @@ func (f *Feed[T]) Name() string { return f.name }
 func (f *Feed[T]) Acquire(ctx context.Context, max int) (int, error) {
 	if f.grant != nil {
 		return 0, ErrPushFeed
+	}
+	if f.stage == nil {
+		return 0, ErrFeedClosed
 	}
 	// patience runs while the source waits holding undelivered permits
 	// above the threshold (no timer otherwise), restarted while the feed
@@ -1009,7 +1016,11 @@ func (f *Feed[T]) signal() {
 // delivered (to wait for its outcomes) uses TryDeliver instead.
 func (f *Feed[T]) Deliver(msgs ...*message.Message[T]) {
 	if !f.TryDeliver(msgs...) {
-		f.stage.log.Warn("messages delivered to a closed feed are dropped unacknowledged",
+		log := slog.Default()
+		if f.stage != nil {
+			log = f.stage.log
+		}
+		log.Warn("messages delivered to a closed feed are dropped unacknowledged",
 			slog.String("feed", f.name), slog.Int("messages", len(msgs)))
 	}
 }
@@ -1025,7 +1036,7 @@ func (f *Feed[T]) TryDeliver(msgs ...*message.Message[T]) bool {
 	if len(msgs) == 0 {
 		return true
 	}
-	if f.closed.Load() {
+	if f.closed.Load() || f.stage == nil {
 		return false
 	}
 	d := f.delivered.Add(int64(len(msgs))) - f.withdrawn.Load()
@@ -1068,6 +1079,9 @@ func (f *Feed[T]) TryDeliver(msgs ...*message.Message[T]) bool {
 // of at once withdrawing on its own goroutine) share one pass, so releasing
 // n consumers costs about one pass over the buffer, not n.
 func (f *Feed[T]) Withdraw() int {
+	if f.stage == nil {
+		return 0
+	}
 	_, n := f.stage.withdraw(f, false, nil)
 	f.withdrawn.Add(int64(n))
 	return n
@@ -1078,6 +1092,9 @@ func (f *Feed[T]) Withdraw() int {
 // (dst itself when nothing was withdrawn). A source uses them to learn which
 // positions it must fetch again.
 func (f *Feed[T]) WithdrawAppend(dst []*message.Message[T]) []*message.Message[T] {
+	if f.stage == nil {
+		return dst
+	}
 	dst, n := f.stage.withdraw(f, true, dst)
 	f.withdrawn.Add(int64(n))
 	return dst
@@ -1099,6 +1116,9 @@ func (f *Feed[T]) WithdrawAppend(dst []*message.Message[T]) []*message.Message[T
 // many come before it runs. FlushInFlight never blocks; in a pipeline
 // without batchers it does nothing.
 func (f *Feed[T]) FlushInFlight() (done func()) {
+	if f.stage == nil {
+		return func() {}
+	}
 	return f.stage.release.Begin()
 }
 
@@ -1110,6 +1130,9 @@ func (f *Feed[T]) FlushInFlight() (done func()) {
 // source re-creating its feeds over many rebalances keeps only the open
 // ones.
 func (f *Feed[T]) Close() {
+	if f.stage == nil {
+		return
+	}
 	f.lockForClose()
 	if f.closed.Load() {
 		f.mu.Unlock()
