@@ -162,7 +162,8 @@ func NewBroker[T any]() *Broker[T] {
 	return &Broker[T]{topics: make(map[Name]*Handle[T])}
 }
 
-// CreateTopic creates and registers one topic. See [Broker.CreateTopics].
+// CreateTopic creates and registers one topic. See [Broker.CreateTopics],
+// which bounds it the same way.
 func (b *Broker[T]) CreateTopic(name Name, opts Options, backend Backend[T]) (*Handle[T], error) {
 	hs, err := b.CreateTopics([]Declaration[T]{{Name: name, Options: opts, Backend: backend}})
 	if err != nil {
@@ -185,7 +186,10 @@ func (b *Broker[T]) CreateInMemoryTopic(name Name, opts Options) (*Handle[T], er
 // wrapping ErrEmptyName, a [*NameError], ErrTopicExists, a
 // [validate.Errors], an [*UnsupportedError], the backend's error, or
 // ErrNoBackendState when the backend returned neither a state nor an
-// error).
+// error). It is [Broker.CreateTopicsContext] with context.Background():
+// only the backends' own timeouts bound what they do on their brokers
+// (kafkatopic's and pulsartopic's Options.AdminTimeout, per topic); the
+// in-memory backend does not wait.
 func (b *Broker[T]) CreateTopics(decls []Declaration[T]) ([]*Handle[T], error) {
 	return b.CreateTopicsContext(context.Background(), decls)
 }
@@ -233,7 +237,8 @@ func (b *Broker[T]) CreateTopicsContext(ctx context.Context, decls []Declaration
 // NewTopic creates a topic that no broker registers (for tests and
 // single-owner uses). nil backend means InMemory. Errors are as for
 // [Broker.CreateTopics]. It is [NewTopicContext] with
-// context.Background().
+// context.Background(): only the backend's own timeouts bound the
+// declaration, as for [Broker.CreateTopics].
 func NewTopic[T any](name Name, opts Options, backend Backend[T]) (*Handle[T], error) {
 	return NewTopicContext(context.Background(), name, opts, backend)
 }
@@ -296,7 +301,7 @@ func (b *Broker[T]) Names() []Name {
 }
 
 // Remove unregisters and closes the topic; it reports whether the topic
-// was registered.
+// was registered. It waits for the closing as [Handle.Close] does.
 func (b *Broker[T]) Remove(name Name) bool {
 	b.mu.Lock()
 	h, ok := b.topics[name]
@@ -308,7 +313,8 @@ func (b *Broker[T]) Remove(name Name) bool {
 	return ok
 }
 
-// Close unregisters and closes every topic.
+// Close unregisters and closes every topic, one after another, each
+// waiting as [Handle.Close] does.
 func (b *Broker[T]) Close() {
 	b.mu.Lock()
 	hs := make([]*Handle[T], 0, len(b.topics))
@@ -408,10 +414,14 @@ func (h *Handle[T]) PublishWithHeaders(ctx context.Context, v T, hdr Headers, on
 	return h.publishEnvelope(ctx, Envelope[T]{ID: h.nextID(), Value: v, Headers: hdr}, onFull, false)
 }
 
-// TryPublish publishes v without waiting: Published, or DroppedOnFull if a
-// balanced group queue is full (then nothing reaches any recipient, broadcast
-// included), or ErrTopicClosed (or, on a zero Handle, an error wrapping
-// ErrNotCreated).
+// TryPublish publishes v without waiting for room: Published, or
+// DroppedOnFull if a balanced group queue is full (then nothing reaches any
+// recipient, broadcast included), or ErrTopicClosed (or, on a zero Handle,
+// an error wrapping ErrNotCreated). On the in-memory backend it does not
+// wait at all; a backend that sends to a broker waits for its answer,
+// within its own send timeout (pulsartopic: Options.SendTimeout;
+// kafkatopic: Options.Config.Producer.Timeout and Retry), as no ctx bounds
+// it.
 func (h *Handle[T]) TryPublish(v T) (PublishOutcome, error) {
 	return h.publishEnvelope(context.Background(), Envelope[T]{ID: h.nextID(), Value: v}, DropNewest, true)
 }
@@ -548,6 +558,15 @@ func (h *Handle[T]) detachTracker(c *trackerCore) {
 // unresolved receipts resolve as TopicClosed (reason ErrTopicClosed). If a
 // broker registers the topic, it is unregistered. Idempotent; every call
 // returns only once all of that is done. On a zero Handle it does nothing.
+//
+// No ctx bounds it. It waits for the backend's closing, which the backend
+// bounds even when its brokers do not answer (kafkatopic: within
+// Options.AdminTimeout; pulsartopic: Options.SendTimeout for the
+// publishes under way, then the client's operation timeout; the in-memory
+// backend does not wait), and for the done callbacks of the tracked
+// publishes it resolves, which run on the calling goroutine and must not
+// block (see [TrackedPublisher.PublishFunc]). topic/config's Wired.Close
+// closes topics within a ctx.
 func (h *Handle[T]) Close() {
 	if h.state == nil {
 		return
@@ -745,7 +764,9 @@ func (s *Subscription[T]) sweepLocked() {
 // Acked, and a backend with [FeatureDurable] commits it. It returns
 // ErrMessageNotTracked if neither happened: the message was not received by
 // this subscription or is already settled, or it was published untracked on
-// a backend that does not settle deliveries (in memory).
+// a backend that does not settle deliveries (in memory). It does not wait
+// for a broker's answer; a tracked publish's done callback (see
+// [TrackedPublisher.PublishFunc]) runs on the calling goroutine.
 func (s *Subscription[T]) Ack(id MessageID) error {
 	return s.settle(id, nil)
 }
@@ -811,7 +832,10 @@ func (s *Subscription[T]) take(id MessageID) *Ticket {
 // then it is dropped, a tracked one resolving as Nacked with
 // ErrDeliveryDropped. A panic of the backend's Close reaches the caller,
 // as one of its Receive or Settle does, once those tracked messages are
-// resolved. Idempotent.
+// resolved. Idempotent. No ctx bounds it: it waits for the backend's
+// Close, which bounds itself even when the broker does not answer
+// (kafkatopic: within Options.AdminTimeout; pulsartopic: the client's
+// operation timeout; the in-memory backend does not wait).
 func (s *Subscription[T]) Close() {
 	if s.st == nil {
 		return

@@ -146,8 +146,9 @@ type State[T any] interface {
 	// full), or an error: ctx.Err() or ErrTopicClosed. On an error or
 	// DroppedOnFull nothing was delivered.
 	Publish(ctx context.Context, e Envelope[T], onFull OnFull) (PublishOutcome, error)
-	// TryPublish is Publish without waiting: DroppedOnFull when a group queue
-	// is full.
+	// TryPublish is Publish without waiting for room: DroppedOnFull when a
+	// group queue is full. No ctx bounds it: a backend that waits for a
+	// broker's answer bounds that wait itself (a send timeout).
 	TryPublish(e Envelope[T]) (PublishOutcome, error)
 	// Subscribe adds a subscriber, or returns one of the ErrSubscribe*
 	// errors or ErrTopicClosed. ctx bounds whatever the backend does on a
@@ -160,7 +161,9 @@ type State[T any] interface {
 	Stats() StateStats
 	// Close closes the topic: publishes fail with ErrTopicClosed, receivers
 	// drain what was delivered to them and then get ErrSubscriptionClosed.
-	// Idempotent.
+	// Idempotent. No ctx bounds it: a backend that waits for a broker
+	// returns within timeouts of its own even when the broker does not
+	// answer.
 	Close()
 }
 
@@ -235,11 +238,14 @@ type SubscriptionState[T any] interface {
 	// settled) and delivers nacked ones again, and returns nil; one that
 	// does not settle deliveries (in memory), or does not know id, or
 	// settled it already, returns ErrMessageNotTracked. It may be called
-	// from any goroutine, concurrently with Receive.
+	// from any goroutine, concurrently with Receive. No ctx bounds it: it
+	// does not wait for a broker's answer.
 	Settle(id MessageID, reason error) error
 	// Close removes the subscriber; deliveries it had not received are
 	// dropped (Ticket.Drop). Idempotent; may be called concurrently with
-	// Receive, which then returns ErrSubscriptionClosed.
+	// Receive, which then returns ErrSubscriptionClosed. No ctx bounds it:
+	// a backend that waits for a broker returns within timeouts of its own
+	// even when the broker does not answer.
 	Close()
 }
 

@@ -635,7 +635,7 @@ func (p *TrackedPublisher[T]) PublishFuncHeaders(ctx context.Context, v T, hdr H
 // TryPublish is Publish without waiting: it returns nil and
 // MaxInFlightReached when MaxInFlight publishes are pending, nil and
 // DroppedOnFull when a balanced group queue is full, or the receipt and
-// Published.
+// Published. It waits for a broker's answer as [Handle.TryPublish] does.
 func (p *TrackedPublisher[T]) TryPublish(v T) (*Receipt, PublishOutcome, error) {
 	t, out, err := p.try(v, nil)
 	if t == nil {
@@ -752,8 +752,10 @@ func (p *TrackedPublisher[T]) InFlight() int {
 // ErrPublisherClosed. On the in-memory backend a Publish (or PublishFunc)
 // waiting for an in-flight slot or for room in a full group stops waiting
 // and returns that error too, with nothing published. It waits for the
-// publisher's goroutine. Idempotent; every call returns only once all of
-// that is done.
+// publisher's goroutine, and calls the done callbacks of the publishes it
+// resolves on the calling goroutine: it returns as soon as they do, and
+// they must not block (see [TrackedPublisher.PublishFunc]). Idempotent;
+// every call returns only once all of that is done.
 func (p *TrackedPublisher[T]) Close() {
 	if p.core == nil {
 		return

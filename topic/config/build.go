@@ -180,6 +180,10 @@ func (w *Wired[T]) Publisher(pipeline, alias string) (topic.Binding[T], bool) {
 // whose Unwrap returns all of them; nothing is created. Then all
 // topics are created at once with topic.Broker.CreateTopics: if one cannot
 // be (a topic of that name exists already), none is.
+//
+// It is [BuildContext] with context.Background() and backends: only the
+// backends' own timeouts bound declaring the topics (see
+// topic.Broker.CreateTopics).
 func Build[T any](broker *topic.Broker[T], plan *Plan, backends ...topic.Backend[T]) (*Wired[T], error) {
 	return BuildContext(context.Background(), broker, plan, BuildOptions[T]{Backends: backends})
 }
@@ -276,6 +280,7 @@ func BuildContext[T any](ctx context.Context, broker *topic.Broker[T], plan *Pla
 
 // Load parses a topic document, resolves the wiring against it and builds
 // the topics on broker: Parse, Resolve and Build in one call.
+// It is [LoadContext] with context.Background(), bounded as Build is.
 func Load[T any](data []byte, wiring Wiring, broker *topic.Broker[T], backends ...topic.Backend[T]) (*Wired[T], error) {
 	return LoadContext(context.Background(), data, wiring, broker, BuildOptions[T]{Backends: backends})
 }

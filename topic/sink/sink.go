@@ -644,7 +644,10 @@ func (s *Sink[T]) Wait(ctx context.Context) error {
 
 // Close closes the tracked publisher: later publishes fail, and publishes
 // still unresolved are reported upstream as failed (ErrClosed). It waits
-// until they are reported. It never closes the topic. Idempotent.
+// until they are reported: those reports are the upstream Ack calls,
+// made on the calling goroutine with a context that only a Drain cut short
+// ends, so Close returns once they do; Drain bounds the wait by its ctx.
+// It never closes the topic. Idempotent.
 func (s *Sink[T]) Close() {
 	s.mu.Lock()
 	if s.closed {
