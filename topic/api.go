@@ -153,8 +153,11 @@ type Declaration[T any] struct {
 // Broker is a registry of named topics. It is safe for concurrent use. The
 // zero Broker is an empty broker ready to use, as NewBroker's is.
 type Broker[T any] struct {
-	mu     sync.Mutex
-	topics map[Name]*Handle[T]
+	// declaring is held by a declaration throughout, and by Close, so
+	// that mu, which lookups take, is never held across a backend's call.
+	declaring sync.Mutex
+	mu        sync.Mutex
+	topics    map[Name]*Handle[T]
 }
 
 // NewBroker returns an empty broker.
@@ -195,20 +198,14 @@ func (b *Broker[T]) CreateTopics(decls []Declaration[T]) ([]*Handle[T], error) {
 }
 
 // CreateTopicsContext is [Broker.CreateTopics] with ctx bounding what the
-// backends do on their brokers to declare the topics. The broker's lock is
-// held throughout, so declarations through one broker do not overlap.
+// backends do on their brokers to declare the topics. Declarations through
+// one broker do not overlap, and [Broker.Close] waits for one under way;
+// Topic, Names, Remove and the Close of a registered topic do not.
 func (b *Broker[T]) CreateTopicsContext(ctx context.Context, decls []Declaration[T]) ([]*Handle[T], error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	seen := make(map[Name]bool, len(decls))
-	for _, d := range decls {
-		if err := d.Name.Validate(); err != nil {
-			return nil, &TopicError{Topic: d.Name, Err: err}
-		}
-		if seen[d.Name] || b.topics[d.Name] != nil {
-			return nil, &TopicError{Topic: d.Name, Err: ErrTopicExists}
-		}
-		seen[d.Name] = true
+	b.declaring.Lock()
+	defer b.declaring.Unlock()
+	if err := b.checkNew(decls); err != nil {
+		return nil, err
 	}
 	hs := make([]*Handle[T], 0, len(decls))
 	fail := func(name Name, err error) ([]*Handle[T], error) {
@@ -224,6 +221,8 @@ func (b *Broker[T]) CreateTopicsContext(ctx context.Context, decls []Declaration
 		}
 		hs = append(hs, h)
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.topics == nil {
 		b.topics = make(map[Name]*Handle[T], len(hs))
 	}
@@ -232,6 +231,25 @@ func (b *Broker[T]) CreateTopicsContext(ctx context.Context, decls []Declaration
 		b.topics[h.name] = h
 	}
 	return hs, nil
+}
+
+// checkNew returns the error of the first declaration whose name is
+// invalid, repeated in decls or registered already. Only a declaration,
+// which the caller holds, registers topics.
+func (b *Broker[T]) checkNew(decls []Declaration[T]) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	seen := make(map[Name]bool, len(decls))
+	for _, d := range decls {
+		if err := d.Name.Validate(); err != nil {
+			return &TopicError{Topic: d.Name, Err: err}
+		}
+		if seen[d.Name] || b.topics[d.Name] != nil {
+			return &TopicError{Topic: d.Name, Err: ErrTopicExists}
+		}
+		seen[d.Name] = true
+	}
+	return nil
 }
 
 // NewTopic creates a topic that no broker registers (for tests and
@@ -314,8 +332,11 @@ func (b *Broker[T]) Remove(name Name) bool {
 }
 
 // Close unregisters and closes every topic, one after another, each
-// waiting as [Handle.Close] does.
+// waiting as [Handle.Close] does. It first waits for a declaration under
+// way (see [Broker.CreateTopicsContext]), so that it closes what that
+// registers.
 func (b *Broker[T]) Close() {
+	b.declaring.Lock()
 	b.mu.Lock()
 	hs := make([]*Handle[T], 0, len(b.topics))
 	for _, h := range b.topics {
@@ -323,6 +344,7 @@ func (b *Broker[T]) Close() {
 	}
 	clear(b.topics)
 	b.mu.Unlock()
+	b.declaring.Unlock()
 	for _, h := range hs {
 		h.Close()
 	}

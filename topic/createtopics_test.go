@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/boulevard-go/boulevard/topic"
 )
@@ -61,5 +62,119 @@ func TestCreateTopicsClosesTheTopicsMadeBeforeAFailingOne(t *testing.T) {
 	}
 	if names := b.Names(); len(names) != 0 {
 		t.Errorf("topics registered despite the failure: %v", names)
+	}
+}
+
+// unansweredBackend is the in-memory backend whose NewTopic, like a broker
+// that does not answer, waits until ctx ends; entered receives when it has
+// started.
+type unansweredBackend struct {
+	topic.InMemory[int]
+	entered chan struct{}
+}
+
+func (b unansweredBackend) NewTopic(ctx context.Context, name topic.Name, o topic.Options) (topic.State[int], error) {
+	b.entered <- struct{}{}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// The broker's lookups and removals, which take no context, do not wait
+// for a declaration under way on a backend: Topic, Names and Remove, and
+// the Close of a topic already registered, return while another topic's
+// backend has not answered; Broker.Close waits for the declaration, so
+// that it closes what that registers.
+func TestBrokerLookupsDoNotWaitForADeclarationUnderWay(t *testing.T) {
+	opts := topic.Options{Mode: topic.BalancedOnly}
+	b := topic.NewBroker[int]()
+	defer b.Close()
+	orders, err := b.CreateInMemoryTopic("orders", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.CreateInMemoryTopic("audit", opts); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	entered := make(chan struct{})
+	declared := make(chan error, 1)
+	go func() {
+		_, err := b.CreateTopicsContext(ctx, []topic.Declaration[int]{
+			{Name: "payments", Options: opts, Backend: unansweredBackend{entered: entered}},
+		})
+		declared <- err
+	}()
+	<-entered
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		b.Topic("orders")
+		b.Names()
+		b.Remove("audit")
+		orders.Close()
+	}()
+	select {
+	case <-returned:
+	case <-time.After(10 * time.Second):
+		t.Error("Topic, Names, Remove and Handle.Close waited for another topic's declaration, which its backend has not answered")
+	}
+	cancel()
+	<-returned
+	if err := <-declared; !errors.Is(err, context.Canceled) {
+		t.Errorf("CreateTopicsContext = %v, want an error wrapping context.Canceled", err)
+	}
+	if names := b.Names(); len(names) != 0 {
+		t.Errorf("Names = %v, want none", names)
+	}
+}
+
+// gatedDeclaration is the in-memory backend whose NewTopic, once started
+// (entered receives), waits until release is closed.
+type gatedDeclaration struct {
+	topic.InMemory[int]
+	entered, release chan struct{}
+}
+
+func (b gatedDeclaration) NewTopic(ctx context.Context, name topic.Name, o topic.Options) (topic.State[int], error) {
+	b.entered <- struct{}{}
+	<-b.release
+	return b.InMemory.NewTopic(ctx, name, o)
+}
+
+// Broker.Close closes the topics a declaration under way registers: it
+// waits for the declaration rather than leave them open.
+func TestBrokerCloseClosesTheTopicsOfADeclarationUnderWay(t *testing.T) {
+	b := topic.NewBroker[int]()
+	be := gatedDeclaration{entered: make(chan struct{}), release: make(chan struct{})}
+	declared := make(chan *topic.Handle[int], 1)
+	go func() {
+		h, err := b.CreateTopic("payments", topic.Options{Mode: topic.BalancedOnly}, be)
+		if err != nil {
+			t.Error(err)
+		}
+		declared <- h
+	}()
+	<-be.entered
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		b.Close()
+	}()
+	select {
+	case <-closed: // the declaration then registers its topic after Close
+	case <-time.After(100 * time.Millisecond): // Close is waiting for it
+	}
+	close(be.release)
+	<-closed
+	h := <-declared
+	if names := b.Names(); len(names) != 0 {
+		t.Errorf("Names after Close = %v, want none", names)
+	}
+	if h != nil {
+		if err := h.Publish(t.Context(), 1); !errors.Is(err, topic.ErrTopicClosed) {
+			t.Errorf("Publish on the topic declared as Close began = %v, want ErrTopicClosed", err)
+		}
+		h.Close()
 	}
 }
