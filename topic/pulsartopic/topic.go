@@ -175,6 +175,47 @@ func (t *pTopic[T]) newSend() *send {
 	return s
 }
 
+// receipt waits for the receipt of send s, for at most as long as
+// expired, ctx and the topic's producer let it. It reports true and the
+// receipt's error when the receipt came, also when the producer closed
+// meanwhile: Close waits for every receipt of the sends already made
+// before it closes the producer, so a receipt ready then is the
+// publish's outcome (its message stored or not), not ErrTopicClosed.
+// Otherwise it reports false and the publish's error: s is then left to a
+// callback that may still come, and not reused.
+func (t *pTopic[T]) receipt(ctx context.Context, s *send, expired <-chan time.Time) (bool, error) {
+	var err error
+	select {
+	case err = <-s.done:
+	case <-expired:
+		// No receipt within the bound: failed as the client's own send
+		// timeout fails a publish.
+		return false, &Error{Op: "publish to", Topic: t.full, Err: pulsar.ErrSendTimeout}
+	case <-ctx.Done():
+		// The callback still comes (the send timeout bounds it).
+		return false, ctx.Err()
+	case <-t.producerClosed:
+		select {
+		case err = <-s.done: // it came before the producer closed
+		default:
+			// The topic closed before the receipt came; the message
+			// may or may not be stored.
+			return false, topic.ErrTopicClosed
+		}
+	}
+	if s.bound != nil {
+		s.bound.Stop()
+	}
+	if err == nil {
+		s.msg = pulsar.ProducerMessage{}
+		t.sends.Put(s)
+	}
+	// A send that failed is not reused: pulsar-client-go may still read
+	// its message after failing it (a message over the broker's size is
+	// logged once its callback has run).
+	return true, err
+}
+
 // errTracked refuses a tracked publish: the outcome of a message handled
 // by a subscriber in another process cannot reach the publisher.
 var errTracked = &topic.UnsupportedError{Backend: Name, What: "ack_propagation.mode", Value: topic.PropagationAuto.String(), Err: topic.ErrUnsupportedPolicy}
@@ -281,32 +322,9 @@ func (t *pTopic[T]) publish(ctx context.Context, e topic.Envelope[T], wait bool,
 			}
 			expired = s.bound.C
 		}
-		select {
-		case err = <-s.done:
-			if s.bound != nil {
-				s.bound.Stop()
-			}
-			if err == nil {
-				s.msg = pulsar.ProducerMessage{}
-				t.sends.Put(s)
-			}
-			// A send that failed is not reused: pulsar-client-go may
-			// still read its message after failing it (a message over
-			// the broker's size is logged once its callback has run).
-		case <-expired:
-			// No receipt within the bound: failed as the client's own
-			// send timeout fails a publish. s is left to a callback that
-			// may still come, and not reused.
-			return topic.Published, &Error{Op: "publish to", Topic: t.full, Err: pulsar.ErrSendTimeout}
-		case <-ctx.Done():
-			// The callback still comes (the send timeout bounds it); s is left
-			// to it and not reused.
-			return topic.Published, ctx.Err()
-		case <-t.producerClosed:
-			// The topic closed before the receipt came; the message may
-			// or may not be stored. s is left to a callback that may
-			// still come.
-			return topic.Published, topic.ErrTopicClosed
+		received, err := t.receipt(ctx, s, expired)
+		if !received {
+			return topic.Published, err
 		}
 		switch {
 		case err == nil:
