@@ -310,15 +310,18 @@ func New[T any](opts Options[T]) (*Sink[T], error) {
 // Tracked reports whether the sink publishes tracked (ack propagation auto).
 func (s *Sink[T]) Tracked() bool { return s.tracked != nil }
 
-// Stats returns the sink's counters.
+// Stats returns the sink's counters. Acked + Failed never exceeds
+// Published, and none of the counters goes down between two readings.
 func (s *Sink[T]) Stats() Stats {
-	return Stats{
-		Published: s.published.Load(),
-		Dropped:   s.dropped.Load(),
-		Acked:     s.acked.Load(),
-		Failed:    s.failed.Load(),
-		InFlight:  int(s.inFlight.Load()),
-	}
+	// The outcomes before the publishes: a tracked publish's outcome may
+	// be reported (at once, when it reaches no subscriber) before the
+	// publish returns and counts it, and a message with an outcome was
+	// published, so Published is at least the outcomes read before it.
+	st := Stats{Acked: s.acked.Load(), Failed: s.failed.Load()}
+	st.Published = max(s.published.Load(), st.Acked+st.Failed)
+	st.Dropped = s.dropped.Load()
+	st.InFlight = int(s.inFlight.Load())
+	return st
 }
 
 // pending is the bookkeeping of one tracked publish: where its outcome goes.
