@@ -462,17 +462,23 @@ func (s *Source[T]) Info() (producer.Info, error) { return producer.Info{}, s.Va
 
 // Stats returns the source's counters.
 func (s *Source[T]) Stats() Stats {
-	return Stats{
-		Received:      s.received.Load(),
-		LagNotices:    s.lagNotices.Load(),
-		Missed:        s.missed.Load(),
-		Acked:         s.acked.Load(),
-		Nacked:        s.nacked.Load(),
-		NotTracked:    s.notTracked.Load(),
-		Subscriptions: s.subscriptions.Load(),
-		Resubscribes:  s.resubscribes.Load(),
-		SettleFailed:  s.settleFailed.Load(),
+	// Each counter after those that count what follows from it: the
+	// outcomes before the messages received, which are counted before
+	// the pipeline can have them (so a reading never shows a message
+	// settled that it does not show received), and the resubscribes
+	// before the subscriptions.
+	st := Stats{
+		Acked:        s.acked.Load(),
+		Nacked:       s.nacked.Load(),
+		NotTracked:   s.notTracked.Load(),
+		SettleFailed: s.settleFailed.Load(),
+		Resubscribes: s.resubscribes.Load(),
 	}
+	st.Received = s.received.Load()
+	st.LagNotices = s.lagNotices.Load()
+	st.Missed = s.missed.Load()
+	st.Subscriptions = s.subscriptions.Load()
+	return st
 }
 
 // slot returns the slot of a stage, subscribing it on first use. The
