@@ -1212,13 +1212,16 @@ type FeedStats struct {
 }
 
 // Stats returns the feed's counters. Remaining, Granted and Dispatched are
-// one snapshot: Remaining is always Granted - Dispatched.
+// one snapshot: Remaining is always Granted - Dispatched. Dispatched +
+// Withdrawn never exceeds Delivered.
 func (f *Feed[T]) Stats() FeedStats {
 	f.cmu.Lock()
 	st := FeedStats{Remaining: f.remaining, Granted: f.granted, Dispatched: f.dispatched}
 	f.cmu.Unlock()
-	st.Delivered = int(f.delivered.Load())
+	// What left the buffer before what entered it: a message is counted
+	// delivered before it can be dispatched or withdrawn.
 	st.Withdrawn = int(f.withdrawn.Load())
+	st.Delivered = int(f.delivered.Load())
 	st.Overdelivered = int(f.overdelivered.Load())
 	return st
 }
