@@ -71,8 +71,10 @@ type consumer struct {
 
 // grant is the feed's grant callback: the stage calls it with new permits.
 func (c *consumer) grant(n int) {
-	c.permits.Add(int64(n))
+	// Granted before available, so that Stats never shows more permits
+	// available than granted.
 	c.src.granted.Add(int64(n))
+	c.permits.Add(int64(n))
 	c.signal()
 }
 
@@ -95,11 +97,22 @@ func (c *consumer) receive(ctx context.Context, feed *producer.Feed[[]byte], max
 		slab message.Slab[[]byte]
 		mds  []Metadata
 		typ  = c.src.opts.SubscriptionType
+		// redelivered counts the messages of buf the broker delivered
+		// before.
+		redelivered int64
 	)
 	flush := func() {
 		if len(buf) > 0 {
-			feed.Deliver(buf...)
+			// Counted before Deliver, which may hand them straight to
+			// the processors: Stats never shows a message nacked before
+			// it was received, nor a redelivery it does not show
+			// received.
 			c.src.received.Add(int64(len(buf)))
+			if redelivered > 0 {
+				c.src.redelivered.Add(redelivered)
+				redelivered = 0
+			}
+			feed.Deliver(buf...)
 			clear(buf)
 			buf = buf[:0]
 		}
@@ -156,7 +169,7 @@ func (c *consumer) receive(ctx context.Context, feed *producer.Feed[[]byte], max
 			}
 			md.fill(pm, sub, &tc)
 			if md.RedeliveryCount > 0 {
-				c.src.redelivered.Add(1)
+				redelivered++
 			}
 			if c.events != nil {
 				c.events.received(c.c, pm.Topic())

@@ -182,20 +182,23 @@ type Stats struct {
 	ClientQueue int
 }
 
-// Stats returns the source's counters.
+// Stats returns the source's counters. Nacked, DroppedAcks and
+// Redelivered never exceed Received, nor PermitsAvailable PermitsGranted.
 func (s *Source) Stats() Stats {
+	// Each counter after those that count what follows from it: the
+	// outcomes and redeliveries before the messages received, and the
+	// permits available before those granted.
 	st := Stats{
 		Replaced:       s.replaced.Load(),
 		DroppedAcks:    s.droppedAcks.Load(),
 		CallbackPanics: s.callbackPanics.Load(),
-		Received:       s.received.Load(),
-		Redelivered:    s.redelivered.Load(),
 		Nacked:         s.nacked.Load(),
 		DeadLettered:   s.deadLettered.Load(),
-		PermitsGranted: s.granted.Load(),
 
 		SubscribesAbandoned: s.abandoned.Load(),
 	}
+	st.Redelivered = s.redelivered.Load()
+	st.Received = s.received.Load()
 	if c, ok := s.opts.Client.(*Client); ok {
 		st.ReconnectFailures = c.ReconnectFailures(s.opts.Subscription)
 	}
@@ -206,6 +209,7 @@ func (s *Source) Stats() Stats {
 		st.ClientQueue += c.plan.reserve
 	}
 	s.mu.Unlock()
+	st.PermitsGranted = s.granted.Load()
 	return st
 }
 

@@ -3,6 +3,7 @@ package pulsar_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -88,5 +89,43 @@ func TestStatsCountTheClientQueueOfEveryPartition(t *testing.T) {
 	wait.Within(t, waitLimit, "the consumer to subscribe", func() bool { return src.Stats().Consumers == 1 })
 	if q := src.Stats().ClientQueue; q != 48 {
 		t.Errorf("ClientQueue = %d for a topic of 3 partitions, want 48 (16 per partition)", q)
+	}
+}
+
+// Readings of a source's Stats taken while it receives, nacks and receives
+// again never show more messages nacked, redelivered or with dropped acks
+// than received, nor more permits available than granted, and no counter
+// goes down. The readings run on the one processor the test leaves the
+// runtime, so that the scheduler's preemption, which may stop a reading at
+// any point, lets the source go on in the middle of one.
+func TestStatsNeverShowMoreOutcomesThanMessagesReceived(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	const n = 300
+	e := newEnv(t)
+	e.publish("stats-readings", "m", n)
+	co := earliest()
+	co.NackRedeliveryDelay = time.Millisecond
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"stats-readings"}, Subscription: "sub", Consumer: co})
+	run(t, src, 1, producer.Flow{}, func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
+		if md, _ := message.MetadataAs[*bpulsar.Metadata](m); md.RedeliveryCount == 0 {
+			return nil, errors.New("fails the first time")
+		}
+		return m.Data, nil
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), waitLimit)
+	defer cancel()
+	var last bpulsar.Stats
+	for last.Received < 2*n && ctx.Err() == nil {
+		st := src.Stats()
+		if st.Nacked > st.Received || st.Redelivered > st.Received || st.DroppedAcks > st.Received || st.PermitsAvailable > st.PermitsGranted {
+			t.Fatalf("stats %+v show more messages nacked, redelivered or with dropped acks than received, or more permits available than granted", st)
+		}
+		if st.Received < last.Received || st.Nacked < last.Nacked || st.Redelivered < last.Redelivered || st.PermitsGranted < last.PermitsGranted {
+			t.Fatalf("counters went down: %+v after %+v", st, last)
+		}
+		last = st
+	}
+	if last.Received < 2*n || last.Nacked < n {
+		t.Fatalf("stats %+v: want each of the %d messages received twice and nacked once", last, n)
 	}
 }
