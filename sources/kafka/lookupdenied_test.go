@@ -150,3 +150,20 @@ func TestRunFailsAtOnceWhenTheTopicsMetadataIsDenied(t *testing.T) {
 		}
 	})
 }
+
+// Guarantee: a cluster that answers the connection check but fails every
+// metadata request (here INVALID_TOPIC_EXCEPTION) makes Run fail with an
+// error wrapping ErrConnect and the broker's error, with either client,
+// so that the cause is told apart with errors.Is.
+func TestRunFailsWithTheBrokersErrorWhenTheMetadataIsRefused(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl client) {
+		c := newCluster(t, 1, kfake.NumBrokers(1))
+		code := kerr.InvalidTopicException
+		faults := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Metadata}, Err: code, Count: -1})
+		t.Cleanup(faults.Remove)
+		err := runStage(t, cl.new(t, sourceOptions(c, "g-metadata-refused")), 20*time.Second)
+		if !errors.Is(err, kafka.ErrConnect) || !errors.Is(err, cl.brokerErr(code)) {
+			t.Fatalf("Run = %v, want an error wrapping %v and %v", err, kafka.ErrConnect, cl.brokerErr(code))
+		}
+	})
+}
