@@ -190,9 +190,9 @@ func newContextReturnsByDeadline(t *testing.T, o kafkatopic.Options[int]) {
 }
 
 // Guarantee: the declaration's context bounds it: with the cluster hung,
-// CreateTopicsContext and NewTopicContext return the context's error by
-// its deadline, long before Options.AdminTimeout and sarama's read
-// timeouts.
+// CreateTopicsContext and NewTopicContext return by its deadline, long
+// before Options.AdminTimeout and sarama's read timeouts, an error
+// wrapping ErrAdmin and the context's error.
 func TestDeclarationReturnsByItsDeadlineWhenTheClusterHangs(t *testing.T) {
 	for name, declare := range map[string]func(context.Context, topic.Backend[int]) error{
 		"CreateTopicsContext": func(ctx context.Context, b topic.Backend[int]) error {
@@ -208,7 +208,13 @@ func TestDeclarationReturnsByItsDeadlineWhenTheClusterHangs(t *testing.T) {
 			c := testbroker.Kafka(t)
 			b := newBackend(t, testOptions[int](c, topic.IntCodec{}))
 			testbroker.HangKafka(t, c)
-			testbroker.ReturnsByDeadline(t, name, func(ctx context.Context) error { return declare(ctx, b) })
+			testbroker.ReturnsByDeadline(t, name, func(ctx context.Context) error {
+				err := declare(ctx, b)
+				if !errors.Is(err, kafkatopic.ErrAdmin) {
+					t.Errorf("%s with the cluster hung = %v, want an error wrapping ErrAdmin", name, err)
+				}
+				return err
+			})
 		})
 	}
 }
