@@ -10,6 +10,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
+	spulsar "github.com/boulevard-go/boulevard/sources/pulsar"
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/internal/readertest"
@@ -62,6 +63,31 @@ func TestReceiveFailsOnceTheClientClosedTheConsumer(t *testing.T) {
 // subscribed returns a subscription of mode to the topic name (which takes
 // both modes) once its consumer is subscribed: it has received and acked
 // a message published after it subscribed.
+// Guarantee: when the application closes the client under the backend,
+// a subscription's Receive returns an error wrapping ErrConsumerClosed and
+// sources/pulsar's ErrClosedByCall, the cause, so that a caller tells this
+// closing apart from the client's own. A balanced member and a broadcast
+// subscriber alike.
+func TestReceiveNamesTheApplicationsCloseOfTheClientAsTheCause(t *testing.T) {
+	for name, mode := range readertest.Modes() {
+		t.Run(name, func(t *testing.T) {
+			b := testbroker.Pulsar(t)
+			client := testClient(t, b)
+			o := testOptions[int](b, topic.IntCodec{})
+			o.ServiceURL, o.Client = "", client
+			o.Logger = slog.New(slog.DiscardHandler)
+			be := newBackend(t, o)
+			sub := subscribed(t, be, "closed-by-call", mode)
+			client.Close()
+			_, err := sub.Receive(ctxT(t))
+			if !errors.Is(err, pulsartopic.ErrConsumerClosed) || !errors.Is(err, spulsar.ErrClosedByCall) {
+				t.Fatalf("Receive = %v, want an error wrapping ErrConsumerClosed and ErrClosedByCall", err)
+			}
+			sub.Close()
+		})
+	}
+}
+
 func subscribed(t *testing.T, be *pulsartopic.Backend[int], name topic.Name, mode topic.SubscriptionMode) *topic.Subscription[int] {
 	t.Helper()
 	sub, it := subscribedHolding(t, be, name, mode)
