@@ -68,6 +68,7 @@ func TestFailoverActiveStateCallback(t *testing.T) {
 	wait.Within(t, waitLimit, "the first consumer to be reported active", func() bool { s, ok := first.last(); return ok && s.Active })
 
 	panicked := false
+	recs := newRecords()
 	src2 := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"fo"}, Subscription: "sub", NameSuffix: "t",
 		SubscriptionType: bpulsar.Failover, Consumer: earliest(), Logger: testLogger(),
 		ActiveStateCallback: func(s bpulsar.ActiveState) {
@@ -77,9 +78,12 @@ func TestFailoverActiveStateCallback(t *testing.T) {
 				panic("callback bug")
 			}
 		}})
-	_, stop2 := start(t, named("fo-second", src2, r2))
+	opts2 := named("fo-second", src2, r2)
+	opts2.Logger = slog.New(recs) // the stage's logger, where the callback's panic is logged
+	_, stop2 := start(t, opts2)
 	wait.Within(t, waitLimit, "the second consumer to be reported passive", func() bool { s, ok := second.last(); return ok && !s.Active })
 	wait.Within(t, waitLimit, "the panic to be counted", func() bool { return src2.Stats().CallbackPanics == 1 })
+	checkCallbackPanicLogged(t, recs, "callback bug")
 
 	if err := stop1(); err != nil {
 		t.Fatal(err)
@@ -449,4 +453,30 @@ func TestAConsumerSubscribedAfterTheSourceClosedIsClosed(t *testing.T) {
 		t.Logf("Stop: %v", err)
 	}
 	wait.Within(t, waitLimit, "no consumer of the closed source left connected", func() bool { return e.connectedCount("late", "sub", 0) == 0 })
+}
+
+// checkCallbackPanicLogged checks that recs holds the ERROR line of a
+// panicking active-state callback, whose error is a *CallbackPanicError
+// wrapping ErrCallbackPanic, with the panic's value and the stack.
+func checkCallbackPanicLogged(t *testing.T, recs *records, value any) {
+	t.Helper()
+	var l logged
+	wait.Within(t, waitLimit, "the panicking active state callback's ERROR line", func() bool {
+		var ok bool
+		l, ok = recs.first(slog.LevelError, "pulsar active state callback panicked; the consumer keeps running")
+		return ok
+	})
+	var logged error
+	for _, a := range l.attrs {
+		if a.Key == "error" {
+			logged, _ = a.Value.Any().(error)
+		}
+	}
+	var ce *bpulsar.CallbackPanicError
+	if !errors.As(logged, &ce) || !errors.Is(logged, bpulsar.ErrCallbackPanic) {
+		t.Fatalf("logged error %v, want a *CallbackPanicError wrapping ErrCallbackPanic", logged)
+	}
+	if ce.Value != value || len(ce.Stack) == 0 || ce.State.Subscription != "sub" {
+		t.Errorf("CallbackPanicError value %v, stack of %d bytes, subscription %q; want %v, a stack, %q", ce.Value, len(ce.Stack), ce.State.Subscription, value, "sub")
+	}
 }
