@@ -14,6 +14,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/testnet"
 	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/topology"
 	"github.com/boulevard-go/boulevard/topic/topology/topologytest"
 	"github.com/boulevard-go/boulevard/validate"
 )
@@ -113,6 +114,26 @@ func TestNewContextWithACancelledContextMakesNoBackend(t *testing.T) {
 	}
 	if !errors.Is(err, ErrConnect) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("NewContext = %v, want an error wrapping ErrConnect and context.Canceled", err)
+	}
+}
+
+// Guarantee: Declare with a context already cancelled declares nothing:
+// it returns an error wrapping ErrAdmin and context.Canceled, and the
+// topic is not made.
+func TestDeclareWithACancelledContextDeclaresNothing(t *testing.T) {
+	c := testbroker.Kafka(t)
+	b := newBackend(t, c.ListenAddrs())
+	top, err := topology.New("cancelled-declare").Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := b.Declare(ctx, top); !errors.Is(err, ErrAdmin) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Declare = %v, want an error wrapping ErrAdmin and context.Canceled", err)
+	}
+	if p := c.PartitionInfo(kafkaName("cancelled-declare"), 0); p != nil {
+		t.Errorf("topic %q made by a Declare with a cancelled context", kafkaName("cancelled-declare"))
 	}
 }
 
