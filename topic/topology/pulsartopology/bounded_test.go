@@ -381,3 +381,15 @@ func TestReplayReturnsByItsDeadlineWhileTheBrokerWithholdsItsMarker(t *testing.T
 		t.Fatal("the broker withheld nothing: Replay's TryReceive did not wait for it")
 	}
 }
+
+// Guarantee: Declare with a context already cancelled returns an error
+// wrapping ErrDeclare and context.Canceled.
+func TestDeclareWithACancelledContextFailsWithItsError(t *testing.T) {
+	be := newBackend(t, options(testbroker.Pulsar(t), topic.Codec[string](topic.StringCodec{})))
+	ctx, cancel := context.WithCancel(ctxT(t))
+	cancel()
+	_, err := be.Declare(ctx, build(t, topology.New("cancelled").ForConsumerGroup("g")))
+	if !errors.Is(err, pulsartopology.ErrDeclare) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Declare = %v, want an error wrapping ErrDeclare and context.Canceled", err)
+	}
+}
