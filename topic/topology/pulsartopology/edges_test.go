@@ -60,6 +60,32 @@ func TestADeadReadersCatchUpIsBoundedByTheOperationTimeout(t *testing.T) {
 	}
 }
 
+// Guarantee: a dead-letter reader's TryReceive whose context ends before
+// its marker comes back returns an error wrapping both ErrCatchUp and the
+// context's error.
+func TestADeadReadersCatchUpCutByItsContextWrapsBoth(t *testing.T) {
+	br := testbroker.Pulsar(t)
+	o := options(br, topic.Codec[string](topic.StringCodec{}))
+	o.OperationTimeout = time.Minute
+	be := newBackend(t, o)
+	q, err := be.Declare(ctxT(t), build(t, topology.New("cut").DLQ()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := q.SubscribeDead(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer topologytest.MustClose(t, "a reader", r.Close)
+	br.StallDispatch(full("cut-dlq"), true)
+	t.Cleanup(func() { br.StallDispatch(full("cut-dlq"), false) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := r.TryReceive(ctx, make([]topology.Letter[string], 1)); !errors.Is(err, pulsartopology.ErrCatchUp) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("TryReceive whose context ends before its marker comes back = %v, want ErrCatchUp and context.DeadlineExceeded", err)
+	}
+}
+
 // Guarantee: Hold with an index that names no hold queue returns an error
 // and sends nothing.
 func TestHoldOnAQueueThatDoesNotExistFails(t *testing.T) {
