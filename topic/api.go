@@ -158,6 +158,7 @@ type Broker[T any] struct {
 	declaring sync.Mutex
 	mu        sync.Mutex
 	topics    map[Name]*Handle[T]
+	closed    bool // Close was called: declarations are refused
 }
 
 // NewBroker returns an empty broker.
@@ -189,7 +190,8 @@ func (b *Broker[T]) CreateInMemoryTopic(name Name, opts Options) (*Handle[T], er
 // wrapping ErrEmptyName, a [*NameError], ErrTopicExists, a
 // [validate.Errors], an [*UnsupportedError], the backend's error, or
 // ErrNoBackendState when the backend returned neither a state nor an
-// error). It is [Broker.CreateTopicsContext] with context.Background():
+// error). On a broker already closed (see [Broker.Close]) it declares
+// nothing and returns an error wrapping ErrBrokerClosed. It is [Broker.CreateTopicsContext] with context.Background():
 // only the backends' own timeouts bound what they do on their brokers
 // (kafkatopic's and pulsartopic's Options.AdminTimeout, per topic); the
 // in-memory backend does not wait.
@@ -234,11 +236,15 @@ func (b *Broker[T]) CreateTopicsContext(ctx context.Context, decls []Declaration
 }
 
 // checkNew returns the error of the first declaration whose name is
-// invalid, repeated in decls or registered already. Only a declaration,
+// invalid, repeated in decls or registered already, or an error wrapping
+// ErrBrokerClosed once the broker is closed. Only a declaration,
 // which the caller holds, registers topics.
 func (b *Broker[T]) checkNew(decls []Declaration[T]) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.closed {
+		return fmt.Errorf("topic: declare topics on a closed broker: %w", ErrBrokerClosed)
+	}
 	seen := make(map[Name]bool, len(decls))
 	for _, d := range decls {
 		if err := d.Name.Validate(); err != nil {
@@ -334,10 +340,13 @@ func (b *Broker[T]) Remove(name Name) bool {
 // Close unregisters and closes every topic, one after another, each
 // waiting as [Handle.Close] does. It first waits for a declaration under
 // way (see [Broker.CreateTopicsContext]), so that it closes what that
-// registers.
+// registers. A closed broker refuses new topics: CreateTopic and the
+// like return an error wrapping [ErrBrokerClosed]. Close may be called
+// more than once.
 func (b *Broker[T]) Close() {
 	b.declaring.Lock()
 	b.mu.Lock()
+	b.closed = true
 	hs := make([]*Handle[T], 0, len(b.topics))
 	for _, h := range b.topics {
 		hs = append(hs, h)

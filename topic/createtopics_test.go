@@ -178,3 +178,29 @@ func TestBrokerCloseClosesTheTopicsOfADeclarationUnderWay(t *testing.T) {
 		h.Close()
 	}
 }
+
+// A closed broker declares no topic: nothing would close one it
+// registered, so CreateTopic and CreateTopics refuse with ErrBrokerClosed.
+func TestAClosedBrokerRefusesNewTopics(t *testing.T) {
+	b := topic.NewBroker[int]()
+	b.Close()
+	opts := topic.Options{Mode: topic.BalancedOnly}
+	h, err := b.CreateTopic("orders", opts, nil)
+	if h != nil {
+		h.Close()
+	}
+	if !errors.Is(err, topic.ErrBrokerClosed) || h != nil {
+		t.Errorf("CreateTopic after Close = (topic made: %t), %v, want no topic and an error wrapping ErrBrokerClosed", h != nil, err)
+	}
+	hs, err := b.CreateTopics([]topic.Declaration[int]{{Name: "payments", Options: opts}})
+	if !errors.Is(err, topic.ErrBrokerClosed) || hs != nil {
+		t.Errorf("CreateTopics after Close = %d topics, %v, want none and an error wrapping ErrBrokerClosed", len(hs), err)
+	}
+	if names := b.Names(); len(names) != 0 {
+		t.Errorf("Names after Close and the declarations = %v, want none", names)
+	}
+	for _, h := range hs {
+		h.Close()
+	}
+	b.Close() // a second Close is allowed
+}

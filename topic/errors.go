@@ -119,11 +119,17 @@ var ErrPublisherClosed = errors.New("topic: tracked publisher closed")
 // a dst of length 0 (nil or not): nothing is received.
 var ErrEmptyDst = errors.New("topic: ReceiveBatch into a dst of length 0")
 
+// ErrBrokerClosed is wrapped by the error [Broker.CreateTopic],
+// [Broker.CreateTopics] and the like return once [Broker.Close] was
+// called: a closed broker registers no topic, since nothing would close it.
+var ErrBrokerClosed = errors.New("topic: broker closed")
+
 // ErrNotCreated is wrapped by the errors the methods of a [Handle],
-// [Subscription] or [TrackedPublisher] return when the value was not made
-// by its constructor ([Broker.CreateTopic], [NewTopic] and the like,
-// [Handle.Subscribe], [Handle.Tracked]): a zero value, declared with var,
-// has no topic behind it. Nothing is published, received or settled then.
+// [Subscription], [TrackedPublisher] or [Receipt] return when the value
+// was not made by its constructor ([Broker.CreateTopic], [NewTopic] and the
+// like, [Handle.Subscribe], [Handle.Tracked], a tracked publish): a zero
+// value, declared with var, has no topic behind it. Nothing is published,
+// received or settled then.
 // [TopicSet.Bind] wraps it too when called on a nil *TopicSet.
 var ErrNotCreated = errors.New("topic: not created by its constructor")
 
@@ -141,6 +147,7 @@ var (
 	errZeroHandle       = fmt.Errorf("topic: zero Handle (make one with Broker.CreateTopic or NewTopic): %w", ErrNotCreated)
 	errZeroSubscription = fmt.Errorf("topic: zero Subscription (make one with Handle.Subscribe): %w", ErrNotCreated)
 	errZeroTracked      = fmt.Errorf("topic: zero TrackedPublisher (make one with Handle.Tracked): %w", ErrNotCreated)
+	errZeroReceipt      = fmt.Errorf("topic: zero Receipt (tracked publishers make them): %w", ErrNotCreated)
 )
 
 // ErrUnknownOnFull is wrapped by the error [Handle.PublishWith] and

@@ -57,7 +57,10 @@ type Result struct {
 	Reason error
 }
 
-// Receipt is the pending outcome of one tracked publish.
+// Receipt is the pending outcome of one tracked publish. The tracked
+// publishers make them: a zero Receipt, declared with var, has no publish
+// behind it, so its Wait returns an error wrapping [ErrNotCreated] at once,
+// its Result reports no outcome and its Done channel is never closed.
 type Receipt struct {
 	done chan struct{}
 	res  Result
@@ -67,8 +70,12 @@ type Receipt struct {
 func (r *Receipt) Done() <-chan struct{} { return r.done }
 
 // Wait blocks until the outcome is known and returns it, or returns ctx.Err()
-// if ctx is done first (the publish stays pending).
+// if ctx is done first (the publish stays pending), or, on a zero Receipt,
+// an error wrapping ErrNotCreated.
 func (r *Receipt) Wait(ctx context.Context) (Result, error) {
+	if r.done == nil {
+		return Result{}, errZeroReceipt
+	}
 	select {
 	case <-r.done:
 		return r.res, nil

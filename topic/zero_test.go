@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/boulevard-go/boulevard/topic"
 )
@@ -139,6 +140,27 @@ func TestZeroTrackedPublisherReturnsErrNotCreated(t *testing.T) {
 	})
 	call(t, "Close", p.Close)
 	call(t, "Close again", p.Close)
+}
+
+// Guarantee: a zero Receipt (declared with var, not returned by a tracked
+// publish) has no outcome to wait for: Wait returns an error wrapping
+// ErrNotCreated at once, not when its context ends.
+func TestZeroReceiptWaitReturnsErrNotCreated(t *testing.T) {
+	var r topic.Receipt
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	call(t, "Wait", func() {
+		res, err := r.Wait(ctx)
+		wantNotCreated(t, "Wait", err)
+		if res != (topic.Result{}) {
+			t.Errorf("Wait on a zero Receipt = %+v, want the zero Result", res)
+		}
+	})
+	call(t, "Result", func() {
+		if res, ok := r.Result(); ok {
+			t.Errorf("Result of a zero Receipt = %+v, true; want no outcome", res)
+		}
+	})
 }
 
 // Guarantee: a zero Ticket, like a nil one, stands for an untracked
