@@ -653,7 +653,7 @@ func (s *Source[T]) negativeRetries(ctx context.Context, l *Letter[T]) {
 // subscribe adds a reader, without holding s.mu while the backend
 // subscribes (a broker may take its time: Stats must not wait for it). A
 // reader that a Subscribe returns once the source has closed is closed
-// at once, within ctx.
+// at once, within ctx; a failure or panic of its Close is logged (WARN).
 func (s *Source[T]) subscribe(ctx context.Context) (*heldReader[T], error) {
 	s.mu.Lock()
 	closed := s.closed
@@ -674,7 +674,9 @@ func (s *Source[T]) subscribe(ctx context.Context) (*heldReader[T], error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		_ = r.Close(ctx)
+		if err := closeReader(ctx, r); err != nil && ctx.Err() == nil {
+			s.log.WarnContext(ctx, lateCloseFailedLog, slog.Any("error", err))
+		}
 		s.countClosed(r, readerCounts{})
 		return nil, ErrClosed
 	}
@@ -683,6 +685,10 @@ func (s *Source[T]) subscribe(ctx context.Context) (*heldReader[T], error) {
 	s.mu.Unlock()
 	return h, nil
 }
+
+// lateCloseFailedLog is the message of the line subscribe logs when
+// closing a reader subscribed after the source closed fails.
+const lateCloseFailedLog = "closing a reader subscribed after the source closed failed"
 
 // unsubscribe closes h, within ctx, and forgets it. A closing that ctx
 // cuts short is no failure: h has nothing to commit.
