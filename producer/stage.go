@@ -208,8 +208,14 @@ func (s *Stage[T]) queuedLocked() int { return len(s.pending) - s.head }
 // The feed is closed when Run returns, or when the source calls Feed.Close:
 // no grant happens after Close has returned. A feed registered outside Run
 // (for example from a goroutine that outlived it) is born closed and gets no
-// permits.
+// permits. So is one registered on a Stage the producer did not make (a
+// zero value, or nil): it is a zero Feed, and the warning goes to
+// slog.Default().
 func (s *Stage[T]) NewFeed(name string, grant func(n int)) *Feed[T] {
+	if s == nil || s.log == nil {
+		slog.Warn("feed registered on a Stage the producer did not make; it gets no permits", slog.String("feed", name))
+		return &Feed[T]{name: name}
+	}
 	f := &Feed[T]{stage: s, name: name, grant: grant, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	s.mu.Lock()
 	if s.running && s.connectedAt.IsZero() {

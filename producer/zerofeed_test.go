@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/boulevard-go/boulevard/acker"
+	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
 )
@@ -67,4 +68,28 @@ func want(ok bool, what string) error {
 		return nil
 	}
 	return errors.New(what)
+}
+
+// Guarantee: a Stage the producer did not make (a zero value) registers
+// no feed instead of panicking: NewFeed returns a feed that acts as a
+// closed one, calls no grant, and says so on slog.Default().
+func TestNewFeedOnAZeroStageReturnsAClosedFeed(t *testing.T) {
+	lines := logtest.CaptureDefault(t)
+	var s producer.Stage[int]
+	var f *producer.Feed[int]
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("NewFeed on a zero Stage panicked: %v", r)
+			}
+		}()
+		f = s.NewFeed("p0", func(n int) { t.Errorf("grant(%d) on a zero Stage's feed", n) })
+	}()
+	if _, err := f.Acquire(t.Context(), 1); !errors.Is(err, producer.ErrFeedClosed) {
+		t.Errorf("Acquire on a zero Stage's feed = %v, want ErrFeedClosed", err)
+	}
+	if f.TryDeliver(message.New(1, acker.Discard, 1)) {
+		t.Error("a zero Stage's feed took a message")
+	}
+	lines.Want(t, 1, "the warning", "gets no permits", "feed=p0")
 }
