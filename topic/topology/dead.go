@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"github.com/boulevard-go/boulevard/message"
-	"github.com/boulevard-go/boulevard/validate"
 )
 
 // HandleDead adapts a handler of dead letters to a processor handler for a
@@ -98,11 +97,12 @@ type ReplayReport[T any] struct {
 // ctx's deadline. Its DLQ reader is closed within ctx (a durable backend
 // commits then what Replay settled): when ctx ends first,
 // Replay returns an error wrapping ctx.Err(), and the letters it took from
-// the DLQ may be delivered from it again. A nil q is a
-// validate.FieldError ("replay.queues is required").
+// the DLQ may be delivered from it again. A nil q, or one whose Topology
+// returns nil, is a validate.FieldError ("replay.queues is required",
+// "replay.queues has no topology").
 func Replay[T any](ctx context.Context, q Queues[T], opts ReplayOptions[T]) (rep ReplayReport[T], err error) {
-	if q == nil {
-		return rep, validate.Field("replay.queues", "required", "is required")
+	if err := checkQueues("replay.queues", q); err != nil {
+		return rep, err
 	}
 	t := q.Topology()
 	r, err := q.SubscribeDead(ctx)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
-	"github.com/boulevard-go/boulevard/validate"
 )
 
 // PublisherOptions configure a [Publisher].
@@ -46,11 +45,12 @@ type Publisher[T any] struct {
 // not make.
 var errZeroPublisher = fmt.Errorf("topology: zero Publisher (make one with NewPublisher): %w", topic.ErrNotCreated)
 
-// NewPublisher returns a publisher into q's main topic. A nil q is a
-// validate.FieldError ("publisher.queues is required").
+// NewPublisher returns a publisher into q's main topic. A nil q, or one
+// whose Topology returns nil, is a validate.FieldError ("publisher.queues
+// is required", "publisher.queues has no topology").
 func NewPublisher[T any](q Queues[T], opts PublisherOptions[T]) (*Publisher[T], error) {
-	if q == nil {
-		return nil, validate.Field("publisher.queues", "required", "is required")
+	if err := checkQueues("publisher.queues", q); err != nil {
+		return nil, err
 	}
 	t := q.Topology()
 	switch _, seq := t.Sequenced(); {

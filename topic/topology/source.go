@@ -45,7 +45,7 @@ const (
 // SourceOptions configure a [Source].
 type SourceOptions[T any] struct {
 	// Queues are the declared queues to consume (from Backend.Declare).
-	// Required.
+	// Required, with a Topology.
 	Queues Queues[T] `name:"-" validate:"-"`
 	// MaxRetries is how many times a message may be retried; a Retry past
 	// it dead-letters the message with reason max_retries (timeout when
@@ -93,13 +93,23 @@ func (o SourceOptions[T]) WithDefaults() SourceOptions[T] {
 
 // Validate checks o (after WithDefaults) and returns nil or a
 // validate.Errors naming every broken rule ("topology.queues is
-// required").
+// required", or "topology.queues has no topology" when its Topology
+// returns nil).
 func (o SourceOptions[T]) Validate() error {
-	errs := []error{validate.Struct("topology", &o)}
-	if o.Queues == nil {
-		errs = append(errs, validate.Field("topology.queues", "required", "is required"))
+	return validate.Join(validate.Struct("topology", &o), checkQueues("topology.queues", o.Queues))
+}
+
+// checkQueues returns nil, or the validate.FieldError of field when q is
+// nil or has no topology (its Topology returns nil, which a Queues that a
+// backend's Declare made never does).
+func checkQueues[T any](field string, q Queues[T]) error {
+	if q == nil {
+		return validate.Field(field, "required", "is required")
 	}
-	return validate.Join(errs...)
+	if q.Topology() == nil {
+		return validate.Field(field, "topology", "has no topology (its Topology returned nil)")
+	}
+	return nil
 }
 
 // Delivery is the Metadata of every message a [Source] delivers (a

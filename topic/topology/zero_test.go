@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/boulevard-go/boulevard/internal/wraprun"
+	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
+	"github.com/boulevard-go/boulevard/validate"
 )
 
 // Guarantee: a Memory NewMemory did not make and a Publisher NewPublisher
@@ -70,5 +72,49 @@ func TestAZeroSourceClosesAndRefusesToRunWithErrNotCreated(t *testing.T) {
 	}
 	if err := wraprun.Run(t, zero.Run); !errors.Is(err, topic.ErrNotCreated) {
 		t.Errorf("Run of a zero Source: %v, want an error wrapping topic.ErrNotCreated", err)
+	}
+}
+
+// noTopology is a Queues whose Topology is nil, as a backend written by
+// a user may return.
+type noTopology[T any] struct{ topology.Queues[T] }
+
+func (noTopology[T]) Topology() *topology.Topology { return nil }
+
+// Guarantee: queues without a topology (their Topology returns nil) are
+// refused with a validate.FieldError naming them by NewSource,
+// NewDeadSource, NewPublisher and Replay, instead of a panic.
+func TestQueuesWithoutATopologyAreRefused(t *testing.T) {
+	q := noTopology[int]{}
+	calls := []struct {
+		name, field string
+		call        func() error
+	}{
+		{"NewSource", "topology.queues", func() error {
+			_, err := topology.NewSource(topology.SourceOptions[int]{Queues: q})
+			return err
+		}},
+		{"NewDeadSource", "topology.queues", func() error {
+			_, err := topology.NewDeadSource(topology.SourceOptions[int]{Queues: q})
+			return err
+		}},
+		{"NewPublisher", "publisher.queues", func() error {
+			_, err := topology.NewPublisher[int](q, topology.PublisherOptions[int]{})
+			return err
+		}},
+		{"Replay", "replay.queues", func() error {
+			_, err := topology.Replay(t.Context(), q, topology.ReplayOptions[int]{})
+			return err
+		}},
+	}
+	for _, c := range calls {
+		err := func() (err error) {
+			defer message.Recover(&err)
+			return c.call()
+		}()
+		var fe *validate.FieldError
+		if !errors.As(err, &fe) || fe.Field != c.field || fe.Rule != "topology" {
+			t.Errorf("%s with queues without a topology = %v, want a validate.FieldError for %s", c.name, err, c.field)
+		}
 	}
 }
