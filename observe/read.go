@@ -47,7 +47,7 @@ var ErrStats = errors.New("observe: reading stats failed")
 var ErrStatsPending = errors.New("observe: Stats has not returned")
 
 // ErrClosed is returned by Add, Replace, AddKafka, AddTopic, AddPulsar,
-// AddTopology and AddKafkaTopology once Close has been called, and
+// AddTopology, AddKafkaTopology and Serve once Close has been called, and
 // wrapped (with ErrStats) by the error reporting each thing that a read
 // after Close does not read.
 var ErrClosed = errors.New("observe: observer closed")
@@ -105,7 +105,7 @@ func (cs *calls) isClosed() bool {
 
 // Close refuses everything added from now on (Add, Replace, AddKafka,
 // AddTopic, AddPulsar, AddTopology and AddKafkaTopology return
-// ErrClosed), makes every later read (scrapes, checks, /stats, Snapshot)
+// ErrClosed) and every new Server (Serve returns ErrClosed), makes every later read (scrapes, checks, /stats, Snapshot)
 // report what is added as failed without calling its Stats, and waits
 // until each Stats call the Observer has started has returned, or ctx
 // ends. It returns nil once

@@ -151,8 +151,13 @@ type Server struct {
 // returned here, and nothing is left running. ctx bounds the listen (a
 // host name's lookup): once Serve has returned, the Server serves until
 // Close, whatever becomes of ctx, so that a program still answers its
-// health checks while it drains after a signal.
+// health checks while it drains after a signal. Once the Observer's Close
+// is called, Serve starts nothing and returns ErrClosed (a Server started
+// before goes on serving until its own Close).
 func (o *Observer) Serve(ctx context.Context, opts ServerOptions) (*Server, error) {
+	if o.calls.isClosed() {
+		return nil, ErrClosed
+	}
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}

@@ -216,6 +216,26 @@ func TestServeReportsAnAddressItCannotListenOn(t *testing.T) {
 	}
 }
 
+// Guarantee: a closed Observer starts no Server: Serve returns ErrClosed,
+// as Add does, listening on nothing and leaving nothing running.
+func TestServeAfterCloseReturnsErrClosed(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	obs := observe.New(observe.Options{})
+	if err := obs.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s, err := obs.Serve(context.Background(), observe.ServerOptions{Addr: "127.0.0.1:0", Logger: quiet})
+	if s != nil || !errors.Is(err, observe.ErrClosed) {
+		t.Errorf("Serve after Close = (a Server: %t), %v; want no Server and ErrClosed", s != nil, err)
+	}
+	if s != nil {
+		s.Close(context.Background())
+	}
+	if err := goleak.Find(ignore); err != nil {
+		t.Errorf("goroutines left by a Serve after Close: %v", err)
+	}
+}
+
 // Guarantee: an address without a host (":0", ":9090") listens on the
 // loopback interface only, not on every interface as net.Listen would; a
 // host given is used as given.
