@@ -418,10 +418,13 @@ func (m *Message[T]) Deferred() bool { return m.st.deferred }
 // Defer), it changes nothing.
 func (m *Message[T]) AckImmediately() { m.st.ackNow = true }
 
-// AckImmediately calls AckImmediately on every message of msgs.
+// AckImmediately calls AckImmediately on every message of msgs, skipping
+// the nil ones.
 func AckImmediately[T any](msgs ...*Message[T]) {
 	for _, m := range msgs {
-		m.AckImmediately()
+		if m != nil {
+			m.AckImmediately()
+		}
 	}
 }
 
@@ -438,8 +441,11 @@ func (m *Message[T]) Acknowledged() bool { return m.st.acked }
 // acknowledger, ack data or Metadata. dst is marked Acknowledged, so that
 // AddTo skips it. Processors use it for a message acknowledged immediately that
 // goes on to a batcher, since its source may reuse src once its outcome
-// is reported.
+// is reported. With a nil dst or src it does nothing.
 func Detach[In, Out any](dst *Message[Out], src *Message[In], data Out) {
+	if dst == nil || src == nil {
+		return
+	}
 	dst.Init(data, nil, src.id)
 	dst.st = src.st
 	dst.st.acked = true
@@ -527,8 +533,13 @@ type Keyed interface {
 // can read it.
 func (m *Message[T]) SourceMetadata() any { return m.Metadata }
 
-// MetadataAs returns the message's metadata as an M, and whether it is one.
+// MetadataAs returns the message's metadata as an M, and whether it is one
+// (the zero M and false for a nil m).
 func MetadataAs[M, T any](m *Message[T]) (M, bool) {
+	if m == nil {
+		var zero M
+		return zero, false
+	}
 	md, ok := m.Metadata.(M)
 	return md, ok
 }
@@ -537,8 +548,12 @@ func MetadataAs[M, T any](m *Message[T]) (M, bool) {
 // with data as its payload. Processors use it when their handler turns an In
 // payload into an Out payload. dst takes over src: the two share the rarely
 // set fields (error, routing, partition key) from then on, so only dst
-// may be changed until its outcome is reported.
+// may be changed until its outcome is reported. With a nil dst or src it
+// does nothing.
 func Transfer[In, Out any](dst *Message[Out], src *Message[In], data Out) {
+	if dst == nil || src == nil {
+		return
+	}
 	dst.Data = data
 	dst.Metadata = src.Metadata
 	dst.ack = src.ack

@@ -151,7 +151,8 @@ func (d *Delivery) LogValue() slog.Value {
 	return slog.GroupValue(attrs...)
 }
 
-// DeliveryOf returns the Delivery of a message a Source delivered.
+// DeliveryOf returns the Delivery of a message a Source delivered, and
+// whether it has one (nil and false for a nil m).
 func DeliveryOf[T any](m *message.Message[T]) (*Delivery, bool) {
 	return message.MetadataAs[*Delivery](m)
 }

@@ -118,3 +118,18 @@ func TestQueuesWithoutATopologyAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// Guarantee: DeliveryOf a nil message reports no Delivery instead of
+// panicking.
+func TestDeliveryOfANilMessageIsNone(t *testing.T) {
+	err := func() (err error) {
+		defer message.Recover(&err)
+		if d, ok := topology.DeliveryOf[int](nil); ok || d != nil {
+			t.Errorf("DeliveryOf(nil) = %v, %t; want nil, false", d, ok)
+		}
+		return nil
+	}()
+	if err != nil {
+		t.Errorf("DeliveryOf(nil): %v", err)
+	}
+}
