@@ -21,6 +21,11 @@ type Stats = claim.Stats
 //     sent); LastCommitError, the latest of them (nil when none);
 //   - Partitions, the partitions it currently claims, ordered by topic and
 //     partition.
+//
+// Rebalances, Commits and CommitErrors are the stage's totals for the
+// source's life: when a member fails and the stage's Run starts a new one,
+// they go on from those of the member gone (so does LastCommitError, until
+// the new member has one of its own), rather than from 0.
 type MemberStats = claim.MemberStats
 
 // PartitionStats is one claimed partition. Offsets are Kafka offsets: the

@@ -45,6 +45,16 @@ type Members[M Member] struct {
 	mu     sync.Mutex
 	live   map[M]struct{}
 	closed bool
+	// gone holds, per stage, the counts of the members Run forgot (they
+	// failed): Stats adds them to the stage's live member, so that its
+	// totals do not start again from 0 when the stage runs a new one.
+	gone map[string]goneCounts
+}
+
+// goneCounts are the counters of a stage's members that are gone.
+type goneCounts struct {
+	rebalances, commits, commitErrors int64
+	lastErr                           *claim.CommitError
 }
 
 // Closed reports whether Close has been called.
@@ -95,9 +105,29 @@ func (s *Members[M]) Run(ctx context.Context, start func() (M, error)) error {
 		return nil
 	case err := <-m.Failed():
 		_ = m.Close(ctx) // the member's own failure is what Run reports
-		liveset.Remove(&s.mu, s.live, m)
+		s.forget(m)
 		return err
 	}
+}
+
+// forget drops m, closed, from the live members and keeps its counts for
+// its stage, at once: a reading sees them either in m or in gone.
+func (s *Members[M]) forget(m M) {
+	st := m.Stats()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.live, m)
+	if s.gone == nil {
+		s.gone = make(map[string]goneCounts)
+	}
+	g := s.gone[st.Stage]
+	g.rebalances += st.Rebalances
+	g.commits += st.Commits
+	g.commitErrors += st.CommitErrors
+	if st.LastCommitError != nil {
+		g.lastErr = st.LastCommitError
+	}
+	s.gone[st.Stage] = g
 }
 
 // Close marks the source closed, waits for the connection checks still
@@ -109,19 +139,55 @@ func (s *Members[M]) Close(ctx context.Context) error {
 	return liveset.CloseEach(ms, func(m M) error { return m.Close(ctx) })
 }
 
-// Stats is the snapshot of every live member, for the group groupID.
+// Stats is the snapshot of every live member, for the group groupID. The
+// counters of a stage's member (Rebalances, Commits, CommitErrors) include
+// those of the members of that stage Run forgot, and its LastCommitError
+// is theirs while it has none: they are the stage's totals and never go
+// down when a stage's Run starts a new member. With two live members of a
+// stage (one drained, one running) the counts gone are the newest
+// generation's, as /metrics exports that member's series.
 func (s *Members[M]) Stats(groupID string) claim.Stats {
 	s.mu.Lock()
 	ms := make([]M, 0, len(s.live))
 	for m := range s.live {
 		ms = append(ms, m)
 	}
+	gone := make(map[string]goneCounts, len(s.gone))
+	for stage, g := range s.gone {
+		gone[stage] = g
+	}
 	s.mu.Unlock()
 	st := make([]claim.MemberStats, 0, len(ms))
 	for _, m := range ms {
 		st = append(st, m.Stats())
 	}
+	if len(gone) > 0 {
+		addGone(st, gone)
+	}
 	return claim.SourceStats(groupID, st)
+}
+
+// addGone adds to each stage's member of the newest generation the counts
+// of that stage's members gone.
+func addGone(st []claim.MemberStats, gone map[string]goneCounts) {
+	to := make(map[string]int, len(gone))
+	for i, m := range st {
+		if _, ok := gone[m.Stage]; !ok {
+			continue
+		}
+		if j, ok := to[m.Stage]; !ok || m.GenerationID > st[j].GenerationID {
+			to[m.Stage] = i
+		}
+	}
+	for stage, i := range to {
+		g, m := gone[stage], &st[i]
+		m.Rebalances += g.rebalances
+		m.Commits += g.commits
+		m.CommitErrors += g.commitErrors
+		if m.LastCommitError == nil {
+			m.LastCommitError = g.lastErr
+		}
+	}
 }
 
 // Logger is the logger of a member run by stage: logger (the source's

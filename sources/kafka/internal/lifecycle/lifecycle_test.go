@@ -26,6 +26,7 @@ type member struct {
 	closeErr error
 	drained  atomic.Int32
 	closed   atomic.Int32
+	counts   claim.MemberStats // the counters Stats reports
 }
 
 func newMember(stage string) *member { return &member{stage: stage, failed: make(chan error, 1)} }
@@ -33,7 +34,11 @@ func newMember(stage string) *member { return &member{stage: stage, failed: make
 func (m *member) Drain()                      { m.drained.Add(1) }
 func (m *member) Failed() <-chan error        { return m.failed }
 func (m *member) Close(context.Context) error { m.closed.Add(1); return m.closeErr }
-func (m *member) Stats() claim.MemberStats    { return claim.MemberStats{Stage: m.stage} }
+func (m *member) Stats() claim.MemberStats {
+	st := m.counts
+	st.Stage = m.stage
+	return st
+}
 
 func stages(st claim.Stats) []string {
 	var out []string
@@ -206,4 +211,64 @@ func TestCloseWithAnEndedContextEndsTheRunningProbesAndWaitsForThem(t *testing.T
 			t.Fatal("Close returned with a probe still running")
 		}
 	})
+}
+
+// Guarantee: a stage's Rebalances, Commits and CommitErrors are totals for
+// the source's life: when a member fails and the stage's Run starts a new
+// one, the new member's counts add to those of the member gone (and its
+// LastCommitError is the gone member's while it has none of its own), so
+// the exported *_total counters never go down. Readings taken while the
+// stage restarts its members over and over never go down either.
+func TestAStageCountsDoNotGoDownWhenItsMemberIsReplaced(t *testing.T) {
+	var s lifecycle.Members[*member]
+	lastErr := &claim.CommitError{Err: errors.New("refused")}
+	first := newMember("p1")
+	first.counts = claim.MemberStats{Rebalances: 2, Commits: 5, CommitErrors: 1, LastCommitError: lastErr}
+	first.failed <- errors.New("session lost")
+	_ = s.Run(context.Background(), started(&s, first))
+	second := newMember("p1")
+	second.counts = claim.MemberStats{Rebalances: 1, Commits: 3}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = s.Run(ctx, started(&s, second))
+	st := s.Stats("g")
+	if len(st.Members) != 1 {
+		t.Fatalf("Stats = %+v, want the one live member", st)
+	}
+	m := st.Members[0]
+	if m.Rebalances != 3 || m.Commits != 8 || m.CommitErrors != 1 || m.LastCommitError != lastErr {
+		t.Fatalf("after a member was replaced: Rebalances %d, Commits %d, CommitErrors %d, LastCommitError %v; want 3, 8, 1, %v",
+			m.Rebalances, m.Commits, m.CommitErrors, m.LastCommitError, lastErr)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	var r lifecycle.Members[*member]
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(done)
+		for range 200 {
+			m := newMember("p1")
+			m.counts = claim.MemberStats{Rebalances: 1, Commits: 1, CommitErrors: 1}
+			m.failed <- errors.New("session lost")
+			_ = r.Run(context.Background(), started(&r, m))
+		}
+	})
+	var last claim.MemberStats
+	for reading := true; reading; {
+		select {
+		case <-done:
+			reading = false
+		default:
+		}
+		for _, m := range r.Stats("g").Members {
+			if m.Commits < last.Commits || m.Rebalances < last.Rebalances || m.CommitErrors < last.CommitErrors {
+				t.Fatalf("a reading went down: %+v after %+v", m, last)
+			}
+			last = m
+		}
+	}
+	wg.Wait()
 }
