@@ -264,14 +264,18 @@ func (s *Batcher[T]) Stats(wall time.Duration) stats.Batcher {
 	}
 	st.Unhandled = s.st.unhandled.Load()
 	st.Dropped = s.st.dropped.Load()
+	// A partition takes messages in (In) before it emits their batches,
+	// and counts a batch (Batches) before its size (Sizes): each read in
+	// the other order, so that a reading never shows more sizes than
+	// batches, nor more messages in batches than taken in.
 	for _, sh := range s.st.parts {
-		st.In += sh.in.Load()
+		sh.sizes.AddTo(&st.Sizes)
 		for i := range sh.batches {
 			if n := sh.batches[i].Load(); n > 0 {
 				st.Batches[message.Trigger(i).String()] += n
 			}
 		}
-		sh.sizes.AddTo(&st.Sizes)
+		st.In += sh.in.Load()
 	}
 	if done := st.Succeeded + st.Failed.Total() + st.Unhandled + st.Dropped; st.In > done {
 		st.InFlight = int(st.In - done)

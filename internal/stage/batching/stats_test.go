@@ -3,6 +3,7 @@ package batching_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -51,4 +52,36 @@ func TestBatchHandlerTimedOnOneBatchInSixtyFourMessages(t *testing.T) {
 			})
 		})
 	}
+}
+
+// Guarantee: readings of a batcher's counters taken while it emits never
+// show more batch sizes recorded than batches emitted, nor more messages
+// in those batches than messages taken in. The readings run on the one
+// processor the test leaves the runtime, so that the scheduler's
+// preemption, which may stop a reading at any point, lets the batcher
+// take in and emit in the middle of one.
+func TestStatsNeverShowMoreBatchSizesThanBatchesOrMessagesIn(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	const n = 5000
+	h := start(t, batcher.Options[int]{BatchSize: 1, BatchTimeout: never, Concurrency: 1})
+	rec := acker.NewRecorder(false)
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		if taken, err := h.s.Publish(context.Background(), msgs(rec, 0, n, "")); taken != n {
+			t.Errorf("Publish took %d of %d messages: %v", taken, n, err)
+		}
+	}()
+	for st := h.s.Stats(0); st.Sizes.Count < n; st = h.s.Stats(0) {
+		var batches uint64
+		for _, b := range st.Batches {
+			batches += b
+		}
+		if st.Sizes.Count > batches || st.Sizes.Sum > float64(st.In) {
+			t.Fatalf("a reading shows %d batch sizes summing to %v messages, of %d batches and %d messages in",
+				st.Sizes.Count, st.Sizes.Sum, batches, st.In)
+		}
+	}
+	<-published
+	h.drain(t)
 }
