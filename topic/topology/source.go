@@ -159,7 +159,10 @@ func DeliveryOf[T any](m *message.Message[T]) (*Delivery, bool) {
 
 // Stats are a Source's counters.
 type Stats struct {
-	// Received is the number of letters taken from the queues.
+	// Received is the number of letters taken from the queues. A reading
+	// never shows more letters with an outcome (Acked, Retried, Deferred,
+	// Requeued, DeadLettered, Discarded) than it, and none of these
+	// counters goes down.
 	Received uint64
 	// Acked, Retried, Deferred and Requeued count outcomes.
 	Acked, Retried, Deferred, Requeued uint64
@@ -425,8 +428,12 @@ func (s *Source[T]) Info() (producer.Info, error) {
 
 // Stats returns the source's counters.
 func (s *Source[T]) Stats() Stats {
+	// A letter is counted received before any outcome of it (acked,
+	// retried, deferred, requeued, dead-lettered by reason, discarded):
+	// the outcomes are read first and Received last, so that a reading
+	// never shows more letters with an outcome than letters received.
 	st := Stats{
-		Received: s.received.Load(), Acked: s.acked.Load(), Retried: s.retried.Load(),
+		Acked: s.acked.Load(), Retried: s.retried.Load(),
 		Deferred: s.deferred.Load(), Requeued: s.requeued.Load(),
 		Discarded: s.discarded.Load(), Poisoned: s.poisoned.Load(),
 		SettleFailed: s.settleFailed.Load(), HandOffFailed: s.handOffFails.Load(),
@@ -439,6 +446,7 @@ func (s *Source[T]) Stats() Stats {
 		Timeout: s.deadBy[deadTimeout].Load(), Poisoned: s.deadBy[deadPoisoned].Load(), Other: s.deadBy[deadOther].Load(),
 	}
 	st.DeadLettered = st.DeadLetteredBy.total()
+	st.Received = s.received.Load()
 	st.Refused = int(s.handOffs.keptN.Load())
 	s.mu.Lock()
 	st.Subscriptions = len(s.readers)
