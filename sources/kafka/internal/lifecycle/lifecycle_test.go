@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/lifecycle"
 )
@@ -27,6 +28,10 @@ type member struct {
 	drained  atomic.Int32
 	closed   atomic.Int32
 	counts   claim.MemberStats // the counters Stats reports
+	// stall, when set, makes the next Stats call close entered and wait
+	// for release.
+	stall            atomic.Bool
+	entered, release chan struct{}
 }
 
 func newMember(stage string) *member { return &member{stage: stage, failed: make(chan error, 1)} }
@@ -35,6 +40,10 @@ func (m *member) Drain()                      { m.drained.Add(1) }
 func (m *member) Failed() <-chan error        { return m.failed }
 func (m *member) Close(context.Context) error { m.closed.Add(1); return m.closeErr }
 func (m *member) Stats() claim.MemberStats {
+	if m.stall.CompareAndSwap(true, false) {
+		close(m.entered)
+		<-m.release
+	}
 	st := m.counts
 	st.Stage = m.stage
 	return st
@@ -271,4 +280,28 @@ func TestAStageCountsDoNotGoDownWhenItsMemberIsReplaced(t *testing.T) {
 		}
 	}
 	wg.Wait()
+}
+
+// Guarantee: a reading that has listed a member as live when the member
+// fails and is forgotten counts the member's counts once: with the member
+// it listed, not again with the counts of the members gone.
+func TestAReadingCountsAMemberForgottenMeanwhileOnce(t *testing.T) {
+	var s lifecycle.Members[*member]
+	m := newMember("p1")
+	m.counts = claim.MemberStats{Rebalances: 2, Commits: 5, CommitErrors: 1}
+	m.entered, m.release = make(chan struct{}), make(chan struct{})
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(context.Background(), started(&s, m)) }()
+	wait.For(t, "the member live", func() bool { return len(s.Stats("g").Members) == 1 })
+	m.stall.Store(true)
+	read := make(chan claim.Stats, 1)
+	go func() { read <- s.Stats("g") }()
+	<-m.entered // the reading listed m as live and reads its counts
+	m.failed <- errors.New("session lost")
+	<-ran // m is forgotten, its counts kept for p1
+	close(m.release)
+	st := <-read
+	if len(st.Members) != 1 || st.Members[0].Commits != 5 || st.Members[0].Rebalances != 2 || st.Members[0].CommitErrors != 1 {
+		t.Fatalf("the reading = %+v, want the member's counts once (Rebalances 2, Commits 5, CommitErrors 1)", st.Members)
+	}
 }
