@@ -2,10 +2,8 @@ package observe
 
 import (
 	"context"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -140,7 +138,7 @@ func (o *Observer) Describe(ch chan<- *prometheus.Desc) {
 func (o *Observer) Collect(ch chan<- prometheus.Metric) {
 	r := o.read(context.Background())
 	var dups []duplicate
-	dups = collectPipelines(ch, r.pipes, &o.feeds, dups)
+	dups = collectPipelines(ch, r.pipes, dups)
 	dups = collectKafka(ch, r.kafka, dups)
 	for _, t := range r.topics {
 		collectTopic(ch, t.e, t.st)
@@ -216,23 +214,14 @@ func boolValue(b bool) float64 {
 // collectPipelines sends the metrics of pipes, one pipeline per name (see
 // Collect), and an invalid metric for each pipeline that could not be
 // read, and returns dups with the names reported twice.
-func collectPipelines(ch chan<- prometheus.Metric, pipes []pipeRead, marks *feedMarks, dups []duplicate) []duplicate {
+func collectPipelines(ch chan<- prometheus.Metric, pipes []pipeRead, dups []duplicate) []duplicate {
 	sel, dups := selectPipelines(pipes, dups)
-	var feeds []feedSeries
 	for i := range sel {
 		if err := sel[i].err; err != nil {
 			ch <- prometheus.NewInvalidMetric(prometheus.NewInvalidDesc(err), err)
 			continue
 		}
-		feeds = collectPipeline(ch, sel[i].st, feeds)
-	}
-	marks.raise(feeds)
-	for _, f := range feeds {
-		k, t := f.key, f.counts
-		counter(ch, feedGranted, float64(t.Granted), k.pipe, k.stage, k.feed)
-		gauge(ch, feedOutstanding, float64(t.Remaining), k.pipe, k.stage, k.feed)
-		counter(ch, feedDelivered, float64(t.Delivered), k.pipe, k.stage, k.feed)
-		counter(ch, feedDispatched, float64(t.Dispatched), k.pipe, k.stage, k.feed)
+		collectPipeline(ch, sel[i].st)
 	}
 	return dups
 }
@@ -286,7 +275,7 @@ func selectPipelines(pipes []pipeRead, dups []duplicate) ([]pipeRead, []duplicat
 // stopped, as boulevard_pipeline_up says.
 func running(st pipeline.Stats) bool { return !st.Started.IsZero() && !st.Stopped }
 
-func collectPipeline(ch chan<- prometheus.Metric, st pipeline.Stats, feeds []feedSeries) []feedSeries {
+func collectPipeline(ch chan<- prometheus.Metric, st pipeline.Stats) {
 	name := st.Name
 	gauge(ch, pipelineUp, boolValue(running(st)), name)
 	if rl := st.RateLimit; rl != nil {
@@ -303,7 +292,7 @@ func collectPipeline(ch chan<- prometheus.Metric, st pipeline.Stats, feeds []fee
 		if !ps.Since.IsZero() {
 			gauge(ch, producerStateTime, float64(ps.Since.UnixNano())/1e9, name, ps.Stage)
 		}
-		feeds = appendFeeds(feeds, name, ps.Stage, ps.Feeds)
+		collectFeeds(ch, name, ps.Stage, ps.Feeds)
 	}
 	pr := st.Processors
 	counter(ch, procReceived, float64(pr.In), name)
@@ -337,66 +326,37 @@ func collectPipeline(ch chan<- prometheus.Metric, st pipeline.Stats, feeds []fee
 		histogram(ch, batDuration, b.Latency, name, b.Name)
 		gauge(ch, batLongest, b.LongestCall.Seconds(), name, b.Name)
 	}
-	return feeds
 }
 
-// feedKey is the label set of a feed's series.
-type feedKey struct{ pipe, stage, feed string }
-
-// feedSeries is the counters sent for a feed's series.
-type feedSeries struct {
-	key    feedKey
-	counts producer.FeedStats
-}
-
-// appendFeeds appends to out the series of a stage's open feeds. Two open
+// collectFeeds sends the permit counters of a stage's open feeds. Two open
 // feeds of a stage with the same name (a source that registers the same
 // consumer twice) are sent as one, their counters added, so that the
 // label set stays unique.
-func appendFeeds(out []feedSeries, pipe, stage string, feeds []producer.NamedFeedStats) []feedSeries {
-	first := len(out)
+func collectFeeds(ch chan<- prometheus.Metric, pipe, stage string, feeds []producer.NamedFeedStats) {
+	if len(feeds) == 0 {
+		return
+	}
+	sum := make(map[string]*producer.FeedStats, len(feeds))
+	order := make([]string, 0, len(feeds))
 	for _, f := range feeds {
-		i := slices.IndexFunc(out[first:], func(s feedSeries) bool { return s.key.feed == f.Name })
-		if i < 0 {
-			out = append(out, feedSeries{key: feedKey{pipe, stage, f.Name}})
-			i = len(out) - 1 - first
+		t, ok := sum[f.Name]
+		if !ok {
+			t = &producer.FeedStats{}
+			sum[f.Name] = t
+			order = append(order, f.Name)
 		}
-		t := &out[first+i].counts
 		t.Granted += f.Granted
 		t.Remaining += f.Remaining
 		t.Delivered += f.Delivered
 		t.Dispatched += f.Dispatched
 	}
-	return out
-}
-
-// feedMarks keeps the highest counters sent for each feed's series
-// (Granted, Delivered, Dispatched), so that they never go down while the
-// series is exported: two feeds of one name are summed into one series,
-// which would drop when one of them closes, and a Prometheus counter must
-// not (a decrease reads as a reset, and rate() would count the whole
-// counter again). A series no scrape reports is forgotten: when the
-// feed's name comes back (a source's next run registers it again), it
-// starts from its counters as they are.
-type feedMarks struct {
-	mu   sync.Mutex
-	high map[feedKey]producer.FeedStats
-}
-
-// raise sets the counters of each of feeds to the highest sent for its
-// series, and keeps them as the marks of the series reported.
-func (m *feedMarks) raise(feeds []feedSeries) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	high := make(map[feedKey]producer.FeedStats, len(feeds))
-	for i := range feeds {
-		t, old := &feeds[i].counts, m.high[feeds[i].key]
-		t.Granted = max(t.Granted, old.Granted)
-		t.Delivered = max(t.Delivered, old.Delivered)
-		t.Dispatched = max(t.Dispatched, old.Dispatched)
-		high[feeds[i].key] = *t
+	for _, n := range order {
+		t := sum[n]
+		counter(ch, feedGranted, float64(t.Granted), pipe, stage, n)
+		gauge(ch, feedOutstanding, float64(t.Remaining), pipe, stage, n)
+		counter(ch, feedDelivered, float64(t.Delivered), pipe, stage, n)
+		counter(ch, feedDispatched, float64(t.Dispatched), pipe, stage, n)
 	}
-	m.high = high
 }
 
 func partitionLabel(p int32) string { return strconv.FormatInt(int64(p), 10) }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
-	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -135,64 +134,5 @@ func TestStatsJSONCarriesEveryProducerCounter(t *testing.T) {
 	wantFeed := observe.FeedSnapshot{Name: "p0", Granted: 50, Outstanding: 5, Delivered: 48, Dispatched: 45, Withdrawn: 2, Overdelivered: 4}
 	if ps.Buffered != 3 || ps.Unhandled != 11 || len(ps.Feeds) != 1 || ps.Feeds[0] != wantFeed {
 		t.Fatalf("/stats producer stage = %+v, want buffered 3, unhandled 11 and feeds [%+v]", ps, wantFeed)
-	}
-}
-
-// changingStats is a Pipeline whose Stats are the latest set.
-type changingStats struct {
-	mu sync.Mutex
-	st pipeline.Stats
-}
-
-func (c *changingStats) Stats() pipeline.Stats {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.st
-}
-
-func (c *changingStats) feeds(fs ...producer.NamedFeedStats) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.st = pipeline.Stats{Name: "feeds", Producers: []pipeline.ProducerStats{{StageStatus: producer.StageStatus{Stage: "feeds.producer.0"}, Feeds: fs}}}
-}
-
-// Guarantee: a feed's counters never go down while its series is
-// exported: two open feeds of one name are one series, their counters
-// added, and when one of them closes the series keeps the highest value it
-// was sent (no false counter reset) until the other passes it. A name no
-// scrape reports starts again from its counters when it comes back.
-func TestAFeedSeriesCountersDoNotGoDownWhenOneOfTwoFeedsOfItsNameCloses(t *testing.T) {
-	feed := func(delivered int) producer.NamedFeedStats {
-		return producer.NamedFeedStats{Name: "orders/0", FeedStats: producer.FeedStats{
-			Granted: delivered, Delivered: delivered, Dispatched: delivered}}
-	}
-	p := &changingStats{}
-	obs := observe.New(observe.Options{})
-	add(t, obs, p)
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(obs)
-	labels := map[string]string{"pipeline": "feeds", "stage": "feeds.producer.0", "feed": "orders/0"}
-	for _, step := range []struct {
-		what  string
-		feeds []producer.NamedFeedStats
-		want  float64
-	}{
-		{"two feeds of the name", []producer.NamedFeedStats{feed(5), feed(3)}, 8},
-		{"one of them closed", []producer.NamedFeedStats{feed(4)}, 8},
-		{"the other past the sum", []producer.NamedFeedStats{feed(9)}, 9},
-		{"no feed of the name", nil, -1},
-		{"the name back", []producer.NamedFeedStats{feed(2)}, 2},
-	} {
-		p.feeds(step.feeds...)
-		for _, name := range []string{
-			"boulevard_producer_feed_permits_granted_total",
-			"boulevard_producer_feed_messages_delivered_total",
-			"boulevard_producer_feed_messages_dispatched_total",
-		} {
-			got, ok := find(t, reg, name, labels)
-			if step.want < 0 && ok || step.want >= 0 && (!ok || got != step.want) {
-				t.Fatalf("%s: %s = %v (found %v), want %v", step.what, name, got, ok, step.want)
-			}
-		}
 	}
 }

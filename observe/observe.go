@@ -146,9 +146,6 @@ type Observer struct {
 	// (see logDuplicates).
 	dupMu sync.Mutex
 	dups  map[duplicate]struct{}
-
-	// feeds are the highest feed counters sent (see feedMarks).
-	feeds feedMarks
 }
 
 type namedPipeline struct {
