@@ -361,13 +361,42 @@ wait:
 // cancelled and what is left stays unacknowledged. Once the drain is complete
 // there is nothing to cut, and no timeout to report.
 func (p *Pipeline[In, Out]) cutShort() {
+	if p.cutDrain() {
+		p.log.Warn(cutShortLog)
+	}
+}
+
+// cutShortBy cuts the drain short like cutShort, but waits for its log
+// line, which goes to the user's logger and may block, only until ctx
+// ends.
+func (p *Pipeline[In, Out]) cutShortBy(ctx context.Context) {
+	if !p.cutDrain() {
+		return
+	}
+	logged := make(chan struct{})
+	go func() {
+		defer close(logged)
+		p.log.Warn(cutShortLog)
+	}()
+	select {
+	case <-logged:
+	case <-ctx.Done():
+	}
+}
+
+const cutShortLog = "shutdown timeout passed; stopping handlers and leaving unhandled messages unacknowledged"
+
+// cutDrain cancels the handlers and closes the processors' input, once
+// and without blocking; it reports whether this call did it.
+func (p *Pipeline[In, Out]) cutDrain() bool {
 	select {
 	case <-p.stagesDone:
-		return
+		return false
 	default:
 	}
+	did := false
 	p.cutOnce.Do(func() {
-		p.log.Warn("shutdown timeout passed; stopping handlers and leaving unhandled messages unacknowledged")
+		did = true
 		p.setErr(ErrShutdownTimeout)
 		p.hardCancel()
 		// The processors take nothing more: Push now returns ErrStopped
@@ -377,6 +406,7 @@ func (p *Pipeline[In, Out]) cutShort() {
 		p.proc.CloseInput()
 		close(p.cut)
 	})
+	return did
 }
 
 func (p *Pipeline[In, Out]) setErr(err error) {
@@ -463,7 +493,7 @@ func (p *Pipeline[In, Out]) Stop(ctx context.Context) error {
 	case <-early:
 		// Leave the cancelled handlers, or the source's Close, time to
 		// return before ctx ends.
-		p.cutShort()
+		p.cutShortBy(ctx)
 		p.closeCancel()
 		select {
 		case <-p.done:
@@ -476,7 +506,7 @@ func (p *Pipeline[In, Out]) Stop(ctx context.Context) error {
 	}
 	// The caller stops waiting: cut the drain short if it is still going,
 	// and hurry the source's Close.
-	p.cutShort()
+	p.cutShortBy(ctx)
 	p.closeCancel()
 	select {
 	case <-p.done:

@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -25,6 +26,16 @@ func (a *blockingAcknowledger) Ack(context.Context, []acker.Outcome, []acker.Out
 	a.once.Do(func() { close(a.entered) })
 	<-a.release
 }
+
+// blockingHandler is a slog.Handler whose Handle blocks, whatever its
+// context, until release is closed: a logger writing to a pipe nobody
+// reads.
+type blockingHandler struct{ release chan struct{} }
+
+func (h blockingHandler) Enabled(context.Context, slog.Level) bool  { return true }
+func (h blockingHandler) Handle(context.Context, slog.Record) error { <-h.release; return nil }
+func (h blockingHandler) WithAttrs([]slog.Attr) slog.Handler        { return h }
+func (h blockingHandler) WithGroup(string) slog.Handler             { return h }
 
 // stopWithin stops p with a context whose deadline is d and fails unless
 // Stop returns by that deadline; it returns Stop's error.
@@ -97,6 +108,42 @@ func TestStopReturnsByDeadlineWhileThePipelineStopHookBlocks(t *testing.T) {
 		case <-p.Done():
 			t.Fatal("Done closed while the PipelineStop hook still runs")
 		default:
+		}
+		unblock()
+		<-p.Done()
+	})
+}
+
+// Guarantee: Stop returns by its context's deadline while the pipeline's
+// logger blocks, and while a handler ignores its context at the same
+// time; the pipeline's Done closes once both return.
+func TestStopReturnsByDeadlineWhileTheLoggerBlocks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		started, release, unblock := stuckGate()
+		defer unblock()
+		p := mustNew(t, pipeline.Options[uint64, uint64]{
+			Name:            "logging",
+			ShutdownTimeout: time.Minute,
+			Logger:          slog.New(blockingHandler{release: release}),
+			Processors:      processor.Options[uint64, uint64]{Concurrency: 1, MaxDemand: 1, Handle: stuckHandler(started, release)},
+		})
+		startErr := make(chan error, 1)
+		go func() { startErr <- p.Start(context.Background()) }()
+		synctest.Wait()
+		select {
+		case err := <-startErr:
+			if err != nil {
+				t.Fatal(err)
+			}
+		default:
+			// Start logs "pipeline started": it returns once the logger
+			// does; push from here all the same.
+		}
+		go func() { _ = p.Push(context.Background(), message.New[uint64](1, nil, 1)) }()
+		synctest.Wait()
+		err := stopWithin(t, p, 2*time.Second)
+		if err == nil {
+			t.Fatal("Stop returned nil while a handler still runs")
 		}
 		unblock()
 		<-p.Done()
