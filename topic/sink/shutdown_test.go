@@ -145,10 +145,37 @@ func (a *ctxBoundAcker) Ack(ctx context.Context, _, _ []acker.Outcome) {
 // that ends with the Drain's: an acknowledger that blocks until its context
 // ends does not keep Drain from returning past its deadline.
 func TestDrainReturnsByItsDeadlineWhenTheUpstreamAckBlocksOnItsContext(t *testing.T) {
-	_, _, s := rig(t, autoOpts(0), topic.Block, topic.Balanced("g"))
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
 	up := &ctxBoundAcker{release: release, calls: make(chan error, 1)}
+	drainPastDeadline(t, up, "the upstream Ack for the publish it gave up on got a context that never ends")
+	if err := <-up.calls; err == nil {
+		t.Fatal("the upstream Ack returned only when released, not when its context ended")
+	}
+}
+
+// ctxIgnoringAcker is an upstream acknowledger whose Ack ignores its
+// context and blocks until release closes.
+type ctxIgnoringAcker struct{ release <-chan struct{} }
+
+func (a ctxIgnoringAcker) Ack(context.Context, []acker.Outcome, []acker.Outcome) { <-a.release }
+
+// Drain returns by its deadline (plus DrainGrace), with the context's
+// error, even when the upstream Ack for the publish it gives up on ignores
+// its context.
+func TestDrainReturnsByItsDeadlineWhenTheUpstreamAckIgnoresItsContext(t *testing.T) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	drainPastDeadline(t, ctxIgnoringAcker{release: release}, "it waits for an upstream Ack that ignores its context")
+}
+
+// drainPastDeadline publishes a message acknowledged upstream by up on a
+// sink nobody consumes, drains the sink with a 10ms deadline and fails t
+// unless Drain returns, cut short, within 5s (why says what a late
+// return means).
+func drainPastDeadline(t *testing.T, up acker.Acknowledger, why string) {
+	t.Helper()
+	_, _, s := rig(t, autoOpts(0), topic.Block, topic.Balanced("g"))
 	if err := s.Publish(ctxT(t), message.New(1, up, 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -162,9 +189,6 @@ func TestDrainReturnsByItsDeadlineWhenTheUpstreamAckBlocksOnItsContext(t *testin
 			t.Fatalf("Drain = %v, want the drain cut short", err)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("Drain did not return 5s after its deadline: the upstream Ack for the publish it gave up on got a context that never ends")
-	}
-	if err := <-up.calls; err == nil {
-		t.Fatal("the upstream Ack returned only when released, not when its context ended")
+		t.Fatal("Drain did not return 5s after its deadline: " + why)
 	}
 }

@@ -86,6 +86,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/batcher"
@@ -673,12 +674,32 @@ func (s *Sink[T]) Close() {
 // ends first, the context of the sink's upstream Ack calls ends too (as
 // acker.Acknowledger says of the shutdown timeout), those running and
 // those Close makes, so that an Ack waiting on its context does not hold
-// Drain past ctx.
+// Drain past ctx. An Ack that ignores its context is waited for
+// DrainGrace at most after ctx ends: Drain then returns ctx.Err(), and
+// the Close it started goes on until that Ack returns.
 func (s *Sink[T]) Drain(ctx context.Context) error {
 	err := s.Wait(ctx)
-	if err != nil {
-		s.endAcks()
+	if err == nil {
+		s.Close()
+		return nil
 	}
-	s.Close()
+	s.endAcks()
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		s.Close()
+	}()
+	t := time.NewTimer(DrainGrace)
+	defer t.Stop()
+	select {
+	case <-closed:
+	case <-t.C:
+	}
 	return err
 }
+
+// DrainGrace is how long a Drain whose ctx has ended still waits for the
+// upstream Acks reporting the publishes it gave up on; half the
+// pipeline's CancelGrace, so that a pipeline that cut its drain short
+// still sees the sink's Drain return.
+const DrainGrace = 500 * time.Millisecond
