@@ -12,6 +12,7 @@ import (
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/telemetry"
 )
 
@@ -144,6 +145,40 @@ func TestStopReturnsByDeadlineWhileTheLoggerBlocks(t *testing.T) {
 		err := stopWithin(t, p, 2*time.Second)
 		if err == nil {
 			t.Fatal("Stop returned nil while a handler still runs")
+		}
+		unblock()
+		<-p.Done()
+	})
+}
+
+// Guarantee: Stop returns by its context's deadline when several things
+// ignore their context at once: a handler, a message's acknowledger, the
+// source's Close, the PipelineStop hook and the logger; the pipeline's
+// Done closes once they all return.
+func TestStopReturnsByDeadlineWhileEverythingBlocksAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		started, release, unblock := stuckGate()
+		defer unblock()
+		ack := &blockingAcknowledger{entered: make(chan struct{}), release: release}
+		src := &closeIgnoringSource{release: release}
+		p := mustNew(t, pipeline.Options[uint64, uint64]{
+			Name:            "worst",
+			ShutdownTimeout: time.Minute,
+			Logger:          slog.New(blockingHandler{release: release}),
+			Producer:        producer.Options[uint64]{Source: src},
+			Processors:      processor.Options[uint64, uint64]{Concurrency: 2, MaxDemand: 1, Handle: stuckHandler(started, release)},
+			Telemetry: &telemetry.Hooks{
+				PipelineStop: func(context.Context, telemetry.Pipeline) { <-release },
+			},
+		})
+		go func() { _ = p.Start(context.Background()) }() // its log line blocks
+		synctest.Wait()
+		go func() { _ = p.Push(context.Background(), message.New[uint64](1, nil, 1)) }()
+		go func() { _ = p.Push(context.Background(), message.New[uint64](2, ack, 2)) }()
+		<-started
+		<-ack.entered
+		if err := stopWithin(t, p, 2*time.Second); err == nil {
+			t.Fatal("Stop returned nil while a handler, an acknowledger and the source's Close still run")
 		}
 		unblock()
 		<-p.Done()
