@@ -143,14 +143,20 @@ func (a *ctxBoundAcker) Ack(ctx context.Context, _, _ []acker.Outcome) {
 
 // The Acks a Drain makes for the publishes it gives up on get a context
 // that ends with the Drain's: an acknowledger that blocks until its context
-// ends does not keep Drain from returning past its deadline.
+// ends does not keep Drain from returning past its deadline, and has
+// returned when Drain does.
 func TestDrainReturnsByItsDeadlineWhenTheUpstreamAckBlocksOnItsContext(t *testing.T) {
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
 	up := &ctxBoundAcker{release: release, calls: make(chan error, 1)}
 	drainPastDeadline(t, up, "the upstream Ack for the publish it gave up on got a context that never ends")
-	if err := <-up.calls; err == nil {
-		t.Fatal("the upstream Ack returned only when released, not when its context ended")
+	select {
+	case err := <-up.calls:
+		if err == nil {
+			t.Fatal("the upstream Ack returned only when released, not when its context ended")
+		}
+	default:
+		t.Fatal("Drain returned before the upstream Ack for the publish it gave up on had returned")
 	}
 }
 
@@ -165,7 +171,9 @@ func (a ctxIgnoringAcker) Ack(context.Context, []acker.Outcome, []acker.Outcome)
 // its context.
 func TestDrainReturnsByItsDeadlineWhenTheUpstreamAckIgnoresItsContext(t *testing.T) {
 	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
+	// Before the sink's cleanup, whose Close would otherwise wait for the
+	// Ack when Drain's has not started it yet.
+	defer close(release)
 	drainPastDeadline(t, ctxIgnoringAcker{release: release}, "it waits for an upstream Ack that ignores its context")
 }
 
