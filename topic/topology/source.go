@@ -173,8 +173,14 @@ type Stats struct {
 	// DeadLetteredBy splits DeadLettered by each dead letter's reason
 	// (Death.Reason); its fields add up to DeadLettered.
 	DeadLetteredBy DeadReasons
-	// Poisoned counts letters dead-lettered because their key was poisoned
-	// (included in DeadLettered).
+	// Poisoned counts the letters the source dead-lettered because their
+	// key was poisoned, counted as it hands each off: those the DLQ took
+	// count in DeadLettered too (DeadLetteredBy.Poisoned), but one with
+	// no DLQ to go to is discarded (counted in Discarded), one whose
+	// hand-off failed counts in HandOffFailed, and one a full DLQ refused
+	// counts in DeadLettered only once it is handed off again (not at all
+	// if the source closes first and gives it back). So Poisoned can be
+	// more than DeadLetteredBy.Poisoned.
 	Poisoned uint64
 	// Subscriptions is the number of readers the source holds open: one
 	// per running producer stage that reads (a broadcast or sequenced
