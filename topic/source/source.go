@@ -460,7 +460,9 @@ func (s *Source[T]) Validate() error { return s.opts.Validate() }
 // window, and the errors of Validate.
 func (s *Source[T]) Info() (producer.Info, error) { return producer.Info{}, s.Validate() }
 
-// Stats returns the source's counters.
+// Stats returns the source's counters. A reading never shows a message
+// settled (Acked, Nacked, NotTracked, SettleFailed) that it does not show
+// Received, nor a resubscribe that it does not count in Subscriptions.
 func (s *Source[T]) Stats() Stats {
 	// Each counter after those that count what follows from it: the
 	// outcomes before the messages received, which are counted before
