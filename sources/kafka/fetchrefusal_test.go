@@ -196,3 +196,38 @@ func (l *ledger) times(r rec) int {
 	defer l.mu.Unlock()
 	return l.seen[r]
 }
+
+// Guarantee: with the sarama source, a Fetch the cluster refuses for good
+// for two claimed partitions at once fails the member once: each
+// partition logs its refusal on an ERROR line, and Run returns one error,
+// wrapping ErrDenied and naming one of the partitions, rather than the
+// second failure ending the member again.
+func TestTwoPartitionsRefusedAtOnceFailTheMemberOnce(t *testing.T) {
+	c := newCluster(t, 2, kfake.NumBrokers(1))
+	produce(t, c, 2, 0, 10)
+	code := kerr.TopicAuthorizationFailed
+	// Only a Fetch of both partitions is refused: both fail on one answer.
+	faults := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: testTopic, Err: code, Count: -1, When: func(req kmsg.Request) bool {
+		parts := 0
+		for _, rt := range req.(*kmsg.FetchRequest).Topics {
+			parts += len(rt.Partitions)
+		}
+		return parts == 2
+	}})
+	t.Cleanup(faults.Remove)
+	logs := &logtest.Records{}
+	o := sourceOptions(c, "g-two-refused")
+	o.Logger = slog.New(logs)
+	done := runOnce(t, "two-refused", newSource(t, o))
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return within 20s of the fetch's refusal")
+	}
+	if !errors.Is(err, kafka.ErrDenied) || !errors.Is(err, saramaClient.brokerErr(code)) {
+		t.Fatalf("Run = %v, want an error wrapping %v and %v", err, kafka.ErrDenied, code)
+	}
+	const refused = "kafka partition fetch refused; the member fails"
+	wait.Within(t, 20*time.Second, "both partitions' refusals logged", func() bool { return logs.Count(slog.LevelError, refused) == 2 })
+}
