@@ -67,6 +67,10 @@ type consumer struct {
 	// taken counts the messages the source took from the client (receive
 	// goroutine only).
 	taken int
+	// acked counts the messages Ack was called for: they left the stage,
+	// even when the stage has not counted them dispatched yet (the
+	// processors may acknowledge a message before the stage charges it).
+	acked atomic.Int64
 }
 
 // grant is the feed's grant callback: the stage calls it with new permits.
@@ -227,7 +231,10 @@ func (c *consumer) ready(feed *producer.Feed[[]byte], maxTake int) int {
 	if n <= 0 {
 		return 0
 	}
-	return min(n, c.plan.room(c.taken-feed.Stats().Dispatched))
+	// What left the stage: counted dispatched, or acknowledged before the
+	// stage counted it, so that the acknowledgement's wake finds the room.
+	left := max(feed.Stats().Dispatched, int(c.acked.Load()))
+	return min(n, c.plan.room(c.taken-left))
 }
 
 // CloseWatch is a consumer interceptor (pulsar.ConsumerOptions.Interceptors)
@@ -349,6 +356,7 @@ func (c *consumer) Ack(ctx context.Context, successful, failed []acker.Outcome) 
 	}
 	c.enqueue(ctx, successful, failed)
 	// These messages left the stage: the gate may have room again.
+	c.acked.Add(int64(len(successful) + len(failed)))
 	c.signal()
 }
 

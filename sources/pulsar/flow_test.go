@@ -264,3 +264,66 @@ func TestFlowPerConsumerWithTopicsAndConcurrency(t *testing.T) {
 	wait.Within(t, waitLimit, "all messages dispatched", func() bool { _, done := out.counts(); return done == 4000 })
 	wait.Within(t, waitLimit, "all acked", func() bool { return e.sumAcked("plain", "sub", 0)+e.sumAcked("parted", "sub", 2) == 4000 })
 }
+
+// Guarantee: a source waiting for room in its window, with permits left
+// that no refill will top up (more than Threshold), takes messages again
+// when those it delivered have left the stage and been acknowledged: the
+// acknowledgement wakes it, and every message published reaches the
+// processors, however slowly they take them.
+func TestAnAckWakesTheSourceWaitingForRoomInItsWindow(t *testing.T) {
+	e := newEnv(t)
+	const n = 100
+	e.publish("room", "m", n)
+	out := newGatedOutput()
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"room"}, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
+	// A window of 20 with a Threshold of 2: the client's queue counts 10,
+	// the source takes 10 and waits for room with 10 permits left, which
+	// are more than Threshold: no refill comes when they leave the stage.
+	startProducer(t, src, 1, producer.Flow{Initial: 20, Threshold: 2, Refill: 18}, out)
+	for step := 1; step*10 <= n; step++ {
+		out.allow(10)
+		wait.Within(t, waitLimit, "the output to take its budget", func() bool { taken, _ := out.counts(); return taken == 10*step },
+			func() string {
+				taken, _ := out.counts()
+				return fmt.Sprintf("%d taken, source %+v", taken, src.Stats())
+			})
+	}
+}
+
+// heldOutput stands for processors that acknowledge each message as soon
+// as they take it, while the stage's hand-over (Publish) has not returned:
+// the stage has not counted them dispatched yet. Publish returns once the
+// test ends.
+type heldOutput struct{ release <-chan struct{} }
+
+func (o heldOutput) Publish(ctx context.Context, msgs []*message.Message[[]byte]) (int, error) {
+	var g acker.Group
+	for _, m := range msgs {
+		m.AddTo(&g)
+	}
+	g.Flush(ctx, nil)
+	select {
+	case <-o.release:
+	case <-ctx.Done():
+	}
+	return len(msgs), nil
+}
+
+// Guarantee: a source waiting for room in its window takes messages again
+// when those it delivered are acknowledged, even before the stage counts
+// them dispatched (the processors acknowledged them while the hand-over
+// had not returned): it does not wait for a wake that never comes.
+func TestAnAckBeforeTheStageCountsTheMessagesDispatchedWakesTheSource(t *testing.T) {
+	e := newEnv(t)
+	e.publish("early-ack", "m", 100)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) }) // after the producer stopped: it runs later
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"early-ack"}, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
+	// As above: the source takes 10 and waits for room with 10 permits
+	// left that no refill tops up. The first hand-over never returns, so
+	// the stage counts nothing dispatched: only the acknowledgements of
+	// its messages make room.
+	startProducer(t, src, 1, producer.Flow{Initial: 20, Threshold: 2, Refill: 18}, heldOutput{release})
+	wait.Within(t, waitLimit, "the source to take more than its first 10 once some are acknowledged", func() bool { return src.Stats().Received > 10 },
+		func() string { return fmt.Sprintf("source %+v", src.Stats()) })
+}
