@@ -556,6 +556,7 @@ func (s *Source[T]) read(ctx context.Context, stage *producer.Stage[T], h *heldR
 	size := min(s.opts.MaxBatch, stage.Flow().MaxWindow())
 	buf := make([]Letter[T], size)
 	out := make([]pendingLetter[T], 0, size)
+	var slab message.Slab[T]    // the run's messages, and a sequenced source's keys, in blocks
 	var back []pendingLetter[T] // letters of shards r let go of, to give back
 	have := 0
 	// A sequenced run waits on its reader with wctx, which the sequencer
@@ -655,7 +656,7 @@ func (s *Source[T]) read(ctx context.Context, stage *producer.Stage[T], h *heldR
 			}
 		}
 		if len(out) > 0 {
-			feed.Deliver(s.messages(out)...)
+			feed.Deliver(s.messages(&slab, out)...)
 			have -= len(out)
 			clear(out)
 		}
@@ -775,11 +776,11 @@ func (s *Source[T]) admit(ctx context.Context, out, back []pendingLetter[T], l L
 	return out, back
 }
 
-// messages turns letters into messages, allocating one block per batch,
-// and numbers them (see Source).
-func (s *Source[T]) messages(ls []pendingLetter[T]) []*message.Message[T] {
+// messages turns letters into messages taken from slab, the run's (the
+// messages, and a sequenced source's partition keys, come in blocks: no
+// allocation per message), and numbers them (see Source).
+func (s *Source[T]) messages(slab *message.Slab[T], ls []pendingLetter[T]) []*message.Message[T] {
 	first := s.lastID.Add(uint64(len(ls))) - uint64(len(ls)) + 1
-	msgs := make([]message.Message[T], len(ls))
 	recs := make([]record[T], len(ls))
 	ptrs := make([]*message.Message[T], len(ls))
 	for i := range ls {
@@ -788,13 +789,13 @@ func (s *Source[T]) messages(ls []pendingLetter[T]) []*message.Message[T] {
 		l := &rec.l
 		rec.md = Delivery{Topic: s.t.name, Group: s.t.ConsumerGroup(), Key: l.Key, Shard: l.Shard,
 			Retries: l.Retries, FirstFailure: l.FirstFailure, LastFailure: l.LastFailure, Death: l.Death}
-		m := &msgs[i]
-		m.Init(l.Value, s, first+uint64(i))
+		var key string
+		if s.seq != nil && l.Shard >= 0 && l.Shard < len(s.shards) {
+			key = s.shards[l.Shard]
+		}
+		m := slab.NewKeyed(l.Value, s, first+uint64(i), key)
 		m.SetAckData(rec)
 		m.Metadata = &rec.md
-		if s.seq != nil && l.Shard >= 0 && l.Shard < len(s.shards) {
-			m.SetPartitionKey(s.shards[l.Shard])
-		}
 		ptrs[i] = m
 	}
 	return ptrs
