@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/boulevard-go/boulevard/topic"
@@ -199,5 +200,52 @@ topics:
 	defer w.Close(t.Context())
 	if _, ok := broker.Topic("orders"); !ok {
 		t.Error("topic orders was not created on the custom backend")
+	}
+}
+
+// Wired.Close is safe for concurrent use: Closes called together while a
+// topic is still closing all wait for the same closing, each returns nil
+// once it is done, and each closes the connected backends.
+func TestConcurrentWiredClosesAllReturnOnceTheTopicsAreClosed(t *testing.T) {
+	plan, err := config.Resolve(mustParse(t, connectedDoc+`
+  slow: {backend: gated}
+`), config.Wiring{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		gate := closeGate{release: make(chan struct{})}
+		var closed atomic.Int32
+		connect := func(_ context.Context, c config.ConnectionSpec) (topic.Backend[int], error) {
+			return fakeBackend{name: c.Kind, closed: &closed}, nil
+		}
+		broker := topic.NewBroker[int]()
+		w, err := config.BuildContext(t.Context(), broker, plan, config.BuildOptions[int]{Backends: []topic.Backend[int]{gate}, Connect: connect})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const closers = 4
+		start := make(chan struct{})
+		errs := make(chan error, closers)
+		for range closers {
+			go func() {
+				<-start
+				errs <- w.Close(t.Context())
+			}()
+		}
+		close(start)
+		close(gate.release)
+		for range closers {
+			if err := <-errs; err != nil {
+				t.Fatalf("a Close called with others = %v, want nil", err)
+			}
+		}
+		if got := closed.Load(); got != 2*closers {
+			t.Fatalf("the connected backends were closed %d times, want %d: each Close closes both", got, 2*closers)
+		}
+		if err := w.Topics["slow"].Publish(t.Context(), 1); !errors.Is(err, topic.ErrTopicClosed) {
+			t.Fatalf("Publish after the Closes returned = %v, want topic.ErrTopicClosed", err)
+		}
+		broker.Close()
 	}
 }
