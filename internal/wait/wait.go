@@ -39,3 +39,18 @@ func Within(t testing.TB, bound time.Duration, what string, cond func() bool, st
 		time.Sleep(interval)
 	}
 }
+
+// Together calls call from n goroutines released at once, and returns the
+// channel their results arrive on, which holds all n.
+func Together[R any](n int, call func() R) <-chan R {
+	start := make(chan struct{})
+	out := make(chan R, n)
+	for range n {
+		go func() {
+			<-start
+			out <- call()
+		}()
+	}
+	close(start)
+	return out
+}

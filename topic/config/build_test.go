@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/config"
 )
@@ -225,15 +226,7 @@ func TestConcurrentWiredClosesAllReturnOnceTheTopicsAreClosed(t *testing.T) {
 			t.Fatal(err)
 		}
 		const closers = 4
-		start := make(chan struct{})
-		errs := make(chan error, closers)
-		for range closers {
-			go func() {
-				<-start
-				errs <- w.Close(t.Context())
-			}()
-		}
-		close(start)
+		errs := wait.Together(closers, func() error { return w.Close(t.Context()) })
 		close(gate.release)
 		for range closers {
 			if err := <-errs; err != nil {
