@@ -469,10 +469,11 @@ func closeAll(cs []*consumer) {
 // for.
 // Otherwise it returns ctx.Err() if ctx expired meanwhile.
 func (s *Source) Close(ctx context.Context) error {
-	cs := liveset.Close(&s.mu, &s.closed, s.live)
-	if len(cs) > 0 {
-		s.bg.Go(func() { closeAll(cs) })
-	}
+	// The goroutine that closes the consumers joins s.bg before they are
+	// taken: a Close that finds them taken by another one waits for it.
+	taken := make(chan []*consumer, 1)
+	s.bg.Go(func() { closeAll(<-taken) })
+	taken <- liveset.Close(&s.mu, &s.closed, s.live)
 	if err := s.bg.Wait(ctx); err != nil {
 		return fmt.Errorf("pulsar: close: client calls still running: %w", err)
 	}
