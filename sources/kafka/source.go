@@ -253,8 +253,9 @@ func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
 // its session timed out. The connection check's attempts still running
 // (see Options.ConnectTimeout) are waited for, and ended when ctx ends.
 // Errors while leaving the group are logged; Close returns an error only when a client's
-// connections could not be closed. On a Source New did not make it does
-// nothing and returns nil.
+// connections could not be closed, or when ctx ends while another Close
+// called meanwhile still closes the members (every Close waits for that
+// closing). On a Source New did not make it does nothing and returns nil.
 func (s *Source) Close(ctx context.Context) error {
 	if s == nil || !s.made {
 		return nil

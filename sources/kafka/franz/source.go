@@ -233,9 +233,11 @@ func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
 // 500ms more for the answer: a member that closed without leaving would
 // keep its partitions from the group until its session timed out. The
 // connection check's attempts still running (see Options.ConnectTimeout)
-// are waited for, and ended when ctx ends. It returns nil: errors while
-// leaving the group are logged. On a Source New
-// did not make it does nothing.
+// are waited for, and ended when ctx ends. It returns nil (errors while
+// leaving the group are logged) but when ctx ends while another Close
+// called meanwhile still closes the members (every Close waits for that
+// closing): an error wrapping ctx.Err(). On a Source New did not make it
+// does nothing.
 func (s *Source) Close(ctx context.Context) error {
 	if s == nil || !s.made {
 		return nil

@@ -9,6 +9,8 @@ package lifecycle
 import (
 	"cmp"
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -45,6 +47,9 @@ type Members[M Member] struct {
 	mu     sync.Mutex
 	live   map[M]struct{}
 	closed bool
+	// closes has one channel per Close called, closed once the members it
+	// took are closed.
+	closes []chan struct{}
 	// gone holds, per stage, the counts of the members Run forgot (they
 	// failed): Stats adds them to the stage's live member, so that its
 	// totals do not start again from 0 when the stage runs a new one.
@@ -133,10 +138,35 @@ func (s *Members[M]) forget(m M) {
 // Close marks the source closed, waits for the connection checks still
 // running (ending them when ctx ends, then waiting for them to return)
 // and closes every live member at once, returning their errors joined.
+// A Close called while another one closes the members waits for those
+// closes too, until ctx ends: it then returns an error wrapping ctx.Err().
 func (s *Members[M]) Close(ctx context.Context) error {
+	// Each Close is listed before it takes the members: a Close that
+	// finds them taken by another one waits for that one's closing.
+	done := make(chan struct{})
+	s.mu.Lock()
+	s.closes = append(s.closes, done)
+	s.mu.Unlock()
 	ms := liveset.Close(&s.mu, &s.closed, s.live)
 	s.probes.Wait(ctx)
-	return liveset.CloseEach(ms, func(m M) error { return m.Close(ctx) })
+	err := liveset.CloseEach(ms, func(m M) error { return m.Close(ctx) })
+	close(done)
+	s.mu.Lock()
+	closes := s.closes
+	s.mu.Unlock()
+	for _, c := range closes {
+		select {
+		case <-c:
+			continue
+		default:
+		}
+		select {
+		case <-c:
+		case <-ctx.Done():
+			return errors.Join(err, fmt.Errorf("kafka: close: members another Close releases are still closing: %w", ctx.Err()))
+		}
+	}
+	return err
 }
 
 // Stats is the snapshot of every live member, for the group groupID. The

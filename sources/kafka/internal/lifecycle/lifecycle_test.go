@@ -32,13 +32,21 @@ type member struct {
 	// for release.
 	stall            atomic.Bool
 	entered, release chan struct{}
+	// hold, when set, makes Close wait until it is closed.
+	hold chan struct{}
 }
 
 func newMember(stage string) *member { return &member{stage: stage, failed: make(chan error, 1)} }
 
-func (m *member) Drain()                      { m.drained.Add(1) }
-func (m *member) Failed() <-chan error        { return m.failed }
-func (m *member) Close(context.Context) error { m.closed.Add(1); return m.closeErr }
+func (m *member) Drain()               { m.drained.Add(1) }
+func (m *member) Failed() <-chan error { return m.failed }
+func (m *member) Close(context.Context) error {
+	if m.hold != nil {
+		<-m.hold
+	}
+	m.closed.Add(1)
+	return m.closeErr
+}
 func (m *member) Stats() claim.MemberStats {
 	if m.stall.CompareAndSwap(true, false) {
 		close(m.entered)
@@ -303,5 +311,39 @@ func TestAReadingCountsAMemberForgottenMeanwhileOnce(t *testing.T) {
 	st := <-read
 	if len(st.Members) != 1 || st.Members[0].Commits != 5 || st.Members[0].Rebalances != 2 || st.Members[0].CommitErrors != 1 {
 		t.Fatalf("the reading = %+v, want the member's counts once (Rebalances 2, Commits 5, CommitErrors 1)", st.Members)
+	}
+}
+
+// Guarantee: every Close called together waits for the members' close,
+// which one of them began: none returns while a member's Close has not
+// returned, and each returns nil once it has, the member closed once.
+func TestClosesCalledTogetherAllWaitForTheMembersClose(t *testing.T) {
+	const rounds, closers = 2000, 4
+	for round := range rounds {
+		synctest.Test(t, func(t *testing.T) {
+			var s lifecycle.Members[*member]
+			m := newMember("a")
+			m.hold = make(chan struct{})
+			if !s.Add(m) {
+				t.Fatal("a member refused by an open source")
+			}
+			errs := wait.Together(closers, func() error { return s.Close(context.Background()) })
+			synctest.Wait()
+			select {
+			case err := <-errs:
+				close(m.hold)
+				t.Fatalf("round %d: a Close called with others returned (%v) while the member's Close had not", round, err)
+			default:
+			}
+			close(m.hold)
+			for range closers {
+				if err := <-errs; err != nil {
+					t.Fatalf("round %d: Close = %v, want nil", round, err)
+				}
+			}
+			if n := m.closed.Load(); n != 1 {
+				t.Fatalf("round %d: the member was closed %d times, want once", round, n)
+			}
+		})
 	}
 }
