@@ -347,8 +347,13 @@ func (b *Backend[T]) describeTopicConfig(kname string, names ...string) ([]saram
 // closing, which goes on in the background, ends at once instead of
 // waiting for brokers that do not answer (sarama waits up to
 // Net.ReadTimeout for each). Idempotent: a later call waits, within its
-// own ctx, for the same closing.
+// own ctx, for the same closing. Close of a nil Backend returns nil, and
+// so does that of one New did not make, whose later calls then report
+// it closed.
 func (b *Backend[T]) Close(ctx context.Context) error {
+	if b == nil {
+		return nil
+	}
 	if err := liveset.Await(ctx, b.closing.Start(b.close), b.conns.Cut); err != nil {
 		return fmt.Errorf("kafkatopic: closing the backend: its topics, producer and clients are still closing (their connections cut): %w", err)
 	}
@@ -369,6 +374,9 @@ func (b *Backend[T]) close() {
 	b.mu.Unlock()
 	for _, t := range ts {
 		t.Close()
+	}
+	if b.prod == nil {
+		return // New did not make the backend: it has no producer or clients
 	}
 	b.prod.close()
 	b.admins.Wait()

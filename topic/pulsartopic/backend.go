@@ -237,8 +237,13 @@ func (b *Backend[T]) forget(t *pTopic[T]) {
 // client, closes the client. It returns nil once all are closed. If
 // ctx ends first it returns an error wrapping ctx.Err() that names what is
 // still closing, and the rest is closed in the background. Idempotent: a
-// later call waits, within its own ctx, for the same closing.
+// later call waits, within its own ctx, for the same closing. Close of a
+// nil Backend returns nil, and so does that of one New did not make,
+// whose later calls then report it closed.
 func (b *Backend[T]) Close(ctx context.Context) error {
+	if b == nil {
+		return nil
+	}
 	b.mu.Lock()
 	b.closed = true // new topics refuse at once
 	b.calls.Shut()

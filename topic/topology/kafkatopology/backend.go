@@ -544,8 +544,12 @@ func (b *Backend[T]) untrack(c closer) { liveset.Remove(&b.mu, b.readers, c) }
 // answer (sarama waits up to Net.ReadTimeout for each request): commits
 // not yet made are then lost, and their letters delivered again.
 // Idempotent: a later call waits, within its own ctx, for the same
-// closing.
+// closing. Close of a nil Backend returns nil, and so does that of one
+// New did not make, whose later calls then report it closed.
 func (b *Backend[T]) Close(ctx context.Context) error {
+	if b == nil {
+		return nil
+	}
 	b.stopped.Store(true)
 	b.mu.Lock()
 	b.closed = true // Declare, Subscribe and the releasers refuse at once
@@ -573,6 +577,10 @@ func (b *Backend[T]) close() {
 	}
 	b.prodMu.Lock()
 	b.prodClosed = true
+	if b.prod == nil {
+		b.prodMu.Unlock()
+		return // New did not make the backend: it has no producer or clients
+	}
 	_ = b.prod.Close()
 	b.prodMu.Unlock()
 	_ = b.admin.Close() // closes b.client too

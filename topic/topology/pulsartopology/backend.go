@@ -487,13 +487,20 @@ func (b *Backend[T]) untrack(r *reader[T]) { liveset.Remove(&b.mu, b.readers, r)
 // Declare returns topology.ErrClosed. Close returns nil once it is done; if ctx ends
 // first, it returns an error wrapping ctx.Err() and the closing goes on in
 // the background, within those bounds. Idempotent: a later call waits,
-// within its own ctx, for the same closing.
+// within its own ctx, for the same closing. Close of a nil Backend
+// returns nil, and so does that of one New did not make, whose later
+// calls then report it closed.
 func (b *Backend[T]) Close(ctx context.Context) error {
+	if b == nil {
+		return nil
+	}
 	b.mu.Lock()
 	b.closed = true // Declare, Subscribe and new producers refuse at once
 	b.calls.Shut()
 	b.mu.Unlock()
-	b.endAdmin() // a Declare's admin calls under way end now
+	if b.endAdmin != nil { // nil in a Backend New did not make
+		b.endAdmin() // a Declare's admin calls under way end now
+	}
 	return await(ctx, b.closing.Start(b.close), "the backend")
 }
 
