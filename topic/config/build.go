@@ -116,8 +116,12 @@ func (o BuildOptions[T]) Validate() error { return nil }
 // topics' closing, which goes on in the background, end soon after
 // instead of waiting for brokers that do not answer. Idempotent: a later
 // call waits, within its own ctx, for the same closing of the topics and
-// closes the backends again (their Close is idempotent).
+// closes the backends again (their Close is idempotent). Close of a nil
+// Wired (what a failed Build returns) returns nil.
 func (w *Wired[T]) Close(ctx context.Context) error {
+	if w == nil {
+		return nil
+	}
 	var errs []error
 	if err := liveset.Await(ctx, w.closing.Start(w.closeTopics), nil); err != nil {
 		errs = append(errs, fmt.Errorf("config: closing the topics: %w", err))
@@ -149,18 +153,27 @@ func (w *Wired[T]) closeTopics() {
 
 // TopicSet returns the topic set of the pipeline named pipeline (every topic it
 // subscribes to or publishes into, under the name it used), or nil for a
-// pipeline that is not in the wiring.
-func (w *Wired[T]) TopicSet(pipeline string) *topic.TopicSet[T] { return w.sets[pipeline] }
+// pipeline that is not in the wiring (or a nil Wired).
+func (w *Wired[T]) TopicSet(pipeline string) *topic.TopicSet[T] {
+	if w == nil {
+		return nil
+	}
+	return w.sets[pipeline]
+}
 
-// Subscriptions returns the pipeline's subscriptions in wiring order.
+// Subscriptions returns the pipeline's subscriptions in wiring order (none
+// for a nil Wired).
 func (w *Wired[T]) Subscriptions(pipeline string) []Subscription[T] {
+	if w == nil {
+		return nil
+	}
 	return append([]Subscription[T](nil), w.subs[pipeline]...)
 }
 
 // Publisher returns the pipeline's binding for a topic it publishes into,
-// under the name it used in the wiring.
+// under the name it used in the wiring; false for a nil Wired.
 func (w *Wired[T]) Publisher(pipeline, alias string) (topic.Binding[T], bool) {
-	s := w.sets[pipeline]
+	s := w.TopicSet(pipeline)
 	if s == nil {
 		return topic.Binding[T]{}, false
 	}
