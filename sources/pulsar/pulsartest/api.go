@@ -112,7 +112,7 @@ func (b *Broker) CreateTopic(topic string, partitions int) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed {
+	if b.shut() {
 		return ErrClosed
 	}
 	cur, isPart := b.partitioned[tn.full]
@@ -155,7 +155,7 @@ func (b *Broker) UpdatePartitions(topic string, partitions int) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed {
+	if b.shut() {
 		return ErrClosed
 	}
 	cur := b.partitioned[tn.full]
@@ -218,7 +218,7 @@ func (b *Broker) publish(ctx context.Context, name string, batch bool, msgs []Me
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed {
+	if b.shut() {
 		return nil, ErrClosed
 	}
 	target := func(m Message) *topic {
@@ -711,7 +711,7 @@ func (b *Broker) Unload(topic string) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed {
+	if b.shut() {
 		return ErrClosed
 	}
 	names := b.namesLocked(tn)

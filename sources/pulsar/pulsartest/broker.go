@@ -308,8 +308,13 @@ func (b *Broker) Addr() net.Addr { return b.ln.Addr() }
 
 // Close stops listening, closes every client connection and waits for all
 // of the broker's goroutines. Stored topics stay readable through Messages.
-// Close is idempotent.
+// Close is idempotent. Close of a nil Broker (what a failed Start
+// returns) or of one Start did not make returns nil; the calls of the
+// test API on a Broker Start did not make return ErrClosed.
 func (b *Broker) Close() error {
+	if b == nil || b.done == nil {
+		return nil
+	}
 	var err error
 	b.closeOnce.Do(func() {
 		b.mu.Lock()
@@ -331,6 +336,10 @@ func (b *Broker) Close() error {
 	})
 	return err
 }
+
+// shut reports, under b.mu, whether the test API refuses calls with
+// ErrClosed: the broker is closed, or Start did not make it.
+func (b *Broker) shut() bool { return b.closed || b.done == nil }
 
 func (b *Broker) acceptLoop() {
 	defer b.wg.Done()

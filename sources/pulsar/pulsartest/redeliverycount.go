@@ -28,7 +28,7 @@ func (b *Broker) SetRedeliveryCount(topic, subscription string, id MessageID, n 
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed {
+	if b.shut() {
 		return ErrClosed
 	}
 	t := b.topics[tn.full]
