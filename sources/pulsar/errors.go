@@ -112,3 +112,9 @@ func (e *CallbackPanicError) Error() string {
 
 // Unwrap returns ErrCallbackPanic.
 func (e *CallbackPanicError) Unwrap() error { return ErrCallbackPanic }
+
+// ErrNotCreated is returned by Run, Validate and Info of a nil *Source:
+// it has no options to run with. Its Stats are empty and Close returns
+// nil. (A zero Source reports its missing options instead.) It matches
+// the Kafka sources' kafka.ErrNotCreated in use.
+var ErrNotCreated = errors.New("pulsar: source not made with New")

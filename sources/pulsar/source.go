@@ -95,8 +95,14 @@ func (s *Source) clean(err error) error {
 	return err
 }
 
-// Validate reports every broken option rule (see Options.Validate).
-func (s *Source) Validate() error { return s.opts.Validate() }
+// Validate reports every broken option rule (see Options.Validate), or
+// ErrNotCreated for a nil *Source.
+func (s *Source) Validate() error {
+	if s == nil {
+		return ErrNotCreated
+	}
+	return s.opts.Validate()
+}
 
 // Info describes the source to the pipeline, which reads it when it is
 // created:
@@ -113,6 +119,9 @@ func (s *Source) Validate() error { return s.opts.Validate() }
 //   - the default window;
 //   - the errors of Validate.
 func (s *Source) Info() (producer.Info, error) {
+	if s == nil {
+		return producer.Info{}, ErrNotCreated
+	}
 	ordered := s.opts.SubscriptionType.keyed() && !s.opts.Unordered
 	if ks := s.opts.Consumer.KeySharedPolicy; s.opts.SubscriptionType == KeyShared && ks != nil && ks.AllowOutOfOrderDelivery {
 		ordered = false // the broker keeps no order then
@@ -185,6 +194,9 @@ type Stats struct {
 // Stats returns the source's counters. Nacked, DroppedAcks and
 // Redelivered never exceed Received, nor PermitsAvailable PermitsGranted.
 func (s *Source) Stats() Stats {
+	if s == nil {
+		return Stats{}
+	}
 	// Each counter after those that count what follows from it: the
 	// outcomes and redeliveries before the messages received, and the
 	// permits available before those granted.
@@ -223,6 +235,9 @@ func (s *Source) Stats() Stats {
 // new consumers. Closing them waits for the broker's answers only until ctx
 // ends: the closes then go on in the background, and Close waits for them.
 func (s *Source) Run(ctx context.Context, st *producer.Stage[[]byte]) error {
+	if s == nil {
+		return ErrNotCreated
+	}
 	flow := st.Flow()
 	if err := validate.Join(s.opts.Validate(), validateFlow(flow)); err != nil {
 		return err
@@ -469,6 +484,9 @@ func closeAll(cs []*consumer) {
 // for.
 // Otherwise it returns ctx.Err() if ctx expired meanwhile.
 func (s *Source) Close(ctx context.Context) error {
+	if s == nil {
+		return nil
+	}
 	// The goroutine that closes the consumers joins s.bg before they are
 	// taken: a Close that finds them taken by another one waits for it.
 	taken := make(chan []*consumer, 1)
