@@ -247,8 +247,9 @@ func (c *consumer) ready(feed *producer.Feed[[]byte], maxTake int) int {
 // after the close completed. The Pulsar source fails a stage whose
 // consumer closed under it; the topic and topology backends fail the
 // Receive of a subscription whose consumer they did not close. Make one
-// per consumer, with NewCloseWatch.
+// per consumer, with NewCloseWatch; a zero CloseWatch works as well.
 type CloseWatch struct {
+	made  sync.Once // makes done in a zero CloseWatch
 	once  sync.Once
 	done  chan struct{}
 	cause error // written before done is closed
@@ -258,24 +259,34 @@ type CloseWatch struct {
 // ConsumerOptions.Interceptors.
 func NewCloseWatch() *CloseWatch { return &CloseWatch{done: make(chan struct{})} }
 
+// ch returns done, made on first use in a zero CloseWatch.
+func (w *CloseWatch) ch() chan struct{} {
+	w.made.Do(func() {
+		if w.done == nil {
+			w.done = make(chan struct{})
+		}
+	})
+	return w.done
+}
+
 // OnConsumerClose records the client's cause (nil for a close the
 // application or the consumer's maker asked for) and reports the closure.
 func (w *CloseWatch) OnConsumerClose(_ pulsar.Consumer, cause error) {
 	w.once.Do(func() {
 		w.cause = cause
-		close(w.done)
+		close(w.ch())
 	})
 }
 
 // Done is closed once the consumer has closed.
-func (w *CloseWatch) Done() <-chan struct{} { return w.done }
+func (w *CloseWatch) Done() <-chan struct{} { return w.ch() }
 
 // Err is the cause of a reported closure: the client's, or an error
 // wrapping ErrClosedByCall when the close was asked for without one; nil
 // while the consumer is open.
 func (w *CloseWatch) Err() error {
 	select {
-	case <-w.done:
+	case <-w.ch():
 	default:
 		return nil
 	}
