@@ -335,11 +335,22 @@ func (l *lastFailure) since(t time.Time) string {
 }
 
 // ServiceURL returns the service URL the client was created with, its user
-// information (a password, a token) redacted.
-func (c *Client) ServiceURL() string { return c.url }
+// information (a password, a token) redacted; "" for a nil Client.
+func (c *Client) ServiceURL() string {
+	if c == nil {
+		return ""
+	}
+	return c.url
+}
 
-// String returns "pulsar client for <redacted service URL>".
-func (c *Client) String() string { return "pulsar client for " + c.url }
+// String returns "pulsar client for <redacted service URL>" ("pulsar
+// client (nil)" for a nil Client).
+func (c *Client) String() string {
+	if c == nil {
+		return "pulsar client (nil)"
+	}
+	return "pulsar client for " + c.url
+}
 
 // GoString is String: the client's internals hold credentials.
 func (c *Client) GoString() string { return c.String() }
@@ -355,8 +366,14 @@ func (c *Client) LogValue() slog.Value { return slog.StringValue(c.String()) }
 // (the password or token of its service URL, the token or basic password
 // of its Authentication) replaced by "[redacted]", whatever put them there
 // (a broker echoing what it refused); it unwraps to err. An err whose
-// message needs none of this is returned as it is.
-func (c *Client) Redact(err error) error { return c.secrets.Err(err) }
+// message needs none of this is returned as it is. A nil Client, which
+// knows no credentials, redacts the user information of URLs only.
+func (c *Client) Redact(err error) error {
+	if c == nil {
+		return redact.Secrets{}.Err(err)
+	}
+	return c.secrets.Err(err)
+}
 
 // RedactError returns err as c.Redact does when c is a *Client (one made by
 // NewClient), so that the credentials it was created with never show in an

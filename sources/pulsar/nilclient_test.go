@@ -1,0 +1,31 @@
+package pulsar_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
+)
+
+// TestANilClientIsAnOptionErrorNotAPanic checks that a nil *Client (what
+// a failed NewClient returns) given as Options.Client makes New return a
+// source whose Validate reports the missing client, and that the
+// Client's own methods answer on a nil one.
+func TestANilClientIsAnOptionErrorNotAPanic(t *testing.T) {
+	var c *bpulsar.Client
+	s := bpulsar.New(bpulsar.Options{Client: c, Topics: []string{"t"}, Subscription: "s"})
+	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "pulsar.client is required") {
+		t.Errorf("Validate = %v, want the option errors naming the client", err)
+	}
+	if got := c.ServiceURL(); got != "" {
+		t.Errorf("ServiceURL = %q, want empty", got)
+	}
+	if got := c.String(); got != "pulsar client (nil)" {
+		t.Errorf("String = %q", got)
+	}
+	err := errors.New("dial pulsar://user:secret@host:6650")
+	if got := c.Redact(err); !errors.Is(got, err) || got.Error() == err.Error() {
+		t.Errorf("Redact = %q, want the URL's user information redacted", got)
+	}
+}
