@@ -191,8 +191,12 @@ func GroupID(name topic.Name, g topic.GroupName) string { return KafkaTopic(name
 // existing one has at least Options.Partitions partitions (a
 // [*PartitionsError] otherwise; more is fine), reads its max.message.bytes
 // (see [RecordTooLargeError]), and returns its state. ctx and
-// Options.AdminTimeout bound the requests.
+// Options.AdminTimeout bound the requests. A nil Backend returns
+// topic.ErrTopicClosed, as a closed one does.
 func (b *Backend[T]) NewTopic(ctx context.Context, name topic.Name, opts topic.Options) (topic.State[T], error) {
+	if b == nil {
+		return nil, topic.ErrTopicClosed
+	}
 	ctx, cancel := context.WithTimeout(ctx, b.opts.AdminTimeout)
 	defer cancel()
 	kname := KafkaTopic(name)

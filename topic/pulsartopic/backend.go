@@ -103,8 +103,12 @@ func (b *Backend[T]) TopicName(name topic.Name) string { return b.o.topicName(na
 // topic's producer (which creates a missing non-partitioned topic). A
 // topic that exists with the same partition count is used as it is, so
 // declaring is idempotent. ctx and Options.AdminTimeout bound the
-// declaration.
+// declaration. A nil Backend returns ErrBackendClosed, as a closed one
+// does.
 func (b *Backend[T]) NewTopic(ctx context.Context, name topic.Name, opts topic.Options) (topic.State[T], error) {
+	if b == nil {
+		return nil, ErrBackendClosed
+	}
 	ctx, cancel := context.WithTimeout(ctx, b.o.AdminTimeout)
 	defer cancel()
 	full := b.o.topicName(name)

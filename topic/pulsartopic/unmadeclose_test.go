@@ -2,20 +2,25 @@ package pulsartopic_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
+	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/pulsartopic"
 )
 
-// TestCloseOfANilOrUnmadeBackendReturnsNil checks that closing a nil
+// TestANilOrUnmadeBackendClosesWithNilAndRefusesNewTopics checks that closing a nil
 // Backend, or a zero one New did not make, twice, returns nil instead of
-// panicking (on the caller or on the closing's own goroutine).
-func TestCloseOfANilOrUnmadeBackendReturnsNil(t *testing.T) {
+// panicking, and that both then refuse a topic with ErrBackendClosed.
+func TestANilOrUnmadeBackendClosesWithNilAndRefusesNewTopics(t *testing.T) {
 	for name, b := range map[string]*pulsartopic.Backend[string]{"nil": nil, "zero": {}} {
 		for i := range 2 {
 			if err := b.Close(context.Background()); err != nil {
 				t.Errorf("%s backend: Close #%d = %v, want nil", name, i+1, err)
 			}
+		}
+		if _, err := b.NewTopic(context.Background(), "t", topic.Options{}); !errors.Is(err, pulsartopic.ErrBackendClosed) {
+			t.Errorf("%s backend: NewTopic = %v, want ErrBackendClosed", name, err)
 		}
 	}
 }

@@ -239,8 +239,12 @@ func connect(brokers []string, cfg *sarama.Config, red redact.Secrets) (sarama.C
 // yet. ctx and Options.AdminTimeout
 // bound it: it returns by the first of their deadlines, with an error
 // wrapping ErrAdmin and the context's error when the cluster has not
-// answered by then (see the package documentation, Bounded calls).
+// answered by then (see the package documentation, Bounded calls). A nil
+// Backend returns topology.ErrClosed, as a closed one does.
 func (b *Backend[T]) Declare(ctx context.Context, t *topology.Topology) (topology.Queues[T], error) {
+	if b == nil {
+		return nil, topology.ErrClosed
+	}
 	if t == nil {
 		return nil, errors.New("kafkatopology: Declare with a nil topology")
 	}
@@ -545,7 +549,7 @@ func (b *Backend[T]) untrack(c closer) { liveset.Remove(&b.mu, b.readers, c) }
 // not yet made are then lost, and their letters delivered again.
 // Idempotent: a later call waits, within its own ctx, for the same
 // closing. Close of a nil Backend returns nil, and so does that of one
-// New did not make, whose later calls then report it closed.
+// New did not make.
 func (b *Backend[T]) Close(ctx context.Context) error {
 	if b == nil {
 		return nil

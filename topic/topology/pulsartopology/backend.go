@@ -211,8 +211,12 @@ func (b *Backend[T]) TopicName(name string) string {
 // Options.OperationTimeout bound it: it returns by the first of their
 // deadlines, with an error wrapping ErrDeclare and the context's error
 // when the broker has not answered by then (see the package
-// documentation, Bounded calls).
+// documentation, Bounded calls). A nil Backend returns topology.ErrClosed,
+// as a closed one does.
 func (b *Backend[T]) Declare(ctx context.Context, t *topology.Topology) (topology.Queues[T], error) {
+	if b == nil {
+		return nil, topology.ErrClosed
+	}
 	if t == nil {
 		return nil, errors.New("pulsartopology: Declare with a nil topology")
 	}
