@@ -22,7 +22,15 @@ import (
 //
 // The price: a batch of 100 messages sampled at 1% is recorded about 63%
 // of the time, rather than 1%.
-func SampleLinked(s sdktrace.Sampler) sdktrace.Sampler { return linkedSampler{s} }
+//
+// A nil s is the SDK's default sampler,
+// sdktrace.ParentBased(sdktrace.AlwaysSample()).
+func SampleLinked(s sdktrace.Sampler) sdktrace.Sampler {
+	if s == nil {
+		s = sdktrace.ParentBased(sdktrace.AlwaysSample())
+	}
+	return linkedSampler{s}
+}
 
 type linkedSampler struct{ next sdktrace.Sampler }
 
