@@ -187,7 +187,13 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 	tctx, tcancel := context.WithTimeout(runCtx, s.opts.ConnectTimeout)
 	err = checkTopics(tctx, cl, s.opts.Topics)
 	tcancel()
-	if err != nil && runCtx.Err() == nil {
+	if runCtx.Err() != nil {
+		// The stage stopped while the cluster was asked: the member would
+		// only join the group to leave it.
+		m.abort()
+		return nil, nil
+	}
+	if err != nil {
 		m.abort()
 		return nil, err
 	}
