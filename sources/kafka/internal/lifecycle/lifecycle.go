@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -47,8 +48,8 @@ type Members[M Member] struct {
 	mu     sync.Mutex
 	live   map[M]struct{}
 	closed bool
-	// closes has one channel per Close called, closed once the members it
-	// took are closed.
+	// closes has one channel per Close still closing, closed once the
+	// members it took are closed.
 	closes []chan struct{}
 	// gone holds, per stage, the counts of the members Run forgot (they
 	// failed): Stats adds them to the stage's live member, so that its
@@ -152,7 +153,10 @@ func (s *Members[M]) Close(ctx context.Context) error {
 	err := liveset.CloseEach(ms, func(m M) error { return m.Close(ctx) })
 	close(done)
 	s.mu.Lock()
-	closes := s.closes
+	// A finished Close is waited for by none: its entry goes, so that
+	// Close called again and again does not grow the list.
+	s.closes = slices.DeleteFunc(s.closes, func(c chan struct{}) bool { return c == done })
+	closes := slices.Clone(s.closes)
 	s.mu.Unlock()
 	for _, c := range closes {
 		select {

@@ -347,3 +347,21 @@ func TestClosesCalledTogetherAllWaitForTheMembersClose(t *testing.T) {
 		})
 	}
 }
+
+// Guarantee: a source keeps track of the Close calls still closing only:
+// Close called again and again (a retry loop) leaves nothing behind.
+func TestRepeatedClosesLeaveNothingBehind(t *testing.T) {
+	const closes = 1000
+	var s lifecycle.Members[*member]
+	if !s.Add(newMember("a")) {
+		t.Fatal("a member refused by an open source")
+	}
+	for range closes {
+		if err := s.Close(context.Background()); err != nil {
+			t.Fatalf("Close = %v, want nil", err)
+		}
+	}
+	if n := lifecycle.CloseWaiters(&s); n != 0 {
+		t.Errorf("after %d Close calls returned, %d are still tracked, want 0", closes, n)
+	}
+}
