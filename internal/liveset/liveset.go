@@ -38,6 +38,13 @@ func Enter(mu sync.Locker, closed *bool, calls *sync.WaitGroup) bool {
 	return true
 }
 
+// Closed reports, under mu, whether the owner is closed (*closed).
+func Closed(mu sync.Locker, closed *bool) bool {
+	mu.Lock()
+	defer mu.Unlock()
+	return *closed
+}
+
 // Remove takes ks out of live under mu.
 func Remove[K comparable](mu sync.Locker, live map[K]struct{}, ks ...K) {
 	mu.Lock()

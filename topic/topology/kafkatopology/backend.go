@@ -241,12 +241,20 @@ func connect(brokers []string, cfg *sarama.Config, red redact.Secrets) (sarama.C
 // wrapping ErrAdmin and the context's error when the cluster has not
 // answered by then (see the package documentation, Bounded calls). A nil
 // Backend returns topology.ErrClosed, as a closed one does.
+// A Backend New did not make returns an error wrapping
+// topic.ErrNotCreated at once, and topology.ErrClosed once closed.
 func (b *Backend[T]) Declare(ctx context.Context, t *topology.Topology) (topology.Queues[T], error) {
 	if b == nil {
 		return nil, topology.ErrClosed
 	}
 	if t == nil {
 		return nil, errors.New("kafkatopology: Declare with a nil topology")
+	}
+	if b.cfg == nil { // a Backend New did not make
+		if liveset.Closed(&b.mu, &b.closed) {
+			return nil, topology.ErrClosed
+		}
+		return nil, errZeroBackend
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.opts.AdminTimeout)
 	defer cancel()
@@ -259,6 +267,10 @@ func (b *Backend[T]) Declare(ctx context.Context, t *topology.Topology) (topolog
 		return q, nil
 	})
 }
+
+// errZeroBackend is what Declare returns on a Backend New did not make,
+// until it is closed.
+var errZeroBackend = fmt.Errorf("kafkatopology: zero Backend (make one with New): %w", topic.ErrNotCreated)
 
 // declare does Declare's work with a client of its own, which dials
 // through d, and makes the releasers through d too.

@@ -18,6 +18,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/liveset"
 	"github.com/boulevard-go/boulevard/internal/pulsarsize"
 	spulsar "github.com/boulevard-go/boulevard/sources/pulsar"
+	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
@@ -213,12 +214,20 @@ func (b *Backend[T]) TopicName(name string) string {
 // when the broker has not answered by then (see the package
 // documentation, Bounded calls). A nil Backend returns topology.ErrClosed,
 // as a closed one does.
+// A Backend New did not make returns an error wrapping
+// topic.ErrNotCreated at once, and topology.ErrClosed once closed.
 func (b *Backend[T]) Declare(ctx context.Context, t *topology.Topology) (topology.Queues[T], error) {
 	if b == nil {
 		return nil, topology.ErrClosed
 	}
 	if t == nil {
 		return nil, errors.New("pulsartopology: Declare with a nil topology")
+	}
+	if b.endAdmin == nil { // a Backend New did not make
+		if liveset.Closed(&b.mu, &b.closed) {
+			return nil, topology.ErrClosed
+		}
+		return nil, errZeroBackend
 	}
 	caller := ctx
 	ctx, cancel := context.WithTimeout(ctx, b.opts.OperationTimeout)
@@ -238,6 +247,10 @@ func (b *Backend[T]) Declare(ctx context.Context, t *topology.Topology) (topolog
 		return q, nil
 	}, func(topology.Queues[T]) {})
 }
+
+// errZeroBackend is what Declare returns on a Backend New did not make,
+// until it is closed.
+var errZeroBackend = fmt.Errorf("pulsartopology: zero Backend (make one with New): %w", topic.ErrNotCreated)
 
 // declare does Declare's work, one client call after the other; once ctx
 // has ended it makes nothing more (a producer's creation it was waiting

@@ -7,9 +7,10 @@ import (
 	"github.com/boulevard-go/boulevard/topic/topology/topologytest"
 )
 
-// Guarantee: closing a nil Backend, or a zero one New did not make,
-// returns nil instead of panicking, and a nil one refuses a Declare with
-// topology.ErrClosed.
-func TestANilOrUnmadeBackendClosesWithNilAndANilOneRefusesDeclare(t *testing.T) {
+// Guarantee: a zero Backend New did not make refuses a Declare at once
+// with an error wrapping topic.ErrNotCreated; closing it, or a nil
+// Backend, returns nil instead of panicking, and both then refuse a
+// Declare with topology.ErrClosed.
+func TestAnUnmadeBackendRefusesDeclareAndClosesWithNil(t *testing.T) {
 	topologytest.UnmadeBackend[string](t, &pulsartopology.Backend[string]{})
 }

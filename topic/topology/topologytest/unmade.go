@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
@@ -14,12 +15,22 @@ type Backend[T any] interface {
 	Close(ctx context.Context) error
 }
 
-// UnmadeBackend checks that closing a nil backend, and a zero one its
-// constructor did not make (zero), twice each, returns nil instead of
-// panicking (on the caller or on the closing's own goroutine), and that
-// the nil one refuses a Declare with topology.ErrClosed.
+// UnmadeBackend checks that a zero backend its constructor did not make
+// (zero) refuses a Declare at once with an error wrapping
+// topic.ErrNotCreated, that closing a nil backend, and zero, twice each,
+// returns nil instead of panicking (on the caller or on the closing's own
+// goroutine), and that both then refuse a Declare with
+// topology.ErrClosed.
 func UnmadeBackend[T any, B Backend[T]](t *testing.T, zero B) {
 	t.Helper()
+	top, err := topology.New("t").Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A context that never ends: the refusal cannot be a deadline.
+	if _, err := zero.Declare(context.Background(), top); !errors.Is(err, topic.ErrNotCreated) {
+		t.Errorf("zero backend: Declare = %v, want an error wrapping topic.ErrNotCreated", err)
+	}
 	var nilB B
 	for name, b := range map[string]B{"nil": nilB, "zero": zero} {
 		for i := range 2 {
@@ -28,11 +39,9 @@ func UnmadeBackend[T any, B Backend[T]](t *testing.T, zero B) {
 			}
 		}
 	}
-	top, err := topology.New("t").Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := nilB.Declare(context.Background(), top); !errors.Is(err, topology.ErrClosed) {
-		t.Errorf("nil backend: Declare = %v, want topology.ErrClosed", err)
+	for name, b := range map[string]B{"nil": nilB, "closed zero": zero} {
+		if _, err := b.Declare(context.Background(), top); !errors.Is(err, topology.ErrClosed) {
+			t.Errorf("%s backend: Declare = %v, want topology.ErrClosed", name, err)
+		}
 	}
 }
