@@ -232,7 +232,8 @@ func New(opts Options) *Observer {
 // once, each on a goroutine of its own, waiting until ctx ends or
 // Options.StatsTimeout has passed, whichever comes first. When one
 // panics or has not returned by then, Add adds none of them and returns
-// an error wrapping ErrStats that names its place in pipelines; nothing
+// an error wrapping ErrStats (and ctx.Err() when ctx ended first) that
+// names its place in pipelines; nothing
 // can be added without its name, which the duplicates, Remove and
 // Replace go by. A ctx that has already ended fails Add unless the
 // Stats have returned by the time Add looks, which a goroutine just

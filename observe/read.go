@@ -110,7 +110,8 @@ func (cs *calls) isClosed() bool {
 // until each Stats call the Observer has started has returned, or ctx
 // ends. It returns nil once
 // they have all returned (their goroutines ended), or, when ctx ends
-// first, an error wrapping ErrStatsPending and ctx's cause that counts
+// first, an error wrapping ErrStatsPending and ctx.Err() (and ctx's
+// cause, when it was given one) that counts
 // the calls still running; those goroutines end when their Stats
 // returns, which the Observer cannot hasten. Close may be called more
 // than once: each call waits the same way.
@@ -131,7 +132,7 @@ func (o *Observer) Close(ctx context.Context) error {
 			if left == 0 {
 				return nil
 			}
-			return fmt.Errorf("%w: %d Stats calls still running: %w", ErrStatsPending, left, context.Cause(ctx))
+			return fmt.Errorf("%w: %d Stats calls still running: %w", ErrStatsPending, left, ended(ctx))
 		}
 	}
 	return nil
@@ -231,11 +232,22 @@ func (c *call[S]) wait(ctx context.Context, timeout time.Duration) (S, error) {
 		return c.st, c.err
 	case <-ctx.Done():
 		var zero S
-		if cause := context.Cause(ctx); cause != errTimedOut {
-			return zero, fmt.Errorf("%w: %s: %w", ErrStats, c.what, cause)
+		if context.Cause(ctx) != errTimedOut {
+			return zero, fmt.Errorf("%w: %s: %w", ErrStats, c.what, ended(ctx))
 		}
 		return zero, fmt.Errorf("%w: %s: Stats did not return within %v", ErrStats, c.what, timeout)
 	}
+}
+
+// ended is the error of ctx, which has ended: ctx.Err(), and its cause
+// too when it was given one (context.WithCancelCause, WithTimeoutCause),
+// so that errors.Is finds both.
+func ended(ctx context.Context) error {
+	err, cause := ctx.Err(), context.Cause(ctx)
+	if cause == nil || cause == err {
+		return err
+	}
+	return fmt.Errorf("%w: %w", err, cause)
 }
 
 // statsCall is one Stats to read while adding something: f, called

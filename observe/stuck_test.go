@@ -198,3 +198,63 @@ func TestChecksAndSnapshotReturnWhenTheirContextEnds(t *testing.T) {
 		}
 	})
 }
+
+// errShutdown is the cause a caller gives the context it ends.
+var errShutdown = errors.New("shutting down")
+
+// expectEnded fails t unless err wraps sentinel, the context's error
+// want and its cause errShutdown.
+func expectEnded(t *testing.T, what string, err, sentinel, want error) {
+	t.Helper()
+	if !errors.Is(err, sentinel) || !errors.Is(err, want) || !errors.Is(err, errShutdown) {
+		t.Errorf("%s returned %v, want an error wrapping %v, %v and the cause %v", what, err, sentinel, want, errShutdown)
+	}
+}
+
+// Guarantee: when the caller's context ends with a cause (a deadline or
+// a cancellation given one) while a Stats blocks, Add, Replace, AddKafka
+// and Close say so as they do without a cause: their error wraps the
+// context's error (context.DeadlineExceeded, context.Canceled), and the
+// cause too.
+func TestAContextEndedWithACauseIsReportedAsEnded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		obs := observe.New(observe.Options{StatsTimeout: observe.MaxStatsTimeout})
+		var release []func()
+		defer func() {
+			for _, r := range release {
+				r()
+			}
+		}()
+		stuck := func() *faulty[pipeline.Stats] {
+			f := newFaulty(pipeline.Stats{Name: "stuck", Started: time.Now()})
+			f.setMode(statsBlock)
+			release = append(release, f.unblock)
+			return f
+		}
+		calls := map[string]func(ctx context.Context) error{
+			"Add":     func(ctx context.Context) error { return obs.Add(ctx, stuck()) },
+			"Replace": func(ctx context.Context) error { _, err := obs.Replace(ctx, stuck()); return err },
+			"AddKafka": func(ctx context.Context) error {
+				f := newFaulty(kafka.Stats{GroupID: "billing"})
+				f.setMode(statsBlock)
+				release = append(release, f.unblock)
+				return obs.AddKafka(ctx, f, f) // given twice: its Stats names it in the error
+			},
+		}
+		for name, call := range calls {
+			ctx, stop := context.WithTimeoutCause(t.Context(), time.Second, errShutdown)
+			expectEnded(t, name+" past its context's deadline", call(ctx), observe.ErrStats, context.DeadlineExceeded)
+			stop()
+			ctx, cancel := context.WithCancelCause(t.Context())
+			cancel(errShutdown)
+			expectEnded(t, name+" with a cancelled context", call(ctx), observe.ErrStats, context.Canceled)
+		}
+
+		ctx, cancel := context.WithCancelCause(t.Context())
+		cancel(errShutdown)
+		expectEnded(t, "Close with a cancelled context", obs.Close(ctx), observe.ErrStatsPending, context.Canceled)
+		ctx, stop := context.WithTimeoutCause(t.Context(), time.Second, errShutdown)
+		defer stop()
+		expectEnded(t, "Close past its context's deadline", obs.Close(ctx), observe.ErrStatsPending, context.DeadlineExceeded)
+	})
+}
