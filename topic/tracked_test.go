@@ -220,3 +220,37 @@ func TestDeliveryToClosingSubscriptionNacks(t *testing.T) {
 		t.Fatalf("receipt = %+v, %v; want Nacked with ErrDeliveryDropped", res, err)
 	}
 }
+
+// Guarantee: Receipt.Wait whose context ends before the outcome is known
+// returns the context's error (context.Canceled, or
+// context.DeadlineExceeded past its deadline), and the publish stays
+// pending: its outcome is still reported once the subscriber acks it.
+func TestReceiptWaitReturnsTheErrorOfItsEndedContext(t *testing.T) {
+	h := newIntTopic(t, topic.Options{})
+	sub := subscribeInt(t, h, topic.Balanced("g"))
+	p := newTracked(t, h, topic.TrackedOptions{Timeout: time.Hour})
+	r, err := p.Publish(testCtx(t), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelled, cancel := context.WithCancel(testCtx(t))
+	cancel()
+	expired, stop := context.WithTimeout(testCtx(t), time.Millisecond)
+	defer stop()
+	for ctx, want := range map[context.Context]error{cancelled: context.Canceled, expired: context.DeadlineExceeded} {
+		if res, err := r.Wait(ctx); !errors.Is(err, want) || res.Outcome != 0 {
+			t.Errorf("Wait with an ended context = %+v, %v; want no outcome and an error wrapping %v", res, err, want)
+		}
+	}
+	if res, ok := r.Result(); ok {
+		t.Fatalf("the publish has the outcome %+v once Wait gave up, want it pending", res)
+	}
+	it, err := sub.Receive(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub.Ack(it.ID)
+	if res, err := r.Wait(testCtx(t)); err != nil || res.Outcome != topic.Acked {
+		t.Fatalf("Wait once the subscriber acked = %+v, %v; want Acked", res, err)
+	}
+}
