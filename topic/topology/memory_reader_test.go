@@ -82,3 +82,41 @@ func TestMemoryPublishWithRoomIgnoresADoneContext(t *testing.T) {
 		t.Errorf("%d letters queued, want 1", n)
 	}
 }
+
+// Guarantee: a Publisher's Publish that waits for room in a full queue
+// returns, once its context ends, an error wrapping the context's error
+// (context.DeadlineExceeded past its deadline, context.Canceled once
+// cancelled), and publishes nothing.
+func TestPublishWaitingForRoomReturnsTheErrorOfItsEndedContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, _ := topology.NewMemory[int](topology.MemoryOptions{Capacity: 1})
+		defer m.Close(context.Background())
+		q, err := m.Declare(t.Context(), build(t, topology.New("full")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub, err := topology.NewPublisher(q, topology.PublisherOptions[int]{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pub.Publish(t.Context(), 1); err != nil { // fills the queue
+			t.Fatal(err)
+		}
+		expired, stop := context.WithTimeout(t.Context(), time.Second)
+		defer stop()
+		if err := pub.Publish(expired, 2); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Publish into a full queue past its deadline = %v, want an error wrapping context.DeadlineExceeded", err)
+		}
+		cancelled, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- pub.Publish(cancelled, 3) }()
+		synctest.Wait() // it waits for room
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("Publish into a full queue once cancelled = %v, want an error wrapping context.Canceled", err)
+		}
+		if n := m.Queued("full", "full"); n != 1 {
+			t.Errorf("%d letters queued, want 1: the publishes cut short published nothing", n)
+		}
+	})
+}
