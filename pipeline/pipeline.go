@@ -440,7 +440,8 @@ func (p *Pipeline[In, Out]) requestStop() {
 // cancelled) when ShutdownTimeout passes, or CancelGrace (at most a quarter
 // of the time left) before ctx's deadline, or when ctx is cancelled,
 // whichever is first; what is left then stays unacknowledged and Stop
-// returns ErrShutdownTimeout. The source's Close (see producer.Source) gets
+// returns ErrShutdownTimeout, wrapping ctx.Err() too when Stop returns
+// because ctx ended (errors.Is finds both). The source's Close (see producer.Source) gets
 // its own ShutdownTimeout, and its context is cancelled at the same point
 // before ctx's deadline, or when ctx is cancelled.
 // Whatever ctx says, Stop stops waiting for goroutines that ignore their
@@ -508,12 +509,18 @@ func (p *Pipeline[In, Out]) Stop(ctx context.Context) error {
 	// and hurry the source's Close.
 	p.cutShortBy(ctx)
 	p.closeCancel()
+	var err error
 	select {
 	case <-p.done:
-		return p.stopResult(nil)
+		err = p.stopResult(nil)
 	default:
+		err = p.stopResult(&ShutdownTimeoutError{Pipeline: p.opts.Name, Running: p.stragglers()})
 	}
-	return p.stopResult(&ShutdownTimeoutError{Pipeline: p.opts.Name, Running: p.stragglers()})
+	if errors.Is(err, ErrShutdownTimeout) {
+		// ctx's end cut the drain short: say so.
+		err = fmt.Errorf("%w: %w", err, ctx.Err())
+	}
+	return err
 }
 
 // Run starts the pipeline and blocks until ctx is cancelled, then drains it

@@ -347,3 +347,48 @@ func stopCutShort(t *testing.T, p *pipeline.Pipeline[uint64, uint64]) {
 		t.Fatalf("Stop = %v, want a shutdown timeout", err)
 	}
 }
+
+// Guarantee: Stop that returns because its context ended while a
+// handler still runs says why: its error wraps ErrShutdownTimeout (the
+// drain was cut short) and the context's error, context.Canceled once
+// cancelled, context.DeadlineExceeded past its deadline.
+func TestStopCutShortByItsContextWrapsTheContextsError(t *testing.T) {
+	ends := map[string]struct {
+		ctx  func() (context.Context, context.CancelFunc)
+		want error
+	}{
+		"cancelled": {func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() {
+				synctest.Wait() // Stop waits for the handler
+				cancel()
+			}()
+			return ctx, cancel
+		}, context.Canceled},
+		"past its deadline": {func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), time.Second)
+		}, context.DeadlineExceeded},
+	}
+	for name, end := range ends {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				started, release, unblock := stuckGate()
+				defer unblock()
+				p := mustNew(t, pipeline.Options[uint64, uint64]{
+					Name:            "cut",
+					ShutdownTimeout: time.Hour,
+					Processors:      processor.Options[uint64, uint64]{Concurrency: 1, Handle: stuckHandler(started, release)},
+				})
+				startWithOne(t, p, started)
+				ctx, cancel := end.ctx()
+				defer cancel()
+				err := p.Stop(ctx)
+				if !errors.Is(err, pipeline.ErrShutdownTimeout) || !errors.Is(err, end.want) {
+					t.Errorf("Stop cut short by its context = %v, want an error wrapping ErrShutdownTimeout and %v", err, end.want)
+				}
+				unblock()
+				<-p.Done()
+			})
+		})
+	}
+}
