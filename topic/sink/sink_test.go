@@ -458,3 +458,27 @@ func TestNewTrackedOnAClosedTopicWrapsTopicClosed(t *testing.T) {
 		t.Fatalf("New = %v, want %q wrapping topic.ErrTopicClosed", err, want)
 	}
 }
+
+// Guarantee: a Publish that waits for room in a full queue (queue_on_full
+// block) returns, once its context ends, an error wrapping the context's
+// error, with or without ack propagation, and leaves the message
+// undeferred for the pipeline to report; nothing more is published.
+func TestPublishWaitingForRoomReturnsTheErrorOfItsEndedContext(t *testing.T) {
+	for name, o := range map[string]topic.Options{"untracked": {}, "tracked": autoOpts(0)} {
+		t.Run(name, func(t *testing.T) {
+			o.Balanced.Capacity = 1
+			_, _, s := rig(t, o, topic.Block, topic.Balanced("g"))
+			rec := acker.NewRecorder(false)
+			publishOne(t, s, rec, 1) // fills the queue
+			ctx, cancel := context.WithTimeout(ctxT(t), 10*time.Millisecond)
+			defer cancel()
+			m := message.New(2, rec, 2)
+			if err := s.Publish(ctx, m); !errors.Is(err, context.DeadlineExceeded) || m.Deferred() {
+				t.Fatalf("Publish into a full queue past its deadline = %v (deferred %v), want an error wrapping context.DeadlineExceeded, not deferred", err, m.Deferred())
+			}
+			if st := s.Stats(); st.Published != 1 {
+				t.Fatalf("stats %+v, want only the first message published", st)
+			}
+		})
+	}
+}
