@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -103,6 +104,34 @@ func receive(t *testing.T, ctx context.Context, c pulsar.Consumer) pulsar.Messag
 		t.Fatalf("Receive: %v", err)
 	}
 	return m
+}
+
+// receiveUntil returns c's next message, or false once ctx has ended or
+// done reports that every expected message arrived and c then has nothing
+// more for a moment (so that extra deliveries are still counted). A quiet
+// spell alone does not end the receiving: on a busy machine the broker can
+// take long to dispatch the next message.
+func receiveUntil(ctx context.Context, c pulsar.Consumer, done func() bool) (pulsar.Message, bool) {
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		m, err := c.Receive(rctx)
+		cancel()
+		if err == nil {
+			return m, true
+		}
+		if ctx.Err() != nil || done() {
+			return nil, false
+		}
+	}
+}
+
+// reached reports whether *n, guarded by mu, has reached want.
+func reached(mu *sync.Mutex, n *int, want int) func() bool {
+	return func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return *n >= want
+	}
 }
 
 // noMessage asserts that nothing arrives on c within d.

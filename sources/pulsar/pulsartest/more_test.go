@@ -1,7 +1,6 @@
 package pulsartest
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -54,16 +53,15 @@ func TestKeySharedStickyRanges(t *testing.T) {
 	}
 	var mu sync.Mutex
 	total := 0
+	all := reached(&mu, &total, n)
 	var wg sync.WaitGroup
 	for i, c := range cs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
-				rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-				m, err := c.Receive(rctx)
-				cancel()
-				if err != nil {
+				m, ok := receiveUntil(ctx, c, all)
+				if !ok {
 					return
 				}
 				h := int(murmur3([]byte(m.Key())) % keyHashRange)
@@ -174,13 +172,12 @@ func TestKeySharedOrderAcrossJoin(t *testing.T) {
 	var mu sync.Mutex
 	last := map[string]int{}
 	total := 0
+	all := reached(&mu, &total, keys*per)
 	consume := func(c pulsar.Consumer, wg *sync.WaitGroup) {
 		defer wg.Done()
 		for {
-			rctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-			m, err := c.Receive(rctx)
-			cancel()
-			if err != nil {
+			m, ok := receiveUntil(ctx, c, all)
+			if !ok {
 				return
 			}
 			var i int
@@ -204,11 +201,7 @@ func TestKeySharedOrderAcrossJoin(t *testing.T) {
 	defer first.Close()
 	wg.Add(1)
 	go consume(first, &wg)
-	wait.For(t, "first consumer under way", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return total >= 40
-	})
+	wait.For(t, "first consumer under way", reached(&mu, &total, 40))
 	second, err := cl.Subscribe(opts)
 	if err != nil {
 		t.Fatal(err)

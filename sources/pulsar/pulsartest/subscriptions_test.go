@@ -127,15 +127,14 @@ func TestKeySharedRoutesByKey(t *testing.T) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	total := 0
+	all := reached(&mu, &total, keys*per)
 	for i, c := range cs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
-				rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-				m, err := c.Receive(rctx)
-				cancel()
-				if err != nil {
+				m, ok := receiveUntil(ctx, c, all)
+				if !ok {
 					return
 				}
 				mu.Lock()
