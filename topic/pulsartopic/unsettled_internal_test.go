@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/topic"
 )
@@ -28,6 +29,36 @@ func TestABroadcastSubscriberKeepsUnsettledMessagesUpToItsLimit(t *testing.T) {
 		topic.Options{Mode: topic.BroadcastOnly, Broadcast: topic.BroadcastPolicy{Capacity: 2}}, topic.Broadcast())
 	if got := ss.(*pSub[int]).unsettledMax; got != unsettledLimit(2) {
 		t.Errorf("a broadcast subscription with a read-ahead of 2 keeps %d unsettled messages, want %d", got, unsettledLimit(2))
+	}
+}
+
+// Guarantee: a balanced subscriber forgets none of the messages it left
+// unsettled, however many: its broker bounds them, and acking one it has
+// not settled would lose it for the whole group.
+func TestABalancedSubscriberKeepsEveryUnsettledMessage(t *testing.T) {
+	_, _, _, ss := balancedOnBroker(t, topic.IntCodec{}, time.Second)
+	if got := ss.(*pSub[int]).unsettledMax; got != 0 {
+		t.Errorf("a balanced subscription forgets its unsettled messages past %d, want it to forget none (0)", got)
+	}
+}
+
+// Guarantee: past its limit, a broadcast subscriber keeps exactly the
+// latest half of its limit of the messages it left unsettled.
+func TestABroadcastSubscriberPastItsLimitKeepsTheLatestHalf(t *testing.T) {
+	const limit = 32
+	s := &pSub[int]{unsettledMax: limit, pending: map[topic.MessageID]pulsar.MessageID{}}
+	for range limit + 1 {
+		s.next++
+		s.pending[s.next] = pulsar.EarliestMessageID()
+	}
+	s.forgetOldestLocked()
+	if len(s.pending) != limit/2 {
+		t.Fatalf("past a limit of %d, the subscription keeps %d unsettled messages, want %d", limit, len(s.pending), limit/2)
+	}
+	for id := s.next - limit/2 + 1; id <= s.next; id++ {
+		if _, ok := s.pending[id]; !ok {
+			t.Errorf("message %d, among the latest %d, was forgotten", id, limit/2)
+		}
 	}
 }
 
