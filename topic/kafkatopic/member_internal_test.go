@@ -541,3 +541,30 @@ func TestAnOnReleaseThatPanicsOrExitsLetsTheRevokeGoOn(t *testing.T) {
 		})
 	}
 }
+
+// Guarantee: a read-ahead whose records were all handed out starts again
+// from the front of its slice, and one compacted moves its live records to
+// the front and keeps no reference to any record past them.
+func TestAReadAheadCompactedHoldsOnlyItsLiveRecords(t *testing.T) {
+	q := []*int{new(int), new(int), new(int)}
+	if got, head := compactQueue(q, len(q)); len(got) != 0 || head != 0 {
+		t.Errorf("a read-ahead with none of its 3 records live is %d long from %d, want 0 from 0", len(got), head)
+	}
+	const live = 2
+	q = make([]*int, queueCompactAt+1+live)
+	for i := range q {
+		q[i] = new(int)
+		*q[i] = i
+	}
+	head := len(q) - live
+	clear(q[:head]) // handed out
+	got, gotHead := compactQueue(q, head)
+	if len(got) != live || gotHead != 0 || *got[0] != head || *got[1] != head+1 {
+		t.Fatalf("a compacted read-ahead is %d long from %d, want its %d live records from 0", len(got), gotHead, live)
+	}
+	for i, r := range got[live:cap(got)] {
+		if r != nil {
+			t.Fatalf("the compacted read-ahead still holds record %d at %d, past its live records", *r, live+i)
+		}
+	}
+}
