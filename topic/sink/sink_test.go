@@ -164,6 +164,28 @@ func TestCloseFailsPending(t *testing.T) {
 	}
 }
 
+// A Drain that saw every publish reported closes the sink as well: later
+// publishes fail without deferring the message.
+func TestADrainThatCompletesClosesTheSink(t *testing.T) {
+	_, sub, s := rig(t, autoOpts(0), topic.Block, topic.Balanced("g"))
+	rec := acker.NewRecorder(false)
+	publishOne(t, s, rec, 1)
+	it, err := sub.Receive(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Ack(it.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Drain(ctxT(t)); err != nil {
+		t.Fatalf("Drain with every publish reported: %v", err)
+	}
+	m := message.New(2, rec, 2)
+	if err := s.Publish(ctxT(t), m); !errors.Is(err, topic.ErrPublisherClosed) || m.Deferred() {
+		t.Fatalf("publish after a completed Drain: %v (deferred %v), want topic.ErrPublisherClosed, not deferred", err, m.Deferred())
+	}
+}
+
 // Closing the topic reports the sink's unresolved publishes as failed
 // (ErrClosed, reason topic.ErrTopicClosed).
 func TestTopicClosedFailsPending(t *testing.T) {
