@@ -18,7 +18,7 @@ import (
 // pipeline drains.
 func Example() {
 	rec := acker.NewRecorder(false)
-	p, err := pipeline.New(pipeline.Options[string, string]{
+	p := start(pipeline.Options[string, string]{
 		Name: "example",
 		Processors: processor.Options[string, string]{
 			Concurrency: 1,
@@ -43,17 +43,11 @@ func Example() {
 				return nil
 			},
 		}},
-		ExplicitRouting: true,
 	})
-	if err != nil {
-		fmt.Println(err)
+	if p == nil {
 		return
 	}
 	ctx := context.Background()
-	if err := p.Start(ctx); err != nil {
-		fmt.Println(err)
-		return
-	}
 	var msgs []*message.Message[string]
 	for i, w := range strings.Fields("a b c d e f g") {
 		msgs = append(msgs, message.New(w, rec, uint64(i)))
@@ -71,4 +65,70 @@ func Example() {
 	// words: d e (flush)
 	// words: f g (flush)
 	// acknowledged: 7
+}
+
+// A processor gives each message a batch key (here its region): a batcher
+// keeps one open batch per key, so a batch never mixes keys, and each key's
+// batches fill up on their own. PartitionBy, by the same key, gives each
+// key a batcher partition of its own, which batches and handles its
+// messages in the order they arrived while another partition handles the
+// other key's.
+func Example_batchKeys() {
+	p := start(pipeline.Options[string, string]{
+		Name: "orders",
+		Processors: processor.Options[string, string]{
+			Concurrency: 1,
+			Handle: func(_ context.Context, m *message.Message[string]) (string, error) {
+				region, _, _ := strings.Cut(m.Data, ":")
+				m.SetBatcher("by-region")
+				m.SetBatchKey(region)
+				return m.Data, nil
+			},
+		},
+		Batchers: []batcher.Options[string]{{
+			Name:         "by-region",
+			BatchSize:    2,
+			BatchTimeout: time.Hour,
+			Concurrency:  2,
+			PartitionBy:  func(m *message.Message[string]) string { return m.BatchKey() },
+			Handle: func(_ context.Context, batch []*message.Message[string], info message.BatchInfo) error {
+				orders := make([]string, len(batch))
+				for i, m := range batch {
+					_, orders[i], _ = strings.Cut(m.Data, ":")
+				}
+				fmt.Printf("%s: %s\n", info.BatchKey, strings.Join(orders, " "))
+				return nil
+			},
+		}},
+	})
+	if p == nil {
+		return
+	}
+	ctx := context.Background()
+	defer p.Stop(ctx)
+
+	// TestBatch pushes the messages in bulk mode and waits for their outcomes.
+	if _, err := p.TestBatch(ctx, strings.Fields("eu:1 us:2 eu:3 eu:4 us:5 eu:6 us:7 us:8")...); err != nil {
+		fmt.Println(err)
+	}
+	// Unordered output:
+	// eu: 1 3
+	// eu: 4 6
+	// us: 2 5
+	// us: 7 8
+}
+
+// start builds and starts a pipeline that routes its messages explicitly
+// (SetBatcher), printing the error and returning nil when it cannot.
+func start(opts pipeline.Options[string, string]) *pipeline.Pipeline[string, string] {
+	opts.ExplicitRouting = true
+	p, err := pipeline.New(opts)
+	if err == nil {
+		err = p.Start(context.Background())
+	}
+	if err != nil {
+		fmt.Println(err)
+		return nil
+	}
+	return p
 }
