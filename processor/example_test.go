@@ -3,7 +3,10 @@ package processor_test
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/message"
@@ -29,7 +32,7 @@ func ExampleOptions() {
 		return found
 	}
 
-	p, err := pipeline.New(pipeline.Options[string, int]{
+	p := start(pipeline.Options[string, int]{
 		Name: "pricing",
 		Processors: processor.Options[string, int]{
 			Concurrency: 1,
@@ -64,15 +67,10 @@ func ExampleOptions() {
 			},
 		},
 	})
-	if err != nil {
-		fmt.Println(err)
+	if p == nil {
 		return
 	}
 	ctx := context.Background()
-	if err := p.Start(ctx); err != nil {
-		fmt.Println(err)
-		return
-	}
 	defer p.Stop(ctx)
 
 	outcomes, err := p.Test(ctx, "4 apple", "2 kiwi", "3 pear")
@@ -91,4 +89,89 @@ func ExampleOptions() {
 	// total 12
 	// failed: unknown product "kiwi" (discard)
 	// total 15
+}
+
+// Concurrency processors handle messages in parallel; PartitionBy sends
+// every message of one account to the same processor, which handles them
+// in the order they arrived, while the other processors handle the other
+// accounts. Each processor takes chunks of at most MaxDemand messages
+// (what Prepare sees). A handler that returns an error fails its message
+// alone: its outcome carries the error and the default disposition (the
+// source's own choice, a redelivery for most), and the rest of its chunk
+// succeeds.
+func ExampleOptions_partitionBy() {
+	var (
+		mu       sync.Mutex
+		order    = map[string][]string{} // account → amounts, in handling order
+		maxChunk int
+	)
+	p := start(pipeline.Options[string, string]{
+		Name: "ledger",
+		Processors: processor.Options[string, string]{
+			Concurrency: 3,
+			MaxDemand:   2,
+			PartitionBy: func(m *message.Message[string]) string {
+				account, _, _ := strings.Cut(m.Data, " ")
+				return account
+			},
+			Prepare: func(_ context.Context, msgs []*message.Message[string]) error {
+				mu.Lock()
+				maxChunk = max(maxChunk, len(msgs))
+				mu.Unlock()
+				return nil
+			},
+			Handle: func(_ context.Context, m *message.Message[string]) (string, error) {
+				account, amount, _ := strings.Cut(m.Data, " ")
+				mu.Lock()
+				order[account] = append(order[account], amount)
+				mu.Unlock()
+				if strings.HasPrefix(amount, "-") {
+					return "", fmt.Errorf("%s: withdrawals are not accepted", account)
+				}
+				return m.Data, nil
+			},
+		},
+	})
+	if p == nil {
+		return
+	}
+	ctx := context.Background()
+	defer p.Stop(ctx)
+
+	outcomes, err := p.Test(ctx, "alice 5", "bob 7", "alice 2", "carol 1", "bob -4", "alice 9", "carol 3", "bob 6")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, o := range outcomes { // in push order
+		if o.Err != nil {
+			fmt.Printf("failed: %v (%s)\n", o.Err, o.Disposition)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, account := range slices.Sorted(maps.Keys(order)) {
+		fmt.Println(account, order[account])
+	}
+	fmt.Println("chunks of at most MaxDemand:", maxChunk <= 2)
+	// Output:
+	// failed: bob: withdrawals are not accepted (default)
+	// alice [5 2 9]
+	// bob [7 -4 6]
+	// carol [1 3]
+	// chunks of at most MaxDemand: true
+}
+
+// start builds and starts a pipeline, printing the error and returning nil
+// when it cannot.
+func start[Out any](opts pipeline.Options[string, Out]) *pipeline.Pipeline[string, Out] {
+	p, err := pipeline.New(opts)
+	if err == nil {
+		err = p.Start(context.Background())
+	}
+	if err != nil {
+		fmt.Println(err)
+		return nil
+	}
+	return p
 }
