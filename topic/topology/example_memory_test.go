@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/boulevard-go/boulevard/message"
@@ -15,8 +16,10 @@ import (
 )
 
 // A topology in memory feeding a pipeline: a retried order waits in the
-// hold queue and is delivered again, a rejected one goes to the DLQ, and
-// Replay puts it back on the main topic once its cause is fixed.
+// hold queue and is delivered again, one retried more often than
+// SourceOptions.MaxRetries allows goes to the DLQ after its hold, as does
+// a rejected one at once, and Replay puts them back on the main topic once
+// their cause is fixed.
 func ExampleNewMemory() {
 	ctx := context.Background()
 	quiet := slog.New(slog.DiscardHandler)
@@ -37,12 +40,14 @@ func ExampleNewMemory() {
 		return
 	}
 
-	src, err := topology.NewSource(topology.SourceOptions[string]{Queues: q, Logger: quiet})
+	// One retry each: the second Retry of a message dead-letters it.
+	src, err := topology.NewSource(topology.SourceOptions[string]{Queues: q, MaxRetries: 1, Logger: quiet})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	retried := make(chan struct{})
+	var back sync.WaitGroup // order-2 and order-4, back from the hold queue
+	back.Add(2)
 	p, err := pipeline.New(pipeline.Options[string, string]{
 		Name:     "orders",
 		Logger:   quiet,
@@ -58,10 +63,16 @@ func ExampleNewMemory() {
 				case m.Data == "order-3":
 					fmt.Println("order-3: rejected")
 					return "", topology.Reject(errors.New("malformed amount"))
+				case m.Data == "order-4":
+					fmt.Printf("order-4: card declined, retried (retry %d)\n", d.Retries+1)
+					if d.Retries > 0 {
+						back.Done()
+					}
+					return "", topology.Retry(errors.New("card declined"))
 				}
 				fmt.Printf("%s: settled after %d retries\n", m.Data, d.Retries)
 				if m.Data == "order-2" {
-					close(retried)
+					back.Done()
 				}
 				return m.Data, nil
 			},
@@ -80,14 +91,14 @@ func ExampleNewMemory() {
 		fmt.Println(err)
 		return
 	}
-	for _, o := range []string{"order-1", "order-2", "order-3"} {
+	for _, o := range []string{"order-1", "order-2", "order-3", "order-4"} {
 		if err := pub.Publish(ctx, o); err != nil {
 			fmt.Println(err)
 		}
 	}
-	<-retried // order-2 is back from the hold queue, a second later
-	// Stop drains: every outcome, the dead-lettering of order-3 included,
-	// is carried out before it returns.
+	back.Wait() // a second later
+	// Stop drains: every outcome, the dead-lettering of order-3 and
+	// order-4 included, is carried out before it returns.
 	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := p.Stop(stopCtx); err != nil {
@@ -109,8 +120,11 @@ func ExampleNewMemory() {
 	// order-1: settled after 0 retries
 	// order-2: gateway down, retried
 	// order-3: rejected
+	// order-4: card declined, retried (retry 1)
 	// order-2: settled after 1 retries
-	// letters in orders-dlq: 1
+	// order-4: card declined, retried (retry 2)
+	// letters in orders-dlq: 2
 	// replayed order-3 (rejected: malformed amount)
+	// replayed order-4 (max_retries: card declined)
 	// letters in orders-dlq: 0
 }
