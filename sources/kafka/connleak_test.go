@@ -1,0 +1,68 @@
+package kafka_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/internal/testnet"
+	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/producer"
+)
+
+// liveConns bounds the connections one live member keeps to the 3 brokers
+// of a test cluster: franz-go opens up to 4 per broker (one each for
+// requests, produces, fetches and the group), sarama fewer.
+const liveConns = 3 * 4
+
+// Guarantee: a stage whose member fails and restarts closes the connections
+// of the member gone: after each of many restarts the stage holds no more
+// connections to the brokers than one live member does, and none once the
+// pipeline stopped.
+func TestAMemberRestartClosesTheConnectionsOfTheMemberGone(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl client) {
+		const (
+			group  = "g-restart-conns"
+			rounds = 10
+		)
+		c := newCluster(t, 1)
+		f := failGroup(c, group)
+		brokers := c.ListenAddrs()
+		conns := func() int { return testnet.ConnsTo(t, brokers...) }
+		before := conns()
+		src := cl.new(t, sourceOptions(c, group))
+		opts := pipelineOpts("restartconns", src, 1, newLedger(), nil)
+		opts.Producer.Restart = producer.Restart{MaxRestarts: 2 * rounds, Window: time.Hour,
+			Backoff: time.Millisecond, MaxBackoff: time.Millisecond}
+		p := startPipeline(t, opts)
+		member := func() string {
+			if m := src.Stats().Members; len(m) == 1 {
+				return m[0].MemberID
+			}
+			return ""
+		}
+		last := ""
+		wait.Within(t, 30*time.Second, "the first member", func() bool { last = member(); return last != "" })
+		for i := range rounds {
+			if err := f.fail(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			prev := last
+			wait.Within(t, 30*time.Second, "a new member after restart", func() bool {
+				last = member()
+				return last != "" && last != prev
+			}, func() string { return fmt.Sprintf("restart %d of %d", i+1, rounds) })
+			// A member that did not close its client would leave its
+			// connections open until the brokers or its idle timeout cut
+			// them: each restart would add some.
+			testnet.SettlesAtMost(t, 5*time.Second, fmt.Sprintf("connections to the brokers after restart %d", i+1), before+liveConns, conns)
+		}
+		if r := p.Stats().Producers[0].Restarts; r < rounds {
+			t.Fatalf("%d restarts, want %d", r, rounds)
+		}
+		t.Logf("%d connections before, %d with the live member after %d restarts", before, conns(), rounds)
+		stopPipeline(t, p)
+		testnet.SettlesAtMost(t, 10*time.Second, "connections to the brokers once stopped", before, conns)
+	})
+}
