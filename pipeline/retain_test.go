@@ -2,7 +2,6 @@ package pipeline_test
 
 import (
 	"context"
-	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/batcher"
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
@@ -58,27 +58,6 @@ func deliverPayloads(n int, ack acker.Acknowledger, ws []weak.Pointer[payload]) 
 		f.Close()
 		return nil
 	})
-}
-
-// liveAfterGC collects garbage until none of ws is reachable, a bounded
-// number of times, and returns how many still are.
-func liveAfterGC(ws []weak.Pointer[payload]) int {
-	live := 0
-	for range 20 {
-		runtime.GC()
-		runtime.GC()
-		live = 0
-		for _, w := range ws {
-			if w.Value() != nil {
-				live++
-			}
-		}
-		if live == 0 {
-			return 0
-		}
-		runtime.Gosched()
-	}
-	return live
 }
 
 // retainCase is a pipeline's shape: each of its options sends messages
@@ -166,7 +145,7 @@ func TestARunningPipelineKeepsNoSettledPayload(t *testing.T) {
 			case <-ctx.Done():
 				t.Fatalf("only %d of %d outcomes reported", ack.n.Load(), n)
 			}
-			if live := liveAfterGC(ws); live > 0 {
+			if live := wait.Reachable(ws); live > 0 {
 				t.Errorf("%d of %d payloads still reachable from the running pipeline after their outcomes were reported", live, n)
 			}
 		})
