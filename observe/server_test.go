@@ -558,6 +558,34 @@ func TestServerDefaultsFitTheEndpoints(t *testing.T) {
 	}
 }
 
+// Guarantee: zero ServerOptions take the defaults the field comments and
+// docs/observability.md give: a 5s header read, a 10s request read, a
+// 30s idle keep-alive, a 64 KiB header and a 1s shutdown grace; values
+// set are kept.
+func TestServerOptionsDefaultsAreTheDocumentedOnes(t *testing.T) {
+	d := observe.ServerOptions{}.WithDefaults()
+	set := observe.ServerOptions{ReadHeaderTimeout: time.Millisecond, ReadTimeout: 2 * time.Millisecond,
+		IdleTimeout: 3 * time.Millisecond, MaxHeaderBytes: 4, ShutdownTimeout: 5 * time.Millisecond}
+	kept := set.WithDefaults()
+	for _, c := range []struct {
+		field                 string
+		got, want, given, own any
+	}{
+		{"ReadHeaderTimeout", d.ReadHeaderTimeout, 5 * time.Second, set.ReadHeaderTimeout, kept.ReadHeaderTimeout},
+		{"ReadTimeout", d.ReadTimeout, 10 * time.Second, set.ReadTimeout, kept.ReadTimeout},
+		{"IdleTimeout", d.IdleTimeout, 30 * time.Second, set.IdleTimeout, kept.IdleTimeout},
+		{"MaxHeaderBytes", d.MaxHeaderBytes, 64 << 10, set.MaxHeaderBytes, kept.MaxHeaderBytes},
+		{"ShutdownTimeout", d.ShutdownTimeout, time.Second, set.ShutdownTimeout, kept.ShutdownTimeout},
+	} {
+		if c.got != c.want {
+			t.Errorf("default %s = %v, want %v", c.field, c.got, c.want)
+		}
+		if c.own != c.given {
+			t.Errorf("WithDefaults made the %s set, %v, %v", c.field, c.given, c.own)
+		}
+	}
+}
+
 // Guarantee: a Server's write timeout is, by default, twice its
 // Observer's StatsTimeout (the longest a /metrics scrape waits for the
 // gathering) plus 10s to write the answer, whatever the StatsTimeout; a
