@@ -35,11 +35,15 @@ func TestOptionsValidated(t *testing.T) {
 }
 
 // Defaults are documented values: loopback on a free port, 5 MiB messages,
-// 50 000 unacked messages per consumer.
+// 50 000 unacked messages per consumer, a 10 s handshake, 16 MiB queued
+// for a connection and a 30 s write timeout.
 func TestOptionsDefaults(t *testing.T) {
 	o := Options{}.WithDefaults()
-	if o.Addr != "127.0.0.1:0" || o.MaxMessageSize != 5<<20 || o.ServerVersion != "pulsartest" || o.MaxUnackedPerConsumer != 50000 {
-		t.Fatalf("defaults %+v", o)
+	want := Options{Addr: "127.0.0.1:0", ServerVersion: "pulsartest", MaxMessageSize: 5 << 20,
+		HandshakeTimeout: 10 * time.Second, MaxUnackedPerConsumer: 50000, MaxOutgoingBytes: 16 << 20,
+		WriteTimeout: 30 * time.Second}
+	if o != want {
+		t.Fatalf("defaults\n%+v, want\n%+v", o, want)
 	}
 	b := startBroker(t)
 	if !strings.HasPrefix(b.URL(), "pulsar://127.0.0.1:") || strings.HasSuffix(b.URL(), ":0") {
