@@ -485,3 +485,43 @@ func TestAStopCutShortDeliversNoLetterTwiceToTheNextConsumer(t *testing.T) {
 	}
 	topologytest.CutShortStop(t, q, func() topology.Queues[topologytest.Msg] { return q }, false)
 }
+
+// Guarantee: zero MemoryOptions size the in-memory queues as documented:
+// a DLQ holds DefaultMemoryCapacity (4096) letters and as many more wait
+// behind it before a dead-lettering fails with ErrFull, and a hold queue
+// holds DefaultMemoryHoldCapacity (65536) letters before a Hold fails
+// with ErrFull.
+func TestZeroMemoryOptionsTakeTheDocumentedCapacities(t *testing.T) {
+	if topology.DefaultMemoryCapacity != 4096 || topology.DefaultMemoryHoldCapacity != 65536 {
+		t.Errorf("DefaultMemoryCapacity %d, DefaultMemoryHoldCapacity %d, want the documented 4096 and 65536",
+			topology.DefaultMemoryCapacity, topology.DefaultMemoryHoldCapacity)
+	}
+	m, err := topology.NewMemory[int](topology.MemoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(t.Context())
+	top, _ := topology.New("sized").Hold(time.Hour).DLQ().Build()
+	q, err := m.Declare(t.Context(), top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill := func(what string, want int, put func(v int) error) {
+		t.Helper()
+		for v := range want {
+			if err := put(v); err != nil {
+				t.Fatalf("%s letter %d of %d: %v", what, v+1, want, err)
+			}
+		}
+		if err := put(want); !errors.Is(err, topology.ErrFull) {
+			t.Errorf("%s letter %d = %v, want ErrFull past %d", what, want+1, err, want)
+		}
+	}
+	fill("dead", 2*4096, func(v int) error {
+		return q.DeadLetter(t.Context(), topology.Letter[int]{Value: v, Death: &topology.Death{Reason: topology.ReasonRejected, Topic: "sized"}})
+	})
+	fill("held", 65536, func(v int) error { return q.Hold(t.Context(), 0, topology.Letter[int]{Value: v}) })
+	if n := m.Held("sized-hold-3600s"); n != 65536 {
+		t.Errorf("Held = %d, want 65536", n)
+	}
+}
