@@ -52,3 +52,31 @@ func TestTopologyShowsDemandAndWeight(t *testing.T) {
 		t.Errorf("logged %q: a batcher without a weight rule shows a max weight", logged.String())
 	}
 }
+
+// Guarantee: a batcher's queues left at 0 take the capacities its field
+// comments and docs/architecture.md give: an input queue of
+// max(2·BatchSize, 64) messages (each partition's, with PartitionBy), and
+// a batch queue of max(2·Concurrency, ⌈64/BatchSize⌉) batches, or with
+// PartitionBy max(2, ⌈64/BatchSize⌉) each.
+func TestBatcherQueuesDefaultToTheDocumentedCapacities(t *testing.T) {
+	key := func(*message.Message[uint64]) string { return "" }
+	for _, c := range []struct {
+		name                   string
+		batchSize, concurrency int
+		by                     func(*message.Message[uint64]) string
+		queue, batchQueue      int
+	}{
+		{"defaults", 0, 0, nil, 200, 2},
+		{"small batches", 5, 1, nil, 64, 13},
+		{"several batch processors", 10, 4, nil, 64, 8},
+		{"large batches, several batch processors", 1000, 3, nil, 2000, 6},
+		{"partitioned, small batches", 5, 4, key, 64, 13},
+		{"partitioned, large batches", 1000, 4, key, 2000, 2},
+	} {
+		top := pushOnly(t, batcher.Options[uint64]{Name: "default", BatchSize: c.batchSize, Concurrency: c.concurrency,
+			PartitionBy: c.by, Handle: batchOK}).Topology()
+		if b := top.Batchers[0]; b.QueueCapacity != c.queue || b.BatchQueueCapacity != c.batchQueue {
+			t.Errorf("%s: queue %d, batch queue %d; want %d and %d", c.name, b.QueueCapacity, b.BatchQueueCapacity, c.queue, c.batchQueue)
+		}
+	}
+}
