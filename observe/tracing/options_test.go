@@ -11,12 +11,13 @@ import (
 )
 
 // Guarantee: WithDefaults gives each zero field its documented default
-// (TracerProvider stays nil: off) and keeps what is set; Validate names
+// (TracerProvider stays nil: off; MaxPending 65536, as
+// docs/observability.md says) and keeps what is set; Validate names
 // a MaxPending out of bounds, as Instrument reports it.
 func TestOptionsDefaultsAndValidate(t *testing.T) {
 	d := tracing.Options{}.WithDefaults()
-	if d.TracerProvider != nil || d.Propagator == nil || d.Carrier == nil || d.MaxPending != tracing.DefaultMaxPending {
-		t.Fatalf("WithDefaults() = %+v, want the default propagator, carrier and MaxPending, no provider", d)
+	if d.TracerProvider != nil || d.Propagator == nil || d.Carrier == nil || d.MaxPending != 1<<16 {
+		t.Fatalf("WithDefaults() = %+v, want the default propagator, carrier and MaxPending 65536, no provider", d)
 	}
 	if _, ok := d.Propagator.(propagation.TraceContext); !ok {
 		t.Fatalf("default Propagator %T, want propagation.TraceContext", d.Propagator)
