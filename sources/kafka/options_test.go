@@ -98,3 +98,39 @@ func TestConfigStartingAtTheOldestRecordNeedsInitialOffsetEarliest(t *testing.T)
 		t.Fatalf("InitialOffset earliest with OffsetOldest refused: %v", err)
 	}
 }
+
+// Guarantee: zero options take the defaults the field comments and
+// docs/kafka.md give: new partitions at the log end, resuming at the
+// committed offset, commits every 1s, failed messages committed past,
+// a 1s redelivery backoff, a 10s revoke and a 5s connect timeout,
+// sarama.NewConfig() with a 5s dial and a 10s metadata timeout, and a
+// permit window of 512 when the pipeline leaves it unset.
+func TestOptionsDefaultsAreTheDocumentedOnes(t *testing.T) {
+	d := kafka.Options{}.WithDefaults()
+	if d.Config == nil {
+		t.Fatal("WithDefaults left Config nil, want sarama.NewConfig()")
+	}
+	cfg := *d.Config
+	kafka.SaramaDefaults(&cfg)
+	for _, c := range []struct {
+		field     string
+		got, want any
+	}{
+		{"InitialOffset", d.InitialOffset, "latest"},
+		{"BeginOffset", d.BeginOffset, "committed"},
+		{"CommitMode", d.CommitMode, "interval"},
+		{"CommitInterval", d.CommitInterval, time.Second},
+		{"FailurePolicy", string(d.FailurePolicy), "commit"},
+		{"RedeliveryBackoff", d.RedeliveryBackoff, time.Second},
+		{"RevokeTimeout", d.RevokeTimeout, 10 * time.Second},
+		{"ConnectTimeout", d.ConnectTimeout, 5 * time.Second},
+		{"Rebalance", d.Rebalance, ""},
+		{"Config.Net.DialTimeout", cfg.Net.DialTimeout, 5 * time.Second},
+		{"Config.Metadata.Timeout", cfg.Metadata.Timeout, 10 * time.Second},
+		{"DefaultWindow", kafka.DefaultWindow, 512},
+	} {
+		if c.got != c.want {
+			t.Errorf("default %s = %v, want %v", c.field, c.got, c.want)
+		}
+	}
+}

@@ -106,7 +106,7 @@ func TestSharedTypesAndErrors(t *testing.T) {
 // validate.Errors naming the field, never a panic or a lookup Kafka reads
 // otherwise: a nil client option, a start time before the Unix epoch
 // (Kafka reads -1ms as the end of the partition, -2ms as its start), and a
-// LookupTimeout below 0 or above 5m.
+// LookupTimeout below 0 or above 5m; a LookupTimeout left 0 is 10s.
 func TestOptionsAtTheirBoundsValidated(t *testing.T) {
 	base := franz.Options{Brokers: []string{"127.0.0.1:9092"}, GroupID: "g", Topics: []string{"t"}}
 	var es validate.Errors
@@ -127,8 +127,8 @@ func TestOptionsAtTheirBoundsValidated(t *testing.T) {
 	if _, err := franz.New(o); err != nil {
 		t.Errorf("LookupTimeout 5m rejected: %v", err)
 	}
-	if got := base.WithDefaults().LookupTimeout; got != kafka.DefaultMetadataTimeout {
-		t.Errorf("default LookupTimeout %s, want %s (the sarama source's Metadata.Timeout)", got, kafka.DefaultMetadataTimeout)
+	if got := base.WithDefaults().LookupTimeout; got != 10*time.Second {
+		t.Errorf("default LookupTimeout %s, want the documented 10s, as the sarama source's Metadata.Timeout", got)
 	}
 	for _, start := range []time.Time{time.UnixMilli(-1), time.UnixMilli(-2), time.Date(1, 1, 1, 0, 0, 1, 0, time.UTC)} {
 		o = base
