@@ -257,3 +257,28 @@ func TestValidateTopicNamesAsTheClientParsesThem(t *testing.T) {
 		}
 	}
 }
+
+// Guarantee: the defaults docs/pulsar.md gives are the ones in force: a
+// zero SubscribeTimeout is 90s, and ClientDefaults gives a client a 5s
+// connection timeout, a 7s operation timeout and a 7s keep-alive, so
+// that about ConnectionTimeout + 2 × OperationTimeout (19s) stays below
+// the subscribe timeout.
+func TestDefaultsAreTheDocumentedOnes(t *testing.T) {
+	d := bpulsar.ClientDefaults(pulsar.ClientOptions{URL: "pulsar://x:6650"}, nil)
+	for _, c := range []struct {
+		field     string
+		got, want time.Duration
+	}{
+		{"SubscribeTimeout", bpulsar.Options{}.WithDefaults().SubscribeTimeout, 90 * time.Second},
+		{"ClientOptions.ConnectionTimeout", d.ConnectionTimeout, 5 * time.Second},
+		{"ClientOptions.OperationTimeout", d.OperationTimeout, 7 * time.Second},
+		{"ClientOptions.KeepAliveInterval", d.KeepAliveInterval, 7 * time.Second},
+	} {
+		if c.got != c.want {
+			t.Errorf("default %s = %s, want %s", c.field, c.got, c.want)
+		}
+	}
+	if set := (bpulsar.Options{SubscribeTimeout: time.Minute}).WithDefaults().SubscribeTimeout; set != time.Minute {
+		t.Errorf("WithDefaults made the SubscribeTimeout set, 1m, %s", set)
+	}
+}
