@@ -107,7 +107,7 @@ type Memory[T any] struct {
 // behind it. The backend then keeps nothing: the letter stays the
 // caller's. A [Source] keeps it and hands it off again once there is
 // room, taking no new letters meanwhile (see Source).
-var ErrFull = errors.New("topology: queue full, and as many letters wait for room behind it")
+var ErrFull = errors.New("topology: queue full")
 
 // errZeroMemory is what Declare returns on a Memory NewMemory did not make.
 var errZeroMemory = fmt.Errorf("topology: zero Memory (make one with NewMemory): %w", topic.ErrNotCreated)
@@ -628,7 +628,7 @@ func (h *holdQueue[T]) add(_ context.Context, l Letter[T], target *queue.Queue[L
 	h.mu.Lock()
 	if len(h.items)-h.head >= h.limit {
 		h.mu.Unlock()
-		return fmt.Errorf("topology: hold queue %s: %w (%d)", strconv.Quote(h.name), ErrFull, h.limit)
+		return fmt.Errorf("topology: hold queue %s: %w: it holds %d letters", strconv.Quote(h.name), ErrFull, h.limit)
 	}
 	h.items = append(h.items, held[T]{due: time.Now().Add(h.delay), l: l, target: target})
 	first := len(h.items)-h.head == 1
@@ -738,7 +738,7 @@ func (b *backlog[T]) put(l Letter[T]) error {
 		return ErrClosed
 	}
 	if waiting >= b.limit {
-		return fmt.Errorf("topology: %s: %w (%d)", b.name, ErrFull, b.limit)
+		return fmt.Errorf("topology: %s: %w, and %d letters wait for room behind it", b.name, ErrFull, b.limit)
 	}
 	if !b.running {
 		if !b.m.spawn(b.run) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -523,5 +524,46 @@ func TestZeroMemoryOptionsTakeTheDocumentedCapacities(t *testing.T) {
 	fill("held", 65536, func(v int) error { return q.Hold(t.Context(), 0, topology.Letter[int]{Value: v}) })
 	if n := m.Held("sized-hold-3600s"); n != 65536 {
 		t.Errorf("Held = %d, want 65536", n)
+	}
+}
+
+// Guarantee: an in-memory refusal for room says which bound it met: a
+// hold queue's, the letters it holds (nothing waits behind a hold queue),
+// and a DLQ's, the letters already waiting behind it.
+func TestAFullQueueRefusalNamesTheBoundItMet(t *testing.T) {
+	m, err := topology.NewMemory[int](topology.MemoryOptions{Capacity: 2, HoldCapacity: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(t.Context())
+	top, _ := topology.New("told").Hold(time.Hour).DLQ().Build()
+	q, err := m.Declare(t.Context(), top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusal := func(put func(v int) error) error {
+		for v := range 10 {
+			if err := put(v); err != nil {
+				return err
+			}
+		}
+		t.Fatal("10 letters taken by a queue of 2 or 3")
+		return nil
+	}
+	cases := []struct {
+		what       string
+		put        func(v int) error
+		want, dont string
+	}{
+		{"hold", func(v int) error { return q.Hold(t.Context(), 0, topology.Letter[int]{Value: v}) }, "it holds 3 letters", "wait for room"},
+		{"dead-letter", func(v int) error {
+			return q.DeadLetter(t.Context(), topology.Letter[int]{Value: v, Death: &topology.Death{Reason: topology.ReasonRejected, Topic: "told"}})
+		}, "2 letters wait for room behind it", "holds"},
+	}
+	for _, c := range cases {
+		err := refusal(c.put)
+		if !errors.Is(err, topology.ErrFull) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), c.dont) {
+			t.Errorf("%s refused with %q, want ErrFull saying %q and not %q", c.what, err, c.want, c.dont)
+		}
 	}
 }
