@@ -71,7 +71,8 @@ type Options struct {
 	// ServerVersion is reported to clients in CONNECTED. Default "pulsartest".
 	ServerVersion string `validate:"required"`
 	// MaxMessageSize is announced to clients in CONNECTED; producers chunk
-	// or reject messages above it. Default 5 MiB, at most 5 MiB.
+	// or reject messages above it. Default 5 MiB; at least 1 KiB, at most
+	// 5 MiB.
 	MaxMessageSize int `validate:"gte=1024,lte=5242880"`
 	// HandshakeTimeout bounds the time from accepting a connection to
 	// receiving its CONNECT command; a connection that has not completed
