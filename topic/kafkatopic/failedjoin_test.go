@@ -42,3 +42,24 @@ func TestAFailedSubscribeLeavesTheTopicUnboundToItsGroup(t *testing.T) {
 	}
 	s.Close()
 }
+
+// Guarantee: a BalancedOnly topic stays bound to the group of a
+// subscription that was made, after that subscription closes: a Subscribe
+// to another group is refused with ErrSubscribeSingleGroupViolation.
+func TestABalancedOnlyTopicStaysBoundToItsGroupOnceItsMembersLeave(t *testing.T) {
+	c := testbroker.Kafka(t)
+	b := newBackend(t, testOptions(c, topic.IntCodec{}))
+	h := newTopic(t, b, "bound", topic.Options{Mode: topic.BalancedOnly})
+	s, err := h.Subscribe(ctxT(t), topic.Balanced("first"), topic.SubscriberOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	second, err := h.Subscribe(ctxT(t), topic.Balanced("second"), topic.SubscriberOptions{})
+	if err == nil {
+		second.Close()
+	}
+	if !errors.Is(err, topic.ErrSubscribeSingleGroupViolation) {
+		t.Fatalf("Subscribe to another group once the first group's member left = %v, want ErrSubscribeSingleGroupViolation", err)
+	}
+}
