@@ -29,3 +29,18 @@ func TestANilClientIsAnOptionErrorNotAPanic(t *testing.T) {
 		t.Errorf("Redact = %q, want the URL's user information redacted", got)
 	}
 }
+
+// TestNewWithAClientNewClientDidNotMakeDoesNotPanic checks that New given
+// a zero *Client (one NewClient did not make) returns a source instead of
+// panicking: such a client has no reconnect counts to register the
+// subscription with.
+func TestNewWithAClientNewClientDidNotMakeDoesNotPanic(t *testing.T) {
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("New with a zero Client panicked: %v", r)
+		}
+	}()
+	if s := bpulsar.New(bpulsar.Options{Client: &bpulsar.Client{}, Topics: []string{"t"}, Subscription: "s"}); s == nil {
+		t.Fatal("New with a zero Client returned nil")
+	}
+}
