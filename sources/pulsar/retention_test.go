@@ -11,6 +11,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
 	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
@@ -22,23 +23,12 @@ import (
 func TestLargePayloadsAreFreedOnceTheirMessagesAreDone(t *testing.T) {
 	e := newEnv(t)
 	const n, size = 20, 64 << 10
-	msgs := make([]pulsartest.Message, n)
-	for i := range msgs {
-		msgs[i] = pulsartest.Message{Payload: bytes.Repeat([]byte{byte(i)}, size)}
-	}
-	if _, err := e.broker.Publish(context.Background(), "large", msgs...); err != nil {
-		t.Fatal(err)
-	}
+	e.publishSized("large", n, size)
 	var (
 		mu       sync.Mutex
 		payloads []weak.Pointer[byte]
 	)
-	handle := func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
-		mu.Lock()
-		payloads = append(payloads, weak.Make(&m.Data[0]))
-		mu.Unlock()
-		return nil, nil
-	}
+	handle := watchPayloads(&mu, &payloads)
 	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"large"}, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
 	_, stop := run(t, src, 1, producer.Flow{}, handle)
 	wait.Within(t, waitLimit, "every message acked", func() bool { return e.sumAcked("large", "sub", 0) == n })
@@ -58,5 +48,57 @@ func TestLargePayloadsAreFreedOnceTheirMessagesAreDone(t *testing.T) {
 		func() string { return fmt.Sprintf("%d of %d payloads of %d bytes still reachable", kept(), n, size) })
 	if err := stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Guarantee: the payloads of small messages (1 KiB or less, carved from
+// the consumer's slabs) are freed once their messages are done, but for
+// those the consumer's current blocks still hold: at most a block of
+// messages (93) and one of metadata (64), as the source documents.
+func TestSmallPayloadsAreFreedOnceTheirMessagesAreDoneButForTheCurrentBlocks(t *testing.T) {
+	e := newEnv(t)
+	const n, size, bound = 1000, 512, 93 + 64
+	e.publishSized("small", n, size)
+	var (
+		mu       sync.Mutex
+		payloads []weak.Pointer[byte]
+	)
+	handle := watchPayloads(&mu, &payloads)
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"small"}, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
+	_, stop := run(t, src, 1, producer.Flow{}, handle)
+	wait.Within(t, waitLimit, "every message acked", func() bool { return e.sumAcked("small", "sub", 0) == n })
+	mu.Lock()
+	live := wait.Reachable(payloads)
+	mu.Unlock()
+	if live > bound {
+		t.Errorf("%d of %d payloads of done messages still reachable, want at most %d", live, n, bound)
+	}
+	t.Logf("%d of %d payloads still reachable", live, n)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// publishSized stores n unbatched messages of size bytes on topic, the
+// bytes of the i-th all i (mod 256).
+func (e *env) publishSized(topic string, n, size int) {
+	e.t.Helper()
+	msgs := make([]pulsartest.Message, n)
+	for i := range msgs {
+		msgs[i] = pulsartest.Message{Payload: bytes.Repeat([]byte{byte(i)}, size)}
+	}
+	if _, err := e.broker.Publish(context.Background(), topic, msgs...); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// watchPayloads is a handler that appends a weak pointer to each payload
+// it sees to payloads, under mu.
+func watchPayloads(mu *sync.Mutex, payloads *[]weak.Pointer[byte]) processor.Handler[[]byte, []byte] {
+	return func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
+		mu.Lock()
+		*payloads = append(*payloads, weak.Make(&m.Data[0]))
+		mu.Unlock()
+		return nil, nil
 	}
 }
