@@ -47,6 +47,9 @@ type h struct {
 	// shutdown is the ShutdownTimeout of the next consume (0: the
 	// pipeline's default).
 	shutdown time.Duration
+	// unlogged makes the next consume record attempts without their
+	// payloads, for a subtest that checks what stays reachable.
+	unlogged bool
 }
 
 func newHarness(t *testing.T, cfg Config) *h {
@@ -144,6 +147,7 @@ func (s *h) consume(q topology.Queues[Msg], dead bool, opts topology.SourceOptio
 		s.Fatalf("NewSource: %v", err)
 	}
 	c := &consumer{src: src}
+	unlogged := s.unlogged
 	p, err := pipeline.New(pipeline.Options[Msg, Msg]{
 		Name:            "topologytest",
 		Logger:          slog.New(slog.DiscardHandler),
@@ -154,7 +158,11 @@ func (s *h) consume(q topology.Queues[Msg], dead bool, opts topology.SourceOptio
 			Handle: func(ctx context.Context, m *message.Message[Msg]) (Msg, error) {
 				d, _ := topology.DeliveryOf(m)
 				c.mu.Lock()
-				c.log = append(c.log, attempt{Msg: m.Data, Retries: d.Retries, At: time.Now(), Death: d.Death})
+				a := attempt{Msg: m.Data, Retries: d.Retries, At: time.Now(), Death: d.Death}
+				if unlogged {
+					a.Msg = Msg{}
+				}
+				c.log = append(c.log, a)
 				c.mu.Unlock()
 				return m.Data, handle(ctx, m.Data, d)
 			},

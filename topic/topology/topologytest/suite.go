@@ -115,6 +115,7 @@ var cases = []testCase{
 	{"ReturnedDeadLettersComeBackFromTheDLQ", returnedDeadLetters},
 	{"PublishAndDeadLetterClearResume", publishAndDeadLetterClearResume},
 	{"CrashWhileHeldLosesNothing", crashWhileHeld},
+	{"SettledPayloadsAreNotKept", settledPayloadsAreNotKept},
 }
 
 // Run runs the suite against cfg's backend.
