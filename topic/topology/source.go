@@ -313,6 +313,13 @@ func deadReasonIndex(d *Death) int {
 // Close gives the letters it still keeps back to the backend
 // (Queues.Return), ahead of the letters a sequenced source holds back.
 //
+// Each producer stage makes its messages in blocks of about 8 KiB
+// (message.Slab): the block it is filling keeps the values of the
+// messages already made from it reachable after their outcomes, until the
+// stage has made the rest of the block's messages: for a value of a slice
+// or a string, up to 93 values a stage, which with values of megabytes is
+// memory to plan for.
+//
 // The source numbers its messages from 1 in the order it hands them to
 // the pipeline: the id of the outcomes it is given (acker.Outcome.ID),
 // and of log lines (message.id). A letter delivered again gets a new
