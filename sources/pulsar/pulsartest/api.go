@@ -590,7 +590,8 @@ func (b *Broker) DropConnections() {
 // fail with a protocol error until called again with a nil err. A
 // *ServerError chooses the code the client sees; any other error is sent as
 // ServiceNotReady with its text. For a partitioned topic, the base name
-// refuses every partition.
+// refuses every partition. On a Broker Start did not make it does
+// nothing.
 func (b *Broker) RefuseSubscribe(topic, subscription string, err error) {
 	tn, perr := parseTopic(topic)
 	if perr != nil {
@@ -598,6 +599,9 @@ func (b *Broker) RefuseSubscribe(topic, subscription string, err error) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.done == nil {
+		return
+	}
 	k := subKey{tn.full, subscription}
 	if err == nil {
 		delete(b.refused, k)
@@ -640,10 +644,15 @@ func (c Command) String() string { return cmdName(int(c)) }
 // send one. Stats().Withheld counts the commands waiting. release lets
 // them through, each connection's in the order it sent them, and stops
 // withholding cmds; it is idempotent. Close and DropConnections close the
-// waiting connections, their commands unanswered.
+// waiting connections, their commands unanswered. A Broker Start did not
+// make withholds nothing: its release does nothing.
 func (b *Broker) Withhold(cmds ...Command) (release func()) {
 	ch := make(chan struct{})
 	b.mu.Lock()
+	if b.done == nil {
+		b.mu.Unlock()
+		return func() {}
+	}
 	for _, c := range cmds {
 		if b.withheld[int(c)] == nil {
 			b.withholding.Add(1)
@@ -670,7 +679,8 @@ func (b *Broker) Withhold(cmds ...Command) (release func()) {
 // StallDispatch stops (stalled true) or resumes pushing messages on topic
 // (for a partitioned topic, on all its partitions). While stalled, FLOW
 // permits are still counted and acks processed; on resume the broker
-// dispatches what the permits allow.
+// dispatches what the permits allow. On a Broker Start did not make it
+// does nothing.
 func (b *Broker) StallDispatch(topic string, stalled bool) {
 	tn, err := parseTopic(topic)
 	if err != nil {
@@ -678,6 +688,9 @@ func (b *Broker) StallDispatch(topic string, stalled bool) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.done == nil {
+		return
+	}
 	if stalled {
 		b.stalled[tn.full] = true
 	} else {

@@ -304,8 +304,14 @@ func Start(ctx context.Context, opts Options) (*Broker, error) {
 // URL returns the service URL for clients, "pulsar://127.0.0.1:PORT".
 func (b *Broker) URL() string { return b.url }
 
-// Addr returns the address the broker listens on.
-func (b *Broker) Addr() net.Addr { return b.ln.Addr() }
+// Addr returns the address the broker listens on, nil for a Broker Start
+// did not make (whose URL is "").
+func (b *Broker) Addr() net.Addr {
+	if b.ln == nil {
+		return nil
+	}
+	return b.ln.Addr()
+}
 
 // Close stops listening, closes every client connection and waits for all
 // of the broker's goroutines. Stored topics stay readable through Messages.
