@@ -192,10 +192,18 @@ func GroupID(name topic.Name, g topic.GroupName) string { return KafkaTopic(name
 // [*PartitionsError] otherwise; more is fine), reads its max.message.bytes
 // (see [RecordTooLargeError]), and returns its state. ctx and
 // Options.AdminTimeout bound the requests. A nil Backend returns
-// topic.ErrTopicClosed, as a closed one does.
+// topic.ErrTopicClosed, as a closed one does. A Backend New did not make
+// returns an error wrapping topic.ErrNotCreated at once, and
+// topic.ErrTopicClosed once closed.
 func (b *Backend[T]) NewTopic(ctx context.Context, name topic.Name, opts topic.Options) (topic.State[T], error) {
 	if b == nil {
 		return nil, topic.ErrTopicClosed
+	}
+	if b.admin == nil { // a Backend New did not make
+		if liveset.Closed(&b.mu, &b.closed) {
+			return nil, topic.ErrTopicClosed
+		}
+		return nil, errZeroBackend
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.opts.AdminTimeout)
 	defer cancel()
@@ -220,6 +228,10 @@ func (b *Backend[T]) NewTopic(ctx context.Context, name topic.Name, opts topic.O
 	b.mu.Unlock()
 	return t, nil
 }
+
+// errZeroBackend is what NewTopic returns on a Backend New did not make,
+// before it is closed.
+var errZeroBackend = fmt.Errorf("kafkatopic: zero Backend (make one with New): %w", topic.ErrNotCreated)
 
 // bounded runs fn, an administrative step of the backend's client, and
 // returns its error, or an error wrapping ErrAdmin and ctx.Err() that

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/kafkatopic"
@@ -23,5 +24,24 @@ func TestANilOrUnmadeBackendClosesWithNilAndRefusesNewTopics(t *testing.T) {
 		if _, err := b.NewTopic(context.Background(), "t", topic.Options{}); !errors.Is(err, topic.ErrTopicClosed) {
 			t.Errorf("%s backend: NewTopic = %v, want topic.ErrTopicClosed", name, err)
 		}
+	}
+}
+
+// TestAnUnmadeBackendRefusesNewTopicsAsNotCreatedUntilClosed checks that
+// a zero Backend, which has no client, refuses a topic at once with an
+// error wrapping topic.ErrNotCreated instead of panicking on the
+// declaration's goroutine, and as closed once closed.
+func TestAnUnmadeBackendRefusesNewTopicsAsNotCreatedUntilClosed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	b := &kafkatopic.Backend[string]{}
+	if _, err := b.NewTopic(ctx, "t", topic.Options{}); !errors.Is(err, topic.ErrNotCreated) {
+		t.Errorf("NewTopic = %v, want topic.ErrNotCreated", err)
+	}
+	if err := b.Close(ctx); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+	if _, err := b.NewTopic(ctx, "t", topic.Options{}); !errors.Is(err, topic.ErrTopicClosed) {
+		t.Errorf("NewTopic after Close = %v, want topic.ErrTopicClosed", err)
 	}
 }
