@@ -104,10 +104,17 @@ func (b *Backend[T]) TopicName(name topic.Name) string { return b.o.topicName(na
 // topic that exists with the same partition count is used as it is, so
 // declaring is idempotent. ctx and Options.AdminTimeout bound the
 // declaration. A nil Backend returns ErrBackendClosed, as a closed one
-// does.
+// does. A Backend New did not make returns an error wrapping
+// topic.ErrNotCreated at once, and ErrBackendClosed once closed.
 func (b *Backend[T]) NewTopic(ctx context.Context, name topic.Name, opts topic.Options) (topic.State[T], error) {
 	if b == nil {
 		return nil, ErrBackendClosed
+	}
+	if b.client == nil { // a Backend New did not make
+		if liveset.Closed(&b.mu, &b.closed) {
+			return nil, ErrBackendClosed
+		}
+		return nil, errZeroBackend
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.o.AdminTimeout)
 	defer cancel()
@@ -193,6 +200,10 @@ func (b *Backend[T]) createProducer(ctx context.Context, po pulsar.ProducerOptio
 		return b.client.CreateProducer(po)
 	}, pulsar.Producer.Close)
 }
+
+// errZeroBackend is what NewTopic returns on a Backend New did not make,
+// before it is closed.
+var errZeroBackend = fmt.Errorf("pulsartopic: zero Backend (make one with New): %w", topic.ErrNotCreated)
 
 // bounded runs call, a client call that takes no context (op on topic
 // full), on a goroutine of the backend, and waits for it within ctx and

@@ -24,3 +24,19 @@ func TestANilOrUnmadeBackendClosesWithNilAndRefusesNewTopics(t *testing.T) {
 		}
 	}
 }
+
+// TestAnUnmadeBackendRefusesNewTopicsAsNotCreatedUntilClosed checks that
+// a zero Backend, which has no client, refuses a topic at once with an
+// error wrapping topic.ErrNotCreated, whatever time the context leaves,
+// rather than a lookup's timeout, and as closed once closed.
+func TestAnUnmadeBackendRefusesNewTopicsAsNotCreatedUntilClosed(t *testing.T) {
+	b := &pulsartopic.Backend[string]{}
+	for _, want := range []error{topic.ErrNotCreated, pulsartopic.ErrBackendClosed} {
+		if _, err := b.NewTopic(context.Background(), "t", topic.Options{}); !errors.Is(err, want) {
+			t.Errorf("NewTopic = %v, want %v", err, want)
+		}
+		if err := b.Close(context.Background()); err != nil {
+			t.Fatalf("Close = %v", err)
+		}
+	}
+}
