@@ -232,7 +232,8 @@ func (s *Source) Stats() Stats {
 // (Close closes them). It returns an error, after closing every consumer of
 // the stage, when the options are invalid, when a consumer cannot subscribe
 // or when one is closed under it: the pipeline then restarts the stage with
-// new consumers. Closing them waits for the broker's answers only until ctx
+// new consumers. On a closed source it returns an error wrapping
+// ErrSubscribe at once, having subscribed nothing on the broker. Closing them waits for the broker's answers only until ctx
 // ends: the closes then go on in the background, and Close waits for them.
 func (s *Source) Run(ctx context.Context, st *producer.Stage[[]byte]) error {
 	if s == nil {
@@ -297,8 +298,12 @@ func (s *Source) Run(ctx context.Context, st *producer.Stage[[]byte]) error {
 // subscribe creates the stage's consumer of topic, its receiver queue
 // sized from the window and the topic's partitions (queuePlan). ctx ends
 // the wait, not the client's calls: a consumer that subscribes after Run
-// gave up is closed at once.
+// gave up is closed at once. A closed source subscribes nothing: the
+// broker would keep the subscription, and its backlog, for nobody.
 func (s *Source) subscribe(ctx context.Context, st *producer.Stage[[]byte], topic string, flow producer.Flow) (*consumer, error) {
+	if liveset.Closed(&s.mu, &s.closed) {
+		return nil, errSourceClosed
+	}
 	co := s.opts.Consumer
 	co.Topic = topic
 	co.SubscriptionName = s.opts.Subscription
@@ -392,10 +397,13 @@ func (s *Source) subscribe(ctx context.Context, st *producer.Stage[[]byte], topi
 		slog.Int("receiver_queue_size", r.plan.size), slog.Int("reserve", r.plan.reserve))
 	if !liveset.Add(&s.mu, &s.closed, s.live, c) {
 		c.close()
-		return nil, fmt.Errorf("pulsar: source closed: %w", ErrSubscribe)
+		return nil, errSourceClosed
 	}
 	return c, nil
 }
+
+// errSourceClosed is what a stage run on a closed source fails with.
+var errSourceClosed = fmt.Errorf("pulsar: source closed: %w", ErrSubscribe)
 
 // sources numbers the sources of this process, for their consumer names.
 var sources atomic.Uint64
