@@ -942,8 +942,12 @@ func (r *groupReader[T]) notCaughtUp(ctx context.Context, err error) error {
 // Settle implements topology.Reader: the letter's offset is settled, and
 // its partition's contiguous prefix of settled offsets marked for commit.
 // A letter whose hand-off failed is not (ErrNotCommitted), nor one whose
-// partition the reader let go first (ErrRevoked).
+// partition the reader let go first (ErrRevoked). A nil letter, or one
+// this reader did not hand out, settles nothing: nil.
 func (r *groupReader[T]) Settle(_ context.Context, l *topology.Letter[T]) error {
+	if l == nil {
+		return nil
+	}
 	rc, ok := l.Receipt.(*receipt)
 	if !ok || rc.owner != r {
 		return nil

@@ -477,7 +477,12 @@ type receipt struct {
 // acknowledgement is on its way, and one the connection loses (sent
 // while the consumer reconnects, or just before its connection dropped)
 // lets the broker deliver the letter to the group again (at least once).
+// A nil letter, or one without a receipt of this backend, settles nothing:
+// nil.
 func (r *reader[T]) Settle(_ context.Context, l *topology.Letter[T]) error {
+	if l == nil {
+		return nil
+	}
 	rc, ok := l.Receipt.(*receipt)
 	if !ok {
 		return nil

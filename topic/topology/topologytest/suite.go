@@ -112,6 +112,7 @@ var cases = []testCase{
 	{"CloseWithContextDoneReturnsAtOnce", closeWithContextDone},
 	{"EmptyDstReturnsErrEmptyDstAndConsumesNothing", emptyDstConsumesNothing},
 	{"ClosedReaderRefusesReceiveWithLettersReady", closedReaderRefuses},
+	{"SettlingANilOrUnknownLetterSettlesNothing", settleNilOrUnknown},
 	{"ReturnedDeadLettersComeBackFromTheDLQ", returnedDeadLetters},
 	{"PublishAndDeadLetterClearResume", publishAndDeadLetterClearResume},
 	{"CrashWhileHeldLosesNothing", crashWhileHeld},
@@ -899,6 +900,30 @@ func closedReaderRefuses(s *h) {
 				}
 			}
 		})
+	}
+}
+
+// Guarantee: Settle given a nil letter, or one the reader did not hand
+// out (no receipt), returns nil without panicking, whether the reader is
+// open or closed, on a group's reader, a DLQ reader and a broadcast reader
+// alike.
+func settleNilOrUnknown(s *h) {
+	for _, c := range s.threeReaders("settlenil") {
+		r, err := c.subscribe(s.ctx)
+		if err != nil {
+			s.Fatalf("%s: subscribing: %v", c.what, err)
+		}
+		for _, state := range []string{"open", "closed"} {
+			if state == "closed" {
+				MustClose(s.T, c.what, r.Close)
+			}
+			if err := r.Settle(s.ctx, nil); err != nil {
+				s.Errorf("%s, %s: Settle of a nil letter = %v, want nil", c.what, state, err)
+			}
+			if err := r.Settle(s.ctx, &topology.Letter[Msg]{Value: Msg{Key: "U", N: 1}}); err != nil {
+				s.Errorf("%s, %s: Settle of a letter it did not hand out = %v, want nil", c.what, state, err)
+			}
+		}
 	}
 }
 
