@@ -202,10 +202,11 @@ func (c *Client) WatchReconnects(name string, d Degrader) (unwatch func(), ok bo
 // the consumer after its subscription with a suffix no other consumer
 // of the process shares, and reports to d by
 // WatchReconnects' rule until the returned unwatch is called. With
-// another client, or a nil d, it changes nothing and watches nothing.
+// another client, a nil co or a nil d, it changes nothing and watches
+// nothing.
 func WatchConsumer(client pulsar.Client, co *pulsar.ConsumerOptions, d Degrader) (unwatch func()) {
 	c, ok := client.(*Client)
-	if !ok || d == nil || c == nil || c.last == nil {
+	if !ok || co == nil || d == nil || c == nil || c.last == nil {
 		return func() {}
 	}
 	co.Name = co.SubscriptionName + "-" + processTag + "-" + strconv.FormatUint(consumerSeq.Add(1), 10)

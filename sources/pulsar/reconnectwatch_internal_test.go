@@ -168,7 +168,8 @@ func TestWatchReconnectsReportsUntilUnwatchedOnAClientThatCanTell(t *testing.T) 
 // name of its own (its subscription's, with a suffix of the process's) and watches
 // it on a client that can tell, so that two subscribers of one
 // subscription never share a watch; on a client that cannot tell, or
-// without an observer, it leaves the options as they were.
+// without an observer, it leaves the options as they were; without
+// options it watches nothing, and its unwatch does nothing.
 func TestWatchConsumerNamesAndWatchesOnlyWhereItCanTell(t *testing.T) {
 	last := new(lastFailure)
 	l := clientLogger(slog.New(slog.DiscardHandler), last, redact.Secrets{})
@@ -199,6 +200,9 @@ func TestWatchConsumerNamesAndWatchesOnlyWhereItCanTell(t *testing.T) {
 			t.Errorf("with %s, WatchConsumer named the consumer %q", what, co.Name)
 		}
 	}
+	unwatch := WatchConsumer(c, nil, st)
+	unwatch()
+	unwatch()
 }
 
 // Guarantee: a watch that ended reports no recovery either: a consumer
