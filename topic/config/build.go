@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/boulevard-go/boulevard/internal/liveset"
+	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/internal/quote"
 )
@@ -90,7 +91,9 @@ type BuildOptions[T any] struct {
 	// backend Connect makes (or returns, for one the program made).
 	Backends []topic.Backend[T]
 	// Connect makes the backend of each connection a kafka or pulsar topic
-	// uses. Required when the plan has such topics.
+	// uses. Required when the plan has such topics. A panic in it is the
+	// connection's error, wrapping a *message.PanicError (the backends
+	// made for the other connections are then closed).
 	Connect Connector[T]
 }
 
@@ -326,7 +329,7 @@ func connect[T any](ctx context.Context, fn Connector[T], c ConnectionSpec, cach
 	if fn == nil {
 		return nil, ErrNoConnector
 	}
-	b, err := fn(ctx, c)
+	b, err := callConnector(ctx, fn, c)
 	if err != nil {
 		return nil, err
 	}
@@ -343,4 +346,12 @@ func connect[T any](ctx context.Context, fn Connector[T], c ConnectionSpec, cach
 	cache[c.Name] = b
 	*made = append(*made, b)
 	return b, nil
+}
+
+// callConnector calls fn, returning its panic as an error wrapping a
+// *message.PanicError: the connection's error, so that the backends made
+// for the connections before it are closed.
+func callConnector[T any](ctx context.Context, fn Connector[T], c ConnectionSpec) (b topic.Backend[T], err error) {
+	defer message.Recover(&err)
+	return fn(ctx, c)
 }
