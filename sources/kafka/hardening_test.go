@@ -316,8 +316,10 @@ func TestLogLinesHaveUniqueKeys(t *testing.T) {
 }
 
 // Guarantee: the source's own timeouts apply only to fields the user left
-// at sarama's defaults; a value set in the user's Config is kept.
+// at sarama's defaults; a value set in the user's Config is kept; a nil
+// Config is left alone.
 func TestSaramaDefaultsKeepExplicitValues(t *testing.T) {
+	kafka.SaramaDefaults(nil)
 	def := sarama.NewConfig()
 	kafka.SaramaDefaults(def)
 	if def.Net.DialTimeout != kafka.DefaultDialTimeout || def.Metadata.Timeout != kafka.DefaultMetadataTimeout {

@@ -252,7 +252,7 @@ var saramaDefaults = sync.OnceValue(sarama.NewConfig)
 // field that still holds sarama.NewConfig's value (or zero): a value that
 // differs is the user's and is kept. The source applies it to its copy of
 // Options.Config; it is exported so that the choice is visible and
-// testable.
+// testable. A nil cfg has no field to set: it does nothing.
 //
 //   - Net.DialTimeout: DefaultDialTimeout (5s; sarama's is 30s).
 //   - Metadata.Timeout: DefaultMetadataTimeout (10s; sarama's is 0, no
@@ -272,6 +272,9 @@ var saramaDefaults = sync.OnceValue(sarama.NewConfig)
 // by Options.ConnectTimeout instead. Metadata.Retry keeps sarama's 3
 // retries 250ms apart.
 func SaramaDefaults(cfg *sarama.Config) {
+	if cfg == nil {
+		return
+	}
 	def := saramaDefaults()
 	if cfg.Net.DialTimeout == def.Net.DialTimeout || cfg.Net.DialTimeout == 0 {
 		cfg.Net.DialTimeout = DefaultDialTimeout
