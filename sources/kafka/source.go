@@ -32,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -177,11 +178,18 @@ func New(opts Options) (*Source, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
+	// Copies: the caller may reuse its slices once New has returned.
+	o.Brokers, o.Topics = slices.Clone(o.Brokers), slices.Clone(o.Topics)
 	return &Source{opts: o, made: true}, nil
 }
 
-// Options returns the source's options with their defaults applied.
-func (s *Source) Options() Options { return s.opts }
+// Options returns the source's options with their defaults applied; its
+// Brokers and Topics are copies.
+func (s *Source) Options() Options {
+	o := s.opts
+	o.Brokers, o.Topics = slices.Clone(o.Brokers), slices.Clone(o.Topics)
+	return o
+}
 
 // Validate checks the options again (New already did). It returns
 // ErrNotCreated for a Source New did not make.
