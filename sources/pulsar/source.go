@@ -233,8 +233,9 @@ func (s *Source) Stats() Stats {
 // the stage, when the options are invalid, when a consumer cannot subscribe
 // or when one is closed under it: the pipeline then restarts the stage with
 // new consumers. On a closed source it returns an error wrapping
-// ErrSubscribe at once, having subscribed nothing on the broker. Closing them waits for the broker's answers only until ctx
-// ends: the closes then go on in the background, and Close waits for them.
+// ErrSubscribe at once, having subscribed nothing on the broker. Closing
+// them waits for the broker's answers only until ctx ends: the closes
+// then go on in the background, and Close waits for them.
 func (s *Source) Run(ctx context.Context, st *producer.Stage[[]byte]) error {
 	if s == nil {
 		return ErrNotCreated
