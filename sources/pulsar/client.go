@@ -68,12 +68,71 @@ func ClientDefaults(o pulsar.ClientOptions, logger *slog.Logger) pulsar.ClientOp
 
 // Client is a pulsar-client-go client created by NewClient. It remembers
 // the broker's service URL, with any user information redacted, so that
-// the source's errors can name the broker.
+// the source's errors can name the broker. A zero Client (one NewClient
+// did not make) refuses every call with ErrClientNotCreated, and its
+// Close does nothing.
 type Client struct {
 	pulsar.Client
 	url     string // redacted
 	secrets redact.Secrets
 	last    *lastFailure
+}
+
+// CreateProducer is pulsar-client-go's (pulsar.Client).
+func (c *Client) CreateProducer(o pulsar.ProducerOptions) (pulsar.Producer, error) {
+	if c.Client == nil {
+		return nil, ErrClientNotCreated
+	}
+	return c.Client.CreateProducer(o)
+}
+
+// Subscribe is pulsar-client-go's (pulsar.Client).
+func (c *Client) Subscribe(o pulsar.ConsumerOptions) (pulsar.Consumer, error) {
+	if c.Client == nil {
+		return nil, ErrClientNotCreated
+	}
+	return c.Client.Subscribe(o)
+}
+
+// CreateReader is pulsar-client-go's (pulsar.Client).
+func (c *Client) CreateReader(o pulsar.ReaderOptions) (pulsar.Reader, error) {
+	if c.Client == nil {
+		return nil, ErrClientNotCreated
+	}
+	return c.Client.CreateReader(o)
+}
+
+// CreateTableView is pulsar-client-go's (pulsar.Client).
+func (c *Client) CreateTableView(o pulsar.TableViewOptions) (pulsar.TableView, error) {
+	if c.Client == nil {
+		return nil, ErrClientNotCreated
+	}
+	return c.Client.CreateTableView(o)
+}
+
+// TopicPartitions is pulsar-client-go's (pulsar.Client).
+func (c *Client) TopicPartitions(topic string) ([]string, error) {
+	if c.Client == nil {
+		return nil, ErrClientNotCreated
+	}
+	return c.Client.TopicPartitions(topic)
+}
+
+// NewTransaction is pulsar-client-go's (pulsar.Client).
+func (c *Client) NewTransaction(d time.Duration) (pulsar.Transaction, error) {
+	if c.Client == nil {
+		return nil, ErrClientNotCreated
+	}
+	return c.Client.NewTransaction(d)
+}
+
+// Close is pulsar-client-go's (pulsar.Client); on a zero Client it does
+// nothing.
+func (c *Client) Close() {
+	if c.Client == nil {
+		return
+	}
+	c.Client.Close()
 }
 
 // lastFailure is the latest warning or error the client logged with an

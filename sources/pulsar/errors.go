@@ -118,3 +118,8 @@ func (e *CallbackPanicError) Unwrap() error { return ErrCallbackPanic }
 // nil. (A zero Source reports its missing options instead.) It matches
 // the Kafka sources' kafka.ErrNotCreated in use.
 var ErrNotCreated = errors.New("pulsar: source not made with New")
+
+// ErrClientNotCreated is returned by every call of a zero *Client (one
+// NewClient did not make, declared with var or as &Client{}) that would
+// reach the broker: it has no pulsar-client-go client to call.
+var ErrClientNotCreated = errors.New("pulsar: client not made with NewClient")

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
 
 	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
 )
@@ -42,5 +45,38 @@ func TestNewWithAClientNewClientDidNotMakeDoesNotPanic(t *testing.T) {
 	}()
 	if s := bpulsar.New(bpulsar.Options{Client: &bpulsar.Client{}, Topics: []string{"t"}, Subscription: "s"}); s == nil {
 		t.Fatal("New with a zero Client returned nil")
+	}
+}
+
+// TestAZeroClientRefusesEveryCallWithErrClientNotCreated checks that a
+// zero *Client (declared, not made by NewClient) answers each call that
+// would reach the broker with ErrClientNotCreated, and that its Close
+// does nothing, instead of panicking on its missing pulsar-client-go
+// client.
+func TestAZeroClientRefusesEveryCallWithErrClientNotCreated(t *testing.T) {
+	var c bpulsar.Client
+	calls := map[string]func() error{
+		"CreateProducer": func() error { _, err := c.CreateProducer(pulsar.ProducerOptions{Topic: "t"}); return err },
+		"Subscribe": func() error {
+			_, err := c.Subscribe(pulsar.ConsumerOptions{Topic: "t", SubscriptionName: "s"})
+			return err
+		},
+		"CreateReader":    func() error { _, err := c.CreateReader(pulsar.ReaderOptions{Topic: "t"}); return err },
+		"CreateTableView": func() error { _, err := c.CreateTableView(pulsar.TableViewOptions{Topic: "t"}); return err },
+		"TopicPartitions": func() error { _, err := c.TopicPartitions("t"); return err },
+		"NewTransaction":  func() error { _, err := c.NewTransaction(time.Second); return err },
+		"Close":           func() error { c.Close(); return bpulsar.ErrClientNotCreated },
+	}
+	for name, call := range calls {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("%s on a zero Client panicked: %v", name, r)
+				}
+			}()
+			if err := call(); !errors.Is(err, bpulsar.ErrClientNotCreated) {
+				t.Errorf("%s on a zero Client = %v, want ErrClientNotCreated", name, err)
+			}
+		}()
 	}
 }

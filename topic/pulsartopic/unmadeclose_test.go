@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	spulsar "github.com/boulevard-go/boulevard/sources/pulsar"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/pulsartopic"
 )
@@ -38,5 +39,20 @@ func TestAnUnmadeBackendRefusesNewTopicsAsNotCreatedUntilClosed(t *testing.T) {
 		if err := b.Close(context.Background()); err != nil {
 			t.Fatalf("Close = %v", err)
 		}
+	}
+}
+
+// TestABackendOnAZeroClientRefusesTopicsWithoutPanicking checks that a
+// Backend given a zero *pulsar.Client (declared, not made by NewClient)
+// refuses a topic with an error wrapping ErrClientNotCreated, instead of
+// panicking on the goroutine that calls the client.
+func TestABackendOnAZeroClientRefusesTopicsWithoutPanicking(t *testing.T) {
+	b, err := pulsartopic.New(pulsartopic.Options[string]{Client: &spulsar.Client{}, Codec: topic.StringCodec{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(context.Background())
+	if _, err := b.NewTopic(context.Background(), "t", topic.Options{}); !errors.Is(err, spulsar.ErrClientNotCreated) {
+		t.Errorf("NewTopic = %v, want an error wrapping ErrClientNotCreated", err)
 	}
 }
