@@ -50,6 +50,8 @@ var (
 	// messages still in flight were left unacknowledged. When goroutines
 	// running user code were also left running, the error is a
 	// *ShutdownTimeoutError naming them, which wraps ErrShutdownTimeout.
+	// When Stop returns because its context ended, the error wraps the
+	// context's error too (context.DeadlineExceeded or context.Canceled).
 	ErrShutdownTimeout = errors.New("pipeline: shutdown timeout: messages in flight were left unacknowledged")
 	// ErrNotBuilt is returned by Start, Run, Stop, Push and the rate-limit
 	// methods of a Pipeline that New did not build (a zero Pipeline): it
