@@ -198,10 +198,12 @@ func (l *ledger) times(r rec) int {
 }
 
 // Guarantee: with the sarama source, a Fetch the cluster refuses for good
-// for two claimed partitions at once fails the member once: each
-// partition logs its refusal on an ERROR line, and Run returns one error,
-// wrapping ErrDenied and naming one of the partitions, rather than the
-// second failure ending the member again.
+// for two claimed partitions at once fails the member once: Run returns
+// one error, wrapping ErrDenied and naming one of the partitions, rather
+// than the second failure ending the member again, and the refusal is
+// logged on an ERROR line, at most once a partition (the second
+// partition's refusal is logged only when sarama reports it before the
+// failing member has closed its consumers).
 func TestTwoPartitionsRefusedAtOnceFailTheMemberOnce(t *testing.T) {
 	c := newCluster(t, 2, kfake.NumBrokers(1))
 	produce(t, c, 2, 0, 10)
@@ -229,5 +231,8 @@ func TestTwoPartitionsRefusedAtOnceFailTheMemberOnce(t *testing.T) {
 		t.Fatalf("Run = %v, want an error wrapping %v and %v", err, kafka.ErrDenied, code)
 	}
 	const refused = "kafka partition fetch refused; the member fails"
-	wait.Within(t, 20*time.Second, "both partitions' refusals logged", func() bool { return logs.Count(slog.LevelError, refused) == 2 })
+	wait.Within(t, 20*time.Second, "the refusal logged", func() bool { return logs.Count(slog.LevelError, refused) >= 1 })
+	if n := logs.Count(slog.LevelError, refused); n > 2 {
+		t.Errorf("%d ERROR lines for the refusal of 2 partitions, want at most one a partition", n)
+	}
 }
