@@ -66,3 +66,36 @@ func TestAMemberRestartClosesTheConnectionsOfTheMemberGone(t *testing.T) {
 		testnet.SettlesAtMost(t, 10*time.Second, "connections to the brokers once stopped", before, conns)
 	})
 }
+
+// Guarantee: a source that ran and was closed leaves no connection to the
+// brokers open, whether it consumed or found nothing new: many rounds of
+// New, Run (a member joins, and consumes in the first round) and Close,
+// each with a source of its own in the same group, end each with no more
+// connections than before.
+func TestEachClosedSourceClosesItsConnections(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl client) {
+		const (
+			group  = "g-rounds-conns"
+			rounds = 20
+		)
+		c := newCluster(t, 2)
+		ends := produce(t, c, 2, 0, 10)
+		brokers := c.ListenAddrs()
+		conns := func() int { return testnet.ConnsTo(t, brokers...) }
+		before := conns()
+		for i := range rounds {
+			src := cl.new(t, sourceOptions(c, group))
+			l := newLedger()
+			p := startPipeline(t, pipelineOpts("rounds", src, 1, l, nil))
+			wait.Within(t, 30*time.Second, fmt.Sprintf("a member in round %d", i+1), func() bool { return len(src.Stats().Members) == 1 })
+			if i == 0 {
+				wait.Within(t, 30*time.Second, "the records consumed", func() bool { return l.covers(ends) })
+			}
+			if conns() == before {
+				t.Fatalf("round %d: no connection to the brokers counted while a member runs", i+1)
+			}
+			stopPipeline(t, p)
+			testnet.SettlesAtMost(t, 10*time.Second, fmt.Sprintf("connections to the brokers after %d sources closed", i+1), before, conns)
+		}
+	})
+}
