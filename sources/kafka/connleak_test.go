@@ -2,13 +2,16 @@ package kafka_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/boulevard-go/boulevard/internal/testnet"
 	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/sources/kafka"
 )
 
 // liveConns bounds the connections one live member keeps to the 3 brokers
@@ -97,5 +100,55 @@ func TestEachClosedSourceClosesItsConnections(t *testing.T) {
 			stopPipeline(t, p)
 			testnet.SettlesAtMost(t, 10*time.Second, fmt.Sprintf("connections to the brokers after %d sources closed", i+1), before, conns)
 		}
+	})
+}
+
+// Guarantee: the connection check before a member starts closes its
+// connections whether it fails (a broker that accepts connections and
+// never answers, past ConnectTimeout, after which the stage restarts the
+// source) or is cut short by the pipeline's stop: many failed checks
+// leave no more than the one still running open, and each stopped one
+// none.
+func TestAConnectionCheckThatFailsOrIsStoppedLeavesNoConnection(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl client) {
+		const rounds = 10
+		// silent returns a broker that never answers, options of a source
+		// of it and a count of the connections to it.
+		silent := func(t *testing.T, connect time.Duration) (kafka.Options, func() int) {
+			addr := testnet.SilentListener(t)
+			return kafka.Options{Brokers: []string{addr}, GroupID: "g-check-conns", Topics: []string{testTopic},
+					ConnectTimeout: connect, Logger: testLogger()},
+				func() int { return testnet.ConnsTo(t, addr) }
+		}
+		t.Run("failed", func(t *testing.T) {
+			opts, conns := silent(t, 100*time.Millisecond)
+			src := cl.new(t, opts)
+			po := pipelineOpts("check-failed", src, 1, newLedger(), nil)
+			po.Producer.Restart = producer.Restart{MaxRestarts: 10 * rounds, Window: time.Hour,
+				Backoff: time.Millisecond, MaxBackoff: time.Millisecond}
+			p := startPipeline(t, po)
+			defer stopPipeline(t, p)
+			wait.Within(t, 30*time.Second, fmt.Sprintf("%d failed connection checks", rounds), func() bool {
+				return p.Stats().Producers[0].Restarts >= rounds
+			})
+			// One check may be under way: it holds one connection.
+			testnet.SettlesAtMost(t, 5*time.Second, fmt.Sprintf("connections to the broker after %d failed checks", rounds), 1, conns)
+		})
+		t.Run("stopped", func(t *testing.T) {
+			opts, conns := silent(t, time.Minute)
+			for i := range rounds {
+				src := cl.new(t, opts)
+				po := pipelineOpts("check-stopped", src, 1, newLedger(), nil)
+				// The check does not heed the drain: the stop cuts it once
+				// the shutdown timeout has passed.
+				po.ShutdownTimeout = 100 * time.Millisecond
+				p := startPipeline(t, po)
+				wait.Within(t, 10*time.Second, "the connection check to dial the broker", func() bool { return conns() > 0 })
+				if err := p.Stop(context.Background()); err != nil && !errors.Is(err, pipeline.ErrShutdownTimeout) {
+					t.Fatalf("stop: %v", err)
+				}
+				testnet.SettlesAtMost(t, 5*time.Second, fmt.Sprintf("connections to the broker after %d stopped checks", i+1), 0, conns)
+			}
+		})
 	})
 }
