@@ -20,7 +20,8 @@ import (
 // Guarantee: Wired.Close closes the connections of every backend the
 // connector made, Kafka's and Pulsar's, with what their topics and
 // subscriptions opened; and a build that fails after connecting closes
-// them too. Many rounds of either leave no connection to the brokers open.
+// them too, as it does a backend of another kind than its connection's.
+// Many rounds of either leave no connection to the brokers open.
 func TestWiredCloseLeavesNoConnectionToTheBrokers(t *testing.T) {
 	const rounds = 10
 	kc, pb := testbroker.Kafka(t), testbroker.Pulsar(t)
@@ -105,6 +106,24 @@ topics:
 			}
 			broker.Close()
 			testnet.SettlesAtMost(t, 5*time.Second, fmt.Sprintf("connections to the brokers after %d failed builds", i+1), 0, conns)
+		}
+	})
+	t.Run("backend of another kind", func(t *testing.T) {
+		// A connector that makes a Kafka backend for the Pulsar
+		// connection: the build refuses it, and nothing else closes it.
+		wrong := func(ctx context.Context, c config.ConnectionSpec) (topic.Backend[string], error) {
+			if c.Kind == config.KindPulsar {
+				c.Kind, c.Brokers = config.KindKafka, kc.ListenAddrs()
+			}
+			return conn(ctx, c)
+		}
+		for i := range rounds {
+			broker := topic.NewBroker[string]()
+			if w, err := config.LoadContext(ctx, doc, wiring, broker, config.BuildOptions[string]{Connect: wrong}); err == nil || w != nil {
+				t.Fatalf("LoadContext with a backend of another kind = %v, %v; want an error", w, err)
+			}
+			broker.Close()
+			testnet.SettlesAtMost(t, 5*time.Second, fmt.Sprintf("connections to the brokers after %d refused backends", i+1), 0, conns)
 		}
 	})
 }
