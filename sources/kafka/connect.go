@@ -19,9 +19,9 @@ import (
 // ConnectTimeout has passed (see claim.Probes.Check). It returns nil as
 // soon as one broker answers, or when ctx ends; otherwise an error wrapping ErrConnect that names every
 // broker with its cause (ErrClosed once the source is closed), and also
-// ErrDenied when a broker refused the credentials. Attempts still running when it returns close
-// their connections in the background (Close waits for them, and cuts
-// their connections when its context ends).
+// ErrDenied when a broker refused the credentials. Attempts still
+// running when it returns are ended, closing their connections (Close
+// waits for them).
 func (s *Source) checkBrokers(ctx context.Context, log *slog.Logger, cfg *sarama.Config) error {
 	pc := kafkaconn.ProbeConfig(cfg, s.opts.ConnectTimeout)
 	err := s.live.CheckBrokers(ctx, s.opts.Brokers, s.opts.ConnectTimeout, log, denied,

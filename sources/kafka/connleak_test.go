@@ -2,14 +2,12 @@ package kafka_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/boulevard-go/boulevard/internal/testnet"
 	"github.com/boulevard-go/boulevard/internal/wait"
-	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/kafka"
 )
@@ -139,16 +137,35 @@ func TestAConnectionCheckThatFailsOrIsStoppedLeavesNoConnection(t *testing.T) {
 			for i := range rounds {
 				src := cl.new(t, opts)
 				po := pipelineOpts("check-stopped", src, 1, newLedger(), nil)
-				// The check does not heed the drain: the stop cuts it once
-				// the shutdown timeout has passed.
-				po.ShutdownTimeout = 100 * time.Millisecond
 				p := startPipeline(t, po)
 				wait.Within(t, 10*time.Second, "the connection check to dial the broker", func() bool { return conns() > 0 })
-				if err := p.Stop(context.Background()); err != nil && !errors.Is(err, pipeline.ErrShutdownTimeout) {
+				if err := p.Stop(context.Background()); err != nil {
 					t.Fatalf("stop: %v", err)
 				}
 				testnet.SettlesAtMost(t, 5*time.Second, fmt.Sprintf("connections to the broker after %d stopped checks", i+1), 0, conns)
 			}
 		})
+	})
+}
+
+// Guarantee: a pipeline stopped while its source's connection check waits
+// on a broker that never answers stops at once: the check's probes end
+// with the stage, instead of holding the stop until ConnectTimeout or the
+// shutdown timeout, whichever comes first.
+func TestAStopDuringTheConnectionCheckDoesNotWaitForIt(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl client) {
+		addr := testnet.SilentListener(t)
+		src := cl.new(t, kafka.Options{Brokers: []string{addr}, GroupID: "g-check-stop", Topics: []string{testTopic},
+			ConnectTimeout: time.Minute, Logger: testLogger()})
+		po := pipelineOpts("check-stop", src, 1, newLedger(), nil)
+		po.ShutdownTimeout = time.Minute
+		p := startPipeline(t, po)
+		wait.Within(t, 10*time.Second, "the connection check to dial the broker", func() bool { return testnet.ConnsTo(t, addr) > 0 })
+		start := time.Now()
+		err := p.Stop(context.Background())
+		// Far below the minute the check, and the stop's own bound, allow.
+		if took := time.Since(start); err != nil || took > 10*time.Second {
+			t.Fatalf("Stop during the connection check = %v after %v, want nil at once", err, took)
+		}
 	})
 }

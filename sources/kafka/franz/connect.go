@@ -20,9 +20,9 @@ import (
 // ConnectTimeout has passed (see claim.Probes.Check). It returns nil as
 // soon as one broker answers, or when ctx ends; otherwise an error wrapping ErrConnect that
 // names every broker with its cause (ErrClosed once the source is closed),
-// and also ErrDenied when a broker refused the credentials. Attempts still running when it returns close their clients in the
-// background (Close waits for them, and ends their requests when its
-// context ends).
+// and also ErrDenied when a broker refused the credentials. Attempts
+// still running when it returns are ended, closing their clients (Close
+// waits for them).
 func (s *Source) checkBrokers(ctx context.Context, log *slog.Logger) error {
 	err := s.live.CheckBrokers(ctx, s.opts.Brokers, s.opts.ConnectTimeout, log, denied, s.probeBroker)
 	if denied(err) {

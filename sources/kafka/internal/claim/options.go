@@ -207,8 +207,9 @@ const ProbeRetryLog = "kafka: no broker answered; trying again until the connect
 // credentials) ends the check at once. Otherwise the check returns an
 // error wrapping ErrConnect that names every broker (quoted) with its
 // cause in the last round, on one line. Probes still running when it
-// returns finish in the background (see Wait). probe's ctx ends when Wait
-// gives up waiting: probe then returns at once.
+// returns (a broker that has not answered when another did, or when ctx
+// ended) have their ctx ended, and return at once; Wait waits for them.
+// probe's ctx also ends when Wait gives up waiting.
 func (ps *Probes) Check(ctx context.Context, mu *sync.Mutex, closed *bool, brokers []string, timeout time.Duration,
 	log *slog.Logger, final func(error) bool, probe func(ctx context.Context, addr string) error) error {
 	deadline := time.Now().Add(timeout)
@@ -254,10 +255,15 @@ func (ps *Probes) round(ctx context.Context, mu *sync.Mutex, closed *bool, broke
 	ps.wg.Add(len(brokers))
 	mu.Unlock()
 	ps.init()
+	// The round's probes end once it has its answer: a probe still
+	// waiting on a broker then would only hold a connection, and a stage
+	// that stops would wait for it.
+	pctx, cut := context.WithCancel(ps.ctx)
+	defer cut()
 	for _, addr := range brokers {
 		go func() {
 			defer ps.wg.Done()
-			results <- result{addr, probe(ps.ctx, addr)}
+			results <- result{addr, probe(pctx, addr)}
 		}()
 	}
 	errs := make([]error, 0, len(brokers))

@@ -86,9 +86,9 @@ func (s *Members[M]) Add(m M) bool {
 // until timeout when they fail at once (see claim.Probes.Check): nil as
 // soon as one answers or when ctx ends, else an error wrapping
 // claim.ErrConnect that names every broker, and claim.ErrClosed once the
-// source is closed. Close waits for the probes
-// still running; probe's ctx ends when Close's does, and probe then
-// returns at once.
+// source is closed. The probes still running when it returns are ended
+// (see claim.Probes.Check); Close waits for them, and ends them when its
+// ctx ends.
 func (s *Members[M]) CheckBrokers(ctx context.Context, brokers []string, timeout time.Duration,
 	log *slog.Logger, final func(error) bool, probe func(ctx context.Context, addr string) error) error {
 	return s.probes.Check(ctx, &s.mu, &s.closed, brokers, timeout, log, final, probe)
