@@ -145,6 +145,11 @@ func (t *kTopic[T]) joinGroup(parent context.Context, g topic.GroupName, opts to
 	defer cancel()
 	if err := b.startOffsets(ctx, t.kname, gid); err != nil {
 		t.leaveGroup(g)
+		select {
+		case <-t.closedCh:
+			return nil, topic.ErrTopicClosed
+		default:
+		}
 		return nil, err
 	}
 	// The observer is the subscriber's: called on the client's goroutines.

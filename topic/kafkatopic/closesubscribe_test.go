@@ -1,0 +1,100 @@
+package kafkatopic_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/boulevard-go/boulevard/internal/testbroker"
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/kafkatopic"
+)
+
+// racingClose calls call n times and the backend's Close, all released
+// at once, and returns once Close has returned nil: what the calls made,
+// and the error of each call that failed, which must wrap
+// topic.ErrTopicClosed (what names the call).
+func racingClose[T, R any](t *testing.T, round int, b *kafkatopic.Backend[T], what string, n int, call func(i int) (R, error)) []R {
+	t.Helper()
+	type result struct {
+		r   R
+		err error
+	}
+	start := make(chan struct{})
+	results := make(chan result, n)
+	for i := range n {
+		go func() {
+			<-start
+			r, err := call(i)
+			results <- result{r, err}
+		}()
+	}
+	closed := make(chan error, 1)
+	go func() {
+		<-start
+		closed <- b.Close(context.Background())
+	}()
+	close(start)
+	if err := <-closed; err != nil {
+		t.Fatalf("round %d: the backend's Close racing %s = %v, want nil", round, what, err)
+	}
+	var made []R
+	for range n {
+		res := <-results
+		switch {
+		case res.err == nil:
+			made = append(made, res.r)
+		case !errors.Is(res.err, topic.ErrTopicClosed):
+			t.Fatalf("round %d: %s racing the backend's Close = %v, want nil or topic.ErrTopicClosed", round, what, res.err)
+		}
+	}
+	return made
+}
+
+// Guarantee: a Subscribe racing the backend's Close, balanced or
+// broadcast, either subscribes, and the subscription then reports
+// topic.ErrSubscriptionClosed once Close has returned, or fails with
+// topic.ErrTopicClosed; none panics, races or leaves anything running.
+func TestSubscribesRacingTheBackendsCloseSubscribeOrReturnErrTopicClosed(t *testing.T) {
+	c := testbroker.Kafka(t)
+	const rounds = 3
+	modes := []topic.SubscriptionMode{topic.Balanced("g"), topic.Balanced("h"), topic.Broadcast(), topic.Broadcast()}
+	for round := range rounds {
+		b := newBackend(t, testOptions[int](c, topic.IntCodec{}))
+		h := newTopic(t, b, "subscribing", topic.Options{Mode: topic.Mixed})
+		subs := racingClose(t, round, b, "Subscribe", len(modes), func(i int) (*topic.Subscription[int], error) {
+			return h.Subscribe(t.Context(), modes[i], topic.SubscriberOptions{})
+		})
+		for _, s := range subs {
+			if _, err := s.Receive(t.Context()); !errors.Is(err, topic.ErrSubscriptionClosed) {
+				t.Fatalf("round %d: Receive of a subscription made while the backend closed = %v, want topic.ErrSubscriptionClosed", round, err)
+			}
+			s.Close()
+		}
+		if _, err := h.Subscribe(t.Context(), topic.Broadcast(), topic.SubscriberOptions{}); !errors.Is(err, topic.ErrTopicClosed) {
+			t.Fatalf("round %d: Subscribe after the backend's Close = %v, want topic.ErrTopicClosed", round, err)
+		}
+	}
+}
+
+// Guarantee: a topic declared while the backend closes is either made,
+// and then closed by that Close (its publishes fail with
+// topic.ErrTopicClosed), or refused with topic.ErrTopicClosed; none
+// panics, races or leaves anything running.
+func TestTopicsDeclaredRacingTheBackendsCloseAreClosedByItOrRefused(t *testing.T) {
+	c := testbroker.Kafka(t)
+	const rounds, declarers = 3, 4
+	for round := range rounds {
+		b := newBackend(t, testOptions[int](c, topic.IntCodec{}))
+		handles := racingClose(t, round, b, "NewTopic", declarers, func(i int) (*topic.Handle[int], error) {
+			return topic.NewTopic(topic.Name(fmt.Sprintf("declared-%d-%d", round, i)), topic.Options{}, topic.Backend[int](b))
+		})
+		for _, h := range handles {
+			if err := h.Publish(t.Context(), 1); !errors.Is(err, topic.ErrTopicClosed) {
+				t.Fatalf("round %d: Publish on a topic declared while the backend closed = %v, want topic.ErrTopicClosed", round, err)
+			}
+			h.Close()
+		}
+	}
+}
