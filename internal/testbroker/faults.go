@@ -437,3 +437,16 @@ func OutOfReach(t testing.TB, c *kfake.Cluster, what string, until func() bool, 
 	failed := f.Failed()
 	wait.For(t, "the clients to retry while the cluster cannot be reached", func() bool { return f.Failed() >= failed+20 })
 }
+
+// FirstRequest returns a channel closed when c receives its first request
+// of kind key from then on, which c then handles as usual.
+func FirstRequest(c *kfake.Cluster, key kmsg.Key) <-chan struct{} {
+	seen := make(chan struct{})
+	var once sync.Once
+	c.ControlKey(int16(key), func(kmsg.Request) (kmsg.Response, error, bool) {
+		once.Do(func() { close(seen) })
+		c.DropControl()
+		return nil, nil, false
+	})
+	return seen
+}

@@ -49,13 +49,7 @@ func TestDeclaresAndSubscribesRacingTheBackendsCloseSucceedOrReturnErrClosed(t *
 			func() made { q, err := b.Declare(t.Context(), declared[0]); return made{q: q, err: err} },
 			func() made { q, err := b.Declare(t.Context(), declared[1]); return made{q: q, err: err} },
 		}
-		underWay := make(chan struct{})
-		var once sync.Once
-		c.ControlKey(int16(key), func(kmsg.Request) (kmsg.Response, error, bool) {
-			once.Do(func() { close(underWay) })
-			c.DropControl()
-			return nil, nil, false
-		})
+		underWay := testbroker.FirstRequest(c, key)
 		start := make(chan struct{})
 		results := make(chan made, len(calls))
 		var running sync.WaitGroup
