@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
+
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/config"
@@ -20,22 +22,7 @@ import (
 // the closing of the topics ends soon after: a later Close returns nil.
 func TestWiredCloseReturnsByItsDeadlineWhenTheClusterHangs(t *testing.T) {
 	c := testbroker.Kafka(t)
-	cfg := mustParse(t, `
-connections:
-  main:
-    kind: kafka
-    brokers: [`+c.ListenAddrs()[0]+`]
-topics:
-  orders:
-    backend: kafka
-    connection: main
-`)
-	plan, err := config.Resolve(cfg, config.Wiring{Pipelines: []config.Pipeline{
-		{Name: "reader", Subscribes: []config.Subscribe{{Topic: "orders"}}},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	plan := kafkaOrdersPlan(t, c, config.Pipeline{Name: "reader", Subscribes: []config.Subscribe{{Topic: "orders"}}})
 	var backend *kafkatopic.Backend[int]
 	connect := func(_ context.Context, spec config.ConnectionSpec) (topic.Backend[int], error) {
 		b, err := kafkatopic.New(kafkatopic.Options[int]{
@@ -74,4 +61,25 @@ topics:
 		t.Errorf("a later Close = %v, want nil: the closing cut short at the deadline still runs %v later", err, testbroker.HungGrace)
 	}
 	sub.Close()
+}
+
+// kafkaOrdersPlan resolves a document with one topic, orders, on a Kafka
+// connection main to c, for pipelines.
+func kafkaOrdersPlan(t *testing.T, c *kfake.Cluster, pipelines ...config.Pipeline) *config.Plan {
+	t.Helper()
+	cfg := mustParse(t, `
+connections:
+  main:
+    kind: kafka
+    brokers: [`+c.ListenAddrs()[0]+`]
+topics:
+  orders:
+    backend: kafka
+    connection: main
+`)
+	plan, err := config.Resolve(cfg, config.Wiring{Pipelines: pipelines})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan
 }
