@@ -4,18 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/kafkatopic"
 )
 
-// racingClose calls call n times and the backend's Close, all released
-// at once, and returns once Close has returned nil: what the calls made,
+// racingClose calls call n times, released at once, and the backend's
+// Close once under is closed or every call has returned, and returns once Close has returned nil: what the calls made,
 // and the error of each call that failed, which must wrap
 // topic.ErrTopicClosed (what names the call).
-func racingClose[T, R any](t *testing.T, round int, b *kafkatopic.Backend[T], what string, n int, call func(i int) (R, error)) []R {
+func racingClose[T, R any](t *testing.T, round int, b *kafkatopic.Backend[T], under <-chan struct{}, what string, n int, call func(i int) (R, error)) []R {
 	t.Helper()
 	type result struct {
 		r   R
@@ -23,16 +26,25 @@ func racingClose[T, R any](t *testing.T, round int, b *kafkatopic.Backend[T], wh
 	}
 	start := make(chan struct{})
 	results := make(chan result, n)
+	var running sync.WaitGroup
 	for i := range n {
-		go func() {
+		running.Go(func() {
 			<-start
 			r, err := call(i)
 			results <- result{r, err}
-		}()
+		})
 	}
+	returned := make(chan struct{})
+	go func() {
+		running.Wait()
+		close(returned)
+	}()
 	closed := make(chan error, 1)
 	go func() {
-		<-start
+		select {
+		case <-under:
+		case <-returned:
+		}
 		closed <- b.Close(context.Background())
 	}()
 	close(start)
@@ -52,18 +64,18 @@ func racingClose[T, R any](t *testing.T, round int, b *kafkatopic.Backend[T], wh
 	return made
 }
 
-// Guarantee: a Subscribe racing the backend's Close, balanced or
-// broadcast, either subscribes, and the subscription then reports
+// Guarantee: a Subscribe racing the backend's Close (called once the
+// cluster has seen the first request of a kind each round, from a group
+// join to a first fetch), balanced or broadcast, either subscribes, and the subscription then reports
 // topic.ErrSubscriptionClosed once Close has returned, or fails with
 // topic.ErrTopicClosed; none panics, races or leaves anything running.
 func TestSubscribesRacingTheBackendsCloseSubscribeOrReturnErrTopicClosed(t *testing.T) {
 	c := testbroker.Kafka(t)
-	const rounds = 3
 	modes := []topic.SubscriptionMode{topic.Balanced("g"), topic.Balanced("h"), topic.Broadcast(), topic.Broadcast()}
-	for round := range rounds {
+	for round, key := range []kmsg.Key{kmsg.OffsetFetch, kmsg.JoinGroup, kmsg.ListOffsets, kmsg.Fetch} {
 		b := newBackend(t, testOptions[int](c, topic.IntCodec{}))
 		h := newTopic(t, b, "subscribing", topic.Options{Mode: topic.Mixed})
-		subs := racingClose(t, round, b, "Subscribe", len(modes), func(i int) (*topic.Subscription[int], error) {
+		subs := racingClose(t, round, b, testbroker.FirstRequest(c, key), "Subscribe", len(modes), func(i int) (*topic.Subscription[int], error) {
 			return h.Subscribe(t.Context(), modes[i], topic.SubscriberOptions{})
 		})
 		for _, s := range subs {
@@ -78,16 +90,18 @@ func TestSubscribesRacingTheBackendsCloseSubscribeOrReturnErrTopicClosed(t *test
 	}
 }
 
-// Guarantee: a topic declared while the backend closes is either made,
+// Guarantee: a topic declared while the backend closes (called once the
+// cluster has seen the first topic creation or, later in a declaration,
+// the first configuration read of the round) is either made,
 // and then closed by that Close (its publishes fail with
 // topic.ErrTopicClosed), or refused with topic.ErrTopicClosed; none
 // panics, races or leaves anything running.
 func TestTopicsDeclaredRacingTheBackendsCloseAreClosedByItOrRefused(t *testing.T) {
 	c := testbroker.Kafka(t)
-	const rounds, declarers = 3, 4
-	for round := range rounds {
+	const declarers = 4
+	for round, key := range []kmsg.Key{kmsg.CreateTopics, kmsg.DescribeConfigs, kmsg.DescribeConfigs} {
 		b := newBackend(t, testOptions[int](c, topic.IntCodec{}))
-		handles := racingClose(t, round, b, "NewTopic", declarers, func(i int) (*topic.Handle[int], error) {
+		handles := racingClose(t, round, b, testbroker.FirstRequest(c, key), "NewTopic", declarers, func(i int) (*topic.Handle[int], error) {
 			return topic.NewTopic(topic.Name(fmt.Sprintf("declared-%d-%d", round, i)), topic.Options{}, topic.Backend[int](b))
 		})
 		for _, h := range handles {
