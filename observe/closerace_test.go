@@ -9,6 +9,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/observe"
 	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/topic"
 )
 
 // countedPipeline is a Pipeline that counts the calls of its Stats, and
@@ -30,11 +31,26 @@ func (p *countedPipeline) Stats() pipeline.Stats {
 	return pipeline.Stats{Name: p.name}
 }
 
+// countedTopic is a Topic that counts the calls of its Stats made once
+// afterClose is set.
+type countedTopic struct {
+	afterClose       *atomic.Bool
+	calledAfterClose atomic.Bool
+}
+
+func (c *countedTopic) Stats() topic.Stats {
+	if c.afterClose.Load() {
+		c.calledAfterClose.Store(true)
+	}
+	return topic.Stats{}
+}
+
 // Guarantee: the Observer is safe for concurrent use: scrapes of /metrics
-// and /stats, checks and snapshots, and Add, Replace and Remove of
-// pipelines, racing its Close, neither panic nor race; Close returns nil
-// once no Stats call is running, the Adds and Replaces it refuses return
-// ErrClosed, and no read calls a Stats once Close has returned.
+// and /stats, checks and snapshots, Add, Replace and Remove of pipelines,
+// and AddTopic and RemoveTopic, racing its Close, neither panic nor race;
+// Close returns nil once no Stats call is running, the Adds, Replaces and
+// AddTopics it refuses return ErrClosed, and no read calls a Stats once
+// Close has returned.
 func TestReadsAndChangesRacingTheObserversCloseCallNoStatsOnceItReturned(t *testing.T) {
 	const rounds, readers = 5, 4
 	for round := range rounds {
@@ -42,6 +58,10 @@ func TestReadsAndChangesRacingTheObserversCloseCallNoStatsOnceItReturned(t *test
 		var closed atomic.Bool
 		fixed := &countedPipeline{name: "fixed", afterClose: &closed}
 		add(t, obs, fixed)
+		fixedTopic := &countedTopic{afterClose: &closed}
+		if err := obs.AddTopic("fixed", fixedTopic); err != nil {
+			t.Fatal(err)
+		}
 		h := obs.Handler(nil)
 		reads := []func(){
 			func() { scrape(h, "/metrics") },
@@ -67,9 +87,8 @@ func TestReadsAndChangesRacingTheObserversCloseCallNoStatsOnceItReturned(t *test
 				}
 			})
 		}
-		changed := make(chan error, 1)
-		running.Go(func() {
-			for n := 0; ; n++ {
+		changers := []func(n int) error{
+			func(n int) error {
 				p := &countedPipeline{name: fmt.Sprintf("changing-%d", n%2), afterClose: &closed}
 				var err error
 				if n%2 == 0 {
@@ -78,12 +97,31 @@ func TestReadsAndChangesRacingTheObserversCloseCallNoStatsOnceItReturned(t *test
 					_, err = obs.Replace(t.Context(), p)
 				}
 				obs.Remove(fmt.Sprintf("changing-%d", (n+1)%2))
-				if err != nil {
-					changed <- err
-					return
+				return err
+			},
+			func(n int) error {
+				err := obs.AddTopic(fmt.Sprintf("changing-%d", n%2), &countedTopic{afterClose: &closed})
+				obs.RemoveTopic(fmt.Sprintf("changing-%d", (n+1)%2))
+				return err
+			},
+		}
+		changed := make(chan error, len(changers))
+		for _, change := range changers {
+			running.Go(func() {
+				for n := 0; ; n++ {
+					select {
+					case <-stop:
+						changed <- nil // still accepted after Close
+						return
+					default:
+					}
+					if err := change(n); err != nil {
+						changed <- err
+						return
+					}
 				}
-			}
-		})
+			})
+		}
 		for range readers {
 			<-read // every reader under way
 		}
@@ -94,16 +132,18 @@ func TestReadsAndChangesRacingTheObserversCloseCallNoStatsOnceItReturned(t *test
 			t.Fatalf("round %d: %d Stats calls still running once Close returned, want 0", round, n)
 		}
 		closed.Store(true)
-		if err := <-changed; !errors.Is(err, observe.ErrClosed) {
-			t.Fatalf("round %d: an Add or Replace racing Close = %v, want observe.ErrClosed", round, err)
-		}
 		before := fixed.calls.Load()
 		for _, r := range reads {
 			r() // once more, with every reader still reading
 		}
 		close(stop)
 		running.Wait()
-		if fixed.calledAfterClose.Load() {
+		for range changers {
+			if err := <-changed; !errors.Is(err, observe.ErrClosed) {
+				t.Fatalf("round %d: an Add, Replace or AddTopic racing Close = %v, want observe.ErrClosed", round, err)
+			}
+		}
+		if fixed.calledAfterClose.Load() || fixedTopic.calledAfterClose.Load() {
 			t.Fatalf("round %d: a read called Stats once Close had returned (%d calls before)", round, before)
 		}
 	}
