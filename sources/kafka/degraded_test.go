@@ -187,7 +187,7 @@ func TestDegradedStageRunsAgainWhenTheClusterAnswersOnAnIdleTopic(t *testing.T) 
 	back := time.Now()
 	t.Logf("degraded: %v", st.LastError)
 
-	st = waitState(t, status, producer.StateRunning, kafkareach.HeardQuiet+5*time.Second, "the cluster answered again")
+	st = waitState(t, status, producer.StateRunning, kafkareach.HeardQuiet+wait.Deadline, "the cluster answered again")
 	t.Logf("running %v after the cluster answered again", st.Since.Sub(back).Round(time.Millisecond))
 	if st.Restarts != 0 {
 		t.Fatalf("status %+v, want the first run still", st)

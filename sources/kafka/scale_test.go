@@ -99,7 +99,10 @@ func TestMemberReleasingManyPartitionsCommitsThemAllWithinRevokeTimeout(t *testi
 		l := newLedger()
 		opts := sourceOptions(c, group)
 		opts.CommitInterval = time.Hour // only the releases commit
-		opts.RevokeTimeout = 2 * time.Second
+		// Long enough for one commit round trip on a machine that stalls
+		// the process; one request per partition still takes parts/10 of it.
+		opts.RevokeTimeout = 10 * time.Second
+		opts.Config.Consumer.Group.Rebalance.Timeout = 20 * time.Second // above RevokeTimeout
 		opts.Logger = slog.New(slog.DiscardHandler)
 		po := pipelineOpts("release", cl.new(t, opts), 1, l, nil)
 		po.Logger = slog.New(slog.DiscardHandler)
