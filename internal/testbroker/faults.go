@@ -450,3 +450,41 @@ func FirstRequest(c *kfake.Cluster, key kmsg.Key) <-chan struct{} {
 	})
 	return seen
 }
+
+// RaceClose calls each of calls at once, on goroutines of their own, and
+// closeFn once under is closed (a request of theirs has reached the
+// cluster: see FirstRequest) or every call has returned. Once closeFn has
+// returned, it waits for the calls and returns their results, in the order
+// they returned, and closeFn's error.
+func RaceClose[R any](under <-chan struct{}, calls []func() R, closeFn func() error) ([]R, error) {
+	start := make(chan struct{})
+	results := make(chan R, len(calls))
+	var running sync.WaitGroup
+	for _, call := range calls {
+		running.Go(func() {
+			<-start
+			results <- call()
+		})
+	}
+	returned := make(chan struct{})
+	go func() {
+		running.Wait()
+		close(returned)
+	}()
+	closed := make(chan error, 1)
+	go func() {
+		select {
+		case <-under:
+		case <-returned:
+		}
+		closed <- closeFn()
+	}()
+	close(start)
+	err := <-closed
+	<-returned
+	out := make([]R, 0, len(calls))
+	for range calls {
+		out = append(out, <-results)
+	}
+	return out, err
+}

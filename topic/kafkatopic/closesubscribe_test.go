@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -15,8 +14,9 @@ import (
 )
 
 // racingClose calls call n times, released at once, and the backend's
-// Close once under is closed or every call has returned, and returns once Close has returned nil: what the calls made,
-// and the error of each call that failed, which must wrap
+// Close once under is closed or every call has returned
+// (testbroker.RaceClose), and returns, once Close has returned nil, what
+// the calls made; the error of each call that failed must wrap
 // topic.ErrTopicClosed (what names the call).
 func racingClose[T, R any](t *testing.T, round int, b *kafkatopic.Backend[T], under <-chan struct{}, what string, n int, call func(i int) (R, error)) []R {
 	t.Helper()
@@ -24,36 +24,16 @@ func racingClose[T, R any](t *testing.T, round int, b *kafkatopic.Backend[T], un
 		r   R
 		err error
 	}
-	start := make(chan struct{})
-	results := make(chan result, n)
-	var running sync.WaitGroup
-	for i := range n {
-		running.Go(func() {
-			<-start
-			r, err := call(i)
-			results <- result{r, err}
-		})
+	calls := make([]func() result, n)
+	for i := range calls {
+		calls[i] = func() result { r, err := call(i); return result{r, err} }
 	}
-	returned := make(chan struct{})
-	go func() {
-		running.Wait()
-		close(returned)
-	}()
-	closed := make(chan error, 1)
-	go func() {
-		select {
-		case <-under:
-		case <-returned:
-		}
-		closed <- b.Close(context.Background())
-	}()
-	close(start)
-	if err := <-closed; err != nil {
+	results, err := testbroker.RaceClose(under, calls, func() error { return b.Close(context.Background()) })
+	if err != nil {
 		t.Fatalf("round %d: the backend's Close racing %s = %v, want nil", round, what, err)
 	}
 	var made []R
-	for range n {
-		res := <-results
+	for _, res := range results {
 		switch {
 		case res.err == nil:
 			made = append(made, res.r)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -50,34 +49,11 @@ func TestDeclaresAndSubscribesRacingTheBackendsCloseSucceedOrReturnErrClosed(t *
 			func() made { q, err := b.Declare(t.Context(), declared[1]); return made{q: q, err: err} },
 		}
 		underWay := testbroker.FirstRequest(c, key)
-		start := make(chan struct{})
-		results := make(chan made, len(calls))
-		var running sync.WaitGroup
-		for _, call := range calls {
-			running.Go(func() {
-				<-start
-				results <- call()
-			})
-		}
-		returned := make(chan struct{})
-		go func() {
-			running.Wait()
-			close(returned)
-		}()
-		closed := make(chan error, 1)
-		go func() {
-			select {
-			case <-underWay:
-			case <-returned:
-			}
-			closed <- b.Close(context.Background())
-		}()
-		close(start)
-		if err := <-closed; err != nil {
+		results, err := testbroker.RaceClose(underWay, calls, func() error { return b.Close(context.Background()) })
+		if err != nil {
 			t.Fatalf("round %d: the backend's Close racing Declares and Subscribes = %v, want nil", round, err)
 		}
-		for range calls {
-			m := <-results
+		for _, m := range results {
 			switch {
 			case m.err != nil:
 				if !errors.Is(m.err, topology.ErrClosed) {
