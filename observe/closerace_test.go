@@ -111,7 +111,9 @@ func TestReadsAndChangesRacingTheObserversCloseCallNoStatsOnceItReturned(t *test
 				for n := 0; ; n++ {
 					select {
 					case <-stop:
-						changed <- nil // still accepted after Close
+						// Once more, now that Close has returned: refused
+						// (a slow changer may have made no call since).
+						changed <- change(n)
 						return
 					default:
 					}
