@@ -3,13 +3,8 @@ package kafka_test
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/boulevard-go/boulevard/internal/testnet"
 	"github.com/boulevard-go/boulevard/internal/wait"
@@ -171,49 +166,6 @@ func TestAStopDuringTheConnectionCheckDoesNotWaitForIt(t *testing.T) {
 		// Far below the minute the check, and the stop's own bound, allow.
 		if took := time.Since(start); err != nil || took > 10*time.Second {
 			t.Fatalf("Stop during the connection check = %v after %v, want nil at once", err, took)
-		}
-	})
-}
-
-// Guarantee: a pipeline stopped while its source's topic check waits on
-// a metadata request the cluster holds stops at once, and the source's
-// Close after it does not wait for the request either: neither sits out
-// the clients' request and metadata timeouts (a minute here) nor the shutdown timeout.
-func TestAStopDuringTheTopicCheckDoesNotWaitForIt(t *testing.T) {
-	eachClient(t, func(t *testing.T, cl client) {
-		cl = cl.withKgo(kgo.RequestTimeoutOverhead(time.Minute))
-		c := newCluster(t, 1, kfake.NumBrokers(1))
-		var held atomic.Int32
-		release := make(chan struct{})
-		c.ControlKey(int16(kmsg.Metadata), func(kmsg.Request) (kmsg.Response, error, bool) {
-			c.KeepControl()
-			if held.Add(1) == 1 {
-				// The cluster answers the other requests meanwhile.
-				c.SleepControl(func() { <-release })
-			}
-			return nil, nil, false
-		})
-		t.Cleanup(func() { close(release) })
-		o := sourceOptions(c, "g-held-metadata")
-		o.ConnectTimeout = time.Minute
-		o.Config.Net.ReadTimeout = time.Minute
-		o.Config.Metadata.Timeout = time.Minute
-		src := cl.new(t, o)
-		po := pipelineOpts("held-metadata", src, 1, newLedger(), nil)
-		po.ShutdownTimeout = time.Minute
-		p := startPipeline(t, po)
-		wait.Within(t, 10*time.Second, "the cluster to hold a metadata request", func() bool { return held.Load() > 0 })
-		start := time.Now()
-		err := p.Stop(context.Background())
-		// Far below the minute the request, and the stop's own bound, allow.
-		if took := time.Since(start); err != nil || took > 10*time.Second {
-			t.Fatalf("Stop during the topic check = %v after %v, want nil at once", err, took)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		start = time.Now()
-		if err := src.Close(ctx); err != nil || time.Since(start) > 10*time.Second {
-			t.Fatalf("Close after a stop during the topic check = %v after %v, want nil at once", err, time.Since(start))
 		}
 	})
 }
