@@ -11,6 +11,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/IBM/sarama"
 )
@@ -58,6 +59,40 @@ func (s *Set) Child(cfg *sarama.Config) (*sarama.Config, *Set) {
 	cp := *cfg
 	c.Use(&cp)
 	return &cp, c
+}
+
+// SkipBackoffsOnceCut makes sarama's retries of metadata, coordinator
+// and offset lookups (Metadata.Retry) and of a partition's fetches
+// (Consumer.Retry) of a client of cfg wait no backoff once s is cut:
+// every attempt then fails at once, and sarama sleeps its backoff
+// between them without a context (a coordinator lookup sleeps it up to
+// Metadata.Retry.Max times, and an offset lookup repeats that lookup as
+// often), which would hold a Close that cut the connections long past its
+// deadline. Until then each backoff is cfg's: its BackoffFunc when set,
+// else its Backoff.
+func (s *Set) SkipBackoffsOnceCut(cfg *sarama.Config) {
+	meta, metaFunc := cfg.Metadata.Retry.Backoff, cfg.Metadata.Retry.BackoffFunc
+	cfg.Metadata.Retry.BackoffFunc = func(retries, maxRetries int) time.Duration {
+		switch {
+		case s.isCut():
+			return 0
+		case metaFunc != nil:
+			return metaFunc(retries, maxRetries)
+		default:
+			return meta
+		}
+	}
+	fetch, fetchFunc := cfg.Consumer.Retry.Backoff, cfg.Consumer.Retry.BackoffFunc
+	cfg.Consumer.Retry.BackoffFunc = func(retries int) time.Duration {
+		switch {
+		case s.isCut():
+			return 0
+		case fetchFunc != nil:
+			return fetchFunc(retries)
+		default:
+			return fetch
+		}
+	}
 }
 
 // Use makes cfg dial through s.

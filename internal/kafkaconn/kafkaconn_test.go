@@ -155,3 +155,40 @@ func (d *countingDialer) Dial(network, addr string) (net.Conn, error) {
 	d.n++
 	return net.Dial(network, addr)
 }
+
+// Guarantee: a config's retry backoffs are its own (its BackoffFunc when
+// set, else its Backoff) until its set is cut, and nothing once it is:
+// sarama's retries, which then fail at once, do not sleep.
+func TestBackoffsAreTheConfigsUntilTheSetIsCut(t *testing.T) {
+	byFunc := sarama.NewConfig()
+	byFunc.Metadata.Retry.BackoffFunc = func(retries, maxRetries int) time.Duration {
+		return time.Duration(retries*10+maxRetries) * time.Second
+	}
+	byFunc.Consumer.Retry.BackoffFunc = func(retries int) time.Duration { return time.Duration(retries) * time.Minute }
+	byValue := sarama.NewConfig()
+	byValue.Metadata.Retry.Backoff = 7 * time.Second
+	byValue.Consumer.Retry.Backoff = 9 * time.Second
+	for _, c := range []struct {
+		name            string
+		cfg             *sarama.Config
+		metadata, fetch time.Duration // before the cut, at retry 2 of 3
+	}{
+		{"BackoffFunc", byFunc, 23 * time.Second, 2 * time.Minute},
+		{"Backoff", byValue, 7 * time.Second, 9 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := New(c.cfg)
+			s.SkipBackoffsOnceCut(c.cfg)
+			backoffs := func() (time.Duration, time.Duration) {
+				return c.cfg.Metadata.Retry.BackoffFunc(2, 3), c.cfg.Consumer.Retry.BackoffFunc(2)
+			}
+			if m, f := backoffs(); m != c.metadata || f != c.fetch {
+				t.Fatalf("backoffs before the cut = %v (metadata), %v (fetch); want %v, %v", m, f, c.metadata, c.fetch)
+			}
+			s.Cut()
+			if m, f := backoffs(); m != 0 || f != 0 {
+				t.Fatalf("backoffs once the set is cut = %v (metadata), %v (fetch); want 0", m, f)
+			}
+		})
+	}
+}
