@@ -493,15 +493,8 @@ func TestStopDoesNotWaitForAHungStartOffsetLookup(t *testing.T) {
 		})
 		o := sourceOptions(c, "g-hung-lookup")
 		o.InitialOffset, o.StartTime = kafka.OffsetTimestamp, time.Now()
-		po := pipelineOpts("hung-lookup", cl.new(t, o), 1, newLedger(), nil)
-		po.ShutdownTimeout = time.Minute
-		p := startPipeline(t, po)
-		select {
-		case <-held:
-		case <-time.After(30 * time.Second):
-			stopPipeline(t, p)
-			t.Fatal("the member never looked its start offset up")
-		}
+		p := startHeld(t, pipelineOpts("hung-lookup", cl.new(t, o), 1, newLedger(), nil), held,
+			"the member never looked its start offset up")
 		stopsWithin(t, p, testbroker.HungGrace, "the start offset lookup unanswered")
 	})
 }
@@ -837,20 +830,29 @@ func TestStopDoesNotWaitForAnAbandonedCommit(t *testing.T) {
 		o := sourceOptions(c, group)
 		src := cl.new(t, o)
 		l := newLedger()
-		po := pipelineOpts("stop-abandoned", src, 1, l, nil)
-		po.ShutdownTimeout = time.Minute
-		p := startPipeline(t, po)
-		select {
-		case <-held:
-		case <-time.After(30 * time.Second):
-			stopPipeline(t, p)
-			t.Fatal("no commit was held")
-		}
+		p := startHeld(t, pipelineOpts("stop-abandoned", src, 1, l, nil), held, "no commit was held")
 		wait.Within(t, 20*time.Second, "every record handled and a commit given up", func() bool {
 			return l.covers(ends) && onlyMember(t, src).CommitErrors > 0
 		})
 		stopsWithin(t, p, o.RevokeTimeout+testbroker.HungGrace, "a commit unanswered")
 	})
+}
+
+// startHeld starts a pipeline of po, which waits a minute for its drain
+// and its source's Close (the test measures the stop itself), and waits
+// for held: it stops the pipeline and fails t, saying never, unless the
+// cluster holds a request of the member within 30s.
+func startHeld(t *testing.T, po pipeline.Options[[]byte, []byte], held <-chan struct{}, never string) *pipeline.Pipeline[[]byte, []byte] {
+	t.Helper()
+	po.ShutdownTimeout = time.Minute
+	p := startPipeline(t, po)
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		stopPipeline(t, p)
+		t.Fatal(never)
+	}
+	return p
 }
 
 // stopsWithin stops p with a minute's deadline and fails t unless Stop

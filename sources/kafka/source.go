@@ -287,6 +287,11 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 	}
 	conns := kafkaconn.New(cfg)
 	conns.Use(cfg)
+	// Once Close has cut the connections, sarama's retries (the offset
+	// manager's lookup of a new session's committed offsets, the
+	// coordinator lookups it and the leave make) fail at once and must
+	// not sleep their backoff between attempts.
+	conns.SkipBackoffsOnceCut(cfg)
 	// sarama's requests take no context: when ctx ends while the client
 	// connects or asks for the topics' metadata (each request waits up to
 	// Metadata.Timeout for a cluster that does not answer), the
