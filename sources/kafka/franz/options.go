@@ -3,6 +3,7 @@ package franz
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -277,11 +278,14 @@ func ownedOptions(cl *kgo.Client) []error {
 }
 
 // seeds are the brokers to build a client with while validating: Brokers
-// when they are all host:port, else a placeholder (the broken field is
-// reported by the tags).
+// when they are all host and numeric port, else a placeholder (the broken
+// field is reported by the tags), so that franz-go's error, which quotes
+// the broker, never shows what a broker given with user information
+// ("user:password@host") holds.
 func (o *Options) seeds() []string {
 	for _, b := range o.Brokers {
-		if _, port, ok := strings.Cut(b, ":"); !ok || port == "" {
+		_, port, err := net.SplitHostPort(b)
+		if _, perr := strconv.ParseUint(port, 10, 16); err != nil || perr != nil {
 			return []string{"127.0.0.1:9092"}
 		}
 	}

@@ -230,3 +230,21 @@ func TestClientOptionsTheSourceOwnsAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// Guarantee: a broker given with user information, with or without a
+// port ("user:password@host", "kafka://user:password@host:9092"), fails
+// validation with an error that names the field and never shows the
+// password.
+func TestABrokerWithUserInformationFailsWithoutShowingThePassword(t *testing.T) {
+	const secret = "s3cr3t-XYZ"
+	for _, b := range []string{"user:" + secret + "@broker", "kafka://user:" + secret + "@broker:9092", "user:" + secret + "@broker:9092", "broker:" + secret} {
+		_, err := franz.New(franz.Options{Brokers: []string{b}, GroupID: "g", Topics: []string{"t"}})
+		var es validate.Errors
+		if !errors.As(err, &es) || !es.Has("franz.brokers[0]", "hostname_port") {
+			t.Errorf("broker %q: New = %v, want franz.brokers[0] hostname_port", b, err)
+		}
+		if err != nil && strings.Contains(err.Error(), secret) {
+			t.Errorf("broker %q: the error shows the password: %v", b, err)
+		}
+	}
+}
