@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/boulevard-go/boulevard/internal/logtest"
+	"github.com/boulevard-go/boulevard/internal/redact"
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/testnet"
 	"github.com/boulevard-go/boulevard/internal/wait"
@@ -383,14 +384,7 @@ func TestRunFailsAtOnceWhenTheCredentialsAreRefused(t *testing.T) {
 	const password = "pw-wrong-8d1e"
 	eachClient(t, func(t *testing.T, cl client) {
 		c := newCluster(t, 1, kfake.EnableSASL(), kfake.Superuser("PLAIN", "svc", "pw-right"))
-		// kfake drops the connection of a failed authentication; a Kafka
-		// broker answers SASL_AUTHENTICATION_FAILED first.
-		c.ControlKey(int16(kmsg.SASLAuthenticate), func(req kmsg.Request) (kmsg.Response, error, bool) {
-			c.KeepControl()
-			resp := req.(*kmsg.SASLAuthenticateRequest).ResponseKind().(*kmsg.SASLAuthenticateResponse)
-			resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
-			return resp, nil, true
-		})
+		refuseLogins(c, nil)
 		o := sourceOptions(c, "g-sasl-refused")
 		o.Config.Net.SASL.Enable = true
 		o.Config.Net.SASL.Mechanism = sarama.SASLTypePlaintext
@@ -415,6 +409,52 @@ func TestRunFailsAtOnceWhenTheCredentialsAreRefused(t *testing.T) {
 			t.Fatalf("the error shows the password: %v", err)
 		}
 	})
+}
+
+// refuseLogins makes c answer every SASL authentication with
+// SASL_AUTHENTICATION_FAILED and message (nil for none): kfake itself
+// drops the connection of a failed authentication, where a Kafka broker
+// answers that error first.
+func refuseLogins(c *kfake.Cluster, message *string) {
+	c.ControlKey(int16(kmsg.SASLAuthenticate), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		resp := req.(*kmsg.SASLAuthenticateRequest).ResponseKind().(*kmsg.SASLAuthenticateResponse)
+		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
+		resp.ErrorMessage = message
+		return resp, nil, true
+	})
+}
+
+// Guarantee: a cluster whose login refusal quotes the SASL user and
+// password of Config shows them in neither the error Run returns nor any
+// line the source logs (the connection check's warning included); the
+// error still wraps ErrConnect and says what was refused.
+func TestALoginRefusalQuotingTheCredentialsShowsThemNowhere(t *testing.T) {
+	const user, password = "svc-7d1e", "s3cr3t-XYZ"
+	c := newCluster(t, 1, kfake.EnableSASL(), kfake.Superuser(sarama.SASLTypePlaintext, user, "pw-right"))
+	msg := "refused for " + user + " with password " + password
+	refuseLogins(c, &msg)
+	var logs logtest.Lines
+	o := sourceOptions(c, "g-sasl-quoted")
+	o.ConnectTimeout = time.Second
+	o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	o.Config.Net.SASL.Enable = true
+	o.Config.Net.SASL.Mechanism = sarama.SASLTypePlaintext
+	o.Config.Net.SASL.User, o.Config.Net.SASL.Password = user, password
+	err := runStage(t, newSource(t, o), 15*time.Second)
+	if !errors.Is(err, kafka.ErrConnect) || !strings.Contains(err.Error(), "SASL Authentication failed: refused for "+redact.Masked) {
+		t.Fatalf("Run = %v, want ErrConnect with the refusal, credentials redacted", err)
+	}
+	for what, s := range map[string]string{"Run's error": err.Error(), "the logs": strings.Join(logs.All(), "")} {
+		for _, secret := range []string{user, password} {
+			if strings.Contains(s, secret) {
+				t.Errorf("%s show a credential: %s", what, s)
+			}
+		}
+	}
+	if logs.Count("no broker answered") == 0 {
+		t.Errorf("no warning about the refused brokers logged: %q", logs.All())
+	}
 }
 
 // Guarantee: the source's Close returns once its context's deadline has

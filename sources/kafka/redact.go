@@ -116,6 +116,10 @@ func (s *Source) String() string {
 // GoString is String.
 func (s *Source) GoString() string { return s.String() }
 
+// Format prints String for every verb (quoted for %q), so that no verb
+// reaches the credentials the source keeps to redact its errors and logs.
+func (s *Source) Format(f fmt.State, verb rune) { redact.Format(f, verb, s.String()) }
+
 // LogValue logs the source's options, credentials left out.
 func (s *Source) LogValue() slog.Value {
 	if s == nil {

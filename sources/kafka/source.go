@@ -41,6 +41,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/internal/kafkareach"
 	"github.com/boulevard-go/boulevard/internal/logattr"
+	"github.com/boulevard-go/boulevard/internal/redact"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/lifecycle"
@@ -164,6 +165,7 @@ const maxConsumeFailures = 10
 // with New.
 type Source struct {
 	opts Options
+	red  redact.Secrets // Config's credentials, taken out of Run's errors and the members' log lines
 	live lifecycle.Members[*member]
 	made bool // by New
 }
@@ -180,7 +182,7 @@ func New(opts Options) (*Source, error) {
 	}
 	// Copies: the caller may reuse its slices once New has returned.
 	o.Brokers, o.Topics = slices.Clone(o.Brokers), slices.Clone(o.Topics)
-	return &Source{opts: o, made: true}, nil
+	return &Source{opts: o, red: redact.SaramaSecrets(o.Config), made: true}, nil
 }
 
 // Options returns the source's options with their defaults applied; its
@@ -242,12 +244,14 @@ func (s *Source) Info() (producer.Info, error) {
 // to retry) is tried again within the claim, with backoff, without leaving the group
 // (see docs/kafka.md, Replay). It returns ErrClosed after Close, and
 // ErrNotCreated, at once, when New did not make the source. No error
-// message contains a newline.
+// message contains a newline, nor Config's SASL user or password (a
+// broker's refusal that quotes them included): they are replaced by
+// "[redacted]" there and in the lines the source logs.
 func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
 	if s == nil || !s.made {
 		return ErrNotCreated
 	}
-	return s.live.Run(ctx, func() (*member, error) { return s.startMember(ctx, stage) })
+	return s.red.Err(s.live.Run(ctx, func() (*member, error) { return s.startMember(ctx, stage) }))
 }
 
 // Close commits what was handled, leaves the group and releases every
@@ -281,7 +285,7 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 	// cluster, which ends a degrade its session outlived (kafkareach.Reach).
 	reach := &kafkareach.Reach{Health: stage.Health()}
 	cfg.MetricRegistry = kafkareach.NewHeardRegistry(cfg.MetricRegistry, reach.Heard)
-	log := lifecycle.Logger(s.opts.Logger, stage).With(slog.String("group", s.opts.GroupID))
+	log := slog.New(redact.Handler(lifecycle.Logger(s.opts.Logger, stage).Handler(), s.red)).With(slog.String("group", s.opts.GroupID))
 	if err := s.checkBrokers(runCtx, log, cfg); err != nil || runCtx.Err() != nil {
 		return nil, err
 	}
