@@ -67,8 +67,9 @@ func newCluster(t testing.TB, partitions int32, opts ...kfake.Opt) *kfake.Cluste
 }
 
 // produce writes n records spread round-robin over the partitions, with key
-// "k<i>" and value "v<i>", and returns how many went to each partition.
-func produce(t testing.TB, c *kfake.Cluster, partitions int32, from, n int) map[int32]int64 {
+// "k<i>" and value "v<i>", with a client given opts too, and returns how
+// many went to each partition.
+func produce(t testing.TB, c *kfake.Cluster, partitions int32, from, n int, opts ...kgo.Opt) map[int32]int64 {
 	t.Helper()
 	recs := make([]*kgo.Record, 0, n)
 	counts := map[int32]int64{}
@@ -78,15 +79,16 @@ func produce(t testing.TB, c *kfake.Cluster, partitions int32, from, n int) map[
 		recs = append(recs, &kgo.Record{Topic: testTopic, Partition: p,
 			Key: []byte("k" + strconv.Itoa(i)), Value: []byte("v" + strconv.Itoa(i))})
 	}
-	produceSync(t, c, recs)
+	produceSync(t, c, recs, opts...)
 	return counts
 }
 
-// produceSync writes recs to the partitions they name.
-func produceSync(t testing.TB, c *kfake.Cluster, recs []*kgo.Record) {
+// produceSync writes recs to the partitions they name, with a client
+// given opts too (kgo.DialTLSConfig for a cluster that speaks TLS).
+func produceSync(t testing.TB, c *kfake.Cluster, recs []*kgo.Record, opts ...kgo.Opt) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerLinger(0))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
