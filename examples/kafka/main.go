@@ -124,6 +124,11 @@ func (cfg config) check() error {
 	case !slices.Contains(rebalanceStrategies, cfg.strategy):
 		return fmt.Errorf("-rebalance must be one of %s, got %q", strings.Join(rebalanceStrategies, ", "), cfg.strategy)
 	}
+	for i, b := range splitBrokers(cfg.brokers) {
+		if strings.Contains(b, "@") {
+			return fmt.Errorf("-brokers must be host:port, without user information: broker %d has some (not shown)", i+1)
+		}
+	}
 	return nil
 }
 

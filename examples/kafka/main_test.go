@@ -264,6 +264,26 @@ func TestFlagsOutOfRangeNameTheFlag(t *testing.T) {
 	}
 }
 
+// Guarantee: a broker given with user information ("user:password@host",
+// "kafka://user:password@host:9092") is refused at once with an error
+// naming -brokers that does not repeat the password.
+func TestBrokersWithUserInformationAreRefusedWithoutShowingThem(t *testing.T) {
+	const secret = "s3cr3t-XYZ"
+	for _, brokers := range []string{"user:" + secret + "@127.0.0.1:1", "127.0.0.1:1, kafka://user:" + secret + "@broker:9092", "user:" + secret + "@broker"} {
+		cfg := config{brokers: brokers, topic: "readings", group: "example-userinfo", n: 1, partitions: 1, members: 1,
+			produce: true, strategy: "cooperative-sticky"}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // a run that is not refused stops at once
+		err := run(ctx, cfg, io.Discard)
+		if err == nil || !strings.HasPrefix(err.Error(), "-brokers ") {
+			t.Errorf("-brokers %q: run = %v, want an error naming -brokers", brokers, err)
+		}
+		if err != nil && strings.Contains(err.Error(), secret) {
+			t.Errorf("-brokers %q: the error shows the password: %v", brokers, err)
+		}
+	}
+}
+
 // Guarantee: given brokers that accept connections but never answer, the
 // program fails with an error saying it cannot connect within seconds
 // (each network wait of the producer is bounded by produceTimeout), instead
