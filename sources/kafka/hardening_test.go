@@ -386,9 +386,7 @@ func TestRunFailsAtOnceWhenTheCredentialsAreRefused(t *testing.T) {
 		c := newCluster(t, 1, kfake.EnableSASL(), kfake.Superuser("PLAIN", "svc", "pw-right"))
 		refuseLogins(c, nil)
 		o := sourceOptions(c, "g-sasl-refused")
-		o.Config.Net.SASL.Enable = true
-		o.Config.Net.SASL.Mechanism = sarama.SASLTypePlaintext
-		o.Config.Net.SASL.User, o.Config.Net.SASL.Password = "svc", password
+		withPlainLogin(&o, "svc", password)
 		var src testSource
 		if cl.name == "sarama" {
 			src = newSource(t, o)
@@ -438,9 +436,7 @@ func TestALoginRefusalQuotingTheCredentialsShowsThemNowhere(t *testing.T) {
 	o := sourceOptions(c, "g-sasl-quoted")
 	o.ConnectTimeout = time.Second
 	o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	o.Config.Net.SASL.Enable = true
-	o.Config.Net.SASL.Mechanism = sarama.SASLTypePlaintext
-	o.Config.Net.SASL.User, o.Config.Net.SASL.Password = user, password
+	withPlainLogin(&o, user, password)
 	err := runStage(t, newSource(t, o), 15*time.Second)
 	if !errors.Is(err, kafka.ErrConnect) || !strings.Contains(err.Error(), "SASL Authentication failed: refused for "+redact.Masked) {
 		t.Fatalf("Run = %v, want ErrConnect with the refusal, credentials redacted", err)
@@ -454,6 +450,44 @@ func TestALoginRefusalQuotingTheCredentialsShowsThemNowhere(t *testing.T) {
 	}
 	if logs.Count("no broker answered") == 0 {
 		t.Errorf("no warning about the refused brokers logged: %q", logs.All())
+	}
+}
+
+// withPlainLogin makes o's sarama source log in with SASL PLAIN as user.
+func withPlainLogin(o *kafka.Options, user, password string) {
+	o.Config.Net.SASL.Enable = true
+	o.Config.Net.SASL.Mechanism = sarama.SASLTypePlaintext
+	o.Config.Net.SASL.User, o.Config.Net.SASL.Password = user, password
+}
+
+// Guarantee: group sessions that fail with an error quoting the SASL
+// password (here a coordinator naming a protocol that holds it) degrade
+// the stage with that error, the password redacted, and log it
+// redacted.
+func TestAFailedSessionQuotingThePasswordDegradesTheStageWithoutShowingIt(t *testing.T) {
+	const user, password = "svc-7d1e", "s3cr3t-XYZ"
+	c := newCluster(t, 1, kfake.EnableSASL(), kfake.Superuser(sarama.SASLTypePlaintext, user, password))
+	c.ControlKey(int16(kmsg.JoinGroup), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := r.(*kmsg.JoinGroupRequest)
+		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+		proto := "range-" + password
+		resp.Generation, resp.Protocol, resp.ProtocolType = 1, &proto, &req.ProtocolType
+		resp.LeaderID, resp.MemberID = "another-member", "this-member"
+		return resp, nil, true
+	})
+	var logs logtest.Lines
+	o := sourceOptions(c, "g-session-quoted")
+	o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	withPlainLogin(&o, user, password)
+	p := startPipeline(t, pipelineOpts("session-quoted", newSource(t, o), 1, newLedger(), nil))
+	t.Cleanup(func() { stopPipeline(t, p) })
+	st := waitState(t, func() producer.StageStatus { return p.SourceStatus()[0] }, producer.StateDegraded, 30*time.Second, "the sessions failing")
+	if st.LastError == nil || st.LastError.Error() != "unable to find selected strategy: range-"+redact.Masked {
+		t.Errorf("the degraded stage's error is %v, want the session's, the password redacted", st.LastError)
+	}
+	if lines := logs.Matching(password); len(lines) > 0 {
+		t.Errorf("lines show the password: %q", lines)
 	}
 }
 

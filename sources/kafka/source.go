@@ -246,7 +246,8 @@ func (s *Source) Info() (producer.Info, error) {
 // ErrNotCreated, at once, when New did not make the source. No error
 // message contains a newline, nor Config's SASL user or password (a
 // broker's refusal that quotes them included): they are replaced by
-// "[redacted]" there and in the lines the source logs.
+// "[redacted]" there, in the error a degraded stage reports and in the
+// lines the source logs.
 func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
 	if s == nil || !s.made {
 		return ErrNotCreated
@@ -581,7 +582,7 @@ func (m *member) loop() {
 // noteSessionFailed tells m.reach of a failed session (Consume's err): the
 // stage is degraded at the second in a row, or at once when sarama could
 // reach no broker.
-func (m *member) noteSessionFailed(err error) { m.reach.SaramaSessionFailed(flat(err)) }
+func (m *member) noteSessionFailed(err error) { m.reach.SaramaSessionFailed(m.src.red.Err(flat(err))) }
 
 // logErrors reads the group's errors until the group closes. A claim's
 // fetch (or the metadata or leader lookup it needs) refused with an
@@ -651,7 +652,7 @@ func (m *member) handleError(runs *claim.FailureRuns[topicPart], err error) {
 	// sarama tried every broker it knows, for a claim's fetch (its leader
 	// lookup) or the session's heartbeat: the member cannot read until
 	// one answers.
-	m.reach.SaramaError(flat(err))
+	m.reach.SaramaError(m.src.red.Err(flat(err)))
 	ce, ok := err.(*sarama.ConsumerError)
 	if !ok || ce.Topic == "" {
 		m.log.Log(context.Background(), cutLevel(err), "kafka consumer error", slog.Any("error", flat(err)))
