@@ -2,8 +2,10 @@ package observe
 
 import (
 	"context"
+	"maps"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -138,7 +140,9 @@ func (o *Observer) Describe(ch chan<- *prometheus.Desc) {
 func (o *Observer) Collect(ch chan<- prometheus.Metric) {
 	r := o.read(context.Background())
 	var dups []duplicate
-	dups = collectPipelines(ch, r.pipes, dups)
+	seen := map[feedKey]struct{}{}
+	dups = collectPipelines(ch, r.pipes, dups, &o.feeds, seen)
+	o.feeds.forget(seen)
 	dups = collectKafka(ch, r.kafka, dups)
 	for _, t := range r.topics {
 		collectTopic(ch, t.e, t.st)
@@ -214,14 +218,14 @@ func boolValue(b bool) float64 {
 // collectPipelines sends the metrics of pipes, one pipeline per name (see
 // Collect), and an invalid metric for each pipeline that could not be
 // read, and returns dups with the names reported twice.
-func collectPipelines(ch chan<- prometheus.Metric, pipes []pipeRead, dups []duplicate) []duplicate {
+func collectPipelines(ch chan<- prometheus.Metric, pipes []pipeRead, dups []duplicate, marks *feedMarks, seen map[feedKey]struct{}) []duplicate {
 	sel, dups := selectPipelines(pipes, dups)
 	for i := range sel {
 		if err := sel[i].err; err != nil {
 			ch <- prometheus.NewInvalidMetric(prometheus.NewInvalidDesc(err), err)
 			continue
 		}
-		collectPipeline(ch, sel[i].st)
+		collectPipeline(ch, sel[i].st, marks, seen)
 	}
 	return dups
 }
@@ -275,7 +279,7 @@ func selectPipelines(pipes []pipeRead, dups []duplicate) ([]pipeRead, []duplicat
 // stopped, as boulevard_pipeline_up says.
 func running(st pipeline.Stats) bool { return !st.Started.IsZero() && !st.Stopped }
 
-func collectPipeline(ch chan<- prometheus.Metric, st pipeline.Stats) {
+func collectPipeline(ch chan<- prometheus.Metric, st pipeline.Stats, marks *feedMarks, seen map[feedKey]struct{}) {
 	name := st.Name
 	gauge(ch, pipelineUp, boolValue(running(st)), name)
 	if rl := st.RateLimit; rl != nil {
@@ -292,7 +296,7 @@ func collectPipeline(ch chan<- prometheus.Metric, st pipeline.Stats) {
 		if !ps.Since.IsZero() {
 			gauge(ch, producerStateTime, float64(ps.Since.UnixNano())/1e9, name, ps.Stage)
 		}
-		collectFeeds(ch, name, ps.Stage, ps.Feeds)
+		collectFeeds(ch, name, ps.Stage, ps.Feeds, marks, seen)
 	}
 	pr := st.Processors
 	counter(ch, procReceived, float64(pr.In), name)
@@ -331,12 +335,15 @@ func collectPipeline(ch chan<- prometheus.Metric, st pipeline.Stats) {
 // collectFeeds sends the permit counters of a stage's open feeds. Two open
 // feeds of a stage with the same name (a source that registers the same
 // consumer twice) are sent as one, their counters added, so that the
-// label set stays unique.
-func collectFeeds(ch chan<- prometheus.Metric, pipe, stage string, feeds []producer.NamedFeedStats) {
+// label set stays unique; when one of them closes while the other stays
+// open, the counts it had reached are carried into the series (marks), so
+// that its counters do not go down. The series sent are added to seen.
+func collectFeeds(ch chan<- prometheus.Metric, pipe, stage string, feeds []producer.NamedFeedStats, marks *feedMarks, seen map[feedKey]struct{}) {
 	if len(feeds) == 0 {
 		return
 	}
 	sum := make(map[string]*producer.FeedStats, len(feeds))
+	count := make(map[string]int, len(feeds))
 	order := make([]string, 0, len(feeds))
 	for _, f := range feeds {
 		t, ok := sum[f.Name]
@@ -345,6 +352,7 @@ func collectFeeds(ch chan<- prometheus.Metric, pipe, stage string, feeds []produ
 			sum[f.Name] = t
 			order = append(order, f.Name)
 		}
+		count[f.Name]++
 		t.Granted += f.Granted
 		t.Remaining += f.Remaining
 		t.Delivered += f.Delivered
@@ -352,6 +360,9 @@ func collectFeeds(ch chan<- prometheus.Metric, pipe, stage string, feeds []produ
 	}
 	for _, n := range order {
 		t := sum[n]
+		k := feedKey{labelValue(pipe), labelValue(stage), labelValue(n)}
+		seen[k] = struct{}{}
+		marks.carry(k, count[n], t)
 		counter(ch, feedGranted, float64(t.Granted), pipe, stage, n)
 		gauge(ch, feedOutstanding, float64(t.Remaining), pipe, stage, n)
 		counter(ch, feedDelivered, float64(t.Delivered), pipe, stage, n)
@@ -360,3 +371,61 @@ func collectFeeds(ch chan<- prometheus.Metric, pipe, stage string, feeds []produ
 }
 
 func partitionLabel(p int32) string { return strconv.FormatInt(int64(p), 10) }
+
+// feedKey identifies the series of a feed (label values as exported).
+type feedKey struct {
+	pipeline, stage, feed string
+}
+
+// feedMarks keeps, for each feed series a scrape carried, what the
+// latest scrape sent, so that a later one can tell a twin closing (fewer
+// feeds of the name, their sum lower) from a feed counting again from
+// zero (see collectFeeds). A series no scrape carries is forgotten.
+type feedMarks struct {
+	mu sync.Mutex
+	m  map[feedKey]feedMark
+}
+
+// feedMark is what a scrape sent for a feed series: how many open feeds
+// it added, the counters sent, and the counts of closed twins carried
+// into them.
+type feedMark struct {
+	feeds      int
+	sent, kept producer.FeedStats
+}
+
+// carry adds to t (the counters of the n open feeds of series k) the
+// counts of their twins that closed while a feed of the name stayed open,
+// so that the series does not go down when one of two feeds of a name
+// closes. A series whose feeds did not get fewer is sent as counted: a
+// lone feed registered again since the latest scrape counts from zero,
+// and its series reads as a reset, as the feed's own counters do.
+func (f *feedMarks) carry(k feedKey, n int, t *producer.FeedStats) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = map[feedKey]feedMark{}
+	}
+	prev, ok := f.m[k]
+	kept := prev.kept
+	if ok && n < prev.feeds {
+		kept.Granted += prev.sent.Granted - min(prev.sent.Granted, t.Granted+kept.Granted)
+		kept.Delivered += prev.sent.Delivered - min(prev.sent.Delivered, t.Delivered+kept.Delivered)
+		kept.Dispatched += prev.sent.Dispatched - min(prev.sent.Dispatched, t.Dispatched+kept.Dispatched)
+	}
+	t.Granted += kept.Granted
+	t.Delivered += kept.Delivered
+	t.Dispatched += kept.Dispatched
+	f.m[k] = feedMark{feeds: n, sent: *t, kept: kept}
+}
+
+// forget drops the marks of the series not in seen, those of feeds gone
+// by this scrape.
+func (f *feedMarks) forget(seen map[feedKey]struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	maps.DeleteFunc(f.m, func(k feedKey, _ feedMark) bool {
+		_, ok := seen[k]
+		return !ok
+	})
+}

@@ -142,6 +142,9 @@ type Observer struct {
 	// calls keeps the Stats calls running, for Close.
 	calls calls
 
+	// feeds are the highest feed counters scrapes sent (see collectFeeds).
+	feeds feedMarks
+
 	// dupMu guards dups, the series reported twice at the latest scrape
 	// (see logDuplicates).
 	dupMu sync.Mutex

@@ -290,3 +290,60 @@ func TestScrapesRacingChangesAndBlinkingFeedsNeverLowerACounter(t *testing.T) {
 		t.Errorf("no scrape carried the steady feed's delivered counter; counters seen: %v", slices.Sorted(maps.Keys(last)))
 	}
 }
+
+// Guarantee: two open feeds of a stage with the same name are one series,
+// their counters added, and when one of them closes the series' counters
+// do not go down: the closed feed's counts stay in them, and the feed
+// left open adds its own from there. A Prometheus counter that went down
+// would read as a reset. A lone feed registered again counts from zero,
+// and its series reads as the reset it is.
+func TestAFeedsTwinClosingLowersNoCounterOfTheirSeries(t *testing.T) {
+	feeds := func(fs ...producer.FeedStats) pipeline.Stats {
+		named := make([]producer.NamedFeedStats, len(fs))
+		for i, f := range fs {
+			named[i] = producer.NamedFeedStats{Name: "c", FeedStats: f}
+		}
+		return pipeline.Stats{Name: "orders", Producers: []pipeline.ProducerStats{{
+			StageStatus: producer.StageStatus{Stage: "orders.producer.0"}, Feeds: named}}}
+	}
+	p := newFakePipeline(feeds())
+	obs := observe.New(observe.Options{})
+	add(t, obs, p)
+	h := obs.Handler(nil)
+	const labels = `{feed=c,pipeline=orders,stage=orders.producer.0}`
+	for _, c := range []struct {
+		name                           string
+		st                             pipeline.Stats
+		granted, delivered, dispatched float64
+	}{
+		{"both open", feeds(producer.FeedStats{Granted: 10, Delivered: 5, Dispatched: 5}, producer.FeedStats{Granted: 7, Delivered: 7, Dispatched: 7}), 17, 12, 12},
+		{"the twin closed", feeds(producer.FeedStats{Granted: 12, Delivered: 6, Dispatched: 6}), 17, 12, 12},
+		{"the feed left open counted on", feeds(producer.FeedStats{Granted: 20, Delivered: 15, Dispatched: 14}), 25, 21, 20},
+		{"every feed closed", feeds(), -1, -1, -1},
+		{"a feed of the name opened again", feeds(producer.FeedStats{Granted: 3, Delivered: 1, Dispatched: 1}), 3, 1, 1},
+		{"the lone feed registered again since", feeds(producer.FeedStats{Granted: 2, Delivered: 0, Dispatched: 0}), 2, 0, 0},
+	} {
+		p.set(c.st)
+		code, body := serveMetrics(t, h)
+		if code != http.StatusOK {
+			t.Fatalf("%s: /metrics answered %d:\n%s", c.name, code, body)
+		}
+		got, err := parseExposition(body)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		for name, want := range map[string]float64{
+			"boulevard_producer_feed_permits_granted_total":     c.granted,
+			"boulevard_producer_feed_messages_delivered_total":  c.delivered,
+			"boulevard_producer_feed_messages_dispatched_total": c.dispatched,
+		} {
+			s, ok := got[name+labels]
+			switch {
+			case want < 0 && ok:
+				t.Errorf("%s: %s%s = %v, want no series", c.name, name, labels, s.value)
+			case want >= 0 && (!ok || s.value != want):
+				t.Errorf("%s: %s%s = %v (present: %t), want %v", c.name, name, labels, s.value, ok, want)
+			}
+		}
+	}
+}
