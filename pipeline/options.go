@@ -102,7 +102,10 @@ type Options[In, Out any] struct {
 	// cancelled and messages not yet handled stay unacknowledged (so the
 	// broker redelivers them). The source's Close gets as long again. Stop
 	// and Run stop waiting for what ignores its context CancelGrace after
-	// either (see Stop). Default 30s; a value set must be above 0.
+	// either (see Stop). Default 30s; a value set must be above 0. It has
+	// no upper bound, as it is the bound of the drain itself:
+	// time.Duration(math.MaxInt64) lets a drain take as long as its
+	// handlers do.
 	ShutdownTimeout time.Duration `validate:"gt=0"`
 	// Drainers are waited for, in order, once every stage has returned
 	// and before the source is closed: each one's Drain gets the context

@@ -247,3 +247,23 @@ func TestValidationWithNamedPayloadTypes(t *testing.T) {
 		t.Fatalf("New = %v", err)
 	}
 }
+
+// Guarantee: each bound of the pipeline's own durations is itself
+// accepted (the value one past it is refused, see TestValidationRules):
+// FailureLogInterval at MaxFailureLogInterval, StallThreshold at
+// MaxStallThreshold, StallCheckInterval at MinStallCheckInterval and at
+// MaxStallCheckInterval.
+func TestPipelineDurationsAreAcceptedAtTheirBounds(t *testing.T) {
+	for name, set := range map[string]func(o *pipeline.Options[uint64, uint64]){
+		"failureLogInterval at MaxFailureLogInterval": func(o *pipeline.Options[uint64, uint64]) { o.FailureLogInterval = pipeline.MaxFailureLogInterval },
+		"stallThreshold at MaxStallThreshold":         func(o *pipeline.Options[uint64, uint64]) { o.StallThreshold = pipeline.MaxStallThreshold },
+		"stallCheckInterval at MinStallCheckInterval": func(o *pipeline.Options[uint64, uint64]) { o.StallCheckInterval = pipeline.MinStallCheckInterval },
+		"stallCheckInterval at MaxStallCheckInterval": func(o *pipeline.Options[uint64, uint64]) { o.StallCheckInterval = pipeline.MaxStallCheckInterval },
+	} {
+		o := validOptions()
+		set(&o)
+		if err := o.WithDefaults().Validate(); err != nil {
+			t.Errorf("%s refused: %v", name, err)
+		}
+	}
+}
