@@ -140,3 +140,44 @@ func TestPublishAndMessagesRoundTrip(t *testing.T) {
 		t.Fatal("partition messages missing")
 	}
 }
+
+// Guarantee: each bound of the broker's sizes and timeouts is itself
+// accepted, and the value just past it is refused with an error naming
+// the field and the rule.
+func TestOptionsAreAcceptedAtTheirBoundsAndRefusedPastThem(t *testing.T) {
+	size := func(set func(*Options, int)) func(*Options, int64) {
+		return func(o *Options, v int64) { set(o, int(v)) }
+	}
+	wait := func(set func(*Options, time.Duration)) func(*Options, int64) {
+		return func(o *Options, v int64) { set(o, time.Duration(v)) }
+	}
+	setMessageSize := size(func(o *Options, n int) { o.MaxMessageSize = n })
+	setOutgoing := size(func(o *Options, n int) { o.MaxOutgoingBytes = n })
+	setHandshake := wait(func(o *Options, d time.Duration) { o.HandshakeTimeout = d })
+	setWrite := wait(func(o *Options, d time.Duration) { o.WriteTimeout = d })
+	for _, c := range []struct {
+		field, rule string
+		set         func(*Options, int64)
+		bound, past int64
+	}{
+		{"pulsartest.maxMessageSize", "gte", setMessageSize, 1 << 10, 1<<10 - 1},
+		{"pulsartest.maxMessageSize", "lte", setMessageSize, maxMessageSize, maxMessageSize + 1},
+		{"pulsartest.maxOutgoingBytes", "gte", setOutgoing, 64 << 10, 64<<10 - 1},
+		{"pulsartest.maxOutgoingBytes", "lte", setOutgoing, 256 << 20, 256<<20 + 1},
+		{"pulsartest.handshakeTimeout", "gte", setHandshake, int64(time.Millisecond), int64(time.Millisecond - 1)},
+		{"pulsartest.handshakeTimeout", "lte", setHandshake, int64(MaxTimeout), int64(MaxTimeout + 1)},
+		{"pulsartest.writeTimeout", "gte", setWrite, int64(time.Millisecond), int64(time.Millisecond - 1)},
+		{"pulsartest.writeTimeout", "lte", setWrite, int64(MaxTimeout), int64(MaxTimeout + 1)},
+	} {
+		var at, past Options
+		c.set(&at, c.bound)
+		c.set(&past, c.past)
+		if err := at.WithDefaults().Validate(); err != nil {
+			t.Errorf("%s at its bound %d refused: %v", c.field, c.bound, err)
+		}
+		var errs validate.Errors
+		if err := past.WithDefaults().Validate(); !errors.As(err, &errs) || len(errs) != 1 || !errs.Has(c.field, c.rule) {
+			t.Errorf("%s %d: Validate = %v, want one %s error on %s", c.field, c.past, err, c.rule, c.field)
+		}
+	}
+}
