@@ -13,7 +13,8 @@ import (
 // Guarantee: WithDefaults gives each zero field its documented default
 // (TracerProvider stays nil: off; MaxPending 65536, as
 // docs/observability.md says) and keeps what is set; Validate names
-// a MaxPending out of bounds, as Instrument reports it.
+// a MaxPending out of bounds (below 0, above 1<<24), as Instrument
+// reports it, and accepts 1<<24 itself.
 func TestOptionsDefaultsAndValidate(t *testing.T) {
 	d := tracing.Options{}.WithDefaults()
 	if d.TracerProvider != nil || d.Propagator == nil || d.Carrier == nil || d.MaxPending != 1<<16 {
@@ -30,6 +31,12 @@ func TestOptionsDefaultsAndValidate(t *testing.T) {
 	var errs validate.Errors
 	if err := (tracing.Options{MaxPending: 1<<24 + 1}).Validate(); !errors.As(err, &errs) || !errs.Has("tracing.maxPending", "lte") {
 		t.Fatalf("Validate() = %v, want tracing.maxPending lte", err)
+	}
+	if err := (tracing.Options{MaxPending: 1 << 24}).Validate(); err != nil {
+		t.Fatalf("MaxPending at its bound 1<<24 refused: %v", err)
+	}
+	if err := (tracing.Options{MaxPending: -1}).Validate(); !errors.As(err, &errs) || !errs.Has("tracing.maxPending", "gte") {
+		t.Fatalf("Validate() = %v, want tracing.maxPending gte", err)
 	}
 	if err := d.Validate(); err != nil {
 		t.Fatalf("defaults invalid: %v", err)
