@@ -444,3 +444,47 @@ func TestTrackedTimeoutIsAtLeastOneMillisecond(t *testing.T) {
 		p.Close()
 	}
 }
+
+// Guarantee: each bound of a topic's ack_propagation and of a tracked
+// publisher's options is itself accepted, and the value just past it is
+// refused with an error naming the field and the rule.
+func TestAckPropagationBoundsAreInclusive(t *testing.T) {
+	topicAt := func(set func(*topic.AckPropagation)) error {
+		o := topic.Options{}.WithDefaults()
+		set(&o.AckPropagation)
+		return o.Validate()
+	}
+	trackedAt := func(set func(*topic.TrackedOptions)) error {
+		var o topic.TrackedOptions
+		set(&o)
+		return o.Validate()
+	}
+	for _, c := range []struct {
+		field, rule string
+		at, past    error
+	}{
+		{"ack_propagation.timeout", "gte",
+			topicAt(func(a *topic.AckPropagation) { a.Timeout = time.Millisecond }),
+			topicAt(func(a *topic.AckPropagation) { a.Timeout = time.Millisecond - 1 })},
+		{"ack_propagation.timeout", "lte",
+			topicAt(func(a *topic.AckPropagation) { a.Timeout = topic.MaxTimeout }),
+			topicAt(func(a *topic.AckPropagation) { a.Timeout = topic.MaxTimeout + 1 })},
+		{"ack_propagation.max_in_flight", "lte",
+			topicAt(func(a *topic.AckPropagation) { a.MaxInFlight = topic.MaxInFlightLimit }),
+			topicAt(func(a *topic.AckPropagation) { a.MaxInFlight = topic.MaxInFlightLimit + 1 })},
+		{"max_in_flight", "lte",
+			trackedAt(func(o *topic.TrackedOptions) { o.MaxInFlight = topic.MaxInFlightLimit }),
+			trackedAt(func(o *topic.TrackedOptions) { o.MaxInFlight = topic.MaxInFlightLimit + 1 })},
+		{"timeout", "lte",
+			trackedAt(func(o *topic.TrackedOptions) { o.Timeout = topic.MaxTimeout }),
+			trackedAt(func(o *topic.TrackedOptions) { o.Timeout = topic.MaxTimeout + 1 })},
+	} {
+		if c.at != nil {
+			t.Errorf("%s at its %s bound refused: %v", c.field, c.rule, c.at)
+		}
+		var errs validate.Errors
+		if !errors.As(c.past, &errs) || len(errs) != 1 || !errs.Has(c.field, c.rule) {
+			t.Errorf("%s just past its %s bound: Validate = %v, want one %s error on %s", c.field, c.rule, c.past, c.rule, c.field)
+		}
+	}
+}
