@@ -12,6 +12,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/config"
+	"github.com/boulevard-go/boulevard/validate"
 )
 
 const connectedDoc = `
@@ -430,5 +431,25 @@ func TestParseBoundsConnections(t *testing.T) {
 	_, err := config.Parse(doc(config.MaxConnections + 1))
 	if want := "connections declares 65 connections, more than the limit of 64"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("%d connections: got %v, want an error containing %q", config.MaxConnections+1, err, want)
+	}
+}
+
+// Guarantee: a kafka connection lists at most 64 brokers: 64 are accepted,
+// 65 are refused with an error naming the key and the rule.
+func TestParseBoundsAConnectionsBrokers(t *testing.T) {
+	doc := func(n int) []byte {
+		brokers := make([]string, n)
+		for i := range brokers {
+			brokers[i] = fmt.Sprintf("\"b%d:9092\"", i)
+		}
+		return []byte("connections:\n  k: {kind: kafka, brokers: [" + strings.Join(brokers, ", ") + "]}\n")
+	}
+	if _, err := config.Parse(doc(64)); err != nil {
+		t.Fatalf("64 brokers: %v", err)
+	}
+	_, err := config.Parse(doc(65))
+	var es validate.Errors
+	if !errors.As(err, &es) || len(es) != 1 || !es.Has("connections.k.brokers", "max") {
+		t.Fatalf("65 brokers: got %v, want one max error on connections.k.brokers", err)
 	}
 }
