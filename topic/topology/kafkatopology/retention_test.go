@@ -292,6 +292,35 @@ func TestRetentionOptionsOutOfBoundsAreRefused(t *testing.T) {
 	}
 }
 
+// Guarantee: HoldRetentionMargin and DLQRetention accept 1h and 87600h
+// (10 years), their documented bounds, and refuse the value a nanosecond
+// past either with an error naming the field and the rule.
+func TestRetentionOptionsBoundsAreInclusive(t *testing.T) {
+	const longest = 87600 * time.Hour
+	margin := func(d time.Duration) Options[msg] { return Options[msg]{HoldRetentionMargin: d} }
+	dlq := func(d time.Duration) Options[msg] { return Options[msg]{DLQRetention: d} }
+	for _, tc := range []struct {
+		field, rule string
+		at, past    Options[msg]
+	}{
+		{"kafkatopology.holdRetentionMargin", "gte", margin(MinHoldRetentionMargin), margin(MinHoldRetentionMargin - 1)},
+		{"kafkatopology.holdRetentionMargin", "lte", margin(longest), margin(longest + 1)},
+		{"kafkatopology.dlqRetention", "gte", dlq(time.Hour), dlq(time.Hour - 1)},
+		{"kafkatopology.dlqRetention", "lte", dlq(longest), dlq(longest + 1)},
+	} {
+		for _, o := range []*Options[msg]{&tc.at, &tc.past} {
+			o.Brokers, o.Codec = []string{"127.0.0.1:1"}, topic.JSONCodec[msg]{}
+		}
+		if err := tc.at.WithDefaults().Validate(); err != nil {
+			t.Errorf("%s at its %s bound refused: %v", tc.field, tc.rule, err)
+		}
+		var verrs validate.Errors
+		if err := tc.past.WithDefaults().Validate(); !errors.As(err, &verrs) || len(verrs) != 1 || !verrs.Has(tc.field, tc.rule) {
+			t.Errorf("%s just past its %s bound: Validate = %v, want one %s error on %s", tc.field, tc.rule, err, tc.rule, tc.field)
+		}
+	}
+}
+
 // Guarantee: the hold topics and the DLQ a Declare creates keep their
 // letters whatever the broker's log.retention.bytes: however many bytes a
 // partition holds, size retention deletes none of its records.
