@@ -65,6 +65,48 @@ func TestOptionsValidation(t *testing.T) {
 	}
 }
 
+// Guarantee: each bound of the backend's sizes and timeouts is itself
+// accepted, and the value just past it is refused with an error naming the
+// field and the rule.
+func TestOptionsBoundsAreInclusive(t *testing.T) {
+	type opts = pulsartopic.Options[int]
+	admin := func(o *opts, v int64) { o.AdminTimeout = time.Duration(v) }
+	batching := func(o *opts, v int64) { o.BatchingMaxPublishDelay = time.Duration(v) }
+	nack := func(o *opts, v int64) { o.NackRedeliveryDelay = time.Duration(v) }
+	hour := int64(time.Hour)
+	for _, c := range []struct {
+		field, rule string
+		set         func(*opts, int64)
+		at, past    int64
+	}{
+		{"pulsartopic.adminTimeout", "gte", admin, 0, -1},
+		{"pulsartopic.adminTimeout", "lte", admin, hour, hour + 1},
+		{"pulsartopic.subscribeTimeout", "lte", func(o *opts, v int64) { o.SubscribeTimeout = time.Duration(v) }, hour, hour + 1},
+		{"pulsartopic.sendTimeout", "lte", func(o *opts, v int64) { o.SendTimeout = time.Duration(v) },
+			int64(pulsartopic.MaxSendTimeout), int64(pulsartopic.MaxSendTimeout) + 1},
+		{"pulsartopic.batchingMaxPublishDelay", "gte", batching, 0, -1},
+		{"pulsartopic.batchingMaxPublishDelay", "lte", batching,
+			int64(pulsartopic.MaxBatchingMaxPublishDelay), int64(pulsartopic.MaxBatchingMaxPublishDelay) + 1},
+		{"pulsartopic.nackRedeliveryDelay", "gte", nack, int64(time.Millisecond), int64(time.Millisecond) - 1},
+		{"pulsartopic.nackRedeliveryDelay", "lte", nack, int64(pulsartopic.MaxNackRedeliveryDelay), int64(pulsartopic.MaxNackRedeliveryDelay) + 1},
+		{"pulsartopic.maxPendingMessages", "lte", func(o *opts, v int64) { o.MaxPendingMessages = int(v) },
+			pulsartopic.MaxPendingSlots, pulsartopic.MaxPendingSlots + 1},
+		{"pulsartopic.maxReconnectToBroker", "lte", func(o *opts, v int64) { o.MaxReconnectToBroker = int(v) },
+			pulsartopic.MaxReconnectToBrokerLimit, pulsartopic.MaxReconnectToBrokerLimit + 1},
+	} {
+		at, past := opts{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}}, opts{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}}
+		c.set(&at, c.at)
+		c.set(&past, c.past)
+		if err := at.WithDefaults().Validate(); err != nil {
+			t.Errorf("%s at its %s bound %d refused: %v", c.field, c.rule, c.at, err)
+		}
+		var errs validate.Errors
+		if err := past.WithDefaults().Validate(); !errors.As(err, &errs) || len(errs) != 1 || !errs.Has(c.field, c.rule) {
+			t.Errorf("%s %d, just past its %s bound: Validate = %v, want one %s error on %s", c.field, c.past, c.rule, err, c.rule, c.field)
+		}
+	}
+}
+
 // Guarantee: the pending queues pulsar-client-go reserves for a topic,
 // MaxPendingMessages for each of its partitions, stay within
 // MaxPendingSlots whatever the partition count: the default
