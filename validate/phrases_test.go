@@ -95,3 +95,27 @@ func TestCrossFieldRulesNameTheOtherField(t *testing.T) {
 type pairs struct {
 	Items []*pair `validate:"dive"`
 }
+
+type label struct {
+	Short string `name:"short" validate:"max=3"`
+	Long  string `name:"long" validate:"min=3"`
+}
+
+// Guarantee: a length rule on a string reads in characters, the unit the
+// rule counts (runes), not in elements.
+func TestStringLengthRulesSayCharacters(t *testing.T) {
+	err := validate.Struct("opts", label{Short: "abcd", Long: "ab"})
+	var errs validate.Errors
+	if !errors.As(err, &errs) || len(errs) != 2 {
+		t.Fatalf("Struct = %v, want two errors", err)
+	}
+	want := map[string]string{
+		"opts.short": "opts.short must be at most 3 characters long",
+		"opts.long":  "opts.long must be at least 3 characters long",
+	}
+	for _, e := range errs {
+		if want[e.Field] != e.Message {
+			t.Errorf("field %s: %q, want %q", e.Field, e.Message, want[e.Field])
+		}
+	}
+}

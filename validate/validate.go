@@ -243,16 +243,22 @@ func convert(prefix, root string, rootType reflect.Type, fe validator.FieldError
 }
 
 func phrase(tag, param string, kind reflect.Kind) string {
-	collection := kind == reflect.Slice || kind == reflect.Map || kind == reflect.String || kind == reflect.Array
+	collection := kind == reflect.Slice || kind == reflect.Map || kind == reflect.Array
 	switch tag {
 	case "required":
 		return "is required"
 	case "min", "gte":
+		if kind == reflect.String { // the rule counts runes
+			return "must be at least " + param + " characters long"
+		}
 		if collection {
 			return "must have at least " + param + " element(s)"
 		}
 		return "must be ≥ " + param
 	case "max", "lte":
+		if kind == reflect.String {
+			return "must be at most " + param + " characters long"
+		}
 		if collection {
 			return "must have at most " + param + " element(s)"
 		}
