@@ -321,6 +321,28 @@ func TestTelemetryDurationSamplingUpperBound(t *testing.T) {
 	}
 }
 
+// Guarantee: DurationSampling at its bound, math.MaxUint32, is accepted by
+// New, and a processor runs with it, timing its first chunk.
+func TestTelemetryDurationSamplingAcceptedAtItsBound(t *testing.T) {
+	var timed atomic.Int64
+	p, err := pipeline.New(pipeline.Options[uint64, uint64]{
+		Name: "largest-sampling",
+		Telemetry: &telemetry.Hooks{DurationSampling: math.MaxUint32, ChunkStop: func(_ context.Context, c telemetry.Chunk) {
+			if c.Timed {
+				timed.Add(1)
+			}
+		}},
+		Processors: processor.Options[uint64, uint64]{Handle: identity},
+	})
+	if err != nil {
+		t.Fatalf("New with DurationSampling %d = %v", uint64(math.MaxUint32), err)
+	}
+	runThrough(t, p, 1)
+	if n := timed.Load(); n != 1 {
+		t.Fatalf("%d timed chunks, want the first one", n)
+	}
+}
+
 // runThrough starts p, pushes messages 0 to n-1, waits for all their
 // outcomes, stops p and returns the outcomes' recorder.
 func runThrough(t *testing.T, p *pipeline.Pipeline[uint64, uint64], n int) *acker.Recorder {
