@@ -86,3 +86,56 @@ func TestAConnectionCheckRefusedAtOnceTriesAgainUntilItsTimeout(t *testing.T) {
 		})
 	})
 }
+
+// Guarantee: once a connection check has its answer, a broker that
+// answered or its ctx that ended, the probes still waiting on a broker
+// that never answers are ended at once, without waiting for Wait or the
+// connect timeout: they would only hold their connections.
+func TestAConnectionCheckEndsItsProbesStillWaitingOnceItHasItsAnswer(t *testing.T) {
+	for name, answered := range map[string]bool{"another broker answered": true, "its ctx ended": false} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var ps Probes
+				var mu sync.Mutex
+				closed := false
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				var waiting sync.WaitGroup
+				waiting.Add(1)
+				var ended atomic.Bool
+				probe := func(pctx context.Context, addr string) error {
+					if addr == "a:9092" && answered {
+						return nil
+					}
+					if addr == "b:9092" {
+						waiting.Done()
+					}
+					<-pctx.Done() // a broker that never answers
+					if addr == "b:9092" {
+						ended.Store(true)
+					}
+					return pctx.Err()
+				}
+				if !answered {
+					go func() {
+						waiting.Wait()
+						cancel()
+					}()
+				}
+				start := time.Now()
+				err := ps.Check(ctx, &mu, &closed, []string{"a:9092", "b:9092"}, time.Minute, slog.New(slog.DiscardHandler),
+					func(error) bool { return false }, probe)
+				if err != nil || time.Since(start) != 0 {
+					t.Fatalf("Check = %v after %v, want nil at once", err, time.Since(start))
+				}
+				synctest.Wait()
+				if !ended.Load() {
+					t.Errorf("the probe waiting on the silent broker still runs once the check returned, want it ended")
+				}
+				done, end := context.WithCancel(context.Background())
+				end() // ends what still runs
+				ps.Wait(done)
+			})
+		})
+	}
+}
