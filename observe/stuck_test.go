@@ -3,6 +3,8 @@ package observe_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -256,5 +258,24 @@ func TestAContextEndedWithACauseIsReportedAsEnded(t *testing.T) {
 		ctx, stop := context.WithTimeoutCause(t.Context(), time.Second, errShutdown)
 		defer stop()
 		expectEnded(t, "Close past its context's deadline", obs.Close(ctx), observe.ErrStatsPending, context.DeadlineExceeded)
+	})
+}
+
+// Guarantee: when the caller's context ends without a cause while a
+// Stats blocks, the error of Add and of Close names the context's error
+// once (its cause is that same error, not a second one).
+func TestAContextEndedWithoutACauseIsNamedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		obs := observe.New(observe.Options{StatsTimeout: observe.MaxStatsTimeout})
+		f := newFaulty(pipeline.Stats{Name: "stuck", Started: time.Now()})
+		f.setMode(statsBlock)
+		defer f.unblock()
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		for what, err := range map[string]error{"Add": obs.Add(ctx, f), "Close": obs.Close(ctx)} {
+			if n := strings.Count(fmt.Sprint(err), context.Canceled.Error()); !errors.Is(err, context.Canceled) || n != 1 {
+				t.Errorf("%s with a cancelled context returned %v, naming %q %d times, want an error wrapping it and naming it once", what, err, context.Canceled, n)
+			}
+		}
 	})
 }
