@@ -488,3 +488,25 @@ func RaceClose[R any](under <-chan struct{}, calls []func() R, closeFn func() er
 	}
 	return out, err
 }
+
+// HoldFirst makes c hold the first request of key it gets until the test
+// ends, as a broker that does not answer: the cluster answers nothing
+// meanwhile. held is closed once that request has arrived. The test must
+// have registered c's Close before (Kafka does), so that the request is
+// let go, and answered, before the cluster closes.
+func HoldFirst(t testing.TB, c *kfake.Cluster, key kmsg.Key) (held <-chan struct{}) {
+	t.Helper()
+	heldCh := make(chan struct{})
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	var once sync.Once
+	c.ControlKey(int16(key), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		once.Do(func() {
+			close(heldCh)
+			<-release
+		})
+		return nil, nil, false
+	})
+	return heldCh
+}

@@ -3,12 +3,12 @@ package kafka_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 )
 
 // closeDeadline is the deadline deadlineClose gives Close, and
@@ -39,28 +39,6 @@ func (s deadlineClose) Close(context.Context) error {
 	return err
 }
 
-// holdFirst makes c hold the first request of key it gets until the test
-// ends, as a coordinator that does not answer: the cluster answers
-// nothing meanwhile. held is closed once that request has arrived. The
-// test must have registered c's Close before (newCluster does), so that
-// the request is let go, and answered, before the cluster closes.
-func holdFirst(t testing.TB, c *kfake.Cluster, key kmsg.Key) (held <-chan struct{}) {
-	t.Helper()
-	heldCh := make(chan struct{})
-	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
-	var once sync.Once
-	c.ControlKey(int16(key), func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		once.Do(func() {
-			close(heldCh)
-			<-release
-		})
-		return nil, nil, false
-	})
-	return heldCh
-}
-
 // Guarantee: a member whose Close runs out of time while the group's
 // coordinator holds one of the requests of the member's join (the
 // coordinator lookup, the join, the sync, the lookup of its claims'
@@ -74,7 +52,7 @@ func TestACloseWhileTheCoordinatorHoldsTheJoinReturnsByItsDeadline(t *testing.T)
 	for _, key := range []kmsg.Key{kmsg.FindCoordinator, kmsg.JoinGroup, kmsg.SyncGroup, kmsg.OffsetFetch} {
 		t.Run(key.Name(), func(t *testing.T) {
 			c := newCluster(t, 1)
-			held := holdFirst(t, c, key)
+			held := testbroker.HoldFirst(t, c, key)
 			opts := sourceOptions(c, "g-held-"+key.Name())
 			cfg := *opts.Config
 			cfg.Metadata.Retry.Backoff = time.Second
