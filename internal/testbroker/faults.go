@@ -510,3 +510,41 @@ func HoldFirst(t testing.TB, c *kfake.Cluster, key kmsg.Key) (held <-chan struct
 	})
 	return heldCh
 }
+
+// ClosingPastDeadline makes c hold the first request of key (see
+// HoldFirst), runs call on a goroutine of its own and, once the request
+// has arrived, calls closeFn, a Close cutting its connections at its
+// context's deadline, with a deadline of 300ms, and fails t unless it
+// returns an error wrapping context.DeadlineExceeded; it then calls
+// closeFn again with no deadline, which waits for the same closing, and
+// returns how long that took (how long the closing went on once its
+// connections were cut) and, once call has returned, call's error. t
+// fails when that took more than a second, room for a busy machine.
+func ClosingPastDeadline(t testing.TB, c *kfake.Cluster, key kmsg.Key, call func() error, closeFn func(context.Context) error) (callErr error) {
+	t.Helper()
+	held := HoldFirst(t, c, key)
+	called := make(chan error, 1)
+	go func() { called <- call() }()
+	select {
+	case <-held:
+	case <-time.After(HungDeadline + HungGrace):
+		t.Fatalf("the cluster never got a %s request", key.Name())
+	}
+	const deadline, margin = 300 * time.Millisecond, time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	if err := closeFn(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close while the cluster holds a %s request = %v, want context.DeadlineExceeded", key.Name(), err)
+	}
+	start := time.Now()
+	if err := closeFn(context.Background()); err != nil {
+		t.Fatalf("a later Close = %v", err)
+	}
+	took := time.Since(start)
+	t.Logf("the closing went on %v past Close's %v deadline", took.Round(time.Millisecond), deadline)
+	if took > margin {
+		t.Errorf("the closing went on %v past Close's %v deadline, which cut the %s request the cluster held; want at most %v",
+			took.Round(time.Millisecond), deadline, key.Name(), margin)
+	}
+	return <-called
+}
