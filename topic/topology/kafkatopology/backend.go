@@ -160,6 +160,12 @@ func NewContext[T any](ctx context.Context, opts Options[T]) (*Backend[T], error
 	// After the probe, which dials with shortened timeouts of its own.
 	conns := kafkaconn.New(cfg)
 	conns.Use(cfg)
+	// Once Close has cut the connections, sarama's retries (the
+	// coordinator lookups of a group's committed offsets, its join and
+	// its leave), which then fail at once, must not sleep their backoff
+	// between attempts. The readers' and releasers' clients copy cfg, and
+	// with it these backoffs.
+	conns.SkipBackoffsOnceCut(cfg)
 	// The client's first requests (its metadata, the admin's controller)
 	// take no context: when ctx ends first, the connections are cut, so
 	// that they fail at once.
