@@ -53,11 +53,14 @@ func New(cfg *sarama.Config) *Set {
 // Child returns a copy of cfg that dials through a set of its own, and
 // that set, which dials through s: cutting s cuts the child's connections
 // too, and cutting the child cuts only its own, so that one client of
-// several (a subscriber's, a reader's) can be cut short alone.
+// several (a subscriber's, a reader's) can be cut short alone. The copy's
+// retry backoffs are cfg's until the child is cut, and zero after (see
+// SkipBackoffsOnceCut).
 func (s *Set) Child(cfg *sarama.Config) (*sarama.Config, *Set) {
 	c := &Set{dial: s.Dial, conns: map[*setConn]struct{}{}}
 	cp := *cfg
 	c.Use(&cp)
+	c.SkipBackoffsOnceCut(&cp)
 	return &cp, c
 }
 

@@ -192,3 +192,29 @@ func TestBackoffsAreTheConfigsUntilTheSetIsCut(t *testing.T) {
 		})
 	}
 }
+
+// Guarantee: a child's config keeps its parent config's retry backoffs
+// until the child is cut, and has none once it is: sarama's retries of a
+// client cut short alone (a subscriber's, a reader's), which then fail at
+// once, do not sleep. Cutting the child leaves the parent's backoffs.
+func TestAChildsBackoffsAreZeroOnceTheChildIsCut(t *testing.T) {
+	cfg := sarama.NewConfig()
+	cfg.Metadata.Retry.Backoff = 7 * time.Second
+	cfg.Consumer.Retry.Backoff = 9 * time.Second
+	parent := New(cfg)
+	parent.SkipBackoffsOnceCut(cfg)
+	child, s := parent.Child(cfg)
+	backoffs := func(c *sarama.Config) (time.Duration, time.Duration) {
+		return c.Metadata.Retry.BackoffFunc(2, 3), c.Consumer.Retry.BackoffFunc(2)
+	}
+	if m, f := backoffs(child); m != 7*time.Second || f != 9*time.Second {
+		t.Fatalf("a child's backoffs before a cut = %v (metadata), %v (fetch); want 7s, 9s", m, f)
+	}
+	s.Cut()
+	if m, f := backoffs(child); m != 0 || f != 0 {
+		t.Fatalf("a child's backoffs once it is cut = %v (metadata), %v (fetch); want 0", m, f)
+	}
+	if m, f := backoffs(cfg); m != 7*time.Second || f != 9*time.Second {
+		t.Fatalf("the parent's backoffs once a child is cut = %v (metadata), %v (fetch); want 7s, 9s", m, f)
+	}
+}

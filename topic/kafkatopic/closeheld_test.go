@@ -37,3 +37,31 @@ func TestTheBackendsClosingEndsOnceItsDeadlineCutsARequestTheClusterHolds(t *tes
 		})
 	}
 }
+
+// Guarantee: a balanced subscription's Close returns within
+// Options.AdminTimeout (here 2s) and a second, room for a busy machine,
+// while the cluster holds its heartbeat: Close cuts the subscriber's
+// connections at AdminTimeout, and sarama's retries of the coordinator
+// lookups of its final commit and leave, which then fail at once, do not
+// sleep their backoff (Metadata.Retry, here 1s) between attempts.
+func TestASubscriptionsCloseReturnsWithinTheAdminTimeoutWhileTheClusterHoldsItsHeartbeat(t *testing.T) {
+	c := testbroker.Kafka(t)
+	opts := testOptions[int](c, topic.IntCodec{})
+	opts.Config.Metadata.Retry.Backoff = time.Second
+	opts.AdminTimeout = 2 * time.Second
+	b := newBackend(t, opts)
+	s := subscribe(t, newTopic(t, b, "held", topic.Options{}), topic.Balanced("g"))
+	select {
+	case <-testbroker.HoldFirst(t, c, kmsg.Heartbeat):
+	case <-time.After(patience):
+		t.Fatal("the subscriber never sent a heartbeat")
+	}
+	start := time.Now()
+	s.Close()
+	took := time.Since(start)
+	t.Logf("Close took %v with an AdminTimeout of %v", took.Round(time.Millisecond), opts.AdminTimeout)
+	if limit := opts.AdminTimeout + time.Second; took > limit {
+		t.Fatalf("a subscription's Close took %v while the cluster held its heartbeat, with an AdminTimeout of %v; want at most %v",
+			took.Round(time.Millisecond), opts.AdminTimeout, limit)
+	}
+}
