@@ -1,6 +1,8 @@
 package kafkatopology
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -29,5 +31,43 @@ func TestTheBackendsClosingEndsOnceItsDeadlineCutsARequestTheClusterHolds(t *tes
 				return err
 			}, b.Close)
 		})
+	}
+}
+
+// Guarantee: a group reader's closing, which its Close leaves behind at
+// its deadline, ends within Options.AdminTimeout (here 2s) of that
+// deadline and a second, room for a busy machine, while the cluster holds the
+// reader's heartbeat: the closing cuts the reader's connections at
+// AdminTimeout, and sarama's retries of the coordinator lookups of its
+// final commit and leave, which then fail at once, do not sleep their
+// backoff (Metadata.Retry, here 1s) between attempts. A later Close waits
+// for that closing.
+func TestAReadersClosingEndsWithinTheAdminTimeoutWhileTheClusterHoldsItsHeartbeat(t *testing.T) {
+	c := testbroker.Kafka(t)
+	const deadline, adminTimeout = 300 * time.Millisecond, 2 * time.Second
+	b := newBackend(t, c.ListenAddrs(), func(o *Options[msg]) {
+		o.Config.Metadata.Retry.Backoff = time.Second
+		o.AdminTimeout = adminTimeout
+	})
+	r := subscribe(t, declare(t, b, topology.New("held")))
+	select {
+	case <-testbroker.HoldFirst(t, c, kmsg.Heartbeat):
+	case <-time.After(30 * time.Second):
+		t.Fatal("the reader never sent a heartbeat")
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	if err := r.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the reader's Close while the cluster holds its heartbeat = %v, want context.DeadlineExceeded", err)
+	}
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatalf("a later Close = %v", err)
+	}
+	took := time.Since(start)
+	t.Logf("the closing took %v with a deadline of %v and an AdminTimeout of %v", took.Round(time.Millisecond), deadline, adminTimeout)
+	if limit := deadline + adminTimeout + time.Second; took > limit {
+		t.Fatalf("a reader's closing took %v while the cluster held its heartbeat, with a deadline of %v and an AdminTimeout of %v; want at most %v",
+			took.Round(time.Millisecond), deadline, adminTimeout, limit)
 	}
 }
