@@ -71,3 +71,20 @@ func TestAReadersClosingEndsWithinTheAdminTimeoutWhileTheClusterHoldsItsHeartbea
 			took.Round(time.Millisecond), deadline, adminTimeout, limit)
 	}
 }
+
+// Guarantee: once the backend's Close has cut its connections at its
+// deadline, while the cluster holds the produce of a Publish under way,
+// its closing ends at once: the producer's lookups of the partition's new
+// leader, which then fail at once, do not sleep their backoff
+// (Metadata.Retry, here 1s) between attempts
+// (testbroker.ClosingPastDeadline); the Publish fails.
+func TestTheBackendsClosingEndsOnceItsDeadlineCutsAProduceTheClusterHolds(t *testing.T) {
+	c := testbroker.Kafka(t)
+	b := newBackend(t, c.ListenAddrs(), func(o *Options[msg]) { o.Config.Metadata.Retry.Backoff = time.Second })
+	q := declare(t, b, topology.New("held"))
+	if err := testbroker.ClosingPastDeadline(t, c, kmsg.Produce, func() error {
+		return q.Publish(t.Context(), topology.Letter[msg]{Value: msg{N: 1}})
+	}, b.Close); err == nil {
+		t.Fatal("a Publish whose produce the backend's Close cut short returned nil")
+	}
+}
