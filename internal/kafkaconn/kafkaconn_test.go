@@ -165,29 +165,33 @@ func TestBackoffsAreTheConfigsUntilTheSetIsCut(t *testing.T) {
 		return time.Duration(retries*10+maxRetries) * time.Second
 	}
 	byFunc.Consumer.Retry.BackoffFunc = func(retries int) time.Duration { return time.Duration(retries) * time.Minute }
+	byFunc.Producer.Retry.BackoffFunc = func(retries, maxRetries int) time.Duration {
+		return time.Duration(retries+maxRetries) * time.Hour
+	}
 	byValue := sarama.NewConfig()
 	byValue.Metadata.Retry.Backoff = 7 * time.Second
 	byValue.Consumer.Retry.Backoff = 9 * time.Second
+	byValue.Producer.Retry.Backoff = 11 * time.Second
 	for _, c := range []struct {
-		name            string
-		cfg             *sarama.Config
-		metadata, fetch time.Duration // before the cut, at retry 2 of 3
+		name                     string
+		cfg                      *sarama.Config
+		metadata, fetch, produce time.Duration // before the cut, at retry 2 of 3
 	}{
-		{"BackoffFunc", byFunc, 23 * time.Second, 2 * time.Minute},
-		{"Backoff", byValue, 7 * time.Second, 9 * time.Second},
+		{"BackoffFunc", byFunc, 23 * time.Second, 2 * time.Minute, 5 * time.Hour},
+		{"Backoff", byValue, 7 * time.Second, 9 * time.Second, 11 * time.Second},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := New(c.cfg)
 			s.SkipBackoffsOnceCut(c.cfg)
-			backoffs := func() (time.Duration, time.Duration) {
-				return c.cfg.Metadata.Retry.BackoffFunc(2, 3), c.cfg.Consumer.Retry.BackoffFunc(2)
+			backoffs := func() (time.Duration, time.Duration, time.Duration) {
+				return c.cfg.Metadata.Retry.BackoffFunc(2, 3), c.cfg.Consumer.Retry.BackoffFunc(2), c.cfg.Producer.Retry.BackoffFunc(2, 3)
 			}
-			if m, f := backoffs(); m != c.metadata || f != c.fetch {
-				t.Fatalf("backoffs before the cut = %v (metadata), %v (fetch); want %v, %v", m, f, c.metadata, c.fetch)
+			if m, f, p := backoffs(); m != c.metadata || f != c.fetch || p != c.produce {
+				t.Fatalf("backoffs before the cut = %v (metadata), %v (fetch), %v (produce); want %v, %v, %v", m, f, p, c.metadata, c.fetch, c.produce)
 			}
 			s.Cut()
-			if m, f := backoffs(); m != 0 || f != 0 {
-				t.Fatalf("backoffs once the set is cut = %v (metadata), %v (fetch); want 0", m, f)
+			if m, f, p := backoffs(); m != 0 || f != 0 || p != 0 {
+				t.Fatalf("backoffs once the set is cut = %v (metadata), %v (fetch), %v (produce); want 0", m, f, p)
 			}
 		})
 	}
