@@ -11,33 +11,9 @@ import (
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 )
 
-// closeDeadline is the deadline deadlineClose gives Close, and
-// closeMargin how much past its deadline and the member's leave grace
-// (claimLeaveGrace, claim.LeaveGrace) Close may return: room for a busy
-// machine, far below the retries of a sarama whose backoff the test sets
-// to seconds.
-const (
-	closeDeadline   = 300 * time.Millisecond
-	claimLeaveGrace = 500 * time.Millisecond
-	closeMargin     = time.Second
-)
-
-// deadlineClose is a source whose Close runs with a context of
-// closeDeadline, whatever the pipeline gives it, and sends how long it
-// took on took.
-type deadlineClose struct {
-	testSource
-	took chan time.Duration
-}
-
-func (s deadlineClose) Close(context.Context) error {
-	ctx, cancel := context.WithTimeout(context.Background(), closeDeadline)
-	defer cancel()
-	start := time.Now()
-	err := s.testSource.Close(ctx)
-	s.took <- time.Since(start)
-	return err
-}
+// claimLeaveGrace is claim.LeaveGrace, the member's leave grace past
+// its Close's deadline.
+const claimLeaveGrace = 500 * time.Millisecond
 
 // Guarantee: a member whose Close runs out of time while the group's
 // coordinator holds one of the requests of the member's join (the
@@ -57,7 +33,7 @@ func TestACloseWhileTheCoordinatorHoldsTheJoinReturnsByItsDeadline(t *testing.T)
 			cfg := *opts.Config
 			cfg.Metadata.Retry.Backoff = time.Second
 			opts.Config = &cfg
-			src := deadlineClose{newSource(t, opts), make(chan time.Duration, 1)}
+			src := testbroker.ClosingByDeadline(newSource(t, opts))
 			p := startHeld(t, pipelineOpts("held-"+key.Name(), src, 1, newLedger(), nil), held,
 				fmt.Sprintf("the member never sent a %s request", key.Name()))
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -65,11 +41,11 @@ func TestACloseWhileTheCoordinatorHoldsTheJoinReturnsByItsDeadline(t *testing.T)
 			if err := p.Stop(ctx); err != nil {
 				t.Errorf("stop: %v", err)
 			}
-			took := <-src.took
-			t.Logf("Close took %v with a deadline of %v", took.Round(time.Millisecond), closeDeadline)
-			if limit := closeDeadline + claimLeaveGrace + closeMargin; took > limit {
+			took := <-src.Took
+			t.Logf("Close took %v with a deadline of %v", took.Round(time.Millisecond), testbroker.CloseDeadline)
+			if limit := testbroker.CloseDeadline + claimLeaveGrace + testbroker.CloseMargin; took > limit {
 				t.Fatalf("Close took %v with a deadline of %v while the coordinator held the %s request; want at most %v",
-					took.Round(time.Millisecond), closeDeadline, key.Name(), limit)
+					took.Round(time.Millisecond), testbroker.CloseDeadline, key.Name(), limit)
 			}
 		})
 	}
