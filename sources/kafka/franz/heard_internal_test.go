@@ -111,7 +111,7 @@ func (r *recorder) Recovered()    { r.recovered++ }
 
 // runPipeline starts a pipeline named name that reads src and hands each
 // message to handle, stopped at t's cleanup.
-func runPipeline(t *testing.T, name string, src *Source, handle func(context.Context, *message.Message[[]byte]) ([]byte, error)) *pipeline.Pipeline[[]byte, []byte] {
+func runPipeline(t *testing.T, name string, src producer.Source[[]byte], handle func(context.Context, *message.Message[[]byte]) ([]byte, error)) *pipeline.Pipeline[[]byte, []byte] {
 	t.Helper()
 	return startPipeline(t, pipeline.Options[[]byte, []byte]{
 		Name:            name,
