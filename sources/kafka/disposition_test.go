@@ -38,11 +38,7 @@ func TestRetryDispositionRedelivers(t *testing.T) {
 			}
 			return nil
 		})
-		po.Processors.HandleFailed = func(_ context.Context, failed []*message.Message[[]byte]) {
-			for _, m := range failed {
-				m.SetDisposition(acker.DispositionRetry)
-			}
-		}
+		po.Processors.HandleFailed = disposeAll(acker.DispositionRetry)
 		p := startPipeline(t, po)
 		wait.Within(t, 20*time.Second, "commits at the end", func() bool { return equalOffsets(committed(c, group), ends) })
 		stopPipeline(t, p)

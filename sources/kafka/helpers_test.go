@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
+	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
@@ -336,6 +337,15 @@ func pipelineOpts(name string, src producer.Source[[]byte], members int, l *ledg
 }
 
 // startPipeline creates and starts a pipeline; the caller stops it.
+// disposeAll is a failure hook that gives every failed message disposition d.
+func disposeAll(d acker.Disposition) func(context.Context, []*message.Message[[]byte]) {
+	return func(_ context.Context, failed []*message.Message[[]byte]) {
+		for _, m := range failed {
+			m.SetDisposition(d)
+		}
+	}
+}
+
 func startPipeline(t testing.TB, opts pipeline.Options[[]byte, []byte]) *pipeline.Pipeline[[]byte, []byte] {
 	t.Helper()
 	p, err := pipeline.New(opts)
