@@ -203,26 +203,14 @@ func TestCommitFollowsRecordsReadFromBelowTheStart(t *testing.T) {
 // and its commit follows them once they are handled.
 func TestWithdrawForgetsBufferedRecordsAndReturnsTheirPermits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := New(Config{Topic: "t", Window: 8, Committed: -1, Start: 0})
-		hold := make(chan struct{})
-		stage := startClaim(t, c, func(*message.Message[[]byte]) { <-hold })
-		unhold := sync.OnceFunc(func() { close(hold) })
-		t.Cleanup(unhold) // before the pipeline stops
-		synctest.Wait()
+		c, stage, unhold := heldClaim(t)
 		n := int(c.Permits())
 		recs := make([]testRecord, n)
 		for i := range recs {
 			recs[i].off = int64(i)
 		}
 		deliverTaken(t, c, recs...)
-		synctest.Wait()
-		buffered := stage.Buffered()
-		if buffered == 0 || buffered == n {
-			t.Fatalf("test setup: %d of %d records in the stage buffer, want some but not all", buffered, n)
-		}
-		if got := c.Withdraw(); got != buffered {
-			t.Fatalf("Withdraw took back %d records, want the %d in the stage buffer", got, buffered)
-		}
+		buffered := withdrawSome(t, c, stage, n)
 		if got := c.Permits(); got != int64(buffered) {
 			t.Fatalf("the claim holds %d permits after the withdrawal, want the %d withdrawn records'", got, buffered)
 		}
@@ -235,4 +223,35 @@ func TestWithdrawForgetsBufferedRecordsAndReturnsTheirPermits(t *testing.T) {
 			t.Fatalf("Marked = %d once the records that left the buffer were handled, want %d", got, n-buffered)
 		}
 	})
+}
+
+// heldClaim starts a claim with a window of 8 from offset 0
+// (startClaim) whose handler holds each message until unhold is called
+// (at the latest when the test ends, before the pipeline stops), and
+// waits until the claim holds its permits. It runs in a synctest bubble.
+func heldClaim(t *testing.T) (c *Claim, stage *producer.Stage[[]byte], unhold func()) {
+	c = New(Config{Topic: "t", Window: 8, Committed: -1, Start: 0})
+	hold := make(chan struct{})
+	stage = startClaim(t, c, func(*message.Message[[]byte]) { <-hold })
+	unhold = sync.OnceFunc(func() { close(hold) })
+	t.Cleanup(unhold)
+	synctest.Wait()
+	return c, stage, unhold
+}
+
+// withdrawSome waits until the n records delivered to c are taken or
+// buffered, checks that some but not all wait in the stage buffer, and
+// withdraws them, failing the test unless Withdraw takes back exactly
+// those. It reports how many it withdrew.
+func withdrawSome(t *testing.T, c *Claim, stage *producer.Stage[[]byte], n int) int {
+	t.Helper()
+	synctest.Wait()
+	buffered := stage.Buffered()
+	if buffered == 0 || buffered == n {
+		t.Fatalf("test setup: %d of %d records in the stage buffer, want some but not all", buffered, n)
+	}
+	if got := c.Withdraw(); got != buffered {
+		t.Fatalf("Withdraw took back %d records, want the %d in the stage buffer", got, buffered)
+	}
+	return buffered
 }
