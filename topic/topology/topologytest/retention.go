@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 	"weak"
@@ -30,12 +31,7 @@ func settledPayloadsAreNotKept(s *h) {
 	const n = 600
 	q := s.declare(topology.New("retain").Hold(hold1).DLQ())
 	var mu sync.Mutex
-	ws := make([][]weak.Pointer[byte], n)
-	watch := func(m Msg) {
-		mu.Lock()
-		ws[m.N] = append(ws[m.N], weak.Make(unsafe.StringData(m.Key)))
-		mu.Unlock()
-	}
+	ws, watch := payloadWatch(n, &mu)
 	s.unlogged = true
 	c := s.consume(q, false, topology.SourceOptions[Msg]{}, func(_ context.Context, m Msg, d *topology.Delivery) error {
 		watch(m)
@@ -51,10 +47,7 @@ func settledPayloadsAreNotKept(s *h) {
 		watch(m)
 		return nil
 	}, nil)
-	msgs := make([]Msg, n)
-	for i := range msgs {
-		msgs[i] = Msg{Key: fmt.Sprintf("%03d", i) + strings.Repeat("k", 1<<10), N: i}
-	}
+	msgs := largeMsgs(n)
 	s.publish(q, msgs...)
 	clear(msgs)
 	s.eventually("every outcome", 2*time.Minute, func() bool {
@@ -64,6 +57,16 @@ func settledPayloadsAreNotKept(s *h) {
 	s.quiet()
 	mu.Lock()
 	defer mu.Unlock()
+	s.notKept(ws)
+}
+
+// notKept checks that, but for at most 2 × slabMessages messages (the
+// current slab blocks of the source's run and the dead source's), no
+// message still has a payload reachable of those ws points to (by
+// message number).
+func (s *h) notKept(ws [][]weak.Pointer[byte]) {
+	s.Helper()
+	n := len(ws)
 	var all []weak.Pointer[byte]
 	for _, w := range ws {
 		all = append(all, w...)
@@ -82,4 +85,76 @@ func settledPayloadsAreNotKept(s *h) {
 	if live > 2*slabMessages {
 		s.Errorf("%d of %d payloads still reachable after their outcomes were reported, want at most %d", live, n, 2*slabMessages)
 	}
+}
+
+// payloadWatch returns ws, weak pointers to the payloads (keys) of n
+// messages by number, and watch, which adds one for m under mu.
+func payloadWatch(n int, mu *sync.Mutex) (ws [][]weak.Pointer[byte], watch func(m Msg)) {
+	ws = make([][]weak.Pointer[byte], n)
+	return ws, func(m Msg) {
+		mu.Lock()
+		ws[m.N] = append(ws[m.N], weak.Make(unsafe.StringData(m.Key)))
+		mu.Unlock()
+	}
+}
+
+// largeMsgs returns n messages numbered from 0, each with a key of its
+// own of about 1 KiB.
+func largeMsgs(n int) []Msg {
+	msgs := make([]Msg, n)
+	for i := range msgs {
+		msgs[i] = Msg{Key: fmt.Sprintf("%03d", i) + strings.Repeat("k", 1<<10), N: i}
+	}
+	return msgs
+}
+
+// Guarantee: once a message was retried through a hold queue,
+// dead-lettered, replayed from the DLQ and then handled and acknowledged,
+// neither the source, its hold queue, the DLQ, Replay nor the backend
+// keeps its payload (a key of 1 KiB) of any attempt, but for the messages
+// of the current slab blocks of the source's runs.
+func replayedPayloadsAreNotKept(s *h) {
+	const n = 600
+	q := s.declare(topology.New("replayed").Hold(hold1).DLQ())
+	var (
+		mu    sync.Mutex
+		fixed atomic.Bool
+	)
+	ws, watch := payloadWatch(n, &mu)
+	s.unlogged = true
+	c := s.consume(q, false, topology.SourceOptions[Msg]{}, func(_ context.Context, m Msg, d *topology.Delivery) error {
+		watch(m)
+		switch {
+		case fixed.Load():
+			return nil
+		case d.Retries == 0:
+			return topology.Retry(errFlaky)
+		}
+		return topology.Reject(errFlaky)
+	}, nil)
+	msgs := largeMsgs(n)
+	s.publish(q, msgs...)
+	clear(msgs)
+	s.eventually("every message dead-lettered after a retry", 2*time.Minute, func() bool {
+		st := c.src.Stats()
+		return st.Retried == n && st.DeadLettered == n
+	})
+	s.quiet()
+	fixed.Store(true)
+	// The report, which holds the replayed letters, is dropped on return.
+	replayed, err := func() (int, error) {
+		rep, err := topology.Replay(s.ctx, q, topology.ReplayOptions[Msg]{Filter: func(l *topology.Letter[Msg]) bool {
+			watch(l.Value)
+			return true
+		}})
+		return len(rep.Replayed), err
+	}()
+	if err != nil || replayed != n {
+		s.Fatalf("replay: %d replayed, %v; want %d", replayed, err, n)
+	}
+	s.eventually("every replayed message acked", 2*time.Minute, func() bool { return c.src.Stats().Acked == n })
+	s.quiet()
+	mu.Lock()
+	defer mu.Unlock()
+	s.notKept(ws)
 }

@@ -117,6 +117,7 @@ var cases = []testCase{
 	{"PublishAndDeadLetterClearResume", publishAndDeadLetterClearResume},
 	{"CrashWhileHeldLosesNothing", crashWhileHeld},
 	{"SettledPayloadsAreNotKept", settledPayloadsAreNotKept},
+	{"ReplayedPayloadsAreNotKept", replayedPayloadsAreNotKept},
 }
 
 // Run runs the suite against cfg's backend.
