@@ -118,6 +118,7 @@ var cases = []testCase{
 	{"CrashWhileHeldLosesNothing", crashWhileHeld},
 	{"SettledPayloadsAreNotKept", settledPayloadsAreNotKept},
 	{"ReplayedPayloadsAreNotKept", replayedPayloadsAreNotKept},
+	{"UnsettledLettersAreNotKeptPastClose", unsettledLettersAreNotKeptPastClose},
 }
 
 // Run runs the suite against cfg's backend.
