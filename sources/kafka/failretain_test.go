@@ -71,10 +71,7 @@ func TestAFailedRecordsValueIsNotKeptOnceItsOutcomeIsSettled(t *testing.T) {
 					t.Fatalf("%d records failed, want %d", len(failed), n/5)
 				}
 				mu.Unlock()
-				for p, k := range produce(t, c, parts, n, parts) {
-					ends[p] += k
-				}
-				wait.Within(t, 30*time.Second, "the next records handled and committed", settled)
+				nextRecordSettled(t, c, parts, n, ends, 30*time.Second, settled)
 				mu.Lock()
 				defer mu.Unlock()
 				if live := wait.Reachable(ws); live > 0 {

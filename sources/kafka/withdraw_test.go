@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/boulevard-go/boulevard/internal/wait"
@@ -123,13 +122,7 @@ func TestRevokeWithdrawsBufferedRecords(t *testing.T) {
 
 		// B joins: the rebalance revokes both partitions from A.
 		b := startPipeline(t, pipelineOpts("b", cl.new(t, opts), 1, l, nil))
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if _, err := c.WaitGroupInfo(ctx, group, func(gi *kfake.GroupInfo) bool {
-			return len(gi.Members) == 2 && gi.Members[0].NumAssigned() > 0 && gi.Members[1].NumAssigned() > 0
-		}); err != nil {
-			t.Fatalf("the group did not rebalance onto both members: %v", err)
-		}
+		waitBothAssigned(t, c, group)
 		unblock()
 		wait.Within(t, 30*time.Second, "every record to be handled", func() bool { return l.covers(ends) })
 		wait.Within(t, 10*time.Second, "the commits to reach the end", func() bool { return equalOffsets(committed(c, group), ends) })
