@@ -71,6 +71,7 @@ func TestMemberFailsBeforeJoiningAgainOnTheErrorThatEndedItsSession(t *testing.T
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		m := &member{
+			src:        &Source{},
 			opts:       &Options{Topics: []string{"events"}},
 			log:        slog.New(held),
 			group:      g,
