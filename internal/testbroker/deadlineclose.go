@@ -9,11 +9,12 @@ import (
 
 // CloseDeadline is the deadline a DeadlineClose gives its source's Close,
 // and CloseMargin how much past it and the source's documented grace a
-// test lets that Close return: room for a busy machine, far below the
-// retries of a client sleeping its backoffs of seconds.
+// test lets that Close return: room for a machine that stalls the test
+// process for a second or more, still below one backoff of a client
+// whose test sets its backoffs to ten seconds.
 const (
 	CloseDeadline = 300 * time.Millisecond
-	CloseMargin   = time.Second
+	CloseMargin   = 4 * time.Second
 )
 
 // DeadlineClose is a source whose Close runs with a context of

@@ -21,7 +21,7 @@ const claimLeaveGrace = 500 * time.Millisecond
 // committed offsets) returns within its deadline and the leave grace:
 // Close cuts the connections, which fails the held request at once, and
 // sarama's retries of the lookups, which then fail at once too, do not
-// sleep their backoff (Metadata.Retry, here 1s: nine sleeps for the
+// sleep their backoff (Metadata.Retry, here 10s: nine sleeps for the
 // committed offsets, three for each coordinator lookup) once the
 // member's connections are cut.
 func TestACloseWhileTheCoordinatorHoldsTheJoinReturnsByItsDeadline(t *testing.T) {
@@ -31,7 +31,7 @@ func TestACloseWhileTheCoordinatorHoldsTheJoinReturnsByItsDeadline(t *testing.T)
 			held := testbroker.HoldFirst(t, c, key)
 			opts := sourceOptions(c, "g-held-"+key.Name())
 			cfg := *opts.Config
-			cfg.Metadata.Retry.Backoff = time.Second
+			cfg.Metadata.Retry.Backoff = 10 * time.Second
 			opts.Config = &cfg
 			src := testbroker.ClosingByDeadline(newSource(t, opts))
 			p := startHeld(t, pipelineOpts("held-"+key.Name(), src, 1, newLedger(), nil), held,

@@ -22,7 +22,7 @@ import (
 // Close's deadline ends the client's context, which gives up the held
 // request and franz-go's leave, and the member's own leave past the
 // deadline waits the grace at most. franz-go's retry backoff is set to
-// a second here, so that a retry sleeping past the deadline would show.
+// ten seconds here, so that a retry sleeping past the deadline would show.
 func TestACloseWhileTheCoordinatorHoldsARequestReturnsByItsDeadline(t *testing.T) {
 	for _, key := range []kmsg.Key{kmsg.FindCoordinator, kmsg.JoinGroup, kmsg.SyncGroup, kmsg.OffsetFetch,
 		kmsg.Heartbeat, kmsg.OffsetCommit, kmsg.LeaveGroup} {
@@ -33,7 +33,7 @@ func TestACloseWhileTheCoordinatorHoldsARequestReturnsByItsDeadline(t *testing.T
 			held := testbroker.HoldFirst(t, c, key)
 			member := groupSource(t, c, topic, group, func(o *Options) {
 				o.CommitInterval = 50 * time.Millisecond
-				o.ClientOptions = append(o.ClientOptions, kgo.RetryBackoffFn(func(int) time.Duration { return time.Second }))
+				o.ClientOptions = append(o.ClientOptions, kgo.RetryBackoffFn(func(int) time.Duration { return 10 * time.Second }))
 			})
 			src := testbroker.ClosingByDeadline[[]byte](member)
 			p := runPipeline(t, "held-"+key.Name(), src, func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) { return m.Data, nil })
