@@ -514,12 +514,13 @@ func HoldFirst(t testing.TB, c *kfake.Cluster, key kmsg.Key) (held <-chan struct
 // ClosingPastDeadline makes c hold the first request of key (see
 // HoldFirst), runs call on a goroutine of its own and, once the request
 // has arrived, calls closeFn, a Close cutting its connections at its
-// context's deadline, with a deadline of 300ms, and fails t unless it
+// context's deadline, with a deadline of CloseDeadline, and fails t unless it
 // returns an error wrapping context.DeadlineExceeded; it then calls
 // closeFn again with no deadline, which waits for the same closing, and
 // returns how long that took (how long the closing went on once its
 // connections were cut) and, once call has returned, call's error. t
-// fails when that took more than a second, room for a busy machine.
+// fails when that took more than CloseMargin, room for a machine that
+// stalls the test process.
 func ClosingPastDeadline(t testing.TB, c *kfake.Cluster, key kmsg.Key, call func() error, closeFn func(context.Context) error) (callErr error) {
 	t.Helper()
 	held := HoldFirst(t, c, key)
@@ -530,7 +531,7 @@ func ClosingPastDeadline(t testing.TB, c *kfake.Cluster, key kmsg.Key, call func
 	case <-time.After(HungDeadline + HungGrace):
 		t.Fatalf("the cluster never got a %s request", key.Name())
 	}
-	const deadline, margin = 300 * time.Millisecond, time.Second
+	const deadline, margin = CloseDeadline, CloseMargin
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	if err := closeFn(ctx); !errors.Is(err, context.DeadlineExceeded) {
