@@ -6,12 +6,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
 )
 
@@ -68,4 +72,98 @@ func TestACloseWhileTheCoordinatorHoldsARequestReturnsByItsDeadline(t *testing.T
 			}
 		})
 	}
+}
+
+// Guarantee: a producer stage stopped while its member still starts
+// returns at once, even when the group's coordinator holds the sync its
+// client sent meanwhile: here the member's check of its topics goes out
+// once the SyncGroup is held, so it waits until the stage stops, and the
+// member closes while the sync is in flight. franz-go's own leave would
+// wait for that sync; the member gives it up and leaves on its commit
+// client within claim.LeaveGrace, so the pipeline's stop ends well within
+// its ShutdownTimeout, with nothing left running.
+func TestAStageStoppedWhileItsMemberStartsReturnsWhileTheCoordinatorHoldsItsSync(t *testing.T) {
+	const topic, group = "events", "g-held-start-sync"
+	c := groupCluster(t, topic, 3)
+	held := testbroker.HoldFirst(t, c, kmsg.SyncGroup)
+	beforeTopicCheck = func(context.Context) {
+		select {
+		case <-held:
+		case <-time.After(wait.Deadline):
+		}
+	}
+	t.Cleanup(func() { beforeTopicCheck = nil })
+	p := startingPipeline(t, "held-start-sync", groupSource(t, c, topic, group, nil))
+	select {
+	case <-held:
+	case <-time.After(wait.Deadline):
+		t.Fatal("the member never sent a SyncGroup request")
+	}
+	if took, err := timedStop(p); err != nil {
+		t.Fatalf("stop while the member started and the coordinator held its SyncGroup = %v (after %v), want nil: the stage's Run did not return",
+			err, took.Round(time.Millisecond))
+	}
+}
+
+// Guarantee: a producer stage stopped while its member still starts, once
+// its client has joined the group, leaves the group before its Run
+// returns: the group does not keep it until its session times out (30 s
+// here), to give it partitions nobody reads. Here the member's check of
+// its topics waits until the stage stops, once the member holds its
+// partition.
+func TestAStageStoppedWhileItsMemberStartsLeavesTheGroup(t *testing.T) {
+	const topic, group = "events", "g-start-stopped"
+	c := groupCluster(t, topic, 3)
+	joined := make(chan struct{})
+	beforeTopicCheck = func(runCtx context.Context) {
+		ctx, cancel := context.WithTimeout(runCtx, wait.Deadline)
+		defer cancel()
+		if _, err := c.WaitGroupInfo(ctx, group, func(gi *kfake.GroupInfo) bool {
+			return gi != nil && len(gi.Members) == 1 && gi.NumAssigned() == 1
+		}); err == nil {
+			close(joined)
+		}
+		<-runCtx.Done()
+	}
+	t.Cleanup(func() { beforeTopicCheck = nil })
+	src := groupSource(t, c, topic, group, func(o *Options) {
+		o.ClientOptions = append(o.ClientOptions, kgo.SessionTimeout(30*time.Second))
+	})
+	p := startingPipeline(t, "start-stopped", src)
+	select {
+	case <-joined:
+	case <-time.After(wait.Deadline):
+		t.Fatal("the member never joined the group")
+	}
+	if took, err := timedStop(p); err != nil {
+		t.Fatalf("stop while the member started = %v (after %v), want nil", err, took.Round(time.Millisecond))
+	}
+	if gi := c.GroupInfo(group); gi != nil && len(gi.Members) > 0 {
+		t.Fatalf("members %+v are still in the group after the pipeline stopped; want none: the member whose start was stopped did not leave", gi.Members)
+	}
+}
+
+// startingPipeline starts a pipeline named name reading src, with a
+// ShutdownTimeout of 3 s, which a stage whose Run returns at once is far
+// within.
+func startingPipeline(t *testing.T, name string, src *Source) *pipeline.Pipeline[[]byte, []byte] {
+	t.Helper()
+	return startPipeline(t, pipeline.Options[[]byte, []byte]{
+		Name:            name,
+		ShutdownTimeout: 3 * time.Second,
+		Producer:        producer.Options[[]byte]{Source: src},
+		Processors: processor.Options[[]byte, []byte]{Handle: func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
+			return m.Data, nil
+		}},
+	})
+}
+
+// timedStop stops p, with a minute to do it, and returns how long Stop
+// took and its error.
+func timedStop(p *pipeline.Pipeline[[]byte, []byte]) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	err := p.Stop(ctx)
+	return time.Since(start), err
 }

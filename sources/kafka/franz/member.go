@@ -184,6 +184,9 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		m.abort()
 		return nil, fmt.Errorf("%w: %w", ErrConnect, claim.Flat(err))
 	}
+	if beforeTopicCheck != nil {
+		beforeTopicCheck(runCtx)
+	}
 	tctx, tcancel := context.WithTimeout(runCtx, s.opts.ConnectTimeout)
 	err = checkTopics(tctx, cl, s.opts.Topics)
 	tcancel()
@@ -235,17 +238,31 @@ func recyclable(cl *kgo.Client) bool {
 // was given first.
 func (m *member) client() *kgo.Client { return m.cl.Load() }
 
-// abort closes a member that never started polling.
+// abort closes a member that never started polling. Its client may have
+// joined the group meanwhile, and the cluster may not answer the join or
+// sync still in flight: franz-go's leave would wait for it, and the
+// stage's Run with it, so the member gives that leave up at once (as
+// Close does past its deadline) and leaves on its commit client, waiting
+// at most claim.LeaveGrace for the answer (leaveCutShort).
 func (m *member) abort() {
 	m.Drain()
 	ps, _ := m.take(nil)
 	m.release(ps, false)
 	m.wg.Wait() // a start offset lookup (startLater), which release ended
+	m.hurryUp()
 	m.client().Close()
 	if m.commits != nil {
+		m.leaveCutShort()
 		m.commits.Close()
 	}
 	m.cancel()
+}
+
+// hurryUp stops every wait of the member's closing (hurry) and ends the
+// client's context (hurryCtx): the requests the client waits on, and its
+// own leave, give up.
+func (m *member) hurryUp() {
+	m.hurryOnce.Do(func() { close(m.hurry); m.hurryStop() })
 }
 
 // Drain stops polling and delivering (Run's ctx ended): the member leaves
@@ -1059,7 +1076,7 @@ func (m *member) Close(ctx context.Context) error {
 		go func() {
 			select {
 			case <-ctx.Done():
-				m.hurryOnce.Do(func() { close(m.hurry); m.hurryStop() })
+				m.hurryUp()
 			case <-done:
 			}
 		}()
@@ -1079,7 +1096,8 @@ func (m *member) Close(ctx context.Context) error {
 }
 
 // leaveCutShort leaves the group on the commit client when Close's
-// context ended before the client's own leave could go out: the client's
+// context ended (or abort gave the client's leave up) before the client's
+// own leave could go out: the client's
 // context is Close's, and franz-go's leave also waits for a join in flight
 // (one that waits for the other members in a rebalance, after the group
 // forgot the member), which the client's closing ended. Without it, the
@@ -1216,6 +1234,10 @@ func (m *member) send(ctx context.Context, blocks []claim.Block) ([]claim.Block,
 func refusedByRebalance(err error) bool {
 	return errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.RebalanceInProgress)
 }
+
+// beforeTopicCheck, when set, runs in startMember before the member
+// checks that its topics exist, with Run's context.
+var beforeTopicCheck func(context.Context)
 
 // beforeCommitSend, when set, runs in send before the request is built.
 var beforeCommitSend func(*member)
