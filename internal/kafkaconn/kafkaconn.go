@@ -65,35 +65,36 @@ func (s *Set) Child(cfg *sarama.Config) (*sarama.Config, *Set) {
 }
 
 // SkipBackoffsOnceCut makes sarama's retries of metadata, coordinator
-// and offset lookups (Metadata.Retry) and of a partition's fetches
-// (Consumer.Retry) of a client of cfg wait no backoff once s is cut:
-// every attempt then fails at once, and sarama sleeps its backoff
-// between them without a context (a coordinator lookup sleeps it up to
+// and offset lookups (Metadata.Retry), of a partition's fetches
+// (Consumer.Retry) and of a producer's sends (Producer.Retry) of a client
+// of cfg wait no backoff once s is cut: every attempt then fails at once,
+// and sarama sleeps its backoff between them without a context (a coordinator lookup sleeps it up to
 // Metadata.Retry.Max times, and an offset lookup repeats that lookup as
 // often), which would hold a Close that cut the connections long past its
 // deadline. Until then each backoff is cfg's: its BackoffFunc when set,
 // else its Backoff.
 func (s *Set) SkipBackoffsOnceCut(cfg *sarama.Config) {
-	meta, metaFunc := cfg.Metadata.Retry.Backoff, cfg.Metadata.Retry.BackoffFunc
-	cfg.Metadata.Retry.BackoffFunc = func(retries, maxRetries int) time.Duration {
-		switch {
-		case s.isCut():
-			return 0
-		case metaFunc != nil:
-			return metaFunc(retries, maxRetries)
-		default:
-			return meta
-		}
+	cfg.Metadata.Retry.BackoffFunc = s.backoff(cfg.Metadata.Retry.Backoff, cfg.Metadata.Retry.BackoffFunc)
+	cfg.Producer.Retry.BackoffFunc = s.backoff(cfg.Producer.Retry.Backoff, cfg.Producer.Retry.BackoffFunc)
+	var fetchFunc func(retries, maxRetries int) time.Duration
+	if f := cfg.Consumer.Retry.BackoffFunc; f != nil {
+		fetchFunc = func(retries, _ int) time.Duration { return f(retries) }
 	}
-	fetch, fetchFunc := cfg.Consumer.Retry.Backoff, cfg.Consumer.Retry.BackoffFunc
-	cfg.Consumer.Retry.BackoffFunc = func(retries int) time.Duration {
+	fetch := s.backoff(cfg.Consumer.Retry.Backoff, fetchFunc)
+	cfg.Consumer.Retry.BackoffFunc = func(retries int) time.Duration { return fetch(retries, 0) }
+}
+
+// backoff is a retry's backoff of s: zero once s is cut, else fn's when
+// fn is set, else d.
+func (s *Set) backoff(d time.Duration, fn func(retries, maxRetries int) time.Duration) func(retries, maxRetries int) time.Duration {
+	return func(retries, maxRetries int) time.Duration {
 		switch {
 		case s.isCut():
 			return 0
-		case fetchFunc != nil:
-			return fetchFunc(retries)
+		case fn != nil:
+			return fn(retries, maxRetries)
 		default:
-			return fetch
+			return d
 		}
 	}
 }
