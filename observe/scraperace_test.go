@@ -298,7 +298,44 @@ func TestScrapesRacingChangesAndBlinkingFeedsNeverLowerACounter(t *testing.T) {
 // would read as a reset. A lone feed registered again counts from zero,
 // and its series reads as the reset it is.
 func TestAFeedsTwinClosingLowersNoCounterOfTheirSeries(t *testing.T) {
-	feeds := func(fs ...producer.FeedStats) pipeline.Stats {
+	checkFeedSeries(t, []feedStep{
+		{"both open", []producer.FeedStats{{Granted: 10, Delivered: 5, Dispatched: 5}, {Granted: 7, Delivered: 7, Dispatched: 7}}, 17, 12, 12},
+		{"the twin closed", []producer.FeedStats{{Granted: 12, Delivered: 6, Dispatched: 6}}, 17, 12, 12},
+		{"the feed left open counted on", []producer.FeedStats{{Granted: 20, Delivered: 15, Dispatched: 14}}, 25, 21, 20},
+		{"every feed closed", nil, -1, -1, -1},
+		{"a feed of the name opened again", []producer.FeedStats{{Granted: 3, Delivered: 1, Dispatched: 1}}, 3, 1, 1},
+		{"the lone feed registered again since", []producer.FeedStats{{Granted: 2, Delivered: 0, Dispatched: 0}}, 2, 0, 0},
+	})
+}
+
+// Guarantee: when three feeds of a stage share a name and two of them
+// close one scrape after the other, the series keeps the counts of each
+// closed feed once: the counts already carried for the first are not
+// taken again for the second.
+func TestFeedTwinsClosingOneAfterAnotherAreEachCarriedOnce(t *testing.T) {
+	ten := producer.FeedStats{Granted: 10, Delivered: 10, Dispatched: 10}
+	checkFeedSeries(t, []feedStep{
+		{"three open", []producer.FeedStats{ten, ten, ten}, 30, 30, 30},
+		{"one closed", []producer.FeedStats{ten, ten}, 30, 30, 30},
+		{"another closed", []producer.FeedStats{ten}, 30, 30, 30},
+		{"the last counted on", []producer.FeedStats{{Granted: 12, Delivered: 11, Dispatched: 11}}, 32, 31, 31},
+	})
+}
+
+// feedStep is a scrape of the series of the feeds named "c" of a stage:
+// the open feeds' counters, and the series' counters it must carry (-1:
+// no series).
+type feedStep struct {
+	name                           string
+	open                           []producer.FeedStats
+	granted, delivered, dispatched float64
+}
+
+// checkFeedSeries scrapes an observer of a pipeline whose stage has the
+// open feeds of each step in turn, and checks the series' counters.
+func checkFeedSeries(t *testing.T, steps []feedStep) {
+	t.Helper()
+	feeds := func(fs []producer.FeedStats) pipeline.Stats {
 		named := make([]producer.NamedFeedStats, len(fs))
 		for i, f := range fs {
 			named[i] = producer.NamedFeedStats{Name: "c", FeedStats: f}
@@ -306,24 +343,13 @@ func TestAFeedsTwinClosingLowersNoCounterOfTheirSeries(t *testing.T) {
 		return pipeline.Stats{Name: "orders", Producers: []pipeline.ProducerStats{{
 			StageStatus: producer.StageStatus{Stage: "orders.producer.0"}, Feeds: named}}}
 	}
-	p := newFakePipeline(feeds())
+	p := newFakePipeline(feeds(nil))
 	obs := observe.New(observe.Options{})
 	add(t, obs, p)
 	h := obs.Handler(nil)
 	const labels = `{feed=c,pipeline=orders,stage=orders.producer.0}`
-	for _, c := range []struct {
-		name                           string
-		st                             pipeline.Stats
-		granted, delivered, dispatched float64
-	}{
-		{"both open", feeds(producer.FeedStats{Granted: 10, Delivered: 5, Dispatched: 5}, producer.FeedStats{Granted: 7, Delivered: 7, Dispatched: 7}), 17, 12, 12},
-		{"the twin closed", feeds(producer.FeedStats{Granted: 12, Delivered: 6, Dispatched: 6}), 17, 12, 12},
-		{"the feed left open counted on", feeds(producer.FeedStats{Granted: 20, Delivered: 15, Dispatched: 14}), 25, 21, 20},
-		{"every feed closed", feeds(), -1, -1, -1},
-		{"a feed of the name opened again", feeds(producer.FeedStats{Granted: 3, Delivered: 1, Dispatched: 1}), 3, 1, 1},
-		{"the lone feed registered again since", feeds(producer.FeedStats{Granted: 2, Delivered: 0, Dispatched: 0}), 2, 0, 0},
-	} {
-		p.set(c.st)
+	for _, c := range steps {
+		p.set(feeds(c.open))
 		code, body := serveMetrics(t, h)
 		if code != http.StatusOK {
 			t.Fatalf("%s: /metrics answered %d:\n%s", c.name, code, body)
