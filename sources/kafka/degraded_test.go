@@ -125,6 +125,22 @@ func portCluster(t *testing.T, port int) *kfake.Cluster {
 	return c
 }
 
+// startClaimingBoth starts a pipeline of src, stopped at the test's end,
+// and returns its stage's status once the stage runs and its one member
+// claims both partitions.
+func startClaimingBoth(t *testing.T, name string, src testSource) func() producer.StageStatus {
+	t.Helper()
+	p := startPipeline(t, pipelineOpts(name, src, 1, newLedger(), nil))
+	t.Cleanup(func() { stopPipeline(t, p) })
+	status := func() producer.StageStatus { return p.SourceStatus()[0] }
+	waitState(t, status, producer.StateRunning, 30*time.Second, "the start")
+	wait.For(t, "the member to claim both partitions", func() bool {
+		st := src.Stats()
+		return len(st.Members) == 1 && len(st.Members[0].Partitions) == 2
+	})
+	return status
+}
+
 // waitState waits, at most limit, for the stage to be in state and
 // returns its status then, failing the test with the last status seen
 // otherwise.
@@ -157,17 +173,9 @@ func TestDegradedStageRunsAgainWhenTheClusterAnswersOnAnIdleTopic(t *testing.T) 
 	c := newCluster(t, 2)
 	o := sourceOptions(c, "idle-outage")
 	o.Config.Consumer.Group.Session.Timeout = 30 * time.Second // outlives the outage
-	src := saramaClient.new(t, o)
-	p := startPipeline(t, pipelineOpts("idle-outage", src, 1, newLedger(), nil))
-	t.Cleanup(func() { stopPipeline(t, p) })
-	status := func() producer.StageStatus { return p.SourceStatus()[0] }
-	waitState(t, status, producer.StateRunning, 30*time.Second, "the start")
 	// The outage comes once the member holds its session: one cut short
 	// by it would fail the run (joins refused ten times in a row).
-	wait.For(t, "the member to claim both partitions", func() bool {
-		st := src.Stats()
-		return len(st.Members) == 1 && len(st.Members[0].Partitions) == 2
-	})
+	status := startClaimingBoth(t, "idle-outage", saramaClient.new(t, o))
 
 	f := testbroker.Inject(c, kmsg.Key(-1), 0, func(req kmsg.Request) bool {
 		k := kmsg.Key(req.Key())

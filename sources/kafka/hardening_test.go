@@ -491,6 +491,39 @@ func TestAFailedSessionQuotingThePasswordDegradesTheStageWithoutShowingIt(t *tes
 	}
 }
 
+// Guarantee: a running member whose cluster drops its fetches and then
+// refuses its logins with a message quoting the SASL password (sarama's
+// lookups of the partitions' leaders run out of brokers) degrades the
+// stage with that error, the password redacted, and logs it redacted.
+func TestAnOutageWhoseLoginRefusalsQuoteThePasswordDegradesTheStageWithoutShowingIt(t *testing.T) {
+	const user, password = "svc-7d1e", "s3cr3t-XYZ"
+	c := newCluster(t, 2, kfake.EnableSASL(), kfake.Superuser(sarama.SASLTypePlaintext, user, password))
+	var logs logtest.Lines
+	o := sourceOptions(c, "g-outage-quoted")
+	o.Config.Consumer.Group.Session.Timeout = 30 * time.Second // outlives the outage
+	o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	withPlainLogin(&o, user, password)
+	status := startClaimingBoth(t, "outage-quoted", newSource(t, o))
+
+	msg := "refused for " + user + " with password " + password
+	refuseLogins(c, &msg)
+	testbroker.Inject(c, kmsg.Key(-1), 0, func(req kmsg.Request) bool {
+		switch kmsg.Key(req.Key()) {
+		case kmsg.ApiVersions, kmsg.SASLHandshake, kmsg.SASLAuthenticate, kmsg.FindCoordinator, kmsg.Heartbeat:
+			return false
+		}
+		return true
+	}).Every(1)
+	st := waitState(t, status, producer.StateDegraded, 30*time.Second, "the cluster dropped the fetches and refused the logins")
+	t.Logf("degraded: %v", st.LastError)
+	if st.LastError == nil || strings.Contains(st.LastError.Error(), password) || !strings.Contains(st.LastError.Error(), redact.Masked) {
+		t.Errorf("the degraded stage's error is %v, want the refusal, the password redacted", st.LastError)
+	}
+	if lines := logs.Matching(password); len(lines) > 0 {
+		t.Errorf("lines show the password: %q", lines)
+	}
+}
+
 // Guarantee: the source's Close returns once its context's deadline has
 // passed when the cluster stops answering (the final commit and the leave
 // hang), not after a client's read or request timeout: within
