@@ -69,13 +69,15 @@ func TestASubscriptionsCloseReturnsWithinTheAdminTimeoutWhileTheClusterHoldsItsH
 // Guarantee: once the backend's Close has cut its connections at its
 // deadline, while the cluster holds the produce of a Publish under way,
 // its closing ends at once: the producer's lookups of the partition's new
-// leader, which then fail at once, do not sleep their backoff
-// (Metadata.Retry, here 10s) between attempts
-// (testbroker.ClosingPastDeadline); the Publish fails.
+// leader and its retries of the send, which then fail at once, do not
+// sleep their backoffs (Metadata.Retry and Producer.Retry, here
+// 10s each) between attempts (testbroker.ClosingPastDeadline); the Publish
+// fails.
 func TestTheBackendsClosingEndsOnceItsDeadlineCutsAProduceTheClusterHolds(t *testing.T) {
 	c := testbroker.Kafka(t)
 	opts := testOptions[int](c, topic.IntCodec{})
 	opts.Config.Metadata.Retry.Backoff = 10 * time.Second
+	opts.Config.Producer.Retry.Backoff = 10 * time.Second
 	b := newBackend(t, opts)
 	h := newTopic(t, b, "held", topic.Options{})
 	if err := testbroker.ClosingPastDeadline(t, c, kmsg.Produce, func() error { return h.Publish(t.Context(), 1) }, b.Close); err == nil {
