@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -89,6 +90,27 @@ func TestOptionsRedactCredentials(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Guarantee: the options and the source print their String with every
+// fmt verb, quoted for %q, as a string would be.
+func TestOptionsAndSourcePrintTheirStringWithEveryVerb(t *testing.T) {
+	opts := kafka.Options{Brokers: []string{"b:9092"}, GroupID: "g", Topics: []string{"t"}, Config: sarama.NewConfig()}
+	src, err := kafka.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []fmt.Stringer{opts, src} {
+		for _, verb := range []string{"%v", "%+v", "%s", "%q", "%#v", "%x", "%d"} {
+			want := v.String()
+			if verb == "%q" {
+				want = strconv.Quote(want)
+			}
+			if got := fmt.Sprintf(verb, v); got != want {
+				t.Errorf("%T printed with %s = %s, want %s", v, verb, got, want)
+			}
+		}
 	}
 }
 
