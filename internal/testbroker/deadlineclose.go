@@ -2,6 +2,8 @@ package testbroker
 
 import (
 	"context"
+	"errors"
+	"testing"
 	"time"
 
 	"github.com/boulevard-go/boulevard/producer"
@@ -38,4 +40,32 @@ func (s DeadlineClose[T]) Close(context.Context) error {
 	err := s.Source.Close(ctx)
 	s.Took <- time.Since(start)
 	return err
+}
+
+// ClosesByDeadline runs closeFn with a context of CloseDeadline while the
+// broker holds a command's answer, and fails t unless it returned an error
+// wrapping context.DeadlineExceeded within CloseMargin past that deadline
+// (the Pulsar side documents no grace: its Close leaves what is still
+// closing to the background). what names the call and the command held in
+// the failure. It waits for closeFn for at most HungGrace, so a closing
+// that waits for the held answer fails the test without hanging it.
+func ClosesByDeadline(t testing.TB, what string, closeFn func(context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), CloseDeadline)
+	defer cancel()
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- closeFn(ctx) }()
+	select {
+	case err := <-done:
+		took := time.Since(start)
+		if past := took - CloseDeadline; past > CloseMargin {
+			t.Errorf("%s took %v, %v past its %v deadline, want at most %v past it", what, took.Round(time.Millisecond), past.Round(time.Millisecond), CloseDeadline, CloseMargin)
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s = %v, want an error wrapping context.DeadlineExceeded", what, err)
+		}
+	case <-time.After(CloseDeadline + HungGrace):
+		t.Errorf("%s still runs %v past its %v deadline", what, HungGrace, CloseDeadline)
+	}
 }

@@ -634,6 +634,16 @@ const (
 // until they are released, and a dropped connection loses them.
 const CommandAck Command = cmdAck
 
+// CommandFlow (a consumer's permits) and CommandRedeliver (its
+// REDELIVER_UNACKNOWLEDGED_MESSAGES, as a negative acknowledgement sends)
+// are commands pulsar-client-go sends without waiting for an answer:
+// withheld, the connection is read no further, so the consumer gets no
+// more messages and its later commands, a close included, wait too.
+const (
+	CommandFlow      Command = cmdFlow
+	CommandRedeliver Command = cmdRedeliver
+)
+
 // String returns the command's name in the protocol ("SUBSCRIBE").
 func (c Command) String() string { return cmdName(int(c)) }
 
