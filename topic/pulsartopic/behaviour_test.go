@@ -374,10 +374,7 @@ func TestADropNewestPublishReportsDroppedOnFullWhileTheClientMemoryIsFull(t *tes
 // closes, and to the end, returning nil, once the broker answers.
 func TestCloseReturnsByItsDeadlineWhileTheBrokerWithholdsTheCloses(t *testing.T) {
 	b := testbroker.Pulsar(t)
-	o := testOptions[int](b, topic.IntCodec{})
-	o.ClientOptions.OperationTimeout = time.Minute
-	o.ClientOptions.KeepAliveInterval = time.Minute
-	be := newBackend(t, o)
+	be := patientBackend(t, b)
 	h := newHandle(t, be, "closing", topic.Options{})
 	sub, err := h.Subscribe(t.Context(), topic.Balanced("g"), topic.SubscriberOptions{})
 	if err != nil {

@@ -146,10 +146,7 @@ func TestTopicNameMapping(t *testing.T) {
 // Close leaves none open.
 func TestDeclarationReturnsByItsDeadlineWhileTheProducerIsWithheld(t *testing.T) {
 	b := testbroker.Pulsar(t)
-	o := testOptions[int](b, topic.IntCodec{})
-	o.ClientOptions.OperationTimeout = time.Minute
-	o.ClientOptions.KeepAliveInterval = time.Minute
-	be := newBackend(t, o)
+	be := patientBackend(t, b)
 	release := b.Withhold(pulsartest.CommandProducer)
 	t.Cleanup(release)
 	if !testbroker.ReturnsByDeadline(t, "CreateTopicsContext", func(ctx context.Context) error {

@@ -72,3 +72,15 @@ func testClient(t testing.TB, b *pulsartest.Broker) pulsar.Client {
 	t.Cleanup(client.Close)
 	return client
 }
+
+// patientBackend starts a backend on b, closed at t's cleanup, whose
+// client waits a minute for each of the broker's answers and keeps a
+// connection the broker stopped reading open that long: a call that waits
+// for the client rather than its context shows.
+func patientBackend(t testing.TB, b *pulsartest.Broker) *pulsartopic.Backend[int] {
+	t.Helper()
+	o := testOptions[int](b, topic.IntCodec{})
+	o.ClientOptions.OperationTimeout = time.Minute
+	o.ClientOptions.KeepAliveInterval = time.Minute
+	return newBackend(t, o)
+}

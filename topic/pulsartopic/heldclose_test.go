@@ -1,0 +1,72 @@
+package pulsartopic_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/boulevard-go/boulevard/internal/testbroker"
+	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/pulsartopic"
+)
+
+// Guarantee: the backend's Close returns by its context's deadline (300ms,
+// far below the client's operation timeout of a minute), with an error
+// wrapping context.DeadlineExceeded, while the broker holds its answer to
+// a call under way: the partition lookup, lookup or producer creation of
+// a topic's declaration, the receipt of a publish, or the partition
+// lookup, lookup or subscribe of a subscriber. What is still closing is
+// left to the background.
+func TestCloseReturnsByItsDeadlineWhileTheBrokerHoldsACallsAnswer(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cmd  pulsartest.Command
+		call func(ctx context.Context, be *pulsartopic.Backend[int], h *topic.Handle[int]) error
+	}{
+		{"declaration/PARTITIONED_METADATA", pulsartest.CommandPartitionedMetadata, declare},
+		{"declaration/LOOKUP", pulsartest.CommandLookup, declare},
+		{"declaration/PRODUCER", pulsartest.CommandProducer, declare},
+		{"publish/SEND", pulsartest.CommandSend, func(ctx context.Context, _ *pulsartopic.Backend[int], h *topic.Handle[int]) error {
+			return h.Publish(ctx, 2)
+		}},
+		{"subscribe/PARTITIONED_METADATA", pulsartest.CommandPartitionedMetadata, subscribeHeld},
+		{"subscribe/LOOKUP", pulsartest.CommandLookup, subscribeHeld},
+		{"subscribe/SUBSCRIBE", pulsartest.CommandSubscribe, subscribeHeld},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := testbroker.Pulsar(t)
+			be := patientBackend(t, b)
+			h := newHandle(t, be, "held", topic.Options{})
+			if err := h.Publish(ctxT(t), 1); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(b.Withhold(c.cmd))
+			ctx, cancel := context.WithCancel(context.Background())
+			called := make(chan struct{})
+			go func() {
+				defer close(called)
+				_ = c.call(ctx, be, h)
+			}()
+			t.Cleanup(func() { cancel(); <-called })
+			wait.Within(t, patience, c.cmd.String()+" withheld", func() bool { return b.Stats().Withheld > 0 })
+			testbroker.ClosesByDeadline(t, "Close with a "+c.name+" withheld", be.Close)
+		})
+	}
+}
+
+// declare declares a topic of its own on be.
+func declare(ctx context.Context, be *pulsartopic.Backend[int], _ *topic.Handle[int]) error {
+	_, err := topic.NewBroker[int]().CreateTopicsContext(ctx, []topic.Declaration[int]{{Name: "declared", Backend: be}})
+	return err
+}
+
+// subscribeHeld subscribes a group of its own to h, and closes the
+// subscription it gets.
+func subscribeHeld(ctx context.Context, _ *pulsartopic.Backend[int], h *topic.Handle[int]) error {
+	s, err := h.Subscribe(ctx, topic.Balanced("other"), topic.SubscriberOptions{})
+	if err == nil {
+		s.Close()
+	}
+	return err
+}
