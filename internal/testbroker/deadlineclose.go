@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 )
 
 // CloseDeadline is the deadline a DeadlineClose gives its source's Close,
@@ -68,4 +70,21 @@ func ClosesByDeadline(t testing.TB, what string, closeFn func(context.Context) e
 	case <-time.After(CloseDeadline + HungGrace):
 		t.Errorf("%s still runs %v past its %v deadline", what, HungGrace, CloseDeadline)
 	}
+}
+
+// ClosesByDeadlineWhileHeld starts call, whose context ends at t's
+// cleanup (which then waits for it to return), waits until b withholds a
+// command (the call's, which the test made b withhold), and checks
+// closeFn with ClosesByDeadline.
+func ClosesByDeadlineWhileHeld(t testing.TB, b *pulsartest.Broker, what string, call, closeFn func(context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	called := make(chan struct{})
+	go func() {
+		defer close(called)
+		_ = call(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-called })
+	wait.Within(t, PulsarFaultPatience, "a command of "+what+" withheld", func() bool { return b.Stats().Withheld > 0 })
+	ClosesByDeadline(t, "Close with "+what+" withheld", closeFn)
 }

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
-	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/pulsartopic"
@@ -42,15 +41,7 @@ func TestCloseReturnsByItsDeadlineWhileTheBrokerHoldsACallsAnswer(t *testing.T) 
 				t.Fatal(err)
 			}
 			t.Cleanup(b.Withhold(c.cmd))
-			ctx, cancel := context.WithCancel(context.Background())
-			called := make(chan struct{})
-			go func() {
-				defer close(called)
-				_ = c.call(ctx, be, h)
-			}()
-			t.Cleanup(func() { cancel(); <-called })
-			wait.Within(t, patience, c.cmd.String()+" withheld", func() bool { return b.Stats().Withheld > 0 })
-			testbroker.ClosesByDeadline(t, "Close with a "+c.name+" withheld", be.Close)
+			testbroker.ClosesByDeadlineWhileHeld(t, b, "a "+c.name, func(ctx context.Context) error { return c.call(ctx, be, h) }, be.Close)
 		})
 	}
 }
