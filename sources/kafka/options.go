@@ -204,7 +204,11 @@ type Options struct {
 	// ChannelBufferSize (sized to the permit window), and Net.Proxy (the
 	// member dials through a dialer of its own, which wraps a
 	// Net.Proxy.Dialer you set, so that a Close past its deadline can cut
-	// its connections). A few timeouts take
+	// its connections), and the retry backoffs of Metadata.Retry,
+	// Consumer.Retry and Producer.Retry (yours, BackoffFunc else Backoff,
+	// until Close cuts the connections, and zero after, so that sarama's
+	// retries, which then fail at once, do not hold Close past its
+	// deadline). A few timeouts take
 	// the source's defaults when they still hold sarama.NewConfig's value
 	// (see SaramaDefaults); any other value is the user's and is kept. It
 	// is checked with sarama's own Validate, and Net.MaxOpenRequests, by

@@ -261,7 +261,8 @@ func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
 // all for those a drain the pipeline cut short left without an outcome
 // (producer.Stage.Abandoned). When ctx has ended (before Close, or
 // while it waits), each member still leaves the group, waiting at most
-// 500ms more for the answer before it cuts its connections: a member that
+// 500ms more for the answer before it cuts its connections (sarama's
+// retries then fail at once and wait no backoff): a member that
 // closed without leaving would keep its partitions from the group until
 // its session timed out. The connection check's attempts still running
 // (see Options.ConnectTimeout) are waited for, and ended when ctx ends.

@@ -368,7 +368,8 @@ func (b *Backend[T]) describeTopicConfig(kname string, names ...string) ([]saram
 // and cuts every connection of the backend's clients, so that the
 // closing, which goes on in the background, ends at once instead of
 // waiting for brokers that do not answer (sarama waits up to
-// Net.ReadTimeout for each). Idempotent: a later call waits, within its
+// Net.ReadTimeout for each), and sarama's retries, which then fail at
+// once, wait no backoff. Idempotent: a later call waits, within its
 // own ctx, for the same closing. Close of a nil Backend returns nil, and
 // so does that of one New did not make, whose later calls then report
 // it closed.

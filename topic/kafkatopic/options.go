@@ -99,7 +99,9 @@ type Options[T any] struct {
 	// Net.DialTimeout at most ConnectTimeout, Admin.Timeout from
 	// AdminTimeout, and Net.Proxy: the clients dial through a dialer of the
 	// backend's, which wraps a Net.Proxy.Dialer you set, so that Close can
-	// cut their connections at its deadline). The backend's second
+	// cut their connections at its deadline, and the retry backoffs of
+	// Metadata.Retry, Producer.Retry and Consumer.Retry, yours until a
+	// client's connections are cut and zero after). The backend's second
 	// producer, which sends records one per request (see
 	// [RecordTooLargeError]), takes it with its Producer.Flush settings
 	// replaced. Where a new balanced group starts is InitialOffset's, not

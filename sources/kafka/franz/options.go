@@ -90,7 +90,9 @@ const (
 // producer.Options.Concurrency: every producer stage is one member with its
 // own client.
 type Options struct {
-	// Brokers are the bootstrap brokers, as host:port. Required.
+	// Brokers are the bootstrap brokers, as host:port. Required. A broker
+	// given with user information ("user:password@host:port") fails
+	// validation, with an error that does not repeat it.
 	Brokers []string `validate:"required,dive,hostname_port"`
 	// GroupID is the consumer group. Required.
 	GroupID string `validate:"required"`

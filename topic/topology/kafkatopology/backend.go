@@ -563,7 +563,8 @@ func (b *Backend[T]) untrack(c closer) { liveset.Remove(&b.mu, b.readers, c) }
 // and cuts every connection of the backend's clients, its readers' and
 // releasers' included, so that the closing, which goes on in the
 // background, ends at once instead of waiting for brokers that do not
-// answer (sarama waits up to Net.ReadTimeout for each request): commits
+// answer (sarama waits up to Net.ReadTimeout for each request; its
+// retries, which then fail at once, wait no backoff): commits
 // not yet made are then lost, and their letters delivered again.
 // Idempotent: a later call waits, within its own ctx, for the same
 // closing. Close of a nil Backend returns nil, and so does that of one

@@ -86,7 +86,9 @@ type Options[T any] struct {
 	// successes returned, acks=all, its own partitioner, consumer errors
 	// returned, offsets committed automatically from what is settled,
 	// Consumer.Offsets.Initial sarama.OffsetOldest, Net.DialTimeout at most
-	// ConnectTimeout, Admin.Timeout from AdminTimeout, and at least
+	// ConnectTimeout, Admin.Timeout from AdminTimeout, the retry backoffs
+	// of Metadata.Retry, Producer.Retry and Consumer.Retry (yours until a
+	// client's connections are cut, and zero after), and at least
 	// protocol version 0.11 (record headers). Where a new group starts is
 	// InitialOffset's, not Consumer.Offsets.Initial's: Declare commits
 	// the group's starting offsets before any member joins, so sarama's
