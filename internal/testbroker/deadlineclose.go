@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
@@ -87,4 +89,23 @@ func ClosesByDeadlineWhileHeld(t testing.TB, b *pulsartest.Broker, what string, 
 	t.Cleanup(func() { cancel(); <-called })
 	wait.Within(t, PulsarFaultPatience, "a command of "+what+" withheld", func() bool { return b.Stats().Withheld > 0 })
 	ClosesByDeadline(t, "Close with "+what+" withheld", closeFn)
+}
+
+// AwaitHeld waits, at most wait.Deadline, for the request of key that
+// HoldFirst holds, and reports whether it arrived. A LeaveGroup, which
+// only a member's Close sends, is not waited for: AwaitHeld waits instead
+// until claimed reports that the member holds its partitions (state
+// describes it when it does not), and fails t otherwise.
+func AwaitHeld(t testing.TB, key kmsg.Key, held <-chan struct{}, claimed func() bool, state func() string) bool {
+	t.Helper()
+	if key == kmsg.LeaveGroup {
+		wait.For(t, "the member to claim its partitions", claimed, state)
+		return true
+	}
+	select {
+	case <-held:
+		return true
+	case <-time.After(wait.Deadline):
+		return false
+	}
 }

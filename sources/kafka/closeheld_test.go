@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
+	"github.com/boulevard-go/boulevard/internal/wait"
 )
 
 // claimLeaveGrace is claim.LeaveGrace, the member's leave grace past
@@ -16,16 +17,17 @@ import (
 const claimLeaveGrace = 500 * time.Millisecond
 
 // Guarantee: a member whose Close runs out of time while the group's
-// coordinator holds one of the requests of the member's join (the
-// coordinator lookup, the join, the sync, the lookup of its claims'
-// committed offsets) returns within its deadline and the leave grace:
-// Close cuts the connections, which fails the held request at once, and
-// sarama's retries of the lookups, which then fail at once too, do not
-// sleep their backoff (Metadata.Retry, here 10s: nine sleeps for the
-// committed offsets, three for each coordinator lookup) once the
-// member's connections are cut.
-func TestACloseWhileTheCoordinatorHoldsTheJoinReturnsByItsDeadline(t *testing.T) {
-	for _, key := range []kmsg.Key{kmsg.FindCoordinator, kmsg.JoinGroup, kmsg.SyncGroup, kmsg.OffsetFetch} {
+// coordinator holds one of the member's requests (the coordinator
+// lookup, the join, the sync, the lookup of its claims' committed
+// offsets, a heartbeat, a commit, the leave) returns within its deadline
+// and the leave grace: Close cuts the connections, which fails the held
+// request at once, and sarama's retries of the lookups, which then fail
+// at once too, do not sleep their backoff (Metadata.Retry, here 10s:
+// nine sleeps for the committed offsets, three for each coordinator
+// lookup) once the member's connections are cut.
+func TestACloseWhileTheCoordinatorHoldsARequestReturnsByItsDeadline(t *testing.T) {
+	for _, key := range []kmsg.Key{kmsg.FindCoordinator, kmsg.JoinGroup, kmsg.SyncGroup, kmsg.OffsetFetch,
+		kmsg.Heartbeat, kmsg.OffsetCommit, kmsg.LeaveGroup} {
 		t.Run(key.Name(), func(t *testing.T) {
 			c := newCluster(t, 1)
 			held := testbroker.HoldFirst(t, c, key)
@@ -33,15 +35,43 @@ func TestACloseWhileTheCoordinatorHoldsTheJoinReturnsByItsDeadline(t *testing.T)
 			cfg := *opts.Config
 			cfg.Metadata.Retry.Backoff = 10 * time.Second
 			opts.Config = &cfg
-			src := testbroker.ClosingByDeadline(newSource(t, opts))
-			p := startHeld(t, pipelineOpts("held-"+key.Name(), src, 1, newLedger(), nil), held,
-				fmt.Sprintf("the member never sent a %s request", key.Name()))
+			member := newSource(t, opts)
+			src := testbroker.ClosingByDeadline(member)
+			po := pipelineOpts("held-"+key.Name(), src, 1, newLedger(), nil)
+			// Far past the limit below, yet short enough that a Close
+			// which does not return fails the test rather than hanging it.
+			po.ShutdownTimeout = 20 * time.Second
+			if key == kmsg.OffsetCommit {
+				// A commit goes out once a record was handled.
+				produce(t, c, 1, 0, 3)
+			}
+			p := startPipeline(t, po)
+			claimed := func() bool {
+				ms := member.Stats().Members
+				return len(ms) == 1 && len(ms[0].Partitions) == 1
+			}
+			if !testbroker.AwaitHeld(t, key, held, claimed, func() string { return fmt.Sprintf("stats %+v", member.Stats()) }) {
+				stopPipeline(t, p)
+				t.Fatalf("the member never sent a %s request", key.Name())
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			if err := p.Stop(ctx); err != nil {
-				t.Errorf("stop: %v", err)
+			stopErr := p.Stop(ctx)
+			var took time.Duration
+			select {
+			case took = <-src.Took:
+			case <-time.After(wait.Deadline):
+				t.Fatalf("Close still runs %v after the pipeline's Stop returned %v, while the coordinator holds the %s request",
+					wait.Deadline, stopErr, key.Name())
 			}
-			took := <-src.Took
+			if stopErr != nil {
+				t.Errorf("stop: %v", stopErr)
+			}
+			select {
+			case <-held:
+			default:
+				t.Fatalf("the member never sent a %s request", key.Name())
+			}
 			t.Logf("Close took %v with a deadline of %v", took.Round(time.Millisecond), testbroker.CloseDeadline)
 			if limit := testbroker.CloseDeadline + claimLeaveGrace + testbroker.CloseMargin; took > limit {
 				t.Fatalf("Close took %v with a deadline of %v while the coordinator held the %s request; want at most %v",

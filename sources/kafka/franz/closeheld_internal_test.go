@@ -41,18 +41,12 @@ func TestACloseWhileTheCoordinatorHoldsARequestReturnsByItsDeadline(t *testing.T
 			})
 			src := testbroker.ClosingByDeadline[[]byte](member)
 			p := runPipeline(t, "held-"+key.Name(), src, func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) { return m.Data, nil })
-			if key == kmsg.LeaveGroup {
-				// Only Close leaves.
-				wait.For(t, "the member to claim its partition", func() bool {
-					ms := member.Stats().Members
-					return len(ms) == 1 && len(ms[0].Partitions) == 1
-				}, func() string { return fmt.Sprintf("stats %+v", member.Stats()) })
-			} else {
-				select {
-				case <-held:
-				case <-time.After(wait.Deadline):
-					t.Fatalf("the member never sent a %s request", key.Name())
-				}
+			claimed := func() bool {
+				ms := member.Stats().Members
+				return len(ms) == 1 && len(ms[0].Partitions) == 1
+			}
+			if !testbroker.AwaitHeld(t, key, held, claimed, func() string { return fmt.Sprintf("stats %+v", member.Stats()) }) {
+				t.Fatalf("the member never sent a %s request", key.Name())
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
