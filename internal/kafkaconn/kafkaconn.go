@@ -125,6 +125,10 @@ func (s *Set) Dial(network, addr string) (net.Conn, error) {
 	return sc, nil
 }
 
+// IsCut reports whether s was cut: a connection's read or write failing
+// with net.ErrClosed then failed by the cut.
+func (s *Set) IsCut() bool { return s.isCut() }
+
 func (s *Set) isCut() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

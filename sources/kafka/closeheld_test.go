@@ -3,6 +3,8 @@ package kafka_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,7 +26,9 @@ const claimLeaveGrace = 500 * time.Millisecond
 // request at once, and sarama's retries of the lookups, which then fail
 // at once too, do not sleep their backoff (Metadata.Retry, here 10s:
 // nine sleeps for the committed offsets, three for each coordinator
-// lookup) once the member's connections are cut.
+// lookup) once the member's connections are cut. The requests the cut
+// fails, the held one too, are no warning: Close reports its deadline
+// itself.
 func TestACloseWhileTheCoordinatorHoldsARequestReturnsByItsDeadline(t *testing.T) {
 	for _, key := range []kmsg.Key{kmsg.FindCoordinator, kmsg.JoinGroup, kmsg.SyncGroup, kmsg.OffsetFetch,
 		kmsg.Heartbeat, kmsg.OffsetCommit, kmsg.LeaveGroup} {
@@ -35,6 +39,8 @@ func TestACloseWhileTheCoordinatorHoldsARequestReturnsByItsDeadline(t *testing.T
 			cfg := *opts.Config
 			cfg.Metadata.Retry.Backoff = 10 * time.Second
 			opts.Config = &cfg
+			book := newLogBook()
+			opts.Logger = book.logger()
 			member := newSource(t, opts)
 			src := testbroker.ClosingByDeadline(member)
 			po := pipelineOpts("held-"+key.Name(), src, 1, newLedger(), nil)
@@ -71,6 +77,12 @@ func TestACloseWhileTheCoordinatorHoldsARequestReturnsByItsDeadline(t *testing.T
 			case <-held:
 			default:
 				t.Fatalf("the member never sent a %s request", key.Name())
+			}
+			// A request failed by the member's own cut is no warning.
+			if warned := book.find(func(r logRecord) bool {
+				return r.Level >= slog.LevelWarn && strings.Contains(r.Msg, "closed with an error")
+			}); len(warned) > 0 {
+				t.Errorf("Close past its deadline logged %+v; want the requests its cut failed at Debug", warned)
 			}
 			t.Logf("Close took %v with a deadline of %v", took.Round(time.Millisecond), testbroker.CloseDeadline)
 			if limit := testbroker.CloseDeadline + claimLeaveGrace + testbroker.CloseMargin; took > limit {
