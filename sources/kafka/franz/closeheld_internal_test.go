@@ -138,13 +138,15 @@ func TestAStageStoppedWhileItsMemberStartsLeavesTheGroup(t *testing.T) {
 }
 
 // startingPipeline starts a pipeline named name reading src, with a
-// ShutdownTimeout of 3 s, which a stage whose Run returns at once is far
-// within.
+// ShutdownTimeout of claim.LeaveGrace and testbroker.CloseMargin, room for
+// a machine that stalls the test process: a stage whose Run returns at
+// once, leaving within the grace, is far within it, and one whose member
+// waits for franz-go's leave (up to its request timeouts, 35 s) is not.
 func startingPipeline(t *testing.T, name string, src *Source) *pipeline.Pipeline[[]byte, []byte] {
 	t.Helper()
 	return startPipeline(t, pipeline.Options[[]byte, []byte]{
 		Name:            name,
-		ShutdownTimeout: 3 * time.Second,
+		ShutdownTimeout: claim.LeaveGrace + testbroker.CloseMargin,
 		Producer:        producer.Options[[]byte]{Source: src},
 		Processors: processor.Options[[]byte, []byte]{Handle: func(_ context.Context, m *message.Message[[]byte]) ([]byte, error) {
 			return m.Data, nil
