@@ -68,11 +68,11 @@ func (s *Set) Child(cfg *sarama.Config) (*sarama.Config, *Set) {
 // and offset lookups (Metadata.Retry), of a partition's fetches
 // (Consumer.Retry) and of a producer's sends (Producer.Retry) of a client
 // of cfg wait no backoff once s is cut: every attempt then fails at once,
-// and sarama sleeps its backoff between them without a context (a coordinator lookup sleeps it up to
-// Metadata.Retry.Max times, and an offset lookup repeats that lookup as
-// often), which would hold a Close that cut the connections long past its
-// deadline. Until then each backoff is cfg's: its BackoffFunc when set,
-// else its Backoff.
+// and sarama sleeps its backoff between them without a context (a
+// coordinator lookup sleeps it up to Metadata.Retry.Max times, and an
+// offset lookup repeats that lookup as often), which would hold a Close
+// that cut the connections long past its deadline. Until then each
+// backoff is cfg's: its BackoffFunc when set, else its Backoff.
 func (s *Set) SkipBackoffsOnceCut(cfg *sarama.Config) {
 	cfg.Metadata.Retry.BackoffFunc = s.backoff(cfg.Metadata.Retry.Backoff, cfg.Metadata.Retry.BackoffFunc)
 	cfg.Producer.Retry.BackoffFunc = s.backoff(cfg.Producer.Retry.Backoff, cfg.Producer.Retry.BackoffFunc)
