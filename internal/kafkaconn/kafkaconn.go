@@ -9,6 +9,7 @@ package kafkaconn
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -125,10 +126,6 @@ func (s *Set) Dial(network, addr string) (net.Conn, error) {
 	return sc, nil
 }
 
-// IsCut reports whether s was cut: a connection's read or write failing
-// with net.ErrClosed then failed by the cut.
-func (s *Set) IsCut() bool { return s.isCut() }
-
 func (s *Set) isCut() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -157,10 +154,32 @@ func (s *Set) Len() int {
 	return len(s.conns)
 }
 
-// setConn is a connection of a Set, which it leaves when closed.
+// setConn is a connection of a Set, which it leaves when closed. A read
+// or write that fails once the set was cut fails with an error wrapping
+// ErrCut (and the connection's own error), so that a request in flight
+// when Cut closed its connection says it was cut, as a dial after the cut
+// does.
 type setConn struct {
 	net.Conn
 	set *Set
+}
+
+func (c *setConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	return n, c.cutErr(err)
+}
+
+func (c *setConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	return n, c.cutErr(err)
+}
+
+// cutErr is err, wrapped with ErrCut when the set was cut.
+func (c *setConn) cutErr(err error) error {
+	if err == nil || errors.Is(err, ErrCut) || !c.set.isCut() {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrCut, err)
 }
 
 func (c *setConn) Close() error {

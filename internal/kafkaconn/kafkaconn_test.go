@@ -45,11 +45,14 @@ func TestCutClosesEveryConnection(t *testing.T) {
 	s.Cut()
 	select {
 	case err := <-read:
-		if err == nil || errors.Is(err, io.EOF) {
-			t.Fatalf("read on a cut connection = %v, want the closed connection's error", err)
+		if err == nil || errors.Is(err, io.EOF) || !errors.Is(err, net.ErrClosed) || !errors.Is(err, ErrCut) {
+			t.Fatalf("read on a cut connection = %v, want the closed connection's error, wrapped with ErrCut", err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("a read in progress outlived the cut")
+	}
+	if _, err := open.Write([]byte{1}); !errors.Is(err, net.ErrClosed) || !errors.Is(err, ErrCut) {
+		t.Fatalf("write on a cut connection = %v, want the closed connection's error, wrapped with ErrCut", err)
 	}
 	if _, err := s.Dial("tcp", addr); !errors.Is(err, ErrCut) {
 		t.Fatalf("dial after the cut = %v, want ErrCut", err)

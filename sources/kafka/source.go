@@ -32,7 +32,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"slices"
 	"sync"
 	"time"
@@ -657,7 +656,7 @@ func (m *member) handleError(runs *claim.FailureRuns[topicPart], err error) {
 	m.reach.SaramaError(m.src.red.Err(flat(err)))
 	ce, ok := err.(*sarama.ConsumerError)
 	if !ok || ce.Topic == "" {
-		m.log.Log(context.Background(), m.cutLevel(err), "kafka consumer error", slog.Any("error", flat(err)))
+		m.log.Log(context.Background(), cutLevel(err), "kafka consumer error", slog.Any("error", flat(err)))
 		return
 	}
 	if fetchRefused(ce) {
@@ -770,10 +769,10 @@ func (m *member) Close(ctx context.Context) error {
 		// they are logged, and what is left for the caller is whether the
 		// connections could be closed.
 		if err := m.consumer.Close(); err != nil {
-			m.log.Log(context.Background(), m.cutLevel(err), "kafka consumer closed with an error", slog.Any("error", flat(err)))
+			m.log.Log(context.Background(), cutLevel(err), "kafka consumer closed with an error", slog.Any("error", flat(err)))
 		}
 		if err := m.group.Close(); err != nil {
-			m.log.Log(context.Background(), m.cutLevel(err), "kafka consumer group closed with an error", slog.Any("error", flat(err)))
+			m.log.Log(context.Background(), cutLevel(err), "kafka consumer group closed with an error", slog.Any("error", flat(err)))
 		}
 		close(m.left)
 		m.wg.Wait()
@@ -788,11 +787,11 @@ func (m *member) Close(ctx context.Context) error {
 }
 
 // cutLevel is the level of a line about err: Debug when err is a request
-// failed by the member's own cut of its connections (kafkaconn.ErrCut, a
-// Close past its deadline, which says so itself, or, for a request in
-// flight when the connections were cut, net.ErrClosed), WARN otherwise.
-func (m *member) cutLevel(err error) slog.Level {
-	if errors.Is(err, kafkaconn.ErrCut) || (errors.Is(err, net.ErrClosed) && m.conns.IsCut()) {
+// failed by the member's own cut of its connections (kafkaconn.ErrCut,
+// a dial after the cut or a read or write in flight when it came: a Close
+// past its deadline, which says so itself), WARN otherwise.
+func cutLevel(err error) slog.Level {
+	if errors.Is(err, kafkaconn.ErrCut) {
 		return slog.LevelDebug
 	}
 	return slog.LevelWarn
