@@ -230,6 +230,9 @@ func TestLagDisconnectResubscribes(t *testing.T) {
 	if d := logs.disconnects(); d != 1 {
 		t.Fatalf("%d lag warnings say the subscription was disconnected, want 1", d)
 	}
+	if w := logs.warnings(); w != 1 {
+		t.Fatalf("%d WARN lines for one disconnect and its resubscribe, want 1 (the lag warning, which says disconnected)", w)
+	}
 	if ts := h.Stats(); ts.BroadcastSubscribers != 1 {
 		t.Fatalf("topic stats %+v once the source counted its resubscribe, want its new subscription connected", ts)
 	}
@@ -251,11 +254,12 @@ func TestLagDisconnectResubscribes(t *testing.T) {
 	wait.For(t, "the replaced subscription to be let go", func() bool { return src.HeldSubscriptions() == 1 })
 }
 
-// logCounter is a slog.Handler that counts the source's lag warnings,
-// sums the missed counts they report, and counts those that report a
-// disconnect.
+// logCounter is a slog.Handler that counts the source's lines at WARN
+// and above and its lag warnings, sums the missed counts those report,
+// and counts those that report a disconnect.
 type logCounter struct {
 	mu           sync.Mutex
+	warns        int
 	lags         int
 	missed       uint64
 	disconnected int
@@ -265,11 +269,14 @@ func (l *logCounter) Enabled(context.Context, slog.Level) bool { return true }
 func (l *logCounter) WithAttrs([]slog.Attr) slog.Handler       { return l }
 func (l *logCounter) WithGroup(string) slog.Handler            { return l }
 func (l *logCounter) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r.Level >= slog.LevelWarn {
+		l.warns++
+	}
 	if r.Level != slog.LevelWarn || r.Message != "topic subscriber lagged: messages missed" {
 		return nil
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.lags++
 	r.Attrs(func(a slog.Attr) bool {
 		switch {
@@ -287,6 +294,12 @@ func (l *logCounter) lagRecords() (int, uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.lags, l.missed
+}
+
+func (l *logCounter) warnings() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.warns
 }
 
 func (l *logCounter) disconnects() int {

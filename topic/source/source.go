@@ -68,7 +68,8 @@
 // A broadcast subscriber that falls more than the ring's capacity behind
 // receives a lag notice instead of the messages it missed. The source counts
 // the notices and the missed messages (Stats.LagNotices, Stats.Missed) and
-// logs each notice at warning level. Under on_lag drop_oldest it continues
+// logs each notice at warning level, on one line that says whether the
+// topic disconnected the subscription. Under on_lag drop_oldest it continues
 // with the oldest retained message; under on_lag disconnect the topic closes
 // the subscription after the notice, and the source subscribes again at once
 // and continues with the messages published from then on. The slot's
@@ -948,7 +949,7 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 		sub.pending.Add(int64(len(ptrs)))
 		if err != nil && ctx.Err() == nil && errors.Is(err, topic.ErrSubscriptionClosed) && sub.lagClosed {
 			// Disconnected for lagging: carry on with a new subscription.
-			s.log.Warn("topic disconnected the lagging subscription; subscribing again")
+			// The lag warning (disconnected=true) told of it already.
 			if rerr := s.resubscribe(ctx, sl); rerr == nil {
 				err = nil
 			} else if !errors.Is(rerr, topic.ErrTopicClosed) {
