@@ -282,6 +282,25 @@ func TestFailedMessageLoggedOnce(t *testing.T) {
 	})
 }
 
+// Guarantee: a source whose Logger is nil, in a pipeline whose Logger is
+// nil too, logs to slog.Default(), with its stage's name; nothing is
+// silenced.
+func TestNilLoggersLogToTheDefault(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl client) {
+		lines := logtest.CaptureDefault(t)
+		c := newCluster(t, 1)
+		opts := sourceOptions(c, "g-default-logger")
+		opts.Logger = nil
+		po := pipelineOpts("default-logger", cl.new(t, opts), 1, newLedger(), nil)
+		po.Logger = nil
+		p := startPipeline(t, po)
+		defer stopPipeline(t, p)
+		wait.Within(t, 20*time.Second, "the session's start on slog.Default()", func() bool {
+			return lines.Count(`msg="kafka group session started"`, "stage=default-logger.producer.0") == 1
+		}, func() string { return strings.Join(lines.All(), "") })
+	})
+}
+
 // Guarantee: no line the source logs repeats an attribute key (its
 // logger's attributes included).
 func TestLogLinesHaveUniqueKeys(t *testing.T) {

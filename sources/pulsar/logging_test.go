@@ -14,6 +14,7 @@ import (
 	"github.com/boulevard-go/boulevard/producer"
 	bpulsar "github.com/boulevard-go/boulevard/sources/pulsar"
 
+	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/internal/wait"
 )
 
@@ -101,6 +102,28 @@ func TestDLQOnFailoverWarnedOnce(t *testing.T) {
 				t.Fatalf("%d warnings about the DLQ policy, want %d", n, wantN)
 			}
 		})
+	}
+}
+
+// Guarantee: a source in a pipeline whose Logger is nil logs to
+// slog.Default(), with its stage's name; nothing is silenced.
+func TestNilLoggerLogsToTheDefault(t *testing.T) {
+	lines := logtest.CaptureDefault(t)
+	e := newEnv(t)
+	co := earliest()
+	co.DLQ = &pulsar.DLQPolicy{MaxDeliveries: 3, DeadLetterTopic: "default-log-dead"}
+	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"default-log"}, Subscription: "sub",
+		SubscriptionType: bpulsar.Failover, Consumer: co})
+	_, stop := start(t, pipeline.Options[[]byte, []byte]{
+		Name:       "default-log",
+		Producer:   producer.Options[[]byte]{Source: src},
+		Processors: processor.Options[[]byte, []byte]{Handle: recordAll(newReceived())},
+	})
+	wait.Within(t, waitLimit, "the DLQ policy's warning on slog.Default()", func() bool {
+		return lines.Count("level=WARN", "DLQ policy never fires", "stage=default-log.producer.0") == 1
+	}, func() string { return strings.Join(lines.All(), "") })
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }
 
