@@ -56,6 +56,23 @@ func TestABurstOfDeadLettersIsLoggedOnceAndCounted(t *testing.T) {
 	})
 }
 
+// Guarantee: a source whose Logger is nil logs to slog.Default(): a dead
+// letter is said there, never nowhere.
+func TestANilLoggerLogsToTheDefault(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lines := logtest.CaptureDefault(t)
+		_, q := declareMemory(t, build(t, topology.New("orders").DLQ()))
+		src, _ := startLoggingPipeline(t, q, nil, func(context.Context, *message.Message[int]) (int, error) {
+			return 0, topology.Reject(errors.New("malformed order"))
+		})
+		if err := q.Publish(t.Context(), topology.Letter[int]{Key: "order-1", Value: 1}); err != nil {
+			t.Fatal(err)
+		}
+		wait.Within(t, time.Minute, "the letter dead-lettered", func() bool { return src.Stats().DeadLettered == 1 })
+		lines.Want(t, 1, "lines on slog.Default() for the dead letter", "level=WARN", "message dead-lettered", "key=order-1")
+	})
+}
+
 // Guarantee: a key a sequenced FailAll topology poisons is said in the
 // log, once, with the key and the error of the message that poisoned it,
 // at the moment it is poisoned: its later messages go to the DLQ without
