@@ -142,7 +142,9 @@ func ValidName(s string) bool {
 
 // Struct validates v (a struct or pointer to struct) against its `validate`
 // tags. prefix replaces the struct's own type name at the root of every field
-// path ("" leaves the paths relative). It returns nil or an Errors value.
+// path ("" leaves the paths relative). It returns nil or an Errors value;
+// a v that is not a struct, a programming error, is an error wrapping
+// ErrInvalid and the validator's *validator.InvalidValidationError.
 func Struct(prefix string, v any) error {
 	err := validatorInstance().Struct(v)
 	if err == nil {
@@ -151,7 +153,7 @@ func Struct(prefix string, v any) error {
 	var verrs validator.ValidationErrors
 	if !errors.As(err, &verrs) {
 		// InvalidValidationError: a programming error (nil or non-struct).
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	// The namespace starts with the root type's name, which for a generic
 	// type holds package paths with dots in them: strip it whole.

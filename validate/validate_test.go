@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-playground/validator/v10"
 	"go.uber.org/goleak"
 
 	"github.com/boulevard-go/boulevard/validate"
@@ -118,6 +119,18 @@ func TestNameRule(t *testing.T) {
 		}
 		if msg := err.Error(); strings.ContainsAny(msg, "\n\x1b\t") || strings.Contains(msg, "evil") {
 			t.Errorf("error for %q echoes it raw: %q", bad, msg)
+		}
+	}
+}
+
+// Struct given something that is not a struct returns an error wrapping
+// ErrInvalid and the validator's own *InvalidValidationError.
+func TestStructOfANonStructKeepsTheValidatorsError(t *testing.T) {
+	for _, v := range []any{nil, 42} {
+		err := validate.Struct("opts", v)
+		var ive *validator.InvalidValidationError
+		if !errors.Is(err, validate.ErrInvalid) || !errors.As(err, &ive) {
+			t.Errorf("Struct(%#v) = %v, want an error wrapping ErrInvalid and a *validator.InvalidValidationError", v, err)
 		}
 	}
 }
