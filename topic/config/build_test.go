@@ -242,3 +242,37 @@ func TestConcurrentWiredClosesAllReturnOnceTheTopicsAreClosed(t *testing.T) {
 		broker.Close()
 	}
 }
+
+// Build's error for problems of several kinds matches each one's sentinel
+// with errors.Is, and errors.As finds a *TopicError and an
+// *topic.UnsupportedError in it.
+func TestBuildsJoinedErrorMatchesTheSentinelOfEveryProblem(t *testing.T) {
+	plan, err := config.Resolve(mustParse(t, `
+connections:
+  main: {kind: kafka, brokers: ["kafka:9092"]}
+topics:
+  lost: {backend: missing}
+  narrow: {backend: narrow}
+  remote: {backend: kafka, connection: main}
+`), config.Wiring{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noPropagation := topic.InMemory[int]{}.Capabilities()
+	noPropagation.Propagation = nil
+	broker := topic.NewBroker[int]()
+	defer broker.Close()
+	_, err = config.BuildContext(t.Context(), broker, plan, config.BuildOptions[int]{
+		Backends: []topic.Backend[int]{restricted{"narrow", noPropagation}},
+	})
+	for _, want := range []error{topic.ErrUnsupportedBackend, topic.ErrUnsupportedPolicy, config.ErrNoConnector} {
+		if !errors.Is(err, want) {
+			t.Errorf("BuildContext = %v, want it to match %v", err, want)
+		}
+	}
+	var te *config.TopicError
+	var ue *topic.UnsupportedError
+	if !errors.As(err, &te) || !errors.As(err, &ue) {
+		t.Errorf("BuildContext = %v, want a *config.TopicError and a *topic.UnsupportedError in it", err)
+	}
+}
