@@ -54,6 +54,21 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// Guarantee: the error Defer returns is an *OutcomeError asking for a
+// deferral that matches ErrDeferred, also when wrapped, and not
+// message.ErrFailed.
+func TestDeferMatchesErrDeferred(t *testing.T) {
+	err := fmt.Errorf("settle: %w", topology.Defer())
+	var oe *topology.OutcomeError
+	if !errors.As(err, &oe) || oe.Outcome != topology.OutcomeDefer {
+		t.Fatalf("Defer() = %v, want an *OutcomeError asking for a deferral", err)
+	}
+	if !errors.Is(err, topology.ErrDeferred) || errors.Is(err, message.ErrFailed) {
+		t.Errorf("Defer() = %v: errors.Is ErrDeferred %v, ErrFailed %v; want true, false",
+			err, errors.Is(err, topology.ErrDeferred), errors.Is(err, message.ErrFailed))
+	}
+}
+
 // Guarantee: WithTimeout fails a handler that outlives its deadline with a
 // *TimeoutError (keeping the handler's error), leaves a prompt handler's
 // result alone, and does not turn the pipeline's own cancellation into a
