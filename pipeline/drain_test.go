@@ -259,3 +259,39 @@ func TestDrainThatPanicsOrExitsIsAFailedDrain(t *testing.T) {
 		})
 	}
 }
+
+// Guarantee: when a source gives up and the drain that follows is cut
+// short, Run and Err carry both: errors.As finds the
+// *producer.RestartError and the *DrainError, and errors.Is matches
+// ErrTooManyRestarts, the source's error, ErrDrain and the deadline.
+func TestAGiveUpAndACutDrainBothMatchInTheJoinedError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		errBroker := errors.New("broker unreachable")
+		p := mustNew(t, pipeline.Options[uint64, uint64]{
+			Name:            "gave-up",
+			ShutdownTimeout: time.Second,
+			Drainers: []pipeline.Drainer{funcDrainer(func(ctx context.Context) error {
+				<-ctx.Done()
+				return ctx.Err()
+			})},
+			Producer: producer.Options[uint64]{
+				Source:  &gridSource{feeds: 1, perFeed: 1, ack: acker.Discard, fail: func(int) error { return errBroker }},
+				Restart: producer.Restart{MaxRestarts: 1, Window: time.Minute, Backoff: time.Millisecond, MaxBackoff: time.Millisecond},
+			},
+			Processors: processor.Options[uint64, uint64]{Handle: identity},
+		})
+		err := p.Run(t.Context())
+		for what, got := range map[string]error{"Run": err, "Err": p.Err()} {
+			var re *producer.RestartError
+			var de *pipeline.DrainError
+			if !errors.As(got, &re) || !errors.As(got, &de) {
+				t.Errorf("%s = %v, want a *producer.RestartError and a *pipeline.DrainError", what, got)
+			}
+			for _, want := range []error{producer.ErrTooManyRestarts, errBroker, pipeline.ErrDrain, context.DeadlineExceeded} {
+				if !errors.Is(got, want) {
+					t.Errorf("%s = %v, want it to match %v", what, got, want)
+				}
+			}
+		}
+	})
+}
