@@ -206,12 +206,13 @@ func (s *Server) Addr() string { return s.addr }
 // ShutdownTimeout more at most for the handlers of those connections to
 // return. It returns nil once every connection has ended; an error
 // wrapping ErrRequestsPending when handlers still run after that wait;
-// and, when ctx ends first, an error wrapping ctx.Err() at once, the
-// connections closed all the same. The serving goroutine has returned
-// whenever Close returns nil. Close may be called more than once, and
-// concurrently: each call stops the Server the same way, and returns
-// once it is stopped. On a Server Observer.Serve did not make (a zero
-// value), which serves nothing, Close returns nil.
+// and, when ctx ends first, an error wrapping ctx.Err() (and ctx's cause,
+// when it was given one) at once, the connections closed all the same.
+// The serving goroutine has returned whenever Close returns nil. Close
+// may be called more than once, and concurrently: each call stops the
+// Server the same way, and returns once it is stopped. On a Server
+// Observer.Serve did not make (a zero value), which serves nothing, Close
+// returns nil.
 func (s *Server) Close(ctx context.Context) error {
 	if s.srv == nil {
 		return nil
@@ -220,7 +221,7 @@ func (s *Server) Close(ctx context.Context) error {
 	defer cancel()
 	_ = s.srv.Shutdown(sctx) // stops listening first; its error is sctx's
 	_ = s.srv.Close()        // every connection Shutdown left
-	cutShort := func() error { return fmt.Errorf("observe: closing the server on %s: %w", s.addr, ctx.Err()) }
+	cutShort := func() error { return fmt.Errorf("observe: closing the server on %s: %w", s.addr, ended(ctx)) }
 	if ctx.Err() != nil {
 		return cutShort()
 	}

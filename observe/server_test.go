@@ -642,3 +642,14 @@ func TestServeWithoutAnyLoggerLogsToTheDefaultLogger(t *testing.T) {
 	defer func() { _ = s.Close(context.Background()) }()
 	lines.Want(t, 1, "lines on slog.Default() saying where the endpoints are served", `msg="serving the observer's endpoints"`, "addr="+s.Addr())
 }
+
+// Guarantee: Close with a context ended with a cause returns an error
+// wrapping both the context's error and the cause, as the Observer's
+// calls do.
+func TestCloseWithAContextEndedWithACauseWrapsTheCause(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errShutdown)
+	if err := closeBlocked(ctx, t, observe.MaxShutdownTimeout, 5*time.Second); !errors.Is(err, context.Canceled) || !errors.Is(err, errShutdown) {
+		t.Errorf("Close = %v, want an error wrapping context.Canceled and the cause %v", err, errShutdown)
+	}
+}
