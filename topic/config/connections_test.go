@@ -453,3 +453,40 @@ func TestParseBoundsAConnectionsBrokers(t *testing.T) {
 		t.Fatalf("65 brokers: got %v, want one max error on connections.k.brokers", err)
 	}
 }
+
+// refusingBackend is a fakeBackend whose Close fails with err.
+type refusingBackend struct {
+	fakeBackend
+	err error
+}
+
+func (r refusingBackend) Close(ctx context.Context) error {
+	_ = r.fakeBackend.Close(ctx)
+	return r.err
+}
+
+// Wired.Close returns the errors of every backend's Close joined: each
+// matches with errors.Is.
+func TestWiredCloseMatchesTheErrorOfEveryBackend(t *testing.T) {
+	plan, err := config.Resolve(mustParse(t, connectedDoc), config.Wiring{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusals := map[string]error{"kafka": errors.New("kafka refused"), "pulsar": errors.New("pulsar refused")}
+	var closed atomic.Int32
+	connect := func(_ context.Context, c config.ConnectionSpec) (topic.Backend[int], error) {
+		return refusingBackend{fakeBackend{name: c.Kind, closed: &closed}, refusals[c.Kind]}, nil
+	}
+	broker := topic.NewBroker[int]()
+	defer broker.Close()
+	w, err := config.BuildContext(t.Context(), broker, plan, config.BuildOptions[int]{Connect: connect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = w.Close(t.Context())
+	for kind, want := range refusals {
+		if !errors.Is(err, want) {
+			t.Errorf("Close = %v, want it to match the %s backend's %v", err, kind, want)
+		}
+	}
+}
