@@ -2,6 +2,7 @@ package pulsartest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -367,4 +368,37 @@ func TestStatsCountOpenConsumersAndProducers(t *testing.T) {
 	open(0, 1)
 	p.Close()
 	open(0, 0)
+}
+
+// CreateTopic of a topic that exists with another partition count (a
+// partitioned one again with another count or as non-partitioned, a
+// non-partitioned one as partitioned) returns an error wrapping
+// ErrTopicExists; the same count again is a no-op; once the broker is
+// closed it returns ErrClosed.
+func TestCreateTopicWithAnotherPartitionCountWrapsErrTopicExists(t *testing.T) {
+	b := startBroker(t)
+	parted, plain := uniqueTopic(t), uniqueTopic(t)+"-plain"
+	if err := b.CreateTopic(parted, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.CreateTopic(plain, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.CreateTopic(parted, 3); err != nil {
+		t.Errorf("CreateTopic with the same partition count = %v, want nil", err)
+	}
+	for _, c := range []struct {
+		topic      string
+		partitions int
+	}{{parted, 4}, {parted, 0}, {plain, 2}} {
+		if err := b.CreateTopic(c.topic, c.partitions); !errors.Is(err, ErrTopicExists) {
+			t.Errorf("CreateTopic(%q, %d) = %v, want an error wrapping ErrTopicExists", c.topic, c.partitions, err)
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.CreateTopic(uniqueTopic(t), 2); !errors.Is(err, ErrClosed) {
+		t.Errorf("CreateTopic on a closed broker = %v, want ErrClosed", err)
+	}
 }
