@@ -56,10 +56,6 @@ func (e *NameError) Unwrap() error { return ErrInvalidName }
 // is already registered, or a batch names the same topic twice.
 var ErrTopicExists = errors.New("topic: already exists")
 
-// ErrTopicNotFound is returned (wrapped in a [*TopicError]) when a topic
-// name is not registered with a broker.
-var ErrTopicNotFound = errors.New("topic: not found")
-
 // ErrSubscribeBalancedNotSupported is returned by [Handle.Subscribe] when a
 // balanced subscription is requested on a broadcast-only topic.
 var ErrSubscribeBalancedNotSupported = errors.New("topic: balanced subscription not supported by this topic's mode")
@@ -79,10 +75,6 @@ var ErrSubscribeSingleGroupViolation = errors.New("topic: balanced-only topic al
 // outcome is already settled (acked or nacked before, timed out, resolved by
 // another subscriber under ack_mode first, or the topic closed).
 var ErrMessageNotTracked = errors.New("topic: message not tracked")
-
-// ErrMaxInFlight is the error form of the [MaxInFlightReached] outcome: a
-// tracked publisher already has max_in_flight unresolved publishes.
-var ErrMaxInFlight = errors.New("topic: max in-flight tracked publishes reached")
 
 // ErrUnsupportedBackend is wrapped by the [*UnsupportedError] returned when a
 // topic names a backend that does not exist.

@@ -40,10 +40,6 @@ import (
 var (
 	// ErrClosed is returned by calls on a closed Broker.
 	ErrClosed = errors.New("pulsartest: broker closed")
-	// ErrPartitioned is returned when a call needs a non-partitioned topic
-	// (or one partition) but was given a partitioned topic, or when a
-	// topic is created again with a different partition count.
-	ErrPartitioned = errors.New("pulsartest: topic is partitioned")
 	// ErrTopicExists is returned by CreateTopic for a topic that already
 	// exists with a different partition count.
 	ErrTopicExists = errors.New("pulsartest: topic exists with another partition count")
