@@ -24,12 +24,17 @@ import (
 // message carries that message's processor span, so that what the
 // handler does for the message (a span it starts, a publish with
 // SinkHeaders) joins the message's trace rather than the batch's; in
-// small batches and in large ones (looked up through a map), and for a
+// small batches and in large ones (looked up through a map), also when
+// the handler calls it from a goroutine per message at once, and for a
 // message that is not of the batch the handler's context is returned
 // unchanged.
 func TestMessageContextCarriesTheMessagesSpanInABatchHandler(t *testing.T) {
-	for _, size := range []int{3, 100} {
-		t.Run(fmt.Sprint(size), func(t *testing.T) {
+	for _, tc := range []struct {
+		size       int
+		goroutines bool
+	}{{3, false}, {100, false}, {3, true}, {100, true}} {
+		size := tc.size
+		t.Run(fmt.Sprintf("%d/goroutines=%v", size, tc.goroutines), func(t *testing.T) {
 			r := newRecorded(t)
 			rec := acker.NewRecorder(false)
 			var msgs []*message.Message[int]
@@ -47,10 +52,19 @@ func TestMessageContextCarriesTheMessagesSpanInABatchHandler(t *testing.T) {
 				Processors: processor.Options[int, int]{Concurrency: 2, Handle: echo[int]},
 				Batchers: []batcher.Options[int]{{Name: "default", BatchSize: size, BatchTimeout: time.Minute,
 					Handle: func(ctx context.Context, batch []*message.Message[int], _ message.BatchInfo) error {
-						for _, m := range batch {
+						publish := func(m *message.Message[int]) {
 							_, s := tracer.Start(tracing.MessageContext(ctx, m), fmt.Sprintf("publish %d", m.Data))
 							s.End()
 						}
+						var wg sync.WaitGroup
+						for _, m := range batch {
+							if tc.goroutines {
+								wg.Go(func() { publish(m) })
+							} else {
+								publish(m)
+							}
+						}
+						wg.Wait()
 						mu.Lock()
 						unchanged = append(unchanged, tracing.MessageContext(ctx, stranger) == ctx)
 						mu.Unlock()
