@@ -3,7 +3,10 @@ package producer_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -325,4 +328,48 @@ func unchanged(t *testing.T, h *harness, before producer.StageStatus, lines func
 	if n := countLines(lines(), logged); n != 0 {
 		t.Fatalf("%d %q lines after %s, want none: %q", n, logged, after, lines())
 	}
+}
+
+// Guarantee: the goroutines that watch one run's broker may report it
+// unreachable and reachable again at once, from several goroutines and
+// while a health check reads the stage's status: the stage is degraded
+// with one of their errors and one WARN line, then running with one INFO
+// line.
+func TestDegradeAndRecoveredFromSeveralGoroutinesAtOnceLogOneLineEach(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log, lines := newLogRecorder()
+		src, h := startDegrading(t, log)
+		src.do(func(st *producer.Stage[item], _ *producer.RunHealth) { st.NewFeed("p0", nil) })
+		const watchers = 8
+		errs := make([]error, watchers)
+		for i := range errs {
+			errs[i] = fmt.Errorf("broker %d unreachable", i)
+		}
+		atOnce := func(report func(rh *producer.RunHealth, i int)) {
+			src.do(func(_ *producer.Stage[item], rh *producer.RunHealth) {
+				var wg sync.WaitGroup
+				for i := range watchers {
+					wg.Go(func() { report(rh, i) })
+					wg.Go(func() { _ = h.p.Status() })
+				}
+				wg.Wait()
+			})
+		}
+		atOnce(func(rh *producer.RunHealth, i int) { rh.Degrade(errs[i]) })
+		st := h.p.Status()[0]
+		if st.State != producer.StateDegraded || !slices.ContainsFunc(errs, func(err error) bool { return errors.Is(st.LastError, err) }) {
+			t.Fatalf("status %+v, want degraded with one of the watchers' errors", st)
+		}
+		if n := countLines(lines(), "WARN "+producer.DegradedLog); n != 1 {
+			t.Fatalf("%d degraded lines, want 1: %q", n, lines())
+		}
+		atOnce(func(rh *producer.RunHealth, _ int) { rh.Recovered() })
+		if got := h.p.Status()[0].State; got != producer.StateRunning {
+			t.Fatalf("state %q, want running", got)
+		}
+		if n := countLines(lines(), "INFO "+producer.RecoveredLog); n != 1 {
+			t.Fatalf("%d recovered lines, want 1: %q", n, lines())
+		}
+		stopFetching(h)
+	})
 }
