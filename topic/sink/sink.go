@@ -248,7 +248,6 @@ type Sink[T any] struct {
 	inFlight atomic.Int64
 	mu       sync.Mutex
 	idle     cond.Signal // broadcast when inFlight returns to 0
-	closed   bool
 }
 
 // WithDefaults returns o with every zero field replaced by its default.
@@ -651,15 +650,9 @@ func (s *Sink[T]) Wait(ctx context.Context) error {
 // until they are reported: those reports are the upstream Ack calls,
 // made on the calling goroutine with a context that only a Drain cut short
 // ends, so Close returns once they do; Drain bounds the wait by its ctx.
-// It never closes the topic. Idempotent.
+// It never closes the topic. Idempotent: every call returns only once
+// those reports are made, also one made while another call makes them.
 func (s *Sink[T]) Close() {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return
-	}
-	s.closed = true
-	s.mu.Unlock()
 	if s.tracked != nil {
 		s.tracked.Close()
 	}
