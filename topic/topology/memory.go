@@ -92,6 +92,7 @@ type Memory[T any] struct {
 
 	mu       sync.Mutex
 	closed   bool
+	shut     chan struct{} // closed once Close has closed everything
 	topics   map[string]*memTopic[T]
 	holds    map[string]*holdQueue[T]
 	backlogs map[*queue.Queue[Letter[T]]]*backlog[T]
@@ -224,7 +225,8 @@ func (m *Memory[T]) topicLocked(name string) *memTopic[T] {
 // closing is signalled, so Close completes and returns nil whatever ctx,
 // even one already done (ctx is there for the Backend contract). From
 // then on every operation of the queues it declared returns ErrClosed.
-// Idempotent.
+// Idempotent: a later call, or one made at the same time, returns once
+// the first has closed everything.
 func (m *Memory[T]) Close(context.Context) error {
 	m.mu.Lock()
 	if m.cancel == nil { // a zero Memory: nothing to close
@@ -233,10 +235,12 @@ func (m *Memory[T]) Close(context.Context) error {
 	}
 	if m.closed {
 		m.mu.Unlock()
-		m.wg.Wait()
+		<-m.shut
 		return nil
 	}
 	m.closed = true
+	m.shut = make(chan struct{})
+	defer close(m.shut)
 	m.cancel()
 	topics := m.topics
 	m.mu.Unlock()

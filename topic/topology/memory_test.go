@@ -465,6 +465,42 @@ func TestClosedMemoryRefusesPublishAndSubscribe(t *testing.T) {
 	}
 }
 
+// Guarantee: two Closes of the in-memory backend called at once both
+// return only once it is closed: after either returns, every queue it
+// declared refuses a publish with ErrClosed.
+func TestConcurrentMemoryClosesBothReturnOnceEveryQueueIsClosed(t *testing.T) {
+	for range 20 {
+		m, _ := topology.NewMemory[int](topology.MemoryOptions{})
+		var qs []topology.Queues[int]
+		for i := range 200 {
+			top, _ := topology.New(fmt.Sprint("orders-", i)).Build()
+			q, err := m.Declare(t.Context(), top)
+			if err != nil {
+				t.Fatal(err)
+			}
+			qs = append(qs, q)
+		}
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() {
+				if err := m.Close(t.Context()); err != nil {
+					t.Errorf("Close = %v", err)
+				}
+				for i, q := range qs {
+					if err := q.Publish(t.Context(), topology.Letter[int]{Value: i}); !errors.Is(err, topology.ErrClosed) {
+						t.Errorf("Publish into orders-%d once a Close returned = %v, want ErrClosed", i, err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+	}
+}
+
 // Guarantee: a pipeline stop that the shutdown timeout cuts short, with
 // handlers that return only after the pipeline gave up on them, delivers
 // no letter twice to the next consumer of the in-memory backend (see
