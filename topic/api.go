@@ -158,7 +158,8 @@ type Broker[T any] struct {
 	declaring sync.Mutex
 	mu        sync.Mutex
 	topics    map[Name]*Handle[T]
-	closed    bool // Close was called: declarations are refused
+	closed    bool          // Close was called: declarations are refused
+	shut      chan struct{} // closed once the first Close has closed every topic
 }
 
 // NewBroker returns an empty broker.
@@ -342,11 +343,20 @@ func (b *Broker[T]) Remove(name Name) bool {
 // way (see [Broker.CreateTopicsContext]), so that it closes what that
 // registers. A closed broker refuses new topics: CreateTopic and the
 // like return an error wrapping [ErrBrokerClosed]. Close may be called
-// more than once.
+// more than once: a later call, or one made at the same time, returns
+// once the first has closed every topic.
 func (b *Broker[T]) Close() {
 	b.declaring.Lock()
 	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		b.declaring.Unlock()
+		<-b.shut
+		return
+	}
 	b.closed = true
+	b.shut = make(chan struct{})
+	defer close(b.shut)
 	hs := make([]*Handle[T], 0, len(b.topics))
 	for _, h := range b.topics {
 		hs = append(hs, h)

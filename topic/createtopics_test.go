@@ -3,6 +3,8 @@ package topic_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -203,4 +205,37 @@ func TestAClosedBrokerRefusesNewTopics(t *testing.T) {
 		h.Close()
 	}
 	b.Close() // a second Close is allowed
+}
+
+// Guarantee: two Closes of a broker called at once both return only once
+// every topic is closed: after either returns, each topic refuses a
+// publish with ErrTopicClosed.
+func TestConcurrentBrokerClosesBothReturnOnceEveryTopicIsClosed(t *testing.T) {
+	for range 20 {
+		b := topic.NewBroker[int]()
+		var hs []*topic.Handle[int]
+		for i := range 200 {
+			h, err := b.CreateInMemoryTopic(topic.Name(fmt.Sprint("orders-", i)), topic.Options{Mode: topic.BalancedOnly})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs = append(hs, h)
+		}
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() {
+				b.Close()
+				for _, h := range hs {
+					if err := h.Publish(t.Context(), 1); !errors.Is(err, topic.ErrTopicClosed) {
+						t.Errorf("Publish into %s once a Close returned = %v, want ErrTopicClosed", h.Name(), err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+	}
 }
