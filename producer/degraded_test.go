@@ -373,3 +373,32 @@ func TestDegradeAndRecoveredFromSeveralGoroutinesAtOnceLogOneLineEach(t *testing
 		stopFetching(h)
 	})
 }
+
+// Guarantee: a source may close its feeds from several goroutines at once,
+// each feed more than once, while a health check reads the stage's feed
+// stats: every call returns, and the stats then list the open feed alone.
+func TestFeedsClosedFromSeveralGoroutinesAtOnceLeaveTheOpenOnesListed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src, h := startDegrading(t, nil)
+		var stage *producer.Stage[item]
+		src.do(func(st *producer.Stage[item], _ *producer.RunHealth) {
+			stage = st
+			var feeds []*producer.Feed[item]
+			for i := range 8 {
+				feeds = append(feeds, st.NewFeed(fmt.Sprint("p", i), nil))
+			}
+			st.NewFeed("kept", nil)
+			var wg sync.WaitGroup
+			for _, f := range feeds {
+				wg.Go(f.Close)
+				wg.Go(f.Close)
+				wg.Go(func() { _ = st.FeedStats() })
+			}
+			wg.Wait()
+		})
+		if got := stage.FeedStats(); len(got) != 1 || got[0].Name != "kept" {
+			t.Fatalf("FeedStats %+v, want the kept feed alone", got)
+		}
+		stopFetching(h)
+	})
+}
