@@ -2,6 +2,9 @@ package topic_test
 
 import (
 	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/boulevard-go/boulevard/topic"
@@ -57,5 +60,46 @@ func TestZeroBrokerAndTopicSetAreReadyToUse(t *testing.T) {
 	}
 	if a := none.Aliases(); len(a) != 0 {
 		t.Errorf("Aliases of a nil TopicSet = %v, want none", a)
+	}
+}
+
+// Guarantee: a TopicSet may be used from several goroutines at once: of
+// the binds of one alias exactly one succeeds, the others return
+// ErrAliasExists, and every alias bound alone is kept, while others read
+// and remove aliases.
+func TestATopicSetUsedFromSeveralGoroutinesAtOnceBindsEachAliasOnce(t *testing.T) {
+	h, err := topic.NewTopic[int]("t", topic.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	set := topic.NewTopicSet[int]()
+	const binders = 16
+	var wg sync.WaitGroup
+	var won atomic.Int32
+	for i := range binders {
+		wg.Go(func() {
+			switch err := set.Bind("shared", topic.Binding[int]{Handle: h}); {
+			case err == nil:
+				won.Add(1)
+			case !errors.Is(err, topic.ErrAliasExists):
+				t.Errorf("Bind(shared) = %v, want nil or ErrAliasExists", err)
+			}
+			if err := set.Bind(fmt.Sprint("own-", i), topic.Binding[int]{Handle: h}); err != nil {
+				t.Errorf("Bind(own-%d) = %v", i, err)
+			}
+		})
+		wg.Go(func() {
+			_, _ = set.Get("shared")
+			_ = set.Aliases()
+			set.Remove("other")
+		})
+	}
+	wg.Wait()
+	if n := won.Load(); n != 1 {
+		t.Errorf("%d binds of one alias succeeded, want 1", n)
+	}
+	if got := set.Aliases(); len(got) != binders+1 {
+		t.Errorf("aliases %v, want shared and own-0 to own-%d", got, binders-1)
 	}
 }
