@@ -671,9 +671,10 @@ type Subscription[T any] struct {
 	// buf; 0 when the backend does not say.
 	most int
 
-	mu      sync.Mutex
-	closed  bool
-	pending map[MessageID]*Ticket // tracked deliveries received and not yet settled
+	mu        sync.Mutex
+	closed    bool
+	closeDone chan struct{}         // closed when the first Close has finished
+	pending   map[MessageID]*Ticket // tracked deliveries received and not yet settled
 	// sweepAt is the size of pending at which recv next drops the entries
 	// whose publish is settled already (see sweepLocked).
 	sweepAt int
@@ -873,10 +874,11 @@ func (s *Subscription[T]) take(id MessageID) *Ticket {
 // then it is dropped, a tracked one resolving as Nacked with
 // ErrDeliveryDropped. A panic of the backend's Close reaches the caller,
 // as one of its Receive or Settle does, once those tracked messages are
-// resolved. Idempotent. No ctx bounds it: it waits for the backend's
-// Close, which bounds itself even when the broker does not answer
-// (kafkatopic: within Options.AdminTimeout; pulsartopic: the client's
-// operation timeout; the in-memory backend does not wait).
+// resolved. Idempotent: a later call, or one made at the same time,
+// returns once the first has finished. No ctx bounds it: it waits for the
+// backend's Close, which bounds itself even when the broker does not
+// answer (kafkatopic: within Options.AdminTimeout; pulsartopic: the
+// client's operation timeout; the in-memory backend does not wait).
 func (s *Subscription[T]) Close() {
 	if s.st == nil {
 		return
@@ -884,9 +886,12 @@ func (s *Subscription[T]) Close() {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		<-s.closeDone
 		return
 	}
 	s.closed = true
+	s.closeDone = make(chan struct{})
+	defer close(s.closeDone)
 	pending := s.pending
 	s.pending = nil
 	s.mu.Unlock()
