@@ -144,3 +144,52 @@ func TestASubscriptionCloseCalledDuringAnotherReturnsOnceItIsDone(t *testing.T) 
 		}
 	})
 }
+
+// Guarantee: a subscription's Acks, each from its own goroutine, and its
+// Close, from another, may run at once: each tracked publish resolves,
+// Acked when its Ack came first (which returns nil) and Nacked with
+// ErrDeliveryDropped when Close came first (its Ack then returns
+// ErrMessageNotTracked).
+func TestAcksFromSeveralGoroutinesRacingCloseResolveEachPublishOnce(t *testing.T) {
+	const n = 64
+	h, err := topic.NewTopic[int]("t", topic.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	sub := subscribeInt(t, h, topic.Balanced("g"))
+	p := newTracked(t, h, topic.TrackedOptions{Timeout: time.Hour})
+	rcs := make([]*topic.Receipt, n)
+	for i := range rcs {
+		if rcs[i], err = p.Publish(t.Context(), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := make([]topic.MessageID, n)
+	for range ids {
+		it, err := sub.Receive(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[it.Value] = it.ID
+	}
+	acked := make([]error, n)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() { acked[i] = sub.Ack(id) })
+	}
+	wg.Go(sub.Close)
+	wg.Wait()
+	for i, rc := range rcs {
+		r, err := rc.Wait(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case acked[i] == nil && r.Outcome == topic.Acked:
+		case errors.Is(acked[i], topic.ErrMessageNotTracked) && r.Outcome == topic.Nacked && errors.Is(r.Reason, topic.ErrDeliveryDropped):
+		default:
+			t.Errorf("message %d: Ack = %v, publish resolved as %v (%v); want nil and Acked, or ErrMessageNotTracked and Nacked with ErrDeliveryDropped", i, acked[i], r.Outcome, r.Reason)
+		}
+	}
+}
