@@ -252,3 +252,48 @@ func TestTestWithPartitionKeysSpreadMessagesOverProcessors(t *testing.T) {
 		t.Errorf("handled per partition key %v, want %s: [7 8]", seen, keyB)
 	}
 }
+
+// Guarantee: TestWith calls made at once, whose messages share batches
+// handled by several batch processors, each report their own messages
+// only: every outcome once with its own data, and every message in exactly
+// one of the batches the call lists.
+func TestConcurrentTestWithCallsEachReportTheirOwnMessages(t *testing.T) {
+	p := mustNew(t, pipeline.Options[uint64, uint64]{
+		Name:       "test-with-calls",
+		Processors: processor.Options[uint64, uint64]{Concurrency: 4, Handle: identity},
+		Batchers:   []batcher.Options[uint64]{{Name: "default", BatchSize: 2, BatchTimeout: time.Millisecond, Concurrency: 4, Handle: batchOK}},
+	})
+	startPipeline(t, p)
+	const calls, each = 4, 64
+	var wg sync.WaitGroup
+	for c := range calls {
+		wg.Go(func() {
+			data := make([]uint64, each)
+			for i := range data {
+				data[i] = uint64(c*1000 + i)
+			}
+			r, err := p.TestWith(ctxT(t, 10*time.Second), pipeline.TestOptions{}, data...)
+			if err != nil {
+				t.Errorf("call %d: TestWith: %v", c, err)
+				return
+			}
+			for i, o := range r.Outcomes {
+				if o.Err != nil || o.Data != data[i] || o.Acks != 1 {
+					t.Errorf("call %d, outcome %d: %+v, want data %d acknowledged once", c, i, o, data[i])
+				}
+			}
+			seen := make([]int, each)
+			for _, b := range r.Batches {
+				for _, i := range b.Messages {
+					seen[i]++
+				}
+			}
+			for i, n := range seen {
+				if n != 1 {
+					t.Errorf("call %d: message %d in %d of the batches listed, want 1: %+v", c, i, n, r.Batches)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
