@@ -334,6 +334,12 @@ const (
 	MaxTimeout = 24 * time.Hour
 )
 
+// DefaultFailureLogInterval is the default TrackedOptions.FailureLogInterval.
+const DefaultFailureLogInterval = 10 * time.Second
+
+// MaxFailureLogInterval bounds TrackedOptions.FailureLogInterval.
+const MaxFailureLogInterval = time.Hour
+
 // BalancedPolicy governs the bounded queue of each balanced consumer group.
 type BalancedPolicy struct {
 	// Capacity is how many messages each group queue holds: 1 to
@@ -452,7 +458,7 @@ func (o Options) ValidateAs(prefix string) error {
 }
 
 // TrackedOptions configures one [TrackedPublisher]. Zero fields take the
-// topic's AckPropagation values.
+// topic's AckPropagation values, and FailureLogInterval its default.
 type TrackedOptions struct {
 	// MaxInFlight bounds unresolved publishes; Publish waits and TryPublish
 	// reports MaxInFlightReached at the bound. Zero (the default) takes the
@@ -467,18 +473,37 @@ type TrackedOptions struct {
 	// (a per-publisher override of balanced.on_full). Default Block.
 	OnFull OnFull `name:"on_full"`
 	// Logger receives the publisher's events: a done callback of
-	// PublishFunc (or its siblings) that panicked is logged there, once,
-	// at error level. Nil means slog.Default().
+	// PublishFunc (or its siblings) that panicked, or that ended its
+	// goroutine (runtime.Goexit), is logged there at error level, a burst
+	// of them kept to a few lines (see FailureLogInterval). Nil means
+	// slog.Default().
 	Logger *slog.Logger `name:"-" validate:"-"`
+	// FailureLogInterval keeps a burst of failing done callbacks to a few
+	// log lines: the publisher logs the first done that panicked at once,
+	// with its stack, then, for FailureLogInterval after it, only counts
+	// the like ones; the next line carries how many were held back
+	// (held_back), and Close logs what is still held back. A done that
+	// ends its goroutine (runtime.Goexit) is held back the same way, each
+	// goroutine (timeouts, Close) apart. Default 10s
+	// (DefaultFailureLogInterval); at most MaxFailureLogInterval (1h); a
+	// negative value logs every one, one line each.
+	FailureLogInterval time.Duration `name:"failure_log_interval" validate:"lte=1h"`
 }
 
-// WithDefaults returns o unchanged: a zero field takes the topic's
-// AckPropagation value when the publisher is made, which o does not know.
-func (o TrackedOptions) WithDefaults() TrackedOptions { return o }
+// WithDefaults returns o with a zero FailureLogInterval replaced by
+// DefaultFailureLogInterval; its other zero fields take the topic's
+// AckPropagation values when the publisher is made, which o does not
+// know.
+func (o TrackedOptions) WithDefaults() TrackedOptions {
+	if o.FailureLogInterval == 0 {
+		o.FailureLogInterval = DefaultFailureLogInterval
+	}
+	return o
+}
 
 // Validate returns nil or a [validate.Errors] naming every broken rule
 // (a negative MaxInFlight, a Timeout other than 0 below 1ms, an unknown
-// OnFull).
+// OnFull, a FailureLogInterval past MaxFailureLogInterval).
 func (o TrackedOptions) Validate() error { return validateTracked(o) }
 
 func validateTracked(o TrackedOptions) error {

@@ -399,15 +399,16 @@ func TestTrackedResolvesExactlyOnceUnderChurn(t *testing.T) {
 
 // Guarantee: TrackedOptions.Validate names each broken rule with its
 // field, as NewTrackedPublisher reports it, and WithDefaults leaves the
-// zero fields to the topic.
+// zero fields to the topic but FailureLogInterval, which takes its
+// default.
 func TestTrackedOptionsValidate(t *testing.T) {
 	var errs validate.Errors
 	err := topic.TrackedOptions{MaxInFlight: -1, Timeout: -time.Second, OnFull: topic.OnFull(99)}.Validate()
 	if !errors.As(err, &errs) || !errs.Has("max_in_flight", "gte") || !errs.Has("timeout", "gte") || !errs.Has("on_full", "oneof") {
 		t.Fatalf("Validate() = %v, want max_in_flight, timeout and on_full", err)
 	}
-	if o := (topic.TrackedOptions{}).WithDefaults(); o != (topic.TrackedOptions{}) {
-		t.Fatalf("WithDefaults() = %+v, want the zero value (the topic's values)", o)
+	if o := (topic.TrackedOptions{}).WithDefaults(); o != (topic.TrackedOptions{FailureLogInterval: topic.DefaultFailureLogInterval}) {
+		t.Fatalf("WithDefaults() = %+v, want the zero value (the topic's values) but for FailureLogInterval, %s", o, topic.DefaultFailureLogInterval)
 	}
 	if err := (topic.TrackedOptions{Timeout: topic.MaxTimeout + 1}).Validate(); !errors.As(err, &errs) || !errs.Has("timeout", "lte") {
 		t.Fatalf("Validate() with Timeout past MaxTimeout = %v, want timeout lte", err)
@@ -478,6 +479,9 @@ func TestAckPropagationBoundsAreInclusive(t *testing.T) {
 		{"timeout", "lte",
 			trackedAt(func(o *topic.TrackedOptions) { o.Timeout = topic.MaxTimeout }),
 			trackedAt(func(o *topic.TrackedOptions) { o.Timeout = topic.MaxTimeout + 1 })},
+		{"failure_log_interval", "lte",
+			trackedAt(func(o *topic.TrackedOptions) { o.FailureLogInterval = topic.MaxFailureLogInterval }),
+			trackedAt(func(o *topic.TrackedOptions) { o.FailureLogInterval = topic.MaxFailureLogInterval + 1 })},
 	} {
 		if c.at != nil {
 			t.Errorf("%s at its %s bound refused: %v", c.field, c.rule, c.at)
