@@ -579,7 +579,7 @@ func (h *Handle[T]) Tracked(opts TrackedOptions) (*TrackedPublisher[T], error) {
 	// Only the in-memory backend counts every delivery of a publish; a
 	// durable backend delivers a nacked message again.
 	log := cmp.Or(opts.Logger, slog.Default())
-	c := newTrackerCore(all, h.mem != nil, opts.MaxInFlight, opts.Timeout, &h.inFlight, h.name, log)
+	c := newTrackerCore(all, h.mem != nil, opts.MaxInFlight, opts.Timeout, &h.inFlight, h.name, log, opts.FailureLogInterval)
 	if h.trackers == nil {
 		h.trackers = make(map[*trackerCore]struct{})
 	}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/logburst"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic/internal/goexit"
 )
@@ -241,6 +242,10 @@ type trackerCore struct {
 	inFlight *atomic.Int64 // the topic's counter
 	topic    Name          // what a panic of a done callback is logged with
 	log      *slog.Logger
+	// The lines of done callbacks that panicked (panicked) or ended the
+	// timeout goroutine (exited) or the closing one (exitedClosing), each
+	// kind kept to one line per FailureLogInterval.
+	panicked, exited, exitedClosing logburst.Kind
 
 	mu         sync.Mutex
 	head, tail *Ticket
@@ -261,18 +266,26 @@ type trackerCore struct {
 // newTrackerCore starts a tracked publisher's core. reuse recycles its
 // callback tickets, which is safe only on a backend that never delivers a
 // message more often than it told SetRecipients. A done callback that
-// panics is logged to log, naming topic.
-func newTrackerCore(all, reuse bool, maxInFlight int, timeout time.Duration, inFlight *atomic.Int64, topic Name, log *slog.Logger) *trackerCore {
+// panics or ends its goroutine is logged to log, naming topic, like lines
+// held back for failureEvery after one is logged (zero:
+// DefaultFailureLogInterval; negative: every line logged).
+func newTrackerCore(all, reuse bool, maxInFlight int, timeout time.Duration, inFlight *atomic.Int64, topic Name, log *slog.Logger, failureEvery time.Duration) *trackerCore {
+	if failureEvery == 0 {
+		failureEvery = DefaultFailureLogInterval
+	}
 	c := &trackerCore{
-		all:       all,
-		reuse:     reuse,
-		timeout:   timeout,
-		sem:       make(chan struct{}, maxInFlight),
-		inFlight:  inFlight,
-		topic:     topic,
-		log:       log,
-		kick:      make(chan struct{}, 1),
-		closeDone: make(chan struct{}),
+		all:           all,
+		reuse:         reuse,
+		timeout:       timeout,
+		sem:           make(chan struct{}, maxInFlight),
+		inFlight:      inFlight,
+		topic:         topic,
+		log:           log,
+		panicked:      logburst.NewKind(failureEvery, slog.LevelError, donePanicked),
+		exited:        logburst.NewKind(failureEvery, slog.LevelError, doneExited),
+		exitedClosing: logburst.NewKind(failureEvery, slog.LevelError, doneExitedClosing),
+		kick:          make(chan struct{}, 1),
+		closeDone:     make(chan struct{}),
 	}
 	c.life, c.endLife = context.WithCancel(context.Background())
 	c.stop = c.life.Done()
@@ -342,11 +355,13 @@ func (c *trackerCore) begin(ctx context.Context, wait bool, done func(Result)) (
 // callback with.
 const donePanicked = "tracked publish: done callback panicked; the publish stays settled with the outcome it was given"
 
-// report calls done with r. A panic in done is contained: it is logged
-// once, at error level, with the topic, the outcome, the panic as a
-// *message.PanicError and its stack, and report returns as if done had,
-// so that whatever settled the publish (a subscriber's Ack or Nack, the
-// timeout goroutine, Close) goes on.
+// report calls done with r. A panic in done is contained: it is logged at
+// error level, with the topic, the outcome, the panic as a
+// *message.PanicError and its stack, unless a like line was logged less
+// than FailureLogInterval ago (then it is only counted, see
+// logburst.Kind), and report returns as if done had, so that whatever
+// settled the publish (a subscriber's Ack or Nack, the timeout goroutine,
+// Close) goes on.
 func (c *trackerCore) report(done func(Result), r Result) {
 	defer c.recoverDone(r.Outcome)
 	done(r)
@@ -356,7 +371,7 @@ func (c *trackerCore) report(done func(Result), r Result) {
 func (c *trackerCore) recoverDone(o ReceiptOutcome) {
 	if v := recover(); v != nil {
 		err := &message.PanicError{Value: v, Stack: debug.Stack()}
-		c.log.Error(donePanicked, slog.String("topic", string(c.topic)), slog.String("outcome", o.String()),
+		c.panicked.Line(context.Background(), c.log, slog.String("topic", string(c.topic)), slog.String("outcome", o.String()),
 			slog.Any("error", err), slog.String("stack", string(err.Stack)))
 	}
 }
@@ -448,23 +463,23 @@ func (c *trackerCore) finish(t *Ticket) {
 // run times out pending tickets in deadline order (all tickets of one core
 // share the timeout, so the list is sorted by deadline).
 // A done callback that ends the goroutine (runtime.Goexit, as t.FailNow
-// does) as it is told of a timeout ends it there: the exit is logged once,
-// at error level, with the stack, and the timeouts go on on a new
-// goroutine, which Close waits for.
+// does) as it is told of a timeout ends it there: the exit is logged at
+// error level, with the stack (like exits held back, see report), and
+// the timeouts go on on a new goroutine, which Close waits for.
 func (c *trackerCore) run() {
 	defer c.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	c.settleResuming(doneExited, TimedOut, func(timingOut **Ticket) { c.timeOuts(timer, timingOut) })
+	c.settleResuming(&c.exited, TimedOut, func(timingOut **Ticket) { c.timeOuts(timer, timingOut) })
 }
 
 // settleResuming runs loop, which settles publishes as o, setting
 // *settling to the one whose done it calls and back to nil after. Done
 // panics are recovered (report), so an end of the goroutine while it is
-// set is an exit of done (runtime.Goexit): it is logged once, at error
-// level, with msg, the outcome and the stack, and loop goes on on a new
-// goroutine, which the ending one waits for.
-func (c *trackerCore) settleResuming(msg string, o ReceiptOutcome, loop func(settling **Ticket)) {
+// set is an exit of done (runtime.Goexit): it is logged as a line of
+// kind, with the outcome and the stack (or counted, see report), and loop
+// goes on on a new goroutine, which the ending one waits for.
+func (c *trackerCore) settleResuming(kind *logburst.Kind, o ReceiptOutcome, loop func(settling **Ticket)) {
 	var settling *Ticket
 	goexit.Resume(func() { loop(&settling) }, func(stack string) bool {
 		t := settling
@@ -473,7 +488,7 @@ func (c *trackerCore) settleResuming(msg string, o ReceiptOutcome, loop func(set
 		}
 		settling = nil
 		t.release() // resolveFrom's, which the exit skipped
-		c.log.Error(msg, slog.String("topic", string(c.topic)), slog.String("outcome", o.String()),
+		kind.Line(context.Background(), c.log, slog.String("topic", string(c.topic)), slog.String("outcome", o.String()),
 			slog.Any("error", message.ErrHandlerExited), slog.String("stack", stack))
 		return true
 	})
@@ -518,8 +533,9 @@ func (c *trackerCore) timeOuts(timer *time.Timer, timingOut **Ticket) {
 }
 
 // close stops the core and resolves every pending ticket as TopicClosed
-// with reason, which later publishes return. Idempotent: a second call
-// returns once the first has finished.
+// with reason, which later publishes return, then logs the lines of done
+// callbacks still held back. Idempotent: a second call returns once the
+// first has finished.
 func (c *trackerCore) close(reason error) {
 	c.mu.Lock()
 	if c.closed {
@@ -532,13 +548,26 @@ func (c *trackerCore) close(reason error) {
 	c.endLife()
 	c.mu.Unlock()
 	defer close(c.closeDone)
+	// Deferred, so that it runs, before closeDone is closed, even when a
+	// done callback ends the closing goroutine.
+	defer c.flushFailureLines()
 	c.wg.Wait()
-	c.settleResuming(doneExitedClosing, TopicClosed, func(closing **Ticket) { c.closePending(reason, closing) })
+	c.settleResuming(&c.exitedClosing, TopicClosed, func(closing **Ticket) { c.closePending(reason, closing) })
 }
 
 // doneExitedClosing is the message a tracked publisher logs an exit of a
 // done callback (runtime.Goexit) on the goroutine closing it with.
 const doneExitedClosing = "tracked publish: done callback ended the goroutine closing the publisher (runtime.Goexit); the publish stays settled and the closing goes on"
+
+// flushFailureLines logs, one line per kind, the lines of done callbacks
+// held back since the last line of their kind (the kind's message followed
+// by logburst.HeldBackSuffix, the topic and their count as
+// logburst.HeldBackKey).
+func (c *trackerCore) flushFailureLines() {
+	for _, k := range []*logburst.Kind{&c.panicked, &c.exited, &c.exitedClosing} {
+		k.Flush(context.Background(), c.log, k.Level, k.Msg+logburst.HeldBackSuffix, slog.String("topic", string(c.topic)))
+	}
+}
 
 // closePending is close's loop: it resolves every pending ticket as
 // TopicClosed with reason. A done callback that ends the goroutine
@@ -620,9 +649,13 @@ func (p *TrackedPublisher[T]) PublishHeaders(ctx context.Context, v T, hdr Heade
 // must not close the publisher or its topic (closing waits for the timeout
 // goroutine, which may be the one running done). It is not called when
 // PublishFunc returns an error. A panic in done is recovered and logged
-// once, at error level, to TrackedOptions.Logger: the publish stays
-// settled with the outcome done was given, and the goroutine that called
-// done goes on. A done that ends its goroutine (runtime.Goexit, as
+// at error level, with its stack, to TrackedOptions.Logger: the publish
+// stays settled with the outcome done was given, and the goroutine that
+// called done goes on. A done that panics on every publish costs a few
+// lines, not one per publish: like panics within
+// TrackedOptions.FailureLogInterval of a line are only counted, the next
+// line says how many (held_back), and Close logs what is still held
+// back. A done that ends its goroutine (runtime.Goexit, as
 // t.FailNow does) as it is told of a timeout is logged the same way, and
 // later publishes still time out; one that does so as Close tells it its
 // publish is closed is logged the same way, and ends the goroutine that

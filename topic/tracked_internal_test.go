@@ -13,7 +13,7 @@ import (
 // generation it read is stale.
 func TestStaleTimeoutIgnoresRecycledTicket(t *testing.T) {
 	var inFlight atomic.Int64
-	c := newTrackerCore(false, true, 4, time.Hour, &inFlight, "t", slog.Default())
+	c := newTrackerCore(false, true, 4, time.Hour, &inFlight, "t", slog.Default(), 0)
 	defer c.close(ErrPublisherClosed)
 	var first, second []ReceiptOutcome
 	ctx := context.Background()

@@ -2,6 +2,7 @@ package topic_test
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"runtime"
 	"strings"
@@ -10,19 +11,21 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/logburst"
 	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/topic"
 )
 
 // newLoggingTracked returns a tracked publisher of a new topic, of a
-// timeout of a second and one publish in flight, logging as text to the
-// returned lines, and a balanced subscriber of that topic.
-func newLoggingTracked(t *testing.T) (*topic.Subscription[int], *topic.TrackedPublisher[int], *logtest.Lines) {
+// timeout of a second, one publish in flight and the failure log interval
+// every (0: the default), logging as text to the returned lines, and a
+// balanced subscriber of that topic.
+func newLoggingTracked(t *testing.T, every time.Duration) (*topic.Subscription[int], *topic.TrackedPublisher[int], *logtest.Lines) {
 	t.Helper()
 	var logged logtest.Lines
 	h := newIntTopic(t, topic.Options{})
 	sub := subscribeInt(t, h, topic.Balanced("g"))
-	p := newTracked(t, h, topic.TrackedOptions{Timeout: time.Second, MaxInFlight: 1,
+	p := newTracked(t, h, topic.TrackedOptions{Timeout: time.Second, MaxInFlight: 1, FailureLogInterval: every,
 		Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	return sub, p, &logged
 }
@@ -45,52 +48,71 @@ func publishAndAck(t *testing.T, sub *topic.Subscription[int], p *topic.TrackedP
 	return it
 }
 
-// Guarantee: a done callback that panics costs one error log line on the
-// publisher's Logger, whichever goroutine settled its publish (a
-// subscriber's Ack, the timeout goroutine, Close): that goroutine goes on,
-// the Ack or Close returns normally, the publish stays settled once with
-// the outcome done was given, and its in-flight slot is free.
+// wantLine fails t unless line holds every one of subs.
+func wantLine(t *testing.T, what, line string, subs ...string) {
+	t.Helper()
+	for _, want := range subs {
+		if !strings.Contains(line, want) {
+			t.Fatalf("%s: log line %q does not contain %q", what, line, want)
+		}
+	}
+}
+
+// panickedLine is what the line of a done callback that panicked, told
+// outcome, holds: the topic, the outcome, the panic and its stack.
+func panickedLine(outcome topic.ReceiptOutcome) []string {
+	return []string{"level=ERROR", "done callback panicked", "topic=t", "outcome=" + outcome.String(),
+		`"panic: done given ` + outcome.String() + `"`, "stack="}
+}
+
+// panicking returns a done callback that counts its calls in calls and
+// panics with the outcome it is given.
+func panicking(calls *atomic.Int32) func(topic.Result) {
+	return func(r topic.Result) {
+		calls.Add(1)
+		panic("done given " + r.Outcome.String())
+	}
+}
+
+// Guarantee: a done callback that panics is contained whichever goroutine
+// settled its publish (a subscriber's Ack, the timeout goroutine, Close):
+// that goroutine goes on, the Ack or Close returns normally, the publish
+// stays settled once with the outcome done was given, and its in-flight
+// slot is free. The panics cost a few error lines on the publisher's
+// Logger, not one each: the first, with its stack, the topic and the
+// outcome; the like ones within the default FailureLogInterval are only
+// counted, and Close logs their count.
 func TestPanickingDoneCallbackIsLoggedAndContained(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		sub, p, logged := newLoggingTracked(t)
+		sub, p, logged := newLoggingTracked(t, 0)
 		var calls atomic.Int32
-		done := func(r topic.Result) {
-			calls.Add(1)
-			panic("done given " + r.Outcome.String())
-		}
+		done := panicking(&calls)
 		// expect checks that the publish just settled called done once
-		// more (calls in all) and cost one more error line, which names
-		// the topic and outcome.
-		expect := func(step string, calls0 int32, outcome topic.ReceiptOutcome) {
+		// more (calls in all), with its slot free, and that lines error
+		// lines were logged in all.
+		expect := func(step string, calls0 int32, lines int) {
 			t.Helper()
 			if c := calls.Load(); c != calls0 {
 				t.Fatalf("%s: done called %d times in all, want %d", step, c, calls0)
 			}
-			lines := logged.All()
-			if len(lines) != int(calls0) {
-				t.Fatalf("%s: %d log lines after %d panics, want one each: %q", step, len(lines), calls0, lines)
-			}
-			last := lines[len(lines)-1]
-			for _, want := range []string{"level=ERROR", "done callback panicked", "topic=t", "outcome=" + outcome.String(),
-				`"panic: done given ` + outcome.String() + `"`, "stack="} {
-				if !strings.Contains(last, want) {
-					t.Fatalf("%s: log line %q does not contain %q", step, last, want)
-				}
+			if got := logged.All(); len(got) != lines {
+				t.Fatalf("%s: %d log lines after %d panics, want %d: %q", step, len(got), calls0, lines, got)
 			}
 			if n := p.InFlight(); n != 0 {
 				t.Fatalf("%s: InFlight = %d after the publish settled, want 0", step, n)
 			}
 		}
 
-		// Settled by a subscriber's Ack.
+		// Settled by a subscriber's Ack: the first panic is logged.
 		it := publishAndAck(t, sub, p, done)
-		expect("ack", 1, topic.Acked)
+		expect("ack", 1, 1)
+		wantLine(t, "ack", logged.All()[0], panickedLine(topic.Acked)...)
 		if err := sub.Ack(it.ID); !errors.Is(err, topic.ErrMessageNotTracked) {
 			t.Fatalf("second Ack = %v, want ErrMessageNotTracked (settled once)", err)
 		}
 
-		// Settled by the timeout goroutine, twice: it outlives the first
-		// panic.
+		// Settled by the timeout goroutine, twice, within the interval: it
+		// outlives the first panic, and the panics are held back.
 		for i, calls0 := range []int32{2, 3} {
 			if err := p.PublishFunc(t.Context(), 2+i, done); err != nil {
 				t.Fatal(err)
@@ -100,10 +122,10 @@ func TestPanickingDoneCallbackIsLoggedAndContained(t *testing.T) {
 			}
 			time.Sleep(2 * time.Second) // past the timeout
 			synctest.Wait()
-			expect("timeout", calls0, topic.TimedOut)
+			expect("timeout", calls0, 1)
 		}
 
-		// Settled by Close.
+		// Settled by Close, which logs the count of the panics held back.
 		if err := p.PublishFunc(t.Context(), 4, done); err != nil {
 			t.Fatal(err)
 		}
@@ -112,28 +134,82 @@ func TestPanickingDoneCallbackIsLoggedAndContained(t *testing.T) {
 			t.Fatal(err)
 		}
 		p.Close()
-		expect("close", 4, topic.TopicClosed)
+		expect("close", 4, 2)
+		wantLine(t, "close", logged.All()[1], "level=ERROR", "done callback panicked", logburst.HeldBackSuffix, "topic=t", "held_back=3")
 		if err := sub.Ack(it.ID); !errors.Is(err, topic.ErrMessageNotTracked) || calls.Load() != 4 {
 			t.Fatalf("Ack after Close = %v with done called %d times, want ErrMessageNotTracked and 4 (settled once)", err, calls.Load())
 		}
 	})
 }
 
+// Guarantee: a burst of done callbacks that panic within the publisher's
+// FailureLogInterval costs one error line, with the stack; the first
+// panic after the interval is logged again, with its own stack, and
+// counts the ones held back (held_back); a negative interval logs every
+// panic.
+func TestABurstOfPanickingDoneCallbacksCostsOneLinePerInterval(t *testing.T) {
+	const n = 5
+	synctest.Test(t, func(t *testing.T) {
+		sub, p, logged := newLoggingTracked(t, time.Minute)
+		var calls atomic.Int32
+		done := panicking(&calls)
+		for range n - 1 {
+			publishAndAck(t, sub, p, done)
+		}
+		time.Sleep(30 * time.Second) // past the default interval, within this one
+		publishAndAck(t, sub, p, done)
+		lines := logged.All()
+		if len(lines) != 1 {
+			t.Fatalf("%d log lines after a burst of %d panics within the interval, want 1: %q", len(lines), n, lines)
+		}
+		wantLine(t, "burst", lines[0], panickedLine(topic.Acked)...)
+		if strings.Contains(lines[0], logburst.HeldBackKey) {
+			t.Fatalf("the first line %q counts lines held back before it", lines[0])
+		}
+
+		time.Sleep(time.Minute) // past the interval
+		publishAndAck(t, sub, p, done)
+		lines = logged.All()
+		if len(lines) != 2 {
+			t.Fatalf("%d log lines after a panic past the interval, want 2: %q", len(lines), lines)
+		}
+		wantLine(t, "after the interval", lines[1], append(panickedLine(topic.Acked), fmt.Sprintf("held_back=%d", n-1))...)
+		p.Close()
+		if got := logged.All(); len(got) != 2 {
+			t.Fatalf("Close logged %q with nothing held back, want nothing", got[2:])
+		}
+		if c := calls.Load(); c != n+1 {
+			t.Fatalf("done called %d times, want %d", c, n+1)
+		}
+	})
+
+	sub, p, logged := newLoggingTracked(t, -1)
+	var calls atomic.Int32
+	for range n {
+		publishAndAck(t, sub, p, panicking(&calls))
+	}
+	if c := logged.Count("done callback panicked", "stack="); c != n {
+		t.Fatalf("%d lines with the stack after %d panics with a negative FailureLogInterval, want one each: %q", c, n, logged.All())
+	}
+}
+
 // Guarantee: a done callback that ends its goroutine (runtime.Goexit, as
 // t.FailNow does) as it is told of a timeout costs one error log line
 // with the stack of the exit: the publish stays settled as TimedOut with
-// its in-flight slot free, and later publishes still time out.
+// its in-flight slot free, and later publishes still time out. A second
+// exit within the FailureLogInterval is only counted, and Close logs the
+// count.
 func TestDoneCallbackThatExitsOnTimeoutLeavesTimeoutsGoing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		sub, p, logged := newLoggingTracked(t)
+		sub, p, logged := newLoggingTracked(t, 0)
 		var outcomes []topic.ReceiptOutcome // written by the timeout goroutine, read after synctest.Wait
 		done := func(r topic.Result) {
 			outcomes = append(outcomes, r.Outcome)
-			if len(outcomes) == 1 {
+			if len(outcomes) <= 2 {
 				runtime.Goexit()
 			}
 		}
-		for i := range 2 {
+		for i := range 3 {
 			if err := p.PublishFunc(t.Context(), i, done); err != nil {
 				t.Fatalf("publish %d: %v", i, err)
 			}
@@ -151,13 +227,15 @@ func TestDoneCallbackThatExitsOnTimeoutLeavesTimeoutsGoing(t *testing.T) {
 		}
 		lines := logged.All()
 		if len(lines) != 1 {
-			t.Fatalf("%d log lines, want one for the exit: %q", len(lines), lines)
+			t.Fatalf("%d log lines after two exits within the interval, want one for the first: %q", len(lines), lines)
 		}
-		for _, want := range []string{"level=ERROR", "ended the timeout goroutine", "topic=t", "outcome=" + topic.TimedOut.String(), "stack="} {
-			if !strings.Contains(lines[0], want) {
-				t.Fatalf("log line %q does not contain %q", lines[0], want)
-			}
+		wantLine(t, "exit", lines[0], "level=ERROR", "ended the timeout goroutine", "topic=t", "outcome="+topic.TimedOut.String(), "stack=")
+		p.Close()
+		lines = logged.All()
+		if len(lines) != 2 {
+			t.Fatalf("%d log lines after Close, want the exit and the count of the one held back: %q", len(lines), lines)
 		}
+		wantLine(t, "close", lines[1], "level=ERROR", "ended the timeout goroutine", logburst.HeldBackSuffix, "topic=t", "held_back=1")
 	})
 }
 
