@@ -53,6 +53,7 @@ var boundConstants = map[string]int64{
 	"topology.MaxMemoryCapacity":      topology.MaxMemoryCapacity,
 	"topic.MaxCapacity":               topic.MaxCapacity,
 	"topic.MaxInFlightLimit":          topic.MaxInFlightLimit,
+	"topic.MaxFailureLogInterval":     int64(topic.MaxFailureLogInterval),
 	"pulsartopic.MaxPartitions":       pulsartopic.MaxPartitions,
 	"pulsartopic.MaxPendingSlots":     pulsartopic.MaxPendingSlots,
 	"observe.MaxServerTimeout":        int64(observe.MaxServerTimeout),
