@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -223,5 +224,53 @@ func TestAChildsBackoffsAreZeroOnceTheChildIsCut(t *testing.T) {
 	}
 	if m, f := backoffs(cfg); m != 7*time.Second || f != 9*time.Second {
 		t.Fatalf("the parent's backoffs once a child is cut = %v (metadata), %v (fetch); want 7s, 9s", m, f)
+	}
+}
+
+// Guarantee: a read or write on a cut set's connection that succeeds
+// (one the connection completed as the cut came) is returned as it is:
+// only a failed one says the cut failed it.
+func TestAReadOrWriteThatSucceedsAsTheSetIsCutIsNoFailure(t *testing.T) {
+	s := &Set{conns: map[*setConn]struct{}{}, dial: func(string, string) (net.Conn, error) { return steadyConn{}, nil }}
+	c, err := s.Dial("tcp", "broker:9092")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Cut()
+	if n, err := c.Read(make([]byte, 4)); n != 4 || err != nil {
+		t.Fatalf("a read that succeeded on a cut set's connection = %d, %v; want 4, nil", n, err)
+	}
+	if n, err := c.Write(make([]byte, 4)); n != 4 || err != nil {
+		t.Fatalf("a write that succeeded on a cut set's connection = %d, %v; want 4, nil", n, err)
+	}
+}
+
+// steadyConn is a connection whose reads and writes succeed, closed or
+// not.
+type steadyConn struct{ net.Conn }
+
+func (steadyConn) Read(p []byte) (int, error)  { return len(p), nil }
+func (steadyConn) Write(p []byte) (int, error) { return len(p), nil }
+func (steadyConn) Close() error                { return nil }
+
+// Guarantee: a read or write on a child's connection once both the child
+// and its parent are cut fails with an error that says so once: the
+// child's connection does not wrap ErrCut around its parent's, which
+// already did.
+func TestAConnectionOfAChildCutWithItsParentSaysItWasCutOnce(t *testing.T) {
+	addr := testnet.SilentListener(t)
+	parent := New(sarama.NewConfig())
+	_, child := parent.Child(sarama.NewConfig())
+	c, err := child.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent.Cut()
+	child.Cut()
+	if _, err := c.Write([]byte{1}); !errors.Is(err, ErrCut) || strings.Count(err.Error(), ErrCut.Error()) != 1 {
+		t.Fatalf("a write on a connection of a child cut with its parent = %v; want the closed connection's error, wrapped with ErrCut once", err)
+	}
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, ErrCut) || strings.Count(err.Error(), ErrCut.Error()) != 1 {
+		t.Fatalf("a read on a connection of a child cut with its parent = %v; want the closed connection's error, wrapped with ErrCut once", err)
 	}
 }
