@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -335,21 +336,12 @@ type feedStep struct {
 // open feeds of each step in turn, and checks the series' counters.
 func checkFeedSeries(t *testing.T, steps []feedStep) {
 	t.Helper()
-	feeds := func(fs []producer.FeedStats) pipeline.Stats {
-		named := make([]producer.NamedFeedStats, len(fs))
-		for i, f := range fs {
-			named[i] = producer.NamedFeedStats{Name: "c", FeedStats: f}
-		}
-		return pipeline.Stats{Name: "orders", Producers: []pipeline.ProducerStats{{
-			StageStatus: producer.StageStatus{Stage: "orders.producer.0"}, Feeds: named}}}
-	}
-	p := newFakePipeline(feeds(nil))
+	p := newFakePipeline(feedsNamedC(nil))
 	obs := observe.New(observe.Options{})
 	add(t, obs, p)
 	h := obs.Handler(nil)
-	const labels = `{feed=c,pipeline=orders,stage=orders.producer.0}`
 	for _, c := range steps {
-		p.set(feeds(c.open))
+		p.set(feedsNamedC(c.open))
 		code, body := serveMetrics(t, h)
 		if code != http.StatusOK {
 			t.Fatalf("%s: /metrics answered %d:\n%s", c.name, code, body)
@@ -363,13 +355,63 @@ func checkFeedSeries(t *testing.T, steps []feedStep) {
 			"boulevard_producer_feed_messages_delivered_total":  c.delivered,
 			"boulevard_producer_feed_messages_dispatched_total": c.dispatched,
 		} {
-			s, ok := got[name+labels]
+			s, ok := got[name+feedCLabels]
 			switch {
 			case want < 0 && ok:
-				t.Errorf("%s: %s%s = %v, want no series", c.name, name, labels, s.value)
+				t.Errorf("%s: %s%s = %v, want no series", c.name, name, feedCLabels, s.value)
 			case want >= 0 && (!ok || s.value != want):
-				t.Errorf("%s: %s%s = %v (present: %t), want %v", c.name, name, labels, s.value, ok, want)
+				t.Errorf("%s: %s%s = %v (present: %t), want %v", c.name, name, feedCLabels, s.value, ok, want)
 			}
 		}
+	}
+}
+
+// feedsNamedC is the stats of a pipeline "orders" whose stage
+// "orders.producer.0" has open feeds named "c" with the counters fs.
+func feedsNamedC(fs []producer.FeedStats) pipeline.Stats {
+	named := make([]producer.NamedFeedStats, len(fs))
+	for i, f := range fs {
+		named[i] = producer.NamedFeedStats{Name: "c", FeedStats: f}
+	}
+	return pipeline.Stats{Name: "orders", Producers: []pipeline.ProducerStats{{
+		StageStatus: producer.StageStatus{Stage: "orders.producer.0"}, Feeds: named}}}
+}
+
+// feedCLabels are the labels of the series of feedsNamedC's feeds.
+const feedCLabels = `{feed=c,pipeline=orders,stage=orders.producer.0}`
+
+// Guarantee: scrapes served at the same time, of a stage with two open
+// feeds of a name, each carry the feed series with the feeds' counters
+// added; what the observer keeps of the series between scrapes is shared
+// by them safely (the race detector checks it).
+func TestScrapesAtTheSameTimeEachCarryTheFeedSeries(t *testing.T) {
+	const scrapers, scrapes = 4, 20
+	p := newFakePipeline(feedsNamedC([]producer.FeedStats{{Granted: 10, Delivered: 5, Dispatched: 5}, {Granted: 7, Delivered: 7, Dispatched: 7}}))
+	obs := observe.New(observe.Options{})
+	add(t, obs, p)
+	h := obs.Handler(nil)
+	errs := make(chan error, scrapers*scrapes)
+	var wg sync.WaitGroup
+	for range scrapers {
+		wg.Go(func() {
+			for range scrapes {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+				got, err := parseExposition(rec.Body.String())
+				if err != nil {
+					errs <- err
+					continue
+				}
+				const name = "boulevard_producer_feed_permits_granted_total" + feedCLabels
+				if s, ok := got[name]; !ok || s.value != 17 {
+					errs <- fmt.Errorf("%s = %v (present: %t), want 17", name, s.value, ok)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
