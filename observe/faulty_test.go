@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/observe"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/sources/kafka"
@@ -295,6 +296,23 @@ func expectAddError(t *testing.T, what string, err error, want []error, names ..
 		if !strings.Contains(err.Error(), n) {
 			t.Errorf("%s: error %q does not name %s", what, err, n)
 		}
+	}
+}
+
+// panicsWith is a pipeline whose Stats panics with err.
+type panicsWith struct{ err error }
+
+func (p panicsWith) Stats() pipeline.Stats { panic(p.err) }
+
+// Guarantee: the error of a Stats that panicked carries the panic as the
+// rest of the module does: errors.As finds its *message.PanicError, and
+// errors.Is the error it panicked with, besides ErrStats.
+func TestTheErrorOfAStatsThatPanickedCarriesThePanic(t *testing.T) {
+	broken := errors.New("the stats are broken")
+	err := observe.New(observe.Options{}).Add(t.Context(), panicsWith{broken})
+	expectAddError(t, "Add", err, []error{observe.ErrStats, broken}, "pipelines[0]", "Stats panicked: the stats are broken")
+	if pe, ok := errors.AsType[*message.PanicError](err); !ok || pe.Value != broken || len(pe.Stack) == 0 {
+		t.Errorf("Add = %v, want an error wrapping the *message.PanicError of the panic, with its stack", err)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/producer"
 )
@@ -56,7 +57,8 @@ type PipelineReport struct {
 //     too, without gathering again, so that a collector that never
 //     returns holds one goroutine however often /metrics is scraped. A
 //     Gather of g that panics or ends its goroutine (runtime.Goexit)
-//     gathered nothing: the answer is 500, with an error saying so;
+//     gathered nothing: the answer is 500, with an error saying so (for
+//     a panic, one wrapping its *message.PanicError);
 //   - /healthz: 200 while no pipeline was stopped by a fatal error (a
 //     source that failed too often), 503 otherwise;
 //   - /readyz: 200 when every pipeline runs and its sources are connected,
@@ -251,13 +253,15 @@ func (p *partialGatherer) Gather() ([]*dto.MetricFamily, error) {
 	go func() {
 		defer close(c.done)
 		returned := false
+		var perr error
 		defer func() {
-			if r := recover(); r != nil {
-				c.mfs, c.err = nil, fmt.Errorf("observe: the gatherer's Gather panicked: %v", r)
+			if pe, ok := perr.(*message.PanicError); ok {
+				c.mfs, c.err = nil, panicked(fmt.Errorf("observe: the gatherer's Gather panicked: %v", pe.Value), pe)
 			} else if !returned {
 				c.mfs, c.err = nil, errors.New("observe: the gatherer's Gather ended its goroutine (runtime.Goexit)")
 			}
 		}()
+		defer message.Recover(&perr)
 		c.mfs, c.err = p.g.Gather()
 		returned = true
 	}()

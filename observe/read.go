@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/sources/kafka"
 	"github.com/boulevard-go/boulevard/sources/pulsar"
@@ -33,7 +34,9 @@ const MaxStatsTimeout = time.Minute
 // topology backend by its name). Add, Replace and AddKafka, which read a
 // Stats before the thing is added, return such an error naming it by its
 // place among their arguments ("pipelines[1]", "sources[0]"), or, for
-// Replace, as "the pipeline".
+// Replace, as "the pipeline". The error of a Stats that panicked also
+// wraps the panic's *message.PanicError (so errors.Is matches the panic
+// value when it is an error).
 var ErrStats = errors.New("observe: reading stats failed")
 
 // ErrStatsPending is wrapped, with ErrStats, by the error reporting a
@@ -208,16 +211,36 @@ func (c *call[S]) run(cs *calls, f func() S) {
 	defer cs.end(c.exited)
 	defer close(c.done)
 	returned := false
+	var perr error
 	defer func() {
-		if r := recover(); r != nil {
-			c.err = fmt.Errorf("%w: %s: Stats panicked: %v", ErrStats, c.what, r)
+		if pe, ok := perr.(*message.PanicError); ok {
+			c.err = panicked(fmt.Errorf("%w: %s: Stats panicked: %v", ErrStats, c.what, pe.Value), pe)
 		} else if !returned {
 			c.err = fmt.Errorf("%w: %s: Stats ended its goroutine (runtime.Goexit)", ErrStats, c.what)
 		}
 	}()
+	defer message.Recover(&perr)
 	c.st = f()
 	returned = true
 }
+
+// panickedError is err, which says that user code panicked, carrying that
+// panic's *message.PanicError, so that errors.As finds it and errors.Is
+// the panic value when it is an error; its message is err's.
+type panickedError struct {
+	err error
+	pe  *message.PanicError
+}
+
+// panicked returns err carrying pe (see panickedError).
+func panicked(err error, pe *message.PanicError) error { return &panickedError{err: err, pe: pe} }
+
+// Error is the message of the error saying that user code panicked.
+func (e *panickedError) Error() string { return e.err.Error() }
+
+// Unwrap returns the error saying that user code panicked and the panic's
+// *message.PanicError.
+func (e *panickedError) Unwrap() []error { return []error{e.err, e.pe} }
 
 // wait returns c's stats, or its error; an error wrapping ErrStats when
 // ctx ends first (errTimedOut its cause when timeout ended it).
