@@ -206,8 +206,9 @@ func Build[T any](broker *topic.Broker[T], plan *Plan, backends ...topic.Backend
 
 // BuildContext is [Build] for plans whose topics may live on Kafka or
 // Pulsar: a topic with a connection gets its backend from opts.Connect,
-// called once per connection (its Name must be the connection's kind), and
-// ctx bounds connecting and declaring the topics. If anything fails, the
+// called once per connection (its Name must be the connection's kind, else
+// the error wraps ErrWrongBackend), and ctx bounds connecting and declaring
+// the topics. If anything fails, the
 // backends already made are closed. [Wired.Close] closes them later.
 func BuildContext[T any](ctx context.Context, broker *topic.Broker[T], plan *Plan, opts BuildOptions[T]) (w *Wired[T], err error) {
 	if broker == nil || plan == nil {
@@ -319,6 +320,12 @@ func LoadContext[T any](ctx context.Context, data []byte, wiring Wiring, broker 
 // needs a connection but BuildOptions.Connect is nil.
 var ErrNoConnector = errors.New("config: no connector for kafka or pulsar topics (set BuildOptions.Connect)")
 
+// ErrWrongBackend is wrapped by the error of BuildContext when
+// BuildOptions.Connect made, for a connection, a backend whose Name is not
+// the connection's kind (or none: a nil backend and a nil error). That
+// backend is closed.
+var ErrWrongBackend = errors.New("config: the connector made a backend of the wrong kind")
+
 // connect returns the backend of connection c, making it with fn the
 // first time. A backend fn made of another kind than c's is closed: no
 // Wired holds it to close it later.
@@ -341,7 +348,7 @@ func connect[T any](ctx context.Context, fn Connector[T], c ConnectionSpec, cach
 				_ = cl.Close(context.WithoutCancel(ctx))
 			}
 		}
-		return nil, fmt.Errorf("config: the connector made backend %s for a %s connection", name, c.Kind)
+		return nil, fmt.Errorf("%w: %s for a %s connection", ErrWrongBackend, name, c.Kind)
 	}
 	cache[c.Name] = b
 	*made = append(*made, b)

@@ -278,7 +278,7 @@ func TestBuildContextConnectorFailures(t *testing.T) {
 		}, refused, "topics.audit.connection: connection refused"},
 		{"wrong kind", func(_ context.Context, c config.ConnectionSpec) (topic.Backend[int], error) {
 			return fakeBackend{name: "in_memory", closed: &closed}, nil
-		}, nil, `made backend "in_memory" for a kafka connection`},
+		}, config.ErrWrongBackend, `wrong kind: "in_memory" for a kafka connection`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -314,8 +314,8 @@ func TestBuildContextClosesABackendOfTheWrongKind(t *testing.T) {
 	}
 	broker := topic.NewBroker[int]()
 	defer broker.Close()
-	if _, err := config.BuildContext(t.Context(), broker, plan, config.BuildOptions[int]{Connect: connect}); err == nil {
-		t.Fatal("BuildContext = nil, want the wrong kind refused")
+	if _, err := config.BuildContext(t.Context(), broker, plan, config.BuildOptions[int]{Connect: connect}); !errors.Is(err, config.ErrWrongBackend) {
+		t.Fatalf("BuildContext = %v, want the wrong kind refused with an error wrapping ErrWrongBackend", err)
 	}
 	if made.Load() == 0 || closed.Load() != made.Load() {
 		t.Fatalf("closed %d of the %d backends of the wrong kind the connector made, want every one", closed.Load(), made.Load())
