@@ -92,7 +92,8 @@ func TestSharedTypesAndErrors(t *testing.T) {
 	for _, pair := range [][2]error{{franz.ErrClosed, kafka.ErrClosed}, {franz.ErrConnect, kafka.ErrConnect},
 		{franz.ErrUnknownTopic, kafka.ErrUnknownTopic}, {franz.ErrConsume, kafka.ErrConsume},
 		{franz.ErrDenied, kafka.ErrDenied}, {franz.ErrStartRefused, kafka.ErrStartRefused},
-		{franz.ErrNotCreated, kafka.ErrNotCreated}} {
+		{franz.ErrNotCreated, kafka.ErrNotCreated}, {franz.ErrFetchRefused, kafka.ErrFetchRefused},
+		{franz.ErrCorruptBatch, kafka.ErrCorruptBatch}} {
 		if !errors.Is(fmt.Errorf("wrapped: %w", pair[0]), pair[1]) {
 			t.Errorf("%v does not match %v", pair[0], pair[1])
 		}
