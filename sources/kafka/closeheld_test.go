@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/message"
 )
 
 // claimLeaveGrace is claim.LeaveGrace, the member's leave grace past
@@ -91,4 +93,48 @@ func TestACloseWhileTheCoordinatorHoldsARequestReturnsByItsDeadline(t *testing.T
 			}
 		})
 	}
+}
+
+// Guarantee: a source closed directly, with a short deadline, while its
+// handlers still hold messages it delivered (a pipeline's stop drains
+// first; a caller of Close need not) returns by that deadline and the
+// leave grace, not after RevokeTimeout (30s here): the deadline ends the
+// partitions' wait for their messages in flight, which will be delivered
+// again.
+func TestACloseWithMessagesInFlightReturnsByItsDeadline(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl client) {
+		c := newCluster(t, 1)
+		produce(t, c, 1, 0, 3)
+		opts := sourceOptions(c, "g-held-messages")
+		opts.RevokeTimeout = 30 * time.Second
+		opts.Config.Consumer.Group.Rebalance.Timeout = time.Minute // above RevokeTimeout
+		src := cl.new(t, opts)
+		held, release := make(chan struct{}), make(chan struct{})
+		var holding sync.Once
+		p := startPipeline(t, pipelineOpts("held-messages", src, 1, newLedger(), func(*message.Message[[]byte]) error {
+			holding.Do(func() { close(held) })
+			<-release
+			return nil
+		}))
+		defer stopPipeline(t, p)
+		defer close(release) // before the stop, which drains
+		select {
+		case <-held:
+		case <-time.After(wait.Deadline):
+			t.Fatalf("no message reached the handler within %v; stats %+v", wait.Deadline, src.Stats())
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), testbroker.CloseDeadline)
+		defer cancel()
+		start := time.Now()
+		err := src.Close(ctx)
+		took := time.Since(start)
+		if err != nil {
+			t.Errorf("Close with messages in flight = %v, want nil", err)
+		}
+		t.Logf("Close took %v with a deadline of %v", took.Round(time.Millisecond), testbroker.CloseDeadline)
+		if limit := testbroker.CloseDeadline + claimLeaveGrace + testbroker.CloseMargin; took > limit {
+			t.Fatalf("Close took %v with a deadline of %v while a handler held a message in flight (RevokeTimeout %v); want at most %v",
+				took.Round(time.Millisecond), testbroker.CloseDeadline, opts.RevokeTimeout, limit)
+		}
+	})
 }
