@@ -3,6 +3,9 @@ package pulsartopic_test
 import (
 	"context"
 	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
@@ -60,4 +63,53 @@ func subscribeHeld(ctx context.Context, _ *pulsartopic.Backend[int], h *topic.Ha
 		s.Close()
 	}
 	return err
+}
+
+// Guarantee: the backend's Close made while a topic's Close, or a
+// subscription's, waits for the broker to close its producer or its
+// consumer waits for that closing too: with the broker holding its
+// answer, it returns by its context's deadline with an error wrapping
+// context.DeadlineExceeded, not nil as though all were closed. The
+// backend uses the application's client (Options.Client), whose closing
+// is not the backend's to wait for; the subscription's topic is closed
+// first, so that the backend has no producer of its own left to close on
+// the held connection.
+func TestBackendCloseWaitsForATopicOrSubscriptionCloseUnderWay(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		cmd   pulsartest.Command
+		close func(t *testing.T, h *topic.Handle[int]) (held func())
+	}{
+		{"topic/CLOSE_PRODUCER", pulsartest.CommandCloseProducer, func(_ *testing.T, h *topic.Handle[int]) func() { return h.Close }},
+		{"subscription/CLOSE_CONSUMER", pulsartest.CommandCloseConsumer, func(t *testing.T, h *topic.Handle[int]) func() {
+			s := subscribe(t, h, topic.Balanced("g"))
+			h.Close()
+			return s.Close
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := testbroker.Pulsar(t)
+			client, err := pulsar.NewClient(pulsar.ClientOptions{URL: b.URL(), OperationTimeout: time.Minute,
+				KeepAliveInterval: time.Minute, Logger: quietClientLogger()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(client.Close)
+			o := testOptions[int](b, topic.IntCodec{})
+			o.ServiceURL, o.Client = "", client
+			be := newBackend(t, o)
+			h := newHandle(t, be, "held", topic.Options{})
+			if err := h.Publish(ctxT(t), 1); err != nil {
+				t.Fatal(err)
+			}
+			held := c.close(t, h)
+			release := b.Withhold(c.cmd)
+			t.Cleanup(release)
+			testbroker.ClosesByDeadlineWhileHeld(t, b, "the "+c.name+" of a Close", func(context.Context) error {
+				held()
+				return nil
+			}, be.Close)
+			release() // the held Close returns before the cleanup waits for it
+		})
+	}
 }

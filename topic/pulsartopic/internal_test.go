@@ -64,7 +64,7 @@ func heldTopic(t *testing.T, pending int) (*pTopic[int], *heldProducer) {
 	b := &Backend[int]{o: Options[int]{Codec: topic.IntCodec{}, MaxPendingMessages: pending}.WithDefaults(), topics: map[*pTopic[int]]struct{}{}}
 	p := &heldProducer{}
 	tp := &pTopic[int]{b: b, producer: p, opts: topic.Options{}.WithDefaults(),
-		slots: make(chan struct{}, pending), closing: make(chan struct{}), producerClosed: make(chan struct{}),
+		slots: make(chan struct{}, pending), closing: make(chan struct{}), shut: make(chan struct{}), producerClosed: make(chan struct{}),
 		subs: map[*pSub[int]]struct{}{}, groups: map[topic.GroupName]int{}}
 	tp.sends.New = func() any { return tp.newSend() }
 	return tp, p

@@ -40,7 +40,8 @@ type pSub[T any] struct {
 	ch       chan pulsar.ConsumerMessage
 	log      *slog.Logger
 
-	closed   atomic.Bool // Close was called
+	closed   atomic.Bool   // Close was called
+	shut     chan struct{} // closed once the first Close has finished
 	stopOnce sync.Once
 	stop     chan struct{} // closed by Close, or when the topic closes
 
@@ -161,6 +162,7 @@ func newSub[T any](ctx context.Context, t *pTopic[T], mode topic.SubscriptionMod
 		unwatch:      unwatch,
 		gone:         gone,
 		stop:         make(chan struct{}),
+		shut:         make(chan struct{}),
 		pending:      make(map[topic.MessageID]pulsar.MessageID),
 		undecodable:  logburst.Keyed[string]{Log: log, Level: slog.LevelWarn, Msg: "pulsartopic: cannot decode a message; it is acked and skipped"},
 	}, nil
@@ -390,11 +392,14 @@ func (s *pSub[T]) Settle(id topic.MessageID, reason error) error {
 // subscription, and what it received without settling is the broker's to
 // deliver again (to another member, for a balanced group; a broadcast
 // subscription ends with it). A Receive waiting returns
-// ErrSubscriptionClosed. Idempotent.
+// ErrSubscriptionClosed. Idempotent: a later call, or one made at the
+// same time, returns once the first has closed the consumer.
 func (s *pSub[T]) Close() {
 	if s.closed.Swap(true) {
+		<-s.shut
 		return
 	}
+	defer close(s.shut)
 	s.topicClosed()
 	s.mu.Lock()
 	s.pending = nil

@@ -42,6 +42,7 @@ type pTopic[T any] struct {
 
 	closed  atomic.Bool
 	closing chan struct{} // closed by Close
+	shut    chan struct{} // closed once the first Close has finished
 	// undecodable counts the messages of this topic its subscriptions
 	// acked and skipped because the codec could not decode them.
 	undecodable atomic.Uint64
@@ -101,7 +102,7 @@ func newTopic[T any](ctx context.Context, b *Backend[T], name topic.Name, full s
 	t := &pTopic[T]{
 		b: b, name: name, full: full, partitions: partitions, opts: opts, producer: p,
 		slots:   make(chan struct{}, b.o.MaxPendingMessages),
-		closing: make(chan struct{}), producerClosed: make(chan struct{}),
+		closing: make(chan struct{}), shut: make(chan struct{}), producerClosed: make(chan struct{}),
 		subs:   make(map[*pSub[T]]struct{}),
 		groups: make(map[topic.GroupName]int),
 	}
@@ -469,15 +470,18 @@ func (t *pTopic[T]) Stats() topic.StateStats {
 // then ErrSubscriptionClosed. Each consumer stays attached, so that what was
 // received can still be acked, until its Subscription is closed (or the
 // backend is): what it had not acked is then delivered again by the broker.
-// Idempotent.
+// Idempotent: a later call, or one made at the same time, returns once the
+// first has closed the producer.
 func (t *pTopic[T]) Close() { t.close(false) }
 
-// close closes the topic, and with subs its subscriptions too.
+// close closes the topic, and with subs its subscriptions too. A call
+// after the first returns once the first has closed the producer.
 func (t *pTopic[T]) close(subs bool) {
 	t.mu.Lock()
 	first := !t.closed.Swap(true)
 	if first {
 		close(t.closing)
+		defer close(t.shut)
 	}
 	ss := make([]*pSub[T], 0, len(t.subs))
 	for s := range t.subs {
@@ -498,6 +502,8 @@ func (t *pTopic[T]) close(subs bool) {
 	}
 	if first {
 		t.closeProducer()
+	} else {
+		<-t.shut
 	}
 	if subs || len(ss) == 0 {
 		t.b.forget(t)
