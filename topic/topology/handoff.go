@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"log/slog"
@@ -28,6 +29,11 @@ import (
 // intervals rather than one per attempt, and one more line once the
 // backend takes the letter.
 //
+// The letters so kept wait in one queue ordered by the time of their next
+// attempt, on one timer: when it fires, the attempts due are made one at
+// a time, so that a backend that stops answering holds one attempt at a
+// time (for at most handOffTimeout), not one per letter.
+//
 // Any source keeps, the same way, a letter whose hand-off (hold, requeue,
 // dead-letter) the backend refuses for room (ErrFull: an in-memory queue
 // is full), sequenced or not, in one queue of letters kept (keep): they
@@ -49,16 +55,39 @@ type handOff[T any] struct {
 	do      func(context.Context, Letter[T]) error
 	backoff time.Duration // the wait before the next attempt
 	failed  int           // the attempts that failed so far
-	timer   *time.Timer
+	due     time.Time     // when the next attempt is
+}
+
+// handOffQueue is a min-heap of hand-offs by due time.
+type handOffQueue[T any] []*handOff[T]
+
+func (q handOffQueue[T]) Len() int           { return len(q) }
+func (q handOffQueue[T]) Less(i, j int) bool { return q[i].due.Before(q[j].due) }
+func (q handOffQueue[T]) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *handOffQueue[T]) Push(x any)        { *q = append(*q, x.(*handOff[T])) }
+func (q *handOffQueue[T]) Pop() any {
+	old := *q
+	n := len(old) - 1
+	h := old[n]
+	old[n] = nil
+	*q = old[:n]
+	return h
 }
 
 // handOffs are a source's letters whose hand-off failed.
 type handOffs[T any] struct {
-	mu      sync.Mutex
-	closed  bool
-	waiting map[*handOff[T]]struct{}
-	wg      sync.WaitGroup // attempts running
-	back    []Letter[T]    // letters whose attempt ended after close
+	mu     sync.Mutex
+	closed bool
+	// waiting are the hand-offs waiting for their next attempt, earliest
+	// first; retryTimer fires at retryAt (zero: not armed) for the
+	// earliest, unless retrying is set: its attempts are being made, and
+	// the timer is armed again after them.
+	waiting    handOffQueue[T]
+	retryTimer *time.Timer
+	retryAt    time.Time
+	retrying   bool
+	wg         sync.WaitGroup // attempts running
+	back       []Letter[T]    // letters whose attempt ended after close
 	// stop ends the attempts running when the source closes; made with
 	// the first hand-off.
 	ctx  context.Context
@@ -101,8 +130,7 @@ type keptLetter[T any] struct {
 
 // initLocked makes hs's context with the first hand-off kept.
 func (hs *handOffs[T]) initLocked() {
-	if hs.waiting == nil {
-		hs.waiting = map[*handOff[T]]struct{}{}
+	if hs.ctx == nil {
 		hs.ctx, hs.stop = context.WithCancel(context.Background())
 	}
 }
@@ -344,13 +372,13 @@ func (hs *handOffs[T]) roomWait() <-chan struct{} {
 // source has closed.
 func (s *Source[T]) retryHandOff(p *pendingLetter[T], what string, do func(context.Context, Letter[T]) error, err error) bool {
 	h := &handOff[T]{p: *p, what: what, do: do, backoff: handOffFirstBackoff, failed: 1}
-	return s.handOffs.schedule(s.log, h, err, s.attemptHandOff)
+	return s.handOffs.schedule(s.log, h, err, s.attemptDue)
 }
 
-// schedule arms h's next attempt, after h's failed one, and logs that
+// schedule queues h's next attempt, after h's failed one, and logs that
 // failure when it makes a power of two of failed attempts (see handOffs);
 // false once closed.
-func (hs *handOffs[T]) schedule(log *slog.Logger, h *handOff[T], err error, attempt func(*handOff[T])) bool {
+func (hs *handOffs[T]) schedule(log *slog.Logger, h *handOff[T], err error, attempt func()) bool {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	if hs.closed {
@@ -362,10 +390,55 @@ func (hs *handOffs[T]) schedule(log *slog.Logger, h *handOff[T], err error, atte
 			slog.String("to", h.what), slog.String("key", h.p.l.Key), slog.Int("failed_attempts", h.failed),
 			slog.Duration("in", h.backoff), slog.Any("error", err))
 	}
-	hs.waiting[h] = struct{}{}
-	hs.wg.Add(1)
-	h.timer = time.AfterFunc(h.backoff, func() { defer hs.wg.Done(); attempt(h) })
+	h.due = time.Now().Add(h.backoff)
+	heap.Push(&hs.waiting, h)
+	hs.armLocked(attempt)
 	return true
+}
+
+// armLocked arms the retry timer for the earliest hand-off waiting, unless
+// it is armed for one as early, its attempts are being made, or hs has
+// closed; hs.mu is held.
+func (hs *handOffs[T]) armLocked(attempt func()) {
+	if hs.closed || hs.retrying || len(hs.waiting) == 0 {
+		return
+	}
+	due := hs.waiting[0].due
+	if !hs.retryAt.IsZero() {
+		if !due.Before(hs.retryAt) || !hs.retryTimer.Stop() {
+			return // armed as early, or firing: attemptDue takes it
+		}
+		hs.wg.Done()
+	}
+	hs.retryAt = due
+	hs.wg.Add(1)
+	hs.retryTimer = time.AfterFunc(time.Until(due), func() { defer hs.wg.Done(); attempt() })
+}
+
+// attemptDue makes the attempts due, one at a time, earliest first, then
+// arms the retry timer for the next; it does so too when an attempt ends
+// its goroutine (runtime.Goexit).
+func (s *Source[T]) attemptDue() {
+	hs := &s.handOffs
+	hs.mu.Lock()
+	hs.retryAt, hs.retrying = time.Time{}, true
+	hs.mu.Unlock()
+	defer func() {
+		hs.mu.Lock()
+		hs.retrying = false
+		hs.armLocked(s.attemptDue)
+		hs.mu.Unlock()
+	}()
+	for {
+		hs.mu.Lock()
+		if hs.closed || len(hs.waiting) == 0 || hs.waiting[0].due.After(time.Now()) {
+			hs.mu.Unlock()
+			return
+		}
+		h := heap.Pop(&hs.waiting).(*handOff[T])
+		hs.mu.Unlock()
+		s.attemptHandOff(h)
+	}
 }
 
 // attemptHandOff hands h's letter off again: settled once the backend takes
@@ -373,7 +446,6 @@ func (hs *handOffs[T]) schedule(log *slog.Logger, h *handOff[T], err error, atte
 func (s *Source[T]) attemptHandOff(h *handOff[T]) {
 	hs := &s.handOffs
 	hs.mu.Lock()
-	delete(hs.waiting, h)
 	parent := hs.ctx
 	hs.mu.Unlock()
 	ctx, cancel := context.WithTimeout(parent, handOffTimeout)
@@ -395,7 +467,7 @@ func (s *Source[T]) retryFailed(h *handOff[T], err error) {
 	hs := &s.handOffs
 	h.failed++
 	h.backoff = min(2*h.backoff, handOffMaxBackoff)
-	if !hs.schedule(s.log, h, err, s.attemptHandOff) {
+	if !hs.schedule(s.log, h, err, s.attemptDue) {
 		hs.mu.Lock()
 		hs.back = append(hs.back, h.p.l)
 		hs.mu.Unlock()
@@ -411,13 +483,15 @@ func (hs *handOffs[T]) close() []Letter[T] {
 		hs.stop() // an attempt under way gives up its wait
 	}
 	var out []Letter[T]
-	for h := range hs.waiting {
-		if h.timer.Stop() {
-			hs.wg.Done()
-			out = append(out, h.p.l)
-		}
+	if !hs.retryAt.IsZero() && hs.retryTimer.Stop() {
+		hs.wg.Done()
+	}
+	// An attempt under way puts its letter in back; the others wait.
+	for _, h := range hs.waiting {
+		out = append(out, h.p.l)
 	}
 	clear(hs.waiting)
+	hs.waiting = nil
 	if hs.keptTimer != nil && hs.keptTimer.Stop() {
 		hs.wg.Done()
 	}

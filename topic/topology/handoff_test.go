@@ -460,3 +460,69 @@ func TestAHandOffAttemptTheBackendDoesNotAnswerGivesUpAfterThirtySeconds(t *test
 		}
 	})
 }
+
+// unansweredHolds refuses each letter's first Hold at once, then makes
+// every later Hold wait for its context, as a hold topic whose broker
+// stops answering does; it counts the Holds waiting and the most at once.
+type unansweredHolds struct {
+	topology.Queues[int]
+	mu      sync.Mutex
+	seen    map[int]bool
+	waiting int
+	most    int
+}
+
+func (q *unansweredHolds) Hold(ctx context.Context, _ int, l topology.Letter[int]) error {
+	q.mu.Lock()
+	if !q.seen[l.Value] {
+		q.seen[l.Value] = true
+		q.mu.Unlock()
+		return errors.New("hold topic unavailable")
+	}
+	q.waiting++
+	q.most = max(q.most, q.waiting)
+	q.mu.Unlock()
+	<-ctx.Done()
+	q.mu.Lock()
+	q.waiting--
+	q.mu.Unlock()
+	return ctx.Err()
+}
+
+// Guarantee: a sequenced source whose backend refuses the holds of many
+// keys' retries, and then stops answering, tries them again one at a
+// time: the letters wait in one queue on one timer, not on a timer and a
+// goroutine each that all wait on the backend at once.
+func TestRefusedHoldsOfManyKeysAreTriedAgainOneAtATime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const keys = 200
+		_, mq := declareLedger(t)
+		q := &unansweredHolds{Queues: mq, seen: map[int]bool{}}
+		var handled atomic.Int64
+		_, p := startPipeline(t, q, func(context.Context, *message.Message[int]) (int, error) {
+			handled.Add(1)
+			return 0, topology.Retry(errors.New("gateway down"))
+		})
+		pub, _ := topology.NewPublisher(mq, topology.PublisherOptions[int]{Key: func(v int) string { return fmt.Sprint(v) }})
+		for v := range keys {
+			if err := pub.Publish(t.Context(), v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait()
+		if n := handled.Load(); n != keys {
+			t.Fatalf("handled %d messages, want %d", n, keys)
+		}
+		time.Sleep(time.Minute) // the backoffs and unanswered attempts, in fake time
+		synctest.Wait()
+		q.mu.Lock()
+		most := q.most
+		q.mu.Unlock()
+		if most != 1 {
+			t.Fatalf("%d attempts waited on the backend at once for %d letters whose hold it refused, want 1: one attempt at a time, not one per letter", most, keys)
+		}
+		if err := p.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
