@@ -86,6 +86,14 @@ type handOffs[T any] struct {
 	retryTimer *time.Timer
 	retryAt    time.Time
 	retrying   bool
+	// retries counts the letters kept in waiting or under way, at most
+	// retryLimit (SourceOptions.MaxHeldBack) before the source takes no
+	// new letters: retryFull is set, and retryRoom is closed once it
+	// drops below the limit.
+	retries    int
+	retryLimit int
+	retryFull  atomic.Bool
+	retryRoom  chan struct{}
 	wg         sync.WaitGroup // attempts running
 	back       []Letter[T]    // letters whose attempt ended after close
 	// stop ends the attempts running when the source closes; made with
@@ -353,18 +361,20 @@ func (s *Source[T]) doneAside(ctx context.Context, p *pendingLetter[T]) {
 	s.settled(ctx, p, err)
 }
 
-// roomWait returns a channel closed once no letter is kept for room, or
-// nil when none is (without locking then).
+// roomWait returns a channel closed once no letter is kept for room, or,
+// when none is, once fewer than the limit of letters are kept to be
+// handed off again (retryHandOff); nil when the source may take letters
+// (without locking then).
 func (hs *handOffs[T]) roomWait() <-chan struct{} {
-	if hs.keptN.Load() == 0 {
+	if hs.keptN.Load() == 0 && !hs.retryFull.Load() {
 		return nil
 	}
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
-	if hs.room == nil {
-		return nil
+	if hs.room != nil {
+		return hs.room
 	}
-	return hs.room
+	return hs.retryRoom
 }
 
 // retryHandOff keeps p, whose hand-off with do just failed with err, and
@@ -372,7 +382,38 @@ func (hs *handOffs[T]) roomWait() <-chan struct{} {
 // source has closed.
 func (s *Source[T]) retryHandOff(p *pendingLetter[T], what string, do func(context.Context, Letter[T]) error, err error) bool {
 	h := &handOff[T]{p: *p, what: what, do: do, backoff: handOffFirstBackoff, failed: 1}
-	return s.handOffs.schedule(s.log, h, err, s.attemptDue)
+	hs := &s.handOffs
+	if !hs.schedule(s.log, h, err, s.attemptDue) {
+		return false
+	}
+	hs.mu.Lock()
+	hs.retries++
+	if hs.retries >= hs.retryLimit && hs.retryRoom == nil {
+		hs.retryRoom = make(chan struct{})
+		hs.retryFull.Store(true)
+	}
+	hs.mu.Unlock()
+	return true
+}
+
+// retried counts a kept letter the backend took at last, and makes room
+// for new letters below the limit.
+func (hs *handOffs[T]) retried() {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	hs.retries--
+	if hs.retries < hs.retryLimit {
+		hs.openRetryRoomLocked()
+	}
+}
+
+// openRetryRoomLocked lets the source take new letters again.
+func (hs *handOffs[T]) openRetryRoomLocked() {
+	if hs.retryRoom != nil {
+		close(hs.retryRoom)
+		hs.retryRoom = nil
+		hs.retryFull.Store(false)
+	}
 }
 
 // schedule queues h's next attempt, after h's failed one, and logs that
@@ -455,6 +496,7 @@ func (s *Source[T]) attemptHandOff(h *handOff[T]) {
 		s.log.Info("handed a held key's letter to the backend after failed attempts",
 			slog.String("to", h.what), slog.String("key", h.p.l.Key), slog.Int("failed_attempts", h.failed))
 		s.doneAside(ctx, &h.p)
+		hs.retried()
 		return
 	}
 	s.retryFailed(h, err)
@@ -510,6 +552,7 @@ func (hs *handOffs[T]) close() []Letter[T] {
 		close(hs.room)
 		hs.room = nil
 	}
+	hs.openRetryRoomLocked()
 	hs.mu.Unlock()
 	return out
 }

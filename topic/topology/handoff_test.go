@@ -463,16 +463,21 @@ func TestAHandOffAttemptTheBackendDoesNotAnswerGivesUpAfterThirtySeconds(t *test
 
 // unansweredHolds refuses each letter's first Hold at once, then makes
 // every later Hold wait for its context, as a hold topic whose broker
-// stops answering does; it counts the Holds waiting and the most at once.
+// stops answering does, until answer is set; it counts the Holds waiting
+// and the most at once.
 type unansweredHolds struct {
 	topology.Queues[int]
+	answer  atomic.Bool
 	mu      sync.Mutex
 	seen    map[int]bool
 	waiting int
 	most    int
 }
 
-func (q *unansweredHolds) Hold(ctx context.Context, _ int, l topology.Letter[int]) error {
+func (q *unansweredHolds) Hold(ctx context.Context, i int, l topology.Letter[int]) error {
+	if q.answer.Load() {
+		return q.Queues.Hold(ctx, i, l)
+	}
 	q.mu.Lock()
 	if !q.seen[l.Value] {
 		q.seen[l.Value] = true
@@ -520,6 +525,53 @@ func TestRefusedHoldsOfManyKeysAreTriedAgainOneAtATime(t *testing.T) {
 		q.mu.Unlock()
 		if most != 1 {
 			t.Fatalf("%d attempts waited on the backend at once for %d letters whose hold it refused, want 1: one attempt at a time, not one per letter", most, keys)
+		}
+		if err := p.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// Guarantee: a sequenced source keeps at most MaxHeldBack letters whose
+// hand-off the backend refused and that it tries again itself: at that
+// bound it takes no new letter (backpressure: the others wait in the
+// backend) until one of them is handed off, so that a backend refusing
+// holds for a long time bounds the source's memory however many keys
+// come by; it takes letters again once the backend takes the holds.
+func TestRefusedHandOffsOfMaxHeldBackKeysStopTheSourceTakingLetters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const keys, maxHeldBack = 2000, 8
+		_, mq := declareLedger(t)
+		q := &unansweredHolds{Queues: mq, seen: map[int]bool{}}
+		src, err := topology.NewSource(topology.SourceOptions[int]{Queues: q, MaxHeldBack: maxHeldBack, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var handled atomic.Int64
+		flow := producer.Flow{Initial: 4, Threshold: 2, Refill: 2}
+		p := startPipelineOf(t, "ledger", src, func(context.Context, *message.Message[int]) (int, error) {
+			handled.Add(1)
+			return 0, topology.Retry(errors.New("gateway down"))
+		}, func(o *pipeline.Options[int, int]) { o.Producer.Flow = flow })
+		pub, _ := topology.NewPublisher(mq, topology.PublisherOptions[int]{Key: func(v int) string { return fmt.Sprint(v) }})
+		for v := range keys {
+			if err := pub.Publish(t.Context(), v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(time.Minute) // fake time
+		synctest.Wait()
+		// What the pipeline holds in flight (its permit window, its
+		// processor and acknowledgement batches) comes on top of the
+		// letters kept: far fewer than the keys all the same.
+		if n, most := handled.Load(), int64(keys/10); n > most {
+			t.Fatalf("the source took %d letters of %d keys while the backend refused their holds, want it to stop taking them once MaxHeldBack (%d) wait for a hand-off: at most %d with what the pipeline holds in flight", n, keys, maxHeldBack, most)
+		}
+		q.answer.Store(true)
+		time.Sleep(time.Hour) // fake time: the attempts under way time out, the next ones succeed
+		synctest.Wait()
+		if n := src.Stats().Received; n < keys {
+			t.Fatalf("the source took %d letters of %d keys once the backend took the holds again, want all", n, keys)
 		}
 		if err := p.Stop(context.Background()); err != nil {
 			t.Fatal(err)

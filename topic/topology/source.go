@@ -67,7 +67,10 @@ type SourceOptions[T any] struct {
 	// requeued), which comes back through those same queues behind the
 	// letters not yet taken, it takes letters one at a time past the
 	// bound, logging a warning once, until one of them comes back; it
-	// would otherwise wait for ever. 1 to MaxHeldBackLimit; default
+	// would otherwise wait for ever. It bounds too the retries whose
+	// hand-off the backend refused that the source keeps and hands off
+	// again itself (see Source): at the bound it takes no new letter
+	// until the backend takes one of them. 1 to MaxHeldBackLimit; default
 	// DefaultMaxHeldBack. A source of a topology that is not sequenced
 	// holds nothing back.
 	MaxHeldBack int `validate:"gte=1,lte=1048576"`
@@ -422,6 +425,7 @@ func newSource[T any](opts SourceOptions[T], dead bool) (*Source[T], error) {
 	s.retiring = liveset.NewRetiring(s.closeRetired)
 	if f, ok := t.Sequenced(); ok && !dead {
 		s.seq = &sequencer[T]{policy: f, shards: t.shards, limit: opts.MaxHeldBack, keys: map[string]*keyState[T]{}, wakers: map[*waker]struct{}{}}
+		s.handOffs.retryLimit = opts.MaxHeldBack
 		s.shards = make([]string, t.shards)
 		for i := range s.shards {
 			s.shards[i] = t.name + "#" + strconv.Itoa(i)
@@ -616,10 +620,11 @@ func (s *Source[T]) read(ctx context.Context, stage *producer.Stage[T], h *heldR
 				want = room
 			}
 			if room := s.handOffs.roomWait(); room != nil {
-				// A full queue refused letters, which the source
-				// keeps: it takes no new ones until they are handed
-				// off (backpressure), but still delivers a sequenced
-				// key's ready letters.
+				// A full queue refused letters, or the backend
+				// refused the hand-offs of MaxHeldBack retries, which
+				// the source keeps: it takes no new ones until they
+				// are handed off (backpressure), but still delivers a
+				// sequenced key's ready letters.
 				select {
 				case <-room:
 				case <-wctx.Done():
