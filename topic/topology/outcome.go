@@ -140,8 +140,7 @@ func Decide(o acker.Outcome) (out Outcome, timeout bool) {
 	if acker.Interrupted(o) {
 		return OutcomeRequeue, false
 	}
-	var oe *OutcomeError
-	if errors.As(o.Err, &oe) {
+	if oe, ok := errors.AsType[*OutcomeError](o.Err); ok {
 		timeout := errors.Is(o.Err, ErrHandlerTimeout)
 		if oe != nil { // a nil *OutcomeError asks for nothing
 			switch oe.Outcome {

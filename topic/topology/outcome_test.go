@@ -54,6 +54,20 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// Guarantee: Decide allocates nothing for a failure: a source decides
+// every failed message's outcome, retries included, on its hot path. (A
+// TimeoutError unwraps into a slice: a handler that ran out its timeout
+// costs that.)
+func TestDecideOfAFailureAllocatesNothing(t *testing.T) {
+	plain := errors.New("boom")
+	for _, err := range []error{plain, topology.Retry(plain), fmt.Errorf("settle: %w", topology.Reject(plain)), topology.Defer()} {
+		o := acker.Outcome{Err: err}
+		if n := testing.AllocsPerRun(100, func() { topology.Decide(o) }); n != 0 {
+			t.Errorf("Decide of %q allocates %v times, want 0", err, n)
+		}
+	}
+}
+
 // Guarantee: the error Defer returns is an *OutcomeError asking for a
 // deferral that matches ErrDeferred, also when wrapped, and not
 // message.ErrFailed.
