@@ -578,3 +578,75 @@ func TestRefusedHandOffsOfMaxHeldBackKeysStopTheSourceTakingLetters(t *testing.T
 		}
 	})
 }
+
+// holdsRefusedFor refuses every Hold of value 1, and the first Hold of
+// any other value, recording when each value's Holds were tried.
+type holdsRefusedFor struct {
+	topology.Queues[int]
+	mu    sync.Mutex
+	tried map[int][]time.Time
+}
+
+func (q *holdsRefusedFor) Hold(ctx context.Context, i int, l topology.Letter[int]) error {
+	q.mu.Lock()
+	q.tried[l.Value] = append(q.tried[l.Value], time.Now())
+	n := len(q.tried[l.Value])
+	q.mu.Unlock()
+	if l.Value == 1 || n == 1 {
+		return errors.New("hold topic unavailable")
+	}
+	return q.Queues.Hold(ctx, i, l)
+}
+
+// Guarantee: a retry whose hold is refused is tried again after its own
+// backoff (100ms the first time), even while another key's letter waits
+// out a longer one: the letters waiting for an attempt are taken in the
+// order of their next attempt.
+func TestARefusedHoldIsTriedAgainAfterItsOwnBackoffBesideALongerOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, mq := declareLedger(t)
+		q := &holdsRefusedFor{Queues: mq, tried: map[int][]time.Time{}}
+		p := startPipelineOf(t, "ledger", newSource(t, q), func(_ context.Context, m *message.Message[int]) (int, error) {
+			if d, _ := topology.DeliveryOf(m); d.Retries == 0 {
+				return 0, topology.Retry(errors.New("gateway down"))
+			}
+			return m.Data, nil
+		})
+		pub, _ := topology.NewPublisher(mq, topology.PublisherOptions[int]{Key: func(v int) string { return fmt.Sprint(v) }})
+		if err := pub.Publish(t.Context(), 1); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Second) // fake time: 1's backoff has grown past 6s
+		if err := pub.Publish(t.Context(), 2); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		q.mu.Lock()
+		tried := slices.Clone(q.tried[2])
+		q.mu.Unlock()
+		if len(tried) < 2 {
+			t.Fatalf("the hold of 2 was tried %d times in 5s, want it tried again after 100ms", len(tried))
+		}
+		if got := tried[1].Sub(tried[0]); got != handOffFirstBackoff {
+			t.Fatalf("the hold of 2 was tried again %v after it was refused, want %v: its own backoff, not 1's", got, handOffFirstBackoff)
+		}
+		if err := p.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// handOffFirstBackoff is the wait before a source first hands a refused
+// letter off again.
+const handOffFirstBackoff = 100 * time.Millisecond
+
+// newSource returns a source of q that logs nothing.
+func newSource(t *testing.T, q topology.Queues[int]) *topology.Source[int] {
+	t.Helper()
+	src, err := topology.NewSource(topology.SourceOptions[int]{Queues: q, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
