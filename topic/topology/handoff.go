@@ -23,11 +23,14 @@ import (
 // itself, with backoff, until the backend takes it (the letter is then
 // settled) or the source closes (it is then given back, Queues.Return).
 // The attempts go on for as long as the source runs, handOffMaxBackoff
-// apart once the backoff has grown to it; the source logs the first
-// failure and then each doubling of the failed attempts (the 2nd, 4th,
-// 8th, ...), so a hand-off that keeps failing logs a line at growing
-// intervals rather than one per attempt, and one more line once the
-// backend takes the letter.
+// apart once the backoff has grown to it. A letter's first failure and
+// each doubling of its failed attempts (the 2nd, 4th, 8th, ...) are the
+// failures worth a line, and so is the backend taking a letter at last;
+// the lines of all the source's letters are kept to one a kind per
+// logburst.Interval (refusedHoldLog, retriedHoldLog), the others counted
+// and their count carried by the next line or logged at Close, so that a
+// backend refusing MaxHeldBack letters for hours costs a few lines an
+// interval, not some per letter.
 //
 // The letters so kept wait in one queue ordered by the time of their next
 // attempt, on one timer: when it fires, the attempts due are made one at
@@ -383,7 +386,7 @@ func (hs *handOffs[T]) roomWait() <-chan struct{} {
 func (s *Source[T]) retryHandOff(p *pendingLetter[T], what string, do func(context.Context, Letter[T]) error, err error) bool {
 	h := &handOff[T]{p: *p, what: what, do: do, backoff: handOffFirstBackoff, failed: 1}
 	hs := &s.handOffs
-	if !hs.schedule(s.log, h, err, s.attemptDue) {
+	if !s.schedule(h, err) {
 		return false
 	}
 	hs.mu.Lock()
@@ -417,9 +420,12 @@ func (hs *handOffs[T]) openRetryRoomLocked() {
 }
 
 // schedule queues h's next attempt, after h's failed one, and logs that
-// failure when it makes a power of two of failed attempts (see handOffs);
-// false once closed.
-func (hs *handOffs[T]) schedule(log *slog.Logger, h *handOff[T], err error, attempt func()) bool {
+// failure within the bounds of refusedHoldLog when it makes a power of two
+// of h's failed attempts (see handOffs); false once closed. The line is
+// logged under hs.mu, so that Close, which flushes refusedHoldLog once
+// hs is closed, counts it.
+func (s *Source[T]) schedule(h *handOff[T], err error) bool {
+	hs := &s.handOffs
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	if hs.closed {
@@ -427,13 +433,12 @@ func (hs *handOffs[T]) schedule(log *slog.Logger, h *handOff[T], err error, atte
 	}
 	hs.initLocked()
 	if h.failed&(h.failed-1) == 0 {
-		log.Error("could not hand a held key's letter to the backend; trying again",
-			slog.String("to", h.what), slog.String("key", h.p.l.Key), slog.Int("failed_attempts", h.failed),
-			slog.Duration("in", h.backoff), slog.Any("error", err))
+		s.refusedHoldLog.Line(context.Background(), s.log, slog.String("to", h.what), slog.String("key", h.p.l.Key),
+			slog.Int("failed_attempts", h.failed), slog.Duration("in", h.backoff), slog.Any("error", err))
 	}
 	h.due = time.Now().Add(h.backoff)
 	heap.Push(&hs.waiting, h)
-	hs.armLocked(attempt)
+	hs.armLocked(s.attemptDue)
 	return true
 }
 
@@ -493,8 +498,7 @@ func (s *Source[T]) attemptHandOff(h *handOff[T]) {
 	defer cancel()
 	err := s.attemptOnce(ctx, h.what, h.do, h.p.l, func() { s.retryFailed(h, message.ErrHandlerExited) })
 	if err == nil {
-		s.log.Info("handed a held key's letter to the backend after failed attempts",
-			slog.String("to", h.what), slog.String("key", h.p.l.Key), slog.Int("failed_attempts", h.failed))
+		s.retriedHoldLog.Line(ctx, s.log, slog.String("to", h.what), slog.String("key", h.p.l.Key), slog.Int("failed_attempts", h.failed))
 		s.doneAside(ctx, &h.p)
 		hs.retried()
 		return
@@ -509,7 +513,7 @@ func (s *Source[T]) retryFailed(h *handOff[T], err error) {
 	hs := &s.handOffs
 	h.failed++
 	h.backoff = min(2*h.backoff, handOffMaxBackoff)
-	if !hs.schedule(s.log, h, err, s.attemptDue) {
+	if !s.schedule(h, err) {
 		hs.mu.Lock()
 		hs.back = append(hs.back, h.p.l)
 		hs.mu.Unlock()
@@ -556,6 +560,15 @@ func (hs *handOffs[T]) close() []Letter[T] {
 	hs.mu.Unlock()
 	return out
 }
+
+// The lines a sequenced source logs, within the bounds of refusedHoldLog
+// and retriedHoldLog, when the backend refuses a held key's letter, at
+// the letter's first failed attempt and each doubling of them (ERROR),
+// and when it takes the letter at last (INFO).
+const (
+	refusedHoldLog = "could not hand a held key's letter to the backend; trying again"
+	retriedHoldLog = "handed a held key's letter to the backend after failed attempts"
+)
 
 // The lines a source logs when a full queue starts refusing its hand-offs
 // (WARN: nothing is lost, the source slows down) and once the letters it

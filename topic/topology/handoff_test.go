@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"math/bits"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/logburst"
 	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
@@ -233,14 +235,16 @@ func TestRefusedHoldIsSettledOnceTheBackendTakesIt(t *testing.T) {
 
 // Guarantee: on a sequenced topology, a retry whose hold the backend keeps
 // refusing is tried again for as long as the source runs, after 100ms,
-// then twice as long each time up to 10s, then every 10s; the source logs
-// one ERROR line when the hold first fails and one more each time its
-// failed attempts double (the 2nd, 4th, 8th, ...), not one per attempt,
-// and one INFO line once the backend takes it.
-func TestRefusedHoldBacksOffToTenSecondsAndLogsEachDoubling(t *testing.T) {
+// then twice as long each time up to 10s, then every 10s. Its first
+// failure and each doubling of its failed attempts (the 2nd, 4th, 8th,
+// ...) are the failures worth an ERROR line, not every attempt, and
+// those lines are kept to one per logburst.Interval: the 2nd and the 4th
+// fail within 10s of the first and are counted, not logged, their count
+// carried by the 8th's line. One INFO line says the backend took it.
+func TestRefusedHoldBacksOffToTenSecondsAndLogsItsDoublingsAnIntervalApart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var log logtest.Records
-		r := startFailedHoldRun(t, slog.New(&log))
+		var log logtest.Lines
+		r := startFailedHoldRun(t, slog.New(slog.NewTextHandler(&log, nil)))
 		time.Sleep(10 * time.Minute) // fake time
 		synctest.Wait()
 		tried := r.triedSoFar()
@@ -248,16 +252,24 @@ func TestRefusedHoldBacksOffToTenSecondsAndLogsEachDoubling(t *testing.T) {
 			t.Fatalf("the hold was tried %d times in 10 minutes, want it tried every 10s at most", len(tried))
 		}
 		backsOffToTenSeconds(t, tried)
-		const failing = "could not hand a held key's letter to the backend; trying again"
-		if got, want := log.Count(slog.LevelError, failing), bits.Len(uint(len(tried))); got != want {
-			t.Fatalf("%d ERROR lines for %d failed attempts, want %d: one at the first and one at each doubling", got, len(tried), want)
-		}
 		r.takeHoldsAndStop(t)
-		if got := log.Count(slog.LevelInfo, "handed a held key's letter to the backend after failed attempts"); got != 1 {
-			t.Fatalf("%d INFO lines once the backend took the hold, want 1", got)
+		doublings := bits.Len(uint(len(tried)))
+		if lines, told := log.Told(refusedHoldLine); lines != doublings-2 || told != doublings {
+			t.Fatalf("%d ERROR lines telling of %d failures for %d failed attempts, want %d telling of %d: the first and each doubling, the 2nd and 4th counted on the 8th's line\n%s",
+				lines, told, len(tried), doublings-2, doublings, strings.Join(log.All(), ""))
+		}
+		if lines, told := log.Told(retriedHoldLine); lines != 1 || told != 1 {
+			t.Fatalf("%d INFO lines telling of %d letters once the backend took the hold, want 1 telling of 1", lines, told)
 		}
 	})
 }
+
+// The lines a sequenced source logs when the backend refuses a held key's
+// letter, and when it takes it at last.
+const (
+	refusedHoldLine = "could not hand a held key's letter to the backend; trying again"
+	retriedHoldLine = "handed a held key's letter to the backend after failed attempts"
+)
 
 // Guarantee: a consumer that stops while a retry's hold is still refused
 // gives that message back with the ones of its key it held back, in
@@ -649,4 +661,91 @@ func newSource(t *testing.T, q topology.Queues[int]) *topology.Source[int] {
 		t.Fatal(err)
 	}
 	return src
+}
+
+// holdsRefusedWhile refuses every Hold while refuse is set, counting the
+// Holds refused of each value.
+type holdsRefusedWhile struct {
+	topology.Queues[int]
+	refuse  atomic.Bool
+	mu      sync.Mutex
+	refused map[int]int
+}
+
+func (q *holdsRefusedWhile) Hold(ctx context.Context, i int, l topology.Letter[int]) error {
+	if q.refuse.Load() {
+		q.mu.Lock()
+		q.refused[l.Value]++
+		q.mu.Unlock()
+		return errors.New("hold topic unavailable")
+	}
+	return q.Queues.Hold(ctx, i, l)
+}
+
+// doublings returns how many of the refusals counted in q make a power of
+// two of a letter's failed attempts: the refusals a source may log.
+func (q *holdsRefusedWhile) doublings() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for _, refused := range q.refused {
+		n += bits.Len(uint(refused))
+	}
+	return n
+}
+
+// Guarantee: a sequenced source whose backend refuses the holds of many
+// keys' retries for an hour logs a few lines an interval
+// (logburst.Interval), not some per letter: the refusals of all its
+// letters share one line an interval, the first at once, each line
+// counting those held back since the last (the count of the last ones
+// logged as the source closes), and so do the letters the backend takes
+// at last.
+func TestHoldsOfManyKeysRefusedForAnHourAreLoggedInAFewLinesAnInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const keys, outage, recovery = 200, time.Hour, 15 * time.Second
+		_, mq := declareLedger(t)
+		q := &holdsRefusedWhile{Queues: mq, refused: map[int]int{}}
+		q.refuse.Store(true)
+		var log logtest.Lines
+		var handled atomic.Int64
+		_, p := startLoggingPipeline(t, q, slog.New(slog.NewTextHandler(&log, nil)), func(_ context.Context, m *message.Message[int]) (int, error) {
+			handled.Add(1)
+			if d, _ := topology.DeliveryOf(m); d.Retries == 0 {
+				return 0, topology.Retry(errors.New("gateway down"))
+			}
+			return m.Data, nil
+		})
+		pub, _ := topology.NewPublisher(mq, topology.PublisherOptions[int]{Key: func(v int) string { return fmt.Sprint(v) }})
+		for v := range keys {
+			if err := pub.Publish(t.Context(), v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(outage) // fake time
+		synctest.Wait()
+		q.refuse.Store(false)
+		time.Sleep(recovery) // the longest backoff, then the hold's second
+		synctest.Wait()
+		if n := handled.Load(); n != 2*keys {
+			t.Fatalf("handled %d messages, want %d: each key's retry once the backend took its hold", n, 2*keys)
+		}
+		if err := p.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		refused, refusals := log.Told(refusedHoldLine)
+		if most := 2 + int(outage/logburst.Interval); refused > most {
+			t.Errorf("%d ERROR lines for %d keys' holds refused for %v, want at most %d: one an interval, and the count held back at close", refused, keys, outage, most)
+		}
+		if want := q.doublings(); refusals != want {
+			t.Errorf("the ERROR lines tell of %d refusals, want %d: each letter's first and each doubling of its failed attempts, logged or counted", refusals, want)
+		}
+		took, letters := log.Told(retriedHoldLine)
+		if most := 2 + int(recovery/logburst.Interval); took > most {
+			t.Errorf("%d INFO lines for the %d letters the backend took at last, want at most %d: one an interval, and the count held back at close", took, keys, most)
+		}
+		if letters != keys {
+			t.Errorf("the INFO lines tell of %d letters the backend took, want %d", letters, keys)
+		}
+	})
 }

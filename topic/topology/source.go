@@ -384,6 +384,11 @@ type Source[T any] struct {
 	// dead-lettered, keys poisoned and letters discarded to one a kind
 	// per logburst.Interval, each counting the lines it held back.
 	deadLog, poisonLog, discardLog logburst.Kind
+	// refusedHoldLog and retriedHoldLog keep the ERROR lines of a
+	// sequenced source's letters whose hand-off the backend refused, and
+	// the INFO lines of those it took at last, to one a kind per
+	// logburst.Interval across all its letters (handoff.go).
+	refusedHoldLog, retriedHoldLog logburst.Kind
 	// negativeLogged is set once a letter with a negative retry count
 	// was logged.
 	negativeLogged atomic.Bool
@@ -417,10 +422,12 @@ func newSource[T any](opts SourceOptions[T], dead bool) (*Source[T], error) {
 		return nil, fmt.Errorf("topology %s: %w", t.name, ErrNoDLQ)
 	}
 	s := &Source[T]{opts: opts, t: t, q: opts.Queues, dead: dead,
-		log:        opts.Logger.With(slog.String("topology", t.name)),
-		deadLog:    logburst.NewKind(0, slog.LevelWarn, deadLetteredLog),
-		poisonLog:  logburst.NewKind(0, slog.LevelWarn, poisonedLog),
-		discardLog: logburst.NewKind(0, slog.LevelWarn, discardedLog)}
+		log:            opts.Logger.With(slog.String("topology", t.name)),
+		deadLog:        logburst.NewKind(0, slog.LevelWarn, deadLetteredLog),
+		poisonLog:      logburst.NewKind(0, slog.LevelWarn, poisonedLog),
+		discardLog:     logburst.NewKind(0, slog.LevelWarn, discardedLog),
+		refusedHoldLog: logburst.NewKind(0, slog.LevelError, refusedHoldLog),
+		retriedHoldLog: logburst.NewKind(0, slog.LevelInfo, retriedHoldLog)}
 	s.closerCtx, s.stopCloser = context.WithCancel(context.Background())
 	s.retiring = liveset.NewRetiring(s.closeRetired)
 	if f, ok := t.Sequenced(); ok && !dead {
@@ -1157,7 +1164,7 @@ func (s *Source[T]) Close(ctx context.Context) error {
 	}
 	s.settleLog.Flush(ctx, s.log, slog.LevelWarn, settleFailedLastLog)
 	s.handOffLog.Flush(ctx, s.log, slog.LevelError, handOffFailedLastLog)
-	for _, k := range []*logburst.Kind{&s.deadLog, &s.poisonLog, &s.discardLog} {
+	for _, k := range []*logburst.Kind{&s.deadLog, &s.poisonLog, &s.discardLog, &s.refusedHoldLog, &s.retriedHoldLog} {
 		k.FlushHeld(ctx, s.log)
 	}
 	return errors.Join(err, cerr)
