@@ -167,11 +167,23 @@ type Stats struct {
 	// Requeued, DeadLettered, Discarded) than it, and none of these
 	// counters goes down.
 	Received uint64
-	// Acked, Retried, Deferred and Requeued count outcomes.
+	// Acked, Retried, Deferred and Requeued count outcomes: each letter
+	// received gets one. Retried counts the retries sent back through a
+	// hold queue (requeued at once without one; a retry past MaxRetries
+	// is dead-lettered instead), Deferred and
+	// Requeued the letters deferred and requeued, even when the backend
+	// then refused the hand-off (counted in HandOffFailed too). On a
+	// broadcast topology, which cannot deliver a letter again, a retried,
+	// deferred or requeued letter is discarded and counts in Discarded
+	// only.
 	Acked, Retried, Deferred, Requeued uint64
-	// DeadLettered counts letters sent to the DLQ (by a dead source: put
-	// back), Discarded those dropped with a warning (no DLQ, or a
-	// broadcast retry).
+	// DeadLettered counts letters the DLQ took (by a dead source: put
+	// back); a letter whose dead-lettering the backend failed counts in
+	// HandOffFailed only. Discarded counts those dropped with a warning
+	// (no DLQ, or a broadcast retry, defer or requeue). So once the
+	// source is idle, Received = Acked + Retried + Deferred + Requeued +
+	// DeadLettered + Discarded + the dead-letterings that failed; a
+	// letter a full queue refused (Refused) has no outcome yet.
 	DeadLettered, Discarded uint64
 	// DeadLetteredBy splits DeadLettered by each dead letter's reason
 	// (Death.Reason); its fields add up to DeadLettered.
@@ -857,17 +869,17 @@ func (s *Source[T]) settle(ctx context.Context, rec *record[T], out Outcome, tim
 			s.kill(ctx, p, reason, err)
 			return
 		}
-		s.retried.Add(1)
+		s.countBack(&s.retried)
 		p.l.Retries++
 		s.hold(ctx, p, s.t.holdFor(p.l.Retries-1))
 	case OutcomeDefer:
-		s.deferred.Add(1)
+		s.countBack(&s.deferred)
 		s.hold(ctx, p, s.t.holdFor(p.l.Retries))
 	case OutcomeReject:
 		stamp(&p.l, now)
 		s.kill(ctx, p, ReasonRejected, err)
 	default: // OutcomeRequeue
-		s.requeued.Add(1)
+		s.countBack(&s.requeued)
 		if s.seq != nil && p.l.Key != "" && s.seq.putBack(*p) {
 			// Not handled: the pipeline is stopping, or the failure
 			// wraps a shutdown elsewhere (a tracked sink's downstream).
@@ -877,6 +889,16 @@ func (s *Source[T]) settle(ctx context.Context, rec *record[T], out Outcome, tim
 			return
 		}
 		s.requeue(ctx, p)
+	}
+}
+
+// countBack counts in c a letter sent back to be delivered again
+// (retried, deferred, requeued), unless the topology is a broadcast one:
+// it cannot deliver a letter again, and discards it instead, counted in
+// Discarded only.
+func (s *Source[T]) countBack(c *atomic.Uint64) {
+	if !s.t.broadcast {
+		c.Add(1)
 	}
 }
 
