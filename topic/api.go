@@ -125,7 +125,10 @@ type Stats struct {
 	// Lagged counts broadcast messages missed by slow subscribers (the sum
 	// of all lag notices, including disconnects).
 	Lagged uint64
-	// InFlight is the number of unresolved tracked publishes.
+	// InFlight is the number of unresolved tracked publishes, of every
+	// tracked publisher of the topic in this process: each leaves it once,
+	// as its outcome is settled (acked, nacked, timed out, topic closed);
+	// an ack or nack arriving after that changes nothing.
 	InFlight int
 	// Undecodable counts the messages this process's subscriptions
 	// received that the codec could not decode, each skipped for good and
