@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/topic/topology"
@@ -177,6 +179,40 @@ func TestABroadcastRetryIsCountedOnceAsDiscarded(t *testing.T) {
 		st := readings.read("once stopped")
 		if st.Received != 3 || st.Discarded != 3 || outcomes(st) != 3 {
 			t.Errorf("a broadcast retry, defer and plain failure: %+v; want 3 received, 3 discarded, nothing else", st)
+		}
+	})
+}
+
+// Guarantee: a letter of a sequenced topology whose handling a shutdown
+// elsewhere interrupted while the source runs (a downstream's, wrapped in
+// acker.ErrShutdown) is requeued in its key's turn and delivered again,
+// and that delivery is counted as received, as every delivery of a
+// requeued letter is: once idle, Received is the sum of the outcomes.
+func TestASequencedRequeueDeliveredAgainCountsAsReceivedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, q := declareMemory(t, build(t, topology.New("seqreq").Sequenced(topology.Skip).Hold(time.Second).DLQ()))
+		var calls atomic.Int32
+		src, p := startPipeline(t, q, func(_ context.Context, m *message.Message[int]) (int, error) {
+			if calls.Add(1) == 1 {
+				return 0, &acker.ShutdownError{Err: context.Canceled}
+			}
+			return m.Data, nil
+		})
+		pub, err := topology.NewPublisher(q, topology.PublisherOptions[int]{Key: func(int) string { return "A" }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pub.Publish(t.Context(), 1); err != nil {
+			t.Fatal(err)
+		}
+		readings := &statsReadings{t: t, src: src}
+		st := readings.until("handling", func(st topology.Stats) bool { return st.Acked == 1 })
+		if err := p.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		st = readings.read("once stopped")
+		if st.Received != 2 || st.Requeued != 1 || st.Acked != 1 || outcomes(st) != st.Received {
+			t.Errorf("a letter interrupted, then acked: %+v; want 2 received, 1 requeued, 1 acked", st)
 		}
 	})
 }

@@ -162,7 +162,10 @@ func DeliveryOf[T any](m *message.Message[T]) (*Delivery, bool) {
 
 // Stats are a Source's counters.
 type Stats struct {
-	// Received is the number of letters taken from the queues. A reading
+	// Received is the number of letters taken from the queues, each
+	// delivery of a requeued or retried letter included (a sequenced
+	// source's letter requeued in its key's turn counts as received again
+	// as the source puts it back to deliver it again). A reading
 	// never shows more letters with an outcome (Acked, Retried, Deferred,
 	// Requeued, DeadLettered, Discarded) than it, and none of these
 	// counters goes down.
@@ -879,15 +882,20 @@ func (s *Source[T]) settle(ctx context.Context, rec *record[T], out Outcome, tim
 		stamp(&p.l, now)
 		s.kill(ctx, p, ReasonRejected, err)
 	default: // OutcomeRequeue
-		s.countBack(&s.requeued)
 		if s.seq != nil && p.l.Key != "" && s.seq.putBack(*p) {
 			// Not handled: the pipeline is stopping, or the failure
 			// wraps a shutdown elsewhere (a tracked sink's downstream).
 			// The letter keeps its key's turn, ahead of the messages of
 			// its key held back: a running source delivers it again,
-			// and Close returns it. After Close it is requeued.
+			// and Close returns it. After Close it is requeued. The
+			// letter is received again from the source itself rather
+			// than from a queue: counted so before its requeue, so that
+			// each delivery has its outcome.
+			s.received.Add(1)
+			s.countBack(&s.requeued)
 			return
 		}
+		s.countBack(&s.requeued)
 		s.requeue(ctx, p)
 	}
 }
