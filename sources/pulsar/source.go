@@ -131,7 +131,12 @@ func (s *Source) Info() (producer.Info, error) {
 
 // Stats are the source's counters, summed over its consumers (every
 // producer stage and topic). Counters ending in a total only grow; the
-// others describe the open consumers now.
+// others describe the open consumers now. The source counts no
+// acknowledgements: of the messages Received, those neither Nacked nor
+// counted in DroppedAcks were handed to the client to acknowledge
+// (handled, or failed with DispositionDiscard; an acknowledgement the
+// client fails is logged, not counted), failed as the pipeline shut down
+// (neither acked nor nacked), or are still in flight.
 type Stats struct {
 	// Consumers is the number of consumers currently open.
 	Consumers int
