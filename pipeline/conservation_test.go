@@ -52,6 +52,20 @@ func (s *restartingSource) Run(ctx context.Context, st *producer.Stage[uint64]) 
 	return nil
 }
 
+// disposeByValue, a HandleFailed, discards the failed messages of a value
+// ≡ 1 mod 3, asks for a retry of those ≡ 2 and leaves the others to the
+// source's policy.
+func disposeByValue(_ context.Context, msgs []*message.Message[uint64]) {
+	for _, m := range msgs {
+		switch m.Data % 3 {
+		case 1:
+			m.SetDisposition(acker.DispositionDiscard)
+		case 2:
+			m.SetDisposition(acker.DispositionRetry)
+		}
+	}
+}
+
 // statsCounters are the counters of a pipeline's Stats that never go down.
 func statsCounters(st pipeline.Stats) []uint64 {
 	pr := st.Processors
@@ -109,6 +123,7 @@ func statsAddUpOnABadDay(t *testing.T, seed uint64) {
 				}
 				return m.Data, nil
 			},
+			HandleFailed: disposeByValue,
 		},
 		Batchers: []batcher.Options[uint64]{{
 			Name: "default", BatchSize: 7, BatchTimeout: 50 * time.Millisecond, Concurrency: 2,
@@ -117,6 +132,9 @@ func statsAddUpOnABadDay(t *testing.T, seed uint64) {
 					return errors.New("batch fails")
 				}
 				return nil
+			},
+			HandleFailed: func(ctx context.Context, failed []*message.Message[uint64], _ message.BatchInfo) {
+				disposeByValue(ctx, failed)
 			},
 		}},
 	})
@@ -165,6 +183,24 @@ func statsAddUpOnABadDay(t *testing.T, seed uint64) {
 	if succeeded := uint64(rec.Total()) - failed; succeeded != b.Succeeded || failed != pr.Failed.Total()+b.Failed.Total() {
 		t.Errorf("acknowledger saw %d successes and %d failures; stats count %d succeeded in the batcher and %d+%d failed",
 			succeeded, failed, b.Succeeded, pr.Failed.Total(), b.Failed.Total())
+	}
+	var byDisposition pipeline.Failures
+	for _, c := range rec.Calls() {
+		for _, o := range c.Failed {
+			switch o.Disposition {
+			case acker.DispositionRetry:
+				byDisposition.Retry++
+			case acker.DispositionDiscard:
+				byDisposition.Discard++
+			default:
+				byDisposition.Default++
+			}
+		}
+	}
+	sum := pr.Failed
+	sum.Add(b.Failed)
+	if sum != byDisposition {
+		t.Errorf("stats count failures %+v by disposition (processors %+v, batcher %+v); the acknowledger saw %+v", sum, pr.Failed, b.Failed, byDisposition)
 	}
 	for id, n := range rec.Counts() {
 		if n != 1 {
