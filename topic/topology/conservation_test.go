@@ -134,8 +134,9 @@ func TestSourceStatsAddUpThroughRetriesDeadLettersAndAReplay(t *testing.T) {
 			t.Fatal(err)
 		}
 		st = readings.read("once stopped")
-		if st.Received != outcomes(st) || st.Acked != n || st.DeadLettered != dead || st.Received != n+dead+st.Retried+st.Deferred {
-			t.Errorf("once stopped: %+v; want received = the outcomes, %d acked, %d dead-lettered, every delivery received once", st, n, dead)
+		if st.Received != outcomes(st) || st.Acked != n || st.DeadLettered != dead || st.Received != n+dead+st.Retried+st.Deferred ||
+			st.Subscriptions != 0 || st.HeldBack != 0 || st.Refused != 0 {
+			t.Errorf("once stopped: %+v; want received = the outcomes, %d acked, %d dead-lettered, every delivery received once, no reader open, nothing held back or refused", st, n, dead)
 		}
 		mu.Lock()
 		defer mu.Unlock()
