@@ -186,7 +186,10 @@ type Stats struct {
 	// (no DLQ, or a broadcast retry, defer or requeue). So once the
 	// source is idle, Received = Acked + Retried + Deferred + Requeued +
 	// DeadLettered + Discarded + the dead-letterings that failed; a
-	// letter a full queue refused (Refused) has no outcome yet.
+	// letter a full queue refused to take as a dead letter (counted in
+	// Refused while the source keeps it), and a sequenced source's letter
+	// held back behind its key (HeldBack), have no outcome yet, nor do
+	// those Close gives back to the backend.
 	DeadLettered, Discarded uint64
 	// DeadLetteredBy splits DeadLettered by each dead letter's reason
 	// (Death.Reason); its fields add up to DeadLettered.
