@@ -57,6 +57,9 @@ var (
 	// methods of a Pipeline that New did not build (a zero Pipeline): it
 	// has nothing to run.
 	ErrNotBuilt = errors.New("pipeline: not built by New")
+	// ErrNilContext is returned by Start, Run, Stop, Push and the Test
+	// methods when given a nil context; the pipeline is left as it was.
+	ErrNilContext = errors.New("pipeline: nil context")
 )
 
 type state uint8
@@ -167,6 +170,9 @@ func (p *Pipeline[In, Out]) Start(ctx context.Context) error {
 func (p *Pipeline[In, Out]) start(ctx, runCtx context.Context) error {
 	if !p.built() {
 		return ErrNotBuilt
+	}
+	if ctx == nil {
+		return ErrNilContext
 	}
 	p.mu.Lock()
 	if p.neverRan {
@@ -471,6 +477,9 @@ func (p *Pipeline[In, Out]) Stop(ctx context.Context) error {
 	if !p.built() {
 		return ErrNotBuilt
 	}
+	if ctx == nil {
+		return ErrNilContext
+	}
 	p.mu.Lock()
 	if p.state == stateNew {
 		p.state = stateDone
@@ -619,6 +628,9 @@ func (p *Pipeline[In, Out]) Push(ctx context.Context, msgs ...*message.Message[I
 		return ErrNotStarted
 	case stateDone:
 		return ErrStopped
+	}
+	if ctx == nil {
+		return ErrNilContext
 	}
 	for i, m := range msgs {
 		if m == nil {

@@ -143,8 +143,9 @@ type TestReport[Out any] struct {
 // Push returns for no message (ErrNotStarted before Start, ErrStopped
 // once the pipeline takes no more messages).
 func (p *Pipeline[In, Out]) TestWith(ctx context.Context, opts TestOptions, data ...In) (TestReport[Out], error) {
-	if len(data) == 0 {
-		// Nothing to wait for: report the pipeline's state as Push does.
+	if len(data) == 0 || ctx == nil {
+		// Nothing to wait for (or nothing to wait with): report the
+		// pipeline's state as Push does.
 		return TestReport[Out]{}, p.Push(ctx)
 	}
 	ta := &testAcker[Out]{results: make([]TestOutcome[Out], len(data)), remaining: len(data), done: make(chan struct{}), forward: opts.Acknowledger}
