@@ -212,10 +212,14 @@ func (s *Server) Addr() string { return s.addr }
 // may be called more than once, and concurrently: each call stops the
 // Server the same way, and returns once it is stopped. On a Server
 // Observer.Serve did not make (a zero value), which serves nothing, Close
-// returns nil.
+// returns nil. A nil ctx is a context that never ends: the Server is
+// stopped all the same, within the ShutdownTimeout bounds above.
 func (s *Server) Close(ctx context.Context) error {
 	if s.srv == nil {
 		return nil
+	}
+	if ctx == nil {
+		ctx = context.Background()
 	}
 	sctx, cancel := context.WithTimeout(ctx, s.shutdown)
 	defer cancel()
