@@ -84,3 +84,41 @@ func refused(call func() error) (err error) {
 	}()
 	return call()
 }
+
+// Guarantee: the other methods of a Sink New did not make (a zero value)
+// neither panic nor block: Stats is zero, Tracked is false, Wait and Drain
+// return nil at once (nothing is in flight), Close may be called twice, and
+// the handlers fail the message with an error wrapping topic.ErrNotCreated.
+func TestAZeroSinksOtherMethodsReportNothingAndReturn(t *testing.T) {
+	var s sink.Sink[int]
+	if err := refused(func() error {
+		if st := s.Stats(); st != (sink.Stats{}) {
+			return fmt.Errorf("Stats = %+v, want zero", st)
+		}
+		if s.Tracked() {
+			return errors.New("Tracked = true, want false")
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
+	}
+	for name, f := range map[string]func() error{
+		"Wait":  func() error { return s.Wait(ctxT(t)) },
+		"Drain": func() error { return s.Drain(ctxT(t)) },
+		"Close": func() error { s.Close(); s.Close(); return nil },
+	} {
+		if err := refused(f); err != nil {
+			t.Errorf("%s on a zero Sink: %v, want nil", name, err)
+		}
+	}
+	if err := refused(func() error { _, err := s.Handler()(ctxT(t), message.New(1, acker.Discard, 1)); return err }); !errors.Is(err, topic.ErrNotCreated) {
+		t.Errorf("Handler of a zero Sink: %v, want an error wrapping topic.ErrNotCreated", err)
+	}
+	m := message.New(1, acker.Discard, 1)
+	if err := refused(func() error { return s.BatchHandler()(ctxT(t), []*message.Message[int]{m}, message.BatchInfo{}) }); err != nil && !errors.Is(err, topic.ErrNotCreated) {
+		t.Errorf("BatchHandler of a zero Sink: %v, want nil or an error wrapping topic.ErrNotCreated", err)
+	}
+	if !errors.Is(m.Err(), topic.ErrNotCreated) {
+		t.Errorf("message of BatchHandler on a zero Sink failed with %v, want an error wrapping topic.ErrNotCreated", m.Err())
+	}
+}
