@@ -266,8 +266,8 @@ func (c *consumer) sendAcks() {
 // close aborted the queue.
 func (c *consumer) send(ops []ackOp) int {
 	var (
-		errs, nacks int
-		firstErr    error
+		errs, acks, nacks int
+		firstErr          error
 	)
 	i := 0
 	for ; i < len(ops); i++ {
@@ -278,13 +278,19 @@ func (c *consumer) send(ops []ackOp) int {
 		if op.nack {
 			c.c.Nack(op.m)
 			nacks++
-		} else if err := c.c.AckID(op.m.ID()); err != nil {
-			errs++
-			if firstErr == nil {
-				firstErr = err
+		} else {
+			acks++
+			if err := c.c.AckID(op.m.ID()); err != nil {
+				errs++
+				if firstErr == nil {
+					firstErr = err
+				}
 			}
 		}
 		c.acks.sent.Add(1)
+	}
+	if acks > 0 {
+		c.src.acked.Add(int64(acks))
 	}
 	if nacks > 0 {
 		c.src.nacked.Add(int64(nacks))

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
@@ -17,16 +18,18 @@ import (
 )
 
 // Guarantee: on a bad day (a third of the messages failing on their first
-// delivery, the consumer closed under its stage halfway so that the stage
-// restarts with a new one) the source's Stats count every delivery once:
-// Received is the number of messages the handler was given, across the
-// restart, the outcomes nacked or dropped never exceed the deliveries, and
-// no counter read in between goes down.
+// delivery, some of the others failing with DispositionDiscard, the
+// consumer closed under its stage halfway so that the stage restarts with
+// a new one) the source's Stats count every delivery once: Received is the
+// number of messages the handler was given, across the restart, the
+// outcomes acked, nacked or dropped never exceed the deliveries and, once
+// the backlog is empty, add up to them exactly, and no counter read in
+// between goes down.
 func TestStatsCountEachDeliveryOnceThroughFailuresAndAConsumerReplaced(t *testing.T) {
 	const n = 400
 	e := newEnv(t)
 	e.publish("badday", "m", n)
-	var handled atomic.Int64
+	var handled, discarded atomic.Int64
 	var mu sync.Mutex
 	seen := map[string]bool{}
 	co := earliest()
@@ -49,6 +52,11 @@ func TestStatsCountEachDeliveryOnceThroughFailuresAndAConsumerReplaced(t *testin
 			if first && byteSum(m.Data)%3 == 0 {
 				return nil, errors.New("fails the first time")
 			}
+			if byteSum(m.Data)%5 == 0 {
+				discarded.Add(1)
+				m.SetDisposition(acker.DispositionDiscard)
+				return nil, errors.New("discarded")
+			}
 			return m.Data, nil
 		}},
 	})
@@ -56,11 +64,11 @@ func TestStatsCountEachDeliveryOnceThroughFailuresAndAConsumerReplaced(t *testin
 	read := func(when string) bpulsar.Stats {
 		t.Helper()
 		st := src.Stats()
-		if st.Received < last.Received || st.Nacked < last.Nacked || st.Redelivered < last.Redelivered || st.DroppedAcks < last.DroppedAcks || st.Replaced < last.Replaced {
+		if st.Received < last.Received || st.Acked < last.Acked || st.Nacked < last.Nacked || st.Redelivered < last.Redelivered || st.DroppedAcks < last.DroppedAcks || st.Replaced < last.Replaced {
 			t.Fatalf("%s: counters went down: %+v after %+v", when, st, last)
 		}
-		if st.Nacked+st.DroppedAcks > st.Received {
-			t.Fatalf("%s: %d nacked and %d dropped of %d received: %+v", when, st.Nacked, st.DroppedAcks, st.Received, st)
+		if st.Acked+st.Nacked+st.DroppedAcks > st.Received {
+			t.Fatalf("%s: %d acked, %d nacked and %d dropped of %d received: %+v", when, st.Acked, st.Nacked, st.DroppedAcks, st.Received, st)
 		}
 		last = st
 		return st
@@ -78,8 +86,13 @@ func TestStatsCountEachDeliveryOnceThroughFailuresAndAConsumerReplaced(t *testin
 	st := read("once stopped")
 	mu.Lock()
 	defer mu.Unlock()
-	if st.Received != handled.Load() || len(seen) != n || st.Nacked == 0 {
-		t.Errorf("stats %+v: the handler was given %d messages, %d distinct; want them all received, the %d published handled, some nacked", st, handled.Load(), len(seen), n)
+	if st.Received != handled.Load() || len(seen) != n || st.Nacked == 0 || discarded.Load() == 0 {
+		t.Errorf("stats %+v: the handler was given %d messages, %d distinct, %d discarded; want them all received, the %d published handled, some nacked, some discarded", st, handled.Load(), len(seen), discarded.Load(), n)
+	}
+	// Every message the broker no longer holds was acked; nothing was in
+	// flight or interrupted once the backlog emptied.
+	if sum := st.Acked + st.Nacked + st.DroppedAcks; sum != st.Received || st.Acked < n {
+		t.Errorf("stats %+v: %d acked + %d nacked + %d dropped = %d, want the %d received, with the %d published acked at least once", st, st.Acked, st.Nacked, st.DroppedAcks, sum, st.Received, n)
 	}
 }
 

@@ -60,6 +60,7 @@ type Source struct {
 	callbackPanics atomic.Int64
 	received       atomic.Int64
 	redelivered    atomic.Int64
+	acked          atomic.Int64
 	nacked         atomic.Int64
 	deadLettered   atomic.Int64
 	granted        atomic.Int64
@@ -131,12 +132,17 @@ func (s *Source) Info() (producer.Info, error) {
 
 // Stats are the source's counters, summed over its consumers (every
 // producer stage and topic). Counters ending in a total only grow; the
-// others describe the open consumers now. The source counts no
-// acknowledgements: of the messages Received, those neither Nacked nor
-// counted in DroppedAcks were handed to the client to acknowledge
-// (handled, or failed with DispositionDiscard; an acknowledgement the
-// client fails is logged, not counted), failed as the pipeline shut down
-// (neither acked nor nacked), or are still in flight.
+// others describe the open consumers now. Each message Received has at
+// most one outcome counted, so that
+//
+//	Received = Acked + Nacked + DroppedAcks + in flight + interrupted
+//
+// where in flight are the messages whose outcome has not reached the
+// client yet (being handled, or queued for the consumer's ack goroutine),
+// and interrupted those that failed as the pipeline shut down
+// (acker.Interrupted: neither acked nor nacked, the broker delivers them
+// again). Once the source is idle, with nothing interrupted, Received =
+// Acked + Nacked + DroppedAcks.
 type Stats struct {
 	// Consumers is the number of consumers currently open.
 	Consumers int
@@ -162,6 +168,11 @@ type Stats struct {
 	// subscriptions the broker counts nothing, so a rewound message is not
 	// counted here.
 	Redelivered int64
+	// Acked is the number of messages the source handed to the client to
+	// acknowledge: those handled, and those failed with
+	// DispositionDiscard. An acknowledgement the client fails is counted
+	// too, and logged (the broker redelivers that message).
+	Acked int64
 	// Nacked is the number of messages the source asked the broker to
 	// redeliver (failed outcomes other than DispositionDiscard).
 	Nacked int64
@@ -196,8 +207,8 @@ type Stats struct {
 	ClientQueue int
 }
 
-// Stats returns the source's counters. Nacked, DroppedAcks and
-// Redelivered never exceed Received, nor PermitsAvailable PermitsGranted.
+// Stats returns the source's counters. Acked + Nacked + DroppedAcks, and
+// Redelivered, never exceed Received, nor PermitsAvailable PermitsGranted.
 func (s *Source) Stats() Stats {
 	if s == nil {
 		return Stats{}
@@ -209,6 +220,7 @@ func (s *Source) Stats() Stats {
 		Replaced:       s.replaced.Load(),
 		DroppedAcks:    s.droppedAcks.Load(),
 		CallbackPanics: s.callbackPanics.Load(),
+		Acked:          s.acked.Load(),
 		Nacked:         s.nacked.Load(),
 		DeadLettered:   s.deadLettered.Load(),
 
