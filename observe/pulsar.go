@@ -24,6 +24,7 @@ var (
 	pulsarConsumers    = desc("pulsar_consumers", "Consumers the source has open.", lSubscription)
 	pulsarReceived     = desc("pulsar_messages_received_total", "Messages the source took from the client and delivered to its stages.", lSubscription)
 	pulsarRedelivered  = desc("pulsar_messages_redelivered_total", "Received messages the broker had delivered before (redelivery count above 0).", lSubscription)
+	pulsarAcked        = desc("pulsar_messages_acked_total", "Messages the source handed to the client to acknowledge: handled, or failed and discarded.", lSubscription)
 	pulsarNacked       = desc("pulsar_messages_nacked_total", "Messages the source asked the broker to redeliver.", lSubscription)
 	pulsarDeadLettered = desc("pulsar_messages_dead_lettered_total", "Messages the client routed to the dead-letter topic.", lSubscription)
 	pulsarDroppedAcks  = desc("pulsar_acks_dropped_total", "Outcomes dropped because their consumer had been closed or replaced, or its ack queue was full while the client took no acks; the broker redelivers those messages.", lSubscription)
@@ -36,7 +37,7 @@ var (
 	pulsarAbandoned    = desc("pulsar_subscribes_abandoned_total", "Subscribe calls of the client the source stopped waiting for after its subscribe timeout; each failed its stage.", lSubscription)
 )
 
-var pulsarDescs = []*prometheus.Desc{pulsarConsumers, pulsarReceived, pulsarRedelivered, pulsarNacked, pulsarDeadLettered,
+var pulsarDescs = []*prometheus.Desc{pulsarConsumers, pulsarReceived, pulsarRedelivered, pulsarAcked, pulsarNacked, pulsarDeadLettered,
 	pulsarDroppedAcks, pulsarReplaced, pulsarGranted, pulsarAvailable, pulsarClientQueue, pulsarPanics, pulsarReconnects, pulsarAbandoned}
 
 // AddPulsar adds a Pulsar source under its subscription's name: its
@@ -64,6 +65,7 @@ func collectPulsar(ch chan<- prometheus.Metric, sub string, st pulsar.Stats) {
 	gauge(ch, pulsarConsumers, float64(st.Consumers), sub)
 	counter(ch, pulsarReceived, float64(st.Received), sub)
 	counter(ch, pulsarRedelivered, float64(st.Redelivered), sub)
+	counter(ch, pulsarAcked, float64(st.Acked), sub)
 	counter(ch, pulsarNacked, float64(st.Nacked), sub)
 	counter(ch, pulsarDeadLettered, float64(st.DeadLettered), sub)
 	counter(ch, pulsarDroppedAcks, float64(st.DroppedAcks), sub)

@@ -21,7 +21,7 @@ func (f fixedPulsar) Stats() pulsar.Stats { return pulsar.Stats(f) }
 // exported as a metric labelled by its subscription, and listed in /stats.
 func TestPulsarSourceStatsAreExported(t *testing.T) {
 	st := pulsar.Stats{Consumers: 2, Replaced: 3, DroppedAcks: 4, CallbackPanics: 5, Received: 600, Redelivered: 7,
-		Nacked: 8, DeadLettered: 9, PermitsGranted: 1000, PermitsAvailable: 11, ClientQueue: 12, ReconnectFailures: 13, SubscribesAbandoned: 14}
+		Acked: 15, Nacked: 8, DeadLettered: 9, PermitsGranted: 1000, PermitsAvailable: 11, ClientQueue: 12, ReconnectFailures: 13, SubscribesAbandoned: 14}
 	obs := observe.New(observe.Options{})
 	if err := obs.AddPulsar("billing", fixedPulsar(st)); err != nil {
 		t.Fatal(err)
@@ -35,6 +35,7 @@ func TestPulsarSourceStatsAreExported(t *testing.T) {
 		"boulevard_pulsar_callback_panics_total":        5,
 		"boulevard_pulsar_messages_received_total":      600,
 		"boulevard_pulsar_messages_redelivered_total":   7,
+		"boulevard_pulsar_messages_acked_total":         15,
 		"boulevard_pulsar_messages_nacked_total":        8,
 		"boulevard_pulsar_messages_dead_lettered_total": 9,
 		"boulevard_pulsar_permits_granted_total":        1000,
