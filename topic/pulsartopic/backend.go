@@ -255,6 +255,14 @@ func (b *Backend[T]) forget(t *pTopic[T]) {
 // later call waits, within its own ctx, for the same closing. Close of a
 // nil Backend returns nil, and so does that of one New did not make,
 // whose later calls then report it closed.
+//
+// A producer that pulsar-client-go (v0.21.0) is reconnecting, after its
+// connection dropped, when Close closes it goes on reconnecting on a
+// goroutine of the client's that nothing in the client's API lets Close
+// wait for or stop: its topic lookup retries for up to the client's
+// operation timeout after Close returned and, when it reaches the broker,
+// registers the producer there again on a connection of its own, which
+// neither the closed producer nor the closed client closes.
 func (b *Backend[T]) Close(ctx context.Context) error {
 	if b == nil {
 		return nil

@@ -31,6 +31,7 @@ var revoked = &pulsartest.ServerError{Code: pulsartest.AuthorizationError, Messa
 func TestReceiveFailsOnceTheClientClosedTheConsumer(t *testing.T) {
 	for name, mode := range readertest.Modes() {
 		t.Run(name, func(t *testing.T) {
+			reconnectionsEnd(t)
 			b := testbroker.Pulsar(t)
 			var lines logtest.Lines
 			o := testOptions[int](b, topic.IntCodec{})
@@ -144,6 +145,7 @@ func subscriptionOf(t *testing.T, b *pulsartest.Broker, full string, mode topic.
 func TestTopicSourceSubscribesAnewOnceTheClientClosedItsConsumer(t *testing.T) {
 	for name, mode := range readertest.Modes() {
 		t.Run(name, func(t *testing.T) {
+			reconnectionsEnd(t)
 			b := testbroker.Pulsar(t)
 			be := newBackend(t, testOptions[int](b, topic.IntCodec{}))
 			h := newHandle(t, be, "lost", topic.Options{Mode: topic.Mixed})
@@ -197,6 +199,7 @@ func TestMaxReconnectToBrokerBoundsTheConsumersReconnections(t *testing.T) {
 		{"balanced/default", topic.Balanced("g"), 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			reconnectionsEnd(t)
 			b := testbroker.Pulsar(t)
 			o := testOptions[int](b, topic.IntCodec{})
 			o.MaxReconnectToBroker = c.max
@@ -241,6 +244,7 @@ func TestMaxReconnectToBrokerBoundsTheConsumersReconnections(t *testing.T) {
 // nil, so that the caller does not count the message as committed (the
 // broker delivers it again to the group's next consumer).
 func TestAckFailsOnceTheClientClosedTheConsumer(t *testing.T) {
+	reconnectionsEnd(t)
 	b := testbroker.Pulsar(t)
 	be := newBackend(t, testOptions[int](b, topic.IntCodec{}))
 	mode := topic.Balanced("workers")

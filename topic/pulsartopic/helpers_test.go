@@ -7,8 +7,10 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
+	"go.uber.org/goleak"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/pulsartopic"
@@ -83,4 +85,24 @@ func patientBackend(t testing.TB, b *pulsartest.Broker) *pulsartopic.Backend[int
 	o.ClientOptions.OperationTimeout = time.Minute
 	o.ClientOptions.KeepAliveInterval = time.Minute
 	return newBackend(t, o)
+}
+
+// reconnectionsEnd makes t, once the rest of its cleanup has run (call it
+// first), wait within patience until every goroutine started under t has
+// ended. A test that drops the connections and closes the backend without
+// waiting for its producer to reconnect (testbroker.PulsarReopened) calls
+// it: pulsar-client-go (v0.21.0) reconnects a producer on a goroutine no
+// Close waits for, and a producer closed while that goroutine looks its
+// topic up leaves the lookup retrying for up to the client's operation
+// timeout after the backend's Close has returned.
+func reconnectionsEnd(t *testing.T) {
+	t.Helper()
+	before := goleak.IgnoreCurrent()
+	t.Cleanup(func() {
+		var left error
+		wait.Within(t, patience, "the goroutines started under the test to end", func() bool {
+			left = goleak.Find(before, ignoreGrabConn)
+			return left == nil
+		}, func() string { return left.Error() })
+	})
 }
