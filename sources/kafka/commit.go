@@ -226,7 +226,8 @@ func (m *member) refreshCoordinator(err error) {
 }
 
 // commitFinal commits p's handled offsets on its release, retrying up to
-// Config.Consumer.Offsets.Retry.Max times (as sarama's final flush does)
+// Config.Consumer.Offsets.Retry.Max times (as sarama's final flush does,
+// without the Metadata.Retry backoff sarama waits between its attempts)
 // unless the group has moved on (the member's generation is over), all of
 // it within RevokeTimeout (claim.Member.CommitFinal): a commit still
 // unanswered then is abandoned, and the partition lets go. Retry.Max
