@@ -99,9 +99,11 @@ type ConsumerStats struct {
 
 // CreateTopic creates topic with the given number of partitions (0 =
 // non-partitioned). Short names get persistent://public/default/. Creating
-// an existing topic with the same partition count is a no-op. Clients
-// create non-partitioned topics on first use, so CreateTopic is needed only
-// for partitioned topics or to make Messages find an unused topic.
+// an existing topic with the same partition count is a no-op; with another
+// count it returns an error wrapping ErrTopicExists, and on a closed Broker
+// ErrClosed. Clients create non-partitioned topics on first use, so
+// CreateTopic is needed only for partitioned topics or to make Messages
+// find an unused topic.
 func (b *Broker) CreateTopic(topic string, partitions int) error {
 	if partitions < 0 {
 		return fmt.Errorf("pulsartest: CreateTopic %q: partitions must be ≥ 0, got %d", topic, partitions)
