@@ -160,6 +160,8 @@ func New[In, Out any](opts Options[In, Out]) (*Pipeline[In, Out], error) {
 // pipeline; call Stop for that, or use Run. A pipeline runs once: Start
 // on one that was started returns ErrAlreadyStarted, with ErrStopped
 // wrapped too once it is stopping or has stopped.
+//
+// A nil ctx returns ErrNilContext, the pipeline left as it was.
 func (p *Pipeline[In, Out]) Start(ctx context.Context) error {
 	return p.start(ctx, nil)
 }
@@ -473,6 +475,8 @@ func (p *Pipeline[In, Out]) requestStop() {
 // stopped, and a later Stop waits for that as usual. Calling Stop from a
 // handler, an acknowledger or another telemetry hook of the pipeline would
 // wait for that very call: call it from another goroutine.
+//
+// A nil ctx returns ErrNilContext, the pipeline left as it was.
 func (p *Pipeline[In, Out]) Stop(ctx context.Context) error {
 	if !p.built() {
 		return ErrNotBuilt
@@ -548,6 +552,8 @@ func (p *Pipeline[In, Out]) Stop(ctx context.Context) error {
 // stops and drains the pipeline as it would have; Done closes once it has
 // stopped, and Err tells what Run would have returned (bar a
 // *ShutdownTimeoutError, which the pipeline logs).
+//
+// A nil ctx returns ErrNilContext, the pipeline left as it was.
 func (p *Pipeline[In, Out]) Run(ctx context.Context) error {
 	if err := p.start(ctx, ctx); err != nil {
 		return err
@@ -616,6 +622,8 @@ func (p *Pipeline[In, Out]) Err() error {
 // goroutine (runtime.Goexit), the messages the processors had not taken
 // fail with message.ErrHandlerExited and go to their acknowledgers, and
 // the pipeline logs one error line (PushExitedLog); Push does not return.
+//
+// A nil ctx returns ErrNilContext, the pipeline left as it was.
 func (p *Pipeline[In, Out]) Push(ctx context.Context, msgs ...*message.Message[In]) error {
 	p.mu.Lock()
 	st := p.state

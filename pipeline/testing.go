@@ -47,6 +47,8 @@ var ErrDuplicateAck = errors.New("pipeline: message acknowledged more than once"
 // order. It returns an error when ctx ends first (with the outcomes gathered
 // so far), when the pipeline stops before every outcome arrived, or when a
 // message was acknowledged twice.
+//
+// A nil ctx returns ErrNilContext, the pipeline left as it was.
 func (p *Pipeline[In, Out]) Test(ctx context.Context, data ...In) ([]TestOutcome[Out], error) {
 	r, err := p.TestWith(ctx, TestOptions{Mode: message.Flush}, data...)
 	return r.Outcomes, err
@@ -55,6 +57,8 @@ func (p *Pipeline[In, Out]) Test(ctx context.Context, data ...In) ([]TestOutcome
 // TestBatch is Test with the messages in bulk mode (Broadway's test_batch):
 // they are batched as the batchers' BatchSize and BatchTimeout say, so a
 // test can observe real batches.
+//
+// A nil ctx returns ErrNilContext, the pipeline left as it was.
 func (p *Pipeline[In, Out]) TestBatch(ctx context.Context, data ...In) ([]TestOutcome[Out], error) {
 	r, err := p.TestWith(ctx, TestOptions{Mode: message.Bulk}, data...)
 	return r.Outcomes, err
@@ -142,6 +146,8 @@ type TestReport[Out any] struct {
 // acknowledged twice. Given no data it pushes nothing and returns what
 // Push returns for no message (ErrNotStarted before Start, ErrStopped
 // once the pipeline takes no more messages).
+//
+// A nil ctx returns ErrNilContext, the pipeline left as it was.
 func (p *Pipeline[In, Out]) TestWith(ctx context.Context, opts TestOptions, data ...In) (TestReport[Out], error) {
 	if len(data) == 0 || ctx == nil {
 		// Nothing to wait for (or nothing to wait with): report the
