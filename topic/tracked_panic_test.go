@@ -279,12 +279,7 @@ func TestDoneCallbackThatExitsOnCloseLeavesTheClosingGoing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ended := make(chan struct{})
-		go func() {
-			defer close(ended)
-			p.Close()
-		}()
-		<-ended
+		closeOnItsOwnGoroutine(p)
 		if len(told) != 1 || told[0] != topic.TopicClosed {
 			t.Fatalf("done was told %v, want TopicClosed once", told)
 		}
@@ -308,5 +303,52 @@ func TestDoneCallbackThatExitsOnCloseLeavesTheClosingGoing(t *testing.T) {
 				t.Fatalf("log line %q does not contain %q", lines[0], want)
 			}
 		}
+	})
+}
+
+// closeOnItsOwnGoroutine closes p on a goroutine of its own, which a done
+// callback may end (runtime.Goexit), and returns once that goroutine ended.
+func closeOnItsOwnGoroutine(p *topic.TrackedPublisher[int]) {
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		p.Close()
+	}()
+	<-ended
+}
+
+// Guarantee: done callbacks that all end their goroutine (runtime.Goexit)
+// as one Close tells them their publishes are closed cost two error
+// lines, not one each: the first exit, with its stack, and, as the
+// closing ends, the count of the others held back within the
+// FailureLogInterval.
+func TestDoneCallbacksThatExitOnCloseCostTheFirstLineAndTheCountOfTheOthers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const publishes = 3
+		var logged logtest.Lines
+		h := newIntTopic(t, topic.Options{})
+		subscribeInt(t, h, topic.Balanced("g"))
+		p := newTracked(t, h, topic.TrackedOptions{Timeout: time.Hour, MaxInFlight: publishes,
+			Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+		var exits atomic.Int32
+		for i := range publishes {
+			if err := p.PublishFunc(t.Context(), i, func(topic.Result) {
+				exits.Add(1)
+				runtime.Goexit()
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		closeOnItsOwnGoroutine(p)
+		if n := exits.Load(); n != publishes {
+			t.Fatalf("%d done callbacks told of the close, want %d", n, publishes)
+		}
+		lines := logged.All()
+		if len(lines) != 2 {
+			t.Fatalf("%d log lines for %d exits on Close, want 2: the first exit and the count of the others: %q", len(lines), publishes, lines)
+		}
+		wantLine(t, "first exit", lines[0], "level=ERROR", "ended the goroutine closing the publisher", "topic=t", "stack=")
+		wantLine(t, "count", lines[1], "level=ERROR", "ended the goroutine closing the publisher", logburst.HeldBackSuffix,
+			"topic=t", fmt.Sprintf("held_back=%d", publishes-1))
 	})
 }
