@@ -217,3 +217,31 @@ func TestASequencedRequeueDeliveredAgainCountsAsReceivedAgain(t *testing.T) {
 		}
 	})
 }
+
+// Guarantee: a letter of a broadcast topology whose handling the
+// pipeline's shutdown interrupted is counted once, as discarded, not also
+// as requeued: a broadcast topology cannot deliver it again.
+func TestABroadcastLetterInterruptedByTheShutdownIsCountedOnceAsDiscarded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, q := declareMemory(t, build(t, topology.New("fanout").Broadcast()))
+		src, p := startPipeline(t, q, func(ctx context.Context, _ *message.Message[int]) (int, error) {
+			<-ctx.Done()
+			return 0, ctx.Err()
+		}, func(o *pipeline.Options[int, int]) { o.ShutdownTimeout = time.Second })
+		readings := &statsReadings{t: t, src: src}
+		readings.until("subscribing", func(st topology.Stats) bool { return st.Subscriptions > 0 })
+		pub, err := topology.NewPublisher(q, topology.PublisherOptions[int]{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pub.Publish(t.Context(), 1); err != nil {
+			t.Fatal(err)
+		}
+		readings.until("receiving", func(st topology.Stats) bool { return st.Received == 1 })
+		_ = p.Stop(context.Background())
+		st := readings.read("once stopped")
+		if st.Received != 1 || st.Discarded != 1 || outcomes(st) != 1 {
+			t.Errorf("a broadcast letter interrupted by the shutdown: %+v; want 1 received, 1 discarded, nothing else", st)
+		}
+	})
+}
