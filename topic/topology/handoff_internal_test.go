@@ -13,7 +13,8 @@ import (
 // Guarantee: a sequenced source takes no new letter once it keeps exactly
 // MaxHeldBack letters whose hand-off the backend refused (not one more or
 // one fewer), still none while a hand-off taken at last leaves it at the
-// bound, and takes letters again once it keeps fewer than MaxHeldBack.
+// bound, and takes letters again once it keeps fewer than MaxHeldBack or
+// once it closes.
 func TestRefusedHandOffsStopTheSourceAtExactlyMaxHeldBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const maxHeldBack = 3
@@ -69,9 +70,19 @@ func TestRefusedHandOffsStopTheSourceAtExactlyMaxHeldBack(t *testing.T) {
 		if hs.roomWait() != nil {
 			t.Fatalf("the source takes no new letters with %d refused hand-offs kept, fewer than MaxHeldBack (%d)", maxHeldBack-1, maxHeldBack)
 		}
+		keep(maxHeldBack + 2) // at the bound again
+		room = hs.roomWait()
+		if room == nil {
+			t.Fatalf("the source still takes new letters back at MaxHeldBack (%d) refused hand-offs kept", maxHeldBack)
+		}
 		time.Sleep(time.Minute) // fake time: the kept letters are tried again, refused
-		if back := hs.close(); len(back) != maxHeldBack+1 {
-			t.Fatalf("close gave back %d letters, want the %d kept", len(back), maxHeldBack+1)
+		if back := hs.close(); len(back) != maxHeldBack+2 {
+			t.Fatalf("close gave back %d letters, want the %d kept", len(back), maxHeldBack+2)
+		}
+		select {
+		case <-room:
+		default:
+			t.Fatal("a run waiting for room at MaxHeldBack still waits once the source closed")
 		}
 	})
 }
