@@ -19,7 +19,7 @@ import (
 func sourceCounters(st topology.Stats) []uint64 {
 	return []uint64{st.Received, st.Acked, st.Retried, st.Deferred, st.Requeued, st.DeadLettered, st.Discarded,
 		st.DeadLetteredBy.Rejected, st.DeadLetteredBy.MaxRetries, st.DeadLetteredBy.Timeout, st.DeadLetteredBy.Poisoned,
-		st.Poisoned, st.SettleFailed, st.HandOffFailed}
+		st.Poisoned, st.SettleFailed, st.HandOffFailed, st.DeadLetterFailed}
 }
 
 // statsReadings checks the readings of a source's Stats: no counter goes

@@ -167,8 +167,8 @@ type Stats struct {
 	// source's letter requeued in its key's turn counts as received again
 	// as the source puts it back to deliver it again). A reading
 	// never shows more letters with an outcome (Acked, Retried, Deferred,
-	// Requeued, DeadLettered, Discarded) than it, and none of these
-	// counters goes down.
+	// Requeued, DeadLettered, Discarded, DeadLetterFailed) than it, and
+	// none of these counters goes down.
 	Received uint64
 	// Acked, Retried, Deferred and Requeued count outcomes: each letter
 	// received gets one. Retried counts the retries sent back through a
@@ -182,15 +182,23 @@ type Stats struct {
 	Acked, Retried, Deferred, Requeued uint64
 	// DeadLettered counts letters the DLQ took (by a dead source: put
 	// back); a letter whose dead-lettering the backend failed counts in
-	// HandOffFailed only. Discarded counts those dropped with a warning
-	// (no DLQ, or a broadcast retry, defer or requeue). So once the
-	// source is idle, Received = Acked + Retried + Deferred + Requeued +
-	// DeadLettered + Discarded + the dead-letterings that failed; a
-	// letter a full queue refused to take as a dead letter (counted in
-	// Refused while the source keeps it), and a sequenced source's letter
-	// held back behind its key (HeldBack), have no outcome yet, nor do
-	// those Close gives back to the backend.
+	// DeadLetterFailed instead. Discarded counts those dropped with a
+	// warning (no DLQ, or a broadcast retry, defer or requeue). So once
+	// the source is idle, Received = Acked + Retried + Deferred +
+	// Requeued + DeadLettered + Discarded + DeadLetterFailed; a letter a
+	// full queue refused to take as a dead letter (counted in Refused
+	// while the source keeps it), and a sequenced source's letter held
+	// back behind its key (HeldBack), have no outcome yet, nor do those
+	// Close gives back to the backend.
 	DeadLettered, Discarded uint64
+	// DeadLetterFailed counts the letters whose dead-lettering (by a dead
+	// source: putting back on the DLQ) the backend failed with an error
+	// other than ErrFull: each counts in HandOffFailed too, and in no
+	// other outcome. A dead-lettering a full queue refused is kept and
+	// handed off again until the DLQ takes it (counted in DeadLettered
+	// then) or the source closes (it is given back), so it counts here
+	// never; each delivery of a letter counts here at most once.
+	DeadLetterFailed uint64
 	// DeadLetteredBy splits DeadLettered by each dead letter's reason
 	// (Death.Reason); its fields add up to DeadLettered.
 	DeadLetteredBy DeadReasons
@@ -198,10 +206,10 @@ type Stats struct {
 	// key was poisoned, counted as it hands each off: those the DLQ took
 	// count in DeadLettered too (DeadLetteredBy.Poisoned), but one with
 	// no DLQ to go to is discarded (counted in Discarded), one whose
-	// hand-off failed counts in HandOffFailed, and one a full DLQ refused
-	// counts in DeadLettered only once it is handed off again (not at all
-	// if the source closes first and gives it back). So Poisoned can be
-	// more than DeadLetteredBy.Poisoned.
+	// hand-off failed counts in DeadLetterFailed (and HandOffFailed), and
+	// one a full DLQ refused counts in DeadLettered only once it is handed
+	// off again (not at all if the source closes first and gives it back).
+	// So Poisoned can be more than DeadLetteredBy.Poisoned.
 	Poisoned uint64
 	// Subscriptions is the number of readers the source holds open: one
 	// per running producer stage that reads (a broadcast or sequenced
@@ -230,7 +238,9 @@ type Stats struct {
 	// HandOffFailed counts the letters whose hand-off the backend failed
 	// with an error other than ErrFull: a hold, a requeue, a dead-lettering
 	// or a dead source's putting back on the DLQ (a broker that refuses the
-	// hold topic or the DLQ, a DLQ over its backlog quota). A durable
+	// hold topic or the DLQ, a DLQ over its backlog quota). A failed hold
+	// or requeue's letter counts in Retried, Deferred or Requeued too, a
+	// failed dead-lettering's in DeadLetterFailed only. A durable
 	// backend delivers such a letter again, which fails again as long as
 	// the cause lasts; the in-memory one has lost it. The source logs one
 	// ERROR line for the first and at most one every 10 s after it, each
@@ -395,6 +405,9 @@ type Source[T any] struct {
 	// logburst.Interval.
 	settleLog    logburst.Limiter
 	handOffFails atomic.Uint64
+	// deadLetterFails counts the failed hand-offs that were
+	// dead-letterings (Stats.DeadLetterFailed).
+	deadLetterFails atomic.Uint64
 	// handOffLog keeps the ERROR lines of failed hand-offs to one per
 	// logburst.Interval.
 	handOffLog logburst.Limiter
@@ -471,14 +484,16 @@ func (s *Source[T]) Info() (producer.Info, error) {
 // Stats returns the source's counters.
 func (s *Source[T]) Stats() Stats {
 	// A letter is counted received before any outcome of it (acked,
-	// retried, deferred, requeued, dead-lettered by reason, discarded):
-	// the outcomes are read first and Received last, so that a reading
+	// retried, deferred, requeued, dead-lettered by reason, discarded,
+	// failed to dead-letter): the outcomes are read first and Received
+	// last, so that a reading
 	// never shows more letters with an outcome than letters received.
 	st := Stats{
 		Acked: s.acked.Load(), Retried: s.retried.Load(),
 		Deferred: s.deferred.Load(), Requeued: s.requeued.Load(),
 		Discarded: s.discarded.Load(), Poisoned: s.poisoned.Load(),
 		SettleFailed: s.settleFailed.Load(), HandOffFailed: s.handOffFails.Load(),
+		DeadLetterFailed: s.deadLetterFails.Load(),
 	}
 	if s.seq != nil {
 		st.HeldBack = s.seq.heldBack()
@@ -1105,6 +1120,7 @@ func (s *Source[T]) deadLetter(ctx context.Context, p *pendingLetter[T], reason 
 	l.Death = &Death{Reason: reason, Error: BoundDeathError(text), Topic: s.t.name, Group: s.t.ConsumerGroup(),
 		Retries: l.Retries, FirstFailure: l.FirstFailure, LastFailure: l.LastFailure}
 	if err := s.handOff(ctx, p, l, handOffDeadLetter, 0); err != nil {
+		s.deadLetterFails.Add(1)
 		s.handOffFailed(ctx, "dead-letter", err, slog.String("dlq", s.t.dlq), slog.String("reason", string(reason)))
 		s.done(ctx, p)
 	}
@@ -1123,6 +1139,7 @@ func (s *Source[T]) settleDead(ctx context.Context, rec *record[T], out Outcome,
 			slog.String("key", p.l.Key), slog.Any("error", err))
 	default:
 		if qerr := s.handOff(ctx, p, p.l, handOffDeadLetter, 0); qerr != nil {
+			s.deadLetterFails.Add(1)
 			s.handOffFailed(ctx, "put back on the DLQ", qerr)
 			s.done(ctx, p)
 		}
