@@ -106,7 +106,7 @@ func textOf(ctx context.Context, sel string) (string, error) {
 // stages and before the subscriber's, each linking to the pipeline at the
 // other end, lists the Pulsar sources (their failed reconnections and
 // abandoned subscribes included), the topics' undecodable messages,
-// the topology sources (their settle failures and undecodable letters
+// the topology sources (their failed dead-letterings, settle failures and undecodable letters
 // included), the stalled hold releases (their failed attempts and last
 // error included) and the lag of the partitions a
 // Kafka topology backend's group readers claim, and lists the things whose Stats
@@ -141,7 +141,7 @@ func TestDashboardDrawsTopicLinks(t *testing.T) {
 	kafkaTopologyLag := newFixedKafkaTopology()
 	kafkaTopologyLag.st.Store(&kafkatopology.Stats{Stalled: []kafkatopology.Stall{stall}, Partitions: []kafkatopology.PartitionStats{
 		{Topic: "orders", Partition: 1, Group: "orders:settlement", Committed: 40, Next: 70, HighWater: 100, Lag: 60, FetchLag: 30}}})
-	if err := errors.Join(obs.AddTopology("settlement", fixedTopology(topology.Stats{Received: 30, Acked: 25, DeadLettered: 5, SettleFailed: 3, Undecodable: 2, BroadcastResubscribes: 7})),
+	if err := errors.Join(obs.AddTopology("settlement", fixedTopology(topology.Stats{Received: 34, Acked: 25, DeadLettered: 5, DeadLetterFailed: 4, SettleFailed: 3, Undecodable: 2, BroadcastResubscribes: 7})),
 		obs.AddKafkaTopology("settlement-kafka", kafkaTopologyLag)); err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestDashboardDrawsTopicLinks(t *testing.T) {
 	if !strings.HasPrefix(pulsarRow, "billing 1 ") || !strings.Contains(pulsarRow, " 42 ") || !strings.HasSuffix(pulsarRow, " 8 3") {
 		t.Errorf("Pulsar table row %q, want the billing source with 1 consumer, 42 received, and 8 failed reconnections and 3 abandoned subscribes last", pulsarRow)
 	}
-	for id, want := range map[string]string{"topologies": "settlement 30 25 0 0 0 5 0 0 0 0 0 3 2 7", "stalls": "settlement-kafka orders-hold-5s 2 17 360",
+	for id, want := range map[string]string{"topologies": "settlement 34 25 0 0 0 5 0 4 0 0 0 0 3 2 7", "stalls": "settlement-kafka orders-hold-5s 2 17 360",
 		"topologyLag": "settlement-kafka orders:settlement orders 1 40 100 60 30"} {
 		row, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll("#`+id+` td")].map(td => td.textContent).join(" ")`))
 		if err != nil {

@@ -64,11 +64,15 @@ var (
 	topologyFetchLag = desc("topology_kafka_fetch_lag_messages", "High-water mark minus the next offset to fetch of a partition the backend's group readers claim: what is not fetched yet.", lBackend, lGroup, lTopic, lPartition)
 )
 
-// topologyHandOffFailed counts Stats.HandOffFailed.
-var topologyHandOffFailed = desc("topology_hand_off_failures_total", "Letters whose hand-off (hold, requeue, dead-letter, put back on the DLQ) the backend failed: a durable backend delivers them again, the in-memory one has lost them.", lTopology)
+// topologyHandOffFailed counts Stats.HandOffFailed, topologyDeadLetterFailed
+// Stats.DeadLetterFailed.
+var (
+	topologyHandOffFailed    = desc("topology_hand_off_failures_total", "Letters whose hand-off (hold, requeue, dead-letter, put back on the DLQ) the backend failed: a durable backend delivers them again, the in-memory one has lost them.", lTopology)
+	topologyDeadLetterFailed = desc("topology_dead_letter_failures_total", "Letters whose dead-lettering (by a dead source: putting back on the DLQ) the backend failed, counted in hand_off_failures_total too and in no other outcome: once the source is idle, received is the sum of the outcomes and these.", lTopology)
+)
 
 var topologyDescs = []*prometheus.Desc{topologyReceived, topologyAcked, topologyRetried, topologyDeferred, topologyRequeued,
-	topologyDeadLettered, topologyDiscarded, topologyPoisoned, topologyHeldBack, topologyRefused, topologySubs, topologySettleFailed, topologyHandOffFailed,
+	topologyDeadLettered, topologyDiscarded, topologyPoisoned, topologyHeldBack, topologyRefused, topologySubs, topologySettleFailed, topologyHandOffFailed, topologyDeadLetterFailed,
 	topologyUndecodable, topologyResubscribes, releaseStalls, releaseStalled, releaseFailures, holdsSkipped, topologyLag, topologyFetchLag}
 
 // AddTopology adds a topology's source under name: its outcomes (acks,
@@ -142,6 +146,7 @@ func collectTopology(ch chan<- prometheus.Metric, name string, st topology.Stats
 	gauge(ch, topologySubs, float64(st.Subscriptions), name)
 	counter(ch, topologySettleFailed, float64(st.SettleFailed), name)
 	counter(ch, topologyHandOffFailed, float64(st.HandOffFailed), name)
+	counter(ch, topologyDeadLetterFailed, float64(st.DeadLetterFailed), name)
 	counter(ch, topologyUndecodable, float64(st.Undecodable), name)
 	counter(ch, topologyResubscribes, float64(st.BroadcastResubscribes), name)
 }
