@@ -253,8 +253,8 @@ func TestBuildContextConnectsOncePerConnection(t *testing.T) {
 	}
 }
 
-// Without a connector, or with one that fails or makes the wrong kind of
-// backend, nothing is created, the error names the topic's connection
+// Without a connector, or with one that fails, makes the wrong kind of
+// backend or makes none, nothing is created, the error names the topic's connection
 // path, and the backends already made are closed.
 func TestBuildContextConnectorFailures(t *testing.T) {
 	plan, err := config.Resolve(mustParse(t, connectedDoc), config.Wiring{})
@@ -279,6 +279,9 @@ func TestBuildContextConnectorFailures(t *testing.T) {
 		{"wrong kind", func(_ context.Context, c config.ConnectionSpec) (topic.Backend[int], error) {
 			return fakeBackend{name: "in_memory", closed: &closed}, nil
 		}, config.ErrWrongBackend, `wrong kind: "in_memory" for a kafka connection`},
+		{"no backend", func(context.Context, config.ConnectionSpec) (topic.Backend[int], error) {
+			return nil, nil
+		}, config.ErrWrongBackend, "wrong kind: nil for a kafka connection"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
