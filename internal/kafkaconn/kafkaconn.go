@@ -8,6 +8,7 @@
 package kafkaconn
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -145,6 +146,34 @@ func (s *Set) Cut() {
 	for _, c := range cs {
 		_ = c.Conn.Close()
 	}
+}
+
+// CutWhenDone arms a cut of s for when ctx ends. The stop it returns
+// disarms it and reports whether it did; when the cut has begun (false),
+// stop returns once the cut has ended, so that nothing the arming started
+// is still running. Calling stop again returns its first result.
+func (s *Set) CutWhenDone(ctx context.Context) (stop func() bool) {
+	done := make(chan struct{})
+	return waitedStop(context.AfterFunc(ctx, func() { defer close(done); s.Cut() }), done)
+}
+
+// CutAfter arms a cut of s for d from now; its stop is CutWhenDone's.
+func (s *Set) CutAfter(d time.Duration) (stop func() bool) {
+	done := make(chan struct{})
+	return waitedStop(time.AfterFunc(d, func() { defer close(done); s.Cut() }).Stop, done)
+}
+
+// waitedStop is disarm, reporting whether it stopped a callback from
+// running, that also waits, when it did not, for the callback to close
+// done. Its first result is kept: a later call disarms nothing.
+func waitedStop(disarm func() bool, done <-chan struct{}) func() bool {
+	return sync.OnceValue(func() bool {
+		if disarm() {
+			return true
+		}
+		<-done
+		return false
+	})
 }
 
 // Len returns how many connections the set holds open.
