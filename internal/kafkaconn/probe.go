@@ -84,7 +84,7 @@ func ProbeBroker(ctx context.Context, addr string, cfg *sarama.Config) error {
 	conns := New(cfg)
 	own := *cfg
 	conns.Use(&own)
-	stop := context.AfterFunc(ctx, conns.Cut)
+	stop := conns.CutWhenDone(ctx)
 	defer stop()
 	br := sarama.NewBroker(addr)
 	if err := br.Open(&own); err != nil {

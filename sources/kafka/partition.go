@@ -446,7 +446,7 @@ func (m *member) listOffsetOnce(ctx context.Context, topic string, part int32, a
 		return -1, err
 	}
 	cfg, conns := m.conns.Child(m.client.Config())
-	defer context.AfterFunc(ctx, conns.Cut)()
+	defer conns.CutWhenDone(ctx)()
 	b := sarama.NewBroker(leader.Addr())
 	if err := b.Open(cfg); err != nil {
 		return -1, lookupErr(ctx, err)

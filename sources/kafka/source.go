@@ -302,7 +302,7 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 	// connects or asks for the topics' metadata (each request waits up to
 	// Metadata.Timeout for a cluster that does not answer), the
 	// connections are cut, so that the client fails at once.
-	stop := context.AfterFunc(runCtx, conns.Cut)
+	stop := conns.CutWhenDone(runCtx)
 	client, err := sarama.NewClient(s.opts.Brokers, cfg)
 	if err != nil {
 		err = fmt.Errorf("%w (brokers %s): %w", ErrConnect, quoteAll(s.opts.Brokers), flat(err))

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/IBM/sarama"
 
@@ -102,7 +101,7 @@ func NewContext[T any](ctx context.Context, opts Options[T]) (*Backend[T], error
 	// The clients' first requests (their metadata, the admin's controller)
 	// take no context: when ctx ends first, the connections are cut, so
 	// that they fail at once.
-	stop := context.AfterFunc(ctx, b.conns.Cut)
+	stop := b.conns.CutWhenDone(ctx)
 	err := b.connect()
 	if !stop() {
 		if err == nil {
@@ -424,7 +423,7 @@ func (b *Backend[T]) forget(t *kTopic[T]) {
 func (b *Backend[T]) newClient(ctx context.Context, reach *kafkareach.Reach) (sarama.Client, *kafkaconn.Set, error) {
 	cfg, conns := b.conns.Child(b.cfg)
 	cfg.MetricRegistry = kafkareach.NewHeardRegistry(cfg.MetricRegistry, reach.Heard)
-	stop := context.AfterFunc(ctx, conns.Cut)
+	stop := conns.CutWhenDone(ctx)
 	c, err := sarama.NewClient(b.opts.Brokers, cfg)
 	if !stop() {
 		if err == nil {
@@ -444,10 +443,10 @@ func (b *Backend[T]) newClient(ctx context.Context, reach *kafkareach.Reach) (sa
 // for Net.ReadTimeout per request, with retries, and nothing else
 // interrupts it. The requests cut short (leaving the group, the last
 // commits) fail; the group then drops the member after its session
-// timeout, and what it did not commit is delivered again.
+// timeout, and what it did not commit is delivered again. A cut under
+// way when fn returns is waited for.
 func (b *Backend[T]) closeWithin(conns *kafkaconn.Set, fn func()) {
-	t := time.AfterFunc(b.opts.AdminTimeout, conns.Cut)
-	defer t.Stop()
+	defer conns.CutAfter(b.opts.AdminTimeout)()
 	fn()
 }
 

@@ -102,7 +102,7 @@ func (t *kTopic[T]) subscribeBroadcast(parent context.Context, observer topic.Re
 		return nil, err
 	}
 	// Until every partition consumer has started (stop, below).
-	stop := context.AfterFunc(ctx, conns.Cut)
+	stop := conns.CutWhenDone(ctx)
 	cons, err := sarama.NewConsumerFromClient(client)
 	if err != nil {
 		stop()

@@ -167,7 +167,7 @@ func (t *kTopic[T]) joinGroup(parent context.Context, g topic.GroupName, opts to
 	parts := 1 // unknown: the whole capacity for each claimed partition
 	// The client asks for the topic's partitions unless its first metadata
 	// had them: that request too ends when ctx does (see newClient).
-	stop := context.AfterFunc(ctx, conns.Cut)
+	stop := conns.CutWhenDone(ctx)
 	ps, err := client.Partitions(t.kname)
 	if !stop() {
 		_ = client.Close()

@@ -169,7 +169,7 @@ func NewContext[T any](ctx context.Context, opts Options[T]) (*Backend[T], error
 	// The client's first requests (its metadata, the admin's controller)
 	// take no context: when ctx ends first, the connections are cut, so
 	// that they fail at once.
-	stop := context.AfterFunc(ctx, conns.Cut)
+	stop := conns.CutWhenDone(ctx)
 	client, admin, prod, err := connect(opts.Brokers, cfg, red)
 	if !stop() {
 		if err == nil {

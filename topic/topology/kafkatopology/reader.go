@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/IBM/sarama"
 
@@ -244,7 +243,7 @@ type groupReader[T any] struct {
 	// the context of a Close ended first (see Close), and lastDone, set
 	// once the closing has ended.
 	lastMu   sync.Mutex
-	lastCut  *time.Timer
+	lastCut  func() bool
 	lastDone bool
 	// fails are the group's failures that go on, logged at growing
 	// intervals.
@@ -1000,7 +999,7 @@ func (r *groupReader[T]) cutLater() {
 	r.lastMu.Lock()
 	defer r.lastMu.Unlock()
 	if r.lastCut == nil && !r.lastDone {
-		r.lastCut = time.AfterFunc(r.b.opts.AdminTimeout, r.conns.Cut)
+		r.lastCut = r.conns.CutAfter(r.b.opts.AdminTimeout)
 	}
 }
 
@@ -1016,7 +1015,7 @@ func (r *groupReader[T]) shut() <-chan struct{} {
 		r.lastMu.Lock()
 		r.lastDone = true
 		if r.lastCut != nil {
-			r.lastCut.Stop()
+			r.lastCut()
 		}
 		r.lastMu.Unlock()
 		r.b.untrack(r)
