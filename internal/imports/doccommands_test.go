@@ -156,3 +156,78 @@ func TestDocsGoTestCommandsSelectExistingTests(t *testing.T) {
 		t.Fatalf("checked %d selections of go test commands; the test would check little", checked)
 	}
 }
+
+// flagDecl is the declaration of a command-line flag: the flag package's
+// functions, on the command line or on a FlagSet named fs.
+var flagDecl = regexp.MustCompile(`\b(?:flag|fs)\.\w+\((?:&[\w.]+, )?"([\w-]+)"`)
+
+// programFlags returns the flags the program in dir declares in its
+// non-test files, those of examples/internal/monitor included when it
+// imports that package.
+func programFlags(t *testing.T, dir string) map[string]bool {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+	flags := map[string]bool{}
+	for _, file := range files {
+		if strings.HasSuffix(file, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range flagDecl.FindAllStringSubmatch(string(src), -1) {
+			flags[m[1]] = true
+		}
+		if strings.Contains(string(src), `"`+module+`/examples/internal/monitor"`) {
+			maps.Copy(flags, programFlags(t, "../../examples/internal/monitor"))
+		}
+	}
+	return flags
+}
+
+// Guarantee: every `go run ./examples/<name>` command of the docs and of
+// the compose file's header gives only flags that example declares, so
+// that a user who runs one as written does not get "flag provided but not
+// defined" after a flag was renamed.
+func TestDocsRunExamplesWithFlagsTheyDeclare(t *testing.T) {
+	sources := map[string]string{}
+	for _, file := range docFiles(t) {
+		md, err := os.ReadFile(filepath.Join("../..", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sources[file] = string(md)
+	}
+	compose, err := os.ReadFile("../../examples/docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The header's commands are comment lines; as a code block they are
+	// read the same way.
+	sources["examples/docker-compose.yml"] = "```\n" + string(compose) + "```\n"
+	checked := 0
+	for _, file := range slices.Sorted(maps.Keys(sources)) {
+		for _, cmd := range docCommands(sources[file], "go run ./examples/") {
+			dir := filepath.Join("../..", cmd[2])
+			if _, err := os.Stat(dir); err != nil {
+				t.Errorf("%s: %q runs %s, which is not in the repository", file, strings.Join(cmd, " "), cmd[2])
+				continue
+			}
+			flags := programFlags(t, dir)
+			for _, w := range cmd[3:] {
+				if !strings.HasPrefix(w, "-") {
+					continue // a flag's value
+				}
+				name, _, _ := strings.Cut(strings.TrimLeft(w, "-"), "=")
+				checked++
+				if !flags[name] {
+					t.Errorf("%s: %q gives -%s, which %s does not declare", file, strings.Join(cmd, " "), name, cmd[2])
+				}
+			}
+		}
+	}
+	if checked < 20 {
+		t.Fatalf("checked %d flags of go run commands; the test would check little", checked)
+	}
+}
