@@ -3,7 +3,10 @@ package config_test
 import (
 	"os"
 	"regexp"
+	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/boulevard-go/boulevard/topic/config"
 )
@@ -51,17 +54,82 @@ topics:
 // Guarantee: every YAML document docs/topic-config.md shows parses, so
 // that a user who starts from one gets a working declaration.
 func TestTopicConfigDocExamplesParse(t *testing.T) {
+	_, blocks := topicConfigDoc(t)
+	for i, b := range blocks {
+		if _, err := config.Parse(b); err != nil {
+			t.Errorf("YAML document %d of docs/topic-config.md: %v\n%s", i+1, err, b)
+		}
+	}
+}
+
+// topicConfigDoc returns docs/topic-config.md and its YAML documents.
+func topicConfigDoc(t *testing.T) (md []byte, blocks [][]byte) {
+	t.Helper()
 	md, err := os.ReadFile("../../docs/topic-config.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllSubmatch(md, -1)
+	for _, m := range regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllSubmatch(md, -1) {
+		blocks = append(blocks, m[1])
+	}
 	if len(blocks) < 2 {
 		t.Fatalf("docs/topic-config.md holds %d YAML documents, want the declarations and the connections", len(blocks))
 	}
-	for i, b := range blocks {
-		if _, err := config.Parse(b[1]); err != nil {
-			t.Errorf("YAML document %d of docs/topic-config.md: %v\n%s", i+1, err, b[1])
+	return md, blocks
+}
+
+// topicKeys adds to keys the path of every key under the topic
+// declaration n, policies left out of the path as the docs write it
+// (balanced.queue_capacity).
+func topicKeys(keys map[string]bool, prefix string, n *yaml.Node) {
+	if n.Kind != yaml.MappingNode {
+		return
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := prefix + n.Content[i].Value
+		keys[k] = true
+		if k == "policies" {
+			topicKeys(keys, "", n.Content[i+1])
+			continue
+		}
+		topicKeys(keys, k+".", n.Content[i+1])
+	}
+}
+
+// Guarantee: every key the table of section 1 of docs/topic-config.md
+// explains is written in one of its YAML documents, at the place the
+// table gives it, and so is a key Parse accepts (those documents parse,
+// and Parse refuses unknown keys), so that a user who writes a key from
+// the table does not get "is not a known key".
+func TestTopicConfigDocKeysTableNamesAcceptedKeys(t *testing.T) {
+	md, blocks := topicConfigDoc(t)
+	written := map[string]bool{}
+	for _, b := range blocks {
+		var doc yaml.Node
+		if err := yaml.Unmarshal(b, &doc); err != nil {
+			t.Fatal(err)
+		}
+		var walk func(path string, n *yaml.Node)
+		walk = func(path string, n *yaml.Node) {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				switch key, v := n.Content[i].Value, n.Content[i+1]; {
+				case path == "topics":
+					topicKeys(written, "", v)
+				case v.Kind == yaml.MappingNode:
+					walk(strings.TrimPrefix(path+"."+key, "."), v)
+				}
+			}
+		}
+		walk("", doc.Content[0])
+	}
+	section, _, _ := strings.Cut(string(md), "### 1.1")
+	rows := regexp.MustCompile("(?m)^\\| `([a-z_.]+)` \\|").FindAllStringSubmatch(section, -1)
+	if len(rows) < 10 {
+		t.Fatalf("the keys table of docs/topic-config.md has %d rows; the test would check little", len(rows))
+	}
+	for _, r := range rows {
+		if !written[r[1]] {
+			t.Errorf("docs/topic-config.md explains the key %s, which none of its YAML documents writes in a topic declaration", r[1])
 		}
 	}
 }
