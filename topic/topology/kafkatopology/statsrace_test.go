@@ -1,0 +1,88 @@
+package kafkatopology
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/boulevard-go/boulevard/internal/testbroker"
+	"github.com/boulevard-go/boulevard/topic/topology"
+)
+
+// Guarantee: the backend's Stats may be read from several goroutines
+// while group readers subscribe, receive, settle and close, and while the
+// backend closes (run with -race); once the backend closed, they list no
+// partition.
+func TestStatsMayBeReadWhileReadersComeAndGoAndTheBackendCloses(t *testing.T) {
+	const readers, pollers = 2, 2
+	c := testbroker.Kafka(t)
+	b := newBackend(t, c.ListenAddrs(), func(o *Options[msg]) { o.Partitions = 2 })
+	q := declare(t, b, topology.New("stats-race"))
+	for n := range 2 * readers {
+		if err := q.Publish(t.Context(), topology.Letter[msg]{Value: msg{N: n}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	done := make(chan struct{})
+	var polling sync.WaitGroup
+	for range pollers {
+		polling.Go(func() {
+			for {
+				for _, ps := range b.Stats().Partitions {
+					if ps.Lag < 0 || ps.FetchLag < 0 {
+						panic(fmt.Sprintf("Stats list a partition with a negative lag: %+v", ps))
+					}
+				}
+				select {
+				case <-done:
+					return
+				default:
+				}
+			}
+		})
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	var reading sync.WaitGroup
+	errs := make(chan error, readers)
+	for range readers {
+		reading.Go(func() {
+			if err := readOneAndClose(ctx, q); err != nil {
+				errs <- err
+			}
+		})
+	}
+	reading.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if err := b.Close(t.Context()); err != nil {
+		t.Errorf("Close = %v", err)
+	}
+	close(done)
+	polling.Wait()
+	if st := b.Stats(); len(st.Partitions) != 0 {
+		t.Errorf("Stats().Partitions once the backend closed = %+v, want none", st.Partitions)
+	}
+}
+
+// readOneAndClose subscribes a reader to q, receives a letter, settles it
+// and closes the reader.
+func readOneAndClose(ctx context.Context, q topology.Queues[msg]) error {
+	r, err := q.Subscribe(ctx)
+	if err != nil {
+		return fmt.Errorf("Subscribe: %w", err)
+	}
+	buf := make([]topology.Letter[msg], 1)
+	if _, err = r.Receive(ctx, buf); err == nil {
+		err = r.Settle(ctx, &buf[0])
+	}
+	if cerr := r.Close(ctx); err == nil {
+		err = cerr
+	}
+	return err
+}
