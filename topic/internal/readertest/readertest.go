@@ -1,6 +1,7 @@
 // Package readertest runs a pipeline that reads through a source (a
-// topic's, or a topology's) and records what it handles, for the tests
-// of the topic and topology backends.
+// topic's, or a topology's) and records what it handles, and reads a
+// topic's Stats while its subscribers come and go, for the tests of the
+// topic and topology backends.
 package readertest
 
 import (
