@@ -3,6 +3,7 @@ package testbroker
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -141,4 +142,42 @@ func PulsarReopened(t testing.TB, b *pulsartest.Broker, before pulsartest.Broker
 		st := b.Stats()
 		return fmt.Sprintf("%d consumers and %d producers open, want %d and %d", st.ConsumersOpen, st.ProducersOpen, before.ConsumersOpen, before.ProducersOpen)
 	})
+}
+
+// RacePulsarClose is RaceClose with closeFn called once n more consumers
+// and producers are open on b than when it is called (at once for n 0),
+// so that the calls it races are that far under way, or once every call
+// has returned. t fails unless closeFn returns nil and leaves none open on
+// b. It returns the calls' results, in the order they returned.
+func RacePulsarClose[R any](t testing.TB, b *pulsartest.Broker, n int, calls []func() R, closeFn func() error) []R {
+	t.Helper()
+	before := pulsarOpen(b)
+	under, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(under)
+		for pulsarOpen(b) < before+n {
+			select {
+			case <-ended:
+				return
+			default:
+				runtime.Gosched()
+			}
+		}
+	}()
+	results, err := RaceClose(under, calls, closeFn)
+	close(ended)
+	<-under
+	if err != nil {
+		t.Fatalf("a Close racing %d calls = %v, want nil", len(calls), err)
+	}
+	if open := pulsarOpen(b); open != 0 {
+		t.Fatalf("once a Close racing %d calls returned, %d consumers and producers open, want none", len(calls), open)
+	}
+	return results
+}
+
+// pulsarOpen is the number of consumers and producers open on b.
+func pulsarOpen(b *pulsartest.Broker) int {
+	st := b.Stats()
+	return st.ConsumersOpen + st.ProducersOpen
 }

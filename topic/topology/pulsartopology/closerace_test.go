@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"testing"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
-	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
@@ -47,28 +45,7 @@ func TestDeclaresSubscribesAndPublishesRacingTheBackendsCloseSucceedOrReturnErrC
 		}
 		// Round r closes once r consumers or producers more than the
 		// backend had are open: the calls are further under way each round.
-		before := open(b)
-		under, ended := make(chan struct{}), make(chan struct{})
-		go func() {
-			defer close(under)
-			for open(b) < before+round {
-				select {
-				case <-ended:
-					return
-				default:
-					runtime.Gosched()
-				}
-			}
-		}()
-		results, err := testbroker.RaceClose(under, calls, func() error { return be.Close(context.Background()) })
-		close(ended)
-		<-under
-		if err != nil {
-			t.Fatalf("round %d: the backend's Close racing Declares, Subscribes and Publishes = %v, want nil", round, err)
-		}
-		if n := open(b); n != 0 {
-			t.Fatalf("round %d: once the backend's Close returned, %d consumers and producers open, want none", round, n)
-		}
+		results := testbroker.RacePulsarClose(t, b, round, calls, func() error { return be.Close(context.Background()) })
 		refused := 0
 		for _, m := range results {
 			switch {
@@ -89,10 +66,4 @@ func TestDeclaresSubscribesAndPublishesRacingTheBackendsCloseSucceedOrReturnErrC
 		}
 		t.Logf("round %d: %d of the %d calls refused", round, refused, len(calls))
 	}
-}
-
-// open is the number of consumers and producers open on b.
-func open(b *pulsartest.Broker) int {
-	st := b.Stats()
-	return st.ConsumersOpen + st.ProducersOpen
 }
