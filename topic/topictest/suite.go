@@ -194,6 +194,8 @@ var cases = []testCase{
 	{"NoReplayForLateSubscribers", nil, testNoReplay},
 	// Close: publish fails, receivers drain then see ErrSubscriptionClosed, subscribe is refused, waiters wake.
 	{"CloseSemantics", nil, testClose},
+	// Subscription Close: a Receive waiting on the subscription returns ErrSubscriptionClosed; Closes called together all return; the topic stays open.
+	{"SubscriptionCloseWakesItsReceive", nil, testSubscriptionClose},
 	// Tracked: an ack resolves the receipt as Acked.
 	{"TrackedAck", nil, testTrackedAck},
 	// Tracked: a nack resolves as Nacked with the subscriber's reason.
@@ -1077,6 +1079,49 @@ func testNoReplay(s *suite) {
 			recvValue(t, late, 5)
 		}
 	}
+}
+
+func testSubscriptionClose(s *suite) {
+	t := s.t
+	h := s.topic("t", mixed(2, 8))
+	for _, c := range []struct {
+		name string
+		mode topic.SubscriptionMode
+	}{{"balanced", group("g")}, {"broadcast", topic.Broadcast()}} {
+		sub := s.sub(h, c.mode)
+		recvDone := make(chan error, 1)
+		go func() {
+			_, err := sub.Receive(context.Background())
+			recvDone <- err
+		}()
+		const closers = 2
+		closed := make(chan struct{}, closers)
+		for range closers {
+			go func() {
+				sub.Close()
+				closed <- struct{}{}
+			}()
+		}
+		select {
+		case err := <-recvDone:
+			isErr(t, fmt.Sprintf("a Receive waiting on a %s subscription as it closed", c.name), err, topic.ErrSubscriptionClosed)
+		case <-time.After(patience):
+			t.Fatalf("a Receive waiting on a %s subscription not woken by its Close", c.name)
+		}
+		for range closers {
+			select {
+			case <-closed:
+			case <-time.After(patience):
+				t.Fatalf("a Close of a %s subscription, called with another, did not return", c.name)
+			}
+		}
+		recvClosed(t, sub)
+	}
+	stats := h.Stats()
+	if stats.BalancedGroups != 0 || stats.BroadcastSubscribers != 0 {
+		t.Fatalf("Stats once both subscriptions closed = %+v, want no group nor broadcast subscriber", stats)
+	}
+	publish(t, h, 1)
 }
 
 func testClose(s *suite) {
