@@ -13,38 +13,52 @@ import (
 )
 
 // A tracked publish reporting through a callback allocates nothing once
-// the publisher is warm: its ticket is recycled.
+// the publisher is warm: its ticket is recycled. So on a balanced
+// subscription and on a broadcast topic that waits for every subscriber's
+// ack.
 func TestTrackedPublishFuncAllocatesNothing(t *testing.T) {
-	h := newIntTopic(t, topic.Options{})
-	sub := subscribeInt(t, h, topic.Balanced("g"))
-	p := newTracked(t, h, topic.TrackedOptions{Timeout: time.Minute})
-	ctx := testCtx(t)
-	var acked atomic.Int64
-	done := func(r topic.Result) {
-		if r.Outcome == topic.Acked {
-			acked.Add(1)
-		}
-	}
-	hop := func() {
-		if err := p.PublishFunc(ctx, 1, done); err != nil {
-			t.Fatal(err)
-		}
-		it, err := sub.Receive(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := sub.Ack(it.ID); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for range 100 { // warm the subscription's and the publisher's state
-		hop()
-	}
-	if allocs := testing.AllocsPerRun(1000, hop); allocs != 0 {
-		t.Fatalf("%.2f allocations per tracked publish, want 0", allocs)
-	}
-	if got := acked.Load(); got != 1100+1 { // AllocsPerRun runs once more to warm up
-		t.Fatalf("%d publishes acked, want 1101", got)
+	for _, c := range []struct {
+		name string
+		opts topic.Options
+		mode topic.SubscriptionMode
+	}{
+		{"balanced", topic.Options{}, topic.Balanced("g")},
+		{"broadcast", topic.Options{Mode: topic.BroadcastOnly, Broadcast: topic.BroadcastPolicy{AckMode: topic.AckAll, OnLag: topic.Disconnect},
+			AckPropagation: topic.AckPropagation{Mode: topic.PropagationAuto}}, topic.Broadcast()},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newIntTopic(t, c.opts)
+			sub := subscribeInt(t, h, c.mode)
+			p := newTracked(t, h, topic.TrackedOptions{Timeout: time.Minute})
+			ctx := testCtx(t)
+			var acked atomic.Int64
+			done := func(r topic.Result) {
+				if r.Outcome == topic.Acked {
+					acked.Add(1)
+				}
+			}
+			hop := func() {
+				if err := p.PublishFunc(ctx, 1, done); err != nil {
+					t.Fatal(err)
+				}
+				it, err := sub.Receive(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := sub.Ack(it.ID); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for range 100 { // warm the subscription's and the publisher's state
+				hop()
+			}
+			if allocs := testing.AllocsPerRun(1000, hop); allocs != 0 {
+				t.Fatalf("%.2f allocations per tracked publish, want 0", allocs)
+			}
+			if got := acked.Load(); got != 1100+1 { // AllocsPerRun runs once more to warm up
+				t.Fatalf("%d publishes acked, want 1101", got)
+			}
+		})
 	}
 }
 
