@@ -58,6 +58,20 @@ func publishAll(b *testing.B, publish func(v int) error) {
 // backend (waiting for the broker's acknowledgement) and received and
 // acked by a balanced group member, on an in-process kfake cluster.
 func BenchmarkPublishSubscribe(b *testing.B) {
+	benchPublishSubscribe(b, func(ctx context.Context, h *topic.Handle[int], v int) error { return h.Publish(ctx, v) })
+}
+
+// BenchmarkPublishSubscribeHeaders is BenchmarkPublishSubscribe with two
+// headers on every message (a W3C traceparent and a short one).
+func BenchmarkPublishSubscribeHeaders(b *testing.B) {
+	hdr := topic.Headers{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "tenant": "acme"}
+	benchPublishSubscribe(b, func(ctx context.Context, h *topic.Handle[int], v int) error {
+		_, err := h.PublishWithHeaders(ctx, v, hdr, topic.Block)
+		return err
+	})
+}
+
+func benchPublishSubscribe(b *testing.B, publish func(ctx context.Context, h *topic.Handle[int], v int) error) {
 	c := testbroker.Kafka(b)
 	be := newBackend(b, testOptions[int](c, topic.IntCodec{}))
 	h := newTopic(b, be, "bench", topic.Options{})
@@ -83,7 +97,7 @@ func BenchmarkPublishSubscribe(b *testing.B) {
 	}()
 	ctx := context.Background()
 	t0 := time.Now()
-	publishAll(b, func(v int) error { return h.Publish(ctx, v) })
+	publishAll(b, func(v int) error { return publish(ctx, h, v) })
 	b.ReportMetric(float64(time.Since(t0).Nanoseconds())/float64(b.N), "pub-ns/msg")
 	<-got
 	reportCPU(b, start)

@@ -35,7 +35,7 @@ func FuzzEnvelopeHeaders(f *testing.F) {
 		if (got == nil) != (len(hs) == 0) || !maps.Equal(got, want) {
 			t.Fatalf("envelopeHeaders = %q, want %q", got, want)
 		}
-		written := recordHeaders(nil, nil, topic.Envelope[int]{Headers: want})
+		written, _ := recordHeaders(nil, nil, nil, topic.Envelope[int]{Headers: want})
 		back := make([]*sarama.RecordHeader, len(written))
 		for i := range written {
 			back[i] = &written[i]

@@ -17,6 +17,7 @@ import (
 type completion struct {
 	msg  sarama.ProducerMessage
 	hdr  []sarama.RecordHeader // msg.Headers' backing array, kept for reuse
+	hbuf []byte                // the bytes of the envelope's headers in msg.Headers, kept for reuse
 	done chan error            // buffered 1
 	// alone, set by the publisher before handing the completion over,
 	// sends the record through the producer's single-record producer.
@@ -112,6 +113,10 @@ func (f firstSend) OnSend(m *sarama.ProducerMessage) {
 	f.ProducerInterceptor.OnSend(m)
 }
 
+// maxKeptHeaderBytes is the largest array of header bytes a recycled
+// completion keeps for its next record.
+const maxKeptHeaderBytes = 4096
+
 // get returns a fresh completion.
 func (p *producer) get() *completion { return p.pool.Get().(*completion) }
 
@@ -120,6 +125,9 @@ func (p *producer) put(c *completion) {
 	if cap(c.msg.Headers) > 0 && cap(c.msg.Headers) <= 64 {
 		c.hdr = c.msg.Headers[:0]
 		clear(c.hdr[:cap(c.hdr)])
+	}
+	if cap(c.hbuf) > maxKeptHeaderBytes {
+		c.hbuf = nil
 	}
 	c.msg = sarama.ProducerMessage{}
 	c.alone, c.resent = false, false
@@ -188,7 +196,8 @@ func (p *producer) results(ap sarama.AsyncProducer, batching bool) {
 // copy is handed over). It shares c's headers, backing array included:
 // nothing writes to them any more (sarama only reads a record's headers,
 // and no interceptor sees the copy), and a resent completion is never
-// recycled, so c.hdr never takes that array back for another record.
+// recycled, so c.hdr and c.hbuf never take those arrays back for another
+// record.
 func resend(c *completion) *sarama.ProducerMessage {
 	return &sarama.ProducerMessage{
 		Topic:     c.msg.Topic,

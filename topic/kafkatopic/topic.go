@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -190,10 +191,6 @@ func varintSize(n int) int {
 	return size
 }
 
-// recordHeaders appends to dst the record headers of e: those of the
-// Options.Headers function, then one per entry of e.Headers (so that on a
-// key both use, the envelope's value is the one a consumer reads last).
-// It returns nil when there are none.
 // encode fills c's record from e: its value from the codec, its key,
 // timestamp and headers from Options.Key, EventTime and Headers and from
 // e's headers. A panic in the codec or in those functions is returned as a
@@ -214,33 +211,75 @@ func (t *kTopic[T]) encode(c *completion, e topic.Envelope[T]) (err error) {
 	if t.b.opts.EventTime != nil {
 		c.msg.Timestamp = t.b.opts.EventTime(e.Value) // zero: the producer sets it
 	}
-	c.msg.Headers = recordHeaders(c.hdr[:0], t.b.opts.Headers, e)
+	c.msg.Headers, c.hbuf = recordHeaders(c.hdr[:0], c.hbuf, t.b.opts.Headers, e)
 	return nil
 }
 
-func recordHeaders[T any](dst []sarama.RecordHeader, fromValue func(T) []sarama.RecordHeader, e topic.Envelope[T]) []sarama.RecordHeader {
+// recordHeaders appends to dst the record headers of e: those of the
+// Options.Headers function, then one per entry of e.Headers (so that on a
+// key both use, the envelope's value is the one a consumer reads last).
+// It returns nil when there are none, and the array holding the bytes of
+// e's headers: buf's when it is large enough, for the caller to reuse once
+// the record is done with.
+func recordHeaders[T any](dst []sarama.RecordHeader, buf []byte, fromValue func(T) []sarama.RecordHeader, e topic.Envelope[T]) ([]sarama.RecordHeader, []byte) {
 	if fromValue != nil {
 		dst = append(dst, fromValue(e.Value)...)
 	}
-	for k, v := range e.Headers {
-		dst = append(dst, sarama.RecordHeader{Key: []byte(k), Value: []byte(v)})
+	if len(e.Headers) > 0 {
+		// The envelope's keys and values are copied into one array,
+		// buf's when it is large enough, each header's bytes capped so
+		// that an append to one cannot write over the next.
+		n := 0
+		for k, v := range e.Headers {
+			n += len(k) + len(v)
+		}
+		if buf == nil || cap(buf) < n {
+			buf = make([]byte, 0, n)
+		}
+		buf = buf[:0]
+		for k, v := range e.Headers {
+			start := len(buf)
+			buf = append(buf, k...)
+			mid := len(buf)
+			buf = append(buf, v...)
+			dst = append(dst, sarama.RecordHeader{Key: buf[start:mid:mid], Value: buf[mid:len(buf):len(buf)]})
+		}
 	}
 	if len(dst) == 0 {
-		return nil
+		return nil, buf
 	}
-	return dst
+	return dst, buf
 }
 
 // envelopeHeaders returns a record's headers as topic.Headers (the last
-// value of a repeated key), or nil when it has none.
+// value of a repeated key), or nil when it has none. The keys and values
+// share one string.
 func envelopeHeaders(hs []*sarama.RecordHeader) topic.Headers {
 	if len(hs) == 0 {
 		return nil
 	}
-	out := make(topic.Headers, len(hs))
+	n := 0
 	for _, h := range hs {
 		if h != nil {
-			out[string(h.Key)] = string(h.Value)
+			n += len(h.Key) + len(h.Value)
+		}
+	}
+	var sb strings.Builder
+	sb.Grow(n)
+	for _, h := range hs {
+		if h != nil {
+			sb.Write(h.Key)
+			sb.Write(h.Value)
+		}
+	}
+	all := sb.String()
+	out := make(topic.Headers, len(hs))
+	at := 0
+	for _, h := range hs {
+		if h != nil {
+			k, v := len(h.Key), len(h.Value)
+			out[all[at:at+k]] = all[at+k : at+k+v]
+			at += k + v
 		}
 	}
 	return out
