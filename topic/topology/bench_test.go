@@ -68,7 +68,8 @@ func benchRetried(b *testing.B, builder *topology.Builder) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	m, err := topology.NewMemory[topologytest.Msg](topology.MemoryOptions{})
+	// A run may hold all its messages at once.
+	m, err := topology.NewMemory[topologytest.Msg](topology.MemoryOptions{HoldCapacity: topology.MaxMemoryHoldCapacity})
 	if err != nil {
 		b.Fatal(err)
 	}
