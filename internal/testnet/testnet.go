@@ -5,6 +5,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 )
 
 // SilentListener listens on 127.0.0.1, accepts every TCP connection and
@@ -70,4 +71,43 @@ func ClosedPort(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return addr
+}
+
+// Garbage is what GarbageListener writes on each connection: no protocol's
+// answer (its first four bytes, read as a Kafka or Pulsar frame size, ask
+// for about 2 GiB).
+const Garbage = "\x7f\xff\xff\xfenot a broker\r\n"
+
+// GarbageListener listens on 127.0.0.1 and, on every TCP connection it
+// accepts, waits for the client's first bytes (at most a second), answers
+// Garbage and closes the connection, as a port held by something other
+// than a broker does; it returns the address. The listener and its
+// goroutines are closed and awaited at t's cleanup.
+func GarbageListener(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(time.Second))
+				var b [512]byte
+				_, _ = c.Read(b[:])
+				_, _ = c.Write([]byte(Garbage))
+			})
+		}
+	})
+	t.Cleanup(func() {
+		_ = ln.Close()
+		wg.Wait()
+	})
+	return ln.Addr().String()
 }

@@ -33,7 +33,8 @@ import (
 )
 
 // Guarantee: a source that cannot reach its broker (a port that accepts
-// TCP but never answers, or nothing listening) with sarama's default
+// TCP but never answers, nothing listening, or something other than a
+// broker that answers garbage and closes the connection) with sarama's default
 // configuration gets its first connection failure logged at WARN within
 // 10s of the start, naming the broker and the cause, on one line.
 func TestUnreachableBrokerWarnsWithinTenSeconds(t *testing.T) {
@@ -45,6 +46,7 @@ func TestUnreachableBrokerWarnsWithinTenSeconds(t *testing.T) {
 		{"silent listener", func(t *testing.T) string { return testnet.SilentListener(t) },
 			map[string]string{"sarama": "i/o timeout", "franz": "no answer within"}},
 		{"nothing listening", func(t *testing.T) string { return testnet.ClosedPort(t) }, map[string]string{"sarama": "connection refused", "franz": "connection refused"}},
+		{"garbage answer", func(t *testing.T) string { return testnet.GarbageListener(t) }, map[string]string{"sarama": "too large or too small", "franz": "invalid large response size"}},
 	} {
 		eachClient(t, func(t *testing.T, cl client) {
 			t.Run(tc.name, func(t *testing.T) {

@@ -17,9 +17,25 @@ import (
 // MaxConsecutiveFailures, after about five connect timeouts, not by the
 // fast-failure window (MaxRestarts within Window) within a second.
 func TestABrokerRefusingConnectionsIsGivenUpAfterConsecutiveConnectTimeouts(t *testing.T) {
+	givenUpAfterConsecutiveConnectTimeouts(t, testnet.ClosedPort)
+}
+
+// Guarantee: a source whose broker address is held by something else,
+// which answers garbage and closes the connection, is given up as one
+// whose brokers refuse connections: by MaxConsecutiveFailures, after about
+// five connect timeouts.
+func TestABrokerAnsweringGarbageIsGivenUpAfterConsecutiveConnectTimeouts(t *testing.T) {
+	givenUpAfterConsecutiveConnectTimeouts(t, testnet.GarbageListener)
+}
+
+// givenUpAfterConsecutiveConnectTimeouts checks, with each client, that a
+// pipeline whose source's only broker is at listen(t) gives the source up
+// by MaxConsecutiveFailures with ErrConnect, after at least as many
+// connect timeouts.
+func givenUpAfterConsecutiveConnectTimeouts(t *testing.T, listen func(testing.TB) string) {
 	eachClient(t, func(t *testing.T, cl client) {
 		const connect = 2 * time.Second
-		src := cl.new(t, kafka.Options{Brokers: []string{testnet.ClosedPort(t)}, GroupID: "g-refused", Topics: []string{testTopic},
+		src := cl.new(t, kafka.Options{Brokers: []string{listen(t)}, GroupID: "g-refused", Topics: []string{testTopic},
 			ConnectTimeout: connect, Logger: testLogger()})
 		po := pipelineOpts("refused", src, 1, newLedger(), nil)
 		start := time.Now()
