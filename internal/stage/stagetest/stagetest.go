@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/message"
@@ -26,14 +27,22 @@ import (
 // Runner is a stage: Run returns once every goroutine of the stage has.
 type Runner interface{ Run(ctx context.Context) }
 
-// runs maps a stage to the channel closed when its Run returns.
+// runs maps a stage, by a weak pointer, to the channel closed when its Run
+// returns: a stage no test holds any more is collected with all it
+// references, and its entry goes with it, so a test running thousands of
+// stages keeps none of them.
 var runs sync.Map
 
 // Go calls r.Run(ctx) in a new goroutine and returns a channel closed when
 // it returns; Done(r) returns the same channel.
-func Go(ctx context.Context, r Runner) <-chan struct{} {
+func Go[S any, R interface {
+	*S
+	Runner
+}](ctx context.Context, r R) <-chan struct{} {
 	done := make(chan struct{})
-	runs.Store(r, done)
+	key := weak.Make((*S)(r))
+	runs.Store(key, done)
+	runtime.AddCleanup((*S)(r), func(key weak.Pointer[S]) { runs.Delete(key) }, key)
 	go func() {
 		defer close(done)
 		r.Run(ctx)
@@ -42,8 +51,11 @@ func Go(ctx context.Context, r Runner) <-chan struct{} {
 }
 
 // Done is the channel Go returned for r.
-func Done(r Runner) <-chan struct{} {
-	ch, _ := runs.Load(r)
+func Done[S any, R interface {
+	*S
+	Runner
+}](r R) <-chan struct{} {
+	ch, _ := runs.Load(weak.Make((*S)(r)))
 	return ch.(chan struct{})
 }
 
