@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/internal/wait"
@@ -20,13 +21,23 @@ import (
 	"github.com/boulevard-go/boulevard/topic/source"
 )
 
+// defaultChainMessages is the load of TestChainUnderLoad unless
+// BOULEVARD_TOPIC_MESSAGES asks for another.
+const defaultChainMessages = 3000
+
 // chainMessages is the load of TestChainUnderLoad: 3000 by default, more
 // with BOULEVARD_TOPIC_MESSAGES.
 func chainMessages() int {
 	if v, err := strconv.Atoi(os.Getenv("BOULEVARD_TOPIC_MESSAGES")); err == nil && v > 0 {
 		return v
 	}
-	return 3000
+	return defaultChainMessages
+}
+
+// chainWait is the bound on the outcomes of n messages: wait.Deadline for
+// each default load's worth, a larger load taking longer.
+func chainWait(n int) time.Duration {
+	return wait.Deadline * time.Duration(max(1, (n+defaultChainMessages-1)/defaultChainMessages))
 }
 
 var (
@@ -125,7 +136,7 @@ topics:
 		Producer:   producer.Options[int]{Source: &listSource{n: n, ack: rec}},
 		Processors: processor.Options[int, int]{Concurrency: 4, Handle: t1.Handler()},
 	})
-	wait.For(t, "a's outcomes", func() bool { return rec.Total() >= n })
+	wait.Within(t, chainWait(n), "a's outcomes", func() bool { return rec.Total() >= n })
 	for i := len(pipelines) - 1; i >= 0; i-- {
 		stop(t, pipelines[i])
 	}
