@@ -88,6 +88,9 @@ type Backend[T any] struct {
 	// skippedHolds counts the hold records the releasers skipped and
 	// committed past because they carry no valid due time, topic and group.
 	skippedHolds atomic.Uint64
+	// holdEnds are the ends of the hold partitions the backend held
+	// letters in (Stats.Holds).
+	holdEnds holdEnds
 
 	// conns are the connections of every client of the backend, its
 	// readers' and releasers' included (theirs dial through it): cut when

@@ -79,9 +79,16 @@ func (q *queues[T]) record(ctx context.Context, kname string, l *topology.Letter
 // reserve other than 0 refuses, with a *LetterTooLargeError, a record
 // larger than the producer takes less reserve.
 func (q *queues[T]) produce(ctx context.Context, kname string, l *topology.Letter[T], reserve int, extra ...sarama.RecordHeader) error {
+	_, err := q.produced(ctx, kname, l, reserve, extra...)
+	return err
+}
+
+// produced is produce, returning the record produced (its partition and
+// offset set) when it succeeds.
+func (q *queues[T]) produced(ctx context.Context, kname string, l *topology.Letter[T], reserve int, extra ...sarama.RecordHeader) (*sarama.ProducerMessage, error) {
 	err := topology.ErrClosed
+	var msg *sarama.ProducerMessage
 	if !q.b.stopped.Load() { // once stopped, the client may be closed: not asked
-		var msg *sarama.ProducerMessage
 		if msg, err = q.record(ctx, kname, l, reserve, extra...); err == nil {
 			err = q.b.send(msg)
 		}
@@ -89,7 +96,10 @@ func (q *queues[T]) produce(ctx context.Context, kname string, l *topology.Lette
 	if rc, ok := l.Receipt.(*receipt); ok {
 		rc.keep(err != nil)
 	}
-	return err
+	if err != nil {
+		return nil, err
+	}
+	return msg, nil
 }
 
 // Publish implements topology.Queues: it produces l to the main topic and
@@ -158,8 +168,12 @@ func (q *queues[T]) Hold(ctx context.Context, i int, l topology.Letter[T]) error
 		return errors.New("kafkatopology: a broadcast topology cannot hold")
 	}
 	h := q.holds[i]
-	return q.produce(ctx, h.name, &l, 0, timeHeader(HeaderDue, time.Now().Add(h.delay)),
+	msg, err := q.produced(ctx, h.name, &l, 0, timeHeader(HeaderDue, time.Now().Add(h.delay)),
 		header(HeaderGroup, q.group), header(HeaderTopic, q.main))
+	if err == nil {
+		q.b.holdEnds.wrote(msg.Topic, msg.Partition, msg.Offset+1)
+	}
+	return err
 }
 
 // Requeue implements topology.Queues: l goes back to the main topic for

@@ -297,12 +297,22 @@ type highWater interface{ HighWaterMarkOffset() int64 }
 
 // stats returns the claim's figures; the caller holds the reader's mu.
 func (c *claim) stats(topic, gid string) PartitionStats {
-	ps := PartitionStats{Topic: topic, Partition: c.part, Group: gid, Committed: c.committed, Next: c.next,
-		HighWater: c.hw.HighWaterMarkOffset()}
+	committed := c.committed
 	if m := c.Marked(); m >= 0 {
-		ps.Committed = m
+		committed = m
 	}
-	ps.Lag, ps.FetchLag = kafkaoffset.Lag(ps.HighWater, ps.Committed, c.start, ps.Next)
+	ps := partitionFigures(topic, c.part, committed, c.start, c.next, c.hw.HighWaterMarkOffset())
+	ps.Group = gid
+	return ps
+}
+
+// partitionFigures returns the figures of a claim of topic's partition
+// part (see kafkaoffset.Lag): the offset committed or marked for commit
+// (-1: none), where the claim started, the offset of the next record to
+// fetch and the partition's high-water mark.
+func partitionFigures(topic string, part int32, committed, start, next, highWater int64) PartitionStats {
+	ps := PartitionStats{Topic: topic, Partition: part, Committed: committed, Next: next, HighWater: highWater}
+	ps.Lag, ps.FetchLag = kafkaoffset.Lag(highWater, committed, start, next)
 	return ps
 }
 

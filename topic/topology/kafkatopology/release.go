@@ -49,11 +49,16 @@ type releaser[T any] struct {
 const foreignLog = "kafkatopology: hold record without a valid due time, topic and group; skipped and committed"
 
 // claimAt is where a claim is: the offset after the last record it
-// received (-1: not known; stored by the claim alone) and the records
-// fetched and not yet received.
+// received (-1: not known; stored by the claim alone), the records
+// fetched and not yet received, the offset it marked for commit last
+// (the group's committed offset as it began, -1: none), where it started
+// and its consumer's high-water mark (Backend.Stats).
 type claimAt struct {
-	next atomic.Int64
-	msgs <-chan *sarama.ConsumerMessage
+	next   atomic.Int64
+	msgs   <-chan *sarama.ConsumerMessage
+	marked atomic.Int64
+	start  int64
+	hw     highWater
 }
 
 func newReleaser[T any](b *Backend[T], d *dialing, kname string) (*releaser[T], error) {
@@ -165,8 +170,9 @@ func (r *releaser[T]) Cleanup(sarama.ConsumerGroupSession) error { return nil }
 func (r *releaser[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.ConsumerGroupClaim) error {
 	ctx := sess.Context()
 	paused := map[string][]int32{r.topic: {gc.Partition()}}
-	at := &claimAt{msgs: gc.Messages()}
+	at := &claimAt{msgs: gc.Messages(), start: gc.InitialOffset(), hw: gc}
 	at.next.Store(max(gc.InitialOffset(), -1))
+	at.marked.Store(max(gc.InitialOffset(), -1))
 	r.atMu.Lock()
 	r.at[gc.Partition()] = at
 	r.atMu.Unlock()
@@ -194,7 +200,7 @@ func (r *releaser[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.C
 			r.foreignLines.Line(ctx, rec.Partition,
 				[]slog.Attr{slog.String("topic", rec.Topic), slog.Int("partition", int(rec.Partition))},
 				slog.Int64Value(rec.Offset), slog.Int64("offset", rec.Offset), slog.Any("error", err))
-			sess.MarkOffset(r.topic, rec.Partition, rec.Offset+1, "")
+			at.mark(sess, rec)
 			continue
 		}
 		if wait := time.Until(m.due); wait > 0 {
@@ -210,8 +216,31 @@ func (r *releaser[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.C
 		if !r.releaseRecord(ctx, rec, m) {
 			return nil
 		}
-		sess.MarkOffset(r.topic, rec.Partition, rec.Offset+1, "")
+		at.mark(sess, rec)
 	}
+}
+
+// mark marks the claim's records up to rec, which is released or skipped,
+// for commit.
+func (at *claimAt) mark(sess sarama.ConsumerGroupSession, rec *sarama.ConsumerMessage) {
+	sess.MarkOffset(rec.Topic, rec.Partition, rec.Offset+1, "")
+	at.marked.Store(rec.Offset + 1)
+}
+
+// appendHolds appends the figures of the partitions the releaser claims
+// to out: their high-water mark is at least the offset after the last
+// letter the backend held there, since a paused partition is not fetched
+// (see ConsumeClaim).
+func (r *releaser[T]) appendHolds(out []HoldStats) []HoldStats {
+	r.atMu.Lock()
+	defer r.atMu.Unlock()
+	for p, at := range r.at {
+		ps := partitionFigures(r.topic, p, at.marked.Load(), at.start, at.next.Load(),
+			max(at.hw.HighWaterMarkOffset(), r.b.holdEnds.end(r.topic, p)))
+		out = append(out, HoldStats{Topic: ps.Topic, Partition: ps.Partition, Committed: ps.Committed,
+			Next: ps.Next, HighWater: ps.HighWater, Waiting: ps.Lag})
+	}
+	return out
 }
 
 // releaseRecord produces rec back to its main topic, keeping its value,

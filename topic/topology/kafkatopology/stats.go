@@ -63,9 +63,50 @@ type Stats struct {
 	// reader, which reads without a group, and the releasers of hold
 	// topics are not listed: a hold topic's letters wait there until they
 	// are due, so its backlog is the retry rate times the hold's delay by
-	// design, not a sign that the backend falls behind; a releaser that
-	// cannot go on is in Stalled.
+	// design, not a sign that the backend falls behind (see Holds); a
+	// releaser that cannot go on is in Stalled.
 	Partitions []PartitionStats
+	// Holds are the partitions of hold topics this backend's releasers
+	// claim right now, with the letters waiting there to be released,
+	// ordered by topic and partition; empty while no releaser claims any.
+	// The partitions of a hold topic that the releasers of other
+	// processes claim are listed by their backends: the backlog of the
+	// retries is the sum over the processes. It grows with the retry rate
+	// and the holds' delays, and is 0 once every letter sent to a hold was
+	// released (a batch's retries are over).
+	Holds []HoldStats
+}
+
+// HoldStats is one partition of a hold topic that a releaser of the
+// backend claims (as a member of the consumer group "<hold topic>:release"),
+// with the letters waiting there. Offsets are Kafka offsets, as in
+// PartitionStats.
+type HoldStats struct {
+	// Topic is the hold topic's Kafka name, Partition the partition.
+	Topic     string
+	Partition int32
+	// Committed is the group's committed offset as the claim began (-1
+	// when it had none), then the offset after the last letter the
+	// releaser released (or skipped, see SkippedHoldRecords), which it
+	// marks for commit once the broker acknowledged its release: sarama's
+	// offset manager commits it within Consumer.Offsets.AutoCommit.Interval
+	// and when the claim ends.
+	Committed int64
+	// Next is the offset after the last record the releaser took from the
+	// client (the letter it waits to release, or releases, included), or
+	// where the claim started (-1 while not known).
+	Next int64
+	// HighWater is the partition's high-water mark as of the latest fetch
+	// response; 0 before the first. A releaser pauses the fetches of a
+	// partition while its next letter is not due, so HighWater can be
+	// behind by the letters held since the pause began.
+	HighWater int64
+	// Waiting is HighWater − Committed: the letters held in the partition
+	// and not yet released, the one being released included; while the
+	// group has no committed offset, the records since the log start (a
+	// hold group starts at the oldest record). It is 0 while HighWater is
+	// unknown, and never negative.
+	Waiting int64
 }
 
 // PartitionStats is one partition a group reader of the backend claims,
@@ -163,6 +204,12 @@ func (b *Backend[T]) Stats() Stats {
 		st.Partitions = r.appendPartitions(st.Partitions)
 	}
 	sortPartitions(st.Partitions)
+	for _, r := range rs {
+		st.Holds = r.appendHolds(st.Holds)
+	}
+	slices.SortFunc(st.Holds, func(a, b HoldStats) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
 	return st
 }
 
@@ -377,4 +424,38 @@ func (s *stalls) groupError(err error, at func(int32) int64) {
 	s.others.Fail(context.Background(), err.Error(), repeatlog.Event{Level: slog.LevelWarn,
 		Msg: "kafkatopology: hold consumer group error", Ended: "kafkatopology: hold consumer group error ended",
 		Attrs: []slog.Attr{slog.String("topic", s.topic), slog.Any("error", err)}})
+}
+
+// holdEnds are, per hold partition, the offset after the last letter the
+// backend held there: a releaser pauses the fetches of a partition while
+// its next letter is not due, so the high-water mark of its latest fetch
+// leaves out the letters held since.
+type holdEnds struct {
+	mu sync.Mutex
+	m  map[holdPartition]int64
+}
+
+type holdPartition struct {
+	topic string
+	part  int32
+}
+
+// wrote records that the backend held a letter in partition part of hold
+// topic topic, which ends at end now.
+func (h *holdEnds) wrote(topic string, part int32, end int64) {
+	k := holdPartition{topic, part}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m == nil {
+		h.m = map[holdPartition]int64{}
+	}
+	h.m[k] = max(h.m[k], end)
+}
+
+// end returns the offset after the last letter the backend held in
+// partition part of hold topic topic, 0 if none.
+func (h *holdEnds) end(topic string, part int32) int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.m[holdPartition{topic, part}]
 }
