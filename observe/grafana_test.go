@@ -120,7 +120,8 @@ func liveFamilies(t *testing.T) map[string]*dto.MetricFamily {
 	stall := kafkatopology.Stall{Topic: "settlement-hold-5s", Partition: 0, Since: time.Now(), Failures: 1}
 	backend := newFixedKafkaTopology()
 	backend.st.Store(&kafkatopology.Stats{Stalled: []kafkatopology.Stall{stall},
-		Partitions: []kafkatopology.PartitionStats{{Topic: "settlement", Group: "settlement:billing", HighWater: 1, Lag: 1}}})
+		Partitions: []kafkatopology.PartitionStats{{Topic: "settlement", Group: "settlement:billing", HighWater: 1, Lag: 1}},
+		Holds:      []kafkatopology.HoldStats{{Topic: "settlement-hold-5s", HighWater: 1, Waiting: 1}}})
 	if err := errors.Join(obs.AddPulsar("billing", fixedPulsar(pulsar.Stats{Consumers: 1})),
 		obs.AddTopology("settlement", fixedTopology(topology.Stats{Received: 1})),
 		obs.AddKafkaTopology("settlement-kafka", backend)); err != nil {

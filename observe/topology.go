@@ -62,6 +62,7 @@ var (
 	holdsSkipped     = desc("topology_hold_records_skipped_total", "Records of hold topics the releasers skipped and committed past because they carry no valid due time, topic and group: written by something other than the backend, and lost to the topology.", lBackend)
 	topologyLag      = desc("topology_kafka_lag_messages", "High-water mark minus the committed offset of a partition the backend's group readers claim: what a restart would read.", lBackend, lGroup, lTopic, lPartition)
 	topologyFetchLag = desc("topology_kafka_fetch_lag_messages", "High-water mark minus the next offset to fetch of a partition the backend's group readers claim: what is not fetched yet.", lBackend, lGroup, lTopic, lPartition)
+	holdWaiting      = desc("topology_hold_waiting_messages", "Letters waiting in a hold partition the backend's releasers claim, to be released when due: the retries' backlog there.", lBackend, lTopic, lPartition)
 )
 
 // topologyHandOffFailed counts Stats.HandOffFailed, topologyDeadLetterFailed
@@ -73,7 +74,7 @@ var (
 
 var topologyDescs = []*prometheus.Desc{topologyReceived, topologyAcked, topologyRetried, topologyDeferred, topologyRequeued,
 	topologyDeadLettered, topologyDiscarded, topologyPoisoned, topologyHeldBack, topologyRefused, topologySubs, topologySettleFailed, topologyHandOffFailed, topologyDeadLetterFailed,
-	topologyUndecodable, topologyResubscribes, releaseStalls, releaseStalled, releaseFailures, holdsSkipped, topologyLag, topologyFetchLag}
+	topologyUndecodable, topologyResubscribes, releaseStalls, releaseStalled, releaseFailures, holdsSkipped, topologyLag, topologyFetchLag, holdWaiting}
 
 // AddTopology adds a topology's source under name: its outcomes (acks,
 // retries, deferrals, requeues, dead letters, discards, poisoned keys),
@@ -105,7 +106,9 @@ func (o *Observer) RemoveTopology(name string) bool {
 // records its releasers skipped (SkippedHoldRecords) a counter labelled
 // backend=name, and the lag of each partition its group readers claim
 // (Partitions) gauges labelled backend=name, group, topic and partition,
-// one series per partition while it is claimed. A name
+// one series per partition while it is claimed, and the letters waiting in
+// each hold partition its releasers claim (Holds) a gauge labelled
+// backend=name, topic and partition. A name
 // already added is refused with an error wrapping ErrDuplicate; an empty
 // name, or a nil b (or nil pointer), with an error wrapping ErrInvalid.
 // AddKafkaTopology reads no Stats, and does not block; once Close is
@@ -154,9 +157,10 @@ func collectTopology(ch chan<- prometheus.Metric, name string, st topology.Stats
 // collectKafkaTopology sends the stalls of a Kafka topology backend, as
 // of now: their count, and one series per hold topic and partition (the
 // first stall of each, should the backend list one twice); the hold
-// records it skipped; and the lag of each partition its group readers
+// records it skipped; the lag of each partition its group readers
 // claim (the first listed of each group, topic and partition, should two
-// readers claim one at once).
+// readers claim one at once); and the letters waiting in each hold
+// partition its releasers claim (the first listed of each).
 func collectKafkaTopology(ch chan<- prometheus.Metric, name string, st kafkatopology.Stats, now time.Time) {
 	stalls := uniqueStalls(st.Stalled)
 	gauge(ch, releaseStalls, float64(len(stalls)), name)
@@ -170,6 +174,9 @@ func collectKafkaTopology(ch chan<- prometheus.Metric, name string, st kafkatopo
 		part := partitionLabel(p.Partition)
 		gauge(ch, topologyLag, float64(p.Lag), name, p.Group, p.Topic, part)
 		gauge(ch, topologyFetchLag, float64(p.FetchLag), name, p.Group, p.Topic, part)
+	}
+	for _, h := range firstOfEach(st.Holds, func(h kafkatopology.HoldStats) stallKey { return stallKey{labelValue(h.Topic), h.Partition} }) {
+		gauge(ch, holdWaiting, float64(h.Waiting), name, h.Topic, partitionLabel(h.Partition))
 	}
 }
 
@@ -209,7 +216,8 @@ func firstOfEach[T any, K comparable](xs []T, key func(T) K) []T {
 	return out
 }
 
-// stallKey is what tells the series of two stalls apart.
+// stallKey is what tells the series of two stalls, or two hold
+// partitions, apart.
 type stallKey struct {
 	topic     string
 	partition int32
@@ -223,8 +231,9 @@ type TopologySnapshot struct {
 	topology.Stats
 }
 
-// KafkaTopologySnapshot is one Kafka topology backend's stalls and the
-// partitions its group readers claim, with the name it was added under.
+// KafkaTopologySnapshot is one Kafka topology backend's stalls, the
+// partitions its group readers claim and the hold partitions its releasers
+// claim, with the name it was added under.
 type KafkaTopologySnapshot struct {
 	// Backend is the name the backend was added under.
 	Backend string `json:"backend"`
@@ -232,6 +241,9 @@ type KafkaTopologySnapshot struct {
 	Stalled []StallSnapshot `json:"stalled"`
 	// Partitions are the partitions its group readers claim.
 	Partitions []kafkatopology.PartitionStats `json:"partitions"`
+	// Holds are the hold partitions its releasers claim, with the
+	// letters waiting there (kafkatopology.Stats.Holds).
+	Holds []kafkatopology.HoldStats `json:"holds"`
 }
 
 // StallSnapshot is one kafkatopology.Stall, as JSON: Err is given as its
@@ -250,7 +262,8 @@ type StallSnapshot struct {
 
 func kafkaTopologySnapshot(backend string, st kafkatopology.Stats) KafkaTopologySnapshot {
 	snap := KafkaTopologySnapshot{Backend: backend, Stalled: make([]StallSnapshot, len(st.Stalled)),
-		Partitions: append([]kafkatopology.PartitionStats{}, st.Partitions...)}
+		Partitions: append([]kafkatopology.PartitionStats{}, st.Partitions...),
+		Holds:      append([]kafkatopology.HoldStats{}, st.Holds...)}
 	for i, s := range st.Stalled {
 		snap.Stalled[i] = StallSnapshot{Topic: s.Topic, Partition: s.Partition, Offset: s.Offset, Since: s.Since,
 			Failures: s.Failures, Err: errString(s.Err)}

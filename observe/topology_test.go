@@ -263,43 +263,54 @@ func TestAKafkaTopologyPartitionLagIsExported(t *testing.T) {
 		{Topic: "orders", Partition: 1, Group: "orders:billing", Committed: 7, Next: 7, HighWater: 7},
 		{Topic: "orders", Partition: 0, Group: "orders:audit", Committed: 48, Next: 50, HighWater: 50, Lag: 2},
 	}})
-	obs := observe.New(observe.Options{})
-	if err := obs.AddKafkaTopology("orders-kafka", b); err != nil {
-		t.Fatal(err)
-	}
-	h := obs.Handler(nil)
-	_, body := serveMetrics(t, h)
-	for series, v := range map[string]float64{
+	h, snap := exportKafkaTopology(t, b, map[string]float64{
 		`boulevard_topology_kafka_lag_messages{backend="orders-kafka",group="orders:billing",partition="0",topic="orders"}`:       40,
 		`boulevard_topology_kafka_fetch_lag_messages{backend="orders-kafka",group="orders:billing",partition="0",topic="orders"}`: 10,
 		`boulevard_topology_kafka_lag_messages{backend="orders-kafka",group="orders:billing",partition="1",topic="orders"}`:       0,
 		`boulevard_topology_kafka_fetch_lag_messages{backend="orders-kafka",group="orders:billing",partition="1",topic="orders"}`: 0,
 		`boulevard_topology_kafka_lag_messages{backend="orders-kafka",group="orders:audit",partition="0",topic="orders"}`:         2,
 		`boulevard_topology_kafka_fetch_lag_messages{backend="orders-kafka",group="orders:audit",partition="0",topic="orders"}`:   0,
-	} {
-		expectSeriesOnce(t, body, series, v)
-	}
-	promtoolCheck(t, body)
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(obs)
-	if _, err := reg.Gather(); err != nil {
-		t.Errorf("gathering the backend's series: %v", err)
-	}
-
-	var snap observe.Snapshot
-	if code, body := serveGet(t, h, "/stats"); code != http.StatusOK || json.Unmarshal([]byte(body), &snap) != nil {
-		t.Fatalf("/stats answered %d:\n%s", code, body)
-	}
+	})
 	if len(snap.KafkaTopologies) != 1 || len(snap.KafkaTopologies[0].Partitions) != 4 || snap.KafkaTopologies[0].Partitions[0] != first {
 		t.Fatalf("/stats kafkaTopologies = %+v, want orders-kafka's four partitions as listed", snap.KafkaTopologies)
 	}
 
 	b.set()
-	_, body = serveMetrics(t, h)
+	_, body := serveMetrics(t, h)
 	for _, m := range []string{"boulevard_topology_kafka_lag_messages", "boulevard_topology_kafka_fetch_lag_messages"} {
 		if strings.Contains(body, m+"{") {
 			t.Errorf("%s still exported once no partition is claimed:\n%s", m, body)
 		}
+	}
+}
+
+// Guarantee: the letters waiting in each hold partition a Kafka topology
+// backend's releasers claim (Stats.Holds, Waiting) are exported as a
+// gauge labelled by the backend's name, the hold topic and the partition,
+// one series per partition (a partition listed twice, once); a partition
+// no longer claimed is gone from the next scrape, and /stats lists the
+// hold partitions.
+func TestTheLettersWaitingInKafkaTopologyHoldsAreExported(t *testing.T) {
+	b := newFixedKafkaTopology()
+	first := kafkatopology.HoldStats{Topic: "orders-hold-60s", Partition: 0, Committed: 4, Next: 5, HighWater: 12, Waiting: 8}
+	b.st.Store(&kafkatopology.Stats{Holds: []kafkatopology.HoldStats{
+		first,
+		{Topic: "orders-hold-60s", Partition: 0, Committed: 2, Next: 3, HighWater: 12, Waiting: 10},
+		{Topic: "orders-hold-60s", Partition: 1, Committed: 7, Next: 7, HighWater: 7},
+		{Topic: "orders-hold-600s", Partition: 0, Committed: -1, Next: 1, HighWater: 3, Waiting: 3},
+	}})
+	h, snap := exportKafkaTopology(t, b, map[string]float64{
+		`boulevard_topology_hold_waiting_messages{backend="orders-kafka",partition="0",topic="orders-hold-60s"}`:  8,
+		`boulevard_topology_hold_waiting_messages{backend="orders-kafka",partition="1",topic="orders-hold-60s"}`:  0,
+		`boulevard_topology_hold_waiting_messages{backend="orders-kafka",partition="0",topic="orders-hold-600s"}`: 3,
+	})
+	if len(snap.KafkaTopologies) != 1 || len(snap.KafkaTopologies[0].Holds) != 4 || snap.KafkaTopologies[0].Holds[0] != first {
+		t.Fatalf("/stats kafkaTopologies = %+v, want orders-kafka's four hold partitions as listed", snap.KafkaTopologies)
+	}
+
+	b.set()
+	if _, body := serveMetrics(t, h); strings.Contains(body, "boulevard_topology_hold_waiting_messages{") {
+		t.Errorf("boulevard_topology_hold_waiting_messages still exported once no hold partition is claimed:\n%s", body)
 	}
 }
 
@@ -374,4 +385,32 @@ func TestAStalledReleaseOnKafkaIsExported(t *testing.T) {
 	}
 	expectSeriesOnce(t, body, `boulevard_topology_release_stalls{backend="orders-kafka"}`, 1)
 	promtoolCheck(t, body)
+}
+
+// exportKafkaTopology adds b to an Observer as "orders-kafka" and checks
+// that a scrape of its handler h has each series of want once, with its
+// value, that promtool accepts the scrape, and that a pedantic registry
+// gathers it (no series sent twice). It returns h and what /stats says.
+func exportKafkaTopology(t *testing.T, b observe.KafkaTopology, want map[string]float64) (http.Handler, observe.Snapshot) {
+	t.Helper()
+	obs := observe.New(observe.Options{})
+	if err := obs.AddKafkaTopology("orders-kafka", b); err != nil {
+		t.Fatal(err)
+	}
+	h := obs.Handler(nil)
+	_, body := serveMetrics(t, h)
+	for series, v := range want {
+		expectSeriesOnce(t, body, series, v)
+	}
+	promtoolCheck(t, body)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(obs)
+	if _, err := reg.Gather(); err != nil {
+		t.Errorf("gathering the backend's series: %v", err)
+	}
+	var snap observe.Snapshot
+	if code, body := serveGet(t, h, "/stats"); code != http.StatusOK || json.Unmarshal([]byte(body), &snap) != nil {
+		t.Fatalf("/stats answered %d:\n%s", code, body)
+	}
+	return h, snap
 }
