@@ -75,6 +75,8 @@
 //     consumer group sessions that fail) stalls there, retrying, logs
 //     the stall when it begins and then at growing intervals, not per
 //     retry, and Backend.Stats lists it until it ends (see Stall).
+//     Backend.Stats lists each partition a releaser claims with the
+//     letters waiting there (Stats.Holds).
 //   - The main topic is read by every consumer group, and a released retry
 //     must reach only the group that held it. A record produced back by a
 //     release, a Requeue or a Replay carries the header topology-group; the

@@ -58,7 +58,10 @@
 //     one subscription name, so a released retry reaches the group that
 //     held it and no other. A crash while a letter is held loses nothing:
 //     it is on the broker, and the held message is acknowledged on the
-//     main topic only after the broker stored it in the hold topic.
+//     main topic only after the broker stored it in the hold topic. The
+//     backend does not count the letters waiting in a hold topic: they
+//     are the msgBacklog of the group's subscription in the hold topic's
+//     stats (pulsar-admin topics stats, or the admin REST API).
 //   - Requeue (a retry without hold queues, a replayed dead letter, an
 //     interrupted message) sends the letter to the main topic with
 //     topology-group set: the other groups' readers acknowledge it without
