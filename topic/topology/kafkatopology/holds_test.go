@@ -8,13 +8,14 @@ import (
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/topic/topology"
+	"github.com/boulevard-go/boulevard/topic/topology/topologytest"
 )
 
 // Guarantee: Stats lists each hold partition the backend's releasers
 // claim with the letters waiting there: letters held in a long hold count
 // in Waiting, those held after the releaser paused the partition for its
 // head included, and a hold's Waiting is 0 once its letters are released
-// and marked for commit.
+// and marked for commit; a closed backend lists none.
 func TestStatsCountTheLettersWaitingInEachHold(t *testing.T) {
 	c := testbroker.Kafka(t)
 	b := newBackend(t, c.ListenAddrs())
@@ -58,5 +59,10 @@ func TestStatsCountTheLettersWaitingInEachHold(t *testing.T) {
 		if h.Topic == short && h.Committed != h.HighWater {
 			t.Errorf("short hold partition %+v, want committed at its high-water mark once released", h)
 		}
+	}
+
+	topologytest.MustClose(t, "the backend", b.Close)
+	if holds := b.Stats().Holds; len(holds) != 0 {
+		t.Errorf("Stats().Holds = %+v once the backend closed, want none: its releasers claim nothing", holds)
 	}
 }

@@ -51,14 +51,15 @@ const foreignLog = "kafkatopology: hold record without a valid due time, topic a
 // claimAt is where a claim is: the offset after the last record it
 // received (-1: not known; stored by the claim alone), the records
 // fetched and not yet received, the offset it marked for commit last
-// (the group's committed offset as it began, -1: none), where it started
-// and its consumer's high-water mark (Backend.Stats).
+// (the group's committed offset as it began, -1: none), where it started,
+// its consumer's high-water mark, and whether it ended (Backend.Stats).
 type claimAt struct {
 	next   atomic.Int64
 	msgs   <-chan *sarama.ConsumerMessage
 	marked atomic.Int64
 	start  int64
 	hw     highWater
+	ended  atomic.Bool
 }
 
 func newReleaser[T any](b *Backend[T], d *dialing, kname string) (*releaser[T], error) {
@@ -176,6 +177,7 @@ func (r *releaser[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.C
 	r.atMu.Lock()
 	r.at[gc.Partition()] = at
 	r.atMu.Unlock()
+	defer at.ended.Store(true)
 	// The claim's end (a rebalance, the releaser stopping) says what it
 	// held back of the records it skipped.
 	defer r.foreignLines.Forget(context.Background(), gc.Partition())
@@ -228,13 +230,16 @@ func (at *claimAt) mark(sess sarama.ConsumerGroupSession, rec *sarama.ConsumerMe
 }
 
 // appendHolds appends the figures of the partitions the releaser claims
-// to out: their high-water mark is at least the offset after the last
+// (those whose claim has not ended) to out: their high-water mark is at least the offset after the last
 // letter the backend held there, since a paused partition is not fetched
 // (see ConsumeClaim).
 func (r *releaser[T]) appendHolds(out []HoldStats) []HoldStats {
 	r.atMu.Lock()
 	defer r.atMu.Unlock()
 	for p, at := range r.at {
+		if at.ended.Load() {
+			continue
+		}
 		ps := partitionFigures(r.topic, p, at.marked.Load(), at.start, at.next.Load(),
 			max(at.hw.HighWaterMarkOffset(), r.b.holdEnds.end(r.topic, p)))
 		out = append(out, HoldStats{Topic: ps.Topic, Partition: ps.Partition, Committed: ps.Committed,
