@@ -97,9 +97,10 @@ type HoldStats struct {
 	// where the claim started (-1 while not known).
 	Next int64
 	// HighWater is the partition's high-water mark as of the latest fetch
-	// response; 0 before the first. A releaser pauses the fetches of a
-	// partition while its next letter is not due, so HighWater can be
-	// behind by the letters held since the pause began.
+	// response (0 before the first), or the offset after the last letter
+	// this backend held there if greater: a releaser does not fetch a
+	// partition while its next letter is not due, so the letters other
+	// processes held there meanwhile count once it fetches again.
 	HighWater int64
 	// Waiting is HighWater − Committed: the letters held in the partition
 	// and not yet released, the one being released included; while the
