@@ -18,11 +18,16 @@ func TestRecordHeadersReuseTheirBytes(t *testing.T) {
 	var dst []sarama.RecordHeader
 	var buf []byte
 	dst, buf = recordHeaders(dst, buf, nil, e)
+	kept := cap(buf)
 	allocs := testing.AllocsPerRun(100, func() {
 		dst, buf = recordHeaders(dst[:0], buf, nil, e)
 	})
 	if allocs != 0 {
 		t.Fatalf("%.2f allocations per record's headers with their arrays kept, want 0", allocs)
+	}
+	if cap(buf) != kept || len(buf) != headerBytes(e.Headers) {
+		t.Fatalf("after 100 records the kept array holds %d bytes of %d, want %d of %d: each record's headers are written from its start",
+			len(buf), cap(buf), headerBytes(e.Headers), kept)
 	}
 	got := topic.Headers{}
 	for _, h := range dst {
@@ -92,5 +97,81 @@ func TestEnvelopeHeadersShareOneString(t *testing.T) {
 	}
 	if !bytes.Equal(hs[1].Value, []byte("acme")) {
 		t.Fatal("envelopeHeaders changed the record's headers")
+	}
+}
+
+// headerBytes is the length of the keys and values of hs.
+func headerBytes(hs topic.Headers) int {
+	n := 0
+	for k, v := range hs {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
+// Without a kept array large enough, the envelope's headers are written
+// into one array allocated at once, exactly as large as their bytes.
+func TestRecordHeadersAllocateOneArrayOfTheirSize(t *testing.T) {
+	e := topic.Envelope[int]{Headers: topic.Headers{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "tenant": "acme", "a": ""}}
+	n := headerBytes(e.Headers)
+	dst := make([]sarama.RecordHeader, 0, len(e.Headers))
+	for _, kept := range [][]byte{nil, make([]byte, 1, n-1)} {
+		var buf []byte
+		allocs := testing.AllocsPerRun(100, func() {
+			_, buf = recordHeaders(dst[:0], kept, nil, e)
+		})
+		if allocs != 1 || cap(buf) != n {
+			t.Fatalf("with a kept array of %d bytes: %.2f allocations, into an array of %d bytes, want 1 of %d",
+				cap(kept), allocs, cap(buf), n)
+		}
+	}
+}
+
+// A nil record header (an interceptor's) is skipped; the others are read.
+func TestEnvelopeHeadersSkipANilHeader(t *testing.T) {
+	hs := []*sarama.RecordHeader{nil, {Key: []byte("tenant"), Value: []byte("acme")}, nil, {Key: []byte("a"), Value: []byte("1")}, nil}
+	got := envelopeHeaders(hs)
+	if want := (topic.Headers{"tenant": "acme", "a": "1"}); !maps.Equal(got, want) {
+		t.Fatalf("envelopeHeaders = %q, want %q", got, want)
+	}
+}
+
+// A recycled completion keeps the array of its record's header bytes for
+// the next record only while it is small (a few KiB): a record with large
+// headers does not leave its array held by the pool.
+func TestARecycledCompletionKeepsOnlyASmallHeaderArray(t *testing.T) {
+	p := &producer{}
+	p.pool.New = func() any { return &completion{done: make(chan error, 1)} }
+	for _, size := range []int{64, 4 << 10, 4<<10 + 1, 64 << 10} {
+		c := p.get()
+		c.hbuf = make([]byte, 0, size)
+		p.put(c)
+		if kept, want := c.hbuf != nil, size <= 4<<10; kept != want {
+			t.Fatalf("a recycled completion kept its header array of %d bytes: %v, want %v", size, kept, want)
+		}
+	}
+}
+
+// A completion keeps the array its record's header bytes were written
+// into: its next record's headers are written into the same array.
+func TestACompletionWritesItsNextRecordsHeadersIntoTheSameArray(t *testing.T) {
+	kt := &kTopic[int]{b: &Backend[int]{opts: Options[int]{Codec: topic.IntCodec{}}}, kname: "t"}
+	e := topic.Envelope[int]{Value: 1, Headers: topic.Headers{"tenant": "acme"}}
+	c := &completion{}
+	var arrays [2]*byte
+	for i := range arrays {
+		if err := kt.encode(c, e); err != nil {
+			t.Fatal(err)
+		}
+		if len(c.hbuf) == 0 {
+			t.Fatalf("record %d: the completion kept no array of its header bytes", i)
+		}
+		arrays[i] = &c.hbuf[0]
+		if h := c.msg.Headers[0]; &h.Key[0] != arrays[i] {
+			t.Fatalf("record %d: its header %q is not in the completion's kept array", i, h.Key)
+		}
+	}
+	if arrays[0] != arrays[1] {
+		t.Fatal("the second record's headers were written into a new array")
 	}
 }
