@@ -1,7 +1,6 @@
 package kafkatopology
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -28,7 +27,7 @@ func TestStatsCountTheLettersWaitingInEachHold(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	state := func() string { return fmt.Sprintf("Stats().Holds = %+v", b.Stats().Holds) }
+	state := holdsState(b)
 
 	hold(1, 1)
 	wait.For(t, "the long hold's releaser paused for its first letter", func() bool { return b.pauses.Load() == 1 }, state)
