@@ -3,27 +3,33 @@ package kafkatopology
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
 // Guarantee: the backend's Stats may be read from several goroutines
-// while group readers subscribe, receive, settle and close, and while the
+// while group readers subscribe, receive, settle and close, while a
+// releaser claims its hold partition and releases a letter, and while the
 // backend closes (run with -race); once the backend closed, they list no
-// partition.
+// partition, of the main topic or of a hold.
 func TestStatsMayBeReadWhileReadersComeAndGoAndTheBackendCloses(t *testing.T) {
 	const readers, pollers = 2, 2
 	c := testbroker.Kafka(t)
 	b := newBackend(t, c.ListenAddrs(), func(o *Options[msg]) { o.Partitions = 2 })
-	q := declare(t, b, topology.New("stats-race"))
+	q := declare(t, b, topology.New("stats-race").Hold(time.Second))
 	for n := range 2 * readers {
 		if err := q.Publish(t.Context(), topology.Letter[msg]{Value: msg{N: n}}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := q.Hold(t.Context(), 0, topology.Letter[msg]{Value: msg{N: -1}}); err != nil {
+		t.Fatal(err)
 	}
 
 	done := make(chan struct{})
@@ -31,9 +37,15 @@ func TestStatsMayBeReadWhileReadersComeAndGoAndTheBackendCloses(t *testing.T) {
 	for range pollers {
 		polling.Go(func() {
 			for {
-				for _, ps := range b.Stats().Partitions {
+				st := b.Stats()
+				for _, ps := range st.Partitions {
 					if ps.Lag < 0 || ps.FetchLag < 0 {
 						panic(fmt.Sprintf("Stats list a partition with a negative lag: %+v", ps))
+					}
+				}
+				for _, h := range st.Holds {
+					if h.Waiting < 0 {
+						panic(fmt.Sprintf("Stats list a hold partition with negative letters waiting: %+v", h))
 					}
 				}
 				select {
@@ -60,13 +72,16 @@ func TestStatsMayBeReadWhileReadersComeAndGoAndTheBackendCloses(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+	wait.For(t, "the held letter released", func() bool {
+		return slices.ContainsFunc(b.Stats().Holds, func(h HoldStats) bool { return h.Committed == 1 && h.Waiting == 0 })
+	}, holdsState(b))
 	if err := b.Close(t.Context()); err != nil {
 		t.Errorf("Close = %v", err)
 	}
 	close(done)
 	polling.Wait()
-	if st := b.Stats(); len(st.Partitions) != 0 {
-		t.Errorf("Stats().Partitions once the backend closed = %+v, want none", st.Partitions)
+	if st := b.Stats(); len(st.Partitions) != 0 || len(st.Holds) != 0 {
+		t.Errorf("Stats() once the backend closed lists partitions %+v and holds %+v, want none", st.Partitions, st.Holds)
 	}
 }
 
