@@ -289,7 +289,7 @@ func TestAKafkaTopologyPartitionLagIsExported(t *testing.T) {
 // gauge labelled by the backend's name, the hold topic and the partition,
 // one series per partition (a partition listed twice, once); a partition
 // no longer claimed is gone from the next scrape, and /stats lists the
-// hold partitions.
+// hold partitions (an empty list when there are none).
 func TestTheLettersWaitingInKafkaTopologyHoldsAreExported(t *testing.T) {
 	b := newFixedKafkaTopology()
 	first := kafkatopology.HoldStats{Topic: "orders-hold-60s", Partition: 0, Committed: 4, Next: 5, HighWater: 12, Waiting: 8}
@@ -311,6 +311,9 @@ func TestTheLettersWaitingInKafkaTopologyHoldsAreExported(t *testing.T) {
 	b.set()
 	if _, body := serveMetrics(t, h); strings.Contains(body, "boulevard_topology_hold_waiting_messages{") {
 		t.Errorf("boulevard_topology_hold_waiting_messages still exported once no hold partition is claimed:\n%s", body)
+	}
+	if _, body := serveGet(t, h, "/stats"); !strings.Contains(body, `"holds":[]`) {
+		t.Errorf("/stats once no hold partition is claimed:\n%s\nwant the backend's holds an empty list, not null", body)
 	}
 }
 
