@@ -104,9 +104,10 @@ type HoldStats struct {
 	HighWater int64
 	// Waiting is HighWater − Committed: the letters held in the partition
 	// and not yet released, the one being released included; while the
-	// group has no committed offset, the records since the log start (a
-	// hold group starts at the oldest record). It is 0 while HighWater is
-	// unknown, and never negative.
+	// group has no committed offset (a hold group starts at the oldest
+	// record), the high-water mark itself, which counts the records
+	// retention already deleted too, until the first letter is released.
+	// It is 0 while HighWater is unknown, and never negative.
 	Waiting int64
 }
 
