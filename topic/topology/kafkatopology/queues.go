@@ -168,12 +168,18 @@ func (q *queues[T]) Hold(ctx context.Context, i int, l topology.Letter[T]) error
 		return errors.New("kafkatopology: a broadcast topology cannot hold")
 	}
 	h := q.holds[i]
-	msg, err := q.produced(ctx, h.name, &l, 0, timeHeader(HeaderDue, time.Now().Add(h.delay)),
-		header(HeaderGroup, q.group), header(HeaderTopic, q.main))
+	msg, err := q.produced(ctx, h.name, &l, 0, q.holdHeaders(time.Now().Add(h.delay))...)
 	if err == nil {
 		q.b.holdEnds.wrote(msg.Topic, msg.Partition, msg.Offset+1)
 	}
 	return err
+}
+
+// holdHeaders are the headers a hold record carries besides the letter's
+// history: when it falls due, the group to release it to and the main
+// topic to release it to.
+func (q *queues[T]) holdHeaders(due time.Time) []sarama.RecordHeader {
+	return []sarama.RecordHeader{timeHeader(HeaderDue, due), header(HeaderGroup, q.group), header(HeaderTopic, q.main)}
 }
 
 // Requeue implements topology.Queues: l goes back to the main topic for
