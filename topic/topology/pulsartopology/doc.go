@@ -40,7 +40,7 @@
 //     (topology-shard, topology-retries, topology-first-failure,
 //     topology-last-failure, topology-resume; the topology-death-*
 //     properties on a dead letter, whose failure text is cut to
-//     topology.MaxDeathErrorBytes). Times are RFC 3339 with nanoseconds.
+//     topology.MaxDeathErrorBytes). Times are RFC 3339 with nanoseconds, in UTC.
 //   - Publish sends the letter to the main topic, unless its message would
 //     outgrow Options.MaxMessageSize (the brokers' maxMessageSize) once a
 //     hold or a dead-lettering adds its metadata: the history and a

@@ -11,7 +11,7 @@ import (
 )
 
 // The message properties a letter's history travels in. Absent properties
-// are zero values; times are RFC 3339 with nanoseconds.
+// are zero values; times are RFC 3339 with nanoseconds, in UTC.
 const (
 	PropShard        = "topology-shard"
 	PropRetries      = "topology-retries"
@@ -49,7 +49,7 @@ func properties[T any](l *topology.Letter[T], group string) map[string]string {
 	}
 	putTime := func(k string, t time.Time) {
 		if !t.IsZero() {
-			put(k, t.Format(time.RFC3339Nano))
+			put(k, t.UTC().Format(time.RFC3339Nano))
 		}
 	}
 	if l.Shard != 0 {
