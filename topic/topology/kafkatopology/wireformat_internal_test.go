@@ -24,27 +24,7 @@ type oneTopicClient struct{ sarama.Client }
 func (oneTopicClient) PartitionNotReadable(string, int32) bool { return false }
 func (oneTopicClient) Partitions(string) ([]int32, error)      { return []int32{0}, nil }
 
-// wireLetter is a dead letter with every field of its history set, its
-// times given in a zone other than UTC.
-func wireLetter() topology.Letter[topologytest.Msg] {
-	paris := time.FixedZone("CET", 3600)
-	return topology.Letter[topologytest.Msg]{
-		Value:        topologytest.Msg{Key: "A", N: 7},
-		Key:          "customer-42",
-		Shard:        3,
-		Retries:      2,
-		FirstFailure: time.Date(2026, 3, 1, 13, 4, 5, 123456789, paris),
-		LastFailure:  time.Date(2026, 3, 1, 13, 6, 0, 500000000, paris),
-		Resume:       true,
-		Death: &topology.Death{
-			Reason: topology.ReasonMaxRetries, Error: "boom", Topic: "orders", Group: "billing", Retries: 2,
-			FirstFailure: time.Date(2026, 3, 1, 12, 4, 5, 123456789, time.UTC),
-			LastFailure:  time.Date(2026, 3, 1, 12, 6, 0, 0, time.UTC),
-		},
-	}
-}
-
-// wireHeaders is the record of wireLetter held in hold topic
+// wireHeaders is the record of topologytest.WireLetter held in hold topic
 // orders.hold.1 for group billing, due at 2026-03-01T12:07:00.000000001Z,
 // as this version writes it, header for header.
 var wireHeaders = [][2]string{
@@ -86,7 +66,7 @@ func wireQueues(t *testing.T) *queues[topologytest.Msg] {
 // cut), counts in decimal, Resume as "1".
 func TestAHeldLettersRecordKeepsItsWireFormat(t *testing.T) {
 	q := wireQueues(t)
-	l := wireLetter()
+	l := topologytest.WireLetter()
 	due := time.Date(2026, 3, 1, 13, 7, 0, 1, time.FixedZone("CET", 3600))
 	msg, err := q.record(t.Context(), "orders.hold.1", &l, 0, q.holdHeaders(due)...)
 	if err != nil {
@@ -142,28 +122,9 @@ func TestARecordWrittenByThisVersionDecodesIntoItsLetter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := wireLetter()
-	if l.Value != want.Value || l.Key != want.Key || l.Shard != want.Shard || l.Retries != want.Retries || l.Resume != want.Resume {
-		t.Errorf("letter %+v, want %+v", l, want)
-	}
-	for _, tc := range []struct {
-		what      string
-		got, want time.Time
-	}{
-		{"FirstFailure", l.FirstFailure, want.FirstFailure},
-		{"LastFailure", l.LastFailure, want.LastFailure},
-		{"Death.FirstFailure", l.Death.FirstFailure, want.Death.FirstFailure},
-		{"Death.LastFailure", l.Death.LastFailure, want.Death.LastFailure},
-		{"due", m.due, time.Date(2026, 3, 1, 12, 7, 0, 1, time.UTC)},
-	} {
-		if !tc.got.Equal(tc.want) {
-			t.Errorf("%s = %v, want %v", tc.what, tc.got, tc.want)
-		}
-	}
-	gotDeath, wantDeath := *l.Death, *want.Death
-	gotDeath.FirstFailure, gotDeath.LastFailure, wantDeath.FirstFailure, wantDeath.LastFailure = time.Time{}, time.Time{}, time.Time{}, time.Time{}
-	if gotDeath != wantDeath {
-		t.Errorf("death %+v, want %+v", gotDeath, wantDeath)
+	topologytest.CheckWireLetter(t, l, true)
+	if due := time.Date(2026, 3, 1, 12, 7, 0, 1, time.UTC); !m.due.Equal(due) {
+		t.Errorf("due = %v, want %v", m.due, due)
 	}
 	if m.group != "billing" || m.topic != "orders" {
 		t.Errorf("group %q, topic %q; want billing and orders", m.group, m.topic)

@@ -4,7 +4,6 @@ import (
 	"maps"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
@@ -17,27 +16,7 @@ import (
 // values as literals, so that a change to any of them fails here; such a
 // change needs a release that reads both formats first (docs/topology.md).
 
-// wireLetter is a dead letter with every field of its history set, its
-// times given in a zone other than UTC.
-func wireLetter() topology.Letter[topologytest.Msg] {
-	paris := time.FixedZone("CET", 3600)
-	return topology.Letter[topologytest.Msg]{
-		Value:        topologytest.Msg{Key: "A", N: 7},
-		Key:          "customer-42",
-		Shard:        3,
-		Retries:      2,
-		FirstFailure: time.Date(2026, 3, 1, 13, 4, 5, 123456789, paris),
-		LastFailure:  time.Date(2026, 3, 1, 13, 6, 0, 500000000, paris),
-		Resume:       true,
-		Death: &topology.Death{
-			Reason: topology.ReasonMaxRetries, Error: "boom", Topic: "orders", Group: "billing", Retries: 2,
-			FirstFailure: time.Date(2026, 3, 1, 13, 4, 5, 123456789, paris),
-			LastFailure:  time.Date(2026, 3, 1, 12, 6, 0, 0, time.UTC),
-		},
-	}
-}
-
-// wireProperties are the properties of wireLetter's message for group
+// wireProperties are the properties of topologytest.WireLetter's message for group
 // billing (a hold's or a requeue's) as this version writes them.
 var wireProperties = map[string]string{
 	"topology-shard":               "3",
@@ -76,7 +55,7 @@ func wireQueues(t *testing.T) *queues[topologytest.Msg] {
 // whatever zone the letter's times are in, counts in decimal, Resume as
 // "true".
 func TestALettersMessageKeepsItsWireFormat(t *testing.T) {
-	l := wireLetter()
+	l := topologytest.WireLetter()
 	m, err := wireQueues(t).message(&l, "billing")
 	if err != nil {
 		t.Fatal(err)
@@ -115,26 +94,8 @@ func TestAMessageWrittenByThisVersionDecodesIntoItsLetter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := wireLetter()
-	if l.Value != want.Value || l.Shard != want.Shard || l.Retries != want.Retries || l.Resume != want.Resume || group != "billing" {
-		t.Errorf("letter %+v for group %q, want %+v for billing", l, group, want)
-	}
-	for _, tc := range []struct {
-		what      string
-		got, want time.Time
-	}{
-		{"FirstFailure", l.FirstFailure, want.FirstFailure},
-		{"LastFailure", l.LastFailure, want.LastFailure},
-		{"Death.FirstFailure", l.Death.FirstFailure, want.Death.FirstFailure},
-		{"Death.LastFailure", l.Death.LastFailure, want.Death.LastFailure},
-	} {
-		if !tc.got.Equal(tc.want) {
-			t.Errorf("%s = %v, want %v", tc.what, tc.got, tc.want)
-		}
-	}
-	gotDeath, wantDeath := *l.Death, *want.Death
-	gotDeath.FirstFailure, gotDeath.LastFailure, wantDeath.FirstFailure, wantDeath.LastFailure = time.Time{}, time.Time{}, time.Time{}, time.Time{}
-	if gotDeath != wantDeath {
-		t.Errorf("death %+v, want %+v", gotDeath, wantDeath)
+	topologytest.CheckWireLetter(t, l, false)
+	if group != "billing" {
+		t.Errorf("group = %q, want billing", group)
 	}
 }
