@@ -42,6 +42,33 @@ func TestCodecsRoundTrip(t *testing.T) {
 	}
 }
 
+// Guarantee: the built-in codecs' bytes are a wire format a later version
+// reads: IntCodec writes 8 big-endian bytes (two's complement) and reads
+// them back, StringCodec and BytesCodec carry the bytes as they are.
+func TestBuiltInCodecsKeepTheirWireFormat(t *testing.T) {
+	for _, tc := range []struct {
+		v    int
+		wire string
+	}{
+		{7, "\x00\x00\x00\x00\x00\x00\x00\x07"},
+		{-2, "\xff\xff\xff\xff\xff\xff\xff\xfe"},
+		{1<<40 + 3<<8, "\x00\x00\x01\x00\x00\x00\x03\x00"},
+	} {
+		if b, err := (topic.IntCodec{}).Encode(tc.v); err != nil || string(b) != tc.wire {
+			t.Errorf("IntCodec.Encode(%d) = %q, %v; want %q", tc.v, b, err, tc.wire)
+		}
+		if v, err := (topic.IntCodec{}).Decode([]byte(tc.wire)); err != nil || v != tc.v {
+			t.Errorf("IntCodec.Decode(%q) = %d, %v; want %d", tc.wire, v, err, tc.v)
+		}
+	}
+	if b, _ := (topic.StringCodec{}).Encode("é\x00"); string(b) != "\xc3\xa9\x00" {
+		t.Errorf("StringCodec.Encode = %q, want %q", b, "\xc3\xa9\x00")
+	}
+	if b, _ := (topic.BytesCodec{}).Encode([]byte{0, 0xff}); string(b) != "\x00\xff" {
+		t.Errorf("BytesCodec.Encode = %q, want %q", b, "\x00\xff")
+	}
+}
+
 // A payload of the wrong shape is a *DecodeError, not a panic.
 func TestCodecRejectsMalformedPayload(t *testing.T) {
 	_, err := topic.IntCodec{}.Decode([]byte{1, 2, 3})
