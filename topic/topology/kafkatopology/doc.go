@@ -43,7 +43,7 @@
 //     (topology-shard, topology-retries, topology-first-failure,
 //     topology-last-failure, topology-resume; on a hold record
 //     topology-due, topology-topic and topology-group; on a dead letter the
-//     topology-death-* headers). Times are RFC 3339 with nanoseconds.
+//     topology-death-* headers). Times are RFC 3339 with nanoseconds, in UTC.
 //   - Publish produces to the main topic and returns once the broker has
 //     acknowledged the record (acks=all). A sequenced letter goes to the
 //     partition of its shard (shard modulo the partition count, so a key
