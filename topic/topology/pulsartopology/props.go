@@ -11,7 +11,11 @@ import (
 )
 
 // The message properties a letter's history travels in. Absent properties
-// are zero values; times are RFC 3339 with nanoseconds, in UTC.
+// are zero values; times are RFC 3339 with nanoseconds, in UTC, of the
+// years 0 to 9999; counts are decimal, from 0 to
+// topology.MaxRoutingShards-1 for the shard and to topology.MaxRetriesLimit
+// for retries. A message with a history property outside that does not
+// decode.
 const (
 	PropShard        = "topology-shard"
 	PropRetries      = "topology-retries"
@@ -81,7 +85,7 @@ func properties[T any](l *topology.Letter[T], group string) map[string]string {
 // Why a history property does not decode: no letter carries such a value.
 var (
 	errCount  = errors.New("not a decimal count within its bound")
-	errTime   = errors.New("not an RFC 3339 time")
+	errTime   = errors.New("not an RFC 3339 time of the years 0 to 9999 UTC")
 	errResume = errors.New(`not "true" or "false"`)
 )
 
@@ -89,9 +93,10 @@ var (
 // group the message is for ("" for every group). A history property whose
 // value no letter carries (a count out of its bound: the shard from 0 to
 // topology.MaxRoutingShards-1, retries from 0 to
-// topology.MaxRetriesLimit; a time that is not RFC 3339; a resume that is
-// neither "true" nor "false") is an error that shows at most the value's
-// first bytes.
+// topology.MaxRetriesLimit; a time that is not RFC 3339 or whose UTC year
+// is outside 0 to 9999; a resume that is neither "true" nor "false") is an
+// error that shows at most the value's first bytes, a death's property
+// too on a message without a death reason.
 func readProperties[T any](p map[string]string, l *topology.Letter[T]) (string, error) {
 	var err error
 	fail := func(k, v string, e error) {
@@ -116,9 +121,12 @@ func readProperties[T any](p map[string]string, l *topology.Letter[T]) (string, 
 		if !ok {
 			return time.Time{}
 		}
+		// As putTime can write it back: a letter read keeps its times
+		// through its next hold.
 		t, e := time.Parse(time.RFC3339Nano, v)
-		if e != nil {
+		if y := t.UTC().Year(); e != nil || y < 0 || y > 9999 {
 			fail(k, v, errTime)
+			return time.Time{}
 		}
 		return t
 	}
@@ -134,10 +142,11 @@ func readProperties[T any](p map[string]string, l *topology.Letter[T]) (string, 
 	default:
 		fail(PropResume, v, errResume)
 	}
+	d := topology.Death{Error: p[PropDeathError], Topic: p[PropDeathTopic], Group: p[PropDeathGroup],
+		Retries: num(PropDeathRetries, topology.MaxRetriesLimit), FirstFailure: tm(PropDeathFirstFailure), LastFailure: tm(PropDeathLastFailure)}
 	if r, ok := p[PropDeathReason]; ok {
-		l.Death = &topology.Death{Reason: topology.Reason(r), Error: p[PropDeathError],
-			Topic: p[PropDeathTopic], Group: p[PropDeathGroup], Retries: num(PropDeathRetries, topology.MaxRetriesLimit),
-			FirstFailure: tm(PropDeathFirstFailure), LastFailure: tm(PropDeathLastFailure)}
+		d.Reason = topology.Reason(r)
+		l.Death = &d
 	}
 	return p[PropGroup], err
 }

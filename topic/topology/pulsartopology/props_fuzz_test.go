@@ -29,15 +29,12 @@ func splitProps(b []byte) map[string]string {
 
 // malformed returns why properties p do not hold a letter's history (""
 // when they do): a count that is not a decimal from 0 to its bound, a time
-// that is not RFC 3339, a resume that is neither "true" nor "false". The
-// death's own properties count only with its reason.
+// that is not RFC 3339 of the years 0 to 9999 UTC (what properties
+// writes), a resume that is neither "true" nor "false"; the death's own
+// properties as well on a message without a death reason.
 func malformed(p map[string]string) string {
-	counts := map[string]int{PropShard: topology.MaxRoutingShards - 1, PropRetries: topology.MaxRetriesLimit}
-	times := []string{PropFirstFailure, PropLastFailure}
-	if _, ok := p[PropDeathReason]; ok {
-		counts[PropDeathRetries] = topology.MaxRetriesLimit
-		times = append(times, PropDeathFirstFailure, PropDeathLastFailure)
-	}
+	counts := map[string]int{PropShard: topology.MaxRoutingShards - 1, PropRetries: topology.MaxRetriesLimit, PropDeathRetries: topology.MaxRetriesLimit}
+	times := []string{PropFirstFailure, PropLastFailure, PropDeathFirstFailure, PropDeathLastFailure}
 	for k, v := range p {
 		if limit, ok := counts[k]; ok {
 			if n, err := strconv.ParseInt(v, 10, 64); err != nil || n < 0 || n > int64(limit) {
@@ -45,7 +42,7 @@ func malformed(p map[string]string) string {
 			}
 		}
 		if slices.Contains(times, k) {
-			if _, err := time.Parse(time.RFC3339Nano, v); err != nil {
+			if t, err := time.Parse(time.RFC3339Nano, v); err != nil || t.UTC().Year() < 0 || t.UTC().Year() > 9999 {
 				return k + "=" + strconv.Quote(v)
 			}
 		}
@@ -61,8 +58,9 @@ func malformed(p map[string]string) string {
 // panics, allocates in proportion to the message only, and either decodes
 // a letter or returns an error of bounded length that is safe to log; it
 // returns an error exactly when a history property is malformed (a count
-// that is not a decimal within its bound, a time that is not RFC 3339, a
-// resume that is neither "true" nor "false") or the payload does not
+// that is not a decimal within its bound, a time that is not RFC 3339 or
+// that the encoder cannot write back, a resume that is neither "true" nor
+// "false") or the payload does not
 // decode, never a wrong value. A letter it decodes reads back the same
 // once encoded again.
 func FuzzDecodeLetter(f *testing.F) {
@@ -100,6 +98,8 @@ func FuzzDecodeLetter(f *testing.F) {
 		{string(fuzzcheck.Pairs(PropResume, "1")), value},
 		{string(fuzzcheck.Pairs(PropResume, "false")), value},
 		{string(fuzzcheck.Pairs(PropFirstFailure, "\x1b[31m\n")), value},
+		{string(fuzzcheck.Pairs(PropFirstFailure, "0000-01-01T00:00:00+01:00")), value},
+		{string(fuzzcheck.Pairs(PropDeathLastFailure, "9999-12-31T23:59:59-01:00", PropDeathReason, "rejected")), value},
 	} {
 		f.Add([]byte(seed.props), []byte(seed.payload))
 	}
