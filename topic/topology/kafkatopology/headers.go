@@ -159,7 +159,9 @@ func parseTime(v []byte) (time.Time, error) {
 // Of a repeated header the last counts. A history header whose value no
 // letter writes (a count out of its bound, a time that is not RFC 3339 or
 // whose UTC year is outside 0 to 9999, a Resume neither "1" nor "0") is an
-// error that shows at most the value's first bytes.
+// error that shows at most the value's first bytes, a death's header too
+// on a record without a death reason. A death's failure text longer than
+// topology.MaxDeathErrorBytes is cut (topology.BoundDeathError).
 func readHeaders[T any](rec *sarama.ConsumerMessage, l *topology.Letter[T]) (meta, error) {
 	var m meta
 	var d topology.Death
@@ -197,7 +199,7 @@ func readHeaders[T any](rec *sarama.ConsumerMessage, l *topology.Letter[T]) (met
 		case HeaderDeathReason:
 			d.Reason, dead = topology.Reason(v), true
 		case HeaderDeathError:
-			d.Error = string(v)
+			d.Error = topology.BoundDeathError(string(v))
 		case HeaderDeathTopic:
 			d.Topic = string(v)
 		case HeaderDeathGroup:

@@ -130,6 +130,7 @@ func FuzzDecodeLetter(f *testing.F) {
 		{fuzzcheck.Pairs(HeaderDue, "2026-01-02T03:04:05+24:00"), "", string(value)},
 		{fuzzcheck.Pairs(HeaderResume, "true"), "", string(value)},
 		{fuzzcheck.Pairs(HeaderResume, "0", HeaderResume, "1"), "", string(value)},
+		{fuzzcheck.Pairs(HeaderDeathReason, "rejected", HeaderDeathError, strings.Repeat("é", topology.MaxDeathErrorBytes)), "", string(value)},
 	} {
 		f.Add(seed.hdrs, []byte(seed.key), []byte(seed.value))
 	}

@@ -96,7 +96,8 @@ var (
 // topology.MaxRetriesLimit; a time that is not RFC 3339 or whose UTC year
 // is outside 0 to 9999; a resume that is neither "true" nor "false") is an
 // error that shows at most the value's first bytes, a death's property
-// too on a message without a death reason.
+// too on a message without a death reason. A death's failure text longer
+// than topology.MaxDeathErrorBytes is cut (topology.BoundDeathError).
 func readProperties[T any](p map[string]string, l *topology.Letter[T]) (string, error) {
 	var err error
 	fail := func(k, v string, e error) {
@@ -142,7 +143,7 @@ func readProperties[T any](p map[string]string, l *topology.Letter[T]) (string, 
 	default:
 		fail(PropResume, v, errResume)
 	}
-	d := topology.Death{Error: p[PropDeathError], Topic: p[PropDeathTopic], Group: p[PropDeathGroup],
+	d := topology.Death{Error: topology.BoundDeathError(p[PropDeathError]), Topic: p[PropDeathTopic], Group: p[PropDeathGroup],
 		Retries: num(PropDeathRetries, topology.MaxRetriesLimit), FirstFailure: tm(PropDeathFirstFailure), LastFailure: tm(PropDeathLastFailure)}
 	if r, ok := p[PropDeathReason]; ok {
 		d.Reason = topology.Reason(r)

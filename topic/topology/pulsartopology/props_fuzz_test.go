@@ -100,6 +100,7 @@ func FuzzDecodeLetter(f *testing.F) {
 		{string(fuzzcheck.Pairs(PropFirstFailure, "\x1b[31m\n")), value},
 		{string(fuzzcheck.Pairs(PropFirstFailure, "0000-01-01T00:00:00+01:00")), value},
 		{string(fuzzcheck.Pairs(PropDeathLastFailure, "9999-12-31T23:59:59-01:00", PropDeathReason, "rejected")), value},
+		{string(fuzzcheck.Pairs(PropDeathReason, "rejected", PropDeathError, strings.Repeat("é", topology.MaxDeathErrorBytes))), value},
 	} {
 		f.Add([]byte(seed.props), []byte(seed.payload))
 	}

@@ -73,8 +73,9 @@ func Clock(ns int64) time.Time {
 // disagrees with what its input should give: one with a malformed history
 // field (bad names it, "" when there is none) must be an error, and so
 // must one whose value the codec refuses (codecErr); any other must
-// decode. It reports whether the letter decoded, which it then checks no
-// further.
+// decode, with a death's failure text of at most
+// topology.MaxDeathErrorBytes. It reports whether the letter decoded,
+// which it then checks no further.
 func DecodeVerdict[T any](t testing.TB, bad string, err, codecErr error, l topology.Letter[T]) bool {
 	t.Helper()
 	switch {
@@ -84,6 +85,8 @@ func DecodeVerdict[T any](t testing.TB, bad string, err, codecErr error, l topol
 		t.Fatalf("well-formed record does not decode: %v", err)
 	case bad == "" && codecErr != nil && err == nil:
 		t.Fatalf("decoded a record whose value does not decode (%v): %+v", codecErr, l)
+	case err == nil && l.Death != nil && len(l.Death.Error) > topology.MaxDeathErrorBytes:
+		t.Fatalf("decoded a death text of %d bytes, more than topology.MaxDeathErrorBytes", len(l.Death.Error))
 	}
 	return err == nil
 }
