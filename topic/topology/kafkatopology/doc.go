@@ -44,6 +44,16 @@
 //     topology-last-failure, topology-resume; on a hold record
 //     topology-due, topology-topic and topology-group; on a dead letter the
 //     topology-death-* headers). Times are RFC 3339 with nanoseconds, in UTC.
+//     A record another producer wrote whose history header holds a value
+//     no letter carries does not decode: a count that is not a decimal
+//     within its bound, a time that is not RFC 3339 or falls outside the
+//     years 0 to 9999 in UTC, a topology-resume other than "1" or "0", and
+//     a topology-death-* header with such a value even without
+//     topology-death-reason. Any other value is read as written: a time
+//     in any offset, a death reason this version does not know, text
+//     that is not UTF-8; a failure text longer than
+//     topology.MaxDeathErrorBytes is cut, and of a repeated key the last
+//     counts. pulsartopology reads message properties the same way.
 //   - Publish produces to the main topic and returns once the broker has
 //     acknowledged the record (acks=all). A sequenced letter goes to the
 //     partition of its shard (shard modulo the partition count, so a key

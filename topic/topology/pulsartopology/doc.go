@@ -41,6 +41,17 @@
 //     topology-last-failure, topology-resume; the topology-death-*
 //     properties on a dead letter, whose failure text is cut to
 //     topology.MaxDeathErrorBytes). Times are RFC 3339 with nanoseconds, in UTC.
+//     A message another producer wrote whose history property holds a
+//     value no letter carries does not decode: a count that is not a
+//     decimal within its bound, a time that is not RFC 3339 or falls
+//     outside the years 0 to 9999 in UTC, a topology-resume other than
+//     "true" or "false", and a topology-death-* property with such a value
+//     even without
+//     topology-death-reason. Any other value is read as written: a time
+//     in any offset, a death reason this version does not know, text
+//     that is not UTF-8; a failure text longer than
+//     topology.MaxDeathErrorBytes is cut, and of a repeated key the last
+//     counts. kafkatopology reads record headers the same way.
 //   - Publish sends the letter to the main topic, unless its message would
 //     outgrow Options.MaxMessageSize (the brokers' maxMessageSize) once a
 //     hold or a dead-lettering adds its metadata: the history and a
