@@ -146,8 +146,12 @@ func readProperties[T any](p map[string]string, l *topology.Letter[T]) (string, 
 	d := topology.Death{Error: topology.BoundDeathError(p[PropDeathError]), Topic: p[PropDeathTopic], Group: p[PropDeathGroup],
 		Retries: num(PropDeathRetries, topology.MaxRetriesLimit), FirstFailure: tm(PropDeathFirstFailure), LastFailure: tm(PropDeathLastFailure)}
 	if r, ok := p[PropDeathReason]; ok {
-		d.Reason = topology.Reason(r)
-		l.Death = &d
+		// A copy, so that only a dead letter's Death is allocated: the
+		// death properties are read on every message, to refuse a
+		// malformed one without a reason too.
+		dead := d
+		dead.Reason = topology.Reason(r)
+		l.Death = &dead
 	}
 	return p[PropGroup], err
 }
