@@ -40,8 +40,11 @@ import (
 // concurrent use. The zero value is not usable.
 type Queue[T any] struct {
 	mu sync.Mutex
-	// items is the ring storage: len(items) is the capacity, or more while
-	// items put back at the head (PutFront) take the queue over it.
+	// items is the ring storage. It starts at initialSlots (or the
+	// capacity, if smaller) and doubles as items arrive, up to the
+	// capacity, so a large capacity costs only what is queued; it is more
+	// than the capacity while items put back at the head (PutFront) take
+	// the queue over it.
 	items  []T
 	limit  int // the capacity
 	head   int // index of the oldest queued item
@@ -156,14 +159,29 @@ func (l *waitList) woke(w *waiter) {
 	w.signalled = false
 }
 
+// initialSlots is the size of a new queue's ring when its capacity is
+// larger: the ring grows as items arrive.
+const initialSlots = 64
+
 // New returns an empty open queue that holds at most capacity items.
 // It does not block. It panics if capacity < 1: that is a programming error,
-// and callers are expected to have validated their options first.
+// and callers are expected to have validated their options first. The
+// queue reserves room for min(capacity, 64) items and grows, doubling, as
+// items arrive: a queue never filled beyond a few items costs no more for
+// a large capacity.
 func New[T any](capacity int) *Queue[T] {
 	if capacity < 1 {
 		panic(fmt.Sprintf("queue: New capacity %d, must be at least 1", capacity))
 	}
-	return &Queue[T]{items: make([]T, capacity), limit: capacity, wakeAhead: max(1, runtime.GOMAXPROCS(0)-1)}
+	return &Queue[T]{items: make([]T, min(capacity, initialSlots)), limit: capacity, wakeAhead: max(1, runtime.GOMAXPROCS(0)-1)}
+}
+
+// roomLocked makes the ring hold at least n items, n at most the
+// capacity: it doubles it (at least to n, at most to the capacity).
+func (q *Queue[T]) roomLocked(n int) {
+	if n > len(q.items) {
+		q.resizeLocked(min(q.limit, max(n, 2*len(q.items))))
+	}
 }
 
 // Publish appends v to the queue. It blocks while the queue is full.
@@ -571,6 +589,9 @@ func (q *Queue[T]) Closed() bool {
 
 // pushLocked appends v. The queue must be open and below its capacity.
 func (q *Queue[T]) pushLocked(v T) {
+	if q.count == len(q.items) {
+		q.roomLocked(q.count + 1)
+	}
 	tail := q.head + q.count
 	if tail >= len(q.items) {
 		tail -= len(q.items)
@@ -584,11 +605,14 @@ func (q *Queue[T]) pushLocked(v T) {
 // putLocked appends as many items of vs as fit below the capacity and
 // returns how many.
 func (q *Queue[T]) putLocked(vs []T) int {
-	size := len(q.items)
 	n := min(len(vs), q.limit-q.count)
 	if n <= 0 {
 		return 0
 	}
+	if q.count+n > len(q.items) {
+		q.roomLocked(q.count + n)
+	}
+	size := len(q.items)
 	tail := q.head + q.count
 	if tail >= size {
 		tail -= size

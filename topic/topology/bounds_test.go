@@ -1,10 +1,13 @@
 package topology_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/boulevard-go/boulevard/topic/topology"
 	"github.com/boulevard-go/boulevard/validate"
@@ -53,4 +56,61 @@ func TestMemoryCapacityIsAcceptedAtItsBound(t *testing.T) {
 	if err := m.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Guarantee: an in-memory backend at MaxMemoryCapacity reserves memory for
+// the letters its queues hold, not for their capacity: declaring two
+// groups with a hold queue and a DLQ each, and passing letters through
+// them, takes a few MiB at most (a queue's slots for its full capacity
+// would take 136 MiB each for []byte letters).
+func TestMemoryAtItsLargestCapacityReservesOnlyWhatItHolds(t *testing.T) {
+	before := heapInUse()
+	m, err := topology.NewMemory[[]byte](topology.MemoryOptions{Capacity: topology.MaxMemoryCapacity, HoldCapacity: topology.MaxMemoryHoldCapacity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = m.Close(context.Background()) }()
+	for _, group := range []string{"billing", "shipping"} {
+		q, err := m.Declare(t.Context(), build(t, topology.New("orders").ForConsumerGroup(group).Hold(time.Hour).DLQ()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			if err := q.Publish(t.Context(), topology.Letter[[]byte]{Value: []byte{byte(i)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r, err := q.Subscribe(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := make([]topology.Letter[[]byte], 3)
+		n, err := r.Receive(t.Context(), dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Hold(t.Context(), 0, dst[0]); err != nil {
+			t.Fatal(err)
+		}
+		if n > 1 {
+			if err := q.DeadLetter(t.Context(), dst[1]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if grown := int64(heapInUse()) - int64(before); grown > 8<<20 {
+		t.Fatalf("an in-memory backend at Capacity %d holding a few letters in 2 groups takes %d MiB, want at most 8 MiB",
+			topology.MaxMemoryCapacity, grown>>20)
+	}
+}
+
+// heapInUse is the heap in use after a collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse
 }

@@ -30,7 +30,7 @@ const MaxMemoryCapacity = 1 << 20
 // MemoryOptions configure a [Memory] backend.
 type MemoryOptions struct {
 	// Capacity is how many letters each consumer group's queue and each DLQ
-	// holds (1 to 1048576, allocated when the queue is declared). A publish
+	// holds (1 to 1048576, its slots allocated as letters come in). A publish
 	// waits while the queue it goes to is full. A letter that goes back to
 	// the queue it was received from (a hold's release, a retry requeued,
 	// a dead letter put back) never waits and is never refused: it goes
