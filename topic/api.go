@@ -543,7 +543,7 @@ func (h *Handle[T]) Subscribe(ctx context.Context, mode SubscriptionMode, opts S
 		s.member = x
 		s.most = x.g.q.Cap()
 	case *ringSub[T]:
-		s.most = len(x.r.slots)
+		s.most = x.r.capacity
 	}
 	return s, nil
 }

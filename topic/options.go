@@ -355,7 +355,8 @@ type BroadcastPolicy struct {
 	// Capacity is how many slots the ring has, so how many messages a
 	// subscriber may fall behind: the ring keeps a message only until
 	// every subscriber connected when it was published has read it. 1 to
-	// MaxCapacity. Default 4096.
+	// MaxCapacity. Default 4096. The ring's slots are allocated as a
+	// subscriber falls behind, up to Capacity.
 	Capacity int `name:"queue_capacity" validate:"gte=1,lte=1048576"`
 	// OnLag is what happens to a subscriber that falls behind by more than
 	// Capacity. Default DropOldest.

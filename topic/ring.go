@@ -18,14 +18,19 @@ import (
 // lets the ring drop its reference to a value as soon as every subscriber
 // has read it.
 type ring[T any] struct {
-	mu      sync.Mutex
-	slots   []rslot[T]
-	head    uint64 // sequence number of the next write; slot = seq % len
-	closed  bool
-	onLag   OnLag
-	subs    []*ringSub[T] // connected subscribers
-	waiting []*ringSub[T] // subscribers parked in Receive
-	lagged  atomic.Uint64
+	mu sync.Mutex
+	// slots starts at initialRingSlots (or the capacity, if smaller) and
+	// doubles, up to the capacity, when a write would overwrite a message
+	// a subscriber has not read: a ring whose subscribers keep up costs
+	// no more for a large capacity.
+	slots    []rslot[T]
+	capacity int
+	head     uint64 // sequence number of the next write; slot = seq % len
+	closed   bool
+	onLag    OnLag
+	subs     []*ringSub[T] // connected subscribers
+	waiting  []*ringSub[T] // subscribers parked in Receive
+	lagged   atomic.Uint64
 }
 
 type rslot[T any] struct {
@@ -33,8 +38,24 @@ type rslot[T any] struct {
 	unread int
 }
 
+// initialRingSlots is the size of a new ring when its capacity is larger.
+const initialRingSlots = 64
+
 func newRing[T any](capacity int, onLag OnLag) *ring[T] {
-	return &ring[T]{slots: make([]rslot[T], capacity), onLag: onLag}
+	return &ring[T]{slots: make([]rslot[T], min(capacity, initialRingSlots)), capacity: capacity, onLag: onLag}
+}
+
+// growLocked doubles the ring, up to its capacity, keeping the messages of
+// the last len(slots) sequence numbers, which its subscribers read by
+// sequence number.
+func (r *ring[T]) growLocked() {
+	size := uint64(len(r.slots))
+	slots := make([]rslot[T], min(2*len(r.slots), r.capacity))
+	n := uint64(len(slots))
+	for seq := r.head - size; seq < r.head; seq++ {
+		slots[seq%n] = r.slots[seq%size]
+	}
+	r.slots = slots
 }
 
 // publish writes e for every connected subscriber; extra more recipients
@@ -64,6 +85,12 @@ func (r *ring[T]) publishLocked(e Envelope[T], extra int) (*Ticket, []*Ticket) {
 // tickets whose deliveries were lost, to be dropped after unlocking.
 func (r *ring[T]) putLocked(e Envelope[T], extra int) (evicted *Ticket, dropped []*Ticket) {
 	size := uint64(len(r.slots))
+	if r.head >= size && r.slots[r.head%size].unread > 0 && len(r.slots) < r.capacity {
+		// A subscriber has not read the oldest message: the ring grows
+		// rather than overwrite it while below its capacity.
+		r.growLocked()
+		size = uint64(len(r.slots))
+	}
 	if r.head >= size {
 		old := &r.slots[r.head%size]
 		if old.unread > 0 {

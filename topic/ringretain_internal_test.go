@@ -51,15 +51,7 @@ func TestRingKeepsNoMessageWithoutABroadcastReader(t *testing.T) {
 // other subscriber will read them, they are garbage, rather than staying
 // reachable until queue_capacity later publishes overwrite their slots.
 func TestRingKeepsNoMessageItsLeavingSubscriberDidNotRead(t *testing.T) {
-	h, err := NewTopic[*payload]("t", Options{Mode: BroadcastOnly}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	sub, err := h.Subscribe(t.Context(), Broadcast(), SubscriberOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, sub := subscribedBroadcast[*payload](t, Options{Mode: BroadcastOnly})
 	const n = 16
 	published := publishPayloads(t, h, n, func() {})
 	sub.Close()

@@ -1,0 +1,95 @@
+package topic
+
+import (
+	"testing"
+)
+
+// Guarantee: the broadcast ring reserves slots for the messages its
+// subscribers have not read, not for its capacity: a topic made with the
+// largest capacity the options allow (2²⁰) starts with a few dozen slots,
+// and passing messages to a subscriber that keeps up does not grow it.
+func TestALargeBroadcastRingIsReservedOnlyAsSubscribersFallBehind(t *testing.T) {
+	h, sub := subscribedBroadcast[[]byte](t, Options{Mode: BroadcastOnly, Broadcast: BroadcastPolicy{Capacity: MaxCapacity}})
+	r := h.mem.ring
+	if got := ringSlots(r); got > initialRingSlots {
+		t.Fatalf("a new broadcast ring of capacity 2²⁰ has %d slots, want at most %d", got, initialRingSlots)
+	}
+	for i := range 1000 {
+		if _, err := h.PublishWith(t.Context(), []byte{byte(i)}, Block); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sub.Receive(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := ringSlots(r); got > initialRingSlots {
+		t.Fatalf("a broadcast ring whose subscriber keeps up has %d slots after 1000 messages, want at most %d", got, initialRingSlots)
+	}
+}
+
+// Guarantee: a subscriber that falls behind a ring below its capacity
+// loses nothing: the ring grows, keeping every message in order, until the
+// subscriber is capacity messages behind, and only then is it told it
+// lagged.
+func TestABroadcastRingGrowsToItsCapacityBeforeASubscriberLags(t *testing.T) {
+	const capacity = 1000 // not a power of two: the last growth is cut short
+	h, sub := subscribedBroadcast[int](t, Options{Mode: BroadcastOnly, Broadcast: BroadcastPolicy{Capacity: capacity}})
+	publish := func(from, to int) {
+		for i := from; i < to; i++ {
+			if _, err := h.PublishWith(t.Context(), i, Block); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	receive := func(from, to int) {
+		for i := from; i < to; i++ {
+			e, err := sub.Receive(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Lagged != 0 || e.Value != i {
+				t.Fatalf("received value %d (lagged %d), want %d: a subscriber less than the capacity behind lost messages", e.Value, e.Lagged, i)
+			}
+		}
+	}
+	// Wrap the ring's head around before it grows.
+	publish(0, 50)
+	receive(0, 50)
+	publish(50, 50+capacity)
+	if got := ringSlots(h.mem.ring); got != capacity {
+		t.Fatalf("a ring of capacity %d holding as many unread messages has %d slots, want %d", capacity, got, capacity)
+	}
+	receive(50, 60)
+	publish(50+capacity, 70+capacity) // 10 more than the ring holds
+	e, err := sub.Receive(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Lagged != 10 {
+		t.Fatalf("subscriber %d messages behind a ring of capacity %d: lagged %d, want 10", capacity+10, capacity, e.Lagged)
+	}
+	receive(70, 70+capacity)
+}
+
+func ringSlots[T any](r *ring[T]) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.slots)
+}
+
+// subscribedBroadcast makes a topic of opts with one broadcast subscriber,
+// both closed when t ends.
+func subscribedBroadcast[T any](t *testing.T, opts Options) (*Handle[T], *Subscription[T]) {
+	t.Helper()
+	h, err := NewTopic[T]("t", opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	sub, err := h.Subscribe(t.Context(), Broadcast(), SubscriberOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sub.Close)
+	return h, sub
+}
