@@ -93,3 +93,29 @@ func subscribedBroadcast[T any](t *testing.T, opts Options) (*Handle[T], *Subscr
 	t.Cleanup(sub.Close)
 	return h, sub
 }
+
+// Guarantee: one ReceiveBatch takes as many of a broadcast subscriber's
+// unread messages as its buffer holds, up to the ring's capacity, however
+// few slots the ring had when the subscriber subscribed.
+func TestAReceiveBatchTakesWhatTheGrownRingHolds(t *testing.T) {
+	const capacity, published = 1000, 500
+	h, sub := subscribedBroadcast[int](t, Options{Mode: BroadcastOnly, Broadcast: BroadcastPolicy{Capacity: capacity}})
+	for i := range published {
+		if _, err := h.PublishWith(t.Context(), i, Block); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dst := make([]Item[int], 2*capacity)
+	n, err := sub.ReceiveBatch(t.Context(), dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != published {
+		t.Fatalf("ReceiveBatch with room for %d took %d of %d unread messages, want all of them", len(dst), n, published)
+	}
+	for i, it := range dst[:n] {
+		if it.Value != i || it.Lagged != 0 {
+			t.Fatalf("item %d = %d (lagged %d), want %d", i, it.Value, it.Lagged, i)
+		}
+	}
+}
