@@ -131,6 +131,13 @@ func FaultCount(t testing.TB) int {
 	return testsize.Count(t, "BOULEVARD_KAFKA_FAULT_MESSAGES", 100, 300)
 }
 
+// FaultPatience is base grown with n, the message count of a fault test,
+// for a wait on work done for every message (or a share of them): base
+// up to the default count, proportionally more beyond it.
+func FaultPatience(base time.Duration, n int) time.Duration {
+	return base * time.Duration(max(1, (n+299)/300))
+}
+
 // LogValues reads every record of topic on brokers (Log), and the set of
 // the values decode finds in them, failing t on a record it cannot
 // decode.

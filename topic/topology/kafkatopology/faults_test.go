@@ -326,7 +326,8 @@ func TestHoldAndReleaseLoseNoLetterWhenTheReleasersCommitsFail(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			var wg sync.WaitGroup
 			wg.Go(func() { handleAll(ctx, t, r1, led, handle(q1)) })
-			wait.Within(t, patience, "a third of the held letters back", func() bool {
+			grown := testbroker.FaultPatience(patience, n)
+			wait.Within(t, grown, "a third of the held letters back", func() bool {
 				mu.Lock()
 				defer mu.Unlock()
 				return len(back) >= n/3
@@ -339,7 +340,7 @@ func TestHoldAndReleaseLoseNoLetterWhenTheReleasersCommitsFail(t *testing.T) {
 			r2 := subscribe(t, q2)
 			ctx, cancel = context.WithCancel(context.Background())
 			wg.Go(func() { handleAll(ctx, t, r2, led, handle(q2)) })
-			wait.Within(t, patience, "every held letter back", func() bool { return len(led.Unhandled()) == 0 }, unhandled(led))
+			wait.Within(t, grown, "every held letter back", func() bool { return len(led.Unhandled()) == 0 }, unhandled(led))
 			if commits.Failed() == 0 || commits.Passed() == 0 || releases.Failed() == 0 {
 				t.Errorf("%d releaser commits failed, %d passed, %d releases failed: want failures and successes",
 					commits.Failed(), commits.Passed(), releases.Failed())
@@ -347,7 +348,7 @@ func TestHoldAndReleaseLoseNoLetterWhenTheReleasersCommitsFail(t *testing.T) {
 			commits.Every(0)
 			releases.Every(0)
 			recs, _ := logLetters(t, c, hold)
-			testbroker.CommittedToTheEnd(t, c, patience, hold, hold+":release", recs)
+			testbroker.CommittedToTheEnd(t, c, grown, hold, hold+":release", recs)
 			cancel()
 			wg.Wait()
 			twice := 0
