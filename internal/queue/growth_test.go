@@ -71,6 +71,27 @@ func TestAGrowingQueueKeepsItsOrderAndStopsAtItsCapacity(t *testing.T) {
 	expectReceived(t, q, want, next-want)
 }
 
+// Guarantee: a queue's ring doubles as it grows, so that a queue filled
+// one item at a time copies its ring a logarithmic number of times, not
+// once an item.
+func TestAQueueFilledOneItemAtATimeDoublesItsRing(t *testing.T) {
+	const items = 64 * initialSlots // six doublings from initialSlots
+	q := New[int](1 << 20)
+	resizes, slots := 0, len(q.items)
+	for i := range items {
+		if ok, err := q.TryPublish(i); !ok || err != nil {
+			t.Fatalf("TryPublish with %d items queued: %v, %v", i, ok, err)
+		}
+		if len(q.items) != slots {
+			resizes, slots = resizes+1, len(q.items)
+		}
+	}
+	if resizes != 6 || slots != items {
+		t.Fatalf("filling a queue with %d items one at a time resized its ring %d times to %d slots, want 6 doublings to %d", items, resizes, slots, items)
+	}
+	expectReceived(t, q, 0, items)
+}
+
 // expectReceived receives n items and checks they are from, from+1, …;
 // it returns from+n.
 func expectReceived(t *testing.T, q *Queue[int], from, n int) int {
