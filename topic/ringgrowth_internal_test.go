@@ -34,13 +34,7 @@ func TestALargeBroadcastRingIsReservedOnlyAsSubscribersFallBehind(t *testing.T) 
 func TestABroadcastRingGrowsToItsCapacityBeforeASubscriberLags(t *testing.T) {
 	const capacity = 1000 // not a power of two: the last growth is cut short
 	h, sub := subscribedBroadcast[int](t, Options{Mode: BroadcastOnly, Broadcast: BroadcastPolicy{Capacity: capacity}})
-	publish := func(from, to int) {
-		for i := from; i < to; i++ {
-			if _, err := h.PublishWith(t.Context(), i, Block); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	publish := func(from, to int) { publishInts(t, h, from, to) }
 	receive := func(from, to int) {
 		for i := from; i < to; i++ {
 			e, err := sub.Receive(t.Context())
@@ -100,11 +94,7 @@ func subscribedBroadcast[T any](t *testing.T, opts Options) (*Handle[T], *Subscr
 func TestAReceiveBatchTakesWhatTheGrownRingHolds(t *testing.T) {
 	const capacity, published = 1000, 500
 	h, sub := subscribedBroadcast[int](t, Options{Mode: BroadcastOnly, Broadcast: BroadcastPolicy{Capacity: capacity}})
-	for i := range published {
-		if _, err := h.PublishWith(t.Context(), i, Block); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publishInts(t, h, 0, published)
 	dst := make([]Item[int], 2*capacity)
 	n, err := sub.ReceiveBatch(t.Context(), dst)
 	if err != nil {
@@ -116,6 +106,50 @@ func TestAReceiveBatchTakesWhatTheGrownRingHolds(t *testing.T) {
 	for i, it := range dst[:n] {
 		if it.Value != i || it.Lagged != 0 {
 			t.Fatalf("item %d = %d (lagged %d), want %d", i, it.Value, it.Lagged, i)
+		}
+	}
+}
+
+// Guarantee: a ring at its capacity overwrites its oldest message in
+// place: a subscriber lagging behind a full ring does not make every
+// publish copy the ring.
+func TestAFullBroadcastRingOverwritesItsOldestMessageInPlace(t *testing.T) {
+	const capacity, over = 100, 10
+	h, sub := subscribedBroadcast[int](t, Options{Mode: BroadcastOnly, Broadcast: BroadcastPolicy{Capacity: capacity}})
+	publish := func(from, to int) { publishInts(t, h, from, to) }
+	publish(0, capacity)
+	full := ringStorage(h.mem.ring)
+	publish(capacity, capacity+over)
+	if got := ringStorage(h.mem.ring); got != full {
+		t.Fatalf("publishing %d messages to a full ring of capacity %d moved its slots (%p to %p), want them overwritten in place", over, capacity, full, got)
+	}
+	lag, err := sub.Receive(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := sub.Receive(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lag.Lagged != over || e.Lagged != 0 || e.Value != over {
+		t.Fatalf("subscriber %d messages behind a ring of capacity %d: lag notice of %d, then %d (lagged %d); want a notice of %d, then %d", capacity+over, capacity, lag.Lagged, e.Value, e.Lagged, over, over)
+	}
+}
+
+// ringStorage is the address of r's first slot, which changes when the
+// ring copies itself into new slots.
+func ringStorage[T any](r *ring[T]) *rslot[T] {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return &r.slots[0]
+}
+
+// publishInts publishes from, from+1, …, to-1 to h, waiting for room.
+func publishInts(t *testing.T, h *Handle[int], from, to int) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		if _, err := h.PublishWith(t.Context(), i, Block); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
