@@ -6,29 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/within"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 )
-
-// within runs f and returns what it returned, or a panic as an error, or an
-// error saying it did not return within d.
-func within(d time.Duration, f func() error) error {
-	done := make(chan error, 1)
-	go func() {
-		defer func() {
-			if r := recover(); r != nil {
-				done <- fmt.Errorf("panic: %v", r)
-			}
-		}()
-		done <- f()
-	}()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(d):
-		return errors.New("did not return")
-	}
-}
 
 // Guarantee: Start, Run, Push, Test and Stop refuse a nil context with
 // ErrNilContext and leave the pipeline as it was: it can still be started,
@@ -36,15 +17,15 @@ func within(d time.Duration, f func() error) error {
 func TestStartAndRunRefuseANilContextAndLeaveThePipelineUsable(t *testing.T) {
 	p := pushOnly(t)
 	//lint:ignore SA1012 the nil context is the misuse under test
-	if err := within(5*time.Second, func() error { return p.Start(nil) }); !errors.Is(err, pipeline.ErrNilContext) {
+	if err := within.Run(5*time.Second, func() error { return p.Start(nil) }); !errors.Is(err, pipeline.ErrNilContext) {
 		t.Errorf("Start(nil) = %v, want ErrNilContext", err)
 	}
 	//lint:ignore SA1012 the nil context is the misuse under test
-	if err := within(5*time.Second, func() error { return p.Run(nil) }); !errors.Is(err, pipeline.ErrNilContext) {
+	if err := within.Run(5*time.Second, func() error { return p.Run(nil) }); !errors.Is(err, pipeline.ErrNilContext) {
 		t.Errorf("Run(nil) = %v, want ErrNilContext", err)
 	}
 	ctx := ctxT(t, 10*time.Second)
-	if err := within(5*time.Second, func() error { return p.Start(ctx) }); err != nil {
+	if err := within.Run(5*time.Second, func() error { return p.Start(ctx) }); err != nil {
 		t.Errorf("Start after Start(nil) and Run(nil) = %v, want nil", err)
 	}
 	nilCalls := map[string]func() error{
@@ -53,7 +34,7 @@ func TestStartAndRunRefuseANilContextAndLeaveThePipelineUsable(t *testing.T) {
 		"Stop": func() error { return p.Stop(nil) },                                 //lint:ignore SA1012 the misuse under test
 	}
 	for name, f := range nilCalls {
-		if err := within(5*time.Second, f); !errors.Is(err, pipeline.ErrNilContext) {
+		if err := within.Run(5*time.Second, f); !errors.Is(err, pipeline.ErrNilContext) {
 			t.Errorf("%s(nil) while running = %v, want ErrNilContext", name, err)
 		}
 	}
@@ -64,10 +45,10 @@ func TestStartAndRunRefuseANilContextAndLeaveThePipelineUsable(t *testing.T) {
 		}
 		return err
 	}
-	if err := within(5*time.Second, testOne); err != nil {
+	if err := within.Run(5*time.Second, testOne); err != nil {
 		t.Errorf("Test after the nil contexts = %v, want one success", err)
 	}
-	if err := within(5*time.Second, func() error { return p.Stop(ctx) }); err != nil {
+	if err := within.Run(5*time.Second, func() error { return p.Stop(ctx) }); err != nil {
 		t.Fatalf("Stop after Start(nil) and Run(nil) = %v, want nil", err)
 	}
 }

@@ -207,7 +207,11 @@ func (b *Broker[T]) CreateTopics(decls []Declaration[T]) ([]*Handle[T], error) {
 // backends do on their brokers to declare the topics. Declarations through
 // one broker do not overlap, and [Broker.Close] waits for one under way;
 // Topic, Names, Remove and the Close of a registered topic do not.
+// A nil ctx returns ErrNilContext, nothing declared or registered.
 func (b *Broker[T]) CreateTopicsContext(ctx context.Context, decls []Declaration[T]) ([]*Handle[T], error) {
+	if ctx == nil {
+		return nil, ErrNilContext
+	}
 	b.declaring.Lock()
 	defer b.declaring.Unlock()
 	if err := b.checkNew(decls); err != nil {
@@ -273,7 +277,11 @@ func NewTopic[T any](name Name, opts Options, backend Backend[T]) (*Handle[T], e
 
 // NewTopicContext is [NewTopic] with ctx bounding what the backend does on
 // its broker to declare the topic, as for [Broker.CreateTopicsContext].
+// A nil ctx returns ErrNilContext, nothing declared.
 func NewTopicContext[T any](ctx context.Context, name Name, opts Options, backend Backend[T]) (*Handle[T], error) {
+	if ctx == nil {
+		return nil, ErrNilContext
+	}
 	if err := name.Validate(); err != nil {
 		return nil, &TopicError{Topic: name, Err: err}
 	}
@@ -425,8 +433,11 @@ func (h *Handle[T]) nextID() MessageID { return MessageID(h.seq.Add(1)) }
 // default) it waits for room; with DropNewest it returns ErrDroppedOnFull.
 // It returns nil, ctx.Err(), ErrTopicClosed or ErrDroppedOnFull (or, on a
 // zero Handle, an error wrapping ErrNotCreated); on an error nothing was
-// published.
+// published. A nil ctx returns ErrNilContext, nothing published.
 func (h *Handle[T]) Publish(ctx context.Context, v T) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	out, err := h.publishEnvelope(ctx, Envelope[T]{ID: h.nextID(), Value: v}, h.opts.Balanced.OnFull, false)
 	if err == nil && out == DroppedOnFull {
 		return ErrDroppedOnFull
@@ -439,8 +450,12 @@ func (h *Handle[T]) Publish(ctx context.Context, v T) error {
 // Published, or DroppedOnFull under DropNewest when a group queue was full,
 // or an error with nothing published: ctx.Err(), ErrTopicClosed, an error
 // wrapping ErrUnknownOnFull when onFull is neither Block nor DropNewest, or
-// one wrapping ErrNotCreated on a zero Handle.
+// one wrapping ErrNotCreated on a zero Handle. A nil ctx returns
+// ErrNilContext, nothing published.
 func (h *Handle[T]) PublishWith(ctx context.Context, v T, onFull OnFull) (PublishOutcome, error) {
+	if ctx == nil {
+		return 0, ErrNilContext
+	}
 	if !knownOnFull(onFull) {
 		return 0, h.unknownOnFull(onFull)
 	}
@@ -450,8 +465,12 @@ func (h *Handle[T]) PublishWith(ctx context.Context, v T, onFull OnFull) (Publis
 // PublishWithHeaders is [Handle.PublishWith] with headers: every recipient
 // receives hdr with the message, in [Item.Headers]. A nil hdr publishes
 // exactly as PublishWith does. The topic keeps hdr as it is given, without
-// copying it: do not change it after the call.
+// copying it: do not change it after the call. A nil ctx returns
+// ErrNilContext, nothing published.
 func (h *Handle[T]) PublishWithHeaders(ctx context.Context, v T, hdr Headers, onFull OnFull) (PublishOutcome, error) {
+	if ctx == nil {
+		return 0, ErrNilContext
+	}
 	if !knownOnFull(onFull) {
 		return 0, h.unknownOnFull(onFull)
 	}
@@ -518,9 +537,14 @@ func (h *Handle[T]) publishEnvelope(ctx context.Context, e Envelope[T], onFull O
 // what the backend made for it is closed, at once or when the broker's
 // call it could not interrupt returns. With ctx already ended it returns
 // that error before looking at anything else (but a zero Handle's).
+// A nil ctx returns a [*TopicError] wrapping ErrNilContext the same way,
+// nothing subscribed.
 func (h *Handle[T]) Subscribe(ctx context.Context, mode SubscriptionMode, opts SubscriberOptions) (*Subscription[T], error) {
 	if h.state == nil {
 		return nil, errZeroHandle
+	}
+	if ctx == nil {
+		return nil, &TopicError{Topic: h.name, Err: ErrNilContext}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, &TopicError{Topic: h.name, Err: err}
@@ -692,7 +716,8 @@ func (s *Subscription[T]) Mode() SubscriptionMode { return s.mode }
 // Receive waits for the next item: a message, or a lag notice (Lagged > 0).
 // It returns ErrSubscriptionClosed once the subscription or topic is closed
 // and everything delivered to it was received, and ctx.Err() when ctx is
-// done first (nothing is consumed then).
+// done first (nothing is consumed then). A nil ctx returns ErrNilContext,
+// nothing consumed.
 func (s *Subscription[T]) Receive(ctx context.Context) (Item[T], error) {
 	n, err := s.recv(ctx, 1)
 	if n == 0 {
@@ -728,6 +753,9 @@ func (s *Subscription[T]) ReceiveBatch(ctx context.Context, dst []Item[T]) (int,
 func (s *Subscription[T]) recv(ctx context.Context, max int) (int, error) {
 	if s.member == nil && s.st == nil {
 		return 0, errZeroSubscription
+	}
+	if ctx == nil {
+		return 0, ErrNilContext
 	}
 	if s.most > 0 && max > s.most {
 		max = s.most

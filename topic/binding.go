@@ -37,7 +37,8 @@ type Binding[T any] struct {
 // Publish publishes v untracked with the binding's OnFull, as
 // Handle.PublishWith does (an OnFull other than Block and DropNewest is
 // refused with an error wrapping ErrUnknownOnFull). It returns ErrNoHandle,
-// with nothing published, when the binding has no Handle.
+// with nothing published, when the binding has no Handle, and
+// ErrNilContext, nothing published, for a nil ctx.
 func (b Binding[T]) Publish(ctx context.Context, v T) (PublishOutcome, error) {
 	if b.Handle == nil {
 		return 0, ErrNoHandle

@@ -23,6 +23,14 @@ var ErrTopicClosed = queue.ErrClosed
 // not a failure.
 var ErrSubscriptionClosed = queue.ErrDrained
 
+// ErrNilContext is returned by every call of this package that takes a
+// context ([Broker.CreateTopicsContext], [NewTopicContext], the publish
+// and subscribe calls of [Handle], [Binding] and [TrackedPublisher], the
+// receive calls of [Subscription] and [Receipt.Wait]) when that context is
+// nil. Nothing is created, published, subscribed or received then. A
+// [Handle] never passes a nil context to its backend.
+var ErrNilContext = errors.New("topic: nil context")
+
 // ErrEmptyName is returned by [NewName] and [NewGroupName] (and by every
 // call that takes a name) for an empty name.
 var ErrEmptyName = errors.New("topic: empty name")

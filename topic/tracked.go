@@ -72,10 +72,13 @@ func (r *Receipt) Done() <-chan struct{} { return r.done }
 
 // Wait blocks until the outcome is known and returns it, or returns ctx.Err()
 // if ctx is done first (the publish stays pending), or, on a zero Receipt,
-// an error wrapping ErrNotCreated.
+// an error wrapping ErrNotCreated. A nil ctx returns ErrNilContext.
 func (r *Receipt) Wait(ctx context.Context) (Result, error) {
 	if r.done == nil {
 		return Result{}, errZeroReceipt
+	}
+	if ctx == nil {
+		return Result{}, ErrNilContext
 	}
 	select {
 	case <-r.done:
@@ -628,6 +631,8 @@ type TrackedPublisher[T any] struct {
 // ctx.Err(), ErrTopicClosed (topic closed), ErrPublisherClosed (publisher
 // closed), or ErrDroppedOnFull (OnFull
 // DropNewest and a group queue was full); nothing was published then.
+// A nil ctx returns ErrNilContext, nothing published and no in-flight slot
+// taken; so do PublishHeaders, PublishFunc and PublishFuncHeaders.
 func (p *TrackedPublisher[T]) Publish(ctx context.Context, v T) (*Receipt, error) {
 	return p.PublishHeaders(ctx, v, nil)
 }
@@ -694,6 +699,9 @@ func (p *TrackedPublisher[T]) TryPublishFunc(v T, done func(Result)) (PublishOut
 func (p *TrackedPublisher[T]) publish(ctx context.Context, v T, hdr Headers, done func(Result)) (*Ticket, error) {
 	if p.core == nil {
 		return nil, errZeroTracked
+	}
+	if ctx == nil {
+		return nil, ErrNilContext
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
