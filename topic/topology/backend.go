@@ -14,6 +14,12 @@ import (
 // declared, after it was closed.
 var ErrClosed = errors.New("topology: closed")
 
+// ErrNilContext is returned for a nil context by [Memory.Declare], by the
+// calls of the queues and readers it made that wait (Publish, Subscribe,
+// Hold, SubscribeDead, Receive), by [Publisher.Publish] and by [Replay]:
+// nothing is declared, published, subscribed or received then.
+var ErrNilContext = errors.New("topology: nil context")
+
 // ErrEmptyDst is returned by a [Reader]'s Receive and TryReceive given a
 // dst of length 0 (nil or not): they have nowhere to put a letter, so they
 // consume none and return 0 with this error at once, whether or not the

@@ -99,8 +99,12 @@ type ReplayReport[T any] struct {
 // Replay returns an error wrapping ctx.Err(), and the letters it took from
 // the DLQ may be delivered from it again. A nil q, or one whose Topology
 // returns nil, is a validate.FieldError ("replay.queues is required",
-// "replay.queues has no topology").
+// "replay.queues has no topology"). A nil ctx returns ErrNilContext,
+// nothing taken from the DLQ.
 func Replay[T any](ctx context.Context, q Queues[T], opts ReplayOptions[T]) (rep ReplayReport[T], err error) {
+	if ctx == nil {
+		return rep, ErrNilContext
+	}
 	if err := checkQueues("replay.queues", q); err != nil {
 		return rep, err
 	}

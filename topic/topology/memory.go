@@ -140,8 +140,12 @@ const deadGroup = "dead"
 
 // Declare creates, if they do not exist yet, the main topic with the
 // topology's consumer group, its hold queues and its DLQ. It never fails
-// for a built topology, except with ErrClosed.
+// for a built topology, except with ErrClosed. A nil ctx returns
+// ErrNilContext, nothing declared.
 func (m *Memory[T]) Declare(ctx context.Context, t *Topology) (Queues[T], error) {
+	if ctx == nil {
+		return nil, ErrNilContext
+	}
 	if t == nil {
 		return nil, errors.New("topology: Declare with a nil topology")
 	}
@@ -400,15 +404,23 @@ func (q *memQueues[T]) Topology() *Topology { return q.t }
 
 // Publish implements Queues: every group's queue gets l, waiting for room
 // in each, one after the other. When ctx ends while it waits for a
-// group, the groups before it keep l.
+// group, the groups before it keep l. A nil ctx returns ErrNilContext,
+// nothing published.
 func (q *memQueues[T]) Publish(ctx context.Context, l Letter[T]) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	l.Receipt, l.Resume = nil, false
 	return q.main.publish(ctx, l)
 }
 
 // Subscribe implements Queues: a reader of the group's queue, or of a new
-// ephemeral group for a broadcast topology.
+// ephemeral group for a broadcast topology. A nil ctx returns
+// ErrNilContext.
 func (q *memQueues[T]) Subscribe(ctx context.Context) (Reader[T], error) {
+	if ctx == nil {
+		return nil, ErrNilContext
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -423,8 +435,11 @@ func (q *memQueues[T]) Subscribe(ctx context.Context) (Reader[T], error) {
 	return newMemReader(q.group, nil), nil
 }
 
-// Hold implements Queues.
+// Hold implements Queues. A nil ctx returns ErrNilContext, nothing held.
 func (q *memQueues[T]) Hold(ctx context.Context, i int, l Letter[T]) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	if i < 0 || i >= len(q.holds) {
 		return fmt.Errorf("topology: hold queue %d of %d", i, len(q.holds))
 	}
@@ -510,8 +525,11 @@ func (q *memQueues[T]) DeadLetter(_ context.Context, l Letter[T]) error {
 	return q.deadBacklog.put(l)
 }
 
-// SubscribeDead implements Queues.
+// SubscribeDead implements Queues. A nil ctx returns ErrNilContext.
 func (q *memQueues[T]) SubscribeDead(ctx context.Context) (Reader[T], error) {
+	if ctx == nil {
+		return nil, ErrNilContext
+	}
 	if q.dead == nil {
 		return nil, ErrNoDLQ
 	}
@@ -547,10 +565,14 @@ func (r *memReader[T]) mark(ls []Letter[T]) {
 	}
 }
 
-// Receive implements Reader. A closed reader returns ErrClosed, even with
+// Receive implements Reader. A nil ctx returns ErrNilContext, nothing
+// received. A closed reader returns ErrClosed, even with
 // letters queued, as TryReceive does: they stay for the group's other
 // readers.
 func (r *memReader[T]) Receive(ctx context.Context, dst []Letter[T]) (int, error) {
+	if ctx == nil {
+		return 0, ErrNilContext
+	}
 	if len(dst) == 0 {
 		return 0, ErrEmptyDst
 	}

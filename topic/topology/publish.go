@@ -68,10 +68,14 @@ func NewPublisher[T any](q Queues[T], opts PublisherOptions[T]) (*Publisher[T], 
 // groups on the topic, where the groups it had put v in before it waited
 // keep it (a publish tried again gives them v twice). On a Publisher
 // NewPublisher did not make (a zero value) it publishes nothing and
-// returns an error wrapping topic.ErrNotCreated.
+// returns an error wrapping topic.ErrNotCreated. A nil ctx returns
+// ErrNilContext, nothing published.
 func (p *Publisher[T]) Publish(ctx context.Context, v T) error {
 	if p.q == nil {
 		return errZeroPublisher
+	}
+	if ctx == nil {
+		return ErrNilContext
 	}
 	l := Letter[T]{Value: v}
 	if p.key != nil {
