@@ -63,6 +63,7 @@ func WrapShutdown(err error) error {
 // is done (the pipeline cancels it only when it cuts a drain short) and err
 // is or wraps context.Canceled or context.DeadlineExceeded. A handler's own
 // deadline that passes while the pipeline runs is not one: ctx is not done.
+// It has no error to return: a nil ctx panics when err is not nil.
 func CausedByShutdown(ctx context.Context, err error) bool {
 	return err != nil && ctx.Err() != nil &&
 		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))

@@ -311,6 +311,7 @@ func (m *Message[T]) Disposition() acker.Disposition {
 // interrupted message's error wraps acker.ErrShutdown (and the handler's
 // error) and its outcome carries acker.DispositionRetry whatever a hook
 // does later: it was not handled, so its source must deliver it again.
+// It has no error to return: a nil ctx panics when m failed with an error.
 func (m *Message[T]) MarkInterrupted(ctx context.Context) bool {
 	if m.st.interrupted {
 		return true
