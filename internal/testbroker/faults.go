@@ -131,11 +131,18 @@ func FaultCount(t testing.TB) int {
 	return testsize.Count(t, "BOULEVARD_KAFKA_FAULT_MESSAGES", 100, 300)
 }
 
-// FaultPatience is base grown with n, the message count of a fault test,
-// for a wait on work done for every message (or a share of them): base
-// up to the default count, proportionally more beyond it.
+// FaultPatience is base grown with n, the message count of a fault test
+// (FaultCount or PulsarFaultCount, both 300 by default), for a wait on
+// work done for every message (or a share of them): base up to the
+// default count, proportionally more beyond it.
 func FaultPatience(base time.Duration, n int) time.Duration {
-	return base * time.Duration(max(1, (n+299)/300))
+	return Patience(base, n, 300)
+}
+
+// Patience is base grown with n, the size of a test's work whose default
+// is def: base up to def, proportionally more beyond it.
+func Patience(base time.Duration, n, def int) time.Duration {
+	return base * time.Duration(max(1, (n+def-1)/def))
 }
 
 // LogValues reads every record of topic on brokers (Log), and the set of

@@ -143,7 +143,7 @@ func TestCommitFailuresCommitOnlyAckedMessagesAndLoseNone(t *testing.T) {
 			wg.Go(func() {
 				consume(ctx, t, b, led, func(v int) { mu.Lock(); delivered[v] = true; mu.Unlock() })
 			})
-			wait.Within(t, patience, "every message handled and every uncommitted one delivered again", func() bool {
+			wait.Within(t, testbroker.FaultPatience(patience, n), "every message handled and every uncommitted one delivered again", func() bool {
 				mu.Lock()
 				defer mu.Unlock()
 				for v := range again {
@@ -227,7 +227,7 @@ func TestMembersLeavingAndJoiningDuringRebalancesLoseNoMessage(t *testing.T) {
 	for _, s := range []*topic.Subscription[int]{b, c2} {
 		wg.Go(func() { consume(ctx, t, s, led, nil) })
 	}
-	wait.Within(t, patience, "every message acked", func() bool { return len(led.Unhandled()) == 0 },
+	wait.Within(t, testbroker.FaultPatience(patience, n), "every message acked", func() bool { return len(led.Unhandled()) == 0 },
 		func() string { return "unhandled " + strconv.Itoa(len(led.Unhandled())) })
 	recs, _ := logValues(t, c, "lossy-rebalance")
 	testbroker.CommittedToTheEnd(t, c, patience, "lossy-rebalance", gid, recs)

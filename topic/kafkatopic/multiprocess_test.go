@@ -83,13 +83,13 @@ func startWorker(t *testing.T, bin, name string, args ...string) *worker {
 }
 
 // stop closes the worker's standard input (a consumer then settles what
-// it holds and leaves its group) and waits for it to exit.
-func (w *worker) stop(t *testing.T) {
+// it holds and leaves its group) and waits up to within for it to exit.
+func (w *worker) stop(t *testing.T, within time.Duration) {
 	t.Helper()
 	_ = w.stdin.Close()
 	select {
 	case <-w.done:
-	case <-time.After(patience):
+	case <-time.After(within):
 		t.Fatalf("%s did not exit", w.name)
 	}
 	if err := w.cmd.Wait(); err != nil {
@@ -114,6 +114,9 @@ func TestMultiProcessBalancedGroup(t *testing.T) {
 		n = v
 	}
 	const capacity, ackEvery = 16, 10
+	// The waits on work done for every message grow with n beyond the
+	// default.
+	grown := testbroker.Patience(patience, n, 600)
 	bin := filepath.Join(t.TempDir(), "mpworker")
 	build := exec.Command("go", "build", "-o", bin, "./internal/mpworker")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -147,11 +150,11 @@ func TestMultiProcessBalancedGroup(t *testing.T) {
 	<-victim.done
 	_ = victim.cmd.Wait()
 	consumers = append(consumers[1:], consumer("consumer-4"))
-	wait.Within(t, patience, "the first half published", func() bool { return pub.count("published ") == half })
+	wait.Within(t, grown, "the first half published", func() bool { return pub.count("published ") == half })
 	if _, err := io.WriteString(pub.stdin, "go\n"); err != nil {
 		t.Fatal(err)
 	}
-	pub.stop(t)
+	pub.stop(t, grown)
 
 	all := append([]*worker{victim}, consumers...)
 	acked := func() map[int]bool {
@@ -166,7 +169,7 @@ func TestMultiProcessBalancedGroup(t *testing.T) {
 		}
 		return set
 	}
-	deadline := time.Now().Add(2 * patience)
+	deadline := time.Now().Add(2 * grown)
 	for len(acked()) < n {
 		if time.Now().After(deadline) {
 			got := acked()
@@ -181,7 +184,7 @@ func TestMultiProcessBalancedGroup(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	for _, w := range consumers {
-		w.stop(t)
+		w.stop(t, patience)
 	}
 
 	if got := pub.count("published "); got != n {

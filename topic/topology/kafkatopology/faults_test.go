@@ -188,7 +188,7 @@ func TestCommitFailuresCommitOnlySettledLettersAndLoseNone(t *testing.T) {
 					return true
 				})
 			})
-			wait.Within(t, patience, "every letter handled and every uncommitted one delivered again", func() bool {
+			wait.Within(t, testbroker.FaultPatience(patience, n), "every letter handled and every uncommitted one delivered again", func() bool {
 				mu.Lock()
 				defer mu.Unlock()
 				for v := range again {
@@ -274,7 +274,7 @@ func TestReadersLeavingAndJoiningDuringRebalancesLoseNoLetter(t *testing.T) {
 	for _, r := range []topology.Reader[msg]{b, c3} {
 		wg.Go(func() { handleAll(ctx, t, r, led, nil) })
 	}
-	wait.Within(t, patience, "every letter settled", func() bool { return len(led.Unhandled()) == 0 }, unhandled(led))
+	wait.Within(t, testbroker.FaultPatience(patience, n), "every letter settled", func() bool { return len(led.Unhandled()) == 0 }, unhandled(led))
 	recs, _ := logLetters(t, c, "lossy-rebalance")
 	testbroker.CommittedToTheEnd(t, c, patience, "lossy-rebalance", gid, recs)
 	cancel()
@@ -422,7 +422,7 @@ func TestADeadLetterThatCannotBeProducedIsDeliveredAgain(t *testing.T) {
 					return true
 				})
 			})
-			wait.Within(t, patience, "every letter whose dead-lettering failed delivered again", func() bool {
+			wait.Within(t, testbroker.FaultPatience(patience, n), "every letter whose dead-lettering failed delivered again", func() bool {
 				mu.Lock()
 				defer mu.Unlock()
 				for v := range failed {
@@ -437,7 +437,7 @@ func TestADeadLetterThatCannotBeProducedIsDeliveredAgain(t *testing.T) {
 			// Every letter is in the DLQ.
 			dead := subscribeDead(t, q)
 			buf := make([]topology.Letter[msg], 64)
-			wait.Within(t, patience, "every letter in the DLQ", func() bool {
+			wait.Within(t, testbroker.FaultPatience(patience, n), "every letter in the DLQ", func() bool {
 				k, err := dead.TryReceive(t.Context(), buf)
 				if err != nil {
 					t.Fatalf("TryReceive on the DLQ: %v", err)
