@@ -64,7 +64,7 @@ func PublishThroughPulsarFaults(t testing.TB, b *pulsartest.Broker, topic string
 		drop = func() {}
 	}
 	quarter(0, func() {
-		wait.Within(t, PulsarFaultPatience, "a few publishes", func() bool { return done() >= n/16 })
+		wait.Within(t, FaultPatience(PulsarFaultPatience, n), "a few publishes", func() bool { return done() >= n/16 })
 		drop()
 	})
 	withhold := func() func() {

@@ -60,10 +60,11 @@ func consuming(t *testing.T, led *testbroker.Ledger, seen func(int), subs ...*to
 
 // allAcked waits until every publish of led that returned nil was
 // handled and the group's backlog on full is empty: nothing is left
-// unacked at the broker.
-func allAcked(t *testing.T, b *pulsartest.Broker, led *testbroker.Ledger, full, group string) {
+// unacked at the broker. n is the test's message count, which the wait
+// grows with (testbroker.FaultPatience).
+func allAcked(t *testing.T, b *pulsartest.Broker, led *testbroker.Ledger, n int, full, group string) {
 	t.Helper()
-	wait.Within(t, faultPatience, "every message handled and the group's backlog empty", func() bool {
+	wait.Within(t, testbroker.FaultPatience(faultPatience, n), "every message handled and the group's backlog empty", func() bool {
 		return len(led.Unhandled()) == 0 && b.Backlog(full, group) == 0
 	}, func() string {
 		return fmt.Sprintf("never handled: %v; backlog %d", led.Unhandled(), b.Backlog(full, group))
@@ -82,9 +83,10 @@ func TestAPublishThatReturnedNilIsDeliveredThroughDroppedConnectionsAndWithheldR
 	be, h := faultTopic(t, b, "lossy-publish")
 	led := testbroker.NewLedger()
 	consuming(t, led, nil, subscribe(t, h, topic.Balanced("g")))
-	testbroker.PublishThroughPulsarFaults(t, b, be.TopicName("lossy-publish"), testbroker.PulsarFaultCount(t),
+	n := testbroker.PulsarFaultCount(t)
+	testbroker.PublishThroughPulsarFaults(t, b, be.TopicName("lossy-publish"), n,
 		func(ctx context.Context, v int) error { return h.Publish(ctx, v) }, decodeInt)
-	allAcked(t, b, led, be.TopicName("lossy-publish"), "g")
+	allAcked(t, b, led, n, be.TopicName("lossy-publish"), "g")
 }
 
 // Guarantee: acks the broker never recorded (withheld, then their
@@ -121,7 +123,7 @@ func TestAcksTheBrokerNeverRecordedDeliverTheirMessagesAgain(t *testing.T) {
 			again.Add(1)
 		}
 	}, a)
-	allAcked(t, b, led, full, "g")
+	allAcked(t, b, led, n, full, "g")
 	testbroker.PulsarReopened(t, b, before)
 	if again.Load() == 0 {
 		t.Errorf("no message whose ack was withheld came again")
@@ -184,7 +186,7 @@ func TestMembersLeavingAndJoiningASharedGroupLoseNoMessage(t *testing.T) {
 		led.Handle(it.Value)
 	}
 	consuming(t, led, nil, c, d)
-	allAcked(t, b, led, be.TopicName("lossy-members"), "g")
+	allAcked(t, b, led, n, be.TopicName("lossy-members"), "g")
 }
 
 // Guarantee: a topic unloaded while messages are published and consumed
@@ -205,7 +207,7 @@ func TestAnUnloadedTopicLosesNothingAndResumes(t *testing.T) {
 	before := b.Stats()
 	unloads := 0
 	for _, at := range []int{n / 4, n / 2} {
-		wait.Within(t, faultPatience, "publishes", func() bool { p, f := led.Counts(); return p+f >= at })
+		wait.Within(t, testbroker.FaultPatience(faultPatience, n), "publishes", func() bool { p, f := led.Counts(); return p+f >= at })
 		if err := b.Unload(full); err != nil {
 			t.Fatal(err)
 		}
@@ -215,7 +217,7 @@ func TestAnUnloadedTopicLosesNothingAndResumes(t *testing.T) {
 	if p, f := led.Counts(); p != n {
 		t.Errorf("%d publishes returned nil and %d failed across %d unloads, want every one nil", p, f, unloads)
 	}
-	allAcked(t, b, led, full, "g")
+	allAcked(t, b, led, n, full, "g")
 	testbroker.PulsarReopened(t, b, before)
 }
 

@@ -135,8 +135,9 @@ func handling(t *testing.T, led *testbroker.Ledger, handle func(topology.Reader[
 
 // allSettled waits until every publish of led that returned nil was
 // handled and the group has nothing left unacknowledged on the topics
-// fulls.
-func allSettled(t *testing.T, br *pulsartest.Broker, led *testbroker.Ledger, group string, fulls ...string) {
+// fulls. n is the test's letter count, which the wait grows with
+// (testbroker.FaultPatience).
+func allSettled(t *testing.T, br *pulsartest.Broker, led *testbroker.Ledger, n int, group string, fulls ...string) {
 	t.Helper()
 	backlog := func() int64 {
 		var n int64
@@ -145,7 +146,7 @@ func allSettled(t *testing.T, br *pulsartest.Broker, led *testbroker.Ledger, gro
 		}
 		return n
 	}
-	wait.Within(t, faultPatience, "every letter handled and the group's backlog empty", func() bool {
+	wait.Within(t, testbroker.FaultPatience(faultPatience, n), "every letter handled and the group's backlog empty", func() bool {
 		return len(led.Unhandled()) == 0 && backlog() == 0
 	}, func() string { return fmt.Sprintf("never handled: %v; backlog %d", led.Unhandled(), backlog()) })
 }
@@ -173,9 +174,10 @@ func TestAPublishThatReturnedNilIsDeliveredThroughDroppedConnectionsAndWithheldR
 	q := faultTopology(t, be, "lossy-publish")
 	led := testbroker.NewLedger()
 	handling(t, led, nil, reader(t, q))
-	testbroker.PublishThroughPulsarFaults(t, br, be.TopicName("lossy-publish"), testbroker.PulsarFaultCount(t),
+	n := testbroker.PulsarFaultCount(t)
+	testbroker.PublishThroughPulsarFaults(t, br, be.TopicName("lossy-publish"), n,
 		func(ctx context.Context, v int) error { return q.Publish(ctx, topology.Letter[int]{Value: v}) }, decodeInt)
-	allSettled(t, br, led, "lossy-publish", be.TopicName("lossy-publish"))
+	allSettled(t, br, led, n, "lossy-publish", be.TopicName("lossy-publish"))
 }
 
 // Guarantee: acknowledgements the broker never recorded (withheld, then
@@ -211,7 +213,7 @@ func TestAcksTheBrokerNeverRecordedDeliverTheirLettersAgain(t *testing.T) {
 		}
 		return true
 	}, r)
-	allSettled(t, br, led, "lossy-ack", main)
+	allSettled(t, br, led, n, "lossy-ack", main)
 	testbroker.PulsarReopened(t, br, before)
 	if again.Load() == 0 {
 		t.Errorf("no letter whose ack was withheld came again")
@@ -246,7 +248,7 @@ func TestReadersLeavingAndJoiningLoseNoLetter(t *testing.T) {
 		led.Handle(held2[i].Value)
 	}
 	handling(t, led, nil, r2, r3)
-	allSettled(t, br, led, "lossy-readers", be.TopicName("lossy-readers"))
+	allSettled(t, br, led, n, "lossy-readers", be.TopicName("lossy-readers"))
 }
 
 // Guarantee: a main topic unloaded while letters are published and read
@@ -269,7 +271,7 @@ func TestAnUnloadedMainTopicLosesNothingAndResumes(t *testing.T) {
 	before := br.Stats()
 	wg.Go(func() { testbroker.PublishRange(led, 0, n, publish, nil) })
 	for _, at := range []int{n / 4, n / 2} {
-		wait.Within(t, faultPatience, "publishes", func() bool { p, f := led.Counts(); return p+f >= at })
+		wait.Within(t, testbroker.FaultPatience(faultPatience, n), "publishes", func() bool { p, f := led.Counts(); return p+f >= at })
 		if err := br.Unload(main); err != nil {
 			t.Fatal(err)
 		}
@@ -278,7 +280,7 @@ func TestAnUnloadedMainTopicLosesNothingAndResumes(t *testing.T) {
 	if p, f := led.Counts(); p != n {
 		t.Errorf("%d publishes returned nil and %d failed across 2 unloads, want every one nil", p, f)
 	}
-	allSettled(t, br, led, "lossy-unload", main)
+	allSettled(t, br, led, n, "lossy-unload", main)
 	testbroker.PulsarReopened(t, br, before)
 }
 
@@ -338,7 +340,7 @@ func TestHeldLettersComeBackAfterTheirHoldThroughDroppedConnections(t *testing.T
 			t.Errorf("letter %d came back %v after its hold was sent, before its hold of %v", v, d, faultHold)
 		}
 	}
-	allSettled(t, br, led, "lossy-hold", be.TopicName("lossy-hold"), holdTopic(be, q))
+	allSettled(t, br, led, n, "lossy-hold", be.TopicName("lossy-hold"), holdTopic(be, q))
 	testbroker.PulsarReopened(t, br, before)
 }
 
@@ -381,7 +383,7 @@ func TestAFailedDeadLetteringLosesNoLetter(t *testing.T) {
 		}
 		return true
 	}, r)
-	allSettled(t, br, led, "lossy-dead", main)
+	allSettled(t, br, led, n, "lossy-dead", main)
 	testbroker.PulsarReopened(t, br, before)
 	dead := map[int]bool{}
 	for _, m := range br.Messages(dlq) {
@@ -446,5 +448,5 @@ func TestARetriedLetterIsNotAcknowledgedBeforeItsHoldIsReceipted(t *testing.T) {
 		t.Fatal(err)
 	}
 	led := testbroker.NewLedger()
-	allSettled(t, br, led, "lossy-retry", main, holdTopic(receiver, qr))
+	allSettled(t, br, led, 1, "lossy-retry", main, holdTopic(receiver, qr))
 }
