@@ -133,20 +133,34 @@ func TestOptionsValidation(t *testing.T) {
 	}
 }
 
-// A cluster that cannot be reached is an ErrConnect error from New,
-// bounded by ConnectTimeout.
-func TestUnreachableClusterFailsNew(t *testing.T) {
-	o := testOptions[int](nil, topic.IntCodec{})
-	o.Brokers = []string{testnet.SilentListener(t)}
-	o.ConnectTimeout = 200 * time.Millisecond
-	o.Config.Metadata.Retry.Max = 0
-	start := time.Now()
-	_, err := kafkatopic.New(o)
-	if !errors.Is(err, kafkatopic.ErrConnect) {
-		t.Fatalf("New = %v, want ErrConnect", err)
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Fatalf("New took %s", d)
+// Guarantee: a cluster that cannot be reached (a broker that never
+// answers, nothing listening, or something other than a broker answering)
+// is an ErrConnect error from New, bounded by ConnectTimeout, naming the
+// broker and the cause.
+func TestUnreachableClusterFailsNewNamingTheBrokerAndTheCause(t *testing.T) {
+	for _, tc := range testbroker.UnreachableKafka {
+		t.Run(tc.Name, func(t *testing.T) {
+			o := testOptions[int](nil, topic.IntCodec{})
+			o.Brokers = []string{tc.Addr(t)}
+			o.ConnectTimeout = 200 * time.Millisecond
+			o.Config.Metadata.Retry.Max = 0
+			start := time.Now()
+			b, err := kafkatopic.New(o)
+			if err == nil {
+				_ = b.Close(context.Background())
+			}
+			if !errors.Is(err, kafkatopic.ErrConnect) {
+				t.Fatalf("New = %v, want ErrConnect", err)
+			}
+			if d := time.Since(start); d > 10*time.Second {
+				t.Fatalf("New took %s", d)
+			}
+			for _, want := range []string{o.Brokers[0], tc.Cause} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("New's error %q does not name %s", err, want)
+				}
+			}
+		})
 	}
 }
 

@@ -26,39 +26,47 @@ func connectOptions(brokers ...string) Options[topologytest.Msg] {
 		Logger: slog.New(slog.DiscardHandler)}
 }
 
-// Guarantee: New against a broker that accepts connections and never
-// answers returns within a few ConnectTimeouts, long before sarama's own
-// 30s timeouts would let it, with an error wrapping ErrConnect that names
-// the broker.
-func TestNewFailsWithinItsConnectTimeoutWhenTheBrokerNeverAnswers(t *testing.T) {
-	done := make(chan error, 1)
-	// Registered before the listener: runs after its cleanup has cut the
-	// connections, so that a New still running ends and is waited for.
-	t.Cleanup(func() { <-done })
-	addr := testnet.SilentListener(t)
-	o := connectOptions(addr)
-	o.ConnectTimeout = 300 * time.Millisecond
-	start := time.Now()
-	go func() {
-		b, err := New(o)
-		if err == nil {
-			_ = b.Close(context.Background())
-		}
-		done <- err
-	}()
-	const patience = 10 * time.Second
-	select {
-	case err := <-done:
-		done <- err // for the cleanup
-		if !errors.Is(err, ErrConnect) {
-			t.Fatalf("New = %v, want an error wrapping ErrConnect", err)
-		}
-		if !strings.Contains(err.Error(), addr) {
-			t.Errorf("New's error %q does not name the broker %s", err, addr)
-		}
-		t.Logf("New returned after %s: %v", time.Since(start).Round(time.Millisecond), err)
-	case <-time.After(patience):
-		t.Fatalf("New against a broker that never answers still runs after %s, with ConnectTimeout %s", patience, o.ConnectTimeout)
+// Guarantee: New against a broker that cannot be reached (one that
+// accepts connections and never answers, nothing listening, or something
+// other than a broker answering) returns within a few ConnectTimeouts,
+// long before sarama's own 30s timeouts would let it, with an error
+// wrapping ErrConnect that names the broker and the cause.
+func TestNewFailsWithinItsConnectTimeoutNamingTheBrokerAndTheCause(t *testing.T) {
+	for _, tc := range testbroker.UnreachableKafka {
+		t.Run(tc.Name, func(t *testing.T) {
+			done := make(chan error, 1)
+			// Registered before the listener: runs after its cleanup has
+			// cut the connections, so that a New still running ends and
+			// is waited for.
+			t.Cleanup(func() { <-done })
+			addr := tc.Addr(t)
+			o := connectOptions(addr)
+			o.ConnectTimeout = 300 * time.Millisecond
+			start := time.Now()
+			go func() {
+				b, err := New(o)
+				if err == nil {
+					_ = b.Close(context.Background())
+				}
+				done <- err
+			}()
+			const patience = 10 * time.Second
+			select {
+			case err := <-done:
+				done <- err // for the cleanup
+				if !errors.Is(err, ErrConnect) {
+					t.Fatalf("New = %v, want an error wrapping ErrConnect", err)
+				}
+				for _, want := range []string{addr, tc.Cause} {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("New's error %q does not name %s", err, want)
+					}
+				}
+				t.Logf("New returned after %s: %v", time.Since(start).Round(time.Millisecond), err)
+			case <-time.After(patience):
+				t.Fatalf("New against %s still runs after %s, with ConnectTimeout %s", tc.Name, patience, o.ConnectTimeout)
+			}
+		})
 	}
 }
 
