@@ -4,11 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/boulevard-go/boulevard/internal/logtest"
+	"github.com/boulevard-go/boulevard/internal/redact/redacttest"
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/testnet"
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
@@ -112,6 +117,51 @@ func TestDeclareHonoursContext(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("declaration took %v after its context ended", d)
+	}
+}
+
+// Guarantee: a declaration against a broker address where nothing listens
+// fails by the client's operation timeout, and sooner by its context's
+// deadline, with an *Error naming the topic; a WARN line names the broker's
+// address and the refusal; neither the password in the service URL nor the
+// token shows in the errors or the log.
+func TestDeclarationWhereNothingListensFailsByItsBoundsWarningOfTheRefusal(t *testing.T) {
+	var lines logtest.Lines
+	addr := testnet.ClosedPort(t)
+	o := pulsartopic.Options[int]{ServiceURL: "pulsar://user:" + password + "@" + addr, Codec: topic.IntCodec{},
+		Logger: slog.New(slog.NewTextHandler(&lines, nil))}
+	o.ClientOptions.Authentication = pulsar.NewAuthenticationToken(token)
+	o.ClientOptions.OperationTimeout = time.Second
+	o.ClientOptions.ConnectionTimeout = time.Second
+	be := newBackend(t, o)
+	start := time.Now()
+	_, err := topic.NewTopic[int]("orders", topic.Options{}, be)
+	var perr *pulsartopic.Error
+	if !errors.As(err, &perr) || !strings.Contains(err.Error(), "orders") {
+		t.Fatalf("NewTopic = %v, want a *pulsartopic.Error naming the topic", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("NewTopic took %v with an operation timeout of 1s", d)
+	}
+	redacttest.NoSecret(t, "the declaration's error", err, password, token)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	_, err = topic.NewBroker[int]().CreateTopicsContext(ctx, []topic.Declaration[int]{{Name: "invoices", Backend: be}})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("CreateTopicsContext = %v, want the context's deadline", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("CreateTopicsContext took %v with a deadline of 200ms", d)
+	}
+	redacttest.NoSecret(t, "the declaration's error", err, password, token)
+
+	if lines.Count("level=WARN", addr, "connection refused") == 0 {
+		t.Errorf("no WARN line names %s and the refusal:\n%s", addr, strings.Join(lines.All(), ""))
+	}
+	for _, l := range lines.All() {
+		redacttest.NoSecret(t, "a log line", l, password, token)
 	}
 }
 

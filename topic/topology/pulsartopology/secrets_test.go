@@ -100,6 +100,47 @@ func checkOptionsAndBackend(t *testing.T, serviceURL, secret, token, want string
 	}
 }
 
+// Guarantee: Declare against a broker address where nothing listens fails
+// by the client's operation timeout, and sooner by its context's deadline, with
+// an error wrapping ErrDeclare and context.DeadlineExceeded; a WARN line
+// names the broker's address and the refusal; neither the password in the
+// service URL nor the token shows in the errors or the log.
+func TestDeclareWhereNothingListensFailsByItsBoundsWarningOfTheRefusal(t *testing.T) {
+	const password, token = "pAssw0rd-in-URL-5e", "t0ken-SECRET-7a"
+	var lines logtest.Lines
+	addr := testnet.ClosedPort(t)
+	o := pulsartopology.Options[int]{ServiceURL: "pulsar://user:" + password + "@" + addr, Codec: topic.IntCodec{},
+		Logger: slog.New(slog.NewTextHandler(&lines, nil)), OperationTimeout: 2 * time.Second}
+	o.ClientOptions.Authentication = pulsar.NewAuthenticationToken(token)
+	// The client gives up on its own first, so that the calls the backend
+	// abandons have ended by the time the test does.
+	o.ClientOptions.OperationTimeout = time.Second
+	o.ClientOptions.ConnectionTimeout = time.Second
+	be := newBackend(t, o)
+	for _, tc := range []struct {
+		name  string
+		bound time.Duration
+	}{{"the client's operation timeout", time.Minute}, {"the context's deadline", 200 * time.Millisecond}} {
+		ctx, cancel := context.WithTimeout(context.Background(), tc.bound)
+		start := time.Now()
+		_, err := be.Declare(ctx, build(t, topology.New("orders").DLQ()))
+		cancel()
+		if !errors.Is(err, pulsartopology.ErrDeclare) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Declare bounded by %s = %v, want an error wrapping ErrDeclare and context.DeadlineExceeded", tc.name, err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Fatalf("Declare bounded by %s took %v", tc.name, d)
+		}
+		redacttest.NoSecret(t, "the declaration's error", err, password, token)
+	}
+	if lines.Count("level=WARN", addr, "connection refused") == 0 {
+		t.Errorf("no WARN line names %s and the refusal:\n%s", addr, strings.Join(lines.All(), ""))
+	}
+	for _, l := range lines.All() {
+		redacttest.NoSecret(t, "a log line", l, password, token)
+	}
+}
+
 // Guarantee: a broker that refuses a subscription with a message quoting
 // the token and the password the client was created with shows neither in
 // the declaration's error; the error keeps the refusal and wraps
