@@ -231,7 +231,7 @@ func run(ctx context.Context, w io.Writer, log *slog.Logger, obs *observe.Observ
 	if err := until(ctx, func() bool { return osrc.Stats().Acked == 7 }); err != nil {
 		return fmt.Errorf("waiting for the replayed order to settle: %w", err)
 	}
-	fmt.Fprintf(w, "replayed %d, kept %d; order 5: %s\n", len(rep.Replayed), rep.Kept, strings.Join(j.get("order 5"), "; "))
+	fmt.Fprintf(w, "replayed %d, kept %d; order 5: %s\n", rep.ReplayedCount, rep.Kept, strings.Join(j.get("order 5"), "; "))
 	return nil
 }
 

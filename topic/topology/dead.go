@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/validate"
 )
 
 // HandleDead adapts a handler of dead letters to a processor handler for a
@@ -28,6 +29,12 @@ func HandleDead[T, Out any](h func(ctx context.Context, v T, d Death) (Out, erro
 // death metadata.
 var ErrNotDead = errors.New("topology: not a dead letter")
 
+// DefaultMaxListed is the default ReplayOptions.MaxListed.
+const DefaultMaxListed = 4096
+
+// MaxListedLimit is the largest ReplayOptions.MaxListed.
+const MaxListedLimit = 1 << 20
+
 // ReplayOptions say which dead letters Replay puts back.
 type ReplayOptions[T any] struct {
 	// Filter selects the dead letters to replay; nil selects all of them.
@@ -42,22 +49,43 @@ type ReplayOptions[T any] struct {
 	// DLQ.
 	Filter func(l *Letter[T]) bool
 	// DryRun reports what would be replayed and leaves every letter in the
-	// DLQ.
+	// DLQ. A dry run keeps every letter, and Replay holds the letters it
+	// keeps until it has read the DLQ to its end: a dry run holds the
+	// whole DLQ in memory.
 	DryRun bool
+	// MaxListed is how many of the letters replayed (selected, on a dry
+	// run) ReplayReport.Replayed lists: the first ones, in order; the
+	// report's ReplayedCount counts them all. It bounds the memory the
+	// report holds whatever the DLQ's size. -1 lists none; 0 means
+	// DefaultMaxListed (4096); at most MaxListedLimit.
+	MaxListed int `validate:"gte=-1,lte=1048576"`
 }
 
-// WithDefaults returns o unchanged: the zero value (replay every letter
-// for real) is the default.
-func (o ReplayOptions[T]) WithDefaults() ReplayOptions[T] { return o }
+// WithDefaults returns o with a zero MaxListed replaced by its default.
+// The zero value replays every letter for real.
+func (o ReplayOptions[T]) WithDefaults() ReplayOptions[T] {
+	if o.MaxListed == 0 {
+		o.MaxListed = DefaultMaxListed
+	}
+	return o
+}
 
-// Validate returns nil: every value is valid.
-func (o ReplayOptions[T]) Validate() error { return nil }
+// Validate checks o (after WithDefaults) and returns nil or a
+// validate.Errors naming every broken rule ("replay.maxListed must be
+// ≤ 1048576").
+func (o ReplayOptions[T]) Validate() error { return validate.Struct("replay", &o) }
 
 // ReplayReport is what Replay did (or, on a dry run, would have done).
 type ReplayReport[T any] struct {
-	// Replayed are the letters put back on the main topic (as they were in
-	// the DLQ, Death included).
+	// Replayed are the first letters put back on the main topic (as they
+	// were in the DLQ, Death included), in order: at most
+	// ReplayOptions.MaxListed of them. On a dry run, the first letters
+	// Replay would have put back.
 	Replayed []Letter[T]
+	// ReplayedCount is the number of letters put back on the main topic
+	// (on a dry run, that would have been), whether Replayed lists them
+	// or not.
+	ReplayedCount int
 	// Kept is the number of letters left in the DLQ, those given back
 	// after a failure included.
 	Kept int
@@ -66,6 +94,14 @@ type ReplayReport[T any] struct {
 	// at WARN by the backend, a burst in a few lines (see
 	// UndecodableCounter): a durable backend's only. They are neither replayed nor kept.
 	Undecodable uint64
+}
+
+// replayed counts l as replayed, and lists it while fewer than max are.
+func (rep *ReplayReport[T]) replayed(l *Letter[T], max int) {
+	rep.ReplayedCount++
+	if len(rep.Replayed) < max {
+		rep.Replayed = append(rep.Replayed, *l)
+	}
 }
 
 // Replay takes every letter the DLQ of q holds now, puts those the filter
@@ -83,6 +119,14 @@ type ReplayReport[T any] struct {
 // message of the DLQ that a durable backend's reader cannot decode is
 // skipped for good by the backend, neither replayed nor kept, and counted
 // in the report (ReplayReport.Undecodable).
+//
+// On a backend that tells it how many letters the DLQ holds (the
+// in-memory one), Replay reads that many, a chunk at a time: a letter it
+// replays is requeued and settled as it is read, a letter it keeps is
+// held until the DLQ has been read to its end and then put back, so that
+// it holds the letters it keeps, not the DLQ. On another backend it reads
+// the DLQ to its end before it handles a letter, holding all of it. The
+// report lists at most ReplayOptions.MaxListed letters.
 //
 // Replay is meant for an operator, with the topology's consumers running or
 // not; it reads the DLQ as one more consumer, so it must not run while a
@@ -108,6 +152,10 @@ func Replay[T any](ctx context.Context, q Queues[T], opts ReplayOptions[T]) (rep
 	if err := checkQueues("replay.queues", q); err != nil {
 		return rep, err
 	}
+	opts = opts.WithDefaults()
+	if err := opts.Validate(); err != nil {
+		return rep, err
+	}
 	t := q.Topology()
 	r, err := q.SubscribeDead(ctx)
 	if err != nil {
@@ -119,71 +167,116 @@ func Replay[T any](ctx context.Context, q Queues[T], opts ReplayOptions[T]) (rep
 		}
 		rep.Undecodable = undecodable(r)
 	}()
-	var all []Letter[T]
+	// The DLQ is read a chunk at a time: a letter replayed is requeued
+	// and settled as it is read, a letter kept is held in kept, in order,
+	// and put back on the DLQ once it is read to its end, so that the
+	// reader never meets it again.
+	var kept []Letter[T]
 	buf := make([]Letter[T], 64)
-	for {
-		n, err := r.TryReceive(ctx, buf)
-		if err != nil {
-			if len(all) > 0 {
-				err = errors.Join(err, giveBack(ctx, q, all, &rep))
-			}
-			return rep, err
-		}
-		if n == 0 {
-			break
-		}
-		all = append(all, buf[:n]...)
-	}
-	// filtering is the index of the letter Filter is called on, -1
-	// between calls. A Filter that ends the goroutine (runtime.Goexit, as
-	// t.FailNow does) leaves it set: the letters from that one on go back
-	// to the DLQ as they do after a Filter that panics, before the DLQ
-	// reader closes.
+	var chunk []Letter[T]
+	// filtering is the index in chunk of the letter Filter is called on,
+	// -1 between calls. A Filter that ends the goroutine
+	// (runtime.Goexit, as t.FailNow does) leaves it set: the letters
+	// kept so far and those of the chunk from that one on go back to the
+	// DLQ as they do after a Filter that panics, before the DLQ reader
+	// closes.
 	filtering := -1
 	defer func() {
 		if filtering >= 0 {
-			_ = keepDead(ctx, q, r, all[filtering:], nil, &rep)
+			_ = keepDead(ctx, q, r, slices.Concat(kept, chunk[filtering:]), nil, &rep)
 		}
 	}()
-	for i := range all {
-		l := &all[i]
-		pick := l.Death != nil && l.Death.Topic == t.name && ownDeath(t, l.Death)
-		if pick && opts.Filter != nil {
-			var ferr error
-			filtering = i
-			pick, ferr = filter(opts.Filter, l)
-			filtering = -1
-			if ferr != nil {
-				ferr = fmt.Errorf("topology %s: replay: Filter: %w", t.name, ferr)
-				return rep, errors.Join(ferr, keepDead(ctx, q, r, all[i:], nil, &rep))
+	// left is how many letters the DLQ held when Replay started, on a
+	// backend that knows it (the in-memory one), -1 on another. With it,
+	// Replay handles the letters a chunk at a time, reading no more than
+	// that: the letters that reach the DLQ while it runs, among them
+	// those it replayed that failed again, are not read. Without it,
+	// Replay reads the DLQ to its end (into pending) before it handles
+	// any letter, since a letter it replayed that fails again would be
+	// read again.
+	left := -1
+	if c, ok := q.(deadHeldCounter); ok {
+		left = c.deadHeld()
+	}
+	var pending []Letter[T]
+	for done := false; !done; {
+		n := 0
+		if left != 0 {
+			dst := buf
+			if left > 0 && left < len(dst) {
+				dst = dst[:left]
+			}
+			var err error
+			n, err = r.TryReceive(ctx, dst)
+			if err != nil {
+				if held := slices.Concat(kept, pending); len(held) > 0 {
+					err = errors.Join(err, giveBack(ctx, q, held, &rep))
+				}
+				return rep, err
 			}
 		}
-		if pick && !opts.DryRun {
+		switch {
+		case n == 0:
+			done, chunk = true, pending
+		case left < 0:
+			pending = append(pending, buf[:n]...)
+			continue
+		default:
+			left -= n
+			chunk = buf[:n]
+		}
+		for i := range chunk {
+			l := &chunk[i]
+			pick := l.Death != nil && l.Death.Topic == t.name && ownDeath(t, l.Death)
+			if pick && opts.Filter != nil {
+				var ferr error
+				filtering = i
+				pick, ferr = filter(opts.Filter, l)
+				filtering = -1
+				if ferr != nil {
+					ferr = fmt.Errorf("topology %s: replay: Filter: %w", t.name, ferr)
+					return rep, errors.Join(ferr, keepDead(ctx, q, r, slices.Concat(kept, chunk[i:]), nil, &rep))
+				}
+			}
+			if !pick || opts.DryRun {
+				if pick {
+					rep.replayed(l, opts.MaxListed)
+				}
+				kept = append(kept, *l)
+				continue
+			}
 			fresh := Letter[T]{Value: l.Value, Key: l.Key, Shard: l.Shard}
 			if err := q.Requeue(ctx, fresh); err != nil {
 				// The letters taken and not yet handled go back to the
 				// DLQ: a backend that removes a letter when it is
 				// received (the in-memory one) would lose them.
 				err = fmt.Errorf("topology %s: replay: %w", t.name, err)
-				return rep, errors.Join(err, keepDead(ctx, q, r, all[i:], nil, &rep))
+				return rep, errors.Join(err, keepDead(ctx, q, r, slices.Concat(kept, chunk[i:]), nil, &rep))
 			}
-			rep.Replayed = append(rep.Replayed, *l)
-		} else {
-			if pick {
-				rep.Replayed = append(rep.Replayed, *l)
+			rep.replayed(l, opts.MaxListed)
+			if err := r.Settle(ctx, l); err != nil {
+				return rep, errors.Join(err, keepDead(ctx, q, r, slices.Concat(kept, chunk[i+1:]), nil, &rep))
 			}
-			if err := q.DeadLetter(ctx, *l); err != nil {
-				err = fmt.Errorf("topology %s: replay: keep a dead letter: %w", t.name, err)
-				return rep, errors.Join(err, keepDead(ctx, q, r, all[i+1:], all[i:i+1], &rep))
-			}
-			rep.Kept++
 		}
+		clear(chunk)
+		chunk = nil
+	}
+	for i := range kept {
+		l := &kept[i]
+		if err := q.DeadLetter(ctx, *l); err != nil {
+			err = fmt.Errorf("topology %s: replay: keep a dead letter: %w", t.name, err)
+			return rep, errors.Join(err, keepDead(ctx, q, r, kept[i+1:], kept[i:i+1], &rep))
+		}
+		rep.Kept++
 		if err := r.Settle(ctx, l); err != nil {
-			return rep, errors.Join(err, keepDead(ctx, q, r, all[i+1:], nil, &rep))
+			return rep, errors.Join(err, keepDead(ctx, q, r, kept[i+1:], nil, &rep))
 		}
 	}
 	return rep, nil
 }
+
+// deadHeldCounter is Queues that know how many letters their DLQ holds.
+type deadHeldCounter interface{ deadHeld() int }
 
 // filter calls f on l and returns a panic in it as a *message.PanicError.
 func filter[T any](f func(l *Letter[T]) bool, l *Letter[T]) (pick bool, err error) {

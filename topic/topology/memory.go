@@ -525,6 +525,10 @@ func (q *memQueues[T]) DeadLetter(_ context.Context, l Letter[T]) error {
 	return q.deadBacklog.put(l)
 }
 
+// deadHeld implements deadHeldCounter: the letters the DLQ holds, those
+// waiting for room behind it included.
+func (q *memQueues[T]) deadHeld() int { return q.dead.Len() + q.deadBacklog.len() }
+
 // SubscribeDead implements Queues. A nil ctx returns ErrNilContext.
 func (q *memQueues[T]) SubscribeDead(ctx context.Context) (Reader[T], error) {
 	if ctx == nil {
