@@ -29,11 +29,11 @@ func HandleDead[T, Out any](h func(ctx context.Context, v T, d Death) (Out, erro
 // death metadata.
 var ErrNotDead = errors.New("topology: not a dead letter")
 
-// DefaultMaxListed is the default ReplayOptions.MaxListed.
-const DefaultMaxListed = 4096
+// DefaultReplayListed is the default ReplayOptions.MaxListed.
+const DefaultReplayListed = 4096
 
-// MaxListedLimit is the largest ReplayOptions.MaxListed.
-const MaxListedLimit = 1 << 20
+// MaxReplayListed is the largest ReplayOptions.MaxListed.
+const MaxReplayListed = 1 << 20
 
 // ReplayOptions say which dead letters Replay puts back.
 type ReplayOptions[T any] struct {
@@ -57,7 +57,7 @@ type ReplayOptions[T any] struct {
 	// run) ReplayReport.Replayed lists: the first ones, in order; the
 	// report's ReplayedCount counts them all. It bounds the memory the
 	// report holds whatever the DLQ's size. -1 lists none; 0 means
-	// DefaultMaxListed (4096); at most MaxListedLimit.
+	// DefaultReplayListed (4096); at most MaxReplayListed.
 	MaxListed int `validate:"gte=-1,lte=1048576"`
 }
 
@@ -65,7 +65,7 @@ type ReplayOptions[T any] struct {
 // The zero value replays every letter for real.
 func (o ReplayOptions[T]) WithDefaults() ReplayOptions[T] {
 	if o.MaxListed == 0 {
-		o.MaxListed = DefaultMaxListed
+		o.MaxListed = DefaultReplayListed
 	}
 	return o
 }

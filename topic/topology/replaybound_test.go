@@ -130,11 +130,11 @@ func TestReplayAcrossChunksReplaysAndKeepsEachLetterOnceInOrder(t *testing.T) {
 // Guarantee: the report of a Replay lists at most MaxListed of the
 // letters it replayed (on a dry run, selected), the first ones in order,
 // and counts them all in ReplayedCount; MaxListed -1 lists none, 0 means
-// DefaultMaxListed, and a value below -1 or past MaxListedLimit fails
+// DefaultReplayListed, and a value below -1 or past MaxReplayListed fails
 // Replay, before it reads the DLQ, with an error naming the field.
 func TestReplayListsAtMostMaxListedLettersAndCountsThemAll(t *testing.T) {
-	if o := (topology.ReplayOptions[int]{}).WithDefaults(); o.MaxListed != topology.DefaultMaxListed {
-		t.Errorf("default MaxListed %d, want %d", o.MaxListed, topology.DefaultMaxListed)
+	if o := (topology.ReplayOptions[int]{}).WithDefaults(); o.MaxListed != topology.DefaultReplayListed {
+		t.Errorf("default MaxListed %d, want %d", o.MaxListed, topology.DefaultReplayListed)
 	}
 	for _, c := range []struct {
 		max, want int
@@ -157,7 +157,7 @@ func TestReplayListsAtMostMaxListedLettersAndCountsThemAll(t *testing.T) {
 			})
 		})
 	}
-	for _, n := range []int{-2, topology.MaxListedLimit + 1} {
+	for _, n := range []int{-2, topology.MaxReplayListed + 1} {
 		mq := withDeadLetters(t, "invalid", 1)
 		_, err := topology.Replay(t.Context(), mq, topology.ReplayOptions[int]{MaxListed: n})
 		if err == nil || !strings.Contains(err.Error(), "replay.maxListed") {
