@@ -18,7 +18,6 @@ import (
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
-	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/kafka"
 )
 
@@ -54,40 +53,16 @@ func TestPermitWindowBoundsFetching(t *testing.T) {
 		c := newCluster(t, parts)
 		produceOneByOne(t, c.ListenAddrs(), parts, backlog)
 
-		var mu sync.Mutex
-		fetched := map[int32]int64{} // highest fetch offset asked for, per partition
-		c.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
-			c.KeepControl()
-			mu.Lock()
-			defer mu.Unlock()
-			for _, tp := range req.(*kmsg.FetchRequest).Topics {
-				for _, pp := range tp.Partitions {
-					fetched[pp.Partition] = max(fetched[pp.Partition], pp.FetchOffset)
-				}
-			}
-			return nil, nil, false
-		})
+		fetched := watchFetches(c) // highest fetch offset asked for, per partition
 
 		opts := sourceOptions(c, "g-window")
 		opts.Config.Consumer.Fetch.Default = 1 // one record batch per fetch
 		src := cl.new(t, opts)
-		release := make(chan struct{})
 		l := newLedger()
 		const window = 10
-		po := pipelineOpts("window", src, 1, l, func(*message.Message[[]byte]) error {
-			<-release
-			return nil
-		})
-		po.Producer.Flow = producer.Flow{Initial: window}
-		po.Processors.Concurrency = 1
-		po.Processors.MaxDemand = 1
-		p := startPipeline(t, po)
+		p, resume := startStalled(t, "window", src, l, window)
 		defer func() {
-			select {
-			case <-release:
-			default:
-				close(release)
-			}
+			resume()
 			stopPipeline(t, p)
 		}()
 
@@ -101,18 +76,15 @@ func TestPermitWindowBoundsFetching(t *testing.T) {
 		// fetch positions stop moving: the consumer fetched as far as it is
 		// allowed.
 		wait.Within(t, 10*time.Second, "fetching a window and a read-ahead of each partition", func() bool {
-			mu.Lock()
-			defer mu.Unlock()
-			return len(fetched) == parts && fetched[0] >= 2*window && fetched[1] >= 2*window
+			f := fetched()
+			return len(f) == parts && f[0] >= 2*window && f[1] >= 2*window
 		})
 		waitStable(t, 10*time.Second, 5*100*time.Millisecond, "the fetch positions to stop moving", func() string {
-			mu.Lock()
-			defer mu.Unlock()
-			return fmt.Sprint(fetched)
+			return fmt.Sprint(fetched())
 		})
-		mu.Lock()
-		t.Logf("fetch positions with the handler stuck: %v (bound %d, backlog %d per partition)", fetched, bound, backlog)
-		for part, off := range fetched {
+		positions := fetched()
+		t.Logf("fetch positions with the handler stuck: %v (bound %d, backlog %d per partition)", positions, bound, backlog)
+		for part, off := range positions {
 			if off > bound {
 				t.Errorf("partition %d fetched up to offset %d with the handler stuck; bound %d (backlog %d)", part, off, bound, backlog)
 			}
@@ -124,15 +96,14 @@ func TestPermitWindowBoundsFetching(t *testing.T) {
 			// message in the handler, then per partition the window
 			// (delivered), the read-ahead and those two records.
 			total, sum := int64(p.Topology().Processors.QueueCapacity+1+parts*(2*window+2)), int64(0)
-			for _, off := range fetched {
+			for _, off := range positions {
 				sum += off
 			}
 			if sum > total {
 				t.Errorf("the partitions fetched %d records in all with the handler stuck; bound %d", sum, total)
 			}
 		}
-		mu.Unlock()
-		close(release)
+		resume()
 		ends := map[int32]int64{0: int64(backlog), 1: int64(backlog)}
 		wait.Within(t, loadWait(30*time.Second, 300), "the backlog after the handler resumed", func() bool { return l.covers(ends) })
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"strconv"
 	"sync"
@@ -215,6 +216,29 @@ func (l *ledger) duplicates() int {
 	return d
 }
 
+// watchFetches returns what the cluster's Fetch requests asked for so far:
+// the highest fetch offset per partition.
+func watchFetches(c *kfake.Cluster) func() map[int32]int64 {
+	var mu sync.Mutex
+	fetched := map[int32]int64{}
+	c.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, tp := range req.(*kmsg.FetchRequest).Topics {
+			for _, pp := range tp.Partitions {
+				fetched[pp.Partition] = max(fetched[pp.Partition], pp.FetchOffset)
+			}
+		}
+		return nil, nil, false
+	})
+	return func() map[int32]int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(fetched)
+	}
+}
+
 // waitStable polls sample until it returns the same value for quiet (the
 // observed process stopped moving), or fails the test after timeout.
 func waitStable(t testing.TB, timeout, quiet time.Duration, what string, sample func() string) {
@@ -334,6 +358,23 @@ func pipelineOpts(name string, src producer.Source[[]byte], members int, l *ledg
 			},
 		},
 	}
+}
+
+// startStalled starts a pipeline of one member over src, with a permit
+// window of window and one processor of demand 1 whose handler blocks
+// until resume is called (more calls do nothing). The caller resumes the
+// handler, then stops the pipeline.
+func startStalled(t testing.TB, name string, src testSource, l *ledger, window int) (p *pipeline.Pipeline[[]byte, []byte], resume func()) {
+	t.Helper()
+	release := make(chan struct{})
+	po := pipelineOpts(name, src, 1, l, func(*message.Message[[]byte]) error {
+		<-release
+		return nil
+	})
+	po.Producer.Flow = producer.Flow{Initial: window}
+	po.Processors.Concurrency = 1
+	po.Processors.MaxDemand = 1
+	return startPipeline(t, po), sync.OnceFunc(func() { close(release) })
 }
 
 // startPipeline creates and starts a pipeline; the caller stops it.

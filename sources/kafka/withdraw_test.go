@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
-
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
@@ -57,18 +55,7 @@ func TestRevokeWithdrawsBufferedRecords(t *testing.T) {
 		ends := produce(t, c, parts, 0, parts*perPart)
 
 		var mu sync.Mutex
-		fetched := map[int32]int64{} // highest fetch offset asked for, per partition
-		c.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
-			c.KeepControl()
-			mu.Lock()
-			defer mu.Unlock()
-			for _, tp := range req.(*kmsg.FetchRequest).Topics {
-				for _, pp := range tp.Partitions {
-					fetched[pp.Partition] = max(fetched[pp.Partition], pp.FetchOffset)
-				}
-			}
-			return nil, nil, false
-		})
+		fetched := watchFetches(c) // highest fetch offset asked for, per partition
 
 		l := newLedger()
 		watch := watchCommits(c, group, l)
@@ -112,9 +99,8 @@ func TestRevokeWithdrawsBufferedRecords(t *testing.T) {
 		// fetched that far and delivered it (what did not leave its stage
 		// buffer waits there).
 		wait.Within(t, 10*time.Second, "A to fetch a window of each partition", func() bool {
-			mu.Lock()
-			defer mu.Unlock()
-			return len(fetched) == parts && fetched[0] >= window && fetched[1] >= window
+			f := fetched()
+			return len(f) == parts && f[0] >= window && f[1] >= window
 		})
 		wait.Within(t, 10*time.Second, "A to deliver a window of each partition", func() bool {
 			return spyA.buffered() >= max(1, parts*window-dispatched)
