@@ -26,3 +26,13 @@ func Reachable[T any](ws []weak.Pointer[T]) int {
 	}
 	return live
 }
+
+// LiveHeap is the live heap after two collections: the second also frees
+// what the first moved to the sync.Pools' victim caches.
+func LiveHeap() int64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}

@@ -40,6 +40,25 @@ func Within(t testing.TB, bound time.Duration, what string, cond func() bool, st
 	}
 }
 
+// Stable polls sample until it returns the same value for quiet (what it
+// observes stopped moving), failing t after bound with what was awaited
+// and the last value.
+func Stable(t testing.TB, bound, quiet time.Duration, what string, sample func() string) {
+	t.Helper()
+	end := time.Now().Add(bound)
+	last, since := sample(), time.Now()
+	for time.Since(since) < quiet {
+		if time.Now().After(end) {
+			t.Fatalf("timed out after %v waiting for %s (last %s)", bound, what, last)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+		if v := sample(); v != last {
+			last, since = v, time.Now()
+		}
+	}
+}
+
 // Together calls call from n goroutines released at once, and returns the
 // channel their results arrive on, which holds all n.
 func Together[R any](n int, call func() R) <-chan R {

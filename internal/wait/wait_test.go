@@ -65,3 +65,38 @@ func TestWithinFailsAfterTheBound(t *testing.T) {
 		t.Fatalf("failure lacks the stack of another goroutine:\n%s", r.failed)
 	}
 }
+
+// Guarantee: Stable returns once the sample has not changed for the quiet
+// period, counted from its last change.
+func TestStableReturnsOnceTheSampleStoppedChangingForTheQuietPeriod(t *testing.T) {
+	r := &recorder{TB: t}
+	polls := 0
+	var changed time.Time
+	wait.Stable(r, 10*time.Second, 100*time.Millisecond, "the sample", func() string {
+		polls++
+		if polls <= 3 {
+			changed = time.Now()
+		}
+		return fmt.Sprint(min(polls, 3))
+	})
+	if r.failed != "" {
+		t.Fatalf("failed: %s", r.failed)
+	}
+	if quiet := time.Since(changed); quiet < 100*time.Millisecond {
+		t.Fatalf("returned %v after the sample last changed, before the quiet period", quiet)
+	}
+}
+
+// Guarantee: Stable fails the test once the bound has passed while the
+// sample keeps changing, naming what was awaited and the last value.
+func TestStableFailsAfterTheBoundWhileTheSampleKeepsChanging(t *testing.T) {
+	r := &recorder{TB: t}
+	polls := 0
+	wait.Stable(r, 100*time.Millisecond, 50*time.Millisecond, "the counter", func() string {
+		polls++
+		return fmt.Sprint(polls)
+	})
+	if want := "timed out after 100ms waiting for the counter (last "; !strings.HasPrefix(r.failed, want) {
+		t.Fatalf("failure %q, want it to start with %q", r.failed, want)
+	}
+}

@@ -79,7 +79,7 @@ func TestPermitWindowBoundsFetching(t *testing.T) {
 			f := fetched()
 			return len(f) == parts && f[0] >= 2*window && f[1] >= 2*window
 		})
-		waitStable(t, 10*time.Second, 5*100*time.Millisecond, "the fetch positions to stop moving", func() string {
+		wait.Stable(t, 10*time.Second, 5*100*time.Millisecond, "the fetch positions to stop moving", func() string {
 			return fmt.Sprint(fetched())
 		})
 		positions := fetched()

@@ -239,23 +239,6 @@ func watchFetches(c *kfake.Cluster) func() map[int32]int64 {
 	}
 }
 
-// waitStable polls sample until it returns the same value for quiet (the
-// observed process stopped moving), or fails the test after timeout.
-func waitStable(t testing.TB, timeout, quiet time.Duration, what string, sample func() string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	last, since := sample(), time.Now()
-	for time.Since(since) < quiet {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s (last %s)", timeout, what, last)
-		}
-		time.Sleep(20 * time.Millisecond)
-		if v := sample(); v != last {
-			last, since = v, time.Now()
-		}
-	}
-}
-
 // committed returns the group's committed offsets on the test topic.
 func committed(c *kfake.Cluster, group string) map[int32]int64 {
 	out := map[int32]int64{}

@@ -2,7 +2,6 @@ package kafka_test
 
 import (
 	"fmt"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -14,16 +13,6 @@ import (
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/pipeline"
 )
-
-// liveHeap is the live heap after two collections: the second also frees
-// what the first moved to the sync.Pools' victim caches.
-func liveHeap() int64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapAlloc)
-}
 
 // Guarantee: with every handler stalled and a backlog far larger than the
 // pipeline may take (BOULEVARD_STALL_RECORDS records of 4 KiB, 6,000 by
@@ -76,7 +65,7 @@ func TestStalledHandlersKeepTheHeapWithinTheWindowsAndFetchesNotTheBacklog(t *te
 		// on the records it holds, and the functions that resume the
 		// handler and stop the pipeline.
 		stall := func(topic, group string, l *ledger) (grown int64, held int, resume, stop func()) {
-			before := liveHeap()
+			before := wait.LiveHeap()
 			opts := sourceOptions(c, group)
 			opts.Topics = []string{topic}
 			opts.Config.Consumer.Fetch.Default = fetch
@@ -94,7 +83,7 @@ func TestStalledHandlersKeepTheHeapWithinTheWindowsAndFetchesNotTheBacklog(t *te
 			wait.Within(t, 30*time.Second, "both partitions claimed", func() bool {
 				return len(src.Stats().Members) == 1 && len(src.Stats().Members[0].Partitions) == parts
 			})
-			waitStable(t, 30*time.Second, 500*time.Millisecond, "the source and the client to stop fetching", func() string {
+			wait.Stable(t, 30*time.Second, 500*time.Millisecond, "the source and the client to stop fetching", func() string {
 				next := []int64{}
 				for _, m := range src.Stats().Members {
 					for _, pt := range m.Partitions {
@@ -103,7 +92,7 @@ func TestStalledHandlersKeepTheHeapWithinTheWindowsAndFetchesNotTheBacklog(t *te
 				}
 				return fmt.Sprint(next, fetched())
 			})
-			return liveHeap() - before, held, resume, stop
+			return wait.LiveHeap() - before, held, resume, stop
 		}
 
 		fixed, _, _, stopIdle := stall(idle, "g-stall-idle", newLedger())
