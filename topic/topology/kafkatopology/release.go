@@ -165,9 +165,22 @@ func (r *releaser[T]) Setup(sess sarama.ConsumerGroupSession) error {
 // Cleanup implements sarama.ConsumerGroupHandler.
 func (r *releaser[T]) Cleanup(sarama.ConsumerGroupSession) error { return nil }
 
+// releaseBatch bounds the records a claim releases in one produce call.
+const releaseBatch = 500
+
+// held is a record of a hold partition the claim received: its release
+// metadata, or foreign when the releaser did not write it (skipped).
+type held struct {
+	rec     *sarama.ConsumerMessage
+	m       meta
+	foreign bool
+}
+
 // ConsumeClaim implements sarama.ConsumerGroupHandler: it releases the
 // partition's records in order, each when it is due. While the head is not
-// due the partition is paused and the claim waits on one timer.
+// due the partition is paused and the claim waits on one timer. Once it is
+// due, the head and the records behind it already fetched and due (up to
+// releaseBatch) are produced together (see release).
 func (r *releaser[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.ConsumerGroupClaim) error {
 	ctx := sess.Context()
 	paused := map[string][]int32{r.topic: {gc.Partition()}}
@@ -181,31 +194,29 @@ func (r *releaser[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.C
 	// The claim's end (a rebalance, the releaser stopping) says what it
 	// held back of the records it skipped.
 	defer r.foreignLines.Forget(context.Background(), gc.Partition())
+	var next *sarama.ConsumerMessage // received, not due when it came
+	batch := make([]held, 0, releaseBatch)
 	for {
-		var rec *sarama.ConsumerMessage
-		select {
-		case m, ok := <-gc.Messages():
-			if !ok {
+		rec := next
+		next = nil
+		if rec == nil {
+			select {
+			case m, ok := <-gc.Messages():
+				if !ok {
+					return nil
+				}
+				rec = m
+				r.received(at, rec)
+			case <-ctx.Done():
 				return nil
 			}
-			rec = m
-			at.next.Store(rec.Offset + 1)
-			r.stalls.fetched(rec.Partition, rec.Offset)
-		case <-ctx.Done():
-			return nil
 		}
-		var l topology.Letter[T]
-		m, err := readHeaders(rec, &l)
-		m.shard = l.Shard
-		if err != nil || m.topic == "" || m.group == "" {
-			r.b.skippedHolds.Add(1)
-			r.foreignLines.Line(ctx, rec.Partition,
-				[]slog.Attr{slog.String("topic", rec.Topic), slog.Int("partition", int(rec.Partition))},
-				slog.Int64Value(rec.Offset), slog.Int64("offset", rec.Offset), slog.Any("error", err))
+		h := r.held(ctx, rec)
+		if h.foreign {
 			at.mark(sess, rec)
 			continue
 		}
-		if wait := time.Until(m.due); wait > 0 {
+		if wait := time.Until(h.m.due); wait > 0 {
 			r.cg.Pause(paused)
 			r.b.pauses.Add(1)
 			ok := sleep(ctx, wait)
@@ -215,11 +226,97 @@ func (r *releaser[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.C
 				return nil
 			}
 		}
-		if !r.releaseRecord(ctx, rec, m) {
+		batch = append(batch[:0], h)
+	gather:
+		for len(batch) < releaseBatch {
+			select {
+			case m, ok := <-gc.Messages():
+				if !ok {
+					break gather
+				}
+				r.received(at, m)
+				if h := r.held(ctx, m); h.foreign || time.Until(h.m.due) <= 0 {
+					batch = append(batch, h)
+					continue
+				}
+				next = m
+				break gather
+			default:
+				break gather
+			}
+		}
+		if !r.release(ctx, sess, at, batch) {
 			return nil
 		}
-		at.mark(sess, rec)
 	}
+}
+
+// received notes that the claim received rec.
+func (r *releaser[T]) received(at *claimAt, rec *sarama.ConsumerMessage) {
+	at.next.Store(rec.Offset + 1)
+	r.stalls.fetched(rec.Partition, rec.Offset)
+}
+
+// held reads rec's release metadata; a record the releaser did not write
+// is counted and logged (see foreignLines) and comes back foreign.
+func (r *releaser[T]) held(ctx context.Context, rec *sarama.ConsumerMessage) held {
+	var l topology.Letter[T]
+	m, err := readHeaders(rec, &l)
+	m.shard = l.Shard
+	if err != nil || m.topic == "" || m.group == "" {
+		r.b.skippedHolds.Add(1)
+		r.foreignLines.Line(ctx, rec.Partition,
+			[]slog.Attr{slog.String("topic", rec.Topic), slog.Int("partition", int(rec.Partition))},
+			slog.Int64Value(rec.Offset), slog.Int64("offset", rec.Offset), slog.Any("error", err))
+		return held{rec: rec, foreign: true}
+	}
+	return held{rec: rec, m: m}
+}
+
+// release produces the records of batch, due and in hold order, back to
+// their main topics in one call (the producer keeps their order on each
+// partition), and marks each record for commit once it and every record
+// before it are released or skipped. A record whose produce failed stops
+// the marking there: it is released again on its own, retried as
+// releaseRecord does (the first with its backoff, the others of the batch
+// at once), and the marking goes on behind it; the records after it that
+// the broker acknowledged are not produced again, so it reaches its main
+// topic after them. false when the
+// claim ended or the backend stopped first (the records from the first one
+// unreleased on then stay uncommitted).
+func (r *releaser[T]) release(ctx context.Context, sess sarama.ConsumerGroupSession, at *claimAt, batch []held) bool {
+	msgs := make([]*sarama.ProducerMessage, len(batch))
+	errs := make([]error, len(batch))
+	sent := make([]*sarama.ProducerMessage, 0, len(batch))
+	for i, h := range batch {
+		if !h.foreign {
+			msgs[i], errs[i] = r.b.partitioned(ctx, r.message(h.rec, h.m), h.m)
+			if errs[i] == nil {
+				sent = append(sent, msgs[i])
+			}
+		}
+	}
+	failed := r.b.sendAll(sent)
+	retried := false
+	for i, h := range batch {
+		if err := errs[i]; err != nil || failed[msgs[i]] != nil {
+			if err == nil {
+				err = failed[msgs[i]]
+			}
+			if retried {
+				err = nil // once one went, the others are tried at once
+			}
+			if !r.releaseRecord(ctx, h.rec, h.m, msgs[i], err) {
+				return false
+			}
+			retried = true
+		}
+		at.mark(sess, h.rec)
+	}
+	if len(sent) > 0 && len(failed) == 0 {
+		r.stalls.clear(stallRelease, batch[0].rec.Partition)
+	}
+	return true
 }
 
 // mark marks the claim's records up to rec, which is released or skipped,
@@ -248,27 +345,77 @@ func (r *releaser[T]) appendHolds(out []HoldStats) []HoldStats {
 	return out
 }
 
-// releaseRecord produces rec back to its main topic, keeping its value,
-// key and headers but the due time and the release topic, and retries
-// until the broker acknowledges it; learning the main topic's partitions
-// is bounded by the claim's session and Options.AdminTimeout. false when
-// the claim ended or the backend stopped first (the record then stays
-// uncommitted). While it fails, the record's partition is stalled (see
-// Stall): logged when it begins and at growing intervals, not per retry.
-func (r *releaser[T]) releaseRecord(ctx context.Context, rec *sarama.ConsumerMessage, m meta) bool {
+// message is the record that releases rec to its main topic, keeping
+// its value, key and headers but the due time and the release topic; its
+// partition is chosen by Backend.partitioned.
+func (r *releaser[T]) message(rec *sarama.ConsumerMessage, m meta) *sarama.ProducerMessage {
 	hs := make([]sarama.RecordHeader, 0, len(rec.Headers))
 	for _, h := range rec.Headers {
 		if k := string(h.Key); k != HeaderDue && k != HeaderTopic {
 			hs = append(hs, *h)
 		}
 	}
-	// A keyed letter (sequenced) goes back to its shard's partition, so it
-	// reaches the member whose source holds its key.
-	keyed := len(rec.Key) > 0
-	part, err := r.b.partition(ctx, m.topic, m.shard, keyed)
-	msg := &sarama.ProducerMessage{Topic: m.topic, Partition: part, Value: sarama.ByteEncoder(rec.Value), Headers: hs}
+	msg := &sarama.ProducerMessage{Topic: m.topic, Value: sarama.ByteEncoder(rec.Value), Headers: hs}
 	if len(rec.Key) > 0 {
 		msg.Key = sarama.ByteEncoder(rec.Key)
+	}
+	return msg
+}
+
+// partitioned sets msg's partition: a keyed letter (sequenced) goes back
+// to its shard's partition, so it reaches the member whose source holds
+// its key. Learning the main topic's partitions is bounded by ctx and
+// Options.AdminTimeout.
+func (b *Backend[T]) partitioned(ctx context.Context, msg *sarama.ProducerMessage, m meta) (*sarama.ProducerMessage, error) {
+	var err error
+	msg.Partition, err = b.partition(ctx, m.topic, m.shard, msg.Key != nil)
+	return msg, err
+}
+
+// sendAll produces msgs in one call and waits for the broker's
+// acknowledgements: it returns the error of each message that was not
+// acknowledged (all of them when the backend has stopped).
+func (b *Backend[T]) sendAll(msgs []*sarama.ProducerMessage) map[*sarama.ProducerMessage]error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	failed := map[*sarama.ProducerMessage]error{}
+	b.prodMu.RLock()
+	defer b.prodMu.RUnlock()
+	if b.prodClosed || b.stopped.Load() {
+		for _, msg := range msgs {
+			failed[msg] = topology.ErrClosed
+		}
+		return failed
+	}
+	err := b.prod.SendMessages(msgs)
+	if err == nil {
+		return nil
+	}
+	var perMsg sarama.ProducerErrors
+	if !errors.As(err, &perMsg) {
+		for _, msg := range msgs {
+			failed[msg] = b.refused(fmt.Errorf("kafkatopology: producing to topic %q: %w", msg.Topic, b.red.Err(err)))
+		}
+		return failed
+	}
+	for _, pe := range perMsg {
+		failed[pe.Msg] = b.refused(fmt.Errorf("kafkatopology: producing to topic %q: %w", pe.Msg.Topic, b.red.Err(pe.Err)))
+	}
+	return failed
+}
+
+// releaseRecord produces rec back to its main topic as msg (nil: not made
+// yet), err being how its last produce or choice of partition failed, and
+// retries until the broker acknowledges it; learning the main topic's
+// partitions is bounded by the claim's session and Options.AdminTimeout.
+// false when the claim ended or the backend stopped first (the record then
+// stays uncommitted). While it fails, the record's partition is stalled
+// (see Stall): logged when it begins and at growing intervals, not per
+// retry.
+func (r *releaser[T]) releaseRecord(ctx context.Context, rec *sarama.ConsumerMessage, m meta, msg *sarama.ProducerMessage, err error) bool {
+	if msg == nil {
+		msg = r.message(rec, m)
 	}
 	backoff := 100 * time.Millisecond
 	for {
@@ -288,7 +435,7 @@ func (r *releaser[T]) releaseRecord(ctx context.Context, rec *sarama.ConsumerMes
 			return false
 		}
 		backoff = min(2*backoff, 5*time.Second)
-		msg.Partition, err = r.b.partition(ctx, m.topic, m.shard, keyed)
+		_, err = r.b.partitioned(ctx, msg, m)
 	}
 }
 

@@ -1,0 +1,189 @@
+package kafkatopology
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/boulevard-go/boulevard/internal/testbroker"
+	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/topic/topology"
+)
+
+// holdDue produces n letters (values 0 to n-1) to q's first hold topic,
+// all due now, in one produce call: a backlog that fell due together.
+func holdDue(t testing.TB, be *Backend[msg], q *queues[msg], n int) {
+	t.Helper()
+	msgs := make([]*sarama.ProducerMessage, n)
+	for i := range msgs {
+		l := topology.Letter[msg]{Value: msg{N: i}}
+		var err error
+		if msgs[i], err = q.record(context.Background(), q.holds[0].name, &l, 0, q.holdHeaders(time.Now())...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := be.prod.SendMessages(msgs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mainTopicValues reads every record of q's main topic, partition by
+// partition, in their order there.
+func mainTopicValues(t *testing.T, c *kfake.Cluster, be *Backend[msg], q *queues[msg]) map[int32][]int {
+	t.Helper()
+	cons, err := sarama.NewConsumer(c.ListenAddrs(), testbroker.SaramaConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	ps, err := be.client.Partitions(q.main)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int32][]int{}
+	for _, p := range ps {
+		end, err := be.client.GetOffset(q.main, p, sarama.OffsetNewest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if end == 0 {
+			continue
+		}
+		pc, err := cons.ConsumePartition(q.main, p, sarama.OffsetOldest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rec := range pc.Messages() {
+			var m msg
+			if err := json.Unmarshal(rec.Value, &m); err != nil {
+				t.Fatal(err)
+			}
+			out[p] = append(out[p], m.N)
+			if rec.Offset+1 >= end {
+				break
+			}
+		}
+		if err := pc.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// Guarantee: the letters of a hold partition that are due together reach
+// their main-topic partition in their hold order.
+func TestLettersDueTogetherReachTheirMainPartitionInHoldOrder(t *testing.T) {
+	const n = 300
+	c := testbroker.Kafka(t)
+	be := newBackend(t, c.ListenAddrs())
+	q := declare(t, be, topology.New("inorder").Hold(time.Second)).(*queues[msg])
+	holdDue(t, be, q, n)
+	wait.For(t, "every letter released", func() bool {
+		h, ok := holdOf(be, q.holds[0].name, 0)
+		return ok && h.Committed == n
+	}, holdsState(be))
+	got := mainTopicValues(t, c, be, q)[0]
+	if len(got) != n {
+		t.Fatalf("main topic holds %d letters, want %d", len(got), n)
+	}
+	for i, v := range got {
+		if v != i {
+			t.Fatalf("main topic letter %d is letter %d of the hold, want the hold's order: %v", i, v, got)
+		}
+	}
+}
+
+// Guarantee: when the produce of letters released together fails for some
+// of them, the hold partition is marked for commit up to the first letter
+// not acknowledged and no further while it fails, and once it is produced
+// every letter is on the main topic exactly once.
+func TestAReleaseThatFailsForSomeLettersMarksNothingPastTheFirstAndReleasesEachOnce(t *testing.T) {
+	const n, victim = 300, 150
+	c := testbroker.Kafka(t)
+	be := newBackend(t, c.ListenAddrs())
+	q := declare(t, be, topology.New("partly").Hold(time.Second)).(*queues[msg])
+	hold := q.holds[0].name
+	// Every produce to the main topic that carries the victim's record is
+	// refused, the records it carries with it too, until failing ends.
+	var failing atomic.Bool
+	failing.Store(true)
+	mark := fmt.Appendf(nil, `"n":%d}`, victim)
+	c.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kr.(*kmsg.ProduceRequest)
+		carries := false
+		for _, tp := range req.Topics {
+			for _, p := range tp.Partitions {
+				carries = carries || tp.Topic == q.main && bytes.Contains(p.Records, mark)
+			}
+		}
+		if !carries || !failing.Load() {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, tp := range req.Topics {
+			rt := kmsg.NewProduceResponseTopic()
+			rt.Topic = tp.Topic
+			for _, p := range tp.Partitions {
+				rp := kmsg.NewProduceResponseTopicPartition()
+				rp.Partition = p.Partition
+				rp.ErrorCode = kerr.MessageTooLarge.Code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil, true
+	})
+	holdDue(t, be, q, n)
+	wait.For(t, "the release stalled at the refused letter", func() bool {
+		st := be.Stats().Stalled
+		return len(st) == 1 && st[0].Offset == victim
+	}, holdsState(be), func() string { return fmt.Sprintf("Stalled = %+v", be.Stats().Stalled) })
+	// The group's commits follow its marks (every 100ms here): the first
+	// one at the refused letter's offset or past it is where the marking
+	// stopped.
+	committed := func() int64 {
+		resp, err := be.admin.ListConsumerGroupOffsets(hold+":release", map[string][]int32{hold: {0}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if blk := resp.GetBlock(hold, 0); blk != nil {
+			return blk.Offset
+		}
+		return -1
+	}
+	var at int64
+	wait.For(t, "the group committed up to the refused letter", func() bool { at = committed(); return at >= victim })
+	if at != victim {
+		t.Errorf("hold partition committed at %d while the letter at offset %d is not released, want %d", at, victim, victim)
+	}
+	if h, _ := holdOf(be, hold, 0); h.Committed != victim {
+		t.Errorf("Stats: hold partition committed at %d while the letter at offset %d is not released, want %d", h.Committed, victim, victim)
+	}
+	failing.Store(false)
+	wait.For(t, "every letter released", func() bool {
+		h, ok := holdOf(be, hold, 0)
+		return ok && h.Committed == n
+	}, holdsState(be))
+	seen := map[int]int{}
+	for _, v := range mainTopicValues(t, c, be, q)[0] {
+		seen[v]++
+	}
+	for i := range n {
+		if seen[i] != 1 {
+			t.Errorf("letter %d is on the main topic %d times, want once", i, seen[i])
+		}
+	}
+	if len(seen) != n {
+		t.Errorf("main topic holds %d distinct letters, want %d", len(seen), n)
+	}
+}
