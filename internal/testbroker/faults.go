@@ -69,6 +69,14 @@ func Inject(c *kfake.Cluster, key kmsg.Key, code int16, match func(kmsg.Request)
 // failures.
 func (f *Faults) Every(k int) { f.period.Store(int64(k)) }
 
+// FirstThenEvery makes the next matching request fail and, after it, one
+// in k: unlike Every, it fails one however few requests come. k <= 0
+// stops the failures.
+func (f *Faults) FirstThenEvery(k int) {
+	f.seen.Store(int64(k - 1))
+	f.period.Store(int64(k))
+}
+
 // Failed counts the requests failed so far.
 func (f *Faults) Failed() int64 { return f.failed.Load() }
 
