@@ -144,6 +144,7 @@ func oneLine(s string) string {
 // ErrList is several errors reported on one line, separated by "; ".
 type ErrList []error
 
+// Error joins the errors' messages, each on one line, with "; ".
 func (l ErrList) Error() string {
 	s := make([]string, len(l))
 	for i, e := range l {
@@ -152,6 +153,7 @@ func (l ErrList) Error() string {
 	return strings.Join(s, "; ")
 }
 
+// Unwrap returns the errors, for errors.Is and errors.As.
 func (l ErrList) Unwrap() []error { return l }
 
 // The errors both Kafka sources return, so that a caller checks them the

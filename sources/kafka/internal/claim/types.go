@@ -96,10 +96,12 @@ type CommitError struct {
 	Partitions []string // "topic/partition", ordered by topic and partition
 }
 
+// Error names how many partitions the commit left uncommitted, and why.
 func (e *CommitError) Error() string {
 	return fmt.Sprintf("kafka: commit of %d partition(s) failed: %v", len(e.Partitions), e.Err)
 }
 
+// Unwrap returns the commit's error.
 func (e *CommitError) Unwrap() error { return e.Err }
 
 // commitErrorJSON is a CommitError as JSON: Err as its message.
