@@ -14,10 +14,13 @@ import (
 // declared, after it was closed.
 var ErrClosed = errors.New("topology: closed")
 
-// ErrNilContext is returned for a nil context by [Memory.Declare], by the
-// calls of the queues and readers it made that wait (Publish, Subscribe,
-// Hold, SubscribeDead, Receive), by [Publisher.Publish] and by [Replay]:
-// nothing is declared, published, subscribed or received then.
+// ErrNilContext is returned for a nil context by a backend's Declare and
+// Close, by the calls of the queues it declared that take one (Publish,
+// Subscribe, Hold, Requeue, DeadLetter, SubscribeDead; not Return), by
+// its readers' Receive, TryReceive and Close (not Settle), by
+// [Publisher.Publish] and by [Replay]: nothing is declared, published,
+// held, requeued, dead-lettered, subscribed, received or closed then.
+// [Memory] and the Kafka and Pulsar backends all do so.
 var ErrNilContext = errors.New("topology: nil context")
 
 // ErrEmptyDst is returned by a [Reader]'s Receive and TryReceive given a

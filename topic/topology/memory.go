@@ -230,8 +230,12 @@ func (m *Memory[T]) topicLocked(name string) *memTopic[T] {
 // even one already done (ctx is there for the Backend contract). From
 // then on every operation of the queues it declared returns ErrClosed.
 // Idempotent: a later call, or one made at the same time, returns once
-// the first has closed everything.
-func (m *Memory[T]) Close(context.Context) error {
+// the first has closed everything. A nil ctx returns ErrNilContext and
+// leaves the backend as it was, open: call Close again with a context.
+func (m *Memory[T]) Close(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	m.mu.Lock()
 	if m.cancel == nil { // a zero Memory: nothing to close
 		m.mu.Unlock()
@@ -451,7 +455,11 @@ func (q *memQueues[T]) Hold(ctx context.Context, i int, l Letter[T]) error {
 // in at once, over the queue's capacity if need be (see Memory); any
 // other (a replayed dead letter) waits for room behind a full queue,
 // after the others waiting (ErrFull when Capacity letters wait already).
-func (q *memQueues[T]) Requeue(_ context.Context, l Letter[T]) error {
+// A nil ctx returns ErrNilContext, nothing requeued.
+func (q *memQueues[T]) Requeue(ctx context.Context, l Letter[T]) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	if q.group == nil {
 		return errors.New("topology: a broadcast topology cannot requeue")
 	}
@@ -511,8 +519,12 @@ func (q *memQueues[T]) Return(_ context.Context, ls []Letter[T]) error {
 // the DLQ (put back by a dead source or Replay) goes in at once, over
 // the DLQ's capacity if need be (see Memory); any other waits for room
 // behind a full DLQ, after the letters dead-lettered before it (ErrFull
-// when Capacity letters wait already).
-func (q *memQueues[T]) DeadLetter(_ context.Context, l Letter[T]) error {
+// when Capacity letters wait already). A nil ctx returns ErrNilContext,
+// nothing dead-lettered.
+func (q *memQueues[T]) DeadLetter(ctx context.Context, l Letter[T]) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	if q.dead == nil {
 		return ErrNoDLQ
 	}
@@ -596,8 +608,12 @@ func (r *memReader[T]) Receive(ctx context.Context, dst []Letter[T]) (int, error
 	return n, nil
 }
 
-// TryReceive implements Reader. It never waits, and ignores ctx.
-func (r *memReader[T]) TryReceive(_ context.Context, dst []Letter[T]) (int, error) {
+// TryReceive implements Reader. It never waits, and ignores ctx but for a
+// nil one, which returns ErrNilContext, nothing received.
+func (r *memReader[T]) TryReceive(ctx context.Context, dst []Letter[T]) (int, error) {
+	if ctx == nil {
+		return 0, ErrNilContext
+	}
 	if len(dst) == 0 {
 		return 0, ErrEmptyDst
 	}
@@ -615,8 +631,13 @@ func (r *memReader[T]) TryReceive(_ context.Context, dst []Letter[T]) (int, erro
 func (r *memReader[T]) Settle(context.Context, *Letter[T]) error { return nil }
 
 // Close implements Reader: it wakes a waiting Receive and removes an
-// ephemeral group. It never waits, and returns nil whatever ctx.
-func (r *memReader[T]) Close(context.Context) error {
+// ephemeral group. It never waits, and returns nil whatever ctx but a nil
+// one, which returns ErrNilContext and leaves the reader open: call Close
+// again with a context.
+func (r *memReader[T]) Close(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	r.once.Do(func() {
 		close(r.stop)
 		if r.onClose != nil {

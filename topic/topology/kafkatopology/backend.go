@@ -252,7 +252,11 @@ func connect(brokers []string, cfg *sarama.Config, red redact.Secrets) (sarama.C
 // Backend returns topology.ErrClosed, as a closed one does.
 // A Backend New did not make returns an error wrapping
 // topic.ErrNotCreated at once, and topology.ErrClosed once closed.
+// A nil ctx returns topology.ErrNilContext, nothing declared.
 func (b *Backend[T]) Declare(ctx context.Context, t *topology.Topology) (topology.Queues[T], error) {
+	if ctx == nil {
+		return nil, topology.ErrNilContext
+	}
 	if b == nil {
 		return nil, topology.ErrClosed
 	}
@@ -572,7 +576,12 @@ func (b *Backend[T]) untrack(c closer) { liveset.Remove(&b.mu, b.readers, c) }
 // Idempotent: a later call waits, within its own ctx, for the same
 // closing. Close of a nil Backend returns nil, and so does that of one
 // New did not make.
+// A nil ctx returns topology.ErrNilContext and leaves the backend as it
+// was, open: call Close again with a context.
 func (b *Backend[T]) Close(ctx context.Context) error {
+	if ctx == nil {
+		return topology.ErrNilContext
+	}
 	if b == nil {
 		return nil
 	}

@@ -156,13 +156,21 @@ func (r *broadcastReader[T]) pump(pc sarama.PartitionConsumer, next *atomic.Int6
 }
 
 // Receive implements topology.Reader.
+// A nil ctx returns topology.ErrNilContext, nothing consumed.
 func (r *broadcastReader[T]) Receive(ctx context.Context, dst []topology.Letter[T]) (int, error) {
+	if ctx == nil {
+		return 0, topology.ErrNilContext
+	}
 	return r.receive(ctx, dst)
 }
 
 // TryReceive implements topology.Reader: what is buffered. It never
-// waits, and ignores ctx.
-func (r *broadcastReader[T]) TryReceive(_ context.Context, dst []topology.Letter[T]) (int, error) {
+// waits, and ignores ctx but for a nil one, which returns
+// topology.ErrNilContext, nothing consumed.
+func (r *broadcastReader[T]) TryReceive(ctx context.Context, dst []topology.Letter[T]) (int, error) {
+	if ctx == nil {
+		return 0, topology.ErrNilContext
+	}
 	if len(dst) == 0 {
 		return 0, topology.ErrEmptyDst
 	}
@@ -187,7 +195,12 @@ func (r *broadcastReader[T]) Settle(context.Context, *topology.Letter[T]) error 
 // connections, so that the closing ends at once instead of waiting for
 // fetches the cluster does not answer. Idempotent: a later call waits,
 // within its own ctx, for the same closing.
+// A nil ctx returns topology.ErrNilContext and leaves the reader open:
+// call Close again with a context.
 func (r *broadcastReader[T]) Close(ctx context.Context) error {
+	if ctx == nil {
+		return topology.ErrNilContext
+	}
 	return await(ctx, r.shut(), r.conns.Cut, "a broadcast reader")
 }
 

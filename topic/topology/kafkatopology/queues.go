@@ -107,7 +107,11 @@ func (q *queues[T]) produced(ctx context.Context, kname string, l *topology.Lett
 // topic's partitions, not the produce (see the package documentation). A
 // letter whose record would outgrow the producer's largest message once
 // held or dead-lettered is refused with a *LetterTooLargeError, unproduced.
+// A nil ctx returns topology.ErrNilContext, nothing produced.
 func (q *queues[T]) Publish(ctx context.Context, l topology.Letter[T]) error {
+	if ctx == nil {
+		return topology.ErrNilContext
+	}
 	l.Receipt, l.Resume = nil, false
 	return q.produce(ctx, q.main, &l, q.reserve)
 }
@@ -120,8 +124,11 @@ func (q *queues[T]) Publish(ctx context.Context, l topology.Letter[T]) error {
 // group sessions in a row failed (a member) or its client reached no
 // broker (either), and that it reads again on records, a session
 // started, or an answer its client read some seconds after the last
-// failure.
+// failure. A nil ctx returns topology.ErrNilContext.
 func (q *queues[T]) Subscribe(ctx context.Context) (topology.Reader[T], error) {
+	if ctx == nil {
+		return nil, topology.ErrNilContext
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -160,7 +167,11 @@ func (q *queues[T]) subscribe(ctx context.Context, what string, mk func(*dialing
 // Hold implements topology.Queues: l goes to hold topic i with its due
 // time and group; the releaser produces it back to the main topic, for
 // this group only, when it is due.
+// A nil ctx returns topology.ErrNilContext, nothing produced.
 func (q *queues[T]) Hold(ctx context.Context, i int, l topology.Letter[T]) error {
+	if ctx == nil {
+		return topology.ErrNilContext
+	}
 	if i < 0 || i >= len(q.holds) {
 		return fmt.Errorf("kafkatopology: hold queue %d of %d", i, len(q.holds))
 	}
@@ -184,7 +195,11 @@ func (q *queues[T]) holdHeaders(due time.Time) []sarama.RecordHeader {
 
 // Requeue implements topology.Queues: l goes back to the main topic for
 // this group only.
+// A nil ctx returns topology.ErrNilContext, nothing produced.
 func (q *queues[T]) Requeue(ctx context.Context, l topology.Letter[T]) error {
+	if ctx == nil {
+		return topology.ErrNilContext
+	}
 	if q.group == "" {
 		return errors.New("kafkatopology: a broadcast topology cannot requeue")
 	}
@@ -210,7 +225,11 @@ func (q *queues[T]) Return(_ context.Context, ls []topology.Letter[T]) error {
 }
 
 // DeadLetter implements topology.Queues.
+// A nil ctx returns topology.ErrNilContext, nothing produced.
 func (q *queues[T]) DeadLetter(ctx context.Context, l topology.Letter[T]) error {
+	if ctx == nil {
+		return topology.ErrNilContext
+	}
 	if q.dlq == "" {
 		return topology.ErrNoDLQ
 	}
@@ -220,7 +239,11 @@ func (q *queues[T]) DeadLetter(ctx context.Context, l topology.Letter[T]) error 
 
 // SubscribeDead implements topology.Queues: a member of the DLQ's consumer
 // group "<dlq>:dead", a topology.ReachReporter as Subscribe's members are.
+// A nil ctx returns topology.ErrNilContext.
 func (q *queues[T]) SubscribeDead(ctx context.Context) (topology.Reader[T], error) {
+	if ctx == nil {
+		return nil, topology.ErrNilContext
+	}
 	if q.dlq == "" {
 		return nil, topology.ErrNoDLQ
 	}

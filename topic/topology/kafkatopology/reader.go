@@ -848,7 +848,11 @@ func (r *groupReader[T]) release(c *claim, sess sarama.ConsumerGroupSession) {
 }
 
 // Receive implements topology.Reader.
+// A nil ctx returns topology.ErrNilContext, nothing consumed.
 func (r *groupReader[T]) Receive(ctx context.Context, dst []topology.Letter[T]) (int, error) {
+	if ctx == nil {
+		return 0, topology.ErrNilContext
+	}
 	return r.receive(ctx, dst)
 }
 
@@ -866,7 +870,11 @@ func (r *groupReader[T]) Receive(ctx context.Context, dst []topology.Letter[T]) 
 // and the partitions it holds are those they left it: not one revoked
 // (once its claim has let it go), and one assigned after the session
 // began once its claim has started.
+// A nil ctx returns topology.ErrNilContext, nothing consumed.
 func (r *groupReader[T]) TryReceive(ctx context.Context, dst []topology.Letter[T]) (int, error) {
+	if ctx == nil {
+		return 0, topology.ErrNilContext
+	}
 	if len(dst) == 0 {
 		return 0, topology.ErrEmptyDst
 	}
@@ -999,7 +1007,12 @@ func (r *groupReader[T]) settle(rc *receipt) error {
 // backend's Close waits for that closing, and cuts it at its own
 // deadline. Idempotent: a later call waits, within its own ctx, for the
 // same closing.
+// A nil ctx returns topology.ErrNilContext and leaves the reader open:
+// call Close again with a context.
 func (r *groupReader[T]) Close(ctx context.Context) error {
+	if ctx == nil {
+		return topology.ErrNilContext
+	}
 	return await(ctx, r.shut(), r.cutLater, fmt.Sprintf("a reader of topic %q (group %q)", r.topic, r.gid))
 }
 

@@ -56,7 +56,11 @@ func (q *queues[T]) message(l *topology.Letter[T], group string) (*pulsar.Produc
 // DeadLetter (see the package documentation, Bounded calls). A letter
 // whose message would outgrow Options.MaxMessageSize once held or
 // dead-lettered is refused with a *LetterTooLargeError, unsent.
+// A nil ctx returns topology.ErrNilContext, nothing sent.
 func (q *queues[T]) Publish(ctx context.Context, l topology.Letter[T]) error {
+	if ctx == nil {
+		return topology.ErrNilContext
+	}
 	l.Resume = false
 	m, err := q.message(&l, "")
 	if err != nil {
@@ -71,7 +75,11 @@ func (q *queues[T]) Publish(ctx context.Context, l topology.Letter[T]) error {
 // Hold implements topology.Queues: l goes to hold topic i with delayed
 // delivery after the hold's delay; the group's subscription on that topic
 // delivers it to the group's readers when it is due.
+// A nil ctx returns topology.ErrNilContext, nothing sent.
 func (q *queues[T]) Hold(ctx context.Context, i int, l topology.Letter[T]) error {
+	if ctx == nil {
+		return topology.ErrNilContext
+	}
 	if i < 0 || i >= len(q.holds) {
 		return fmt.Errorf("pulsartopology: hold queue %d of %d", i, len(q.holds))
 	}
@@ -88,7 +96,11 @@ func (q *queues[T]) Hold(ctx context.Context, i int, l topology.Letter[T]) error
 
 // Requeue implements topology.Queues: l goes back to the main topic marked
 // for this group only.
+// A nil ctx returns topology.ErrNilContext, nothing sent.
 func (q *queues[T]) Requeue(ctx context.Context, l topology.Letter[T]) error {
+	if ctx == nil {
+		return topology.ErrNilContext
+	}
 	if q.group == "" {
 		return errors.New("pulsartopology: a broadcast topology cannot requeue")
 	}
@@ -116,7 +128,11 @@ func (q *queues[T]) Return(_ context.Context, ls []topology.Letter[T]) error {
 }
 
 // DeadLetter implements topology.Queues.
+// A nil ctx returns topology.ErrNilContext, nothing sent.
 func (q *queues[T]) DeadLetter(ctx context.Context, l topology.Letter[T]) error {
+	if ctx == nil {
+		return topology.ErrNilContext
+	}
 	if q.dlq == "" {
 		return topology.ErrNoDLQ
 	}
@@ -142,7 +158,11 @@ func (q *queues[T]) DeadLetter(ctx context.Context, l topology.Letter[T]) error 
 // ReconnectFailuresToDegrade attempts in a row to reconnect to a
 // broker, and that it reads again once the consumer reconnected; with
 // another client, whose log lines it cannot read, it reports nothing.
+// A nil ctx returns topology.ErrNilContext.
 func (q *queues[T]) Subscribe(ctx context.Context) (topology.Reader[T], error) {
+	if ctx == nil {
+		return nil, topology.ErrNilContext
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -177,7 +197,11 @@ func (q *queues[T]) Subscribe(ctx context.Context) (topology.Reader[T], error) {
 // SubscribeDead implements topology.Queues: a consumer of the DLQ's
 // subscription DeadSubscription (Shared), bounded as Subscribe, whose
 // reader reports its reach as Subscribe's do.
+// A nil ctx returns topology.ErrNilContext.
 func (q *queues[T]) SubscribeDead(ctx context.Context) (topology.Reader[T], error) {
+	if ctx == nil {
+		return nil, topology.ErrNilContext
+	}
 	if q.dlq == "" {
 		return nil, topology.ErrNoDLQ
 	}

@@ -170,7 +170,11 @@ func readerOn[T any](b *Backend[T], c pulsar.Consumer, ch chan pulsar.ConsumerMe
 }
 
 // Receive implements topology.Reader.
+// A nil ctx returns topology.ErrNilContext, nothing consumed.
 func (r *reader[T]) Receive(ctx context.Context, dst []topology.Letter[T]) (int, error) {
+	if ctx == nil {
+		return 0, topology.ErrNilContext
+	}
 	if len(dst) == 0 {
 		return 0, topology.ErrEmptyDst
 	}
@@ -267,7 +271,11 @@ func (r *reader[T]) drain(dst []topology.Letter[T], n int) int {
 // when the reader is closed: TryReceive then returns ErrClosed. The wait
 // for the marker also ends as soon as the client closes the consumer by
 // itself: TryReceive then returns lost's error (ErrConsumerClosed).
+// A nil ctx returns topology.ErrNilContext, nothing consumed.
 func (r *reader[T]) TryReceive(ctx context.Context, dst []topology.Letter[T]) (int, error) {
+	if ctx == nil {
+		return 0, topology.ErrNilContext
+	}
 	if len(dst) == 0 {
 		return 0, topology.ErrEmptyDst
 	}
@@ -510,7 +518,12 @@ func (r *reader[T]) Settle(_ context.Context, l *topology.Letter[T]) error {
 // consumer's closing goes on in the background, within that bound; the
 // backend's Close waits for it. Idempotent: a later call waits, within its
 // own ctx, for the same closing.
+// A nil ctx returns topology.ErrNilContext and leaves the reader open:
+// call Close again with a context.
 func (r *reader[T]) Close(ctx context.Context) error {
+	if ctx == nil {
+		return topology.ErrNilContext
+	}
 	return await(ctx, r.shut(), "a reader of subscription "+strconv.Quote(r.sub))
 }
 

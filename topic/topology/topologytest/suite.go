@@ -119,6 +119,7 @@ var cases = []testCase{
 	{"SettledPayloadsAreNotKept", settledPayloadsAreNotKept},
 	{"ReplayedPayloadsAreNotKept", replayedPayloadsAreNotKept},
 	{"UnsettledLettersAreNotKeptPastClose", unsettledLettersAreNotKeptPastClose},
+	{"NilContextIsAnErrorNotAPanic", nilContextIsAnError},
 }
 
 // Run runs the suite against cfg's backend.

@@ -1,0 +1,78 @@
+package topologytest
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/boulevard-go/boulevard/internal/within"
+	"github.com/boulevard-go/boulevard/topic/topology"
+)
+
+// nilCtx is the nil context the calls of nilContextIsAnError are given.
+var nilCtx context.Context
+
+// Guarantee: Declare, the calls of the queues it made that take a context
+// (Publish, Subscribe, Hold, Requeue, DeadLetter, SubscribeDead), a
+// reader's Receive, TryReceive and Close, and the backend's Close return
+// an error matching topology.ErrNilContext for a nil context, rather than
+// panicking or waiting, and do nothing: no letter is published, held,
+// requeued, dead-lettered or consumed, the reader stays open and the
+// backend keeps declaring.
+func nilContextIsAnError(s *h) {
+	b := topology.New("nilctx").Hold(hold1).DLQ()
+	top, err := b.Build()
+	if err != nil {
+		s.Fatalf("Build: %v", err)
+	}
+	q := s.declare(b)
+	r, err := q.Subscribe(s.ctx)
+	if err != nil {
+		s.Fatalf("Subscribe: %v", err)
+	}
+	s.Cleanup(func() { MustClose(s.T, "the reader", r.Close) })
+	s.publish(q, Msg{N: 1})
+	l := topology.Letter[Msg]{Value: Msg{N: 2}}
+	dead := topology.Letter[Msg]{Value: Msg{N: 3}, Death: &topology.Death{Reason: topology.ReasonRejected,
+		Error: "rejected", Topic: "nilctx", Group: "nilctx"}}
+	buf := make([]topology.Letter[Msg], 4)
+
+	calls := []struct {
+		name string
+		f    func() error
+	}{
+		{"Backend.Declare", func() error { _, err := s.be.Declare(nilCtx, top); return err }},
+		{"Queues.Publish", func() error { return q.Publish(nilCtx, l) }},
+		{"Queues.Subscribe", func() error { _, err := q.Subscribe(nilCtx); return err }},
+		{"Queues.Hold", func() error { return q.Hold(nilCtx, 0, l) }},
+		{"Queues.Requeue", func() error { return q.Requeue(nilCtx, l) }},
+		{"Queues.DeadLetter", func() error { return q.DeadLetter(nilCtx, dead) }},
+		{"Queues.SubscribeDead", func() error { _, err := q.SubscribeDead(nilCtx); return err }},
+		{"Reader.Receive", func() error { _, err := r.Receive(nilCtx, buf); return err }},
+		{"Reader.TryReceive", func() error { _, err := r.TryReceive(nilCtx, buf); return err }},
+		{"Reader.Close", func() error { return r.Close(nilCtx) }},
+		{"Backend.Close", func() error { return s.be.Close(nilCtx) }},
+	}
+	for _, c := range calls {
+		if err := within.Run(10*time.Second, c.f); !errors.Is(err, topology.ErrNilContext) {
+			s.Errorf("%s(nil ctx) = %v, want an error matching topology.ErrNilContext", c.name, err)
+		}
+	}
+
+	// The reader and the backend are as they were: the letter published
+	// before is received, and only it, and the backend declares again.
+	if dl := s.dead(q); len(dl) != 0 {
+		s.Errorf("DLQ after the nil-context calls holds %v, want nothing", dl)
+	}
+	s.declare(b)
+	seen := map[int]bool{}
+	s.receiveInto("the reader after the nil-context calls", r, seen, len(buf), 1)
+	if !seen[1] || len(seen) != 1 {
+		s.Errorf("received %v after the nil-context calls, want only 1", seen)
+	}
+	s.publish(q, Msg{N: 4})
+	s.receiveInto("the reader after the nil-context calls", r, seen, 1, 2)
+	if !seen[4] || len(seen) != 2 {
+		s.Errorf("received %v after the nil-context calls, want 1 then 4", seen)
+	}
+}
