@@ -364,8 +364,13 @@ func (s *Sink[T]) Publish(ctx context.Context, m *message.Message[T]) error {
 // drop_newest found a queue full (topic.ErrDroppedOnFull) or m was
 // deferred already (ErrAlreadyDeferred). A nil m is refused with
 // ErrNilMessage; on a Sink New did not make (a zero value) it returns an
-// error wrapping topic.ErrNotCreated.
+// error wrapping topic.ErrNotCreated. A nil ctx returns
+// topic.ErrNilContext, nothing published and m not deferred; so does
+// Publish.
 func PublishValue[In, T any](ctx context.Context, s *Sink[T], m *message.Message[In], v T) error {
+	if ctx == nil {
+		return topic.ErrNilContext
+	}
 	if m == nil {
 		return ErrNilMessage
 	}
@@ -554,7 +559,12 @@ func (s *Sink[T]) settled() {
 // problems are on the messages. A nil element of batch, having nowhere to
 // put its problem, is skipped; PublishBatch then publishes the others and
 // returns an error wrapping ErrNilMessage that names the first one's index.
+// A nil ctx returns topic.ErrNilContext, nothing published and no message
+// failed or deferred.
 func (s *Sink[T]) PublishBatch(ctx context.Context, batch []*message.Message[T]) error {
+	if ctx == nil {
+		return topic.ErrNilContext
+	}
 	var nilErr error
 	var b *batchOutcomes
 	if s.tracked != nil {
@@ -638,8 +648,11 @@ func (s *Sink[T]) BatchHandler() batcher.Handler[T] {
 
 // Wait blocks until every tracked publish has resolved and been reported
 // upstream, or ctx ends (it returns ctx.Err()). Publishes made while it
-// waits are waited for too.
+// waits are waited for too. A nil ctx returns topic.ErrNilContext.
 func (s *Sink[T]) Wait(ctx context.Context) error {
+	if ctx == nil {
+		return topic.ErrNilContext
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.idle.Wait(ctx, &s.mu, func() bool { return s.inFlight.Load() == 0 })
@@ -669,8 +682,13 @@ func (s *Sink[T]) Close() {
 // those Close makes, so that an Ack waiting on its context does not hold
 // Drain past ctx. An Ack that ignores its context is waited for
 // DrainGrace at most after ctx ends: Drain then returns ctx.Err(), and
-// the Close it started goes on until that Ack returns.
+// the Close it started goes on until that Ack returns. A nil ctx returns
+// topic.ErrNilContext and leaves the sink as it was, open: call Drain
+// again with a context.
 func (s *Sink[T]) Drain(ctx context.Context) error {
+	if ctx == nil {
+		return topic.ErrNilContext
+	}
 	err := s.Wait(ctx)
 	if err == nil {
 		s.Close()
