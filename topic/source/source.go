@@ -419,8 +419,12 @@ func New[T any](opts Options[T]) (*Source[T], error) {
 // subscribe bounded by ctx: once ctx ends it returns an error wrapping
 // ctx.Err() and no source, with nothing subscribed: a subscription the
 // topic's backend made as ctx ended is closed before NewContext returns,
-// one it makes later once it is made.
+// one it makes later once it is made. A nil ctx returns
+// topic.ErrNilContext, nothing subscribed.
 func NewContext[T any](ctx context.Context, opts Options[T]) (*Source[T], error) {
+	if ctx == nil {
+		return nil, topic.ErrNilContext
+	}
 	opts = opts.WithDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -879,8 +883,12 @@ func closeSub[T any](log *slog.Logger, ts *topic.Subscription[T]) {
 // the subscribe ends with nothing subscribed as soon as the backend lets
 // it (a subscription a backend makes anyway is the stage's next Run's, or
 // closed by Close). On a Source New did not make (a zero value), Run
-// returns an error wrapping topic.ErrNotCreated at once.
+// returns an error wrapping topic.ErrNotCreated at once. A nil ctx
+// returns topic.ErrNilContext at once, nothing subscribed or received.
 func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
+	if ctx == nil {
+		return topic.ErrNilContext
+	}
 	if s.retiring == nil {
 		return errZeroSource
 	}
@@ -1091,8 +1099,13 @@ func (s *Source[T]) note(ctx context.Context, err error, ok *atomic.Uint64) {
 // settlings counted and not logged since the last line about them (see
 // Stats.SettleFailed) get one last WARN line. Idempotent: a later call
 // waits, within its own ctx, for the same closing. On a Source New did
-// not make (a zero value), which holds nothing, Close returns nil.
+// not make (a zero value), which holds nothing, Close returns nil. A nil
+// ctx returns topic.ErrNilContext and leaves the source as it was, open:
+// call Close again with a context.
 func (s *Source[T]) Close(ctx context.Context) error {
+	if ctx == nil {
+		return topic.ErrNilContext
+	}
 	if s.retiring == nil {
 		return nil
 	}
