@@ -18,9 +18,10 @@ var ErrClosed = errors.New("topology: closed")
 // Close, by the calls of the queues it declared that take one (Publish,
 // Subscribe, Hold, Requeue, DeadLetter, SubscribeDead; not Return), by
 // its readers' Receive, TryReceive and Close (not Settle), by
-// [Publisher.Publish] and by [Replay]: nothing is declared, published,
-// held, requeued, dead-lettered, subscribed, received or closed then.
-// [Memory] and the Kafka and Pulsar backends all do so.
+// [Publisher.Publish], [Replay], [Source.Run] and [Source.Close]: nothing
+// is declared, published, held, requeued, dead-lettered, subscribed,
+// received or closed then. [Memory] and the Kafka and Pulsar backends all
+// do so.
 var ErrNilContext = errors.New("topology: nil context")
 
 // ErrEmptyDst is returned by a [Reader]'s Receive and TryReceive given a

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/boulevard-go/boulevard/internal/within"
+	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
@@ -14,9 +15,10 @@ import (
 var nilCtx context.Context
 
 // Guarantee: every call of the in-memory backend, its queues and readers
-// that uses its context, and Publisher.Publish and Replay, return an error
-// matching ErrNilContext for a nil one, rather than panicking, and
-// publish, hold, subscribe and receive nothing.
+// that uses its context, and Publisher.Publish, Replay, Source.Run and
+// Source.Close, return an error matching ErrNilContext for a nil one,
+// rather than panicking, and publish, hold, subscribe and receive nothing;
+// the source stays open.
 func TestANilContextIsAnErrorNotAPanic(t *testing.T) {
 	m, err := topology.NewMemory[int](topology.MemoryOptions{})
 	if err != nil {
@@ -44,6 +46,10 @@ func TestANilContextIsAnErrorNotAPanic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	src, err := topology.NewSource(topology.SourceOptions[int]{Queues: q})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	calls := []struct {
 		name string
@@ -57,6 +63,8 @@ func TestANilContextIsAnErrorNotAPanic(t *testing.T) {
 		{"Reader.Receive", func() error { _, err := r.Receive(nilCtx, make([]topology.Letter[int], 4)); return err }},
 		{"Publisher.Publish", func() error { return pub.Publish(nilCtx, 1) }},
 		{"Replay", func() error { _, err := topology.Replay(nilCtx, q, topology.ReplayOptions[int]{}); return err }},
+		{"Source.Run", func() error { return src.Run(nilCtx, new(producer.Stage[int])) }},
+		{"Source.Close", func() error { return src.Close(nilCtx) }},
 	}
 	for _, c := range calls {
 		if err := within.Run(5*time.Second, c.f); !errors.Is(err, topology.ErrNilContext) {
@@ -72,6 +80,9 @@ func TestANilContextIsAnErrorNotAPanic(t *testing.T) {
 	}
 	if n := m.Queued(dlqName(tp), "dead"); n != 1 {
 		t.Errorf("DLQ letters after the nil-context calls = %d, want the 1 dead-lettered before", n)
+	}
+	if err := src.Close(ctx); err != nil {
+		t.Errorf("Source.Close after Close(nil) = %v, want nil", err)
 	}
 }
 

@@ -543,7 +543,12 @@ type record[T any] struct {
 // return at once), so that each message enters the pipeline once whatever
 // the producer concurrency; so is a sequenced one, whose order per key is
 // the order in which its one reader receives.
+//
+// A nil ctx returns ErrNilContext at once, nothing subscribed or received.
 func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	if s.t == nil {
 		return errZeroSource
 	}
@@ -1160,8 +1165,13 @@ func (s *Source[T]) settleDead(ctx context.Context, rec *record[T], out Outcome,
 // returns by ctx's deadline, with an error wrapping ctx.Err() when a
 // reader's closing was cut short. Failed settlings counted and not logged since the last
 // line about them (see Stats.SettleFailed) get one last WARN line.
-// Idempotent: a later call returns nil at once.
+// Idempotent: a later call returns nil at once. A nil ctx returns
+// ErrNilContext and leaves the source as it was, open: call Close again
+// with a context.
 func (s *Source[T]) Close(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	if s.t == nil {
 		return nil // a zero Source: nothing to close
 	}
