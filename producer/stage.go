@@ -810,6 +810,10 @@ var ErrFeedClosed = errors.New("producer: feed closed")
 // callback: its permits go to the callback, not to Acquire.
 var ErrPushFeed = errors.New("producer: Acquire on a feed that has a grant callback")
 
+// ErrNilContext is what [Feed.Acquire] returns for a nil context: it takes
+// no permit then.
+var ErrNilContext = errors.New("producer: nil context")
+
 // Feed is one flow-controlled consumer of a source within a producer stage.
 // Its methods may be called from any goroutine. Stage.NewFeed makes it; a
 // Feed it did not make (a zero value) belongs to no stage and acts as a
@@ -882,7 +886,12 @@ func (f *Feed[T]) Name() string { return f.name }
 // to refill the feed): once it has waited so for HeldPermitsPatience,
 // with nothing delivered meanwhile, Acquire logs one warning for the
 // feed, naming how many permits the source holds.
+//
+// A nil ctx returns ErrNilContext at once, no permit taken.
 func (f *Feed[T]) Acquire(ctx context.Context, max int) (int, error) {
+	if ctx == nil {
+		return 0, ErrNilContext
+	}
 	if f.grant != nil {
 		return 0, ErrPushFeed
 	}
