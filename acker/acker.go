@@ -30,6 +30,9 @@ import (
 // left for the broker to deliver again. Use Interrupted to test an Outcome.
 var ErrShutdown = errors.New("acker: interrupted by the pipeline's shutdown")
 
+// ErrNilContext is what [Recorder.Wait] returns for a nil context.
+var ErrNilContext = errors.New("acker: nil context")
+
 // Interrupted reports whether o failed because the pipeline shut down while
 // it was being handled (its error wraps ErrShutdown).
 func Interrupted(o Outcome) bool { return o.Err != nil && errors.Is(o.Err, ErrShutdown) }

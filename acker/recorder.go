@@ -134,8 +134,12 @@ func (r *Recorder) Failed() []Outcome {
 }
 
 // Wait blocks until at least n outcomes were recorded or ctx is done, and
-// returns ctx.Err() in the second case.
+// returns ctx.Err() in the second case. A nil ctx returns ErrNilContext
+// at once.
 func (r *Recorder) Wait(ctx context.Context, n int) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	for {
 		r.mu.Lock()
 		if r.total >= n {
