@@ -72,7 +72,11 @@ func New[T any](opts Options[T]) (*Backend[T], error) {
 // first request): when it ends while they wait for the cluster, the
 // connections are cut and NewContext returns an error wrapping
 // [ErrConnect] and ctx.Err().
+// A nil ctx returns topic.ErrNilContext, nothing connected.
 func NewContext[T any](ctx context.Context, opts Options[T]) (*Backend[T], error) {
+	if ctx == nil {
+		return nil, topic.ErrNilContext
+	}
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -200,7 +204,11 @@ func GroupID(name topic.Name, g topic.GroupName) string { return KafkaTopic(name
 // topic.ErrTopicClosed, as a closed one does. A Backend New did not make
 // returns an error wrapping topic.ErrNotCreated at once, and
 // topic.ErrTopicClosed once closed.
+// A nil ctx returns topic.ErrNilContext, nothing declared.
 func (b *Backend[T]) NewTopic(ctx context.Context, name topic.Name, opts topic.Options) (topic.State[T], error) {
+	if ctx == nil {
+		return nil, topic.ErrNilContext
+	}
 	if b == nil {
 		return nil, topic.ErrTopicClosed
 	}
@@ -372,7 +380,12 @@ func (b *Backend[T]) describeTopicConfig(kname string, names ...string) ([]saram
 // own ctx, for the same closing. Close of a nil Backend returns nil, and
 // so does that of one New did not make, whose later calls then report
 // it closed.
+// A nil ctx returns topic.ErrNilContext and leaves the backend as it
+// was, open: call Close again with a context.
 func (b *Backend[T]) Close(ctx context.Context) error {
+	if ctx == nil {
+		return topic.ErrNilContext
+	}
 	if b == nil {
 		return nil
 	}

@@ -106,7 +106,11 @@ func (b *Backend[T]) TopicName(name topic.Name) string { return b.o.topicName(na
 // declaration. A nil Backend returns ErrBackendClosed, as a closed one
 // does. A Backend New did not make returns an error wrapping
 // topic.ErrNotCreated at once, and ErrBackendClosed once closed.
+// A nil ctx returns topic.ErrNilContext, nothing declared.
 func (b *Backend[T]) NewTopic(ctx context.Context, name topic.Name, opts topic.Options) (topic.State[T], error) {
+	if ctx == nil {
+		return nil, topic.ErrNilContext
+	}
 	if b == nil {
 		return nil, ErrBackendClosed
 	}
@@ -263,7 +267,12 @@ func (b *Backend[T]) forget(t *pTopic[T]) {
 // operation timeout after Close returned and, when it reaches the broker,
 // registers the producer there again on a connection of its own, which
 // neither the closed producer nor the closed client closes.
+// A nil ctx returns topic.ErrNilContext and leaves the backend as it
+// was, open: call Close again with a context.
 func (b *Backend[T]) Close(ctx context.Context) error {
+	if ctx == nil {
+		return topic.ErrNilContext
+	}
 	if b == nil {
 		return nil
 	}

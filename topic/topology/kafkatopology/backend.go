@@ -144,7 +144,11 @@ func New[T any](opts Options[T]) (*Backend[T], error) {
 // backend made keeps Options.ConnectTimeout for its later connections. A
 // ctx cancelled without a deadline is seen once the first contact ends,
 // within a few Options.ConnectTimeout.
+// A nil ctx returns topology.ErrNilContext, nothing connected.
 func NewContext[T any](ctx context.Context, opts Options[T]) (*Backend[T], error) {
+	if ctx == nil {
+		return nil, topology.ErrNilContext
+	}
 	opts = opts.WithDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
