@@ -121,7 +121,12 @@ func (o BuildOptions[T]) Validate() error { return nil }
 // call waits, within its own ctx, for the same closing of the topics and
 // closes the backends again (their Close is idempotent). Close of a nil
 // Wired (what a failed Build returns) returns nil.
+// A nil ctx returns topic.ErrNilContext and leaves the wiring as it was,
+// open: call Close again with a context.
 func (w *Wired[T]) Close(ctx context.Context) error {
+	if ctx == nil {
+		return topic.ErrNilContext
+	}
 	if w == nil {
 		return nil
 	}
@@ -210,7 +215,11 @@ func Build[T any](broker *topic.Broker[T], plan *Plan, backends ...topic.Backend
 // the error wraps ErrWrongBackend), and ctx bounds connecting and declaring
 // the topics. If anything fails, the
 // backends already made are closed. [Wired.Close] closes them later.
+// A nil ctx returns topic.ErrNilContext, nothing built.
 func BuildContext[T any](ctx context.Context, broker *topic.Broker[T], plan *Plan, opts BuildOptions[T]) (w *Wired[T], err error) {
+	if ctx == nil {
+		return nil, topic.ErrNilContext
+	}
 	if broker == nil || plan == nil {
 		return nil, errors.New("config: Build needs a broker and a plan")
 	}
@@ -304,7 +313,11 @@ func Load[T any](data []byte, wiring Wiring, broker *topic.Broker[T], backends .
 
 // LoadContext is [Load] with [BuildContext]: for documents whose topics
 // live on Kafka or Pulsar.
+// A nil ctx returns topic.ErrNilContext, nothing built.
 func LoadContext[T any](ctx context.Context, data []byte, wiring Wiring, broker *topic.Broker[T], opts BuildOptions[T]) (*Wired[T], error) {
+	if ctx == nil {
+		return nil, topic.ErrNilContext
+	}
 	cfg, err := Parse(data)
 	if err != nil {
 		return nil, err
