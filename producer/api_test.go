@@ -56,7 +56,7 @@ func TestExportsOnlyUserAPI(t *testing.T) {
 	}
 	slices.Sort(got)
 	want := []string{
-		"Basic", "ErrFeedClosed", "ErrNoRateLimit", "ErrPushFeed", "ErrTooManyRestarts", "ErrUnreachable", "ExitError", "FailureStack",
+		"Basic", "ErrFeedClosed", "ErrNilContext", "ErrNoRateLimit", "ErrPushFeed", "ErrTooManyRestarts", "ErrUnreachable", "ExitError", "FailureStack",
 		"Feed", "FeedStats", "Flow", "Info", "NamedFeedStats", "Options", "RateLimit", "Restart", "RestartError",
 		"RestartRule", "RunHealth", "Source", "SourceFunc", "Stage", "StageStatus", "State",
 	}
