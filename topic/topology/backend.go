@@ -267,6 +267,31 @@ type Reader[T any] interface {
 	Close(ctx context.Context) error
 }
 
+// EndPinner is implemented by a [Reader] that can stop at the end its
+// queue has now: the dead-letter readers of the in-memory, Kafka and
+// Pulsar backends do. [Replay] pins its DLQ reader's end before it reads,
+// and then handles the DLQ a chunk at a time instead of reading all of it
+// first: a letter it replays that fails again and comes back to the DLQ
+// is past the end, and is not read again.
+type EndPinner interface {
+	// PinEnd pins the reader's end to what its queue holds now: from then
+	// on the reader delivers only letters the queue held at the call, and
+	// TryReceive returns 0, nil once it has delivered every one of them
+	// (Receive then waits, until ctx ends or the reader closes). A letter
+	// that reaches the queue after the call is never delivered by this
+	// reader, and stays for the queue's next reader. The in-memory
+	// backend counts the letters its DLQ holds; the Kafka backend asks the
+	// log end (high-water mark) of each partition of the topic; the Pulsar
+	// backend publishes a marker to the topic and stops where it comes
+	// back. Call it before the first Receive or TryReceive, from the
+	// goroutine that receives. It returns by ctx's deadline, with an
+	// error wrapping ctx.Err() when ctx ended first (the reader is then
+	// not pinned), and ErrClosed once the reader or its backend was
+	// closed. A later call returns nil and leaves the end where the first
+	// one put it.
+	PinEnd(ctx context.Context) error
+}
+
 // UndecodableCounter is implemented by a [Reader] that may skip messages
 // it cannot decode: the Kafka and Pulsar backends' readers do. A [Source]
 // adds up its readers' counts (Stats.Undecodable), and [Replay] reports

@@ -120,13 +120,16 @@ func (rep *ReplayReport[T]) replayed(l *Letter[T], max int) {
 // skipped for good by the backend, neither replayed nor kept, and counted
 // in the report (ReplayReport.Undecodable).
 //
-// On a backend that tells it how many letters the DLQ holds (the
-// in-memory one), Replay reads that many, a chunk at a time: a letter it
-// replays is requeued and settled as it is read, a letter it keeps is
-// held until the DLQ has been read to its end and then put back, so that
-// it holds the letters it keeps, not the DLQ. On another backend it reads
-// the DLQ to its end before it handles a letter, holding all of it. The
-// report lists at most ReplayOptions.MaxListed letters.
+// When the DLQ's reader can pin its end (EndPinner: the in-memory, Kafka
+// and Pulsar backends' can), Replay pins it to what the DLQ holds as it
+// starts and reads those letters a chunk at a time: a letter it replays
+// is requeued and settled as it is read, a letter it keeps is held until
+// the DLQ has been read to that end and then put back, so that it holds
+// the letters it keeps, not the DLQ; the letters that reach the DLQ while
+// it runs (a replayed letter that fails again among them) are not read.
+// With another reader it reads the DLQ to its end before it handles a
+// letter, holding all of it. The report lists at most
+// ReplayOptions.MaxListed letters.
 //
 // Replay is meant for an operator, with the topology's consumers running or
 // not; it reads the DLQ as one more consumer, so it must not run while a
@@ -186,43 +189,35 @@ func Replay[T any](ctx context.Context, q Queues[T], opts ReplayOptions[T]) (rep
 			_ = keepDead(ctx, q, r, slices.Concat(kept, chunk[filtering:]), nil, &rep)
 		}
 	}()
-	// left is how many letters the DLQ held when Replay started, on a
-	// backend that knows it (the in-memory one), -1 on another. With it,
-	// Replay handles the letters a chunk at a time, reading no more than
-	// that: the letters that reach the DLQ while it runs, among them
-	// those it replayed that failed again, are not read. Without it,
-	// Replay reads the DLQ to its end (into pending) before it handles
-	// any letter, since a letter it replayed that fails again would be
-	// read again.
-	left := -1
-	if c, ok := q.(deadHeldCounter); ok {
-		left = c.deadHeld()
+	// A reader whose end is pinned (EndPinner) delivers only the letters
+	// the DLQ held when Replay started: Replay handles them a chunk at a
+	// time, and the letters that reach the DLQ while it runs, among them
+	// those it replayed that failed again, are not read. Another reader
+	// is read to its end (into pending) before any letter is handled,
+	// since a letter replayed that fails again would be read again.
+	pinned := false
+	if p, ok := r.(EndPinner); ok {
+		if err := p.PinEnd(ctx); err != nil {
+			return rep, fmt.Errorf("topology %s: replay: pinning the DLQ reader's end: %w", t.name, err)
+		}
+		pinned = true
 	}
 	var pending []Letter[T]
 	for done := false; !done; {
-		n := 0
-		if left != 0 {
-			dst := buf
-			if left > 0 && left < len(dst) {
-				dst = dst[:left]
+		n, err := r.TryReceive(ctx, buf)
+		if err != nil {
+			if held := slices.Concat(kept, pending); len(held) > 0 {
+				err = errors.Join(err, giveBack(ctx, q, held, &rep))
 			}
-			var err error
-			n, err = r.TryReceive(ctx, dst)
-			if err != nil {
-				if held := slices.Concat(kept, pending); len(held) > 0 {
-					err = errors.Join(err, giveBack(ctx, q, held, &rep))
-				}
-				return rep, err
-			}
+			return rep, err
 		}
 		switch {
 		case n == 0:
 			done, chunk = true, pending
-		case left < 0:
+		case !pinned:
 			pending = append(pending, buf[:n]...)
 			continue
 		default:
-			left -= n
 			chunk = buf[:n]
 		}
 		for i := range chunk {
@@ -274,9 +269,6 @@ func Replay[T any](ctx context.Context, q Queues[T], opts ReplayOptions[T]) (rep
 	}
 	return rep, nil
 }
-
-// deadHeldCounter is Queues that know how many letters their DLQ holds.
-type deadHeldCounter interface{ deadHeld() int }
 
 // filter calls f on l and returns a panic in it as a *message.PanicError.
 func filter[T any](f func(l *Letter[T]) bool, l *Letter[T]) (pick bool, err error) {

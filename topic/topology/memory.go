@@ -537,8 +537,8 @@ func (q *memQueues[T]) DeadLetter(ctx context.Context, l Letter[T]) error {
 	return q.deadBacklog.put(l)
 }
 
-// deadHeld implements deadHeldCounter: the letters the DLQ holds, those
-// waiting for room behind it included.
+// deadHeld is the letters the DLQ holds, those waiting for room behind
+// it included.
 func (q *memQueues[T]) deadHeld() int { return q.dead.Len() + q.deadBacklog.len() }
 
 // SubscribeDead implements Queues. A nil ctx returns ErrNilContext.
@@ -555,7 +555,104 @@ func (q *memQueues[T]) SubscribeDead(ctx context.Context) (Reader[T], error) {
 	if q.m.isClosed() {
 		return nil, ErrClosed
 	}
-	return newMemReader(q.dead, nil), nil
+	return &memDeadReader[T]{memReader: newMemReader(q.dead, nil), held: q.deadHeld, left: -1}, nil
+}
+
+// memDeadReader is a DLQ's reader: a memReader that can pin its end
+// (topology.EndPinner) to the letters the DLQ holds.
+type memDeadReader[T any] struct {
+	*memReader[T]
+	held func() int // the letters the DLQ holds
+
+	mu   sync.Mutex
+	left int // the letters left to deliver up to the pinned end; -1: not pinned
+}
+
+var _ EndPinner = (*memDeadReader[int])(nil)
+
+// PinEnd implements EndPinner: the reader delivers no more letters than
+// the DLQ holds now, those waiting for room behind it included, which
+// reach it first in order. A nil ctx returns ErrNilContext; it does not
+// wait otherwise.
+func (r *memDeadReader[T]) PinEnd(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
+	select {
+	case <-r.stop:
+		return ErrClosed
+	default:
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.left < 0 {
+		r.left = r.held()
+	}
+	return nil
+}
+
+// within returns dst cut to the letters left up to the pinned end, and
+// whether the end is reached.
+func (r *memDeadReader[T]) within(dst []Letter[T]) ([]Letter[T], bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.left >= 0 && r.left < len(dst) {
+		dst = dst[:r.left]
+	}
+	return dst, r.left == 0
+}
+
+// delivered counts n letters delivered towards the pinned end.
+func (r *memDeadReader[T]) delivered(n int) {
+	r.mu.Lock()
+	if r.left > 0 {
+		r.left -= n
+	}
+	r.mu.Unlock()
+}
+
+// Receive implements Reader; once the pinned end is reached it waits for
+// ctx or Close.
+func (r *memDeadReader[T]) Receive(ctx context.Context, dst []Letter[T]) (int, error) {
+	if ctx == nil {
+		return 0, ErrNilContext
+	}
+	return r.receive(dst, func(dst []Letter[T]) (int, error) { return r.memReader.Receive(ctx, dst) }, func() error {
+		select {
+		case <-r.stop:
+			return ErrClosed
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+}
+
+// TryReceive implements Reader; once the pinned end is reached it
+// returns 0, nil.
+func (r *memDeadReader[T]) TryReceive(ctx context.Context, dst []Letter[T]) (int, error) {
+	return r.receive(dst, func(dst []Letter[T]) (int, error) { return r.memReader.TryReceive(ctx, dst) }, func() error {
+		select {
+		case <-r.stop:
+			return ErrClosed
+		default:
+			return nil
+		}
+	})
+}
+
+// receive receives into dst with recv, up to the pinned end; once that
+// is reached it returns 0 and what atEnd returns, receiving nothing.
+func (r *memDeadReader[T]) receive(dst []Letter[T], recv func([]Letter[T]) (int, error), atEnd func() error) (int, error) {
+	if len(dst) == 0 {
+		return 0, ErrEmptyDst
+	}
+	dst, end := r.within(dst)
+	if end {
+		return 0, atEnd()
+	}
+	n, err := recv(dst)
+	r.delivered(n)
+	return n, err
 }
 
 // memReader reads one group queue (a DLQ's reader, its one group's).

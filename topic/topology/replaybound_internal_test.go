@@ -20,14 +20,11 @@ func mustBuild(t *testing.T, b *Builder) *Topology {
 
 // uncountedRequeues drops the letters Replay requeues onto the main
 // topic, counting them, so that the in-memory main queue does not hold
-// them: what grows is then Replay's own. It tells Replay how many
-// letters the DLQ holds, as the in-memory backend does.
+// them: what grows is then Replay's own.
 type uncountedRequeues struct {
 	Queues[[]byte]
 	requeued *int
 }
-
-func (q uncountedRequeues) deadHeld() int { return q.Queues.(deadHeldCounter).deadHeld() }
 
 func (q uncountedRequeues) Requeue(context.Context, Letter[[]byte]) error {
 	*q.requeued++

@@ -3,6 +3,7 @@ package topologytest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -245,4 +246,16 @@ func (s *h) dead(q topology.Queues[Msg]) []topology.Letter[Msg] {
 		s.Fatalf("Replay dry run: %v", err)
 	}
 	return rep.Replayed
+}
+
+// deadNs returns the numbers of the letters dead returns, in increasing
+// order, as fmt.Sprint writes them: "[1 2 3]".
+func (s *h) deadNs(q topology.Queues[Msg]) string {
+	s.Helper()
+	var ns []int
+	for _, l := range s.dead(q) {
+		ns = append(ns, l.Value.N)
+	}
+	slices.Sort(ns)
+	return fmt.Sprint(ns)
 }

@@ -108,6 +108,8 @@ var cases = []testCase{
 	{"SequencedInterruptedKeepsOrderAcrossStop", func(s *h) { sequencedOrderAcrossStop(s, true) }},
 	{"DeadSourceSeesDeath", deadSourceSeesDeath},
 	{"ReplayPutsBack", replayPutsBack},
+	{"ReplayWhileConsumersFailReplaysEachLetterOnce", replayWhileConsumersFail},
+	{"PinnedDeadReaderNeverDeliversALetterDeadLetteredAfterThePin", pinnedDeadReader},
 	{"BroadcastReachesEveryConsumer", broadcastReachesEveryConsumer},
 	{"CloseWithContextDoneReturnsAtOnce", closeWithContextDone},
 	{"EmptyDstReturnsErrEmptyDstAndConsumesNothing", emptyDstConsumesNothing},
@@ -733,6 +735,102 @@ func replayPutsBack(s *h) {
 	slices.Sort(left)
 	if fmt.Sprint(left) != "[2 3]" {
 		s.Errorf("DLQ holds %v, want [2 3]", left)
+	}
+}
+
+// Guarantee: Replay, with the topology's consumers failing every letter
+// it replays, offers each letter the DLQ held to its filter once and
+// replays it once: a replayed letter that fails again and comes back to
+// the DLQ while Replay runs is not read again. The filter waits, before
+// each letter after the first, until the letter replayed before it is
+// dead again, so that it is in the DLQ as Replay reads on.
+func replayWhileConsumersFail(s *h) {
+	q := s.declare(topology.New("refail").DLQ())
+	c := s.consume(q, false, topology.SourceOptions[Msg]{}, func(context.Context, Msg, *topology.Delivery) error {
+		return topology.Reject(errors.New("bug"))
+	}, nil)
+	s.publish(q, Msg{N: 1}, Msg{N: 2}, Msg{N: 3})
+	s.eventually("three dead", time.Minute, func() bool { return c.src.Stats().DeadLettered == 3 })
+	s.quiet()
+	var offered []int
+	rep, err := topology.Replay(s.ctx, q, topology.ReplayOptions[Msg]{Filter: func(l *topology.Letter[Msg]) bool {
+		offered = append(offered, l.Value.N)
+		if k := len(offered); k > 3 {
+			return false
+		} else if k > 1 {
+			s.eventually(fmt.Sprintf("replayed letter %d dead again", k-1), time.Minute, func() bool {
+				return c.src.Stats().DeadLettered >= uint64(3+k-1)
+			})
+		}
+		return true
+	}})
+	if err != nil || rep.ReplayedCount != 3 || len(offered) != 3 {
+		s.Fatalf("Replay offered %v to its filter and returned %d replayed, %d kept, %v; want each of 3 letters offered and replayed once",
+			offered, rep.ReplayedCount, rep.Kept, err)
+	}
+	s.eventually("the three replayed letters dead again", time.Minute, func() bool { return c.src.Stats().DeadLettered == 6 })
+	s.quiet()
+	if left := s.deadNs(q); left != "[1 2 3]" {
+		s.Errorf("DLQ holds %v, want [1 2 3]", left)
+	}
+}
+
+// Guarantee: a DLQ reader whose end is pinned (topology.EndPinner)
+// delivers the letters the DLQ held at the pin, then nothing: TryReceive
+// returns 0 while letters dead-lettered after the pin wait in the DLQ,
+// which its next reader delivers. A backend whose DLQ reader does not
+// pin its end skips it.
+func pinnedDeadReader(s *h) {
+	q := s.declare(topology.New("pinned").DLQ())
+	deadLetter := func(ns ...int) {
+		s.Helper()
+		for _, n := range ns {
+			l := topology.Letter[Msg]{Value: Msg{Key: "P", N: n}, Death: &topology.Death{Reason: topology.ReasonRejected,
+				Error: "rejected", Topic: "pinned", Group: "pinned"}}
+			if err := q.DeadLetter(s.ctx, l); err != nil {
+				s.Fatalf("DeadLetter %v: %v", l.Value, err)
+			}
+		}
+	}
+	deadLetter(1, 2)
+	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
+	defer cancel()
+	r, err := q.SubscribeDead(ctx)
+	if err != nil {
+		s.Fatalf("SubscribeDead: %v", err)
+	}
+	defer MustClose(s.T, "the DLQ reader", r.Close)
+	p, ok := r.(topology.EndPinner)
+	if !ok {
+		s.Skip("the backend's DLQ reader does not pin its end")
+	}
+	if err := p.PinEnd(ctx); err != nil {
+		s.Fatalf("PinEnd: %v", err)
+	}
+	deadLetter(3, 4)
+	var got []int
+	buf := make([]topology.Letter[Msg], 4)
+	for zeros := 0; zeros < 2; {
+		n, err := r.TryReceive(ctx, buf)
+		if err != nil {
+			s.Fatalf("TryReceive with %v received: %v", got, err)
+		}
+		if n == 0 {
+			zeros++
+		}
+		for i := range buf[:n] {
+			got = append(got, buf[i].Value.N)
+			if err := r.Settle(ctx, &buf[i]); err != nil {
+				s.Errorf("Settle %v: %v", buf[i].Value, err)
+			}
+		}
+	}
+	if fmt.Sprint(got) != "[1 2]" {
+		s.Errorf("the pinned DLQ reader delivered %v, want [1 2], those dead-lettered before the pin", got)
+	}
+	MustClose(s.T, "the DLQ reader", r.Close)
+	if left := s.deadNs(q); left != "[3 4]" {
+		s.Errorf("the DLQ's next reader delivered %v, want [3 4]", left)
 	}
 }
 
