@@ -122,7 +122,10 @@
 //     the oldest record not yet committed. TryReceive, which Replay uses,
 //     returns 0 only once the reader has fetched every record the log held
 //     when it was called; it waits for that within its context and
-//     Options.AdminTimeout.
+//     Options.AdminTimeout. Its reader pins its end (topology.EndPinner,
+//     which Replay uses): PinEnd takes each partition's high-water mark,
+//     and from then on the reader delivers no record at or past it, and
+//     TryReceive returns 0 once every partition was read up to it.
 //   - A broadcast consumer reads every partition of the main topic without
 //     a group, from the log end as of Subscribe.
 //

@@ -267,6 +267,11 @@ type groupReader[T any] struct {
 	// plus those it assigned since (see ConsumeClaim). TryReceive has
 	// caught up once it has fetched each of them (holdsAll).
 	owned map[int32]bool
+	// pins are the ends PinEnd pinned, each partition's log end as it
+	// was then (a partition not in it has none: 0); nil while not pinned.
+	// No record at or past its partition's end is buffered once they are
+	// set.
+	pins map[int32]int64
 
 	// shardsMu keeps what is told to onShards in order (tellShards).
 	shardsMu sync.Mutex
@@ -365,6 +370,7 @@ var (
 	_ topology.ShardNotifier      = (*groupReader[int])(nil)
 	_ topology.PartTracker        = (*groupReader[int])(nil)
 	_ topology.ReachReporter      = (*groupReader[int])(nil)
+	_ topology.EndPinner          = (*groupReader[int])(nil)
 )
 
 // OnShards implements topology.ShardNotifier: f is told of each
@@ -675,6 +681,15 @@ func (r *groupReader[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc saram
 				l, skip := r.decode(rec)
 				decoding = nil
 				r.mu.Lock()
+				if r.pastPin(rec.Partition, rec.Offset) {
+					// The record and those after it stay for the
+					// group's next reader; the claim reads no more.
+					c.next = rec.Offset
+					r.mu.Unlock()
+					notify(r.fetched)
+					<-sess.Context().Done()
+					return
+				}
 				c.next = rec.Offset + 1
 				if skip {
 					c.Skip(rec.Offset)
@@ -881,6 +896,12 @@ func (r *groupReader[T]) TryReceive(ctx context.Context, dst []topology.Letter[T
 	ctx, cancel := context.WithTimeout(ctx, r.b.opts.AdminTimeout)
 	defer cancel()
 	ends := map[int32]int64{}
+	r.mu.Lock()
+	pinned := r.pins != nil
+	if pinned {
+		ends = r.pins
+	}
+	r.mu.Unlock()
 	for {
 		r.mu.Lock()
 		if r.closed {
@@ -899,7 +920,7 @@ func (r *groupReader[T]) TryReceive(ctx context.Context, dst []topology.Letter[T
 		ready := r.joined && r.inSess && r.holdsAll()
 		var parts []int32
 		for p := range r.claims {
-			if _, ok := ends[p]; !ok && ready {
+			if _, ok := ends[p]; !ok && ready && !pinned {
 				parts = append(parts, p)
 			}
 		}
@@ -921,7 +942,7 @@ func (r *groupReader[T]) TryReceive(ctx context.Context, dst []topology.Letter[T
 			n := r.take(dst)
 			caught := r.inSess && r.holdsAll()
 			for p, c := range r.claims {
-				if end, ok := ends[p]; !ok || c.next < end {
+				if end, ok := ends[p]; (!ok && !pinned) || c.next < end {
 					caught = false
 				}
 			}
@@ -938,6 +959,75 @@ func (r *groupReader[T]) TryReceive(ctx context.Context, dst []topology.Letter[T
 			return 0, r.notCaughtUp(ctx, nil)
 		}
 	}
+}
+
+// PinEnd implements topology.EndPinner: it asks the log end (high-water
+// mark) of every partition of the reader's topic, through the backend's
+// shared client, bounded by Options.AdminTimeout and by ctx (an error
+// wrapping ErrAdmin or ErrMetadata and the context's error when the
+// cluster has not answered by then). From then on the reader delivers no
+// record at or past its partition's end, nor any of a partition added
+// since: a claim stops reading its partition at its end, and the records
+// past it buffered already are dropped. They are left uncommitted, for
+// the group's next reader. TryReceive returns 0, nil once every
+// partition the reader's session holds has been read to its end.
+func (r *groupReader[T]) PinEnd(ctx context.Context) error {
+	r.mu.Lock()
+	closed, pinned := r.closed, r.pins != nil
+	r.mu.Unlock()
+	if closed {
+		return topology.ErrClosed
+	}
+	if pinned {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.b.opts.AdminTimeout)
+	defer cancel()
+	parts, err := bounded(ctx, r.b, ErrMetadata, fmt.Sprintf("the partitions of topic %q", r.topic), func(*dialing) ([]int32, error) {
+		if err := r.b.client.RefreshMetadata(r.topic); err != nil {
+			return nil, fmt.Errorf("%w: topic %q: %w", ErrMetadata, r.topic, r.b.red.Err(err))
+		}
+		return r.b.client.Partitions(r.topic)
+	})
+	if err != nil {
+		return err
+	}
+	ends, err := r.b.offsets(ctx, r.topic, parts, sarama.OffsetNewest)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return topology.ErrClosed
+	}
+	if r.pins != nil {
+		return nil
+	}
+	r.pins = ends
+	k := r.head
+	for i := r.head; i < len(r.items); i++ {
+		if rc, _ := r.items[i].Receipt.(*receipt); rc == nil || !r.pastPin(rc.c.part, rc.off) {
+			r.items[k] = r.items[i]
+			k++
+		}
+	}
+	clear(r.items[k:])
+	r.items = r.items[:k]
+	if r.room != nil {
+		close(r.room)
+		r.room = nil
+	}
+	return nil
+}
+
+// pastPin reports whether the record at off of partition part is at or
+// past the end PinEnd pinned (false while not pinned); mu is held.
+func (r *groupReader[T]) pastPin(part int32, off int64) bool {
+	if r.pins == nil {
+		return false
+	}
+	return off >= r.pins[part]
 }
 
 // notCaughtUp is TryReceive's error once its ctx (the caller's, bounded
