@@ -103,7 +103,9 @@
 // markers. Its context and Options.OperationTimeout bound the marker's
 // send and the wait for it to come back, whichever ends first. Closing
 // the reader ends it, its marker's send included: it then returns
-// ErrClosed.
+// ErrClosed. A dead-letter reader's PinEnd (topology.EndPinner, which
+// Replay uses) publishes such a marker once: the reader delivers nothing
+// that comes after it, and its TryReceive returns 0 once it is back.
 //
 // pulsar-client-go's own ConsumerOptions.DLQ policy and its retry-letter
 // topic work per subscription inside the client and know nothing of

@@ -210,7 +210,11 @@ func (q *queues[T]) SubscribeDead(ctx context.Context) (topology.Reader[T], erro
 	}
 	co := pulsar.ConsumerOptions{Topic: q.dlq, SubscriptionName: DeadSubscription, Type: pulsar.Shared,
 		ReceiverQueueSize: q.b.opts.ReadAhead, NackRedeliveryDelay: markerNackDelay, NackPrecisionBit: pulsarnack.Bit(markerNackDelay)}
-	return q.subscribe(ctx, co, "", q.dlq)
+	r, err := q.subscribe(ctx, co, "", q.dlq)
+	if err != nil {
+		return nil, err
+	}
+	return deadReader[T]{r.(*reader[T])}, nil
 }
 
 // subscribe makes a reader (newReader) on a goroutine of the backend,

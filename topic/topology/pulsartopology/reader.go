@@ -72,6 +72,10 @@ type reader[T any] struct {
 	// only the receiving goroutine uses these
 	marker   string // the marker TryReceive waits for
 	markerAt time.Time
+	// pinned is set by PinEnd: marker is then the pinned end's, and
+	// once it has come back (atEnd) the reader delivers nothing more.
+	pinned bool
+	atEnd  bool
 	// decoding is the message the codec decodes, nil between messages,
 	// and decodingAt the letters taken before it in the same call: a
 	// Goexit of the codec ends the receiving goroutine while it is set.
@@ -189,6 +193,16 @@ func (r *reader[T]) Receive(ctx context.Context, dst []topology.Letter[T]) (int,
 			return 0, topology.ErrClosed
 		default:
 		}
+		if r.atEnd {
+			// A dead-letter reader's pinned end came back: nothing
+			// after it is delivered.
+			select {
+			case <-r.stop:
+				return 0, topology.ErrClosed
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		}
 		if err := r.lost(); err != nil {
 			return 0, err
 		}
@@ -245,7 +259,7 @@ func (r *reader[T]) lost() error {
 
 // drain takes what is ready without waiting.
 func (r *reader[T]) drain(dst []topology.Letter[T], n int) int {
-	for n < len(dst) {
+	for n < len(dst) && !r.atEnd {
 		select {
 		case cm := <-r.ch:
 			n = r.take(cm, dst, n)
@@ -296,29 +310,13 @@ func (r *reader[T]) tryReceive(ctx context.Context, dst []topology.Letter[T]) (i
 		return 0, err
 	}
 	n := r.drain(dst, 0)
-	if n > 0 || r.dlq == "" {
+	if n > 0 || r.dlq == "" || r.atEnd {
 		return n, nil
 	}
 	if r.marker == "" {
-		var rnd [8]byte
-		_, _ = rand.Read(rnd[:])
-		tok := hex.EncodeToString(rnd[:])
-		now := time.Now()
-		sctx, cancel := context.WithTimeout(ctx, r.b.opts.OperationTimeout)
-		unhook := context.AfterFunc(r.life, cancel)
-		err := r.b.sendWithin(sctx, r.dlq, &pulsar.ProducerMessage{
-			Payload:    []byte{},
-			Properties: map[string]string{PropMarker: tok + "@" + strconv.FormatInt(now.UnixMilli(), 10)},
-		})
-		unhook()
-		cancel()
-		if err != nil {
-			if r.life.Err() != nil {
-				return 0, topology.ErrClosed
-			}
+		if err := r.sendMarker(ctx); err != nil {
 			return 0, err
 		}
-		r.marker, r.markerAt = tok, now
 	}
 	deadline := time.NewTimer(r.b.opts.OperationTimeout)
 	defer deadline.Stop()
@@ -326,7 +324,7 @@ func (r *reader[T]) tryReceive(ctx context.Context, dst []topology.Letter[T]) (i
 		select {
 		case cm := <-r.ch:
 			n = r.drain(dst, r.take(cm, dst, 0))
-			if n > 0 {
+			if n > 0 || r.atEnd {
 				return n, nil
 			}
 		case <-r.stop:
@@ -344,6 +342,61 @@ func (r *reader[T]) tryReceive(ctx context.Context, dst []topology.Letter[T]) (i
 		}
 	}
 	return 0, nil
+}
+
+// sendMarker publishes a new marker to the DLQ, for the reader to wait
+// for, bounded by ctx and Options.OperationTimeout; ErrClosed once the
+// reader closes.
+func (r *reader[T]) sendMarker(ctx context.Context) error {
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tok := hex.EncodeToString(rnd[:])
+	now := time.Now()
+	sctx, cancel := context.WithTimeout(ctx, r.b.opts.OperationTimeout)
+	unhook := context.AfterFunc(r.life, cancel)
+	err := r.b.sendWithin(sctx, r.dlq, &pulsar.ProducerMessage{
+		Payload:    []byte{},
+		Properties: map[string]string{PropMarker: tok + "@" + strconv.FormatInt(now.UnixMilli(), 10)},
+	})
+	unhook()
+	cancel()
+	if err != nil {
+		if r.life.Err() != nil {
+			return topology.ErrClosed
+		}
+		return err
+	}
+	r.marker, r.markerAt = tok, now
+	return nil
+}
+
+// deadReader is a dead-letter reader, which can pin its end.
+type deadReader[T any] struct{ *reader[T] }
+
+var _ topology.EndPinner = deadReader[int]{}
+
+// PinEnd implements topology.EndPinner: it publishes a marker to the DLQ,
+// as TryReceive does to catch up, bounded by ctx and
+// Options.OperationTimeout (an error wrapping ErrSend and the context's
+// error), and the reader delivers nothing that comes after it: once the
+// marker has come back TryReceive returns 0, nil, and what follows it
+// stays unacknowledged, for the subscription's next reader (Receive then
+// waits for ctx or Close). The DLQ's order is its topic's: on a
+// partitioned DLQ the marker bounds only its own partition.
+func (r deadReader[T]) PinEnd(ctx context.Context) error {
+	select {
+	case <-r.stop:
+		return topology.ErrClosed
+	default:
+	}
+	if r.pinned {
+		return nil
+	}
+	if err := r.sendMarker(ctx); err != nil {
+		return err
+	}
+	r.pinned = true
+	return nil
 }
 
 // take decodes cm into dst[n] when it is a letter for this reader and
@@ -428,6 +481,7 @@ func (r *reader[T]) marked(cm pulsar.ConsumerMessage, m string) {
 	tok, at, _ := strings.Cut(m, "@")
 	if r.marker != "" && tok == r.marker {
 		r.marker = ""
+		r.atEnd = r.pinned
 		r.ack(cm)
 		return
 	}
