@@ -288,7 +288,7 @@ type EndPinner interface {
 	// error wrapping ctx.Err() when ctx ended first (the reader is then
 	// not pinned), and ErrClosed once the reader or its backend was
 	// closed. A later call returns nil and leaves the end where the first
-	// one put it.
+	// one put it. A nil ctx returns ErrNilContext, the reader not pinned.
 	PinEnd(ctx context.Context) error
 }
 

@@ -972,6 +972,9 @@ func (r *groupReader[T]) TryReceive(ctx context.Context, dst []topology.Letter[T
 // the group's next reader. TryReceive returns 0, nil once every
 // partition the reader's session holds has been read to its end.
 func (r *groupReader[T]) PinEnd(ctx context.Context) error {
+	if ctx == nil {
+		return topology.ErrNilContext
+	}
 	r.mu.Lock()
 	closed, pinned := r.closed, r.pins != nil
 	r.mu.Unlock()

@@ -384,6 +384,9 @@ var _ topology.EndPinner = deadReader[int]{}
 // waits for ctx or Close). The DLQ's order is its topic's: on a
 // partitioned DLQ the marker bounds only its own partition.
 func (r deadReader[T]) PinEnd(ctx context.Context) error {
+	if ctx == nil {
+		return topology.ErrNilContext
+	}
 	select {
 	case <-r.stop:
 		return topology.ErrClosed

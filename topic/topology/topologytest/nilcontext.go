@@ -14,7 +14,8 @@ var nilCtx context.Context
 
 // Guarantee: Declare, the calls of the queues it made that take a context
 // (Publish, Subscribe, Hold, Requeue, DeadLetter, SubscribeDead), a
-// reader's Receive, TryReceive and Close, and the backend's Close return
+// reader's Receive, TryReceive and Close, a DLQ reader's PinEnd (where it
+// has one), and the backend's Close return
 // an error matching topology.ErrNilContext for a nil context, rather than
 // panicking or waiting, and do nothing: no letter is published, held,
 // requeued, dead-lettered or consumed, the reader stays open and the
@@ -37,6 +38,12 @@ func nilContextIsAnError(s *h) {
 		Error: "rejected", Topic: "nilctx", Group: "nilctx"}}
 	buf := make([]topology.Letter[Msg], 4)
 
+	dr, err := q.SubscribeDead(s.ctx)
+	if err != nil {
+		s.Fatalf("SubscribeDead: %v", err)
+	}
+	pinner, _ := dr.(topology.EndPinner)
+
 	calls := []struct {
 		name string
 		f    func() error
@@ -53,11 +60,18 @@ func nilContextIsAnError(s *h) {
 		{"Reader.Close", func() error { return r.Close(nilCtx) }},
 		{"Backend.Close", func() error { return s.be.Close(nilCtx) }},
 	}
+	if pinner != nil {
+		calls = append(calls, struct {
+			name string
+			f    func() error
+		}{"EndPinner.PinEnd", func() error { return pinner.PinEnd(nilCtx) }})
+	}
 	for _, c := range calls {
 		if err := within.Run(10*time.Second, c.f); !errors.Is(err, topology.ErrNilContext) {
 			s.Errorf("%s(nil ctx) = %v, want an error matching topology.ErrNilContext", c.name, err)
 		}
 	}
+	MustClose(s.T, "the DLQ reader", dr.Close)
 
 	// The reader and the backend are as they were: the letter published
 	// before is received, and only it, and the backend declares again.
