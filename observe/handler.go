@@ -103,7 +103,8 @@ func (o *Observer) Handler(g prometheus.Gatherer) http.Handler {
 // returned within Options.StatsTimeout fails it, its error (wrapping
 // ErrStats) the reason. It waits for the stats until ctx ends or
 // Options.StatsTimeout has passed, whichever comes first; a pipeline
-// whose Stats has not returned by then fails it the same way.
+// whose Stats has not returned by then fails it the same way. Health
+// panics on a nil ctx.
 func (o *Observer) Health(ctx context.Context) []PipelineReport {
 	return o.check(ctx, healthy)
 }
@@ -118,7 +119,7 @@ func (o *Observer) Health(ctx context.Context) []PipelineReport {
 // report the same name at once, it checks the one whose series /metrics
 // reports (see Collect). A pipeline whose Stats panics or has not returned
 // within Options.StatsTimeout, or before ctx ends, fails it, as in
-// Health.
+// Health. Readiness panics on a nil ctx.
 func (o *Observer) Readiness(ctx context.Context) []PipelineReport {
 	return o.check(ctx, ready)
 }

@@ -1,11 +1,75 @@
 package observe_test
 
 import (
+	"context"
+	"errors"
 	"net"
 	"testing"
+	"time"
 
+	"github.com/boulevard-go/boulevard/internal/within"
 	"github.com/boulevard-go/boulevard/observe"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/sources/kafka"
 )
+
+// nilCtx is the nil context the calls below are given.
+var nilCtx context.Context
+
+// Guarantee: Add, Replace, AddKafka, Serve and Close return ErrNilContext
+// for a nil context, rather than panicking, before doing anything: no
+// Stats is read, nothing is added or served, and Close leaves the
+// Observer open, even while a Stats call it started is still running, to
+// be closed again with a context.
+func TestANilContextIsAnErrorNotAPanic(t *testing.T) {
+	obs := observe.New(observe.Options{StatsTimeout: observe.MaxStatsTimeout})
+	stuck := &blockingPipeline{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() { <-stuck.entered; cancel() }()
+	if err := obs.Add(ctx, stuck); !errors.Is(err, observe.ErrStats) {
+		t.Fatalf("Add whose context was cancelled = %v, want ErrStats", err)
+	}
+	released := false
+	defer func() {
+		if !released {
+			close(stuck.release)
+		}
+		_ = obs.Close(t.Context())
+	}()
+
+	p := newFakePipeline(pipeline.Stats{Name: "p"})
+	calls := []struct {
+		name string
+		f    func() error
+	}{
+		{"Add", func() error { return obs.Add(nilCtx, p) }},
+		{"Replace", func() error { _, err := obs.Replace(nilCtx, p); return err }},
+		{"AddKafka", func() error { return obs.AddKafka(nilCtx, newFixedKafka(kafka.Stats{})) }},
+		{"Serve", func() error {
+			s, err := obs.Serve(nilCtx, observe.ServerOptions{Addr: "127.0.0.1:0"})
+			if s != nil {
+				_ = s.Close(t.Context())
+			}
+			return err
+		}},
+		{"Close", func() error { return obs.Close(nilCtx) }},
+	}
+	for _, c := range calls {
+		if err := within.Run(5*time.Second, c.f); !errors.Is(err, observe.ErrNilContext) {
+			t.Errorf("%s(nil ctx) = %v, want ErrNilContext", c.name, err)
+		}
+	}
+	// Close(nil) left the Observer open, and no call above added p: an Add
+	// with a context adds it.
+	if err := obs.Add(t.Context(), p); err != nil {
+		t.Errorf("Add after the nil-context calls = %v, want nil", err)
+	}
+	close(stuck.release)
+	released = true
+	if err := obs.Close(t.Context()); err != nil {
+		t.Errorf("Close = %v, want nil", err)
+	}
+}
 
 // Guarantee: Close with a nil context stops the Server as a context that
 // never ends would, bounded by ShutdownTimeout: it returns nil, the

@@ -250,8 +250,12 @@ func New(opts Options) *Observer {
 // A pipeline whose type cannot be compared (== panics on it) has no
 // identity to go by: while the Stats of one such pipeline that an
 // earlier call gave up on has not returned, every such pipeline is
-// refused that way.
+// refused that way. A nil ctx returns ErrNilContext, nothing read or
+// added.
 func (o *Observer) Add(ctx context.Context, pipelines ...Pipeline) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	if o.calls.isClosed() {
 		return ErrClosed
 	}
@@ -288,8 +292,12 @@ func (o *Observer) Add(ctx context.Context, pipelines ...Pipeline) error {
 // waiting until ctx ends or Options.StatsTimeout has passed at most:
 // when its Stats panics or has not returned by then, or an earlier call
 // of it has not returned (see Add), nothing is replaced and the error
-// wraps ErrStats.
+// wraps ErrStats. A nil ctx returns ErrNilContext, nothing read or
+// replaced.
 func (o *Observer) Replace(ctx context.Context, p Pipeline) (replaced bool, err error) {
+	if ctx == nil {
+		return false, ErrNilContext
+	}
 	if o.calls.isClosed() {
 		return false, ErrClosed
 	}
@@ -435,8 +443,11 @@ func (o *Observer) pipelineIndex(name string) int {
 // panics or has not returned by then, or whose earlier call has not
 // returned (see Add), is named by its place in sources, and its error
 // wraps ErrStats as well. Once Close is called, AddKafka returns
-// ErrClosed.
+// ErrClosed. A nil ctx returns ErrNilContext, nothing read or added.
 func (o *Observer) AddKafka(ctx context.Context, sources ...KafkaSource) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	if o.calls.isClosed() {
 		return ErrClosed
 	}

@@ -55,6 +55,11 @@ var ErrStatsPending = errors.New("observe: Stats has not returned")
 // after Close does not read.
 var ErrClosed = errors.New("observe: observer closed")
 
+// ErrNilContext is returned by Add, Replace, AddKafka, Serve and Close
+// for a nil context, before they do anything: nothing is added or
+// served, and Close leaves the Observer open.
+var ErrNilContext = errors.New("observe: nil context")
+
 // errTimedOut is the cause of the end of a read's context when
 // Options.StatsTimeout ends it.
 var errTimedOut = errors.New("observe: stats timeout")
@@ -117,8 +122,13 @@ func (cs *calls) isClosed() bool {
 // cause, when it was given one) that counts
 // the calls still running; those goroutines end when their Stats
 // returns, which the Observer cannot hasten. Close may be called more
-// than once: each call waits the same way.
+// than once: each call waits the same way. A nil ctx returns
+// ErrNilContext and leaves the Observer as it was, open: call Close again
+// with a context.
 func (o *Observer) Close(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	running := o.calls.close()
 	for i, exited := range running {
 		select {

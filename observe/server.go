@@ -153,8 +153,12 @@ type Server struct {
 // Close, whatever becomes of ctx, so that a program still answers its
 // health checks while it drains after a signal. Once the Observer's Close
 // is called, Serve starts nothing and returns ErrClosed (a Server started
-// before goes on serving until its own Close).
+// before goes on serving until its own Close). A nil ctx returns
+// ErrNilContext, nothing listened on.
 func (o *Observer) Serve(ctx context.Context, opts ServerOptions) (*Server, error) {
+	if ctx == nil {
+		return nil, ErrNilContext
+	}
 	if o.calls.isClosed() {
 		return nil, ErrClosed
 	}

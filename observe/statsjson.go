@@ -115,7 +115,7 @@ func errString(err error) string {
 // series at once, it holds those whose series /metrics reports (see
 // Collect). It waits for the stats until ctx ends or
 // Options.StatsTimeout has passed, whichever comes first: what could not
-// be read by then is in Failed.
+// be read by then is in Failed. Snapshot panics on a nil ctx.
 func (o *Observer) Snapshot(ctx context.Context) Snapshot {
 	r := o.read(ctx)
 	snap := Snapshot{Time: time.Now(), Pipelines: []PipelineSnapshot{}, Topics: []TopicSnapshot{}, Links: o.topicLinks()}
