@@ -157,6 +157,11 @@ var ErrCorruptBatch = claim.ErrCorruptBatch
 // is the same error.
 var ErrNotCreated = claim.ErrNotCreated
 
+// ErrNilContext is returned by Run and Close for a nil context, before
+// they do anything: Run connects nothing, and Close leaves the source
+// open. franz.ErrNilContext is the same error.
+var ErrNilContext = claim.ErrNilContext
+
 // maxConsumeFailures is how many failed Consume calls in a row make Run fail.
 const maxConsumeFailures = 10
 
@@ -242,13 +247,17 @@ func (s *Source) Info() (producer.Info, error) {
 // backoff, as its restart policy says. A listing or a rewind that fails
 // otherwise (no answer within Config.Metadata.Timeout, an error Kafka says
 // to retry) is tried again within the claim, with backoff, without leaving the group
-// (see docs/kafka.md, Replay). It returns ErrClosed after Close, and
-// ErrNotCreated, at once, when New did not make the source. No error
+// (see docs/kafka.md, Replay). It returns ErrClosed after Close,
+// ErrNotCreated, at once, when New did not make the source, and
+// ErrNilContext, at once, for a nil ctx. No error
 // message contains a newline, nor Config's SASL user or password (a
 // broker's refusal that quotes them included): they are replaced by
 // "[redacted]" there, in the error a degraded stage reports and in the
 // lines the source logs.
 func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	if s == nil || !s.made {
 		return ErrNotCreated
 	}
@@ -270,7 +279,12 @@ func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
 // connections could not be closed, or when ctx ends while another Close
 // called meanwhile still closes the members (every Close waits for that
 // closing). On a Source New did not make it does nothing and returns nil.
+// A nil ctx returns ErrNilContext and leaves the source as it was, open:
+// call Close again with a context.
 func (s *Source) Close(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	if s == nil || !s.made {
 		return nil
 	}

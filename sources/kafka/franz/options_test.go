@@ -93,7 +93,7 @@ func TestSharedTypesAndErrors(t *testing.T) {
 		{franz.ErrUnknownTopic, kafka.ErrUnknownTopic}, {franz.ErrConsume, kafka.ErrConsume},
 		{franz.ErrDenied, kafka.ErrDenied}, {franz.ErrStartRefused, kafka.ErrStartRefused},
 		{franz.ErrNotCreated, kafka.ErrNotCreated}, {franz.ErrFetchRefused, kafka.ErrFetchRefused},
-		{franz.ErrCorruptBatch, kafka.ErrCorruptBatch}} {
+		{franz.ErrCorruptBatch, kafka.ErrCorruptBatch}, {franz.ErrNilContext, kafka.ErrNilContext}} {
 		if !errors.Is(fmt.Errorf("wrapped: %w", pair[0]), pair[1]) {
 			t.Errorf("%v does not match %v", pair[0], pair[1])
 		}

@@ -108,6 +108,11 @@ var ErrCorruptBatch = claim.ErrCorruptBatch
 // kafka.ErrNotCreated.
 var ErrNotCreated = claim.ErrNotCreated
 
+// ErrNilContext is returned by Run and Close for a nil context, before
+// they do anything: Run connects nothing, and Close leaves the source
+// open. It is kafka.ErrNilContext.
+var ErrNilContext = claim.ErrNilContext
+
 // maxConsumeFailures is how many group errors in a row make Run fail.
 const maxConsumeFailures = 10
 
@@ -223,9 +228,13 @@ func (s *Source) String() string {
 // drains, and any other fetch error (UNKNOWN_SERVER_ERROR included) is
 // left to franz-go to fetch again,
 // logged at WARN once per run of failures of the partition. It returns ErrClosed after
-// Close, and ErrNotCreated, at once, when New did not make the source.
-// No error message contains a newline.
+// Close, ErrNotCreated, at once, when New did not make the source, and
+// ErrNilContext, at once, for a nil ctx. No error message contains a
+// newline.
 func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	if s == nil || !s.made {
 		return ErrNotCreated
 	}
@@ -246,7 +255,12 @@ func (s *Source) Run(ctx context.Context, stage *producer.Stage[[]byte]) error {
 // called meanwhile still closes the members (every Close waits for that
 // closing): an error wrapping ctx.Err(). On a Source New did not make it
 // does nothing.
+// A nil ctx returns ErrNilContext and leaves the source as it was, open:
+// call Close again with a context.
 func (s *Source) Close(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	if s == nil || !s.made {
 		return nil
 	}

@@ -165,6 +165,7 @@ var (
 	ErrConsume      = errors.New("kafka: consumer group keeps failing")
 	ErrDenied       = errors.New("kafka: access denied")
 	ErrNotCreated   = errors.New("kafka: source not made with New")
+	ErrNilContext   = errors.New("kafka: nil context")
 )
 
 // Probes is a source's connection check: every bootstrap broker asked at
