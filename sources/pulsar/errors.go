@@ -119,6 +119,11 @@ func (e *CallbackPanicError) Unwrap() error { return ErrCallbackPanic }
 // the Kafka sources' kafka.ErrNotCreated in use.
 var ErrNotCreated = errors.New("pulsar: source not made with New")
 
+// ErrNilContext is returned by Run and Close for a nil context, before
+// they do anything: Run subscribes nothing, and Close leaves the source
+// open.
+var ErrNilContext = errors.New("pulsar: nil context")
+
 // ErrClientNotCreated is returned by every call of a zero *Client (one
 // NewClient did not make, declared with var or as &Client{}) that would
 // reach the broker: it has no pulsar-client-go client to call.

@@ -252,8 +252,12 @@ func (s *Source) Stats() Stats {
 // new consumers. On a closed source it returns an error wrapping
 // ErrSubscribe at once, having subscribed nothing on the broker. Closing
 // them waits for the broker's answers only until ctx ends: the closes
-// then go on in the background, and Close waits for them.
+// then go on in the background, and Close waits for them. A nil ctx
+// returns ErrNilContext at once, nothing subscribed.
 func (s *Source) Run(ctx context.Context, st *producer.Stage[[]byte]) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	if s == nil {
 		return ErrNotCreated
 	}
@@ -508,8 +512,13 @@ func closeAll(cs []*consumer) {
 // ctx.Err() and leaves them behind (a later Close waits for them again);
 // a subscribe call abandoned after Options.SubscribeTimeout is not waited
 // for.
-// Otherwise it returns ctx.Err() if ctx expired meanwhile.
+// Otherwise it returns ctx.Err() if ctx expired meanwhile. A nil ctx
+// returns ErrNilContext and leaves the source as it was, open: call Close
+// again with a context.
 func (s *Source) Close(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	if s == nil {
 		return nil
 	}
