@@ -630,6 +630,9 @@ func (r *memDeadReader[T]) Receive(ctx context.Context, dst []Letter[T]) (int, e
 // TryReceive implements Reader; once the pinned end is reached it
 // returns 0, nil.
 func (r *memDeadReader[T]) TryReceive(ctx context.Context, dst []Letter[T]) (int, error) {
+	if ctx == nil {
+		return 0, ErrNilContext
+	}
 	return r.receive(dst, func(dst []Letter[T]) (int, error) { return r.memReader.TryReceive(ctx, dst) }, func() error {
 		select {
 		case <-r.stop:

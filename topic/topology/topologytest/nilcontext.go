@@ -71,6 +71,24 @@ func nilContextIsAnError(s *h) {
 			s.Errorf("%s(nil ctx) = %v, want an error matching topology.ErrNilContext", c.name, err)
 		}
 	}
+	if pinner != nil {
+		// A pinned reader at its end refuses a nil context too, rather
+		// than answering that it has nothing more.
+		if err := pinner.PinEnd(s.ctx); err != nil {
+			s.Fatalf("PinEnd: %v", err)
+		}
+		for _, c := range []struct {
+			name string
+			f    func() error
+		}{
+			{"pinned Reader.TryReceive", func() error { _, err := dr.TryReceive(nilCtx, buf); return err }},
+			{"pinned Reader.Receive", func() error { _, err := dr.Receive(nilCtx, buf); return err }},
+		} {
+			if err := within.Run(10*time.Second, c.f); !errors.Is(err, topology.ErrNilContext) {
+				s.Errorf("%s(nil ctx) = %v, want an error matching topology.ErrNilContext", c.name, err)
+			}
+		}
+	}
 	MustClose(s.T, "the DLQ reader", dr.Close)
 
 	// The reader and the backend are as they were: the letter published
