@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,11 +24,23 @@ import (
 // all due now, in one produce call: a backlog that fell due together.
 func holdDue(t testing.TB, be *Backend[msg], q *queues[msg], n int) {
 	t.Helper()
-	msgs := make([]*sarama.ProducerMessage, n)
+	now := time.Now()
+	dues := make([]time.Time, n)
+	for i := range dues {
+		dues[i] = now
+	}
+	holdAt(t, be, q, dues...)
+}
+
+// holdAt produces a letter for each due time (values 0 to n-1, letter i
+// due at dues[i]) to q's first hold topic, in one produce call.
+func holdAt(t testing.TB, be *Backend[msg], q *queues[msg], dues ...time.Time) {
+	t.Helper()
+	msgs := make([]*sarama.ProducerMessage, len(dues))
 	for i := range msgs {
 		l := topology.Letter[msg]{Value: msg{N: i}}
 		var err error
-		if msgs[i], err = q.record(context.Background(), q.holds[0].name, &l, 0, q.holdHeaders(time.Now())...); err != nil {
+		if msgs[i], err = q.record(context.Background(), q.holds[0].name, &l, 0, q.holdHeaders(dues[i])...); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -185,5 +198,28 @@ func TestAReleaseThatFailsForSomeLettersMarksNothingPastTheFirstAndReleasesEachO
 	}
 	if len(seen) != n {
 		t.Errorf("main topic holds %d distinct letters, want %d", len(seen), n)
+	}
+}
+
+// Guarantee: a letter fetched behind letters that are due is not released
+// with them before its own due time, and the letters behind it wait for
+// it: the releaser releases the due letters before it, marks the hold
+// partition up to it, and no further.
+func TestALetterFetchedBehindDueOnesWaitsForItsOwnDueTime(t *testing.T) {
+	c := testbroker.Kafka(t)
+	be := newBackend(t, c.ListenAddrs())
+	q := declare(t, be, topology.New("notyet").Hold(time.Second)).(*queues[msg])
+	hold := q.holds[0].name
+	now := time.Now()
+	holdAt(t, be, q, now, now, now.Add(time.Hour), now)
+	wait.For(t, "the letters due before the one not due released", func() bool {
+		h, ok := holdOf(be, hold, 0)
+		return ok && h.Committed >= 2
+	}, holdsState(be))
+	if got := mainTopicValues(t, c, be, q)[0]; !slices.Equal(got, []int{0, 1}) {
+		t.Errorf("main topic holds %v, want [0 1]: letter 2 is due in an hour and letter 3 is behind it", got)
+	}
+	if h, _ := holdOf(be, hold, 0); h.Committed != 2 {
+		t.Errorf("hold partition committed at %d, want 2: the letter at offset 2 is not due", h.Committed)
 	}
 }
