@@ -778,8 +778,9 @@ func replayWhileConsumersFail(s *h) {
 // Guarantee: a DLQ reader whose end is pinned (topology.EndPinner)
 // delivers the letters the DLQ held at the pin, then nothing: TryReceive
 // returns 0 while letters dead-lettered after the pin wait in the DLQ,
-// which its next reader delivers. A backend whose DLQ reader does not
-// pin its end skips it.
+// which its next reader delivers; a second PinEnd leaves the end where
+// the first put it. A backend whose DLQ reader does not pin its end skips
+// it.
 func pinnedDeadReader(s *h) {
 	q := s.declare(topology.New("pinned").DLQ())
 	deadLetter := func(ns ...int) {
@@ -808,6 +809,9 @@ func pinnedDeadReader(s *h) {
 		s.Fatalf("PinEnd: %v", err)
 	}
 	deadLetter(3, 4)
+	if err := p.PinEnd(ctx); err != nil {
+		s.Fatalf("a second PinEnd: %v", err)
+	}
 	var got []int
 	buf := make([]topology.Letter[Msg], 4)
 	for zeros := 0; zeros < 2; {
