@@ -38,27 +38,20 @@ func TestANilContextIsAnErrorNotAPanic(t *testing.T) {
 	}()
 
 	p := newFakePipeline(pipeline.Stats{Name: "p"})
-	calls := []struct {
-		name string
-		f    func() error
-	}{
-		{"Add", func() error { return obs.Add(nilCtx, p) }},
-		{"Replace", func() error { _, err := obs.Replace(nilCtx, p); return err }},
-		{"AddKafka", func() error { return obs.AddKafka(nilCtx, newFixedKafka(kafka.Stats{})) }},
-		{"Serve", func() error {
+	calls := []within.Call{
+		{Name: "Add", F: func() error { return obs.Add(nilCtx, p) }},
+		{Name: "Replace", F: func() error { _, err := obs.Replace(nilCtx, p); return err }},
+		{Name: "AddKafka", F: func() error { return obs.AddKafka(nilCtx, newFixedKafka(kafka.Stats{})) }},
+		{Name: "Serve", F: func() error {
 			s, err := obs.Serve(nilCtx, observe.ServerOptions{Addr: "127.0.0.1:0"})
 			if s != nil {
 				_ = s.Close(t.Context())
 			}
 			return err
 		}},
-		{"Close", func() error { return obs.Close(nilCtx) }},
+		{Name: "Close", F: func() error { return obs.Close(nilCtx) }},
 	}
-	for _, c := range calls {
-		if err := within.Run(5*time.Second, c.f); !errors.Is(err, observe.ErrNilContext) {
-			t.Errorf("%s(nil ctx) = %v, want ErrNilContext", c.name, err)
-		}
-	}
+	within.Refused(t, 5*time.Second, observe.ErrNilContext, calls...)
 	// Close(nil) left the Observer open, and no call above added p: an Add
 	// with a context adds it.
 	if err := obs.Add(t.Context(), p); err != nil {

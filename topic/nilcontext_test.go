@@ -51,48 +51,41 @@ func TestANilContextIsAnErrorNotAPanic(t *testing.T) {
 	bind := topic.Binding[int]{Handle: h, OnFull: topic.Block}
 	noop := func(topic.Result) {}
 
-	calls := []struct {
-		name string
-		f    func() error
-	}{
-		{"Broker.CreateTopicsContext", func() error {
+	calls := []within.Call{
+		{Name: "Broker.CreateTopicsContext", F: func() error {
 			_, err := b.CreateTopicsContext(nilCtx, []topic.Declaration[int]{{Name: "new", Options: opts}})
 			return err
 		}},
-		{"NewTopicContext", func() error {
+		{Name: "NewTopicContext", F: func() error {
 			_, err := topic.NewTopicContext[int](nilCtx, "new", opts, nil)
 			return err
 		}},
-		{"Handle.Publish", func() error { return h.Publish(nilCtx, 2) }},
-		{"Handle.PublishWith", func() error { _, err := h.PublishWith(nilCtx, 2, topic.Block); return err }},
-		{"Handle.PublishWithHeaders", func() error {
+		{Name: "Handle.Publish", F: func() error { return h.Publish(nilCtx, 2) }},
+		{Name: "Handle.PublishWith", F: func() error { _, err := h.PublishWith(nilCtx, 2, topic.Block); return err }},
+		{Name: "Handle.PublishWithHeaders", F: func() error {
 			_, err := h.PublishWithHeaders(nilCtx, 2, topic.Headers{"k": "v"}, topic.DropNewest)
 			return err
 		}},
-		{"Handle.Subscribe balanced", func() error {
+		{Name: "Handle.Subscribe balanced", F: func() error {
 			_, err := h.Subscribe(nilCtx, topic.Balanced("g2"), topic.SubscriberOptions{})
 			return err
 		}},
-		{"Handle.Subscribe broadcast", func() error {
+		{Name: "Handle.Subscribe broadcast", F: func() error {
 			_, err := h.Subscribe(nilCtx, topic.Broadcast(), topic.SubscriberOptions{})
 			return err
 		}},
-		{"Subscription.Receive balanced", func() error { _, err := g.Receive(nilCtx); return err }},
-		{"Subscription.Receive broadcast", func() error { _, err := bc.Receive(nilCtx); return err }},
-		{"Subscription.ReceiveBatch balanced", func() error { _, err := g.ReceiveBatch(nilCtx, make([]topic.Item[int], 4)); return err }},
-		{"Subscription.ReceiveBatch broadcast", func() error { _, err := bc.ReceiveBatch(nilCtx, make([]topic.Item[int], 4)); return err }},
-		{"Binding.Publish", func() error { _, err := bind.Publish(nilCtx, 2); return err }},
-		{"TrackedPublisher.Publish", func() error { _, err := tp.Publish(nilCtx, 2); return err }},
-		{"TrackedPublisher.PublishHeaders", func() error { _, err := tp.PublishHeaders(nilCtx, 2, nil); return err }},
-		{"TrackedPublisher.PublishFunc", func() error { return tp.PublishFunc(nilCtx, 2, noop) }},
-		{"TrackedPublisher.PublishFuncHeaders", func() error { return tp.PublishFuncHeaders(nilCtx, 2, nil, noop) }},
-		{"Receipt.Wait", func() error { _, err := rc.Wait(nilCtx); return err }},
+		{Name: "Subscription.Receive balanced", F: func() error { _, err := g.Receive(nilCtx); return err }},
+		{Name: "Subscription.Receive broadcast", F: func() error { _, err := bc.Receive(nilCtx); return err }},
+		{Name: "Subscription.ReceiveBatch balanced", F: func() error { _, err := g.ReceiveBatch(nilCtx, make([]topic.Item[int], 4)); return err }},
+		{Name: "Subscription.ReceiveBatch broadcast", F: func() error { _, err := bc.ReceiveBatch(nilCtx, make([]topic.Item[int], 4)); return err }},
+		{Name: "Binding.Publish", F: func() error { _, err := bind.Publish(nilCtx, 2); return err }},
+		{Name: "TrackedPublisher.Publish", F: func() error { _, err := tp.Publish(nilCtx, 2); return err }},
+		{Name: "TrackedPublisher.PublishHeaders", F: func() error { _, err := tp.PublishHeaders(nilCtx, 2, nil); return err }},
+		{Name: "TrackedPublisher.PublishFunc", F: func() error { return tp.PublishFunc(nilCtx, 2, noop) }},
+		{Name: "TrackedPublisher.PublishFuncHeaders", F: func() error { return tp.PublishFuncHeaders(nilCtx, 2, nil, noop) }},
+		{Name: "Receipt.Wait", F: func() error { _, err := rc.Wait(nilCtx); return err }},
 	}
-	for _, c := range calls {
-		if err := within.Run(5*time.Second, c.f); !errors.Is(err, topic.ErrNilContext) {
-			t.Errorf("%s(nil ctx) = %v, want ErrNilContext", c.name, err)
-		}
-	}
+	within.Refused(t, 5*time.Second, topic.ErrNilContext, calls...)
 
 	if names := b.Names(); len(names) != 1 {
 		t.Errorf("topics registered after the nil-context calls: %v, want only t", names)

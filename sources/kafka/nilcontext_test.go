@@ -30,18 +30,11 @@ func TestANilContextIsAnErrorNotAPanic(t *testing.T) {
 				t.Errorf("Close = %v, want nil", err)
 			}
 		}()
-		calls := []struct {
-			name string
-			f    func() error
-		}{
-			{"Run", func() error { return src.Run(nilCtx, new(producer.Stage[[]byte])) }},
-			{"Close", func() error { return src.Close(nilCtx) }},
+		calls := []within.Call{
+			{Name: "Run", F: func() error { return src.Run(nilCtx, new(producer.Stage[[]byte])) }},
+			{Name: "Close", F: func() error { return src.Close(nilCtx) }},
 		}
-		for _, c := range calls {
-			if err := within.Run(5*time.Second, c.f); !errors.Is(err, kafka.ErrNilContext) {
-				t.Errorf("%s(nil ctx) = %v, want an error matching kafka.ErrNilContext", c.name, err)
-			}
-		}
+		within.Refused(t, 5*time.Second, kafka.ErrNilContext, calls...)
 		// Close(nil) left the source open: a Run whose context has ended
 		// returns without ErrClosed.
 		ended, cancel := context.WithCancel(context.Background())

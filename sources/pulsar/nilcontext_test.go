@@ -2,7 +2,6 @@ package pulsar_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -23,18 +22,11 @@ func TestANilContextIsAnErrorNotAPanic(t *testing.T) {
 	e := newEnv(t)
 	want := e.publish("nilctx", "m", 1)
 	src := bpulsar.New(bpulsar.Options{Client: e.client, Topics: []string{"nilctx"}, Subscription: "sub", Consumer: earliest(), Logger: testLogger()})
-	calls := []struct {
-		name string
-		f    func() error
-	}{
-		{"Run", func() error { return src.Run(nilCtx, new(producer.Stage[[]byte])) }},
-		{"Close", func() error { return src.Close(nilCtx) }},
+	calls := []within.Call{
+		{Name: "Run", F: func() error { return src.Run(nilCtx, new(producer.Stage[[]byte])) }},
+		{Name: "Close", F: func() error { return src.Close(nilCtx) }},
 	}
-	for _, c := range calls {
-		if err := within.Run(5*time.Second, c.f); !errors.Is(err, bpulsar.ErrNilContext) {
-			t.Errorf("%s(nil ctx) = %v, want ErrNilContext", c.name, err)
-		}
-	}
+	within.Refused(t, 5*time.Second, bpulsar.ErrNilContext, calls...)
 	if subs := e.broker.Subscriptions("nilctx"); len(subs) != 0 {
 		t.Errorf("the broker holds subscriptions %q after Run(nil)", subs)
 	}

@@ -2,7 +2,6 @@ package config_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -38,25 +37,18 @@ func TestANilContextIsAnErrorNotAPanic(t *testing.T) {
 	}
 	defer wired.Close(context.Background())
 	registered := len(broker.Names())
-	calls := []struct {
-		name string
-		f    func() error
-	}{
-		{"BuildContext", func() error {
+	calls := []within.Call{
+		{Name: "BuildContext", F: func() error {
 			_, err := config.BuildContext(nilCtx, empty, plan, config.BuildOptions[int]{})
 			return err
 		}},
-		{"LoadContext", func() error {
+		{Name: "LoadContext", F: func() error {
 			_, err := config.LoadContext(nilCtx, yamlDoc(threeTopics), w, empty, config.BuildOptions[int]{})
 			return err
 		}},
-		{"Wired.Close", func() error { return wired.Close(nilCtx) }},
+		{Name: "Wired.Close", F: func() error { return wired.Close(nilCtx) }},
 	}
-	for _, c := range calls {
-		if err := within.Run(5*time.Second, c.f); !errors.Is(err, topic.ErrNilContext) {
-			t.Errorf("%s(nil ctx) = %v, want an error matching topic.ErrNilContext", c.name, err)
-		}
-	}
+	within.Refused(t, 5*time.Second, topic.ErrNilContext, calls...)
 	if names := empty.Names(); len(names) != 0 {
 		t.Errorf("topics registered by the nil-context builds: %v, want none", names)
 	}

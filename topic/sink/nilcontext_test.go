@@ -2,7 +2,6 @@ package sink_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -32,21 +31,14 @@ func TestANilContextIsAnErrorNotAPanic(t *testing.T) {
 			h, _, s := rig(t, opts, topic.Block, topic.Balanced("g"))
 			rec := acker.NewRecorder(false)
 			m := message.New(1, rec, 1)
-			calls := []struct {
-				name string
-				f    func() error
-			}{
-				{"Publish", func() error { return s.Publish(nilCtx, m) }},
-				{"PublishValue", func() error { return sink.PublishValue(nilCtx, s, m, 1) }},
-				{"PublishBatch", func() error { return s.PublishBatch(nilCtx, []*message.Message[int]{m}) }},
-				{"Drain", func() error { return s.Drain(nilCtx) }},
-				{"Wait", func() error { return s.Wait(nilCtx) }},
+			calls := []within.Call{
+				{Name: "Publish", F: func() error { return s.Publish(nilCtx, m) }},
+				{Name: "PublishValue", F: func() error { return sink.PublishValue(nilCtx, s, m, 1) }},
+				{Name: "PublishBatch", F: func() error { return s.PublishBatch(nilCtx, []*message.Message[int]{m}) }},
+				{Name: "Drain", F: func() error { return s.Drain(nilCtx) }},
+				{Name: "Wait", F: func() error { return s.Wait(nilCtx) }},
 			}
-			for _, c := range calls {
-				if err := within.Run(5*time.Second, c.f); !errors.Is(err, topic.ErrNilContext) {
-					t.Errorf("%s(nil ctx) = %v, want an error matching topic.ErrNilContext", c.name, err)
-				}
-			}
+			within.Refused(t, 5*time.Second, topic.ErrNilContext, calls...)
 			if st := h.Stats(); st.Published != 0 {
 				t.Errorf("%d published for nil contexts, want 0", st.Published)
 			}

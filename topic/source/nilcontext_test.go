@@ -2,7 +2,6 @@ package source_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -30,22 +29,15 @@ func TestANilContextIsAnErrorNotAPanic(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close(context.Background())
-	calls := []struct {
-		name string
-		f    func() error
-	}{
-		{"NewContext", func() error {
+	calls := []within.Call{
+		{Name: "NewContext", F: func() error {
 			_, err := source.NewContext(nilCtx, source.Options[int]{Topic: h, Mode: topic.Balanced("other")})
 			return err
 		}},
-		{"Run", func() error { return src.Run(nilCtx, new(producer.Stage[int])) }},
-		{"Close", func() error { return src.Close(nilCtx) }},
+		{Name: "Run", F: func() error { return src.Run(nilCtx, new(producer.Stage[int])) }},
+		{Name: "Close", F: func() error { return src.Close(nilCtx) }},
 	}
-	for _, c := range calls {
-		if err := within.Run(5*time.Second, c.f); !errors.Is(err, topic.ErrNilContext) {
-			t.Errorf("%s(nil ctx) = %v, want an error matching topic.ErrNilContext", c.name, err)
-		}
-	}
+	within.Refused(t, 5*time.Second, topic.ErrNilContext, calls...)
 	if st := h.Stats(); st.BalancedGroups != 1 {
 		t.Errorf("%d balanced groups after the nil-context calls, want the source's 1", st.BalancedGroups)
 	}

@@ -2,7 +2,6 @@ package topictest
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -18,18 +17,11 @@ import (
 func NilContextRefused(t *testing.T, be topic.Backend[int], closeFn func(context.Context) error) {
 	t.Helper()
 	var nilCtx context.Context
-	calls := []struct {
-		name string
-		f    func() error
-	}{
-		{"Backend.NewTopic", func() error { _, err := be.NewTopic(nilCtx, "t", topic.Options{}); return err }},
-		{"Backend.Close", func() error { return closeFn(nilCtx) }},
+	calls := []within.Call{
+		{Name: "Backend.NewTopic", F: func() error { _, err := be.NewTopic(nilCtx, "t", topic.Options{}); return err }},
+		{Name: "Backend.Close", F: func() error { return closeFn(nilCtx) }},
 	}
-	for _, c := range calls {
-		if err := within.Run(10*time.Second, c.f); !errors.Is(err, topic.ErrNilContext) {
-			t.Errorf("%s(nil ctx) = %v, want an error matching topic.ErrNilContext", c.name, err)
-		}
-	}
+	within.Refused(t, 10*time.Second, topic.ErrNilContext, calls...)
 	h, err := topic.NewTopic[int]("after", topic.Options{}, be)
 	if err != nil {
 		t.Fatalf("NewTopic after the nil-context calls = %v, want the backend open", err)

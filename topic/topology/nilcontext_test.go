@@ -2,7 +2,6 @@ package topology_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -51,26 +50,19 @@ func TestANilContextIsAnErrorNotAPanic(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	calls := []struct {
-		name string
-		f    func() error
-	}{
-		{"Memory.Declare", func() error { _, err := m.Declare(nilCtx, tp); return err }},
-		{"Queues.Publish", func() error { return q.Publish(nilCtx, topology.Letter[int]{Value: 1}) }},
-		{"Queues.Subscribe", func() error { _, err := q.Subscribe(nilCtx); return err }},
-		{"Queues.Hold", func() error { return q.Hold(nilCtx, 0, topology.Letter[int]{Value: 1}) }},
-		{"Queues.SubscribeDead", func() error { _, err := q.SubscribeDead(nilCtx); return err }},
-		{"Reader.Receive", func() error { _, err := r.Receive(nilCtx, make([]topology.Letter[int], 4)); return err }},
-		{"Publisher.Publish", func() error { return pub.Publish(nilCtx, 1) }},
-		{"Replay", func() error { _, err := topology.Replay(nilCtx, q, topology.ReplayOptions[int]{}); return err }},
-		{"Source.Run", func() error { return src.Run(nilCtx, new(producer.Stage[int])) }},
-		{"Source.Close", func() error { return src.Close(nilCtx) }},
+	calls := []within.Call{
+		{Name: "Memory.Declare", F: func() error { _, err := m.Declare(nilCtx, tp); return err }},
+		{Name: "Queues.Publish", F: func() error { return q.Publish(nilCtx, topology.Letter[int]{Value: 1}) }},
+		{Name: "Queues.Subscribe", F: func() error { _, err := q.Subscribe(nilCtx); return err }},
+		{Name: "Queues.Hold", F: func() error { return q.Hold(nilCtx, 0, topology.Letter[int]{Value: 1}) }},
+		{Name: "Queues.SubscribeDead", F: func() error { _, err := q.SubscribeDead(nilCtx); return err }},
+		{Name: "Reader.Receive", F: func() error { _, err := r.Receive(nilCtx, make([]topology.Letter[int], 4)); return err }},
+		{Name: "Publisher.Publish", F: func() error { return pub.Publish(nilCtx, 1) }},
+		{Name: "Replay", F: func() error { _, err := topology.Replay(nilCtx, q, topology.ReplayOptions[int]{}); return err }},
+		{Name: "Source.Run", F: func() error { return src.Run(nilCtx, new(producer.Stage[int])) }},
+		{Name: "Source.Close", F: func() error { return src.Close(nilCtx) }},
 	}
-	for _, c := range calls {
-		if err := within.Run(5*time.Second, c.f); !errors.Is(err, topology.ErrNilContext) {
-			t.Errorf("%s(nil ctx) = %v, want ErrNilContext", c.name, err)
-		}
-	}
+	within.Refused(t, 5*time.Second, topology.ErrNilContext, calls...)
 
 	if n := m.Queued("t", "g"); n != 0 {
 		t.Errorf("Queued(t, g) after the nil-context calls = %d, want 0", n)

@@ -2,7 +2,6 @@ package topologytest
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/boulevard-go/boulevard/internal/within"
@@ -44,50 +43,32 @@ func nilContextIsAnError(s *h) {
 	}
 	pinner, _ := dr.(topology.EndPinner)
 
-	calls := []struct {
-		name string
-		f    func() error
-	}{
-		{"Backend.Declare", func() error { _, err := s.be.Declare(nilCtx, top); return err }},
-		{"Queues.Publish", func() error { return q.Publish(nilCtx, l) }},
-		{"Queues.Subscribe", func() error { _, err := q.Subscribe(nilCtx); return err }},
-		{"Queues.Hold", func() error { return q.Hold(nilCtx, 0, l) }},
-		{"Queues.Requeue", func() error { return q.Requeue(nilCtx, l) }},
-		{"Queues.DeadLetter", func() error { return q.DeadLetter(nilCtx, dead) }},
-		{"Queues.SubscribeDead", func() error { _, err := q.SubscribeDead(nilCtx); return err }},
-		{"Reader.Receive", func() error { _, err := r.Receive(nilCtx, buf); return err }},
-		{"Reader.TryReceive", func() error { _, err := r.TryReceive(nilCtx, buf); return err }},
-		{"Reader.Close", func() error { return r.Close(nilCtx) }},
-		{"Backend.Close", func() error { return s.be.Close(nilCtx) }},
+	calls := []within.Call{
+		{Name: "Backend.Declare", F: func() error { _, err := s.be.Declare(nilCtx, top); return err }},
+		{Name: "Queues.Publish", F: func() error { return q.Publish(nilCtx, l) }},
+		{Name: "Queues.Subscribe", F: func() error { _, err := q.Subscribe(nilCtx); return err }},
+		{Name: "Queues.Hold", F: func() error { return q.Hold(nilCtx, 0, l) }},
+		{Name: "Queues.Requeue", F: func() error { return q.Requeue(nilCtx, l) }},
+		{Name: "Queues.DeadLetter", F: func() error { return q.DeadLetter(nilCtx, dead) }},
+		{Name: "Queues.SubscribeDead", F: func() error { _, err := q.SubscribeDead(nilCtx); return err }},
+		{Name: "Reader.Receive", F: func() error { _, err := r.Receive(nilCtx, buf); return err }},
+		{Name: "Reader.TryReceive", F: func() error { _, err := r.TryReceive(nilCtx, buf); return err }},
+		{Name: "Reader.Close", F: func() error { return r.Close(nilCtx) }},
+		{Name: "Backend.Close", F: func() error { return s.be.Close(nilCtx) }},
 	}
 	if pinner != nil {
-		calls = append(calls, struct {
-			name string
-			f    func() error
-		}{"EndPinner.PinEnd", func() error { return pinner.PinEnd(nilCtx) }})
+		calls = append(calls, within.Call{Name: "EndPinner.PinEnd", F: func() error { return pinner.PinEnd(nilCtx) }})
 	}
-	for _, c := range calls {
-		if err := within.Run(10*time.Second, c.f); !errors.Is(err, topology.ErrNilContext) {
-			s.Errorf("%s(nil ctx) = %v, want an error matching topology.ErrNilContext", c.name, err)
-		}
-	}
+	within.Refused(s.T, 10*time.Second, topology.ErrNilContext, calls...)
 	if pinner != nil {
 		// A pinned reader at its end refuses a nil context too, rather
 		// than answering that it has nothing more.
 		if err := pinner.PinEnd(s.ctx); err != nil {
 			s.Fatalf("PinEnd: %v", err)
 		}
-		for _, c := range []struct {
-			name string
-			f    func() error
-		}{
-			{"pinned Reader.TryReceive", func() error { _, err := dr.TryReceive(nilCtx, buf); return err }},
-			{"pinned Reader.Receive", func() error { _, err := dr.Receive(nilCtx, buf); return err }},
-		} {
-			if err := within.Run(10*time.Second, c.f); !errors.Is(err, topology.ErrNilContext) {
-				s.Errorf("%s(nil ctx) = %v, want an error matching topology.ErrNilContext", c.name, err)
-			}
-		}
+		within.Refused(s.T, 10*time.Second, topology.ErrNilContext,
+			within.Call{Name: "pinned Reader.TryReceive", F: func() error { _, err := dr.TryReceive(nilCtx, buf); return err }},
+			within.Call{Name: "pinned Reader.Receive", F: func() error { _, err := dr.Receive(nilCtx, buf); return err }})
 	}
 	MustClose(s.T, "the DLQ reader", dr.Close)
 
