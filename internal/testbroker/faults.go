@@ -57,7 +57,7 @@ func Inject(c *kfake.Cluster, key kmsg.Key, code int16, match func(kmsg.Request)
 		}
 		f.failed.Add(1)
 		c.KeepControl()
-		if resp := refusal(req, f.code); resp != nil {
+		if resp := Refusal(req, f.code); resp != nil {
 			return resp, nil, true
 		}
 		return nil, errDropped, true
@@ -83,10 +83,10 @@ func (f *Faults) Failed() int64 { return f.failed.Load() }
 // Passed counts the matching requests answered as usual so far.
 func (f *Faults) Passed() int64 { return f.passed.Load() }
 
-// refusal is the answer to req refusing every partition it names with
+// Refusal is the answer to req refusing every partition it names with
 // code, or nil when code is 0 or req is neither a Produce nor an
 // OffsetCommit request.
-func refusal(req kmsg.Request, code int16) kmsg.Response {
+func Refusal(req kmsg.Request, code int16) kmsg.Response {
 	if code == 0 {
 		return nil
 	}

@@ -142,19 +142,7 @@ func TestAReleaseThatFailsForSomeLettersMarksNothingPastTheFirstAndReleasesEachO
 		if !carries || !failing.Load() {
 			return nil, nil, false
 		}
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, tp := range req.Topics {
-			rt := kmsg.NewProduceResponseTopic()
-			rt.Topic = tp.Topic
-			for _, p := range tp.Partitions {
-				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition = p.Partition
-				rp.ErrorCode = kerr.MessageTooLarge.Code
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp, nil, true
+		return testbroker.Refusal(req, kerr.MessageTooLarge.Code), nil, true
 	})
 	holdDue(t, be, q, n)
 	wait.For(t, "the release stalled at the refused letter", func() bool {
