@@ -44,10 +44,14 @@ var ErrLetterTooLarge = errors.New("kafkatopology: letter too large to hold and 
 // larger than the producer takes (sarama's Producer.MaxMessageBytes, 1 MiB
 // by default): such a letter could be delivered but neither held nor
 // dead-lettered, and its failures would stop its partition's commits for
-// good. Nothing was produced. It wraps [ErrLetterTooLarge] and
+// good. Nothing was produced. It is also the error of a Publish, Hold,
+// Requeue or DeadLetter whose record is larger than the producer takes
+// (Reserve 0: a record another producer wrote to the main topic, which
+// no reserve kept small enough), or than the broker takes (Limit 0: the
+// topic's max.message.bytes). It wraps [ErrLetterTooLarge] and
 // sarama.ErrMessageSizeTooLarge.
 type LetterTooLargeError struct {
-	// Topic is the Kafka topic the letter was published to.
+	// Topic is the Kafka topic the letter was produced to.
 	Topic string
 	// Size is the record's size as the producer counts it
 	// (sarama.ProducerMessage.ByteSize): its value, key and headers and
@@ -56,13 +60,23 @@ type LetterTooLargeError struct {
 	// Reserve is what the topology keeps under Limit for the headers a
 	// hold or a dead-lettering adds (see the package documentation,
 	// Mapping): Publish takes a letter of at most Limit-Reserve bytes.
+	// It is 0 for a record refused as it is.
 	Reserve int
-	// Limit is the producer's Producer.MaxMessageBytes.
+	// Limit is the producer's Producer.MaxMessageBytes, or 0 when the
+	// broker refused the record (MESSAGE_TOO_LARGE).
 	Limit int
 }
 
 // Error names the topic, the record's size, the reserve and the limit.
 func (e *LetterTooLargeError) Error() string {
+	switch {
+	case e.Limit == 0:
+		return fmt.Sprintf("kafkatopology: letter of %d bytes refused by topic %q: the broker refused it as larger than the topic's max.message.bytes",
+			e.Size, e.Topic)
+	case e.Reserve == 0:
+		return fmt.Sprintf("kafkatopology: letter of %d bytes refused by topic %q: larger than Producer.MaxMessageBytes %d",
+			e.Size, e.Topic, e.Limit)
+	}
 	return fmt.Sprintf("kafkatopology: letter of %d bytes refused by topic %q: a letter takes at most %d bytes (Producer.MaxMessageBytes %d less %d kept for the headers of a hold or a dead-lettering)",
 		e.Size, e.Topic, e.Limit-e.Reserve, e.Limit, e.Reserve)
 }
@@ -512,6 +526,9 @@ func (b *Backend[T]) send(msg *sarama.ProducerMessage) error {
 		return topology.ErrClosed
 	}
 	if _, _, err := b.prod.SendMessage(msg); err != nil {
+		if errors.Is(err, sarama.ErrMessageSizeTooLarge) {
+			return b.refused(&LetterTooLargeError{Topic: msg.Topic, Size: msg.ByteSize(2)})
+		}
 		return b.refused(fmt.Errorf("kafkatopology: producing to topic %q: %w", msg.Topic, b.red.Err(err)))
 	}
 	return nil

@@ -43,8 +43,8 @@ func (q *queues[T]) Topology() *topology.Topology { return q.t }
 
 // record builds the record of l to kname; learning kname's partitions is
 // bounded by ctx and Options.AdminTimeout (see Backend.partition). A
-// record larger than the producer takes less reserve is a
-// *LetterTooLargeError, before any partition is looked up.
+// record larger than the producer takes less reserve (0 for a hand-off)
+// is a *LetterTooLargeError, before any partition is looked up.
 func (q *queues[T]) record(ctx context.Context, kname string, l *topology.Letter[T], reserve int, extra ...sarama.RecordHeader) (*sarama.ProducerMessage, error) {
 	payload, err := topic.Encode(q.b.opts.Codec, l.Value)
 	if err != nil {
@@ -55,12 +55,10 @@ func (q *queues[T]) record(ctx context.Context, kname string, l *topology.Letter
 		msg.Key = sarama.StringEncoder(l.Key)
 	}
 	msg.Headers = append(letterHeaders(l, make([]sarama.RecordHeader, 0, 4+len(extra))), extra...)
-	if reserve > 0 {
-		// Version 2: the record batches of Kafka 0.11 on (saramaConfig).
-		limit := q.b.cfg.Producer.MaxMessageBytes
-		if size := msg.ByteSize(2); size > limit-reserve {
-			return nil, &LetterTooLargeError{Topic: kname, Size: size, Reserve: reserve, Limit: limit}
-		}
+	// Version 2: the record batches of Kafka 0.11 on (saramaConfig).
+	limit := q.b.cfg.Producer.MaxMessageBytes
+	if size := msg.ByteSize(2); size > limit-reserve {
+		return nil, &LetterTooLargeError{Topic: kname, Size: size, Reserve: reserve, Limit: limit}
 	}
 	_, seq := q.t.Sequenced()
 	if msg.Partition, err = q.b.partition(ctx, kname, l.Shard, seq); err != nil {
@@ -76,8 +74,8 @@ func (q *queues[T]) record(ctx context.Context, kname string, l *topology.Letter
 // letter's delivery is kept from being committed, so the group delivers it
 // again. The last produce decides: one that succeeds after a failed one (a sequenced
 // source hands such a letter off again itself) lets it be committed. A
-// reserve other than 0 refuses, with a *LetterTooLargeError, a record
-// larger than the producer takes less reserve.
+// record larger than the producer takes less reserve, or than the broker
+// takes, is refused with a *LetterTooLargeError.
 func (q *queues[T]) produce(ctx context.Context, kname string, l *topology.Letter[T], reserve int, extra ...sarama.RecordHeader) error {
 	_, err := q.produced(ctx, kname, l, reserve, extra...)
 	return err

@@ -1,0 +1,117 @@
+package kafkatopology
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/boulevard-go/boulevard/internal/testbroker"
+	"github.com/boulevard-go/boulevard/topic/topology"
+)
+
+// expectTooLarge fails t unless err is a *LetterTooLargeError on topic
+// kname with limit, larger than min, wrapping ErrLetterTooLarge and
+// sarama.ErrMessageSizeTooLarge, whose text names the topic and the size
+// (and the limit, when known).
+func expectTooLarge(t *testing.T, what string, err error, kname string, min, limit int) {
+	t.Helper()
+	var tl *LetterTooLargeError
+	if !errors.As(err, &tl) || tl.Topic != kname || tl.Size <= min || tl.Limit != limit || tl.Reserve != 0 {
+		t.Fatalf("%s = %v, want a *LetterTooLargeError on %q of more than %d bytes, limit %d", what, err, kname, min, limit)
+	}
+	if !errors.Is(err, ErrLetterTooLarge) || !errors.Is(err, sarama.ErrMessageSizeTooLarge) {
+		t.Fatalf("%s: %v wraps neither ErrLetterTooLarge nor sarama.ErrMessageSizeTooLarge", what, err)
+	}
+	text := err.Error()
+	if !strings.Contains(text, strconv.Quote(kname)) || !strings.Contains(text, strconv.Itoa(tl.Size)) ||
+		(limit != 0 && !strings.Contains(text, strconv.Itoa(limit))) {
+		t.Fatalf("%s: %q, want it to name topic %q, the size %d and the limit %d", what, text, kname, tl.Size, limit)
+	}
+}
+
+// Guarantee: a letter on the main topic that fits under the producer's
+// largest message (Producer.MaxMessageBytes) only without the headers a
+// hold or a dead-lettering adds (a record another producer wrote, which
+// Publish's reserve did not check) is neither held nor dead-lettered
+// partly: both fail with a *LetterTooLargeError naming the hold topic or
+// the DLQ, the record's size and the limit; its record is kept from being
+// committed (not lost, not acknowledged unhandled), and is not delivered
+// again at once: the reader goes on with the next letter.
+func TestALetterTooLargeForItsHoldAndDLQIsKeptNamingTheQueueTheSizeAndTheLimit(t *testing.T) {
+	const limit = 16 << 10
+	b := newBackend(t, testbroker.Kafka(t).ListenAddrs(), func(o *Options[msg]) { o.Config.Producer.MaxMessageBytes = limit })
+	q := declare(t, b, topology.New("oversize").Hold(time.Hour).DLQ())
+	qs := q.(*queues[msg])
+	r := subscribe(t, q)
+	dr := subscribeDead(t, q)
+
+	// As another producer would write it: with no reserve for a history.
+	big := letterOfSize(t, limit-50)
+	if err := qs.produce(t.Context(), qs.main, &big, 0); err != nil {
+		t.Fatalf("producing a %d-byte record to the main topic = %v", limit-50, err)
+	}
+	small := topology.Letter[msg]{Value: msg{Key: "small", N: 2}}
+	if err := q.Publish(t.Context(), small); err != nil {
+		t.Fatal(err)
+	}
+
+	l := receiveOne(t, r)
+	if l.Value != big.Value {
+		t.Fatalf("received %+v first, want the large letter", l.Value.N)
+	}
+	now := time.Now()
+	l.Retries, l.FirstFailure, l.LastFailure = 1, now, now
+	expectTooLarge(t, "Hold", q.Hold(t.Context(), 0, l), qs.holds[0].name, limit, limit)
+	l.Death = &topology.Death{Reason: topology.ReasonMaxRetries, Error: "failed", Topic: "oversize", Group: "oversize",
+		Retries: 1, FirstFailure: now, LastFailure: now}
+	expectTooLarge(t, "DeadLetter", q.DeadLetter(t.Context(), l), qs.dlq, limit, limit)
+	if err := r.Settle(t.Context(), &l); !errors.Is(err, ErrNotCommitted) {
+		t.Fatalf("Settle of the letter whose hand-offs failed = %v, want ErrNotCommitted", err)
+	}
+
+	next := receiveOne(t, r)
+	if next.Value != small.Value {
+		t.Fatalf("received %+v after the large letter, want the small one (N 2)", next.Value.N)
+	}
+	// Nothing of the large letter reached the DLQ: the first dead letter
+	// is the small one.
+	next.Death = &topology.Death{Reason: topology.ReasonRejected, Error: "rejected", Topic: "oversize", Group: "oversize"}
+	if err := q.DeadLetter(t.Context(), next); err != nil {
+		t.Fatal(err)
+	}
+	if d := receiveOne(t, dr); d.Value != small.Value {
+		t.Fatalf("the DLQ's first letter is %+v, want the small one (N 2)", d.Value.N)
+	}
+}
+
+// Guarantee: a letter the main topic took but its DLQ's broker refuses as
+// larger than its max.message.bytes (the producer's Producer.MaxMessageBytes
+// being larger) fails its dead-lettering with a *LetterTooLargeError naming
+// the DLQ and the record's size, and its record is kept from being
+// committed, not lost.
+func TestALetterTheBrokerRefusesForItsDLQIsKeptNamingTheQueueAndTheSize(t *testing.T) {
+	const limit = 16 << 10
+	c := testbroker.Kafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(limit)}))
+	b := newBackend(t, c.ListenAddrs())
+	q := declare(t, b, topology.New("broker-oversize").DLQ())
+	qs := q.(*queues[msg])
+	r := subscribe(t, q)
+
+	big := letterOfSize(t, limit-200)
+	if err := q.Publish(t.Context(), big); err != nil {
+		t.Fatalf("Publish of a %d-byte letter under a broker limit of %d = %v", limit-200, limit, err)
+	}
+	l := receiveOne(t, r)
+	now := time.Now()
+	l.Death = &topology.Death{Reason: topology.ReasonRejected, Error: strings.Repeat("e", 400), Topic: "broker-oversize",
+		Group: "broker-oversize", FirstFailure: now, LastFailure: now}
+	expectTooLarge(t, "DeadLetter", q.DeadLetter(t.Context(), l), qs.dlq, limit-200, 0)
+	if err := r.Settle(t.Context(), &l); !errors.Is(err, ErrNotCommitted) {
+		t.Fatalf("Settle of the letter whose dead-lettering failed = %v, want ErrNotCommitted", err)
+	}
+}
