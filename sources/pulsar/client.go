@@ -66,6 +66,31 @@ func ClientDefaults(o pulsar.ClientOptions, logger *slog.Logger) pulsar.ClientOp
 	return o
 }
 
+// ClientDefaultsWithin returns o with each of its connection, operation
+// and keep-alive timeouts that is zero set to DefaultConnectionTimeout,
+// DefaultOperationTimeout and DefaultKeepAliveInterval, or to a quarter
+// of bound when that is shorter (at least a millisecond). Values the
+// caller set are kept. With them the client gives up on a broker it
+// cannot reach within bound (a lookup retries for an operation timeout;
+// its last attempt dials for at most the connection timeout, waits at
+// most a keep-alive interval for the handshake and an operation timeout
+// for the answer), so that a caller that waits bound for a client call
+// sees it return: the backends that make their own client pass it the
+// bound their Close waits for a call under way.
+func ClientDefaultsWithin(o pulsar.ClientOptions, bound time.Duration) pulsar.ClientOptions {
+	q := max(bound/4, time.Millisecond)
+	if o.ConnectionTimeout == 0 {
+		o.ConnectionTimeout = min(DefaultConnectionTimeout, q)
+	}
+	if o.OperationTimeout == 0 {
+		o.OperationTimeout = min(DefaultOperationTimeout, q)
+	}
+	if o.KeepAliveInterval == 0 {
+		o.KeepAliveInterval = min(DefaultKeepAliveInterval, q)
+	}
+	return o
+}
+
 // Client is a pulsar-client-go client created by NewClient. It remembers
 // the broker's service URL, with any user information redacted, so that
 // the source's errors can name the broker. A zero Client (one NewClient
@@ -401,6 +426,31 @@ func (c *Client) ServiceURL() string {
 		return ""
 	}
 	return c.url
+}
+
+// Unreached returns err, the error of a call to the client begun at
+// began, wrapping sentinel and naming the broker (the service URL without
+// its user information) and the latest connection failure the client
+// logged since began (a refused connection, a handshake that timed out;
+// its credentials redacted), when it logged one; otherwise, and for a nil
+// Client or a nil err, err as it is. The backends that declare topics
+// through a client made by NewClient report with it a broker they could
+// not reach.
+func (c *Client) Unreached(sentinel, err error, began time.Time) error {
+	if c == nil || err == nil {
+		return err
+	}
+	cause := c.last.since(began)
+	if cause == "" {
+		return err
+	}
+	broker := c.url
+	if scheme, rest, ok := strings.Cut(broker, "//"); ok {
+		if at := strings.LastIndexByte(rest, '@'); at >= 0 {
+			broker = scheme + "//" + rest[at+1:]
+		}
+	}
+	return fmt.Errorf("%w: %w: broker %s: %s", err, sentinel, broker, cause)
 }
 
 // String returns "pulsar client for <redacted service URL>" ("pulsar

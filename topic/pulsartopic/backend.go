@@ -52,7 +52,10 @@ func New[T any](opts Options[T]) (*Backend[T], error) {
 	}
 	b := &Backend[T]{o: o, client: o.Client, topics: make(map[*pTopic[T]]struct{})}
 	if b.client == nil {
-		co := o.ClientOptions
+		// The client gives up within the bounds Close waits for a call
+		// under way (AdminTimeout, SubscribeTimeout), so that none of its
+		// calls outlives Close.
+		co := spulsar.ClientDefaultsWithin(o.ClientOptions, min(o.AdminTimeout, o.SubscribeTimeout))
 		co.URL = o.ServiceURL
 		c, err := spulsar.NewClient(co, o.Logger)
 		if err != nil {
@@ -182,6 +185,7 @@ func (b *Backend[T]) declare(ctx context.Context, full string) (int, error) {
 func (b *Backend[T]) partitions(ctx context.Context, full string) (int, error) {
 	// TopicPartitions takes no context; the client's operation timeout
 	// bounds it, unless the client never returns.
+	began := time.Now()
 	n, err := bounded(ctx, b, "look up partitions of", full, b.o.AdminTimeout, nil, func() (int, error) {
 		ps, err := b.client.TopicPartitions(full)
 		n := 0
@@ -191,18 +195,32 @@ func (b *Backend[T]) partitions(ctx context.Context, full string) (int, error) {
 		return n, err
 	}, func(int) {})
 	if err != nil {
-		return 0, b.fail("look up partitions of", full, err)
+		return 0, b.fail("look up partitions of", full, b.unreached(err, began))
 	}
 	return n, nil
+}
+
+// unreached returns err, the error of a client call begun at began,
+// wrapping ErrConnect and naming the broker and the client's latest
+// connection failure since began, when the client (one the backend made,
+// or one sources/pulsar's NewClient made) logged one; otherwise err. A
+// closed backend's error is returned as it is.
+func (b *Backend[T]) unreached(err error, began time.Time) error {
+	if c, ok := b.client.(*spulsar.Client); ok && !errors.Is(err, ErrBackendClosed) {
+		return c.Unreached(ErrConnect, err, began)
+	}
+	return err
 }
 
 // createProducer creates a topic's producer within ctx and
 // Options.AdminTimeout (see bounded): a producer created once its caller
 // gave up is closed.
 func (b *Backend[T]) createProducer(ctx context.Context, po pulsar.ProducerOptions) (pulsar.Producer, error) {
-	return bounded(ctx, b, "create producer for", po.Topic, b.o.AdminTimeout, nil, func() (pulsar.Producer, error) {
+	began := time.Now()
+	p, err := bounded(ctx, b, "create producer for", po.Topic, b.o.AdminTimeout, nil, func() (pulsar.Producer, error) {
 		return b.client.CreateProducer(po)
 	}, pulsar.Producer.Close)
+	return p, b.unreached(err, began)
 }
 
 // errZeroBackend is what NewTopic returns on a Backend New did not make,

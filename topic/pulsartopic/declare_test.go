@@ -122,18 +122,29 @@ func TestDeclareHonoursContext(t *testing.T) {
 
 // Guarantee: a declaration against a broker address where nothing listens
 // fails by the client's operation timeout, and sooner by its context's
-// deadline, with an *Error naming the topic; a WARN line names the broker's
-// address and the refusal; neither the password in the service URL nor the
-// token shows in the errors or the log.
+// deadline, with an *Error naming the topic and wrapping ErrConnect, which
+// names the broker's address and the refusal; a WARN line names them too;
+// neither the user information of the service URL nor the token shows in
+// the errors or the log.
 func TestDeclarationWhereNothingListensFailsByItsBoundsWarningOfTheRefusal(t *testing.T) {
 	var lines logtest.Lines
 	addr := testnet.ClosedPort(t)
 	o := pulsartopic.Options[int]{ServiceURL: "pulsar://user:" + password + "@" + addr, Codec: topic.IntCodec{},
-		Logger: slog.New(slog.NewTextHandler(&lines, nil))}
+		Logger: slog.New(slog.NewTextHandler(&lines, nil)), AdminTimeout: 2 * time.Second}
 	o.ClientOptions.Authentication = pulsar.NewAuthenticationToken(token)
-	o.ClientOptions.OperationTimeout = time.Second
-	o.ClientOptions.ConnectionTimeout = time.Second
 	be := newBackend(t, o)
+	namesTheBroker := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, pulsartopic.ErrConnect) {
+			t.Errorf("%s = %v, want an error wrapping ErrConnect", what, err)
+		}
+		for _, want := range []string{"broker pulsar://" + addr, "connection refused"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s = %v, want it to name %q", what, err, want)
+			}
+		}
+		redacttest.NoSecret(t, "the declaration's error", err, "user")
+	}
 	start := time.Now()
 	_, err := topic.NewTopic[int]("orders", topic.Options{}, be)
 	var perr *pulsartopic.Error
@@ -141,9 +152,10 @@ func TestDeclarationWhereNothingListensFailsByItsBoundsWarningOfTheRefusal(t *te
 		t.Fatalf("NewTopic = %v, want a *pulsartopic.Error naming the topic", err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("NewTopic took %v with an operation timeout of 1s", d)
+		t.Fatalf("NewTopic took %v with an admin timeout of 2s", d)
 	}
 	redacttest.NoSecret(t, "the declaration's error", err, password, token)
+	namesTheBroker("NewTopic", err)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -156,6 +168,7 @@ func TestDeclarationWhereNothingListensFailsByItsBoundsWarningOfTheRefusal(t *te
 		t.Fatalf("CreateTopicsContext took %v with a deadline of 200ms", d)
 	}
 	redacttest.NoSecret(t, "the declaration's error", err, password, token)
+	namesTheBroker("CreateTopicsContext", err)
 
 	if lines.Count("level=WARN", addr, "connection refused") == 0 {
 		t.Errorf("no WARN line names %s and the refusal:\n%s", addr, strings.Join(lines.All(), ""))

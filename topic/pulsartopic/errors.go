@@ -17,6 +17,15 @@ var ErrPartitionMismatch = errors.New("pulsartopic: partition count mismatch")
 // Options.Admin is nil, so the backend cannot create it.
 var ErrNoAdmin = errors.New("pulsartopic: partitioned topic does not exist and no Admin is set to create it")
 
+// ErrConnect is wrapped, with the call's own cause, by the *Error of a
+// topic's declaration (its partition lookup, its producer's creation) that
+// failed while the client could not reach the broker: the error names the
+// broker's service URL, without its user information, and the client's
+// latest connection failure ("connection refused"). Only a client made by
+// sources/pulsar's NewClient (as the backend's own is) tells its
+// connection failures.
+var ErrConnect = errors.New("pulsartopic: cannot connect to the Pulsar broker")
+
 // ErrBackendClosed is returned by NewTopic after the backend's Close.
 var ErrBackendClosed = errors.New("pulsartopic: backend closed")
 

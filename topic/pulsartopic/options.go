@@ -100,9 +100,15 @@ type Options[T any] struct {
 	// its own client: authentication (pulsar.NewAuthenticationToken, TLS
 	// certificates, OAuth2), TLS trust settings, timeouts. URL must be
 	// left empty (ServiceURL sets it). Connection, operation and keep-alive
-	// timeouts left zero take package sources/pulsar's bounded defaults
-	// (ClientDefaults), and the client's logs go to Logger with the URL's
-	// user information redacted.
+	// timeouts left zero take package sources/pulsar's bounded defaults,
+	// each at most a quarter of the shorter of AdminTimeout and
+	// SubscribeTimeout (ClientDefaultsWithin: 2.5s with the default
+	// AdminTimeout), so that the client gives up on a broker it cannot
+	// reach before the backend stops waiting for it and Close returns with
+	// none of its calls running; and the client's logs go to Logger with
+	// the URL's user information redacted. Timeouts set are kept: set
+	// above those bounds, a lookup may go on retrying after Close
+	// returns, for up to the operation timeout.
 	ClientOptions pulsar.ClientOptions `validate:"-"`
 	// Codec turns values into message payloads and back. Required. A panic
 	// in Encode fails that publish with an error wrapping the

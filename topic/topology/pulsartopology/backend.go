@@ -144,7 +144,10 @@ func New[T any](opts Options[T]) (*Backend[T], error) {
 		producers: map[string]pulsar.Producer{}, creating: map[string]*creation{}, readers: map[*reader[T]]struct{}{}}
 	b.closeStarted, b.endAdmin = context.WithCancel(context.Background())
 	if b.client == nil {
-		co := opts.ClientOptions
+		// The client gives up within Options.OperationTimeout, the most
+		// Close waits for a call under way, so that none of its calls
+		// outlives Close.
+		co := spulsar.ClientDefaultsWithin(opts.ClientOptions, opts.OperationTimeout)
 		co.URL = opts.ServiceURL
 		c, err := spulsar.NewClient(co, opts.Logger)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/boulevard-go/boulevard/internal/group"
 	spulsar "github.com/boulevard-go/boulevard/sources/pulsar"
@@ -16,6 +17,15 @@ import (
 // for the client after Options.OperationTimeout: the client's call was
 // abandoned (see the package documentation, Bounded calls).
 var ErrAbandoned = errors.New("pulsartopology: the client did not return within Options.OperationTimeout; its call was abandoned")
+
+// ErrConnect is wrapped, with ErrDeclare or ErrSubscribe and the call's
+// own cause, by the error of a Declare or a Subscribe that failed while
+// the client could not reach the broker: the error names the broker's
+// service URL, without its user information, and the client's latest
+// connection failure ("connection refused"). Only a client made by
+// sources/pulsar's NewClient (as the backend's own is) tells its
+// connection failures.
+var ErrConnect = errors.New("pulsartopology: cannot connect to the Pulsar broker")
 
 // bounded runs call on a goroutine of the backend and waits for it within
 // ctx and Options.OperationTimeout. pulsar-client-go's CreateProducer and
@@ -35,16 +45,30 @@ func bounded[T, R any](ctx context.Context, b *Backend[T], kind error, what stri
 	if err := ctx.Err(); err != nil {
 		return zero, fmt.Errorf("%w: %s: %w", kind, what, err)
 	}
+	began := time.Now()
 	r, err := group.Await(ctx, &b.calls, b.opts.OperationTimeout, call, release)
 	switch {
 	case errors.Is(err, group.ErrShut):
 		return zero, topology.ErrClosed
 	case errors.Is(err, group.ErrAbandoned):
-		return zero, fmt.Errorf("%w: %s: %w", kind, what, b.abandon(what))
+		return zero, b.unreached(fmt.Errorf("%w: %s: %w", kind, what, b.abandon(what)), began)
 	case err != nil && err == ctx.Err():
-		return zero, fmt.Errorf("%w: %s: %w", kind, what, err)
+		return zero, b.unreached(fmt.Errorf("%w: %s: %w", kind, what, err), began)
+	case err != nil && !errors.Is(err, topology.ErrClosed):
+		return zero, b.unreached(b.redact(err), began)
 	}
 	return r, b.redact(err)
+}
+
+// unreached returns err, the error of a call begun at began, wrapping
+// ErrConnect and naming the broker and the client's latest connection
+// failure since began, when the client (one the backend made, or one
+// sources/pulsar's NewClient made) logged one; otherwise err.
+func (b *Backend[T]) unreached(err error, began time.Time) error {
+	if c, ok := b.client.(*spulsar.Client); ok {
+		return c.Unreached(ErrConnect, err, began)
+	}
+	return err
 }
 
 // redact passes an error of the client through its redaction

@@ -68,7 +68,12 @@ type Options[T any] struct {
 	Client pulsar.Client `name:"-" validate:"-"`
 	// ClientOptions are passed to pulsar-client-go when the backend makes
 	// its own client (authentication, TLS); URL must be empty. Zero
-	// timeouts take sources/pulsar's bounded defaults (ClientDefaults).
+	// timeouts take sources/pulsar's bounded defaults, each at most a
+	// quarter of OperationTimeout (ClientDefaultsWithin), so that the
+	// client gives up on a broker it cannot reach before the backend
+	// stops waiting for it and Close returns with none of its calls
+	// running. Timeouts set are kept: set above that bound, a lookup may
+	// go on retrying after Close returns, for up to the operation timeout.
 	ClientOptions pulsar.ClientOptions `name:"-" validate:"-"`
 	// Codec turns values into message payloads and back. Required.
 	Codec topic.Codec[T] `validate:"required"`

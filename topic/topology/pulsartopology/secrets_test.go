@@ -102,9 +102,10 @@ func checkOptionsAndBackend(t *testing.T, serviceURL, secret, token, want string
 
 // Guarantee: Declare against a broker address where nothing listens fails
 // by the client's operation timeout, and sooner by its context's deadline, with
-// an error wrapping ErrDeclare and context.DeadlineExceeded; a WARN line
-// names the broker's address and the refusal; neither the password in the
-// service URL nor the token shows in the errors or the log.
+// an error wrapping ErrDeclare, ErrConnect and context.DeadlineExceeded that
+// names the broker's address and the refusal; a WARN line names them too;
+// neither the user information of the service URL nor the token shows in
+// the errors or the log.
 func TestDeclareWhereNothingListensFailsByItsBoundsWarningOfTheRefusal(t *testing.T) {
 	const password, token = "pAssw0rd-in-URL-5e", "t0ken-SECRET-7a"
 	var lines logtest.Lines
@@ -112,10 +113,6 @@ func TestDeclareWhereNothingListensFailsByItsBoundsWarningOfTheRefusal(t *testin
 	o := pulsartopology.Options[int]{ServiceURL: "pulsar://user:" + password + "@" + addr, Codec: topic.IntCodec{},
 		Logger: slog.New(slog.NewTextHandler(&lines, nil)), OperationTimeout: 2 * time.Second}
 	o.ClientOptions.Authentication = pulsar.NewAuthenticationToken(token)
-	// The client gives up on its own first, so that the calls the backend
-	// abandons have ended by the time the test does.
-	o.ClientOptions.OperationTimeout = time.Second
-	o.ClientOptions.ConnectionTimeout = time.Second
 	be := newBackend(t, o)
 	for _, tc := range []struct {
 		name  string
@@ -125,9 +122,15 @@ func TestDeclareWhereNothingListensFailsByItsBoundsWarningOfTheRefusal(t *testin
 		start := time.Now()
 		_, err := be.Declare(ctx, build(t, topology.New("orders").DLQ()))
 		cancel()
-		if !errors.Is(err, pulsartopology.ErrDeclare) || !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("Declare bounded by %s = %v, want an error wrapping ErrDeclare and context.DeadlineExceeded", tc.name, err)
+		if !errors.Is(err, pulsartopology.ErrDeclare) || !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, pulsartopology.ErrConnect) {
+			t.Fatalf("Declare bounded by %s = %v, want an error wrapping ErrDeclare, ErrConnect and context.DeadlineExceeded", tc.name, err)
 		}
+		for _, want := range []string{"broker pulsar://" + addr, "connection refused"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("Declare bounded by %s = %v, want it to name %q", tc.name, err, want)
+			}
+		}
+		redacttest.NoSecret(t, "the declaration's error", err, "user")
 		if d := time.Since(start); d > 5*time.Second {
 			t.Fatalf("Declare bounded by %s took %v", tc.name, d)
 		}
