@@ -523,8 +523,12 @@ type record[T any] struct {
 }
 
 // Run subscribes one reader for the stage and delivers letters under the
-// stage's permit window until ctx is cancelled or the queues are closed
-// (then it returns nil: the source is exhausted). A run that fails (its
+// stage's permit window until ctx is cancelled or the source is closed
+// (then it returns nil). A backend closed under the source (its Close
+// called while the pipeline still runs) is a failure: Run returns an
+// error wrapping ErrClosed, and so does every later run while the source
+// is open, at once, so that the stage gives up under its restart rules.
+// Close the backend after the pipeline has stopped. A run that fails (its
 // reader's Receive returns an error, or it panics) retires its reader,
 // which is closed once the letters it handed out are all settled, those
 // a sequenced source holds back behind their key being given back to the
@@ -557,10 +561,10 @@ func (s *Source[T]) Run(ctx context.Context, stage *producer.Stage[T]) error {
 	}
 	h, err := s.subscribe(ctx)
 	if err != nil {
-		if errors.Is(err, ErrClosed) || ctx.Err() != nil {
+		if ctx.Err() != nil || errors.Is(err, ErrClosed) && s.isClosed() {
 			return nil
 		}
-		return err
+		return s.closedUnder(err)
 	}
 	if s.t.broadcast {
 		// The ephemeral subscription must not outlive the run: it would
@@ -687,8 +691,11 @@ func (s *Source[T]) read(ctx context.Context, stage *producer.Stage[T], h *heldR
 			}
 			n, err := r.Receive(wctx, buf[:want])
 			if err != nil {
-				if ctx.Err() != nil || errors.Is(err, ErrClosed) {
+				if ctx.Err() != nil || errors.Is(err, ErrClosed) && s.isClosed() {
 					return nil
+				}
+				if errors.Is(err, ErrClosed) {
+					return s.closedUnder(err)
 				}
 				if wctx.Err() != nil {
 					// Woken: ready letters wait.
@@ -767,6 +774,23 @@ func (s *Source[T]) subscribe(ctx context.Context) (*heldReader[T], error) {
 	s.readers = append(s.readers, h)
 	s.mu.Unlock()
 	return h, nil
+}
+
+// isClosed reports whether the source's Close was called.
+func (s *Source[T]) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// closedUnder is what Run returns for err, an error of the backend: when
+// it wraps ErrClosed (the backend, or the reader, was closed while the
+// source was open) it says so, still wrapping ErrClosed.
+func (s *Source[T]) closedUnder(err error) error {
+	if errors.Is(err, ErrClosed) {
+		return fmt.Errorf("topology %s: the backend was closed under the running source: %w", s.t.name, err)
+	}
+	return err
 }
 
 // lateCloseFailedLog is the message of the line subscribe logs when
