@@ -49,9 +49,11 @@ type ReplayOptions[T any] struct {
 	// DLQ.
 	Filter func(l *Letter[T]) bool
 	// DryRun reports what would be replayed and leaves every letter in the
-	// DLQ. A dry run keeps every letter, and Replay holds the letters it
-	// keeps until it has read the DLQ to its end: a dry run holds the
-	// whole DLQ in memory.
+	// DLQ: each letter is put back on the DLQ as it is read. With a DLQ
+	// reader that pins its end (EndPinner: the in-memory, Kafka and
+	// Pulsar backends') a dry run holds one chunk of letters and the
+	// letters the report lists (MaxListed), not the DLQ; with another
+	// reader it holds the whole DLQ, as every Replay does.
 	DryRun bool
 	// MaxListed is how many of the letters replayed (selected, on a dry
 	// run) ReplayReport.Replayed lists: the first ones, in order; the
@@ -122,13 +124,17 @@ func (rep *ReplayReport[T]) replayed(l *Letter[T], max int) {
 //
 // When the DLQ's reader can pin its end (EndPinner: the in-memory, Kafka
 // and Pulsar backends' can), Replay pins it to what the DLQ holds as it
-// starts and reads those letters a chunk at a time: a letter it replays
-// is requeued and settled as it is read, a letter it keeps is held until
-// the DLQ has been read to that end and then put back, so that it holds
-// the letters it keeps, not the DLQ; the letters that reach the DLQ while
-// it runs (a replayed letter that fails again among them) are not read.
-// With another reader it reads the DLQ to its end before it handles a
-// letter, holding all of it. The report lists at most
+// starts and reads those letters a chunk at a time, handling each as it
+// is read: a letter it replays is requeued and settled, a letter it keeps
+// is put back on the DLQ (past the pinned end) and settled. It holds one
+// chunk and the letters the report lists, not the DLQ, whatever it keeps,
+// and it settles the letters in the order it read them, so that a
+// durable backend commits every letter it handled (a Replay that dies
+// midway leaves to the DLQ's next reader the letters it had not
+// handled); neither the letters it puts back nor those that reach the
+// DLQ while it runs (a replayed letter that fails again among them) are
+// read. With another reader it reads the DLQ to its end before it
+// handles a letter, holding all of it. The report lists at most
 // ReplayOptions.MaxListed letters.
 //
 // Replay is meant for an operator, with the topology's consumers running or
@@ -170,31 +176,27 @@ func Replay[T any](ctx context.Context, q Queues[T], opts ReplayOptions[T]) (rep
 		}
 		rep.Undecodable = undecodable(r)
 	}()
-	// The DLQ is read a chunk at a time: a letter replayed is requeued
-	// and settled as it is read, a letter kept is held in kept, in order,
-	// and put back on the DLQ once it is read to its end, so that the
-	// reader never meets it again.
-	var kept []Letter[T]
+	// The DLQ is read a chunk at a time, and each letter is handled as it
+	// is read: a letter replayed is requeued and settled, a letter kept
+	// is put back on the DLQ and settled. A reader whose end is pinned
+	// (EndPinner) delivers only the letters the DLQ held when Replay
+	// started, so it never meets a letter put back, nor those that reach
+	// the DLQ while Replay runs, among them those it replayed that failed
+	// again. Another reader is read to its end (into pending) before any
+	// letter is handled, since it would deliver those letters again.
 	buf := make([]Letter[T], 64)
 	var chunk []Letter[T]
 	// filtering is the index in chunk of the letter Filter is called on,
 	// -1 between calls. A Filter that ends the goroutine
-	// (runtime.Goexit, as t.FailNow does) leaves it set: the letters
-	// kept so far and those of the chunk from that one on go back to the
-	// DLQ as they do after a Filter that panics, before the DLQ reader
-	// closes.
+	// (runtime.Goexit, as t.FailNow does) leaves it set: the letters of
+	// the chunk from that one on go back to the DLQ as they do after a
+	// Filter that panics, before the DLQ reader closes.
 	filtering := -1
 	defer func() {
 		if filtering >= 0 {
-			_ = keepDead(ctx, q, r, slices.Concat(kept, chunk[filtering:]), nil, &rep)
+			_ = keepDead(ctx, q, r, chunk[filtering:], nil, &rep)
 		}
 	}()
-	// A reader whose end is pinned (EndPinner) delivers only the letters
-	// the DLQ held when Replay started: Replay handles them a chunk at a
-	// time, and the letters that reach the DLQ while it runs, among them
-	// those it replayed that failed again, are not read. Another reader
-	// is read to its end (into pending) before any letter is handled,
-	// since a letter replayed that fails again would be read again.
 	pinned := false
 	if p, ok := r.(EndPinner); ok {
 		if err := p.PinEnd(ctx); err != nil {
@@ -206,8 +208,8 @@ func Replay[T any](ctx context.Context, q Queues[T], opts ReplayOptions[T]) (rep
 	for done := false; !done; {
 		n, err := r.TryReceive(ctx, buf)
 		if err != nil {
-			if held := slices.Concat(kept, pending); len(held) > 0 {
-				err = errors.Join(err, giveBack(ctx, q, held, &rep))
+			if len(pending) > 0 {
+				err = errors.Join(err, giveBack(ctx, q, pending, &rep))
 			}
 			return rep, err
 		}
@@ -230,14 +232,21 @@ func Replay[T any](ctx context.Context, q Queues[T], opts ReplayOptions[T]) (rep
 				filtering = -1
 				if ferr != nil {
 					ferr = fmt.Errorf("topology %s: replay: Filter: %w", t.name, ferr)
-					return rep, errors.Join(ferr, keepDead(ctx, q, r, slices.Concat(kept, chunk[i:]), nil, &rep))
+					return rep, errors.Join(ferr, keepDead(ctx, q, r, chunk[i:], nil, &rep))
 				}
 			}
 			if !pick || opts.DryRun {
 				if pick {
 					rep.replayed(l, opts.MaxListed)
 				}
-				kept = append(kept, *l)
+				if err := q.DeadLetter(ctx, *l); err != nil {
+					err = fmt.Errorf("topology %s: replay: keep a dead letter: %w", t.name, err)
+					return rep, errors.Join(err, keepDead(ctx, q, r, chunk[i+1:], chunk[i:i+1], &rep))
+				}
+				rep.Kept++
+				if err := r.Settle(ctx, l); err != nil {
+					return rep, errors.Join(err, keepDead(ctx, q, r, chunk[i+1:], nil, &rep))
+				}
 				continue
 			}
 			fresh := Letter[T]{Value: l.Value, Key: l.Key, Shard: l.Shard}
@@ -246,26 +255,15 @@ func Replay[T any](ctx context.Context, q Queues[T], opts ReplayOptions[T]) (rep
 				// DLQ: a backend that removes a letter when it is
 				// received (the in-memory one) would lose them.
 				err = fmt.Errorf("topology %s: replay: %w", t.name, err)
-				return rep, errors.Join(err, keepDead(ctx, q, r, slices.Concat(kept, chunk[i:]), nil, &rep))
+				return rep, errors.Join(err, keepDead(ctx, q, r, chunk[i:], nil, &rep))
 			}
 			rep.replayed(l, opts.MaxListed)
 			if err := r.Settle(ctx, l); err != nil {
-				return rep, errors.Join(err, keepDead(ctx, q, r, slices.Concat(kept, chunk[i+1:]), nil, &rep))
+				return rep, errors.Join(err, keepDead(ctx, q, r, chunk[i+1:], nil, &rep))
 			}
 		}
 		clear(chunk)
 		chunk = nil
-	}
-	for i := range kept {
-		l := &kept[i]
-		if err := q.DeadLetter(ctx, *l); err != nil {
-			err = fmt.Errorf("topology %s: replay: keep a dead letter: %w", t.name, err)
-			return rep, errors.Join(err, keepDead(ctx, q, r, kept[i+1:], kept[i:i+1], &rep))
-		}
-		rep.Kept++
-		if err := r.Settle(ctx, l); err != nil {
-			return rep, errors.Join(err, keepDead(ctx, q, r, kept[i+1:], nil, &rep))
-		}
 	}
 	return rep, nil
 }

@@ -65,9 +65,11 @@ func (r *cappedReader) TryReceive(ctx context.Context, dst []topology.Letter[int
 // more letters than it reads at once, replays exactly the letters its
 // filter selects, in their order, keeps exactly the others (those of
 // another topic too), in their order, and offers the filter each letter
-// once: the letters it keeps go back to the DLQ only once it has read
-// the DLQ to its end, so it never reads them again. It holds whether or
-// not the backend tells Replay how many letters its DLQ holds.
+// once: with a DLQ reader that pins its end, the letters it keeps go
+// back to the DLQ past that end as they are read, and with another
+// reader once it has read the DLQ to its end, so it never reads them
+// again. It holds whether or not the backend tells Replay how many
+// letters its DLQ holds.
 func TestReplayAcrossChunksReplaysAndKeepsEachLetterOnceInOrder(t *testing.T) {
 	for _, c := range []struct {
 		name string

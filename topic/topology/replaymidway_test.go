@@ -85,6 +85,8 @@ func (r pinningReader) PinEnd(ctx context.Context) error {
 // end) returns an error and leaves in the DLQ every letter it has not
 // replayed, those it had already decided to keep included, and none it
 // replayed: a DLQ that removes a letter when it is delivered loses none.
+// The letters it kept went back to the DLQ as it read them, after those
+// it had not read yet, so the DLQ's order is not what is checked.
 func TestAReplayThatFailsMidwayLeavesEveryLetterItDidNotReplayInTheDLQ(t *testing.T) {
 	keepEven := func(l *topology.Letter[int]) bool { return l.Value%2 == 1 }
 	is3 := func(v int) bool { return v == 3 }
@@ -135,8 +137,8 @@ func TestAReplayThatFailsMidwayLeavesEveryLetterItDidNotReplayInTheDLQ(t *testin
 				if got := allValues(t, mq.Subscribe); !slices.Equal(got, c.replayed) {
 					t.Errorf("the group received %v, want %v", got, c.replayed)
 				}
-				if got := allValues(t, mq.SubscribeDead); !slices.Equal(got, c.inDLQ) {
-					t.Errorf("the DLQ holds %v after Replay, want %v", got, c.inDLQ)
+				if got := allValues(t, mq.SubscribeDead); !slices.Equal(slices.Sorted(slices.Values(got)), c.inDLQ) {
+					t.Errorf("the DLQ holds %v after Replay, want %v each once", got, c.inDLQ)
 				}
 			})
 		})
