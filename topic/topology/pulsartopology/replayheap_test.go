@@ -10,11 +10,11 @@ import (
 )
 
 // Guarantee: replaying a Pulsar DLQ holds no memory that grows with the
-// DLQ's size when every letter is replayed: Replay pins the DLQ reader's
-// end with a marker and reads, requeues and acknowledges the letters a
-// chunk at a time. Replaying four times the letters (8,000 rather than
-// 2,000, of 1 KiB) adds less than 256 bytes a letter to what Replay
-// holds. What a replay holds besides its chunk varies by some hundreds
+// DLQ's size, whether every letter is replayed, kept or only reported (a
+// dry run): Replay pins the DLQ reader's end with a marker and reads,
+// requeues or puts back, and acknowledges the letters a chunk at a
+// time. Replaying four times the letters (8,000 rather than 2,000, of
+// 1 KiB) adds less than 256 bytes a letter to what Replay holds. What a replay holds besides its chunk varies by some hundreds
 // of KiB from one replay to the next, whatever the DLQ's size: the
 // client's receiver queue and the broker's dispatch to it (ReadAhead 64
 // messages in flight), the acknowledgements the client groups before it
