@@ -118,6 +118,16 @@ type Options struct {
 	// consumers' unacknowledged messages go to other consumers). Default
 	// 30 s (DefaultWriteTimeout), at least 1 ms, at most MaxTimeout (1 h).
 	WriteTimeout time.Duration `validate:"gte=1ms,lte=1h"`
+	// AuthToken, when set, makes the broker require token authentication,
+	// as a broker with authenticationEnabled and the token provider does:
+	// a CONNECT must carry the auth method name "token" and AuthToken as
+	// its auth data. Any other CONNECT (no credentials, another method, a
+	// wrong token) is answered as Pulsar answers a failed authentication,
+	// with an ERROR of code AuthenticationError ("Failed to authenticate",
+	// request id -1), and the connection is closed; it counts in
+	// BrokerStats.AuthenticationFailures. The token is never logged.
+	// Default "": no authentication, every CONNECT is accepted.
+	AuthToken string
 }
 
 // DefaultMaxOutgoingBytes is the default Options.MaxOutgoingBytes.
@@ -241,6 +251,9 @@ type BrokerStats struct {
 	// WriteTimeouts counts connections closed because their socket did
 	// not accept the broker's data within Options.WriteTimeout.
 	WriteTimeouts int64
+	// AuthenticationFailures counts CONNECT commands refused because they
+	// did not carry Options.AuthToken.
+	AuthenticationFailures int64
 }
 
 // Stats returns the connection-level counters.

@@ -2,9 +2,11 @@ package pulsartest
 
 import (
 	"bufio"
+	"crypto/subtle"
 	"encoding/binary"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"os"
 	"slices"
@@ -448,6 +450,9 @@ func (c *conn) handleConnect(body []byte) bool {
 		c.sendError(0, NotAllowedError, "pulsartest: duplicate CONNECT")
 		return true
 	}
+	if !c.authenticated(f) {
+		return false
+	}
 	version := int32(f.u[4])
 	if version > maxProtocolVersion {
 		version = maxProtocolVersion
@@ -466,6 +471,40 @@ func (c *conn) handleConnect(body []byte) bool {
 		return endFrame(o, cmdConnected, fs, bs, nil)
 	})
 	return true
+}
+
+// authenticated reports whether the CONNECT f carries the credentials
+// Options.AuthToken requires (always, when it is unset). When it does not,
+// it answers as Pulsar's ServerCnx does a failed authentication, an ERROR
+// with request id -1, code AuthenticationError and no detail, written to
+// the socket before the caller closes the connection.
+func (c *conn) authenticated(f flat) bool {
+	want := c.b.opts.AuthToken
+	if want == "" {
+		return true
+	}
+	method := f.str(5)
+	if method == "token" && subtle.ConstantTimeCompare(f.bs[3], []byte(want)) == 1 {
+		return true
+	}
+	c.b.mu.Lock()
+	c.b.stats.AuthenticationFailures++
+	c.b.mu.Unlock()
+	c.b.log.Warn("pulsartest: authentication failed, closing connection", "conn", c.id,
+		"auth_method", method, "credentials", len(f.bs[3]) > 0)
+	// Nothing is queued before CONNECT: the frame goes out alone, ahead
+	// of the close.
+	var o []byte
+	o, fs, bs := beginFrame(o, cmdError)
+	o = appendVarintField(o, 1, math.MaxUint64)
+	o = appendVarintField(o, 2, uint64(AuthenticationError))
+	o = appendStringField(o, 3, "Failed to authenticate")
+	o = endFrame(o, cmdError, fs, bs, nil)
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.b.opts.WriteTimeout))
+	if _, err := c.nc.Write(o); err != nil {
+		c.logWriteErr(err)
+	}
+	return false
 }
 
 func (c *conn) handlePartitionedMeta(body []byte) bool {
