@@ -161,8 +161,10 @@ func (c *Client) Close() {
 }
 
 // lastFailure is the latest warning or error the client logged with an
-// error attached (a refused connection, a handshake that timed out): the
-// cause a failed operation's own error ("connection error") leaves out.
+// error attached (a refused connection, a handshake that timed out), or
+// saying that a broker refused its handshake (refusedHandshake: a failed
+// authentication): the cause a failed operation's own error ("connection
+// error") leaves out.
 type lastFailure struct {
 	mu  sync.Mutex
 	at  time.Time
@@ -431,9 +433,9 @@ func (c *Client) ServiceURL() string {
 // Unreached returns err, the error of a call to the client begun at
 // began, wrapping sentinel and naming the broker (the service URL without
 // its user information) and the latest connection failure the client
-// logged since began (a refused connection, a handshake that timed out;
-// its credentials redacted), when it logged one; otherwise, and for a nil
-// Client or a nil err, err as it is. The backends that declare topics
+// logged since began (a refused connection, a handshake that timed out,
+// credentials the broker refused; its credentials redacted), when it
+// logged one; otherwise, and for a nil Client or a nil err, err as it is. The backends that declare topics
 // through a client made by NewClient report with it a broker they could
 // not reach.
 func (c *Client) Unreached(sentinel, err error, began time.Time) error {
@@ -664,6 +666,13 @@ var repeatedFailures = []string{
 	"Failed to reconnect to broker, will retry later.",
 }
 
+// refusedHandshake begins the warning pulsar-client-go logs, with no error
+// attached, when a broker answers its CONNECT with an error rather than
+// CONNECTED; the broker's message follows in quotes ("Failed to
+// authenticate" for credentials it refused). The connection is closed and
+// the operation that needed it fails with "connection error" only.
+const refusedHandshake = "Failed to establish connection with broker: "
+
 // failureEnds are the messages of pulsar-client-go's Info lines that end
 // the runs of failures of their broker address, consumer or producer.
 var failureEnds = []string{
@@ -757,8 +766,13 @@ func (r *redactingHandler) Handle(ctx context.Context, rec slog.Record) error {
 	if level >= slog.LevelWarn && lostNothing(msg, errText) {
 		level = slog.LevelDebug
 	}
-	if r.last != nil && level >= slog.LevelWarn && errText != "" {
-		r.last.set(msg + ": " + errText)
+	if r.last != nil && level >= slog.LevelWarn {
+		switch {
+		case errText != "":
+			r.last.set(msg + ": " + errText)
+		case strings.HasPrefix(msg, refusedHandshake):
+			r.last.set(msg)
+		}
 	}
 	if r.last != nil && msg == failedReconnect {
 		r.last.reconnectFailed(r.of.sub)
