@@ -47,8 +47,9 @@ var ErrLetterTooLarge = errors.New("kafkatopology: letter too large to hold and 
 // good. Nothing was produced. It is also the error of a Publish, Hold,
 // Requeue or DeadLetter whose record is larger than the producer takes
 // (Reserve 0: a record another producer wrote to the main topic, which
-// no reserve kept small enough), or than the broker takes (Limit 0: the
-// topic's max.message.bytes). It wraps [ErrLetterTooLarge] and
+// no reserve kept small enough), or than the broker takes (Broker: the
+// topic's max.message.bytes), and the failure of a release that the
+// broker refuses so (see [Stall]). It wraps [ErrLetterTooLarge] and
 // sarama.ErrMessageSizeTooLarge.
 type LetterTooLargeError struct {
 	// Topic is the Kafka topic the letter was produced to.
@@ -62,17 +63,28 @@ type LetterTooLargeError struct {
 	// Mapping): Publish takes a letter of at most Limit-Reserve bytes.
 	// It is 0 for a record refused as it is.
 	Reserve int
-	// Limit is the producer's Producer.MaxMessageBytes, or 0 when the
-	// broker refused the record (MESSAGE_TOO_LARGE).
+	// Limit is the producer's Producer.MaxMessageBytes or, when Broker,
+	// the topic's max.message.bytes as the cluster described it at the
+	// refusal (kept a minute per topic); 0 when it is unknown: it could not
+	// be read, or it does not explain the refusal (a record batch holding
+	// the record alone would be within it: the setting changed since it
+	// was read, or the record was refused with others sent in the same
+	// batch).
 	Limit int
+	// Broker reports that the broker refused the record
+	// (MESSAGE_TOO_LARGE), not the producer.
+	Broker bool
 }
 
 // Error names the topic, the record's size, the reserve and the limit.
 func (e *LetterTooLargeError) Error() string {
 	switch {
 	case e.Limit == 0:
-		return fmt.Sprintf("kafkatopology: letter of %d bytes refused by topic %q: the broker refused it as larger than the topic's max.message.bytes",
+		return fmt.Sprintf("kafkatopology: letter of %d bytes refused by topic %q: the broker refused it as larger than the topic's max.message.bytes, whose value is unknown",
 			e.Size, e.Topic)
+	case e.Broker:
+		return fmt.Sprintf("kafkatopology: letter of %d bytes refused by topic %q: the broker takes at most %d bytes (the topic's max.message.bytes)",
+			e.Size, e.Topic, e.Limit)
 	case e.Reserve == 0:
 		return fmt.Sprintf("kafkatopology: letter of %d bytes refused by topic %q: larger than Producer.MaxMessageBytes %d",
 			e.Size, e.Topic, e.Limit)
@@ -105,6 +117,9 @@ type Backend[T any] struct {
 	// holdEnds are the ends of the hold partitions the backend held
 	// letters in (Stats.Holds).
 	holdEnds holdEnds
+	// limits are the max.message.bytes of the topics whose broker refused
+	// a record as too large (see topicLimit).
+	limits topicLimits
 
 	// conns are the connections of every client of the backend, its
 	// readers' and releasers' included (theirs dial through it): cut when
@@ -518,7 +533,10 @@ func (b *Backend[T]) offsets(ctx context.Context, kname string, parts []int32, a
 	})
 }
 
-// send produces msg and waits for the broker's acknowledgement.
+// send produces msg and waits for the broker's acknowledgement. A record
+// the producer or the broker refuses as too large is a
+// *LetterTooLargeError; the broker's limit is not in it yet (see
+// withTopicLimit).
 func (b *Backend[T]) send(msg *sarama.ProducerMessage) error {
 	b.prodMu.RLock()
 	defer b.prodMu.RUnlock()
@@ -527,7 +545,11 @@ func (b *Backend[T]) send(msg *sarama.ProducerMessage) error {
 	}
 	if _, _, err := b.prod.SendMessage(msg); err != nil {
 		if errors.Is(err, sarama.ErrMessageSizeTooLarge) {
-			return b.refused(&LetterTooLargeError{Topic: msg.Topic, Size: msg.ByteSize(2)})
+			tl := &LetterTooLargeError{Topic: msg.Topic, Size: msg.ByteSize(2), Broker: true}
+			if limit := b.cfg.Producer.MaxMessageBytes; tl.Size > limit {
+				tl.Limit, tl.Broker = limit, false // refused by the producer
+			}
+			return b.refused(tl)
 		}
 		return b.refused(fmt.Errorf("kafkatopology: producing to topic %q: %w", msg.Topic, b.red.Err(err)))
 	}

@@ -89,29 +89,69 @@ func TestALetterTooLargeForItsHoldAndDLQIsKeptNamingTheQueueTheSizeAndTheLimit(t
 	}
 }
 
-// Guarantee: a letter the main topic took but its DLQ's broker refuses as
-// larger than its max.message.bytes (the producer's Producer.MaxMessageBytes
-// being larger) fails its dead-lettering with a *LetterTooLargeError naming
-// the DLQ and the record's size, and its record is kept from being
-// committed, not lost.
-func TestALetterTheBrokerRefusesForItsDLQIsKeptNamingTheQueueAndTheSize(t *testing.T) {
-	const limit = 16 << 10
-	c := testbroker.Kafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(limit)}))
+// limitTopic sets kname's max.message.bytes to limit through b's admin.
+func limitTopic(t *testing.T, b *Backend[msg], kname string, limit int) {
+	t.Helper()
+	v := strconv.Itoa(limit)
+	if err := b.admin.AlterConfig(sarama.TopicResource, kname, map[string]*string{"max.message.bytes": &v}, false); err != nil {
+		t.Fatalf("setting the max.message.bytes of topic %q: %v", kname, err)
+	}
+}
+
+// refusedByDLQ declares a topology with a DLQ whose max.message.bytes is
+// limit on c, receives a letter of about limit-200 bytes published to its
+// main topic and returns the error of its dead-lettering with a Death
+// that takes it over the limit, after checking that its record is kept
+// from being committed.
+func refusedByDLQ(t *testing.T, c *kfake.Cluster, limit int, beforeDeadLetter func()) (*queues[msg], error) {
+	t.Helper()
 	b := newBackend(t, c.ListenAddrs())
 	q := declare(t, b, topology.New("broker-oversize").DLQ())
 	qs := q.(*queues[msg])
+	limitTopic(t, b, qs.dlq, limit)
 	r := subscribe(t, q)
 
 	big := letterOfSize(t, limit-200)
 	if err := q.Publish(t.Context(), big); err != nil {
-		t.Fatalf("Publish of a %d-byte letter under a broker limit of %d = %v", limit-200, limit, err)
+		t.Fatalf("Publish of a %d-byte letter = %v", limit-200, err)
 	}
 	l := receiveOne(t, r)
 	now := time.Now()
 	l.Death = &topology.Death{Reason: topology.ReasonRejected, Error: strings.Repeat("e", 400), Topic: "broker-oversize",
 		Group: "broker-oversize", FirstFailure: now, LastFailure: now}
-	expectTooLarge(t, "DeadLetter", q.DeadLetter(t.Context(), l), qs.dlq, limit-200, 0)
+	beforeDeadLetter()
+	err := q.DeadLetter(t.Context(), l)
 	if err := r.Settle(t.Context(), &l); !errors.Is(err, ErrNotCommitted) {
 		t.Fatalf("Settle of the letter whose dead-lettering failed = %v, want ErrNotCommitted", err)
+	}
+	return qs, err
+}
+
+// Guarantee: a letter the main topic took but its DLQ's broker refuses as
+// larger than the DLQ's max.message.bytes (the producer's
+// Producer.MaxMessageBytes being larger) fails its dead-lettering with a
+// *LetterTooLargeError naming the DLQ, the record's size and the DLQ's
+// max.message.bytes, read from the cluster at the refusal, and its record
+// is kept from being committed, not lost.
+func TestALetterTheBrokerRefusesForItsDLQIsKeptNamingTheQueueTheSizeAndTheLimit(t *testing.T) {
+	const limit = 16 << 10
+	qs, err := refusedByDLQ(t, testbroker.Kafka(t), limit, func() {})
+	expectTooLarge(t, "DeadLetter", err, qs.dlq, limit-200, limit)
+	if tl := (*LetterTooLargeError)(nil); !errors.As(err, &tl) || !tl.Broker || !strings.Contains(err.Error(), "max.message.bytes") {
+		t.Fatalf("DeadLetter = %v, want a refusal by the broker naming max.message.bytes", err)
+	}
+}
+
+// Guarantee: when the broker refuses a dead-lettering as too large and
+// the DLQ's max.message.bytes cannot be read (the cluster refuses to
+// describe it), the *LetterTooLargeError has Limit 0 and says that the
+// limit is unknown.
+func TestABrokerRefusalWhoseLimitCannotBeReadSaysTheLimitIsUnknown(t *testing.T) {
+	const limit = 16 << 10
+	c := testbroker.Kafka(t)
+	qs, err := refusedByDLQ(t, c, limit, func() { testbroker.RefuseDescribeConfigs(c) })
+	expectTooLarge(t, "DeadLetter", err, qs.dlq, limit-200, 0)
+	if tl := (*LetterTooLargeError)(nil); !errors.As(err, &tl) || !tl.Broker || !strings.Contains(err.Error(), "max.message.bytes, whose value is unknown") {
+		t.Fatalf("DeadLetter = %v, want a refusal by the broker saying the topic's max.message.bytes is unknown", err)
 	}
 }

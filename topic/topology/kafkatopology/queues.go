@@ -75,7 +75,9 @@ func (q *queues[T]) record(ctx context.Context, kname string, l *topology.Letter
 // again. The last produce decides: one that succeeds after a failed one (a sequenced
 // source hands such a letter off again itself) lets it be committed. A
 // record larger than the producer takes less reserve, or than the broker
-// takes, is refused with a *LetterTooLargeError.
+// takes, is refused with a *LetterTooLargeError; after the broker's
+// refusal, ctx and Options.AdminTimeout also bound reading the topic's
+// max.message.bytes for its Limit.
 func (q *queues[T]) produce(ctx context.Context, kname string, l *topology.Letter[T], reserve int, extra ...sarama.RecordHeader) error {
 	_, err := q.produced(ctx, kname, l, reserve, extra...)
 	return err
@@ -88,7 +90,7 @@ func (q *queues[T]) produced(ctx context.Context, kname string, l *topology.Lett
 	var msg *sarama.ProducerMessage
 	if !q.b.stopped.Load() { // once stopped, the client may be closed: not asked
 		if msg, err = q.record(ctx, kname, l, reserve, extra...); err == nil {
-			err = q.b.send(msg)
+			err = q.b.withTopicLimit(ctx, q.b.send(msg))
 		}
 	}
 	if rc, ok := l.Receipt.(*receipt); ok {
