@@ -3,6 +3,7 @@ package kafkatopology
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -212,5 +213,55 @@ func TestReleaserCountsTheHoldRecordsItSkips(t *testing.T) {
 	}
 	if logs.Count(logburst.HeldFirstKey+"=1", logburst.HeldLastKey+"=199") != 1 {
 		t.Fatalf("no line says where the records held back are (offsets 1 to 199):\n%s", strings.Join(logs.All(), ""))
+	}
+}
+
+// Guarantee: a held letter larger than its main topic's max.message.bytes
+// (the hold topic taking more) stalls its hold partition at its offset,
+// not skipped nor dead-lettered: the stall's Err in Stats wraps
+// ErrReleaseStalled and a *LetterTooLargeError naming the main topic, the
+// record's size and the topic's max.message.bytes, and its one WARN line
+// says the letter is larger than its main topic takes, with that error.
+// Once the topic's max.message.bytes is raised the letter is released and
+// the stall ends.
+func TestAHeldLetterTooLargeForItsMainTopicStallsItsHoldPartitionNamingTheSizeAndTheLimit(t *testing.T) {
+	const limit = 16 << 10
+	logs := &lockedBuffer{}
+	b := newLoggedBackend(t, testbroker.Kafka(t).ListenAddrs(), logs)
+	q := declare(t, b, topology.New("orders").Hold(time.Second)).(*queues[msg])
+	hold := q.holds[0].name
+	limitTopic(t, b, q.main, limit)
+	big := letterOfSize(t, limit+500)
+	if err := q.produce(t.Context(), hold, &big, 0, q.holdHeaders(time.Now())...); err != nil {
+		t.Fatalf("holding a %d-byte letter = %v", limit+500, err)
+	}
+
+	wait.For(t, "the hold partition reported stalled", func() bool {
+		st := b.Stats()
+		return len(st.Stalled) == 1 && st.Stalled[0].Failures >= 3
+	}, func() string { return fmt.Sprintf("Stats() = %+v; log:\n%s", b.Stats(), logs.String()) })
+	s := b.Stats().Stalled[0]
+	var tl *LetterTooLargeError
+	if s.Topic != hold || s.Partition != 0 || s.Offset != 0 || !errors.Is(s.Err, ErrReleaseStalled) ||
+		!errors.As(s.Err, &tl) || tl.Topic != q.main || !tl.Broker || tl.Limit != limit || tl.Size <= limit {
+		t.Fatalf("Stats().Stalled[0] = %+v, want topic %q partition 0 offset 0 wrapping ErrReleaseStalled and a *LetterTooLargeError on %q, limit %d",
+			s, hold, q.main, limit)
+	}
+	text := logs.String()
+	if n := strings.Count(text, "level=WARN"); n != 1 {
+		t.Fatalf("%d WARN lines after %d failed releases, want 1:\n%s", n, s.Failures, text)
+	}
+	if !strings.Contains(text, "larger than its main topic takes") || !strings.Contains(text, strconv.Itoa(tl.Size)+" bytes") ||
+		!strings.Contains(text, "at most "+strconv.Itoa(limit)) {
+		t.Fatalf("the stall's WARN line does not say the letter of %d bytes is larger than its main topic takes (%d):\n%s", tl.Size, limit, text)
+	}
+
+	limitTopic(t, b, q.main, 1<<20)
+	wait.For(t, "the stall to end once the letter is released", func() bool {
+		return len(b.Stats().Stalled) == 0 && strings.Contains(logs.String(), "hold partition released again")
+	}, func() string { return fmt.Sprintf("Stats() = %+v; log:\n%s", b.Stats(), logs.String()) })
+	offs, err := b.offsets(t.Context(), q.main, []int32{0}, sarama.OffsetNewest)
+	if err != nil || offs[0] != 1 {
+		t.Fatalf("topic %q ends at %v (%v), want the released letter at offset 0", q.main, offs, err)
 	}
 }

@@ -278,8 +278,9 @@ func (r *releaser[T]) held(ctx context.Context, rec *sarama.ConsumerMessage) hel
 // partition), and marks each record for commit once it and every record
 // before it are released or skipped. A record whose produce failed stops
 // the marking there: it is released again on its own, retried as
-// releaseRecord does (the first with its backoff, the others of the batch
-// at once), and the marking goes on behind it; the records after it that
+// releaseRecord does (the first with its backoff, unless the batch was
+// refused as too large, the others of the batch at once), and the marking
+// goes on behind it; the records after it that
 // the broker acknowledged are not produced again, so it reaches its main
 // topic after them. false when the
 // claim ended or the backend stopped first (the records from the first one
@@ -303,8 +304,11 @@ func (r *releaser[T]) release(ctx context.Context, sess sarama.ConsumerGroupSess
 			if err == nil {
 				err = failed[msgs[i]]
 			}
-			if retried {
-				err = nil // once one went, the others are tried at once
+			if retried || errors.Is(err, sarama.ErrMessageSizeTooLarge) {
+				// Once one went, the others are tried at once; so is a
+				// record of a batch refused as too large, which may fit
+				// alone.
+				err = nil
 			}
 			if !r.releaseRecord(ctx, h.rec, h.m, msgs[i], err) {
 				return false
@@ -412,7 +416,9 @@ func (b *Backend[T]) sendAll(msgs []*sarama.ProducerMessage) map[*sarama.Produce
 // false when the claim ended or the backend stopped first (the record then
 // stays uncommitted). While it fails, the record's partition is stalled
 // (see Stall): logged when it begins and at growing intervals, not per
-// retry.
+// retry. A record the main topic refuses as too large stalls it so too,
+// its error a *LetterTooLargeError naming the topic's max.message.bytes:
+// it is released once the topic takes it.
 func (r *releaser[T]) releaseRecord(ctx context.Context, rec *sarama.ConsumerMessage, m meta, msg *sarama.ProducerMessage, err error) bool {
 	if msg == nil {
 		msg = r.message(rec, m)
@@ -420,7 +426,7 @@ func (r *releaser[T]) releaseRecord(ctx context.Context, rec *sarama.ConsumerMes
 	backoff := 100 * time.Millisecond
 	for {
 		if err == nil {
-			err = r.b.send(msg)
+			err = r.b.withTopicLimit(ctx, r.b.send(msg))
 		}
 		if err == nil {
 			r.stalls.clear(stallRelease, rec.Partition)

@@ -174,7 +174,9 @@ type Stall struct {
 	Since time.Time
 	// Failures is the count of failed attempts since the stall began.
 	Failures int
-	// Err is the last failure; it wraps ErrReleaseStalled and the cause.
+	// Err is the last failure; it wraps ErrReleaseStalled and the cause
+	// (a *LetterTooLargeError naming the main topic's max.message.bytes
+	// for a held letter larger than that topic takes).
 	Err error
 }
 
@@ -331,6 +333,9 @@ func (s *stalls) fail(kind stallKind, part int32, at int64, err error) {
 	if kind == stallFetch {
 		level = slog.LevelError
 	}
+	if kind == stallRelease && errors.Is(err, ErrLetterTooLarge) {
+		msg = msgReleaseTooLarge
+	}
 	attrs := []slog.Attr{slog.String("topic", line.Topic), slog.Int("partition", int(line.Partition)),
 		slog.Int64("offset", line.Offset), slog.Any("error", err)}
 	if !begins {
@@ -339,6 +344,10 @@ func (s *stalls) fail(kind stallKind, part int32, at int64, err error) {
 	}
 	s.log.LogAttrs(context.Background(), level, msg, attrs...)
 }
+
+// msgReleaseTooLarge is the message of a stall whose held letter its main
+// topic refuses as too large.
+const msgReleaseTooLarge = "kafkatopology: a held letter is larger than its main topic takes; it waits in its hold partition, retried, until the topic's max.message.bytes is raised"
 
 func stallMessage(kind stallKind) string {
 	switch kind {
