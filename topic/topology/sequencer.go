@@ -88,6 +88,8 @@ type sequencer[T any] struct {
 	// waitingKeys counts the keys with letters waiting, outKeys those
 	// of them whose message is out in the backend (keyState.out).
 	waitingKeys, outKeys int
+	// poisoned counts the keys in keys that are poisoned.
+	poisoned int
 	// drainedAll is set by drain: putBack then refuses.
 	drainedAll bool
 	wakers     map[*waker]struct{}
@@ -319,6 +321,9 @@ func (q *sequencer[T]) poison(key, cause string) []pendingLetter[T] {
 		ks = q.newKey(0)
 		q.keys[key] = ks
 	}
+	if !ks.poisoned {
+		q.poisoned++
+	}
 	ks.poisoned, ks.draining, ks.cause = true, true, cause
 	out := q.takeWaiting(ks)
 	if len(out) > 0 {
@@ -432,6 +437,13 @@ func (q *sequencer[T]) heldBack() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.held + len(q.ready)
+}
+
+// poisonedKeys returns the number of keys remembered as poisoned.
+func (q *sequencer[T]) poisonedKeys() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.poisoned
 }
 
 // giveBack removes and returns the letters r handed out that wait behind

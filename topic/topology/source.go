@@ -223,6 +223,12 @@ type Stats struct {
 	// for an earlier message of their key (or, released, for a permit):
 	// within SourceOptions.MaxHeldBack, see there.
 	HeldBack int
+	// PoisonedKeys is the number of keys a sequenced FailAll source
+	// remembers as poisoned: one per key, however many of its letters
+	// were dead-lettered (Poisoned counts those). The source remembers
+	// each for its lifetime, so it never goes down while the source
+	// lives; a new source (a restarted consumer) starts with none.
+	PoisonedKeys int
 	// Refused is the number of letters a full queue refused (ErrFull)
 	// that the source keeps, to hand them off again once there is room;
 	// it takes no new letters while it is not 0 (see Source).
@@ -497,6 +503,7 @@ func (s *Source[T]) Stats() Stats {
 	}
 	if s.seq != nil {
 		st.HeldBack = s.seq.heldBack()
+		st.PoisonedKeys = s.seq.poisonedKeys()
 	}
 	st.DeadLetteredBy = DeadReasons{
 		Rejected: s.deadBy[deadRejected].Load(), MaxRetries: s.deadBy[deadMaxRetries].Load(),
