@@ -143,7 +143,7 @@ func TestDashboardDrawsTopicLinks(t *testing.T) {
 	kafkaTopologyLag.st.Store(&kafkatopology.Stats{Stalled: []kafkatopology.Stall{stall}, Partitions: []kafkatopology.PartitionStats{
 		{Topic: "orders", Partition: 1, Group: "orders:settlement", Committed: 40, Next: 70, HighWater: 100, Lag: 60, FetchLag: 30}},
 		Holds: []kafkatopology.HoldStats{{Topic: "orders-hold-5s", Partition: 3, Committed: 12, Next: 13, HighWater: 20, Waiting: 8}}})
-	if err := errors.Join(obs.AddTopology("settlement", fixedTopology(topology.Stats{Received: 34, Acked: 25, DeadLettered: 5, DeadLetterFailed: 4, SettleFailed: 3, Undecodable: 2, BroadcastResubscribes: 7})),
+	if err := errors.Join(obs.AddTopology("settlement", fixedTopology(topology.Stats{Received: 34, Acked: 25, DeadLettered: 5, DeadLetterFailed: 4, PoisonedKeys: 6, SettleFailed: 3, Undecodable: 2, BroadcastResubscribes: 7})),
 		obs.AddKafkaTopology("settlement-kafka", kafkaTopologyLag)); err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestDashboardDrawsTopicLinks(t *testing.T) {
 	if !strings.HasPrefix(pulsarRow, "billing 1 ") || !strings.Contains(pulsarRow, " 42 ") || !strings.HasSuffix(pulsarRow, " 8 3") {
 		t.Errorf("Pulsar table row %q, want the billing source with 1 consumer, 42 received, and 8 failed reconnections and 3 abandoned subscribes last", pulsarRow)
 	}
-	for id, want := range map[string]string{"topologies": "settlement 34 25 0 0 0 5 0 4 0 0 0 0 3 2 7", "stalls": "settlement-kafka orders-hold-5s 2 17 360",
+	for id, want := range map[string]string{"topologies": "settlement 34 25 0 0 0 5 0 4 0 6 0 0 0 3 2 7", "stalls": "settlement-kafka orders-hold-5s 2 17 360",
 		"topologyLag":   "settlement-kafka orders:settlement orders 1 40 100 60 30",
 		"topologyHolds": "settlement-kafka orders-hold-5s 3 12 20 8"} {
 		row, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll("#`+id+` td")].map(td => td.textContent).join(" ")`))

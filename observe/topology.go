@@ -50,6 +50,7 @@ var (
 	topologyDiscarded    = desc("topology_messages_discarded_total", "Messages dropped with a warning: rejected without a dead-letter queue, or a broadcast retry.", lTopology)
 	topologyPoisoned     = desc("topology_messages_poisoned_total", "Messages of a sequenced topology dead-lettered because their key was poisoned: the one that failed under FailAll and the later ones of its key.", lTopology)
 	topologyHeldBack     = desc("topology_held_back_messages", "Messages of a sequenced topology waiting for an earlier message of their key.", lTopology)
+	topologyPoisonedKeys = desc("topology_poisoned_keys", "Keys a sequenced FailAll source remembers as poisoned, each a map entry held until the consumer restarts.", lTopology)
 	topologyRefused      = desc("topology_refused_letters", "Letters a full queue refused that the source keeps to hand off again; it takes no new letters while this is above 0.", lTopology)
 	topologySubs         = desc("topology_subscriptions", "Readers the source holds open.", lTopology)
 	topologySettleFailed = desc("topology_settle_failures_total", "Letters whose settling the backend refused, such as a Kafka topology's letters whose partition a rebalance took away first: the group delivers them again.", lTopology)
@@ -73,13 +74,14 @@ var (
 )
 
 var topologyDescs = []*prometheus.Desc{topologyReceived, topologyAcked, topologyRetried, topologyDeferred, topologyRequeued,
-	topologyDeadLettered, topologyDiscarded, topologyPoisoned, topologyHeldBack, topologyRefused, topologySubs, topologySettleFailed, topologyHandOffFailed, topologyDeadLetterFailed,
+	topologyDeadLettered, topologyDiscarded, topologyPoisoned, topologyHeldBack, topologyPoisonedKeys, topologyRefused, topologySubs, topologySettleFailed, topologyHandOffFailed, topologyDeadLetterFailed,
 	topologyUndecodable, topologyResubscribes, releaseStalls, releaseStalled, releaseFailures, holdsSkipped, topologyLag, topologyFetchLag, holdWaiting}
 
 // AddTopology adds a topology's source under name: its outcomes (acks,
-// retries, deferrals, requeues, dead letters, discards, poisoned keys),
-// the letters it holds back or keeps for room, those its readers skipped
-// because they do not decode, and its readers become metrics labelled
+// retries, deferrals, requeues, dead letters, discards, letters of
+// poisoned keys), the letters it holds back or keeps for room, the keys
+// it remembers as poisoned, the letters its readers skipped because they
+// do not decode, and its readers become metrics labelled
 // topology=name. Name each source of a topology apart:
 // its topology's name for the source that feeds the pipeline, another
 // ("orders-dlq") for the dead source that reads its DLQ. The source's
@@ -145,6 +147,7 @@ func collectTopology(ch chan<- prometheus.Metric, name string, st topology.Stats
 	counter(ch, topologyDiscarded, float64(st.Discarded), name)
 	counter(ch, topologyPoisoned, float64(st.Poisoned), name)
 	gauge(ch, topologyHeldBack, float64(st.HeldBack), name)
+	gauge(ch, topologyPoisonedKeys, float64(st.PoisonedKeys), name)
 	gauge(ch, topologyRefused, float64(st.Refused), name)
 	gauge(ch, topologySubs, float64(st.Subscriptions), name)
 	counter(ch, topologySettleFailed, float64(st.SettleFailed), name)
