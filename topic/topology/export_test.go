@@ -67,3 +67,13 @@ const BroadcastCloseFailedLog = broadcastCloseFailedLog
 // GiveBackFailedLog is the message a source logs when the backend fails
 // to take back the letters held back from a failed run's reader.
 const GiveBackFailedLog = giveBackFailedLog
+
+// PoisonedKeyText returns what a sequenced source keeps for poisoned key:
+// the death error of its later messages ("" for a key it does not
+// remember, or a source that is not sequenced).
+func PoisonedKeyText[T any](s *Source[T], key string) string {
+	if s.seq == nil {
+		return ""
+	}
+	return s.seq.follow(key)
+}

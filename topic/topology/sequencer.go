@@ -25,9 +25,11 @@ const (
 // keyState is one key with a message in flight (or held for a retry).
 type keyState[T any] struct {
 	poisoned bool
-	// cause is, once poisoned, the error of the message that poisoned
-	// the key: the later messages' dead letters give it.
-	cause string
+	// follow is, once poisoned, the death error of the key's later
+	// messages (poisonedBy the error of the message that poisoned it,
+	// bounded by BoundDeathError): what the key keeps is at most
+	// MaxDeathErrorBytes, whatever the failure's size.
+	follow string
 	// draining is set while the messages held back when the key was
 	// poisoned are being dead-lettered: later arrivals join them, so
 	// that they reach the DLQ in order.
@@ -113,7 +115,7 @@ func (q *sequencer[T]) forget(key string, ks *keyState[T]) {
 	delete(q.keys, key)
 	if len(q.free) < 1024 {
 		ks.waiting = ks.waiting[:0]
-		ks.cause = ""
+		ks.follow = ""
 		ks.out, ks.moved = false, false
 		q.free = append(q.free, ks)
 	}
@@ -309,11 +311,12 @@ func (q *sequencer[T]) putBack(p pendingLetter[T]) bool {
 	return true
 }
 
-// poison marks key poisoned by a message that failed with cause, and
+// poison marks key poisoned, follow the death error of its later
+// messages (see keyState.follow), and
 // returns the messages of it held back. The key is draining until drained
 // returns nil: messages of it that arrive meanwhile are held back too, for
 // the caller to dead-letter after these.
-func (q *sequencer[T]) poison(key, cause string) []pendingLetter[T] {
+func (q *sequencer[T]) poison(key, follow string) []pendingLetter[T] {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	ks := q.keys[key]
@@ -324,7 +327,7 @@ func (q *sequencer[T]) poison(key, cause string) []pendingLetter[T] {
 	if !ks.poisoned {
 		q.poisoned++
 	}
-	ks.poisoned, ks.draining, ks.cause = true, true, cause
+	ks.poisoned, ks.draining, ks.follow = true, true, follow
 	out := q.takeWaiting(ks)
 	if len(out) > 0 {
 		q.wakeLocked() // room for the run
@@ -614,12 +617,13 @@ func (s shardSet) union(o shardSet) shardSet {
 	return s
 }
 
-// cause returns the error of the message that poisoned key.
-func (q *sequencer[T]) cause(key string) string {
+// follow returns the death error of the later messages of poisoned key
+// (see keyState.follow).
+func (q *sequencer[T]) follow(key string) string {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if ks := q.keys[key]; ks != nil {
-		return ks.cause
+		return ks.follow
 	}
 	return ""
 }

@@ -859,7 +859,7 @@ func (s *Source[T]) admit(ctx context.Context, out, back []pendingLetter[T], l L
 	case admitGiveBack:
 		back = append(back, pendingLetter[T]{l: l, r: r})
 	case admitPoisoned:
-		s.poisonLetter(ctx, &pendingLetter[T]{l: l, r: r}, poisonedBy(l.Key, s.seq.cause(l.Key)))
+		s.poisonLetter(ctx, &pendingLetter[T]{l: l, r: r}, s.seq.follow(l.Key))
 	}
 	return out, back
 }
@@ -1112,10 +1112,11 @@ func (s *Source[T]) kill(ctx context.Context, p *pendingLetter[T], reason Reason
 		// The key's held-back messages are dead-lettered in order, and so
 		// are those that arrive meanwhile, before any later one is
 		// dead-lettered on arrival: the DLQ keeps the key's order.
-		ws := s.seq.poison(p.l.Key, text)
+		follow := BoundDeathError(poisonedBy(p.l.Key, text))
+		ws := s.seq.poison(p.l.Key, follow)
 		for {
 			for i := range ws {
-				s.poisonLetter(ctx, &ws[i], poisonedBy(p.l.Key, text))
+				s.poisonLetter(ctx, &ws[i], follow)
 			}
 			if ws = s.seq.drained(p.l.Key); len(ws) == 0 {
 				break
