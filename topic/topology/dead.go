@@ -130,8 +130,8 @@ func (rep *ReplayReport[T]) replayed(l *Letter[T], max int) {
 // chunk and the letters the report lists, not the DLQ, whatever it keeps,
 // and it settles the letters in the order it read them, so that a
 // durable backend commits every letter it handled (a Replay that dies
-// midway leaves to the DLQ's next reader the letters it had not
-// handled); neither the letters it puts back nor those that reach the
+// midway leaves to the DLQ's next reader the letters it had not handled
+// and those it settled since the backend's last commit); neither the letters it puts back nor those that reach the
 // DLQ while it runs (a replayed letter that fails again among them) are
 // read. With another reader it reads the DLQ to its end before it
 // handles a letter, holding all of it. The report lists at most
