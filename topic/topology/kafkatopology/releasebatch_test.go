@@ -211,3 +211,86 @@ func TestALetterFetchedBehindDueOnesWaitsForItsOwnDueTime(t *testing.T) {
 		t.Errorf("hold partition committed at %d, want 2: the letter at offset 2 is not due", h.Committed)
 	}
 }
+
+// Guarantee: the due letters of a hold partition that the releaser fetched
+// together go back to their main topic together, in a few produce
+// requests, not one request per letter.
+func TestDueLettersFetchedTogetherAreReleasedInFewProduceRequests(t *testing.T) {
+	const n = 200
+	c := testbroker.Kafka(t)
+	be := newBackend(t, c.ListenAddrs())
+	q := declare(t, be, topology.New("fewreqs").Hold(time.Second)).(*queues[msg])
+	var requests atomic.Int64
+	c.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		for _, tp := range kr.(*kmsg.ProduceRequest).Topics {
+			if tp.Topic == q.main {
+				requests.Add(1)
+				break
+			}
+		}
+		return nil, nil, false
+	})
+	holdDue(t, be, q, n)
+	wait.For(t, "every letter released", func() bool {
+		h, ok := holdOf(be, q.holds[0].name, 0)
+		return ok && h.Committed == n
+	}, holdsState(be))
+	if got := requests.Load(); got > n/10 {
+		t.Fatalf("%d due letters released in %d produce requests, want at most %d", n, got, n/10)
+	}
+}
+
+// Guarantee: a hold partition stalled by a letter that could not be
+// released when its claim ended (the group rebalanced) is no longer
+// reported stalled once the partition's next claim releases its letters,
+// all acknowledged together.
+func TestAReleaseStallEndsOnceALaterBatchIsReleasedWhole(t *testing.T) {
+	const n = 3
+	c := testbroker.Kafka(t)
+	be := newBackend(t, c.ListenAddrs(), func(o *Options[msg]) { o.Config.Metadata.RefreshFrequency = 100 * time.Millisecond })
+	q := declare(t, be, topology.New("stallends").Hold(time.Second)).(*queues[msg])
+	hold := q.holds[0].name
+	// Every produce to the main topic is refused until the releaser
+	// joins its group again, its claim on the stalled partition ended.
+	var failing, rejoining atomic.Bool
+	failing.Store(true)
+	c.ControlKey(int16(kmsg.JoinGroup), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if kr.(*kmsg.JoinGroupRequest).Group == hold+":release" && rejoining.Load() {
+			failing.Store(false)
+		}
+		return nil, nil, false
+	})
+	c.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kr.(*kmsg.ProduceRequest)
+		for _, tp := range req.Topics {
+			if tp.Topic == q.main && failing.Load() {
+				return testbroker.Refusal(req, kerr.NotEnoughReplicas.Code), nil, true
+			}
+		}
+		return nil, nil, false
+	})
+	holdDue(t, be, q, n)
+	wait.For(t, "the release stalled", func() bool {
+		st := be.Stats().Stalled
+		return len(st) == 1 && st[0].Failures >= 2
+	}, holdsState(be), func() string { return fmt.Sprintf("Stalled = %+v", be.Stats().Stalled) })
+	// A partition added to the hold topic makes the releaser's group
+	// rebalance: its claim on partition 0 ends while the letter fails,
+	// and the next session claims it again.
+	rejoining.Store(true)
+	if err := testbroker.Admin(t, c.ListenAddrs()).CreatePartitions(hold, 2, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, "every letter released", func() bool {
+		h, ok := holdOf(be, hold, 0)
+		return ok && h.Committed == n
+	}, holdsState(be))
+	if failing.Load() {
+		t.Fatal("the letters were released before the releaser joined its group again")
+	}
+	wait.Within(t, 2*time.Second, "the stall to end", func() bool { return len(be.Stats().Stalled) == 0 },
+		func() string { return fmt.Sprintf("Stalled = %+v", be.Stats().Stalled) })
+}
