@@ -117,3 +117,40 @@ func TestPinEndWhoseMarkerTheBrokerWithholdsIsBoundedByTheOperationTimeout(t *te
 			o.OperationTimeout+testbroker.HungGrace, <-pinned)
 	}
 }
+
+// Guarantee: a PinEnd that fails (its context had ended, so its marker
+// was not sent) leaves the reader unpinned: a later TryReceive that
+// catches up with the DLQ does not make that its end, and the reader
+// still delivers a letter dead-lettered after it.
+func TestAPinEndThatFailedLeavesTheDeadReaderUnpinned(t *testing.T) {
+	br := testbroker.Pulsar(t)
+	be := newBackend(t, options(br, topic.Codec[string](topic.StringCodec{})))
+	q, err := be.Declare(ctxT(t), build(t, topology.New("pinfailed").DLQ()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := q.SubscribeDead(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer topologytest.MustClose(t, "the DLQ reader", r.Close)
+	ended, cancel := context.WithCancel(ctxT(t))
+	cancel()
+	if err := r.(topology.EndPinner).PinEnd(ended); !errors.Is(err, context.Canceled) {
+		t.Fatalf("PinEnd under a cancelled context = %v, want an error wrapping context.Canceled", err)
+	}
+	buf := make([]topology.Letter[string], 2)
+	if n, err := r.TryReceive(ctxT(t), buf); n != 0 || err != nil {
+		t.Fatalf("TryReceive on the empty DLQ returned %d letters (%v), %v; want 0, nil", n, buf[:n], err)
+	}
+	if err := q.DeadLetter(ctxT(t), topology.Letter[string]{Value: "after", Death: &topology.Death{Reason: topology.ReasonRejected}}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := r.TryReceive(ctxT(t), buf)
+	if err != nil || n != 1 || buf[0].Value != "after" {
+		t.Fatalf("TryReceive after a PinEnd that failed and a catch-up returned %d letters (%v), %v; want [after]", n, buf[:n], err)
+	}
+	if err := r.Settle(ctxT(t), &buf[0]); err != nil {
+		t.Errorf("Settle: %v", err)
+	}
+}
