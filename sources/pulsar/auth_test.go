@@ -122,3 +122,36 @@ func TestTheRightTokenLetsMessagesFlow(t *testing.T) {
 	}
 	noTokenLogged(t, recs)
 }
+
+// refusedHandshakeMsg begins the warning pulsar-client-go logs when a
+// broker refuses its handshake.
+const refusedHandshakeMsg = "Failed to establish connection with broker: "
+
+// With a token the broker refuses, a source that retries for seconds (the
+// client refusing at every retry of every lookup) logs the refused
+// handshake once, at WARN with the broker's message: the refusals are one
+// run of the client's repeated failures.
+func TestARefusedHandshakeRetriedForSecondsIsOneWARNLine(t *testing.T) {
+	recs := newRecords()
+	b, client := tokenEnv(t, wrongToken, recs)
+	src := bpulsar.New(bpulsar.Options{Client: client, Topics: []string{"auth-retried"}, Subscription: "sub"})
+	err := runUntilGivenUp(t, "auth-retried", src, 2, slog.New(recs))
+	var re *producer.RestartError
+	if !errors.As(err, &re) {
+		t.Fatalf("Run returned %v, want a *producer.RestartError", err)
+	}
+	if n := b.Stats().AuthenticationFailures; n < 3 {
+		t.Fatalf("the broker refused %d connections, want one per run at least (3)", n)
+	}
+	var warned []string
+	for _, l := range recs.snapshot() {
+		if l.level == slog.LevelWarn && strings.HasPrefix(l.msg, refusedHandshakeMsg) {
+			warned = append(warned, l.text)
+		}
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], "Failed to authenticate") {
+		t.Errorf("%d WARN lines of the refused handshake for %d refusals, want 1 with the broker's message:\n%s",
+			len(warned), b.Stats().AuthenticationFailures, strings.Join(warned, "\n"))
+	}
+	noTokenLogged(t, recs)
+}

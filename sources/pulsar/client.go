@@ -615,8 +615,10 @@ func RedactServiceURL(serviceURL string) string { return redact.ServiceURL(servi
 // closed consumer held). Its other warnings and errors keep their level,
 // one record per client log call, but for the failures it logs once per
 // retry while a broker is out of reach: a connection that fails ("Failed
-// to connect to broker.", "Failed to perform initial handshake"), per
-// broker address, and a consumer's or producer's reconnection that fails
+// to connect to broker.", "Failed to perform initial handshake") or whose
+// handshake the broker refuses ("Failed to establish connection with
+// broker: '<the broker's message>'", whatever that message), per broker
+// address, and a consumer's or producer's reconnection that fails
 // ("Failed to lookup topic", "Failed to create consumer at reconnect",
 // "Failed to reconnect to broker, will retry later."), per consumer or
 // producer (the lookup service's own failed lookups, per topic). Such a
@@ -671,7 +673,23 @@ var repeatedFailures = []string{
 // CONNECTED; the broker's message follows in quotes ("Failed to
 // authenticate" for credentials it refused). The connection is closed and
 // the operation that needed it fails with "connection error" only.
+// The client logs it at every retry, like repeatedFailures: the
+// refusals of one broker address are one run, whatever the broker's
+// message, each line keeping it.
 const refusedHandshake = "Failed to establish connection with broker: "
+
+// repeatedFailure returns the key of the runs of msg when it is one of
+// the client's repeated failures: the message itself, or refusedHandshake
+// for a broker's refusal of the handshake, whatever the broker's message.
+func repeatedFailure(msg string) (key string, ok bool) {
+	if slices.Contains(repeatedFailures, msg) {
+		return msg, true
+	}
+	if strings.HasPrefix(msg, refusedHandshake) {
+		return refusedHandshake, true
+	}
+	return "", false
+}
 
 // failureEnds are the messages of pulsar-client-go's Info lines that end
 // the runs of failures of their broker address, consumer or producer.
@@ -788,9 +806,9 @@ func (r *redactingHandler) Handle(ctx context.Context, rec slog.Record) error {
 	if rec.Level == slog.LevelInfo && slices.Contains(failureEnds, msg) {
 		r.endRuns(ctx)
 	}
-	if level >= slog.LevelWarn && r.limits() && slices.Contains(repeatedFailures, msg) {
+	if key, ok := repeatedFailure(msg); ok && level >= slog.LevelWarn && r.limits() {
 		k := r.of
-		k.msg = msg
+		k.msg = key
 		r.runs.Fail(ctx, k, repeatlog.Event{Level: level, Msg: msg, Ended: msg + endedSuffix,
 			Attrs: append(r.attrs[:len(r.attrs):len(r.attrs)], attrs...)})
 		return nil
@@ -827,6 +845,8 @@ func (r *redactingHandler) endRuns(ctx context.Context) {
 			r.runs.End(ctx, lookup)
 		}
 	}
+	k.msg = refusedHandshake
+	r.runs.End(ctx, k)
 }
 
 func (r *redactingHandler) WithAttrs(as []slog.Attr) slog.Handler {

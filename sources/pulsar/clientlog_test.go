@@ -95,6 +95,37 @@ func TestAnOutageIsOneLinePerFailureThenOneINFOLineWithTheCount(t *testing.T) {
 	})
 }
 
+// Guarantee: a broker that refuses the client's handshake at each of its
+// retries, whatever its message, costs one WARN line keeping the broker's
+// message; the client's next connection to that broker ends the run with
+// one INFO line counting the refusals.
+func TestARefusedHandshakeRetriedIsOneLineThenOneINFOLineWithTheCount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, lines := clientLines(slog.LevelInfo)
+		addr := brokerAddr(t, "pulsar://127.0.0.1:6650")
+		for i := range 30 {
+			why := "Failed to authenticate"
+			if i%2 == 1 {
+				why = "Unable to authenticate: token expired"
+			}
+			conn := l.SubLogger(plog.Fields{"remote_addr": addr}).SubLogger(plog.Fields{"local_addr": fmt.Sprintf("127.0.0.1:%d", 50000+i)})
+			conn.Info("TCP connection established")
+			conn.Warnf("Failed to establish connection with broker: '%s'", why)
+			time.Sleep(time.Second / 9)
+		}
+		if got := lines.All(); len(got) != 1 {
+			t.Fatalf("30 refused handshakes logged %d lines, want 1:\n%s", len(got), strings.Join(got, ""))
+		}
+		lines.Want(t, 1, "WARN lines for the refused handshakes", "level=WARN", `msg="Failed to establish connection with broker: 'Failed to authenticate'"`, "remote_addr=pulsar://127.0.0.1:6650")
+		conn := l.SubLogger(plog.Fields{"remote_addr": addr}).SubLogger(plog.Fields{"local_addr": "127.0.0.1:51000"})
+		conn.Info("Connection is ready")
+		lines.Want(t, 1, "INFO lines ending the refused handshakes", "level=INFO", `msg="Failed to establish connection with broker: 'Failed to authenticate' (ended)"`, "remote_addr=pulsar://127.0.0.1:6650", "failures=30")
+		if got := lines.All(); len(got) != 2 {
+			t.Fatalf("the refusals and their end logged %d lines, want 2:\n%s", len(got), strings.Join(got, ""))
+		}
+	})
+}
+
 // Guarantee: a failure that goes on is logged again after a minute with
 // " (still)", when it began and its count so far; each broker address and
 // each consumer is a run of its own, ended only by its own success.
