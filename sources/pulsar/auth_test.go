@@ -3,6 +3,7 @@ package pulsar_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
@@ -107,13 +109,8 @@ func TestTheRightTokenLetsMessagesFlow(t *testing.T) {
 		Producer:        producer.Options[[]byte]{Source: src, Restart: producer.Restart{MaxRestarts: 1, Window: time.Minute}},
 		Processors:      processor.Options[[]byte, []byte]{Handle: recordAll(got)},
 	})
-	deadline := time.Now().Add(waitLimit)
-	for got.distinct() < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("received %d of 2 messages within %v", got.distinct(), waitLimit)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.Within(t, waitLimit, "both messages received", func() bool { return got.distinct() >= 2 },
+		func() string { return fmt.Sprintf("received %d", got.distinct()) })
 	if err := stop(); err != nil {
 		t.Errorf("Stop: %v", err)
 	}
