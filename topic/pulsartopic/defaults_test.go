@@ -17,7 +17,7 @@ import (
 func TestOptionsDefaultsAreTheDocumentedOnes(t *testing.T) {
 	got := pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{}}.WithDefaults()
 	want := pulsartopic.Options[int]{ServiceURL: "pulsar://x:6650", Codec: topic.IntCodec{},
-		Tenant: "public", Namespace: "default", AdminTimeout: 10 * time.Second, SubscribeTimeout: 90 * time.Second,
+		Tenant: "public", Namespace: "default", AdminTimeout: 30 * time.Second, SubscribeTimeout: 90 * time.Second,
 		MaxPendingMessages: 1000, SendTimeout: 30 * time.Second, NackRedeliveryDelay: time.Second, Logger: slog.Default()}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("WithDefaults() =\n%#v, want\n%#v", got, want)

@@ -34,8 +34,10 @@ const (
 	// minute; a topic nack asks for a prompt retry.
 	DefaultNackRedeliveryDelay = time.Second
 	// DefaultAdminTimeout bounds one topic declaration (the partition
-	// metadata lookup and, when needed, Admin.CreatePartitionedTopic).
-	DefaultAdminTimeout = 10 * time.Second
+	// metadata lookup and, when needed, Admin.CreatePartitionedTopic). A
+	// quarter of it is above sources/pulsar's client timeouts, so that the
+	// backend's own client keeps them (see Options.ClientOptions).
+	DefaultAdminTimeout = 30 * time.Second
 	// DefaultSubscribeTimeout is Options.SubscribeTimeout: sources/pulsar's
 	// default for the same bound.
 	DefaultSubscribeTimeout = spulsar.DefaultSubscribeTimeout
@@ -102,8 +104,8 @@ type Options[T any] struct {
 	// left empty (ServiceURL sets it). Connection, operation and keep-alive
 	// timeouts left zero take package sources/pulsar's bounded defaults,
 	// each at most a quarter of the shorter of AdminTimeout and
-	// SubscribeTimeout (ClientDefaultsWithin: 2.5s with the default
-	// AdminTimeout), so that the client gives up on a broker it cannot
+	// SubscribeTimeout (ClientDefaultsWithin: sources/pulsar's defaults
+	// with the default AdminTimeout and SubscribeTimeout), so that the client gives up on a broker it cannot
 	// reach before the backend stops waiting for it and Close returns with
 	// none of its calls running; and the client's logs go to Logger with
 	// the URL's user information redacted. Timeouts set are kept: set
@@ -154,7 +156,7 @@ type Options[T any] struct {
 	// context NewTopic is given). A partition lookup or a producer's
 	// creation still running once it has passed since the call began is
 	// abandoned: the backend's Close no longer waits for it, and a
-	// producer it creates later is closed. Default 10s; at most 1 hour.
+	// producer it creates later is closed. Default 30s; at most 1 hour.
 	AdminTimeout time.Duration `validate:"gte=0,lte=1h"`
 	// SubscribeTimeout bounds a Subscribe's wait for the client to
 	// subscribe its consumer (the partition lookup and the subscribe of
