@@ -1,0 +1,209 @@
+package kafka_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/sources/kafka"
+)
+
+// txnStep is one write of writeTxns: n records with values v<from>… in a
+// transaction that is committed or aborted, or outside any transaction.
+type txnStep struct {
+	from, n int
+	txn     bool
+	abort   bool
+}
+
+// writeTxns writes steps, in order, to partition 0 of the test topic with
+// one transactional producer. Each transaction's end takes an offset of
+// its own (its commit or abort marker), which no consumer sees as a
+// record.
+func writeTxns(t *testing.T, c *kfake.Cluster, steps ...txnStep) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0), kgo.TransactionalID("gaps-producer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for _, s := range steps {
+		recs := make([]*kgo.Record, s.n)
+		for i := range recs {
+			recs[i] = &kgo.Record{Topic: testTopic, Partition: 0, Value: []byte("v" + strconv.Itoa(s.from+i))}
+		}
+		if !s.txn {
+			produceSync(t, c, recs)
+			continue
+		}
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		end := kgo.TryCommit
+		if s.abort {
+			end = kgo.TryAbort
+		}
+		if err := cl.EndTransaction(ctx, end); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// readCommitted returns cl with its consumers reading committed records
+// only: sarama's Config.Consumer.IsolationLevel, franz-go's
+// kgo.FetchIsolationLevel in ClientOptions.
+func readCommitted(cl client, o *kafka.Options) client {
+	o.Config.Consumer.IsolationLevel = sarama.ReadCommitted
+	return cl.withKgo(kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+}
+
+// runUntilCommitted runs a pipeline of one member on a source of group
+// until the group's commit on partition 0 reaches end, and returns the
+// values its handlers saw, in order, and the source's lag at the end.
+func runUntilCommitted(t *testing.T, cl client, o kafka.Options, group string, c *kfake.Cluster, end int64) ([]string, int64) {
+	t.Helper()
+	l := newLedger()
+	var seen []string
+	src := cl.new(t, o)
+	po := pipelineOpts(group, src, 1, l, nil)
+	po.Processors.Concurrency = 1
+	handle := po.Processors.Handle
+	values := make(chan string, 64)
+	po.Processors.Handle = func(ctx context.Context, m *message.Message[[]byte]) ([]byte, error) {
+		out, err := handle(ctx, m)
+		values <- string(m.Data)
+		return out, err
+	}
+	p := startPipeline(t, po)
+	collect := func() {
+		for {
+			select {
+			case v := <-values:
+				seen = append(seen, v)
+			default:
+				return
+			}
+		}
+	}
+	wait.Within(t, 20*time.Second, fmt.Sprintf("the commit at %d", end), func() bool {
+		collect()
+		return committed(c, group)[0] >= end
+	}, func() string { return fmt.Sprintf("committed %v, handled %v", committed(c, group), seen) })
+	var lag int64 = -1
+	wait.Within(t, 10*time.Second, "the stats of the commit", func() bool {
+		for _, m := range src.Stats().Members {
+			for _, ps := range m.Partitions {
+				if ps.Committed >= end && ps.HighWater > 0 {
+					lag = ps.Lag
+					return true
+				}
+			}
+		}
+		return false
+	})
+	stopPipeline(t, p)
+	collect()
+	if got := committed(c, group)[0]; got != end {
+		t.Fatalf("committed %d, want %d: one past the last record handled", got, end)
+	}
+	if d := l.duplicates(); d != 0 {
+		t.Fatalf("%d records handled twice: %v", d, seen)
+	}
+	return seen, lag
+}
+
+// txnCluster starts a one-broker cluster whose test topic has one
+// partition and writes steps to it.
+func txnCluster(t *testing.T, steps ...txnStep) *kfake.Cluster {
+	t.Helper()
+	c := newCluster(t, 1, kfake.NumBrokers(1))
+	writeTxns(t, c, steps...)
+	return c
+}
+
+func vals(from, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = "v" + strconv.Itoa(from+i)
+	}
+	return out
+}
+
+// Guarantee: with read_committed isolation (sarama's
+// Config.Consumer.IsolationLevel, franz-go's kgo.FetchIsolationLevel in
+// ClientOptions) the records of aborted transactions are never delivered,
+// the committed ones are delivered once each and in order, the group's
+// commit moves past the transaction markers and aborted records in
+// between to one past the last record handled (a trailing marker stays
+// uncommitted: the lag is 1), and a new member resumes there: it hands
+// out only what was written since, with no record skipped or repeated.
+func TestReadCommittedDeliversOnlyCommittedTransactionsAndResumesPastTheGaps(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl client) {
+		// Offsets: 0-2 committed, 3 marker, 4-5 aborted, 6 marker, 7-8
+		// outside a transaction, 9-10 committed, 11 marker (end 12).
+		c := txnCluster(t,
+			txnStep{from: 0, n: 3, txn: true},
+			txnStep{from: 3, n: 2, txn: true, abort: true},
+			txnStep{from: 5, n: 2},
+			txnStep{from: 7, n: 2, txn: true},
+		)
+		const group = "g-committed"
+		o := sourceOptions(c, group)
+		cl = readCommitted(cl, &o)
+		got, lag := runUntilCommitted(t, cl, o, group, c, 11)
+		if want := slices.Concat(vals(0, 3), vals(5, 2), vals(7, 2)); !slices.Equal(got, want) {
+			t.Fatalf("handled %v, want %v: the committed records once each, in order, none of the aborted ones", got, want)
+		}
+		if lag != 1 {
+			t.Fatalf("lag %d after every record was handled, want 1: the trailing commit marker", lag)
+		}
+
+		// Offsets: 12-13 aborted, 14 marker, 15 committed, 16 marker.
+		writeTxns(t, c,
+			txnStep{from: 9, n: 2, txn: true, abort: true},
+			txnStep{from: 11, n: 1, txn: true},
+		)
+		o = sourceOptions(c, group)
+		cl = readCommitted(cl, &o)
+		got, _ = runUntilCommitted(t, cl, o, group, c, 16)
+		if want := vals(11, 1); !slices.Equal(got, want) {
+			t.Fatalf("a new member handled %v, want %v: only the records committed since the last commit", got, want)
+		}
+	})
+}
+
+// Guarantee: with the default read_uncommitted isolation, both clients
+// deliver every data record, the aborted transactions' included, once each
+// and in order, and never a transaction marker; the commit reaches one
+// past the last record.
+func TestReadUncommittedDeliversAbortedRecordsButNoMarkers(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl client) {
+		// Offsets: 0-1 committed, 2 marker, 3-4 aborted, 5 marker, 6
+		// committed, 7 marker.
+		c := txnCluster(t,
+			txnStep{from: 0, n: 2, txn: true},
+			txnStep{from: 2, n: 2, txn: true, abort: true},
+			txnStep{from: 4, n: 1, txn: true},
+		)
+		const group = "g-uncommitted"
+		got, _ := runUntilCommitted(t, cl, sourceOptions(c, group), group, c, 7)
+		if want := vals(0, 5); !slices.Equal(got, want) {
+			t.Fatalf("handled %v, want %v: every data record, aborted ones included, and no marker", got, want)
+		}
+	})
+}
