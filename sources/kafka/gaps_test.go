@@ -77,6 +77,13 @@ func readCommitted(cl client, o *kafka.Options) client {
 // values its handlers saw, in order, and the source's lag at the end.
 func runUntilCommitted(t *testing.T, cl client, o kafka.Options, group string, c *kfake.Cluster, end int64) ([]string, int64) {
 	t.Helper()
+	return runUntilCommittedOn(t, cl, o, group, c, testTopic, end)
+}
+
+// runUntilCommittedOn is runUntilCommitted on partition 0 of topic.
+func runUntilCommittedOn(t *testing.T, cl client, o kafka.Options, group string, c *kfake.Cluster, topic string, end int64) ([]string, int64) {
+	t.Helper()
+	committed := func(c *kfake.Cluster, group string) map[int32]int64 { return committedOn(c, group, topic) }
 	l := newLedger()
 	var seen []string
 	src := cl.new(t, o)
@@ -204,6 +211,30 @@ func TestReadUncommittedDeliversAbortedRecordsButNoMarkers(t *testing.T) {
 		got, _ := runUntilCommitted(t, cl, sourceOptions(c, group), group, c, 7)
 		if want := vals(0, 5); !slices.Equal(got, want) {
 			t.Fatalf("handled %v, want %v: every data record, aborted ones included, and no marker", got, want)
+		}
+	})
+}
+
+// Guarantee: records that compaction removed leave offsets without a
+// record; both sources deliver the records that remain, once each and in
+// order, and commit past the gaps to one past the last record.
+func TestCompactedPartitionCommitsPastTheRemovedRecords(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl client) {
+		const group, topic = "g-compacted", "compacted"
+		c := newCluster(t, 1, kfake.NumBrokers(1))
+		if err := c.CreateTopic(topic, 1, map[string]string{"cleanup.policy": "compact"}); err != nil {
+			t.Fatal(err)
+		}
+		// Offsets 0-4, keys a a b b c: compaction keeps 1, 3 and 4.
+		for i, k := range []string{"a", "a", "b", "b", "c"} {
+			produceSync(t, c, []*kgo.Record{{Topic: topic, Key: []byte(k), Value: []byte("v" + strconv.Itoa(i))}})
+		}
+		c.Compact()
+		o := sourceOptions(c, group)
+		o.Topics = []string{topic}
+		got, _ := runUntilCommittedOn(t, cl, o, group, c, topic, 5)
+		if want := []string{"v1", "v3", "v4"}; !slices.Equal(got, want) {
+			t.Fatalf("handled %v, want %v: the records compaction kept, once each, in order", got, want)
 		}
 	})
 }

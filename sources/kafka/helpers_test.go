@@ -241,12 +241,17 @@ func watchFetches(c *kfake.Cluster) func() map[int32]int64 {
 
 // committed returns the group's committed offsets on the test topic.
 func committed(c *kfake.Cluster, group string) map[int32]int64 {
+	return committedOn(c, group, testTopic)
+}
+
+// committedOn returns the group's committed offsets on topic.
+func committedOn(c *kfake.Cluster, group, topic string) map[int32]int64 {
 	out := map[int32]int64{}
 	gi := c.GroupInfo(group)
 	if gi == nil {
 		return out
 	}
-	for p, gc := range gi.Commits[testTopic] {
+	for p, gc := range gi.Commits[topic] {
 		out[p] = gc.Offset
 	}
 	return out
