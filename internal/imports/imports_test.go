@@ -73,6 +73,9 @@ var rules = []rule{
 	{from: "internal/repeatlog", only: []string{}, why: "internal/repeatlog imports nothing of the module"},
 	// The failure lines of the stage runtime, kept to one per interval.
 	{from: "internal/stage/failurelog", only: []string{"internal/logburst", "message"}, why: "internal/stage/failurelog imports only internal/logburst, and message for how a failed message is logged"},
+	// The single-record producers' configuration of the Kafka topic and
+	// topology backends.
+	{from: "internal/kafkaalone", only: []string{}, why: "internal/kafkaalone imports nothing of the module"},
 	// The bounds of the sarama fields that size sarama's allocations,
 	// shared by every option package that takes a sarama.Config.
 	{from: "internal/kafkalimits", only: []string{"validate"}, why: "internal/kafkalimits imports only validate"},

@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/internal/kafkaalone"
 )
 
 // completion is one publish handed to the producer: the record and the
@@ -26,7 +28,7 @@ type completion struct {
 	// broker refused the record's batch as too large and a copy of the
 	// record was handed to the single-record producer: the outcome
 	// reported is the copy's, the completion is not recycled, and the
-	// single-record producer's interceptors skip the copy (firstSend).
+	// single-record producer's interceptors skip the copy (aloneConfig).
 	resent bool
 }
 
@@ -76,41 +78,18 @@ func newProducer(client sarama.Client, brokers []string, cfg *sarama.Config, buf
 }
 
 // aloneConfig is cfg for a producer that puts one record in each request
-// and sends it at once, and whose interceptors leave resent records alone
-// (see firstSend).
-func aloneConfig(cfg *sarama.Config) *sarama.Config {
-	c := *cfg
-	c.Producer.Flush.Frequency = 0
-	c.Producer.Flush.Bytes = 0
-	c.Producer.Flush.Messages = 0
-	c.Producer.Flush.MaxMessages = 1
-	if len(cfg.Producer.Interceptors) > 0 {
-		c.Producer.Interceptors = make([]sarama.ProducerInterceptor, len(cfg.Producer.Interceptors))
-		for i, in := range cfg.Producer.Interceptors {
-			c.Producer.Interceptors[i] = firstSend{in}
-		}
-	}
-	return &c
-}
+// and sends it at once, and whose interceptors leave resent records alone:
+// the copies resend makes already went through them in the batching
+// producer, and only skipping the second pass leaves a resent record as it
+// would have been sent once (restoring the headers the backend set and
+// running the interceptors again would still apply their changes to the
+// key, value or topic twice, and call them twice).
+func aloneConfig(cfg *sarama.Config) *sarama.Config { return kafkaalone.Config(cfg, resentCopy) }
 
-// firstSend is a producer interceptor of the single-record producer: it
-// calls its own on every record but the copies resend makes. Sarama calls
-// a producer's interceptors on every record it is handed, so without it a
-// record of a refused batch would go through them twice: once in the
-// batching producer, then again as the copy, which already carries the
-// first pass's effects (a header appended twice, a value transformed
-// twice, a span started twice). Only skipping the second pass leaves a
-// resent record as it would have been sent once: restoring the headers
-// the backend set and running the interceptors again would still apply
-// their changes to the key, value or topic twice, and call them twice.
-type firstSend struct{ sarama.ProducerInterceptor }
-
-// OnSend calls the interceptor on m unless m is a resent copy.
-func (f firstSend) OnSend(m *sarama.ProducerMessage) {
-	if c, ok := m.Metadata.(*completion); ok && c.resent {
-		return
-	}
-	f.ProducerInterceptor.OnSend(m)
+// resentCopy reports whether m is a copy resend made.
+func resentCopy(m *sarama.ProducerMessage) bool {
+	c, ok := m.Metadata.(*completion)
+	return ok && c.resent
 }
 
 // maxKeptHeaderBytes is the largest array of header bytes a recycled
@@ -192,7 +171,7 @@ func (p *producer) results(ap sarama.AsyncProducer, batching bool) {
 // copy leaves c's record to the producer that failed it. It is the record
 // as the batching producer's interceptors left it (their effects, on the
 // headers, key, value or topic, are kept), and the single-record
-// producer's interceptors skip it (firstSend; c.resent is set before the
+// producer's interceptors skip it (aloneConfig; c.resent is set before the
 // copy is handed over). It shares c's headers, backing array included:
 // nothing writes to them any more (sarama only reads a record's headers,
 // and no interceptor sees the copy), and a resent completion is never
