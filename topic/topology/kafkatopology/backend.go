@@ -11,6 +11,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/kafkaalone"
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/internal/liveset"
@@ -101,13 +102,17 @@ func (e *LetterTooLargeError) Unwrap() []error {
 // Backend is the Kafka topology backend. Create it with [New] and Close it
 // when done; it is safe for concurrent use.
 type Backend[T any] struct {
-	opts    Options[T]
-	cfg     *sarama.Config
-	red     redact.Secrets // cfg's credentials, taken out of every error and log line
-	log     *slog.Logger   // Options.Logger, redacting red
-	client  sarama.Client
-	admin   sarama.ClusterAdmin
-	prod    sarama.SyncProducer
+	opts   Options[T]
+	cfg    *sarama.Config
+	red    redact.Secrets // cfg's credentials, taken out of every error and log line
+	log    *slog.Logger   // Options.Logger, redacting red
+	client sarama.Client
+	admin  sarama.ClusterAdmin
+	prod   sarama.SyncProducer
+	// alone sends each record in a request of its own, on a client of its
+	// own: a record of a batch the broker refused as too large, sent again
+	// (see deliver).
+	alone   sarama.SyncProducer
 	rr      atomic.Uint32 // round-robin partition choice
 	pauses  atomic.Uint64 // how many times a releaser paused a partition
 	resumes atomic.Uint64 // and resumed it
@@ -206,9 +211,10 @@ func NewContext[T any](ctx context.Context, opts Options[T]) (*Backend[T], error
 	// take no context: when ctx ends first, the connections are cut, so
 	// that they fail at once.
 	stop := conns.CutWhenDone(ctx)
-	client, admin, prod, err := connect(opts.Brokers, cfg, red)
+	client, admin, prod, alone, err := connect(opts.Brokers, cfg, red)
 	if !stop() {
 		if err == nil {
+			_ = alone.Close()
 			_ = prod.Close()
 			_ = admin.Close()
 		}
@@ -217,7 +223,7 @@ func NewContext[T any](ctx context.Context, opts Options[T]) (*Backend[T], error
 	if err != nil {
 		return nil, err
 	}
-	return &Backend[T]{opts: opts, cfg: cfg, red: red, log: slog.New(redact.Handler(opts.Logger.Handler(), red)), client: client, admin: admin, prod: prod, conns: conns,
+	return &Backend[T]{opts: opts, cfg: cfg, red: red, log: slog.New(redact.Handler(opts.Logger.Handler(), red)), client: client, admin: admin, prod: prod, alone: alone, conns: conns,
 		releasers: map[string]*releaser[T]{}, readers: map[closer]struct{}{}}, nil
 }
 
@@ -249,24 +255,36 @@ func (b *Backend[T]) MarshalJSON() ([]byte, error) { return json.Marshal(b.Strin
 // kafkaName is the Kafka topic of a topology name.
 func kafkaName(name string) string { return kafkatopic.KafkaTopic(topic.Name(name)) }
 
-// connect makes the backend's shared client, its admin and its producer.
-func connect(brokers []string, cfg *sarama.Config, red redact.Secrets) (sarama.Client, sarama.ClusterAdmin, sarama.SyncProducer, error) {
+// connect makes the backend's shared client, its admin, its producer and
+// its single-record producer (with a client of its own).
+func connect(brokers []string, cfg *sarama.Config, red redact.Secrets) (sarama.Client, sarama.ClusterAdmin, sarama.SyncProducer, sarama.SyncProducer, error) {
 	client, err := sarama.NewClient(brokers, cfg)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("%w: brokers %q: %w", ErrConnect, brokers, red.Err(err))
+		return nil, nil, nil, nil, fmt.Errorf("%w: brokers %q: %w", ErrConnect, brokers, red.Err(err))
 	}
 	admin, err := sarama.NewClusterAdminFromClient(client)
 	if err != nil {
 		_ = client.Close()
-		return nil, nil, nil, fmt.Errorf("%w: %w", ErrConnect, red.Err(err))
+		return nil, nil, nil, nil, fmt.Errorf("%w: %w", ErrConnect, red.Err(err))
 	}
 	prod, err := sarama.NewSyncProducerFromClient(client)
 	if err != nil {
 		_ = admin.Close()
-		return nil, nil, nil, fmt.Errorf("%w: %w", ErrConnect, red.Err(err))
+		return nil, nil, nil, nil, fmt.Errorf("%w: %w", ErrConnect, red.Err(err))
 	}
-	return client, admin, prod, nil
+	alone, err := sarama.NewSyncProducer(brokers, kafkaalone.Config(cfg, resentCopy))
+	if err != nil {
+		_ = prod.Close()
+		_ = admin.Close()
+		return nil, nil, nil, nil, fmt.Errorf("%w: brokers %q: %w", ErrConnect, brokers, red.Err(err))
+	}
+	return client, admin, prod, alone, nil
 }
+
+// resentCopy reports that a record the single-record producer is handed
+// skips its interceptors: it is a copy of one the producer already passed
+// through them (see deliver).
+func resentCopy(*sarama.ProducerMessage) bool { return true }
 
 // Declare creates the main topic, the hold topics and the DLQ that do not
 // exist (a hold topic keeping its letters their delay plus
@@ -533,17 +551,51 @@ func (b *Backend[T]) offsets(ctx context.Context, kname string, parts []int32, a
 	})
 }
 
-// send produces msg and waits for the broker's acknowledgement. A record
-// the producer or the broker refuses as too large is a
-// *LetterTooLargeError; the broker's limit is not in it yet (see
-// withTopicLimit).
-func (b *Backend[T]) send(msg *sarama.ProducerMessage) error {
+// deliver produces msg and waits for the broker's acknowledgement, and
+// returns the record produced. The producer batches the records sent at
+// the same time (other hand-offs, releases) up to its
+// Producer.MaxMessageBytes, and the broker refuses the whole batch when it
+// is over the topic's max.message.bytes: when it refused msg's batch as
+// too large while msg alone fits the topic's max.message.bytes (or that
+// is not known), a copy of msg is sent again in a request of its own, and
+// that copy is the record produced. The topic's max.message.bytes is read
+// (see topicLimit) only after such a refusal, bounded by ctx and
+// Options.AdminTimeout. A record refused as too large is a
+// *LetterTooLargeError (see send, withTopicLimit).
+func (b *Backend[T]) deliver(ctx context.Context, msg *sarama.ProducerMessage) (*sarama.ProducerMessage, error) {
+	err := b.send(msg)
+	var tl *LetterTooLargeError
+	if errors.As(err, &tl) && tl.Broker {
+		if limit := b.topicLimit(ctx, tl.Topic); limit == 0 || tl.Size+batchHeader <= limit {
+			msg = resent(msg)
+			err = b.sendThrough(b.alone, msg)
+		}
+	}
+	return msg, b.withTopicLimit(ctx, err)
+}
+
+// resent returns a copy of msg to send again: msg is left to the producer
+// that failed it. It is the record as that producer's interceptors left
+// it, and the single-record producer's skip it (resentCopy).
+func resent(msg *sarama.ProducerMessage) *sarama.ProducerMessage {
+	return &sarama.ProducerMessage{Topic: msg.Topic, Key: msg.Key, Value: msg.Value, Headers: msg.Headers,
+		Partition: msg.Partition, Timestamp: msg.Timestamp}
+}
+
+// send produces msg through the backend's producer (see sendThrough).
+func (b *Backend[T]) send(msg *sarama.ProducerMessage) error { return b.sendThrough(b.prod, msg) }
+
+// sendThrough produces msg through p and waits for the broker's
+// acknowledgement. A record the producer or the broker refuses as too
+// large is a *LetterTooLargeError; the broker's limit is not in it yet
+// (see withTopicLimit).
+func (b *Backend[T]) sendThrough(p sarama.SyncProducer, msg *sarama.ProducerMessage) error {
 	b.prodMu.RLock()
 	defer b.prodMu.RUnlock()
 	if b.prodClosed || b.stopped.Load() {
 		return topology.ErrClosed
 	}
-	if _, _, err := b.prod.SendMessage(msg); err != nil {
+	if _, _, err := p.SendMessage(msg); err != nil {
 		if errors.Is(err, sarama.ErrMessageSizeTooLarge) {
 			tl := &LetterTooLargeError{Topic: msg.Topic, Size: msg.ByteSize(2), Broker: true}
 			if limit := b.cfg.Producer.MaxMessageBytes; tl.Size > limit {
@@ -660,6 +712,7 @@ func (b *Backend[T]) close() {
 		return // New did not make the backend: it has no producer or clients
 	}
 	_ = b.prod.Close()
+	_ = b.alone.Close()
 	b.prodMu.Unlock()
 	_ = b.admin.Close() // closes b.client too
 }

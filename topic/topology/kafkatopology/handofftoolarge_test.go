@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -153,5 +154,40 @@ func TestABrokerRefusalWhoseLimitCannotBeReadSaysTheLimitIsUnknown(t *testing.T)
 	expectTooLarge(t, "DeadLetter", err, qs.dlq, limit-200, 0)
 	if tl := (*LetterTooLargeError)(nil); !errors.As(err, &tl) || !tl.Broker || !strings.Contains(err.Error(), "max.message.bytes, whose value is unknown") {
 		t.Fatalf("DeadLetter = %v, want a refusal by the broker saying the topic's max.message.bytes is unknown", err)
+	}
+}
+
+// Guarantee: dead-letterings made at the same time to a DLQ whose
+// max.message.bytes is below the producer's Producer.MaxMessageBytes,
+// each fitting the DLQ alone but together over it, all succeed: the
+// producer puts them in one record batch, which the broker refuses as too
+// large, and each is then sent again on its own. Each is in the DLQ once.
+func TestHandOffsBatchedOverTheTopicLimitEachReachTheirTopicAlone(t *testing.T) {
+	const limit, n = 16 << 10, 3
+	b := newBackend(t, testbroker.Kafka(t).ListenAddrs(), func(o *Options[msg]) {
+		// The producer sends the dead-letterings in one record batch.
+		o.Config.Producer.Flush.Messages = n
+		o.Config.Producer.Flush.Frequency = time.Minute
+	})
+	q := declare(t, b, topology.New("batched").DLQ())
+	qs := q.(*queues[msg])
+	limitTopic(t, b, qs.dlq, limit)
+
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		l := letterOfSize(t, limit*2/3)
+		l.Value.N = i + 1
+		l.Death = &topology.Death{Reason: topology.ReasonRejected, Error: "rejected", Topic: "batched", Group: "batched"}
+		wg.Go(func() { errs[i] = q.DeadLetter(t.Context(), l) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("DeadLetter of letter %d = %v, want nil: it fits the DLQ alone", i+1, err)
+		}
+	}
+	if end, err := b.client.GetOffset(qs.dlq, 0, sarama.OffsetNewest); err != nil || end != n {
+		t.Fatalf("the DLQ's log end = %d (%v), want %d", end, err, n)
 	}
 }

@@ -90,7 +90,7 @@ func (q *queues[T]) produced(ctx context.Context, kname string, l *topology.Lett
 	var msg *sarama.ProducerMessage
 	if !q.b.stopped.Load() { // once stopped, the client may be closed: not asked
 		if msg, err = q.record(ctx, kname, l, reserve, extra...); err == nil {
-			err = q.b.withTopicLimit(ctx, q.b.send(msg))
+			msg, err = q.b.deliver(ctx, msg)
 		}
 	}
 	if rc, ok := l.Receipt.(*receipt); ok {

@@ -426,7 +426,7 @@ func (r *releaser[T]) releaseRecord(ctx context.Context, rec *sarama.ConsumerMes
 	backoff := 100 * time.Millisecond
 	for {
 		if err == nil {
-			err = r.b.withTopicLimit(ctx, r.b.send(msg))
+			_, err = r.b.deliver(ctx, msg)
 		}
 		if err == nil {
 			r.stalls.clear(stallRelease, rec.Partition)
