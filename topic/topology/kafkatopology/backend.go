@@ -292,7 +292,10 @@ func resentCopy(*sarama.ProducerMessage) bool { return true }
 // default), checks the retention of the hold topics and DLQ that exist
 // (a *RetentionError wrapping ErrRetentionTooShort for one that can
 // delete letters before they are released or replayed; see the package
-// documentation, Mapping), commits the consumer group's starting offsets
+// documentation, Mapping), logs a WARN for each of its topics whose
+// max.message.bytes is below Producer.MaxMessageBytes (read in the same
+// request; letters between the two fail their publish or hand-off
+// there), commits the consumer group's starting offsets
 // on the main topic where it has none (the log end, or the oldest record
 // with Options.InitialOffset earliest; a committed offset is never moved),
 // and starts a releaser for each hold topic this backend does not release
@@ -380,7 +383,7 @@ func (b *Backend[T]) declare(ctx context.Context, d *dialing, q *queues[T]) erro
 			existing = append(existing, kept{topic: q.dlq})
 		}
 	}
-	if err := b.checkRetention(ctx, admin, existing); err != nil {
+	if err := b.checkConfigs(ctx, admin, q.topics(), existing); err != nil {
 		return err
 	}
 	if !t.IsBroadcast() {
@@ -403,14 +406,7 @@ func (b *Backend[T]) declare(ctx context.Context, d *dialing, q *queues[T]) erro
 	// The backend's shared client produces to these topics: it learns of
 	// them now, as the declaration's own client did, rather than at the
 	// first publish (a best effort: a publish refreshes what it lacks).
-	names := []string{q.main}
-	for _, h := range q.holds {
-		names = append(names, h.name)
-	}
-	if q.dlq != "" {
-		names = append(names, q.dlq)
-	}
-	_ = b.client.RefreshMetadata(names...)
+	_ = b.client.RefreshMetadata(q.topics()...)
 	if !d.settle() {
 		discard(made)
 		return errCutShort

@@ -11,6 +11,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
@@ -189,5 +190,37 @@ func TestHandOffsBatchedOverTheTopicLimitEachReachTheirTopicAlone(t *testing.T) 
 	}
 	if end, err := b.client.GetOffset(qs.dlq, 0, sarama.OffsetNewest); err != nil || end != n {
 		t.Fatalf("the DLQ's log end = %d (%v), want %d", end, err, n)
+	}
+}
+
+// Guarantee: Declare logs one WARN for each of the topology's topics (its
+// main topic, hold topics and DLQ) whose max.message.bytes is below
+// Producer.MaxMessageBytes, naming the topic, its limit and the
+// producer's, and goes on; it logs none for a topic at or above it (the
+// brokers' default included).
+func TestDeclareWarnsOfEachTopicWhoseLimitIsBelowTheProducers(t *testing.T) {
+	var lines logtest.Lines
+	b := newLoggedBackend(t, testbroker.Kafka(t).ListenAddrs(), &lines)
+	tb := topology.New("limited").Hold(time.Hour).Hold(2 * time.Hour).DLQ()
+	qs := declare(t, b, tb).(*queues[msg])
+	producer := b.cfg.Producer.MaxMessageBytes
+	if n := lines.Count(msgLimitBelowProducer); n != 0 {
+		t.Fatalf("%d WARN %q over topics at the brokers' default limit, want none:\n%s", n, msgLimitBelowProducer, lines.All())
+	}
+	below := map[string]int{qs.main: 16 << 10, qs.holds[1].name: producer - 1, qs.dlq: producer / 2}
+	limitTopic(t, b, qs.holds[0].name, producer)
+	for kname, limit := range below {
+		limitTopic(t, b, kname, limit)
+	}
+	declare(t, b, tb)
+	if n := lines.Count(msgLimitBelowProducer); n != len(below) {
+		t.Errorf("%d WARN %q, want %d, one per topic below the producer's limit:\n%s", n, msgLimitBelowProducer, len(below), lines.All())
+	}
+	for kname, limit := range below {
+		lines.Want(t, 1, "the WARN of topic "+kname, "level=WARN", msgLimitBelowProducer, "topic="+kname+" ",
+			"maxMessageBytes="+strconv.Itoa(limit)+" ", "producerMaxMessageBytes="+strconv.Itoa(producer))
+	}
+	if n := lines.Count(msgLimitBelowProducer, "topic="+qs.holds[0].name+" "); n != 0 {
+		t.Errorf("%d WARN %q for hold topic %q, whose limit takes what the producer sends", n, msgLimitBelowProducer, qs.holds[0].name)
 	}
 }

@@ -38,6 +38,16 @@ func (q *queues[T]) groupID() string {
 	return kafkatopic.GroupID(topic.Name(q.t.Name()), topic.GroupName(q.group))
 }
 
+// topics are the Kafka topics of the topology: its main topic, its hold
+// topics and its DLQ.
+func (q *queues[T]) topics() []string {
+	names := q.t.Names()
+	for i, n := range names {
+		names[i] = kafkaName(n)
+	}
+	return names
+}
+
 // Topology implements topology.Queues.
 func (q *queues[T]) Topology() *topology.Topology { return q.t }
 

@@ -132,28 +132,35 @@ func compacts(policy string) bool {
 	return false
 }
 
-// checkRetention describes the configuration of the existing topics ts in
-// one request and returns a *RetentionError for the first that can delete
-// letters before their time (see RetentionError; a finite retention.bytes
-// counts unless Options.AcceptRetentionBytes). It logs a WARN for a DLQ
-// that keeps dead letters for less than Options.DLQRetention (forever by
-// default), and one WARN naming the topics it could not check when the
-// cluster did not describe them (the client may not be authorized to):
+// checkConfigs describes the configuration of the topology's topics
+// (every topic of all, the existing hold topics and DLQ ts among them) in
+// one request: it logs a WARN for each topic whose max.message.bytes is
+// below what the producer sends (see checkLimits), and returns the
+// retention check of ts (see checkRetention). When the cluster does not
+// describe them (the client may not be authorized to) it logs one WARN
+// naming the topics of ts, whose retention it could not check, if any:
 // a declaration does not fail only because it cannot check.
-func (b *Backend[T]) checkRetention(ctx context.Context, admin sarama.ClusterAdmin, ts []kept) error {
-	if len(ts) == 0 {
-		return nil
+func (b *Backend[T]) checkConfigs(ctx context.Context, admin sarama.ClusterAdmin, all []string, ts []kept) error {
+	retained := make(map[string]bool, len(ts))
+	for _, t := range ts {
+		retained[t.topic] = true
 	}
-	rs := make([]*sarama.ConfigResource, len(ts))
-	for i, t := range ts {
-		rs[i] = &sarama.ConfigResource{Type: sarama.TopicResource, Name: t.topic, ConfigNames: []string{cfgRetention, cfgCleanup, cfgRetentionBytes}}
+	rs := make([]*sarama.ConfigResource, len(all))
+	for i, name := range all {
+		cfgs := []string{cfgMaxMessageBytes}
+		if retained[name] {
+			cfgs = append(cfgs, cfgRetention, cfgCleanup, cfgRetentionBytes)
+		}
+		rs[i] = &sarama.ConfigResource{Type: sarama.TopicResource, Name: name, ConfigNames: cfgs}
 	}
 	results, err := admin.DescribeConfigs(rs, sarama.DescribeConfigsOptions{})
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
-			return fmt.Errorf("%w: describing the configuration of topics %q: %w", ErrAdmin, names(ts), cerr)
+			return fmt.Errorf("%w: describing the configuration of topics %q: %w", ErrAdmin, all, cerr)
 		}
-		b.warnUnchecked(names(ts), err)
+		if len(ts) > 0 {
+			b.warnUnchecked(names(ts), err)
+		}
 		return nil
 	}
 	byName := make(map[string]*sarama.ConfigResourceResult, len(results))
@@ -162,6 +169,58 @@ func (b *Backend[T]) checkRetention(ctx context.Context, admin sarama.ClusterAdm
 			byName[r.Name] = r
 		}
 	}
+	b.checkLimits(all, byName)
+	return b.checkRetention(ts, byName)
+}
+
+// msgLimitBelowProducer is the WARN of a topic whose max.message.bytes is
+// below what the producer sends.
+const msgLimitBelowProducer = "kafkatopology: a topic's max.message.bytes is below the producer's Producer.MaxMessageBytes; the broker refuses a record between the two: a letter of that size fails its publish or hand-off to the topic"
+
+// checkLimits logs a WARN for each topic of all whose max.message.bytes,
+// as described in byName, is below Producer.MaxMessageBytes: the producer
+// sends records the broker refuses. (Kafka's default, 1048588, is 12 bytes
+// over sarama's, 1 MiB, less than a record batch's header: a record within
+// that header's size of Producer.MaxMessageBytes is refused even so, but
+// Publish's reserve keeps letters far below it.) A topic not described is
+// left out (a refusal reads its limit then: see withTopicLimit).
+func (b *Backend[T]) checkLimits(all []string, byName map[string]*sarama.ConfigResourceResult) {
+	producer := b.cfg.Producer.MaxMessageBytes
+	for _, name := range all {
+		limit, ok := describedLimit(byName[name])
+		if !ok || limit >= producer {
+			continue
+		}
+		b.log.Warn(msgLimitBelowProducer, slog.String("topic", name), slog.Int("maxMessageBytes", limit),
+			slog.Int("producerMaxMessageBytes", producer))
+	}
+}
+
+// describedLimit returns the max.message.bytes the cluster answered in r,
+// false when r holds none.
+func describedLimit(r *sarama.ConfigResourceResult) (int, bool) {
+	if r == nil || r.ErrorCode != sarama.ErrNoError {
+		return 0, false
+	}
+	for _, e := range r.Configs {
+		if e.Name != cfgMaxMessageBytes {
+			continue
+		}
+		if n, err := strconv.Atoi(e.Value); err == nil && n > 0 {
+			return n, true
+		}
+	}
+	return 0, false
+}
+
+// checkRetention returns a *RetentionError for the first of the existing
+// topics ts, as described in byName, that can delete letters before their
+// time (see RetentionError; a finite retention.bytes counts unless
+// Options.AcceptRetentionBytes). It logs a WARN for a DLQ that keeps dead
+// letters for less than Options.DLQRetention (forever by default), and
+// one WARN naming the topics it could not check when the cluster did not
+// describe them.
+func (b *Backend[T]) checkRetention(ts []kept, byName map[string]*sarama.ConfigResourceResult) error {
 	var (
 		refused   error
 		unchecked []string

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -90,16 +89,11 @@ func readLimit(admin sarama.ClusterAdmin, kname string) (int, error) {
 		return 0, err
 	}
 	for _, r := range rs {
-		if r == nil || r.Type != sarama.TopicResource || r.Name != kname || r.ErrorCode != sarama.ErrNoError {
+		if r == nil || r.Type != sarama.TopicResource || r.Name != kname {
 			continue
 		}
-		for _, e := range r.Configs {
-			if e.Name != cfgMaxMessageBytes {
-				continue
-			}
-			if n, err := strconv.Atoi(e.Value); err == nil && n > 0 {
-				return n, nil
-			}
+		if n, ok := describedLimit(r); ok {
+			return n, nil
 		}
 	}
 	return 0, fmt.Errorf("%s of topic %q not in the answer", cfgMaxMessageBytes, kname)
