@@ -37,7 +37,11 @@
 //     (forever by default).
 //     When the cluster does not describe the topics (the client is not
 //     authorized to), Declare logs one WARN and goes on unchecked. The
-//     main topic gets the broker's defaults.
+//     main topic gets the broker's defaults. In the same request Declare
+//     reads the max.message.bytes of the main topic, the hold topics and
+//     the DLQ, and logs a WARN for each below Producer.MaxMessageBytes,
+//     naming the topic, its limit and the producer's: letters between the
+//     two fail their publish or hand-off there. It goes on.
 //   - A letter travels as a record: the value encoded by Options.Codec,
 //     the sequence key as the record key, and its history in headers
 //     (topology-shard, topology-retries, topology-first-failure,
@@ -68,7 +72,11 @@
 //     names): such a letter fits on the main topic but could be neither
 //     held nor dead-lettered, so each of its failures would stop its
 //     partition's commits, for good. A record another producer wrote to
-//     the main topic is not checked.
+//     the main topic is not checked. The producer batches the records sent
+//     at the same time, and the broker refuses a whole batch over the
+//     topic's max.message.bytes: a record of a batch so refused that fits
+//     the topic alone is sent again in a request of its own, through a
+//     single-record producer with a client of its own.
 //   - Hold produces the letter to the hold topic with its due time. Each
 //     backend runs one releaser per hold topic it declared, a member of the
 //     Kafka consumer group "<hold topic>:release": it reads a partition in
