@@ -690,14 +690,19 @@ func (r *groupReader[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc saram
 					<-sess.Context().Done()
 					return
 				}
-				c.next = rec.Offset + 1
 				if skip {
+					c.next = rec.Offset + 1
 					c.Skip(rec.Offset)
 				} else {
+					// The claim's position moves past the record only
+					// once it is buffered: TryReceive counts a partition
+					// read to its end by it, and must not while the
+					// record waits for room.
 					if !r.waitRoom(sess.Context().Done()) {
 						r.mu.Unlock()
 						return
 					}
+					c.next = rec.Offset + 1
 					c.Fetch(rec.Offset)
 					l.Receipt = &receipt{owner: r, mu: &r.mu, c: c, off: rec.Offset}
 					r.items = append(r.items, l)
