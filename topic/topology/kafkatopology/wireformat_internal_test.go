@@ -56,7 +56,7 @@ func wireQueues(t *testing.T) *queues[topologytest.Msg] {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &Backend[topologytest.Msg]{opts: Options[topologytest.Msg]{Codec: topic.JSONCodec[topologytest.Msg]{}}, client: oneTopicClient{}}
+	b := &Backend[topologytest.Msg]{opts: Options[topologytest.Msg]{Codec: topic.JSONCodec[topologytest.Msg]{}}, cfg: sarama.NewConfig(), client: oneTopicClient{}}
 	return &queues[topologytest.Msg]{b: b, t: top, main: "orders", group: "billing"}
 }
 
