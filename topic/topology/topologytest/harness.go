@@ -107,8 +107,12 @@ type consumer struct {
 	// cut is set when its stop is meant to be cut short by the shutdown
 	// timeout (Stop then reports pipeline.ErrShutdownTimeout).
 	cut atomic.Bool
-	mu  sync.Mutex
-	log []attempt
+	// crashed is set when its backend is closed under it, as a crash of
+	// the process does (Config.Restart): its source then fails with
+	// topology.ErrClosed, which Stop reports.
+	crashed atomic.Bool
+	mu      sync.Mutex
+	log     []attempt
 }
 
 func (c *consumer) attempts() []attempt {
@@ -186,7 +190,8 @@ func (s *h) stop(c *consumer) {
 	s.Helper()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 30*time.Second)
 	defer cancel()
-	if err := c.p.Stop(ctx); err != nil && !(c.cut.Load() && errors.Is(err, pipeline.ErrShutdownTimeout)) {
+	if err := c.p.Stop(ctx); err != nil && !(c.cut.Load() && errors.Is(err, pipeline.ErrShutdownTimeout)) &&
+		!(c.crashed.Load() && errors.Is(err, topology.ErrClosed)) {
 		s.Errorf("Stop: %v", err)
 	}
 }

@@ -1229,6 +1229,7 @@ func crashWhileHeld(s *h) {
 	// At least: a message released from its hold before the restart is
 	// retried again.
 	s.eventually("both held", time.Minute, func() bool { return c.src.Stats().Retried >= 2 })
+	c.crashed.Store(true)
 	s.be = s.cfg.Restart(s.T, s.be)
 	q = s.declare(b)
 	// Which messages came back, not how many acks: a backend may deliver a
