@@ -72,10 +72,10 @@ var ErrConsume = claim.ErrConsume
 // ErrInconsistentGroupProtocol, which the error also wraps): a group of
 // members on sarama's default, range, that a member with
 // "cooperative-sticky" joins, or the other way round. The error names the
-// group and the member's strategies. The member logs each refusal at WARN
-// and keeps joining (the other members may be leaving, as in a rolling
-// deploy), so Run returns it within ErrConsume, after maxConsumeFailures
-// refusals in a row. franz.ErrGroupProtocol is the same error.
+// group and the member's strategies. The member logs the first refusal
+// of a run at WARN (the others at DEBUG) and keeps joining (the other
+// members may be leaving, as in a rolling deploy), so Run returns it
+// within ErrConsume, after maxConsumeFailures refusals in a row. franz.ErrGroupProtocol is the same error.
 var ErrGroupProtocol = claim.ErrGroupProtocol
 
 // ErrDenied is wrapped by the error Run returns, at once, when Kafka refuses
@@ -534,6 +534,9 @@ func (m *member) Stats() claim.MemberStats { return m.cm.Stats() }
 func (m *member) loop() {
 	defer close(m.loopDone)
 	failures := 0
+	// refusals picks which joins refused for the group's strategies are
+	// logged at WARN: the first of a run, not each of its retries.
+	var refusals claim.FailureRun
 	for {
 		err := m.group.Consume(m.consumeCtx, m.opts.Topics, (*handler)(m))
 		m.seenErrors()
@@ -553,7 +556,7 @@ func (m *member) loop() {
 			return
 		}
 		if err == nil {
-			failures = 0
+			failures, refusals = 0, claim.FailureRun{}
 			continue
 		}
 		if denied(err) {
@@ -579,7 +582,11 @@ func (m *member) loop() {
 			m.fail(fmt.Errorf("%w: %w", ErrConsume, flat(err)))
 			return
 		}
-		m.log.Warn("kafka consumer group session failed", slog.Any("error", flat(err)), slog.Int("failures", failures))
+		level := slog.LevelWarn
+		if errors.Is(err, ErrGroupProtocol) && !refusals.Log(err, 0) {
+			level = slog.LevelDebug
+		}
+		m.log.Log(context.Background(), level, "kafka consumer group session failed", slog.Any("error", flat(err)), slog.Int("failures", failures))
 		m.noteSessionFailed(err)
 		t := time.NewTimer(m.client.Config().Consumer.Group.Rebalance.Retry.Backoff)
 		select {

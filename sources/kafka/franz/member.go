@@ -75,6 +75,10 @@ type member struct {
 	// fetchFailures picks which failed fetches the poll loop logs (one
 	// line per run of failures of a partition); the poll loop's own.
 	fetchFailures claim.FailureRuns[topicPartition]
+	// groupRefusals picks which joins refused for the group's strategies
+	// the poll loop logs at WARN (the first of a run, until records come
+	// in); the poll loop's own.
+	groupRefusals claim.FailureRun
 
 	// blocked counts the claims whose read-ahead is full: the poll loop
 	// waits for room (signalled when it falls to 0) before it polls.
@@ -322,7 +326,10 @@ const pollMax = 10_000
 // of failures of the partition (m.fetchFailures: the first, one with
 // another message, or one after the partition's claim was handed records
 // since), not once per poll. A group error fails the member when denied,
-// or after maxConsumeFailures polls in a row without records.
+// or after maxConsumeFailures polls in a row without records; a join
+// refused for the group's strategies (INCONSISTENT_GROUP_PROTOCOL) is
+// logged at WARN once per run of refusals (m.groupRefusals), the others
+// at DEBUG.
 func (m *member) poll() {
 	defer close(m.pollDone)
 	failures := 0
@@ -348,11 +355,15 @@ func (m *member) poll() {
 				topicGone = true
 			}
 			if topic == "" {
+				level := slog.LevelWarn
 				if errors.Is(err, kerr.InconsistentGroupProtocol) {
 					err = claim.GroupProtocol(m.opts.GroupID, m.strategies, claim.Flat(err))
+					if !m.groupRefusals.Log(err, 0) {
+						level = slog.LevelDebug
+					}
 				}
 				groupErr = err
-				m.log.Warn("kafka consumer error", slog.String("topic", topic), slog.Int("partition", int(part)), slog.Any("error", claim.Flat(err)))
+				m.log.Log(context.Background(), level, "kafka consumer error", slog.String("topic", topic), slog.Int("partition", int(part)), slog.Any("error", claim.Flat(err)))
 				return
 			}
 			if denied(err) || kafkarefusal.FetchRefused(err, kafkarefusal.Franz) {
@@ -417,7 +428,7 @@ func (m *member) poll() {
 		})
 		switch {
 		case got:
-			failures = 0
+			failures, m.groupRefusals = 0, claim.FailureRun{}
 			m.reach.Reading()
 		case groupErr != nil:
 			// A refusal of the credentials or of a permission fails at

@@ -58,9 +58,9 @@ var ErrConsume = claim.ErrConsume
 // (kerr.InconsistentGroupProtocol, which the error also wraps): a member
 // on franz-go's default, cooperative-sticky, joining a group of members
 // on sarama's default, range, or the other way round. The error names
-// the group and the member's balancers. The member logs each refusal at
-// WARN and keeps joining (the other members may be leaving, as in a
-// rolling deploy), so Run returns it within ErrConsume, after
+// the group and the member's balancers. The member logs the first
+// refusal of a run at WARN (the others at DEBUG) and keeps joining (the
+// other members may be leaving, as in a rolling deploy), so Run returns it within ErrConsume, after
 // maxConsumeFailures refusals in a row. It is kafka.ErrGroupProtocol.
 var ErrGroupProtocol = claim.ErrGroupProtocol
 
