@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/kafka"
@@ -173,37 +174,13 @@ func TestAForeignMemberRefusedByTheGroupLeavesTheSourceConsuming(t *testing.T) {
 // foreignMember joins group on c first with a plain franz-go client that
 // offers a strategy the members of cl do not by default (range against
 // franz-go's cooperative-sticky, cooperative-sticky against sarama's
-// range), polls until the test ends, and returns cl's default strategy,
-// once the group is Stable with both partitions assigned to it. Its
-// session outlasts a busy machine's stalls: were it to drop out, the
-// member under test would join the empty group.
+// range; testbroker.GroupMember), and returns cl's default strategy.
 func foreignMember(t *testing.T, c *kfake.Cluster, cl client, group string) (mine string) {
 	t.Helper()
 	other, mine := kgo.CooperativeStickyBalancer(), "range"
 	if cl.name == franzClient.name {
 		other, mine = kgo.RangeBalancer(), "cooperative-sticky"
 	}
-	running, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumerGroup(group),
-		kgo.ConsumeTopics(testTopic), kgo.Balancers(other),
-		kgo.SessionTimeout(15*time.Second), kgo.HeartbeatInterval(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pollCtx, stopPoll := context.WithCancel(context.Background())
-	polled := make(chan struct{})
-	go func() {
-		defer close(polled)
-		for pollCtx.Err() == nil {
-			running.PollFetches(pollCtx)
-		}
-	}()
-	t.Cleanup(func() { stopPoll(); <-polled; running.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := c.WaitGroupInfo(ctx, group, func(gi *kfake.GroupInfo) bool {
-		return gi != nil && gi.State == "Stable" && gi.NumAssigned() == 2
-	}); err != nil {
-		t.Fatalf("the running member did not join: %v", err)
-	}
+	testbroker.GroupMember(t, c, group, testTopic, other)
 	return mine
 }
