@@ -13,17 +13,19 @@ type NamedFeedStats struct {
 // has registered and not closed, in the order they were registered; none
 // between runs. The counters of a feed count from its registration, so a
 // source that re-creates a feed (after a restart or a rebalance) starts
-// it from zero. Safe to call from any goroutine; it takes the stage's lock
-// once, and each feed's counter lock once.
+// it from zero. Safe to call from any goroutine; it takes the lock of the
+// stage's feed list once, and each feed's counter lock once, none of
+// which is held while user code runs: it never waits for a delivery under
+// way, nor for the processors' PartitionBy that one runs.
 func (s *Stage[T]) FeedStats() []NamedFeedStats {
-	s.mu.Lock()
+	s.fmu.Lock()
 	feeds := make([]*Feed[T], 0, len(s.feeds))
 	for _, f := range s.feeds {
 		if !f.closed.Load() {
 			feeds = append(feeds, f)
 		}
 	}
-	s.mu.Unlock()
+	s.fmu.Unlock()
 	if len(feeds) == 0 {
 		return nil
 	}

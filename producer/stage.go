@@ -77,6 +77,11 @@ type Stage[T any] struct {
 	mu      sync.Mutex
 	pending []entry[T] // pending[head:] wait to be dispatched, in delivery order
 	head    int
+	// queued is len(pending) - head, stored under mu whenever the buffer
+	// changes, so that Buffered never waits for mu: a delivery going
+	// straight to the processors holds mu while their PartitionBy, user
+	// code, runs.
+	queued atomic.Int64
 	// handed is how many messages of a delivery the processors took
 	// while it goes straight to them (put): progress for TryPublish.
 	handed   int
@@ -88,6 +93,10 @@ type Stage[T any] struct {
 	// counts those of them closed since the list was last compacted
 	// (Feed.Close drops the closed ones once they are half of it, so
 	// that a run through many rebalances keeps only its open feeds).
+	// fmu guards them, is taken after mu when both are held and is never
+	// held across a call out of the package, so that FeedStats never
+	// waits on user code.
+	fmu    sync.Mutex
 	feeds  []*Feed[T]
 	closed int
 	wake   chan struct{}
@@ -146,11 +155,9 @@ func (s *Stage[T]) Logger() *slog.Logger { return s.log }
 func (s *Stage[T]) Flow() Flow { return s.flow }
 
 // Buffered reports how many delivered messages wait in the stage buffer.
-func (s *Stage[T]) Buffered() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.queuedLocked()
-}
+// It never waits for a delivery under way, nor for the user code (the
+// processors' PartitionBy) that one runs.
+func (s *Stage[T]) Buffered() int { return int(s.queued.Load()) }
 
 // Unhandled counts the messages delivered to the stage that it will never
 // hand to the processors: those it still held, in its buffer or on their
@@ -236,7 +243,9 @@ func (s *Stage[T]) NewFeed(name string, grant func(n int)) *Feed[T] {
 		s.log.Warn("feed registered outside the source's Run; it gets no permits", slog.String("feed", name))
 		return f
 	}
+	s.fmu.Lock()
 	s.feeds = append(s.feeds, f)
+	s.fmu.Unlock()
 	s.mu.Unlock()
 	f.give(s.flow.Initial)
 	return f
@@ -258,8 +267,10 @@ func (s *Stage[T]) startRun(now time.Time) {
 // whether it delivered a message.
 func (s *Stage[T]) closeFeeds() (connectedAt time.Time, delivered bool) {
 	s.mu.Lock()
+	s.fmu.Lock()
 	feeds := s.feeds
 	s.feeds, s.closed = nil, 0
+	s.fmu.Unlock()
 	s.running = false
 	connectedAt, delivered = s.connectedAt, s.delivered
 	s.mu.Unlock()
@@ -342,8 +353,11 @@ func (s *Stage[T]) put(f *Feed[T], msgs []*message.Message[T]) (direct int, ok b
 			direct, _ = s.try.TryPublish(msgs)
 		}
 	}
-	for _, m := range msgs[direct:] {
-		s.pending = append(s.pending, entry[T]{msg: m, feed: f})
+	if direct < len(msgs) {
+		for _, m := range msgs[direct:] {
+			s.pending = append(s.pending, entry[T]{msg: m, feed: f})
+		}
+		s.queued.Store(int64(s.queuedLocked()))
 	}
 	return direct, true
 }
@@ -611,6 +625,7 @@ func (s *Stage[T]) take(k int) {
 		clear(s.pending[n:])
 		s.pending, s.head = s.pending[:n], 0
 	}
+	s.queued.Store(int64(s.queuedLocked()))
 }
 
 // withdraw removes f's queued entries, keeping the others in order, and
@@ -676,6 +691,7 @@ func (s *Stage[T]) withdrawLocked() {
 			s.idle.Broadcast()
 		}
 	}
+	s.queued.Store(int64(s.queuedLocked()))
 }
 
 // settle is the stage's last step, once the source's Run and dispatch
@@ -690,6 +706,7 @@ func (s *Stage[T]) settle(lost int) {
 	n := lost + s.queuedLocked()
 	clear(s.pending)
 	s.pending, s.head = nil, 0
+	s.queued.Store(0)
 	s.mu.Unlock()
 	if n > 0 {
 		s.unhandled.Add(uint64(n))
@@ -1165,8 +1182,8 @@ func (f *Feed[T]) Close() {
 // closing costs amortised O(1) and a closed feed, with what its grant
 // callback holds, is garbage once the source lets go of it.
 func (s *Stage[T]) forget() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.fmu.Lock()
+	defer s.fmu.Unlock()
 	if s.closed++; 2*s.closed < len(s.feeds) {
 		return
 	}
