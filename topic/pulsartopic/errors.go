@@ -19,9 +19,10 @@ var ErrNoAdmin = errors.New("pulsartopic: partitioned topic does not exist and n
 
 // ErrConnect is wrapped, with the call's own cause, by the *Error of a
 // topic's declaration (its partition lookup, its producer's creation) that
-// failed while the client could not reach the broker: the error names the
-// broker's service URL, without its user information, and the client's
-// latest connection failure ("connection refused"). Only a client made by
+// failed while the client could not reach the broker, or while the broker
+// refused its credentials: the error names the broker's service URL,
+// without its user information, and the client's latest connection
+// failure ("connection refused", "Failed to authenticate"). Only a client made by
 // sources/pulsar's NewClient (as the backend's own is) tells its
 // connection failures.
 var ErrConnect = errors.New("pulsartopic: cannot connect to the Pulsar broker")

@@ -20,9 +20,10 @@ var ErrAbandoned = errors.New("pulsartopology: the client did not return within 
 
 // ErrConnect is wrapped, with ErrDeclare or ErrSubscribe and the call's
 // own cause, by the error of a Declare or a Subscribe that failed while
-// the client could not reach the broker: the error names the broker's
-// service URL, without its user information, and the client's latest
-// connection failure ("connection refused"). Only a client made by
+// the client could not reach the broker, or while the broker refused its
+// credentials: the error names the broker's service URL, without its user
+// information, and the client's latest connection failure ("connection
+// refused", "Failed to authenticate"). Only a client made by
 // sources/pulsar's NewClient (as the backend's own is) tells its
 // connection failures.
 var ErrConnect = errors.New("pulsartopology: cannot connect to the Pulsar broker")
