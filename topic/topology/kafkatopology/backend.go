@@ -69,8 +69,7 @@ type LetterTooLargeError struct {
 	// refusal (kept a minute per topic); 0 when it is unknown: it could not
 	// be read, or it does not explain the refusal (a record batch holding
 	// the record alone would be within it: the setting changed since it
-	// was read, or the record was refused with others sent in the same
-	// batch).
+	// was read).
 	Limit int
 	// Broker reports that the broker refused the record
 	// (MESSAGE_TOO_LARGE), not the producer.
