@@ -571,3 +571,21 @@ func ClosingPastDeadline(t testing.TB, c *kfake.Cluster, key kmsg.Key, call func
 	}
 	return <-called
 }
+
+// RefuseProducerIDs makes c answer each InitProducerID request after the
+// first pass with CLUSTER_AUTHORIZATION_FAILED, which an idempotent
+// sarama producer cannot start past, and returns the count of those
+// requests c received.
+func RefuseProducerIDs(c *kfake.Cluster, pass int32) *atomic.Int32 {
+	var n atomic.Int32
+	c.ControlKey(int16(kmsg.InitProducerID), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if n.Add(1) <= pass {
+			return nil, nil, false
+		}
+		resp := kr.(*kmsg.InitProducerIDRequest).ResponseKind().(*kmsg.InitProducerIDResponse)
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp, nil, true
+	})
+	return &n
+}

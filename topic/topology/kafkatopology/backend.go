@@ -271,13 +271,32 @@ func connect(brokers []string, cfg *sarama.Config, red redact.Secrets) (sarama.C
 		_ = admin.Close()
 		return nil, nil, nil, nil, fmt.Errorf("%w: %w", ErrConnect, red.Err(err))
 	}
-	alone, err := sarama.NewSyncProducer(brokers, kafkaalone.Config(cfg, resentCopy))
+	aloneClient, err := sarama.NewClient(brokers, kafkaalone.Config(cfg, resentCopy))
 	if err != nil {
 		_ = prod.Close()
 		_ = admin.Close()
 		return nil, nil, nil, nil, fmt.Errorf("%w: brokers %q: %w", ErrConnect, brokers, red.Err(err))
 	}
-	return client, admin, prod, alone, nil
+	alone, err := sarama.NewSyncProducerFromClient(aloneClient)
+	if err != nil {
+		_ = aloneClient.Close()
+		_ = prod.Close()
+		_ = admin.Close()
+		return nil, nil, nil, nil, fmt.Errorf("%w: brokers %q: %w", ErrConnect, brokers, red.Err(err))
+	}
+	return client, admin, prod, ownClient{alone, aloneClient}, nil
+}
+
+// ownClient is a producer made on a client of its own, which its Close
+// closes too.
+type ownClient struct {
+	sarama.SyncProducer
+	client sarama.Client
+}
+
+// Close closes the producer, then its client.
+func (p ownClient) Close() error {
+	return errors.Join(p.SyncProducer.Close(), p.client.Close())
 }
 
 // resentCopy reports that a record the single-record producer is handed
