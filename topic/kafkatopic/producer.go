@@ -44,8 +44,10 @@ type completion struct {
 type producer struct {
 	ap    sarama.AsyncProducer
 	alone sarama.AsyncProducer
-	in    chan *completion
-	pool  sync.Pool
+	// aloneClient is alone's own client, closed once alone has closed.
+	aloneClient sarama.Client
+	in          chan *completion
+	pool        sync.Pool
 
 	mu     sync.RWMutex // held shared while enqueueing; exclusively to close
 	closed bool
@@ -59,16 +61,22 @@ type producer struct {
 // whose single-record producer has a client of its own, on brokers with
 // aloneConfig(cfg).
 func newProducer(client sarama.Client, brokers []string, cfg *sarama.Config, buffer int) (*producer, error) {
-	alone, err := sarama.NewAsyncProducer(brokers, aloneConfig(cfg))
+	aloneClient, err := sarama.NewClient(brokers, aloneConfig(cfg))
 	if err != nil {
+		return nil, err
+	}
+	alone, err := sarama.NewAsyncProducerFromClient(aloneClient)
+	if err != nil {
+		_ = aloneClient.Close()
 		return nil, err
 	}
 	ap, err := sarama.NewAsyncProducerFromClient(client)
 	if err != nil {
 		_ = alone.Close()
+		_ = aloneClient.Close()
 		return nil, err
 	}
-	p := &producer{ap: ap, alone: alone, in: make(chan *completion, buffer), stop: make(chan struct{})}
+	p := &producer{ap: ap, alone: alone, aloneClient: aloneClient, in: make(chan *completion, buffer), stop: make(chan struct{})}
 	p.pool.New = func() any { return &completion{done: make(chan error, 1)} }
 	p.wg.Add(3)
 	go p.feed()
@@ -136,7 +144,7 @@ func (p *producer) feed() {
 // over the limit, so a copy of each is sent again through the
 // single-record producer, whose outcome is reported instead. Once ap has
 // closed, so does the single-record producer (the last to receive
-// records).
+// records), and once that has closed, its client.
 func (p *producer) results(ap sarama.AsyncProducer, batching bool) {
 	defer p.wg.Done()
 	succ, errs := ap.Successes(), ap.Errors()
@@ -164,6 +172,8 @@ func (p *producer) results(ap sarama.AsyncProducer, batching bool) {
 	}
 	if batching {
 		p.alone.AsyncClose()
+	} else {
+		_ = p.aloneClient.Close()
 	}
 }
 
