@@ -467,9 +467,12 @@ func (b *Backend[T]) sendWithin(ctx context.Context, full string, msg *pulsar.Pr
 	if b.crashed.Load() {
 		return topology.ErrClosed
 	}
+	began := time.Now()
 	p, err := b.producer(ctx, ErrSend, full)
 	if err != nil {
-		return err
+		// The producer's creation, on a topic the backend has no producer
+		// for yet, failed: against a broker gone away, the error says so.
+		return b.failed(err, began)
 	}
 	if _, err := p.Send(ctx, msg); err != nil {
 		if errors.Is(err, pulsar.ErrProducerClosed) {

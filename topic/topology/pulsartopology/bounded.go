@@ -18,9 +18,11 @@ import (
 // abandoned (see the package documentation, Bounded calls).
 var ErrAbandoned = errors.New("pulsartopology: the client did not return within Options.OperationTimeout; its call was abandoned")
 
-// ErrConnect is wrapped, with ErrDeclare or ErrSubscribe and the call's
-// own cause, by the error of a Declare or a Subscribe that failed while
-// the client could not reach the broker, or while the broker refused its
+// ErrConnect is wrapped, with the call's own cause, by the error of a
+// Declare or a Subscribe (with ErrDeclare or ErrSubscribe), or of a send
+// (Publish, Hold, Requeue, DeadLetter, a dead-letter reader's marker) that
+// had to create its topic's producer (with ErrSend), that failed while the
+// client could not reach the broker, or while the broker refused its
 // credentials: the error names the broker's service URL, without its user
 // information, and the client's latest connection failure ("connection
 // refused", "Failed to authenticate"). Only a client made by
@@ -56,9 +58,20 @@ func bounded[T, R any](ctx context.Context, b *Backend[T], kind error, what stri
 	case err != nil && err == ctx.Err():
 		return zero, b.unreached(fmt.Errorf("%w: %s: %w", kind, what, err), began)
 	case err != nil && !errors.Is(err, topology.ErrClosed):
-		return zero, b.unreached(b.redact(err), began)
+		return zero, b.failed(err, began)
 	}
 	return r, b.redact(err)
+}
+
+// failed returns err, the error of a client call begun at began, through
+// the client's redaction and, unless it wraps topology.ErrClosed, wrapping
+// ErrConnect and naming the broker and the client's latest connection
+// failure since began, when the client logged one (see unreached).
+func (b *Backend[T]) failed(err error, began time.Time) error {
+	if err == nil || errors.Is(err, topology.ErrClosed) {
+		return b.redact(err)
+	}
+	return b.unreached(b.redact(err), began)
 }
 
 // unreached returns err, the error of a call begun at began, wrapping
