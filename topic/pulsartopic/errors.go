@@ -18,7 +18,8 @@ var ErrPartitionMismatch = errors.New("pulsartopic: partition count mismatch")
 var ErrNoAdmin = errors.New("pulsartopic: partitioned topic does not exist and no Admin is set to create it")
 
 // ErrConnect is wrapped, with the call's own cause, by the *Error of a
-// topic's declaration (its partition lookup, its producer's creation) that
+// topic's declaration (its partition lookup, its producer's creation), or
+// of a Subscribe to a declared topic (its consumer's creation), that
 // failed while the client could not reach the broker, or while the broker
 // refused its credentials: the error names the broker's service URL,
 // without its user information, and the client's latest connection

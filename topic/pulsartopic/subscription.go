@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
@@ -138,6 +139,7 @@ func newSub[T any](ctx context.Context, t *pTopic[T], mode topic.SubscriptionMod
 	co.Interceptors = pulsar.ConsumerInterceptors{gone}
 	unwatch := spulsar.WatchConsumer(t.b.client, &co, hookcall.Reach(opts.Reach, log)) // called on the client's goroutines
 	op := "subscribe " + quoteSub(co.SubscriptionName) + " to"
+	began := time.Now()
 	c, err := bounded(ctx, t.b, op, t.full, o.SubscribeTimeout, spulsar.ErrSubscribeTimeout, func() (pulsar.Consumer, error) {
 		return t.b.client.Subscribe(co)
 	}, pulsar.Consumer.Close)
@@ -148,7 +150,7 @@ func newSub[T any](ctx context.Context, t *pTopic[T], mode topic.SubscriptionMod
 		return nil, topic.ErrTopicClosed // the backend's closing closes the topic
 	}
 	if err != nil {
-		return nil, t.b.fail(op, t.full, err)
+		return nil, t.b.fail(op, t.full, t.b.unreached(err, began))
 	}
 	unsettledMax := 0
 	if mode.IsBroadcast() {
