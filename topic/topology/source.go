@@ -890,16 +890,24 @@ func (s *Source[T]) messages(slab *message.Slab[T], ls []pendingLetter[T]) []*me
 }
 
 // Ack carries out the outcome of each message (acker.Acknowledger).
+//
+// The records of the messages delivered together are allocated together
+// (see messages), and a record lives as long as any of them: each drops
+// its letter once settled, so that the value of a message settled is not
+// kept by the messages of its batch still reachable (those made from the
+// next slab block, for one).
 func (s *Source[T]) Ack(ctx context.Context, successful, failed []acker.Outcome) {
 	for i := range successful {
 		if rec, ok := successful[i].Data.(*record[T]); ok {
 			s.settle(ctx, rec, OutcomeAck, false, nil)
+			rec.pendingLetter = pendingLetter[T]{}
 		}
 	}
 	for i := range failed {
 		if rec, ok := failed[i].Data.(*record[T]); ok {
 			out, timeout := Decide(failed[i])
 			s.settle(ctx, rec, out, timeout, failed[i].Err)
+			rec.pendingLetter = pendingLetter[T]{}
 		}
 	}
 }
