@@ -1,0 +1,127 @@
+package kafkatopic_test
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/boulevard-go/boulevard/internal/testbroker"
+	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/topic"
+)
+
+// Guarantee: partitions added to the Kafka topic of a balanced
+// subscription are picked up within Config.Metadata.RefreshFrequency: the
+// values published to them reach the group's member, none lost.
+func TestPartitionsAddedUnderABalancedSubscriptionReachIt(t *testing.T) {
+	c := testbroker.Kafka(t)
+	o := testOptions[int](c, topic.IntCodec{})
+	o.Config.Metadata.RefreshFrequency = 300 * time.Millisecond
+	o.Key = func(v int) []byte { return []byte(strconv.Itoa(v)) }
+	h := newTopic(t, newBackend(t, o), "grown", topic.Options{})
+	s := subscribe(t, h, topic.Balanced("g"))
+	roundTrip(t, h, s, -1)
+	if err := testbroker.Admin(t, c.ListenAddrs()).CreatePartitions("grown", 3, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	// A publisher that knows the three partitions from its start.
+	h2 := newTopic(t, newBackend(t, o), "grown", topic.Options{})
+	const n = 30
+	for v := range n {
+		if err := h2.Publish(ctxT(t), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[int]bool{}
+	for len(got) < n {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		it, err := s.Receive(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("Receive after %d of %d values: %v", len(got), n, err)
+		}
+		got[it.Value] = true
+		if err := s.Ack(it.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Guarantee: deleting the Kafka topic of a balanced subscription neither
+// ends it nor makes its member spin: the member logs one WARN naming the
+// topic ("consumer group session failed; joining again", repeats held
+// back, however many sessions fail) and joins again; once the topic is created again, a value
+// published to it reaches the subscription (the cluster dropped the
+// group's offsets with the topic, and the group reads a partition
+// without one from its oldest record).
+func TestATopicDeletedUnderABalancedSubscriptionIsReadAgainOnceCreatedAgain(t *testing.T) {
+	c := testbroker.Kafka(t)
+	o := testOptions[int](c, topic.IntCodec{})
+	o.Config.Metadata.RefreshFrequency = 300 * time.Millisecond
+	var logs logBuffer
+	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	h := newTopic(t, newBackend(t, o), "gone", topic.Options{})
+	s := subscribe(t, h, topic.Balanced("g"))
+	roundTrip(t, h, s, 1)
+	var lookups atomic.Int32 // metadata requests naming the topic
+	c.ControlKey(int16(kmsg.Metadata), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		for _, rt := range req.(*kmsg.MetadataRequest).Topics {
+			if rt.Topic != nil && *rt.Topic == "gone" {
+				lookups.Add(1)
+			}
+		}
+		return nil, nil, false
+	})
+	admin := testbroker.Admin(t, c.ListenAddrs())
+	if err := admin.DeleteTopic("gone"); err != nil {
+		t.Fatal(err)
+	}
+	const failed = "consumer group session failed; joining again"
+	wait.Within(t, patience, "a WARN naming the deleted topic", func() bool {
+		for l := range strings.Lines(logs.String()) {
+			if strings.Contains(l, failed) && strings.Contains(l, "topic=gone") && strings.Contains(l, "level=WARN") {
+				return true
+			}
+		}
+		return false
+	})
+	// The member keeps looking the topic up, session after session; one
+	// line says so, not one per session.
+	seen := lookups.Load()
+	wait.Within(t, patience, "more lookups of the deleted topic", func() bool { return lookups.Load() >= seen+20 })
+	if n := strings.Count(logs.String(), failed); n > 2 {
+		t.Fatalf("%d lines %q while the topic stays deleted, want at most 2:\n%s", n, failed, logs.String())
+	}
+	if err := admin.CreateTopic("gone", &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1}, false); err != nil {
+		t.Fatal(err)
+	}
+	wait.Within(t, patience, "a publish to the topic created again to be stored", func() bool {
+		return h.Publish(ctxT(t), 2) == nil
+	})
+	if it := recv(t, s); it.Value != 2 {
+		t.Fatalf("received %v, want 2", it.Value)
+	}
+}
+
+// roundTrip publishes v on h, receives it on s and acknowledges it.
+func roundTrip(t *testing.T, h *topic.Handle[int], s *topic.Subscription[int], v int) {
+	t.Helper()
+	if err := h.Publish(ctxT(t), v); err != nil {
+		t.Fatal(err)
+	}
+	it := recv(t, s)
+	if it.Value != v {
+		t.Fatalf("received %v, want %v", it.Value, v)
+	}
+	if err := s.Ack(it.ID); err != nil {
+		t.Fatal(err)
+	}
+}
