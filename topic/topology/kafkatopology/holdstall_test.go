@@ -80,16 +80,7 @@ func TestReleaserReportsAHoldTopicItCannotConsumeInStatsWithoutALogFlood(t *test
 	b := newLoggedBackend(t, c.ListenAddrs(), logs)
 	q := declare(t, b, topology.New("orders").Hold(time.Second))
 	hold := q.(*queues[msg]).holds[0].name
-	r := subscribe(t, q)
-	// A letter released: the releaser's session runs and claims the
-	// hold topic's partition.
-	if err := q.Hold(t.Context(), 0, topology.Letter[msg]{Value: msg{N: 1}}); err != nil {
-		t.Fatal(err)
-	}
-	l := receiveOne(t, r)
-	if err := r.Settle(t.Context(), &l); err != nil {
-		t.Fatal(err)
-	}
+	releaseOne(t, q, subscribe(t, q))
 	admin, err := sarama.NewClusterAdmin(c.ListenAddrs(), testbroker.SaramaConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -109,6 +100,20 @@ func TestReleaserReportsAHoldTopicItCannotConsumeInStatsWithoutALogFlood(t *test
 	out := logs.String()
 	if n := strings.Count(out, "level=WARN"); n > 3 {
 		t.Fatalf("%d WARN lines after %d failures, want one per failure kind:\n%s", n, s.Failures, out)
+	}
+}
+
+// releaseOne holds a letter on q's first hold topic and receives and
+// settles it through r once released: the releaser's session runs and
+// claims the hold topic's partition.
+func releaseOne(t *testing.T, q topology.Queues[msg], r topology.Reader[msg]) {
+	t.Helper()
+	if err := q.Hold(t.Context(), 0, topology.Letter[msg]{Value: msg{N: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	l := receiveOne(t, r)
+	if err := r.Settle(t.Context(), &l); err != nil {
+		t.Fatal(err)
 	}
 }
 
