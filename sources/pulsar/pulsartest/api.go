@@ -746,21 +746,147 @@ func (b *Broker) Unload(topic string) error {
 			continue
 		}
 		for _, s := range t.subs {
-			for _, c := range slices.Clone(s.consumers) {
-				b.removeConsumerLocked(c)
-				c.conn.sendClose(cmdCloseConsumer, c.id)
-			}
+			b.closeConsumersLocked(s)
 		}
-		for c := range b.conns {
-			for pid, p := range c.producers {
-				if p.topic != t {
-					continue
-				}
-				t.producers--
-				delete(c.producers, pid)
-				c.sendClose(cmdCloseProducer, pid)
+		b.closeProducersLocked(t)
+	}
+	return nil
+}
+
+// closeConsumersLocked detaches s's consumers and sends each
+// CLOSE_CONSUMER.
+func (b *Broker) closeConsumersLocked(s *subscription) {
+	for _, c := range slices.Clone(s.consumers) {
+		b.removeConsumerLocked(c)
+		c.conn.sendClose(cmdCloseConsumer, c.id)
+	}
+}
+
+// closeProducersLocked forgets t's producers and sends each
+// CLOSE_PRODUCER.
+func (b *Broker) closeProducersLocked(t *topic) {
+	for c := range b.conns {
+		for pid, p := range c.producers {
+			if p.topic != t {
+				continue
+			}
+			t.producers--
+			delete(c.producers, pid)
+			c.sendClose(cmdCloseProducer, pid)
+		}
+	}
+}
+
+// DeleteSubscription deletes subscription sub of topic (for a
+// partitioned topic, of each partition that has it), as a real broker
+// does for an operator's "pulsar-admin topics unsubscribe" (REST DELETE
+// /admin/v2/persistent/{tenant}/{namespace}/{topic}/subscription/{sub}).
+// Without force it returns an error wrapping ErrSubscriptionBusy while
+// consumers are connected to it, and deletes nothing. With force it first
+// sends CLOSE_CONSUMER to each of them, as "--force" does. The cursor goes
+// with the subscription: its position, its unacknowledged and redelivery
+// state. A consumer that subscribes again, the client reconnecting one it
+// was told to close included, creates the subscription anew at its initial
+// position (latest: what was published meanwhile is skipped; earliest:
+// every message the topic keeps is delivered again). It returns an error
+// wrapping ErrSubscriptionNotFound when the topic (for a partitioned
+// topic, every partition) has no such subscription, an error for a name
+// it cannot parse, or ErrClosed.
+func (b *Broker) DeleteSubscription(topic, sub string, force bool) error {
+	tn, err := parseTopic(topic)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.shut() {
+		return ErrClosed
+	}
+	var subs []*subscription
+	for _, name := range b.namesLocked(tn) {
+		if t := b.topics[name]; t != nil && t.subs[sub] != nil {
+			subs = append(subs, t.subs[sub])
+		}
+	}
+	if len(subs) == 0 {
+		return fmt.Errorf("%w: %q on %s", ErrSubscriptionNotFound, sub, tn.full)
+	}
+	if !force {
+		for _, s := range subs {
+			if len(s.consumers) > 0 {
+				return fmt.Errorf("%w: %q on %s", ErrSubscriptionBusy, sub, tn.full)
 			}
 		}
 	}
+	for _, s := range subs {
+		b.deleteSubscriptionLocked(s)
+	}
+	return nil
+}
+
+// deleteSubscriptionLocked closes s's consumers from the broker's side and
+// forgets s.
+func (b *Broker) deleteSubscriptionLocked(s *subscription) {
+	s.durable = false
+	b.closeConsumersLocked(s)
+	s.dropDelayed()
+	if s.t.subs[s.name] == s {
+		delete(s.t.subs, s.name)
+	}
+}
+
+// DeleteTopic deletes the topic name (for a partitioned topic, each
+// partition, and the topic's partitioned metadata), as a real broker does for an
+// operator's "pulsar-admin topics delete" (REST DELETE
+// /admin/v2/persistent/{tenant}/{namespace}/{topic}). Without force it
+// returns an error wrapping ErrTopicBusy while producers or consumers are
+// connected to it, and deletes nothing. With force it first sends
+// CLOSE_PRODUCER to each producer and CLOSE_CONSUMER to each consumer, as
+// "--force" does. Its messages and its subscriptions, cursors included,
+// go with it. As topic auto-creation is on, a client that reconnects
+// creates it again, empty and non-partitioned, and its consumers create
+// their subscriptions anew at their initial positions; the new topic's
+// message ids are from a new ledger, so an acknowledgement of a message of
+// the deleted topic acknowledges nothing. It returns an error wrapping
+// ErrTopicNotFound for a topic the broker does not have, an error for a
+// name it cannot parse, or ErrClosed.
+func (b *Broker) DeleteTopic(name string, force bool) error {
+	tn, err := parseTopic(name)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.shut() {
+		return ErrClosed
+	}
+	var ts []*topic
+	for _, n := range b.namesLocked(tn) {
+		if t := b.topics[n]; t != nil {
+			ts = append(ts, t)
+		}
+	}
+	if len(ts) == 0 && b.partitioned[tn.full] == 0 {
+		return fmt.Errorf("%w: %s", ErrTopicNotFound, tn.full)
+	}
+	if !force {
+		for _, t := range ts {
+			busy := t.producers > 0
+			for _, s := range t.subs {
+				busy = busy || len(s.consumers) > 0
+			}
+			if busy {
+				return fmt.Errorf("%w: %s", ErrTopicBusy, tn.full)
+			}
+		}
+	}
+	for _, t := range ts {
+		b.closeProducersLocked(t)
+		for _, s := range t.subs {
+			b.deleteSubscriptionLocked(s)
+		}
+		delete(b.topics, t.name.full)
+	}
+	delete(b.partitioned, tn.full)
 	return nil
 }

@@ -54,6 +54,21 @@ var (
 	ErrInvalidTopic = errors.New("pulsartest: invalid topic name")
 	// ErrChecksum is wrapped when a published payload fails its CRC32-C check.
 	ErrChecksum = errors.New("pulsartest: checksum mismatch")
+	// ErrSubscriptionNotFound is returned by DeleteSubscription for a
+	// subscription the topic does not have (a real broker's 404
+	// "Subscription not found").
+	ErrSubscriptionNotFound = errors.New("pulsartest: subscription not found")
+	// ErrSubscriptionBusy is returned by DeleteSubscription without force
+	// while consumers are connected to the subscription (a real broker's
+	// 412 "Subscription has active connected consumers").
+	ErrSubscriptionBusy = errors.New("pulsartest: subscription has active connected consumers")
+	// ErrTopicNotFound is returned by DeleteTopic for a topic the broker
+	// does not have (a real broker's 404 "Topic not found").
+	ErrTopicNotFound = errors.New("pulsartest: topic not found")
+	// ErrTopicBusy is returned by DeleteTopic without force while the
+	// topic has producers or consumers connected (a real broker's 412
+	// "Topic has active producers/subscriptions").
+	ErrTopicBusy = errors.New("pulsartest: topic has active producers/subscriptions")
 )
 
 // Options configure a Broker. The zero value is usable; see WithDefaults.
