@@ -606,8 +606,10 @@ func RedactServiceURL(serviceURL string) string { return redact.ServiceURL(servi
 // logging interface. The user information of any URL in a message or field
 // is redacted (the client logs its service URL on many lines) and line
 // breaks are joined. The client's Info lines (connections opened,
-// consumers created) are logged at Debug, and so are the warnings and
-// errors it logs for events that lose nothing: messages it drops on
+// consumers created) are logged at Debug (but for the one that says the
+// broker closed a consumer, "Broker notification of Closed consumer:
+// <id>", for its topic unloaded or deleted or its subscription deleted,
+// kept at Info), and so are the warnings and errors it logs for events that lose nothing: messages it drops on
 // receipt because they were delivered or acknowledged already ("receive 1
 // messages , all filtered", after a reconnection), and a consumer closed
 // before the client sent it permits or a redelivery request ("Failed to
@@ -749,6 +751,13 @@ type redactingHandler struct {
 	secrets redact.Secrets             // the client's credentials, taken out of every line
 }
 
+// brokerClosedConsumer begins the client's Info line for a consumer the
+// broker closed (CLOSE_CONSUMER: its topic unloaded or deleted, or its
+// subscription deleted), followed by the consumer's id. It is kept at
+// INFO: the client reconnects the consumer, and a subscription created
+// anew starts at its initial position.
+const brokerClosedConsumer = "Broker notification of Closed consumer: "
+
 func clientLevel(l slog.Level) slog.Level {
 	if l == slog.LevelInfo {
 		return slog.LevelDebug
@@ -764,6 +773,8 @@ func (r *redactingHandler) Enabled(ctx context.Context, l slog.Level) bool {
 		return true // the line may end a run
 	case l == slog.LevelInfo && r.last != nil && r.of.consumer != "":
 		return true // the line may say that a consumer reconnected or closes
+	case l == slog.LevelInfo && r.of.addr != "" && r.h.Enabled(ctx, l):
+		return true // the line may say that the broker closed a consumer
 	}
 	return r.h.Enabled(ctx, clientLevel(l))
 }
@@ -781,6 +792,9 @@ func (r *redactingHandler) Handle(ctx context.Context, rec slog.Record) error {
 		return true
 	})
 	level := clientLevel(rec.Level)
+	if rec.Level == slog.LevelInfo && strings.HasPrefix(msg, brokerClosedConsumer) {
+		level = slog.LevelInfo
+	}
 	if level >= slog.LevelWarn && lostNothing(msg, errText) {
 		level = slog.LevelDebug
 	}
