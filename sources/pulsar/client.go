@@ -606,12 +606,13 @@ func RedactServiceURL(serviceURL string) string { return redact.ServiceURL(servi
 // logging interface. The user information of any URL in a message or field
 // is redacted (the client logs its service URL on many lines) and line
 // breaks are joined. The client's Info lines (connections opened,
-// consumers created) are logged at Debug (but for the one that says the
-// broker closed a consumer, "Broker notification of Closed consumer:
-// <id>", for its topic unloaded or deleted or its subscription deleted,
-// kept at Info), and so are the warnings and errors it logs for events that lose nothing: messages it drops on
-// receipt because they were delivered or acknowledged already ("receive 1
-// messages , all filtered", after a reconnection), and a consumer closed
+// consumers created) are logged at Debug, but for the one that says the
+// broker closed a consumer ("Broker notification of Closed consumer:
+// <id>", its topic unloaded or deleted or its subscription deleted),
+// kept at Info. The warnings and errors it logs for events that lose
+// nothing are logged at Debug too: messages it drops on receipt because
+// they were delivered or acknowledged already ("receive 1 messages , all
+// filtered", after a reconnection), and a consumer closed
 // before the client sent it permits or a redelivery request ("Failed to
 // redeliver closing or closed consumer"; the broker redelivers what a
 // closed consumer held). Its other warnings and errors keep their level,
