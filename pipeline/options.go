@@ -73,7 +73,10 @@ type Options[In, Out any] struct {
 	// (the stages' LongestCall in Stats, and the stall log lines). The
 	// stages read no clock for it: a call is dated from the first reading
 	// that saw it, so a LongestCall is short by up to StallCheckInterval,
-	// and a call over within it may never show. One goroutine per
+	// and a call over within it may never show. A producer stage's
+	// hand-over to the processors, which runs their PartitionBy, is
+	// dated exactly instead (ProducerStats.LongestHandOff) and read at
+	// the same interval for the stall lines. One goroutine per
 	// pipeline reads, from Start until the stages have returned, with a
 	// ticker always pending. Default 1s (DefaultStallCheckInterval);
 	// 10ms … 1m (MinStallCheckInterval, MaxStallCheckInterval). A
@@ -91,7 +94,9 @@ type Options[In, Out any] struct {
 	// MaxStallThreshold (24h); a negative value logs no stall (Stats
 	// still reports LongestCall). A processor's chunk is up to
 	// Processors.MaxDemand messages, so MaxDemand times the handler's
-	// duration must stay under it.
+	// duration must stay under it. A producer stage's hand-over that
+	// has run the processors' PartitionBy longer than StallThreshold is
+	// logged the same way (see StallLog).
 	StallThreshold time.Duration `validate:"lte=24h"`
 	// Telemetry, when set, is called at the points of the pipeline's work
 	// that package telemetry lists (Broadway's :telemetry events). Nil

@@ -651,7 +651,7 @@ func (p *Pipeline[In, Out]) Push(ctx context.Context, msgs ...*message.Message[I
 			p.pushExited(ctx, msgs[progress:])
 		}
 	}()
-	n, err := p.proc.PublishProgress(ctx, msgs, &progress)
+	n, err := p.proc.PublishProgress(ctx, msgs, &progress, nil, time.Time{})
 	pushing = false
 	switch {
 	case err == nil:

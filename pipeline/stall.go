@@ -14,6 +14,15 @@ import (
 // threshold is logged too. Its attributes: stage; workers, how many of
 // the stage's calls have run longer than the threshold; longest, how long
 // the longest of them has run; threshold.
+//
+// A producer stage logs it too when its hand-over of delivered messages
+// to the processors has run their PartitionBy longer than the threshold
+// (producer.Stage.HandOffAge): PartitionBy runs on the source's
+// goroutine or the stage's dispatching one, and while it blocks the
+// source stops and the processors, idle, log nothing. That line has one
+// more attribute, in="processors' PartitionBy"; workers is 1, a stage
+// hands over one batch at a time. Waiting for room in the processors'
+// queues is not part of the hand-over's time.
 const StallLog = "chunk or batch running longer than the stall threshold"
 
 // StallEndedLog is the INFO line a stage that logged StallLog logs once
@@ -21,14 +30,20 @@ const StallLog = "chunk or batch running longer than the stall threshold"
 // Its attributes: stage; took, how long the longest call of the stall ran
 // (as the last reading before it ended saw it: short by up to
 // Options.StallCheckInterval); workers, the most calls that had run
-// longer than the threshold at once.
+// longer than the threshold at once; and in, for a producer stage's
+// hand-over, as StallLog has it.
 const StallEndedLog = "stalled chunk or batch ended"
 
 // stallWatch is what the stall watch knows of one stage.
 type stallWatch struct {
 	stage string
+	// in names the user code a call runs, when the stage is not the one
+	// whose handlers it calls (a producer stage's hand-over: the
+	// processors' PartitionBy); empty otherwise.
+	in string
 	// ages appends how long each call of the stage has been running
-	// (processing.Pool.CallAges, batching.Batcher.CallAges).
+	// (processing.Pool.CallAges, batching.Batcher.CallAges,
+	// producer.Stage.HandOffAge).
 	ages func(now time.Time, ages []time.Duration) []time.Duration
 	// stalled: the stage logged StallLog and not StallEndedLog yet;
 	// longest and workers are the stall's so far.
@@ -53,6 +68,13 @@ func (p *Pipeline[In, Out]) watchStalls() {
 	watches := []stallWatch{{stage: p.proc.Name(), ages: p.proc.CallAges}}
 	for _, b := range p.batchers {
 		watches = append(watches, stallWatch{stage: b.StageName(), ages: b.CallAges})
+	}
+	if p.opts.Processors.PartitionBy != nil {
+		// Without PartitionBy a hand-over runs no user code: its age stays 0.
+		for _, s := range p.prod.Stages() {
+			watches = append(watches, stallWatch{stage: s.Name(), in: "processors' PartitionBy",
+				ages: func(now time.Time, ages []time.Duration) []time.Duration { return append(ages, s.HandOffAge(now)) }})
+		}
 	}
 	threshold := p.opts.StallThreshold
 	t := time.NewTicker(p.opts.StallCheckInterval)
@@ -98,12 +120,20 @@ func (w *stallWatch) check(log *slog.Logger, ages []time.Duration, threshold tim
 		w.workers = max(w.workers, workers)
 		if !w.stalled {
 			w.stalled = true
-			log.Warn(StallLog, slog.String("stage", w.stage), slog.Int("workers", workers),
-				slog.Duration("longest", longest.Round(time.Millisecond)), slog.Duration("threshold", threshold))
+			attrs := []any{slog.String("stage", w.stage), slog.Int("workers", workers),
+				slog.Duration("longest", longest.Round(time.Millisecond)), slog.Duration("threshold", threshold)}
+			if w.in != "" {
+				attrs = append(attrs, slog.String("in", w.in))
+			}
+			log.Warn(StallLog, attrs...)
 		}
 	case w.stalled:
-		log.Info(StallEndedLog, slog.String("stage", w.stage),
-			slog.Duration("took", w.longest.Round(time.Millisecond)), slog.Int("workers", w.workers))
-		*w = stallWatch{stage: w.stage, ages: w.ages}
+		attrs := []any{slog.String("stage", w.stage),
+			slog.Duration("took", w.longest.Round(time.Millisecond)), slog.Int("workers", w.workers)}
+		if w.in != "" {
+			attrs = append(attrs, slog.String("in", w.in))
+		}
+		log.Info(StallEndedLog, attrs...)
+		*w = stallWatch{stage: w.stage, in: w.in, ages: w.ages}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
 )
 
 // blocker is a handler's wait that a test releases once.
@@ -495,4 +497,248 @@ func TestACallRunningExactlyTheStallThresholdIsNoStall(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 		stopWithoutStallLines(t, p, b, &lines)
 	})
+}
+
+// handOffCases are the two ways a producer stage hands messages to the
+// processors: a delivery straight to them, on the source's goroutine, and
+// the stage's dispatcher, which a rate limit makes hand every delivery
+// over.
+var handOffCases = []struct {
+	name  string
+	limit *producer.RateLimit
+}{
+	{name: "direct delivery"},
+	{name: "dispatcher", limit: &producer.RateLimit{Allowed: 1 << 20, Interval: time.Second}},
+}
+
+// oneMessageSource delivers one message, acknowledged by ack, once start
+// is closed, and waits for the end of its run.
+func oneMessageSource(ack acker.Acknowledger, start <-chan struct{}) producer.SourceFunc[uint64] {
+	return func(ctx context.Context, st *producer.Stage[uint64]) error {
+		feed := st.NewFeed("keys", nil)
+		if _, err := feed.Acquire(ctx, 1); err != nil {
+			return nil
+		}
+		select {
+		case <-start:
+		case <-ctx.Done():
+			return nil
+		}
+		feed.Deliver(message.New(uint64(1), ack, 1))
+		<-ctx.Done()
+		return nil
+	}
+}
+
+// Guarantee: a producer stage's hand-over of delivered messages to the
+// processors, which runs their PartitionBy on the source's goroutine (a
+// delivery straight to the processors) or on the stage's dispatching
+// one, is watched as a processor's call is: while a PartitionBy blocks,
+// Stats shows how long the hand-over has run
+// (Producers[].LongestHandOff, 0 once it returned), the stage logs one
+// WARN line, naming the stage and the processors' PartitionBy, once it
+// has run longer than StallThreshold, and one INFO line once it
+// returned; the processors, idle meanwhile, log none.
+func TestAStalledPartitionByHandOverIsReportedWhileItRuns(t *testing.T) {
+	for _, tc := range handOffCases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { checkHandOffStall(t, tc.limit) })
+		})
+	}
+}
+
+// startHeld starts p, closes deliver once every goroutine of p waits
+// (so that none waits for the stage's mutex, which a delivery that goes
+// straight to the processors holds while their PartitionBy runs, and
+// which synctest.Wait would not wait out), and waits until b holds a call
+// of p. Once the test has returned, b is freed and p stopped.
+func startHeld(t *testing.T, p *pipeline.Pipeline[uint64, uint64], b *blocker, deliver chan struct{}) {
+	t.Helper()
+	t.Cleanup(func() { _ = p.Stop(context.Background()) }) // a failed check's way out
+	t.Cleanup(b.free)                                      // before Stop
+	if err := p.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait()
+	close(deliver)
+	<-b.entered
+	synctest.Wait()
+}
+
+// checkHandOffStall runs a pipeline whose source delivers one message,
+// under limit, whose PartitionBy blocks for 70 s, and checks Stats and the
+// stall lines meanwhile.
+func checkHandOffStall(t *testing.T, limit *producer.RateLimit) {
+	var lines logtest.Lines
+	b := newBlocker()
+	rec := acker.NewRecorder(false)
+	deliver := make(chan struct{})
+	src := oneMessageSource(rec, deliver)
+	p := mustNew(t, pipeline.Options[uint64, uint64]{
+		Name:     "handoff",
+		Logger:   slog.New(slog.NewTextHandler(&lines, nil)),
+		Producer: producer.Options[uint64]{Source: src, RateLimit: limit},
+		Processors: processor.Options[uint64, uint64]{Concurrency: 2, Handle: identity,
+			PartitionBy: func(m *message.Message[uint64]) string {
+				b.wait()
+				return "key"
+			}},
+	})
+	startHeld(t, p, b, deliver)
+	handOff := func() time.Duration {
+		st := p.Stats()
+		if len(st.Producers) != 1 {
+			t.Fatalf("Stats: %d producer stages, want 1", len(st.Producers))
+		}
+		return st.Producers[0].LongestHandOff
+	}
+	for _, at := range []time.Duration{10 * time.Second, 20 * time.Second} {
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if got := handOff(); got != at {
+			t.Fatalf("%v into the stall: LongestHandOff %v, want %v", at, got, at)
+		}
+	}
+	if got := lines.Matching(pipeline.StallLog); len(got) != 0 {
+		t.Fatalf("20 s into a stall under a 30 s threshold: %q, want no line", got)
+	}
+	time.Sleep(50 * time.Second)
+	synctest.Wait()
+	if got := handOff(); got != 70*time.Second {
+		t.Fatalf("70 s into the stall: LongestHandOff %v, want 1m10s", got)
+	}
+	warned := lines.Matching(pipeline.StallLog)
+	if len(warned) != 1 || !strings.Contains(warned[0], "level=WARN") || !strings.Contains(warned[0], "stage=handoff.producer.0 ") ||
+		!strings.Contains(warned[0], `in="processors' PartitionBy"`) || !strings.Contains(warned[0], "threshold=30s") {
+		t.Fatalf("70 s into the stall: %q, want one WARN line of stage handoff.producer.0 in the processors' PartitionBy", warned)
+	}
+	if got := lines.Matching(pipeline.StallEndedLog); len(got) != 0 {
+		t.Fatalf("during the stall: %q", got)
+	}
+	b.free()
+	if err := rec.Wait(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	synctest.Wait()
+	ended := lines.Matching(pipeline.StallEndedLog)
+	if len(ended) != 1 || !strings.Contains(ended[0], "level=INFO") || !strings.Contains(ended[0], "stage=handoff.producer.0 ") {
+		t.Fatalf("once the hand-over returned: %q, want one INFO line of stage handoff.producer.0", ended)
+	}
+	if got := handOff(); got != 0 {
+		t.Fatalf("once the hand-over returned: LongestHandOff %v, want 0", got)
+	}
+	if err := p.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := append(lines.Matching(pipeline.StallLog), lines.Matching(pipeline.StallEndedLog)...); len(got) != 2 {
+		t.Fatalf("after the stall: %q, want its two lines alone (none of the processors)", got)
+	}
+}
+
+// Guarantee: a producer stage's hand-over is timed while it runs the
+// processors' PartitionBy, not while it waits for room in their queues:
+// when stalled processors fill their queues, the processors report the
+// stall and the stage, held back, shows no hand-over (LongestHandOff 0)
+// and logs no stall line of its own.
+func TestAHandOverWaitingForRoomIsNotReportedAsStalled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var lines logtest.Lines
+		b := newBlocker()
+		rec := acker.NewRecorder(false)
+		const messages = 200 // more than the dispatcher takes at once
+		src := producer.SourceFunc[uint64](func(ctx context.Context, st *producer.Stage[uint64]) error {
+			feed := st.NewFeed("keys", nil)
+			for got := 0; got < messages; {
+				n, err := feed.Acquire(ctx, messages-got)
+				if err != nil {
+					return nil
+				}
+				for i := range n {
+					feed.Deliver(message.New(uint64(got+i), rec, uint64(got+i)))
+				}
+				got += n
+			}
+			<-ctx.Done()
+			return nil
+		})
+		p := mustNew(t, pipeline.Options[uint64, uint64]{
+			Name:     "full",
+			Logger:   slog.New(slog.NewTextHandler(&lines, nil)),
+			Producer: producer.Options[uint64]{Source: src, Flow: producer.Flow{Initial: messages}},
+			Processors: processor.Options[uint64, uint64]{Concurrency: 2, MaxDemand: 1, QueueCapacity: 1,
+				Handle: func(_ context.Context, m *message.Message[uint64]) (uint64, error) {
+					b.wait()
+					return m.Data, nil
+				},
+				PartitionBy: func(m *message.Message[uint64]) string { return strconv.FormatUint(m.Data, 10) }},
+		})
+		startHeld(t, p, b, make(chan struct{}))
+		time.Sleep(70 * time.Second)
+		synctest.Wait()
+		st := p.Stats()
+		if st.Producers[0].Buffered == 0 {
+			t.Fatalf("70 s into the processors' stall: nothing buffered in the stage, want messages held back")
+		}
+		if got := st.Producers[0].LongestHandOff; got != 0 {
+			t.Fatalf("70 s into the processors' stall: LongestHandOff %v, want 0 (the stage waits for room)", got)
+		}
+		warned := lines.Matching(pipeline.StallLog)
+		if len(warned) != 1 || !strings.Contains(warned[0], "stage=full.processor ") {
+			t.Fatalf("70 s into the processors' stall: %q, want the processors' WARN line alone", warned)
+		}
+		b.free()
+		if err := rec.Wait(t.Context(), messages); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// Guarantee: a hand-over whose PartitionBy ends its goroutine
+// (runtime.Goexit) has ended: wherever it ran, Stats shows no hand-over
+// afterwards (LongestHandOff 0) and the stage logs no stall.
+func TestAHandOverEndedByGoexitIsNotReportedAsStalled(t *testing.T) {
+	for _, tc := range handOffCases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var lines logtest.Lines
+				rec := acker.NewRecorder(false)
+				var once sync.Once
+				deliver := make(chan struct{})
+				close(deliver)
+				src := oneMessageSource(rec, deliver)
+				p := mustNew(t, pipeline.Options[uint64, uint64]{
+					Name:     "exited",
+					Logger:   slog.New(slog.NewTextHandler(&lines, nil)),
+					Producer: producer.Options[uint64]{Source: src, RateLimit: tc.limit, Restart: producer.Restart{Backoff: time.Hour}},
+					Processors: processor.Options[uint64, uint64]{Concurrency: 2, Handle: identity,
+						PartitionBy: func(m *message.Message[uint64]) string {
+							once.Do(runtime.Goexit)
+							return "key"
+						}},
+				})
+				defer func() { _ = p.Stop(context.Background()) }() // a failed check's way out
+				if err := p.Start(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				if err := rec.Wait(t.Context(), 1); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(70 * time.Second)
+				synctest.Wait()
+				if got := p.Stats().Producers[0].LongestHandOff; got != 0 {
+					t.Fatalf("70 s after PartitionBy ended the hand-over: LongestHandOff %v, want 0", got)
+				}
+				if got := append(lines.Matching(pipeline.StallLog), lines.Matching(pipeline.StallEndedLog)...); len(got) != 0 {
+					t.Fatalf("70 s after PartitionBy ended the hand-over: %q, want no stall line", got)
+				}
+				if err := p.Stop(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+			})
+		})
+	}
 }

@@ -51,6 +51,15 @@ type ProducerStats struct {
 	// open (producer.Stage.FeedStats): permits granted and outstanding,
 	// messages delivered and dispatched.
 	Feeds []producer.NamedFeedStats
+	// LongestHandOff is how long the stage's hand-over of delivered
+	// messages to the processors has been running their PartitionBy
+	// (user code, on the source's goroutine or the stage's dispatching
+	// one): 0 when none runs, and always 0 without PartitionBy. A stage
+	// hands over one batch of messages at a time; while a PartitionBy
+	// blocks, the source is stopped and the processors are idle.
+	// Options.StallThreshold and the stall lines apply to it as to the
+	// processors' LongestCall (see producer.Stage.HandOffAge).
+	LongestHandOff time.Duration
 }
 
 // ProcessorStats is a snapshot of the processors: messages in, succeeded,
@@ -102,6 +111,7 @@ func (p *Pipeline[In, Out]) Stats() Stats {
 			ps.Buffered = stages[i].Buffered()
 			ps.Unhandled = stages[i].Unhandled()
 			ps.Feeds = stages[i].FeedStats()
+			ps.LongestHandOff = stages[i].HandOffAge(now)
 		}
 		st.Producers = append(st.Producers, ps)
 	}

@@ -85,6 +85,7 @@ func newRuntime[T any](opts Options[T], cfg runtimeConfig[T]) *runtime[T] {
 				abandoned: p.abandoned,
 				wake:      make(chan struct{}, 1),
 				status:    StageStatus{Stage: name, State: StateStarting, Since: now},
+				epoch:     now,
 			})
 		}
 	}

@@ -47,10 +47,13 @@ type directOutput[T any] interface {
 // such call to how many of msgs they have taken, msgs[:*progress]; when
 // the goroutine ends, FailExited gives the others their outcome
 // (message.ErrHandlerExited), reporting them to their acknowledgers.
+// While that user code runs, they hold in keying when it began, as the
+// time since epoch, and 0 otherwise (see Stage.HandOffAge); with no such
+// user code they read no clock.
 type exitOutput[T any] interface {
 	directOutput[T]
-	PublishProgress(ctx context.Context, msgs []*message.Message[T], progress *int) (int, error)
-	TryPublishProgress(msgs []*message.Message[T], progress *int) (int, error)
+	PublishProgress(ctx context.Context, msgs []*message.Message[T], progress *int, keying *atomic.Int64, epoch time.Time) (int, error)
+	TryPublishProgress(msgs []*message.Message[T], progress *int, keying *atomic.Int64, epoch time.Time) (int, error)
 	FailExited(ctx context.Context, msgs []*message.Message[T]) int
 }
 
@@ -114,6 +117,14 @@ type Stage[T any] struct {
 	status StageStatus
 
 	unhandled atomic.Uint64 // see Unhandled
+
+	// keying is when the hand-over under way began running the
+	// processors' PartitionBy, as the time since epoch in nanoseconds
+	// plus 1 (never 0), and 0 when none does (HandOffAge). A stage hands over one batch at a time: a delivery
+	// goes straight to the processors only while the dispatcher holds
+	// no chunk.
+	keying atomic.Int64
+	epoch  time.Time
 
 	// Withdrawals (Feed.Withdraw) waiting for mu: whichever of them gets
 	// mu first serves them all in one pass over the buffer, so that
@@ -181,6 +192,22 @@ func (s *Stage[T]) Unhandled() uint64 { return s.unhandled.Load() }
 // pipeline runs and drains, during the cut-short drain's last outcomes
 // too, and after a drain that completed.
 func (s *Stage[T]) Abandoned() <-chan struct{} { return s.abandoned }
+
+// HandOffAge reports how long, at now, the stage's hand-over of delivered
+// messages to the processors has been running their PartitionBy (user
+// code, called on the goroutine of the source's Deliver or on the stage's
+// dispatching goroutine): 0 when none runs, and always 0 when the
+// processors have no PartitionBy. While a PartitionBy blocks, the stage
+// hands nothing over and the source's Deliver waits. It is exact, not
+// sampled, and safe to call from any goroutine; the pipeline's stall
+// watch and Stats (ProducerStats.LongestHandOff) read it.
+func (s *Stage[T]) HandOffAge(now time.Time) time.Duration {
+	at := s.keying.Load()
+	if at == 0 {
+		return 0
+	}
+	return max(now.Sub(s.epoch)-time.Duration(at-1), 0)
+}
 
 // queuedLocked is the number of messages waiting in the stage buffer.
 func (s *Stage[T]) queuedLocked() int { return len(s.pending) - s.head }
@@ -326,6 +353,7 @@ func (s *Stage[T]) put(f *Feed[T], msgs []*message.Message[T]) (direct int, ok b
 			return
 		}
 		handed := s.handed
+		s.keying.Store(0)
 		s.mu.Unlock()
 		s.directExited(f, msgs, handed)
 	}()
@@ -347,7 +375,7 @@ func (s *Stage[T]) put(f *Feed[T], msgs []*message.Message[T]) (direct int, ok b
 		// rest to the dispatcher, which reports it.
 		if s.exits != nil {
 			handing = true
-			direct, _ = s.exits.TryPublishProgress(msgs, &s.handed)
+			direct, _ = s.exits.TryPublishProgress(msgs, &s.handed, &s.keying, s.epoch)
 			handing = false
 		} else {
 			direct, _ = s.try.TryPublish(msgs)
@@ -474,7 +502,7 @@ func (s *Stage[T]) dispatch(ctx context.Context, d *dispatcher[T]) (lost int) {
 		d.step, d.taken = stepPublish, 0
 		var got int
 		if s.exits != nil {
-			got, err = s.exits.PublishProgress(ctx, d.msgs, &d.taken)
+			got, err = s.exits.PublishProgress(ctx, d.msgs, &d.taken, &s.keying, s.epoch)
 		} else {
 			got, err = s.out.Publish(ctx, d.msgs)
 		}
@@ -594,6 +622,7 @@ func (d *dispatcher[T]) dispatchExited(ctx context.Context, stack []byte) {
 	d.stage.log.Error(DispatchExitedLog, attrs...)
 	switch d.step {
 	case stepPublish:
+		d.stage.keying.Store(0)
 		d.step = stepFailExited
 		if ex := d.stage.exits; ex != nil {
 			ex.FailExited(ctx, d.msgs[d.taken:])

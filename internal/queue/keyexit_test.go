@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+	"time"
 )
 
 // Guarantee: when the key function ends the goroutine (runtime.Goexit)
@@ -61,14 +62,14 @@ func TestPartitionedProgressCountsThePublishedPrefixWhenKeyExits(t *testing.T) {
 		// the 2nd item of the 2nd window: the first window is published.
 		{name: "PublishBatchProgress", words: []string{"a", "b", "c", "d", "e", "x", "f"}, want: 4,
 			publish: func(p *Partitioned[*string], items []*string, progress *int) {
-				_, _ = p.PublishBatchProgress(context.Background(), items, progress)
+				_, _ = p.PublishBatchProgress(context.Background(), items, progress, nil, time.Time{})
 			}},
 		// Runs of one key go over one at a time: "a a" is published
 		// once "b" ends the run; the key exits on "x", which would end
 		// the run of "b".
 		{name: "TryPublishBatchProgress", words: []string{"a", "a", "b", "x", "c"}, want: 2,
 			publish: func(p *Partitioned[*string], items []*string, progress *int) {
-				_, _ = p.TryPublishBatchProgress(items, progress)
+				_, _ = p.TryPublishBatchProgress(items, progress, nil, time.Time{})
 			}},
 	}
 	for _, tc := range cases {

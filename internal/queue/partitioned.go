@@ -3,6 +3,8 @@ package queue
 import (
 	"context"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // Partitioned is a set of queues, one per partition, that routes each item to
@@ -49,7 +51,7 @@ func (p *Partitioned[T]) Len() int { return len(p.queues) }
 // keys: a large batch returns soon after ctx ends (the window under way is
 // finished first), not only once every key has been computed.
 func (p *Partitioned[T]) PublishBatch(ctx context.Context, items []T) (int, error) {
-	return p.publishBatch(ctx, items, false, nil)
+	return p.publishBatch(ctx, items, false, nil, nil, time.Time{})
 }
 
 // PublishBatchProgress is PublishBatch for a caller that must know, when
@@ -61,8 +63,15 @@ func (p *Partitioned[T]) PublishBatch(ctx context.Context, items []T) (int, erro
 // queues took every item of the one before). So the caller's deferred
 // code can tell the items no queue took, items[*progress:], without the
 // items being touched. The cost is one store a window.
-func (p *Partitioned[T]) PublishBatchProgress(ctx context.Context, items []T, progress *int) (int, error) {
-	return p.publishBatch(ctx, items, false, progress)
+//
+// keying, when not nil, dates the key function's calls for a reader on
+// another goroutine: while a window's keys are computed it holds when
+// that began, as the time since epoch in nanoseconds plus 1, and 0
+// otherwise; two stores and one monotonic clock reading a window, none with one
+// partition, where no key is computed. A key function that ends the
+// goroutine leaves it set: the caller's deferred code clears it.
+func (p *Partitioned[T]) PublishBatchProgress(ctx context.Context, items []T, progress *int, keying *atomic.Int64, epoch time.Time) (int, error) {
+	return p.publishBatch(ctx, items, false, progress, keying, epoch)
 }
 
 // PublishBatchTakenFirst is PublishBatch, except that when it stops early
@@ -79,10 +88,10 @@ func (p *Partitioned[T]) PublishBatchProgress(ctx context.Context, items []T, pr
 // that the caller's deferred code can tell the items it did not publish,
 // those left as they were. It reorders nothing then.
 func (p *Partitioned[T]) PublishBatchTakenFirst(ctx context.Context, items []T) (int, error) {
-	return p.publishBatch(ctx, items, true, nil)
+	return p.publishBatch(ctx, items, true, nil, nil, time.Time{})
 }
 
-func (p *Partitioned[T]) publishBatch(ctx context.Context, items []T, takenFirst bool, progress *int) (int, error) {
+func (p *Partitioned[T]) publishBatch(ctx context.Context, items []T, takenFirst bool, progress *int, keying *atomic.Int64, epoch time.Time) (int, error) {
 	if len(p.queues) == 1 {
 		return p.queues[0].PublishBatch(ctx, items)
 	}
@@ -120,7 +129,7 @@ func (p *Partitioned[T]) publishBatch(ctx context.Context, items []T, takenFirst
 		if progress != nil {
 			*progress = total
 		}
-		total, err = p.publishWindow(ctx, parts, items[start:min(start+p.window, len(items))], total, takenFirst)
+		total, err = p.publishWindow(ctx, parts, items[start:min(start+p.window, len(items))], total, takenFirst, keying, epoch)
 	}
 	returned = true
 	p.scratch.Put(sp)
@@ -130,8 +139,12 @@ func (p *Partitioned[T]) publishBatch(ctx context.Context, items []T, takenFirst
 // publishWindow publishes items (at most a window) through the scratch
 // slices parts, which it leaves empty, and returns total plus how many it
 // published. With takenFirst, when it stops early it puts the items it
-// published at the front of items.
-func (p *Partitioned[T]) publishWindow(ctx context.Context, parts [][]T, items []T, total int, takenFirst bool) (int, error) {
+// published at the front of items. keying, when not nil, dates the key
+// computation (see PublishBatchProgress).
+func (p *Partitioned[T]) publishWindow(ctx context.Context, parts [][]T, items []T, total int, takenFirst bool, keying *atomic.Int64, epoch time.Time) (int, error) {
+	if keying != nil {
+		keying.Store(since(epoch))
+	}
 	// Items come in runs of one key (a source's partition): hash a key only
 	// when it differs from the previous item's.
 	var last string
@@ -141,6 +154,9 @@ func (p *Partitioned[T]) publishWindow(ctx context.Context, parts [][]T, items [
 			last, i = k, KeyPartition(k, len(parts))
 		}
 		parts[i] = append(parts[i], it)
+	}
+	if keying != nil {
+		keying.Store(0)
 	}
 	var err error
 	for i, part := range parts {
@@ -185,9 +201,25 @@ func (p *Partitioned[T]) TryPublishBatch(items []T) (int, error) {
 // to how many items it has published, items[:*progress], as
 // PublishBatchProgress does. The cost is one store a run of items with
 // the same key.
-func (p *Partitioned[T]) TryPublishBatchProgress(items []T, progress *int) (int, error) {
-	return p.tryPublishBatch(items, progress)
+//
+// keying, when not nil, holds while it runs when it began, as the time
+// since epoch in nanoseconds plus 1, and 0 once it returned: it dates the key
+// function's calls as PublishBatchProgress does, two stores and one
+// monotonic clock reading a call (none with one partition).
+func (p *Partitioned[T]) TryPublishBatchProgress(items []T, progress *int, keying *atomic.Int64, epoch time.Time) (int, error) {
+	if keying == nil || len(p.queues) == 1 {
+		return p.tryPublishBatch(items, progress)
+	}
+	keying.Store(since(epoch))
+	n, err := p.tryPublishBatch(items, progress)
+	keying.Store(0)
+	return n, err
 }
+
+// since is the time from epoch to now in nanoseconds, plus 1: a reading
+// of the monotonic clock that is never 0, which keying keeps for no
+// computation under way.
+func since(epoch time.Time) int64 { return int64(time.Since(epoch)) + 1 }
 
 func (p *Partitioned[T]) tryPublishBatch(items []T, progress *int) (int, error) {
 	if len(p.queues) == 1 {

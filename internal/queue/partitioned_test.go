@@ -279,7 +279,7 @@ func TestPartitionedWithOnePartitionComputesNoKey(t *testing.T) {
 		t.Fatalf("PublishBatch = %d, %v; want 2, nil", n, err)
 	}
 	progress := -1
-	if n, err := p.PublishBatchProgress(ctx, []int{3}, &progress); n != 1 || err != nil {
+	if n, err := p.PublishBatchProgress(ctx, []int{3}, &progress, nil, time.Time{}); n != 1 || err != nil {
 		t.Fatalf("PublishBatchProgress = %d, %v; want 1, nil", n, err)
 	}
 	if n, err := p.PublishBatchTakenFirst(ctx, []int{4}); n != 1 || err != nil {
@@ -288,7 +288,7 @@ func TestPartitionedWithOnePartitionComputesNoKey(t *testing.T) {
 	if n, err := p.TryPublishBatch([]int{5, 6}); n != 2 || err != nil {
 		t.Fatalf("TryPublishBatch = %d, %v; want 2, nil", n, err)
 	}
-	if n, err := p.TryPublishBatchProgress([]int{7, 8, 9}, &progress); n != 2 || err != nil {
+	if n, err := p.TryPublishBatchProgress([]int{7, 8, 9}, &progress, nil, time.Time{}); n != 2 || err != nil {
 		t.Fatalf("TryPublishBatchProgress = %d, %v; want the 2 that fit, nil", n, err)
 	}
 	if keys != 0 {

@@ -156,9 +156,12 @@ func (s *Pool[In, Out]) Publish(ctx context.Context, msgs []*message.Message[In]
 // that goroutine): before each call of PartitionBy it sets *progress to
 // how many messages the processors have taken, msgs[:*progress] (see
 // queue.Partitioned.PublishBatchProgress), so that the caller's deferred
-// code can hand the others, msgs[*progress:], to FailExited.
-func (s *Pool[In, Out]) PublishProgress(ctx context.Context, msgs []*message.Message[In], progress *int) (int, error) {
-	return s.input.PublishBatchProgress(ctx, msgs, progress)
+// code can hand the others, msgs[*progress:], to FailExited. keying, when
+// not nil, holds while PartitionBy runs when it began, as the time since
+// epoch, and 0 otherwise (see queue.Partitioned.PublishBatchProgress);
+// without PartitionBy it stays 0 and no clock is read.
+func (s *Pool[In, Out]) PublishProgress(ctx context.Context, msgs []*message.Message[In], progress *int, keying *atomic.Int64, epoch time.Time) (int, error) {
+	return s.input.PublishBatchProgress(ctx, msgs, progress, keying, epoch)
 }
 
 // TryPublish hands over, without blocking, the longest prefix of msgs the
@@ -168,10 +171,10 @@ func (s *Pool[In, Out]) TryPublish(msgs []*message.Message[In]) (int, error) {
 	return s.input.TryPublishBatch(msgs)
 }
 
-// TryPublishProgress is TryPublish keeping *progress as PublishProgress
-// does.
-func (s *Pool[In, Out]) TryPublishProgress(msgs []*message.Message[In], progress *int) (int, error) {
-	return s.input.TryPublishBatchProgress(msgs, progress)
+// TryPublishProgress is TryPublish keeping *progress, and dating
+// PartitionBy's calls in keying, as PublishProgress does.
+func (s *Pool[In, Out]) TryPublishProgress(msgs []*message.Message[In], progress *int, keying *atomic.Int64, epoch time.Time) (int, error) {
+	return s.input.TryPublishBatchProgress(msgs, progress, keying, epoch)
 }
 
 // FailExited gives their outcome to messages that PartitionBy kept from
