@@ -47,6 +47,7 @@ var (
 	producerBuffered  = desc("producer_buffered_messages", "Delivered messages waiting in the stage buffer for room in the processors' queues.", lPipeline, lStage)
 	producerUnhandled = desc("producer_messages_unhandled_total", "Messages the source delivered that the stage left unacknowledged, never handed to the processors, because the drain was cut short.", lPipeline, lStage)
 	producerStateTime = desc("producer_state_since_seconds", "Unix time at which the stage entered its current state.", lPipeline, lStage)
+	producerHandOff   = desc("producer_longest_handoff_seconds", "How long the stage's hand-over of delivered messages to the processors has been running their PartitionBy (0 when none runs, always 0 without PartitionBy); while it blocks, the source is stopped and the processors are idle.", lPipeline, lStage)
 
 	feedGranted     = desc("producer_feed_permits_granted_total", "Permits granted to the feed since the source registered it.", lPipeline, lStage, lFeed)
 	feedOutstanding = desc("producer_feed_permits_outstanding", "Permits granted to the feed and not yet charged: how many more messages its consumer may have fetched or may fetch.", lPipeline, lStage, lFeed)
@@ -88,7 +89,7 @@ var states = []producer.State{producer.StateStarting, producer.StateConnecting, 
 
 var allDescs = []*prometheus.Desc{
 	pipelineUp, pipelineRateLimit,
-	producerState, producerRestarts, producerFailures, producerBuffered, producerUnhandled, producerStateTime,
+	producerState, producerRestarts, producerFailures, producerBuffered, producerUnhandled, producerStateTime, producerHandOff,
 	feedGranted, feedOutstanding, feedDelivered, feedDispatched,
 	procReceived, procSucceeded, procFailed, procUnhandled, procInFlight, procQueued, procQueueCap, procBusy, procWorkers, procDuration, procLongest,
 	batReceived, batBatches, batSize, batSucceeded, batFailed, batUnhandled, batDropped, batInFlight, batQueued, batQueueCap, batBatchesQ, batBatchCap, batBusy, batWorkers, batDuration, batLongest,
@@ -296,6 +297,7 @@ func collectPipeline(ch chan<- prometheus.Metric, st pipeline.Stats, marks *feed
 		if !ps.Since.IsZero() {
 			gauge(ch, producerStateTime, float64(ps.Since.UnixNano())/1e9, name, ps.Stage)
 		}
+		gauge(ch, producerHandOff, ps.LongestHandOff.Seconds(), name, ps.Stage)
 		collectFeeds(ch, name, ps.Stage, ps.Feeds, marks, seen)
 	}
 	pr := st.Processors
