@@ -14,14 +14,20 @@ import (
 	"github.com/boulevard-go/boulevard/message"
 )
 
-// A sequenced source hands a retried letter of a key to its backend (Hold,
-// or Requeue without hold queues) keeping the key taken until the letter
-// comes back marked Resume. When that hand-off fails, the backend delivers
-// the letter again as it was received, unmarked, and the source would hold
-// it back behind its own key: the key would stall until the consumer stops.
-// So the source keeps such a letter, unsettled, and hands it off again
-// itself, with backoff, until the backend takes it (the letter is then
-// settled) or the source closes (it is then given back, Queues.Return).
+// A source hands letters off to its backend: a hold, a requeue, a
+// dead-lettering, a dead source's putting back on the DLQ. When the
+// backend fails such a hand-off (a broker refusing the hold topic or the
+// DLQ, an ACL taken away, a quota), settling the letter as it is would
+// cost it: a durable backend would not commit it (Kafka's commits of its
+// partition stop behind it until a rebalance) or would deliver it again
+// to the handler only for the hand-off to fail again, the in-memory one
+// would lose it; and a sequenced source's retried letter of a key, which
+// keeps the key taken until it comes back marked Resume, would come back
+// unmarked and stall its key. So the source keeps such a letter,
+// unsettled, and hands it off again itself, with backoff, until the
+// backend takes it (the letter is then settled) or the source closes (it
+// is then given back, Queues.Return). A hand-off failing with ErrClosed
+// (the backend closing) is not kept, but for a sequenced key's letter out.
 // The attempts go on for as long as the source runs, handOffMaxBackoff
 // apart once the backoff has grown to it. A letter's first failure and
 // each doubling of its failed attempts (the 2nd, 4th, 8th, ...) are the
@@ -53,9 +59,10 @@ const (
 
 // handOff is a letter whose hand-off failed, waiting for its next attempt.
 type handOff[T any] struct {
-	p       pendingLetter[T]
-	what    string // "hold <name>" or "requeue", for logs
-	do      func(context.Context, Letter[T]) error
+	p       pendingLetter[T] // as received: settled once handed off, given back at Close
+	l       Letter[T]        // what is handed off
+	kind    handOffKind
+	hold    int           // the hold queue, for handOffHold
 	backoff time.Duration // the wait before the next attempt
 	failed  int           // the attempts that failed so far
 	due     time.Time     // when the next attempt is
@@ -380,14 +387,20 @@ func (hs *handOffs[T]) roomWait() <-chan struct{} {
 	return hs.retryRoom
 }
 
-// retryHandOff keeps p, whose hand-off with do just failed with err, and
-// tries again after a backoff. It returns false, keeping nothing, once the
-// source has closed.
-func (s *Source[T]) retryHandOff(p *pendingLetter[T], what string, do func(context.Context, Letter[T]) error, err error) bool {
-	h := &handOff[T]{p: *p, what: what, do: do, backoff: handOffFirstBackoff, failed: 1}
+// retryHandOff keeps p, whose hand-off of l as kind says just failed with
+// err, and tries again after a backoff: it counts p's letter in
+// Stats.HandOffFailed (and a dead-lettering's in DeadLetterFailed), once
+// for this delivery of it. It returns false, keeping and counting
+// nothing, once the source has closed.
+func (s *Source[T]) retryHandOff(p *pendingLetter[T], l Letter[T], kind handOffKind, hold int, err error) bool {
+	h := &handOff[T]{p: *p, l: l, kind: kind, hold: hold, backoff: handOffFirstBackoff, failed: 1}
 	hs := &s.handOffs
 	if !s.schedule(h, err) {
 		return false
+	}
+	s.handOffFails.Add(1)
+	if kind == handOffDeadLetter {
+		s.deadLetterFails.Add(1)
 	}
 	hs.mu.Lock()
 	hs.retries++
@@ -397,6 +410,14 @@ func (s *Source[T]) retryHandOff(p *pendingLetter[T], what string, do func(conte
 	}
 	hs.mu.Unlock()
 	return true
+}
+
+// keptForRetry returns the number of letters kept to be handed off again
+// (retryHandOff).
+func (hs *handOffs[T]) keptForRetry() int {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	return hs.retries
 }
 
 // retried counts a kept letter the backend took at last, and makes room
@@ -433,7 +454,7 @@ func (s *Source[T]) schedule(h *handOff[T], err error) bool {
 	}
 	hs.initLocked()
 	if h.failed&(h.failed-1) == 0 {
-		s.refusedHoldLog.Line(context.Background(), s.log, slog.String("to", h.what), slog.String("key", h.p.l.Key),
+		s.refusedHoldLog.Line(context.Background(), s.log, slog.String("to", s.handOffName(h.kind, h.hold)), slog.String("key", h.p.l.Key),
 			slog.Int("failed_attempts", h.failed), slog.Duration("in", h.backoff), slog.Any("error", err))
 	}
 	h.due = time.Now().Add(h.backoff)
@@ -496,9 +517,13 @@ func (s *Source[T]) attemptHandOff(h *handOff[T]) {
 	hs.mu.Unlock()
 	ctx, cancel := context.WithTimeout(parent, handOffTimeout)
 	defer cancel()
-	err := s.attemptOnce(ctx, h.what, h.do, h.p.l, func() { s.retryFailed(h, message.ErrHandlerExited) })
+	what := s.handOffName(h.kind, h.hold)
+	err := s.attemptOnce(ctx, what, func(ctx context.Context, l Letter[T]) error {
+		return s.handTo(ctx, h.kind, h.hold, l)
+	}, h.l, func() { s.retryFailed(h, message.ErrHandlerExited) })
 	if err == nil {
-		s.retriedHoldLog.Line(ctx, s.log, slog.String("to", h.what), slog.String("key", h.p.l.Key), slog.Int("failed_attempts", h.failed))
+		s.retriedHoldLog.Line(ctx, s.log, slog.String("to", what), slog.String("key", h.p.l.Key), slog.Int("failed_attempts", h.failed))
+		s.handedOff(ctx, h.kind, &h.l)
 		s.doneAside(ctx, &h.p)
 		hs.retried()
 		return
@@ -556,18 +581,19 @@ func (hs *handOffs[T]) close() []Letter[T] {
 		close(hs.room)
 		hs.room = nil
 	}
+	hs.retries = 0
 	hs.openRetryRoomLocked()
 	hs.mu.Unlock()
 	return out
 }
 
-// The lines a sequenced source logs, within the bounds of refusedHoldLog
-// and retriedHoldLog, when the backend refuses a held key's letter, at
-// the letter's first failed attempt and each doubling of them (ERROR),
-// and when it takes the letter at last (INFO).
+// The lines a source logs, within the bounds of refusedHoldLog and
+// retriedHoldLog, when the backend fails the hand-off of a letter it
+// keeps (see retryHandOff), at the letter's first failed attempt and each
+// doubling of them (ERROR), and when it takes the letter at last (INFO).
 const (
-	refusedHoldLog = "could not hand a held key's letter to the backend; trying again"
-	retriedHoldLog = "handed a held key's letter to the backend after failed attempts"
+	refusedHoldLog = "could not hand a letter to the backend; the source keeps it and tries again"
+	retriedHoldLog = "handed a letter to the backend after failed attempts"
 )
 
 // The lines a source logs when a full queue starts refusing its hand-offs

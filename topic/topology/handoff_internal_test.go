@@ -31,17 +31,16 @@ func TestRefusedHandOffsStopTheSourceAtExactlyMaxHeldBack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := NewSource(SourceOptions[int]{Queues: q, MaxHeldBack: maxHeldBack, Logger: slog.New(slog.DiscardHandler)})
+		refused := errors.New("hold topic unavailable")
+		s, err := NewSource(SourceOptions[int]{Queues: refusingHold{q, refused}, MaxHeldBack: maxHeldBack, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		refused := errors.New("hold topic unavailable")
-		refuse := func(context.Context, Letter[int]) error { return refused }
 		hs := &s.handOffs
 		keep := func(i int) {
 			t.Helper()
 			p := &pendingLetter[int]{l: Letter[int]{Key: strconv.Itoa(i), Value: i}}
-			if !s.retryHandOff(p, "hold", refuse, refused) {
+			if !s.retryHandOff(p, p.l, handOffHold, 0, refused) {
 				t.Fatalf("letter %d whose hold was refused not kept by a running source", i)
 			}
 		}
@@ -86,3 +85,11 @@ func TestRefusedHandOffsStopTheSourceAtExactlyMaxHeldBack(t *testing.T) {
 		}
 	})
 }
+
+// refusingHold fails every Hold with err.
+type refusingHold struct {
+	Queues[int]
+	err error
+}
+
+func (q refusingHold) Hold(context.Context, int, Letter[int]) error { return q.err }

@@ -16,13 +16,14 @@ import (
 
 // handOffLedger wraps queues to record, per message, each hand-off the
 // backend took (Hold, DeadLetter) and each Settle of its readers, in
-// the order they happened. It fails the dead-lettering of message
-// refused, as a DLQ the broker refuses does.
+// the order they happened. It fails the first failures dead-letterings
+// of message refused, as a DLQ the broker refuses for a while does.
 type handOffLedger struct {
 	topology.Queues[int]
-	refused int
-	mu      sync.Mutex
-	events  map[int][]string
+	refused, failures int
+	mu                sync.Mutex
+	events            map[int][]string
+	failed            int // the dead-letterings of refused failed so far
 }
 
 func (q *handOffLedger) record(v int, what string) {
@@ -47,7 +48,15 @@ func (q *handOffLedger) Hold(ctx context.Context, i int, l topology.Letter[int])
 
 func (q *handOffLedger) DeadLetter(ctx context.Context, l topology.Letter[int]) error {
 	if l.Value == q.refused {
-		return errors.New("DLQ topic not authorized")
+		q.mu.Lock()
+		fail := q.failed < q.failures
+		if fail {
+			q.failed++
+		}
+		q.mu.Unlock()
+		if fail {
+			return errors.New("DLQ topic not authorized")
+		}
 	}
 	err := q.Queues.DeadLetter(ctx, l)
 	if err == nil {
@@ -78,13 +87,16 @@ func (r ledgerReader) Settle(ctx context.Context, l *topology.Letter[int]) error
 // backend commits it then) only once the backend took its hand-off: a
 // retry once its hold queue holds it, a deferral likewise, a rejection
 // once the DLQ holds it, so that a crash in between delivers it again
-// rather than lose it. A letter whose hand-off the backend failed is
-// settled all the same (the backend then decides its fate, see
-// Queues): every letter is settled once per delivery.
+// rather than lose it. A letter whose dead-lettering the backend fails,
+// again and again, is kept by the source and handed off again until the
+// DLQ takes it, without its handler running again, and settled then,
+// counted once in HandOffFailed and DeadLetterFailed: every letter is
+// settled once per delivery.
 func TestAFailedLetterIsSettledOnlyOnceTheBackendTookItsHandOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, mq := declareMemory(t, build(t, topology.New("payments").Hold(time.Second).DLQ()))
-		q := &handOffLedger{Queues: mq, refused: 4, events: map[int][]string{}}
+		const failures = 5
+		q := &handOffLedger{Queues: mq, refused: 4, failures: failures, events: map[int][]string{}}
 		var mu sync.Mutex
 		tried := map[int]int{}
 		src, _ := startPipeline(t, q, func(_ context.Context, m *message.Message[int]) (int, error) {
@@ -111,13 +123,21 @@ func TestAFailedLetterIsSettledOnlyOnceTheBackendTookItsHandOff(t *testing.T) {
 		}
 		wait.Within(t, time.Minute, "every message settled", func() bool {
 			st := src.Stats()
-			return st.Acked == 2 && st.DeadLettered == 1 && st.HandOffFailed == 1
+			return st.Acked == 2 && st.DeadLettered == 2 && st.HandOffKept == 0
 		})
+		if st := src.Stats(); st.HandOffFailed != 1 || st.DeadLetterFailed != 1 {
+			t.Errorf("stats %+v, want the dead-lettering failed %d times counted once in HandOffFailed and DeadLetterFailed", st, failures)
+		}
+		mu.Lock()
+		if n := tried[4]; n != 1 {
+			t.Errorf("message 4 handled %d times, want once: its dead-lettering is tried again, not its handling", n)
+		}
+		mu.Unlock()
 		for v, want := range map[int]string{
 			1: "[held settled settled]",
 			2: "[held settled settled]",
 			3: "[dead-lettered settled]",
-			4: "[settled]",
+			4: "[dead-lettered settled]",
 		} {
 			if got := q.of(v); got != want {
 				t.Errorf("message %d: %s, want %s (each hand-off before its settling, each delivery settled once)", v, got, want)

@@ -67,12 +67,14 @@ type SourceOptions[T any] struct {
 	// requeued), which comes back through those same queues behind the
 	// letters not yet taken, it takes letters one at a time past the
 	// bound, logging a warning once, until one of them comes back; it
-	// would otherwise wait for ever. It bounds too the retries whose
-	// hand-off the backend refused that the source keeps and hands off
-	// again itself (see Source): at the bound it takes no new letter
-	// until the backend takes one of them. 1 to MaxHeldBackLimit; default
-	// DefaultMaxHeldBack. A source of a topology that is not sequenced
-	// holds nothing back.
+	// would otherwise wait for ever. It bounds too, on any source, the
+	// letters whose hand-off the backend failed that the source keeps and
+	// hands off again itself (Stats.HandOffKept, see Source): at the bound
+	// it takes no new letter until the backend takes one of them
+	// (backpressure: nothing is lost, nothing is read past the bound but
+	// the letters in flight when it was reached). 1 to MaxHeldBackLimit;
+	// default DefaultMaxHeldBack. A source of a topology that is not
+	// sequenced holds nothing back.
 	MaxHeldBack int `validate:"gte=1,lte=1048576"`
 	// Logger receives one line per discarded message and per queue error.
 	// Nil means slog.Default().
@@ -167,37 +169,43 @@ type Stats struct {
 	// source's letter requeued in its key's turn counts as received again
 	// as the source puts it back to deliver it again). A reading
 	// never shows more letters with an outcome (Acked, Retried, Deferred,
-	// Requeued, DeadLettered, Discarded, DeadLetterFailed) than it, and
-	// none of these counters goes down.
+	// Requeued, DeadLettered, Discarded) than it, and none of these
+	// counters goes down.
 	Received uint64
 	// Acked, Retried, Deferred and Requeued count outcomes: each letter
 	// received gets one. Retried counts the retries sent back through a
 	// hold queue (requeued at once without one; a retry past MaxRetries
 	// is dead-lettered instead), Deferred and
-	// Requeued the letters deferred and requeued, even when the backend
-	// then refused the hand-off (counted in HandOffFailed too). On a
+	// Requeued the letters deferred and requeued, as the source decides
+	// so, even when the backend then fails the hand-off (counted in
+	// HandOffFailed too: the source keeps the letter and hands it off
+	// again). On a
 	// broadcast topology, which cannot deliver a letter again, a retried,
 	// deferred or requeued letter is discarded and counts in Discarded
 	// only.
 	Acked, Retried, Deferred, Requeued uint64
 	// DeadLettered counts letters the DLQ took (by a dead source: put
-	// back); a letter whose dead-lettering the backend failed counts in
-	// DeadLetterFailed instead. Discarded counts those dropped with a
-	// warning (no DLQ, or a broadcast retry, defer or requeue). So once
-	// the source is idle, Received = Acked + Retried + Deferred +
-	// Requeued + DeadLettered + Discarded + DeadLetterFailed; a letter a
-	// full queue refused to take as a dead letter (counted in Refused
-	// while the source keeps it), and a sequenced source's letter held
-	// back behind its key (HeldBack), have no outcome yet, nor do those
-	// Close gives back to the backend.
+	// back), as it takes them: a letter whose dead-lettering the backend
+	// failed, kept by the source (counted in HandOffKept meanwhile),
+	// counts here once the DLQ takes it. Discarded counts those dropped
+	// with a warning (no DLQ, or a broadcast retry, defer or requeue). So
+	// once the source is idle, Received = Acked + Retried + Deferred +
+	// Requeued + DeadLettered + Discarded; a letter kept to be handed
+	// off as a dead letter (counted in Refused or HandOffKept), and a
+	// sequenced source's letter held back behind its key (HeldBack), have
+	// no outcome yet, nor do those Close gives back to the backend, nor a
+	// letter whose dead-lettering failed with ErrClosed (the backend
+	// closing; counted in DeadLetterFailed).
 	DeadLettered, Discarded uint64
 	// DeadLetterFailed counts the letters whose dead-lettering (by a dead
-	// source: putting back on the DLQ) the backend failed with an error
-	// other than ErrFull: each counts in HandOffFailed too, and in no
-	// other outcome. A dead-lettering a full queue refused is kept and
-	// handed off again until the DLQ takes it (counted in DeadLettered
-	// then) or the source closes (it is given back), so it counts here
-	// never; each delivery of a letter counts here at most once.
+	// source: putting back on the DLQ) the backend failed at least once
+	// with an error other than ErrFull, each delivery of a letter at most
+	// once: each counts in HandOffFailed too. It is not an outcome: the
+	// source keeps such a letter and hands it off again until the DLQ
+	// takes it (it counts in DeadLettered then) or the source closes (it
+	// is given back); only one failed with ErrClosed is settled as it is.
+	// A dead-lettering a full queue refused is kept too (see Refused) and
+	// counts here never.
 	DeadLetterFailed uint64
 	// DeadLetteredBy splits DeadLettered by each dead letter's reason
 	// (Death.Reason); its fields add up to DeadLettered.
@@ -205,10 +213,10 @@ type Stats struct {
 	// Poisoned counts the letters the source dead-lettered because their
 	// key was poisoned, counted as it hands each off: those the DLQ took
 	// count in DeadLettered too (DeadLetteredBy.Poisoned), but one with
-	// no DLQ to go to is discarded (counted in Discarded), one whose
-	// hand-off failed counts in DeadLetterFailed (and HandOffFailed), and
-	// one a full DLQ refused counts in DeadLettered only once it is handed
-	// off again (not at all if the source closes first and gives it back).
+	// no DLQ to go to is discarded (counted in Discarded), and one the
+	// DLQ refused for room or failed counts in DeadLettered only once it
+	// is handed off again (not at all if the source closes first and
+	// gives it back).
 	// So Poisoned can be more than DeadLetteredBy.Poisoned.
 	Poisoned uint64
 	// Subscriptions is the number of readers the source holds open: one
@@ -233,6 +241,12 @@ type Stats struct {
 	// that the source keeps, to hand them off again once there is room;
 	// it takes no new letters while it is not 0 (see Source).
 	Refused int
+	// HandOffKept is the number of letters whose hand-off the backend
+	// failed with an error other than ErrFull (see HandOffFailed) that
+	// the source keeps, unsettled, to hand them off again itself: at
+	// SourceOptions.MaxHeldBack it takes no new letter until the backend
+	// takes one of them. Close gives those it still keeps back.
+	HandOffKept int
 	// SettleFailed counts the letters whose settling the backend refused
 	// (Reader.Settle), kafkatopology's ErrRevoked among them: a rebalance
 	// took the letter's partition away first, and the group delivers it
@@ -242,16 +256,25 @@ type Stats struct {
 	// ("held_back"), and a last one as it closes.
 	SettleFailed uint64
 	// HandOffFailed counts the letters whose hand-off the backend failed
-	// with an error other than ErrFull: a hold, a requeue, a dead-lettering
-	// or a dead source's putting back on the DLQ (a broker that refuses the
-	// hold topic or the DLQ, a DLQ over its backlog quota). A failed hold
-	// or requeue's letter counts in Retried, Deferred or Requeued too, a
-	// failed dead-lettering's in DeadLetterFailed only. A durable
-	// backend delivers such a letter again, which fails again as long as
-	// the cause lasts; the in-memory one has lost it. The source logs one
-	// ERROR line for the first and at most one every 10 s after it, each
-	// counting the ones it did not log ("held_back"), and a last one as it
-	// closes.
+	// at least once with an error other than ErrFull, each delivery of a
+	// letter at most once: a hold, a requeue, a dead-lettering or a dead
+	// source's putting back on the DLQ (a broker that refuses the hold
+	// topic or the DLQ, an ACL taken away, a DLQ over its backlog quota).
+	// It is not an outcome: a failed hold or requeue's letter counts in
+	// Retried, Deferred or Requeued, a failed dead-lettering's in
+	// DeadLetterFailed too and in DeadLettered once the DLQ takes it. The
+	// source keeps the letter, unsettled (HandOffKept counts it), and
+	// hands it off again itself, after 100ms, then twice as long up to
+	// 10s, until the backend takes it (it is settled then, without its
+	// handler running again) or the source closes (it is given back);
+	// its failed attempts and the backend taking it at last are logged
+	// in a few lines (see Source). A hand-off failing with ErrClosed (the
+	// backend closing) is not kept, but for a sequenced key's retried
+	// letter: its letter is settled as it is (a durable backend delivers
+	// it again, the in-memory one has lost it), logged at ERROR, one
+	// line for the first and at most one every 10 s after it, each
+	// counting the ones it did not log ("held_back"), and a last one as
+	// it closes.
 	HandOffFailed uint64
 	// Undecodable counts the letters the source's readers skipped for
 	// good because they could not be decoded, logged at WARN by the
@@ -349,6 +372,22 @@ func deadReasonIndex(d *Death) int {
 // line once the letters kept are all handed off, not one per attempt.
 // Close gives the letters it still keeps back to the backend
 // (Queues.Return), ahead of the letters a sequenced source holds back.
+//
+// A letter whose hand-off the backend fails otherwise (a broker refusing
+// the hold topic or the DLQ, an ACL taken away, a quota) is kept too,
+// unsettled, and handed off again by the source, after 100ms, then twice
+// as long up to 10s, until the backend takes it: it is then settled on
+// its reader (committed, acknowledged), without its handler running
+// again. The attempts are made one at a time, on one timer, each bounded
+// by 30s. The source logs a letter's first failure and each doubling of
+// its failed attempts at ERROR, and the backend taking it at last at
+// INFO, those lines of all its letters kept to one a kind every 10s. At
+// MaxHeldBack letters so kept (Stats.HandOffKept) it takes no new letter
+// until the backend takes one. Close gives those it still keeps back
+// (Queues.Return). A hand-off that fails with ErrClosed (the backend
+// closing), or once the source has closed, is not kept (but a sequenced
+// key's retried letter's, while the source is open): its letter is
+// settled as it is.
 //
 // Each producer stage makes its messages in blocks of about 8 KiB
 // (message.Slab): the block it is filling keeps the values of the
@@ -467,9 +506,9 @@ func newSource[T any](opts SourceOptions[T], dead bool) (*Source[T], error) {
 		retriedHoldLog: logburst.NewKind(0, slog.LevelInfo, retriedHoldLog)}
 	s.closerCtx, s.stopCloser = context.WithCancel(context.Background())
 	s.retiring = liveset.NewRetiring(s.closeRetired)
+	s.handOffs.retryLimit = opts.MaxHeldBack
 	if f, ok := t.Sequenced(); ok && !dead {
 		s.seq = &sequencer[T]{policy: f, shards: t.shards, limit: opts.MaxHeldBack, keys: map[string]*keyState[T]{}, wakers: map[*waker]struct{}{}}
-		s.handOffs.retryLimit = opts.MaxHeldBack
 		s.shards = make([]string, t.shards)
 		for i := range s.shards {
 			s.shards[i] = t.name + "#" + strconv.Itoa(i)
@@ -490,9 +529,8 @@ func (s *Source[T]) Info() (producer.Info, error) {
 // Stats returns the source's counters.
 func (s *Source[T]) Stats() Stats {
 	// A letter is counted received before any outcome of it (acked,
-	// retried, deferred, requeued, dead-lettered by reason, discarded,
-	// failed to dead-letter): the outcomes are read first and Received
-	// last, so that a reading
+	// retried, deferred, requeued, dead-lettered by reason, discarded):
+	// the outcomes are read first and Received last, so that a reading
 	// never shows more letters with an outcome than letters received.
 	st := Stats{
 		Acked: s.acked.Load(), Retried: s.retried.Load(),
@@ -512,6 +550,7 @@ func (s *Source[T]) Stats() Stats {
 	st.DeadLettered = st.DeadLetteredBy.total()
 	st.Received = s.received.Load()
 	st.Refused = int(s.handOffs.keptN.Load())
+	st.HandOffKept = s.handOffs.keptForRetry()
 	s.mu.Lock()
 	st.Subscriptions = len(s.readers)
 	c := s.gone
@@ -1019,13 +1058,32 @@ const settleFailedLog = "could not settle a letter"
 // settlings were counted and not logged since done's last line.
 const settleFailedLastLog = "could not settle letters since the last line; they were counted, not logged"
 
+// handOffNotTaken deals with p, whose hand-off of l as kind says (what,
+// for logs: hold, requeue, dead-letter, put back on the DLQ) the backend
+// failed with err: the source keeps p and hands l off again itself until
+// the backend takes it (retryHandOff). It does not when the source has
+// closed, nor when err wraps ErrClosed (the backend or the source is
+// closing) unless closedToo (a sequenced key's letter out, kept then too):
+// the hand-off then counts as failed (handOffFailed) and p is settled.
+func (s *Source[T]) handOffNotTaken(ctx context.Context, p *pendingLetter[T], l Letter[T], kind handOffKind, hold int, closedToo bool, err error, what string, attrs ...slog.Attr) {
+	if (closedToo || !errors.Is(err, ErrClosed)) && s.retryHandOff(p, l, kind, hold, err) {
+		return
+	}
+	if kind == handOffDeadLetter {
+		s.deadLetterFails.Add(1)
+	}
+	s.handOffFailed(ctx, what, err, attrs...)
+	s.done(ctx, p)
+}
+
 // handOffFailed counts a letter's hand-off (what: hold, requeue,
-// dead-letter, put back on the DLQ) that failed with err, and logs it at
-// ERROR within the bounds of handOffLog. The letter is then settled as it is, and the backend decides its fate:
-// a durable one (Kafka, Pulsar) does not commit or acknowledge a letter
-// whose hand-off failed, and delivers it to the group again; the
-// in-memory one, which removed it from its queue when it was received,
-// has lost it.
+// dead-letter, put back on the DLQ) that failed with err and that the
+// source does not keep (see handOffNotTaken), and logs it at ERROR within
+// the bounds of handOffLog. The letter is then settled as it is, and the
+// backend decides its fate: a durable one (Kafka, Pulsar) does not commit
+// or acknowledge a letter whose hand-off failed, and delivers it to the
+// group again; the in-memory one, which removed it from its queue when it
+// was received, has lost it.
 func (s *Source[T]) handOffFailed(ctx context.Context, what string, err error, attrs ...slog.Attr) {
 	s.handOffFails.Add(1)
 	s.handOffLog.Log(ctx, s.log, slog.LevelError, handOffFailedLog,
@@ -1062,12 +1120,7 @@ func (s *Source[T]) hold(ctx context.Context, p *pendingLetter[T], i int) {
 		s.seq.sentOut(&p.l)
 	}
 	if err := s.handOff(ctx, p, p.l, handOffHold, i); err != nil {
-		do := func(ctx context.Context, l Letter[T]) error { return s.q.Hold(ctx, i, l) }
-		if p.l.Resume && s.retryHandOff(p, "hold "+s.t.holds[i].Name, do, err) {
-			return
-		}
-		s.handOffFailed(ctx, "hold", err, slog.String("hold", s.t.holds[i].Name))
-		s.done(ctx, p)
+		s.handOffNotTaken(ctx, p, p.l, handOffHold, i, p.l.Resume, err, "hold", slog.String("hold", s.t.holds[i].Name))
 	}
 }
 
@@ -1081,11 +1134,7 @@ func (s *Source[T]) requeue(ctx context.Context, p *pendingLetter[T]) {
 		s.seq.sentOut(&p.l)
 	}
 	if err := s.handOff(ctx, p, p.l, handOffRequeue, 0); err != nil {
-		if p.l.Resume && s.retryHandOff(p, "requeue", s.q.Requeue, err) {
-			return
-		}
-		s.handOffFailed(ctx, "requeue", err)
-		s.done(ctx, p)
+		s.handOffNotTaken(ctx, p, p.l, handOffRequeue, 0, p.l.Resume, err, "requeue")
 	}
 }
 
@@ -1165,9 +1214,7 @@ func (s *Source[T]) deadLetter(ctx context.Context, p *pendingLetter[T], reason 
 	l.Death = &Death{Reason: reason, Error: BoundDeathError(text), Topic: s.t.name, Group: s.t.ConsumerGroup(),
 		Retries: l.Retries, FirstFailure: l.FirstFailure, LastFailure: l.LastFailure}
 	if err := s.handOff(ctx, p, l, handOffDeadLetter, 0); err != nil {
-		s.deadLetterFails.Add(1)
-		s.handOffFailed(ctx, "dead-letter", err, slog.String("dlq", s.t.dlq), slog.String("reason", string(reason)))
-		s.done(ctx, p)
+		s.handOffNotTaken(ctx, p, l, handOffDeadLetter, 0, false, err, "dead-letter", slog.String("dlq", s.t.dlq), slog.String("reason", string(reason)))
 	}
 }
 
@@ -1184,9 +1231,7 @@ func (s *Source[T]) settleDead(ctx context.Context, rec *record[T], out Outcome,
 			slog.String("key", p.l.Key), slog.Any("error", err))
 	default:
 		if qerr := s.handOff(ctx, p, p.l, handOffDeadLetter, 0); qerr != nil {
-			s.deadLetterFails.Add(1)
-			s.handOffFailed(ctx, "put back on the DLQ", qerr)
-			s.done(ctx, p)
+			s.handOffNotTaken(ctx, p, p.l, handOffDeadLetter, 0, false, qerr, "put back on the DLQ")
 		}
 		return
 	}

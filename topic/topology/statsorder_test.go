@@ -13,7 +13,7 @@ import (
 
 // outcomes is the number of letters of st with an outcome.
 func outcomes(st topology.Stats) uint64 {
-	return st.Acked + st.Retried + st.Deferred + st.Requeued + st.DeadLettered + st.Discarded + st.DeadLetterFailed
+	return st.Acked + st.Retried + st.Deferred + st.Requeued + st.DeadLettered + st.Discarded
 }
 
 // Guarantee: readings of a source's Stats taken while it receives and
