@@ -52,6 +52,7 @@ var (
 	topologyHeldBack     = desc("topology_held_back_messages", "Messages of a sequenced topology waiting for an earlier message of their key.", lTopology)
 	topologyPoisonedKeys = desc("topology_poisoned_keys", "Keys a sequenced FailAll source remembers as poisoned, each a map entry held until the consumer restarts.", lTopology)
 	topologyRefused      = desc("topology_refused_letters", "Letters a full queue refused that the source keeps to hand off again; it takes no new letters while this is above 0.", lTopology)
+	topologyHandOffKept  = desc("topology_hand_off_kept_letters", "Letters whose hand-off the backend failed that the source keeps, unsettled, to hand off again; at MaxHeldBack it takes no new letters.", lTopology)
 	topologySubs         = desc("topology_subscriptions", "Readers the source holds open.", lTopology)
 	topologySettleFailed = desc("topology_settle_failures_total", "Letters whose settling the backend refused, such as a Kafka topology's letters whose partition a rebalance took away first: the group delivers them again.", lTopology)
 	topologyUndecodable  = desc("topology_undecodable_total", "Letters the source's readers skipped for good because they could not be decoded.", lTopology)
@@ -69,12 +70,12 @@ var (
 // topologyHandOffFailed counts Stats.HandOffFailed, topologyDeadLetterFailed
 // Stats.DeadLetterFailed.
 var (
-	topologyHandOffFailed    = desc("topology_hand_off_failures_total", "Letters whose hand-off (hold, requeue, dead-letter, put back on the DLQ) the backend failed: a durable backend delivers them again, the in-memory one has lost them.", lTopology)
-	topologyDeadLetterFailed = desc("topology_dead_letter_failures_total", "Letters whose dead-lettering (by a dead source: putting back on the DLQ) the backend failed, counted in hand_off_failures_total too and in no other outcome: once the source is idle, received is the sum of the outcomes and these.", lTopology)
+	topologyHandOffFailed    = desc("topology_hand_off_failures_total", "Letters whose hand-off (hold, requeue, dead-letter, put back on the DLQ) the backend failed at least once, each delivery once: the source keeps them and hands them off again (hand_off_kept_letters).", lTopology)
+	topologyDeadLetterFailed = desc("topology_dead_letter_failures_total", "Letters whose dead-lettering (by a dead source: putting back on the DLQ) the backend failed at least once, counted in hand_off_failures_total too; not an outcome: each counts in dead_lettered_total once the DLQ takes it.", lTopology)
 )
 
 var topologyDescs = []*prometheus.Desc{topologyReceived, topologyAcked, topologyRetried, topologyDeferred, topologyRequeued,
-	topologyDeadLettered, topologyDiscarded, topologyPoisoned, topologyHeldBack, topologyPoisonedKeys, topologyRefused, topologySubs, topologySettleFailed, topologyHandOffFailed, topologyDeadLetterFailed,
+	topologyDeadLettered, topologyDiscarded, topologyPoisoned, topologyHeldBack, topologyPoisonedKeys, topologyRefused, topologyHandOffKept, topologySubs, topologySettleFailed, topologyHandOffFailed, topologyDeadLetterFailed,
 	topologyUndecodable, topologyResubscribes, releaseStalls, releaseStalled, releaseFailures, holdsSkipped, topologyLag, topologyFetchLag, holdWaiting}
 
 // AddTopology adds a topology's source under name: its outcomes (acks,
@@ -149,6 +150,7 @@ func collectTopology(ch chan<- prometheus.Metric, name string, st topology.Stats
 	gauge(ch, topologyHeldBack, float64(st.HeldBack), name)
 	gauge(ch, topologyPoisonedKeys, float64(st.PoisonedKeys), name)
 	gauge(ch, topologyRefused, float64(st.Refused), name)
+	gauge(ch, topologyHandOffKept, float64(st.HandOffKept), name)
 	gauge(ch, topologySubs, float64(st.Subscriptions), name)
 	counter(ch, topologySettleFailed, float64(st.SettleFailed), name)
 	counter(ch, topologyHandOffFailed, float64(st.HandOffFailed), name)

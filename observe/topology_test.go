@@ -124,6 +124,7 @@ func TestTopologyOutcomesAreExported(t *testing.T) {
 		"boulevard_topology_held_back_messages":           0,
 		"boulevard_topology_poisoned_keys":                0,
 		"boulevard_topology_refused_letters":              0,
+		"boulevard_topology_hand_off_kept_letters":        0,
 		"boulevard_topology_subscriptions":                1,
 		"boulevard_topology_undecodable_total":            0,
 		"boulevard_topology_broadcast_resubscribes_total": 0,

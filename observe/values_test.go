@@ -170,7 +170,7 @@ func TestEachPipelineMetricCarriesItsOwnStatInItsUnit(t *testing.T) {
 func TestEachTopologyMetricCarriesItsOwnStat(t *testing.T) {
 	st := topology.Stats{Received: 1, Acked: 2, Retried: 3, Deferred: 4, Requeued: 5, Discarded: 6,
 		Poisoned: 12, Subscriptions: 13, HeldBack: 14, Refused: 15, SettleFailed: 16, HandOffFailed: 17,
-		Undecodable: 18, BroadcastResubscribes: 19, DeadLetterFailed: 20, PoisonedKeys: 21,
+		Undecodable: 18, BroadcastResubscribes: 19, DeadLetterFailed: 20, PoisonedKeys: 21, HandOffKept: 22,
 		DeadLetteredBy: topology.DeadReasons{Rejected: 7, MaxRetries: 8, Timeout: 9, Poisoned: 10, Other: 11}}
 	obs := observe.New(observe.Options{})
 	if err := obs.AddTopology("orders", fixedTopology(st)); err != nil {
@@ -203,6 +203,7 @@ func TestEachTopologyMetricCarriesItsOwnStat(t *testing.T) {
 		{"boulevard_topology_broadcast_resubscribes_total", top, c, 19},
 		{"boulevard_topology_dead_letter_failures_total", top, c, 20},
 		{"boulevard_topology_poisoned_keys", top, g, 21},
+		{"boulevard_topology_hand_off_kept_letters", top, g, 22},
 	})
 }
 
