@@ -1,8 +1,10 @@
 package kafkatopology
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -14,7 +16,12 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/message"
+	"github.com/boulevard-go/boulevard/pipeline"
+	"github.com/boulevard-go/boulevard/processor"
+	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/topic/topology"
+	"github.com/boulevard-go/boulevard/topic/topology/topologytest"
 )
 
 // aclBackend is a backend of k logging in as k's user.
@@ -276,4 +283,79 @@ func TestADLQReaderDeniedReadWarnsOnceAndDeliversOnceGrantedBack(t *testing.T) {
 	wait.For(t, "an INFO line saying the error ended", func() bool {
 		return strings.Contains(logs.String(), "consumer group error ended")
 	}, func() string { return logs.String() })
+}
+
+// Guarantee: a topology source whose dead-lettering an ACL change denied
+// (WRITE on the DLQ taken away) keeps the letter, unsettled, and hands it
+// off again itself: once WRITE is granted back, without a restart, the
+// letter reaches the DLQ, its handler not run again, and its partition
+// commits past it and the letters acknowledged behind it.
+func TestASourceHandsOffTheLetterItKeptOnceWriteIsGrantedBackAndCommitsPastIt(t *testing.T) {
+	k := testbroker.KafkaWithACLs(t)
+	b := aclBackend(t, k, &lockedBuffer{})
+	q := declare(t, b, topology.New("aclsrc").DLQ())
+	qs := q.(*queues[msg])
+	k.Deny(t, qs.dlq, sarama.AclOperationWrite)
+	for n := 1; n <= 2; n++ {
+		if err := q.Publish(t.Context(), topology.Letter[msg]{Key: "k", Value: msg{N: n}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src, err := topology.NewSource(topology.SourceOptions[msg]{Queues: q, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handled [3]atomic.Int64
+	p, err := pipeline.New(pipeline.Options[msg, msg]{
+		Name:     "aclsrc",
+		Logger:   slog.New(slog.DiscardHandler),
+		Producer: producer.Options[msg]{Source: src},
+		Processors: processor.Options[msg, msg]{Concurrency: 1, Handle: func(_ context.Context, m *message.Message[msg]) (msg, error) {
+			handled[m.Data.N].Add(1)
+			if m.Data.N == 1 {
+				return msg{}, topology.Reject(errors.New("malformed"))
+			}
+			return m.Data, nil
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer topologytest.MustClose(t, "the pipeline", p.Stop)
+	wait.Within(t, 30*time.Second, "letter 1's dead-lettering denied and kept, letter 2 acked", func() bool {
+		st := src.Stats()
+		return st.HandOffKept == 1 && st.HandOffFailed == 1 && st.Acked == 1
+	})
+	admin, err := sarama.NewClusterAdmin(k.ListenAddrs(), k.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	committed := func() int64 {
+		var sum int64
+		for _, off := range testbroker.Committed(t, admin, qs.main, qs.groupID()) {
+			sum += max(off, 0)
+		}
+		return sum
+	}
+	if got := committed(); got >= 2 {
+		t.Fatalf("committed %d with letter 1 kept, want the commits stopped behind it", got)
+	}
+
+	k.Grant(t, qs.dlq, sarama.AclOperationWrite)
+	wait.Within(t, 30*time.Second, "the kept letter handed off to the DLQ", func() bool {
+		st := src.Stats()
+		return st.DeadLettered == 1 && st.HandOffKept == 0
+	})
+	wait.Within(t, 30*time.Second, "the partition committed past the kept letter", func() bool { return committed() == 2 })
+	if n := handled[1].Load(); n != 1 {
+		t.Errorf("letter 1 handled %d times, want once: its hand-off is tried again, not its handling", n)
+	}
+	dr := subscribeDead(t, q)
+	if d := receiveOne(t, dr); d.Value.N != 1 || d.Death == nil {
+		t.Errorf("the DLQ holds letter %d (death %v), want letter 1, dead", d.Value.N, d.Death)
+	}
 }
