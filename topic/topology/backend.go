@@ -437,8 +437,8 @@ type PartTracker interface {
 // open until its letters are settled, reach no later Run.
 //
 // A reader reports, to the observer set last, by the rule of its backend
-// (kafkatopology: group sessions that keep failing, or a client that
-// reached no broker; pulsartopology: a consumer whose reconnection
+// (kafkatopology: group sessions that keep failing, a client that
+// reached no broker, or a partition fetch an ACL refuses; pulsartopology: a consumer whose reconnection
 // attempts keep failing): Degrade once it cannot read, and again at later
 // failures while that lasts, then Recovered once it reads again. Reports
 // come one at a time, from the reader's goroutines, never from a call

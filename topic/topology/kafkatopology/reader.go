@@ -227,7 +227,8 @@ func (bf *buffer[T]) close() bool {
 type groupReader[T any] struct {
 	buffer[T]
 	// reach tells the observer the subscriber sets whether the member can
-	// read (its sessions, records and the answers its client reads).
+	// read (its sessions, records, the answers its client reads and
+	// fetches an ACL refuses).
 	*reach
 	b       *Backend[T]
 	topic   string
@@ -528,10 +529,13 @@ func (r *groupReader[T]) loop() {
 				r.failCorrupt(ce)
 				continue
 			}
-			r.rule.SaramaError(r.b.red.Err(err))
+			red := r.b.red.Err(err)
 			part := int32(-1)
 			if ok && ce.Topic != "" {
 				part = ce.Partition
+				r.partitionError(red)
+			} else {
+				r.rule.SaramaError(red)
 			}
 			r.fails.Error(r.ctx, part, err, slog.String("topic", r.topic), slog.String("group", r.gid))
 		}
