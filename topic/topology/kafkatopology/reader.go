@@ -9,12 +9,14 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/internal/kafkalimits"
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
+	"github.com/boulevard-go/boulevard/internal/kafkareach"
 	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
 	"github.com/boulevard-go/boulevard/internal/liveset"
 	"github.com/boulevard-go/boulevard/internal/logattr"
@@ -295,20 +297,29 @@ type claim struct {
 	// release), before it tells so, and stays set: the letters of it
 	// handed out then go back to the group (see LetGo).
 	letGo atomic.Bool
+	// fetchErr is the error of the partition's last failed fetch, at
+	// fetchErrAt; nil once a record of it is fetched. Guarded by the
+	// reader's mu.
+	fetchErr   error
+	fetchErrAt time.Time
 }
 
 // highWater is what a sarama group claim offers to read its partition's
 // high-water mark (from its latest fetch response, atomically).
 type highWater interface{ HighWaterMarkOffset() int64 }
 
-// stats returns the claim's figures; the caller holds the reader's mu.
-func (c *claim) stats(topic, gid string) PartitionStats {
+// stats returns the claim's figures, with its last fetch error while it
+// is younger than quiet; the caller holds the reader's mu.
+func (c *claim) stats(topic, gid string, quiet time.Duration) PartitionStats {
 	committed := c.committed
 	if m := c.Marked(); m >= 0 {
 		committed = m
 	}
 	ps := partitionFigures(topic, c.part, committed, c.start, c.next, c.hw.HighWaterMarkOffset())
 	ps.Group = gid
+	if c.fetchErr != nil && time.Since(c.fetchErrAt) < quiet {
+		ps.FetchErr = c.fetchErr
+	}
 	return ps
 }
 
@@ -325,10 +336,11 @@ func partitionFigures(topic string, part int32, committed, start, next, highWate
 // appendPartitions appends the figures of the partitions the reader
 // claims to out.
 func (r *groupReader[T]) appendPartitions(out []PartitionStats) []PartitionStats {
+	quiet := max(kafkareach.HeardQuiet, 2*r.b.cfg.Consumer.Retry.Backoff)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, c := range r.claims {
-		out = append(out, c.stats(r.topic, r.gid))
+		out = append(out, c.stats(r.topic, r.gid, quiet))
 	}
 	return out
 }
@@ -533,6 +545,7 @@ func (r *groupReader[T]) loop() {
 			part := int32(-1)
 			if ok && ce.Topic != "" {
 				part = ce.Partition
+				r.noteFetchErr(part, red)
 				r.partitionError(red)
 			} else {
 				r.rule.SaramaError(red)
@@ -557,6 +570,16 @@ func (r *groupReader[T]) loop() {
 				return
 			}
 		}
+	}
+}
+
+// noteFetchErr notes err, a failed fetch of partition part, in its
+// claim's figures (PartitionStats.FetchErr).
+func (r *groupReader[T]) noteFetchErr(part int32, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.claims[part]; ok {
+		c.fetchErr, c.fetchErrAt = err, time.Now()
 	}
 }
 
@@ -685,6 +708,7 @@ func (r *groupReader[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc saram
 				l, skip := r.decode(rec)
 				decoding = nil
 				r.mu.Lock()
+				c.fetchErr = nil
 				if r.pastPin(rec.Partition, rec.Offset) {
 					// The record and those after it stay for the
 					// group's next reader; the claim reads no more.

@@ -144,6 +144,16 @@ type PartitionStats struct {
 	// HighWater is unknown, and never negative.
 	Lag      int64
 	FetchLag int64
+	// FetchErr is the error of the partition's last failed fetch while
+	// its fetches fail (sarama.ErrTopicAuthorizationFailed, wrapped, for
+	// a topic an ACL denies the reader READ on): HighWater, taken from
+	// fetch responses, is then stale and Lag does not grow with the
+	// topic. Nil once a fetch returns records, or once the fetches have
+	// gone on without failing for the longer of kafkareach.HeardQuiet
+	// and twice Consumer.Retry.Backoff (sarama does not report a fetch
+	// that returns nothing), and for a claim that has not failed. Not in
+	// the JSON form.
+	FetchErr error `json:"-"`
 }
 
 // Stall is a hold topic, or a partition of one, that its releaser cannot
