@@ -92,8 +92,8 @@ type Death struct {
 // broker backends write at most this many (see BoundDeathError). Without
 // the bound a failure text longer than the broker's largest message
 // (1 MB by default on Kafka, 5 MiB on Pulsar) would make a dead letter
-// the broker refuses, and its message would be delivered again and fail
-// again for ever, never reaching the DLQ.
+// the broker refuses for ever: a Source would keep it, handing it off
+// again until it closes, and it would never reach the DLQ.
 const MaxDeathErrorBytes = 4096
 
 // BoundDeathError returns text when it is at most MaxDeathErrorBytes long,
@@ -163,8 +163,8 @@ type Backend[T any] interface {
 // When Hold, Requeue or DeadLetter fails for a letter received from a
 // reader, a durable backend keeps that letter's message from being settled
 // (the broker delivers it again); a later hand-off of the same letter that
-// succeeds undoes that, as a sequenced source hands a key's retry off
-// again itself until the backend takes it. A backend that refuses a
+// succeeds undoes that, as a Source hands such a letter off again itself
+// until the backend takes it (but one failing with ErrClosed, see Source). A backend that refuses a
 // hand-off for room returns an error wrapping ErrFull and keeps nothing
 // of the letter: a Source keeps it and hands it off again (see Source).
 type Queues[T any] interface {

@@ -120,7 +120,9 @@
 //     letter whose hand-off failed (Hold, Requeue
 //     or DeadLetter returned an error) is never committed: its partition's
 //     commits stop there and the group delivers it again after the next
-//     rebalance or restart.
+//     rebalance or restart. A later hand-off of it that succeeds undoes
+//     that: a topology Source keeps such a letter, unsettled, and hands
+//     it off again until the backend takes it, then settles it.
 //   - Return (the letters a stopping sequenced source held back) leaves
 //     the letters unsettled: their partition's commits stop at the first
 //     of them, and the group delivers them again from there, in order,
@@ -148,7 +150,8 @@
 // produced until then, so a lookup given up abandons nothing: the
 // operation returns an error wrapping ErrMetadata (and the context's
 // error), and a hand-off that fails this way leaves its letter
-// uncommitted, to be delivered again, as any failed hand-off does.
+// uncommitted until a later hand-off of it succeeds, as any failed
+// hand-off does (a topology Source keeps the letter and tries again).
 //
 // # Bounded calls
 //

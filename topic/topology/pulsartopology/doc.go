@@ -87,7 +87,9 @@
 //   - Settle acknowledges the message on its subscription, unless the
 //     letter's hand-off (Hold, Requeue, DeadLetter) failed: it is then
 //     negatively acknowledged (ErrNotSettled) and delivered to the group
-//     again after Options.RedeliveryDelay. Closing a
+//     again after Options.RedeliveryDelay, unless a later hand-off of it
+//     succeeded (a topology Source keeps such a letter, unsettled, and
+//     hands it off again until the backend takes it). Closing a
 //     reader, or a crash, leaves what it received unacknowledged, and the
 //     broker delivers it to the subscription again.
 //   - A broadcast topology's reader has a non-durable subscription of

@@ -107,7 +107,10 @@ type Options[T any] struct {
 	// (its Hold, Requeue or DeadLetter returned an error) waits before the
 	// broker delivers it to the group again: Settle negatively
 	// acknowledges it instead of acknowledging it (a dead-letter reader's
-	// comes back after 100ms). Default 1s; 0 means the default, and a
+	// comes back after 100ms). A topology Source settles no such letter
+	// but one whose hand-off failed as the backend or the source closed:
+	// it keeps the others and hands them off again until the broker takes
+	// them. Default 1s; 0 means the default, and a
 	// delay set must be at least 1ms (pulsar-client-go cannot tick
 	// shorter). The backend gives the client a nack precision within the
 	// delay (the client's 256ms, or a finer one for a shorter delay), so

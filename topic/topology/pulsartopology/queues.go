@@ -238,7 +238,7 @@ func (q *queues[T]) subscribe(ctx context.Context, co pulsar.ConsumerOptions, gr
 // keepOnError marks the message l was received as, when err is not nil,
 // never to be acknowledged: its hand-off failed, so Settle hands it back
 // to the broker to be delivered again. The last hand-off decides: one that
-// succeeds after a failed one (a sequenced source hands such a letter off
+// succeeds after a failed one (a topology Source hands such a letter off
 // again itself) lets Settle acknowledge the message.
 func keepOnError[T any](l *topology.Letter[T], err error) error {
 	if rc, ok := l.Receipt.(*receipt); ok {
