@@ -12,7 +12,8 @@
 // partitions to them, publish and read back messages, observe per consumer
 // the permits it granted and the messages dispatched, acked, nacked and
 // redelivered, and inject faults (drop connections, refuse subscribes,
-// stall dispatch, leave commands unanswered, unload topics). AdminHandler
+// stall dispatch, leave commands unanswered, unload topics, delete
+// subscriptions and topics). AdminHandler
 // serves the part of the admin REST API that reads and sets a namespace's
 // backlog quotas and subscription expiration time (stored and reported,
 // not enforced).

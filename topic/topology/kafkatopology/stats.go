@@ -149,10 +149,10 @@ type PartitionStats struct {
 	// a topic an ACL denies the reader READ on): HighWater, taken from
 	// fetch responses, is then stale and Lag does not grow with the
 	// topic. Nil once a fetch returns records, or once the fetches have
-	// gone on without failing for the longer of kafkareach.HeardQuiet
-	// and twice Consumer.Retry.Backoff (sarama does not report a fetch
-	// that returns nothing), and for a claim that has not failed. Not in
-	// the JSON form.
+	// gone on without failing for the longer of 3 s and twice
+	// Consumer.Retry.Backoff (sarama does not report a fetch that returns
+	// nothing), and for a claim that has not failed. Not in the JSON
+	// form.
 	FetchErr error `json:"-"`
 }
 
