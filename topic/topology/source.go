@@ -436,8 +436,8 @@ type Source[T any] struct {
 	stopCloser context.CancelFunc
 	closerCut  int
 
-	// handOffs are the sequenced letters whose hand-off failed, which
-	// the source hands off again itself (handoff.go).
+	// handOffs are the letters whose hand-off failed, which the source
+	// hands off again itself (handoff.go).
 	handOffs handOffs[T]
 
 	received, acked, retried, deferred, requeued atomic.Uint64
@@ -460,9 +460,9 @@ type Source[T any] struct {
 	// dead-lettered, keys poisoned and letters discarded to one a kind
 	// per logburst.Interval, each counting the lines it held back.
 	deadLog, poisonLog, discardLog logburst.Kind
-	// refusedHoldLog and retriedHoldLog keep the ERROR lines of a
-	// sequenced source's letters whose hand-off the backend refused, and
-	// the INFO lines of those it took at last, to one a kind per
+	// refusedHoldLog and retriedHoldLog keep the ERROR lines of the
+	// letters whose hand-off the backend failed that the source keeps,
+	// and the INFO lines of those it took at last, to one a kind per
 	// logburst.Interval across all its letters (handoff.go).
 	refusedHoldLog, retriedHoldLog logburst.Kind
 	// negativeLogged is set once a letter with a negative retry count
