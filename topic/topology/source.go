@@ -195,7 +195,8 @@ type Stats struct {
 	// sequenced source's letter held back behind its key (HeldBack), have
 	// no outcome yet, nor do those Close gives back to the backend, nor a
 	// letter whose dead-lettering failed with ErrClosed (the backend
-	// closing; counted in DeadLetterFailed).
+	// closing) or once the source had closed (counted in
+	// DeadLetterFailed).
 	DeadLettered, Discarded uint64
 	// DeadLetterFailed counts the letters whose dead-lettering (by a dead
 	// source: putting back on the DLQ) the backend failed at least once
@@ -203,7 +204,8 @@ type Stats struct {
 	// once: each counts in HandOffFailed too. It is not an outcome: the
 	// source keeps such a letter and hands it off again until the DLQ
 	// takes it (it counts in DeadLettered then) or the source closes (it
-	// is given back); only one failed with ErrClosed is settled as it is.
+	// is given back); only one failed with ErrClosed, or once the source
+	// had closed, is settled as it is.
 	// A dead-lettering a full queue refused is kept too (see Refused) and
 	// counts here never.
 	DeadLetterFailed uint64
@@ -269,8 +271,8 @@ type Stats struct {
 	// handler running again) or the source closes (it is given back);
 	// its failed attempts and the backend taking it at last are logged
 	// in a few lines (see Source). A hand-off failing with ErrClosed (the
-	// backend closing) is not kept, but for a sequenced key's retried
-	// letter: its letter is settled as it is (a durable backend delivers
+	// backend closing), but for a sequenced key's retried letter, or once
+	// the source has closed, is not kept: its letter is settled as it is (a durable backend delivers
 	// it again, the in-memory one has lost it), logged at ERROR, one
 	// line for the first and at most one every 10 s after it, each
 	// counting the ones it did not log ("held_back"), and a last one as
