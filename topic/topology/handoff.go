@@ -66,6 +66,10 @@ type handOff[T any] struct {
 	backoff time.Duration // the wait before the next attempt
 	failed  int           // the attempts that failed so far
 	due     time.Time     // when the next attempt is
+	// chained marks a dead-lettering of a poisoned key (a sequenced
+	// FailAll source's): while it is kept, the key's later ones wait
+	// behind it (handOffs.chains).
+	chained bool
 }
 
 // handOffQueue is a min-heap of hand-offs by due time.
@@ -110,6 +114,13 @@ type handOffs[T any] struct {
 	// the first hand-off.
 	ctx  context.Context
 	stop context.CancelFunc
+	// chains holds, for each poisoned key whose dead-lettering is kept
+	// (chained), the key's later dead-letterings, in order: they wait
+	// behind it, counted in retries, and are handed off, in order, once
+	// the backend takes it, so that the DLQ keeps the key's order.
+	// chainsN is len(chains), read without the lock.
+	chains  map[string][]*handOff[T]
+	chainsN atomic.Int64
 
 	// kept are the letters a full queue refused (ErrFull), oldest first,
 	// handed off again in that order by one attempt at a time (a timer,
@@ -393,7 +404,8 @@ func (hs *handOffs[T]) roomWait() <-chan struct{} {
 // for this delivery of it. It returns false, keeping and counting
 // nothing, once the source has closed.
 func (s *Source[T]) retryHandOff(p *pendingLetter[T], l Letter[T], kind handOffKind, hold int, err error) bool {
-	h := &handOff[T]{p: *p, l: l, kind: kind, hold: hold, backoff: handOffFirstBackoff, failed: 1}
+	h := &handOff[T]{p: *p, l: l, kind: kind, hold: hold, backoff: handOffFirstBackoff, failed: 1,
+		chained: kind == handOffDeadLetter && s.seq != nil && l.Death != nil && l.Death.Reason == ReasonPoisoned}
 	hs := &s.handOffs
 	if !s.schedule(h, err) {
 		return false
@@ -403,13 +415,72 @@ func (s *Source[T]) retryHandOff(p *pendingLetter[T], l Letter[T], kind handOffK
 		s.deadLetterFails.Add(1)
 	}
 	hs.mu.Lock()
+	hs.countKeptLocked()
+	hs.mu.Unlock()
+	return true
+}
+
+// countKeptLocked counts a letter kept to be handed off again; at the
+// limit the source takes no new letters. hs.mu is held.
+func (hs *handOffs[T]) countKeptLocked() {
 	hs.retries++
 	if hs.retries >= hs.retryLimit && hs.retryRoom == nil {
 		hs.retryRoom = make(chan struct{})
 		hs.retryFull.Store(true)
 	}
-	hs.mu.Unlock()
+}
+
+// followKept keeps p, whose letter l is a dead-lettering of a poisoned
+// key, behind the key's dead-lettering kept (see handOffs.chains), when
+// there is one and the source is open, and reports whether it did.
+func (s *Source[T]) followKept(p *pendingLetter[T], l Letter[T]) bool {
+	hs := &s.handOffs
+	if hs.chainsN.Load() == 0 {
+		return false
+	}
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	f, ok := hs.chains[l.Key]
+	if !ok || hs.closed {
+		return false
+	}
+	hs.chains[l.Key] = append(f, &handOff[T]{p: *p, l: l, kind: handOffDeadLetter, chained: true})
+	hs.countKeptLocked()
 	return true
+}
+
+// handOffFollowers hands off, in order, the dead-letterings of poisoned
+// key kept behind the one the backend just took, until it fails one: that
+// one is then kept, the others still behind it. Once the source has
+// closed, they are left to Close to give back, in order.
+func (s *Source[T]) handOffFollowers(key string) {
+	hs := &s.handOffs
+	for {
+		hs.mu.Lock()
+		f := hs.chains[key]
+		if len(f) == 0 || hs.closed {
+			hs.backChainLocked(key)
+			hs.mu.Unlock()
+			return
+		}
+		h := f[0]
+		f[0] = nil
+		hs.chains[key] = f[1:]
+		hs.mu.Unlock()
+		if !s.attemptHandOff(h) {
+			return
+		}
+	}
+}
+
+// backChainLocked moves the dead-letterings kept behind key's to back, in
+// order, and forgets key's chain. hs.mu is held.
+func (hs *handOffs[T]) backChainLocked(key string) {
+	for _, h := range hs.chains[key] {
+		hs.back = append(hs.back, h.p.l)
+	}
+	delete(hs.chains, key)
+	hs.chainsN.Store(int64(len(hs.chains)))
 }
 
 // keptForRetry returns the number of letters kept to be handed off again
@@ -453,6 +524,15 @@ func (s *Source[T]) schedule(h *handOff[T], err error) bool {
 		return false
 	}
 	hs.initLocked()
+	if h.chained {
+		if _, ok := hs.chains[h.l.Key]; !ok {
+			if hs.chains == nil {
+				hs.chains = map[string][]*handOff[T]{}
+			}
+			hs.chains[h.l.Key] = nil
+			hs.chainsN.Store(int64(len(hs.chains)))
+		}
+	}
 	if h.failed&(h.failed-1) == 0 {
 		s.refusedHoldLog.Line(context.Background(), s.log, slog.String("to", s.handOffName(h.kind, h.hold)), slog.String("key", h.p.l.Key),
 			slog.Int("failed_attempts", h.failed), slog.Duration("in", h.backoff), slog.Any("error", err))
@@ -504,13 +584,16 @@ func (s *Source[T]) attemptDue() {
 		}
 		h := heap.Pop(&hs.waiting).(*handOff[T])
 		hs.mu.Unlock()
-		s.attemptHandOff(h)
+		if s.attemptHandOff(h) && h.chained {
+			s.handOffFollowers(h.l.Key)
+		}
 	}
 }
 
 // attemptHandOff hands h's letter off again: settled once the backend takes
 // it; otherwise tried again later, or, after Close, given back by Close.
-func (s *Source[T]) attemptHandOff(h *handOff[T]) {
+// It reports whether the backend took it.
+func (s *Source[T]) attemptHandOff(h *handOff[T]) bool {
 	hs := &s.handOffs
 	hs.mu.Lock()
 	parent := hs.ctx
@@ -522,25 +605,39 @@ func (s *Source[T]) attemptHandOff(h *handOff[T]) {
 		return s.handTo(ctx, h.kind, h.hold, l)
 	}, h.l, func() { s.retryFailed(h, message.ErrHandlerExited) })
 	if err == nil {
-		s.retriedHoldLog.Line(ctx, s.log, slog.String("to", what), slog.String("key", h.p.l.Key), slog.Int("failed_attempts", h.failed))
+		if h.failed > 0 {
+			s.retriedHoldLog.Line(ctx, s.log, slog.String("to", what), slog.String("key", h.p.l.Key), slog.Int("failed_attempts", h.failed))
+		}
 		s.handedOff(ctx, h.kind, &h.l)
 		s.doneAside(ctx, &h.p)
 		hs.retried()
-		return
+		return true
 	}
 	s.retryFailed(h, err)
+	return false
 }
 
 // retryFailed arms the next attempt at h, whose attempt just failed with
 // err, or, once the source has closed, leaves h's letter to Close to give
-// back.
+// back, with the dead-letterings kept behind it (chained) after it. A
+// letter kept behind another, whose first attempt this is, counts in
+// HandOffFailed and DeadLetterFailed then.
 func (s *Source[T]) retryFailed(h *handOff[T], err error) {
 	hs := &s.handOffs
+	if h.failed == 0 {
+		s.handOffFails.Add(1)
+		s.deadLetterFails.Add(1)
+		h.backoff = handOffFirstBackoff
+	} else {
+		h.backoff = min(2*h.backoff, handOffMaxBackoff)
+	}
 	h.failed++
-	h.backoff = min(2*h.backoff, handOffMaxBackoff)
 	if !s.schedule(h, err) {
 		hs.mu.Lock()
 		hs.back = append(hs.back, h.p.l)
+		if h.chained {
+			hs.backChainLocked(h.l.Key)
+		}
 		hs.mu.Unlock()
 	}
 }
@@ -557,10 +654,18 @@ func (hs *handOffs[T]) close() []Letter[T] {
 	if !hs.retryAt.IsZero() && hs.retryTimer.Stop() {
 		hs.wg.Done()
 	}
-	// An attempt under way puts its letter in back; the others wait.
+	// An attempt under way puts its letter in back; the others wait,
+	// each poisoned key's dead-letterings kept behind one after it.
 	for _, h := range hs.waiting {
 		out = append(out, h.p.l)
+		if h.chained {
+			for _, f := range hs.chains[h.l.Key] {
+				out = append(out, f.p.l)
+			}
+			delete(hs.chains, h.l.Key)
+		}
 	}
+	hs.chainsN.Store(int64(len(hs.chains)))
 	clear(hs.waiting)
 	hs.waiting = nil
 	if hs.keptTimer != nil && hs.keptTimer.Stop() {

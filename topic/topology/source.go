@@ -245,7 +245,8 @@ type Stats struct {
 	Refused int
 	// HandOffKept is the number of letters whose hand-off the backend
 	// failed with an error other than ErrFull (see HandOffFailed) that
-	// the source keeps, unsettled, to hand them off again itself: at
+	// the source keeps, unsettled, to hand them off again itself, and of
+	// a poisoned key's dead-letterings waiting behind one so kept: at
 	// SourceOptions.MaxHeldBack it takes no new letter until the backend
 	// takes one of them. Close gives those it still keeps back.
 	HandOffKept int
@@ -1170,7 +1171,9 @@ func (s *Source[T]) kill(ctx context.Context, p *pendingLetter[T], reason Reason
 		s.poisonLetter(ctx, p, text)
 		// The key's held-back messages are dead-lettered in order, and so
 		// are those that arrive meanwhile, before any later one is
-		// dead-lettered on arrival: the DLQ keeps the key's order.
+		// dead-lettered on arrival: the DLQ keeps the key's order. While
+		// a dead-lettering of the key is kept (the DLQ failed it), the
+		// later ones wait behind it (followKept).
 		follow := BoundDeathError(poisonedBy(p.l.Key, text))
 		ws := s.seq.poison(p.l.Key, follow)
 		for {
@@ -1215,6 +1218,9 @@ func (s *Source[T]) deadLetter(ctx context.Context, p *pendingLetter[T], reason 
 	l := p.l
 	l.Death = &Death{Reason: reason, Error: BoundDeathError(text), Topic: s.t.name, Group: s.t.ConsumerGroup(),
 		Retries: l.Retries, FirstFailure: l.FirstFailure, LastFailure: l.LastFailure}
+	if reason == ReasonPoisoned && s.followKept(p, l) {
+		return // behind the key's earlier dead-lettering, kept
+	}
 	if err := s.handOff(ctx, p, l, handOffDeadLetter, 0); err != nil {
 		s.handOffNotTaken(ctx, p, l, handOffDeadLetter, 0, false, err, "dead-letter", slog.String("dlq", s.t.dlq), slog.String("reason", string(reason)))
 	}
