@@ -699,7 +699,7 @@ func (m *member) handleError(runs *claim.FailureRuns[topicPart], err error) {
 		return
 	}
 	if runs.Log(topicPart{ce.Topic, ce.Partition}, ce, m.fetchedTo(ce.Topic, ce.Partition)) {
-		m.log.Warn("kafka consumer error", slog.Any("error", flat(err)))
+		m.cm.FetchFailed(ce.Topic, ce.Partition, flat(ce.Err), slog.Any("error", flat(err)))
 	}
 }
 

@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -128,4 +129,41 @@ func runFailsNamingTheTopic(t *testing.T, done <-chan error, book logBook) {
 	case <-time.After(20 * time.Second):
 		t.Fatalf("Run kept going after its topic was deleted; %d log lines", len(book.records()))
 	}
+}
+
+// Guarantee: a topic of many partitions (BOULEVARD_SCALE_PARTITIONS, 256
+// by default) deleted under a running source logs as many WARN lines as
+// one of few partitions would, with either client: the partitions' fetches
+// failing alike are one line for the first and one naming the topic and
+// counting the others, not one per partition.
+func TestATopicOfManyPartitionsDeletedUnderASourceLogsBoundedWarnings(t *testing.T) {
+	parts := scalePartitions(256)
+	eachClient(t, func(t *testing.T, cl client) {
+		c := newCluster(t, parts)
+		book := newLogBook()
+		cl, opts := refreshing(cl, sourceOptions(c, "g-deleted-many"))
+		opts.Logger = book.logger()
+		src := cl.new(t, opts)
+		l := newLedger()
+		done := runOnceInto(t, "deleted-many", src, l)
+		ends := produce(t, c, parts, 0, int(parts))
+		wait.Within(t, 60*time.Second, "the records handled", func() bool { return l.covers(ends) })
+		deleteTopic(t, c, testTopic)
+		runFailsNamingTheTopic(t, done, book)
+		warns := book.find(func(r logRecord) bool { return r.Level >= slog.LevelWarn })
+		var texts []string
+		for _, r := range warns {
+			texts = append(texts, r.Text)
+		}
+		if len(warns) > 6 {
+			t.Fatalf("%d WARN lines for one topic of %d partitions deleted, want a bounded few; the first:\n%s",
+				len(warns), parts, strings.Join(texts[:min(10, len(texts))], "\n"))
+		}
+		for _, r := range warns {
+			if r.Msg == "kafka consumer error (held back since the last line)" &&
+				(!strings.Contains(r.Text, " topic="+testTopic+" ") || !strings.Contains(r.Text, " partitions_count=")) {
+				t.Errorf("the line of the partitions held back names no topic or count: %s", r.Text)
+			}
+		}
+	})
 }

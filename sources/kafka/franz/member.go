@@ -387,7 +387,7 @@ func (m *member) poll() {
 				return
 			}
 			if m.fetchFailures.Log(topicPartition{topic, part}, err, m.pushes(topic, part)) {
-				m.log.Warn("kafka consumer error", slog.String("topic", topic), slog.Int("partition", int(part)), slog.Any("error", claim.Flat(err)))
+				m.cm.FetchFailed(topic, part, claim.Flat(err), slog.String("topic", topic), slog.Int("partition", int(part)), slog.Any("error", claim.Flat(err)))
 			}
 		})
 		if refused != nil {

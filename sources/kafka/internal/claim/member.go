@@ -75,6 +75,11 @@ type Member struct {
 	// failLines holds back the lines of failed commits within
 	// logburst.Interval of the last one (see failed).
 	failLines logburst.Limiter
+
+	// fetchLines holds back the runs of failed fetches that start alike
+	// on many partitions (see FetchFailed).
+	fetchMu    sync.Mutex
+	fetchLines map[fetchKind]*fetchBurst
 }
 
 // NewMember returns a member of group running in stage; onAck says whether
@@ -334,10 +339,12 @@ func (m *Member) logFailed(ce *CommitError) {
 const commitFailedLog = "kafka commit failed; the offsets go out with the next commit, or, for a partition let go, its next owner handles those records again"
 
 // FlushLogs logs the count of failed commits held back since the last
-// line about them, if any: the member's owner calls it once its commits
-// are over.
+// line about them, if any, and the partitions whose runs of failed
+// fetches were held back (see FetchFailed): the member's owner calls it
+// once its commits and fetches are over.
 func (m *Member) FlushLogs() {
 	m.failLines.Flush(context.Background(), m.Log, slog.LevelWarn, commitFailedLog+logburst.HeldBackSuffix)
+	m.flushFetchLines()
 }
 
 // ErrSentAgain marks the failure CommitFinal returns for a final commit
