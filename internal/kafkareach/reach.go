@@ -1,7 +1,7 @@
 // Package kafkareach decides when a Kafka reader cannot read from its
 // cluster, and when it reads again, from what its client shows: failed
-// group sessions, a client out of brokers, records coming in and the
-// answers the client reads. The Kafka sources (sarama and franz-go), the
+// group sessions, a client out of brokers, fetches or a group an ACL
+// refuses, records coming in and the answers the client reads. The Kafka sources (sarama and franz-go), the
 // Kafka topic backend and the Kafka topology backend report through it,
 // so that all of them follow one rule.
 package kafkareach
@@ -47,13 +47,19 @@ const HeardQuiet = 3 * time.Second
 //   - SessionFailuresToDegrade group sessions in a row fail
 //     (SessionFailed), or the client says that no broker it knows could
 //     be reached (Unreachable: sarama's ErrOutOfBrokers, which it returns
-//     only once it has tried every broker): the stage is degraded, the
+//     only once it has tried every broker), or an ACL refuses the reader
+//     a partition's fetch or its group (Unreachable too: sarama's
+//     ErrTopicAuthorizationFailed and ErrGroupAuthorizationFailed, which
+//     it goes on retrying, see SaramaError): the stage is degraded, the
 //     last error as the reason;
 //   - a session starts (SessionStarted) or records come in (Reading): it
 //     runs again;
 //   - while the member holds its session, an answer from the cluster
 //     that the client reads at least HeardQuiet after the last sign
-//     that it cannot read (Heard): it runs again. On an idle topic the session's fetches and heartbeats are
+//     that it cannot read (Heard): it runs again. A refused fetch is
+//     such a sign at each retry, so the stage stays degraded while the
+//     refusals go on, and runs again once the permission is granted
+//     back. On an idle topic the session's fetches and heartbeats are
 //     those answers; without them a stage degraded by a short outage that
 //     the session outlived would stay degraded until a record or the next
 //     rebalance. A member without a session (between two, or whose joins
@@ -63,8 +69,9 @@ const HeardQuiet = 3 * time.Second
 // A reader that belongs to no group (a broadcast subscriber of a Kafka
 // topic, which consumes every partition itself) has no sessions to fail:
 // it calls SessionStarted once it is subscribed, and is degraded only
-// when its client could reach no broker (Unreachable); records or an
-// answer after HeardQuiet end that.
+// when its client could reach no broker or an ACL refuses its fetches
+// (Unreachable, SaramaError); records or an answer after HeardQuiet end
+// that.
 //
 // Reading and Heard are on the records' and responses' paths: when there
 // is nothing to clear they are atomic loads. The zero Reach reports to no
@@ -112,16 +119,23 @@ func (r *Reach) SaramaSessionFailed(err error) {
 // SaramaError notes an error a sarama client reported on its own (a
 // consumer group's or a partition consumer's Errors): Unreachable when
 // it could reach no broker (sarama.ErrOutOfBrokers, for a partition's
-// leader lookup or a session's heartbeat); any other error, which the
-// client retries, is not a sign that the reader cannot read.
+// leader lookup or a session's heartbeat) or when an ACL refuses the
+// reader (sarama.ErrTopicAuthorizationFailed for a partition's fetch,
+// sarama.ErrGroupAuthorizationFailed for its group): the client retries
+// a refusal, which heals only once the permission is granted back, and
+// the reader's session may stay up meanwhile while it reads nothing. Any
+// other error, which the client retries, is not a sign that the reader
+// cannot read.
 func (r *Reach) SaramaError(err error) {
-	if errors.Is(err, sarama.ErrOutOfBrokers) {
+	if errors.Is(err, sarama.ErrOutOfBrokers) || errors.Is(err, sarama.ErrTopicAuthorizationFailed) ||
+		errors.Is(err, sarama.ErrGroupAuthorizationFailed) {
 		r.Unreachable(err)
 	}
 }
 
-// Unreachable notes that the client could reach no broker: the stage is
-// degraded at once.
+// Unreachable notes that the client could reach no broker, or that the
+// cluster refuses it what it needs to read: the stage is degraded at
+// once.
 func (r *Reach) Unreachable(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -217,3 +217,30 @@ func TestReachWithoutHealthReportsNothing(t *testing.T) {
 	r.SessionFailed(errors.New("refused"))
 	r.Reading()
 }
+
+// Guarantee: a sarama client's error saying that an ACL refuses the
+// reader its topic or its group degrades the stage at once, the refusal
+// as the reason; while the client goes on retrying the refused fetch, an
+// answer read within HeardQuiet of the last refusal leaves it degraded,
+// and one read HeardQuiet after it (READ granted back) ends the degrade.
+func TestReachSaramaAuthorizationRefusalsDegradeAtOnceUntilTheyStop(t *testing.T) {
+	inSession(t, func(t *testing.T, r *Reach, st *reports) {
+		denied := &sarama.ConsumerError{Topic: "events", Partition: 0, Err: sarama.ErrTopicAuthorizationFailed}
+		r.SaramaError(denied)
+		st.want(t, "after a refused fetch", "degrade: "+denied.Error())
+		for range 3 {
+			time.Sleep(HeardQuiet - time.Millisecond)
+			r.Heard() // the refusal's own answer, and heartbeats
+			r.SaramaError(denied)
+		}
+		st.want(t, "while the refusals go on", "degrade: "+denied.Error(), "degrade: "+denied.Error(),
+			"degrade: "+denied.Error(), "degrade: "+denied.Error())
+		time.Sleep(HeardQuiet)
+		r.Heard()
+		r.SaramaError(fmt.Errorf("heartbeat: %w", sarama.ErrGroupAuthorizationFailed))
+		r.Reading()
+		st.want(t, "after the refusals stopped, then a group refusal and records",
+			"degrade: "+denied.Error(), "degrade: "+denied.Error(), "degrade: "+denied.Error(), "degrade: "+denied.Error(),
+			"recovered", "degrade: heartbeat: "+sarama.ErrGroupAuthorizationFailed.Error(), "recovered")
+	})
+}

@@ -671,19 +671,21 @@ func (m *member) seenErrors() {
 
 // handleError is logErrors' handling of err, one of the group's errors.
 func (m *member) handleError(runs *claim.FailureRuns[topicPart], err error) {
-	// sarama tried every broker it knows, for a claim's fetch (its leader
-	// lookup) or the session's heartbeat: the member cannot read until
-	// one answers.
-	m.reach.SaramaError(m.src.red.Err(flat(err)))
 	ce, ok := err.(*sarama.ConsumerError)
-	if !ok || ce.Topic == "" {
-		m.log.Log(context.Background(), cutLevel(err), "kafka consumer error", slog.Any("error", flat(err)))
-		return
-	}
-	if fetchRefused(ce) {
+	if ok && ce.Topic != "" && fetchRefused(ce) {
+		// The member fails, which says more than a degrade would.
 		ferr := refusedFetch(ce.Topic, ce.Partition, ce.Err)
 		m.log.Error("kafka partition fetch refused; the member fails", slog.Any("error", ferr))
 		m.fail(ferr)
+		return
+	}
+	// sarama tried every broker it knows, for a claim's fetch (its leader
+	// lookup) or the session's heartbeat, or an ACL refuses the group:
+	// the member cannot read until one answers, or until the permission
+	// is granted back.
+	m.reach.SaramaError(m.src.red.Err(flat(err)))
+	if !ok || ce.Topic == "" {
+		m.log.Log(context.Background(), cutLevel(err), "kafka consumer error", slog.Any("error", flat(err)))
 		return
 	}
 	if corruptBatch(ce.Err) {

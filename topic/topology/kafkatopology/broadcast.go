@@ -84,7 +84,7 @@ func newBroadcastReader[T any](b *Backend[T], d *dialing, kname string) (*broadc
 					r.failCorrupt(cerr, next.Load())
 					continue
 				}
-				r.partitionError(r.b.red.Err(cerr))
+				r.rule.SaramaError(r.b.red.Err(cerr))
 			}
 		})
 	}

@@ -1,8 +1,6 @@
 package kafkatopology
 
 import (
-	"errors"
-
 	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/internal/kafkareach"
@@ -32,18 +30,3 @@ func newReach(cfg *sarama.Config) *reach {
 // cannot read from the cluster and when it reads again (see
 // Queues.Subscribe).
 func (r *reach) ReportReach(o topic.ReachObserver) { r.relay.Set(o) }
-
-// partitionError notes err, the error a partition consumer of the
-// reader's client reported (kafkareach.Reach.SaramaError), and degrades
-// at once when an ACL refuses the fetch (sarama.ErrTopicAuthorizationFailed):
-// retrying does not heal it, and the reader's session, which may stay up
-// meanwhile, reads nothing until READ is granted back. An answer from the
-// cluster ends that only once the refusals have stopped
-// (kafkareach.Reach.Heard), or records coming in do.
-func (r *reach) partitionError(err error) {
-	if errors.Is(err, sarama.ErrTopicAuthorizationFailed) {
-		r.rule.Unreachable(err)
-		return
-	}
-	r.rule.SaramaError(err)
-}

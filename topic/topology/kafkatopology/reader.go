@@ -546,10 +546,8 @@ func (r *groupReader[T]) loop() {
 			if ok && ce.Topic != "" {
 				part = ce.Partition
 				r.noteFetchErr(part, red)
-				r.partitionError(red)
-			} else {
-				r.rule.SaramaError(red)
 			}
+			r.rule.SaramaError(red)
 			r.fails.Error(r.ctx, part, err, slog.String("topic", r.topic), slog.String("group", r.gid))
 		}
 	})
