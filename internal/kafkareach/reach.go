@@ -1,9 +1,10 @@
 // Package kafkareach decides when a Kafka reader cannot read from its
 // cluster, and when it reads again, from what its client shows: failed
 // group sessions, a client out of brokers, fetches or a group an ACL
-// refuses, records coming in and the answers the client reads. The Kafka sources (sarama and franz-go), the
-// Kafka topic backend and the Kafka topology backend report through it,
-// so that all of them follow one rule.
+// refuses, records coming in and the answers the client reads. The Kafka
+// sources (sarama and franz-go), the Kafka topic backend and the Kafka
+// topology backend report through it, so that all of them follow one
+// rule.
 package kafkareach
 
 import (
