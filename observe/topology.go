@@ -64,6 +64,7 @@ var (
 	holdsSkipped     = desc("topology_hold_records_skipped_total", "Records of hold topics the releasers skipped and committed past because they carry no valid due time, topic and group: written by something other than the backend, and lost to the topology.", lBackend)
 	topologyLag      = desc("topology_kafka_lag_messages", "High-water mark minus the committed offset of a partition the backend's group readers claim: what a restart would read.", lBackend, lGroup, lTopic, lPartition)
 	topologyFetchLag = desc("topology_kafka_fetch_lag_messages", "High-water mark minus the next offset to fetch of a partition the backend's group readers claim: what is not fetched yet.", lBackend, lGroup, lTopic, lPartition)
+	topologyFetching = desc("topology_kafka_fetch_failing", "1 while the fetches of a partition the backend's group readers claim fail (an ACL denies READ, the cluster is out of reach), its lag then stale; 0 while they do not.", lBackend, lGroup, lTopic, lPartition)
 	holdWaiting      = desc("topology_hold_waiting_messages", "Letters waiting in a hold partition the backend's releasers claim, to be released when due: the retries' backlog there.", lBackend, lTopic, lPartition)
 )
 
@@ -76,7 +77,7 @@ var (
 
 var topologyDescs = []*prometheus.Desc{topologyReceived, topologyAcked, topologyRetried, topologyDeferred, topologyRequeued,
 	topologyDeadLettered, topologyDiscarded, topologyPoisoned, topologyHeldBack, topologyPoisonedKeys, topologyRefused, topologyHandOffKept, topologySubs, topologySettleFailed, topologyHandOffFailed, topologyDeadLetterFailed,
-	topologyUndecodable, topologyResubscribes, releaseStalls, releaseStalled, releaseFailures, holdsSkipped, topologyLag, topologyFetchLag, holdWaiting}
+	topologyUndecodable, topologyResubscribes, releaseStalls, releaseStalled, releaseFailures, holdsSkipped, topologyLag, topologyFetchLag, topologyFetching, holdWaiting}
 
 // AddTopology adds a topology's source under name: its outcomes (acks,
 // retries, deferrals, requeues, dead letters, discards, letters of
@@ -108,8 +109,9 @@ func (o *Observer) RemoveTopology(name string) bool {
 // topic and partition, one series per stall while it lasts, the hold
 // records its releasers skipped (SkippedHoldRecords) a counter labelled
 // backend=name, and the lag of each partition its group readers claim
-// (Partitions) gauges labelled backend=name, group, topic and partition,
-// one series per partition while it is claimed, and the letters waiting in
+// (Partitions), and whether its fetches fail (FetchErr), gauges labelled
+// backend=name, group, topic and partition, one series per partition
+// while it is claimed, and the letters waiting in
 // each hold partition its releasers claim (Holds) a gauge labelled
 // backend=name, topic and partition. A name
 // already added is refused with an error wrapping ErrDuplicate; an empty
@@ -163,7 +165,7 @@ func collectTopology(ch chan<- prometheus.Metric, name string, st topology.Stats
 // of now: their count, and one series per hold topic and partition (the
 // first stall of each, should the backend list one twice); the hold
 // records it skipped; the lag of each partition its group readers
-// claim (the first listed of each group, topic and partition, should two
+// claim, and whether its fetches fail (the first listed of each group, topic and partition, should two
 // readers claim one at once); and the letters waiting in each hold
 // partition its releasers claim (the first listed of each).
 func collectKafkaTopology(ch chan<- prometheus.Metric, name string, st kafkatopology.Stats, now time.Time) {
@@ -179,6 +181,7 @@ func collectKafkaTopology(ch chan<- prometheus.Metric, name string, st kafkatopo
 		part := partitionLabel(p.Partition)
 		gauge(ch, topologyLag, float64(p.Lag), name, p.Group, p.Topic, part)
 		gauge(ch, topologyFetchLag, float64(p.FetchLag), name, p.Group, p.Topic, part)
+		gauge(ch, topologyFetching, boolValue(p.FetchErr != nil), name, p.Group, p.Topic, part)
 	}
 	for _, h := range firstOfEach(st.Holds, func(h kafkatopology.HoldStats) stallKey { return stallKey{labelValue(h.Topic), h.Partition} }) {
 		gauge(ch, holdWaiting, float64(h.Waiting), name, h.Topic, partitionLabel(h.Partition))
@@ -245,7 +248,7 @@ type KafkaTopologySnapshot struct {
 	// Stalled are its stalled releases (kafkatopology.Stats.Stalled).
 	Stalled []StallSnapshot `json:"stalled"`
 	// Partitions are the partitions its group readers claim.
-	Partitions []kafkatopology.PartitionStats `json:"partitions"`
+	Partitions []PartitionSnapshot `json:"partitions"`
 	// Holds are the hold partitions its releasers claim, with the
 	// letters waiting there (kafkatopology.Stats.Holds).
 	Holds []kafkatopology.HoldStats `json:"holds"`
@@ -265,13 +268,26 @@ type StallSnapshot struct {
 	Err string `json:"err,omitempty"`
 }
 
+// PartitionSnapshot is one kafkatopology.PartitionStats, as JSON: its
+// fields under their Go names, FetchErr given as its message.
+type PartitionSnapshot struct {
+	kafkatopology.PartitionStats
+	// FetchErr is the PartitionStats' FetchErr, as its message: the
+	// error of the partition's last failed fetch while its fetches fail,
+	// "" otherwise. The backend takes its credentials out of it.
+	FetchErr string `json:"FetchErr,omitempty"`
+}
+
 func kafkaTopologySnapshot(backend string, st kafkatopology.Stats) KafkaTopologySnapshot {
 	snap := KafkaTopologySnapshot{Backend: backend, Stalled: make([]StallSnapshot, len(st.Stalled)),
-		Partitions: append([]kafkatopology.PartitionStats{}, st.Partitions...),
+		Partitions: make([]PartitionSnapshot, len(st.Partitions)),
 		Holds:      append([]kafkatopology.HoldStats{}, st.Holds...)}
 	for i, s := range st.Stalled {
 		snap.Stalled[i] = StallSnapshot{Topic: s.Topic, Partition: s.Partition, Offset: s.Offset, Since: s.Since,
 			Failures: s.Failures, Err: errString(s.Err)}
+	}
+	for i, p := range st.Partitions {
+		snap.Partitions[i] = PartitionSnapshot{PartitionStats: p, FetchErr: errString(p.FetchErr)}
 	}
 	return snap
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
@@ -273,7 +274,7 @@ func TestAKafkaTopologyPartitionLagIsExported(t *testing.T) {
 		`boulevard_topology_kafka_lag_messages{backend="orders-kafka",group="orders:audit",partition="0",topic="orders"}`:         2,
 		`boulevard_topology_kafka_fetch_lag_messages{backend="orders-kafka",group="orders:audit",partition="0",topic="orders"}`:   0,
 	})
-	if len(snap.KafkaTopologies) != 1 || len(snap.KafkaTopologies[0].Partitions) != 4 || snap.KafkaTopologies[0].Partitions[0] != first {
+	if len(snap.KafkaTopologies) != 1 || len(snap.KafkaTopologies[0].Partitions) != 4 || snap.KafkaTopologies[0].Partitions[0].PartitionStats != first {
 		t.Fatalf("/stats kafkaTopologies = %+v, want orders-kafka's four partitions as listed", snap.KafkaTopologies)
 	}
 
@@ -344,24 +345,7 @@ func TestSkippedHoldRecordsAreExported(t *testing.T) {
 // seconds since the stall began and its failures.
 func TestAStalledReleaseOnKafkaIsExported(t *testing.T) {
 	c := testbroker.Kafka(t)
-	b, err := kafkatopology.New(kafkatopology.Options[int]{
-		Brokers:       c.ListenAddrs(),
-		Config:        testbroker.SaramaConfig(),
-		Codec:         topic.JSONCodec[int]{},
-		AdminTimeout:  30 * time.Second,
-		RevokeTimeout: 2 * time.Second,
-		Logger:        slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := b.Close(ctx); err != nil {
-			t.Errorf("closing the backend: %v", err)
-		}
-	})
+	b := kafkaBackend(t, c.ListenAddrs(), testbroker.SaramaConfig())
 	top, err := topology.New("orders").Hold(time.Second).Build()
 	if err != nil {
 		t.Fatal(err)
@@ -418,4 +402,162 @@ func exportKafkaTopology(t *testing.T, b observe.KafkaTopology, want map[string]
 		t.Fatalf("/stats answered %d:\n%s", code, body)
 	}
 	return h, snap
+}
+
+// Guarantee: whether the fetches of each partition a Kafka topology
+// backend's group readers claim fail (Stats.Partitions' FetchErr) is
+// exported as a gauge labelled by the backend's name, the group, the topic
+// and the partition: 1 while they fail, 0 while they do not, one series
+// per claimed partition (a partition listed twice, once); a partition no
+// longer claimed is gone from the next scrape, and /stats gives each
+// partition's FetchErr as its message ("" while its fetches succeed).
+func TestAKafkaTopologyPartitionWhoseFetchesFailIsExported(t *testing.T) {
+	denied := fmt.Errorf("fetching partition %q/%d: %w", "orders", 1, errors.New("kafka server: The client is not authorized to access this topic"))
+	b := newFixedKafkaTopology()
+	b.st.Store(&kafkatopology.Stats{Partitions: []kafkatopology.PartitionStats{
+		{Topic: "orders", Partition: 0, Group: "orders:billing", Committed: 10, Next: 10, HighWater: 10},
+		{Topic: "orders", Partition: 1, Group: "orders:billing", Committed: 7, Next: 7, HighWater: 7, FetchErr: denied},
+		{Topic: "orders", Partition: 1, Group: "orders:billing", Committed: 5, Next: 5, HighWater: 7, Lag: 2, FetchLag: 2},
+	}})
+	const failing = "boulevard_topology_kafka_fetch_failing"
+	h, snap := exportKafkaTopology(t, b, map[string]float64{
+		failing + `{backend="orders-kafka",group="orders:billing",partition="0",topic="orders"}`: 0,
+		failing + `{backend="orders-kafka",group="orders:billing",partition="1",topic="orders"}`: 1,
+	})
+	if len(snap.KafkaTopologies) != 1 || len(snap.KafkaTopologies[0].Partitions) != 3 {
+		t.Fatalf("/stats kafkaTopologies = %+v, want orders-kafka's three partitions as listed", snap.KafkaTopologies)
+	}
+	for i, want := range []string{"", denied.Error(), ""} {
+		if got := snap.KafkaTopologies[0].Partitions[i].FetchErr; got != want {
+			t.Errorf("/stats partition %d FetchErr = %q, want %q", i, got, want)
+		}
+	}
+
+	b.set()
+	if _, body := serveMetrics(t, h); strings.Contains(body, failing+"{") {
+		t.Errorf("%s still exported once no partition is claimed:\n%s", failing, body)
+	}
+}
+
+// Guarantee: on a real Kafka backend, a partition whose group reader an
+// ACL change denies READ is exported as failing its fetches
+// (boulevard_topology_kafka_fetch_failing 1) and /stats gives its
+// FetchErr, naming the topic and the authorization failure and not the
+// user's password; once READ is granted back and the reader fetches
+// again, the gauge is 0 and /stats gives no FetchErr.
+func TestAKafkaTopologyPartitionDeniedReadIsExportedAsFailingItsFetches(t *testing.T) {
+	k := testbroker.KafkaWithACLs(t)
+	b := kafkaBackend(t, k.ListenAddrs(), k.Config())
+	top, err := topology.New("fetch-denied").Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := b.Declare(t.Context(), top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := q.Subscribe(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := r.Close(context.Background()); err != nil {
+			t.Errorf("closing the reader: %v", err)
+		}
+	})
+	publish := func(n int) {
+		t.Helper()
+		if err := q.Publish(t.Context(), topology.Letter[int]{Value: n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	receiveAndSettle := func() {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		buf := make([]topology.Letter[int], 1)
+		if _, err := r.Receive(ctx, buf); err != nil {
+			t.Fatalf("Receive: %v", err)
+		}
+		if err := r.Settle(t.Context(), &buf[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(1)
+	receiveAndSettle()
+	parts := b.Stats().Partitions
+	if len(parts) != 1 {
+		t.Fatalf("Stats().Partitions = %+v, want the one partition the reader claims", parts)
+	}
+	kname := parts[0].Topic
+	obs := observe.New(observe.Options{})
+	if err := obs.AddKafkaTopology("orders-kafka", b); err != nil {
+		t.Fatal(err)
+	}
+	h := obs.Handler(nil)
+	series := fmt.Sprintf(`boulevard_topology_kafka_fetch_failing{backend="orders-kafka",group=%q,partition="0",topic=%q}`, parts[0].Group, kname)
+	var body string
+	failing := func(want float64) func() bool {
+		return func() bool {
+			_, body = serveMetrics(t, h)
+			v := seriesValues(body, series)
+			return len(v) == 1 && v[0] == want
+		}
+	}
+	state := func() string { return fmt.Sprintf("Stats() = %+v; /metrics:\n%s", b.Stats(), body) }
+	fetchErr := func() string {
+		t.Helper()
+		var snap observe.Snapshot
+		if code, body := serveGet(t, h, "/stats"); code != http.StatusOK || json.Unmarshal([]byte(body), &snap) != nil {
+			t.Fatalf("/stats answered %d:\n%s", code, body)
+		}
+		if len(snap.KafkaTopologies) != 1 || len(snap.KafkaTopologies[0].Partitions) != 1 {
+			t.Fatalf("/stats kafkaTopologies = %+v, want the one partition", snap.KafkaTopologies)
+		}
+		return snap.KafkaTopologies[0].Partitions[0].FetchErr
+	}
+	wait.For(t, "the partition exported as fetching", failing(0), state)
+	if e := fetchErr(); e != "" {
+		t.Errorf("/stats FetchErr = %q while the reader fetches, want none", e)
+	}
+
+	k.Deny(t, kname, sarama.AclOperationRead)
+	publish(2)
+	wait.For(t, "the partition exported as failing its fetches", failing(1), state)
+	if e := fetchErr(); !strings.Contains(e, kname) || !strings.Contains(e, "not authorized") || strings.Contains(e, k.Password) {
+		t.Errorf("/stats FetchErr = %q, want the authorization failure naming topic %s, without the password", e, kname)
+	}
+	promtoolCheck(t, body)
+
+	k.Grant(t, kname, sarama.AclOperationRead)
+	receiveAndSettle()
+	wait.For(t, "the partition exported as fetching again", failing(0), state)
+	if e := fetchErr(); e != "" {
+		t.Errorf("/stats FetchErr = %q once the reader fetches again, want none", e)
+	}
+}
+
+// kafkaBackend returns a Kafka topology backend of int letters on the
+// cluster at brokers, connecting with cfg, closed when t ends.
+func kafkaBackend(t *testing.T, brokers []string, cfg *sarama.Config) *kafkatopology.Backend[int] {
+	t.Helper()
+	b, err := kafkatopology.New(kafkatopology.Options[int]{
+		Brokers:       brokers,
+		Config:        cfg,
+		Codec:         topic.JSONCodec[int]{},
+		AdminTimeout:  30 * time.Second,
+		RevokeTimeout: 2 * time.Second,
+		Logger:        slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := b.Close(ctx); err != nil {
+			t.Errorf("closing the backend: %v", err)
+		}
+	})
+	return b
 }
