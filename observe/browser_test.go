@@ -110,9 +110,10 @@ func textOf(ctx context.Context, sel string) (string, error) {
 // included), the stalled hold releases (their failed attempts and last
 // error included), the lag of the partitions a
 // Kafka topology backend's group readers claim and the letters waiting in
-// the hold partitions its releasers claim, and lists the things whose Stats
-// could not be read (/stats' failed) with their errors, as text: markup
-// in an error is shown, not rendered. Skipped when no Chromium is
+// the hold partitions its releasers claim, with the error of a partition
+// whose fetches fail, and lists the things whose Stats could not be read
+// (/stats' failed) with their errors, as text: markup in an error is
+// shown, not rendered. Skipped when no Chromium is
 // installed.
 func TestDashboardDrawsTopicLinks(t *testing.T) {
 	ctx, consoleErrors := browser(t)
@@ -141,7 +142,8 @@ func TestDashboardDrawsTopicLinks(t *testing.T) {
 		Err: errors.New("hold topic refused")}
 	kafkaTopologyLag := newFixedKafkaTopology()
 	kafkaTopologyLag.st.Store(&kafkatopology.Stats{Stalled: []kafkatopology.Stall{stall}, Partitions: []kafkatopology.PartitionStats{
-		{Topic: "orders", Partition: 1, Group: "orders:settlement", Committed: 40, Next: 70, HighWater: 100, Lag: 60, FetchLag: 30}},
+		{Topic: "orders", Partition: 1, Group: "orders:settlement", Committed: 40, Next: 70, HighWater: 100, Lag: 60, FetchLag: 30},
+		{Topic: "orders", Partition: 2, Group: "orders:settlement", Committed: 9, Next: 9, HighWater: 9, FetchErr: errors.New("<b class=injected>fetch</b> denied")}},
 		Holds: []kafkatopology.HoldStats{{Topic: "orders-hold-5s", Partition: 3, Committed: 12, Next: 13, HighWater: 20, Waiting: 8}}})
 	if err := errors.Join(obs.AddTopology("settlement", fixedTopology(topology.Stats{Received: 34, Acked: 25, DeadLettered: 5, DeadLetterFailed: 4, PoisonedKeys: 6, SettleFailed: 3, Undecodable: 2, BroadcastResubscribes: 7})),
 		obs.AddKafkaTopology("settlement-kafka", kafkaTopologyLag)); err != nil {
@@ -190,7 +192,7 @@ func TestDashboardDrawsTopicLinks(t *testing.T) {
 		t.Errorf("Pulsar table row %q, want the billing source with 1 consumer, 42 received, and 8 failed reconnections and 3 abandoned subscribes last", pulsarRow)
 	}
 	for id, want := range map[string]string{"topologies": "settlement 34 25 0 0 0 5 0 4 0 6 0 0 0 3 2 7", "stalls": "settlement-kafka orders-hold-5s 2 17 360",
-		"topologyLag":   "settlement-kafka orders:settlement orders 1 40 100 60 30",
+		"topologyLag":   "settlement-kafka orders:settlement orders 1 40 100 60 30  settlement-kafka orders:settlement orders 2 9 9 0 0 <b class=injected>fetch</b> denied",
 		"topologyHolds": "settlement-kafka orders-hold-5s 3 12 20 8"} {
 		row, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll("#`+id+` td")].map(td => td.textContent).join(" ")`))
 		if err != nil {
