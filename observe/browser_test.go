@@ -361,17 +361,22 @@ func TestDashboardInARealBrowser(t *testing.T) {
 // batch has run over 60 s as failing, as the shipped alerts fire: the
 // processors of a pipeline whose batcher is stalled wait for it and are
 // not drawn as failing, those of a pipeline whose batchers are not
-// stalled are. Skipped when no Chromium is installed.
+// stalled are; a producer stage shows how long its hand-over to the
+// processors has been running their PartitionBy, and is drawn as
+// failing once that is over 60 s. Skipped when no Chromium is installed.
 func TestDashboardDrawsTheStalledStageAsFailing(t *testing.T) {
 	ctx, consoleErrors := browser(t)
 	obs := observe.New(observe.Options{})
-	stalled := func(name string, processors, batcher time.Duration) *faulty[pipeline.Stats] {
+	stalled := func(name string, handOff, processors, batcher time.Duration) *faulty[pipeline.Stats] {
 		return newFaulty(pipeline.Stats{Name: name, Started: time.Now(),
+			Producers: []pipeline.ProducerStats{{StageStatus: producer.StageStatus{Stage: name + ".producer.0", State: producer.StateRunning,
+				Since: time.Now()}, LongestHandOff: handOff}},
 			Processors: pipeline.ProcessorStats{Stage: name + ".processor", Concurrency: 1, LongestCall: processors},
 			Batchers: []pipeline.BatcherStats{{Name: "default", Stage: name + ".batcher.default", Concurrency: 1,
 				Batches: map[string]uint64{}, LongestCall: batcher}}})
 	}
-	add(t, obs, stalled("batchstall", 90*time.Second, 80*time.Second), stalled("procstall", 90*time.Second, 0))
+	add(t, obs, stalled("batchstall", 0, 90*time.Second, 80*time.Second), stalled("procstall", 30*time.Second, 90*time.Second, 0),
+		stalled("handoffstall", 90*time.Second, 0, 0))
 	srv := httptest.NewServer(obs.Handler(nil))
 	t.Cleanup(srv.Close)
 	if err := chromedp.Do(ctx,
@@ -386,10 +391,22 @@ func TestDashboardDrawsTheStalledStageAsFailing(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]bool{"batchstall.processor": false, "batchstall.batcher.default": true,
-		"procstall.processor": true, "procstall.batcher.default": false}
+		"procstall.processor": true, "procstall.batcher.default": false,
+		"batchstall.producer.0": false, "procstall.producer.0": false, "handoffstall.producer.0": true,
+		"handoffstall.processor": false, "handoffstall.batcher.default": false}
 	for stage, bad := range want {
 		if b, ok := got[stage]; !ok || b != bad {
 			t.Errorf("stage %s drawn as failing: %v (drawn: %v), want %v", stage, b, ok, bad)
+		}
+	}
+	for stage, want := range map[string]string{"batchstall.producer.0": "longest hand-off: 0 s",
+		"procstall.producer.0": "longest hand-off: 30 s", "handoffstall.producer.0": "longest hand-off: 1 min 30 s"} {
+		s, err := textOf(ctx, `[data-stage="`+stage+`"]`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(s, want) {
+			t.Errorf("the node of %s reads %q, want it to show %q", stage, s, want)
 		}
 	}
 	if errs := consoleErrors(); len(errs) > 0 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -107,10 +108,11 @@ type statsOf pipeline.Stats
 func (s statsOf) Stats() pipeline.Stats { return pipeline.Stats(s) }
 
 // Guarantee: /stats carries every counter a producer stage reports: the
-// messages a cut-short drain left in the stage (Unhandled), and each
-// feed's withdrawn and overdelivered messages beside its permits, so that
-// what Stats shows of a misbehaving source, or of a drain cut short, is
-// not lost on the way to the JSON.
+// messages a cut-short drain left in the stage (Unhandled), the age of
+// its hand-over to the processors (LongestHandOff), and each feed's
+// withdrawn and overdelivered messages beside its permits, so that what
+// Stats shows of a misbehaving source, of a drain cut short, or of a
+// PartitionBy that blocks, is not lost on the way to the JSON.
 func TestStatsJSONCarriesEveryProducerCounter(t *testing.T) {
 	st := pipeline.Stats{Name: "orders", Producers: []pipeline.ProducerStats{{
 		StageStatus: producer.StageStatus{Stage: "orders.producer.0", State: producer.StateRunning},
@@ -118,6 +120,7 @@ func TestStatsJSONCarriesEveryProducerCounter(t *testing.T) {
 		Unhandled:   11,
 		Feeds: []producer.NamedFeedStats{{Name: "p0", FeedStats: producer.FeedStats{
 			Remaining: 5, Granted: 50, Delivered: 48, Dispatched: 45, Withdrawn: 2, Overdelivered: 4}}},
+		LongestHandOff: 42 * time.Second,
 	}}}
 	obs := observe.New(observe.Options{})
 	add(t, obs, statsOf(st))
@@ -132,7 +135,7 @@ func TestStatsJSONCarriesEveryProducerCounter(t *testing.T) {
 	}
 	ps := snap.Pipelines[0].Producers[0]
 	wantFeed := observe.FeedSnapshot{Name: "p0", Granted: 50, Outstanding: 5, Delivered: 48, Dispatched: 45, Withdrawn: 2, Overdelivered: 4}
-	if ps.Buffered != 3 || ps.Unhandled != 11 || len(ps.Feeds) != 1 || ps.Feeds[0] != wantFeed {
-		t.Fatalf("/stats producer stage = %+v, want buffered 3, unhandled 11 and feeds [%+v]", ps, wantFeed)
+	if ps.Buffered != 3 || ps.Unhandled != 11 || len(ps.Feeds) != 1 || ps.Feeds[0] != wantFeed || ps.LongestHandOff != 42*time.Second {
+		t.Fatalf("/stats producer stage = %+v, want buffered 3, unhandled 11, feeds [%+v] and a 42s hand-over", ps, wantFeed)
 	}
 }

@@ -74,6 +74,10 @@ type ProducerSnapshot struct {
 	Unhandled uint64 `json:"unhandled"`
 	// Feeds are the stage's open feeds.
 	Feeds []FeedSnapshot `json:"feeds"`
+	// LongestHandOff is how long the stage's hand-over of delivered
+	// messages to the processors has been running their PartitionBy, 0
+	// when none runs (pipeline.ProducerStats.LongestHandOff).
+	LongestHandOff time.Duration `json:"longestHandOff"`
 }
 
 // FeedSnapshot is one open feed's permit counters, as JSON
@@ -169,7 +173,7 @@ func pipelineSnapshot(st pipeline.Stats) PipelineSnapshot {
 		}
 		ps.Producers = append(ps.Producers, ProducerSnapshot{Stage: p.Stage, State: string(p.State), Since: p.Since,
 			Restarts: p.Restarts, ConsecutiveFailures: p.ConsecutiveFailures, LastError: errString(p.LastError), Buffered: p.Buffered,
-			Unhandled: p.Unhandled, Feeds: feeds})
+			Unhandled: p.Unhandled, Feeds: feeds, LongestHandOff: p.LongestHandOff})
 	}
 	return ps
 }
