@@ -111,8 +111,8 @@ func (o *Observer) RemoveTopology(name string) bool {
 // backend=name, and the lag of each partition its group readers claim
 // (Partitions), and whether its fetches fail (FetchErr), gauges labelled
 // backend=name, group, topic and partition, one series per partition
-// while it is claimed, and the letters waiting in
-// each hold partition its releasers claim (Holds) a gauge labelled
+// while it is claimed, and the letters waiting in each hold partition
+// its releasers claim (Holds) a gauge labelled
 // backend=name, topic and partition. A name
 // already added is refused with an error wrapping ErrDuplicate; an empty
 // name, or a nil b (or nil pointer), with an error wrapping ErrInvalid.
@@ -165,9 +165,10 @@ func collectTopology(ch chan<- prometheus.Metric, name string, st topology.Stats
 // of now: their count, and one series per hold topic and partition (the
 // first stall of each, should the backend list one twice); the hold
 // records it skipped; the lag of each partition its group readers
-// claim, and whether its fetches fail (the first listed of each group, topic and partition, should two
-// readers claim one at once); and the letters waiting in each hold
-// partition its releasers claim (the first listed of each).
+// claim, and whether its fetches fail (the first listed of each group,
+// topic and partition, should two readers claim one at once); and the
+// letters waiting in each hold partition its releasers claim (the first
+// listed of each).
 func collectKafkaTopology(ch chan<- prometheus.Metric, name string, st kafkatopology.Stats, now time.Time) {
 	stalls := uniqueStalls(st.Stalled)
 	gauge(ch, releaseStalls, float64(len(stalls)), name)
