@@ -609,7 +609,8 @@ func RedactServiceURL(serviceURL string) string { return redact.ServiceURL(servi
 // consumers created) are logged at Debug, but for the one that says the
 // broker closed a consumer ("Broker notification of Closed consumer:
 // <id>", its topic unloaded or deleted or its subscription deleted),
-// kept at Info. The warnings and errors it logs for events that lose
+// kept at Info and logged with the consumer's topic, subscription and
+// name besides the broker's address. The warnings and errors it logs for events that lose
 // nothing are logged at Debug too: messages it drops on receipt because
 // they were delivered or acknowledged already ("receive 1 messages , all
 // filtered", after a reconnection), and a consumer closed
@@ -641,7 +642,8 @@ func ClientLogger(logger *slog.Logger) plog.Logger {
 func clientLogger(logger *slog.Logger, last *lastFailure, secrets redact.Secrets) plog.Logger {
 	h := cmp.Or(logger, slog.Default()).Handler()
 	runs := &repeatlog.Runs[clientRun]{Log: slog.New(h), Bound: maxClientRuns, Idle: clientRunIdle}
-	return plog.NewLoggerWithSlog(slog.New(&redactingHandler{h: h, last: last, runs: runs, secrets: secrets}))
+	closes := &brokerCloses{h: h, held: map[string]heldClose{}}
+	return plog.NewLoggerWithSlog(slog.New(&redactingHandler{h: h, last: last, runs: runs, closes: closes, secrets: secrets}))
 }
 
 // maxClientRuns is the most runs of repeated failures one client logger
@@ -744,6 +746,7 @@ type redactingHandler struct {
 	h       slog.Handler
 	last    *lastFailure
 	runs    *repeatlog.Runs[clientRun] // shared by every handler of one client
+	closes  *brokerCloses              // shared by every handler of one client
 	attrs   []slog.Attr                // given to WithAttrs, redacted: a run's lines carry them
 	grouped bool                       // WithGroup was called: lines are not limited
 	err     string                     // an "error" attribute given to WithAttrs
@@ -758,6 +761,72 @@ type redactingHandler struct {
 // INFO: the client reconnects the consumer, and a subscription created
 // anew starts at its initial position.
 const brokerClosedConsumer = "Broker notification of Closed consumer: "
+
+// consumerConnectionClosed is the client's Debug line, on the consumer's
+// own logger (its topic, subscription, name and id), for a consumer whose
+// connection closed or whom the broker closed. For the broker's close it
+// comes right after the brokerClosedConsumer line, on the same goroutine.
+const consumerConnectionClosed = "connection closed and send to connectClosedCh"
+
+// unknownClosedConsumer is the client's warning, in place of
+// consumerConnectionClosed, when the consumer the broker closed is not
+// one of the connection's.
+const unknownClosedConsumer = "Consumer with ID not found while closing consumer"
+
+// brokerCloses holds the client's brokerClosedConsumer lines, by consumer
+// id, from the moment the connection logs one (with the broker's address
+// only) to the line the client logs next about that consumer: the
+// consumer's own consumerConnectionClosed, with which the held line is
+// logged with the consumer's fields (its topic, subscription and name), or
+// unknownClosedConsumer, with which it is logged as it came.
+type brokerCloses struct {
+	h    slog.Handler // the client's logger's, without fields
+	mu   sync.Mutex
+	held map[string]heldClose
+	n    atomic.Int32 // len(held), for Enabled
+}
+
+// heldClose is a brokerClosedConsumer line held, with the connection's
+// fields.
+type heldClose struct {
+	rec   slog.Record
+	attrs []slog.Attr
+}
+
+// hold holds the line rec, with attrs, about the consumer with id; a line
+// about that consumer held already is logged as it came.
+func (b *brokerCloses) hold(ctx context.Context, id string, rec slog.Record, attrs []slog.Attr) error {
+	b.mu.Lock()
+	prev, ok := b.held[id]
+	b.held[id] = heldClose{rec: rec, attrs: attrs}
+	b.n.Store(int32(len(b.held)))
+	b.mu.Unlock()
+	if ok {
+		return prev.log(ctx, b.h)
+	}
+	return nil
+}
+
+// take returns the line held about the consumer with id, and lets go of
+// it.
+func (b *brokerCloses) take(id string) (heldClose, bool) {
+	if b.n.Load() == 0 {
+		return heldClose{}, false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c, ok := b.held[id]
+	delete(b.held, id)
+	b.n.Store(int32(len(b.held)))
+	return c, ok
+}
+
+// log logs the held line to h, with its fields.
+func (c heldClose) log(ctx context.Context, h slog.Handler) error {
+	out := c.rec.Clone()
+	out.AddAttrs(c.attrs...)
+	return h.Handle(ctx, out)
+}
 
 func clientLevel(l slog.Level) slog.Level {
 	if l == slog.LevelInfo {
@@ -776,6 +845,8 @@ func (r *redactingHandler) Enabled(ctx context.Context, l slog.Level) bool {
 		return true // the line may say that a consumer reconnected or closes
 	case l == slog.LevelInfo && r.of.addr != "" && r.h.Enabled(ctx, l):
 		return true // the line may say that the broker closed a consumer
+	case r.of.consumer != "" && r.closes.n.Load() > 0:
+		return true // the line may follow the broker's closing that consumer
 	}
 	return r.h.Enabled(ctx, clientLevel(l))
 }
@@ -821,6 +892,9 @@ func (r *redactingHandler) Handle(ctx context.Context, rec slog.Record) error {
 	if rec.Level == slog.LevelInfo && slices.Contains(failureEnds, msg) {
 		r.endRuns(ctx)
 	}
+	if err := r.closed(ctx, msg); err != nil {
+		return err
+	}
 	if key, ok := repeatedFailure(msg); ok && level >= slog.LevelWarn && r.limits() {
 		k := r.of
 		k.msg = key
@@ -832,8 +906,31 @@ func (r *redactingHandler) Handle(ctx context.Context, rec slog.Record) error {
 		return nil
 	}
 	out := slog.NewRecord(rec.Time, level, msg, rec.PC)
+	if level == slog.LevelInfo && !r.grouped && strings.HasPrefix(msg, brokerClosedConsumer) {
+		return r.closes.hold(ctx, strings.TrimPrefix(msg, brokerClosedConsumer), out,
+			append(r.attrs[:len(r.attrs):len(r.attrs)], attrs...))
+	}
 	out.AddAttrs(attrs...)
 	return r.h.Handle(ctx, out)
+}
+
+// closed logs the brokerClosedConsumer line held about the handler's
+// consumer when msg is the line the client logs next about it: with the
+// consumer's fields when the consumer logs it, as it came when the
+// connection found no such consumer.
+func (r *redactingHandler) closed(ctx context.Context, msg string) error {
+	if r.of.consumer == "" || (msg != consumerConnectionClosed && msg != unknownClosedConsumer) {
+		return nil
+	}
+	c, ok := r.closes.take(r.of.consumer)
+	switch {
+	case !ok:
+		return nil
+	case msg == consumerConnectionClosed:
+		return c.log(ctx, r.h)
+	default:
+		return c.log(ctx, r.closes.h)
+	}
 }
 
 // limits reports whether the handler's lines are about a broker address,

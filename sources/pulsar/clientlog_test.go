@@ -348,3 +348,28 @@ func BenchmarkClientInfoLine(b *testing.B) {
 		cons.Info("Reconnected consumer to broker")
 	}
 }
+
+// Guarantee: the client's line for a consumer the broker closed is one
+// INFO line naming the consumer's topic and subscription as well as the
+// broker, logged when the consumer says its connection closed; one about
+// a consumer the connection does not know is one INFO line still, with
+// the broker's address; a consumer whose connection closed on its own
+// gets no INFO line.
+func TestABrokerClosedConsumerIsOneINFOLineNamingItsTopicAndSubscription(t *testing.T) {
+	l, lines := clientLines(slog.LevelInfo)
+	conn := l.SubLogger(plog.Fields{"remote_addr": brokerAddr(t, "pulsar://10.0.0.7:6650")})
+	conn.Infof("Broker notification of Closed consumer: %d", 5)
+	consumerLog(l, 5).Debug("connection closed and send to connectClosedCh")
+	conn.Infof("Broker notification of Closed consumer: %d", 9)
+	conn.WithField("consumerID", uint64(9)).Warnf("Consumer with ID not found while closing consumer")
+	consumerLog(l, 6).Debug("connection closed and send to connectClosedCh")
+	lines.Want(t, 2, "INFO lines for consumers the broker closed", "level=INFO", "Broker notification of Closed consumer")
+	lines.Want(t, 1, "INFO lines for consumer 5 naming its topic, subscription and broker", "level=INFO",
+		"Broker notification of Closed consumer: 5", "topic=persistent://public/default/orders ", "subscription=billing ",
+		"remote_addr=pulsar://10.0.0.7:6650")
+	lines.Want(t, 1, "INFO lines for the unknown consumer 9 naming the broker", "level=INFO",
+		"Broker notification of Closed consumer: 9", "remote_addr=pulsar://10.0.0.7:6650")
+	if n := lines.Count("level=INFO"); n != 2 {
+		t.Errorf("%d INFO lines, want 2:\n%s", n, strings.Join(lines.All(), ""))
+	}
+}

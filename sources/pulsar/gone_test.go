@@ -146,7 +146,8 @@ func TestTopicDeletedUnderARunningSourceGoesOnWithTheNewTopic(t *testing.T) {
 
 // Guarantee: the broker closing a running stage's consumer (its
 // subscription deleted, its topic deleted or unloaded) is said at INFO,
-// once: the client's "Broker notification of Closed consumer" line, and
+// once: the client's "Broker notification of Closed consumer" line, naming
+// the consumer's topic and subscription and the broker's address, and
 // nothing more at INFO or above for the reconnection that follows.
 func TestAConsumerClosedByTheBrokerIsOneINFOLine(t *testing.T) {
 	e := newEnv(t)
@@ -164,6 +165,9 @@ func TestAConsumerClosedByTheBrokerIsOneINFOLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines.Want(t, 1, "INFO lines for the consumer the broker closed", "level=INFO", "Broker notification of Closed consumer")
+	lines.Want(t, 1, "INFO lines for the consumer the broker closed naming its topic, subscription and broker", "level=INFO",
+		"Broker notification of Closed consumer", "topic=persistent://public/default/gone-log ", "subscription=sub ",
+		"remote_addr="+e.broker.URL()+" ")
 	if n := lines.Count("level=WARN") + lines.Count("level=ERROR"); n != 0 {
 		t.Errorf("%d WARN or ERROR lines, want none:\n%v", n, lines.All())
 	}
