@@ -178,6 +178,32 @@ type lastFailure struct {
 	// watches are the running stages' reconnection watches, by the name
 	// of their consumers (see Source.consumerName).
 	watches map[string]*reconnectWatch
+	// connecting is the latest failure to connect to a broker (a
+	// connection or its handshake that failed, a handshake the broker
+	// refused), "" once the client has connected to a broker since;
+	// disconnected says whether it is set.
+	connecting   string
+	disconnected atomic.Bool
+}
+
+// connectFailure reports whether msg, a client warning, says that a
+// connection to a broker failed.
+func connectFailure(msg string) bool {
+	return msg == "Failed to connect to broker." || msg == "Failed to perform initial handshake" ||
+		strings.HasPrefix(msg, refusedHandshake)
+}
+
+// connectedLine is the client's Info line for a connection to a broker
+// made.
+const connectedLine = "Connection is ready"
+
+// setConnecting notes the client's latest failure to connect, "" for a
+// connection made.
+func (l *lastFailure) setConnecting(failure string) {
+	l.mu.Lock()
+	l.connecting = failure
+	l.disconnected.Store(failure != "")
+	l.mu.Unlock()
 }
 
 // failedReconnect is the error pulsar-client-go logs for each failed
@@ -442,7 +468,33 @@ func (c *Client) Unreached(sentinel, err error, began time.Time) error {
 	if c == nil || err == nil {
 		return err
 	}
+	return c.unreached(sentinel, err, c.last.since(began))
+}
+
+// Disconnected returns err as Unreached does, and also, when the client
+// logged no connection failure since began, wrapping sentinel and naming
+// the broker and the client's latest failure to connect to a broker when
+// it has connected to none since: a producer or consumer of the client
+// waiting to reconnect to a broker gone away tries again only after a
+// backoff (up to a minute), so a call on it may fail while nothing new
+// is logged. The backends report with it a send on a producer they made
+// before the broker went away.
+func (c *Client) Disconnected(sentinel, err error, began time.Time) error {
+	if c == nil || err == nil {
+		return err
+	}
 	cause := c.last.since(began)
+	if cause == "" && c.last != nil {
+		c.last.mu.Lock()
+		cause = c.last.connecting
+		c.last.mu.Unlock()
+	}
+	return c.unreached(sentinel, err, cause)
+}
+
+// unreached returns err wrapping sentinel and naming the broker and
+// cause, or err when cause is "".
+func (c *Client) unreached(sentinel, err error, cause string) error {
 	if cause == "" {
 		return err
 	}
@@ -699,7 +751,7 @@ func repeatedFailure(msg string) (key string, ok bool) {
 // failureEnds are the messages of pulsar-client-go's Info lines that end
 // the runs of failures of their broker address, consumer or producer.
 var failureEnds = []string{
-	"Connection is ready",
+	connectedLine,
 	"Reconnected consumer to broker",
 	"Reconnected producer to broker",
 }
@@ -843,6 +895,8 @@ func (r *redactingHandler) Enabled(ctx context.Context, l slog.Level) bool {
 		return true // the line may end a run
 	case l == slog.LevelInfo && r.last != nil && r.of.consumer != "":
 		return true // the line may say that a consumer reconnected or closes
+	case l == slog.LevelInfo && r.last != nil && r.of.addr != "" && r.last.disconnected.Load():
+		return true // the line may say that the client connected to a broker
 	case l == slog.LevelInfo && r.of.addr != "" && r.h.Enabled(ctx, l):
 		return true // the line may say that the broker closed a consumer
 	case r.of.consumer != "" && r.closes.n.Load() > 0:
@@ -871,12 +925,19 @@ func (r *redactingHandler) Handle(ctx context.Context, rec slog.Record) error {
 		level = slog.LevelDebug
 	}
 	if r.last != nil && level >= slog.LevelWarn {
-		switch {
-		case errText != "":
-			r.last.set(msg + ": " + errText)
-		case strings.HasPrefix(msg, refusedHandshake):
-			r.last.set(msg)
+		failure := msg
+		if errText != "" {
+			failure += ": " + errText
 		}
+		if errText != "" || strings.HasPrefix(msg, refusedHandshake) {
+			r.last.set(failure)
+		}
+		if connectFailure(msg) {
+			r.last.setConnecting(failure)
+		}
+	}
+	if r.last != nil && rec.Level == slog.LevelInfo && msg == connectedLine {
+		r.last.setConnecting("")
 	}
 	if r.last != nil && msg == failedReconnect {
 		r.last.reconnectFailed(r.of.sub)

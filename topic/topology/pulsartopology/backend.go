@@ -478,12 +478,15 @@ func (b *Backend[T]) sendWithin(ctx context.Context, full string, msg *pulsar.Pr
 		if errors.Is(err, pulsar.ErrProducerClosed) {
 			return topology.ErrClosed
 		}
+		// A send on the topic's producer that fails while the client
+		// cannot connect (its producer waiting to reconnect to a broker
+		// gone away) says so, as one that creates the producer does.
 		if ended := ctx.Err(); ended != nil && !errors.Is(err, ended) {
 			// pulsar-client-go reports a send that ended waiting for room
 			// in the producer's queue with an error of its own.
-			return fmt.Errorf("%w: topic %q: %w: %w", ErrSend, full, ended, b.redact(err))
+			return b.disconnected(fmt.Errorf("%w: topic %q: %w: %w", ErrSend, full, ended, b.redact(err)), began)
 		}
-		return fmt.Errorf("%w: topic %q: %w", ErrSend, full, b.redact(pulsarsize.Refusal(err)))
+		return b.disconnected(fmt.Errorf("%w: topic %q: %w", ErrSend, full, b.redact(pulsarsize.Refusal(err))), began)
 	}
 	return nil
 }

@@ -20,10 +20,11 @@ var ErrAbandoned = errors.New("pulsartopology: the client did not return within 
 
 // ErrConnect is wrapped, with the call's own cause, by the error of a
 // Declare or a Subscribe (with ErrDeclare or ErrSubscribe), or of a send
-// (Publish, Hold, Requeue, DeadLetter, a dead-letter reader's marker) that
-// had to create its topic's producer (with ErrSend), that failed while the
-// client could not reach the broker, or while the broker refused its
-// credentials: the error names the broker's service URL, without its user
+// (Publish, Hold, Requeue, DeadLetter, a dead-letter reader's marker)
+// (with ErrSend), that failed while the client could not reach the
+// broker, or while the broker refused its credentials (for a send on a
+// producer the backend has, also when the client has connected to no
+// broker since its latest failure to connect): the error names the broker's service URL, without its user
 // information, and the client's latest connection failure ("connection
 // refused", "Failed to authenticate"). Only a client made by
 // sources/pulsar's NewClient (as the backend's own is) tells its
@@ -81,6 +82,19 @@ func (b *Backend[T]) failed(err error, began time.Time) error {
 func (b *Backend[T]) unreached(err error, began time.Time) error {
 	if c, ok := b.client.(*spulsar.Client); ok {
 		return c.Unreached(ErrConnect, err, began)
+	}
+	return err
+}
+
+// disconnected returns err, the error of a send on a producer the backend
+// has, begun at began, wrapping ErrConnect and naming the broker and the
+// client's latest connection failure when the client (one the backend
+// made, or one sources/pulsar's NewClient made) logged one since began or
+// has connected to no broker since its latest (see
+// sources/pulsar's Client.Disconnected); otherwise err.
+func (b *Backend[T]) disconnected(err error, began time.Time) error {
+	if c, ok := b.client.(*spulsar.Client); ok {
+		return c.Disconnected(ErrConnect, err, began)
 	}
 	return err
 }
