@@ -108,6 +108,33 @@ func (b *Broker) CreateTopic(topic string, partitions int) error {
 	if partitions < 0 {
 		return fmt.Errorf("pulsartest: CreateTopic %q: partitions must be ≥ 0, got %d", topic, partitions)
 	}
+	return b.change(topic, func(tn topicName) error {
+		cur, isPart := b.partitioned[tn.full]
+		_, isPlain := b.topics[tn.full]
+		switch {
+		case partitions == 0 && isPart, partitions > 0 && isPart && cur != partitions, partitions > 0 && isPlain:
+			return fmt.Errorf("%w: %s", ErrTopicExists, tn.full)
+		}
+		if partitions == 0 {
+			b.topicLocked(tn, true)
+			return nil
+		}
+		if tn.partition >= 0 {
+			return fmt.Errorf("%w: %q names a partition", ErrInvalidTopic, topic)
+		}
+		b.partitioned[tn.full] = partitions
+		for i := range partitions {
+			pn, _ := parseTopic(fmt.Sprintf("%s%s%d", tn.full, partitionSuffix, i))
+			b.topicLocked(pn, true)
+		}
+		return nil
+	})
+}
+
+// change runs f, an operator's change to topic, with the broker's lock held
+// and topic parsed: it returns the parse's error, or ErrClosed once the
+// broker is closed, without running f.
+func (b *Broker) change(topic string, f func(tn topicName) error) error {
 	tn, err := parseTopic(topic)
 	if err != nil {
 		return err
@@ -117,25 +144,7 @@ func (b *Broker) CreateTopic(topic string, partitions int) error {
 	if b.shut() {
 		return ErrClosed
 	}
-	cur, isPart := b.partitioned[tn.full]
-	_, isPlain := b.topics[tn.full]
-	switch {
-	case partitions == 0 && isPart, partitions > 0 && isPart && cur != partitions, partitions > 0 && isPlain:
-		return fmt.Errorf("%w: %s", ErrTopicExists, tn.full)
-	}
-	if partitions == 0 {
-		b.topicLocked(tn, true)
-		return nil
-	}
-	if tn.partition >= 0 {
-		return fmt.Errorf("%w: %q names a partition", ErrInvalidTopic, topic)
-	}
-	b.partitioned[tn.full] = partitions
-	for i := range partitions {
-		pn, _ := parseTopic(fmt.Sprintf("%s%s%d", tn.full, partitionSuffix, i))
-		b.topicLocked(pn, true)
-	}
-	return nil
+	return f(tn)
 }
 
 // UpdatePartitions grows the partitioned topic to partitions, as Pulsar's
@@ -151,45 +160,38 @@ func (b *Broker) CreateTopic(topic string, partitions int) error {
 // is not partitioned, ErrPartitionsShrink for fewer partitions than the
 // topic has, an error for a name it cannot parse, or ErrClosed.
 func (b *Broker) UpdatePartitions(topic string, partitions int) error {
-	tn, err := parseTopic(topic)
-	if err != nil {
-		return err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.shut() {
-		return ErrClosed
-	}
-	cur := b.partitioned[tn.full]
-	switch {
-	case cur == 0:
-		return fmt.Errorf("%w: %s", ErrNotPartitioned, tn.full)
-	case partitions < cur:
-		return fmt.Errorf("%w: %s has %d partitions, asked for %d", ErrPartitionsShrink, tn.full, cur, partitions)
-	}
-	subs := map[string]int{} // durable subscription → type
-	for i := range cur {
-		t := b.topics[fmt.Sprintf("%s%s%d", tn.full, partitionSuffix, i)]
-		if t == nil {
-			continue
+	return b.change(topic, func(tn topicName) error {
+		cur := b.partitioned[tn.full]
+		switch {
+		case cur == 0:
+			return fmt.Errorf("%w: %s", ErrNotPartitioned, tn.full)
+		case partitions < cur:
+			return fmt.Errorf("%w: %s has %d partitions, asked for %d", ErrPartitionsShrink, tn.full, cur, partitions)
 		}
-		for name, s := range t.subs {
-			if s.durable {
-				subs[name] = s.typ
+		subs := map[string]int{} // durable subscription → type
+		for i := range cur {
+			t := b.topics[fmt.Sprintf("%s%s%d", tn.full, partitionSuffix, i)]
+			if t == nil {
+				continue
+			}
+			for name, s := range t.subs {
+				if s.durable {
+					subs[name] = s.typ
+				}
 			}
 		}
-	}
-	for i := cur; i < partitions; i++ {
-		pn, _ := parseTopic(fmt.Sprintf("%s%s%d", tn.full, partitionSuffix, i))
-		t := b.topicLocked(pn, true)
-		for name, typ := range subs {
-			if t.subs[name] == nil {
-				t.subs[name] = newSubscription(t, name, typ, true)
+		for i := cur; i < partitions; i++ {
+			pn, _ := parseTopic(fmt.Sprintf("%s%s%d", tn.full, partitionSuffix, i))
+			t := b.topicLocked(pn, true)
+			for name, typ := range subs {
+				if t.subs[name] == nil {
+					t.subs[name] = newSubscription(t, name, typ, true)
+				}
 			}
 		}
-	}
-	b.partitioned[tn.full] = partitions
-	return nil
+		b.partitioned[tn.full] = partitions
+		return nil
+	})
 }
 
 // Publish stores msgs on topic, one unbatched entry each, and returns their
@@ -730,27 +732,20 @@ func (b *Broker) StallDispatch(topic string, stalled bool) {
 // the topic up again and reconnect. It returns an error for a name it
 // cannot parse, or ErrClosed.
 func (b *Broker) Unload(topic string) error {
-	tn, err := parseTopic(topic)
-	if err != nil {
-		return err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.shut() {
-		return ErrClosed
-	}
-	names := b.namesLocked(tn)
-	for _, name := range names {
-		t := b.topics[name]
-		if t == nil {
-			continue
+	return b.change(topic, func(tn topicName) error {
+		names := b.namesLocked(tn)
+		for _, name := range names {
+			t := b.topics[name]
+			if t == nil {
+				continue
+			}
+			for _, s := range t.subs {
+				b.closeConsumersLocked(s)
+			}
+			b.closeProducersLocked(t)
 		}
-		for _, s := range t.subs {
-			b.closeConsumersLocked(s)
-		}
-		b.closeProducersLocked(t)
-	}
-	return nil
+		return nil
+	})
 }
 
 // closeConsumersLocked detaches s's consumers and sends each
@@ -793,35 +788,28 @@ func (b *Broker) closeProducersLocked(t *topic) {
 // topic, every partition) has no such subscription, an error for a name
 // it cannot parse, or ErrClosed.
 func (b *Broker) DeleteSubscription(topic, sub string, force bool) error {
-	tn, err := parseTopic(topic)
-	if err != nil {
-		return err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.shut() {
-		return ErrClosed
-	}
-	var subs []*subscription
-	for _, name := range b.namesLocked(tn) {
-		if t := b.topics[name]; t != nil && t.subs[sub] != nil {
-			subs = append(subs, t.subs[sub])
-		}
-	}
-	if len(subs) == 0 {
-		return fmt.Errorf("%w: %q on %s", ErrSubscriptionNotFound, sub, tn.full)
-	}
-	if !force {
-		for _, s := range subs {
-			if len(s.consumers) > 0 {
-				return fmt.Errorf("%w: %q on %s", ErrSubscriptionBusy, sub, tn.full)
+	return b.change(topic, func(tn topicName) error {
+		var subs []*subscription
+		for _, name := range b.namesLocked(tn) {
+			if t := b.topics[name]; t != nil && t.subs[sub] != nil {
+				subs = append(subs, t.subs[sub])
 			}
 		}
-	}
-	for _, s := range subs {
-		b.deleteSubscriptionLocked(s)
-	}
-	return nil
+		if len(subs) == 0 {
+			return fmt.Errorf("%w: %q on %s", ErrSubscriptionNotFound, sub, tn.full)
+		}
+		if !force {
+			for _, s := range subs {
+				if len(s.consumers) > 0 {
+					return fmt.Errorf("%w: %q on %s", ErrSubscriptionBusy, sub, tn.full)
+				}
+			}
+		}
+		for _, s := range subs {
+			b.deleteSubscriptionLocked(s)
+		}
+		return nil
+	})
 }
 
 // deleteSubscriptionLocked closes s's consumers from the broker's side and
@@ -851,42 +839,35 @@ func (b *Broker) deleteSubscriptionLocked(s *subscription) {
 // ErrTopicNotFound for a topic the broker does not have, an error for a
 // name it cannot parse, or ErrClosed.
 func (b *Broker) DeleteTopic(name string, force bool) error {
-	tn, err := parseTopic(name)
-	if err != nil {
-		return err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.shut() {
-		return ErrClosed
-	}
-	var ts []*topic
-	for _, n := range b.namesLocked(tn) {
-		if t := b.topics[n]; t != nil {
-			ts = append(ts, t)
+	return b.change(name, func(tn topicName) error {
+		var ts []*topic
+		for _, n := range b.namesLocked(tn) {
+			if t := b.topics[n]; t != nil {
+				ts = append(ts, t)
+			}
 		}
-	}
-	if len(ts) == 0 && b.partitioned[tn.full] == 0 {
-		return fmt.Errorf("%w: %s", ErrTopicNotFound, tn.full)
-	}
-	if !force {
+		if len(ts) == 0 && b.partitioned[tn.full] == 0 {
+			return fmt.Errorf("%w: %s", ErrTopicNotFound, tn.full)
+		}
+		if !force {
+			for _, t := range ts {
+				busy := t.producers > 0
+				for _, s := range t.subs {
+					busy = busy || len(s.consumers) > 0
+				}
+				if busy {
+					return fmt.Errorf("%w: %s", ErrTopicBusy, tn.full)
+				}
+			}
+		}
 		for _, t := range ts {
-			busy := t.producers > 0
+			b.closeProducersLocked(t)
 			for _, s := range t.subs {
-				busy = busy || len(s.consumers) > 0
+				b.deleteSubscriptionLocked(s)
 			}
-			if busy {
-				return fmt.Errorf("%w: %s", ErrTopicBusy, tn.full)
-			}
+			delete(b.topics, t.name.full)
 		}
-	}
-	for _, t := range ts {
-		b.closeProducersLocked(t)
-		for _, s := range t.subs {
-			b.deleteSubscriptionLocked(s)
-		}
-		delete(b.topics, t.name.full)
-	}
-	delete(b.partitioned, tn.full)
-	return nil
+		delete(b.partitioned, tn.full)
+		return nil
+	})
 }

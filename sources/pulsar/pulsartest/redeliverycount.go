@@ -22,19 +22,12 @@ var ErrUnknownMessage = errors.New("pulsartest: unknown topic, subscription or m
 // ErrUnknownMessage when the topic, the subscription or the entry does not
 // exist, and ErrClosed once the broker is closed.
 func (b *Broker) SetRedeliveryCount(topic, subscription string, id MessageID, n uint32) error {
-	tn, err := parseTopic(topic)
-	if err != nil {
-		return err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.shut() {
-		return ErrClosed
-	}
-	t := b.topics[tn.full]
-	if t == nil || t.subs[subscription] == nil || id.LedgerID != t.ledger || id.EntryID >= uint64(len(t.entries)) {
-		return fmt.Errorf("pulsartest: set the redelivery count of %v on %q, subscription %q: %w", id, tn.full, subscription, ErrUnknownMessage)
-	}
-	t.subs[subscription].redelivery[id.EntryID] = n
-	return nil
+	return b.change(topic, func(tn topicName) error {
+		t := b.topics[tn.full]
+		if t == nil || t.subs[subscription] == nil || id.LedgerID != t.ledger || id.EntryID >= uint64(len(t.entries)) {
+			return fmt.Errorf("pulsartest: set the redelivery count of %v on %q, subscription %q: %w", id, tn.full, subscription, ErrUnknownMessage)
+		}
+		t.subs[subscription].redelivery[id.EntryID] = n
+		return nil
+	})
 }
