@@ -70,7 +70,7 @@ var rules = []rule{
 	{from: "internal/logburst", only: []string{}, why: "internal/logburst imports nothing of the module"},
 	// The lines of a failure that goes on, logged at growing intervals,
 	// for the Kafka topic and topology backends.
-	{from: "internal/repeatlog", only: []string{}, why: "internal/repeatlog imports nothing of the module"},
+	{from: "internal/repeatlog", only: []string{"internal/logattr"}, why: "internal/repeatlog imports only internal/logattr, for the partitions its lines list"},
 	// The failure lines of the stage runtime, kept to one per interval.
 	{from: "internal/stage/failurelog", only: []string{"internal/logburst", "message"}, why: "internal/stage/failurelog imports only internal/logburst, and message for how a failed message is logged"},
 	// The single-record producers' configuration of the Kafka topic and

@@ -97,6 +97,25 @@ func (l *Lines) Told(subs ...string) (records, events int) {
 	return records, events
 }
 
+// Sum returns the sum of the integer attribute key (a text handler's
+// " key=n") over the records written so far that contain every one of
+// subs, and how many of them carry it.
+func (l *Lines) Sum(key string, subs ...string) (sum, records int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range l.lines {
+		if slices.ContainsFunc(subs, func(s string) bool { return !strings.Contains(line, s) }) {
+			continue
+		}
+		if _, after, ok := strings.Cut(line, " "+key+"="); ok {
+			n, _ := strconv.Atoi(strings.Fields(after)[0])
+			sum += n
+			records++
+		}
+	}
+	return sum, records
+}
+
 // Repeated returns the records written more than once, but for their
 // time (a text handler's leading "time=… " attribute), each once.
 func (l *Lines) Repeated() []string {

@@ -30,6 +30,6 @@ func BenchmarkErrorHeldBack(b *testing.B) {
 	err := errors.New("kafka: client has run out of available brokers to talk to: EOF")
 	b.ReportAllocs()
 	for b.Loop() {
-		g.Error(ctx, 0, err, slog.String("topic", "orders"))
+		g.Error(ctx, 0, err, nil, slog.String("topic", "orders"))
 	}
 }

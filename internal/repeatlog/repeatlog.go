@@ -11,9 +11,13 @@ package repeatlog
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/boulevard-go/boulevard/internal/logattr"
 )
 
 // Log lines of a failure that goes on: the first when it begins, then one
@@ -215,32 +219,57 @@ func (r *run) logEnd(ctx context.Context, log *slog.Logger) {
 
 // Group is the runs of failures of a Kafka consumer group member on one
 // topic: its sessions' (one run), its partitions' fetch errors (a run per
-// partition) and its group's other errors (a run per error text, at most
-// MaxTexts). Its lines' messages begin with Prefix (the package's name);
-// set Prefix and Log before the first failure. Safe for concurrent use.
+// cause: the partitions failing alike share one) and its group's other
+// errors (a run per error text, at most MaxTexts). Its lines' messages
+// begin with Prefix (the package's name); set Prefix and Log before the
+// first failure. Safe for concurrent use.
 type Group struct {
 	// Prefix begins the lines' messages, as "kafkatopic".
 	Prefix string
 	// Log is where the lines go; nil means slog.Default().
 	Log *slog.Logger
 
-	once  sync.Once
-	parts Runs[int32] // by partition; sessionRun for the sessions
-	texts Runs[string]
+	once     sync.Once
+	sessions Runs[struct{}]
+	texts    Runs[string]
+
+	n     atomic.Int32 // len(of): Fetched reads it without the lock
+	mu    sync.Mutex
+	of    map[int32]*partsRun  // by partition
+	alike map[string]*partsRun // by the text of the cause
+}
+
+// partsRun is a run of fetch errors shared by the partitions failing
+// alike.
+type partsRun struct {
+	run
+	cause   string
+	failing map[int32]struct{} // its partitions that have not delivered since
+	parts   int                // the partitions it had
 }
 
 // MaxTexts is the most runs of a Group's errors without a partition kept
 // at once (see Runs.Bound).
 const MaxTexts = 64
 
-// sessionRun is the key of a Group's run of failed sessions.
-const sessionRun = -1
+// PartitionsKey names the partitions of a run of fetch errors on the
+// lines that follow its first: its repeats list those failing (the first
+// logattr.MaxListed, and their count as PartitionsKey+logattr.CountEnding),
+// its end line counts those it had.
+const PartitionsKey = "partitions"
 
 func (g *Group) init() {
 	g.once.Do(func() {
-		g.parts.Log, g.texts.Log = g.Log, g.Log
+		g.sessions.Log, g.texts.Log = g.Log, g.Log
 		g.texts.Bound = MaxTexts
 	})
+}
+
+func (g *Group) logger() *slog.Logger {
+	if g.Log == nil {
+		return slog.Default()
+	}
+	return g.Log
 }
 
 // SessionFailed counts a group session that failed (attrs name the topic,
@@ -248,35 +277,166 @@ func (g *Group) init() {
 // session failed; joining again" when due.
 func (g *Group) SessionFailed(ctx context.Context, attrs ...slog.Attr) {
 	g.init()
-	g.parts.Fail(ctx, sessionRun, Event{Level: slog.LevelWarn, Msg: g.Prefix + ": consumer group session failed; joining again",
+	g.sessions.Fail(ctx, struct{}{}, Event{Level: slog.LevelWarn, Msg: g.Prefix + ": consumer group session failed; joining again",
 		Ended: g.Prefix + ": consumer group session started again", Attrs: attrs})
 }
 
 // Error counts err, an error of the group (attrs name the topic and the
-// group), logged at WARN as "<Prefix>: consumer group error" with attrs,
-// the partition and the error when due: a run per partition part for a
-// partition's error, or, with part negative, per error text.
-func (g *Group) Error(ctx context.Context, part int32, err error, attrs ...slog.Attr) {
+// group), logged at WARN as "<Prefix>: consumer group error" when due.
+//
+// With part negative it is an error of the group's own, a run per error
+// text, its lines carrying attrs and the error.
+//
+// Otherwise it is partition part's error, and cause what the partition
+// failed with, without naming the partition (a sarama.ConsumerError's
+// Err; nil means err): the partitions whose causes have the same text
+// fail alike, as when the cluster is out of reach or an ACL denies READ
+// on the topic, and share one run. Its first line carries attrs, the
+// partition and err of the failure that began it; its repeats attrs, the
+// partitions failing (PartitionsKey), cause, SinceKey and FailuresKey,
+// the failures of all of them. A partition stays in its run, whatever it
+// fails with next, until it delivers a record (Fetched); one failing
+// with a cause of another text while in no run goes on begins, or joins,
+// the run of that text.
+func (g *Group) Error(ctx context.Context, part int32, err, cause error, attrs ...slog.Attr) {
 	g.init()
-	ev := Event{Level: slog.LevelWarn, Msg: g.Prefix + ": consumer group error", Ended: g.Prefix + ": consumer group error ended"}
+	msg := g.Prefix + ": consumer group error"
 	if part < 0 {
-		ev.Attrs = append(attrs, slog.Any("error", err))
-		g.texts.Fail(ctx, err.Error(), ev)
+		g.texts.Fail(ctx, err.Error(), Event{Level: slog.LevelWarn, Msg: msg, Ended: msg + " ended",
+			Attrs: append(attrs, slog.Any("error", err))})
 		return
 	}
-	ev.Attrs = append(attrs, slog.Int("partition", int(part)), slog.Any("error", err))
-	g.parts.Fail(ctx, part, ev)
+	if cause == nil {
+		cause = err
+	}
+	text := cause.Error()
+	now := time.Now()
+	g.mu.Lock()
+	r := g.of[part]
+	if r != nil && now.Sub(r.last) >= Quiet {
+		r = nil
+	}
+	if r == nil {
+		r = g.alike[text]
+		if r != nil && now.Sub(r.last) >= Quiet {
+			r = nil
+		}
+	}
+	begins := r == nil
+	if begins {
+		// Runs idle for Quiet are forgotten, without their end lines:
+		// their partitions' next failures begin a run again.
+		for t, or := range g.alike {
+			if now.Sub(or.last) >= Quiet {
+				delete(g.alike, t)
+			}
+		}
+		for p, or := range g.of {
+			if now.Sub(or.last) >= Quiet {
+				delete(g.of, p)
+			}
+		}
+		if g.alike == nil {
+			g.alike, g.of = map[string]*partsRun{}, map[int32]*partsRun{}
+		}
+		r = &partsRun{run: run{since: now, ended: msg + " ended",
+			attrs: append(attrs, slog.Int("partition", int(part)), slog.Any("error", err))},
+			cause: text, failing: map[int32]struct{}{}}
+		g.alike[text] = r
+	}
+	if old := g.of[part]; old != r {
+		if old != nil {
+			old.leave(g, part)
+		}
+		g.of[part] = r
+		r.failing[part] = struct{}{}
+		r.parts++
+		g.n.Store(int32(len(g.of)))
+	}
+	r.failures++
+	r.last = now
+	due := r.gaps.Due(now)
+	var line []slog.Attr
+	if due && !begins {
+		line = append(attrs[:len(attrs):len(attrs)], r.listed(), slog.Any("error", cause),
+			slog.Time(SinceKey, r.since), slog.Int(FailuresKey, r.failures))
+	}
+	g.mu.Unlock()
+	switch {
+	case !due:
+	case begins:
+		g.logger().LogAttrs(ctx, slog.LevelWarn, msg, r.attrs...)
+	default:
+		g.logger().LogAttrs(ctx, slog.LevelWarn, msg+StillSuffix, line...)
+	}
 }
 
-// Fetched ends the run of partition part's errors, if any: it delivered a
-// record. It costs an atomic load when no run goes on.
+// leave takes part out of r, the lock held, and reports whether r has no
+// partition left, then forgotten.
+func (r *partsRun) leave(g *Group, part int32) bool {
+	delete(r.failing, part)
+	if len(r.failing) > 0 {
+		return false
+	}
+	if g.alike[r.cause] == r {
+		delete(g.alike, r.cause)
+	}
+	return true
+}
+
+// listed is the attribute naming r's partitions failing, in order.
+func (r *partsRun) listed() slog.Attr {
+	parts := slices.Sorted(maps.Keys(r.failing))
+	return logattr.List(PartitionsKey, parts)
+}
+
+// logEnd logs r's end line: the attributes of its first failure, SinceKey,
+// FailuresKey and the count of the partitions it had.
+func (r *partsRun) logEnd(ctx context.Context, log *slog.Logger) {
+	attrs := append(r.attrs[:len(r.attrs):len(r.attrs)], slog.Time(SinceKey, r.since), slog.Int(FailuresKey, r.failures),
+		slog.Int(PartitionsKey+logattr.CountEnding, r.parts))
+	log.LogAttrs(ctx, slog.LevelInfo, r.ended, attrs...)
+}
+
+// Fetched takes partition part out of its run of errors, if any: it
+// delivered a record. The run ends, with its INFO line, when it was the
+// last of the run's partitions. It costs an atomic load when no run goes
+// on.
 func (g *Group) Fetched(ctx context.Context, part int32) {
-	g.parts.End(ctx, part)
+	if g.n.Load() == 0 {
+		return
+	}
+	g.mu.Lock()
+	r := g.of[part]
+	ended := false
+	if r != nil {
+		delete(g.of, part)
+		g.n.Store(int32(len(g.of)))
+		ended = r.leave(g, part)
+	}
+	g.mu.Unlock()
+	if ended {
+		r.logEnd(ctx, g.logger())
+	}
 }
 
-// Started ends every run: a group session started, so the cluster
-// answers.
+// Started ends every run, each with its INFO line: a group session
+// started, so the cluster answers.
 func (g *Group) Started(ctx context.Context) {
-	g.parts.EndAll(ctx)
+	g.sessions.EndAll(ctx)
 	g.texts.EndAll(ctx)
+	if g.n.Load() == 0 {
+		return
+	}
+	g.mu.Lock()
+	ended := make(map[*partsRun]struct{}, len(g.alike))
+	for _, r := range g.of {
+		ended[r] = struct{}{}
+	}
+	g.of, g.alike = nil, nil
+	g.n.Store(0)
+	g.mu.Unlock()
+	for r := range ended {
+		r.logEnd(ctx, g.logger())
+	}
 }

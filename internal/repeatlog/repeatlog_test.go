@@ -36,7 +36,7 @@ func TestAPartitionsErrorsAreOneLineAMinuteThenRepeatWithTheirCountAndEndOnce(t 
 		ctx := context.Background()
 		began := time.Now()
 		for range 600 { // one every 100ms for a minute, less 100ms
-			g.Error(ctx, 2, errDown, slog.String("topic", "orders"))
+			g.Error(ctx, 2, errDown, nil, slog.String("topic", "orders"))
 			time.Sleep(100 * time.Millisecond)
 		}
 		got := lines.All()
@@ -44,7 +44,7 @@ func TestAPartitionsErrorsAreOneLineAMinuteThenRepeatWithTheirCountAndEndOnce(t 
 			!strings.Contains(got[0], "topic=orders partition=2 error=") || strings.Contains(got[0], "failures=") {
 			t.Fatalf("600 errors of one partition within a minute logged %q, want its first line alone", got)
 		}
-		g.Error(ctx, 2, errDown, slog.String("topic", "orders"))
+		g.Error(ctx, 2, errDown, nil, slog.String("topic", "orders"))
 		got = lines.All()
 		since := "since=" + began.Format("2006-01-02T15:04:05.000Z07:00")
 		if len(got) != 2 || !strings.Contains(got[1], `"pkg: consumer group error (still)"`) ||
@@ -59,28 +59,28 @@ func TestAPartitionsErrorsAreOneLineAMinuteThenRepeatWithTheirCountAndEndOnce(t 
 			!strings.Contains(got[2], "partition=2") || !strings.Contains(got[2], "failures=601") || !strings.Contains(got[2], since) {
 			t.Fatalf("the partition fetching again logged %q, want one INFO line ending its run of 601 failures, %s", got, since)
 		}
-		g.Error(ctx, 2, errDown, slog.String("topic", "orders"))
+		g.Error(ctx, 2, errDown, nil, slog.String("topic", "orders"))
 		if got = lines.All(); len(got) != 4 || strings.Contains(got[3], "(still)") {
 			t.Fatalf("an error after the run ended logged %q, want a first line again", got)
 		}
 	})
 }
 
-// Guarantee: each partition's errors, and each text of the group's other
-// errors, begin a run of their own with a first line; the failed
-// sessions are one run; a session that starts ends every run, each with
-// its INFO line.
-func TestEachPartitionAndEachErrorTextIsLoggedOnItsOwnAndASessionEndsThemAll(t *testing.T) {
+// Guarantee: partitions failing with causes of different texts, and
+// each text of the group's other errors, begin a run of their own with a
+// first line; the failed sessions are one run; a session that starts
+// ends every run, each with its INFO line.
+func TestEachCauseOfPartitionsAndEachErrorTextIsLoggedOnItsOwnAndASessionEndsThemAll(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var lines logtest.Lines
 		g := group(&lines)
 		ctx := context.Background()
-		other := errors.New("kafka: broker not connected")
+		other, leader := errors.New("kafka: broker not connected"), errors.New("kafka: not leader for partition")
 		for range 10 {
-			g.Error(ctx, 0, errDown)
-			g.Error(ctx, 1, errDown)
-			g.Error(ctx, -1, errDown)
-			g.Error(ctx, -1, other)
+			g.Error(ctx, 0, errDown, nil)
+			g.Error(ctx, 1, leader, nil)
+			g.Error(ctx, -1, errDown, nil)
+			g.Error(ctx, -1, other, nil)
 			g.SessionFailed(ctx, slog.Any("error", errDown))
 			time.Sleep(time.Second)
 		}
@@ -146,7 +146,7 @@ func TestAGroupKeepsAtMostMaxTextsRunsOfErrorTexts(t *testing.T) {
 	g := group(&lines)
 	ctx := context.Background()
 	for i := range 2 * repeatlog.MaxTexts {
-		g.Error(ctx, -1, fmt.Errorf("kafka: offset %d out of range", i))
+		g.Error(ctx, -1, fmt.Errorf("kafka: offset %d out of range", i), nil)
 	}
 	g.Started(ctx)
 	if n := lines.Count("consumer group error ended"); n > repeatlog.MaxTexts || n == 0 {
@@ -199,4 +199,103 @@ func TestIdleKeepsSparseFailuresOneRunAndForgetsRunsLeftIdle(t *testing.T) {
 			t.Fatal("a run idle for Idle still counts as going once another began and ended")
 		}
 	})
+}
+
+// consumeErr is the error of a fetch of partition part of topic orders
+// failing with cause, as a client names it.
+func consumeErr(part int, cause error) error {
+	return fmt.Errorf("kafka: error while consuming orders/%d: %w", part, cause)
+}
+
+// Guarantee: partitions whose fetches fail alike (causes of one text, as
+// when the cluster is out of reach or READ is denied) are one run: one
+// WARN line naming the first partition, whatever their count; its
+// repeats, at the intervals of Gaps, list the partitions still failing
+// (the first logattr.MaxListed) and count them and the failures of all;
+// a partition in the run failing with another cause stays in it; the run
+// ends with one INFO line, counting its partitions, when the last of
+// them delivers a record.
+func TestPartitionsFailingAlikeAreOneRunListedOnItsRepeatsAndEndedByTheLastToFetch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var lines logtest.Lines
+		g := group(&lines)
+		ctx := context.Background()
+		const parts = 256
+		fail := func(p int, cause error) {
+			g.Error(ctx, int32(p), consumeErr(p, cause), cause, slog.String("topic", "orders"))
+		}
+		for range 600 { // every partition every 100ms for a minute, less 100ms
+			for p := range parts {
+				fail(p, errDown)
+			}
+			fail(5, errors.New("kafka: broker not connected"))
+			time.Sleep(100 * time.Millisecond)
+		}
+		got := lines.All()
+		if len(got) != 1 || !strings.Contains(got[0], "level=WARN") || !strings.Contains(got[0], "partition=0 ") ||
+			!strings.Contains(got[0], "orders/0:") {
+			t.Fatalf("%d partitions failing alike for a minute logged %d lines, want the first, naming partition 0:\n%s",
+				parts, len(got), strings.Join(got, ""))
+		}
+		fail(0, errDown)
+		got = lines.All()
+		list := "partitions=\"[0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31]\" partitions_count=256 "
+		if len(got) != 2 || !strings.Contains(got[1], "(still)") || !strings.Contains(got[1], list) ||
+			!strings.Contains(got[1], fmt.Sprintf("failures=%d", 600*(parts+1)+1)) || !strings.Contains(got[1], `error="`+errDown.Error()+`"`) {
+			t.Fatalf("the first failure %v on logged %q, want a (still) line with %s, failures=%d and the cause",
+				repeatlog.First, got[1:], list, 600*(parts+1)+1)
+		}
+		for p := range 40 {
+			g.Fetched(ctx, int32(p))
+		}
+		for range 12 { // the next repeat is due 2·First after the last
+			time.Sleep(10 * time.Second)
+			fail(100, errDown)
+		}
+		got = lines.All()
+		if len(got) != 3 || !strings.Contains(got[2], "(still)") || !strings.Contains(got[2], "partitions=\"[40 41 ") ||
+			!strings.Contains(got[2], "partitions_count=216 ") {
+			t.Fatalf("the next repeat, 40 partitions fetching again, logged %q, want a (still) line listing from 40 and counting 216", got[2:])
+		}
+		for p := 40; p < parts-1; p++ {
+			g.Fetched(ctx, int32(p))
+		}
+		if got = lines.All(); len(got) != 3 {
+			t.Fatalf("partitions fetching again while one still failed logged %q, want nothing", got[3:])
+		}
+		g.Fetched(ctx, parts-1)
+		got = lines.All()
+		if len(got) != 4 || !strings.Contains(got[3], "level=INFO") || !strings.Contains(got[3], "consumer group error ended") ||
+			!strings.Contains(got[3], "partition=0 ") || !strings.Contains(got[3], "partitions_count=256") ||
+			!strings.Contains(got[3], fmt.Sprintf("failures=%d", 600*(parts+1)+13)) {
+			t.Fatalf("the last partition fetching again logged %q, want one INFO line counting 256 partitions and %d failures",
+				got[3:], 600*(parts+1)+13)
+		}
+		g.Fetched(ctx, 0)
+		g.Started(ctx)
+		if got = lines.All(); len(got) != 4 {
+			t.Fatalf("the run once ended logged %q, want nothing", got[4:])
+		}
+	})
+}
+
+// Guarantee: a session that starts ends the run of partitions failing
+// alike with one INFO line counting them, however many have not
+// delivered a record since.
+func TestASessionStartingEndsPartitionsFailingAlikeWithOneLine(t *testing.T) {
+	var lines logtest.Lines
+	g := group(&lines)
+	ctx := context.Background()
+	for p := range 8 {
+		g.Error(ctx, int32(p), consumeErr(p, errDown), errDown)
+	}
+	g.Fetched(ctx, 3)
+	g.Started(ctx)
+	g.Started(ctx)
+	if ended := lines.Matching("level=INFO"); len(ended) != 1 || !strings.Contains(ended[0], "partitions_count=8") {
+		t.Fatalf("a session starting logged %q, want one INFO line counting 8 partitions", ended)
+	}
+	if n := len(lines.All()); n != 2 {
+		t.Fatalf("8 partitions failing alike and a session starting logged %d lines, want 2:\n%s", n, strings.Join(lines.All(), ""))
+	}
 }

@@ -288,12 +288,12 @@ func (m *member[T]) logErrors() {
 			m.endCorrupt(ce)
 			continue
 		}
-		part := int32(-1)
+		part, cause := int32(-1), error(nil)
 		if ok && ce.Topic != "" {
-			part = ce.Partition
+			part, cause = ce.Partition, m.t.b.red.Err(ce.Err)
 		}
 		m.reach.SaramaError(m.t.b.red.Err(err))
-		m.fails.Error(m.ctx, part, m.t.b.red.Err(err), slog.String("topic", m.t.kname), slog.String("group", m.gid))
+		m.fails.Error(m.ctx, part, m.t.b.red.Err(err), cause, slog.String("topic", m.t.kname), slog.String("group", m.gid))
 	}
 }
 

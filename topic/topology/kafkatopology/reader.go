@@ -542,13 +542,13 @@ func (r *groupReader[T]) loop() {
 				continue
 			}
 			red := r.b.red.Err(err)
-			part := int32(-1)
+			part, cause := int32(-1), error(nil)
 			if ok && ce.Topic != "" {
-				part = ce.Partition
+				part, cause = ce.Partition, ce.Err
 				r.noteFetchErr(part, red)
 			}
 			r.rule.SaramaError(red)
-			r.fails.Error(r.ctx, part, err, slog.String("topic", r.topic), slog.String("group", r.gid))
+			r.fails.Error(r.ctx, part, err, cause, slog.String("topic", r.topic), slog.String("group", r.gid))
 		}
 	})
 	defer wg.Wait()
