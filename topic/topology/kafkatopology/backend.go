@@ -414,7 +414,7 @@ func (b *Backend[T]) declare(ctx context.Context, d *dialing, q *queues[T]) erro
 		if b.releasing(h.name) {
 			continue
 		}
-		r, err := newReleaser(b, d, h.name)
+		r, err := newReleaser(b, d, h.name, h.delay)
 		if err != nil {
 			discard(made)
 			return err

@@ -82,8 +82,11 @@
 //     Kafka consumer group "<hold topic>:release": it reads a partition in
 //     order (every record of a hold topic waits the same delay, so the head
 //     is the earliest due), pauses the partition (sarama's
-//     ConsumerGroup.Pause) and sleeps on one timer until the head is due,
-//     produces it back to the main topic, and marks its offset for commit
+//     ConsumerGroup.Pause) and sleeps on one timer until the head is due
+//     (at the latest the hold's delay after it read the head: a due time
+//     further ahead, from a producer's clock ahead of its own, is logged
+//     and does not hold the partition longer), produces it back to the
+//     main topic, and marks its offset for commit
 //     only after the broker acknowledged that produce. A crash while a
 //     letter is held therefore loses nothing: the record stays in the hold
 //     topic, uncommitted, and the next releaser releases it (at least once:

@@ -25,6 +25,7 @@ import (
 type releaser[T any] struct {
 	b       *Backend[T]
 	topic   string
+	delay   time.Duration // the hold's
 	gid     string
 	cg      sarama.ConsumerGroup
 	ctx     context.Context
@@ -42,11 +43,23 @@ type releaser[T any] struct {
 	// foreignLines keeps the WARN lines of the records it skips (records
 	// it did not write) to a few per partition (see logburst.Keyed).
 	foreignLines logburst.Keyed[int32]
+	// aheadLines keeps the WARN lines of the records due later than the
+	// hold's delay from when the releaser read them to a few per partition.
+	aheadLines logburst.Keyed[int32]
 }
 
 // foreignLog is the message of the lines of the hold records a releaser
 // skips.
 const foreignLog = "kafkatopology: hold record without a valid due time, topic and group; skipped and committed"
+
+// aheadLog is the message of the lines of the hold records due later than
+// the hold's delay from when the releaser read them.
+const aheadLog = "kafkatopology: hold record due later than its hold's delay from now (the producing process's clock ahead of this one's, or a due time not written by a hold); released after the hold's delay"
+
+// aheadLogged is how far past the hold's delay from its read a record's
+// due time must be for its line: clocks a few milliseconds apart are not
+// worth one.
+const aheadLogged = time.Second
 
 // claimAt is where a claim is: the offset after the last record it
 // received (-1: not known; stored by the claim alone), the records
@@ -62,16 +75,17 @@ type claimAt struct {
 	ended  atomic.Bool
 }
 
-func newReleaser[T any](b *Backend[T], d *dialing, kname string) (*releaser[T], error) {
+func newReleaser[T any](b *Backend[T], d *dialing, kname string, delay time.Duration) (*releaser[T], error) {
 	gid := kname + ":release"
 	cfg, _ := d.child(b.cfg)
 	cg, err := sarama.NewConsumerGroup(b.opts.Brokers, gid, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: consumer group %q: %w", ErrConnect, gid, b.red.Err(err))
 	}
-	r := &releaser[T]{b: b, topic: kname, gid: gid, cg: cg, done: make(chan struct{}),
+	r := &releaser[T]{b: b, topic: kname, delay: delay, gid: gid, cg: cg, done: make(chan struct{}),
 		at:           map[int32]*claimAt{},
-		foreignLines: logburst.Keyed[int32]{Log: b.log, Level: slog.LevelWarn, Msg: foreignLog}}
+		foreignLines: logburst.Keyed[int32]{Log: b.log, Level: slog.LevelWarn, Msg: foreignLog},
+		aheadLines:   logburst.Keyed[int32]{Log: b.log, Level: slog.LevelWarn, Msg: aheadLog}}
 	r.stalls.init(kname, b.log.With(slog.String("group", gid)), b.red)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r, nil
@@ -169,18 +183,24 @@ func (r *releaser[T]) Cleanup(sarama.ConsumerGroupSession) error { return nil }
 const releaseBatch = 500
 
 // held is a record of a hold partition the claim received: its release
-// metadata, or foreign when the releaser did not write it (skipped).
+// metadata and when it is released, or foreign when the releaser did not
+// write it (skipped).
 type held struct {
 	rec     *sarama.ConsumerMessage
 	m       meta
+	due     time.Time
 	foreign bool
 }
 
 // ConsumeClaim implements sarama.ConsumerGroupHandler: it releases the
-// partition's records in order, each when it is due. While the head is not
-// due the partition is paused and the claim waits on one timer. Once it is
-// due, the head and the records behind it already fetched and due (up to
-// releaseBatch) are produced together (see release).
+// partition's records in order, each when it is due, and at the latest the
+// hold's delay after the claim received it: a due time further ahead (the
+// producing process's clock ahead of this one's) does not hold the
+// partition, and the letters behind it, any longer than that. While the
+// head is not due the partition is paused and the claim waits on one
+// timer. Once it is due, the head and the records behind it already
+// fetched and due (up to releaseBatch) are produced together (see
+// release).
 func (r *releaser[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.ConsumerGroupClaim) error {
 	ctx := sess.Context()
 	paused := map[string][]int32{r.topic: {gc.Partition()}}
@@ -194,29 +214,30 @@ func (r *releaser[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.C
 	// The claim's end (a rebalance, the releaser stopping) says what it
 	// held back of the records it skipped.
 	defer r.foreignLines.Forget(context.Background(), gc.Partition())
-	var next *sarama.ConsumerMessage // received, not due when it came
+	defer r.aheadLines.Forget(context.Background(), gc.Partition())
+	var next *held // received, not due when it came
 	batch := make([]held, 0, releaseBatch)
 	for {
-		rec := next
-		next = nil
-		if rec == nil {
+		var h held
+		if next != nil {
+			h, next = *next, nil
+		} else {
 			select {
 			case m, ok := <-gc.Messages():
 				if !ok {
 					return nil
 				}
-				rec = m
-				r.received(at, rec)
+				r.received(at, m)
+				h = r.held(ctx, m)
 			case <-ctx.Done():
 				return nil
 			}
 		}
-		h := r.held(ctx, rec)
 		if h.foreign {
-			at.mark(sess, rec)
+			at.mark(sess, h.rec)
 			continue
 		}
-		if wait := time.Until(h.m.due); wait > 0 {
+		if wait := time.Until(h.due); wait > 0 {
 			r.cg.Pause(paused)
 			r.b.pauses.Add(1)
 			ok := sleep(ctx, wait)
@@ -235,11 +256,12 @@ func (r *releaser[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.C
 					break gather
 				}
 				r.received(at, m)
-				if h := r.held(ctx, m); h.foreign || time.Until(h.m.due) <= 0 {
+				h := r.held(ctx, m)
+				if h.foreign || time.Until(h.due) <= 0 {
 					batch = append(batch, h)
 					continue
 				}
-				next = m
+				next = &h
 				break gather
 			default:
 				break gather
@@ -257,8 +279,11 @@ func (r *releaser[T]) received(at *claimAt, rec *sarama.ConsumerMessage) {
 	r.stalls.fetched(rec.Partition, rec.Offset)
 }
 
-// held reads rec's release metadata; a record the releaser did not write
-// is counted and logged (see foreignLines) and comes back foreign.
+// held reads rec's release metadata, just received; a record the releaser
+// did not write is counted and logged (see foreignLines) and comes back
+// foreign. It is due at its due time, and at the latest the hold's delay
+// from now: one due later than that by aheadLogged or more is logged (see
+// aheadLines).
 func (r *releaser[T]) held(ctx context.Context, rec *sarama.ConsumerMessage) held {
 	var l topology.Letter[T]
 	m, err := readHeaders(rec, &l)
@@ -270,7 +295,17 @@ func (r *releaser[T]) held(ctx context.Context, rec *sarama.ConsumerMessage) hel
 			slog.Int64Value(rec.Offset), slog.Int64("offset", rec.Offset), slog.Any("error", err))
 		return held{rec: rec, foreign: true}
 	}
-	return held{rec: rec, m: m}
+	due := m.due
+	if latest := time.Now().Add(r.delay); due.After(latest) {
+		if ahead := due.Sub(latest); ahead >= aheadLogged {
+			r.aheadLines.Line(ctx, rec.Partition,
+				[]slog.Attr{slog.String("topic", rec.Topic), slog.Int("partition", int(rec.Partition))},
+				slog.Int64Value(rec.Offset), slog.Int64("offset", rec.Offset), slog.Time("due", m.due),
+				slog.Duration("ahead", ahead.Round(time.Millisecond)))
+		}
+		due = latest
+	}
+	return held{rec: rec, m: m, due: due}
 }
 
 // release produces the records of batch, due and in hold order, back to
