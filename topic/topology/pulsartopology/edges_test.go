@@ -65,17 +65,7 @@ func TestADeadReadersCatchUpIsBoundedByTheOperationTimeout(t *testing.T) {
 // context's error.
 func TestADeadReadersCatchUpCutByItsContextWrapsBoth(t *testing.T) {
 	br := testbroker.Pulsar(t)
-	o := options(br, topic.Codec[string](topic.StringCodec{}))
-	o.OperationTimeout = time.Minute
-	be := newBackend(t, o)
-	q, err := be.Declare(ctxT(t), build(t, topology.New("cut").DLQ()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := q.SubscribeDead(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := deadReaderOf(t, br, "cut", time.Minute)
 	defer topologytest.MustClose(t, "a reader", r.Close)
 	br.StallDispatch(full("cut-dlq"), true)
 	t.Cleanup(func() { br.StallDispatch(full("cut-dlq"), false) })

@@ -2,8 +2,11 @@ package pulsartopology
 
 import (
 	"context"
+	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
 // Crash closes b, within ctx, as a crash of its process would.
@@ -40,3 +43,10 @@ const (
 	MsgEvictionUnread = msgEvictionUnread
 	MsgHoldExpiry     = msgHoldExpiry
 )
+
+// LoseMarker makes dead-letter reader r wait for a marker sent a minute
+// ago that does not come back, as one another reader dropped.
+func LoseMarker[T any](r topology.Reader[T]) {
+	d := r.(deadReader[T])
+	d.marker, d.markerAt = "lost", time.Now().Add(-markerLife)
+}

@@ -46,3 +46,22 @@ func declared[T any](t testing.TB, be *pulsartopology.Backend[T], top *topology.
 	}
 	return q, r
 }
+
+// deadReaderOf declares topology name with a DLQ on a backend of its own,
+// its Options.OperationTimeout op, and subscribes a dead-letter reader of
+// it, for the caller to close.
+func deadReaderOf(t *testing.T, br *pulsartest.Broker, name string, op time.Duration) topology.Reader[string] {
+	t.Helper()
+	o := options(br, topic.Codec[string](topic.StringCodec{}))
+	o.OperationTimeout = op
+	be := newBackend(t, o)
+	q, err := be.Declare(ctxT(t), build(t, topology.New(name).DLQ()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := q.SubscribeDead(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}

@@ -281,7 +281,9 @@ func (r *reader[T]) drain(dst []topology.Letter[T], n int) int {
 // deadline, whichever ends first (an error wrapping ErrSend and the
 // context's error); waiting for the marker to come back is bounded by
 // Options.OperationTimeout (ErrCatchUp) and by ctx (ErrCatchUp wrapping
-// ctx.Err(); a later call goes on waiting for the same marker). Both end
+// ctx.Err(); a later call goes on waiting for the same marker, and sends
+// a new one once the first was sent a minute ago or more, when another
+// reader has dropped it). Both end
 // when the reader is closed: TryReceive then returns ErrClosed. The wait
 // for the marker also ends as soon as the client closes the consumer by
 // itself: TryReceive then returns lost's error (ErrConsumerClosed).
@@ -312,6 +314,12 @@ func (r *reader[T]) tryReceive(ctx context.Context, dst []topology.Letter[T]) (i
 	n := r.drain(dst, 0)
 	if n > 0 || r.dlq == "" || r.atEnd {
 		return n, nil
+	}
+	if r.marker != "" && !r.pinned && time.Since(r.markerAt) >= markerLife {
+		// Every other reader of the subscription drops it by now, and one
+		// whose clock is markerLife or more from the one that stamped it
+		// dropped it at once: it does not come back, so a new one goes.
+		r.marker = ""
 	}
 	if r.marker == "" {
 		if err := r.sendMarker(ctx); err != nil {
