@@ -258,15 +258,25 @@ func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 	})
 }
 
-// lagged handles a partition whose next offset fell below the log start:
-// it queues the lag notice and, under drop_oldest, returns a consumer from
-// the oldest record kept; under disconnect it ends the subscription and
-// returns nil.
+// lagged handles a partition whose next offset is out of its range. One
+// that fell below the log start queues the lag notice and, under
+// drop_oldest, returns a consumer from the oldest record kept; under
+// disconnect it ends the subscription and returns nil. One past the log
+// end, its topic deleted and created again (the new partition's offsets
+// begin anew), returns a consumer from the oldest record, with no lag
+// notice: every record of the new partition was published while the
+// subscriber was subscribed.
 func (s *bsub[T]) lagged(part int32, next int64) (sarama.PartitionConsumer, int64, error) {
 	t := s.t
 	oldest, err := s.client.GetOffset(t.kname, part, sarama.OffsetOldest)
 	if err != nil {
 		return nil, next, err
+	}
+	if oldest < next {
+		t.b.log.Info("kafkatopic: broadcast subscriber's partition begins anew; reading it from its oldest record",
+			slog.String("topic", t.kname), slog.Int("partition", int(part)), slog.Int64("offset", oldest))
+		pc, err := s.cons.ConsumePartition(t.kname, part, oldest)
+		return pc, oldest, err
 	}
 	missed := uint64(max(oldest-next, 1))
 	if t.opts.Broadcast.OnLag == topic.Disconnect {
