@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	neturl "net/url"
@@ -101,6 +102,7 @@ type Client struct {
 	url     string // redacted
 	secrets redact.Secrets
 	last    *lastFailure
+	closes  *brokerCloses // the client's logger's (nil: the caller's logger)
 }
 
 // CreateProducer is pulsar-client-go's (pulsar.Client).
@@ -152,12 +154,16 @@ func (c *Client) NewTransaction(d time.Duration) (pulsar.Transaction, error) {
 }
 
 // Close is pulsar-client-go's (pulsar.Client); on a zero Client it does
-// nothing.
+// nothing. The client's logger then logs, as they came, the lines it held
+// waiting for a consumer's own (see ClientLogger).
 func (c *Client) Close() {
 	if c.Client == nil {
 		return
 	}
 	c.Client.Close()
+	if c.closes != nil {
+		c.closes.flush(context.Background())
+	}
 }
 
 // lastFailure is the latest warning or error the client logged with an
@@ -575,17 +581,19 @@ func NewClient(o pulsar.ClientOptions, logger *slog.Logger) (*Client, error) {
 	// gets them as the client writes them, and a second logger that
 	// writes nothing reads them too.
 	last := new(lastFailure)
+	var closes *brokerCloses
 	if o.Logger == nil {
-		o.Logger = clientLogger(logger, last, secrets)
+		o.Logger, closes = clientLogger(logger, last, secrets)
 	} else {
-		o.Logger = teeLogger{tee[plog.Logger]{o.Logger, clientLogger(slog.New(slog.DiscardHandler), last, secrets)}}
+		discard, _ := clientLogger(slog.New(slog.DiscardHandler), last, secrets)
+		o.Logger = teeLogger{tee[plog.Logger]{o.Logger, discard}}
 	}
 	o = ClientDefaults(o, logger)
 	c, err := pulsar.NewClient(o)
 	if err != nil {
 		return nil, fmt.Errorf("pulsar: create client for %q: %w", url, secrets.Err(err))
 	}
-	return &Client{Client: c, url: url, secrets: secrets, last: last}, nil
+	return &Client{Client: c, url: url, secrets: secrets, last: last, closes: closes}, nil
 }
 
 // clientSecrets returns the credentials of o that Client.Redact takes out
@@ -662,7 +670,10 @@ func RedactServiceURL(serviceURL string) string { return redact.ServiceURL(servi
 // broker closed a consumer ("Broker notification of Closed consumer:
 // <id>", its topic unloaded or deleted or its subscription deleted),
 // kept at Info and logged with the consumer's topic, subscription and
-// name besides the broker's address. The warnings and errors it logs for events that lose
+// name besides the broker's address (when the consumer's own line that
+// follows it has not come within a second, or more than 64 such lines
+// wait for theirs, it is logged as it came, with the broker's address
+// only). The warnings and errors it logs for events that lose
 // nothing are logged at Debug too: messages it drops on receipt because
 // they were delivered or acknowledged already ("receive 1 messages , all
 // filtered", after a reconnection), and a consumer closed
@@ -688,14 +699,17 @@ func RedactServiceURL(serviceURL string) string { return redact.ServiceURL(servi
 // returned logger keeps these runs for one client: give each client its
 // own.
 func ClientLogger(logger *slog.Logger) plog.Logger {
-	return clientLogger(logger, nil, redact.Secrets{})
+	l, _ := clientLogger(logger, nil, redact.Secrets{})
+	return l
 }
 
-func clientLogger(logger *slog.Logger, last *lastFailure, secrets redact.Secrets) plog.Logger {
+// clientLogger returns ClientLogger's logger, remembering last (nil:
+// nothing) and taking secrets out of every line, and the lines it holds.
+func clientLogger(logger *slog.Logger, last *lastFailure, secrets redact.Secrets) (plog.Logger, *brokerCloses) {
 	h := cmp.Or(logger, slog.Default()).Handler()
 	runs := &repeatlog.Runs[clientRun]{Log: slog.New(h), Bound: maxClientRuns, Idle: clientRunIdle}
 	closes := &brokerCloses{h: h, held: map[string]heldClose{}}
-	return plog.NewLoggerWithSlog(slog.New(&redactingHandler{h: h, last: last, runs: runs, closes: closes, secrets: secrets}))
+	return plog.NewLoggerWithSlog(slog.New(&redactingHandler{h: h, last: last, runs: runs, closes: closes, secrets: secrets})), closes
 }
 
 // maxClientRuns is the most runs of repeated failures one client logger
@@ -830,33 +844,99 @@ const unknownClosedConsumer = "Consumer with ID not found while closing consumer
 // only) to the line the client logs next about that consumer: the
 // consumer's own consumerConnectionClosed, with which the held line is
 // logged with the consumer's fields (its topic, subscription and name), or
-// unknownClosedConsumer, with which it is logged as it came.
+// unknownClosedConsumer, with which it is logged as it came. A line whose
+// follow-up has not come within maxCloseWait (checked at the client's
+// next line) or that is the oldest of more than maxHeldCloses is logged
+// as it came, and so are those held when the client closes.
 type brokerCloses struct {
 	h    slog.Handler // the client's logger's, without fields
 	mu   sync.Mutex
 	held map[string]heldClose
+	seq  uint64       // lines held so far, for their order
 	n    atomic.Int32 // len(held), for Enabled
 }
 
+// maxCloseWait is how long a brokerClosedConsumer line waits for the
+// consumer's own line, which the client logs right after it on the same
+// goroutine.
+const maxCloseWait = time.Second
+
+// maxHeldCloses is the most brokerClosedConsumer lines held at once.
+const maxHeldCloses = 64
+
 // heldClose is a brokerClosedConsumer line held, with the connection's
-// fields.
+// fields, since at, the seq-th line held.
 type heldClose struct {
 	rec   slog.Record
 	attrs []slog.Attr
+	at    time.Time
+	seq   uint64
 }
 
 // hold holds the line rec, with attrs, about the consumer with id; a line
-// about that consumer held already is logged as it came.
+// about that consumer held already, and the oldest line held when more
+// than maxHeldCloses are, are logged as they came.
 func (b *brokerCloses) hold(ctx context.Context, id string, rec slog.Record, attrs []slog.Attr) error {
 	b.mu.Lock()
-	prev, ok := b.held[id]
-	b.held[id] = heldClose{rec: rec, attrs: attrs}
+	var out []heldClose
+	if prev, ok := b.held[id]; ok {
+		out = append(out, prev)
+	}
+	b.seq++
+	b.held[id] = heldClose{rec: rec, attrs: attrs, at: time.Now(), seq: b.seq}
+	if len(b.held) > maxHeldCloses {
+		oldest := id
+		for k, c := range b.held {
+			if c.seq < b.held[oldest].seq {
+				oldest = k
+			}
+		}
+		out = append(out, b.held[oldest])
+		delete(b.held, oldest)
+	}
 	b.n.Store(int32(len(b.held)))
 	b.mu.Unlock()
-	if ok {
-		return prev.log(ctx, b.h)
+	return b.log(ctx, out)
+}
+
+// expire logs, as they came, the lines held for maxCloseWait or more.
+func (b *brokerCloses) expire(ctx context.Context) error {
+	if b.n.Load() == 0 {
+		return nil
 	}
-	return nil
+	now := time.Now()
+	return b.drop(ctx, func(c heldClose) bool { return now.Sub(c.at) >= maxCloseWait })
+}
+
+// flush logs, as they came, every line held.
+func (b *brokerCloses) flush(ctx context.Context) {
+	_ = b.drop(ctx, func(heldClose) bool { return true })
+}
+
+// drop logs, as they came and in the order they were held, the lines
+// held for which expired reports true, and lets go of them.
+func (b *brokerCloses) drop(ctx context.Context, expired func(heldClose) bool) error {
+	b.mu.Lock()
+	var out []heldClose
+	for id, c := range b.held {
+		if expired(c) {
+			out = append(out, c)
+			delete(b.held, id)
+		}
+	}
+	b.n.Store(int32(len(b.held)))
+	b.mu.Unlock()
+	slices.SortFunc(out, func(x, y heldClose) int { return cmp.Compare(x.seq, y.seq) })
+	return b.log(ctx, out)
+}
+
+// log logs cs as they came.
+func (b *brokerCloses) log(ctx context.Context, cs []heldClose) error {
+	var errs []error
+	for _, c := range cs {
+		errs = append(errs, c.log(ctx, b.h))
+	}
+	return errors.Join(errs...)
 }
 
 // take returns the line held about the consumer with id, and lets go of
@@ -906,6 +986,8 @@ func (r *redactingHandler) Enabled(ctx context.Context, l slog.Level) bool {
 }
 
 func (r *redactingHandler) Handle(ctx context.Context, rec slog.Record) error {
+	// A failure to log a line held is no reason not to log rec.
+	_ = r.closes.expire(ctx)
 	msg := r.secrets.Text(rec.Message)
 	errText := r.err
 	var attrs []slog.Attr

@@ -373,3 +373,28 @@ func TestABrokerClosedConsumerIsOneINFOLineNamingItsTopicAndSubscription(t *test
 		t.Errorf("%d INFO lines, want 2:\n%s", n, strings.Join(lines.All(), ""))
 	}
 }
+
+// Guarantee: a line saying the broker closed a consumer, held for the
+// consumer's own line that follows it, is logged as it came (at INFO,
+// naming the broker) when that line has not come within a second, at the
+// client's next line, or when more than 64 such lines wait for theirs:
+// none is lost for want of its consumer's line.
+func TestABrokerClosedConsumerLineIsLoggedWhenItsConsumersLineDoesNotFollow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, lines := clientLines(slog.LevelInfo)
+		conn := l.SubLogger(plog.Fields{"remote_addr": brokerAddr(t, "pulsar://10.0.0.7:6650")})
+		conn.Infof("Broker notification of Closed consumer: %d", 5)
+		time.Sleep(time.Second)
+		consumerLog(l, 6).Debug("Hello from consumer 6")
+		lines.Want(t, 1, "INFO lines for consumer 5 naming the broker", "level=INFO",
+			"Broker notification of Closed consumer: 5", "remote_addr=pulsar://10.0.0.7:6650")
+		for id := range 65 {
+			conn.Infof("Broker notification of Closed consumer: %d", 100+id)
+		}
+		lines.Want(t, 1, "INFO lines for the first of 65 consumers", "level=INFO",
+			"Broker notification of Closed consumer: 100\"")
+		if n := lines.Count("level=INFO", "Broker notification of Closed consumer"); n != 2 {
+			t.Errorf("%d INFO lines for consumers the broker closed, want 2:\n%s", n, strings.Join(lines.All(), ""))
+		}
+	})
+}

@@ -46,7 +46,7 @@ func (s *stageReports) state() (degraded bool, degrades int) {
 // name reports to the returned stage until the returned unwatch.
 func watchedClient(name string) (plog.Logger, *lastFailure, *stageReports, *reconnectWatch, func()) {
 	last := new(lastFailure)
-	l := clientLogger(slog.New(slog.DiscardHandler), last, redact.Secrets{})
+	l, _ := clientLogger(slog.New(slog.DiscardHandler), last, redact.Secrets{})
 	st := new(stageReports)
 	w := newReconnectWatch(st)
 	return l, last, st, w, last.watch(name, w)
@@ -124,7 +124,7 @@ func TestEndedWatchReportsNothingToTheStage(t *testing.T) {
 func TestWatchReconnectsReportsUntilUnwatchedOnAClientThatCanTell(t *testing.T) {
 	const name = "orders-broadcast-1a2b3c4d"
 	last := new(lastFailure)
-	l := clientLogger(slog.New(slog.DiscardHandler), last, redact.Secrets{})
+	l, _ := clientLogger(slog.New(slog.DiscardHandler), last, redact.Secrets{})
 	st := new(stageReports)
 	unwatch, ok := (&Client{last: last}).WatchReconnects(name, st)
 	if !ok {
@@ -172,7 +172,7 @@ func TestWatchReconnectsReportsUntilUnwatchedOnAClientThatCanTell(t *testing.T) 
 // options it watches nothing, and its unwatch does nothing.
 func TestWatchConsumerNamesAndWatchesOnlyWhereItCanTell(t *testing.T) {
 	last := new(lastFailure)
-	l := clientLogger(slog.New(slog.DiscardHandler), last, redact.Secrets{})
+	l, _ := clientLogger(slog.New(slog.DiscardHandler), last, redact.Secrets{})
 	st := new(stageReports)
 	c := &Client{last: last}
 	var a, b pulsar.ConsumerOptions
@@ -248,7 +248,7 @@ func TestOnlyTheSubscriptionsOfSourcesKeepAReconnectionCount(t *testing.T) {
 	last := new(lastFailure)
 	c := &Client{last: last}
 	src := New(Options{Client: c, Subscription: "billing"})
-	l := clientLogger(slog.New(slog.DiscardHandler), last, redact.Secrets{})
+	l, _ := clientLogger(slog.New(slog.DiscardHandler), last, redact.Secrets{})
 	refused := errors.New("dial tcp 10.0.0.1:6650: connect: connection refused")
 	fail := func(sub string) {
 		l.SubLogger(plog.Fields{"topic": "persistent://public/default/orders", "subscription": sub, "consumerID": 1}).
