@@ -217,21 +217,21 @@ func (r *run) logEnd(ctx context.Context, log *slog.Logger) {
 	log.LogAttrs(ctx, slog.LevelInfo, r.ended, attrs...)
 }
 
-// Group is the runs of failures of a Kafka consumer group member on one
-// topic: its sessions' (one run), its partitions' fetch errors (a run per
-// cause: the partitions failing alike share one) and its group's other
-// errors (a run per error text, at most MaxTexts). Its lines' messages
-// begin with Prefix (the package's name); set Prefix and Log before the
-// first failure. Safe for concurrent use.
-type Group struct {
-	// Prefix begins the lines' messages, as "kafkatopic".
-	Prefix string
+// Partitions are the runs of fetch errors of a Kafka consumer's
+// partitions, a run per cause: the partitions whose fetches fail with
+// causes of one text, as when the cluster is out of reach or an ACL
+// denies READ on the topic, share one run, logged as one line when it
+// begins, not one per partition, its repeats at the intervals of Gaps,
+// and one INFO line when the last of its partitions delivers a record.
+// Set Msg and Log before the first failure. The zero value is otherwise
+// ready, and safe for concurrent use.
+type Partitions struct {
+	// Msg is the message of the runs' WARN lines: their first lines',
+	// followed by StillSuffix of their repeats', and followed by " ended"
+	// of the INFO lines that end them.
+	Msg string
 	// Log is where the lines go; nil means slog.Default().
 	Log *slog.Logger
-
-	once     sync.Once
-	sessions Runs[struct{}]
-	texts    Runs[string]
 
 	n     atomic.Int32 // len(of): Fetched reads it without the lock
 	mu    sync.Mutex
@@ -248,76 +248,43 @@ type partsRun struct {
 	parts   int                // the partitions it had
 }
 
-// MaxTexts is the most runs of a Group's errors without a partition kept
-// at once (see Runs.Bound).
-const MaxTexts = 64
-
 // PartitionsKey names the partitions of a run of fetch errors on the
 // lines that follow its first: its repeats list those failing (the first
 // logattr.MaxListed, and their count as PartitionsKey+logattr.CountEnding),
 // its end line counts those it had.
 const PartitionsKey = "partitions"
 
-func (g *Group) init() {
-	g.once.Do(func() {
-		g.sessions.Log, g.texts.Log = g.Log, g.Log
-		g.texts.Bound = MaxTexts
-	})
-}
-
-func (g *Group) logger() *slog.Logger {
-	if g.Log == nil {
+func (ps *Partitions) logger() *slog.Logger {
+	if ps.Log == nil {
 		return slog.Default()
 	}
-	return g.Log
+	return ps.Log
 }
 
-// SessionFailed counts a group session that failed (attrs name the topic,
-// the group and the error), logged at WARN as "<Prefix>: consumer group
-// session failed; joining again" when due.
-func (g *Group) SessionFailed(ctx context.Context, attrs ...slog.Attr) {
-	g.init()
-	g.sessions.Fail(ctx, struct{}{}, Event{Level: slog.LevelWarn, Msg: g.Prefix + ": consumer group session failed; joining again",
-		Ended: g.Prefix + ": consumer group session started again", Attrs: attrs})
-}
-
-// Error counts err, an error of the group (attrs name the topic and the
-// group), logged at WARN as "<Prefix>: consumer group error" when due.
-//
-// With part negative it is an error of the group's own, a run per error
-// text, its lines carrying attrs and the error.
-//
-// Otherwise it is partition part's error, and cause what the partition
-// failed with, without naming the partition (a sarama.ConsumerError's
-// Err; nil means err): the partitions whose causes have the same text
-// fail alike, as when the cluster is out of reach or an ACL denies READ
-// on the topic, and share one run. Its first line carries attrs, the
-// partition and err of the failure that began it; its repeats attrs, the
-// partitions failing (PartitionsKey), cause, SinceKey and FailuresKey,
-// the failures of all of them. A partition stays in its run, whatever it
-// fails with next, until it delivers a record (Fetched); one failing
-// with a cause of another text while in no run goes on begins, or joins,
-// the run of that text.
-func (g *Group) Error(ctx context.Context, part int32, err, cause error, attrs ...slog.Attr) {
-	g.init()
-	msg := g.Prefix + ": consumer group error"
-	if part < 0 {
-		g.texts.Fail(ctx, err.Error(), Event{Level: slog.LevelWarn, Msg: msg, Ended: msg + " ended",
-			Attrs: append(attrs, slog.Any("error", err))})
-		return
-	}
+// Fail counts err, a fetch error of partition part, logged at WARN with
+// Msg when due. cause is what the partition failed with, without naming
+// the partition (a sarama.ConsumerError's Err; nil means err): the
+// partitions whose causes have the same text fail alike and share one
+// run. Its first line carries attrs, the partition and err of the failure
+// that began it; its repeats attrs, the partitions failing
+// (PartitionsKey), cause, SinceKey and FailuresKey, the failures of all
+// of them. A partition stays in its run, whatever it fails with next,
+// until it delivers a record (Fetched); one failing with a cause of
+// another text while in no run goes on begins, or joins, the run of that
+// text.
+func (ps *Partitions) Fail(ctx context.Context, part int32, err, cause error, attrs ...slog.Attr) {
 	if cause == nil {
 		cause = err
 	}
 	text := cause.Error()
 	now := time.Now()
-	g.mu.Lock()
-	r := g.of[part]
+	ps.mu.Lock()
+	r := ps.of[part]
 	if r != nil && now.Sub(r.last) >= Quiet {
 		r = nil
 	}
 	if r == nil {
-		r = g.alike[text]
+		r = ps.alike[text]
 		if r != nil && now.Sub(r.last) >= Quiet {
 			r = nil
 		}
@@ -326,32 +293,32 @@ func (g *Group) Error(ctx context.Context, part int32, err, cause error, attrs .
 	if begins {
 		// Runs idle for Quiet are forgotten, without their end lines:
 		// their partitions' next failures begin a run again.
-		for t, or := range g.alike {
+		for t, or := range ps.alike {
 			if now.Sub(or.last) >= Quiet {
-				delete(g.alike, t)
+				delete(ps.alike, t)
 			}
 		}
-		for p, or := range g.of {
+		for p, or := range ps.of {
 			if now.Sub(or.last) >= Quiet {
-				delete(g.of, p)
+				delete(ps.of, p)
 			}
 		}
-		if g.alike == nil {
-			g.alike, g.of = map[string]*partsRun{}, map[int32]*partsRun{}
+		if ps.alike == nil {
+			ps.alike, ps.of = map[string]*partsRun{}, map[int32]*partsRun{}
 		}
-		r = &partsRun{run: run{since: now, ended: msg + " ended",
+		r = &partsRun{run: run{since: now, ended: ps.Msg + " ended",
 			attrs: append(attrs, slog.Int("partition", int(part)), slog.Any("error", err))},
 			cause: text, failing: map[int32]struct{}{}}
-		g.alike[text] = r
+		ps.alike[text] = r
 	}
-	if old := g.of[part]; old != r {
+	if old := ps.of[part]; old != r {
 		if old != nil {
-			old.leave(g, part)
+			old.leave(ps, part)
 		}
-		g.of[part] = r
+		ps.of[part] = r
 		r.failing[part] = struct{}{}
 		r.parts++
-		g.n.Store(int32(len(g.of)))
+		ps.n.Store(int32(len(ps.of)))
 	}
 	r.failures++
 	r.last = now
@@ -361,25 +328,25 @@ func (g *Group) Error(ctx context.Context, part int32, err, cause error, attrs .
 		line = append(attrs[:len(attrs):len(attrs)], r.listed(), slog.Any("error", cause),
 			slog.Time(SinceKey, r.since), slog.Int(FailuresKey, r.failures))
 	}
-	g.mu.Unlock()
+	ps.mu.Unlock()
 	switch {
 	case !due:
 	case begins:
-		g.logger().LogAttrs(ctx, slog.LevelWarn, msg, r.attrs...)
+		ps.logger().LogAttrs(ctx, slog.LevelWarn, ps.Msg, r.attrs...)
 	default:
-		g.logger().LogAttrs(ctx, slog.LevelWarn, msg+StillSuffix, line...)
+		ps.logger().LogAttrs(ctx, slog.LevelWarn, ps.Msg+StillSuffix, line...)
 	}
 }
 
 // leave takes part out of r, the lock held, and reports whether r has no
 // partition left, then forgotten.
-func (r *partsRun) leave(g *Group, part int32) bool {
+func (r *partsRun) leave(ps *Partitions, part int32) bool {
 	delete(r.failing, part)
 	if len(r.failing) > 0 {
 		return false
 	}
-	if g.alike[r.cause] == r {
-		delete(g.alike, r.cause)
+	if ps.alike[r.cause] == r {
+		delete(ps.alike, r.cause)
 	}
 	return true
 }
@@ -402,41 +369,114 @@ func (r *partsRun) logEnd(ctx context.Context, log *slog.Logger) {
 // delivered a record. The run ends, with its INFO line, when it was the
 // last of the run's partitions. It costs an atomic load when no run goes
 // on.
-func (g *Group) Fetched(ctx context.Context, part int32) {
-	if g.n.Load() == 0 {
+func (ps *Partitions) Fetched(ctx context.Context, part int32) {
+	if ps.n.Load() == 0 {
 		return
 	}
-	g.mu.Lock()
-	r := g.of[part]
+	ps.mu.Lock()
+	r := ps.of[part]
 	ended := false
 	if r != nil {
-		delete(g.of, part)
-		g.n.Store(int32(len(g.of)))
-		ended = r.leave(g, part)
+		delete(ps.of, part)
+		ps.n.Store(int32(len(ps.of)))
+		ended = r.leave(ps, part)
 	}
-	g.mu.Unlock()
+	ps.mu.Unlock()
 	if ended {
-		r.logEnd(ctx, g.logger())
+		r.logEnd(ctx, ps.logger())
 	}
 }
+
+// EndAll ends every run, each with its INFO line, however many of its
+// partitions have not delivered a record since.
+func (ps *Partitions) EndAll(ctx context.Context) {
+	if ps.n.Load() == 0 {
+		return
+	}
+	ps.mu.Lock()
+	ended := make(map[*partsRun]struct{}, len(ps.alike))
+	for _, r := range ps.of {
+		ended[r] = struct{}{}
+	}
+	ps.of, ps.alike = nil, nil
+	ps.n.Store(0)
+	ps.mu.Unlock()
+	for r := range ended {
+		r.logEnd(ctx, ps.logger())
+	}
+}
+
+// Group is the runs of failures of a Kafka consumer group member on one
+// topic: its sessions' (one run), its partitions' fetch errors (a run per
+// cause: the partitions failing alike share one; see Partitions) and its
+// group's other errors (a run per error text, at most MaxTexts). Its
+// lines' messages begin with Prefix (the package's name); set Prefix and
+// Log before the first failure. Safe for concurrent use.
+type Group struct {
+	// Prefix begins the lines' messages, as "kafkatopic".
+	Prefix string
+	// Log is where the lines go; nil means slog.Default().
+	Log *slog.Logger
+
+	once     sync.Once
+	sessions Runs[struct{}]
+	texts    Runs[string]
+	parts    Partitions
+}
+
+// MaxTexts is the most runs of a Group's errors without a partition kept
+// at once (see Runs.Bound).
+const MaxTexts = 64
+
+func (g *Group) init() {
+	g.once.Do(func() {
+		g.sessions.Log, g.texts.Log, g.parts.Log = g.Log, g.Log, g.Log
+		g.texts.Bound = MaxTexts
+		g.parts.Msg = g.Prefix + ": consumer group error"
+	})
+}
+
+// SessionFailed counts a group session that failed (attrs name the topic,
+// the group and the error), logged at WARN as "<Prefix>: consumer group
+// session failed; joining again" when due.
+func (g *Group) SessionFailed(ctx context.Context, attrs ...slog.Attr) {
+	g.init()
+	g.sessions.Fail(ctx, struct{}{}, Event{Level: slog.LevelWarn, Msg: g.Prefix + ": consumer group session failed; joining again",
+		Ended: g.Prefix + ": consumer group session started again", Attrs: attrs})
+}
+
+// Error counts err, an error of the group (attrs name the topic and the
+// group), logged at WARN as "<Prefix>: consumer group error" when due.
+//
+// With part negative it is an error of the group's own, a run per error
+// text, its lines carrying attrs and the error.
+//
+// Otherwise it is partition part's error, and cause what the partition
+// failed with, without naming the partition (a sarama.ConsumerError's
+// Err; nil means err): the partitions failing alike share one run, until
+// each delivers a record (Fetched) or a session starts (see
+// Partitions.Fail).
+func (g *Group) Error(ctx context.Context, part int32, err, cause error, attrs ...slog.Attr) {
+	g.init()
+	if part < 0 {
+		msg := g.Prefix + ": consumer group error"
+		g.texts.Fail(ctx, err.Error(), Event{Level: slog.LevelWarn, Msg: msg, Ended: msg + " ended",
+			Attrs: append(attrs, slog.Any("error", err))})
+		return
+	}
+	g.parts.Fail(ctx, part, err, cause, attrs...)
+}
+
+// Fetched takes partition part out of its run of errors, if any: it
+// delivered a record. The run ends, with its INFO line, when it was the
+// last of the run's partitions. It costs an atomic load when no run goes
+// on.
+func (g *Group) Fetched(ctx context.Context, part int32) { g.parts.Fetched(ctx, part) }
 
 // Started ends every run, each with its INFO line: a group session
 // started, so the cluster answers.
 func (g *Group) Started(ctx context.Context) {
 	g.sessions.EndAll(ctx)
 	g.texts.EndAll(ctx)
-	if g.n.Load() == 0 {
-		return
-	}
-	g.mu.Lock()
-	ended := make(map[*partsRun]struct{}, len(g.alike))
-	for _, r := range g.of {
-		ended[r] = struct{}{}
-	}
-	g.of, g.alike = nil, nil
-	g.n.Store(0)
-	g.mu.Unlock()
-	for r := range ended {
-		r.logEnd(ctx, g.logger())
-	}
+	g.parts.EndAll(ctx)
 }
