@@ -51,9 +51,9 @@ type bsub[T any] struct {
 	stopOne  sync.Once
 	pumps    sync.WaitGroup
 	teardown sync.Once
-	// fails are the partitions' fetch errors that go on, logged at
-	// growing intervals.
-	fails repeatlog.Runs[int32]
+	// fails are the partitions' fetch errors that go on, the partitions
+	// failing alike one run, logged at growing intervals.
+	fails repeatlog.Partitions
 	// undecodable holds back, per partition, the lines of records that do
 	// not decode that follow the last one logged by less than
 	// logburst.Interval.
@@ -110,7 +110,7 @@ func (t *kTopic[T]) subscribeBroadcast(parent context.Context, observer topic.Re
 		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.Err(err))
 	}
 	s := &bsub[T]{t: t, client: client, conns: conns, cons: cons, reach: reach, stopCh: make(chan struct{}), dataSig: make(chan struct{}, 1),
-		fails:       repeatlog.Runs[int32]{Log: b.log},
+		fails:       repeatlog.Partitions{Msg: "kafkatopic: broadcast consumer error", Log: b.log},
 		undecodable: logburst.Keyed[int32]{Log: b.log, Level: slog.LevelWarn, Msg: "kafkatopic: record does not decode; skipped"}}
 	fail := func(err error) (*bsub[T], error) {
 		if !stop() {
@@ -157,9 +157,11 @@ func (t *kTopic[T]) subscribeBroadcast(parent context.Context, observer topic.Re
 
 // pump queues one partition's records, from offset next on. A fetch
 // error that goes on (sarama retries it while the cluster cannot be
-// reached) is logged when it begins and then at growing intervals
-// (repeatlog.Runs), not once per retry; it ends, with one INFO line, when
-// the partition delivers a record.
+// reached) is logged when it begins and then at growing intervals, not
+// once per retry, the partitions failing alike (with one cause) one run
+// (repeatlog.Partitions); a partition leaves its run when it delivers a
+// record, and the run ends, with one INFO line, when its last partition
+// does.
 func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 	defer s.pumps.Done()
 	b := s.t.b
@@ -185,7 +187,7 @@ func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 					continue
 				}
 				next = rec.Offset + 1
-				s.fails.End(context.Background(), part)
+				s.fails.Fetched(context.Background(), part)
 				s.reach.Reading()
 				if stop == nil {
 					continue // closing: drained, not queued
@@ -215,9 +217,7 @@ func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 					continue
 				}
 				s.reach.SaramaError(b.red.Err(cerr))
-				s.fails.Fail(context.Background(), part, repeatlog.Event{Level: slog.LevelWarn,
-					Msg: "kafkatopic: broadcast consumer error", Ended: "kafkatopic: broadcast consumer error ended",
-					Attrs: []slog.Attr{slog.String("topic", s.t.kname), slog.Int("partition", int(part)), slog.Any("error", b.red.Err(cerr.Err))}})
+				s.fails.Fail(context.Background(), part, b.red.Err(cerr), b.red.Err(cerr.Err), slog.String("topic", s.t.kname))
 			case <-stop:
 				pc.AsyncClose()
 				stop = nil

@@ -19,6 +19,17 @@ import (
 // partition part of kname.
 func produceGarbage(t *testing.T, addrs []string, kname string, part int32, n int) {
 	t.Helper()
+	msgs := make([]*sarama.ProducerMessage, n)
+	for i := range msgs {
+		msgs[i] = &sarama.ProducerMessage{Topic: kname, Partition: part, Value: sarama.StringEncoder("not an int")}
+	}
+	produceRecords(t, addrs, msgs)
+}
+
+// produceRecords writes msgs, each to the partition it names, with a
+// producer of its own.
+func produceRecords(t *testing.T, addrs []string, msgs []*sarama.ProducerMessage) {
+	t.Helper()
 	pc := testbroker.SaramaConfig()
 	pc.Producer.Return.Successes = true
 	pc.Producer.Partitioner = sarama.NewManualPartitioner
@@ -27,10 +38,6 @@ func produceGarbage(t *testing.T, addrs []string, kname string, part int32, n in
 		t.Fatal(err)
 	}
 	defer p.Close()
-	msgs := make([]*sarama.ProducerMessage, n)
-	for i := range msgs {
-		msgs[i] = &sarama.ProducerMessage{Topic: kname, Partition: part, Value: sarama.StringEncoder("not an int")}
-	}
 	if err := p.SendMessages(msgs); err != nil {
 		t.Fatal(err)
 	}
