@@ -85,12 +85,17 @@ type Options[T any] struct {
 	// modified; the backend then sets what its guarantees need: producer
 	// successes returned, acks=all, its own partitioner, consumer errors
 	// returned, offsets committed automatically from what is settled,
-	// Consumer.Offsets.Initial sarama.OffsetOldest, Net.DialTimeout at most
-	// ConnectTimeout, Admin.Timeout from AdminTimeout, the retry backoffs
-	// of Metadata.Retry, Producer.Retry and Consumer.Retry (yours until a
-	// client's connections are cut, and zero after), and at least
-	// protocol version 0.11 (record headers). Where a new group starts is
-	// InitialOffset's, not Consumer.Offsets.Initial's: Declare commits
+	// Consumer.Offsets.Initial sarama.OffsetOldest,
+	// Metadata.AllowAutoTopicCreation false (only Declare creates the
+	// topology's topics, with their partitions and retention: a topic
+	// deleted under the backend is not created again by a produce or a
+	// reader's lookup, even on a cluster with auto.create.topics.enable),
+	// Net.DialTimeout at most ConnectTimeout, Admin.Timeout from
+	// AdminTimeout, the retry backoffs of Metadata.Retry, Producer.Retry
+	// and Consumer.Retry (yours until a client's connections are cut, and
+	// zero after), and at least protocol version 0.11 (record headers).
+	// Where a new group starts is InitialOffset's, not
+	// Consumer.Offsets.Initial's: Declare commits
 	// the group's starting offsets before any member joins, so sarama's
 	// fallback to the oldest record applies only to a partition still
 	// without a committed offset (the commit refused because members
@@ -258,6 +263,7 @@ func (o Options[T]) saramaConfig() *sarama.Config {
 	c.Consumer.Return.Errors = true
 	c.Consumer.Offsets.Initial = sarama.OffsetOldest
 	c.Consumer.Offsets.AutoCommit.Enable = true
+	c.Metadata.AllowAutoTopicCreation = false
 	if o.AdminTimeout > 0 {
 		c.Admin.Timeout = o.AdminTimeout
 	}
