@@ -277,9 +277,10 @@ func (m *member[T]) loop() {
 // partition's fetch that cannot be decoded (kafkarefusal.SaramaCorrupt),
 // which ends consumption (endCorrupt). An error that goes on (sarama
 // retries a partition's fetch while the cluster cannot be reached) is
-// logged when it begins and then at growing intervals, per partition or
-// per error text (repeatlog.Group), not once per retry; it ends, with one
-// INFO line, when the partition delivers a record or a session starts.
+// logged when it begins and then at growing intervals, per error text
+// (repeatlog.Group: the partitions failing alike share one run), not once
+// per retry nor per partition; it ends, with one INFO line, when the last
+// of its partitions delivers a record or a session starts.
 func (m *member[T]) logErrors() {
 	defer close(m.errsDone)
 	for err := range m.cg.Errors() {

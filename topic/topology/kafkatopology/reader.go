@@ -527,9 +527,10 @@ func newGroupReader[T any](b *Backend[T], d *dialing, kname, gid, group string) 
 // loop runs the group sessions one after the other and logs the group's
 // errors, until the reader closes. A failure that goes on (the cluster
 // cannot be reached: each partition's fetch fails, then each session) is
-// logged when it begins and then at growing intervals, per partition, per
-// error text or for the sessions (repeatlog.Group), not once per retry;
-// it ends, with one INFO line, when the partition delivers a record or a
+// logged when it begins and then at growing intervals, per error text
+// (the partitions failing alike share one run) or for the sessions
+// (repeatlog.Group), not once per retry nor per partition; it ends, with
+// one INFO line, when the last of its partitions delivers a record or a
 // session starts.
 func (r *groupReader[T]) loop() {
 	defer close(r.done)
