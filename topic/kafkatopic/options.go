@@ -104,7 +104,13 @@ type Options[T any] struct {
 	// client's connections are cut and zero after). The backend's second
 	// producer, which sends records one per request (see
 	// [RecordTooLargeError]), takes it with its Producer.Flush settings
-	// replaced. Where a new balanced group starts is InitialOffset's, not
+	// replaced. Metadata.AllowAutoTopicCreation is false: only the
+	// backend's topic creation (NewTopic) creates a topic, with Partitions
+	// and ReplicationFactor, so a topic deleted under a running backend is
+	// not created again by a publish or a subscriber's lookup with the
+	// broker's defaults, even on a cluster with auto.create.topics.enable;
+	// a Publish to it fails with an error naming the topic until it is
+	// created again. Where a new balanced group starts is InitialOffset's, not
 	// Consumer.Offsets.Initial's: the backend commits the group's starting
 	// offsets before its first member joins, and sets
 	// Consumer.Offsets.Initial to sarama.OffsetOldest for a partition
@@ -279,6 +285,7 @@ func (o Options[T]) saramaConfig() *sarama.Config {
 		c.Producer.RequiredAcks = sarama.WaitForAll
 	}
 	c.Consumer.Return.Errors = true
+	c.Metadata.AllowAutoTopicCreation = false
 	// Starting offsets are committed when a group is created; this applies
 	// only when a group's offset fell below the log start (retention), and
 	// then the member continues from the oldest record kept.

@@ -159,16 +159,7 @@ func roundTrip(t *testing.T, h *topic.Handle[int], s *topic.Subscription[int], v
 // returns the admin it deleted the topic with.
 func deleteGone(t *testing.T, c *kfake.Cluster, logs *logBuffer, failed string, most int) sarama.ClusterAdmin {
 	t.Helper()
-	var lookups atomic.Int32 // metadata requests naming the topic
-	c.ControlKey(int16(kmsg.Metadata), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		for _, rt := range req.(*kmsg.MetadataRequest).Topics {
-			if rt.Topic != nil && *rt.Topic == "gone" {
-				lookups.Add(1)
-			}
-		}
-		return nil, nil, false
-	})
+	lookups := countLookups(c, "gone")
 	admin := testbroker.Admin(t, c.ListenAddrs())
 	if err := admin.DeleteTopic("gone"); err != nil {
 		t.Fatal(err)
@@ -187,4 +178,20 @@ func deleteGone(t *testing.T, c *kfake.Cluster, logs *logBuffer, failed string, 
 		t.Fatalf("%d lines %q while the topic stays deleted, want at most %d:\n%s", n, failed, most, logs.String())
 	}
 	return admin
+}
+
+// countLookups counts from now on the metadata requests to c naming the
+// Kafka topic kname.
+func countLookups(c *kfake.Cluster, kname string) *atomic.Int32 {
+	var n atomic.Int32
+	c.ControlKey(int16(kmsg.Metadata), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		for _, rt := range req.(*kmsg.MetadataRequest).Topics {
+			if rt.Topic != nil && *rt.Topic == kname {
+				n.Add(1)
+			}
+		}
+		return nil, nil, false
+	})
+	return &n
 }
