@@ -215,6 +215,14 @@ type Options struct {
 	// which sarama sizes two channels per broker connection, must be at
 	// most MaxOpenRequests.
 	//
+	// Metadata.AllowAutoTopicCreation is yours too, and sarama's default
+	// is true: on a cluster with auto.create.topics.enable (Kafka's
+	// default), the member's metadata lookups then create a subscribed
+	// topic deleted under the running source again, with the broker's
+	// default partition count, and the group reads that topic instead of
+	// Run failing with ErrUnknownTopic. Set it false for a topic deleted
+	// under the source to stay deleted and fail Run.
+	//
 	// The options print with their credentials redacted (see String):
 	// nothing of Config is printed but its version, client id and whether
 	// TLS and SASL are on.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
@@ -78,6 +79,36 @@ func TestATopicDeletedUnderARunningSourceFailsRunNamingIt(t *testing.T) {
 		runFailsNamingTheTopic(t, done, book)
 		if n := len(book.records()); n > 30 {
 			t.Fatalf("%d log lines for one deleted topic, want a bounded few; last: %s", n, book.records()[n-1].Text)
+		}
+	})
+}
+
+// Guarantee: on a cluster that creates the topics a client asks for
+// (Kafka's auto.create.topics.enable, true by default), a topic deleted
+// under a running source whose client does not ask for that (the
+// franz-go client's default; the sarama source with
+// Config.Metadata.AllowAutoTopicCreation false, which it keeps) stays
+// deleted, and Run fails with ErrUnknownTopic naming it, instead of the
+// group reading a topic created again with the broker's defaults.
+func TestATopicDeletedUnderASourceNotAllowingAutoCreationStaysDeletedAndFailsRun(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl client) {
+		c := newCluster(t, 2, kfake.AllowAutoTopicCreation())
+		book := newLogBook()
+		cl, opts := refreshing(cl, sourceOptions(c, "g-not-created-again"))
+		opts.Config.Metadata.AllowAutoTopicCreation = false
+		opts.Logger = book.logger()
+		l := newLedger()
+		done := runOnceInto(t, "not-created-again", cl.new(t, opts), l)
+		ends := produce(t, c, 2, 0, 10)
+		wait.Within(t, 20*time.Second, "the records handled", func() bool { return l.covers(ends) })
+		deleteTopic(t, c, testTopic)
+		runFailsNamingTheTopic(t, done, book)
+		topics, err := testbroker.Admin(t, c.ListenAddrs()).ListTopics()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, ok := topics[testTopic]; ok {
+			t.Fatalf("topic %q exists again after its deletion, with %d partition(s)", testTopic, d.NumPartitions)
 		}
 	})
 }
