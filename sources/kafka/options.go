@@ -215,13 +215,14 @@ type Options struct {
 	// which sarama sizes two channels per broker connection, must be at
 	// most MaxOpenRequests.
 	//
-	// Metadata.AllowAutoTopicCreation is yours too, and sarama's default
-	// is true: on a cluster with auto.create.topics.enable (Kafka's
-	// default), the member's metadata lookups then create a subscribed
-	// topic deleted under the running source again, with the broker's
-	// default partition count, and the group reads that topic instead of
-	// Run failing with ErrUnknownTopic. Set it false for a topic deleted
-	// under the source to stay deleted and fail Run.
+	// The source sets Metadata.AllowAutoTopicCreation false, whatever
+	// Config says (sarama's default is true): a source reads, and on a
+	// cluster with auto.create.topics.enable (Kafka's default) the
+	// member's metadata lookups would otherwise create a subscribed topic
+	// deleted under the running source again, with the broker's default
+	// partition count, and the group read that topic instead of Run
+	// failing with ErrUnknownTopic. The franz-go client never asks for a
+	// topic to be created.
 	//
 	// The options print with their credentials redacted (see String):
 	// nothing of Config is printed but its version, client id and whether
@@ -342,6 +343,9 @@ func (o *Options) saramaConfig(window int) *sarama.Config {
 	// The source sends its own OffsetCommit requests (commit.go), so that
 	// it knows what the broker accepted and can commit on ack.
 	cfg.Consumer.Offsets.AutoCommit.Enable = false
+	// A source never asks the cluster to create a topic: one deleted
+	// under it stays deleted, and Run fails with ErrUnknownTopic.
+	cfg.Metadata.AllowAutoTopicCreation = false
 	cfg.Consumer.Offsets.AutoCommit.Interval = o.CommitInterval
 	cfg.Consumer.Return.Errors = true
 	// sarama's per-partition channel holds what it fetched ahead of the

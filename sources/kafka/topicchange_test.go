@@ -85,17 +85,17 @@ func TestATopicDeletedUnderARunningSourceFailsRunNamingIt(t *testing.T) {
 
 // Guarantee: on a cluster that creates the topics a client asks for
 // (Kafka's auto.create.topics.enable, true by default), a topic deleted
-// under a running source whose client does not ask for that (the
-// franz-go client's default; the sarama source with
-// Config.Metadata.AllowAutoTopicCreation false, which it keeps) stays
-// deleted, and Run fails with ErrUnknownTopic naming it, instead of the
-// group reading a topic created again with the broker's defaults.
-func TestATopicDeletedUnderASourceNotAllowingAutoCreationStaysDeletedAndFailsRun(t *testing.T) {
+// under a running source stays deleted, whatever the sarama Config given
+// allows (the source sets Config.Metadata.AllowAutoTopicCreation false;
+// the franz-go client never asks), and Run fails with ErrUnknownTopic
+// naming it, instead of the group reading a topic created again with
+// the broker's defaults.
+func TestATopicDeletedUnderASourceStaysDeletedOnAClusterThatCreatesTopics(t *testing.T) {
 	eachClient(t, func(t *testing.T, cl client) {
 		c := newCluster(t, 2, kfake.AllowAutoTopicCreation())
 		book := newLogBook()
 		cl, opts := refreshing(cl, sourceOptions(c, "g-not-created-again"))
-		opts.Config.Metadata.AllowAutoTopicCreation = false
+		opts.Config.Metadata.AllowAutoTopicCreation = true // sarama's default
 		opts.Logger = book.logger()
 		l := newLedger()
 		done := runOnceInto(t, "not-created-again", cl.new(t, opts), l)
