@@ -275,6 +275,11 @@ type groupReader[T any] struct {
 	// No record at or past its partition's end is buffered once they are
 	// set.
 	pins map[int32]int64
+	// endSess ends the session Consume runs (nil between them), and
+	// goneAt is the partition whose fetch found the topic unknown, which
+	// ended it (-1: none); see endGone.
+	endSess context.CancelFunc
+	goneAt  int32
 
 	// shardsMu keeps what is told to onShards in order (tellShards).
 	shardsMu sync.Mutex
@@ -505,7 +510,7 @@ func newGroupReader[T any](b *Backend[T], d *dialing, kname, gid, group string) 
 		return nil, errCutShort
 	}
 	r := &groupReader[T]{buffer: newBuffer[T](b.opts.ReadAhead, b.log), reach: rch, b: b, topic: kname, gid: gid, group: group,
-		cg: cg, conns: conns, done: make(chan struct{}), claims: map[int32]*claim{},
+		cg: cg, conns: conns, done: make(chan struct{}), claims: map[int32]*claim{}, goneAt: -1,
 		fails: repeatlog.Group{Prefix: "kafkatopology", Log: b.log}}
 	r.taken = func(ls []topology.Letter[T]) {
 		for i := range ls {
@@ -546,6 +551,9 @@ func (r *groupReader[T]) loop() {
 			part, cause := int32(-1), error(nil)
 			if ok && ce.Topic != "" {
 				part, cause = ce.Partition, ce.Err
+				if ce.Topic == r.topic && errors.Is(ce.Err, sarama.ErrUnknownTopicOrPartition) {
+					r.endGone(part)
+				}
 				r.noteFetchErr(part, red)
 			}
 			r.rule.SaramaError(red)
@@ -554,8 +562,22 @@ func (r *groupReader[T]) loop() {
 	})
 	defer wg.Wait()
 	backoff := r.b.cfg.Consumer.Group.Rebalance.Retry.Backoff
+	gone := int32(-1) // the partition whose fetch found the topic unknown
 	for {
-		err := r.cg.Consume(r.ctx, []string{r.topic}, r)
+		ctx, end := context.WithCancel(r.ctx)
+		r.mu.Lock()
+		r.endSess, r.goneAt = end, -1
+		r.mu.Unlock()
+		err := r.cg.Consume(ctx, []string{r.topic}, r)
+		r.mu.Lock()
+		r.endSess = nil
+		if r.goneAt >= 0 {
+			gone = r.goneAt
+		} else if err == nil || !errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
+			gone = -1
+		}
+		r.mu.Unlock()
+		end()
 		if r.ctx.Err() != nil || errors.Is(err, sarama.ErrClosedConsumerGroup) {
 			return
 		}
@@ -563,13 +585,40 @@ func (r *groupReader[T]) loop() {
 			r.mu.Lock()
 			r.lastErr = err
 			r.mu.Unlock()
-			r.fails.SessionFailed(r.ctx, slog.String("topic", r.topic), slog.String("group", r.gid), slog.Any("error", err))
+			if gone >= 0 {
+				// The topic is still unknown: a repeat of the failure
+				// of the fetch that found it so, in that run.
+				r.fails.Error(r.ctx, gone, err, err, slog.String("topic", r.topic), slog.String("group", r.gid))
+			} else {
+				r.fails.SessionFailed(r.ctx, slog.String("topic", r.topic), slog.String("group", r.gid), slog.Any("error", err))
+			}
 			r.rule.SaramaSessionFailed(r.b.red.Err(err))
+		}
+		if err != nil || gone >= 0 {
 			if !sleep(r.ctx, backoff) {
 				return
 			}
 		}
 	}
+}
+
+// endGone ends the session running, if any, for part, a claimed
+// partition whose fetch found the reader's topic unknown: the topic was
+// deleted, and Kafka drops the group's offsets with it. The session's
+// consumers would go on from their positions in the deleted topic, and
+// read one created again under the same name from there, past the
+// records below them. Its claims let their partitions go as on any
+// revoke, and the group joins again after
+// Consumer.Group.Rebalance.Retry.Backoff, once the topic exists, from the
+// group's offsets in it.
+func (r *groupReader[T]) endGone(part int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.endSess == nil || r.goneAt >= 0 {
+		return
+	}
+	r.goneAt = part
+	r.endSess()
 }
 
 // noteFetchErr notes err, a failed fetch of partition part, in its
