@@ -20,15 +20,15 @@ var ErrAbandoned = errors.New("pulsartopology: the client did not return within 
 
 // ErrConnect is wrapped, with the call's own cause, by the error of a
 // Declare or a Subscribe (with ErrDeclare or ErrSubscribe), or of a send
-// (Publish, Hold, Requeue, DeadLetter, a dead-letter reader's marker)
-// (with ErrSend), that failed while the client could not reach the
-// broker, or while the broker refused its credentials (for a send on a
-// producer the backend has, also when the client has connected to no
-// broker since its latest failure to connect): the error names the broker's service URL, without its user
-// information, and the client's latest connection failure ("connection
-// refused", "Failed to authenticate"). Only a client made by
-// sources/pulsar's NewClient (as the backend's own is) tells its
-// connection failures.
+// (Publish, Hold, Requeue, DeadLetter, a dead-letter reader's marker;
+// with ErrSend), that failed while the client could not reach the
+// broker, or while the broker refused its credentials, and by that of a
+// send on a producer the backend has made when the client has connected
+// to no broker since its latest failure to connect. The error names the
+// broker's service URL, without its user information, and the client's
+// latest connection failure ("connection refused", "Failed to
+// authenticate"). Only a client made by sources/pulsar's NewClient (as
+// the backend's own is) tells its connection failures.
 var ErrConnect = errors.New("pulsartopology: cannot connect to the Pulsar broker")
 
 // bounded runs call on a goroutine of the backend and waits for it within
