@@ -13,6 +13,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/kafkalimits"
 	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
 	"github.com/boulevard-go/boulevard/internal/liveset"
+	"github.com/boulevard-go/boulevard/internal/repeatlog"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/topic/internal/goexit"
 	"github.com/boulevard-go/boulevard/topic/topology"
@@ -33,6 +34,9 @@ type broadcastReader[T any] struct {
 	cons   sarama.Consumer
 	pcs    []sarama.PartitionConsumer
 	wg     sync.WaitGroup
+	// fails are the partitions' fetch errors that go on, the partitions
+	// failing alike one run, logged at growing intervals.
+	fails repeatlog.Partitions
 
 	closing liveset.Closing
 }
@@ -52,7 +56,8 @@ func newBroadcastReader[T any](b *Backend[T], d *dialing, kname string) (*broadc
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.Err(err))
 	}
-	r := &broadcastReader[T]{buffer: newBuffer[T](b.opts.ReadAhead, b.log), reach: rch, b: b, client: client, conns: conns}
+	r := &broadcastReader[T]{buffer: newBuffer[T](b.opts.ReadAhead, b.log), reach: rch, b: b, client: client, conns: conns,
+		fails: repeatlog.Partitions{Msg: "kafkatopology: broadcast consumer error", Log: b.log}}
 	fail := func(err error) (*broadcastReader[T], error) {
 		r.release()
 		return nil, err
@@ -78,13 +83,20 @@ func newBroadcastReader[T any](b *Backend[T], d *dialing, kname string) (*broadc
 		next := new(atomic.Int64) // the offset after the last record fetched
 		next.Store(end)
 		r.wg.Go(func() { r.pump(pc, next) })
+		// A fetch error that goes on (the cluster cannot be reached, an ACL
+		// denies READ) is logged when it begins and then at growing
+		// intervals, not once per retry, the partitions failing alike one
+		// run; a partition leaves its run when it delivers a record, and
+		// the run ends, with one INFO line, when its last partition does.
 		r.wg.Go(func() {
 			for cerr := range pc.Errors() { // a partition consumer retries by itself
 				if kafkarefusal.SaramaCorrupt(cerr.Err) {
 					r.failCorrupt(cerr, next.Load())
 					continue
 				}
-				r.rule.SaramaError(r.b.red.Err(cerr))
+				red := r.b.red.Err(cerr)
+				r.rule.SaramaError(red)
+				r.fails.Fail(context.Background(), cerr.Partition, red, r.b.red.Err(cerr.Err), slog.String("topic", kname))
 			}
 		})
 	}
@@ -122,6 +134,7 @@ func (r *broadcastReader[T]) pump(pc sarama.PartitionConsumer, next *atomic.Int6
 	loop := func() {
 		for rec := range pc.Messages() {
 			next.Store(rec.Offset + 1)
+			r.fails.Fetched(context.Background(), rec.Partition)
 			r.rule.Reading()
 			decoding = rec
 			l, m, err := r.readLetter(r.b, rec)
