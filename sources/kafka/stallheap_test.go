@@ -44,14 +44,16 @@ func TestStalledHandlersKeepTheHeapWithinTheWindowsAndFetchesNotTheBacklog(t *te
 // partition), its handlers stalled, holds per partition what its windows
 // hold and one fetch of the size its options give the client (64 KiB
 // here: Fetch.Default and Fetch.Max with sarama, kgo.FetchMaxPartitionBytes
-// and kgo.FetchMaxBytes with franz-go), within the bound of
+// and kgo.FetchMaxBytes with franz-go; BOULEVARD_LAG_FETCH sets another
+// size), within the bound of
 // TestStalledHandlersKeepTheHeapWithinTheWindowsAndFetchesNotTheBacklog,
 // not the client's default fetch of 1 MiB a partition (docs/kafka.md,
 // "Memory while behind").
 func TestBackloggedPartitionsHoldOneFetchOfTheConfiguredSizeEach(t *testing.T) {
 	parts := testsize.Count(t, "BOULEVARD_LAG_PARTITIONS", 8, 8)
+	fetch := testsize.Count(t, "BOULEVARD_LAG_FETCH", 64<<10, 64<<10)
 	eachClient(t, func(t *testing.T, cl client) {
-		stalledHeap(t, cl, stalled{parts: int32(parts), records: 200 * parts, size: 16 << 10, fetch: 64 << 10, window: 2})
+		stalledHeap(t, cl, stalled{parts: int32(parts), records: 200 * parts, size: 16 << 10, fetch: fetch, window: 2})
 	})
 }
 

@@ -23,7 +23,8 @@ import (
 // BOULEVARD_LAG_PARTITIONS; 200 letters of 16 KiB each, 3.1 MiB a
 // partition) that is not received from holds its ReadAhead letters, the
 // records its channels share, and per partition one fetch of
-// Config.Consumer.Fetch.Default bytes (64 KiB here, 1 MiB by default):
+// Config.Consumer.Fetch.Default bytes (64 KiB here, BOULEVARD_LAG_FETCH
+// to set another size; 1 MiB by default):
 // the heap it adds stays within lagFetchHeld fetches a partition (the
 // fetch sarama decoded and hands over, and the response that carried
 // it), twice the letters' size for what ReadAhead allows (the letter and
@@ -33,10 +34,10 @@ func TestBackloggedReaderHoldsOneFetchOfTheConfiguredSizeAPartition(t *testing.T
 	const (
 		perPart   = 200
 		size      = 16 << 10
-		fetch     = 64 << 10
 		readAhead = 16
 	)
 	parts := int32(testsize.Count(t, "BOULEVARD_LAG_PARTITIONS", 8, 8))
+	fetch := int32(testsize.Count(t, "BOULEVARD_LAG_FETCH", 64<<10, 64<<10))
 	c := testbroker.Kafka(t)
 	b := newBackend(t, c.ListenAddrs(), func(o *Options[msg]) {
 		o.Partitions, o.ReadAhead = parts, readAhead
@@ -96,7 +97,7 @@ func TestBackloggedReaderHoldsOneFetchOfTheConfiguredSizeAPartition(t *testing.T
 	})
 	grown := wait.LiveHeap() - before
 	held := readAhead + max(readAhead, int(parts))
-	bound := lagIdle + int64(parts)*lagFetchHeld*fetch + int64(held*2*size)
+	bound := lagIdle + int64(parts)*lagFetchHeld*int64(fetch) + int64(held*2*size)
 	t.Logf("%d partitions, %d letters of %d bytes, ReadAhead %d, Fetch.Default %d: heap grew by %.1f MiB (%.0f KiB a partition; bound %.1f MiB, backlog %.1f MiB)",
 		parts, int(parts)*perPart, size, readAhead, fetch, float64(grown)/(1<<20), float64(grown)/1024/float64(parts),
 		float64(bound)/(1<<20), float64(int(parts)*perPart*size)/(1<<20))
