@@ -216,8 +216,9 @@ func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 					s.endCorrupt(part, next, cerr.Err) // closes stopCh: pc closes below
 					continue
 				}
-				s.reach.SaramaError(b.red.Err(cerr))
-				s.fails.Fail(context.Background(), part, b.red.Err(cerr), b.red.Err(cerr.Err), slog.String("topic", s.t.kname))
+				red := b.red.Err(cerr)
+				s.reach.SaramaError(red)
+				s.fails.Fail(context.Background(), part, red, b.red.Err(cerr.Err), slog.String("topic", s.t.kname))
 			case <-stop:
 				pc.AsyncClose()
 				stop = nil
