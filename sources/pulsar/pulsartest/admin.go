@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // BacklogQuota is a namespace's backlog quota of one type, with the JSON
@@ -37,6 +38,9 @@ const (
 type adminPolicies struct {
 	mu sync.Mutex
 	ns map[string]*nsPolicies
+	// sized is whether a namespace has a destination_storage quota with
+	// a size limit.
+	sized atomic.Bool
 }
 
 // nsPolicies are the policies of one namespace.
@@ -62,8 +66,14 @@ type nsPolicies struct {
 // subscriptionExpirationTime is a number of minutes (a GET answers 204 No
 // Content when it is unset). Errors answer {"reason": "…"} with 400, 404
 // or 405. Every namespace exists. The broker stores these policies and
-// reports them; it enforces none (it evicts nothing and expires no
-// subscription). Serve it with net/http/httptest; pulsaradmin's
+// reports them. It enforces the size limit of a destination_storage quota
+// as a real broker does: over it, a producer_request_hold or
+// producer_exception quota closes the topic's producers and refuses new
+// ones (ProducerBlockedQuotaExceededError or
+// ProducerBlockedQuotaExceededException) until the backlog is back under
+// the quota, and consumer_backlog_eviction skips a subscription's oldest
+// messages. It enforces no message_age quota and expires no
+// subscription. Serve it with net/http/httptest; pulsaradmin's
 // WebServiceURL is then the server's URL.
 func (b *Broker) AdminHandler() http.Handler {
 	return http.HandlerFunc(b.serveAdmin)
@@ -171,6 +181,13 @@ func (a *adminPolicies) update(ns string, f func(*nsPolicies)) {
 		a.ns[ns] = p
 	}
 	f(p)
+	sized := false
+	for _, p := range a.ns {
+		if q, ok := p.backlogQuotas[QuotaDestinationStorage]; ok && q.LimitSize > 0 {
+			sized = true
+		}
+	}
+	a.sized.Store(sized)
 }
 
 // maxAdminBody bounds the body of an admin request.

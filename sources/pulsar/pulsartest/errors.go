@@ -11,23 +11,29 @@ type ServerErrorCode int32
 
 // ServerError codes (values per the Pulsar wire protocol).
 const (
-	UnknownError            ServerErrorCode = 0
-	MetadataError           ServerErrorCode = 1
-	PersistenceError        ServerErrorCode = 2
-	AuthenticationError     ServerErrorCode = 3
-	AuthorizationError      ServerErrorCode = 4
-	ConsumerBusy            ServerErrorCode = 5
-	ServiceNotReady         ServerErrorCode = 6
-	ChecksumError           ServerErrorCode = 9
-	UnsupportedVersionError ServerErrorCode = 10
-	TopicNotFound           ServerErrorCode = 11
-	SubscriptionNotFound    ServerErrorCode = 12
-	ConsumerNotFound        ServerErrorCode = 13
-	TooManyRequests         ServerErrorCode = 14
-	ProducerBusy            ServerErrorCode = 16
-	InvalidTopicName        ServerErrorCode = 17
-	ConsumerAssignError     ServerErrorCode = 19
-	NotAllowedError         ServerErrorCode = 22
+	UnknownError        ServerErrorCode = 0
+	MetadataError       ServerErrorCode = 1
+	PersistenceError    ServerErrorCode = 2
+	AuthenticationError ServerErrorCode = 3
+	AuthorizationError  ServerErrorCode = 4
+	ConsumerBusy        ServerErrorCode = 5
+	ServiceNotReady     ServerErrorCode = 6
+	// ProducerBlockedQuotaExceededError refuses a producer on a topic
+	// over a producer_request_hold backlog quota.
+	ProducerBlockedQuotaExceededError ServerErrorCode = 7
+	// ProducerBlockedQuotaExceededException refuses a producer on a
+	// topic over a producer_exception backlog quota.
+	ProducerBlockedQuotaExceededException ServerErrorCode = 8
+	ChecksumError                         ServerErrorCode = 9
+	UnsupportedVersionError               ServerErrorCode = 10
+	TopicNotFound                         ServerErrorCode = 11
+	SubscriptionNotFound                  ServerErrorCode = 12
+	ConsumerNotFound                      ServerErrorCode = 13
+	TooManyRequests                       ServerErrorCode = 14
+	ProducerBusy                          ServerErrorCode = 16
+	InvalidTopicName                      ServerErrorCode = 17
+	ConsumerAssignError                   ServerErrorCode = 19
+	NotAllowedError                       ServerErrorCode = 22
 )
 
 // ServerError is an error the broker sends to a client as a protocol error.

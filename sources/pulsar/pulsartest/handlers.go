@@ -37,6 +37,10 @@ func (b *Broker) handleProducer(c *conn, body []byte) bool {
 		c.write(func(o []byte) []byte { return appendProducerSuccess(o, reqID, name) })
 		return true
 	}
+	if code, msg, refused := b.refuseProducerLocked(tn); refused {
+		c.sendError(reqID, code, msg)
+		return true
+	}
 	name := f.str(4)
 	if name == "" {
 		b.nextProdNum++
@@ -132,6 +136,7 @@ func (b *Broker) handleSend(c *conn, body []byte, payload []byte) bool {
 		}
 		return endFrame(o, cmdSendReceipt, fs, bs, nil)
 	})
+	b.enforceSizeQuotaLocked(t)
 	return true
 }
 

@@ -17,6 +17,7 @@ import (
 // what dispatch needs from its metadata.
 type entry struct {
 	data      []byte
+	off       int64 // bytes of the topic's entries before this one
 	nmsgs     int32
 	batched   bool
 	key       []byte // routing key for key-shared: ordering key, else partition key
@@ -36,6 +37,7 @@ type topic struct {
 	subs      map[string]*subscription
 	producers int
 	stalled   bool
+	size      int64 // bytes of every entry stored
 }
 
 // subscription is a cursor over a topic plus the consumers attached to it.
@@ -205,6 +207,8 @@ func (b *Broker) appendLocked(t *topic, data []byte, m entryMeta) uint64 {
 		e.key = noneKey
 	}
 	e.hash = murmur3(e.key)
+	e.off = t.size
+	t.size += int64(len(data))
 	id := uint64(len(t.entries))
 	t.entries = append(t.entries, e)
 	for _, s := range t.subs {
