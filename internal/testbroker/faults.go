@@ -589,3 +589,17 @@ func RefuseProducerIDs(c *kfake.Cluster, pass int32) *atomic.Int32 {
 	})
 	return &n
 }
+
+// OnceInOrder fails t unless got, the values a partition holds, is 0..n-1
+// in order: each stored once, none reordered. what names the records.
+func OnceInOrder(t testing.TB, what string, got []int, n int) {
+	t.Helper()
+	if len(got) != n {
+		t.Fatalf("the partition holds %d %s, want %d (%d duplicates): %v", len(got), what, n, len(got)-n, got)
+	}
+	for i, v := range got {
+		if v != i {
+			t.Fatalf("%s %d of the partition is %d, want %d: %v", what, i, v, i, got)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
+	"github.com/boulevard-go/boulevard/internal/kafkaorder"
 	"github.com/boulevard-go/boulevard/internal/kafkareach"
 	"github.com/boulevard-go/boulevard/internal/liveset"
 	"github.com/boulevard-go/boulevard/internal/redact"
@@ -120,9 +121,13 @@ func NewContext[T any](ctx context.Context, opts Options[T]) (*Backend[T], error
 	return b, nil
 }
 
-// connect makes the backend's client, its admin and its producer.
+// connect makes the backend's client, its admin and its producer. The
+// client and the producer's own take kafkaorder.Producer(b.cfg): one
+// request at a time on each connection, and an idempotent producer where
+// the options allow it.
 func (b *Backend[T]) connect() error {
-	client, err := sarama.NewClient(b.opts.Brokers, b.cfg)
+	cfg := kafkaorder.Producer(b.cfg)
+	client, err := sarama.NewClient(b.opts.Brokers, cfg)
 	if err != nil {
 		return fmt.Errorf("%w: brokers %q: %w", ErrConnect, b.opts.Brokers, b.red.Err(err))
 	}
@@ -131,7 +136,7 @@ func (b *Backend[T]) connect() error {
 		_ = client.Close()
 		return fmt.Errorf("%w: %w", ErrConnect, b.red.Err(err))
 	}
-	prod, err := newProducer(client, b.opts.Brokers, b.cfg, b.opts.PublishBuffer)
+	prod, err := newProducer(client, b.opts.Brokers, cfg, b.opts.PublishBuffer)
 	if err != nil {
 		_ = admin.Close()
 		return fmt.Errorf("%w: %w", ErrConnect, b.red.Err(err))

@@ -14,6 +14,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/kafkaalone"
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
+	"github.com/boulevard-go/boulevard/internal/kafkaorder"
 	"github.com/boulevard-go/boulevard/internal/liveset"
 	"github.com/boulevard-go/boulevard/internal/redact"
 	"github.com/boulevard-go/boulevard/sources/kafka"
@@ -255,8 +256,11 @@ func (b *Backend[T]) MarshalJSON() ([]byte, error) { return json.Marshal(b.Strin
 func kafkaName(name string) string { return kafkatopic.KafkaTopic(topic.Name(name)) }
 
 // connect makes the backend's shared client, its admin, its producer and
-// its single-record producer (with a client of its own).
+// its single-record producer (with a client of its own). Both clients take
+// kafkaorder.Producer(cfg): one request at a time on each connection, and
+// an idempotent producer where cfg allows it.
 func connect(brokers []string, cfg *sarama.Config, red redact.Secrets) (sarama.Client, sarama.ClusterAdmin, sarama.SyncProducer, sarama.SyncProducer, error) {
+	cfg = kafkaorder.Producer(cfg)
 	client, err := sarama.NewClient(brokers, cfg)
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("%w: brokers %q: %w", ErrConnect, brokers, red.Err(err))
@@ -609,7 +613,14 @@ func (b *Backend[T]) sendThrough(p sarama.SyncProducer, msg *sarama.ProducerMess
 	if b.prodClosed || b.stopped.Load() {
 		return topology.ErrClosed
 	}
-	if _, _, err := p.SendMessage(msg); err != nil {
+	_, _, err := p.SendMessage(msg)
+	if errors.Is(err, sarama.ErrOutOfOrderSequenceNumber) {
+		// The broker stored nothing: it has no sequence of the producer's
+		// for the partition (a topic deleted and created again), and the
+		// producer has begun a new epoch, whose sequences start at 0.
+		_, _, err = p.SendMessage(msg)
+	}
+	if err != nil {
 		if errors.Is(err, sarama.ErrMessageSizeTooLarge) {
 			tl := &LetterTooLargeError{Topic: msg.Topic, Size: msg.ByteSize(2), Broker: true}
 			if limit := b.cfg.Producer.MaxMessageBytes; tl.Size > limit {
