@@ -154,7 +154,13 @@ type Options[T any] struct {
 	// ReplicationFactor is the replication factor of the topics the
 	// backend creates. Default 1, at most MaxReplicationFactor (32).
 	ReplicationFactor int16 `name:"replication_factor" validate:"gte=0,lte=32"`
-	// Acks is "all" (default), "leader" or "none"; see AcksAll.
+	// Acks is "all" (default), "leader" or "none"; see AcksAll. The
+	// producing clients send one request at a time on each connection
+	// (Net.MaxOpenRequests 1, whatever Config says), and with "all",
+	// protocol version 0.11 or later and Producer.Retry.Max at least 1 the
+	// producer is idempotent: a batch retried after the broker stored it is
+	// stored once. With "leader" or "none" a retried batch the broker had
+	// stored is stored again.
 	Acks string `validate:"omitempty,oneof=all leader none"`
 	// AdminTimeout bounds each administrative step, even against brokers
 	// that stopped answering: creating or checking a topic, a Subscribe

@@ -105,7 +105,11 @@ type Options[T any] struct {
 	// allocates are bounded (sarama checks only that they are not
 	// negative): ChannelBufferSize at most MaxChannelBufferSize,
 	// Net.MaxOpenRequests at most MaxOpenRequests, Producer.Retry.Max at
-	// most MaxProducerRetries.
+	// most MaxProducerRetries. The producing clients send one request at
+	// a time on each connection (Net.MaxOpenRequests 1, whatever Config
+	// says) and, with Producer.Retry.Max at least 1, are idempotent: a
+	// batch retried after the broker stored it is stored once, so a
+	// partition keeps each key's letters once, in order.
 	Config *sarama.Config `name:"-"`
 	// Codec turns values into record payloads and back. Required.
 	Codec topic.Codec[T] `validate:"required"`
