@@ -111,7 +111,7 @@ func textOf(ctx context.Context, sel string) (string, error) {
 // error included), the lag of the partitions a
 // Kafka topology backend's group readers claim and the letters waiting in
 // the hold partitions its releasers claim, with the error of a partition
-// whose fetches fail, and lists the things whose Stats could not be read
+// whose fetches fail drawn first, and lists the things whose Stats could not be read
 // (/stats' failed) with their errors, as text: markup in an error is
 // shown, not rendered. Skipped when no Chromium is
 // installed.
@@ -192,7 +192,7 @@ func TestDashboardDrawsTopicLinks(t *testing.T) {
 		t.Errorf("Pulsar table row %q, want the billing source with 1 consumer, 42 received, and 8 failed reconnections and 3 abandoned subscribes last", pulsarRow)
 	}
 	for id, want := range map[string]string{"topologies": "settlement 34 25 0 0 0 5 0 4 0 6 0 0 0 3 2 7", "stalls": "settlement-kafka orders-hold-5s 2 17 360",
-		"topologyLag":   "settlement-kafka orders:settlement orders 1 40 100 60 30  settlement-kafka orders:settlement orders 2 9 9 0 0 <b class=injected>fetch</b> denied",
+		"topologyLag":   "settlement-kafka orders:settlement orders 2 9 9 0 0 <b class=injected>fetch</b> denied settlement-kafka orders:settlement orders 1 40 100 60 30 ",
 		"topologyHolds": "settlement-kafka orders-hold-5s 3 12 20 8"} {
 		row, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll("#`+id+` td")].map(td => td.textContent).join(" ")`))
 		if err != nil {
