@@ -6,11 +6,13 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 	"github.com/boulevard-go/boulevard/internal/kafkalimits"
+	"github.com/boulevard-go/boulevard/internal/kafkareach"
 	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
 	"github.com/boulevard-go/boulevard/internal/liveset"
 	"github.com/boulevard-go/boulevard/internal/repeatlog"
@@ -38,7 +40,44 @@ type broadcastReader[T any] struct {
 	// failing alike one run, logged at growing intervals.
 	fails repeatlog.Partitions
 
+	kname string
+	parts []*broadcastPart // one per partition, in the order read
+	// order is the partition of each buffered letter, oldest first
+	// (guarded by the buffer's mu).
+	order []*broadcastPart
+
 	closing liveset.Closing
+}
+
+// broadcastPart is one partition a broadcast reader reads, and how far it
+// is (Backend.Stats).
+type broadcastPart struct {
+	part  int32
+	start int64         // the log end as the reader was made
+	next  *atomic.Int64 // the offset after the last record fetched
+	hw    highWater     // the partition consumer
+
+	// guarded by the buffer's mu:
+	// done is the offset after the last record buffered or skipped
+	// (undecodable, or for a group), start before any.
+	done int64
+	// buffered are the offsets of the partition's buffered letters,
+	// oldest first.
+	buffered []int64
+	// fetchErr is the error of the partition's last failed fetch, at
+	// fetchErrAt; nil once a record of it is fetched.
+	fetchErr   error
+	fetchErrAt time.Time
+}
+
+// position is the offset of the partition's next record not handed out
+// nor skipped: its oldest buffered letter's, or done; the caller holds
+// the buffer's mu.
+func (p *broadcastPart) position() int64 {
+	if len(p.buffered) > 0 {
+		return p.buffered[0]
+	}
+	return p.done
 }
 
 var (
@@ -57,7 +96,14 @@ func newBroadcastReader[T any](b *Backend[T], d *dialing, kname string) (*broadc
 		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.Err(err))
 	}
 	r := &broadcastReader[T]{buffer: newBuffer[T](b.opts.ReadAhead, b.log), reach: rch, b: b, client: client, conns: conns,
-		fails: repeatlog.Partitions{Msg: "kafkatopology: broadcast consumer error", Log: b.log}}
+		fails: repeatlog.Partitions{Msg: "kafkatopology: broadcast consumer error", Log: b.log}, kname: kname}
+	r.taken = func(ls []topology.Letter[T]) {
+		for _, p := range r.order[:len(ls)] {
+			p.buffered = p.buffered[1:]
+		}
+		clear(r.order[:len(ls)])
+		r.order = r.order[len(ls):]
+	}
 	fail := func(err error) (*broadcastReader[T], error) {
 		r.release()
 		return nil, err
@@ -82,7 +128,11 @@ func newBroadcastReader[T any](b *Backend[T], d *dialing, kname string) (*broadc
 		r.pcs = append(r.pcs, pc)
 		next := new(atomic.Int64) // the offset after the last record fetched
 		next.Store(end)
-		r.wg.Go(func() { r.pump(pc, next) })
+		bp := &broadcastPart{part: p, start: end, next: next, hw: pc, done: end}
+		r.mu.Lock()
+		r.parts = append(r.parts, bp)
+		r.mu.Unlock()
+		r.wg.Go(func() { r.pump(pc, bp) })
 		// A fetch error that goes on (the cluster cannot be reached, an ACL
 		// denies READ) is logged when it begins and then at growing
 		// intervals, not once per retry, the partitions failing alike one
@@ -95,6 +145,9 @@ func newBroadcastReader[T any](b *Backend[T], d *dialing, kname string) (*broadc
 					continue
 				}
 				red := r.b.red.Err(cerr)
+				r.mu.Lock()
+				bp.fetchErr, bp.fetchErrAt = red, time.Now()
+				r.mu.Unlock()
 				r.rule.SaramaError(red)
 				r.fails.Fail(context.Background(), cerr.Partition, red, r.b.red.Err(cerr.Err), slog.String("topic", kname))
 			}
@@ -125,29 +178,30 @@ func (r *broadcastReader[T]) failCorrupt(cerr *sarama.ConsumerError, at int64) {
 }
 
 // pump buffers one partition's records until the partition consumer
-// closes (none once the reader failed), and keeps next, the offset after
-// the last record it read.
-func (r *broadcastReader[T]) pump(pc sarama.PartitionConsumer, next *atomic.Int64) {
+// closes (none once the reader failed), and keeps how far it is in bp.
+func (r *broadcastReader[T]) pump(pc sarama.PartitionConsumer, bp *broadcastPart) {
 	// decoding is the record being decoded, nil between records: a Goexit
 	// of the codec ends the goroutine while it is set.
 	var decoding *sarama.ConsumerMessage
 	loop := func() {
 		for rec := range pc.Messages() {
-			next.Store(rec.Offset + 1)
+			bp.next.Store(rec.Offset + 1)
 			r.fails.Fetched(context.Background(), rec.Partition)
 			r.rule.Reading()
 			decoding = rec
 			l, m, err := r.readLetter(r.b, rec)
 			decoding = nil
-			if err != nil {
-				continue
-			}
-			if m.group != "" {
+			if err != nil || m.group != "" {
+				r.skipped(bp, rec.Offset)
 				continue
 			}
 			r.mu.Lock()
+			bp.fetchErr = nil
 			if r.failed == nil && r.waitRoom(nil) {
 				r.items = append(r.items, l)
+				r.order = append(r.order, bp)
+				bp.buffered = append(bp.buffered, rec.Offset)
+				bp.done = rec.Offset + 1
 				notify(r.sig)
 			}
 			r.mu.Unlock()
@@ -164,8 +218,38 @@ func (r *broadcastReader[T]) pump(pc sarama.PartitionConsumer, next *atomic.Int6
 		decoding = nil
 		r.undecodable.Add(1)
 		r.logUndecodable(rec, message.ErrHandlerExited, slog.String("stack", stack))
+		r.skipped(bp, rec.Offset)
 		return true
 	})
+}
+
+// skipped notes that the record of bp at offset off was fetched and not
+// buffered: it does not decode, or is for a group. Once the reader failed,
+// what it fetches is neither buffered nor skipped: its position stays.
+func (r *broadcastReader[T]) skipped(bp *broadcastPart, off int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	bp.fetchErr = nil
+	if r.failed == nil {
+		bp.done = off + 1
+	}
+}
+
+// appendPartitions appends the figures of the partitions the reader reads
+// to out: no group, and as Committed its position, the offset of the
+// next record it has not handed out nor skipped (see PartitionStats).
+func (r *broadcastReader[T]) appendPartitions(out []PartitionStats) []PartitionStats {
+	quiet := max(kafkareach.HeardQuiet, 2*r.b.cfg.Consumer.Retry.Backoff)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.parts {
+		ps := partitionFigures(r.kname, p.part, p.position(), p.start, p.next.Load(), p.hw.HighWaterMarkOffset())
+		if p.fetchErr != nil && time.Since(p.fetchErrAt) < quiet {
+			ps.FetchErr = p.fetchErr
+		}
+		out = append(out, ps)
+	}
+	return out
 }
 
 // Receive implements topology.Reader.

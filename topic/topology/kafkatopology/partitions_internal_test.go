@@ -55,3 +55,19 @@ func TestAPartitionClaimedTwiceAtOneCommitListsTheFurthestFetchFirst(t *testing.
 		}
 	}
 }
+
+// Guarantee: a partition that two broadcast readers read (no group), each
+// all along, lists the one furthest behind first, whichever order they
+// listed it in: the one a collector keeping the first of each exports is
+// the one to alert on.
+func TestAPartitionTwoBroadcastReadersReadListsTheFurthestBehindFirst(t *testing.T) {
+	behind := PartitionStats{Topic: "news", Partition: 0, Committed: 100, Next: 120, HighWater: 200}
+	ahead := behind
+	ahead.Committed, ahead.Next = 150, 150
+	for _, in := range [][]PartitionStats{{behind, ahead}, {ahead, behind}} {
+		sortPartitions(in)
+		if in[0] != behind {
+			t.Errorf("listed %+v first, want the broadcast reader furthest behind, %+v", in[0], behind)
+		}
+	}
+}

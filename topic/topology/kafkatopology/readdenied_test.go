@@ -62,32 +62,31 @@ func partitionOf(b *Backend[msg], kname string) (PartitionStats, bool) {
 // a broadcast reader) whose user an ACL change denies READ on its topic
 // while its session stays up reports itself unable to read at its first
 // refused fetch, with a reason wrapping sarama.ErrTopicAuthorizationFailed
-// and naming the topic, and a group reader's partition figures in Stats
-// say its fetches fail (FetchErr, the same); once READ is granted back it
+// and naming the topic, and its partition figures in Stats say its
+// fetches fail (FetchErr, the same); once READ is granted back it
 // delivers the letter written meanwhile, reports that it reads again, and
 // FetchErr is cleared as that letter is fetched.
 func TestAReaderDeniedReadReportsItselfUnreachedAndItsFetchesFailingUntilGrantedBack(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		tb     *topology.Builder
-		group  bool // listed in Stats().Partitions
 		topic  func(*queues[msg]) string
 		reader func(*testing.T, topology.Queues[msg]) topology.Reader[msg]
 		write  func(*testing.T, topology.Queues[msg], int)
 	}{
-		{"main topic", topology.New("acl-reach").DLQ(), true, func(q *queues[msg]) string { return q.main }, subscribe,
+		{"main topic", topology.New("acl-reach").DLQ(), func(q *queues[msg]) string { return q.main }, subscribe,
 			func(t *testing.T, q topology.Queues[msg], n int) {
 				if err := q.Publish(t.Context(), topology.Letter[msg]{Value: msg{N: n}}); err != nil {
 					t.Fatal(err)
 				}
 			}},
-		{"DLQ", topology.New("acl-reach").DLQ(), true, func(q *queues[msg]) string { return q.dlq }, subscribeDead,
+		{"DLQ", topology.New("acl-reach").DLQ(), func(q *queues[msg]) string { return q.dlq }, subscribeDead,
 			func(t *testing.T, q topology.Queues[msg], n int) {
 				if err := q.DeadLetter(t.Context(), topology.Letter[msg]{Value: msg{N: n}, Death: rejected("acl-reach")}); err != nil {
 					t.Fatal(err)
 				}
 			}},
-		{"broadcast", topology.New("acl-reach").Broadcast(), false, func(q *queues[msg]) string { return q.main }, subscribe,
+		{"broadcast", topology.New("acl-reach").Broadcast(), func(q *queues[msg]) string { return q.main }, subscribe,
 			func(t *testing.T, q topology.Queues[msg], n int) {
 				if err := q.Publish(t.Context(), topology.Letter[msg]{Value: msg{N: n}}); err != nil {
 					t.Fatal(err)
@@ -129,13 +128,11 @@ func TestAReaderDeniedReadReportsItselfUnreachedAndItsFetchesFailingUntilGranted
 			if strings.Contains(err.Error(), k.Password) {
 				t.Fatalf("Degrade(%v) shows the password", err)
 			}
-			if tc.group {
-				wait.For(t, "the partition's figures to say its fetches fail", func() bool {
-					ps, ok := partitionOf(b, kname)
-					return ok && errors.Is(ps.FetchErr, sarama.ErrTopicAuthorizationFailed) &&
-						strings.Contains(ps.FetchErr.Error(), kname)
-				}, state)
-			}
+			wait.For(t, "the partition's figures to say its fetches fail", func() bool {
+				ps, ok := partitionOf(b, kname)
+				return ok && errors.Is(ps.FetchErr, sarama.ErrTopicAuthorizationFailed) &&
+					strings.Contains(ps.FetchErr.Error(), kname)
+			}, state)
 
 			k.Grant(t, kname, sarama.AclOperationRead)
 			l = receiveOne(t, r)
@@ -143,7 +140,7 @@ func TestAReaderDeniedReadReportsItselfUnreachedAndItsFetchesFailingUntilGranted
 				t.Fatalf("delivered letter %d once granted back, want 2", l.Value.N)
 			}
 			// Cleared as the record was fetched, before it was buffered.
-			if ps, _ := partitionOf(b, kname); tc.group && ps.FetchErr != nil {
+			if ps, _ := partitionOf(b, kname); ps.FetchErr != nil {
 				t.Fatalf("FetchErr = %v once a record was fetched, want nil", ps.FetchErr)
 			}
 			if err := r.Settle(t.Context(), &l); err != nil {
@@ -152,7 +149,7 @@ func TestAReaderDeniedReadReportsItselfUnreachedAndItsFetchesFailingUntilGranted
 			wait.For(t, "the reader to report it reads again, and FetchErr cleared", func() bool {
 				err, _ := obs.last()
 				ps, ok := partitionOf(b, kname)
-				return err == nil && (!tc.group || ok && ps.FetchErr == nil)
+				return err == nil && ok && ps.FetchErr == nil
 			}, state)
 		})
 	}

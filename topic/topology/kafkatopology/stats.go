@@ -56,15 +56,18 @@ type Stats struct {
 	SkippedHoldRecords uint64
 	// Partitions are the partitions this backend's group readers claim
 	// right now (the readers of main topics, and of dead-letter topics,
-	// Subscribe and SubscribeDead make), with their lag, ordered by group,
-	// topic and partition; empty while no reader claims any. A partition
-	// two readers claim for a moment of a rebalance is listed twice, the
-	// one furthest ahead (greatest Committed, then Next) first. A broadcast
-	// reader, which reads without a group, and the releasers of hold
-	// topics are not listed: a hold topic's letters wait there until they
-	// are due, so its backlog is the retry rate times the hold's delay by
-	// design, not a sign that the backend falls behind (see Holds); a
-	// releaser that cannot go on is in Stalled.
+	// Subscribe and SubscribeDead make), and those its broadcast readers
+	// read (every partition of the main topic, Group ""), with their lag,
+	// ordered by group, topic and partition; empty while no reader claims
+	// or reads any. A partition two readers of a group claim for a moment
+	// of a rebalance is listed twice, the one furthest ahead (greatest
+	// Committed, then Next) first; a partition that several broadcast
+	// readers read is listed once per reader, the one furthest behind
+	// (least Committed, then Next) first. The releasers of hold topics are
+	// not listed: a hold topic's letters wait there until they are due, so
+	// its backlog is the retry rate times the hold's delay by design, not
+	// a sign that the backend falls behind (see Holds); a releaser that
+	// cannot go on is in Stalled.
 	Partitions []PartitionStats
 	// Holds are the partitions of hold topics this backend's releasers
 	// claim right now, with the letters waiting there to be released,
@@ -112,14 +115,16 @@ type HoldStats struct {
 }
 
 // PartitionStats is one partition a group reader of the backend claims,
-// with its lag read the way the Kafka source's (package sources/kafka)
-// is. Offsets are Kafka offsets: the offset of the next record to read, as
-// Kafka commits them.
+// or a broadcast reader reads, with its lag read the way the Kafka
+// source's (package sources/kafka) is. Offsets are Kafka offsets: the
+// offset of the next record to read, as Kafka commits them.
 type PartitionStats struct {
 	// Topic is the topic's Kafka name, Partition the partition.
 	Topic     string
 	Partition int32
-	// Group is the reader's Kafka consumer group.
+	// Group is the reader's Kafka consumer group; empty for a broadcast
+	// reader, which reads without one (a Kafka consumer group is never
+	// named "").
 	Group string
 	// Committed is the group's committed offset as the claim began (-1
 	// when it had none), then the end of the contiguous prefix of letters
@@ -127,21 +132,28 @@ type PartitionStats struct {
 	// manager commits it within Consumer.Offsets.AutoCommit.Interval (1s
 	// by default) and when the claim ends, and does not tell when the
 	// broker accepted it, so Committed may run ahead of the broker's
-	// offset by that interval.
+	// offset by that interval. A broadcast reader commits nothing: its
+	// Committed is its position, the offset of the next record it has
+	// neither handed out (Receive, TryReceive) nor skipped (a record that
+	// does not decode, or one for a group), the log end as of its
+	// Subscribe before any.
 	Committed int64
 	// Next is the offset of the next record to fetch: the one after the
-	// last record taken from the client, or where the claim started.
+	// last record taken from the client, or where the claim (the
+	// broadcast reader) started.
 	Next int64
 	// HighWater is the partition's high-water mark (the offset the next
 	// produced record gets) as of the latest fetch response; 0 before the
 	// first.
 	HighWater int64
 	// Lag is HighWater − Committed: the records a restart would read
-	// again or for the first time; while the group has no committed
-	// offset (a partition Declare could not commit a start for),
-	// HighWater − the offset the claim started at. FetchLag is
-	// HighWater − Next: the records not yet fetched. Both are 0 while
-	// HighWater is unknown, and never negative.
+	// again or for the first time (a broadcast reader's: the records
+	// published that it has not handed out yet, which a restart would not
+	// deliver at all, a new broadcast reader starting at the log end);
+	// while the group has no committed offset (a partition Declare could
+	// not commit a start for), HighWater − the offset the claim started
+	// at. FetchLag is HighWater − Next: the records not yet fetched. Both
+	// are 0 while HighWater is unknown, and never negative.
 	Lag      int64
 	FetchLag int64
 	// FetchErr is the error of the partition's last failed fetch while
@@ -200,10 +212,15 @@ func (b *Backend[T]) Stats() Stats {
 	for _, r := range b.releasers {
 		rs = append(rs, r)
 	}
-	var grs []*groupReader[T]
+	var prs []interface {
+		appendPartitions([]PartitionStats) []PartitionStats
+	}
 	for c := range b.readers {
-		if r, ok := c.(*groupReader[T]); ok {
-			grs = append(grs, r)
+		switch r := c.(type) {
+		case *groupReader[T]:
+			prs = append(prs, r)
+		case *broadcastReader[T]:
+			prs = append(prs, r)
 		}
 	}
 	b.mu.Unlock()
@@ -214,7 +231,7 @@ func (b *Backend[T]) Stats() Stats {
 	slices.SortFunc(st.Stalled, func(a, b Stall) int {
 		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 	})
-	for _, r := range grs {
+	for _, r := range prs {
 		st.Partitions = r.appendPartitions(st.Partitions)
 	}
 	sortPartitions(st.Partitions)
@@ -228,15 +245,22 @@ func (b *Backend[T]) Stats() Stats {
 }
 
 // sortPartitions orders parts by group, topic and partition, and a
-// partition listed twice (two readers claim it for a moment of a
-// rebalance) the one furthest ahead first: greatest Committed, then Next,
-// then HighWater. The order depends on the figures only, so a collector
-// that keeps the first of each reads the same one whichever reader
-// listed it first.
+// partition of a group listed twice (two readers claim it for a moment of
+// a rebalance) the one furthest ahead first: greatest Committed, then
+// Next, then HighWater; a partition that broadcast readers (Group "")
+// list more than once, each reading it all along, the one furthest behind
+// first: least Committed, then Next, then HighWater. The order depends on
+// the figures only, so a collector that keeps the first of each reads the
+// same one whichever reader listed it first.
 func sortPartitions(parts []PartitionStats) {
 	slices.SortFunc(parts, func(a, b PartitionStats) int {
-		return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition),
-			cmp.Compare(b.Committed, a.Committed), cmp.Compare(b.Next, a.Next), cmp.Compare(b.HighWater, a.HighWater))
+		if c := cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition)); c != 0 {
+			return c
+		}
+		if a.Group == "" {
+			a, b = b, a
+		}
+		return cmp.Or(cmp.Compare(b.Committed, a.Committed), cmp.Compare(b.Next, a.Next), cmp.Compare(b.HighWater, a.HighWater))
 	})
 }
 
