@@ -12,6 +12,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/internal/liveset"
 	"github.com/boulevard-go/boulevard/internal/logburst"
 	"github.com/boulevard-go/boulevard/topic/topology"
@@ -67,7 +68,11 @@ const aheadLogged = time.Second
 // (the group's committed offset as it began, -1: none), where it started,
 // its consumer's high-water mark, and whether it ended (Backend.Stats).
 type claimAt struct {
-	next   atomic.Int64
+	next atomic.Int64
+	// first is the offset of the first record the claim received (-1:
+	// none yet): where a claim that starts at the oldest record (the
+	// group has no committed offset) found the log to start.
+	first  atomic.Int64
 	msgs   <-chan *sarama.ConsumerMessage
 	marked atomic.Int64
 	start  int64
@@ -207,6 +212,7 @@ func (r *releaser[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.C
 	at := &claimAt{msgs: gc.Messages(), start: gc.InitialOffset(), hw: gc}
 	at.next.Store(max(gc.InitialOffset(), -1))
 	at.marked.Store(max(gc.InitialOffset(), -1))
+	at.first.Store(-1)
 	r.atMu.Lock()
 	r.at[gc.Partition()] = at
 	r.atMu.Unlock()
@@ -276,6 +282,7 @@ func (r *releaser[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.C
 // received notes that the claim received rec.
 func (r *releaser[T]) received(at *claimAt, rec *sarama.ConsumerMessage) {
 	at.next.Store(rec.Offset + 1)
+	at.first.CompareAndSwap(-1, rec.Offset)
 	r.stalls.fetched(rec.Partition, rec.Offset)
 }
 
@@ -376,7 +383,11 @@ func (r *releaser[T]) appendHolds(out []HoldStats) []HoldStats {
 		if at.ended.Load() {
 			continue
 		}
-		ps := partitionFigures(r.topic, p, at.marked.Load(), at.start, at.next.Load(),
+		start := at.start
+		if first := at.first.Load(); start == kafkaoffset.StartOldest && first >= 0 {
+			start = first // the records below it were deleted
+		}
+		ps := partitionFigures(r.topic, p, at.marked.Load(), start, at.next.Load(),
 			max(at.hw.HighWaterMarkOffset(), r.b.holdEnds.end(r.topic, p)))
 		out = append(out, HoldStats{Topic: ps.Topic, Partition: ps.Partition, Committed: ps.Committed,
 			Next: ps.Next, HighWater: ps.HighWater, Waiting: ps.Lag})

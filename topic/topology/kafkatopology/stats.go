@@ -108,9 +108,10 @@ type HoldStats struct {
 	// Waiting is HighWater − Committed: the letters held in the partition
 	// and not yet released, the one being released included; while the
 	// group has no committed offset (a hold group starts at the oldest
-	// record), the high-water mark itself, which counts the records
-	// retention already deleted too, until the first letter is released.
-	// It is 0 while HighWater is unknown, and never negative.
+	// record), HighWater − the offset of the first record the releaser
+	// took, where the log starts (the records retention deleted do not
+	// count), and the high-water mark itself before it took one. It is 0
+	// while HighWater is unknown, and never negative.
 	Waiting int64
 }
 
