@@ -9,10 +9,12 @@
 package repeatlog
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -217,35 +219,83 @@ func (r *run) logEnd(ctx context.Context, log *slog.Logger) {
 	log.LogAttrs(ctx, slog.LevelInfo, r.ended, attrs...)
 }
 
-// Partitions are the runs of fetch errors of a Kafka consumer's
-// partitions, a run per cause: the partitions whose fetches fail with
-// causes of one text, as when the cluster is out of reach or an ACL
-// denies READ on the topic, share one run, logged as one line when it
-// begins, not one per partition, its repeats at the intervals of Gaps,
-// and one INFO line when the last of its partitions delivers a record.
-// Set Msg and Log before the first failure. The zero value is otherwise
-// ready, and safe for concurrent use.
-type Partitions struct {
+// Partition names a partition a consumer fetches: its number, for a
+// consumer of one topic, or a TopicPartition, for one of several.
+type Partition interface{ int32 | TopicPartition }
+
+// TopicPartition is a partition of a consumer that reads several topics.
+type TopicPartition struct {
+	Topic string
+	Part  int32
+}
+
+// String is "topic/partition", as the repeats of a run list it.
+func (p TopicPartition) String() string { return p.Topic + "/" + strconv.Itoa(int(p.Part)) }
+
+// split is the topic ("" for a consumer of one topic) and the number of p.
+func split[P Partition](p P) (string, int32) {
+	switch p := any(p).(type) {
+	case TopicPartition:
+		return p.Topic, p.Part
+	case int32:
+		return "", p
+	}
+	panic("unreachable")
+}
+
+// comparePartitions orders partitions by topic, then by number.
+func comparePartitions[P Partition](a, b P) int {
+	at, ap := split(a)
+	bt, bp := split(b)
+	if c := cmp.Compare(at, bt); c != 0 {
+		return c
+	}
+	return cmp.Compare(ap, bp)
+}
+
+// Partitions are the runs of fetch errors of a Kafka consumer of one
+// topic's partitions; see Fetches.
+type Partitions = Fetches[int32]
+
+// Fetches are the runs of fetch errors of a Kafka consumer's partitions,
+// a run per cause: the partitions whose fetches fail with causes of one
+// text (and, for a consumer of several topics, on one topic), as when the
+// cluster is out of reach or an ACL denies READ on the topic, share one
+// run, logged as one line when it begins, not one per partition, its
+// repeats at the intervals of Gaps, and one INFO line when the last of
+// its partitions delivers a record. Set Msg, Log and Switch before the
+// first failure. The zero value is otherwise ready, and safe for
+// concurrent use.
+type Fetches[P Partition] struct {
 	// Msg is the message of the runs' WARN lines: their first lines',
 	// followed by StillSuffix of their repeats', and followed by " ended"
 	// of the INFO lines that end them.
 	Msg string
 	// Log is where the lines go; nil means slog.Default().
 	Log *slog.Logger
+	// Switch, when set, takes a partition that fails with a cause of
+	// another text than its run's out of that run (which ends, with its
+	// INFO line, when it was its last partition) into the run of the new
+	// text, which it begins or joins; unset, the partition stays in its
+	// run until it delivers a record.
+	Switch bool
 
 	n     atomic.Int32 // len(of): Fetched reads it without the lock
 	mu    sync.Mutex
-	of    map[int32]*partsRun  // by partition
-	alike map[string]*partsRun // by the text of the cause
+	of    map[P]*partsRun[P]        // by partition
+	alike map[alikeKey]*partsRun[P] // by the topic and the text of the cause
 }
+
+// alikeKey is what the partitions of one run share.
+type alikeKey struct{ topic, cause string }
 
 // partsRun is a run of fetch errors shared by the partitions failing
 // alike.
-type partsRun struct {
+type partsRun[P Partition] struct {
 	run
-	cause   string
-	failing map[int32]struct{} // its partitions that have not delivered since
-	parts   int                // the partitions it had
+	key     alikeKey
+	failing map[P]struct{} // its partitions that have not delivered since
+	parts   int            // the partitions it had
 }
 
 // PartitionsKey names the partitions of a run of fetch errors on the
@@ -254,7 +304,7 @@ type partsRun struct {
 // its end line counts those it had.
 const PartitionsKey = "partitions"
 
-func (ps *Partitions) logger() *slog.Logger {
+func (ps *Fetches[P]) logger() *slog.Logger {
 	if ps.Log == nil {
 		return slog.Default()
 	}
@@ -264,27 +314,28 @@ func (ps *Partitions) logger() *slog.Logger {
 // Fail counts err, a fetch error of partition part, logged at WARN with
 // Msg when due. cause is what the partition failed with, without naming
 // the partition (a sarama.ConsumerError's Err; nil means err): the
-// partitions whose causes have the same text fail alike and share one
-// run. Its first line carries attrs, the partition and err of the failure
-// that began it; its repeats attrs, the partitions failing
-// (PartitionsKey), cause, SinceKey and FailuresKey, the failures of all
-// of them. A partition stays in its run, whatever it fails with next,
-// until it delivers a record (Fetched); one failing with a cause of
-// another text while in no run goes on begins, or joins, the run of that
-// text.
-func (ps *Partitions) Fail(ctx context.Context, part int32, err, cause error, attrs ...slog.Attr) {
+// partitions (of one topic) whose causes have the same text fail alike
+// and share one run. Its first line carries attrs, the partition (and
+// its topic) and err of the failure that began it; its repeats attrs,
+// the topic, the partitions failing (PartitionsKey), cause, SinceKey and
+// FailuresKey, the failures of all of them. A partition stays in its
+// run, whatever it fails with next (unless Switch), until it delivers a
+// record (Fetched); one failing with a cause of another text while in no
+// run goes on begins, or joins, the run of that text.
+func (ps *Fetches[P]) Fail(ctx context.Context, part P, err, cause error, attrs ...slog.Attr) {
 	if cause == nil {
 		cause = err
 	}
-	text := cause.Error()
+	topic, num := split(part)
+	key := alikeKey{topic, cause.Error()}
 	now := time.Now()
 	ps.mu.Lock()
 	r := ps.of[part]
-	if r != nil && now.Sub(r.last) >= Quiet {
+	if r != nil && (now.Sub(r.last) >= Quiet || ps.Switch && r.key != key) {
 		r = nil
 	}
 	if r == nil {
-		r = ps.alike[text]
+		r = ps.alike[key]
 		if r != nil && now.Sub(r.last) >= Quiet {
 			r = nil
 		}
@@ -293,9 +344,9 @@ func (ps *Partitions) Fail(ctx context.Context, part int32, err, cause error, at
 	if begins {
 		// Runs idle for Quiet are forgotten, without their end lines:
 		// their partitions' next failures begin a run again.
-		for t, or := range ps.alike {
+		for k, or := range ps.alike {
 			if now.Sub(or.last) >= Quiet {
-				delete(ps.alike, t)
+				delete(ps.alike, k)
 			}
 		}
 		for p, or := range ps.of {
@@ -304,16 +355,21 @@ func (ps *Partitions) Fail(ctx context.Context, part int32, err, cause error, at
 			}
 		}
 		if ps.alike == nil {
-			ps.alike, ps.of = map[string]*partsRun{}, map[int32]*partsRun{}
+			ps.alike, ps.of = map[alikeKey]*partsRun[P]{}, map[P]*partsRun[P]{}
 		}
-		r = &partsRun{run: run{since: now, ended: ps.Msg + " ended",
-			attrs: append(attrs, slog.Int("partition", int(part)), slog.Any("error", err))},
-			cause: text, failing: map[int32]struct{}{}}
-		ps.alike[text] = r
+		first := attrs
+		if topic != "" {
+			first = append(first[:len(first):len(first)], slog.String("topic", topic))
+		}
+		r = &partsRun[P]{run: run{since: now, ended: ps.Msg + " ended",
+			attrs: append(first, slog.Int("partition", int(num)), slog.Any("error", err))},
+			key: key, failing: map[P]struct{}{}}
+		ps.alike[key] = r
 	}
+	var left *partsRun[P] // a run its last partition left for another
 	if old := ps.of[part]; old != r {
-		if old != nil {
-			old.leave(ps, part)
+		if old != nil && old.leave(ps, part) && old.key != key && now.Sub(old.last) < Quiet {
+			left = old
 		}
 		ps.of[part] = r
 		r.failing[part] = struct{}{}
@@ -325,10 +381,17 @@ func (ps *Partitions) Fail(ctx context.Context, part int32, err, cause error, at
 	due := r.gaps.Due(now)
 	var line []slog.Attr
 	if due && !begins {
-		line = append(attrs[:len(attrs):len(attrs)], r.listed(), slog.Any("error", cause),
+		line = attrs[:len(attrs):len(attrs)]
+		if topic != "" {
+			line = append(line, slog.String("topic", topic))
+		}
+		line = append(line, r.listed(), slog.Any("error", cause),
 			slog.Time(SinceKey, r.since), slog.Int(FailuresKey, r.failures))
 	}
 	ps.mu.Unlock()
+	if left != nil {
+		left.logEnd(ctx, ps.logger())
+	}
 	switch {
 	case !due:
 	case begins:
@@ -340,26 +403,26 @@ func (ps *Partitions) Fail(ctx context.Context, part int32, err, cause error, at
 
 // leave takes part out of r, the lock held, and reports whether r has no
 // partition left, then forgotten.
-func (r *partsRun) leave(ps *Partitions, part int32) bool {
+func (r *partsRun[P]) leave(ps *Fetches[P], part P) bool {
 	delete(r.failing, part)
 	if len(r.failing) > 0 {
 		return false
 	}
-	if ps.alike[r.cause] == r {
-		delete(ps.alike, r.cause)
+	if ps.alike[r.key] == r {
+		delete(ps.alike, r.key)
 	}
 	return true
 }
 
 // listed is the attribute naming r's partitions failing, in order.
-func (r *partsRun) listed() slog.Attr {
-	parts := slices.Sorted(maps.Keys(r.failing))
+func (r *partsRun[P]) listed() slog.Attr {
+	parts := slices.SortedFunc(maps.Keys(r.failing), comparePartitions[P])
 	return logattr.List(PartitionsKey, parts)
 }
 
 // logEnd logs r's end line: the attributes of its first failure, SinceKey,
 // FailuresKey and the count of the partitions it had.
-func (r *partsRun) logEnd(ctx context.Context, log *slog.Logger) {
+func (r *partsRun[P]) logEnd(ctx context.Context, log *slog.Logger) {
 	attrs := append(r.attrs[:len(r.attrs):len(r.attrs)], slog.Time(SinceKey, r.since), slog.Int(FailuresKey, r.failures),
 		slog.Int(PartitionsKey+logattr.CountEnding, r.parts))
 	log.LogAttrs(ctx, slog.LevelInfo, r.ended, attrs...)
@@ -369,7 +432,7 @@ func (r *partsRun) logEnd(ctx context.Context, log *slog.Logger) {
 // delivered a record. The run ends, with its INFO line, when it was the
 // last of the run's partitions. It costs an atomic load when no run goes
 // on.
-func (ps *Partitions) Fetched(ctx context.Context, part int32) {
+func (ps *Fetches[P]) Fetched(ctx context.Context, part P) {
 	if ps.n.Load() == 0 {
 		return
 	}
@@ -389,12 +452,12 @@ func (ps *Partitions) Fetched(ctx context.Context, part int32) {
 
 // EndAll ends every run, each with its INFO line, however many of its
 // partitions have not delivered a record since.
-func (ps *Partitions) EndAll(ctx context.Context) {
+func (ps *Fetches[P]) EndAll(ctx context.Context) {
 	if ps.n.Load() == 0 {
 		return
 	}
 	ps.mu.Lock()
-	ended := make(map[*partsRun]struct{}, len(ps.alike))
+	ended := make(map[*partsRun[P]]struct{}, len(ps.alike))
 	for _, r := range ps.of {
 		ended[r] = struct{}{}
 	}

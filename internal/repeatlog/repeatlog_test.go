@@ -299,3 +299,77 @@ func TestASessionStartingEndsPartitionsFailingAlikeWithOneLine(t *testing.T) {
 		t.Fatalf("8 partitions failing alike and a session starting logged %d lines, want 2:\n%s", n, strings.Join(lines.All(), ""))
 	}
 }
+
+// Guarantee: partitions of several topics whose fetches fail with causes
+// of one text share a run per topic, not across topics: one WARN line
+// each, naming the topic and the first partition; their repeats name the
+// topic and list its partitions as "topic/partition"; each run ends with
+// one INFO line when the last of its partitions delivers a record.
+func TestPartitionsOfSeveralTopicsFailingAlikeAreARunPerTopic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var lines logtest.Lines
+		fs := &repeatlog.Fetches[repeatlog.TopicPartition]{Msg: "pkg: fetch failed", Log: slog.New(slog.NewTextHandler(&lines, nil))}
+		ctx := context.Background()
+		fail := func() {
+			for _, topic := range []string{"orders", "payments"} {
+				for p := range int32(3) {
+					fs.Fail(ctx, repeatlog.TopicPartition{Topic: topic, Part: p}, errDown, nil)
+				}
+			}
+		}
+		for range 60 {
+			fail()
+			time.Sleep(time.Second)
+		}
+		got := lines.All()
+		if len(got) != 2 || !strings.Contains(got[0], "topic=orders partition=0 ") || !strings.Contains(got[1], "topic=payments partition=0 ") {
+			t.Fatalf("3 partitions of each of 2 topics failing alike for a minute logged:\n%s\nwant one line per topic", strings.Join(got, ""))
+		}
+		fail()
+		got = lines.All()
+		if len(got) != 4 || !strings.Contains(got[2], `msg="pkg: fetch failed (still)" topic=orders partitions="[orders/0 orders/1 orders/2]" partitions_count=3 `) ||
+			!strings.Contains(got[3], `topic=payments partitions="[payments/0 payments/1 payments/2]"`) {
+			t.Fatalf("the repeats due logged:\n%s\nwant one per topic, listing its partitions", strings.Join(got[2:], ""))
+		}
+		for p := range int32(3) {
+			fs.Fetched(ctx, repeatlog.TopicPartition{Topic: "orders", Part: p})
+		}
+		got = lines.All()
+		if len(got) != 5 || !strings.Contains(got[4], `level=INFO msg="pkg: fetch failed ended" topic=orders partition=0 `) ||
+			!strings.Contains(got[4], "partitions_count=3") {
+			t.Fatalf("the partitions of orders fetching again logged %q, want one INFO line ending the run of orders", got[4:])
+		}
+		fs.EndAll(ctx)
+		if got = lines.All(); len(got) != 6 || !strings.Contains(got[5], "level=INFO") || !strings.Contains(got[5], "topic=payments") {
+			t.Fatalf("EndAll logged %q, want one INFO line ending the run of payments", got[5:])
+		}
+	})
+}
+
+// Guarantee: with Switch, a partition failing with a cause of another
+// text than its run's begins the run of that text, logged at once; the
+// run it left ends with its INFO line when it was its last partition.
+// Without Switch, it stays in its run, and nothing is logged.
+func TestSwitchMovesAPartitionFailingOtherwiseToTheRunOfItsNewCause(t *testing.T) {
+	for _, sw := range []bool{true, false} {
+		var lines logtest.Lines
+		fs := &repeatlog.Partitions{Msg: "pkg: fetch failed", Log: slog.New(slog.NewTextHandler(&lines, nil)), Switch: sw}
+		ctx := context.Background()
+		fs.Fail(ctx, 0, errDown, nil)
+		fs.Fail(ctx, 1, errDown, nil)
+		fs.Fail(ctx, 0, errors.New("other"), nil)
+		fs.Fail(ctx, 1, errors.New("other"), nil)
+		got := lines.All()
+		want := 1
+		if sw {
+			want = 3
+		}
+		if len(got) != want {
+			t.Fatalf("Switch %v: two partitions failing alike, then otherwise, logged:\n%s\nwant %d lines", sw, strings.Join(got, ""), want)
+		}
+		if sw && (!strings.Contains(got[1], "level=WARN") || !strings.Contains(got[1], "error=other") ||
+			!strings.Contains(got[2], "level=INFO") || !strings.Contains(got[2], "partitions_count=2")) {
+			t.Fatalf("Switch: the partitions failing otherwise logged:\n%s\nwant the new cause's WARN line, then the old run's INFO end", strings.Join(got[1:], ""))
+		}
+	}
+}
