@@ -4,7 +4,8 @@
 // reached: a run of such failures is logged when it begins, then once
 // First after that, each later line twice as long after the one before,
 // up to Max apart, with the count of failures so far, and once at INFO
-// when it ends. The Kafka topic and topology backends share it, and so
+// when it ends. The Kafka topic and topology backends share it, so do the
+// Kafka sources (their members' failed fetches), and so
 // does sources/pulsar's adapter of pulsar-client-go's logs.
 package repeatlog
 

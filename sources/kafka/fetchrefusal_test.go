@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -235,4 +236,38 @@ func TestTwoPartitionsRefusedAtOnceFailTheMemberOnce(t *testing.T) {
 	if n := logs.Count(slog.LevelError, refused); n > 2 {
 		t.Errorf("%d ERROR lines for the refusal of 2 partitions, want at most one a partition", n)
 	}
+}
+
+// Guarantee: fetches of many partitions failing alike while the cluster
+// answers them with a passing error, with either client, are one WARN
+// line, not one per partition nor per fetch; once the partitions fetch
+// records again, one INFO line ends the run, counting its partitions.
+func TestFetchesFailingOnManyPartitionsLogOneWarningAndOneEndOnceTheyFetchAgain(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl client) {
+		const parts = 16
+		c := newCluster(t, parts, kfake.NumBrokers(1))
+		ends := produce(t, c, parts, 0, 4*parts)
+		faults := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: testTopic, Err: kerr.UnknownServerError, Count: -1})
+		t.Cleanup(faults.Remove)
+		var lines logtest.Lines
+		o := sourceOptions(c, "g-fetch-outage")
+		o.Logger = slog.New(slog.NewTextHandler(&lines, nil))
+		l := newLedger()
+		done := runOnceInto(t, "fetch-outage", cl.new(t, o), l)
+		wait.Within(t, 30*time.Second, "fetches refused again and again", func() bool { return faults.Hits() >= 5 })
+		faults.Remove()
+		wait.Within(t, 30*time.Second, "every record once the fetches are answered", func() bool { return l.covers(ends) })
+		ended := `msg="kafka consumer error ended"`
+		wait.Within(t, 10*time.Second, "the run of failed fetches ended", func() bool { return lines.Count(ended) > 0 })
+		expectRunning(t, done, "after fetches refused with a passing error")
+		if warns := lines.Matching(`msg="kafka consumer error`); len(warns) != 2 || !strings.Contains(warns[0], "level=WARN") {
+			t.Fatalf("fetches of %d partitions refused %d times logged:\n%s\nwant one WARN line and its end", parts, faults.Hits(), strings.Join(warns, ""))
+		}
+		end := lines.Matching(ended)[0]
+		for _, want := range []string{"level=INFO", " topic=" + testTopic + " ", fmt.Sprintf(" partitions_count=%d", parts), " error="} {
+			if !strings.Contains(end, want) {
+				t.Errorf("the end line lacks %q: %s", want, end)
+			}
+		}
+	})
 }

@@ -610,6 +610,7 @@ func (r *reader) run() {
 				msg = r.q.Last()
 			}
 			p.m.reach.Reading()
+			p.m.cm.FetchedAgain(p.Topic, p.Part)
 			p.Next.Store(msg.Offset + 1)
 		case <-stallC:
 			armed = false

@@ -617,13 +617,12 @@ func (m *member) noteSessionFailed(err error) { m.reach.SaramaSessionFailed(m.sr
 // Consumer.Group.ResetInvalidOffsets is false (outOfRange): sarama's
 // claim of that partition cannot open (or its consumer stopped), and
 // every session would end alike. Any other error
-// is logged at WARN, a claim's fetch errors once per run of failures of
-// its partition (claim.FailureRuns: the first, one with another message,
-// or one after the claim took records in since the last), as sarama
-// fetches again after each. Between two sessions it answers loop's
+// is logged at WARN, a claim's fetch errors as runs of failures
+// (claim.Member.FetchFailed: one line when a run begins, repeats at
+// growing intervals, one INFO line when its partitions read again), as
+// sarama fetches again after each. Between two sessions it answers loop's
 // seenErrors once it has handled every error queued.
 func (m *member) logErrors() {
-	var runs claim.FailureRuns[topicPart]
 	errs := m.group.Errors()
 	for {
 		select {
@@ -631,7 +630,7 @@ func (m *member) logErrors() {
 			if !ok {
 				return
 			}
-			m.handleError(&runs, err)
+			m.handleError(err)
 		case seen := <-m.errsSeen:
 			for queued := true; queued; {
 				select {
@@ -640,7 +639,7 @@ func (m *member) logErrors() {
 						close(seen)
 						return
 					}
-					m.handleError(&runs, err)
+					m.handleError(err)
 				default:
 					queued = false
 				}
@@ -670,7 +669,7 @@ func (m *member) seenErrors() {
 }
 
 // handleError is logErrors' handling of err, one of the group's errors.
-func (m *member) handleError(runs *claim.FailureRuns[topicPart], err error) {
+func (m *member) handleError(err error) {
 	ce, ok := err.(*sarama.ConsumerError)
 	if ok && ce.Topic != "" && fetchRefused(ce) {
 		// The member fails, which says more than a degrade would.
@@ -700,9 +699,7 @@ func (m *member) handleError(runs *claim.FailureRuns[topicPart], err error) {
 		})
 		return
 	}
-	if runs.Log(topicPart{ce.Topic, ce.Partition}, ce, m.fetchedTo(ce.Topic, ce.Partition)) {
-		m.cm.FetchFailed(ce.Topic, ce.Partition, flat(ce.Err), slog.Any("error", flat(err)))
-	}
+	m.cm.FetchFailed(ce.Topic, ce.Partition, flat(ce.Err))
 }
 
 // failCorrupt fails the member with ErrCorruptBatch for err, a fetch of

@@ -165,8 +165,10 @@ func runFailsNamingTheTopic(t *testing.T, done <-chan error, book logBook) {
 // Guarantee: a topic of many partitions (BOULEVARD_SCALE_PARTITIONS, 256
 // by default) deleted under a running source logs as many WARN lines as
 // one of few partitions would, with either client: the partitions' fetches
-// failing alike are one line for the first and one naming the topic and
-// counting the others, not one per partition.
+// failing alike are one line for the first, not one per partition, its
+// repeats, if any, name the topic and count the partitions, and as the
+// member closes one INFO line ends the run, naming the topic and counting
+// the partitions.
 func TestATopicOfManyPartitionsDeletedUnderASourceLogsBoundedWarnings(t *testing.T) {
 	parts := scalePartitions(256)
 	eachClient(t, func(t *testing.T, cl client) {
@@ -191,10 +193,20 @@ func TestATopicOfManyPartitionsDeletedUnderASourceLogsBoundedWarnings(t *testing
 				len(warns), parts, strings.Join(texts[:min(10, len(texts))], "\n"))
 		}
 		for _, r := range warns {
-			if r.Msg == "kafka consumer error (held back since the last line)" &&
+			if r.Msg == "kafka consumer error (still)" &&
 				(!strings.Contains(r.Text, " topic="+testTopic+" ") || !strings.Contains(r.Text, " partitions_count=")) {
-				t.Errorf("the line of the partitions held back names no topic or count: %s", r.Text)
+				t.Errorf("the repeat of the partitions' failed fetches names no topic or count: %s", r.Text)
 			}
+		}
+		ended := book.find(func(r logRecord) bool { return r.Msg == "kafka consumer error ended" })
+		if len(ended) != 1 || ended[0].Level != slog.LevelInfo || !strings.Contains(ended[0].Text, " topic="+testTopic+" ") ||
+			!strings.Contains(ended[0].Text, " partitions_count=") {
+			var texts []string
+			for _, r := range ended {
+				texts = append(texts, r.Text)
+			}
+			t.Errorf("the partitions' failed fetches ended with %d lines, want one INFO line naming the topic and counting the partitions:\n%s",
+				len(ended), strings.Join(texts, "\n"))
 		}
 	})
 }

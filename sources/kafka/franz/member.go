@@ -72,9 +72,6 @@ type member struct {
 	stopped   chan struct{} // closed when the member closes: the commit loop ends
 	wg        sync.WaitGroup
 
-	// fetchFailures picks which failed fetches the poll loop logs (one
-	// line per run of failures of a partition); the poll loop's own.
-	fetchFailures claim.FailureRuns[topicPartition]
 	// groupRefusals picks which joins refused for the group's strategies
 	// the poll loop logs at WARN (the first of a run, until records come
 	// in); the poll loop's own.
@@ -386,9 +383,7 @@ func (m *member) poll() {
 				}
 				return
 			}
-			if m.fetchFailures.Log(topicPartition{topic, part}, err, m.pushes(topic, part)) {
-				m.cm.FetchFailed(topic, part, claim.Flat(err), slog.String("topic", topic), slog.Int("partition", int(part)), slog.Any("error", claim.Flat(err)))
-			}
+			m.cm.FetchFailed(topic, part, claim.Flat(err))
 		})
 		if refused != nil {
 			m.log.Error("kafka fetch refused; the member fails", slog.Any("error", refused))
@@ -417,6 +412,7 @@ func (m *member) poll() {
 				return
 			}
 			got = true
+			m.cm.FetchedAgain(ftp.Topic, ftp.Partition)
 			m.mu.Lock()
 			p := m.parts[topicPartition{ftp.Topic, ftp.Partition}]
 			m.mu.Unlock()
@@ -530,19 +526,6 @@ func (m *member) fetchOffset(topic string, part int32) int64 {
 		return -1
 	}
 	return p.Next.Load()
-}
-
-// pushes is the count of hand-overs of topic/part's claim (-1 when the
-// member claims no such partition): a run of failed fetches that it
-// interrupts is logged again (claim.FailureRuns).
-func (m *member) pushes(topic string, part int32) int64 {
-	m.mu.Lock()
-	p := m.parts[topicPartition{topic, part}]
-	m.mu.Unlock()
-	if p == nil {
-		return -1
-	}
-	return int64(p.pushed.Load())
 }
 
 // assigned is the client's OnPartitionsAssigned: each partition becomes a

@@ -100,3 +100,14 @@ func BenchmarkMemberStats(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFetchedAgainWithoutARun is what each record fetched costs a
+// member while none of its fetches fails: the check that no run of
+// failed fetches goes on.
+func BenchmarkFetchedAgainWithoutARun(b *testing.B) {
+	m := NewMember("g", "s", nil, false)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		m.FetchedAgain("events", int32(i&7))
+	}
+}

@@ -7,48 +7,125 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/boulevard-go/boulevard/internal/logattr"
+	"github.com/boulevard-go/boulevard/internal/repeatlog"
 )
 
-// Guarantee: runs of failed fetches that start alike (one topic, one
-// error) on thousands of partitions, as when the topic is deleted or its
-// broker goes away, are one WARN line for the first partition and, as the
-// member closes (FlushLogs), one more naming the topic, the first
-// logattr.MaxListed of the others and counting them all, at most maxLine
-// bytes; another error, or another topic, has its own line.
+// fetchLines returns buf's lines.
+func fetchLines(buf *bytes.Buffer) []string {
+	return strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+}
+
+// Guarantee: failed fetches that begin alike (one topic, one error) on
+// thousands of partitions, as when the topic is deleted or its broker
+// goes away, are one WARN line naming the topic, the first partition and
+// the error, whatever their count; its repeat, repeatlog.First after it,
+// says "(still)", names the topic, the first logattr.MaxListed of the
+// partitions and counts them all, at most maxLine bytes; another error,
+// or another topic, has its own line.
 func TestFetchFailuresAlikeOnManyPartitionsAreOneLineAndACount(t *testing.T) {
-	const parts = 4000
+	synctest.Test(t, func(t *testing.T) {
+		const parts = 4000
+		var buf bytes.Buffer
+		m := NewMember("g", "s", slog.New(slog.NewTextHandler(&buf, nil)), false)
+		gone := errors.New("UNKNOWN_TOPIC_ID: This server does not host this topic ID.")
+		for range 3 { // the client fetches again after each failure
+			for p := range int32(parts) {
+				m.FetchFailed("events", p, gone)
+			}
+		}
+		m.FetchFailed("events", 7, errors.New("another"))
+		m.FetchFailed("other", 0, gone)
+		lines := fetchLines(&buf)
+		if len(lines) != 3 {
+			t.Fatalf("%d partitions failing alike, then two others, logged %d lines, want 3:\n%s", parts, len(lines), strings.Join(lines, "\n"))
+		}
+		for i, want := range []string{"topic=events partition=0 error=", "topic=events partition=7 error=another", "topic=other partition=0 error="} {
+			if !strings.Contains(lines[i], "level=WARN") || !strings.Contains(lines[i], want) {
+				t.Fatalf("line %d is %q, want a WARN line with %q", i, lines[i], want)
+			}
+		}
+		time.Sleep(repeatlog.First - time.Second) // fetched again, failing, within repeatlog.Quiet
+		m.FetchFailed("events", 2, gone)
+		time.Sleep(time.Second)
+		m.FetchFailed("events", 1, gone)
+		lines = fetchLines(&buf)
+		if len(lines) != 4 {
+			t.Fatalf("a failure %v on logged %d lines, want a repeat:\n%s", repeatlog.First, len(lines)-3, strings.Join(lines[3:], "\n"))
+		}
+		still := lines[3]
+		for _, want := range []string{`msg="kafka consumer error (still)"`, " topic=events ",
+			fmt.Sprintf(" partitions_count=%d ", parts-1), fmt.Sprintf(" failures=%d", 3*parts+2), "UNKNOWN_TOPIC_ID"} {
+			if !strings.Contains(still, want) {
+				t.Errorf("the repeat lacks %q: %.400q", want, still)
+			}
+		}
+		if n := strings.Count(still, "events/"); n != logattr.MaxListed {
+			t.Errorf("the repeat names %d partitions, want %d: %.400q", n, logattr.MaxListed, still)
+		}
+		if len(still) > maxLine {
+			t.Errorf("the repeat is %d bytes, want at most %d", len(still), maxLine)
+		}
+	})
+}
+
+// Guarantee: a run of failed fetches over many partitions ends with one
+// INFO line, naming the topic, the first partition and the error, and
+// counting the partitions, when the last of them fetches records again,
+// none before; a partition fetching again after its run ended, or the
+// member closing then, logs nothing; the member closing ends the runs
+// still going on, each with its INFO line.
+func TestFetchFailuresEndWithOneLineWhenTheirPartitionsFetchAgainOrTheMemberCloses(t *testing.T) {
+	const parts = 300
 	var buf bytes.Buffer
 	m := NewMember("g", "s", slog.New(slog.NewTextHandler(&buf, nil)), false)
-	gone := errors.New("UNKNOWN_TOPIC_ID: This server does not host this topic ID.")
+	down := errors.New("kafka: client has run out of available brokers to talk to: EOF")
 	for p := range int32(parts) {
-		m.FetchFailed("events", p, gone, slog.String("topic", "events"), slog.Int("partition", int(p)), slog.Any("error", gone))
+		m.FetchFailed("events", p, down)
+		m.FetchFailed("events", p, down)
 	}
-	another := errors.New("another")
-	m.FetchFailed("events", 7, another, slog.String("topic", "events"), slog.Int("partition", 7), slog.Any("error", another))
-	m.FetchFailed("other", 0, gone, slog.String("topic", "other"), slog.Int("partition", 0))
-	before := strings.Count(buf.String(), "\n")
-	m.FlushLogs()
-	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
-	if before != 3 || len(lines) != 4 {
-		t.Fatalf("%d partitions failing alike, then two others, logged %d lines, and %d more as the member closed, want 3 and 1:\n%s",
-			parts, before, len(lines)-before, strings.Join(lines, "\n"))
+	m.FetchFailed("other", 3, down)
+	for p := range int32(parts - 1) {
+		m.FetchedAgain("events", p)
 	}
-	if !strings.Contains(lines[0], "partition=0 ") || !strings.Contains(lines[1], "error=another") || !strings.Contains(lines[2], "topic=other") {
-		t.Fatalf("the lines logged at once are not the first partition's, the other error's and the other topic's:\n%s", strings.Join(lines[:3], "\n"))
+	if lines := fetchLines(&buf); len(lines) != 2 {
+		t.Fatalf("all but one partition fetching again logged %q, want nothing", lines[2:])
 	}
-	held := lines[3]
-	for _, want := range []string{`msg="kafka consumer error (held back since the last line)"`, " topic=events ",
-		fmt.Sprintf(" partitions_count=%d ", parts-1), fmt.Sprintf(" held_back=%d ", parts-1), "UNKNOWN_TOPIC_ID"} {
-		if !strings.Contains(held, want) {
-			t.Errorf("the closing line lacks %q: %.400q", want, held)
+	m.FetchedAgain("events", parts-1)
+	m.FetchedAgain("events", 0)
+	lines := fetchLines(&buf)
+	if len(lines) != 3 {
+		t.Fatalf("the last partition fetching again logged %q, want one line", lines[2:])
+	}
+	for _, want := range []string{"level=INFO", `msg="kafka consumer error ended"`, " topic=events partition=0 error=",
+		fmt.Sprintf(" failures=%d ", 2*parts), fmt.Sprintf(" partitions_count=%d", parts)} {
+		if !strings.Contains(lines[2], want) {
+			t.Errorf("the end line lacks %q: %q", want, lines[2])
 		}
 	}
-	if n := strings.Count(held, "events/"); n != logattr.MaxListed {
-		t.Errorf("the closing line names %d partitions, want %d: %.400q", n, logattr.MaxListed, held)
+	m.FlushLogs()
+	m.FlushLogs()
+	lines = fetchLines(&buf)
+	if len(lines) != 4 || !strings.Contains(lines[3], "level=INFO") || !strings.Contains(lines[3], " topic=other partition=3 ") ||
+		!strings.Contains(lines[3], " partitions_count=1") {
+		t.Fatalf("the member closing logged %q, want one INFO line ending the run of topic other", lines[3:])
 	}
-	if len(held) > maxLine {
-		t.Errorf("the closing line is %d bytes, want at most %d", len(held), maxLine)
+}
+
+// Guarantee: a partition whose fetches fail with another error than its
+// run's begins a run of that error, logged; the run it left, when it was
+// its last partition, ends with its INFO line.
+func TestAFetchFailingOtherwiseBeginsARunAndEndsTheOneItLeft(t *testing.T) {
+	var buf bytes.Buffer
+	m := NewMember("g", "s", slog.New(slog.NewTextHandler(&buf, nil)), false)
+	m.FetchFailed("events", 0, errors.New("first"))
+	m.FetchFailed("events", 0, errors.New("second"))
+	lines := fetchLines(&buf)
+	if len(lines) != 3 || !strings.Contains(lines[1], "level=INFO") || !strings.Contains(lines[1], "error=first") ||
+		!strings.Contains(lines[2], "level=WARN") || !strings.Contains(lines[2], "error=second") {
+		t.Fatalf("a partition failing otherwise logged:\n%s\nwant a WARN line for the first error, its INFO end, a WARN line for the second", strings.Join(lines, "\n"))
 	}
 }

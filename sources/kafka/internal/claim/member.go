@@ -13,6 +13,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/logattr"
 	"github.com/boulevard-go/boulevard/internal/logburst"
+	"github.com/boulevard-go/boulevard/internal/repeatlog"
 	"github.com/boulevard-go/boulevard/internal/safehooks"
 	"github.com/boulevard-go/boulevard/telemetry"
 )
@@ -76,10 +77,9 @@ type Member struct {
 	// logburst.Interval of the last one (see failed).
 	failLines logburst.Limiter
 
-	// fetchLines holds back the runs of failed fetches that start alike
-	// on many partitions (see FetchFailed).
-	fetchMu    sync.Mutex
-	fetchLines map[fetchKind]*fetchBurst
+	// fetches are the runs of failed fetches of the member's partitions
+	// (see FetchFailed).
+	fetches repeatlog.Fetches[repeatlog.TopicPartition]
 }
 
 // NewMember returns a member of group running in stage; onAck says whether
@@ -87,6 +87,7 @@ type Member struct {
 func NewMember(group, stage string, log *slog.Logger, onAck bool) *Member {
 	m := &Member{Group: group, Stage: stage, Log: log, claims: make(map[*Claim]struct{}), generation: -1,
 		commitSem: make(chan struct{}, 1)}
+	m.fetches.Msg, m.fetches.Log, m.fetches.Switch = FetchFailedLog, log, true
 	if onAck {
 		m.Wake = make(chan struct{}, 1)
 	}
@@ -339,12 +340,12 @@ func (m *Member) logFailed(ce *CommitError) {
 const commitFailedLog = "kafka commit failed; the offsets go out with the next commit, or, for a partition let go, its next owner handles those records again"
 
 // FlushLogs logs the count of failed commits held back since the last
-// line about them, if any, and the partitions whose runs of failed
-// fetches were held back (see FetchFailed): the member's owner calls it
+// line about them, if any, and ends the runs of failed fetches going on,
+// each with its INFO line (see FetchFailed): the member's owner calls it
 // once its commits and fetches are over.
 func (m *Member) FlushLogs() {
 	m.failLines.Flush(context.Background(), m.Log, slog.LevelWarn, commitFailedLog+logburst.HeldBackSuffix)
-	m.flushFetchLines()
+	m.endFetchRuns()
 }
 
 // ErrSentAgain marks the failure CommitFinal returns for a final commit

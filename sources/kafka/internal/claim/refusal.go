@@ -22,21 +22,3 @@ func (r *FailureRun) Log(err error, at int64) bool {
 	r.msg, r.at, r.seen = msg, at, true
 	return true
 }
-
-// FailureRuns is a FailureRun per fetcher k (a partition), for one
-// goroutine; the zero value is ready. It keeps one entry per fetcher that
-// ever failed.
-type FailureRuns[K comparable] struct{ runs map[K]*FailureRun }
-
-// Log is FailureRun.Log for k's run.
-func (f *FailureRuns[K]) Log(k K, err error, at int64) bool {
-	r := f.runs[k]
-	if r == nil {
-		if f.runs == nil {
-			f.runs = make(map[K]*FailureRun)
-		}
-		r = &FailureRun{}
-		f.runs[k] = r
-	}
-	return r.Log(err, at)
-}
