@@ -62,9 +62,9 @@ var (
 	releaseStalled   = desc("topology_release_stalled_seconds", "Time since the release of the hold partition stalled (partition -1: the whole hold topic).", lBackend, lTopic, lPartition)
 	releaseFailures  = desc("topology_release_failures", "Failed attempts to release the hold partition since its stall began.", lBackend, lTopic, lPartition)
 	holdsSkipped     = desc("topology_hold_records_skipped_total", "Records of hold topics the releasers skipped and committed past because they carry no valid due time, topic and group: written by something other than the backend, and lost to the topology.", lBackend)
-	topologyLag      = desc("topology_kafka_lag_messages", "High-water mark minus the committed offset of a partition the backend's group readers claim: what a restart would read.", lBackend, lGroup, lTopic, lPartition)
-	topologyFetchLag = desc("topology_kafka_fetch_lag_messages", "High-water mark minus the next offset to fetch of a partition the backend's group readers claim: what is not fetched yet.", lBackend, lGroup, lTopic, lPartition)
-	topologyFetching = desc("topology_kafka_fetch_failing", "1 while the fetches of a partition the backend's group readers claim fail (an ACL denies READ, the cluster is out of reach), its lag then stale; 0 while they do not.", lBackend, lGroup, lTopic, lPartition)
+	topologyLag      = desc("topology_kafka_lag_messages", "High-water mark minus the committed offset of a partition the backend's group readers claim (what a restart would read), or minus the position of a broadcast reader, labelled with no group (the letters it has not handed out).", lBackend, lGroup, lTopic, lPartition)
+	topologyFetchLag = desc("topology_kafka_fetch_lag_messages", "High-water mark minus the next offset to fetch of a partition the backend's group or broadcast readers read: what is not fetched yet.", lBackend, lGroup, lTopic, lPartition)
+	topologyFetching = desc("topology_kafka_fetch_failing", "1 while the fetches of a partition the backend's group or broadcast readers read fail (an ACL denies READ, the cluster is out of reach), its lag then stale; 0 while they do not.", lBackend, lGroup, lTopic, lPartition)
 	holdWaiting      = desc("topology_hold_waiting_messages", "Letters waiting in a hold partition the backend's releasers claim, to be released when due: the retries' backlog there.", lBackend, lTopic, lPartition)
 )
 
@@ -108,8 +108,9 @@ func (o *Observer) RemoveTopology(name string) bool {
 // (kafkatopology.Stats.Stalled) become metrics labelled backend=name,
 // topic and partition, one series per stall while it lasts, the hold
 // records its releasers skipped (SkippedHoldRecords) a counter labelled
-// backend=name, and the lag of each partition its group readers claim
-// (Partitions), and whether its fetches fail (FetchErr), gauges labelled
+// backend=name, and the lag of each partition its group readers claim or
+// its broadcast readers read (Partitions; a broadcast reader's with an
+// empty group), and whether its fetches fail (FetchErr), gauges labelled
 // backend=name, group, topic and partition, one series per partition
 // while it is claimed, and the letters waiting in each hold partition
 // its releasers claim (Holds) a gauge labelled
@@ -165,8 +166,9 @@ func collectTopology(ch chan<- prometheus.Metric, name string, st topology.Stats
 // of now: their count, and one series per hold topic and partition (the
 // first stall of each, should the backend list one twice); the hold
 // records it skipped; the lag of each partition its group readers
-// claim, and whether its fetches fail (the first listed of each group,
-// topic and partition, should two readers claim one at once); and the
+// claim or its broadcast readers read, and whether its fetches fail (the
+// first listed of each group, topic and partition, should two readers
+// list one at once: for broadcast readers, the one furthest behind); and the
 // letters waiting in each hold partition its releasers claim (the first
 // listed of each).
 func collectKafkaTopology(ch chan<- prometheus.Metric, name string, st kafkatopology.Stats, now time.Time) {
@@ -241,14 +243,15 @@ type TopologySnapshot struct {
 }
 
 // KafkaTopologySnapshot is one Kafka topology backend's stalls, the
-// partitions its group readers claim and the hold partitions its releasers
+// partitions its group and broadcast readers read and the hold partitions its releasers
 // claim, with the name it was added under.
 type KafkaTopologySnapshot struct {
 	// Backend is the name the backend was added under.
 	Backend string `json:"backend"`
 	// Stalled are its stalled releases (kafkatopology.Stats.Stalled).
 	Stalled []StallSnapshot `json:"stalled"`
-	// Partitions are the partitions its group readers claim.
+	// Partitions are the partitions its group readers claim and its
+	// broadcast readers read (kafkatopology.Stats.Partitions).
 	Partitions []PartitionSnapshot `json:"partitions"`
 	// Holds are the hold partitions its releasers claim, with the
 	// letters waiting there (kafkatopology.Stats.Holds).
