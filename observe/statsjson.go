@@ -1,10 +1,15 @@
 package observe
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/boulevard-go/boulevard/internal/stats"
@@ -181,7 +186,9 @@ func pipelineSnapshot(st pipeline.Stats) PipelineSnapshot {
 // serveStats answers the JSON Snapshot, or, when it cannot be encoded
 // (a value JSON has no form for, such as an infinite rate a Pipeline of
 // the caller's reports), 500 with the encoding error, logged as a
-// warning.
+// warning. A body of gzipFrom bytes or more goes out gzip-compressed to
+// a client whose Accept-Encoding accepts it (browsers, and Go's
+// http.Client, which decompresses it unseen).
 func (o *Observer) serveStats(w http.ResponseWriter, r *http.Request) {
 	body, err := json.Marshal(o.Snapshot(r.Context()))
 	if err != nil {
@@ -189,9 +196,59 @@ func (o *Observer) serveStats(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("observe: encoding the stats as JSON failed: %v", err), http.StatusInternalServerError)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	if _, err := w.Write(append(body, '\n')); err != nil {
+	body = append(body, '\n')
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Add("Vary", "Accept-Encoding")
+	if len(body) >= gzipFrom && acceptsGzip(r.Header.Values("Accept-Encoding")) {
+		h.Set("Content-Encoding", "gzip")
+		zw := gzipWriters.Get().(*gzip.Writer)
+		zw.Reset(w)
+		_, err = zw.Write(body)
+		if cerr := zw.Close(); err == nil {
+			err = cerr
+		}
+		zw.Reset(io.Discard) // let go of w
+		gzipWriters.Put(zw)
+	} else {
+		_, err = w.Write(body)
+	}
+	if err != nil {
 		o.log.Debug("writing stats failed", "error", err)
 	}
+}
+
+// gzipFrom is the size from which a /stats body goes out compressed to a
+// client that accepts gzip. A deployment of thousands of partitions
+// answers megabytes a poll (the dashboard polls each second), which
+// compress about tenfold; a small body is not worth the work.
+const gzipFrom = 32 << 10
+
+// gzipWriters are the gzip writers of /stats answers, kept between polls
+// (a writer holds about a megabyte of compression state).
+var gzipWriters = sync.Pool{New: func() any {
+	zw, _ := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed) // a valid level: no error
+	return zw
+}}
+
+// acceptsGzip reports whether Accept-Encoding values accept gzip: a
+// "gzip" (or "x-gzip") coding, or "*", without q=0.
+func acceptsGzip(values []string) bool {
+	for _, v := range values {
+		for c := range strings.SplitSeq(v, ",") {
+			name, params, _ := strings.Cut(c, ";")
+			name = strings.ToLower(strings.TrimSpace(name))
+			if name != "gzip" && name != "x-gzip" && name != "*" {
+				continue
+			}
+			if q, ok := strings.CutPrefix(strings.ReplaceAll(strings.TrimSpace(params), " ", ""), "q="); ok {
+				if f, err := strconv.ParseFloat(q, 64); err != nil || f == 0 {
+					continue
+				}
+			}
+			return true
+		}
+	}
+	return false
 }
