@@ -35,7 +35,11 @@ var ErrSubscribe = errors.New("pulsartopology: subscribing a reader failed")
 // DeadLetter, a dead-letter reader's marker): creating the topic's
 // producer, or the broker's receipt, failed, or did not come by the
 // send's context's deadline or Options.OperationTimeout, whichever is
-// first (the error then wraps context.DeadlineExceeded).
+// first (the error then wraps context.DeadlineExceeded). A send that
+// got no receipt (its deadline ended, or the broker refused the producer
+// over a backlog quota) closes the topic's producer, so that the client
+// does not send it later, when the producer reconnects, as well as the
+// caller's next attempt; the next send creates another producer.
 var ErrSend = errors.New("pulsartopology: sending a message failed")
 
 // ErrLetterTooLarge is wrapped by [*LetterTooLargeError].
@@ -475,7 +479,10 @@ func (b *Backend[T]) sendWithin(ctx context.Context, full string, msg *pulsar.Pr
 		return b.failed(err, began)
 	}
 	if _, err := p.Send(ctx, msg); err != nil {
-		if errors.Is(err, pulsar.ErrProducerClosed) {
+		if ctx.Err() != nil || errors.Is(err, pulsar.ErrProducerBlockedQuotaExceeded) || errors.Is(err, pulsar.ErrProducerClosed) {
+			b.retire(full, p)
+		}
+		if errors.Is(err, pulsar.ErrProducerClosed) && (b.isClosed() || b.crashed.Load()) {
 			return topology.ErrClosed
 		}
 		// A send on the topic's producer that fails while the client
@@ -489,6 +496,27 @@ func (b *Backend[T]) sendWithin(ctx context.Context, full string, msg *pulsar.Pr
 		return b.disconnected(fmt.Errorf("%w: topic %q: %w", ErrSend, full, b.redact(pulsarsize.Refusal(err))), began)
 	}
 	return nil
+}
+
+// retire forgets p, the backend's producer on full, after a send on it
+// that got no receipt (its deadline ended, the broker refused the
+// producer over a backlog quota, or the client closed it), and closes it on a goroutine of the
+// backend: the sends it still holds (such as those queued while it
+// reconnects to a broker that refuses it) are dropped rather than sent
+// once it reconnects, after their callers gave up, and the next send
+// creates another producer. The closing fails the sends on p still
+// awaiting their receipt, each with an error wrapping ErrSend. A closed
+// backend closes its producers itself.
+func (b *Backend[T]) retire(full string, p pulsar.Producer) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || b.producers[full] != p {
+		return
+	}
+	// Not shut: Close shuts calls under mu as it marks the backend
+	// closed.
+	b.calls.TryStart(p.Close)
+	delete(b.producers, full)
 }
 
 // track registers a reader to close with the backend; false when closed.
