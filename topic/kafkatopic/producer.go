@@ -25,10 +25,11 @@ type completion struct {
 	// sends the record through the producer's single-record producer.
 	alone bool
 	// resent is set by the batching producer's result goroutine when the
-	// broker refused the record's batch as too large and a copy of the
-	// record was handed to the single-record producer: the outcome
-	// reported is the copy's, the completion is not recycled, and the
-	// single-record producer's interceptors skip the copy (aloneConfig).
+	// broker refused the record's batch as too large, or as out of order
+	// (OUT_OF_ORDER_SEQUENCE_NUMBER), and a copy of the record was handed
+	// to the single-record producer: the outcome reported is the copy's,
+	// the completion is not recycled, and the single-record producer's
+	// interceptors skip the copy (aloneConfig).
 	resent bool
 }
 
@@ -142,8 +143,12 @@ func (p *producer) feed() {
 // With batching (ap is the batching producer), a record refused as too
 // large is not reported: the broker refuses a whole batch for one record
 // over the limit, so a copy of each is sent again through the
-// single-record producer, whose outcome is reported instead. Once ap has
-// closed, so does the single-record producer (the last to receive
+// single-record producer, whose outcome is reported instead. So is a
+// record refused as out of order (OUT_OF_ORDER_SEQUENCE_NUMBER): the
+// broker stored none of its batch, having no sequence of the idempotent
+// producer for the partition (a topic deleted and created again), and the
+// copy is sent once more; a second failure is the record's outcome. Once
+// ap has closed, so does the single-record producer (the last to receive
 // records), and once that has closed, its client.
 func (p *producer) results(ap sarama.AsyncProducer, batching bool) {
 	defer p.wg.Done()
@@ -162,7 +167,7 @@ func (p *producer) results(ap sarama.AsyncProducer, batching bool) {
 				continue
 			}
 			c := e.Msg.Metadata.(*completion)
-			if batching && errors.Is(e.Err, sarama.ErrMessageSizeTooLarge) {
+			if batching && (errors.Is(e.Err, sarama.ErrMessageSizeTooLarge) || errors.Is(e.Err, sarama.ErrOutOfOrderSequenceNumber)) {
 				c.resent = true
 				p.alone.Input() <- resend(c)
 				continue
