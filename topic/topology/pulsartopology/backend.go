@@ -500,13 +500,13 @@ func (b *Backend[T]) sendWithin(ctx context.Context, full string, msg *pulsar.Pr
 
 // retire forgets p, the backend's producer on full, after a send on it
 // that got no receipt (its deadline ended, the broker refused the
-// producer over a backlog quota, or the client closed it), and closes it on a goroutine of the
-// backend: the sends it still holds (such as those queued while it
-// reconnects to a broker that refuses it) are dropped rather than sent
-// once it reconnects, after their callers gave up, and the next send
-// creates another producer. The closing fails the sends on p still
-// awaiting their receipt, each with an error wrapping ErrSend. A closed
-// backend closes its producers itself.
+// producer over a backlog quota, or the client closed it), and closes it
+// on a goroutine of the backend: the sends it still holds (such as those
+// queued while it reconnects to a broker that refuses it) are dropped
+// rather than sent once it reconnects, after their callers gave up, and
+// the next send creates another producer. The closing fails the sends on
+// p still awaiting their receipt, each with an error wrapping ErrSend. A
+// closed backend closes its producers itself.
 func (b *Backend[T]) retire(full string, p pulsar.Producer) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
