@@ -15,8 +15,8 @@
 // stall dispatch, leave commands unanswered, unload topics, delete
 // subscriptions and topics). AdminHandler
 // serves the part of the admin REST API that reads and sets a namespace's
-// backlog quotas and subscription expiration time (stored and reported,
-// not enforced).
+// backlog quotas and subscription expiration time (stored and reported;
+// of them, the size limit of a destination_storage quota is enforced).
 //
 // Everything is kept in memory; a Broker is meant to live for one test.
 package pulsartest
