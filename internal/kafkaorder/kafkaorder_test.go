@@ -1,6 +1,9 @@
 package kafkaorder
 
 import (
+	"errors"
+	"fmt"
+	"io"
 	"testing"
 
 	"github.com/IBM/sarama"
@@ -41,5 +44,32 @@ func TestProducerKeepsOrderAndIsIdempotentWhereAcksAllow(t *testing.T) {
 				t.Error("the configuration given was modified")
 			}
 		})
+	}
+}
+
+// Guarantee: the error of making a producer wraps the caller's sentinel
+// and the client's error; a refused producer id says so, what to grant
+// and how the backend turns idempotence off, and a refused transactional
+// id says to grant WRITE on it; any other error is left as it was.
+func TestStartErrorSaysWhatARefusedProducerNeeds(t *testing.T) {
+	errConnect := errors.New("cannot connect")
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"producer id refused", fmt.Errorf("brokers: %w", sarama.ErrClusterAuthorizationFailed),
+			"cannot connect: the cluster refused the idempotent producer a producer id: grant the principal WRITE on a topic (Kafka 2.8 and later) or IdempotentWrite on the cluster, or turn idempotence off (Acks leader): brokers: kafka server: The client is not authorized to send this request type"},
+		{"transactional id refused", sarama.ErrTransactionalIDAuthorizationFailed,
+			"cannot connect: the cluster refused the producer its transactional id: grant the principal WRITE on the transactional id (Config.Producer.Transaction.ID): kafka server: Transactional ID authorization failed"},
+		{"another error", io.ErrUnexpectedEOF, "cannot connect: unexpected EOF"},
+	} {
+		err := StartError(errConnect, "Acks leader", tc.err)
+		if !errors.Is(err, errConnect) || !errors.Is(err, tc.err) {
+			t.Errorf("%s: %v does not wrap the sentinel and the client's error", tc.name, err)
+		}
+		if msg := err.Error(); msg != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, msg, tc.want)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -588,6 +589,28 @@ func RefuseProducerIDs(c *kfake.Cluster, pass int32) *atomic.Int32 {
 		return resp, nil, true
 	})
 	return &n
+}
+
+// ExpectProducerIDRefused fails t unless err, the error of a New whose
+// producer id RefuseProducerIDs refused after pass grants, wraps connect
+// and sarama.ErrClusterAuthorizationFailed, says the producer id was
+// refused, which permissions to grant and each of off (how the backend
+// turns idempotence off), and does not show password.
+func ExpectProducerIDRefused(t testing.TB, pass int32, err, connect error, password string, off ...string) {
+	t.Helper()
+	if !errors.Is(err, connect) || !errors.Is(err, sarama.ErrClusterAuthorizationFailed) {
+		t.Fatalf("producer ids granted %d: New = %v, want an error wrapping %v and sarama.ErrClusterAuthorizationFailed", pass, err, connect)
+	}
+	msg := err.Error()
+	t.Logf("producer ids granted %d: New = %q", pass, msg)
+	for _, want := range append([]string{"refused the idempotent producer a producer id", "WRITE on a topic", "IdempotentWrite on the cluster"}, off...) {
+		if !strings.Contains(msg, want) {
+			t.Errorf("producer ids granted %d: New = %q, want it to say %q", pass, msg, want)
+		}
+	}
+	if strings.Contains(msg, password) {
+		t.Errorf("producer ids granted %d: New = %q shows the password", pass, msg)
+	}
 }
 
 // OnceInOrder fails t unless got, the values a partition holds, is 0..n-1

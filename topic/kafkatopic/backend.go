@@ -57,7 +57,10 @@ type Backend[T any] struct {
 // New validates opts, connects to the cluster and starts the producer. It
 // returns a [validate.Errors] for invalid options, or an error wrapping
 // [ErrConnect] when no bootstrap broker answers within
-// Options.ConnectTimeout.
+// Options.ConnectTimeout, or when the cluster refuses the idempotent
+// producer its producer id (the error then wraps
+// sarama.ErrClusterAuthorizationFailed too and says which permissions to
+// grant, or how to turn idempotence off).
 func New[T any](opts Options[T]) (*Backend[T], error) {
 	return NewContext(context.Background(), opts)
 }
@@ -139,11 +142,15 @@ func (b *Backend[T]) connect() error {
 	prod, err := newProducer(client, b.opts.Brokers, cfg, b.opts.PublishBuffer)
 	if err != nil {
 		_ = admin.Close()
-		return fmt.Errorf("%w: %w", ErrConnect, b.red.Err(err))
+		return kafkaorder.StartError(ErrConnect, idempotenceOff, b.red.Err(err))
 	}
 	b.client, b.admin, b.prod = client, admin, prod
 	return nil
 }
+
+// idempotenceOff says how the options turn the producer's idempotence
+// off.
+const idempotenceOff = `Acks "leader", or Config.Producer.Retry.Max 0`
 
 // Name returns "kafka".
 func (b *Backend[T]) Name() string { return Name }

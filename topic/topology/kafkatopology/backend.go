@@ -160,7 +160,10 @@ type closer interface{ shut() <-chan struct{} }
 // New validates opts, connects to the cluster and starts the producer.
 // It returns a validate.Errors for invalid options, or an error wrapping
 // ErrConnect when no bootstrap broker answers within
-// Options.ConnectTimeout. It is NewContext with context.Background().
+// Options.ConnectTimeout, or when the cluster refuses an idempotent
+// producer its producer id (the error then wraps
+// sarama.ErrClusterAuthorizationFailed too and says which permissions to
+// grant, or how to turn idempotence off). It is NewContext with context.Background().
 func New[T any](opts Options[T]) (*Backend[T], error) {
 	return NewContext(context.Background(), opts)
 }
@@ -273,7 +276,7 @@ func connect(brokers []string, cfg *sarama.Config, red redact.Secrets) (sarama.C
 	prod, err := sarama.NewSyncProducerFromClient(client)
 	if err != nil {
 		_ = admin.Close()
-		return nil, nil, nil, nil, fmt.Errorf("%w: %w", ErrConnect, red.Err(err))
+		return nil, nil, nil, nil, kafkaorder.StartError(ErrConnect, idempotenceOff, red.Err(err))
 	}
 	aloneClient, err := sarama.NewClient(brokers, kafkaalone.Config(cfg, resentCopy))
 	if err != nil {
@@ -286,10 +289,14 @@ func connect(brokers []string, cfg *sarama.Config, red redact.Secrets) (sarama.C
 		_ = aloneClient.Close()
 		_ = prod.Close()
 		_ = admin.Close()
-		return nil, nil, nil, nil, fmt.Errorf("%w: brokers %q: %w", ErrConnect, brokers, red.Err(err))
+		return nil, nil, nil, nil, kafkaorder.StartError(ErrConnect, idempotenceOff, fmt.Errorf("brokers %q: %w", brokers, red.Err(err)))
 	}
 	return client, admin, prod, ownClient{alone, aloneClient}, nil
 }
+
+// idempotenceOff says how the options turn the producers' idempotence
+// off.
+const idempotenceOff = "Config.Producer.Retry.Max 0"
 
 // ownClient is a producer made on a client of its own, which its Close
 // closes too.
