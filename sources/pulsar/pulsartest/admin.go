@@ -38,9 +38,10 @@ const (
 type adminPolicies struct {
 	mu sync.Mutex
 	ns map[string]*nsPolicies
-	// sized is whether a namespace has a destination_storage quota with
-	// a size limit.
-	sized atomic.Bool
+	// enforced is whether a namespace has a quota the broker enforces: a
+	// destination_storage quota with a size limit or a message_age quota
+	// with a time limit.
+	enforced atomic.Bool
 }
 
 // nsPolicies are the policies of one namespace.
@@ -67,13 +68,13 @@ type nsPolicies struct {
 // Content when it is unset). Errors answer {"reason": "…"} with 400, 404
 // or 405. Every namespace exists. The broker stores these policies and
 // reports them. It enforces the size limit of a destination_storage quota
-// as a real broker does: over it, a producer_request_hold or
-// producer_exception quota closes the topic's producers and refuses new
-// ones (ProducerBlockedQuotaExceededError or
+// and the time limit of a message_age quota as a real broker does: over
+// either, a producer_request_hold or producer_exception quota closes the
+// topic's producers and refuses new ones
+// (ProducerBlockedQuotaExceededError or
 // ProducerBlockedQuotaExceededException) until the backlog is back under
 // the quota, and consumer_backlog_eviction skips a subscription's oldest
-// messages. It enforces no message_age quota and expires no
-// subscription. Serve it with net/http/httptest; pulsaradmin's
+// messages (see Broker.CheckBacklogQuotas). It expires no subscription. Serve it with net/http/httptest; pulsaradmin's
 // WebServiceURL is then the server's URL.
 func (b *Broker) AdminHandler() http.Handler {
 	return http.HandlerFunc(b.serveAdmin)
@@ -181,13 +182,16 @@ func (a *adminPolicies) update(ns string, f func(*nsPolicies)) {
 		a.ns[ns] = p
 	}
 	f(p)
-	sized := false
+	enforced := false
 	for _, p := range a.ns {
 		if q, ok := p.backlogQuotas[QuotaDestinationStorage]; ok && q.LimitSize > 0 {
-			sized = true
+			enforced = true
+		}
+		if q, ok := p.backlogQuotas[QuotaMessageAge]; ok && q.LimitTime > 0 {
+			enforced = true
 		}
 	}
-	a.sized.Store(sized)
+	a.enforced.Store(enforced)
 }
 
 // maxAdminBody bounds the body of an admin request.

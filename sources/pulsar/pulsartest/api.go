@@ -247,7 +247,7 @@ func (b *Broker) publish(ctx context.Context, name string, batch bool, msgs []Me
 		data := encodeBatch(msgs, uint64(len(t.entries)), now)
 		m, _ := decodeMetadata(mustMeta(data), false)
 		e := b.appendLocked(t, data, m)
-		b.enforceSizeQuotaLocked(t)
+		b.enforceQuotasLocked(t)
 		for i := range msgs {
 			ids = append(ids, MessageID{LedgerID: t.ledger, EntryID: e, Partition: t.name.partition, BatchIndex: int32(i)})
 		}
@@ -258,7 +258,7 @@ func (b *Broker) publish(ctx context.Context, name string, batch bool, msgs []Me
 		data := encodeSingle(msg, uint64(len(t.entries)), now)
 		m, _ := decodeMetadata(mustMeta(data), false)
 		e := b.appendLocked(t, data, m)
-		b.enforceSizeQuotaLocked(t)
+		b.enforceQuotasLocked(t)
 		ids = append(ids, MessageID{LedgerID: t.ledger, EntryID: e, Partition: t.name.partition, BatchIndex: -1})
 	}
 	return ids, nil

@@ -16,7 +16,8 @@
 // subscriptions and topics). AdminHandler
 // serves the part of the admin REST API that reads and sets a namespace's
 // backlog quotas and subscription expiration time (stored and reported;
-// of them, the size limit of a destination_storage quota is enforced).
+// of them, the size limit of a destination_storage quota and the time
+// limit of a message_age quota are enforced).
 //
 // Everything is kept in memory; a Broker is meant to live for one test.
 package pulsartest
@@ -237,6 +238,8 @@ type Broker struct {
 
 	// admin are the namespace policies AdminHandler serves.
 	admin adminPolicies
+	// clock is the clock SetClock set (nil: time.Now).
+	clock func() time.Time
 }
 
 // BrokerStats counts connection-level events.

@@ -136,7 +136,7 @@ func (b *Broker) handleSend(c *conn, body []byte, payload []byte) bool {
 		}
 		return endFrame(o, cmdSendReceipt, fs, bs, nil)
 	})
-	b.enforceSizeQuotaLocked(t)
+	b.enforceQuotasLocked(t)
 	return true
 }
 

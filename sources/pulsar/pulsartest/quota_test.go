@@ -16,10 +16,23 @@ import (
 // bytes with policy, through b's admin REST API.
 func setSizeQuota(t *testing.T, b *Broker, limit int, policy string) {
 	t.Helper()
+	setQuota(t, b, QuotaDestinationStorage, `{"limitSize":`+strconv.Itoa(limit)+`,"limitTime":-1,"policy":"`+policy+`"}`)
+}
+
+// setAgeQuota sets public/default's message_age quota to limit seconds
+// with policy, through b's admin REST API.
+func setAgeQuota(t *testing.T, b *Broker, limit int, policy string) {
+	t.Helper()
+	setQuota(t, b, QuotaMessageAge, `{"limitSize":-1,"limitTime":`+strconv.Itoa(limit)+`,"policy":"`+policy+`"}`)
+}
+
+// setQuota sets public/default's backlog quota of type kind to the
+// BacklogQuota body, through b's admin REST API.
+func setQuota(t *testing.T, b *Broker, kind, body string) {
+	t.Helper()
 	srv := httptest.NewServer(b.AdminHandler())
 	defer srv.Close()
-	body := `{"limitSize":` + strconv.Itoa(limit) + `,"limitTime":-1,"policy":"` + policy + `"}`
-	if code, out := adminDo(t, srv, http.MethodPost, "/admin/v2/namespaces/public/default/backlogQuota?backlogQuotaType=destination_storage", body); code != http.StatusNoContent {
+	if code, out := adminDo(t, srv, http.MethodPost, "/admin/v2/namespaces/public/default/backlogQuota?backlogQuotaType="+kind, body); code != http.StatusNoContent {
 		t.Fatalf("setting the backlog quota: %d %s", code, out)
 	}
 }
@@ -198,4 +211,100 @@ func TestSizeQuotaAppliesOnlyToItsNamespace(t *testing.T) {
 		t.Fatalf("CreateProducer on a namespace without a quota: %v", err)
 	}
 	p.Close()
+}
+
+// Guarantee: over a consumer_backlog_eviction message_age quota (the
+// oldest unacknowledged message of the slowest durable subscription older
+// than the limit), the broker acknowledges the messages published more
+// than 90% of the limit ago, and keeps the younger ones: on a publish, and
+// when CheckBacklogQuotas runs with the broker's clock moved ahead.
+func TestConsumerBacklogEvictionAgeQuotaDropsMessagesOlderThanTheLimit(t *testing.T) {
+	b := startBroker(t)
+	setAgeQuota(t, b, 600, "consumer_backlog_eviction")
+	c := newClient(t, b)
+	topic := uniqueTopic(t)
+	ctx := ctxT(t)
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "slow", Type: pulsar.Shared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons.Close()
+	now := time.Now()
+	for _, age := range []int{700, 550, 500} {
+		msg := Message{Payload: []byte("age " + strconv.Itoa(age)), PublishTime: now.Add(-time.Duration(age) * time.Second)}
+		if _, err := b.Publish(ctx, topic, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := b.Backlog(topic, "slow"); got != 2 {
+		t.Fatalf("backlog after publishing messages 700 s, 550 s and 500 s old: %d, want 2 (the one over the 600 s limit dropped)", got)
+	}
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true, SendTimeout: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("young")}); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	if got := b.Backlog(topic, "slow"); got != 3 {
+		t.Fatalf("backlog with every message under the limit: %d, want 3", got)
+	}
+	b.SetClock(func() time.Time { return time.Now().Add(time.Minute) })
+	b.CheckBacklogQuotas()
+	if got := b.Backlog(topic, "slow"); got != 1 {
+		t.Fatalf("backlog a minute later: %d, want 1 (the messages 610 s and 560 s old dropped, over 90%% of the limit)", got)
+	}
+	cons, err = c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "slow", Type: pulsar.Shared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	if m := receive(t, ctx, cons); string(m.Payload()) != "young" {
+		t.Errorf("message kept: %q, want %q", m.Payload(), "young")
+	}
+}
+
+// Guarantee: over a producer_exception message_age quota, the broker
+// closes the topic's producers and refuses new ones with
+// ProducerBlockedQuotaExceededException until the old message is
+// acknowledged.
+func TestProducerExceptionAgeQuotaRefusesProducersUntilTheOldMessageIsAcked(t *testing.T) {
+	b := startBroker(t)
+	setAgeQuota(t, b, 600, "producer_exception")
+	c := newClient(t, b)
+	topic := uniqueTopic(t)
+	ctx := ctxT(t)
+	cons, err := newClient(t, b).Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "slow", Type: pulsar.Shared, AckWithResponse: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true, SendTimeout: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("old")}); err != nil {
+		t.Fatalf("Send under the quota: %v", err)
+	}
+	b.CheckBacklogQuotas()
+	if got := b.Stats().ProducersOpen; got != 1 {
+		t.Fatalf("producers open with the message under the limit: %d, want 1", got)
+	}
+	b.SetClock(func() time.Time { return time.Now().Add(11 * time.Minute) })
+	b.CheckBacklogQuotas()
+	if got := b.Stats().ProducersOpen; got != 0 {
+		t.Fatalf("producers open with the message over the limit: %d, want 0 (closed)", got)
+	}
+	p.Close()
+	if _, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic}); err == nil || !strings.Contains(err.Error(), "ProducerBlockedQuotaExceededException") {
+		t.Fatalf("CreateProducer over the quota: %v, want ProducerBlockedQuotaExceededException", err)
+	}
+	ackAll(t, cons, 1)
+	p2, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+	if err != nil {
+		t.Fatalf("CreateProducer once the old message is acknowledged: %v", err)
+	}
+	p2.Close()
 }

@@ -23,6 +23,7 @@ type entry struct {
 	key       []byte // routing key for key-shared: ordering key, else partition key
 	hash      uint32 // murmur3(key)
 	deliverAt int64  // unix ms; 0 = immediately
+	published int64  // publish time, unix ms
 	// chunk is the message id of a chunked message's entry ("" when not a
 	// chunk); lastChunk marks its final chunk.
 	chunk     string
@@ -194,7 +195,7 @@ func (b *Broker) topicLocked(tn topicName, create bool) *topic {
 
 // appendLocked stores one entry and dispatches it.
 func (b *Broker) appendLocked(t *topic, data []byte, m entryMeta) uint64 {
-	e := &entry{data: data, nmsgs: max(m.numMessages, 1), batched: m.batched, deliverAt: m.deliverAt}
+	e := &entry{data: data, nmsgs: max(m.numMessages, 1), batched: m.batched, deliverAt: m.deliverAt, published: int64(m.publishTime)}
 	if m.numChunks > 1 {
 		e.chunk, e.lastChunk = string(m.uuid), m.chunkID == m.numChunks-1
 	}
