@@ -326,3 +326,39 @@ func TestDeclareAndCloseReturnByTheirDeadlineWhileTheAdminServerHangs(t *testing
 		t.Errorf("the Declare under way when the backend closed = %v, want ErrClosed", err)
 	}
 }
+
+// Guarantee: a message_age quota with policy consumer_backlog_eviction
+// counts a letter's age from its publish, not from its due time: Declare
+// refuses it on a hold topic, and once accepted (Options.AcceptBacklogEviction,
+// no WARN) a letter held for an hour is dropped, before it falls due,
+// when the broker finds it older than a 10-minute limit.
+func TestAMessageAgeEvictionQuotaDropsHeldLettersBeforeTheyFallDue(t *testing.T) {
+	br := testbroker.Pulsar(t)
+	url := adminServer(t, br.AdminHandler())
+	setPolicy(t, url, "backlogQuota?backlogQuotaType=message_age", `{"limitSize":-1,"limitTime":600,"policy":"consumer_backlog_eviction"}`)
+	top := build(t, topology.New("aged").ForConsumerGroup("g").Hold(time.Hour))
+	refusing, _ := evictionBackend(t, br, url, false)
+	if _, err := refusing.Declare(ctxT(t), top); !errors.Is(err, pulsartopology.ErrEvictionPolicy) {
+		t.Fatalf("Declare of a 1h hold under a 10-minute message_age eviction quota = %v, want an error wrapping ErrEvictionPolicy", err)
+	}
+	be, recs := evictionBackend(t, br, url, true)
+	if _, err := be.Declare(ctxT(t), top); err != nil {
+		t.Fatalf("Declare accepting the quota: %v", err)
+	}
+	hold := be.TopicName(top.Holds()[0].Name)
+	if _, err := br.Publish(ctxT(t), hold, pulsartest.Message{Payload: []byte("held"), DeliverAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	br.CheckBacklogQuotas()
+	if n := br.Backlog(hold, "g"); n != 1 {
+		t.Fatalf("held letters just after the hold: %d, want 1", n)
+	}
+	br.SetClock(func() time.Time { return time.Now().Add(15 * time.Minute) })
+	br.CheckBacklogQuotas()
+	if n := br.Backlog(hold, "g"); n != 0 {
+		t.Errorf("held letters 15 minutes into a 1h hold under a 10-minute quota: %d, want 0 (dropped)", n)
+	}
+	if n := recs.Count(slog.LevelWarn, pulsartopology.MsgEvictionUnread) + recs.Count(slog.LevelWarn, pulsartopology.MsgHoldExpiry); n != 0 {
+		t.Errorf("%d WARN about eviction, want none", n)
+	}
+}
