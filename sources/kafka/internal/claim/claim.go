@@ -101,6 +101,7 @@ type Claim struct {
 	free     []*slot // slots whose messages were acknowledged, for reuse
 	maxFree  int     // bound of free
 	released bool
+	refused  bool  // a delivery was refused by the closed feed: Skip does nothing
 	retryAt  int64 // lowest offset to redeliver, -1 when none
 	// rewindAt is the offset of the claim's last rewind (-1 before the
 	// first), and rewinds how many rewinds in a row went to it; only the
@@ -296,17 +297,23 @@ func (c *Claim) Ack(ctx context.Context, successful, failed []acker.Outcome) {
 		Signal(c.RetryCh)
 	}
 	if advanced {
-		next := c.committable()
-		if len(c.failedAhead) > 0 {
-			c.countFailedBelow(uint64(next))
-		}
-		c.Marked.Store(next)
-		if c.onAdvance != nil {
-			c.onAdvance(next)
-		}
+		c.advanced()
 	}
 	if c.cp.Pending() == 0 {
 		Signal(c.settled)
+	}
+}
+
+// advanced marks the handled prefix, which moved, for the next commit.
+// The caller holds c.mu.
+func (c *Claim) advanced() {
+	next := c.committable()
+	if len(c.failedAhead) > 0 {
+		c.countFailedBelow(uint64(next))
+	}
+	c.Marked.Store(next)
+	if c.onAdvance != nil {
+		c.onAdvance(next)
 	}
 }
 

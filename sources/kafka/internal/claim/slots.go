@@ -115,18 +115,8 @@ func Deliver[R any](c *Claim, recs []R, get func(R) Record, headers func(dst []H
 	// be acked.
 	n := len(recs)
 	c.mu.Lock()
-	if n > 0 && uint64(get(recs[0]).Offset) < c.cp.Next() && c.cp.Pending() == 0 {
-		// The client reads from below where the claim was told it starts,
-		// with nothing in flight: the committed offset was out of range
-		// (past the end of a truncated log) and the client reset to
-		// InitialOffset's, or it found the log truncated under it. The
-		// claim's prefix starts there, else these records would go
-		// untracked and the commit would never follow them.
-		c.cp.Reset(uint64(get(recs[0]).Offset))
-		c.failedAhead = c.failedAhead[:0]
-		c.start.Store(get(recs[0]).Offset)
-	} else if n > 0 && c.start.Load() < 0 {
-		c.start.Store(get(recs[0]).Offset) // the claim was not told where it starts
+	if n > 0 {
+		c.from(get(recs[0]).Offset)
 	}
 	for _, r := range recs {
 		c.cp.Track(uint64(get(r).Offset))
@@ -180,10 +170,62 @@ func Deliver[R any](c *Claim, recs []R, get func(R) Record, headers func(dst []H
 	clear(c.slots)
 	if !c.Feed.TryDeliver(c.msgs...) {
 		// The feed closed (the pipeline stops): these messages get no
-		// outcome, so the claim must not wait for them.
+		// outcome, so the claim must not wait for them, and no offset
+		// after them is skipped (Skip) past them.
+		c.mu.Lock()
+		c.refused = true
+		c.mu.Unlock()
 		c.forget(c.msgs)
 	}
 	clear(c.msgs)
+}
+
+// from is called, under c.mu, with the offset of the next record (or
+// skipped offset) the claim is handed, first.
+func (c *Claim) from(first int64) {
+	if uint64(first) < c.cp.Next() && c.cp.Pending() == 0 {
+		// The client reads from below where the claim was told it starts,
+		// with nothing in flight: the committed offset was out of range
+		// (past the end of a truncated log) and the client reset to
+		// InitialOffset's, or it found the log truncated under it. The
+		// claim's prefix starts there, else these records would go
+		// untracked and the commit would never follow them.
+		c.cp.Reset(uint64(first))
+		c.failedAhead = c.failedAhead[:0]
+		c.start.Store(first)
+	} else if c.start.Load() < 0 {
+		c.start.Store(first) // the claim was not told where it starts
+	}
+}
+
+// Skip takes offsets, in increasing order and each above every offset
+// delivered or skipped before, as offsets the client fetched that hold no
+// record to deliver (transactions' commit and abort markers): each counts
+// as handled, and the handled prefix moves past it once every record
+// delivered before it is handled. A partition whose last write ended a
+// transaction is so committed up to its high-water mark. Skip does
+// nothing once the claim was released, or once a delivery was refused by
+// a closed feed: the records of that delivery, below offsets, were not
+// handled. Only the claim's reader calls it.
+func (c *Claim) Skip(offsets ...int64) {
+	if len(offsets) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.released || c.refused {
+		return
+	}
+	c.from(offsets[0])
+	advanced := false
+	for _, o := range offsets {
+		if c.cp.Track(uint64(o)) && c.cp.Done(uint64(o)) {
+			advanced = true
+		}
+	}
+	if advanced {
+		c.advanced()
+	}
 }
 
 // Queue is a claim's read-ahead: records taken from the client and not yet
