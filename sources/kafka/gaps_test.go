@@ -74,14 +74,15 @@ func readCommitted(cl client, o *kafka.Options) client {
 
 // runUntilCommitted runs a pipeline of one member on a source of group
 // until the group's commit on partition 0 reaches end, and returns the
-// values its handlers saw, in order, and the source's lag at the end.
-func runUntilCommitted(t *testing.T, cl client, o kafka.Options, group string, c *kfake.Cluster, end int64) ([]string, int64) {
+// values its handlers saw, in order, and the source's figures for the
+// partition once it shows the commit.
+func runUntilCommitted(t *testing.T, cl client, o kafka.Options, group string, c *kfake.Cluster, end int64) ([]string, kafka.PartitionStats) {
 	t.Helper()
 	return runUntilCommittedOn(t, cl, o, group, c, testTopic, end)
 }
 
 // runUntilCommittedOn is runUntilCommitted on partition 0 of topic.
-func runUntilCommittedOn(t *testing.T, cl client, o kafka.Options, group string, c *kfake.Cluster, topic string, end int64) ([]string, int64) {
+func runUntilCommittedOn(t *testing.T, cl client, o kafka.Options, group string, c *kfake.Cluster, topic string, end int64) ([]string, kafka.PartitionStats) {
 	t.Helper()
 	committed := func(c *kfake.Cluster, group string) map[int32]int64 { return committedOn(c, group, topic) }
 	l := newLedger()
@@ -111,12 +112,12 @@ func runUntilCommittedOn(t *testing.T, cl client, o kafka.Options, group string,
 		collect()
 		return committed(c, group)[0] >= end
 	}, func() string { return fmt.Sprintf("committed %v, handled %v", committed(c, group), seen) })
-	var lag int64 = -1
+	var stats kafka.PartitionStats
 	wait.Within(t, 10*time.Second, "the stats of the commit", func() bool {
 		for _, m := range src.Stats().Members {
 			for _, ps := range m.Partitions {
 				if ps.Committed >= end && ps.HighWater > 0 {
-					lag = ps.Lag
+					stats = ps
 					return true
 				}
 			}
@@ -131,7 +132,18 @@ func runUntilCommittedOn(t *testing.T, cl client, o kafka.Options, group string,
 	if d := l.duplicates(); d != 0 {
 		t.Fatalf("%d records handled twice: %v", d, seen)
 	}
-	return seen, lag
+	return seen, stats
+}
+
+// pastMarker is end, one past the last record handled of a partition
+// whose last write is a transaction marker, for cl's commit: the franz-go
+// source commits past the marker too (it is at end), the sarama source,
+// which never sees it, does not.
+func pastMarker(cl client, end int64) int64 {
+	if cl.name == franzClient.name {
+		return end + 1
+	}
+	return end
 }
 
 // txnCluster starts a one-broker cluster whose test topic has one
@@ -156,7 +168,8 @@ func vals(from, n int) []string {
 // ClientOptions) the records of aborted transactions are never delivered,
 // the committed ones are delivered once each and in order, the group's
 // commit moves past the transaction markers and aborted records in
-// between to one past the last record handled (a trailing marker stays
+// between to one past the last record handled (past a trailing marker
+// too with franz-go; with sarama, which never sees it, the marker stays
 // uncommitted: the lag is 1), and a new member resumes there: it hands
 // out only what was written since, with no record skipped or repeated.
 func TestReadCommittedDeliversOnlyCommittedTransactionsAndResumesPastTheGaps(t *testing.T) {
@@ -172,12 +185,12 @@ func TestReadCommittedDeliversOnlyCommittedTransactionsAndResumesPastTheGaps(t *
 		const group = "g-committed"
 		o := sourceOptions(c, group)
 		cl = readCommitted(cl, &o)
-		got, lag := runUntilCommitted(t, cl, o, group, c, 11)
+		got, ps := runUntilCommitted(t, cl, o, group, c, pastMarker(cl, 11))
 		if want := slices.Concat(vals(0, 3), vals(5, 2), vals(7, 2)); !slices.Equal(got, want) {
 			t.Fatalf("handled %v, want %v: the committed records once each, in order, none of the aborted ones", got, want)
 		}
-		if lag != 1 {
-			t.Fatalf("lag %d after every record was handled, want 1: the trailing commit marker", lag)
+		if want := 12 - pastMarker(cl, 11); ps.Lag != want {
+			t.Fatalf("lag %d after every record was handled, want %d: the trailing commit marker, committed past by franz-go only", ps.Lag, want)
 		}
 
 		// Offsets: 12-13 aborted, 14 marker, 15 committed, 16 marker.
@@ -187,7 +200,7 @@ func TestReadCommittedDeliversOnlyCommittedTransactionsAndResumesPastTheGaps(t *
 		)
 		o = sourceOptions(c, group)
 		cl = readCommitted(cl, &o)
-		got, _ = runUntilCommitted(t, cl, o, group, c, 16)
+		got, _ = runUntilCommitted(t, cl, o, group, c, pastMarker(cl, 16))
 		if want := vals(11, 1); !slices.Equal(got, want) {
 			t.Fatalf("a new member handled %v, want %v: only the records committed since the last commit", got, want)
 		}
@@ -197,7 +210,7 @@ func TestReadCommittedDeliversOnlyCommittedTransactionsAndResumesPastTheGaps(t *
 // Guarantee: with the default read_uncommitted isolation, both clients
 // deliver every data record, the aborted transactions' included, once each
 // and in order, and never a transaction marker; the commit reaches one
-// past the last record.
+// past the last record (past the trailing marker with franz-go).
 func TestReadUncommittedDeliversAbortedRecordsButNoMarkers(t *testing.T) {
 	eachClient(t, func(t *testing.T, cl client) {
 		// Offsets: 0-1 committed, 2 marker, 3-4 aborted, 5 marker, 6
@@ -208,7 +221,7 @@ func TestReadUncommittedDeliversAbortedRecordsButNoMarkers(t *testing.T) {
 			txnStep{from: 4, n: 1, txn: true},
 		)
 		const group = "g-uncommitted"
-		got, _ := runUntilCommitted(t, cl, sourceOptions(c, group), group, c, 7)
+		got, _ := runUntilCommitted(t, cl, sourceOptions(c, group), group, c, pastMarker(cl, 7))
 		if want := vals(0, 5); !slices.Equal(got, want) {
 			t.Fatalf("handled %v, want %v: every data record, aborted ones included, and no marker", got, want)
 		}
@@ -237,4 +250,56 @@ func TestCompactedPartitionCommitsPastTheRemovedRecords(t *testing.T) {
 			t.Fatalf("handled %v, want %v: the records compaction kept, once each, in order", got, want)
 		}
 	})
+}
+
+// Guarantee: the franz-go source steps over a transaction's commit or
+// abort marker that is a partition's last write, as over one between
+// records, without delivering it: once every record is handled, under
+// read_committed and read_uncommitted, and whether or not ClientOptions
+// set kgo.KeepControlRecords, the group's commit reaches the high-water
+// mark, Lag and FetchLag read 0, and each record the isolation level
+// shows was handled once, in order.
+func TestFranzCommitReachesTheHighWaterMarkPastATrailingTransactionMarker(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		steps []txnStep
+		// committed and uncommitted are the values handled under each
+		// isolation level.
+		committed, uncommitted []string
+	}{
+		// Offsets: 0 outside a transaction, 1-2 committed, 3 marker.
+		{"commit", []txnStep{{from: 0, n: 1}, {from: 1, n: 2, txn: true}}, vals(0, 3), vals(0, 3)},
+		// Offsets: 0-1 committed, 2 marker, 3-4 aborted, 5 marker.
+		{"abort", []txnStep{{from: 0, n: 2, txn: true}, {from: 2, n: 2, txn: true, abort: true}}, vals(0, 2), vals(0, 4)},
+	} {
+		for _, iso := range []string{"read_committed", "read_uncommitted", "read_uncommitted_keep_control"} {
+			t.Run(tc.name+"/"+iso, func(t *testing.T) {
+				c := txnCluster(t, tc.steps...)
+				end := int64(0)
+				for _, s := range tc.steps {
+					end += int64(s.n)
+					if s.txn {
+						end++ // the marker
+					}
+				}
+				group := "g-marker-" + tc.name + "-" + iso
+				o := sourceOptions(c, group)
+				cl, want := franzClient, tc.uncommitted
+				switch iso {
+				case "read_committed":
+					cl, want = readCommitted(cl, &o), tc.committed
+				case "read_uncommitted_keep_control":
+					cl = cl.withKgo(kgo.KeepControlRecords())
+				}
+				got, ps := runUntilCommitted(t, cl, o, group, c, end)
+				if !slices.Equal(got, want) {
+					t.Fatalf("handled %v, want %v: each record once, in order, and no marker", got, want)
+				}
+				if ps.HighWater != end || ps.Committed != end || ps.Lag != 0 || ps.FetchLag != 0 {
+					t.Fatalf("high-water mark %d, committed %d, lag %d, fetch lag %d once every record was handled; want %d, %d, 0, 0",
+						ps.HighWater, ps.Committed, ps.Lag, ps.FetchLag, end, end)
+				}
+			})
+		}
+	}
 }

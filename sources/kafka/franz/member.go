@@ -143,6 +143,9 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 		kgo.ConsumerGroup(s.opts.GroupID),
 		kgo.ConsumeTopics(s.opts.Topics...),
 		kgo.DisableAutoCommit(),
+		// Transaction markers are returned, to be skipped (partition.run):
+		// the commit then moves past a partition's last one.
+		kgo.KeepControlRecords(),
 		kgo.ConsumeResetOffset(m.reset),
 		kgo.OnPartitionsAssigned(m.assigned),
 		kgo.OnPartitionsRevoked(m.revoked),

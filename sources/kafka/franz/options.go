@@ -180,7 +180,9 @@ type Options struct {
 	// kgo.FetchMaxWait here takes its place. It adds, after them, the
 	// options it owns: kgo.SeedBrokers (Brokers), kgo.ConsumerGroup,
 	// kgo.ConsumeTopics, kgo.DisableAutoCommit (the source commits itself,
-	// as CommitMode says), kgo.ConsumeResetOffset (from InitialOffset),
+	// as CommitMode says), kgo.KeepControlRecords (transactions' commit
+	// and abort markers are committed past, never delivered, set here or
+	// not), kgo.ConsumeResetOffset (from InitialOffset),
 	// kgo.AdjustFetchOffsetsFn, the partition callbacks
 	// (OnPartitionsAssigned, Revoked, Lost), when Rebalance is set,
 	// kgo.Balancers, and kgo.WithPools with the source's pool of record

@@ -27,6 +27,10 @@ type partition struct {
 	spare    []*kgo.Record // the reader's last inbox, for reuse
 	rewindAt int64         // while rewinding: records after it are from before the rewind, -1 otherwise
 	wake     chan struct{}
+	// ends are the offsets of the transaction markers (control records)
+	// the reader took in and has not skipped yet (claim.Skip): each waits
+	// until the records before it are delivered. Only the reader uses it.
+	ends []int64
 	// pushed counts the hand-overs of the poll loop; decided is the count
 	// the reader has taken in and decided on (whether its read-ahead is
 	// full): the poll loop does not poll again while a claim has records
@@ -268,7 +272,7 @@ func (p *partition) run() {
 		if len(in) > 0 {
 			p.Next.Store(in[len(in)-1].Offset + 1)
 			if !draining {
-				q.Push(in...)
+				p.takeIn(&q, in)
 			} else {
 				p.m.drop(in)
 			}
@@ -276,6 +280,7 @@ func (p *partition) run() {
 		if draining {
 			p.m.drop(q.Head(q.Len()))
 			q.Consume(q.Len())
+			p.ends = p.ends[:0]
 		} else if q.Len() > 0 {
 			if n := p.Take(q.Len()); n > 0 {
 				delivered := q.Head(n)
@@ -284,6 +289,9 @@ func (p *partition) run() {
 				p.m.drop(delivered)
 				q.Consume(n)
 			}
+		}
+		if len(p.ends) > 0 {
+			p.skipEnds(&q)
 		}
 		p.ReadAhead.Store(int32(q.Len()))
 		full := !draining && q.Len() >= window
@@ -324,6 +332,51 @@ func (p *partition) run() {
 			return
 		}
 	}
+}
+
+// takeIn adds the records in, handed over by the poll loop, to the
+// read-ahead q, but for the transaction markers among them (control
+// records, which the client returns with kgo.KeepControlRecords): those
+// are never delivered, and their offsets go to ends instead.
+func (p *partition) takeIn(q *claim.Queue[*kgo.Record], in []*kgo.Record) {
+	i := 0
+	for i < len(in) && !in[i].Attrs.IsControl() {
+		i++
+	}
+	if i == len(in) {
+		q.Push(in...)
+		return
+	}
+	q.Push(in[:i]...)
+	recycle := p.m.recycle.Load()
+	for _, r := range in[i:] {
+		if !r.Attrs.IsControl() {
+			q.Push(r)
+			continue
+		}
+		p.ends = append(p.ends, r.Offset)
+		if recycle {
+			r.Recycle()
+		}
+	}
+}
+
+// skipEnds skips (claim.Skip) the markers of ends that no record of the
+// read-ahead q precedes: every record before them was delivered.
+func (p *partition) skipEnds(q *claim.Queue[*kgo.Record]) {
+	n := len(p.ends)
+	if q.Len() > 0 {
+		next := q.Head(1)[0].Offset
+		n = 0
+		for n < len(p.ends) && p.ends[n] < next {
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	p.Skip(p.ends[:n]...)
+	p.ends = p.ends[:copy(p.ends, p.ends[n:])]
 }
 
 func kgoRecord(r *kgo.Record) claim.Record {
@@ -391,6 +444,7 @@ func (p *partition) dropUndelivered(q *claim.Queue[*kgo.Record], locked func()) 
 	if q != nil {
 		p.m.drop(q.Head(q.Len()))
 		q.Consume(q.Len())
+		p.ends = p.ends[:0]
 	}
 }
 
