@@ -24,6 +24,10 @@ const (
 	PolicySubscriptionExpiration = "subscriptionExpirationTime"
 )
 
+// quotaMessageAge is the type of a backlog quota on the age of a backlog's
+// oldest message.
+const quotaMessageAge = "message_age"
+
 // ConsumerBacklogEviction is the backlog quota policy that drops the
 // oldest unacknowledged messages of a subscription over its quota.
 const ConsumerBacklogEviction = "consumer_backlog_eviction"
@@ -75,12 +79,18 @@ type EvictionAdmin interface {
 // a policy that drops letters before they are released or replayed: a
 // backlog quota with policy consumer_backlog_eviction (unless
 // Options.AcceptBacklogEviction), which drops the oldest unacknowledged
-// messages of a subscription over its quota, however young; or, on a DLQ,
-// a subscription expiration time, which deletes its subscription
+// messages of a subscription over its quota, however young; such a quota
+// of type message_age on a hold topic whose hold is at least 90% of its
+// limitTime, Options.AcceptBacklogEviction or not (Hold set): a message's
+// age counts from its publish, and once the topic's oldest unacknowledged
+// message is older than limitTime (as a letter held that long is) the
+// broker evicts every message published more than 90% of limitTime ago,
+// so the letters held by then are dropped before they fall due; or, on a
+// DLQ, a subscription expiration time, which deletes its subscription
 // DeadSubscription (that has no consumer between replays) with the dead
 // letters it holds. It wraps ErrEvictionPolicy. Declare changes no policy
-// and makes no subscription: change or remove the policy, and declare
-// again.
+// and makes no subscription: change or remove the policy (or, for Hold,
+// raise limitTime above the hold divided by 0.9), and declare again.
 type EvictionError struct {
 	// Topic is the hold topic or DLQ (a full name).
 	Topic string
@@ -90,6 +100,10 @@ type EvictionError struct {
 	Policy string
 	// Quota is the evicting backlog quota (Policy PolicyBacklogQuota).
 	Quota BacklogQuota
+	// Hold is the delay of the hold topic Topic when Quota is a message_age
+	// quota whose limitTime is at most the hold divided by 0.9, which
+	// drops the letters held for it before they fall due; zero otherwise.
+	Hold time.Duration
 	// Expiration is the subscription expiration time (Policy
 	// PolicySubscriptionExpiration).
 	Expiration time.Duration
@@ -104,6 +118,10 @@ func (e *EvictionError) Error() string {
 	if e.Policy == PolicySubscriptionExpiration {
 		return fmt.Sprintf("pulsartopology: subscription expiration time %s (%d minutes) of %s %q deletes its subscription %q, which has no consumer between replays, with the dead letters it holds; remove it (0)",
 			e.Expiration, int64(e.Expiration/time.Minute), kind, e.Topic, DeadSubscription)
+	}
+	if e.Hold > 0 {
+		return fmt.Sprintf("pulsartopology: backlog quota %s (limitTime %d) with policy %s on hold topic %q drops letters held for %s before they fall due, Options.AcceptBacklogEviction or not: the age counts from the hold's publish, and once the topic's oldest unacknowledged message is older than limitTime (as a letter held longer is) the broker evicts every message published more than 90%% of limitTime ago; raise limitTime above %d (the hold divided by 0.9), change the policy to producer_request_hold or producer_exception, or remove it",
+			e.Quota.Type, int64(e.Quota.LimitTime/time.Second), e.Quota.Policy, e.Topic, e.Hold, int64(e.Hold*10/9/time.Second))
 	}
 	return fmt.Sprintf("pulsartopology: backlog quota %s (limitSize %d, limitTime %d) with policy %s on %s %q drops the oldest unacknowledged messages over the quota, however young: letters can be lost before they are %s; set its policy to producer_request_hold or producer_exception, remove it, or accept it with Options.AcceptBacklogEviction",
 		e.Quota.Type, e.Quota.LimitSize, int64(e.Quota.LimitTime/time.Second), e.Quota.Policy, kind, e.Topic, fate)
@@ -121,7 +139,9 @@ const (
 // checkEviction reads, through Options.Admin when it is an EvictionAdmin,
 // the backlog quotas and the subscription expiration in effect on q's
 // hold topics and DLQ, and returns an *EvictionError for the first that
-// drops letters (see EvictionError). Unless it refuses, it logs one WARN
+// drops letters (see EvictionError), the first hold that a message_age
+// quota drops before it falls due (which Options.AcceptBacklogEviction
+// does not accept) before any other. Unless it refuses, it logs one WARN
 // naming the hold topics whose subscriptions expire; it logs one WARN in the backend's life when a policy
 // cannot be read: a declaration does not fail only because it cannot be
 // checked.
@@ -137,7 +157,7 @@ func (b *Backend[T]) checkEviction(ctx context.Context, q *queues[T]) error {
 		errs    []error
 		expire  []slog.Attr // the hold topics whose subscriptions expire
 	)
-	check := func(topic string, dlq bool) error {
+	check := func(topic string, delay time.Duration, dlq bool) error {
 		quotas, err := admin.BacklogQuotas(actx, topic)
 		if err != nil {
 			if err := b.adminEnded(ctx, "reading the backlog quotas of topic "+strconv.Quote(topic)); err != nil {
@@ -146,7 +166,14 @@ func (b *Backend[T]) checkEviction(ctx context.Context, q *queues[T]) error {
 			errs = append(errs, fmt.Errorf("topic %q: backlog quotas: %w", topic, err))
 		}
 		for _, bq := range quotas {
-			if bq.Policy == ConsumerBacklogEviction && !b.opts.AcceptBacklogEviction && refused == nil {
+			if bq.Policy != ConsumerBacklogEviction {
+				continue
+			}
+			switch {
+			case bq.Type == quotaMessageAge && bq.LimitTime > 0 && delay > 0 && delay >= bq.LimitTime/10*9 &&
+				(refused == nil || refused.Hold == 0):
+				refused = &EvictionError{Topic: topic, Policy: PolicyBacklogQuota, Quota: bq, Hold: delay}
+			case !b.opts.AcceptBacklogEviction && refused == nil:
 				refused = &EvictionError{Topic: topic, DLQ: dlq, Policy: PolicyBacklogQuota, Quota: bq}
 			}
 		}
@@ -168,12 +195,12 @@ func (b *Backend[T]) checkEviction(ctx context.Context, q *queues[T]) error {
 		return nil
 	}
 	for _, h := range q.holds {
-		if err := check(h.full, false); err != nil {
+		if err := check(h.full, h.delay, false); err != nil {
 			return err
 		}
 	}
 	if q.dlq != "" {
-		if err := check(q.dlq, true); err != nil {
+		if err := check(q.dlq, 0, true); err != nil {
 			return err
 		}
 	}

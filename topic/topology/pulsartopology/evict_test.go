@@ -328,22 +328,24 @@ func TestDeclareAndCloseReturnByTheirDeadlineWhileTheAdminServerHangs(t *testing
 }
 
 // Guarantee: a message_age quota with policy consumer_backlog_eviction
-// counts a letter's age from its publish, not from its due time: Declare
-// refuses it on a hold topic, and once accepted (Options.AcceptBacklogEviction,
-// no WARN) a letter held for an hour is dropped, before it falls due,
-// when the broker finds it older than a 10-minute limit.
+// counts a letter's age from its publish, not from its due time: a letter
+// held for an hour is dropped, before it falls due, when the broker finds
+// it older than a 10-minute limit; which is why Declare refuses such a
+// hold under such a quota, Options.AcceptBacklogEviction or not.
 func TestAMessageAgeEvictionQuotaDropsHeldLettersBeforeTheyFallDue(t *testing.T) {
 	br := testbroker.Pulsar(t)
 	url := adminServer(t, br.AdminHandler())
 	setPolicy(t, url, "backlogQuota?backlogQuotaType=message_age", `{"limitSize":-1,"limitTime":600,"policy":"consumer_backlog_eviction"}`)
 	top := build(t, topology.New("aged").ForConsumerGroup("g").Hold(time.Hour))
-	refusing, _ := evictionBackend(t, br, url, false)
-	if _, err := refusing.Declare(ctxT(t), top); !errors.Is(err, pulsartopology.ErrEvictionPolicy) {
-		t.Fatalf("Declare of a 1h hold under a 10-minute message_age eviction quota = %v, want an error wrapping ErrEvictionPolicy", err)
+	for _, accept := range []bool{false, true} {
+		checking, _ := evictionBackend(t, br, url, accept)
+		if _, err := checking.Declare(ctxT(t), top); !errors.Is(err, pulsartopology.ErrEvictionPolicy) {
+			t.Fatalf("Declare (AcceptBacklogEviction %t) of a 1h hold under a 10-minute message_age eviction quota = %v, want an error wrapping ErrEvictionPolicy", accept, err)
+		}
 	}
-	be, recs := evictionBackend(t, br, url, true)
+	be := newBackend(t, options(br, topic.Codec[string](topic.StringCodec{}))) // no Admin: nothing checked
 	if _, err := be.Declare(ctxT(t), top); err != nil {
-		t.Fatalf("Declare accepting the quota: %v", err)
+		t.Fatalf("Declare without an Admin: %v", err)
 	}
 	hold := be.TopicName(top.Holds()[0].Name)
 	if _, err := br.Publish(ctxT(t), hold, pulsartest.Message{Payload: []byte("held"), DeliverAt: time.Now().Add(time.Hour)}); err != nil {
@@ -357,6 +359,94 @@ func TestAMessageAgeEvictionQuotaDropsHeldLettersBeforeTheyFallDue(t *testing.T)
 	br.CheckBacklogQuotas()
 	if n := br.Backlog(hold, "g"); n != 0 {
 		t.Errorf("held letters 15 minutes into a 1h hold under a 10-minute quota: %d, want 0 (dropped)", n)
+	}
+}
+
+// Guarantee: Declare refuses a hold of at least 90% of the limitTime of a
+// message_age quota with policy consumer_backlog_eviction on its topic
+// even with Options.AcceptBacklogEviction (the broker evicts messages
+// published more than 90% of the limit ago, so every held letter is
+// dropped before it falls due once the quota trips), with an
+// *EvictionError wrapping ErrEvictionPolicy that names the hold, the
+// limit and the limit it takes; the subscriptions are not made.
+func TestAcceptBacklogEvictionDoesNotAcceptAMessageAgeQuotaThatDropsHeldLettersBeforeTheyFallDue(t *testing.T) {
+	for _, tc := range []struct {
+		hold time.Duration
+		want []string
+	}{
+		{time.Hour, []string{"1h0m0s", "limitTime 600", "above 4000", "message_age", "consumer_backlog_eviction"}},
+		{9 * time.Minute, []string{"9m0s", "limitTime 600", "above 600", "message_age", "consumer_backlog_eviction"}},
+	} {
+		t.Run(tc.hold.String(), func(t *testing.T) {
+			br := testbroker.Pulsar(t)
+			url := adminServer(t, br.AdminHandler())
+			setPolicy(t, url, "backlogQuota?backlogQuotaType=message_age", `{"limitSize":-1,"limitTime":600,"policy":"consumer_backlog_eviction"}`)
+			be, _ := evictionBackend(t, br, url, true)
+			top := build(t, topology.New("aged").ForConsumerGroup("g").Hold(tc.hold).DLQ())
+			_, err := be.Declare(ctxT(t), top)
+			var ee *pulsartopology.EvictionError
+			if !errors.Is(err, pulsartopology.ErrEvictionPolicy) || !errors.As(err, &ee) {
+				t.Fatalf("Declare accepting backlog eviction of a %s hold under a 10-minute message_age eviction quota = %v, want an *EvictionError wrapping ErrEvictionPolicy", tc.hold, err)
+			}
+			hold := be.TopicName(top.Holds()[0].Name)
+			if ee.Topic != hold || ee.DLQ || ee.Policy != pulsartopology.PolicyBacklogQuota || ee.Quota.Type != "message_age" ||
+				ee.Quota.LimitTime != 10*time.Minute || ee.Hold != tc.hold {
+				t.Errorf("EvictionError %+v, want hold topic %q, policy %s, a 10-minute message_age quota, hold %s", *ee, hold, pulsartopology.PolicyBacklogQuota, tc.hold)
+			}
+			msg := err.Error()
+			for _, w := range append(tc.want, "pulsartopology:", hold) {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not name %s", msg, w)
+				}
+			}
+			if strings.Contains(msg, "accept it") {
+				t.Errorf("error %q offers Options.AcceptBacklogEviction, which does not accept it", msg)
+			}
+			if n := br.Backlog(hold, "g"); n != -1 {
+				t.Errorf("the group's subscription on %q exists (backlog %d) after a refused Declare", hold, n)
+			}
+		})
+	}
+}
+
+// Guarantee: without Options.AcceptBacklogEviction, a Declare whose
+// shorter hold is under an evicting message_age quota and whose longer
+// hold is dropped by it before it falls due is refused for the longer
+// hold (EvictionError.Hold set), which no acceptance would make right.
+func TestDeclareRefusesForTheHoldAMessageAgeEvictionQuotaDropsBeforeItFallsDue(t *testing.T) {
+	br := testbroker.Pulsar(t)
+	url := adminServer(t, br.AdminHandler())
+	setPolicy(t, url, "backlogQuota?backlogQuotaType=message_age", `{"limitSize":-1,"limitTime":600,"policy":"consumer_backlog_eviction"}`)
+	be, _ := evictionBackend(t, br, url, false)
+	top := build(t, topology.New("aged-two").ForConsumerGroup("g").Hold(5*time.Second).Hold(time.Hour))
+	_, err := be.Declare(ctxT(t), top)
+	var ee *pulsartopology.EvictionError
+	if !errors.As(err, &ee) {
+		t.Fatalf("Declare of holds of 5s and 1h under a 10-minute message_age eviction quota = %v, want an *EvictionError", err)
+	}
+	long := be.TopicName(top.Holds()[1].Name)
+	if ee.Topic != long || ee.Hold != time.Hour {
+		t.Errorf("EvictionError %+v, want the 1h hold topic %q, hold 1h0m0s", *ee, long)
+	}
+}
+
+// Guarantee: a message_age quota with policy consumer_backlog_eviction
+// whose 90% of limitTime is longer than every hold is accepted by
+// Options.AcceptBacklogEviction (a held letter falls due before the broker
+// may evict it), with no WARN, and the subscriptions are made.
+func TestAcceptBacklogEvictionAcceptsAMessageAgeQuotaLongerThanTheHolds(t *testing.T) {
+	br := testbroker.Pulsar(t)
+	url := adminServer(t, br.AdminHandler())
+	setPolicy(t, url, "backlogQuota?backlogQuotaType=message_age", `{"limitSize":-1,"limitTime":600,"policy":"consumer_backlog_eviction"}`)
+	be, recs := evictionBackend(t, br, url, true)
+	top := build(t, topology.New("young").ForConsumerGroup("g").Hold(time.Minute).Hold(8*time.Minute+59*time.Second).DLQ())
+	if _, err := be.Declare(ctxT(t), top); err != nil {
+		t.Fatalf("Declare accepting backlog eviction of holds of 1m and 8m59s under a 10-minute message_age eviction quota: %v", err)
+	}
+	for _, h := range top.Holds() {
+		if n := br.Backlog(be.TopicName(h.Name), "g"); n != 0 {
+			t.Errorf("the group's subscription on the hold topic %q: backlog %d, want 0", be.TopicName(h.Name), n)
+		}
 	}
 	if n := recs.Count(slog.LevelWarn, pulsartopology.MsgEvictionUnread) + recs.Count(slog.LevelWarn, pulsartopology.MsgHoldExpiry); n != 0 {
 		t.Errorf("%d WARN about eviction, want none", n)

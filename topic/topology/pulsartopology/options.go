@@ -153,7 +153,15 @@ type Options[T any] struct {
 	// one (an *EvictionError wrapping ErrEvictionPolicy): the broker drops
 	// the oldest unacknowledged letters of a subscription over its quota,
 	// however young, so a burst of retries or dead letters loses letters
-	// before they are released or replayed.
+	// before they are released or replayed. It does not accept a
+	// message_age quota on a hold topic whose hold is at least 90% of its
+	// limitTime: the age counts from the hold's publish, so no sizing keeps
+	// the broker from dropping the held letters before they fall due
+	// (EvictionError.Hold). Under an accepted message_age quota, a letter
+	// of a shorter hold is lost only when no reader takes it within 90% of
+	// limitTime of the hold's publish (that is, within 90% of limitTime
+	// less the hold after it falls due) and the broker's check finds the
+	// topic's oldest unacknowledged message older than limitTime.
 	AcceptBacklogEviction bool
 	// MaxReconnectToBroker is how many attempts in a row a reader's
 	// consumer makes to reconnect after losing its connection before
