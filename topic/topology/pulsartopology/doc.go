@@ -29,8 +29,10 @@
 //     backlog quotas and subscription expiration in effect on them too:
 //     it refuses (EvictionError, wrapping ErrEvictionPolicy) a backlog
 //     quota with policy consumer_backlog_eviction, unless
-//     Options.AcceptBacklogEviction, and a subscription expiration on the
-//     DLQ, whose subscription has no consumer between replays; it logs a
+//     Options.AcceptBacklogEviction (a message_age one on a hold topic
+//     whose delay is at least 90% of its limit, accepted or not: it drops
+//     held letters before they fall due), and a subscription expiration on
+//     the DLQ, whose subscription has no consumer between replays; it logs a
 //     WARN for hold topics whose subscriptions expire. The admin calls get
 //     Declare's context, which Close ends too. What an operator sets on
 //     the namespace (TTL, backlog quota, subscription expiry, inactive
