@@ -3,7 +3,9 @@ package topology
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -56,6 +58,25 @@ type Letter[T any] struct {
 	FirstFailure, LastFailure time.Time
 	// Death is set on a dead letter: why and where it died.
 	Death *Death
+	// Headers are the letter's own headers, W3C trace context
+	// (traceparent, tracestate) or anything else its publisher attached
+	// (see PublisherOptions.Headers); nil when it has none, which costs
+	// nothing. Every backend carries them unchanged through Publish,
+	// Hold, Requeue, Return and DeadLetter, and Replay puts them back on
+	// the main topic with the letter: the Kafka backend as record
+	// headers, the Pulsar backend as message properties, both beside the
+	// ones they write themselves, the in-memory backend in the letter. A
+	// record or message produced into a topology's topic by something
+	// else delivers its headers or properties here too.
+	//
+	// Names starting with ReservedHeaderPrefix ("topology-") are the
+	// backends' own: a backend drops them from the headers it is given
+	// and leaves them out of the headers it delivers, so they can
+	// neither be read here nor change a letter's history. A publish whose
+	// headers take more than MaxHeaderBytes is refused (ErrHeadersTooLarge).
+	// Once given to a backend, headers are shared with every reader of
+	// the letter and must not be changed.
+	Headers topic.Headers
 	// Receipt is the backend's handle on this delivery (an offset, a broker
 	// message id), given back to [Reader.Settle]; nil when the backend
 	// needs none. It is never encoded: a backend that carries letters as
@@ -68,6 +89,65 @@ type Letter[T any] struct {
 	// (in a header, say) through Hold and Requeue, and gives it back as
 	// received through Return; Publish and DeadLetter clear it.
 	Resume bool
+}
+
+// ReservedHeaderPrefix starts the names of the headers (Kafka) and
+// properties (Pulsar) the backends write a letter's history under: a
+// Letter's Headers never carry such a name (see Letter.Headers).
+const ReservedHeaderPrefix = "topology-"
+
+// MaxHeaderBytes bounds a letter's Headers: the sum of the lengths of
+// their names and values. Publish refuses more (ErrHeadersTooLarge), so
+// that headers cannot take a broker message's room from the history a
+// hold and a dead-lettering add to a letter.
+const MaxHeaderBytes = 16 << 10
+
+// ErrHeadersTooLarge is wrapped by the error [Publisher.Publish] and a
+// backend's Queues.Publish return for a letter whose Headers take more
+// than MaxHeaderBytes; nothing is published then.
+var ErrHeadersTooLarge = errors.New("topology: headers larger than MaxHeaderBytes")
+
+// CheckHeaders returns nil when h takes at most MaxHeaderBytes (the
+// names starting with ReservedHeaderPrefix, which a backend drops, not
+// counted), and otherwise an error wrapping ErrHeadersTooLarge that says
+// by how much. A backend's Queues.Publish calls it.
+func CheckHeaders(h topic.Headers) error {
+	n := 0
+	for k, v := range h {
+		if !strings.HasPrefix(k, ReservedHeaderPrefix) {
+			n += len(k) + len(v)
+		}
+	}
+	if n > MaxHeaderBytes {
+		return fmt.Errorf("%w: %d bytes of names and values, at most %d", ErrHeadersTooLarge, n, MaxHeaderBytes)
+	}
+	return nil
+}
+
+// CarriedHeaders returns what a backend carries of h: h itself when it
+// has no name starting with ReservedHeaderPrefix (so that carrying
+// headers allocates nothing), nil when it has nothing else, and
+// otherwise a copy of h without those names.
+func CarriedHeaders(h topic.Headers) topic.Headers {
+	reserved := 0
+	for k := range h {
+		if strings.HasPrefix(k, ReservedHeaderPrefix) {
+			reserved++
+		}
+	}
+	switch {
+	case len(h) == reserved:
+		return nil
+	case reserved == 0:
+		return h
+	}
+	out := make(topic.Headers, len(h)-reserved)
+	for k, v := range h {
+		if !strings.HasPrefix(k, ReservedHeaderPrefix) {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // Death is the death metadata a dead letter carries.

@@ -108,7 +108,8 @@ func (rep *ReplayReport[T]) replayed(l *Letter[T], max int) {
 
 // Replay takes every letter the DLQ of q holds now, puts those the filter
 // selects back to q's consumer group on the main topic, with their retry
-// count, failure times and death cleared, and returns the others to the
+// count, failure times and death cleared (their key, shard and Headers
+// kept), and returns the others to the
 // DLQ (all of them on a dry run). Letters that reach the DLQ while it runs
 // may be looked at or not. The replayed letters go to the topology's own
 // consumer group only: other groups of the topic never failed them. Only
@@ -249,7 +250,7 @@ func Replay[T any](ctx context.Context, q Queues[T], opts ReplayOptions[T]) (rep
 				}
 				continue
 			}
-			fresh := Letter[T]{Value: l.Value, Key: l.Key, Shard: l.Shard}
+			fresh := Letter[T]{Value: l.Value, Key: l.Key, Shard: l.Shard, Headers: l.Headers}
 			if err := q.Requeue(ctx, fresh); err != nil {
 				// The letters taken and not yet handled go back to the
 				// DLQ: a backend that removes a letter when it is

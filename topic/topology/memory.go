@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -409,12 +410,17 @@ func (q *memQueues[T]) Topology() *Topology { return q.t }
 // Publish implements Queues: every group's queue gets l, waiting for room
 // in each, one after the other. When ctx ends while it waits for a
 // group, the groups before it keep l. A nil ctx returns ErrNilContext,
-// nothing published.
+// nothing published. l's Headers are copied (without the reserved
+// names), so that the caller's map is not shared with the readers.
 func (q *memQueues[T]) Publish(ctx context.Context, l Letter[T]) error {
 	if ctx == nil {
 		return ErrNilContext
 	}
+	if err := CheckHeaders(l.Headers); err != nil {
+		return err
+	}
 	l.Receipt, l.Resume = nil, false
+	l.Headers = maps.Clone(CarriedHeaders(l.Headers))
 	return q.main.publish(ctx, l)
 }
 
@@ -447,6 +453,7 @@ func (q *memQueues[T]) Hold(ctx context.Context, i int, l Letter[T]) error {
 	if i < 0 || i >= len(q.holds) {
 		return fmt.Errorf("topology: hold queue %d of %d", i, len(q.holds))
 	}
+	l.Headers = CarriedHeaders(l.Headers)
 	return q.holds[i].add(ctx, l, q.group)
 }
 
@@ -465,6 +472,7 @@ func (q *memQueues[T]) Requeue(ctx context.Context, l Letter[T]) error {
 	}
 	from := l.Receipt
 	l.Receipt = nil
+	l.Headers = CarriedHeaders(l.Headers)
 	if g, ok := from.(*queue.Queue[Letter[T]]); ok && g == q.group {
 		one := [1]Letter[T]{l}
 		return mapQueueErr(q.group.PutTail(one[:]))
@@ -530,6 +538,7 @@ func (q *memQueues[T]) DeadLetter(ctx context.Context, l Letter[T]) error {
 	}
 	from := l.Receipt
 	l.Receipt, l.Resume = nil, false
+	l.Headers = CarriedHeaders(l.Headers)
 	if g, ok := from.(*queue.Queue[Letter[T]]); ok && g == q.dead {
 		one := [1]Letter[T]{l}
 		return mapQueueErr(q.dead.PutTail(one[:]))

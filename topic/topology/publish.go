@@ -17,9 +17,22 @@ type PublisherOptions[T any] struct {
 	// Publish with an error wrapping the *message.PanicError; nothing is
 	// published.
 	Key func(T) string
+	// Headers returns the headers a message is published with
+	// (Letter.Headers), for example the trace context of the publishing
+	// call's span (tracing.TopologyHeaders): every delivery of the
+	// message carries them, its retries and its dead letter included. It
+	// is called once per Publish, on the publishing goroutine, with
+	// Publish's context and value. The headers are handed to the backend
+	// as they are: do not change them afterwards. Names starting with
+	// ReservedHeaderPrefix are dropped; headers larger than
+	// MaxHeaderBytes fail the Publish with an error wrapping
+	// ErrHeadersTooLarge. A Headers that panics fails that Publish with
+	// an error wrapping the *message.PanicError; nothing is published.
+	// Nil (the default) publishes every message without headers.
+	Headers func(ctx context.Context, v T) topic.Headers `name:"-"`
 }
 
-// WithDefaults returns o unchanged: Key has no default.
+// WithDefaults returns o unchanged: Key and Headers have no default.
 func (o PublisherOptions[T]) WithDefaults() PublisherOptions[T] { return o }
 
 // Validate returns nil: whether Key is required depends on the topology,
@@ -36,9 +49,10 @@ var ErrKey = errors.New("topology: a sequenced topology needs a key function, an
 // concurrent use; messages of one key keep their order when they are
 // published from one goroutine.
 type Publisher[T any] struct {
-	q      Queues[T]
-	key    func(T) string
-	shards int
+	q       Queues[T]
+	key     func(T) string
+	headers func(context.Context, T) topic.Headers
+	shards  int
 }
 
 // errZeroPublisher is what Publish returns on a Publisher NewPublisher did
@@ -59,7 +73,7 @@ func NewPublisher[T any](q Queues[T], opts PublisherOptions[T]) (*Publisher[T], 
 	case !seq && opts.Key != nil:
 		return nil, fmt.Errorf("%w: topology %q is not sequenced and PublisherOptions.Key is set; leave it nil, or build the topology with Sequenced", ErrKey, t.Name())
 	}
-	return &Publisher[T]{q: q, key: opts.Key, shards: t.shards}, nil
+	return &Publisher[T]{q: q, key: opts.Key, headers: opts.Headers, shards: t.shards}, nil
 }
 
 // Publish appends v to the main topic. It may wait for room; it returns
@@ -69,7 +83,10 @@ func NewPublisher[T any](q Queues[T], opts PublisherOptions[T]) (*Publisher[T], 
 // keep it (a publish tried again gives them v twice). On a Publisher
 // NewPublisher did not make (a zero value) it publishes nothing and
 // returns an error wrapping topic.ErrNotCreated. A nil ctx returns
-// ErrNilContext, nothing published.
+// ErrNilContext, nothing published. The message carries the headers
+// PublisherOptions.Headers gives it; a panic of Headers, or headers over
+// MaxHeaderBytes (ErrHeadersTooLarge), fail the Publish, nothing
+// published.
 func (p *Publisher[T]) Publish(ctx context.Context, v T) error {
 	if p.q == nil {
 		return errZeroPublisher
@@ -86,7 +103,24 @@ func (p *Publisher[T]) Publish(ctx context.Context, v T) error {
 		l.Key = k
 		l.Shard = ShardOf(l.Key, p.shards)
 	}
+	if p.headers != nil {
+		h, err := headersOf(ctx, p.headers, v)
+		if err != nil {
+			return fmt.Errorf("topology %s: Publisher Headers: %w", p.q.Topology().Name(), err)
+		}
+		if err := CheckHeaders(h); err != nil {
+			return fmt.Errorf("topology %s: %w", p.q.Topology().Name(), err)
+		}
+		l.Headers = h
+	}
 	return p.q.Publish(ctx, l)
+}
+
+// headersOf calls headers on ctx and v and returns a panic in it as a
+// *message.PanicError.
+func headersOf[T any](ctx context.Context, headers func(context.Context, T) topic.Headers, v T) (h topic.Headers, err error) {
+	defer message.Recover(&err)
+	return headers(ctx, v), nil
 }
 
 // keyOf calls key on v and returns a panic in it as a *message.PanicError.

@@ -136,6 +136,11 @@ type Delivery struct {
 	// Death is the death metadata of a dead letter (a source made by
 	// NewDeadSource); nil otherwise.
 	Death *Death
+	// Headers are the letter's headers (Letter.Headers): the trace
+	// context its publisher gave it (PublisherOptions.Headers), which
+	// observe/tracing reads; nil when it has none. A retry and a dead
+	// letter carry the headers the message was published with.
+	Headers topic.Headers
 }
 
 // LogValue describes the letter for logs: its main topic, its key when it
@@ -918,7 +923,7 @@ func (s *Source[T]) messages(slab *message.Slab[T], ls []pendingLetter[T]) []*me
 		rec.l, rec.r = ls[i].l, ls[i].r
 		l := &rec.l
 		rec.md = Delivery{Topic: s.t.name, Group: s.t.ConsumerGroup(), Key: l.Key, Shard: l.Shard,
-			Retries: l.Retries, FirstFailure: l.FirstFailure, LastFailure: l.LastFailure, Death: l.Death}
+			Retries: l.Retries, FirstFailure: l.FirstFailure, LastFailure: l.LastFailure, Death: l.Death, Headers: l.Headers}
 		var key string
 		if s.seq != nil && l.Shard >= 0 && l.Shard < len(s.shards) {
 			key = s.shards[l.Shard]
