@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/internal/quote"
 	"github.com/boulevard-go/boulevard/topic/topology"
 	"github.com/boulevard-go/boulevard/topic/topology/internal/lettersize"
@@ -65,8 +67,14 @@ func timeHeader(k string, t time.Time) sarama.RecordHeader {
 }
 
 // letterHeaders returns l's history as headers (nothing for a fresh,
-// unsequenced letter).
+// unsequenced letter), then l's own Headers but the names starting with
+// topology.ReservedHeaderPrefix, which are the history's.
 func letterHeaders[T any](l *topology.Letter[T], hs []sarama.RecordHeader) []sarama.RecordHeader {
+	for k, v := range l.Headers {
+		if !strings.HasPrefix(k, topology.ReservedHeaderPrefix) {
+			hs = append(hs, header(k, v))
+		}
+	}
 	if l.Shard != 0 {
 		hs = append(hs, header(HeaderShard, strconv.Itoa(l.Shard)))
 	}
@@ -156,7 +164,9 @@ func parseTime(v []byte) (time.Time, error) {
 }
 
 // readHeaders fills l's history from rec's headers and returns the rest.
-// Of a repeated header the last counts. A history header whose value no
+// A header whose name does not start with topology.ReservedHeaderPrefix
+// goes into l.Headers (nil when there is none), whoever produced the
+// record. Of a repeated header the last counts. A history header whose value no
 // letter writes (a count out of its bound, a time that is not RFC 3339 or
 // whose UTC year is outside 0 to 9999, a Resume neither "1" nor "0") is an
 // error that shows at most the value's first bytes, a death's header too
@@ -210,6 +220,13 @@ func readHeaders[T any](rec *sarama.ConsumerMessage, l *topology.Letter[T]) (met
 			d.FirstFailure, err = parseTime(v)
 		case HeaderDeathLastFailure:
 			d.LastFailure, err = parseTime(v)
+		default:
+			if k := string(h.Key); !strings.HasPrefix(k, topology.ReservedHeaderPrefix) {
+				if l.Headers == nil {
+					l.Headers = make(topic.Headers, 2)
+				}
+				l.Headers[k] = string(v)
+			}
 		}
 		if err != nil {
 			return m, fmt.Errorf("kafkatopology: header %q = %s: %w", string(h.Key), quote.Value(string(v)), err)

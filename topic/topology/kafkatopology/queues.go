@@ -64,7 +64,7 @@ func (q *queues[T]) record(ctx context.Context, kname string, l *topology.Letter
 	if l.Key != "" {
 		msg.Key = sarama.StringEncoder(l.Key)
 	}
-	msg.Headers = append(letterHeaders(l, make([]sarama.RecordHeader, 0, 4+len(extra))), extra...)
+	msg.Headers = append(letterHeaders(l, make([]sarama.RecordHeader, 0, 4+len(extra)+len(l.Headers))), extra...)
 	// Version 2: the record batches of Kafka 0.11 on (saramaConfig).
 	limit := q.b.cfg.Producer.MaxMessageBytes
 	if size := msg.ByteSize(2); size > limit-reserve {
@@ -121,6 +121,9 @@ func (q *queues[T]) produced(ctx context.Context, kname string, l *topology.Lett
 func (q *queues[T]) Publish(ctx context.Context, l topology.Letter[T]) error {
 	if ctx == nil {
 		return topology.ErrNilContext
+	}
+	if err := topology.CheckHeaders(l.Headers); err != nil {
+		return err
 	}
 	l.Receipt, l.Resume = nil, false
 	return q.produce(ctx, q.main, &l, q.reserve)

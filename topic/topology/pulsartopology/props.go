@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/internal/quote"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
@@ -42,14 +44,21 @@ const (
 )
 
 // properties encodes l's history, with group as its only consumer group
-// when not empty; nil for a fresh letter for every group (a publish).
+// when not empty, beside l's own Headers but the names starting with
+// topology.ReservedHeaderPrefix, which are the history's; nil for a fresh
+// letter without headers for every group (a publish).
 func properties[T any](l *topology.Letter[T], group string) map[string]string {
 	var p map[string]string
 	put := func(k, v string) {
 		if p == nil {
-			p = make(map[string]string, 4)
+			p = make(map[string]string, 4+len(l.Headers))
 		}
 		p[k] = v
+	}
+	for k, v := range l.Headers {
+		if !strings.HasPrefix(k, topology.ReservedHeaderPrefix) {
+			put(k, v)
+		}
 	}
 	putTime := func(k string, t time.Time) {
 		if !t.IsZero() {
@@ -90,7 +99,9 @@ var (
 )
 
 // readProperties decodes a letter's history from p into l and returns the
-// group the message is for ("" for every group). A history property whose
+// group the message is for ("" for every group). The properties whose
+// names do not start with topology.ReservedHeaderPrefix go into
+// l.Headers (nil when there is none), whoever produced the message. A history property whose
 // value no letter carries (a count out of its bound: the shard from 0 to
 // topology.MaxRoutingShards-1, retries from 0 to
 // topology.MaxRetriesLimit; a time that is not RFC 3339 or whose UTC year
@@ -152,6 +163,15 @@ func readProperties[T any](p map[string]string, l *topology.Letter[T]) (string, 
 		dead := d
 		dead.Reason = topology.Reason(r)
 		l.Death = &dead
+	}
+	l.Headers = nil
+	for k, v := range p {
+		if !strings.HasPrefix(k, topology.ReservedHeaderPrefix) {
+			if l.Headers == nil {
+				l.Headers = make(topic.Headers, 2)
+			}
+			l.Headers[k] = v
+		}
 	}
 	return p[PropGroup], err
 }

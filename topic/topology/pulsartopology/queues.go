@@ -61,6 +61,9 @@ func (q *queues[T]) Publish(ctx context.Context, l topology.Letter[T]) error {
 	if ctx == nil {
 		return topology.ErrNilContext
 	}
+	if err := topology.CheckHeaders(l.Headers); err != nil {
+		return err
+	}
 	l.Resume = false
 	m, err := q.message(&l, "")
 	if err != nil {

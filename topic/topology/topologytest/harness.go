@@ -17,6 +17,7 @@ import (
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/processor"
 	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
@@ -97,6 +98,7 @@ type attempt struct {
 	Retries int
 	At      time.Time
 	Death   *topology.Death
+	Headers topic.Headers
 }
 
 // consumer is a running pipeline over a topology source that records
@@ -163,7 +165,7 @@ func (s *h) consume(q topology.Queues[Msg], dead bool, opts topology.SourceOptio
 			Handle: func(ctx context.Context, m *message.Message[Msg]) (Msg, error) {
 				d, _ := topology.DeliveryOf(m)
 				c.mu.Lock()
-				a := attempt{Msg: m.Data, Retries: d.Retries, At: time.Now(), Death: d.Death}
+				a := attempt{Msg: m.Data, Retries: d.Retries, At: time.Now(), Death: d.Death, Headers: d.Headers}
 				if unlogged {
 					a.Msg = Msg{}
 				}

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -34,6 +35,7 @@ import (
 	"github.com/boulevard-go/boulevard/acker"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/producer"
+	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
@@ -122,6 +124,7 @@ var cases = []testCase{
 	{"ReplayedPayloadsAreNotKept", replayedPayloadsAreNotKept},
 	{"UnsettledLettersAreNotKeptPastClose", unsettledLettersAreNotKeptPastClose},
 	{"NilContextIsAnErrorNotAPanic", nilContextIsAnError},
+	{"HeadersSurviveRequeueHoldDeadLetterAndReplay", headersSurvive},
 }
 
 // Run runs the suite against cfg's backend.
@@ -1253,4 +1256,68 @@ func names(as []attempt) string {
 		out[i] = a.String()
 	}
 	return strings.Join(out, " ")
+}
+
+// Guarantee: the headers a Publisher gives a message (Letter.Headers)
+// reach every delivery of it unchanged, after a Requeue (Defer) and a
+// Hold (Retry) as on the first, stay on its dead letter, and come back
+// with it when Replay puts it back; a name starting with
+// ReservedHeaderPrefix the Publisher gives is dropped, and changes
+// nothing of the letter's history.
+func headersSurvive(s *h) {
+	q := s.declare(topology.New("headed").Hold(hold1).DLQ())
+	want := topic.Headers{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "x-tenant": "acme"}
+	var fixed atomic.Bool
+	var calls atomic.Int32
+	c := s.consume(q, false, topology.SourceOptions[Msg]{MaxRetries: 1}, func(context.Context, Msg, *topology.Delivery) error {
+		switch {
+		case fixed.Load():
+			return nil
+		case calls.Add(1) == 1:
+			return topology.Defer()
+		}
+		return topology.Retry(errFlaky)
+	}, nil)
+	p, err := topology.NewPublisher(q, topology.PublisherOptions[Msg]{Headers: func(context.Context, Msg) topic.Headers {
+		h := maps.Clone(want)
+		h["topology-retries"] = "7"
+		h[topology.ReservedHeaderPrefix+"custom"] = "x"
+		return h
+	}})
+	if err != nil {
+		s.Fatalf("NewPublisher: %v", err)
+	}
+	if err := p.Publish(s.ctx, Msg{N: 1}); err != nil {
+		s.Fatalf("Publish: %v", err)
+	}
+	s.eventually("the dead letter", time.Minute, func() bool { return c.src.Stats().DeadLettered == 1 })
+	check := func(what string, got topic.Headers) {
+		s.Helper()
+		if !maps.Equal(got, want) {
+			s.Errorf("%s carries headers %v, want %v", what, got, want)
+		}
+	}
+	as := c.attempts()
+	if len(as) < 3 {
+		s.Fatalf("%d attempts before the dead letter, want 3 (first, requeued, held)", len(as))
+	}
+	for i, a := range as {
+		check(fmt.Sprintf("attempt %d (retries %d)", i, a.Retries), a.Headers)
+	}
+	if as[0].Retries != 0 {
+		s.Errorf("the first attempt has retry count %d, want 0: a reserved header changed the history", as[0].Retries)
+	}
+	s.quiet()
+	dl := s.dead(q)
+	if len(dl) != 1 {
+		s.Fatalf("DLQ holds %d letters, want 1", len(dl))
+	}
+	check("the dead letter", dl[0].Headers)
+	fixed.Store(true)
+	if rep, err := topology.Replay(s.ctx, q, topology.ReplayOptions[Msg]{}); err != nil || rep.ReplayedCount != 1 {
+		s.Fatalf("Replay: %+v, %v; want 1 replayed", rep, err)
+	}
+	s.eventually("the replayed message acked", time.Minute, func() bool { return c.src.Stats().Acked == 1 })
+	as = c.attempts()
+	check("the replayed attempt", as[len(as)-1].Headers)
 }
