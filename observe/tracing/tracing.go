@@ -16,6 +16,12 @@
 //	topts := tracing.Options{TracerProvider: tp}
 //	s, err := sink.New(sink.Options[T]{Binding: b, Headers: tracing.SinkHeaders(topts)})
 //
+// Through a retry/DLQ topology (package topic/topology) likewise:
+// TopologyHeaders is a topology Publisher's PublisherOptions.Headers, the
+// letters carry the trace context through holds, requeues and the DLQ,
+// and the topology source's metadata (*topology.Delivery) gives it back,
+// so that every attempt's span is a child of the publishing span.
+//
 // In a batch handler, MessageContext gives the context of one message of
 // the batch, carrying the message's span rather than the batch's, so that
 // what the handler does for that message (a publish, a call) joins the
@@ -71,6 +77,7 @@ import (
 	"github.com/boulevard-go/boulevard/sources/pulsar"
 	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/source"
+	"github.com/boulevard-go/boulevard/topic/topology"
 	"github.com/boulevard-go/boulevard/validate"
 )
 
@@ -117,8 +124,9 @@ type Options struct {
 	Propagator propagation.TextMapPropagator `name:"-"`
 	// Carrier returns the carrier of a message's Metadata, or nil when it
 	// has none. Default: the headers of a *kafka.Metadata, the properties
-	// of a *pulsar.Metadata, the topic headers of a *source.Metadata, and
-	// any Metadata that is itself a propagation.TextMapCarrier.
+	// of a *pulsar.Metadata, the topic headers of a *source.Metadata, the
+	// letter headers of a *topology.Delivery, and any Metadata that is
+	// itself a propagation.TextMapCarrier.
 	// A Carrier (or a Propagator) that panics reads as no trace context
 	// (see the package doc).
 	Carrier func(metadata any) propagation.TextMapCarrier `name:"-"`
@@ -209,9 +217,10 @@ func newTracer(o Options) *tracer {
 
 // DefaultCarrier is the default Options.Carrier: the record headers of a
 // *kafka.Metadata, the properties of a *pulsar.Metadata, the topic headers
-// of a *source.Metadata (a message read from an internal topic), a
-// Metadata that is a propagation.TextMapCarrier itself, and nil for
-// anything else.
+// of a *source.Metadata (a message read from an internal topic), the
+// letter headers of a *topology.Delivery (a message of a retry/DLQ
+// topology, its retries and dead letters included), a Metadata that is a
+// propagation.TextMapCarrier itself, and nil for anything else.
 func DefaultCarrier(metadata any) propagation.TextMapCarrier {
 	switch md := metadata.(type) {
 	case *kafka.Metadata:
@@ -225,6 +234,11 @@ func DefaultCarrier(metadata any) propagation.TextMapCarrier {
 		}
 		return propagation.MapCarrier(md.Properties)
 	case *source.Metadata:
+		if md == nil || len(md.Headers) == 0 {
+			return nil
+		}
+		return md.Headers
+	case *topology.Delivery:
 		if md == nil || len(md.Headers) == 0 {
 			return nil
 		}
@@ -329,22 +343,43 @@ func SinkHeaders(o Options) func(ctx context.Context, m message.Keyed) topic.Hea
 		return nil
 	}
 	prop := o.WithDefaults().Propagator
-	return func(ctx context.Context, _ message.Keyed) (h topic.Headers) {
-		if !trace.SpanContextFromContext(ctx).IsValid() {
-			return nil
-		}
-		defer func() {
-			if recover() != nil { // a Propagator that panics injects nothing
-				h = nil
-			}
-		}()
-		h = make(topic.Headers, 2)
-		prop.Inject(ctx, h)
-		if len(h) == 0 {
-			return nil
-		}
-		return h
+	return func(ctx context.Context, _ message.Keyed) topic.Headers { return inject(prop, ctx) }
+}
+
+// TopologyHeaders returns a topology Publisher's PublisherOptions.Headers
+// (package topic/topology) that gives each published message the W3C
+// trace context of the span Publish's context carries, as SinkHeaders
+// does for a topic sink: the span of a topology pipeline's message (the
+// default Carrier reads it from its *topology.Delivery) is a child of the
+// publishing span, on its first delivery as on its retries, and so is a
+// dead letter's. With tracing off it returns nil: the Publisher then
+// publishes without headers.
+func TopologyHeaders[T any](o Options) func(ctx context.Context, v T) topic.Headers {
+	if o.off() {
+		return nil
 	}
+	prop := o.WithDefaults().Propagator
+	return func(ctx context.Context, _ T) topic.Headers { return inject(prop, ctx) }
+}
+
+// inject returns the trace context of the span ctx carries as headers,
+// written by prop; nil when ctx carries none, prop writes nothing, or
+// prop panics.
+func inject(prop propagation.TextMapPropagator, ctx context.Context) (h topic.Headers) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return nil
+	}
+	defer func() {
+		if recover() != nil { // a Propagator that panics injects nothing
+			h = nil
+		}
+	}()
+	h = make(topic.Headers, 2)
+	prop.Inject(ctx, h)
+	if len(h) == 0 {
+		return nil
+	}
+	return h
 }
 
 // wrapHandler makes a span per message around h, a child of the trace
