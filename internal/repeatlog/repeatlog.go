@@ -264,8 +264,8 @@ type Partitions = Fetches[int32]
 // cluster is out of reach or an ACL denies READ on the topic, share one
 // run, logged as one line when it begins, not one per partition, its
 // repeats at the intervals of Gaps, and one INFO line when the last of
-// its partitions delivers a record. Set Msg, Log and Switch before the
-// first failure. The zero value is otherwise ready, and safe for
+// its partitions delivers a record. Set Msg and Log before the first
+// failure. The zero value is otherwise ready, and safe for
 // concurrent use.
 type Fetches[P Partition] struct {
 	// Msg is the message of the runs' WARN lines: their first lines',
@@ -274,12 +274,6 @@ type Fetches[P Partition] struct {
 	Msg string
 	// Log is where the lines go; nil means slog.Default().
 	Log *slog.Logger
-	// Switch, when set, takes a partition that fails with a cause of
-	// another text than its run's out of that run (which ends, with its
-	// INFO line, when it was its last partition) into the run of the new
-	// text, which it begins or joins; unset, the partition stays in its
-	// run until it delivers a record.
-	Switch bool
 
 	n     atomic.Int32 // len(of): Fetched reads it without the lock
 	mu    sync.Mutex
@@ -320,9 +314,11 @@ func (ps *Fetches[P]) logger() *slog.Logger {
 // its topic) and err of the failure that began it; its repeats attrs,
 // the topic, the partitions failing (PartitionsKey), cause, SinceKey and
 // FailuresKey, the failures of all of them. A partition stays in its
-// run, whatever it fails with next (unless Switch), until it delivers a
-// record (Fetched); one failing with a cause of another text while in no
-// run goes on begins, or joins, the run of that text.
+// run, whatever it fails with next, until it delivers a record (Fetched):
+// a cause whose text changes from one failure to the next (sarama's "run
+// out of available brokers", which lists the brokers' errors of the
+// attempt) is not a run begun and ended each time. A partition in no run
+// begins, or joins, the run of its cause's text.
 func (ps *Fetches[P]) Fail(ctx context.Context, part P, err, cause error, attrs ...slog.Attr) {
 	if cause == nil {
 		cause = err
@@ -332,7 +328,7 @@ func (ps *Fetches[P]) Fail(ctx context.Context, part P, err, cause error, attrs 
 	now := time.Now()
 	ps.mu.Lock()
 	r := ps.of[part]
-	if r != nil && (now.Sub(r.last) >= Quiet || ps.Switch && r.key != key) {
+	if r != nil && now.Sub(r.last) >= Quiet {
 		r = nil
 	}
 	if r == nil {
@@ -367,10 +363,9 @@ func (ps *Fetches[P]) Fail(ctx context.Context, part P, err, cause error, attrs 
 			key: key, failing: map[P]struct{}{}}
 		ps.alike[key] = r
 	}
-	var left *partsRun[P] // a run its last partition left for another
 	if old := ps.of[part]; old != r {
-		if old != nil && old.leave(ps, part) && old.key != key && now.Sub(old.last) < Quiet {
-			left = old
+		if old != nil {
+			old.leave(ps, part) // a run idle for Quiet: forgotten
 		}
 		ps.of[part] = r
 		r.failing[part] = struct{}{}
@@ -390,9 +385,6 @@ func (ps *Fetches[P]) Fail(ctx context.Context, part P, err, cause error, attrs 
 			slog.Time(SinceKey, r.since), slog.Int(FailuresKey, r.failures))
 	}
 	ps.mu.Unlock()
-	if left != nil {
-		left.logEnd(ctx, ps.logger())
-	}
 	switch {
 	case !due:
 	case begins:

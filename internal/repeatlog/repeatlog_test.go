@@ -346,30 +346,26 @@ func TestPartitionsOfSeveralTopicsFailingAlikeAreARunPerTopic(t *testing.T) {
 	})
 }
 
-// Guarantee: with Switch, a partition failing with a cause of another
-// text than its run's begins the run of that text, logged at once; the
-// run it left ends with its INFO line when it was its last partition.
-// Without Switch, it stays in its run, and nothing is logged.
-func TestSwitchMovesAPartitionFailingOtherwiseToTheRunOfItsNewCause(t *testing.T) {
-	for _, sw := range []bool{true, false} {
-		var lines logtest.Lines
-		fs := &repeatlog.Partitions{Msg: "pkg: fetch failed", Log: slog.New(slog.NewTextHandler(&lines, nil)), Switch: sw}
-		ctx := context.Background()
-		fs.Fail(ctx, 0, errDown, nil)
-		fs.Fail(ctx, 1, errDown, nil)
-		fs.Fail(ctx, 0, errors.New("other"), nil)
-		fs.Fail(ctx, 1, errors.New("other"), nil)
-		got := lines.All()
-		want := 1
-		if sw {
-			want = 3
-		}
-		if len(got) != want {
-			t.Fatalf("Switch %v: two partitions failing alike, then otherwise, logged:\n%s\nwant %d lines", sw, strings.Join(got, ""), want)
-		}
-		if sw && (!strings.Contains(got[1], "level=WARN") || !strings.Contains(got[1], "error=other") ||
-			!strings.Contains(got[2], "level=INFO") || !strings.Contains(got[2], "partitions_count=2")) {
-			t.Fatalf("Switch: the partitions failing otherwise logged:\n%s\nwant the new cause's WARN line, then the old run's INFO end", strings.Join(got[1:], ""))
-		}
+// Guarantee: a partition stays in its run while the text of its cause
+// changes from one failure to the next (sarama's "run out of available
+// brokers" lists the errors of each attempt): no run is begun and ended
+// each time, one WARN line begins it, and one INFO line ends it once its
+// partitions fetch again.
+func TestAPartitionWhoseCauseChangesStaysInItsRun(t *testing.T) {
+	var lines logtest.Lines
+	fs := &repeatlog.Partitions{Msg: "pkg: fetch failed", Log: slog.New(slog.NewTextHandler(&lines, nil))}
+	ctx := context.Background()
+	causes := []error{errors.New("out of brokers: EOF; EOF; EOF"), errors.New("out of brokers: EOF; EOF; EOF; EOF")}
+	for i := range 20 {
+		fs.Fail(ctx, 0, causes[i%2], nil)
+		fs.Fail(ctx, 1, causes[(i+1)%2], nil)
+	}
+	if got := lines.All(); len(got) != 2 || !strings.Contains(got[0], "level=WARN") || !strings.Contains(got[1], "level=WARN") {
+		t.Fatalf("two partitions failing 20 times each with causes of two alternating texts logged:\n%s\nwant 2 WARN lines, one per cause they began with", strings.Join(got, ""))
+	}
+	fs.Fetched(ctx, 0)
+	fs.Fetched(ctx, 1)
+	if got := lines.All(); len(got) != 4 || !strings.Contains(got[2], "level=INFO") || !strings.Contains(got[3], "level=INFO") {
+		t.Fatalf("the partitions fetching again logged %q, want one INFO line ending each run", got[2:])
 	}
 }

@@ -21,8 +21,9 @@ const FetchEndedSuffix = " ended"
 // partition's error (its client calls it for each: it fetches again
 // after), logged at WARN (FetchFailedLog) when due (repeatlog.Fetches).
 // A run of failures of the partition begins with its first failure, or
-// one with another message than the run's, or the first after it
-// fetched records again (FetchedAgain). The runs that begin alike (the
+// the first after it fetched records again (FetchedAgain), and goes on
+// whatever it fails with meanwhile (the message of a client out of
+// brokers changes with each attempt). The runs that begin alike (the
 // same topic, the same message of err) while one of them goes on are one:
 // a topic deleted, or a broker gone, fails every partition it has at
 // once, and that is one event, not one per partition. Its first line

@@ -24,8 +24,8 @@ func fetchLines(buf *bytes.Buffer) []string {
 // goes away, are one WARN line naming the topic, the first partition and
 // the error, whatever their count; its repeat, repeatlog.First after it,
 // says "(still)", names the topic, the first logattr.MaxListed of the
-// partitions and counts them all, at most maxLine bytes; another error,
-// or another topic, has its own line.
+// partitions and counts them all, at most maxLine bytes; another error
+// on a partition in no run, or another topic, has its own line.
 func TestFetchFailuresAlikeOnManyPartitionsAreOneLineAndACount(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const parts = 4000
@@ -37,13 +37,13 @@ func TestFetchFailuresAlikeOnManyPartitionsAreOneLineAndACount(t *testing.T) {
 				m.FetchFailed("events", p, gone)
 			}
 		}
-		m.FetchFailed("events", 7, errors.New("another"))
+		m.FetchFailed("events", parts, errors.New("another"))
 		m.FetchFailed("other", 0, gone)
 		lines := fetchLines(&buf)
 		if len(lines) != 3 {
 			t.Fatalf("%d partitions failing alike, then two others, logged %d lines, want 3:\n%s", parts, len(lines), strings.Join(lines, "\n"))
 		}
-		for i, want := range []string{"topic=events partition=0 error=", "topic=events partition=7 error=another", "topic=other partition=0 error="} {
+		for i, want := range []string{"topic=events partition=0 error=", fmt.Sprintf("topic=events partition=%d error=another", parts), "topic=other partition=0 error="} {
 			if !strings.Contains(lines[i], "level=WARN") || !strings.Contains(lines[i], want) {
 				t.Fatalf("line %d is %q, want a WARN line with %q", i, lines[i], want)
 			}
@@ -58,7 +58,7 @@ func TestFetchFailuresAlikeOnManyPartitionsAreOneLineAndACount(t *testing.T) {
 		}
 		still := lines[3]
 		for _, want := range []string{`msg="kafka consumer error (still)"`, " topic=events ",
-			fmt.Sprintf(" partitions_count=%d ", parts-1), fmt.Sprintf(" failures=%d", 3*parts+2), "UNKNOWN_TOPIC_ID"} {
+			fmt.Sprintf(" partitions_count=%d ", parts), fmt.Sprintf(" failures=%d", 3*parts+2), "UNKNOWN_TOPIC_ID"} {
 			if !strings.Contains(still, want) {
 				t.Errorf("the repeat lacks %q: %.400q", want, still)
 			}
@@ -115,17 +115,22 @@ func TestFetchFailuresEndWithOneLineWhenTheirPartitionsFetchAgainOrTheMemberClos
 	}
 }
 
-// Guarantee: a partition whose fetches fail with another error than its
-// run's begins a run of that error, logged; the run it left, when it was
-// its last partition, ends with its INFO line.
-func TestAFetchFailingOtherwiseBeginsARunAndEndsTheOneItLeft(t *testing.T) {
+// Guarantee: a partition whose fetch error changes its text from one
+// failure to the next while the cluster is out of reach (sarama's "run out
+// of available brokers" lists the brokers' errors of each attempt) stays
+// in its run: one WARN line, and one INFO line once it fetches again, not
+// a line pair per change.
+func TestAFetchErrorWhoseTextChangesWhileItFailsIsOneRun(t *testing.T) {
 	var buf bytes.Buffer
 	m := NewMember("g", "s", slog.New(slog.NewTextHandler(&buf, nil)), false)
-	m.FetchFailed("events", 0, errors.New("first"))
-	m.FetchFailed("events", 0, errors.New("second"))
+	texts := []string{"kafka: client has run out of available brokers to talk to: EOF; EOF; EOF",
+		"kafka: client has run out of available brokers to talk to: EOF; EOF; EOF; EOF"}
+	for i := range 20 {
+		m.FetchFailed("events", 0, errors.New(texts[i%2]))
+	}
+	m.FetchedAgain("events", 0)
 	lines := fetchLines(&buf)
-	if len(lines) != 3 || !strings.Contains(lines[1], "level=INFO") || !strings.Contains(lines[1], "error=first") ||
-		!strings.Contains(lines[2], "level=WARN") || !strings.Contains(lines[2], "error=second") {
-		t.Fatalf("a partition failing otherwise logged:\n%s\nwant a WARN line for the first error, its INFO end, a WARN line for the second", strings.Join(lines, "\n"))
+	if len(lines) != 2 || !strings.Contains(lines[0], "level=WARN") || !strings.Contains(lines[1], "level=INFO") {
+		t.Fatalf("a partition failing 20 times with errors of two alternating texts, then fetching again, logged:\n%s\nwant one WARN line and one INFO line", strings.Join(lines, "\n"))
 	}
 }

@@ -87,7 +87,7 @@ type Member struct {
 func NewMember(group, stage string, log *slog.Logger, onAck bool) *Member {
 	m := &Member{Group: group, Stage: stage, Log: log, claims: make(map[*Claim]struct{}), generation: -1,
 		commitSem: make(chan struct{}, 1)}
-	m.fetches.Msg, m.fetches.Log, m.fetches.Switch = FetchFailedLog, log, true
+	m.fetches.Msg, m.fetches.Log = FetchFailedLog, log
 	if onAck {
 		m.Wake = make(chan struct{}, 1)
 	}
