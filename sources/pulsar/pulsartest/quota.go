@@ -111,23 +111,8 @@ func (b *Broker) enforceSizeQuotaLocked(t *topic) {
 	if !ok || t.backlogBytes() <= q.LimitSize {
 		return
 	}
-	switch q.Policy {
-	case policyHold, policyFail:
-		if t.producers > 0 {
-			b.closeProducersLocked(t)
-		}
-	case policyEviction:
-		target := q.LimitSize / 10 * 9
-		for _, s := range t.subs {
-			if !s.durable || s.backlogBytes() <= target {
-				continue
-			}
-			for s.markDelete < uint64(len(t.entries)) && s.backlogBytes() > target {
-				s.ack(nil, s.markDelete, ackSet{})
-			}
-			s.dispatch()
-		}
-	}
+	target := q.LimitSize / 10 * 9
+	b.overQuotaLocked(t, q.Policy, func(s *subscription) bool { return s.durable && s.backlogBytes() > target })
 }
 
 // oldestUnacked returns the publish time (unix ms) of the oldest
@@ -171,18 +156,35 @@ func (b *Broker) enforceAgeQuotaLocked(t *topic) {
 	if !ok || !b.overAgeLocked(t, q) {
 		return
 	}
-	switch q.Policy {
+	cutoff := b.nowLocked().UnixMilli() - q.LimitTime*1000/10*9
+	b.overQuotaLocked(t, q.Policy, func(s *subscription) bool { return t.entries[s.markDelete].published < cutoff })
+}
+
+// overQuotaLocked does to t, over a backlog quota, what the quota's policy
+// does: producer_request_hold and producer_exception close every producer
+// of t; consumer_backlog_eviction acknowledges, on each subscription, the
+// entry at its mark-delete position for as long as drop reports it is to
+// go (and there is one).
+func (b *Broker) overQuotaLocked(t *topic, policy string, drop func(*subscription) bool) {
+	switch policy {
 	case policyHold, policyFail:
 		if t.producers > 0 {
 			b.closeProducersLocked(t)
 		}
 	case policyEviction:
-		cutoff := b.nowLocked().UnixMilli() - q.LimitTime*1000/10*9
 		for _, s := range t.subs {
-			for id := s.markDelete; id < uint64(len(t.entries)) && t.entries[id].published < cutoff; id++ {
-				s.ack(nil, id, ackSet{})
+			dropped := false
+			for s.markDelete < uint64(len(t.entries)) && drop(s) {
+				at := s.markDelete
+				s.ack(nil, at, ackSet{})
+				dropped = true
+				if s.markDelete == at {
+					break // not moved on: nothing more to drop
+				}
 			}
-			s.dispatch()
+			if dropped {
+				s.dispatch()
+			}
 		}
 	}
 }
