@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/boulevard-go/boulevard/internal/wait"
@@ -22,7 +23,9 @@ import (
 // A message published into a retry topology through a Publisher with
 // TopologyHeaders is handled, on its first delivery and on its retry
 // after a hold, in spans that are children of the publishing span, in
-// its trace. The hold passes in a testing/synctest bubble.
+// its trace, each naming the topology's main topic and how many times
+// the message was retried before it. The hold passes in a
+// testing/synctest bubble.
 func TestTraceFollowsAMessageThroughATopologyAndItsRetry(t *testing.T) {
 	synctest.Test(t, traceThroughATopology)
 }
@@ -79,6 +82,12 @@ func traceThroughATopology(t *testing.T) {
 		if sp.Parent().SpanID() != want.SpanID() || !sp.Parent().IsRemote() || sp.SpanContext().TraceID() != want.TraceID() {
 			t.Errorf("attempt span %d: parent %v trace %v, want the publishing span %v (remote) in trace %v",
 				i, sp.Parent().SpanID(), sp.SpanContext().TraceID(), want.SpanID(), want.TraceID())
+		}
+		attrs := attribute.NewSet(sp.Attributes()...)
+		dest, _ := attrs.Value("messaging.destination.name")
+		retries, ok := attrs.Value(tracing.AttrTopologyRetries)
+		if dest.AsString() != "retried" || !ok || retries.AsInt64() != int64(i) {
+			t.Errorf("attempt span %d: messaging.destination.name %q, %s %v, want %q and %d", i, dest.AsString(), tracing.AttrTopologyRetries, retries.String(), "retried", i)
 		}
 	}
 	mu.Lock()

@@ -110,6 +110,14 @@ const (
 	// all of them when the batch handler returns an error or panics
 	// (batch spans).
 	AttrBatchFailed = attribute.Key("boulevard.batch.failed")
+	// AttrTopologyRetries is how many times a topology's message was
+	// retried before this delivery (message spans of a
+	// *topology.Delivery).
+	AttrTopologyRetries = attribute.Key("boulevard.topology.retries")
+	// AttrTopologyDeathReason is why a dead letter read back
+	// (topology.NewDeadSource) died: rejected, max_retries, poisoned or
+	// timeout (message spans of a *topology.Delivery).
+	AttrTopologyDeathReason = attribute.Key("boulevard.topology.death.reason")
 )
 
 // Options configure tracing. The zero value is off.
@@ -320,6 +328,19 @@ func sourceAttrs(md any) []attribute.KeyValue {
 		attrs := []attribute.KeyValue{attribute.String("messaging.destination.name", string(md.Topic))}
 		if g := md.Mode.Group(); g != "" {
 			attrs = append(attrs, attribute.String("messaging.consumer.group.name", string(g)))
+		}
+		return attrs
+	case *topology.Delivery:
+		if md == nil {
+			return nil
+		}
+		attrs := []attribute.KeyValue{attribute.String("messaging.destination.name", md.Topic),
+			AttrTopologyRetries.Int(md.Retries)}
+		if md.Group != "" {
+			attrs = append(attrs, attribute.String("messaging.consumer.group.name", md.Group))
+		}
+		if md.Death != nil {
+			attrs = append(attrs, AttrTopologyDeathReason.String(string(md.Death.Reason)))
 		}
 		return attrs
 	}
