@@ -136,9 +136,10 @@ type Delivery struct {
 	// Death is the death metadata of a dead letter (a source made by
 	// NewDeadSource); nil otherwise.
 	Death *Death
-	// Headers are the letter's headers (Letter.Headers): the trace
-	// context its publisher gave it (PublisherOptions.Headers), which
-	// observe/tracing reads; nil when it has none. A retry and a dead
+	// Headers are the letter's headers (Letter.Headers): those its
+	// publisher gave it (PublisherOptions.Headers), such as the trace
+	// context observe/tracing reads, or those of a record or message
+	// another producer wrote; nil when it has none. A retry and a dead
 	// letter carry the headers the message was published with.
 	Headers topic.Headers
 }

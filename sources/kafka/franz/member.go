@@ -323,10 +323,11 @@ const pollMax = 10_000
 // (undecodable), with ErrCorruptBatch naming the partition and the
 // offset of the batch, before the poll's records are handed over. Any
 // other is franz-go's to fetch again, and is logged at WARN once per run
-// of failures of the partition (m.fetchFailures: the first, one with
-// another message, or one after the partition's claim was handed records
-// since), not once per poll. A group error fails the member when denied,
-// or after maxConsumeFailures polls in a row without records; a join
+// of failures of the partition (claim.Member.FetchFailed: the first, or
+// one after the partition's claim was handed records since, whatever the
+// error's text meanwhile), not once per poll. A group error fails the
+// member when denied, or after maxConsumeFailures polls in a row without
+// records; a join
 // refused for the group's strategies (INCONSISTENT_GROUP_PROTOCOL) is
 // logged at WARN once per run of refusals (m.groupRefusals), the others
 // at DEBUG.

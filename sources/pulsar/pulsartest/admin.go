@@ -74,8 +74,9 @@ type nsPolicies struct {
 // (ProducerBlockedQuotaExceededError or
 // ProducerBlockedQuotaExceededException) until the backlog is back under
 // the quota, and consumer_backlog_eviction skips a subscription's oldest
-// messages (see Broker.CheckBacklogQuotas). It expires no subscription. Serve it with net/http/httptest; pulsaradmin's
-// WebServiceURL is then the server's URL.
+// messages (see Broker.CheckBacklogQuotas). It expires no subscription.
+// Serve it with net/http/httptest; pulsaradmin's WebServiceURL is then
+// the server's URL.
 func (b *Broker) AdminHandler() http.Handler {
 	return http.HandlerFunc(b.serveAdmin)
 }

@@ -48,6 +48,7 @@
 //     topology-last-failure, topology-resume; on a hold record
 //     topology-due, topology-topic and topology-group; on a dead letter the
 //     topology-death-* headers). Times are RFC 3339 with nanoseconds, in UTC.
+//     The letter's own Headers are record headers beside them.
 //     A record another producer wrote whose history header holds a value
 //     no letter carries does not decode: a count that is not a decimal
 //     within its bound, a time that is not RFC 3339 or falls outside the

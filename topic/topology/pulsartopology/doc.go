@@ -43,6 +43,7 @@
 //     topology-last-failure, topology-resume; the topology-death-*
 //     properties on a dead letter, whose failure text is cut to
 //     topology.MaxDeathErrorBytes). Times are RFC 3339 with nanoseconds, in UTC.
+//     The letter's own Headers are properties beside them.
 //     A message another producer wrote whose history property holds a
 //     value no letter carries does not decode: a count that is not a
 //     decimal within its bound, a time that is not RFC 3339 or falls

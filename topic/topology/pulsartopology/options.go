@@ -137,7 +137,8 @@ type Options[T any] struct {
 	// the backlog quotas and subscription expiration in effect on them
 	// too, and refuses (an *EvictionError wrapping ErrEvictionPolicy) a
 	// backlog quota with policy consumer_backlog_eviction (unless
-	// AcceptBacklogEviction) and a subscription expiration on the DLQ
+	// AcceptBacklogEviction, which does not accept every one) and a
+	// subscription expiration on the DLQ
 	// (its subscription DeadSubscription has no consumer between
 	// replays); it logs a WARN for a hold topic whose subscriptions
 	// expire. When a policy cannot be read (the admin API refuses or is
