@@ -17,6 +17,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/sources/kafka"
+	"github.com/boulevard-go/boulevard/sources/kafka/internal/claim"
 )
 
 // expectRunFails checks that Run (done) returns within 20s with an error
@@ -176,7 +177,8 @@ func TestRunFailsWhenTheRewoundFetchIsRefusedForGood(t *testing.T) {
 // the cluster refuses with an error that is no refusal for good
 // (UNKNOWN_SERVER_ERROR) is fetched again: the member does not fail, the
 // failed record is redelivered and handled, and the run of failed
-// fetches is logged on one WARN line, not one per fetch.
+// fetches is logged as the group's consumer errors are: one WARN line,
+// not one per fetch, and one INFO line once the partition reads again.
 func TestRewoundFetchRefusedForNowIsRetriedWithOneLogLine(t *testing.T) {
 	const refusals = 4
 	logs := &logtest.Records{}
@@ -186,8 +188,11 @@ func TestRewoundFetchRefusedForNowIsRetriedWithOneLogLine(t *testing.T) {
 		return faults.Hits() == refusals && l.times(rec{0, 5}) >= 1
 	})
 	expectRunning(t, done, "after the rewound fetches were refused with a passing error")
-	if n := logs.Count(slog.LevelWarn, "kafka redelivery consumer error"); n != 1 {
+	if n := logs.Count(slog.LevelWarn, claim.FetchFailedLog); n != 1 {
 		t.Fatalf("%d WARN lines for %d refused fetches of the rewound partition, want 1", n, refusals)
+	}
+	if n := logs.Count(slog.LevelInfo, claim.FetchFailedLog+claim.FetchEndedSuffix); n != 1 {
+		t.Fatalf("%d INFO lines ending the run once the rewound partition read again, want 1", n)
 	}
 }
 

@@ -486,10 +486,9 @@ type reader struct {
 	claimPause pauser
 	log        *slog.Logger
 
-	own         sarama.PartitionConsumer // set while rewound to redeliver
-	ownErrors   <-chan *sarama.ConsumerError
-	ownFailures claim.FailureRun // which of own's errors are logged
-	paused      bool
+	own       sarama.PartitionConsumer // set while rewound to redeliver
+	ownErrors <-chan *sarama.ConsumerError
+	paused    bool
 
 	q claim.Queue[*sarama.ConsumerMessage] // read ahead
 }
@@ -655,9 +654,10 @@ func (r *reader) run() {
 // false: fetching again changes nothing until an operator does; so does
 // a fetch that cannot be decoded (corruptBatch: failCorrupt). Any
 // other error is sarama's to retry (its consumer fetches again after
-// Consumer.Retry.Backoff): it is logged at WARN once per run of failures
-// (claim.FailureRun: the first, one with another message, or one after
-// records came in since the last).
+// Consumer.Retry.Backoff): it is logged as the group's consumer errors
+// are, in the member's runs of failed fetches (claim.Member.FetchFailed:
+// one WARN line when a run begins, whatever the error's text next, one
+// INFO line when the partition reads again).
 func (r *reader) ownFailed(err *sarama.ConsumerError) bool {
 	if fetchRefused(err) {
 		ferr := refusedFetch(r.p.Topic, r.p.Part, err.Err)
@@ -669,9 +669,7 @@ func (r *reader) ownFailed(err *sarama.ConsumerError) bool {
 		r.p.m.failCorrupt(r.p.Topic, r.p.Part, r.p.Next.Load(), err.Err)
 		return false
 	}
-	if r.ownFailures.Log(err, r.p.Next.Load()) {
-		r.log.Warn("kafka redelivery consumer error", slog.Any("error", flat(err)))
-	}
+	r.p.m.cm.FetchFailed(r.p.Topic, r.p.Part, flat(err.Err))
 	return true
 }
 
