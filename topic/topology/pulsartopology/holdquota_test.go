@@ -3,16 +3,13 @@ package pulsartopology_test
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
-	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
@@ -27,15 +24,7 @@ import (
 func TestAHoldRefusedByAHoldTopicOverItsBacklogQuotaIsHeldOnceTheQuotaClears(t *testing.T) {
 	for _, policy := range []string{"producer_exception", "producer_request_hold"} {
 		t.Run(policy, func(t *testing.T) {
-			br := testbroker.Pulsar(t)
-			var lines logtest.Lines
-			log := slog.New(slog.NewTextHandler(&lines, nil))
-			o := options(br, topic.Codec[int](topic.IntCodec{}))
-			o.Logger = log
-			// Each attempt under producer_request_hold ends at its
-			// deadline.
-			o.OperationTimeout = time.Second
-			be := newBackend(t, o)
+			br, lines, log, be := quotaBackend(t)
 			declaredQ, err := be.Declare(ctxT(t), build(t, topology.New("quota-hold").Hold(faultHold).DLQ()))
 			if err != nil {
 				t.Fatal(err)

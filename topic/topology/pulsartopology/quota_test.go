@@ -126,6 +126,20 @@ func letters(br *pulsartest.Broker, full string) []int {
 
 const handOffFailedLine = "could not hand a letter to the backend"
 
+// quotaBackend returns a broker, a backend on it logging to lines (log)
+// and whose sends give up after a second: each attempt under a
+// producer_request_hold quota ends at that deadline.
+func quotaBackend(t *testing.T) (*pulsartest.Broker, *logtest.Lines, *slog.Logger, *pulsartopology.Backend[int]) {
+	t.Helper()
+	br := testbroker.Pulsar(t)
+	lines := &logtest.Lines{}
+	log := slog.New(slog.NewTextHandler(lines, nil))
+	o := options(br, topic.Codec[int](topic.IntCodec{}))
+	o.Logger = log
+	o.OperationTimeout = time.Second
+	return br, lines, log, newBackend(t, o)
+}
+
 // Guarantee: on the Pulsar backend, a dead-lettering refused by a DLQ over
 // a producer backlog quota (producer_exception: refused at once;
 // producer_request_hold: held until each attempt's deadline) fails with
@@ -136,15 +150,7 @@ const handOffFailedLine = "could not hand a letter to the backend"
 func TestADeadLetterRefusedByADLQOverItsBacklogQuotaLandsOnceTheQuotaClears(t *testing.T) {
 	for _, policy := range []string{"producer_exception", "producer_request_hold"} {
 		t.Run(policy, func(t *testing.T) {
-			br := testbroker.Pulsar(t)
-			var lines logtest.Lines
-			log := slog.New(slog.NewTextHandler(&lines, nil))
-			o := options(br, topic.Codec[int](topic.IntCodec{}))
-			o.Logger = log
-			// Each attempt under producer_request_hold ends at its
-			// deadline.
-			o.OperationTimeout = time.Second
-			be := newBackend(t, o)
+			br, lines, log, be := quotaBackend(t)
 			declaredQ, err := be.Declare(ctxT(t), build(t, topology.New("quota-dead").DLQ()))
 			if err != nil {
 				t.Fatal(err)
