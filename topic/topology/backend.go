@@ -96,6 +96,11 @@ type Letter[T any] struct {
 // Letter's Headers never carry such a name (see Letter.Headers).
 const ReservedHeaderPrefix = "topology-"
 
+// ReservedHeader reports whether name starts with ReservedHeaderPrefix: a
+// header a backend keeps for a letter's history, never one of its
+// Headers.
+func ReservedHeader(name string) bool { return strings.HasPrefix(name, ReservedHeaderPrefix) }
+
 // MaxHeaderBytes bounds a letter's Headers: the sum of the lengths of
 // their names and values. Publish refuses more (ErrHeadersTooLarge), so
 // that headers cannot take a broker message's room from the history a
@@ -114,7 +119,7 @@ var ErrHeadersTooLarge = errors.New("topology: headers larger than MaxHeaderByte
 func CheckHeaders(h topic.Headers) error {
 	n := 0
 	for k, v := range h {
-		if !strings.HasPrefix(k, ReservedHeaderPrefix) {
+		if !ReservedHeader(k) {
 			n += len(k) + len(v)
 		}
 	}
@@ -131,7 +136,7 @@ func CheckHeaders(h topic.Headers) error {
 func CarriedHeaders(h topic.Headers) topic.Headers {
 	reserved := 0
 	for k := range h {
-		if strings.HasPrefix(k, ReservedHeaderPrefix) {
+		if ReservedHeader(k) {
 			reserved++
 		}
 	}
@@ -143,7 +148,7 @@ func CarriedHeaders(h topic.Headers) topic.Headers {
 	}
 	out := make(topic.Headers, len(h)-reserved)
 	for k, v := range h {
-		if !strings.HasPrefix(k, ReservedHeaderPrefix) {
+		if !ReservedHeader(k) {
 			out[k] = v
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -71,7 +70,7 @@ func timeHeader(k string, t time.Time) sarama.RecordHeader {
 // topology.ReservedHeaderPrefix, which are the history's.
 func letterHeaders[T any](l *topology.Letter[T], hs []sarama.RecordHeader) []sarama.RecordHeader {
 	for k, v := range l.Headers {
-		if !strings.HasPrefix(k, topology.ReservedHeaderPrefix) {
+		if !topology.ReservedHeader(k) {
 			hs = append(hs, header(k, v))
 		}
 	}
@@ -221,7 +220,7 @@ func readHeaders[T any](rec *sarama.ConsumerMessage, l *topology.Letter[T]) (met
 		case HeaderDeathLastFailure:
 			d.LastFailure, err = parseTime(v)
 		default:
-			if k := string(h.Key); !strings.HasPrefix(k, topology.ReservedHeaderPrefix) {
+			if k := string(h.Key); !topology.ReservedHeader(k) {
 				if l.Headers == nil {
 					l.Headers = make(topic.Headers, 2)
 				}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/boulevard-go/boulevard/topic"
@@ -56,7 +55,7 @@ func properties[T any](l *topology.Letter[T], group string) map[string]string {
 		p[k] = v
 	}
 	for k, v := range l.Headers {
-		if !strings.HasPrefix(k, topology.ReservedHeaderPrefix) {
+		if !topology.ReservedHeader(k) {
 			put(k, v)
 		}
 	}
@@ -166,7 +165,7 @@ func readProperties[T any](p map[string]string, l *topology.Letter[T]) (string, 
 	}
 	l.Headers = nil
 	for k, v := range p {
-		if !strings.HasPrefix(k, topology.ReservedHeaderPrefix) {
+		if !topology.ReservedHeader(k) {
 			if l.Headers == nil {
 				l.Headers = make(topic.Headers, 2)
 			}
