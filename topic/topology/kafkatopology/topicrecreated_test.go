@@ -2,6 +2,7 @@ package kafkatopology
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"maps"
 	"slices"
@@ -155,4 +156,44 @@ func TestAMainTopicDeletedAndCreatedAgainIsReadFromItsOldestRecord(t *testing.T)
 	if err := r.Settle(t.Context(), &kept); !errors.Is(err, ErrRevoked) {
 		t.Fatalf("Settle of the letter left unsettled from the topic deleted = %v, want ErrRevoked", err)
 	}
+}
+
+// Guarantee: a main topic deleted and created again several times under a
+// running backend takes every publish after each re-creation, the first
+// included: the broker refuses the producer's first batch to each new
+// partition as out of order without storing it, and the producer, whose
+// sequences that refusal started again at 0, sends it once more. The topic
+// holds each letter published after the last re-creation once, in the
+// order published.
+func TestPublishAfterAMainTopicIsCreatedAgainSeveralTimesSucceeds(t *testing.T) {
+	c := testbroker.Kafka(t)
+	b := newBackend(t, c.ListenAddrs(), func(o *Options[msg]) { o.Partitions = 1 })
+	q := declare(t, b, topology.New("recreated-often")).(*queues[msg])
+	admin := testbroker.Admin(t, c.ListenAddrs())
+	const n = 4
+	for round := range 4 {
+		if round > 0 {
+			if err := admin.DeleteTopic(q.main); err != nil {
+				t.Fatal(err)
+			}
+			if err := admin.CreateTopic(q.main, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1}, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for v := range n {
+			if err := q.Publish(t.Context(), topology.Letter[msg]{Value: msg{N: 100*round + v}}); err != nil {
+				t.Fatalf("Publish(%d) after the topic was created again %d times: %v", 100*round+v, round, err)
+			}
+		}
+	}
+	recs, _ := logLetters(t, c, q.main)
+	got := make([]int, len(recs))
+	for i, r := range recs {
+		var m msg
+		if err := json.Unmarshal(r.Value, &m); err != nil {
+			t.Fatal(err)
+		}
+		got[i] = m.N - 300
+	}
+	testbroker.OnceInOrder(t, "letters published after the last re-creation", got, n)
 }
