@@ -3,6 +3,7 @@ package kafkatopic
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/IBM/sarama"
@@ -27,9 +28,11 @@ type completion struct {
 	// resent is set by the batching producer's result goroutine when the
 	// broker refused the record's batch as too large, or as out of order
 	// (OUT_OF_ORDER_SEQUENCE_NUMBER), and a copy of the record was handed
-	// to the single-record producer: the outcome reported is the copy's,
-	// the completion is not recycled, and the single-record producer's
-	// interceptors skip the copy (aloneConfig).
+	// to the single-record producer, and by the single-record producer's
+	// when the broker refused its record as out of order and a copy was
+	// sent through a fresh producer (sendFresh): the outcome reported is
+	// the copy's, the completion is not recycled, and the interceptors of
+	// the producer sending the copy skip it (aloneConfig).
 	resent bool
 }
 
@@ -146,10 +149,15 @@ func (p *producer) feed() {
 // single-record producer, whose outcome is reported instead. So is a
 // record refused as out of order (OUT_OF_ORDER_SEQUENCE_NUMBER): the
 // broker stored none of its batch, having no sequence of the idempotent
-// producer for the partition (a topic deleted and created again), and the
-// copy is sent once more; a second failure is the record's outcome. Once
-// ap has closed, so does the single-record producer (the last to receive
-// records), and once that has closed, its client.
+// producer for the partition (a topic deleted and created again). The
+// single-record producer, idempotent too, has sequences of its own for the
+// partition, which the broker refuses as well when the topic was created
+// again since that producer last sent to it: a record it refused as out of
+// order is sent once more through a fresh producer (sendFresh), and that
+// outcome is the record's. So the backend sends a record again at most
+// twice (sarama's own retries aside). Once ap has closed, so does the
+// single-record producer (the last to receive records), and once that has
+// closed, its client.
 func (p *producer) results(ap sarama.AsyncProducer, batching bool) {
 	defer p.wg.Done()
 	succ, errs := ap.Successes(), ap.Errors()
@@ -172,6 +180,10 @@ func (p *producer) results(ap sarama.AsyncProducer, batching bool) {
 				p.alone.Input() <- resend(c)
 				continue
 			}
+			if !batching && errors.Is(e.Err, sarama.ErrOutOfOrderSequenceNumber) {
+				c.resent = true
+				e.Err = p.sendFresh(resend(c), e.Err)
+			}
 			c.done <- e.Err
 		}
 	}
@@ -180,6 +192,26 @@ func (p *producer) results(ap sarama.AsyncProducer, batching bool) {
 	} else {
 		_ = p.aloneClient.Close()
 	}
+}
+
+// sendFresh sends m, a copy of a record the single-record producer
+// refused as out of order (refused, its error), through an idempotent
+// producer made for it on the single-record producer's client and closed
+// once it has its outcome, which it returns. That producer has a producer
+// id of its own and no sequence for any partition, so the broker takes its
+// record as the first of a new producer; the single-record producer's
+// sequences for the partition are those of a partition deleted and created
+// again since it last sent to it (once more for the batching producer,
+// whose refused record it was sending again). Its interceptors skip m, as
+// the single-record producer's do (aloneConfig).
+func (p *producer) sendFresh(m *sarama.ProducerMessage, refused error) error {
+	fresh, err := sarama.NewSyncProducerFromClient(p.aloneClient)
+	if err != nil {
+		return fmt.Errorf("%w (a producer to send it again: %w)", refused, err)
+	}
+	_, _, err = fresh.SendMessage(m)
+	_ = fresh.Close()
+	return err
 }
 
 // resend returns a copy of c's record to send again, reported to c. The
