@@ -37,9 +37,11 @@ var ErrSubscribe = errors.New("pulsartopology: subscribing a reader failed")
 // send's context's deadline or Options.OperationTimeout, whichever is
 // first (the error then wraps context.DeadlineExceeded). A send that
 // got no receipt (its deadline ended, or the broker refused the producer
-// over a backlog quota) closes the topic's producer, so that the client
+// over a backlog quota) retires the topic's producer, so that the client
 // does not send it later, when the producer reconnects, as well as the
-// caller's next attempt; the next send creates another producer.
+// caller's next attempt: the next send creates another producer, and the
+// retired one is closed once the other sends waiting on it have their
+// receipts or have ended their deadlines.
 var ErrSend = errors.New("pulsartopology: sending a message failed")
 
 // ErrLetterTooLarge is wrapped by [*LetterTooLargeError].
@@ -112,6 +114,11 @@ type Backend[T any] struct {
 	mu        sync.RWMutex
 	closed    bool
 	producers map[string]pulsar.Producer
+	// sending counts, by producer, the sends waiting on it for their
+	// receipt; retired holds, by retired producer, a channel closed once
+	// none is left (see retire).
+	sending map[pulsar.Producer]int
+	retired map[pulsar.Producer]chan struct{}
 	// creating holds the creations of producers under way, by topic: the
 	// calls that need a topic's producer meanwhile share its creation.
 	creating map[string]*creation
@@ -145,7 +152,7 @@ func New[T any](opts Options[T]) (*Backend[T], error) {
 		return nil, err
 	}
 	b := &Backend[T]{opts: opts, client: opts.Client, log: opts.Logger,
-		producers: map[string]pulsar.Producer{}, creating: map[string]*creation{}, readers: map[*reader[T]]struct{}{}}
+		producers: map[string]pulsar.Producer{}, sending: map[pulsar.Producer]int{}, retired: map[pulsar.Producer]chan struct{}{}, creating: map[string]*creation{}, readers: map[*reader[T]]struct{}{}}
 	b.closeStarted, b.endAdmin = context.WithCancel(context.Background())
 	if b.client == nil {
 		// The client gives up within Options.OperationTimeout, the most
@@ -472,16 +479,24 @@ func (b *Backend[T]) sendWithin(ctx context.Context, full string, msg *pulsar.Pr
 		return topology.ErrClosed
 	}
 	began := time.Now()
-	p, err := b.producer(ctx, ErrSend, full)
-	if err != nil {
-		// The producer's creation, on a topic the backend has no producer
-		// for yet, failed: against a broker gone away, the error says so.
-		return b.failed(err, began)
-	}
-	if _, err := p.Send(ctx, msg); err != nil {
-		if ctx.Err() != nil || errors.Is(err, pulsar.ErrProducerBlockedQuotaExceeded) || errors.Is(err, pulsar.ErrProducerClosed) {
-			b.retire(full, p)
+	var p pulsar.Producer
+	for {
+		var err error
+		p, err = b.producer(ctx, ErrSend, full)
+		if err != nil {
+			// The producer's creation, on a topic the backend has no
+			// producer for yet, failed: against a broker gone away, the
+			// error says so.
+			return b.failed(err, began)
 		}
+		if b.begin(full, p) {
+			break
+		}
+		// p was retired meanwhile: the next producer takes the send.
+	}
+	_, err := p.Send(ctx, msg)
+	b.end(full, p, err != nil && (ctx.Err() != nil || errors.Is(err, pulsar.ErrProducerBlockedQuotaExceeded) || errors.Is(err, pulsar.ErrProducerClosed)))
+	if err != nil {
 		if errors.Is(err, pulsar.ErrProducerClosed) && (b.isClosed() || b.crashed.Load()) {
 			return topology.ErrClosed
 		}
@@ -498,25 +513,71 @@ func (b *Backend[T]) sendWithin(ctx context.Context, full string, msg *pulsar.Pr
 	return nil
 }
 
-// retire forgets p, the backend's producer on full, after a send on it
-// that got no receipt (its deadline ended, the broker refused the
-// producer over a backlog quota, or the client closed it), and closes it
-// on a goroutine of the backend: the sends it still holds (such as those
-// queued while it reconnects to a broker that refuses it) are dropped
-// rather than sent once it reconnects, after their callers gave up, and
-// the next send creates another producer. The closing fails the sends on
-// p still awaiting their receipt, each with an error wrapping ErrSend. A
-// closed backend closes its producers itself.
-func (b *Backend[T]) retire(full string, p pulsar.Producer) {
+// begin counts a send on p, the backend's producer on full, unless p is
+// no longer that producer (it was retired, or the backend closed): it
+// then returns false and counts nothing.
+func (b *Backend[T]) begin(full string, p pulsar.Producer) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.producers[full] != p {
+		return false
+	}
+	b.sending[p]++
+	return true
+}
+
+// end uncounts a send on p that begin counted, once it returned, and
+// retires p when retire is set (see retire); once p is retired and no
+// send waits on it, its closing goes on.
+func (b *Backend[T]) end(full string, p pulsar.Producer, retire bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := b.sending[p] - 1
+	if n > 0 {
+		b.sending[p] = n
+	} else {
+		delete(b.sending, p)
+	}
+	if retire {
+		b.retire(full, p)
+	}
+	if idle, ok := b.retired[p]; ok && n == 0 {
+		close(idle)
+		delete(b.retired, p)
+	}
+}
+
+// retire forgets p, the backend's producer on full, after a send on it
+// that got no receipt (its deadline ended, the broker refused the producer
+// over a backlog quota, or the client closed it): the next send creates
+// another producer, and p takes no new send. p is closed on a goroutine
+// of the backend once every send still waiting on it has returned (its
+// receipt came, or its deadline ended), or Options.OperationTimeout after
+// it was retired, or when the backend's Close begins, whichever is first:
+// the sends it still holds then (such as those queued while it reconnects
+// to a broker that refuses it) are dropped rather than sent once it
+// reconnects, after their callers gave up, and a send still waiting on it
+// fails with an error wrapping ErrSend. A closed backend closes its
+// producers itself. Called with b.mu held.
+func (b *Backend[T]) retire(full string, p pulsar.Producer) {
 	if b.closed || b.producers[full] != p {
 		return
 	}
+	delete(b.producers, full)
+	idle := make(chan struct{})
+	b.retired[p] = idle
 	// Not shut: Close shuts calls under mu as it marks the backend
 	// closed.
-	b.calls.TryStart(p.Close)
-	delete(b.producers, full)
+	b.calls.TryStart(func() {
+		t := time.NewTimer(b.opts.OperationTimeout)
+		defer t.Stop()
+		select {
+		case <-idle:
+		case <-t.C:
+		case <-b.closeStarted.Done():
+		}
+		p.Close()
+	})
 }
 
 // track registers a reader to close with the backend; false when closed.
@@ -531,7 +592,8 @@ func (b *Backend[T]) untrack(r *reader[T]) { liveset.Remove(&b.mu, b.readers, r)
 // abandoned; what they make then is closed), then closes every reader
 // (what each received and did not settle is delivered again to its
 // subscription by the broker), all at once, then the producers, all at
-// once, and, when the backend made it, the client. What the hold topics
+// once, and, when the backend made it, the client. A producer a send
+// retired (see ErrSend) is closed as Close begins. What the hold topics
 // and the DLQ hold stays on the broker.
 //
 // pulsar-client-go's Close calls take no context: each waits for the
