@@ -122,6 +122,13 @@ type Backend[T any] struct {
 	// holdEnds are the ends of the hold partitions the backend held
 	// letters in (Stats.Holds).
 	holdEnds holdEnds
+	// ends are the log ends of the partitions the readers and releasers
+	// read, listed every Options.HighWaterInterval by a goroutine of the
+	// backend until stopEnds is closed; endsDone is closed once it has
+	// returned (nil both for a Backend New did not make).
+	ends     listedEnds
+	stopEnds chan struct{}
+	endsDone chan struct{}
 	// limits are the max.message.bytes of the topics whose broker refused
 	// a record as too large (see topicLimit).
 	limits topicLimits
@@ -226,8 +233,14 @@ func NewContext[T any](ctx context.Context, opts Options[T]) (*Backend[T], error
 	if err != nil {
 		return nil, err
 	}
-	return &Backend[T]{opts: opts, cfg: cfg, red: red, log: slog.New(redact.Handler(opts.Logger.Handler(), red)), client: client, admin: admin, prod: prod, alone: alone, conns: conns,
-		releasers: map[string]*releaser[T]{}, readers: map[closer]struct{}{}}, nil
+	b := &Backend[T]{opts: opts, cfg: cfg, red: red, log: slog.New(redact.Handler(opts.Logger.Handler(), red)), client: client, admin: admin, prod: prod, alone: alone, conns: conns,
+		releasers: map[string]*releaser[T]{}, readers: map[closer]struct{}{},
+		stopEnds: make(chan struct{}), endsDone: make(chan struct{})}
+	go func() {
+		defer close(b.endsDone)
+		b.listEnds(b.stopEnds)
+	}()
+	return b, nil
 }
 
 // Name returns "kafka".
@@ -720,6 +733,10 @@ func (b *Backend[T]) Close(ctx context.Context) error {
 }
 
 func (b *Backend[T]) close() {
+	if b.stopEnds != nil {
+		close(b.stopEnds)
+		<-b.endsDone // Close's cut, at its deadline, ends its requests too
+	}
 	b.calls.Wait() // Close's cut, at its deadline, ends them too
 	b.mu.Lock()
 	rs := make([]closer, 0, len(b.readers)+len(b.releasers))

@@ -243,11 +243,22 @@ func (r *broadcastReader[T]) appendPartitions(out []PartitionStats) []PartitionS
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, p := range r.parts {
-		ps := partitionFigures(r.kname, p.part, p.position(), p.start, p.next.Load(), p.hw.HighWaterMarkOffset())
+		ps := partitionFigures(r.kname, p.part, p.position(), p.start, p.next.Load(),
+			max(p.hw.HighWaterMarkOffset(), r.b.ends.end(r.kname, p.part)))
 		if p.fetchErr != nil && time.Since(p.fetchErrAt) < quiet {
 			ps.FetchErr = p.fetchErr
 		}
 		out = append(out, ps)
+	}
+	return out
+}
+
+// appendRead appends the partitions the reader reads to out.
+func (r *broadcastReader[T]) appendRead(out []topicPartition) []topicPartition {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.parts {
+		out = append(out, topicPartition{r.kname, p.part})
 	}
 	return out
 }

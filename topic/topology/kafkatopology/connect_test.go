@@ -157,6 +157,7 @@ func TestTimeoutsAreBounded(t *testing.T) {
 		{"kafkatopology.connectTimeout", func(o *Options[msg], d time.Duration) { o.ConnectTimeout = d }, MaxConnectTimeout},
 		{"kafkatopology.adminTimeout", func(o *Options[msg], d time.Duration) { o.AdminTimeout = d }, MaxAdminTimeout},
 		{"kafkatopology.revokeTimeout", func(o *Options[msg], d time.Duration) { o.RevokeTimeout = d }, MaxAdminTimeout},
+		{"kafkatopology.highWaterInterval", func(o *Options[msg], d time.Duration) { o.HighWaterInterval = d }, MaxHighWaterInterval},
 	} {
 		for _, ok := range []time.Duration{0, time.Millisecond, f.max} {
 			o := connectOptions("127.0.0.1:9092")

@@ -17,7 +17,7 @@ func TestOptionsDefaultsAreTheDocumentedOnes(t *testing.T) {
 	got := kafkatopology.Options[string]{Brokers: []string{"127.0.0.1:9092"}, Codec: topic.StringCodec{}}.WithDefaults()
 	want := kafkatopology.Options[string]{Brokers: []string{"127.0.0.1:9092"}, Codec: topic.StringCodec{},
 		Partitions: 1, ReplicationFactor: 1, AdminTimeout: 30 * time.Second, ConnectTimeout: 10 * time.Second,
-		ReadAhead: 1024, RevokeTimeout: 5 * time.Second, HoldRetentionMargin: 7 * 24 * time.Hour,
+		ReadAhead: 1024, RevokeTimeout: 5 * time.Second, HighWaterInterval: 5 * time.Second, HoldRetentionMargin: 7 * 24 * time.Hour,
 		InitialOffset: "latest", Logger: slog.Default()}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("WithDefaults() =\n%#v, want\n%#v", got, want)

@@ -23,16 +23,16 @@ func TestAClaimsFetchErrClearsOnceTheQuietPeriodPassesWithoutAnother(t *testing.
 		const quiet = 3 * time.Second
 		refused := errors.New("refused")
 		c := &claim{Claim: kafkaoffset.New(nil, "t", 0), hw: fixedHighWater(5), committed: -1}
-		if ps := c.stats("t", "g", quiet); ps.FetchErr != nil {
+		if ps := c.stats("t", "g", quiet, 0); ps.FetchErr != nil {
 			t.Fatalf("FetchErr = %v before any failure, want nil", ps.FetchErr)
 		}
 		c.fetchErr, c.fetchErrAt = refused, time.Now()
 		time.Sleep(quiet - time.Millisecond)
-		if ps := c.stats("t", "g", quiet); ps.FetchErr != refused {
+		if ps := c.stats("t", "g", quiet, 0); ps.FetchErr != refused {
 			t.Fatalf("FetchErr = %v just within the quiet period, want %v", ps.FetchErr, refused)
 		}
 		time.Sleep(time.Millisecond)
-		if ps := c.stats("t", "g", quiet); ps.FetchErr != nil {
+		if ps := c.stats("t", "g", quiet, 0); ps.FetchErr != nil {
 			t.Fatalf("FetchErr = %v once the quiet period went by, want nil", ps.FetchErr)
 		}
 	})

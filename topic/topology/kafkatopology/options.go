@@ -30,6 +30,8 @@ const (
 	DefaultReadAhead = 1024
 	// DefaultRevokeTimeout is Options.RevokeTimeout.
 	DefaultRevokeTimeout = 5 * time.Second
+	// DefaultHighWaterInterval is Options.HighWaterInterval.
+	DefaultHighWaterInterval = 5 * time.Second
 	// DefaultHoldRetentionMargin is Options.HoldRetentionMargin: Kafka's
 	// own default retention (log.retention.hours 168).
 	DefaultHoldRetentionMargin = 7 * 24 * time.Hour
@@ -55,6 +57,8 @@ const (
 	// Options.RevokeTimeout: a wait past it is a mistyped value, not a
 	// bound.
 	MaxAdminTimeout = time.Hour
+	// MaxHighWaterInterval is the largest Options.HighWaterInterval.
+	MaxHighWaterInterval = 5 * time.Minute
 	// MaxChannelBufferSize is the largest Options.Config.ChannelBufferSize
 	// (sarama's default 256; sarama checks only that it is not negative):
 	// sarama makes a channel of that many entries for every topic and
@@ -159,6 +163,15 @@ type Options[T any] struct {
 	// open batches at once. Keep it below the group's rebalance timeout.
 	// Default 5s, at most MaxAdminTimeout (1h).
 	RevokeTimeout time.Duration `validate:"gte=0,lte=1h"`
+	// HighWaterInterval is how often the backend asks the brokers for the
+	// log ends of the partitions its readers and releasers read (one
+	// ListOffsets request per broker, through its shared client, each
+	// within Config.Net.ReadTimeout), for Stats: a reader takes its
+	// high-water mark from its fetches, and stops fetching while its
+	// buffer is full (a handler that blocks) or, for a releaser, while
+	// the partition's next letter is not due. Default 5s, at most
+	// MaxHighWaterInterval (5m).
+	HighWaterInterval time.Duration `validate:"gte=0,lte=5m"`
 	// HoldRetentionMargin is how long a hold topic the backend creates
 	// keeps a letter past its due time: the topic is created with
 	// retention.ms set to its delay plus HoldRetentionMargin (and
@@ -229,6 +242,9 @@ func (o Options[T]) WithDefaults() Options[T] {
 	if o.RevokeTimeout == 0 {
 		o.RevokeTimeout = DefaultRevokeTimeout
 	}
+	if o.HighWaterInterval == 0 {
+		o.HighWaterInterval = DefaultHighWaterInterval
+	}
 	if o.HoldRetentionMargin == 0 {
 		o.HoldRetentionMargin = DefaultHoldRetentionMargin
 	}
@@ -290,6 +306,7 @@ func (o Options[T]) String() string {
 	b.Duration("ConnectTimeout", o.ConnectTimeout)
 	b.Int("ReadAhead", int64(o.ReadAhead))
 	b.Duration("RevokeTimeout", o.RevokeTimeout)
+	b.Duration("HighWaterInterval", o.HighWaterInterval)
 	b.Duration("HoldRetentionMargin", o.HoldRetentionMargin)
 	b.Duration("DLQRetention", o.DLQRetention)
 	if o.AcceptRetentionBytes {

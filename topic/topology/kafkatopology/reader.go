@@ -314,13 +314,15 @@ type claim struct {
 type highWater interface{ HighWaterMarkOffset() int64 }
 
 // stats returns the claim's figures, with its last fetch error while it
-// is younger than quiet; the caller holds the reader's mu.
-func (c *claim) stats(topic, gid string, quiet time.Duration) PartitionStats {
+// is younger than quiet, and as its high-water mark the greater of its
+// latest fetch's and listed, the log end the backend listed last; the
+// caller holds the reader's mu.
+func (c *claim) stats(topic, gid string, quiet time.Duration, listed int64) PartitionStats {
 	committed := c.committed
 	if m := c.Marked(); m >= 0 {
 		committed = m
 	}
-	ps := partitionFigures(topic, c.part, committed, c.start, c.next, c.hw.HighWaterMarkOffset())
+	ps := partitionFigures(topic, c.part, committed, c.start, c.next, max(c.hw.HighWaterMarkOffset(), listed))
 	ps.Group = gid
 	if c.fetchErr != nil && time.Since(c.fetchErrAt) < quiet {
 		ps.FetchErr = c.fetchErr
@@ -345,7 +347,17 @@ func (r *groupReader[T]) appendPartitions(out []PartitionStats) []PartitionStats
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, c := range r.claims {
-		out = append(out, c.stats(r.topic, r.gid, quiet))
+		out = append(out, c.stats(r.topic, r.gid, quiet, r.b.ends.end(r.topic, c.part)))
+	}
+	return out
+}
+
+// appendRead appends the partitions the reader claims to out.
+func (r *groupReader[T]) appendRead(out []topicPartition) []topicPartition {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.claims {
+		out = append(out, topicPartition{r.topic, c.part})
 	}
 	return out
 }

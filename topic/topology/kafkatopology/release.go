@@ -388,9 +388,22 @@ func (r *releaser[T]) appendHolds(out []HoldStats) []HoldStats {
 			start = first // the records below it were deleted
 		}
 		ps := partitionFigures(r.topic, p, at.marked.Load(), start, at.next.Load(),
-			max(at.hw.HighWaterMarkOffset(), r.b.holdEnds.end(r.topic, p)))
+			max(at.hw.HighWaterMarkOffset(), r.b.holdEnds.end(r.topic, p), r.b.ends.end(r.topic, p)))
 		out = append(out, HoldStats{Topic: ps.Topic, Partition: ps.Partition, Committed: ps.Committed,
 			Next: ps.Next, HighWater: ps.HighWater, Waiting: ps.Lag})
+	}
+	return out
+}
+
+// appendRead appends the partitions the releaser claims (those whose
+// claim has not ended) to out.
+func (r *releaser[T]) appendRead(out []topicPartition) []topicPartition {
+	r.atMu.Lock()
+	defer r.atMu.Unlock()
+	for p, at := range r.at {
+		if !at.ended.Load() {
+			out = append(out, topicPartition{r.topic, p})
+		}
 	}
 	return out
 }

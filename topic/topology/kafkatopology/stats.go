@@ -100,10 +100,11 @@ type HoldStats struct {
 	// where the claim started (-1 while not known).
 	Next int64
 	// HighWater is the partition's high-water mark as of the latest fetch
-	// response (0 before the first), or the offset after the last letter
-	// this backend held there if greater: a releaser does not fetch a
-	// partition while its next letter is not due, so the letters other
-	// processes held there meanwhile count once it fetches again.
+	// response, the log end the backend listed last (see
+	// Options.HighWaterInterval) or the offset after the last letter this
+	// backend held there, whichever is greatest; 0 before any: a releaser
+	// does not fetch a partition while its next letter is not due, so the
+	// letters other processes held there meanwhile count once listed.
 	HighWater int64
 	// Waiting is HighWater − Committed: the letters held in the partition
 	// and not yet released, the one being released included; while the
@@ -144,8 +145,11 @@ type PartitionStats struct {
 	// broadcast reader) started.
 	Next int64
 	// HighWater is the partition's high-water mark (the offset the next
-	// produced record gets) as of the latest fetch response; 0 before the
-	// first.
+	// produced record gets) as of the latest fetch response, or the log
+	// end the backend listed last if greater (see
+	// Options.HighWaterInterval): a reader whose buffer is full (a
+	// handler that blocks) stops fetching, and the records produced
+	// meanwhile count once listed. 0 before either.
 	HighWater int64
 	// Lag is HighWater − Committed: the records a restart would read
 	// again or for the first time (a broadcast reader's: the records
@@ -159,9 +163,9 @@ type PartitionStats struct {
 	FetchLag int64
 	// FetchErr is the error of the partition's last failed fetch while
 	// its fetches fail (sarama.ErrTopicAuthorizationFailed, wrapped, for
-	// a topic an ACL denies the reader READ on): HighWater, taken from
-	// fetch responses, is then stale and Lag does not grow with the
-	// topic. Nil once a fetch returns records, or once the fetches have
+	// a topic an ACL denies the reader READ on): HighWater then grows
+	// with the topic only as the backend lists the log ends, which the
+	// brokers may refuse too (DESCRIBE), or not answer. Nil once a fetch returns records, or once the fetches have
 	// gone on without failing for the longer of 3 s and twice
 	// Consumer.Retry.Backoff (sarama does not report a fetch that returns
 	// nothing), and for a claim that has not failed. Not in the JSON
@@ -206,7 +210,8 @@ type Stall struct {
 // Stats returns a snapshot of the backend's state. It is safe for
 // concurrent use and sends no request to the cluster: it reads what the
 // releasers and readers keep anyway (each one's lock for a moment, and the
-// high-water marks of their latest fetches).
+// high-water marks of their latest fetches), and the log ends the backend
+// listed last (see Options.HighWaterInterval).
 func (b *Backend[T]) Stats() Stats {
 	b.mu.Lock()
 	rs := make([]*releaser[T], 0, len(b.releasers))
@@ -478,10 +483,11 @@ func (s *stalls) groupError(err error, at func(int32) int64) {
 // leaves out the letters held since.
 type holdEnds struct {
 	mu sync.Mutex
-	m  map[holdPartition]int64
+	m  map[topicPartition]int64
 }
 
-type holdPartition struct {
+// topicPartition is a partition of a topic.
+type topicPartition struct {
 	topic string
 	part  int32
 }
@@ -489,11 +495,11 @@ type holdPartition struct {
 // wrote records that the backend held a letter in partition part of hold
 // topic topic, which ends at end now.
 func (h *holdEnds) wrote(topic string, part int32, end int64) {
-	k := holdPartition{topic, part}
+	k := topicPartition{topic, part}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.m == nil {
-		h.m = map[holdPartition]int64{}
+		h.m = map[topicPartition]int64{}
 	}
 	h.m[k] = max(h.m[k], end)
 }
@@ -503,5 +509,5 @@ func (h *holdEnds) wrote(topic string, part int32, end int64) {
 func (h *holdEnds) end(topic string, part int32) int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.m[holdPartition{topic, part}]
+	return h.m[topicPartition{topic, part}]
 }
