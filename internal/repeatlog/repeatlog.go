@@ -264,7 +264,8 @@ type Partitions = Fetches[int32]
 // cluster is out of reach or an ACL denies READ on the topic, share one
 // run, logged as one line when it begins, not one per partition, its
 // repeats at the intervals of Gaps, and one INFO line when the last of
-// its partitions delivers a record. Set Msg and Log before the first
+// its partitions delivers a record, or, with ReasonKey, when the last
+// leaves the consumer (Drop). Set Msg and Log before the first
 // failure. The zero value is otherwise ready, and safe for
 // concurrent use.
 type Fetches[P Partition] struct {
@@ -298,6 +299,15 @@ type partsRun[P Partition] struct {
 // logattr.MaxListed, and their count as PartitionsKey+logattr.CountEnding),
 // its end line counts those it had.
 const PartitionsKey = "partitions"
+
+// ReasonKey is the attribute, ReasonRevoked its value, of the INFO line
+// that ends a run of fetch errors whose partitions have all left the
+// consumer (Drop) rather than fetched again: the cause may go on, on the
+// consumer they went to.
+const (
+	ReasonKey     = "reason"
+	ReasonRevoked = "revoked"
+)
 
 func (ps *Fetches[P]) logger() *slog.Logger {
 	if ps.Log == nil {
@@ -414,10 +424,11 @@ func (r *partsRun[P]) listed() slog.Attr {
 }
 
 // logEnd logs r's end line: the attributes of its first failure, SinceKey,
-// FailuresKey and the count of the partitions it had.
-func (r *partsRun[P]) logEnd(ctx context.Context, log *slog.Logger) {
+// FailuresKey, the count of the partitions it had, and extra.
+func (r *partsRun[P]) logEnd(ctx context.Context, log *slog.Logger, extra ...slog.Attr) {
 	attrs := append(r.attrs[:len(r.attrs):len(r.attrs)], slog.Time(SinceKey, r.since), slog.Int(FailuresKey, r.failures),
 		slog.Int(PartitionsKey+logattr.CountEnding, r.parts))
+	attrs = append(attrs, extra...)
 	log.LogAttrs(ctx, slog.LevelInfo, r.ended, attrs...)
 }
 
@@ -440,6 +451,34 @@ func (ps *Fetches[P]) Fetched(ctx context.Context, part P) {
 	ps.mu.Unlock()
 	if ended {
 		r.logEnd(ctx, ps.logger())
+	}
+}
+
+// Drop takes the partitions gone reports true for out of their runs of
+// errors: the consumer no longer fetches them (a rebalance gave them to
+// another). A run left with no partition ends with its INFO line, with
+// ReasonKey ReasonRevoked; the others go on, their repeats listing the
+// partitions left. gone is called with the lock held, once for each
+// partition in a run. It costs an atomic load when no run goes on.
+func (ps *Fetches[P]) Drop(ctx context.Context, gone func(P) bool) {
+	if ps.n.Load() == 0 {
+		return
+	}
+	var ended []*partsRun[P]
+	ps.mu.Lock()
+	for p, r := range ps.of {
+		if !gone(p) {
+			continue
+		}
+		delete(ps.of, p)
+		if r.leave(ps, p) {
+			ended = append(ended, r)
+		}
+	}
+	ps.n.Store(int32(len(ps.of)))
+	ps.mu.Unlock()
+	for _, r := range ended {
+		r.logEnd(ctx, ps.logger(), slog.String(ReasonKey, ReasonRevoked))
 	}
 }
 

@@ -369,3 +369,75 @@ func TestAPartitionWhoseCauseChangesStaysInItsRun(t *testing.T) {
 		t.Fatalf("the partitions fetching again logged %q, want one INFO line ending each run", got[2:])
 	}
 }
+
+// Guarantee: partitions that leave the consumer (Drop: a rebalance gave
+// them to another) leave their runs of fetch errors: a run that keeps a
+// partition goes on, its repeats listing only those it keeps, and logs
+// nothing as they leave; a run left with none ends at once with one INFO
+// line, counting the partitions it had, that says why (reason=revoked),
+// and logs nothing after, neither a repeat nor a second end; a dropped
+// partition failing again on the consumer begins a run of its own.
+func TestPartitionsLeavingTheConsumerLeaveTheirRunsWhichEndOnceWithTheReasonWhenNoneIsLeft(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var lines logtest.Lines
+		fs := &repeatlog.Fetches[repeatlog.TopicPartition]{Msg: "pkg: fetch failed", Log: slog.New(slog.NewTextHandler(&lines, nil))}
+		ctx := context.Background()
+		tp := func(p int32) repeatlog.TopicPartition { return repeatlog.TopicPartition{Topic: "orders", Part: p} }
+		denied := errors.New("TOPIC_AUTHORIZATION_FAILED")
+		for p := range int32(3) {
+			fs.Fail(ctx, tp(p), errDown, nil)
+		}
+		fs.Fail(ctx, tp(3), denied, nil)
+		if got := lines.All(); len(got) != 2 {
+			t.Fatalf("partitions 0 to 2 failing alike and 3 otherwise logged:\n%s\nwant one WARN line per run", strings.Join(got, ""))
+		}
+		in := func(parts ...int32) func(repeatlog.TopicPartition) bool {
+			return func(p repeatlog.TopicPartition) bool { return p.Topic == "orders" && slices.Contains(parts, p.Part) }
+		}
+		fs.Drop(ctx, in(1, 2))
+		if got := lines.All(); len(got) != 2 {
+			t.Fatalf("partitions 1 and 2 leaving the run partition 0 keeps logged %q, want nothing", got[2:])
+		}
+		for range 6 { // the first repeat is due First after the first line
+			time.Sleep(10 * time.Second)
+			fs.Fail(ctx, tp(0), errDown, nil)
+		}
+		got := lines.All()
+		if len(got) != 3 || !strings.Contains(got[2], `msg="pkg: fetch failed (still)"`) ||
+			!strings.Contains(got[2], `partitions=[orders/0] partitions_count=1 `) {
+			t.Fatalf("the repeat due after partitions 1 and 2 left logged %q, want a (still) line listing partition 0 only", got[2:])
+		}
+		fs.Drop(ctx, in(0, 3, 4))
+		got = lines.All()
+		if len(got) != 5 {
+			t.Fatalf("the last partitions of both runs leaving logged %q, want one end line per run", got[3:])
+		}
+		ends := got[3:]
+		for _, want := range []string{`error="` + errDown.Error() + `" since=`, `error=` + denied.Error() + ` since=`} {
+			i := slices.IndexFunc(ends, func(l string) bool { return strings.Contains(l, want) })
+			if i < 0 {
+				t.Fatalf("the end lines %q lack the run of %s", ends, want)
+			}
+			count := " partitions_count=3"
+			if strings.Contains(want, denied.Error()) {
+				count = " partitions_count=1"
+			}
+			for _, w := range []string{"level=INFO", `msg="pkg: fetch failed ended"`, count, " " + repeatlog.ReasonKey + "=" + repeatlog.ReasonRevoked} {
+				if !strings.Contains(ends[i], w) {
+					t.Errorf("the end line lacks %q: %s", w, ends[i])
+				}
+			}
+		}
+		time.Sleep(2 * repeatlog.First)
+		fs.Fetched(ctx, tp(0))
+		fs.Drop(ctx, in(0, 1, 2, 3))
+		fs.EndAll(ctx)
+		if got = lines.All(); len(got) != 5 {
+			t.Fatalf("the runs once ended logged %q, want nothing", got[5:])
+		}
+		fs.Fail(ctx, tp(1), errDown, nil)
+		if got = lines.All(); len(got) != 6 || !strings.Contains(got[5], `level=WARN msg="pkg: fetch failed" topic=orders partition=1 `) {
+			t.Fatalf("partition 1 failing again once it had left logged %q, want the WARN line of a run beginning", got[5:])
+		}
+	})
+}
