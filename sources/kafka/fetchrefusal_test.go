@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/boulevard-go/boulevard/internal/logtest"
+	"github.com/boulevard-go/boulevard/internal/repeatlog"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/message"
 	"github.com/boulevard-go/boulevard/sources/kafka"
@@ -273,6 +275,112 @@ func TestFetchesFailingOnManyPartitionsLogOneWarningAndOneEndOnceTheyFetchAgain(
 			if !strings.Contains(end, want) {
 				t.Errorf("the end line lacks %q: %s", want, end)
 			}
+		}
+	})
+}
+
+// failingThenMoved starts, with client cl, on a one-broker cluster of 2
+// partitions holding 10 records each whose Fetches of the partitions in
+// failing the cluster answers with UNKNOWN_SERVER_ERROR until the fault
+// is removed, a member A of group logging to lines, waits for its run of
+// failed fetches to begin, then has a member B join: the range strategy
+// orders the members by their IDs, which begin with their client IDs,
+// "a" and "b", so that A keeps partition 0 and B takes partition 1. It
+// returns once each member reads its partition, with A's Run result (a
+// pipeline of its own, stopped with stop or when the test ends) and the
+// fault.
+func failingThenMoved(t *testing.T, cl client, group string, failing []int32, lines *logtest.Lines) (done <-chan error, stop func(), faults *kfake.FaultHandle) {
+	t.Helper()
+	c := newCluster(t, 2, kfake.NumBrokers(1))
+	produce(t, c, 2, 0, 20)
+	faults = c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: testTopic, Partitions: failing, Err: kerr.UnknownServerError, Count: -1})
+	t.Cleanup(faults.Remove)
+	member := func(id string, logger *slog.Logger) (testSource, func(), <-chan error) {
+		o := sourceOptions(c, group)
+		o.Config.ClientID = id
+		if logger != nil {
+			o.Logger = logger
+		}
+		src := cl.new(t, o)
+		ran := make(chan error, 1)
+		opts := pipelineOpts(id, src, 1, newLedger(), nil)
+		opts.Producer.Source = onceSource{testSource: src, done: ran}
+		p := startPipeline(t, opts)
+		stop := func() { stopPipeline(t, p) }
+		t.Cleanup(stop)
+		return src, stop, ran
+	}
+	a, stop, done := member("a", slog.New(slog.NewTextHandler(lines, nil)))
+	wait.Within(t, 30*time.Second, "A's run of failed fetches to begin", func() bool { return lines.Count(`msg="kafka consumer error"`) > 0 })
+	b, _, _ := member("b", nil)
+	reads := func(src testSource, part int32) func() bool {
+		return func() bool {
+			st := src.Stats()
+			if len(st.Members) != 1 {
+				return false
+			}
+			var parts []int32
+			for _, ps := range st.Members[0].Partitions {
+				parts = append(parts, ps.Partition)
+			}
+			return slices.Equal(parts, []int32{part})
+		}
+	}
+	wait.Within(t, 30*time.Second, "A to read partition 0 only", reads(a, 0))
+	wait.Within(t, 30*time.Second, "B to read partition 1 only", reads(b, 1))
+	return done, stop, faults
+}
+
+// Guarantee: a partition whose fetches fail, moved to another member by a
+// rebalance, leaves its run of failed fetches on the member that let it
+// go, with either client: the run, left with no partition, ends at once
+// with one INFO line saying so (reason=revoked), while the member runs
+// on, and the run logs nothing after, not even as the member closes.
+func TestAFailingPartitionMovedToAnotherMemberEndsItsRunOnce(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl client) {
+		var lines logtest.Lines
+		done, stop, faults := failingThenMoved(t, cl, "g-fetch-moved", []int32{1}, &lines)
+		ended := `msg="kafka consumer error ended"`
+		wait.Within(t, 30*time.Second, "A's run of failed fetches of partition 1 to end", func() bool { return lines.Count(ended) > 0 })
+		expectRunning(t, done, "after its failing partition moved")
+		end := lines.Matching(ended)[0]
+		for _, want := range []string{"level=INFO", " topic=" + testTopic + " ", " partition=1 ", " partitions_count=1", " " + repeatlog.ReasonKey + "=" + repeatlog.ReasonRevoked} {
+			if !strings.Contains(end, want) {
+				t.Errorf("the end line lacks %q: %s", want, end)
+			}
+		}
+		stop()
+		faults.Remove()
+		if run := lines.Matching(`msg="kafka consumer error`); len(run) != 2 {
+			t.Fatalf("partition 1's fetches refused %d times, then moved to B, logged on A:\n%s\nwant one WARN line and its end", faults.Hits(), strings.Join(run, ""))
+		}
+	})
+}
+
+// Guarantee: a partition whose fetches fail and that the member keeps
+// through a rebalance stays in its run of failed fetches, with either
+// client, while the partition moved away leaves it: the run is one WARN
+// line for both, goes on through the rebalance, and ends with one INFO
+// line, for its partitions fetching again (no reason=revoked), once the
+// kept partition fetches records again.
+func TestAFailingPartitionKeptThroughARebalanceStaysInItsRun(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl client) {
+		var lines logtest.Lines
+		done, _, faults := failingThenMoved(t, cl, "g-fetch-kept", []int32{0, 1}, &lines)
+		hits := faults.Hits()
+		wait.Within(t, 30*time.Second, "fetches refused after the rebalance", func() bool { return faults.Hits() >= hits+5 })
+		run := `msg="kafka consumer error`
+		if got := lines.Matching(run); len(got) != 1 || !strings.Contains(got[0], "level=WARN") {
+			t.Fatalf("partitions 0 and 1 failing alike, then 1 moved to B and 0 kept failing, logged on A:\n%s\nwant one WARN line", strings.Join(got, ""))
+		}
+		faults.Remove()
+		ended := `msg="kafka consumer error ended"`
+		wait.Within(t, 30*time.Second, "A's run of failed fetches to end", func() bool { return lines.Count(ended) > 0 })
+		expectRunning(t, done, "after its partitions' fetches were refused")
+		got := lines.Matching(run)
+		if len(got) != 2 || !strings.Contains(got[1], "level=INFO") || strings.Contains(got[1], repeatlog.ReasonKey+"=") ||
+			!strings.Contains(got[1], fmt.Sprintf(" partitions_count=%d", 2)) {
+			t.Fatalf("the kept partition fetching again logged on A:\n%s\nwant one WARN line and its end, counting 2 partitions, without a reason", strings.Join(got, ""))
 		}
 	})
 }

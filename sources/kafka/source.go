@@ -841,7 +841,7 @@ func (m *member) cutShort() {
 type handler member
 
 func (h *handler) Setup(sess sarama.ConsumerGroupSession) error {
-	h.cm.NoteSession(sess.MemberID(), sess.GenerationID())
+	h.cm.NoteSession(sess.MemberID(), sess.GenerationID(), sess.Claims())
 	h.reach.SessionStarted()
 	h.log.Info("kafka group session started",
 		slog.String("member", sess.MemberID()), slog.Int("generation", int(sess.GenerationID())),

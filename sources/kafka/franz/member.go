@@ -537,13 +537,8 @@ func (m *member) fetchOffset(topic string, part int32) int64 {
 func (m *member) assigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	m.cl.CompareAndSwap(nil, cl)
 	memberID, gen := cl.GroupMetadata()
-	m.cm.NoteSession(memberID, gen)
-	m.reach.SessionStarted()
-	m.moveOn() // the generation is synced: a refused final commit goes out in it
-	// The line names every partition the member claims from now on: under
-	// cooperative-sticky, assigned holds only those it gains, which it
-	// names apart (new_claims).
-	attrs := []any{slog.String("member", memberID), slog.Int("generation", int(gen))}
+	// Every partition the member claims from now on: under
+	// cooperative-sticky, assigned holds only those it gains.
 	m.mu.Lock()
 	kept := len(m.parts)
 	claims := make(map[string][]int32, len(assigned))
@@ -557,6 +552,11 @@ func (m *member) assigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 	for _, ps := range claims {
 		slices.Sort(ps)
 	}
+	m.cm.NoteSession(memberID, gen, claims)
+	m.reach.SessionStarted()
+	m.moveOn() // the generation is synced: a refused final commit goes out in it
+	// The line names them all, and those gained apart (new_claims).
+	attrs := []any{slog.String("member", memberID), slog.Int("generation", int(gen))}
 	attrs = append(attrs, logattr.Partitions("claims", claims))
 	if kept > 0 {
 		attrs = append(attrs, logattr.Partitions("new_claims", assigned))

@@ -108,12 +108,12 @@ func TestAnAdvanceWakesTheCommitLoopOnAck(t *testing.T) {
 // prefix and the records in flight.
 func TestStatsCountGenerationsAndInFlight(t *testing.T) {
 	m := NewMember("g", "s", slog.New(slog.DiscardHandler), false)
-	m.NoteSession("m1", 1)
+	m.NoteSession("m1", 1, nil)
 	c, _ := newTestPartition(FailureCommit, 3)
 	c.MemberID, c.Generation = "m1", 1
 	m.Add(c)
-	m.NoteSession("m1", 1)
-	m.NoteSession("m1", 2)
+	m.NoteSession("m1", 1, nil)
+	m.NoteSession("m1", 2, nil)
 	c.Ack(t.Context(), outcomes(0), nil)
 	s := m.Stats()
 	if s.Rebalances != 2 || s.GenerationID != 2 {

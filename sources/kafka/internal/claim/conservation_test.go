@@ -23,7 +23,7 @@ func TestClaimStatsAddUpWithOutcomesInAnyOrder(t *testing.T) {
 	for seed := range uint64(8) {
 		rng := rand.New(rand.NewPCG(seed, 2))
 		m := NewMember("g", "s", slog.New(slog.DiscardHandler), false)
-		m.NoteSession("m1", 1)
+		m.NoteSession("m1", 1, nil)
 		c, _ := newTestPartition(FailureCommit, n)
 		c.MemberID, c.Generation = "m1", 1
 		m.Add(c)

@@ -14,7 +14,8 @@ const FetchFailedLog = "kafka consumer error"
 
 // FetchEndedSuffix ends the message of the INFO line that ends a run of
 // failed fetches: its partitions fetch records again, or the member
-// closes.
+// closes, or its last partitions leave the member at a rebalance (the
+// line then has repeatlog.ReasonKey=repeatlog.ReasonRevoked).
 const FetchEndedSuffix = " ended"
 
 // FetchFailed counts a failed fetch of topic/part with err, the
@@ -33,6 +34,9 @@ const FetchEndedSuffix = " ended"
 // partitions failing, their count, and the count of failures; one INFO
 // line (FetchFailedLog+FetchEndedSuffix) ends it when the last of its
 // partitions fetches records again, or as the member closes (FlushLogs).
+// A partition not in a new session's assignment leaves its run
+// (NoteSession): a run whose last partition leaves ends with its INFO
+// line, saying so (repeatlog.ReasonKey).
 func (m *Member) FetchFailed(topic string, part int32, err error, attrs ...slog.Attr) {
 	m.fetches.Fail(context.Background(), repeatlog.TopicPartition{Topic: topic, Part: part}, err, nil, attrs...)
 }
@@ -46,3 +50,21 @@ func (m *Member) FetchedAgain(topic string, part int32) {
 
 // endFetchRuns ends every run of failed fetches, each with its INFO line.
 func (m *Member) endFetchRuns() { m.fetches.EndAll(context.Background()) }
+
+// fetchesLeft takes the partitions not in claims, by topic, out of their
+// runs of failed fetches, ending those left with none.
+func (m *Member) fetchesLeft(claims map[string][]int32) {
+	var kept map[repeatlog.TopicPartition]struct{}
+	m.fetches.Drop(context.Background(), func(p repeatlog.TopicPartition) bool {
+		if kept == nil {
+			kept = map[repeatlog.TopicPartition]struct{}{}
+			for topic, parts := range claims {
+				for _, part := range parts {
+					kept[repeatlog.TopicPartition{Topic: topic, Part: part}] = struct{}{}
+				}
+			}
+		}
+		_, ok := kept[p]
+		return !ok
+	})
+}

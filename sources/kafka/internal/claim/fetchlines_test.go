@@ -134,3 +134,38 @@ func TestAFetchErrorWhoseTextChangesWhileItFailsIsOneRun(t *testing.T) {
 		t.Fatalf("a partition failing 20 times with errors of two alternating texts, then fetching again, logged:\n%s\nwant one WARN line and one INFO line", strings.Join(lines, "\n"))
 	}
 }
+
+// Guarantee: a session whose assignment leaves out partitions of the
+// member's runs of failed fetches takes them out (another member fetches
+// them now), and those it keeps stay: a run left with none ends with one
+// INFO line saying so (reason=revoked), a run keeping one goes on, and
+// ends, without that reason, once the partition fetches again; the run of
+// another topic's partition the session keeps goes on too.
+func TestASessionEndsTheRunsOfThePartitionsItLeavesOutAndKeepsTheOthers(t *testing.T) {
+	var buf bytes.Buffer
+	m := NewMember("g", "s", slog.New(slog.NewTextHandler(&buf, nil)), false)
+	down := errors.New("UNKNOWN_SERVER_ERROR")
+	for p := range int32(4) {
+		m.FetchFailed("events", p, down)
+	}
+	m.FetchFailed("events", 4, errors.New("another"))
+	m.FetchFailed("other", 0, down)
+	m.NoteSession("m1", 2, map[string][]int32{"events": {0, 5}, "other": {0}})
+	lines := fetchLines(&buf)
+	if len(lines) != 4 || !strings.Contains(lines[3], "level=INFO") || !strings.Contains(lines[3], "topic=events partition=4 ") ||
+		!strings.Contains(lines[3], " "+repeatlog.ReasonKey+"="+repeatlog.ReasonRevoked) {
+		t.Fatalf("a session keeping events/0 and other/0 logged:\n%s\nwant one INFO line ending the run of events/4, revoked", strings.Join(lines[3:], "\n"))
+	}
+	m.FetchedAgain("events", 0)
+	m.FetchedAgain("other", 0)
+	lines = fetchLines(&buf)
+	if len(lines) != 6 || strings.Contains(lines[4]+lines[5], repeatlog.ReasonKey+"=") ||
+		!strings.Contains(lines[4], "topic=events partition=0 ") || !strings.Contains(lines[4], "partitions_count=4") ||
+		!strings.Contains(lines[5], "topic=other partition=0 ") {
+		t.Fatalf("the kept partitions fetching again logged:\n%s\nwant one INFO line ending each of their runs, without a reason", strings.Join(lines[4:], "\n"))
+	}
+	m.FlushLogs()
+	if got := fetchLines(&buf); len(got) != 6 {
+		t.Fatalf("the member closing, its runs over, logged %q", got[6:])
+	}
+}

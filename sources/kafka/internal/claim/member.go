@@ -102,12 +102,16 @@ func (m *Member) Advanced(int64) {
 	}
 }
 
-// NoteSession records the member's current session and counts a new
-// generation.
-func (m *Member) NoteSession(memberID string, generation int32) {
+// NoteSession records the member's current session, counts a new
+// generation, and takes the partitions not in claims, the session's
+// assignment by topic, out of their runs of failed fetches: another
+// member fetches them now (see FetchFailed). The partitions the member
+// keeps stay in theirs.
+func (m *Member) NoteSession(memberID string, generation int32, claims map[string][]int32) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.noteSession(memberID, generation)
+	m.mu.Unlock()
+	m.fetchesLeft(claims)
 }
 
 func (m *Member) noteSession(memberID string, generation int32) {
